@@ -1,0 +1,50 @@
+# HAL — the two commands a newcomer needs are `make up` and `make test`.
+VENV    ?= .venv
+PYTHON  ?= python3
+PY      := $(VENV)/bin/python
+RUN_STAMP := $(VENV)/.installed-run
+STAMP   := $(VENV)/.installed-dev
+UP_ARGS ?=
+TEST_ARGS ?=
+
+.PHONY: up test check bench venv clean lint type imports fmt
+
+# `make up` installs HAL alone; `make test`/`check` add the test tools and workflow tools.
+$(RUN_STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "HAL needs Python 3.11 or newer")'
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	@touch $(RUN_STAMP)
+
+$(STAMP): $(RUN_STAMP)
+	$(PY) -m pip install -q -e '.[dev,workflows]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+## Start a local cluster: control plane + 2 agents + SQLite under ~/.local/share/hal
+up: $(RUN_STAMP)
+	$(VENV)/bin/hal up $(UP_ARGS)
+
+## Run the test suite (slow tests too when CI=true or HAL_SLOW=1)
+test: $(STAMP)
+	$(PY) -m pytest $(TEST_ARGS)
+
+## Lint, format check, strict typing and import layers
+check: $(STAMP)
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+fmt: $(STAMP)
+	$(VENV)/bin/ruff format src tests bench
+	$(VENV)/bin/ruff check --fix src tests bench
+
+## Benchmarks: JSON results under bench/results/
+bench: $(STAMP)
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
