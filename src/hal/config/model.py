@@ -1,0 +1,204 @@
+"""``hal.toml``: cluster name, partitions, timeouts, limits and the scheduler profile.
+
+Example::
+
+    cluster_name = "hal"
+    min_job_age_seconds = 300      # finished jobs stay in `squeue -t all` this long
+    kill_wait_seconds = 30         # SIGTERM → SIGKILL grace at time limit and cancel
+    node_timeout_seconds = 30      # no heartbeat for this long → node DOWN, jobs NODE_FAIL
+
+    [[partitions]]
+    name = "debug"
+    default = true
+    max_time = "1-00:00:00"
+    nodes = []                     # empty: every node
+
+    [scheduler]
+    interval_seconds = 1.0
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hal.core.errors import InvalidRequest
+from hal.core.node import Partition
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionConfig:
+    name: str
+    default: bool = False
+    nodes: tuple[str, ...] = ()
+    max_time_s: int = 0
+    default_time_s: int = 0
+    max_nodes: int = 0
+    priority_tier: int = 1
+    up: bool = True
+
+    def to_partition(self) -> Partition:
+        return Partition(
+            name=self.name,
+            nodes=self.nodes,
+            default=self.default,
+            max_time_s=self.max_time_s,
+            default_time_s=self.default_time_s,
+            max_nodes=self.max_nodes,
+            priority_tier=self.priority_tier,
+            up=self.up,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class HalConfig:
+    cluster_name: str = "hal"
+    min_job_age_seconds: int = 300
+    kill_wait_seconds: int = 30
+    node_timeout_seconds: float = 30.0
+    heartbeat_interval_seconds: float = 5.0
+    max_array_size: int = 1001
+    max_batch_jobs: int = 100_000
+    max_request_bytes: int = 64 * 1024 * 1024
+    scheduler_interval_seconds: float = 1.0
+    scheduler_profile: dict[str, Any] = field(default_factory=dict)
+    partitions: tuple[PartitionConfig, ...] = (PartitionConfig(name="debug", default=True),)
+
+    def partition_objects(self) -> tuple[Partition, ...]:
+        return tuple(p.to_partition() for p in self.partitions)
+
+    @property
+    def default_partition(self) -> str:
+        for p in self.partitions:
+            if p.default:
+                return p.name
+        return self.partitions[0].name
+
+
+_TOP_KEYS = {
+    "cluster_name",
+    "min_job_age_seconds",
+    "kill_wait_seconds",
+    "node_timeout_seconds",
+    "heartbeat_interval_seconds",
+    "max_array_size",
+    "max_batch_jobs",
+    "max_request_bytes",
+    "partitions",
+    "scheduler",
+}
+_PARTITION_KEYS = {
+    "name",
+    "default",
+    "nodes",
+    "max_time",
+    "default_time",
+    "max_nodes",
+    "priority_tier",
+    "up",
+}
+
+
+def load_config(path: str | Path | None) -> HalConfig:
+    """Read ``path`` (TOML); ``None`` or a missing default file gives the defaults."""
+    if path is None:
+        return HalConfig()
+    p = Path(path)
+    try:
+        raw = tomllib.loads(p.read_text())
+    except OSError as err:
+        raise InvalidRequest(f"cannot read config file {p}: {err.strerror}") from err
+    except tomllib.TOMLDecodeError as err:
+        raise InvalidRequest(f"config file {p} is not valid TOML: {err}") from err
+    return config_from_dict(raw, source=str(p))
+
+
+def config_from_dict(raw: dict[str, Any], source: str = "config") -> HalConfig:
+    unknown = set(raw) - _TOP_KEYS
+    if unknown:
+        raise InvalidRequest(
+            f"{source}: unknown key(s) {sorted(unknown)}; known keys are {sorted(_TOP_KEYS)}",
+            field=sorted(unknown)[0],
+        )
+    kwargs: dict[str, Any] = {}
+    for key, typ in (
+        ("cluster_name", str),
+        ("min_job_age_seconds", int),
+        ("kill_wait_seconds", int),
+        ("node_timeout_seconds", (int, float)),
+        ("heartbeat_interval_seconds", (int, float)),
+        ("max_array_size", int),
+        ("max_batch_jobs", int),
+        ("max_request_bytes", int),
+    ):
+        if key in raw:
+            value = raw[key]
+            if not isinstance(value, typ) or isinstance(value, bool):
+                raise InvalidRequest(
+                    f"{source}: {key} must be a number or string as documented", field=key
+                )
+            if isinstance(value, (int, float)) and value < 0:
+                raise InvalidRequest(f"{source}: {key} must not be negative", field=key)
+            kwargs[key] = value
+    scheduler = raw.get("scheduler", {})
+    if not isinstance(scheduler, dict):
+        raise InvalidRequest(f"{source}: [scheduler] must be a table", field="scheduler")
+    if "interval_seconds" in scheduler:
+        kwargs["scheduler_interval_seconds"] = float(scheduler["interval_seconds"])
+    kwargs["scheduler_profile"] = {k: v for k, v in scheduler.items() if k != "interval_seconds"}
+    if "partitions" in raw:
+        kwargs["partitions"] = _partitions(raw["partitions"], source)
+    return HalConfig(**kwargs)
+
+
+def _partitions(items: Any, source: str) -> tuple[PartitionConfig, ...]:
+    from hal.core.slurm_syntax import parse_time_limit
+
+    if not isinstance(items, list) or not items:
+        raise InvalidRequest(
+            f"{source}: [[partitions]] needs at least one entry", field="partitions"
+        )
+    out: list[PartitionConfig] = []
+    names: set[str] = set()
+    for i, item in enumerate(items):
+        where = f"{source}: partitions[{i}]"
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            raise InvalidRequest(f"{where} needs a name", field="partitions.name")
+        unknown = set(item) - _PARTITION_KEYS
+        if unknown:
+            raise InvalidRequest(
+                f"{where}: unknown key(s) {sorted(unknown)}",
+                field=f"partitions.{sorted(unknown)[0]}",
+            )
+        name = item["name"]
+        if name in names:
+            raise InvalidRequest(
+                f"{where}: partition {name!r} is defined twice", field="partitions.name"
+            )
+        names.add(name)
+        out.append(
+            PartitionConfig(
+                name=name,
+                default=bool(item.get("default", False)),
+                nodes=tuple(item.get("nodes", ())),
+                max_time_s=parse_time_limit(str(item["max_time"])) if "max_time" in item else 0,
+                default_time_s=(
+                    parse_time_limit(str(item["default_time"])) if "default_time" in item else 0
+                ),
+                max_nodes=int(item.get("max_nodes", 0)),
+                priority_tier=int(item.get("priority_tier", 1)),
+                up=bool(item.get("up", True)),
+            )
+        )
+    if sum(p.default for p in out) > 1:
+        raise InvalidRequest(
+            f"{source}: more than one partition has default = true", field="partitions.default"
+        )
+    if not any(p.default for p in out):
+        first = out[0]
+        out[0] = PartitionConfig(
+            **{**{f: getattr(first, f) for f in first.__slots__}, "default": True}
+        )
+    return tuple(out)

@@ -1,0 +1,42 @@
+"""Time, injected.
+
+Core, scheduler and simulator code never call ``time.time()``; they get a ``Clock``. The
+server uses ``SystemClock``; tests and the simulator use ``VirtualClock`` so that the same
+inputs give the same decisions. Times are float seconds since the Unix epoch.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def now(self) -> float:
+        """Seconds since the epoch (wall time, may be virtual)."""
+        ...
+
+
+class SystemClock:
+    def now(self) -> float:
+        return time.time()
+
+
+class VirtualClock:
+    """A clock that only moves when told to. ``advance`` never goes backwards."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self._now = start
+
+    def now(self) -> float:
+        return self._now
+
+    def advance(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("a clock cannot go backwards")
+        self._now += seconds
+
+    def set(self, when: float) -> None:
+        if when < self._now:
+            raise ValueError("a clock cannot go backwards")
+        self._now = when

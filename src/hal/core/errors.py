@@ -1,0 +1,92 @@
+"""The HAL error tree.
+
+Scheduling outcomes are ``Status`` values, never exceptions. Everything a *user* or an
+operator can get wrong is a ``HalError`` with a stable ``code`` that the API maps to an HTTP
+status (problem+json) and the CLI maps to an exit code, each in one place::
+
+    HalError
+     ├── InvalidRequest        400  a field is malformed or out of range (names the field)
+     │    └── UnsupportedOption 400  a Slurm option HAL does not implement
+     ├── Unauthenticated       401  missing or unknown token
+     ├── PermissionDenied      403  the user may not touch this object
+     ├── NotFound              404  unknown job, node, partition, user
+     ├── Conflict              409  the object is in a state that forbids the operation
+     ├── PayloadTooLarge       413  request bigger than the server accepts
+     └── Unavailable           503  the server cannot serve right now (retry)
+
+Bugs raise ordinary exceptions. Messages say what to do next.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class HalError(Exception):
+    """Base of every user-facing error. ``code`` is stable; ``field`` names the culprit."""
+
+    code: ClassVar[str] = "hal_error"
+    http_status: ClassVar[int] = 500
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class InvalidRequest(HalError):
+    code = "invalid_request"
+    http_status = 400
+
+
+class UnsupportedOption(InvalidRequest):
+    code = "unsupported_option"
+
+
+class Unauthenticated(HalError):
+    code = "unauthenticated"
+    http_status = 401
+
+
+class PermissionDenied(HalError):
+    code = "permission_denied"
+    http_status = 403
+
+
+class NotFound(HalError):
+    code = "not_found"
+    http_status = 404
+
+
+class Conflict(HalError):
+    code = "conflict"
+    http_status = 409
+
+
+class PayloadTooLarge(HalError):
+    code = "payload_too_large"
+    http_status = 413
+
+
+class Unavailable(HalError):
+    code = "unavailable"
+    http_status = 503
+
+
+ERRORS_BY_CODE: dict[str, type[HalError]] = {
+    cls.code: cls
+    for cls in (
+        HalError,
+        InvalidRequest,
+        UnsupportedOption,
+        Unauthenticated,
+        PermissionDenied,
+        NotFound,
+        Conflict,
+        PayloadTooLarge,
+        Unavailable,
+    )
+}

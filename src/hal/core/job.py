@@ -1,0 +1,214 @@
+"""Jobs: what a user asked for (``JobSpec``) and what became of it (``Job``).
+
+A ``JobSpec`` is complete and validated: units are resolved (bytes, seconds), Slurm's
+defaults applied. It is built by the REST edge (``hal.wire``) from requests that the Slurm
+layer (``hal.compat``) or the SDK produced.
+"""
+
+from __future__ import annotations
+
+import signal as _signal
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from hal.core.resources import ResourceVector
+from hal.core.states import JobState, PendingReason
+
+NO_VAL_ARRAY_INDEX = 4294967294  # what Slurm substitutes for %a outside an array
+
+
+class DependencyKind(StrEnum):
+    AFTER = "after"  # the other job started (or was cancelled)
+    AFTERANY = "afterany"  # the other job ended in any way
+    AFTEROK = "afterok"  # the other job completed with exit code 0
+    AFTERNOTOK = "afternotok"  # the other job ended in any non-success state
+    AFTERCORR = "aftercorr"  # the array element with the same index completed ok
+    SINGLETON = "singleton"  # no other job with the same name and user is running
+
+
+@dataclass(frozen=True, slots=True)
+class DependencyTerm:
+    kind: DependencyKind
+    job_ids: tuple[int, ...] = ()  # empty for singleton
+
+
+@dataclass(frozen=True, slots=True)
+class Dependency:
+    """``terms`` joined by ``,`` (all must hold) or ``?`` (any may hold)."""
+
+    terms: tuple[DependencyTerm, ...]
+    any_of: bool = False
+
+    def __str__(self) -> str:
+        sep = "?" if self.any_of else ","
+        parts = []
+        for t in self.terms:
+            if t.kind is DependencyKind.SINGLETON:
+                parts.append("singleton")
+            else:
+                parts.append(t.kind.value + ":" + ":".join(str(j) for j in t.job_ids))
+        return sep.join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class SignalSpec:
+    """``--signal=[B:]SIG[@secs]``: send ``signum`` ``seconds_before`` the time limit."""
+
+    signum: int
+    seconds_before: int = 60
+    batch_only: bool = False
+
+    @property
+    def name(self) -> str:
+        return _signal.Signals(self.signum).name.removeprefix("SIG")
+
+
+@dataclass(frozen=True, slots=True)
+class ArraySpec:
+    """Expanded array indices, plus the ``%`` concurrency limit (0 = unlimited)."""
+
+    indices: tuple[int, ...]
+    max_running: int = 0
+    text: str = ""  # as the user wrote it, e.g. "0-15:4%2"
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """A complete, validated job request. Per-node quantities are per node."""
+
+    user: str
+    script: str
+    name: str = "sbatch"
+    workdir: str = "/"
+    environment: tuple[tuple[str, str], ...] = ()
+    stdout: str | None = None  # pattern; None → slurm-%j.out (slurm-%A_%a.out for arrays)
+    stderr: str | None = None  # pattern; None → same file as stdout
+    partitions: tuple[str, ...] = ()  # empty → the default partition
+    nodes_min: int = 1
+    nodes_max: int = 1
+    ntasks: int = 1
+    ntasks_per_node: int | None = None
+    cpus_per_task: int = 1
+    memory_per_node_bytes: int | None = None  # --mem; 0 means all memory of the node
+    memory_per_cpu_bytes: int | None = None
+    memory_per_gpu_bytes: int | None = None
+    gpus_per_node: int = 0
+    gpus_total: int = 0  # --gpus/-G: spread over the nodes
+    gpus_per_task: int = 0
+    gpu_type: str | None = None
+    time_limit_s: int | None = None  # None → partition default; 0 → unlimited
+    array: ArraySpec | None = None
+    dependency: Dependency | None = None
+    kill_on_invalid_dep: bool = False
+    account: str | None = None
+    qos: str | None = None
+    constraint: tuple[str, ...] = ()  # features all required
+    exclude: tuple[str, ...] = ()  # node names
+    nodelist: tuple[str, ...] = ()  # node names all required
+    hold: bool = False
+    begin_time: float | None = None
+    requeue: bool = True
+    signal: SignalSpec | None = None
+    exclusive: bool = False
+    comment: str = ""
+    nice: int = 0
+    export_env: bool = True  # --export=ALL (the submitter's env is in ``environment``)
+    submit_host: str = ""
+
+    def cpus_per_node(self, nodes: int) -> int:
+        """CPUs each node must give when the job runs on ``nodes`` nodes."""
+        if self.ntasks_per_node is not None:
+            tasks = self.ntasks_per_node
+        else:
+            tasks = -(-self.ntasks // nodes)  # ceil: tasks spread evenly, first nodes fuller
+        return tasks * self.cpus_per_task
+
+    def gpus_per_node_on(self, nodes: int) -> int:
+        if self.gpus_per_node:
+            return self.gpus_per_node
+        if self.gpus_total:
+            return -(-self.gpus_total // nodes)
+        if self.gpus_per_task:
+            return self.gpus_per_task * (self.ntasks_per_node or -(-self.ntasks // nodes))
+        return 0
+
+    def request_per_node(self, nodes: int, node_memory_bytes: int | None = None) -> ResourceVector:
+        """The resources each of ``nodes`` nodes must provide.
+
+        ``--mem=0`` asks for the whole node's memory, so the node's size is needed to
+        resolve it; without it the request counts as zero memory.
+        """
+        cpus = self.cpus_per_node(nodes)
+        gpus = self.gpus_per_node_on(nodes)
+        if self.memory_per_node_bytes is not None:
+            mem = self.memory_per_node_bytes
+            if mem == 0:
+                mem = node_memory_bytes or 0
+        elif self.memory_per_cpu_bytes is not None:
+            mem = self.memory_per_cpu_bytes * cpus
+        elif self.memory_per_gpu_bytes is not None:
+            mem = self.memory_per_gpu_bytes * gpus
+        else:
+            mem = 0
+        return ResourceVector(cpus=cpus, memory_bytes=mem, gpus=gpus)
+
+    def with_changes(self, **changes: object) -> JobSpec:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """Where a running job sits: per node, what it holds. Node order is rank order."""
+
+    nodes: tuple[str, ...]
+    per_node: tuple[ResourceVector, ...]
+    gpu_ids: tuple[tuple[int, ...], ...] = ()  # per node, the GPU indices held
+
+    def total(self) -> ResourceVector:
+        acc = ResourceVector()
+        for r in self.per_node:
+            acc = acc + r
+        return acc
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One schedulable job (an array element is one job). Immutable; states change by copy."""
+
+    id: int
+    spec: JobSpec
+    state: JobState = JobState.PENDING
+    reason: PendingReason = PendingReason.WAITING_FOR_SCHEDULING
+    partition: str = ""  # the partition it was queued in (resolved at submit)
+    priority: int = 0
+    submit_time: float = 0.0
+    eligible_time: float | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+    time_limit_s: int = 0  # resolved: 0 → unlimited
+    allocation: Allocation | None = None
+    exit_code: int = 0
+    exit_signal: int = 0
+    array_job_id: int | None = None
+    array_task_id: int | None = None
+    array_max_running: int = 0
+    restarts: int = 0
+    held_by_admin: bool = False
+    expected_start: float | None = None
+    cancelled_by: str | None = None
+    launched: bool = False  # the agent confirmed the batch script started
+    extra: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def display_id(self) -> str:
+        """``123`` or ``100_7`` as squeue shows it."""
+        if self.array_job_id is not None and self.array_task_id is not None:
+            return f"{self.array_job_id}_{self.array_task_id}"
+        return str(self.id)
+
+    @property
+    def is_array_element(self) -> bool:
+        return self.array_job_id is not None
+
+    def evolve(self, **changes: object) -> Job:
+        return replace(self, **changes)  # type: ignore[arg-type]

@@ -1,0 +1,47 @@
+"""Nodes and partitions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from hal.core.resources import ResourceVector
+from hal.core.states import NodeState
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    resources: ResourceVector  # what the node offers to jobs
+    state: NodeState = NodeState.UP
+    reason: str = ""  # why DOWN or DRAIN, as an operator or the server wrote it
+    features: tuple[str, ...] = ()
+    gpu_model: str = ""
+    partitions: tuple[str, ...] = ()
+    address: str = ""  # how the server reaches the agent, when it needs to
+    last_heartbeat: float = 0.0
+    topology: tuple[str, ...] = ()  # e.g. ("site-a", "rack-3", "switch-7")
+    labels: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def schedulable(self) -> bool:
+        return self.state is NodeState.UP
+
+    def evolve(self, **changes: object) -> Node:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    """A queue over a set of nodes, with limits (Slurm's partition)."""
+
+    name: str
+    nodes: tuple[str, ...] = ()  # empty → every node
+    default: bool = False
+    max_time_s: int = 0  # 0 → unlimited
+    default_time_s: int = 0  # 0 → max_time_s (or unlimited)
+    max_nodes: int = 0  # 0 → unlimited
+    priority_tier: int = 1
+    up: bool = True
+
+    def contains(self, node_name: str) -> bool:
+        return not self.nodes or node_name in self.nodes

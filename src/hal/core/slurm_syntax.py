@@ -1,0 +1,467 @@
+"""Slurm's option syntaxes, parsed once for the server and the command line.
+
+Every parser takes the text a user typed and returns core values in base units (seconds,
+bytes, Unix time). On bad input it raises ``InvalidRequest`` whose message shows what to
+write instead and whose ``field`` names the Slurm option, so ``sbatch`` on the command line
+and ``POST /v1/jobs`` on the server reject the same input with the same words.
+
+Deliberate differences from Slurm, each documented at its parser:
+
+- ``parse_time_limit`` keeps seconds exact; Slurm rounds a limit up to whole minutes.
+- ``parse_dependency`` takes plain integer job ids only (no ``123_4``, no ``after:1+5``).
+- ``parse_gres`` knows only the ``gpu`` gres.
+
+Pure functions: no I/O, no clock (``parse_begin`` is handed ``now``).
+"""
+
+from __future__ import annotations
+
+import re
+import signal as _signal
+from datetime import datetime, timedelta
+from typing import cast
+
+import hostlist
+
+from hal.core.errors import InvalidRequest
+from hal.core.job import ArraySpec, Dependency, DependencyKind, DependencyTerm, SignalSpec
+
+DEFAULT_MAX_ARRAY_SIZE = 1001  # Slurm's default MaxArraySize
+DEFAULT_SIGNAL_SECONDS = 60  # --signal without @secs
+MAX_SIGNAL_SECONDS = 0xFFFF  # Slurm stores the lead time in 16 bits
+
+_INT = re.compile(r"^\d+$")
+
+
+def _int(text: str, what: str, field: str, hint: str) -> int:
+    if not _INT.match(text):
+        raise InvalidRequest(f"invalid --{field} {what} {text!r}: {hint}", field=field)
+    return int(text)
+
+
+# -- time limits --------------------------------------------------------------------------
+
+_TIME_HINT = (
+    "write minutes (30), M:S, H:M:S, D-H, D-H:M or D-H:M:S (e.g. 2-12:00:00), "
+    "or 0/UNLIMITED for no limit"
+)
+
+
+def parse_time_limit(text: str, *, field: str = "time") -> int:
+    """``--time`` in seconds; 0 means no limit.
+
+    Accepts ``M``, ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M``, ``D-H:M:S`` and
+    ``0``/``UNLIMITED``/``infinite``. Slurm's resolution is one minute and it rounds seconds
+    up (``--time=0:30`` becomes 1:00); HAL keeps the seconds exact because its timers are
+    finer and short test jobs benefit. Fields are not range-checked, as in Slurm
+    (``90`` and ``0:90:00`` both mean 90 minutes).
+    """
+    raw = text.strip()
+    if raw.lower() in ("unlimited", "infinite", "-1"):
+        return 0
+    if not raw:
+        raise InvalidRequest(f"empty --{field}: {_TIME_HINT}", field=field)
+    days = 0
+    rest = raw
+    if "-" in raw:
+        day_text, rest = raw.split("-", 1)
+        days = _int(day_text, "value", field, _TIME_HINT)
+        parts = rest.split(":")
+        if len(parts) > 3:
+            raise InvalidRequest(f"invalid --{field} value {raw!r}: {_TIME_HINT}", field=field)
+        nums = [_int(p, "value", field, _TIME_HINT) for p in parts]
+        hours, minutes, seconds = [*nums, 0, 0][:3]
+    else:
+        parts = rest.split(":")
+        nums = [_int(p, "value", field, _TIME_HINT) for p in parts]
+        if len(nums) == 1:
+            hours, minutes, seconds = 0, nums[0], 0
+        elif len(nums) == 2:
+            hours, minutes, seconds = 0, nums[0], nums[1]
+        elif len(nums) == 3:
+            hours, minutes, seconds = nums
+        else:
+            raise InvalidRequest(f"invalid --{field} value {raw!r}: {_TIME_HINT}", field=field)
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+
+
+# -- memory -------------------------------------------------------------------------------
+
+_MEMORY = re.compile(r"^(\d+)([KMGT]?)B?$", re.IGNORECASE)
+_UNIT_SHIFT = {"K": 10, "M": 20, "G": 30, "T": 40}
+
+
+def parse_memory(text: str, *, field: str = "mem") -> int:
+    """``--mem`` and friends in bytes: an integer in MiB by default, or with a ``K``, ``M``,
+    ``G`` or ``T`` suffix (binary units, an optional trailing ``B``). ``0`` is returned as 0;
+    for ``--mem`` it means "all the memory of the node"."""
+    m = _MEMORY.match(text.strip())
+    if not m:
+        raise InvalidRequest(
+            f"invalid --{field} value {text!r}: write an integer in MiB (4000) or with a unit "
+            "suffix K, M, G or T (500M, 16G)",
+            field=field,
+        )
+    unit = (m.group(2) or "M").upper()
+    value = int(m.group(1)) << _UNIT_SHIFT[unit]
+    if value >= 1 << 63:
+        raise InvalidRequest(f"--{field} value {text!r} is too large", field=field)
+    return value
+
+
+# -- arrays -------------------------------------------------------------------------------
+
+_ARRAY_HINT = "write index ranges like 0-15, 0,6,16-32, 0-15:4, optionally with %N (0-15%4)"
+
+
+def parse_array(
+    text: str, max_array_size: int = DEFAULT_MAX_ARRAY_SIZE, *, field: str = "array"
+) -> ArraySpec:
+    """``--array``: ``0-15``, ``0,6,16-32``, ``0-15:4``, and a ``%N`` limit on how many
+    elements run at once. Indices go from 0 to ``max_array_size - 1`` (Slurm's
+    MaxArraySize); duplicates collapse and indices come back sorted."""
+    raw = text.strip()
+    spec, _, throttle_text = raw.partition("%")
+    max_running = 0
+    if throttle_text:
+        max_running = _int(throttle_text, "limit after %", field, _ARRAY_HINT)
+        if max_running < 1:
+            raise InvalidRequest(
+                f"invalid --{field} {raw!r}: the %N limit must be at least 1", field=field
+            )
+    if not spec:
+        raise InvalidRequest(f"invalid --{field} {raw!r}: {_ARRAY_HINT}", field=field)
+    indices: set[int] = set()
+    for part in spec.split(","):
+        rng, _, step_text = part.partition(":")
+        step = _int(step_text, "step", field, _ARRAY_HINT) if step_text else 1
+        first_text, dash, last_text = rng.partition("-")
+        first = _int(first_text, "index", field, _ARRAY_HINT)
+        last = _int(last_text, "index", field, _ARRAY_HINT) if dash else first
+        if step < 1 or last < first:
+            raise InvalidRequest(
+                f"invalid --{field} range {part!r}: ranges go up (0-15) with a step of at least 1",
+                field=field,
+            )
+        if last > max_array_size - 1:
+            raise InvalidRequest(
+                f"invalid --{field} {raw!r}: the largest index allowed is "
+                f"{max_array_size - 1} (MaxArraySize={max_array_size})",
+                field=field,
+            )
+        indices.update(range(first, last + 1, step))
+    return ArraySpec(indices=tuple(sorted(indices)), max_running=max_running, text=raw)
+
+
+# -- dependencies -------------------------------------------------------------------------
+
+_DEP_HINT = (
+    "write type:jobid[:jobid...] terms joined by ',' (all must hold) or '?' (any may hold), "
+    "with types after, afterany, afterok, afternotok, aftercorr, or the word singleton "
+    "(e.g. afterok:123:124,afterany:125)"
+)
+_DEP_KINDS = {k.value: k for k in DependencyKind}
+
+
+def parse_dependency(text: str, *, field: str = "dependency") -> Dependency:
+    """``--dependency``. Terms are joined by ``,`` (all must hold) or ``?`` (any may hold);
+    mixing both is rejected, as Slurm does. A term without a type (``123``) means
+    ``afterany``, Slurm's default.
+
+    HAL takes plain integer job ids only. Slurm also accepts ``after:123+10`` (start plus
+    minutes) and array element ids ``123_4``; both are rejected with a message saying so.
+    """
+    raw = text.strip()
+    if not raw:
+        raise InvalidRequest(f"empty --{field}: {_DEP_HINT}", field=field)
+    if "," in raw and "?" in raw:
+        raise InvalidRequest(
+            f"invalid --{field} {raw!r}: join all terms with ',' (all must hold) or all with "
+            "'?' (any may hold), not both",
+            field=field,
+        )
+    any_of = "?" in raw
+    terms: list[DependencyTerm] = []
+    for term in raw.split("?" if any_of else ","):
+        terms.append(_dependency_term(term.strip(), raw, field))
+    return Dependency(terms=tuple(terms), any_of=any_of)
+
+
+def _dependency_term(term: str, raw: str, field: str) -> DependencyTerm:
+    head, _, tail = term.partition(":")
+    kind_text = head.lower()
+    if kind_text == "singleton":
+        if tail:
+            raise InvalidRequest(
+                f"invalid --{field} term {term!r}: singleton takes no job ids", field=field
+            )
+        return DependencyTerm(DependencyKind.SINGLETON)
+    if _INT.match(head):  # no type given: Slurm's default is afterany
+        kind, id_texts = DependencyKind.AFTERANY, term.split(":")
+    elif kind_text in _DEP_KINDS:
+        kind, id_texts = _DEP_KINDS[kind_text], (tail.split(":") if tail else [])
+    elif kind_text in ("afterburstbuffer", "expand"):
+        raise InvalidRequest(
+            f"--{field} type {head!r} is not supported by HAL; use after, afterany, afterok, "
+            "afternotok, aftercorr or singleton",
+            field=field,
+        )
+    else:
+        raise InvalidRequest(
+            f"invalid --{field} type {head!r} in {raw!r}: {_DEP_HINT}", field=field
+        )
+    if not id_texts:
+        raise InvalidRequest(
+            f"invalid --{field} term {term!r}: {kind.value} needs at least one job id",
+            field=field,
+        )
+    ids: list[int] = []
+    for id_text in id_texts:
+        if "+" in id_text:
+            raise InvalidRequest(
+                f"invalid --{field} term {term!r}: HAL does not support the after:jobid+minutes "
+                "form; use after:jobid, or delay the job with --begin",
+                field=field,
+            )
+        if "_" in id_text:
+            raise InvalidRequest(
+                f"invalid --{field} term {term!r}: HAL takes plain job ids in dependencies, not "
+                "array element ids like 123_4; use the element's own job id (squeue -r -o %A "
+                "shows it) or the whole array's id",
+                field=field,
+            )
+        ids.append(_int(id_text, "job id", field, _DEP_HINT))
+    return DependencyTerm(kind, tuple(ids))
+
+
+# -- signals ------------------------------------------------------------------------------
+
+_SIGNAL_HINT = "write [B:]SIG[@seconds], e.g. USR1, SIGTERM@120, B:USR2@30 or 10@60"
+
+
+def parse_signal_name(text: str, *, field: str = "signal") -> int:
+    """A signal by name (``USR1``, ``SIGUSR1``, any case) or number (``10``)."""
+    raw = text.strip()
+    if _INT.match(raw):
+        try:
+            return int(_signal.Signals(int(raw)))
+        except ValueError:
+            raise InvalidRequest(
+                f"invalid --{field}: {raw} is not a signal number on this system",
+                field=field,
+            ) from None
+    name = raw.upper()
+    if not name.startswith("SIG"):
+        name = "SIG" + name
+    try:
+        return int(_signal.Signals[name])
+    except KeyError:
+        raise InvalidRequest(
+            f"invalid --{field}: unknown signal {raw!r}; {_SIGNAL_HINT}", field=field
+        ) from None
+
+
+def parse_signal(text: str, *, field: str = "signal") -> SignalSpec:
+    """``--signal=[B:]SIG[@secs]``: send SIG that many seconds (default 60) before the time
+    limit; ``B:`` sends it to the batch shell only. Slurm's ``R:`` (reservation end) form is
+    rejected because HAL has no reservations end signal."""
+    raw = text.strip()
+    body = raw
+    batch_only = False
+    if ":" in body:
+        prefix, _, body = body.partition(":")
+        if prefix.upper() == "B":
+            batch_only = True
+        else:
+            raise InvalidRequest(
+                f"invalid --{field} {raw!r}: HAL supports only the B: prefix; {_SIGNAL_HINT}",
+                field=field,
+            )
+    sig_text, at, secs_text = body.partition("@")
+    seconds = DEFAULT_SIGNAL_SECONDS
+    if at:
+        seconds = _int(secs_text, "lead time", field, _SIGNAL_HINT)
+        if seconds > MAX_SIGNAL_SECONDS:
+            raise InvalidRequest(
+                f"invalid --{field} {raw!r}: the lead time is at most {MAX_SIGNAL_SECONDS} s",
+                field=field,
+            )
+    return SignalSpec(parse_signal_name(sig_text, field=field), seconds, batch_only)
+
+
+# -- begin times --------------------------------------------------------------------------
+
+_BEGIN_HINT = (
+    "write now, now+60 (seconds), now+1hour, YYYY-MM-DD[THH:MM[:SS]], HH:MM[:SS], "
+    "MM/DD[/YY], midnight, noon, today or tomorrow"
+)
+_DELTA_UNITS = {
+    **dict.fromkeys(("", "s", "sec", "secs", "second", "seconds"), 1),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), 3600),
+    **dict.fromkeys(("d", "day", "days"), 86400),
+    **dict.fromkeys(("w", "week", "weeks"), 7 * 86400),
+}
+_NOW_DELTA = re.compile(r"^now(?:([+-])(\d+)([a-z]*))?$")
+_ISO = re.compile(r"^(\d{4})-(\d{1,2})-(\d{1,2})(?:[Tt](\d{1,2}):(\d{2})(?::(\d{2}))?)?$")
+_CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(am|pm)?$")
+_US_DATE = re.compile(r"^(\d{1,2})[/.](\d{1,2})(?:[/.](\d{2,4}))?$")
+_NAMED_HOURS = {"midnight": 0, "noon": 12, "elevenses": 11, "fika": 15, "teatime": 16}
+
+
+def parse_begin(text: str, now: float, *, field: str = "begin") -> float:
+    """``--begin`` (and sacct's ``--starttime``/``--endtime``) as Unix time, in the local
+    time zone as sbatch does. A bare time of day that has already passed today means
+    tomorrow; ``midnight``/``noon``/``fika``/``teatime`` behave likewise. ``today`` is
+    00:00 today and ``tomorrow`` 00:00 tomorrow. ``now-2days`` is allowed (sacct uses it)."""
+    raw = text.strip().lower()
+    base = datetime.fromtimestamp(now)
+    midnight = base.replace(hour=0, minute=0, second=0, microsecond=0)
+    m = _NOW_DELTA.match(raw)
+    if m:
+        if not m.group(1):
+            return now
+        unit = _DELTA_UNITS.get(m.group(3))
+        if unit is None:
+            raise InvalidRequest(
+                f"invalid --{field} {text!r}: unknown unit {m.group(3)!r}; use seconds, "
+                "minutes, hours, days or weeks (now+1hour)",
+                field=field,
+            )
+        delta = int(m.group(2)) * unit
+        return now + delta if m.group(1) == "+" else now - delta
+    if raw == "today":
+        return midnight.timestamp()
+    if raw == "tomorrow":
+        return (midnight + timedelta(days=1)).timestamp()
+    if raw in _NAMED_HOURS:
+        return _next_time_of_day(base, midnight.replace(hour=_NAMED_HOURS[raw]))
+    m = _ISO.match(raw)
+    if m:
+        y, mo, d, h, mi, s = (int(g) if g else 0 for g in m.groups())
+        return _local((y, mo, d, h, mi, s), text, field).timestamp()
+    m = _CLOCK.match(raw)
+    if m:
+        hour, minute, second = int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+        if m.group(4):
+            if not 1 <= hour <= 12:
+                raise InvalidRequest(f"invalid --{field} {text!r}: {_BEGIN_HINT}", field=field)
+            hour = hour % 12 + (12 if m.group(4) == "pm" else 0)
+        when = _local((base.year, base.month, base.day, hour, minute, second), text, field)
+        return _next_time_of_day(base, when)
+    m = _US_DATE.match(raw)
+    if m:
+        month, day = int(m.group(1)), int(m.group(2))
+        year = base.year
+        if m.group(3):
+            year = int(m.group(3))
+            year += 2000 if year < 100 else 0
+        when = _local((year, month, day, 0, 0, 0), text, field)
+        if not m.group(3) and when < midnight:  # MM/DD already past this year: next year
+            when = when.replace(year=year + 1)
+        return when.timestamp()
+    raise InvalidRequest(f"invalid --{field} {text!r}: {_BEGIN_HINT}", field=field)
+
+
+def _local(fields: tuple[int, int, int, int, int, int], text: str, field: str) -> datetime:
+    """A local datetime from (year, month, day, hour, minute, second)."""
+    try:
+        return datetime(*fields)
+    except ValueError as err:
+        raise InvalidRequest(f"invalid --{field} {text!r}: {err}", field=field) from None
+
+
+def _next_time_of_day(base: datetime, when: datetime) -> float:
+    # Slurm: a time of day without a date that has already passed means that time tomorrow.
+    if when < base:
+        when += timedelta(days=1)
+    return when.timestamp()
+
+
+# -- GPUs and nodes -----------------------------------------------------------------------
+
+_GRES_HINT = "write gpu, gpu:N or gpu:TYPE:N per node (e.g. gpu:2, gpu:a100:4)"
+_GPUS_HINT = "write N or TYPE:N (e.g. 2, a100:4)"
+_GPU_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def parse_gres(text: str, *, field: str = "gres") -> tuple[str | None, int]:
+    """``--gres`` → (GPU type or None, GPUs per node). Only the ``gpu`` gres exists in HAL;
+    any other name (``license``, ``mps``, ``shard``...) is rejected rather than ignored.
+    ``gpu:a100`` means one GPU of that type; ``none`` clears the request: (None, 0)."""
+    raw = text.strip()
+    if raw.lower() == "none":
+        return None, 0
+    items = [item.strip().removeprefix("gres/") for item in raw.split(",")]
+    for item in items:
+        name = item.split(":")[0]
+        if name != "gpu":
+            raise InvalidRequest(
+                f"--{field} {name!r} is not supported: HAL knows only the gpu gres; {_GRES_HINT}",
+                field=field,
+            )
+    if len(items) > 1:
+        raise InvalidRequest(f"invalid --{field} {raw!r}: give gpu once; {_GRES_HINT}", field=field)
+    parts = items[0].split(":")
+    if len(parts) == 1:
+        return None, 1
+    if len(parts) == 2:
+        if _INT.match(parts[1]):
+            return None, int(parts[1])
+        return _gpu_type(parts[1], field, _GRES_HINT), 1
+    if len(parts) == 3:
+        return _gpu_type(parts[1], field, _GRES_HINT), _int(parts[2], "count", field, _GRES_HINT)
+    raise InvalidRequest(f"invalid --{field} {raw!r}: {_GRES_HINT}", field=field)
+
+
+def parse_gpus(text: str, *, field: str = "gpus") -> tuple[str | None, int]:
+    """``--gpus``, ``--gpus-per-node``, ``--gpus-per-task``: ``[type:]N`` → (type, N)."""
+    raw = text.strip().removeprefix("gpu:")
+    type_text, colon, count_text = raw.rpartition(":")
+    count = _int(count_text, "count", field, _GPUS_HINT)
+    if not colon:
+        return None, count
+    return _gpu_type(type_text, field, _GPUS_HINT), count
+
+
+def _gpu_type(text: str, field: str, hint: str) -> str:
+    if not _GPU_TYPE.match(text):
+        raise InvalidRequest(f"invalid --{field} GPU type {text!r}: {hint}", field=field)
+    return text
+
+
+_NODES_HINT = "write a node count (2) or a range min-max (2-4)"
+
+
+def parse_nodes(text: str, *, field: str = "nodes") -> tuple[int, int]:
+    """``--nodes``: ``N`` or ``min-max`` → (min, max). Slurm's count lists (``2,4,8``) are
+    not supported."""
+    raw = text.strip()
+    first, dash, last = raw.partition("-")
+    low = _int(first, "value", field, _NODES_HINT)
+    high = _int(last, "value", field, _NODES_HINT) if dash else low
+    if low < 1 or high < low:
+        raise InvalidRequest(
+            f"invalid --{field} {raw!r}: need at least one node and min <= max; {_NODES_HINT}",
+            field=field,
+        )
+    return low, high
+
+
+# -- host lists ---------------------------------------------------------------------------
+
+
+def expand_hostlist(text: str, *, field: str = "nodelist") -> list[str]:
+    """``n[1-3],gpu7`` → ``["n1", "n2", "n3", "gpu7"]`` (order kept, as Slurm does)."""
+    try:
+        return cast(list[str], hostlist.expand_hostlist(text.strip()))
+    except hostlist.BadHostlist as err:
+        raise InvalidRequest(
+            f"invalid --{field} host list {text!r} ({err}); write names like n1,n2 or n[1-4,7]",
+            field=field,
+        ) from None
+
+
+def compress_hostlist(names: list[str] | tuple[str, ...]) -> str:
+    """``["n1", "n2", "n3"]`` → ``n[1-3]`` (sorted, as sinfo and squeue print)."""
+    return cast(str, hostlist.collect_hostlist(list(names)))

@@ -1,0 +1,108 @@
+"""Job and node states, with Slurm's names and two-letter codes.
+
+HAL uses Slurm's vocabulary everywhere (API, CLI, metrics) because workflow tools parse it:
+PSI/J asserts that every state code it reads is one of Slurm's.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class JobState(StrEnum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUSPENDED = "SUSPENDED"
+    COMPLETING = "COMPLETING"
+    COMPLETED = "COMPLETED"
+    CANCELLED = "CANCELLED"
+    FAILED = "FAILED"
+    TIMEOUT = "TIMEOUT"
+    NODE_FAIL = "NODE_FAIL"
+    PREEMPTED = "PREEMPTED"
+    BOOT_FAIL = "BOOT_FAIL"
+    DEADLINE = "DEADLINE"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+
+    @property
+    def code(self) -> str:
+        return STATE_CODES[self]
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL_STATES
+
+    @property
+    def is_active(self) -> bool:
+        """Holds resources on a node (running, suspended or being cleaned up)."""
+        return self in (JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING)
+
+
+STATE_CODES: dict[JobState, str] = {
+    JobState.PENDING: "PD",
+    JobState.RUNNING: "R",
+    JobState.SUSPENDED: "S",
+    JobState.COMPLETING: "CG",
+    JobState.COMPLETED: "CD",
+    JobState.CANCELLED: "CA",
+    JobState.FAILED: "F",
+    JobState.TIMEOUT: "TO",
+    JobState.NODE_FAIL: "NF",
+    JobState.PREEMPTED: "PR",
+    JobState.BOOT_FAIL: "BF",
+    JobState.DEADLINE: "DL",
+    JobState.OUT_OF_MEMORY: "OOM",
+}
+STATES_BY_CODE: dict[str, JobState] = {code: state for state, code in STATE_CODES.items()}
+
+TERMINAL_STATES = frozenset(
+    {
+        JobState.COMPLETED,
+        JobState.CANCELLED,
+        JobState.FAILED,
+        JobState.TIMEOUT,
+        JobState.NODE_FAIL,
+        JobState.PREEMPTED,
+        JobState.BOOT_FAIL,
+        JobState.DEADLINE,
+        JobState.OUT_OF_MEMORY,
+    }
+)
+
+
+class PendingReason(StrEnum):
+    """Why a job is not running (Slurm's ``job_reason_codes``), and why a job ended."""
+
+    NONE = "None"
+    WAITING_FOR_SCHEDULING = "WaitingForScheduling"
+    PRIORITY = "Priority"
+    RESOURCES = "Resources"
+    DEPENDENCY = "Dependency"
+    DEPENDENCY_NEVER_SATISFIED = "DependencyNeverSatisfied"
+    BEGIN_TIME = "BeginTime"
+    JOB_HELD_USER = "JobHeldUser"
+    JOB_HELD_ADMIN = "JobHeldAdmin"
+    PARTITION_TIME_LIMIT = "PartitionTimeLimit"
+    PARTITION_NODE_LIMIT = "PartitionNodeLimit"
+    PARTITION_DOWN = "PartitionDown"
+    REQ_NODE_NOT_AVAIL = "ReqNodeNotAvail"
+    BAD_CONSTRAINTS = "BadConstraints"
+    JOB_ARRAY_TASK_LIMIT = "JobArrayTaskLimit"
+    NODE_DOWN = "NodeDown"
+    # reasons recorded on finished jobs
+    NON_ZERO_EXIT_CODE = "NonZeroExitCode"
+    TIME_LIMIT = "TimeLimit"
+    OUT_OF_MEMORY = "OutOfMemory"
+    NODE_FAIL = "NodeFail"
+
+
+class NodeState(StrEnum):
+    """The administrative/health state an operator or a heartbeat sets.
+
+    ``idle``/``mix``/``alloc`` are derived from allocations at display time; what is stored
+    is whether the node is usable at all.
+    """
+
+    UP = "UP"
+    DOWN = "DOWN"
+    DRAIN = "DRAIN"

@@ -1,0 +1,130 @@
+"""The agent channel: how node agents and the control plane talk.
+
+Agents initiate every exchange (they may sit behind NAT):
+
+- ``POST /v1/agent/register`` (``AgentRegister`` → ``AgentRegistered``) when the agent
+  starts or after the server forgot it; it lists the jobs it still supervises so a restart
+  neither orphans nor duplicates them.
+- ``POST /v1/agent/{node}/sync`` (``AgentSync`` → ``AgentInstructions``): a long poll. The
+  agent reports what happened since the last sync (job started, exited, ...) and the server
+  answers, as soon as it has any or after ``wait_seconds``, with instructions. Each sync is
+  also the heartbeat. Reports carry a per-agent sequence number; the server acknowledges the
+  highest it has stored, and the agent resends anything unacknowledged, so a lost response
+  loses nothing (reports are idempotent by ``(job_id, kind, attempt)``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from hal.wire.base import WireModel
+
+
+class AgentRegister(WireModel):
+    node: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+    cpus: int = Field(ge=1)
+    memory_bytes: int = Field(ge=1)
+    gpus: int = Field(default=0, ge=0)
+    gpu_model: str = ""
+    features: list[str] = Field(default_factory=list)
+    address: str = ""
+    version: str = ""
+    isolation: str = ""  # cgroup2, cgroup1, rlimit
+    running: list[RunningJob] = Field(default_factory=list)
+
+
+class RunningJob(WireModel):
+    job_id: int
+    attempt: int  # the job's restart count when it was launched
+    pid: int
+
+
+class AgentRegistered(WireModel):
+    node: str
+    heartbeat_interval_seconds: float
+    node_timeout_seconds: float
+    kill_wait_seconds: int
+    kill: list[int] = Field(default_factory=list)  # supervised jobs the server does not want
+    server_time: float
+
+
+class JobReport(WireModel):
+    """Something that happened to a job on this node."""
+
+    seq: int  # per agent process, increasing
+    job_id: int
+    attempt: int
+    kind: Literal["started", "finished", "launch_failed"]
+    time: float
+    pid: int = 0
+    # for "finished": the final state the agent observed and why
+    state: str = ""  # COMPLETED, FAILED, TIMEOUT, OUT_OF_MEMORY, CANCELLED, PREEMPTED
+    exit_code: int = 0
+    exit_signal: int = 0
+    max_rss_bytes: int = 0
+    cpu_seconds: float = 0.0
+    message: str = ""
+
+
+class AgentSync(WireModel):
+    reports: list[JobReport] = Field(default_factory=list)
+    wait_seconds: float = Field(default=10.0, ge=0, le=60)
+    running: list[int] = Field(default_factory=list)  # job ids currently supervised
+
+
+class Launch(WireModel):
+    """Run a job's batch script on this node (the job's first node)."""
+
+    op: Literal["launch"] = "launch"
+    job_id: int
+    attempt: int
+    name: str
+    user: str
+    uid: int | None = None  # run as this Unix user when the agent is root
+    gid: int | None = None
+    script: str
+    workdir: str
+    environment: dict[str, str]  # the job's own variables (submitter's env + HAL/SLURM_*)
+    stdout: str  # pattern ("" = Slurm's default), expanded on the node (%N, %n need it)
+    stderr: str | None
+    time_limit_seconds: int  # 0 = unlimited
+    memory_bytes: int  # on this node; 0 = not limited
+    cpus: int  # on this node
+    gpu_ids: list[int] = Field(default_factory=list)  # on this node
+    nodes: list[str]  # all nodes of the job, rank order
+    node_index: int
+    signal: str | None = None  # "[B:]SIG[@secs]" as submitted
+    array_job_id: int | None = None
+    array_task_id: int | None = None
+
+
+class Signal(WireModel):
+    op: Literal["signal"] = "signal"
+    job_id: int
+    signal: int
+    batch_only: bool = False
+
+
+class Cancel(WireModel):
+    """End the job: SIGTERM to its process group, SIGKILL after ``kill_wait_seconds``; the
+    agent then reports ``finished`` with ``state``."""
+
+    op: Literal["cancel"] = "cancel"
+    job_id: int
+    state: str = "CANCELLED"  # CANCELLED, PREEMPTED, NODE_FAIL ...
+    kill_wait_seconds: int = 30
+
+
+Instruction = Launch | Signal | Cancel
+
+
+class AgentInstructions(WireModel):
+    acked_seq: int  # the highest report seq the server has stored
+    instructions: list[Launch | Signal | Cancel] = Field(default_factory=list)
+    server_time: float
+    reregister: bool = False  # the server does not know this node: register again
+
+
+AgentRegister.model_rebuild()

@@ -1,0 +1,106 @@
+"""Job submission and job views (REST ``/v1/jobs``)."""
+
+from __future__ import annotations
+
+from pydantic import ConfigDict, Field
+
+from hal.wire.base import WireModel
+from hal.wire.submit import JobSubmit, SubmitResult, WillRun, bind_limits
+
+bind_limits()  # pydantic evaluates JobSubmit's annotations below
+
+__all__ = [
+    "BatchSubmitResult",
+    "JobBatchSubmit",
+    "JobEvent",
+    "JobInfo",
+    "JobList",
+    "JobSubmit",
+    "JobUpdate",
+    "SubmitResult",
+    "WillRun",
+]
+
+
+class JobBatchSubmit(WireModel):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+    jobs: list[JobSubmit] = Field(min_length=1, max_length=100_000)
+
+
+class BatchSubmitResult(WireModel):
+    results: list[SubmitResult]
+
+
+class JobInfo(WireModel):
+    id: int
+    display_id: str
+    array_job_id: int | None = None
+    array_task_id: int | None = None
+    array_max_running: int = 0
+    name: str
+    user: str
+    account: str | None = None
+    qos: str | None = None
+    partition: str
+    state: str  # JobState name
+    state_code: str  # two-letter code
+    reason: str
+    priority: int
+    nice: int = 0
+    submit_time: float
+    eligible_time: float | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+    expected_start: float | None = None
+    time_limit_seconds: int  # 0 = unlimited
+    nodes: list[str] = Field(default_factory=list)
+    node_count: int
+    cpus: int
+    memory_bytes: int
+    gpus: int
+    ntasks: int
+    cpus_per_task: int
+    exit_code: int = 0
+    exit_signal: int = 0
+    max_rss_bytes: int = 0  # peak resident memory of the batch step, once it ended
+    cpu_seconds: float = 0.0
+    workdir: str
+    stdout: str
+    stderr: str
+    dependency: str | None = None
+    requeue: bool = True
+    restarts: int = 0
+    comment: str = ""
+    cancelled_by: str | None = None
+    constraint: list[str] = Field(default_factory=list)
+    exclusive: bool = False
+    held: bool = False
+    submit_host: str = ""
+
+
+class JobList(WireModel):
+    jobs: list[JobInfo]
+
+
+class JobUpdate(WireModel):
+    """Fields ``scontrol update job`` may change."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+    time_limit_seconds: int | None = Field(default=None, ge=0)
+    priority: int | None = Field(default=None, ge=0)
+    nice: int | None = Field(default=None, ge=-10000, le=10000)
+    name: str | None = Field(default=None, max_length=256)
+    comment: str | None = Field(default=None, max_length=4096)
+    partition: str | None = Field(default=None, max_length=256)
+
+
+class JobEvent(WireModel):
+    """One row of the event stream (``GET /v1/events``)."""
+
+    id: int
+    time: float
+    kind: str  # job.submitted, job.started, job.finished, job.updated, node.updated, ...
+    job_id: int | None = None
+    node: str | None = None
+    state: str | None = None
+    data: dict[str, object] = Field(default_factory=dict)
