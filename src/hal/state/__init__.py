@@ -1,0 +1,6 @@
+"""State: the SQL store (SQLite by default, PostgreSQL by URL), its migrations and event log,
+the in-memory mirror of active jobs and nodes, and the plan applier.
+
+Every state change is written together with an event row in one transaction. Imports
+``hal.core``, ``hal.config`` and the scheduler's snapshot/plan types; never ``hal.api``.
+"""

@@ -1,0 +1,368 @@
+"""The server side of the agent channel: sessions, instructions, reports, node health.
+
+An agent registers, then long-polls ``sync``: it hands in reports (job started / finished)
+and takes instructions (launch / signal / cancel). Reports are applied in one transaction
+and acknowledged by sequence number, so a lost response makes the agent resend, and the
+transitions below ignore anything already applied.
+
+Launches are re-sent until the agent confirms them (``started``/``finished``), and the
+agent deduplicates by ``(job_id, attempt)``: a lost instruction is retried, never doubled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+
+from hal.core.job import Job
+from hal.core.node import Node
+from hal.core.resources import ResourceVector
+from hal.core.states import JobState, NodeState
+from hal.state.cluster import Cluster
+from hal.state.launch import build_launch
+from hal.state.store import EventRow, StoredEvent, Transaction
+from hal.wire.agent import (
+    AgentInstructions,
+    AgentRegister,
+    AgentRegistered,
+    AgentSync,
+    Cancel,
+    JobReport,
+    Launch,
+    Signal,
+)
+
+RESEND_AFTER_S = 5.0
+FINISHED_STATES = {s.value: s for s in JobState if s.is_terminal}
+
+
+@dataclass(slots=True)
+class AgentSession:
+    node: str
+    acked_seq: int = 0
+    last_seen: float = 0.0
+    outbox: list[Launch | Signal | Cancel] = field(default_factory=list)
+    unconfirmed: dict[int, tuple[Launch, float]] = field(default_factory=dict)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    lost_check_after: float = 0.0  # when to declare unreported jobs lost (after register)
+
+    def push(self, instruction: Launch | Signal | Cancel) -> None:
+        self.outbox.append(instruction)
+        self.wake.set()
+
+
+def _session_for(cluster: Cluster, job: Job) -> AgentSession | None:
+    if job.allocation is None or not job.allocation.nodes:
+        return None
+    return cluster.agent_sessions.get(job.allocation.nodes[0])
+
+
+def send_launch(cluster: Cluster, job: Job) -> None:
+    session = _session_for(cluster, job)
+    if session is None:
+        return  # delivered when the agent registers
+    launch = build_launch(job, cluster.config.cluster_name)
+    session.unconfirmed[job.id] = (launch, cluster.clock.now())
+    session.push(launch)
+
+
+def send_cancel(cluster: Cluster, job: Job, final: JobState) -> None:
+    session = _session_for(cluster, job)
+    if session is None:
+        return
+    session.unconfirmed.pop(job.id, None)
+    session.push(
+        Cancel(job_id=job.id, state=final.value, kill_wait_seconds=cluster.config.kill_wait_seconds)
+    )
+
+
+def send_signal(cluster: Cluster, job: Job, signum: int, *, batch_only: bool = False) -> None:
+    session = _session_for(cluster, job)
+    if session is not None:
+        session.push(Signal(job_id=job.id, signal=signum, batch_only=batch_only))
+
+
+async def register(cluster: Cluster, reg: AgentRegister) -> AgentRegistered:
+    now = cluster.clock.now()
+    old = cluster.nodes.get(reg.node)
+    state, reason = NodeState.UP, ""
+    # an operator's drain or down outlives the agent's restart; a timeout's DOWN does not
+    if old is not None and (
+        old.state is NodeState.DRAIN
+        or (old.state is NodeState.DOWN and old.reason.startswith("admin:"))
+    ):
+        state, reason = old.state, old.reason
+    node = Node(
+        name=reg.node,
+        resources=ResourceVector(reg.cpus, reg.memory_bytes, reg.gpus),
+        state=state,
+        reason=reason,
+        features=tuple(reg.features),
+        gpu_model=reg.gpu_model,
+        address=reg.address,
+        last_heartbeat=now,
+    )
+    kill: list[int] = []
+    for running in reg.running:
+        job = cluster.jobs.get(running.job_id)
+        if (
+            job is None
+            or not job.state.is_active
+            or job.restarts != running.attempt
+            or job.allocation is None
+            or job.allocation.nodes[0] != reg.node
+        ):
+            kill.append(running.job_id)
+    session = AgentSession(
+        node=reg.node,
+        last_seen=now,
+        lost_check_after=now + cluster.config.heartbeat_interval_seconds * 3,
+    )
+    reported = {r.job_id for r in reg.running}
+    async with cluster._lock:
+
+        def work() -> list[StoredEvent]:
+            with cluster.store.transaction() as tx:
+                tx.upsert_node(node)
+                tx.add_events(
+                    [
+                        EventRow(
+                            now,
+                            "node.registered",
+                            node=reg.node,
+                            state=state.value,
+                            data={"cpus": reg.cpus, "gpus": reg.gpus},
+                        )
+                    ]
+                )
+                return tx.stored_events
+
+        added = await cluster.db(work)
+        cluster.nodes[reg.node] = node
+        cluster.agent_sessions[reg.node] = session
+        # jobs the server placed here that the agent has not confirmed: (re)send them
+        for job in cluster.unfinished.values():
+            if (
+                job.state is JobState.RUNNING
+                and job.allocation is not None
+                and job.allocation.nodes[0] == reg.node
+                and job.id not in reported
+                and not job.launched
+            ):
+                send_launch(cluster, job)
+            elif (
+                job.state is JobState.COMPLETING
+                and job.allocation is not None
+                and job.allocation.nodes[0] == reg.node
+            ):
+                session.push(
+                    Cancel(
+                        job_id=job.id,
+                        state=JobState.CANCELLED.value,
+                        kill_wait_seconds=cluster.config.kill_wait_seconds,
+                    )
+                )
+        await cluster._published(added, ())
+    return AgentRegistered(
+        node=reg.node,
+        heartbeat_interval_seconds=cluster.config.heartbeat_interval_seconds,
+        node_timeout_seconds=cluster.config.node_timeout_seconds,
+        kill_wait_seconds=cluster.config.kill_wait_seconds,
+        kill=kill,
+        server_time=now,
+    )
+
+
+async def sync(cluster: Cluster, node: str, request: AgentSync) -> AgentInstructions:
+    session = cluster.agent_sessions.get(node)
+    now = cluster.clock.now()
+    if session is None or node not in cluster.nodes:
+        return AgentInstructions(acked_seq=0, server_time=now, reregister=True)
+    session.last_seen = now
+    fresh = [r for r in request.reports if r.seq > session.acked_seq]
+    if fresh:
+        await apply_reports(cluster, node, fresh)
+        session.acked_seq = max(r.seq for r in fresh)
+    await _check_lost(cluster, session, set(request.running), now)
+    if not session.outbox and request.wait_seconds > 0:
+        session.wake.clear()
+        # a healthy agent must be back well before the node timeout
+        wait = min(request.wait_seconds, cluster.config.node_timeout_seconds / 3)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(session.wake.wait(), timeout=wait)
+    now = cluster.clock.now()
+    session.last_seen = now
+    out = session.outbox
+    session.outbox = []
+    queued = {i.job_id for i in out if isinstance(i, Launch)}
+    for job_id, (launch, sent) in list(session.unconfirmed.items()):
+        if job_id not in queued and job_id not in request.running and now - sent > RESEND_AFTER_S:
+            out.append(launch)
+            session.unconfirmed[job_id] = (launch, now)
+    return AgentInstructions(acked_seq=session.acked_seq, instructions=out, server_time=now)
+
+
+async def _check_lost(
+    cluster: Cluster, session: AgentSession, running: set[int], now: float
+) -> None:
+    """Jobs confirmed started here that the agent no longer supervises and never reported
+    finished were lost with the node (e.g. a reboot): they end as NODE_FAIL."""
+    if now < session.lost_check_after:
+        return
+    lost = [
+        j
+        for j in cluster.unfinished.values()
+        if j.state is JobState.RUNNING
+        and j.launched
+        and j.allocation is not None
+        and j.allocation.nodes[0] == session.node
+        and j.id not in running
+    ]
+    if not lost:
+        return
+    async with cluster._lock:
+        changed, events = [], []
+        for job in lost:
+            current = cluster.jobs.get(job.id)
+            if current is None or current.state is not JobState.RUNNING:
+                continue
+            new, event = cluster.finish(current, JobState.NODE_FAIL, now)
+            changed.append(new)
+            events.append(event)
+        await cluster._commit(changed, events)
+
+
+async def apply_reports(cluster: Cluster, node: str, reports: list[JobReport]) -> None:
+    session = cluster.agent_sessions.get(node)
+    async with cluster._lock:
+        changed: dict[int, Job] = {}
+        events: list[EventRow] = []
+        usage: list[tuple[int, int, float]] = []
+        for r in sorted(reports, key=lambda r: r.seq):
+            job = changed.get(r.job_id) or cluster.jobs.get(r.job_id)
+            if session is not None and r.kind in ("started", "finished", "launch_failed"):
+                session.unconfirmed.pop(r.job_id, None)
+            if job is None or job.restarts != r.attempt or not job.state.is_active:
+                continue  # stale or already applied
+            if r.kind == "started":
+                if not job.launched:
+                    changed[job.id] = job.evolve(launched=True)
+                continue
+            if r.kind == "launch_failed":
+                new, event = cluster.finish(job, JobState.FAILED, r.time, exit_code=1)
+                event.data["message"] = r.message  # type: ignore[index]
+            else:
+                state = FINISHED_STATES.get(r.state)
+                if state is None:
+                    state = (
+                        JobState.COMPLETED
+                        if r.exit_code == 0 and not r.exit_signal
+                        else JobState.FAILED
+                    )
+                if job.state is JobState.COMPLETING and job.cancelled_by:
+                    state = JobState.CANCELLED
+                new, event = cluster.finish(
+                    job, state, r.time, exit_code=r.exit_code, exit_signal=r.exit_signal
+                )
+                usage.append((job.id, r.max_rss_bytes, r.cpu_seconds))
+                new = new.evolve(
+                    extra={
+                        **new.extra,
+                        "max_rss": str(r.max_rss_bytes),
+                        "cpu_seconds": str(r.cpu_seconds),
+                    }
+                )
+            changed[job.id] = new
+            events.append(event)
+
+        def extra(tx: Transaction) -> None:
+            for job_id, rss, cpu in usage:
+                tx.record_usage(job_id, rss, cpu)
+
+        if changed:
+            await cluster._commit(list(changed.values()), events, extra)
+
+
+async def check_nodes(cluster: Cluster) -> list[str]:
+    """Mark nodes whose agent went silent DOWN and end or requeue their jobs."""
+    now = cluster.clock.now()
+    timeout = cluster.config.node_timeout_seconds
+    dead = [
+        n
+        for n in cluster.nodes.values()
+        if n.state is not NodeState.DOWN
+        and now - max(n.last_heartbeat, _last_seen(cluster, n.name)) > timeout
+    ]
+    if not dead:
+        return []
+    async with cluster._lock:
+        nodes = [n.evolve(state=NodeState.DOWN, reason="Not responding") for n in dead]
+        names = {n.name for n in nodes}
+        changed: list[Job] = []
+        events = [
+            EventRow(now, "node.down", node=n.name, state="DOWN", data={"reason": "Not responding"})
+            for n in nodes
+        ]
+        for job in cluster.unfinished.values():
+            if job.state.is_active and job.allocation and names & set(job.allocation.nodes):
+                new, event = cluster.finish(job, JobState.NODE_FAIL, now)
+                changed.append(new)
+                events.append(event)
+
+        def extra(tx: Transaction) -> None:
+            for n in nodes:
+                tx.upsert_node(n)
+
+        await cluster._commit(changed, events, extra)
+        for n in nodes:
+            cluster.nodes[n.name] = n
+            cluster.agent_sessions.pop(n.name, None)
+    return sorted(names)
+
+
+def _last_seen(cluster: Cluster, node: str) -> float:
+    session = cluster.agent_sessions.get(node)
+    return session.last_seen if session else 0.0
+
+
+async def set_node_state(cluster: Cluster, name: str, state: str, reason: str) -> Node:
+    """Operator drain / resume / down."""
+    from hal.core.errors import InvalidRequest, NotFound
+
+    node = cluster.nodes.get(name)
+    if node is None:
+        raise NotFound(f"Invalid node name specified: {name}")
+    now = cluster.clock.now()
+    if state in ("DRAIN", "DOWN") and not reason:
+        raise InvalidRequest(f"{state.lower()} needs a reason (--reason)", field="reason")
+    if state == "DRAIN":
+        new = node.evolve(state=NodeState.DRAIN, reason=reason)
+    elif state == "DOWN":
+        new = node.evolve(state=NodeState.DOWN, reason="admin: " + reason)
+    else:  # UP / RESUME
+        alive = name in cluster.agent_sessions
+        new = node.evolve(
+            state=NodeState.UP if alive else NodeState.DOWN,
+            reason="" if alive else "Not responding",
+        )
+    async with cluster._lock:
+
+        def extra(tx: Transaction) -> None:
+            tx.upsert_node(new)
+
+        await cluster._commit(
+            [],
+            [
+                EventRow(
+                    now,
+                    "node.updated",
+                    node=name,
+                    state=new.state.value,
+                    data={"reason": new.reason},
+                )
+            ],
+            extra,
+        )
+        cluster.nodes[name] = new
+    return new

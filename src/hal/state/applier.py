@@ -1,0 +1,90 @@
+"""The plan applier: re-check a scheduler plan against the latest state before committing.
+
+The scheduler works on a snapshot that may be stale by the time its plan arrives (a job was
+cancelled, a node went down, an agent reported a finish that freed room). Like Nomad's plan
+applier, we re-validate every placement against the current mirror and accept only those
+that still fit; rejected ones simply stay pending and the next cycle retries them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from hal.core.job import Job
+from hal.core.node import Node
+from hal.core.resources import ResourceVector
+from hal.core.states import JobState
+from hal.scheduler.framework.snapshot import Placement
+
+
+@dataclass(slots=True)
+class NodeUsage:
+    """What running jobs hold on one node."""
+
+    allocated: ResourceVector = field(default_factory=ResourceVector)
+    gpu_ids: set[int] = field(default_factory=set)
+    jobs: set[int] = field(default_factory=set)
+    exclusive: bool = False
+
+
+def check_placement(
+    placement: Placement,
+    jobs: Mapping[int, Job],
+    nodes: Mapping[str, Node],
+    usage: Mapping[str, NodeUsage],
+) -> str | None:
+    """``None`` when the placement still fits; otherwise why it was rejected."""
+    job = jobs.get(placement.job_id)
+    if job is None or job.state is not JobState.PENDING:
+        return "job is no longer pending"
+    alloc = placement.allocation
+    if not alloc.nodes or len(alloc.nodes) != len(alloc.per_node):
+        return "malformed allocation"
+    if len(set(alloc.nodes)) != len(alloc.nodes):
+        return "node listed twice"
+    for i, name in enumerate(alloc.nodes):
+        node = nodes.get(name)
+        if node is None or not node.schedulable:
+            return f"node {name} is not available"
+        used = usage.get(name, NodeUsage())
+        if used.exclusive or (job.spec.exclusive and used.jobs):
+            return f"node {name} is not free for an exclusive allocation"
+        want = alloc.per_node[i]
+        if not (used.allocated + want).fits_in(node.resources):
+            return f"node {name} no longer has room"
+        if i < len(alloc.gpu_ids):
+            ids = set(alloc.gpu_ids[i])
+            if ids & used.gpu_ids or any(g >= node.resources.gpus or g < 0 for g in ids):
+                return f"GPUs on node {name} are taken"
+    return None
+
+
+def hold(usage: dict[str, NodeUsage], job: Job) -> None:
+    """Account ``job``'s allocation on its nodes."""
+    if job.allocation is None:
+        return
+    for i, name in enumerate(job.allocation.nodes):
+        u = usage.setdefault(name, NodeUsage())
+        u.allocated = u.allocated + job.allocation.per_node[i]
+        u.jobs.add(job.id)
+        if job.spec.exclusive:
+            u.exclusive = True
+        if i < len(job.allocation.gpu_ids):
+            u.gpu_ids.update(job.allocation.gpu_ids[i])
+
+
+def release(usage: dict[str, NodeUsage], job: Job) -> None:
+    """Give back what ``hold`` accounted."""
+    if job.allocation is None:
+        return
+    for i, name in enumerate(job.allocation.nodes):
+        u = usage.get(name)
+        if u is None or job.id not in u.jobs:
+            continue
+        u.allocated = u.allocated - job.allocation.per_node[i]
+        u.jobs.discard(job.id)
+        if job.spec.exclusive:
+            u.exclusive = False
+        if i < len(job.allocation.gpu_ids):
+            u.gpu_ids.difference_update(job.allocation.gpu_ids[i])

@@ -1,0 +1,752 @@
+"""``Cluster``: the server's live view of jobs and nodes, and every job state transition.
+
+The SQL store is the truth; this mirror holds the active jobs (plus those that ended within
+MinJobAge) and the nodes in memory so that the scheduler and ``squeue`` never scan the
+database. Every mutation follows one path, under one lock:
+
+    compute new Job/Node values  →  one store transaction (rows + event rows)  →  commit
+    →  update the mirror  →  wake the scheduler, event streams and agents
+
+so a change is visible (and acknowledged to a client) only once it is durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from hal.config.model import HalConfig
+from hal.core.clock import Clock, SystemClock
+from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
+from hal.core.job import Job, JobSpec
+from hal.core.node import Node, Partition
+from hal.core.states import JobState, NodeState, PendingReason
+from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
+from hal.state.applier import NodeUsage, check_placement, hold, release
+from hal.state.store import EventRow, SqlStateStore, StoredEvent, Transaction
+
+if TYPE_CHECKING:
+    from hal.state.agents import AgentSession
+
+T = TypeVar("T")
+RECENT_EVENTS = 100_000
+
+FINISH_REASONS = {
+    JobState.COMPLETED: PendingReason.NONE,
+    JobState.FAILED: PendingReason.NON_ZERO_EXIT_CODE,
+    JobState.TIMEOUT: PendingReason.TIME_LIMIT,
+    JobState.OUT_OF_MEMORY: PendingReason.OUT_OF_MEMORY,
+    JobState.NODE_FAIL: PendingReason.NODE_FAIL,
+    JobState.CANCELLED: PendingReason.NONE,
+    JobState.PREEMPTED: PendingReason.NONE,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is asking: the authenticated user."""
+
+    name: str
+    admin: bool = False
+
+    def may_modify(self, job: Job) -> bool:
+        return self.admin or job.spec.user == self.name
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    job_id: int
+    task_ids: tuple[int, ...]
+
+
+class Cluster:
+    def __init__(
+        self,
+        store: SqlStateStore,
+        config: HalConfig,
+        clock: Clock | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.clock: Clock = clock or SystemClock()
+        self.partitions: dict[str, Partition] = {p.name: p for p in config.partition_objects()}
+        self.jobs: dict[int, Job] = {}
+        # the pending and running subset of ``jobs``: what a scheduling pass looks at, so
+        # its cost does not grow with the finished jobs kept for MinJobAge
+        self.unfinished: dict[int, Job] = {}
+        self.nodes: dict[str, Node] = {}
+        self.usage: dict[str, NodeUsage] = {}
+        self.arrays: dict[int, list[int]] = {}  # array job id → element ids (in the mirror)
+        self.agent_sessions: dict[str, AgentSession] = {}  # node → its agent's session
+        # the latest committed events, for event streams (older ones are read from the store)
+        self.recent_events: deque[StoredEvent] = deque(maxlen=RECENT_EVENTS)
+        self.revision = 0
+        self.started_at = 0.0
+        self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hal-db")
+        self._lock = asyncio.Lock()
+        self.changed = asyncio.Event()  # the scheduler waits on this
+        self.events_changed = asyncio.Condition()  # event streams wait on this
+        self._listeners: list[Callable[[Sequence[Job]], None]] = []
+
+    # -- plumbing ---------------------------------------------------------------------
+    async def db(self, fn: Callable[..., T], *args: object) -> T:
+        """Run ``fn`` on the store's thread (serialises writers, keeps the loop free)."""
+        return await asyncio.get_running_loop().run_in_executor(self._db, fn, *args)
+
+    def on_jobs_changed(self, listener: Callable[[Sequence[Job]], None]) -> None:
+        """Call ``listener`` with every committed batch of changed jobs (agents, metrics)."""
+        self._listeners.append(listener)
+
+    async def load(self) -> None:
+        """Migrate the schema and rebuild the mirror from the store (server start)."""
+        now = self.clock.now()
+        self.started_at = now
+        await self.db(self.store.migrate)
+        jobs = await self.db(
+            lambda: self.store.load_jobs(
+                active_or_ended_after=now - self.config.min_job_age_seconds
+            )
+        )
+        nodes = await self.db(self.store.load_nodes)
+        self.revision = await self.db(self.store.revision)
+        for node in nodes:
+            # Agents re-register after a server restart; until then give every node a full
+            # timeout of grace instead of declaring it dead for the server's own downtime.
+            self.nodes[node.name] = node.evolve(last_heartbeat=now)
+        for job in jobs:
+            self._put(job)
+
+    async def close(self) -> None:
+        self._db.shutdown(wait=True)
+        self.store.close()
+
+    def _put(self, job: Job) -> None:
+        old = self.jobs.get(job.id)
+        if old is not None and old.state.is_active and not job.state.is_active:
+            release(self.usage, old)
+        if job.state.is_active and (old is None or not old.state.is_active):
+            hold(self.usage, job)
+        self.jobs[job.id] = job
+        if job.state is JobState.PENDING or job.state.is_active:
+            self.unfinished[job.id] = job
+        else:
+            self.unfinished.pop(job.id, None)
+        if job.array_job_id is not None and old is None:
+            self.arrays.setdefault(job.array_job_id, []).append(job.id)
+
+    async def _commit(
+        self,
+        jobs: Sequence[Job],
+        events: Sequence[EventRow],
+        extra: Callable[[Transaction], None] | None = None,
+    ) -> None:
+        """Persist changed ``jobs`` and ``events`` in one transaction, then mirror them.
+        Callers hold ``self._lock``."""
+
+        def work() -> list[StoredEvent]:
+            with self.store.transaction() as tx:
+                tx.update_jobs(jobs)
+                tx.add_events(events)
+                if extra is not None:
+                    extra(tx)
+                return tx.stored_events
+
+        added = await self.db(work)
+        for job in jobs:
+            self._put(job)
+        await self._published(added, jobs)
+
+    async def _published(self, events: Sequence[StoredEvent], jobs: Sequence[Job]) -> None:
+        if events:
+            self.revision = max(self.revision, events[-1].id)
+            self.recent_events.extend(events)
+        self.changed.set()
+        for listener in self._listeners:
+            listener(jobs)
+        async with self.events_changed:
+            self.events_changed.notify_all()
+
+    def events_since(self, after: int, limit: int) -> list[StoredEvent] | None:
+        """Committed events after id ``after`` from memory, or ``None`` when they are older
+        than what memory holds (the caller then reads the store)."""
+        recent = self.recent_events
+        if not recent or after < recent[0].id - 1:
+            return None if self.revision > after else []
+        start = bisect.bisect_right(recent, after, key=lambda e: e.id)
+        return list(itertools.islice(recent, start, start + limit))
+
+    # -- lookups ----------------------------------------------------------------------
+    def resolve(self, ident: str | int) -> list[Job]:
+        """``123`` (a job or a whole array), ``100_7`` or ``100_[1-3]`` → jobs in the mirror."""
+        text = str(ident).strip()
+        try:
+            if "_" in text:
+                base_text, idx_text = text.split("_", 1)
+                base = int(base_text)
+                wanted = _indices(idx_text)
+                found = [
+                    self.jobs[i]
+                    for i in self.arrays.get(base, ())
+                    if self.jobs[i].array_task_id in wanted
+                ]
+            else:
+                jid = int(text)
+                if jid in self.arrays:
+                    found = [self.jobs[i] for i in self.arrays[jid]]
+                elif jid in self.jobs:
+                    found = [self.jobs[jid]]
+                else:
+                    found = []
+        except ValueError as err:
+            raise InvalidRequest(
+                f"invalid job id {text!r}; use 123, 123_4 or 123_[1-3]", field="job_id"
+            ) from err
+        if not found:
+            raise NotFound(f"Invalid job id specified: {text}")
+        return sorted(found, key=lambda j: j.id)
+
+    def default_partition(self) -> str:
+        return self.config.default_partition
+
+    def node_display_state(self, node: Node) -> str:
+        used = self.usage.get(node.name)
+        busy = bool(used and used.jobs)
+        if node.state is NodeState.DOWN:
+            return "down"
+        if node.state is NodeState.DRAIN:
+            return "drng" if busy else "drain"
+        if not busy or used is None:
+            return "idle"
+        full = used.exclusive or not (used.allocated.cpus < node.resources.cpus)
+        return "alloc" if full else "mix"
+
+    def snapshot(self) -> ClusterSnapshot:
+        pending: list[Job] = []
+        running: list[Job] = []
+        for job in self.unfinished.values():
+            if job.state is JobState.PENDING:
+                # A held job can neither start nor hold anything back, and its reason was
+                # set when it was held: leave it out of scheduling passes until released
+                # (a queue of 20,000 held jobs then costs the scheduler nothing).
+                if not (job.spec.hold or job.held_by_admin):
+                    pending.append(job)
+            elif job.state.is_active:
+                running.append(job)
+        related: dict[int, Job] = {}
+        for job in pending:
+            dep = job.spec.dependency
+            if dep is None:
+                continue
+            for term in dep.terms:
+                for jid in term.job_ids:
+                    target = self.jobs.get(jid)
+                    if target is not None:
+                        related[jid] = target
+                    for element in self.arrays.get(jid, ()):
+                        related[element] = self.jobs[element]
+        return ClusterSnapshot(
+            revision=self.revision,
+            now=self.clock.now(),
+            nodes=tuple(sorted(self.nodes.values(), key=lambda n: n.name)),
+            partitions=tuple(self.partitions.values()),
+            pending=tuple(pending),
+            running=tuple(running),
+            related=related,
+        )
+
+    async def fill_related(self, snap: ClusterSnapshot) -> ClusterSnapshot:
+        """Add dependency targets that have left the mirror (ended long ago) from the store."""
+        missing: set[int] = set()
+        for job in snap.pending:
+            if job.spec.dependency is None:
+                continue
+            for term in job.spec.dependency.terms:
+                missing.update(j for j in term.job_ids if j not in snap.related)
+        if not missing:
+            return snap
+        ids = sorted(missing)
+        found = await self.db(lambda: self.store.history(ids=ids, array_ids=ids))
+        related = dict(snap.related)
+        for job in found:
+            related[job.id] = job
+        return ClusterSnapshot(
+            revision=snap.revision,
+            now=snap.now,
+            nodes=snap.nodes,
+            partitions=snap.partitions,
+            pending=snap.pending,
+            running=snap.running,
+            related=related,
+        )
+
+    # -- submit -----------------------------------------------------------------------
+    async def submit(self, specs: Sequence[JobSpec]) -> list[Submitted]:
+        """Admit and store jobs (one transaction for the whole batch)."""
+        now = self.clock.now()
+        prepared = [self.admit(spec, i if len(specs) > 1 else None) for i, spec in enumerate(specs)]
+        known_ids = await self._known_ids(specs)
+        for i, spec in enumerate(specs):
+            self._check_dependency_targets(spec, known_ids, i if len(specs) > 1 else None)
+
+        def work() -> tuple[list[Job], list[Submitted], list[StoredEvent]]:
+            with self.store.transaction() as tx:
+                count = sum(len(s.array.indices) if s.array else 1 for s in specs)
+                next_id = tx.reserve_job_ids(count)
+                jobs: list[Job] = []
+                results: list[Submitted] = []
+                scripts: list[tuple[int, str]] = []
+                script_ids: list[int] = []
+                for spec, (partition, limit, priority) in zip(specs, prepared, strict=True):
+                    first = next_id
+                    scripts.append((first, spec.script))
+                    common = {
+                        "spec": spec,
+                        "partition": partition,
+                        "time_limit_s": limit,
+                        "priority": priority,
+                        "submit_time": now,
+                        "reason": (
+                            PendingReason.JOB_HELD_USER
+                            if spec.hold
+                            else PendingReason.WAITING_FOR_SCHEDULING
+                        ),
+                    }
+                    if spec.array is None:
+                        jobs.append(Job(id=first, **common))  # type: ignore[arg-type]
+                        script_ids.append(first)
+                        results.append(Submitted(first, ()))
+                        next_id += 1
+                        continue
+                    ids = []
+                    for index in spec.array.indices:
+                        jobs.append(
+                            Job(
+                                id=next_id,
+                                array_job_id=first,
+                                array_task_id=index,
+                                array_max_running=spec.array.max_running,
+                                **common,  # type: ignore[arg-type]
+                            )
+                        )
+                        script_ids.append(first)
+                        ids.append(next_id)
+                        next_id += 1
+                    results.append(Submitted(first, tuple(ids)))
+                tx.insert_scripts(scripts)
+                tx.insert_jobs(jobs, script_ids)
+                tx.add_events(
+                    [
+                        EventRow(
+                            now,
+                            "job.submitted",
+                            job_id=j.id,
+                            state="PENDING",
+                            data={"user": j.spec.user, "partition": j.partition},
+                        )
+                        for j in jobs
+                    ]
+                )
+                return jobs, results, tx.stored_events
+
+        async with self._lock:
+            jobs, results, added = await self.db(work)
+            for job in jobs:
+                self._put(job)
+            await self._published(added, jobs)
+        return results
+
+    def admit(self, spec: JobSpec, index: int | None) -> tuple[str, int, int]:
+        """Resolve the partition, time limit and priority; reject what can never run."""
+        where = f"jobs[{index}]." if index is not None else ""
+        names = spec.partitions or (self.default_partition(),)
+        partition: Partition | None = None
+        for name in names:
+            if name not in self.partitions:
+                raise InvalidRequest(
+                    f"Invalid partition name specified: {name!r} (known: "
+                    f"{', '.join(sorted(self.partitions))})",
+                    field=where + "partition",
+                )
+            partition = partition or self.partitions[name]
+        assert partition is not None
+        if spec.time_limit_s is None:
+            limit = partition.default_time_s or partition.max_time_s
+        else:
+            limit = spec.time_limit_s
+        if spec.array is not None and len(spec.array.indices) > self.config.max_array_size:
+            raise InvalidRequest(
+                f"array has {len(spec.array.indices)} tasks; MaxArraySize is "
+                f"{self.config.max_array_size}",
+                field=where + "array",
+            )
+        candidates = [n for n in self.nodes.values() if partition.contains(n.name)]
+        if candidates:
+            self._check_fits_somewhere(spec, candidates, where)
+        priority = max(0, 1_000_000 + 10_000 * partition.priority_tier - spec.nice)
+        return partition.name, limit, priority
+
+    @staticmethod
+    def _check_fits_somewhere(spec: JobSpec, nodes: list[Node], where: str) -> None:
+        if spec.nodes_min > len(nodes):
+            raise InvalidRequest(
+                f"Requested node configuration is not available: {spec.nodes_min} nodes "
+                f"asked for, the partition has {len(nodes)}",
+                field=where + "nodes",
+            )
+        fitting = [
+            n
+            for n in nodes
+            if spec.request_per_node(spec.nodes_min, n.resources.memory_bytes).fits_in(n.resources)
+            and set(spec.constraint) <= set(n.features)
+        ]
+        if len(fitting) < spec.nodes_min:
+            biggest = max(nodes, key=lambda n: (n.resources.cpus, n.resources.memory_bytes))
+            want = spec.request_per_node(spec.nodes_min, biggest.resources.memory_bytes)
+            raise InvalidRequest(
+                "Requested node configuration is not available: each node would need "
+                f"{want.cpus} CPUs, {want.memory_bytes // (1024 * 1024)} MiB and {want.gpus} "
+                f"GPUs; the largest node has {biggest.resources.cpus} CPUs, "
+                f"{biggest.resources.memory_bytes // (1024 * 1024)} MiB and "
+                f"{biggest.resources.gpus} GPUs",
+                field=where + "resources",
+            )
+
+    async def _known_ids(self, specs: Sequence[JobSpec]) -> set[int]:
+        wanted = {
+            jid for s in specs if s.dependency for t in s.dependency.terms for jid in t.job_ids
+        }
+        known = {j for j in wanted if j in self.jobs or j in self.arrays}
+        missing = sorted(wanted - known)
+        if missing:
+            found = await self.db(lambda: self.store.history(ids=missing, array_ids=missing))
+            known.update(j.id for j in found)
+            known.update(j.array_job_id for j in found if j.array_job_id is not None)
+        return known
+
+    @staticmethod
+    def _check_dependency_targets(spec: JobSpec, known: set[int], index: int | None) -> None:
+        if spec.dependency is None:
+            return
+        for term in spec.dependency.terms:
+            for jid in term.job_ids:
+                if jid not in known:
+                    where = f"jobs[{index}]." if index is not None else ""
+                    raise InvalidRequest(
+                        f"Job dependency problem: job {jid} does not exist",
+                        field=where + "dependency",
+                    )
+
+    # -- user actions -----------------------------------------------------------------
+    async def cancel(
+        self, ident: str, caller: Caller, signal: int | None = None, *, batch_only: bool = False
+    ) -> list[int]:
+        from hal.state import agents
+
+        async with self._lock:
+            jobs = self.resolve(ident)
+            self._authorise(jobs, caller)
+            now = self.clock.now()
+            if signal is not None:
+                live = [j for j in jobs if j.state.is_active]
+                for job in live:
+                    agents.send_signal(self, job, signal, batch_only=batch_only)
+                return [j.id for j in live]
+            changed: list[Job] = []
+            events: list[EventRow] = []
+            for job in jobs:
+                if job.state is JobState.PENDING:
+                    changed.append(
+                        job.evolve(
+                            state=JobState.CANCELLED,
+                            reason=PendingReason.NONE,
+                            end_time=now,
+                            cancelled_by=caller.name,
+                        )
+                    )
+                    events.append(
+                        EventRow(
+                            now,
+                            "job.finished",
+                            job_id=job.id,
+                            state="CANCELLED",
+                            data={"by": caller.name},
+                        )
+                    )
+                elif job.state in (JobState.RUNNING, JobState.SUSPENDED):
+                    changed.append(job.evolve(state=JobState.COMPLETING, cancelled_by=caller.name))
+                    events.append(
+                        EventRow(
+                            now,
+                            "job.cancelling",
+                            job_id=job.id,
+                            state="COMPLETING",
+                            data={"by": caller.name},
+                        )
+                    )
+            await self._commit(changed, events)
+            for job in changed:
+                if job.state is JobState.COMPLETING:
+                    agents.send_cancel(self, job, JobState.CANCELLED)
+            return [j.id for j in changed]
+
+    async def set_hold(self, ident: str, caller: Caller, held: bool) -> list[int]:
+        async with self._lock:
+            jobs = [j for j in self.resolve(ident) if j.state is JobState.PENDING]
+            self._authorise(jobs, caller)
+            now = self.clock.now()
+            changed: list[Job] = []
+            for job in jobs:
+                if held:
+                    new = (
+                        job.evolve(held_by_admin=True, reason=PendingReason.JOB_HELD_ADMIN)
+                        if caller.admin and job.spec.user != caller.name
+                        else job.evolve(
+                            spec=job.spec.with_changes(hold=True),
+                            reason=PendingReason.JOB_HELD_USER,
+                        )
+                    )
+                else:
+                    if job.held_by_admin and not caller.admin:
+                        raise PermissionDenied(
+                            f"job {job.display_id} was held by an administrator; ask one to "
+                            "release it"
+                        )
+                    new = job.evolve(
+                        held_by_admin=False,
+                        spec=job.spec.with_changes(hold=False),
+                        reason=PendingReason.WAITING_FOR_SCHEDULING,
+                    )
+                changed.append(new)
+            events = [
+                EventRow(now, "job.held" if held else "job.released", job_id=j.id, state="PENDING")
+                for j in changed
+            ]
+            await self._commit(changed, events)
+            return [j.id for j in changed]
+
+    async def requeue(self, ident: str, caller: Caller) -> list[int]:
+        from hal.state import agents
+
+        async with self._lock:
+            jobs = self.resolve(ident)
+            self._authorise(jobs, caller)
+            now = self.clock.now()
+            changed: list[Job] = []
+            events: list[EventRow] = []
+            for job in jobs:
+                if job.state in (JobState.RUNNING, JobState.SUSPENDED):
+                    # ends on the agent first; the finish report puts it back in the queue
+                    changed.append(
+                        job.evolve(state=JobState.COMPLETING, extra={**job.extra, "requeue": "1"})
+                    )
+                    events.append(
+                        EventRow(now, "job.requeueing", job_id=job.id, state="COMPLETING")
+                    )
+                elif job.state.is_terminal:
+                    changed.append(requeued(job))
+                    events.append(EventRow(now, "job.requeued", job_id=job.id, state="PENDING"))
+            if not changed:
+                raise Conflict("only running or finished jobs can be requeued")
+            await self._commit(changed, events)
+            for job in changed:
+                if job.state is JobState.COMPLETING:
+                    agents.send_cancel(self, job, JobState.PENDING)
+            return [j.id for j in changed]
+
+    async def update(self, ident: str, caller: Caller, **fields: object) -> list[Job]:
+        async with self._lock:
+            jobs = self.resolve(ident)
+            self._authorise(jobs, caller)
+            now = self.clock.now()
+            changed: list[Job] = []
+            for job in jobs:
+                new = job
+                if fields.get("time_limit_seconds") is not None:
+                    limit = int(fields["time_limit_seconds"])  # type: ignore[call-overload]
+                    if not caller.admin and (limit == 0 or 0 < job.time_limit_s < limit):
+                        raise PermissionDenied("only an administrator may raise a job's time limit")
+                    new = new.evolve(time_limit_s=limit)
+                if fields.get("priority") is not None:
+                    if not caller.admin:
+                        raise PermissionDenied("only an administrator may set a priority")
+                    new = new.evolve(priority=int(fields["priority"]))  # type: ignore[call-overload]
+                spec_changes: dict[str, object] = {}
+                for key in ("name", "comment", "nice"):
+                    if fields.get(key) is not None:
+                        spec_changes[key] = fields[key]
+                if "nice" in spec_changes:
+                    delta = int(spec_changes["nice"]) - job.spec.nice  # type: ignore[call-overload]
+                    if delta < 0 and not caller.admin:
+                        raise PermissionDenied("only an administrator may lower nice")
+                    new = new.evolve(priority=max(0, new.priority - delta))
+                if spec_changes:
+                    new = new.evolve(spec=new.spec.with_changes(**spec_changes))
+                if fields.get("partition") is not None:
+                    name = str(fields["partition"])
+                    if job.state is not JobState.PENDING:
+                        raise Conflict("the partition of a started job cannot change")
+                    if name not in self.partitions:
+                        raise InvalidRequest(
+                            f"Invalid partition name specified: {name!r}", field="partition"
+                        )
+                    new = new.evolve(partition=name)
+                changed.append(new)
+            events = [
+                EventRow(now, "job.updated", job_id=j.id, state=j.state.value) for j in changed
+            ]
+            await self._commit(changed, events)
+            return changed
+
+    @staticmethod
+    def _authorise(jobs: Iterable[Job], caller: Caller) -> None:
+        for job in jobs:
+            if not caller.may_modify(job):
+                raise PermissionDenied(
+                    f"job {job.display_id} belongs to {job.spec.user}; only its owner or an "
+                    "administrator may change it"
+                )
+
+    # -- the scheduler's results ----------------------------------------------------------
+    async def apply_plan(self, plan: Plan) -> list[int]:
+        """Commit the parts of ``plan`` that still hold; return the ids started."""
+        from hal.state import agents
+
+        async with self._lock:
+            now = self.clock.now()
+            started: list[Job] = []
+            events: list[EventRow] = []
+            # re-check placements against a scratch copy of usage, accumulating as we go
+            scratch = {
+                name: NodeUsage(u.allocated, set(u.gpu_ids), set(u.jobs), u.exclusive)
+                for name, u in self.usage.items()
+            }
+            for placement in plan.placements:
+                if check_placement(placement, self.jobs, self.nodes, scratch) is not None:
+                    continue
+                job = self.jobs[placement.job_id].evolve(
+                    state=JobState.RUNNING,
+                    reason=PendingReason.NONE,
+                    start_time=now,
+                    allocation=placement.allocation,
+                    eligible_time=now,
+                    launched=False,
+                    expected_start=None,
+                )
+                hold(scratch, job)
+                started.append(job)
+                events.append(
+                    EventRow(
+                        now,
+                        "job.started",
+                        job_id=job.id,
+                        state="RUNNING",
+                        data={"nodes": list(placement.allocation.nodes)},
+                    )
+                )
+            ended: list[Job] = []
+            for term in plan.terminations:
+                target = self.jobs.get(term.job_id)
+                if target is None or target.state is not JobState.PENDING:
+                    continue
+                ended.append(target.evolve(state=term.state, reason=term.reason, end_time=now))
+                events.append(
+                    EventRow(
+                        now,
+                        "job.finished",
+                        job_id=target.id,
+                        state=term.state.value,
+                        data={"reason": term.reason.value},
+                    )
+                )
+            # reasons and estimates are advisory: kept in memory, not written per cycle
+            for update in plan.updates:
+                current = self.jobs.get(update.job_id)
+                if current is not None and current.state is JobState.PENDING:
+                    self.jobs[current.id] = self.unfinished[current.id] = current.evolve(
+                        reason=update.reason, expected_start=update.expected_start
+                    )
+            if started or ended:
+                await self._commit(started + ended, events)
+            for job in started:
+                agents.send_launch(self, job)
+            return [j.id for j in started]
+
+    def finish(
+        self, job: Job, state: JobState, now: float, *, exit_code: int = 0, exit_signal: int = 0
+    ) -> tuple[Job, EventRow]:
+        """The ended version of ``job`` (or, for NODE_FAIL with requeue, the requeued one)."""
+        if job.extra.get("requeue") == "1" or (state is JobState.NODE_FAIL and job.spec.requeue):
+            new = requeued(job)
+            return new, EventRow(
+                now, "job.requeued", job_id=job.id, state="PENDING", data={"after": state.value}
+            )
+        reason = FINISH_REASONS.get(state, PendingReason.NONE)
+        new = job.evolve(
+            state=state, reason=reason, end_time=now, exit_code=exit_code, exit_signal=exit_signal
+        )
+        return new, EventRow(
+            now,
+            "job.finished",
+            job_id=job.id,
+            state=state.value,
+            data={"exit_code": exit_code, "signal": exit_signal},
+        )
+
+    def prune(self) -> int:
+        """Forget jobs that ended more than MinJobAge ago (they stay in the store)."""
+        horizon = self.clock.now() - self.config.min_job_age_seconds
+        old = [
+            j.id
+            for j in self.jobs.values()
+            if j.state.is_terminal and j.end_time is not None and j.end_time < horizon
+        ]
+        for jid in old:
+            job = self.jobs.pop(jid)
+            if job.array_job_id is not None:
+                ids = self.arrays.get(job.array_job_id)
+                if ids is not None:
+                    ids.remove(jid)
+                    if not ids:
+                        del self.arrays[job.array_job_id]
+        return len(old)
+
+
+def requeued(job: Job) -> Job:
+    extra = {k: v for k, v in job.extra.items() if k != "requeue"}
+    return job.evolve(
+        state=JobState.PENDING,
+        reason=PendingReason.WAITING_FOR_SCHEDULING,
+        start_time=None,
+        end_time=None,
+        allocation=None,
+        restarts=job.restarts + 1,
+        exit_code=0,
+        exit_signal=0,
+        launched=False,
+        extra=extra,
+    )
+
+
+def _indices(text: str) -> set[int]:
+    text = text.strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    text = text.split("%", 1)[0]
+    out: set[int] = set()
+    for part in text.split(","):
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            step = 1
+            if ":" in hi:
+                hi, step_text = hi.split(":", 1)
+                step = int(step_text)
+            out.update(range(int(lo), int(hi) + 1, step))
+        elif part:
+            out.add(int(part))
+    return out

@@ -1,0 +1,155 @@
+"""Rows ↔ core objects. JSON for the nested parts of a job (spec, allocation)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hal.core.job import (
+    Allocation,
+    ArraySpec,
+    Dependency,
+    DependencyKind,
+    DependencyTerm,
+    Job,
+    JobSpec,
+    SignalSpec,
+)
+from hal.core.resources import ResourceVector
+from hal.core.states import JobState, PendingReason
+
+_TUPLE_FIELDS = ("partitions", "constraint", "exclude", "nodelist")
+
+
+def spec_to_json(spec: JobSpec) -> str:
+    """Serialise everything but the script (stored once per submission)."""
+    d: dict[str, Any] = {}
+    for name in JobSpec.__slots__:
+        if name == "script":
+            continue
+        value = getattr(spec, name)
+        if name == "environment":
+            value = [list(kv) for kv in value]
+        elif name == "array" and value is not None:
+            value = {
+                "indices": list(value.indices),
+                "max_running": value.max_running,
+                "text": value.text,
+            }
+        elif name == "dependency" and value is not None:
+            value = {
+                "any_of": value.any_of,
+                "terms": [[t.kind.value, list(t.job_ids)] for t in value.terms],
+            }
+        elif name == "signal" and value is not None:
+            value = [value.signum, value.seconds_before, value.batch_only]
+        elif name in _TUPLE_FIELDS:
+            value = list(value)
+        d[name] = value
+    return json.dumps(d, separators=(",", ":"))
+
+
+def spec_from_json(text: str, script: str) -> JobSpec:
+    d: dict[str, Any] = json.loads(text)
+    d["script"] = script
+    d["environment"] = tuple((k, v) for k, v in d.get("environment", ()))
+    for name in _TUPLE_FIELDS:
+        d[name] = tuple(d.get(name, ()))
+    if d.get("array") is not None:
+        a = d["array"]
+        d["array"] = ArraySpec(tuple(a["indices"]), a["max_running"], a["text"])
+    if d.get("dependency") is not None:
+        dep = d["dependency"]
+        d["dependency"] = Dependency(
+            terms=tuple(DependencyTerm(DependencyKind(k), tuple(ids)) for k, ids in dep["terms"]),
+            any_of=dep["any_of"],
+        )
+    if d.get("signal") is not None:
+        s = d["signal"]
+        d["signal"] = SignalSpec(s[0], s[1], s[2])
+    known = set(JobSpec.__slots__)
+    return JobSpec(**{k: v for k, v in d.items() if k in known})
+
+
+def allocation_to_json(a: Allocation | None) -> str | None:
+    if a is None:
+        return None
+    return json.dumps(
+        {
+            "nodes": list(a.nodes),
+            "per_node": [[r.cpus, r.memory_bytes, r.gpus] for r in a.per_node],
+            "gpu_ids": [list(g) for g in a.gpu_ids],
+        },
+        separators=(",", ":"),
+    )
+
+
+def allocation_from_json(text: str | None) -> Allocation | None:
+    if not text:
+        return None
+    d = json.loads(text)
+    return Allocation(
+        nodes=tuple(d["nodes"]),
+        per_node=tuple(ResourceVector(c, m, g) for c, m, g in d["per_node"]),
+        gpu_ids=tuple(tuple(g) for g in d.get("gpu_ids", ())),
+    )
+
+
+def job_to_row(job: Job, script_id: int) -> dict[str, Any]:
+    return {
+        "id": job.id,
+        "array_job_id": job.array_job_id,
+        "array_task_id": job.array_task_id,
+        "user_name": job.spec.user,
+        "name": job.spec.name,
+        "partition": job.partition,
+        "state": job.state.value,
+        "reason": job.reason.value,
+        "priority": job.priority,
+        "submit_time": job.submit_time,
+        "eligible_time": job.eligible_time,
+        "start_time": job.start_time,
+        "end_time": job.end_time,
+        "time_limit": job.time_limit_s,
+        "exit_code": job.exit_code,
+        "exit_signal": job.exit_signal,
+        "restarts": job.restarts,
+        "held_by_admin": job.held_by_admin,
+        "cancelled_by": job.cancelled_by,
+        "allocation": allocation_to_json(job.allocation),
+        "spec": spec_to_json(job.spec),
+        "script_id": script_id,
+        "array_max_running": job.array_max_running,
+        "launched": job.launched,
+    }
+
+
+def job_from_row(row: Any, script: str) -> Job:
+    return Job(
+        id=int(row.id),
+        spec=spec_from_json(row.spec, script),
+        state=JobState(row.state),
+        reason=PendingReason(row.reason),
+        partition=row.partition,
+        priority=int(row.priority),
+        submit_time=float(row.submit_time),
+        eligible_time=row.eligible_time,
+        start_time=row.start_time,
+        end_time=row.end_time,
+        time_limit_s=int(row.time_limit),
+        allocation=allocation_from_json(row.allocation),
+        exit_code=int(row.exit_code),
+        exit_signal=int(row.exit_signal),
+        array_job_id=row.array_job_id,
+        array_task_id=row.array_task_id,
+        array_max_running=int(row.array_max_running),
+        restarts=int(row.restarts),
+        held_by_admin=bool(row.held_by_admin),
+        cancelled_by=row.cancelled_by,
+        launched=bool(row.launched),
+        extra={
+            "script_id": str(row.script_id),
+            "max_rss": str(row.max_rss),
+            "cpu_seconds": str(row.cpu_seconds),
+        },
+    )

@@ -1,0 +1,113 @@
+"""Build the ``Launch`` instruction for a job's batch host, with the job-level environment.
+
+The server sets what it knows about the whole job (ids, partition, tasks, array geometry);
+the agent adds what only the node knows (hostname, node index, CPUs on node, GPUs, pids).
+Both ``SLURM_*`` and ``HAL_*`` names are exported so unchanged Slurm scripts and workflow
+tools work (../shared/reference/slurm-conventions.md §1.5).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import pwd
+
+from hal.core.job import Job
+from hal.observe.traceids import traceparent
+from hal.wire.agent import Launch
+
+
+@functools.lru_cache(maxsize=1024)
+def unix_ids(user: str) -> tuple[int, int] | None:
+    """(uid, gid) of ``user`` on this host, or None. Cached: every launch needs it and
+    each lookup reads the passwd database."""
+    try:
+        pw = pwd.getpwnam(user)
+    except KeyError:
+        return None
+    return pw.pw_uid, pw.pw_gid
+
+
+def job_environment(job: Job, cluster_name: str) -> dict[str, str]:
+    spec = job.spec
+    env = dict(spec.environment)
+    nodes = len(job.allocation.nodes) if job.allocation else 1
+    tasks_per_node = spec.ntasks_per_node or -(-spec.ntasks // nodes)
+    common = {
+        "JOB_ID": str(job.id),
+        "JOB_NAME": spec.name,
+        "JOB_PARTITION": job.partition,
+        "JOB_USER": spec.user,
+        "CLUSTER_NAME": cluster_name,
+        "SUBMIT_DIR": spec.workdir,
+        "SUBMIT_HOST": spec.submit_host,
+        "NTASKS": str(spec.ntasks),
+        "NPROCS": str(spec.ntasks),
+        "TASKS_PER_NODE": f"{tasks_per_node}(x{nodes})" if nodes > 1 else str(tasks_per_node),
+        "PRIO_PROCESS": "0",
+        "JOB_TIME_LIMIT": str(job.time_limit_s),
+        "RESTART_COUNT": str(job.restarts),
+        "CPUS_PER_TASK": str(spec.cpus_per_task),
+    }
+    if spec.account:
+        common["JOB_ACCOUNT"] = spec.account
+    if spec.qos:
+        common["JOB_QOS"] = spec.qos
+    if job.array_job_id is not None and job.array_task_id is not None:
+        common["ARRAY_JOB_ID"] = str(job.array_job_id)
+        common["ARRAY_TASK_ID"] = str(job.array_task_id)
+        if spec.array is not None:
+            idx = spec.array.indices
+            common["ARRAY_TASK_COUNT"] = str(len(idx))
+            common["ARRAY_TASK_MIN"] = str(min(idx))
+            common["ARRAY_TASK_MAX"] = str(max(idx))
+            steps = {b - a for a, b in itertools.pairwise(idx)}
+            common["ARRAY_TASK_STEP"] = str(steps.pop() if len(steps) == 1 else 1)
+    for key, value in common.items():
+        env.setdefault("SLURM_" + key, value)
+        env.setdefault("HAL_" + key, value)
+    env["SLURM_JOBID"] = str(job.id)
+    # W3C trace context for whatever the job runs (OTel's environment carrier): the
+    # attempt's ``job.run`` span. A TRACEPARENT exported from the submitter's shell is
+    # replaced (the job span links to it); its TRACESTATE belongs to that trace, so it goes.
+    env["TRACEPARENT"] = traceparent(cluster_name, job.id, job.submit_time, job.restarts)
+    env.pop("TRACESTATE", None)
+    ids = unix_ids(spec.user)
+    if ids is not None:
+        env.setdefault("SLURM_JOB_UID", str(ids[0]))
+        env.setdefault("SLURM_JOB_GID", str(ids[1]))
+    return env
+
+
+def build_launch(job: Job, cluster_name: str) -> Launch:
+    assert job.allocation is not None
+    spec = job.spec
+    uid, gid = unix_ids(spec.user) or (None, None)
+    first = job.allocation.per_node[0]
+    return Launch(
+        job_id=job.id,
+        attempt=job.restarts,
+        name=spec.name,
+        user=spec.user,
+        uid=uid,
+        gid=gid,
+        script=spec.script,
+        workdir=spec.workdir,
+        environment=job_environment(job, cluster_name),
+        stdout=spec.stdout or "",  # "" → Slurm's default name, applied by the agent
+        stderr=spec.stderr,
+        time_limit_seconds=job.time_limit_s,
+        memory_bytes=first.memory_bytes,
+        cpus=first.cpus,
+        gpu_ids=list(job.allocation.gpu_ids[0]) if job.allocation.gpu_ids else [],
+        nodes=list(job.allocation.nodes),
+        node_index=0,
+        signal=(
+            f"{'B:' if spec.signal.batch_only else ''}{spec.signal.signum}"
+            f"@{spec.signal.seconds_before}"
+            if spec.signal
+            else None
+        ),
+        array_job_id=job.array_job_id,
+        array_task_id=job.array_task_id,
+    )

@@ -1,0 +1,52 @@
+"""Schema migrations: an ordered list of steps, each run once, recorded in ``hal_meta``.
+
+A new release appends a step; steps never change once released. We keep this small runner
+instead of Alembic because the server migrates itself at start-up on both SQLite and
+PostgreSQL with no extra tool or ini file (see docs/adr/0003-state-store.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy import Connection, insert, select, update
+
+from hal.state import schema
+
+Step = Callable[[Connection], None]
+
+
+def _v1_initial(conn: Connection) -> None:
+    for table in (schema.jobs, schema.job_scripts, schema.events, schema.nodes, schema.users):
+        table.create(conn, checkfirst=True)
+    for ix in schema.jobs.indexes:
+        ix.create(conn, checkfirst=True)
+    conn.execute(insert(schema.meta).values(key="next_job_id", value=1))
+
+
+STEPS: tuple[Step, ...] = (_v1_initial,)
+
+
+def migrate(conn: Connection) -> int:
+    """Bring the schema up to date inside ``conn``'s transaction; return the version."""
+    schema.meta.create(conn, checkfirst=True)
+    row = conn.execute(
+        select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")
+    ).first()
+    version = int(row[0]) if row else 0
+    if version > len(STEPS):
+        raise RuntimeError(
+            f"the database schema is version {version} but this HAL knows only "
+            f"{len(STEPS)}; upgrade HAL"
+        )
+    for step in STEPS[version:]:
+        step(conn)
+    if row is None:
+        conn.execute(insert(schema.meta).values(key="schema_version", value=len(STEPS)))
+    else:
+        conn.execute(
+            update(schema.meta)
+            .where(schema.meta.c.key == "schema_version")
+            .values(value=len(STEPS))
+        )
+    return len(STEPS)

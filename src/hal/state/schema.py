@@ -1,0 +1,105 @@
+"""Tables. Portable SQLAlchemy Core definitions for SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+
+metadata = MetaData()
+
+meta = Table(
+    "hal_meta",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", BigInteger, nullable=False),
+)
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=False),
+    Column("array_job_id", BigInteger, nullable=True),
+    Column("array_task_id", BigInteger, nullable=True),
+    Column("user_name", String(256), nullable=False),
+    Column("name", String(256), nullable=False),
+    Column("partition", String(256), nullable=False),
+    Column("state", String(32), nullable=False),
+    Column("reason", String(64), nullable=False),
+    Column("priority", BigInteger, nullable=False),
+    Column("submit_time", Float, nullable=False),
+    Column("eligible_time", Float, nullable=True),
+    Column("start_time", Float, nullable=True),
+    Column("end_time", Float, nullable=True),
+    Column("time_limit", BigInteger, nullable=False),
+    Column("exit_code", Integer, nullable=False, default=0),
+    Column("exit_signal", Integer, nullable=False, default=0),
+    Column("restarts", Integer, nullable=False, default=0),
+    Column("held_by_admin", Boolean, nullable=False, default=False),
+    Column("cancelled_by", String(256), nullable=True),
+    Column("allocation", Text, nullable=True),  # JSON
+    Column("spec", Text, nullable=False),  # JSON of JobSpec without the script
+    Column("script_id", BigInteger, nullable=False),  # job_scripts.id (shared by an array)
+    Column("array_max_running", Integer, nullable=False, default=0),
+    Column("launched", Boolean, nullable=False, default=False),  # the agent confirmed start
+    Column("max_rss", BigInteger, nullable=False, default=0),
+    Column("cpu_seconds", Float, nullable=False, default=0.0),
+)
+Index("ix_jobs_state", jobs.c.state)
+Index("ix_jobs_array", jobs.c.array_job_id)
+Index("ix_jobs_end", jobs.c.end_time)
+Index("ix_jobs_name", jobs.c.name)
+
+job_scripts = Table(
+    "job_scripts",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=False),
+    Column("script", Text, nullable=False),
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column(
+        "id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    ),
+    Column("time", Float, nullable=False),
+    Column("kind", String(64), nullable=False),
+    Column("job_id", BigInteger, nullable=True),
+    Column("node", String(256), nullable=True),
+    Column("state", String(32), nullable=True),
+    Column("data", Text, nullable=True),  # JSON
+)
+
+nodes = Table(
+    "nodes",
+    metadata,
+    Column("name", String(256), primary_key=True),
+    Column("cpus", Integer, nullable=False),
+    Column("memory_bytes", BigInteger, nullable=False),
+    Column("gpus", Integer, nullable=False),
+    Column("gpu_model", String(256), nullable=False, default=""),
+    Column("features", Text, nullable=False, default="[]"),
+    Column("state", String(16), nullable=False),
+    Column("reason", Text, nullable=False, default=""),
+    Column("address", String(512), nullable=False, default=""),
+    Column("last_heartbeat", Float, nullable=False, default=0.0),
+)
+
+users = Table(
+    "users",
+    metadata,
+    Column("name", String(256), primary_key=True),
+    Column("token_sha256", String(64), nullable=False, unique=True),
+    Column("admin", Boolean, nullable=False, default=False),
+    Column("created", Float, nullable=False),
+)

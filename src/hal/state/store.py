@@ -1,0 +1,361 @@
+"""``SqlStateStore``: the durable record (SQLite with WAL by default, PostgreSQL by URL).
+
+The store is deliberately thin: it opens transactions and reads/writes rows. What a state
+change *means* lives in ``hal.state.cluster``; every change it makes goes through one
+``Transaction`` that also appends the matching event rows, so the event log (the outbox
+for the event stream and metrics) can never disagree with the tables.
+
+All methods are synchronous; the server calls them from one dedicated thread, which also
+serialises writers the way SQLite wants.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import (
+    Connection,
+    Engine,
+    and_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
+
+from hal.core.job import Job
+from hal.core.node import Node
+from hal.core.resources import ResourceVector
+from hal.core.states import NodeState
+from hal.db import is_sqlite, make_engine, normalise_url
+from hal.state import schema
+from hal.state.codec import allocation_to_json, job_from_row, job_to_row
+from hal.state.migrations import migrate
+
+ACTIVE_STATES = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING")
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    time: float
+    kind: str
+    job_id: int | None = None
+    node: str | None = None
+    state: str | None = None
+    data: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    id: int
+    time: float
+    kind: str
+    job_id: int | None
+    node: str | None
+    state: str | None
+    data: dict[str, Any]
+
+
+class Transaction:
+    """One unit of work. Obtained from ``SqlStateStore.transaction()``."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.stored_events: list[StoredEvent] = []
+
+    def reserve_job_ids(self, count: int) -> int:
+        """Reserve ``count`` consecutive job ids; return the first."""
+        row = self.conn.execute(
+            update(schema.meta)
+            .where(schema.meta.c.key == "next_job_id")
+            .values(value=schema.meta.c.value + count)
+            .returning(schema.meta.c.value)
+        ).one()
+        return int(row[0]) - count
+
+    def insert_scripts(self, scripts: Sequence[tuple[int, str]]) -> None:
+        if scripts:
+            self.conn.execute(
+                insert(schema.job_scripts), [{"id": i, "script": s} for i, s in scripts]
+            )
+
+    def insert_jobs(self, jobs: Sequence[Job], script_ids: Sequence[int]) -> None:
+        if jobs:
+            self.conn.execute(
+                insert(schema.jobs),
+                [job_to_row(j, s) for j, s in zip(jobs, script_ids, strict=True)],
+            )
+
+    def update_jobs(self, jobs: Sequence[Job]) -> None:
+        """Write the mutable columns of ``jobs`` (state, times, allocation, ...)."""
+        if not jobs:
+            return
+        t = schema.jobs
+        stmt = (
+            update(t)
+            .where(t.c.id == bindparam("b_id"))
+            .values(
+                state=bindparam("b_state"),
+                reason=bindparam("b_reason"),
+                partition=bindparam("b_partition"),
+                priority=bindparam("b_priority"),
+                eligible_time=bindparam("b_eligible"),
+                start_time=bindparam("b_start"),
+                end_time=bindparam("b_end"),
+                time_limit=bindparam("b_limit"),
+                exit_code=bindparam("b_exit"),
+                exit_signal=bindparam("b_signal"),
+                restarts=bindparam("b_restarts"),
+                held_by_admin=bindparam("b_admin_hold"),
+                cancelled_by=bindparam("b_cancelled_by"),
+                allocation=bindparam("b_alloc"),
+                name=bindparam("b_name"),
+                spec=bindparam("b_spec"),
+                launched=bindparam("b_launched"),
+            )
+        )
+        from hal.state.codec import spec_to_json
+
+        self.conn.execute(
+            stmt,
+            [
+                {
+                    "b_id": j.id,
+                    "b_state": j.state.value,
+                    "b_reason": j.reason.value,
+                    "b_partition": j.partition,
+                    "b_priority": j.priority,
+                    "b_eligible": j.eligible_time,
+                    "b_start": j.start_time,
+                    "b_end": j.end_time,
+                    "b_limit": j.time_limit_s,
+                    "b_exit": j.exit_code,
+                    "b_signal": j.exit_signal,
+                    "b_restarts": j.restarts,
+                    "b_admin_hold": j.held_by_admin,
+                    "b_cancelled_by": j.cancelled_by,
+                    "b_alloc": allocation_to_json(j.allocation),
+                    "b_name": j.spec.name,
+                    "b_spec": spec_to_json(j.spec),
+                    "b_launched": j.launched,
+                }
+                for j in jobs
+            ],
+        )
+
+    def record_usage(self, job_id: int, max_rss: int, cpu_seconds: float) -> None:
+        self.conn.execute(
+            update(schema.jobs)
+            .where(schema.jobs.c.id == job_id)
+            .values(max_rss=max_rss, cpu_seconds=cpu_seconds)
+        )
+
+    def add_events(self, rows: Sequence[EventRow]) -> None:
+        """Append event rows; their ids (and contents) are kept in ``stored_events`` so the
+        server can serve the stream from memory after the commit."""
+        if not rows:
+            return
+        ids = (
+            self.conn.execute(
+                insert(schema.events).returning(schema.events.c.id, sort_by_parameter_order=True),
+                [
+                    {
+                        "time": r.time,
+                        "kind": r.kind,
+                        "job_id": r.job_id,
+                        "node": r.node,
+                        "state": r.state,
+                        "data": json.dumps(r.data, separators=(",", ":")) if r.data else None,
+                    }
+                    for r in rows
+                ],
+            )
+            .scalars()
+            .all()
+        )
+        self.stored_events.extend(
+            StoredEvent(int(i), r.time, r.kind, r.job_id, r.node, r.state, dict(r.data or {}))
+            for i, r in zip(ids, rows, strict=True)
+        )
+
+    def upsert_node(self, node: Node) -> None:
+        t = schema.nodes
+        values = {
+            "cpus": node.resources.cpus,
+            "memory_bytes": node.resources.memory_bytes,
+            "gpus": node.resources.gpus,
+            "gpu_model": node.gpu_model,
+            "features": json.dumps(list(node.features)),
+            "state": node.state.value,
+            "reason": node.reason,
+            "address": node.address,
+            "last_heartbeat": node.last_heartbeat,
+        }
+        done = self.conn.execute(update(t).where(t.c.name == node.name).values(**values))
+        if done.rowcount == 0:
+            self.conn.execute(insert(t).values(name=node.name, **values))
+
+    def touch_nodes(self, beats: Sequence[tuple[str, float]]) -> None:
+        if beats:
+            t = schema.nodes
+            self.conn.execute(
+                update(t)
+                .where(t.c.name == bindparam("b_name"))
+                .values(last_heartbeat=bindparam("b_time")),
+                [{"b_name": n, "b_time": when} for n, when in beats],
+            )
+
+    def add_user(self, name: str, token_sha256: str, admin: bool, created: float) -> None:
+        self.conn.execute(
+            insert(schema.users).values(
+                name=name, token_sha256=token_sha256, admin=admin, created=created
+            )
+        )
+
+    def set_user_token(self, name: str, token_sha256: str, admin: bool) -> None:
+        self.conn.execute(
+            update(schema.users)
+            .where(schema.users.c.name == name)
+            .values(token_sha256=token_sha256, admin=admin)
+        )
+
+    def delete_user(self, name: str) -> int:
+        return int(
+            self.conn.execute(delete(schema.users).where(schema.users.c.name == name)).rowcount
+        )
+
+
+class SqlStateStore:
+    def __init__(self, url: str) -> None:
+        self.url = normalise_url(url)
+        self.is_sqlite = is_sqlite(self.url)
+        self.engine: Engine = make_engine(self.url)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def migrate(self) -> int:
+        with self.engine.begin() as conn:
+            return migrate(conn)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        with self.engine.begin() as conn:
+            yield Transaction(conn)
+
+    # -- reads ----------------------------------------------------------------------------
+    def revision(self) -> int:
+        with self.engine.connect() as conn:
+            return int(
+                conn.execute(select(func.coalesce(func.max(schema.events.c.id), 0))).scalar_one()
+            )
+
+    def load_jobs(self, *, active_or_ended_after: float) -> list[Job]:
+        """Every active job plus the jobs that ended after the given time."""
+        t = schema.jobs
+        cond = or_(t.c.state.in_(ACTIVE_STATES), t.c.end_time >= active_or_ended_after)
+        return self._select_jobs(cond)
+
+    def history(
+        self,
+        *,
+        ids: Sequence[int] = (),
+        array_ids: Sequence[int] = (),
+        users: Sequence[str] = (),
+        names: Sequence[str] = (),
+        states: Sequence[str] = (),
+        partitions: Sequence[str] = (),
+        start_after: float | None = None,
+        end_before: float | None = None,
+        limit: int = 100_000,
+    ) -> list[Job]:
+        """Accounting query (``sacct``): every job ever run, filtered."""
+        t = schema.jobs
+        conds: list[Any] = []
+        if ids or array_ids:
+            conds.append(or_(t.c.id.in_(list(ids)), t.c.array_job_id.in_(list(array_ids))))
+        if users:
+            conds.append(t.c.user_name.in_(list(users)))
+        if names:
+            conds.append(t.c.name.in_(list(names)))
+        if states:
+            conds.append(t.c.state.in_(list(states)))
+        if partitions:
+            conds.append(t.c.partition.in_(list(partitions)))
+        if start_after is not None:
+            # jobs that were still around after start_after (Slurm's --starttime)
+            conds.append(or_(t.c.end_time.is_(None), t.c.end_time >= start_after))
+        if end_before is not None:
+            conds.append(t.c.submit_time <= end_before)
+        return self._select_jobs(and_(*conds) if conds else None, limit=limit)
+
+    def _select_jobs(self, cond: Any, limit: int | None = None) -> list[Job]:
+        t, s = schema.jobs, schema.job_scripts
+        stmt = select(t, s.c.script).join(s, s.c.id == t.c.script_id).order_by(t.c.id)
+        if cond is not None:
+            stmt = stmt.where(cond)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        with self.engine.connect() as conn:
+            return [job_from_row(row, row.script) for row in conn.execute(stmt)]
+
+    def load_nodes(self) -> list[Node]:
+        t = schema.nodes
+        with self.engine.connect() as conn:
+            return [
+                Node(
+                    name=r.name,
+                    resources=ResourceVector(r.cpus, r.memory_bytes, r.gpus),
+                    state=NodeState(r.state),
+                    reason=r.reason,
+                    features=tuple(json.loads(r.features)),
+                    gpu_model=r.gpu_model,
+                    address=r.address,
+                    last_heartbeat=r.last_heartbeat,
+                )
+                for r in conn.execute(select(t).order_by(t.c.name))
+            ]
+
+    def events_after(self, after: int, limit: int = 1000) -> list[StoredEvent]:
+        t = schema.events
+        stmt = select(t).where(t.c.id > after).order_by(t.c.id).limit(limit)
+        with self.engine.connect() as conn:
+            return [
+                StoredEvent(
+                    id=int(r.id),
+                    time=r.time,
+                    kind=r.kind,
+                    job_id=r.job_id,
+                    node=r.node,
+                    state=r.state,
+                    data=json.loads(r.data) if r.data else {},
+                )
+                for r in conn.execute(stmt)
+            ]
+
+    def user_by_token_hash(self, token_sha256: str) -> tuple[str, bool] | None:
+        t = schema.users
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(t.c.name, t.c.admin).where(t.c.token_sha256 == token_sha256)
+            ).first()
+        return (row.name, bool(row.admin)) if row else None
+
+    def users(self) -> list[tuple[str, bool]]:
+        t = schema.users
+        with self.engine.connect() as conn:
+            return [
+                (r.name, bool(r.admin))
+                for r in conn.execute(select(t.c.name, t.c.admin).order_by(t.c.name))
+            ]
+
+    def count_jobs(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(schema.jobs)).scalar_one())

@@ -1,0 +1,130 @@
+"""The SQL state store against real SQLite and the real PostgreSQL server."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from hal.config.model import HalConfig
+from hal.core.clock import VirtualClock
+from hal.core.errors import InvalidRequest, NotFound, PermissionDenied
+from hal.core.job import JobSpec
+from hal.core.states import JobState
+from hal.state.cluster import Caller, Cluster
+from hal.state.store import EventRow, SqlStateStore
+
+
+def spec(**kw: object) -> JobSpec:
+    base: dict[str, object] = {"user": "alice", "script": "#!/bin/sh\ntrue\n"}
+    base.update(kw)
+    return JobSpec(**base)  # type: ignore[arg-type]
+
+
+def test_migrate_is_idempotent_and_versioned(db_url: str) -> None:
+    """A server restart runs migrations again; they must be a no-op the second time."""
+    store = SqlStateStore(db_url)
+    assert store.migrate() == 1
+    assert store.migrate() == 1
+    assert store.revision() == 0
+    store.close()
+
+
+def test_job_ids_are_reserved_in_consecutive_blocks(db_url: str) -> None:
+    """Arrays need consecutive ids; two reservations never overlap."""
+    store = SqlStateStore(db_url)
+    store.migrate()
+    with store.transaction() as tx:
+        a = tx.reserve_job_ids(10)
+        b = tx.reserve_job_ids(1)
+    with store.transaction() as tx:
+        c = tx.reserve_job_ids(5)
+    assert (a, b, c) == (1, 11, 12)
+    store.close()
+
+
+def test_failed_transaction_writes_nothing(db_url: str) -> None:
+    """A change and its event row commit together or not at all."""
+    store = SqlStateStore(db_url)
+    store.migrate()
+    with pytest.raises(RuntimeError), store.transaction() as tx:
+        tx.add_events([EventRow(1.0, "job.submitted", job_id=1)])
+        raise RuntimeError("boom")
+    assert store.revision() == 0
+    assert store.events_after(0) == []
+    store.close()
+
+
+def run(coro: object) -> object:
+    return asyncio.run(coro)  # type: ignore[arg-type]
+
+
+def test_submit_persists_jobs_with_events_and_survives_reload(db_url: str) -> None:
+    """Jobs acknowledged by submit are in the database, with one event each, and a new
+    server process (a fresh Cluster on the same database) sees them."""
+    clock = VirtualClock(1000.0)
+
+    async def scenario() -> None:
+        cluster = Cluster(SqlStateStore(db_url), HalConfig(), clock)
+        await cluster.load()
+        from hal.core.slurm_syntax import parse_array
+
+        done = await cluster.submit([spec(name="a"), spec(name="arr", array=parse_array("0-4%2"))])
+        assert done[0].job_id == 1
+        assert done[1].job_id == 2 and done[1].task_ids == (2, 3, 4, 5, 6)
+        assert cluster.revision == 6
+        await cluster.close()
+
+        again = Cluster(SqlStateStore(db_url), HalConfig(), clock)
+        await again.load()
+        assert sorted(again.jobs) == [1, 2, 3, 4, 5, 6]
+        elements = again.resolve("2_[1-3]")
+        assert [j.array_task_id for j in elements] == [1, 2, 3]
+        assert all(j.array_max_running == 2 for j in elements)
+        assert again.jobs[1].spec.script == "#!/bin/sh\ntrue\n"
+        assert again.revision == 6
+        events = again.store.events_after(0)
+        assert [e.kind for e in events] == ["job.submitted"] * 6
+        await again.close()
+
+    run(scenario())
+
+
+def test_unknown_partition_and_dependency_are_rejected(db_url: str) -> None:
+    """Bad input gets a clear error naming the field, and nothing is stored."""
+
+    async def scenario() -> None:
+        cluster = Cluster(SqlStateStore(db_url), HalConfig(), VirtualClock(5.0))
+        await cluster.load()
+        with pytest.raises(InvalidRequest, match="Invalid partition name") as err:
+            await cluster.submit([spec(partitions=("nope",))])
+        assert err.value.field == "partition"
+        from hal.core.slurm_syntax import parse_dependency
+
+        with pytest.raises(InvalidRequest, match="dependency problem"):
+            await cluster.submit([spec(dependency=parse_dependency("afterok:99"))])
+        assert cluster.store.count_jobs() == 0
+        await cluster.close()
+
+    run(scenario())
+
+
+def test_cancel_checks_ownership_and_history_keeps_the_job(db_url: str) -> None:
+    """Users cannot cancel other users' jobs; admins can; sacct sees cancelled jobs."""
+
+    async def scenario() -> None:
+        cluster = Cluster(SqlStateStore(db_url), HalConfig(), VirtualClock(5.0))
+        await cluster.load()
+        [done] = await cluster.submit([spec()])
+        with pytest.raises(PermissionDenied):
+            await cluster.cancel(str(done.job_id), Caller("mallory"))
+        assert await cluster.cancel(str(done.job_id), Caller("root", admin=True)) == [1]
+        assert cluster.jobs[1].state is JobState.CANCELLED
+        assert cluster.jobs[1].cancelled_by == "root"
+        with pytest.raises(NotFound):
+            cluster.resolve("77")
+        history = cluster.store.history(users=["alice"])
+        assert [(j.id, j.state) for j in history] == [(1, JobState.CANCELLED)]
+        await cluster.close()
+
+    run(scenario())
