@@ -1,0 +1,99 @@
+"""The scheduling framework: extension points, Status, CycleState, the NodeTable, plugin
+registry and profiles, the placement runtime and the ``Scheduler`` pass.
+
+Owns the pure decision logic's skeleton. Imports only ``hal.core`` (and numpy): never
+plugins, state, api or anything with I/O. The default plugin set and the
+``build_scheduler`` factory live in ``hal.scheduler.plugins``, because the framework may
+not import plugins.
+"""
+
+from hal.scheduler.framework.availability import AvailabilityProfile
+from hal.scheduler.framework.backfill import BackfillResult, run_backfill
+from hal.scheduler.framework.context import PassContext
+from hal.scheduler.framework.cycle_state import CycleState, StateKey
+from hal.scheduler.framework.interfaces import (
+    MAX_NODE_SCORE,
+    BackfillMode,
+    BackfillPlugin,
+    BackfillPolicy,
+    FilterPlugin,
+    FilterResult,
+    PermitPlugin,
+    PlacementGeneratePlugin,
+    PlacementScorePlugin,
+    Plugin,
+    PostFilterPlugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScoreNormalizer,
+    ScorePlugin,
+)
+from hal.scheduler.framework.node_table import NodeTable
+from hal.scheduler.framework.profile import (
+    PluginArgsError,
+    Profile,
+    ProfileError,
+    Registry,
+    build_profile,
+)
+from hal.scheduler.framework.request import NodeRequest, placement_key
+from hal.scheduler.framework.runtime import Framework, Mode, Outcome, Stage, WillRunResult
+from hal.scheduler.framework.scheduler import PassResult, Scheduler
+from hal.scheduler.framework.snapshot import (
+    ClusterSnapshot,
+    PendingUpdate,
+    Placement,
+    Plan,
+    Termination,
+)
+from hal.scheduler.framework.status import Code, Status
+
+__all__ = [
+    "MAX_NODE_SCORE",
+    "AvailabilityProfile",
+    "BackfillMode",
+    "BackfillPlugin",
+    "BackfillPolicy",
+    "BackfillResult",
+    "ClusterSnapshot",
+    "Code",
+    "CycleState",
+    "FilterPlugin",
+    "FilterResult",
+    "Framework",
+    "Mode",
+    "NodeRequest",
+    "NodeTable",
+    "Outcome",
+    "PassContext",
+    "PassResult",
+    "PendingUpdate",
+    "PermitPlugin",
+    "Placement",
+    "PlacementGeneratePlugin",
+    "PlacementScorePlugin",
+    "Plan",
+    "Plugin",
+    "PluginArgsError",
+    "PostFilterPlugin",
+    "PreFilterPlugin",
+    "PreScorePlugin",
+    "Profile",
+    "ProfileError",
+    "QueueSortPlugin",
+    "Registry",
+    "ReservePlugin",
+    "Scheduler",
+    "ScoreNormalizer",
+    "ScorePlugin",
+    "Stage",
+    "StateKey",
+    "Status",
+    "Termination",
+    "WillRunResult",
+    "build_profile",
+    "placement_key",
+    "run_backfill",
+]

@@ -1,0 +1,296 @@
+"""The backfill stage: after the main loop, plan the jobs it held back on an
+``AvailabilityProfile`` and start those that delay no reservation.
+
+Called by ``Scheduler.run_pass`` when the profile has a Backfill plugin. In order:
+
+    1. policies: ``plugin.policy_for(partition)`` for each partition with held-back jobs;
+       a partition without a policy stays strictly in priority order
+    2. the profile: the pass's table (running jobs and this pass's placements out), each
+       job giving its nodes back at start + ``plugin.runtime(job)``
+    3. for each held-back job, in priority order (EASY-SJBF: the partition heads first,
+       then the others by shortest expected run time), up to ``max_job_test`` per
+       partition:
+       - try to start it now, on the least free over ``[now, now + runtime)``: it then
+         fits in a hole and delays no reservation (``Framework.place(NOW, within=...)``,
+         the same cycle as the main loop)
+       - otherwise, if it is owed a reservation (EASY: the first one of its partition;
+         conservative: every one), find the earliest row whose window fits (screened on
+         resources for all rows at once, confirmed by the framework with TEST_ONLY) and
+         subtract it from the profile; its start is the job's ``expected_start``
+
+Jobs are never started late because of this: a start that fits now is always taken
+(the same or an earlier reservation would be made otherwise). Predicted run times only
+shape the plan; jobs are killed at their own time limit, never at the prediction.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from hal.core.job import Allocation, Job
+from hal.scheduler.framework.availability import AvailabilityProfile
+from hal.scheduler.framework.context import PassContext
+from hal.scheduler.framework.interfaces import BackfillMode, BackfillPlugin, BackfillPolicy
+from hal.scheduler.framework.node_table import AllocationRows
+from hal.scheduler.framework.request import NodeRequest, PlacementKey, placement_key
+from hal.scheduler.framework.runtime import Framework, Mode, Stage
+from hal.scheduler.framework.status import Code, Status
+
+
+@dataclass(slots=True)
+class BackfillResult:
+    """What the stage decided: jobs started now (in order), verdicts that changed, and
+    planned start times of the jobs given a reservation."""
+
+    placements: list[tuple[Job, Allocation]] = field(default_factory=list)
+    statuses: dict[int, Status] = field(default_factory=dict)
+    expected_start: dict[int, float] = field(default_factory=dict)
+    # job id → (start, planned end, nodes) of each reservation made
+    reservations: dict[int, tuple[float, float, Allocation]] = field(default_factory=dict)
+
+
+def _min_cpus(job: Job) -> int:
+    """The fewest CPUs the job can run on in total (a cheap lower bound)."""
+    spec = job.spec
+    lo = max(spec.nodes_min, len(spec.nodelist), 1)
+    if spec.ntasks_per_node is not None:
+        return lo * spec.cpus_per_node(lo)
+    return max(spec.ntasks * spec.cpus_per_task, lo * spec.cpus_per_task)
+
+
+def run_backfill(
+    framework: Framework,
+    ctx: PassContext,
+    plugin: BackfillPlugin,
+    held: Sequence[Job],
+    held_stages: Sequence[Stage],
+    placed_now: Sequence[tuple[Job, Allocation]],
+    *,
+    explain: bool = True,
+) -> BackfillResult:
+    """Plan ``held`` (the jobs the main loop held back, in priority order; each stopped
+    at the stage in ``held_stages``: the gate, or Filter) on ``ctx``, whose table already
+    has ``placed_now`` (this pass's placements) taken out.
+
+    ``explain=False`` leaves out the reservations that cannot change a placement (those
+    owed after the last job that could still start): same placements, fewer expected
+    starts. See ``_Planner`` for how reservations are deferred."""
+    policies: dict[str, BackfillPolicy | None] = {}
+    for job in held:
+        if job.partition not in policies:
+            policies[job.partition] = plugin.policy_for(job.partition)
+    jobs = [j for j in held if policies[j.partition] is not None]
+    if not jobs:
+        return BackfillResult()
+    planner = _Planner(framework, ctx, plugin, policies, placed_now)
+    # placement key → the earliest end time at which starting now failed. Free resources
+    # only shrink during the stage and a longer window only has less free, so a job with
+    # the same key and a window ending no earlier fails too (the fit-cache rule of the
+    # main pass, extended over time). Jobs that failed Filter in the main pass start
+    # with "fails at any end": the window never has more free than the table had then.
+    failed_now: dict[PlacementKey, float] = {}
+    for job, st in zip(held, held_stages, strict=True):
+        if st is Stage.FILTER:
+            failed_now[placement_key(job)] = ctx.now
+    tested: Counter[str] = Counter()
+    for job in _order(jobs, policies, planner):
+        policy = policies[job.partition]
+        if policy is None or (policy.max_job_test and tested[job.partition] >= policy.max_job_test):
+            continue
+        tested[job.partition] += 1
+        if not planner.might_start_now(job):
+            planner.defer(job)  # cannot start now: only its reservation (if owed) matters
+            continue
+        runtime = planner.runtime(job)
+        key = placement_key(job)
+        if ctx.now + runtime >= failed_now.get(key, math.inf):
+            planner.defer(job)
+            continue
+        planner.flush()  # earlier reservations first: they constrain this job
+        stage = planner.start_now(job, runtime)
+        if stage is Stage.DONE:
+            continue
+        if stage is Stage.FILTER:  # only a resource failure carries over to the key
+            failed_now[key] = min(failed_now.get(key, math.inf), ctx.now + runtime)
+        planner.defer(job)
+    if explain:
+        planner.flush()
+    return planner.result
+
+
+class _Planner:
+    """The profile and the reservations of one backfill stage.
+
+    Reservations are *deferred*: a job that cannot start now is queued, and its
+    reservation (if it is owed one) is made only when a later job might start now, just
+    before that job is tried, or at the end when explaining. The profile is thus changed
+    in exactly the order of the eager algorithm, so placements are the same; a pass whose
+    held-back jobs cannot start anyway builds no profile at all (a full machine, the
+    common case in a busy simulation). The profile itself is built on first use.
+    """
+
+    def __init__(
+        self,
+        framework: Framework,
+        ctx: PassContext,
+        plugin: BackfillPlugin,
+        policies: dict[str, BackfillPolicy | None],
+        placed_now: Sequence[tuple[Job, Allocation]],
+    ) -> None:
+        self.framework = framework
+        self.ctx = ctx
+        self.plugin = plugin
+        self.policies = policies
+        self.placed_now = placed_now
+        self.result = BackfillResult()
+        self.reservations: Counter[str] = Counter()
+        self.deferred: list[Job] = []
+        self._profile: AvailabilityProfile | None = None
+        self._runtimes: dict[int, float] = {}
+        self._free: dict[str, int] = {}  # partition → free CPUs now (cleared on a start)
+
+    def runtime(self, job: Job) -> float:
+        found = self._runtimes.get(job.id)
+        if found is None:
+            found = self._runtimes[job.id] = self.plugin.runtime(job)
+        return found
+
+    @property
+    def profile(self) -> AvailabilityProfile:
+        if self._profile is None:
+            self._profile = self._build()
+        return self._profile
+
+    def _build(self) -> AvailabilityProfile:
+        used = [p for p in self.policies.values() if p is not None]
+        resolution = min(p.resolution_s for p in used)
+        window = 0.0 if any(p.window_s <= 0 for p in used) else max(p.window_s for p in used)
+        now = self.ctx.now
+        table = self.ctx.nodes
+        releases: list[tuple[float, AllocationRows, bool]] = []
+        for r in self.ctx.running:
+            if r.allocation is None:
+                continue
+            start = r.start_time if r.start_time is not None else now
+            end = start + self.plugin.runtime(r)
+            releases.append((end, table.rows_of(r.allocation), r.spec.exclusive))
+        for j, alloc in self.placed_now:
+            releases.append((now + self.runtime(j), table.rows_of(alloc), j.spec.exclusive))
+        horizon = now + window if window > 0 else math.inf
+        return AvailabilityProfile(table, now, releases, resolution=resolution, horizon=horizon)
+
+    def might_start_now(self, job: Job) -> bool:
+        """Enough CPUs free on the partition's nodes right now (a necessary condition:
+        the profile's windows never hold more than the table does now)."""
+        free = self._free.get(job.partition)
+        if free is None:
+            table = self.ctx.nodes
+            mask = table.partition_mask(job.partition)
+            free = self._free[job.partition] = int(table.free_cpus[mask].sum())
+        return _min_cpus(job) <= free
+
+    def defer(self, job: Job) -> None:
+        policy = self.policies[job.partition]
+        if policy is not None and (
+            policy.mode is BackfillMode.CONSERVATIVE or self.reservations[job.partition] == 0
+        ):
+            self.deferred.append(job)
+
+    def flush(self) -> None:
+        for job in self.deferred:
+            policy = self.policies[job.partition]
+            owed = policy is not None and (
+                policy.mode is BackfillMode.CONSERVATIVE or self.reservations[job.partition] == 0
+            )
+            if owed and _reserve(
+                self.framework, self.ctx, self.profile, job, self.runtime(job), self.result
+            ):
+                self.reservations[job.partition] += 1
+        self.deferred.clear()
+
+    def start_now(self, job: Job, runtime: float) -> Stage | None:
+        stage = _start_now(self.framework, self.ctx, self.profile, job, runtime, self.result)
+        if stage is Stage.DONE:
+            self._free.clear()
+        return stage
+
+
+def _order(
+    jobs: list[Job], policies: dict[str, BackfillPolicy | None], planner: _Planner
+) -> list[Job]:
+    if not any(p is not None and p.shortest_first for p in policies.values()):
+        return jobs
+    heads: list[Job] = []
+    rest: list[tuple[float, int, Job]] = []
+    seen: set[str] = set()
+    for pos, job in enumerate(jobs):
+        if job.partition not in seen:
+            seen.add(job.partition)
+            heads.append(job)
+            continue
+        policy = policies[job.partition]
+        key = planner.runtime(job) if policy is not None and policy.shortest_first else 0.0
+        rest.append((key, pos, job))
+    rest.sort(key=lambda e: (e[0], e[1]))
+    return heads + [job for _, _, job in rest]
+
+
+def _start_now(
+    framework: Framework,
+    ctx: PassContext,
+    profile: AvailabilityProfile,
+    job: Job,
+    runtime: float,
+    result: BackfillResult,
+) -> Stage | None:
+    """Start ``job`` now if it fits without delaying a reservation. Returns the stage
+    its cycle stopped at (``DONE`` when placed; ``None`` when the CPU screen said no)."""
+    end = ctx.now + runtime
+    mask = ctx.nodes.partition_mask(job.partition)
+    if _min_cpus(job) > profile.free_cpus_from_now(end, mask, job.partition):
+        return None  # not enough CPUs free all through its run: skip the cycle
+    out = framework.place(ctx, job, Mode.NOW, within=profile.window(0, end))
+    if out.status.is_success and out.allocation is not None:
+        profile.reserve(ctx.now, end, ctx.nodes.rows_of(out.allocation), job.spec.exclusive)
+        result.placements.append((job, out.allocation))
+        result.statuses[job.id] = out.status
+        return Stage.DONE
+    if out.stage not in (Stage.FILTER, Stage.GATE):
+        result.statuses[job.id] = out.status  # its own verdict (hold, limits, an error)
+    return out.stage
+
+
+def _reserve(
+    framework: Framework,
+    ctx: PassContext,
+    profile: AvailabilityProfile,
+    job: Job,
+    runtime: float,
+    result: BackfillResult,
+) -> bool:
+    spec = job.spec
+    table = ctx.nodes
+    if spec.nodes_min == spec.nodes_max and not spec.nodelist:
+        request = NodeRequest.for_job(spec, spec.nodes_min)
+        mask = table.partition_mask(job.partition) & table.up
+        rows = profile.start_rows(request, mask, runtime)
+    else:
+        rows = list(range(len(profile)))  # node ranges: let the framework try each row
+    for k in rows:
+        if k == 0:
+            continue  # "now" was just tried
+        start = profile.times[k]
+        if start >= profile.horizon:
+            break
+        out = framework.place(ctx, job, Mode.TEST_ONLY, within=profile.window(k, start + runtime))
+        if out.status.is_success and out.allocation is not None:
+            profile.reserve(start, start + runtime, table.rows_of(out.allocation), spec.exclusive)
+            result.expected_start[job.id] = start
+            result.reservations[job.id] = (start, start + runtime, out.allocation)
+            return True
+        if out.status.code is Code.UNRESOLVABLE or out.stage is Stage.PRE_FILTER:
+            return False  # waiting cannot help, or the job is not ready at all
+    return False

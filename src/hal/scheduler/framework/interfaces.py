@@ -1,0 +1,259 @@
+"""The extension points. Each is a Protocol; a plugin is any object with a ``name`` and
+the methods of the points it serves, registered under that name (see ``profile``).
+
+One job's cycle, in order (the runtime is ``runtime.Framework``)::
+
+    QueueSort ─ orders the pending jobs once per pass
+    PreFilter ─ job-level verdicts (hold, dependency, partition limits) + precompute
+    [queue gate: a Resources-blocked partition gives later jobs there reason Priority]
+    Filter    ─ vectorised: which nodes could take the job, for a given node count
+    PostFilter─ only when Filter left too few nodes (preemption goes here)
+    PreScore  ─ precompute for Score over the feasible nodes
+    Score     ─ vectorised: rank feasible nodes (+ optional normalisation), weighted sum
+    Reserve   ─ the job has nodes: plugins record it in their pass-wide state
+    Permit    ─ last say: allow, reject, or WAIT (gangs) — Unreserve undoes Reserve
+    (commit   ─ the runtime takes the allocation out of the NodeTable)
+
+After the main loop, once per pass, the Backfill point (at most one plugin) says per
+partition how to plan the jobs the main loop held back, and how long jobs are expected
+to run; the framework's backfill stage (``framework/backfill.py``) does the planning and
+sends each job through the same cycle as above.
+
+Rules for every point:
+
+* Return values, never raise, to say "no". A raise is a bug; it fails that job's cycle
+  with ``Code.ERROR`` and the pass goes on.
+* Read the clock only as ``ctx.now``; break ties by job id and node order. Same inputs,
+  same answer.
+* Per-job scratch goes in the ``CycleState`` given to the call; things that accumulate
+  over a pass go in ``ctx.data`` (and must be updated only in Reserve/Unreserve so that
+  test-only and will-run runs leave no trace).
+* Do not mutate the ``NodeTable``'s arrays; the runtime owns its accounting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from hal.core.job import Allocation, Job
+from hal.core.states import PendingReason
+from hal.scheduler.framework.context import PassContext
+from hal.scheduler.framework.cycle_state import CycleState
+from hal.scheduler.framework.node_table import BoolArray
+from hal.scheduler.framework.request import NodeRequest
+from hal.scheduler.framework.status import Status
+
+FloatArray = npt.NDArray[np.float64]
+IndexArray = npt.NDArray[np.intp]
+
+MAX_NODE_SCORE = 100.0  # every Score plugin's output ends up in [0, MAX_NODE_SCORE]
+
+
+@runtime_checkable
+class Plugin(Protocol):
+    @property
+    def name(self) -> str:
+        """The registry name; also what Status.plugin and diagnostics report."""
+        ...
+
+
+@runtime_checkable
+class QueueSortPlugin(Plugin, Protocol):
+    def sort_key(self, job: Job) -> Any:
+        """A key ordering pending jobs, first to be scheduled first.
+
+        Called once per pending job per pass (a key, not a pairwise ``less``, so 50,000
+        jobs sort in C). The runtime appends ``job.id`` so equal keys stay deterministic.
+        Exactly one QueueSort plugin is enabled per profile.
+        """
+        ...
+
+
+@runtime_checkable
+class PreFilterPlugin(Plugin, Protocol):
+    def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
+        """Decide what can be decided for the job as a whole, and precompute for Filter.
+
+        Called once per job per pass, in profile order, before the queue gate. Returns:
+        SUCCESS to go on; SKIP if this plugin's Filter has nothing to check for this job;
+        UNSCHEDULABLE with the pending reason (the job waits, and does *not* hold back
+        jobs behind it); UNRESOLVABLE when waiting cannot help (set ``terminal_state`` to
+        ask for the job to be ended, e.g. ``--kill-on-invalid-dep``). May write
+        ``state``; must not write ``ctx.data`` except for caches keyed by what they read.
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class FilterResult:
+    """Which nodes pass this filter, and the reason to give if too few do."""
+
+    feasible: BoolArray
+    reason: PendingReason = PendingReason.RESOURCES
+    message: str = ""
+
+
+@runtime_checkable
+class FilterPlugin(Plugin, Protocol):
+    def filter(
+        self, ctx: PassContext, state: CycleState, job: Job, request: NodeRequest
+    ) -> FilterResult:
+        """A boolean mask over all nodes (``len(ctx.nodes)``): True where the job could
+        run with ``request`` (its per-node need for ``request.n_nodes`` nodes).
+
+        The runtime ANDs the masks of all Filter plugins; when fewer than
+        ``request.n_nodes`` nodes survive, the reason of the filter that made the
+        count fall short is the job's reason. A returned array may be shared (the
+        runtime never writes it). Must be a pure function of the job's
+        ``placement_key`` and the table: the pass reuses a failed fit for every job with
+        the same key.
+        """
+        ...
+
+
+@runtime_checkable
+class PostFilterPlugin(Plugin, Protocol):
+    def post_filter(self, ctx: PassContext, state: CycleState, job: Job, failed: Status) -> Status:
+        """Called when Filter left too few nodes. SUCCESS means the plugin made room
+        (e.g. chose preemption victims in a forked table) and the runtime runs Filter
+        once more; anything else leaves ``failed`` as the verdict. Reserved for
+        preemption; no default plugin serves it yet."""
+        ...
+
+
+@runtime_checkable
+class PreScorePlugin(Plugin, Protocol):
+    def pre_score(
+        self, ctx: PassContext, state: CycleState, job: Job, feasible: IndexArray
+    ) -> Status:
+        """Precompute for Score over ``feasible`` (node rows). SKIP drops this plugin's
+        Score for the job; a rejection fails the cycle."""
+        ...
+
+
+@runtime_checkable
+class ScorePlugin(Plugin, Protocol):
+    def score(
+        self,
+        ctx: PassContext,
+        state: CycleState,
+        job: Job,
+        request: NodeRequest,
+        feasible: IndexArray,
+    ) -> FloatArray:
+        """One score per row of ``feasible``, higher is better, in
+        ``[0, MAX_NODE_SCORE]`` unless the plugin also implements ``ScoreNormalizer``.
+        The runtime multiplies by the profile weight, sums over plugins and picks the
+        best nodes; ties go to the lower node row."""
+        ...
+
+
+@runtime_checkable
+class ScoreNormalizer(Protocol):
+    def normalize_scores(self, scores: FloatArray) -> FloatArray:
+        """Map the plugin's raw scores into ``[0, MAX_NODE_SCORE]``."""
+        ...
+
+
+@runtime_checkable
+class ReservePlugin(Plugin, Protocol):
+    def reserve(
+        self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation
+    ) -> Status:
+        """The job got ``allocation`` in this pass (NOW mode only). Record it in
+        ``ctx.data`` (e.g. one more running element of this array). A rejection undoes
+        the placement; ``unreserve`` is then called on every plugin already reserved."""
+        ...
+
+    def unreserve(
+        self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation
+    ) -> None:
+        """Undo ``reserve`` exactly. Idempotent; must not fail."""
+        ...
+
+
+@runtime_checkable
+class PermitPlugin(Plugin, Protocol):
+    def permit(
+        self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation
+    ) -> Status:
+        """Last say before the placement is committed: SUCCESS, a rejection, or WAIT
+        (hold the placement until a condition holds, e.g. a whole gang is placed). This
+        version of the runtime treats WAIT as "not this pass" and unreserves."""
+        ...
+
+
+@runtime_checkable
+class PlacementGeneratePlugin(Plugin, Protocol):
+    def generate(
+        self, ctx: PassContext, state: CycleState, job: Job, feasible: IndexArray, count: int
+    ) -> Sequence[IndexArray]:
+        """Reserved for gangs: candidate node sets of ``count`` rows (e.g. all under one
+        switch or NVLink domain) to be scored as a whole. Not yet called."""
+        ...
+
+
+@runtime_checkable
+class PlacementScorePlugin(Plugin, Protocol):
+    def score_placement(
+        self, ctx: PassContext, state: CycleState, job: Job, nodes: IndexArray
+    ) -> float:
+        """Reserved for gangs: score one candidate node set. Not yet called."""
+        ...
+
+
+class BackfillMode(StrEnum):
+    # One reservation per partition (the first job held back); every other job may start
+    # now only if it delays nobody's reservation (Lifka's EASY, Slurm with bf_max_job_test
+    # reservations limited to one).
+    EASY = "easy"
+    # Every job held back gets a reservation in priority order; a job may start now only
+    # if it delays no earlier job's reservation (Mu'alem and Feitelson's conservative).
+    CONSERVATIVE = "conservative"
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillPolicy:
+    """How one partition is backfilled. The tunables follow Slurm's ``SchedulerParameters``.
+
+    ``window_s`` (bf_window): plan this far ahead; 0 = no limit. ``resolution_s``
+    (bf_resolution): planned times are rounded up to it, so fewer distinct instants exist.
+    ``max_job_test`` (bf_max_job_test): at most this many held-back jobs are planned per
+    pass, in order; 0 = all. ``interval_s`` (bf_interval): how often the caller should run
+    the stage (``Scheduler.backfill_interval_s``); the pure pass itself keeps no time.
+    ``shortest_first``: after the reservations, try candidates by shortest expected run
+    time instead of priority (EASY-SJBF).
+    """
+
+    mode: BackfillMode = BackfillMode.EASY
+    window_s: float = 86_400.0
+    resolution_s: float = 60.0
+    max_job_test: int = 500
+    interval_s: float = 30.0
+    shortest_first: bool = False
+
+
+@runtime_checkable
+class BackfillPlugin(Plugin, Protocol):
+    @property
+    def interval_s(self) -> float:
+        """bf_interval: the least time between two backfill runs the caller should keep
+        (0 = every pass). The server's shell and the simulator read it."""
+        ...
+
+    def policy_for(self, partition: str) -> BackfillPolicy | None:
+        """The partition's backfill policy, or None to leave it strictly in priority
+        order. Called once per partition per pass; must be pure."""
+        ...
+
+    def runtime(self, job: Job) -> float:
+        """Seconds ``job`` is expected to run from its start (> 0, at most its time limit
+        when it has one), for planning only: nobody is killed at this time. Called for
+        every running job and every planned pending job of a pass; must be cheap."""
+        ...

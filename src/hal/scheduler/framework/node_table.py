@@ -1,0 +1,324 @@
+"""``NodeTable``: the cluster's nodes as numpy arrays, so Filter and Score run over all
+nodes at once instead of one Python call per node.
+
+Row ``i`` is ``snapshot.nodes[i]``; node order is the snapshot's, and every tie between
+nodes is broken by that order (lowest row wins), which keeps passes deterministic.
+
+The ``free_*`` arrays, ``jobs_on`` and ``exclusive_on`` change during a pass: each
+placement is taken out of them at once, so the next job sees a fuller cluster. Everything
+else is fixed for the pass. ``copy`` gives an independent table for what-if runs
+(test-only, will-run, later backfill and preemption).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from hal.core.job import Allocation, Job
+from hal.core.node import Node, Partition
+from hal.core.resources import ResourceVector
+from hal.core.states import NodeState
+
+BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+class NodeTable:
+    __slots__ = (
+        "_features",
+        "_partitions",
+        "_rows_memo",
+        "any_gpus",
+        "cap_cpus",
+        "cap_gpus",
+        "cap_memory",
+        "exclusive_on",
+        "free_cpus",
+        "free_gpus",
+        "free_memory",
+        "gpu_model",
+        "gpus_in_use",
+        "has_gpus",
+        "index",
+        "inv_cpus",
+        "inv_memory",
+        "jobs_on",
+        "names",
+        "nodes",
+        "state",
+        "up",
+    )
+
+    def __init__(self, nodes: Sequence[Node], partitions: Iterable[Partition]) -> None:
+        self.nodes: tuple[Node, ...] = tuple(nodes)
+        self.names: tuple[str, ...] = tuple(n.name for n in self.nodes)
+        self.index: dict[str, int] = {name: i for i, name in enumerate(self.names)}
+        count = len(self.nodes)
+        self.cap_cpus: IntArray = np.array([n.resources.cpus for n in nodes], dtype=np.int64)
+        self.cap_memory: IntArray = np.array(
+            [n.resources.memory_bytes for n in nodes], dtype=np.int64
+        )
+        self.cap_gpus: IntArray = np.array([n.resources.gpus for n in nodes], dtype=np.int64)
+        # 1/capacity, for scores that are fractions of a node (max(…, 1): no zero division).
+        self.inv_cpus: FloatArray = 1.0 / np.maximum(self.cap_cpus, 1)
+        self.inv_memory: FloatArray = 1.0 / np.maximum(self.cap_memory, 1)
+        self.has_gpus: BoolArray = self.cap_gpus > 0
+        self.any_gpus = bool(self.has_gpus.any())
+        self.free_cpus: IntArray = self.cap_cpus.copy()
+        self.free_memory: IntArray = self.cap_memory.copy()
+        self.free_gpus: IntArray = self.cap_gpus.copy()
+        self.up: BoolArray = np.array([n.state is NodeState.UP for n in nodes], dtype=np.bool_)
+        self.state: tuple[NodeState, ...] = tuple(n.state for n in nodes)
+        self.gpu_model: tuple[str, ...] = tuple(n.gpu_model for n in nodes)
+        # How many jobs hold something on the node: exclusive jobs need it to be 0.
+        self.jobs_on: IntArray = np.zeros(count, dtype=np.int64)
+        # How many exclusive jobs hold the node: nobody else may join while > 0, even if
+        # the recorded allocation left something free.
+        self.exclusive_on: IntArray = np.zeros(count, dtype=np.int64)
+        # Per node, a bitmask of the GPU indices held. Python ints: one per node, touched
+        # only when a GPU job is placed or released.
+        self.gpus_in_use: list[int] = [0] * count
+        self._partitions: dict[str, BoolArray] = {}
+        for p in partitions:
+            self._partitions[p.name] = np.array(
+                [p.contains(n.name) or p.name in n.partitions for n in nodes], dtype=np.bool_
+            )
+        # id(allocation) → its rows and per-node amounts as arrays (see ``rows_of``).
+        self._rows_memo: dict[int, AllocationRows] = {}
+        self._features: dict[str, BoolArray] = {}
+        for i, n in enumerate(nodes):
+            for f in n.features:
+                arr = self._features.get(f)
+                if arr is None:
+                    arr = self._features[f] = np.zeros(count, dtype=np.bool_)
+                arr[i] = True
+
+    @classmethod
+    def build(
+        cls, nodes: Sequence[Node], partitions: Iterable[Partition], running: Iterable[Job]
+    ) -> NodeTable:
+        """The table with every running job's allocation already taken out."""
+        table = cls(nodes, partitions)
+        for job in running:
+            if job.allocation is not None:
+                table.take(job.allocation, exclusive=job.spec.exclusive)
+        return table
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def copy(self) -> NodeTable:
+        other = NodeTable.__new__(NodeTable)
+        for attr in ("free_cpus", "free_memory", "free_gpus", "jobs_on", "exclusive_on"):
+            setattr(other, attr, getattr(self, attr).copy())
+        other.gpus_in_use = list(self.gpus_in_use)
+        # The fixed parts are shared: nothing writes them after construction.
+        for attr in _FIXED:
+            setattr(other, attr, getattr(self, attr))
+        return other
+
+    # -- fixed masks ------------------------------------------------------------------
+
+    def partition_mask(self, partition: str) -> BoolArray:
+        """Nodes of ``partition`` (all False for an unknown one). Shared: do not mutate."""
+        mask = self._partitions.get(partition)
+        if mask is None:
+            mask = self._partitions[partition] = np.zeros(len(self), dtype=np.bool_)
+        return mask
+
+    def feature_mask(self, feature: str) -> BoolArray:
+        mask = self._features.get(feature)
+        if mask is None:
+            mask = self._features[feature] = np.zeros(len(self), dtype=np.bool_)
+        return mask
+
+    def names_mask(self, names: Iterable[str]) -> BoolArray:
+        """Rows of the named nodes; names the table does not know are ignored."""
+        mask = np.zeros(len(self), dtype=np.bool_)
+        for name in names:
+            i = self.index.get(name)
+            if i is not None:
+                mask[i] = True
+        return mask
+
+    # -- accounting -------------------------------------------------------------------
+
+    def free_gpu_ids(self, row: int, count: int) -> tuple[int, ...]:
+        """The ``count`` lowest GPU indices on ``row`` that nobody holds."""
+        if count <= 0:
+            return ()
+        used = self.gpus_in_use[row]
+        ids: list[int] = []
+        for gid in range(int(self.cap_gpus[row])):
+            if not used >> gid & 1:
+                ids.append(gid)
+                if len(ids) == count:
+                    break
+        return tuple(ids)
+
+    def with_free(
+        self,
+        free_cpus: IntArray,
+        free_memory: IntArray,
+        free_gpus: IntArray,
+        jobs_on: IntArray,
+        exclusive_on: IntArray,
+    ) -> NodeTable:
+        """A table with these free arrays and this table's fixed parts (shared, not
+        copied). Backfill builds one per time window: the least free over the window.
+        Read-only by contract: nobody takes or releases on it."""
+        other = NodeTable.__new__(NodeTable)
+        for attr in _FIXED:
+            setattr(other, attr, getattr(self, attr))
+        other.free_cpus = free_cpus
+        other.free_memory = free_memory
+        other.free_gpus = free_gpus
+        other.jobs_on = jobs_on
+        other.exclusive_on = exclusive_on
+        other.gpus_in_use = self.gpus_in_use
+        return other
+
+    def rows_of(self, allocation: Allocation) -> AllocationRows:
+        """``allocation`` as row indices and per-node cpus, memory and GPUs (nodes the
+        table does not know are left out). Memoised by identity: a running job's
+        allocation is converted once, not once per pass and per time slice."""
+        key = id(allocation)
+        found = self._rows_memo.get(key)
+        if found is not None and found.allocation is allocation:
+            return found
+        per_node = allocation.per_node
+        index = self.index
+        first = per_node[0] if per_node else None
+        if first is not None and all(res is first for res in per_node):
+            # One shared vector (what the runtime builds for most jobs): fill, no loop.
+            found_rows = [index.get(name, -1) for name in allocation.nodes]
+            rows_arr = np.array(found_rows, dtype=np.intp)
+            if -1 in found_rows:
+                rows_arr = rows_arr[rows_arr >= 0]  # nodes that left the cluster
+            n = len(rows_arr)
+            found = AllocationRows(
+                allocation,
+                rows_arr,
+                np.full(n, first.cpus, dtype=np.int64),
+                np.full(n, first.memory_bytes, dtype=np.int64),
+                np.full(n, first.gpus, dtype=np.int64),
+            )
+        else:
+            rows: list[int] = []
+            cpus: list[int] = []
+            memory: list[int] = []
+            gpus: list[int] = []
+            for name, res in zip(allocation.nodes, per_node, strict=True):
+                row = index.get(name)
+                if row is None:
+                    continue  # the node left the cluster; nothing to account for
+                rows.append(row)
+                cpus.append(res.cpus)
+                memory.append(res.memory_bytes)
+                gpus.append(res.gpus)
+            found = AllocationRows(
+                allocation,
+                np.array(rows, dtype=np.intp),
+                np.array(cpus, dtype=np.int64),
+                np.array(memory, dtype=np.int64),
+                np.array(gpus, dtype=np.int64),
+            )
+        if len(self._rows_memo) > _MEMO_LIMIT:
+            self._rows_memo.clear()  # bounded: old allocations are rarely asked again
+        self._rows_memo[key] = found
+        return found
+
+    def take(self, allocation: Allocation, *, exclusive: bool = False) -> None:
+        """Subtract ``allocation`` (a running job, or a placement just made)."""
+        self._apply(allocation, exclusive, sign=-1)
+
+    def release(self, allocation: Allocation, *, exclusive: bool = False) -> None:
+        """Give ``allocation`` back (a running job that will have ended)."""
+        self._apply(allocation, exclusive, sign=1)
+
+    def _apply(self, allocation: Allocation, exclusive: bool, sign: int) -> None:
+        if len(allocation.nodes) > 1:
+            # Many nodes: one vector operation per array instead of one per node (a
+            # 64-node job on single-CPU nodes is 64 Python iterations otherwise).
+            ar = self.rows_of(allocation)
+            self.free_cpus[ar.rows] += sign * ar.cpus
+            self.free_memory[ar.rows] += sign * ar.memory
+            self.free_gpus[ar.rows] += sign * ar.gpus
+            self.jobs_on[ar.rows] -= sign
+            if exclusive:
+                self.exclusive_on[ar.rows] -= sign
+            if ar.gpus.any() or allocation.gpu_ids:
+                self._apply_gpu_ids(allocation, sign)
+            return
+        for k, name in enumerate(allocation.nodes):
+            row = self.index.get(name)
+            if row is None:
+                continue  # the node left the cluster; nothing to account for
+            res: ResourceVector = allocation.per_node[k]
+            self.free_cpus[row] += sign * res.cpus
+            self.free_memory[row] += sign * res.memory_bytes
+            self.free_gpus[row] += sign * res.gpus
+            self.jobs_on[row] -= sign
+            if exclusive:
+                self.exclusive_on[row] -= sign
+        if allocation.gpu_ids or any(res.gpus for res in allocation.per_node):
+            self._apply_gpu_ids(allocation, sign)
+
+    def _apply_gpu_ids(self, allocation: Allocation, sign: int) -> None:
+        for k, name in enumerate(allocation.nodes):
+            res: ResourceVector = allocation.per_node[k]
+            row = self.index.get(name)
+            if row is None:
+                continue
+            ids = allocation.gpu_ids[k] if k < len(allocation.gpu_ids) else ()
+            if res.gpus and not ids and sign < 0:
+                # An allocation recorded without GPU ids still holds that many GPUs;
+                # assume the lowest free ones so later picks avoid a clash.
+                ids = self.free_gpu_ids(row, res.gpus)
+            mask = 0
+            for gid in ids:
+                mask |= 1 << gid
+            if sign < 0:
+                self.gpus_in_use[row] |= mask
+            else:
+                self.gpus_in_use[row] &= ~mask
+
+
+_MEMO_LIMIT = 200_000
+
+# The parts of a table nothing writes after construction; copies share them.
+_FIXED = (
+    "nodes",
+    "names",
+    "index",
+    "cap_cpus",
+    "cap_memory",
+    "cap_gpus",
+    "inv_cpus",
+    "inv_memory",
+    "has_gpus",
+    "any_gpus",
+    "up",
+    "state",
+    "gpu_model",
+    "_partitions",
+    "_features",
+    "_rows_memo",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AllocationRows:
+    """An allocation in table terms: ``rows[i]`` holds ``cpus[i]``, ``memory[i]`` and
+    ``gpus[i]``."""
+
+    allocation: Allocation
+    rows: npt.NDArray[np.intp]
+    cpus: IntArray
+    memory: IntArray
+    gpus: IntArray

@@ -1,0 +1,81 @@
+"""What one job asks of each node, resolved for a node count, and the job's placement key.
+
+``NodeRequest`` is the framework's own reading of ``JobSpec.request_per_node``: the
+runtime needs it to build the ``Allocation`` it hands to Reserve, so it cannot live in a
+plugin. Two rules Slurm users rely on are kept here:
+
+* ``--mem=0`` asks for all of each node's memory, so the memory wanted differs per node
+  (``memory_bytes is None`` here; ``on_node`` resolves it).
+* ``--exclusive`` takes the whole node: the allocation records the node's full capacity,
+  so no other job can be put there while it runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hal.core.job import Job, JobSpec
+from hal.core.resources import ResourceVector
+from hal.scheduler.framework.node_table import NodeTable
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRequest:
+    n_nodes: int
+    cpus: int
+    memory_bytes: int | None  # None: the whole node's memory (--mem=0)
+    gpus: int
+    exclusive: bool = False
+
+    @classmethod
+    def for_job(cls, spec: JobSpec, n_nodes: int) -> NodeRequest:
+        per_node = spec.request_per_node(n_nodes)
+        whole_memory = spec.memory_per_node_bytes == 0
+        return cls(
+            n_nodes=n_nodes,
+            cpus=per_node.cpus,
+            memory_bytes=None if whole_memory else per_node.memory_bytes,
+            gpus=per_node.gpus,
+            exclusive=spec.exclusive,
+        )
+
+    def on_node(self, table: NodeTable, row: int) -> ResourceVector:
+        """What the job will hold on node ``row``."""
+        if self.exclusive:
+            return ResourceVector(
+                int(table.cap_cpus[row]), int(table.cap_memory[row]), int(table.cap_gpus[row])
+            )
+        memory = int(table.cap_memory[row]) if self.memory_bytes is None else self.memory_bytes
+        return ResourceVector(self.cpus, memory, self.gpus)
+
+
+PlacementKey = tuple[object, ...]
+
+
+def placement_key(job: Job) -> PlacementKey:
+    """Everything in a job that the default Filter plugins read.
+
+    Jobs with equal keys (typically the elements of one array) fit on exactly the same
+    nodes, so the pass computes a failed fit once per key instead of once per job, and
+    plugins cache per-key work (static node masks) under it.
+    """
+    s = job.spec
+    return (
+        job.partition,
+        s.nodes_min,
+        s.nodes_max,
+        s.ntasks,
+        s.ntasks_per_node,
+        s.cpus_per_task,
+        s.memory_per_node_bytes,
+        s.memory_per_cpu_bytes,
+        s.memory_per_gpu_bytes,
+        s.gpus_per_node,
+        s.gpus_total,
+        s.gpus_per_task,
+        s.gpu_type,
+        s.constraint,
+        s.exclude,
+        s.nodelist,
+        s.exclusive,
+    )

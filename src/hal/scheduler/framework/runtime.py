@@ -1,0 +1,435 @@
+"""``Framework``: runs one job through the extension points of a ``Profile``.
+
+``place`` is the one placement entry point, shared by the main pass, ``sbatch
+--test-only``, ``squeue --start`` and (later) backfill, so all of them agree on what
+fits. Its modes follow Slurm's ``select/cons_tres`` job_test:
+
+* ``NOW``       place the job at ``ctx.now`` and commit it: Reserve and Permit plugins
+                run and the allocation is taken out of ``ctx.nodes``.
+* ``TEST_ONLY`` would it fit at ``ctx.now``? Nothing is reserved or committed.
+* ``WILL_RUN``  the earliest instant it would fit, replaying the expected ends of the
+                running jobs (start + time limit; unlimited jobs never end) on a copy of
+                the table. Other pending jobs are not taken into account.
+
+``within`` (backfill): Filter and Score see that table instead of ``ctx.nodes`` — the
+least free over the window the job would run in — while PreFilter, Reserve and Permit
+see the pass as usual and a NOW placement is taken out of ``ctx.nodes``. So a backfilled
+job goes through exactly the cycle a main-pass job does, only on nodes that stay free for
+as long as it is expected to run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+
+from hal.core.job import Allocation, Job
+from hal.core.resources import ResourceVector
+from hal.core.states import PendingReason
+from hal.scheduler.framework.context import PassContext
+from hal.scheduler.framework.cycle_state import CycleState, StateKey
+from hal.scheduler.framework.interfaces import (
+    FilterPlugin,
+    FloatArray,
+    IndexArray,
+    ScoreNormalizer,
+)
+from hal.scheduler.framework.node_table import BoolArray, NodeTable
+from hal.scheduler.framework.profile import Profile
+from hal.scheduler.framework.request import NodeRequest, PlacementKey, placement_key
+from hal.scheduler.framework.status import SUCCESS, Code, Status, error, unschedulable
+
+
+class Mode(StrEnum):
+    NOW = "now"
+    TEST_ONLY = "test_only"
+    WILL_RUN = "will_run"
+
+
+class Stage(StrEnum):
+    """Where a job's cycle stopped: the pass treats a Filter-stage failure differently
+    (it may block the partition, and it is shared by every job with the same key)."""
+
+    PRE_FILTER = "pre_filter"
+    GATE = "gate"
+    FILTER = "filter"
+    SCORE = "score"
+    RESERVE = "reserve"
+    PERMIT = "permit"
+    DONE = "done"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What ``place`` found. ``allocation`` and ``start_time`` are set on success."""
+
+    status: Status
+    stage: Stage
+    allocation: Allocation | None = None
+    start_time: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WillRunResult:
+    """``sbatch --test-only`` / ``squeue --start``: the job would start at
+    ``start_time`` on ``allocation``'s nodes."""
+
+    job_id: int
+    start_time: float
+    allocation: Allocation
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return self.allocation.nodes
+
+
+# The job's placement key, written by the runtime before PreFilter for plugins to reuse.
+PLACEMENT_KEY: StateKey[PlacementKey] = StateKey("framework.placement_key")
+# Per pass: (placement key, node count) → NodeRequest, shared by identical jobs.
+_REQUESTS: StateKey[dict[tuple[PlacementKey, int], NodeRequest]] = StateKey("framework.requests")
+
+Gate = Callable[[Job], Status | None]
+FitCache = dict[PlacementKey, Status]
+
+
+class Framework:
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+        self._current = ""  # the plugin being called, to name it if it raises
+        # Resolved once: isinstance against a Protocol is slow, and this runs per job.
+        self._scorers = tuple(
+            (p, w, p.normalize_scores if isinstance(p, ScoreNormalizer) else None)
+            for p, w in profile.score
+        )
+
+    def sort(self, jobs: Iterable[Job]) -> list[Job]:
+        key = self.profile.queue_sort.sort_key
+        return sorted(jobs, key=lambda j: (key(j), j.id))
+
+    def place(
+        self,
+        ctx: PassContext,
+        job: Job,
+        mode: Mode,
+        *,
+        gate: Gate | None = None,
+        fit_cache: FitCache | None = None,
+        within: NodeTable | None = None,
+    ) -> Outcome:
+        """Run ``job``'s cycle in ``mode``. ``gate`` runs after PreFilter (the pass uses
+        it to hold jobs behind a blocked one); ``fit_cache`` shares Filter failures
+        between jobs with the same placement key and is valid only while resources can
+        only shrink (one NOW pass). ``within``: see the module docstring."""
+        if mode is Mode.WILL_RUN:
+            return self._will_run(ctx, job)
+        state = CycleState()
+        self._current = ""
+        reserved: list[tuple[int, Allocation]] = []
+        real = ctx.nodes
+        try:
+            return self._cycle(
+                ctx,
+                state,
+                job,
+                mode=mode,
+                gate=gate,
+                fit_cache=None if within is not None else fit_cache,
+                reserved=reserved,
+                within=within,
+            )
+        except Exception as err:  # a plugin bug fails this job only
+            ctx.nodes = real
+            plugin = self._current or "framework"
+            if reserved:
+                self._unreserve(ctx, state, job, reserved)
+            return Outcome(error(f"{type(err).__name__}: {err}", plugin), Stage.DONE)
+
+    # -- one cycle --------------------------------------------------------------------
+
+    def _cycle(
+        self,
+        ctx: PassContext,
+        state: CycleState,
+        job: Job,
+        *,
+        mode: Mode,
+        gate: Gate | None,
+        fit_cache: FitCache | None,
+        reserved: list[tuple[int, Allocation]],
+        within: NodeTable | None = None,
+    ) -> Outcome:
+        key = placement_key(job)
+        state.write(PLACEMENT_KEY, key)
+        skipped: set[str] = set()
+        for pre in self.profile.pre_filter:
+            self._current = pre.name
+            st = pre.pre_filter(ctx, state, job)
+            if st.code is Code.SUCCESS:
+                continue
+            if st.code is Code.SKIP:
+                skipped.add(pre.name)
+                continue
+            return Outcome(st.with_plugin(pre.name), Stage.PRE_FILTER)
+        self._current = ""
+        if gate is not None:
+            blocked = gate(job)
+            if blocked is not None:
+                return Outcome(blocked, Stage.GATE)
+
+        if fit_cache is not None:
+            cached = fit_cache.get(key)
+            if cached is not None:
+                return Outcome(cached, Stage.FILTER)
+        real = ctx.nodes
+        if within is not None:
+            ctx.nodes = within  # Filter and Score see the window; restored below
+            ctx.present_nodes = real
+        try:
+            status, rows, request = self._find_nodes(ctx, state, job, key, skipped)
+            if rows is None or request is None:
+                if fit_cache is not None:
+                    fit_cache[key] = status
+                return Outcome(status, Stage.FILTER)
+            try:
+                rows = self._select(ctx, state, job, request, rows, skipped=skipped)
+            except _ScoreRejected as rejected:
+                return Outcome(rejected.status, Stage.SCORE)
+            allocation = self._allocation(ctx, request, rows)
+        finally:
+            ctx.nodes = real
+            ctx.present_nodes = None
+        if mode is Mode.TEST_ONLY:
+            return Outcome(SUCCESS, Stage.DONE, allocation, ctx.now)
+
+        for i, res in enumerate(self.profile.reserve):
+            self._current = res.name
+            st = res.reserve(ctx, state, job, allocation)
+            reserved.append((i, allocation))
+            if st.is_rejection:
+                self._unreserve(ctx, state, job, reserved)
+                return Outcome(st.with_plugin(res.name), Stage.RESERVE)
+        for permit in self.profile.permit:
+            self._current = permit.name
+            st = permit.permit(ctx, state, job, allocation)
+            if st.is_rejection:
+                self._unreserve(ctx, state, job, reserved)
+                return Outcome(st.with_plugin(permit.name), Stage.PERMIT)
+        self._current = ""
+        ctx.nodes.take(allocation, exclusive=job.spec.exclusive)
+        return Outcome(SUCCESS, Stage.DONE, allocation, ctx.now)
+
+    def _unreserve(
+        self, ctx: PassContext, state: CycleState, job: Job, reserved: list[tuple[int, Allocation]]
+    ) -> None:
+        plugins = self.profile.reserve
+        # Reverse order, like a stack of undo actions; each unreserve runs even if an
+        # earlier one raised, so no plugin is left counting a job that did not start.
+        for i, allocation in reversed(reserved):
+            try:
+                plugins[i].unreserve(ctx, state, job, allocation)
+            except Exception:  # noqa: S112 - unreserve must not fail; keep undoing
+                continue
+        reserved.clear()
+
+    # -- Filter -----------------------------------------------------------------------
+
+    def _find_nodes(
+        self, ctx: PassContext, state: CycleState, job: Job, key: PlacementKey, skipped: set[str]
+    ) -> tuple[Status, IndexArray | None, NodeRequest | None]:
+        """The feasible rows for the largest node count in ``nodes_min..nodes_max`` that
+        fits (all-or-nothing), or the reason none does."""
+        spec = job.spec
+        lo = max(spec.nodes_min, len(spec.nodelist), 1)
+        hi = max(spec.nodes_max, lo)
+        filters = [f for f in self.profile.filter if f.name not in skipped]
+        failed = unschedulable(PendingReason.RESOURCES, "no nodes")
+        requests = ctx.data.get(_REQUESTS)
+        if requests is None:
+            requests = {}
+            ctx.data.write(_REQUESTS, requests)
+        for retry in (False, True):
+            # Most jobs have nodes_min == nodes_max; a range is tried from the top
+            # because Slurm gives a job as many nodes as it asked for when it can.
+            for n in range(hi, lo - 1, -1):
+                request = requests.get((key, n))
+                if request is None:
+                    request = requests[(key, n)] = NodeRequest.for_job(spec, n)
+                feasible, fail = self._filter(ctx, state, job, request, filters)
+                if fail is None:
+                    return SUCCESS, np.flatnonzero(feasible), request
+                failed = fail
+            if retry or not self.profile.post_filter:
+                break
+            made_room = False
+            for post in self.profile.post_filter:
+                self._current = post.name
+                st = post.post_filter(ctx, state, job, failed)
+                if st.is_success:
+                    made_room = True
+                    break
+                if st.is_rejection and st.code is not Code.UNSCHEDULABLE:
+                    failed = st.with_plugin(post.name)
+            if not made_room:
+                break
+        return failed, None, None
+
+    def _filter(
+        self,
+        ctx: PassContext,
+        state: CycleState,
+        job: Job,
+        request: NodeRequest,
+        filters: list[FilterPlugin],
+    ) -> tuple[BoolArray, Status | None]:
+        n = request.n_nodes
+        mask: BoolArray | None = None
+        for f in filters:
+            self._current = f.name
+            result = f.filter(ctx, state, job, request)
+            mask = result.feasible if mask is None else mask & result.feasible
+            if np.count_nonzero(mask) < n:
+                code = Code.UNSCHEDULABLE
+                return mask, Status(code, result.reason, result.message, f.name)
+        self._current = ""
+        if mask is None:  # a profile without filters: every node will do
+            mask = np.ones(len(ctx.nodes), dtype=np.bool_)
+        required = job.spec.nodelist
+        if required and not mask[ctx.nodes.names_mask(required)].all():
+            # --nodelist: every named node must be in the allocation, and one is busy.
+            names = ",".join(required)
+            return mask, unschedulable(PendingReason.RESOURCES, f"nodes {names} are busy")
+        return mask, None
+
+    # -- Score and select -------------------------------------------------------------
+
+    def _select(
+        self,
+        ctx: PassContext,
+        state: CycleState,
+        job: Job,
+        request: NodeRequest,
+        feasible: IndexArray,
+        *,
+        skipped: set[str],
+    ) -> IndexArray:
+        n = request.n_nodes
+        forced: IndexArray = np.empty(0, dtype=np.intp)
+        candidates = feasible
+        if job.spec.nodelist:
+            named = ctx.nodes.names_mask(job.spec.nodelist)[feasible]
+            forced, candidates = feasible[named], feasible[~named]
+        need = n - len(forced)
+        if need <= 0:
+            return forced
+        if len(candidates) == need:
+            return np.sort(np.concatenate((forced, candidates)))
+        total = self._score(ctx, state, job, request, candidates, skipped=skipped)
+        if need == 1:
+            # argmax returns the first maximum, i.e. the lowest row among ties.
+            chosen = candidates[int(np.argmax(total))] if total is not None else candidates[0]
+            picked: IndexArray = np.array([chosen], dtype=np.intp)
+        elif total is None:
+            picked = candidates[:need]
+        else:
+            picked = candidates[np.argsort(-total, kind="stable")[:need]]
+        return np.sort(np.concatenate((forced, picked)))
+
+    def _score(
+        self,
+        ctx: PassContext,
+        state: CycleState,
+        job: Job,
+        request: NodeRequest,
+        candidates: IndexArray,
+        *,
+        skipped: set[str],
+    ) -> FloatArray | None:
+        for pre in self.profile.pre_score:
+            self._current = pre.name
+            st = pre.pre_score(ctx, state, job, candidates)
+            if st.code is Code.SKIP:
+                skipped.add(pre.name)
+            elif st.is_rejection:
+                raise _ScoreRejected(st.with_plugin(pre.name))
+        total: FloatArray | None = None
+        for plugin, weight, normalize in self._scorers:
+            if plugin.name in skipped:
+                continue
+            self._current = plugin.name
+            scores = plugin.score(ctx, state, job, request, candidates)
+            if normalize is not None:
+                scores = normalize(scores)
+            if scores.shape != candidates.shape:
+                raise ValueError(
+                    f"score returned {scores.shape[0]} values for {len(candidates)} nodes"
+                )
+            total = scores * weight if total is None else total + scores * weight
+        self._current = ""
+        return total
+
+    def _allocation(self, ctx: PassContext, request: NodeRequest, rows: IndexArray) -> Allocation:
+        table = ctx.nodes
+        all_names = table.names
+        names = tuple([all_names[r] for r in rows.tolist()])
+        if not request.exclusive and request.memory_bytes is not None:
+            # The same on every node (the common case): one vector, shared.
+            same = ResourceVector(request.cpus, request.memory_bytes, request.gpus)
+            per_node: tuple[ResourceVector, ...] = (same,) * len(names)
+            gpus = request.gpus > 0
+        else:
+            per_node = tuple(request.on_node(table, int(r)) for r in rows)
+            gpus = any(res.gpus for res in per_node)
+        if gpus:
+            gpu_ids = tuple(
+                table.free_gpu_ids(int(r), res.gpus) for r, res in zip(rows, per_node, strict=True)
+            )
+            return Allocation(names, per_node, gpu_ids)
+        return Allocation(names, per_node)
+
+    # -- WILL_RUN ---------------------------------------------------------------------
+
+    def _will_run(self, ctx: PassContext, job: Job) -> Outcome:
+        table = ctx.nodes.copy()
+        ends: list[tuple[float, int, Job, Allocation]] = []
+        for r in ctx.running:
+            if r.allocation is None or r.time_limit_s <= 0:
+                continue  # unlimited: never frees its nodes
+            start = r.start_time if r.start_time is not None else ctx.now
+            # A job past its limit is about to be killed: it frees its nodes "now", but
+            # only after the first try at ``now`` so test-only is never optimistic.
+            ends.append((max(start + r.time_limit_s, ctx.now), r.id, r, r.allocation))
+        ends.sort(key=lambda e: (e[0], e[1]))
+        instants = sorted({e[0] for e in ends})
+        begin = job.spec.begin_time
+        if begin is not None and begin > ctx.now:
+            instants = sorted(set(instants) | {begin})
+
+        # TEST_ONLY never writes the table, so one copy serves every instant.
+        still_running = list(ctx.running)
+        ended: set[int] = set()
+        k = 0
+        first = ctx.fork(now=ctx.now, nodes=table, running=ctx.running)
+        outcome = self.place(first, job, Mode.TEST_ONLY)
+        if outcome.status.is_success or outcome.status.code is Code.UNRESOLVABLE:
+            return outcome
+        for t in instants:
+            while k < len(ends) and ends[k][0] <= t:
+                _, _, finished, allocation = ends[k]
+                table.release(allocation, exclusive=finished.spec.exclusive)
+                ended.add(finished.id)
+                k += 1
+            still_running = [r for r in still_running if r.id not in ended]
+            forked = ctx.fork(now=t, nodes=table, running=tuple(still_running))
+            outcome = self.place(forked, job, Mode.TEST_ONLY)
+            if outcome.status.is_success or outcome.status.code is Code.UNRESOLVABLE:
+                return outcome
+        return outcome
+
+
+class _ScoreRejected(Exception):
+    def __init__(self, status: Status) -> None:
+        super().__init__(status.message)
+        self.status = status

@@ -1,0 +1,69 @@
+"""What the scheduler sees and what it answers: ``ClusterSnapshot`` in, ``Plan`` out.
+
+The snapshot is an immutable picture of the cluster at a store revision. The scheduler never
+writes state: it returns a ``Plan`` stamped with the revision it read, and the plan applier
+(``hal.state``) re-checks every placement against the latest state before committing it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from hal.core.job import Allocation, Job
+from hal.core.node import Node, Partition
+from hal.core.states import JobState, PendingReason
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    """The cluster at ``revision`` as of ``now``.
+
+    ``pending`` holds every PENDING job, ``running`` every job holding resources (RUNNING,
+    SUSPENDED, COMPLETING) with its allocation. ``related`` holds, for every job id that a
+    pending job's dependency names, that job in its current state (finished ones included);
+    an id missing from it is a job the store does not know.
+    """
+
+    revision: int
+    now: float
+    nodes: tuple[Node, ...]
+    partitions: tuple[Partition, ...]
+    pending: tuple[Job, ...]
+    running: tuple[Job, ...]
+    related: Mapping[int, Job] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Start ``job_id`` now on ``allocation``."""
+
+    job_id: int
+    allocation: Allocation
+
+
+@dataclass(frozen=True, slots=True)
+class PendingUpdate:
+    """A pending job's new reason and planner-estimated start (``None`` when unknown)."""
+
+    job_id: int
+    reason: PendingReason
+    expected_start: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Termination:
+    """End a pending job without running it (e.g. an unsatisfiable dependency with
+    ``--kill-on-invalid-dep``)."""
+
+    job_id: int
+    state: JobState
+    reason: PendingReason
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    revision: int
+    placements: tuple[Placement, ...] = ()
+    updates: tuple[PendingUpdate, ...] = ()
+    terminations: tuple[Termination, ...] = ()

@@ -1,0 +1,118 @@
+"""``Backfill``: the policy half of backfilling (which partitions, EASY or conservative,
+Slurm's tunables, whose run-time predictions). The planning itself is the framework's
+backfill stage (``hal.scheduler.framework.backfill``), so every backfilled job goes
+through the same cycle as a main-pass job.
+
+Run times come from a ``hal.predict.Predictor`` (default ``user``: the requested time),
+clamped to the job's time limit. A prediction never kills anyone: jobs end at their own
+time limit; the prediction only moves planned starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from hal.core.job import Job
+from hal.predict import Predictor, UserPredictor, planned_runtime
+from hal.scheduler.framework.interfaces import BackfillMode, BackfillPolicy
+from hal.scheduler.framework.profile import PluginArgs, PluginArgsError, reject_unknown_args
+
+NAME = "backfill"
+ARGS = (
+    "mode",
+    "partitions",
+    "window_s",
+    "resolution_s",
+    "max_job_test",
+    "interval_s",
+    "order",
+    "predictor",
+)
+ORDERS = ("priority", "shortest")
+NO_BACKFILL = "none"  # a partition listed with this mode stays strictly in priority order
+
+
+class Backfill:
+    name = NAME
+
+    def __init__(
+        self,
+        default: BackfillPolicy | None,
+        per_partition: Mapping[str, BackfillPolicy | None] | None = None,
+        predictor: Predictor | None = None,
+    ) -> None:
+        self.default = default
+        self.per_partition = dict(per_partition or {})
+        self.predictor: Predictor = predictor or UserPredictor()
+
+    @property
+    def interval_s(self) -> float:
+        policies = [self.default, *self.per_partition.values()]
+        return min((p.interval_s for p in policies if p is not None), default=0.0)
+
+    def policy_for(self, partition: str) -> BackfillPolicy | None:
+        if partition in self.per_partition:
+            return self.per_partition[partition]
+        return self.default
+
+    def runtime(self, job: Job) -> float:
+        return planned_runtime(self.predictor, job)
+
+
+def _number(args: PluginArgs, key: str, default: float, *, integer: bool = False) -> float:
+    value = args.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise PluginArgsError(key, f"must be a non-negative number, not {value!r}")
+    if integer and int(value) != value:
+        raise PluginArgsError(key, f"must be a whole number, not {value!r}")
+    return float(value)
+
+
+def _mode(key: str, value: object) -> BackfillMode | None:
+    if value == NO_BACKFILL:
+        return None
+    try:
+        return BackfillMode(str(value))
+    except ValueError:
+        allowed = ", ".join([*(m.value for m in BackfillMode), NO_BACKFILL])
+        raise PluginArgsError(key, f"must be one of {allowed}, not {value!r}") from None
+
+
+def new(args: PluginArgs, predictor: Predictor | None = None) -> Backfill:
+    """From the profile's ``plugin_args.backfill``::
+
+    mode = "easy"            # or "conservative", or "none"; the default for partitions
+    partitions = {debug = "none", long = "conservative"}   # per-partition modes
+    window_s = 86400         # bf_window (0 = unlimited)
+    resolution_s = 60        # bf_resolution
+    max_job_test = 500       # bf_max_job_test per partition (0 = all)
+    interval_s = 30          # bf_interval
+    order = "priority"       # or "shortest": shortest predicted job backfilled first
+    predictor = "user"       # the only one a config can name; a simulator passes
+                             # ``predictor`` (e.g. perfect) to this factory instead
+    """
+    reject_unknown_args(args, ARGS)
+    order = args.get("order", "priority")
+    if order not in ORDERS:
+        raise PluginArgsError("order", f"must be one of {', '.join(ORDERS)}, not {order!r}")
+    name = args.get("predictor", "user")
+    if name != "user" and predictor is None:
+        raise PluginArgsError("predictor", f"only 'user' can be configured, not {name!r}")
+    base = {
+        "window_s": _number(args, "window_s", 86_400.0),
+        "resolution_s": _number(args, "resolution_s", 60.0),
+        "max_job_test": int(_number(args, "max_job_test", 500, integer=True)),
+        "interval_s": _number(args, "interval_s", 30.0),
+        "shortest_first": order == "shortest",
+    }
+
+    def policy(key: str, value: object) -> BackfillPolicy | None:
+        mode = _mode(key, value)
+        return None if mode is None else BackfillPolicy(mode=mode, **base)  # type: ignore[arg-type]
+
+    default = policy("mode", args.get("mode", BackfillMode.EASY.value))
+    parts = args.get("partitions", {})
+    if not isinstance(parts, Mapping):
+        raise PluginArgsError("partitions", "must be a table of partition = mode")
+    per_partition = {str(p): policy(f"partitions.{p}", m) for p, m in parts.items()}
+    return Backfill(default, per_partition, predictor)

@@ -1,0 +1,164 @@
+"""Hold a job until its dependency holds; end it if the dependency never can (when asked).
+
+Each ``kind:id`` pair is one condition (``afterok:5:6`` is two); the job's ``,``/``?``
+joins all of them, as in Slurm. A condition is MET, WAITING or NEVER (can no longer be
+met). With ``,`` one NEVER makes the whole NEVER; with ``?`` only all NEVER does.
+
+Targets are read from ``snapshot.related``; an id missing there is a job the store does
+not know, which can never satisfy anything.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from enum import Enum
+
+from hal.core.job import Allocation, DependencyKind, Job
+from hal.core.states import JobState, PendingReason
+from hal.scheduler.framework.context import PassContext
+from hal.scheduler.framework.cycle_state import CycleState, StateKey
+from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
+from hal.scheduler.framework.status import SUCCESS, Code, Status, unschedulable
+
+NAME = "dependency"
+
+
+class Verdict(Enum):
+    MET = "met"
+    WAITING = "unfulfilled"
+    NEVER = "never"
+
+
+# (name, user) of every job holding resources or placed earlier this pass (singleton).
+ACTIVE_NAMES: StateKey[Counter[tuple[str, str]]] = StateKey("dependency.active_names")
+# (array_job_id, array_task_id) → element, over snapshot.related (aftercorr).
+ELEMENTS: StateKey[dict[tuple[int, int], Job]] = StateKey("dependency.related_elements")
+
+_SINGLETON_STATES = (JobState.RUNNING, JobState.SUSPENDED)
+
+
+def _ok(target: Job) -> bool:
+    return target.state is JobState.COMPLETED and target.exit_code == 0
+
+
+def judge(kind: DependencyKind, target: Job) -> Verdict:
+    """One condition against a known target job."""
+    terminal = target.state.is_terminal
+    if kind is DependencyKind.AFTER:
+        # Started, or will never start (cancelled while pending): either way, go.
+        return Verdict.MET if target.state is not JobState.PENDING else Verdict.WAITING
+    if kind is DependencyKind.AFTERANY:
+        return Verdict.MET if terminal else Verdict.WAITING
+    if kind in (DependencyKind.AFTEROK, DependencyKind.AFTERCORR):
+        if _ok(target):
+            return Verdict.MET
+        return Verdict.NEVER if terminal else Verdict.WAITING
+    if kind is DependencyKind.AFTERNOTOK:
+        if not terminal:
+            return Verdict.WAITING
+        return Verdict.NEVER if _ok(target) else Verdict.MET
+    raise ValueError(f"judge() does not handle {kind}")
+
+
+class DependencyCheck:
+    name = NAME
+
+    def _active_names(self, ctx: PassContext) -> Counter[tuple[str, str]]:
+        names = ctx.data.get(ACTIVE_NAMES)
+        if names is None:
+            names = Counter(
+                (r.spec.name, r.spec.user) for r in ctx.running if r.state in _SINGLETON_STATES
+            )
+            ctx.data.write(ACTIVE_NAMES, names)
+        return names
+
+    def _elements(self, ctx: PassContext) -> Mapping[tuple[int, int], Job]:
+        elements = ctx.data.get(ELEMENTS)
+        if elements is None:
+            elements = {
+                (j.array_job_id, j.array_task_id): j
+                for j in ctx.snapshot.related.values()
+                if j.array_job_id is not None and j.array_task_id is not None
+            }
+            ctx.data.write(ELEMENTS, elements)
+        return elements
+
+    def _condition(
+        self, ctx: PassContext, job: Job, kind: DependencyKind, target_id: int
+    ) -> Verdict:
+        related = ctx.snapshot.related
+        if kind is DependencyKind.AFTERCORR and job.array_task_id is not None:
+            element = self._elements(ctx).get((target_id, job.array_task_id))
+            if element is not None:
+                return judge(kind, element)
+            # No element with our index: fall back to the target job itself (a plain
+            # job, or an array the store represents by one row), like afterok.
+        target = related.get(target_id)
+        if target is None:
+            return Verdict.NEVER
+        return judge(kind, target)
+
+    def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
+        dep = job.spec.dependency
+        if dep is None or not dep.terms:
+            return SUCCESS
+        verdicts: list[tuple[str, Verdict]] = []
+        for term in dep.terms:
+            if term.kind is DependencyKind.SINGLETON:
+                busy = self._active_names(ctx)[(job.spec.name, job.spec.user)] > 0
+                verdicts.append(("singleton", Verdict.WAITING if busy else Verdict.MET))
+                continue
+            for target_id in term.job_ids:
+                verdict = self._condition(ctx, job, term.kind, target_id)
+                verdicts.append((f"{term.kind.value}:{target_id}", verdict))
+        found = {v for _, v in verdicts}
+        if dep.any_of:
+            overall = (
+                Verdict.MET
+                if Verdict.MET in found
+                else Verdict.WAITING
+                if Verdict.WAITING in found
+                else Verdict.NEVER
+            )
+        else:
+            overall = (
+                Verdict.NEVER
+                if Verdict.NEVER in found
+                else Verdict.WAITING
+                if Verdict.WAITING in found
+                else Verdict.MET
+            )
+        if overall is Verdict.MET:
+            return SUCCESS
+        # Slurm's %E shows e.g. "afterok:5(unfulfilled)"; keep that shape in the message.
+        detail = ",".join(f"{text}({v.value})" for text, v in verdicts if v is not Verdict.MET)
+        if overall is Verdict.WAITING:
+            return unschedulable(PendingReason.DEPENDENCY, detail, NAME)
+        return Status(
+            Code.UNRESOLVABLE,
+            PendingReason.DEPENDENCY_NEVER_SATISFIED,
+            detail,
+            NAME,
+            JobState.CANCELLED if job.spec.kill_on_invalid_dep else None,
+        )
+
+    def reserve(
+        self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation
+    ) -> Status:
+        # Any job placed now makes a later singleton with its name and user wait.
+        self._active_names(ctx)[(job.spec.name, job.spec.user)] += 1
+        return SUCCESS
+
+    def unreserve(
+        self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation
+    ) -> None:
+        names = self._active_names(ctx)
+        key = (job.spec.name, job.spec.user)
+        if names[key] > 0:
+            names[key] -= 1
+
+
+def new(args: PluginArgs) -> DependencyCheck:
+    reject_unknown_args(args, ())
+    return DependencyCheck()

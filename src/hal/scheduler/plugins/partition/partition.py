@@ -1,0 +1,59 @@
+"""The job runs in ``job.partition`` (resolved by the server at submit), on that
+partition's nodes, within its limits.
+
+Limit violations are UNSCHEDULABLE, not UNRESOLVABLE: Slurm keeps such jobs pending with
+the limit as the reason, because an operator may raise the limit.
+"""
+
+from __future__ import annotations
+
+from hal.core.job import Job
+from hal.core.states import PendingReason
+from hal.scheduler.framework.context import PassContext
+from hal.scheduler.framework.cycle_state import CycleState
+from hal.scheduler.framework.interfaces import FilterResult
+from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
+from hal.scheduler.framework.request import NodeRequest
+from hal.scheduler.framework.status import SUCCESS, Status, unresolvable, unschedulable
+
+NAME = "partition"
+
+
+class PartitionLimits:
+    name = NAME
+
+    def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
+        part = ctx.partitions.get(job.partition)
+        if part is None:
+            return unresolvable(
+                PendingReason.BAD_CONSTRAINTS, f"partition {job.partition!r} does not exist", NAME
+            )
+        if not part.up:
+            return unschedulable(
+                PendingReason.PARTITION_DOWN, f"partition {part.name} is down", NAME
+            )
+        limit = job.time_limit_s
+        if part.max_time_s and (limit == 0 or limit > part.max_time_s):
+            asked = "unlimited" if limit == 0 else f"{limit}s"
+            return unschedulable(
+                PendingReason.PARTITION_TIME_LIMIT,
+                f"time limit {asked} exceeds partition {part.name}'s {part.max_time_s}s",
+                NAME,
+            )
+        if part.max_nodes and job.spec.nodes_min > part.max_nodes:
+            return unschedulable(
+                PendingReason.PARTITION_NODE_LIMIT,
+                f"{job.spec.nodes_min} nodes exceed partition {part.name}'s {part.max_nodes}",
+                NAME,
+            )
+        return SUCCESS
+
+    def filter(
+        self, ctx: PassContext, state: CycleState, job: Job, request: NodeRequest
+    ) -> FilterResult:
+        return FilterResult(ctx.nodes.partition_mask(job.partition))
+
+
+def new(args: PluginArgs) -> PartitionLimits:
+    reject_unknown_args(args, ())
+    return PartitionLimits()

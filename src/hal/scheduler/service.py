@@ -1,0 +1,99 @@
+"""The scheduler's async shell: wake on change, snapshot, decide, hand the plan over.
+
+Runs in the server process. It never writes state: ``SchedulerHost`` (the state layer's
+``Cluster``) supplies snapshots and applies plans after re-checking them.
+
+Cycle triggers: any committed change (submit, finish, node up/down) sets ``changed``;
+bursts are coalesced by a short debounce so 10,000 submissions cost a handful of cycles,
+not 10,000, and consecutive cycles are spaced by at least the last cycle's own duration so
+that scheduling never takes more than about half of the process while requests pour in.
+With pending jobs present a cycle also runs every ``interval`` seconds (begin times pass,
+nodes recover); an idle cluster does no work at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
+
+log = logging.getLogger("hal.scheduler")
+
+
+class SchedulerHost(Protocol):
+    changed: asyncio.Event
+
+    def snapshot(self) -> ClusterSnapshot: ...
+
+    async def fill_related(self, snap: ClusterSnapshot) -> ClusterSnapshot: ...
+
+    async def apply_plan(self, plan: Plan) -> list[int]: ...
+
+
+@dataclass(slots=True)
+class CycleStats:
+    cycles: int = 0
+    last_duration_s: float = 0.0
+    last_pending: int = 0
+    last_started: int = 0
+    total_started: int = 0
+
+
+class SchedulerService:
+    def __init__(
+        self,
+        host: SchedulerHost,
+        decide: Callable[[ClusterSnapshot], Plan],
+        *,
+        interval_s: float = 1.0,
+        debounce_s: float = 0.01,
+    ) -> None:
+        self.host = host
+        self.decide = decide
+        self.interval_s = interval_s
+        self.debounce_s = debounce_s
+        self.stats = CycleStats()
+        self.on_cycle: list[Callable[[CycleStats, ClusterSnapshot, Plan], None]] = []
+
+    async def run(self, stop: asyncio.Event) -> None:
+        loop = asyncio.get_running_loop()
+        pending_work = True
+        while not stop.is_set():
+            timeout = self.interval_s if pending_work else None
+            try:
+                await asyncio.wait_for(self.host.changed.wait(), timeout=timeout)
+                await asyncio.sleep(max(self.debounce_s, min(1.0, self.stats.last_duration_s)))
+            except TimeoutError:
+                pass
+            if stop.is_set():
+                break
+            self.host.changed.clear()
+            try:
+                pending_work = await self.cycle(loop)
+            except Exception:
+                # a failed cycle must not kill the scheduler; the next change retries
+                log.exception("scheduling cycle failed")
+                pending_work = True
+
+    async def cycle(self, loop: asyncio.AbstractEventLoop | None = None) -> bool:
+        """One pass; returns whether pending jobs remain."""
+        loop = loop or asyncio.get_running_loop()
+        snap = await self.host.fill_related(self.host.snapshot())
+        if not snap.pending:
+            return False
+        started = time.perf_counter()
+        plan = await loop.run_in_executor(None, self.decide, snap)
+        self.stats.last_duration_s = time.perf_counter() - started
+        applied = await self.host.apply_plan(plan)
+        self.stats.cycles += 1
+        self.stats.last_pending = len(snap.pending)
+        self.stats.last_started = len(applied)
+        self.stats.total_started += len(applied)
+        for hook in self.on_cycle:
+            hook(self.stats, snap, plan)
+        return len(snap.pending) > len(applied)

@@ -1,0 +1,126 @@
+"""The backfill plugin and stage on hand-made snapshots: four single-CPU nodes, two of
+them busy until 1090 (jobs started at 990 asking for 100 s)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hal.core.states import PendingReason
+from hal.scheduler.framework import ProfileError, Scheduler
+from hal.scheduler.plugins import build_scheduler, default_profile
+from hal.testing import JobBuilder, cluster, make_job, placed_nodes
+
+NOW = 1000.0
+
+
+def with_backfill(**args: object) -> Scheduler:
+    prof = default_profile()
+    plugins = prof["plugins"]
+    assert isinstance(plugins, list)
+    plugins.append("backfill")
+    plugin_args = prof["plugin_args"]
+    assert isinstance(plugin_args, dict)
+    plugin_args["backfill"] = {"resolution_s": 1, **args}
+    return build_scheduler(prof)
+
+
+def half_busy(*pending: JobBuilder):  # type: ignore[no-untyped-def]
+    return (
+        cluster(NOW)
+        .uniform_nodes(4, cpus=1)
+        .running(
+            make_job(1).limit(100).running_on("n0001", start=NOW - 10),
+            make_job(2).limit(100).running_on("n0002", start=NOW - 10),
+        )
+        .pending(*pending)
+        .build()
+    )
+
+
+def test_easy_fills_the_hole_before_the_head_starts() -> None:
+    """The 4-node head waits for 1090; a 50 s job fits before that, a 95 s one does not
+    (it would still hold a node the head needs at 1090)."""
+    snap = half_busy(make_job(10).nodes(4).limit(100), make_job(12).limit(50),
+                     make_job(13).limit(95))  # fmt: skip
+    result = with_backfill(mode="easy").run_pass(snap)
+    assert set(placed_nodes(result.plan)) == {12}
+    updates = {u.job_id: u for u in result.plan.updates}
+    assert updates[10].expected_start == 1090
+    assert updates[10].reason is PendingReason.RESOURCES
+    assert updates[13].expected_start is None  # EASY reserves for the head only
+
+
+def test_conservative_gives_every_waiting_job_a_start_time() -> None:
+    """squeue --start has an answer for every job: the head at 1090, the next after it."""
+    snap = half_busy(make_job(10).nodes(4).limit(100), make_job(11).nodes(3).limit(60))
+    result = with_backfill(mode="conservative").run_pass(snap)
+    starts = {u.job_id: u.expected_start for u in result.plan.updates}
+    assert starts == {10: 1090, 11: 1190}
+
+
+def test_without_the_plugin_nothing_jumps_the_queue(sched: Scheduler) -> None:
+    """The default profile keeps strict priority order: job 12 would fit, but waits."""
+    snap = half_busy(make_job(10).nodes(4).limit(100), make_job(12).limit(50))
+    assert placed_nodes(sched.schedule(snap)) == {}
+
+
+def test_a_partition_can_opt_out() -> None:
+    """partitions = {batch = "none"}: that partition stays in strict priority order."""
+    snap = half_busy(make_job(10).nodes(4).limit(100), make_job(12).limit(50))
+    plan = with_backfill(mode="easy", partitions={"batch": "none"}).schedule(snap)
+    assert placed_nodes(plan) == {}
+
+
+def test_a_held_job_is_never_backfilled() -> None:
+    """A job on user hold keeps its own reason even when it would fit in the hole."""
+    snap = half_busy(make_job(10).nodes(4).limit(100), make_job(12).limit(50).hold())
+    result = with_backfill(mode="easy").run_pass(snap)
+    assert placed_nodes(result.plan) == {}
+    assert result.statuses[12].reason is PendingReason.JOB_HELD_USER
+
+
+def test_placements_do_not_depend_on_explanations() -> None:
+    """The simulator's explain=False decides the same placements as the server."""
+    snap = half_busy(make_job(10).nodes(4).limit(100), make_job(12).limit(50),
+                     make_job(13).limit(20).hold(), make_job(14).limit(40))  # fmt: skip
+    s = with_backfill(mode="conservative")
+    assert placed_nodes(s.run_pass(snap).plan) == placed_nodes(s.run_pass(snap, explain=False).plan)
+
+
+def test_bf_interval_is_exposed_and_a_pass_may_skip_backfill() -> None:
+    """bf_interval is the caller's to honour: run_pass(backfill=False) keeps strict order."""
+    s = with_backfill(mode="easy", interval_s=30)
+    assert s.backfill_interval_s == 30
+    snap = half_busy(make_job(10).nodes(4).limit(100), make_job(12).limit(50))
+    assert placed_nodes(s.run_pass(snap, backfill=False).plan) == {}
+
+
+def test_bf_window_limits_how_far_reservations_reach() -> None:
+    """With a 60 s window the head (start 1090) gets no reservation and no estimate."""
+    snap = half_busy(make_job(10).nodes(4).limit(100))
+    result = with_backfill(mode="conservative", window_s=60).run_pass(snap)
+    assert {u.job_id: u.expected_start for u in result.plan.updates} == {10: None}
+
+
+def test_max_job_test_bounds_the_work_per_pass() -> None:
+    """bf_max_job_test = 1: only the head is planned; the small job is not even tried."""
+    snap = half_busy(make_job(10).nodes(4).limit(100), make_job(12).limit(50))
+    assert placed_nodes(with_backfill(mode="easy", max_job_test=1).schedule(snap)) == {}
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        ({"mode": "aggressive"}, "plugin_args.backfill.mode"),
+        ({"order": "random"}, "plugin_args.backfill.order"),
+        ({"window_s": -1}, "plugin_args.backfill.window_s"),
+        ({"max_job_test": 2.5}, "plugin_args.backfill.max_job_test"),
+        ({"predictor": "perfect"}, "plugin_args.backfill.predictor"),
+        ({"bf_window": 10}, "plugin_args.backfill.bf_window"),
+    ],
+)
+def test_bad_arguments_stop_start_up_naming_the_field(args: dict[str, object], field: str) -> None:
+    """A typo in the config is caught at start-up with the field to fix."""
+    with pytest.raises(ProfileError) as err:
+        with_backfill(**args)
+    assert err.value.field == field
