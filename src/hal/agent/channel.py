@@ -1,0 +1,103 @@
+"""``AgentChannel``: the agent's only way to the control plane, and its HTTP transport.
+
+The shell talks to a channel, never to httpx, so the shell and the state machine are
+tested with an in-process fake and the transport is tested alone::
+
+    AgentChannelError
+     ├── ChannelUnavailable   the server cannot be reached or answered 5xx/401/403: retry
+     │                        with backoff (an agent never dies because its server does)
+     └── NodeForgotten        the server does not know this node (404): register again
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import httpx
+
+from hal.wire.agent import AgentInstructions, AgentRegister, AgentRegistered, AgentSync
+
+# The server holds a sync up to ``wait_seconds``; allow that much plus this for the reply.
+SYNC_GRACE_SECONDS = 10.0
+CONNECT_TIMEOUT_SECONDS = 5.0
+REQUEST_TIMEOUT_SECONDS = 15.0
+
+
+class AgentChannelError(Exception):
+    pass
+
+
+class ChannelUnavailable(AgentChannelError):
+    pass
+
+
+class NodeForgotten(AgentChannelError):
+    pass
+
+
+class AgentChannel(Protocol):
+    async def register(self, request: AgentRegister) -> AgentRegistered:
+        """``POST /v1/agent/register``."""
+        ...
+
+    async def sync(self, node: str, request: AgentSync) -> AgentInstructions:
+        """``POST /v1/agent/{node}/sync``: deliver reports, wait for instructions."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class HttpAgentChannel:
+    def __init__(
+        self,
+        server_url: str,
+        token: str | None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        headers = {"User-Agent": "hal-agent"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self.server_url = server_url.rstrip("/")
+        self._http = httpx.AsyncClient(
+            base_url=self.server_url,
+            headers=headers,
+            timeout=httpx.Timeout(REQUEST_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS),
+            transport=transport,
+        )
+
+    async def register(self, request: AgentRegister) -> AgentRegistered:
+        body = await self._post("/v1/agent/register", request.model_dump_json(), None)
+        return AgentRegistered.model_validate_json(body)
+
+    async def sync(self, node: str, request: AgentSync) -> AgentInstructions:
+        timeout = request.wait_seconds + SYNC_GRACE_SECONDS
+        body = await self._post(f"/v1/agent/{node}/sync", request.model_dump_json(), timeout)
+        return AgentInstructions.model_validate_json(body)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _post(self, path: str, content: str, read_timeout: float | None) -> bytes:
+        timeout = httpx.Timeout(
+            read_timeout or REQUEST_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS
+        )
+        try:
+            response = await self._http.post(
+                path,
+                content=content,
+                headers={"Content-Type": "application/json"},
+                timeout=timeout,
+            )
+        except httpx.HTTPError as err:
+            raise ChannelUnavailable(
+                f"cannot reach {self.server_url}{path}: {err.__class__.__name__}: {err}"
+            ) from err
+        if response.status_code == 404:
+            raise NodeForgotten(f"{path}: the server does not know this node")
+        if response.status_code >= 400:
+            raise ChannelUnavailable(
+                f"{path}: HTTP {response.status_code}: {response.text[:300]}"
+                + (" (check the agent token)" if response.status_code in (401, 403) else "")
+            )
+        return response.content

@@ -1,0 +1,54 @@
+"""``AgentConfig``: what an agent needs to know to serve one node."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from hal.client.config import default_server_url
+
+
+def short_hostname() -> str:
+    return socket.gethostname().split(".")[0]
+
+
+def default_state_dir() -> Path:
+    if os.geteuid() == 0:
+        return Path("/var/lib/hal/agent")
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "hal" / "agent"
+
+
+def host_cpus() -> int:
+    """CPUs this process may use (respects a cpuset/affinity mask, unlike cpu_count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def host_memory_bytes() -> int:
+    return int(psutil.virtual_memory().total)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    """Settings of one node agent. ``None`` means "discover it on this host"."""
+
+    server_url: str = field(default_factory=default_server_url)
+    token: str | None = None  # None: HAL_TOKEN or the stored credentials for server_url
+    node: str = field(default_factory=short_hostname)
+    cpus: int | None = None  # default: the CPUs this process may run on
+    memory_bytes: int | None = None  # default: the host's physical memory
+    gpus: int | None = None  # default: what NVML finds (0 without it)
+    features: tuple[str, ...] = ()
+    address: str = ""  # how the server may reach this node, if it ever needs to
+    state_dir: Path = field(default_factory=default_state_dir)
+    isolation: str = "auto"  # auto | cgroup2 | cgroup1 | rlimit | none
+    heartbeat_interval_seconds: float = 10.0  # the long poll's length (each sync is a beat)
+    max_backoff_seconds: float = 30.0  # cap of the retry delay while the server is away
+    validate: bool = False  # check the state machine's whole state after every step

@@ -1,0 +1,88 @@
+"""The environment a batch script runs with.
+
+It starts from ``Launch.environment`` (the submitter's exported variables plus the
+cluster-wide ``SLURM_*``/``HAL_*`` ones the server computed) and adds what only the node
+knows: its name and index, this node's CPUs, memory and GPUs, and the job's node list.
+Server-provided values win — the server may know better (e.g. ``SLURM_JOB_CPUS_PER_NODE``
+for a multi-node job) — with one exception: the GPU variables. The GPU ids are assigned by
+the server *to this node*, so a ``CUDA_VISIBLE_DEVICES`` inherited from the submitter's
+shell would point the job at somebody else's GPUs; the allocation always wins.
+
+``SLURM_TASK_PID`` is the batch shell's own pid, so the job process adds it itself just
+before exec (see ``supervisor``).
+"""
+
+from __future__ import annotations
+
+import hostlist
+
+from hal.core.resources import MiB
+from hal.wire.agent import Launch
+
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def job_environment(
+    launch: Launch, node: str, *, home: str = "", shell: str = ""
+) -> dict[str, str]:
+    env = dict(launch.environment)
+    nodelist = hostlist.collect_hostlist(launch.nodes) if launch.nodes else node
+    cpus = str(launch.cpus)
+    local: dict[str, str] = {
+        "ENVIRONMENT": "BATCH",
+        "SLURMD_NODENAME": node,
+        "SLURM_NODEID": str(launch.node_index),
+        "SLURM_PROCID": "0",
+        "SLURM_LOCALID": "0",
+        "SLURM_CPUS_ON_NODE": cpus,
+        "SLURM_JOB_CPUS_PER_NODE": cpus,
+        "SLURM_JOB_NODELIST": nodelist,
+        "SLURM_NODELIST": nodelist,
+        "SLURM_NNODES": str(len(launch.nodes) or 1),
+        "SLURM_JOB_NUM_NODES": str(len(launch.nodes) or 1),
+        "SLURM_JOB_ID": str(launch.job_id),
+        "SLURM_JOBID": str(launch.job_id),
+        "SLURM_JOB_NAME": launch.name,
+        "SLURM_JOB_USER": launch.user,
+        "SLURM_SUBMIT_DIR": launch.workdir,
+        "HAL_JOB_ID": str(launch.job_id),
+        "HAL_JOB_NAME": launch.name,
+        "HAL_JOB_ATTEMPT": str(launch.attempt),
+        "HAL_NODE": node,
+        "HAL_NODE_INDEX": str(launch.node_index),
+        "HAL_JOB_NODELIST": nodelist,
+        "HAL_CPUS_ON_NODE": cpus,
+    }
+    if launch.memory_bytes:
+        local["SLURM_MEM_PER_NODE"] = str(launch.memory_bytes // MiB)
+        local["HAL_MEM_PER_NODE"] = str(launch.memory_bytes // MiB)
+    if launch.attempt:
+        local["SLURM_RESTART_COUNT"] = str(launch.attempt)
+    if launch.uid is not None:
+        local["SLURM_JOB_UID"] = str(launch.uid)
+    if launch.gid is not None:
+        local["SLURM_JOB_GID"] = str(launch.gid)
+    if launch.array_job_id is not None and launch.array_task_id is not None:
+        local["SLURM_ARRAY_JOB_ID"] = str(launch.array_job_id)
+        local["SLURM_ARRAY_TASK_ID"] = str(launch.array_task_id)
+        local["HAL_ARRAY_JOB_ID"] = str(launch.array_job_id)
+        local["HAL_ARRAY_TASK_ID"] = str(launch.array_task_id)
+    # A login-like minimum so that `--export=NONE` jobs still find `sh` and their home.
+    local["PATH"] = DEFAULT_PATH
+    local["USER"] = launch.user
+    local["LOGNAME"] = launch.user
+    if home:
+        local["HOME"] = home
+    if shell:
+        local["SHELL"] = shell
+    for key, value in local.items():
+        env.setdefault(key, value)
+    if launch.gpu_ids:
+        ids = ",".join(str(g) for g in launch.gpu_ids)
+        # No device cgroup hides the other GPUs, so the job sees global ids (gres.shtml).
+        env["CUDA_VISIBLE_DEVICES"] = ids
+        env["SLURM_JOB_GPUS"] = ids
+        env["HAL_JOB_GPUS"] = ids
+        env["SLURM_GPUS_ON_NODE"] = str(len(launch.gpu_ids))
+        env["HAL_GPUS_ON_NODE"] = str(len(launch.gpu_ids))
+    return env

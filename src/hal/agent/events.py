@@ -1,0 +1,145 @@
+"""The state machine's vocabulary: events in, commands out.
+
+Events are facts the shell observed (a server instruction arrived, a process started or
+exited, time passed). Commands are what the machine wants done (fork a job, send a signal,
+persist a record, tell the server). Both are plain frozen values so that a test can feed
+events and compare commands without any I/O. (The server's own ``Launch``/``Signal``/
+``Cancel`` are called *instructions* on the wire; here they arrive wrapped in events.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hal.agent.records import ExitOutcome, JobRecord
+from hal.wire.agent import Cancel, JobReport, Launch, Signal
+
+# --- events ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchRequested:
+    launch: Launch
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
+class SignalRequested:
+    request: Signal
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
+class CancelRequested:
+    request: Cancel
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
+class Registered:
+    """The server accepted our registration: its grace period and the jobs to drop."""
+
+    kill_wait_seconds: int
+    kill: tuple[int, ...]
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
+class JobAdopted:
+    """A job launched by an earlier agent process, found alive (or finished) on disk."""
+
+    record: JobRecord
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessStarted:
+    job_id: int
+    attempt: int
+    pid: int
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchFailed:
+    job_id: int
+    attempt: int
+    message: str
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessExited:
+    job_id: int
+    attempt: int
+    outcome: ExitOutcome
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """Time passed. The shell sends one at ``AgentState.next_deadline()``."""
+
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
+class ReportsAcked:
+    acked_seq: int
+    time: float
+
+
+Event = (
+    LaunchRequested
+    | SignalRequested
+    | CancelRequested
+    | Registered
+    | JobAdopted
+    | ProcessStarted
+    | LaunchFailed
+    | ProcessExited
+    | Tick
+    | ReportsAcked
+)
+
+# --- commands ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SpawnJob:
+    """Persist ``record`` and fork the job's step supervisor."""
+
+    launch: Launch
+    record: JobRecord
+
+
+@dataclass(frozen=True, slots=True)
+class SignalJob:
+    job_id: int
+    attempt: int
+    pid: int
+    signum: int
+    group: bool  # the whole process group, else only the batch shell
+
+
+@dataclass(frozen=True, slots=True)
+class PersistRecord:
+    record: JobRecord
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetJob:
+    """The server stored the job's final report: delete its files."""
+
+    job_id: int
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class SendReport:
+    """A new report is in the outbox; the shell should deliver it soon."""
+
+    report: JobReport
+
+
+Command = SpawnJob | SignalJob | PersistRecord | ForgetJob | SendReport

@@ -1,0 +1,95 @@
+"""The step launcher process: forks step supervisors on the agent's behalf.
+
+Run as ``python -P -m hal.agent.forkserver <socket fd> <isolation kind> [<cgroup base>]``
+by ``StepLauncher``. Why a separate process: ``fork`` copies the page tables of the whole
+parent, so forking the agent (httpx, pydantic, an event loop, thousands of records) costs
+milliseconds, while forking this small single-threaded process costs a fraction of that —
+and a single-threaded parent makes the fork safe by construction.
+
+Protocol, over a ``SOCK_SEQPACKET`` socket pair (one message per request or reply)::
+
+    agent → launcher   {"job_id", "attempt", "job_dir"}  + the "started" pipe's write end
+                       (SCM_RIGHTS); the plan is in <job_dir>/plan.json
+    launcher → agent   {"job_id", "attempt", "pid", "ticks"}  or  {..., "error": "..."}
+
+Before it replies, the launcher records the supervisor's pid and start time in the job's
+folder and only then lets the supervisor go, so a job never runs unrecorded. It exits
+when the agent closes the socket; running supervisors are not its children in any way
+that matters (the kernel reaps them: SIGCHLD is ignored) and live on.
+
+This module must stay light: it imports the supervisor and isolation code and the
+standard library only — no httpx, no pydantic.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+
+from hal.agent.isolation import Isolation
+from hal.agent.procfs import start_ticks
+from hal.agent.supervisor import GO, PLAN_FILE, SUPERVISOR_FILE, StepPlan, spawn_step
+
+MAX_MESSAGE = 64 * 1024
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    sock = socket.socket(fileno=int(args[0]))
+    isolation = Isolation(args[1], args[2] if len(args) > 2 else "")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the agent says when: EOF on the socket
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # exited supervisors are reaped for us
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, 1)
+        except OSError:
+            return
+        if not message:
+            return
+        try:
+            reply = launch(json.loads(message), fds[0] if fds else -1, isolation)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        try:
+            sock.sendall(json.dumps(reply).encode())
+        except OSError:
+            return
+
+
+def launch(request: dict[str, object], started_w: int, isolation: Isolation) -> dict[str, object]:
+    reply: dict[str, object] = {"job_id": request["job_id"], "attempt": request["attempt"]}
+    job_dir = str(request["job_dir"])
+    try:
+        with open(os.path.join(job_dir, PLAN_FILE)) as f:
+            plan = StepPlan.from_json(f.read())
+        if started_w < 0:
+            raise ValueError("no pipe to announce the job's start on")
+        pid, go = spawn_step(plan, isolation, started_w)
+        try:
+            ticks = start_ticks(pid) or 0
+            _write_atomic(job_dir, SUPERVISOR_FILE, f"{pid} {ticks}")
+            os.write(go, GO)
+        finally:
+            os.close(go)  # without GO the supervisor exits and launches nothing
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        reply["error"] = f"the step launcher failed: {err}"
+        return reply
+    reply["pid"], reply["ticks"] = pid, ticks
+    return reply
+
+
+def _write_atomic(directory: str, name: str, text: str) -> None:
+    tmp = os.path.join(directory, f".{name}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, os.path.join(directory, name))
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        main()

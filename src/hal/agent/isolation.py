@@ -1,0 +1,257 @@
+"""Memory isolation backends, chosen by what the host offers.
+
+==========  ==============================================================================
+cgroup2     unified hierarchy with the memory controller: ``<mount>/hal/<agent>/job_<id>.<n>``,
+            ``memory.max`` (+ ``memory.swap.max=0``, ``memory.oom.group=1``); OOM kills are
+            counted in ``memory.events``.
+cgroup1     the v1 memory controller: ``/sys/fs/cgroup/memory/hal/<agent>/job_<id>.<n>``,
+            ``memory.limit_in_bytes`` (+ ``memory.memsw.limit_in_bytes`` when swap
+            accounting is on); OOM kills counted in ``memory.oom_control``.
+rlimit      no cgroups: the step supervisor samples the job tree's resident memory and
+            kills it over the limit (Slurm's OverMemoryKill). ``RLIMIT_AS`` alone would
+            only make ``malloc`` fail, and a job failing with its own "MemoryError" cannot
+            be told from any other failure, so it is set only as a loose backstop.
+none        nothing is enforced.
+==========  ==============================================================================
+
+(``<agent>`` is ``<node>.<hash of the state directory>``: several agents may share a host
+— test clusters, virtual nodes — and must never see each other's job cgroups. ``<n>`` is
+the attempt: a requeued job's new attempt must not share a cgroup with the old one's
+cleanup.) Every job gets its own cgroup, even without a memory limit, so that
+the supervisor can find and kill every process the job left behind, including ones that
+left its process group. The backend object is created once in the agent and used after
+``fork`` in the step supervisor (``create_group``, ``collect``) and the job process
+(``enter``), so its methods make plain system calls only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import resource
+import signal
+import time
+from dataclasses import dataclass
+
+from hal.core.errors import InvalidRequest
+from hal.core.resources import GiB
+
+CHOICES = ("auto", "cgroup2", "cgroup1", "rlimit", "none")
+RLIMIT_AS_FACTOR = 4  # backstop: address space is typically 1.5-3x resident memory
+RMDIR_TRIES = 50  # a killed process takes a moment to leave its cgroup
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryOutcome:
+    oom: bool = False
+    peak_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Isolation:
+    kind: str  # cgroup2, cgroup1, rlimit, none
+    base: str = ""  # the node's cgroup directory (cgroup backends)
+
+    @property
+    def watchdog(self) -> bool:
+        """Whether the step supervisor must sample memory itself."""
+        return self.kind == "rlimit"
+
+    # -- in the step supervisor -----------------------------------------------------------
+
+    def create_group(self, job_id: int, attempt: int, memory_bytes: int) -> str:
+        """Create the job's cgroup with its limit; returns its path ("" without cgroups)."""
+        if not self.base:
+            return ""
+        path = os.path.join(self.base, f"job_{job_id}.{attempt}")
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            # Left by a supervisor that was killed before its cleanup: empty and reuse it.
+            _kill_members(path)
+        if memory_bytes > 0:
+            if self.kind == "cgroup2":
+                _write(path, "memory.max", memory_bytes)
+                _write_optional(path, "memory.swap.max", 0)
+                _write_optional(path, "memory.oom.group", 1)  # kill the whole job, not one
+            else:
+                _write(path, "memory.limit_in_bytes", memory_bytes)
+                # memsw bounds memory+swap; it must not be set below limit_in_bytes.
+                _write_optional(path, "memory.memsw.limit_in_bytes", memory_bytes)
+        return path
+
+    def collect(self, group: str, killed_by_sigkill: bool) -> MemoryOutcome:
+        """After the batch shell exited: read the OOM counter and peak, kill stragglers,
+        remove the cgroup."""
+        if not group:
+            return MemoryOutcome()
+        if self.kind == "cgroup2":
+            events = _read_keyed(group, "memory.events")
+            oom = events.get("oom_kill", 0) > 0
+            peak = _read_int(group, "memory.peak")
+        else:
+            control = _read_keyed(group, "memory.oom_control")
+            if "oom_kill" in control:  # Linux >= 4.13
+                oom = control["oom_kill"] > 0
+            else:
+                oom = killed_by_sigkill and _read_int(group, "memory.failcnt") > 0
+            peak = _read_int(group, "memory.max_usage_in_bytes")
+        remove_group(group)
+        return MemoryOutcome(oom=oom, peak_bytes=peak)
+
+    # -- in the job process, before exec (still root) ---------------------------------------
+
+    def enter(self, group: str, memory_bytes: int, *, gpus: bool) -> None:
+        if group:
+            _write(group, "cgroup.procs", os.getpid())
+        elif self.kind == "rlimit" and memory_bytes > 0 and not gpus:
+            # GPU runtimes reserve terabytes of address space; RLIMIT_AS would break them.
+            cap = max(memory_bytes * RLIMIT_AS_FACTOR, memory_bytes + GiB)
+            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+    def release(self) -> None:
+        """Remove the node's cgroup directory if no job uses it (at agent stop)."""
+        if self.base:
+            with contextlib.suppress(OSError):
+                os.rmdir(self.base)
+
+
+def remove_group(group: str) -> None:
+    """Kill whatever is left in ``group`` and remove it (best effort, bounded)."""
+    for _ in range(RMDIR_TRIES):
+        _kill_members(group)
+        try:
+            os.rmdir(group)
+            return
+        except FileNotFoundError:
+            return
+        except OSError as err:
+            if err.errno != errno.EBUSY:
+                return
+        time.sleep(0.02)
+
+
+def agent_cgroup_name(node: str, state_dir: str) -> str:
+    """The agent's folder under ``hal/``: one per (node, state directory)."""
+    digest = hashlib.sha256(os.path.realpath(state_dir).encode()).hexdigest()[:8]
+    return f"{node}.{digest}"
+
+
+def detect_isolation(choice: str, name: str) -> Isolation:
+    """The best backend for ``choice`` (``auto`` tries cgroup2, cgroup1, rlimit).
+
+    An explicit cgroup choice the host cannot honour is an operator error and fails the
+    agent's start, rather than quietly running jobs without the promised limits.
+    """
+    if choice not in CHOICES:
+        raise InvalidRequest(
+            f"unknown isolation {choice!r}; choose one of {', '.join(CHOICES)}",
+            field="isolation",
+        )
+    if choice in ("rlimit", "none"):
+        return Isolation(choice)
+    for kind in ("cgroup2", "cgroup1") if choice == "auto" else (choice,):
+        base = _prepare_cgroup(kind, name)
+        if base:
+            return Isolation(kind, base)
+    if choice != "auto":
+        raise InvalidRequest(
+            f"isolation {choice} is not available on this host (no writable {choice} memory "
+            "controller); use isolation=auto",
+            field="isolation",
+        )
+    return Isolation("rlimit")
+
+
+def _prepare_cgroup(kind: str, name: str) -> str:
+    mount = _memory_mount(kind)
+    if not mount:
+        return ""
+    base = os.path.join(mount, "hal", name)
+    try:
+        if kind == "cgroup2":
+            # Each level must delegate the memory controller to its children.
+            if "memory" not in _read_text(mount, "cgroup.controllers").split():
+                return ""
+            level = mount
+            for part in ("hal", name):
+                _write(level, "cgroup.subtree_control", "+memory")
+                level = os.path.join(level, part)
+                os.makedirs(level, exist_ok=True)
+            _write(base, "cgroup.subtree_control", "+memory")
+        else:
+            os.makedirs(base, exist_ok=True)
+            if not os.path.exists(os.path.join(base, "memory.limit_in_bytes")):
+                return ""
+    except OSError:
+        return ""
+    return base
+
+
+def _memory_mount(kind: str) -> str:
+    """Where the hierarchy for ``kind`` is mounted, from ``/proc/self/mounts``."""
+    try:
+        with open("/proc/self/mounts") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return ""
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 4:
+            continue
+        mountpoint, fstype, options = parts[1], parts[2], parts[3].split(",")
+        if kind == "cgroup2" and fstype == "cgroup2":
+            return mountpoint
+        if kind == "cgroup1" and fstype == "cgroup" and "memory" in options:
+            return mountpoint
+    return ""
+
+
+def _kill_members(group: str) -> None:
+    with contextlib.suppress(OSError):
+        if os.path.exists(os.path.join(group, "cgroup.kill")):  # cgroup2, Linux >= 5.14
+            _write(group, "cgroup.kill", 1)
+            return
+        for pid in _read_text(group, "cgroup.procs").split():
+            with contextlib.suppress(OSError):
+                os.kill(int(pid), signal.SIGKILL)
+
+
+def _write(directory: str, name: str, value: object) -> None:
+    fd = os.open(os.path.join(directory, name), os.O_WRONLY)
+    try:
+        os.write(fd, str(value).encode())
+    finally:
+        os.close(fd)
+
+
+def _write_optional(directory: str, name: str, value: object) -> None:
+    with contextlib.suppress(OSError):
+        _write(directory, name, value)
+
+
+def _read_text(directory: str, name: str) -> str:
+    with open(os.path.join(directory, name)) as f:
+        return f.read()
+
+
+def _read_int(directory: str, name: str) -> int:
+    try:
+        return int(_read_text(directory, name).split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _read_keyed(directory: str, name: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    try:
+        text = _read_text(directory, name)
+    except OSError:
+        return out
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        with contextlib.suppress(ValueError):
+            out[key] = int(value)
+    return out

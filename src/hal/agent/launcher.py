@@ -1,0 +1,177 @@
+"""``StepLauncher``: the agent's handle on the step launcher process (``forkserver``).
+
+Requests are queued and written without ever blocking the event loop; replies are read
+as they come. Blocking writes could deadlock: with a thousand launches queued, the
+launcher would block sending replies the agent is not reading while the agent blocks
+sending requests the launcher is not reading.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hal.agent.isolation import Isolation
+
+log = logging.getLogger("hal.agent")
+
+STOP_TIMEOUT_SECONDS = 5.0
+RESTART_INTERVAL_SECONDS = 1.0  # a launcher that keeps dying is not restarted in a loop
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchReply:
+    job_id: int
+    attempt: int
+    pid: int = 0  # the supervisor
+    ticks: int = 0  # its start time (clock ticks since boot)
+    error: str = ""
+
+
+class StepLauncher:
+    def __init__(self, isolation: Isolation, on_reply: Callable[[LaunchReply], None]) -> None:
+        self.isolation = isolation
+        self._on_reply = on_reply
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sock: socket.socket | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._outgoing: deque[tuple[bytes, int, LaunchReply]] = deque()
+        self._in_flight: deque[LaunchReply] = deque()  # sent, awaiting their reply
+        self._writing = False
+        self._started_at = 0.0
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._started_at = time.monotonic()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # -P: no current directory on sys.path; the environment (PYTHONPATH) is the
+        # agent's, so the launcher imports the same hal.
+        args = [sys.executable, "-P", "-m", "hal.agent.forkserver", str(theirs.fileno())]
+        args += [self.isolation.kind, self.isolation.base]
+        self._process = subprocess.Popen(args, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
+        theirs.close()
+        ours.setblocking(False)
+        self._sock = ours
+        loop.add_reader(ours.fileno(), self._read)
+
+    def launch(self, job_id: int, attempt: int, job_dir: str, started_w: int) -> None:
+        """Queue a launch; ``started_w`` is handed over (closed here once sent)."""
+        if (
+            self._sock is None
+            and self._loop is not None
+            and time.monotonic() - self._started_at >= RESTART_INTERVAL_SECONDS
+        ):
+            self.start(self._loop)
+        if self._sock is None:
+            os.close(started_w)
+            self._on_reply(LaunchReply(job_id, attempt, error="the step launcher is not running"))
+            return
+        message = json.dumps({"job_id": job_id, "attempt": attempt, "job_dir": job_dir})
+        self._outgoing.append((message.encode(), started_w, LaunchReply(job_id, attempt)))
+        self._write()
+
+    def stop(self) -> None:
+        """Close the socket; the launcher finishes the requests it already received and
+        exits on EOF. Supervisors keep running. Requests still queued here were never
+        sent: their job folders have no supervisor, and the next agent reports them as
+        launch failures."""
+        for _, fd, _ in self._outgoing:
+            os.close(fd)
+        self._outgoing.clear()
+        self._in_flight.clear()
+        self._close(kill=False)
+
+    def _close(self, *, kill: bool) -> None:
+        if self._sock is not None and self._loop is not None:
+            self._loop.remove_reader(self._sock.fileno())
+            if self._writing:
+                self._loop.remove_writer(self._sock.fileno())
+            self._sock.close()
+        self._sock = None
+        self._writing = False
+        if self._process is not None:
+            if kill:
+                self._process.kill()
+            try:
+                self._process.wait(STOP_TIMEOUT_SECONDS)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+            self._process = None
+
+    def _write(self) -> None:
+        assert self._sock is not None and self._loop is not None
+        while self._outgoing:
+            message, fd, pending = self._outgoing[0]
+            try:
+                socket.send_fds(self._sock, [message], [fd])
+            except BlockingIOError:
+                if not self._writing:
+                    self._loop.add_writer(self._sock.fileno(), self._write)
+                    self._writing = True
+                return
+            except OSError as err:
+                log.error("the step launcher is gone (%s)", err)
+                self._restart()
+                return
+            self._outgoing.popleft()
+            os.close(fd)
+            self._in_flight.append(pending)
+        if self._writing:
+            self._loop.remove_writer(self._sock.fileno())
+            self._writing = False
+
+    def _read(self) -> None:
+        assert self._sock is not None
+        while True:
+            try:
+                message = self._sock.recv(64 * 1024)
+            except BlockingIOError:
+                return
+            except OSError:
+                message = b""
+            if not message:
+                log.error("the step launcher exited; starting a new one")
+                self._restart()
+                return
+            data = json.loads(message)
+            expected = self._in_flight.popleft()
+            reply = LaunchReply(
+                job_id=int(data["job_id"]),
+                attempt=int(data["attempt"]),
+                pid=int(data.get("pid", 0)),
+                ticks=int(data.get("ticks", 0)),
+                error=str(data.get("error", "")),
+            )
+            if (reply.job_id, reply.attempt) != (expected.job_id, expected.attempt):
+                raise RuntimeError(f"step launcher replied out of order: {reply} for {expected}")
+            self._on_reply(reply)
+
+    def _restart(self) -> None:
+        """The launcher died. Requests without a reply go back to the shell as errors;
+        it looks for a recorded supervisor (the launcher may have started one) before
+        declaring a launch failed."""
+        pending = list(self._in_flight)
+        self._in_flight.clear()
+        while self._outgoing:
+            _, fd, reply = self._outgoing.popleft()
+            os.close(fd)
+            pending.append(reply)
+        self._close(kill=True)
+        if self._loop is not None and (
+            time.monotonic() - self._started_at >= RESTART_INTERVAL_SECONDS
+        ):
+            self.start(self._loop)
+        for reply in pending:
+            self._on_reply(
+                LaunchReply(reply.job_id, reply.attempt, error="the step launcher exited")
+            )

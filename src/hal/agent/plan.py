@@ -1,0 +1,120 @@
+"""Turn a ``Launch`` into a ``StepPlan``: who runs what, where, with which environment.
+
+All look-ups that may take locks or read databases (the password and group files, NSS)
+happen here, in the agent, before the fork.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from hal.agent.environment import job_environment
+from hal.agent.store import SCRIPT_FILE
+from hal.agent.supervisor import StepPlan
+from hal.core.filenames import FilenameFields, output_paths
+from hal.wire.agent import Launch
+
+DEFAULT_SHELL = "/bin/sh"
+
+
+class LaunchError(Exception):
+    """The launch cannot be carried out (unknown user, bad script); the message says why
+    and goes to the server in a ``launch_failed`` report."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunAs:
+    uid: int | None  # None: the agent's own user
+    gid: int | None
+    groups: tuple[int, ...]
+    home: str
+    shell: str
+
+
+def build_step_plan(launch: Launch, *, node: str, job_dir: str) -> StepPlan:
+    run_as = resolve_user(launch)
+    script_path = os.path.join(job_dir, SCRIPT_FILE)
+    fields = FilenameFields(
+        job_id=launch.job_id,
+        name=launch.name,
+        user=launch.user,
+        node=node,
+        node_index=launch.node_index,
+        array_job_id=launch.array_job_id,
+        array_task_id=launch.array_task_id,
+    )
+    stdout, stderr = output_paths(
+        launch.stdout,
+        launch.stderr,
+        launch.workdir,
+        fields,
+        array=launch.array_job_id is not None,
+    )
+    return StepPlan(
+        job_id=launch.job_id,
+        attempt=launch.attempt,
+        job_dir=job_dir,
+        argv=script_argv(launch.script, script_path),
+        env=job_environment(launch, node, home=run_as.home, shell=run_as.shell),
+        workdir=launch.workdir,
+        stdout_path=stdout,
+        stderr_path=stderr,
+        append=launch.attempt > 0,
+        memory_bytes=launch.memory_bytes,
+        gpus=bool(launch.gpu_ids),
+        uid=run_as.uid,
+        gid=run_as.gid,
+        groups=run_as.groups,
+    )
+
+
+def script_argv(script: str, path: str) -> tuple[str, ...]:
+    """How to run the spooled script: its ``#!`` line as the kernel reads it (interpreter
+    plus at most one argument), else ``/bin/sh``.
+
+    The agent runs the interpreter itself rather than exec'ing the script, so that a
+    ``noexec`` state directory does not matter.
+    """
+    if script.startswith("#!"):
+        line = script[2:].split("\n", 1)[0].strip()
+        if line:
+            parts = re.split(r"[ \t]+", line, maxsplit=1)
+            if not parts[0].startswith("/"):
+                raise LaunchError(f"the script's interpreter {parts[0]!r} is not an absolute path")
+            return (*parts, path)
+    return (DEFAULT_SHELL, path)
+
+
+def resolve_user(launch: Launch) -> RunAs:
+    """Run as ``launch.uid`` when the agent is root; otherwise as the agent's user."""
+    if os.geteuid() != 0 or launch.uid is None or launch.uid == os.geteuid():
+        return _agent_user()
+    try:
+        entry = pwd.getpwuid(launch.uid)
+    except KeyError:
+        entry = None
+    gid = launch.gid if launch.gid is not None else (entry.pw_gid if entry else None)
+    if gid is None:
+        raise LaunchError(f"uid {launch.uid} has no passwd entry and the launch gave no gid")
+    groups = tuple(os.getgrouplist(entry.pw_name, gid)) if entry else (gid,)
+    return RunAs(
+        uid=launch.uid,
+        gid=gid,
+        groups=groups,
+        home=entry.pw_dir if entry else "",
+        shell=entry.pw_shell if entry else "",
+    )
+
+
+@lru_cache(maxsize=1)
+def _agent_user() -> RunAs:
+    try:
+        entry = pwd.getpwuid(os.geteuid())
+        home, shell = entry.pw_dir, entry.pw_shell
+    except KeyError:
+        home, shell = "", ""
+    return RunAs(uid=None, gid=None, groups=(), home=home, shell=shell)

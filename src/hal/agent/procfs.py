@@ -1,0 +1,76 @@
+"""Small readers of ``/proc`` (Linux) used by the shell and the step supervisor.
+
+Everything here is plain system calls, safe to run in a freshly forked child.
+"""
+
+from __future__ import annotations
+
+import os
+
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+
+def start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22),
+    or ``None`` when there is no such process.
+
+    Together with the pid it names one process for the machine's uptime: a recycled pid
+    gets a new start time. Zombies still have their stat file, so a finished but unreaped
+    supervisor is still recognised.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after the last ")".
+    fields = data[data.rfind(b")") + 2 :].split()
+    try:
+        return int(fields[19])  # field 22 overall; 20th after "pid (comm)"
+    except (IndexError, ValueError):
+        return None
+
+
+def open_pidfd(pid: int) -> int | None:
+    """A pidfd (readable once the process exits), or ``None`` if the process is gone or
+    the kernel is older than 5.3."""
+    try:
+        return os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        return None
+
+
+def tree_rss_bytes(root: int) -> int:
+    """Resident memory of ``root`` and all its descendants.
+
+    Walks ``/proc/<pid>/task/<tid>/children`` instead of scanning all of ``/proc``: a job's
+    tree is small, the host's process table may not be, and the rlimit watchdog calls
+    this for every job several times a second.
+    """
+    total = 0
+    stack = [root]
+    seen: set[int] = set()
+    while stack:
+        pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            with open(f"/proc/{pid}/statm", "rb") as f:
+                total += int(f.read().split()[1]) * PAGE_SIZE
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                    stack.extend(int(child) for child in f.read().split())
+        except (OSError, ValueError, IndexError):
+            continue  # the process ended while we looked
+    return total
+
+
+def session_id(pid: int) -> int | None:
+    """The session a process belongs to (``/proc/<pid>/stat`` field 6), or ``None``."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        return int(data[data.rfind(b")") + 2 :].split()[3])
+    except (OSError, ValueError, IndexError):
+        return None

@@ -1,0 +1,87 @@
+"""``JobRecord``: what the agent knows about one job it supervises; ``ExitOutcome``: how
+its batch script ended.
+
+The state machine keeps one immutable record per job and replaces it on every change; the
+shell persists it (``PersistRecord``) so that a restarted agent can take over where the
+old one stopped — including a stop in progress (``end_state``, ``kill_at``), which must
+still end as TIMEOUT or CANCELLED rather than as a FAILED job killed by a stray signal.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, replace
+from enum import StrEnum
+from typing import Any
+
+from hal.core.job import SignalSpec
+
+
+class Phase(StrEnum):
+    LAUNCHING = "LAUNCHING"  # the supervisor is forked, the job's pid is not known yet
+    RUNNING = "RUNNING"  # the batch script runs
+    STOPPING = "STOPPING"  # HAL sent SIGTERM (time limit or cancel); SIGKILL at kill_at
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    job_id: int
+    attempt: int
+    phase: Phase = Phase.LAUNCHING
+    pid: int = 0  # the batch shell, leader of the job's process group
+    launch_time: float = 0.0
+    start_time: float = 0.0  # when the script was exec'd (the time limit counts from here)
+    time_limit_seconds: int = 0  # 0 = unlimited
+    memory_bytes: int = 0
+    signal: SignalSpec | None = None  # --signal, delivered before the time limit
+    signal_sent: bool = False
+    end_state: str = ""  # why HAL is ending the job: TIMEOUT, CANCELLED, PREEMPTED ...
+    kill_wait_seconds: int = 0  # the grace between SIGTERM and SIGKILL for that stop
+    kill_at: float = 0.0  # when SIGKILL is due (STOPPING only)
+    killed: bool = False  # SIGKILL was sent
+    hal_signals: tuple[int, ...] = ()  # signals HAL delivered: dying of one is not a failure
+    pending_signals: tuple[tuple[int, bool], ...] = ()  # (signum, whole group) while launching
+
+    @property
+    def deadline(self) -> float | None:
+        """When the time limit is reached, or ``None`` when unlimited or not started."""
+        if self.time_limit_seconds <= 0 or self.phase is Phase.LAUNCHING:
+            return None
+        return self.start_time + self.time_limit_seconds
+
+    def evolve(self, **changes: Any) -> JobRecord:
+        return replace(self, **changes)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["phase"] = self.phase.value
+        return json.dumps(data, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> JobRecord:
+        data = json.loads(text)
+        spec = data.pop("signal", None)
+        return cls(
+            **{
+                **data,
+                "phase": Phase(data["phase"]),
+                "signal": SignalSpec(**spec) if spec else None,
+                "hal_signals": tuple(data.get("hal_signals", ())),
+                "pending_signals": tuple(
+                    (int(s), bool(g)) for s, g in data.get("pending_signals", ())
+                ),
+            }
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ExitOutcome:
+    """How the batch script ended, as the step supervisor observed it."""
+
+    exit_code: int = 0
+    exit_signal: int = 0
+    oom: bool = False  # the isolation backend saw the job hit its memory limit
+    max_rss_bytes: int = 0
+    cpu_seconds: float = 0.0
+    lost: bool = False  # the supervisor vanished without writing the status
+    message: str = ""

@@ -1,0 +1,503 @@
+"""The asyncio shell around ``AgentState``: processes, files, timers and the network.
+
+Three tasks run under one task group until ``stop`` is set:
+
+- ``_sync_loop``: register, then long-poll ``sync`` forever, carrying unacknowledged
+  reports; on any network trouble it backs off (capped, jittered) and tries again — an
+  agent never exits because its server is away; on ``reregister``/404 it registers again.
+- ``_flush_loop``: a report produced while the long poll waits would sit there for up to
+  ``heartbeat_interval_seconds``; this task sends it at once in a second, non-waiting sync.
+  (Cancelling the long poll instead could drop instructions the server already put into
+  its reply.)
+- ``_timer_loop``: sleeps until the machine's next deadline (time limit, --signal,
+  SIGKILL after the grace) and feeds it a ``Tick``.
+
+Process events arrive through the event loop's readers: each step supervisor has a pidfd
+(readable when it exits) and a pipe on which it announces the job's pid. Stopping the shell
+detaches from them and leaves every job running; the next shell re-adopts them from the
+state directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import signal
+from collections import deque
+from dataclasses import dataclass
+
+from hal import __version__
+from hal.agent.channel import (
+    AgentChannel,
+    AgentChannelError,
+    HttpAgentChannel,
+    NodeForgotten,
+)
+from hal.agent.config import AgentConfig, host_cpus, host_memory_bytes
+from hal.agent.events import (
+    CancelRequested,
+    Command,
+    Event,
+    ForgetJob,
+    JobAdopted,
+    LaunchFailed,
+    LaunchRequested,
+    PersistRecord,
+    ProcessExited,
+    ProcessStarted,
+    Registered,
+    ReportsAcked,
+    SendReport,
+    SignalJob,
+    SignalRequested,
+    SpawnJob,
+    Tick,
+)
+from hal.agent.gpus import GpuInventory, discover_gpus
+from hal.agent.isolation import Isolation, agent_cgroup_name, detect_isolation
+from hal.agent.launcher import LaunchReply, StepLauncher
+from hal.agent.plan import LaunchError, build_step_plan
+from hal.agent.procfs import open_pidfd, session_id, start_ticks
+from hal.agent.records import ExitOutcome, Phase
+from hal.agent.state import AgentState
+from hal.agent.store import JobStore, StoredJob
+from hal.agent.supervisor import parse_started, read_status, read_supervisor
+from hal.client.config import load_client_config
+from hal.core.clock import Clock, SystemClock
+from hal.wire.agent import (
+    AgentInstructions,
+    AgentRegister,
+    AgentSync,
+    Cancel,
+    Launch,
+)
+
+log = logging.getLogger("hal.agent")
+
+MAX_REPORTS_PER_SYNC = 1000  # after a long outage the backlog goes out in slices
+MAX_WAIT_SECONDS = 60.0  # AgentSync.wait_seconds' upper bound
+FLUSH_COALESCE_SECONDS = 0.005
+POLL_SECONDS = 1.0  # how often supervisors without a pidfd are checked
+LOST_MESSAGE = "the step supervisor vanished without recording the job's exit status"
+
+
+@dataclass(slots=True)
+class _Watch:
+    """How the shell follows one step supervisor."""
+
+    job_id: int
+    attempt: int
+    supervisor_pid: int
+    supervisor_ticks: int
+    job_dir: str
+    pidfd: int | None = None
+    started_fd: int | None = None
+
+
+class _Backoff:
+    def __init__(self, cap: float, seed: str) -> None:
+        self.cap = cap
+        self.failures = 0
+        self._rng = random.Random(seed)  # jitter, so that a restarted server is not stormed
+
+    def next(self) -> float:
+        delay = min(self.cap, 0.5 * 2.0**self.failures)
+        self.failures += 1
+        return delay * self._rng.uniform(0.5, 1.0)
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+class AgentShell:
+    def __init__(
+        self,
+        config: AgentConfig,
+        channel: AgentChannel,
+        *,
+        clock: Clock | None = None,
+        gpus: GpuInventory | None = None,
+    ) -> None:
+        self.config = config
+        self.channel = channel
+        self.clock = clock or SystemClock()
+        self.store = JobStore(config.state_dir)
+        # Seqs start at the wall clock in ms, so a restarted agent's reports sort after
+        # its predecessor's even if the server kept that one's acked_seq.
+        self.machine = AgentState(first_seq=int(self.clock.now() * 1000), validate=config.validate)
+        self.isolation = Isolation("none")
+        self._gpus = gpus
+        self._watches: dict[int, _Watch] = {}
+        self._polled: dict[int, _Watch] = {}  # supervisors without a pidfd
+        self._registered = False
+        self._wait_seconds = min(config.heartbeat_interval_seconds, MAX_WAIT_SECONDS)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._reports_ready: asyncio.Event | None = None
+        self._launcher: StepLauncher | None = None
+
+    # -- life ---------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self._reports_ready = asyncio.Event()
+        self.store.open()
+        try:
+            kill_wait = self.store.load_kill_wait()
+            if kill_wait is not None:
+                self.machine.kill_wait_seconds = kill_wait
+            self.isolation = detect_isolation(
+                self.config.isolation,
+                agent_cgroup_name(self.config.node, str(self.config.state_dir)),
+            )
+            log.info(
+                "agent %s: isolation %s %s, state in %s",
+                self.config.node,
+                self.isolation.kind,
+                self.isolation.base,
+                self.config.state_dir,
+            )
+            if self._gpus is None:
+                self._gpus = (
+                    discover_gpus() if self.config.gpus is None else GpuInventory(self.config.gpus)
+                )
+            self._launcher = StepLauncher(self.isolation, self._on_launch_reply)
+            self._launcher.start(self._loop)
+            for stored in self.store.load():
+                self._adopt(stored)
+            async with asyncio.TaskGroup() as tasks:
+                loops = [
+                    tasks.create_task(self._sync_loop()),
+                    tasks.create_task(self._flush_loop()),
+                    tasks.create_task(self._timer_loop()),
+                ]
+                await stop.wait()
+                for task in loops:
+                    task.cancel()
+        finally:
+            running = len(self.machine.jobs)
+            if self._launcher is not None:
+                self._launcher.stop()
+            self._detach()
+            self.isolation.release()
+            self.store.close()
+        log.info("agent %s stopped; %d job(s) keep running", self.config.node, running)
+
+    def _detach(self) -> None:
+        """Stop watching the supervisors without touching them: the jobs run on."""
+        for watch in list(self._watches.values()):
+            self._close_fds(watch)
+        self._watches.clear()
+        self._polled.clear()
+
+    # -- the network ----------------------------------------------------------------------
+
+    async def _sync_loop(self) -> None:
+        backoff = _Backoff(self.config.max_backoff_seconds, self.config.node)
+        while True:
+            try:
+                if not self._registered:
+                    await self._register()
+                reply = await self.channel.sync(
+                    self.config.node, self._sync_request(self._wait_seconds)
+                )
+            except NodeForgotten as err:
+                log.info("%s; registering again", err)
+                self._registered = False
+                await asyncio.sleep(backoff.next())
+                continue
+            except AgentChannelError as err:
+                delay = backoff.next()
+                log.warning("server unavailable (%s); retrying in %.1fs", err, delay)
+                await asyncio.sleep(delay)
+                continue
+            backoff.reset()
+            self._apply(reply)
+
+    async def _flush_loop(self) -> None:
+        assert self._reports_ready is not None
+        while True:
+            await self._reports_ready.wait()
+            # a few ms lets a short job's "started" and "finished" (and its neighbours')
+            # travel in one sync instead of one request each
+            await asyncio.sleep(FLUSH_COALESCE_SECONDS)
+            self._reports_ready.clear()
+            if not self._registered or not self.machine.outbox:
+                continue  # the sync loop carries them once registered
+            try:
+                reply = await self.channel.sync(self.config.node, self._sync_request(0.0))
+            except AgentChannelError as err:
+                log.debug("flush failed (%s); the long poll will carry the reports", err)
+                continue
+            self._apply(reply)
+
+    async def _register(self) -> None:
+        gpus = self._gpus or GpuInventory()
+        request = AgentRegister(
+            node=self.config.node,
+            cpus=self.config.cpus or host_cpus(),
+            memory_bytes=self.config.memory_bytes or host_memory_bytes(),
+            gpus=gpus.count,
+            gpu_model=gpus.model,
+            features=list(self.config.features),
+            address=self.config.address,
+            version=__version__,
+            isolation=self.isolation.kind,
+            running=self.machine.running(),
+        )
+        reply = await self.channel.register(request)
+        self._wait_seconds = min(
+            self.config.heartbeat_interval_seconds,
+            reply.heartbeat_interval_seconds,
+            MAX_WAIT_SECONDS,
+        )
+        self._registered = True
+        if reply.kill_wait_seconds != self.machine.kill_wait_seconds:
+            self.store.save_kill_wait(reply.kill_wait_seconds)
+        log.info("registered %s with %d running job(s)", self.config.node, len(request.running))
+        self._feed(Registered(reply.kill_wait_seconds, tuple(reply.kill), self.clock.now()))
+
+    def _sync_request(self, wait: float) -> AgentSync:
+        return AgentSync(
+            reports=self.machine.outbox[:MAX_REPORTS_PER_SYNC],
+            wait_seconds=max(0.0, wait),
+            running=list(self.machine.jobs),
+        )
+
+    def _apply(self, reply: AgentInstructions) -> None:
+        now = self.clock.now()
+        if reply.reregister:
+            self._registered = False
+        self._feed(ReportsAcked(reply.acked_seq, now))
+        for instruction in reply.instructions:
+            if isinstance(instruction, Launch):
+                self._feed(LaunchRequested(instruction, now))
+            elif isinstance(instruction, Cancel):
+                self._feed(CancelRequested(instruction, now))
+            else:
+                self._feed(SignalRequested(instruction, now))
+
+    # -- time -----------------------------------------------------------------------------
+
+    async def _timer_loop(self) -> None:
+        assert self._wake is not None
+        while True:
+            now = self.clock.now()
+            deadline = self.machine.next_deadline()
+            if deadline is not None and deadline <= now:
+                self._feed(Tick(now))
+                if (self.machine.next_deadline() or now + 1) <= now:
+                    await asyncio.sleep(0.05)  # never spin, whatever the machine says
+                continue
+            timeout = None if deadline is None else deadline - now
+            if self._polled:
+                timeout = min(timeout or POLL_SECONDS, POLL_SECONDS)
+            self._wake.clear()
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
+            # that races with the wake-up, and the agent would never stop.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
+            self._check_polled()
+
+    # -- the machine ----------------------------------------------------------------------
+
+    def _feed(self, event: Event) -> None:
+        pending: deque[Event] = deque([event])
+        while pending:
+            for command in self.machine.handle(pending.popleft()):
+                pending.extend(self._execute(command))
+        if self._wake is not None:
+            self._wake.set()
+
+    def _execute(self, command: Command) -> list[Event]:
+        match command:
+            case SpawnJob():
+                return self._spawn(command)
+            case SignalJob():
+                self._send_signal(command)
+            case PersistRecord():
+                self.store.save_record(command.record)
+            case ForgetJob():
+                self.store.remove(command.job_id, command.attempt)
+            case SendReport():
+                if self._reports_ready is not None:
+                    self._reports_ready.set()
+        return []
+
+    def _send_signal(self, command: SignalJob) -> None:
+        try:
+            if command.group:
+                os.killpg(command.pid, command.signum)
+            else:
+                os.kill(command.pid, command.signum)
+        except ProcessLookupError:
+            pass  # it just ended; its supervisor reports the exit
+        except PermissionError as err:
+            log.error("cannot signal job %d (pid %d): %s", command.job_id, command.pid, err)
+
+    # -- processes ------------------------------------------------------------------------
+
+    def _spawn(self, command: SpawnJob) -> list[Event]:
+        launch = command.launch
+        job_dir = self.store.job_dir(launch.job_id, launch.attempt)
+        try:
+            plan = build_step_plan(launch, node=self.config.node, job_dir=job_dir)
+            owner = (plan.uid, plan.gid) if plan.uid is not None and plan.gid is not None else None
+            self.store.create(command.record, launch.script, owner, plan.to_json())
+            started_r, started_w = os.pipe()
+        except (LaunchError, OSError, ValueError) as err:
+            message = f"cannot launch job {launch.job_id} on {self.config.node}: {err}"
+            log.error("%s", message)
+            return [LaunchFailed(launch.job_id, launch.attempt, message, self.clock.now())]
+        os.set_blocking(started_r, False)
+        watch = _Watch(launch.job_id, launch.attempt, 0, 0, job_dir, started_fd=started_r)
+        self._watches[watch.job_id] = watch
+        assert self._loop is not None and self._launcher is not None
+        self._loop.add_reader(started_r, self._on_started, watch)
+        self._launcher.launch(launch.job_id, launch.attempt, job_dir, started_w)
+        return []
+
+    def _on_launch_reply(self, reply: LaunchReply) -> None:
+        watch = self._watches.get(reply.job_id)
+        if watch is None or watch.attempt != reply.attempt:
+            return
+        if reply.error:
+            # The launcher may have recorded and started a supervisor before failing.
+            recorded = read_supervisor(watch.job_dir)
+            if recorded is None:
+                self._close_fds(watch)
+                self._watches.pop(watch.job_id, None)
+                self._feed(LaunchFailed(watch.job_id, watch.attempt, reply.error, self.clock.now()))
+                return
+            watch.supervisor_pid, watch.supervisor_ticks = recorded
+        else:
+            watch.supervisor_pid, watch.supervisor_ticks = reply.pid, reply.ticks
+        self._watch_supervisor(watch)
+
+    def _watch_supervisor(self, watch: _Watch) -> None:
+        assert self._loop is not None
+        self._watches[watch.job_id] = watch
+        watch.pidfd = open_pidfd(watch.supervisor_pid)
+        if watch.pidfd is not None and start_ticks(watch.supervisor_pid) != watch.supervisor_ticks:
+            # The pid was recycled before pidfd_open: not our supervisor, which is gone.
+            os.close(watch.pidfd)
+            watch.pidfd = None
+        if watch.pidfd is not None:
+            self._loop.add_reader(watch.pidfd, self._on_supervisor_exit, watch)
+        elif start_ticks(watch.supervisor_pid) != watch.supervisor_ticks:
+            self._on_supervisor_exit(watch)  # a quick job: already over
+        else:
+            self._polled[watch.job_id] = watch  # no pidfd (Linux < 5.3): poll it
+
+    def _on_started(self, watch: _Watch) -> None:
+        assert self._loop is not None
+        if watch.started_fd is None:
+            return
+        try:
+            message = os.read(watch.started_fd, 4096)
+        except BlockingIOError:
+            return
+        self._loop.remove_reader(watch.started_fd)
+        os.close(watch.started_fd)
+        watch.started_fd = None
+        parsed = parse_started(message)
+        if isinstance(parsed, str):
+            self._feed(LaunchFailed(watch.job_id, watch.attempt, parsed, self.clock.now()))
+        else:
+            pid, started = parsed
+            self._feed(ProcessStarted(watch.job_id, watch.attempt, pid, started))
+
+    def _on_supervisor_exit(self, watch: _Watch) -> None:
+        if watch.started_fd is not None:
+            self._on_started(watch)  # both fds may be ready at once: start before exit
+        self._close_fds(watch)
+        self._watches.pop(watch.job_id, None)
+        self._polled.pop(watch.job_id, None)
+        self._feed(self._end_event(watch, read_status(watch.job_dir)))
+
+    def _check_polled(self) -> None:
+        for watch in list(self._polled.values()):
+            if start_ticks(watch.supervisor_pid) != watch.supervisor_ticks:
+                self._on_supervisor_exit(watch)
+
+    def _end_event(self, watch: _Watch, status: ExitOutcome | str | None) -> Event:
+        now = self.clock.now()
+        if isinstance(status, ExitOutcome):
+            return ProcessExited(watch.job_id, watch.attempt, status, now)
+        if isinstance(status, str):
+            return LaunchFailed(watch.job_id, watch.attempt, status, now)
+        return ProcessExited(
+            watch.job_id, watch.attempt, ExitOutcome(lost=True, message=LOST_MESSAGE), now
+        )
+
+    def _close_fds(self, watch: _Watch) -> None:
+        assert self._loop is not None
+        for fd in (watch.pidfd, watch.started_fd):
+            if fd is not None:
+                self._loop.remove_reader(fd)
+                os.close(fd)
+        watch.pidfd = watch.started_fd = None
+
+    # -- restart --------------------------------------------------------------------------
+
+    def _adopt(self, stored: StoredJob) -> None:
+        """Take over a job an earlier agent launched, without launching it again."""
+        record = stored.record
+        now = self.clock.now()
+        if stored.supervisor is None:
+            # The earlier agent stopped before recording a supervisor, so none was told
+            # to start the job: it never ran.
+            self._feed(JobAdopted(record.evolve(phase=Phase.LAUNCHING, pid=0), now))
+            self._feed(
+                LaunchFailed(
+                    record.job_id, record.attempt, "the agent stopped before the job started", now
+                )
+            )
+            return
+        self._feed(JobAdopted(record, now))
+        if record.phase is Phase.LAUNCHING and stored.started is not None:
+            pid, started = stored.started
+            self._feed(ProcessStarted(record.job_id, record.attempt, pid, started))
+        sup_pid, ticks = stored.supervisor
+        watch = _Watch(record.job_id, record.attempt, sup_pid, ticks, stored.job_dir)
+        if start_ticks(sup_pid) == ticks:
+            log.info("re-adopted job %d (supervisor %d)", record.job_id, sup_pid)
+            self._watch_supervisor(watch)
+            return
+        status = read_status(stored.job_dir)
+        if status is None:
+            self._kill_orphan(sup_pid, stored)
+        self._feed(self._end_event(watch, status))
+
+    def _kill_orphan(self, supervisor_pid: int, stored: StoredJob) -> None:
+        """The supervisor died without a status (someone SIGKILLed it): end the job it left
+        behind, recognised by the session its supervisor created."""
+        if stored.started is None:
+            return
+        pid = stored.started[0]
+        if session_id(pid) == supervisor_pid:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+async def run_agent(
+    config: AgentConfig, stop: asyncio.Event, *, channel: AgentChannel | None = None
+) -> None:
+    """Run the node agent until ``stop`` is set. Jobs keep running after it returns.
+
+    ``channel`` replaces the HTTP transport (tests use an in-process fake).
+    """
+    own_channel = channel is None
+    if channel is None:
+        token = config.token or load_client_config(config.server_url).token
+        channel = HttpAgentChannel(config.server_url, token)
+    try:
+        await AgentShell(config, channel).run(stop)
+    finally:
+        if own_channel:
+            await channel.aclose()

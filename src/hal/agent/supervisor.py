@@ -1,0 +1,364 @@
+"""The step supervisor: a forked child that runs one batch script and records its end.
+
+Like Slurm's slurmstepd, but it costs one ``fork`` rather than a new interpreter::
+
+    step launcher ──fork──▶ supervisor (setsid; own session)
+                               │ waits for "go" (the launcher has persisted its pid)
+                               │ creates the job's cgroup
+                               ├──fork──▶ job: setpgid, join cgroup, rlimits, setgroups/
+                               │          setgid/setuid, chdir, open output, execve(script)
+                               │ reads the exec-error pipe (CLOEXEC: EOF = exec succeeded)
+                               │ writes ``started``, tells the agent "S <pid> <time>"
+                               │ waits for the batch shell (waitid WNOWAIT), SIGKILLs its
+                               │ leftover group, reaps it with wait4 (exact status, rusage),
+                               │ collects OOM and peak memory, removes the cgroup
+                               └ writes ``status.json`` atomically and _exits
+
+(The step launcher is a small single-threaded process the agent starts once, see
+``forkserver``; forking it costs a fraction of forking the agent.)
+
+The supervisor owns nothing of the agent: it sits in its own session, ignores the signals
+an agent's service manager or terminal would send, and closes every inherited descriptor.
+So an agent can stop, crash or restart while jobs keep running, and the next agent finds
+the exact exit status in ``status.json`` instead of guessing from a reparented zombie it
+cannot wait for.
+
+Fork safety: between ``fork`` and ``execve`` the children only make system calls and touch
+objects built before the fork — no imports, no logging, no locks — so this code is safe
+even in a process with threads. Everything the children need is in ``StepPlan``, which
+the agent computed (user and group look-ups included) and wrote to the job's folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import select
+import signal
+import time
+from dataclasses import dataclass
+from typing import NoReturn
+
+from hal.agent.isolation import Isolation
+from hal.agent.procfs import PAGE_SIZE, open_pidfd, tree_rss_bytes
+from hal.agent.records import ExitOutcome
+
+GO = b"g"
+PLAN_FILE = "plan.json"
+SUPERVISOR_FILE = "supervisor"
+STARTED_FILE = "started"
+STATUS_FILE = "status.json"
+# Signals the supervisor ignores: it must outlive the agent's stop, a terminal hangup and
+# a "kill the agent's process group". SIGKILL remains, for an operator who means it.
+SUPERVISOR_IGNORES = (
+    signal.SIGHUP,
+    signal.SIGINT,
+    signal.SIGQUIT,
+    signal.SIGTERM,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGPIPE,
+)
+INHERITED_RSS_MARGIN = 1 << 20
+WATCHDOG_MAX_INTERVAL = 0.5  # seconds between memory samples once the job is settled
+_RESETTABLE = tuple(s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP))
+
+
+@dataclass(frozen=True, slots=True)
+class StepPlan:
+    """Everything the supervisor and the job process need, computed before ``fork``."""
+
+    job_id: int
+    attempt: int
+    job_dir: str
+    argv: tuple[str, ...]  # argv[0] is the interpreter's path
+    env: dict[str, str]
+    workdir: str
+    stdout_path: str
+    stderr_path: str | None  # None: stderr goes into the stdout file
+    append: bool  # a restarted job appends to its earlier output
+    memory_bytes: int
+    gpus: bool
+    uid: int | None = None  # switch to this user (agent running as root only)
+    gid: int | None = None
+    groups: tuple[int, ...] = ()
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> StepPlan:
+        data = json.loads(text)
+        data["argv"] = tuple(data["argv"])
+        data["groups"] = tuple(data["groups"])
+        return cls(**data)
+
+
+def spawn_step(plan: StepPlan, isolation: Isolation, started_w: int) -> tuple[int, int]:
+    """Fork the supervisor; returns its pid and the fd on which to send ``GO`` (then
+    close it) once the pid is recorded. ``started_w`` is where it announces the job."""
+    go_r, go_w = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(go_r)
+        os.close(go_w)
+        raise
+    if pid == 0:  # pragma: no cover - runs in the child; its effects are tested
+        _supervisor_main(plan, isolation, go_r, started_w)
+    os.close(go_r)
+    return pid, go_w
+
+
+def parse_started(message: bytes) -> tuple[int, float] | str:
+    """``(pid, start time)`` from the supervisor's message, or the launch error text."""
+    text = message.decode(errors="replace").strip()
+    if text.startswith("S "):
+        _, pid, started = text.split()
+        return int(pid), float(started)
+    if text.startswith("F "):
+        return text[2:]
+    return "the step supervisor ended before starting the job"
+
+
+def read_started(job_dir: str) -> tuple[int, float] | None:
+    try:
+        with open(os.path.join(job_dir, STARTED_FILE)) as f:
+            pid, started = f.read().split()
+        return int(pid), float(started)
+    except (OSError, ValueError):
+        return None
+
+
+def read_supervisor(job_dir: str) -> tuple[int, int] | None:
+    """``(pid, start ticks)`` of the job's supervisor, as the launcher recorded it."""
+    try:
+        with open(os.path.join(job_dir, SUPERVISOR_FILE)) as f:
+            pid, ticks = f.read().split()
+        return int(pid), int(ticks)
+    except (OSError, ValueError):
+        return None
+
+
+def read_status(job_dir: str) -> ExitOutcome | str | None:
+    """The job's end as the supervisor wrote it: an ``ExitOutcome``, a launch error
+    message, or ``None`` when there is no status (yet)."""
+    try:
+        with open(os.path.join(job_dir, STATUS_FILE)) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if data.get("error"):
+        return str(data["error"])
+    return ExitOutcome(
+        exit_code=int(data["exit_code"]),
+        exit_signal=int(data["exit_signal"]),
+        oom=bool(data["oom"]),
+        max_rss_bytes=int(data["max_rss_bytes"]),
+        cpu_seconds=float(data["cpu_seconds"]),
+    )
+
+
+# -- the supervisor (child of the agent) ---------------------------------------------------
+
+
+def _supervisor_main(plan: StepPlan, isolation: Isolation, go_r: int, started_w: int) -> NoReturn:
+    code = 70
+    try:
+        os.setsid()
+        _supervisor_signals()
+        _keep_only(go_r, started_w)
+        if os.read(go_r, 1) != GO:
+            os._exit(75)  # the agent died before recording us: launch nothing
+        os.close(go_r)
+        code = _supervise(plan, isolation, started_w)
+    except BaseException:
+        code = 71
+    os._exit(code)
+
+
+def _supervisor_signals() -> None:
+    # A signal with a Python handler would write to the agent's wakeup fd number, which
+    # in this process may be reused by a status file.
+    signal.set_wakeup_fd(-1)
+    for signum in _RESETTABLE:
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(signum, signal.SIG_DFL)  # SIGCHLD too: wait4 needs it
+    for ignored in SUPERVISOR_IGNORES:
+        signal.signal(ignored, signal.SIG_IGN)
+
+
+def _keep_only(*fds: int) -> None:
+    """Close every inherited descriptor but ``fds`` (sockets, the agent's lock, other
+    jobs' pipes); point 0-2 at /dev/null so that no pipe of the agent's stays open."""
+    low = 3
+    for fd in sorted(fds):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, 1 << 20)
+    null = os.open(os.devnull, os.O_RDWR)
+    for target in (0, 1, 2):
+        os.dup2(null, target)
+    os.close(null)
+
+
+def _supervise(plan: StepPlan, isolation: Isolation, started_w: int) -> int:
+    try:
+        group = isolation.create_group(plan.job_id, plan.attempt, plan.memory_bytes)
+    except OSError as err:
+        return _launch_failed(plan, started_w, f"cannot create the job's cgroup: {err}")
+    err_r, err_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(err_r)
+        _exec_job(plan, isolation, group, err_w)
+    os.close(err_w)
+    failure = b""
+    while chunk := os.read(err_r, 4096):
+        failure += chunk
+    os.close(err_r)
+    if failure:
+        os.waitpid(pid, 0)
+        isolation.collect(group, killed_by_sigkill=False)
+        return _launch_failed(plan, started_w, failure.decode(errors="replace"))
+    started = time.time()
+    inherited_rss = _own_rss_bytes()
+    _write_atomic(plan.job_dir, STARTED_FILE, f"{pid} {started!r}")
+    with contextlib.suppress(OSError):  # the agent may be gone; the file is the truth
+        os.write(started_w, f"S {pid} {started!r}\n".encode())
+    os.close(started_w)
+
+    watchdog_killed = _wait_for_exit(pid, plan, isolation)
+    # The batch shell is a zombie now, so its pid still names the process group: kill
+    # what it left behind (Slurm ends all of a job's processes with its script).
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGKILL)
+    _, status, usage = os.wait4(pid, 0)
+    exit_signal = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
+    exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 0
+    memory = isolation.collect(group, killed_by_sigkill=exit_signal == signal.SIGKILL)
+    result = {
+        "exit_code": exit_code,
+        "exit_signal": exit_signal,
+        "oom": memory.oom or watchdog_killed,
+        "max_rss_bytes": memory.peak_bytes or _job_max_rss(usage.ru_maxrss, inherited_rss),
+        "cpu_seconds": usage.ru_utime + usage.ru_stime,
+        "end_time": time.time(),
+    }
+    _write_atomic(plan.job_dir, STATUS_FILE, json.dumps(result))
+    return 0
+
+
+def _wait_for_exit(pid: int, plan: StepPlan, isolation: Isolation) -> bool:
+    """Block until the batch shell has exited (without reaping it). With the rlimit
+    backend, sample the tree's memory meanwhile; returns whether the watchdog killed it."""
+    flags = os.WEXITED | os.WNOWAIT
+    if not (isolation.watchdog and plan.memory_bytes > 0):
+        os.waitid(os.P_PID, pid, flags)
+        return False
+    pidfd = open_pidfd(pid)
+    poller = select.poll()
+    if pidfd is not None:
+        poller.register(pidfd, select.POLLIN)
+    interval = 0.02  # frequent at first: a memory hog grows fast after start
+    killed = False
+    while os.waitid(os.P_PID, pid, flags | os.WNOHANG) is None:
+        if not killed and tree_rss_bytes(pid) > plan.memory_bytes:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+            killed = True
+        if pidfd is not None:
+            poller.poll(interval * 1000)
+        else:
+            time.sleep(interval)
+        interval = min(interval * 2, WATCHDOG_MAX_INTERVAL)
+    return killed
+
+
+def _job_max_rss(ru_maxrss_kib: int, inherited: int) -> int:
+    """The job's peak resident memory without a cgroup to ask, or 0 when unknown.
+
+    The batch shell began as a fork of this (Python) process, and Linux carries the peak
+    RSS across exec, so ``ru_maxrss`` is at least our size. A larger value is the job's.
+    """
+    peak = ru_maxrss_kib * 1024
+    return peak if peak > inherited + INHERITED_RSS_MARGIN else 0
+
+
+def _own_rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * PAGE_SIZE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _launch_failed(plan: StepPlan, started_w: int, message: str) -> int:
+    _write_atomic(plan.job_dir, STATUS_FILE, json.dumps({"error": message}))
+    with contextlib.suppress(OSError):
+        os.write(started_w, f"F {message}\n".encode()[:4000])
+    os.close(started_w)
+    return 0
+
+
+def _write_atomic(directory: str, name: str, text: str) -> None:
+    # No fsync: an agent crash keeps the page cache, and a node crash ends the jobs too.
+    tmp = os.path.join(directory, f".{name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, os.path.join(directory, name))
+
+
+# -- the job process (grandchild) ----------------------------------------------------------
+
+
+def _exec_job(plan: StepPlan, isolation: Isolation, group: str, err_w: int) -> NoReturn:
+    stage = "start a process group"
+    try:
+        os.setpgid(0, 0)  # its own group, so that group signals never hit the supervisor
+        stage = "enter the job's cgroup or limits"
+        isolation.enter(group, plan.memory_bytes, gpus=plan.gpus)
+        if plan.uid is not None and plan.gid is not None:
+            stage = f"switch to uid {plan.uid}"
+            os.setgroups(list(plan.groups))
+            os.setgid(plan.gid)
+            os.setuid(plan.uid)
+        # Output files are opened as the job's user, so root never writes where the
+        # user could not.
+        stage = f"enter the working directory {plan.workdir}"
+        os.chdir(plan.workdir)
+        mode = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if plan.append else os.O_TRUNC)
+        stage = f"open the output file {plan.stdout_path}"
+        out = os.open(plan.stdout_path, mode, 0o644)
+        os.dup2(out, 1)
+        if plan.stderr_path is not None:
+            stage = f"open the error file {plan.stderr_path}"
+            err = os.open(plan.stderr_path, mode, 0o644)
+            os.dup2(err, 2)
+            os.close(err)
+        else:
+            os.dup2(out, 2)
+        os.close(out)
+        stage = "reset signals"
+        # Python ignores SIGPIPE and SIGXFSZ, and the supervisor ignores more; ignored
+        # dispositions survive exec, so restore them all.
+        for signum in _RESETTABLE:
+            with contextlib.suppress(OSError, ValueError):
+                signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        env = dict(plan.env)
+        env["SLURM_TASK_PID"] = str(os.getpid())
+        stage = f"run {plan.argv[0]}"
+        os.execve(plan.argv[0], plan.argv, env)  # noqa: S606 - the user's own script
+    except OSError as err:
+        message = f"cannot {stage}: {err.strerror or err}"
+    except BaseException as err:
+        message = f"cannot {stage}: {err!r}"
+    with contextlib.suppress(BaseException):
+        os.write(err_w, message.encode()[:4000])
+    os._exit(127)

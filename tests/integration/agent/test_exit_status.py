@@ -1,0 +1,146 @@
+"""Real scripts, real exit statuses: what sacct's ExitCode=code:signal shows."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from conftest import FakeChannel, agent_running, make_launch, wait_for
+from hal.agent import AgentConfig
+
+
+def run(coro: object) -> None:
+    asyncio.run(coro)  # type: ignore[arg-type]
+
+
+def test_exit_code_3_is_failed_3_0(agent_config: AgentConfig, channel: FakeChannel, workdir: Path):
+    """`exit 3` must show as FAILED with ExitCode=3:0, as Slurm does."""
+
+    async def scenario() -> None:
+        async with agent_running(agent_config, channel) as agent:
+            channel.push(make_launch(1, "#!/bin/sh\necho out; echo err >&2; exit 3\n", workdir))
+            report = await agent.finished(1)
+            assert (report.state, report.exit_code, report.exit_signal) == ("FAILED", 3, 0)
+            started = await agent.started(1)
+            assert started.pid == report.pid > 0
+            # no --error: stderr shares the output file
+            assert (workdir / "slurm-1.out").read_text() == "out\nerr\n"
+
+    run(scenario())
+
+
+def test_zero_exit_is_completed(agent_config: AgentConfig, channel: FakeChannel, workdir: Path):
+    async def scenario() -> None:
+        async with agent_running(agent_config, channel) as agent:
+            channel.push(make_launch(1, "true\n", workdir))
+            report = await agent.finished(1)
+            assert (report.state, report.exit_code, report.exit_signal) == ("COMPLETED", 0, 0)
+            assert report.cpu_seconds >= 0
+
+    run(scenario())
+
+
+def test_killed_by_its_own_signal_is_failed_0_9(
+    agent_config: AgentConfig, channel: FakeChannel, workdir: Path
+):
+    """A script that dies of SIGKILL nobody at HAL sent reports the signal, not 137."""
+
+    async def scenario() -> None:
+        async with agent_running(agent_config, channel) as agent:
+            channel.push(make_launch(1, "kill -9 $$\n", workdir))
+            report = await agent.finished(1)
+            assert (report.state, report.exit_code, report.exit_signal) == ("FAILED", 0, 9)
+
+    run(scenario())
+
+
+def test_shebang_is_honoured(agent_config: AgentConfig, channel: FakeChannel, workdir: Path):
+    async def scenario() -> None:
+        async with agent_running(agent_config, channel) as agent:
+            script = "#!/bin/bash -e\necho ${BASH_VERSION:+bash}\nfalse\necho not reached\n"
+            channel.push(make_launch(1, script, workdir))
+            report = await agent.finished(1)
+            assert (report.state, report.exit_code) == ("FAILED", 1)
+            assert (workdir / "slurm-1.out").read_text() == "bash\n"
+
+    run(scenario())
+
+
+def test_missing_workdir_is_a_launch_failure(
+    agent_config: AgentConfig, channel: FakeChannel, tmp_path: Path
+):
+    """The job cannot run where it asked to: the server hears launch_failed and why."""
+
+    async def scenario() -> None:
+        async with agent_running(agent_config, channel) as agent:
+            channel.push(make_launch(1, "true\n", tmp_path / "nowhere"))
+            report = await agent.finished(1)
+            assert report.kind == "launch_failed"
+            assert "working directory" in report.message and "nowhere" in report.message
+            assert not channel.of(1, "started")
+
+    run(scenario())
+
+
+def test_missing_interpreter_is_a_launch_failure(
+    agent_config: AgentConfig, channel: FakeChannel, workdir: Path
+):
+    async def scenario() -> None:
+        async with agent_running(agent_config, channel) as agent:
+            channel.push(make_launch(1, "#!/no/such/shell\ntrue\n", workdir))
+            report = await agent.finished(1)
+            assert report.kind == "launch_failed"
+            assert "/no/such/shell" in report.message
+
+    run(scenario())
+
+
+def test_unopenable_output_is_a_launch_failure(
+    agent_config: AgentConfig, channel: FakeChannel, workdir: Path
+):
+    async def scenario() -> None:
+        async with agent_running(agent_config, channel) as agent:
+            channel.push(make_launch(1, "true\n", workdir, stdout="missing-dir/out-%j.txt"))
+            report = await agent.finished(1)
+            assert report.kind == "launch_failed"
+            assert "missing-dir/out-1.txt" in report.message
+
+    run(scenario())
+
+
+def test_background_leftovers_are_killed_with_the_script(
+    agent_config: AgentConfig, channel: FakeChannel, workdir: Path
+):
+    """Like Slurm, a job's processes end with its batch script."""
+
+    async def scenario() -> None:
+        async with agent_running(agent_config, channel) as agent:
+            channel.push(make_launch(1, "sleep 300 &\necho $! > bg.pid\n", workdir))
+            await agent.finished(1)
+            pid = int((workdir / "bg.pid").read_text())
+
+            def gone() -> bool:
+                try:
+                    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                except OSError:
+                    return True
+                return state == "Z"
+
+            await wait_for(gone, "the background sleep to be killed")
+
+    run(scenario())
+
+
+def test_many_jobs_each_reported_once(
+    agent_config: AgentConfig, channel: FakeChannel, workdir: Path
+):
+    async def scenario() -> None:
+        async with agent_running(agent_config, channel) as agent:
+            channel.push(*(make_launch(j, f"exit {j % 4}\n", workdir) for j in range(1, 41)))
+            for j in range(1, 41):
+                report = await agent.finished(j)
+                assert report.exit_code == j % 4
+            for j in range(1, 41):
+                assert len({r.seq for r in channel.of(j, "finished")}) == 1
+
+    run(scenario())

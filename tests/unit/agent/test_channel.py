@@ -1,0 +1,88 @@
+"""The HTTP transport of the agent channel, tested at httpx's transport seam."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+
+from hal.agent.channel import ChannelUnavailable, HttpAgentChannel, NodeForgotten
+from hal.wire.agent import AgentInstructions, AgentRegister, AgentSync, JobReport
+
+
+def channel(handler: object) -> HttpAgentChannel:
+    return HttpAgentChannel(
+        "http://hal:8470/",
+        "s3cret",
+        transport=httpx.MockTransport(handler),  # type: ignore[arg-type]
+    )
+
+
+def test_register_and_sync_speak_the_wire_models() -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.url.path == "/v1/agent/register":
+            return httpx.Response(
+                200,
+                json={
+                    "node": "n1",
+                    "heartbeat_interval_seconds": 5,
+                    "node_timeout_seconds": 30,
+                    "kill_wait_seconds": 7,
+                    "kill": [3],
+                    "server_time": 1.0,
+                },
+            )
+        body = json.loads(request.content)
+        return httpx.Response(
+            200,
+            json=AgentInstructions(
+                acked_seq=body["reports"][0]["seq"], server_time=2.0
+            ).model_dump(),
+        )
+
+    async def scenario() -> None:
+        ch = channel(handler)
+        registered = await ch.register(AgentRegister(node="n1", cpus=2, memory_bytes=1))
+        assert (registered.kill_wait_seconds, registered.kill) == (7, [3])
+        report = JobReport(seq=41, job_id=1, attempt=0, kind="started", time=1.0, pid=9)
+        reply = await ch.sync("n1", AgentSync(reports=[report], wait_seconds=3))
+        assert reply.acked_seq == 41
+        await ch.aclose()
+
+    asyncio.run(scenario())
+    assert [r.url.path for r in seen] == ["/v1/agent/register", "/v1/agent/n1/sync"]
+    assert all(r.headers["Authorization"] == "Bearer s3cret" for r in seen)
+    # the long poll may take wait_seconds: the read timeout allows for it
+    assert seen[1].extensions["timeout"]["read"] >= 3 + 10
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [(404, NodeForgotten), (401, ChannelUnavailable), (503, ChannelUnavailable)],
+)
+def test_http_errors_map_to_channel_errors(status: int, error: type[Exception]) -> None:
+    async def scenario() -> None:
+        ch = channel(lambda request: httpx.Response(status, text="nope"))
+        with pytest.raises(error):
+            await ch.sync("n1", AgentSync())
+        await ch.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_unreachable_server_is_unavailable_not_a_crash() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    async def scenario() -> None:
+        ch = channel(handler)
+        with pytest.raises(ChannelUnavailable, match="ConnectError"):
+            await ch.register(AgentRegister(node="n1", cpus=1, memory_bytes=1))
+        await ch.aclose()
+
+    asyncio.run(scenario())

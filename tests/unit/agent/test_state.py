@@ -1,0 +1,373 @@
+"""The agent's state machine, driven by events on a virtual clock; no processes."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+import pytest
+
+from hal.agent.events import (
+    CancelRequested,
+    Command,
+    ForgetJob,
+    JobAdopted,
+    LaunchFailed,
+    LaunchRequested,
+    PersistRecord,
+    ProcessExited,
+    ProcessStarted,
+    Registered,
+    ReportsAcked,
+    SendReport,
+    SignalJob,
+    SignalRequested,
+    SpawnJob,
+    Tick,
+)
+from hal.agent.records import ExitOutcome, JobRecord, Phase
+from hal.agent.state import AgentState, InvariantViolation
+from hal.core.clock import VirtualClock
+from hal.wire.agent import Cancel, JobReport, Launch, Signal
+
+TERM, KILL, CONT = int(signal.SIGTERM), int(signal.SIGKILL), int(signal.SIGCONT)
+USR1 = int(signal.SIGUSR1)
+
+
+def launch(job_id: int = 1, **changes: Any) -> Launch:
+    fields: dict[str, Any] = {
+        "job_id": job_id,
+        "attempt": 0,
+        "name": "j",
+        "user": "u",
+        "script": "true",
+        "workdir": "/tmp",
+        "environment": {},
+        "stdout": "",
+        "stderr": None,
+        "time_limit_seconds": 0,
+        "memory_bytes": 0,
+        "cpus": 1,
+        "nodes": ["n1"],
+        "node_index": 0,
+    }
+    fields.update(changes)
+    return Launch(**fields)
+
+
+class Driver:
+    """Feeds events at the virtual clock's time and keeps what came out."""
+
+    def __init__(self, kill_wait: int = 5) -> None:
+        self.clock = VirtualClock(1000.0)
+        self.machine = AgentState(first_seq=1, kill_wait_seconds=kill_wait)
+
+    def launch(self, job_id: int = 1, **changes: Any) -> list[Command]:
+        return self.machine.handle(LaunchRequested(launch(job_id, **changes), self.clock.now()))
+
+    def start(self, job_id: int = 1, pid: int = 100, attempt: int = 0) -> list[Command]:
+        return self.machine.handle(ProcessStarted(job_id, attempt, pid, self.clock.now()))
+
+    def run(self, job_id: int = 1, pid: int = 100, **changes: Any) -> None:
+        self.launch(job_id, **changes)
+        self.start(job_id, pid)
+
+    def exit(self, job_id: int = 1, attempt: int = 0, **outcome: Any) -> list[Command]:
+        return self.machine.handle(
+            ProcessExited(job_id, attempt, ExitOutcome(**outcome), self.clock.now())
+        )
+
+    def tick(self, seconds: float) -> list[Command]:
+        self.clock.advance(seconds)
+        return self.machine.handle(Tick(self.clock.now()))
+
+    def cancel(self, job_id: int = 1, **changes: Any) -> list[Command]:
+        return self.machine.handle(
+            CancelRequested(Cancel(job_id=job_id, **changes), self.clock.now())
+        )
+
+
+def signals(commands: list[Command]) -> list[tuple[int, bool]]:
+    return [(c.signum, c.group) for c in commands if isinstance(c, SignalJob)]
+
+
+def reports(commands: list[Command]) -> list[JobReport]:
+    return [c.report for c in commands if isinstance(c, SendReport)]
+
+
+def final(commands: list[Command]) -> tuple[str, int, int]:
+    (report,) = reports(commands)
+    return report.state, report.exit_code, report.exit_signal
+
+
+def test_launch_spawns_and_start_reports_started() -> None:
+    d = Driver()
+    commands = d.launch()
+    assert [type(c) for c in commands] == [SpawnJob]
+    assert d.machine.jobs[1].phase is Phase.LAUNCHING
+    started = reports(d.start(pid=4242))
+    assert [(r.kind, r.pid, r.seq) for r in started] == [("started", 4242, 1)]
+    assert d.machine.jobs[1].phase is Phase.RUNNING
+    assert [(r.job_id, r.pid) for r in d.machine.running()] == [(1, 4242)]
+
+
+@pytest.mark.parametrize(
+    ("outcome", "expected"),
+    [
+        ({"exit_code": 0}, ("COMPLETED", 0, 0)),
+        ({"exit_code": 3}, ("FAILED", 3, 0)),
+        ({"exit_signal": 9}, ("FAILED", 0, 9)),
+        ({"exit_code": 137, "oom": True}, ("OUT_OF_MEMORY", 137, 0)),
+        ({"exit_signal": 9, "oom": True}, ("OUT_OF_MEMORY", 0, 9)),
+        ({"lost": True}, ("FAILED", 0, 0)),
+    ],
+)
+def test_final_state_from_exit(outcome: dict[str, Any], expected: tuple[str, int, int]) -> None:
+    d = Driver()
+    d.run()
+    assert final(d.exit(**outcome)) == expected
+    assert not d.machine.jobs
+
+
+def test_time_limit_sends_term_then_kill_after_kill_wait() -> None:
+    d = Driver(kill_wait=5)
+    d.run(time_limit_seconds=60)
+    assert d.machine.next_deadline() == d.clock.now() + 60
+    assert signals(d.tick(59.9)) == []
+    assert signals(d.tick(0.1)) == [(CONT, True), (TERM, True)]
+    assert d.machine.jobs[1].phase is Phase.STOPPING
+    assert signals(d.tick(4.9)) == []
+    assert signals(d.tick(0.1)) == [(KILL, True)]
+    assert signals(d.tick(100)) == []  # SIGKILL once
+    assert final(d.exit(exit_signal=9)) == ("TIMEOUT", 0, 9)
+
+
+def test_job_that_ends_on_sigterm_is_timeout_0_15() -> None:
+    d = Driver()
+    d.run(time_limit_seconds=10)
+    d.tick(10)
+    (report,) = reports(d.exit(exit_signal=15))
+    assert (report.state, report.exit_signal) == ("TIMEOUT", 15)
+    assert "time limit of 10s" in report.message
+
+
+def test_unlimited_job_has_no_deadline() -> None:
+    d = Driver()
+    d.run(time_limit_seconds=0)
+    assert d.machine.next_deadline() is None
+    assert signals(d.tick(1e9)) == []
+
+
+def test_batch_signal_goes_to_the_shell_before_the_limit() -> None:
+    d = Driver()
+    d.run(time_limit_seconds=100, signal="B:USR1@30")
+    assert d.machine.next_deadline() == d.clock.now() + 70
+    assert signals(d.tick(70)) == [(USR1, False)]
+    assert d.machine.next_deadline() == d.clock.now() + 30
+    assert signals(d.tick(10)) == []
+    assert final(d.exit(exit_code=0)) == ("COMPLETED", 0, 0)
+
+
+def test_group_signal_longer_than_the_limit_is_sent_at_start() -> None:
+    d = Driver()
+    d.launch(time_limit_seconds=10, signal="USR1@60")
+    assert signals(d.start()) == [(USR1, True)]
+
+
+def test_job_killed_by_the_signal_hal_sent_is_cancelled() -> None:
+    d = Driver()
+    d.run()
+    sent = d.machine.handle(SignalRequested(Signal(job_id=1, signal=USR1), d.clock.now()))
+    assert signals(sent) == [(USR1, True)]
+    assert final(d.exit(exit_signal=USR1)) == ("CANCELLED", 0, USR1)
+
+
+def test_bad_signal_spec_fails_the_launch() -> None:
+    d = Driver()
+    (report,) = reports(d.launch(signal="B:NOPE@10"))
+    assert report.kind == "launch_failed" and "NOPE" in report.message
+    assert not d.machine.jobs
+
+
+def test_cancel_uses_its_own_grace_and_state() -> None:
+    d = Driver(kill_wait=30)
+    d.run()
+    assert signals(d.cancel(state="PREEMPTED", kill_wait_seconds=2)) == [(CONT, True), (TERM, True)]
+    assert signals(d.tick(2)) == [(KILL, True)]
+    assert final(d.exit(exit_code=0)) == ("PREEMPTED", 0, 0)
+
+
+def test_cancel_with_zero_grace_kills_at_once() -> None:
+    d = Driver()
+    d.run()
+    assert signals(d.cancel(kill_wait_seconds=0)) == [(CONT, True), (TERM, True), (KILL, True)]
+    assert d.machine.next_deadline() is None
+
+
+def test_cancel_after_timeout_keeps_timeout_but_shortens_the_grace() -> None:
+    d = Driver(kill_wait=30)
+    d.run(time_limit_seconds=10)
+    d.tick(10)
+    assert signals(d.cancel(kill_wait_seconds=1)) == []
+    assert signals(d.tick(1)) == [(KILL, True)]
+    assert final(d.exit(exit_signal=9))[0] == "TIMEOUT"
+
+
+def test_cancel_while_launching_is_carried_out_at_start() -> None:
+    d = Driver()
+    d.launch()
+    assert signals(d.cancel(kill_wait_seconds=3)) == []
+    commands = d.start()
+    assert [r.kind for r in reports(commands)] == ["started"]
+    assert signals(commands) == [(CONT, True), (TERM, True)]
+    assert d.machine.jobs[1].phase is Phase.STOPPING
+    assert final(d.exit(exit_signal=15)) == ("CANCELLED", 0, 15)
+
+
+def test_signal_while_launching_is_delivered_at_start() -> None:
+    d = Driver()
+    d.launch()
+    d.machine.handle(SignalRequested(Signal(job_id=1, signal=USR1, batch_only=True), 0))
+    assert signals(d.start()) == [(USR1, False)]
+
+
+def test_cancel_that_overtakes_its_launch_wins() -> None:
+    """Two syncs in flight may deliver a Cancel before the Launch it belongs to."""
+    d = Driver()
+    assert d.cancel(job_id=7) == []
+    commands = d.launch(7)
+    assert not any(isinstance(c, SpawnJob) for c in commands)
+    assert [(r.kind, r.state) for r in reports(commands)] == [("finished", "CANCELLED")]
+
+
+def test_repeated_launch_is_ignored_and_other_attempt_refused() -> None:
+    d = Driver()
+    d.run()
+    assert d.launch() == []
+    (report,) = reports(d.launch(attempt=1))
+    assert report.kind == "launch_failed" and "still runs" in report.message
+    assert d.machine.jobs[1].attempt == 0
+
+
+def test_launch_of_a_finished_attempt_is_not_run_again() -> None:
+    d = Driver()
+    d.run()
+    d.exit()
+    assert d.launch() == []
+
+
+def test_stale_events_of_another_attempt_are_ignored() -> None:
+    d = Driver()
+    d.run()
+    assert d.exit(attempt=5) == []
+    assert d.machine.handle(LaunchFailed(1, 5, "x", 0)) == []
+    assert 1 in d.machine.jobs
+
+
+def test_launch_failed_is_reported_and_forgotten_after_ack() -> None:
+    d = Driver()
+    d.launch()
+    (report,) = reports(d.machine.handle(LaunchFailed(1, 0, "no such dir", d.clock.now())))
+    assert (report.kind, report.message) == ("launch_failed", "no such dir")
+    assert d.machine.handle(ReportsAcked(report.seq, 0)) == [ForgetJob(1, 0)]
+
+
+def test_outbox_keeps_reports_until_acked_and_then_forgets_the_job() -> None:
+    d = Driver()
+    d.run()
+    (finished,) = reports(d.exit(exit_code=1))
+    assert [r.seq for r in d.machine.unacked_reports()] == [1, 2]
+    assert d.machine.handle(ReportsAcked(1, 0)) == []
+    assert [r.seq for r in d.machine.unacked_reports()] == [2]
+    assert d.machine.handle(ReportsAcked(0, 0)) == []  # an older ack changes nothing
+    assert d.machine.handle(ReportsAcked(finished.seq, 0)) == [ForgetJob(1, 0)]
+    assert d.machine.unacked_reports() == []
+
+
+def test_ack_beyond_what_was_sent_is_clamped() -> None:
+    d = Driver()
+    d.run()
+    d.machine.handle(ReportsAcked(10**15, 0))
+    assert d.machine.acked_seq == d.machine.next_seq - 1
+    (later,) = reports(d.exit())
+    assert later.seq > d.machine.acked_seq
+
+
+def test_registered_sets_kill_wait_and_drops_unwanted_jobs() -> None:
+    d = Driver(kill_wait=30)
+    d.run(1, pid=11, time_limit_seconds=100)
+    d.run(2, pid=22)
+    commands = d.machine.handle(Registered(kill_wait_seconds=3, kill=(2, 99), time=d.clock.now()))
+    assert [(c.job_id, c.signum) for c in commands if isinstance(c, SignalJob)] == [
+        (2, CONT),
+        (2, TERM),
+    ]
+    assert d.machine.kill_wait_seconds == 3
+    assert d.machine.jobs[2].kill_at == d.clock.now() + 3
+
+
+def test_adopted_job_keeps_its_stop_in_progress() -> None:
+    """Restart during a cancel: SIGKILL still comes at the recorded time, and the end is
+    CANCELLED, not a FAILED job killed by a signal."""
+    d = Driver()
+    record = JobRecord(
+        job_id=5,
+        attempt=0,
+        phase=Phase.STOPPING,
+        pid=55,
+        start_time=900.0,
+        end_state="CANCELLED",
+        kill_wait_seconds=10,
+        kill_at=1005.0,
+    )
+    assert d.machine.handle(JobAdopted(record, d.clock.now())) == []
+    assert signals(d.tick(5)) == [(KILL, True)]
+    assert final(d.exit(5, exit_signal=9)) == ("CANCELLED", 0, 9)
+
+
+def test_adopted_job_past_its_limit_is_stopped_at_once() -> None:
+    d = Driver()
+    record = JobRecord(
+        job_id=5, attempt=0, phase=Phase.RUNNING, pid=55, start_time=0.0, time_limit_seconds=10
+    )
+    commands = d.machine.handle(JobAdopted(record, d.clock.now()))
+    assert signals(commands) == [(CONT, True), (TERM, True)]
+    assert any(isinstance(c, PersistRecord) for c in commands)
+
+
+def test_adopting_twice_is_a_bug() -> None:
+    d = Driver()
+    d.run()
+    with pytest.raises(InvariantViolation):
+        d.machine.handle(JobAdopted(JobRecord(job_id=1, attempt=0), 0))
+
+
+def test_invariants_catch_a_corrupted_record() -> None:
+    d = Driver()
+    d.run()
+    d.machine.jobs[1] = d.machine.jobs[1].evolve(pid=0)
+    with pytest.raises(InvariantViolation):
+        d.tick(1)
+
+
+def test_records_round_trip_through_json() -> None:
+    d = Driver()
+    d.run(time_limit_seconds=100, signal="B:USR1@30")
+    d.tick(80)
+    record = d.machine.jobs[1]
+    assert record.signal_sent and record.hal_signals == (USR1,)
+    assert JobRecord.from_json(record.to_json()) == record
+
+
+def test_many_jobs_keep_increasing_seqs() -> None:
+    d = Driver()
+    for job in range(1, 51):
+        d.run(job, pid=1000 + job, time_limit_seconds=job)
+    for _ in range(60):
+        d.tick(1)
+    for job in range(1, 51):
+        d.exit(job, exit_signal=15)
+    seqs = [r.seq for r in d.machine.unacked_reports()]
+    assert seqs == sorted(seqs) and len(set(seqs)) == 100
+    states = {r.state for r in d.machine.unacked_reports() if r.kind == "finished"}
+    assert states == {"TIMEOUT"}
