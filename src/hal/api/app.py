@@ -1,0 +1,93 @@
+"""The FastAPI application: routers, error mapping, request-size guard, lifecycle."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from hal import __version__
+from hal.api import errors, routes_agent, routes_events, routes_htc, routes_jobs, routes_nodes
+from hal.api.context import ServerContext
+
+
+def create_app(
+    ctx: ServerContext,
+    *,
+    on_start: Callable[[], Awaitable[None]] | None = None,
+    on_stop: Callable[[], Awaitable[None]] | None = None,
+) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if on_start is not None:
+            await on_start()
+        try:
+            yield
+        finally:
+            if on_stop is not None:
+                await on_stop()
+
+    app = FastAPI(
+        title="HAL control plane",
+        version=__version__,
+        description="Jobs, nodes, partitions, the event stream and the agent channel.",
+        lifespan=lifespan,
+    )
+    app.state.ctx = ctx
+    errors.install(app)
+    app.add_middleware(SizeGuard, limit=ctx.config.max_request_bytes)
+
+    @app.get("/healthz", tags=["health"])
+    async def healthz() -> dict[str, object]:
+        return {"status": "ok", "version": __version__, "revision": ctx.cluster.revision}
+
+    _document_fast_bodies(app)
+    for module in (routes_jobs, routes_nodes, routes_agent, routes_events, routes_htc):
+        app.include_router(module.router)
+    return app
+
+
+class SizeGuard:
+    """Refuse bodies larger than ``limit`` before reading them (413, problem+json).
+
+    A plain ASGI middleware: Starlette's ``BaseHTTPMiddleware`` runs every request in an
+    extra task and costs about a millisecond a request, which the submit path cannot afford.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            for name, value in scope.get("headers", ()):
+                if name == b"content-length" and value.isdigit() and int(value) > self.limit:
+                    response = errors.problem(
+                        413,
+                        "payload_too_large",
+                        f"request body is {int(value)} bytes; the server accepts at most "
+                        f"{self.limit} (split a large batch into several requests)",
+                    )
+                    await response(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
+
+
+def _document_fast_bodies(app: FastAPI) -> None:
+    """Bodies read by ``fastpath.read_body`` are not FastAPI parameters: add their
+    schemas to the OpenAPI document so the ``$ref``s in ``openapi_extra`` resolve."""
+    from hal.api.fastpath import add_schemas
+    from hal.wire.agent import AgentRegister, AgentSync
+    from hal.wire.jobs import JobBatchSubmit, JobSubmit
+
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            add_schemas(build(), [JobSubmit, JobBatchSubmit, AgentRegister, AgentSync])
+        return app.openapi_schema or build()
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -1,0 +1,45 @@
+"""Bearer tokens. Tokens are random, shown once, stored as SHA-256 hashes."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from hal.core.errors import Unauthenticated
+from hal.state.cluster import Caller
+from hal.state.store import SqlStateStore
+
+
+def new_token() -> str:
+    return "hal_" + secrets.token_urlsafe(32)
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class TokenCache:
+    """token hash → Caller, so authentication does not hit the database per request."""
+
+    def __init__(self, store: SqlStateStore) -> None:
+        self.store = store
+        self._known: dict[str, Caller] = {}
+
+    def forget(self) -> None:
+        self._known.clear()
+
+    def caller(self, authorization: str | None) -> Caller:
+        if not authorization or not authorization.lower().startswith("bearer "):
+            raise Unauthenticated(
+                "missing token: send 'Authorization: Bearer <token>' (the CLI reads HAL_TOKEN "
+                "or ~/.config/hal/credentials.json; an admin creates users with `hal user add`)"
+            )
+        digest = token_hash(authorization[7:].strip())
+        found = self._known.get(digest)
+        if found is None:
+            row = self.store.user_by_token_hash(digest)
+            if row is None:
+                raise Unauthenticated("unknown token; ask an administrator for a new one")
+            found = Caller(name=row[0], admin=row[1])
+            self._known[digest] = found
+        return found

@@ -1,0 +1,206 @@
+"""The REST edge: ``wire`` models ↔ core types, in one place."""
+
+from __future__ import annotations
+
+from hal.core.errors import InvalidRequest
+from hal.core.filenames import FilenameFields, output_paths
+from hal.core.job import Job, JobSpec
+from hal.core.node import Node, Partition
+from hal.core.slurm_syntax import parse_array, parse_dependency, parse_signal
+from hal.state.cluster import Cluster
+from hal.wire.jobs import JobInfo, JobSubmit
+from hal.wire.nodes import NodeInfo, PartitionInfo
+
+MAX_ENV_BYTES = 1024 * 1024
+
+
+def to_spec(req: JobSubmit, user: str, *, max_array_size: int, where: str = "") -> JobSpec:
+    """Validate one submission and resolve it into a ``JobSpec``."""
+
+    def bad(message: str, field: str) -> InvalidRequest:
+        return InvalidRequest(f"{where}{field}: {message}", field=where + field)
+
+    if not req.script.strip():
+        raise bad("the batch script is empty", "script")
+    if sum(len(k) + len(v) for k, v in req.environment.items()) > MAX_ENV_BYTES:
+        raise bad("the environment is larger than 1 MiB", "environment")
+    if not req.workdir.startswith("/"):
+        raise bad("workdir must be an absolute path", "workdir")
+    mems = [
+        m
+        for m in (req.memory_per_node_bytes, req.memory_per_cpu_bytes, req.memory_per_gpu_bytes)
+        if m is not None
+    ]
+    if len(mems) > 1:
+        raise bad("--mem, --mem-per-cpu and --mem-per-gpu are mutually exclusive", "memory")
+    nodes_max = req.nodes_max or req.nodes_min
+    if nodes_max < req.nodes_min:
+        raise bad(f"nodes max {nodes_max} is below min {req.nodes_min}", "nodes")
+    ntasks = req.ntasks or (req.ntasks_per_node * req.nodes_min if req.ntasks_per_node else 1)
+    try:
+        array = parse_array(req.array, max_array_size) if req.array else None
+        dependency = parse_dependency(req.dependency) if req.dependency else None
+        signal = parse_signal(req.signal) if req.signal else None
+    except InvalidRequest as err:
+        raise InvalidRequest(f"{where}{err.message}", field=where + (err.field or "")) from err
+    partitions = tuple(p.strip() for p in (req.partition or "").split(",") if p.strip())
+    return JobSpec(
+        user=user,
+        script=req.script,
+        name=req.name or "sbatch",
+        workdir=req.workdir,
+        environment=tuple(sorted(req.environment.items())),
+        stdout=req.stdout,
+        stderr=req.stderr,
+        partitions=partitions,
+        nodes_min=req.nodes_min,
+        nodes_max=nodes_max,
+        ntasks=ntasks,
+        ntasks_per_node=req.ntasks_per_node,
+        cpus_per_task=req.cpus_per_task,
+        memory_per_node_bytes=req.memory_per_node_bytes,
+        memory_per_cpu_bytes=req.memory_per_cpu_bytes,
+        memory_per_gpu_bytes=req.memory_per_gpu_bytes,
+        gpus_per_node=req.gpus_per_node,
+        gpus_total=req.gpus,
+        gpus_per_task=req.gpus_per_task,
+        gpu_type=req.gpu_type,
+        time_limit_s=req.time_limit_seconds,
+        array=array,
+        dependency=dependency,
+        kill_on_invalid_dep=req.kill_on_invalid_dep,
+        account=req.account,
+        qos=req.qos,
+        constraint=tuple(req.constraint),
+        exclude=tuple(req.exclude),
+        nodelist=tuple(req.nodelist),
+        hold=req.hold,
+        begin_time=req.begin_time,
+        requeue=req.requeue,
+        signal=signal,
+        exclusive=req.exclusive,
+        comment=req.comment,
+        nice=req.nice,
+        submit_host=req.submit_host,
+    )
+
+
+def _output_paths(job: Job) -> tuple[str, str]:
+    """stdout and stderr as the agent will expand them; ``%N`` stays as written until the
+    job has a node."""
+    fields = FilenameFields(
+        job_id=job.id,
+        name=job.spec.name,
+        user=job.spec.user,
+        node=job.allocation.nodes[0] if job.allocation else "%N",
+        array_job_id=job.array_job_id,
+        array_task_id=job.array_task_id,
+    )
+    out, err = output_paths(
+        job.spec.stdout or "", job.spec.stderr, job.spec.workdir, fields,
+        array=job.array_job_id is not None,
+    )  # fmt: skip
+    return out, err or out
+
+
+def job_info(job: Job, cluster: Cluster) -> JobInfo:
+    spec = job.spec
+    if job.allocation is not None:
+        total = job.allocation.total()
+        node_count = len(job.allocation.nodes)
+        cpus, mem, gpus = total.cpus, total.memory_bytes, total.gpus
+        nodes = list(job.allocation.nodes)
+    else:
+        node_count = spec.nodes_min
+        per = spec.request_per_node(node_count)
+        cpus, mem, gpus = (
+            per.cpus * node_count,
+            per.memory_bytes * node_count,
+            per.gpus * node_count,
+        )
+        nodes = []
+    stdout, stderr = _output_paths(job)
+    return JobInfo(
+        id=job.id,
+        display_id=job.display_id,
+        array_job_id=job.array_job_id,
+        array_task_id=job.array_task_id,
+        array_max_running=job.array_max_running,
+        name=spec.name,
+        user=spec.user,
+        account=spec.account,
+        qos=spec.qos,
+        partition=job.partition,
+        state=job.state.value,
+        state_code=job.state.code,
+        reason=job.reason.value,
+        priority=job.priority,
+        nice=spec.nice,
+        submit_time=job.submit_time,
+        eligible_time=job.eligible_time,
+        start_time=job.start_time,
+        end_time=job.end_time,
+        expected_start=job.expected_start,
+        time_limit_seconds=job.time_limit_s,
+        nodes=nodes,
+        node_count=node_count,
+        cpus=cpus,
+        memory_bytes=mem,
+        gpus=gpus,
+        ntasks=spec.ntasks,
+        cpus_per_task=spec.cpus_per_task,
+        exit_code=job.exit_code,
+        exit_signal=job.exit_signal,
+        max_rss_bytes=int(job.extra.get("max_rss", 0)),
+        cpu_seconds=float(job.extra.get("cpu_seconds", 0.0)),
+        workdir=spec.workdir,
+        stdout=stdout,
+        stderr=stderr,
+        dependency=str(spec.dependency) if spec.dependency else None,
+        requeue=spec.requeue,
+        restarts=job.restarts,
+        comment=spec.comment,
+        cancelled_by=job.cancelled_by,
+        constraint=list(spec.constraint),
+        exclusive=spec.exclusive,
+        held=spec.hold or job.held_by_admin,
+        submit_host=spec.submit_host,
+    )
+
+
+def node_info(node: Node, cluster: Cluster) -> NodeInfo:
+    used = cluster.usage.get(node.name)
+    alloc = used.allocated if used else None
+    partitions = [p.name for p in cluster.partitions.values() if p.contains(node.name)]
+    return NodeInfo(
+        name=node.name,
+        state=node.state.value,
+        display_state=cluster.node_display_state(node),
+        reason=node.reason,
+        cpus=node.resources.cpus,
+        cpus_alloc=alloc.cpus if alloc else 0,
+        memory_bytes=node.resources.memory_bytes,
+        memory_alloc_bytes=alloc.memory_bytes if alloc else 0,
+        gpus=node.resources.gpus,
+        gpus_alloc=alloc.gpus if alloc else 0,
+        gpu_model=node.gpu_model,
+        features=list(node.features),
+        partitions=partitions,
+        last_heartbeat=node.last_heartbeat,
+        address=node.address,
+        jobs=sorted(used.jobs) if used else [],
+    )
+
+
+def partition_info(p: Partition, cluster: Cluster) -> PartitionInfo:
+    nodes = [n for n in sorted(cluster.nodes) if p.contains(n)]
+    return PartitionInfo(
+        name=p.name,
+        default=p.default or p.name == cluster.default_partition(),
+        up=p.up,
+        max_time_seconds=p.max_time_s,
+        default_time_seconds=p.default_time_s or p.max_time_s,
+        max_nodes=p.max_nodes,
+        nodes=nodes,
+        priority_tier=p.priority_tier,
+    )

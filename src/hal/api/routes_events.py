@@ -1,0 +1,76 @@
+"""``/v1/events``: server-sent events of job and node changes, resumable by event id.
+
+Each SSE message carries ``id:`` (the event's row id). A client that reconnects with
+``Last-Event-ID`` (or ``?after=``) gets everything after it, read from the durable event
+log, so no change is missed across disconnects or server restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header
+from fastapi.responses import StreamingResponse
+
+from hal.api.context import ServerContext, caller_dep, context_dep
+from hal.state.cluster import Caller
+
+router = APIRouter(prefix="/v1", tags=["events"])
+Ctx = Annotated[ServerContext, Depends(context_dep)]
+Who = Annotated[Caller, Depends(caller_dep)]
+KEEPALIVE_S = 15.0
+
+
+@router.get("/events")
+async def events(
+    ctx: Ctx,
+    _caller: Who,
+    after: int = 0,
+    follow: bool = True,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> StreamingResponse:
+    start = after
+    if last_event_id and last_event_id.isdigit():
+        start = int(last_event_id)
+    return StreamingResponse(
+        _stream(ctx, start, follow),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache"},
+    )
+
+
+async def _stream(ctx: ServerContext, after: int, follow: bool) -> AsyncIterator[str]:
+    cluster = ctx.cluster
+    cursor = after
+    while True:
+        # recent events come from memory; a client far behind catches up from the store
+        found = cluster.events_since(cursor, 1000)
+        batch = (
+            found
+            if found is not None
+            else await cluster.db(cluster.store.events_after, cursor, 1000)
+        )
+        for e in batch:
+            body = {
+                "id": e.id,
+                "time": e.time,
+                "kind": e.kind,
+                "job_id": e.job_id,
+                "node": e.node,
+                "state": e.state,
+                "data": e.data,
+            }
+            yield f"id: {e.id}\nevent: {e.kind}\ndata: {json.dumps(body)}\n\n"
+            cursor = e.id
+        if len(batch) == 1000:
+            continue
+        if not follow:
+            return
+        async with cluster.events_changed:
+            try:
+                await asyncio.wait_for(cluster.events_changed.wait(), KEEPALIVE_S)
+            except TimeoutError:
+                yield ": keepalive\n\n"

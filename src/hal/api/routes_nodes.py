@@ -1,0 +1,106 @@
+"""``/v1/nodes``, ``/v1/partitions``, ``/v1/config``, ``/v1/users``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, Field
+
+from hal import __version__
+from hal.api.auth import new_token, token_hash
+from hal.api.context import ServerContext, admin_dep, caller_dep, context_dep
+from hal.api.convert import node_info, partition_info
+from hal.core.errors import Conflict, NotFound
+from hal.state import agents
+from hal.state.cluster import Caller
+from hal.wire.nodes import (
+    ClusterConfig,
+    NodeInfo,
+    NodeList,
+    NodeUpdate,
+    PartitionList,
+    UserCreated,
+    UserInfo,
+)
+
+router = APIRouter(prefix="/v1", tags=["cluster"])
+Ctx = Annotated[ServerContext, Depends(context_dep)]
+Who = Annotated[Caller, Depends(caller_dep)]
+Admin = Annotated[Caller, Depends(admin_dep)]
+
+
+@router.get("/nodes", response_model=NodeList)
+async def list_nodes(ctx: Ctx, _caller: Who) -> NodeList:
+    c = ctx.cluster
+    return NodeList(nodes=[node_info(c.nodes[n], c) for n in sorted(c.nodes)])
+
+
+@router.get("/nodes/{name}", response_model=NodeInfo)
+async def show_node(name: str, ctx: Ctx, _caller: Who) -> NodeInfo:
+    node = ctx.cluster.nodes.get(name)
+    if node is None:
+        raise NotFound(f"Invalid node name specified: {name}")
+    return node_info(node, ctx.cluster)
+
+
+@router.patch("/nodes/{name}", response_model=NodeInfo)
+async def update_node(name: str, body: NodeUpdate, ctx: Ctx, _admin: Admin) -> NodeInfo:
+    node = await agents.set_node_state(ctx.cluster, name, body.state, body.reason)
+    return node_info(node, ctx.cluster)
+
+
+@router.get("/partitions", response_model=PartitionList)
+async def list_partitions(ctx: Ctx, _caller: Who) -> PartitionList:
+    c = ctx.cluster
+    return PartitionList(partitions=[partition_info(p, c) for p in c.partitions.values()])
+
+
+@router.get("/config", response_model=ClusterConfig)
+async def show_config(ctx: Ctx, _caller: Who) -> ClusterConfig:
+    cfg = ctx.config
+    return ClusterConfig(
+        cluster_name=cfg.cluster_name,
+        min_job_age_seconds=cfg.min_job_age_seconds,
+        kill_wait_seconds=cfg.kill_wait_seconds,
+        version=__version__,
+        scheduler_interval_seconds=cfg.scheduler_interval_seconds,
+        settings={
+            "MaxArraySize": str(cfg.max_array_size),
+            "SlurmctldTimeout": f"{int(cfg.node_timeout_seconds)} sec",
+            "SelectType": "hal/noderesources",
+        },
+    )
+
+
+class NewUser(BaseModel):
+    name: str = Field(pattern=r"^[a-z_][a-z0-9_.-]{0,63}$")
+    admin: bool = False
+
+
+@router.get("/users/me", response_model=UserInfo)
+async def whoami(caller: Who) -> UserInfo:
+    return UserInfo(name=caller.name, admin=caller.admin)
+
+
+@router.get("/users")
+async def list_users(ctx: Ctx, _admin: Admin) -> dict[str, list[UserInfo]]:
+    rows = await ctx.cluster.db(ctx.cluster.store.users)
+    return {"users": [UserInfo(name=n, admin=a) for n, a in rows]}
+
+
+@router.post("/users", status_code=201, response_model=UserCreated)
+async def add_user(body: NewUser, ctx: Ctx, _admin: Admin) -> UserCreated:
+    token = new_token()
+    store = ctx.cluster.store
+    existing = {n for n, _ in await ctx.cluster.db(store.users)}
+    if body.name in existing:
+        raise Conflict(f"user {body.name} exists; use `hal user token {body.name}` for a new token")
+    now = ctx.cluster.clock.now()
+
+    def work() -> None:
+        with store.transaction() as tx:
+            tx.add_user(body.name, token_hash(token), body.admin, now)
+
+    await ctx.cluster.db(work)
+    return UserCreated(name=body.name, admin=body.admin, token=token)

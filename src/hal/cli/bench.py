@@ -1,0 +1,73 @@
+"""``hal bench ...``: run one benchmark and print its JSON (or a short summary)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def add_commands(sub: Any) -> None:
+    bench = sub.add_parser("bench", help="benchmarks (JSON results)")
+    bsub = bench.add_subparsers(metavar="BENCHMARK")
+
+    p = bsub.add_parser("submit", help="batch REST submission rate and sbatch latency")
+    p.add_argument("--jobs", type=int, default=20_000)
+    p.add_argument("--batch", type=int, default=1_000)
+    p.add_argument("--sbatch-runs", type=int, default=20)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_submit)
+
+    p = bsub.add_parser("idle", help="CPU used by an idle control plane")
+    p.add_argument("--window", type=float, default=30.0)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_idle)
+
+    p = bsub.add_parser(
+        "e2e-vs-slurm", help="1,000 jobs and a 1,000-task array, HAL vs Slurm 22.05"
+    )
+    p.add_argument("--jobs", type=int, default=1000)
+    p.add_argument("--array", type=int, default=1000)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--skip-slurm", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_e2e)
+
+    from hal.cli import cache
+
+    cache.add_bench_command(bsub)
+
+    from hal.bench import htc as htc_bench
+    from hal.bench import sim
+
+    sim.add_commands(bsub)
+    htc_bench.add_bench_command(bsub)
+
+
+def _emit(result: dict[str, Any], as_json: bool) -> int:
+    if as_json:
+        print(json.dumps(result, indent=2))
+    else:
+        for key, value in result.items():
+            print(f"{key:>28}: {value}")
+    return 0
+
+
+def cmd_submit(ns: argparse.Namespace) -> int:
+    from hal.bench.submit import run_submit_bench
+
+    return _emit(run_submit_bench(ns.jobs, ns.batch, ns.sbatch_runs), ns.json)
+
+
+def cmd_idle(ns: argparse.Namespace) -> int:
+    from hal.bench.idle import run_idle_bench
+
+    return _emit(run_idle_bench(ns.window), ns.json)
+
+
+def cmd_e2e(ns: argparse.Namespace) -> int:
+    from hal.bench.e2e import run_e2e_bench
+
+    return _emit(
+        run_e2e_bench(ns.jobs, ns.array, ns.repeats, with_slurm=not ns.skip_slurm), ns.json
+    )

@@ -1,0 +1,230 @@
+"""``hal up``, ``hal server`` and ``hal agent``: the processes that make a cluster."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import getpass
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from hal.client.config import DEFAULT_PORT, load_client_config, store_token
+from hal.core.errors import InvalidRequest
+
+
+def run_loop(main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main`` on uvloop when it is installed (it comes with uvicorn[standard]); its
+    faster event loop and HTTP parser cut per-request latency on the control plane."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+        return
+    uvloop.run(main)
+
+
+def default_data_dir() -> Path:
+    env = os.environ.get("HAL_DATA_DIR")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "hal"
+
+
+def _config(path: str | None, data_dir: Path):  # type: ignore[no-untyped-def]
+    from hal.config.model import load_config
+
+    if path is None and (data_dir / "hal.toml").exists():
+        path = str(data_dir / "hal.toml")
+    return load_config(path)
+
+
+def _local_admin_token(db_url: str, url: str) -> str:
+    """The local user's token: reuse the stored one if still valid, else mint one."""
+    from hal.api.auth import token_hash
+    from hal.api.server import ensure_user, reset_token
+    from hal.state.store import SqlStateStore
+
+    user = getpass.getuser()
+    store = SqlStateStore(db_url)
+    try:
+        token = ensure_user(store, user, admin=True, now=time.time())
+        if token is None:
+            stored = load_client_config(url).token
+            if stored and store.user_by_token_hash(token_hash(stored)) is not None:
+                token = stored
+            else:
+                token = reset_token(store, user, admin=True)
+    finally:
+        store.close()
+    store_token(url, user, token)
+    return token
+
+
+def cmd_up(ns: argparse.Namespace) -> int:
+    from hal.api.server import HalServer, sqlite_url
+
+    data_dir = Path(ns.data_dir).expanduser() if ns.data_dir else default_data_dir()
+    port = ns.port or DEFAULT_PORT
+    url = f"http://{ns.host}:{port}"
+    config = _config(ns.config, data_dir)
+    db_url = sqlite_url(data_dir)
+    token = _local_admin_token(db_url, url)
+    if ns.agents < 0:
+        raise InvalidRequest("--agents must be 0 or more", field="agents")
+
+    async def run() -> None:
+        server = HalServer(config, db_url)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        serving = asyncio.create_task(server.serve(ns.host, port, stop))
+        agents: list[subprocess.Popen[bytes]] = []
+        try:
+            await _wait_healthy(url, serving)
+            cpus = ns.cpus_per_agent or os.cpu_count() or 1
+            for i in range(1, ns.agents + 1):
+                agents.append(
+                    _spawn_agent(url, token, f"node{i}", cpus, data_dir / "agents" / f"node{i}")
+                )
+            _banner(url, data_dir, ns.agents)
+            await stop.wait()
+        finally:
+            print("\nhal: stopping agents and the control plane ...", file=sys.stderr)
+            for proc in agents:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
+            for proc in agents:
+                try:
+                    await asyncio.to_thread(proc.wait, 15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+            stop.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
+
+    run_loop(run())
+    return 0
+
+
+async def _wait_healthy(url: str, serving: asyncio.Task[None]) -> None:
+    async with httpx.AsyncClient(timeout=2) as http:
+        for _ in range(300):
+            if serving.done():
+                serving.result()  # re-raise why the server could not start
+                raise RuntimeError("the control plane stopped during start-up")
+            with contextlib.suppress(httpx.HTTPError):
+                if (await http.get(url + "/healthz")).status_code == 200:
+                    return
+            await asyncio.sleep(0.05)
+    raise RuntimeError(f"the control plane did not answer on {url} within 15 s")
+
+
+def _spawn_agent(
+    url: str, token: str, name: str, cpus: int, state_dir: Path
+) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "HAL_TOKEN": token, "HAL_URL": url}
+    cmd = [
+        sys.executable,
+        "-m",
+        "hal.cli.main",
+        "agent",
+        "--server",
+        url,
+        "--name",
+        name,
+        "--cpus",
+        str(cpus),
+        "--state-dir",
+        str(state_dir),
+    ]
+    return subprocess.Popen(cmd, env=env, start_new_session=True)
+
+
+def _banner(url: str, data_dir: Path, agents: int) -> None:
+    print(
+        f"HAL is up: {url}  (state in {data_dir}, {agents} local agent(s))\n"
+        "  submit:   hal sbatch --wrap 'hostname'      or  hal sbatch job.sh\n"
+        "  watch:    hal squeue    hal sinfo    hal sacct\n"
+        f"  other shells: export HAL_URL={url}  (your token is stored in "
+        "~/.config/hal/credentials.json)\n"
+        "  stop:     Ctrl-C (state is kept; `make up` again resumes)",
+        flush=True,
+    )
+
+
+def cmd_server(ns: argparse.Namespace) -> int:
+    from hal.api.server import HalServer, ensure_user, sqlite_url
+    from hal.state.store import SqlStateStore
+
+    data_dir = Path(ns.data_dir).expanduser() if ns.data_dir else default_data_dir()
+    db_url = ns.db or sqlite_url(data_dir)
+    port = ns.port or DEFAULT_PORT
+    config = _config(ns.config, data_dir)
+    if ns.init_admin:
+        store = SqlStateStore(db_url)
+        try:
+            token = ensure_user(store, ns.init_admin, admin=True, now=time.time())
+        finally:
+            store.close()
+        if token:
+            print(f"created administrator {ns.init_admin}; token (shown once): {token}", flush=True)
+    server = HalServer(config, db_url)
+    print(f"HAL control plane on http://{ns.host}:{port} (database {_redact(db_url)})", flush=True)
+    run_loop(server.serve(ns.host, port))
+    return 0
+
+
+def _redact(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def cmd_agent(ns: argparse.Namespace) -> int:
+    from hal.agent.config import AgentConfig
+    from hal.agent.shell import run_agent
+    from hal.core.slurm_syntax import parse_memory
+
+    cfg = load_client_config(ns.server, ns.token)
+    token = cfg.token
+    if ns.token_file:
+        token = Path(ns.token_file).read_text().strip()
+    if not token:
+        raise InvalidRequest(
+            "the agent needs a token: --token, --token-file or HAL_TOKEN", field="token"
+        )
+    kwargs: dict[str, object] = {"server_url": cfg.url, "token": token, "isolation": ns.isolation}
+    if ns.name:
+        kwargs["node"] = ns.name
+    if ns.cpus:
+        kwargs["cpus"] = ns.cpus
+    if ns.memory:
+        kwargs["memory_bytes"] = parse_memory(ns.memory)
+    if ns.gpus is not None:
+        kwargs["gpus"] = ns.gpus
+    if ns.features:
+        kwargs["features"] = tuple(f for f in ns.features.split(",") if f)
+    if ns.state_dir:
+        kwargs["state_dir"] = Path(ns.state_dir)
+    config = AgentConfig(**kwargs)  # type: ignore[arg-type]
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await run_agent(config, stop)
+
+    run_loop(run())
+    return 0

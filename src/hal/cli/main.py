@@ -1,0 +1,56 @@
+"""``hal``: entry point and subcommand dispatch.
+
+Slurm-named commands (``hal sbatch``, ``hal squeue``, ...) go to ``hal.compat`` untouched so
+their flags and output match Slurm's exactly; native commands parse with argparse here.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from hal.core.errors import HalError
+
+SLURM_COMMANDS = ("sbatch", "squeue", "scancel", "sinfo", "sacct", "scontrol", "srun")
+EXIT_CODES = {
+    "invalid_request": 2,
+    "unsupported_option": 2,
+    "unauthenticated": 3,
+    "permission_denied": 3,
+    "not_found": 4,
+    "conflict": 5,
+    "payload_too_large": 2,
+    "unavailable": 6,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    # pydantic scans every installed distribution for plugins at import (~20 ms); the CLI
+    # uses none, and a short-lived command should not pay for that scan.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in SLURM_COMMANDS:
+        from hal.compat.commands import run
+
+        return run(args[0], args[1:])
+    if args and args[0] == "prio":
+        args[0] = "sprio"
+    from hal.cli.parser import build_parser
+
+    parser = build_parser()
+    ns = parser.parse_args(args)
+    if not hasattr(ns, "func"):
+        parser.print_help()
+        return 2
+    try:
+        result: int = ns.func(ns)
+        return result
+    except HalError as err:
+        print(f"hal: error: {err.message}", file=sys.stderr)
+        return EXIT_CODES.get(err.code, 1)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,235 @@
+"""Native commands: queue, show, cancel, nodes, partitions, acct, drain, resume, user,
+login, events, submit, compat install-shims. Tables are plain; ``--json`` gives the REST
+objects unchanged."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hal.client import HalClient
+from hal.client.config import default_server_url, store_token
+from hal.wire.jobs import JobInfo
+
+
+def add_commands(sub: Any) -> None:
+    def cmd(name: str, help_text: str, func: Any, aliases: Sequence[str] = ()) -> Any:
+        p = sub.add_parser(name, help=help_text, aliases=list(aliases))
+        p.set_defaults(func=func)
+        return p
+
+    p = cmd("submit", "submit a batch script (sbatch options)", cmd_submit)
+    p.add_argument("args", nargs=argparse.REMAINDER)
+
+    p = cmd("queue", "list pending and running jobs", cmd_queue)
+    p.add_argument("--all", action="store_true", help="include recently finished jobs")
+    p.add_argument("-u", "--user", default=None)
+    p.add_argument("--json", action="store_true")
+
+    p = cmd("show", "show one job", cmd_show)
+    p.add_argument("job_id")
+    p.add_argument("--json", action="store_true")
+
+    p = cmd("cancel", "cancel jobs", cmd_cancel)
+    p.add_argument("job_ids", nargs="+")
+    p.add_argument("-s", "--signal", type=int, default=None)
+
+    p = cmd("nodes", "list nodes", cmd_nodes)
+    p.add_argument("--json", action="store_true")
+
+    p = cmd("partitions", "list partitions", cmd_partitions)
+    p.add_argument("--json", action="store_true")
+
+    p = cmd("acct", "accounting: every job ever run", cmd_acct)
+    p.add_argument("-u", "--user", default=None)
+    p.add_argument("-j", "--jobs", default=None)
+    p.add_argument("--json", action="store_true")
+
+    for name, state in (("drain", "DRAIN"), ("resume", "RESUME")):
+        p = cmd(name, f"{name} a node", cmd_node_state)
+        p.add_argument("node")
+        p.add_argument("--reason", default="")
+        p.set_defaults(state=state)
+
+    user = sub.add_parser("user", help="manage users and tokens (admin)")
+    usub = user.add_subparsers(metavar="ACTION")
+    p = usub.add_parser("add", help="create a user and print its token")
+    p.add_argument("name")
+    p.add_argument("--admin", action="store_true")
+    p.set_defaults(func=cmd_user_add)
+    p = usub.add_parser("list", help="list users")
+    p.set_defaults(func=cmd_user_list)
+
+    p = cmd("login", "store a token for a server URL", cmd_login)
+    p.add_argument("--server", default=None)
+    p.add_argument("--token", required=True)
+
+    p = cmd("events", "follow the job/node event stream", cmd_events)
+    p.add_argument("--after", type=int, default=0)
+    p.add_argument("--no-follow", action="store_true")
+
+    compat = sub.add_parser("compat", help="Slurm compatibility helpers")
+    csub = compat.add_subparsers(metavar="ACTION")
+    p = csub.add_parser("install-shims", help="install sbatch/squeue/... wrappers into DIR")
+    p.add_argument("dir")
+    p.add_argument(
+        "--force", action="store_true", help="overwrite even where a real Slurm command is found"
+    )
+    p.set_defaults(func=cmd_install_shims)
+
+
+def _fmt_time(t: float | None) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t)) if t else "-"
+
+
+def _print_jobs(jobs: list[JobInfo], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps([j.model_dump() for j in jobs], indent=2))
+        return
+    print(
+        f"{'JOB':>12} {'USER':<10} {'NAME':<16} {'PARTITION':<10} {'STATE':<13} "
+        f"{'REASON/NODES':<24}"
+    )
+    for j in jobs:
+        where = ",".join(j.nodes) if j.nodes else j.reason
+        print(
+            f"{j.display_id:>12} {j.user[:10]:<10} {j.name[:16]:<16} {j.partition[:10]:<10} "
+            f"{j.state:<13} {where[:40]:<24}"
+        )
+
+
+def cmd_submit(ns: argparse.Namespace) -> int:
+    from hal.compat.commands import run
+
+    return run("sbatch", list(ns.args))
+
+
+def cmd_queue(ns: argparse.Namespace) -> int:
+    with HalClient() as hal:
+        jobs = hal.jobs(include_finished=ns.all, users=[ns.user] if ns.user else None)
+    _print_jobs(jobs, ns.json)
+    return 0
+
+
+def cmd_show(ns: argparse.Namespace) -> int:
+    with HalClient() as hal:
+        job = hal.job(ns.job_id)
+    if ns.json:
+        print(job.model_dump_json(indent=2))
+        return 0
+    for key, value in job.model_dump().items():
+        if key.endswith("_time") or key == "expected_start":
+            value = _fmt_time(value)
+        print(f"{key:>20}: {value}")
+    return 0
+
+
+def cmd_cancel(ns: argparse.Namespace) -> int:
+    with HalClient() as hal:
+        for ident in ns.job_ids:
+            ids = hal.cancel(ident, signal=ns.signal)
+            print(
+                f"cancelled {ident}: {len(ids)} job(s)"
+                if ns.signal is None
+                else f"signalled {ident}: {len(ids)} job(s)"
+            )
+    return 0
+
+
+def cmd_nodes(ns: argparse.Namespace) -> int:
+    with HalClient() as hal:
+        nodes = hal.nodes()
+    if ns.json:
+        print(json.dumps([n.model_dump() for n in nodes], indent=2))
+        return 0
+    print(
+        f"{'NODE':<16} {'STATE':<8} {'CPUS(A/T)':>10} {'MEM GiB(A/T)':>14} {'GPUS(A/T)':>10}"
+        f"  REASON"
+    )
+    for n in nodes:
+        gib = 1024**3
+        print(
+            f"{n.name:<16} {n.display_state:<8} {f'{n.cpus_alloc}/{n.cpus}':>10} "
+            f"{f'{n.memory_alloc_bytes / gib:.1f}/{n.memory_bytes / gib:.1f}':>14} "
+            f"{f'{n.gpus_alloc}/{n.gpus}':>10}  {n.reason}"
+        )
+    return 0
+
+
+def cmd_partitions(ns: argparse.Namespace) -> int:
+    with HalClient() as hal:
+        parts = hal.partitions()
+    if ns.json:
+        print(json.dumps([p.model_dump() for p in parts], indent=2))
+        return 0
+    for p in parts:
+        star = "*" if p.default else ""
+        limit = p.max_time_seconds or "unlimited"
+        print(f"{p.name}{star:<2} up={p.up} max_time={limit} nodes={','.join(p.nodes)}")
+    return 0
+
+
+def cmd_acct(ns: argparse.Namespace) -> int:
+    with HalClient() as hal:
+        jobs = hal.jobs(
+            history=True,
+            users=[ns.user] if ns.user else None,
+            ids=ns.jobs.split(",") if ns.jobs else None,
+        )
+    _print_jobs(jobs, ns.json)
+    return 0
+
+
+def cmd_node_state(ns: argparse.Namespace) -> int:
+    with HalClient() as hal:
+        node = hal.update_node(ns.node, ns.state, ns.reason)
+    print(f"{node.name}: {node.display_state} {node.reason}".rstrip())
+    return 0
+
+
+def cmd_user_add(ns: argparse.Namespace) -> int:
+    with HalClient() as hal:
+        created = hal.add_user(ns.name, admin=ns.admin)
+    print(f"created user {created.name}{' (admin)' if created.admin else ''}")
+    print(f"token (shown once; give it to the user for `hal login`): {created.token}")
+    return 0
+
+
+def cmd_user_list(_ns: argparse.Namespace) -> int:
+    with HalClient() as hal:
+        for user in hal.users():
+            print(f"{user.name}{' (admin)' if user.admin else ''}")
+    return 0
+
+
+def cmd_login(ns: argparse.Namespace) -> int:
+    url = (ns.server or default_server_url()).rstrip("/")
+    with HalClient(url, ns.token) as hal:
+        me = hal.whoami()
+    path = store_token(url, me.name, ns.token)
+    print(f"logged in to {url} as {me.name}; token stored in {path}")
+    return 0
+
+
+def cmd_events(ns: argparse.Namespace) -> int:
+    with HalClient() as hal:
+        for event in hal.events(ns.after, follow=not ns.no_follow):
+            print(event.model_dump_json(), flush=True)
+    return 0
+
+
+def cmd_install_shims(ns: argparse.Namespace) -> int:
+    from hal.compat.shims import install_shims
+
+    written = install_shims(Path(ns.dir), force=ns.force)
+    for path in written:
+        print(f"installed {path}")
+    if not written:
+        print("nothing installed", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,75 @@
+"""argparse wiring for the native ``hal`` commands."""
+
+from __future__ import annotations
+
+import argparse
+
+from hal import __version__
+from hal.cli import bench, cache, htc, local, native, observe, sim
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="hal",
+        description="HAL workload scheduler. Slurm commands: hal sbatch|squeue|scancel|sinfo|"
+        "sacct|scontrol (same flags and output as Slurm).",
+    )
+    p.add_argument("--version", action="version", version=f"hal {__version__}")
+    sub = p.add_subparsers(metavar="COMMAND")
+
+    up = sub.add_parser("up", help="start a local cluster: control plane + agents (SQLite)")
+    up.add_argument("--port", type=int, default=None, help="HTTP port (default 8470)")
+    up.add_argument("--host", default="127.0.0.1")
+    up.add_argument("--data-dir", default=None, help="state directory (default ~/.local/share/hal)")
+    up.add_argument("--agents", type=int, default=2, help="number of local agents (default 2)")
+    up.add_argument(
+        "--cpus-per-agent",
+        type=int,
+        default=None,
+        help="CPUs each agent offers (default: this machine's CPU count)",
+    )
+    up.add_argument("--config", default=None, help="cluster config file (TOML)")
+    up.set_defaults(func=local.cmd_up)
+    observe.add_logging_options(up, console=True)
+
+    srv = sub.add_parser("server", help="run the control plane alone")
+    srv.add_argument(
+        "--db",
+        default=None,
+        help="database URL, e.g. postgresql://user@host/hal (default: SQLite in --data-dir)",
+    )
+    srv.add_argument("--data-dir", default=None)
+    srv.add_argument("--host", default="127.0.0.1")
+    srv.add_argument("--port", type=int, default=None)
+    srv.add_argument("--config", default=None)
+    srv.add_argument(
+        "--init-admin",
+        default=None,
+        metavar="USER",
+        help="create USER as administrator if absent and print its token",
+    )
+    srv.set_defaults(func=local.cmd_server)
+    observe.add_logging_options(srv)
+
+    ag = sub.add_parser("agent", help="run a node agent that joins a control plane")
+    ag.add_argument("--server", default=None, help="control plane URL (default HAL_URL)")
+    ag.add_argument("--token", default=None, help="admin/agent token (default HAL_TOKEN)")
+    ag.add_argument("--token-file", default=None)
+    ag.add_argument("--name", default=None, help="node name (default: short hostname)")
+    ag.add_argument("--cpus", type=int, default=None)
+    ag.add_argument("--memory", default=None, help="memory to offer, e.g. 16G")
+    ag.add_argument("--gpus", type=int, default=None)
+    ag.add_argument("--features", default="", help="comma-separated node features")
+    ag.add_argument("--state-dir", default=None)
+    ag.add_argument(
+        "--isolation", default="auto", choices=["auto", "cgroup2", "cgroup1", "rlimit", "none"]
+    )
+    ag.set_defaults(func=local.cmd_agent)
+
+    native.add_commands(sub)
+    bench.add_commands(sub)
+    cache.add_commands(sub)
+    sim.add_commands(sub)
+    observe.add_commands(sub)
+    htc.add_commands(sub)
+    return p

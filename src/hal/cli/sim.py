@@ -1,0 +1,165 @@
+"""``hal sim run|compare|report``: replay SWF traces through the real scheduler.
+
+``add_commands(sub)`` registers the commands on the ``hal`` parser's subparsers (wired
+in ``cli/parser.py``). Runs locally: no server is involved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from hal.core.errors import HalError
+
+RESULT_SUFFIX = ".result.json"
+
+
+def add_commands(sub: Any) -> None:
+    sim = sub.add_parser("sim", help="trace-driven simulation (SWF) with the real scheduler")
+    ssub = sim.add_subparsers(metavar="COMMAND")
+
+    p = ssub.add_parser("run", help="replay one trace under one policy")
+    p.add_argument("trace", help="an SWF file (.swf or .swf.gz)")
+    p.add_argument("--policy", default="easy", help="fcfs, easy, conservative, easy-sjbf")
+    _common(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--swf-out", metavar="FILE", help="write per-job results as SWF")
+    p.add_argument("--save", metavar="FILE", help="save the run for `hal sim report`")
+    p.set_defaults(func=cmd_run)
+
+    p = ssub.add_parser("compare", help="replay one trace under several policies")
+    p.add_argument("trace")
+    p.add_argument("--policies", default="fcfs,easy,conservative,easy-sjbf")
+    _common(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_compare)
+
+    p = ssub.add_parser("report", help="plots (PNG + HTML) from a run saved with --save")
+    p.add_argument("result", help="a file written by `hal sim run --save`")
+    p.add_argument("--out", metavar="DIR", help="output folder (default: next to RESULT)")
+    p.set_defaults(func=cmd_report)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--predictor", default="user", help="user (requested time) or perfect")
+    p.add_argument("--procs", type=int, help="machine size (default: the header's MaxProcs)")
+    p.add_argument("--cores-per-node", type=int, default=1)
+    p.add_argument("--exclude-first-fraction", type=float, default=0.0, metavar="F")
+    p.add_argument("--first-jobs", type=int, default=0, metavar="K")
+    p.add_argument(
+        "--size",
+        choices=("max", "alloc", "req"),
+        default="max",
+        help="job size: max(fields 5, 8) (default), allocated, or requested",
+    )
+    p.add_argument(
+        "--keep-invalid", action="store_true", help="keep jobs with run time <= 0 or no size"
+    )
+    p.add_argument(
+        "--no-cap-run",
+        action="store_true",
+        help="do not cap run times at the request (they are killed there)",
+    )
+    p.add_argument(
+        "--drop-oversize",
+        action="store_true",
+        help="drop jobs larger than the machine instead of capping them",
+    )
+
+
+def _options(ns: argparse.Namespace, policy: str) -> tuple[Any, Any]:
+    from hal.sim import Cleaning, SimOptions
+
+    cleaning = Cleaning(
+        drop_invalid=not ns.keep_invalid,
+        size_rule=ns.size,
+        cap_size=not ns.drop_oversize,
+        cap_run_at_request=not ns.no_cap_run,
+        first_jobs=ns.first_jobs,
+        procs=ns.procs,
+    )
+    options = SimOptions(
+        policy=policy,
+        predictor=ns.predictor,
+        cores_per_node=ns.cores_per_node,
+        exclude_first_fraction=ns.exclude_first_fraction,
+    )
+    return cleaning, options
+
+
+def cmd_run(ns: argparse.Namespace) -> int:
+    from hal.sim import load_workload, run_workload
+    from hal.sim.run import write_results
+    from hal.sim.store import save_run
+
+    try:
+        cleaning, options = _options(ns, ns.policy)
+        workload = load_workload(ns.trace, cleaning)
+        run, summary = run_workload(workload, options)
+    except HalError as err:
+        print(f"hal sim: {err}")
+        return 2
+    summary["trace"] = str(ns.trace)
+    if ns.swf_out:
+        write_results(
+            ns.swf_out,
+            workload.header,
+            run,
+            f"HAL simulation: policy {ns.policy}, predictor {ns.predictor}",
+        )
+    if ns.save:
+        save_run(Path(ns.save), run, summary, ns.exclude_first_fraction)
+    if ns.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        for key, value in summary.items():
+            print(f"{key:>22}: {_fmt(value)}")
+    return 0
+
+
+def cmd_compare(ns: argparse.Namespace) -> int:
+    from hal.sim import KEYS, load_workload, run_workload
+
+    policies = [p.strip() for p in ns.policies.split(",") if p.strip()]
+    results: dict[str, dict[str, Any]] = {}
+    try:
+        cleaning, _ = _options(ns, "fcfs")
+        workload = load_workload(ns.trace, cleaning)
+        for policy in policies:
+            _, options = _options(ns, policy)
+            results[policy] = run_workload(workload, options)[1]
+    except HalError as err:
+        print(f"hal sim: {err}")
+        return 2
+    if ns.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    width = max(12, *(len(p) + 2 for p in policies))
+    print(f"{'':>18}" + "".join(f"{p:>{width}}" for p in policies))
+    for key in KEYS:
+        print(f"{key:>18}" + "".join(f"{_fmt(results[p][key]):>{width}}" for p in policies))
+    return 0
+
+
+def cmd_report(ns: argparse.Namespace) -> int:
+    from hal.sim.report import write_report
+    from hal.sim.store import load_run
+
+    path = Path(ns.result)
+    try:
+        run, summary, exclude = load_run(path)
+    except (OSError, ValueError, KeyError) as err:
+        print(f"hal sim: cannot read {path}: {err}; make one with `hal sim run --save FILE`")
+        return 2
+    out = Path(ns.out) if ns.out else path.with_suffix("").with_suffix("")
+    html = write_report(run, summary, out, exclude)
+    print(html)
+    return 0
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:,.3f}" if abs(value) < 100 else f"{value:,.0f}"
+    return str(value)

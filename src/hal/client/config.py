@@ -1,0 +1,68 @@
+"""Where the server is and who we are.
+
+The URL comes from ``HAL_URL``, else the local default ``http://127.0.0.1:8470``. The token
+comes from ``HAL_TOKEN``, else from the credentials file ``~/.config/hal/credentials.json``
+(``{"<url>": {"user": ..., "token": ...}}``), which ``hal up`` and ``hal login`` write.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_PORT = 8470
+
+
+def default_server_url() -> str:
+    return os.environ.get("HAL_URL", f"http://127.0.0.1:{DEFAULT_PORT}").rstrip("/")
+
+
+def credentials_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "hal" / "credentials.json"
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    url: str
+    token: str | None
+    timeout_seconds: float = 30.0
+
+
+def load_client_config(url: str | None = None, token: str | None = None) -> ClientConfig:
+    url = (url or default_server_url()).rstrip("/")
+    token = token or os.environ.get("HAL_TOKEN") or _stored_token(url)
+    return ClientConfig(url=url, token=token)
+
+
+def _stored_token(url: str) -> str | None:
+    path = credentials_path()
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    entry = data.get(url) if isinstance(data, dict) else None
+    if isinstance(entry, dict) and isinstance(entry.get("token"), str):
+        return str(entry["token"])
+    return None
+
+
+def store_token(url: str, user: str, token: str) -> Path:
+    """Remember ``token`` for ``url`` (file mode 0600)."""
+    path = credentials_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            data = {}
+    except (OSError, ValueError):
+        data = {}
+    data[url.rstrip("/")] = {"user": user, "token": token}
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=2)
+    tmp.replace(path)
+    return path

@@ -1,0 +1,266 @@
+"""The synchronous SDK client (standard-library HTTP, see ``transport``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from hal.client.config import ClientConfig, load_client_config
+from hal.client.transport import Response, StreamRefused, Transport, TransportError
+from hal.core.errors import ERRORS_BY_CODE, HalError, Unavailable
+from hal.wire.submit import JobSubmit, SubmitResult, WillRun, from_dict, non_defaults, to_json
+
+# The pydantic-based schemas are imported where they are used: `hal sbatch` needs none of
+# them, and importing pydantic would cost it more than the whole command's budget.
+if TYPE_CHECKING:
+    from hal.wire.jobs import JobEvent, JobInfo, JobUpdate
+    from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo, UserCreated, UserInfo
+
+
+class HalClient:
+    """Talks to one HAL server. Every method raises a ``HalError`` subclass on failure,
+    rebuilt from the server's problem+json (``code``, ``detail``, ``field``)."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        config: ClientConfig | None = None,
+    ) -> None:
+        self.config = config or load_client_config(url, token)
+        headers = {"User-Agent": "hal-client", "Content-Type": "application/json"}
+        if self.config.token:
+            headers["Authorization"] = f"Bearer {self.config.token}"
+        self._http = Transport(self.config.url, headers, self.config.timeout_seconds)
+
+    # -- plumbing ---------------------------------------------------------------------
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> HalClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        content: str | None = None,
+        params: dict[str, str] | None = None,
+        json_body: Any = None,
+    ) -> Response:
+        body = content.encode() if content is not None else None
+        if json_body is not None:
+            body = json.dumps(json_body).encode()
+        try:
+            response = self._http.request(method, path, params=params, body=body)
+        except TransportError as err:
+            raise Unavailable(
+                f"cannot reach the HAL server at {self.config.url} ({err}); "
+                "is it running? Start it with `hal up`, or set HAL_URL"
+            ) from err
+        if response.status >= 400:
+            raise error_from_response(response)
+        return response
+
+    @staticmethod
+    def _json(response: Response) -> Any:
+        return json.loads(response.body)
+
+    # -- jobs -------------------------------------------------------------------------
+    def submit(self, job: JobSubmit) -> SubmitResult:
+        r = self._request("POST", "/v1/jobs", content=to_json(job))
+        return from_dict(SubmitResult, self._json(r))
+
+    def submit_many(self, jobs: list[JobSubmit]) -> list[SubmitResult]:
+        r = self._request(
+            "POST", "/v1/jobs/batch", json_body={"jobs": [non_defaults(j) for j in jobs]}
+        )
+        return [from_dict(SubmitResult, d) for d in self._json(r)["results"]]
+
+    def test_only(self, job: JobSubmit) -> WillRun:
+        r = self._request("POST", "/v1/jobs/test", content=to_json(job))
+        return from_dict(WillRun, self._json(r))
+
+    def jobs(
+        self,
+        *,
+        states: list[str] | None = None,
+        users: list[str] | None = None,
+        partitions: list[str] | None = None,
+        names: list[str] | None = None,
+        ids: list[str] | None = None,
+        include_finished: bool = False,
+        history: bool = False,
+        start_after: float | None = None,
+        end_before: float | None = None,
+    ) -> list[JobInfo]:
+        """List jobs. By default PENDING/RUNNING/COMPLETING ones; ``include_finished`` adds
+        jobs that ended within MinJobAge (``squeue -t all``); ``history`` reads every job
+        ever run (``sacct``). ``ids`` accepts ``123``, ``100_7`` and ``100`` (whole
+        array)."""
+        params: dict[str, str] = {}
+        for key, values in (
+            ("state", states),
+            ("user", users),
+            ("partition", partitions),
+            ("name", names),
+            ("id", ids),
+        ):
+            if values:
+                params[key] = ",".join(values)
+        if include_finished:
+            params["all"] = "true"
+        if history:
+            params["history"] = "true"
+        if start_after is not None:
+            params["start_after"] = repr(start_after)
+        if end_before is not None:
+            params["end_before"] = repr(end_before)
+        r = self._request("GET", "/v1/jobs", params=params)
+        from hal.wire.jobs import JobList
+
+        return JobList.model_validate_json(r.body).jobs
+
+    def job(self, job_id: int | str) -> JobInfo:
+        from hal.wire.jobs import JobInfo
+
+        r = self._request("GET", f"/v1/jobs/{job_id}")
+        return JobInfo.model_validate_json(r.body)
+
+    def job_script(self, job_id: int | str) -> str:
+        return self._request("GET", f"/v1/jobs/{job_id}/script").text
+
+    def cancel(
+        self, job_id: int | str, *, signal: int | None = None, batch_only: bool = False
+    ) -> list[int]:
+        """Cancel a job, an array element (``100_7``) or a whole array (``100``); with
+        ``signal``, only send that signal (to the batch shell alone with ``batch_only``).
+        Returns the ids affected."""
+        params = {"signal": str(signal)} if signal is not None else {}
+        if batch_only:
+            params["batch_only"] = "true"
+        r = self._request("DELETE", f"/v1/jobs/{job_id}", params=params)
+        return list(self._json(r).get("job_ids", []))
+
+    def hold(self, job_id: int | str) -> list[int]:
+        return list(self._json(self._request("POST", f"/v1/jobs/{job_id}/hold"))["job_ids"])
+
+    def release(self, job_id: int | str) -> list[int]:
+        r = self._request("POST", f"/v1/jobs/{job_id}/release")
+        return list(self._json(r).get("job_ids", []))
+
+    def requeue(self, job_id: int | str) -> list[int]:
+        r = self._request("POST", f"/v1/jobs/{job_id}/requeue")
+        return list(self._json(r).get("job_ids", []))
+
+    def update_job(self, job_id: int | str, update: JobUpdate) -> JobInfo:
+        r = self._request(
+            "PATCH", f"/v1/jobs/{job_id}", content=update.model_dump_json(exclude_none=True)
+        )
+        from hal.wire.jobs import JobInfo
+
+        return JobInfo.model_validate_json(r.body)
+
+    def events(self, after: int = 0, *, follow: bool = True) -> Iterator[JobEvent]:
+        """Server-sent job and node events after event id ``after`` (resumable)."""
+        from hal.wire.jobs import JobEvent
+
+        params = {"after": str(after), "follow": "true" if follow else "false"}
+        try:
+            for line in self._http.stream_lines("/v1/events", params):
+                if line.startswith("data:"):
+                    yield JobEvent.model_validate_json(line[5:].strip())
+        except StreamRefused as refused:
+            raise error_from_response(refused.response) from None
+        except TransportError as err:
+            raise Unavailable(f"event stream from {self.config.url} broke: {err}") from err
+
+    # -- nodes, partitions, config --------------------------------------------------------
+    def nodes(self) -> list[NodeInfo]:
+        from hal.wire.nodes import NodeList
+
+        return NodeList.model_validate_json(self._request("GET", "/v1/nodes").body).nodes
+
+    def node(self, name: str) -> NodeInfo:
+        from hal.wire.nodes import NodeInfo
+
+        return NodeInfo.model_validate_json(self._request("GET", f"/v1/nodes/{name}").body)
+
+    def update_node(self, name: str, state: str, reason: str = "") -> NodeInfo:
+        from hal.wire.nodes import NodeInfo, NodeUpdate
+
+        body = NodeUpdate(state=state, reason=reason).model_dump_json()
+        r = self._request("PATCH", f"/v1/nodes/{name}", content=body)
+        return NodeInfo.model_validate_json(r.body)
+
+    def partitions(self) -> list[PartitionInfo]:
+        from hal.wire.nodes import PartitionList
+
+        r = self._request("GET", "/v1/partitions")
+        return PartitionList.model_validate_json(r.body).partitions
+
+    def cluster_config(self) -> ClusterConfig:
+        from hal.wire.nodes import ClusterConfig
+
+        return ClusterConfig.model_validate_json(self._request("GET", "/v1/config").body)
+
+    # -- users ------------------------------------------------------------------------
+    def whoami(self) -> UserInfo:
+        from hal.wire.nodes import UserInfo
+
+        return UserInfo.model_validate_json(self._request("GET", "/v1/users/me").body)
+
+    def add_user(self, name: str, *, admin: bool = False) -> UserCreated:
+        from hal.wire.nodes import UserCreated
+
+        r = self._request("POST", "/v1/users", json_body={"name": name, "admin": admin})
+        return UserCreated.model_validate_json(r.body)
+
+    def users(self) -> list[UserInfo]:
+        from hal.wire.nodes import UserInfo
+
+        r = self._request("GET", "/v1/users")
+        return [UserInfo.model_validate(u) for u in self._json(r)["users"]]
+
+
+def error_from_response(response: Any) -> HalError:
+    """Rebuild the server's HalError from its problem+json body.
+
+    Takes this package's ``Response`` or any response object with httpx's shape
+    (``status_code``, ``content``), so other network clients map errors the same way."""
+    if isinstance(response, Response):
+        status, payload, reason = response.status, response.body, response.reason
+    else:
+        status = int(response.status_code)
+        payload = bytes(response.content)
+        reason = str(getattr(response, "reason_phrase", ""))
+    return error_from_payload(status, payload, reason)
+
+
+def error_from_payload(status: int, payload: bytes, reason: str = "") -> HalError:
+    try:
+        body = json.loads(payload)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        body = {}
+    if not isinstance(body, dict):
+        body = {}
+    code = str(body.get("code", ""))
+    text = payload.decode("utf-8", "replace")
+    detail = str(body.get("detail") or body.get("message") or text or reason)
+    cls = ERRORS_BY_CODE.get(code)
+    if cls is None:
+        cls = next((c for c in ERRORS_BY_CODE.values() if c.http_status == status), HalError)
+    field = body.get("field")
+    return cls(detail, field=str(field) if field else None)

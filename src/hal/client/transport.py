@@ -1,0 +1,183 @@
+"""A small keep-alive HTTP/1.1 client on plain sockets.
+
+The SDK sits on the path of every ``hal sbatch``: a CLI process imports it, sends one or
+two requests and exits. httpx costs ~100 ms of imports there and even ``http.client``
+~30 ms (it parses headers with the ``email`` package), more than the request itself, so
+requests go over a socket with the little HTTP/1.1 the server needs (Content-Length or
+chunked bodies, keep-alive). The event stream, which is long-lived, uses ``http.client``.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+
+class TransportError(Exception):
+    """The server could not be reached or the connection broke."""
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    status: int
+    reason: str
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+
+class Transport:
+    def __init__(self, base_url: str, headers: dict[str, str], timeout: float) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https"):
+            raise ValueError(f"unsupported URL scheme in {base_url!r}: use http:// or https://")
+        self.https = parts.scheme == "https"
+        self.host = parts.hostname or "127.0.0.1"
+        self.port = parts.port or (443 if self.https else 80)
+        self.prefix = parts.path.rstrip("/")
+        self.headers = headers
+        self.timeout = timeout
+        self._sock: Any = None
+        self._buf = b""
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        self._buf = b""
+
+    def _open(self) -> Any:
+        sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.https:
+            import ssl
+
+            return ssl.create_default_context().wrap_socket(sock, server_hostname=self.host)
+        return sock
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        body: bytes | None = None,
+    ) -> Response:
+        url = self.prefix + path + ("?" + _query(params) if params else "")
+        head = [f"{method} {url} HTTP/1.1", f"Host: {self.host}:{self.port}"]
+        head += [f"{k}: {v}" for k, v in self.headers.items()]
+        head.append(f"Content-Length: {len(body or b'')}")
+        payload = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (body or b"")
+        # one retry on a stale keep-alive connection (the server may have closed it), but
+        # never for a request that may have been acted on (a POST could submit twice)
+        for attempt in (0, 1):
+            fresh = self._sock is None
+            try:
+                if fresh:
+                    self._sock = self._open()
+                self._sock.sendall(payload)
+                return self._read_response(method)
+            except (OSError, TransportError) as err:
+                self.close()
+                idempotent = method in ("GET", "DELETE", "PATCH")
+                if attempt == 1 or fresh or not (idempotent or isinstance(err, _Stale)):
+                    raise TransportError(str(err) or err.__class__.__name__) from err
+        raise AssertionError("unreachable")
+
+    def _read_until(self, marker: bytes) -> bytes:
+        while marker not in self._buf:
+            chunk = self._sock.recv(65536)
+            if not chunk:
+                raise _Stale("connection closed by the server")
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(marker)
+        return line
+
+    def _read_exact(self, size: int) -> bytes:
+        while len(self._buf) < size:
+            chunk = self._sock.recv(max(65536, size - len(self._buf)))
+            if not chunk:
+                raise TransportError("connection closed in the middle of a response")
+            self._buf += chunk
+        data, self._buf = self._buf[:size], self._buf[size:]
+        return data
+
+    def _read_response(self, method: str) -> Response:
+        head = self._read_until(b"\r\n\r\n").decode("latin-1")
+        status_line, *lines = head.split("\r\n")
+        parts = status_line.split(" ", 2)
+        if len(parts) < 2 or not parts[1].isdigit():
+            raise TransportError(f"not an HTTP response: {status_line[:80]!r}")
+        headers: dict[str, str] = {}
+        for line in lines:
+            key, _, value = line.partition(":")
+            headers[key.strip().lower()] = value.strip()
+        status = int(parts[1])
+        if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
+            body = b""
+        elif headers.get("transfer-encoding", "").lower() == "chunked":
+            body = self._read_chunked()
+        elif "content-length" in headers:
+            body = self._read_exact(int(headers["content-length"]))
+        else:  # body until the server closes
+            while chunk := self._sock.recv(65536):
+                self._buf += chunk
+            body, self._buf = self._buf, b""
+            headers["connection"] = "close"
+        if headers.get("connection", "").lower() == "close":
+            self.close()
+        return Response(status, parts[2] if len(parts) > 2 else "", headers, body)
+
+    def _read_chunked(self) -> bytes:
+        out: list[bytes] = []
+        while True:
+            size = int(self._read_until(b"\r\n").split(b";")[0], 16)
+            if size == 0:
+                self._read_until(b"\r\n")  # no trailers from our server
+                return b"".join(out)
+            out.append(self._read_exact(size))
+            self._read_exact(2)
+
+    def stream_lines(self, path: str, params: dict[str, str]) -> Iterator[str]:
+        """GET ``path`` and yield response lines as they arrive (server-sent events)."""
+        import http.client
+
+        cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
+        conn = cls(self.host, self.port, timeout=None)
+        try:
+            url = self.prefix + path + "?" + _query(params)
+            conn.request("GET", url, headers={**self.headers, "Accept": "text/event-stream"})
+            raw = conn.getresponse()
+            if raw.status >= 400:
+                data = raw.read()
+                headers = {k.lower(): v for k, v in raw.getheaders()}
+                raise StreamRefused(Response(raw.status, raw.reason, headers, data))
+            while True:
+                line = raw.readline()
+                if not line:
+                    return
+                yield line.decode("utf-8", "replace").rstrip("\r\n")
+        except (OSError, http.client.HTTPException) as err:
+            raise TransportError(str(err) or err.__class__.__name__) from err
+        finally:
+            conn.close()
+
+
+class _Stale(TransportError):
+    """The server closed a kept-alive connection before answering: safe to resend."""
+
+
+def _query(params: dict[str, str]) -> str:
+    return "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in params.items())
+
+
+class StreamRefused(Exception):
+    def __init__(self, response: Response) -> None:
+        super().__init__(response.status)
+        self.response = response

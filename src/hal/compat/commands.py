@@ -1,0 +1,89 @@
+"""Entry point of the Slurm-compatible commands: ``run("squeue", ["-h", "-t", "all"])``.
+
+``hal sbatch ...`` (``hal.cli.main``) and the installed ``sbatch``/``squeue``/... shims end
+here. Everything a command touches outside itself comes in as an argument, so tests run
+commands against a fake client and string buffers.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TextIO
+
+from hal.compat.seam import ClientFactory, Console
+from hal.core.errors import HalError
+
+if TYPE_CHECKING:
+    from hal.client.sync import HalClient
+
+# Each command's module is imported only when that command runs: a shim invocation pays
+# for one command's imports, not six (sbatch's latency budget is 150 ms).
+COMMANDS: dict[str, str] = {
+    "sbatch": "hal.compat.submit:sbatch",
+    "squeue": "hal.compat.squeue:squeue",
+    "scancel": "hal.compat.scancel:scancel",
+    "sinfo": "hal.compat.sinfo:sinfo",
+    "sacct": "hal.compat.sacct:sacct",
+    "scontrol": "hal.compat.scontrol:scontrol",
+    "srun": "hal.compat.srun:srun",
+}
+
+
+def _handler(name: str) -> Callable[[list[str], Console], int] | None:
+    target = COMMANDS.get(name)
+    if target is None:
+        return None
+    module, func = target.split(":")
+    found: Callable[[list[str], Console], int] = getattr(importlib.import_module(module), func)
+    return found
+
+
+def _default_client(*args: Any, **kwargs: Any) -> HalClient:
+    from hal.client.sync import HalClient
+
+    return HalClient(*args, **kwargs)
+
+
+def run(
+    command: str,
+    argv: list[str],
+    *,
+    client_factory: ClientFactory = _default_client,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    stdin: TextIO | None = None,
+    environ: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """Run one Slurm command; returns its exit code. Streams default to the process's
+    (looked up at call time), ``environ`` to ``os.environ``, ``cwd`` to the current
+    directory."""
+    name = os.path.basename(command)
+    console = Console(
+        command=name,
+        client_factory=client_factory,
+        stdout=stdout or sys.stdout,
+        stderr=stderr or sys.stderr,
+        stdin=stdin or sys.stdin,
+        environ=dict(os.environ if environ is None else environ),
+        cwd=cwd or os.getcwd(),
+        clock=clock,
+        sleep=sleep,
+    )
+    handler = _handler(name)
+    if handler is None:
+        return console.error(
+            f"unknown command {name!r}; HAL provides {', '.join(sorted(COMMANDS))}"
+        )
+    try:
+        return handler(list(argv), console)
+    except HalError as err:  # a client error a command did not map itself
+        return console.error(err.message)
+    finally:
+        console.close()

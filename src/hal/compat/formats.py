@@ -1,0 +1,168 @@
+"""How Slurm prints times, sizes and columns, shared by the commands.
+
+Slurm prints durations two ways and users see both: squeue and sinfo drop leading zeros
+(``0:00``, ``1:26``, ``1:00:00``) while scontrol and sacct pad the hours (``00:01:26``).
+Timestamps are local ``YYYY-MM-DDTHH:MM:SS``. Format strings such as ``"%.18i %.9P %R"``
+are split into literal text and fields; a ``.`` right-aligns, a number sets the width and
+values longer than the width are cut, as squeue does.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+SLURM_COMPAT_VERSION = "22.05.8"  # the Slurm release whose output these commands copy
+UNLIMITED = "UNLIMITED"
+
+
+def duration_short(seconds: float) -> str:
+    """squeue/sinfo style: ``M:SS``, ``H:MM:SS`` or ``D-HH:MM:SS``."""
+    total = max(0, int(seconds))
+    days, rem = divmod(total, 86400)
+    hours, rem = divmod(rem, 3600)
+    minutes, secs = divmod(rem, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    if hours:
+        return f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{minutes}:{secs:02d}"
+
+
+def duration_long(seconds: float) -> str:
+    """scontrol/sacct style: ``HH:MM:SS`` or ``D-HH:MM:SS``."""
+    total = max(0, int(seconds))
+    days, rem = divmod(total, 86400)
+    hours, rem = divmod(rem, 3600)
+    minutes, secs = divmod(rem, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{hours:02d}:{minutes:02d}:{secs:02d}"
+
+
+def limit_short(seconds: int) -> str:
+    """squeue's TIME_LIMIT: 0 (no limit) is ``UNLIMITED``."""
+    return UNLIMITED if seconds <= 0 else duration_short(seconds)
+
+
+def limit_long(seconds: int) -> str:
+    return UNLIMITED if seconds <= 0 else duration_long(seconds)
+
+
+def timestamp(when: float | None, missing: str = "N/A") -> str:
+    """Local ``YYYY-MM-DDTHH:MM:SS``; ``missing`` when unknown (squeue ``N/A``, sacct and
+    scontrol ``Unknown``)."""
+    if when is None:
+        return missing
+    return datetime.fromtimestamp(when).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def memory_mib(size_bytes: int) -> str:
+    """Slurm's ``convert_num_unit`` from MiB: ``50M``, ``4G``, ``1.50G``, ``0``.
+
+    Slurm moves to the next unit while the value is at least 1024 and a multiple of 512,
+    so 1536 MiB prints as 1.50G but 1000 MiB stays 1000M.
+    """
+    value = size_bytes / (1024 * 1024)
+    if value == 0:
+        return "0"
+    units = "MGTPE"
+    index = 0
+    while value >= 1024 and value % 512 == 0 and index < len(units) - 1:
+        value /= 1024
+        index += 1
+    if value == int(value):
+        return f"{int(value)}{units[index]}"
+    return f"{value:.2f}{units[index]}"
+
+
+def cell(value: str, width: int, right: bool) -> str:
+    """One squeue/sinfo column: padded to ``width`` and cut to it; width 0 means as is."""
+    if width <= 0:
+        return value
+    value = value[:width]
+    return value.rjust(width) if right else value.ljust(width)
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """``%.18i``: letter ``i``, width 18, right-aligned. ``auto`` is sinfo's ``%#P``
+    (as wide as the widest value)."""
+
+    letter: str
+    width: int = 0
+    right: bool = False
+    auto: bool = False
+
+
+_TOKEN = re.compile(r"%(?P<dot>\.)?(?P<minus>-)?(?P<hash>#)?(?P<width>\d*)(?P<letter>[A-Za-z%])")
+
+
+def parse_format(text: str) -> list[Field | str]:
+    """Split a ``-o`` format into literal strings and fields. ``%%`` is a literal ``%``."""
+    parts: list[Field | str] = []
+    pos = 0
+    for m in _TOKEN.finditer(text):
+        if m.start() > pos:
+            parts.append(text[pos : m.start()])
+        pos = m.end()
+        if m.group("letter") == "%":
+            parts.append("%")
+            continue
+        parts.append(
+            Field(
+                letter=m.group("letter"),
+                width=int(m.group("width") or 0),
+                right=bool(m.group("dot")),
+                auto=bool(m.group("hash")),
+            )
+        )
+    if pos < len(text):
+        parts.append(text[pos:])
+    return parts
+
+
+def render_rows(
+    layout: list[Field | str],
+    titles: dict[str, str],
+    rows: list[dict[str, str]],
+    *,
+    header: bool = True,
+) -> list[str]:
+    """Lay out rows (letter → value) under ``layout``, with a title row first if ``header``.
+
+    ``auto`` widths (sinfo's ``%#P``) fit the widest value or title; the title counts even
+    without ``header`` so columns do not shift when ``-h`` is given.
+    """
+    widths: dict[int, int] = {}
+    for index, part in enumerate(layout):
+        if isinstance(part, Field) and part.auto:
+            cells = [row.get(part.letter, "") for row in rows] + [titles.get(part.letter, "")]
+            widths[index] = max(len(c) for c in cells)
+    lines = []
+    for row in ([titles] if header else []) + rows:
+        out = []
+        for index, part in enumerate(layout):
+            if isinstance(part, str):
+                out.append(part)
+            else:
+                width = widths.get(index, part.width)
+                out.append(cell(row.get(part.letter, ""), width, part.right))
+        lines.append("".join(out))
+    return lines
+
+
+def compress_indices(indices: list[int]) -> str:
+    """``[1, 2, 3, 7]`` → ``1-3,7`` (how squeue prints the pending part of an array)."""
+    ranges: list[str] = []
+    ordered = sorted(set(indices))
+    start = prev = None
+    for index in [*ordered, None]:
+        if start is not None and (index is None or prev is None or index != prev + 1):
+            ranges.append(str(start) if start == prev else f"{start}-{prev}")
+            start = None
+        if index is not None and start is None:
+            start = index
+        prev = index
+    return ",".join(ranges)

@@ -1,0 +1,156 @@
+"""squeue's field letters (``-o %i``) and long names (``-O JobArrayID``) over ``JobInfo``.
+
+Each letter has Slurm's column title and a function of (job, now). Times shown for pending
+jobs come from HAL's planner (``expected_start``), which is what Slurm's backfill estimate
+would show in ``%S``.
+
+Quantities: ``JobInfo.cpus``, ``memory_bytes`` and ``gpus`` are read as totals over the
+job's nodes, so per-node columns (``%m``, ``%b``) divide by ``node_count``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hal.compat.formats import (
+    UNLIMITED,
+    duration_short,
+    limit_short,
+    memory_mib,
+    timestamp,
+)
+from hal.core.slurm_syntax import compress_hostlist
+from hal.wire.jobs import JobInfo
+
+# States whose NODELIST(REASON) column shows "(reason)" rather than nodes (squeue print.c).
+_REASON_STATES = frozenset({"PENDING", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "DEADLINE"})
+
+
+def time_used(job: JobInfo, now: float) -> float:
+    if job.start_time is None:
+        return 0.0
+    end = job.end_time if job.end_time is not None else now
+    return max(0.0, end - job.start_time)
+
+
+def _per_node(total: int, job: JobInfo) -> int:
+    return total // max(job.node_count, 1)
+
+
+def _null(value: str | None) -> str:
+    return value if value else "(null)"
+
+
+def _reason_list(job: JobInfo, now: float) -> str:
+    if job.state in _REASON_STATES or not job.nodes:
+        return f"({job.reason})"
+    return compress_hostlist(job.nodes)
+
+
+def _start(job: JobInfo, now: float) -> str:
+    if job.start_time is not None:
+        return timestamp(job.start_time)
+    return timestamp(job.expected_start)
+
+
+def _end(job: JobInfo, now: float) -> str:
+    if job.end_time is not None:
+        return timestamp(job.end_time)
+    if job.start_time is not None and job.time_limit_seconds > 0:
+        return timestamp(job.start_time + job.time_limit_seconds)
+    return "N/A"
+
+
+def _time_left(job: JobInfo, now: float) -> str:
+    if job.time_limit_seconds <= 0:
+        return UNLIMITED
+    return duration_short(max(0.0, job.time_limit_seconds - time_used(job, now)))
+
+
+def _gres(job: JobInfo, now: float) -> str:
+    if not job.gpus:
+        return "N/A"
+    return f"gres/gpu:{_per_node(job.gpus, job)}"
+
+
+def _array_task(job: JobInfo, now: float) -> str:
+    if "_[" in job.display_id:  # a folded pending array: the index ranges
+        return job.display_id.split("_[", 1)[1].rstrip("]")
+    return "N/A" if job.array_task_id is None else str(job.array_task_id)
+
+
+JobColumn = Callable[[JobInfo, float], str]
+
+JOB_LETTERS: dict[str, tuple[str, JobColumn]] = {
+    "i": ("JOBID", lambda j, n: j.display_id),
+    "A": ("JOBID", lambda j, n: str(j.id)),
+    "F": ("ARRAY_JOB_ID", lambda j, n: str(j.array_job_id or j.id)),
+    "K": ("ARRAY_TASK_ID", _array_task),
+    "j": ("NAME", lambda j, n: j.name),
+    "u": ("USER", lambda j, n: j.user),
+    "P": ("PARTITION", lambda j, n: j.partition),
+    "a": ("ACCOUNT", lambda j, n: _null(j.account)),
+    "q": ("QOS", lambda j, n: _null(j.qos)),
+    "t": ("ST", lambda j, n: j.state_code),
+    "T": ("STATE", lambda j, n: j.state),
+    "M": ("TIME", lambda j, n: duration_short(time_used(j, n))),
+    "l": ("TIME_LIMIT", lambda j, n: limit_short(j.time_limit_seconds)),
+    "L": ("TIME_LEFT", _time_left),
+    "D": ("NODES", lambda j, n: str(j.node_count)),
+    "C": ("CPUS", lambda j, n: str(j.cpus)),
+    "m": ("MIN_MEMORY", lambda j, n: memory_mib(_per_node(j.memory_bytes, j))),
+    "b": ("TRES_PER_NODE", _gres),
+    "N": ("NODELIST", lambda j, n: compress_hostlist(j.nodes)),
+    "R": ("NODELIST(REASON)", _reason_list),
+    "r": ("REASON", lambda j, n: j.reason),
+    "S": ("START_TIME", _start),
+    "e": ("END_TIME", _end),
+    "V": ("SUBMIT_TIME", lambda j, n: timestamp(j.submit_time)),
+    "E": ("DEPENDENCY", lambda j, n: _null(j.dependency)),
+    "Q": ("PRIORITY", lambda j, n: str(j.priority)),
+    "y": ("NICE", lambda j, n: str(j.nice)),
+    "k": ("COMMENT", lambda j, n: _null(j.comment)),
+    "Z": ("WORK_DIR", lambda j, n: j.workdir),
+    "f": ("FEATURES", lambda j, n: _null("&".join(j.constraint))),
+    "Y": ("SCHEDNODES", lambda j, n: "(null)"),  # HAL's planner does not expose nodes yet
+    "B": ("EXEC_HOST", lambda j, n: j.nodes[0] if j.nodes else "n/a"),
+}
+
+# -O/--Format names (case-insensitive) → letter. Every -O column defaults to 20
+# characters, left-aligned, as squeue's.
+LONG_FIELDS: dict[str, str] = {
+    "jobarrayid": "i",
+    "jobid": "A",
+    "arrayjobid": "F",
+    "arraytaskid": "K",
+    "name": "j",
+    "username": "u",
+    "partition": "P",
+    "account": "a",
+    "qos": "q",
+    "statecompact": "t",
+    "state": "T",
+    "timeused": "M",
+    "timelimit": "l",
+    "timeleft": "L",
+    "numnodes": "D",
+    "numcpus": "C",
+    "minmemory": "m",
+    "tres-per-node": "b",
+    "nodelist": "N",
+    "reasonlist": "R",
+    "reason": "r",
+    "starttime": "S",
+    "endtime": "e",
+    "submittime": "V",
+    "dependency": "E",
+    "prioritylong": "Q",
+    "priority": "Q",
+    "nice": "y",
+    "comment": "k",
+    "workdir": "Z",
+    "feature": "f",
+    "schednodes": "Y",
+    "exechost": "B",
+}
+LONG_FIELD_WIDTH = 20

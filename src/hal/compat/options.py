@@ -1,0 +1,138 @@
+"""A getopt_long work-alike for the Slurm commands.
+
+Slurm parses its options with glibc's ``getopt_long``, and tools lean on its quirks: Parsl
+writes ``squeue --job 1,2`` (an abbreviation of ``--jobs``), users combine short flags
+(``-HQ``) and glue values (``-N2``, ``-tall``). Python's ``argparse`` differs in small ways
+(its own error text, values that start with ``-``), so the commands use this instead.
+
+Rules, as getopt_long:
+- ``--name=value`` or ``--name value`` for options with a required value; options with an
+  optional value take it only as ``--name=value`` (or glued, ``-jVALUE``).
+- A long name may be abbreviated to any unique prefix; an exact name always wins.
+- ``-abc`` is ``-a -b -c`` until a letter that takes a value; the rest is its value.
+- ``--`` ends the options. With ``stop_at_positional`` (sbatch), the first positional ends
+  them too and everything after it belongs to the script; otherwise options and positionals
+  may mix (getopt's permutation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Arg(Enum):
+    NONE = "none"
+    REQUIRED = "required"
+    OPTIONAL = "optional"
+
+
+@dataclass(frozen=True, slots=True)
+class Opt:
+    """One option: ``dest`` is the key its values are stored under."""
+
+    dest: str
+    long: tuple[str, ...] = ()
+    short: str = ""
+    arg: Arg = Arg.REQUIRED
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """``values``: (dest, value or None, the spelling the user typed) in command-line order."""
+
+    values: tuple[tuple[str, str | None, str], ...]
+    positionals: tuple[str, ...]
+
+
+class OptionError(Exception):
+    """A malformed or unknown option; ``option`` is how the user wrote it."""
+
+    def __init__(self, message: str, option: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.option = option
+
+
+def parse_options(
+    argv: list[str], table: tuple[Opt, ...], *, stop_at_positional: bool = False
+) -> Parsed:
+    by_long = {name: opt for opt in table for name in opt.long}
+    by_short = {opt.short: opt for opt in table if opt.short}
+    values: list[tuple[str, str | None, str]] = []
+    positionals: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        i += 1
+        if word == "--":
+            positionals.extend(argv[i:])
+            break
+        if word.startswith("--"):
+            name, eq, inline = word[2:].partition("=")
+            opt, full = _lookup_long(name, by_long, word)
+            spelled = "--" + full
+            if opt.arg is Arg.NONE:
+                if eq:
+                    raise OptionError(f"option '--{name}' doesn't allow an argument", word)
+                values.append((opt.dest, None, spelled))
+            elif eq:
+                values.append((opt.dest, inline, spelled))
+            elif opt.arg is Arg.OPTIONAL:
+                values.append((opt.dest, None, spelled))
+            else:
+                if i >= len(argv):
+                    raise OptionError(f"option '--{name}' requires an argument", word)
+                values.append((opt.dest, argv[i], spelled))
+                i += 1
+        elif word.startswith("-") and word != "-":
+            i = _short_cluster(word, argv, i, by_short, values)
+        else:
+            positionals.append(word)
+            if stop_at_positional:
+                positionals.extend(argv[i:])
+                break
+    return Parsed(tuple(values), tuple(positionals))
+
+
+def _lookup_long(name: str, by_long: dict[str, Opt], word: str) -> tuple[Opt, str]:
+    """The option and its full name; an exact name wins over prefixes."""
+    if name in by_long:
+        return by_long[name], name
+    keys = [key for key in by_long if name and key.startswith(name)]
+    distinct = {id(by_long[key]) for key in keys}
+    if len(distinct) == 1:
+        return by_long[keys[0]], keys[0]
+    if keys:
+        choices = " ".join("--" + key for key in sorted(keys))
+        raise OptionError(f"option '--{name}' is ambiguous; possibilities: {choices}", word)
+    raise OptionError(f"unrecognized option '--{name}'", word)
+
+
+def _short_cluster(
+    word: str,
+    argv: list[str],
+    i: int,
+    by_short: dict[str, Opt],
+    values: list[tuple[str, str | None, str]],
+) -> int:
+    letters = word[1:]
+    for pos, letter in enumerate(letters):
+        opt = by_short.get(letter)
+        if opt is None:
+            raise OptionError(f"invalid option -- '{letter}'", "-" + letter)
+        rest = letters[pos + 1 :]
+        if opt.arg is Arg.NONE:
+            values.append((opt.dest, None, "-" + letter))
+            continue
+        if rest:
+            values.append((opt.dest, rest, "-" + letter))
+        elif opt.arg is Arg.OPTIONAL:
+            values.append((opt.dest, None, "-" + letter))
+        else:
+            if i >= len(argv):
+                raise OptionError(f"option requires an argument -- '{letter}'", "-" + letter)
+            values.append((opt.dest, argv[i], "-" + letter))
+            i += 1
+        break
+    return i

@@ -1,0 +1,319 @@
+"""The ``sacct`` command, answered from HAL's own job history (no slurmdbd needed).
+
+Pinned for Snakemake: ``sacct -X --parsable2 --clusters all --noheader
+--format=JobIdRaw,State --starttime ... --endtime now --name <uuid>`` prints ``id|STATE``
+lines. Fixed-width output cuts long values with ``+`` (``CANCELLED+``) exactly as sacct
+does, and every column is followed by one space. Each job that started gets one
+``<id>.batch`` step line unless ``-X``; HAL runs no other steps.
+"""
+
+from __future__ import annotations
+
+import pwd
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from hal.compat.formats import duration_long, limit_long, memory_mib, timestamp
+from hal.compat.job_fields import time_used
+from hal.compat.options import Arg, Opt, OptionError, parse_options
+from hal.compat.seam import Console
+from hal.core.errors import HalError, InvalidRequest, NotFound
+from hal.core.slurm_syntax import compress_hostlist, parse_begin
+from hal.core.states import STATES_BY_CODE, JobState
+from hal.wire.jobs import JobInfo
+
+DEFAULT_FIELDS = "jobid,jobname,partition,account,alloccpus,state,exitcode"
+BRIEF_FIELDS = "jobid,state,exitcode"
+LONG_FIELDS = (
+    "jobid,jobidraw,jobname,partition,account,alloccpus,state,exitcode,elapsed,start,end,"
+    "submit,reqmem,maxrss,nodelist,user,timelimit,nnodes,reqcpus"
+)
+
+OPTIONS = (
+    Opt("allocations", ("allocations",), "X", Arg.NONE),
+    Opt("brief", ("brief",), "b", Arg.NONE),
+    Opt("long", ("long",), "l", Arg.NONE),
+    Opt("parsable", ("parsable",), "p", Arg.NONE),
+    Opt("parsable2", ("parsable2",), "P", Arg.NONE),
+    Opt("noheader", ("noheader",), "n", Arg.NONE),
+    Opt("format", ("format", "fields"), "o"),
+    Opt("jobs", ("jobs",), "j"),
+    Opt("user", ("user", "uid"), "u"),
+    Opt("allusers", ("allusers",), "a", Arg.NONE),
+    Opt("starttime", ("starttime",), "S"),
+    Opt("endtime", ("endtime",), "E"),
+    Opt("state", ("state",), "s"),
+    Opt("name", ("name",), arg=Arg.REQUIRED),
+    Opt("partition", ("partition",), "r"),
+    Opt("accounts", ("accounts",), "A"),
+    Opt("clusters", ("clusters",), "M"),  # HAL is one cluster; `--clusters all` selects it
+    Opt("allclusters", ("allclusters",), "L", Arg.NONE),
+    Opt("duplicates", ("duplicates",), "D", Arg.NONE),  # HAL keeps one record per job
+    Opt("helpformat", ("helpformat",), "e", Arg.NONE),
+    Opt("help", ("help",), "h", Arg.NONE),
+    Opt("usage", ("usage",), arg=Arg.NONE),
+    Opt("version", ("version",), "V", Arg.NONE),
+)
+
+Column = Callable[[JobInfo, bool, float], str]  # (job, is the .batch step line, now)
+
+
+def _state(job: JobInfo, step: bool, now: float) -> str:
+    if job.state == JobState.CANCELLED and job.cancelled_by and not step:
+        return f"CANCELLED by {_uid(job.cancelled_by)}"
+    return job.state
+
+
+def _uid(user: str) -> str:
+    if user.isdigit():
+        return user
+    try:
+        return str(pwd.getpwnam(user).pw_uid)
+    except KeyError:
+        return user
+
+
+def _started(job: JobInfo) -> bool:
+    return job.start_time is not None
+
+
+def _job_only(get: Callable[[JobInfo], str]) -> Column:
+    return lambda job, step, now: "" if step else get(job)
+
+
+# name (lower case) → (title, width, column); a negative width aligns left, as sacct.c.
+FIELDS: dict[str, tuple[str, int, Column]] = {
+    "jobid": ("JobID", -12, lambda j, s, n: j.display_id + (".batch" if s else "")),
+    "jobidraw": ("JobIDRaw", -12, lambda j, s, n: str(j.id) + (".batch" if s else "")),
+    "jobname": ("JobName", 10, lambda j, s, n: "batch" if s else j.name),
+    "partition": ("Partition", 10, _job_only(lambda j: j.partition)),
+    "account": ("Account", 10, lambda j, s, n: j.account or ""),
+    "alloccpus": (
+        "AllocCPUS",
+        10,
+        lambda j, s, n: str(
+            (j.cpus // max(j.node_count, 1) if s else j.cpus) if _started(j) else 0
+        ),
+    ),
+    "reqcpus": ("ReqCPUS", 8, lambda j, s, n: str(j.cpus)),
+    "state": ("State", 10, _state),
+    "exitcode": ("ExitCode", 8, lambda j, s, n: f"{j.exit_code}:{j.exit_signal}"),
+    "elapsed": ("Elapsed", 10, lambda j, s, n: duration_long(time_used(j, n))),
+    "elapsedraw": ("ElapsedRaw", 10, lambda j, s, n: str(int(time_used(j, n)))),
+    "start": ("Start", 19, lambda j, s, n: timestamp(j.start_time, "Unknown")),
+    "end": ("End", 19, lambda j, s, n: timestamp(j.end_time, "Unknown")),
+    "submit": ("Submit", 19, lambda j, s, n: timestamp(j.submit_time, "Unknown")),
+    "eligible": ("Eligible", 19, lambda j, s, n: timestamp(j.eligible_time, "Unknown")),
+    "reqmem": (
+        "ReqMem",
+        10,
+        _job_only(lambda j: memory_mib(j.memory_bytes // max(j.node_count, 1))),
+    ),
+    # Peak memory is measured by the agent but not part of JobInfo yet: left blank, as
+    # sacct does when it has no step accounting.
+    "maxrss": ("MaxRSS", 10, lambda j, s, n: ""),
+    "nodelist": (
+        "NodeList",
+        15,
+        lambda j, s, n: compress_hostlist(j.nodes) if j.nodes else "None assigned",
+    ),
+    "nnodes": ("NNodes", 8, lambda j, s, n: "1" if s else str(j.node_count)),
+    "user": ("User", 9, _job_only(lambda j: j.user)),
+    "timelimit": ("Timelimit", 10, _job_only(lambda j: limit_long(j.time_limit_seconds))),
+    "reason": ("Reason", 20, _job_only(lambda j: j.reason)),
+    "priority": ("Priority", 10, _job_only(lambda j: str(j.priority))),
+    "qos": ("QOS", 10, _job_only(lambda j: j.qos or "")),
+    "comment": ("Comment", 15, _job_only(lambda j: j.comment)),
+    "workdir": ("WorkDir", -15, _job_only(lambda j: j.workdir)),
+}
+
+
+@dataclass
+class Request:
+    fields: list[tuple[str, int, Column]] = field(default_factory=list)
+    steps: bool = True
+    parsable: str = ""  # "", "trailing" (--parsable) or "plain" (--parsable2)
+    header: bool = True
+    ids: list[str] = field(default_factory=list)
+    # job id → steps asked for with ``-j 12.batch`` / ``-j 12.3`` ("*" = the whole job)
+    job_steps: dict[str, set[str]] = field(default_factory=dict)
+    users: list[str] = field(default_factory=list)
+    all_users: bool = False
+    names: list[str] = field(default_factory=list)
+    partitions: list[str] = field(default_factory=list)
+    accounts: list[str] = field(default_factory=list)
+    states: set[str] = field(default_factory=set)
+    start: float | None = None
+    end: float | None = None
+
+
+def sacct(argv: list[str], console: Console) -> int:
+    now = console.clock()
+    try:
+        request = parse_request(argv, now, console.environ.get("SACCT_FORMAT"))
+    except OptionError as err:
+        return console.error(f"{err.message}: HAL's sacct does not support it")
+    except HalError as err:
+        return console.error(err.message)
+    if request is None:
+        console.out(" ".join(title for title, _, _ in FIELDS.values()))
+        return 0
+    try:
+        if not request.users and not request.all_users and not request.ids:
+            me = console.client.whoami()
+            if not me.admin:
+                request.users = [me.name]
+        jobs = console.client.jobs(
+            history=True,
+            ids=request.ids or None,
+            users=request.users or None,
+            names=request.names or None,
+            partitions=request.partitions or None,
+        )
+    except NotFound:  # unknown ids: sacct prints just the header
+        jobs = []
+    except HalError as err:
+        return console.error(err.message)
+    jobs = sorted((j for j in jobs if _wanted(j, request, now)), key=lambda j: j.id)
+    for line in sacct_lines(request, jobs, now):
+        console.out(line)
+    return 0
+
+
+def parse_request(argv: list[str], now: float, env_format: str | None) -> Request | None:
+    parsed = parse_options(argv, OPTIONS)
+    request = Request()
+    fields_text = env_format or DEFAULT_FIELDS
+    for dest, value, _spelled in parsed.values:
+        text = value or ""
+        items = [item.strip() for item in text.split(",") if item.strip()]
+        if dest in ("help", "usage", "version", "helpformat"):
+            return None
+        if dest == "allocations":
+            request.steps = False
+        elif dest == "brief":
+            fields_text = BRIEF_FIELDS
+        elif dest == "long":
+            fields_text = LONG_FIELDS
+        elif dest == "parsable":
+            request.parsable = "trailing"
+        elif dest == "parsable2":
+            request.parsable = "plain"
+        elif dest == "noheader":
+            request.header = False
+        elif dest == "format":
+            fields_text = text
+        elif dest == "jobs":
+            for item in items:  # 123, 123.batch or 123.4 (HAL runs only the batch step)
+                base, _, step = item.partition(".")
+                request.ids.append(base)
+                request.job_steps.setdefault(base, set()).add(step or "*")
+        elif dest == "user":
+            request.users += items
+        elif dest == "allusers":
+            request.all_users = True
+        elif dest == "starttime":
+            request.start = parse_begin(text, now, field="starttime")
+        elif dest == "endtime":
+            request.end = parse_begin(text, now, field="endtime")
+        elif dest == "state":
+            request.states |= {_state_name(item) for item in items}
+        elif dest == "name":
+            request.names += items
+        elif dest == "partition":
+            request.partitions += items
+        elif dest == "accounts":
+            request.accounts += items
+    if parsed.positionals:
+        raise InvalidRequest(f"Unrecognized option: {parsed.positionals[0]}")
+    request.fields = parse_fields(fields_text)
+    if request.start is None and not request.ids:
+        # sacct's default window starts at 00:00 today
+        midnight = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
+        request.start = midnight.timestamp()
+    return request
+
+
+def _state_name(text: str) -> str:
+    upper = text.upper()
+    if upper in STATES_BY_CODE:
+        return STATES_BY_CODE[upper].value
+    if upper in JobState.__members__:
+        return upper
+    raise InvalidRequest(f"Invalid job state specified: {text}", field="state")
+
+
+def parse_fields(text: str) -> list[tuple[str, int, Column]]:
+    """``JobID,JobName%30,State`` → columns; ``%N`` sets the width."""
+    columns = []
+    for item in text.split(","):
+        name, _, width_text = item.strip().partition("%")
+        if not name:
+            continue
+        spec = FIELDS.get(name.lower())
+        if spec is None:
+            raise InvalidRequest(
+                f'Invalid field requested: "{name}" (HAL\'s sacct knows: '
+                + ", ".join(title for title, _, _ in FIELDS.values())
+                + ")",
+                field="format",
+            )
+        title, width, column = spec
+        if width_text:
+            if not width_text.isdigit():
+                raise InvalidRequest(f"Invalid field width in {item!r}", field="format")
+            width = int(width_text) * (-1 if width < 0 else 1)
+        columns.append((title, width, column))
+    return columns
+
+
+def _wanted(job: JobInfo, request: Request, now: float) -> bool:
+    if request.states and job.state not in request.states:
+        return False
+    if request.accounts and (job.account or "") not in request.accounts:
+        return False
+    if request.names and job.name not in request.names:
+        return False
+    if request.users and job.user not in request.users:
+        return False
+    # A job belongs to the window [start, end] if it existed at any moment of it.
+    end = request.end if request.end is not None else now
+    if job.submit_time > end:
+        return False
+    return not (
+        request.start is not None and job.end_time is not None and job.end_time < request.start
+    )
+
+
+def _fixed(value: str, width: int) -> str:
+    size = abs(width)
+    if len(value) > size:
+        value = value[: size - 1] + "+"  # sacct marks a cut value with "+"
+    return (value.ljust(size) if width < 0 else value.rjust(size)) + " "
+
+
+def sacct_lines(request: Request, jobs: list[JobInfo], now: float) -> list[str]:
+    rows: list[list[str]] = []
+    for job in jobs:
+        wanted = request.job_steps.get(job.display_id) or request.job_steps.get(str(job.id))
+        whole = wanted is None or "*" in wanted
+        if whole:
+            rows.append([column(job, False, now) for _, _, column in request.fields])
+        batch = request.steps if whole else "batch" in (wanted or ())
+        if batch and job.start_time is not None:
+            rows.append([column(job, True, now) for _, _, column in request.fields])
+    titles = [title for title, _, _ in request.fields]
+    lines = []
+    if request.parsable:
+        tail = "|" if request.parsable == "trailing" else ""
+        if request.header:
+            lines.append("|".join(titles) + tail)
+        lines += ["|".join(row) + tail for row in rows]
+        return lines
+    widths = [width for _, width, _ in request.fields]
+    if request.header:
+        lines.append("".join(_fixed(t, w) for t, w in zip(titles, widths, strict=True)))
+        lines.append("".join("-" * abs(w) + " " for w in widths))
+    lines += ["".join(_fixed(v, w) for v, w in zip(row, widths, strict=True)) for row in rows]
+    return lines

@@ -1,0 +1,578 @@
+"""``sbatch`` argument and ``#SBATCH`` parsing: an unchanged Slurm batch script plus argv
+become one ``JobSubmit``.
+
+Precedence, as Slurm: command line > ``SBATCH_*`` environment variables > ``#SBATCH``
+directives. Directives are read until the first line that is neither a comment nor blank.
+Every option outside HAL's compatibility set is an error naming the option: silently
+ignoring ``--gres`` or ``--mem`` is how a scheduler loses its users' trust.
+
+Accepted but without effect (documented, so nobody is surprised): ``--mail-type`` and
+``--mail-user`` (HAL sends no mail yet) and ``-v`` beyond printing the parsed request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from hal.compat.options import Arg, Opt, OptionError, Parsed, parse_options
+from hal.core.errors import InvalidRequest, UnsupportedOption
+from hal.core.slurm_syntax import (
+    expand_hostlist,
+    parse_array,
+    parse_begin,
+    parse_dependency,
+    parse_gpus,
+    parse_gres,
+    parse_memory,
+    parse_nodes,
+    parse_signal,
+    parse_time_limit,
+)
+from hal.wire.submit import JobSubmit, check
+
+N, OPT = Arg.NONE, Arg.OPTIONAL
+
+OPTIONS: tuple[Opt, ...] = (
+    Opt("job_name", ("job-name",), "J"),
+    Opt("output", ("output",), "o"),
+    Opt("error", ("error",), "e"),
+    Opt("partition", ("partition",), "p"),
+    Opt("nodes", ("nodes",), "N"),
+    Opt("ntasks", ("ntasks",), "n"),
+    Opt("ntasks_per_node", ("ntasks-per-node",)),
+    Opt("cpus_per_task", ("cpus-per-task",), "c"),
+    Opt("mem", ("mem",)),
+    Opt("mem_per_cpu", ("mem-per-cpu",)),
+    Opt("mem_per_gpu", ("mem-per-gpu",)),
+    Opt("gres", ("gres",)),
+    Opt("gpus", ("gpus",), "G"),
+    Opt("gpus_per_node", ("gpus-per-node",)),
+    Opt("gpus_per_task", ("gpus-per-task",)),
+    Opt("time", ("time",), "t"),
+    Opt("array", ("array",), "a"),
+    Opt("dependency", ("dependency",), "d"),
+    Opt("kill_on_invalid_dep", ("kill-on-invalid-dep",)),
+    Opt("account", ("account",), "A"),
+    Opt("qos", ("qos",), "q"),
+    Opt("chdir", ("chdir",), "D"),
+    Opt("export", ("export",)),
+    Opt("constraint", ("constraint",), "C"),
+    Opt("exclude", ("exclude",), "x"),
+    Opt("nodelist", ("nodelist",), "w"),
+    Opt("hold", ("hold",), "H", N),
+    Opt("begin", ("begin",), "b"),
+    Opt("requeue", ("requeue",), arg=N),
+    Opt("no_requeue", ("no-requeue",), arg=N),
+    Opt("signal", ("signal",)),
+    Opt("exclusive", ("exclusive",), arg=OPT),
+    Opt("comment", ("comment",)),
+    Opt("nice", ("nice",), arg=OPT),
+    Opt("mail_type", ("mail-type",)),
+    Opt("mail_user", ("mail-user",)),
+    Opt("wrap", ("wrap",)),
+    Opt("parsable", ("parsable",), arg=N),
+    Opt("wait", ("wait",), "W", N),
+    Opt("test_only", ("test-only",), arg=N),
+    Opt("quiet", ("quiet",), "Q", N),
+    Opt("verbose", ("verbose",), "v", N),
+    Opt("help", ("help",), "h", N),
+    Opt("usage", ("usage",), arg=N),
+    Opt("version", ("version",), "V", N),
+)
+
+# Slurm's input environment variables worth honouring (sbatch.1, INPUT ENVIRONMENT VARIABLES).
+ENV_OPTIONS = {
+    "SBATCH_ACCOUNT": "account",
+    "SBATCH_CONSTRAINT": "constraint",
+    "SBATCH_EXPORT": "export",
+    "SBATCH_GPUS": "gpus",
+    "SBATCH_GRES": "gres",
+    "SBATCH_JOB_NAME": "job_name",
+    "SBATCH_MEM_PER_CPU": "mem_per_cpu",
+    "SBATCH_MEM_PER_GPU": "mem_per_gpu",
+    "SBATCH_MEM_PER_NODE": "mem",
+    "SBATCH_PARTITION": "partition",
+    "SBATCH_QOS": "qos",
+    "SBATCH_SIGNAL": "signal",
+    "SBATCH_TIMELIMIT": "time",
+}
+
+# At most one of each group per source; a higher-precedence source resets the others
+# (Slurm's slurm_opt.c does the same, so `sbatch --mem-per-cpu=2G job.sh` works when
+# job.sh says `#SBATCH --mem=4G`).
+EXCLUSIVE_GROUPS = (
+    (
+        ("mem", "mem_per_cpu", "mem_per_gpu"),
+        "--mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.",
+    ),
+    (
+        ("gres", "gpus_per_node"),
+        "--gres=gpu and --gpus-per-node are mutually exclusive; use one of them.",
+    ),
+)
+
+_UNSUPPORTED_HINT = (
+    "HAL does not support this option. Remove it, or see `sbatch --help` for the options "
+    "HAL accepts"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SbatchRequest:
+    """What the sbatch command should do: submit ``job`` and how to report it."""
+
+    job: JobSubmit
+    parsable: bool = False
+    wait: bool = False
+    test_only: bool = False
+    quiet: bool = False
+    verbose: int = 0
+    help: bool = False
+    version: bool = False
+
+
+Setting = tuple[str | None, str]  # (value, the option as the user spelled it)
+
+
+def parse_sbatch(
+    argv: list[str],
+    *,
+    environ: Mapping[str, str],
+    cwd: str,
+    read_stdin: Callable[[], str],
+    now: float,
+    hostname: str = "",
+) -> SbatchRequest:
+    """Build the request. Raises ``InvalidRequest`` (``UnsupportedOption`` for options HAL
+    lacks) with a message for ``sbatch: error:``."""
+    cli = _parse(argv, stop_at_positional=True, where="")
+    cli_settings, verbose = _settings(cli)
+    if "help" in cli_settings or "usage" in cli_settings:
+        return SbatchRequest(job=JobSubmit(script=""), help=True)
+    if "version" in cli_settings:
+        return SbatchRequest(job=JobSubmit(script=""), version=True)
+    script, default_name = _script(cli, cli_settings, cwd, read_stdin)
+    directive_settings, _ = _settings_from_directives(script)
+    env_settings: dict[str, Setting] = {
+        dest: (environ[var], var) for var, dest in ENV_OPTIONS.items() if environ.get(var)
+    }
+    merged: dict[str, Setting] = {}
+    for level in (directive_settings, env_settings, cli_settings):
+        _check_exclusive(level)
+        for group in [g for g, _ in EXCLUSIVE_GROUPS] + [("requeue", "no_requeue")]:
+            if any(dest in level for dest in group):
+                for dest in group:
+                    merged.pop(dest, None)
+        merged.update(level)
+    job = _build_job(merged, script, default_name, environ=environ, cwd=cwd, now=now)
+    job = dataclasses.replace(job, submit_host=hostname) if hostname else job
+    return SbatchRequest(
+        job=job,
+        parsable="parsable" in merged,
+        wait="wait" in merged,
+        test_only="test_only" in merged,
+        quiet="quiet" in merged,
+        verbose=verbose,
+    )
+
+
+def _parse(argv: list[str], *, stop_at_positional: bool, where: str) -> Parsed:
+    try:
+        return parse_options(argv, OPTIONS, stop_at_positional=stop_at_positional)
+    except OptionError as err:
+        raise UnsupportedOption(
+            f"{err.message}{where}: {_UNSUPPORTED_HINT}", field=err.option.lstrip("-")
+        ) from None
+
+
+def _settings(parsed: Parsed) -> tuple[dict[str, Setting], int]:
+    settings: dict[str, Setting] = {}
+    verbose = 0
+    for dest, value, spelled in parsed.values:
+        if dest == "verbose":
+            verbose += 1
+        if dest in ("requeue", "no_requeue"):
+            # the later of the pair wins, so keep a single key
+            settings.pop("requeue", None)
+            settings.pop("no_requeue", None)
+        settings[dest] = (value, spelled)
+    return settings, verbose
+
+
+def _check_exclusive(settings: dict[str, Setting]) -> None:
+    for group, message in EXCLUSIVE_GROUPS:
+        if sum(dest in settings for dest in group) > 1:
+            raise InvalidRequest(message, field=group[0].replace("_", "-"))
+
+
+# -- the script ---------------------------------------------------------------------------
+
+
+def _script(
+    cli: Parsed, settings: dict[str, Setting], cwd: str, read_stdin: Callable[[], str]
+) -> tuple[str, str]:
+    """The batch script and the job name Slurm would default to."""
+    if "wrap" in settings:
+        if cli.positionals:
+            raise InvalidRequest("Script arguments not permitted with --wrap option", field="wrap")
+        command = settings["wrap"][0] or ""
+        return f"#!/bin/sh\n# This script was created by sbatch --wrap.\n\n{command}\n", "wrap"
+    if cli.positionals:
+        path, *args = cli.positionals
+        if args:
+            raise UnsupportedOption(
+                f"HAL cannot pass arguments to batch scripts yet (got {' '.join(args)!r}); "
+                "set them as variables with --export=ALL,NAME=value instead",
+                field="script",
+            )
+        try:
+            script = Path(cwd, path).read_text()
+        except (OSError, UnicodeDecodeError) as err:
+            raise InvalidRequest(f"Unable to open file {path}: {err}", field="script") from None
+        name = Path(path).name
+    else:
+        script, name = read_stdin(), "sbatch"
+    _check_script(script)
+    return script, name
+
+
+def _check_script(script: str) -> None:
+    # The same checks and words as Slurm's sbatch.
+    if not script:
+        raise InvalidRequest("Batch script is empty!", field="script")
+    if not script.strip():
+        raise InvalidRequest("Batch script contains only whitespace!", field="script")
+    if not script.startswith("#!"):
+        raise InvalidRequest(
+            "This does not look like a batch script.  The first\n"
+            "line must start with #! followed by the path to an interpreter.\n"
+            "For instance: #!/bin/sh",
+            field="script",
+        )
+    if "\r\n" in script:
+        raise InvalidRequest(
+            "Batch script contains DOS line breaks (\\r\\n)\n"
+            "instead of expected UNIX line breaks (\\n).",
+            field="script",
+        )
+
+
+def directive_lines(script: str) -> list[tuple[int, str]]:
+    """(line number, text after ``#SBATCH``) for each directive before the first command."""
+    found = []
+    for number, line in enumerate(script.splitlines(), start=1):
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            break  # Slurm stops at the first line that is neither blank nor a comment
+        if re.match(r"#SBATCH(\s|$)", line):
+            found.append((number, line[len("#SBATCH") :]))
+    return found
+
+
+def split_directive(text: str) -> list[str]:
+    """Words of a directive: whitespace-separated, with ``"..."``/``'...'`` quoting and
+    backslash escapes; an unquoted word starting with ``#`` begins a comment. Nothing is
+    expanded (``$HOME`` stays literal, as Slurm documents)."""
+    words: list[str] = []
+    word: list[str] = []
+    in_word = False
+    quote = ""
+    chars = iter(text)
+    for ch in chars:
+        if quote:
+            if ch == quote:
+                quote = ""
+            else:
+                word.append(ch)
+        elif ch in "\"'":
+            quote, in_word = ch, True
+        elif ch == "\\":
+            word.append(next(chars, ""))
+            in_word = True
+        elif ch.isspace():
+            if in_word:
+                words.append("".join(word))
+                word, in_word = [], False
+        elif ch == "#" and not in_word:
+            break
+        else:
+            word.append(ch)
+            in_word = True
+    if quote:
+        raise InvalidRequest(f"unbalanced quote in #SBATCH line: {text.strip()}", field="script")
+    if in_word:
+        words.append("".join(word))
+    return words
+
+
+def _settings_from_directives(script: str) -> tuple[dict[str, Setting], int]:
+    settings: dict[str, Setting] = {}
+    verbose = 0
+    for number, text in directive_lines(script):
+        parsed = _parse(
+            split_directive(text), stop_at_positional=False, where=f" (script line {number})"
+        )
+        if parsed.positionals:
+            raise UnsupportedOption(
+                f"script line {number}: unexpected {parsed.positionals[0]!r} in #SBATCH "
+                "directive; write options only (HAL does not support heterogeneous jobs)",
+                field="script",
+            )
+        level, level_verbose = _settings(parsed)
+        verbose += level_verbose
+        for dest in level:
+            if dest in ("requeue", "no_requeue"):
+                settings.pop("requeue", None)
+                settings.pop("no_requeue", None)
+        settings.update(level)
+    return settings, verbose
+
+
+# -- from settings to JobSubmit -----------------------------------------------------------
+
+
+def _build_job(
+    settings: dict[str, Setting],
+    script: str,
+    default_name: str,
+    *,
+    environ: Mapping[str, str],
+    cwd: str,
+    now: float,
+) -> JobSubmit:
+    def value(dest: str) -> str | None:
+        entry = settings.get(dest)
+        return entry[0] if entry else None
+
+    fields: dict[str, object] = {"script": script, "name": value("job_name") or default_name}
+    chdir = value("chdir")
+    fields["workdir"] = os.path.normpath(os.path.join(cwd, chdir)) if chdir else cwd
+    fields["environment"] = export_environment(value("export") or "ALL", environ)
+    for dest in ("output", "error", "account", "qos", "comment"):
+        text = value(dest)
+        if text is not None:
+            fields[{"output": "stdout", "error": "stderr"}.get(dest, dest)] = text
+    partition = value("partition")
+    if partition is not None:
+        names = [p.strip() for p in partition.split(",") if p.strip()]
+        if not names:
+            raise InvalidRequest("--partition needs a partition name", field="partition")
+        fields["partition"] = ",".join(names)
+    _resources(settings, fields)
+    _scheduling(settings, fields, now)
+    try:
+        job = JobSubmit(**fields)  # type: ignore[arg-type]
+        check(job)  # the server's range checks (e.g. -c 0), before anything is sent
+    except ValueError as err:
+        raise InvalidRequest(f"invalid request: {err}") from None
+    return job
+
+
+def _positive(settings: dict[str, Setting], dest: str) -> int | None:
+    entry = settings.get(dest)
+    if entry is None:
+        return None
+    text, spelled = entry
+    if text is None or not text.strip().isdigit() or int(text) < 1:
+        raise InvalidRequest(f"{spelled} needs a positive integer, got {text!r}", field=dest)
+    return int(text)
+
+
+def _resources(settings: dict[str, Setting], fields: dict[str, object]) -> None:
+    def text(dest: str) -> str | None:
+        entry = settings.get(dest)
+        return entry[0] if entry else None
+
+    nodes = text("nodes")
+    if nodes is not None:
+        low, high = parse_nodes(nodes)
+        fields["nodes_min"] = low
+        if high != low:
+            fields["nodes_max"] = high
+    for dest in ("ntasks", "ntasks_per_node", "cpus_per_task"):
+        number = _positive(settings, dest)
+        if number is not None:
+            fields[dest] = number
+    for dest, target in (
+        ("mem", "memory_per_node_bytes"),
+        ("mem_per_cpu", "memory_per_cpu_bytes"),
+        ("mem_per_gpu", "memory_per_gpu_bytes"),
+    ):
+        mem = text(dest)
+        if mem is not None:
+            size = parse_memory(mem, field=dest.replace("_", "-"))
+            if size == 0 and dest != "mem":
+                raise InvalidRequest(f"--{dest.replace('_', '-')} must be more than 0", field=dest)
+            fields[target] = size
+    gpu_types: set[str] = set()
+    gres = text("gres")
+    if gres is not None:
+        gpu_type, count = parse_gres(gres)
+        fields["gpus_per_node"] = count
+        gpu_types.update([gpu_type] if gpu_type else [])
+    for dest, target in (
+        ("gpus", "gpus"),
+        ("gpus_per_node", "gpus_per_node"),
+        ("gpus_per_task", "gpus_per_task"),
+    ):
+        spec = text(dest)
+        if spec is not None:
+            gpu_type, count = parse_gpus(spec, field=dest.replace("_", "-"))
+            fields[target] = count
+            gpu_types.update([gpu_type] if gpu_type else [])
+    if len(gpu_types) > 1:
+        raise InvalidRequest(
+            f"GPU types disagree ({', '.join(sorted(gpu_types))}); ask for one GPU type",
+            field="gres",
+        )
+    if gpu_types:
+        fields["gpu_type"] = gpu_types.pop()
+
+
+def _scheduling(settings: dict[str, Setting], fields: dict[str, object], now: float) -> None:
+    def text(dest: str) -> str | None:
+        entry = settings.get(dest)
+        return entry[0] if entry else None
+
+    limit = text("time")
+    if limit is not None:
+        fields["time_limit_seconds"] = parse_time_limit(limit)
+    # array, dependency and signal travel as text (the server parses them with the same
+    # functions); checking the syntax here gives the error before any network round trip.
+    array = text("array")
+    if array is not None:
+        parse_array(array, max_array_size=1 << 31)  # the size limit is the server's call
+        fields["array"] = array.strip()
+    dependency = text("dependency")
+    if dependency is not None:
+        parse_dependency(dependency)
+        fields["dependency"] = dependency.strip()
+    signal = text("signal")
+    if signal is not None:
+        parse_signal(signal)
+        fields["signal"] = signal.strip()
+    kill = text("kill_on_invalid_dep")
+    if kill is not None:
+        if kill.lower() not in ("yes", "no"):
+            raise InvalidRequest(
+                "--kill-on-invalid-dep takes yes or no", field="kill-on-invalid-dep"
+            )
+        fields["kill_on_invalid_dep"] = kill.lower() == "yes"
+    constraint = text("constraint")
+    if constraint is not None:
+        fields["constraint"] = parse_constraint(constraint)
+    exclude = text("exclude")
+    if exclude is not None:
+        fields["exclude"] = expand_hostlist(exclude, field="exclude")
+    nodelist = text("nodelist")
+    if nodelist is not None:
+        fields["nodelist"] = _nodelist(nodelist)
+    if "hold" in settings:
+        fields["hold"] = True
+    begin = text("begin")
+    if begin is not None:
+        fields["begin_time"] = parse_begin(begin, now)
+    if "no_requeue" in settings:
+        fields["requeue"] = False
+    if "exclusive" in settings:
+        mode = text("exclusive")
+        if mode is not None:
+            raise UnsupportedOption(
+                f"--exclusive={mode} is not supported by HAL; write --exclusive without a value",
+                field="exclusive",
+            )
+        fields["exclusive"] = True
+    if "nice" in settings:
+        nice = text("nice")
+        nice = "100" if nice is None else nice  # Slurm's adjustment when none is given
+        if not re.match(r"^[+-]?\d+$", nice.strip()):
+            raise InvalidRequest(f"--nice needs an integer, got {nice!r}", field="nice")
+        fields["nice"] = int(nice)
+
+
+def parse_constraint(text: str) -> list[str]:
+    """``-C a&b`` or ``-C a,b``: features that must all be present. Slurm's OR (``|``),
+    counts (``*``) and brackets are not supported and are refused, not approximated."""
+    if any(ch in text for ch in "|[]*()!"):
+        raise UnsupportedOption(
+            f"--constraint {text!r}: HAL supports only features that must all be present, "
+            "joined with & or , (e.g. -C 'a100&ib')",
+            field="constraint",
+        )
+    features = [f.strip() for f in re.split(r"[&,]", text) if f.strip()]
+    if not features:
+        raise InvalidRequest("--constraint needs at least one feature", field="constraint")
+    return features
+
+
+def _nodelist(text: str) -> list[str]:
+    # sbatch.1: a node list containing "/" names a file holding the list.
+    if "/" in text:
+        try:
+            content = Path(text).read_text()
+        except OSError as err:
+            raise InvalidRequest(
+                f"cannot read --nodelist file {text}: {err}", field="nodelist"
+            ) from None
+        names: list[str] = []
+        for word in content.split():
+            names.extend(expand_hostlist(word))
+        return names
+    return expand_hostlist(text)
+
+
+def export_environment(spec: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """``--export``: ``ALL`` sends the submitter's whole environment; ``NONE`` only its
+    ``SLURM_*`` variables; ``[ALL,]NAME[=value],...`` the ``SLURM_*`` variables (or all,
+    with ``ALL``) plus those listed. A listed name without a value takes the submitter's.
+    A comma inside a value is kept when the next piece is not a ``NAME``/``NAME=``."""
+    items: list[str] = []
+    for piece in spec.split(","):
+        if items and not re.match(r"^([A-Za-z_][A-Za-z0-9_]*(=|$))", piece):
+            items[-1] += "," + piece
+        elif piece:
+            items.append(piece)
+    upper = [item.upper() for item in items]
+    if upper == ["NONE"]:
+        return {k: v for k, v in environ.items() if k.startswith("SLURM_")}
+    if "ALL" in upper:
+        env = dict(environ)
+    elif "NONE" in upper:
+        raise InvalidRequest("--export=NONE cannot be combined with variables", field="export")
+    else:
+        env = {k: v for k, v in environ.items() if k.startswith("SLURM_")}
+    for item in items:
+        if item.upper() in ("ALL", "NONE"):
+            continue
+        name, eq, val = item.partition("=")
+        if eq:
+            env[name] = val
+        elif name in environ:
+            env[name] = environ[name]
+    return env
+
+
+HELP = """\
+Usage: sbatch [OPTIONS...] [script]   (HAL's Slurm-compatible sbatch)
+
+Options HAL accepts (anything else is refused with an error):
+  -J, --job-name=name        -o, --output=pattern      -e, --error=pattern
+  -p, --partition=list       -N, --nodes=min[-max]     -n, --ntasks=N
+      --ntasks-per-node=N    -c, --cpus-per-task=N     --mem=size  --mem-per-cpu=size
+      --mem-per-gpu=size     --gres=gpu[:type]:N       -G, --gpus=[type:]N
+      --gpus-per-node=[type:]N  --gpus-per-task=[type:]N
+  -t, --time=limit           -a, --array=indexes       -d, --dependency=list
+      --kill-on-invalid-dep=yes|no  -A, --account=name  -q, --qos=name
+  -D, --chdir=dir            --export=ALL|NONE|VAR=val,...
+  -C, --constraint=a&b       -x, --exclude=hosts       -w, --nodelist=hosts
+  -H, --hold                 -b, --begin=time          --requeue  --no-requeue
+      --signal=[B:]sig[@secs]  --exclusive  --comment=text  --nice[=adj]
+      --mail-type=type  --mail-user=user   (accepted; HAL sends no mail)
+      --wrap=command         --parsable  -W, --wait    --test-only
+  -Q, --quiet  -v, --verbose  -h, --help  -V, --version
+"""

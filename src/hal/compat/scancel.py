@@ -1,0 +1,217 @@
+"""The ``scancel`` command.
+
+Ids may be ``123`` (a job, or a whole array), ``123_4`` (an element) or ``123_[1-3,7]``
+(elements). Filters (``-u``, ``--me``, ``-n``, ``-p``, ``-t``, ``-A``) select jobs on their
+own or narrow the given ids. ``-s SIG`` sends a signal instead of cancelling.
+
+Exit codes follow Slurm 22.05: an id that does not exist prints
+``scancel: error: Kill job error on job id N: Invalid job id specified`` (nothing with
+``-Q``) and still exits 0; cancelling a job that already ended is silent, as Slurm ignores
+that error for a plain cancel. Other failures (permission, server down) exit 1.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from hal.compat.options import Arg, Opt, OptionError, parse_options
+from hal.compat.seam import Console
+from hal.core.errors import Conflict, HalError, InvalidRequest, NotFound, PermissionDenied
+from hal.core.slurm_syntax import parse_array, parse_signal_name
+from hal.core.states import STATES_BY_CODE
+
+OPTIONS = (
+    Opt("user", ("user",), "u"),
+    Opt("me", ("me",), arg=Arg.NONE),
+    Opt("name", ("name", "jobname"), "n"),
+    Opt("partition", ("partition",), "p"),
+    Opt("state", ("state",), "t"),
+    Opt("account", ("account",), "A"),
+    Opt("signal", ("signal",), "s"),
+    Opt("batch", ("batch",), "b", Arg.NONE),
+    Opt("quiet", ("quiet",), "Q", Arg.NONE),
+    Opt("verbose", ("verbose",), "v", Arg.NONE),
+    Opt("full", ("full",), "f", Arg.NONE),
+    Opt("clusters", ("clusters",), "M"),
+    Opt("help", ("help",), arg=Arg.NONE),
+    Opt("usage", ("usage",), arg=Arg.NONE),
+    Opt("version", ("version",), "V", Arg.NONE),
+)
+
+# scancel -t accepts only these (scancel.1).
+CANCELLABLE_STATES = {"PENDING", "RUNNING", "SUSPENDED"}
+_ID = re.compile(r"^(\d+)(?:_(\d+|\[[^\]]+\]))?$")
+
+
+@dataclass
+class Request:
+    targets: list[str] = field(default_factory=list)
+    users: list[str] = field(default_factory=list)
+    me: bool = False
+    names: list[str] = field(default_factory=list)
+    partitions: list[str] = field(default_factory=list)
+    states: set[str] = field(default_factory=set)
+    accounts: list[str] = field(default_factory=list)
+    signal: int | None = None
+    quiet: bool = False
+    verbose: bool = False
+
+    @property
+    def filtered(self) -> bool:
+        return bool(
+            self.users or self.me or self.names or self.partitions or self.states or self.accounts
+        )
+
+
+def scancel(argv: list[str], console: Console) -> int:
+    try:
+        request = parse_request(argv)
+    except OptionError as err:
+        return console.error(f"{err.message}: HAL's scancel does not support it")
+    except HalError as err:
+        return console.error(err.message)
+    if request is None:
+        console.out(
+            "Usage: scancel [-Q] [-s signal] [-u user] [--me] [-n name] [-p partition] "
+            "[-t state] [job_id[_array_id]]..."
+        )
+        return 0
+    if not request.targets and not request.filtered:
+        return console.error("No job identification provided")
+    try:
+        return _cancel(request, console)
+    except HalError as err:
+        return console.error(err.message)
+
+
+def parse_request(argv: list[str]) -> Request | None:
+    parsed = parse_options(argv, OPTIONS)
+    request = Request()
+    for dest, value, _spelled in parsed.values:
+        text = value or ""
+        items = [item.strip() for item in text.split(",") if item.strip()]
+        if dest in ("help", "usage", "version"):
+            return None
+        if dest == "user":
+            request.users += items
+        elif dest == "me":
+            request.me = True
+        elif dest == "name":
+            request.names += items
+        elif dest == "partition":
+            request.partitions += items
+        elif dest == "account":
+            request.accounts += items
+        elif dest == "state":
+            request.states |= {_state(item) for item in items}
+        elif dest == "signal":
+            request.signal = parse_signal_name(text, field="signal")
+        elif dest == "batch":
+            # HalClient.cancel cannot yet say "batch shell only"; refusing beats signalling
+            # every process of the job when the user asked for one.
+            raise InvalidRequest(
+                "--batch (-b) is not supported by HAL yet; omit it to signal "
+                "all of the job's processes",
+                field="batch",
+            )
+        elif dest == "quiet":
+            request.quiet = True
+        elif dest == "verbose":
+            request.verbose = True
+    for word in parsed.positionals:
+        request.targets += expand_target(word)
+    return request
+
+
+def _state(text: str) -> str:
+    upper = text.upper()
+    state = STATES_BY_CODE[upper].value if upper in STATES_BY_CODE else upper
+    if state not in CANCELLABLE_STATES:
+        raise InvalidRequest(
+            f"Invalid job state specified: {text}; use PENDING, RUNNING or SUSPENDED",
+            field="state",
+        )
+    return state
+
+
+def expand_target(word: str) -> list[str]:
+    """``123`` → [``123``]; ``123_4`` → [``123_4``]; ``123_[1-3]`` → ``123_1``.."""
+    targets: list[str] = []
+    for item in _split_ids(word):
+        m = _ID.match(item)
+        if not m:
+            raise InvalidRequest(
+                f"Invalid job id {item}; write 123, 123_4 or 123_[1-3]", field="job_id"
+            )
+        job, element = m.group(1), m.group(2)
+        if element is None or not element.startswith("["):
+            targets.append(item)
+            continue
+        spec = parse_array(element[1:-1], max_array_size=1 << 31, field="job_id")
+        targets += [f"{job}_{index}" for index in spec.indices]
+    return targets
+
+
+def _split_ids(word: str) -> list[str]:
+    # Commas inside brackets belong to the index list: 12_[1,3],13 → 12_[1,3] and 13.
+    items, depth, current = [], 0, ""
+    for ch in word:
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch in ", " and depth == 0:
+            items.append(current)
+            current = ""
+        else:
+            current += ch
+    items.append(current)
+    return [item for item in items if item]
+
+
+def _cancel(request: Request, console: Console) -> int:
+    client = console.client
+    if request.me:
+        request.users.append(console.current_user())
+    targets = request.targets
+    if request.filtered:
+        jobs = client.jobs(
+            ids=targets or None,
+            users=request.users or None,
+            names=request.names or None,
+            partitions=request.partitions or None,
+        )
+        targets = [
+            job.display_id
+            for job in jobs
+            if (not request.states or job.state in request.states)
+            and (not request.accounts or (job.account or "") in request.accounts)
+            and (not request.users or job.user in request.users)
+            and (not request.names or job.name in request.names)
+            and (not request.partitions or job.partition in request.partitions)
+            and job.state in CANCELLABLE_STATES
+        ]
+    rc = 0
+    for target in targets:
+        rc = max(rc, _cancel_one(target, request, console))
+    return rc
+
+
+def _cancel_one(target: str, request: Request, console: Console) -> int:
+    try:
+        console.client.cancel(target, signal=request.signal)
+        if request.verbose:
+            console.err(f"scancel: Terminating job {target}")
+        return 0
+    except NotFound:
+        if not request.quiet:
+            console.error(f"Kill job error on job id {target}: Invalid job id specified")
+        return 0
+    except Conflict:
+        if request.signal is not None and not request.quiet:
+            console.error(
+                f"Kill job error on job id {target}: Job/step already completing or completed"
+            )
+        return 0
+    except PermissionDenied:
+        console.error(f"Kill job error on job id {target}: Access/permission denied")
+        return 1

@@ -1,0 +1,312 @@
+"""The ``scontrol`` command: ``show job|node|partition|config|hostnames``, ``hold``,
+``release``, ``requeue`` and ``update job``.
+
+``show`` prints Slurm's ``Key=Value`` records over indented lines; Snakemake reads
+``MinJobAge`` from ``show config``. Keys HAL has no value for are left out rather than
+filled with made-up numbers.
+"""
+
+from __future__ import annotations
+
+import pwd
+import re
+import time
+
+from hal.compat.formats import (
+    SLURM_COMPAT_VERSION,
+    duration_long,
+    limit_long,
+    memory_mib,
+    timestamp,
+)
+from hal.compat.job_fields import time_used
+from hal.compat.seam import Console
+from hal.core.errors import HalError, InvalidRequest, NotFound
+from hal.core.slurm_syntax import compress_hostlist, expand_hostlist, parse_time_limit
+from hal.wire.jobs import JobInfo, JobUpdate
+from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo
+
+INVALID_JOB_ID = "slurm_load_jobs error: Invalid job id specified"
+UPDATABLE = "TimeLimit, Priority, Nice, JobName, Comment, Partition"
+
+
+def scontrol(argv: list[str], console: Console) -> int:
+    flags = {arg for arg in argv if arg.startswith("-")}
+    words = [arg for arg in argv if not arg.startswith("-")]
+    oneliner = bool(flags & {"-o", "--oneliner"})
+    unknown = flags - {"-o", "--oneliner", "-d", "--details", "-Q", "--quiet", "-a", "--all"}
+    if flags & {"-V", "--version"}:
+        console.out(f"slurm {SLURM_COMPAT_VERSION} (HAL)")
+        return 0
+    if unknown:
+        return console.error(f"option {sorted(unknown)[0]} is not supported by HAL's scontrol")
+    if not words:
+        return console.error(
+            "no command given; HAL's scontrol knows show, hold, release, requeue and update"
+        )
+    command, args = words[0].lower(), words[1:]
+    try:
+        if command == "show":
+            return _show(args, console, oneliner=oneliner)
+        if command in ("hold", "uhold", "release", "requeue"):
+            return _job_action(command, args, console)
+        if command == "update":
+            return _update(args, console)
+    except HalError as err:
+        return console.error(err.message)
+    return console.error(
+        f"invalid command {words[0]!r}; HAL's scontrol knows show, hold, release, requeue "
+        "and update"
+    )
+
+
+def _show(args: list[str], console: Console, *, oneliner: bool) -> int:
+    if not args:
+        return console.error("show what? job, node, partition, config or hostnames")
+    what, target = args[0].lower(), (args[1] if len(args) > 1 else None)
+    client = console.client
+    records: list[list[str]]
+    if what in ("job", "jobs"):
+        try:
+            jobs = (
+                client.jobs(ids=[target], include_finished=True)
+                if target
+                else client.jobs(include_finished=True)
+            )
+        except NotFound:
+            jobs = []
+        if target and not jobs:
+            console.err(INVALID_JOB_ID)
+            return 1
+        if not jobs:
+            console.out("No jobs in the system")
+            return 0
+        records = [job_record(job, console.clock()) for job in jobs]
+    elif what in ("node", "nodes"):
+        nodes = [client.node(target)] if target else client.nodes()
+        records = [node_record(node) for node in nodes]
+    elif what in ("partition", "partitions"):
+        parts = client.partitions()
+        if target:
+            parts = [p for p in parts if p.name == target]
+            if not parts:
+                console.out(f"Partition {target} not found")
+                return 1
+        records = [partition_record(p, client.nodes()) for p in parts]
+    elif what == "config":
+        for line in config_lines(client.cluster_config(), console.clock()):
+            console.out(line)
+        return 0
+    elif what == "hostnames":
+        text = target or console.environ.get("SLURM_JOB_NODELIST", "")
+        if not text:
+            return console.error("give a host list, or run inside a job (SLURM_JOB_NODELIST)")
+        for name in expand_hostlist(text, field="hostnames"):
+            console.out(name)
+        return 0
+    elif what == "hostlist":
+        console.out(compress_hostlist(target.split(",") if target else []))
+        return 0
+    else:
+        return console.error(
+            f"cannot show {args[0]!r}; HAL shows job, node, partition, config and hostnames"
+        )
+    for index, record in enumerate(records):
+        if oneliner:
+            console.out(" ".join(record))
+            continue
+        if index:
+            console.out("")
+        console.out(record[0])
+        for line in record[1:]:
+            console.out("   " + line)
+    return 0
+
+
+def _user(name: str) -> str:
+    try:
+        entry = pwd.getpwnam(name)
+        return f"{name}({entry.pw_uid})"
+    except KeyError:
+        return f"{name}(4294967294)"  # Slurm's NO_VAL: the name is not a local account
+
+
+def job_record(job: JobInfo, now: float) -> list[str]:
+    """A job as ``scontrol show job`` prints it, one list item per line."""
+    array = ""
+    if job.array_job_id is not None:
+        array = f" ArrayJobId={job.array_job_id} ArrayTaskId={job.array_task_id}"
+    per_node_mem = memory_mib(job.memory_bytes // max(job.node_count, 1))
+    nodes = compress_hostlist(job.nodes) if job.nodes else "(null)"
+    tres = f"cpu={job.cpus},mem={memory_mib(job.memory_bytes)},node={job.node_count}"
+    if job.gpus:
+        tres += f",gres/gpu={job.gpus}"
+    return [
+        f"JobId={job.id}{array} JobName={job.name}",
+        f"UserId={_user(job.user)} GroupId=N/A MCS_label=N/A",
+        f"Priority={job.priority} Nice={job.nice} Account={job.account or '(null)'} "
+        f"QOS={job.qos or '(null)'}",
+        f"JobState={job.state} Reason={job.reason} Dependency={job.dependency or '(null)'}",
+        f"Requeue={int(job.requeue)} Restarts={job.restarts} BatchFlag=1 Reboot=0 "
+        f"ExitCode={job.exit_code}:{job.exit_signal}",
+        f"RunTime={duration_long(time_used(job, now))} "
+        f"TimeLimit={limit_long(job.time_limit_seconds)} TimeMin=N/A",
+        f"SubmitTime={timestamp(job.submit_time, 'Unknown')} "
+        f"EligibleTime={timestamp(job.eligible_time, 'Unknown')}",
+        f"StartTime={timestamp(job.start_time or job.expected_start, 'Unknown')} "
+        f"EndTime={timestamp(job.end_time, 'Unknown')} Deadline=N/A",
+        f"Partition={job.partition} AllocNode:Sid={job.submit_host or '(null)'}:0",
+        f"NodeList={nodes}",
+        f"BatchHost={job.nodes[0] if job.nodes else '(null)'}",
+        f"NumNodes={job.node_count} NumCPUs={job.cpus} NumTasks={job.ntasks} "
+        f"CPUs/Task={job.cpus_per_task}",
+        f"TRES={tres}",
+        f"MinMemoryNode={per_node_mem} OverSubscribe={'NO' if job.exclusive else 'OK'}",
+        f"Features={'&'.join(job.constraint) or '(null)'}",
+        f"Comment={job.comment or '(null)'}",
+        f"WorkDir={job.workdir}",
+        f"StdErr={job.stderr}",
+        "StdIn=/dev/null",
+        f"StdOut={job.stdout}",
+    ]
+
+
+def node_record(node: NodeInfo) -> list[str]:
+    gres = "(null)"
+    if node.gpus:
+        gres = f"gpu:{node.gpu_model}:{node.gpus}" if node.gpu_model else f"gpu:{node.gpus}"
+    features = ",".join(node.features) or "(null)"
+    state = {"alloc": "ALLOCATED", "mix": "MIXED", "drng": "DRAINING", "drain": "DRAINED"}.get(
+        node.display_state, node.display_state.upper()
+    )
+    mem_mib = node.memory_bytes // (1024 * 1024)
+    lines = [
+        f"NodeName={node.name}",
+        f"CPUAlloc={node.cpus_alloc} CPUTot={node.cpus}",
+        f"AvailableFeatures={features}",
+        f"ActiveFeatures={features}",
+        f"Gres={gres}",
+        f"NodeAddr={node.address or node.name} NodeHostName={node.name}",
+        f"RealMemory={mem_mib} AllocMem={node.memory_alloc_bytes // (1024 * 1024)}",
+        f"State={state}",
+        f"Partitions={','.join(node.partitions) or '(null)'}",
+        f"LastHeartbeat={timestamp(node.last_heartbeat or None, 'Unknown')}",
+        f"CfgTRES=cpu={node.cpus},mem={memory_mib(node.memory_bytes)}"
+        + (f",gres/gpu={node.gpus}" if node.gpus else ""),
+        f"AllocTRES=cpu={node.cpus_alloc},mem={memory_mib(node.memory_alloc_bytes)}"
+        + (f",gres/gpu={node.gpus_alloc}" if node.gpus_alloc else ""),
+    ]
+    if node.reason:
+        lines.append(f"Reason={node.reason}")
+    return lines
+
+
+def partition_record(partition: PartitionInfo, nodes: list[NodeInfo]) -> list[str]:
+    members = [n for n in nodes if not partition.nodes or n.name in partition.nodes]
+    default_time = limit_long(partition.default_time_seconds)
+    return [
+        f"PartitionName={partition.name}",
+        f"Default={'YES' if partition.default else 'NO'} "
+        f"DefaultTime={'NONE' if not partition.default_time_seconds else default_time}",
+        f"MaxNodes={partition.max_nodes or 'UNLIMITED'} "
+        f"MaxTime={limit_long(partition.max_time_seconds)}",
+        f"Nodes={compress_hostlist([n.name for n in members]) or '(null)'}",
+        f"PriorityTier={partition.priority_tier}",
+        f"State={'UP' if partition.up else 'DOWN'} TotalCPUs={sum(n.cpus for n in members)} "
+        f"TotalNodes={len(members)}",
+    ]
+
+
+def config_lines(config: ClusterConfig, now: float) -> list[str]:
+    """``scontrol show config``: ``Key = value`` with keys padded to 23 characters."""
+    pairs = [
+        ("ClusterName", config.cluster_name),
+        ("KillWait", f"{config.kill_wait_seconds} sec"),
+        ("MinJobAge", f"{config.min_job_age_seconds} sec"),
+        ("SchedulerType", "sched/hal"),
+        ("SchedulerTimeSlice", f"{config.scheduler_interval_seconds:g} sec"),
+        ("SLURM_VERSION", SLURM_COMPAT_VERSION),
+        ("HAL_VERSION", config.version),
+        *sorted(config.settings.items()),
+    ]
+    when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now))
+    return [f"Configuration data as of {when}"] + [f"{k:<23} = {v}" for k, v in pairs]
+
+
+def _job_ids(args: list[str]) -> list[str]:
+    ids = []
+    for arg in args:
+        value = arg.split("=", 1)[1] if arg.lower().startswith("jobid=") else arg
+        ids += [item for item in value.split(",") if item]
+    if not ids:
+        raise InvalidRequest("give one or more job ids")
+    return ids
+
+
+def _job_action(command: str, args: list[str], console: Console) -> int:
+    client = console.client
+    action = {
+        "hold": client.hold,
+        "uhold": client.hold,
+        "release": client.release,
+        "requeue": client.requeue,
+    }[command]
+    rc = 0
+    for job_id in _job_ids(args):
+        try:
+            action(job_id)
+        except NotFound:
+            console.err(f"Invalid job id specified for job {job_id}")
+            rc = 1
+    return rc
+
+
+_KEY = re.compile(r"^([A-Za-z]+)=(.*)$")
+
+
+def _update(args: list[str], console: Console) -> int:
+    """``update JobId=12 TimeLimit=2:00:00`` or ``update job 12 TimeLimit=2:00:00``."""
+    job_id = None
+    changes: dict[str, object] = {}
+    rest = list(args)
+    if len(rest) >= 2 and rest[0].lower() == "job":
+        job_id, rest = rest[1], rest[2:]
+    for word in rest:
+        m = _KEY.match(word)
+        if not m:
+            raise InvalidRequest(f"cannot read {word!r}; write Key=Value (e.g. TimeLimit=1:00:00)")
+        key, value = m.group(1).lower(), m.group(2)
+        if key in ("jobid", "job"):
+            job_id = value
+        elif key == "timelimit":
+            if value.startswith(("+", "-")):
+                raise InvalidRequest(
+                    "relative TimeLimit (+/-) is not supported; give the new limit"
+                )
+            changes["time_limit_seconds"] = parse_time_limit(value, field="TimeLimit")
+        elif key in ("priority", "nice"):
+            if not re.match(r"^-?\d+$", value):
+                raise InvalidRequest(f"{m.group(1)} needs an integer, got {value!r}")
+            changes[key] = int(value)
+        elif key in ("jobname", "name"):
+            changes["name"] = value
+        elif key in ("comment", "partition"):
+            changes[key] = value
+        else:
+            raise InvalidRequest(
+                f"Update of {m.group(1)} is not supported by HAL; it can update {UPDATABLE}"
+            )
+    if job_id is None:
+        raise InvalidRequest("give the job: scontrol update JobId=<id> Key=Value ...")
+    if not changes:
+        raise InvalidRequest(f"nothing to update; give Key=Value pairs for {UPDATABLE}")
+    try:
+        update = JobUpdate.model_validate(changes)
+    except ValueError as err:
+        raise InvalidRequest(f"invalid update: {err}") from None
+    try:
+        console.client.update_job(job_id, update)
+    except NotFound:
+        console.err(f"Invalid job id specified for job {job_id}")
+        return 1
+    return 0

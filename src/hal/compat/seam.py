@@ -1,0 +1,112 @@
+"""The seam between the commands and HAL: the client methods they call, and their I/O.
+
+``Client`` is the part of ``hal.client.HalClient`` the commands use; tests pass a small
+fake through ``client_factory``. ``Console`` bundles what a command may touch outside
+itself (streams, environment, clock), so commands are testable without patching globals.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, TextIO
+
+from hal.wire.submit import JobSubmit, SubmitResult, WillRun
+
+if TYPE_CHECKING:  # pydantic schemas: not imported on sbatch's path (see hal.wire.submit)
+    from hal.wire.jobs import JobInfo, JobUpdate
+    from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo, UserInfo
+
+
+class Client(Protocol):
+    def submit(self, job: JobSubmit) -> SubmitResult: ...
+
+    def test_only(self, job: JobSubmit) -> WillRun: ...
+
+    def jobs(
+        self,
+        *,
+        states: list[str] | None = None,
+        users: list[str] | None = None,
+        partitions: list[str] | None = None,
+        names: list[str] | None = None,
+        ids: list[str] | None = None,
+        include_finished: bool = False,
+        history: bool = False,
+        start_after: float | None = None,
+        end_before: float | None = None,
+    ) -> list[JobInfo]: ...
+
+    def job(self, job_id: int | str) -> JobInfo: ...
+
+    def cancel(self, job_id: int | str, *, signal: int | None = None) -> list[int]: ...
+
+    def hold(self, job_id: int | str) -> list[int]: ...
+
+    def release(self, job_id: int | str) -> list[int]: ...
+
+    def requeue(self, job_id: int | str) -> list[int]: ...
+
+    def update_job(self, job_id: int | str, update: JobUpdate) -> JobInfo: ...
+
+    def nodes(self) -> list[NodeInfo]: ...
+
+    def node(self, name: str) -> NodeInfo: ...
+
+    def partitions(self) -> list[PartitionInfo]: ...
+
+    def cluster_config(self) -> ClusterConfig: ...
+
+    def whoami(self) -> UserInfo: ...
+
+    def close(self) -> None: ...
+
+
+ClientFactory = Callable[[], Client]
+
+
+@dataclass
+class Console:
+    """A command's surroundings. The client is made on first use, so ``--help`` and
+    argument errors never touch the network."""
+
+    command: str
+    client_factory: ClientFactory
+    stdout: TextIO
+    stderr: TextIO
+    stdin: TextIO
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    cwd: str = ""
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+    _client: Client | None = None
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            self._client = self.client_factory()
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def out(self, line: str) -> None:
+        self.stdout.write(line + "\n")
+
+    def err(self, line: str) -> None:
+        self.stderr.write(line + "\n")
+
+    def error(self, message: str) -> int:
+        """``<command>: error: <message>`` on stderr, the prefix on every line (as Slurm's
+        error() prints each line); returns exit code 1."""
+        for line in message.splitlines() or [""]:
+            self.err(f"{self.command}: error: {line}")
+        return 1
+
+    def current_user(self) -> str:
+        """The HAL user the token belongs to (``--me``)."""
+        return self.client.whoami().name

@@ -1,0 +1,361 @@
+"""The ``squeue`` command.
+
+What tools parse, pinned by tests: Parsl's ``squeue --noheader --format='%i %t' --job ids``
+(``--job`` is getopt's abbreviation of ``--jobs``), Nextflow's
+``squeue --noheader -o '%i %t' -t all -p q -u user``, PSI/J's
+``squeue -O JobArrayID,StateCompact,Reason -t all --me`` and Snakemake's
+``squeue --format=%i|%T --states=all --noheader --name X``.
+
+Without ``-t``, pending, running, suspended and completing jobs are shown; with ``-j`` and
+no ``-t``, jobs in any state that the server still lists (finished within MinJobAge).
+Pending elements of an array fold into one line (``4_[1-3%2]``) unless ``-r``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+
+from hal.compat.formats import Field, compress_indices, parse_format, render_rows
+from hal.compat.job_fields import JOB_LETTERS, LONG_FIELD_WIDTH, LONG_FIELDS
+from hal.compat.options import Arg, Opt, OptionError, parse_options
+from hal.compat.seam import Console
+from hal.compat.squeue_json import jobs_json
+from hal.core.errors import HalError, NotFound
+from hal.core.states import STATES_BY_CODE, JobState
+from hal.wire.jobs import JobInfo
+
+DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
+LONG_FORMAT = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
+START_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"
+DEFAULT_SORT = "P,t,-p"
+
+DEFAULT_STATES = frozenset(
+    {JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING}
+)
+# Slurm state names HAL never produces; accepted in -t so scripts keep working.
+OTHER_SLURM_STATES = frozenset(
+    {
+        "CONFIGURING", "CF", "REQUEUED", "RQ", "REQUEUE_HOLD", "RH", "REQUEUE_FED", "RF",
+        "RESV_DEL_HOLD", "RD", "RESIZING", "RS", "REVOKED", "RV", "SIGNALING", "SI",
+        "SPECIAL_EXIT", "SE", "STAGE_OUT", "SO", "STOPPED", "ST",
+    }
+)  # fmt: skip
+INVALID_JOB_ID = "slurm_load_jobs error: Invalid job id specified"
+
+OPTIONS = (
+    Opt("noheader", ("noheader",), "h", Arg.NONE),
+    Opt("states", ("states",), "t"),
+    Opt("user", ("user",), "u"),
+    Opt("me", ("me",), arg=Arg.NONE),
+    Opt("jobs", ("jobs",), "j", Arg.OPTIONAL),
+    Opt("partition", ("partition",), "p"),
+    Opt("name", ("name",), "n"),
+    Opt("account", ("account",), "A"),
+    Opt("qos", ("qos",), "q"),
+    Opt("array", ("array",), "r", Arg.NONE),
+    Opt("start", ("start",), arg=Arg.NONE),
+    Opt("json", ("json",), arg=Arg.NONE),
+    Opt("long", ("long",), "l", Arg.NONE),
+    Opt("format", ("format",), "o"),
+    Opt("Format", ("Format",), "O"),
+    Opt("sort", ("sort",), "S"),
+    Opt("all", ("all",), "a", Arg.NONE),  # hidden partitions: HAL has none
+    Opt("clusters", ("clusters",), "M"),  # HAL is one cluster; any value selects it
+    Opt("help", ("help",), arg=Arg.NONE),
+    Opt("usage", ("usage",), arg=Arg.NONE),
+    Opt("version", ("version",), "V", Arg.NONE),
+)
+
+
+@dataclass
+class Query:
+    noheader: bool = False
+    states: set[str] | None = None  # JobState names or other Slurm names; None = default
+    users: list[str] = field(default_factory=list)
+    me: bool = False
+    ids: list[str] = field(default_factory=list)
+    partitions: list[str] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    accounts: list[str] = field(default_factory=list)
+    qos: list[str] = field(default_factory=list)
+    unfold: bool = False
+    json: bool = False
+    long: bool = False
+    layout: list[Field | str] = field(default_factory=lambda: parse_format(DEFAULT_FORMAT))
+    sort: str = DEFAULT_SORT
+
+
+class UsageError(Exception):
+    pass
+
+
+def squeue(argv: list[str], console: Console) -> int:
+    try:
+        query = parse_query(argv)
+    except UsageError as err:
+        return console.error(str(err))
+    except OptionError as err:
+        return console.error(f"{err.message}: HAL's squeue does not support it")
+    if query is None:
+        console.out("Usage: squeue [-h] [-l] [-r] [-t states] [-u users] [--me] [-j ids] ...")
+        return 0
+    try:
+        return _show(query, console)
+    except HalError as err:
+        return console.error(err.message)
+
+
+def parse_query(argv: list[str]) -> Query | None:
+    parsed = parse_options(argv, OPTIONS)
+    query = Query()
+    jobs_flag = False
+    fmt: str | None = None
+    for dest, value, _spelled in parsed.values:
+        text = value or ""
+        if dest in ("help", "usage", "version"):
+            return None
+        if dest == "noheader":
+            query.noheader = True
+        elif dest == "states":
+            query.states = parse_states(text)
+        elif dest == "user":
+            query.users += _list(text)
+        elif dest == "me":
+            query.me = True
+        elif dest == "jobs":
+            jobs_flag = True
+            query.ids += parse_job_ids(text) if value else []
+        elif dest == "partition":
+            query.partitions += _list(text)
+        elif dest == "name":
+            query.names += _list(text)
+        elif dest == "account":
+            query.accounts += _list(text)
+        elif dest == "qos":
+            query.qos += _list(text)
+        elif dest == "array":
+            query.unfold = True
+        elif dest == "start":
+            fmt, query.sort = START_FORMAT, "S"
+            query.states = query.states or {"PENDING"}
+        elif dest == "json":
+            query.json = True
+        elif dest == "long":
+            query.long = True
+            fmt = fmt or LONG_FORMAT
+        elif dest == "format":
+            fmt = text
+        elif dest == "Format":
+            query.layout = parse_long_format(text)
+            fmt = None
+        elif dest == "sort":
+            query.sort = text
+    positionals = list(parsed.positionals)
+    if jobs_flag and positionals and not query.ids:
+        query.ids = parse_job_ids(positionals.pop(0))  # `squeue -j 12` (value not glued)
+    if positionals:
+        raise UsageError(f"Unrecognized option: {positionals[0]}")
+    if fmt is not None:
+        query.layout = parse_format(fmt)
+    for part in query.layout:
+        if isinstance(part, Field) and part.letter not in JOB_LETTERS:
+            raise UsageError(
+                f"Invalid job format specification: {part.letter} "
+                f"(HAL does not support %{part.letter})"
+            )
+    return query
+
+
+def _list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def parse_states(text: str) -> set[str] | None:
+    """``-t``: codes or names, any case, comma-separated; ``all`` is every state."""
+    states: set[str] = set()
+    for item in _list(text):
+        upper = item.upper()
+        if upper == "ALL":
+            return set(JobState)
+        if upper in STATES_BY_CODE:
+            states.add(STATES_BY_CODE[upper].value)
+        elif upper in JobState.__members__ or upper in OTHER_SLURM_STATES:
+            states.add(upper)
+        else:
+            raise UsageError(f"Invalid job state specified: {item}")
+    return states
+
+
+_JOB_ID = re.compile(r"^\d+(_\d+)?$")
+
+
+def parse_job_ids(text: str) -> list[str]:
+    ids = _list(text)
+    for item in ids:
+        if not _JOB_ID.match(item):
+            raise UsageError(f"Invalid job id: {item}")
+    return ids
+
+
+def parse_long_format(text: str) -> list[Field | str]:
+    """``-O JobArrayID,StateCompact:10,Reason:.5`` → 20-wide left-aligned columns."""
+    layout: list[Field | str] = []
+    for item in _list(text):
+        name, _, size = item.partition(":")
+        letter = LONG_FIELDS.get(name.lower())
+        if letter is None:
+            raise UsageError(f"Invalid job format specification: {name} (HAL does not support it)")
+        right = size.startswith(".")
+        digits = size.lstrip(".")
+        if digits and not digits.isdigit():
+            raise UsageError(f"Invalid field size in --Format: {item}")
+        layout.append(Field(letter, int(digits) if digits else LONG_FIELD_WIDTH, right))
+    return layout
+
+
+# -- showing ------------------------------------------------------------------------------
+
+
+def _show(query: Query, console: Console) -> int:
+    client = console.client
+    if query.me:
+        query.users.append(console.current_user())
+    if query.ids:
+        # Ask only by id, then filter here: an id that exists but is filtered away must
+        # print nothing, while an id that does not exist is an error (Slurm's behaviour).
+        try:
+            jobs = client.jobs(ids=query.ids, include_finished=True)
+        except NotFound:  # a server may answer an unknown id with 404 rather than []
+            jobs = []
+        if not jobs and len(query.ids) == 1:
+            console.err(INVALID_JOB_ID)
+            return 1
+    else:
+        finished = query.states is not None and any(
+            s in JobState.__members__ and JobState(s).is_terminal for s in query.states
+        )
+        jobs = client.jobs(
+            users=query.users or None,
+            partitions=query.partitions or None,
+            names=query.names or None,
+            include_finished=finished,
+        )
+    jobs = [job for job in jobs if _wanted(job, query)]
+    if not query.unfold:
+        jobs = fold_arrays(jobs)
+    now = console.clock()
+    jobs = sort_jobs(jobs, query.sort, now)
+    if query.json:
+        console.out(json.dumps(jobs_json(jobs, now), indent=2))
+        return 0
+    if query.long and not query.noheader:
+        console.out(time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(now)))
+    for line in job_lines(query.layout, jobs, now, header=not query.noheader):
+        console.out(line)
+    return 0
+
+
+def _wanted(job: JobInfo, query: Query) -> bool:
+    if query.states is not None:
+        if job.state not in query.states:
+            return False
+    elif not query.ids and job.state not in DEFAULT_STATES:
+        return False
+    if query.ids and not any(_id_matches(job, item) for item in query.ids):
+        return False
+    checks = (
+        (query.users, job.user),
+        (query.partitions, job.partition),
+        (query.names, job.name),
+        (query.accounts, job.account or ""),
+        (query.qos, job.qos or ""),
+    )
+    return all(not wanted or value in wanted for wanted, value in checks)
+
+
+def _id_matches(job: JobInfo, item: str) -> bool:
+    if "_" in item:
+        return job.display_id == item
+    number = int(item)
+    return number in (job.id, job.array_job_id)
+
+
+def job_lines(
+    layout: list[Field | str], jobs: list[JobInfo], now: float, *, header: bool
+) -> list[str]:
+    letters = {part.letter for part in layout if isinstance(part, Field)}
+    titles = {letter: JOB_LETTERS[letter][0] for letter in letters}
+    rows = [{letter: JOB_LETTERS[letter][1](job, now) for letter in letters} for job in jobs]
+    return render_rows(layout, titles, rows, header=header)
+
+
+def fold_arrays(jobs: list[JobInfo]) -> list[JobInfo]:
+    """Fold each array's pending elements into one line, ``4_[1-3%2]``, as Slurm shows its
+    pending array record. A single pending element keeps its own id (``4_3``)."""
+    pending: dict[int, list[JobInfo]] = {}
+    for job in jobs:
+        if job.state == JobState.PENDING and job.array_job_id is not None:
+            pending.setdefault(job.array_job_id, []).append(job)
+    out: list[JobInfo] = []
+    emitted: set[int] = set()
+    for job in jobs:
+        array_id = job.array_job_id
+        group = pending.get(array_id, []) if array_id is not None else []
+        if array_id is None or len(group) < 2 or job.state != JobState.PENDING:
+            out.append(job)
+            continue
+        if array_id in emitted:
+            continue
+        emitted.add(array_id)
+        first = min(group, key=lambda j: j.array_task_id or 0)
+        indices = compress_indices([j.array_task_id or 0 for j in group])
+        limit = f"%{first.array_max_running}" if first.array_max_running else ""
+        display = f"{array_id}_[{indices}{limit}]"
+        out.append(first.model_copy(update={"display_id": display, "array_task_id": None}))
+    return out
+
+
+# Slurm sorts states by their internal number: pending first, then running...
+_STATE_ORDER = {
+    "PENDING": 0, "RUNNING": 1, "COMPLETING": 1, "SUSPENDED": 2, "COMPLETED": 3,
+    "CANCELLED": 4, "FAILED": 5, "TIMEOUT": 6, "NODE_FAIL": 7, "PREEMPTED": 8,
+    "BOOT_FAIL": 9, "DEADLINE": 10, "OUT_OF_MEMORY": 11,
+}  # fmt: skip
+
+
+def _sort_value(job: JobInfo, key: str, now: float) -> tuple[float, str]:
+    number: dict[str, float] = {
+        "i": job.id,
+        "A": job.id,
+        "t": _STATE_ORDER.get(job.state, 99),
+        "T": _STATE_ORDER.get(job.state, 99),
+        "p": job.priority,
+        "Q": job.priority,
+        "D": job.node_count,
+        "C": job.cpus,
+        "V": job.submit_time,
+        "l": job.time_limit_seconds,
+        "S": job.start_time or job.expected_start or float("inf"),
+    }
+    if key in number:
+        return number[key], ""
+    if key in JOB_LETTERS:
+        return 0.0, JOB_LETTERS[key][1](job, now)
+    raise HalError(f"Invalid sort specification: {key}")
+
+
+def sort_jobs(jobs: list[JobInfo], spec: str, now: float) -> list[JobInfo]:
+    """``--sort`` keys (``P,t,-p``); ``-`` reverses a key. Ties keep job-id order."""
+    ordered = sorted(jobs, key=lambda j: (j.array_job_id or j.id, j.array_task_id or 0))
+    for key in reversed(_list(spec)):
+        descending = key.startswith("-")
+        letter = key.lstrip("+-")
+
+        def value(job: JobInfo, letter: str = letter) -> tuple[float, str]:
+            return _sort_value(job, letter, now)
+
+        ordered.sort(key=value, reverse=descending)
+    return ordered

@@ -1,0 +1,111 @@
+"""The ``sbatch`` command: parse, then submit (or test, or submit and wait).
+
+Output strings are Slurm's, because tools match them: Parsl and Nextflow look for
+``Submitted batch job <id>``, Snakemake passes ``--parsable`` and reads the bare id.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import TYPE_CHECKING
+
+from hal.compat.formats import SLURM_COMPAT_VERSION, timestamp
+from hal.compat.sbatch import HELP, SbatchRequest, parse_sbatch
+from hal.compat.seam import Console
+from hal.core.errors import HalError
+from hal.core.slurm_syntax import compress_hostlist
+from hal.core.states import JobState
+from hal.wire.submit import JobSubmit, SubmitResult, non_defaults
+
+if TYPE_CHECKING:
+    from hal.wire.jobs import JobInfo
+
+WAIT_FIRST_POLL_S = 1.0
+WAIT_MAX_POLL_S = 10.0  # a polling loop should stay gentle on the server (squeue.1 warns)
+
+
+def sbatch(argv: list[str], console: Console) -> int:
+    try:
+        request = parse_sbatch(
+            argv,
+            environ=console.environ,
+            cwd=console.cwd,
+            read_stdin=console.stdin.read,
+            now=console.clock(),
+            hostname=socket.gethostname(),
+        )
+    except HalError as err:
+        return console.error(err.message)
+    if request.help:
+        console.stdout.write(HELP)
+        return 0
+    if request.version:
+        console.out(f"slurm {SLURM_COMPAT_VERSION} (HAL)")
+        return 0
+    if request.verbose:
+        _describe(request, console)
+    try:
+        if request.test_only:
+            return _test_only(request.job, console)
+        result = console.client.submit(request.job)
+    except HalError as err:
+        return console.error(f"Batch job submission failed: {err.message}")
+    console.out(str(result.job_id) if request.parsable else f"Submitted batch job {result.job_id}")
+    if not request.wait:
+        return 0
+    console.stdout.flush()  # a tool reading our pipe gets the id before we block
+    try:
+        return _wait(result, console)
+    except HalError as err:
+        return console.error(f"while waiting for job {result.job_id}: {err.message}")
+
+
+def _describe(request: SbatchRequest, console: Console) -> None:
+    console.err("sbatch: defined options")
+    shown = non_defaults(request.job, exclude=("script", "environment"))
+    for key, value in shown.items():
+        console.err(f"sbatch: {key:<20}: {value}")
+    if request.job.environment:
+        console.err(f"sbatch: {'environment':<20}: {len(request.job.environment)} variables")
+
+
+def _test_only(job: JobSubmit, console: Console) -> int:
+    will = console.client.test_only(job)
+    tasks = job.ntasks or job.nodes_min * (job.ntasks_per_node or 1)
+    processors = tasks * job.cpus_per_task
+    # Slurm prints this line on stderr (through info()), not stdout.
+    console.err(
+        f"sbatch: Job {will.job_id or 0} to start at {timestamp(will.expected_start)} using "
+        f"{processors} processors on nodes {compress_hostlist(will.nodes)} in partition "
+        f"{will.partition}"
+    )
+    return 0
+
+
+def _wait(result: SubmitResult, console: Console) -> int:
+    """Poll until the job (or every element of the array) has ended; return Slurm's exit
+    code for ``--wait``: the job's exit code, 1 if a signal ended it, the highest over an
+    array."""
+    delay = WAIT_FIRST_POLL_S
+    while True:
+        jobs = _poll(result, console)
+        if jobs and all(_finished(job) for job in jobs):
+            return max(1 if job.exit_signal else job.exit_code for job in jobs)
+        console.sleep(delay)
+        delay = min(delay * 2, WAIT_MAX_POLL_S)
+
+
+def _poll(result: SubmitResult, console: Console) -> list[JobInfo]:
+    if not result.task_ids:
+        return [console.client.job(result.job_id)]
+    jobs = console.client.jobs(ids=[str(result.job_id)], include_finished=True)
+    if len(jobs) < len(result.task_ids):
+        return []  # an element is missing from the listing: keep waiting
+    return jobs
+
+
+def _finished(job: JobInfo) -> bool:
+    try:
+        return JobState(job.state).is_terminal
+    except ValueError:
+        return False

@@ -1,0 +1,137 @@
+"""The REST API's edges against a real server: auth, validation, limits, events."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from hal.core.errors import InvalidRequest, NotFound, Unauthenticated
+from hal.testing.live import LiveServer
+from hal.wire.jobs import JobSubmit
+
+TRUE = JobSubmit(script="#!/bin/sh\ntrue\n", workdir="/tmp", hold=True)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with LiveServer(
+        tmp_path_factory.mktemp("api"), config_overrides={"max_request_bytes": 200_000}
+    ) as srv:
+        yield srv
+
+
+def test_requests_without_a_valid_token_are_refused(server: LiveServer) -> None:
+    r = httpx.get(server.url + "/v1/jobs")
+    assert r.status_code == 401
+    assert r.headers["content-type"] == "application/problem+json"
+    assert "Authorization: Bearer" in r.json()["detail"]
+    with server.client("hal_not-a-token") as c, pytest.raises(Unauthenticated):
+        c.jobs()
+
+
+def test_validation_errors_name_the_field(server: LiveServer) -> None:
+    """A malformed job gets a 400 that says which field and why, and nothing is stored."""
+    headers = {"Authorization": f"Bearer {server.token}"}
+    body = {"jobs": [{"script": "#!/bin/sh\n"}, {"script": "x", "cpus_per_task": 0}]}
+    r = httpx.post(server.url + "/v1/jobs/batch", json=body, headers=headers)
+    assert r.status_code == 400
+    assert r.json()["field"] == "jobs.1.cpus_per_task"
+    with server.client() as c:
+        before = len(c.jobs(history=True))
+        with pytest.raises(InvalidRequest, match="empty") as err:
+            c.submit_many([TRUE, dataclasses.replace(TRUE, script="   ")])
+        assert err.value.field == "jobs[1].script"
+        assert len(c.jobs(history=True)) == before, "a rejected batch stored some jobs"
+
+
+def test_oversized_request_gets_413(server: LiveServer) -> None:
+    headers = {"Authorization": f"Bearer {server.token}", "Content-Type": "application/json"}
+    big = '{"script": "' + "x" * 300_000 + '"}'
+    r = httpx.post(server.url + "/v1/jobs", content=big, headers=headers)
+    assert r.status_code == 413
+    assert "split a large batch" in r.json()["detail"]
+
+
+def test_unknown_job_is_404_and_bad_id_is_400(server: LiveServer) -> None:
+    with server.client() as c:
+        with pytest.raises(NotFound, match="Invalid job id"):
+            c.job(99999)
+        with pytest.raises(InvalidRequest):
+            c.job("12_x")
+
+
+def test_batch_of_thousands_is_accepted_in_one_request(server: LiveServer) -> None:
+    with server.client() as c:
+        results = c.submit_many([TRUE] * 2000)
+        ids = [r.job_id for r in results]
+        assert ids == list(range(ids[0], ids[0] + 2000))
+        listed = {j.id for j in c.jobs(states=["PD"])}
+        assert set(ids) <= listed
+
+
+def test_event_stream_resumes_after_the_last_event_id(server: LiveServer) -> None:
+    """A client that reconnects with Last-Event-ID gets exactly what it missed."""
+    with server.client() as c:
+        first = c.submit(TRUE).job_id
+        events = list(c.events(0, follow=False))
+        mark = next(e.id for e in events if e.job_id == first)
+        second = c.submit(TRUE).job_id
+        c.cancel(second)
+        resumed = list(c.events(mark, follow=False))
+    assert all(e.id > mark for e in resumed)
+    assert [(e.kind, e.job_id) for e in resumed if e.job_id == second] == [
+        ("job.submitted", second),
+        ("job.finished", second),
+    ]
+    r = httpx.get(
+        server.url + "/v1/events",
+        params={"follow": "false"},
+        headers={"Authorization": f"Bearer {server.token}", "Last-Event-ID": str(mark)},
+    )
+    ids = [int(line[4:]) for line in r.text.splitlines() if line.startswith("id: ")]
+    assert ids and min(ids) > mark
+
+
+def test_openapi_document_lists_the_job_endpoints(server: LiveServer) -> None:
+    doc = httpx.get(server.url + "/openapi.json").json()
+    paths = doc["paths"]
+    for path in ("/v1/jobs", "/v1/jobs/batch", "/v1/jobs/{job_id}", "/v1/events", "/v1/nodes"):
+        assert path in paths
+    batch = paths["/v1/jobs/batch"]["post"]["requestBody"]["content"]["application/json"]
+    assert batch["schema"]["$ref"].endswith("JobBatchSubmit")
+    refs: set[str] = set()
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "$ref":
+                    refs.add(str(value).rsplit("/", 1)[-1])
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(doc)
+    schemas = doc["components"]["schemas"]
+    assert sorted(r for r in refs if r not in schemas) == [], "dangling $ref in OpenAPI"
+    assert {"JobSubmit", "AgentSync", "AgentRegister"} <= set(schemas)
+
+
+def test_hold_release_and_update(server: LiveServer, tmp_path: Path) -> None:
+    with server.client() as c:
+        jid = c.submit(dataclasses.replace(TRUE, hold=False, begin_time=4102444800.0))
+        c.hold(jid.job_id)
+        assert c.job(jid.job_id).held
+        c.release(jid.job_id)
+        info = c.job(jid.job_id)
+        assert not info.held
+        from hal.wire.jobs import JobUpdate
+
+        updated = c.update_job(jid.job_id, JobUpdate(time_limit_seconds=600, name="renamed"))
+        assert (updated.time_limit_seconds, updated.name) == (600, "renamed")
+        c.cancel(jid.job_id)

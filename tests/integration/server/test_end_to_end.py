@@ -1,0 +1,184 @@
+"""The foundation end to end: real server, real agents, real processes, Slurm commands."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hal.testing.live import LiveServer, wait_until
+from hal.wire.jobs import JobSubmit
+
+
+def hal(
+    server: LiveServer, *args: str, input_text: str | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hal.cli.main", *args],
+        env=server.env(),
+        text=True,
+        capture_output=True,
+        input=input_text,
+        cwd=cwd,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    data = tmp_path_factory.mktemp("hal")
+    with (
+        LiveServer(data, config_overrides={"kill_wait_seconds": 2}) as server,
+        server.agents(2, cpus=2, memory="1G"),
+    ):
+        yield server
+
+
+def finished(server: LiveServer, job_id: int | str) -> bool:
+    with server.client() as c:
+        return c.job(job_id).state not in ("PENDING", "RUNNING", "COMPLETING")
+
+
+def test_sbatch_script_runs_and_writes_output(cluster: LiveServer, tmp_path: Path) -> None:
+    """An unchanged Slurm batch script runs as a real process with SLURM_* variables and
+    its output lands in slurm-<id>.out in the submit directory."""
+    script = tmp_path / "job.sh"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH -J hello\n#SBATCH --cpus-per-task=1\n"
+        'echo "id=$SLURM_JOB_ID name=$SLURM_JOB_NAME nodes=$SLURM_JOB_NODELIST"\n'
+    )
+    done = hal(cluster, "sbatch", str(script), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Submitted batch job ")
+    job_id = int(done.stdout.split()[-1])
+    wait_until(lambda: finished(cluster, job_id), message="the job to finish")
+    with cluster.client() as c:
+        info = c.job(job_id)
+    assert info.state == "COMPLETED", info
+    out = (tmp_path / f"slurm-{job_id}.out").read_text()
+    assert f"id={job_id} name=hello nodes=node" in out
+
+
+def test_failing_job_reports_exit_code_and_sacct_sees_it(
+    cluster: LiveServer, tmp_path: Path
+) -> None:
+    """`exit 3` ends FAILED with ExitCode 3:0 in squeue -t all and sacct."""
+    done = hal(cluster, "sbatch", "--parsable", "--wrap", "exit 3", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.strip()
+    wait_until(lambda: finished(cluster, job_id), message="the job to fail")
+    sq = hal(cluster, "squeue", "-h", "-t", "all", "-j", job_id, "-o", "%i %t %r")
+    assert sq.stdout.split() == [job_id, "F", "NonZeroExitCode"], sq
+    sa = hal(
+        cluster,
+        "sacct",
+        "-X",
+        "--parsable2",
+        "--noheader",
+        "-j",
+        job_id,
+        "--format=JobIdRaw,State,ExitCode",
+    )
+    assert sa.stdout.strip() == f"{job_id}|FAILED|3:0", sa
+
+
+def test_wait_returns_the_job_exit_code(cluster: LiveServer, tmp_path: Path) -> None:
+    """`sbatch --wait --wrap "exit 7"` exits 7, as with Slurm."""
+    done = hal(cluster, "sbatch", "--wait", "--wrap", "exit 7", cwd=tmp_path)
+    assert done.returncode == 7, (done.stdout, done.stderr)
+
+
+def test_unknown_partition_is_refused_like_slurm(cluster: LiveServer, tmp_path: Path) -> None:
+    done = hal(cluster, "sbatch", "-p", "nosuch", "--wrap", "true", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "sbatch: error: Batch job submission failed: Invalid partition name" in done.stderr
+
+
+def test_oversized_request_is_refused(cluster: LiveServer, tmp_path: Path) -> None:
+    done = hal(cluster, "sbatch", "--mem=64T", "--wrap", "true", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "Requested node configuration is not available" in done.stderr
+
+
+def test_array_with_throttle_and_dependency(cluster: LiveServer, tmp_path: Path) -> None:
+    """A throttled array runs every element; an afterok job waits for all of them."""
+    arr = hal(
+        cluster,
+        "sbatch",
+        "--parsable",
+        "--array=0-5%2",
+        "-o",
+        "arr-%A_%a.out",
+        "--wrap",
+        "echo $SLURM_ARRAY_TASK_ID",
+        cwd=tmp_path,
+    )
+    assert arr.returncode == 0, arr.stderr
+    array_id = arr.stdout.strip()
+    dep = hal(
+        cluster,
+        "sbatch",
+        "--parsable",
+        f"--dependency=afterok:{array_id}",
+        "--wrap",
+        "echo after",
+        cwd=tmp_path,
+    )
+    assert dep.returncode == 0, dep.stderr
+    dep_id = dep.stdout.strip()
+    wait_until(lambda: finished(cluster, dep_id), timeout=60, message="the dependent job")
+    with cluster.client() as c:
+        elements = c.jobs(ids=[array_id], include_finished=True)
+        assert sorted(j.array_task_id or 0 for j in elements) == [0, 1, 2, 3, 4, 5]
+        assert {j.state for j in elements} == {"COMPLETED"}
+        assert c.job(dep_id).state == "COMPLETED"
+        last_start = max(j.start_time or 0 for j in elements)
+        assert (c.job(dep_id).start_time or 0) >= last_start
+    for i in range(6):
+        assert (tmp_path / f"arr-{array_id}_{i}.out").read_text().strip() == str(i)
+
+
+def test_cancel_running_job(cluster: LiveServer, tmp_path: Path) -> None:
+    """scancel ends a running job: CANCELLED, its process gone."""
+    done = hal(cluster, "sbatch", "--parsable", "--wrap", "sleep 300", cwd=tmp_path)
+    job_id = done.stdout.strip()
+    with cluster.client() as c:
+        wait_until(lambda: c.job(job_id).state == "RUNNING", message="the job to start")
+    assert hal(cluster, "scancel", job_id).returncode == 0
+    wait_until(lambda: finished(cluster, job_id), message="the job to end")
+    with cluster.client() as c:
+        assert c.job(job_id).state == "CANCELLED"
+
+
+def test_time_limit_gives_timeout(cluster: LiveServer, tmp_path: Path) -> None:
+    """A job past its time limit gets SIGTERM, then SIGKILL after KillWait: TIMEOUT."""
+    with cluster.client() as c:
+        res = c.submit(
+            JobSubmit(script="#!/bin/sh\nsleep 60\n", workdir=str(tmp_path), time_limit_seconds=1)
+        )
+        wait_until(lambda: finished(cluster, res.job_id), message="the time limit")
+        info = c.job(res.job_id)
+    assert info.state == "TIMEOUT"
+    assert info.reason == "TimeLimit"
+
+
+def test_users_cannot_touch_each_others_jobs(cluster: LiveServer, tmp_path: Path) -> None:
+    with cluster.client() as admin:
+        bob = admin.add_user("bob")
+        held = admin.submit(JobSubmit(script="#!/bin/sh\ntrue\n", workdir=str(tmp_path), hold=True))
+    from hal.core.errors import PermissionDenied
+
+    with cluster.client(bob.token) as c:
+        with pytest.raises(PermissionDenied):
+            c.cancel(held.job_id)
+        with pytest.raises(PermissionDenied):
+            c.job_script(held.job_id)
+        wait_until(
+            lambda: c.job(held.job_id).reason == "JobHeldUser",
+            message="the scheduler to give the held job its reason",
+        )
+    with cluster.client() as admin:
+        admin.cancel(held.job_id)

@@ -1,0 +1,135 @@
+"""Crashed agents, silent nodes and restarted servers lose no job and run none twice."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+from hal.testing.live import LiveServer, stop_process, wait_until
+from hal.wire.jobs import JobSubmit
+
+
+def script(body: str) -> str:
+    return "#!/bin/sh\n" + body + "\n"
+
+
+def state(server: LiveServer, job_id: int) -> str:
+    with server.client() as c:
+        return c.job(job_id).state
+
+
+def test_agent_restart_neither_orphans_nor_duplicates(tmp_path: Path) -> None:
+    """SIGKILL the agent while its job runs; a new agent on the same state directory
+    re-adopts the job, which finishes once with its real exit code."""
+    out = tmp_path / "out.txt"
+    with LiveServer(tmp_path / "srv") as server:
+        agent = server.start_agent("node1", cpus=2)
+        with server.client() as c:
+            wait_until(lambda: any(n.state == "UP" for n in c.nodes()), message="agent up")
+            jid = c.submit(
+                JobSubmit(
+                    script=script(f"echo run >> {out}; sleep 4; exit 3"), workdir=str(tmp_path)
+                )
+            ).job_id
+            wait_until(out.exists, message="the job to start")
+        agent.send_signal(signal.SIGKILL)
+        agent.wait(10)
+        again = server.start_agent("node1", cpus=2)
+        try:
+            wait_until(
+                lambda: state(server, jid) not in ("RUNNING", "PENDING"),
+                timeout=60,
+                message="the job to end",
+            )
+            with server.client() as c:
+                info = c.job(jid)
+            assert (info.state, info.exit_code, info.restarts) == ("FAILED", 3, 0)
+            assert out.read_text() == "run\n", "the job ran twice"
+        finally:
+            stop_process(again)
+
+
+def test_silent_node_goes_down_and_its_job_is_requeued(tmp_path: Path) -> None:
+    """An agent that stops heartbeating: node DOWN, its requeueable job back in the queue,
+    its --no-requeue job NODE_FAIL."""
+    overrides = {"node_timeout_seconds": 3.0, "heartbeat_interval_seconds": 0.5}
+    with LiveServer(tmp_path / "srv", config_overrides=overrides) as server:
+        agent = server.start_agent("node1", cpus=2)
+        with server.client() as c:
+            wait_until(lambda: any(n.state == "UP" for n in c.nodes()), message="agent up")
+            keep = c.submit(JobSubmit(script=script("sleep 30"), workdir=str(tmp_path)))
+            lose = c.submit(
+                JobSubmit(script=script("sleep 30"), workdir=str(tmp_path), requeue=False)
+            )
+            wait_until(
+                lambda: {state(server, keep.job_id), state(server, lose.job_id)} == {"RUNNING"},
+                message="both jobs to run",
+            )
+            agent.send_signal(signal.SIGSTOP)  # alive but silent, like a hung node
+            try:
+                wait_until(
+                    lambda: c.node("node1").state == "DOWN",
+                    timeout=30,
+                    message="the node to be declared down",
+                )
+                wait_until(
+                    lambda: state(server, lose.job_id) == "NODE_FAIL",
+                    timeout=10,
+                    message="NODE_FAIL",
+                )
+                requeued = c.job(keep.job_id)
+                assert requeued.state == "PENDING" and requeued.restarts == 1
+                assert c.node("node1").reason == "Not responding"
+            finally:
+                agent.send_signal(signal.SIGCONT)
+            # the agent comes back: it re-registers, is told to kill the stale processes,
+            # and the requeued job runs again (attempt 1)
+            wait_until(
+                lambda: c.node("node1").state == "UP", timeout=30, message="the node to come back"
+            )
+            wait_until(
+                lambda: state(server, keep.job_id) == "RUNNING",
+                timeout=30,
+                message="the requeued job to run again",
+            )
+            c.cancel(keep.job_id)
+        stop_process(agent)
+
+
+def test_server_restart_resumes_queue_and_running_jobs(tmp_path: Path) -> None:
+    """Stop the control plane while a job runs and others wait; a new server on the same
+    database picks up where it left off and every job finishes exactly once."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    data = tmp_path / "srv"
+    first = LiveServer(data)
+    first.start()
+    agent = first.start_agent("node1", cpus=1)
+    with first.client() as c:
+        wait_until(lambda: any(n.state == "UP" for n in c.nodes()), message="agent up")
+        ids = [
+            c.submit(
+                JobSubmit(
+                    script=script(f"touch {marks}/$SLURM_JOB_ID; sleep 1"), workdir=str(tmp_path)
+                )
+            ).job_id
+            for _ in range(3)
+        ]
+        wait_until(lambda: state(first, ids[0]) == "RUNNING", message="the first job")
+    first._agents.remove(agent)  # keep the agent running across the server restart
+    first.stop()
+    second = LiveServer(data, port=first.port)
+    second.token = first.token
+    second.start()
+    try:
+        wait_until(
+            lambda: all(state(second, j) == "COMPLETED" for j in ids),
+            timeout=60,
+            message="every job to complete after the restart",
+        )
+        assert sorted(p.name for p in marks.iterdir()) == sorted(str(j) for j in ids)
+        with second.client() as c:
+            assert all(c.job(j).restarts == 0 for j in ids)
+    finally:
+        stop_process(agent)
+        second.stop()

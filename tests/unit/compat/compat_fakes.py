@@ -1,0 +1,246 @@
+"""A fake HAL client and builders for the Slurm command tests (the ``client_factory`` seam)."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from hal.compat.commands import run
+from hal.core.errors import NotFound
+from hal.core.states import JobState
+from hal.wire.jobs import JobInfo, JobSubmit, JobUpdate, SubmitResult, WillRun
+from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo, UserInfo
+
+GiB = 1 << 30
+MiB = 1 << 20
+T0 = datetime(2026, 11, 21, 21, 30, 20).timestamp()  # tests run with TZ=UTC
+
+
+def job(id: int = 3, **changes: Any) -> JobInfo:
+    base: dict[str, Any] = {
+        "id": id,
+        "display_id": str(id),
+        "name": "sleeper",
+        "user": "root",
+        "partition": "debug",
+        "state": "PENDING",
+        "state_code": "PD",
+        "reason": "Resources",
+        "priority": 100,
+        "submit_time": T0,
+        "time_limit_seconds": 0,
+        "node_count": 1,
+        "cpus": 1,
+        "memory_bytes": 50 * MiB,
+        "gpus": 0,
+        "ntasks": 1,
+        "cpus_per_task": 1,
+        "workdir": "/home/root",
+        "stdout": f"/home/root/slurm-{id}.out",
+        "stderr": f"/home/root/slurm-{id}.out",
+    }
+    base.update(changes)
+    if "state" in changes and "state_code" not in changes:
+        base["state_code"] = JobState(base["state"]).code
+    if base.get("array_job_id") is not None and "display_id" not in changes:
+        base["display_id"] = f"{base['array_job_id']}_{base['array_task_id']}"
+    return JobInfo(**base)
+
+
+def running(id: int, **changes: Any) -> JobInfo:
+    values: dict[str, Any] = {
+        "state": "RUNNING",
+        "reason": "None",
+        "start_time": T0 + 10,
+        "nodes": ["vm"],
+    }
+    values.update(changes)
+    return job(id, **values)
+
+
+def node(name: str = "vm", **changes: Any) -> NodeInfo:
+    base: dict[str, Any] = {
+        "name": name,
+        "state": "UP",
+        "display_state": "idle",
+        "cpus": 2,
+        "cpus_alloc": 0,
+        "memory_bytes": 1000 * MiB,
+        "memory_alloc_bytes": 0,
+        "gpus": 0,
+        "gpus_alloc": 0,
+        "partitions": ["debug"],
+    }
+    base.update(changes)
+    return NodeInfo(**base)
+
+
+def partition(name: str = "debug", **changes: Any) -> PartitionInfo:
+    base: dict[str, Any] = {
+        "name": name,
+        "default": False,
+        "up": True,
+        "max_time_seconds": 0,
+        "default_time_seconds": 0,
+        "max_nodes": 0,
+        "nodes": [],
+    }
+    base.update(changes)
+    return PartitionInfo(**base)
+
+
+@dataclass
+class FakeClient:
+    """Implements the HalClient methods the commands call, over in-memory lists."""
+
+    job_list: list[JobInfo] = field(default_factory=list)
+    node_list: list[NodeInfo] = field(default_factory=list)
+    partition_list: list[PartitionInfo] = field(default_factory=list)
+    user: str = "root"
+    admin: bool = False
+    next_id: int = 42
+    submitted: list[JobSubmit] = field(default_factory=list)
+    cancelled: list[tuple[str, int | None]] = field(default_factory=list)
+    actions: list[tuple[str, str]] = field(default_factory=list)
+    updates: list[tuple[str, JobUpdate]] = field(default_factory=list)
+    jobs_calls: list[dict[str, Any]] = field(default_factory=list)
+    submit_error: Exception | None = None
+    closed: bool = False
+    min_job_age: int = 300
+
+    def submit(self, job: JobSubmit) -> SubmitResult:
+        if self.submit_error is not None:
+            raise self.submit_error
+        self.submitted.append(job)
+        tasks = []
+        if job.array:
+            tasks = [self.next_id + 1 + i for i in range(3)]
+        return SubmitResult(job_id=self.next_id, task_ids=tasks)
+
+    def test_only(self, job: JobSubmit) -> WillRun:
+        self.submitted.append(job)
+        return WillRun(
+            job_id=self.next_id, expected_start=T0 + 60, nodes=["n1", "n2"], partition="debug"
+        )
+
+    def jobs(self, **query: Any) -> list[JobInfo]:
+        self.jobs_calls.append(query)
+        out = []
+        for info in self.job_list:
+            finished = JobState(info.state).is_terminal
+            if finished and not (query.get("include_finished") or query.get("history")):
+                continue
+            if query.get("ids") and not any(_matches(info, i) for i in query["ids"]):
+                continue
+            if query.get("users") and info.user not in query["users"]:
+                continue
+            if query.get("names") and info.name not in query["names"]:
+                continue
+            if query.get("partitions") and info.partition not in query["partitions"]:
+                continue
+            out.append(info)
+        return out
+
+    def job(self, job_id: int | str) -> JobInfo:
+        for info in self.job_list:
+            if _matches(info, str(job_id)):
+                return info
+        raise NotFound(f"job {job_id} not found")
+
+    def cancel(self, job_id: int | str, *, signal: int | None = None) -> list[int]:
+        found = [j.id for j in self.job_list if _matches(j, str(job_id))]
+        if not found:
+            raise NotFound(f"job {job_id} not found")
+        self.cancelled.append((str(job_id), signal))
+        return found
+
+    def _action(self, name: str, job_id: int | str) -> list[int]:
+        found = [j.id for j in self.job_list if _matches(j, str(job_id))]
+        if not found:
+            raise NotFound(f"job {job_id} not found")
+        self.actions.append((name, str(job_id)))
+        return found
+
+    def hold(self, job_id: int | str) -> list[int]:
+        return self._action("hold", job_id)
+
+    def release(self, job_id: int | str) -> list[int]:
+        return self._action("release", job_id)
+
+    def requeue(self, job_id: int | str) -> list[int]:
+        return self._action("requeue", job_id)
+
+    def update_job(self, job_id: int | str, update: JobUpdate) -> JobInfo:
+        self.updates.append((str(job_id), update))
+        return self.job(job_id)
+
+    def nodes(self) -> list[NodeInfo]:
+        return list(self.node_list)
+
+    def node(self, name: str) -> NodeInfo:
+        for info in self.node_list:
+            if info.name == name:
+                return info
+        raise NotFound(f"node {name} not found")
+
+    def partitions(self) -> list[PartitionInfo]:
+        return list(self.partition_list)
+
+    def cluster_config(self) -> ClusterConfig:
+        return ClusterConfig(
+            cluster_name="hal",
+            min_job_age_seconds=self.min_job_age,
+            kill_wait_seconds=30,
+            version="0.1.0",
+            scheduler_interval_seconds=1.0,
+        )
+
+    def whoami(self) -> UserInfo:
+        return UserInfo(name=self.user, admin=self.admin)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _matches(info: JobInfo, ident: str) -> bool:
+    if "_" in ident:
+        return info.display_id == ident
+    return int(ident) in (info.id, info.array_job_id)
+
+
+@dataclass
+class Result:
+    rc: int
+    out: str
+    err: str
+
+    @property
+    def lines(self) -> list[str]:
+        return self.out.splitlines()
+
+
+def call(
+    client: FakeClient,
+    command: str,
+    *argv: str,
+    stdin: str = "",
+    environ: dict[str, str] | None = None,
+    cwd: str = "/home/root",
+    now: float = T0 + 100,
+) -> Result:
+    out, err = io.StringIO(), io.StringIO()
+    rc = run(
+        command,
+        list(argv),
+        client_factory=lambda: client,
+        stdout=out,
+        stderr=err,
+        stdin=io.StringIO(stdin),
+        environ=environ if environ is not None else {"HOME": "/home/root"},
+        cwd=cwd,
+        clock=lambda: now,
+        sleep=lambda s: None,
+    )
+    return Result(rc, out.getvalue(), err.getvalue())

@@ -1,0 +1,52 @@
+"""The dispatcher: command names, client lifetime and unmapped client errors."""
+
+from __future__ import annotations
+
+import io
+
+from compat_fakes import FakeClient, call
+
+from hal.compat.commands import run
+from hal.core.errors import Unavailable
+
+
+def test_unknown_command() -> None:
+    result = call(FakeClient(), "salloc", "hostname")
+    assert result.rc == 1
+    assert result.err.startswith("salloc: error: unknown command 'salloc'")
+
+
+def test_srun_outside_a_job_refuses_clearly() -> None:
+    """HAL's srun is a pass-through inside batch jobs only; elsewhere it says so."""
+    result = call(FakeClient(), "srun", "hostname")
+    assert result.rc == 1
+    assert "inside a batch job only" in result.err
+
+
+def test_path_of_a_shim_is_its_name() -> None:
+    assert call(FakeClient(), "/usr/local/bin/sinfo", "-h").rc == 0
+
+
+def test_help_never_builds_a_client() -> None:
+    def explode() -> FakeClient:
+        raise AssertionError("client built")
+
+    assert run("sbatch", ["--help"], client_factory=explode, stdout=io.StringIO()) == 0
+
+
+def test_server_unreachable_is_one_error_line() -> None:
+    class Down(FakeClient):
+        def jobs(self, **query: object) -> list[object]:  # type: ignore[override]
+            raise Unavailable("cannot reach the HAL server at http://x; is it running?")
+
+    result = call(Down(), "squeue")
+    assert (result.rc, result.err) == (
+        1,
+        "squeue: error: cannot reach the HAL server at http://x; is it running?\n",
+    )
+
+
+def test_client_is_closed() -> None:
+    client = FakeClient()
+    call(client, "squeue")
+    assert client.closed

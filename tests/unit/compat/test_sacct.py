@@ -1,0 +1,166 @@
+"""sacct: fixed-width and parsable output, fields, steps and the time window."""
+
+from __future__ import annotations
+
+import pytest
+from compat_fakes import T0, FakeClient, call, job, running
+
+from hal.compat.sacct import FIELDS
+
+
+def history() -> FakeClient:
+    return FakeClient(
+        job_list=[
+            job(
+                1,
+                name="failer",
+                state="FAILED",
+                reason="NonZeroExitCode",
+                exit_code=3,
+                start_time=T0,
+                end_time=T0 + 86,
+                nodes=["vm"],
+                account="proj",
+            ),
+            job(
+                2,
+                name="killed",
+                state="CANCELLED",
+                exit_signal=15,
+                start_time=T0,
+                end_time=T0 + 5,
+                nodes=["vm"],
+                cancelled_by="0",
+            ),
+            running(
+                3, name="runner", cpus=4, node_count=2, nodes=["n1", "n2"], time_limit_seconds=3600
+            ),
+            job(4, name="waiter"),
+            job(
+                9,
+                name="old",
+                state="COMPLETED",
+                start_time=T0 - 5 * 86400,
+                end_time=T0 - 4 * 86400,
+                submit_time=T0 - 5 * 86400,
+                nodes=["vm"],
+            ),
+        ]
+    )
+
+
+def test_default_fields_and_steps() -> None:
+    assert call(history(), "sacct").lines == [
+        "JobID           JobName  Partition    Account  AllocCPUS      State ExitCode ",
+        "------------ ---------- ---------- ---------- ---------- ---------- -------- ",
+        "1                failer      debug       proj          1     FAILED      3:0 ",
+        "1.batch           batch                  proj          1     FAILED      3:0 ",
+        "2                killed      debug                     1 CANCELLED+     0:15 ",
+        "2.batch           batch                                1  CANCELLED     0:15 ",
+        "3                runner      debug                     4    RUNNING      0:0 ",
+        "3.batch           batch                                2    RUNNING      0:0 ",
+        "4                waiter      debug                     0    PENDING      0:0 ",
+    ]
+
+
+def test_allocations_only_brief() -> None:
+    assert call(history(), "sacct", "-X", "--brief", "-n").lines == [
+        "1                FAILED      3:0 ",
+        "2            CANCELLED+     0:15 ",
+        "3               RUNNING      0:0 ",
+        "4               PENDING      0:0 ",
+    ]
+
+
+def test_parsable_and_parsable2() -> None:
+    trailing = call(history(), "sacct", "-X", "-p", "-o", "JobID,State", "-j", "2").lines
+    assert trailing == ["JobID|State|", "2|CANCELLED by 0|"]
+    plain = call(history(), "sacct", "-X", "-P", "-o", "JobID,State", "-j", "2").lines
+    assert plain == ["JobID|State", "2|CANCELLED by 0"]
+
+
+def test_all_listed_fields() -> None:
+    fmt = (
+        "JobIdRaw,JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode,Elapsed,Start,"
+        "End,Submit,ReqMem,MaxRSS,NodeList,User,Timelimit"
+    )
+    lines = call(history(), "sacct", "-P", "-o", fmt, "-j", "1,3").lines
+    assert lines == [
+        "JobIDRaw|JobID|JobName|Partition|Account|AllocCPUS|State|ExitCode|Elapsed|Start|End|"
+        "Submit|ReqMem|MaxRSS|NodeList|User|Timelimit",
+        "1|1|failer|debug|proj|1|FAILED|3:0|00:01:26|2026-11-21T21:30:20|2026-11-21T21:31:46|"
+        "2026-11-21T21:30:20|50M||vm|root|UNLIMITED",
+        "1.batch|1.batch|batch||proj|1|FAILED|3:0|00:01:26|2026-11-21T21:30:20|"
+        "2026-11-21T21:31:46|2026-11-21T21:30:20|||vm||",
+        "3|3|runner|debug||4|RUNNING|0:0|00:01:30|2026-11-21T21:30:30|Unknown|"
+        "2026-11-21T21:30:20|25M||n[1-2]|root|01:00:00",
+        "3.batch|3.batch|batch|||2|RUNNING|0:0|00:01:30|2026-11-21T21:30:30|Unknown|"
+        "2026-11-21T21:30:20|||n[1-2]||",
+    ]
+
+
+def test_field_width_override() -> None:
+    lines = call(history(), "sacct", "-X", "-n", "-o", "JobName%3,State%12", "-j", "1").lines
+    assert lines == ["fa+       FAILED "]
+
+
+def test_sacct_format_environment() -> None:
+    result = call(
+        history(), "sacct", "-X", "-P", "-n", "-j", "4", environ={"SACCT_FORMAT": "jobid,user"}
+    )
+    assert result.lines == ["4|root"]
+
+
+def test_unknown_field() -> None:
+    result = call(history(), "sacct", "-o", "JobID,Bogus")
+    assert result.rc == 1 and 'Invalid field requested: "Bogus"' in result.err
+
+
+def test_window_defaults_to_today_but_ids_see_all_time() -> None:
+    assert "9" not in [line.split("|")[0] for line in call(history(), "sacct", "-X", "-P").lines]
+    assert call(history(), "sacct", "-X", "-P", "-n", "-o", "JobID", "-j", "9").lines == ["9"]
+    wide = call(history(), "sacct", "-X", "-P", "-n", "-o", "JobID", "-S", "now-7days").lines
+    assert "9" in wide
+
+
+def test_end_time_excludes_later_submissions() -> None:
+    lines = call(
+        history(), "sacct", "-X", "-P", "-n", "-o", "JobID", "-S", "now-7days", "-E", "2026-11-20"
+    ).lines
+    assert lines == ["9"]
+
+
+@pytest.mark.parametrize(
+    ("states", "ids"), [("F", ["1"]), ("CA,R", ["2", "3"]), ("pending", ["4"])]
+)
+def test_state_filter(states: str, ids: list[str]) -> None:
+    lines = call(history(), "sacct", "-X", "-P", "-n", "-o", "JobID", "-s", states).lines
+    assert lines == ids
+
+
+def test_default_user_is_the_caller_unless_admin() -> None:
+    client = history()
+    client.user = "alice"
+    call(client, "sacct")
+    assert client.jobs_calls[-1]["users"] == ["alice"]
+    client.admin = True
+    call(client, "sacct")
+    assert client.jobs_calls[-1]["users"] is None
+    call(client, "sacct", "-a")
+    assert client.jobs_calls[-1]["history"] is True
+
+
+def test_step_id_in_jobs_option() -> None:
+    """``-j 1.batch`` shows that step alone, ``-j 1.7`` (a step HAL never runs) nothing,
+    and ``-j 1`` the job with its steps: Snakemake asks for steps 0..9 of failed jobs."""
+    assert call(history(), "sacct", "-P", "-n", "-o", "JobID", "-j", "1.batch").lines == ["1.batch"]
+    assert call(history(), "sacct", "-P", "-n", "-o", "JobID", "-j", "1.7").lines == []
+    assert call(history(), "sacct", "-P", "-n", "-o", "JobID", "-j", "1").lines == [
+        "1",
+        "1.batch",
+    ]
+
+
+def test_field_table_titles_are_unique() -> None:
+    titles = [title for title, _, _ in FIELDS.values()]
+    assert len(titles) == len(set(titles))

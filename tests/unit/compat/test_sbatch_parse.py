@@ -1,0 +1,336 @@
+"""``#SBATCH`` scripts and sbatch argv → JobSubmit: every option of the v1 compat set."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hal.compat.sbatch import (
+    SbatchRequest,
+    directive_lines,
+    export_environment,
+    parse_sbatch,
+    split_directive,
+)
+from hal.core.errors import InvalidRequest, UnsupportedOption
+from hal.wire.submit import non_defaults
+
+NOW = 1_800_000_000.0
+SCRIPT = "#!/bin/bash\necho hi\n"
+
+
+def parse(
+    *argv: str, script: str = SCRIPT, environ: dict[str, str] | None = None, cwd: str = "/work"
+) -> SbatchRequest:
+    return parse_sbatch(
+        list(argv),
+        environ=environ if environ is not None else {"PATH": "/bin", "SLURM_CONF": "/x"},
+        cwd=cwd,
+        read_stdin=lambda: script,
+        now=NOW,
+    )
+
+
+def job_fields(*argv: str, script: str = SCRIPT) -> dict[str, Any]:
+    return non_defaults(parse(*argv, script=script).job)
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["-J", "x"], {"name": "x"}),
+        (["--job-name=x y"], {"name": "x y"}),
+        (["-o", "out-%j.txt"], {"stdout": "out-%j.txt"}),
+        (["--error=err.txt"], {"stderr": "err.txt"}),
+        (["-p", "gpu,debug"], {"partition": "gpu,debug"}),
+        (["--partition", " a , b "], {"partition": "a,b"}),
+        (["-N", "2"], {"nodes_min": 2}),
+        (["--nodes=2-4"], {"nodes_min": 2, "nodes_max": 4}),
+        (["-n", "8"], {"ntasks": 8}),
+        (["--ntasks-per-node=4"], {"ntasks_per_node": 4}),
+        (["-c", "4"], {"cpus_per_task": 4}),
+        (["--mem=4G"], {"memory_per_node_bytes": 4 << 30}),
+        (["--mem", "4000"], {"memory_per_node_bytes": 4000 << 20}),
+        (["--mem=0"], {"memory_per_node_bytes": 0}),
+        (["--mem-per-cpu=2G"], {"memory_per_cpu_bytes": 2 << 30}),
+        (["--mem-per-gpu=20g"], {"memory_per_gpu_bytes": 20 << 30}),
+        (["--gres=gpu:2"], {"gpus_per_node": 2}),
+        (["--gres", "gpu:a100:4"], {"gpus_per_node": 4, "gpu_type": "a100"}),
+        (["-G", "8"], {"gpus": 8}),
+        (["--gpus=h100:2"], {"gpus": 2, "gpu_type": "h100"}),
+        (["--gpus-per-node=2"], {"gpus_per_node": 2}),
+        (["--gpus-per-task=1"], {"gpus_per_task": 1}),
+        (["-t", "1:00:00"], {"time_limit_seconds": 3600}),
+        (["--time=2-00:00:00"], {"time_limit_seconds": 172800}),
+        (["-t", "0"], {"time_limit_seconds": 0}),
+        (["-a", "0-15%4"], {"array": "0-15%4"}),
+        (["--array=1,3,5"], {"array": "1,3,5"}),
+        (["-d", "afterok:12"], {"dependency": "afterok:12"}),
+        (["--dependency=afterany:1?afterok:2"], {"dependency": "afterany:1?afterok:2"}),
+        (["--kill-on-invalid-dep=yes"], {"kill_on_invalid_dep": True}),
+        (["-A", "proj"], {"account": "proj"}),
+        (["-q", "high"], {"qos": "high"}),
+        (["-C", "a100&ib"], {"constraint": ["a100", "ib"]}),
+        (["--constraint=a,b"], {"constraint": ["a", "b"]}),
+        (["-x", "n[1-2]"], {"exclude": ["n1", "n2"]}),
+        (["-w", "n[3-4],m1"], {"nodelist": ["n3", "n4", "m1"]}),
+        (["-H"], {"hold": True}),
+        (["-b", "now+60"], {"begin_time": NOW + 60}),
+        (["--no-requeue"], {"requeue": False}),
+        (["--no-requeue", "--requeue"], {}),
+        (["--signal=B:USR2@30"], {"signal": "B:USR2@30"}),
+        (["--exclusive"], {"exclusive": True}),
+        (["--comment=run 7"], {"comment": "run 7"}),
+        (["--nice"], {"nice": 100}),
+        (["--nice=-5"], {"nice": -5}),
+        (["--mail-type=END", "--mail-user=a@b"], {}),  # accepted, no mail is sent
+    ],
+)
+def test_option_maps_to_field(argv: list[str], expected: dict[str, Any]) -> None:
+    fields = job_fields(*argv)
+    fields.pop("script")
+    fields.pop("environment")
+    fields.pop("workdir")
+    assert fields == expected
+
+
+def test_defaults_from_the_submitter() -> None:
+    """No options: name "sbatch" (stdin), the current directory, the whole environment."""
+    job = parse(cwd="/home/a").job
+    assert job.name == "sbatch"
+    assert job.workdir == "/home/a"
+    assert job.environment == {"PATH": "/bin", "SLURM_CONF": "/x"}
+    assert job.script == SCRIPT
+
+
+def test_flags_for_the_command() -> None:
+    request = parse("--parsable", "-W", "--test-only", "-Q", "-v", "-v")
+    assert (request.parsable, request.wait, request.test_only, request.quiet) == (
+        True,
+        True,
+        True,
+        True,
+    )
+    assert request.verbose == 2
+
+
+def test_chdir_relative_to_cwd() -> None:
+    assert parse("-D", "sub/../run").job.workdir == "/work/run"
+    assert parse("--chdir=/abs").job.workdir == "/abs"
+
+
+def test_wrap_builds_sh_script_named_wrap() -> None:
+    job = parse("--wrap", "echo $HOME && exit 7").job
+    assert job.script == (
+        "#!/bin/sh\n# This script was created by sbatch --wrap.\n\necho $HOME && exit 7\n"
+    )
+    assert job.name == "wrap"
+
+
+def test_wrap_refuses_script_arguments() -> None:
+    with pytest.raises(InvalidRequest, match="Script arguments not permitted with --wrap"):
+        parse("--wrap=true", "job.sh")
+
+
+def test_script_from_file_names_the_job(tmp_path: Path) -> None:
+    (tmp_path / "train.sh").write_text("#!/bin/sh\n#SBATCH -J fromfile\ntrue\n")
+    job = parse("train.sh", cwd=str(tmp_path)).job
+    assert job.name == "fromfile"
+    plain = tmp_path / "plain.sh"
+    plain.write_text("#!/bin/sh\ntrue\n")
+    assert parse(str(plain)).job.name == "plain.sh"
+
+
+def test_missing_script_file(tmp_path: Path) -> None:
+    with pytest.raises(InvalidRequest, match=r"Unable to open file nope\.sh"):
+        parse("nope.sh", cwd=str(tmp_path))
+
+
+def test_script_arguments_are_refused_not_dropped(tmp_path: Path) -> None:
+    (tmp_path / "s.sh").write_text(SCRIPT)
+    with pytest.raises(UnsupportedOption, match="arguments to batch scripts"):
+        parse("s.sh", "arg1", cwd=str(tmp_path))
+
+
+def test_options_after_the_script_belong_to_it(tmp_path: Path) -> None:
+    """sbatch stops at the script name: `-N 2` after it is a script argument."""
+    (tmp_path / "s.sh").write_text(SCRIPT)
+    with pytest.raises(UnsupportedOption, match="'-N 2'"):
+        parse("s.sh", "-N", "2", cwd=str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("script", "message"),
+    [
+        ("", "Batch script is empty!"),
+        ("  \n\n", "only whitespace"),
+        ("echo hi\n", "This does not look like a batch script"),
+        ("#!/bin/sh\r\necho\r\n", "DOS line breaks"),
+    ],
+)
+def test_bad_scripts(script: str, message: str) -> None:
+    with pytest.raises(InvalidRequest, match=message):
+        parse(script=script)
+
+
+DIRECTIVES = """#!/bin/bash
+# a comment
+#SBATCH --job-name=train
+#SBATCH -N 2 --ntasks-per-node=4  # trailing comment
+#SBATCH --comment="two words"
+
+#SBATCH -t 10
+# SBATCH --mem=1G   (commented out: not a directive)
+##SBATCH --qos=x
+echo start
+#SBATCH --partition=ignored-after-first-command
+"""
+
+
+def test_directives_until_first_command() -> None:
+    job = parse(script=DIRECTIVES).job
+    assert job.name == "train"
+    assert job.nodes_min == 2
+    assert job.ntasks_per_node == 4
+    assert job.comment == "two words"
+    assert job.time_limit_seconds == 600
+    assert job.memory_per_node_bytes is None
+    assert job.qos is None
+    assert job.partition is None
+
+
+def test_cli_overrides_directives() -> None:
+    job = parse("-J", "cli", "-t", "5", script=DIRECTIVES).job
+    assert job.name == "cli"
+    assert job.time_limit_seconds == 300
+    assert job.nodes_min == 2  # untouched directives still apply
+
+
+def test_environment_beats_directives_and_cli_beats_environment() -> None:
+    env = {"SBATCH_PARTITION": "envp", "SBATCH_TIMELIMIT": "7"}
+    script = "#!/bin/sh\n#SBATCH -p scriptp\n#SBATCH -t 1\ntrue\n"
+    job = parse_sbatch(["-t", "9"], environ=env, cwd="/", read_stdin=lambda: script, now=NOW).job
+    assert job.partition == "envp"
+    assert job.time_limit_seconds == 540
+
+
+def test_directive_values_are_literal() -> None:
+    """Slurm reads directives itself: no shell expansion of $VARS."""
+    job = parse(script="#!/bin/sh\n#SBATCH -o $HOME/%j.out\ntrue\n").job
+    assert job.stdout == "$HOME/%j.out"
+
+
+def test_directive_lines_and_words() -> None:
+    assert directive_lines("#!/bin/sh\n#SBATCH -N 1\n\n#SBATCH\ntrue\n#SBATCH -n 2\n") == [
+        (2, " -N 1"),
+        (4, ""),
+    ]
+    assert split_directive(" -J 'a b' --comment=x#y # note") == ["-J", "a b", "--comment=x#y"]
+    assert split_directive(r' -o a\ b "-e" c') == ["-o", "a b", "-e", "c"]
+    with pytest.raises(InvalidRequest, match="unbalanced quote"):
+        split_directive(' -J "oops')
+
+
+@pytest.mark.parametrize(
+    ("argv", "script", "message"),
+    [
+        (["--licenses=x"], SCRIPT, "unrecognized option '--licenses'"),
+        (["-k"], SCRIPT, "invalid option -- 'k'"),
+        (["--open-mode=append"], SCRIPT, "--open-mode"),
+        ([], "#!/bin/sh\n#SBATCH --reservation=r\ntrue\n", "script line 2"),
+        ([], "#!/bin/sh\n#SBATCH hetjob\ntrue\n", "heterogeneous"),
+    ],
+)
+def test_unsupported_options_are_errors(argv: list[str], script: str, message: str) -> None:
+    with pytest.raises(UnsupportedOption) as err:
+        parse(*argv, script=script)
+    assert message in err.value.message
+    assert "HAL" in err.value.message
+
+
+@pytest.mark.parametrize(
+    ("argv", "script", "message"),
+    [
+        (["--mem=1G", "--mem-per-cpu=1G"], SCRIPT, "mutually exclusive"),
+        ([], "#!/bin/sh\n#SBATCH --mem=1G\n#SBATCH --mem-per-gpu=1G\ntrue\n", "mutually exclusive"),
+        (["--gres=gpu:1", "--gpus-per-node=2"], SCRIPT, "mutually exclusive"),
+        (["--gres=gpu:a100:1", "--gpus=h100:2"], SCRIPT, "GPU types disagree"),
+        (["-c", "0"], SCRIPT, "positive integer"),
+        (["-n", "x"], SCRIPT, "positive integer"),
+        (["--mem-per-cpu=0"], SCRIPT, "more than 0"),
+        (["--kill-on-invalid-dep=maybe"], SCRIPT, "yes or no"),
+        (["-C", "a|b"], SCRIPT, "all be present"),
+        (["--exclusive=user"], SCRIPT, "without a value"),
+        (["--export=NONE,A=1"], SCRIPT, "cannot be combined"),
+        (["-a", "5-1"], SCRIPT, "ranges go up"),
+        (["-d", "afterok:1_2"], SCRIPT, "array element"),
+        (["--signal=NOPE"], SCRIPT, "unknown signal"),
+        (["--nice=x"], SCRIPT, "integer"),
+        (["-p", ","], SCRIPT, "partition name"),
+    ],
+)
+def test_invalid_values(argv: list[str], script: str, message: str) -> None:
+    with pytest.raises(InvalidRequest, match=message):
+        parse(*argv, script=script)
+
+
+def test_cli_memory_option_resets_script_one() -> None:
+    """Slurm's rule: a --mem-per-cpu on the command line replaces a script's --mem."""
+    script = "#!/bin/sh\n#SBATCH --mem=4G\ntrue\n"
+    job = parse("--mem-per-cpu=1G", script=script).job
+    assert job.memory_per_node_bytes is None
+    assert job.memory_per_cpu_bytes == 1 << 30
+
+
+def test_cli_gpus_per_node_resets_script_gres() -> None:
+    job = parse("--gpus-per-node=3", script="#!/bin/sh\n#SBATCH --gres=gpu:1\ntrue\n").job
+    assert job.gpus_per_node == 3
+
+
+def test_requeue_last_one_wins_across_levels() -> None:
+    script = "#!/bin/sh\n#SBATCH --no-requeue\ntrue\n"
+    assert parse(script=script).job.requeue is False
+    assert parse("--requeue", script=script).job.requeue is True
+
+
+def test_nodelist_from_file(tmp_path: Path) -> None:
+    hosts = tmp_path / "hosts"
+    hosts.write_text("n1\nn[2-3]\n")
+    assert parse("-w", str(hosts)).job.nodelist == ["n1", "n2", "n3"]
+
+
+ENV = {"PATH": "/bin", "HOME": "/h", "SLURM_CONF": "/c", "A": "1"}
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("ALL", ENV),
+        ("NONE", {"SLURM_CONF": "/c"}),
+        ("A", {"SLURM_CONF": "/c", "A": "1"}),
+        ("B=2,A", {"SLURM_CONF": "/c", "B": "2", "A": "1"}),
+        ("ALL,B=2", {**ENV, "B": "2"}),
+        ("B=x,/y,C=3", {"SLURM_CONF": "/c", "B": "x,/y", "C": "3"}),
+        ("MISSING", {"SLURM_CONF": "/c"}),
+    ],
+)
+def test_export(spec: str, expected: dict[str, str]) -> None:
+    assert export_environment(spec, ENV) == expected
+
+
+def test_export_option_applies() -> None:
+    job = parse("--export=NONE", environ={"PATH": "/bin", "SLURM_X": "1"}).job
+    assert job.environment == {"SLURM_X": "1"}
+
+
+def test_help_and_version_need_no_script() -> None:
+    assert parse("--help").help
+    assert parse("-V").version
+
+
+def test_signal_value_is_checked_and_kept() -> None:
+    assert parse("--signal", "USR1@90").job.signal == "USR1@90"
+    assert signal.SIGUSR1  # the name resolves on this platform

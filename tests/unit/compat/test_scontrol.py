@@ -1,0 +1,137 @@
+"""scontrol show/hold/release/requeue/update."""
+
+from __future__ import annotations
+
+from compat_fakes import T0, FakeClient, call, job, node, partition, running
+
+
+def cluster() -> FakeClient:
+    return FakeClient(
+        job_list=[
+            job(
+                2,
+                name="failer",
+                state="FAILED",
+                reason="NonZeroExitCode",
+                exit_code=3,
+                start_time=T0,
+                end_time=T0,
+                nodes=["vm"],
+            ),
+            running(5, array_job_id=4, array_task_id=1, gpus=2, submit_host="login1"),
+        ],
+        node_list=[node("vm", features=["ssd"], gpus=2, gpu_model="a100", gpus_alloc=2, reason="")],
+        partition_list=[partition("debug", default=True, default_time_seconds=600)],
+    )
+
+
+def test_show_job_like_the_reference() -> None:
+    lines = call(cluster(), "scontrol", "show", "job", "2").lines
+    assert lines[0] == "JobId=2 JobName=failer"
+    assert lines[1] == "   UserId=root(0) GroupId=N/A MCS_label=N/A"
+    assert "   JobState=FAILED Reason=NonZeroExitCode Dependency=(null)" in lines
+    assert "   Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=3:0" in lines
+    assert "   RunTime=00:00:00 TimeLimit=UNLIMITED TimeMin=N/A" in lines
+    assert "   TRES=cpu=1,mem=50M,node=1" in lines
+    assert lines[-1] == "   StdOut=/home/root/slurm-2.out"
+
+
+def test_show_array_element_and_all_jobs_separated() -> None:
+    lines = call(cluster(), "scontrol", "show", "jobs").lines
+    assert "JobId=5 ArrayJobId=4 ArrayTaskId=1 JobName=sleeper" in lines
+    assert "" in lines
+    assert "   Partition=debug AllocNode:Sid=login1:0" in lines
+
+
+def test_show_job_oneliner() -> None:
+    (line,) = call(cluster(), "scontrol", "-o", "show", "job", "2").lines
+    assert line.startswith("JobId=2 JobName=failer UserId=root(0)")
+
+
+def test_show_unknown_job() -> None:
+    result = call(cluster(), "scontrol", "show", "job", "99")
+    assert (result.rc, result.err) == (1, "slurm_load_jobs error: Invalid job id specified\n")
+
+
+def test_show_node() -> None:
+    lines = call(cluster(), "scontrol", "show", "node", "vm").lines
+    assert lines[0] == "NodeName=vm"
+    assert "   Gres=gpu:a100:2" in lines
+    assert "   AvailableFeatures=ssd" in lines
+    assert "   State=IDLE" in lines
+    assert "   CfgTRES=cpu=2,mem=1000M,gres/gpu=2" in lines
+
+
+def test_show_partition() -> None:
+    lines = call(cluster(), "scontrol", "show", "partition").lines
+    assert lines == [
+        "PartitionName=debug",
+        "   Default=YES DefaultTime=00:10:00",
+        "   MaxNodes=UNLIMITED MaxTime=UNLIMITED",
+        "   Nodes=vm",
+        "   PriorityTier=1",
+        "   State=UP TotalCPUs=2 TotalNodes=1",
+    ]
+    missing = call(cluster(), "scontrol", "show", "partition", "nope")
+    assert (missing.rc, missing.out) == (1, "Partition nope not found\n")
+
+
+def test_show_config() -> None:
+    lines = call(cluster(), "scontrol", "show", "config").lines
+    assert lines[0] == "Configuration data as of 2026-11-21T21:32:00"
+    assert "ClusterName             = hal" in lines
+    assert "KillWait                = 30 sec" in lines
+    assert "MinJobAge               = 300 sec" in lines
+    assert any(line.startswith("SLURM_VERSION           = ") for line in lines)
+    assert "SchedulerType           = sched/hal" in lines
+
+
+def test_show_hostnames() -> None:
+    assert call(cluster(), "scontrol", "show", "hostnames", "n[1-3],x").lines == [
+        "n1",
+        "n2",
+        "n3",
+        "x",
+    ]
+    inside = call(
+        cluster(), "scontrol", "show", "hostnames", environ={"SLURM_JOB_NODELIST": "g[1-2]"}
+    )
+    assert inside.lines == ["g1", "g2"]
+
+
+def test_hold_release_requeue() -> None:
+    client = cluster()
+    assert call(client, "scontrol", "hold", "2,5").rc == 0
+    assert call(client, "scontrol", "release", "2").rc == 0
+    assert call(client, "scontrol", "requeue", "JobId=5").rc == 0
+    assert client.actions == [("hold", "2"), ("hold", "5"), ("release", "2"), ("requeue", "5")]
+    missing = call(client, "scontrol", "hold", "77")
+    assert (missing.rc, missing.err) == (1, "Invalid job id specified for job 77\n")
+
+
+def test_update_job_both_spellings() -> None:
+    client = cluster()
+    assert call(client, "scontrol", "update", "JobId=2", "TimeLimit=2:00:00", "Nice=5").rc == 0
+    assert call(client, "scontrol", "update", "job", "5", "Priority=9", "JobName=x").rc == 0
+    (first_id, first), (second_id, second) = client.updates
+    assert (first_id, first.time_limit_seconds, first.nice) == ("2", 7200, 5)
+    assert (second_id, second.priority, second.name) == ("5", 9, "x")
+
+
+def test_update_refuses_unknown_keys() -> None:
+    result = call(cluster(), "scontrol", "update", "JobId=2", "Licenses=x")
+    assert result.rc == 1
+    assert "Update of Licenses is not supported by HAL" in result.err
+    assert "TimeLimit" in result.err
+
+
+def test_update_needs_job_and_changes() -> None:
+    assert "give the job" in call(cluster(), "scontrol", "update", "TimeLimit=5").err
+    assert "nothing to update" in call(cluster(), "scontrol", "update", "JobId=2").err
+    assert "relative" in call(cluster(), "scontrol", "update", "JobId=2", "TimeLimit=+5").err
+
+
+def test_unknown_command_and_entity() -> None:
+    assert "invalid command 'reboot'" in call(cluster(), "scontrol", "reboot").err
+    assert "cannot show 'licenses'" in call(cluster(), "scontrol", "show", "licenses").err
+    assert call(cluster(), "scontrol").rc == 1

@@ -1,0 +1,62 @@
+"""Shims must never shadow a real Slurm installation unless forced."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from hal.compat.shims import SHIM_COMMANDS, install_shims, is_shim, shim_text
+from hal.core.errors import Conflict
+
+
+def test_installs_executable_shims(tmp_path: Path) -> None:
+    paths = install_shims(tmp_path / "bin", path_env="")
+    assert [p.name for p in paths] == list(SHIM_COMMANDS)
+    for path in paths:
+        assert path.stat().st_mode & stat.S_IXUSR
+        assert is_shim(path)
+        assert f'-m hal.cli.main {path.name} "$@"' in path.read_text()
+    assert sys.executable in paths[0].read_text()
+
+
+def test_reinstall_replaces_our_own_shims(tmp_path: Path) -> None:
+    install_shims(tmp_path, path_env="")
+    install_shims(tmp_path, path_env=str(tmp_path))  # our shims on PATH are fine
+
+
+def _real(directory: Path, name: str = "sbatch") -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_text("#!/bin/sh\necho real slurm\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_refuses_real_slurm_in_target(tmp_path: Path) -> None:
+    real = _real(tmp_path)
+    with pytest.raises(Conflict, match="real Slurm commands exist"):
+        install_shims(tmp_path, path_env="")
+    assert real.read_text() == "#!/bin/sh\necho real slurm\n"
+    assert not (tmp_path / "squeue").exists()  # nothing written when refusing
+
+
+def test_refuses_real_slurm_on_path(tmp_path: Path) -> None:
+    real = _real(tmp_path / "usr-bin", "squeue")
+    with pytest.raises(Conflict, match=str(real)):
+        install_shims(tmp_path / "shims", path_env=os.pathsep.join([str(real.parent)]))
+
+
+def test_force_installs_anyway(tmp_path: Path) -> None:
+    _real(tmp_path)
+    install_shims(tmp_path, force=True, path_env="")
+    assert is_shim(tmp_path / "sbatch")
+
+
+def test_shim_text_quotes_the_interpreter() -> None:
+    assert "exec '/opt/my python/bin/python' -m hal.cli.main squeue" in shim_text(
+        "squeue", "/opt/my python/bin/python"
+    )

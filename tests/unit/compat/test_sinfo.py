@@ -1,0 +1,100 @@
+"""sinfo: partition/state grouping, summaries, node view and format letters."""
+
+from __future__ import annotations
+
+from compat_fakes import FakeClient, call, node, partition
+
+
+def cluster() -> FakeClient:
+    return FakeClient(
+        node_list=[
+            node("vm"),
+            node("n2", display_state="alloc", cpus_alloc=2),
+            node("n1", display_state="alloc", cpus_alloc=2),
+            node("n3", display_state="mix", cpus_alloc=1),
+            node(
+                "g1",
+                display_state="drain",
+                reason="bad fan",
+                gpus=4,
+                gpu_model="a100",
+                features=["a100", "ib"],
+            ),
+        ],
+        partition_list=[
+            partition("debug", default=True, nodes=["vm", "n1", "n2", "n3"]),
+            partition("gpu", max_time_seconds=3600, nodes=["g1"]),
+            partition("empty", up=False, max_time_seconds=86400 * 2, nodes=["none"]),
+        ],
+    )
+
+
+def test_reference_layout() -> None:
+    """The two-partition example observed with Slurm 22.05."""
+    client = FakeClient(
+        node_list=[node("vm")],
+        partition_list=[partition("debug", default=True), partition("gpu", max_time_seconds=3600)],
+    )
+    assert call(client, "sinfo").lines == [
+        "PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST",
+        "debug*       up   infinite      1   idle vm",
+        "gpu          up    1:00:00      1   idle vm",
+    ]
+
+
+def test_grouped_by_state_with_hostlists() -> None:
+    assert call(cluster(), "sinfo").lines == [
+        "PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST",
+        "debug*       up   infinite      2  alloc n[1-2]",
+        "debug*       up   infinite      1    mix n3",
+        "debug*       up   infinite      1   idle vm",
+        "gpu          up    1:00:00      1  drain g1",
+        "empty      down 2-00:00:00      0    n/a ",
+    ]
+
+
+def test_summarize() -> None:
+    assert call(cluster(), "sinfo", "-s").lines == [
+        "PARTITION AVAIL  TIMELIMIT   NODES(A/I/O/T)  NODELIST",
+        "debug*       up   infinite          3/1/0/4  n[1-3],vm",
+        "gpu          up    1:00:00          0/0/1/1  g1",
+        "empty      down 2-00:00:00          0/0/0/0  ",
+    ]
+
+
+def test_node_long() -> None:
+    lines = call(cluster(), "sinfo", "-N", "-l", "-n", "g1,vm").lines
+    assert lines[0] == "Sat Nov 21 21:32:00 2026"
+    assert lines[1:] == [
+        "NODELIST  NODES PARTITION       STATE CPUS    S:C:T MEMORY TMP_DISK WEIGHT AVAIL_FE "
+        "REASON              ",
+        "g1            1 gpu           drained    2    2:1:1   1000        0      1  a100,ib "
+        "bad fan             ",
+        "vm            1 debug*           idle    2    2:1:1   1000        0      1   (null) "
+        "none                ",
+    ]
+
+
+def test_node_view() -> None:
+    assert call(cluster(), "sinfo", "-N", "-h", "-p", "gpu").lines == [
+        "g1            1 gpu       drain "
+    ]
+
+
+def test_format_letters() -> None:
+    lines = call(
+        cluster(), "sinfo", "-h", "-p", "gpu", "-o", "%P|%a|%l|%D|%t|%T|%N|%c|%m|%G|%f|%E|%C"
+    ).lines
+    assert lines == ["gpu|up|1:00:00|1|drain|drained|g1|2|1000|gpu:a100:4|a100,ib|bad fan|0/0/2/2"]
+
+
+def test_state_filter() -> None:
+    assert call(cluster(), "sinfo", "-h", "-t", "idle,mixed", "-o", "%N %t").lines == [
+        "n3 mix",
+        "vm idle",
+    ]
+
+
+def test_bad_letter() -> None:
+    result = call(cluster(), "sinfo", "-o", "%Q")
+    assert result.rc == 1 and "Invalid node format specification: Q" in result.err
