@@ -1,0 +1,398 @@
+"""Prometheus metrics of the control plane (names follow the observability conventions).
+
+Two kinds, chosen by cost:
+
+* **event counters and histograms** (submitted, started, finished, queue wait, cycle
+  duration, rejections) are updated where the event happens: the cluster's job-change
+  listener (one dict lookup per changed job, label updates batched per commit) and the
+  scheduler's decide wrapper (one update per distinct plugin/reason per pass);
+* **state gauges** (jobs by state, pending by reason, nodes, CPUs/memory/GPUs, heartbeat
+  age) are computed when Prometheus scrapes, from the cluster mirror, so the request and
+  scheduling paths never maintain them.
+
+Everything lives on a private ``CollectorRegistry`` so several servers in one process
+(tests, benchmarks) do not collide. ``_created`` series are disabled (conventions §2.1).
+"""
+
+from __future__ import annotations
+
+import platform
+from collections import Counter as Tally
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import prometheus_client
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from hal import __version__
+from hal.core.clock import Clock
+from hal.core.job import Job
+from hal.core.states import JobState, PendingReason
+from hal.scheduler.framework.scheduler import PassResult, Scheduler
+from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
+from hal.scheduler.service import CycleStats
+from hal.state.cluster import Cluster
+
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
+
+# kube-scheduler's scheduling-attempt buckets: 1 ms ×2, 15 buckets (up to ~16 s).
+CYCLE_BUCKETS = tuple(0.001 * 2**i for i in range(15))
+WAIT_BUCKETS = (0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600, 14400, 43200, 86400)
+RUN_BUCKETS = (1, 10, 60, 300, 900, 3600, 14400, 43200, 86400, 259200)
+DISPATCH_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+# Final states as metric label values (the conventions' short vocabulary).
+FINISHED_LABEL = {s: s.value.lower() for s in JobState if s.is_terminal}
+FINISHED_LABEL[JobState.OUT_OF_MEMORY] = "oom"
+
+Seen = tuple[JobState, int, bool]  # state, restarts, launched
+
+
+class HalMetrics:
+    """The control plane's metrics. ``registry`` is what ``/metrics`` exposes."""
+
+    def __init__(self, cluster: Cluster, clock: Clock, *, enabled: bool = True) -> None:
+        self.cluster = cluster
+        self.clock = clock
+        self.enabled = enabled
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.submitted = Counter(
+            "hal_jobs_submitted", "Jobs accepted (array elements count one each).",
+            ["partition"], registry=r,
+        )  # fmt: skip
+        self.started = Counter(
+            "hal_jobs_started", "Job attempts started by the scheduler.", ["partition"],
+            registry=r,
+        )  # fmt: skip
+        self.finished = Counter(
+            "hal_jobs_finished", "Jobs that reached a final state.", ["partition", "state"],
+            registry=r,
+        )  # fmt: skip
+        self.requeued = Counter(
+            "hal_jobs_requeued", "Job attempts put back in the queue.", ["partition"],
+            registry=r,
+        )  # fmt: skip
+        self.queue_wait = Histogram(
+            "hal_job_queue_wait_seconds", "Submit to start of each attempt.", ["partition"],
+            buckets=WAIT_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.run_duration = Histogram(
+            "hal_job_run_duration_seconds", "Start to end of finished jobs.",
+            ["partition", "state"], buckets=RUN_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.dispatch = Histogram(
+            "hal_dispatch_latency_seconds",
+            "Scheduling decision to the agent confirming the process started.",
+            buckets=DISPATCH_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.cycle = Histogram(
+            "hal_scheduling_cycle_duration_seconds", "Duration of one scheduling pass.",
+            buckets=CYCLE_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.attempts = Counter(
+            "hal_schedule_attempts",
+            "Per-job scheduling attempts by result (scheduled/unschedulable/error).",
+            ["result"], registry=r,
+        )  # fmt: skip
+        self.rejections = Counter(
+            "hal_scheduler_rejections",
+            "Jobs a pass left pending or ended, by the plugin and Slurm reason that said no.",
+            ["plugin", "reason"], registry=r,
+        )  # fmt: skip
+        self.registrations = Counter(
+            "hal_agent_registrations", "Agent (re-)registrations per node.", ["node"],
+            registry=r,
+        )  # fmt: skip
+        self.notifications = Counter(
+            "hal_alert_notifications", "Webhook deliveries by result (sent/failed).",
+            ["result"], registry=r,
+        )  # fmt: skip
+        self.last_cycle_time = 0.0
+        self.alerts_firing: Callable[[], Iterable[tuple[str, str]]] = lambda: ()
+        # The HTC broker's last report (``hal.htc.rest.HtcStats`` as a dict), set by the
+        # /v1/htc router; None while no broker runs.
+        self.htc_stats: Callable[[], Mapping[str, Any] | None] = lambda: None
+        self._seen: dict[int, Seen] = {}
+        r.register(_StateCollector(self))
+        prometheus_client.ProcessCollector(registry=r)
+
+    # -- seeding ------------------------------------------------------------------------
+    def seed(self, jobs: Iterable[Job]) -> None:
+        """Remember the jobs the server loaded at start, so their next change is read as
+        a transition rather than a new submission."""
+        for job in jobs:
+            if not job.state.is_terminal:
+                self._seen[job.id] = (job.state, job.restarts, job.launched)
+
+    # -- the cluster's job-change listener ------------------------------------------------
+    def on_jobs_changed(self, jobs: Sequence[Job]) -> None:
+        if not self.enabled or not jobs:
+            return
+        seen = self._seen
+        submitted: Tally[str] = Tally()
+        started: Tally[str] = Tally()
+        requeued: Tally[str] = Tally()
+        now = self.clock.now()
+        for job in jobs:
+            state = job.state
+            prev = seen.get(job.id)
+            if prev is None and state is JobState.PENDING and job.restarts == 0:
+                submitted[job.partition] += 1
+            elif state is JobState.PENDING and prev is not None and job.restarts > prev[1]:
+                requeued[job.partition] += 1
+            elif state is JobState.RUNNING and (prev is None or prev[0] is not JobState.RUNNING):
+                started[job.partition] += 1
+                if job.start_time is not None:
+                    wait = max(0.0, job.start_time - job.submit_time)
+                    self.queue_wait.labels(job.partition).observe(wait)
+            if job.launched and (prev is None or not prev[2]) and job.start_time is not None:
+                self.dispatch.observe(max(0.0, now - job.start_time))
+            if state.is_terminal:
+                seen.pop(job.id, None)
+                label = FINISHED_LABEL[state]
+                self.finished.labels(job.partition, label).inc()
+                if job.start_time is not None and job.end_time is not None:
+                    self.run_duration.labels(job.partition, label).observe(
+                        max(0.0, job.end_time - job.start_time)
+                    )
+            else:
+                seen[job.id] = (state, job.restarts, job.launched)
+        for part, n in submitted.items():
+            self.submitted.labels(part).inc(n)
+        for part, n in started.items():
+            self.started.labels(part).inc(n)
+        for part, n in requeued.items():
+            self.requeued.labels(part).inc(n)
+
+    # -- the scheduler -----------------------------------------------------------------
+    def record_pass(self, result: PassResult) -> None:
+        """Attempt results and rejection counts of one pass (O(distinct reasons))."""
+        if not self.enabled:
+            return
+        placed = len(result.plan.placements)
+        errors = 0
+        unschedulable = 0
+        for (plugin, reason), n in result.rejections.items():
+            self.rejections.labels(plugin or "unknown", reason.value).inc(n)
+            # A crashed cycle (Code.ERROR) is the only verdict that carries
+            # WaitingForScheduling (status.error); counting by reason keeps this O(reasons).
+            if reason is PendingReason.WAITING_FOR_SCHEDULING:
+                errors += n
+            else:
+                unschedulable += n
+        if placed:
+            self.attempts.labels("scheduled").inc(placed)
+        if unschedulable:
+            self.attempts.labels("unschedulable").inc(unschedulable)
+        if errors:
+            self.attempts.labels("error").inc(errors)
+
+    def on_cycle(self, stats: CycleStats, snap: ClusterSnapshot, plan: Plan) -> None:
+        if not self.enabled:
+            return
+        self.cycle.observe(stats.last_duration_s)
+        self.last_cycle_time = self.clock.now()
+
+    def observe_registration(self, node: str) -> None:
+        self.registrations.labels(node).inc()
+
+
+def instrumented_decide(
+    scheduler: Scheduler, sinks: Sequence[Callable[[PassResult], None]]
+) -> Callable[[ClusterSnapshot], Plan]:
+    """``scheduler.schedule`` that also hands each ``PassResult`` to ``sinks`` (metrics,
+    traces). Runs on the scheduler's worker thread; sinks must be thread-safe and cheap."""
+
+    def decide(snapshot: ClusterSnapshot) -> Plan:
+        result = scheduler.run_pass(snapshot)
+        for sink in sinks:
+            sink(result)
+        return result.plan
+
+    return decide
+
+
+class _StateCollector(Collector):
+    """Gauges read from the cluster mirror at scrape time (one pass over jobs and nodes)."""
+
+    def __init__(self, metrics: HalMetrics) -> None:
+        self.m = metrics
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # unchecked collector: families are only known at collect time
+
+    def collect(self) -> Iterable[Metric]:
+        m = self.m
+        cluster = m.cluster
+        now = m.clock.now()
+        info = GaugeMetricFamily(
+            "hal_build_info", "HAL version (value 1).", labels=["version", "python"]
+        )
+        info.add_metric([__version__, platform.python_version()], 1)
+        yield info
+        yield from _job_gauges(cluster)
+        yield from _node_gauges(cluster, now)
+        last = GaugeMetricFamily(
+            "hal_scheduler_last_cycle_timestamp_seconds",
+            "When the last scheduling pass ended (0: none yet).",
+        )
+        last.add_metric([], m.last_cycle_time)
+        yield last
+        firing = GaugeMetricFamily(
+            "hal_alerts_firing",
+            "Alerts the built-in evaluator has firing.",
+            labels=["alertname", "severity"],
+        )
+        for name, severity in m.alerts_firing():
+            firing.add_metric([name, severity], 1)
+        yield firing
+        yield from _htc_metrics(m.htc_stats())
+
+
+def _job_gauges(cluster: Cluster) -> Iterable[Metric]:
+    by_state: Tally[tuple[str, str]] = Tally()
+    pending: Tally[tuple[str, str]] = Tally()
+    for job in cluster.jobs.values():
+        if job.state.is_terminal:
+            continue  # finished jobs linger in the mirror for MinJobAge only
+        by_state[(job.state.value.lower(), job.partition)] += 1
+        if job.state is JobState.PENDING:
+            pending[(job.partition, job.reason.value)] += 1
+    jobs = GaugeMetricFamily(
+        "hal_jobs", "Jobs not yet finished, by state and partition.", labels=["state", "partition"]
+    )
+    for (state, part), n in sorted(by_state.items()):
+        jobs.add_metric([state, part], n)
+    yield jobs
+    queue = GaugeMetricFamily(
+        "hal_queue_pending_jobs",
+        "Pending jobs by partition and Slurm pending reason.",
+        labels=["partition", "reason"],
+    )
+    for (part, reason), n in sorted(pending.items()):
+        queue.add_metric([part, reason], n)
+    yield queue
+
+
+def _node_gauges(cluster: Cluster, now: float) -> Iterable[Metric]:
+    states: Tally[str] = Tally()
+    cpus = GaugeMetricFamily(
+        "hal_node_cpus", "CPUs per node, allocated or idle.", labels=["node", "state"]
+    )
+    memory = GaugeMetricFamily(
+        "hal_node_memory_bytes", "Memory per node, allocated or idle.", labels=["node", "state"]
+    )
+    gpus = GaugeMetricFamily(
+        "hal_node_gpus", "GPUs per node, allocated or idle.", labels=["node", "state"]
+    )
+    up = GaugeMetricFamily(
+        "hal_node_up", "1 when the node is UP (schedulable), else 0.", labels=["node"]
+    )
+    age = GaugeMetricFamily(
+        "hal_agent_heartbeat_age_seconds",
+        "Seconds since the node's agent last synced.",
+        labels=["node"],
+    )
+    sessions = cluster.agent_sessions
+    for name in sorted(cluster.nodes):
+        node = cluster.nodes[name]
+        states[cluster.node_display_state(node)] += 1
+        used = cluster.usage.get(name)
+        total = node.resources
+        a_cpu = used.allocated.cpus if used else 0
+        a_mem = used.allocated.memory_bytes if used else 0
+        a_gpu = used.allocated.gpus if used else 0
+        cpus.add_metric([name, "alloc"], a_cpu)
+        cpus.add_metric([name, "idle"], max(0, total.cpus - a_cpu))
+        memory.add_metric([name, "alloc"], a_mem)
+        memory.add_metric([name, "idle"], max(0, total.memory_bytes - a_mem))
+        gpus.add_metric([name, "alloc"], a_gpu)
+        gpus.add_metric([name, "idle"], max(0, total.gpus - a_gpu))
+        up.add_metric([name], 1 if node.schedulable else 0)
+        session = sessions.get(name)
+        seen = max(node.last_heartbeat, session.last_seen if session else 0.0)
+        age.add_metric([name], max(0.0, now - seen))
+    nodes = GaugeMetricFamily("hal_nodes", "Nodes by display state.", labels=["state"])
+    for state in ("idle", "mix", "alloc", "drain", "drng", "down"):
+        nodes.add_metric([state], states.get(state, 0))
+    yield nodes
+    yield cpus
+    yield memory
+    yield gpus
+    yield up
+    yield age
+
+
+def _htc_metrics(stats: Mapping[str, Any] | None) -> Iterable[Metric]:
+    """HTC sessions, tasks and workers from the broker's last report (no session ids).
+    Counters count from the broker process's start; none but ``hal_htc_broker_up`` while
+    no broker runs (most clusters never open a session)."""
+    up = GaugeMetricFamily(
+        "hal_htc_broker_up", "1 when the HTC broker runs and reported in the last 10 s."
+    )
+    up.add_metric([], 0 if stats is None else 1)
+    yield up
+    if stats is None:
+        return
+
+    def labelled(
+        family: GaugeMetricFamily | CounterMetricFamily, values: Mapping[str, int]
+    ) -> Metric:
+        for label, n in sorted(values.items()):
+            family.add_metric([label], n)
+        return family
+
+    yield labelled(
+        GaugeMetricFamily("hal_htc_sessions", "Live HTC sessions by state.", labels=["state"]),
+        stats["sessions"],
+    )
+    opened = CounterMetricFamily("hal_htc_sessions_opened", "HTC sessions opened.")
+    opened.add_metric([], stats["sessions_opened"])
+    yield opened
+    yield labelled(
+        CounterMetricFamily(
+            "hal_htc_sessions_ended", "HTC sessions ended, by final state.", labels=["state"]
+        ),
+        stats["sessions_ended"],
+    )
+    submitted = CounterMetricFamily("hal_htc_tasks_submitted", "HTC tasks accepted.")
+    submitted.add_metric([], stats["tasks_submitted"])
+    yield submitted
+    yield labelled(
+        CounterMetricFamily(
+            "hal_htc_tasks_completed",
+            "HTC task outcomes delivered, by result (ok/failed/timeout/poison).",
+            labels=["result"],
+        ),
+        stats["tasks_completed"],
+    )
+    retried = CounterMetricFamily(
+        "hal_htc_tasks_retried", "HTC task re-runs (after an error or a worker death)."
+    )
+    retried.add_metric([], stats["tasks_retried"])
+    yield retried
+    backlog = GaugeMetricFamily("hal_htc_task_backlog", "HTC tasks waiting for a worker.")
+    backlog.add_metric([], stats["backlog"])
+    yield backlog
+    flight = GaugeMetricFamily(
+        "hal_htc_tasks_in_flight", "HTC tasks sent to a worker, result not back yet."
+    )
+    flight.add_metric([], stats["in_flight"])
+    yield flight
+    yield labelled(
+        GaugeMetricFamily(
+            "hal_htc_workers", "HTC workers of live sessions by state.", labels=["state"]
+        ),
+        stats["workers"],
+    )
+    yield labelled(
+        CounterMetricFamily(
+            "hal_htc_worker_failures",
+            "HTC workers that died (lost) or failed to start (start).",
+            labels=["reason"],
+        ),
+        stats["worker_failures"],
+    )

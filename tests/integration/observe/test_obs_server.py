@@ -1,0 +1,118 @@
+"""The observability plane in a running control plane with a real agent and job."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from hal.observe import traceids
+from hal.testing.live import LiveServer, stop_process, wait_until
+from hal.wire.jobs import JobSubmit
+
+
+def auth(live: LiveServer) -> dict[str, str]:
+    return {"Authorization": f"Bearer {live.token}"}
+
+
+def test_metrics_endpoint_counts_the_job_and_passes_promtool(
+    live: LiveServer, completed_job: tuple[int, Path]
+) -> None:
+    text = httpx.get(live.url + "/metrics", timeout=5).text
+    assert 'hal_jobs_finished_total{partition="debug",state="completed"}' in text
+    assert 'hal_node_cpus{node="node1",state="idle"}' in text
+    assert "hal_build_info{" in text and "_created" not in text
+    if shutil.which("promtool") is None:
+        pytest.skip("promtool not installed (Debian package 'prometheus')")
+    done = subprocess.run(["promtool", "check", "metrics"], input=text, text=True,
+                          capture_output=True, timeout=30, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_job_saw_its_traceparent_and_the_trace_was_exported(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    exporter = InMemorySpanExporter()
+    live.server.observe.tracer.add_exporter(exporter, batch=False)  # type: ignore[attr-defined]
+    with live.client() as c:
+        done = c.submit(JobSubmit(script="#!/bin/sh\necho $TRACEPARENT\n", workdir=str(tmp_path)))
+        wait_until(lambda: c.job(str(done.job_id)).state == "COMPLETED", 30)
+        submit_time = c.job(str(done.job_id)).submit_time
+    printed = (tmp_path / f"slurm-{done.job_id}.out").read_text().strip()
+    assert printed == traceids.traceparent("hal", done.job_id, submit_time, 0)
+    wait_until(lambda: any(s.name == "job" for s in exporter.get_finished_spans()), 10)
+    trace_id = traceids.job_trace_id("hal", done.job_id, submit_time)
+    spans = {s.name: s for s in exporter.get_finished_spans() if s.context.trace_id == trace_id}
+    run = spans["job.run"]
+    assert f"00-{run.context.trace_id:032x}-{run.context.span_id:016x}-01" == printed
+    assert spans["job"].attributes["hal.job.state"] == "COMPLETED"  # type: ignore[index]
+
+
+def test_hal_logs_prints_the_jobs_output(live: LiveServer, completed_job: tuple[int, Path]) -> None:
+    job_id, _ = completed_job
+    run = [sys.executable, "-m", "hal.cli.main", "logs", str(job_id)]
+    out = subprocess.run(run, env=live.env(), capture_output=True, text=True, timeout=60,
+                         check=False)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("tp=00-") and "oops" in out.stdout
+    follow = subprocess.run([*run, "--follow"], env=live.env(), capture_output=True, text=True,
+                            timeout=60, check=False)  # fmt: skip
+    assert follow.stdout == out.stdout  # a finished job: --follow ends by itself
+
+
+def test_logs_of_another_users_job_are_refused(
+    live: LiveServer, completed_job: tuple[int, Path]
+) -> None:
+    job_id, _ = completed_job
+    with live.client() as c:
+        token = c.add_user("bob").token  # type: ignore[attr-defined]
+    r = httpx.get(f"{live.url}/v1/jobs/{job_id}/output",
+                  headers={"Authorization": f"Bearer {token}"}, timeout=5)  # fmt: skip
+    assert r.status_code == 403
+
+
+def test_dashboard_data_endpoints(live: LiveServer, completed_job: tuple[int, Path]) -> None:
+    job_id, _ = completed_job
+    h = auth(live)
+    overview = httpx.get(live.url + "/v1/observe/overview", headers=h, timeout=5).json()
+    assert [n["name"] for n in overview["nodes"]] == ["node1"]
+    assert overview["fairshare"] is None and overview["prediction"] is None
+    queue = httpx.get(live.url + "/v1/observe/queue", params={"state": "ALL", "q": "tracejob"},
+                      headers=h, timeout=5).json()  # fmt: skip
+    assert [j["id"] for j in queue["jobs"]] == [job_id]
+    detail = httpx.get(f"{live.url}/v1/observe/jobs/{job_id}", headers=h, timeout=5).json()
+    events = [e["event"] for e in detail["timeline"]]
+    assert events[0] == "submitted" and events[-1] == "completed" and "started" in events
+    assert len(detail["trace_id"]) == 32
+    assert httpx.get(live.url + "/ui", timeout=5).text.startswith("<!doctype html>")
+    assert httpx.get(live.url + "/v1/observe/overview", timeout=5).status_code == 401
+
+
+def test_a_dead_agent_fires_node_down_to_the_webhook_and_the_alert_list(
+    live: LiveServer, receiver: Any
+) -> None:
+    """Runs last in this module: it stops node2's agent for good."""
+    proc = live.start_agent("node2", cpus=1, memory="512M")
+    with live.client() as c:
+        wait_until(lambda: any(n.name == "node2" and n.state == "UP" for n in c.nodes()), 20)
+    stop_process(proc)
+
+    def fired() -> bool:
+        return any(b["status"] == "firing" and b["alerts"][0]["labels"].get("node") == "node2"
+                   for b in receiver.bodies)  # fmt: skip
+
+    wait_until(fired, 20, 0.2, "HalNodeDown for node2 at the webhook")
+    body = next(b for b in receiver.bodies if b["alerts"][0]["labels"].get("node") == "node2")
+    assert body["alerts"][0]["labels"]["alertname"] == "HalNodeDown"
+    listed = httpx.get(live.url + "/v1/alerts", headers=auth(live), timeout=5).json()
+    assert any(a["name"] == "HalNodeDown" and a["labels"] == {"node": "node2"}
+               for a in listed["alerts"])  # fmt: skip
+    out = subprocess.run([sys.executable, "-m", "hal.cli.main", "alerts"], env=live.env(),
+                         capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert "HalNodeDown" in out.stdout

@@ -1,0 +1,160 @@
+"""Control-plane metrics: names and units per the conventions, transitions counted once,
+gauges read from the mirror, exposition that promtool accepts."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from hal.core.clock import VirtualClock
+from hal.core.job import Job
+from hal.core.states import JobState, NodeState, PendingReason
+from hal.observe.metrics import HalMetrics, instrumented_decide
+from hal.scheduler.plugins import build_scheduler
+from hal.state.applier import hold
+from hal.state.cluster import Cluster
+from hal.testing.builders import cluster as snapshot_of
+from hal.testing.builders import make_job, make_node
+
+
+def samples(m: HalMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = generate_latest(m.registry).decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def value(m: HalMetrics, name: str, **labels: str) -> float:
+    return samples(m).get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def put(cluster: Cluster, *jobs: Job) -> None:
+    for job in jobs:
+        cluster._put(job)
+
+
+def test_a_job_life_is_counted_once_per_transition(cluster: Cluster, clock: VirtualClock) -> None:
+    m = HalMetrics(cluster, clock)
+    pending = make_job(1).partition("debug").submitted(clock.now()).build()
+    m.on_jobs_changed([pending])
+    m.on_jobs_changed([pending.evolve(reason=PendingReason.PRIORITY)])  # an update, no new job
+    clock.advance(30)
+    running = make_job(1).partition("debug").submitted(clock.now() - 30)
+    started = running.running_on("n1", start=clock.now()).build()
+    m.on_jobs_changed([started])
+    clock.advance(0.2)
+    m.on_jobs_changed([started.evolve(launched=True)])
+    clock.advance(60)
+    done = started.evolve(state=JobState.COMPLETED, end_time=clock.now(), launched=True)
+    m.on_jobs_changed([done])
+    assert value(m, "hal_jobs_submitted_total", partition="debug") == 1
+    assert value(m, "hal_jobs_started_total", partition="debug") == 1
+    assert value(m, "hal_jobs_finished_total", partition="debug", state="completed") == 1
+    assert value(m, "hal_job_queue_wait_seconds_sum", partition="debug") == pytest.approx(30)
+    assert value(
+        m, "hal_job_run_duration_seconds_sum", partition="debug", state="completed"
+    ) == pytest.approx(60.2)
+    assert value(m, "hal_dispatch_latency_seconds_sum") == pytest.approx(0.2)
+    assert m._seen == {}  # finished jobs are forgotten
+
+
+def test_requeue_and_out_of_memory_use_the_conventions_labels(
+    cluster: Cluster, clock: VirtualClock
+) -> None:
+    m = HalMetrics(cluster, clock)
+    job = make_job(3).running_on("n1", start=clock.now()).build()
+    m.on_jobs_changed([job])
+    m.on_jobs_changed([job.evolve(state=JobState.PENDING, restarts=1, start_time=None)])
+    m.on_jobs_changed([job.evolve(restarts=1)])
+    m.on_jobs_changed([job.evolve(restarts=1, state=JobState.OUT_OF_MEMORY, end_time=1e6)])
+    assert value(m, "hal_jobs_requeued_total", partition="batch") == 1
+    assert value(m, "hal_jobs_started_total", partition="batch") == 2
+    assert value(m, "hal_jobs_finished_total", partition="batch", state="oom") == 1
+    assert value(m, "hal_jobs_submitted_total", partition="batch") == 0
+
+
+def test_seeded_jobs_loaded_at_start_are_not_counted_as_submissions(
+    cluster: Cluster, clock: VirtualClock
+) -> None:
+    m = HalMetrics(cluster, clock)
+    old = make_job(9).build()
+    m.seed([old])
+    m.on_jobs_changed([old.evolve(reason=PendingReason.JOB_HELD_USER)])
+    assert value(m, "hal_jobs_submitted_total", partition="batch") == 0
+
+
+def test_gauges_read_jobs_nodes_and_allocations_from_the_mirror(
+    cluster: Cluster, clock: VirtualClock
+) -> None:
+    cluster.nodes = {
+        "n1": make_node("n1").cpus(8).gpus(2).mem_gib(32).build(),
+        "n2": make_node("n2").cpus(4).down().build(),
+    }
+    running = make_job(1).cpus(3).gpus(1).running_on("n1", start=clock.now()).build()
+    put(
+        cluster,
+        running,
+        make_job(2).reason(PendingReason.RESOURCES).build(),
+        make_job(3).reason(PendingReason.RESOURCES).build(),
+        make_job(4).reason(PendingReason.DEPENDENCY).partition("gpu").build(),
+        make_job(5).state(JobState.COMPLETED).build(),
+    )
+    m = HalMetrics(cluster, clock)
+    assert value(m, "hal_jobs", state="running", partition="batch") == 1
+    assert value(m, "hal_jobs", state="pending", partition="batch") == 2
+    assert value(m, "hal_jobs", state="completed", partition="batch") == 0  # not a gauge
+    assert value(m, "hal_queue_pending_jobs", partition="batch", reason="Resources") == 2
+    assert value(m, "hal_queue_pending_jobs", partition="gpu", reason="Dependency") == 1
+    assert value(m, "hal_node_cpus", node="n1", state="alloc") == 3
+    assert value(m, "hal_node_cpus", node="n1", state="idle") == 5
+    assert value(m, "hal_node_gpus", node="n1", state="alloc") == 1
+    assert value(m, "hal_node_up", node="n2") == 0
+    assert value(m, "hal_nodes", state="mix") == 1
+    assert value(m, "hal_nodes", state="down") == 1
+    assert value(m, "hal_build_info", version=__import__("hal").__version__,
+                 python=__import__("platform").python_version()) == 1  # fmt: skip
+    assert not any(name.endswith("_created") for name, _ in samples(m))
+
+
+def test_a_pass_reports_attempts_and_rejections_per_plugin_and_reason(
+    cluster: Cluster, clock: VirtualClock
+) -> None:
+    m = HalMetrics(cluster, clock)
+    jobs = [make_job(i).cpus(2).submitted(float(i)).build() for i in range(1, 4)]
+    held = make_job(9).hold().build()
+    decide = instrumented_decide(build_scheduler(), [m.record_pass])
+    plan = decide(snapshot_of().nodes(make_node("n1").cpus(2)).pending(*jobs, held).build())
+    assert len(plan.placements) == 1
+    assert value(m, "hal_schedule_attempts_total", result="scheduled") == 1
+    assert value(m, "hal_schedule_attempts_total", result="unschedulable") == 3
+    assert value(m, "hal_scheduler_rejections_total", plugin="hold", reason="JobHeldUser") == 1
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None,
+                    reason="promtool not installed (Debian package 'prometheus')")  # fmt: skip
+def test_exposition_passes_promtool_check_metrics(cluster: Cluster, clock: VirtualClock) -> None:
+    cluster.nodes = {"n1": make_node("n1").build()}
+    job = make_job(1).running_on("n1", start=clock.now()).build()
+    put(cluster, job)
+    m = HalMetrics(cluster, clock)
+    m.on_jobs_changed([make_job(2).build(), job])
+    m.on_jobs_changed([job.evolve(state=JobState.FAILED, end_time=clock.now() + 5)])
+    m.observe_registration("n1")
+    text = generate_latest(m.registry)
+    done = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                          timeout=30, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
+
+
+def test_node_usage_helper_matches_cluster_accounting(cluster: Cluster) -> None:
+    """The fixture's mirror uses the real applier bookkeeping (``hold``)."""
+    job = make_job(1).cpus(2).running_on("n1").build()
+    hold(cluster.usage, job)
+    assert cluster.usage["n1"].allocated.cpus == 2
+    assert NodeState.UP.value == "UP"
