@@ -1,0 +1,246 @@
+"""The event loop: arrivals, completions and kills on a virtual clock, with the real
+scheduler deciding every start.
+
+At each instant where something happens, in this order::
+
+    1. completions (a job ends at start + min(run time, requested time): a job that
+       would run longer is killed at its requested time, like a real system)
+    2. arrivals (jobs submitted at this instant join the queue)
+    3. one scheduler pass on a ``ClusterSnapshot`` of the moment → ``Plan``; placements
+       start now, terminations end jobs unrun
+    4. a sample for the time series (queue length, busy processors)
+
+The simulator is the server's bottom half in memory: it owns the job table, the virtual
+clock and a ``NodeTable`` kept up to date incrementally (taken at each start, released
+at each end) instead of rebuilt from the snapshot every pass; ``check_tables=True``
+verifies it against ``NodeTable.build`` at every pass. The pass is ``Scheduler.run_pass``
+itself, so a decision here is the decision the server would take on the same snapshot.
+
+When passes run (the server has its own rule: debounce and interval): at every instant
+with a completion or an arrival, except two cases where no pass could start anything:
+
+* the free CPUs of the whole cluster are fewer than the smallest pending job needs
+  (every placement needs its CPUs free);
+* nothing but arrivals happened at this instant, backfill runs at every pass (bf_interval
+  0), and every new job needs more CPUs than are free. The jobs already waiting either
+  failed the last pass on these same resources (no completion since: free CPUs and
+  planned ends have not moved, and a later window only holds less) or needed more CPUs
+  than are free; only a new job could start, and none fits. This is a choice of *when*
+  to run passes, as the server's debounce is; every pass that runs is the real one.
+  Node choices are exactly reproducible with one core per node (ties go to the lowest
+  row); with several cores per node a reservation's nodes could in principle differ.
+
+``every_event=True`` runs a pass at every instant; the scenario tests check that both
+give the same schedule.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from hal.core.clock import VirtualClock
+from hal.core.job import Job, JobSpec
+from hal.core.states import JobState, PendingReason
+from hal.scheduler.framework.node_table import NodeTable
+from hal.scheduler.framework.scheduler import Scheduler
+from hal.scheduler.framework.snapshot import ClusterSnapshot
+from hal.sim.cluster import PARTITION, ClusterModel
+from hal.sim.workload import TraceJob
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class JobOutcome:
+    """One job's fate: ``start``/``end`` are NaN for a job that never ran."""
+
+    job: TraceJob
+    start: float
+    end: float
+    state: JobState
+
+
+@dataclass(frozen=True, slots=True)
+class SimRun:
+    """Everything a run produced; ``metrics`` turns it into numbers."""
+
+    outcomes: tuple[JobOutcome, ...]
+    machine_procs: int
+    series_t: FloatArray  # sample instants
+    series_queue: FloatArray  # pending jobs after the pass
+    series_busy: FloatArray  # processors held by running jobs (as the trace counts them)
+    passes: int
+    skipped_passes: int
+    wall_s: float
+
+
+class Simulation:
+    def __init__(
+        self,
+        jobs: tuple[TraceJob, ...],
+        cluster: ClusterModel,
+        scheduler: Scheduler,
+        *,
+        on_finish: Callable[[Job, float], None] | None = None,
+        check_tables: bool = False,
+        every_event: bool = False,
+        explain: bool = False,
+    ) -> None:
+        self.jobs = jobs
+        self.cluster = cluster
+        self.scheduler = scheduler
+        self.on_finish = on_finish  # e.g. a learning predictor's ``observe``
+        self.check_tables = check_tables
+        self.every_event = every_event
+        # Reasons of jobs behind a blocked queue are not needed here: see
+        # ``Scheduler.run_pass(explain=False)`` (same placements, fewer PreFilter calls).
+        self.explain = explain
+        self.clock = VirtualClock(jobs[0].submit if jobs else 0.0)
+
+    def run(self) -> SimRun:
+        wall0 = time.perf_counter()
+        cluster = self.cluster
+        nodes = cluster.build_nodes()
+        partitions = cluster.partitions()
+        table = NodeTable(nodes, partitions)
+        free_cpus = int(table.free_cpus.sum())
+        specs: dict[tuple[int, int], JobSpec] = {}
+        by_id = {j.id: j for j in self.jobs}
+
+        pending: dict[int, Job] = {}
+        need: list[tuple[int, int]] = []  # (cpus, id) of pending jobs, lazily cleaned
+        running: dict[int, Job] = {}
+        ends: list[tuple[float, int]] = []
+        outcomes: dict[int, JobOutcome] = {}
+        series_t: list[float] = []
+        series_q: list[int] = []
+        series_b: list[int] = []
+        busy = 0
+        interval = self.scheduler.backfill_interval_s
+        last_backfill = -np.inf
+        passes = skipped = 0
+        revision = 0
+        i, n_jobs = 0, len(self.jobs)
+
+        while i < n_jobs or ends:
+            t_next = self.jobs[i].submit if i < n_jobs else np.inf
+            if ends and ends[0][0] <= t_next:
+                t_next = ends[0][0]
+            now = float(t_next)
+            self.clock.set(max(now, self.clock.now()))
+            revision += 1
+            completed = False
+            smallest_new = np.inf
+            # 1. completions
+            while ends and ends[0][0] <= now:
+                completed = True
+                _, jid = heapq.heappop(ends)
+                job = running.pop(jid)
+                assert job.allocation is not None and job.start_time is not None
+                table.release(job.allocation, exclusive=job.spec.exclusive)
+                free_cpus += job.allocation.total().cpus
+                tj = by_id[jid]
+                busy -= tj.procs
+                state = JobState.TIMEOUT if tj.run > tj.requested else JobState.COMPLETED
+                outcomes[jid] = JobOutcome(tj, job.start_time, now, state)
+                if self.on_finish is not None:
+                    self.on_finish(job, now - job.start_time)
+            # 2. arrivals
+            while i < n_jobs and self.jobs[i].submit <= now:
+                tj = self.jobs[i]
+                i += 1
+                key = (tj.procs, tj.user)
+                spec = specs.get(key)
+                if spec is None:
+                    spec = specs[key] = cluster.spec_for(tj.procs, tj.user)
+                pending[tj.id] = Job(
+                    id=tj.id,
+                    spec=spec,
+                    partition=PARTITION,
+                    submit_time=tj.submit,
+                    time_limit_s=int(np.ceil(tj.requested)),
+                )
+                cpus_needed = spec.ntasks * spec.cpus_per_task
+                heapq.heappush(need, (cpus_needed, tj.id))
+                smallest_new = min(smallest_new, cpus_needed)
+            # 3. one pass, unless nothing could possibly start
+            while need and need[0][1] not in pending:
+                heapq.heappop(need)
+            could_start = bool(need) and need[0][0] <= free_cpus
+            if could_start and not (self.every_event or completed or interval):
+                could_start = smallest_new <= free_cpus
+            if pending and could_start:
+                do_backfill = interval is not None and now - last_backfill >= interval
+                if do_backfill:
+                    last_backfill = now
+                snap = ClusterSnapshot(
+                    revision=revision,
+                    now=now,
+                    nodes=nodes,
+                    partitions=partitions,
+                    pending=tuple(pending.values()),
+                    running=tuple(running.values()),
+                )
+                if self.check_tables:
+                    _check(table, snap)
+                result = self.scheduler.run_pass(
+                    snap, nodes=table.copy(), backfill=do_backfill, explain=self.explain
+                )
+                passes += 1
+                for placement in result.plan.placements:
+                    job = pending.pop(placement.job_id)
+                    alloc = placement.allocation
+                    table.take(alloc, exclusive=job.spec.exclusive)
+                    free_cpus -= alloc.total().cpus
+                    tj = by_id[job.id]
+                    busy += tj.procs
+                    running[job.id] = job.evolve(
+                        state=JobState.RUNNING,
+                        reason=PendingReason.NONE,
+                        start_time=now,
+                        allocation=alloc,
+                    )
+                    # Killed at the requested time if it would run longer.
+                    heapq.heappush(ends, (now + min(tj.run, float(job.time_limit_s)), job.id))
+                for term in result.plan.terminations:
+                    job = pending.pop(term.job_id)
+                    outcomes[job.id] = JobOutcome(by_id[job.id], np.nan, np.nan, term.state)
+                for update in result.plan.updates:
+                    job = pending[update.job_id]
+                    pending[job.id] = job.evolve(
+                        reason=update.reason, expected_start=update.expected_start
+                    )
+            elif pending:
+                skipped += 1
+            series_t.append(now)
+            series_q.append(len(pending))
+            series_b.append(busy)
+            if i >= n_jobs and not ends and pending:
+                break  # nothing will ever free resources for what is left
+        for jid in pending:
+            outcomes[jid] = JobOutcome(by_id[jid], np.nan, np.nan, JobState.PENDING)
+        ordered = tuple(outcomes[j.id] for j in self.jobs)
+        return SimRun(
+            ordered,
+            self.cluster.total_cpus,
+            np.asarray(series_t, dtype=np.float64),
+            np.asarray(series_q, dtype=np.float64),
+            np.asarray(series_b, dtype=np.float64),
+            passes,
+            skipped,
+            time.perf_counter() - wall0,
+        )
+
+
+def _check(table: NodeTable, snap: ClusterSnapshot) -> None:
+    """The incremental table must be what the server would build from the snapshot."""
+    fresh = NodeTable.build(snap.nodes, snap.partitions, snap.running)
+    for attr in ("free_cpus", "free_memory", "free_gpus", "jobs_on", "exclusive_on"):
+        if not np.array_equal(getattr(fresh, attr), getattr(table, attr)):
+            raise AssertionError(f"simulator table drifted from the snapshot: {attr}")

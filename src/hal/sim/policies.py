@@ -1,0 +1,54 @@
+"""The simulator's policies, each a scheduler profile built by the same factory the server
+uses (``build_profile`` over the default registry): the simulation runs the real plugins.
+
+The backfilling policies use the literature's settings rather than Slurm's defaults:
+plan without a window, at one-second resolution, test every queued job, and backfill at
+every scheduling event (bf_interval 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hal.core.errors import InvalidRequest
+from hal.predict import Predictor
+from hal.scheduler.framework.profile import build_profile
+from hal.scheduler.framework.scheduler import Scheduler
+from hal.scheduler.plugins import backfill, default_profile, default_registry
+
+POLICIES = ("fcfs", "easy", "conservative", "easy-sjbf")
+
+_BACKFILL_ARGS: dict[str, dict[str, object]] = {
+    "easy": {"mode": "easy"},
+    "conservative": {"mode": "conservative"},
+    "easy-sjbf": {"mode": "easy", "order": "shortest"},
+}
+_LITERATURE = {"window_s": 0, "resolution_s": 1, "max_job_test": 0, "interval_s": 0}
+
+
+def profile_config(policy: str) -> dict[str, object]:
+    """The scheduler profile (as a config mapping) for ``policy``."""
+    if policy not in POLICIES:
+        raise InvalidRequest(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
+    config = default_profile()
+    if policy in _BACKFILL_ARGS:
+        plugins = config["plugins"]
+        assert isinstance(plugins, list)
+        plugins.append(backfill.NAME)
+        args = config["plugin_args"]
+        assert isinstance(args, dict)
+        args[backfill.NAME] = {**_BACKFILL_ARGS[policy], **_LITERATURE}
+    return config
+
+
+def scheduler_for(policy: str, predictor: Predictor) -> Scheduler:
+    """The scheduler for ``policy``, planning with ``predictor``'s run times."""
+    config = profile_config(policy)
+    profile = build_profile(config, default_registry())
+    if profile.backfill is not None:
+        # A config can only name the ``user`` predictor; the simulator hands the plugin
+        # its own (e.g. ``perfect``, which needs the trace's true run times).
+        plugin_args = config["plugin_args"]
+        assert isinstance(plugin_args, dict)
+        profile = replace(profile, backfill=backfill.new(plugin_args[backfill.NAME], predictor))
+    return Scheduler(profile)

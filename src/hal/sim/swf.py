@@ -1,0 +1,206 @@
+"""Standard Workload Format (SWF) files: read and write all 18 fields, ``.swf`` or
+``.swf.gz``.
+
+The edge between trace files and HAL: lines become ``SwfRecord`` values exactly as
+written (``-1`` stays ``-1``); cleaning and conversion to jobs happen in ``workload``.
+Header lines (``; Key: value``) are kept in order; ``MaxProcs``/``MaxNodes`` are read as
+the machine size.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+from collections.abc import Iterable, Iterator
+from dataclasses import astuple, dataclass, field
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+
+from hal.core.errors import InvalidRequest
+
+FIELDS = (
+    "job",
+    "submit",
+    "wait",
+    "run",
+    "procs_alloc",
+    "cpu_avg",
+    "mem_used",
+    "procs_req",
+    "time_req",
+    "mem_req",
+    "status",
+    "user",
+    "group",
+    "executable",
+    "queue",
+    "partition",
+    "preceding_job",
+    "think_time",
+)
+
+
+class SwfError(InvalidRequest):
+    """A trace file could not be read; the message names the file and line."""
+
+    code = "invalid_trace"
+
+
+@dataclass(frozen=True, slots=True)
+class SwfRecord:
+    """One job line. Times in seconds, ``-1`` = unknown (the format's own convention)."""
+
+    job: int
+    submit: float
+    wait: float
+    run: float
+    procs_alloc: int
+    cpu_avg: float
+    mem_used: float
+    procs_req: int
+    time_req: float
+    mem_req: float
+    status: int
+    user: int
+    group: int
+    executable: int
+    queue: int
+    partition: int
+    preceding_job: int
+    think_time: float
+
+
+@dataclass(slots=True)
+class SwfHeader:
+    """Header comments in file order, as (key, value); free text has key ``""``."""
+
+    lines: list[tuple[str, str]] = field(default_factory=list)
+
+    def get(self, key: str) -> str | None:
+        for k, v in self.lines:
+            if k.lower() == key.lower():
+                return v
+        return None
+
+    def get_int(self, key: str) -> int | None:
+        value = self.get(key)
+        if value is None:
+            return None
+        try:
+            return int(value.split()[0])
+        except (ValueError, IndexError):
+            return None
+
+    @property
+    def machine_procs(self) -> int | None:
+        """MaxProcs, else MaxNodes (the archive's convention)."""
+        return self.get_int("MaxProcs") or self.get_int("MaxNodes")
+
+
+_INT_FIELDS = {0, 4, 7, 10, 11, 12, 13, 14, 15, 16}
+
+
+def _open(path: Path) -> IO[str]:
+    if path.suffix == ".gz":
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="replace")
+    return path.open(encoding="utf-8", errors="replace")
+
+
+def _parse(line: str, where: str) -> SwfRecord:
+    parts = line.split()
+    if len(parts) != 18:
+        raise SwfError(f"{where}: expected 18 fields, found {len(parts)}; is this an SWF file?")
+    try:
+        vals = [int(float(p)) if i in _INT_FIELDS else float(p) for i, p in enumerate(parts)]
+    except ValueError as err:
+        raise SwfError(f"{where}: {err}") from err
+    return SwfRecord(*vals)  # type: ignore[arg-type]
+
+
+def read_swf(path: str | Path) -> tuple[SwfHeader, list[SwfRecord]]:
+    """The header and every job line of ``path`` (``.swf`` or ``.swf.gz``)."""
+    path = Path(path)
+    header = SwfHeader()
+    lines: list[tuple[int, str]] = []
+    try:
+        with _open(path) as fh:
+            for n, raw in enumerate(fh, start=1):
+                line = raw.strip()
+                if not line:
+                    continue
+                if line.startswith(";"):
+                    text = line[1:].strip()
+                    key, sep, value = text.partition(":")
+                    if sep and key and " " not in key.strip():
+                        header.lines.append((key.strip(), value.strip()))
+                    else:
+                        header.lines.append(("", text))
+                    continue
+                lines.append((n, line))
+    except OSError as err:
+        raise SwfError(f"cannot read trace {path}: {err.strerror or err}") from err
+    return header, _records(lines, path)
+
+
+def _records(lines: list[tuple[int, str]], path: Path) -> list[SwfRecord]:
+    """Parse all job lines at once (one numpy conversion: 300,000 lines in about a
+    second); fall back to line by line to name the first bad line."""
+    if not lines:
+        return []
+    words = " ".join(line for _, line in lines).split()
+    if len(words) != 18 * len(lines):
+        for n, line in lines:
+            _parse(line, f"{path}:{n}")
+    try:
+        table = np.array(words, dtype=np.float64).reshape(len(lines), 18)
+    except ValueError:
+        for n, line in lines:
+            _parse(line, f"{path}:{n}")
+        raise
+    ints = table.astype(np.int64).tolist()
+    floats = table.tolist()
+    return [
+        SwfRecord(
+            i[0],
+            f[1],
+            f[2],
+            f[3],
+            i[4],
+            f[5],
+            f[6],
+            i[7],
+            f[8],
+            f[9],
+            i[10],
+            i[11],
+            i[12],
+            i[13],
+            i[14],
+            i[15],
+            i[16],
+            f[17],
+        )
+        for i, f in zip(ints, floats, strict=True)
+    ]
+
+
+def _fmt(value: float | int) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.2f}"
+
+
+def format_records(records: Iterable[SwfRecord]) -> Iterator[str]:
+    for rec in records:
+        yield " ".join(_fmt(v) for v in astuple(rec))
+
+
+def write_swf(path: str | Path, header: SwfHeader, records: Iterable[SwfRecord]) -> None:
+    """Write an SWF file (gzip-compressed when ``path`` ends in ``.gz``)."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "wt", encoding="utf-8") as out:
+        for key, value in header.lines:
+            out.write(f"; {key}: {value}\n" if key else f"; {value}\n")
+        for line in format_records(records):
+            out.write(line + "\n")

@@ -1,0 +1,54 @@
+"""The SWF edge: every field read as written, headers kept, gzip both ways."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hal.sim.swf import SwfError, read_swf, write_swf
+from hal.sim.traces import traces_dir
+
+TRACES = traces_dir()
+
+
+def test_reads_all_18_fields_and_the_machine_size(write_trace: Any) -> None:
+    """A trace's header says how big the machine is; job lines keep -1 as unknown."""
+    path = write_trace([(1, 0, 10, 2, 20), (2, 5, 7, 1, -1)], procs=8)
+    header, recs = read_swf(path)
+    assert header.machine_procs == 8
+    assert header.get("maxnodes") == "8"
+    assert [r.job for r in recs] == [1, 2]
+    assert recs[0].run == 10 and recs[0].procs_alloc == 2 and recs[0].time_req == 20
+    assert recs[1].time_req == -1 and recs[1].think_time == -1
+
+
+def test_round_trip_through_gzip(tmp_path: Path, write_trace: Any) -> None:
+    """Per-job results written as .swf.gz read back identical."""
+    src = write_trace([(1, 0, 10, 2, 20), (2, 5, 7, 1, 9)])
+    header, recs = read_swf(src)
+    out = tmp_path / "out.swf.gz"
+    write_swf(out, header, recs)
+    with gzip.open(out, "rt") as fh:
+        assert fh.readline().startswith("; MaxProcs: 4")
+    header2, recs2 = read_swf(out)
+    assert recs2 == recs
+    assert header2.machine_procs == 4
+
+
+def test_a_short_line_names_the_file_and_line(tmp_path: Path) -> None:
+    """A truncated trace is refused with the line to look at, not a numpy traceback."""
+    path = tmp_path / "bad.swf"
+    path.write_text("; MaxProcs: 4\n1 0 -1 10 2\n")
+    with pytest.raises(SwfError, match=r"bad.swf:2: expected 18 fields"):
+        read_swf(path)
+
+
+@pytest.mark.skipif(not (TRACES / "KTH-SP2-1996-2.swf.gz").exists(), reason="no traces")
+def test_reads_a_real_archive_file() -> None:
+    """KTH-SP2 from the Parallel Workloads Archive: 28,489 jobs on 100 processors."""
+    header, recs = read_swf(TRACES / "KTH-SP2-1996-2.swf.gz")
+    assert header.machine_procs == 100
+    assert len(recs) == 28_489

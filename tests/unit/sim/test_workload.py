@@ -1,0 +1,57 @@
+"""The literature's cleaning conventions, one option each."""
+
+from __future__ import annotations
+
+import pytest
+
+from hal.core.errors import InvalidRequest
+from hal.sim.swf import SwfHeader, SwfRecord
+from hal.sim.workload import Cleaning, clean
+
+
+def rec(
+    jid: int, submit: float, run: float, alloc: int, req_procs: int, req_time: float
+) -> SwfRecord:
+    return SwfRecord(jid, submit, -1, run, alloc, -1, -1, req_procs, req_time, -1, 1, 1, 1, -1,
+                     -1, -1, -1, -1)  # fmt: skip
+
+
+HEADER = SwfHeader([("MaxProcs", "8")])
+
+
+def test_defaults_drop_unrun_jobs_and_take_the_larger_size() -> None:
+    """Cancelled-before-start jobs (run -1) vanish; size = max(allocated, requested)."""
+    w = clean(HEADER, [rec(1, 0, -1, 2, 2, 10), rec(2, 1, 5, 2, 4, 10), rec(3, 2, 5, 0, -1, 9)],
+              Cleaning())  # fmt: skip
+    assert [j.id for j in w.jobs] == [2]
+    assert w.jobs[0].procs == 4 and w.dropped == 2
+
+
+def test_sizes_are_capped_at_the_machine_or_dropped() -> None:
+    """A 16-processor job on an 8-processor machine is cut to 8, or dropped on request."""
+    recs = [rec(1, 0, 5, 16, 16, 10)]
+    assert clean(HEADER, recs, Cleaning()).jobs[0].procs == 8
+    assert clean(HEADER, recs, Cleaning(cap_size=False)).jobs == ()
+
+
+def test_missing_request_becomes_run_time_and_run_is_capped_at_request() -> None:
+    """No estimate → the run time is the estimate; overruns are cut at the request."""
+    w = clean(HEADER, [rec(1, 0, 50, 1, 1, -1), rec(2, 1, 90, 1, 1, 60)], Cleaning())
+    assert (w.jobs[0].requested, w.jobs[0].run) == (50, 50)
+    assert (w.jobs[1].requested, w.jobs[1].run) == (60, 60)
+    kept = clean(HEADER, [rec(2, 1, 90, 1, 1, 60)], Cleaning(cap_run_at_request=False))
+    assert kept.jobs[0].run == 90
+
+
+def test_first_jobs_procs_override_and_unsorted_submits() -> None:
+    """--first-jobs cuts after cleaning, in submit order; --procs beats the header."""
+    recs = [rec(2, 10, 5, 1, 1, 9), rec(1, 0, 5, 1, 1, 9), rec(3, 20, 5, 1, 1, 9)]
+    w = clean(HEADER, recs, Cleaning(first_jobs=2, procs=64))
+    assert [j.id for j in w.jobs] == [1, 2]
+    assert w.machine_procs == 64
+
+
+def test_no_machine_size_anywhere_is_a_user_error() -> None:
+    """METACENTRUM's copy has no header: the user must say --procs."""
+    with pytest.raises(InvalidRequest, match="--procs"):
+        clean(SwfHeader(), [rec(1, 0, 5, 1, 1, 9)], Cleaning())
