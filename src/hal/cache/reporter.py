@@ -1,0 +1,158 @@
+"""``EventReporter``: delivers a node's cache events to the control plane, in order.
+
+One sender task owns the connection, so events reach the control plane in the order they
+happened. A writer awaits ``wait(seq)`` for a bounded time before acknowledging its client;
+while the control plane is unreachable the wait is skipped (the node keeps serving) and
+events pile up in the buffer, to be replayed in order, in batches, once it answers again.
+
+After an outage the control plane may have lost what it knew (a restart on a fresh
+database), so the sender follows the replay with a ``full`` inventory. Inventories travel
+through the same sender, after every event queued before them: an inventory can never be
+overtaken by an older event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from hal.cache.controlclient import ControlPlaneClient, ControlPlaneDown, ControlPlaneRejected
+
+log = logging.getLogger("hal.cache.reporter")
+MAX_BATCH = 10_000
+# past this many undelivered events the oldest are dropped and a full inventory repairs it
+MAX_BUFFER = 1_000_000
+
+Inventory = Callable[[], list[dict[str, Any]]]
+
+
+class EventReporter:
+    def __init__(
+        self,
+        client: ControlPlaneClient,
+        inventory: Inventory,
+        now: Callable[[], float],
+        on_unknown: Callable[[], Awaitable[None]],
+    ) -> None:
+        self.client = client
+        self.inventory = inventory
+        self.now = now
+        self.on_unknown = on_unknown
+        self.buffer: deque[tuple[int, dict[str, Any]]] = deque()
+        self.queued_seq = 0
+        self.delivered_seq = 0
+        self.down = False
+        self.inventory_wanted = True  # a (re)started node always sends its inventory first
+        self._wake = asyncio.Event()
+        self._delivered = asyncio.Event()
+        self._last_stamp = 0.0
+
+    def report(
+        self,
+        event_type: str,
+        key: bytes,
+        size: int | None = None,
+        source: str | None = None,
+        retrieval_ms: float | None = None,
+    ) -> int:
+        stamp = self.now()
+        # strictly increasing per node: two identical events must not look like a replay
+        if stamp <= self._last_stamp:
+            stamp = self._last_stamp + 1e-6
+        self._last_stamp = stamp
+        event: dict[str, Any] = {
+            "eventType": event_type,
+            "timestamp": dt.datetime.fromtimestamp(stamp, dt.UTC).isoformat(),
+            "key": key.decode("utf-8", "surrogateescape"),
+        }
+        if size is not None:
+            event["size"] = size
+        if source is not None:
+            event["sourceInstanceId"] = source
+        if retrieval_ms is not None:
+            event["retrievalTimeMs"] = round(retrieval_ms, 3)
+        self.queued_seq += 1
+        self.buffer.append((self.queued_seq, event))
+        if len(self.buffer) > MAX_BUFFER:
+            self.buffer.popleft()
+            self.inventory_wanted = True
+        self._wake.set()
+        return self.queued_seq
+
+    def request_inventory(self) -> None:
+        self.inventory_wanted = True
+        self._wake.set()
+
+    async def wait(self, seq: int, timeout_s: float) -> bool:
+        """True once event ``seq`` is delivered; False after ``timeout_s`` (then it is queued)."""
+        if self.down:
+            return False
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout_s
+        while self.delivered_seq < seq:
+            left = end - loop.time()
+            if left <= 0 or self.down:
+                return False
+            try:
+                await asyncio.wait_for(self._delivered.wait(), left)
+            except TimeoutError:
+                return False
+        return True
+
+    async def run(self) -> None:
+        backoff = 0.1
+        while True:
+            if not self.buffer and not self.inventory_wanted:
+                self._wake.clear()
+                await self._wake.wait()
+            try:
+                await self._send_once()
+            except ControlPlaneDown as err:
+                if not self.down:
+                    log.warning("control plane unreachable; buffering events (%s)", err)
+                self.down = True
+                self.inventory_wanted = True
+                await asyncio.sleep(backoff)
+                backoff = min(2.0, backoff * 2)
+                continue
+            if self.down:
+                log.info("control plane reachable again; replayed buffered events")
+            self.down = False
+            backoff = 0.1
+
+    async def _send_once(self) -> None:
+        if self.buffer:
+            batch = [self.buffer[i] for i in range(min(MAX_BATCH, len(self.buffer)))]
+            try:
+                await self.client.post_batch([e for _, e in batch])
+            except ControlPlaneRejected as err:
+                # our own bug or a damaged event: drop it rather than block the queue forever
+                log.error("control plane rejected an event batch: %s", err)
+                self.inventory_wanted = True
+            for _ in batch:
+                self.buffer.popleft()
+            self._mark_delivered(batch[-1][0])
+            return
+        if self.inventory_wanted:
+            self.inventory_wanted = False
+            try:
+                await self.client.post_inventory(self.inventory())
+            except ControlPlaneRejected as err:
+                if err.status == 404:
+                    # the control plane forgot us: register again, then resend
+                    self.inventory_wanted = True
+                    await self.on_unknown()
+                else:
+                    log.error("control plane rejected the inventory: %s", err)
+            except ControlPlaneDown:
+                self.inventory_wanted = True
+                raise
+
+    def _mark_delivered(self, seq: int) -> None:
+        self.delivered_seq = seq
+        self._delivered.set()
+        self._delivered = asyncio.Event()

@@ -1,0 +1,284 @@
+"""The control plane's edge: JSON bodies and query strings in, domain values out, and back.
+
+Validation is hand-written rather than schema-driven so that every rule of the contract is
+visible in one place and every failure names the field (the HAL cache API's 400 body is
+``{code, message, details}``). Nothing here touches state.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from typing import Any
+
+from hal.cache.contentmap import Entry
+from hal.cache.directory import EventItem, Holder
+from hal.cache.errors import CacheBadRequest
+from hal.cache.registry import TIERS, Instance, LinkMetrics
+
+ID_PATTERN = re.compile(r"^[a-zA-Z0-9_-]+$")
+EVENT_TYPES = ("key_added", "key_updated", "key_evicted")
+MAX_BATCH = 10_000
+MAX_LIMIT = 10_000
+INT64 = 2**63
+_RFC3339 = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:?\d{2})?$"
+)
+
+
+def check_id(value: str, name: str = "id") -> str:
+    if not ID_PATTERN.match(value):
+        raise CacheBadRequest(f"{name} {value!r} must match ^[a-zA-Z0-9_-]+$", field=name)
+    return value
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    if not raw.strip():
+        raise CacheBadRequest("a JSON object body is required")
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise CacheBadRequest(f"the body is not valid JSON: {err}") from err
+    if not isinstance(body, dict):
+        raise CacheBadRequest("the body must be a JSON object")
+    return body
+
+
+# -- field readers -----------------------------------------------------------------------
+
+
+def _null(obj: dict[str, Any], name: str, where: str) -> None:
+    # the contract's optional fields are typed, not nullable: an explicit null is a mistake
+    if name in obj and obj[name] is None:
+        raise CacheBadRequest(
+            f"{where}{name} must not be null (leave it out instead)", field=where + name
+        )
+
+
+def _str(obj: dict[str, Any], name: str, *, required: bool = False, where: str = "") -> str | None:
+    _null(obj, name, where)
+    value = obj.get(name)
+    if value is None:
+        if required:
+            raise CacheBadRequest(f"{where}{name} is required", field=where + name)
+        return None
+    if not isinstance(value, str):
+        raise CacheBadRequest(f"{where}{name} must be a string", field=where + name)
+    return value
+
+
+def _int(obj: dict[str, Any], name: str, *, where: str = "", int64: bool = True) -> int | None:
+    _null(obj, name, where)
+    value = obj.get(name)
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CacheBadRequest(f"{where}{name} must be an integer", field=where + name)
+    if int64 and not -INT64 <= value < INT64:
+        raise CacheBadRequest(f"{where}{name} does not fit in 64 bits", field=where + name)
+    return value
+
+
+def _size(obj: dict[str, Any], name: str, *, where: str = "") -> int | None:
+    # the contract allows any int64; a negative size is kept as sent rather than refused
+    return _int(obj, name, where=where)
+
+
+def _float(obj: dict[str, Any], name: str, *, where: str = "") -> float | None:
+    _null(obj, name, where)
+    value = obj.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise CacheBadRequest(f"{where}{name} must be a number", field=where + name)
+    return float(value)
+
+
+def _bool(obj: dict[str, Any], name: str) -> bool | None:
+    _null(obj, name, "")
+    value = obj.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, bool):
+        raise CacheBadRequest(f"{name} must be true or false", field=name)
+    return value
+
+
+def parse_timestamp(value: str, field: str) -> float:
+    """RFC 3339 date-time: ``Z`` or an offset, any fraction digits; no zone means UTC."""
+    m = _RFC3339.match(value)
+    if m is None:
+        raise CacheBadRequest(f"{field} {value!r} is not an RFC 3339 date-time", field=field)
+    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+    frac = m.group(7)
+    micros = int((frac[1:] + "000000")[:6]) if frac else 0
+    zone = m.group(8)
+    tz = dt.UTC
+    if zone and zone not in ("Z", "z"):
+        sign = -1 if zone[0] == "-" else 1
+        digits = zone[1:].replace(":", "")
+        tz = dt.timezone(sign * dt.timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
+    try:
+        # a leap second (":60") is valid RFC 3339; fold it into the last second
+        when = dt.datetime(year, month, day, hour, minute, min(second, 59), micros, tzinfo=tz)
+    except ValueError as err:
+        raise CacheBadRequest(
+            f"{field} {value!r} is not a valid date-time: {err}", field=field
+        ) from err
+    return when.timestamp()
+
+
+def iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+# -- requests ----------------------------------------------------------------------------
+
+
+def register_request(instance_id: str, body: dict[str, Any]) -> Instance:
+    address = _str(body, "address", required=True)
+    tier = _str(body, "tier", required=True)
+    if tier not in TIERS:
+        raise CacheBadRequest(f"tier {tier!r} must be one of root, branch, leaf", field="tier")
+    parent = _str(body, "parentId")
+    if parent == instance_id:
+        raise CacheBadRequest("an instance cannot be its own parent", field="parentId")
+    _null(body, "metadata", "")
+    metadata = body.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise CacheBadRequest("metadata must be an object", field="metadata")
+    return Instance(
+        id=instance_id,
+        address=address or "",
+        tier=tier,
+        region=_str(body, "region"),
+        parent_id=parent,
+        max_size=_size(body, "maxSize"),
+        metadata=metadata or {},
+    )
+
+
+def heartbeat_request(body: dict[str, Any]) -> tuple[float | None, bool | None]:
+    _int(body, "keyCount", int64=False)
+    _int(body, "totalSize")
+    for name in ("cpuUsage", "memoryUsage"):
+        _float(body, name)
+    return _float(body, "hitRate"), _bool(body, "healthy")
+
+
+def inventory_request(body: dict[str, Any]) -> tuple[bool, list[tuple[str, int, float | None]]]:
+    _null(body, "mode", "")
+    mode = body.get("mode", "partial")
+    if mode not in ("full", "partial"):
+        raise CacheBadRequest(f"mode {mode!r} must be full or partial", field="mode")
+    keys = body.get("keys")
+    if not isinstance(keys, list):
+        raise CacheBadRequest("keys is required and must be an array", field="keys")
+    out: list[tuple[str, int, float | None]] = []
+    for i, item in enumerate(keys):
+        where = f"keys[{i}]."
+        if not isinstance(item, dict):
+            raise CacheBadRequest(f"keys[{i}] must be an object", field=f"keys[{i}]")
+        key = _str(item, "key", required=True, where=where)
+        size = _size(item, "size", where=where)
+        if size is None:
+            raise CacheBadRequest(f"{where}size is required", field=where + "size")
+        accessed = _str(item, "lastAccessed", where=where)
+        when = parse_timestamp(accessed, where + "lastAccessed") if accessed else None
+        out.append((key or "", size, when))
+    return mode == "full", out
+
+
+def _event_item(item: Any, where: str) -> EventItem:
+    if not isinstance(item, dict):
+        raise CacheBadRequest(f"{where.rstrip('.')} must be an object", field=where.rstrip("."))
+    etype = _str(item, "eventType", required=True, where=where)
+    if etype not in EVENT_TYPES:
+        raise CacheBadRequest(
+            f"{where}eventType {etype!r} must be one of " + ", ".join(EVENT_TYPES),
+            field=where + "eventType",
+        )
+    stamp = _str(item, "timestamp", required=True, where=where) or ""
+    key = _str(item, "key", required=True, where=where) or ""
+    return EventItem(
+        event_type=etype,
+        timestamp=parse_timestamp(stamp, where + "timestamp"),
+        key=key,
+        size=_size(item, "size", where=where) or 0,
+        source=_str(item, "sourceInstanceId", where=where),
+        retrieval_ms=_float(item, "retrievalTimeMs", where=where),
+    )
+
+
+def event_request(body: dict[str, Any]) -> tuple[str, EventItem]:
+    instance_id = _str(body, "instanceId", required=True) or ""
+    return instance_id, _event_item(body, "")
+
+
+def batch_request(body: dict[str, Any]) -> tuple[str, list[EventItem]]:
+    instance_id = _str(body, "instanceId", required=True) or ""
+    events = body.get("events")
+    if not isinstance(events, list):
+        raise CacheBadRequest("events is required and must be an array", field="events")
+    if not 1 <= len(events) <= MAX_BATCH:
+        raise CacheBadRequest(
+            f"a batch holds 1 to {MAX_BATCH} events, not {len(events)}; split it", field="events"
+        )
+    return instance_id, [_event_item(e, f"events[{i}].") for i, e in enumerate(events)]
+
+
+def limit_param(raw: str | None) -> int:
+    if raw is None:
+        return 1000
+    try:
+        value = int(raw)
+    except ValueError as err:
+        raise CacheBadRequest(f"limit {raw!r} must be an integer", field="limit") from err
+    if value > MAX_LIMIT:
+        raise CacheBadRequest(f"limit {value} exceeds the maximum of {MAX_LIMIT}", field="limit")
+    # the contract sets no minimum: zero or less asks for an empty page
+    return max(0, value)
+
+
+# -- responses ---------------------------------------------------------------------------
+
+
+def proximity(m: LinkMetrics | None) -> dict[str, float]:
+    if m is None:
+        return {}
+    return {"latencyMs": m.latency_ms, "bandwidthMbps": m.bandwidth_mbps, "cost": m.cost}
+
+
+def instance_json(inst: Instance, status: str) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": inst.id,
+        "status": status,
+        "address": inst.address,
+        "tier": inst.tier,
+    }
+    if inst.region is not None:
+        out["region"] = inst.region
+    if inst.parent_id is not None:
+        out["parentId"] = inst.parent_id
+    if inst.last_heartbeat is not None:
+        out["lastHeartbeat"] = iso(inst.last_heartbeat)
+    return out
+
+
+def holder_json(h: Holder) -> dict[str, Any]:
+    out: dict[str, Any] = {"instanceId": h.instance.id, "size": h.entry.size}
+    if h.proximity is not None:
+        out["proximity"] = proximity(h.proximity)
+    return out
+
+
+def key_json(key: str, entry: Entry) -> dict[str, Any]:
+    out: dict[str, Any] = {"key": key, "size": entry.size}
+    if entry.last_accessed is not None:
+        out["lastAccessed"] = iso(entry.last_accessed)
+    return out

@@ -1,0 +1,183 @@
+"""A real tree of cache nodes: pull-through, fan-in, freshness, expiry, eviction, clients."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+
+import pytest
+import redis
+from cachetree import wait_for
+
+from conftest import Tree
+
+
+def test_leaf_miss_pulls_through_its_branch_which_keeps_a_copy(tree: Tree) -> None:
+    """A dataset written at the root is read at a leaf: the branch fans in for its leaves."""
+    tree["root"].client().set("dataset:a", b"payload-a")
+    assert tree["l1"].client().get("dataset:a") == b"payload-a"
+    # the branch between them now holds it too, and both reported where they got it from
+    assert tree["b1"].client().exists("dataset:a") == 1
+    assert tree["l1"].client().exists("dataset:a") == 1
+    assert tree.cp.holders("dataset:a", "l1") == ["l1", "b1", "root"]
+    events = tree.cp.http.get(
+        "/content/nearest/dataset%3Aa", params={"sourceInstanceId": "l2"}
+    ).json()
+    assert events["instanceId"] == "b1"
+    # the sibling leaf is served by the branch; the root is not asked again
+    before = tree["root"].client().info("stats")["keyspace_hits"]
+    assert tree["l2"].client().get("dataset:a") == b"payload-a"
+    after = tree["root"].client().info("stats")["keyspace_hits"]
+    assert after == before
+    assert tree["b1"].client().info("stats")["hal_pulls"] >= 1
+
+
+def test_miss_everywhere_is_nil_and_creates_no_holder(tree: Tree) -> None:
+    assert tree["l3"].client().get("never-written") is None
+    assert tree.cp.holders("never-written") == []
+    assert tree["b2"].client().exists("never-written") == 0
+
+
+def test_exists_and_ttl_never_pull(tree: Tree) -> None:
+    """EXISTS and TTL look at the local copy only."""
+    tree["root"].client().set("local-only", b"v")
+    leaf = tree["l3"].client()
+    assert leaf.exists("local-only") == 0
+    assert leaf.ttl("local-only") == -2
+    assert tree.cp.holders("local-only") == ["root"]
+
+
+def test_refetch_after_an_origin_overwrite_returns_the_new_value(tree: Tree) -> None:
+    """A leaf drops its copy after the root overwrote the key: the branch's copy is stale,
+    so the leaf must get the new value, not the branch's."""
+    root, leaf = tree["root"].client(), tree["l1"].client()
+    root.set("model", b"v1")
+    assert leaf.get("model") == b"v1"
+    root.set("model", b"v2")
+    assert tree.cp.holders("model", "l1") == ["root"]  # b1 and l1 hold stale copies
+    leaf.delete("model")
+    assert leaf.get("model") == b"v2"
+    assert tree["b1"].client().get("model") == b"v2"
+    assert tree.cp.holders("model", "l1") == ["l1", "b1", "root"]
+    # a leaf that never had it gets the new value as well
+    assert tree["l2"].client().get("model") == b"v2"
+
+
+def test_ttl_follows_the_copy_down_and_expiry_is_reported(tree: Tree) -> None:
+    root = tree["root"].client()
+    root.set("short-lived", b"x", px=1500)
+    assert tree["l3"].client().get("short-lived") == b"x"
+    ttl = tree["l3"].client().pttl("short-lived")
+    assert 0 < ttl <= 1500
+    wait_for(lambda: tree.cp.holders("short-lived") == [], 10, "expired copies to be reported")
+    assert tree["l3"].client().get("short-lived") is None
+
+
+def test_delete_is_reported_before_the_reply(tree: Tree) -> None:
+    root = tree["root"].client()
+    root.set("gone-soon", b"x")
+    assert tree.cp.holders("gone-soon") == ["root"]
+    assert root.delete("gone-soon", "not-there") == 1
+    assert tree.cp.holders("gone-soon") == []
+
+
+def test_write_is_reported_before_the_client_gets_ok(tree: Tree) -> None:
+    """A client that reads `locate` right after SET sees the key with its byte size."""
+    assert tree["l2"].client().set("fresh-write", b"12345") is True
+    body = tree.cp.http.get("/content/locate/fresh-write").json()
+    assert body["instances"] == [{"instanceId": "l2", "size": 5}]
+
+
+def test_allkeys_lru_evicts_under_memory_pressure_and_reports_it(tree: Tree) -> None:
+    leaf = tree["l2"].client()
+    leaf.config_set("maxmemory-policy", "allkeys-lru")
+    leaf.config_set("maxmemory", str(leaf.info("memory")["used_memory"] + 5000))
+    try:
+        for i in range(20):
+            leaf.set(f"bulk:{i}", b"x" * 1000)
+        assert leaf.info("stats")["evicted_keys"] > 0
+        assert leaf.exists("bulk:19") == 1 and leaf.exists("bulk:0") == 0
+        wait_for(lambda: tree.cp.holders("bulk:0") == [], 5, "evictions to reach the map")
+        assert tree.cp.holders("bulk:19") == ["l2"]
+    finally:
+        leaf.config_set("maxmemory", "0")
+        leaf.config_set("maxmemory-policy", "noeviction")
+
+
+def test_noeviction_refuses_writes_with_the_redis_oom_error(tree: Tree) -> None:
+    leaf = tree["l3"].client()
+    assert leaf.config_get("maxmemory-policy") == {"maxmemory-policy": "noeviction"}
+    used = leaf.info("memory")["used_memory"]
+    # lowering the limit below current use must succeed, as in Redis
+    assert leaf.config_set("maxmemory", max(1, used // 2)) is True
+    try:
+        # redis-py recognises the "OOM" prefix and raises its OutOfMemoryError
+        with pytest.raises(
+            redis.exceptions.OutOfMemoryError,
+            match=r"^command not allowed when used memory > .maxmemory.\.$",
+        ):
+            leaf.set("too-much", b"x" * 100)
+        assert tree.cp.holders("too-much") == []
+        limit = leaf.config_get("maxmemory")["maxmemory"]
+        assert leaf.config_set("maxmemory", limit) is True  # what GET said, SET accepts
+    finally:
+        leaf.config_set("maxmemory", "0")
+
+
+def test_resp3_clients_get_resp3_types(tree: Tree) -> None:
+    """redis-py with protocol=3 sends HELLO 3 on connect; nil and maps must be RESP3."""
+    client = tree["l1"].client(protocol=3)
+    assert client.ping() is True
+    assert client.get("resp3-missing") is None
+    assert client.set("resp3", b"v", ex=100) is True
+    assert client.get("resp3") == b"v"
+    assert 0 < client.ttl("resp3") <= 100
+    assert client.config_get("maxmemory*") == {
+        b"maxmemory": b"0",
+        b"maxmemory-policy": b"noeviction",
+    } or client.config_get("maxmemory*") == {"maxmemory": "0", "maxmemory-policy": "noeviction"}
+    assert client.expire("resp3", 50) is True
+    assert client.execute_command("SELECT", 0) in (b"OK", "OK", True)
+
+
+def test_redis_cli_speaks_to_a_node(tree: Tree) -> None:
+    node = tree["b2"]
+    assert node.cli("PING") == "PONG"
+    assert node.cli("SET", "cli-key", "cli-value", "EX", "100") == "OK"
+    assert node.cli("GET", "cli-key") == "cli-value"
+    assert node.cli("EXISTS", "cli-key") == "1"
+    assert int(node.cli("TTL", "cli-key")) > 0
+    assert node.cli("SET", "cli-key", "other", "NX") == ""
+    assert node.cli("DEL", "cli-key") == "1"
+    assert node.cli("TTL", "cli-key") == "-2"
+    assert "maxmemory_policy:noeviction" in node.cli("INFO", "memory")
+    assert node.cli("SELECT", "1").startswith("ERR")
+    assert node.cli("-3", "GET", "nothing-at-all") in ("", "(nil)")
+    assert node.cli("NOSUCHCOMMAND").startswith("ERR unknown command")
+
+
+def test_many_concurrent_clients_share_one_pull(tree: Tree) -> None:
+    """64 clients miss the same key at a leaf at once: all get it, one pull goes up."""
+    tree["root"].client().set("hot", b"h" * 100)
+    pulls_before = tree["l3"].client().info("stats")["hal_pulls"]
+
+    def read(_: int) -> bytes | None:
+        return tree["l3"].client().get("hot")
+
+    with concurrent.futures.ThreadPoolExecutor(64) as pool:
+        results = list(pool.map(read, range(64)))
+    assert results == [b"h" * 100] * 64
+    assert tree["l3"].client().info("stats")["hal_pulls"] - pulls_before == 1
+
+
+def test_pipelined_replies_stay_in_order_across_misses(tree: Tree) -> None:
+    tree["root"].client().set("pipe-a", b"A")
+    pipe = tree["l1"].client().pipeline(transaction=False)
+    pipe.get("pipe-a").set("pipe-b", b"B").get("pipe-b").get("pipe-none").ping()
+    assert pipe.execute() == [b"A", True, b"B", None, True]
+
+
+def test_nodes_keep_heartbeating_and_stay_active(tree: Tree) -> None:
+    time.sleep(0.7)
+    statuses = {i["id"]: i["status"] for i in tree.cp.http.get("/instances").json()["instances"]}
+    assert set(statuses.values()) == {"active"}
