@@ -1,0 +1,526 @@
+"""The HTC broker: sessions, their task queues and their warm workers, in one process.
+
+    client --SUBMIT--> broker --TASKS--> worker      (batched frames, msgpack)
+    client <-RESULTS-- broker <-RESULTS- worker
+                          |  WorkerSync (HTTP, ~1/s)
+                          v
+                    control plane: worker jobs on agents
+
+The broker runs as its own process, started by the control plane (``process.py``): the
+task data path is a hot Python loop, and inside the control plane it would hold the GIL
+against REST requests and agent syncs. It is single-threaded asyncio (uvloop when
+installed); a database thread writes session metadata.
+
+Dispatch is batched per loop turn: every event that may allow work (tasks arrive,
+results arrive, a worker gets ready) marks its session, and once per turn each marked
+session fills its workers' windows and flushes its results to the client in one frame.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import secrets
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from hal.htc import journal
+from hal.htc import protocol as p
+from hal.htc.broker_control import ControlOps
+from hal.htc.controlplane import ControlPlane
+from hal.htc.fairshare import ReleasePolicy
+from hal.htc.pool import MAX_START_FAILURES, plan_pool, worker_launch
+from hal.htc.records import SessionRecords
+from hal.htc.rest import WorkerSync
+from hal.htc.session import Session, Worker
+from hal.htc.stats import BrokerTotals, snapshot
+
+log = logging.getLogger("hal.htc.broker")
+
+TARGET_WINDOW_S = 0.004  # work queued per worker: long enough to hide a round trip
+MIN_WINDOW = 2
+MAX_WINDOW = 4096
+POOL_INTERVAL_S = 0.25
+RECORD_INTERVAL_S = 5.0
+ENDED_RETENTION_S = 600.0  # ended sessions stay reattachable (unacked results) this long
+
+
+class Peer(asyncio.Protocol):
+    """One TCP connection: a client, a worker or the control plane."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.decoder = p.FrameDecoder()
+        self.transport: Any = None  # asyncio's or uvloop's transport
+        self.session: Session | None = None
+        self.worker: Worker | None = None
+        self.role = ""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY: no Nagle delay
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            messages = self.decoder.feed(data)
+            for message in messages:
+                self.broker.on_message(self, message)
+        except Exception as err:  # a broken peer must not take the broker down
+            log.warning("closing a connection that sent a bad frame: %s", err)
+            self.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.broker.on_lost(self)
+
+    def send(self, message: list[Any]) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(p.frame(message))
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+class Broker:
+    def __init__(
+        self,
+        *,
+        address: str = "",
+        control_key: str = "",
+        control_plane: ControlPlane | None = None,
+        records: SessionRecords | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        pool_size: int = 0,
+        journal_dir: str = "",
+    ) -> None:
+        self.address = address  # HOST:PORT workers and clients connect to
+        self.control_key = control_key
+        self.control_plane = control_plane
+        self.records = records
+        self.clock = clock
+        self.wall = wall
+        self.pool_size = pool_size  # workers in all; 0 = the cluster's CPU count
+        self.journal_dir = journal_dir  # where recoverable sessions keep journals ("": none)
+        self.sessions: dict[str, Session] = {}
+        self.policy = ReleasePolicy()
+        self.control = ControlOps(self)
+        self._dirty: set[Session] = set()
+        self._scheduled = False
+        self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="htc-db")
+        self._manual_ids = 0
+        self._cancel_jobs: list[int] = []
+        self._capacity_cpus = 0
+        self.totals = BrokerTotals()  # aggregate counters for the control plane's /metrics
+
+    def close(self) -> None:
+        """Wait for queued metadata writes (call once the loop has stopped serving)."""
+        self._db.shutdown(wait=True)
+
+    def recover(self) -> list[str]:
+        """Reopen the journaled sessions an earlier broker left open; returns their ids."""
+        for session, file in journal.recover(self.journal_dir, self.clock()):
+            session.journal = file
+            self.sessions[session.id] = session
+            self.mark(session)  # a closed session with nothing left ends DONE at once
+        return [s.id for s in self.sessions.values() if s.journal is not None]
+
+    def suspend(self) -> None:
+        """Broker shutdown: journaled sessions stay open for the next broker (their
+        workers are released); the others end LOST."""
+        for session in list(self.sessions.values()):
+            if session.journal is not None and session.live:
+                for worker in list(session.workers.values()):
+                    self.release(session, worker)
+                session.journal.close()
+                session.journal = None
+            else:
+                self.end(session, "LOST", "the HTC broker stopped")
+
+    # -- connections ------------------------------------------------------------------
+    def on_message(self, peer: Peer, message: list[Any]) -> None:
+        kind = message[0]
+        session = peer.session
+        if kind == p.SUBMIT and session is not None and peer.role == "client":
+            self.submit(session, message[1])
+        elif kind == p.RESULTS and peer.worker is not None and session is not None:
+            self.results(session, peer.worker, message[2])
+        elif kind == p.ACK and session is not None and peer.role == "client":
+            was_paused = session.paused
+            session.ack(int(message[1]))
+            if session.journal is not None:
+                session.journal.append(["A", session.acked_seq])
+                self.mark(session)
+            elif was_paused and not session.paused:
+                self.mark(session)
+        elif kind == p.HELLO_CLIENT:
+            self.hello_client(peer, str(message[1]), str(message[2]))
+        elif kind == p.HELLO_WORKER:
+            self.hello_worker(peer, message)
+        elif kind == p.WELCOME and peer.worker is not None and session is not None:
+            peer.worker.state = "ready"
+            peer.worker.ready_at = self.clock()
+            self.mark(session)
+        elif kind == p.LOAD_ERROR and peer.worker is not None and session is not None:
+            self.load_error(session, peer.worker, str(message[1]))
+        elif kind == p.COMMON and session is not None and peer.role == "client":
+            session.common = bytes(message[1])
+            if session.journal is not None:
+                session.journal.append(["M", session.common])
+                self.mark(session)
+            for worker in session.workers.values():
+                if worker.state == "loading" and worker.conn is not None:
+                    self.send_init(session, worker)
+        elif kind == p.CLOSE and session is not None and peer.role == "client":
+            if session.state == "OPEN":
+                session.state = "CLOSED"
+                if session.journal is not None:
+                    session.journal.append(["C"])
+            self.mark(session)
+        elif kind == p.DETACH and session is not None and peer.role == "client":
+            session.client = None
+            peer.session = None
+            peer.send([p.DETACHED])
+        elif kind == p.CONTROL:
+            peer.role = "control"
+            peer.send(self.control.handle(message))
+        else:
+            peer.send([p.ERROR, f"unexpected message kind {kind} from this connection"])
+
+    def on_lost(self, peer: Peer) -> None:
+        session, worker = peer.session, peer.worker
+        if session is None:
+            return
+        if peer.role == "client" and session.client is peer:
+            session.client = None
+        if worker is not None and worker.conn is peer:
+            why = f"job {worker.job_id} on {worker.host or '?'} (pid {worker.pid})"
+            if worker.state != "draining" and session.live:
+                self.totals.worker_failures["lost"] += 1
+            session.workers.pop(worker.job_id, None)
+            worker.conn = None
+            worker.state = "gone"
+            retried = session.book.counters.retried
+            lost = session.book.worker_lost(worker.job_id, why)
+            self.totals.tasks_retried += session.book.counters.retried - retried
+            if lost:
+                self.totals.count_outcomes(lost)
+                if session.journal is not None:
+                    session.journal.append(["R", lost])
+            session.outbox += lost
+            self.mark(session)
+
+    def hello_client(self, peer: Peer, session_id: str, key: str) -> None:
+        session = self.sessions.get(session_id)
+        if session is None or not secrets.compare_digest(session.key, key):
+            peer.send([p.ERROR, f"no session {session_id} with this key on this broker"])
+            peer.close()
+            return
+        if session.client is not None and session.client is not peer:
+            session.client.close()  # the newest attachment wins
+        peer.role = "client"
+        peer.session = session
+        session.client = peer
+        outstanding = session.book.unfinished + session.unacked_results
+        peer.send(
+            [
+                p.WELCOME,
+                {
+                    "session": session.id,
+                    "state": session.state,
+                    "reason": session.reason,
+                    "next_task_id": session.next_task_id,
+                    "outstanding": outstanding,
+                },
+            ]
+        )
+        session.resend()
+        if not session.live:
+            peer.send([p.ENDED, session.state, session.reason])
+
+    def hello_worker(self, peer: Peer, message: list[Any]) -> None:
+        _, session_id, key, job_id, host, pid = message[:6]
+        session = self.sessions.get(str(session_id))
+        if session is None or not secrets.compare_digest(session.worker_key, str(key)):
+            peer.send([p.ERROR, f"no session {session_id} with this worker key"])
+            peer.close()
+            return
+        if not session.live:
+            peer.send([p.STOP])
+            peer.close()
+            return
+        job_id = int(job_id)
+        if job_id == 0:  # started by hand, not as a HAL job
+            self._manual_ids -= 1
+            job_id = self._manual_ids
+        worker = session.workers.get(job_id) or Worker(job_id=job_id, session=session.id)
+        session.workers[job_id] = worker
+        worker.conn, worker.host, worker.pid = peer, str(host), int(pid)
+        worker.state = "loading"
+        peer.role, peer.session, peer.worker = "worker", session, worker
+        if session.common is not None or not session.options.has_common_data:
+            self.send_init(session, worker)  # else INIT waits for the client's COMMON
+
+    def send_init(self, session: Session, worker: Worker) -> None:
+        if worker.conn is None:
+            return
+        spec = session.options.service.model_dump()
+        worker.conn.send([p.INIT, spec, session.common, session.options.task_timeout_seconds])
+
+    def load_error(self, session: Session, worker: Worker, message: str) -> None:
+        session.start_failures += 1
+        self.totals.worker_failures["start"] += 1
+        session.workers.pop(worker.job_id, None)
+        worker.state = "gone"
+        if worker.conn is not None:
+            worker.conn.close()
+        if session.start_failures >= MAX_START_FAILURES and session.live:
+            self.end(
+                session,
+                "FAILED",
+                f"the service failed to start on {session.start_failures} workers; "
+                f"the last one said: {message.strip()}",
+            )
+
+    # -- the data path ----------------------------------------------------------------
+    def submit(self, session: Session, flat: list[Any]) -> None:
+        if not session.live or session.state == "CLOSED":
+            return
+        if flat:
+            session.book.add(flat)
+            self.totals.tasks_submitted += len(flat) // 2
+            if session.journal is not None:
+                session.journal.append(["T", flat])
+            last = flat[-2]
+            if last >= session.next_task_id:
+                session.next_task_id = last + 1
+        session.last_activity = self.clock()
+        self.mark(session)
+
+    def results(self, session: Session, worker: Worker, flat: list[Any]) -> None:
+        now = self.clock()
+        n = len(flat) // 3
+        if n and worker.last_result_at:
+            per_task = (now - worker.last_result_at) / n
+            s = session.task_seconds
+            session.task_seconds = per_task if s == 0 else 0.7 * s + 0.3 * per_task
+            window = int(TARGET_WINDOW_S / max(session.task_seconds, 1e-7))
+            worker.window = max(MIN_WINDOW, min(MAX_WINDOW, window))
+        worker.last_result_at = now
+        book = session.book
+        retried = book.counters.retried
+        out = book.complete(worker.job_id, flat)
+        if book.counters.retried != retried:
+            self.totals.tasks_retried += book.counters.retried - retried
+        if out:
+            self.totals.count_outcomes(out)
+            if session.journal is not None:
+                session.journal.append(["R", out])
+            session.outbox += out
+            session.count_completions(len(out) // 3, now)
+        self.mark(session)
+
+    def mark(self, session: Session) -> None:
+        self._dirty.add(session)
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._run_dirty)
+
+    def _run_dirty(self) -> None:
+        self._scheduled = False
+        dirty, self._dirty = self._dirty, set()
+        for session in dirty:
+            self.dispatch(session)
+            if session.journal is not None:
+                session.journal.flush()  # before the client sees a result it records
+            session.flush()
+            if session.state == "CLOSED" and session.book.unfinished == 0:
+                self.end(session, "DONE", "")
+
+    def dispatch(self, session: Session) -> None:
+        if session.state not in ("OPEN", "CLOSED") or session.paused:
+            return
+        book = session.book
+        now = self.clock()
+        for worker in session.workers.values():
+            if worker.conn is None:
+                continue
+            load = book.load(worker.job_id)
+            if worker.state == "draining":
+                if load == 0:
+                    worker.conn.send([p.STOP])
+                continue
+            waiting = book.waiting
+            if worker.state != "ready" or not waiting:
+                continue
+            if load > worker.window // 2:
+                continue  # still has half a window queued: send more in bigger batches
+            ready = sum(1 for w in session.workers.values() if w.state == "ready")
+            share = max(1, math.ceil(waiting / max(1, ready)))
+            flat = book.take(worker.job_id, min(worker.window - load, share))
+            if flat:
+                if load == 0:
+                    worker.last_result_at = now  # measure from now, not from idle time
+                worker.conn.send([p.TASKS, flat])
+
+    # -- session lifecycle ------------------------------------------------------------
+    def end(self, session: Session, state: str, reason: str) -> None:
+        if not session.live:
+            return
+        session.state, session.reason, session.ended = state, reason, self.wall()
+        self.totals.sessions_ended[state.lower()] += 1
+        if state != "DONE":
+            session.book.cancel()
+        if session.journal is not None:
+            session.journal.remove()  # an ended session is not recovered
+            session.journal = None
+        session.flush()
+        for worker in list(session.workers.values()):
+            self.release(session, worker)
+        if session.client is not None:
+            session.client.send([p.ENDED, state, reason])
+        self.persist(session)
+
+    def release(self, session: Session, worker: Worker) -> None:
+        if worker.conn is None:
+            if worker.state == "pending" and worker.job_id > 0:
+                self._cancel_jobs.append(worker.job_id)
+            session.workers.pop(worker.job_id, None)
+            return
+        worker.state = "draining"
+        if session.book.load(worker.job_id) == 0 or not session.live:
+            worker.conn.send([p.STOP])
+
+    def persist(self, session: Session, *, insert: bool = False) -> None:
+        if self.records is None:
+            return
+        c = session.book.counters
+        values: dict[str, Any] = {
+            "state": session.state,
+            "reason": session.reason,
+            "ended": session.ended,
+            "submitted": c.submitted,
+            "completed": c.completed,
+            "failed": c.failed,
+            "retried": c.retried,
+            "worker_deaths": c.worker_deaths,
+        }
+        records = self.records
+        if insert:
+            values |= {
+                "id": session.id,
+                "name": session.options.name,
+                "user_name": session.user,
+                "service": session.options.model_dump_json(),
+                "priority": session.options.priority,
+                "created": session.created,
+            }
+            self._db.submit(records.insert, values)
+        else:
+            self._db.submit(records.update, session.id, values)
+
+    # -- background loops -------------------------------------------------------------
+    async def run_pool(self, stop: asyncio.Event) -> None:
+        last_record = self.clock()
+        last_warning = -math.inf
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), POOL_INTERVAL_S)
+            try:
+                await self.pool_round()
+            except Exception as err:
+                # The control plane may be restarting: say so now and then, not 4 times/s.
+                if self.clock() - last_warning > 30:
+                    last_warning = self.clock()
+                    log.warning("worker pool round failed (%r); retrying", err)
+            now = self.clock()
+            if now - last_record >= RECORD_INTERVAL_S:
+                last_record = now
+                self.housekeeping()
+
+    def housekeeping(self) -> None:
+        now = self.clock()
+        for session in list(self.sessions.values()):
+            session.decay_rate(now)
+            if session.live:
+                self.persist(session)
+            elif session.ended is not None and self.wall() - session.ended > ENDED_RETENTION_S:
+                del self.sessions[session.id]
+
+    async def pool_round(self) -> None:
+        now = self.clock()
+        sessions = list(self.sessions.values())
+        pool = self.pool_size or self._capacity_cpus or 1
+        plan = plan_pool(sessions, pool, self.policy, now)
+        for session in sessions:
+            session.target_workers = plan.targets.get(session.id, 0)
+        for worker in plan.release:
+            owner = self.sessions.get(worker.session)
+            if owner is not None and worker.state != "draining":
+                self.release(owner, worker)
+        launches = []
+        for session_id, count in plan.launch.items():
+            launches += [worker_launch(self.sessions[session_id], self.address)] * count
+        watch = [
+            w.job_id
+            for s in sessions
+            for w in s.workers.values()
+            if w.state == "pending" and w.job_id > 0
+        ]
+        cancel, self._cancel_jobs = self._cancel_jobs, []
+        if self.control_plane is None:
+            return
+        reply = await self.control_plane.sync(
+            WorkerSync(
+                launch=launches,
+                cancel=cancel,
+                watch=watch,
+                stats=snapshot(self.totals, self.sessions.values()),
+            )
+        )
+        self._capacity_cpus = reply.capacity_cpus
+        for launch, job_id, error in zip(
+            launches, reply.launched, reply.errors or [""] * len(launches), strict=False
+        ):
+            target = self.sessions.get(launch.session)
+            if target is None:
+                continue
+            if job_id <= 0:
+                self.start_failed(target, f"the worker job was refused: {error}")
+                continue
+            if not target.live:
+                self._cancel_jobs.append(job_id)
+                continue
+            # setdefault: the worker may have connected before this reply came back.
+            target.workers.setdefault(
+                job_id, Worker(job_id=job_id, session=target.id, launched_at=now)
+            )
+        for job_id, state in reply.states.items():
+            for owner in sessions:
+                gone = owner.workers.get(int(job_id))
+                if gone is not None and gone.state == "pending" and state in ENDED_JOB:
+                    del owner.workers[gone.job_id]
+                    self.start_failed(
+                        owner,
+                        f"worker job {job_id} ended {state} before connecting to the broker "
+                        f"(its output is in {owner.options.worker_output})",
+                    )
+
+    def start_failed(self, session: Session, reason: str) -> None:
+        session.start_failures += 1
+        self.totals.worker_failures["start"] += 1
+        if session.start_failures >= MAX_START_FAILURES and session.live:
+            self.end(session, "FAILED", f"workers failed to start 3 times; last: {reason}")
+
+
+ENDED_JOB = frozenset(
+    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "GONE"}
+    | {"BOOT_FAIL", "DEADLINE", "PREEMPTED"}
+)

@@ -1,0 +1,159 @@
+"""The HTC client API: open a session for a service, send tasks, get results.
+
+    from hal import htc
+    with htc.open_session("mypkg.pricing:price", common=curve, max_workers=8) as s:
+        f = s.submit(42)                       # one task -> a future
+        prices = list(s.map(portfolio))       # many tasks, results in order, bounded window
+        for fut in htc.as_completed(s.submit_many([(1,), (2,)])):
+            print(fut.task_id, fut.result())
+
+Sessions outlive the client: ``s.detach()`` (or a crash) leaves the session running, and
+``HtcClient().attach(session_id).results()`` collects what it produced meanwhile.
+
+Two channels: REST (through the control plane) opens, attaches, lists and cancels
+sessions; tasks and results go over one TCP connection straight to the broker. A
+background thread reads results and resolves futures; sending happens in the caller's
+thread.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+from hal.client.config import ClientConfig, load_client_config
+from hal.client.sync import error_from_response
+from hal.core.errors import Unavailable
+from hal.htc.client_session import Session
+from hal.htc.rest import ServiceSpec, SessionInfo, SessionList, SessionOptions, SessionTicket
+
+
+class HtcClient:
+    """The REST half: open, attach, list, show and cancel sessions."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        config: ClientConfig | None = None,
+    ) -> None:
+        self.config = config or load_client_config(url, token)
+        headers = {"User-Agent": "hal-htc-client", "Content-Type": "application/json"}
+        if self.config.token:
+            headers["Authorization"] = f"Bearer {self.config.token}"
+        self._http = httpx.Client(
+            base_url=self.config.url, headers=headers, timeout=self.config.timeout_seconds
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> HtcClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as err:
+            raise Unavailable(
+                f"cannot reach the HAL server at {self.config.url} ({err.__class__.__name__})"
+            ) from err
+        if response.status_code >= 400:
+            raise error_from_response(response)
+        return response
+
+    def open_session(
+        self,
+        service: str | Sequence[str],
+        *,
+        common: Any = None,
+        name: str = "",
+        priority: int = 1,
+        min_workers: int = 0,
+        max_workers: int = 64,
+        retries: int = 0,
+        task_timeout: float | None = None,
+        max_worker_deaths: int = 3,
+        cpus_per_worker: int = 1,
+        memory_per_worker: int | None = None,
+        partition: str | None = None,
+        python: str | None = None,
+        workdir: str | None = None,
+        environment: dict[str, str] | None = None,
+        worker_output: str = "/dev/null",
+        worker_lease: float = 600.0,
+        journal: bool = False,
+    ) -> Session:
+        """Open a session. ``service`` is ``"module:function"`` (each task calls
+        ``function(*args)``) or an argv list of an executable speaking the length-prefixed
+        protocol (``hal.htc.service``). ``common`` is sent once and read by tasks with
+        ``hal.htc.common()``. Workers get this process's ``PYTHONPATH`` unless
+        ``environment`` sets one. With ``journal``, the broker keeps the session's tasks and
+        outcomes in a file, and a broker restart reopens the session instead of losing it."""
+        if isinstance(service, str):
+            spec = ServiceSpec(kind="python", target=service)
+        else:
+            spec = ServiceSpec(kind="exec", argv=list(service))
+        env = {"PYTHONPATH": default_pythonpath(), **(environment or {})}
+        options = SessionOptions(
+            service=spec,
+            name=name,
+            priority=priority,
+            min_workers=min_workers,
+            max_workers=max_workers,
+            retries=retries,
+            task_timeout_seconds=task_timeout,
+            max_worker_deaths=max_worker_deaths,
+            cpus_per_worker=cpus_per_worker,
+            memory_per_worker_bytes=memory_per_worker,
+            partition=partition,
+            python=python or sys.executable,
+            workdir=workdir or os.getcwd(),
+            environment=env,
+            worker_output=worker_output,
+            worker_lease_seconds=worker_lease,
+            has_common_data=common is not None,
+            journal=journal,
+        )
+        r = self._request("POST", "/v1/htc/sessions", content=options.model_dump_json())
+        ticket = SessionTicket.model_validate_json(r.content)
+        session = Session(ticket)
+        if common is not None:
+            session.send_common(common)
+        return session
+
+    def attach(self, session_id: str) -> Session:
+        """Reattach to a session this user opened (from any process)."""
+        r = self._request("POST", f"/v1/htc/sessions/{session_id}/attach")
+        return Session(SessionTicket.model_validate_json(r.content))
+
+    def sessions(self, *, include_ended: bool = False) -> list[SessionInfo]:
+        params = {"all": "true"} if include_ended else {}
+        r = self._request("GET", "/v1/htc/sessions", params=params)
+        return SessionList.model_validate_json(r.content).sessions
+
+    def session(self, session_id: str) -> SessionInfo:
+        r = self._request("GET", f"/v1/htc/sessions/{session_id}")
+        return SessionInfo.model_validate_json(r.content)
+
+    def cancel(self, session_id: str) -> SessionInfo:
+        r = self._request("DELETE", f"/v1/htc/sessions/{session_id}")
+        return SessionInfo.model_validate_json(r.content)
+
+
+def default_pythonpath() -> str:
+    """This process's import path (directories only), so workers import what it imports."""
+    seen: list[str] = []
+    for entry in [os.getcwd(), *sys.path]:
+        path = os.path.abspath(entry or os.getcwd())
+        if os.path.isdir(path) and path not in seen and not path.startswith(sys.base_prefix):
+            seen.append(path)
+    return os.pathsep.join(seen)

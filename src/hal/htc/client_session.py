@@ -1,0 +1,287 @@
+"""``Session``: the client's connection to one session on the broker.
+
+Task ids are assigned here, in order, from the broker's ``next_task_id`` (so a
+reattached client continues where the last one stopped). A reader thread receives
+result frames, hands each result to the sink registered for its id (a future, or a
+``map`` stream), acknowledges the frame so the broker can forget it, and wakes the
+consumers once per frame rather than once per task.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import socket
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from types import TracebackType
+from typing import Any
+
+from hal.core.errors import Unavailable
+from hal.htc import protocol as p
+from hal.htc.errors import SessionEnded
+from hal.htc.futures import ResultStream, Sink, TaskFuture, TaskResult
+from hal.htc.rest import SessionTicket
+
+CONNECT_TIMEOUT_S = 30.0
+WAIT_SLICE_S = 0.5  # how often a blocked consumer re-checks whether the session ended
+DEFAULT_WINDOW = 65_536  # tasks a map keeps in flight: bounds memory on both sides
+DEFAULT_CHUNK = 2_048  # tasks per SUBMIT frame
+
+
+class Session:
+    def __init__(self, ticket: SessionTicket) -> None:
+        self.id = ticket.session
+        host, _, port = ticket.broker.rpartition(":")
+        try:
+            sock = socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S)
+        except OSError as err:
+            raise Unavailable(f"cannot reach the HTC broker at {ticket.broker}: {err}") from err
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock = sock
+        self._send_lock = threading.Lock()
+        self._id_lock = threading.Lock()
+        self._pending: dict[int, Sink] = {}
+        self._orphans = ResultStream()  # results of tasks this client did not submit
+        self._ended: tuple[str, str] | None = None
+        self._detached = threading.Event()
+        self._ended_event = threading.Event()
+        self._decoder = p.FrameDecoder()
+        self._send([p.HELLO_CLIENT, ticket.session, ticket.key])
+        welcome = self._read_welcome()
+        self.state = str(welcome.get("state", "OPEN"))
+        self._next_id = int(welcome["next_task_id"])
+        self.outstanding_at_attach = int(welcome.get("outstanding", 0))
+        sock.settimeout(None)
+        self._reader = threading.Thread(target=self._read_loop, name=f"htc-{self.id}", daemon=True)
+        self._reader.start()
+
+    # -- context manager --------------------------------------------------------------
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.disconnect()
+
+    # -- submitting -------------------------------------------------------------------
+    def submit(self, *args: Any) -> TaskFuture:
+        """One task: the service is called with ``args``."""
+        return self.submit_many([args])[0]
+
+    def submit_many(self, calls: Iterable[Sequence[Any]]) -> list[TaskFuture]:
+        """Many tasks in one frame per ``DEFAULT_CHUNK``; each item is one call's args."""
+        payloads = [p.pack(list(args)) for args in calls]
+        first = self._allocate(len(payloads))
+        futures = [TaskFuture(first + i) for i in range(len(payloads))]
+        pending = self._pending
+        for f in futures:
+            pending[f.task_id] = f
+        for start in range(0, len(payloads), DEFAULT_CHUNK):
+            flat: list[Any] = []
+            for i, payload in enumerate(payloads[start : start + DEFAULT_CHUNK], first + start):
+                flat += (i, payload)
+            self._send([p.SUBMIT, flat])
+        return futures
+
+    def map(
+        self,
+        calls: Iterable[Any],
+        *,
+        ordered: bool = True,
+        star: bool = False,
+        window: int = DEFAULT_WINDOW,
+        chunk: int = DEFAULT_CHUNK,
+        return_exceptions: bool = False,
+    ) -> Iterator[Any]:
+        """Run the service on each item and yield the results (in input order unless
+        ``ordered=False``). Each item is one argument, or an argument tuple with
+        ``star=True``. At most ``window`` tasks are in flight, so a million-item
+        iterator runs in flat memory. A failed task raises its ``TaskError`` (or is
+        yielded as one with ``return_exceptions``)."""
+        stream = ResultStream()
+        index_of: dict[int, int] = {}
+        items = iter(calls)
+        next_index = 0
+        exhausted = False
+        buffered: dict[int, Any] = {}
+        yield_next = 0
+        pack, pending = p.pack, self._pending
+        while True:
+            room = window - len(index_of)
+            while not exhausted and room > 0:
+                batch = list(itertools.islice(items, min(chunk, room)))
+                if not batch:
+                    exhausted = True
+                    break
+                payloads = [pack(list(x) if star else [x]) for x in batch]
+                first = self._allocate(len(payloads))
+                flat: list[Any] = []
+                for offset, payload in enumerate(payloads):
+                    task_id = first + offset
+                    index_of[task_id] = next_index + offset
+                    pending[task_id] = stream
+                    flat += (task_id, payload)
+                next_index += len(batch)
+                room -= len(batch)
+                self._send([p.SUBMIT, flat])
+            if exhausted and not index_of:
+                return
+            self._wait(stream)
+            done = stream.done
+            while done:
+                task_id, status, payload = done.popleft()
+                index = index_of.pop(task_id)
+                outcome = TaskResult.decode(task_id, status, payload)
+                value: Any = outcome.value
+                if outcome.error is not None:
+                    if not return_exceptions:
+                        raise outcome.error
+                    value = outcome.error
+                if not ordered:
+                    yield value
+                    continue
+                buffered[index] = value
+                while yield_next in buffered:
+                    yield buffered.pop(yield_next)
+                    yield_next += 1
+
+    def results(self, timeout: float | None = None) -> Iterator[TaskResult]:
+        """Results of tasks submitted by an earlier client of this session (after a
+        reattach), until the ones outstanding at attach time are all in."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        expected = self.outstanding_at_attach
+        stream = self._orphans
+        while expected > 0:
+            if not stream.done:
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError(f"{expected} results of session {self.id} still missing")
+                self._wait(stream, deadline)
+                continue
+            task_id, status, payload = stream.done.popleft()
+            expected -= 1
+            yield TaskResult.decode(task_id, status, payload)
+
+    # -- session control --------------------------------------------------------------
+    def send_common(self, value: Any) -> None:
+        self._send([p.COMMON, p.pack(value)])
+
+    def close(self, timeout: float | None = None) -> str:
+        """No more tasks: wait for the ones sent to finish, then end the session (DONE).
+        Returns the final state."""
+        if self._ended is None:
+            self._send([p.CLOSE])
+            if not self._ended_event.wait(timeout):
+                raise TimeoutError(f"session {self.id} did not finish in {timeout} s")
+        self.disconnect()
+        return self._ended[0] if self._ended else "DONE"
+
+    def detach(self) -> None:
+        """Leave the session running (reattach by id later)."""
+        if self._ended is None:
+            self._send([p.DETACH])
+            self._detached.wait(10)
+        self.disconnect()
+
+    def disconnect(self) -> None:
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+
+    @property
+    def ended(self) -> tuple[str, str] | None:
+        """``(state, reason)`` once the broker said the session ended."""
+        return self._ended
+
+    # -- plumbing ---------------------------------------------------------------------
+    def _allocate(self, n: int) -> int:
+        with self._id_lock:
+            first = self._next_id
+            self._next_id += n
+            return first
+
+    def _send(self, message: list[Any]) -> None:
+        data = p.frame(message)
+        try:
+            with self._send_lock:
+                self._sock.sendall(data)
+        except OSError as err:
+            raise Unavailable(f"lost the connection to the HTC broker: {err}") from err
+
+    def _wait(self, stream: ResultStream, deadline: float | None = None) -> None:
+        with stream.cond:
+            while not stream.done:
+                if self._ended is not None:
+                    state, reason = self._ended
+                    raise SessionEnded(state, reason)
+                left = WAIT_SLICE_S
+                if deadline is not None:
+                    left = min(left, deadline - time.monotonic())
+                    if left <= 0:
+                        return
+                stream.cond.wait(left)
+
+    def _read_welcome(self) -> dict[str, Any]:
+        while True:
+            data = self._sock.recv(1 << 16)
+            if not data:
+                raise Unavailable("the HTC broker closed the connection")
+            for message in self._decoder.feed(data):
+                if message[0] == p.WELCOME:
+                    return dict(message[1])
+                if message[0] == p.ERROR:
+                    raise Unavailable(f"the HTC broker refused: {message[1]}")
+
+    def _read_loop(self) -> None:
+        sock, decoder, pending, orphans = self._sock, self._decoder, self._pending, self._orphans
+        reason = "the connection to the HTC broker was lost"
+        try:
+            while True:
+                data = sock.recv(1 << 20)
+                if not data:
+                    break
+                for message in decoder.feed(data):
+                    kind = message[0]
+                    if kind == p.RESULTS:
+                        flat = message[2]
+                        touched: set[Any] = set()
+                        for i in range(0, len(flat), 3):
+                            task_id = flat[i]
+                            sink = pending.pop(task_id, None) or orphans
+                            sink.deliver(task_id, flat[i + 1], flat[i + 2])
+                            touched.add(sink)
+                        with self._send_lock:
+                            sock.sendall(p.frame([p.ACK, message[1]]))
+                        for sink in touched:
+                            sink.wake()
+                    elif kind == p.ENDED:
+                        self._end(str(message[1]), str(message[2]))
+                    elif kind == p.DETACHED:
+                        self._detached.set()
+                        return
+                    elif kind == p.ERROR:
+                        reason = str(message[1])
+        except (OSError, p.ProtocolError):
+            pass
+        self._end("LOST", reason)
+
+    def _end(self, state: str, reason: str) -> None:
+        if self._ended is not None:
+            return
+        self._ended = (state, reason)
+        self.state = state
+        self._ended_event.set()
+        error = SessionEnded(state, reason)
+        sinks = list(self._pending.values())
+        self._pending.clear()
+        for sink in {id(s): s for s in [*sinks, self._orphans]}.values():
+            sink.fail(error)
+            sink.wake()

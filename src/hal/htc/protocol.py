@@ -1,0 +1,125 @@
+"""The broker's binary protocol: length-prefixed msgpack frames over TCP.
+
+Every frame is a 4-byte little-endian body length followed by one msgpack array whose
+first item is the message kind. Arrays rather than maps because the hot messages carry
+thousands of tasks and field names would double their size. Task lists are *flat*
+(``[id, payload, id, payload, ...]``) so decoding allocates no per-task container.
+
+A task payload is opaque bytes to the broker (the client packed the arguments, the worker
+unpacks them), so the broker never decodes user data. No pickle anywhere on the wire:
+arguments and results are msgpack values (numbers, strings, bytes, lists, dicts).
+
+    client -> broker   HELLO_CLIENT [sid, secret]     SUBMIT [flat id,payload]
+                       COMMON [bytes]   ACK [seq]      CLOSE []   DETACH []
+    broker -> client   WELCOME [info]   RESULTS [seq, flat id,status,payload]
+                       ENDED [state, reason]   DETACHED []   ERROR [message]
+    worker -> broker   HELLO_WORKER [sid, secret, job_id, host, pid]
+                       RESULTS [0, flat id,status,payload]   LOAD_ERROR [message]
+    broker -> worker   INIT [service, common, timeout_s]   TASKS [flat id,payload]
+                       STOP []
+    api    -> broker   CONTROL [key, op, args]   broker -> api   REPLY [ok, data]
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, BinaryIO
+
+import msgpack  # type: ignore[import-untyped]  # ships no stubs
+
+HEADER = struct.Struct("<I")
+MAX_FRAME_BYTES = 256 * 1024 * 1024  # a bigger frame is a bug or an attack, not a batch
+
+# Message kinds (first item of every frame).
+HELLO_CLIENT = 1
+HELLO_WORKER = 2
+WELCOME = 3
+SUBMIT = 4
+RESULTS = 5
+ACK = 6
+TASKS = 7
+INIT = 8
+STOP = 9
+COMMON = 10
+ENDED = 11
+LOAD_ERROR = 12
+CONTROL = 13
+REPLY = 14
+CLOSE = 15
+DETACH = 16
+DETACHED = 17
+ERROR = 18
+
+# Task outcomes (the status item of a result).
+OK = 0  # payload: the packed return value
+FAILED = 1  # payload: the packed error text (the service raised)
+TIMED_OUT = 2  # payload: the packed error text
+POISON = 3  # payload: the packed error text (the task kept killing workers)
+CANCELLED = 4
+
+STATUS_NAMES = {OK: "ok", FAILED: "failed", TIMED_OUT: "timed_out", POISON: "poison"}
+
+
+class ProtocolError(Exception):
+    """The peer sent something that is not a frame of this protocol."""
+
+
+def pack(value: Any) -> bytes:
+    return msgpack.packb(value, use_bin_type=True)  # type: ignore[no-any-return]
+
+
+def unpack(data: bytes) -> Any:
+    return msgpack.unpackb(data, raw=False, strict_map_key=False)
+
+
+def frame(message: list[Any]) -> bytes:
+    body = pack(message)
+    return HEADER.pack(len(body)) + body
+
+
+class FrameDecoder:
+    """Incremental decoder: feed bytes as they arrive, get whole messages back."""
+
+    __slots__ = ("_buffer",)
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[list[Any]]:
+        buf = self._buffer
+        buf += data
+        messages: list[list[Any]] = []
+        start = 0
+        end = len(buf)
+        while end - start >= 4:
+            (size,) = HEADER.unpack_from(buf, start)
+            if size > MAX_FRAME_BYTES:
+                raise ProtocolError(f"frame of {size} bytes exceeds {MAX_FRAME_BYTES}")
+            if end - start - 4 < size:
+                break
+            message = unpack(bytes(buf[start + 4 : start + 4 + size]))
+            if not isinstance(message, list) or not message or not isinstance(message[0], int):
+                raise ProtocolError("a frame must hold a non-empty array starting with a kind")
+            messages.append(message)
+            start += 4 + size
+        if start:
+            del buf[:start]
+        return messages
+
+
+def read_frame(stream: BinaryIO) -> list[Any] | None:
+    """Blocking read of one message from a buffered stream (``sock.makefile("rb")``, the
+    worker's side). None at end of stream."""
+    header = stream.read(4)
+    if len(header) < 4:
+        return None
+    (size,) = HEADER.unpack(header)
+    if size > MAX_FRAME_BYTES:
+        raise ProtocolError(f"frame of {size} bytes exceeds {MAX_FRAME_BYTES}")
+    body = stream.read(size)
+    if len(body) < size:
+        return None
+    message = unpack(body)
+    if not isinstance(message, list) or not message:
+        raise ProtocolError("a frame must hold a non-empty array")
+    return message

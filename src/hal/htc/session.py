@@ -1,0 +1,122 @@
+"""``Session``: the broker's in-memory record of one session (tasks, workers, results).
+
+The result *outbox* holds results in chunks (one per delivery) numbered by a running
+sequence of results; the client acknowledges the sequence it has received, and only
+unacknowledged chunks are kept. When the client reattaches, the unacknowledged chunks are
+sent again, so a result is lost neither by a disconnect nor by a reconnect.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from hal.htc import protocol as p
+from hal.htc.rest import SessionOptions
+from hal.htc.tasks import TaskBook
+
+if TYPE_CHECKING:
+    from hal.htc.journal import Journal
+
+# Dispatch pauses when this many results wait for the client: a session whose client is
+# gone (or slow) must not grow the broker's memory without bound.
+MAX_UNACKED_RESULTS = 262_144
+
+
+class Connection(Protocol):
+    def send(self, message: list[Any]) -> None: ...
+    def close(self) -> None: ...
+
+
+@dataclass(slots=True, eq=False)
+class Worker:
+    job_id: int
+    session: str
+    conn: Connection | None = None  # None while the job is pending
+    host: str = ""
+    pid: int = 0
+    state: str = "pending"  # pending -> loading -> ready -> draining
+    launched_at: float = 0.0
+    ready_at: float = 0.0
+    window: int = 64  # how many tasks it may hold (adapted to the task length)
+    last_result_at: float = 0.0
+
+
+@dataclass(slots=True, eq=False)
+class Session:
+    id: str
+    user: str
+    options: SessionOptions
+    created: float
+    key: str = field(default_factory=lambda: secrets.token_hex(16))
+    worker_key: str = field(default_factory=lambda: secrets.token_hex(16))
+    state: str = "OPEN"
+    reason: str = ""
+    ended: float | None = None
+    book: TaskBook = field(default_factory=TaskBook)
+    common: bytes | None = None
+    client: Connection | None = None
+    workers: dict[int, Worker] = field(default_factory=dict)
+    target_workers: int = 0
+    outbox: list[Any] = field(default_factory=list)  # results gathered this loop turn
+    unacked: deque[tuple[int, list[Any]]] = field(default_factory=deque)
+    unacked_results: int = 0
+    sent_seq: int = 0
+    acked_seq: int = 0
+    next_task_id: int = 1
+    start_failures: int = 0
+    last_activity: float = 0.0
+    rate: float = 0.0  # completions per second, smoothed
+    _rate_count: int = 0
+    _rate_at: float = 0.0
+    task_seconds: float = 0.0  # smoothed run time of one task (sets worker windows)
+    journal: Journal | None = None  # recoverable sessions only (options.journal)
+
+    @property
+    def live(self) -> bool:
+        return self.state in ("OPEN", "CLOSED")
+
+    @property
+    def paused(self) -> bool:
+        return self.unacked_results >= MAX_UNACKED_RESULTS
+
+    def flush(self) -> None:
+        """Move this turn's results to the unacknowledged chunks and send them."""
+        out = self.outbox
+        if not out:
+            return
+        self.outbox = []
+        n = len(out) // 3
+        self.sent_seq += n
+        self.unacked.append((self.sent_seq, out))
+        self.unacked_results += n
+        if self.client is not None:
+            self.client.send([p.RESULTS, self.sent_seq, out])
+
+    def ack(self, seq: int) -> None:
+        unacked = self.unacked
+        while unacked and unacked[0][0] <= seq:
+            _, chunk = unacked.popleft()
+            self.unacked_results -= len(chunk) // 3
+        self.acked_seq = max(self.acked_seq, seq)
+
+    def resend(self) -> None:
+        if self.client is None:
+            return
+        for end, chunk in self.unacked:
+            self.client.send([p.RESULTS, end, chunk])
+
+    def count_completions(self, n: int, now: float) -> None:
+        self._rate_count += n
+        elapsed = now - self._rate_at
+        if elapsed >= 1.0:
+            current = self._rate_count / elapsed
+            self.rate = current if self.rate == 0 else 0.5 * self.rate + 0.5 * current
+            self._rate_count = 0
+            self._rate_at = now
+
+    def decay_rate(self, now: float) -> None:
+        if now - self._rate_at > 2.0:
+            self.count_completions(0, now)

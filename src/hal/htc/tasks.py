@@ -1,0 +1,171 @@
+"""``TaskBook``: one session's tasks between submission and result (pure, no I/O).
+
+Events in (``add``, ``take``, ``complete``, ``worker_lost``, ``cancel``), outcomes out
+(flat ``[id, status, payload, ...]`` lists for the client). The broker shell owns sockets
+and calls these; unit tests drive them directly.
+
+Vocabulary:
+- *backlog*: tasks waiting for a worker, oldest first (retries go to the front);
+- *in flight*: tasks sent to a worker whose result has not come back, per worker, in
+  dispatch order (a worker runs its tasks in that order);
+- *suspect*: a task that was in flight on a worker that died. Suspects are sent one at a
+  time to a worker with nothing else in flight, so when a worker dies running a suspect
+  the blame is exact; after ``max_worker_deaths`` such deaths the task is failed as
+  poison instead of killing more workers.
+
+Memory is flat in the number of tasks ever submitted: a finished task leaves nothing
+behind, and the per-task retry record exists only for tasks that were retried.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from hal.htc import protocol as p
+
+
+@dataclass(slots=True)
+class TaskCounters:
+    submitted: int = 0
+    completed: int = 0  # finished OK
+    failed: int = 0  # finished with an error (raised, timed out, poison, after retries)
+    retried: int = 0
+    worker_deaths: int = 0
+
+
+class TaskBook:
+    def __init__(self, *, retries: int = 0, max_worker_deaths: int = 3) -> None:
+        self.retries = retries
+        self.max_worker_deaths = max_worker_deaths
+        self.backlog: deque[tuple[int, bytes]] = deque()
+        self.suspects: deque[tuple[int, bytes]] = deque()
+        self.in_flight: dict[int, dict[int, bytes]] = {}  # worker -> {task: payload}
+        self.isolated: set[int] = set()  # workers running one suspect alone
+        self.attempts: dict[int, int] = {}  # task -> errors so far (retried tasks only)
+        self.deaths: dict[int, int] = {}  # task -> worker deaths blamed on it
+        self.counters = TaskCounters()
+        self.in_flight_count = 0
+
+    # -- queries ----------------------------------------------------------------------
+    @property
+    def waiting(self) -> int:
+        return len(self.backlog) + len(self.suspects)
+
+    @property
+    def unfinished(self) -> int:
+        return self.waiting + self.in_flight_count
+
+    def load(self, worker: int) -> int:
+        return len(self.in_flight.get(worker, ()))
+
+    # -- events -----------------------------------------------------------------------
+    def add(self, flat: list[Any]) -> None:
+        """New tasks from the client: ``[id, payload, id, payload, ...]``."""
+        backlog = self.backlog
+        for i in range(0, len(flat) - 1, 2):
+            backlog.append((flat[i], flat[i + 1]))
+        self.counters.submitted += len(flat) // 2
+
+    def take(self, worker: int, limit: int) -> list[Any]:
+        """Up to ``limit`` tasks for ``worker`` as a flat ``[id, payload, ...]`` list."""
+        flight = self.in_flight.setdefault(worker, {})
+        if worker in self.isolated or limit <= 0:
+            return []
+        if self.suspects:
+            if flight:
+                return []  # a suspect runs alone; wait for this worker to drain
+            task_id, payload = self.suspects.popleft()
+            flight[task_id] = payload
+            self.isolated.add(worker)
+            self.in_flight_count += 1
+            return [task_id, payload]
+        out: list[Any] = []
+        backlog = self.backlog
+        n = min(limit, len(backlog))
+        for _ in range(n):
+            task_id, payload = backlog.popleft()
+            flight[task_id] = payload
+            out.append(task_id)
+            out.append(payload)
+        self.in_flight_count += n
+        return out
+
+    def complete(self, worker: int, flat: list[Any]) -> list[Any]:
+        """Results from ``worker`` (``[id, status, payload, ...]``); returns the outcomes
+        to deliver, in the same flat shape. Results for tasks not in flight on that
+        worker (a duplicate, or a task already failed) are dropped: exactly once."""
+        flight = self.in_flight.get(worker)
+        if flight is None:
+            return []
+        out: list[Any] = []
+        c = self.counters
+        for i in range(0, len(flat) - 2, 3):
+            task_id = flat[i]
+            payload = flight.pop(task_id, None)
+            if payload is None:
+                continue
+            self.in_flight_count -= 1
+            status = flat[i + 1]
+            if status != p.OK:
+                tried = self.attempts.get(task_id, 0)
+                if tried < self.retries:
+                    self.attempts[task_id] = tried + 1
+                    self.backlog.appendleft((task_id, payload))
+                    c.retried += 1
+                    continue
+                c.failed += 1
+            else:
+                c.completed += 1
+            if self.attempts:
+                self.attempts.pop(task_id, None)
+            if self.deaths:
+                self.deaths.pop(task_id, None)
+            out.append(task_id)
+            out.append(status)
+            out.append(flat[i + 2])
+        if not flight:
+            self.isolated.discard(worker)
+        return out
+
+    def worker_lost(self, worker: int, why: str) -> list[Any]:
+        """``worker`` died or vanished. Its tasks become suspects; a task that was alone
+        on it takes the blame. Returns outcomes for tasks failed as poison."""
+        flight = self.in_flight.pop(worker, {})
+        self.isolated.discard(worker)
+        if not flight:
+            return []
+        self.counters.worker_deaths += 1
+        self.in_flight_count -= len(flight)
+        out: list[Any] = []
+        if len(flight) == 1:
+            ((task_id, _),) = flight.items()
+            deaths = self.deaths.get(task_id, 0) + 1
+            if deaths >= self.max_worker_deaths:
+                self.deaths.pop(task_id, None)
+                self.attempts.pop(task_id, None)
+                self.counters.failed += 1
+                message = (
+                    f"task {task_id} was running alone on {deaths} workers that died "
+                    f"(last: {why}); it was failed so that it kills no more workers. "
+                    "Run it outside HAL to see why it crashes the process"
+                )
+                return [task_id, p.POISON, p.pack(message)]
+            self.deaths[task_id] = deaths
+        # Behind suspects lost earlier, so a second crash cannot starve the first's.
+        self.suspects.extend(flight.items())
+        self.counters.retried += len(flight)
+        return out
+
+    def cancel(self) -> int:
+        """Drop everything not finished; returns how many tasks were dropped."""
+        dropped = self.unfinished
+        self.backlog.clear()
+        self.suspects.clear()
+        self.in_flight.clear()
+        self.isolated.clear()
+        self.attempts.clear()
+        self.deaths.clear()
+        self.in_flight_count = 0
+        return dropped

@@ -1,0 +1,129 @@
+"""A warm service worker: ``python -m hal.htc.worker`` inside a HAL job.
+
+The broker submits one HAL job per worker (see ``pool.py``); its script runs this module,
+which connects back to the broker, loads the service once and then runs tasks until told
+to stop or the broker goes away. One thread, blocking I/O: while a task runs nothing
+else needs doing, and incoming frames wait in the socket buffer.
+
+Results are sent back when a frame's tasks are all done, or earlier once a millisecond has
+passed since the last send, so one slow task does not hold back the results of the quick
+ones before it, and a deep batch of no-ops still goes back in one frame.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from hal.htc import protocol as p
+from hal.htc import service
+
+FLUSH_AFTER_S = 0.001
+EXIT_LOAD_ERROR = 3
+
+
+class TaskTimeout(Exception):
+    pass
+
+
+def _alarm(_signum: int, _frame: object) -> None:
+    raise TaskTimeout
+
+
+def connect(address: str) -> socket.socket:
+    host, _, port = address.rpartition(":")
+    sock = socket.create_connection((host, int(port)), timeout=30)
+    sock.settimeout(None)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def run(address: str, session: str, key: str) -> int:
+    sock = connect(address)
+    stream: Any = sock.makefile("rb", buffering=1 << 20)
+    job_id = int(os.environ.get("HAL_JOB_ID", "0"))
+    sock.sendall(p.frame([p.HELLO_WORKER, session, key, job_id, socket.gethostname(), os.getpid()]))
+    init = p.read_frame(stream)
+    if init is None or init[0] != p.INIT:
+        print(f"hal-htc-worker: the broker refused this worker: {init}", file=sys.stderr)
+        return 2
+    _, spec, common_bytes, timeout_s = init[:4]
+    try:
+        if common_bytes is not None:
+            service.set_common(p.unpack(common_bytes))
+        call, close = service.load(spec)
+    except BaseException:
+        message = f"the service {spec} failed to load:\n{traceback.format_exc(limit=8)}"
+        sock.sendall(p.frame([p.LOAD_ERROR, message]))
+        print(message, file=sys.stderr)
+        return EXIT_LOAD_ERROR
+    sock.sendall(p.frame([p.WELCOME, os.getpid()]))  # loaded: ready for tasks
+    if timeout_s:
+        signal.signal(signal.SIGALRM, _alarm)
+    try:
+        return serve(sock, stream, call, float(timeout_s or 0))
+    finally:
+        close()
+
+
+def serve(sock: socket.socket, stream: Any, call: Callable[..., Any], timeout_s: float) -> int:
+    unpack, pack, frame = p.unpack, p.pack, p.frame
+    clock = time.perf_counter
+    ok, failed, timed_out = p.OK, p.FAILED, p.TIMED_OUT
+    while True:
+        message = p.read_frame(stream)
+        if message is None:
+            return 0  # the broker closed the connection: nothing more to do
+        kind = message[0]
+        if kind == p.STOP:
+            return 0
+        if kind != p.TASKS:
+            continue
+        flat = message[1]
+        out: list[Any] = []
+        last = clock()
+        for i in range(0, len(flat), 2):
+            task_id = flat[i]
+            try:
+                if timeout_s:
+                    signal.setitimer(signal.ITIMER_REAL, timeout_s)
+                    try:
+                        result = call(*unpack(flat[i + 1]))
+                    finally:
+                        signal.setitimer(signal.ITIMER_REAL, 0)
+                else:
+                    result = call(*unpack(flat[i + 1]))
+                out += (task_id, ok, pack(result))
+            except TaskTimeout:
+                text = f"task {task_id} ran past its timeout of {timeout_s:g} s"
+                out += (task_id, timed_out, pack(text))
+            except Exception as err:
+                text = "".join(traceback.format_exception_only(err)).strip()
+                out += (task_id, failed, pack(text))
+            now = clock()
+            if now - last > FLUSH_AFTER_S:
+                sock.sendall(frame([p.RESULTS, 0, out]))
+                out = []
+                last = now
+        if out:
+            sock.sendall(frame([p.RESULTS, 0, out]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="hal-htc-worker")
+    parser.add_argument("--broker", required=True, help="HOST:PORT of the HTC broker")
+    parser.add_argument("--session", required=True)
+    parser.add_argument("--key", default=os.environ.get("HAL_HTC_WORKER_KEY", ""))
+    ns = parser.parse_args(argv)
+    return run(ns.broker, ns.session, ns.key)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

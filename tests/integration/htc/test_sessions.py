@@ -1,0 +1,154 @@
+"""HTC sessions end to end: a real control plane, real agents, workers as HAL jobs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+
+import pytest
+
+from hal import htc
+from hal.cli import htc as cli_htc
+from hal.core.errors import HalError
+from hal.htc import HtcClient
+from hal.testing.live import LiveServer, wait_until
+from hal.wire.jobs import JobSubmit
+
+SQUARE = "hal.htc.examples:square"
+SLEEP = "hal.htc.examples:sleep_ms"
+
+
+def test_a_map_of_10000_tasks_returns_every_result_exactly_once(hc: HtcClient) -> None:
+    with hc.open_session(SQUARE, max_workers=2) as s:
+        assert list(s.map(range(10_000))) == [x * x for x in range(10_000)]
+        futures = s.submit_many([(x,) for x in range(1000)])
+        assert sorted(f.result(30) for f in htc.as_completed(futures, 30)) == sorted(
+            x * x for x in range(1000)
+        )
+        session_id = s.id
+    info = hc.session(session_id)
+    assert info.state == "DONE"
+    assert info.completed == info.submitted == 11_000 and info.failed == 0
+
+
+def test_common_data_is_sent_once_and_read_by_every_task(hc: HtcClient) -> None:
+    with hc.open_session("hal.htc.examples:scaled", common=3, max_workers=2) as s:
+        assert list(s.map([1, 2, 5])) == [3, 6, 15]
+
+
+def test_errors_timeouts_and_retries_come_back_as_task_errors(hc: HtcClient) -> None:
+    with hc.open_session(SLEEP, task_timeout=0.3, retries=1, max_workers=1) as s:
+        slow, quick = s.submit(3000), s.submit(1)
+        with pytest.raises(htc.TaskTimedOut, match=r"timeout of 0\.3 s"):
+            slow.result(30)
+        assert quick.result(30) == 1
+        assert hc.session(s.id).retried == 1  # the timed-out task ran twice
+    with (
+        hc.open_session("hal.htc.examples:fail", max_workers=1) as s,
+        pytest.raises(htc.TaskFailed, match="ValueError: bad input"),
+    ):
+        s.submit("bad input").result(30)
+
+
+def test_cancelling_a_session_fails_its_open_tasks_and_frees_its_workers(
+    hc: HtcClient, server: LiveServer
+) -> None:
+    s = hc.open_session(SLEEP, max_workers=2)
+    futures = s.submit_many([(20,)] * 2000)
+    futures[0].result(30)
+    info = hc.cancel(s.id)
+    assert info.state == "CANCELLED"
+    with pytest.raises(htc.SessionEnded, match="CANCELLED"):
+        futures[-1].result(10)
+    s.disconnect()
+    with server.client() as c:
+        wait_until(
+            lambda: not [j for j in c.jobs() if j.name == f"htc-{s.id}"],
+            timeout=30,
+            message="the session's worker jobs to end",
+        )
+
+
+def test_a_session_outlives_its_client_and_is_reattached_by_id(
+    hc: HtcClient, server: LiveServer
+) -> None:
+    s = hc.open_session(SQUARE, max_workers=2)
+    ids = {f.task_id: x for x, f in enumerate(s.submit_many([(x,) for x in range(500)]))}
+    s.detach()
+    with HtcClient(server.url, server.token) as other:
+        again = other.attach(s.id)
+        got = {r.task_id: r.value for r in again.results(timeout=30)}
+        assert got == {task_id: x * x for task_id, x in ids.items()}
+        assert again.submit(12).result(30) == 144  # new tasks continue the id sequence
+        assert again.close(30) == "DONE"
+
+
+def test_killing_a_worker_mid_run_retries_its_tasks_elsewhere(hc: HtcClient) -> None:
+    with hc.open_session(SLEEP, min_workers=2, max_workers=2) as s:
+        wait_until(
+            lambda: sum(w.state == "ready" for w in hc.session(s.id).workers) == 2,
+            message="2 workers",
+        )
+        results = s.map([5] * 600)
+        first = [next(results) for _ in range(50)]
+        victim = hc.session(s.id).workers[0].pid
+        os.kill(victim, signal.SIGKILL)
+        rest = list(results)
+        assert first + rest == [5] * 600
+        info = hc.session(s.id)
+        assert info.worker_deaths == 1 and info.completed == 600 and info.failed == 0
+
+
+def test_a_task_that_crashes_every_worker_is_failed_with_a_clear_error(hc: HtcClient) -> None:
+    with hc.open_session("hal.htc.examples:crash_on", max_workers=2, max_worker_deaths=2) as s:
+        out = list(s.map([(x, 5) for x in range(20)], star=True, return_exceptions=True))
+    assert out[:5] == list(range(5)) and out[6:] == list(range(6, 20))
+    assert isinstance(out[5], htc.PoisonTask)
+    assert "running alone on 2 workers that died" in str(out[5])
+
+
+def test_a_batch_job_and_a_session_at_once_both_finish(hc: HtcClient, server: LiveServer) -> None:
+    with server.client() as c, hc.open_session(SLEEP, max_workers=2) as s:
+        job = c.submit(JobSubmit(script="#!/bin/sh\nsleep 1\n", workdir="/tmp", stdout="/dev/null"))
+        assert list(s.map([5] * 300)) == [5] * 300
+        wait_until(lambda: c.job(job.job_id).state == "COMPLETED", message="the batch job")
+
+
+def test_a_service_that_cannot_load_fails_the_session_with_its_error(hc: HtcClient) -> None:
+    with (
+        hc.open_session("no_such_module_here:f", max_workers=1) as s,
+        pytest.raises(htc.SessionEnded, match="No module named 'no_such_module_here'"),
+    ):
+        s.submit().result(60)
+
+
+def hal_htc(argv: list[str], monkeypatch: pytest.MonkeyPatch, server: LiveServer) -> int:
+    """``hal htc ...`` in this process (the parser is wired by ``hal.cli.parser``)."""
+    monkeypatch.setenv("HAL_URL", server.url)
+    monkeypatch.setenv("HAL_TOKEN", server.token)
+    parser = argparse.ArgumentParser(prog="hal")
+    cli_htc.add_commands(parser.add_subparsers())
+    ns = parser.parse_args(["htc", *argv])
+    result: int = ns.func(ns)
+    return result
+
+
+def test_hal_htc_sessions_and_show(
+    hc: HtcClient,
+    server: LiveServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with hc.open_session(SQUARE, max_workers=1, name="cli") as s:
+        s.submit(2).result(30)
+        assert hal_htc(["sessions"], monkeypatch, server) == 0
+        listing = capsys.readouterr().out
+        assert s.id in listing and "OPEN" in listing and "BACKLOG" in listing
+        assert hal_htc(["show", s.id], monkeypatch, server) == 0
+        shown = capsys.readouterr().out
+        assert "completed: 1" in shown and SQUARE in shown and "ready on" in shown
+    assert hal_htc(["sessions", "--all", "--json"], monkeypatch, server) == 0
+    assert f'"id": "{s.id}"' in capsys.readouterr().out
+    with pytest.raises(HalError, match="no HTC session"):
+        hal_htc(["show", "s000000000000"], monkeypatch, server)

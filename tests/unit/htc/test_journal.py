@@ -1,0 +1,61 @@
+"""The journal of a recoverable session: what a restarted broker rebuilds from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hal.htc import journal
+from hal.htc import protocol as p
+from hal.htc.rest import ServiceSpec, SessionOptions
+from hal.htc.session import Session
+from hal.htc.tasks import TaskBook
+
+
+def new_session() -> Session:
+    options = SessionOptions(service=ServiceSpec(target="m:f"), retries=2, journal=True)
+    return Session(id="s1", user="ann", options=options, created=5.0, book=TaskBook())
+
+
+def test_unfinished_tasks_are_queued_again_and_unacked_outcomes_kept(tmp_path: Path) -> None:
+    s = new_session()
+    j = journal.create(str(tmp_path), s)
+    j.append(["T", [1, b"a", 2, b"b", 3, b"c"]])
+    j.append(["M", b"common"])
+    j.append(["R", [2, p.OK, b"B", 1, p.FAILED, b"oops"]])
+    j.append(["A", 1])
+    j.append(["T", [4, b"d"]])
+    j.close()
+    ((back, file),) = journal.recover(str(tmp_path), now=9.0)
+    file.close()
+    assert (back.id, back.user, back.key, back.worker_key) == ("s1", "ann", s.key, s.worker_key)
+    assert back.options.retries == 2 and back.state == "OPEN" and back.common == b"common"
+    assert list(back.book.backlog) == [(3, b"c"), (4, b"d")]  # 1 and 2 are not re-run
+    c = back.book.counters
+    assert (c.submitted, c.completed, c.failed) == (4, 1, 1)
+    assert back.next_task_id == 5
+    assert (back.sent_seq, back.acked_seq, back.unacked_results) == (2, 1, 1)
+    assert list(back.unacked) == [(2, [1, p.FAILED, b"oops"])]
+
+
+def test_a_torn_tail_is_dropped_and_appending_goes_on_after_it(tmp_path: Path) -> None:
+    s = new_session()
+    j = journal.create(str(tmp_path), s)
+    j.append(["T", [1, b"a"]])
+    j.append(["C"])
+    j.close()
+    path = tmp_path / "s1.journal"
+    with path.open("ab") as f:
+        f.write(p.frame(["T", [2, b"b"]])[:-3])  # a broker killed mid-write
+    ((back, file),) = journal.recover(str(tmp_path), now=0.0)
+    assert back.state == "CLOSED" and list(back.book.backlog) == [(1, b"a")]
+    file.append(["R", [1, p.OK, b"A"]])
+    file.close()
+    ((again, file),) = journal.recover(str(tmp_path), now=0.0)
+    file.remove()
+    assert not again.book.backlog and again.book.counters.completed == 1
+    assert not path.exists()
+
+
+def test_the_default_directory_is_next_to_a_sqlite_database(tmp_path: Path) -> None:
+    assert journal.default_dir(f"sqlite:///{tmp_path}/hal.db") == str(tmp_path / "htc-journal")
+    assert journal.default_dir("postgresql://h/db") == ""
