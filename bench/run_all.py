@@ -1,0 +1,90 @@
+"""``make bench``: run every benchmark and write one JSON file each to bench/results/.
+
+Each result carries its own comparison baseline measured in the same run (see
+docs/benchmarks.md for the figures and how to read them). Select some with
+``python bench/run_all.py submit idle``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _submit() -> dict[str, Any]:
+    from hal.bench.submit import run_submit_bench
+
+    return run_submit_bench()
+
+
+def _idle() -> dict[str, Any]:
+    from hal.bench.idle import run_idle_bench
+
+    return run_idle_bench()
+
+
+def _e2e() -> dict[str, Any]:
+    from hal.bench.e2e import run_e2e_bench
+
+    return run_e2e_bench()
+
+
+def _cache() -> dict[str, Any]:
+    from hal.bench.cache import run_cache_bench
+
+    return run_cache_bench()
+
+
+def _sim() -> dict[str, Any]:
+    from hal.bench.sim import run_sim_bench
+
+    return run_sim_bench()
+
+
+def _htc() -> dict[str, Any]:
+    from hal.bench.htc import run_htc_bench
+
+    return run_htc_bench()
+
+
+BENCHMARKS: dict[str, Callable[[], dict[str, Any]]] = {
+    "submit": _submit,
+    "idle": _idle,
+    "e2e-vs-slurm": _e2e,
+    "cache": _cache,
+    "sim": _sim,
+    "htc": _htc,
+}
+
+
+def main(names: list[str]) -> int:
+    RESULTS.mkdir(exist_ok=True)
+    chosen = names or list(BENCHMARKS)
+    unknown = [n for n in chosen if n not in BENCHMARKS]
+    if unknown:
+        print(f"unknown benchmark(s) {unknown}; known: {sorted(BENCHMARKS)}", file=sys.stderr)
+        return 2
+    failed = 0
+    for name in chosen:
+        print(f"== {name}", flush=True)
+        started = time.time()
+        try:
+            result = BENCHMARKS[name]()
+        except Exception as err:  # one broken benchmark must not hide the others
+            result = {"benchmark": name, "error": f"{err.__class__.__name__}: {err}"}
+            failed += 1
+        result["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
+        out = RESULTS / f"{name}.json"
+        out.write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps(result, indent=2), flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

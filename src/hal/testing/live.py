@@ -1,0 +1,225 @@
+"""A real HAL control plane and real agents for integration tests and benchmarks.
+
+    with LiveServer(tmp_path) as server:          # uvicorn on a free port, fresh SQLite
+        with server.agents(2, cpus=4):            # `hal agent` processes
+            client = server.client()
+            ...
+
+Nothing is mocked: HTTP goes over loopback, jobs run as real processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+
+from hal.client import HalClient
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(
+    predicate: Callable[[], bool],
+    timeout: float = 30.0,
+    interval: float = 0.05,
+    message: str = "condition",
+) -> None:
+    """Poll ``predicate`` until true; fail after ``timeout`` (never a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout} s waiting for {message}")
+
+
+class LiveServer:
+    """``HalServer`` in a background thread (its own event loop) on 127.0.0.1."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        db_url: str | None = None,
+        config_overrides: dict[str, object] | None = None,
+        port: int | None = None,
+    ) -> None:
+        from hal.api.server import sqlite_url
+
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.db_url = db_url or sqlite_url(self.data_dir)
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.config_overrides = config_overrides or {}
+        self.token = ""
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._error: BaseException | None = None
+        self._agents: list[subprocess.Popen[bytes]] = []
+        self.server: object | None = None
+
+    def __enter__(self) -> LiveServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        from hal.api.server import HalServer, ensure_user
+        from hal.config.model import HalConfig
+        from hal.state.store import SqlStateStore
+
+        base = HalConfig()
+        fields = {f: getattr(base, f) for f in base.__slots__}
+        fields.update(self.config_overrides)
+        config = HalConfig(**fields)
+        if not self.token:
+            store = SqlStateStore(self.db_url)
+            try:
+                token = ensure_user(store, "admin", admin=True, now=time.time())
+            finally:
+                store.close()
+            assert token is not None
+            self.token = token
+        ready = threading.Event()
+
+        def run() -> None:
+            loop: asyncio.AbstractEventLoop
+            try:
+                import uvloop
+
+                loop = uvloop.new_event_loop()
+            except ImportError:
+                loop = asyncio.new_event_loop()
+            self._loop = loop
+            self._stop = asyncio.Event()
+            server = HalServer(config, self.db_url)
+            self.server = server
+            ready.set()
+            try:
+                loop.run_until_complete(server.serve("127.0.0.1", self.port, self._stop))
+            except BaseException as err:  # surfaced by wait_ready
+                self._error = err
+            finally:
+                loop.close()
+
+        self._thread = threading.Thread(target=run, name="hal-live-server", daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        self.wait_ready()
+
+    def wait_ready(self, timeout: float = 20.0) -> None:
+        import httpx
+
+        def healthy() -> bool:
+            if self._error is not None:
+                raise RuntimeError("server failed to start") from self._error
+            try:
+                return httpx.get(self.url + "/healthz", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until(healthy, timeout, message="the control plane to answer /healthz")
+
+    def stop(self) -> None:
+        self.stop_agents()
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join(20)
+        self._thread = None
+
+    def client(self, token: str | None = None) -> HalClient:
+        return HalClient(self.url, token or self.token)
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "HAL_URL": self.url, "HAL_TOKEN": self.token}
+
+    def start_agent(
+        self, name: str, *, cpus: int = 2, memory: str = "2G", extra: list[str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        state_dir = self.data_dir / "agents" / name
+        cmd = [
+            sys.executable,
+            "-m",
+            "hal.cli.main",
+            "agent",
+            "--server",
+            self.url,
+            "--name",
+            name,
+            "--cpus",
+            str(cpus),
+            "--memory",
+            memory,
+            "--state-dir",
+            str(state_dir),
+            *(extra or []),
+        ]
+        log = open(self.data_dir / f"agent-{name}.log", "ab")  # noqa: SIM115 - owned by proc
+        proc = subprocess.Popen(
+            cmd, env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        self._agents.append(proc)
+        return proc
+
+    @contextmanager
+    def agents(
+        self, count: int, *, cpus: int = 2, memory: str = "2G", prefix: str = "node"
+    ) -> Iterator[list[subprocess.Popen[bytes]]]:
+        procs = [
+            self.start_agent(f"{prefix}{i}", cpus=cpus, memory=memory) for i in range(1, count + 1)
+        ]
+        names = {f"{prefix}{i}" for i in range(1, count + 1)}
+        with self.client() as c:
+            wait_until(
+                lambda: names <= {n.name for n in c.nodes() if n.state == "UP"},
+                message=f"agents {sorted(names)} to register",
+            )
+        try:
+            yield procs
+        finally:
+            for p in procs:
+                stop_process(p)
+
+    def stop_agents(self) -> None:
+        for p in self._agents:
+            stop_process(p)
+        self._agents = []
+
+
+def stop_process(
+    proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 15
+) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        proc.send_signal(sig)
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+    except ProcessLookupError:
+        pass
