@@ -44,4 +44,4 @@ class PerfectPredictor:
 
 
 def predictor_names() -> tuple[str, ...]:
-    return ("user", "perfect")
+    return ("user", "perfect", "avg2", "learned")

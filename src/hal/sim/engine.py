@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +46,7 @@ import numpy.typing as npt
 from hal.core.clock import VirtualClock
 from hal.core.job import Job, JobSpec
 from hal.core.states import JobState, PendingReason
+from hal.predict import Predictor, planned_runtime
 from hal.scheduler.framework.node_table import NodeTable
 from hal.scheduler.framework.scheduler import Scheduler
 from hal.scheduler.framework.snapshot import ClusterSnapshot
@@ -64,6 +64,7 @@ class JobOutcome:
     start: float
     end: float
     state: JobState
+    predicted: float = np.nan  # the planned run time when it started (NaN: no predictor)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +88,7 @@ class Simulation:
         cluster: ClusterModel,
         scheduler: Scheduler,
         *,
-        on_finish: Callable[[Job, float], None] | None = None,
+        predictor: Predictor | None = None,
         check_tables: bool = False,
         every_event: bool = False,
         explain: bool = False,
@@ -95,7 +96,9 @@ class Simulation:
         self.jobs = jobs
         self.cluster = cluster
         self.scheduler = scheduler
-        self.on_finish = on_finish  # e.g. a learning predictor's ``observe``
+        # Told every finished job (a learning predictor trains on them); its prediction at
+        # each start is kept in the outcome for the accuracy figures.
+        self.predictor = predictor
         self.check_tables = check_tables
         self.every_event = every_event
         # Reasons of jobs behind a blocked queue are not needed here: see
@@ -110,7 +113,9 @@ class Simulation:
         partitions = cluster.partitions()
         table = NodeTable(nodes, partitions)
         free_cpus = int(table.free_cpus.sum())
-        specs: dict[tuple[int, int], JobSpec] = {}
+        specs: dict[tuple[int, ...], JobSpec] = {}
+        predicted: dict[int, float] = {}
+        predictor = self.predictor
         by_id = {j.id: j for j in self.jobs}
 
         pending: dict[int, Job] = {}
@@ -147,18 +152,20 @@ class Simulation:
                 free_cpus += job.allocation.total().cpus
                 tj = by_id[jid]
                 busy -= tj.procs
-                state = JobState.TIMEOUT if tj.run > tj.requested else JobState.COMPLETED
-                outcomes[jid] = JobOutcome(tj, job.start_time, now, state)
-                if self.on_finish is not None:
-                    self.on_finish(job, now - job.start_time)
+                state = final_state(tj)
+                p = predicted.pop(jid, np.nan)
+                outcomes[jid] = JobOutcome(tj, job.start_time, now, state, p)
+                if predictor is not None:
+                    predictor.observe(job.evolve(state=state, end_time=now), now - job.start_time)
             # 2. arrivals
             while i < n_jobs and self.jobs[i].submit <= now:
                 tj = self.jobs[i]
                 i += 1
-                key = (tj.procs, tj.user)
+                rec = tj.record
+                key = (tj.procs, tj.user, rec.group, rec.executable, rec.queue)
                 spec = specs.get(key)
                 if spec is None:
-                    spec = specs[key] = cluster.spec_for(tj.procs, tj.user)
+                    spec = specs[key] = with_trace_fields(cluster.spec_for(tj.procs, tj.user), tj)
                 pending[tj.id] = Job(
                     id=tj.id,
                     spec=spec,
@@ -206,6 +213,8 @@ class Simulation:
                         start_time=now,
                         allocation=alloc,
                     )
+                    if predictor is not None:
+                        predicted[job.id] = planned_runtime(predictor, job)
                     # Killed at the requested time if it would run longer.
                     heapq.heappush(ends, (now + min(tj.run, float(job.time_limit_s)), job.id))
                 for term in result.plan.terminations:
@@ -236,6 +245,26 @@ class Simulation:
             skipped,
             time.perf_counter() - wall0,
         )
+
+
+def final_state(tj: TraceJob) -> JobState:
+    """As the trace tells it (SWF status 0 failed, 5 cancelled), or TIMEOUT when the
+    job would have run past its request."""
+    if tj.run >= tj.requested and tj.record.run > tj.requested:
+        return JobState.TIMEOUT
+    return {0: JobState.FAILED, 5: JobState.CANCELLED}.get(tj.record.status, JobState.COMPLETED)
+
+
+def with_trace_fields(spec: JobSpec, tj: TraceJob) -> JobSpec:
+    """The SWF fields a predictor can learn from, where a live job carries them: the
+    executable as the job name, the group as the account, the queue as the QoS. (Not the
+    requested memory: it would change placements on the model's nodes.)"""
+    rec = tj.record
+    return spec.with_changes(
+        name=f"exe{rec.executable}" if rec.executable > 0 else spec.name,
+        account=f"group{rec.group}" if rec.group > 0 else None,
+        qos=f"queue{rec.queue}" if rec.queue > 0 else None,
+    )
 
 
 def _check(table: NodeTable, snap: ClusterSnapshot) -> None:

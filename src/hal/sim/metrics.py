@@ -77,7 +77,7 @@ def summarize(run: SimRun, exclude_first_fraction: float = 0.0) -> dict[str, Any
             return float(x.max())
         return float(np.percentile(x, 50 if f == "median" else 95))
 
-    return {
+    summary: dict[str, Any] = {
         "jobs": int(keep.sum()),
         "mean_wait_s": stat(wait, "mean"),
         "median_wait_s": stat(wait, "median"),
@@ -89,4 +89,24 @@ def summarize(run: SimRun, exclude_first_fraction: float = 0.0) -> dict[str, Any
         "makespan_s": makespan,
         "wall_s": run.wall_s,
         "jobs_per_wall_s": n / run.wall_s if run.wall_s > 0 else 0.0,
+    }
+    summary.update(prediction_quality(run, keep))
+    return summary
+
+
+def prediction_quality(run: SimRun, keep: np.ndarray) -> dict[str, float]:
+    """How good the predictions each job started with were, against its actual run time
+    (both at least 1 s): mean absolute error, Tsafrir's accuracy (the mean of
+    min(p, r) / max(p, r), 1 = perfect) and the share of jobs that ran longer than
+    predicted. Empty when the run had no predictor."""
+    predicted = np.array([o.predicted for o in run.outcomes], dtype=np.float64)
+    mask = keep & ~np.isnan(predicted)
+    if not mask.any():
+        return {}
+    p = np.maximum(predicted[mask], 1.0)
+    r = np.maximum(np.array([o.end - o.start for o in run.outcomes])[mask], 1.0)
+    return {
+        "prediction_mae_s": float(np.abs(p - r).mean()),
+        "prediction_accuracy": float((np.minimum(p, r) / np.maximum(p, r)).mean()),
+        "underprediction_rate": float((p < r).mean()),
     }

@@ -85,6 +85,7 @@ def run_backfill(
     jobs = [j for j in held if policies[j.partition] is not None]
     if not jobs:
         return BackfillResult()
+    plugin.prepare([*ctx.running, *jobs])
     planner = _Planner(framework, ctx, plugin, policies, placed_now)
     # placement key → the earliest end time at which starting now failed. Free resources
     # only shrink during the stage and a longer window only has less free, so a job with
@@ -175,7 +176,7 @@ class _Planner:
             if r.allocation is None:
                 continue
             start = r.start_time if r.start_time is not None else now
-            end = start + self.plugin.runtime(r)
+            end = start + self.plugin.runtime(r, now - start)
             releases.append((end, table.rows_of(r.allocation), r.spec.exclusive))
         for j, alloc in self.placed_now:
             releases.append((now + self.runtime(j), table.rows_of(alloc), j.spec.exclusive))

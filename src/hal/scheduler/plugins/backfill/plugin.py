@@ -10,10 +10,10 @@ time limit; the prediction only moves planned starts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from hal.core.job import Job
-from hal.predict import Predictor, UserPredictor, planned_runtime
+from hal.predict import BatchPredictor, Predictor, UserPredictor, planned_runtime
 from hal.scheduler.framework.interfaces import BackfillMode, BackfillPolicy
 from hal.scheduler.framework.profile import PluginArgs, PluginArgsError, reject_unknown_args
 
@@ -55,8 +55,12 @@ class Backfill:
             return self.per_partition[partition]
         return self.default
 
-    def runtime(self, job: Job) -> float:
-        return planned_runtime(self.predictor, job)
+    def prepare(self, jobs: Sequence[Job]) -> None:
+        if isinstance(self.predictor, BatchPredictor):
+            self.predictor.prepare(jobs)
+
+    def runtime(self, job: Job, elapsed_s: float = 0.0) -> float:
+        return planned_runtime(self.predictor, job, elapsed_s)
 
 
 def _number(args: PluginArgs, key: str, default: float, *, integer: bool = False) -> float:

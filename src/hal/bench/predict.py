@@ -1,0 +1,198 @@
+"""``hal bench predict``: learned run-time prediction against EASY++ and the clairvoyant
+bound, on real traces, in one run (issue 5).
+
+Per trace, four replays with the same cleaning (``hal.sim.workload`` defaults) and tau =
+10 s: EASY with user estimates (the baseline every site runs), ``easy-sjbf`` + ``avg2``
+(the literature's EASY++), ``easy-sjbf`` + ``learned`` and ``easy-sjbf`` + ``perfect``
+(clairvoyant). Each reports mean wait, mean bounded slowdown, utilisation and the
+prediction quality (MAE, Tsafrir's accuracy, under-prediction rate); the learned run also
+reports its cost (time in ``observe`` per finished job, in ``predict`` per call).
+
+The targets, checked per trace and across traces: (a) learned beats EASY++ on mean bsld;
+(b) it closes at least half the gap between EASY++ and clairvoyant, averaged over the
+traces; (c) it cuts mean bsld by at least 30 % against EASY, with mean wait no worse than
+EASY++.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from hal.core.job import Job
+from hal.predict import LearnedPredictor, Predictor
+from hal.sim.cluster import ClusterModel
+from hal.sim.engine import Simulation
+from hal.sim.history import trace_history
+from hal.sim.metrics import summarize
+from hal.sim.policies import scheduler_for
+from hal.sim.run import make_predictor
+from hal.sim.traces import traces_dir
+from hal.sim.workload import Cleaning, Workload, load_workload
+
+# name → (file, machine CPUs or None for the header's, cores per node)
+TRACES = {
+    "sdsc-sp2": ("SDSC-SP2-1998-4.2-cln.swf.gz", None, 1),
+    "kth-sp2": ("KTH-SP2-1996-2.swf.gz", None, 1),
+    "ctc-sp2": ("CTC-SP2-1996-3.1-cln.swf.gz", 512, 1),
+    "hpc2n": ("HPC2N-2002-2.2-cln.swf.gz", None, 1),
+    "cea-curie": ("CEA-Curie-2011-2.1-cln.swf.gz", 80_640, 16),
+}
+RUNS = (("easy", "user"), ("easy-sjbf", "avg2"), ("easy-sjbf", "learned"), ("easy-sjbf", "perfect"))
+KEEP = (
+    "jobs",
+    "mean_wait_s",
+    "mean_bsld",
+    "utilization",
+    "wall_s",
+    "prediction_mae_s",
+    "prediction_accuracy",
+    "underprediction_rate",
+)
+
+
+@dataclass
+class Timed:
+    """A predictor with a stopwatch: seconds spent in ``observe`` and ``predict``."""
+
+    inner: Predictor
+    observe_s: float = 0.0
+    observed: int = 0
+    predict_s: float = 0.0
+    predicted: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def predict(self, job: Job) -> float:
+        t = time.perf_counter()
+        value = self.inner.predict(job)
+        self.predict_s += time.perf_counter() - t
+        self.predicted += 1
+        return value
+
+    def observe(self, job: Job, runtime_s: float) -> None:
+        t = time.perf_counter()
+        self.inner.observe(job, runtime_s)
+        self.observe_s += time.perf_counter() - t
+        self.observed += 1
+
+
+def replay(workload: Workload, cores: int, policy: str, predictor: str) -> dict[str, Any]:
+    timed = Timed(make_predictor(predictor, workload))
+    cluster = ClusterModel.for_procs(workload.machine_procs, cores)
+    run = Simulation(workload.jobs, cluster, scheduler_for(policy, timed), predictor=timed).run()
+    s = summarize(run)
+    out = {k: round(float(s[k]), 4) for k in KEEP if k in s}
+    out["observe_ms_per_job"] = round(1e3 * timed.observe_s / max(timed.observed, 1), 4)
+    out["predict_us_per_call"] = round(1e6 * timed.predict_s / max(timed.predicted, 1), 2)
+    return out
+
+
+def measure_cost(
+    workload: Workload, train_jobs: int = 20_000, batch: int = 10_000
+) -> dict[str, Any]:
+    """The learned predictor's cost outside a simulation: online updates (training
+    included) over ``train_jobs`` finished jobs in the order they ended, then one batch
+    prediction of the next ``batch`` jobs, then the same jobs one call each (uncached)."""
+    history = sorted(trace_history(workload)[: train_jobs + batch], key=lambda f: f.job.id)
+    done = sorted(history[:train_jobs], key=lambda f: f.end_time)
+    todo = [f.job for f in history[train_jobs:]]
+    learned = LearnedPredictor()
+    t = time.perf_counter()
+    for f in done:
+        learned.observe(f.job, f.runtime_s)
+    observe_s = time.perf_counter() - t
+    t = time.perf_counter()
+    learned.prepare(todo)
+    batch_s = time.perf_counter() - t
+    fresh = LearnedPredictor()
+    for f in done:
+        fresh.observe(f.job, f.runtime_s)
+    t = time.perf_counter()
+    for job in todo:
+        fresh.predict(job)
+    single_s = time.perf_counter() - t
+    return {
+        "finished_jobs": len(done),
+        "models_trained": learned.model_version,
+        "observe_ms_per_finished_job": round(1e3 * observe_s / max(len(done), 1), 4),
+        "batch_predict_us_per_job": round(1e6 * batch_s / max(len(todo), 1), 2),
+        "single_predict_us_per_job": round(1e6 * single_s / max(len(todo), 1), 2),
+        "targets": {"observe_ms": 1.0, "batch_predict_us": 50.0},
+    }
+
+
+def run_trace_case(name: str, first_jobs: int = 0) -> dict[str, Any]:
+    file, procs, cores = TRACES[name]
+    workload = load_workload(traces_dir() / file, Cleaning(procs=procs, first_jobs=first_jobs))
+    runs = {f"{policy}+{pred}": replay(workload, cores, policy, pred) for policy, pred in RUNS}
+    easy, pp, learned, perfect = (runs[f"{p}+{q}"] for p, q in RUNS)
+    gap = pp["mean_bsld"] - perfect["mean_bsld"]
+    return {
+        "jobs": len(workload.jobs),
+        "first_jobs": first_jobs or None,
+        "runs": runs,
+        "learned_beats_easy_pp": learned["mean_bsld"] < pp["mean_bsld"],
+        "gap_closed": round((pp["mean_bsld"] - learned["mean_bsld"]) / gap, 3) if gap else None,
+        "bsld_cut_vs_easy": round(1 - learned["mean_bsld"] / easy["mean_bsld"], 3),
+        "wait_no_worse_than_easy_pp": learned["mean_wait_s"] <= pp["mean_wait_s"],
+        # cost: the whole learned replay against the same trace's EASY replay
+        "learned_wall_vs_easy_user": round(learned["wall_s"] / easy["wall_s"], 2),
+    }
+
+
+def run_predict_bench(cases: list[str], first_jobs: dict[str, int] | None = None) -> dict[str, Any]:
+    first_jobs = first_jobs or {}
+    out: dict[str, Any] = {"cases": {}}
+    for case in cases:
+        out["cases"][case] = run_trace_case(case, first_jobs.get(case, 0))
+    if "sdsc-sp2" in cases:
+        file, procs, _ = TRACES["sdsc-sp2"]
+        out["cost"] = measure_cost(load_workload(traces_dir() / file, Cleaning(procs=procs)))
+    gaps = [c["gap_closed"] for c in out["cases"].values() if c["gap_closed"] is not None]
+    out["mean_gap_closed"] = round(sum(gaps) / len(gaps), 3) if gaps else None
+    out["targets"] = {
+        "a_beats_easy_pp_everywhere": all(
+            c["learned_beats_easy_pp"] for c in out["cases"].values()
+        ),
+        "b_half_the_gap_on_average": bool(gaps) and sum(gaps) / len(gaps) >= 0.5,
+        "c_30pct_vs_easy_everywhere": all(
+            c["bsld_cut_vs_easy"] >= 0.30 and c["wait_no_worse_than_easy_pp"]
+            for c in out["cases"].values()
+        ),
+    }
+    return out
+
+
+def add_commands(bsub: Any) -> None:
+    """Registers ``predict`` on the ``hal bench`` subparsers (wired in ``cli/bench.py``)."""
+    p = bsub.add_parser("predict", help="learned run-time prediction vs EASY++ on real traces")
+    p.add_argument("--cases", default=",".join(TRACES), help=f"of {', '.join(TRACES)}")
+    p.add_argument(
+        "--first-jobs",
+        default="",
+        help="cut traces, e.g. 50000 (all) or hpc2n=50000,cea-curie=50000",
+    )
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd)
+
+
+def parse_first_jobs(text: str, cases: list[str]) -> dict[str, int]:
+    if not text:
+        return {}
+    if "=" not in text:
+        return dict.fromkeys(cases, int(text))
+    return {k: int(v) for k, v in (part.split("=", 1) for part in text.split(","))}
+
+
+def _cmd(ns: Any) -> int:
+    cases = [c.strip() for c in ns.cases.split(",") if c.strip()]
+    unknown = [c for c in cases if c not in TRACES]
+    if unknown:
+        raise SystemExit(f"hal bench predict: unknown trace(s) {unknown}; known: {list(TRACES)}")
+    print(json.dumps(run_predict_bench(cases, parse_first_jobs(ns.first_jobs, cases)), indent=2))
+    return 0

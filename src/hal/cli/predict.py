@@ -1,0 +1,100 @@
+"""``hal predict eval``: how well each run-time predictor would have done on a history.
+
+The history is an SWF trace (``--trace``) or the server's accounting (every finished job
+``hal sacct`` can see). Each job is predicted at its submission, knowing only the jobs
+that had ended by then (``hal.predict.evaluate``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from hal.core.errors import InvalidRequest
+
+PREDICTORS = ("user", "avg2", "learned")
+
+
+def add_commands(sub: Any) -> None:
+    pr = sub.add_parser("predict", help="run-time predictors: evaluate them on a history")
+    psub = pr.add_subparsers(metavar="COMMAND")
+    p = psub.add_parser("eval", help="replay a history through the predictors")
+    p.add_argument("--trace", metavar="SWF", help="an SWF trace (default: the server's history)")
+    p.add_argument("--first-jobs", type=int, default=0, metavar="K", help="cut the trace")
+    p.add_argument("--predictors", default=",".join(PREDICTORS), help=f"of {', '.join(PREDICTORS)}")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_eval)
+
+
+def _make(name: str) -> Any:
+    from hal.predict import Avg2Predictor, LearnedPredictor, UserPredictor
+
+    makers = {"user": UserPredictor, "avg2": Avg2Predictor, "learned": LearnedPredictor}
+    if name not in makers:
+        raise InvalidRequest(f"unknown predictor {name!r}; choose from {', '.join(makers)}")
+    return makers[name]()
+
+
+def _trace_history(path: str, first_jobs: int) -> list[Any]:
+    from hal.sim.history import trace_history
+    from hal.sim.workload import Cleaning, load_workload
+
+    return trace_history(load_workload(path, Cleaning(first_jobs=first_jobs)))
+
+
+def _server_history() -> list[Any]:
+    from hal.client import HalClient
+    from hal.core.job import Job, JobSpec
+    from hal.core.states import JobState
+    from hal.predict.evaluate import Finished
+
+    out = []
+    with HalClient() as client:
+        for info in client.jobs(history=True):
+            if info.start_time is None or info.end_time is None:
+                continue
+            spec = JobSpec(
+                user=info.user,
+                script="",
+                name=info.name,
+                account=info.account,
+                qos=info.qos,
+                ntasks=info.ntasks,
+                cpus_per_task=info.cpus_per_task,
+                nodes_min=max(info.node_count, 1),
+                nodes_max=max(info.node_count, 1),
+            )
+            job = Job(
+                id=info.id,
+                spec=spec,
+                partition=info.partition,
+                state=JobState[info.state],
+                submit_time=info.submit_time,
+                time_limit_s=info.time_limit_seconds,
+            )
+            out.append(Finished(job, info.end_time - info.start_time, info.end_time))
+    return out
+
+
+def cmd_eval(ns: argparse.Namespace) -> int:
+    from hal.predict.evaluate import evaluate
+
+    names = [n.strip() for n in ns.predictors.split(",") if n.strip()]
+    predictors = [_make(n) for n in names]
+    history = _trace_history(ns.trace, ns.first_jobs) if ns.trace else _server_history()
+    results = [evaluate(history, p) for p in predictors]
+    if ns.json:
+        print(json.dumps({"jobs": len(history), "predictors": results}, indent=2))
+        return 0
+    print(f"{len(history)} finished jobs, each predicted at its submission")
+    print(f"{'PREDICTOR':<10} {'MAE(s)':>10} {'ACCURACY':>9} {'UNDER':>7} {'PREDICT(us)':>12}")
+    for r in results:
+        if not r["jobs"]:
+            print(f"{r['predictor']:<10} no finished jobs")
+            continue
+        print(
+            f"{r['predictor']:<10} {r['mae_s']:>10.0f} {r['accuracy']:>9.3f} "
+            f"{r['underprediction_rate']:>7.1%} {r['predict_us_per_job']:>12.1f}"
+        )
+    return 0

@@ -1,0 +1,163 @@
+"""What the learned predictor knows about a job: its request and the recent history of its
+user, its user's same-named jobs and its account, as one float vector.
+
+History is updated only by ``observe`` (a finished job), so a feature vector never holds
+anything from a job's own future or from jobs that have not finished yet.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from hal.core.job import Job
+from hal.core.states import JobState
+
+FloatRow = npt.NDArray[np.float64]
+NAMES = (
+    "log_requested",
+    "log_cpus",
+    "log_mem_mib",
+    "hour",
+    "weekday",
+    "user",
+    "name",
+    "account",
+    "queue",
+    "user_last",
+    "user_avg2",
+    "user_mean8",
+    "user_ratio8",
+    "user_log_count",
+    "user_fail8",
+    "user_same_request",
+    "name_last",
+    "name_mean4",
+    "account_mean8",
+    "account_ratio8",
+    "shape_last",
+    "shape_mean4",
+    "shape_log_count",
+)
+CATEGORICAL = tuple(NAMES.index(n) for n in ("user", "name", "account", "queue"))
+_NAN = math.nan
+_FAILED = frozenset({JobState.FAILED, JobState.NODE_FAIL, JobState.OUT_OF_MEMORY})
+
+
+class _Recent:
+    """The last few finished jobs of one key: log run times, actual/requested ratios,
+    failures, and the last requested time."""
+
+    __slots__ = ("count", "failed", "last_request", "logs", "ratios")
+
+    def __init__(self, keep: int) -> None:
+        self.logs: deque[float] = deque(maxlen=keep)
+        self.ratios: deque[float] = deque(maxlen=keep)
+        self.failed: deque[float] = deque(maxlen=keep)
+        self.count = 0
+        self.last_request = _NAN
+
+    def add(self, log_run: float, ratio: float, failed: bool, requested: float) -> None:
+        self.logs.append(log_run)
+        self.ratios.append(ratio)
+        self.failed.append(1.0 if failed else 0.0)
+        self.count += 1
+        self.last_request = requested
+
+
+def _mean(values: Iterable[float], last: int = 0) -> float:
+    seq = list(values)[-last:] if last else list(values)
+    return sum(seq) / len(seq) if seq else _NAN
+
+
+def _entry(table: dict[Any, _Recent], key: object, keep: int) -> _Recent:
+    recent = table.get(key)
+    if recent is None:
+        recent = table[key] = _Recent(keep)
+    return recent
+
+
+def requested_s(job: Job) -> float:
+    return float(job.time_limit_s) if job.time_limit_s > 0 else 365.0 * 86400.0
+
+
+class History:
+    """Per-user, per-(user, name) and per-account recent history, and the integer codes of
+    categorical values (first seen, first numbered)."""
+
+    def __init__(self) -> None:
+        self._users: dict[str, _Recent] = {}
+        self._names: dict[tuple[str, str], _Recent] = {}
+        self._accounts: dict[str, _Recent] = {}
+        # the user's jobs of the same shape (request and size): most often the same job
+        self._shapes: dict[tuple[str, float, int], _Recent] = {}
+        self._codes: dict[tuple[int, str], int] = {}
+        self.version: dict[str, int] = {}  # per user: bumped when its history changes
+
+    def _code(self, kind: int, value: str) -> float:
+        key = (kind, value)
+        code = self._codes.get(key)
+        if code is None:
+            code = self._codes[key] = len(self._codes)
+        return float(code)
+
+    def features(self, job: Job) -> FloatRow:
+        spec = job.spec
+        requested = requested_s(job)
+        cpus = spec.ntasks * spec.cpus_per_task
+        mem = spec.memory_per_node_bytes or (spec.memory_per_cpu_bytes or 0) * cpus
+        account = spec.account or ""
+        user = self._users.get(spec.user)
+        named = self._names.get((spec.user, spec.name))
+        acct = self._accounts.get(account)
+        shape = self._shapes.get((spec.user, requested, cpus))
+        row = np.full(len(NAMES), _NAN)
+        row[0] = math.log1p(requested)
+        row[1] = math.log1p(max(cpus, spec.nodes_min))
+        row[2] = math.log1p(mem / 2**20)
+        row[3] = (job.submit_time % 86400.0) / 3600.0
+        row[4] = (job.submit_time // 86400.0) % 7
+        row[5] = self._code(0, spec.user)
+        row[6] = self._code(1, f"{spec.user}/{spec.name}")
+        row[7] = self._code(2, account)
+        row[8] = self._code(3, f"{job.partition}/{spec.qos or ''}")
+        if user is not None and user.count:
+            logs = user.logs
+            row[9] = logs[-1]
+            row[10] = math.log1p(_mean(math.expm1(v) for v in list(logs)[-2:]))
+            row[11] = _mean(logs)
+            row[12] = _mean(user.ratios)
+            row[13] = math.log1p(user.count)
+            row[14] = _mean(user.failed)
+            row[15] = 1.0 if user.last_request == requested else 0.0
+        if named is not None and named.count:
+            row[16] = named.logs[-1]
+            row[17] = _mean(named.logs)
+        if acct is not None and acct.count:
+            row[18] = _mean(acct.logs)
+            row[19] = _mean(acct.ratios)
+        if shape is not None and shape.count:
+            row[20] = shape.logs[-1]
+            row[21] = _mean(shape.logs)
+            row[22] = math.log1p(shape.count)
+        return row
+
+    def add(self, job: Job, runtime_s: float) -> None:
+        spec = job.spec
+        requested = requested_s(job)
+        log_run = math.log1p(max(runtime_s, 0.0))
+        ratio = min(max(runtime_s, 0.0) / requested, 1.0)
+        failed = job.state in _FAILED
+        for recent in (
+            _entry(self._users, spec.user, 8),
+            _entry(self._names, (spec.user, spec.name), 4),
+            _entry(self._accounts, spec.account or "", 8),
+            _entry(self._shapes, (spec.user, requested, spec.ntasks * spec.cpus_per_task), 4),
+        ):
+            recent.add(log_run, ratio, failed, requested)
+        self.version[spec.user] = self.version.get(spec.user, 0) + 1

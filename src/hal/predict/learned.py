@@ -1,0 +1,179 @@
+"""``learned``: gradient-boosted trees (LightGBM) trained online on finished jobs.
+
+* **What it learns**: log run time from the job's request and its user's, its same-named
+  jobs' and its account's recent history (``hal.predict.features``). Trained only on jobs
+  that have finished, in the order they finished: it never sees the future.
+* **When**: the first model after ``min_train`` finished jobs, then again every
+  ``retrain_every`` (fewer while the history is young), on the last ``window`` jobs.
+* **Calibration** (split conformal): the residuals log(actual) − log(predicted) of the
+  last ``calibration`` finished jobs give an offset so that about ``under_rate`` of jobs
+  run longer than predicted. Under-predictions are cheap for a backfilling scheduler (the
+  correction extends them stepwise); over-predictions hide backfill holes.
+* **Safety**: capped at the requested time and only used for planning; nobody is killed
+  before the time they asked for (``hal.predict.protocol``).
+
+Until the first model exists it answers like ``avg2``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from hal.core.job import Job
+from hal.predict.avg2 import Avg2Predictor
+from hal.predict.features import CATEGORICAL, NAMES, FloatRow, History, requested_s
+
+PARAMS: dict[str, Any] = {
+    "objective": "regression",
+    "learning_rate": 0.1,
+    "num_leaves": 31,
+    "min_data_in_leaf": 20,
+    "feature_fraction": 0.9,
+    "verbose": -1,
+    "num_threads": 1,
+    "deterministic": True,
+    "seed": 7,
+}
+
+
+class LearnedPredictor:
+    name = "learned"
+
+    def __init__(
+        self,
+        *,
+        under_rate: float = 0.3,
+        min_train: int = 200,
+        retrain_every: int = 1000,
+        window: int = 50_000,
+        calibration: int = 2000,
+        rounds: int = 100,
+    ) -> None:
+        if not 0.0 < under_rate < 1.0:
+            raise ValueError("under_rate must be between 0 and 1")
+        self.under_rate = under_rate
+        self.min_train = min_train
+        self.retrain_every = retrain_every
+        self.rounds = rounds
+        self.history = History()
+        self._fallback = Avg2Predictor()
+        self._rows: deque[FloatRow] = deque(maxlen=window)
+        self._targets: deque[float] = deque(maxlen=window)
+        self._residuals: deque[float] = deque(maxlen=calibration)
+        self._offset = 0.0
+        self._booster: Any = None
+        self.model_version = 0
+        self.trained_on = 0
+        self._since_train = 0
+        # job id → (model version, user history version, features, raw log prediction)
+        self._cache: dict[int, tuple[int, int, FloatRow, float]] = {}
+
+    # -- the protocol -------------------------------------------------------------------
+
+    def predict(self, job: Job) -> float:
+        if self._booster is None:
+            return self._fallback.predict(job)
+        raw = self._raw(job)[1]
+        predicted = math.expm1(raw + self._offset)
+        return max(min(predicted, requested_s(job)), 1.0)
+
+    def observe(self, job: Job, runtime_s: float) -> None:
+        self._fallback.observe(job, runtime_s)
+        cached = self._cache.pop(job.id, None)
+        row = cached[2] if cached is not None else self.history.features(job)
+        target = math.log1p(max(runtime_s, 0.0))
+        if self._booster is not None:
+            raw = (
+                cached[3]
+                if cached is not None and cached[0] == self.model_version
+                else float(self._booster.predict(row[None, :], num_threads=1)[0])
+            )
+            self._residuals.append(target - raw)
+        self._rows.append(row)
+        self._targets.append(target)
+        self.history.add(job, runtime_s)
+        self._since_train += 1
+        if self._due():
+            self.train()
+
+    # -- model --------------------------------------------------------------------------
+
+    def _due(self) -> bool:
+        seen = len(self._targets)
+        if seen < self.min_train:
+            return False
+        if self._booster is None:
+            return True
+        every = min(self.retrain_every, max(self.min_train, self.trained_on // 2))
+        return self._since_train >= every
+
+    def train(self) -> None:
+        import lightgbm as lgb
+
+        x = np.vstack(self._rows)
+        y = np.fromiter(self._targets, dtype=np.float64, count=len(self._targets))
+        data = lgb.Dataset(
+            x,
+            y,
+            feature_name=list(NAMES),
+            categorical_feature=list(CATEGORICAL),
+            free_raw_data=True,
+        )
+        self._booster = lgb.train(PARAMS, data, num_boost_round=self.rounds)
+        self.model_version += 1
+        self.trained_on = len(y)
+        self._since_train = 0
+        if len(self._residuals) < 50:
+            # No residuals of a model yet: calibrate on the training rows (optimistic, so
+            # the next calibration window replaces it as soon as it is full enough).
+            self._residuals.extend(y[-2000:] - self._booster.predict(x[-2000:], num_threads=1))
+        self._offset = float(np.quantile(np.fromiter(self._residuals, float), 1 - self.under_rate))
+
+    def prepare(self, jobs: Sequence[Job]) -> None:
+        """Predicts every job whose cached prediction is stale in one model call."""
+        if self._booster is None:
+            return
+        version, users = self.model_version, self.history.version
+        stale: list[tuple[Job, int]] = []
+        for job in jobs:
+            user_version = users.get(job.spec.user, 0)
+            cached = self._cache.get(job.id)
+            if cached is None or cached[0] != version or cached[1] != user_version:
+                stale.append((job, user_version))
+        if not stale:
+            return
+        rows = np.vstack([self.history.features(job) for job, _ in stale])
+        raws = self._booster.predict(rows, num_threads=1)
+        self._trim_cache()
+        for (job, user_version), row, raw in zip(stale, rows, raws, strict=True):
+            self._cache[job.id] = (version, user_version, row, float(raw))
+
+    def _trim_cache(self) -> None:
+        if len(self._cache) > 500_000:  # jobs cancelled before they ran are never observed
+            self._cache.clear()
+
+    def _raw(self, job: Job) -> tuple[FloatRow, float]:
+        user_version = self.history.version.get(job.spec.user, 0)
+        cached = self._cache.get(job.id)
+        if cached is not None and cached[0] == self.model_version and cached[1] == user_version:
+            return cached[2], cached[3]
+        row = self.history.features(job)
+        raw = float(self._booster.predict(row[None, :], num_threads=1)[0])
+        self._trim_cache()
+        self._cache[job.id] = (self.model_version, user_version, row, raw)
+        return row, raw
+
+    def status(self) -> dict[str, float | int]:
+        """Model age and data size, for ``hal predict status``."""
+        return {
+            "model_version": self.model_version,
+            "trained_on": self.trained_on,
+            "finished_jobs_since_training": self._since_train,
+            "calibration_offset": self._offset,
+            "under_rate_target": self.under_rate,
+        }
