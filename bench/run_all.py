@@ -42,9 +42,18 @@ def _cache() -> dict[str, Any]:
 
 
 def _sim() -> dict[str, Any]:
-    from hal.bench.sim import run_sim_bench
+    from hal.bench.sim import CASES, run_sim_bench
 
-    return run_sim_bench()
+    return run_sim_bench(list(CASES))
+
+
+def _predict() -> dict[str, Any]:
+    from hal.bench.predict import TRACES, run_predict_bench
+
+    # The two largest traces are cut to their first 50,000 jobs to keep `make bench` in
+    # reach of a 2-core machine; `hal bench predict --json` runs them whole.
+    cut = {"hpc2n": 50_000, "cea-curie": 50_000}
+    return run_predict_bench(list(TRACES), cut)
 
 
 def _htc() -> dict[str, Any]:
@@ -53,13 +62,21 @@ def _htc() -> dict[str, Any]:
     return run_htc_bench()
 
 
+def _topology() -> dict[str, Any]:
+    from hal.bench.topology import run_topology_bench
+
+    return run_topology_bench()
+
+
 BENCHMARKS: dict[str, Callable[[], dict[str, Any]]] = {
     "submit": _submit,
     "idle": _idle,
     "e2e-vs-slurm": _e2e,
     "cache": _cache,
     "sim": _sim,
+    "predict": _predict,
     "htc": _htc,
+    "topology": _topology,
 }
 
 

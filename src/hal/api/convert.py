@@ -6,10 +6,16 @@ from hal.core.errors import InvalidRequest
 from hal.core.filenames import FilenameFields, output_paths
 from hal.core.job import Job, JobSpec
 from hal.core.node import Node, Partition
-from hal.core.slurm_syntax import parse_array, parse_dependency, parse_signal
+from hal.core.slurm_syntax import (
+    parse_array,
+    parse_dependency,
+    parse_signal,
+    parse_switches,
+    parse_topology,
+)
 from hal.state.cluster import Cluster
 from hal.wire.jobs import JobInfo, JobSubmit
-from hal.wire.nodes import NodeInfo, PartitionInfo
+from hal.wire.nodes import BlockInfo, NodeInfo, PartitionInfo, SwitchInfo, TopologyInfo
 
 MAX_ENV_BYTES = 1024 * 1024
 
@@ -41,6 +47,8 @@ def to_spec(req: JobSubmit, user: str, *, max_array_size: int, where: str = "") 
         array = parse_array(req.array, max_array_size) if req.array else None
         dependency = parse_dependency(req.dependency) if req.dependency else None
         signal = parse_signal(req.signal) if req.signal else None
+        switches, switch_wait = parse_switches(req.switches) if req.switches else (0, None)
+        topology = parse_topology(req.topology) if req.topology else None
     except InvalidRequest as err:
         raise InvalidRequest(f"{where}{err.message}", field=where + (err.field or "")) from err
     partitions = tuple(p.strip() for p in (req.partition or "").split(",") if p.strip())
@@ -82,6 +90,9 @@ def to_spec(req: JobSubmit, user: str, *, max_array_size: int, where: str = "") 
         comment=req.comment,
         nice=req.nice,
         submit_host=req.submit_host,
+        switches=switches,
+        switch_wait_s=switch_wait,
+        topology=topology,
     )
 
 
@@ -165,6 +176,9 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         exclusive=spec.exclusive,
         held=spec.hold or job.held_by_admin,
         submit_host=spec.submit_host,
+        switches=spec.switches,
+        switch_wait_seconds=spec.switch_wait_s,
+        topology=str(spec.topology) if spec.topology else None,
     )
 
 
@@ -189,6 +203,58 @@ def node_info(node: Node, cluster: Cluster) -> NodeInfo:
         last_heartbeat=node.last_heartbeat,
         address=node.address,
         jobs=sorted(used.jobs) if used else [],
+    )
+
+
+def topology_info(cluster: Cluster) -> TopologyInfo:
+    topo = cluster.config.topology
+    if topo is None:
+        return TopologyInfo(configured=False)
+    nodes = cluster.nodes
+
+    def free(name: str) -> bool:
+        node = nodes.get(name)
+        return node is not None and cluster.node_display_state(node) == "idle"
+
+    below: dict[str, list[str]] = {}
+    level: dict[str, int] = {}
+
+    def walk(name: str) -> None:  # children first: totals and levels add up the tree
+        s = topo.switch(name)
+        under = list(s.nodes)
+        height = 0
+        for child in s.switches:
+            walk(child)
+            under += below[child]
+            height = max(height, level[child] + 1)
+        below[name], level[name] = under, height
+
+    roots = [s.name for s in topo.roots()]
+    for root in roots:
+        walk(root)
+    listed = set(topo.paths())
+    return TopologyInfo(
+        configured=True,
+        level_names=[topo.level_name(k) for k in range(topo.depth)],
+        roots=roots,
+        switches=[
+            SwitchInfo(
+                name=s.name,
+                level=level[s.name],
+                nodes=list(s.nodes),
+                switches=list(s.switches),
+                nodes_total=len(below[s.name]),
+                nodes_free=sum(free(n) for n in below[s.name]),
+            )
+            for s in topo.switches
+        ],
+        blocks=[
+            BlockInfo(name=b.name, nodes=list(b.nodes), nodes_free=sum(free(n) for n in b.nodes))
+            for b in topo.blocks
+        ],
+        block_sizes=list(topo.block_sizes),
+        unplaced=sorted(set(nodes) - listed),
+        unregistered=sorted(listed - set(nodes)),
     )
 
 

@@ -1,4 +1,4 @@
-"""``/v1/nodes``, ``/v1/partitions``, ``/v1/config``, ``/v1/users``."""
+"""``/v1/nodes``, ``/v1/partitions``, ``/v1/topology``, ``/v1/config``, ``/v1/users``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from hal import __version__
 from hal.api.auth import new_token, token_hash
 from hal.api.context import ServerContext, admin_dep, caller_dep, context_dep
-from hal.api.convert import node_info, partition_info
+from hal.api.convert import node_info, partition_info, topology_info
 from hal.core.errors import Conflict, NotFound
 from hal.state import agents
 from hal.state.cluster import Caller
@@ -20,6 +20,7 @@ from hal.wire.nodes import (
     NodeList,
     NodeUpdate,
     PartitionList,
+    TopologyInfo,
     UserCreated,
     UserInfo,
 )
@@ -54,6 +55,12 @@ async def update_node(name: str, body: NodeUpdate, ctx: Ctx, _admin: Admin) -> N
 async def list_partitions(ctx: Ctx, _caller: Who) -> PartitionList:
     c = ctx.cluster
     return PartitionList(partitions=[partition_info(p, c) for p in c.partitions.values()])
+
+
+@router.get("/topology", response_model=TopologyInfo)
+async def show_topology(ctx: Ctx, _caller: Who) -> TopologyInfo:
+    """The switch tree from the config, with free/total nodes per switch."""
+    return topology_info(ctx.cluster)
 
 
 @router.get("/config", response_model=ClusterConfig)

@@ -21,7 +21,7 @@ from hal.config.model import HalConfig
 from hal.core.clock import Clock, SystemClock
 from hal.observe.logging import uvicorn_log_config
 from hal.observe.plane import ObservePlane
-from hal.scheduler.plugins import build_scheduler
+from hal.scheduler.plugins import build_scheduler, default_profile
 from hal.scheduler.service import SchedulerService
 from hal.state import agents
 from hal.state.cluster import Cluster
@@ -42,7 +42,11 @@ class HalServer:
         self.config = config
         self.store = SqlStateStore(db_url)
         self.cluster = Cluster(self.store, config, clock or SystemClock())
-        self.scheduler = build_scheduler(config.scheduler_profile or None)
+        # An explicit [scheduler] profile is taken as written; the default one gains the
+        # topology plugin when the config has a [topology].
+        self.scheduler = build_scheduler(
+            config.scheduler_profile or default_profile(topology=config.topology)
+        )
         self.observe = ObservePlane(config, self.cluster, self.cluster.clock)
         self.service = SchedulerService(
             self.cluster,

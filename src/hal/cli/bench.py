@@ -33,14 +33,23 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_e2e)
 
+    p = bsub.add_parser("topology", help="place one multi-node job on a 10,000-node tree")
+    p.add_argument("--nodes", type=int, default=10_000)
+    p.add_argument("--leaf", type=int, default=16, help="nodes per leaf switch")
+    p.add_argument("--levels", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=50)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_topology)
+
     from hal.cli import cache
 
     cache.add_bench_command(bsub)
 
     from hal.bench import htc as htc_bench
-    from hal.bench import sim
+    from hal.bench import predict, sim
 
     sim.add_commands(bsub)
+    predict.add_commands(bsub)
     htc_bench.add_bench_command(bsub)
 
 
@@ -71,3 +80,9 @@ def cmd_e2e(ns: argparse.Namespace) -> int:
     return _emit(
         run_e2e_bench(ns.jobs, ns.array, ns.repeats, with_slurm=not ns.skip_slurm), ns.json
     )
+
+
+def cmd_topology(ns: argparse.Namespace) -> int:
+    from hal.bench.topology import run_topology_bench
+
+    return _emit(run_topology_bench(ns.nodes, ns.leaf, ns.levels, ns.repeats), ns.json)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from hal import __version__
-from hal.cli import bench, cache, htc, local, native, observe, sim
+from hal.cli import bench, cache, htc, local, native, observe, predict, sim, topology
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_commands(sub)
     cache.add_commands(sub)
     sim.add_commands(sub)
+    predict.add_commands(sub)
     observe.add_commands(sub)
     htc.add_commands(sub)
+    topology.add_commands(sub)
     return p

@@ -27,6 +27,11 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--swf-out", metavar="FILE", help="write per-job results as SWF")
     p.add_argument("--save", metavar="FILE", help="save the run for `hal sim report`")
+    p.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="with --topology: skip the topology-unaware run used for comparison",
+    )
     p.set_defaults(func=cmd_run)
 
     p = ssub.add_parser("compare", help="replay one trace under several policies")
@@ -43,7 +48,11 @@ def add_commands(sub: Any) -> None:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--predictor", default="user", help="user (requested time) or perfect")
+    p.add_argument(
+        "--predictor",
+        default="user",
+        help="user (requested time), avg2 (Tsafrir), learned (LightGBM, online) or perfect",
+    )
     p.add_argument("--procs", type=int, help="machine size (default: the header's MaxProcs)")
     p.add_argument("--cores-per-node", type=int, default=1)
     p.add_argument("--exclude-first-fraction", type=float, default=0.0, metavar="F")
@@ -61,6 +70,12 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--no-cap-run",
         action="store_true",
         help="do not cap run times at the request (they are killed there)",
+    )
+    p.add_argument(
+        "--topology",
+        default="",
+        metavar="SPEC",
+        help="a synthetic switch tree, e.g. leaf=16,levels=3 (reports leaves per multi-node job)",
     )
     p.add_argument(
         "--drop-oversize",
@@ -85,6 +100,7 @@ def _options(ns: argparse.Namespace, policy: str) -> tuple[Any, Any]:
         predictor=ns.predictor,
         cores_per_node=ns.cores_per_node,
         exclude_first_fraction=ns.exclude_first_fraction,
+        topology=ns.topology,
     )
     return cleaning, options
 
@@ -98,6 +114,13 @@ def cmd_run(ns: argparse.Namespace) -> int:
         cleaning, options = _options(ns, ns.policy)
         workload = load_workload(ns.trace, cleaning)
         run, summary = run_workload(workload, options)
+        if options.topology and not ns.no_baseline:
+            # The same trace and tree, placement ignoring the tree: what topology buys.
+            from dataclasses import replace
+
+            _, base = run_workload(workload, replace(options, topology_aware=False))
+            for key in ("mean_leaves_per_multinode_job", "mean_wait_s", "mean_bsld"):
+                summary["unaware_" + key] = base[key]
     except HalError as err:
         print(f"hal sim: {err}")
         return 2

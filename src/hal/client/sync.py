@@ -16,7 +16,14 @@ from hal.wire.submit import JobSubmit, SubmitResult, WillRun, from_dict, non_def
 # them, and importing pydantic would cost it more than the whole command's budget.
 if TYPE_CHECKING:
     from hal.wire.jobs import JobEvent, JobInfo, JobUpdate
-    from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo, UserCreated, UserInfo
+    from hal.wire.nodes import (
+        ClusterConfig,
+        NodeInfo,
+        PartitionInfo,
+        TopologyInfo,
+        UserCreated,
+        UserInfo,
+    )
 
 
 class HalClient:
@@ -210,6 +217,12 @@ class HalClient:
 
         r = self._request("GET", "/v1/partitions")
         return PartitionList.model_validate_json(r.body).partitions
+
+    def topology(self) -> TopologyInfo:
+        from hal.wire.nodes import TopologyInfo
+
+        r = self._request("GET", "/v1/topology")
+        return TopologyInfo.model_validate_json(r.body)
 
     def cluster_config(self) -> ClusterConfig:
         from hal.wire.nodes import ClusterConfig

@@ -31,7 +31,9 @@ from hal.core.slurm_syntax import (
     parse_memory,
     parse_nodes,
     parse_signal,
+    parse_switches,
     parse_time_limit,
+    parse_topology,
 )
 from hal.wire.submit import JobSubmit, check
 
@@ -70,6 +72,8 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("no_requeue", ("no-requeue",), arg=N),
     Opt("signal", ("signal",)),
     Opt("exclusive", ("exclusive",), arg=OPT),
+    Opt("switches", ("switches",)),
+    Opt("topology", ("topology",)),
     Opt("comment", ("comment",)),
     Opt("nice", ("nice",), arg=OPT),
     Opt("mail_type", ("mail-type",)),
@@ -98,6 +102,7 @@ ENV_OPTIONS = {
     "SBATCH_MEM_PER_NODE": "mem",
     "SBATCH_PARTITION": "partition",
     "SBATCH_QOS": "qos",
+    "SBATCH_REQ_SWITCH": "switches",
     "SBATCH_SIGNAL": "signal",
     "SBATCH_TIMELIMIT": "time",
 }
@@ -456,6 +461,14 @@ def _scheduling(settings: dict[str, Setting], fields: dict[str, object], now: fl
     if signal is not None:
         parse_signal(signal)
         fields["signal"] = signal.strip()
+    switches = text("switches")
+    if switches is not None:
+        parse_switches(switches)
+        fields["switches"] = switches.strip()
+    topology = text("topology")
+    if topology is not None:
+        parse_topology(topology)
+        fields["topology"] = topology.strip()
     kill = text("kill_on_invalid_dep")
     if kill is not None:
         if kill.lower() not in ("yes", "no"):
@@ -572,6 +585,7 @@ Options HAL accepts (anything else is refused with an error):
   -C, --constraint=a&b       -x, --exclude=hosts       -w, --nodelist=hosts
   -H, --hold                 -b, --begin=time          --requeue  --no-requeue
       --signal=[B:]sig[@secs]  --exclusive  --comment=text  --nice[=adj]
+      --switches=N[@max-wait]  --topology=required=LEVEL|preferred=LEVEL
       --mail-type=type  --mail-user=user   (accepted; HAL sends no mail)
       --wrap=command         --parsable  -W, --wait    --test-only
   -Q, --quiet  -v, --verbose  -h, --help  -V, --version

@@ -15,6 +15,9 @@ Example::
 
     [scheduler]
     interval_seconds = 1.0
+
+    [topology]                     # optional: the switch tree (see config/topology.py)
+    file = "topology.conf"         # Slurm syntax, or [[topology.switches]] tables
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any
 
 from hal.core.errors import InvalidRequest
 from hal.core.node import Partition
+from hal.core.topology import Topology
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +69,7 @@ class HalConfig:
     scheduler_interval_seconds: float = 1.0
     scheduler_profile: dict[str, Any] = field(default_factory=dict)
     partitions: tuple[PartitionConfig, ...] = (PartitionConfig(name="debug", default=True),)
+    topology: Topology | None = None  # the switch tree; None: no topology-aware placement
 
     def partition_objects(self) -> tuple[Partition, ...]:
         return tuple(p.to_partition() for p in self.partitions)
@@ -88,6 +93,7 @@ _TOP_KEYS = {
     "max_request_bytes",
     "partitions",
     "scheduler",
+    "topology",
 }
 _PARTITION_KEYS = {
     "name",
@@ -112,10 +118,12 @@ def load_config(path: str | Path | None) -> HalConfig:
         raise InvalidRequest(f"cannot read config file {p}: {err.strerror}") from err
     except tomllib.TOMLDecodeError as err:
         raise InvalidRequest(f"config file {p} is not valid TOML: {err}") from err
-    return config_from_dict(raw, source=str(p))
+    return config_from_dict(raw, source=str(p), base_dir=p.parent)
 
 
-def config_from_dict(raw: dict[str, Any], source: str = "config") -> HalConfig:
+def config_from_dict(
+    raw: dict[str, Any], source: str = "config", base_dir: Path | None = None
+) -> HalConfig:
     unknown = set(raw) - _TOP_KEYS
     if unknown:
         raise InvalidRequest(
@@ -150,6 +158,10 @@ def config_from_dict(raw: dict[str, Any], source: str = "config") -> HalConfig:
     kwargs["scheduler_profile"] = {k: v for k, v in scheduler.items() if k != "interval_seconds"}
     if "partitions" in raw:
         kwargs["partitions"] = _partitions(raw["partitions"], source)
+    if "topology" in raw:
+        from hal.config.topology import topology_from_table
+
+        kwargs["topology"] = topology_from_table(raw["topology"], base_dir=base_dir)
     return HalConfig(**kwargs)
 
 

@@ -73,6 +73,20 @@ class ArraySpec:
 
 
 @dataclass(frozen=True, slots=True)
+class TopologyConstraint:
+    """``--topology required=LEVEL`` (every node under one switch of that level, or wait)
+    or ``preferred=LEVEL`` (under one such switch when one can take the job now),
+    like Kueue's required/preferred topology. ``LEVEL`` is a level name of the
+    cluster's topology (``leaf``, a configured name, or ``levelK``)."""
+
+    level: str
+    required: bool = False
+
+    def __str__(self) -> str:
+        return f"{'required' if self.required else 'preferred'}={self.level}"
+
+
+@dataclass(frozen=True, slots=True)
 class JobSpec:
     """A complete, validated job request. Per-node quantities are per node."""
 
@@ -114,6 +128,9 @@ class JobSpec:
     nice: int = 0
     export_env: bool = True  # --export=ALL (the submitter's env is in ``environment``)
     submit_host: str = ""
+    switches: int = 0  # --switches=N: at most N leaf switches (0: no limit)
+    switch_wait_s: int | None = None  # --switches=N@T: wait at most T (None: the default)
+    topology: TopologyConstraint | None = None  # --topology required=LEVEL|preferred=LEVEL
 
     def cpus_per_node(self, nodes: int) -> int:
         """CPUs each node must give when the job runs on ``nodes`` nodes."""

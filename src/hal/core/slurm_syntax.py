@@ -24,7 +24,14 @@ from typing import cast
 import hostlist
 
 from hal.core.errors import InvalidRequest
-from hal.core.job import ArraySpec, Dependency, DependencyKind, DependencyTerm, SignalSpec
+from hal.core.job import (
+    ArraySpec,
+    Dependency,
+    DependencyKind,
+    DependencyTerm,
+    SignalSpec,
+    TopologyConstraint,
+)
 
 DEFAULT_MAX_ARRAY_SIZE = 1001  # Slurm's default MaxArraySize
 DEFAULT_SIGNAL_SECONDS = 60  # --signal without @secs
@@ -465,3 +472,37 @@ def expand_hostlist(text: str, *, field: str = "nodelist") -> list[str]:
 def compress_hostlist(names: list[str] | tuple[str, ...]) -> str:
     """``["n1", "n2", "n3"]`` → ``n[1-3]`` (sorted, as sinfo and squeue print)."""
     return cast(str, hostlist.collect_hostlist(list(names)))
+
+
+# -- topology -----------------------------------------------------------------------------
+
+_SWITCHES_HINT = "write --switches=COUNT or --switches=COUNT@MAX-WAIT, e.g. --switches=2@1:00:00"
+
+
+def parse_switches(text: str, *, field: str = "switches") -> tuple[int, int | None]:
+    """``--switches=count[@max-time]`` → (count, max wait in seconds or None for the
+    scheduler's default). ``@0`` means do not wait at all."""
+    count_text, at, wait_text = text.strip().partition("@")
+    count = _int(count_text, "switch count", field, _SWITCHES_HINT)
+    if count < 1:
+        raise InvalidRequest(f"--{field} needs at least 1 switch; {_SWITCHES_HINT}", field=field)
+    if not at:
+        return count, None
+    if not wait_text:
+        raise InvalidRequest(f"--{field}: nothing after @; {_SWITCHES_HINT}", field=field)
+    return count, parse_time_limit(wait_text, field=field)
+
+
+def parse_topology(text: str, *, field: str = "topology") -> TopologyConstraint:
+    """``required=LEVEL`` or ``preferred=LEVEL`` → ``TopologyConstraint``. The level
+    name is checked by the scheduler, which knows the cluster's levels."""
+    mode, eq, level = text.strip().partition("=")
+    mode = mode.strip().lower()
+    level = level.strip()
+    if not eq or mode not in ("required", "preferred") or not level or " " in level:
+        raise InvalidRequest(
+            f"invalid --{field} {text!r}; write required=LEVEL or preferred=LEVEL, "
+            "e.g. --topology required=leaf",
+            field=field,
+        )
+    return TopologyConstraint(level, required=mode == "required")

@@ -89,6 +89,9 @@ class PendingReason(StrEnum):
     BAD_CONSTRAINTS = "BadConstraints"
     JOB_ARRAY_TASK_LIMIT = "JobArrayTaskLimit"
     NODE_DOWN = "NodeDown"
+    # HAL's own (Slurm has none for it): waiting, within --switches' max-wait, for a
+    # placement on fewer leaf switches than are free now.
+    TOPOLOGY = "Topology"
     # reasons recorded on finished jobs
     NON_ZERO_EXIT_CODE = "NonZeroExitCode"
     TIME_LIMIT = "TimeLimit"

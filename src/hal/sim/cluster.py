@@ -6,6 +6,12 @@ processors asks for ``ceil(p / cores)`` nodes and ``p`` tasks of one CPU, spread
 (Slurm's ``-n p -N ceil(p / cores)``). With one core per node (the SP2 machines) this is
 exact; with more, a job whose size is not a multiple of the node may hold a few CPUs more
 than it asked for (``ceil(p / nodes)`` per node), as on a real cluster.
+
+Topology: by default each node is labelled ``("sim", "switch-N")`` with
+``nodes_per_switch`` nodes a switch. With ``tree_levels > 0`` the nodes get paths in a
+balanced synthetic switch tree instead (``hal.core.topology.synthetic_tree``: leaves of
+``nodes_per_switch`` nodes, ``tree_levels`` switch levels), which the topology plugin
+places on.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from dataclasses import dataclass
 from hal.core.job import JobSpec
 from hal.core.node import Node, Partition
 from hal.core.resources import GiB, ResourceVector
+from hal.core.topology import Topology, synthetic_tree
 
 PARTITION = "batch"
 
@@ -25,7 +32,8 @@ class ClusterModel:
     cores_per_node: int = 1
     memory_per_core_bytes: int = 2 * GiB
     gpus_per_node: int = 0
-    nodes_per_switch: int = 32  # topology label: (cluster, switch-N)
+    nodes_per_switch: int = 32  # topology label: (cluster, switch-N); a leaf's size
+    tree_levels: int = 0  # > 0: a synthetic switch tree of this many levels
 
     @classmethod
     def for_procs(cls, procs: int, cores_per_node: int = 1) -> ClusterModel:
@@ -42,17 +50,30 @@ class ClusterModel:
             self.cores_per_node * self.memory_per_core_bytes,
             self.gpus_per_node,
         )
-        width = max(5, len(str(self.nodes)))
+        names = self.node_names()
+        tree = self.topology()
         switch = max(self.nodes_per_switch, 1)
         return tuple(
             Node(
-                name=f"n{i:0{width}d}",
+                name=name,
                 resources=res,
                 partitions=(PARTITION,),
-                topology=("sim", f"switch-{i // switch}"),
+                topology=(
+                    tree.path_of(name) if tree is not None else ("sim", f"switch-{i // switch}")
+                ),
             )
-            for i in range(self.nodes)
+            for i, name in enumerate(names)
         )
+
+    def node_names(self) -> list[str]:
+        width = max(5, len(str(self.nodes)))
+        return [f"n{i:0{width}d}" for i in range(self.nodes)]
+
+    def topology(self) -> Topology | None:
+        """The synthetic switch tree (None unless ``tree_levels > 0``)."""
+        if self.tree_levels <= 0:
+            return None
+        return synthetic_tree(self.node_names(), max(self.nodes_per_switch, 1), self.tree_levels)
 
     def partitions(self) -> tuple[Partition, ...]:
         return (Partition(PARTITION, default=True),)

@@ -8,15 +8,22 @@ from pathlib import Path
 from typing import Any
 
 from hal.core.errors import InvalidRequest
-from hal.predict import PerfectPredictor, Predictor, UserPredictor
+from hal.predict import (
+    Avg2Predictor,
+    LearnedPredictor,
+    PerfectPredictor,
+    Predictor,
+    UserPredictor,
+)
 from hal.sim.cluster import ClusterModel
 from hal.sim.engine import SimRun, Simulation
 from hal.sim.metrics import summarize
 from hal.sim.policies import scheduler_for
 from hal.sim.swf import SwfHeader, SwfRecord, write_swf
+from hal.sim.topology import leaf_summary, with_topology
 from hal.sim.workload import Cleaning, Workload, load_workload
 
-PREDICTORS = ("user", "perfect")
+PREDICTORS = ("user", "perfect", "avg2", "learned")
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +33,8 @@ class SimOptions:
     cores_per_node: int = 1
     exclude_first_fraction: float = 0.0
     check_tables: bool = False
+    topology: str = ""  # a synthetic switch tree, e.g. "leaf=16,levels=3" (sim/topology.py)
+    topology_aware: bool = True  # False: same tree, placement ignores it (the baseline)
 
 
 def make_predictor(name: str, workload: Workload) -> Predictor:
@@ -33,6 +42,10 @@ def make_predictor(name: str, workload: Workload) -> Predictor:
         return UserPredictor()
     if name == "perfect":
         return PerfectPredictor({j.id: j.run for j in workload.jobs})
+    if name == "avg2":
+        return Avg2Predictor()
+    if name == "learned":
+        return LearnedPredictor()
     raise InvalidRequest(f"unknown predictor {name!r}; choose from {', '.join(PREDICTORS)}")
 
 
@@ -40,11 +53,17 @@ def run_workload(workload: Workload, options: SimOptions) -> tuple[SimRun, dict[
     predictor = make_predictor(options.predictor, workload)
     scheduler = scheduler_for(options.policy, predictor)
     cluster = ClusterModel.for_procs(workload.machine_procs, options.cores_per_node)
+    recorder = None
+    if options.topology:
+        cluster, recorder = with_topology(
+            cluster, scheduler, options.topology, aware=options.topology_aware
+        )
+        scheduler = recorder
     sim = Simulation(
         workload.jobs,
         cluster,
         scheduler,
-        on_finish=predictor.observe,
+        predictor=predictor,
         check_tables=options.check_tables,
     )
     run = sim.run()
@@ -60,6 +79,12 @@ def run_workload(workload: Workload, options: SimOptions) -> tuple[SimRun, dict[
         passes=run.passes,
         skipped_passes=run.skipped_passes,
     )
+    if recorder is not None:
+        summary.update(
+            topology=options.topology,
+            topology_aware=options.topology_aware,
+            **leaf_summary(cluster, recorder),
+        )
     return run, summary
 
 

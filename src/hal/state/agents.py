@@ -102,6 +102,7 @@ async def register(cluster: Cluster, reg: AgentRegister) -> AgentRegistered:
         gpu_model=reg.gpu_model,
         address=reg.address,
         last_heartbeat=now,
+        topology=cluster.topology_path(reg.node),
     )
     kill: list[int] = []
     for running in reg.running:

@@ -118,7 +118,9 @@ class Cluster:
         for node in nodes:
             # Agents re-register after a server restart; until then give every node a full
             # timeout of grace instead of declaring it dead for the server's own downtime.
-            self.nodes[node.name] = node.evolve(last_heartbeat=now)
+            self.nodes[node.name] = node.evolve(
+                last_heartbeat=now, topology=self.topology_path(node.name)
+            )
         for job in jobs:
             self._put(job)
 
@@ -210,6 +212,12 @@ class Cluster:
         if not found:
             raise NotFound(f"Invalid job id specified: {text}")
         return sorted(found, key=lambda j: j.id)
+
+    def topology_path(self, node: str) -> tuple[str, ...]:
+        """The node's switch path from the config's ``[topology]`` (``()`` if none): the
+        topology is configuration, not state, so it is applied, not stored."""
+        topo = self.config.topology
+        return topo.path_of(node) if topo is not None else ()
 
     def default_partition(self) -> str:
         return self.config.default_partition

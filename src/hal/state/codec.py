@@ -14,6 +14,7 @@ from hal.core.job import (
     Job,
     JobSpec,
     SignalSpec,
+    TopologyConstraint,
 )
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState, PendingReason
@@ -43,6 +44,8 @@ def spec_to_json(spec: JobSpec) -> str:
             }
         elif name == "signal" and value is not None:
             value = [value.signum, value.seconds_before, value.batch_only]
+        elif name == "topology" and value is not None:
+            value = [value.level, value.required]
         elif name in _TUPLE_FIELDS:
             value = list(value)
         d[name] = value
@@ -67,6 +70,9 @@ def spec_from_json(text: str, script: str) -> JobSpec:
     if d.get("signal") is not None:
         s = d["signal"]
         d["signal"] = SignalSpec(s[0], s[1], s[2])
+    if d.get("topology") is not None:
+        level, required = d["topology"]
+        d["topology"] = TopologyConstraint(level, required)
     known = set(JobSpec.__slots__)
     return JobSpec(**{k: v for k, v in d.items() if k in known})
 

@@ -17,6 +17,7 @@ from hal.core.job import (
     DependencyTerm,
     Job,
     JobSpec,
+    TopologyConstraint,
 )
 from hal.core.node import Node, Partition
 from hal.core.resources import GiB, ResourceVector
@@ -120,6 +121,17 @@ class JobBuilder:
         self._spec["begin_time"] = when
         return self
 
+    def switches(self, count: int, wait_s: int | None = None) -> JobBuilder:
+        """``--switches=count[@wait]``."""
+        self._spec["switches"] = count
+        self._spec["switch_wait_s"] = wait_s
+        return self
+
+    def topology(self, level: str, *, required: bool = False) -> JobBuilder:
+        """``--topology required=level`` or ``preferred=level``."""
+        self._spec["topology"] = TopologyConstraint(level, required)
+        return self
+
     # -- queue facts --------------------------------------------------------------------
     def partition(self, name: str) -> JobBuilder:
         self._job["partition"] = name
@@ -214,6 +226,11 @@ class NodeBuilder:
 
     def partitions(self, *names: str) -> NodeBuilder:
         self._fields["partitions"] = names
+        return self
+
+    def topology(self, *path: str) -> NodeBuilder:
+        """The switches from the root down to the node's leaf."""
+        self._fields["topology"] = path
         return self
 
     def down(self) -> NodeBuilder:

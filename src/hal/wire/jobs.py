@@ -76,6 +76,9 @@ class JobInfo(WireModel):
     exclusive: bool = False
     held: bool = False
     submit_host: str = ""
+    switches: int = 0  # --switches count (0: no limit)
+    switch_wait_seconds: int | None = None  # --switches ...@max-time (None: the default)
+    topology: str | None = None  # --topology, e.g. "required=leaf"
 
 
 class JobList(WireModel):

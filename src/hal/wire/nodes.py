@@ -71,3 +71,33 @@ class ClusterConfig(WireModel):
     version: str
     scheduler_interval_seconds: float
     settings: dict[str, str] = Field(default_factory=dict)
+
+
+class SwitchInfo(WireModel):
+    """One switch of the tree (``GET /v1/topology``)."""
+
+    name: str
+    level: int  # 0 for a leaf; an inner switch is one above its highest child
+    nodes: list[str] = Field(default_factory=list)  # a leaf's nodes
+    switches: list[str] = Field(default_factory=list)  # an inner switch's children
+    nodes_total: int  # nodes under it, registered or not
+    nodes_free: int  # of those: registered, UP and running nothing
+
+
+class BlockInfo(WireModel):
+    name: str
+    nodes: list[str]
+    nodes_free: int
+
+
+class TopologyInfo(WireModel):
+    """The switch tree as configured, with how full each switch is now."""
+
+    configured: bool
+    level_names: list[str] = Field(default_factory=list)  # bottom-up
+    roots: list[str] = Field(default_factory=list)
+    switches: list[SwitchInfo] = Field(default_factory=list)
+    blocks: list[BlockInfo] = Field(default_factory=list)
+    block_sizes: list[int] = Field(default_factory=list)
+    unplaced: list[str] = Field(default_factory=list)  # registered nodes the tree lacks
+    unregistered: list[str] = Field(default_factory=list)  # tree nodes never registered

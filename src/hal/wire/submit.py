@@ -79,6 +79,8 @@ class JobSubmit:
     comment: Annotated[str, MaxLen(4096)] = ""
     nice: Annotated[int, Ge(-10000), Le(10000)] = 0
     submit_host: Annotated[str, MaxLen(256)] = ""
+    switches: Annotated[str | None, MaxLen(64)] = None  # "count[@max-time]"
+    topology: Annotated[str | None, MaxLen(256)] = None  # "required=LEVEL|preferred=LEVEL"
 
 
 @dataclass(slots=True)

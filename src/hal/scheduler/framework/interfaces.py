@@ -10,6 +10,8 @@ One job's cycle, in order (the runtime is ``runtime.Framework``)::
     PostFilter─ only when Filter left too few nodes (preemption goes here)
     PreScore  ─ precompute for Score over the feasible nodes
     Score     ─ vectorised: rank feasible nodes (+ optional normalisation), weighted sum
+    Placement ─ multi-node jobs: PlacementGenerate picks the node set as a whole
+                (e.g. under one switch), PlacementScore ranks candidate sets
     Reserve   ─ the job has nodes: plugins record it in their pass-wide state
     Permit    ─ last say: allow, reject, or WAIT (gangs) — Unreserve undoes Reserve
     (commit   ─ the runtime takes the allocation out of the NodeTable)
@@ -192,10 +194,28 @@ class PermitPlugin(Plugin, Protocol):
 @runtime_checkable
 class PlacementGeneratePlugin(Plugin, Protocol):
     def generate(
-        self, ctx: PassContext, state: CycleState, job: Job, feasible: IndexArray, count: int
-    ) -> Sequence[IndexArray]:
-        """Reserved for gangs: candidate node sets of ``count`` rows (e.g. all under one
-        switch or NVLink domain) to be scored as a whole. Not yet called."""
+        self, ctx: PassContext, state: CycleState, job: Job, ranked: IndexArray, count: int
+    ) -> Sequence[IndexArray] | Status:
+        """Choose the job's nodes as a whole (e.g. all under one switch), after Score.
+
+        Called only for jobs that need ``count >= 2`` nodes and name no ``--nodelist``,
+        with ``ranked``: the feasible rows in node-score order, best first, so a plugin
+        honours the node preferences by taking a domain's rows in that order. At most
+        one PlacementGenerate plugin per profile. Returns:
+
+        * candidate node sets, best first, each exactly ``count`` distinct rows of
+          ``ranked``: the runtime takes the first, or with PlacementScore plugins the
+          best-scoring (ties to the earlier one);
+        * SKIP or no sets: no opinion, the runtime takes the top ``count`` rows;
+        * UNSCHEDULABLE: no acceptable set now; the cycle stops at ``Stage.PLACEMENT``.
+          Reason ``Resources`` is treated like a Filter shortage (the partition is
+          blocked behind the job, and backfill may reserve for it); any other reason is
+          the job's own wait and holds nobody back;
+        * UNRESOLVABLE: no set could ever be acceptable.
+
+        Must be a pure function of the table, the job and ``ctx.now``; like Filter it
+        may write ``ctx.data`` only for caches keyed by what they read.
+        """
         ...
 
 
@@ -204,7 +224,9 @@ class PlacementScorePlugin(Plugin, Protocol):
     def score_placement(
         self, ctx: PassContext, state: CycleState, job: Job, nodes: IndexArray
     ) -> float:
-        """Reserved for gangs: score one candidate node set. Not yet called."""
+        """Score one candidate node set from PlacementGenerate, higher is better. Called
+        only when PlacementGenerate returned more than one set; the scores of all
+        PlacementScore plugins are summed."""
         ...
 
 
@@ -252,8 +274,16 @@ class BackfillPlugin(Plugin, Protocol):
         order. Called once per partition per pass; must be pure."""
         ...
 
-    def runtime(self, job: Job) -> float:
+    def prepare(self, jobs: Sequence[Job]) -> None:
+        """Called once per backfill stage, before any ``runtime`` call, with every job
+        the stage may plan (running and held back): a chance to predict them all in one
+        batch. May do nothing."""
+        ...
+
+    def runtime(self, job: Job, elapsed_s: float = 0.0) -> float:
         """Seconds ``job`` is expected to run from its start (> 0, at most its time limit
         when it has one), for planning only: nobody is killed at this time. Called for
-        every running job and every planned pending job of a pass; must be cheap."""
+        every running job (with the seconds it has run so far, so that a job that outlived
+        its prediction is planned to end later) and every planned pending job of a pass;
+        must be cheap."""
         ...

@@ -25,6 +25,8 @@ from hal.scheduler.framework.interfaces import (
     BackfillPlugin,
     FilterPlugin,
     PermitPlugin,
+    PlacementGeneratePlugin,
+    PlacementScorePlugin,
     Plugin,
     PostFilterPlugin,
     PreFilterPlugin,
@@ -90,6 +92,8 @@ class Profile:
     reserve: tuple[ReservePlugin, ...] = ()
     permit: tuple[PermitPlugin, ...] = ()
     backfill: BackfillPlugin | None = None
+    placement_generate: PlacementGeneratePlugin | None = None
+    placement_score: tuple[PlacementScorePlugin, ...] = ()
 
     @classmethod
     def from_plugins(
@@ -100,7 +104,8 @@ class Profile:
         score_weights: Mapping[str, float] | None = None,
     ) -> Profile:
         """Wire already-built plugin objects (tests, fakes) the same way ``build_profile``
-        does. Raises ``ProfileError`` for a missing or duplicate QueueSort."""
+        does. Raises ``ProfileError`` for a missing or duplicate QueueSort, or more than
+        one Backfill or PlacementGenerate plugin."""
         weights = score_weights or {}
         sorts = [p for p in plugins if isinstance(p, QueueSortPlugin)]
         if len(sorts) != 1:
@@ -115,6 +120,13 @@ class Profile:
             raise ProfileError(
                 f"a profile takes at most one Backfill plugin (found: {found})", field="plugins"
             )
+        generators = [p for p in plugins if isinstance(p, PlacementGeneratePlugin)]
+        if len(generators) > 1:
+            found = ", ".join(p.name for p in generators)
+            raise ProfileError(
+                f"a profile takes at most one PlacementGenerate plugin (found: {found})",
+                field="plugins",
+            )
         return cls(
             name=name,
             queue_sort=sorts[0],
@@ -128,6 +140,8 @@ class Profile:
             reserve=tuple(p for p in plugins if isinstance(p, ReservePlugin)),
             permit=tuple(p for p in plugins if isinstance(p, PermitPlugin)),
             backfill=backfills[0] if backfills else None,
+            placement_generate=generators[0] if generators else None,
+            placement_score=tuple(p for p in plugins if isinstance(p, PlacementScorePlugin)),
         )
 
 

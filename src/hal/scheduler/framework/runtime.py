@@ -11,6 +11,10 @@ fits. Its modes follow Slurm's ``select/cons_tres`` job_test:
                 running jobs (start + time limit; unlimited jobs never end) on a copy of
                 the table. Other pending jobs are not taken into account.
 
+Multi-node jobs go through the Placement stage when the profile has a PlacementGenerate
+plugin: after Score, the plugin chooses the node set as a whole (topology), or says the
+job must wait (``Stage.PLACEMENT``).
+
 ``within`` (backfill): Filter and Score see that table instead of ``ctx.nodes`` — the
 least free over the window the job would run in — while PreFilter, Reserve and Permit
 see the pass as usual and a NOW placement is taken out of ``ctx.nodes``. So a backfilled
@@ -57,6 +61,7 @@ class Stage(StrEnum):
     GATE = "gate"
     FILTER = "filter"
     SCORE = "score"
+    PLACEMENT = "placement"
     RESERVE = "reserve"
     PERMIT = "permit"
     DONE = "done"
@@ -195,8 +200,8 @@ class Framework:
                 return Outcome(status, Stage.FILTER)
             try:
                 rows = self._select(ctx, state, job, request, rows, skipped=skipped)
-            except _ScoreRejected as rejected:
-                return Outcome(rejected.status, Stage.SCORE)
+            except _Rejected as rejected:
+                return Outcome(rejected.status, rejected.stage)
             allocation = self._allocation(ctx, request, rows)
         finally:
             ctx.nodes = real
@@ -324,9 +329,14 @@ class Framework:
         need = n - len(forced)
         if need <= 0:
             return forced
-        if len(candidates) == need:
+        as_set = self.profile.placement_generate is not None and need >= 2 and not len(forced)
+        if len(candidates) == need and not as_set:
             return np.sort(np.concatenate((forced, candidates)))
         total = self._score(ctx, state, job, request, candidates, skipped=skipped)
+        if as_set:
+            chosen_set = self._place_set(ctx, state, job, candidates, total, need)
+            if chosen_set is not None:
+                return np.sort(chosen_set)
         if need == 1:
             # argmax returns the first maximum, i.e. the lowest row among ties.
             chosen = candidates[int(np.argmax(total))] if total is not None else candidates[0]
@@ -336,6 +346,50 @@ class Framework:
         else:
             picked = candidates[np.argsort(-total, kind="stable")[:need]]
         return np.sort(np.concatenate((forced, picked)))
+
+    def _place_set(
+        self,
+        ctx: PassContext,
+        state: CycleState,
+        job: Job,
+        candidates: IndexArray,
+        total: FloatArray | None,
+        need: int,
+    ) -> IndexArray | None:
+        """PlacementGenerate (and PlacementScore): the node set, None for "no opinion",
+        or ``_Rejected`` at Stage.PLACEMENT."""
+        generator = self.profile.placement_generate
+        assert generator is not None
+        ranked = candidates if total is None else candidates[np.argsort(-total, kind="stable")]
+        self._current = generator.name
+        found = generator.generate(ctx, state, job, ranked, need)
+        if isinstance(found, Status):
+            if found.code is Code.SKIP:
+                self._current = ""
+                return None
+            if found.is_success:
+                raise ValueError("generate returned SUCCESS; return node sets instead")
+            raise _Rejected(found.with_plugin(generator.name), Stage.PLACEMENT)
+        if not found:
+            self._current = ""
+            return None
+        allowed = np.zeros(len(ctx.nodes), dtype=np.bool_)
+        allowed[candidates] = True
+        for rows in found:
+            if len(rows) != need or not allowed[rows].all() or len(np.unique(rows)) != need:
+                raise ValueError(f"generate returned a set that is not {need} feasible rows")
+        best = found[0]
+        if len(found) > 1 and self.profile.placement_score:
+            top = -np.inf
+            for rows in found:
+                value = 0.0
+                for scorer in self.profile.placement_score:
+                    self._current = scorer.name
+                    value += scorer.score_placement(ctx, state, job, rows)
+                if value > top:
+                    top, best = value, rows
+        self._current = ""
+        return np.asarray(best, dtype=np.intp)
 
     def _score(
         self,
@@ -353,7 +407,7 @@ class Framework:
             if st.code is Code.SKIP:
                 skipped.add(pre.name)
             elif st.is_rejection:
-                raise _ScoreRejected(st.with_plugin(pre.name))
+                raise _Rejected(st.with_plugin(pre.name), Stage.SCORE)
         total: FloatArray | None = None
         for plugin, weight, normalize in self._scorers:
             if plugin.name in skipped:
@@ -429,7 +483,10 @@ class Framework:
         return outcome
 
 
-class _ScoreRejected(Exception):
-    def __init__(self, status: Status) -> None:
+class _Rejected(Exception):
+    """A Score- or Placement-stage rejection, carried out of ``_select``."""
+
+    def __init__(self, status: Status, stage: Stage) -> None:
         super().__init__(status.message)
         self.status = status
+        self.stage = stage

@@ -9,7 +9,8 @@ The pass (``run_pass``), in the order it happens::
          does not hold back anyone behind it
        - its partition already blocked → ``Priority``
        - Filter finds too few nodes for reason ``Resources`` → ``Resources``, and the
-         partition is blocked for every later (lower-priority) job in it
+         partition is blocked for every later (lower-priority) job in it (the same for
+         a Placement-stage ``Resources``: no node set meets a required topology)
        - otherwise it is placed; its allocation is taken out of the table at once
     4. the plan: placements, terminations, and a PendingUpdate for every pending job
        whose reason (or expected start) differs from what the store has (after step 5)
@@ -50,6 +51,9 @@ from hal.scheduler.framework.snapshot import (
 from hal.scheduler.framework.status import Code, Status, unschedulable
 
 QUEUE = "queue"  # Status.plugin for verdicts the pass itself gives (Priority)
+# Stages whose ``Resources`` verdict is a shortage of nodes: the job blocks its partition
+# and backfill may reserve for it (Placement: no node set meets a required topology).
+_SHORTAGE = (Stage.FILTER, Stage.PLACEMENT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,13 +140,11 @@ class Scheduler:
             if st.is_success and out.allocation is not None:
                 placed.append((job, out.allocation))
                 continue
-            if st.code is Code.UNSCHEDULABLE and (
-                out.stage is Stage.GATE
-                or (out.stage is Stage.FILTER and st.reason is PendingReason.RESOURCES)
-            ):
+            short = out.stage in _SHORTAGE and st.reason is PendingReason.RESOURCES
+            if st.code is Code.UNSCHEDULABLE and (out.stage is Stage.GATE or short):
                 held.append(job)
                 held_stages.append(out.stage)
-                if out.stage is Stage.FILTER and job.partition not in blocked:
+                if short and job.partition not in blocked:
                     blocked[job.partition] = job.id
             if st.terminal_state is not None:
                 terminations.append(Termination(job.id, st.terminal_state, st.reason))

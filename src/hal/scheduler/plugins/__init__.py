@@ -18,6 +18,11 @@ sees is that of the first plugin that objects)::
                    Filter     cpus, memory, gpus, exclusive → Resources
                    Score      best fit
 
+    topology       PreFilter  BadConstraints (unknown or too small --topology level)
+                   Placement  multi-node jobs: one leaf switch, else fewest leaves
+                              under the lowest switch; Topology (--switches wait)
+                   (only when the cluster has a topology: ``default_profile(topology=...)``)
+
 Registered but not in the default profile: ``backfill`` (EASY / conservative per
 partition; add it to ``plugins`` to enable it).
 """
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from hal.core.topology import Topology
 from hal.scheduler.framework.profile import Registry, build_profile
 from hal.scheduler.framework.scheduler import Scheduler
 from hal.scheduler.plugins import (
@@ -37,6 +43,7 @@ from hal.scheduler.plugins import (
     partition,
     priority,
 )
+from hal.scheduler.plugins import topology as topology_plugin
 
 DEFAULT_PLUGINS = (
     priority.NAME,
@@ -59,17 +66,25 @@ def default_registry() -> Registry:
             arraythrottle.NAME: arraythrottle.new,
             noderesources.NAME: noderesources.new,
             backfill.NAME: backfill.new,
+            topology_plugin.NAME: topology_plugin.new,
         }
     )
 
 
-def default_profile() -> dict[str, object]:
-    """The default profile as a plain config mapping (a fresh copy to edit)."""
+def default_profile(*, topology: Topology | None = None) -> dict[str, object]:
+    """The default profile as a plain config mapping (a fresh copy to edit). With a
+    ``topology`` (the cluster has one configured), the ``topology`` plugin is added
+    with the tree's level names."""
+    plugins = list(DEFAULT_PLUGINS)
+    args: dict[str, object] = {noderesources.NAME: {"score": "best_fit"}}
+    if topology is not None:
+        plugins.append(topology_plugin.NAME)
+        args[topology_plugin.NAME] = {"level_names": list(topology.level_names)}
     return {
         "name": "default",
-        "plugins": list(DEFAULT_PLUGINS),
+        "plugins": plugins,
         "score_weights": {noderesources.NAME: 1},
-        "plugin_args": {noderesources.NAME: {"score": "best_fit"}},
+        "plugin_args": args,
     }
 
 

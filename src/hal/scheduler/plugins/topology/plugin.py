@@ -1,0 +1,176 @@
+"""Topology-aware placement of multi-node jobs on the switch tree. See README.md.
+
+PreFilter checks what does not depend on what is running: a ``--topology`` level the
+tree does not have, or a ``required`` level whose largest domain has fewer nodes of the
+partition than the job needs (both ``BadConstraints``, UNRESOLVABLE).
+
+PlacementGenerate (after Score, multi-node jobs only) picks the node set with
+``place.choose``: one leaf when one fits, otherwise the fewest leaves under the lowest
+switch. Then the job's own requests:
+
+* ``--topology required=LEVEL``: only inside one domain of that level; none with enough
+  free nodes now → UNSCHEDULABLE ``Resources`` (the partition waits behind the job, as
+  for any shortage, and backfill may reserve for it);
+* ``--topology preferred=LEVEL``: inside one domain of that level when one fits now,
+  even if spanning a higher switch would use fewer leaves; otherwise as by default;
+* ``--switches=N[@max-wait]``: when the best placement now spans more than ``N``
+  leaves, wait (UNSCHEDULABLE ``Topology``, holding nobody back) until one with at most
+  ``N`` exists or the job has waited ``max-wait`` since it became eligible (default and
+  cap: ``max_switch_wait``, Slurm's SchedulerParameters option, 300 s), then take any.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from hal.core.job import Job
+from hal.core.node import Node
+from hal.core.states import PendingReason
+from hal.core.topology import level_index
+from hal.scheduler.framework.context import PassContext
+from hal.scheduler.framework.cycle_state import CycleState, StateKey
+from hal.scheduler.framework.interfaces import IndexArray
+from hal.scheduler.framework.profile import PluginArgs, PluginArgsError, reject_unknown_args
+from hal.scheduler.framework.status import (
+    SKIP,
+    SUCCESS,
+    Status,
+    unresolvable,
+    unschedulable,
+)
+from hal.scheduler.plugins.topology.place import choose, fitting_domains, free_per_leaf
+from hal.scheduler.plugins.topology.tree import TreeIndex
+
+NAME = "topology"
+DEFAULT_MAX_SWITCH_WAIT_S = 300  # Slurm's max_switch_wait default
+
+# Per job: the level its --topology names (resolved by PreFilter).
+LEVEL: StateKey[int] = StateKey("topology.level")
+# Per pass: the tree index of the pass's nodes (fixed for the pass).
+INDEX: StateKey[TreeIndex] = StateKey("topology.index")
+
+
+class TopologyPlacement:
+    name = NAME
+
+    def __init__(
+        self,
+        level_names: tuple[str, ...] = (),
+        max_switch_wait_s: int = DEFAULT_MAX_SWITCH_WAIT_S,
+    ) -> None:
+        self.level_names = level_names
+        self.max_switch_wait_s = max_switch_wait_s
+        # The index of the last node list seen, kept across passes and keyed by the
+        # nodes' paths: the server builds a new node tuple every pass, but the tree
+        # rarely changes (comparing the paths is cheaper than rebuilding the index).
+        self._nodes: Sequence[Node] | None = None
+        self._key: tuple[tuple[str, ...], ...] | None = None
+        self._index: TreeIndex | None = None
+
+    def index_for(self, ctx: PassContext) -> TreeIndex:
+        found = ctx.data.get(INDEX)
+        if found is not None:
+            return found
+        nodes = ctx.nodes.nodes
+        if self._index is None or nodes is not self._nodes:
+            key = tuple(n.topology or ("~" + n.name,) for n in nodes)
+            if self._index is None or key != self._key:
+                self._index = TreeIndex.from_nodes(nodes)
+                self._key = key
+            self._nodes = nodes
+        ctx.data.write(INDEX, self._index)
+        return self._index
+
+    def _level(self, name: str, index: TreeIndex) -> int | None:
+        level = level_index(name, self.level_names, index.top)
+        # a configured name above this tree's top: the whole tree is one such domain
+        return None if level is None else min(level, index.top)
+
+    # -- PreFilter --------------------------------------------------------------------
+
+    def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
+        wanted = job.spec.topology
+        if wanted is None:
+            return SUCCESS
+        index = self.index_for(ctx)
+        level = self._level(wanted.level, index)
+        if level is None:
+            known = ", ".join(self._level_names(index.top))
+            return unresolvable(
+                PendingReason.BAD_CONSTRAINTS,
+                f"unknown topology level {wanted.level!r}; this cluster's levels are {known}",
+                NAME,
+            )
+        state.write(LEVEL, level)
+        if wanted.required and index.n_leaves:
+            rows = np.flatnonzero(ctx.nodes.partition_mask(job.partition))
+            largest = int(index.domain_counts(rows, level).max()) if len(rows) else 0
+            need = max(job.spec.nodes_min, 1)
+            if need > largest:
+                return unresolvable(
+                    PendingReason.BAD_CONSTRAINTS,
+                    f"--topology {wanted}: the largest {wanted.level} domain of partition "
+                    f"{job.partition} has {largest} node(s), the job needs {need}",
+                    NAME,
+                )
+        return SUCCESS
+
+    def _level_names(self, top: int) -> list[str]:
+        names = list(self.level_names[:top])
+        names += ["leaf" if k == 0 else f"level{k}" for k in range(len(names), top)]
+        return names
+
+    # -- PlacementGenerate ------------------------------------------------------------
+
+    def generate(
+        self, ctx: PassContext, state: CycleState, job: Job, ranked: IndexArray, count: int
+    ) -> Sequence[IndexArray] | Status:
+        index = self.index_for(ctx)
+        spec = job.spec
+        free = free_per_leaf(index, ranked)
+        top = index.top
+        wanted = spec.topology
+        if wanted is not None:
+            level = state.get(LEVEL)
+            if level is None:  # PreFilter was not run (a profile without it first)
+                level = self._level(wanted.level, index)
+            if level is not None:
+                fits = len(fitting_domains(index, free, level, count)) > 0
+                if wanted.required and not fits:
+                    return unschedulable(
+                        PendingReason.RESOURCES,
+                        f"--topology {wanted}: no {wanted.level} domain has {count} free nodes",
+                        NAME,
+                    )
+                if fits:
+                    top = level
+        choice = choose(index, ranked, count, top, free)
+        if choice is None:  # cannot happen at the core level: Filter found count rows
+            return SKIP
+        if spec.switches and choice.leaves > spec.switches:
+            waited = ctx.now - max(job.submit_time, spec.begin_time or 0.0)
+            limit = self.max_switch_wait_s
+            if spec.switch_wait_s is not None:
+                limit = min(limit, spec.switch_wait_s)
+            if waited < limit:
+                return unschedulable(
+                    PendingReason.TOPOLOGY,
+                    f"--switches={spec.switches}: the best placement now spans "
+                    f"{choice.leaves} leaf switches; waiting up to {limit - waited:.0f} s "
+                    "more for a better one",
+                    NAME,
+                )
+        return (choice.rows,)
+
+
+def new(args: PluginArgs) -> TopologyPlacement:
+    reject_unknown_args(args, ("level_names", "max_switch_wait"))
+    names = args.get("level_names", [])
+    if not isinstance(names, list | tuple) or not all(isinstance(n, str) for n in names):
+        raise PluginArgsError("level_names", "must be a list of level names, leaf first")
+    wait = args.get("max_switch_wait", DEFAULT_MAX_SWITCH_WAIT_S)
+    if isinstance(wait, bool) or not isinstance(wait, int) or wait < 0:
+        raise PluginArgsError("max_switch_wait", "must be a whole number of seconds >= 0")
+    return TopologyPlacement(tuple(names), wait)

@@ -1,0 +1,72 @@
+"""A configured switch tree on a real server: node paths, placement on one leaf,
+``GET /v1/topology`` and ``hal topology show``, and the --switches/--topology fields
+through REST."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from hal.cli.topology import draw
+from hal.core.topology import parse_topology_conf
+from hal.testing.live import LiveServer, wait_until
+from hal.wire.jobs import JobSubmit
+
+# Leaves interleave the agents' names, so name order (what a topology-unaware pick
+# follows: node1, node2) spans both leaves.
+TOPOLOGY = parse_topology_conf(
+    "SwitchName=leaf0 Nodes=node[1,3]\n"
+    "SwitchName=leaf1 Nodes=node[2,4]\n"
+    "SwitchName=spine Switches=leaf[0-1]\n",
+    level_names=("leaf", "spine"),
+)
+LEAF = {"node1": "leaf0", "node3": "leaf0", "node2": "leaf1", "node4": "leaf1"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with (
+        LiveServer(tmp_path_factory.mktemp("topo"), config_overrides={"topology": TOPOLOGY}) as srv,
+        srv.agents(4, cpus=1),
+    ):
+        yield srv
+
+
+def test_two_node_job_lands_on_one_leaf(server: LiveServer) -> None:
+    with server.client() as c:
+        job = JobSubmit(
+            script="#!/bin/sh\ntrue\n", workdir="/tmp", nodes_min=2, ntasks=2, name="pair"
+        )
+        jid = c.submit(job).job_id
+        wait_until(lambda: bool(c.job(jid).nodes), message="the job to be placed")
+        nodes = c.job(jid).nodes
+    assert len(nodes) == 2
+    assert len({LEAF[n] for n in nodes}) == 1
+
+
+def test_topology_endpoint_and_drawing(server: LiveServer) -> None:
+    with server.client() as c:
+        info = c.topology()
+    assert info.configured and info.roots == ["spine"]
+    assert info.level_names == ["leaf", "spine"]
+    spine = next(s for s in info.switches if s.name == "spine")
+    assert (spine.level, spine.nodes_total, spine.switches) == (1, 4, ["leaf0", "leaf1"])
+    assert info.unplaced == [] and info.unregistered == []
+    text = draw(info)
+    assert text.splitlines()[0].startswith("spine")
+    assert "  leaf0" in text and "node[1,3]" in text
+
+
+def test_switches_and_topology_fields_round_trip_through_rest(server: LiveServer) -> None:
+    with server.client() as c:
+        job = JobSubmit(
+            script="#!/bin/sh\ntrue\n",
+            workdir="/tmp",
+            hold=True,
+            switches="1@10:00",
+            topology="required=spine",
+        )
+        info = c.job(c.submit(job).job_id)
+        c.cancel(info.id)
+    assert (info.switches, info.switch_wait_seconds, info.topology) == (1, 600, "required=spine")
