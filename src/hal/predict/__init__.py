@@ -3,9 +3,11 @@
 Owns the ``Predictor`` protocol, the expiry correction every predictor shares, and the
 predictors: ``user`` (the requested time), ``perfect`` (the true run time, known only to a
 simulator), ``avg2`` (Tsafrir's average of the user's last two jobs) and ``learned``
-(gradient-boosted trees trained online, calibrated). Imports ``hal.core`` only: the
-scheduler's plugins import this package's protocol, so it must not import the scheduler,
-state or anything with I/O.
+(gradient-boosted trees trained online, calibrated). ``make_predictor`` builds the
+configurable ones by name; ``SharedPredictor`` lets the server's threads share one.
+
+Imports ``hal.core`` only: the scheduler's plugins import this package's protocol, so it
+must not import the scheduler, state or anything with I/O.
 
 A prediction never shortens a job's life: jobs are killed at their requested time, not at
 their predicted end. Predictions only move planned start times (backfill, ``squeue
@@ -22,16 +24,21 @@ from hal.predict.protocol import (
     corrected,
     planned_runtime,
 )
+from hal.predict.registry import CONFIGURABLE, make_predictor
+from hal.predict.shared import SharedPredictor
 
 __all__ = [
+    "CONFIGURABLE",
     "CORRECTION_STEPS_S",
     "Avg2Predictor",
     "BatchPredictor",
     "LearnedPredictor",
     "PerfectPredictor",
     "Predictor",
+    "SharedPredictor",
     "UserPredictor",
     "corrected",
+    "make_predictor",
     "planned_runtime",
     "predictor_names",
 ]

@@ -49,6 +49,25 @@ _NAN = math.nan
 _FAILED = frozenset({JobState.FAILED, JobState.NODE_FAIL, JobState.OUT_OF_MEMORY})
 
 
+# The baseline the model corrects (it learns log(actual) - baseline): the last run of the
+# user's job of the same shape, else the average of the user's last two, else the request.
+_BASE = (NAMES.index("shape_last"), NAMES.index("user_avg2"), NAMES.index("log_requested"))
+
+
+def baseline(row: FloatRow) -> float:
+    for i in _BASE:
+        if not math.isnan(row[i]):
+            return float(row[i])
+    return 0.0
+
+
+def baselines(rows: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    out = rows[:, _BASE[-1]].copy()
+    for i in reversed(_BASE[:-1]):
+        out = np.where(np.isnan(rows[:, i]), out, rows[:, i])
+    return out
+
+
 class _Recent:
     """The last few finished jobs of one key: log run times, actual/requested ratios,
     failures, and the last requested time."""

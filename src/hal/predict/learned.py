@@ -17,19 +17,31 @@ Until the first model exists it answers like ``avg2``.
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import time
 from collections import deque
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from hal.core.job import Job
 from hal.predict.avg2 import Avg2Predictor
-from hal.predict.features import CATEGORICAL, NAMES, FloatRow, History, requested_s
+from hal.predict.features import (
+    CATEGORICAL,
+    NAMES,
+    FloatRow,
+    History,
+    baseline,
+    baselines,
+    requested_s,
+)
 
 PARAMS: dict[str, Any] = {
-    "objective": "regression",
+    "objective": "l1",  # the median correction: robust to the odd crashed or hung job
     "learning_rate": 0.1,
     "num_leaves": 31,
     "min_data_in_leaf": 20,
@@ -69,8 +81,9 @@ class LearnedPredictor:
         self._booster: Any = None
         self.model_version = 0
         self.trained_on = 0
+        self.saved_at: float | None = None
         self._since_train = 0
-        # job id → (model version, user history version, features, raw log prediction)
+        # job id → (model version, user history version, features, log prediction)
         self._cache: dict[int, tuple[int, int, FloatRow, float]] = {}
 
     # -- the protocol -------------------------------------------------------------------
@@ -78,24 +91,23 @@ class LearnedPredictor:
     def predict(self, job: Job) -> float:
         if self._booster is None:
             return self._fallback.predict(job)
-        raw = self._raw(job)[1]
-        predicted = math.expm1(raw + self._offset)
+        predicted = math.expm1(self._log_prediction(job)[1] + self._offset)
         return max(min(predicted, requested_s(job)), 1.0)
 
     def observe(self, job: Job, runtime_s: float) -> None:
         self._fallback.observe(job, runtime_s)
         cached = self._cache.pop(job.id, None)
         row = cached[2] if cached is not None else self.history.features(job)
-        target = math.log1p(max(runtime_s, 0.0))
+        actual = math.log1p(max(runtime_s, 0.0))
         if self._booster is not None:
-            raw = (
+            log_pred = (
                 cached[3]
                 if cached is not None and cached[0] == self.model_version
-                else float(self._booster.predict(row[None, :], num_threads=1)[0])
+                else baseline(row) + float(self._booster.predict(row[None, :], num_threads=1)[0])
             )
-            self._residuals.append(target - raw)
+            self._residuals.append(actual - log_pred)
         self._rows.append(row)
-        self._targets.append(target)
+        self._targets.append(actual - baseline(row))
         self.history.add(job, runtime_s)
         self._since_train += 1
         if self._due():
@@ -132,6 +144,7 @@ class LearnedPredictor:
             # No residuals of a model yet: calibrate on the training rows (optimistic, so
             # the next calibration window replaces it as soon as it is full enough).
             self._residuals.extend(y[-2000:] - self._booster.predict(x[-2000:], num_threads=1))
+        # residuals of the model's error; the baseline cancels out (target = actual - base)
         self._offset = float(np.quantile(np.fromiter(self._residuals, float), 1 - self.under_rate))
 
     def prepare(self, jobs: Sequence[Job]) -> None:
@@ -148,25 +161,64 @@ class LearnedPredictor:
         if not stale:
             return
         rows = np.vstack([self.history.features(job) for job, _ in stale])
-        raws = self._booster.predict(rows, num_threads=1)
+        log_preds = baselines(rows) + self._booster.predict(rows, num_threads=1)
         self._trim_cache()
-        for (job, user_version), row, raw in zip(stale, rows, raws, strict=True):
-            self._cache[job.id] = (version, user_version, row, float(raw))
+        for (job, user_version), row, log_pred in zip(stale, rows, log_preds, strict=True):
+            self._cache[job.id] = (version, user_version, row, float(log_pred))
 
     def _trim_cache(self) -> None:
         if len(self._cache) > 500_000:  # jobs cancelled before they ran are never observed
             self._cache.clear()
 
-    def _raw(self, job: Job) -> tuple[FloatRow, float]:
+    def _log_prediction(self, job: Job) -> tuple[FloatRow, float]:
         user_version = self.history.version.get(job.spec.user, 0)
         cached = self._cache.get(job.id)
         if cached is not None and cached[0] == self.model_version and cached[1] == user_version:
             return cached[2], cached[3]
         row = self.history.features(job)
-        raw = float(self._booster.predict(row[None, :], num_threads=1)[0])
+        log_pred = baseline(row) + float(self._booster.predict(row[None, :], num_threads=1)[0])
         self._trim_cache()
-        self._cache[job.id] = (self.model_version, user_version, row, raw)
-        return row, raw
+        self._cache[job.id] = (self.model_version, user_version, row, log_pred)
+        return row, log_pred
+
+    # -- persistence --------------------------------------------------------------------
+
+    def save(self, path: Path) -> None:
+        """Writes the model and its calibration (LightGBM's text format + JSON), atomically:
+        a crash mid-write leaves the previous model."""
+        if self._booster is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        meta = {
+            "model_version": self.model_version,
+            "trained_on": self.trained_on,
+            "offset": self._offset,
+            "features": list(NAMES),
+            "saved_at": time.time(),
+            "model": self._booster.model_to_string(),
+        }
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(meta))
+        os.replace(tmp, path)
+
+    def load(self, path: Path) -> bool:
+        """Reads a model written by ``save``; False (and nothing changed) when there is
+        none or it was made for other features."""
+        import lightgbm as lgb
+
+        try:
+            meta = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return False
+        if meta.get("features") != list(NAMES):
+            return False
+        self._booster = lgb.Booster(model_str=meta["model"])
+        self.model_version = int(meta["model_version"])
+        self.trained_on = int(meta["trained_on"])
+        self._offset = float(meta["offset"])
+        self.saved_at = float(meta["saved_at"])
+        self._cache.clear()
+        return True
 
     def status(self) -> dict[str, float | int]:
         """Model age and data size, for ``hal predict status``."""

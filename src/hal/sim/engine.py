@@ -22,7 +22,9 @@ with a completion or an arrival, except two cases where no pass could start anyt
 * the free CPUs of the whole cluster are fewer than the smallest pending job needs
   (every placement needs its CPUs free);
 * nothing but arrivals happened at this instant, backfill runs at every pass (bf_interval
-  0), and every new job needs more CPUs than are free. The jobs already waiting either
+  0), planned ends cannot move between events (the ``user`` and ``perfect`` predictors:
+  a prediction that can expire is corrected as time passes, which moves reservations),
+  and every new job needs more CPUs than are free. The jobs already waiting either
   failed the last pass on these same resources (no completion since: free CPUs and
   planned ends have not moved, and a later window only holds less) or needed more CPUs
   than are free; only a new job could start, and none fits. This is a choice of *when*
@@ -46,7 +48,7 @@ import numpy.typing as npt
 from hal.core.clock import VirtualClock
 from hal.core.job import Job, JobSpec
 from hal.core.states import JobState, PendingReason
-from hal.predict import Predictor, planned_runtime
+from hal.predict import PerfectPredictor, Predictor, UserPredictor, planned_runtime
 from hal.scheduler.framework.node_table import NodeTable
 from hal.scheduler.framework.scheduler import Scheduler
 from hal.scheduler.framework.snapshot import ClusterSnapshot
@@ -116,6 +118,12 @@ class Simulation:
         specs: dict[tuple[int, ...], JobSpec] = {}
         predicted: dict[int, float] = {}
         predictor = self.predictor
+        # Planned ends stay put with the requested time (it is the kill time) and with the
+        # truth; any other prediction can expire and be corrected between events, which
+        # moves a reservation, so the arrivals-only shortcut below no longer holds.
+        moving_ends = predictor is not None and not isinstance(
+            predictor, UserPredictor | PerfectPredictor
+        )
         by_id = {j.id: j for j in self.jobs}
 
         pending: dict[int, Job] = {}
@@ -180,7 +188,7 @@ class Simulation:
             while need and need[0][1] not in pending:
                 heapq.heappop(need)
             could_start = bool(need) and need[0][0] <= free_cpus
-            if could_start and not (self.every_event or completed or interval):
+            if could_start and not (self.every_event or completed or interval or moving_ends):
                 could_start = smallest_new <= free_cpus
             if pending and could_start:
                 do_backfill = interval is not None and now - last_backfill >= interval

@@ -86,3 +86,16 @@ def test_a_batch_gives_the_same_answers_as_one_job_at_a_time() -> None:
     jobs = [job(70_000 + i, f"u{i % 20}", ("short", "long")[i % 2], 36_000) for i in range(100)]
     many.prepare(jobs)
     assert [many.predict(j) for j in jobs] == [one.predict(j) for j in jobs]
+
+
+def test_a_saved_model_predicts_the_same_after_loading(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    p = LearnedPredictor(min_train=200, retrain_every=200)
+    feed(p, 600)
+    p.save(tmp_path / "learned.json")
+    q = LearnedPredictor()
+    assert q.load(tmp_path / "learned.json")
+    q.history = p.history  # the history is rebuilt from accounting on a real restart
+    j = job(80_001, "u2", "long", 36_000)
+    assert q.predict(j) == p.predict(j)
+    assert q.model_version == p.model_version
+    assert not LearnedPredictor().load(tmp_path / "missing.json")
