@@ -10,7 +10,16 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from hal import __version__
-from hal.api import errors, routes_agent, routes_events, routes_htc, routes_jobs, routes_nodes
+from hal.api import (
+    errors,
+    routes_agent,
+    routes_events,
+    routes_htc,
+    routes_jobs,
+    routes_nodes,
+    routes_predict,
+    routes_priority,
+)
 from hal.api.context import ServerContext
 
 
@@ -45,7 +54,15 @@ def create_app(
         return {"status": "ok", "version": __version__, "revision": ctx.cluster.revision}
 
     _document_fast_bodies(app)
-    for module in (routes_jobs, routes_nodes, routes_agent, routes_events, routes_htc):
+    for module in (
+        routes_jobs,
+        routes_nodes,
+        routes_agent,
+        routes_events,
+        routes_htc,
+        routes_predict,
+        routes_priority,
+    ):
         app.include_router(module.router)
     return app
 

@@ -11,7 +11,17 @@ import sys
 
 from hal.core.errors import HalError
 
-SLURM_COMMANDS = ("sbatch", "squeue", "scancel", "sinfo", "sacct", "scontrol", "srun")
+SLURM_COMMANDS = (
+    "sbatch",
+    "squeue",
+    "scancel",
+    "sinfo",
+    "sacct",
+    "scontrol",
+    "srun",
+    "sprio",
+    "sshare",
+)
 EXIT_CODES = {
     "invalid_request": 2,
     "unsupported_option": 2,
@@ -29,12 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     # uses none, and a short-lived command should not pay for that scan.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "prio":  # `hal prio`: sprio under its short name
+        args[0] = "sprio"
     if args and args[0] in SLURM_COMMANDS:
         from hal.compat.commands import run
 
         return run(args[0], args[1:])
-    if args and args[0] == "prio":
-        args[0] = "sprio"
     from hal.cli.parser import build_parser
 
     parser = build_parser()

@@ -30,6 +30,8 @@ COMMANDS: dict[str, str] = {
     "sacct": "hal.compat.sacct:sacct",
     "scontrol": "hal.compat.scontrol:scontrol",
     "srun": "hal.compat.srun:srun",
+    "sprio": "hal.compat.sprio:sprio",
+    "sshare": "hal.compat.sshare:sshare",
 }
 
 

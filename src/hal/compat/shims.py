@@ -17,7 +17,17 @@ from pathlib import Path
 
 from hal.core.errors import Conflict
 
-SHIM_COMMANDS = ("sbatch", "squeue", "scancel", "sinfo", "sacct", "scontrol", "srun")
+SHIM_COMMANDS = (
+    "sbatch",
+    "squeue",
+    "scancel",
+    "sinfo",
+    "sacct",
+    "scontrol",
+    "srun",
+    "sprio",
+    "sshare",
+)
 MARKER = "# hal-slurm-shim"  # identifies files we wrote, so reinstalling may replace them
 
 

@@ -211,6 +211,9 @@ class Job:
     array_max_running: int = 0
     restarts: int = 0
     held_by_admin: bool = False
+    # an administrator set ``priority`` (``scontrol update Priority=``): it is kept, not
+    # recalculated by multifactor priority (Slurm's semantics)
+    priority_fixed: bool = False
     expected_start: float | None = None
     cancelled_by: str | None = None
     launched: bool = False  # the agent confirmed the batch script started

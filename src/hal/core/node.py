@@ -42,6 +42,9 @@ class Partition:
     max_nodes: int = 0  # 0 → unlimited
     priority_tier: int = 1
     up: bool = True
+    # PriorityJobFactor: the partition factor of multifactor priority (job factor /
+    # the largest of all partitions)
+    priority_job_factor: int = 1
 
     def contains(self, node_name: str) -> bool:
         return not self.nodes or node_name in self.nodes

@@ -121,6 +121,7 @@ def job_to_row(job: Job, script_id: int) -> dict[str, Any]:
         "exit_signal": job.exit_signal,
         "restarts": job.restarts,
         "held_by_admin": job.held_by_admin,
+        "priority_fixed": job.priority_fixed,
         "cancelled_by": job.cancelled_by,
         "allocation": allocation_to_json(job.allocation),
         "spec": spec_to_json(job.spec),
@@ -151,6 +152,7 @@ def job_from_row(row: Any, script: str) -> Job:
         array_max_running=int(row.array_max_running),
         restarts=int(row.restarts),
         held_by_admin=bool(row.held_by_admin),
+        priority_fixed=bool(row.priority_fixed),
         cancelled_by=row.cancelled_by,
         launched=bool(row.launched),
         extra={

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, insert, inspect, select, text, update
 
 from hal.state import schema
 
@@ -24,7 +24,17 @@ def _v1_initial(conn: Connection) -> None:
     conn.execute(insert(schema.meta).values(key="next_job_id", value=1))
 
 
-STEPS: tuple[Step, ...] = (_v1_initial,)
+def _v2_priority_fixed(conn: Connection) -> None:
+    # jobs.priority_fixed: an administrator set the priority (multifactor leaves it). A
+    # database created by this release already has it (v1 creates the current table).
+    columns = {c["name"] for c in inspect(conn).get_columns("jobs")}
+    if "priority_fixed" not in columns:
+        conn.execute(
+            text("ALTER TABLE jobs ADD COLUMN priority_fixed BOOLEAN NOT NULL DEFAULT FALSE")
+        )
+
+
+STEPS: tuple[Step, ...] = (_v1_initial, _v2_priority_fixed)
 
 
 def migrate(conn: Connection) -> int:

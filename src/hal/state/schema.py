@@ -13,6 +13,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    false,
 )
 
 metadata = MetaData()
@@ -45,6 +46,7 @@ jobs = Table(
     Column("exit_signal", Integer, nullable=False, default=0),
     Column("restarts", Integer, nullable=False, default=0),
     Column("held_by_admin", Boolean, nullable=False, default=False),
+    Column("priority_fixed", Boolean, nullable=False, default=False, server_default=false()),
     Column("cancelled_by", String(256), nullable=True),
     Column("allocation", Text, nullable=True),  # JSON
     Column("spec", Text, nullable=False),  # JSON of JobSpec without the script

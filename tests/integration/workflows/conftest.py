@@ -35,11 +35,11 @@ def hal_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
 
 
 # Slurm client commands HAL does not provide. Tools probe some of them (Snakemake's
-# plugin runs `sacctmgr`/`sshare` to check accounts); on this machine they would be the
-# real Slurm's, so each is replaced by a stub that fails.
+# plugin runs `sacctmgr`, then `sshare -U --format ...`, to check accounts: HAL's sshare
+# refuses those options, so the plugin sees the same failure as from a stub); on this
+# machine they would be the real Slurm's, so each is replaced by a stub that fails.
 UNSHIMMED_SLURM_COMMANDS = (
-    "sacctmgr", "salloc", "sattach", "sbcast", "sdiag", "sprio", "sreport",
-    "sshare", "sstat", "strigger",
+    "sacctmgr", "salloc", "sattach", "sbcast", "sdiag", "sreport", "sstat", "strigger",
 )  # fmt: skip
 
 

@@ -51,7 +51,10 @@ class PartitionLimits:
     def filter(
         self, ctx: PassContext, state: CycleState, job: Job, request: NodeRequest
     ) -> FilterResult:
-        return FilterResult(ctx.nodes.partition_mask(job.partition))
+        # the message labels the nodes outside the partition in ``hal explain``
+        return FilterResult(
+            ctx.nodes.partition_mask(job.partition), message=f"not in partition {job.partition}"
+        )
 
 
 def new(args: PluginArgs) -> PartitionLimits:

@@ -1,0 +1,159 @@
+"""``hal explain JOB``: everything about why a job waits, in one answer.
+
+Put together from what the server already has — the reason and expected start the last
+pass gave the job, the queue in front of it, its priority factors and fair-share
+standing — plus one read-only dry run of its cycle on the current snapshot
+(``hal.scheduler.framework.explain.diagnose``) for the per-plugin node histogram.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from hal.api.context import ServerContext
+from hal.api.priority import JobPriority, PriorityService
+from hal.core.job import Job
+from hal.core.states import JobState, PendingReason
+from hal.scheduler.framework import Framework, PassContext, Scheduler
+from hal.scheduler.framework.explain import Diagnosis, diagnose
+from hal.scheduler.framework.snapshot import ClusterSnapshot
+from hal.scheduler.plugins.multifactor import DEFAULT_QOS, ShareRow
+from hal.wire.priority import ExplainInfo, FactorValues, JobPriorityInfo, NodeRejection, ShareInfo
+
+AHEAD_SHOWN = 5
+
+
+def priority_info(p: JobPriority) -> JobPriorityInfo:
+    job, f, w = p.job, p.factors, p.weighted
+    return JobPriorityInfo(
+        job_id=job.id,
+        display_id=job.display_id,
+        user=job.spec.user,
+        account=p.account,
+        partition=job.partition,
+        qos=job.spec.qos or DEFAULT_QOS,
+        priority=p.priority,
+        fixed=job.priority_fixed,
+        nice=job.spec.nice,
+        weighted=FactorValues(
+            site=w.site,
+            age=w.age,
+            fairshare=w.fairshare,
+            job_size=w.job_size,
+            partition=w.partition,
+            qos=w.qos,
+        ),
+        normalized=FactorValues(
+            site=f.site,
+            age=f.age,
+            fairshare=f.fairshare,
+            job_size=f.job_size,
+            partition=f.partition,
+            qos=f.qos,
+        ),
+    )
+
+
+def share_info(row: ShareRow) -> ShareInfo:
+    return ShareInfo(
+        account=row.account,
+        user=row.user,
+        parent=row.parent,
+        depth=row.depth,
+        raw_shares=row.raw_shares,
+        norm_shares=row.norm_shares,
+        raw_usage=row.raw_usage,
+        norm_usage=row.norm_usage,
+        effective_usage=row.effective_usage,
+        fairshare=row.fairshare,
+    )
+
+
+def _queue_ahead(scheduler: Scheduler, snap: ClusterSnapshot, job: Job) -> list[Job]:
+    """The pending jobs the pass tries before ``job`` in its partition (queue order)."""
+    key = scheduler.profile.queue_sort.sort_key
+    mine = (key(job), job.id)
+    return [
+        j
+        for j in scheduler.framework.sort(p for p in snap.pending if p.partition == job.partition)
+        if j.id != job.id and (key(j), j.id) < mine
+    ]
+
+
+def _detail(job: Job, diag: Diagnosis | None, ahead: list[Job]) -> str:
+    if job.state is not JobState.PENDING:
+        return f"job is {job.state.value}, not pending"
+    reason = job.reason
+    if job.spec.hold or job.held_by_admin:
+        who = "an administrator" if job.held_by_admin else "its owner"
+        return f"held by {who}; release it with scontrol release {job.display_id}"
+    if diag is not None and diag.stopped_at_pre_filter:
+        st = diag.status
+        return f"{st.reason.value}: {st.message or 'refused by ' + st.plugin}"
+    if reason is PendingReason.PRIORITY:
+        first = ", ".join(j.display_id for j in ahead[:AHEAD_SHOWN])
+        return (
+            f"{len(ahead)} job(s) ahead in partition {job.partition} (first: {first}); "
+            "it starts when they have started or when backfill finds a hole it fits"
+            if ahead
+            else f"waiting behind a job of partition {job.partition} that cannot start"
+        )
+    if diag is not None and reason is PendingReason.RESOURCES:
+        return f"not enough free resources: {diag.summary()}"
+    if diag is not None and diag.status.is_success:
+        return "it fits now; the next scheduling pass should start it"
+    return reason.value
+
+
+def _diagnose(scheduler: Scheduler, snap: ClusterSnapshot, job: Job) -> Diagnosis:
+    # Own Framework: the scheduler's worker thread may be running a pass with its own.
+    framework = Framework(scheduler.profile)
+    return diagnose(framework, PassContext.from_snapshot(snap), job)
+
+
+async def explain(ctx: ServerContext, priority: PriorityService | None, ident: str) -> ExplainInfo:
+    cluster = ctx.cluster
+    job = cluster.resolve(ident)[0]
+    scheduler: Scheduler = ctx.scheduler
+    diag: Diagnosis | None = None
+    ahead: list[Job] = []
+    earliest: float | None = None
+    if job.state is JobState.PENDING:
+        snap = cluster.snapshot()
+        loop = asyncio.get_running_loop()
+        diag = await loop.run_in_executor(None, _diagnose, scheduler, snap, job)
+        ahead = _queue_ahead(scheduler, snap, job)
+        if job.expected_start is None and not diag.stopped_at_pre_filter:
+            found = await loop.run_in_executor(None, scheduler.will_run, snap, job)
+            earliest = getattr(found, "start_time", None)
+    prio = priority.evaluate(job) if priority is not None and priority.enabled else None
+    share: ShareRow | None = None
+    if priority is not None:
+        account, user = priority.assoc(job)
+        priority.shares()
+        share = priority.standing.row(account, user)
+    blocking = ""
+    if diag is not None and not diag.status.is_success:
+        blocking = diag.status.plugin
+    return ExplainInfo(
+        job_id=job.id,
+        display_id=job.display_id,
+        state=job.state.value,
+        reason=job.reason.value,
+        detail=_detail(job, diag, ahead),
+        blocking_plugin=blocking,
+        nodes_total=diag.nodes_total if diag else 0,
+        nodes_available=diag.nodes_available if diag else 0,
+        nodes_needed=diag.nodes_needed if diag else 0,
+        rejections=[
+            NodeRejection(plugin=p, reason=label, nodes=n)
+            for p, label, n in (diag.rejections if diag else ())
+        ],
+        summary=diag.summary() if diag else "",
+        jobs_ahead=len(ahead),
+        ahead_ids=[j.display_id for j in ahead[:AHEAD_SHOWN]],
+        priority=priority_info(prio) if prio is not None else None,
+        fairshare=share_info(share) if share is not None else None,
+        expected_start=job.expected_start,
+        earliest_start=earliest,
+    )

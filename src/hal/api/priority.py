@@ -1,0 +1,200 @@
+"""``PriorityService``: the server's multifactor priorities and fair-share usage.
+
+Priority is computed here, outside the scheduling pass (docs/adr/0006-priority.md): the
+pass only sorts by ``job.priority``. The service
+
+* **at start-up** rebuilds the decayed usage of every association from accounting: the
+  runs that ended within 40 half-lives (older ones weigh less than 2^-40) are read from
+  the store in pages and charged (``UsageLedger`` has a closed form, so the result is the
+  same number it would have reached incrementally); jobs still running are charged live;
+* **on every committed job change** (``Cluster.on_jobs_changed``) charges runs that
+  ended, starts charging runs that started, and gives new, requeued or updated pending
+  jobs their priority at once, so a job is never scheduled with the submit-time
+  placeholder;
+* **every ``calc_period``** (Slurm's PriorityCalcPeriod) recomputes the fair-share
+  standing and the priority of every pending job (age grows, usage decays).
+
+Priorities live in the mirror only (like pending reasons): they are recomputed from the
+same inputs after a restart. A job whose priority an administrator set
+(``priority_fixed``) keeps it. Without ``[priority]`` in the config, priorities are left
+as given at submit (basic); usage and ``sshare`` work either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from hal.core.job import Job
+from hal.core.priority import PriorityPolicy
+from hal.core.states import JobState
+from hal.scheduler.plugins.multifactor import (
+    Assoc,
+    Factors,
+    MultifactorPriority,
+    ShareRow,
+    ShareTree,
+    Standing,
+    UsageLedger,
+    Weighted,
+    billing_rate,
+)
+from hal.state.cluster import Cluster
+
+log = logging.getLogger("hal.priority")
+HISTORY_PAGE = 5_000
+HISTORY_HALF_LIVES = 40
+
+
+@dataclass(frozen=True, slots=True)
+class JobPriority:
+    """One pending job's priority and where it comes from (a line of ``sprio``)."""
+
+    job: Job
+    account: str
+    factors: Factors
+    weighted: Weighted
+
+    @property
+    def priority(self) -> int:
+        """What the queue is sorted by: the job's own number (an administrator's, or
+        the last calculation's), not a fresh sum."""
+        return self.job.priority
+
+
+class PriorityService:
+    def __init__(self, cluster: Cluster, policy: PriorityPolicy) -> None:
+        self.cluster = cluster
+        self.policy = policy
+        self.tree = ShareTree(policy.accounts, policy.users)
+        self.calculator = MultifactorPriority(policy, tuple(cluster.partitions.values()))
+        self.ledger = UsageLedger(policy.decay_half_life_s)
+        self.standing: Standing = self.tree.standing({})
+        self._running: dict[int, tuple[Assoc, float, float]] = {}  # id → (assoc, rate, start)
+        cluster.on_jobs_changed(self._on_jobs)
+
+    @property
+    def enabled(self) -> bool:
+        return self.policy.enabled
+
+    def assoc(self, job: Job) -> Assoc:
+        return (self.tree.account_for(job.spec.user, job.spec.account), job.spec.user)
+
+    # -- lifecycle ----------------------------------------------------------------------
+    async def start(self) -> None:
+        """After ``cluster.load()``: charge the accounting history, then calculate."""
+        now = self.cluster.clock.now()
+        half_life = self.policy.decay_half_life_s
+        cutoff = now - HISTORY_HALF_LIVES * half_life if half_life > 0 else None
+        store = self.cluster.store
+        before: tuple[float, int] | None = None
+        while True:
+            page = await self.cluster.db(store.finished_runs, HISTORY_PAGE, before)
+            for job in page:
+                if job.start_time is None or job.end_time is None:
+                    continue
+                rate = billing_rate(job, self.policy.usage_gpu_weight)
+                self.ledger.record(self.assoc(job), rate, job.start_time, job.end_time)
+            if len(page) < HISTORY_PAGE:
+                break
+            last = page[-1]
+            before = (last.end_time or 0.0, last.id)
+            if cutoff is not None and before[0] < cutoff:
+                break
+        for job in self.cluster.unfinished.values():
+            self._track(job)
+        self.recalculate()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Recalculate every ``calc_period`` until ``stop`` is set."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.policy.calc_period_s)
+            if stop.is_set():
+                break
+            try:
+                self.recalculate()
+            except Exception:
+                log.exception("priority calculation failed")
+
+    # -- calculation --------------------------------------------------------------------
+    def usage(self, now: float) -> Mapping[Assoc, float]:
+        return self.ledger.totals(now, self._running.values())
+
+    def recalculate(self) -> None:
+        """Fresh fair-share standing; fresh priorities for every pending job."""
+        now = self.cluster.clock.now()
+        pending = [j for j in self.cluster.unfinished.values() if j.state is JobState.PENDING]
+        self.standing = self.tree.standing(self.usage(now), {self.assoc(j) for j in pending})
+        if self.enabled:
+            self._assign(pending, now)
+
+    def _cluster_size(self) -> tuple[int, int]:
+        nodes = self.cluster.nodes.values()
+        return len(nodes), sum(n.resources.cpus for n in nodes)
+
+    def evaluate(self, job: Job, now: float | None = None) -> JobPriority:
+        """The factors of ``job`` now, with the current fair-share standing."""
+        when = self.cluster.clock.now() if now is None else now
+        account, user = self.assoc(job)
+        factors = self.calculator.factors(
+            job, when, self.standing.factor(account, user), self._cluster_size()
+        )
+        return JobPriority(job, account, factors, self.calculator.weigh(factors))
+
+    def _assign(self, jobs: Iterable[Job], now: float) -> None:
+        mirror, unfinished = self.cluster.jobs, self.cluster.unfinished
+        size = self._cluster_size()
+        for job in jobs:
+            current = mirror.get(job.id)
+            if current is None or current.state is not JobState.PENDING:
+                continue
+            if current.priority_fixed:
+                continue
+            account, user = self.assoc(current)
+            factors = self.calculator.factors(
+                current, now, self.standing.factor(account, user), size
+            )
+            value = self.calculator.weigh(factors).priority
+            if value != current.priority:
+                mirror[job.id] = unfinished[job.id] = current.evolve(priority=value)
+
+    # -- bookkeeping ----------------------------------------------------------------------
+    def _track(self, job: Job) -> None:
+        if job.state.is_active and job.start_time is not None and job.id not in self._running:
+            rate = billing_rate(job, self.policy.usage_gpu_weight)
+            self._running[job.id] = (self.assoc(job), rate, job.start_time)
+
+    def _on_jobs(self, jobs: Sequence[Job]) -> None:
+        now = self.cluster.clock.now()
+        pending: list[Job] = []
+        for job in jobs:
+            if job.state.is_active:
+                self._track(job)
+                continue
+            charged = self._running.pop(job.id, None)
+            if charged is not None:
+                assoc, rate, start = charged
+                # a requeued run has lost its end time: it ended now
+                end = job.end_time if job.end_time is not None else now
+                self.ledger.record(assoc, rate, start, end)
+            if job.state is JobState.PENDING:
+                pending.append(job)
+        if pending and self.enabled:
+            self._assign(pending, now)
+
+    # -- views ----------------------------------------------------------------------------
+    def pending(self) -> list[JobPriority]:
+        jobs = [j for j in self.cluster.unfinished.values() if j.state is JobState.PENDING]
+        now = self.cluster.clock.now()
+        return [self.evaluate(j, now) for j in sorted(jobs, key=lambda j: j.id)]
+
+    def shares(self) -> tuple[ShareRow, ...]:
+        """The fair-share standing as of now (recomputed: usage moves continuously)."""
+        now = self.cluster.clock.now()
+        pending = [j for j in self.cluster.unfinished.values() if j.state is JobState.PENDING]
+        self.standing = self.tree.standing(self.usage(now), {self.assoc(j) for j in pending})
+        return self.standing.rows

@@ -1,0 +1,111 @@
+"""``/v1/priority`` (sprio), ``/v1/shares`` (sshare), ``/v1/jobs/{id}/explain``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+
+from hal.api.context import ServerContext, caller_dep, context_dep
+from hal.api.explain import explain, priority_info, share_info
+from hal.api.priority import PriorityService
+from hal.core.errors import Conflict, NotFound
+from hal.state.cluster import Caller
+from hal.wire.priority import (
+    BASIC,
+    MULTIFACTOR,
+    ExplainInfo,
+    PriorityList,
+    PriorityWeightsInfo,
+    ShareList,
+)
+
+router = APIRouter(prefix="/v1", tags=["priority"])
+Ctx = Annotated[ServerContext, Depends(context_dep)]
+Who = Annotated[Caller, Depends(caller_dep)]
+
+
+def _service(request: Request) -> PriorityService:
+    found: PriorityService | None = getattr(request.app.state, "priority", None)
+    if found is None:
+        raise NotFound("this server does not run the priority service")
+    return found
+
+
+Service = Annotated[PriorityService, Depends(_service)]
+
+
+def _split(text: str | None) -> set[str]:
+    return {t.strip() for t in (text or "").split(",") if t.strip()}
+
+
+@router.get("/priority", response_model=PriorityList)
+async def priorities(
+    service: Service,
+    _caller: Who,
+    user: str | None = None,
+    id: str | None = None,
+    partition: str | None = None,
+) -> PriorityList:
+    """Every pending job's priority factors (``sprio``), filtered by user, job id
+    (plain ids or array ids) and partition."""
+    if not service.enabled:
+        raise Conflict(
+            f"You are not running a supported priority plugin ({BASIC}); add a [priority] "
+            f"table to hal.toml for {MULTIFACTOR}"
+        )
+    users, ids, parts = _split(user), _split(id), _split(partition)
+    rows = [
+        priority_info(p)
+        for p in service.pending()
+        if (not users or p.job.spec.user in users)
+        and (not parts or p.job.partition in parts)
+        and (
+            not ids
+            or str(p.job.id) in ids
+            or p.job.display_id in ids
+            or str(p.job.array_job_id) in ids
+        )
+    ]
+    policy = service.policy
+    weights = PriorityWeightsInfo(
+        age=policy.weight_age,
+        fairshare=policy.weight_fairshare,
+        job_size=policy.weight_job_size,
+        partition=policy.weight_partition,
+        qos=policy.weight_qos,
+        max_age_seconds=policy.max_age_s,
+        favor_small=policy.favor_small,
+        decay_half_life_seconds=policy.decay_half_life_s,
+        calc_period_seconds=policy.calc_period_s,
+    )
+    return PriorityList(plugin=MULTIFACTOR, weights=weights, jobs=rows)
+
+
+@router.get("/shares", response_model=ShareList)
+async def shares(
+    service: Service, _caller: Who, user: str | None = None, account: str | None = None
+) -> ShareList:
+    """The fair-share tree (``sshare``): every account, and the user associations of
+    ``user`` (all users when not given), under ``account`` when given."""
+    users, accounts = _split(user), _split(account)
+    rows = service.shares()
+    if accounts:
+        keep: set[str] = set()
+        for row in rows:
+            if not row.user and (row.account in accounts or row.parent in keep):
+                keep.add(row.account)
+        rows = tuple(r for r in rows if r.account in keep)
+    if users:
+        rows = tuple(r for r in rows if not r.user or r.user in users)
+    return ShareList(
+        decay_half_life_seconds=service.policy.decay_half_life_s,
+        rows=[share_info(r) for r in rows],
+    )
+
+
+@router.get("/jobs/{job_id}/explain", response_model=ExplainInfo)
+async def explain_job(job_id: str, ctx: Ctx, request: Request, _caller: Who) -> ExplainInfo:
+    """Why the job is pending: reason, node histogram, queue ahead, priority, fair share
+    and expected start."""
+    return await explain(ctx, getattr(request.app.state, "priority", None), job_id)

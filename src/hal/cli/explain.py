@@ -1,0 +1,73 @@
+"""``hal explain JOB``: why a job is pending, in one place (``GET /v1/jobs/{id}/explain``)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import TYPE_CHECKING, Any
+
+from hal.client import HalClient
+
+if TYPE_CHECKING:
+    from hal.wire.priority import ExplainInfo
+
+
+def add_commands(sub: Any) -> None:
+    p = sub.add_parser("explain", help="why is a job pending: reason, nodes, queue, priority")
+    p.add_argument("job_id")
+    p.add_argument("--json", action="store_true", help="the REST object unchanged")
+    p.set_defaults(func=cmd_explain)
+
+
+def _when(t: float | None) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t)) if t else "unknown"
+
+
+def explain_lines(info: ExplainInfo) -> list[str]:
+    lines = [f"job {info.display_id}: {info.state}, reason {info.reason}", f"  why: {info.detail}"]
+    if info.state != "PENDING":
+        return lines
+    if info.nodes_total:
+        lines.append(f"  nodes: {info.summary}")
+        for r in info.rejections:
+            lines.append(f"    {r.nodes:>6}  {r.reason}  [{r.plugin}]")
+    if info.jobs_ahead:
+        first = ", ".join(info.ahead_ids)
+        lines.append(f"  queue: {info.jobs_ahead} job(s) ahead in its partition (first: {first})")
+    else:
+        lines.append("  queue: first in its partition")
+    p = info.priority
+    if p is not None:
+        w = p.weighted
+        fixed = " (set by an administrator)" if p.fixed else ""
+        lines.append(
+            f"  priority: {p.priority}{fixed} = age {w.age:.0f} + fairshare {w.fairshare:.0f}"
+            f" + jobsize {w.job_size:.0f} + partition {w.partition:.0f} + qos {w.qos:.0f}"
+            f" - nice {p.nice}"
+        )
+    s = info.fairshare
+    if s is not None:
+        lines.append(
+            f"  fair share: {s.user or '-'} in account {s.account}: factor {s.fairshare:.6f}"
+            f" (norm shares {s.norm_shares:.6f}, effective usage {s.effective_usage:.6f})"
+        )
+    if info.expected_start is not None:
+        lines.append(f"  expected start: {_when(info.expected_start)} (backfill plan)")
+    elif info.earliest_start is not None:
+        lines.append(
+            f"  earliest start: {_when(info.earliest_start)} (ignoring the jobs queued ahead)"
+        )
+    else:
+        lines.append("  expected start: unknown")
+    return lines
+
+
+def cmd_explain(ns: argparse.Namespace) -> int:
+    with HalClient() as hal:
+        info = hal.explain(ns.job_id)
+    if ns.json:
+        print(info.model_dump_json(indent=2))
+        return 0
+    for line in explain_lines(info):
+        print(line)
+    return 0

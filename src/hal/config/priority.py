@@ -1,0 +1,186 @@
+"""``[priority]``, ``[[accounts]]``, ``[[users]]`` and ``[[qos]]`` of ``hal.toml``.
+
+Example (Slurm's ``PriorityWeight*`` names in snake_case; times as Slurm writes them or
+seconds)::
+
+    [priority]                     # present: multifactor; absent: basic (FIFO)
+    weight_age = 1000              # PriorityWeightAge
+    weight_fairshare = 10000       # PriorityWeightFairshare
+    weight_job_size = 100          # PriorityWeightJobSize
+    weight_partition = 1000        # PriorityWeightPartition (PriorityJobFactor)
+    weight_qos = 1000              # PriorityWeightQOS
+    max_age = "7-0"                # PriorityMaxAge
+    favor_small = false            # PriorityFavorSmall
+    decay_half_life = "7-0"        # PriorityDecayHalfLife ("0": usage never decays)
+    calc_period = 60               # PriorityCalcPeriod, seconds
+    usage_gpu_weight = 0           # a GPU-second counts as this many CPU-seconds
+
+    [[accounts]]
+    name = "physics"               # parent defaults to "root"
+    fairshare = 2
+    [[accounts]]
+    name = "lattice"
+    parent = "physics"
+
+    [[users]]
+    name = "alice"
+    default_account = "lattice"
+    accounts = ["lattice", "physics"]   # optional: more associations
+    fairshare = 1
+
+    [[qos]]
+    name = "high"
+    priority = 100
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hal.core.errors import InvalidRequest
+from hal.core.priority import Account, PriorityPolicy, Qos, UserAccount
+
+PRIORITY_KEYS = ("priority", "accounts", "users", "qos")
+_WEIGHTS = ("weight_age", "weight_fairshare", "weight_job_size", "weight_partition", "weight_qos")
+_DURATIONS = {"max_age": "max_age_s", "decay_half_life": "decay_half_life_s"}
+_NUMBERS = {"calc_period": "calc_period_s", "usage_gpu_weight": "usage_gpu_weight"}
+_KEYS = {*_WEIGHTS, *_DURATIONS, *_NUMBERS, "favor_small"}
+
+
+def _fail(source: str, field: str, message: str) -> InvalidRequest:
+    return InvalidRequest(f"{source}: {field}: {message}", field=field)
+
+
+def _duration(value: Any, source: str, field: str) -> float:
+    from hal.core.slurm_syntax import parse_time_limit
+
+    if isinstance(value, bool):
+        raise _fail(source, field, 'must be a duration like "7-0" or a number of seconds')
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        try:
+            seconds = float(parse_time_limit(str(value)))
+        except (ValueError, InvalidRequest) as err:
+            raise _fail(source, field, f"{value!r} is not a duration") from err
+    if seconds < 0:
+        raise _fail(source, field, "must not be negative")
+    return seconds
+
+
+def priority_from_dict(raw: dict[str, Any], source: str = "config") -> PriorityPolicy:
+    """The priority policy of a parsed config file (``{}``: basic priority)."""
+    table = raw.get("priority")
+    kwargs: dict[str, Any] = {}
+    if table is not None:
+        if not isinstance(table, dict):
+            raise _fail(source, "priority", "[priority] must be a table")
+        unknown = set(table) - _KEYS
+        if unknown:
+            name = sorted(unknown)[0]
+            raise _fail(source, f"priority.{name}", f"unknown key; known: {sorted(_KEYS)}")
+        kwargs["enabled"] = True
+        for key in _WEIGHTS:
+            if key in table:
+                value = table[key]
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise _fail(source, f"priority.{key}", "must be a non-negative integer")
+                kwargs[key] = value
+        for key, attr in _DURATIONS.items():
+            if key in table:
+                kwargs[attr] = _duration(table[key], source, f"priority.{key}")
+        if kwargs.get("max_age_s") == 0:
+            raise _fail(source, "priority.max_age", "must be longer than 0")
+        for key, attr in _NUMBERS.items():
+            if key in table:
+                value = table[key]
+                if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                    raise _fail(source, f"priority.{key}", "must be a non-negative number")
+                kwargs[attr] = float(value)
+        if kwargs.get("calc_period_s") == 0:
+            raise _fail(source, "priority.calc_period", "must be longer than 0")
+        if "favor_small" in table:
+            if not isinstance(table["favor_small"], bool):
+                raise _fail(source, "priority.favor_small", "must be true or false")
+            kwargs["favor_small"] = table["favor_small"]
+    kwargs["accounts"] = _accounts(raw.get("accounts", []), source)
+    names = {a.name for a in kwargs["accounts"]}
+    kwargs["users"] = _users(raw.get("users", []), source, names)
+    kwargs["qos"] = _qos(raw.get("qos", []), source)
+    return PriorityPolicy(**kwargs)
+
+
+def _entries(items: Any, source: str, name: str, keys: set[str]) -> list[dict[str, Any]]:
+    if not isinstance(items, list):
+        raise _fail(source, name, f"[[{name}]] must be an array of tables")
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
+            raise _fail(source, f"{name}[{i}].name", "needs a name")
+        unknown = set(item) - keys
+        if unknown:
+            raise _fail(
+                source, f"{name}[{i}].{sorted(unknown)[0]}", f"unknown key; known: {sorted(keys)}"
+            )
+    return items
+
+
+def _shares(item: dict[str, Any], source: str, field: str) -> int:
+    value = item.get("fairshare", 1)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _fail(source, field, "fairshare must be a non-negative integer")
+    return value
+
+
+def _accounts(items: Any, source: str) -> tuple[Account, ...]:
+    out = []
+    for i, item in enumerate(_entries(items, source, "accounts", {"name", "parent", "fairshare"})):
+        parent = item.get("parent", "root")
+        if not isinstance(parent, str) or not parent:
+            raise _fail(source, f"accounts[{i}].parent", "must be an account name")
+        out.append(Account(item["name"], parent, _shares(item, source, f"accounts[{i}].fairshare")))
+    parents = {a.name: a.parent for a in out}
+    if len(parents) != len(out) or "root" in parents:
+        raise _fail(source, "accounts.name", "account names must be unique and not 'root'")
+    for i, acct in enumerate(out):
+        seen = {acct.name}
+        up = acct.parent
+        while up != "root":
+            if up not in parents:
+                raise _fail(source, f"accounts[{i}].parent", f"unknown account {up!r}")
+            if up in seen:
+                raise _fail(source, f"accounts[{i}].parent", f"{acct.name!r} is its own ancestor")
+            seen.add(up)
+            up = parents[up]
+    return tuple(out)
+
+
+def _users(items: Any, source: str, accounts: set[str]) -> tuple[UserAccount, ...]:
+    keys = {"name", "default_account", "accounts", "fairshare"}
+    out: list[UserAccount] = []
+    seen: set[str] = set()
+    for i, item in enumerate(_entries(items, source, "users", keys)):
+        if item["name"] in seen:
+            raise _fail(source, f"users[{i}].name", f"user {item['name']!r} is listed twice")
+        seen.add(item["name"])
+        default = item.get("default_account")
+        if not isinstance(default, str) or default not in accounts | {"root"}:
+            raise _fail(source, f"users[{i}].default_account", "must name one of the [[accounts]]")
+        more = item.get("accounts", [])
+        if not isinstance(more, list) or not all(isinstance(a, str) for a in more):
+            raise _fail(source, f"users[{i}].accounts", "must be a list of account names")
+        shares = _shares(item, source, f"users[{i}].fairshare")
+        for account in dict.fromkeys([default, *more]):
+            if account not in accounts | {"root"}:
+                raise _fail(source, f"users[{i}].accounts", f"unknown account {account!r}")
+            out.append(UserAccount(item["name"], account, shares, default=account == default))
+    return tuple(out)
+
+
+def _qos(items: Any, source: str) -> tuple[Qos, ...]:
+    out = []
+    for i, item in enumerate(_entries(items, source, "qos", {"name", "priority"})):
+        value = item.get("priority", 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise _fail(source, f"qos[{i}].priority", "must be a non-negative integer")
+        out.append(Qos(item["name"], value))
+    return tuple(out)

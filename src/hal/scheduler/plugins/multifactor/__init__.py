@@ -1,0 +1,23 @@
+"""Multifactor priority and classic fair share, as pure calculations. See README.md."""
+
+from hal.scheduler.plugins.multifactor.factors import (
+    DEFAULT_QOS,
+    Factors,
+    MultifactorPriority,
+    Weighted,
+)
+from hal.scheduler.plugins.multifactor.fairshare import ShareRow, ShareTree, Standing
+from hal.scheduler.plugins.multifactor.usage import Assoc, UsageLedger, billing_rate
+
+__all__ = [
+    "DEFAULT_QOS",
+    "Assoc",
+    "Factors",
+    "MultifactorPriority",
+    "ShareRow",
+    "ShareTree",
+    "Standing",
+    "UsageLedger",
+    "Weighted",
+    "billing_rate",
+]

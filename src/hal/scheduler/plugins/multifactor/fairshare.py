@@ -1,0 +1,172 @@
+"""Classic fair share over the account tree (Slurm's ``priority/multifactor`` without
+``FAIR_TREE``).
+
+The tree: ``root`` → accounts (organisation → project → ...) → user associations (a
+user under an account). At every level the siblings (sub-accounts and users alike) split
+their parent's share by their raw shares::
+
+    NormShares(n)   = NormShares(parent) · shares(n) / Σ shares(siblings of n, n included)
+    NormUsage(n)    = RawUsage(subtree of n) / RawUsage(everything)
+    EffectvUsage(n) = NormUsage(n)                                  under root
+                    = NormUsage(n) + (EffectvUsage(parent) − NormUsage(n))
+                                     · shares(n) / Σ shares(siblings)   deeper
+    FairShare(n)    = 2^(−EffectvUsage(n) / NormShares(n))              (0 if no shares)
+
+So an association that used exactly its share gets 0.5, an idle one tends to 1, one that
+used twice its share 0.25; a user also inherits part of the account's over- or
+under-use. These are the numbers ``sshare`` prints.
+
+Users need not be configured: a job's (account, user) pair that the config does not
+name becomes a leaf with 1 share (Slurm would refuse the job without an association;
+HAL charges it instead, so no usage goes unaccounted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from hal.core.priority import ROOT_ACCOUNT, Account, UserAccount
+from hal.scheduler.plugins.multifactor.usage import Assoc
+
+
+@dataclass(frozen=True, slots=True)
+class ShareRow:
+    """One line of ``sshare``: an account (``user == ""``) or a user association."""
+
+    account: str
+    user: str
+    depth: int  # 0 for root
+    parent: str  # the account above ("" for root)
+    raw_shares: int
+    norm_shares: float
+    raw_usage: float
+    norm_usage: float
+    effective_usage: float
+    fairshare: float
+
+
+class ShareTree:
+    """The configured accounts and user associations. Raises ``ValueError`` for an
+    unknown parent, a cycle or a duplicate (the config layer reports it with the field)."""
+
+    def __init__(self, accounts: Sequence[Account] = (), users: Sequence[UserAccount] = ()):
+        self.accounts: dict[str, Account] = {ROOT_ACCOUNT: Account(ROOT_ACCOUNT, "", 1)}
+        for acct in accounts:
+            if acct.name in self.accounts:
+                raise ValueError(f"account {acct.name!r} is defined twice")
+            self.accounts[acct.name] = acct
+        for acct in accounts:
+            if acct.parent not in self.accounts:
+                raise ValueError(f"account {acct.name!r} has an unknown parent {acct.parent!r}")
+            seen = {acct.name}
+            up = acct.parent
+            while up != ROOT_ACCOUNT:
+                if up in seen:
+                    raise ValueError(f"account {acct.name!r} is its own ancestor")
+                seen.add(up)
+                up = self.accounts[up].parent
+        self.users: dict[Assoc, UserAccount] = {}
+        self.defaults: dict[str, str] = {}
+        for ua in users:
+            if ua.account not in self.accounts:
+                raise ValueError(f"user {ua.user!r} is in an unknown account {ua.account!r}")
+            key = (ua.account, ua.user)
+            if key in self.users:
+                raise ValueError(f"user {ua.user!r} is in account {ua.account!r} twice")
+            self.users[key] = ua
+            if ua.default or ua.user not in self.defaults:
+                self.defaults[ua.user] = ua.account
+
+    def account_for(self, user: str, requested: str | None) -> str:
+        """The account a job of ``user`` is charged to: the one it asked for when it
+        exists, else the user's default account, else ``root``."""
+        if requested and requested in self.accounts:
+            return requested
+        return self.defaults.get(user, ROOT_ACCOUNT)
+
+    def standing(self, usage: Mapping[Assoc, float], extra: Iterable[Assoc] = ()) -> Standing:
+        """Every association's shares, usage and fair-share factor for ``usage``;
+        ``extra`` adds (unconfigured) associations that have no usage yet."""
+        leaves: dict[Assoc, int] = {k: ua.shares for k, ua in self.users.items()}
+        for key in (*usage, *extra):
+            if key[0] in self.accounts:  # ``account_for`` never gives an unknown one
+                leaves.setdefault(key, 1)
+        sub: dict[str, list[str]] = {a: [] for a in self.accounts}
+        for acct in self.accounts.values():
+            if acct.name != ROOT_ACCOUNT:
+                sub[acct.parent].append(acct.name)
+        members: dict[str, list[str]] = {a: [] for a in self.accounts}
+        for account, user in leaves:
+            members[account].append(user)
+
+        account_usage: dict[str, float] = {}
+
+        def subtree_usage(name: str) -> float:
+            total = sum(usage.get((name, u), 0.0) for u in members[name])
+            total += sum(subtree_usage(child) for child in sub[name])
+            account_usage[name] = total
+            return total
+
+        grand = subtree_usage(ROOT_ACCOUNT)
+        rows: list[ShareRow] = []
+
+        def visit(name: str, depth: int, norm_shares: float, effective: float) -> None:
+            kids_users = sorted(members[name])
+            kids_accounts = sorted(sub[name])
+            level = sum(leaves[(name, u)] for u in kids_users) + sum(
+                self.accounts[a].shares for a in kids_accounts
+            )
+            children: list[tuple[str, str, int, float]] = [
+                (name, u, leaves[(name, u)], usage.get((name, u), 0.0)) for u in kids_users
+            ] + [(a, "", self.accounts[a].shares, account_usage[a]) for a in kids_accounts]
+            for account, user, shares, raw in children:
+                fraction = shares / level if level > 0 else 0.0
+                child_shares = norm_shares * fraction
+                norm_usage = raw / grand if grand > 0 else 0.0
+                if name == ROOT_ACCOUNT:
+                    child_effective = norm_usage
+                else:
+                    child_effective = norm_usage + (effective - norm_usage) * fraction
+                factor = 2.0 ** (-child_effective / child_shares) if child_shares > 0 else 0.0
+                rows.append(
+                    ShareRow(
+                        account=account,
+                        user=user,
+                        depth=depth + 1,
+                        parent=name,
+                        raw_shares=shares,
+                        norm_shares=child_shares,
+                        raw_usage=raw,
+                        norm_usage=norm_usage,
+                        effective_usage=child_effective,
+                        fairshare=factor,
+                    )
+                )
+                if not user:
+                    visit(account, depth + 1, child_shares, child_effective)
+
+        root = ShareRow(ROOT_ACCOUNT, "", 0, "", 0, 1.0, grand, 1.0, 1.0, 1.0)
+        rows.append(root)
+        visit(ROOT_ACCOUNT, 0, 1.0, 1.0)
+        return Standing(tuple(rows))
+
+
+class Standing:
+    """The fair-share picture at one moment, in ``sshare`` order (depth first, users
+    before sub-accounts, each by name)."""
+
+    __slots__ = ("_by_key", "rows")
+
+    def __init__(self, rows: tuple[ShareRow, ...]) -> None:
+        self.rows = rows
+        self._by_key = {(r.account, r.user): r for r in rows}
+
+    def row(self, account: str, user: str = "") -> ShareRow | None:
+        return self._by_key.get((account, user))
+
+    def factor(self, account: str, user: str) -> float:
+        """The fair-share factor of ``user`` in ``account`` (1.0 if unknown: a newcomer
+        has used nothing)."""
+        row = self.row(account, user)
+        return row.fairshare if row is not None else 1.0

@@ -1,0 +1,101 @@
+"""REST schemas of ``/v1/priority`` (sprio), ``/v1/shares`` (sshare) and
+``/v1/jobs/{id}/explain`` (hal explain)."""
+
+from __future__ import annotations
+
+from hal.wire.base import WireModel
+
+MULTIFACTOR = "priority/multifactor"
+BASIC = "priority/basic"
+
+
+class FactorValues(WireModel):
+    """The priority factors of one job: normalised (each in [0, 1]) or weighted."""
+
+    site: float = 0.0
+    age: float = 0.0
+    fairshare: float = 0.0
+    job_size: float = 0.0
+    partition: float = 0.0
+    qos: float = 0.0
+
+
+class JobPriorityInfo(WireModel):
+    job_id: int
+    display_id: str
+    user: str
+    account: str
+    partition: str
+    qos: str
+    priority: int  # what the queue is sorted by
+    fixed: bool  # set by an administrator: kept, not recalculated
+    nice: int
+    weighted: FactorValues
+    normalized: FactorValues
+
+
+class PriorityWeightsInfo(WireModel):
+    age: int
+    fairshare: int
+    job_size: int
+    partition: int
+    qos: int
+    max_age_seconds: float
+    favor_small: bool
+    decay_half_life_seconds: float
+    calc_period_seconds: float
+
+
+class PriorityList(WireModel):
+    plugin: str  # priority/multifactor or priority/basic
+    weights: PriorityWeightsInfo
+    jobs: list[JobPriorityInfo]
+
+
+class ShareInfo(WireModel):
+    """One association (``user == ""``: an account) as ``sshare`` shows it."""
+
+    account: str
+    user: str
+    parent: str
+    depth: int
+    raw_shares: int
+    norm_shares: float
+    raw_usage: float  # decayed billing-seconds (CPU-seconds + weighted GPU-seconds)
+    norm_usage: float
+    effective_usage: float
+    fairshare: float
+
+
+class ShareList(WireModel):
+    decay_half_life_seconds: float
+    rows: list[ShareInfo]
+
+
+class NodeRejection(WireModel):
+    """Nodes a Filter plugin turned away for the job (each node is counted once, for the
+    first plugin in profile order that rejected it)."""
+
+    plugin: str
+    reason: str  # e.g. "insufficient gpu", "Resources", a plugin's message
+    nodes: int
+
+
+class ExplainInfo(WireModel):
+    job_id: int
+    display_id: str
+    state: str
+    reason: str  # the pending reason (Slurm's name)
+    detail: str  # one line saying why, in words
+    blocking_plugin: str  # "" when nothing blocks it now
+    nodes_total: int
+    nodes_available: int  # nodes that would take the job now
+    nodes_needed: int
+    rejections: list[NodeRejection]
+    summary: str  # "0/512 nodes available: 384 insufficient gpu, 128 not in partition"
+    jobs_ahead: int  # pending jobs before it in its partition's queue
+    ahead_ids: list[str]  # the first few of them, in queue order
+    priority: JobPriorityInfo | None
+    fairshare: ShareInfo | None
+    expected_start: float | None  # from the backfill planner (squeue --start)
+    earliest_start: float | None  # will-run estimate ignoring other pending jobs
