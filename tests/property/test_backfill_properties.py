@@ -33,7 +33,7 @@ SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[Heal
 
 
 def scheduler(mode: str) -> Scheduler:
-    prof = default_profile()
+    prof = default_profile(backfill=False)
     prof["plugins"].append("backfill")  # type: ignore[union-attr]
     prof["plugin_args"]["backfill"] = {  # type: ignore[index]
         "mode": mode, "resolution_s": 1, "window_s": 0, "max_job_test": 0,

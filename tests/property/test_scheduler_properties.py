@@ -4,7 +4,8 @@ Nothing here checks *where* a job goes; only what must hold for every plan: no n
 over-committed on any resource or GPU id, placements land on UP nodes of the job's
 partition with a legal node count, exclusive jobs are alone, the same snapshot gives the
 same plan, and (without backfill) no job starts ahead of a higher-priority job of its
-partition that waits for resources.
+partition that waits for resources. ``SCHED`` is the server's default profile (with
+backfill); ``FCFS`` the main pass alone.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from hal.core.node import Node, Partition
 from hal.core.resources import GiB, ResourceVector
 from hal.core.states import JobState, NodeState, PendingReason
 from hal.scheduler.framework import ClusterSnapshot, Scheduler
-from hal.scheduler.plugins import build_scheduler
+from hal.scheduler.plugins import build_scheduler, default_profile
 from hal.testing import make_job
 
 SCHED: Scheduler = build_scheduler()
+FCFS: Scheduler = build_scheduler(default_profile(backfill=False))
 PARTS = ("p1", "p2")
 
 
@@ -188,10 +190,10 @@ def test_same_snapshot_same_plan(snap: ClusterSnapshot) -> None:
 @SETTINGS
 @given(snapshots())
 def test_priority_order_within_a_partition(snap: ClusterSnapshot) -> None:
-    """No job starts while a job ahead of it in its partition waits for Resources or
-    Priority (there is no backfill yet)."""
-    result = SCHED.run_pass(snap)
-    order = SCHED.framework.sort(snap.pending)
+    """Without backfill, no job starts while a job ahead of it in its partition waits for
+    Resources or Priority (backfill's own properties: test_backfill_properties.py)."""
+    result = FCFS.run_pass(snap)
+    order = FCFS.framework.sort(snap.pending)
     waiting_ahead: set[str] = set()
     for job in order:
         st = result.statuses[job.id]

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from fastapi import Header, Request
 
 from hal.api.auth import TokenCache
+from hal.api.predictions import PredictionService
 from hal.config.model import HalConfig
 from hal.core.errors import InvalidRequest, PermissionDenied
 from hal.core.job import Job, JobSpec
@@ -25,6 +26,7 @@ class ServerContext:
     tokens: TokenCache
     service: SchedulerService
     scheduler: Any  # hal.scheduler.framework.Scheduler (will_run)
+    predictions: PredictionService | None = None
 
     async def history(
         self,

@@ -168,10 +168,23 @@ def _one(ctx: ServerContext, ident: str) -> Job:
     return jobs[0]
 
 
+def _with_prediction(info: JobInfo, job: Job, ctx: ServerContext) -> JobInfo:
+    if ctx.predictions is None:
+        return info
+    found = ctx.predictions.estimate(job, ctx.cluster.clock.now())
+    if found is None:
+        return info
+    runtime, end = found
+    info.predicted_runtime_seconds = round(runtime, 1)
+    info.predicted_end = None if end is None else round(end, 1)
+    return info
+
+
 @router.get("/{job_id}", response_model=JobInfo)
 async def show(job_id: str, ctx: Ctx, _caller: Who) -> JobInfo:
     try:
-        return job_info(_one(ctx, job_id), ctx.cluster)
+        job = _one(ctx, job_id)
+        return _with_prediction(job_info(job, ctx.cluster), job, ctx)
     except NotFound:
         found = await ctx.history([job_id], set(), set(), None, set(), None, None, 1)
         if not found:

@@ -1,7 +1,13 @@
-"""``HalServer``: store + cluster mirror + scheduler service + REST app, and their lifecycle.
+"""``HalServer``: store + cluster mirror + scheduler service + prediction service + REST
+app, and their lifecycle.
 
 server = HalServer(config, "sqlite:////var/lib/hal/hal.db")
 await server.serve("127.0.0.1", 8470, stop)     # or mount server.app elsewhere
+
+``data_dir`` holds what is not in the database (the learned predictor's model, in
+``predict/learned.json``); by default the SQLite database's directory. With PostgreSQL
+and no ``data_dir`` the model is not persisted: it is rebuilt from the accounting history
+at every start.
 """
 
 from __future__ import annotations
@@ -9,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import uvicorn
@@ -17,12 +23,15 @@ import uvicorn
 from hal.api.app import create_app
 from hal.api.auth import TokenCache, new_token, token_hash
 from hal.api.context import ServerContext
+from hal.api.predictions import MODEL_FILE, PredictionService
+from hal.api.priority import PriorityService
 from hal.config.model import HalConfig
 from hal.core.clock import Clock, SystemClock
 from hal.observe.logging import uvicorn_log_config
 from hal.observe.plane import ObservePlane
-from hal.scheduler.plugins import build_scheduler, default_profile
-from hal.scheduler.service import SchedulerService
+from hal.predict import CONFIGURABLE, SharedPredictor, make_predictor
+from hal.scheduler.plugins import BACKFILL, build_scheduler, default_profile, default_registry
+from hal.scheduler.service import PacedScheduler, SchedulerService
 from hal.state import agents
 from hal.state.cluster import Cluster
 from hal.state.store import SqlStateStore
@@ -37,20 +46,60 @@ def sqlite_url(data_dir: str | Path) -> str:
     return f"sqlite:///{path / 'hal.db'}"
 
 
+def sqlite_dir(db_url: str) -> Path | None:
+    """The directory of a SQLite database file (None for PostgreSQL or in-memory)."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(db_url)
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return None
+    return Path(url.database).parent
+
+
+def predictor_name(profile: Mapping[str, object], config: HalConfig) -> str:
+    """The predictor the server trains and plans with: the backfill plugin's own
+    ``predictor`` argument when the profile gives a valid one (the more specific
+    setting), else ``[scheduler] predictor``. An invalid argument is left for the
+    plugin's factory to refuse, naming the field."""
+    all_args = profile.get("plugin_args")
+    args = all_args.get(BACKFILL) if isinstance(all_args, Mapping) else None
+    named = args.get("predictor") if isinstance(args, Mapping) else None
+    return named if isinstance(named, str) and named in CONFIGURABLE else config.scheduler_predictor
+
+
 class HalServer:
-    def __init__(self, config: HalConfig, db_url: str, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        config: HalConfig,
+        db_url: str,
+        clock: Clock | None = None,
+        *,
+        data_dir: str | Path | None = None,
+    ) -> None:
         self.config = config
         self.store = SqlStateStore(db_url)
         self.cluster = Cluster(self.store, config, clock or SystemClock())
+        self.data_dir = Path(data_dir).expanduser() if data_dir else sqlite_dir(db_url)
         # An explicit [scheduler] profile is taken as written; the default one gains the
         # topology plugin when the config has a [topology].
-        self.scheduler = build_scheduler(
-            config.scheduler_profile or default_profile(topology=config.topology)
+        profile = config.scheduler_profile or default_profile(topology=config.topology)
+        self.predictor = SharedPredictor(make_predictor(predictor_name(profile, config)))
+        self.scheduler = build_scheduler(profile, default_registry(predictor=self.predictor))
+        self.predictions = PredictionService(
+            self.cluster,
+            self.predictor,
+            model_path=self.data_dir / MODEL_FILE if self.data_dir else None,
         )
-        self.observe = ObservePlane(config, self.cluster, self.cluster.clock)
+        self.priority = PriorityService(self.cluster, config.priority)
+        self.observe = ObservePlane(
+            config,
+            self.cluster,
+            self.cluster.clock,
+            predicted_at_start=self.predictions.start_prediction,
+        )
         self.service = SchedulerService(
             self.cluster,
-            self.observe.decide(self.scheduler),
+            self.observe.decide(PacedScheduler(self.scheduler)),
             interval_s=config.scheduler_interval_seconds,
         )
         self.observe.attach(self.service)
@@ -60,8 +109,10 @@ class HalServer:
             tokens=TokenCache(self.store),
             service=self.service,
             scheduler=self.scheduler,
+            predictions=self.predictions,
         )
         self.app = create_app(self.ctx, on_start=self.start, on_stop=self.stop)
+        self.app.state.priority = self.priority  # /v1/priority, /v1/shares, explain
         self.observe.install(self.app)
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -69,8 +120,11 @@ class HalServer:
     async def start(self) -> None:
         self._stop = asyncio.Event()
         await self.cluster.load()
+        await self.predictions.start()
+        await self.priority.start()
         await self.observe.start()
         self._tasks = [
+            asyncio.create_task(self.priority.run(self._stop), name="hal-priority"),
             asyncio.create_task(self.service.run(self._stop), name="hal-scheduler"),
             asyncio.create_task(self._housekeeping(), name="hal-housekeeping"),
         ]
@@ -86,6 +140,7 @@ class HalServer:
                 await task
         self._tasks = []
         await self.observe.stop()
+        await self.predictions.stop()
         await self.cluster.close()
 
     async def _housekeeping(self) -> None:

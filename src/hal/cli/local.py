@@ -83,7 +83,7 @@ def cmd_up(ns: argparse.Namespace) -> int:
         raise InvalidRequest("--agents must be 0 or more", field="agents")
 
     async def run() -> None:
-        server = HalServer(config, db_url)
+        server = HalServer(config, db_url, data_dir=data_dir)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -179,7 +179,7 @@ def cmd_server(ns: argparse.Namespace) -> int:
             store.close()
         if token:
             print(f"created administrator {ns.init_admin}; token (shown once): {token}", flush=True)
-    server = HalServer(config, db_url)
+    server = HalServer(config, db_url, data_dir=data_dir)
     print(f"HAL control plane on http://{ns.host}:{port} (database {_redact(db_url)})", flush=True)
     run_loop(server.serve(ns.host, port))
     return 0

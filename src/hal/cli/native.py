@@ -123,9 +123,13 @@ def cmd_show(ns: argparse.Namespace) -> int:
         print(job.model_dump_json(indent=2))
         return 0
     for key, value in job.model_dump().items():
-        if key.endswith("_time") or key == "expected_start":
+        if key.endswith("_time") or key in ("expected_start", "predicted_end"):
             value = _fmt_time(value)
-        print(f"{key:>20}: {value}")
+        elif key == "predicted_runtime_seconds" and value is not None:
+            value = f"{value:.0f}"
+        elif key == "predicted_runtime_seconds":
+            value = "-"
+        print(f"{key:>25}: {value}")
     return 0
 
 

@@ -100,7 +100,7 @@ def cmd_alerts(ns: argparse.Namespace) -> int:
     if not rows:
         print("no alerts firing")
         return 0
-    print(f"{'STATE':<9} {'ALERT':<18} {'SEVERITY':<9} SUMMARY")
+    print(f"{'STATE':<9} {'ALERT':<24} {'SEVERITY':<9} SUMMARY")
     for a in rows:
-        print(f"{a['state']:<9} {a['name']:<18} {a['severity']:<9} {a['summary']}")
+        print(f"{a['state']:<9} {a['name']:<24} {a['severity']:<9} {a['summary']}")
     return 0

@@ -5,7 +5,18 @@ from __future__ import annotations
 import argparse
 
 from hal import __version__
-from hal.cli import bench, cache, htc, local, native, observe, predict, sim, topology
+from hal.cli import (
+    bench,
+    cache,
+    explain,
+    htc,
+    local,
+    native,
+    observe,
+    predict,
+    sim,
+    topology,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     ag.set_defaults(func=local.cmd_agent)
 
     native.add_commands(sub)
+    explain.add_commands(sub)
     bench.add_commands(sub)
     cache.add_commands(sub)
     sim.add_commands(sub)

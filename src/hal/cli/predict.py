@@ -1,5 +1,6 @@
-"""``hal predict eval``: how well each run-time predictor would have done on a history.
+"""``hal predict status``: the server's predictor (model age, data size, recent accuracy).
 
+``hal predict eval``: how well each run-time predictor would have done on a history.
 The history is an SWF trace (``--trace``) or the server's accounting (every finished job
 ``hal sacct`` can see). Each job is predicted at its submission, knowing only the jobs
 that had ended by then (``hal.predict.evaluate``).
@@ -17,8 +18,11 @@ PREDICTORS = ("user", "avg2", "learned")
 
 
 def add_commands(sub: Any) -> None:
-    pr = sub.add_parser("predict", help="run-time predictors: evaluate them on a history")
+    pr = sub.add_parser("predict", help="run-time predictors: the server's, and evaluations")
     psub = pr.add_subparsers(metavar="COMMAND")
+    p = psub.add_parser("status", help="the server's predictor: model, data, recent accuracy")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_status)
     p = psub.add_parser("eval", help="replay a history through the predictors")
     p.add_argument("--trace", metavar="SWF", help="an SWF trace (default: the server's history)")
     p.add_argument("--first-jobs", type=int, default=0, metavar="K", help="cut the trace")
@@ -28,12 +32,62 @@ def add_commands(sub: Any) -> None:
 
 
 def _make(name: str) -> Any:
-    from hal.predict import Avg2Predictor, LearnedPredictor, UserPredictor
+    from hal.predict import make_predictor
 
-    makers = {"user": UserPredictor, "avg2": Avg2Predictor, "learned": LearnedPredictor}
-    if name not in makers:
-        raise InvalidRequest(f"unknown predictor {name!r}; choose from {', '.join(makers)}")
-    return makers[name]()
+    try:
+        return make_predictor(name)
+    except ValueError as err:
+        raise InvalidRequest(str(err)) from None
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    for unit, size in (("d", 86_400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def cmd_status(ns: argparse.Namespace) -> int:
+    from hal.client import HalClient
+
+    with HalClient() as client:
+        st = client.predict_status()
+    if ns.json:
+        print(st.model_dump_json(indent=2))
+        return 0
+    model = (
+        f"version {st.model_version}, trained on {st.trained_on} jobs, "
+        f"{_age(st.model_age_seconds)} old ({st.model_source})"
+        if st.model_version
+        else "none yet"
+        + (" (answers like avg2 until it has one)" if st.predictor == "learned" else "")
+    )
+    lines = [
+        ("predictor", st.predictor),
+        ("model", model),
+        ("persisted in", st.model_path or "- (not persisted)"),
+        ("jobs seen", f"{st.finished_jobs_seen} finished ({st.replayed_jobs} from the history)"),
+    ]
+    if st.replaying:
+        lines.append(("replay", "still reading the accounting history"))
+    r = st.recent
+    if r.jobs:
+        lines.append(
+            (
+                "recent accuracy",
+                f"last {r.jobs} jobs: MAE {r.mae_seconds:.0f} s, accuracy {r.accuracy:.3f}, "
+                f"under-predicted {r.underprediction_rate:.1%}",
+            )
+        )
+    else:
+        lines.append(("recent accuracy", "no finished jobs yet"))
+    if st.last_error:
+        lines.append(("last error", st.last_error))
+    for key, value in lines:
+        print(f"{key:>16}: {value}")
+    return 0
 
 
 def _trace_history(path: str, first_jobs: int) -> list[Any]:

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
         UserCreated,
         UserInfo,
     )
+    from hal.wire.predict import PredictStatus
+    from hal.wire.priority import ExplainInfo, PriorityList, ShareList
 
 
 class HalClient:
@@ -228,6 +230,53 @@ class HalClient:
         from hal.wire.nodes import ClusterConfig
 
         return ClusterConfig.model_validate_json(self._request("GET", "/v1/config").body)
+
+    # -- the run-time predictor ----------------------------------------------------------
+    def predict_status(self) -> PredictStatus:
+        from hal.wire.predict import PredictStatus
+
+        r = self._request("GET", "/v1/predict/status")
+        return PredictStatus.model_validate_json(r.body)
+
+    # -- priority, fair share, explanations ----------------------------------------------
+    def priorities(
+        self,
+        *,
+        users: list[str] | None = None,
+        ids: list[str] | None = None,
+        partitions: list[str] | None = None,
+    ) -> PriorityList:
+        """Pending jobs' multifactor priority factors (``sprio``)."""
+        from hal.wire.priority import PriorityList
+
+        params = {
+            key: ",".join(values)
+            for key, values in (("user", users), ("id", ids), ("partition", partitions))
+            if values
+        }
+        r = self._request("GET", "/v1/priority", params=params)
+        return PriorityList.model_validate_json(r.body)
+
+    def shares(
+        self, *, users: list[str] | None = None, accounts: list[str] | None = None
+    ) -> ShareList:
+        """The fair-share tree (``sshare``)."""
+        from hal.wire.priority import ShareList
+
+        params = {
+            key: ",".join(values)
+            for key, values in (("user", users), ("account", accounts))
+            if values
+        }
+        r = self._request("GET", "/v1/shares", params=params)
+        return ShareList.model_validate_json(r.body)
+
+    def explain(self, job_id: int | str) -> ExplainInfo:
+        """Why a job is pending (``hal explain``)."""
+        from hal.wire.priority import ExplainInfo
+
+        r = self._request("GET", f"/v1/jobs/{job_id}/explain")
+        return ExplainInfo.model_validate_json(r.body)
 
     # -- users ------------------------------------------------------------------------
     def whoami(self) -> UserInfo:

@@ -15,6 +15,9 @@ Example::
 
     [scheduler]
     interval_seconds = 1.0
+    predictor = "learned"          # run times for backfill planning and expected starts:
+                                   # "user" (requested time, as Slurm), "avg2" or "learned"
+    drain_anomalous_nodes = false  # drain nodes whose jobs fail far more than their peers'
 
     [topology]                     # optional: the switch tree (see config/topology.py)
     file = "topology.conf"         # Slurm syntax, or [[topology.switches]] tables
@@ -27,8 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hal.config.priority import PRIORITY_KEYS, priority_from_dict
 from hal.core.errors import InvalidRequest
 from hal.core.node import Partition
+from hal.core.priority import PriorityPolicy
 from hal.core.topology import Topology
 
 
@@ -42,6 +47,7 @@ class PartitionConfig:
     max_nodes: int = 0
     priority_tier: int = 1
     up: bool = True
+    priority_job_factor: int = 1  # PriorityJobFactor (multifactor's partition factor)
 
     def to_partition(self) -> Partition:
         return Partition(
@@ -53,6 +59,7 @@ class PartitionConfig:
             max_nodes=self.max_nodes,
             priority_tier=self.priority_tier,
             up=self.up,
+            priority_job_factor=self.priority_job_factor,
         )
 
 
@@ -68,8 +75,18 @@ class HalConfig:
     max_request_bytes: int = 64 * 1024 * 1024
     scheduler_interval_seconds: float = 1.0
     scheduler_profile: dict[str, Any] = field(default_factory=dict)
+    # The run-time predictor the backfill plugin plans with (unless its plugin_args name
+    # one) and the server trains from its accounting: "learned" (until its first model,
+    # after 200 finished jobs, it answers like "avg2"), "avg2" or "user" (Slurm's choice:
+    # the requested time). Predictions never kill or shorten a job; see docs/prediction.md.
+    scheduler_predictor: str = "learned"
+    # Drain a node whose jobs fail far more often than its peers' (the anomaly detector's
+    # NodeFailureRateAnomalous, docs/observability.md); off: only the alert and an event.
+    drain_anomalous_nodes: bool = False
     partitions: tuple[PartitionConfig, ...] = (PartitionConfig(name="debug", default=True),)
     topology: Topology | None = None  # the switch tree; None: no topology-aware placement
+    # [priority], [[accounts]], [[users]], [[qos]] (hal.config.priority)
+    priority: PriorityPolicy = field(default_factory=PriorityPolicy)
 
     def partition_objects(self) -> tuple[Partition, ...]:
         return tuple(p.to_partition() for p in self.partitions)
@@ -94,7 +111,12 @@ _TOP_KEYS = {
     "partitions",
     "scheduler",
     "topology",
+    *PRIORITY_KEYS,
 }
+# [scheduler] keys that are server settings; the rest of the table is the profile
+_SCHEDULER_SETTINGS = {"interval_seconds", "predictor", "drain_anomalous_nodes"}
+# hal.predict.CONFIGURABLE (the config plane does not import the predictors)
+PREDICTORS = ("user", "avg2", "learned")
 _PARTITION_KEYS = {
     "name",
     "default",
@@ -104,6 +126,7 @@ _PARTITION_KEYS = {
     "max_nodes",
     "priority_tier",
     "up",
+    "priority_job_factor",
 }
 
 
@@ -155,13 +178,33 @@ def config_from_dict(
         raise InvalidRequest(f"{source}: [scheduler] must be a table", field="scheduler")
     if "interval_seconds" in scheduler:
         kwargs["scheduler_interval_seconds"] = float(scheduler["interval_seconds"])
-    kwargs["scheduler_profile"] = {k: v for k, v in scheduler.items() if k != "interval_seconds"}
+    if "predictor" in scheduler:
+        name = scheduler["predictor"]
+        if name not in PREDICTORS:
+            raise InvalidRequest(
+                f"{source}: [scheduler] predictor must be one of {', '.join(PREDICTORS)}, "
+                f"not {name!r}",
+                field="scheduler.predictor",
+            )
+        kwargs["scheduler_predictor"] = name
+    if "drain_anomalous_nodes" in scheduler:
+        drain = scheduler["drain_anomalous_nodes"]
+        if not isinstance(drain, bool):
+            raise InvalidRequest(
+                f"{source}: [scheduler] drain_anomalous_nodes must be true or false",
+                field="scheduler.drain_anomalous_nodes",
+            )
+        kwargs["drain_anomalous_nodes"] = drain
+    kwargs["scheduler_profile"] = {
+        k: v for k, v in scheduler.items() if k not in _SCHEDULER_SETTINGS
+    }
     if "partitions" in raw:
         kwargs["partitions"] = _partitions(raw["partitions"], source)
     if "topology" in raw:
         from hal.config.topology import topology_from_table
 
         kwargs["topology"] = topology_from_table(raw["topology"], base_dir=base_dir)
+    kwargs["priority"] = priority_from_dict(raw, source)
     return HalConfig(**kwargs)
 
 
@@ -202,6 +245,7 @@ def _partitions(items: Any, source: str) -> tuple[PartitionConfig, ...]:
                 max_nodes=int(item.get("max_nodes", 0)),
                 priority_tier=int(item.get("priority_tier", 1)),
                 up=bool(item.get("up", True)),
+                priority_job_factor=int(item.get("priority_job_factor", 1)),
             )
         )
     if sum(p.default for p in out) > 1:

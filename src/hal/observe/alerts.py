@@ -15,7 +15,10 @@ alert                  fires when                                               
 ``HalSchedulerSlow``   the last scheduling pass took longer than ``cycle_slow_s``  warning
 =====================  ==========================================================  ========
 
-Predictor anomalies join the table when the prediction plane lands.
+More findings come from ``sources`` (each a function of ``now``): the anomaly detector
+(``hal.observe.anomalies``) adds ``JobOverrunningPrediction`` (a running job far past
+its predicted run time: a possible hang) and ``NodeFailureRateAnomalous`` (a node whose
+jobs fail far more often than its peers' do), both warnings.
 
 ``evaluate(now)`` is called about once a second by ``ObservePlane``; it is a pure function
 of what it observed, so tests drive it with explicit times. A change (firing or resolved)
@@ -78,7 +81,9 @@ class Alert:
 
 
 @dataclass(slots=True)
-class _Found:
+class Finding:
+    """Something an alert rule found: it fires while found, resolves when no longer."""
+
     name: str
     severity: str
     summary: str
@@ -107,6 +112,7 @@ class AlertEvaluator:
         self._sessions: dict[str, object] = {}
         self._registrations: dict[str, deque[float]] = {}
         self._started_at: float | None = None
+        self.sources: list[Callable[[float], Iterable[Finding]]] = []
 
     def firing(self) -> list[Alert]:
         return sorted(self.active.values(), key=lambda a: (a.starts_at, a.name))
@@ -122,6 +128,8 @@ class AlertEvaluator:
         self._watch_agents(now)
         found = [*self._node_down(now), *self._flapping(now), *self._queue_stuck(now)]
         found.extend(self._scheduler_slow())
+        for source in self.sources:
+            found.extend(source(now))
         changed: list[Alert] = []
         seen = set()
         for f in found:
@@ -153,33 +161,33 @@ class AlertEvaluator:
                 self._registrations.setdefault(node, deque(maxlen=64)).append(now)
                 self.on_registration(node)
 
-    def _node_down(self, now: float) -> Iterable[_Found]:
+    def _node_down(self, now: float) -> Iterable[Finding]:
         for name, node in self.cluster.nodes.items():
             if node.state is not NodeState.DOWN or node.reason.startswith("admin:"):
                 self._down_since.pop(name, None)
                 continue
             since = self._down_since.setdefault(name, now)
             if now - since >= self.config.node_down_s:
-                yield _Found(
+                yield Finding(
                     "HalNodeDown",
                     "critical",
                     f"node {name} is DOWN ({node.reason or 'no reason'}) for {now - since:.0f} s",
                     {"node": name},
                 )
 
-    def _flapping(self, now: float) -> Iterable[_Found]:
+    def _flapping(self, now: float) -> Iterable[Finding]:
         window = self.config.flap_window_s
         for node, times in self._registrations.items():
             recent = sum(1 for t in times if now - t <= window)
             if recent >= self.config.flap_count:
-                yield _Found(
+                yield Finding(
                     "HalAgentFlapping",
                     "warning",
                     f"the agent of node {node} registered {recent} times in {window:.0f} s",
                     {"node": node},
                 )
 
-    def _queue_stuck(self, now: float) -> Iterable[_Found]:
+    def _queue_stuck(self, now: float) -> Iterable[Finding]:
         stuck_s = self.config.queue_stuck_s
         assert self._started_at is not None
         if now - max(self.last_start(), self._started_at) < stuck_s:
@@ -200,17 +208,17 @@ class AlertEvaluator:
             and now - j.submit_time >= stuck_s
         )
         if waiting:
-            yield _Found(
+            yield Finding(
                 "HalQueueStuck",
                 "warning",
                 f"{waiting} runnable job(s) pending for over {stuck_s:.0f} s with {idle} idle "
                 "CPU(s) and no job started",
             )
 
-    def _scheduler_slow(self) -> Iterable[_Found]:
+    def _scheduler_slow(self) -> Iterable[Finding]:
         last = self.last_cycle_s()
         if last > self.config.cycle_slow_s:
-            yield _Found(
+            yield Finding(
                 "HalSchedulerSlow",
                 "warning",
                 f"the last scheduling pass took {last:.2f} s (limit {self.config.cycle_slow_s} s)",

@@ -4,24 +4,31 @@ The cluster file (``hal.toml``) belongs to the lead's config plane; until it gro
 ``[observe]`` table these environment variables configure the plane, which also suits
 containers and CI:
 
-==============================  ======================================================
-``HAL_METRICS``                 ``0`` turns the metric hooks off (``/metrics`` still
-                                answers with build info); default on
-``HAL_TRACING``                 ``0`` turns job traces off; default on (spans are only
-                                built when an exporter is configured)
-``OTEL_EXPORTER_OTLP_ENDPOINT`` OTLP/HTTP collector, e.g. ``http://127.0.0.1:4318``;
-                                ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` also works
-``HAL_LOG_LEVEL``               ``debug``/``info``/``warning``/``error`` (default info)
-``HAL_LOG_FORMAT``              ``json`` (default) or ``console``
-``HAL_ALERT_WEBHOOKS``          comma-separated URLs that get Alertmanager-style JSON
-``HAL_ALERT_NODE_DOWN_S``       node DOWN this long → ``HalNodeDown`` (default 60)
-``HAL_ALERT_FLAP_COUNT``        registrations within ``HAL_ALERT_FLAP_WINDOW_S``
-                                (default 3 in 600 s) → ``HalAgentFlapping``
-``HAL_ALERT_QUEUE_STUCK_S``     runnable jobs pending, idle CPUs and no start for this
-                                long → ``HalQueueStuck`` (default 900)
-``HAL_ALERT_CYCLE_SLOW_S``      a scheduling cycle slower than this → ``HalSchedulerSlow``
-                                (default 5)
-==============================  ======================================================
+================================  ==========================================================
+``HAL_METRICS``                   ``0`` turns the metric hooks off (``/metrics`` still
+                                  answers with build info); default on
+``HAL_TRACING``                   ``0`` turns job traces off; default on (spans are only
+                                  built when an exporter is configured)
+``OTEL_EXPORTER_OTLP_ENDPOINT``   OTLP/HTTP collector, e.g. ``http://127.0.0.1:4318``;
+                                  ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` also works
+``HAL_LOG_LEVEL``                 ``debug``/``info``/``warning``/``error`` (default info)
+``HAL_LOG_FORMAT``                ``json`` (default) or ``console``
+``HAL_ALERT_WEBHOOKS``            comma-separated URLs that get Alertmanager-style JSON
+``HAL_ALERT_NODE_DOWN_S``         node DOWN this long → ``HalNodeDown`` (default 60)
+``HAL_ALERT_FLAP_COUNT``          registrations within ``HAL_ALERT_FLAP_WINDOW_S``
+                                  (default 3 in 600 s) → ``HalAgentFlapping``
+``HAL_ALERT_QUEUE_STUCK_S``       runnable jobs pending, idle CPUs and no start for this
+                                  long → ``HalQueueStuck`` (default 900)
+``HAL_ALERT_CYCLE_SLOW_S``        a scheduling cycle slower than this → ``HalSchedulerSlow``
+                                  (default 5)
+``HAL_ALERT_OVERRUN_FACTOR``      a running job past max(FACTOR × its prediction at start,
+                                  prediction + MARGIN) → ``JobOverrunningPrediction``
+``HAL_ALERT_OVERRUN_MARGIN_S``    (default 3 and 3600; only predictions of a model)
+``HAL_ALERT_NODE_FAIL_MIN_JOBS``  a node with at least MIN_JOBS jobs ended within
+                                  WINDOW (default 5 in 3600 s) failing over 3 × its peers'
+``HAL_ALERT_NODE_FAIL_WINDOW_S``  median + 0.2 → ``NodeFailureRateAnomalous``
+``HAL_ANOMALY_INTERVAL_S``        how often the anomaly detector looks (default 5)
+================================  ==========================================================
 """
 
 from __future__ import annotations
@@ -46,6 +53,11 @@ class ObserveConfig:
     cycle_slow_s: float = 5.0
     alert_interval_s: float = 1.0
     webhook_timeout_s: float = 5.0
+    overrun_factor: float = 3.0
+    overrun_margin_s: float = 3600.0
+    node_fail_min_jobs: int = 5
+    node_fail_window_s: float = 3600.0
+    anomaly_interval_s: float = 5.0  # how often the anomaly detector looks
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ObserveConfig:
@@ -63,6 +75,13 @@ class ObserveConfig:
             flap_window_s=float(e.get("HAL_ALERT_FLAP_WINDOW_S", base.flap_window_s)),
             queue_stuck_s=float(e.get("HAL_ALERT_QUEUE_STUCK_S", base.queue_stuck_s)),
             cycle_slow_s=float(e.get("HAL_ALERT_CYCLE_SLOW_S", base.cycle_slow_s)),
+            overrun_factor=float(e.get("HAL_ALERT_OVERRUN_FACTOR", base.overrun_factor)),
+            overrun_margin_s=float(e.get("HAL_ALERT_OVERRUN_MARGIN_S", base.overrun_margin_s)),
+            node_fail_min_jobs=int(e.get("HAL_ALERT_NODE_FAIL_MIN_JOBS", base.node_fail_min_jobs)),
+            node_fail_window_s=float(
+                e.get("HAL_ALERT_NODE_FAIL_WINDOW_S", base.node_fail_window_s)
+            ),
+            anomaly_interval_s=float(e.get("HAL_ANOMALY_INTERVAL_S", base.anomaly_interval_s)),
         )
 
 

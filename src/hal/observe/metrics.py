@@ -30,9 +30,9 @@ from hal import __version__
 from hal.core.clock import Clock
 from hal.core.job import Job
 from hal.core.states import JobState, PendingReason
-from hal.scheduler.framework.scheduler import PassResult, Scheduler
+from hal.scheduler.framework.scheduler import PassResult
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
-from hal.scheduler.service import CycleStats
+from hal.scheduler.service import CycleStats, PassRunner
 from hal.state.cluster import Cluster
 
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -201,7 +201,7 @@ class HalMetrics:
 
 
 def instrumented_decide(
-    scheduler: Scheduler, sinks: Sequence[Callable[[PassResult], None]]
+    scheduler: PassRunner, sinks: Sequence[Callable[[PassResult], None]]
 ) -> Callable[[ClusterSnapshot], Plan]:
     """``scheduler.schedule`` that also hands each ``PassResult`` to ``sinks`` (metrics,
     traces). Runs on the scheduler's worker thread; sinks must be thread-safe and cheap."""

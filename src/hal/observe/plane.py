@@ -2,8 +2,9 @@
 
 The server builds it next to the cluster and calls, in this order::
 
-    plane = ObservePlane(config, cluster, clock)        # registers the job listener
-    service = SchedulerService(cluster, plane.decide(scheduler), ...)
+    plane = ObservePlane(config, cluster, clock,        # registers the job listeners
+                         predicted_at_start=predictions.start_prediction)
+    service = SchedulerService(cluster, plane.decide(PacedScheduler(scheduler)), ...)
     plane.attach(service)                               # the per-cycle hook
     plane.install(app)                                  # /metrics, /v1/alerts, /ui ...
     await plane.start()  /  await plane.stop()          # after cluster.load / before close
@@ -29,12 +30,12 @@ from hal.core.clock import Clock
 from hal.core.job import Job
 from hal.core.states import JobState, NodeState
 from hal.observe.alerts import Alert, AlertEvaluator, WebhookNotifier
+from hal.observe.anomalies import AnomalyDetector, StartLookup
 from hal.observe.config import ObserveConfig
 from hal.observe.metrics import HalMetrics, instrumented_decide
 from hal.observe.tracing import JobTracer
-from hal.scheduler.framework.scheduler import Scheduler
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
-from hal.scheduler.service import CycleStats, SchedulerService
+from hal.scheduler.service import CycleStats, PassRunner, SchedulerService
 from hal.state.cluster import Cluster
 
 log = logging.getLogger("hal.observe")
@@ -66,6 +67,8 @@ class ObservePlane:
         cluster: Cluster,
         clock: Clock,
         settings: ObserveConfig | None = None,
+        *,
+        predicted_at_start: StartLookup | None = None,
     ) -> None:
         self.config = config
         self.cluster = cluster
@@ -87,12 +90,19 @@ class ObservePlane:
             on_registration=self.metrics.observe_registration,
         )
         self.metrics.alerts_firing = self.alerts.firing_labels
+        self.anomalies = AnomalyDetector(
+            cluster,
+            s,
+            predicted_at_start=predicted_at_start,
+            drain=config.drain_anomalous_nodes,
+        )
+        self.alerts.sources.append(self.anomalies.findings)
         self.history: deque[Sample] = deque(maxlen=HISTORY)
         self._tasks: list[asyncio.Task[None]] = []
         cluster.on_jobs_changed(self._on_jobs)
 
     # -- wiring ---------------------------------------------------------------------------
-    def decide(self, scheduler: Scheduler) -> Callable[[ClusterSnapshot], Plan]:
+    def decide(self, scheduler: PassRunner) -> Callable[[ClusterSnapshot], Plan]:
         """The scheduler's decide function, reporting each pass when metrics are on."""
         if not self.settings.metrics:
             return scheduler.schedule
@@ -170,10 +180,13 @@ class ObservePlane:
         self.tracer.on_cycle(stats, snap, plan)
 
     async def _tick(self) -> None:
-        next_sample = 0.0
+        next_sample = next_anomaly_check = 0.0
         while True:
             now = self.clock.now()
             try:
+                if now >= next_anomaly_check:
+                    next_anomaly_check = now + self.settings.anomaly_interval_s
+                    await self.anomalies.check(now)
                 self.alerts.evaluate(now)
                 if now >= next_sample:
                     self.history.append(self.sample(now))

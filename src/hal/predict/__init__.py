@@ -4,7 +4,8 @@ Owns the ``Predictor`` protocol, the expiry correction every predictor shares, a
 predictors: ``user`` (the requested time), ``perfect`` (the true run time, known only to a
 simulator), ``avg2`` (Tsafrir's average of the user's last two jobs) and ``learned``
 (gradient-boosted trees trained online, calibrated). ``make_predictor`` builds the
-configurable ones by name; ``SharedPredictor`` lets the server's threads share one.
+configurable ones by name; ``SharedPredictor`` lets the server's threads share one;
+``hal.predict.anomaly`` holds the pure anomaly rules (overrunning jobs, failing nodes).
 
 Imports ``hal.core`` only: the scheduler's plugins import this package's protocol, so it
 must not import the scheduler, state or anything with I/O.

@@ -9,17 +9,22 @@ not 10,000, and consecutive cycles are spaced by at least the last cycle's own d
 that scheduling never takes more than about half of the process while requests pour in.
 With pending jobs present a cycle also runs every ``interval`` seconds (begin times pass,
 nodes recover); an idle cluster does no work at all.
+
+``PacedScheduler`` gives the passes Slurm's bf_interval: the backfill stage runs at most
+once per the plugin's ``interval_s`` (30 s by default), the main pass on every cycle.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from hal.scheduler.framework.scheduler import PassResult, Scheduler
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 
 log = logging.getLogger("hal.scheduler")
@@ -33,6 +38,45 @@ class SchedulerHost(Protocol):
     async def fill_related(self, snap: ClusterSnapshot) -> ClusterSnapshot: ...
 
     async def apply_plan(self, plan: Plan) -> list[int]: ...
+
+
+class PassRunner(Protocol):
+    """What the server's decide functions call: a ``Scheduler`` or a ``PacedScheduler``."""
+
+    def run_pass(self, snapshot: ClusterSnapshot) -> PassResult: ...
+
+    def schedule(self, snapshot: ClusterSnapshot) -> Plan: ...
+
+
+class PacedScheduler:
+    """``scheduler``'s passes with bf_interval honoured: the backfill stage runs when at
+    least ``scheduler.backfill_interval_s`` has passed (on the snapshots' clock) since the
+    last pass that ran it; the passes in between keep the expected starts it gave.
+
+    Slurm runs its main scheduler on events and backfill every bf_interval for the same
+    reason: a backfill pass plans the whole queue over time and costs more than a main
+    pass. Set the plugin's ``interval_s = 0`` to backfill on every pass (the simulator's
+    literature setting). Called from one thread at a time (the scheduler's worker)."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+        self.last_backfill = -math.inf
+
+    def backfill_due(self, now: float) -> bool:
+        interval = self.scheduler.backfill_interval_s
+        if interval is None:
+            return False
+        # a clock stepped backwards must not postpone backfilling until it catches up
+        return now - self.last_backfill >= interval or now < self.last_backfill
+
+    def run_pass(self, snapshot: ClusterSnapshot) -> PassResult:
+        due = self.backfill_due(snapshot.now)
+        if due:
+            self.last_backfill = snapshot.now
+        return self.scheduler.run_pass(snapshot, backfill=due)
+
+    def schedule(self, snapshot: ClusterSnapshot) -> Plan:
+        return self.run_pass(snapshot).plan
 
 
 @dataclass(slots=True)

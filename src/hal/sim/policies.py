@@ -30,7 +30,7 @@ def profile_config(policy: str) -> dict[str, object]:
     """The scheduler profile (as a config mapping) for ``policy``."""
     if policy not in POLICIES:
         raise InvalidRequest(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
-    config = default_profile()
+    config = default_profile(backfill=False)
     if policy in _BACKFILL_ARGS:
         plugins = config["plugins"]
         assert isinstance(plugins, list)
@@ -46,8 +46,8 @@ def scheduler_for(policy: str, predictor: Predictor) -> Scheduler:
     config = profile_config(policy)
     profile = build_profile(config, default_registry())
     if profile.backfill is not None:
-        # A config can only name the ``user`` predictor; the simulator hands the plugin
-        # its own (e.g. ``perfect``, which needs the trace's true run times).
+        # The simulator hands the plugin its own predictor (e.g. ``perfect``, which needs
+        # the trace's true run times and cannot be named in a config).
         plugin_args = config["plugin_args"]
         assert isinstance(plugin_args, dict)
         profile = replace(profile, backfill=backfill.new(plugin_args[backfill.NAME], predictor))

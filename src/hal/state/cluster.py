@@ -174,6 +174,12 @@ class Cluster:
         async with self.events_changed:
             self.events_changed.notify_all()
 
+    async def record_events(self, events: Sequence[EventRow]) -> None:
+        """Commit event rows that change no job (reports such as ``job.overrunning``), in
+        order with every other change."""
+        async with self._lock:
+            await self._commit([], events)
+
     def events_since(self, after: int, limit: int) -> list[StoredEvent] | None:
         """Committed events after id ``after`` from memory, or ``None`` when they are older
         than what memory holds (the caller then reads the store)."""
@@ -583,7 +589,10 @@ class Cluster:
                 if fields.get("priority") is not None:
                     if not caller.admin:
                         raise PermissionDenied("only an administrator may set a priority")
-                    new = new.evolve(priority=int(fields["priority"]))  # type: ignore[call-overload]
+                    new = new.evolve(
+                        priority=int(fields["priority"]),  # type: ignore[call-overload]
+                        priority_fixed=True,  # kept, not recalculated (Slurm)
+                    )
                 spec_changes: dict[str, object] = {}
                 for key in ("name", "comment", "nice"):
                     if fields.get(key) is not None:

@@ -114,6 +114,7 @@ class Transaction:
                 exit_signal=bindparam("b_signal"),
                 restarts=bindparam("b_restarts"),
                 held_by_admin=bindparam("b_admin_hold"),
+                priority_fixed=bindparam("b_priority_fixed"),
                 cancelled_by=bindparam("b_cancelled_by"),
                 allocation=bindparam("b_alloc"),
                 name=bindparam("b_name"),
@@ -140,6 +141,7 @@ class Transaction:
                     "b_signal": j.exit_signal,
                     "b_restarts": j.restarts,
                     "b_admin_hold": j.held_by_admin,
+                    "b_priority_fixed": j.priority_fixed,
                     "b_cancelled_by": j.cancelled_by,
                     "b_alloc": allocation_to_json(j.allocation),
                     "b_name": j.spec.name,
@@ -295,6 +297,24 @@ class SqlStateStore:
         if end_before is not None:
             conds.append(t.c.submit_time <= end_before)
         return self._select_jobs(and_(*conds) if conds else None, limit=limit)
+
+    def finished_runs(self, limit: int, before: tuple[float, int] | None = None) -> list[Job]:
+        """Jobs that ran and have ended, the latest end first (ties: higher id first), at
+        most ``limit``, all strictly before ``before`` = (end time, id) in that order (the
+        last row of the previous page). What the prediction service replays at start-up.
+        Scripts are left out (``spec.script`` is empty)."""
+        t = schema.jobs
+        cond = and_(
+            t.c.start_time.is_not(None),
+            t.c.end_time.is_not(None),
+            t.c.state.not_in(ACTIVE_STATES),
+        )
+        if before is not None:
+            end, job_id = before
+            cond = and_(cond, or_(t.c.end_time < end, and_(t.c.end_time == end, t.c.id < job_id)))
+        stmt = select(t).where(cond).order_by(t.c.end_time.desc(), t.c.id.desc()).limit(limit)
+        with self.engine.connect() as conn:
+            return [job_from_row(row, "") for row in conn.execute(stmt)]
 
     def _select_jobs(self, cond: Any, limit: int | None = None) -> list[Job]:
         t, s = schema.jobs, schema.job_scripts

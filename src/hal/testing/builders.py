@@ -154,6 +154,11 @@ class JobBuilder:
         self._job["reason"] = reason
         return self
 
+    def expected_start(self, when: float | None) -> JobBuilder:
+        """The start time a backfill pass planned (what the store holds for it)."""
+        self._job["expected_start"] = when
+        return self
+
     def array(self, array_job_id: int, task_id: int, max_running: int = 0) -> JobBuilder:
         self._job["array_job_id"] = array_job_id
         self._job["array_task_id"] = task_id

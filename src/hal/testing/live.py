@@ -115,7 +115,7 @@ class LiveServer:
                 loop = asyncio.new_event_loop()
             self._loop = loop
             self._stop = asyncio.Event()
-            server = HalServer(config, self.db_url)
+            server = HalServer(config, self.db_url, data_dir=self.data_dir)
             self.server = server
             ready.set()
             try:

@@ -24,10 +24,34 @@ def spec(**kw: object) -> JobSpec:
 def test_migrate_is_idempotent_and_versioned(db_url: str) -> None:
     """A server restart runs migrations again; they must be a no-op the second time."""
     store = SqlStateStore(db_url)
-    assert store.migrate() == 1
-    assert store.migrate() == 1
+    assert store.migrate() == 2
+    assert store.migrate() == 2
     assert store.revision() == 0
     store.close()
+
+
+def test_a_version_1_database_gains_priority_fixed(db_url: str) -> None:
+    """A database from before multifactor priority (schema v1, no jobs.priority_fixed)
+    is upgraded in place at start-up, and an administrator's priority is then kept."""
+    from sqlalchemy import text
+
+    store = SqlStateStore(db_url)
+    store.migrate()
+    with store.engine.begin() as conn:  # back to what release v1 created
+        conn.execute(text("ALTER TABLE jobs DROP COLUMN priority_fixed"))
+        conn.execute(text("UPDATE hal_meta SET value = 1 WHERE key = 'schema_version'"))
+    assert store.migrate() == 2
+    cluster = Cluster(store, HalConfig(), VirtualClock(1000.0))
+
+    async def scenario() -> None:
+        await cluster.load()
+        done = await cluster.submit([spec()])
+        await cluster.update(str(done[0].job_id), Caller("root", admin=True), priority=7)
+        (job,) = store.history()
+        assert job.priority == 7 and job.priority_fixed
+        await cluster.close()
+
+    asyncio.run(scenario())
 
 
 def test_job_ids_are_reserved_in_consecutive_blocks(db_url: str) -> None:
@@ -128,3 +152,33 @@ def test_cancel_checks_ownership_and_history_keeps_the_job(db_url: str) -> None:
         await cluster.close()
 
     run(scenario())
+
+
+def test_finished_runs_pages_through_the_jobs_that_ran_latest_end_first(db_url: str) -> None:
+    """What the prediction service replays: jobs that ran and ended, newest end first,
+    a page at a time; pending, running and never-started jobs are left out."""
+    from hal.core.job import Job
+
+    store = SqlStateStore(db_url)
+    store.migrate()
+    ends = {1: 50.0, 2: 10.0, 3: 30.0, 4: 30.0, 5: 20.0}
+    jobs = [
+        Job(id=i, spec=spec(), partition="p", state=JobState.COMPLETED, start_time=1.0,
+            end_time=end) for i, end in ends.items()
+    ] + [
+        Job(id=6, spec=spec(), partition="p", state=JobState.RUNNING, start_time=1.0),
+        Job(id=7, spec=spec(), partition="p", state=JobState.CANCELLED, end_time=5.0),
+        Job(id=8, spec=spec(), partition="p"),
+    ]  # fmt: skip
+    with store.transaction() as tx:
+        tx.reserve_job_ids(len(jobs))
+        tx.insert_scripts([(1, "#!/bin/sh\n")])
+        tx.insert_jobs(jobs, [1] * len(jobs))
+    first = store.finished_runs(3)
+    assert [j.id for j in first] == [1, 4, 3]
+    last = first[-1]
+    assert last.end_time is not None
+    rest = store.finished_runs(3, (last.end_time, last.id))
+    assert [j.id for j in rest] == [5, 2]
+    assert rest[0].spec.user == "alice" and rest[0].spec.script == ""
+    store.close()

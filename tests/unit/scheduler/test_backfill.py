@@ -14,7 +14,7 @@ NOW = 1000.0
 
 
 def with_backfill(**args: object) -> Scheduler:
-    prof = default_profile()
+    prof = default_profile(backfill=False)
     plugins = prof["plugins"]
     assert isinstance(plugins, list)
     plugins.append("backfill")
@@ -58,10 +58,39 @@ def test_conservative_gives_every_waiting_job_a_start_time() -> None:
     assert starts == {10: 1090, 11: 1190}
 
 
-def test_without_the_plugin_nothing_jumps_the_queue(sched: Scheduler) -> None:
-    """The default profile keeps strict priority order: job 12 would fit, but waits."""
+def test_without_the_plugin_nothing_jumps_the_queue() -> None:
+    """Without backfill, strict priority order: job 12 would fit, but waits."""
     snap = half_busy(make_job(10).nodes(4).limit(100), make_job(12).limit(50))
-    assert placed_nodes(sched.schedule(snap)) == {}
+    assert placed_nodes(build_scheduler(default_profile(backfill=False)).schedule(snap)) == {}
+
+
+def test_the_default_profile_backfills_like_slurm(sched: Scheduler) -> None:
+    """The default profile is Slurm's sched/backfill: EASY with Slurm's tunables. Job 12
+    starts in the hole; the head gets its expected start: the nodes free at 1090, on
+    bf_resolution's 60 s grid, 1140."""
+    plugin = sched.profile.backfill
+    assert plugin is not None
+    policy = plugin.policy_for("batch")
+    assert policy is not None
+    assert (policy.mode.value, policy.window_s, policy.resolution_s) == ("easy", 86_400, 60)
+    assert (policy.max_job_test, policy.interval_s) == (500, 30)
+    snap = half_busy(make_job(10).nodes(4).limit(100), make_job(12).limit(50))
+    result = sched.run_pass(snap)
+    assert set(placed_nodes(result.plan)) == {12}
+    (update,) = result.plan.updates
+    assert update.job_id == 10
+    assert update.expected_start == 1140
+
+
+def test_between_backfill_passes_held_jobs_keep_their_start(sched: Scheduler) -> None:
+    """A pass that skips the backfill stage (bf_interval) leaves the head's expected
+    start as the last backfill pass set it, and clears it for a job that is no longer
+    held back by the queue."""
+    head = make_job(10).nodes(4).limit(100).reason(PendingReason.RESOURCES)
+    snap = half_busy(head.expected_start(1090.0))
+    assert sched.run_pass(snap, backfill=False).plan.updates == ()
+    (update,) = sched.run_pass(half_busy(head.hold()), backfill=False).plan.updates
+    assert (update.reason, update.expected_start) == (PendingReason.JOB_HELD_USER, None)
 
 
 def test_a_partition_can_opt_out() -> None:

@@ -18,6 +18,32 @@ def test_default_profile_wires_every_point() -> None:
     assert [p.name for p in profile.filter] == ["partition", "noderesources"]
     assert [(p.name, w) for p, w in profile.score] == [("noderesources", 1.0)]
     assert [p.name for p in profile.reserve] == ["dependency", "arraythrottle"]
+    assert profile.backfill is not None and profile.backfill.name == "backfill"
+
+
+@pytest.mark.parametrize("name", ["user", "avg2", "learned"])
+def test_backfill_builds_the_predictor_its_args_name(name: str) -> None:
+    config = default_profile()
+    config["plugin_args"] = {"backfill": {"predictor": name}}
+    plugin = build_scheduler(config).profile.backfill
+    assert plugin is not None
+    assert plugin.predictor.name == name  # type: ignore[attr-defined]
+
+
+def test_an_injected_predictor_must_match_the_name_in_the_args() -> None:
+    """The server hands the plugin its shared predictor; a profile naming another one is
+    a configuration mistake, not something to ignore."""
+    from hal.predict import Avg2Predictor
+    from hal.scheduler.plugins import default_registry
+
+    config = default_profile()
+    registry = default_registry(predictor=Avg2Predictor())
+    plugin = build_scheduler(config, registry).profile.backfill
+    assert plugin is not None and plugin.predictor.name == "avg2"  # type: ignore[attr-defined]
+    config["plugin_args"] = {"backfill": {"predictor": "learned"}}
+    with pytest.raises(ProfileError) as err:
+        build_scheduler(config, registry)
+    assert err.value.field == "plugin_args.backfill.predictor"
 
 
 def _with(**changes: Any) -> dict[str, Any]:
@@ -69,6 +95,11 @@ CASES: list[tuple[str, object, str]] = [
         "plugin_args.noderesources.score",
     ),
     ("empty name", _with(name=""), "name"),
+    (
+        "a predictor only a simulator has",
+        _with(plugin_args={"noderesources": {}, "backfill": {"predictor": "perfect"}}),
+        "plugin_args.backfill.predictor",
+    ),
 ]
 
 

@@ -247,7 +247,10 @@ def test_required_shortage_blocks_lower_priority_jobs_like_resources() -> None:
     big = J(1).nodes(3).topology("leaf", required=True).priority(10)
     small = J(2).priority(1)
     snap = cluster(NOW).nodes(*_nodes({"a": 3, "b": 3})).running(_busy("a-0", "b-0"))
-    plan = _sched().schedule(snap.pending(big, small).build())
+    # the main pass alone: backfill would start job 2 where it delays nobody
+    topo = Topology(level_names=("leaf", "spine"))
+    sched = build_scheduler(default_profile(topology=topo, backfill=False))
+    plan = sched.schedule(snap.pending(big, small).build())
     assert reasons(plan) == {1: R.RESOURCES, 2: R.PRIORITY}
 
 

@@ -97,7 +97,8 @@ class Scheduler:
     ) -> PassResult:
         """One pass. ``nodes``: the snapshot's table, kept up to date by the caller (see
         ``PassContext.from_snapshot``); it is consumed. ``backfill=False`` skips the
-        backfill stage (bf_interval not yet elapsed).
+        backfill stage (bf_interval not yet elapsed); held-back jobs then keep the
+        expected start the last backfill pass gave them.
 
         ``explain=False`` (the simulator) decides the same placements but does not work
         out the own reason of a job behind a blocked partition: it is held back without
@@ -162,6 +163,11 @@ class Scheduler:
             statuses.update(bf.statuses)
             expected = bf.expected_start
             reservations = bf.reservations
+        elif not backfill and plugin is not None:
+            # bf_interval has not elapsed: the jobs still held back keep the start times the
+            # last backfill pass gave them (as in Slurm) instead of losing them until the
+            # next one; jobs now waiting for their own reasons lose theirs.
+            expected = {j.id: j.expected_start for j in held if j.expected_start is not None}
 
         rejections: Counter[tuple[str, PendingReason]] = Counter()
         updates: list[PendingUpdate] = []

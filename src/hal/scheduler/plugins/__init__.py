@@ -22,9 +22,13 @@ sees is that of the first plugin that objects)::
                    Placement  multi-node jobs: one leaf switch, else fewest leaves
                               under the lowest switch; Topology (--switches wait)
                    (only when the cluster has a topology: ``default_profile(topology=...)``)
-
-Registered but not in the default profile: ``backfill`` (EASY / conservative per
-partition; add it to ``plugins`` to enable it).
+    backfill       Backfill   EASY with Slurm's defaults (bf_window 1 day, bf_resolution
+                              60 s, bf_max_job_test 500, bf_interval 30 s): Slurm's
+                              default scheduler is sched/backfill. It starts held-back
+                              jobs that delay no reservation and gives the first blocked
+                              job of each partition its expected start (``squeue
+                              --start``). ``default_profile(backfill=False)``: strict
+                              priority order (FCFS), no expected starts.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from hal.core.topology import Topology
-from hal.scheduler.framework.profile import Registry, build_profile
+from hal.predict import Predictor
+from hal.scheduler.framework.profile import PluginArgs, Registry, build_profile
 from hal.scheduler.framework.scheduler import Scheduler
 from hal.scheduler.plugins import (
     arraythrottle,
@@ -45,6 +50,9 @@ from hal.scheduler.plugins import (
 )
 from hal.scheduler.plugins import topology as topology_plugin
 
+BACKFILL = backfill.NAME
+# The main-pass plugins of the default profile (``default_profile`` adds ``backfill`` and,
+# with a topology, ``topology``).
 DEFAULT_PLUGINS = (
     priority.NAME,
     hold.NAME,
@@ -55,8 +63,14 @@ DEFAULT_PLUGINS = (
 )
 
 
-def default_registry() -> Registry:
-    """Every built-in plugin, by name."""
+def default_registry(*, predictor: Predictor | None = None) -> Registry:
+    """Every built-in plugin, by name. ``predictor``: the run-time predictor the backfill
+    plugin plans with, whatever its args name (the server passes its shared, trained one;
+    without it the plugin builds the predictor its ``predictor`` arg names)."""
+
+    def new_backfill(args: PluginArgs) -> backfill.Backfill:
+        return backfill.new(args, predictor)
+
     return Registry(
         {
             priority.NAME: priority.new,
@@ -65,21 +79,27 @@ def default_registry() -> Registry:
             dependency.NAME: dependency.new,
             arraythrottle.NAME: arraythrottle.new,
             noderesources.NAME: noderesources.new,
-            backfill.NAME: backfill.new,
+            backfill.NAME: new_backfill,
             topology_plugin.NAME: topology_plugin.new,
         }
     )
 
 
-def default_profile(*, topology: Topology | None = None) -> dict[str, object]:
+def default_profile(
+    *, topology: Topology | None = None, backfill: bool = True
+) -> dict[str, object]:
     """The default profile as a plain config mapping (a fresh copy to edit). With a
     ``topology`` (the cluster has one configured), the ``topology`` plugin is added
-    with the tree's level names."""
+    with the tree's level names. ``backfill=False`` leaves out the backfill plugin (strict
+    priority order, as the simulator's ``fcfs`` policy wants)."""
     plugins = list(DEFAULT_PLUGINS)
     args: dict[str, object] = {noderesources.NAME: {"score": "best_fit"}}
     if topology is not None:
         plugins.append(topology_plugin.NAME)
         args[topology_plugin.NAME] = {"level_names": list(topology.level_names)}
+    if backfill:
+        plugins.append(BACKFILL)
+        args[BACKFILL] = {}  # EASY with Slurm's default tunables (see the plugin's ``new``)
     return {
         "name": "default",
         "plugins": plugins,
@@ -99,4 +119,4 @@ def build_scheduler(
     return Scheduler(profile)
 
 
-__all__ = ["DEFAULT_PLUGINS", "build_scheduler", "default_profile", "default_registry"]
+__all__ = ["BACKFILL", "DEFAULT_PLUGINS", "build_scheduler", "default_profile", "default_registry"]

@@ -3,8 +3,9 @@ Slurm's tunables, whose run-time predictions). The planning itself is the framew
 backfill stage (``hal.scheduler.framework.backfill``), so every backfilled job goes
 through the same cycle as a main-pass job.
 
-Run times come from a ``hal.predict.Predictor`` (default ``user``: the requested time),
-clamped to the job's time limit. A prediction never kills anyone: jobs end at their own
+Run times come from a ``hal.predict.Predictor`` (``user``: the requested time, ``avg2``
+or ``learned``; the server passes its own shared, trained one), clamped to the job's time
+limit. A prediction never kills anyone: jobs end at their own
 time limit; the prediction only moves planned starts.
 """
 
@@ -13,7 +14,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from hal.core.job import Job
-from hal.predict import BatchPredictor, Predictor, UserPredictor, planned_runtime
+from hal.predict import (
+    CONFIGURABLE,
+    BatchPredictor,
+    Predictor,
+    UserPredictor,
+    make_predictor,
+    planned_runtime,
+)
 from hal.scheduler.framework.interfaces import BackfillMode, BackfillPolicy
 from hal.scheduler.framework.profile import PluginArgs, PluginArgsError, reject_unknown_args
 
@@ -92,16 +100,25 @@ def new(args: PluginArgs, predictor: Predictor | None = None) -> Backfill:
     max_job_test = 500       # bf_max_job_test per partition (0 = all)
     interval_s = 30          # bf_interval
     order = "priority"       # or "shortest": shortest predicted job backfilled first
-    predictor = "user"       # the only one a config can name; a simulator passes
-                             # ``predictor`` (e.g. perfect) to this factory instead
+    predictor = "user"       # or "avg2" or "learned": built here unless the caller
+                             # passes ``predictor`` (the server its shared one, whose
+                             # name must then match; a simulator e.g. ``perfect``)
     """
     reject_unknown_args(args, ARGS)
     order = args.get("order", "priority")
     if order not in ORDERS:
         raise PluginArgsError("order", f"must be one of {', '.join(ORDERS)}, not {order!r}")
     name = args.get("predictor", "user")
-    if name != "user" and predictor is None:
-        raise PluginArgsError("predictor", f"only 'user' can be configured, not {name!r}")
+    if name not in CONFIGURABLE:
+        raise PluginArgsError(
+            "predictor", f"must be one of {', '.join(CONFIGURABLE)}, not {name!r}"
+        )
+    if predictor is None:
+        predictor = make_predictor(str(name))
+    elif "predictor" in args and predictor.name != name:
+        raise PluginArgsError(
+            "predictor", f"names {name!r} but the server plans with {predictor.name!r}"
+        )
     base = {
         "window_s": _number(args, "window_s", 86_400.0),
         "resolution_s": _number(args, "resolution_s", 60.0),

@@ -1,0 +1,234 @@
+"""``AnomalyDetector``: jobs running far past their prediction, nodes failing far more
+often than their peers (the rules: ``hal.predict.anomaly``).
+
+Every ``anomaly_interval_s`` (5 s) the observe plane's tick calls ``check(now)``:
+
+* each running job whose prediction at start came from a model and which has run longer
+  than ``max(3 × prediction, prediction + 1 h)`` is *overrunning*: a ``job.overrunning``
+  event is recorded once per run, and the alert ``JobOverrunningPrediction`` fires while
+  it runs. Nothing is killed: the job still ends at its own time limit.
+* each node with at least 5 jobs ended in the last hour and a failure rate (FAILED or
+  NODE_FAIL) over ``3 × its peers' median + 0.2`` is *anomalous*: a ``node.anomalous``
+  event when it becomes so, the alert ``NodeFailureRateAnomalous`` while it is, and with
+  ``[scheduler] drain_anomalous_nodes = true`` the node is drained (once per episode;
+  the reason, shown by ``hal nodes`` and ``scontrol show node``, says why). An
+  operator resumes it.
+
+The per-node counts come from the cluster's job listener (O(changed jobs)); a check costs
+one pass over the unfinished jobs and O(n log n) over the n nodes with recent jobs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from hal.core.job import Job
+from hal.core.states import JobState, NodeState
+from hal.observe.alerts import Finding
+from hal.observe.config import ObserveConfig
+from hal.predict.anomaly import (
+    FAILED_STATES,
+    FailureRateRule,
+    NodeAnomaly,
+    NodeFailures,
+    OverrunRule,
+)
+from hal.state.cluster import Cluster
+from hal.state.store import EventRow
+
+log = logging.getLogger("hal.observe.anomalies")
+OVERRUNNING = "JobOverrunningPrediction"
+NODE_FAILING = "NodeFailureRateAnomalous"
+DRAIN_PREFIX = "HAL anomaly: "
+
+# job id → (run time predicted when it started, the predictor's model version then: 0 =
+# no model), or None when no prediction was recorded for it
+StartLookup = Callable[[int], tuple[float, int] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Overrun:
+    job_id: int
+    display_id: str
+    user: str
+    node: str
+    predicted_s: float
+    elapsed_s: float
+
+
+class AnomalyDetector:
+    def __init__(
+        self,
+        cluster: Cluster,
+        settings: ObserveConfig,
+        *,
+        predicted_at_start: StartLookup | None = None,
+        drain: bool = False,
+    ) -> None:
+        self.cluster = cluster
+        self.predicted_at_start = predicted_at_start
+        self.drain = drain
+        self.overrun_rule = OverrunRule(settings.overrun_factor, settings.overrun_margin_s)
+        self.failure_rule = FailureRateRule(min_jobs=settings.node_fail_min_jobs)
+        self.window_s = settings.node_fail_window_s
+        self.overruns: dict[int, Overrun] = {}  # as of the last check
+        self.nodes: dict[str, NodeAnomaly] = {}  # as of the last check
+        self._reported: set[tuple[int, float]] = set()  # (job, start) with an event
+        self._drained: set[str] = set()  # drained in the node's current episode
+        self._ends: deque[tuple[float, tuple[str, ...], bool]] = deque()
+        self._counts: dict[str, list[int]] = {}  # node → [jobs, failed] in the window
+        self._seen: dict[tuple[int, float], None] = {}
+        cluster.on_jobs_changed(self._on_jobs)
+
+    # -- the listener (event loop) --------------------------------------------------------
+    def _on_jobs(self, jobs: Sequence[Job]) -> None:
+        for job in jobs:
+            if not job.state.is_terminal or job.end_time is None or job.start_time is None:
+                continue
+            if job.allocation is None or not job.allocation.nodes:
+                continue
+            key = (job.id, job.end_time)
+            if key in self._seen:
+                continue
+            self._seen[key] = None
+            if len(self._seen) > 100_000:
+                del self._seen[next(iter(self._seen))]
+            failed = job.state in FAILED_STATES
+            nodes = tuple(job.allocation.nodes)
+            self._ends.append((job.end_time, nodes, failed))
+            for node in nodes:
+                count = self._counts.setdefault(node, [0, 0])
+                count[0] += 1
+                count[1] += failed
+
+    def _expire(self, now: float) -> None:
+        horizon = now - self.window_s
+        ends = self._ends
+        while ends and ends[0][0] < horizon:
+            _, nodes, failed = ends.popleft()
+            for node in nodes:
+                count = self._counts[node]
+                count[0] -= 1
+                count[1] -= failed
+                if count[0] <= 0:
+                    del self._counts[node]
+
+    # -- a check (the observe tick) -------------------------------------------------------
+    async def check(self, now: float) -> None:
+        events = self._check_jobs(now)
+        events.extend(self._check_nodes(now))
+        if events:
+            await self.cluster.record_events(events)
+        if self.drain:
+            await self._drain_nodes()
+
+    def _check_jobs(self, now: float) -> list[EventRow]:
+        lookup = self.predicted_at_start
+        events: list[EventRow] = []
+        current: dict[int, Overrun] = {}
+        if lookup is None:
+            self.overruns = current
+            return events
+        for job in self.cluster.unfinished.values():
+            if job.state is not JobState.RUNNING or job.start_time is None:
+                continue
+            found = lookup(job.id)
+            if found is None:
+                continue
+            predicted, version = found
+            elapsed = now - job.start_time
+            if not self.overrun_rule.overrunning(predicted, elapsed, model=version > 0):
+                continue
+            node = job.allocation.nodes[0] if job.allocation and job.allocation.nodes else ""
+            current[job.id] = Overrun(
+                job.id, job.display_id, job.spec.user, node, predicted, elapsed
+            )
+            key = (job.id, job.start_time)
+            if key not in self._reported:
+                self._reported.add(key)
+                events.append(
+                    EventRow(
+                        now,
+                        "job.overrunning",
+                        job_id=job.id,
+                        node=node or None,
+                        state=job.state.value,
+                        data={
+                            "predicted_s": round(predicted, 1),
+                            "elapsed_s": round(elapsed, 1),
+                            "model_version": version,
+                        },
+                    )
+                )
+                log.warning(
+                    "job overrunning its prediction",
+                    extra={"job_id": job.display_id, "predicted_s": round(predicted, 1),
+                           "elapsed_s": round(elapsed, 1)},
+                )  # fmt: skip
+        self._reported = {k for k in self._reported if k[0] in current}
+        self.overruns = current
+        return events
+
+    def _check_nodes(self, now: float) -> list[EventRow]:
+        self._expire(now)
+        counts = {n: NodeFailures(c[0], c[1]) for n, c in self._counts.items()}
+        found = {a.node: a for a in self.failure_rule.anomalous(counts)}
+        events = [
+            EventRow(
+                now,
+                "node.anomalous",
+                node=node,
+                data={
+                    "jobs": a.jobs,
+                    "failed": a.failed,
+                    "failure_rate": round(a.rate, 4),
+                    "peer_median": round(a.peer_median, 4),
+                },
+            )
+            for node, a in found.items()
+            if node not in self.nodes
+        ]
+        for event in events:
+            log.warning("node failure rate anomalous", extra={"node": event.node})
+        self.nodes = found
+        self._drained &= set(found)  # an episode that ended may drain again next time
+        return events
+
+    async def _drain_nodes(self) -> None:
+        from hal.state.agents import set_node_state
+
+        for name, a in self.nodes.items():
+            node = self.cluster.nodes.get(name)
+            if name in self._drained or node is None or node.state is not NodeState.UP:
+                continue
+            self._drained.add(name)
+            hours = self.window_s / 3600
+            reason = (
+                f"{DRAIN_PREFIX}{a.failed}/{a.jobs} jobs failed in {hours:g} h, "
+                f"peers' median {a.peer_median:.0%}"
+            )
+            await set_node_state(self.cluster, name, "DRAIN", reason)
+            log.warning("node drained", extra={"node": name, "reason": reason})
+
+    # -- alerts -----------------------------------------------------------------------------
+    def findings(self, now: float) -> Iterable[Finding]:
+        for o in self.overruns.values():
+            yield Finding(
+                OVERRUNNING,
+                "warning",
+                f"job {o.display_id} ({o.user}) has run {o.elapsed_s:.0f} s, over "
+                f"{self.overrun_rule.factor:g}× its predicted {o.predicted_s:.0f} s: "
+                "possibly hung (it still runs to its time limit)",
+                {"job_id": o.display_id, "node": o.node},
+            )
+        for a in self.nodes.values():
+            yield Finding(
+                NODE_FAILING,
+                "warning",
+                f"node {a.node}: {a.failed} of its last {a.jobs} jobs failed "
+                f"({a.rate:.0%}; peers' median {a.peer_median:.0%})",
+                {"node": a.node},
+            )

@@ -1,0 +1,234 @@
+"""The server's run-time predictor: trained from the accounting history at start-up (in
+the background), from every job that ends afterwards, persisted in the data directory,
+reported by `GET /v1/predict/status` / `hal predict status`, and shown as predicted
+times on jobs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hal.api.predictions import MODEL_FILE
+from hal.core.job import Job, JobSpec
+from hal.core.states import JobState
+from hal.scheduler.plugins import default_profile
+from hal.testing.live import LiveServer, wait_until
+from hal.wire.jobs import JobSubmit
+
+# (user, job name, time limit, run time): three kinds of jobs that run far shorter than
+# they ask for, the way real users' jobs do
+KINDS = (
+    ("alice", "sim", 3600, 100.0),
+    ("bob", "train", 7200, 1000.0),
+    ("carol", "post", 600, 10.0),
+)
+HISTORY = 600
+
+
+def seed_history(db_url: str, count: int = HISTORY) -> None:
+    """``count`` finished jobs in the accounting, as if the cluster had run them."""
+    from hal.state.store import SqlStateStore
+
+    store = SqlStateStore(db_url)
+    try:
+        store.migrate()
+        now = time.time() - 86_400
+        with store.transaction() as tx:
+            first = tx.reserve_job_ids(count)
+            tx.insert_scripts([(first, "#!/bin/sh\ntrue\n")])
+            jobs = []
+            for i in range(count):
+                user, name, limit, run = KINDS[i % len(KINDS)]
+                start = now + 60.0 * i
+                jobs.append(
+                    Job(
+                        id=first + i,
+                        spec=JobSpec(user=user, script="", name=name, workdir="/tmp"),
+                        partition="debug",
+                        state=JobState.COMPLETED,
+                        submit_time=start - 5,
+                        start_time=start,
+                        end_time=start + run * (0.9 + 0.2 * ((i * 7) % 10) / 10),
+                        time_limit_s=limit,
+                    )
+                )
+            tx.insert_jobs(jobs, [first] * count)
+    finally:
+        store.close()
+
+
+def hal(server: LiveServer, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hal.cli.main", *args],
+        env=server.env(),
+        text=True,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def status(server: LiveServer) -> dict[str, Any]:
+    with server.client() as c:
+        return c.predict_status().model_dump()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    from hal.api.server import sqlite_url
+
+    data = tmp_path_factory.mktemp("hal")
+    seed_history(sqlite_url(data))
+    profile = default_profile()  # backfill every second, not every 30 s
+    profile["plugin_args"] = {"noderesources": {"score": "best_fit"}, "backfill": {"interval_s": 1}}
+    overrides = {"kill_wait_seconds": 2, "scheduler_profile": profile}
+    with LiveServer(data, config_overrides=overrides) as live:
+        wait_until(lambda: not status(live)["replaying"], timeout=60, message="the history replay")
+        with live.agents(1, cpus=2, memory="1G"):
+            yield live
+
+
+def test_the_history_is_replayed_into_a_model_that_is_saved(server: LiveServer) -> None:
+    st = status(server)
+    assert st["predictor"] == "learned"
+    assert st["replayed_jobs"] == HISTORY
+    assert st["model_version"] > 0 and st["model_source"] == "replay"
+    assert st["trained_on"] >= 200
+    assert (server.data_dir / MODEL_FILE).exists()
+    # replayed predictions (each made when its job started) are the recent accuracy
+    recent = st["recent"]
+    assert recent["jobs"] == HISTORY
+    # far better than the requested time's accuracy on this history (about 0.06): the
+    # jobs run far shorter than their limits, and the predictor learnt it
+    assert recent["accuracy"] > 0.5
+    assert st["last_error"] == ""
+
+
+def test_backfill_plans_with_the_trained_predictor(server: LiveServer) -> None:
+    from hal.api.server import HalServer
+
+    live = server.server
+    assert isinstance(live, HalServer)
+    plugin = live.scheduler.profile.backfill
+    assert plugin is not None
+    assert plugin.predictor is live.predictor  # type: ignore[attr-defined]
+    assert live.predictor.model_version() == status(server)["model_version"] > 0
+
+
+def test_hal_predict_status_reports_model_data_and_accuracy(server: LiveServer) -> None:
+    st = status(server)
+    done = hal(server, "predict", "status")
+    assert done.returncode == 0, done.stderr
+    lines = dict(line.strip().split(": ", 1) for line in done.stdout.splitlines())
+    assert lines["predictor"] == "learned"
+    assert lines["model"].startswith(f"version {st['model_version']}, trained on ")
+    assert lines["persisted in"] == str(server.data_dir / MODEL_FILE)
+    assert f"({HISTORY} from the history)" in lines["jobs seen"]
+    assert lines["recent accuracy"].startswith("last ")
+    as_json = hal(server, "predict", "status", "--json")
+    assert json.loads(as_json.stdout)["replayed_jobs"] == HISTORY
+
+
+def test_finished_jobs_are_observed_with_their_prediction_at_start(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    before = status(server)
+    with server.client() as c:
+        ids = [
+            c.submit(
+                JobSubmit(
+                    script="#!/bin/sh\nsleep 1\n", workdir=str(tmp_path), time_limit_seconds=600
+                )
+            ).job_id
+            for _ in range(3)
+        ]
+        wait_until(
+            lambda: all(c.job(i).state == "COMPLETED" for i in ids), message="the jobs to end"
+        )
+    wait_until(
+        lambda: status(server)["finished_jobs_seen"] == before["finished_jobs_seen"] + 3,
+        message="the predictor to observe the jobs",
+    )
+    after = status(server)
+    # the window holds the replayed jobs plus these three (it keeps the last 1000)
+    assert after["recent"]["jobs"] == before["recent"]["jobs"] + 3
+
+
+def test_jobs_show_their_predicted_run_time_and_end(server: LiveServer, tmp_path: Path) -> None:
+    """alice's `sim` jobs ask for an hour and run about 100 s. A new one is planned with
+    the learned run time: its predicted end, and the start planned for the job waiting
+    behind it, are far earlier than the hour would give. Slurm's `scontrol show job`
+    keeps Slurm's fields only."""
+    with server.client() as admin:
+        token = admin.add_user("alice").token
+
+    def sim(script: str) -> JobSubmit:
+        return JobSubmit(
+            script=f"#!/bin/sh\n{script}\n",
+            name="sim",
+            workdir=str(tmp_path),
+            time_limit_seconds=3600,
+            cpus_per_task=2,
+        )
+
+    with server.client(token) as c:
+        running = c.submit(sim("sleep 300")).job_id
+        wait_until(lambda: c.job(running).state == "RUNNING", message="the job to start")
+        waiting = c.submit(sim("true")).job_id
+        wait_until(lambda: c.job(waiting).expected_start is not None, message="the planned start")
+        run, wait = c.job(running), c.job(waiting)
+    try:
+        assert run.start_time is not None and run.predicted_runtime_seconds is not None
+        assert run.predicted_runtime_seconds < 600  # not the 3600 s asked for
+        assert run.predicted_end == pytest.approx(run.start_time + run.predicted_runtime_seconds)
+        # backfill planned the waiting job after the running one's *predicted* end
+        assert wait.expected_start is not None and wait.predicted_runtime_seconds is not None
+        assert run.start_time + run.predicted_runtime_seconds <= wait.expected_start
+        assert wait.expected_start < run.start_time + 600
+        assert wait.predicted_end == pytest.approx(
+            wait.expected_start + wait.predicted_runtime_seconds
+        )
+        shown = hal(server, "show", str(running))
+        lines = {
+            k.strip(): v.strip()
+            for k, _, v in (x.partition(": ") for x in shown.stdout.splitlines())
+        }
+        assert lines["predicted_runtime_seconds"] == f"{run.predicted_runtime_seconds:.0f}"
+        assert run.predicted_end is not None
+        assert lines["predicted_end"] == time.strftime(
+            "%Y-%m-%dT%H:%M:%S", time.localtime(run.predicted_end)
+        )
+        sc = hal(server, "scontrol", "show", "job", str(running))
+        assert sc.returncode == 0 and "JobId=" in sc.stdout
+        fields = {w.split("=", 1)[0] for w in sc.stdout.split() if "=" in w}
+        assert "StartTime" in fields and not any("redict" in f for f in fields)
+    finally:
+        with server.client() as admin:
+            admin.cancel(str(waiting))
+            admin.cancel(str(running))
+            wait_until(lambda: admin.job(running).state == "CANCELLED", message="the job to end")
+
+
+def test_a_restarted_server_loads_the_saved_model(server: LiveServer, tmp_path: Path) -> None:
+    """A new server with an empty accounting but the model file of the first one serves
+    that model at once (nothing to replay)."""
+    saved = json.loads((server.data_dir / MODEL_FILE).read_text())
+    data = tmp_path / "again"
+    (data / MODEL_FILE).parent.mkdir(parents=True)
+    shutil.copy(server.data_dir / MODEL_FILE, data / MODEL_FILE)
+    with LiveServer(data) as again:
+        wait_until(lambda: not status(again)["replaying"], message="start-up")
+        st = status(again)
+    assert (st["model_source"], st["replayed_jobs"]) == ("loaded", 0)
+    assert st["model_version"] == saved["model_version"]
+    assert st["trained_on"] == saved["trained_on"]
+    assert st["model_age_seconds"] is not None
+    assert 0 <= st["model_age_seconds"] < time.time() - saved["saved_at"] + 5

@@ -1,0 +1,196 @@
+"""``PredictionService`` on a real ``Cluster`` (SQLite): which job changes it observes,
+and that training never runs on the caller's (the event loop's) thread."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+
+from hal.api.predictions import PredictionService, accuracy
+from hal.config.model import HalConfig
+from hal.core.clock import VirtualClock
+from hal.core.job import Job, JobSpec
+from hal.core.states import JobState
+from hal.predict import SharedPredictor, UserPredictor
+from hal.state.cluster import Cluster
+from hal.state.store import SqlStateStore
+
+
+class SlowPredictor:
+    """Records what it observes; each observe takes ``delay`` (a model being trained)."""
+
+    name = "user"
+    model_version = 1
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+        self.seen: list[tuple[int, float, JobState]] = []
+
+    def predict(self, job: Job) -> float:
+        return 100.0
+
+    def observe(self, job: Job, runtime_s: float) -> None:
+        time.sleep(self.delay)
+        self.seen.append((job.id, runtime_s, job.state))
+
+
+def job(job_id: int, state: JobState, start: float | None, end: float | None) -> Job:
+    return Job(
+        id=job_id,
+        spec=JobSpec(user="alice", script=""),
+        partition="debug",
+        state=state,
+        start_time=start,
+        end_time=end,
+        time_limit_s=3600,
+    )
+
+
+def run_service(tmp_path: Path, predictor: SlowPredictor, scenario) -> None:  # type: ignore[no-untyped-def]
+    async def main() -> None:
+        cluster = Cluster(SqlStateStore(f"sqlite:///{tmp_path / 'hal.db'}"), HalConfig(),
+                          VirtualClock(1000.0))  # fmt: skip
+        await cluster.load()
+        service = PredictionService(cluster, SharedPredictor(predictor))  # type: ignore[arg-type]
+        await service.start()
+        try:
+            await scenario(service)
+        finally:
+            await service.stop()
+            await cluster.close()
+
+    asyncio.run(main())
+
+
+async def settle(service: PredictionService, observed: int) -> None:
+    for _ in range(200):
+        if service.observed >= observed and not service.replaying:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"observed {service.observed}, wanted {observed}")
+
+
+def test_each_run_that_ended_is_observed_once_with_its_final_state(tmp_path: Path) -> None:
+    predictor = SlowPredictor()
+
+    async def scenario(service: PredictionService) -> None:
+        listener = service._on_jobs
+        listener([job(1, JobState.RUNNING, 100.0, None)])
+        listener([job(1, JobState.COMPLETING, 100.0, None)])
+        listener([job(1, JobState.FAILED, 100.0, 160.0)])
+        listener([job(1, JobState.FAILED, 100.0, 160.0)])  # e.g. `scontrol update` afterwards
+        listener([job(2, JobState.CANCELLED, None, 50.0)])  # never ran
+        listener([job(3, JobState.RUNNING, 200.0, None)])
+        listener([job(3, JobState.PENDING, None, None)])  # node failed: requeued
+        listener([job(3, JobState.RUNNING, 300.0, None)])
+        listener([job(3, JobState.COMPLETED, 300.0, 310.0)])
+        await settle(service, 2)
+        assert predictor.seen == [(1, 60.0, JobState.FAILED), (3, 10.0, JobState.COMPLETED)]
+        # both compared with the prediction they had when they started
+        assert accuracy(tuple(service.recent)) == accuracy([(100.0, 60.0), (100.0, 10.0)])
+        assert service.at_start == {}
+
+    run_service(tmp_path, predictor, scenario)
+
+
+def test_training_runs_off_the_event_loop(tmp_path: Path) -> None:
+    """An observe that takes 0.5 s (a model being trained) neither delays the listener
+    nor a read of a prediction: reads answer None at once instead of waiting."""
+    predictor = SlowPredictor(delay=0.5)
+
+    async def scenario(service: PredictionService) -> None:
+        t0 = time.perf_counter()
+        service._on_jobs([job(1, JobState.COMPLETED, 100.0, 200.0)])
+        assert time.perf_counter() - t0 < 0.05
+        await asyncio.sleep(0.1)  # the worker is inside observe, holding the predictor
+        t0 = time.perf_counter()
+        assert service.planned_runtime(job(9, JobState.PENDING, None, None)) is None
+        assert time.perf_counter() - t0 < 0.05
+        await settle(service, 1)
+        assert service.planned_runtime(job(9, JobState.PENDING, None, None)) == 100.0
+
+    run_service(tmp_path, predictor, scenario)
+
+
+def test_a_read_gives_up_while_another_thread_holds_the_predictor() -> None:
+    shared = SharedPredictor(UserPredictor())
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with shared.lock:
+            held.set()
+            release.wait(5)
+
+    worker = threading.Thread(target=hold)
+    worker.start()
+    held.wait(5)
+    try:
+        assert shared.try_planned_runtime(job(1, JobState.PENDING, None, None)) is None
+    finally:
+        release.set()
+        worker.join()
+    assert shared.try_planned_runtime(job(1, JobState.PENDING, None, None)) == 3600.0
+
+
+def test_accuracy_figures() -> None:
+    """MAE, Tsafrir's accuracy and the under-prediction rate; times under 1 s count as 1."""
+    figures = accuracy([(100.0, 50.0), (10.0, 40.0), (0.5, 1.0)])
+    assert figures == {
+        "jobs": 3,
+        "mae_seconds": round((50 + 30 + 0) / 3, 1),
+        "accuracy": round((0.5 + 0.25 + 1.0) / 3, 4),
+        "underprediction_rate": round(1 / 3, 4),
+    }
+    assert accuracy([]) == {"jobs": 0}
+
+
+def test_estimates_follow_the_planner_and_survive_a_busy_predictor(tmp_path: Path) -> None:
+    """Running: start + the prediction, corrected once outlived (100 s + the first step,
+    60 s); pending: expected start + prediction, no end without a start. While the
+    predictor is busy the last answer read for the job stands in; nothing for a job
+    never read; nothing for an ended job."""
+    predictor = SlowPredictor()
+
+    async def scenario(service: PredictionService) -> None:
+        running = job(1, JobState.RUNNING, 1000.0, None)
+        assert service.estimate(running, 1050.0) == (100.0, 1100.0)
+        assert service.estimate(running, 1150.0) == (160.0, 1160.0)
+        pending = job(2, JobState.PENDING, None, None)
+        assert service.estimate(pending, 1000.0) == (100.0, None)
+        planned = pending.evolve(expected_start=2000.0)
+        assert service.estimate(planned, 1000.0) == (100.0, 2100.0)
+        assert service.estimate(job(3, JobState.COMPLETED, 1.0, 2.0), 1000.0) is None
+        with service.predictor.lock:  # held here; the reads run on another thread
+            assert await asyncio.to_thread(
+                lambda: (
+                    service.estimate(running, 1150.0) == (160.0, 1160.0)
+                    and service.estimate(job(4, JobState.PENDING, None, None), 1.0) is None
+                )
+            )
+
+    run_service(tmp_path, predictor, scenario)
+
+
+def test_a_run_that_ends_as_the_server_starts_is_observed_once(tmp_path: Path) -> None:
+    """It is both in the accounting the replay reads and reported by the listener."""
+    predictor = SlowPredictor()
+    done = job(1, JobState.COMPLETED, 990.0, 1000.0)
+    store = SqlStateStore(f"sqlite:///{tmp_path / 'hal.db'}")
+    store.migrate()
+    with store.transaction() as tx:
+        tx.reserve_job_ids(1)
+        tx.insert_scripts([(1, "#!/bin/sh\n")])
+        tx.insert_jobs([done], [1])
+    store.close()
+
+    async def scenario(service: PredictionService) -> None:
+        service._on_jobs([done])
+        await settle(service, 1)
+        await asyncio.sleep(0.2)  # the listener's report has been handled too
+        assert service._queue.qsize() == 0
+        assert predictor.seen == [(1, 10.0, JobState.COMPLETED)]
+        assert service.replayed == 1
+
+    run_service(tmp_path, predictor, scenario)

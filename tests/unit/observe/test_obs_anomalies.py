@@ -1,0 +1,78 @@
+"""The anomaly detector on a real ``Cluster`` mirror with explicit times: the failure
+window expires, an overrun needs a model's prediction, alerts come and go."""
+
+from __future__ import annotations
+
+import asyncio
+
+from hal.core.clock import VirtualClock
+from hal.core.job import Job
+from hal.core.states import JobState
+from hal.observe.alerts import AlertEvaluator
+from hal.observe.anomalies import NODE_FAILING, OVERRUNNING, AnomalyDetector
+from hal.observe.config import ObserveConfig
+from hal.state.cluster import Cluster
+from hal.testing.builders import make_job
+
+CONFIG = ObserveConfig(overrun_factor=3.0, overrun_margin_s=3600.0, node_fail_min_jobs=5,
+                       node_fail_window_s=3600.0)  # fmt: skip
+
+
+def ended(job_id: int, node: str, state: JobState, end: float) -> Job:
+    job = make_job(job_id).running_on(node, start=end - 10).build()
+    return job.evolve(state=state, end_time=end)
+
+
+def test_failures_count_within_the_window_only(cluster: Cluster, clock: VirtualClock) -> None:
+    async def scenario() -> None:
+        await cluster.load()
+        det = AnomalyDetector(cluster, CONFIG)
+        ev = AlertEvaluator(cluster, CONFIG, last_start=lambda: 0.0, last_cycle_s=lambda: 0.0)
+        ev.sources.append(det.findings)
+        t = clock.now()
+        det._on_jobs([ended(i, "bad", JobState.FAILED, t - 100 + i) for i in range(5)])
+        det._on_jobs([ended(10 + i, "good", JobState.COMPLETED, t - 100 + i) for i in range(5)])
+        det._on_jobs([ended(4, "bad", JobState.FAILED, t - 96)])  # the same run again
+        await det.check(t)
+        assert list(det.nodes) == ["bad"] and det.nodes["bad"].jobs == 5
+        assert [(a.name, a.labels) for a in ev.evaluate(t)] == [(NODE_FAILING, {"node": "bad"})]
+        assert [e.kind for e in cluster.recent_events] == ["node.anomalous"]
+        await det.check(t + 1)  # still anomalous: no second event
+        assert len(cluster.recent_events) == 1
+        # an hour later the failures have left the window: resolved
+        await det.check(t + 3600)
+        assert det.nodes == {}
+        assert [a.name for a in ev.evaluate(t + 3600)] == [NODE_FAILING]  # the resolution
+        assert ev.firing() == []
+        assert cluster.nodes == {}  # drain is off (and there are no node records)
+
+    asyncio.run(scenario())
+
+
+def test_an_overrun_needs_a_models_prediction(cluster: Cluster, clock: VirtualClock) -> None:
+    t = clock.now()
+    predictions = {1: (100.0, 3), 2: (100.0, 0)}  # job 2: a baseline's guess (no model)
+
+    async def scenario() -> None:
+        await cluster.load()
+        for job_id in (1, 2):
+            job = make_job(job_id).limit(86_400).running_on("n1", start=t - 3701).build()
+            cluster.jobs[job_id] = cluster.unfinished[job_id] = job
+        det = AnomalyDetector(cluster, CONFIG, predicted_at_start=predictions.get)
+        await det.check(t)
+        assert list(det.overruns) == [1]  # 3701 s > max(300, 100 + 3600)
+        (event,) = cluster.recent_events
+        assert (event.kind, event.job_id, event.data["predicted_s"]) == (
+            "job.overrunning",
+            1,
+            100.0,
+        )
+        (finding,) = det.findings(t)
+        assert finding.name == OVERRUNNING and finding.labels == {"job_id": "1", "node": "n1"}
+        await det.check(t + 10)
+        assert len(cluster.recent_events) == 1  # reported once per run
+        del cluster.unfinished[1]
+        await det.check(t + 20)
+        assert det.overruns == {} and list(det.findings(t + 20)) == []
+
+    asyncio.run(scenario())

@@ -1,0 +1,48 @@
+"""``PacedScheduler``: the server's passes backfill at most once per bf_interval."""
+
+from __future__ import annotations
+
+from hal.scheduler.framework import Scheduler
+from hal.scheduler.plugins import build_scheduler, default_profile
+from hal.scheduler.service import PacedScheduler
+from hal.testing import cluster, make_job, placed_nodes
+
+
+def _snap(now: float):  # type: ignore[no-untyped-def]
+    """Two of four nodes busy until 1090; a 4-node head blocks, a 50 s job fits now."""
+    return (
+        cluster(now)
+        .uniform_nodes(4, cpus=1)
+        .running(
+            make_job(1).limit(100).running_on("n0001", start=990),
+            make_job(2).limit(100).running_on("n0002", start=990),
+        )
+        .pending(make_job(10).nodes(4).limit(100), make_job(12).limit(50))
+        .build()
+    )
+
+
+def test_backfill_runs_once_per_interval(sched: Scheduler) -> None:
+    """bf_interval is 30 s in the default profile: the pass at 1000 backfills job 12,
+    the one at 1010 does not (the main pass alone), the one at 1030 does again."""
+    paced = PacedScheduler(sched)
+    assert set(placed_nodes(paced.schedule(_snap(1000.0)))) == {12}
+    assert placed_nodes(paced.schedule(_snap(1010.0))) == {}
+    assert set(placed_nodes(paced.schedule(_snap(1030.0)))) == {12}
+
+
+def test_a_clock_stepped_back_does_not_postpone_backfill(sched: Scheduler) -> None:
+    paced = PacedScheduler(sched)
+    paced.schedule(_snap(5000.0))
+    assert set(placed_nodes(paced.schedule(_snap(1000.0)))) == {12}
+
+
+def test_interval_zero_backfills_every_pass_and_no_plugin_never() -> None:
+    config = default_profile()
+    config["plugin_args"] = {"noderesources": {"score": "best_fit"}, "backfill": {"interval_s": 0}}
+    paced = PacedScheduler(build_scheduler(config))
+    for _ in range(3):
+        assert set(placed_nodes(paced.schedule(_snap(1000.0)))) == {12}
+    plain = PacedScheduler(build_scheduler(default_profile(backfill=False)))
+    assert not plain.backfill_due(1000.0)
+    assert placed_nodes(plain.schedule(_snap(1000.0))) == {}
