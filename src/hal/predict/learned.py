@@ -200,6 +200,7 @@ class LearnedPredictor:
         tmp = path.with_suffix(path.suffix + ".tmp")
         tmp.write_text(json.dumps(meta))
         os.replace(tmp, path)
+        self.saved_at = float(meta["saved_at"])
 
     def load(self, path: Path) -> bool:
         """Reads a model written by ``save``; False (and nothing changed) when there is
