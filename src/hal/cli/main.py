@@ -9,19 +9,9 @@ from __future__ import annotations
 import os
 import sys
 
+from hal.compat.names import SLURM_COMMANDS
 from hal.core.errors import HalError
 
-SLURM_COMMANDS = (
-    "sbatch",
-    "squeue",
-    "scancel",
-    "sinfo",
-    "sacct",
-    "scontrol",
-    "srun",
-    "sprio",
-    "sshare",
-)
 EXIT_CODES = {
     "invalid_request": 2,
     "unsupported_option": 2,

@@ -3,8 +3,8 @@ Slurm names (``hal compat install-shims DIR``).
 
 A shim never shadows a real Slurm installation by accident: if a command of the same name
 already exists in the target directory or anywhere on ``PATH`` and is not one of our
-shims, installation refuses (naming the file) unless ``force=True``. ``srun`` is not
-installed: HAL does not implement job steps, and a shim that pretends would mislead.
+shims, installation refuses (naming the file) unless ``force=True``. ``srun`` is the
+in-job pass-through of ``hal.compat.srun`` (no job steps: it refuses outside a job).
 """
 
 from __future__ import annotations
@@ -15,19 +15,10 @@ import stat
 import sys
 from pathlib import Path
 
+from hal.compat.names import SLURM_COMMANDS
 from hal.core.errors import Conflict
 
-SHIM_COMMANDS = (
-    "sbatch",
-    "squeue",
-    "scancel",
-    "sinfo",
-    "sacct",
-    "scontrol",
-    "srun",
-    "sprio",
-    "sshare",
-)
+SHIM_COMMANDS = SLURM_COMMANDS
 MARKER = "# hal-slurm-shim"  # identifies files we wrote, so reinstalling may replace them
 
 
