@@ -42,6 +42,7 @@ from typing import Any
 from hal.core.job import Job
 from hal.core.states import JobState
 from hal.predict import Predictor, SharedPredictor, corrected, make_predictor, planned_runtime
+from hal.predict.baselines import UNLIMITED_S
 from hal.state.cluster import Cluster
 
 log = logging.getLogger("hal.predict")
@@ -80,7 +81,9 @@ _Item = _Started | _Finished | _Requeued | None
 def accuracy(samples: Sequence[tuple[float, float]]) -> dict[str, float | int]:
     """MAE (s), Tsafrir's accuracy (mean of min(p, r) / max(p, r)) and the share of
     under-predictions over (predicted, actual) pairs, both taken as at least 1 s (as
-    ``hal.predict.evaluate`` does)."""
+    ``hal.predict.evaluate`` does). Jobs that had no estimate at all (no time limit and
+    no history: planned as a year) are left out: they would swamp the mean error."""
+    samples = [s for s in samples if s[0] < UNLIMITED_S]
     n = len(samples)
     if not n:
         return {"jobs": 0}

@@ -82,7 +82,9 @@ def cmd_status(ns: argparse.Namespace) -> int:
             )
         )
     else:
-        lines.append(("recent accuracy", "no finished jobs yet"))
+        lines.append(
+            ("recent accuracy", "no finished job with an estimate yet (--time or history)")
+        )
     if st.last_error:
         lines.append(("last error", st.last_error))
     for key, value in lines:

@@ -194,3 +194,10 @@ def test_a_run_that_ends_as_the_server_starts_is_observed_once(tmp_path: Path) -
         assert service.replayed == 1
 
     run_service(tmp_path, predictor, scenario)
+
+
+def test_jobs_without_any_estimate_are_left_out_of_the_accuracy() -> None:
+    """A job with no time limit and no history is planned as a year: not an estimate."""
+    from hal.predict.baselines import UNLIMITED_S
+
+    assert accuracy([(UNLIMITED_S, 5.0), (10.0, 10.0)]) == accuracy([(10.0, 10.0)])
