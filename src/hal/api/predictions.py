@@ -428,7 +428,7 @@ class PredictionService:
             # while the worker appends
             "recent": accuracy(tuple(self.recent)),
             "details": {k: v for k, v in details.items() if isinstance(v, int | float)},
-            "last_error": self.last_error,
+            "last_error": self.last_error or str(getattr(inner, "unavailable", "")),
         }
 
 

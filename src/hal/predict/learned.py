@@ -18,6 +18,7 @@ Until the first model exists it answers like ``avg2``.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import time
@@ -40,6 +41,7 @@ from hal.predict.features import (
     requested_s,
 )
 
+log = logging.getLogger("hal.predict")
 PARAMS: dict[str, Any] = {
     "objective": "l1",  # the median correction: robust to the odd crashed or hung job
     "learning_rate": 0.1,
@@ -82,6 +84,7 @@ class LearnedPredictor:
         self.model_version = 0
         self.trained_on = 0
         self.saved_at: float | None = None
+        self.unavailable = ""  # why no model can be trained, when lightgbm cannot load
         self._since_train = 0
         # job id → (model version, user history version, features, log prediction)
         self._cache: dict[int, tuple[int, int, FloatRow, float]] = {}
@@ -117,7 +120,7 @@ class LearnedPredictor:
 
     def _due(self) -> bool:
         seen = len(self._targets)
-        if seen < self.min_train:
+        if seen < self.min_train or self.unavailable:
             return False
         if self._booster is None:
             return True
@@ -125,7 +128,9 @@ class LearnedPredictor:
         return self._since_train >= every
 
     def train(self) -> None:
-        import lightgbm as lgb
+        lgb = self._lightgbm()
+        if lgb is None:
+            return
 
         x = np.vstack(self._rows)
         y = np.fromiter(self._targets, dtype=np.float64, count=len(self._targets))
@@ -205,7 +210,9 @@ class LearnedPredictor:
     def load(self, path: Path) -> bool:
         """Reads a model written by ``save``; False (and nothing changed) when there is
         none or it was made for other features."""
-        import lightgbm as lgb
+        lgb = self._lightgbm()
+        if lgb is None:
+            return False
 
         try:
             meta = json.loads(path.read_text())
@@ -220,6 +227,19 @@ class LearnedPredictor:
         self.saved_at = float(meta["saved_at"])
         self._cache.clear()
         return True
+
+    def _lightgbm(self) -> Any:
+        """The lightgbm module, or None (once logged) when it cannot be loaded: its wheel
+        needs the OpenMP runtime (``libgomp1`` on Debian/Ubuntu). The predictor then keeps
+        answering like ``avg2`` instead of failing."""
+        try:
+            import lightgbm
+        except (ImportError, OSError) as err:
+            if not self.unavailable:
+                self.unavailable = f"lightgbm cannot be loaded ({err}); predicting like avg2"
+                log.warning("%s: install libgomp1 (apt install libgomp1)", self.unavailable)
+            return None
+        return lightgbm
 
     def status(self) -> dict[str, float | int]:
         """Model age and data size, for ``hal predict status``."""

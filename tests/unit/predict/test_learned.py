@@ -99,3 +99,17 @@ def test_a_saved_model_predicts_the_same_after_loading(tmp_path) -> None:  # typ
     assert q.predict(j) == p.predict(j)
     assert q.model_version == p.model_version
     assert not LearnedPredictor().load(tmp_path / "missing.json")
+
+
+def test_without_lightgbm_it_keeps_answering_like_avg2(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A machine without the OpenMP runtime cannot load lightgbm: no crash, no model,
+    avg2's answers, and the reason is kept for `hal predict status`."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "lightgbm", None)  # makes `import lightgbm` fail
+    p = LearnedPredictor(min_train=50)
+    feed(p, 200)
+    assert p.model_version == 0
+    assert "lightgbm cannot be loaded" in p.unavailable
+    p.observe(job(9_100, "zed", "x", 3600), 100.0)
+    assert p.predict(job(9_101, "zed", "x", 3600)) == 100.0
