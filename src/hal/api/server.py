@@ -82,9 +82,14 @@ class HalServer:
         self.data_dir = Path(data_dir).expanduser() if data_dir else sqlite_dir(db_url)
         # An explicit [scheduler] profile is taken as written; the default one gains the
         # topology plugin when the config has a [topology].
-        profile = config.scheduler_profile or default_profile(topology=config.topology)
+        # The default one also gains the limits plugin when [[qos]]/[[accounts]] set limits.
+        profile = config.scheduler_profile or default_profile(
+            topology=config.topology, limits=config.priority.has_limits
+        )
         self.predictor = SharedPredictor(make_predictor(predictor_name(profile, config)))
-        self.scheduler = build_scheduler(profile, default_registry(predictor=self.predictor))
+        self.scheduler = build_scheduler(
+            profile, default_registry(predictor=self.predictor, policy=config.priority)
+        )
         self.predictions = PredictionService(
             self.cluster,
             self.predictor,

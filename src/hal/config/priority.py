@@ -21,6 +21,9 @@ seconds)::
     [[accounts]]
     name = "lattice"
     parent = "physics"
+    max_jobs = 10                  # MaxJobs: running jobs per user (limits: any is optional)
+    grp_jobs = 50                  # GrpJobs: running jobs of the account and its children
+    grp_tres = { cpus = 512, gpus = 16, mem = "2T", nodes = 32 }   # GrpTRES
 
     [[users]]
     name = "alice"
@@ -31,6 +34,12 @@ seconds)::
     [[qos]]
     name = "high"
     priority = 100
+    max_jobs_per_user = 4          # MaxJobsPerUser (running)
+    max_submit_jobs_per_user = 20  # MaxSubmitJobsPerUser (pending + running; at submit)
+    max_wall = "1-0"               # MaxWall (per job)
+    max_tres_per_job = { cpus = 64, gpus = 4, nodes = 2 }             # MaxTRESPerJob
+    grp_tres = { cpus = 1024, gpus = 32, mem = "4T", nodes = 64 }     # GrpTRES
+    grp_jobs = 100                 # GrpJobs (running)
 """
 
 from __future__ import annotations
@@ -38,7 +47,7 @@ from __future__ import annotations
 from typing import Any
 
 from hal.core.errors import InvalidRequest
-from hal.core.priority import Account, PriorityPolicy, Qos, UserAccount
+from hal.core.priority import NO_TRES_LIMITS, Account, PriorityPolicy, Qos, TresLimits, UserAccount
 
 PRIORITY_KEYS = ("priority", "accounts", "users", "qos")
 _WEIGHTS = ("weight_age", "weight_fairshare", "weight_job_size", "weight_partition", "weight_qos")
@@ -131,13 +140,63 @@ def _shares(item: dict[str, Any], source: str, field: str) -> int:
     return value
 
 
+def _count(item: dict[str, Any], key: str, source: str, field: str) -> int | None:
+    value = item.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _fail(source, field, "must be a non-negative integer")
+    return int(value)
+
+
+_TRES_KEYS = {"cpus", "gpus", "mem", "nodes"}
+
+
+def _tres(item: dict[str, Any], key: str, source: str, field: str, keys: set[str]) -> TresLimits:
+    table = item.get(key)
+    if table is None:
+        return NO_TRES_LIMITS
+    if not isinstance(table, dict):
+        raise _fail(source, field, "must be a table like { cpus = 64, gpus = 4 }")
+    unknown = set(table) - keys
+    if unknown:
+        raise _fail(source, f"{field}.{sorted(unknown)[0]}", f"unknown key; known: {sorted(keys)}")
+    mem: int | None = None
+    if "mem" in table:
+        raw = table["mem"]
+        if isinstance(raw, bool) or not isinstance(raw, int | str):
+            raise _fail(source, f"{field}.mem", 'must be a size like "512G" or MiB')
+        from hal.core.slurm_syntax import parse_memory
+
+        try:
+            mem = parse_memory(str(raw), field=f"{field}.mem")
+        except InvalidRequest as err:
+            raise _fail(source, f"{field}.mem", str(err)) from err
+    return TresLimits(
+        cpus=_count(table, "cpus", source, f"{field}.cpus"),
+        gpus=_count(table, "gpus", source, f"{field}.gpus"),
+        mem_bytes=mem,
+        nodes=_count(table, "nodes", source, f"{field}.nodes"),
+    )
+
+
 def _accounts(items: Any, source: str) -> tuple[Account, ...]:
     out = []
-    for i, item in enumerate(_entries(items, source, "accounts", {"name", "parent", "fairshare"})):
+    keys = {"name", "parent", "fairshare", "max_jobs", "grp_jobs", "grp_tres"}
+    for i, item in enumerate(_entries(items, source, "accounts", keys)):
         parent = item.get("parent", "root")
         if not isinstance(parent, str) or not parent:
             raise _fail(source, f"accounts[{i}].parent", "must be an account name")
-        out.append(Account(item["name"], parent, _shares(item, source, f"accounts[{i}].fairshare")))
+        out.append(
+            Account(
+                item["name"],
+                parent,
+                _shares(item, source, f"accounts[{i}].fairshare"),
+                max_jobs=_count(item, "max_jobs", source, f"accounts[{i}].max_jobs"),
+                grp_jobs=_count(item, "grp_jobs", source, f"accounts[{i}].grp_jobs"),
+                grp_tres=_tres(item, "grp_tres", source, f"accounts[{i}].grp_tres", _TRES_KEYS),
+            )
+        )
     parents = {a.name: a.parent for a in out}
     if len(parents) != len(out) or "root" in parents:
         raise _fail(source, "accounts.name", "account names must be unique and not 'root'")
@@ -176,11 +235,50 @@ def _users(items: Any, source: str, accounts: set[str]) -> tuple[UserAccount, ..
     return tuple(out)
 
 
+_QOS_KEYS = {
+    "name",
+    "priority",
+    "max_jobs_per_user",
+    "max_submit_jobs_per_user",
+    "max_wall",
+    "max_tres_per_job",
+    "grp_tres",
+    "grp_jobs",
+}
+
+
 def _qos(items: Any, source: str) -> tuple[Qos, ...]:
     out = []
-    for i, item in enumerate(_entries(items, source, "qos", {"name", "priority"})):
+    for i, item in enumerate(_entries(items, source, "qos", _QOS_KEYS)):
         value = item.get("priority", 0)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise _fail(source, f"qos[{i}].priority", "must be a non-negative integer")
-        out.append(Qos(item["name"], value))
+        where = f"qos[{i}]"
+        wall = item.get("max_wall")
+        out.append(
+            Qos(
+                item["name"],
+                value,
+                max_jobs_per_user=_count(
+                    item, "max_jobs_per_user", source, f"{where}.max_jobs_per_user"
+                ),
+                max_submit_jobs_per_user=_count(
+                    item, "max_submit_jobs_per_user", source, f"{where}.max_submit_jobs_per_user"
+                ),
+                max_wall_s=None
+                if wall is None
+                else int(_duration(wall, source, f"{where}.max_wall")),
+                max_tres_per_job=_tres(
+                    item,
+                    "max_tres_per_job",
+                    source,
+                    f"{where}.max_tres_per_job",
+                    {"cpus", "gpus", "nodes"},
+                ),
+                grp_tres=_tres(item, "grp_tres", source, f"{where}.grp_tres", _TRES_KEYS),
+                grp_jobs=_count(item, "grp_jobs", source, f"{where}.grp_jobs"),
+            )
+        )
+    if len({q.name for q in out}) != len(out):
+        raise _fail(source, "qos.name", "QoS names must be unique")
     return tuple(out)

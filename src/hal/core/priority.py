@@ -1,8 +1,10 @@
-"""Accounts, QoS and the multifactor priority weights (Slurm's ``priority/multifactor``).
+"""Accounts, QoS, their limits and the multifactor priority weights (Slurm's
+``priority/multifactor`` and ``AccountingStorageEnforce=limits``).
 
 Plain values read from ``hal.toml`` (``[priority]``, ``[[accounts]]``, ``[[users]]``,
 ``[[qos]]``) and used by the priority calculation in
-``hal.scheduler.plugins.multifactor``. Times are seconds.
+``hal.scheduler.plugins.multifactor`` and the limits in ``hal.scheduler.plugins.limits``.
+Times are seconds; a limit of ``None`` is no limit.
 """
 
 from __future__ import annotations
@@ -10,6 +12,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 ROOT_ACCOUNT = "root"
+DEFAULT_QOS = "normal"  # the QoS of a job that names none
+SUBMIT_LIMIT_MESSAGE = (
+    "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TresLimits:
+    """A cap on trackable resources (Slurm's ``GrpTRES=``/``MaxTRESPerJob=``): CPUs,
+    GPUs, memory in bytes and nodes. ``None``: no cap on that resource."""
+
+    cpus: int | None = None
+    gpus: int | None = None
+    mem_bytes: int | None = None
+    nodes: int | None = None
+
+    @property
+    def any(self) -> bool:
+        return any(v is not None for v in (self.cpus, self.gpus, self.mem_bytes, self.nodes))
+
+
+NO_TRES_LIMITS = TresLimits()
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +45,14 @@ class Account:
     name: str
     parent: str = ROOT_ACCOUNT
     shares: int = 1
+    # limits (a job counts against its account and every ancestor's):
+    max_jobs: int | None = None  # MaxJobs: running jobs per user in this account
+    grp_jobs: int | None = None  # GrpJobs: running jobs of the account (all users)
+    grp_tres: TresLimits = NO_TRES_LIMITS  # GrpTRES over the account's running jobs
+
+    @property
+    def has_limits(self) -> bool:
+        return self.max_jobs is not None or self.grp_jobs is not None or self.grp_tres.any
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,10 +68,27 @@ class UserAccount:
 
 @dataclass(frozen=True, slots=True)
 class Qos:
-    """A quality of service; only its priority is used so far (the QOS factor)."""
+    """A quality of service: its priority (the QOS factor) and its limits."""
 
     name: str
     priority: int = 0
+    max_jobs_per_user: int | None = None  # MaxJobsPerUser: running
+    max_submit_jobs_per_user: int | None = None  # MaxSubmitJobsPerUser: pending + running
+    max_wall_s: int | None = None  # MaxWall (per job; an unlimited job exceeds any)
+    max_tres_per_job: TresLimits = NO_TRES_LIMITS  # MaxTRESPerJob (cpus, gpus, nodes)
+    grp_tres: TresLimits = NO_TRES_LIMITS  # GrpTRES over the QoS's running jobs
+    grp_jobs: int | None = None  # GrpJobs: running jobs of the QoS
+
+    @property
+    def has_limits(self) -> bool:
+        """Any limit the scheduler enforces (the submit limit is checked at submit)."""
+        return (
+            self.max_jobs_per_user is not None
+            or self.max_wall_s is not None
+            or self.max_tres_per_job.any
+            or self.grp_tres.any
+            or self.grp_jobs is not None
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,3 +117,8 @@ class PriorityPolicy:
     accounts: tuple[Account, ...] = ()
     users: tuple[UserAccount, ...] = ()
     qos: tuple[Qos, ...] = ()
+
+    @property
+    def has_limits(self) -> bool:
+        """Some account or QoS has a limit the scheduler enforces."""
+        return any(a.has_limits for a in self.accounts) or any(q.has_limits for q in self.qos)

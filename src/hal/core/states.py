@@ -89,6 +89,24 @@ class PendingReason(StrEnum):
     BAD_CONSTRAINTS = "BadConstraints"
     JOB_ARRAY_TASK_LIMIT = "JobArrayTaskLimit"
     NODE_DOWN = "NodeDown"
+    # accounting limits (AccountingStorageEnforce=limits): the QoS's ...
+    QOS_MAX_JOBS_PER_USER = "QOSMaxJobsPerUserLimit"
+    QOS_MAX_WALL_PER_JOB = "QOSMaxWallDurationPerJobLimit"
+    QOS_MAX_CPU_PER_JOB = "QOSMaxCpuPerJobLimit"
+    QOS_MAX_GRES_PER_JOB = "QOSMaxGRESPerJob"
+    QOS_MAX_NODE_PER_JOB = "QOSMaxNodePerJobLimit"
+    QOS_GRP_CPU = "QOSGrpCpuLimit"
+    QOS_GRP_GRES = "QOSGrpGRES"
+    QOS_GRP_MEM = "QOSGrpMemLimit"
+    QOS_GRP_NODE = "QOSGrpNodeLimit"
+    QOS_GRP_JOBS = "QOSGrpJobsLimit"
+    # ... and the account association's (or an ancestor account's)
+    ASSOC_MAX_JOBS = "AssocMaxJobsLimit"
+    ASSOC_GRP_JOBS = "AssocGrpJobsLimit"
+    ASSOC_GRP_CPU = "AssocGrpCpuLimit"
+    ASSOC_GRP_GRES = "AssocGrpGRES"
+    ASSOC_GRP_MEM = "AssocGrpMemLimit"
+    ASSOC_GRP_NODE = "AssocGrpNodeLimit"
     # HAL's own (Slurm has none for it): waiting, within --switches' max-wait, for a
     # placement on fewer leaf switches than are free now.
     TOPOLOGY = "Topology"

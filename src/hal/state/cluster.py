@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import itertools
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,6 +26,7 @@ from hal.core.clock import Clock, SystemClock
 from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import Job, JobSpec
 from hal.core.node import Node, Partition
+from hal.core.priority import DEFAULT_QOS, SUBMIT_LIMIT_MESSAGE
 from hal.core.states import JobState, NodeState, PendingReason
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.state.applier import NodeUsage, check_placement, hold, release
@@ -369,6 +370,7 @@ class Cluster:
                 return jobs, results, tx.stored_events
 
         async with self._lock:
+            self._check_submit_limits(specs)
             jobs, results, added = await self.db(work)
             for job in jobs:
                 self._put(job)
@@ -404,6 +406,32 @@ class Cluster:
             self._check_fits_somewhere(spec, candidates, where)
         priority = max(0, 1_000_000 + 10_000 * partition.priority_tier - spec.nice)
         return partition.name, limit, priority
+
+    def _check_submit_limits(self, specs: Sequence[JobSpec]) -> None:
+        """A QoS's ``max_submit_jobs_per_user`` (Slurm's MaxSubmitJobsPerUser): the
+        user's pending and running jobs in the QoS, with this batch (each array element
+        counts), may not exceed it; the whole batch is refused with Slurm's message."""
+        caps = {
+            q.name: q.max_submit_jobs_per_user
+            for q in self.config.priority.qos
+            if q.max_submit_jobs_per_user is not None
+        }
+        if not caps:
+            return
+        counts: Counter[tuple[str, str]] = Counter(
+            (j.spec.qos or DEFAULT_QOS, j.spec.user)
+            for j in self.jobs.values()
+            if not j.state.is_terminal
+        )
+        for i, spec in enumerate(specs):
+            key = (spec.qos or DEFAULT_QOS, spec.user)
+            cap = caps.get(key[0])
+            if cap is None:
+                continue
+            counts[key] += len(spec.array.indices) if spec.array else 1
+            if counts[key] > cap:
+                where = f"jobs[{i}]." if len(specs) > 1 else ""
+                raise InvalidRequest(SUBMIT_LIMIT_MESSAGE, field=where + "qos")
 
     @staticmethod
     def _check_fits_somewhere(spec: JobSpec, nodes: list[Node], where: str) -> None:

@@ -104,6 +104,14 @@ class JobBuilder:
         self._spec["user"] = user
         return self
 
+    def account(self, account: str) -> JobBuilder:
+        self._spec["account"] = account
+        return self
+
+    def qos(self, qos: str) -> JobBuilder:
+        self._spec["qos"] = qos
+        return self
+
     def depends(self, text: str, *, kill_on_invalid: bool = False) -> JobBuilder:
         self._spec["dependency"] = parse_dependency(text)
         self._spec["kill_on_invalid_dep"] = kill_on_invalid

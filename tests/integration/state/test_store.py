@@ -182,3 +182,30 @@ def test_finished_runs_pages_through_the_jobs_that_ran_latest_end_first(db_url: 
     assert [j.id for j in rest] == [5, 2]
     assert rest[0].spec.user == "alice" and rest[0].spec.script == ""
     store.close()
+
+
+def test_max_submit_jobs_per_user_refuses_what_would_go_over(db_url: str) -> None:
+    """QoS ``normal`` allows 3 pending or running jobs per user: array elements count
+    one each, other users and other QoS are not counted, and a refused batch stores
+    nothing."""
+    from hal.core.priority import SUBMIT_LIMIT_MESSAGE, PriorityPolicy, Qos
+    from hal.core.slurm_syntax import parse_array
+
+    config = HalConfig(priority=PriorityPolicy(qos=(Qos("normal", max_submit_jobs_per_user=3),)))
+
+    async def scenario() -> None:
+        cluster = Cluster(SqlStateStore(db_url), config, VirtualClock(5.0))
+        await cluster.load()
+        await cluster.submit([spec(array=parse_array("0-1"))])  # 2 of alice's 3
+        with pytest.raises(InvalidRequest) as err:
+            await cluster.submit([spec(), spec()])
+        assert str(err.value) == SUBMIT_LIMIT_MESSAGE
+        assert err.value.field == "jobs[1].qos"
+        assert cluster.store.count_jobs() == 2
+        await cluster.submit([spec(user="bob"), spec(qos="high"), spec()])  # alice's 3rd
+        with pytest.raises(InvalidRequest, match="job submit limit"):
+            await cluster.submit([spec()])
+        assert cluster.store.count_jobs() == 5
+        await cluster.close()
+
+    run(scenario())

@@ -14,6 +14,9 @@ sees is that of the first plugin that objects)::
     dependency     PreFilter  Dependency / DependencyNeverSatisfied (+ Termination)
                    Reserve    singleton bookkeeping
     arraythrottle  PreFilter  JobArrayTaskLimit;  Reserve: count placed elements
+    limits         PreFilter  QOSMaxJobsPerUserLimit, AssocGrpGRES, ... (QoS and account
+                              limits); Reserve: count placed jobs. Only when some limit
+                              is configured: ``default_profile(limits=True)``
     noderesources  PreFilter  BadConstraints / ReqNodeNotAvail (static mask per key)
                    Filter     cpus, memory, gpus, exclusive → Resources
                    Score      best fit
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from hal.core.priority import PriorityPolicy
 from hal.core.topology import Topology
 from hal.predict import Predictor
 from hal.scheduler.framework.profile import PluginArgs, Registry, build_profile
@@ -44,6 +48,7 @@ from hal.scheduler.plugins import (
     backfill,
     dependency,
     hold,
+    limits,
     noderesources,
     partition,
     priority,
@@ -51,6 +56,7 @@ from hal.scheduler.plugins import (
 from hal.scheduler.plugins import topology as topology_plugin
 
 BACKFILL = backfill.NAME
+LIMITS = limits.NAME
 # The main-pass plugins of the default profile (``default_profile`` adds ``backfill`` and,
 # with a topology, ``topology``).
 DEFAULT_PLUGINS = (
@@ -63,13 +69,20 @@ DEFAULT_PLUGINS = (
 )
 
 
-def default_registry(*, predictor: Predictor | None = None) -> Registry:
+def default_registry(
+    *, predictor: Predictor | None = None, policy: PriorityPolicy | None = None
+) -> Registry:
     """Every built-in plugin, by name. ``predictor``: the run-time predictor the backfill
     plugin plans with, whatever its args name (the server passes its shared, trained one;
-    without it the plugin builds the predictor its ``predictor`` arg names)."""
+    without it the plugin builds the predictor its ``predictor`` arg names). ``policy``:
+    the accounts, users and QoS whose limits the ``limits`` plugin enforces (``hal.toml``;
+    none: no limits)."""
 
     def new_backfill(args: PluginArgs) -> backfill.Backfill:
         return backfill.new(args, predictor)
+
+    def new_limits(args: PluginArgs) -> limits.Limits:
+        return limits.new(args, policy)
 
     return Registry(
         {
@@ -78,6 +91,7 @@ def default_registry(*, predictor: Predictor | None = None) -> Registry:
             partition.NAME: partition.new,
             dependency.NAME: dependency.new,
             arraythrottle.NAME: arraythrottle.new,
+            limits.NAME: new_limits,
             noderesources.NAME: noderesources.new,
             backfill.NAME: new_backfill,
             topology_plugin.NAME: topology_plugin.new,
@@ -86,13 +100,18 @@ def default_registry(*, predictor: Predictor | None = None) -> Registry:
 
 
 def default_profile(
-    *, topology: Topology | None = None, backfill: bool = True
+    *, topology: Topology | None = None, backfill: bool = True, limits: bool = False
 ) -> dict[str, object]:
     """The default profile as a plain config mapping (a fresh copy to edit). With a
     ``topology`` (the cluster has one configured), the ``topology`` plugin is added
     with the tree's level names. ``backfill=False`` leaves out the backfill plugin (strict
-    priority order, as the simulator's ``fcfs`` policy wants)."""
+    priority order, as the simulator's ``fcfs`` policy wants). ``limits=True`` (some
+    account or QoS limit is configured: ``PriorityPolicy.has_limits``) adds the
+    ``limits`` plugin before ``noderesources``; the registry must then be given the
+    policy (``default_registry(policy=...)``)."""
     plugins = list(DEFAULT_PLUGINS)
+    if limits:
+        plugins.insert(plugins.index(noderesources.NAME), LIMITS)
     args: dict[str, object] = {noderesources.NAME: {"score": "best_fit"}}
     if topology is not None:
         plugins.append(topology_plugin.NAME)
@@ -119,4 +138,11 @@ def build_scheduler(
     return Scheduler(profile)
 
 
-__all__ = ["BACKFILL", "DEFAULT_PLUGINS", "build_scheduler", "default_profile", "default_registry"]
+__all__ = [
+    "BACKFILL",
+    "DEFAULT_PLUGINS",
+    "LIMITS",
+    "build_scheduler",
+    "default_profile",
+    "default_registry",
+]

@@ -1,0 +1,250 @@
+"""QoS and account limits: a job starts only if it keeps every limit of its QoS and of
+its account and every ancestor account (``AccountingStorageEnforce=limits``).
+
+Usage is counted once per pass from the snapshot's running jobs (``ctx.running``) and
+kept in ``ctx.data``; Reserve adds each job placed in the pass (with its real
+allocation), Unreserve takes it out again. PreFilter then checks a job in O(depth of its
+account) dictionary look-ups, so 50,000 pending jobs cost little. A job held by a limit
+is UNSCHEDULABLE at PreFilter: it waits with the limit's reason and holds nobody back.
+
+Reserve checks once more with the allocation the job really got (``--exclusive`` or
+``--mem=0`` can get more than the request): a limit is never exceeded.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from hal.core.job import Allocation, Job
+from hal.core.priority import DEFAULT_QOS, ROOT_ACCOUNT, PriorityPolicy, TresLimits
+from hal.core.states import PendingReason as R
+from hal.scheduler.framework.context import PassContext
+from hal.scheduler.framework.cycle_state import CycleState, StateKey
+from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
+from hal.scheduler.framework.status import SUCCESS, Status, unschedulable
+
+NAME = "limits"
+
+# (cpus, gpus, memory bytes, nodes)
+Tres = tuple[int, int, int, int]
+_QOS_GRP = (R.QOS_GRP_CPU, R.QOS_GRP_GRES, R.QOS_GRP_MEM, R.QOS_GRP_NODE)
+_ASSOC_GRP = (R.ASSOC_GRP_CPU, R.ASSOC_GRP_GRES, R.ASSOC_GRP_MEM, R.ASSOC_GRP_NODE)
+_TRES_NAMES = ("cpu", "gres/gpu", "mem", "node")
+
+
+@dataclass(slots=True)
+class Usage:
+    """What running jobs (snapshot + placed this pass) hold, per limited QoS/account."""
+
+    qos_user_jobs: Counter[tuple[str, str]] = field(default_factory=Counter)
+    qos_jobs: Counter[str] = field(default_factory=Counter)
+    qos_tres: dict[str, list[int]] = field(default_factory=dict)
+    acct_user_jobs: Counter[tuple[str, str]] = field(default_factory=Counter)
+    acct_jobs: Counter[str] = field(default_factory=Counter)
+    acct_tres: dict[str, list[int]] = field(default_factory=dict)
+
+
+USAGE: StateKey[Usage] = StateKey("limits.usage")
+# the job's share as Reserve added it (Unreserve takes exactly that out, once)
+RESERVED: StateKey[tuple[str, tuple[str, ...], Tres]] = StateKey("limits.reserved")
+
+
+Caps = tuple[tuple[int, int], ...]  # (resource index, cap) for the capped resources
+
+
+def _caps(limits: TresLimits) -> Caps:
+    values = (limits.cpus, limits.gpus, limits.mem_bytes, limits.nodes)
+    return tuple((i, cap) for i, cap in enumerate(values) if cap is not None)
+
+
+def _over(used: list[int] | None, want: Tres, caps: Caps) -> int | None:
+    """The index of the first resource ``want`` would take over its cap, or None."""
+    for i, cap in caps:
+        if (used[i] if used else 0) + want[i] > cap:
+            return i
+    return None
+
+
+def _add(table: dict[str, list[int]], key: str, tres: Tres, sign: int) -> None:
+    row = table.setdefault(key, [0, 0, 0, 0])
+    for i in range(4):
+        row[i] += sign * tres[i]
+
+
+def request_tres(job: Job) -> Tres:
+    """What a pending job asks for at its minimum node count (``--mem=0``: 0 memory
+    here; Reserve counts what it really gets)."""
+    spec = job.spec
+    n = max(spec.nodes_min, 1)
+    per = spec.request_per_node(n)
+    return (per.cpus * n, per.gpus * n, per.memory_bytes * n, n)
+
+
+def allocation_tres(allocation: Allocation) -> Tres:
+    total = allocation.total()
+    return (total.cpus, total.gpus, total.memory_bytes, len(allocation.nodes))
+
+
+class Limits:
+    """Built from the config's accounts, users and QoS; stateless between passes."""
+
+    name = NAME
+
+    def __init__(self, policy: PriorityPolicy) -> None:
+        self._qos = {q.name: q for q in policy.qos if q.has_limits}
+        parents = {a.name: a.parent for a in policy.accounts}
+        self._accounts = {a.name: a for a in policy.accounts}
+        self._defaults = {u.user: u.account for u in policy.users if u.default}
+        self._qos_caps = {q.name: _caps(q.grp_tres) for q in self._qos.values()}
+        self._acct_caps = {a.name: _caps(a.grp_tres) for a in policy.accounts}
+        # account → itself and its ancestors that have a limit, leaf first
+        self._chains: dict[str, tuple[str, ...]] = {ROOT_ACCOUNT: ()}
+        for name in parents:
+            chain: list[str] = []
+            seen: set[str] = set()
+            up = name
+            while up in parents and up not in seen:  # (the config refuses cycles)
+                seen.add(up)
+                if self._accounts[up].has_limits:
+                    chain.append(up)
+                up = parents[up]
+            self._chains[name] = tuple(chain)
+
+    @property
+    def active(self) -> bool:
+        """Some limit is configured (else the plugin passes every job)."""
+        return bool(self._qos) or any(self._chains.values())
+
+    def account_of(self, job: Job) -> str:
+        """The account a job is charged to: the one it asked for when it is configured,
+        else the user's default account, else ``root`` (as fair share charges it)."""
+        requested = job.spec.account
+        if requested and requested in self._accounts:
+            return requested
+        return self._defaults.get(job.spec.user, ROOT_ACCOUNT)
+
+    def _keys(self, job: Job) -> tuple[str, tuple[str, ...]]:
+        """The job's limited QoS ("" when its QoS has no limit) and limited accounts."""
+        qos = job.spec.qos or DEFAULT_QOS
+        return (qos if qos in self._qos else "", self._chains.get(self.account_of(job), ()))
+
+    def _charge(
+        self, usage: Usage, job: Job, qos: str, chain: Iterable[str], tres: Tres, sign: int
+    ) -> None:
+        user = job.spec.user
+        if qos:
+            usage.qos_user_jobs[(qos, user)] += sign
+            usage.qos_jobs[qos] += sign
+            _add(usage.qos_tres, qos, tres, sign)
+        for acct in chain:
+            usage.acct_user_jobs[(acct, user)] += sign
+            usage.acct_jobs[acct] += sign
+            _add(usage.acct_tres, acct, tres, sign)
+
+    def usage(self, ctx: PassContext) -> Usage:
+        """The pass's usage table, counted from ``ctx.running`` on first use."""
+        usage = ctx.data.get(USAGE)
+        if usage is None:
+            usage = Usage()
+            for job in ctx.running:
+                if not job.state.is_active or job.allocation is None:
+                    continue
+                qos, chain = self._keys(job)
+                if qos or chain:
+                    self._charge(usage, job, qos, chain, allocation_tres(job.allocation), 1)
+            ctx.data.write(USAGE, usage)
+        return usage
+
+    def check(
+        self,
+        usage: Usage,
+        job: Job,
+        tres: Tres,
+        keys: tuple[str, tuple[str, ...]],
+        *,
+        per_job: bool = True,
+    ) -> Status:
+        """SUCCESS if ``job`` holding ``tres`` more keeps every limit, else the first
+        limit it breaks (QoS before account, the account before its ancestors).
+        ``keys``: the job's ``_keys``."""
+        qos_name, chain = keys
+        user = job.spec.user
+        if qos_name:
+            qos = self._qos[qos_name]
+            if per_job:
+                wall = qos.max_wall_s
+                if wall is not None and (job.time_limit_s == 0 or job.time_limit_s > wall):
+                    return self._held(R.QOS_MAX_WALL_PER_JOB, f"time limit above MaxWall {wall}s")
+                per = qos.max_tres_per_job
+                for reason, have, cap in (
+                    (R.QOS_MAX_CPU_PER_JOB, tres[0], per.cpus),
+                    (R.QOS_MAX_GRES_PER_JOB, tres[1], per.gpus),
+                    (R.QOS_MAX_NODE_PER_JOB, tres[3], per.nodes),
+                ):
+                    if cap is not None and have > cap:
+                        return self._held(reason, f"{have} asked, MaxTRESPerJob {cap}")
+            cap = qos.max_jobs_per_user
+            if cap is not None and usage.qos_user_jobs[(qos_name, user)] >= cap:
+                return self._held(
+                    R.QOS_MAX_JOBS_PER_USER, f"MaxJobsPerUser {cap} of QoS {qos_name}"
+                )
+            cap = qos.grp_jobs
+            if cap is not None and usage.qos_jobs[qos_name] >= cap:
+                return self._held(R.QOS_GRP_JOBS, f"GrpJobs {cap} of QoS {qos_name}")
+            i = _over(usage.qos_tres.get(qos_name), tres, self._qos_caps[qos_name])
+            if i is not None:
+                return self._held(_QOS_GRP[i], f"GrpTRES {_TRES_NAMES[i]} of QoS {qos_name}")
+        for name in chain:
+            acct = self._accounts[name]
+            cap = acct.max_jobs
+            if cap is not None and usage.acct_user_jobs[(name, user)] >= cap:
+                return self._held(R.ASSOC_MAX_JOBS, f"MaxJobs {cap} of account {name}")
+            cap = acct.grp_jobs
+            if cap is not None and usage.acct_jobs[name] >= cap:
+                return self._held(R.ASSOC_GRP_JOBS, f"GrpJobs {cap} of account {name}")
+            i = _over(usage.acct_tres.get(name), tres, self._acct_caps[name])
+            if i is not None:
+                return self._held(_ASSOC_GRP[i], f"GrpTRES {_TRES_NAMES[i]} of account {name}")
+        return SUCCESS
+
+    @staticmethod
+    def _held(reason: R, message: str) -> Status:
+        return unschedulable(reason, message, NAME)
+
+    def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
+        keys = self._keys(job)
+        if not keys[0] and not keys[1]:
+            return SUCCESS
+        return self.check(self.usage(ctx), job, request_tres(job), keys)
+
+    def reserve(
+        self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation
+    ) -> Status:
+        qos, chain = self._keys(job)
+        if not qos and not chain:
+            return SUCCESS
+        usage = self.usage(ctx)
+        tres = allocation_tres(allocation)
+        st = self.check(usage, job, tres, (qos, chain), per_job=False)
+        if not st.is_success:
+            return st
+        self._charge(usage, job, qos, chain, tres, 1)
+        state.write(RESERVED, (qos, chain, tres))
+        return SUCCESS
+
+    def unreserve(
+        self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation
+    ) -> None:
+        added = state.get(RESERVED)
+        if added is None:
+            return
+        state.delete(RESERVED)
+        qos, chain, tres = added
+        self._charge(self.usage(ctx), job, qos, chain, tres, -1)
+
+
+def new(args: PluginArgs, policy: PriorityPolicy | None = None) -> Limits:
+    reject_unknown_args(args, ())
+    return Limits(policy or PriorityPolicy())

@@ -1,0 +1,80 @@
+"""QoS limits in the live server: with ``max_jobs_per_user = 1`` on QoS ``normal`` (the
+QoS of a job that names none), a user's second job waits with Slurm's reason
+``QOSMaxJobsPerUserLimit`` while the first runs, although the node has room for both;
+another user's job still starts. ``max_submit_jobs_per_user = 2``: a third job is refused
+at submit with Slurm's message."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hal.config.priority import priority_from_dict
+from hal.core.errors import InvalidRequest
+from hal.core.priority import SUBMIT_LIMIT_MESSAGE
+from hal.testing.live import LiveServer, wait_until
+from hal.wire.jobs import JobSubmit
+
+POLICY = priority_from_dict(
+    {"qos": [{"name": "normal", "max_jobs_per_user": 1, "max_submit_jobs_per_user": 2}]}
+)
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, dict[str, str]]]:
+    server = LiveServer(
+        tmp_path_factory.mktemp("hal"),
+        config_overrides={"kill_wait_seconds": 2, "priority": POLICY},
+    )
+    with server:
+        with server.client() as admin:
+            tokens = {u: admin.add_user(u).token for u in ("alice", "bob")}
+        with server.agents(1, cpus=4, memory="1G"):
+            yield server, tokens
+
+
+def _job(tmp: Path) -> JobSubmit:
+    return JobSubmit(
+        script="#!/bin/sh\nsleep 300\n", workdir=str(tmp), time_limit_seconds=300, cpus_per_task=1
+    )
+
+
+def test_second_job_pends_with_qos_max_jobs_per_user(
+    live: tuple[LiveServer, dict[str, str]], tmp_path: Path
+) -> None:
+    server, tokens = live
+    with server.client(tokens["alice"]) as alice, server.client(tokens["bob"]) as bob:
+        first = alice.submit(_job(tmp_path)).job_id
+        wait_until(lambda: alice.job(first).state == "RUNNING", message="alice's first job")
+        second = alice.submit(_job(tmp_path)).job_id
+        theirs = bob.submit(_job(tmp_path)).job_id
+        wait_until(lambda: bob.job(theirs).state == "RUNNING", message="bob's job")
+        wait_until(
+            lambda: alice.job(second).reason == "QOSMaxJobsPerUserLimit", message="the reason"
+        )
+        assert alice.job(second).state == "PENDING"
+
+        out = subprocess.run(
+            [sys.executable, "-m", "hal.cli.main", "squeue", "--states", "PD"],
+            env={**server.env(), "HAL_TOKEN": tokens["alice"]},
+            text=True,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        assert out.returncode == 0, out.stderr
+        line = next(x for x in out.stdout.splitlines() if x.split()[:1] == [str(second)])
+        assert "(QOSMaxJobsPerUserLimit)" in line
+
+        with pytest.raises(InvalidRequest) as refused:
+            alice.submit(_job(tmp_path))
+        assert SUBMIT_LIMIT_MESSAGE in str(refused.value)
+
+        alice.cancel(str(first))
+        wait_until(lambda: alice.job(second).state == "RUNNING", message="the second job")
+        alice.cancel(str(second))
+        bob.cancel(str(theirs))
