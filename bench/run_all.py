@@ -68,6 +68,13 @@ def _topology() -> dict[str, Any]:
     return run_topology_bench()
 
 
+def _sched_pass() -> dict[str, Any]:
+    from hal.bench.sched_pass import run_targets
+
+    # The two target points of issue 3; `hal bench sched-pass --curve` runs the grid.
+    return run_targets()
+
+
 BENCHMARKS: dict[str, Callable[[], dict[str, Any]]] = {
     "submit": _submit,
     "idle": _idle,
@@ -77,6 +84,7 @@ BENCHMARKS: dict[str, Callable[[], dict[str, Any]]] = {
     "predict": _predict,
     "htc": _htc,
     "topology": _topology,
+    "sched-pass": _sched_pass,
 }
 
 

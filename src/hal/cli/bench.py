@@ -46,10 +46,11 @@ def add_commands(sub: Any) -> None:
     cache.add_bench_command(bsub)
 
     from hal.bench import htc as htc_bench
-    from hal.bench import predict, sim
+    from hal.bench import predict, sched_pass, sim
 
     sim.add_commands(bsub)
     predict.add_commands(bsub)
+    sched_pass.add_commands(bsub)
     htc_bench.add_bench_command(bsub)
 
 

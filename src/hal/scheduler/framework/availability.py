@@ -99,8 +99,12 @@ class AvailabilityProfile:
         delta[3, 0] = table.jobs_on
         delta[4, 0] = table.exclusive_on
         self.arrays = np.cumsum(delta, axis=1)
-        self._prefix: np.ndarray | None = None  # least free over rows 0..k (lazy)
-        self._totals: dict[str, IntArray] = {}
+        # Least free (most held) over rows 0..k, built on first use and then kept up to
+        # date by ``reserve`` and ``_split`` column by column: rebuilding it for every
+        # backfilled job cost O(rows × nodes) each (most of a 10,000-job pass).
+        self._prefix: np.ndarray | None = None
+        # key → (partition mask, its free CPUs summed per row of ``_prefix``)
+        self._totals: dict[str, tuple[BoolArray, IntArray]] = {}
 
     def __len__(self) -> int:
         return len(self.times)
@@ -117,7 +121,7 @@ class AvailabilityProfile:
         read-only table."""
         last = max(self.last_row_before(end), first)
         if first == 0:
-            agg = self._prefix_rows()[:, last]
+            agg = self._prefix_rows()[:, last].copy()  # the prefix changes in place
         else:
             rows = self.arrays[:, first : last + 1]
             agg = np.concatenate((rows[:3].min(axis=1), rows[3:].max(axis=1)))
@@ -133,10 +137,11 @@ class AvailabilityProfile:
     def free_cpus_from_now(self, end: float, partition_mask: BoolArray, key: str) -> int:
         """Total CPUs free on ``partition_mask``'s nodes throughout ``[now, end)``: a cheap
         necessary condition before asking the framework (a job needing more cannot fit)."""
-        totals = self._totals.get(key)
-        if totals is None:
-            totals = self._totals[key] = self._prefix_rows()[0][:, partition_mask].sum(axis=1)
-        return int(totals[self.last_row_before(end)])
+        found = self._totals.get(key)
+        if found is None:
+            totals = self._prefix_rows()[0][:, partition_mask].sum(axis=1)
+            found = self._totals[key] = (partition_mask, totals)
+        return int(found[1][self.last_row_before(end)])
 
     def start_rows(self, request: NodeRequest, mask: BoolArray, duration: float) -> list[int]:
         """Rows ``k`` at whose start ``request`` could hold its nodes for ``duration``,
@@ -184,8 +189,18 @@ class AvailabilityProfile:
         a[3][sl, idx] += 1
         if exclusive:
             a[4][sl, idx] += 1
-        self._prefix = None
-        self._totals.clear()
+        prefix = self._prefix
+        if prefix is not None:
+            # Only the reserved nodes' columns change: redo their running min/max.
+            sub = a[:, :, idx]
+            cols = np.concatenate(
+                (np.minimum.accumulate(sub[:3], axis=1), np.maximum.accumulate(sub[3:], axis=1))
+            )
+            if self._totals:
+                diff = cols[0] - prefix[0][:, idx]
+                for mask, totals in self._totals.values():
+                    totals += diff[:, mask[idx]].sum(axis=1)
+            prefix[:, :, idx] = cols
 
     def _split(self, instants: list[float]) -> None:
         """Make rows start at each of ``instants`` (a new row is a copy of the row that
@@ -197,5 +212,10 @@ class AvailabilityProfile:
         positions = [bisect.bisect_left(times, t) for t in new]
         covering = [p - 1 for p in positions]
         self.arrays = np.insert(self.arrays, positions, self.arrays[:, covering], axis=1)
+        if self._prefix is not None:
+            # A new row copies the row covering it, so its prefix is that row's prefix.
+            self._prefix = np.insert(self._prefix, positions, self._prefix[:, covering], axis=1)
+            for key, (mask, totals) in self._totals.items():
+                self._totals[key] = (mask, np.insert(totals, positions, totals[covering]))
         for t in new:
             bisect.insort(times, t)

@@ -1,0 +1,61 @@
+"""``hal bench sched-pass`` runs end to end on a small cluster: JSON shape, jobs start,
+no node is over-committed (no wall-time assertions: the figures live in
+docs/benchmarks.md)."""
+
+from __future__ import annotations
+
+import json
+
+from hal.bench.sched_pass import (
+    build_workload,
+    overcommitted_nodes,
+    run_curve,
+    run_sched_pass_bench,
+)
+from hal.scheduler.plugins import build_scheduler
+
+
+def test_small_pass_reports_shape_starts_jobs_and_overcommits_nothing() -> None:
+    result = run_sched_pass_bench(jobs=600, nodes=80, repeats=2)
+    json.dumps(result)  # serialisable as is
+    for key in (
+        "median_ms",
+        "p90_ms",
+        "table_build_ms",
+        "jobs_started",
+        "pass_peak_traced_mib",
+        "maxrss_mib",
+        "overcommitted_nodes",
+        "waiting_reasons",
+    ):
+        assert key in result
+    assert result["jobs"] == 600 and result["nodes"] == 80
+    assert result["repeats"] == 2
+    assert result["p90_ms"] >= result["median_ms"] >= result["min_ms"] > 0
+    assert result["jobs_started"] > 0
+    assert result["overcommitted_nodes"] == 0
+    assert result["running_jobs"] > 0
+
+
+def test_workload_mix_and_overcommit_check() -> None:
+    workload = build_workload(800, 60, seed=3)
+    assert len(workload.pending) == 800
+    assert workload.arrays > 0
+    assert {j.partition for j in workload.pending} >= {"batch", "gpu"}
+    assert any(j.spec.gpus_per_node for j in workload.pending)
+    assert any(j.spec.nodes_min > 1 for j in workload.pending)
+    result = build_scheduler().run_pass(workload.snapshot(), backfill=True)
+    assert result.plan.placements
+    assert overcommitted_nodes(workload, result) == []
+
+
+def test_curve_reports_measured_and_skipped_cells() -> None:
+    result = run_curve(repeats=1, skip=((200, 40),), jobs=(100, 200), nodes=(20, 40))
+    cells = {(c["jobs"], c["nodes"]): c for c in result["cells"]}
+    assert set(cells) == {(100, 20), (100, 40), (200, 20), (200, 40)}
+    assert cells[(200, 40)]["skipped"] == "--skip"
+    assert cells[(100, 20)]["overcommitted_nodes"] == 0
+    # a first cell over the limit skips every cell at least as large in both dimensions
+    slow = run_curve(repeats=1, max_cell_s=0.0, jobs=(100, 200), nodes=(20, 40))
+    skipped = [c for c in slow["cells"] if "skipped" in c]
+    assert len(skipped) == 3 and all("took" in c["skipped"] for c in skipped)
