@@ -157,6 +157,28 @@ class LiveServer:
     def env(self) -> dict[str, str]:
         return {**os.environ, "HAL_URL": self.url, "HAL_TOKEN": self.token}
 
+    def cli(
+        self,
+        *args: str,
+        token: str | None = None,
+        input_text: str | None = None,
+        cwd: Path | None = None,
+        timeout: float = 120.0,
+    ) -> subprocess.CompletedProcess[str]:
+        """Runs ``hal ARGS`` as a user would, against this server (its admin token unless
+        ``token`` is given); never raises on a non-zero exit."""
+        env = self.env() if token is None else {**self.env(), "HAL_TOKEN": token}
+        return subprocess.run(
+            [sys.executable, "-m", "hal.cli.main", *args],
+            env=env,
+            text=True,
+            capture_output=True,
+            input=input_text,
+            cwd=cwd,
+            timeout=timeout,
+            check=False,
+        )
+
     def start_agent(
         self, name: str, *, cpus: int = 2, memory: str = "2G", extra: list[str] | None = None
     ) -> subprocess.Popen[bytes]:

@@ -6,8 +6,6 @@ reason that `hal nodes` shows."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,17 +47,6 @@ def seed_quick_jobs(db_url: str, count: int = 300) -> None:
             tx.insert_jobs(jobs, [first] * count)
     finally:
         store.close()
-
-
-def hal(server: LiveServer, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hal.cli.main", *args],
-        env=server.env(),
-        text=True,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
 
 
 def alerts(server: LiveServer) -> dict[str, Any]:
@@ -133,7 +120,7 @@ def test_a_hanging_job_is_flagged_but_not_killed(server: LiveServer, tmp_path: P
         assert int(event.data["model_version"]) > 0  # type: ignore[call-overload]
         with server.client() as c:
             assert c.job(job_id).state == "RUNNING"  # flagged, never killed
-        listed = hal(server, "alerts")
+        listed = server.cli("alerts")
         assert "JobOverrunningPrediction" in listed.stdout and f"job {job_id}" in listed.stdout
     finally:
         with server.client() as c:
@@ -182,7 +169,7 @@ def test_a_node_failing_every_job_is_flagged_and_drained(
     assert event.node == "node1" and event.data["failed"] == 6
     drained = [e for e in events(server, "node.updated") if e.node == "node1"]
     assert drained and drained[-1].state == "DRAIN"
-    listed = hal(server, "nodes")
+    listed = server.cli("nodes")
     (row,) = [line for line in listed.stdout.splitlines() if line.startswith("node1 ")]
     assert "drain" in row and row.endswith(node1.reason)
     # the drained node takes no new work: a job for it waits

@@ -4,8 +4,6 @@ start in REST, `hal squeue --start`, `hal show job` and `scontrol show job`."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,17 +13,6 @@ import pytest
 from hal.scheduler.plugins import default_profile
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobSubmit
-
-
-def hal(server: LiveServer, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hal.cli.main", *args],
-        env=server.env(),
-        text=True,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -84,13 +71,13 @@ def test_a_blocked_job_gets_an_expected_start_and_a_short_one_backfills(
         expected = info.expected_start
     when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(expected))
 
-    sq = hal(server, "squeue", "--start", "-h", "-j", str(wide), "-o", "%i %S %r")
+    sq = server.cli("squeue", "--start", "-h", "-j", str(wide), "-o", "%i %S %r")
     assert sq.returncode == 0, sq.stderr
     assert sq.stdout.split() == [str(wide), when, "Resources"], sq.stdout
-    shown = hal(server, "show", str(wide))
+    shown = server.cli("show", str(wide))
     assert shown.returncode == 0, shown.stderr
     assert f"expected_start: {when}" in shown.stdout
-    sc = hal(server, "scontrol", "show", "job", str(wide))
+    sc = server.cli("scontrol", "show", "job", str(wide))
     assert f"StartTime={when}" in sc.stdout, sc.stdout
 
     with server.client() as c:

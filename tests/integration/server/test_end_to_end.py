@@ -2,29 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobSubmit
-
-
-def hal(
-    server: LiveServer, *args: str, input_text: str | None = None, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hal.cli.main", *args],
-        env=server.env(),
-        text=True,
-        capture_output=True,
-        input=input_text,
-        cwd=cwd,
-        timeout=120,
-        check=False,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +33,7 @@ def test_sbatch_script_runs_and_writes_output(cluster: LiveServer, tmp_path: Pat
         "#!/bin/bash\n#SBATCH -J hello\n#SBATCH --cpus-per-task=1\n"
         'echo "id=$SLURM_JOB_ID name=$SLURM_JOB_NAME nodes=$SLURM_JOB_NODELIST"\n'
     )
-    done = hal(cluster, "sbatch", str(script), cwd=tmp_path)
+    done = cluster.cli("sbatch", str(script), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("Submitted batch job ")
     job_id = int(done.stdout.split()[-1])
@@ -66,14 +49,13 @@ def test_failing_job_reports_exit_code_and_sacct_sees_it(
     cluster: LiveServer, tmp_path: Path
 ) -> None:
     """`exit 3` ends FAILED with ExitCode 3:0 in squeue -t all and sacct."""
-    done = hal(cluster, "sbatch", "--parsable", "--wrap", "exit 3", cwd=tmp_path)
+    done = cluster.cli("sbatch", "--parsable", "--wrap", "exit 3", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     job_id = done.stdout.strip()
     wait_until(lambda: finished(cluster, job_id), message="the job to fail")
-    sq = hal(cluster, "squeue", "-h", "-t", "all", "-j", job_id, "-o", "%i %t %r")
+    sq = cluster.cli("squeue", "-h", "-t", "all", "-j", job_id, "-o", "%i %t %r")
     assert sq.stdout.split() == [job_id, "F", "NonZeroExitCode"], sq
-    sa = hal(
-        cluster,
+    sa = cluster.cli(
         "sacct",
         "-X",
         "--parsable2",
@@ -87,26 +69,25 @@ def test_failing_job_reports_exit_code_and_sacct_sees_it(
 
 def test_wait_returns_the_job_exit_code(cluster: LiveServer, tmp_path: Path) -> None:
     """`sbatch --wait --wrap "exit 7"` exits 7, as with Slurm."""
-    done = hal(cluster, "sbatch", "--wait", "--wrap", "exit 7", cwd=tmp_path)
+    done = cluster.cli("sbatch", "--wait", "--wrap", "exit 7", cwd=tmp_path)
     assert done.returncode == 7, (done.stdout, done.stderr)
 
 
 def test_unknown_partition_is_refused_like_slurm(cluster: LiveServer, tmp_path: Path) -> None:
-    done = hal(cluster, "sbatch", "-p", "nosuch", "--wrap", "true", cwd=tmp_path)
+    done = cluster.cli("sbatch", "-p", "nosuch", "--wrap", "true", cwd=tmp_path)
     assert done.returncode == 1
     assert "sbatch: error: Batch job submission failed: Invalid partition name" in done.stderr
 
 
 def test_oversized_request_is_refused(cluster: LiveServer, tmp_path: Path) -> None:
-    done = hal(cluster, "sbatch", "--mem=64T", "--wrap", "true", cwd=tmp_path)
+    done = cluster.cli("sbatch", "--mem=64T", "--wrap", "true", cwd=tmp_path)
     assert done.returncode == 1
     assert "Requested node configuration is not available" in done.stderr
 
 
 def test_array_with_throttle_and_dependency(cluster: LiveServer, tmp_path: Path) -> None:
     """A throttled array runs every element; an afterok job waits for all of them."""
-    arr = hal(
-        cluster,
+    arr = cluster.cli(
         "sbatch",
         "--parsable",
         "--array=0-5%2",
@@ -118,8 +99,7 @@ def test_array_with_throttle_and_dependency(cluster: LiveServer, tmp_path: Path)
     )
     assert arr.returncode == 0, arr.stderr
     array_id = arr.stdout.strip()
-    dep = hal(
-        cluster,
+    dep = cluster.cli(
         "sbatch",
         "--parsable",
         f"--dependency=afterok:{array_id}",
@@ -143,11 +123,11 @@ def test_array_with_throttle_and_dependency(cluster: LiveServer, tmp_path: Path)
 
 def test_cancel_running_job(cluster: LiveServer, tmp_path: Path) -> None:
     """scancel ends a running job: CANCELLED, its process gone."""
-    done = hal(cluster, "sbatch", "--parsable", "--wrap", "sleep 300", cwd=tmp_path)
+    done = cluster.cli("sbatch", "--parsable", "--wrap", "sleep 300", cwd=tmp_path)
     job_id = done.stdout.strip()
     with cluster.client() as c:
         wait_until(lambda: c.job(job_id).state == "RUNNING", message="the job to start")
-    assert hal(cluster, "scancel", job_id).returncode == 0
+    assert cluster.cli("scancel", job_id).returncode == 0
     wait_until(lambda: finished(cluster, job_id), message="the job to end")
     with cluster.client() as c:
         assert c.job(job_id).state == "CANCELLED"

@@ -6,8 +6,6 @@ at submit with Slurm's message."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,14 +56,7 @@ def test_second_job_pends_with_qos_max_jobs_per_user(
         )
         assert alice.job(second).state == "PENDING"
 
-        out = subprocess.run(
-            [sys.executable, "-m", "hal.cli.main", "squeue", "--states", "PD"],
-            env={**server.env(), "HAL_TOKEN": tokens["alice"]},
-            text=True,
-            capture_output=True,
-            timeout=60,
-            check=False,
-        )
+        out = server.cli("squeue", "--states", "PD", token=tokens["alice"])
         assert out.returncode == 0, out.stderr
         line = next(x for x in out.stdout.splitlines() if x.split()[:1] == [str(second)])
         assert "(QOSMaxJobsPerUserLimit)" in line

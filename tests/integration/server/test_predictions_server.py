@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,17 +63,6 @@ def seed_history(db_url: str, count: int = HISTORY) -> None:
         store.close()
 
 
-def hal(server: LiveServer, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hal.cli.main", *args],
-        env=server.env(),
-        text=True,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def status(server: LiveServer) -> dict[str, Any]:
     with server.client() as c:
         return c.predict_status().model_dump()
@@ -125,7 +112,7 @@ def test_backfill_plans_with_the_trained_predictor(server: LiveServer) -> None:
 
 def test_hal_predict_status_reports_model_data_and_accuracy(server: LiveServer) -> None:
     st = status(server)
-    done = hal(server, "predict", "status")
+    done = server.cli("predict", "status")
     assert done.returncode == 0, done.stderr
     lines = dict(line.strip().split(": ", 1) for line in done.stdout.splitlines())
     assert lines["predictor"] == "learned"
@@ -133,7 +120,7 @@ def test_hal_predict_status_reports_model_data_and_accuracy(server: LiveServer) 
     assert lines["persisted in"] == str(server.data_dir / MODEL_FILE)
     assert f"({HISTORY} from the history)" in lines["jobs seen"]
     assert lines["recent accuracy"].startswith("last ")
-    as_json = hal(server, "predict", "status", "--json")
+    as_json = server.cli("predict", "status", "--json")
     assert json.loads(as_json.stdout)["replayed_jobs"] == HISTORY
 
 
@@ -196,7 +183,7 @@ def test_jobs_show_their_predicted_run_time_and_end(server: LiveServer, tmp_path
         assert wait.predicted_end == pytest.approx(
             wait.expected_start + wait.predicted_runtime_seconds
         )
-        shown = hal(server, "show", str(running))
+        shown = server.cli("show", str(running))
         lines = {
             k.strip(): v.strip()
             for k, _, v in (x.partition(": ") for x in shown.stdout.splitlines())
@@ -206,7 +193,7 @@ def test_jobs_show_their_predicted_run_time_and_end(server: LiveServer, tmp_path
         assert lines["predicted_end"] == time.strftime(
             "%Y-%m-%dT%H:%M:%S", time.localtime(run.predicted_end)
         )
-        sc = hal(server, "scontrol", "show", "job", str(running))
+        sc = server.cli("scontrol", "show", "job", str(running))
         assert sc.returncode == 0 and "JobId=" in sc.stdout
         fields = {w.split("=", 1)[0] for w in sc.stdout.split() if "=" in w}
         assert "StartTime" in fields and not any("redict" in f for f in fields)

@@ -8,8 +8,6 @@ restart of the control plane."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,17 +34,6 @@ POLICY = priority_from_dict(
         ],
     }
 )
-
-
-def hal(server: LiveServer, token: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hal.cli.main", *args],
-        env={**server.env(), "HAL_TOKEN": token},
-        text=True,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
 
 
 class Cluster:
@@ -98,7 +85,7 @@ def test_fair_share_orders_the_queue_and_sprio_shows_why(cluster: Cluster, tmp_p
         assert found[theirs].priority > found[mine].priority
         assert found[theirs].account == "chem"
 
-        out = hal(cluster.live, cluster.tokens["alice"], "prio", "-j", str(theirs))
+        out = cluster.live.cli("prio", "-j", str(theirs), token=cluster.tokens["alice"])
         assert out.returncode == 0, out.stderr
         header, line = out.stdout.splitlines()
         assert header.split() == [
@@ -108,7 +95,7 @@ def test_fair_share_orders_the_queue_and_sprio_shows_why(cluster: Cluster, tmp_p
         assert line.split()[0] == str(theirs)
         assert int(line.split()[2]) == found[theirs].priority
 
-        out = hal(cluster.live, cluster.tokens["bob"], "sshare")
+        out = cluster.live.cli("sshare", token=cluster.tokens["bob"])
         assert out.returncode == 0, out.stderr
         users = [ln.split()[1] for ln in out.stdout.splitlines()[2:] if len(ln.split()) == 7]
         assert users == ["bob"]  # without -a: the caller's own associations only
@@ -140,7 +127,7 @@ def test_explain_names_the_reason_the_nodes_and_the_queue(cluster: Cluster, tmp_
         assert head_info.reason == "Resources"
         assert "insufficient cpu" in head_info.detail
 
-        out = hal(cluster.live, cluster.tokens["alice"], "explain", str(second))
+        out = cluster.live.cli("explain", str(second), token=cluster.tokens["alice"])
         assert out.returncode == 0, out.stderr
         assert "1 job(s) ahead" in out.stdout
         assert "insufficient cpu  [noderesources]" in out.stdout
