@@ -43,6 +43,7 @@ from hal.core.job import Job
 from hal.core.states import JobState
 from hal.predict import Predictor, SharedPredictor, corrected, make_predictor, planned_runtime
 from hal.predict.baselines import UNLIMITED_S
+from hal.predict.evaluate import quality
 from hal.state.cluster import Cluster
 
 log = logging.getLogger("hal.predict")
@@ -83,22 +84,15 @@ def accuracy(samples: Sequence[tuple[float, float]]) -> dict[str, float | int]:
     under-predictions over (predicted, actual) pairs, both taken as at least 1 s (as
     ``hal.predict.evaluate`` does). Jobs that had no estimate at all (no time limit and
     no history: planned as a year) are left out: they would swamp the mean error."""
-    samples = [s for s in samples if s[0] < UNLIMITED_S]
-    n = len(samples)
-    if not n:
+    known = [s for s in samples if s[0] < UNLIMITED_S]
+    if not known:
         return {"jobs": 0}
-    err = acc = 0.0
-    under = 0
-    for predicted, actual in samples:
-        p, r = max(predicted, 1.0), max(actual, 1.0)
-        err += abs(p - r)
-        acc += min(p, r) / max(p, r)
-        under += p < r
+    q = quality([p for p, _ in known], [r for _, r in known])
     return {
-        "jobs": n,
-        "mae_seconds": round(err / n, 1),
-        "accuracy": round(acc / n, 4),
-        "underprediction_rate": round(under / n, 4),
+        "jobs": q.jobs,
+        "mae_seconds": round(q.mae_s, 1),
+        "accuracy": round(q.accuracy, 4),
+        "underprediction_rate": round(q.underprediction_rate, 4),
     }
 
 

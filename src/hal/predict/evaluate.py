@@ -13,9 +13,35 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from hal.core.job import Job
 from hal.predict.protocol import Predictor
+
+
+@dataclass(frozen=True, slots=True)
+class Quality:
+    """Predictions against actual run times (both taken as at least 1 s)."""
+
+    jobs: int
+    mae_s: float  # mean absolute error
+    accuracy: float  # Tsafrir's: mean of min(p, r) / max(p, r), 1 = perfect
+    underprediction_rate: float  # share of jobs that ran longer than predicted
+
+
+def quality(predicted: npt.ArrayLike, actual: npt.ArrayLike) -> Quality:
+    """The figures every report of prediction quality uses (``hal predict eval``, the
+    simulator's summary, ``hal predict status``)."""
+    p = np.maximum(np.asarray(predicted, dtype=np.float64), 1.0)
+    r = np.maximum(np.asarray(actual, dtype=np.float64), 1.0)
+    if not len(p):
+        return Quality(0, 0.0, 0.0, 0.0)
+    return Quality(
+        len(p),
+        float(np.abs(p - r).mean()),
+        float((np.minimum(p, r) / np.maximum(p, r)).mean()),
+        float((p < r).mean()),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,19 +72,19 @@ def evaluate(history: Iterable[Finished], predictor: Predictor) -> dict[str, Any
         p = predictor.predict(item.job)
         predict_s += time.perf_counter() - t
         limit = item.job.time_limit_s
-        predicted.append(max(min(p, limit) if limit > 0 else p, 1.0))
-        actual.append(max(item.runtime_s, 1.0))
+        predicted.append(min(p, limit) if limit > 0 else p)
+        actual.append(item.runtime_s)
         heapq.heappush(ending, (item.end_time, item.job.id, item))
     n = len(predicted)
     if not n:
         return {"predictor": predictor.name, "jobs": 0}
-    p_arr, r_arr = np.asarray(predicted), np.asarray(actual)
+    q = quality(predicted, actual)
     return {
         "predictor": predictor.name,
         "jobs": n,
-        "mae_s": round(float(np.abs(p_arr - r_arr).mean()), 1),
-        "accuracy": round(float((np.minimum(p_arr, r_arr) / np.maximum(p_arr, r_arr)).mean()), 4),
-        "underprediction_rate": round(float((p_arr < r_arr).mean()), 4),
+        "mae_s": round(q.mae_s, 1),
+        "accuracy": round(q.accuracy, 4),
+        "underprediction_rate": round(q.underprediction_rate, 4),
         "predict_us_per_job": round(1e6 * predict_s / n, 2),
         "observe_ms_per_job": round(1e3 * observe_s / n, 4),
     }

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from hal.predict.evaluate import quality
 from hal.sim.engine import SimRun
 
 TAU_S = 10.0
@@ -103,10 +104,10 @@ def prediction_quality(run: SimRun, keep: np.ndarray) -> dict[str, float]:
     mask = keep & ~np.isnan(predicted)
     if not mask.any():
         return {}
-    p = np.maximum(predicted[mask], 1.0)
-    r = np.maximum(np.array([o.end - o.start for o in run.outcomes])[mask], 1.0)
+    ran = np.array([o.end - o.start for o in run.outcomes])
+    q = quality(predicted[mask], ran[mask])
     return {
-        "prediction_mae_s": float(np.abs(p - r).mean()),
-        "prediction_accuracy": float((np.minimum(p, r) / np.maximum(p, r)).mean()),
-        "underprediction_rate": float((p < r).mean()),
+        "prediction_mae_s": q.mae_s,
+        "prediction_accuracy": q.accuracy,
+        "underprediction_rate": q.underprediction_rate,
     }
