@@ -7,7 +7,9 @@ import json
 from typing import Any
 
 
-def add_commands(sub: Any) -> None:
+def add_commands(sub: Any, *, with_modules: bool = True) -> None:
+    """``hal bench``; ``with_modules=False`` leaves out the subcommands that live in
+    heavy modules (another command is running: they are never parsed)."""
     bench = sub.add_parser("bench", help="benchmarks (JSON results)")
     bsub = bench.add_subparsers(metavar="BENCHMARK")
 
@@ -44,6 +46,8 @@ def add_commands(sub: Any) -> None:
     from hal.cli import cache
 
     cache.add_bench_command(bsub)
+    if not with_modules:
+        return
 
     from hal.bench import htc as htc_bench
     from hal.bench import predict, sched_pass, sim

@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         return run(args[0], args[1:])
     from hal.cli.parser import build_parser
 
-    parser = build_parser()
+    parser = build_parser(args)
     ns = parser.parse_args(args)
     if not hasattr(ns, "func"):
         parser.print_help()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
 from hal import __version__
 from hal.cli import (
@@ -19,7 +20,10 @@ from hal.cli import (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The ``hal`` parser. With ``argv``, the benchmarks' own subcommands (whose modules
+    import the simulator, the test kit and numpy: a quarter of a second) are only
+    registered when ``argv`` asks for ``hal bench``."""
     p = argparse.ArgumentParser(
         prog="hal",
         description="HAL workload scheduler. Slurm commands: hal sbatch|squeue|scancel|sinfo|"
@@ -79,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     native.add_commands(sub)
     explain.add_commands(sub)
-    bench.add_commands(sub)
+    bench.add_commands(sub, with_modules=not argv or argv[0] == "bench")
     cache.add_commands(sub)
     sim.add_commands(sub)
     predict.add_commands(sub)
