@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from hal.core.data import parse_data_keys
 from hal.core.errors import InvalidRequest
 from hal.core.filenames import FilenameFields, output_paths
 from hal.core.job import Job, JobSpec
@@ -49,6 +50,7 @@ def to_spec(req: JobSubmit, user: str, *, max_array_size: int, where: str = "") 
         signal = parse_signal(req.signal) if req.signal else None
         switches, switch_wait = parse_switches(req.switches) if req.switches else (0, None)
         topology = parse_topology(req.topology) if req.topology else None
+        data = parse_data_keys(req.data) if req.data else ()
     except InvalidRequest as err:
         raise InvalidRequest(f"{where}{err.message}", field=where + (err.field or "")) from err
     partitions = tuple(p.strip() for p in (req.partition or "").split(",") if p.strip())
@@ -93,6 +95,7 @@ def to_spec(req: JobSubmit, user: str, *, max_array_size: int, where: str = "") 
         switches=switches,
         switch_wait_s=switch_wait,
         topology=topology,
+        data=data,
     )
 
 
@@ -179,6 +182,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         switches=spec.switches,
         switch_wait_seconds=spec.switch_wait_s,
         topology=str(spec.topology) if spec.topology else None,
+        data=list(spec.data),
     )
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hal.compat.options import Arg, Opt, OptionError, Parsed, parse_options
+from hal.core.data import parse_data_keys
 from hal.core.errors import InvalidRequest, UnsupportedOption
 from hal.core.slurm_syntax import (
     expand_hostlist,
@@ -74,6 +75,7 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("exclusive", ("exclusive",), arg=OPT),
     Opt("switches", ("switches",)),
     Opt("topology", ("topology",)),
+    Opt("data", ("data",)),
     Opt("comment", ("comment",)),
     Opt("nice", ("nice",), arg=OPT),
     Opt("mail_type", ("mail-type",)),
@@ -268,14 +270,17 @@ def _check_script(script: str) -> None:
 
 
 def directive_lines(script: str) -> list[tuple[int, str]]:
-    """(line number, text after ``#SBATCH``) for each directive before the first command."""
+    """(line number, text after ``#SBATCH`` or ``#HAL``) for each directive before the first
+    command. ``#HAL`` lines take the same options; HAL's own (``--data``) read better there
+    in a script that also runs under Slurm."""
     found = []
     for number, line in enumerate(script.splitlines(), start=1):
         stripped = line.strip()
         if stripped and not stripped.startswith("#"):
             break  # Slurm stops at the first line that is neither blank nor a comment
-        if re.match(r"#SBATCH(\s|$)", line):
-            found.append((number, line[len("#SBATCH") :]))
+        prefix = re.match(r"#(SBATCH|HAL)(\s|$)", line)
+        if prefix:
+            found.append((number, line[len(prefix.group(1)) + 1 :]))
     return found
 
 
@@ -469,6 +474,9 @@ def _scheduling(settings: dict[str, Setting], fields: dict[str, object], now: fl
     if topology is not None:
         parse_topology(topology)
         fields["topology"] = topology.strip()
+    data = text("data")
+    if data is not None:
+        fields["data"] = list(parse_data_keys(data))
     kill = text("kill_on_invalid_dep")
     if kill is not None:
         if kill.lower() not in ("yes", "no"):
@@ -586,6 +594,7 @@ Options HAL accepts (anything else is refused with an error):
   -H, --hold                 -b, --begin=time          --requeue  --no-requeue
       --signal=[B:]sig[@secs]  --exclusive  --comment=text  --nice[=adj]
       --switches=N[@max-wait]  --topology=required=LEVEL|preferred=LEVEL
+      --data=key[,key...]    input cache keys: placed near them, staged ahead (HAL)
       --mail-type=type  --mail-user=user   (accepted; HAL sends no mail)
       --wrap=command         --parsable  -W, --wait    --test-only
   -Q, --quiet  -v, --verbose  -h, --help  -V, --version

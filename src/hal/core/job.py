@@ -131,6 +131,7 @@ class JobSpec:
     switches: int = 0  # --switches=N: at most N leaf switches (0: no limit)
     switch_wait_s: int | None = None  # --switches=N@T: wait at most T (None: the default)
     topology: TopologyConstraint | None = None  # --topology required=LEVEL|preferred=LEVEL
+    data: tuple[str, ...] = ()  # --data: input cache keys (hal.core.data)
 
     def cpus_per_node(self, nodes: int) -> int:
         """CPUs each node must give when the job runs on ``nodes`` nodes."""

@@ -19,7 +19,7 @@ from hal.core.job import (
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState, PendingReason
 
-_TUPLE_FIELDS = ("partitions", "constraint", "exclude", "nodelist")
+_TUPLE_FIELDS = ("partitions", "constraint", "exclude", "nodelist", "data")
 
 
 def spec_to_json(spec: JobSpec) -> str:

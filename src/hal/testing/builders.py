@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hal.core.data import DataView
 from hal.core.job import (
     Allocation,
     ArraySpec,
@@ -138,6 +139,11 @@ class JobBuilder:
     def topology(self, level: str, *, required: bool = False) -> JobBuilder:
         """``--topology required=level`` or ``preferred=level``."""
         self._spec["topology"] = TopologyConstraint(level, required)
+        return self
+
+    def data(self, *keys: str) -> JobBuilder:
+        """``--data key,...``: the job's input cache keys."""
+        self._spec["data"] = keys
         return self
 
     # -- queue facts --------------------------------------------------------------------
@@ -278,6 +284,7 @@ class ClusterBuilder:
         self._pending: list[Job] = []
         self._running: list[Job] = []
         self._related: dict[int, Job] = {}
+        self._data: DataView | None = None
 
     @staticmethod
     def _job(j: Job | JobBuilder) -> Job:
@@ -323,6 +330,11 @@ class ClusterBuilder:
             self._related[job.id] = job
         return self
 
+    def data(self, view: DataView) -> ClusterBuilder:
+        """The cache's contents as the scheduler sees them (``hal.core.data``)."""
+        self._data = view
+        return self
+
     def build(self) -> ClusterSnapshot:
         partitions = self._partitions or [Partition(DEFAULT_PARTITION, default=True)]
         return ClusterSnapshot(
@@ -333,6 +345,7 @@ class ClusterBuilder:
             pending=tuple(self._pending),
             running=tuple(self._running),
             related=dict(self._related),
+            data=self._data,
         )
 
 

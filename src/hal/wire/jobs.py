@@ -85,6 +85,7 @@ class JobInfo(WireModel):
     switches: int = 0  # --switches count (0: no limit)
     switch_wait_seconds: int | None = None  # --switches ...@max-time (None: the default)
     topology: str | None = None  # --topology, e.g. "required=leaf"
+    data: list[str] = Field(default_factory=list)  # --data: input cache keys
 
 
 class JobList(WireModel):

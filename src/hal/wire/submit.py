@@ -81,6 +81,7 @@ class JobSubmit:
     submit_host: Annotated[str, MaxLen(256)] = ""
     switches: Annotated[str | None, MaxLen(64)] = None  # "count[@max-time]"
     topology: Annotated[str | None, MaxLen(256)] = None  # "required=LEVEL|preferred=LEVEL"
+    data: list[str] = field(default_factory=list)  # --data: input cache keys
 
 
 @dataclass(slots=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from hal.core.data import DataView
 from hal.core.job import Allocation, Job
 from hal.core.node import Node, Partition
 from hal.core.states import JobState, PendingReason
@@ -22,7 +23,8 @@ class ClusterSnapshot:
     ``pending`` holds every PENDING job, ``running`` every job holding resources (RUNNING,
     SUSPENDED, COMPLETING) with its allocation. ``related`` holds, for every job id that a
     pending job's dependency names, that job in its current state (finished ones included);
-    an id missing from it is a job the store does not know.
+    an id missing from it is a job the store does not know. ``data`` is the cache's
+    contents as last seen (``hal.core.data``; None: no data plane configured).
     """
 
     revision: int
@@ -32,6 +34,7 @@ class ClusterSnapshot:
     pending: tuple[Job, ...]
     running: tuple[Job, ...]
     related: Mapping[int, Job] = field(default_factory=dict)
+    data: DataView | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,9 @@ sees is that of the first plugin that objects)::
                    Placement  multi-node jobs: one leaf switch, else fewest leaves
                               under the lowest switch; Topology (--switches wait)
                    (only when the cluster has a topology: ``default_profile(topology=...)``)
+    datalocality   Score      nodes whose leaf cache holds the job's --data inputs, or can
+                              get them fastest and cheapest (``hal.core.data``)
+                   (only when a data plane is configured: ``default_profile(data=True)``)
     backfill       Backfill   EASY with Slurm's defaults (bf_window 1 day, bf_resolution
                               60 s, bf_max_job_test 500, bf_interval 30 s): Slurm's
                               default scheduler is sched/backfill. It starts held-back
@@ -46,6 +49,7 @@ from hal.scheduler.framework.scheduler import Scheduler
 from hal.scheduler.plugins import (
     arraythrottle,
     backfill,
+    datalocality,
     dependency,
     hold,
     limits,
@@ -56,6 +60,8 @@ from hal.scheduler.plugins import (
 from hal.scheduler.plugins import topology as topology_plugin
 
 BACKFILL = backfill.NAME
+# Locality outweighs best fit: moving a dataset costs more than a fragmented node.
+DATA_WEIGHT = 2.0
 LIMITS = limits.NAME
 # The main-pass plugins of the default profile (``default_profile`` adds ``backfill`` and,
 # with a topology, ``topology``).
@@ -95,12 +101,18 @@ def default_registry(
             noderesources.NAME: noderesources.new,
             backfill.NAME: new_backfill,
             topology_plugin.NAME: topology_plugin.new,
+            datalocality.NAME: datalocality.new,
         }
     )
 
 
 def default_profile(
-    *, topology: Topology | None = None, backfill: bool = True, limits: bool = False
+    *,
+    topology: Topology | None = None,
+    backfill: bool = True,
+    limits: bool = False,
+    data: bool = False,
+    data_weight: float = DATA_WEIGHT,
 ) -> dict[str, object]:
     """The default profile as a plain config mapping (a fresh copy to edit). With a
     ``topology`` (the cluster has one configured), the ``topology`` plugin is added
@@ -108,11 +120,16 @@ def default_profile(
     priority order, as the simulator's ``fcfs`` policy wants). ``limits=True`` (some
     account or QoS limit is configured: ``PriorityPolicy.has_limits``) adds the
     ``limits`` plugin before ``noderesources``; the registry must then be given the
-    policy (``default_registry(policy=...)``)."""
+    policy (``default_registry(policy=...)``). ``data=True`` (a data plane is configured)
+    adds ``datalocality`` with score weight ``data_weight``."""
     plugins = list(DEFAULT_PLUGINS)
     if limits:
         plugins.insert(plugins.index(noderesources.NAME), LIMITS)
     args: dict[str, object] = {noderesources.NAME: {"score": "best_fit"}}
+    weights: dict[str, object] = {noderesources.NAME: 1}
+    if data:
+        plugins.append(datalocality.NAME)
+        weights[datalocality.NAME] = data_weight
     if topology is not None:
         plugins.append(topology_plugin.NAME)
         args[topology_plugin.NAME] = {"level_names": list(topology.level_names)}
@@ -122,7 +139,7 @@ def default_profile(
     return {
         "name": "default",
         "plugins": plugins,
-        "score_weights": {noderesources.NAME: 1},
+        "score_weights": weights,
         "plugin_args": args,
     }
 

@@ -1,0 +1,116 @@
+"""Score nodes by where the job's ``--data`` inputs already are. See README.md.
+
+PreScore skips jobs that name no inputs, passes without a data view, and jobs none of
+whose keys any cache holds (nothing to prefer). Score gives each feasible node two
+halves of 50 points:
+
+* bytes: the share of the inputs' bytes the node's leaf cache already holds;
+* movement: ``1 − penalty / worst``, where ``penalty`` is the estimated time to bring
+  the rest from their nearest holders plus ``cost_weight`` seconds per unit of transfer
+  cost (``hal.core.data.DataView.transfer_at``), and ``worst`` the same with every input
+  read from the origin.
+
+So 100 when the leaf holds everything, 0 when nothing is cached on the node's side, and
+a copy one rack away scores well above the origin but well below a local copy: with the
+default weight (2, beside best fit's 1) a local copy outweighs any packing preference.
+Nodes sharing a leaf cache share a score, so the work is per leaf, not per node.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hal.core.data import DataView
+from hal.core.job import Job
+from hal.scheduler.framework.context import PassContext
+from hal.scheduler.framework.cycle_state import CycleState, StateKey
+from hal.scheduler.framework.interfaces import MAX_NODE_SCORE, FloatArray, IndexArray
+from hal.scheduler.framework.profile import PluginArgs, PluginArgsError, reject_unknown_args
+from hal.scheduler.framework.request import NodeRequest
+from hal.scheduler.framework.status import SKIP, SUCCESS, Status
+
+NAME = "datalocality"
+DEFAULT_COST_WEIGHT_S = 1.0
+
+# Per pass: each node row's leaf index (the last index: no leaf cache) and the leaves.
+LEAVES: StateKey[tuple[np.ndarray, tuple[str | None, ...]]] = StateKey("datalocality.leaves")
+# Per pass: scores per leaf, by the job's input keys.
+BY_KEYS: StateKey[dict[tuple[str, ...], FloatArray]] = StateKey("datalocality.by_keys")
+
+
+class DataLocality:
+    name = NAME
+
+    def __init__(self, cost_weight_s: float = DEFAULT_COST_WEIGHT_S) -> None:
+        self.cost_weight_s = cost_weight_s
+
+    def pre_score(
+        self, ctx: PassContext, state: CycleState, job: Job, feasible: IndexArray
+    ) -> Status:
+        view = ctx.snapshot.data
+        keys = job.spec.data
+        if not keys or view is None or all(view.size(k) is None for k in keys):
+            return SKIP
+        return SUCCESS
+
+    def score(
+        self,
+        ctx: PassContext,
+        state: CycleState,
+        job: Job,
+        request: NodeRequest,
+        feasible: IndexArray,
+    ) -> FloatArray:
+        view = ctx.snapshot.data
+        if view is None:  # PreScore skips; kept for a direct call
+            return np.zeros(len(feasible))
+        rows, leaves = self._leaves(ctx, view)
+        cache = ctx.data.get(BY_KEYS)
+        if cache is None:
+            cache = {}
+            ctx.data.write(BY_KEYS, cache)
+        per_leaf = cache.get(job.spec.data)
+        if per_leaf is None:
+            per_leaf = self.leaf_scores(view, job.spec.data, leaves)
+            cache[job.spec.data] = per_leaf
+        out: FloatArray = per_leaf[rows[feasible]]
+        return out
+
+    def leaf_scores(
+        self, view: DataView, keys: tuple[str, ...], leaves: tuple[str | None, ...]
+    ) -> FloatArray:
+        scores = np.zeros(len(leaves))
+        half = MAX_NODE_SCORE / 2
+        for i, leaf in enumerate(leaves):
+            worst = view.worst_at(keys, leaf)
+            worst_p = worst.seconds + self.cost_weight_s * worst.cost
+            if worst_p <= 0:
+                continue
+            t = view.transfer_at(keys, leaf)
+            penalty = t.seconds + self.cost_weight_s * t.cost
+            held = t.local_bytes / (t.local_bytes + t.moved_bytes)
+            scores[i] = half * held + half * min(1.0, max(0.0, 1.0 - penalty / worst_p))
+        return scores
+
+    def _leaves(
+        self, ctx: PassContext, view: DataView
+    ) -> tuple[np.ndarray, tuple[str | None, ...]]:
+        found = ctx.data.get(LEAVES)
+        if found is not None:
+            return found
+        index: dict[str | None, int] = {}
+        rows = np.empty(len(ctx.nodes.names), dtype=np.intp)
+        for row, name in enumerate(ctx.nodes.names):
+            leaf = view.node_cache.get(name)
+            rows[row] = index.setdefault(leaf, len(index))
+        leaves = tuple(index)
+        ctx.data.write(LEAVES, (rows, leaves))
+        return rows, leaves
+
+
+def new(args: PluginArgs) -> DataLocality:
+    reject_unknown_args(args, ("cost_weight",))
+    weight = args.get("cost_weight", DEFAULT_COST_WEIGHT_S)
+    if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
+        raise PluginArgsError("cost_weight", "must be a number of seconds per cost unit >= 0")
+    return DataLocality(float(weight))

@@ -1,0 +1,70 @@
+"""datalocality: the job's --data inputs steer it to nodes whose leaf cache holds them."""
+
+from __future__ import annotations
+
+import pytest
+
+from hal.core.data import CacheTree, DataView, Link
+from hal.scheduler.framework import ProfileError
+from hal.scheduler.plugins import build_scheduler, default_profile
+from hal.testing import cluster, make_job, make_node, placed_nodes
+
+GB = 1_000_000_000
+TREE = CacheTree(
+    parent={"root": None, "r1": "root", "r2": "root", "l1": "r1", "l2": "r1", "l3": "r2"},
+    uplink={
+        "r1": Link(1, 10_000, 2),
+        "r2": Link(1, 10_000, 2),
+        **{leaf: Link(0.5, 25_000, 0.5) for leaf in ("l1", "l2", "l3")},
+    },
+)
+# two nodes per leaf, listed so that plain row order would pick the l1 nodes first
+NODE_LEAF = {"a1": "l1", "a2": "l1", "b1": "l2", "b2": "l2", "c1": "l3", "c2": "l3"}
+
+
+def _place(view: DataView | None, job_keys: tuple[str, ...], nodes: int = 1) -> tuple[str, ...]:
+    built = cluster().nodes(*(make_node(n).cpus(8) for n in NODE_LEAF))
+    built = built.pending(make_job(1).data(*job_keys).nodes(nodes))
+    if view is not None:
+        built = built.data(view)
+    plan = build_scheduler(default_profile(data=True)).schedule(built.build())
+    placed = placed_nodes(plan).get(1)
+    assert placed is not None
+    return placed
+
+
+def _view(holders: dict[str, dict[str, int]]) -> DataView:
+    return DataView(TREE, holders, NODE_LEAF)
+
+
+def test_a_job_goes_to_the_node_whose_leaf_holds_its_input() -> None:
+    assert _place(_view({"ds": {"l3": GB}}), ("ds",)) == ("c1",)
+
+
+def test_the_nearer_copy_wins_when_no_leaf_holds_it() -> None:
+    # r2 holds it: l3 pulls over one link; l1/l2 through the root
+    assert _place(_view({"ds": {"r2": GB}}), ("ds",)) == ("c1",)
+
+
+def test_most_bytes_local_wins_over_more_keys_local() -> None:
+    holders = {"big": {"l2": 10 * GB}, "s1": {"l3": GB}, "s2": {"l3": GB}}
+    assert _place(_view(holders), ("big", "s1", "s2")) == ("b1",)
+
+
+def test_multi_node_jobs_take_the_nodes_by_locality() -> None:
+    assert set(_place(_view({"ds": {"l2": GB}}), ("ds",), nodes=2)) == {"b1", "b2"}
+
+
+def test_without_inputs_a_view_or_known_keys_placement_is_unchanged() -> None:
+    view = _view({"ds": {"l3": GB}})
+    assert _place(view, ()) == ("a1",)  # no --data
+    assert _place(None, ("ds",)) == ("a1",)  # no data plane
+    assert _place(view, ("unknown",)) == ("a1",)  # in no cache: nothing to prefer
+
+
+def test_cost_weight_must_be_a_non_negative_number() -> None:
+    profile = default_profile(data=True)
+    profile["plugin_args"] = {"datalocality": {"cost_weight": -1}}
+    with pytest.raises(ProfileError, match="seconds per cost unit") as err:
+        build_scheduler(profile)
+    assert err.value.field is not None and "cost_weight" in err.value.field
