@@ -75,6 +75,12 @@ def _sched_pass() -> dict[str, Any]:
     return run_targets()
 
 
+def _data() -> dict[str, Any]:
+    from hal.bench.data import run_data_bench
+
+    return run_data_bench()
+
+
 BENCHMARKS: dict[str, Callable[[], dict[str, Any]]] = {
     "submit": _submit,
     "idle": _idle,
@@ -85,6 +91,7 @@ BENCHMARKS: dict[str, Callable[[], dict[str, Any]]] = {
     "htc": _htc,
     "topology": _topology,
     "sched-pass": _sched_pass,
+    "data": _data,
 }
 
 

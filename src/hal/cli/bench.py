@@ -49,9 +49,11 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
     if not with_modules:
         return
 
+    from hal.bench import data as data_bench
     from hal.bench import htc as htc_bench
     from hal.bench import predict, sched_pass, sim
 
+    data_bench.add_commands(bsub)
     sim.add_commands(bsub)
     predict.add_commands(bsub)
     sched_pass.add_commands(bsub)

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import heapq
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,6 +54,7 @@ from hal.scheduler.framework.node_table import NodeTable
 from hal.scheduler.framework.scheduler import Scheduler
 from hal.scheduler.framework.snapshot import ClusterSnapshot
 from hal.sim.cluster import PARTITION, ClusterModel
+from hal.sim.data import CacheModel, Read
 from hal.sim.workload import TraceJob
 
 FloatArray = npt.NDArray[np.float64]
@@ -67,6 +69,7 @@ class JobOutcome:
     end: float
     state: JobState
     predicted: float = np.nan  # the planned run time when it started (NaN: no predictor)
+    read: Read | None = None  # its --data inputs at start (with a data plane)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +97,8 @@ class Simulation:
         check_tables: bool = False,
         every_event: bool = False,
         explain: bool = False,
+        data: CacheModel | None = None,
+        inputs: Mapping[int, tuple[str, ...]] | None = None,
     ) -> None:
         self.jobs = jobs
         self.cluster = cluster
@@ -107,6 +112,10 @@ class Simulation:
         # ``Scheduler.run_pass(explain=False)`` (same placements, fewer PreFilter calls).
         self.explain = explain
         self.clock = VirtualClock(jobs[0].submit if jobs else 0.0)
+        # The data plane (``hal.sim.data``): jobs read ``inputs[id]`` when they start and
+        # run that much longer; each pass sees the caches' contents.
+        self.data = data
+        self.inputs = inputs or {}
 
     def run(self) -> SimRun:
         wall0 = time.perf_counter()
@@ -115,8 +124,9 @@ class Simulation:
         partitions = cluster.partitions()
         table = NodeTable(nodes, partitions)
         free_cpus = int(table.free_cpus.sum())
-        specs: dict[tuple[int, ...], JobSpec] = {}
+        specs: dict[tuple[object, ...], JobSpec] = {}
         predicted: dict[int, float] = {}
+        reads: dict[int, Read] = {}
         predictor = self.predictor
         # Planned ends stay put with the requested time (it is the kill time) and with the
         # truth; any other prediction can expire and be corrected between events, which
@@ -162,7 +172,7 @@ class Simulation:
                 busy -= tj.procs
                 state = final_state(tj)
                 p = predicted.pop(jid, np.nan)
-                outcomes[jid] = JobOutcome(tj, job.start_time, now, state, p)
+                outcomes[jid] = JobOutcome(tj, job.start_time, now, state, p, reads.pop(jid, None))
                 if predictor is not None:
                     predictor.observe(job.evolve(state=state, end_time=now), now - job.start_time)
             # 2. arrivals
@@ -170,10 +180,12 @@ class Simulation:
                 tj = self.jobs[i]
                 i += 1
                 rec = tj.record
-                key = (tj.procs, tj.user, rec.group, rec.executable, rec.queue)
+                keys = self.inputs.get(tj.id, ())
+                key = (tj.procs, tj.user, rec.group, rec.executable, rec.queue, *keys)
                 spec = specs.get(key)
                 if spec is None:
-                    spec = specs[key] = with_trace_fields(cluster.spec_for(tj.procs, tj.user), tj)
+                    spec = with_trace_fields(cluster.spec_for(tj.procs, tj.user), tj)
+                    spec = specs[key] = spec.with_changes(data=keys) if keys else spec
                 pending[tj.id] = Job(
                     id=tj.id,
                     spec=spec,
@@ -201,6 +213,7 @@ class Simulation:
                     partitions=partitions,
                     pending=tuple(pending.values()),
                     running=tuple(running.values()),
+                    data=None if self.data is None else self.data.view(),
                 )
                 if self.check_tables:
                     _check(table, snap)
@@ -223,8 +236,12 @@ class Simulation:
                     )
                     if predictor is not None:
                         predicted[job.id] = planned_runtime(predictor, job)
+                    run = tj.run
+                    if self.data is not None and job.spec.data:
+                        read = reads[job.id] = self.data.read(job.spec.data, alloc.nodes)
+                        run += read.seconds
                     # Killed at the requested time if it would run longer.
-                    heapq.heappush(ends, (now + min(tj.run, float(job.time_limit_s)), job.id))
+                    heapq.heappush(ends, (now + min(run, float(job.time_limit_s)), job.id))
                 for term in result.plan.terminations:
                     job = pending.pop(term.job_id)
                     outcomes[job.id] = JobOutcome(by_id[job.id], np.nan, np.nan, term.state)
