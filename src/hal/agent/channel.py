@@ -7,14 +7,19 @@ tested with an in-process fake and the transport is tested alone::
      ├── ChannelUnavailable   the server cannot be reached or answered 5xx/401/403: retry
      │                        with backoff (an agent never dies because its server does)
      └── NodeForgotten        the server does not know this node (404): register again
+
+``OutputChannel`` is the optional second long poll of the job-output relay (ADR 0007):
+a channel that has it lets the control plane read job output on this node; the shell
+runs the relay only for such channels.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import httpx
 
+from hal.agent.outputwire import OutputPoll, OutputReads
 from hal.wire.agent import AgentInstructions, AgentRegister, AgentRegistered, AgentSync
 
 # The server holds a sync up to ``wait_seconds``; allow that much plus this for the reply.
@@ -47,6 +52,14 @@ class AgentChannel(Protocol):
     async def aclose(self) -> None: ...
 
 
+@runtime_checkable
+class OutputChannel(Protocol):
+    async def output(self, node: str, request: OutputPoll) -> OutputReads:
+        """``POST /v1/agent/{node}/output``: hand in answers to earlier reads, wait for
+        new ones (ADR 0007)."""
+        ...
+
+
 class HttpAgentChannel:
     def __init__(
         self,
@@ -74,6 +87,11 @@ class HttpAgentChannel:
         timeout = request.wait_seconds + SYNC_GRACE_SECONDS
         body = await self._post(f"/v1/agent/{node}/sync", request.model_dump_json(), timeout)
         return AgentInstructions.model_validate_json(body)
+
+    async def output(self, node: str, request: OutputPoll) -> OutputReads:
+        timeout = request.wait_seconds + SYNC_GRACE_SECONDS
+        body = await self._post(f"/v1/agent/{node}/output", request.model_dump_json(), timeout)
+        return OutputReads.model_validate_json(body)
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -11,6 +11,8 @@ import psutil
 
 from hal.client.config import default_server_url
 
+METRICS_ENV = "HAL_AGENT_METRICS_LISTEN"
+
 
 def short_hostname() -> str:
     return socket.gethostname().split(".")[0]
@@ -52,3 +54,6 @@ class AgentConfig:
     heartbeat_interval_seconds: float = 10.0  # the long poll's length (each sync is a beat)
     max_backoff_seconds: float = 30.0  # cap of the retry delay while the server is away
     validate: bool = False  # check the state machine's whole state after every step
+    # Prometheus /metrics of this agent (hal.agent.metrics): PORT, :PORT or HOST:PORT;
+    # "" = off (the default: agents sharing a host would collide on a fixed port).
+    metrics_listen: str = field(default_factory=lambda: os.environ.get(METRICS_ENV, ""))

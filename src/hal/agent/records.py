@@ -33,6 +33,8 @@ class JobRecord:
     start_time: float = 0.0  # when the script was exec'd (the time limit counts from here)
     time_limit_seconds: int = 0  # 0 = unlimited
     memory_bytes: int = 0
+    cpus: int = 0  # allocated on this node (0 in records an older agent wrote: unknown)
+    gpus: int = 0
     signal: SignalSpec | None = None  # --signal, delivered before the time limit
     signal_sent: bool = False
     end_state: str = ""  # why HAL is ending the job: TIMEOUT, CANCELLED, PREEMPTED ...

@@ -1,6 +1,6 @@
 """The asyncio shell around ``AgentState``: processes, files, timers and the network.
 
-Three tasks run under one task group until ``stop`` is set:
+These tasks run under one task group until ``stop`` is set:
 
 - ``_sync_loop``: register, then long-poll ``sync`` forever, carrying unacknowledged
   reports; on any network trouble it backs off (capped, jittered) and tries again — an
@@ -11,6 +11,11 @@ Three tasks run under one task group until ``stop`` is set:
   its reply.)
 - ``_timer_loop``: sleeps until the machine's next deadline (time limit, --signal,
   SIGKILL after the grace) and feeds it a ``Tick``.
+- with ``metrics_listen`` set, an asyncio listener answers ``GET /metrics`` on the same
+  loop (``hal.agent.metrics``).
+- ``_output_loop`` (when the channel is an ``OutputChannel``): the job-output relay's
+  long poll (ADR 0007). The server asks for byte ranges of job output files; the reads
+  run in a worker thread and their answers ride on the next poll.
 
 Process events arrive through the event loop's readers: each step supervisor has a pidfd
 (readable when it exits) and a pipe on which it announces the job's pid. Stopping the shell
@@ -27,6 +32,7 @@ import os
 import random
 import signal
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from hal import __version__
@@ -35,6 +41,7 @@ from hal.agent.channel import (
     AgentChannelError,
     HttpAgentChannel,
     NodeForgotten,
+    OutputChannel,
 )
 from hal.agent.config import AgentConfig, host_cpus, host_memory_bytes
 from hal.agent.events import (
@@ -59,9 +66,18 @@ from hal.agent.events import (
 from hal.agent.gpus import GpuInventory, discover_gpus
 from hal.agent.isolation import Isolation, agent_cgroup_name, detect_isolation
 from hal.agent.launcher import LaunchReply, StepLauncher
+from hal.agent.metrics import (
+    AgentCollector,
+    AgentCounters,
+    Capacity,
+    agent_registry,
+    start_metrics_server,
+)
+from hal.agent.outputfiles import read_chunk
+from hal.agent.outputwire import OutputChunk, OutputPoll, OutputRead
 from hal.agent.plan import LaunchError, build_step_plan
 from hal.agent.procfs import open_pidfd, session_id, start_ticks
-from hal.agent.records import ExitOutcome, Phase
+from hal.agent.records import ExitOutcome, JobRecord, Phase
 from hal.agent.state import AgentState
 from hal.agent.store import JobStore, StoredJob
 from hal.agent.supervisor import parse_started, read_status, read_supervisor
@@ -82,6 +98,7 @@ MAX_WAIT_SECONDS = 60.0  # AgentSync.wait_seconds' upper bound
 FLUSH_COALESCE_SECONDS = 0.005
 POLL_SECONDS = 1.0  # how often supervisors without a pidfd are checked
 LOST_MESSAGE = "the step supervisor vanished without recording the job's exit status"
+OUTPUT_WAIT_SECONDS = 20.0  # how long the server may hold the relay's long poll
 
 
 @dataclass(slots=True)
@@ -138,6 +155,8 @@ class AgentShell:
         self._wake: asyncio.Event | None = None
         self._reports_ready: asyncio.Event | None = None
         self._launcher: StepLauncher | None = None
+        self.counters = AgentCounters()
+        self.capacity = Capacity(0, 0, 0)  # known once the GPUs are discovered (run)
 
     # -- life ---------------------------------------------------------------------------
 
@@ -146,6 +165,7 @@ class AgentShell:
         self._wake = asyncio.Event()
         self._reports_ready = asyncio.Event()
         self.store.open()
+        metrics: asyncio.Server | None = None
         try:
             kill_wait = self.store.load_kill_wait()
             if kill_wait is not None:
@@ -165,20 +185,30 @@ class AgentShell:
                 self._gpus = (
                     discover_gpus() if self.config.gpus is None else GpuInventory(self.config.gpus)
                 )
+            self.capacity = Capacity(
+                self.config.cpus or host_cpus(),
+                self.config.memory_bytes or host_memory_bytes(),
+                self._gpus.count,
+            )
             self._launcher = StepLauncher(self.isolation, self._on_launch_reply)
             self._launcher.start(self._loop)
             for stored in self.store.load():
                 self._adopt(stored)
+            metrics = await self._start_metrics()
             async with asyncio.TaskGroup() as tasks:
                 loops = [
                     tasks.create_task(self._sync_loop()),
                     tasks.create_task(self._flush_loop()),
                     tasks.create_task(self._timer_loop()),
                 ]
+                if isinstance(self.channel, OutputChannel):
+                    loops.append(tasks.create_task(self._output_loop(self.channel)))
                 await stop.wait()
                 for task in loops:
                     task.cancel()
         finally:
+            if metrics is not None:
+                metrics.close()
             running = len(self.machine.jobs)
             if self._launcher is not None:
                 self._launcher.stop()
@@ -186,6 +216,27 @@ class AgentShell:
             self.isolation.release()
             self.store.close()
         log.info("agent %s stopped; %d job(s) keep running", self.config.node, running)
+
+    async def _start_metrics(self) -> asyncio.Server | None:
+        """The /metrics listener, if configured. A listener that cannot start is logged,
+        not fatal: running jobs matters more than being scraped."""
+        listen = self.config.metrics_listen
+        if not listen:
+            return None
+        collector = AgentCollector(
+            self.config.node, self.counters, self._supervised, lambda: self.capacity
+        )
+        try:
+            server = await start_metrics_server(listen, agent_registry(collector))
+        except (OSError, ValueError) as err:
+            log.error("agent metrics not served on %s: %s", listen, err)
+            return None
+        where = ", ".join(str(s.getsockname()[:2]) for s in server.sockets)
+        log.info("agent metrics on %s/metrics", where)
+        return server
+
+    def _supervised(self) -> Iterable[JobRecord]:
+        return self.machine.jobs.values()
 
     def _detach(self) -> None:
         """Stop watching the supervisors without touching them: the jobs run on."""
@@ -198,6 +249,8 @@ class AgentShell:
 
     async def _sync_loop(self) -> None:
         backoff = _Backoff(self.config.max_backoff_seconds, self.config.node)
+        counters = self.counters
+        failing = False
         while True:
             try:
                 if not self._registered:
@@ -207,15 +260,23 @@ class AgentShell:
                 )
             except NodeForgotten as err:
                 log.info("%s; registering again", err)
+                counters.channel_failures += 1
+                failing = True
                 self._registered = False
                 await asyncio.sleep(backoff.next())
                 continue
             except AgentChannelError as err:
+                counters.channel_failures += 1
+                failing = True
                 delay = backoff.next()
                 log.warning("server unavailable (%s); retrying in %.1fs", err, delay)
                 await asyncio.sleep(delay)
                 continue
             backoff.reset()
+            counters.last_sync = self.clock.now()
+            if failing:
+                counters.reconnects += 1
+                failing = False
             self._apply(reply)
 
     async def _flush_loop(self) -> None:
@@ -231,16 +292,38 @@ class AgentShell:
             try:
                 reply = await self.channel.sync(self.config.node, self._sync_request(0.0))
             except AgentChannelError as err:
+                self.counters.channel_failures += 1
                 log.debug("flush failed (%s); the long poll will carry the reports", err)
                 continue
+            self.counters.last_sync = self.clock.now()
             self._apply(reply)
+
+    async def _output_loop(self, channel: OutputChannel) -> None:
+        """Serve the control plane's reads of job output files (ADR 0007). Answers lost
+        with a failed poll are not resent: the server's reader has timed out by then and
+        asks again if it still wants the bytes."""
+        backoff = _Backoff(self.config.max_backoff_seconds, self.config.node + "/output")
+        answers: list[OutputChunk] = []
+        while True:
+            poll = OutputPoll(chunks=answers, wait_seconds=OUTPUT_WAIT_SECONDS)
+            answers = []
+            try:
+                reply = await channel.output(self.config.node, poll)
+            except AgentChannelError as err:
+                # 404 until the sync loop has registered the node; the sync loop logs outages
+                log.debug("output relay poll failed (%s)", err)
+                await asyncio.sleep(backoff.next())
+                continue
+            backoff.reset()
+            if reply.reads:
+                answers = await asyncio.to_thread(_read_all, reply.reads)
 
     async def _register(self) -> None:
         gpus = self._gpus or GpuInventory()
         request = AgentRegister(
             node=self.config.node,
-            cpus=self.config.cpus or host_cpus(),
-            memory_bytes=self.config.memory_bytes or host_memory_bytes(),
+            cpus=self.capacity.cpus or host_cpus(),
+            memory_bytes=self.capacity.memory_bytes or host_memory_bytes(),
             gpus=gpus.count,
             gpu_model=gpus.model,
             features=list(self.config.features),
@@ -256,6 +339,7 @@ class AgentShell:
             MAX_WAIT_SECONDS,
         )
         self._registered = True
+        self.counters.registrations += 1
         if reply.kill_wait_seconds != self.machine.kill_wait_seconds:
             self.store.save_kill_wait(reply.kill_wait_seconds)
         log.info("registered %s with %d running job(s)", self.config.node, len(request.running))
@@ -325,6 +409,7 @@ class AgentShell:
             case ForgetJob():
                 self.store.remove(command.job_id, command.attempt)
             case SendReport():
+                self.counters.on_report(command.report)
                 if self._reports_ready is not None:
                     self._reports_ready.set()
         return []
@@ -483,6 +568,10 @@ class AgentShell:
         if session_id(pid) == supervisor_pid:
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
+
+
+def _read_all(reads: list[OutputRead]) -> list[OutputChunk]:
+    return [read_chunk(r) for r in reads]
 
 
 async def run_agent(

@@ -180,6 +180,8 @@ class AgentState:
             launch_time=now,
             time_limit_seconds=launch.time_limit_seconds,
             memory_bytes=launch.memory_bytes,
+            cpus=launch.cpus,
+            gpus=len(launch.gpu_ids),
             signal=spec,
         )
         self.jobs[launch.job_id] = record

@@ -75,15 +75,22 @@ def cmd_logs(ns: argparse.Namespace) -> int:
     if ns.tail is not None:
         params["tail_bytes"] = ns.tail
     out = sys.stdout.buffer
+    received = False
     try:
         with _client() as http, http.stream("GET", f"/v1/jobs/{ns.job}/output", params=params) as r:
             if r.status_code >= 400:
                 r.read()
                 _raise_for(r)
             for chunk in r.iter_bytes():
+                received = True
                 out.write(chunk)
                 out.flush()
     except httpx.TransportError as err:
+        if received:  # the server gave up mid-stream (the job's agent stopped answering)
+            raise Unavailable(
+                f"the output of job {ns.job} broke off ({err.__class__.__name__}): its node's "
+                f"agent or the server stopped answering; run `hal logs {ns.job}` again"
+            ) from err
         raise Unavailable(f"cannot reach the HAL server ({err.__class__.__name__})") from err
     return 0
 

@@ -54,6 +54,7 @@ class Overrun:
     job_id: int
     display_id: str
     user: str
+    partition: str
     node: str
     predicted_s: float
     elapsed_s: float
@@ -144,7 +145,7 @@ class AnomalyDetector:
                 continue
             node = job.allocation.nodes[0] if job.allocation and job.allocation.nodes else ""
             current[job.id] = Overrun(
-                job.id, job.display_id, job.spec.user, node, predicted, elapsed
+                job.id, job.display_id, job.spec.user, job.partition, node, predicted, elapsed
             )
             key = (job.id, job.start_time)
             if key not in self._reported:
@@ -174,7 +175,7 @@ class AnomalyDetector:
 
     def _check_nodes(self, now: float) -> list[EventRow]:
         self._expire(now)
-        counts = {n: NodeFailures(c[0], c[1]) for n, c in self._counts.items()}
+        counts = self.window_counts()
         found = {a.node: a for a in self.failure_rule.anomalous(counts)}
         events = [
             EventRow(
@@ -212,6 +213,11 @@ class AnomalyDetector:
             )
             await set_node_state(self.cluster, name, "DRAIN", reason)
             log.warning("node drained", extra={"node": name, "reason": reason})
+
+    # -- what /metrics shows (hal.observe.metrics) ----------------------------------------
+    def window_counts(self) -> dict[str, NodeFailures]:
+        """Per node: jobs ended and failed within the window, as of the last check."""
+        return {n: NodeFailures(c[0], c[1]) for n, c in self._counts.items()}
 
     # -- alerts -----------------------------------------------------------------------------
     def findings(self, now: float) -> Iterable[Finding]:

@@ -1,11 +1,11 @@
 """A job's stdout/stderr, read where the control plane can see it.
 
-Today's protocol is the **shared filesystem**: the server expands the job's output pattern
-exactly as the agent does (``hal.agent.filenames``, with the batch host's node name) and
-reads the file. That is honest on ``hal up`` and on clusters whose job directories are on
-a shared filesystem mounted at the same path on the server; elsewhere the file is missing
-and the endpoint says so (``unavailable``). The agent-side relay that lifts this limit is
-specified in docs/observability.md ("Job output from the agent").
+The fast path is the **shared filesystem**: the server expands the job's output pattern
+exactly as the agent does (``hal.core.filenames``, with the batch host's node name) and
+reads the file. That works on ``hal up`` and on clusters whose job directories are on a
+shared filesystem mounted at the same path on the server. When the file is not there
+(``open_output`` raises ``Unavailable``), the output route asks the job's agent for the
+bytes instead (``hal.observe.outputrelay``, ADR 0007).
 
 Safety: the output pattern is user-controlled (``--output=/etc/shadow``), and the server
 may run as a more privileged user than the job. A file is served only if it is a regular

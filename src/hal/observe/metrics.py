@@ -19,7 +19,7 @@ from __future__ import annotations
 import platform
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -34,6 +34,9 @@ from hal.scheduler.framework.scheduler import PassResult
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.scheduler.service import CycleStats, PassRunner
 from hal.state.cluster import Cluster
+
+if TYPE_CHECKING:
+    from hal.observe.anomalies import AnomalyDetector
 
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
@@ -115,6 +118,12 @@ class HalMetrics:
         # The HTC broker's last report (``hal.htc.rest.HtcStats`` as a dict), set by the
         # /v1/htc router; None while no broker runs.
         self.htc_stats: Callable[[], Mapping[str, Any] | None] = lambda: None
+        # The data service's counters (``hal.api.data.DataService.metrics``), set by the
+        # server when hal.toml has a [data] table; None: no hal_data_* series.
+        self.data_stats: Callable[[], Mapping[str, Any] | None] = lambda: None
+        # The predictor's anomaly detector (set by ObservePlane); its last check is
+        # exported for the JobOverrunningPrediction/NodeFailureRateAnomalous rules.
+        self.anomalies: AnomalyDetector | None = None
         self._seen: dict[int, Seen] = {}
         r.register(_StateCollector(self))
         prometheus_client.ProcessCollector(registry=r)
@@ -249,7 +258,10 @@ class _StateCollector(Collector):
         for name, severity in m.alerts_firing():
             firing.add_metric([name, severity], 1)
         yield firing
+        if m.anomalies is not None:
+            yield from _anomaly_gauges(m.anomalies, cluster)
         yield from _htc_metrics(m.htc_stats())
+        yield from _data_metrics(m.data_stats())
 
 
 def _job_gauges(cluster: Cluster) -> Iterable[Metric]:
@@ -323,6 +335,75 @@ def _node_gauges(cluster: Cluster, now: float) -> Iterable[Metric]:
     yield memory
     yield gpus
     yield up
+    yield age
+
+
+def _anomaly_gauges(detector: AnomalyDetector, cluster: Cluster) -> Iterable[Metric]:
+    """The anomaly detector's last check (every ``HAL_ANOMALY_INTERVAL_S``): what
+    ``deploy/prometheus/hal-alerts.yml`` alerts on. No job ids: the built-in alert and
+    ``hal alerts`` name the jobs."""
+    overrunning: Tally[tuple[str, str]] = Tally()
+    for o in detector.overruns.values():
+        overrunning[(o.partition, o.node)] += 1
+    over = GaugeMetricFamily(
+        "hal_jobs_overrunning_prediction",
+        "Running jobs past max(factor x their predicted run time, prediction + margin): "
+        "possible hangs (JobOverrunningPrediction), by partition and batch node.",
+        labels=["partition", "node"],
+    )
+    for (part, node), n in sorted(overrunning.items()):
+        over.add_metric([part, node], n)
+    yield over
+    counts = detector.window_counts()
+    recent = GaugeMetricFamily(
+        "hal_node_recent_jobs",
+        "Jobs that ended on the node within the anomaly window (HAL_ALERT_NODE_FAIL_WINDOW_S),"
+        " by result (failed: FAILED or NODE_FAIL; ok: any other end).",
+        labels=["node", "result"],
+    )
+    for node in sorted(counts):
+        c = counts[node]
+        recent.add_metric([node, "failed"], c.failed)
+        recent.add_metric([node, "ok"], c.jobs - c.failed)
+    yield recent
+    anomalous = GaugeMetricFamily(
+        "hal_node_failure_rate_anomalous",
+        "1 while the node's recent jobs fail far more often than its peers' "
+        "(NodeFailureRateAnomalous), else 0.",
+        labels=["node"],
+    )
+    for node in sorted(set(cluster.nodes) | set(counts)):
+        anomalous.add_metric([node], 1 if node in detector.nodes else 0)
+    yield anomalous
+
+
+# -- data plane (hal.api.data) --------------------------------------------------------------
+def _data_metrics(stats: Mapping[str, Any] | None) -> Iterable[Metric]:
+    """Pre-staging results, bytes staged into leaf caches, and the data view's age (a
+    view older than a few refresh intervals means the cache control plane is unreachable
+    and placement uses what it last saw). Nothing without a [data] table."""
+    if stats is None:
+        return
+    prestage = CounterMetricFamily(
+        "hal_data_prestage",
+        "Pre-staging of a job's --data inputs into one node's leaf cache, by result "
+        "(staged: all keys held; partial; failed; no_cache: the node reads through none).",
+        labels=["result"],
+    )
+    for result, n in sorted(stats["prestage"].items()):
+        prestage.add_metric([result], n)
+    yield prestage
+    moved = CounterMetricFamily(
+        "hal_data_bytes_staged",
+        "Bytes pulled into leaf caches by pre-staging (keys the view did not show there).",
+    )
+    moved.add_metric([], stats["bytes_staged"])
+    yield moved
+    age = GaugeMetricFamily(
+        "hal_data_view_age_seconds",
+        "Seconds since the data view was last refreshed from the cache control plane.",
+    )
+    age.add_metric([], stats["view_age_seconds"])
     yield age
 
 

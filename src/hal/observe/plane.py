@@ -33,6 +33,7 @@ from hal.observe.alerts import Alert, AlertEvaluator, WebhookNotifier
 from hal.observe.anomalies import AnomalyDetector, StartLookup
 from hal.observe.config import ObserveConfig
 from hal.observe.metrics import HalMetrics, instrumented_decide
+from hal.observe.outputrelay import OutputRelay
 from hal.observe.tracing import JobTracer
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.scheduler.service import CycleStats, PassRunner, SchedulerService
@@ -97,6 +98,8 @@ class ObservePlane:
             drain=config.drain_anomalous_nodes,
         )
         self.alerts.sources.append(self.anomalies.findings)
+        self.metrics.anomalies = self.anomalies
+        self.output_relay = OutputRelay(cluster, timeout_s=s.output_relay_timeout_s)
         self.history: deque[Sample] = deque(maxlen=HISTORY)
         self._tasks: list[asyncio.Task[None]] = []
         cluster.on_jobs_changed(self._on_jobs)

@@ -7,7 +7,10 @@
 * ``GET /v1/observe/queue``          one page of the queue, filtered and sorted here so
                                      the browser never holds 10,000 rows
 * ``GET /v1/observe/jobs/{id}``      job detail: timeline, resources, trace id
-* ``GET /v1/jobs/{id}/output``       the job's stdout/stderr (``follow`` streams it)
+* ``GET /v1/jobs/{id}/output``       the job's stdout/stderr (``follow`` streams it):
+                                     from the shared filesystem, else through the job's
+                                     agent (``outputrelay``, ADR 0007)
+* ``POST /v1/agent/{node}/output``   the agents' side of that relay (admin token)
 * ``GET /ui`` and ``/ui/static/*``   the dashboard (hand-written HTML/CSS/JS)
 
 Authentication is the API's own (``hal.api.context``): the dashboard sends the bearer
@@ -16,6 +19,7 @@ token it was given.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,11 +28,12 @@ from fastapi.responses import FileResponse, HTMLResponse, Response, StreamingRes
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from hal import __version__
-from hal.api.context import ServerContext, caller_dep, context_dep
-from hal.core.errors import InvalidRequest, NotFound, PermissionDenied
+from hal.agent.outputwire import OutputPoll, OutputReads
+from hal.api.context import ServerContext, admin_dep, caller_dep, context_dep
+from hal.core.errors import InvalidRequest, NotFound, PermissionDenied, Unavailable
 from hal.core.job import Job
 from hal.core.states import STATES_BY_CODE, JobState
-from hal.observe import joboutput, traceids
+from hal.observe import joboutput, outputrelay, traceids
 from hal.observe.plane import ObservePlane
 from hal.state.cluster import Caller
 
@@ -37,6 +42,7 @@ ASSET_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+
 router = APIRouter()
 Ctx = Annotated[ServerContext, Depends(context_dep)]
 Who = Annotated[Caller, Depends(caller_dep)]
+Admin = Annotated[Caller, Depends(admin_dep)]
 ACTIVE = {JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING}
 
 
@@ -274,6 +280,7 @@ async def job_detail(job_id: str, plane: Plane, ctx: Ctx, _caller: Who) -> dict[
 @router.get("/v1/jobs/{job_id}/output", tags=["jobs"])
 async def job_output(
     job_id: str,
+    plane: Plane,
     ctx: Ctx,
     caller: Who,
     stream: str = "stdout",
@@ -282,23 +289,55 @@ async def job_output(
     follow: bool = False,
 ) -> StreamingResponse:
     """The job's output as plain text. ``follow=true`` keeps the response open while the
-    job runs (like ``tail -f``) and ends once it has finished and the file is read."""
-    job = await _find(ctx, job_id)
+    job runs (like ``tail -f``) and ends once it has finished and the file is read.
+    Read from the control plane's filesystem when the file is there, else from the
+    job's agent; the ``Hal-Output-Source`` header says which (``file``/``agent``)."""
+    try:
+        job = await _find(ctx, job_id)
+    except NotFound as err:
+        raise NotFound(
+            f"no job {job_id}: check the id with `hal squeue` or `hal acct -j {job_id}`",
+            field="job_id",
+        ) from err
     if not caller.may_modify(job):
         raise PermissionDenied(f"the output of job {job_id} belongs to {job.spec.user}")
-    fd = joboutput.open_output(job, stream)
     cluster = ctx.cluster
 
     def finished() -> bool:
         current = cluster.jobs.get(job.id)
         return current is None or current.state.is_terminal or current.restarts != job.restarts
 
-    body = joboutput.read_output(
-        fd, offset=offset, tail_bytes=tail_bytes, follow=follow, finished=finished
-    )
+    body: AsyncIterator[bytes]
+    try:
+        fd = joboutput.open_output(job, stream)
+    except Unavailable:  # not on this filesystem: ask the agent of the node that wrote it
+        target = outputrelay.OutputTarget.of(job, joboutput.output_path(job, stream))
+        body = await outputrelay.relayed_output(
+            plane.output_relay, target, offset=offset, tail_bytes=tail_bytes, follow=follow,
+            finished=finished,
+        )  # fmt: skip
+        source = "agent"
+    else:
+        body = joboutput.read_output(
+            fd, offset=offset, tail_bytes=tail_bytes, follow=follow, finished=finished
+        )
+        source = "file"
     return StreamingResponse(
-        body, media_type="text/plain; charset=utf-8", headers={"Cache-Control": "no-cache"}
+        body,
+        media_type="text/plain; charset=utf-8",
+        headers={"Cache-Control": "no-cache", "Hal-Output-Source": source},
     )
+
+
+@router.post("/v1/agent/{node}/output", tags=["agent"])
+async def agent_output(
+    node: str, poll: OutputPoll, plane: Plane, ctx: Ctx, _agent: Admin
+) -> OutputReads:
+    """The agent's long poll of the job-output relay: answers to earlier reads in, the
+    next reads out (held up to ``wait_seconds``)."""
+    if node not in ctx.cluster.nodes:
+        raise NotFound(f"node {node} is not registered; the agent registers first")
+    return await plane.output_relay.poll(node, poll)
 
 
 # -- the dashboard --------------------------------------------------------------------------

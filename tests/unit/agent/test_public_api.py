@@ -41,6 +41,7 @@ def test_config_fields() -> None:
         "heartbeat_interval_seconds",
         "max_backoff_seconds",
         "validate",
+        "metrics_listen",
     ]
 
 

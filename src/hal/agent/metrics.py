@@ -1,0 +1,237 @@
+"""The agent's Prometheus endpoint: ``GET /metrics`` on a small listener of its own.
+
+Off unless configured (``AgentConfig.metrics_listen``, from ``HAL_AGENT_METRICS_LISTEN``:
+``PORT``, ``:PORT`` or ``HOST:PORT``), because several agents may share a host (``hal
+up``, tests) and a fixed default port would collide. The control plane already exports
+what it knows about every node (allocations, heartbeat age, registrations); this is the
+node's own view, worth scraping when the control plane's is in doubt:
+
+==========================================  =======  ===============================
+``hal_build_info``                          gauge    ``version``, ``python``, ``service``
+``hal_agent_jobs``                          gauge    ``node``, ``phase`` (launching,
+                                                     running, stopping)
+``hal_agent_cpus``                          gauge    ``node``, ``state`` (alloc, idle)
+``hal_agent_memory_bytes``                  gauge    ``node``, ``state``
+``hal_agent_gpus``                          gauge    ``node``, ``state``
+``hal_agent_job_launches_total``            counter  ``node``, ``result`` (started, failed)
+``hal_agent_jobs_finished_total``           counter  ``node``, ``state`` (completed, failed,
+                                                     timeout, oom, cancelled ...)
+``hal_agent_registrations_total``           counter  ``node``
+``hal_agent_channel_failures_total``        counter  ``node``: requests to the server that
+                                                     failed (unreachable, 5xx, 404)
+``hal_agent_channel_reconnects_total``      counter  ``node``: syncs that succeeded after
+                                                     a failure
+``hal_agent_last_sync_timestamp_seconds``   gauge    ``node``
+``process_*``                                        the agent process (prometheus-client)
+==========================================  =======  ===============================
+
+Everything is read on the event loop: the listener is an asyncio server on the agent's
+own loop, so a scrape never sees the state machine mid-step. Counters count from the
+agent process's start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import platform
+from collections import Counter as Tally
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import prometheus_client
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from hal import __version__
+from hal.agent.records import JobRecord, Phase
+from hal.wire.agent import JobReport
+
+log = logging.getLogger("hal.agent.metrics")
+REQUEST_TIMEOUT_S = 5.0
+MAX_REQUEST_BYTES = 16 * 1024
+
+
+@dataclass(slots=True)
+class AgentCounters:
+    """What the shell counts as it happens (plain integers: cheap when nobody scrapes)."""
+
+    launches: Tally[str] = field(default_factory=Tally)  # started / failed
+    finished: Tally[str] = field(default_factory=Tally)  # by final state label
+    registrations: int = 0
+    channel_failures: int = 0
+    reconnects: int = 0
+    last_sync: float = 0.0
+
+    def on_report(self, report: JobReport) -> None:
+        """Each report is made once (resends reuse it), so each job counts once."""
+        if report.kind == "started":
+            self.launches["started"] += 1
+        elif report.kind == "launch_failed":
+            self.launches["failed"] += 1
+        elif report.state:
+            state = report.state.lower()
+            self.finished["oom" if state == "out_of_memory" else state] += 1
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """What this node offers the cluster (the numbers it registers with)."""
+
+    cpus: int
+    memory_bytes: int
+    gpus: int
+
+
+class AgentCollector(Collector):
+    def __init__(
+        self,
+        node: str,
+        counters: AgentCounters,
+        jobs: Callable[[], Iterable[JobRecord]],
+        capacity: Callable[[], Capacity],
+    ) -> None:
+        self.node = node
+        self.counters = counters
+        self.jobs = jobs
+        self.capacity = capacity
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # unchecked collector: families are known at collect time
+
+    def collect(self) -> Iterable[Metric]:
+        node, c = self.node, self.counters
+        info = GaugeMetricFamily(
+            "hal_build_info", "HAL version (value 1).", labels=["version", "python", "service"]
+        )
+        info.add_metric([__version__, platform.python_version(), "hal-agent"], 1)
+        yield info
+        phases: Tally[str] = Tally()
+        cpus = memory = gpus = 0
+        for job in self.jobs():
+            phases[job.phase.value.lower()] += 1
+            cpus, memory, gpus = cpus + job.cpus, memory + job.memory_bytes, gpus + job.gpus
+        jobs = GaugeMetricFamily(
+            "hal_agent_jobs", "Jobs this agent supervises, by phase.", labels=["node", "phase"]
+        )
+        for phase in Phase:
+            jobs.add_metric([node, phase.value.lower()], phases.get(phase.value.lower(), 0))
+        yield jobs
+        total = self.capacity()
+        for name, unit_help, used, offered in (
+            ("hal_agent_cpus", "CPUs", cpus, total.cpus),
+            ("hal_agent_memory_bytes", "Memory", memory, total.memory_bytes),
+            ("hal_agent_gpus", "GPUs", gpus, total.gpus),
+        ):
+            family = GaugeMetricFamily(
+                name,
+                f"{unit_help} this node offers, allocated to its jobs or idle.",
+                labels=["node", "state"],
+            )
+            family.add_metric([node, "alloc"], used)
+            family.add_metric([node, "idle"], max(0, offered - used))
+            yield family
+        launches = CounterMetricFamily(
+            "hal_agent_job_launches",
+            "Launches by result: started (the job's process runs) or failed.",
+            labels=["node", "result"],
+        )
+        for result in ("started", "failed"):
+            launches.add_metric([node, result], c.launches.get(result, 0))
+        yield launches
+        finished = CounterMetricFamily(
+            "hal_agent_jobs_finished",
+            "Jobs that ended on this node, by final state.",
+            labels=["node", "state"],
+        )
+        for state, n in sorted(c.finished.items()):
+            finished.add_metric([node, state], n)
+        yield finished
+        for name, text, value in (
+            ("hal_agent_registrations", "Registrations with the control plane.", c.registrations),
+            (
+                "hal_agent_channel_failures",
+                "Requests to the control plane that failed (unreachable, 5xx, 404).",
+                c.channel_failures,
+            ),
+            (
+                "hal_agent_channel_reconnects",
+                "Syncs that succeeded after the channel had failed.",
+                c.reconnects,
+            ),
+        ):
+            counter = CounterMetricFamily(name, text, labels=["node"])
+            counter.add_metric([node], value)
+            yield counter
+        last = GaugeMetricFamily(
+            "hal_agent_last_sync_timestamp_seconds",
+            "When a sync with the control plane last succeeded (0: never).",
+            labels=["node"],
+        )
+        last.add_metric([node], c.last_sync)
+        yield last
+
+
+def agent_registry(collector: AgentCollector) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(collector)
+    prometheus_client.ProcessCollector(registry=registry)
+    return registry
+
+
+def parse_listen(text: str) -> tuple[str | None, int]:
+    """``PORT``, ``:PORT``, ``HOST:PORT`` or ``[V6]:PORT`` → (host, port); no host (None)
+    means every interface: Prometheus scrapes nodes from elsewhere."""
+    host, sep, port = text.strip().rpartition(":")
+    if not sep:
+        host, port = "", text.strip()
+    try:
+        number = int(port)
+    except ValueError:
+        raise ValueError(f"metrics listen address {text!r}: use PORT or HOST:PORT") from None
+    if not 0 <= number <= 65535:
+        raise ValueError(f"metrics listen address {text!r}: port out of range")
+    return host.strip("[]") or None, number
+
+
+async def start_metrics_server(listen: str, registry: CollectorRegistry) -> asyncio.Server:
+    """Serve ``GET /metrics`` on ``listen`` until the returned server is closed."""
+    host, port = parse_listen(listen)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                head = await reader.readuntil(b"\r\n\r\n")
+            method, path = _request_line(head)
+            if method in ("GET", "HEAD") and path == "/metrics":
+                body, status, kind = generate_latest(registry), "200 OK", CONTENT_TYPE_LATEST
+            else:
+                body, status, kind = b"not found: try /metrics\n", "404 Not Found", "text/plain"
+            writer.write(
+                f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n"
+                "Connection: close\r\n\r\n".encode("latin-1")
+                + (body if method != "HEAD" else b"")
+            )
+            await writer.drain()
+        except (
+            TimeoutError,
+            ConnectionError,
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+        ):
+            pass  # a client that went away or sent junk: nothing to answer
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+    return await asyncio.start_server(handle, host, port, limit=MAX_REQUEST_BYTES)
+
+
+def _request_line(head: bytes) -> tuple[str, str]:
+    parts = head.split(b"\r\n", 1)[0].decode("latin-1").split()
+    if len(parts) < 2:
+        return "", ""
+    return parts[0], parts[1].split("?", 1)[0]
