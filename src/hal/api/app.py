@@ -13,6 +13,7 @@ from hal import __version__
 from hal.api import (
     errors,
     routes_agent,
+    routes_data,
     routes_events,
     routes_htc,
     routes_jobs,
@@ -62,6 +63,7 @@ def create_app(
         routes_htc,
         routes_predict,
         routes_priority,
+        routes_data,
     ):
         app.include_router(module.router)
     return app

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from fastapi import Header, Request
 
 from hal.api.auth import TokenCache
+from hal.api.data import DataService, with_view
 from hal.api.predictions import PredictionService
 from hal.config.model import HalConfig
 from hal.core.errors import InvalidRequest, PermissionDenied
@@ -27,6 +28,7 @@ class ServerContext:
     service: SchedulerService
     scheduler: Any  # hal.scheduler.framework.Scheduler (will_run)
     predictions: PredictionService | None = None
+    data: DataService | None = None  # [data]: the data plane (hal.api.data)
 
     async def history(
         self,
@@ -92,7 +94,7 @@ class ServerContext:
             priority=priority,
             submit_time=now,
         )
-        result = self.scheduler.will_run(cluster.snapshot(), probe)
+        result = self.scheduler.will_run(with_view(cluster.snapshot(), self.data), probe)
         if isinstance(result, Status):
             raise InvalidRequest(
                 f"Requested node configuration is not available: {result.message or result}",

@@ -39,6 +39,8 @@ Who = Annotated[Caller, Depends(caller_dep)]
 async def submit(request: Request, ctx: Ctx, caller: Who) -> Response:
     body = await read_body(request, JobSubmit)
     spec = to_spec(body, caller.name, max_array_size=ctx.config.max_array_size)
+    if spec.data and ctx.data is not None:  # [data]: locate the inputs for the first pass
+        await ctx.data.prime(spec.data)
     done = await ctx.cluster.submit([spec])
     result = SubmitResult(job_id=done[0].job_id, task_ids=list(done[0].task_ids))
     return json_response(result, 201)
@@ -74,6 +76,8 @@ async def submit_batch(request: Request, ctx: Ctx, caller: Who) -> Response:
         to_spec(j, caller.name, max_array_size=ctx.config.max_array_size, where=f"jobs[{i}].")
         for i, j in enumerate(body.jobs)
     ]
+    if ctx.data is not None:  # [data]: locate the inputs for the first pass
+        await ctx.data.prime(k for s in specs for k in s.data)
     done = await ctx.cluster.submit(specs)
     result = BatchSubmitResult(
         results=[SubmitResult(job_id=d.job_id, task_ids=list(d.task_ids)) for d in done]
@@ -85,6 +89,8 @@ async def submit_batch(request: Request, ctx: Ctx, caller: Who) -> Response:
 async def test_only(body: JobSubmit, ctx: Ctx, caller: Who) -> WillRun:
     """``sbatch --test-only``: validate and estimate the start without submitting."""
     spec = to_spec(body, caller.name, max_array_size=ctx.config.max_array_size)
+    if spec.data and ctx.data is not None:  # [data]: the estimate sees where inputs are
+        await ctx.data.prime(spec.data)
     return await ctx.will_run(spec)
 
 

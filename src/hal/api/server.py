@@ -23,6 +23,7 @@ import uvicorn
 from hal.api.app import create_app
 from hal.api.auth import TokenCache, new_token, token_hash
 from hal.api.context import ServerContext
+from hal.api.data import DataAwareRunner, DataService
 from hal.api.predictions import MODEL_FILE, PredictionService
 from hal.api.priority import PriorityService
 from hal.config.model import HalConfig
@@ -30,8 +31,14 @@ from hal.core.clock import Clock, SystemClock
 from hal.observe.logging import uvicorn_log_config
 from hal.observe.plane import ObservePlane
 from hal.predict import CONFIGURABLE, SharedPredictor, make_predictor
-from hal.scheduler.plugins import BACKFILL, build_scheduler, default_profile, default_registry
-from hal.scheduler.service import PacedScheduler, SchedulerService
+from hal.scheduler.plugins import (
+    BACKFILL,
+    DATA_WEIGHT,
+    build_scheduler,
+    default_profile,
+    default_registry,
+)
+from hal.scheduler.service import PacedScheduler, PassRunner, SchedulerService
 from hal.state import agents
 from hal.state.cluster import Cluster
 from hal.state.store import SqlStateStore
@@ -83,8 +90,13 @@ class HalServer:
         # An explicit [scheduler] profile is taken as written; the default one gains the
         # topology plugin when the config has a [topology].
         # The default one also gains the limits plugin when [[qos]]/[[accounts]] set limits.
+        # and the datalocality plugin when [data] names a cache control plane.
+        data = config.data
         profile = config.scheduler_profile or default_profile(
-            topology=config.topology, limits=config.priority.has_limits
+            topology=config.topology,
+            limits=config.priority.has_limits,
+            data=data is not None,
+            data_weight=DATA_WEIGHT if data is None or data.weight is None else data.weight,
         )
         self.predictor = SharedPredictor(make_predictor(predictor_name(profile, config)))
         self.scheduler = build_scheduler(
@@ -102,9 +114,14 @@ class HalServer:
             self.cluster.clock,
             predicted_at_start=self.predictions.start_prediction,
         )
+        # [data]: the data plane's view goes into each pass's snapshot (DataAwareRunner)
+        self.data = DataService(data, self.cluster) if data is not None else None
+        runner: PassRunner = PacedScheduler(self.scheduler)
+        if self.data is not None:
+            runner = DataAwareRunner(runner, self.data)
         self.service = SchedulerService(
             self.cluster,
-            self.observe.decide(PacedScheduler(self.scheduler)),
+            self.observe.decide(runner),
             interval_s=config.scheduler_interval_seconds,
         )
         self.observe.attach(self.service)
@@ -115,7 +132,10 @@ class HalServer:
             service=self.service,
             scheduler=self.scheduler,
             predictions=self.predictions,
+            data=self.data,
         )
+        if self.data is not None:
+            self.observe.metrics.data_stats = self.data.metrics
         self.app = create_app(self.ctx, on_start=self.start, on_stop=self.stop)
         self.app.state.priority = self.priority  # /v1/priority, /v1/shares, explain
         self.observe.install(self.app)
@@ -128,6 +148,8 @@ class HalServer:
         await self.predictions.start()
         await self.priority.start()
         await self.observe.start()
+        if self.data is not None:
+            await self.data.start()
         self._tasks = [
             asyncio.create_task(self.priority.run(self._stop), name="hal-priority"),
             asyncio.create_task(self.service.run(self._stop), name="hal-scheduler"),
@@ -144,6 +166,8 @@ class HalServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
+        if self.data is not None:
+            await self.data.stop()
         await self.observe.stop()
         await self.predictions.stop()
         await self.cluster.close()

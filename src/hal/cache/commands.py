@@ -7,6 +7,7 @@ connection runs them in order so pipelined replies stay in request order.
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -380,6 +381,20 @@ async def cmd_hal_fetch(node: CacheNode, conn: Connection, args: list[bytes]) ->
     return resp.array([resp.bulk(value), resp.integer(pttl)])
 
 
+async def cmd_hal_stage(node: CacheNode, conn: Connection, args: list[bytes]) -> bytes:
+    """``HAL.STAGE key [key ...]``: pull the keys here exactly as GET would (local hits
+    stay, misses pull through the tree and keep a copy), without sending the values back.
+    Replies the number of the keys held here afterwards. The scheduler pre-stages a job's
+    inputs into the leaf cache of its nodes with it. The keys are pulled concurrently, so
+    the wait is that of the slowest pull (each bounded by ``--pull-timeout``)."""
+    if len(args) < 2:
+        return wrong_args(args[0])
+    keys = list(dict.fromkeys(args[1:]))
+    await asyncio.gather(*(node.read(key) for key in keys))
+    # a pulled copy with no TTL left is served but not kept (node._keep): count what is here
+    return resp.integer(sum(1 for key in keys if node.store.get(key) is not None))
+
+
 SYNC: dict[bytes, SyncCommand] = {
     b"PING": cmd_ping,
     b"ECHO": cmd_echo,
@@ -408,4 +423,5 @@ ASYNC: dict[bytes, AsyncCommand] = {
     b"FLUSHDB": cmd_flushall,
     b"MGET": cmd_mget,
     b"HAL.FETCH": cmd_hal_fetch,
+    b"HAL.STAGE": cmd_hal_stage,
 }

@@ -9,6 +9,7 @@ from hal import __version__
 from hal.cli import (
     bench,
     cache,
+    data,
     explain,
     htc,
     local,
@@ -90,4 +91,5 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     observe.add_commands(sub)
     htc.add_commands(sub)
     topology.add_commands(sub)
+    data.add_commands(sub)
     return p

@@ -21,11 +21,22 @@ Example::
 
     [topology]                     # optional: the switch tree (see config/topology.py)
     file = "topology.conf"         # Slurm syntax, or [[topology.switches]] tables
+
+    [data]                         # optional: data-aware scheduling over the HAL cache
+    cache_url = "http://cache-cp:8480"   # the cache control plane (docs/cache.md)
+    refresh_seconds = 2.0          # how often the server re-reads topology and holders
+    prestage = true                # pull a placed job's --data inputs into its nodes' leaves
+    # weight = 2.0                 # the datalocality score weight (default profile only)
+    peer_sourcing = false          # must match the control plane's --peer-sourcing
+    [data.node_cache]              # HAL node → the leaf cache instance it reads through
+    node001 = "leaf-rack1-001"     # (default: the instance whose id is the node's name)
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,6 +75,20 @@ class PartitionConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class DataConfig:
+    """``[data]``: where the HAL cache's control plane is and how the server uses it
+    (``hal.api.data.DataService``). ``weight`` None: the datalocality plugin's default
+    (``hal.scheduler.plugins.DATA_WEIGHT``; the config plane does not import plugins)."""
+
+    cache_url: str
+    node_cache: Mapping[str, str] = field(default_factory=dict)
+    refresh_seconds: float = 2.0
+    prestage: bool = True
+    weight: float | None = None
+    peer_sourcing: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class HalConfig:
     cluster_name: str = "hal"
     min_job_age_seconds: int = 300
@@ -87,6 +112,8 @@ class HalConfig:
     topology: Topology | None = None  # the switch tree; None: no topology-aware placement
     # [priority], [[accounts]], [[users]], [[qos]] (hal.config.priority)
     priority: PriorityPolicy = field(default_factory=PriorityPolicy)
+    # [data]: the cache control plane; None: no data-aware scheduling or pre-staging
+    data: DataConfig | None = None
 
     def partition_objects(self) -> tuple[Partition, ...]:
         return tuple(p.to_partition() for p in self.partitions)
@@ -111,6 +138,7 @@ _TOP_KEYS = {
     "partitions",
     "scheduler",
     "topology",
+    "data",
     *PRIORITY_KEYS,
 }
 # [scheduler] keys that are server settings; the rest of the table is the profile
@@ -205,7 +233,77 @@ def config_from_dict(
 
         kwargs["topology"] = topology_from_table(raw["topology"], base_dir=base_dir)
     kwargs["priority"] = priority_from_dict(raw, source)
+    if "data" in raw:
+        kwargs["data"] = data_from_table(raw["data"], source)
     return HalConfig(**kwargs)
+
+
+_DATA_KEYS = ("cache_url", "node_cache", "refresh_seconds", "prestage", "weight", "peer_sourcing")
+# the cache's instance ids (hal.cache.wire; the config plane does not import the cache)
+_INSTANCE_ID = re.compile(r"[a-zA-Z0-9_-]+")
+
+
+def data_from_table(table: Any, source: str = "config") -> DataConfig:
+    """``[data]`` → ``DataConfig``; errors name the field (``data.cache_url`` ...)."""
+    if not isinstance(table, dict):
+        raise InvalidRequest(f"{source}: [data] must be a table", field="data")
+    unknown = sorted(set(table) - set(_DATA_KEYS))
+    if unknown:
+        raise InvalidRequest(
+            f"{source}: [data] has unknown key(s) {unknown}; known keys are {list(_DATA_KEYS)}",
+            field=f"data.{unknown[0]}",
+        )
+    url = table.get("cache_url")
+    if not isinstance(url, str) or not re.fullmatch(r"https?://[^\s/]+(/\S*)?", url):
+        raise InvalidRequest(
+            f"{source}: [data] cache_url must be the cache control plane's http(s) base URL, "
+            f'e.g. "http://cache-cp:8480" (got {url!r})',
+            field="data.cache_url",
+        )
+    node_cache = table.get("node_cache", {})
+    if not isinstance(node_cache, dict):
+        raise InvalidRequest(
+            f"{source}: [data] node_cache must be a table of node name = leaf instance id",
+            field="data.node_cache",
+        )
+    for node, leaf in node_cache.items():
+        if not isinstance(leaf, str) or not _INSTANCE_ID.fullmatch(leaf):
+            raise InvalidRequest(
+                f"{source}: [data.node_cache] {node} must name a cache instance id "
+                f"([a-zA-Z0-9_-]+), not {leaf!r}",
+                field=f"data.node_cache.{node}",
+            )
+    refresh = table.get("refresh_seconds", 2.0)
+    if isinstance(refresh, bool) or not isinstance(refresh, int | float) or refresh <= 0:
+        raise InvalidRequest(
+            f"{source}: [data] refresh_seconds must be a number of seconds > 0 (got {refresh!r})",
+            field="data.refresh_seconds",
+        )
+    weight = table.get("weight")
+    if weight is not None and (
+        isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0
+    ):
+        raise InvalidRequest(
+            f"{source}: [data] weight must be a score weight >= 0 (got {weight!r})",
+            field="data.weight",
+        )
+    flags: dict[str, bool] = {}
+    for name, default in (("prestage", True), ("peer_sourcing", False)):
+        value = table.get(name, default)
+        if not isinstance(value, bool):
+            raise InvalidRequest(
+                f"{source}: [data] {name} must be true or false (got {value!r})",
+                field=f"data.{name}",
+            )
+        flags[name] = value
+    return DataConfig(
+        cache_url=url.rstrip("/"),
+        node_cache=dict(node_cache),
+        refresh_seconds=float(refresh),
+        prestage=flags["prestage"],
+        weight=None if weight is None else float(weight),
+        peer_sourcing=flags["peer_sourcing"],
+    )
 
 
 def _partitions(items: Any, source: str) -> tuple[PartitionConfig, ...]:
