@@ -10,7 +10,8 @@ current and acts on the scheduler's decisions:
   ``GET /v1/content/locate/{key}`` for the ``--data`` keys of the pending jobs (kept up
   to date from the cluster's job listener, so a refresh never scans the queue), at most
   ``LOCATE_CONCURRENCY`` at a time. Each refresh builds a new immutable ``DataView`` and
-  swaps it in with one assignment: the scheduler's worker thread reads it without a lock.
+  swaps it in with one assignment: the scheduler's worker thread reads it without a lock
+  (``hal.api.data_view`` turns the answers into the view).
   A control plane that cannot be reached leaves the last view in place (logged once,
   ``status()["stale"]`` and ``hal_data_view_age_seconds`` show it): scheduling never
   waits for the cache.
@@ -37,7 +38,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -46,8 +47,15 @@ import httpx
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from hal.api.data_view import (
+    StageTarget,
+    build_view,
+    holders_from_locate,
+    stage_targets,
+    tree_from_topology,
+)
 from hal.config.model import DataConfig
-from hal.core.data import CacheTree, DataView, Link, Transfer
+from hal.core.data import CacheTree, DataView, Transfer
 from hal.core.errors import InvalidRequest, NotFound, Unavailable
 from hal.core.job import Job
 from hal.core.states import JobState
@@ -64,9 +72,6 @@ LOCATE_CONCURRENCY = 8
 STAGE_WORKERS = 4  # HAL.STAGE requests in flight at once
 STAGE_TIMEOUT_S = 60.0  # one HAL.STAGE (the node bounds each pull by its --pull-timeout)
 STAGE_QUEUE = 10_000
-# Reservations further out than this are not staged yet: a leaf's space goes to data needed
-# soon, and the next backfill pass (every bf_interval) stages them once they come closer.
-PRESTAGE_HORIZON_S = 3600.0
 # Keys located for a submission are kept this long even before their job shows up as
 # pending in the mirror (the submit may still be committing).
 PRIMED_KEEP_S = 30.0
@@ -74,119 +79,6 @@ PRIMED_KEEP_S = 30.0
 # reservation is re-planned on every backfill pass.
 STAGE_RETRY_S = 30.0
 STAGE_RESULTS = ("staged", "partial", "failed", "no_cache")
-
-
-# -- reading the control plane's answers (pure) -----------------------------------------------
-
-
-def tree_from_topology(body: Mapping[str, Any]) -> CacheTree:
-    """``GET /v1/topology`` → the tree: every node, and each parent-child edge's
-    proximity as the child's uplink (missing metrics take ``Link``'s defaults)."""
-    parent: dict[str, str | None] = {}
-    for node in body.get("nodes", ()):
-        if isinstance(node, Mapping) and isinstance(node.get("id"), str):
-            parent[node["id"]] = None
-    uplink: dict[str, Link] = {}
-    default = Link()
-    for edge in body.get("edges", ()):
-        if not isinstance(edge, Mapping) or edge.get("relationship") != "parent-child":
-            continue
-        up, down = edge.get("from"), edge.get("to")
-        if not isinstance(up, str) or not isinstance(down, str) or down not in parent:
-            continue
-        parent[down] = up
-        prox = edge.get("proximity") or {}
-        uplink[down] = Link(
-            latency_ms=_number(prox.get("latencyMs"), default.latency_ms),
-            bandwidth_mbps=_number(prox.get("bandwidthMbps"), default.bandwidth_mbps),
-            cost=_number(prox.get("cost"), default.cost),
-        )
-    return CacheTree(parent=parent, uplink=uplink)
-
-
-def _number(value: Any, default: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return default
-    return float(value)
-
-
-def holders_from_locate(body: Mapping[str, Any]) -> dict[str, int]:
-    """``GET /v1/content/locate/{key}`` → instance → size in bytes."""
-    out: dict[str, int] = {}
-    for item in body.get("instances", ()):
-        if isinstance(item, Mapping) and isinstance(item.get("instanceId"), str):
-            size = item.get("size")
-            out[item["instanceId"]] = size if isinstance(size, int) and size >= 0 else 0
-    return out
-
-
-def node_caches(
-    configured: Mapping[str, str], nodes: Iterable[str], tree: CacheTree
-) -> dict[str, str]:
-    """HAL node → the leaf instance it reads through: ``[data.node_cache]`` first, else
-    the registered instance whose id is the node's name."""
-    out = dict(configured)
-    for name in nodes:
-        if name not in out and name in tree.parent:
-            out[name] = name
-    return out
-
-
-def build_view(
-    tree: CacheTree,
-    holders: Mapping[str, Mapping[str, int]],
-    configured: Mapping[str, str],
-    nodes: Iterable[str],
-    *,
-    peer_sourcing: bool = False,
-) -> DataView:
-    """The scheduler's ``DataView`` from what the control plane said. Copies on instances
-    the topology does not know (deregistered since) are left out: nothing can read them."""
-    known = tree.parent
-    kept = {
-        key: {iid: size for iid, size in copies.items() if not known or iid in known}
-        for key, copies in holders.items()
-    }
-    return DataView(
-        tree=tree,
-        holders=kept,
-        node_cache=node_caches(configured, nodes, tree),
-        peer_sourcing=peer_sourcing,
-    )
-
-
-# -- what to stage after a pass (pure) ---------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class StageTarget:
-    """Pull ``job_id``'s inputs into ``node``'s leaf cache (``start``: the planned start
-    of a reservation, None for a placement that starts now)."""
-
-    job_id: int
-    node: str
-    start: float | None = None
-
-
-def stage_targets(
-    result: PassResult,
-    now: float,
-    horizon_s: float = PRESTAGE_HORIZON_S,
-    with_inputs: Container[int] | None = None,
-) -> list[StageTarget]:
-    """Every (job, node) of the pass's placements, and of its backfill reservations that
-    start within ``horizon_s`` of ``now``; only jobs in ``with_inputs`` when given (the
-    pass result carries ids only: the ids of pending jobs that name inputs)."""
-    out = [
-        StageTarget(p.job_id, node)
-        for p in result.plan.placements
-        if with_inputs is None or p.job_id in with_inputs
-        for node in dict.fromkeys(p.allocation.nodes)
-    ]
-    for job_id, (start, _end, allocation) in result.reservations.items():
-        if start - now <= horizon_s and (with_inputs is None or job_id in with_inputs):
-            out.extend(StageTarget(job_id, node, start) for node in dict.fromkeys(allocation.nodes))
-    return out
 
 
 @dataclass(slots=True)
@@ -707,15 +599,4 @@ def with_view(snapshot: ClusterSnapshot, data: DataService | None) -> ClusterSna
     return snapshot if data is None else dataclasses.replace(snapshot, data=data.view())
 
 
-__all__ = [
-    "DataAwareRunner",
-    "DataService",
-    "LocateAnswer",
-    "StageTarget",
-    "build_view",
-    "holders_from_locate",
-    "node_caches",
-    "stage_targets",
-    "tree_from_topology",
-    "with_view",
-]
+__all__ = ["DataAwareRunner", "DataService", "LocateAnswer", "with_view"]

@@ -19,10 +19,9 @@ from urllib.parse import unquote
 import httpx
 import pytest
 
-from hal.api.data import (
+from hal.api.data import DataAwareRunner, DataService
+from hal.api.data_view import (
     PRESTAGE_HORIZON_S,
-    DataAwareRunner,
-    DataService,
     StageTarget,
     build_view,
     holders_from_locate,
