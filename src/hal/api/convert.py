@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from hal.core.data import parse_data_keys
+from collections.abc import Mapping
+
+from hal.core.data import expand_datasets, parse_data_keys
 from hal.core.errors import InvalidRequest
 from hal.core.filenames import FilenameFields, output_paths
 from hal.core.job import Job, JobSpec
@@ -21,7 +23,14 @@ from hal.wire.nodes import BlockInfo, NodeInfo, PartitionInfo, SwitchInfo, Topol
 MAX_ENV_BYTES = 1024 * 1024
 
 
-def to_spec(req: JobSubmit, user: str, *, max_array_size: int, where: str = "") -> JobSpec:
+def to_spec(
+    req: JobSubmit,
+    user: str,
+    *,
+    max_array_size: int,
+    where: str = "",
+    datasets: Mapping[str, tuple[str, ...]] | None = None,
+) -> JobSpec:
     """Validate one submission and resolve it into a ``JobSpec``."""
 
     def bad(message: str, field: str) -> InvalidRequest:
@@ -51,6 +60,7 @@ def to_spec(req: JobSubmit, user: str, *, max_array_size: int, where: str = "") 
         switches, switch_wait = parse_switches(req.switches) if req.switches else (0, None)
         topology = parse_topology(req.topology) if req.topology else None
         data = parse_data_keys(req.data) if req.data else ()
+        data = expand_datasets(data, datasets or {})
     except InvalidRequest as err:
         raise InvalidRequest(f"{where}{err.message}", field=where + (err.field or "")) from err
     partitions = tuple(p.strip() for p in (req.partition or "").split(",") if p.strip())

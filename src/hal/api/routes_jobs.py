@@ -38,7 +38,12 @@ Who = Annotated[Caller, Depends(caller_dep)]
 )
 async def submit(request: Request, ctx: Ctx, caller: Who) -> Response:
     body = await read_body(request, JobSubmit)
-    spec = to_spec(body, caller.name, max_array_size=ctx.config.max_array_size)
+    spec = to_spec(
+        body,
+        caller.name,
+        max_array_size=ctx.config.max_array_size,
+        datasets=ctx.config.datasets,
+    )
     if spec.data and ctx.data is not None:  # [data]: locate the inputs for the first pass
         await ctx.data.prime(spec.data)
     done = await ctx.cluster.submit([spec])
@@ -73,7 +78,13 @@ async def submit_batch(request: Request, ctx: Ctx, caller: Who) -> Response:
             f"a batch holds at most {ctx.config.max_batch_jobs} jobs; split it", field="jobs"
         )
     specs = [
-        to_spec(j, caller.name, max_array_size=ctx.config.max_array_size, where=f"jobs[{i}].")
+        to_spec(
+            j,
+            caller.name,
+            max_array_size=ctx.config.max_array_size,
+            where=f"jobs[{i}].",
+            datasets=ctx.config.datasets,
+        )
         for i, j in enumerate(body.jobs)
     ]
     if ctx.data is not None:  # [data]: locate the inputs for the first pass
@@ -88,7 +99,12 @@ async def submit_batch(request: Request, ctx: Ctx, caller: Who) -> Response:
 @router.post("/test", response_model=WillRun)
 async def test_only(body: JobSubmit, ctx: Ctx, caller: Who) -> WillRun:
     """``sbatch --test-only``: validate and estimate the start without submitting."""
-    spec = to_spec(body, caller.name, max_array_size=ctx.config.max_array_size)
+    spec = to_spec(
+        body,
+        caller.name,
+        max_array_size=ctx.config.max_array_size,
+        datasets=ctx.config.datasets,
+    )
     if spec.data and ctx.data is not None:  # [data]: the estimate sees where inputs are
         await ctx.data.prime(spec.data)
     return await ctx.will_run(spec)

@@ -86,6 +86,8 @@ class DataConfig:
     prestage: bool = True
     weight: float | None = None
     peer_sourcing: bool = False
+    # [data.datasets]: name → cache keys, so that jobs can say --data @name
+    datasets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +116,11 @@ class HalConfig:
     priority: PriorityPolicy = field(default_factory=PriorityPolicy)
     # [data]: the cache control plane; None: no data-aware scheduling or pre-staging
     data: DataConfig | None = None
+
+    @property
+    def datasets(self) -> Mapping[str, tuple[str, ...]]:
+        """The named datasets jobs may give as ``--data @name`` (none without [data])."""
+        return {} if self.data is None else self.data.datasets
 
     def partition_objects(self) -> tuple[Partition, ...]:
         return tuple(p.to_partition() for p in self.partitions)
@@ -238,7 +245,16 @@ def config_from_dict(
     return HalConfig(**kwargs)
 
 
-_DATA_KEYS = ("cache_url", "node_cache", "refresh_seconds", "prestage", "weight", "peer_sourcing")
+_DATA_KEYS = (
+    "cache_url",
+    "node_cache",
+    "refresh_seconds",
+    "prestage",
+    "weight",
+    "peer_sourcing",
+    "datasets",
+)
+_DATASET_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 # the cache's instance ids (hal.cache.wire; the config plane does not import the cache)
 _INSTANCE_ID = re.compile(r"[a-zA-Z0-9_-]+")
 
@@ -297,6 +313,7 @@ def data_from_table(table: Any, source: str = "config") -> DataConfig:
             )
         flags[name] = value
     return DataConfig(
+        datasets=_datasets(table.get("datasets", {}), source),
         cache_url=url.rstrip("/"),
         node_cache=dict(node_cache),
         refresh_seconds=float(refresh),
@@ -304,6 +321,37 @@ def data_from_table(table: Any, source: str = "config") -> DataConfig:
         weight=None if weight is None else float(weight),
         peer_sourcing=flags["peer_sourcing"],
     )
+
+
+def _datasets(table: Any, source: str) -> dict[str, tuple[str, ...]]:
+    """``[data.datasets]``: ``name = ["key", ...]`` (names: letters, digits, ``_.-``)."""
+    from hal.core.data import MAX_DATASET_KEYS, parse_data_keys
+
+    if not isinstance(table, dict):
+        raise InvalidRequest(
+            f'{source}: [data.datasets] must be a table of name = ["key", ...]',
+            field="data.datasets",
+        )
+    out: dict[str, tuple[str, ...]] = {}
+    for name, keys in table.items():
+        where = f"data.datasets.{name}"
+        if not _DATASET_NAME.fullmatch(name):
+            raise InvalidRequest(
+                f"{source}: dataset name {name!r} may use letters, digits, '_', '.' and '-'",
+                field=where,
+            )
+        if not isinstance(keys, list) or not keys or not all(isinstance(k, str) for k in keys):
+            raise InvalidRequest(
+                f"{source}: [data.datasets] {name} must be a non-empty list of cache keys",
+                field=where,
+            )
+        if any(k.startswith("@") for k in keys):
+            raise InvalidRequest(
+                f"{source}: [data.datasets] {name} lists a dataset name; list cache keys",
+                field=where,
+            )
+        out[name] = parse_data_keys(keys, field_name=where, limit=MAX_DATASET_KEYS)
+    return out
 
 
 def _partitions(items: Any, source: str) -> tuple[PartitionConfig, ...]:

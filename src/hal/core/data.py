@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 
 from hal.core.errors import InvalidRequest
 
-MAX_DATA_KEYS = 64
+MAX_DATA_KEYS = 64  # what one --data may list (a named dataset may stand for more)
+MAX_DATASET_KEYS = 100_000
+DATASET_NAME = "@"  # --data @imagenet: the keys [data.datasets] lists under that name
 MAX_KEY_BYTES = 512
 GB = 1_000_000_000
 
@@ -194,11 +196,13 @@ class DataView:
         return total
 
 
-def parse_data_keys(text: str | Iterable[str], *, field_name: str = "data") -> tuple[str, ...]:
+def parse_data_keys(
+    text: str | Iterable[str], *, field_name: str = "data", limit: int = MAX_DATA_KEYS
+) -> tuple[str, ...]:
     """``--data key[,key]`` (or a list of keys) → the keys, deduplicated in order.
 
     Keys are cache keys (Redis keys): any bytes but whitespace and commas here, at most
-    512 bytes each and 64 per job."""
+    512 bytes each and ``limit`` per job. ``@name`` names a dataset (``expand_datasets``)."""
     items = text.split(",") if isinstance(text, str) else list(text)
     keys: list[str] = []
     for raw in items:
@@ -219,12 +223,39 @@ def parse_data_keys(text: str | Iterable[str], *, field_name: str = "data") -> t
                 f"--data key {key[:40]!r}... is longer than {MAX_KEY_BYTES} bytes",
                 field=field_name,
             )
+        if key == DATASET_NAME:
+            raise InvalidRequest(
+                "--data has '@' without a dataset name; write --data @NAME", field=field_name
+            )
         if key not in keys:
             keys.append(key)
-    if len(keys) > MAX_DATA_KEYS:
+    if len(keys) > limit:
         raise InvalidRequest(
-            f"--data names {len(keys)} keys; at most {MAX_DATA_KEYS} per job (group inputs "
-            "under fewer, larger keys)",
+            f"--data names {len(keys)} keys; at most {limit} per job (group inputs under "
+            "fewer, larger keys, or name a dataset defined in [data.datasets])",
             field=field_name,
         )
     return tuple(keys)
+
+
+def expand_datasets(
+    keys: Iterable[str], datasets: Mapping[str, tuple[str, ...]], *, field_name: str = "data"
+) -> tuple[str, ...]:
+    """Replace each ``@name`` with the keys of that named dataset (``[data.datasets]`` in
+    ``hal.toml``), deduplicated in order; plain keys stay."""
+    out: dict[str, None] = {}
+    for key in keys:
+        if not key.startswith(DATASET_NAME):
+            out[key] = None
+            continue
+        name = key[len(DATASET_NAME) :]
+        found = datasets.get(name)
+        if found is None:
+            known = ", ".join(sorted(datasets)[:20]) or "none are defined"
+            raise InvalidRequest(
+                f"--data {key}: no dataset named {name!r} (known: {known}); define it under "
+                "[data.datasets] in hal.toml, or give cache keys",
+                field=field_name,
+            )
+        out.update(dict.fromkeys(found))
+    return tuple(out)

@@ -47,7 +47,11 @@ class DataCluster:
         self.server = LiveServer(
             tmp / "hal",
             config_overrides={
-                "data": DataConfig(cache_url=self.cp.url, refresh_seconds=0.5),
+                "data": DataConfig(
+                    cache_url=self.cp.url,
+                    refresh_seconds=0.5,
+                    datasets={"pair": ("ds:at-node2", "ds:at-b1")},
+                ),
                 "scheduler_profile": profile,
             },
         )
@@ -123,6 +127,18 @@ def test_a_job_runs_on_the_node_whose_leaf_cache_holds_its_input(dc: DataCluster
         info = c.job(jid)
     assert info.state == "COMPLETED"
     assert info.nodes == ["node2"]
+
+
+def test_a_named_dataset_expands_to_its_keys_and_an_unknown_one_is_refused(
+    dc: DataCluster,
+) -> None:
+    with dc.server.client() as c:
+        jid = c.submit(job("@pair", "extra:key", hold=True)).job_id
+        assert c.job(jid).data == ["ds:at-node2", "ds:at-b1", "extra:key"]
+        c.cancel(jid)
+    r = dc.server.cli("sbatch", "--data=@nope", "--wrap=true", cwd=Path("/tmp"))
+    assert r.returncode != 0
+    assert "no dataset named 'nope'" in r.stderr and "[data.datasets]" in r.stderr
 
 
 def test_an_input_at_a_branch_is_staged_into_the_leaf_of_the_jobs_node(dc: DataCluster) -> None:

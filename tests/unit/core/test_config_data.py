@@ -80,3 +80,20 @@ def test_data_must_be_a_table() -> None:
     with pytest.raises(InvalidRequest) as err:
         config_from_dict({"data": "http://cp"})
     assert err.value.field == "data"
+
+
+def test_named_datasets_are_read_and_checked() -> None:
+    config = config_from_dict(
+        {"data": {"cache_url": "http://cp:8480", "datasets": {"imagenet": ["in:0", "in:1"]}}}
+    )
+    assert config.datasets == {"imagenet": ("in:0", "in:1")}
+    assert HalConfig().datasets == {}
+    for bad, name in (
+        ({"bad name": ["k"]}, "bad name"),
+        ({"x": []}, "x"),
+        ({"x": ["@y"]}, "x"),
+        ({"x": ["a b"]}, "x"),
+    ):
+        with pytest.raises(InvalidRequest) as err:
+            config_from_dict({"data": {"cache_url": "http://cp:8480", "datasets": bad}})
+        assert err.value.field is not None and err.value.field.startswith(f"data.datasets.{name}")

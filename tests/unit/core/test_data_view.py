@@ -10,6 +10,7 @@ from hal.core.data import (
     CacheTree,
     DataView,
     Link,
+    expand_datasets,
     parse_data_keys,
 )
 from hal.core.errors import InvalidRequest
@@ -105,3 +106,17 @@ def test_data_keys_parse_dedupe_and_refuse_bad_input_with_a_hint() -> None:
         with pytest.raises(InvalidRequest, match=words) as err:
             parse_data_keys(bad)
         assert err.value.field == "data"
+
+
+def test_named_datasets_expand_in_place_and_unknown_names_say_where_to_define_them() -> None:
+    sets = {"imagenet": ("in:0", "in:1"), "labels": ("lab",)}
+    assert expand_datasets(parse_data_keys("x,@imagenet,in:1,@labels"), sets) == (
+        "x",
+        "in:0",
+        "in:1",
+        "lab",
+    )
+    with pytest.raises(InvalidRequest, match=r"\[data.datasets\]"):
+        expand_datasets(("@nope",), sets)
+    with pytest.raises(InvalidRequest, match="without a dataset name"):
+        parse_data_keys("@")
