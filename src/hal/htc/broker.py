@@ -141,6 +141,12 @@ class Broker:
                     self.release(session, worker)
                 session.journal.close()
                 session.journal = None
+                # Nothing is recorded from here on, so nothing may reach the client: a
+                # result it saw must be in the journal, or the next broker reruns the task
+                # and its sequence numbers no longer match the client's. It reattaches.
+                if session.client is not None:
+                    session.client.close()
+                    session.client = None
             else:
                 self.end(session, "LOST", "the HTC broker stopped")
 
@@ -148,10 +154,12 @@ class Broker:
     def on_message(self, peer: Peer, message: list[Any]) -> None:
         kind = message[0]
         session = peer.session
+        # A worker's messages count only from its current connection, not one it replaced.
+        worker = peer.worker if peer.worker is not None and peer.worker.conn is peer else None
         if kind == p.SUBMIT and session is not None and peer.role == "client":
             self.submit(session, message[1])
-        elif kind == p.RESULTS and peer.worker is not None and session is not None:
-            self.results(session, peer.worker, message[2])
+        elif kind == p.RESULTS and worker is not None and session is not None:
+            self.results(session, worker, message[2])
         elif kind == p.ACK and session is not None and peer.role == "client":
             was_paused = session.paused
             session.ack(int(message[1]))
@@ -164,12 +172,15 @@ class Broker:
             self.hello_client(peer, str(message[1]), str(message[2]))
         elif kind == p.HELLO_WORKER:
             self.hello_worker(peer, message)
-        elif kind == p.WELCOME and peer.worker is not None and session is not None:
-            peer.worker.state = "ready"
-            peer.worker.ready_at = self.clock()
+        elif kind == p.WELCOME and worker is not None and session is not None:
+            # Only a loading worker becomes ready: one released while it loaded has been
+            # sent STOP, and tasks sent after that would die with it (and be blamed on it).
+            if worker.state == "loading":
+                worker.state = "ready"
+                worker.ready_at = self.clock()
             self.mark(session)
-        elif kind == p.LOAD_ERROR and peer.worker is not None and session is not None:
-            self.load_error(session, peer.worker, str(message[1]))
+        elif kind == p.LOAD_ERROR and worker is not None and session is not None:
+            self.load_error(session, worker, str(message[1]))
         elif kind == p.COMMON and session is not None and peer.role == "client":
             session.common = bytes(message[1])
             if session.journal is not None:
@@ -201,21 +212,27 @@ class Broker:
         if peer.role == "client" and session.client is peer:
             session.client = None
         if worker is not None and worker.conn is peer:
-            why = f"job {worker.job_id} on {worker.host or '?'} (pid {worker.pid})"
-            if worker.state != "draining" and session.live:
-                self.totals.worker_failures["lost"] += 1
-            session.workers.pop(worker.job_id, None)
-            worker.conn = None
-            worker.state = "gone"
-            retried = session.book.counters.retried
-            lost = session.book.worker_lost(worker.job_id, why)
-            self.totals.tasks_retried += session.book.counters.retried - retried
-            if lost:
-                self.totals.count_outcomes(lost)
-                if session.journal is not None:
-                    session.journal.append(["R", lost])
-            session.outbox += lost
-            self.mark(session)
+            self.worker_gone(session, worker)
+
+    def worker_gone(self, session: Session, worker: Worker) -> None:
+        """``worker``'s connection is over: the tasks it held go back to the queue (as
+        suspects, see ``TaskBook.worker_lost``)."""
+        why = f"job {worker.job_id} on {worker.host or '?'} (pid {worker.pid})"
+        if worker.state != "draining" and session.live:
+            self.totals.worker_failures["lost"] += 1
+        if session.workers.get(worker.job_id) is worker:
+            del session.workers[worker.job_id]
+        worker.conn = None
+        worker.state = "gone"
+        retried = session.book.counters.retried
+        lost = session.book.worker_lost(worker.job_id, why)
+        self.totals.tasks_retried += session.book.counters.retried - retried
+        if lost:
+            self.totals.count_outcomes(lost)
+            if session.journal is not None:
+                session.journal.append(["R", lost])
+        session.outbox += lost
+        self.mark(session)
 
     def hello_client(self, peer: Peer, session_id: str, key: str) -> None:
         session = self.sessions.get(session_id)
@@ -228,7 +245,9 @@ class Broker:
         peer.role = "client"
         peer.session = session
         session.client = peer
-        outstanding = session.book.unfinished + session.unacked_results
+        # Results gathered this loop turn are in neither count until the turn's flush,
+        # which sends them to this client: count them, or it stops waiting too early.
+        outstanding = session.book.unfinished + session.unacked_results + len(session.outbox) // 3
         peer.send(
             [
                 p.WELCOME,
@@ -260,7 +279,17 @@ class Broker:
         if job_id == 0:  # started by hand, not as a HAL job
             self._manual_ids -= 1
             job_id = self._manual_ids
-        worker = session.workers.get(job_id) or Worker(job_id=job_id, session=session.id)
+        worker = session.workers.get(job_id)
+        if worker is not None and worker.conn is not None:
+            # A second connection for a job that is connected (a worker started twice in
+            # one job): the tasks sent on the first would wait forever for results that
+            # only the first can send. Give them back and end that connection.
+            old = worker.conn
+            self.worker_gone(session, worker)
+            old.close()
+            worker = None
+        if worker is None:
+            worker = Worker(job_id=job_id, session=session.id)
         session.workers[job_id] = worker
         worker.conn, worker.host, worker.pid = peer, str(host), int(pid)
         worker.state = "loading"

@@ -48,13 +48,16 @@ class Session:
         self._detached = threading.Event()
         self._ended_event = threading.Event()
         self._decoder = p.FrameDecoder()
+        self._lost_reason = "the connection to the HTC broker was lost"
         self._send([p.HELLO_CLIENT, ticket.session, ticket.key])
-        welcome = self._read_welcome()
+        welcome, early = self._read_welcome()
         self.state = str(welcome.get("state", "OPEN"))
         self._next_id = int(welcome["next_task_id"])
         self.outstanding_at_attach = int(welcome.get("outstanding", 0))
         sock.settimeout(None)
-        self._reader = threading.Thread(target=self._read_loop, name=f"htc-{self.id}", daemon=True)
+        self._reader = threading.Thread(
+            target=self._read_loop, args=(early,), name=f"htc-{self.id}", daemon=True
+        )
         self._reader.start()
 
     # -- context manager --------------------------------------------------------------
@@ -229,49 +232,66 @@ class Session:
                         return
                 stream.cond.wait(left)
 
-    def _read_welcome(self) -> dict[str, Any]:
+    def _read_welcome(self) -> tuple[dict[str, Any], list[list[Any]]]:
+        """The broker's WELCOME, and the frames that came in the same read after it.
+
+        The broker writes WELCOME and, in the same turn, the results a previous client
+        left unacknowledged (and ENDED for a session that is over), so one ``recv`` often
+        holds them all and the decoder has consumed them all. They go to the reader
+        thread: dropped here, they would be lost for good (the broker resends only on
+        the next attach) and ``results()`` would wait for them forever."""
         while True:
             data = self._sock.recv(1 << 16)
             if not data:
                 raise Unavailable("the HTC broker closed the connection")
-            for message in self._decoder.feed(data):
+            messages = self._decoder.feed(data)
+            for n, message in enumerate(messages):
                 if message[0] == p.WELCOME:
-                    return dict(message[1])
+                    return dict(message[1]), messages[n + 1 :]
                 if message[0] == p.ERROR:
                     raise Unavailable(f"the HTC broker refused: {message[1]}")
 
-    def _read_loop(self) -> None:
-        sock, decoder, pending, orphans = self._sock, self._decoder, self._pending, self._orphans
-        reason = "the connection to the HTC broker was lost"
+    def _read_loop(self, early: list[list[Any]]) -> None:
+        """The reader thread: ``early`` (frames read with WELCOME) first, then the socket."""
         try:
+            if self._handle(early):
+                return
+            sock, decoder = self._sock, self._decoder
             while True:
                 data = sock.recv(1 << 20)
                 if not data:
                     break
-                for message in decoder.feed(data):
-                    kind = message[0]
-                    if kind == p.RESULTS:
-                        flat = message[2]
-                        touched: set[Any] = set()
-                        for i in range(0, len(flat), 3):
-                            task_id = flat[i]
-                            sink = pending.pop(task_id, None) or orphans
-                            sink.deliver(task_id, flat[i + 1], flat[i + 2])
-                            touched.add(sink)
-                        with self._send_lock:
-                            sock.sendall(p.frame([p.ACK, message[1]]))
-                        for sink in touched:
-                            sink.wake()
-                    elif kind == p.ENDED:
-                        self._end(str(message[1]), str(message[2]))
-                    elif kind == p.DETACHED:
-                        self._detached.set()
-                        return
-                    elif kind == p.ERROR:
-                        reason = str(message[1])
+                if self._handle(decoder.feed(data)):
+                    return
         except (OSError, p.ProtocolError):
             pass
-        self._end("LOST", reason)
+        self._end("LOST", self._lost_reason)
+
+    def _handle(self, messages: list[list[Any]]) -> bool:
+        """Act on received frames; True once DETACHED came (the reader stops)."""
+        pending, orphans, sock = self._pending, self._orphans, self._sock
+        for message in messages:
+            kind = message[0]
+            if kind == p.RESULTS:
+                flat = message[2]
+                touched: set[Any] = set()
+                for i in range(0, len(flat), 3):
+                    task_id = flat[i]
+                    sink = pending.pop(task_id, None) or orphans
+                    sink.deliver(task_id, flat[i + 1], flat[i + 2])
+                    touched.add(sink)
+                with self._send_lock:
+                    sock.sendall(p.frame([p.ACK, message[1]]))
+                for sink in touched:
+                    sink.wake()
+            elif kind == p.ENDED:
+                self._end(str(message[1]), str(message[2]))
+            elif kind == p.DETACHED:
+                self._detached.set()
+                return True
+            elif kind == p.ERROR:
+                self._lost_reason = str(message[1])  # the reason if the broker hangs up
+        return False
 
     def _end(self, state: str, reason: str) -> None:
         if self._ended is not None:

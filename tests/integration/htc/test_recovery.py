@@ -4,27 +4,29 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 from pathlib import Path
 from typing import cast
 
-import pytest
+import httpx
 
 from hal.api.server import HalServer
 from hal.htc import HtcClient
+from hal.htc import protocol as p
 from hal.htc.process import BrokerProcess
+from hal.htc.rest import SessionTicket
 from hal.testing.live import LiveServer, wait_until
 
 SLEEP = "hal.htc.examples:sleep_ms"
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known race (docs/htc.md, 'Recoverable sessions'): in one full-suite run of "
-    "several, 2 of ~260 re-queued tasks were never delivered after the reattach",
-)
 def test_killing_the_broker_reopens_journaled_sessions_and_loses_the_others(
     hc: HtcClient, server: LiveServer
 ) -> None:
+    """The broker process dies (SIGKILL) mid-run. Its journaled session is reopened by
+    the next broker and reattached by another client, which gets every outcome the first
+    client did not see, including those resent with the welcome (they once were lost in
+    the client's first read when they came with it: test_client_session.py)."""
     plain = hc.open_session(SLEEP, max_workers=1)
     s = hc.open_session(SLEEP, max_workers=2, journal=True)
     futures = s.submit_many([(10,)] * 300)  # ~1.5 s on 2 workers
@@ -52,3 +54,49 @@ def test_killing_the_broker_reopens_journaled_sessions_and_loses_the_others(
         assert other.session(plain.id).state == "LOST"
     journals = Path(server.data_dir) / "htc-journal"
     assert not list(journals.glob("*.journal"))  # removed when the session ended
+
+
+def test_outcomes_never_acknowledged_before_the_kill_all_reach_the_reattached_client(
+    hc: HtcClient, server: LiveServer
+) -> None:
+    """A client that had acknowledged nothing when the broker died: every outcome it was
+    sent is in the journal unacknowledged, so the reattached client is owed all 100 tasks
+    and gets part of them resent right behind the welcome (the frames that used to be
+    dropped with the client's first read)."""
+    s = hc.open_session(SLEEP, max_workers=2, journal=True)
+    response = httpx.post(
+        f"{server.url}/v1/htc/sessions/{s.id}/attach",
+        headers={"Authorization": f"Bearer {server.token}"},
+    )
+    response.raise_for_status()
+    ticket = SessionTicket.model_validate_json(response.content)
+    host, _, port = ticket.broker.rpartition(":")
+    flat: list[object] = []
+    for task_id in range(1, 101):
+        flat += [task_id, p.pack([10])]
+    seen = 0
+    with (
+        socket.create_connection((host, int(port)), timeout=30) as raw,
+        raw.makefile("rb") as stream,
+    ):
+        raw.sendall(p.frame([p.HELLO_CLIENT, s.id, ticket.key]))  # replaces s, never ACKs
+        raw.sendall(p.frame([p.SUBMIT, flat]))
+        while seen < 20:
+            message = p.read_frame(stream)
+            assert message is not None
+            if message[0] == p.RESULTS:
+                seen += len(message[2]) // 3
+        broker: BrokerProcess = cast(HalServer, server.server).app.state.htc_broker
+        assert broker.pid is not None
+        os.kill(broker.pid, signal.SIGKILL)
+        wait_until(lambda: not broker.running, timeout=5, message="the broker to die")
+    s.disconnect()
+
+    with HtcClient(server.url, server.token) as other:
+        again = other.attach(s.id)
+        assert again.outstanding_at_attach == 100  # unfinished + sent, unacknowledged
+        after = {r.task_id: r.value for r in again.results(timeout=60)}
+        assert set(after) == set(range(1, 101)) and set(after.values()) == {10}
+        assert again.close(30) == "DONE"
+        info = other.session(s.id)
+        assert (info.submitted, info.completed, info.failed) == (100, 100, 0)

@@ -1,0 +1,217 @@
+"""The broker's connection handling, driven message by message over fake transports.
+
+Each test runs inside ``asyncio.run`` (the broker batches work with ``call_soon``) and
+lets one loop turn pass with ``turn()`` where the broker would flush.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from hal.htc import journal
+from hal.htc import protocol as p
+from hal.htc.broker import Broker, Peer
+from hal.htc.rest import ServiceSpec, SessionOptions
+from hal.htc.session import Session
+from hal.htc.tasks import TaskBook
+
+
+class FakeTransport:
+    """What ``Peer`` needs of an asyncio transport; keeps the frames written to it."""
+
+    def __init__(self) -> None:
+        self.decoder = p.FrameDecoder()
+        self.sent: list[list[Any]] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.sent += self.decoder.feed(data)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def get_extra_info(self, name: str) -> Any:
+        return None
+
+    def kinds(self) -> list[int]:
+        return [m[0] for m in self.sent]
+
+
+def connect(broker: Broker) -> tuple[Peer, FakeTransport]:
+    peer, transport = Peer(broker), FakeTransport()
+    peer.connection_made(transport)  # type: ignore[arg-type]  # duck-typed transport
+    return peer, transport
+
+
+async def turn() -> None:
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
+def tasks(*ids: int) -> list[Any]:
+    flat: list[Any] = []
+    for i in ids:
+        flat += [i, p.pack([i])]
+    return flat
+
+
+def ok(*ids: int) -> list[Any]:
+    flat: list[Any] = []
+    for i in ids:
+        flat += [i, p.OK, p.pack(i)]
+    return flat
+
+
+def open_session(broker: Broker, *, journal_dir: str = "") -> Session:
+    options = SessionOptions(service=ServiceSpec(target="m:f"), journal=bool(journal_dir))
+    session = Session(id="s1", user="ann", options=options, created=0.0, book=TaskBook())
+    if journal_dir:
+        session.journal = journal.create(journal_dir, session)
+    broker.sessions[session.id] = session
+    return session
+
+
+def ready_worker(broker: Broker, session: Session, job_id: int) -> FakeTransport:
+    peer, transport = connect(broker)
+    broker.on_message(peer, [p.HELLO_WORKER, session.id, session.worker_key, job_id, "h", 1])
+    broker.on_message(peer, [p.WELCOME, 1])
+    return transport
+
+
+def test_a_reattach_resends_unacked_results_right_after_the_welcome(tmp_path: Path) -> None:
+    """A session reopened from its journal with results the killed broker's client never
+    acknowledged: the reattaching client gets WELCOME and those results in the same turn
+    (so its first read may hold both: see test_client_session), counted in
+    ``outstanding``."""
+
+    async def main() -> None:
+        options = SessionOptions(service=ServiceSpec(target="m:f"), journal=True)
+        old = Session(id="s1", user="ann", options=options, created=0.0, book=TaskBook())
+        file = journal.create(str(tmp_path), old)
+        file.append(["T", tasks(1, 2, 3, 4)])
+        file.append(["R", ok(1, 2, 3)])
+        file.append(["A", 1])
+        file.close()
+        broker = Broker(journal_dir=str(tmp_path))
+        assert broker.recover() == ["s1"]
+        await turn()
+        peer, transport = connect(broker)
+        broker.on_message(peer, [p.HELLO_CLIENT, "s1", old.key])
+        welcome, resent = transport.sent
+        assert welcome[0] == p.WELCOME and welcome[1]["outstanding"] == 3  # 4 to run, 2, 3
+        assert resent == [p.RESULTS, 3, ok(2, 3)]
+        broker.sessions["s1"].journal.remove()  # type: ignore[union-attr]
+
+    asyncio.run(main())
+
+
+def test_results_gathered_in_the_turn_of_an_attach_are_counted_as_outstanding() -> None:
+    """A client attaches in the same loop turn as a worker's results arrive: those results
+    are neither unfinished nor unacknowledged until the turn's flush (which sends them
+    to this client), and leaving them out made ``results()`` stop before them."""
+
+    async def main() -> None:
+        broker = Broker()
+        session = open_session(broker)
+        broker.submit(session, tasks(1, 2, 3))
+        worker = ready_worker(broker, session, job_id=5)
+        await turn()
+        assert worker.sent[-1] == [p.TASKS, tasks(1, 2, 3)]
+        worker_peer = session.workers[5].conn
+        assert isinstance(worker_peer, Peer)
+        broker.on_message(worker_peer, [p.RESULTS, 0, ok(1, 2)])  # same turn as the attach
+        client, transport = connect(broker)
+        broker.on_message(client, [p.HELLO_CLIENT, "s1", session.key])
+        assert transport.sent[0][1]["outstanding"] == 3
+        await turn()
+        assert transport.sent[1:] == [[p.RESULTS, 2, ok(1, 2)]]
+
+    asyncio.run(main())
+
+
+def test_a_worker_released_while_loading_gets_no_tasks_when_it_says_it_is_ready() -> None:
+    """The pool releases a worker that is still loading (the session's demand fell): it
+    is sent STOP at once. Its WELCOME, already on the way, must not make it ready
+    again, or tasks sent to it die with it and are blamed on it (poison after 3)."""
+
+    async def main() -> None:
+        broker = Broker()
+        session = open_session(broker)
+        peer, transport = connect(broker)
+        broker.on_message(peer, [p.HELLO_WORKER, "s1", session.worker_key, 5, "h", 1])
+        broker.release(session, session.workers[5])
+        assert transport.kinds() == [p.INIT, p.STOP]
+        broker.on_message(peer, [p.WELCOME, 1])
+        broker.submit(session, tasks(1))
+        await turn()
+        assert p.TASKS not in transport.kinds()
+        assert session.workers[5].state == "draining" and session.book.waiting == 1
+
+    asyncio.run(main())
+
+
+def test_a_second_connection_for_a_connected_job_gives_back_the_first_ones_tasks() -> None:
+    """Two worker processes in one job (or a worker that reconnects) say HELLO with the
+    same job id. The tasks sent on the first connection are queued again instead of
+    waiting forever for results only that connection could send, and results that come
+    late on it are ignored."""
+
+    async def main() -> None:
+        broker = Broker()
+        session = open_session(broker)
+        broker.submit(session, tasks(1, 2))
+        first = ready_worker(broker, session, job_id=5)
+        first_peer = session.workers[5].conn
+        assert isinstance(first_peer, Peer)
+        await turn()
+        assert first.sent[-1] == [p.TASKS, tasks(1, 2)]
+        second = ready_worker(broker, session, job_id=5)
+        assert first.closed
+        await turn()
+        assert second.sent[-1][0] == p.TASKS  # suspects: one at a time
+        assert second.sent[-1][1] == tasks(1)
+        broker.on_message(first_peer, [p.RESULTS, 0, ok(1, 2)])  # late, from the first
+        first_peer.connection_lost(None)
+        assert session.book.unfinished == 2 and 5 in session.workers
+        second_peer = session.workers[5].conn
+        assert isinstance(second_peer, Peer)
+        broker.on_message(second_peer, [p.RESULTS, 0, ok(1)])
+        await turn()
+        broker.on_message(second_peer, [p.RESULTS, 0, ok(2)])
+        assert session.book.unfinished == 0 and session.book.counters.completed == 2
+
+    asyncio.run(main())
+
+
+def test_a_stopping_broker_sends_a_journaled_sessions_client_nothing_more(
+    tmp_path: Path,
+) -> None:
+    """After ``suspend`` the journal is closed, so a result that still comes in is not
+    recorded and the next broker runs its task again: the client must not see it (it
+    would see that task twice, under sequence numbers the next broker reuses)."""
+
+    async def main() -> None:
+        broker = Broker(journal_dir=str(tmp_path))
+        session = open_session(broker, journal_dir=str(tmp_path))
+        client, transport = connect(broker)
+        broker.on_message(client, [p.HELLO_CLIENT, "s1", session.key])
+        broker.on_message(client, [p.SUBMIT, tasks(1)])
+        ready_worker(broker, session, job_id=5)
+        await turn()
+        broker.suspend()
+        assert transport.closed and session.client is None
+        worker_peer = session.workers[5].conn
+        assert isinstance(worker_peer, Peer)
+        broker.on_message(worker_peer, [p.RESULTS, 0, ok(1)])
+        await turn()
+        assert p.RESULTS not in transport.kinds()
+        ((back, file),) = journal.recover(str(tmp_path), now=0.0)
+        file.remove()
+        assert list(back.book.backlog) == [(1, p.pack([1]))]  # runs again, unseen
+
+    asyncio.run(main())
