@@ -34,6 +34,7 @@ from hal.predict import CONFIGURABLE, SharedPredictor, make_predictor
 from hal.scheduler.plugins import (
     BACKFILL,
     DATA_WEIGHT,
+    LOCALITY_WAIT_S,
     build_scheduler,
     default_profile,
     default_registry,
@@ -97,6 +98,11 @@ class HalServer:
             limits=config.priority.has_limits,
             data=data is not None,
             data_weight=DATA_WEIGHT if data is None or data.weight is None else data.weight,
+            locality_wait_s=(
+                LOCALITY_WAIT_S
+                if data is None or data.locality_wait_seconds is None
+                else data.locality_wait_seconds
+            ),
         )
         self.predictor = SharedPredictor(make_predictor(predictor_name(profile, config)))
         self.scheduler = build_scheduler(

@@ -86,6 +86,8 @@ class DataConfig:
     prestage: bool = True
     weight: float | None = None
     peer_sourcing: bool = False
+    # how long a data job may wait for a node by its data (None: the plugin's default)
+    locality_wait_seconds: float | None = None
     # [data.datasets]: name → cache keys, so that jobs can say --data @name
     datasets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -253,6 +255,7 @@ _DATA_KEYS = (
     "weight",
     "peer_sourcing",
     "datasets",
+    "locality_wait_seconds",
 )
 _DATASET_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 # the cache's instance ids (hal.cache.wire; the config plane does not import the cache)
@@ -303,6 +306,15 @@ def data_from_table(table: Any, source: str = "config") -> DataConfig:
             f"{source}: [data] weight must be a score weight >= 0 (got {weight!r})",
             field="data.weight",
         )
+    wait = table.get("locality_wait_seconds")
+    if wait is not None and (
+        isinstance(wait, bool) or not isinstance(wait, int | float) or wait < 0
+    ):
+        raise InvalidRequest(
+            f"{source}: [data] locality_wait_seconds must be a number of seconds >= 0 "
+            f"(0: never wait for a node by the data; got {wait!r})",
+            field="data.locality_wait_seconds",
+        )
     flags: dict[str, bool] = {}
     for name, default in (("prestage", True), ("peer_sourcing", False)):
         value = table.get(name, default)
@@ -320,6 +332,7 @@ def data_from_table(table: Any, source: str = "config") -> DataConfig:
         prestage=flags["prestage"],
         weight=None if weight is None else float(weight),
         peer_sourcing=flags["peer_sourcing"],
+        locality_wait_seconds=None if wait is None else float(wait),
     )
 
 

@@ -110,6 +110,9 @@ class PendingReason(StrEnum):
     # HAL's own (Slurm has none for it): waiting, within --switches' max-wait, for a
     # placement on fewer leaf switches than are free now.
     TOPOLOGY = "Topology"
+    # HAL's own: waiting, within [data] locality_wait_seconds, for a node whose cache
+    # holds more of the job's --data inputs than the free ones (delay scheduling).
+    DATA_LOCALITY = "DataLocality"
     # reasons recorded on finished jobs
     NON_ZERO_EXIT_CODE = "NonZeroExitCode"
     TIME_LIMIT = "TimeLimit"

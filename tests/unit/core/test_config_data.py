@@ -97,3 +97,12 @@ def test_named_datasets_are_read_and_checked() -> None:
         with pytest.raises(InvalidRequest) as err:
             config_from_dict({"data": {"cache_url": "http://cp:8480", "datasets": bad}})
         assert err.value.field is not None and err.value.field.startswith(f"data.datasets.{name}")
+
+
+def test_locality_wait_is_read_and_checked() -> None:
+    data = config_from_dict({"data": {"cache_url": "http://cp", "locality_wait_seconds": 0}}).data
+    assert data is not None and data.locality_wait_seconds == 0.0
+    assert config_from_dict({"data": {"cache_url": "http://cp"}}).data.locality_wait_seconds is None  # type: ignore[union-attr]
+    with pytest.raises(InvalidRequest, match="locality_wait_seconds") as err:
+        config_from_dict({"data": {"cache_url": "http://cp", "locality_wait_seconds": -1}})
+    assert err.value.field == "data.locality_wait_seconds"

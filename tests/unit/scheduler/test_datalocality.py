@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from hal.core.data import CacheTree, DataView, Link
+from hal.core.states import PendingReason
 from hal.scheduler.framework import ProfileError
 from hal.scheduler.plugins import build_scheduler, default_profile
-from hal.testing import cluster, make_job, make_node, placed_nodes
+from hal.testing import cluster, make_job, make_node, placed_nodes, reasons
 
 GB = 1_000_000_000
 TREE = CacheTree(
@@ -68,3 +69,33 @@ def test_cost_weight_must_be_a_non_negative_number() -> None:
     with pytest.raises(ProfileError, match="seconds per cost unit") as err:
         build_scheduler(profile)
     assert err.value.field is not None and "cost_weight" in err.value.field
+
+
+def _wait_case(
+    waited_s: float, holders: dict[str, dict[str, int]]
+) -> tuple[tuple[str, ...] | None, PendingReason | None]:
+    """l1's nodes (a1, a2) are busy; the job has waited ``waited_s``; locality_wait 60 s."""
+    now = 1_000_000.0
+    busy = make_job(900).tasks(16, per_node=8).nodes(2).running_on("a1", "a2")
+    snap = (
+        cluster(now)
+        .nodes(*(make_node(n).cpus(8) for n in NODE_LEAF))
+        .running(busy)
+        .pending(make_job(1).data("ds").submitted(now - waited_s))
+        .data(_view(holders))
+        .build()
+    )
+    plan = build_scheduler(default_profile(data=True, locality_wait_s=60)).schedule(snap)
+    return placed_nodes(plan).get(1), reasons(plan).get(1)
+
+
+def test_a_job_waits_for_a_busy_node_by_its_data_then_takes_what_is_free() -> None:
+    placed, reason = _wait_case(10, {"ds": {"l1": GB}})
+    assert placed is None and reason == PendingReason.DATA_LOCALITY
+    placed, _ = _wait_case(61, {"ds": {"l1": GB}})  # waited long enough
+    assert placed is not None and placed[0] not in ("a1", "a2")
+
+
+def test_no_wait_when_no_busy_node_holds_more_of_the_data() -> None:
+    placed, _ = _wait_case(10, {"ds": {"r1": GB}})  # only a branch holds it: no leaf better
+    assert placed == ("b1",)

@@ -14,6 +14,12 @@ So 100 when the leaf holds everything, 0 when nothing is cached on the node's si
 a copy one rack away scores well above the origin but well below a local copy: with the
 default weight (2, beside best fit's 1) a local copy outweighs any packing preference.
 Nodes sharing a leaf cache share a score, so the work is per leaf, not per node.
+
+Permit (delay scheduling, Zaharia et al. 2010; off unless ``locality_wait`` > 0): a job
+placed on nodes whose leaves hold a smaller share of its inputs' bytes than the best leaf
+among the up nodes of its partition (busy or not) waits — ``DataLocality``, holding
+nobody back — until such a node is free or it has been eligible for ``locality_wait``
+seconds; then it takes what is free.
 """
 
 from __future__ import annotations
@@ -21,28 +27,33 @@ from __future__ import annotations
 import numpy as np
 
 from hal.core.data import DataView
-from hal.core.job import Job
+from hal.core.job import Allocation, Job
+from hal.core.states import PendingReason
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
 from hal.scheduler.framework.interfaces import MAX_NODE_SCORE, FloatArray, IndexArray
 from hal.scheduler.framework.profile import PluginArgs, PluginArgsError, reject_unknown_args
 from hal.scheduler.framework.request import NodeRequest
-from hal.scheduler.framework.status import SKIP, SUCCESS, Status
+from hal.scheduler.framework.status import SKIP, SUCCESS, Status, unschedulable
 
 NAME = "datalocality"
 DEFAULT_COST_WEIGHT_S = 1.0
 
 # Per pass: each node row's leaf index (the last index: no leaf cache) and the leaves.
 LEAVES: StateKey[tuple[np.ndarray, tuple[str | None, ...]]] = StateKey("datalocality.leaves")
-# Per pass: scores per leaf, by the job's input keys.
+# Per pass: scores and held byte shares per leaf, by the job's input keys.
 BY_KEYS: StateKey[dict[tuple[str, ...], FloatArray]] = StateKey("datalocality.by_keys")
+HELD: StateKey[dict[tuple[str, ...], FloatArray]] = StateKey("datalocality.held")
 
 
 class DataLocality:
     name = NAME
 
-    def __init__(self, cost_weight_s: float = DEFAULT_COST_WEIGHT_S) -> None:
+    def __init__(
+        self, cost_weight_s: float = DEFAULT_COST_WEIGHT_S, locality_wait_s: float = 0.0
+    ) -> None:
         self.cost_weight_s = cost_weight_s
+        self.locality_wait_s = locality_wait_s
 
     def pre_score(
         self, ctx: PassContext, state: CycleState, job: Job, feasible: IndexArray
@@ -92,6 +103,48 @@ class DataLocality:
             scores[i] = half * held + half * min(1.0, max(0.0, 1.0 - penalty / worst_p))
         return scores
 
+    def permit(
+        self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation
+    ) -> Status:
+        view = ctx.snapshot.data
+        keys = job.spec.data
+        if self.locality_wait_s <= 0 or not keys or view is None:
+            return SUCCESS
+        waited = ctx.now - (job.eligible_time or job.submit_time)
+        if waited >= self.locality_wait_s:
+            return SUCCESS
+        rows, leaves = self._leaves(ctx, view)
+        cache = ctx.data.get(HELD)
+        if cache is None:
+            cache = {}
+            ctx.data.write(HELD, cache)
+        held = cache.get(keys)
+        if held is None:
+            held = cache[keys] = self.held_shares(view, keys, leaves)
+        table = ctx.nodes
+        got = min(float(held[rows[table.index[n]]]) for n in allocation.nodes)
+        usable = table.partition_mask(job.partition) & table.up
+        best = float(held[rows[usable]].max()) if usable.any() else 0.0
+        if got >= best - 1e-9:
+            return SUCCESS
+        return unschedulable(
+            PendingReason.DATA_LOCALITY,
+            f"waiting up to {self.locality_wait_s - waited:.0f} s more for a node whose cache "
+            f"holds {best:.0%} of its inputs (the free ones: {got:.0%})",
+        )
+
+    @staticmethod
+    def held_shares(
+        view: DataView, keys: tuple[str, ...], leaves: tuple[str | None, ...]
+    ) -> FloatArray:
+        """Per leaf: the share of the inputs' bytes it holds."""
+        out = np.zeros(len(leaves))
+        for i, leaf in enumerate(leaves):
+            t = view.transfer_at(keys, leaf)
+            total = t.local_bytes + t.moved_bytes
+            out[i] = t.local_bytes / total if total else 0.0
+        return out
+
     def _leaves(
         self, ctx: PassContext, view: DataView
     ) -> tuple[np.ndarray, tuple[str | None, ...]]:
@@ -109,8 +162,11 @@ class DataLocality:
 
 
 def new(args: PluginArgs) -> DataLocality:
-    reject_unknown_args(args, ("cost_weight",))
+    reject_unknown_args(args, ("cost_weight", "locality_wait"))
     weight = args.get("cost_weight", DEFAULT_COST_WEIGHT_S)
     if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
         raise PluginArgsError("cost_weight", "must be a number of seconds per cost unit >= 0")
-    return DataLocality(float(weight))
+    wait = args.get("locality_wait", 0)
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or wait < 0:
+        raise PluginArgsError("locality_wait", "must be a number of seconds >= 0 (0: off)")
+    return DataLocality(float(weight), float(wait))
