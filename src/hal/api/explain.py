@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from hal.api.context import ServerContext
+from hal.api.data import with_view
 from hal.api.priority import JobPriority, PriorityService
 from hal.core.job import Job
 from hal.core.states import JobState, PendingReason
@@ -119,7 +120,7 @@ async def explain(ctx: ServerContext, priority: PriorityService | None, ident: s
     ahead: list[Job] = []
     earliest: float | None = None
     if job.state is JobState.PENDING:
-        snap = cluster.snapshot()
+        snap = with_view(cluster.snapshot(), ctx.data)  # [data]: where the inputs are
         loop = asyncio.get_running_loop()
         diag = await loop.run_in_executor(None, _diagnose, scheduler, snap, job)
         ahead = _queue_ahead(scheduler, snap, job)
