@@ -128,9 +128,8 @@ async def overview(plane: Plane, ctx: Ctx, _caller: Who) -> dict[str, Any]:
         "queue": {"by_reason": by_reason, "by_partition": by_partition},
         "scheduler": {"cycles": plane.cycles, "last_cycle_s": plane.last_cycle_s},
         "alerts": [a.to_json() for a in plane.alerts.firing()],
-        # planes that have not landed yet: the dashboard says so instead of inventing data
-        "fairshare": None,
-        "prediction": None,
+        # fair share, predictions and the data plane have their own endpoints
+        # (/v1/shares, /v1/predict/status, /v1/data/status), which their tabs read
     }
 
 

@@ -1,19 +1,30 @@
 """The dashboard in headless Chromium (Debian's ``chromium`` driven by Playwright):
-nodes on the map, a submitted job in the queue, filters, job detail, and a 10,000-job
-queue that still pages and filters. Screenshots go to ``$HAL_TEST_OUTPUT_DIR/dashboard``
-(default: pytest's temporary directory)."""
+nodes on the map, a submitted job in the queue, filters, job detail, a 10,000-job queue
+that still pages and filters, fair share and limits, prediction quality, and the data
+tab with and without a ``[data]`` table. Screenshots go to
+``$HAL_TEST_OUTPUT_DIR/dashboard`` (default: pytest's temporary directory).
+
+The server starts with a day of accounting history in its store (three users' jobs that
+ran far shorter than they asked for), the way a cluster that has been up a while does:
+the predictor trains its model from it and fair share charges it, so those tabs show
+the server's own numbers, not placeholders."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from hal.testing.live import LiveServer
+from hal.client import HalClient
+from hal.config.priority import priority_from_dict
+from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobBatchSubmit, JobSubmit
 from hal.wire.submit import to_json
 
@@ -35,23 +46,103 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+# hal.toml's [priority], [[accounts]], [[users]] and [[qos]]: multifactor priority with
+# fair share, and one QoS with a limit (its jobs run one per user)
+POLICY = priority_from_dict(
+    {
+        "priority": {"weight_age": 1000, "weight_fairshare": 10000, "weight_qos": 1000},
+        "accounts": [
+            {"name": "physics", "fairshare": 3},
+            {"name": "lattice", "parent": "physics"},
+            {"name": "chemistry", "fairshare": 1},
+        ],
+        "users": [
+            {"name": "alice", "default_account": "lattice"},
+            {"name": "bob", "default_account": "chemistry"},
+            {"name": "carol", "default_account": "chemistry"},
+            {"name": "admin", "default_account": "physics"},
+        ],
+        "qos": [{"name": "normal"}, {"name": "small", "priority": 10, "max_jobs_per_user": 1}],
+    }
+)
+# (user, job name, time limit s, run time s) of the accounting history
+KINDS = (
+    ("alice", "sim", 3600, 100.0),
+    ("bob", "train", 7200, 1000.0),
+    ("carol", "post", 600, 10.0),
+)
+HISTORY = 300  # past the learned predictor's first model (200 finished jobs)
+
+
+def seed_history(db_url: str) -> None:
+    """``HISTORY`` finished jobs of yesterday in the accounting, as if the cluster had
+    run them (the store the server then opens)."""
+    from hal.core.job import Allocation, Job, JobSpec
+    from hal.core.resources import ResourceVector
+    from hal.core.states import JobState
+    from hal.state.store import SqlStateStore
+
+    store = SqlStateStore(db_url)
+    try:
+        store.migrate()
+        day_ago = time.time() - 86_400
+        with store.transaction() as tx:
+            first = tx.reserve_job_ids(HISTORY)
+            tx.insert_scripts([(first, "#!/bin/sh\ntrue\n")])
+            jobs = []
+            one_cpu = Allocation(nodes=("node1",), per_node=(ResourceVector(cpus=1),))
+            for i in range(HISTORY):
+                user, name, limit, run = KINDS[i % len(KINDS)]
+                start = day_ago + 60.0 * i
+                end = start + run * (0.9 + 0.02 * ((i * 7) % 10))
+                jobs.append(
+                    Job(id=first + i, spec=JobSpec(user=user, script="", name=name, workdir="/tmp"),
+                        partition="debug", state=JobState.COMPLETED, submit_time=start - 5,
+                        start_time=start, end_time=end, time_limit_s=limit,
+                        allocation=one_cpu)  # charged to fair share: 1 CPU-second a second
+                )  # fmt: skip
+            tx.insert_jobs(jobs, [first] * HISTORY)
+    finally:
+        store.close()
+
+
 @pytest.fixture(scope="module")
 def hal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with LiveServer(tmp_path_factory.mktemp("hal-ui")) as server, server.agents(2, cpus=2):
-        yield server
+    from hal.api.server import sqlite_url
+
+    data = tmp_path_factory.mktemp("hal-ui")
+    seed_history(sqlite_url(data))
+    with LiveServer(data, config_overrides={"priority": POLICY}) as server:
+        with server.client() as admin:
+            wait_until(lambda: not admin.predict_status().replaying, 60,
+                       message="the predictor to replay the history")  # fmt: skip
+        with server.agents(2, cpus=2):
+            yield server
 
 
 @pytest.fixture(scope="module")
-def page(hal: LiveServer) -> Iterator[object]:
+def browser() -> Iterator[object]:
     with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        launched = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1366, "height": 768})  # a laptop screen
-            page.set_default_timeout(15_000)
-            page.goto(f"{hal.url}/ui#token={hal.token}")
-            yield page
+            yield launched
         finally:
-            browser.close()
+            launched.close()
+
+
+def open_dashboard(browser: object, server: LiveServer) -> object:
+    # a laptop screen
+    page = browser.new_page(viewport={"width": 1366, "height": 768})  # type: ignore[attr-defined]
+    page.set_default_timeout(15_000)
+    page.goto(f"{server.url}/ui#token={server.token}")
+    return page
+
+
+@pytest.fixture(scope="module")
+def page(browser: object, hal: LiveServer) -> Iterator[object]:
+    opened = open_dashboard(browser, hal)
+    yield opened
+    opened.close()  # type: ignore[attr-defined]
 
 
 def test_overview_shows_every_node_on_the_map(page, shots: Path) -> None:  # type: ignore[no-untyped-def]
@@ -130,10 +221,223 @@ def test_ten_thousand_queued_jobs_page_and_filter(  # type: ignore[no-untyped-de
     page.fill("#f-text", "")
 
 
-def test_fair_share_and_predictions_say_not_available_yet(page) -> None:  # type: ignore[no-untyped-def]
-    page.click('nav a[data-tab="fairshare"]')
-    assert "Not available yet" in page.inner_text("#fairshare-na")
-    page.click('nav a[data-tab="prediction"]')
-    assert "Not available yet" in page.inner_text("#prediction-na")
+def row_cells(page: Any, row: str) -> list[str]:
+    return list(page.eval_on_selector_all(f"{row} td", "cells => cells.map(c => c.textContent)"))
+
+
+def finished(c: HalClient, job_id: int) -> bool:
+    return c.job(job_id).state in {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}
+
+
+@pytest.fixture(scope="module")
+def alice(hal: LiveServer) -> Iterator[HalClient]:
+    """A client with alice's token (a user in account ``lattice``)."""
+    with hal.client() as admin:
+        token = admin.add_user("alice").token
+    with hal.client(token) as client:
+        yield client
+
+
+def test_fair_share_shows_the_tree_usage_and_the_jobs_a_limit_holds(  # type: ignore[no-untyped-def]
+    page, hal: LiveServer, alice, tmp_path: Path, shots: Path
+) -> None:
+    """Yesterday's usage puts chemistry (bob's 1000 s jobs) far over its share and physics
+    under it; alice's second job in QoS ``small`` (one running job per user) waits with
+    ``QOSMaxJobsPerUserLimit`` although the nodes have room, and the limits panel says so."""
+    small = JobSubmit(script="#!/bin/sh\nsleep 120\n", workdir=str(tmp_path), qos="small",
+                      time_limit_seconds=300, name="limited")  # fmt: skip
+    first = alice.submit(small).job_id
+    wait_until(lambda: alice.job(first).state == "RUNNING", 60, message="alice's first job")
+    second = alice.submit(small).job_id
+    try:
+        wait_until(lambda: alice.job(second).reason == "QOSMaxJobsPerUserLimit", 30,
+                   message="the limit reason")  # fmt: skip
+        page.click('nav a[data-tab="fairshare"]')
+        page.wait_for_selector('#fs-limits tr[data-reason="QOSMaxJobsPerUserLimit"]')
+        cells = row_cells(page, '#fs-limits tr[data-reason="QOSMaxJobsPerUserLimit"]')
+        assert cells[1:3] == ["QoS max_jobs_per_user", "1"]
+        assert f"{second} (alice)" in cells[3]
+        with hal.client() as admin:
+            shares = {(r.account, r.user): r for r in admin.shares().rows}
+        for account in ("physics", "lattice", "chemistry"):
+            shown = page.inner_text(
+                f'#fs-shares tr[data-account="{account}"][data-user=""] td:last-child'
+            )
+            # alice's running job adds usage between the page's read and ours
+            assert float(shown) == pytest.approx(shares[(account, "")].fairshare, abs=0.01)
+        assert shares[("chemistry", "")].fairshare < 0.5 < shares[("physics", "")].fairshare
+        assert page.inner_text('#fs-shares tr[data-user="bob"] td:first-child').strip() == "bob"
+        assert "half-life 7.0 d" in page.inner_text("#fs-mode")
+        # the next pending jobs with their weighted factors: alice's waiting job leads
+        # (QoS small adds 1000; admin's held jobs have a higher fair-share factor)
+        page.wait_for_selector(f'#fs-priority tr[data-job="{second}"]')
+        assert "priority/multifactor" in page.inner_text("#fs-weights")
+        cells = row_cells(page, f'#fs-priority tr[data-job="{second}"]')
+        assert cells[1:5] == ["alice", "lattice", "small", "debug"]
+        page.screenshot(path=str(shots / "fairshare.png"), full_page=True)
+    finally:
+        for job_id in (first, second):
+            alice.cancel(str(job_id))
+
+
+def test_prediction_quality_shows_the_model_its_accuracy_and_running_jobs(  # type: ignore[no-untyped-def]
+    page, hal: LiveServer, alice, tmp_path: Path, shots: Path
+) -> None:
+    """The model trained on the history, the accuracy over it and over jobs that have
+    just finished here, and a running job drawn against its predicted run time."""
+    quick = JobSubmit(script="#!/bin/sh\nsleep 1\n", workdir=str(tmp_path), name="sim",
+                      time_limit_seconds=3600)  # fmt: skip
+    done = [alice.submit(quick).job_id for _ in range(3)]
+    wait_until(lambda: all(finished(alice, j) for j in done), 60, message="the quick jobs")
+    with hal.client() as admin:
+        wait_until(lambda: admin.predict_status().finished_jobs_seen >= HISTORY + 3, 30,
+                   message="the predictor to observe them")  # fmt: skip
+    slow = alice.submit(JobSubmit(script="#!/bin/sh\nsleep 120\n", workdir=str(tmp_path),
+                                  name="sim", time_limit_seconds=3600)).job_id  # fmt: skip
+    try:
+        wait_until(lambda: alice.job(slow).state == "RUNNING", 60, message="the slow job")
+        page.click('nav a[data-tab="prediction"]')
+        page.wait_for_selector(f'#pred-chart g[data-job="{slow}"] rect.pred-bar')
+        with hal.client() as admin:
+            st = admin.predict_status()
+        assert st.model_version > 0 and st.recent.accuracy is not None
+        cards = page.inner_text("#pred-cards")
+        assert "learned" in cards and f"model v{st.model_version}" in cards
+        assert f"{st.trained_on}\nTrained on" in cards
+        # the page polls: the window may have grown by the time it is read, not shrunk
+        jobs = int(page.inner_text('#pred-accuracy tr[data-measure="Jobs"] td:nth-child(2)'))
+        assert HISTORY + 3 <= jobs <= st.recent.jobs + 1
+        shown = page.inner_text(
+            '#pred-accuracy tr[data-measure="Accuracy (Tsafrir)"] td:nth-child(2)'
+        )
+        assert 0 < float(shown) <= 1
+        assert "%" in page.inner_text('#pred-accuracy tr[data-measure="Under-predicted"]')
+        # the bar's label says "elapsed / predicted", the prediction GET /v1/jobs/{id}
+        # gives (corrected upwards once the job outlives it: both sides move, so wait
+        # until a read of each agrees)
+        label = f'#pred-chart g[data-job="{slow}"] text:last-of-type'
+
+        def agrees() -> bool:
+            predicted = alice.job(slow).predicted_runtime_seconds
+            text = page.text_content(label) or ""
+            return predicted is not None and text.endswith(" / " + fmt_seconds(predicted))
+
+        wait_until(agrees, 15, message="the chart to show the job's predicted run time")
+        page.screenshot(path=str(shots / "prediction.png"), full_page=True)
+    finally:
+        alice.cancel(str(slow))
+
+
+def fmt_seconds(s: float) -> str:
+    """The dashboard's ``fmtSeconds``."""
+    if s < 60:
+        return f"{s:.{1 if s < 10 else 0}f} s"
+    if s < 3600:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.1f} h" if s < 86400 else f"{s / 86400:.1f} d"
+
+
+def test_the_data_tab_says_how_to_turn_the_data_plane_on(page, shots: Path) -> None:  # type: ignore[no-untyped-def]
+    """This server has no [data] table: /v1/data/status answers 503 and the tab shows how
+    to add one instead of empty numbers."""
+    page.click('nav a[data-tab="data"]')
+    page.wait_for_selector("#data-off:not([hidden])")
+    text = page.inner_text("#data-off")
+    assert "[data]" in text and "cache_url" in text and "docs/data.md" in text
+    assert "no data plane" in page.inner_text("#data-off-reason")  # the server's own words
+    assert page.is_hidden("#data-on")
+    page.screenshot(path=str(shots / "data-off.png"))
     page.click('nav a[data-tab="alerts"]')
     page.wait_for_selector("#alerts-firing tbody tr")
+
+
+# -- a server with [data]: a real cache control plane and a root and leaf cache node ------
+@pytest.fixture(scope="module")
+def data_hal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, Any, Any]]:
+    """root ── node1 (the leaf the HAL node node1 reads through), with the processes of
+    tests/integration/cache/cachetree.py."""
+    cache_tests = str(Path(__file__).resolve().parents[1] / "cache")
+    if cache_tests not in sys.path:
+        sys.path.insert(0, cache_tests)
+    from cachetree import ControlPlane, Node, registered, start_all, wait_for
+
+    from hal.config.model import DataConfig
+
+    tmp = tmp_path_factory.mktemp("hal-ui-data")
+    cp = ControlPlane(tmp)
+    cache = {
+        "root": Node(tmp, cp, "root", None, "root"),
+        "node1": Node(tmp, cp, "node1", "root", "leaf"),
+    }
+    server = LiveServer(tmp / "hal", config_overrides={
+        "data": DataConfig(cache_url=cp.url, refresh_seconds=0.5)})  # fmt: skip
+    try:
+        start_all([cp, *cache.values()])
+        wait_for(lambda: registered(cp, list(cache)), 30, "the cache nodes to register")
+        server.start()
+        server.start_agent("node1", cpus=1)
+        with server.client() as c:
+            wait_until(lambda: any(n.name == "node1" and n.state == "UP" for n in c.nodes()), 60,
+                       message="the agent")  # fmt: skip
+        yield server, cp, cache
+    finally:
+        server.stop()
+        for node in cache.values():
+            node.kill()
+        cp.kill()
+
+
+def test_the_data_tab_shows_the_view_and_pre_staging(  # type: ignore[no-untyped-def]
+    browser, data_hal, shots: Path
+) -> None:
+    """An input at the root is pre-staged into node1's leaf for the job placed there; the
+    tab shows a fresh view of both cache instances and one staging."""
+    server, cp, cache = data_hal
+    assert cache["root"].client().set("ds:ui-input", b"x" * 1_000_000)
+    headers = {"Authorization": f"Bearer {server.token}"}
+
+    def staged() -> int:
+        status = httpx.get(f"{server.url}/v1/data/status", headers=headers, timeout=10)
+        return int(status.raise_for_status().json()["prestage"]["staged"])
+
+    with server.client() as c:
+        job_id = c.submit(JobSubmit(script="#!/bin/sh\ntrue\n", workdir="/tmp",
+                                    data=["ds:ui-input"])).job_id  # fmt: skip
+        wait_until(lambda: finished(c, job_id), 60, message="the data job")
+    wait_until(lambda: staged() == 1, 30, message="the pre-staging to be counted")
+    page = open_dashboard(browser, server)
+    try:
+        page.click('nav a[data-tab="data"]')
+        page.wait_for_selector("#data-on:not([hidden])")
+        page.wait_for_function(
+            "document.querySelector('#data-prestage tr[data-result=\"staged\"] td:nth-child(2)')"
+            "?.textContent === '1'"
+        )
+        cards = page.inner_text("#data-cards")
+        assert "fresh\nData view" in cards and "2\nCache instances" in cards
+        assert "976.6 KiB\nBytes staged" in cards  # 1,000,000 bytes
+        assert cp.url in page.inner_text("#data-fields")
+        assert page.is_hidden("#data-off")
+        page.screenshot(path=str(shots / "data.png"), full_page=True)
+    finally:
+        page.close()
+
+
+def test_fair_share_on_a_server_without_a_priority_table(  # type: ignore[no-untyped-def]
+    browser, data_hal, shots: Path
+) -> None:
+    """No [priority]: the queue is first in, first out (priority/basic); the tab says so
+    in the server's words and still shows the share tree (usage is tracked either way)."""
+    server, _cp, _cache = data_hal
+    page = open_dashboard(browser, server)
+    try:
+        page.click('nav a[data-tab="fairshare"]')
+        page.wait_for_function(
+            "document.querySelector('#fs-weights').textContent === 'priority/basic'"
+        )
+        assert "[priority]" in page.inner_text("#fs-priority-note")
+        assert row_cells(page, '#fs-shares tr[data-account="root"]')[0] == "root"
+        assert "no pending job is held by a limit" in page.inner_text("#fs-limits")
+        page.screenshot(path=str(shots / "fairshare-basic.png"))
+    finally:
+        page.close()

@@ -33,6 +33,21 @@ function fmtBytes(n) {
   return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
 }
 function pct(a, b) { return b ? Math.round((100 * a) / b) : 0; }
+function fmtSeconds(s) {
+  if (s === null || s === undefined) return "—";
+  if (s < 60) return `${s.toFixed(s < 10 ? 1 : 0)} s`;
+  if (s < 3600) return `${(s / 60).toFixed(1)} min`;
+  if (s < 86400) return `${(s / 3600).toFixed(1)} h`;
+  return `${(s / 86400).toFixed(1)} d`;
+}
+function fmtNum(x, digits) { return x === null || x === undefined ? "—" : Number(x).toFixed(digits); }
+function cards(target, items) {
+  $(target).replaceChildren(...items.map(([label, value, sub]) =>
+    el("div", { class: "card", "data-card": label }, el("b", {}, value), el("span", {}, `${label} ${sub}`))));
+}
+function rowsOrEmpty(rows, cols, text) {
+  return rows.length ? rows : [el("tr", { class: "empty" }, el("td", { colSpan: cols }, text))];
+}
 
 // -- token and requests ---------------------------------------------------------------
 function readToken() {
@@ -50,7 +65,9 @@ async function api(path, asText) {
   if (!r.ok) {
     let detail = r.statusText;
     try { detail = (await r.json()).detail || detail; } catch (e) { /* not JSON */ }
-    throw new Error(detail);
+    const err = new Error(detail);
+    err.status = r.status;  // 503/409: a plane this server does not run; the tab says so
+    throw err;
   }
   return asText ? r.text() : r.json();
 }
@@ -77,6 +94,9 @@ async function refresh() {
     if (state.tab === "overview") await renderOverview();
     else if (state.tab === "queue") await renderQueue();
     else if (state.tab === "alerts") await renderAlerts();
+    else if (state.tab === "fairshare") await renderFairShare();
+    else if (state.tab === "prediction") await renderPrediction();
+    else if (state.tab === "data") await renderData();
     if (state.detail !== null) await renderDetail(state.detail, false);
     $("#live").classList.remove("stale");
   } catch (err) {
@@ -93,7 +113,7 @@ async function renderOverview() {
   $("#version").textContent = `v${o.version}`;
   $("#alert-count").textContent = o.alerts.length ? String(o.alerts.length) : "";
   const s = o.now_sample;
-  const cards = [
+  const items = [
     ["CPUs in use", `${s.cpus_alloc} / ${s.cpus_total}`, `${pct(s.cpus_alloc, s.cpus_total)}%`],
     ["Memory in use", fmtBytes(s.memory_alloc_bytes), `of ${fmtBytes(s.memory_total_bytes)}`],
     ["GPUs in use", `${s.gpus_alloc} / ${s.gpus_total}`, `${pct(s.gpus_alloc, s.gpus_total)}%`],
@@ -102,8 +122,7 @@ async function renderOverview() {
     ["Nodes up", `${s.nodes_up} / ${s.nodes_total}`, ""],
     ["Last cycle", `${(o.scheduler.last_cycle_s * 1000).toFixed(1)} ms`, `${o.scheduler.cycles} cycles`],
   ];
-  $("#cards").replaceChildren(...cards.map(([label, value, sub]) =>
-    el("div", { class: "card", "data-card": label }, el("b", {}, value), el("span", {}, `${label} ${sub}`))));
+  cards("#cards", items);
   drawChart(o.history.concat([s]));
   const chips = Object.entries(o.node_states).map(([st, n]) => el("span", { class: `s-${st}` }, `${n} ${st}`));
   $("#node-states").replaceChildren(...chips);
@@ -250,6 +269,234 @@ async function renderAlerts() {
   $("#alerts-firing tbody").replaceChildren(...(a.alerts.length ? a.alerts.map((x) => row(x, false))
     : [el("tr", {}, el("td", { colSpan: 4 }, "nothing firing"))]));
   $("#alerts-resolved tbody").replaceChildren(...a.resolved.map((x) => row(x, true)));
+}
+
+// -- fair share and quotas -----------------------------------------------------------
+// The pending reasons of the limits plugin (docs/priority.md, "Limits") and the hal.toml
+// limit behind each. The limits' values are not served by the API: the panel shows the
+// jobs they hold instead.
+const LIMIT_REASONS = {
+  QOSMaxJobsPerUserLimit: "QoS max_jobs_per_user",
+  QOSMaxWallDurationPerJobLimit: "QoS max_wall",
+  QOSMaxCpuPerJobLimit: "QoS max_tres_per_job.cpus",
+  QOSMaxGRESPerJob: "QoS max_tres_per_job.gpus",
+  QOSMaxNodePerJobLimit: "QoS max_tres_per_job.nodes",
+  QOSGrpCpuLimit: "QoS grp_tres.cpus",
+  QOSGrpGRES: "QoS grp_tres.gpus",
+  QOSGrpMemLimit: "QoS grp_tres.mem",
+  QOSGrpNodeLimit: "QoS grp_tres.nodes",
+  QOSGrpJobsLimit: "QoS grp_jobs",
+  AssocMaxJobsLimit: "account max_jobs",
+  AssocGrpJobsLimit: "account grp_jobs",
+  AssocGrpCpuLimit: "account grp_tres.cpus",
+  AssocGrpGRES: "account grp_tres.gpus",
+  AssocGrpMemLimit: "account grp_tres.mem",
+  AssocGrpNodeLimit: "account grp_tres.nodes",
+};
+const SHARE_ROWS = 300;  // associations drawn; sshare --account narrows a bigger tree
+const PRIORITY_ROWS = 10;
+
+async function renderFairShare() {
+  // The queue's first page by priority, then sprio for just those jobs: /v1/priority
+  // without ids would send every pending job (10,000+) on each poll. The overview gives
+  // the pending jobs per reason in one request (the limit reasons are among them).
+  const [shares, overview, next] = await Promise.all([
+    api("/v1/shares"), api("/v1/observe/overview"),
+    api(`/v1/observe/queue?state=PENDING&sort=priority&limit=${PRIORITY_ROWS}`)]);
+  renderShares(shares);
+  const limited = Object.entries(overview.queue.by_reason)
+    .filter(([reason]) => Object.hasOwn(LIMIT_REASONS, reason)).sort((a, b) => b[1] - a[1]);
+  const examples = await Promise.all(limited.slice(0, 8).map(([reason]) =>
+    api(`/v1/observe/queue?state=PENDING&sort=priority&limit=4&reason=${encodeURIComponent(reason)}`)));
+  const limitRows = limited.map(([reason, n], i) => el("tr", { "data-reason": reason },
+    el("td", {}, reason), el("td", {}, LIMIT_REASONS[reason]), el("td", {}, n),
+    el("td", {}, i < examples.length
+      ? examples[i].jobs.map((j) => `${j.display_id} (${j.user})`).join(", ") : "")));
+  $("#fs-limits tbody").replaceChildren(...rowsOrEmpty(limitRows, 4, "no pending job is held by a limit"));
+  await renderPriority(next.jobs);
+}
+
+function renderShares(shares) {
+  const half = shares.decay_half_life_seconds;
+  $("#fs-mode").textContent = `usage half-life ${half ? fmtSeconds(half) : "none (never decays)"}`;
+  const rows = shares.rows.slice(0, SHARE_ROWS).map((r) => {
+    const name = el("td", { class: r.user ? "" : "fs-account" }, r.user || r.account);
+    name.style.paddingLeft = `${8 + 14 * r.depth}px`;
+    if (r.user) name.title = `user ${r.user} in account ${r.account}`;
+    const bar = el("span", { class: "fs-bar" }, el("i", {}));
+    bar.firstChild.style.width = `${Math.round(100 * r.fairshare)}%`;
+    return el("tr", { "data-account": r.account, "data-user": r.user }, name,
+      el("td", {}, r.raw_shares), el("td", {}, fmtNum(r.norm_shares, 3)),
+      el("td", {}, Math.round(r.raw_usage).toLocaleString()), el("td", {}, fmtNum(r.norm_usage, 3)),
+      el("td", {}, fmtNum(r.effective_usage, 3)),
+      el("td", { class: "fs-factor" }, bar, fmtNum(r.fairshare, 3)));
+  });
+  $("#fs-shares tbody").replaceChildren(...rowsOrEmpty(rows, 7, "no associations"));
+  $("#fs-shares-note").textContent = shares.rows.length > SHARE_ROWS
+    ? `showing ${SHARE_ROWS} of ${shares.rows.length} associations (hal sshare lists all)` : "";
+}
+
+async function renderPriority(pending) {
+  const ids = pending.map((j) => j.display_id);
+  const reasons = new Map(pending.map((j) => [j.display_id, j.reason]));
+  let prio;
+  try {
+    // with no ids it lists every pending job: asked only when the queue had none, for
+    // the weights
+    prio = await api(`/v1/priority${ids.length ? `?id=${encodeURIComponent(ids.join(","))}` : ""}`);
+  } catch (err) {
+    if (err.status !== 409) throw err;
+    // priority/basic: no [priority] table, so there are no factors to break down
+    $("#fs-weights").textContent = "priority/basic";
+    $("#fs-priority").hidden = true;
+    $("#fs-priority-note").textContent = err.message;
+    return;
+  }
+  const w = prio.weights;
+  $("#fs-weights").textContent = `${prio.plugin}: weights age ${w.age}, fair share ${w.fairshare}, ` +
+    `job size ${w.job_size}, partition ${w.partition}, QoS ${w.qos}`;
+  $("#fs-priority-note").textContent = "";
+  $("#fs-priority").hidden = false;
+  // /v1/priority answers in its own order: keep the queue's
+  const byId = new Map(prio.jobs.map((j) => [j.display_id, j]));
+  const rows = ids.filter((id) => byId.has(id)).map((id) => {
+    const j = byId.get(id), f = j.weighted;
+    return el("tr", { "data-job": j.display_id },
+      el("td", {}, j.display_id), el("td", {}, j.user), el("td", {}, j.account), el("td", {}, j.qos),
+      el("td", {}, j.partition), el("td", {}, j.fixed ? `${j.priority} (set)` : j.priority),
+      el("td", {}, fmtNum(f.age, 0)), el("td", {}, fmtNum(f.fairshare, 0)),
+      el("td", {}, fmtNum(f.job_size, 0)), el("td", {}, fmtNum(f.partition, 0)),
+      el("td", {}, fmtNum(f.qos, 0)), el("td", {}, j.nice), el("td", {}, reasons.get(id)));
+  });
+  $("#fs-priority tbody").replaceChildren(...rowsOrEmpty(rows, 13, "no pending jobs"));
+}
+
+// -- prediction quality ---------------------------------------------------------------
+const RUNNING_DRAWN = 12;
+
+async function renderPrediction() {
+  let p;
+  try {
+    p = await api("/v1/predict/status");
+  } catch (err) {
+    if (err.status !== 503) throw err;
+    $("#prediction-off").hidden = false; $("#prediction-on").hidden = true;
+    $("#prediction-off-reason").textContent = err.message;
+    return;
+  }
+  $("#prediction-off").hidden = true; $("#prediction-on").hidden = false;
+  const model = p.model_version ? `model v${p.model_version}` : "no model yet";
+  cards("#pred-cards", [
+    ["Predictor", p.predictor, model],
+    ["Model age", p.model_age_seconds === null ? "—" : fmtSeconds(p.model_age_seconds),
+      p.model_source ? `(${p.model_source})` : ""],
+    ["Trained on", p.trained_on, "finished jobs"],
+    ["Finished jobs seen", p.finished_jobs_seen,
+      `(${p.replayed_jobs} from the history${p.replaying ? ", replaying" : ""})`],
+    ["Queued", p.queued, "job starts/ends not learnt yet"],
+  ]);
+  const r = p.recent;
+  const acc = [
+    ["Jobs", r.jobs, "finished jobs in the window (those with no estimate at all are left out)"],
+    ["Mean absolute error", r.mae_seconds === null ? "—" : fmtSeconds(r.mae_seconds), "mean |predicted − actual|"],
+    ["Accuracy (Tsafrir)", fmtNum(r.accuracy, 3), "mean of min(p, r) / max(p, r); 1 is perfect"],
+    ["Under-predicted", r.underprediction_rate === null ? "—" : `${(100 * r.underprediction_rate).toFixed(1)} %`,
+      "jobs that ran longer than predicted"],
+  ];
+  $("#pred-accuracy tbody").replaceChildren(...acc.map(([k, v, m]) =>
+    el("tr", { "data-measure": k }, el("td", {}, k), el("td", {}, v), el("td", {}, m))));
+  const details = Object.entries(p.details).map(([k, v]) =>
+    el("tr", {}, el("td", {}, k), el("td", {}, Number.isInteger(v) ? v : fmtNum(v, 4))));
+  $("#pred-details tbody").replaceChildren(...rowsOrEmpty(details, 2, "none"));
+  $("#pred-error").textContent = p.last_error ? `last error: ${p.last_error}` : "";
+  await renderRunningPredictions();
+}
+
+async function renderRunningPredictions() {
+  // One page of running jobs, then each one's prediction (only GET /v1/jobs/{id} has it).
+  const q = await api(`/v1/observe/queue?state=RUNNING&sort=id&limit=${RUNNING_DRAWN}`);
+  const jobs = await Promise.all(q.jobs.map((j) => api(`/v1/jobs/${encodeURIComponent(j.display_id)}`)));
+  $("#pred-running-info").textContent = q.total > jobs.length
+    ? `(the ${jobs.length} oldest of ${q.total})` : `(${q.total})`;
+  drawRunning(jobs, Date.now() / 1000);
+}
+
+function drawRunning(jobs, now) {
+  const chart = $("#pred-chart");
+  // drawn in CSS pixels (viewBox = the element's width) so that labels keep their size
+  const w = Math.max(300, chart.clientWidth || 600), left = 90, right = 130, rowH = 20;
+  const h = Math.max(40, jobs.length * rowH + 8);
+  chart.setAttribute("viewBox", `0 0 ${w} ${h}`);
+  chart.style.height = `${h}px`;
+  const parts = [];
+  if (!jobs.length) {
+    const t = svg("text", { x: 8, y: 24, class: "chart-empty" });
+    t.textContent = "no running jobs";
+    chart.replaceChildren(t);
+    return;
+  }
+  const rows = jobs.map((j) => ({ j, elapsed: Math.max(0, now - (j.start_time || now)),
+    predicted: j.predicted_runtime_seconds }));
+  const span = Math.max(1, ...rows.map((r) => Math.max(r.elapsed, r.predicted || 0)));
+  const x = (s) => left + (s / span) * (w - left - right);
+  rows.forEach((r, i) => {
+    const y = 4 + i * rowH;
+    const label = svg("text", { x: 4, y: y + 13, class: "chart-label" });
+    label.textContent = r.j.display_id;
+    const g = svg("g", { "data-job": r.j.display_id });
+    g.append(label);
+    if (r.predicted !== null && r.predicted !== undefined) {
+      g.append(svg("rect", { x: left, y: y + 2, width: Math.max(1, x(r.predicted) - left), height: 14, class: "pred-bar" }));
+    }
+    const over = r.predicted !== null && r.predicted !== undefined && r.elapsed > r.predicted;
+    g.append(svg("rect", { x: left, y: y + 6, width: Math.max(1, x(r.elapsed) - left), height: 6,
+      class: over ? "over-bar" : "elapsed-bar" }));
+    const text = svg("text", { x: w - right + 6, y: y + 13, class: "chart-label" });
+    text.textContent = `${fmtSeconds(r.elapsed)} / ${r.predicted === null || r.predicted === undefined ? "?" : fmtSeconds(r.predicted)}`;
+    g.append(text);
+    const tip = svg("title", {});
+    tip.textContent = `${r.j.display_id} (${r.j.user}): running ${fmtSeconds(r.elapsed)}, predicted ` +
+      `${fmtSeconds(r.predicted)}, time limit ${r.j.time_limit_seconds ? fmtSeconds(r.j.time_limit_seconds) : "none"}`;
+    g.append(tip);
+    parts.push(g);
+  });
+  chart.replaceChildren(...parts);
+}
+
+// -- data plane -----------------------------------------------------------------------
+const STAGE_MEANING = {
+  staged: "every input key is in the node's leaf cache",
+  partial: "some input keys are in no cache, so there was nothing to pull",
+  failed: "the leaf cache or the control plane did not answer; tried again after 30 s",
+  no_cache: "the node reads through no cache instance ([data.node_cache])",
+};
+
+async function renderData() {
+  let d;
+  try {
+    d = await api("/v1/data/status");
+  } catch (err) {
+    if (err.status !== 503) throw err;
+    $("#data-off").hidden = false; $("#data-on").hidden = true;
+    $("#data-off-reason").textContent = `The server says: ${err.message}.`;
+    return;
+  }
+  $("#data-off").hidden = true; $("#data-on").hidden = false;
+  cards("#data-cards", [
+    ["Data view", d.stale ? "stale" : "fresh", `${fmtSeconds(d.view_age_seconds)} old`],
+    ["Cache instances", d.instances, ""],
+    ["Keys tracked", d.keys, ""],
+    ["Nodes with a cache", d.nodes_with_cache, ""],
+    ["Bytes staged", fmtBytes(d.bytes_staged), ""],
+    ["Staging queued", d.staging_queued, ""],
+  ]);
+  $("#data-cards [data-card='Data view']").classList.toggle("bad", d.stale);
+  const results = Object.entries(d.prestage).sort((a, b) => a[0].localeCompare(b[0]));
+  $("#data-prestage tbody").replaceChildren(...results.map(([k, n]) =>
+    el("tr", { "data-result": k }, el("td", {}, k), el("td", {}, n), el("td", {}, STAGE_MEANING[k] || ""))));
+  const fields = [["Control plane", d.cache_url], ["View refreshes", d.refreshes],
+    ["Last error", d.last_error || "—"]];
+  $("#data-fields").replaceChildren(...fields.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
 }
 
 // -- start ----------------------------------------------------------------------------
