@@ -68,6 +68,12 @@ def _topology() -> dict[str, Any]:
     return run_topology_bench()
 
 
+def _fragmentation() -> dict[str, Any]:
+    from hal.bench.fragmentation import run_fragmentation_bench
+
+    return run_fragmentation_bench()
+
+
 def _sched_pass() -> dict[str, Any]:
     from hal.bench.sched_pass import run_targets
 
@@ -90,6 +96,7 @@ BENCHMARKS: dict[str, Callable[[], dict[str, Any]]] = {
     "predict": _predict,
     "htc": _htc,
     "topology": _topology,
+    "fragmentation": _fragmentation,
     "sched-pass": _sched_pass,
     "data": _data,
 }

@@ -4,6 +4,9 @@ text, with free/total nodes per switch::
     spine0                       free   20/32
       leaf0                      free    4/16    n[000-015]
       leaf1                      free   16/16    n[016-031]
+
+and its blocks (topology/block), one line each with free/total nodes, then the
+configured ``BlockSizes``.
 """
 
 from __future__ import annotations
@@ -18,9 +21,13 @@ NAME_WIDTH = 28
 
 
 def add_commands(sub: Any) -> None:
-    topo = sub.add_parser("topology", help="the network topology (switch tree) of the cluster")
+    topo = sub.add_parser(
+        "topology", help="the network topology (switch tree, blocks) of the cluster"
+    )
     tsub = topo.add_subparsers(metavar="ACTION")
-    p = tsub.add_parser("show", help="draw the switch tree with free/total nodes per switch")
+    p = tsub.add_parser(
+        "show", help="draw the switch tree and blocks with free/total nodes of each"
+    )
     p.add_argument("--json", action="store_true", help="print the REST object unchanged")
     p.set_defaults(func=cmd_show)
 
@@ -62,6 +69,8 @@ def draw(info: TopologyInfo) -> str:
         lines.append(
             f"block {b.name}: free {b.nodes_free}/{len(b.nodes)}  {compress_hostlist(b.nodes)}"
         )
+    if info.block_sizes:
+        lines.append("block sizes: " + ",".join(str(n) for n in info.block_sizes))
     if info.unplaced:
         lines.append("nodes outside the tree: " + compress_hostlist(info.unplaced))
     if info.unregistered:

@@ -14,7 +14,7 @@ Either point at a Slurm ``topology.conf`` or write the switches in TOML (not bot
     name = "spine0"
     switches = "leaf[0-3]"
 
-    [[topology.blocks]]                    # optional (topology/block); not used to place yet
+    [[topology.blocks]]                    # optional (topology/block): used when no switches
     name = "b0"
     nodes = "n[000-031]"
     # block_sizes = [16, 32]

@@ -9,6 +9,12 @@ above it, and so on (for a balanced tree these are Slurm's switch levels). Level
 given names (``level_names``, bottom-up); unnamed ones are called ``leaf`` and
 ``level1``, ``level2``...
 
+With blocks and no switches (a topology/block cluster), a node's path is its block's
+aggregations instead (``block_paths``): ``(BLOCK_ROOT, ..., aggregated block, base
+block)``, so level 0 is the base block (named ``block``) and level ``k`` the aggregation
+of ``BlockSizes[k]`` nodes. With both switches and blocks, the switch tree gives the
+paths (the blocks are shown but not placed on).
+
 A ``Topology`` is validated when it is built: a switch defined twice or under two
 parents, an unknown child switch, a cycle, a node under two leaves, a switch with both
 nodes and switches, a node in two blocks or bad ``BlockSizes`` each raise
@@ -27,6 +33,10 @@ from hal.core.errors import InvalidRequest
 from hal.core.slurm_syntax import expand_hostlist
 
 LEAF = "leaf"
+# The root of every node path of a block topology (blocks and no switches): the
+# placement plugin recognises block mode by it. See ``block_paths``.
+BLOCK_ROOT = "(blocks)"
+BLOCK = "block"
 
 
 class TopologyError(InvalidRequest):
@@ -77,13 +87,20 @@ class Topology:
 
     @property
     def depth(self) -> int:
-        """The number of switch levels on the longest path (0 for no switches)."""
+        """The number of levels on the longest path (0 for no switches or blocks)."""
         return max((len(p) for p in self._paths.values()), default=0)
+
+    @property
+    def block_mode(self) -> bool:
+        """Blocks and no switches: nodes' paths are their block aggregations."""
+        return bool(self.blocks) and not self.switches
 
     def level_name(self, level: int) -> str:
         if level < len(self.level_names):
             return self.level_names[level]
-        return LEAF if level == 0 else f"level{level}"
+        if level == 0:
+            return BLOCK if self.block_mode else LEAF
+        return f"level{level}"
 
     def level_of_name(self, name: str) -> int | None:
         """The level a name stands for (``leaf`` and ``switch`` are always level 0)."""
@@ -190,6 +207,8 @@ def _validate(topo: Topology) -> dict[str, tuple[str, ...]]:
             field=f"topology.switches.{lost[0]}",
         )
     _check_blocks(topo)
+    if topo.blocks and not topo.switches:
+        paths = block_paths(topo.blocks, topo.block_sizes)
     seen_levels: set[str] = set()
     for name in topo.level_names:
         if not name or name in seen_levels:
@@ -226,6 +245,40 @@ def _check_blocks(topo: Topology) -> None:
                 "multiple of the one before (e.g. 16,32,64)",
                 field="topology.block_sizes",
             )
+
+
+def effective_block_sizes(blocks: tuple[Block, ...], sizes: tuple[int, ...]) -> tuple[int, ...]:
+    """``BlockSizes`` as given, or (Slurm's default) the base block size (the largest
+    block's node count) and its power-of-two multiples up to the number of blocks."""
+    if sizes:
+        return sizes
+    base = max((len(b.nodes) for b in blocks), default=1) or 1
+    out = [base]
+    while len(out) < 32 and 2 ** len(out) <= len(blocks):
+        out.append(base * 2 ** len(out))
+    return tuple(out)
+
+
+def block_paths(blocks: tuple[Block, ...], sizes: tuple[int, ...]) -> dict[str, tuple[str, ...]]:
+    """Node → path of a block topology (Slurm's topology/block): ``(BLOCK_ROOT, the
+    largest aggregated block, ..., the next aggregation, the base block)``. Level ``k``
+    (k >= 1) aggregates ``sizes[k] // sizes[0]`` consecutive base blocks (in the order
+    the blocks are listed, aligned: blocks 0-1, 2-3, ...); a trailing group may be
+    short. Aggregated blocks are named ``first..last`` after their base blocks."""
+    sizes = effective_block_sizes(blocks, sizes)
+    names = [b.name for b in blocks]
+    paths: dict[str, tuple[str, ...]] = {}
+    for i, b in enumerate(blocks):
+        upper: list[str] = []
+        for size in reversed(sizes[1:]):
+            group = max(size // sizes[0], 1)
+            first = (i // group) * group
+            last = min(first + group, len(names)) - 1
+            upper.append(names[first] if first == last else f"{names[first]}..{names[last]}")
+        path = (BLOCK_ROOT, *upper, b.name)
+        for node in b.nodes:
+            paths[node] = path
+    return paths
 
 
 def _pow2(n: int) -> bool:

@@ -1,4 +1,5 @@
-"""Choosing a multi-node job's nodes on the switch tree: vectorised over leaves.
+"""Choosing a multi-node job's nodes on the switch tree (``choose``) or on blocks
+(``choose_block``, Slurm's topology/block): vectorised over leaves.
 
 ``choose(index, ranked, count, top)`` takes the feasible rows in node-score order and
 returns ``count`` of them:
@@ -95,6 +96,23 @@ def choose(
     assert best is not None  # the top level reaches the target by definition
     leaves, level, domain = best
     inside = useful[index.up[level][useful] == domain]
+    return _fill(index, ranked, lr, free, inside, count, leaves, level, domain)
+
+
+def _fill(
+    index: TreeIndex,
+    ranked: IntArray,
+    lr: IntArray,
+    free: IntArray,
+    inside: IntArray,
+    count: int,
+    leaves: int,
+    level: int,
+    domain: int,
+) -> Choice:
+    """``count`` rows from ``leaves`` of the leaves ``inside`` (ids with free nodes, the
+    fewest that can cover ``count``): every free node of the ``leaves - 1`` with the most,
+    and the remainder from the smallest leaf that can take it (best fit)."""
     by_free = inside[np.lexsort((inside, -free[inside]))]  # most free first, then lowest id
     full = by_free[: leaves - 1]
     remainder = count - int(free[full].sum())
@@ -105,6 +123,35 @@ def choose(
     take[full] = True
     rows = np.concatenate((ranked[take[lr]], ranked[lr == last][:remainder]))
     return Choice(rows, leaves, level, domain)
+
+
+def choose_block(
+    index: TreeIndex, ranked: IntArray, count: int, top: int, free: IntArray | None = None
+) -> Choice | None:
+    """Slurm's topology/block: ``count`` rows of ``ranked`` inside the **smallest block**
+    (a base block at level 0, an aggregation of base blocks above) that has ``count``
+    free feasible nodes, at a level ``<= top``; among the blocks of that level that can,
+    the one with the **least free capacity** (best fit; ties: the lowest id), so large
+    free blocks stay whole. Inside an aggregated block: the fewest base blocks (most free
+    first) and the remainder from the smallest base block that can take it. None when no
+    block of a level ``<= top`` has ``count`` free nodes."""
+    if free is None:
+        free = free_per_leaf(index, ranked)
+    for level in range(top + 1):
+        up = index.up[level]
+        totals = np.bincount(up, weights=free, minlength=int(up.max()) + 1)
+        ok = np.flatnonzero(totals >= count)
+        if len(ok) == 0:
+            continue
+        domain = int(ok[int(np.argmin(totals[ok]))])  # least free; argmin: lowest id
+        lr = index.leaf_of[ranked]
+        if level == 0:
+            return Choice(ranked[lr == domain][:count], 1, 0, domain)
+        inside = np.flatnonzero((up == domain) & (free > 0))
+        covered = np.cumsum(np.sort(free[inside])[::-1])
+        leaves = int(np.searchsorted(covered, count)) + 1
+        return _fill(index, ranked, lr, free, inside, count, leaves, level, domain)
+    return None
 
 
 def leaves_spanned(index: TreeIndex, rows: IntArray) -> int:

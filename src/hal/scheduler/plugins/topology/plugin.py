@@ -6,7 +6,11 @@ partition than the job needs (both ``BadConstraints``, UNRESOLVABLE).
 
 PlacementGenerate (after Score, multi-node jobs only) picks the node set with
 ``place.choose``: one leaf when one fits, otherwise the fewest leaves under the lowest
-switch. Then the job's own requests:
+switch. On a block topology (the nodes' paths come from blocks: ``TreeIndex.blocks``)
+it uses ``place.choose_block`` instead, as Slurm's topology/block: the smallest
+(aggregated) block that holds the job, the one with the least free capacity among those
+(best fit). Levels then count base blocks (0, ``block``) and their aggregations
+(``level1``...), and ``--switches=N`` counts base blocks. Then the job's own requests:
 
 * ``--topology required=LEVEL``: only inside one domain of that level; none with enough
   free nodes now → UNSCHEDULABLE ``Resources`` (the partition waits behind the job, as
@@ -28,7 +32,7 @@ import numpy as np
 from hal.core.job import Job
 from hal.core.node import Node
 from hal.core.states import PendingReason
-from hal.core.topology import level_index
+from hal.core.topology import BLOCK, level_index
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
 from hal.scheduler.framework.interfaces import IndexArray
@@ -40,7 +44,12 @@ from hal.scheduler.framework.status import (
     unresolvable,
     unschedulable,
 )
-from hal.scheduler.plugins.topology.place import choose, fitting_domains, free_per_leaf
+from hal.scheduler.plugins.topology.place import (
+    choose,
+    choose_block,
+    fitting_domains,
+    free_per_leaf,
+)
 from hal.scheduler.plugins.topology.tree import TreeIndex
 
 NAME = "topology"
@@ -84,6 +93,8 @@ class TopologyPlacement:
         return self._index
 
     def _level(self, name: str, index: TreeIndex) -> int | None:
+        if index.blocks and name == BLOCK and name not in self.level_names:
+            return 0
         level = level_index(name, self.level_names, index.top)
         # a configured name above this tree's top: the whole tree is one such domain
         return None if level is None else min(level, index.top)
@@ -97,7 +108,7 @@ class TopologyPlacement:
         index = self.index_for(ctx)
         level = self._level(wanted.level, index)
         if level is None:
-            known = ", ".join(self._level_names(index.top))
+            known = ", ".join(self._level_names(index))
             return unresolvable(
                 PendingReason.BAD_CONSTRAINTS,
                 f"unknown topology level {wanted.level!r}; this cluster's levels are {known}",
@@ -117,9 +128,11 @@ class TopologyPlacement:
                 )
         return SUCCESS
 
-    def _level_names(self, top: int) -> list[str]:
+    def _level_names(self, index: TreeIndex) -> list[str]:
+        top = index.top
+        leaf = BLOCK if index.blocks else "leaf"
         names = list(self.level_names[:top])
-        names += ["leaf" if k == 0 else f"level{k}" for k in range(len(names), top)]
+        names += [leaf if k == 0 else f"level{k}" for k in range(len(names), top)]
         return names
 
     # -- PlacementGenerate ------------------------------------------------------------
@@ -146,7 +159,8 @@ class TopologyPlacement:
                     )
                 if fits:
                     top = level
-        choice = choose(index, ranked, count, top, free)
+        place = choose_block if index.blocks else choose
+        choice = place(index, ranked, count, top, free)
         if choice is None:  # cannot happen at the core level: Filter found count rows
             return SKIP
         if spec.switches and choice.leaves > spec.switches:

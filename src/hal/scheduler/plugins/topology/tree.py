@@ -7,7 +7,8 @@ scheduler needs no other input: whoever builds the nodes (the server from the co
 Level ``k`` of a node is the switch ``k`` steps above it along its path (level 0 its leaf;
 a path shorter than ``k + 1`` stops at its top switch). One more level, ``top``, joins
 everything (an unnamed core), so every placement has a common domain. A node without a
-path is a leaf of its own.
+path is a leaf of its own. A block topology's paths make the same shape: base blocks
+as leaves, their aggregations above (``blocks`` tells).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hal.core.node import Node
+from hal.core.topology import BLOCK_ROOT
 
 IntArray = npt.NDArray[np.intp]
 
@@ -34,6 +36,12 @@ class TreeIndex:
     @property
     def top(self) -> int:
         return len(self.up) - 1
+
+    @property
+    def blocks(self) -> bool:
+        """A block topology (paths from ``hal.core.topology.block_paths``): the leaves are
+        base blocks and the levels above their aggregations."""
+        return self.top >= 1 and BLOCK_ROOT in self.names[self.top - 1]
 
     @property
     def n_leaves(self) -> int:
