@@ -3,8 +3,9 @@
 Owns the ``Predictor`` protocol, the expiry correction every predictor shares, and the
 predictors: ``user`` (the requested time), ``perfect`` (the true run time, known only to a
 simulator), ``avg2`` (Tsafrir's average of the user's last two jobs) and ``learned``
-(gradient-boosted trees trained online, calibrated). ``make_predictor`` builds the
-configurable ones by name; ``SharedPredictor`` lets the server's threads share one;
+(gradient-boosted trees trained online, calibrated); ``PinnedPredictor`` keeps a started
+job's prediction fixed. ``make_predictor`` builds the configurable ones by name;
+``SharedPredictor`` lets the server's threads share one;
 ``hal.predict.anomaly`` holds the pure anomaly rules (overrunning jobs, failing nodes).
 
 Imports ``hal.core`` only: the scheduler's plugins import this package's protocol, so it
@@ -18,6 +19,7 @@ their predicted end. Predictions only move planned start times (backfill, ``sque
 from hal.predict.avg2 import Avg2Predictor
 from hal.predict.baselines import PerfectPredictor, UserPredictor, predictor_names
 from hal.predict.learned import LearnedPredictor
+from hal.predict.pinned import PinnedPredictor
 from hal.predict.protocol import (
     CORRECTION_STEPS_S,
     BatchPredictor,
@@ -35,6 +37,7 @@ __all__ = [
     "BatchPredictor",
     "LearnedPredictor",
     "PerfectPredictor",
+    "PinnedPredictor",
     "Predictor",
     "SharedPredictor",
     "UserPredictor",

@@ -17,20 +17,25 @@ verifies it against ``NodeTable.build`` at every pass. The pass is ``Scheduler.r
 itself, so a decision here is the decision the server would take on the same snapshot.
 
 When passes run (the server has its own rule: debounce and interval): at every instant
-with a completion or an arrival, except two cases where no pass could start anything:
+with a completion, an arrival or an expired prediction (a running job reaching its planned
+end without ending: the expiry correction moves that end, and with it the reservation
+that counted on it, so jobs may now fit that did not; the server, which passes every
+second while jobs wait, sees this within its bf_interval), except two cases where no pass
+could start anything:
 
 * the free CPUs of the whole cluster are fewer than the smallest pending job needs
   (every placement needs its CPUs free);
 * nothing but arrivals happened at this instant, backfill runs at every pass (bf_interval
-  0), planned ends cannot move between events (the ``user`` and ``perfect`` predictors:
-  a prediction that can expire is corrected as time passes, which moves reservations),
-  and every new job needs more CPUs than are free. The jobs already waiting either
-  failed the last pass on these same resources (no completion since: free CPUs and
-  planned ends have not moved, and a later window only holds less) or needed more CPUs
-  than are free; only a new job could start, and none fits. This is a choice of *when*
-  to run passes, as the server's debounce is; every pass that runs is the real one.
-  Node choices are exactly reproducible with one core per node (ties go to the lowest
-  row); with several cores per node a reservation's nodes could in principle differ.
+  0), planned ends cannot move between events (the ``user`` and ``perfect`` predictors;
+  the others' expiries are queued from the prediction each job started with, which only
+  a ``PinnedPredictor`` keeps, so the rule stays off for them), and every new job needs
+  more CPUs than are free. The jobs already waiting either failed the last pass on
+  these same resources (no completion since: free CPUs and planned ends have not moved,
+  and a later window only holds less) or needed more CPUs than are free; only a new job
+  could start, and none fits. This is a choice of *when* to run passes, as the
+  server's debounce is; every pass that runs is the real one. Node choices are exactly
+  reproducible with one core per node (ties go to the lowest row); with several cores
+  per node a reservation's nodes could in principle differ.
 
 ``every_event=True`` runs a pass at every instant; the scenario tests check that both
 give the same schedule.
@@ -49,7 +54,13 @@ import numpy.typing as npt
 from hal.core.clock import VirtualClock
 from hal.core.job import Job, JobSpec
 from hal.core.states import JobState, PendingReason
-from hal.predict import PerfectPredictor, Predictor, UserPredictor, planned_runtime
+from hal.predict import (
+    PerfectPredictor,
+    PinnedPredictor,
+    Predictor,
+    UserPredictor,
+    planned_runtime,
+)
 from hal.scheduler.framework.node_table import NodeTable
 from hal.scheduler.framework.scheduler import Scheduler
 from hal.scheduler.framework.snapshot import ClusterSnapshot
@@ -135,6 +146,9 @@ class Simulation:
             predictor, UserPredictor | PerfectPredictor
         )
         by_id = {j.id: j for j in self.jobs}
+        # (planned end, id) of running jobs that will outlive their prediction: an instant
+        # where the plan changes although nothing ended or arrived (lazily cleaned).
+        expiries: list[tuple[float, int]] = []
 
         pending: dict[int, Job] = {}
         need: list[tuple[int, int]] = []  # (cpus, id) of pending jobs, lazily cleaned
@@ -155,11 +169,31 @@ class Simulation:
             t_next = self.jobs[i].submit if i < n_jobs else np.inf
             if ends and ends[0][0] <= t_next:
                 t_next = ends[0][0]
+            while expiries and expiries[0][1] not in running:
+                heapq.heappop(expiries)
+            if expiries and expiries[0][0] < t_next:
+                t_next = expiries[0][0]
             now = float(t_next)
             self.clock.set(max(now, self.clock.now()))
             revision += 1
             completed = False
             smallest_new = np.inf
+            # 0. expired predictions: the job's plan is extended (the correction) and the
+            # next expiry queued if the job will outlive that too
+            while expiries and expiries[0][0] <= now:
+                _, jid = heapq.heappop(expiries)
+                job = running.get(jid)
+                if job is None or job.start_time is None or predictor is None:
+                    continue
+                completed = True  # the plan moved: a pass must see it
+                if isinstance(predictor, PinnedPredictor):
+                    predictor.expired(job)
+                start = job.start_time
+                planned = start + planned_runtime(predictor, job, now - start)
+                if planned <= now:  # rounding left it just short of its end: look again
+                    planned = now + 1.0
+                if planned < start + _lifetime(by_id[jid], job, reads.get(jid)):
+                    heapq.heappush(expiries, (planned, jid))
             # 1. completions
             while ends and ends[0][0] <= now:
                 completed = True
@@ -234,14 +268,14 @@ class Simulation:
                         start_time=now,
                         allocation=alloc,
                     )
-                    if predictor is not None:
-                        predicted[job.id] = planned_runtime(predictor, job)
-                    run = tj.run
                     if self.data is not None and job.spec.data:
-                        read = reads[job.id] = self.data.read(job.spec.data, alloc.nodes)
-                        run += read.seconds
-                    # Killed at the requested time if it would run longer.
-                    heapq.heappush(ends, (now + min(run, float(job.time_limit_s)), job.id))
+                        reads[job.id] = self.data.read(job.spec.data, alloc.nodes)
+                    lifetime = _lifetime(tj, job, reads.get(job.id))
+                    heapq.heappush(ends, (now + lifetime, job.id))
+                    if predictor is not None:
+                        p = predicted[job.id] = planned_runtime(predictor, job)
+                        if moving_ends and p < lifetime:
+                            heapq.heappush(expiries, (now + p, job.id))
                 for term in result.plan.terminations:
                     job = pending.pop(term.job_id)
                     outcomes[job.id] = JobOutcome(by_id[job.id], np.nan, np.nan, term.state)
@@ -270,6 +304,13 @@ class Simulation:
             skipped,
             time.perf_counter() - wall0,
         )
+
+
+def _lifetime(tj: TraceJob, job: Job, read: Read | None) -> float:
+    """How long a started job holds its nodes: its run time (plus reading its inputs),
+    killed at the requested time if it would run longer."""
+    run = tj.run + (read.seconds if read is not None else 0.0)
+    return min(run, float(job.time_limit_s))
 
 
 def final_state(tj: TraceJob) -> JobState:

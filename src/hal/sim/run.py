@@ -12,6 +12,7 @@ from hal.predict import (
     Avg2Predictor,
     LearnedPredictor,
     PerfectPredictor,
+    PinnedPredictor,
     Predictor,
     UserPredictor,
 )
@@ -24,6 +25,7 @@ from hal.sim.topology import leaf_summary, with_topology
 from hal.sim.workload import Cleaning, Workload, load_workload
 
 PREDICTORS = ("user", "perfect", "avg2", "learned")
+CORRECTIONS = ("steps", "request")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,22 +37,32 @@ class SimOptions:
     check_tables: bool = False
     topology: str = ""  # a synthetic switch tree, e.g. "leaf=16,levels=3" (sim/topology.py)
     topology_aware: bool = True  # False: same tree, placement ignores it (the baseline)
+    # What an expired prediction becomes (avg2, learned): "steps" (the stepwise
+    # correction, hal.predict.corrected) or "request" (the job's requested time)
+    correction: str = "steps"
 
 
-def make_predictor(name: str, workload: Workload) -> Predictor:
+def make_predictor(name: str, workload: Workload, correction: str = "steps") -> Predictor:
+    """The predictor a replay plans with. ``avg2`` and ``learned`` are pinned: a job
+    keeps the prediction it started with until it ends (then only the expiry correction
+    moves it), as in Tsafrir, Etsion and Feitelson's EASY++; see ``PinnedPredictor``.
+    ``correction="request"``: an expired prediction becomes the requested time."""
+    if correction not in CORRECTIONS:
+        raise InvalidRequest(f"correction must be one of {', '.join(CORRECTIONS)}")
+    to_request = correction == "request"
     if name == "user":
         return UserPredictor()
     if name == "perfect":
         return PerfectPredictor({j.id: j.run for j in workload.jobs})
     if name == "avg2":
-        return Avg2Predictor()
+        return PinnedPredictor(Avg2Predictor(), expire_to_request=to_request)
     if name == "learned":
-        return LearnedPredictor()
+        return PinnedPredictor(LearnedPredictor(), expire_to_request=to_request)
     raise InvalidRequest(f"unknown predictor {name!r}; choose from {', '.join(PREDICTORS)}")
 
 
 def run_workload(workload: Workload, options: SimOptions) -> tuple[SimRun, dict[str, Any]]:
-    predictor = make_predictor(options.predictor, workload)
+    predictor = make_predictor(options.predictor, workload, options.correction)
     scheduler = scheduler_for(options.policy, predictor)
     cluster = ClusterModel.for_procs(workload.machine_procs, options.cores_per_node)
     recorder = None
@@ -79,6 +91,8 @@ def run_workload(workload: Workload, options: SimOptions) -> tuple[SimRun, dict[
         passes=run.passes,
         skipped_passes=run.skipped_passes,
     )
+    if options.correction != "steps":
+        summary["correction"] = options.correction
     if recorder is not None:
         summary.update(
             topology=options.topology,
