@@ -1,7 +1,7 @@
 """``AvailabilityProfile``: the cluster's free resources over time, for backfill planning.
 
-Row ``k`` holds, per node, what is free from ``times[k]`` until ``times[k + 1]`` (the last
-row lasts for ever)::
+Row ``k`` stands for what is free from ``times[k]`` until ``times[k + 1]`` (the last row
+lasts for ever)::
 
     time ─►  now        t1 (job 7 ends)     t2 (job 9 ends)     t3 (reservation ends)
     row       0           1                   2                   3
@@ -11,9 +11,22 @@ row lasts for ever)::
 It starts from the pass's ``NodeTable`` (running jobs and this pass's placements taken
 out), gives back each running job's nodes at its *expected* end (a prediction, rounded up
 to the resolution), and every reservation made while planning is subtracted from the rows
-it covers. Five arrays per row mirror the table's free arrays; a window's view is the
-least free (most jobs) over its rows, which is what a job running through the whole
-window can count on.
+it covers. A window's view is the least free (most jobs) over its rows, which is what a
+job running through the whole window can count on.
+
+Rows are not stored as rows × nodes arrays (1,440 rows a day at bf_resolution 60 s:
+1.2 GB at 10,000 nodes). What is stored is *change points*: the free arrays at ``now``
+(``_base``: five arrays over the nodes) and one event per node and instant where they
+change (a release: +free; a reservation's start: −free, its end: +free). Row ``k`` of a
+node is ``_base`` plus its events at or before ``times[k]``. Two facts keep every query
+cheap:
+
+* releases and reservation ends only add free; only a reservation's start takes some
+  away. So the least free over a window is the free at its first row, lowered at the
+  nodes where a reservation starts inside the window, to their level just after that
+  start (a *dip*, kept with its level relative to ``_base``, updated as events arrive);
+* a job started *now* takes from ``_base`` itself and gives back at its end (an event),
+  exactly like a running job.
 
 Breakpoints past the planning horizon (``bf_window``) are dropped: a job that ends after
 the horizon holds its nodes for ever as far as planning is concerned, as in Slurm.
@@ -26,13 +39,24 @@ import math
 from collections.abc import Iterable
 
 import numpy as np
+import numpy.typing as npt
 
 from hal.scheduler.framework.node_table import AllocationRows, BoolArray, IntArray, NodeTable
 from hal.scheduler.framework.request import NodeRequest
 
+# ``start_rows`` materialises rows × nodes with events up to this many cells (a
+# simulated cluster of a few hundred nodes): fewer array calls than change points.
+_DENSE_CELLS = 1 << 16
+
 # The arrays of one row, in this order everywhere: free cpus, memory, gpus (the least over
 # a window), and jobs_on, exclusive_on (the most over a window).
 _N_ARRAYS = 5
+_LOW = 3  # arrays [0, _LOW) are "least over a window", the others "most"
+
+Matrix = npt.NDArray[np.int64]  # (n, 5): one delta per node (or event) and array
+Rows = npt.NDArray[np.intp]
+_NO_ROWS: Rows = np.empty(0, dtype=np.intp)
+_NO_LOW: Matrix = np.empty((_N_ARRAYS, 0), dtype=np.int64)
 
 
 def round_up(t: float, resolution: float) -> float:
@@ -42,8 +66,88 @@ def round_up(t: float, resolution: float) -> float:
     return math.ceil(t / resolution - 1e-9) * resolution
 
 
+class _Events:
+    """Change points: (instant, node, delta of the five arrays), in arrival order, in
+    arrays that grow by doubling."""
+
+    __slots__ = ("delta", "node", "size", "time")
+
+    def __init__(self, capacity: int = 64) -> None:
+        self.time = np.empty(capacity, dtype=np.float64)
+        self.node: Rows = np.empty(capacity, dtype=np.intp)
+        self.delta: Matrix = np.empty((capacity, _N_ARRAYS), dtype=np.int64)
+        self.size = 0
+
+    def add(self, time: float | npt.NDArray[np.float64], nodes: Rows, delta: Matrix) -> None:
+        n, end = len(nodes), self.size + len(nodes)
+        if end > len(self.time):
+            grow = max(end, 2 * len(self.time))
+            self.time = np.resize(self.time, grow)
+            self.node = np.resize(self.node, grow)
+            self.delta = np.resize(self.delta, (grow, _N_ARRAYS))
+        self.time[self.size : end] = time
+        self.node[self.size : end] = nodes
+        self.delta[self.size : end] = delta
+        self.size += n
+
+    def add_columns(self, time: float, ar: AllocationRows, exclusive: bool) -> None:
+        """``add`` for the release of ``ar`` (as ``_deltas(ar, exclusive, 1)``)."""
+        end = self.size + len(ar.rows)
+        if end > len(self.time):
+            self.add(time, ar.rows, _deltas(ar, exclusive, 1))
+            return
+        at = slice(self.size, end)
+        self.time[at] = time
+        self.node[at] = ar.rows
+        delta = self.delta
+        delta[at, 0] = ar.cpus
+        delta[at, 1] = ar.memory
+        delta[at, 2] = ar.gpus
+        delta[at, 3] = -1
+        delta[at, 4] = -1 if exclusive else 0
+        self.size = end
+
+    def view(self) -> tuple[npt.NDArray[np.float64], Rows, Matrix]:
+        n = self.size
+        return self.time[:n], self.node[:n], self.delta[:n]
+
+
+def _deltas(ar: AllocationRows, exclusive: bool, sign: int) -> Matrix:
+    """The change a release (``sign`` +1) or a reservation's start (-1) makes on each of
+    ``ar``'s nodes."""
+    d = np.empty((len(ar.rows), _N_ARRAYS), dtype=np.int64)
+    d[:, 0] = sign * ar.cpus
+    d[:, 1] = sign * ar.memory
+    d[:, 2] = sign * ar.gpus
+    d[:, 3] = -sign
+    d[:, 4] = -sign if exclusive else 0
+    return d
+
+
+def _positions(sorted_nodes: Rows, nodes: Rows) -> tuple[Rows, BoolArray]:
+    """Where each of ``nodes`` is in ``sorted_nodes``, and whether it is there at all."""
+    pos = np.searchsorted(sorted_nodes, nodes)
+    pos = np.minimum(pos, len(sorted_nodes) - 1)
+    return pos, sorted_nodes[pos] == nodes
+
+
 class AvailabilityProfile:
-    __slots__ = ("_prefix", "_totals", "arrays", "horizon", "now", "resolution", "table", "times")
+    __slots__ = (
+        "_base",
+        "_dip_node",
+        "_dip_rel",
+        "_dip_time",
+        "_dipped",
+        "_events",
+        "_low_cpus",
+        "_lows",
+        "_totals",
+        "horizon",
+        "now",
+        "resolution",
+        "table",
+        "times",
+    )
 
     def __init__(
         self,
@@ -62,49 +166,42 @@ class AvailabilityProfile:
         self.resolution = resolution
         self.horizon = horizon
         step = max(resolution, 1.0)
-        by_time: dict[float, list[tuple[AllocationRows, bool]]] = {}
-        for end, rows, exclusive in releases:
+        kept: list[tuple[float, AllocationRows, bool]] = []
+        for end, ar, exclusive in releases:
             t = round_up(max(end, now + step), resolution)
-            if t >= horizon:
-                continue
-            by_time.setdefault(t, []).append((rows, exclusive))
-        self.times: list[float] = [now, *sorted(by_time)]
-        n_rows, n_nodes = len(self.times), len(table)
-        # Deltas per row, then a running sum. All releases are scattered at once
-        # (bincount over flat row*nodes indices): one call per array, not one per job.
-        delta = np.zeros((_N_ARRAYS, n_rows, n_nodes), dtype=np.int64)
-        if n_rows > 1:
-            flat: list[np.ndarray] = []
-            amounts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-            excl: list[np.ndarray] = []
-            for k, t in enumerate(self.times[1:], start=1):
-                for ar, exclusive in by_time[t]:
-                    idx = ar.rows + k * n_nodes
-                    flat.append(idx)
-                    amounts.append((ar.cpus, ar.memory, ar.gpus))
-                    if exclusive:
-                        excl.append(idx)
-            idx_all = np.concatenate(flat)
-            size = n_rows * n_nodes
-            view = delta.reshape(_N_ARRAYS, size)
-            for i in range(3):
-                weights = np.concatenate([a[i] for a in amounts])
-                view[i] = np.bincount(idx_all, weights=weights, minlength=size).astype(np.int64)
-            view[3] = -np.bincount(idx_all, minlength=size)
-            if excl:
-                view[4] = -np.bincount(np.concatenate(excl), minlength=size)
-        delta[0, 0] = table.free_cpus
-        delta[1, 0] = table.free_memory
-        delta[2, 0] = table.free_gpus
-        delta[3, 0] = table.jobs_on
-        delta[4, 0] = table.exclusive_on
-        self.arrays = np.cumsum(delta, axis=1)
-        # Least free (most held) over rows 0..k, built on first use and then kept up to
-        # date by ``reserve`` and ``_split`` column by column: rebuilding it for every
-        # backfilled job cost O(rows × nodes) each (most of a 10,000-job pass).
-        self._prefix: np.ndarray | None = None
-        # key → (partition mask, its free CPUs summed per row of ``_prefix``)
-        self._totals: dict[str, tuple[BoolArray, IntArray]] = {}
+            if t < horizon:
+                kept.append((t, ar, exclusive))
+        self.times: list[float] = [now, *sorted({t for t, _, _ in kept})]
+        size = sum(len(ar.rows) for _, ar, _ in kept)
+        self._events = _Events(max(64, 2 * size))
+        if kept:
+            # one array per column over all releases: no per-job array building
+            nodes = np.concatenate([ar.rows for _, ar, _ in kept])
+            counts = [len(ar.rows) for _, ar, _ in kept]
+            delta = np.empty((size, _N_ARRAYS), dtype=np.int64)
+            delta[:, 0] = np.concatenate([ar.cpus for _, ar, _ in kept])
+            delta[:, 1] = np.concatenate([ar.memory for _, ar, _ in kept])
+            delta[:, 2] = np.concatenate([ar.gpus for _, ar, _ in kept])
+            delta[:, 3] = -1
+            delta[:, 4] = -np.repeat([int(excl) for _, _, excl in kept], counts)
+            times = np.repeat([t for t, _, _ in kept], counts)
+            self._events.add(times, nodes, delta)
+        self._base: Matrix = np.stack(
+            (table.free_cpus, table.free_memory, table.free_gpus, table.jobs_on, table.exclusive_on)
+        ).astype(np.int64)
+        # Dips: where a reservation starts (instant, node) and the node's level just
+        # after it, relative to ``_base`` (the sum of its events up to that instant).
+        self._dip_time = np.empty(0, dtype=np.float64)
+        self._dip_node: Rows = np.empty(0, dtype=np.intp)
+        self._dip_rel: Matrix = np.empty((0, _N_ARRAYS), dtype=np.int64)
+        self._dipped = np.zeros(len(table), dtype=np.bool_)  # nodes with a dip
+        # Until the dips change: per window end (the instant of its last row), the
+        # dipped nodes and how far below ``_base`` a window from now goes there; per
+        # (key, end), that for the key's CPUs in all.
+        self._lows: dict[float, tuple[Rows, Matrix]] = {}
+        self._low_cpus: dict[tuple[str, float], int] = {}
+        # key → [partition mask, CPUs free now on it], kept up to date by ``reserve``
+        self._totals: dict[str, tuple[BoolArray, list[int]]] = {}
 
     def __len__(self) -> int:
         return len(self.times)
@@ -118,30 +215,83 @@ class AvailabilityProfile:
 
     def window(self, first: int, end: float) -> NodeTable:
         """What a job running from ``times[first]`` until ``end`` can count on, as a
-        read-only table."""
+        read-only table, valid until the next ``reserve`` (a window from now with no
+        reservation starting inside it shares the profile's arrays)."""
         last = max(self.last_row_before(end), first)
         if first == 0:
-            agg = self._prefix_rows()[:, last].copy()  # the prefix changes in place
+            nodes, low = self._low_from_now(self.times[last])
+            if not len(nodes):
+                agg = self._base
+            else:
+                agg = self._base.copy()
+                agg[:, nodes] += low
         else:
-            rows = self.arrays[:, first : last + 1]
-            agg = np.concatenate((rows[:3].min(axis=1), rows[3:].max(axis=1)))
+            agg = self._level(first)
+            sel = self._dips_in(self.times[first], self.times[last])
+            if len(sel):
+                nodes = self._dip_node[sel]
+                values = self._base[:, nodes] + self._dip_rel[sel].T
+                for i in range(_N_ARRAYS):
+                    at = np.minimum.at if i < _LOW else np.maximum.at
+                    at(agg[i], nodes, values[i])
         return self.table.with_free(agg[0], agg[1], agg[2], agg[3], agg[4])
 
-    def _prefix_rows(self) -> np.ndarray:
-        if self._prefix is None:
-            low = np.minimum.accumulate(self.arrays[:3], axis=1)
-            high = np.maximum.accumulate(self.arrays[3:], axis=1)
-            self._prefix = np.concatenate((low, high))
-        return self._prefix
+    def _level(self, k: int) -> Matrix:
+        """Row ``k`` (a fresh (5, nodes) array)."""
+        level = self._base.copy()
+        if k == 0:
+            return level  # no event is at ``now``
+        times, nodes, delta = self._events.view()
+        sel = np.flatnonzero(times <= self.times[k])
+        if len(sel):
+            at = nodes[sel]
+            for i in range(_N_ARRAYS):
+                np.add.at(level[i], at, delta[sel, i])
+        return level
+
+    def _dips_in(self, after: float, until: float) -> Rows:
+        """Indices of the dips at instants in ``(after, until]``."""
+        t = self._dip_time
+        if not len(t):
+            return _NO_ROWS
+        return np.flatnonzero((t > after) & (t <= until))
+
+    def _low_from_now(self, until: float) -> tuple[Rows, Matrix]:
+        """The nodes with a dip in ``(now, until]`` and, per node, what a window from now
+        to then has below ``_base`` (negative: less free; the "most" arrays positive):
+        the lowest of their dips, or nothing when every dip stays above ``_base``."""
+        found = self._lows.get(until)
+        if found is not None:
+            return found
+        sel = self._dips_in(self.now, until)
+        if not len(sel):
+            found = (_NO_ROWS, _NO_LOW)
+        else:
+            order = np.argsort(self._dip_node[sel], kind="stable")
+            nodes = self._dip_node[sel][order]
+            rel = self._dip_rel[sel][order]
+            heads = np.flatnonzero(_run_starts(nodes))
+            low = np.empty((_N_ARRAYS, len(heads)), dtype=np.int64)
+            low[:_LOW] = np.minimum(np.minimum.reduceat(rel[:, :_LOW], heads), 0).T
+            low[_LOW:] = np.maximum(np.maximum.reduceat(rel[:, _LOW:], heads), 0).T
+            found = (nodes[heads], low)
+        self._lows[until] = found
+        return found
 
     def free_cpus_from_now(self, end: float, partition_mask: BoolArray, key: str) -> int:
         """Total CPUs free on ``partition_mask``'s nodes throughout ``[now, end)``: a cheap
         necessary condition before asking the framework (a job needing more cannot fit)."""
         found = self._totals.get(key)
         if found is None:
-            totals = self._prefix_rows()[0][:, partition_mask].sum(axis=1)
-            found = self._totals[key] = (partition_mask, totals)
-        return int(found[1][self.last_row_before(end)])
+            total = int(self._base[0][partition_mask].sum())
+            found = self._totals[key] = (partition_mask, [total])
+        until = self.times[self.last_row_before(end)]
+        low = self._low_cpus.get((key, until))
+        if low is None:
+            nodes, below = self._low_from_now(until)
+            low = int(below[0][partition_mask[nodes]].sum()) if len(nodes) else 0
+            self._low_cpus[(key, until)] = low
+        return found[1][0] + low
 
     def start_rows(self, request: NodeRequest, mask: BoolArray, duration: float) -> list[int]:
         """Rows ``k`` at whose start ``request`` could hold its nodes for ``duration``,
@@ -149,73 +299,238 @@ class AvailabilityProfile:
 
         A screen, not the decision: a row missing here cannot work (too few nodes with
         enough free cpus, memory and GPUs all through the window); a row listed here is
-        confirmed by the framework's Filter plugins. One vector pass over every row.
+        confirmed by the framework's Filter plugins. Nodes without events fit at every
+        row or at none; for the others, each stretch of rows where they do not fit rules
+        out the start rows whose window would overlap it.
         """
-        a = self.arrays
-        ok = (a[0] >= request.cpus) & mask
-        if request.memory_bytes is None:
-            ok &= a[1] >= self.table.cap_memory
-        elif request.memory_bytes:
-            ok &= a[1] >= request.memory_bytes
-        if request.gpus:
-            ok &= a[2] >= request.gpus
-        ok &= (a[3] == 0) if request.exclusive else (a[4] == 0)
-        bad = np.zeros((len(self.times) + 1, ok.shape[1]), dtype=np.int32)
+        times = np.asarray(self.times)
+        n_rows = len(times)
+        ev_time, ev_node, ev_delta = self._events.view()
+        inside = mask[ev_node]
+        ev_time, ev_node, ev_delta = ev_time[inside], ev_node[inside], ev_delta[inside]
+        changing = np.zeros(len(mask), dtype=np.bool_)
+        changing[ev_node] = True
+        steady = mask & ~changing
+        fits_now = self._fits(request, self._base, self.table.cap_memory)
+        count = int(np.count_nonzero(fits_now[steady]))
+        # start row k covers rows k..end_row[k] (non-decreasing in k)
+        end_row = np.searchsorted(times, times + duration, side="left") - 1
+        end_row = np.maximum(end_row, np.arange(n_rows))
+        cols = np.flatnonzero(changing)
+        if not len(cols):
+            free_rows = np.full(n_rows, count)
+        elif n_rows * len(cols) <= _DENSE_CELLS:
+            free_rows = count + self._fit_through(
+                request, times, end_row, cols, ev_time, ev_node, ev_delta
+            )
+        else:
+            blocked = np.zeros(n_rows + 1, dtype=np.int64)
+            self._block(request, times, end_row, ev_time, ev_node, ev_delta, blocked)
+            free_rows = count + len(cols) - np.cumsum(blocked[:-1])
+        return [int(k) for k in np.flatnonzero(free_rows >= request.n_nodes)]
+
+    def _fit_through(
+        self,
+        request: NodeRequest,
+        times: npt.NDArray[np.float64],
+        end_row: Rows,
+        cols: Rows,
+        ev_time: npt.NDArray[np.float64],
+        ev_node: Rows,
+        ev_delta: Matrix,
+    ) -> npt.NDArray[np.intp]:
+        """Per start row, how many of the nodes ``cols`` (those with events) fit all
+        through its window: rows × those nodes, materialised (small profiles only)."""
+        n_rows, n_cols = len(times), len(cols)
+        cell = np.searchsorted(times, ev_time) * n_cols + np.searchsorted(cols, ev_node)
+        level = np.zeros((n_rows * n_cols, _N_ARRAYS), dtype=np.int64)
+        np.add.at(level, cell, ev_delta)
+        level = np.cumsum(level.reshape(n_rows, n_cols, _N_ARRAYS), axis=0)
+        level += self._base[:, cols].T
+        ok = self._fits(request, level.transpose(2, 0, 1), self.table.cap_memory[cols])
+        bad = np.zeros((n_rows + 1, n_cols), dtype=np.int64)
         np.cumsum(~ok, axis=0, out=bad[1:])
-        starts = np.asarray(self.times)
-        last = np.searchsorted(starts, starts + duration, side="left") - 1
-        last = np.maximum(last, np.arange(len(starts)))
-        free_through = (bad[last + 1] - bad[: len(starts)]) == 0
-        enough = np.count_nonzero(free_through, axis=1) >= request.n_nodes
-        return [int(k) for k in np.flatnonzero(enough)]
+        through = (bad[end_row + 1] - bad[:n_rows]) == 0
+        counts: npt.NDArray[np.intp] = np.count_nonzero(through, axis=1)
+        return counts
+
+    def _fits(self, request: NodeRequest, level: Matrix, cap_memory: IntArray) -> BoolArray:
+        """Whether ``request`` fits one node at ``level`` (one column per node;
+        ``cap_memory``: those nodes' memory)."""
+        ok: BoolArray = level[0] >= request.cpus
+        if request.memory_bytes is None:
+            ok &= level[1] >= cap_memory
+        elif request.memory_bytes:
+            ok &= level[1] >= request.memory_bytes
+        if request.gpus:
+            ok &= level[2] >= request.gpus
+        ok &= (level[3] == 0) if request.exclusive else (level[4] == 0)
+        return ok
+
+    def _block(
+        self,
+        request: NodeRequest,
+        times: npt.NDArray[np.float64],
+        end_row: Rows,
+        ev_time: npt.NDArray[np.float64],
+        ev_node: Rows,
+        ev_delta: Matrix,
+        blocked: npt.NDArray[np.int64],
+    ) -> None:
+        """Add to ``blocked`` (a difference array over start rows) the nodes with events,
+        at the start rows whose window meets a stretch of rows where they do not fit."""
+        n_rows = len(times)
+        order = np.lexsort((ev_time, ev_node))
+        node, delta = ev_node[order], ev_delta[order]
+        row = np.searchsorted(times, ev_time[order])
+        # each node's level after each of its events: base + running sum within the node
+        first = _run_starts(node)
+        csum = np.cumsum(delta, axis=0)
+        before = (csum - delta)[first]  # the sum before each node's first event
+        level = self._base[:, node] + (csum - before[np.cumsum(first) - 1]).T
+        # a row has the level after its last event on that node
+        last = np.ones(len(node), dtype=np.bool_)
+        last[:-1] = (node[1:] != node[:-1]) | (row[1:] != row[:-1])
+        g_node, g_row = node[last], row[last]
+        g_ok = self._fits(request, level[:, last], self.table.cap_memory[g_node])
+        # stretches of rows per node: [0, first event) at the base level, then from each
+        # event's row to the next one's (the last one to the end)
+        heads = np.flatnonzero(_run_starts(g_node))
+        h_node = g_node[heads]
+        h_ok = self._fits(request, self._base[:, h_node], self.table.cap_memory[h_node])
+        s_node = np.insert(g_node, heads, h_node)
+        s_from = np.insert(g_row, heads, 0)
+        s_ok = np.insert(g_ok, heads, h_ok)
+        s_to = np.append(s_from[1:], n_rows)
+        s_to[np.append(s_node[1:] != s_node[:-1], True)] = n_rows
+        bad = ~s_ok
+        b_node, b_from, b_to = s_node[bad], s_from[bad], s_to[bad]
+        if not len(b_node):
+            return
+        # start row k meets [b_from, b_to) when k < b_to and end_row[k] >= b_from
+        k_from = np.searchsorted(end_row, b_from, side="left")
+        k_to = b_to
+        # one node's stretches may rule out the same start rows: count each row once
+        same = np.zeros(len(b_node), dtype=np.bool_)
+        same[1:] = b_node[1:] == b_node[:-1]
+        prev_to = np.zeros(len(b_node), dtype=k_to.dtype)
+        prev_to[1:] = k_to[:-1]
+        k_from = np.where(same, np.maximum(k_from, prev_to), k_from)
+        keep = k_to > k_from
+        np.add.at(blocked, k_from[keep], 1)
+        np.add.at(blocked, k_to[keep], -1)
 
     # -- reservations -----------------------------------------------------------------
 
     def reserve(self, start: float, end: float, rows: AllocationRows, exclusive: bool) -> None:
-        """Take ``rows`` out of every row in ``[start, end)``, splitting rows at both ends
-        so the reservation starts and stops exactly there."""
+        """Take ``rows`` out of every row in ``[start, end)``, adding rows at both ends
+        so the reservation starts and stops exactly there. An allocation names each
+        node once (as ``NodeTable`` assumes)."""
         end = round_up(end, self.resolution)
-        self._split([start, end] if end < self.horizon else [start])
-        first = bisect.bisect_left(self.times, start)
-        last = bisect.bisect_left(self.times, end) if end < self.horizon else len(self.times)
-        sl = slice(first, last)
-        idx = rows.rows
-        a = self.arrays
-        # a[i] first: a[i, sl, idx] would put the indexed axis first (numpy's rule for
-        # advanced indices separated by a slice).
-        a[0][sl, idx] -= rows.cpus
-        a[1][sl, idx] -= rows.memory
-        a[2][sl, idx] -= rows.gpus
-        a[3][sl, idx] += 1
-        if exclusive:
-            a[4][sl, idx] += 1
-        prefix = self._prefix
-        if prefix is not None:
-            # Only the reserved nodes' columns change: redo their running min/max.
-            sub = a[:, :, idx]
-            cols = np.concatenate(
-                (np.minimum.accumulate(sub[:3], axis=1), np.maximum.accumulate(sub[3:], axis=1))
-            )
-            if self._totals:
-                diff = cols[0] - prefix[0][:, idx]
-                for mask, totals in self._totals.values():
-                    totals += diff[:, mask[idx]].sum(axis=1)
-            prefix[:, :, idx] = cols
-
-    def _split(self, instants: list[float]) -> None:
-        """Make rows start at each of ``instants`` (a new row is a copy of the row that
-        covered it), with one array copy for all of them."""
-        times = self.times
-        new = sorted({t for t in instants if t > times[0] and t not in times})
-        if not new:
+        forever = end >= self.horizon
+        self._add_time(start)
+        if not forever:
+            self._add_time(end)
+            if end <= start:
+                return  # an empty window takes nothing
+        nodes = rows.rows
+        if not len(nodes):
             return
-        positions = [bisect.bisect_left(times, t) for t in new]
-        covering = [p - 1 for p in positions]
-        self.arrays = np.insert(self.arrays, positions, self.arrays[:, covering], axis=1)
-        if self._prefix is not None:
-            # A new row copies the row covering it, so its prefix is that row's prefix.
-            self._prefix = np.insert(self._prefix, positions, self._prefix[:, covering], axis=1)
-            for key, (mask, totals) in self._totals.items():
-                self._totals[key] = (mask, np.insert(totals, positions, totals[covering]))
-        for t in new:
-            bisect.insort(times, t)
+        if start <= self.times[0]:
+            self._take_now(rows, exclusive)
+            if forever:
+                return
+            if len(nodes) == 1 or bool((nodes[1:] > nodes[:-1]).all()):
+                # the common case, sorted rows: no delta matrix unless a dip needs it
+                if self._dipped[nodes].any():
+                    self._shift_dips(end, nodes, _deltas(rows, exclusive, 1))
+                self._events.add_columns(end, rows, exclusive)
+                return
+            given = _deltas(rows, exclusive, 1)
+        else:
+            taken = _deltas(rows, exclusive, -1)
+            if len(nodes) > 1 and not bool((nodes[1:] > nodes[:-1]).all()):
+                order = np.argsort(nodes)
+                nodes, taken = nodes[order], taken[order]
+            self._start_dips(start, nodes, taken)
+            if forever:
+                return
+            given = -taken
+        if len(nodes) > 1 and not bool((nodes[1:] > nodes[:-1]).all()):
+            order = np.argsort(nodes)
+            nodes, given = nodes[order], given[order]
+        self._shift_dips(end, nodes, given)
+        self._events.add(end, nodes, given)
+
+    def _take_now(self, rows: AllocationRows, exclusive: bool) -> None:
+        """A job starting now: less free now (``_base``) and in the CPU totals."""
+        nodes, base = rows.rows, self._base
+        if len(nodes) == 1:
+            # one node (most jobs): scalar updates, far cheaper than index arrays
+            node, cpus = int(nodes[0]), int(rows.cpus[0])
+            base[0, node] -= cpus
+            base[1, node] -= int(rows.memory[0])
+            base[2, node] -= int(rows.gpus[0])
+            base[3, node] += 1
+            if exclusive:
+                base[4, node] += 1
+            for mask, total in self._totals.values():
+                if mask[node]:
+                    total[0] -= cpus
+        else:
+            base[0][nodes] -= rows.cpus
+            base[1][nodes] -= rows.memory
+            base[2][nodes] -= rows.gpus
+            base[3][nodes] += 1
+            if exclusive:
+                base[4][nodes] += 1
+            for mask, total in self._totals.values():
+                total[0] -= int(rows.cpus[mask[nodes]].sum())
+
+    def _add_time(self, t: float) -> None:
+        times = self.times
+        i = bisect.bisect_left(times, t)
+        if t > times[0] and (i == len(times) or times[i] != t):
+            times.insert(i, t)
+
+    def _start_dips(self, start: float, nodes: Rows, taken: Matrix) -> None:
+        """A reservation starts at ``start`` on ``nodes`` (sorted, distinct): record the
+        event and a dip per node at its level then."""
+        times, ev_node, delta = self._events.view()
+        rel = taken.copy()
+        sel = np.flatnonzero(times <= start)
+        if len(sel):
+            pos, hit = _positions(nodes, ev_node[sel])
+            np.add.at(rel, pos[hit], delta[sel[hit]])
+        self._shift_dips(start, nodes, taken)
+        self._events.add(start, nodes, taken)
+        self._lows.clear()
+        self._low_cpus.clear()
+        self._dipped[nodes] = True
+        self._dip_time = np.concatenate((self._dip_time, np.full(len(nodes), start)))
+        self._dip_node = np.concatenate((self._dip_node, nodes))
+        self._dip_rel = np.concatenate((self._dip_rel, rel))
+
+    def _shift_dips(self, t: float, nodes: Rows, delta: Matrix) -> None:
+        """An event at ``t`` on ``nodes`` (sorted, distinct) changes the level of every
+        dip at or after ``t`` on those nodes."""
+        if len(nodes) == 1:
+            if not self._dipped[nodes[0]]:
+                return
+        elif not self._dipped[nodes].any():
+            return
+        later = np.flatnonzero(self._dip_time >= t)
+        if not len(later):
+            return
+        pos, hit = _positions(nodes, self._dip_node[later])
+        if hit.any():
+            self._dip_rel[later[hit]] += delta[pos[hit]]
+            self._lows.clear()
+            self._low_cpus.clear()
+
+
+def _run_starts(nodes: Rows) -> BoolArray:
+    """True where a run of equal values in ``nodes`` (sorted) starts."""
+    flags = np.ones(len(nodes), dtype=np.bool_)
+    flags[1:] = nodes[1:] != nodes[:-1]
+    return flags

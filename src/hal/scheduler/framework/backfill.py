@@ -93,8 +93,9 @@ def run_backfill(
     # main pass, extended over time). Jobs that failed Filter in the main pass start
     # with "fails at any end": the window never has more free than the table had then.
     failed_now: dict[PlacementKey, float] = {}
+    filter_stage = Stage.FILTER  # (an enum lookup per held job otherwise: 80 ns each)
     for job, st in zip(held, held_stages, strict=True):
-        if st is Stage.FILTER:
+        if st is filter_stage:
             failed_now[placement_key(job)] = ctx.now
     tested: Counter[str] = Counter()
     for job in _order(jobs, policies, planner):

@@ -88,6 +88,12 @@ class PreFilterPlugin(Plugin, Protocol):
         jobs behind it); UNRESOLVABLE when waiting cannot help (set ``terminal_state`` to
         ask for the job to be ended, e.g. ``--kill-on-invalid-dep``). May write
         ``state``; must not write ``ctx.data`` except for caches keyed by what they read.
+
+        The elements of one array that ``request.element_group`` puts together get one
+        verdict: the main pass asks about the first and gives the others its answer
+        until some job is placed (only Reserve changes ``ctx.data``). So the verdict
+        must not depend on the element's job id or task id (jobs with a dependency,
+        which ``aftercorr`` may pair by index, are never grouped).
         """
         ...
 

@@ -8,6 +8,11 @@ The ``free_*`` arrays, ``jobs_on`` and ``exclusive_on`` change during a pass: ea
 placement is taken out of them at once, so the next job sees a fuller cluster. Everything
 else is fixed for the pass. ``copy`` gives an independent table for what-if runs
 (test-only, will-run, later backfill and preemption).
+
+The free arrays change only through ``take`` and ``release``, which log the rows they
+touch on tables of 4,096 nodes and more: a plugin may keep a per-node result between
+calls and redo only ``changed_rows(since)`` (``noderesources`` does, for Filter and
+Score).
 """
 
 from __future__ import annotations
@@ -30,7 +35,10 @@ FloatArray = npt.NDArray[np.float64]
 
 class NodeTable:
     __slots__ = (
+        "_changes",
         "_features",
+        "_marks",
+        "_marks_dropped",
         "_partitions",
         "_rows_memo",
         "any_gpus",
@@ -92,6 +100,13 @@ class NodeTable:
                 [not members or n.name in members or p.name in n.partitions for n in nodes],
                 dtype=np.bool_,
             )
+        # Rows written by each take/release, in order (see ``changed_rows``); None for a
+        # read-only table (``with_free``) or a small one.
+        self._changes: list[int] | None = [] if count >= _TRACKED_FROM else None
+        # where each take/release starts in ``_changes``; ``_marks_dropped``: how many
+        # of the oldest were dropped with their rows
+        self._marks: list[int] = []
+        self._marks_dropped = 0
         # id(allocation) → its rows and per-node amounts as arrays (see ``rows_of``).
         self._rows_memo: dict[int, AllocationRows] = {}
         self._features: dict[str, BoolArray] = {}
@@ -121,6 +136,9 @@ class NodeTable:
         for attr in ("free_cpus", "free_memory", "free_gpus", "jobs_on", "exclusive_on"):
             setattr(other, attr, getattr(self, attr).copy())
         other.gpus_in_use = list(self.gpus_in_use)
+        other._changes = [] if self._changes is not None else None
+        other._marks = []
+        other._marks_dropped = 0
         # The fixed parts are shared: nothing writes them after construction.
         for attr in _FIXED:
             setattr(other, attr, getattr(self, attr))
@@ -185,6 +203,9 @@ class NodeTable:
         other.jobs_on = jobs_on
         other.exclusive_on = exclusive_on
         other.gpus_in_use = self.gpus_in_use
+        other._changes = None
+        other._marks = []
+        other._marks_dropped = 0
         return other
 
     def rows_of(self, allocation: Allocation) -> AllocationRows:
@@ -198,7 +219,18 @@ class NodeTable:
         per_node = allocation.per_node
         index = self.index
         first = per_node[0] if per_node else None
-        if first is not None and all(res is first for res in per_node):
+        if first is not None and len(per_node) == 1:
+            # One node (most jobs): one-element arrays straight from Python ints.
+            row = index.get(allocation.nodes[0])
+            ok = row is not None
+            found = AllocationRows(
+                allocation,
+                np.array([row] if ok else [], dtype=np.intp),
+                np.array([first.cpus] if ok else [], dtype=np.int64),
+                np.array([first.memory_bytes] if ok else [], dtype=np.int64),
+                np.array([first.gpus] if ok else [], dtype=np.int64),
+            )
+        elif first is not None and all(res is first for res in per_node):
             # One shared vector (what the runtime builds for most jobs): fill, no loop.
             found_rows = [index.get(name, -1) for name in allocation.nodes]
             rows_arr = np.array(found_rows, dtype=np.intp)
@@ -237,6 +269,46 @@ class NodeTable:
         self._rows_memo[key] = found
         return found
 
+    # -- change tracking --------------------------------------------------------------
+
+    @property
+    def version(self) -> int | None:
+        """How many takes and releases this table has seen. With ``changed_rows``, lets a
+        plugin keep a per-node result from one call to the next and redo only the rows
+        that changed. None: not tracked, recompute every time (a read-only table, whose
+        arrays never change, or one under 4,096 nodes, where recomputing every row costs
+        about what replaying a change does)."""
+        return None if self._changes is None else len(self._marks) + self._marks_dropped
+
+    def changed_rows(self, since: int) -> npt.NDArray[np.intp] | None:
+        """The rows written since ``version`` was ``since`` (repeats possible); None when
+        so many changed that recomputing every row is about as cheap."""
+        changes = self._changes
+        k = since - self._marks_dropped
+        if changes is None or k < 0 or k > len(self._marks):
+            return None
+        first = self._marks[k] if k < len(self._marks) else len(changes)
+        if len(changes) - first > len(self) // _ROWS_PER_CHANGED_ROW:
+            return None
+        return np.array(changes[first:], dtype=np.intp)
+
+    def _changed(self, rows: list[int]) -> None:
+        """Log one take or release (its rows), keeping only what ``changed_rows`` can
+        still be asked for."""
+        changes = self._changes
+        if changes is None:
+            return
+        marks = self._marks
+        marks.append(len(changes))
+        changes.extend(rows)
+        if len(changes) > 2 * len(self) // _ROWS_PER_CHANGED_ROW + _LOG_SLACK:
+            # too old to be worth replaying: drop the first half of the log
+            keep = len(marks) // 2
+            cut = marks[keep]
+            del changes[:cut]
+            self._marks = [m - cut for m in marks[keep:]]
+            self._marks_dropped += keep
+
     def take(self, allocation: Allocation, *, exclusive: bool = False) -> None:
         """Subtract ``allocation`` (a running job, or a placement just made)."""
         self._apply(allocation, exclusive, sign=-1)
@@ -250,6 +322,7 @@ class NodeTable:
             # Many nodes: one vector operation per array instead of one per node (a
             # 64-node job on single-CPU nodes is 64 Python iterations otherwise).
             ar = self.rows_of(allocation)
+            self._changed(ar.rows.tolist())
             self.free_cpus[ar.rows] += sign * ar.cpus
             self.free_memory[ar.rows] += sign * ar.memory
             self.free_gpus[ar.rows] += sign * ar.gpus
@@ -263,6 +336,7 @@ class NodeTable:
             row = self.index.get(name)
             if row is None:
                 continue  # the node left the cluster; nothing to account for
+            self._changed([row])
             res: ResourceVector = allocation.per_node[k]
             self.free_cpus[row] += sign * res.cpus
             self.free_memory[row] += sign * res.memory_bytes
@@ -294,6 +368,11 @@ class NodeTable:
 
 
 _MEMO_LIMIT = 200_000
+# Redoing one changed row costs about what 16 rows of a full recomputation cost, so
+# ``changed_rows`` gives up past one row in 16 (then every row is recomputed).
+_ROWS_PER_CHANGED_ROW = 16
+_LOG_SLACK = 64
+_TRACKED_FROM = 4096  # nodes
 
 # The parts of a table nothing writes after construction; copies share them.
 _FIXED = (

@@ -79,3 +79,30 @@ def placement_key(job: Job) -> PlacementKey:
         s.nodelist,
         s.exclusive,
     )
+
+
+ElementGroup = tuple[object, ...]
+
+
+def element_group(job: Job) -> ElementGroup | None:
+    """The pending elements of one array that no PreFilter plugin tells apart: the same
+    array and spec (Slurm keeps them as one record), partition, time limit and holds.
+
+    The main pass asks PreFilter about the first element of a group and gives the
+    others the same answer until some job is placed (only Reserve changes what
+    PreFilter reads). None for a job that is no array element, or whose dependency may
+    pair elements by index (``aftercorr``). The spec is compared by identity: elements
+    share one spec object, and an element changed on its own (``scontrol update``) gets
+    its own.
+    """
+    spec = job.spec
+    if job.array_job_id is None or spec.dependency is not None:
+        return None
+    return (
+        job.array_job_id,
+        id(spec),
+        job.partition,
+        job.time_limit_s,
+        job.held_by_admin,
+        job.array_max_running,
+    )

@@ -31,6 +31,12 @@ class Code(StrEnum):
     ERROR = "Error"
 
 
+# Plain constants: ``Code.SUCCESS`` is a lookup through the enum class (about 80 ns on
+# Python 3.11), and these properties run for every job of every pass.
+_SUCCESS = Code.SUCCESS
+_GOING_ON = (Code.SUCCESS, Code.SKIP)
+
+
 @dataclass(frozen=True, slots=True)
 class Status:
     """The outcome of one plugin call, or of a whole job cycle.
@@ -48,12 +54,12 @@ class Status:
 
     @property
     def is_success(self) -> bool:
-        return self.code is Code.SUCCESS
+        return self.code is _SUCCESS
 
     @property
     def is_rejection(self) -> bool:
         """True for the codes that stop the cycle (everything but SUCCESS and SKIP)."""
-        return self.code not in (Code.SUCCESS, Code.SKIP)
+        return self.code not in _GOING_ON
 
     def with_plugin(self, plugin: str) -> Status:
         if self.plugin == plugin:

@@ -12,9 +12,16 @@ not depend on what is running:
 Filter then only compares the free arrays with the request (a few numpy ops over all
 nodes). Score prefers fuller nodes (best fit) so that big jobs find empty nodes later;
 jobs that need no GPU prefer nodes without GPUs for the same reason.
+
+On a large table (``NodeTable.version`` not None) both keep their last result per
+request and redo only the rows taken or released since (``_kept``): a placement changes
+a few nodes, so the next job's mask and scores cost a few rows, not 10,000.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 
@@ -28,11 +35,14 @@ from hal.scheduler.framework.interfaces import (
     FloatArray,
     IndexArray,
 )
-from hal.scheduler.framework.node_table import BoolArray, NodeTable
+from hal.scheduler.framework.node_table import BoolArray, IntArray, NodeTable
 from hal.scheduler.framework.profile import PluginArgs, PluginArgsError, reject_unknown_args
 from hal.scheduler.framework.request import NodeRequest, PlacementKey, placement_key
 from hal.scheduler.framework.runtime import PLACEMENT_KEY
 from hal.scheduler.framework.status import SUCCESS, Status, unresolvable, unschedulable
+
+_K = TypeVar("_K")
+_Compute = Callable[[NodeTable, "IndexArray | None"], np.ndarray]
 
 NAME = "noderesources"
 STRATEGIES = ("best_fit", "spread")
@@ -43,6 +53,52 @@ STATIC_MASK: StateKey[BoolArray] = StateKey("noderesources.static_mask")
 JOB_SHARE: StateKey[dict[NodeRequest, FloatArray]] = StateKey("noderesources.job_share")
 # Per pass: placement key → static mask, or the verdict that stops every such job.
 BY_KEY: StateKey[dict[PlacementKey, BoolArray | Status]] = StateKey("noderesources.by_key")
+# Per pass: the last Filter mask and Score array per (key, request) and request, with the
+# table and its version they were computed on (see ``_Kept``).
+FITS: StateKey[dict[tuple[PlacementKey, NodeRequest], _Kept]] = StateKey("noderesources.fits")
+SCORES: StateKey[dict[NodeRequest, _Kept]] = StateKey("noderesources.scores")
+# Kept results per pass, at most (then they start over): a mask and a score array per
+# request, one byte and eight per node, so 50,000 nodes × 64 × 9 bytes is 29 MB at worst.
+# (The synthetic 50,000-job queue of ``hal bench sched-pass`` has 36 distinct requests.)
+_KEEP = 64
+_RESOURCES = PendingReason.RESOURCES  # (an enum lookup costs 80 ns on Python 3.11)
+
+
+class _Kept:
+    """A per-node result kept from one call to the next on the same table: the next
+    call recomputes only the rows taken or released since (``NodeTable.changed_rows``)
+    into a copy, so an array once returned never changes. The rows of the copy are
+    computed by the same expressions as a full computation, element by element, so the
+    values are exactly those a full computation would give."""
+
+    __slots__ = ("table", "value", "version")
+
+    def __init__(self, table: NodeTable, version: int, value: np.ndarray) -> None:
+        self.table = table
+        self.version = version
+        self.value = value
+
+
+def _kept(cache: dict[_K, _Kept], key: _K, table: NodeTable, compute: _Compute) -> np.ndarray:
+    """``compute(table, rows)`` over all rows (``rows`` None), or, for a table seen
+    before under ``key``, over the rows that changed since."""
+    version = table.version
+    if version is None:  # not tracked: a read-only table (a backfill window), or small
+        return compute(table, None)
+    found = cache.get(key)
+    if found is not None and found.table is table:
+        rows = table.changed_rows(found.version)
+        if rows is not None:
+            if len(rows):
+                value = found.value.copy()
+                value[rows] = compute(table, rows)
+                found.value, found.version = value, version
+            return found.value
+    if len(cache) >= _KEEP:
+        cache.clear()
+    value = compute(table, None)
+    cache[key] = _Kept(table, version, value)
+    return value
 
 
 def _fits_capacity(table: NodeTable, request: NodeRequest) -> BoolArray:
@@ -138,19 +194,20 @@ class NodeResourcesFit:
     def filter(
         self, ctx: PassContext, state: CycleState, job: Job, request: NodeRequest
     ) -> FilterResult:
-        t = ctx.nodes
-        fit = state.read(STATIC_MASK) & (t.free_cpus >= request.cpus)
-        if request.memory_bytes is None:
-            fit &= t.free_memory >= t.cap_memory  # --mem=0: all of it must be free
-        elif request.memory_bytes:
-            fit &= t.free_memory >= request.memory_bytes
-        if request.gpus:
-            fit &= t.free_gpus >= request.gpus
-        if request.exclusive:
-            fit &= t.jobs_on == 0
-        else:
-            fit &= t.exclusive_on == 0
-        return FilterResult(fit, PendingReason.RESOURCES)
+        static = state.read(STATIC_MASK)
+        key = state.get(PLACEMENT_KEY)
+
+        def compute(t: NodeTable, rows: IndexArray | None) -> BoolArray:
+            return _fit(t, request, static, rows)
+
+        if key is None:  # called outside a cycle: nothing to key a kept mask by
+            return FilterResult(compute(ctx.nodes, None), _RESOURCES)
+        cache = ctx.data.get(FITS)
+        if cache is None:
+            cache = {}
+            ctx.data.write(FITS, cache)
+        fit = _kept(cache, (key, request), ctx.nodes, compute)
+        return FilterResult(fit, _RESOURCES)
 
     # -- Score ------------------------------------------------------------------------
 
@@ -178,26 +235,101 @@ class NodeResourcesFit:
             if request.memory_bytes is not None:
                 share = share + request.memory_bytes * t.inv_memory
             base = cache[request] = MAX_NODE_SCORE + (MAX_NODE_SCORE / 2) * share
-        if request.memory_bytes is None:
-            # --mem=0 needs all memory free and takes it all: the memory terms cancel.
-            free = t.free_cpus * t.inv_cpus
-        else:
-            free = t.free_cpus * t.inv_cpus + t.free_memory * t.inv_memory
-        score: FloatArray = (base - (MAX_NODE_SCORE / 2) * free)[feasible]
+        now = ctx.present_nodes
+        if now is None or now is t:
+            # The main pass: the whole score per node, kept per request from one job to
+            # the next (only the rows the last placements changed are redone).
+            kept = ctx.data.get(SCORES)
+            if kept is None:
+                kept = {}
+                ctx.data.write(SCORES, kept)
+
+            def compute(table: NodeTable, rows: IndexArray | None) -> FloatArray:
+                return self._score(table, request, base, rows)
+
+            full: FloatArray = _kept(kept, request, t, compute)[feasible]
+            return full
+        score = self._free_part(t, request, base, None)[feasible]
+        # Planning a future window (a backfill reservation): among nodes that fit it
+        # equally well, take those busy *now*, and leave the idle ones to jobs that can
+        # backfill into them (classic EASY's "extra nodes"). Worth less than one point,
+        # so it only breaks ties.
+        score = score + 0.5 * (1.0 - now.free_cpus * now.inv_cpus)[feasible]
+        return self._gpu_part(t, request, score, feasible)
+
+    def _score(
+        self, t: NodeTable, request: NodeRequest, base: FloatArray, rows: IndexArray | None
+    ) -> FloatArray:
+        """The score of ``rows`` (all when None), without the "busy now" tie-break."""
+        return self._gpu_part(t, request, self._free_part(t, request, base, rows), rows)
+
+    def _free_part(
+        self, t: NodeTable, request: NodeRequest, base: FloatArray, rows: IndexArray | None
+    ) -> FloatArray:
+        fc, ic, fm, im = t.free_cpus, t.inv_cpus, t.free_memory, t.inv_memory
+        if rows is not None:
+            fc, ic, fm, im, base = fc[rows], ic[rows], fm[rows], im[rows], base[rows]
+        # --mem=0 needs all memory free and takes it all: the memory terms cancel.
+        free = fc * ic if request.memory_bytes is None else fc * ic + fm * im
+        score: FloatArray = base - (MAX_NODE_SCORE / 2) * free
         if self.strategy == "spread":
             score = MAX_NODE_SCORE - score
-        now = ctx.present_nodes
-        if now is not None and now is not t:
-            # Planning a future window (a backfill reservation): among nodes that fit it
-            # equally well, take those busy *now*, and leave the idle ones to jobs that can
-            # backfill into them (classic EASY's "extra nodes"). Worth less than one
-            # point, so it only breaks ties.
-            score = score + 0.5 * (1.0 - now.free_cpus * now.inv_cpus)[feasible]
+        return score
+
+    def _gpu_part(
+        self, t: NodeTable, request: NodeRequest, score: FloatArray, rows: IndexArray | None
+    ) -> FloatArray:
         if request.gpus == 0 and t.any_gpus:
             # Keep GPU nodes for GPU jobs: any node without GPUs outranks any with.
             half = score * 0.5
-            score = np.where(t.has_gpus[feasible], half, half + MAX_NODE_SCORE / 2)
+            has_gpus = t.has_gpus if rows is None else t.has_gpus[rows]
+            score = np.where(has_gpus, half, half + MAX_NODE_SCORE / 2)
         return score
+
+
+def _fit(
+    t: NodeTable, request: NodeRequest, static: BoolArray, rows: IndexArray | None
+) -> BoolArray:
+    """Filter's mask over ``rows`` (all when None)."""
+    if rows is None:
+        return _fit_on(request, static, t.free_cpus, t.free_memory, t.free_gpus, t.jobs_on,
+                       t.exclusive_on, t.cap_memory)  # fmt: skip
+    return _fit_on(
+        request,
+        static[rows],
+        t.free_cpus[rows],
+        t.free_memory[rows] if request.memory_bytes != 0 else t.free_memory,
+        t.free_gpus[rows] if request.gpus else t.free_gpus,
+        t.jobs_on[rows] if request.exclusive else t.jobs_on,
+        t.exclusive_on[rows] if not request.exclusive else t.exclusive_on,
+        t.cap_memory[rows] if request.memory_bytes is None else t.cap_memory,
+    )
+
+
+def _fit_on(
+    request: NodeRequest,
+    static: BoolArray,
+    cpus: IntArray,
+    memory: IntArray,
+    gpus: IntArray,
+    jobs: IntArray,
+    exclusive: IntArray,
+    cap_memory: IntArray,
+) -> BoolArray:
+    """Filter's mask from these nodes' arrays (an array the request does not need to
+    look at may be any length: it is not read)."""
+    fit = static & (cpus >= request.cpus)
+    if request.memory_bytes is None:
+        fit &= memory >= cap_memory  # --mem=0: all of it must be free
+    elif request.memory_bytes:
+        fit &= memory >= request.memory_bytes
+    if request.gpus:
+        fit &= gpus >= request.gpus
+    if request.exclusive:
+        fit &= jobs == 0
+    else:
+        fit &= exclusive == 0
+    return fit
 
 
 def new(args: PluginArgs) -> NodeResourcesFit:

@@ -1,0 +1,163 @@
+"""``AvailabilityProfile`` against a naive model of the same timeline.
+
+The profile stores change points, not rows × nodes arrays; the model here recomputes
+every row of every node from the releases and reservations made so far. Random
+clusters, running jobs, reservations (now and later, some past the horizon) and queries
+(windows, the CPU screen, start rows) must agree exactly, since backfill decisions
+depend on every value.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from hal.core.job import Allocation
+from hal.core.node import Node, Partition
+from hal.core.resources import GiB, ResourceVector
+from hal.scheduler.framework import availability
+from hal.scheduler.framework.availability import AvailabilityProfile, round_up
+from hal.scheduler.framework.node_table import AllocationRows, NodeTable
+from hal.scheduler.framework.request import NodeRequest
+
+NOW = 1000.0
+
+
+class Model:
+    """Rows recomputed from scratch: base + releases up to the row − reservations
+    covering it."""
+
+    def __init__(self, table: NodeTable, resolution: float, horizon: float) -> None:
+        self.base = np.stack(
+            (table.free_cpus, table.free_memory, table.free_gpus, table.jobs_on, table.exclusive_on)
+        ).astype(np.int64)
+        self.cap_memory = table.cap_memory
+        self.resolution = resolution
+        self.horizon = horizon
+        # (from, until, rows, delta (5, n)) added to every row with from <= t < until
+        self.changes: list[tuple[float, float, AllocationRows, np.ndarray]] = []
+        self.instants: set[float] = set()
+
+    @staticmethod
+    def delta(ar: AllocationRows, exclusive: bool, sign: int) -> np.ndarray:
+        excl = np.full(len(ar.rows), -sign if exclusive else 0)
+        jobs = np.full(len(ar.rows), -sign)
+        return np.stack((sign * ar.cpus, sign * ar.memory, sign * ar.gpus, jobs, excl))
+
+    def release(self, end: float, ar: AllocationRows, exclusive: bool) -> None:
+        t = round_up(max(end, NOW + max(self.resolution, 1.0)), self.resolution)
+        if t < self.horizon:
+            self.changes.append((t, math.inf, ar, self.delta(ar, exclusive, 1)))
+            self.instants.add(t)
+
+    def reserve(self, start: float, end: float, ar: AllocationRows, exclusive: bool) -> None:
+        end = round_up(end, self.resolution)
+        until = math.inf if end >= self.horizon else end
+        self.changes.append((start, until, ar, self.delta(ar, exclusive, -1)))
+        self.instants |= {start} | ({end} if end < self.horizon else set())
+
+    def times(self) -> list[float]:
+        return sorted(t for t in self.instants | {NOW} if t >= NOW)
+
+    def row(self, t: float) -> np.ndarray:
+        level = self.base.copy()
+        for start, until, ar, d in self.changes:
+            if start <= t < until:
+                np.add.at(level.T, ar.rows, d.T)
+        return level
+
+    def window(self, times: list[float], first: int, end: float) -> np.ndarray:
+        last = max(int(np.searchsorted(times, end, side="left")) - 1, first, 0)
+        rows = np.stack([self.row(t) for t in times[first : last + 1]], axis=1)
+        return np.concatenate((rows[:3].min(axis=1), rows[3:].max(axis=1)))
+
+    def fits(self, level: np.ndarray, req: NodeRequest) -> np.ndarray:
+        ok = level[0] >= req.cpus
+        if req.memory_bytes is None:
+            ok &= level[1] >= self.cap_memory
+        elif req.memory_bytes:
+            ok &= level[1] >= req.memory_bytes
+        if req.gpus:
+            ok &= level[2] >= req.gpus
+        return ok & ((level[3] == 0) if req.exclusive else (level[4] == 0))
+
+    def start_rows(
+        self, times: list[float], req: NodeRequest, mask: np.ndarray, dur: float
+    ) -> list[int]:
+        found = []
+        for k, t in enumerate(times):
+            last = max(int(np.searchsorted(times, t + dur, side="left")) - 1, k)
+            ok = mask.copy()
+            for s in times[k : last + 1]:
+                ok &= self.fits(self.row(s), req)
+            if np.count_nonzero(ok) >= req.n_nodes:
+                found.append(k)
+        return found
+
+
+def allocation(rng: random.Random, names: list[str], cpus: int) -> Allocation:
+    picked = rng.sample(names, rng.randint(1, min(3, len(names))))
+    per = tuple(
+        ResourceVector(rng.randint(0, cpus), rng.randint(0, 4) * GiB, rng.randint(0, 1))
+        for _ in picked
+    )
+    return Allocation(tuple(picked), per)
+
+
+@pytest.mark.parametrize("dense", [True, False], ids=["rows-x-nodes", "change-points"])
+@pytest.mark.parametrize("seed", range(60))
+def test_profile_agrees_with_the_naive_timeline(
+    seed: int, dense: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every window, CPU screen and start-row screen equals the model's, after every
+    reservation (now or later, exclusive or not, within or past the horizon), with the
+    start-row screen done both ways (materialised rows, or change points only)."""
+    monkeypatch.setattr(availability, "_DENSE_CELLS", 1 << 30 if dense else 0)
+    rng = random.Random(seed)
+    n = rng.randint(2, 7)
+    nodes = [Node(f"n{i}", ResourceVector(8, 16 * GiB, 2), partitions=("p",)) for i in range(n)]
+    names = [x.name for x in nodes]
+    table = NodeTable(nodes, [Partition("p")])
+    resolution = rng.choice((1.0, 7.0, 60.0))
+    horizon = rng.choice((math.inf, NOW + 300.0))
+    releases = []
+    for _ in range(rng.randint(0, 8)):
+        alloc = allocation(rng, names, 3)
+        exclusive = rng.random() < 0.2
+        table.take(alloc, exclusive=exclusive)
+        releases.append((NOW + rng.uniform(-20, 400), table.rows_of(alloc), exclusive))
+    model = Model(table, resolution, horizon)
+    for end, ar, exclusive in releases:
+        model.release(end, ar, exclusive)
+    profile = AvailabilityProfile(table, NOW, releases, resolution=resolution, horizon=horizon)
+    mask = np.array([rng.random() < 0.8 for _ in names])
+    for _ in range(12):
+        times = list(profile.times)
+        assert times == model.times()
+        first = rng.randrange(len(times))
+        end = times[first] + rng.uniform(0, 300)
+        got = profile.window(first, end)
+        want = model.window(times, first, end)
+        for i, arr in enumerate(
+            (got.free_cpus, got.free_memory, got.free_gpus, got.jobs_on, got.exclusive_on)
+        ):
+            assert arr.tolist() == want[i].tolist(), (i, first, end)
+        want_cpus = int(model.window(times, 0, end)[0][mask].sum())
+        assert profile.free_cpus_from_now(end, mask, "p") == want_cpus
+        mem = rng.choice((None, 0, 2 * GiB))
+        req = NodeRequest(
+            rng.randint(1, 2), rng.randint(1, 6), mem, rng.randint(0, 1), rng.random() < 0.2
+        )
+        dur = rng.uniform(0, 200)
+        assert profile.start_rows(req, mask, dur) == model.start_rows(times, req, mask, dur)
+        # one more reservation, now or at a row
+        alloc = allocation(rng, names, 2)
+        ar = table.rows_of(alloc)
+        start = rng.choice(times)
+        stop = start + rng.choice((0.0, rng.uniform(1, 250)))
+        exclusive = rng.random() < 0.2
+        profile.reserve(start, stop, ar, exclusive)
+        model.reserve(start, stop, ar, exclusive)
