@@ -59,6 +59,7 @@ from hal.core.data import CacheTree, DataView, Transfer
 from hal.core.errors import InvalidRequest, NotFound, Unavailable
 from hal.core.job import Job
 from hal.core.states import JobState
+from hal.core.tasks import cancel_tasks
 from hal.scheduler.framework.scheduler import PassResult
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.scheduler.service import PassRunner
@@ -176,11 +177,7 @@ class DataService:
             ]
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_tasks(self._tasks)
         self._tasks = []
         if self._http is not None:
             await self._http.aclose()
@@ -217,22 +214,16 @@ class DataService:
         now = self.clock.now() if now is None else now
         return max(0.0, now - (self.last_ok if self.last_ok is not None else self.started_at))
 
-    def metrics(self) -> dict[str, Any]:
-        """What ``/metrics`` exports (``hal.observe.metrics``: ``hal_data_*``)."""
-        return {
-            "prestage": dict(self.prestage),
-            "bytes_staged": self.bytes_staged,
-            "view_age_seconds": self.view_age(),
-            "stale": self.down or self.last_ok is None,
-        }
-
-    def _rebuild(self) -> None:
+    def _rebuild(self, *, nodes: bool = True) -> None:
+        """A new view from the tree and holders. ``nodes=False`` (a locate or a staging
+        changed holders only): keep the node → leaf map instead of walking every node."""
         self._view = build_view(
             self._tree,
             self._holders,
             self.config.node_cache,
             self.cluster.nodes,
             peer_sourcing=self.config.peer_sourcing,
+            node_cache=None if nodes else self._view.node_cache,
         )
 
     def _on_jobs(self, jobs: Sequence[Job]) -> None:
@@ -348,7 +339,7 @@ class DataService:
             await asyncio.wait_for(self._locate_all(new), timeout_s)
         except (TimeoutError, httpx.HTTPError, ValueError) as err:
             log.debug("locate on submit failed: %s", err)
-        self._rebuild()
+        self._rebuild(nodes=False)
 
     async def locate(self, key: str) -> LocateAnswer:
         """``GET /v1/data/locate/{key}``: the key's holders (asked afresh; the last view's
@@ -361,7 +352,7 @@ class DataService:
                 fresh = True
             except (TimeoutError, httpx.HTTPError, ValueError) as err:
                 log.debug("locate %r failed: %s", key, err)
-            self._rebuild()
+            self._rebuild(nodes=False)
         view = self._view
         nodes = sorted(set(self.cluster.nodes) | set(view.node_cache))
         estimates = []
@@ -505,7 +496,7 @@ class DataService:
             for key in held:
                 copies = self._holders.setdefault(key, {})
                 copies.setdefault(leaf, self._view.size(key) or 0)
-            self._rebuild()
+            self._rebuild(nodes=False)
         return StageOutcome(node, leaf, address, keys, held)
 
     async def hal_stage(self, address: str, keys: Sequence[str]) -> frozenset[str]:

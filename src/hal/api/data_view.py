@@ -79,9 +79,12 @@ def build_view(
     nodes: Iterable[str],
     *,
     peer_sourcing: bool = False,
+    node_cache: Mapping[str, str] | None = None,
 ) -> DataView:
     """The scheduler's ``DataView`` from what the control plane said. Copies on instances
-    the topology does not know (deregistered since) are left out: nothing can read them."""
+    the topology does not know (deregistered since) are left out: nothing can read them.
+    ``node_cache``: the node → leaf map when it is already known (only holders changed),
+    instead of working it out over ``nodes``."""
     known = tree.parent
     kept = {
         key: {iid: size for iid, size in copies.items() if not known or iid in known}
@@ -90,7 +93,7 @@ def build_view(
     return DataView(
         tree=tree,
         holders=kept,
-        node_cache=node_caches(configured, nodes, tree),
+        node_cache=node_caches(configured, nodes, tree) if node_cache is None else node_cache,
         peer_sourcing=peer_sourcing,
     )
 
@@ -111,11 +114,10 @@ class StageTarget:
 def stage_targets(
     result: PassResult,
     now: float,
-    horizon_s: float = PRESTAGE_HORIZON_S,
     with_inputs: Container[int] | None = None,
 ) -> list[StageTarget]:
     """Every (job, node) of the pass's placements, and of its backfill reservations that
-    start within ``horizon_s`` of ``now``; only jobs in ``with_inputs`` when given (the
+    start within ``PRESTAGE_HORIZON_S`` of ``now``; only jobs in ``with_inputs`` when given (the
     pass result carries ids only: the ids of pending jobs that name inputs)."""
     out = [
         StageTarget(p.job_id, node)
@@ -124,6 +126,6 @@ def stage_targets(
         for node in dict.fromkeys(p.allocation.nodes)
     ]
     for job_id, (start, _end, allocation) in result.reservations.items():
-        if start - now <= horizon_s and (with_inputs is None or job_id in with_inputs):
+        if start - now <= PRESTAGE_HORIZON_S and (with_inputs is None or job_id in with_inputs):
             out.extend(StageTarget(job_id, node, start) for node in dict.fromkeys(allocation.nodes))
     return out

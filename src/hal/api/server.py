@@ -17,6 +17,7 @@ import contextlib
 import logging
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
@@ -28,17 +29,11 @@ from hal.api.predictions import MODEL_FILE, PredictionService
 from hal.api.priority import PriorityService
 from hal.config.model import HalConfig
 from hal.core.clock import Clock, SystemClock
+from hal.core.tasks import cancel_tasks
 from hal.observe.logging import uvicorn_log_config
 from hal.observe.plane import ObservePlane
 from hal.predict import CONFIGURABLE, SharedPredictor, make_predictor
-from hal.scheduler.plugins import (
-    BACKFILL,
-    DATA_WEIGHT,
-    LOCALITY_WAIT_S,
-    build_scheduler,
-    default_profile,
-    default_registry,
-)
+from hal.scheduler.plugins import BACKFILL, build_scheduler, default_profile, default_registry
 from hal.scheduler.service import PacedScheduler, PassRunner, SchedulerService
 from hal.state import agents
 from hal.state.cluster import Cluster
@@ -93,16 +88,16 @@ class HalServer:
         # The default one also gains the limits plugin when [[qos]]/[[accounts]] set limits.
         # and the datalocality plugin when [data] names a cache control plane.
         data = config.data
+        # [data] settings left out take the plugin's defaults (DATA_WEIGHT, LOCALITY_WAIT_S)
+        data_args: dict[str, Any] = {}
+        if data is not None:
+            data_args["data"] = True
+            if data.weight is not None:
+                data_args["data_weight"] = data.weight
+            if data.locality_wait_seconds is not None:
+                data_args["locality_wait_s"] = data.locality_wait_seconds
         profile = config.scheduler_profile or default_profile(
-            topology=config.topology,
-            limits=config.priority.has_limits,
-            data=data is not None,
-            data_weight=DATA_WEIGHT if data is None or data.weight is None else data.weight,
-            locality_wait_s=(
-                LOCALITY_WAIT_S
-                if data is None or data.locality_wait_seconds is None
-                else data.locality_wait_seconds
-            ),
+            topology=config.topology, limits=config.priority.has_limits, **data_args
         )
         self.predictor = SharedPredictor(make_predictor(predictor_name(profile, config)))
         self.scheduler = build_scheduler(
@@ -141,7 +136,7 @@ class HalServer:
             data=self.data,
         )
         if self.data is not None:
-            self.observe.metrics.data_stats = self.data.metrics
+            self.observe.metrics.data_stats = self.data.status
         self.app = create_app(self.ctx, on_start=self.start, on_stop=self.stop)
         self.app.state.priority = self.priority  # /v1/priority, /v1/shares, explain
         self.observe.install(self.app)
@@ -166,11 +161,7 @@ class HalServer:
     async def stop(self) -> None:
         self._stop.set()
         self.cluster.changed.set()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_tasks(self._tasks)
         self._tasks = []
         if self.data is not None:
             await self.data.stop()

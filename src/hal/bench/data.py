@@ -33,7 +33,7 @@ import numpy as np
 from hal.core.data import CacheTree, Link
 from hal.scheduler.framework.profile import build_profile
 from hal.scheduler.framework.scheduler import Scheduler
-from hal.scheduler.plugins import DATA_WEIGHT, LOCALITY_WAIT_S, datalocality, default_registry
+from hal.scheduler.plugins import LOCALITY_WAIT_S, default_registry
 from hal.sim.cluster import ClusterModel
 from hal.sim.data import CacheModel
 from hal.sim.engine import SimRun, Simulation
@@ -126,15 +126,12 @@ VARIANTS: dict[str, float | None] = {
 
 
 def scheduler(locality_wait: float | None) -> Scheduler:
-    config = profile_config("easy")
-    if locality_wait is not None:
-        plugins = config["plugins"]
-        weights = config["score_weights"]
-        args = config["plugin_args"]
-        assert isinstance(plugins, list) and isinstance(weights, dict) and isinstance(args, dict)
-        plugins.append(datalocality.NAME)
-        weights[datalocality.NAME] = DATA_WEIGHT
-        args[datalocality.NAME] = {"locality_wait": locality_wait}
+    """EASY (the simulator's literature settings), with the server's ``[data]`` profile
+    when ``locality_wait`` is given."""
+    if locality_wait is None:
+        config = profile_config("easy")
+    else:
+        config = profile_config("easy", data=True, locality_wait_s=locality_wait)
     return Scheduler(build_profile(config, default_registry()))
 
 

@@ -91,6 +91,7 @@ class CacheTree:
     _chains: dict[str, tuple[str, ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    _roots: dict[str, Link] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def chain(self, instance: str) -> tuple[str, ...]:
         """``instance``, its parent, ..., its root (``()`` if unknown). A cycle in the
@@ -126,8 +127,12 @@ class CacheTree:
         return None
 
     def to_root(self, instance: str) -> Link:
-        chain = self.chain(instance)
-        return LOCAL if not chain else (self.path(instance, chain[-1]) or LOCAL)
+        found = self._roots.get(instance)
+        if found is None:
+            chain = self.chain(instance)
+            found = LOCAL if not chain else (self.path(instance, chain[-1]) or LOCAL)
+            self._roots[instance] = found
+        return found
 
 
 @dataclass(frozen=True)
@@ -187,8 +192,9 @@ class DataView:
 
     def worst_at(self, keys: Iterable[str], leaf: str | None) -> Transfer:
         """The same inputs if no cache held any of them: everything from the origin."""
-        known = leaf is not None and leaf in self.tree.parent
-        path = self.tree.to_root(leaf).then(self.origin) if known and leaf else self.origin
+        path = self.origin
+        if leaf is not None and leaf in self.tree.parent:
+            path = self.tree.to_root(leaf).then(self.origin)
         total = Transfer()
         for key in keys:
             size = self.size(key) or 0
@@ -204,7 +210,7 @@ def parse_data_keys(
     Keys are cache keys (Redis keys): any bytes but whitespace and commas here, at most
     512 bytes each and ``limit`` per job. ``@name`` names a dataset (``expand_datasets``)."""
     items = text.split(",") if isinstance(text, str) else list(text)
-    keys: list[str] = []
+    keys: dict[str, None] = {}  # ordered, deduplicated
     for raw in items:
         key = raw.strip()
         if not key:
@@ -227,8 +233,7 @@ def parse_data_keys(
             raise InvalidRequest(
                 "--data has '@' without a dataset name; write --data @NAME", field=field_name
             )
-        if key not in keys:
-            keys.append(key)
+        keys[key] = None
     if len(keys) > limit:
         raise InvalidRequest(
             f"--data names {len(keys)} keys; at most {limit} per job (group inputs under "

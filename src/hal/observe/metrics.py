@@ -118,7 +118,7 @@ class HalMetrics:
         # The HTC broker's last report (``hal.htc.rest.HtcStats`` as a dict), set by the
         # /v1/htc router; None while no broker runs.
         self.htc_stats: Callable[[], Mapping[str, Any] | None] = lambda: None
-        # The data service's counters (``hal.api.data.DataService.metrics``), set by the
+        # The data service's counters (``hal.api.data.DataService.status``), set by the
         # server when hal.toml has a [data] table; None: no hal_data_* series.
         self.data_stats: Callable[[], Mapping[str, Any] | None] = lambda: None
         # The predictor's anomaly detector (set by ObservePlane); its last check is

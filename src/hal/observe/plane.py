@@ -17,7 +17,6 @@ or in the 5 s utilisation sample.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -29,6 +28,7 @@ from hal.config.model import HalConfig
 from hal.core.clock import Clock
 from hal.core.job import Job
 from hal.core.states import JobState, NodeState
+from hal.core.tasks import cancel_tasks
 from hal.observe.alerts import Alert, AlertEvaluator, WebhookNotifier
 from hal.observe.anomalies import AnomalyDetector, StartLookup
 from hal.observe.config import ObserveConfig
@@ -138,11 +138,7 @@ class ObservePlane:
             self._tasks.append(asyncio.create_task(notifier.run(queue), name="hal-alert-webhooks"))
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_tasks(self._tasks)
         self._tasks = []
         self.tracer.shutdown()
 

@@ -9,6 +9,7 @@ every scheduling event (bf_interval 0).
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from hal.core.errors import InvalidRequest
 from hal.predict import Predictor
@@ -26,11 +27,12 @@ _BACKFILL_ARGS: dict[str, dict[str, object]] = {
 _LITERATURE = {"window_s": 0, "resolution_s": 1, "max_job_test": 0, "interval_s": 0}
 
 
-def profile_config(policy: str) -> dict[str, object]:
-    """The scheduler profile (as a config mapping) for ``policy``."""
+def profile_config(policy: str, **profile: Any) -> dict[str, object]:
+    """The scheduler profile (as a config mapping) for ``policy``; ``profile``: more
+    ``default_profile`` arguments (e.g. ``data=True``)."""
     if policy not in POLICIES:
         raise InvalidRequest(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
-    config = default_profile(backfill=False)
+    config = default_profile(backfill=False, **profile)
     if policy in _BACKFILL_ARGS:
         plugins = config["plugins"]
         assert isinstance(plugins, list)

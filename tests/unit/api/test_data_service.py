@@ -218,7 +218,7 @@ async def test_an_unreachable_control_plane_leaves_the_last_view_and_is_logged_o
         status = service.status()
         assert status["stale"] is True and "ConnectError" in status["last_error"]
         assert status["view_age_seconds"] == 30
-        assert service.metrics()["view_age_seconds"] == 30
+        assert service.status()["view_age_seconds"] == 30
         assert len([r for r in caplog.records if "unreachable" in r.message]) == 1
         cp.down = False
         await service.refresh()
@@ -358,10 +358,10 @@ async def test_each_job_node_pair_is_staged_once_unless_its_copy_vanished(
         await settle()
         assert staged == [(("ds:a",), "n1")]
         assert service.view().holders["ds:a"]["n1"] == 100  # recorded at once
-        assert service.metrics()["prestage"] == {
+        assert service.status()["prestage"] == {
             "staged": 1, "partial": 0, "failed": 0, "no_cache": 1,
         }  # fmt: skip
-        assert service.metrics()["bytes_staged"] == 100
+        assert service.status()["bytes_staged"] == 100
         service.enqueue(targets)  # the next pass plans the same: nothing to do
         await service.refresh()
         service.enqueue(targets)
@@ -401,7 +401,7 @@ async def test_a_failed_staging_is_counted_and_not_retried_at_once(
                     break
                 await asyncio.sleep(0.01)
         assert len(calls) == 1
-        assert service.metrics()["prestage"]["failed"] == 1
+        assert service.status()["prestage"]["failed"] == 1
     finally:
         await service.stop()
 

@@ -39,11 +39,12 @@ from hal.scheduler.framework.status import SKIP, SUCCESS, Status, unschedulable
 NAME = "datalocality"
 DEFAULT_COST_WEIGHT_S = 1.0
 
-# Per pass: each node row's leaf index (the last index: no leaf cache) and the leaves.
+# Per pass: each node row's leaf index (into the leaves tuple; None there: no cache).
 LEAVES: StateKey[tuple[np.ndarray, tuple[str | None, ...]]] = StateKey("datalocality.leaves")
-# Per pass: scores and held byte shares per leaf, by the job's input keys.
-BY_KEYS: StateKey[dict[tuple[str, ...], FloatArray]] = StateKey("datalocality.by_keys")
-HELD: StateKey[dict[tuple[str, ...], FloatArray]] = StateKey("datalocality.held")
+# Per pass, by the job's input keys: (score, share of the bytes held) per leaf.
+BY_KEYS: StateKey[dict[tuple[str, ...], tuple[FloatArray, FloatArray]]] = StateKey(
+    "datalocality.by_keys"
+)
 
 
 class DataLocality:
@@ -76,32 +77,46 @@ class DataLocality:
         if view is None:  # PreScore skips; kept for a direct call
             return np.zeros(len(feasible))
         rows, leaves = self._leaves(ctx, view)
+        scores, _held = self._figures(ctx, view, job.spec.data, leaves)
+        out: FloatArray = scores[rows[feasible]]
+        return out
+
+    def _figures(
+        self,
+        ctx: PassContext,
+        view: DataView,
+        keys: tuple[str, ...],
+        leaves: tuple[str | None, ...],
+    ) -> tuple[FloatArray, FloatArray]:
+        """Score and Permit's per-leaf figures for ``keys``, once per pass."""
         cache = ctx.data.get(BY_KEYS)
         if cache is None:
             cache = {}
             ctx.data.write(BY_KEYS, cache)
-        per_leaf = cache.get(job.spec.data)
-        if per_leaf is None:
-            per_leaf = self.leaf_scores(view, job.spec.data, leaves)
-            cache[job.spec.data] = per_leaf
-        out: FloatArray = per_leaf[rows[feasible]]
-        return out
+        found = cache.get(keys)
+        if found is None:
+            found = cache[keys] = self.leaf_figures(view, keys, leaves)
+        return found
 
-    def leaf_scores(
+    def leaf_figures(
         self, view: DataView, keys: tuple[str, ...], leaves: tuple[str | None, ...]
-    ) -> FloatArray:
+    ) -> tuple[FloatArray, FloatArray]:
+        """Per leaf: the score (see the module docstring) and the share of the inputs'
+        bytes the leaf holds."""
         scores = np.zeros(len(leaves))
+        held = np.zeros(len(leaves))
         half = MAX_NODE_SCORE / 2
         for i, leaf in enumerate(leaves):
+            t = view.transfer_at(keys, leaf)
+            total = t.local_bytes + t.moved_bytes
+            held[i] = t.local_bytes / total if total else 0.0
             worst = view.worst_at(keys, leaf)
             worst_p = worst.seconds + self.cost_weight_s * worst.cost
             if worst_p <= 0:
                 continue
-            t = view.transfer_at(keys, leaf)
             penalty = t.seconds + self.cost_weight_s * t.cost
-            held = t.local_bytes / (t.local_bytes + t.moved_bytes)
-            scores[i] = half * held + half * min(1.0, max(0.0, 1.0 - penalty / worst_p))
-        return scores
+            scores[i] = half * held[i] + half * min(1.0, max(0.0, 1.0 - penalty / worst_p))
+        return scores, held
 
     def permit(
         self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation
@@ -114,13 +129,7 @@ class DataLocality:
         if waited >= self.locality_wait_s:
             return SUCCESS
         rows, leaves = self._leaves(ctx, view)
-        cache = ctx.data.get(HELD)
-        if cache is None:
-            cache = {}
-            ctx.data.write(HELD, cache)
-        held = cache.get(keys)
-        if held is None:
-            held = cache[keys] = self.held_shares(view, keys, leaves)
+        _scores, held = self._figures(ctx, view, keys, leaves)
         table = ctx.nodes
         got = min(float(held[rows[table.index[n]]]) for n in allocation.nodes)
         usable = table.partition_mask(job.partition) & table.up
@@ -132,18 +141,6 @@ class DataLocality:
             f"waiting up to {self.locality_wait_s - waited:.0f} s more for a node whose cache "
             f"holds {best:.0%} of its inputs (the free ones: {got:.0%})",
         )
-
-    @staticmethod
-    def held_shares(
-        view: DataView, keys: tuple[str, ...], leaves: tuple[str | None, ...]
-    ) -> FloatArray:
-        """Per leaf: the share of the inputs' bytes it holds."""
-        out = np.zeros(len(leaves))
-        for i, leaf in enumerate(leaves):
-            t = view.transfer_at(keys, leaf)
-            total = t.local_bytes + t.moved_bytes
-            out[i] = t.local_bytes / total if total else 0.0
-        return out
 
     def _leaves(
         self, ctx: PassContext, view: DataView
