@@ -91,7 +91,7 @@ class AgentCollector(Collector):
         node: str,
         counters: AgentCounters,
         jobs: Callable[[], Iterable[JobRecord]],
-        capacity: Callable[[], Capacity],
+        capacity: Capacity,
     ) -> None:
         self.node = node
         self.counters = counters
@@ -119,7 +119,7 @@ class AgentCollector(Collector):
         for phase in Phase:
             jobs.add_metric([node, phase.value.lower()], phases.get(phase.value.lower(), 0))
         yield jobs
-        total = self.capacity()
+        total = self.capacity
         for name, unit_help, used, offered in (
             ("hal_agent_cpus", "CPUs", cpus, total.cpus),
             ("hal_agent_memory_bytes", "Memory", memory, total.memory_bytes),

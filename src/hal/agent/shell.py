@@ -32,7 +32,6 @@ import os
 import random
 import signal
 from collections import deque
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from hal import __version__
@@ -77,7 +76,7 @@ from hal.agent.outputfiles import read_chunk
 from hal.agent.outputwire import OutputChunk, OutputPoll, OutputRead
 from hal.agent.plan import LaunchError, build_step_plan
 from hal.agent.procfs import open_pidfd, session_id, start_ticks
-from hal.agent.records import ExitOutcome, JobRecord, Phase
+from hal.agent.records import ExitOutcome, Phase
 from hal.agent.state import AgentState
 from hal.agent.store import JobStore, StoredJob
 from hal.agent.supervisor import parse_started, read_status, read_supervisor
@@ -98,7 +97,6 @@ MAX_WAIT_SECONDS = 60.0  # AgentSync.wait_seconds' upper bound
 FLUSH_COALESCE_SECONDS = 0.005
 POLL_SECONDS = 1.0  # how often supervisors without a pidfd are checked
 LOST_MESSAGE = "the step supervisor vanished without recording the job's exit status"
-OUTPUT_WAIT_SECONDS = 20.0  # how long the server may hold the relay's long poll
 
 
 @dataclass(slots=True)
@@ -223,8 +221,9 @@ class AgentShell:
         listen = self.config.metrics_listen
         if not listen:
             return None
+        # the capacity is fixed before this runs (run: after GPU discovery)
         collector = AgentCollector(
-            self.config.node, self.counters, self._supervised, lambda: self.capacity
+            self.config.node, self.counters, self.machine.jobs.values, self.capacity
         )
         try:
             server = await start_metrics_server(listen, agent_registry(collector))
@@ -234,9 +233,6 @@ class AgentShell:
         where = ", ".join(str(s.getsockname()[:2]) for s in server.sockets)
         log.info("agent metrics on %s/metrics", where)
         return server
-
-    def _supervised(self) -> Iterable[JobRecord]:
-        return self.machine.jobs.values()
 
     def _detach(self) -> None:
         """Stop watching the supervisors without touching them: the jobs run on."""
@@ -305,7 +301,7 @@ class AgentShell:
         backoff = _Backoff(self.config.max_backoff_seconds, self.config.node + "/output")
         answers: list[OutputChunk] = []
         while True:
-            poll = OutputPoll(chunks=answers, wait_seconds=OUTPUT_WAIT_SECONDS)
+            poll = OutputPoll(chunks=answers)  # the server may hold it wait_seconds (20 s)
             answers = []
             try:
                 reply = await channel.output(self.config.node, poll)
@@ -322,9 +318,9 @@ class AgentShell:
         gpus = self._gpus or GpuInventory()
         request = AgentRegister(
             node=self.config.node,
-            cpus=self.capacity.cpus or host_cpus(),
-            memory_bytes=self.capacity.memory_bytes or host_memory_bytes(),
-            gpus=gpus.count,
+            cpus=self.capacity.cpus,
+            memory_bytes=self.capacity.memory_bytes,
+            gpus=self.capacity.gpus,
             gpu_model=gpus.model,
             features=list(self.config.features),
             address=self.config.address,

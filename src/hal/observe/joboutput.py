@@ -16,12 +16,11 @@ whose jobs run as the agent's own user, by the server's user.
 from __future__ import annotations
 
 import asyncio
-import errno
 import os
 import pwd
-import stat
 from collections.abc import AsyncIterator, Callable
 
+from hal.agent.outputfiles import NotServed, open_owned
 from hal.core.errors import InvalidRequest, NotFound, PermissionDenied, Unavailable
 from hal.core.filenames import FilenameFields, output_paths
 from hal.core.job import Job
@@ -66,20 +65,18 @@ def open_output(job: Job, stream: str) -> int:
     """An fd on the output file, after the safety checks above."""
     path = output_path(job, stream)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd, _info = open_owned(path, _expected_owner(job.spec.user))
     except FileNotFoundError as err:
         raise Unavailable(
             f"the output of job {job.display_id} ({path}) is not on the control plane's "
             "filesystem; read it on the node, or share the job directory with the server"
         ) from err
-    except OSError as err:
-        if err.errno == errno.ELOOP:
+    except NotServed as err:
+        if err.symlink:
             raise PermissionDenied(f"{path} is a symbolic link; it is not served") from err
+        raise PermissionDenied(f"{path} is not a regular file owned by {job.spec.user}") from err
+    except OSError as err:
         raise Unavailable(f"cannot open {path}: {err.strerror}") from err
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode) or info.st_uid != _expected_owner(job.spec.user):
-        os.close(fd)
-        raise PermissionDenied(f"{path} is not a regular file owned by {job.spec.user}")
     return fd
 
 

@@ -59,7 +59,7 @@ def samples(collector: AgentCollector) -> dict[tuple[str, tuple[tuple[str, str],
 
 def collector() -> AgentCollector:
     counters, jobs = scene()
-    return AgentCollector("n1", counters, lambda: jobs, lambda: Capacity(8, 16 * GIB, 2))
+    return AgentCollector("n1", counters, lambda: jobs, Capacity(8, 16 * GIB, 2))
 
 
 def test_allocation_jobs_and_counters_of_the_node() -> None:
