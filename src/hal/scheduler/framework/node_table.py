@@ -93,12 +93,8 @@ class NodeTable:
         self.gpus_in_use: list[int] = [0] * count
         self._partitions: dict[str, BoolArray] = {}
         for p in partitions:
-            # ``Partition.contains`` as a set lookup: a tuple scan per node would make the
-            # build quadratic (1.4 s at 10,000 nodes in 4 partitions, most of a pass).
-            members = frozenset(p.nodes)
             self._partitions[p.name] = np.array(
-                [not members or n.name in members or p.name in n.partitions for n in nodes],
-                dtype=np.bool_,
+                [p.contains(n.name) or p.name in n.partitions for n in nodes], dtype=np.bool_
             )
         # Rows written by each take/release, in order (see ``changed_rows``); None for a
         # read-only table (``with_free``) or a small one.
@@ -123,9 +119,11 @@ class NodeTable:
     ) -> NodeTable:
         """The table with every running job's allocation already taken out."""
         table = cls(nodes, partitions)
+        tracked, table._changes = table._changes, None  # nothing can read these rows yet
         for job in running:
             if job.allocation is not None:
                 table.take(job.allocation, exclusive=job.spec.exclusive)
+        table._changes = tracked
         return table
 
     def __len__(self) -> int:

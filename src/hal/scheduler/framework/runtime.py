@@ -174,15 +174,26 @@ class Framework:
         state.write(PLACEMENT_KEY, placement_key(job))
         self._current = ""
         try:
-            for pre in self.profile.pre_filter:
-                self._current = pre.name
-                st = pre.pre_filter(ctx, state, job)
-                code = st.code
-                if code is not _SUCCESS and code is not _SKIP:
-                    return Outcome(st.with_plugin(pre.name), Stage.PRE_FILTER)
+            return self._pre_filters(ctx, state, job, set())
         except Exception as err:  # a plugin bug fails this job only
             plugin = self._current or "framework"
             return Outcome(error(f"{type(err).__name__}: {err}", plugin), Stage.DONE)
+
+    def _pre_filters(
+        self, ctx: PassContext, state: CycleState, job: Job, skipped: set[str]
+    ) -> Outcome | None:
+        """Every PreFilter plugin in order: the first rejection, or None (``skipped``
+        gains the plugins that answered SKIP)."""
+        for pre in self.profile.pre_filter:
+            self._current = pre.name
+            st = pre.pre_filter(ctx, state, job)
+            code = st.code
+            if code is _SUCCESS:
+                continue
+            if code is _SKIP:
+                skipped.add(pre.name)
+                continue
+            return Outcome(st.with_plugin(pre.name), Stage.PRE_FILTER)
         self._current = ""
         return None
 
@@ -203,17 +214,9 @@ class Framework:
         key = placement_key(job)
         state.write(PLACEMENT_KEY, key)
         skipped: set[str] = set()
-        for pre in self.profile.pre_filter:
-            self._current = pre.name
-            st = pre.pre_filter(ctx, state, job)
-            code = st.code
-            if code is _SUCCESS:
-                continue
-            if code is _SKIP:
-                skipped.add(pre.name)
-                continue
-            return Outcome(st.with_plugin(pre.name), Stage.PRE_FILTER)
-        self._current = ""
+        refused = self._pre_filters(ctx, state, job, skipped)
+        if refused is not None:
+            return refused
         if gate is not None:
             blocked = gate(job)
             if blocked is not None:

@@ -52,8 +52,6 @@ class Backfill:
         self.default = default
         self.per_partition = dict(per_partition or {})
         self.predictor: Predictor = predictor or UserPredictor()
-        self._checked: Predictor | None = None  # the predictor ``_batch`` was found for
-        self._batch: BatchPredictor | None = None
 
     @property
     def interval_s(self) -> float:
@@ -66,13 +64,8 @@ class Backfill:
         return self.default
 
     def prepare(self, jobs: Sequence[Job]) -> None:
-        predictor = self.predictor
-        if predictor is not self._checked:
-            # isinstance against a Protocol is slow (40 µs); this runs every pass
-            self._checked = predictor
-            self._batch = predictor if isinstance(predictor, BatchPredictor) else None
-        if self._batch is not None:
-            self._batch.prepare(jobs)
+        if isinstance(self.predictor, BatchPredictor):
+            self.predictor.prepare(jobs)
 
     def runtime(self, job: Job, elapsed_s: float = 0.0) -> float:
         return planned_runtime(self.predictor, job, elapsed_s)

@@ -22,9 +22,6 @@ NAME = "partition"
 class PartitionLimits:
     name = NAME
 
-    def __init__(self) -> None:
-        self._results: dict[str, FilterResult] = {}
-
     def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
         part = ctx.partitions.get(job.partition)
         if part is None:
@@ -54,14 +51,10 @@ class PartitionLimits:
     def filter(
         self, ctx: PassContext, state: CycleState, job: Job, request: NodeRequest
     ) -> FilterResult:
-        mask = ctx.nodes.partition_mask(job.partition)
-        found = self._results.get(job.partition)
-        if found is None or found.feasible is not mask:
-            # the message labels the nodes outside the partition in ``hal explain``; one
-            # result per partition and table (the mask is the table's own)
-            found = FilterResult(mask, message=f"not in partition {job.partition}")
-            self._results[job.partition] = found
-        return found
+        # the message labels the nodes outside the partition in ``hal explain``
+        return FilterResult(
+            ctx.nodes.partition_mask(job.partition), message=f"not in partition {job.partition}"
+        )
 
 
 def new(args: PluginArgs) -> PartitionLimits:
