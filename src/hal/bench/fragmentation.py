@@ -25,7 +25,6 @@ plain best-fit at equal utilisation (±1 point).
 from __future__ import annotations
 
 import heapq
-import json
 import math
 import random
 import time
@@ -34,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from hal.bench import emit
 from hal.core.job import Job, JobSpec
 from hal.core.node import Node, Partition
 from hal.core.resources import GiB, ResourceVector
@@ -124,8 +124,6 @@ def replay(
 ) -> dict[str, float]:
     partitions = (Partition(PARTITION, default=True),)
     table = NodeTable(nodes, partitions)
-    row_of = {n.name: i for i, n in enumerate(nodes)}
-    busy_node = np.zeros(len(nodes), dtype=np.bool_)
     specs = {s: _spec(s) for s in {j.nodes for j in trace}}
     pending: dict[int, Job] = {}
     running: dict[int, Job] = {}
@@ -157,7 +155,6 @@ def replay(
             job = running.pop(jid)
             assert job.allocation is not None
             table.release(job.allocation, exclusive=True)
-            busy_node[[row_of[n] for n in job.allocation.nodes]] = False
         while i < len(trace) and trace[i].submit <= now:
             tj = trace[i]
             i += 1
@@ -177,7 +174,6 @@ def replay(
             for placement in result.plan.placements:
                 job = pending.pop(placement.job_id)
                 table.take(placement.allocation, exclusive=True)
-                busy_node[[row_of[n] for n in placement.allocation.nodes]] = True
                 running[job.id] = job.evolve(
                     state=JobState.RUNNING,
                     reason=PendingReason.NONE,
@@ -187,6 +183,7 @@ def replay(
                 heapq.heappush(ends, (now + by_id[job.id].run, job.id))
                 if t0 <= job.submit_time <= t1:
                     waits.append(now - job.submit_time)
+        busy_node = table.jobs_on > 0  # every job holds whole nodes
         free = [not busy_node[rows].any() for rows in block_rows]
         free_blocks = sum(free)
         free_pairs = sum(free[k] and free[k + 1] for k in range(0, len(free) - 1, 2))
@@ -259,9 +256,4 @@ def add_commands(bsub: Any) -> None:
 
 def _cmd(ns: Any) -> int:
     result = run_fragmentation_bench(ns.nodes, ns.block, ns.jobs, ns.load, ns.seed)
-    if ns.json:
-        print(json.dumps(result, indent=2))
-    else:
-        for key, value in result.items():
-            print(f"{key:>24}: {value}")
-    return 0
+    return emit(result, ns.json)

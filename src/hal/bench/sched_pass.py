@@ -27,7 +27,6 @@ peak ≤ 2 GB.
 
 from __future__ import annotations
 
-import json
 import random
 import resource
 import statistics
@@ -38,6 +37,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from hal.bench import emit
 from hal.core.job import (
     Allocation,
     ArraySpec,
@@ -462,9 +462,4 @@ def _cmd(ns: Any) -> int:
         result = run_curve(ns.repeat, ns.max_cell_s, skip)
     else:
         result = run_sched_pass_bench(ns.jobs, ns.nodes, ns.repeat, ns.seed)
-    if ns.json:
-        print(json.dumps(result, indent=2))
-    else:
-        for key, value in result.items():
-            print(f"{key:>24}: {value}")
-    return 0
+    return emit(result, ns.json)

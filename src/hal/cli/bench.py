@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
+
+from hal.bench import emit
 
 
 def add_commands(sub: Any, *, with_modules: bool = True) -> None:
@@ -61,36 +62,25 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
     htc_bench.add_bench_command(bsub)
 
 
-def _emit(result: dict[str, Any], as_json: bool) -> int:
-    if as_json:
-        print(json.dumps(result, indent=2))
-    else:
-        for key, value in result.items():
-            print(f"{key:>28}: {value}")
-    return 0
-
-
 def cmd_submit(ns: argparse.Namespace) -> int:
     from hal.bench.submit import run_submit_bench
 
-    return _emit(run_submit_bench(ns.jobs, ns.batch, ns.sbatch_runs), ns.json)
+    return emit(run_submit_bench(ns.jobs, ns.batch, ns.sbatch_runs), ns.json)
 
 
 def cmd_idle(ns: argparse.Namespace) -> int:
     from hal.bench.idle import run_idle_bench
 
-    return _emit(run_idle_bench(ns.window), ns.json)
+    return emit(run_idle_bench(ns.window), ns.json)
 
 
 def cmd_e2e(ns: argparse.Namespace) -> int:
     from hal.bench.e2e import run_e2e_bench
 
-    return _emit(
-        run_e2e_bench(ns.jobs, ns.array, ns.repeats, with_slurm=not ns.skip_slurm), ns.json
-    )
+    return emit(run_e2e_bench(ns.jobs, ns.array, ns.repeats, with_slurm=not ns.skip_slurm), ns.json)
 
 
 def cmd_topology(ns: argparse.Namespace) -> int:
     from hal.bench.topology import run_topology_bench
 
-    return _emit(run_topology_bench(ns.nodes, ns.leaf, ns.levels, ns.repeats), ns.json)
+    return emit(run_topology_bench(ns.nodes, ns.leaf, ns.levels, ns.repeats), ns.json)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import signal
 import sys
@@ -199,15 +198,10 @@ def cmd_node(ns: argparse.Namespace) -> int:
 
 
 def cmd_bench_cache(ns: argparse.Namespace) -> int:
+    from hal.bench import emit
     from hal.bench.cache import run_cache_bench
 
-    result = run_cache_bench(quick=ns.quick)
-    if ns.json:
-        print(json.dumps(result, indent=2))
-    else:
-        for key, value in result.items():
-            print(f"{key:>36}: {value}")
-    return 0
+    return emit(run_cache_bench(quick=ns.quick), ns.json)
 
 
 def main(argv: list[str] | None = None) -> int:
