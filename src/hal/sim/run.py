@@ -8,14 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from hal.core.errors import InvalidRequest
-from hal.predict import (
-    Avg2Predictor,
-    LearnedPredictor,
-    PerfectPredictor,
-    PinnedPredictor,
-    Predictor,
-    UserPredictor,
-)
+from hal.predict import CONFIGURABLE, PerfectPredictor, PinnedPredictor, Predictor
+from hal.predict import make_predictor as registry_predictor
 from hal.sim.cluster import ClusterModel
 from hal.sim.engine import SimRun, Simulation
 from hal.sim.metrics import summarize
@@ -49,16 +43,14 @@ def make_predictor(name: str, workload: Workload, correction: str = "steps") -> 
     ``correction="request"``: an expired prediction becomes the requested time."""
     if correction not in CORRECTIONS:
         raise InvalidRequest(f"correction must be one of {', '.join(CORRECTIONS)}")
-    to_request = correction == "request"
-    if name == "user":
-        return UserPredictor()
     if name == "perfect":
         return PerfectPredictor({j.id: j.run for j in workload.jobs})
-    if name == "avg2":
-        return PinnedPredictor(Avg2Predictor(), expire_to_request=to_request)
-    if name == "learned":
-        return PinnedPredictor(LearnedPredictor(), expire_to_request=to_request)
-    raise InvalidRequest(f"unknown predictor {name!r}; choose from {', '.join(PREDICTORS)}")
+    if name not in CONFIGURABLE:
+        raise InvalidRequest(f"unknown predictor {name!r}; choose from {', '.join(PREDICTORS)}")
+    base = registry_predictor(name)
+    if name == "user":
+        return base  # the request: nothing to pin
+    return PinnedPredictor(base, expire_to_request=correction == "request")
 
 
 def run_workload(workload: Workload, options: SimOptions) -> tuple[SimRun, dict[str, Any]]:
