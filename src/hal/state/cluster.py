@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import dataclasses
 import itertools
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
@@ -290,15 +291,7 @@ class Cluster:
         related = dict(snap.related)
         for job in found:
             related[job.id] = job
-        return ClusterSnapshot(
-            revision=snap.revision,
-            now=snap.now,
-            nodes=snap.nodes,
-            partitions=snap.partitions,
-            pending=snap.pending,
-            running=snap.running,
-            related=related,
-        )
+        return dataclasses.replace(snap, related=related)
 
     # -- submit -----------------------------------------------------------------------
     async def submit(self, specs: Sequence[JobSpec]) -> list[Submitted]:

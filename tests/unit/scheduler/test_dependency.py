@@ -57,6 +57,31 @@ CASES: list[tuple[str, str, list[JobBuilder], R | None]] = [
         R.DEPENDENCY_NEVER_SATISFIED,
     ),
     ("any of within one term", "afterok:5:6?afterany:404", [FAIL, J(6).state(S.COMPLETED)], None),
+    # an array's id stands for all of its elements (5 is element 0 of array 5, 6 element 1)
+    (
+        "afterok on an array: element 0 done, element 1 running",
+        "afterok:5",
+        [J(5).array(5, 0).state(S.COMPLETED, 0), J(6).array(5, 1).state(S.RUNNING)],
+        R.DEPENDENCY,
+    ),
+    (
+        "afterok on an array: every element done",
+        "afterok:5",
+        [J(5).array(5, 0).state(S.COMPLETED, 0), J(6).array(5, 1).state(S.COMPLETED, 0)],
+        None,
+    ),
+    (
+        "afterok on an array: one element failed",
+        "afterok:5",
+        [J(5).array(5, 0).state(S.COMPLETED, 0), J(6).array(5, 1).state(S.FAILED, 1)],
+        R.DEPENDENCY_NEVER_SATISFIED,
+    ),
+    (
+        "afternotok on an array: all ended, one failed",
+        "afternotok:5",
+        [J(5).array(5, 0).state(S.COMPLETED, 0), J(6).array(5, 1).state(S.FAILED, 1)],
+        None,
+    ),
 ]
 
 

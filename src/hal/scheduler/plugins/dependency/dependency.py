@@ -5,7 +5,9 @@ joins all of them, as in Slurm. A condition is MET, WAITING or NEVER (can no lon
 met). With ``,`` one NEVER makes the whole NEVER; with ``?`` only all NEVER does.
 
 Targets are read from ``snapshot.related``; an id missing there is a job the store does
-not know, which can never satisfy anything.
+not know, which can never satisfy anything. An array job's id (``afterok:ARRAY``) stands
+for all its elements, as in Slurm: the condition is met when every element meets it
+(``afternotok``: when all have ended and one failed).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ class Verdict(Enum):
 ACTIVE_NAMES: StateKey[Counter[tuple[str, str]]] = StateKey("dependency.active_names")
 # (array_job_id, array_task_id) → element, over snapshot.related (aftercorr).
 ELEMENTS: StateKey[dict[tuple[int, int], Job]] = StateKey("dependency.related_elements")
+# array_job_id → its elements in snapshot.related (a dependency on the array's id).
+ARRAYS: StateKey[dict[int, list[Job]]] = StateKey("dependency.related_arrays")
 
 _SINGLETON_STATES = (JobState.RUNNING, JobState.SUSPENDED)
 
@@ -61,6 +65,18 @@ def judge(kind: DependencyKind, target: Job) -> Verdict:
     raise ValueError(f"judge() does not handle {kind}")
 
 
+def judge_array(kind: DependencyKind, elements: list[Job]) -> Verdict:
+    """One condition against a whole array (Slurm: on all of its elements)."""
+    if kind is DependencyKind.AFTERNOTOK:
+        if not all(e.state.is_terminal for e in elements):
+            return Verdict.WAITING
+        return Verdict.MET if any(not _ok(e) for e in elements) else Verdict.NEVER
+    verdicts = {judge(kind, e) for e in elements}
+    if Verdict.NEVER in verdicts:
+        return Verdict.NEVER
+    return Verdict.WAITING if Verdict.WAITING in verdicts else Verdict.MET
+
+
 class DependencyCheck:
     name = NAME
 
@@ -84,6 +100,15 @@ class DependencyCheck:
             ctx.data.write(ELEMENTS, elements)
         return elements
 
+    def _arrays(self, ctx: PassContext) -> Mapping[int, list[Job]]:
+        arrays = ctx.data.get(ARRAYS)
+        if arrays is None:
+            arrays = {}
+            for (array_id, _task), element in self._elements(ctx).items():
+                arrays.setdefault(array_id, []).append(element)
+            ctx.data.write(ARRAYS, arrays)
+        return arrays
+
     def _condition(
         self, ctx: PassContext, job: Job, kind: DependencyKind, target_id: int
     ) -> Verdict:
@@ -94,6 +119,9 @@ class DependencyCheck:
                 return judge(kind, element)
             # No element with our index: fall back to the target job itself (a plain
             # job, or an array the store represents by one row), like afterok.
+        elements = self._arrays(ctx).get(target_id)
+        if elements and kind is not DependencyKind.AFTERCORR:
+            return judge_array(kind, elements)
         target = related.get(target_id)
         if target is None:
             return Verdict.NEVER
