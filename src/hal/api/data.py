@@ -214,16 +214,15 @@ class DataService:
         now = self.clock.now() if now is None else now
         return max(0.0, now - (self.last_ok if self.last_ok is not None else self.started_at))
 
-    def _rebuild(self, *, nodes: bool = True) -> None:
-        """A new view from the tree and holders. ``nodes=False`` (a locate or a staging
-        changed holders only): keep the node → leaf map instead of walking every node."""
+    def _rebuild(self) -> None:
+        # The node → leaf map is worked out again each time: a node that registered since
+        # the last refresh must get its leaf before a job is placed on it.
         self._view = build_view(
             self._tree,
             self._holders,
             self.config.node_cache,
             self.cluster.nodes,
             peer_sourcing=self.config.peer_sourcing,
-            node_cache=None if nodes else self._view.node_cache,
         )
 
     def _on_jobs(self, jobs: Sequence[Job]) -> None:
@@ -339,7 +338,7 @@ class DataService:
             await asyncio.wait_for(self._locate_all(new), timeout_s)
         except (TimeoutError, httpx.HTTPError, ValueError) as err:
             log.debug("locate on submit failed: %s", err)
-        self._rebuild(nodes=False)
+        self._rebuild()
 
     async def locate(self, key: str) -> LocateAnswer:
         """``GET /v1/data/locate/{key}``: the key's holders (asked afresh; the last view's
@@ -352,7 +351,7 @@ class DataService:
                 fresh = True
             except (TimeoutError, httpx.HTTPError, ValueError) as err:
                 log.debug("locate %r failed: %s", key, err)
-            self._rebuild(nodes=False)
+            self._rebuild()
         view = self._view
         nodes = sorted(set(self.cluster.nodes) | set(view.node_cache))
         estimates = []
@@ -496,7 +495,7 @@ class DataService:
             for key in held:
                 copies = self._holders.setdefault(key, {})
                 copies.setdefault(leaf, self._view.size(key) or 0)
-            self._rebuild(nodes=False)
+            self._rebuild()
         return StageOutcome(node, leaf, address, keys, held)
 
     async def hal_stage(self, address: str, keys: Sequence[str]) -> frozenset[str]:

@@ -79,12 +79,9 @@ def build_view(
     nodes: Iterable[str],
     *,
     peer_sourcing: bool = False,
-    node_cache: Mapping[str, str] | None = None,
 ) -> DataView:
     """The scheduler's ``DataView`` from what the control plane said. Copies on instances
-    the topology does not know (deregistered since) are left out: nothing can read them.
-    ``node_cache``: the node → leaf map when it is already known (only holders changed),
-    instead of working it out over ``nodes``."""
+    the topology does not know (deregistered since) are left out: nothing can read them."""
     known = tree.parent
     kept = {
         key: {iid: size for iid, size in copies.items() if not known or iid in known}
@@ -93,7 +90,7 @@ def build_view(
     return DataView(
         tree=tree,
         holders=kept,
-        node_cache=node_caches(configured, nodes, tree) if node_cache is None else node_cache,
+        node_cache=node_caches(configured, nodes, tree),
         peer_sourcing=peer_sourcing,
     )
 
