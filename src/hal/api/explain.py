@@ -67,6 +67,7 @@ def share_info(row: ShareRow) -> ShareInfo:
         norm_usage=row.norm_usage,
         effective_usage=row.effective_usage,
         fairshare=row.fairshare,
+        level_fs=row.level_fs,
     )
 
 

@@ -17,7 +17,8 @@ pass only sorts by ``job.priority``. The service
 Priorities live in the mirror only (like pending reasons): they are recomputed from the
 same inputs after a restart. A job whose priority an administrator set
 (``priority_fixed``) keeps it. Without ``[priority]`` in the config, priorities are left
-as given at submit (basic); usage and ``sshare`` work either way.
+as given at submit (basic); usage and ``sshare`` work either way. The fair-share factor is
+Slurm's classic one or fair tree's rank, as ``[priority] fairshare_algorithm`` says.
 """
 
 from __future__ import annotations
@@ -69,7 +70,9 @@ class PriorityService:
     def __init__(self, cluster: Cluster, policy: PriorityPolicy) -> None:
         self.cluster = cluster
         self.policy = policy
-        self.tree = ShareTree(policy.accounts, policy.users)
+        # classic or fair tree ([priority] fairshare_algorithm): the factor jobs get and
+        # the rows sshare shows both come from this tree's standing
+        self.tree = ShareTree(policy.accounts, policy.users, policy.fairshare_algorithm)
         self.calculator = MultifactorPriority(policy, tuple(cluster.partitions.values()))
         self.ledger = UsageLedger(policy.decay_half_life_s)
         self.standing: Standing = self.tree.standing({})

@@ -2,9 +2,14 @@
 
 Accounts are indented one space per level; without ``-a`` only the caller's own user
 associations are listed (with every account), ``-u`` picks users, ``-A`` an account's
-subtree. ``-l`` adds ``NormUsage``; ``-P``/``-p`` print ``|``-separated values; ``-n``
-drops the header. ``RawUsage`` is decayed billing-seconds (CPU-seconds plus weighted
-GPU-seconds), as an integer.
+subtree. ``-l`` adds ``NormUsage`` and ``LevelFS``; ``-P``/``-p`` print ``|``-separated
+values; ``-n`` drops the header. ``RawUsage`` is decayed billing-seconds (CPU-seconds plus
+weighted GPU-seconds), as an integer.
+
+``FairShare`` is the factor of the server's algorithm (``[priority]
+fairshare_algorithm``). With fair tree, ``NormShares`` and ``EffectvUsage`` are relative
+to the siblings, accounts have no ``FairShare`` (empty) and ``LevelFS`` is S / U (``inf``
+for an association that used nothing); with classic ``LevelFS`` is empty, as in Slurm.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ COLUMNS = (
     ("EffectvUsage", 13, True),
     ("FairShare", 10, True),
 )
-LONG_COLUMNS = (*COLUMNS[:5], ("NormUsage", 11, True), *COLUMNS[5:])
+LONG_COLUMNS = (*COLUMNS[:5], ("NormUsage", 11, True), *COLUMNS[5:], ("LevelFS", 10, True))
 
 
 class ShareClient(Protocol):
@@ -51,8 +56,18 @@ class ShareClient(Protocol):
     ) -> ShareList: ...
 
 
+def _level_fs(value: float | None) -> str:
+    if value is None:
+        return ""
+    from hal.wire.priority import LEVEL_FS_INFINITE  # loaded already: the rows are its
+
+    return "inf" if value >= LEVEL_FS_INFINITE else f"{value:.6f}"
+
+
 def _values(row: ShareInfo, long: bool) -> dict[str, str]:
     root = row.depth == 0
+    # fair tree (rows below root carry a Level FS): only users have a factor
+    no_factor = root or (row.level_fs is not None and not row.user)
     return {
         "Account": " " * row.depth + row.account,
         "User": row.user,
@@ -61,7 +76,8 @@ def _values(row: ShareInfo, long: bool) -> dict[str, str]:
         "RawUsage": str(round(row.raw_usage)),
         "NormUsage": f"{row.norm_usage:.6f}",
         "EffectvUsage": f"{row.effective_usage:.6f}",
-        "FairShare": "" if root else f"{row.fairshare:.6f}",
+        "FairShare": "" if no_factor else f"{row.fairshare:.6f}",
+        "LevelFS": "" if root else _level_fs(row.level_fs),
     }
 
 

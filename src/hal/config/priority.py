@@ -14,6 +14,7 @@ seconds)::
     decay_half_life = "7-0"        # PriorityDecayHalfLife ("0": usage never decays)
     calc_period = 60               # PriorityCalcPeriod, seconds
     usage_gpu_weight = 0           # a GPU-second counts as this many CPU-seconds
+    fairshare_algorithm = "classic"  # or "fair_tree" (Slurm: PriorityFlags=NO_FAIR_TREE or not)
 
     [[accounts]]
     name = "physics"               # parent defaults to "root"
@@ -47,13 +48,21 @@ from __future__ import annotations
 from typing import Any
 
 from hal.core.errors import InvalidRequest
-from hal.core.priority import NO_TRES_LIMITS, Account, PriorityPolicy, Qos, TresLimits, UserAccount
+from hal.core.priority import (
+    FAIRSHARE_ALGORITHMS,
+    NO_TRES_LIMITS,
+    Account,
+    PriorityPolicy,
+    Qos,
+    TresLimits,
+    UserAccount,
+)
 
 PRIORITY_KEYS = ("priority", "accounts", "users", "qos")
 _WEIGHTS = ("weight_age", "weight_fairshare", "weight_job_size", "weight_partition", "weight_qos")
 _DURATIONS = {"max_age": "max_age_s", "decay_half_life": "decay_half_life_s"}
 _NUMBERS = {"calc_period": "calc_period_s", "usage_gpu_weight": "usage_gpu_weight"}
-_KEYS = {*_WEIGHTS, *_DURATIONS, *_NUMBERS, "favor_small"}
+_KEYS = {*_WEIGHTS, *_DURATIONS, *_NUMBERS, "favor_small", "fairshare_algorithm"}
 
 
 def _fail(source: str, field: str, message: str) -> InvalidRequest:
@@ -112,6 +121,15 @@ def priority_from_dict(raw: dict[str, Any], source: str = "config") -> PriorityP
             if not isinstance(table["favor_small"], bool):
                 raise _fail(source, "priority.favor_small", "must be true or false")
             kwargs["favor_small"] = table["favor_small"]
+        if "fairshare_algorithm" in table:
+            algorithm = table["fairshare_algorithm"]
+            if algorithm not in FAIRSHARE_ALGORITHMS:
+                raise _fail(
+                    source,
+                    "priority.fairshare_algorithm",
+                    f"{algorithm!r} is not one of {list(FAIRSHARE_ALGORITHMS)}",
+                )
+            kwargs["fairshare_algorithm"] = algorithm
     kwargs["accounts"] = _accounts(raw.get("accounts", []), source)
     names = {a.name for a in kwargs["accounts"]}
     kwargs["users"] = _users(raw.get("users", []), source, names)

@@ -10,9 +10,14 @@ Times are seconds; a limit of ``None`` is no limit.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 ROOT_ACCOUNT = "root"
 DEFAULT_QOS = "normal"  # the QoS of a job that names none
+# [priority] fairshare_algorithm: Slurm's classic fair share (PriorityFlags=NO_FAIR_TREE)
+# or fair tree (Slurm's default since 19.05)
+FairshareAlgorithm = Literal["classic", "fair_tree"]
+FAIRSHARE_ALGORITHMS: tuple[FairshareAlgorithm, ...] = ("classic", "fair_tree")
 SUBMIT_LIMIT_MESSAGE = (
     "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
 )
@@ -114,6 +119,7 @@ class PriorityPolicy:
     decay_half_life_s: float = 7 * 86_400.0  # PriorityDecayHalfLife, default 7-0
     calc_period_s: float = 60.0  # PriorityCalcPeriod (Slurm: 5 min)
     usage_gpu_weight: float = 0.0
+    fairshare_algorithm: FairshareAlgorithm = "classic"  # or "fair_tree" (docs/priority.md)
     accounts: tuple[Account, ...] = ()
     users: tuple[UserAccount, ...] = ()
     qos: tuple[Qos, ...] = ()

@@ -3,10 +3,17 @@
 
 from __future__ import annotations
 
+import math
+
+from pydantic import field_validator
+
 from hal.wire.base import WireModel
 
 MULTIFACTOR = "priority/multifactor"
 BASIC = "priority/basic"
+# Fair tree's Level Fairshare of an association that used nothing is infinite; like
+# Slurm (which stores NO_VAL), the wire carries this finite stand-in, JSON has no inf.
+LEVEL_FS_INFINITE = 4_294_967_294.0
 
 
 class FactorValues(WireModel):
@@ -64,7 +71,17 @@ class ShareInfo(WireModel):
     raw_usage: float  # decayed billing-seconds (CPU-seconds + weighted GPU-seconds)
     norm_usage: float
     effective_usage: float
-    fairshare: float
+    fairshare: float  # fair tree: rank / N for users, 0 for accounts (sshare: empty)
+    # fair tree's Level Fairshare S / U among the siblings (LEVEL_FS_INFINITE: no usage);
+    # None with the classic algorithm and for root (sshare -l prints it empty)
+    level_fs: float | None = None
+
+    @field_validator("level_fs")
+    @classmethod
+    def _finite(cls, value: float | None) -> float | None:
+        if value is not None and (math.isinf(value) or value > LEVEL_FS_INFINITE):
+            return LEVEL_FS_INFINITE
+        return value
 
 
 class ShareList(WireModel):

@@ -148,9 +148,9 @@ def test_sshare_all_long_and_parsable() -> None:
     r = call(client, "sshare", "-a", "-l", "-P", "-A", "physics")
     assert client.share_calls[-1] == {"users": None, "accounts": ["physics"]}
     assert r.lines[0] == (
-        "Account|User|RawShares|NormShares|RawUsage|NormUsage|EffectvUsage|FairShare"
+        "Account|User|RawShares|NormShares|RawUsage|NormUsage|EffectvUsage|FairShare|LevelFS"
     )
-    assert r.lines[3] == "physics|alice|1|0.500000|800|0.250000|0.250000|0.574349"
+    assert r.lines[3] == "physics|alice|1|0.500000|800|0.250000|0.250000|0.574349|"
 
 
 def test_hal_prio_is_sprio(capsys: pytest.CaptureFixture[str]) -> None:

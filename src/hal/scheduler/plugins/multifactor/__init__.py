@@ -1,4 +1,5 @@
-"""Multifactor priority and classic fair share, as pure calculations. See README.md."""
+"""Multifactor priority and fair share (classic or fair tree), as pure calculations.
+See README.md."""
 
 from hal.scheduler.plugins.multifactor.factors import (
     DEFAULT_QOS,
@@ -7,12 +8,14 @@ from hal.scheduler.plugins.multifactor.factors import (
     Weighted,
 )
 from hal.scheduler.plugins.multifactor.fairshare import ShareRow, ShareTree, Standing
+from hal.scheduler.plugins.multifactor.fairtree import FairTree, fair_tree, level_fairshare
 from hal.scheduler.plugins.multifactor.usage import Assoc, UsageLedger, billing_rate
 
 __all__ = [
     "DEFAULT_QOS",
     "Assoc",
     "Factors",
+    "FairTree",
     "MultifactorPriority",
     "ShareRow",
     "ShareTree",
@@ -20,4 +23,6 @@ __all__ = [
     "UsageLedger",
     "Weighted",
     "billing_rate",
+    "fair_tree",
+    "level_fairshare",
 ]

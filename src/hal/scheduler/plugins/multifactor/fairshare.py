@@ -1,5 +1,5 @@
-"""Classic fair share over the account tree (Slurm's ``priority/multifactor`` without
-``FAIR_TREE``).
+"""Fair share over the account tree: Slurm's classic algorithm (``PriorityFlags=NO_FAIR_TREE``)
+here, fair tree in ``fairtree.py``; ``ShareTree(..., algorithm=)`` picks one.
 
 The tree: ``root`` → accounts (organisation → project → ...) → user associations (a
 user under an account). At every level the siblings (sub-accounts and users alike) split
@@ -16,6 +16,11 @@ So an association that used exactly its share gets 0.5, an idle one tends to 1, 
 used twice its share 0.25; a user also inherits part of the account's over- or
 under-use. These are the numbers ``sshare`` prints.
 
+With ``algorithm="fair_tree"`` the rows carry what Slurm's ``sshare`` shows under fair
+tree: NormShares and EffectvUsage relative to the siblings (S and U of ``fairtree.py``),
+``level_fs`` = S / U, and the users' factor ``rank / N``; account rows have no factor
+(0.0; ``sshare`` prints it empty). Classic rows have ``level_fs`` None.
+
 Users need not be configured: a job's (account, user) pair that the config does not
 name becomes a leaf with 1 share (Slurm would refuse the job without an association;
 HAL charges it instead, so no usage goes unaccounted).
@@ -26,7 +31,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from hal.core.priority import ROOT_ACCOUNT, Account, UserAccount
+from hal.core.priority import ROOT_ACCOUNT, Account, FairshareAlgorithm, UserAccount
+from hal.scheduler.plugins.multifactor.fairtree import Child, fair_tree
 from hal.scheduler.plugins.multifactor.usage import Assoc
 
 
@@ -44,13 +50,22 @@ class ShareRow:
     norm_usage: float
     effective_usage: float
     fairshare: float
+    level_fs: float | None = None  # fair tree's S / U (inf: no usage); None with classic
 
 
 class ShareTree:
     """The configured accounts and user associations. Raises ``ValueError`` for an
     unknown parent, a cycle or a duplicate (the config layer reports it with the field)."""
 
-    def __init__(self, accounts: Sequence[Account] = (), users: Sequence[UserAccount] = ()):
+    def __init__(
+        self,
+        accounts: Sequence[Account] = (),
+        users: Sequence[UserAccount] = (),
+        algorithm: FairshareAlgorithm = "classic",
+    ) -> None:
+        if algorithm not in ("classic", "fair_tree"):
+            raise ValueError(f"unknown fair-share algorithm {algorithm!r}")
+        self.algorithm: FairshareAlgorithm = algorithm
         self.accounts: dict[str, Account] = {ROOT_ACCOUNT: Account(ROOT_ACCOUNT, "", 1)}
         for acct in accounts:
             if acct.name in self.accounts:
@@ -109,26 +124,36 @@ class ShareTree:
             return total
 
         grand = subtree_usage(ROOT_ACCOUNT)
+        # every account's children in sshare order: users, then sub-accounts, by name
+        level_children: dict[str, list[Child]] = {
+            name: [(name, u, leaves[(name, u)], usage.get((name, u), 0.0)) for u in sorted(users)]
+            + [(a, "", self.accounts[a].shares, account_usage[a]) for a in sorted(sub[name])]
+            for name, users in members.items()
+        }
+        tree = fair_tree(level_children) if self.algorithm == "fair_tree" else None
         rows: list[ShareRow] = []
 
         def visit(name: str, depth: int, norm_shares: float, effective: float) -> None:
-            kids_users = sorted(members[name])
-            kids_accounts = sorted(sub[name])
-            level = sum(leaves[(name, u)] for u in kids_users) + sum(
-                self.accounts[a].shares for a in kids_accounts
-            )
-            children: list[tuple[str, str, int, float]] = [
-                (name, u, leaves[(name, u)], usage.get((name, u), 0.0)) for u in kids_users
-            ] + [(a, "", self.accounts[a].shares, account_usage[a]) for a in kids_accounts]
+            children = level_children[name]
+            level = sum(shares for _, _, shares, _ in children)
             for account, user, shares, raw in children:
                 fraction = shares / level if level > 0 else 0.0
-                child_shares = norm_shares * fraction
                 norm_usage = raw / grand if grand > 0 else 0.0
-                if name == ROOT_ACCOUNT:
-                    child_effective = norm_usage
+                if tree is not None:
+                    # fair tree: S, U and LF among the siblings; users' factor rank / N
+                    level_usage = account_usage[name]
+                    child_shares = fraction
+                    child_effective = raw / level_usage if level_usage > 0 else 0.0
+                    level_fs: float | None = tree.level_fs[(account, user)]
+                    factor = tree.factor.get((account, user), 0.0) if user else 0.0
                 else:
-                    child_effective = norm_usage + (effective - norm_usage) * fraction
-                factor = 2.0 ** (-child_effective / child_shares) if child_shares > 0 else 0.0
+                    child_shares = norm_shares * fraction
+                    if name == ROOT_ACCOUNT:
+                        child_effective = norm_usage
+                    else:
+                        child_effective = norm_usage + (effective - norm_usage) * fraction
+                    level_fs = None
+                    factor = 2.0 ** (-child_effective / child_shares) if child_shares > 0 else 0.0
                 rows.append(
                     ShareRow(
                         account=account,
@@ -141,6 +166,7 @@ class ShareTree:
                         norm_usage=norm_usage,
                         effective_usage=child_effective,
                         fairshare=factor,
+                        level_fs=level_fs,
                     )
                 )
                 if not user:
