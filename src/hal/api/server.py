@@ -35,7 +35,7 @@ from hal.observe.plane import ObservePlane
 from hal.predict import CONFIGURABLE, SharedPredictor, make_predictor
 from hal.scheduler.plugins import BACKFILL, build_scheduler, default_profile, default_registry
 from hal.scheduler.service import PacedScheduler, PassRunner, SchedulerService
-from hal.state import agents
+from hal.state import agents, preempt
 from hal.state.cluster import Cluster
 from hal.state.store import SqlStateStore
 
@@ -97,11 +97,20 @@ class HalServer:
             if data.locality_wait_seconds is not None:
                 data_args["locality_wait_s"] = data.locality_wait_seconds
         profile = config.scheduler_profile or default_profile(
-            topology=config.topology, limits=config.priority.has_limits, **data_args
+            topology=config.topology,
+            limits=config.priority.has_limits,
+            preemption=config.preemption.enabled,
+            **data_args,
         )
         self.predictor = SharedPredictor(make_predictor(predictor_name(profile, config)))
         self.scheduler = build_scheduler(
-            profile, default_registry(predictor=self.predictor, policy=config.priority)
+            profile,
+            default_registry(
+                predictor=self.predictor,
+                policy=config.priority,
+                preemption_policy=config.preemption,
+                partitions=config.partition_objects(),
+            ),
         )
         self.predictions = PredictionService(
             self.cluster,
@@ -176,6 +185,7 @@ class HalServer:
                 await asyncio.wait_for(self._stop.wait(), HOUSEKEEPING_S)
             try:
                 await agents.check_nodes(self.cluster)
+                await preempt.end_graced(self.cluster)
                 ticks += 1
                 if ticks % 30 == 0:
                     self.cluster.prune()

@@ -41,9 +41,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hal.config.preemption import preemption_from_table
 from hal.config.priority import PRIORITY_KEYS, priority_from_dict
 from hal.core.errors import InvalidRequest
 from hal.core.node import Partition
+from hal.core.preemption import PreemptionPolicy
 from hal.core.priority import PriorityPolicy
 from hal.core.topology import Topology
 
@@ -118,6 +120,8 @@ class HalConfig:
     priority: PriorityPolicy = field(default_factory=PriorityPolicy)
     # [data]: the cache control plane; None: no data-aware scheduling or pre-staging
     data: DataConfig | None = None
+    # [preemption]: who may preempt whom and how (off by default, as in Slurm)
+    preemption: PreemptionPolicy = field(default_factory=PreemptionPolicy)
 
     @property
     def datasets(self) -> Mapping[str, tuple[str, ...]]:
@@ -148,6 +152,7 @@ _TOP_KEYS = {
     "scheduler",
     "topology",
     "data",
+    "preemption",
     *PRIORITY_KEYS,
 }
 # [scheduler] keys that are server settings; the rest of the table is the profile
@@ -244,6 +249,8 @@ def config_from_dict(
     kwargs["priority"] = priority_from_dict(raw, source)
     if "data" in raw:
         kwargs["data"] = data_from_table(raw["data"], source)
+    if "preemption" in raw:
+        kwargs["preemption"] = preemption_from_table(raw["preemption"], source)
     return HalConfig(**kwargs)
 
 

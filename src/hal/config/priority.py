@@ -262,7 +262,11 @@ _QOS_KEYS = {
     "max_tres_per_job",
     "grp_tres",
     "grp_jobs",
+    "preempt",
+    "preempt_mode",
+    "grace_time",
 }
+PREEMPT_MODES = ("requeue", "cancel")
 
 
 def _qos(items: Any, source: str) -> tuple[Qos, ...]:
@@ -295,8 +299,48 @@ def _qos(items: Any, source: str) -> tuple[Qos, ...]:
                 ),
                 grp_tres=_tres(item, "grp_tres", source, f"{where}.grp_tres", _TRES_KEYS),
                 grp_jobs=_count(item, "grp_jobs", source, f"{where}.grp_jobs"),
+                **_qos_preemption(item, source, where),
             )
         )
     if len({q.name for q in out}) != len(out):
         raise _fail(source, "qos.name", "QoS names must be unique")
+    _check_preempt_lists(out, source)
     return tuple(out)
+
+
+def _qos_preemption(item: dict[str, Any], source: str, where: str) -> dict[str, Any]:
+    """``preempt``, ``preempt_mode`` and ``grace_time`` of one ``[[qos]]`` entry."""
+    names = item.get("preempt", [])
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise _fail(source, f"{where}.preempt", "must be a list of QoS names")
+    mode = item.get("preempt_mode")
+    if mode is not None and mode not in PREEMPT_MODES:
+        raise _fail(source, f"{where}.preempt_mode", f"must be one of {', '.join(PREEMPT_MODES)}")
+    grace = item.get("grace_time")
+    return {
+        "preempt": tuple(dict.fromkeys(names)),
+        "preempt_mode": mode,
+        "grace_time_s": None if grace is None else _duration(grace, source, f"{where}.grace_time"),
+    }
+
+
+def _check_preempt_lists(qos: list[Qos], source: str) -> None:
+    """Every ``preempt`` entry names another known QoS of a lower priority: a job is
+    never preempted by one of equal or lower standing, and no two QoS can take turns
+    evicting each other's jobs."""
+    priority = {q.name: q.priority for q in qos}
+    for i, q in enumerate(qos):
+        for name in q.preempt:
+            if name not in priority or name == q.name:
+                raise _fail(
+                    source,
+                    f"qos[{i}].preempt",
+                    f"{name!r} is not another configured QoS; list names from [[qos]]",
+                )
+            if priority[name] >= q.priority:
+                raise _fail(
+                    source,
+                    f"qos[{i}].preempt",
+                    f"QoS {q.name!r} may preempt {name!r} only with a higher priority; "
+                    f"raise {q.name!r}'s priority above {priority[name]}",
+                )

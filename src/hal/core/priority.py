@@ -83,6 +83,12 @@ class Qos:
     max_tres_per_job: TresLimits = NO_TRES_LIMITS  # MaxTRESPerJob (cpus, gpus, nodes)
     grp_tres: TresLimits = NO_TRES_LIMITS  # GrpTRES over the QoS's running jobs
     grp_jobs: int | None = None  # GrpJobs: running jobs of the QoS
+    # Preemption (``[preemption] type = "qos"``, docs/preemption.md): the QoS whose jobs
+    # this QoS's jobs may preempt (Preempt=); how this QoS's own jobs are preempted
+    # (PreemptMode, GraceTime; None: the [preemption] defaults).
+    preempt: tuple[str, ...] = ()
+    preempt_mode: str | None = None
+    grace_time_s: float | None = None
 
     @property
     def has_limits(self) -> bool:

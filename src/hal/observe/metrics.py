@@ -29,11 +29,13 @@ from prometheus_client.registry import Collector
 from hal import __version__
 from hal.core.clock import Clock
 from hal.core.job import Job
+from hal.core.preemption import PREEMPTED_BY
 from hal.core.states import JobState, PendingReason
 from hal.scheduler.framework.scheduler import PassResult
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.scheduler.service import CycleStats, PassRunner
 from hal.state.cluster import Cluster
+from hal.state.preempt import PREEMPT_MODE
 
 if TYPE_CHECKING:
     from hal.observe.anomalies import AnomalyDetector
@@ -50,7 +52,11 @@ DISPATCH_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 FINISHED_LABEL = {s: s.value.lower() for s in JobState if s.is_terminal}
 FINISHED_LABEL[JobState.OUT_OF_MEMORY] = "oom"
 
-Seen = tuple[JobState, int, bool]  # state, restarts, launched
+Seen = tuple[JobState, int, bool, bool]  # state, restarts, launched, preempted
+
+
+def preempted(job: Job) -> bool:
+    return PREEMPTED_BY in job.extra
 
 
 class HalMetrics:
@@ -73,6 +79,10 @@ class HalMetrics:
         self.finished = Counter(
             "hal_jobs_finished", "Jobs that reached a final state.", ["partition", "state"],
             registry=r,
+        )  # fmt: skip
+        self.preempted = Counter(
+            "hal_jobs_preempted", "Running jobs preempted, by mode (requeue, cancel).",
+            ["partition", "mode"], registry=r,
         )  # fmt: skip
         self.requeued = Counter(
             "hal_jobs_requeued", "Job attempts put back in the queue.", ["partition"],
@@ -134,7 +144,7 @@ class HalMetrics:
         a transition rather than a new submission."""
         for job in jobs:
             if not job.state.is_terminal:
-                self._seen[job.id] = (job.state, job.restarts, job.launched)
+                self._seen[job.id] = (job.state, job.restarts, job.launched, preempted(job))
 
     # -- the cluster's job-change listener ------------------------------------------------
     def on_jobs_changed(self, jobs: Sequence[Job]) -> None:
@@ -157,6 +167,8 @@ class HalMetrics:
                 if job.start_time is not None:
                     wait = max(0.0, job.start_time - job.submit_time)
                     self.queue_wait.labels(job.partition).observe(wait)
+            if prev is not None and not prev[3] and preempted(job):
+                self.preempted.labels(job.partition, job.extra.get(PREEMPT_MODE, "")).inc()
             if job.launched and (prev is None or not prev[2]) and job.start_time is not None:
                 self.dispatch.observe(max(0.0, now - job.start_time))
             if state.is_terminal:
@@ -168,7 +180,7 @@ class HalMetrics:
                         max(0.0, job.end_time - job.start_time)
                     )
             else:
-                seen[job.id] = (state, job.restarts, job.launched)
+                seen[job.id] = (state, job.restarts, job.launched, preempted(job))
         for part, n in submitted.items():
             self.submitted.labels(part).inc(n)
         for part, n in started.items():

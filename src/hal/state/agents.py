@@ -67,14 +67,17 @@ def send_launch(cluster: Cluster, job: Job) -> None:
     session.push(launch)
 
 
-def send_cancel(cluster: Cluster, job: Job, final: JobState) -> None:
+def send_cancel(
+    cluster: Cluster, job: Job, final: JobState, *, kill_wait_s: int | None = None
+) -> None:
+    """End ``job`` on its agent (SIGTERM, SIGKILL after ``kill_wait_s``, default
+    KillWait); the agent reports it finished in state ``final``."""
     session = _session_for(cluster, job)
     if session is None:
         return
     session.unconfirmed.pop(job.id, None)
-    session.push(
-        Cancel(job_id=job.id, state=final.value, kill_wait_seconds=cluster.config.kill_wait_seconds)
-    )
+    wait = cluster.config.kill_wait_seconds if kill_wait_s is None else kill_wait_s
+    session.push(Cancel(job_id=job.id, state=final.value, kill_wait_seconds=wait))
 
 
 def send_signal(cluster: Cluster, job: Job, signum: int, *, batch_only: bool = False) -> None:

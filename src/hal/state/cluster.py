@@ -30,6 +30,7 @@ from hal.core.node import Node, Partition
 from hal.core.priority import DEFAULT_QOS, SUBMIT_LIMIT_MESSAGE
 from hal.core.states import JobState, NodeState, PendingReason
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
+from hal.state import preempt
 from hal.state.applier import NodeUsage, check_placement, hold, release
 from hal.state.store import EventRow, SqlStateStore, StoredEvent, Transaction
 
@@ -709,16 +710,39 @@ class Cluster:
                     self.jobs[current.id] = self.unfinished[current.id] = current.evolve(
                         reason=update.reason, expected_start=update.expected_start
                     )
-            if started or ended:
-                await self._commit(started + ended, events)
+            victims, marked = preempt.mark(self, plan.preemptions, now)
+            events.extend(marked)
+            if started or ended or victims:
+                await self._commit(started + ended + victims, events)
             for job in started:
                 agents.send_launch(self, job)
+            preempt.notify(self, victims, plan.preemptions)
             return [j.id for j in started]
+
+    async def end_preempted(self, jobs: Sequence[Job]) -> None:
+        """The grace time of these preempted jobs is over: end them now."""
+        from hal.state import agents
+
+        async with self._lock:
+            now = self.clock.now()
+            due = [
+                j.evolve(state=JobState.COMPLETING)
+                for j in (self.jobs.get(job.id) for job in jobs)
+                if j is not None and j.state is JobState.RUNNING
+            ]
+            events = [
+                EventRow(now, "job.preempt_grace_over", job_id=j.id, state="COMPLETING")
+                for j in due
+            ]
+            await self._commit(due, events)
+            for job in due:
+                agents.send_cancel(self, job, preempt.final_state(job))
 
     def finish(
         self, job: Job, state: JobState, now: float, *, exit_code: int = 0, exit_signal: int = 0
     ) -> tuple[Job, EventRow]:
         """The ended version of ``job`` (or, for NODE_FAIL with requeue, the requeued one)."""
+        state = preempt.ended_as(job, state)
         if job.extra.get("requeue") == "1" or (state is JobState.NODE_FAIL and job.spec.requeue):
             new = requeued(job)
             return new, EventRow(
@@ -756,7 +780,7 @@ class Cluster:
 
 
 def requeued(job: Job) -> Job:
-    extra = {k: v for k, v in job.extra.items() if k != "requeue"}
+    extra = preempt.cleared({k: v for k, v in job.extra.items() if k != "requeue"})
     return job.evolve(
         state=JobState.PENDING,
         reason=PendingReason.WAITING_FOR_SCHEDULING,

@@ -40,6 +40,7 @@ from hal.core.states import PendingReason
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
 from hal.scheduler.framework.interfaces import (
+    FITS,
     FilterPlugin,
     FloatArray,
     IndexArray,
@@ -231,7 +232,9 @@ class Framework:
             ctx.nodes = within  # Filter and Score see the window; restored below
             ctx.present_nodes = real
         try:
-            status, rows, request = self._find_nodes(ctx, state, job, key, skipped)
+            status, rows, request = self._find_nodes(
+                ctx, state, job, key, skipped, post_filter=mode is Mode.NOW and within is None
+            )
             if rows is None or request is None:
                 if fit_cache is not None:
                     fit_cache[key] = status
@@ -280,10 +283,18 @@ class Framework:
     # -- Filter -----------------------------------------------------------------------
 
     def _find_nodes(
-        self, ctx: PassContext, state: CycleState, job: Job, key: PlacementKey, skipped: set[str]
+        self,
+        ctx: PassContext,
+        state: CycleState,
+        job: Job,
+        key: PlacementKey,
+        skipped: set[str],
+        *,
+        post_filter: bool = False,
     ) -> tuple[Status, IndexArray | None, NodeRequest | None]:
         """The feasible rows for the largest node count in ``nodes_min..nodes_max`` that
-        fits (all-or-nothing), or the reason none does."""
+        fits (all-or-nothing), or the reason none does. ``post_filter``: on a shortage,
+        let the PostFilter plugins try (the main pass only)."""
         spec = job.spec
         lo = max(spec.nodes_min, len(spec.nodelist), 1)
         hi = max(spec.nodes_max, lo)
@@ -295,6 +306,16 @@ class Framework:
         if requests is None:
             requests = {}
             ctx.data.write(_REQUESTS, requests)
+
+        def fits(table: NodeTable) -> bool:
+            """Would Filter pass on ``table`` for some node count (PostFilter's what-if)?"""
+            what_if = ctx.fork(now=ctx.now, nodes=table, running=ctx.running)
+            for n in range(hi, lo - 1, -1):
+                request = requests.get((key, n)) or NodeRequest.for_job(spec, n)
+                if self._filter(what_if, state, job, request, filters)[1] is None:
+                    return True
+            return False
+
         for retry in (False, True):
             # Most jobs have nodes_min == nodes_max; a range is tried from the top
             # because Slurm gives a job as many nodes as it asked for when it can.
@@ -306,8 +327,9 @@ class Framework:
                 if fail is None:
                     return SUCCESS, np.flatnonzero(feasible), request
                 failed = fail
-            if retry or not self.profile.post_filter:
+            if retry or not post_filter or not self.profile.post_filter:
                 break
+            state.write(FITS, fits)
             made_room = False
             for post in self.profile.post_filter:
                 self._current = post.name
@@ -315,7 +337,9 @@ class Framework:
                 if st.is_success:
                     made_room = True
                     break
-                if st.is_rejection and st.code is not Code.UNSCHEDULABLE:
+                if st.is_rejection and (
+                    st.code is not Code.UNSCHEDULABLE or st.reason is PendingReason.RESOURCES
+                ):
                     failed = st.with_plugin(post.name)
             if not made_room:
                 break

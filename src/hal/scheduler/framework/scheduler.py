@@ -18,7 +18,8 @@ The pass (``run_pass``), in the order it happens::
        last placement takes it without a cycle (Slurm decides an array's pending
        elements as one record; a failed placement changes nothing, a successful one
        may change what PreFilter reads, so it clears the verdicts)
-    4. the plan: placements, terminations, and a PendingUpdate for every pending job
+    4. the plan: placements, terminations, preemptions (victims a PostFilter plugin
+       chose for a job that did not fit), and a PendingUpdate for every pending job
        whose reason (or expected start) differs from what the store has (after step 5)
 
 Only *changed* reasons are sent (not all): at 50,000 pending jobs a full set of updates
@@ -45,6 +46,7 @@ from hal.core.job import Allocation, Job
 from hal.core.states import PendingReason
 from hal.scheduler.framework.backfill import run_backfill
 from hal.scheduler.framework.context import PassContext
+from hal.scheduler.framework.interfaces import PREEMPTIONS
 from hal.scheduler.framework.node_table import NodeTable
 from hal.scheduler.framework.profile import Profile
 from hal.scheduler.framework.request import ElementGroup, element_group, placement_key
@@ -259,11 +261,13 @@ class Scheduler:
         for term in terminations:
             st = statuses[term.job_id]
             rejections[(st.plugin, st.reason)] += 1
+        nominated = ctx.data.get(PREEMPTIONS)
         plan = Plan(
             revision=snapshot.revision,
             placements=tuple(placements),
             updates=tuple(updates),
             terminations=tuple(terminations),
+            preemptions=tuple(nominated.values()) if nominated else (),
         )
         return PassResult(plan, statuses, dict(rejections), reservations)
 

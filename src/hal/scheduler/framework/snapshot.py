@@ -65,8 +65,21 @@ class Termination:
 
 
 @dataclass(frozen=True, slots=True)
+class Preemption:
+    """End running job ``job_id`` so that pending job ``by`` can start: ``mode``
+    ``requeue`` (back to the queue) or ``cancel`` (ends PREEMPTED), after ``grace_s``
+    seconds of notice (Slurm's GraceTime)."""
+
+    job_id: int
+    by: int
+    mode: str
+    grace_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     revision: int
     placements: tuple[Placement, ...] = ()
     updates: tuple[PendingUpdate, ...] = ()
     terminations: tuple[Termination, ...] = ()
+    preemptions: tuple[Preemption, ...] = ()

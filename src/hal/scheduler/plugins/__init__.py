@@ -28,6 +28,9 @@ sees is that of the first plugin that objects)::
     datalocality   Score      nodes whose leaf cache holds the job's --data inputs, or can
                               get them fastest and cheapest (``hal.core.data``)
                    (only when a data plane is configured: ``default_profile(data=True)``)
+    preemption     PostFilter a job that does not fit chooses lower-standing running
+                              jobs to requeue or cancel (only with [preemption]:
+                              ``default_profile(preemption=True)``)
     backfill       Backfill   EASY with Slurm's defaults (bf_window 1 day, bf_resolution
                               60 s, bf_max_job_test 500, bf_interval 30 s): Slurm's
                               default scheduler is sched/backfill. It starts held-back
@@ -39,8 +42,10 @@ sees is that of the first plugin that objects)::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
+from hal.core.node import Partition
+from hal.core.preemption import PreemptionPolicy
 from hal.core.priority import PriorityPolicy
 from hal.core.topology import Topology
 from hal.predict import Predictor
@@ -55,6 +60,7 @@ from hal.scheduler.plugins import (
     limits,
     noderesources,
     partition,
+    preemption,
     priority,
 )
 from hal.scheduler.plugins import topology as topology_plugin
@@ -67,6 +73,7 @@ DATA_WEIGHT = 2.0
 # against 1.8-2.4x without waiting, and still a lower mean turnaround).
 LOCALITY_WAIT_S = 30.0
 LIMITS = limits.NAME
+PREEMPTION = preemption.NAME
 # The main-pass plugins of the default profile (``default_profile`` adds ``backfill`` and,
 # with a topology, ``topology``).
 DEFAULT_PLUGINS = (
@@ -80,13 +87,19 @@ DEFAULT_PLUGINS = (
 
 
 def default_registry(
-    *, predictor: Predictor | None = None, policy: PriorityPolicy | None = None
+    *,
+    predictor: Predictor | None = None,
+    policy: PriorityPolicy | None = None,
+    preemption_policy: PreemptionPolicy | None = None,
+    partitions: Sequence[Partition] = (),
 ) -> Registry:
     """Every built-in plugin, by name. ``predictor``: the run-time predictor the backfill
     plugin plans with, whatever its args name (the server passes its shared, trained one;
     without it the plugin builds the predictor its ``predictor`` arg names). ``policy``:
     the accounts, users and QoS whose limits the ``limits`` plugin enforces (``hal.toml``;
-    none: no limits)."""
+    none: no limits). ``preemption_policy``: ``[preemption]``, for the ``preemption``
+    plugin (with the QoS ``preempt`` lists of ``policy``) and the queue order (a job's
+    preemption standing first: ``partitions`` give the tiers)."""
 
     def new_backfill(args: PluginArgs) -> backfill.Backfill:
         return backfill.new(args, predictor)
@@ -94,9 +107,17 @@ def default_registry(
     def new_limits(args: PluginArgs) -> limits.Limits:
         return limits.new(args, policy)
 
+    def new_preemption(args: PluginArgs) -> preemption.Preempt:
+        return preemption.new(args, preemption_policy, policy.qos if policy else ())
+
+    rank = preemption.standing(preemption_policy, policy.qos if policy else (), partitions)
+
+    def new_priority(args: PluginArgs) -> priority.PrioritySort:
+        return priority.new(args, rank)
+
     return Registry(
         {
-            priority.NAME: priority.new,
+            priority.NAME: new_priority,
             hold.NAME: hold.new,
             partition.NAME: partition.new,
             dependency.NAME: dependency.new,
@@ -106,6 +127,7 @@ def default_registry(
             backfill.NAME: new_backfill,
             topology_plugin.NAME: topology_plugin.new,
             datalocality.NAME: datalocality.new,
+            preemption.NAME: new_preemption,
         }
     )
 
@@ -118,6 +140,7 @@ def default_profile(
     data: bool = False,
     data_weight: float = DATA_WEIGHT,
     locality_wait_s: float = LOCALITY_WAIT_S,
+    preemption: bool = False,
 ) -> dict[str, object]:
     """The default profile as a plain config mapping (a fresh copy to edit). With a
     ``topology`` (the cluster has one configured), the ``topology`` plugin is added
@@ -127,7 +150,9 @@ def default_profile(
     ``limits`` plugin before ``noderesources``; the registry must then be given the
     policy (``default_registry(policy=...)``). ``data=True`` (a data plane is configured)
     adds ``datalocality`` with score weight ``data_weight``, holding a job up to
-    ``locality_wait_s`` for a node by its data (delay scheduling; 0: never)."""
+    ``locality_wait_s`` for a node by its data (delay scheduling; 0: never).
+    ``preemption=True`` (``[preemption] type`` is not off) adds the ``preemption``
+    PostFilter; the registry must then be given ``preemption_policy``."""
     plugins = list(DEFAULT_PLUGINS)
     if limits:
         plugins.insert(plugins.index(noderesources.NAME), LIMITS)
@@ -140,6 +165,8 @@ def default_profile(
     if topology is not None:
         plugins.append(topology_plugin.NAME)
         args[topology_plugin.NAME] = {"level_names": list(topology.level_names)}
+    if preemption:
+        plugins.append(PREEMPTION)
     if backfill:
         plugins.append(BACKFILL)
         args[BACKFILL] = {}  # EASY with Slurm's default tunables (see the plugin's ``new``)
@@ -168,6 +195,7 @@ __all__ = [
     "DEFAULT_PLUGINS",
     "LIMITS",
     "LOCALITY_WAIT_S",
+    "PREEMPTION",
     "build_scheduler",
     "default_profile",
     "default_registry",

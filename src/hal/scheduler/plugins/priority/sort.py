@@ -4,23 +4,36 @@ Priority itself is computed elsewhere (the server: basic at submit, or multifact
 fair share, see ``hal.api.priority``); this plugin only reads it. The runtime appends
 ``job.id`` to the key, so equal priority and submit time fall back to submission order
 of ids.
+
+With preemption on, a ``rank`` (the job's standing for preemption: its QoS's priority,
+or its partition's tier) comes first: a job is never tried after a job it may preempt,
+so it cannot be held behind it, and a requeued victim cannot take back the nodes it was
+preempted for before its preemptor starts.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from hal.core.job import Job
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
 
 NAME = "priority"
+Rank = Callable[[Job], int]
 
 
 class PrioritySort:
     name = NAME
 
-    def sort_key(self, job: Job) -> tuple[int, float]:
-        return (-job.priority, job.submit_time)
+    def __init__(self, rank: Rank | None = None) -> None:
+        self.rank = rank
+
+    def sort_key(self, job: Job) -> tuple[float, ...]:
+        if self.rank is None:
+            return (-job.priority, job.submit_time)
+        return (-self.rank(job), -job.priority, job.submit_time)
 
 
-def new(args: PluginArgs) -> PrioritySort:
+def new(args: PluginArgs, rank: Rank | None = None) -> PrioritySort:
     reject_unknown_args(args, ())
-    return PrioritySort()
+    return PrioritySort(rank)

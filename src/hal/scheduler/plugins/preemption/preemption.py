@@ -1,0 +1,182 @@
+"""Preemption: when a job does not fit, choose running jobs to end so that it does.
+
+PostFilter, main pass only. For a job whose Filter verdict is ``Resources``:
+
+1. Jobs already on their way out (COMPLETING, or preempted and in their grace time) are
+   counted as gone: if the job fits once they are, it just waits for them (no new
+   victims, so a preemption is never repeated pass after pass).
+2. Candidates: running jobs it may preempt (``hal.core.preemption``: a QoS its QoS
+   lists, which the config guarantees has a lower QoS priority, or a partition of a
+   lower tier; past the exempt time; on nodes of the job's partition), least valuable
+   first: lowest job priority, then least lost work (CPU-seconds run so far), then id.
+3. The shortest prefix of that order whose release lets the job fit (binary search: the
+   fit only grows as more is released), then a reprieve pass that gives back, most
+   valuable first, every victim the job can do without (kube-scheduler's approach).
+
+The victims go to ``ctx.data[PREEMPTIONS]`` with their mode and grace time; the job keeps
+reason ``Resources`` (it still blocks its partition) and a message naming the victims.
+The server ends them (``hal.state.preempt``); the job starts in a later pass on what they
+free. Nothing is chosen when no set of candidates would be enough.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from hal.core.job import Job
+from hal.core.node import Partition
+from hal.core.preemption import PREEMPTED_BY, PreemptionPolicy, PreemptMode, PreemptType
+from hal.core.priority import DEFAULT_QOS, Qos
+from hal.core.states import JobState
+from hal.core.states import PendingReason as R
+from hal.scheduler.framework.context import PassContext
+from hal.scheduler.framework.cycle_state import CycleState
+from hal.scheduler.framework.interfaces import FITS, PREEMPTIONS
+from hal.scheduler.framework.node_table import NodeTable
+from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
+from hal.scheduler.framework.snapshot import Preemption
+from hal.scheduler.framework.status import SKIP, Status, unschedulable
+
+NAME = "preemption"
+
+
+def leaving(job: Job) -> bool:
+    """Already on its way out: its resources will be free without another victim."""
+    return job.state is JobState.COMPLETING or PREEMPTED_BY in job.extra
+
+
+class Preempt:
+    name = NAME
+
+    def __init__(self, policy: PreemptionPolicy, qos: Sequence[Qos] = ()) -> None:
+        self.policy = policy
+        self._may_preempt = {q.name: frozenset(q.preempt) for q in qos}
+        self._how = {
+            q.name: (
+                PreemptMode(q.preempt_mode) if q.preempt_mode else policy.mode,
+                policy.grace_time_s if q.grace_time_s is None else q.grace_time_s,
+            )
+            for q in qos
+        }
+
+    def post_filter(self, ctx: PassContext, state: CycleState, job: Job, failed: Status) -> Status:
+        if failed.reason is not R.RESOURCES or not self.policy.enabled:
+            return SKIP
+        fits = state.read(FITS)
+        table = ctx.nodes.copy()
+        for r in ctx.running:
+            if r.allocation is not None and leaving(r):
+                table.release(r.allocation, exclusive=r.spec.exclusive)
+        if fits(table):
+            return unschedulable(R.RESOURCES, "waiting for preempted jobs to end")
+        candidates = self._candidates(ctx, job)
+        if not candidates:
+            return SKIP
+        victims = _fewest(table, candidates, fits)
+        if victims is None:
+            return SKIP
+        chosen = ctx.data.get(PREEMPTIONS)
+        if chosen is None:
+            chosen = {}
+            ctx.data.write(PREEMPTIONS, chosen)
+        for v in victims:
+            mode, grace = self._how.get(v.spec.qos or DEFAULT_QOS, (self.policy.mode, None))
+            chosen.setdefault(
+                v.id,
+                Preemption(
+                    v.id, job.id, mode.value, self.policy.grace_time_s if grace is None else grace
+                ),
+            )
+        ids = ", ".join(str(v.id) for v in sorted(victims, key=lambda v: v.id))
+        return unschedulable(R.RESOURCES, f"preempting job(s) {ids}")
+
+    def _candidates(self, ctx: PassContext, job: Job) -> list[Job]:
+        """Running jobs ``job`` may preempt, least valuable first."""
+        taken = ctx.data.get(PREEMPTIONS) or {}
+        mine = ctx.nodes.partition_mask(job.partition)
+        index = ctx.nodes.index
+        out: list[tuple[tuple[int, float, int], Job]] = []
+        for r in ctx.running:
+            alloc = r.allocation
+            if (
+                alloc is None
+                or r.state is not JobState.RUNNING
+                or leaving(r)
+                or r.id in taken
+                or not self._outranks(ctx, job, r)
+            ):
+                continue
+            started = r.start_time if r.start_time is not None else ctx.now
+            if ctx.now - started < self.policy.exempt_time_s:
+                continue
+            if not any(mine[index[n]] for n in alloc.nodes if n in index):
+                continue  # frees nothing the job could use
+            lost = (ctx.now - started) * alloc.total().cpus
+            out.append(((r.priority, lost, r.id), r))
+        out.sort(key=lambda e: e[0])
+        return [r for _, r in out]
+
+    def _outranks(self, ctx: PassContext, job: Job, victim: Job) -> bool:
+        if self.policy.type is PreemptType.QOS:
+            allowed = self._may_preempt.get(job.spec.qos or DEFAULT_QOS, frozenset())
+            return (victim.spec.qos or DEFAULT_QOS) in allowed
+        mine, theirs = ctx.partitions.get(job.partition), ctx.partitions.get(victim.partition)
+        return mine is not None and theirs is not None and mine.priority_tier > theirs.priority_tier
+
+
+def _fewest(
+    base: NodeTable, candidates: list[Job], check: Callable[[NodeTable], bool]
+) -> list[Job] | None:
+    """The shortest prefix of ``candidates`` whose release makes the job fit on
+    ``base``, minus every victim it can do without; None if all of them are not enough."""
+
+    def released(k: int) -> NodeTable:
+        table = base.copy()
+        for r in candidates[:k]:
+            assert r.allocation is not None
+            table.release(r.allocation, exclusive=r.spec.exclusive)
+        return table
+
+    if not check(released(len(candidates))):
+        return None
+    lo, hi = 1, len(candidates)  # check(released(hi)) holds
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if check(released(mid)):
+            hi = mid
+        else:
+            lo = mid + 1
+    victims = candidates[:hi]
+    table = released(hi)
+    kept: list[Job] = []
+    for r in reversed(victims):  # most valuable first: spare it if the job fits anyway
+        assert r.allocation is not None
+        table.take(r.allocation, exclusive=r.spec.exclusive)
+        if check(table):
+            continue
+        table.release(r.allocation, exclusive=r.spec.exclusive)
+        kept.append(r)
+    return kept
+
+
+def standing(
+    policy: PreemptionPolicy | None, qos: Sequence[Qos], partitions: Sequence[Partition]
+) -> Callable[[Job], int] | None:
+    """A job's standing for preemption (its QoS's priority, or its partition's tier),
+    which the queue order puts first when preemption is on; None when it is off."""
+    if policy is None or not policy.enabled:
+        return None
+    if policy.type is PreemptType.QOS:
+        ranks = {q.name: q.priority for q in qos}
+        return lambda job: ranks.get(job.spec.qos or DEFAULT_QOS, 0)
+    tiers = {p.name: p.priority_tier for p in partitions}
+    return lambda job: tiers.get(job.partition, 0)
+
+
+def new(
+    args: PluginArgs, policy: PreemptionPolicy | None = None, qos: Sequence[Qos] = ()
+) -> Preempt:
+    """The plugin takes no arguments: who may preempt whom is ``[preemption]`` and the
+    QoS table of ``hal.toml`` (``default_registry(preemption=..., policy=...)``)."""
+    reject_unknown_args(args, ())
+    return Preempt(policy or PreemptionPolicy(), qos)
