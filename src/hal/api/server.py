@@ -99,7 +99,7 @@ class HalServer:
         profile = config.scheduler_profile or default_profile(
             topology=config.topology,
             limits=config.priority.has_limits,
-            preemption=config.preemption.enabled,
+            preemption=config.preemption.enabled or config.priority.has_cohorts,
             **data_args,
         )
         self.predictor = SharedPredictor(make_predictor(predictor_name(profile, config)))

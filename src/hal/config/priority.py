@@ -201,6 +201,7 @@ def _tres(item: dict[str, Any], key: str, source: str, field: str, keys: set[str
 def _accounts(items: Any, source: str) -> tuple[Account, ...]:
     out = []
     keys = {"name", "parent", "fairshare", "max_jobs", "grp_jobs", "grp_tres"}
+    keys |= {"cohort", "borrow_limit"}
     for i, item in enumerate(_entries(items, source, "accounts", keys)):
         parent = item.get("parent", "root")
         if not isinstance(parent, str) or not parent:
@@ -213,6 +214,7 @@ def _accounts(items: Any, source: str) -> tuple[Account, ...]:
                 max_jobs=_count(item, "max_jobs", source, f"accounts[{i}].max_jobs"),
                 grp_jobs=_count(item, "grp_jobs", source, f"accounts[{i}].grp_jobs"),
                 grp_tres=_tres(item, "grp_tres", source, f"accounts[{i}].grp_tres", _TRES_KEYS),
+                **_lending(item, source, f"accounts[{i}]"),
             )
         )
     parents = {a.name: a.parent for a in out}
@@ -228,7 +230,43 @@ def _accounts(items: Any, source: str) -> tuple[Account, ...]:
                 raise _fail(source, f"accounts[{i}].parent", f"{acct.name!r} is its own ancestor")
             seen.add(up)
             up = parents[up]
+    _check_cohorts(out, source)
     return tuple(out)
+
+
+def _lending(item: dict[str, Any], source: str, where: str) -> dict[str, Any]:
+    """``cohort`` and ``borrow_limit`` of one ``[[accounts]]`` entry."""
+    cohort = item.get("cohort")
+    if cohort is None:
+        if "borrow_limit" in item:
+            raise _fail(source, f"{where}.borrow_limit", "only an account in a cohort borrows")
+        return {}
+    if not isinstance(cohort, str) or not cohort:
+        raise _fail(source, f"{where}.cohort", "must be a cohort name")
+    if "grp_tres" not in item:
+        raise _fail(
+            source,
+            f"{where}.cohort",
+            "an account in a cohort needs grp_tres: the quota it lends and borrows against",
+        )
+    return {
+        "cohort": cohort,
+        "borrow_limit": _tres(item, "borrow_limit", source, f"{where}.borrow_limit", _TRES_KEYS),
+    }
+
+
+def _check_cohorts(accounts: list[Account], source: str) -> None:
+    members: dict[str, list[int]] = {}
+    for i, a in enumerate(accounts):
+        if a.cohort:
+            members.setdefault(a.cohort, []).append(i)
+    for name, where in members.items():
+        if len(where) < 2:
+            raise _fail(
+                source,
+                f"accounts[{where[0]}].cohort",
+                f"cohort {name!r} has one account; give at least two accounts the same cohort",
+            )
 
 
 def _users(items: Any, source: str, accounts: set[str]) -> tuple[UserAccount, ...]:

@@ -21,6 +21,9 @@ from enum import StrEnum
 # job.extra key the server sets on a preempted job (the preemptor's id): the scheduler
 # counts such a job as leaving, the server ends it as PREEMPTED (``hal.state.preempt``)
 PREEMPTED_BY = "preempted_by"
+# job.extra key on a pending job that had jobs preempted for it (when): the queue tries it
+# first, so what its victims free goes to it and not back to them (until it starts)
+PREEMPTING = "preempting"
 
 
 class PreemptType(StrEnum):

@@ -9,6 +9,7 @@ Times are seconds; a limit of ``None`` is no limit.
 
 from __future__ import annotations
 
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -54,6 +55,10 @@ class Account:
     max_jobs: int | None = None  # MaxJobs: running jobs per user in this account
     grp_jobs: int | None = None  # GrpJobs: running jobs of the account (all users)
     grp_tres: TresLimits = NO_TRES_LIMITS  # GrpTRES over the account's running jobs
+    # Lending (like Kueue's cohorts): accounts naming the same cohort lend each other the
+    # GrpTRES they leave unused, and take it back when they need it (docs/priority.md).
+    cohort: str | None = None
+    borrow_limit: TresLimits = NO_TRES_LIMITS  # at most this much above its own GrpTRES
 
     @property
     def has_limits(self) -> bool:
@@ -134,3 +139,18 @@ class PriorityPolicy:
     def has_limits(self) -> bool:
         """Some account or QoS has a limit the scheduler enforces."""
         return any(a.has_limits for a in self.accounts) or any(q.has_limits for q in self.qos)
+
+    @property
+    def has_cohorts(self) -> bool:
+        """Some accounts lend each other quota (reclaiming it needs preemption)."""
+        return any(a.cohort for a in self.accounts)
+
+
+def charged_account(
+    requested: str | None, user: str, known: Container[str], defaults: Mapping[str, str]
+) -> str:
+    """The account a job is charged to: the one it asked for when it is configured
+    (``known``), else the user's default account, else ``root``."""
+    if requested and requested in known:
+        return requested
+    return defaults.get(user, ROOT_ACCOUNT)

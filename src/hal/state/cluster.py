@@ -27,6 +27,7 @@ from hal.core.clock import Clock, SystemClock
 from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import Job, JobSpec
 from hal.core.node import Node, Partition
+from hal.core.preemption import PREEMPTING
 from hal.core.priority import DEFAULT_QOS, SUBMIT_LIMIT_MESSAGE
 from hal.core.states import JobState, NodeState, PendingReason
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
@@ -668,7 +669,10 @@ class Cluster:
             for placement in plan.placements:
                 if check_placement(placement, self.jobs, self.nodes, scratch) is not None:
                     continue
-                job = self.jobs[placement.job_id].evolve(
+                job = self.jobs[placement.job_id]
+                if PREEMPTING in job.extra:  # it no longer goes first in the queue
+                    job = job.evolve(extra=preempt.cleared(job.extra))
+                job = job.evolve(
                     state=JobState.RUNNING,
                     reason=PendingReason.NONE,
                     start_time=now,
@@ -710,13 +714,13 @@ class Cluster:
                     self.jobs[current.id] = self.unfinished[current.id] = current.evolve(
                         reason=update.reason, expected_start=update.expected_start
                     )
-            victims, marked = preempt.mark(self, plan.preemptions, now)
-            events.extend(marked)
-            if started or ended or victims:
-                await self._commit(started + ended + victims, events)
+            marked, marks = preempt.mark(self, plan.preemptions, now)
+            events.extend(marks)
+            if started or ended or marked:
+                await self._commit(started + ended + marked, events)
             for job in started:
                 agents.send_launch(self, job)
-            preempt.notify(self, victims, plan.preemptions)
+            preempt.notify(self, marked, plan.preemptions)
             return [j.id for j in started]
 
     async def end_preempted(self, jobs: Sequence[Job]) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from hal.core.job import Job
-from hal.core.preemption import PREEMPTED_BY
+from hal.core.preemption import PREEMPTED_BY, PREEMPTING
 from hal.core.states import JobState
 from hal.scheduler.framework.snapshot import Preemption
 from hal.state.store import EventRow
@@ -32,15 +32,18 @@ if TYPE_CHECKING:
 PREEMPT_MODE = "preempt_mode"
 GRACE_END = "preempt_grace_end"  # while a --signal victim has its grace time
 CANCEL = "cancel"
+_MARKS = (PREEMPTED_BY, PREEMPT_MODE, GRACE_END, PREEMPTING)
 
 
 def mark(
     cluster: Cluster, preemptions: Sequence[Preemption], now: float
 ) -> tuple[list[Job], list[EventRow]]:
     """The marked victims that still hold (running, not yet preempted, their preemptor
-    still pending) and their events; the caller commits them, then calls ``notify``."""
+    still pending), their preemptors marked PREEMPTING (the queue tries them first), and
+    the events; the caller commits them, then calls ``notify``."""
     victims: list[Job] = []
     events: list[EventRow] = []
+    preemptors: dict[int, Job] = {}
     for p in preemptions:
         job, by = cluster.jobs.get(p.job_id), cluster.jobs.get(p.by)
         if job is None or job.state is not JobState.RUNNING or PREEMPTED_BY in job.extra:
@@ -56,6 +59,8 @@ def mark(
         else:
             new = job.evolve(state=JobState.COMPLETING, extra=extra)
         victims.append(new)
+        if PREEMPTING not in by.extra:
+            preemptors[by.id] = by.evolve(extra={**by.extra, PREEMPTING: repr(now)})
         events.append(
             EventRow(
                 now,
@@ -65,15 +70,17 @@ def mark(
                 data={"by": p.by, "mode": p.mode, "grace_s": p.grace_s},
             )
         )
-    return victims, events
+    return victims + list(preemptors.values()), events
 
 
-def notify(cluster: Cluster, victims: Sequence[Job], preemptions: Sequence[Preemption]) -> None:
-    """Tell the victims' agents (after the marks are committed)."""
+def notify(cluster: Cluster, marked: Sequence[Job], preemptions: Sequence[Preemption]) -> None:
+    """Tell the victims' agents (after ``mark``'s jobs are committed)."""
     from hal.state import agents
 
     grace = {p.job_id: p.grace_s for p in preemptions}
-    for job in victims:
+    for job in marked:
+        if PREEMPTED_BY not in job.extra:
+            continue  # a preemptor
         if job.state is JobState.COMPLETING:
             wait = int(grace.get(job.id, 0.0)) + cluster.config.kill_wait_seconds
             agents.send_cancel(cluster, job, final_state(job), kill_wait_s=wait)
@@ -95,8 +102,9 @@ def ended_as(job: Job, reported: JobState) -> JobState:
 
 
 def cleared(extra: dict[str, str]) -> dict[str, str]:
-    """``extra`` without the preemption marks (a requeued victim starts afresh)."""
-    return {k: v for k, v in extra.items() if k not in (PREEMPTED_BY, PREEMPT_MODE, GRACE_END)}
+    """``extra`` without the preemption marks (a requeued victim starts afresh, a
+    preemptor that starts no longer goes first)."""
+    return {k: v for k, v in extra.items() if k not in _MARKS}
 
 
 async def end_graced(cluster: Cluster) -> None:

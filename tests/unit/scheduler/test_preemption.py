@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from hal.core.job import Job
-from hal.core.preemption import PREEMPTED_BY, PreemptionPolicy, PreemptMode, PreemptType
+from hal.core.preemption import (
+    PREEMPTED_BY,
+    PREEMPTING,
+    PreemptionPolicy,
+    PreemptMode,
+    PreemptType,
+)
 from hal.core.priority import PriorityPolicy, Qos
 from hal.core.states import JobState, PendingReason
 from hal.scheduler.framework import ClusterSnapshot
@@ -266,3 +272,15 @@ def test_partition_tiers_order_the_queue_under_partition_priority_preemption() -
         default_registry(preemption_policy=policy, partitions=snap.partitions),
     )
     assert [p.job_id for p in scheduler.run_pass(snap).plan.placements] == [1]
+
+
+def test_a_job_that_preempted_goes_first_so_its_victims_cannot_take_the_nodes_back() -> None:
+    # same QoS, the victim (requeued) has the higher priority: without the mark it would
+    # win the node again; with it the preemptor does
+    victim = make_job(10).cpus(8).priority(2000).build()
+    preemptor = make_job(1).cpus(8).priority(1).build()
+    snap = cluster(NOW).uniform_nodes(1, cpus=8).pending(victim, preemptor).build()
+    assert [p.job_id for p in run(snap).plan.placements] == [10]
+    marked = preemptor.evolve(extra={PREEMPTING: str(NOW - 5)})
+    snap = cluster(NOW).uniform_nodes(1, cpus=8).pending(victim, marked).build()
+    assert [p.job_id for p in run(snap).plan.placements] == [1]

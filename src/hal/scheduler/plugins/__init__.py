@@ -108,7 +108,7 @@ def default_registry(
         return limits.new(args, policy)
 
     def new_preemption(args: PluginArgs) -> preemption.Preempt:
-        return preemption.new(args, preemption_policy, policy.qos if policy else ())
+        return preemption.new(args, preemption_policy, policy)
 
     rank = preemption.standing(preemption_policy, policy.qos if policy else (), partitions)
 

@@ -9,6 +9,11 @@ is UNSCHEDULABLE at PreFilter: it waits with the limit's reason and holds nobody
 
 Reserve checks once more with the allocation the job really got (``--exclusive`` or
 ``--mem=0`` can get more than the request): a limit is never exceeded.
+
+Cohorts (like Kueue's): accounts that name the same ``cohort`` lend each other the
+GrpTRES they leave unused. An account may go above its own GrpTRES (by at most its
+``borrow_limit``) while what all members use above their own GrpTRES stays within what
+the others leave unused; the preemption plugin takes lent quota back for its owner.
 """
 
 from __future__ import annotations
@@ -18,7 +23,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from hal.core.job import Allocation, Job
-from hal.core.priority import DEFAULT_QOS, ROOT_ACCOUNT, PriorityPolicy, TresLimits
+from hal.core.priority import (
+    DEFAULT_QOS,
+    ROOT_ACCOUNT,
+    PriorityPolicy,
+    TresLimits,
+    charged_account,
+)
 from hal.core.states import PendingReason as R
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
@@ -55,8 +66,11 @@ Caps = tuple[tuple[int, int], ...]  # (resource index, cap) for the capped resou
 
 
 def _caps(limits: TresLimits) -> Caps:
-    values = (limits.cpus, limits.gpus, limits.mem_bytes, limits.nodes)
-    return tuple((i, cap) for i, cap in enumerate(values) if cap is not None)
+    return tuple((i, cap) for i, cap in enumerate(_vector(limits)) if cap is not None)
+
+
+def _vector(limits: TresLimits) -> tuple[int | None, int | None, int | None, int | None]:
+    return (limits.cpus, limits.gpus, limits.mem_bytes, limits.nodes)
 
 
 def _over(used: list[int] | None, want: Tres, caps: Caps) -> int | None:
@@ -99,6 +113,15 @@ class Limits:
         self._defaults = {u.user: u.account for u in policy.users if u.default}
         self._qos_caps = {q.name: _caps(q.grp_tres) for q in self._qos.values()}
         self._acct_caps = {a.name: _caps(a.grp_tres) for a in policy.accounts}
+        # cohorts: account → every member of its cohort (itself included), and how much
+        # above its own GrpTRES it may go (None: as much as the others leave unused)
+        cohorts: dict[str, list[str]] = {}
+        for a in policy.accounts:
+            if a.cohort:
+                cohorts.setdefault(a.cohort, []).append(a.name)
+        self._cohort = {a.name: tuple(cohorts[a.cohort]) for a in policy.accounts if a.cohort}
+        self._borrow = {a.name: _vector(a.borrow_limit) for a in policy.accounts}
+        self._cap_vector = {a.name: _vector(a.grp_tres) for a in policy.accounts}
         # account → itself and its ancestors that have a limit, leaf first
         self._chains: dict[str, tuple[str, ...]] = {ROOT_ACCOUNT: ()}
         for name in parents:
@@ -118,12 +141,8 @@ class Limits:
         return bool(self._qos) or any(self._chains.values())
 
     def account_of(self, job: Job) -> str:
-        """The account a job is charged to: the one it asked for when it is configured,
-        else the user's default account, else ``root`` (as fair share charges it)."""
-        requested = job.spec.account
-        if requested and requested in self._accounts:
-            return requested
-        return self._defaults.get(job.spec.user, ROOT_ACCOUNT)
+        """The account a job is charged to (as fair share charges it)."""
+        return charged_account(job.spec.account, job.spec.user, self._accounts, self._defaults)
 
     def _keys(self, job: Job) -> tuple[str, tuple[str, ...]]:
         """The job's limited QoS ("" when its QoS has no limit) and limited accounts."""
@@ -204,10 +223,61 @@ class Limits:
             cap = acct.grp_jobs
             if cap is not None and usage.acct_jobs[name] >= cap:
                 return self._held(R.ASSOC_GRP_JOBS, f"GrpJobs {cap} of account {name}")
-            i = _over(usage.acct_tres.get(name), tres, self._acct_caps[name])
+            i = self._account_over(usage, name, tres)
             if i is not None:
                 return self._held(_ASSOC_GRP[i], f"GrpTRES {_TRES_NAMES[i]} of account {name}")
         return SUCCESS
+
+    # -- cohorts, for the preemption plugin's reclaim ---------------------------------
+    def lender_of(self, job: Job) -> str | None:
+        """The account of ``job``'s chain that belongs to a cohort, or None."""
+        for name in self._keys(job)[1]:
+            if name in self._cohort:
+                return name
+        return None
+
+    def cohort_of(self, name: str) -> tuple[str, ...]:
+        return self._cohort.get(name, ())
+
+    def borrowing(self, usage: Usage, name: str) -> bool:
+        """Account ``name`` uses more than its own GrpTRES of some resource."""
+        row = usage.acct_tres.get(name)
+        return row is not None and any(row[k] > cap for k, cap in self._acct_caps[name])
+
+    def within_own(self, usage: Usage, name: str, tres: Tres) -> bool:
+        """``tres`` more keeps account ``name`` within its own GrpTRES."""
+        return _over(usage.acct_tres.get(name), tres, self._acct_caps[name]) is None
+
+    def _account_over(self, usage: Usage, name: str, tres: Tres) -> int | None:
+        """The first resource ``tres`` would take account ``name`` over its GrpTRES, or
+        None. In a cohort the account may go above its own GrpTRES (by at most its
+        borrow limit) as long as what all members use above their own GrpTRES stays
+        within what the others leave unused: quota is lent, never created."""
+        i = _over(usage.acct_tres.get(name), tres, self._acct_caps[name])
+        members = self._cohort.get(name)
+        if i is None or members is None:
+            return i
+        table = usage.acct_tres
+        for k, cap in self._acct_caps[name]:
+            used = table.get(name)
+            need = (used[k] if used else 0) + tres[k]
+            if need <= cap:
+                continue
+            extra = self._borrow[name][k]
+            if extra is not None and need > cap + extra:
+                return k
+            borrowed = lent = 0
+            for m in members:
+                m_cap = self._cap_vector[m][k]
+                if m_cap is None:
+                    continue  # lends nothing of this resource
+                row = table.get(m)
+                m_used = need if m == name else (row[k] if row else 0)
+                borrowed += max(0, m_used - m_cap)
+                lent += max(0, m_cap - m_used)
+            if borrowed > lent:
+                return k
+        return None
 
     @staticmethod
     def _held(reason: R, message: str) -> Status:

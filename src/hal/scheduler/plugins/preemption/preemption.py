@@ -9,6 +9,9 @@ PostFilter, main pass only. For a job whose Filter verdict is ``Resources``:
    lists, which the config guarantees has a lower QoS priority, or a partition of a
    lower tier; past the exempt time; on nodes of the job's partition), least valuable
    first: lowest job priority, then least lost work (CPU-seconds run so far), then id.
+   Reclaim (account cohorts, whether ``[preemption]`` is on or not): a job that fits
+   within its own account's GrpTRES may also take back quota lent to the cohort: jobs
+   of another member account that is above its own GrpTRES, whatever their standing.
 3. The shortest prefix of that order whose release lets the job fit (binary search: the
    fit only grows as more is released), then a reprieve pass that gives back, most
    valuable first, every victim the job can do without (kube-scheduler's approach).
@@ -26,7 +29,7 @@ from collections.abc import Callable, Sequence
 from hal.core.job import Job
 from hal.core.node import Partition
 from hal.core.preemption import PREEMPTED_BY, PreemptionPolicy, PreemptMode, PreemptType
-from hal.core.priority import DEFAULT_QOS, Qos
+from hal.core.priority import DEFAULT_QOS, PriorityPolicy, Qos
 from hal.core.states import JobState
 from hal.core.states import PendingReason as R
 from hal.scheduler.framework.context import PassContext
@@ -36,6 +39,7 @@ from hal.scheduler.framework.node_table import NodeTable
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
 from hal.scheduler.framework.snapshot import Preemption
 from hal.scheduler.framework.status import SKIP, Status, unschedulable
+from hal.scheduler.plugins.limits.limits import Limits, request_tres
 
 NAME = "preemption"
 
@@ -48,8 +52,11 @@ def leaving(job: Job) -> bool:
 class Preempt:
     name = NAME
 
-    def __init__(self, policy: PreemptionPolicy, qos: Sequence[Qos] = ()) -> None:
+    def __init__(self, policy: PreemptionPolicy, priority: PriorityPolicy | None = None) -> None:
         self.policy = policy
+        qos = priority.qos if priority is not None else ()
+        # cohorts: a job within its account's own quota reclaims what others borrowed
+        self._limits = Limits(priority) if priority is not None and priority.has_cohorts else None
         self._may_preempt = {q.name: frozenset(q.preempt) for q in qos}
         self._how = {
             q.name: (
@@ -60,7 +67,7 @@ class Preempt:
         }
 
     def post_filter(self, ctx: PassContext, state: CycleState, job: Job, failed: Status) -> Status:
-        if failed.reason is not R.RESOURCES or not self.policy.enabled:
+        if failed.reason is not R.RESOURCES or not (self.policy.enabled or self._limits):
             return SKIP
         fits = state.read(FITS)
         table = ctx.nodes.copy()
@@ -95,6 +102,7 @@ class Preempt:
         taken = ctx.data.get(PREEMPTIONS) or {}
         mine = ctx.nodes.partition_mask(job.partition)
         index = ctx.nodes.index
+        reclaims = self._reclaims(ctx, job)
         out: list[tuple[tuple[int, float, int], Job]] = []
         for r in ctx.running:
             alloc = r.allocation
@@ -103,7 +111,7 @@ class Preempt:
                 or r.state is not JobState.RUNNING
                 or leaving(r)
                 or r.id in taken
-                or not self._outranks(ctx, job, r)
+                or not (self._outranks(ctx, job, r) or (reclaims is not None and reclaims(r)))
             ):
                 continue
             started = r.start_time if r.start_time is not None else ctx.now
@@ -116,7 +124,33 @@ class Preempt:
         out.sort(key=lambda e: e[0])
         return [r for _, r in out]
 
+    def _reclaims(self, ctx: PassContext, job: Job) -> Callable[[Job], bool] | None:
+        """When ``job`` fits within its own account's quota and that account is in a
+        cohort: which running jobs hold quota they borrowed from it (jobs of another
+        member of the cohort that is above its own GrpTRES). None otherwise."""
+        limits = self._limits
+        if limits is None:
+            return None
+        owner = limits.lender_of(job)
+        usage = limits.usage(ctx)
+        if owner is None or not limits.within_own(usage, owner, request_tres(job)):
+            return None
+        cohort = limits.cohort_of(owner)
+
+        def borrowed(r: Job) -> bool:
+            member = limits.lender_of(r)
+            return (
+                member is not None
+                and member != owner
+                and member in cohort
+                and limits.borrowing(usage, member)
+            )
+
+        return borrowed
+
     def _outranks(self, ctx: PassContext, job: Job, victim: Job) -> bool:
+        if self.policy.type is PreemptType.OFF:
+            return False
         if self.policy.type is PreemptType.QOS:
             allowed = self._may_preempt.get(job.spec.qos or DEFAULT_QOS, frozenset())
             return (victim.spec.qos or DEFAULT_QOS) in allowed
@@ -174,9 +208,12 @@ def standing(
 
 
 def new(
-    args: PluginArgs, policy: PreemptionPolicy | None = None, qos: Sequence[Qos] = ()
+    args: PluginArgs,
+    policy: PreemptionPolicy | None = None,
+    priority: PriorityPolicy | None = None,
 ) -> Preempt:
-    """The plugin takes no arguments: who may preempt whom is ``[preemption]`` and the
-    QoS table of ``hal.toml`` (``default_registry(preemption=..., policy=...)``)."""
+    """The plugin takes no arguments: who may preempt whom is ``[preemption]``, the QoS
+    and the account cohorts of ``hal.toml`` (``default_registry(preemption_policy=...,
+    policy=...)``)."""
     reject_unknown_args(args, ())
-    return Preempt(policy or PreemptionPolicy(), qos)
+    return Preempt(policy or PreemptionPolicy(), priority)

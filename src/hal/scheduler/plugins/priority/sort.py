@@ -5,7 +5,9 @@ fair share, see ``hal.api.priority``); this plugin only reads it. The runtime ap
 ``job.id`` to the key, so equal priority and submit time fall back to submission order
 of ids.
 
-With preemption on, a ``rank`` (the job's standing for preemption: its QoS's priority,
+A job that had running jobs preempted for it (``PREEMPTING`` in its ``extra``, set by
+the server) comes before every other: what its victims free must go to it, not back to
+them. With preemption on, a ``rank`` (the job's standing for preemption: its QoS's priority,
 or its partition's tier) comes first: a job is never tried after a job it may preempt,
 so it cannot be held behind it, and a requeued victim cannot take back the nodes it was
 preempted for before its preemptor starts.
@@ -16,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from hal.core.job import Job
+from hal.core.preemption import PREEMPTING
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
 
 NAME = "priority"
@@ -29,9 +32,11 @@ class PrioritySort:
         self.rank = rank
 
     def sort_key(self, job: Job) -> tuple[float, ...]:
+        # a job that had others preempted for it goes first (False sorts before True)
+        waiting = PREEMPTING not in job.extra
         if self.rank is None:
-            return (-job.priority, job.submit_time)
-        return (-self.rank(job), -job.priority, job.submit_time)
+            return (waiting, -job.priority, job.submit_time)
+        return (waiting, -self.rank(job), -job.priority, job.submit_time)
 
 
 def new(args: PluginArgs, rank: Rank | None = None) -> PrioritySort:
