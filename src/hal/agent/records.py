@@ -43,13 +43,18 @@ class JobRecord:
     killed: bool = False  # SIGKILL was sent
     hal_signals: tuple[int, ...] = ()  # signals HAL delivered: dying of one is not a failure
     pending_signals: tuple[tuple[int, bool], ...] = ()  # (signum, whole group) while launching
+    # ``scontrol suspend``: when HAL stopped the job (SIGSTOP; 0: not suspended), and the
+    # seconds it spent suspended before; suspended time does not count toward the limit
+    suspended_at: float = 0.0
+    suspended_seconds: float = 0.0
 
     @property
     def deadline(self) -> float | None:
-        """When the time limit is reached, or ``None`` when unlimited or not started."""
-        if self.time_limit_seconds <= 0 or self.phase is Phase.LAUNCHING:
+        """When the time limit is reached, or ``None`` when unlimited, not started or
+        suspended (the limit is pushed back by the time spent suspended)."""
+        if self.time_limit_seconds <= 0 or self.phase is Phase.LAUNCHING or self.suspended_at:
             return None
-        return self.start_time + self.time_limit_seconds
+        return self.start_time + self.time_limit_seconds + self.suspended_seconds
 
     def evolve(self, **changes: Any) -> JobRecord:
         return replace(self, **changes)

@@ -251,8 +251,13 @@ class AgentState:
             self.jobs[job.job_id] = job
             return [PersistRecord(job)]
         job, sent = self._deliver(job, req.signal, group=not req.batch_only)
+        if req.signal == signal.SIGSTOP and not job.suspended_at and not req.batch_only:
+            job = job.evolve(suspended_at=event.time)  # suspended: the limit clock stops
+        elif req.signal == signal.SIGCONT and job.suspended_at:
+            paused = max(0.0, event.time - job.suspended_at)
+            job = job.evolve(suspended_at=0.0, suspended_seconds=job.suspended_seconds + paused)
         self.jobs[job.job_id] = job
-        return [sent, PersistRecord(job)]
+        return [sent, PersistRecord(job), *self._deadlines(job, event.time)]
 
     def _cancel(self, event: CancelRequested) -> list[Command]:
         req, now = event.request, event.time

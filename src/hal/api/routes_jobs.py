@@ -1,4 +1,5 @@
-"""``/v1/jobs``: submit (one, many, test-only), list, show, cancel, hold, release, requeue,
+"""``/v1/jobs``: submit (one, many, test-only), list, show, cancel, hold, release, suspend,
+resume, requeue,
 update, script."""
 
 from __future__ import annotations
@@ -245,6 +246,16 @@ async def hold_job(job_id: str, ctx: Ctx, caller: Who) -> dict[str, object]:
 @router.post("/{job_id}/release")
 async def release_job(job_id: str, ctx: Ctx, caller: Who) -> dict[str, object]:
     return {"job_ids": await ctx.cluster.set_hold(job_id, caller, False)}
+
+
+@router.post("/{job_id}/suspend")
+async def suspend_job(job_id: str, ctx: Ctx, caller: Who) -> dict[str, object]:
+    return {"job_ids": await ctx.cluster.suspend(job_id, caller)}
+
+
+@router.post("/{job_id}/resume")
+async def resume_job(job_id: str, ctx: Ctx, caller: Who) -> dict[str, object]:
+    return {"job_ids": await ctx.cluster.suspend(job_id, caller, resume=True)}
 
 
 @router.post("/{job_id}/requeue")

@@ -170,6 +170,12 @@ class HalClient:
         r = self._request("POST", f"/v1/jobs/{job_id}/release")
         return list(self._json(r).get("job_ids", []))
 
+    def suspend(self, job_id: int | str) -> list[int]:
+        return list(self._json(self._request("POST", f"/v1/jobs/{job_id}/suspend"))["job_ids"])
+
+    def resume(self, job_id: int | str) -> list[int]:
+        return list(self._json(self._request("POST", f"/v1/jobs/{job_id}/resume"))["job_ids"])
+
     def requeue(self, job_id: int | str) -> list[int]:
         r = self._request("POST", f"/v1/jobs/{job_id}/requeue")
         return list(self._json(r).get("job_ids", []))

@@ -42,21 +42,22 @@ def scontrol(argv: list[str], console: Console) -> int:
         return console.error(f"option {sorted(unknown)[0]} is not supported by HAL's scontrol")
     if not words:
         return console.error(
-            "no command given; HAL's scontrol knows show, hold, release, requeue and update"
+            "no command given; HAL's scontrol knows show, hold, release, suspend, resume, "
+            "requeue and update"
         )
     command, args = words[0].lower(), words[1:]
     try:
         if command == "show":
             return _show(args, console, oneliner=oneliner)
-        if command in ("hold", "uhold", "release", "requeue"):
+        if command in ("hold", "uhold", "release", "requeue", "suspend", "resume"):
             return _job_action(command, args, console)
         if command == "update":
             return _update(args, console)
     except HalError as err:
         return console.error(err.message)
     return console.error(
-        f"invalid command {words[0]!r}; HAL's scontrol knows show, hold, release, requeue "
-        "and update"
+        f"invalid command {words[0]!r}; HAL's scontrol knows show, hold, release, suspend, "
+        "resume, requeue and update"
     )
 
 
@@ -250,6 +251,8 @@ def _job_action(command: str, args: list[str], console: Console) -> int:
         "uhold": client.hold,
         "release": client.release,
         "requeue": client.requeue,
+        "suspend": client.suspend,
+        "resume": client.resume,
     }[command]
     rc = 0
     for job_id in _job_ids(args):

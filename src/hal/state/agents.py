@@ -217,7 +217,7 @@ async def _check_lost(
     lost = [
         j
         for j in cluster.unfinished.values()
-        if j.state is JobState.RUNNING
+        if j.state in (JobState.RUNNING, JobState.SUSPENDED)
         and j.launched
         and j.allocation is not None
         and j.allocation.nodes[0] == session.node
@@ -229,7 +229,7 @@ async def _check_lost(
         changed, events = [], []
         for job in lost:
             current = cluster.jobs.get(job.id)
-            if current is None or current.state is not JobState.RUNNING:
+            if current is None or current.state not in (JobState.RUNNING, JobState.SUSPENDED):
                 continue
             new, event = cluster.finish(current, JobState.NODE_FAIL, now)
             changed.append(new)

@@ -16,6 +16,7 @@ import asyncio
 import bisect
 import dataclasses
 import itertools
+import signal
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -594,6 +595,32 @@ class Cluster:
             for job in changed:
                 if job.state is JobState.COMPLETING:
                     agents.send_cancel(self, job, JobState.PENDING)
+            return [j.id for j in changed]
+
+    async def suspend(self, ident: str, caller: Caller, *, resume: bool = False) -> list[int]:
+        """``scontrol suspend|resume``: stop a running job's processes (SIGSTOP) or let
+        them go on (SIGCONT). Administrators only, as in Slurm. A suspended job keeps its
+        allocation; its agent does not count the suspended time toward its limit."""
+        from hal.state import agents
+
+        if not caller.admin:
+            raise PermissionDenied("only an administrator may suspend or resume jobs")
+        before = JobState.SUSPENDED if resume else JobState.RUNNING
+        after = JobState.RUNNING if resume else JobState.SUSPENDED
+        async with self._lock:
+            jobs = [j for j in self.resolve(ident) if j.state is before]
+            if not jobs:
+                verb = "resumed" if resume else "suspended"
+                state = before.value.lower()
+                raise Conflict(f"Job is not {state}: only {state} jobs can be {verb}")
+            now = self.clock.now()
+            changed = [j.evolve(state=after) for j in jobs]
+            kind = "job.resumed" if resume else "job.suspended"
+            events = [EventRow(now, kind, job_id=j.id, state=after.value) for j in changed]
+            await self._commit(changed, events)
+            signum = signal.SIGCONT if resume else signal.SIGSTOP
+            for job in changed:
+                agents.send_signal(self, job, signum)
             return [j.id for j in changed]
 
     async def update(self, ident: str, caller: Caller, **fields: object) -> list[Job]:

@@ -371,3 +371,31 @@ def test_many_jobs_keep_increasing_seqs() -> None:
     assert seqs == sorted(seqs) and len(set(seqs)) == 100
     states = {r.state for r in d.machine.unacked_reports() if r.kind == "finished"}
     assert states == {"TIMEOUT"}
+
+
+def test_suspended_time_does_not_count_toward_the_limit() -> None:
+    d = Driver(kill_wait=5)
+    d.run(time_limit_seconds=60)
+    d.tick(20)
+    stop = Signal(job_id=1, signal=signal.SIGSTOP)
+    assert signals(d.machine.handle(SignalRequested(stop, d.clock.now()))) == [
+        (signal.SIGSTOP, True)
+    ]
+    assert d.machine.next_deadline() is None  # the clock is stopped with the job
+    assert signals(d.tick(500)) == []
+    cont = Signal(job_id=1, signal=signal.SIGCONT)
+    d.machine.handle(SignalRequested(cont, d.clock.now()))
+    assert d.machine.jobs[1].suspended_seconds == 500
+    assert d.machine.next_deadline() == d.clock.now() + 40  # 20 s run, 40 s left
+    assert signals(d.tick(39.9)) == []
+    assert signals(d.tick(0.1)) == [(CONT, True), (TERM, True)]
+
+
+def test_suspension_survives_an_agent_restart() -> None:
+    record = JobRecord(
+        1, 0, Phase.RUNNING, pid=5, start_time=10.0, time_limit_seconds=60, suspended_at=30.0
+    )
+    again = JobRecord.from_json(record.to_json())
+    assert again == record and again.deadline is None
+    resumed = again.evolve(suspended_at=0.0, suspended_seconds=100.0)
+    assert resumed.deadline == 170.0

@@ -172,6 +172,12 @@ class FakeClient:
     def requeue(self, job_id: int | str) -> list[int]:
         return self._action("requeue", job_id)
 
+    def suspend(self, job_id: int | str) -> list[int]:
+        return self._action("suspend", job_id)
+
+    def resume(self, job_id: int | str) -> list[int]:
+        return self._action("resume", job_id)
+
     def update_job(self, job_id: int | str, update: JobUpdate) -> JobInfo:
         self.updates.append((str(job_id), update))
         return self.job(job_id)

@@ -109,6 +109,13 @@ def test_hold_release_requeue() -> None:
     assert (missing.rc, missing.err) == (1, "Invalid job id specified for job 77\n")
 
 
+def test_suspend_and_resume() -> None:
+    client = cluster()
+    assert call(client, "scontrol", "suspend", "2").rc == 0
+    assert call(client, "scontrol", "resume", "JobId=2").rc == 0
+    assert client.actions == [("suspend", "2"), ("resume", "2")]
+
+
 def test_update_job_both_spellings() -> None:
     client = cluster()
     assert call(client, "scontrol", "update", "JobId=2", "TimeLimit=2:00:00", "Nice=5").rc == 0
