@@ -20,6 +20,7 @@ from hal.api import (
     routes_nodes,
     routes_predict,
     routes_priority,
+    routes_reservations,
 )
 from hal.api.context import ServerContext
 
@@ -64,6 +65,7 @@ def create_app(
         routes_predict,
         routes_priority,
         routes_data,
+        routes_reservations,
     ):
         app.include_router(module.router)
     return app

@@ -106,6 +106,7 @@ def to_spec(
         switch_wait_s=switch_wait,
         topology=topology,
         data=data,
+        reservation=req.reservation.strip(),
     )
 
 
@@ -193,6 +194,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         switch_wait_seconds=spec.switch_wait_s,
         topology=str(spec.topology) if spec.topology else None,
         data=list(spec.data),
+        reservation=spec.reservation,
     )
 
 

@@ -22,6 +22,7 @@ from hal.scheduler.plugins.multifactor import DEFAULT_QOS, ShareRow
 from hal.wire.priority import ExplainInfo, FactorValues, JobPriorityInfo, NodeRejection, ShareInfo
 
 AHEAD_SHOWN = 5
+_RESERVATION_REASONS = (PendingReason.RESERVATION, PendingReason.RESERVED_FOR_MAINTENANCE)
 
 
 def priority_info(p: JobPriority) -> JobPriorityInfo:
@@ -100,6 +101,11 @@ def _detail(job: Job, diag: Diagnosis | None, ahead: list[Job]) -> str:
             if ahead
             else f"waiting behind a job of partition {job.partition} that cannot start"
         )
+    if diag is not None and not diag.status.is_success:
+        reserved = [label for plugin, label, _ in diag.rejections if plugin == "reservation"]
+        if reserved or reason in _RESERVATION_REASONS:
+            where = "; ".join(reserved) or diag.status.message or reason.value
+            return f"advance reservation: {where} ({diag.summary()})"
     if diag is not None and reason is PendingReason.RESOURCES:
         return f"not enough free resources: {diag.summary()}"
     if diag is not None and diag.status.is_success:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     )
     from hal.wire.predict import PredictStatus
     from hal.wire.priority import ExplainInfo, PriorityList, ShareList
+    from hal.wire.reservations import ReservationCreate, ReservationInfo, ReservationUpdate
 
 
 class HalClient:
@@ -236,6 +237,36 @@ class HalClient:
         from hal.wire.nodes import ClusterConfig
 
         return ClusterConfig.model_validate_json(self._request("GET", "/v1/config").body)
+
+    # -- advance reservations ------------------------------------------------------------
+    def reservations(self) -> list[ReservationInfo]:
+        from hal.wire.reservations import ReservationList
+
+        r = self._request("GET", "/v1/reservations")
+        return ReservationList.model_validate_json(r.body).reservations
+
+    def reservation(self, name: str) -> ReservationInfo:
+        from hal.wire.reservations import ReservationInfo
+
+        r = self._request("GET", f"/v1/reservations/{name}")
+        return ReservationInfo.model_validate_json(r.body)
+
+    def create_reservation(self, body: ReservationCreate) -> ReservationInfo:
+        from hal.wire.reservations import ReservationInfo
+
+        content = body.model_dump_json(exclude_none=True)
+        r = self._request("POST", "/v1/reservations", content=content)
+        return ReservationInfo.model_validate_json(r.body)
+
+    def update_reservation(self, name: str, body: ReservationUpdate) -> ReservationInfo:
+        from hal.wire.reservations import ReservationInfo
+
+        content = body.model_dump_json(exclude_unset=True)
+        r = self._request("PATCH", f"/v1/reservations/{name}", content=content)
+        return ReservationInfo.model_validate_json(r.body)
+
+    def delete_reservation(self, name: str) -> None:
+        self._request("DELETE", f"/v1/reservations/{name}")
 
     # -- the run-time predictor ----------------------------------------------------------
     def predict_status(self) -> PredictStatus:

@@ -77,6 +77,7 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("topology", ("topology",)),
     Opt("data", ("data",)),
     Opt("comment", ("comment",)),
+    Opt("reservation", ("reservation",)),
     Opt("nice", ("nice",), arg=OPT),
     Opt("mail_type", ("mail-type",)),
     Opt("mail_user", ("mail-user",)),
@@ -105,6 +106,7 @@ ENV_OPTIONS = {
     "SBATCH_PARTITION": "partition",
     "SBATCH_QOS": "qos",
     "SBATCH_REQ_SWITCH": "switches",
+    "SBATCH_RESERVATION": "reservation",
     "SBATCH_SIGNAL": "signal",
     "SBATCH_TIMELIMIT": "time",
 }
@@ -363,7 +365,7 @@ def _build_job(
     chdir = value("chdir")
     fields["workdir"] = os.path.normpath(os.path.join(cwd, chdir)) if chdir else cwd
     fields["environment"] = export_environment(value("export") or "ALL", environ)
-    for dest in ("output", "error", "account", "qos", "comment"):
+    for dest in ("output", "error", "account", "qos", "comment", "reservation"):
         text = value(dest)
         if text is not None:
             fields[{"output": "stdout", "error": "stderr"}.get(dest, dest)] = text
@@ -595,6 +597,7 @@ Options HAL accepts (anything else is refused with an error):
       --signal=[B:]sig[@secs]  --exclusive  --comment=text  --nice[=adj]
       --switches=N[@max-wait]  --topology=required=LEVEL|preferred=LEVEL
       --data=key[,key...]    input cache keys: placed near them, staged ahead (HAL)
+      --reservation=name     run in this advance reservation (scontrol show res)
       --mail-type=type  --mail-user=user   (accepted; HAL sends no mail)
       --wrap=command         --parsable  -W, --wait    --test-only
   -Q, --quiet  -v, --verbose  -h, --help  -V, --version

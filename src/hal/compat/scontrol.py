@@ -1,5 +1,6 @@
-"""The ``scontrol`` command: ``show job|node|partition|config|hostnames``, ``hold``,
-``release``, ``requeue`` and ``update job``.
+"""The ``scontrol`` command: ``show job|node|partition|reservation|config|hostnames``,
+``hold``, ``release``, ``requeue``, ``update job``, and ``create|update|delete
+reservation`` (the reservation words are read and printed by ``compat/reservations.py``).
 
 ``show`` prints Slurm's ``Key=Value`` records over indented lines; Snakemake reads
 ``MinJobAge`` from ``show config``. Keys HAL has no value for are left out rather than
@@ -12,6 +13,7 @@ import pwd
 import re
 import time
 
+from hal.compat import reservations
 from hal.compat.formats import (
     SLURM_COMPAT_VERSION,
     duration_long,
@@ -27,6 +29,7 @@ from hal.wire.jobs import JobInfo, JobUpdate
 from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo
 
 INVALID_JOB_ID = "slurm_load_jobs error: Invalid job id specified"
+COMMANDS = "show, hold, release, suspend, resume, requeue, update, create and delete"
 UPDATABLE = "TimeLimit, Priority, Nice, JobName, Comment, Partition"
 
 
@@ -41,10 +44,7 @@ def scontrol(argv: list[str], console: Console) -> int:
     if unknown:
         return console.error(f"option {sorted(unknown)[0]} is not supported by HAL's scontrol")
     if not words:
-        return console.error(
-            "no command given; HAL's scontrol knows show, hold, release, suspend, resume, "
-            "requeue and update"
-        )
+        return console.error(f"no command given; HAL's scontrol knows {COMMANDS}")
     command, args = words[0].lower(), words[1:]
     try:
         if command == "show":
@@ -52,13 +52,50 @@ def scontrol(argv: list[str], console: Console) -> int:
         if command in ("hold", "uhold", "release", "requeue", "suspend", "resume"):
             return _job_action(command, args, console)
         if command == "update":
+            if args and _is_reservation_update(args):
+                return _update_reservation(args, console)
             return _update(args, console)
+        if command == "create":
+            return _create(args, console)
+        if command == "delete":
+            return _delete(args, console)
     except HalError as err:
         return console.error(err.message)
-    return console.error(
-        f"invalid command {words[0]!r}; HAL's scontrol knows show, hold, release, suspend, "
-        "resume, requeue and update"
-    )
+    return console.error(f"invalid command {words[0]!r}; HAL's scontrol knows {COMMANDS}")
+
+
+def _is_reservation_update(args: list[str]) -> bool:
+    first = args[0].lower()
+    return first in ("reservation", "res") or first.startswith("reservationname=")
+
+
+def _create(args: list[str], console: Console) -> int:
+    if not args or args[0].lower() not in ("reservation", "res", "reservations"):
+        return console.error("create what? HAL creates reservations: scontrol create reservation")
+    body = reservations.create_body(args[1:], console.clock())
+    made = console.client.create_reservation(body)
+    console.out(f"Reservation created: {made.name}")
+    return 0
+
+
+def _update_reservation(args: list[str], console: Console) -> int:
+    words = args[1:] if args[0].lower() in ("reservation", "res") else args
+    name, body = reservations.update_body(words, console.clock())
+    console.client.update_reservation(name, body)
+    console.out("Reservation updated.")
+    return 0
+
+
+def _delete(args: list[str], console: Console) -> int:
+    """``delete ReservationName=NAME`` (also ``delete reservation NAME``)."""
+    words = args[1:] if args and args[0].lower() in ("reservation", "res") else args
+    names = [w.split("=", 1)[1] if "=" in w else w for w in words]
+    if len(names) != 1 or not names[0]:
+        return console.error("say which reservation: scontrol delete ReservationName=NAME")
+    if "=" in words[0] and not words[0].lower().startswith("reservationname="):
+        return console.error("HAL deletes reservations only: scontrol delete ReservationName=NAME")
+    console.client.delete_reservation(names[0])
+    return 0
 
 
 def _show(args: list[str], console: Console, *, oneliner: bool) -> int:
@@ -94,6 +131,17 @@ def _show(args: list[str], console: Console, *, oneliner: bool) -> int:
                 console.out(f"Partition {target} not found")
                 return 1
         records = [partition_record(p, client.nodes()) for p in parts]
+    elif what in ("reservation", "reservations", "res"):
+        found = client.reservations()
+        if target:
+            found = [r for r in found if r.name == target]
+            if not found:
+                console.out(f"Reservation {target} not found")
+                return 1
+        if not found:
+            console.out("No reservations in the system")
+            return 0
+        records = [reservations.reservation_record(r) for r in found]
     elif what == "config":
         for line in config_lines(client.cluster_config(), console.clock()):
             console.out(line)
@@ -110,7 +158,8 @@ def _show(args: list[str], console: Console, *, oneliner: bool) -> int:
         return 0
     else:
         return console.error(
-            f"cannot show {args[0]!r}; HAL shows job, node, partition, config and hostnames"
+            f"cannot show {args[0]!r}; HAL shows job, node, partition, reservation, config "
+            "and hostnames"
         )
     for index, record in enumerate(records):
         if oneliner:
@@ -156,7 +205,8 @@ def job_record(job: JobInfo, now: float) -> list[str]:
         f"EligibleTime={timestamp(job.eligible_time, 'Unknown')}",
         f"StartTime={timestamp(job.start_time or job.expected_start, 'Unknown')} "
         f"EndTime={timestamp(job.end_time, 'Unknown')} Deadline=N/A",
-        f"Partition={job.partition} AllocNode:Sid={job.submit_host or '(null)'}:0",
+        f"Partition={job.partition} AllocNode:Sid={job.submit_host or '(null)'}:0"
+        + (f" Reservation={job.reservation}" if job.reservation else ""),
         f"NodeList={nodes}",
         f"BatchHost={job.nodes[0] if job.nodes else '(null)'}",
         f"NumNodes={job.node_count} NumCPUs={job.cpus} NumTasks={job.ntasks} "

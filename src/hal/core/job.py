@@ -132,6 +132,7 @@ class JobSpec:
     switch_wait_s: int | None = None  # --switches=N@T: wait at most T (None: the default)
     topology: TopologyConstraint | None = None  # --topology required=LEVEL|preferred=LEVEL
     data: tuple[str, ...] = ()  # --data: input cache keys (hal.core.data)
+    reservation: str = ""  # --reservation: run only in this advance reservation
 
     def cpus_per_node(self, nodes: int) -> int:
         """CPUs each node must give when the job runs on ``nodes`` nodes."""

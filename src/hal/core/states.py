@@ -113,6 +113,11 @@ class PendingReason(StrEnum):
     # HAL's own: waiting, within [data] locality_wait_seconds, for a node whose cache
     # holds more of the job's --data inputs than the free ones (delay scheduling).
     DATA_LOCALITY = "DataLocality"
+    # advance reservations (``scontrol create reservation``): a job waiting for its
+    # reservation (not started yet, nodes busy, or unknown to it), and an ordinary job
+    # kept off nodes a maintenance reservation holds
+    RESERVATION = "Reservation"
+    RESERVED_FOR_MAINTENANCE = "ReqNodeNotAvail, Reserved for maintenance"
     # reasons recorded on finished jobs
     NON_ZERO_EXIT_CODE = "NonZeroExitCode"
     TIME_LIMIT = "TimeLimit"

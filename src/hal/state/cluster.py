@@ -30,9 +30,11 @@ from hal.core.job import Job, JobSpec
 from hal.core.node import Node, Partition
 from hal.core.preemption import PREEMPTING
 from hal.core.priority import DEFAULT_QOS, SUBMIT_LIMIT_MESSAGE
+from hal.core.reservation import Reservation
 from hal.core.states import JobState, NodeState, PendingReason
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.state import preempt
+from hal.state import reservations as advance_reservations
 from hal.state.applier import NodeUsage, check_placement, hold, release
 from hal.state.store import EventRow, SqlStateStore, StoredEvent, Transaction
 
@@ -89,6 +91,7 @@ class Cluster:
         self.usage: dict[str, NodeUsage] = {}
         self.arrays: dict[int, list[int]] = {}  # array job id → element ids (in the mirror)
         self.agent_sessions: dict[str, AgentSession] = {}  # node → its agent's session
+        self.reservations: dict[str, Reservation] = {}  # see hal.state.reservations
         # the latest committed events, for event streams (older ones are read from the store)
         self.recent_events: deque[StoredEvent] = deque(maxlen=RECENT_EVENTS)
         self.revision = 0
@@ -119,6 +122,7 @@ class Cluster:
             )
         )
         nodes = await self.db(self.store.load_nodes)
+        self.reservations = {r.name: r for r in await self.db(self.store.load_reservations)}
         self.revision = await self.db(self.store.revision)
         for node in nodes:
             # Agents re-register after a server restart; until then give every node a full
@@ -269,14 +273,16 @@ class Cluster:
                         related[jid] = target
                     for element in self.arrays.get(jid, ()):
                         related[element] = self.jobs[element]
+        now = self.clock.now()
         return ClusterSnapshot(
             revision=self.revision,
-            now=self.clock.now(),
+            now=now,
             nodes=tuple(sorted(self.nodes.values(), key=lambda n: n.name)),
             partitions=tuple(self.partitions.values()),
             pending=tuple(pending),
             running=tuple(running),
             related=related,
+            reservations=tuple(r for r in self.reservations.values() if not r.ended(now)),
         )
 
     async def fill_related(self, snap: ClusterSnapshot) -> ClusterSnapshot:
@@ -400,6 +406,7 @@ class Cluster:
         candidates = [n for n in self.nodes.values() if partition.contains(n.name)]
         if candidates:
             self._check_fits_somewhere(spec, candidates, where)
+        advance_reservations.check_job(self, spec, limit, where)
         priority = max(0, 1_000_000 + 10_000 * partition.priority_tier - spec.nice)
         return partition.name, limit, priority
 

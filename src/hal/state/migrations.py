@@ -34,7 +34,11 @@ def _v2_priority_fixed(conn: Connection) -> None:
         )
 
 
-STEPS: tuple[Step, ...] = (_v1_initial, _v2_priority_fixed)
+def _v3_reservations(conn: Connection) -> None:
+    schema.reservations.create(conn, checkfirst=True)
+
+
+STEPS: tuple[Step, ...] = (_v1_initial, _v2_priority_fixed, _v3_reservations)
 
 
 def migrate(conn: Connection) -> int:

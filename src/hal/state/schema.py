@@ -105,3 +105,17 @@ users = Table(
     Column("admin", Boolean, nullable=False, default=False),
     Column("created", Float, nullable=False),
 )
+
+# advance reservations (``scontrol create reservation``); lists are JSON arrays
+reservations = Table(
+    "reservations",
+    metadata,
+    Column("name", String(256), primary_key=True),
+    Column("start_time", Float, nullable=False),
+    Column("end_time", Float, nullable=False),
+    Column("nodes", Text, nullable=False),
+    Column("users", Text, nullable=False, default="[]"),
+    Column("accounts", Text, nullable=False, default="[]"),
+    Column("flags", Text, nullable=False, default="[]"),
+    Column("partition", String(256), nullable=False, default=""),
+)

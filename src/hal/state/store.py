@@ -32,6 +32,7 @@ from sqlalchemy import (
 
 from hal.core.job import Job
 from hal.core.node import Node
+from hal.core.reservation import Reservation, ReservationFlag
 from hal.core.resources import ResourceVector
 from hal.core.states import NodeState
 from hal.db import is_sqlite, make_engine, normalise_url
@@ -233,6 +234,27 @@ class Transaction:
             self.conn.execute(delete(schema.users).where(schema.users.c.name == name)).rowcount
         )
 
+    def put_reservation(self, r: Reservation) -> None:
+        """Insert or replace the reservation named ``r.name``."""
+        t = schema.reservations
+        self.conn.execute(delete(t).where(t.c.name == r.name))
+        self.conn.execute(
+            insert(t).values(
+                name=r.name,
+                start_time=r.start,
+                end_time=r.end,
+                nodes=json.dumps(list(r.nodes)),
+                users=json.dumps(list(r.users)),
+                accounts=json.dumps(list(r.accounts)),
+                flags=json.dumps(sorted(f.value for f in r.flags)),
+                partition=r.partition,
+            )
+        )
+
+    def delete_reservation(self, name: str) -> int:
+        t = schema.reservations
+        return int(self.conn.execute(delete(t).where(t.c.name == name)).rowcount)
+
 
 class SqlStateStore:
     def __init__(self, url: str) -> None:
@@ -339,6 +361,23 @@ class SqlStateStore:
                     gpu_model=r.gpu_model,
                     address=r.address,
                     last_heartbeat=r.last_heartbeat,
+                )
+                for r in conn.execute(select(t).order_by(t.c.name))
+            ]
+
+    def load_reservations(self) -> list[Reservation]:
+        t = schema.reservations
+        with self.engine.connect() as conn:
+            return [
+                Reservation(
+                    name=r.name,
+                    start=r.start_time,
+                    end=r.end_time,
+                    nodes=tuple(json.loads(r.nodes)),
+                    users=tuple(json.loads(r.users)),
+                    accounts=tuple(json.loads(r.accounts)),
+                    flags=frozenset(ReservationFlag(f) for f in json.loads(r.flags)),
+                    partition=r.partition,
                 )
                 for r in conn.execute(select(t).order_by(t.c.name))
             ]

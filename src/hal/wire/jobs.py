@@ -86,6 +86,7 @@ class JobInfo(WireModel):
     switch_wait_seconds: int | None = None  # --switches ...@max-time (None: the default)
     topology: str | None = None  # --topology, e.g. "required=leaf"
     data: list[str] = Field(default_factory=list)  # --data: input cache keys
+    reservation: str = ""  # --reservation
 
 
 class JobList(WireModel):

@@ -82,6 +82,7 @@ class JobSubmit:
     switches: Annotated[str | None, MaxLen(64)] = None  # "count[@max-time]"
     topology: Annotated[str | None, MaxLen(256)] = None  # "required=LEVEL|preferred=LEVEL"
     data: list[str] = field(default_factory=list)  # --data: input cache keys
+    reservation: Annotated[str, MaxLen(256)] = ""  # --reservation: run in this reservation
 
 
 @dataclass(slots=True)

@@ -240,7 +240,7 @@ def test_directive_lines_and_words() -> None:
         (["--licenses=x"], SCRIPT, "unrecognized option '--licenses'"),
         (["-k"], SCRIPT, "invalid option -- 'k'"),
         (["--open-mode=append"], SCRIPT, "--open-mode"),
-        ([], "#!/bin/sh\n#SBATCH --reservation=r\ntrue\n", "script line 2"),
+        ([], "#!/bin/sh\n#SBATCH --licenses=x\ntrue\n", "script line 2"),
         ([], "#!/bin/sh\n#SBATCH hetjob\ntrue\n", "heterogeneous"),
     ],
 )

@@ -487,6 +487,16 @@ class AvailabilityProfile:
             for mask, total in self._totals.values():
                 total[0] -= int(rows.cpus[mask[nodes]].sum())
 
+    def add_instants(self, instants: Iterable[float]) -> None:
+        """Make rows start at ``instants`` (e.g. where an advance reservation's window
+        starts or ends) without changing what is free: a job kept off nodes until then
+        can be planned to start exactly there."""
+        for t in instants:
+            if self.now < t < self.horizon:
+                self._add_time(t)
+                self._lows.clear()
+                self._low_cpus.clear()
+
     def _add_time(self, t: float) -> None:
         times = self.times
         i = bisect.bisect_left(times, t)

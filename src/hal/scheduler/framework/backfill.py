@@ -18,6 +18,12 @@ Called by ``Scheduler.run_pass`` when the profile has a Backfill plugin. In orde
          resources for all rows at once, confirmed by the framework with TEST_ONLY) and
          subtract it from the profile; its start is the job's ``expected_start``
 
+Advance reservations (``snapshot.reservations``) enter in two ways: each window's
+start and end within the horizon is a row of the profile, so a job kept off reserved
+nodes is planned for right after the window; and while a future row is tried,
+``PLAN_START`` in ``ctx.data`` holds its instant, so the ``reservation`` plugin's Filter
+judges the job's run from then (not from ``ctx.now``).
+
 Jobs are never started late because of this: a start that fits now is always taken
 (the same or an earlier reservation would be made otherwise). Predicted run times only
 shape the plan; jobs are killed at their own time limit, never at the prediction.
@@ -33,11 +39,16 @@ from dataclasses import dataclass, field
 from hal.core.job import Allocation, Job
 from hal.scheduler.framework.availability import AvailabilityProfile
 from hal.scheduler.framework.context import PassContext
+from hal.scheduler.framework.cycle_state import StateKey
 from hal.scheduler.framework.interfaces import BackfillMode, BackfillPlugin, BackfillPolicy
 from hal.scheduler.framework.node_table import AllocationRows
 from hal.scheduler.framework.request import NodeRequest, PlacementKey, placement_key
 from hal.scheduler.framework.runtime import Framework, Mode, Stage
 from hal.scheduler.framework.status import Code, Status
+
+# While backfill tries a job at a future instant: that instant (absent: the job would
+# start at ``ctx.now``). Filter plugins whose verdict depends on when the job runs read it.
+PLAN_START: StateKey[float] = StateKey("framework.plan_start")
 
 
 @dataclass(slots=True)
@@ -182,7 +193,9 @@ class _Planner:
         for j, alloc in self.placed_now:
             releases.append((now + self.runtime(j), table.rows_of(alloc), j.spec.exclusive))
         horizon = now + window if window > 0 else math.inf
-        return AvailabilityProfile(table, now, releases, resolution=resolution, horizon=horizon)
+        profile = AvailabilityProfile(table, now, releases, resolution=resolution, horizon=horizon)
+        profile.add_instants(_reservation_instants(self.ctx, horizon))
+        return profile
 
     def might_start_now(self, job: Job) -> bool:
         """Enough CPUs free on the partition's nodes right now (a necessary condition:
@@ -287,7 +300,12 @@ def _reserve(
         start = profile.times[k]
         if start >= profile.horizon:
             break
-        out = framework.place(ctx, job, Mode.TEST_ONLY, within=profile.window(k, start + runtime))
+        ctx.data.write(PLAN_START, start)
+        try:
+            within = profile.window(k, start + runtime)
+            out = framework.place(ctx, job, Mode.TEST_ONLY, within=within)
+        finally:
+            ctx.data.delete(PLAN_START)
         if out.status.is_success and out.allocation is not None:
             profile.reserve(start, start + runtime, table.rows_of(out.allocation), spec.exclusive)
             result.expected_start[job.id] = start
@@ -296,3 +314,19 @@ def _reserve(
         if out.status.code is Code.UNRESOLVABLE or out.stage is Stage.PRE_FILTER:
             return False  # waiting cannot help, or the job is not ready at all
     return False
+
+
+def _reservation_instants(ctx: PassContext, horizon: float) -> list[float]:
+    """The starts and ends of the advance reservations' windows in ``(now, horizon)``
+    (recurring ones: every window up to the horizon, at most 1,000 per reservation)."""
+    now = ctx.now
+    found: set[float] = set()
+    for r in ctx.snapshot.reservations:
+        t = now
+        for _ in range(1000):
+            start, end = r.window_at(t)
+            if end <= t or start >= horizon:
+                break
+            found.update(x for x in (start, end) if now < x < horizon)
+            t = end
+    return sorted(found)

@@ -78,6 +78,7 @@ def placement_key(job: Job) -> PlacementKey:
         s.exclude,
         s.nodelist,
         s.exclusive,
+        s.reservation,
     )
 
 

@@ -529,10 +529,13 @@ class Framework:
             # only after the first try at ``now`` so test-only is never optimistic.
             ends.append((max(start + r.time_limit_s, ctx.now), r.id, r, r.allocation))
         ends.sort(key=lambda e: (e[0], e[1]))
-        instants = sorted({e[0] for e in ends})
+        times = {e[0] for e in ends}
         begin = job.spec.begin_time
         if begin is not None and begin > ctx.now:
-            instants = sorted(set(instants) | {begin})
+            times.add(begin)
+        # an advance reservation's window ends: its nodes are open to everyone again
+        times.update(r.window_at(ctx.now)[1] for r in ctx.snapshot.reservations)
+        instants = sorted(t for t in times if t >= ctx.now)
 
         # TEST_ONLY never writes the table, so one copy serves every instant.
         still_running = list(ctx.running)

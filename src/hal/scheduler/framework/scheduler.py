@@ -152,8 +152,11 @@ class Scheduler:
         # partition → the verdict of every later job there (Priority, naming the blocker)
         blocked: dict[str, Status] = {}
 
+        # A job of an advance reservation (--reservation) runs only on the reservation's
+        # nodes, which no other job may use meanwhile: it neither waits behind its
+        # partition's blocked head nor blocks the partition itself.
         def gate(job: Job) -> Status | None:
-            return blocked.get(job.partition)
+            return None if job.spec.reservation else blocked.get(job.partition)
 
         fit_cache: FitCache = {}
         # array elements: the group's PreFilter verdict (None: passed) since the last
@@ -169,7 +172,7 @@ class Scheduler:
         statuses: dict[int, Status] = {}
 
         for job in self.framework.sort(snapshot.pending):
-            gated = blocked.get(job.partition)
+            gated = gate(job)
             if gated is not None and not explain:
                 statuses[job.id] = gated
                 held.append(job)
@@ -215,7 +218,7 @@ class Scheduler:
             ):
                 held.append(job)
                 held_stages.append(stage)
-                if stage is not _GATE and job.partition not in blocked:
+                if stage is not _GATE and job.partition not in blocked and not job.spec.reservation:
                     # a shortage: every later job of the partition waits behind this one
                     blocked[job.partition] = unschedulable(
                         PendingReason.PRIORITY,

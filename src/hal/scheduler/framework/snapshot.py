@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from hal.core.data import DataView
 from hal.core.job import Allocation, Job
 from hal.core.node import Node, Partition
+from hal.core.reservation import Reservation
 from hal.core.states import JobState, PendingReason
 
 
@@ -35,6 +36,7 @@ class ClusterSnapshot:
     running: tuple[Job, ...]
     related: Mapping[int, Job] = field(default_factory=dict)
     data: DataView | None = None
+    reservations: tuple[Reservation, ...] = ()  # advance reservations not yet ended
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,10 @@ sees is that of the first plugin that objects)::
     dependency     PreFilter  Dependency / DependencyNeverSatisfied (+ Termination)
                    Reserve    singleton bookkeeping
     arraythrottle  PreFilter  JobArrayTaskLimit;  Reserve: count placed elements
+    reservation    PreFilter  Reservation (--reservation: unknown, not allowed, not started)
+                   Filter     reservation jobs on its free nodes; others off nodes whose
+                              reservation window meets their run → Resources /
+                              ReqNodeNotAvail, Reserved for maintenance
     limits         PreFilter  QOSMaxJobsPerUserLimit, AssocGrpGRES, ... (QoS and account
                               limits); Reserve: count placed jobs. Only when some limit
                               is configured: ``default_profile(limits=True)``
@@ -63,6 +67,7 @@ from hal.scheduler.plugins import (
     preemption,
     priority,
 )
+from hal.scheduler.plugins import reservation as reservation_plugin
 from hal.scheduler.plugins import topology as topology_plugin
 
 BACKFILL = backfill.NAME
@@ -82,6 +87,7 @@ DEFAULT_PLUGINS = (
     partition.NAME,
     dependency.NAME,
     arraythrottle.NAME,
+    reservation_plugin.NAME,
     noderesources.NAME,
 )
 
@@ -123,6 +129,7 @@ def default_registry(
             dependency.NAME: dependency.new,
             arraythrottle.NAME: arraythrottle.new,
             limits.NAME: new_limits,
+            reservation_plugin.NAME: reservation_plugin.new,
             noderesources.NAME: noderesources.new,
             backfill.NAME: new_backfill,
             topology_plugin.NAME: topology_plugin.new,

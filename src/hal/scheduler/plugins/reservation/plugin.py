@@ -1,0 +1,173 @@
+"""The ``reservation`` plugin: jobs and advance reservations (``hal.core.reservation``).
+
+* A job with ``--reservation=R`` runs only on R's nodes, only while a window of R is in
+  force, and only if its time limit ends by that window's end, so it is never running
+  when the window closes (PreFilter: reason ``Reservation`` until then; an unlimited job
+  never fits, and the server refuses one at submit).
+* Any other job may not use a node of a reservation whose window meets the job's run,
+  ``[start, start + time limit)``; an unlimited job meets every later window (Filter:
+  ``Resources``, or ``ReqNodeNotAvail, Reserved for maintenance`` for ``MAINT``).
+
+The run starts at ``ctx.now``, or at the instant backfill is planning for
+(``framework.backfill.PLAN_START``), so backfill never plans a job into a window it may
+not use. Without reservations in the snapshot the plugin answers SKIP and costs nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+import numpy as np
+
+from hal.core.job import Job
+from hal.core.reservation import Reservation
+from hal.core.states import PendingReason
+from hal.scheduler.framework.backfill import PLAN_START
+from hal.scheduler.framework.context import PassContext
+from hal.scheduler.framework.cycle_state import CycleState, StateKey
+from hal.scheduler.framework.interfaces import FilterResult
+from hal.scheduler.framework.node_table import BoolArray, NodeTable
+from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
+from hal.scheduler.framework.request import NodeRequest
+from hal.scheduler.framework.status import SKIP, SUCCESS, Status, unschedulable
+
+NAME = "reservation"
+# per pass: reservation name → its nodes as a mask over the table's rows
+_MASKS: StateKey[dict[str, BoolArray]] = StateKey("reservation.masks")
+# per pass: an ordinary job's run [t0, t1) → its Filter result (shared: never written)
+_RESULTS: StateKey[dict[tuple[float, float], FilterResult]] = StateKey("reservation.outside")
+
+
+def _when(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds")
+
+
+def find(ctx: PassContext, name: str) -> Reservation | None:
+    for r in ctx.snapshot.reservations:
+        if r.name == name:
+            return r
+    return None
+
+
+def _mask(ctx: PassContext, r: Reservation) -> BoolArray:
+    masks = ctx.data.get(_MASKS)
+    if masks is None:
+        masks = {}
+        ctx.data.write(_MASKS, masks)
+    found = masks.get(r.name)
+    if found is None:
+        found = masks[r.name] = ctx.nodes.names_mask(r.nodes)
+    return found
+
+
+def fits(table: NodeTable, request: NodeRequest) -> BoolArray:
+    """Nodes that are up and have ``request``'s resources free (as noderesources)."""
+    ok: BoolArray = table.up & (table.free_cpus >= request.cpus)
+    if request.memory_bytes is None:
+        ok &= table.free_memory >= table.cap_memory
+    elif request.memory_bytes:
+        ok &= table.free_memory >= request.memory_bytes
+    if request.gpus:
+        ok &= table.free_gpus >= request.gpus
+    ok &= (table.jobs_on == 0) if request.exclusive else (table.exclusive_on == 0)
+    return ok
+
+
+class Reservations:
+    name = NAME
+
+    def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
+        wanted = job.spec.reservation
+        if not wanted:
+            return SUCCESS if ctx.snapshot.reservations else SKIP
+        r = find(ctx, wanted)
+        if r is None:
+            return unschedulable(
+                PendingReason.RESERVATION,
+                f"reservation {wanted} does not exist (deleted or ended); cancel the job "
+                "and submit it again without --reservation or with another one",
+                NAME,
+            )
+        if not r.allows(job.spec.user, job.spec.account):
+            return unschedulable(
+                PendingReason.RESERVATION,
+                f"user {job.spec.user} (account {job.spec.account or '(null)'}) "
+                f"may not use reservation {r.name}",
+                NAME,
+            )
+        planned = ctx.data.get(PLAN_START)
+        now = ctx.now if planned is None else planned
+        start, end = r.window_at(now)
+        if end <= now:
+            return unschedulable(PendingReason.RESERVATION, f"reservation {r.name} has ended", NAME)
+        if start > now:
+            return unschedulable(
+                PendingReason.RESERVATION,
+                f"waits for reservation {r.name} to start at {_when(start)}",
+                NAME,
+            )
+        limit = job.time_limit_s
+        if not limit:
+            return unschedulable(
+                PendingReason.RESERVATION,
+                f"an unlimited job cannot fit in reservation {r.name}; give it a time "
+                "limit (scontrol update JobId=... TimeLimit=...)",
+                NAME,
+            )
+        if now + limit > end:
+            return unschedulable(
+                PendingReason.RESERVATION,
+                f"time limit {limit}s runs past the end of reservation {r.name} at "
+                f"{_when(end)}; it starts only when the whole limit fits in a window",
+                NAME,
+            )
+        return SUCCESS
+
+    def filter(
+        self, ctx: PassContext, state: CycleState, job: Job, request: NodeRequest
+    ) -> FilterResult:
+        wanted = job.spec.reservation
+        if wanted:
+            r = find(ctx, wanted)
+            if r is None:
+                return FilterResult(np.zeros(len(ctx.nodes), dtype=np.bool_))
+            # the reservation's own free nodes: a busy reservation holds back nobody
+            # outside it (reason Reservation, not Resources)
+            return FilterResult(
+                _mask(ctx, r) & fits(ctx.nodes, request),
+                PendingReason.RESERVATION,
+                f"not free in reservation {r.name}",
+            )
+        start = ctx.data.get(PLAN_START)
+        t0 = ctx.now if start is None else start
+        limit = job.time_limit_s
+        t1 = t0 + limit if limit else math.inf
+        results = ctx.data.get(_RESULTS)
+        if results is None:
+            results = {}
+            ctx.data.write(_RESULTS, results)
+        found = results.get((t0, t1))
+        if found is None:
+            found = results[(t0, t1)] = self._outside(ctx, t0, t1)
+        return found
+
+    def _outside(self, ctx: PassContext, t0: float, t1: float) -> FilterResult:
+        """The nodes of no reservation whose window meets ``[t0, t1)``."""
+        allowed = np.ones(len(ctx.nodes), dtype=np.bool_)
+        names: list[str] = []
+        maintenance = False
+        for r in ctx.snapshot.reservations:
+            if r.overlaps(t0, t1):
+                allowed &= ~_mask(ctx, r)
+                names.append(r.name)
+                maintenance = maintenance or r.maintenance
+        if not names:
+            return FilterResult(allowed)
+        reason = PendingReason.RESERVED_FOR_MAINTENANCE if maintenance else PendingReason.RESOURCES
+        return FilterResult(allowed, reason, f"reserved ({', '.join(names)})")
+
+
+def new(args: PluginArgs) -> Reservations:
+    reject_unknown_args(args, ())
+    return Reservations()

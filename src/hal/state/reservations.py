@@ -1,0 +1,331 @@
+"""Advance reservations on the server: create, update, delete, and the submit check.
+
+Reservations live in ``Cluster.reservations`` (name → ``hal.core.reservation.Reservation``),
+loaded from the store at start and written through ``Cluster._commit`` with a
+``reservation.created|updated|deleted`` event, so a change is durable before it is seen
+and wakes the scheduler (which reads them from ``ClusterSnapshot.reservations``).
+
+Checks on create and update (Slurm's, with messages that say what to do):
+
+* only an administrator may create, change or delete a reservation;
+* the window: ``end > start``, not over already, no longer than the period when
+  recurring (``HOURLY``/``DAILY``/``WEEKLY``);
+* the nodes: ``Nodes=`` must name known nodes; ``NodeCnt=N`` picks the first N nodes (in
+  name order, of ``PartitionName`` when given) that are free for the window;
+* at least one of ``Users=`` and ``Accounts=``;
+* no other reservation holds one of its nodes at the same time, unless one of the two
+  has ``OVERLAP``;
+* no running job holds one of its nodes past its start (by its time limit; unlimited
+  jobs for ever), unless ``IGNORE_JOBS``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
+from hal.core.job import JobSpec
+from hal.core.reservation import Reservation, ReservationFlag, windows_clash
+from hal.state.store import EventRow, Transaction
+
+if TYPE_CHECKING:
+    from hal.state.cluster import Caller, Cluster
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+CLASH_HORIZON_S = 366 * 86_400.0  # recurring reservations are compared a year ahead
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationRequest:
+    """Fields of a create or an update; ``None``: not given (update: keep)."""
+
+    name: str
+    start: float | None = None
+    end: float | None = None
+    duration: float | None = None
+    nodes: tuple[str, ...] | None = None
+    node_count: int | None = None
+    users: tuple[str, ...] | None = None
+    accounts: tuple[str, ...] | None = None
+    flags: frozenset[ReservationFlag] | None = None
+    partition: str | None = None
+
+
+def _when(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds")
+
+
+def _admin(caller: Caller, verb: str) -> None:
+    if not caller.admin:
+        raise PermissionDenied(
+            f"user {caller.name} may not {verb} reservations: only an administrator can "
+            "(ask one, or use a token of an admin user)"
+        )
+
+
+def current(cluster: Cluster) -> list[Reservation]:
+    """The reservations not yet over, each with its window in force now (or next), by
+    name: what ``show reservation`` lists and the scheduler sees."""
+    now = cluster.clock.now()
+    return [r.at(now) for _, r in sorted(cluster.reservations.items()) if not r.ended(now)]
+
+
+def get(cluster: Cluster, name: str) -> Reservation:
+    r = cluster.reservations.get(name)
+    if r is None or r.ended(cluster.clock.now()):
+        raise NotFound(f"Reservation {name} not found; `scontrol show reservation` lists them")
+    return r.at(cluster.clock.now())
+
+
+async def create(cluster: Cluster, caller: Caller, req: ReservationRequest) -> Reservation:
+    _admin(caller, "create")
+    if not NAME_PATTERN.match(req.name):
+        raise InvalidRequest(
+            f"invalid reservation name {req.name!r}: use 1-128 letters, digits, '_', '.', '-'",
+            field="name",
+        )
+    now = cluster.clock.now()
+    old = cluster.reservations.get(req.name)
+    if old is not None and not old.ended(now):
+        raise Conflict(
+            f"reservation {req.name} exists; change it with `scontrol update "
+            f"ReservationName={req.name} ...` or delete it first"
+        )
+    start = now if req.start is None else req.start
+    end = _end(start, req.end, req.duration)
+    base = Reservation(
+        name=req.name,
+        start=start,
+        end=end,
+        nodes=(),
+        users=req.users or (),
+        accounts=req.accounts or (),
+        flags=req.flags or frozenset(),
+        partition=req.partition or "",
+    )
+    r = _validated(cluster, base, req.nodes, req.node_count, now)
+    await _save(cluster, r, "reservation.created")
+    return r
+
+
+async def update(cluster: Cluster, caller: Caller, req: ReservationRequest) -> Reservation:
+    _admin(caller, "update")
+    now = cluster.clock.now()
+    old = get(cluster, req.name)
+    start = old.start if req.start is None else req.start
+    if req.end is None and req.duration is None:
+        end = start + old.duration if req.start is not None else old.end
+    else:
+        end = _end(start, req.end, req.duration)
+    changed = replace(
+        old,
+        start=start,
+        end=end,
+        users=old.users if req.users is None else req.users,
+        accounts=old.accounts if req.accounts is None else req.accounts,
+        flags=old.flags if req.flags is None else req.flags,
+        partition=old.partition if req.partition is None else req.partition,
+    )
+    nodes = req.nodes if req.nodes is not None or req.node_count is not None else old.nodes
+    r = _validated(cluster, changed, nodes, req.node_count, now)
+    await _save(cluster, r, "reservation.updated")
+    return r
+
+
+async def delete(cluster: Cluster, caller: Caller, name: str) -> None:
+    _admin(caller, "delete")
+    get(cluster, name)
+    now = cluster.clock.now()
+    event = EventRow(now, "reservation.deleted", data={"name": name})
+    async with cluster._lock:
+
+        def forget(tx: Transaction) -> None:
+            tx.delete_reservation(name)
+
+        await cluster._commit([], [event], extra=forget)
+        cluster.reservations.pop(name, None)
+
+
+def check_job(cluster: Cluster, spec: JobSpec, limit: int, where: str = "") -> None:
+    """At submit: ``--reservation`` names a reservation the job's user may use, and the
+    job has a time limit (``limit``, resolved; 0: unlimited) that fits in its window."""
+    name = spec.reservation
+    if not name:
+        return
+    r = cluster.reservations.get(name)
+    if r is None or r.ended(cluster.clock.now()):
+        raise InvalidRequest(
+            f"Requested reservation is invalid: {name!r} does not exist "
+            "(`scontrol show reservation` lists them)",
+            field=where + "reservation",
+        )
+    if not r.allows(spec.user, spec.account):
+        raise PermissionDenied(
+            f"Access denied to requested reservation {name}: it is for users "
+            f"{','.join(r.users) or '(any)'} and accounts {','.join(r.accounts) or '(any)'}"
+        )
+    if limit <= 0 or limit > r.duration:
+        most = int(r.duration)
+        raise InvalidRequest(
+            f"a job in reservation {name} needs a time limit that fits in it: give "
+            f"--time of at most {most // 60} minutes ({most}s)",
+            field=where + "time_limit_seconds",
+        )
+
+
+# -- checks ------------------------------------------------------------------------
+
+
+def _end(start: float, end: float | None, duration: float | None) -> float:
+    if end is not None and duration is not None:
+        raise InvalidRequest("give EndTime or Duration, not both", field="duration")
+    if end is None and duration is None:
+        raise InvalidRequest(
+            "a reservation needs an end: give Duration= (e.g. 2:00:00) or EndTime=",
+            field="duration",
+        )
+    if duration is not None:
+        if duration <= 0:
+            raise InvalidRequest(
+                "Duration must be positive (e.g. Duration=1:00:00)", field="duration"
+            )
+        return start + duration
+    assert end is not None
+    return end
+
+
+def _validated(
+    cluster: Cluster,
+    r: Reservation,
+    nodes: Sequence[str] | None,
+    node_count: int | None,
+    now: float,
+) -> Reservation:
+    if r.end <= r.start:
+        raise InvalidRequest(
+            f"the reservation ends ({_when(r.end)}) before it starts ({_when(r.start)}); "
+            "give a later EndTime or a positive Duration",
+            field="end_time",
+        )
+    if r.ended(now):
+        raise InvalidRequest(
+            f"the reservation would end at {_when(r.end)}, which is in the past",
+            field="end_time",
+        )
+    if r.period and r.duration > r.period:
+        raise InvalidRequest(
+            f"a recurring reservation may last at most its period ({r.period:g}s); "
+            "shorten Duration",
+            field="duration",
+        )
+    if not r.users and not r.accounts:
+        raise InvalidRequest(
+            "a reservation needs Users= or Accounts= (who may use it)", field="users"
+        )
+    if r.partition and r.partition not in cluster.partitions:
+        raise InvalidRequest(
+            f"unknown partition {r.partition!r} (known: {', '.join(sorted(cluster.partitions))})",
+            field="partition",
+        )
+    others = [o for o in cluster.reservations.values() if o.name != r.name and not o.ended(now)]
+    if nodes is not None and node_count is not None:
+        raise InvalidRequest("give Nodes= or NodeCnt=, not both", field="node_count")
+    if node_count is not None:
+        return replace(r, nodes=_pick(cluster, r, node_count, others, now))
+    if not nodes:
+        raise InvalidRequest(
+            "a reservation needs nodes: give Nodes=node[1-2] or NodeCnt=N", field="nodes"
+        )
+    unknown = [n for n in nodes if n not in cluster.nodes]
+    if unknown:
+        raise InvalidRequest(
+            f"unknown node {unknown[0]!r}; `sinfo -N` lists the cluster's nodes", field="nodes"
+        )
+    r = replace(r, nodes=tuple(sorted(set(nodes))))
+    for o in others:
+        shared = r.shares_nodes_with(o)
+        if shared and not (r.overlap or o.overlap):
+            when = windows_clash(r, o, now + CLASH_HORIZON_S)
+            if when is not None:
+                raise Conflict(
+                    f"reservation {o.name} holds {', '.join(shared)} at {_when(when)}; "
+                    "choose other nodes or times, or add Flags=OVERLAP"
+                )
+    if ReservationFlag.IGNORE_JOBS not in r.flags:
+        for name in r.nodes:
+            job = _busy_past(cluster, name, r)
+            if job is not None:
+                raise Conflict(
+                    f"node {name} is busy: job {job} may run past the reservation's start; "
+                    "pick other nodes, a later StartTime, or add Flags=IGNORE_JOBS"
+                )
+    return r
+
+
+def _busy_past(cluster: Cluster, node: str, r: Reservation) -> int | None:
+    """A running job on ``node``, not of ``r`` itself, whose time limit reaches past
+    ``r``'s start (unlimited: always)."""
+    usage = cluster.usage.get(node)
+    if usage is None:
+        return None
+    t = r.start
+    for job_id in sorted(usage.jobs):
+        job = cluster.jobs.get(job_id)
+        if job is None or not job.state.is_active or job.spec.reservation == r.name:
+            continue
+        begun = job.start_time if job.start_time is not None else cluster.clock.now()
+        end = begun + job.time_limit_s if job.time_limit_s else math.inf
+        if end > t:
+            return job_id
+    return None
+
+
+def _pick(
+    cluster: Cluster, r: Reservation, count: int, others: list[Reservation], now: float
+) -> tuple[str, ...]:
+    """``NodeCnt=N``: the first N nodes (by name) free for the reservation's windows."""
+    names = sorted(cluster.nodes)
+    if r.partition:
+        part = cluster.partitions[r.partition]
+        names = [n for n in names if part.contains(n)]
+    if count <= 0 or count > len(names):
+        where = f"partition {r.partition}" if r.partition else "the cluster"
+        raise InvalidRequest(
+            f"NodeCnt={count} but {where} has {len(names)} nodes; give 1 to {len(names)}",
+            field="node_count",
+        )
+    chosen: list[str] = []
+    for name in names:
+        probe = replace(r, nodes=(name,))
+        clash = any(
+            name in o.nodes
+            and not (r.overlap or o.overlap)
+            and windows_clash(probe, o, now + CLASH_HORIZON_S) is not None
+            for o in others
+        )
+        busy = ReservationFlag.IGNORE_JOBS not in r.flags and _busy_past(cluster, name, probe)
+        if not clash and not busy:
+            chosen.append(name)
+            if len(chosen) == count:
+                return tuple(chosen)
+    raise Conflict(
+        f"only {len(chosen)} of the {count} nodes asked for are free of other reservations "
+        "and running jobs for that window; ask for fewer, a later StartTime, or add "
+        "Flags=IGNORE_JOBS"
+    )
+
+
+async def _save(cluster: Cluster, r: Reservation, kind: str) -> None:
+    event = EventRow(
+        cluster.clock.now(),
+        kind,
+        data={"name": r.name, "start": r.start, "end": r.end, "nodes": list(r.nodes)},
+    )
+    async with cluster._lock:
+        await cluster._commit([], [event], extra=lambda tx: tx.put_reservation(r))
+        cluster.reservations[r.name] = r

@@ -1,0 +1,170 @@
+"""Advance reservations against a real server and real agents: the REST routes, scontrol
+and sbatch as a user types them, and the scheduler keeping an ordinary job off a
+reserved node while a ``--reservation`` job runs there."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
+from hal.scheduler.plugins import default_profile
+from hal.testing.live import LiveServer, wait_until
+from hal.wire.jobs import JobSubmit
+from hal.wire.reservations import ReservationCreate, ReservationUpdate
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    # bf_interval 1 s instead of 30 s: a --reservation job queued behind an ordinary job
+    # that waits for Resources is started by the backfill stage (see docs/reservations.md)
+    profile = default_profile()
+    profile["plugin_args"] = {"noderesources": {"score": "best_fit"}, "backfill": {"interval_s": 1}}
+    overrides = {"kill_wait_seconds": 2, "scheduler_profile": profile}
+    data = tmp_path_factory.mktemp("resv")
+    with LiveServer(data, config_overrides=overrides) as live, live.agents(2, cpus=2, memory="1G"):
+        yield live
+
+
+def test_rest_create_list_update_delete(server: LiveServer) -> None:
+    now = time.time()
+    with server.client() as c:
+        made = c.create_reservation(
+            ReservationCreate(
+                name="rest1",
+                start_time=now + 3600,
+                duration_seconds=600,
+                nodes=["node1"],
+                users=["alice"],
+                flags=["maint"],
+            )
+        )
+        assert made.node_count == 1 and made.core_count == 2 and made.state == "INACTIVE"
+        assert made.flags == ["MAINT"]
+        assert [r.name for r in c.reservations()] == ["rest1"]
+        changed = c.update_reservation("rest1", ReservationUpdate(duration_seconds=1200))
+        assert changed.end_time == pytest.approx(now + 3600 + 1200)
+        with pytest.raises(Conflict, match="Flags=OVERLAP"):
+            c.create_reservation(
+                ReservationCreate(
+                    name="rest2",
+                    start_time=now + 3700,
+                    duration_seconds=60,
+                    nodes=["node1"],
+                    users=["bob"],
+                )
+            )
+        with pytest.raises(InvalidRequest, match="unknown node 'node7'"):
+            c.create_reservation(
+                ReservationCreate(name="rest3", duration_seconds=60, nodes=["node7"], users=["a"])
+            )
+        c.delete_reservation("rest1")
+        with pytest.raises(NotFound):
+            c.reservation("rest1")
+        bob = c.add_user("resvbob").token
+    with server.client(bob) as c:
+        assert c.reservations() == []  # anyone may list
+        with pytest.raises(PermissionDenied, match="only an administrator"):
+            c.create_reservation(
+                ReservationCreate(name="mine", duration_seconds=60, nodes=["node2"], users=["x"])
+            )
+    r = httpx.post(
+        server.url + "/v1/reservations",
+        json={"name": "bad name", "duration_seconds": 60, "nodes": ["node1"]},
+        headers={"Authorization": f"Bearer {server.token}"},
+    )
+    assert r.status_code == 400 and r.json()["field"].endswith("name")
+
+
+def test_scontrol_and_sbatch_as_typed(server: LiveServer, tmp_path: Path) -> None:
+    me = server.client().whoami().name
+    out = server.cli(
+        "scontrol",
+        "create",
+        "reservation",
+        "ReservationName=cli",
+        "StartTime=now+1hour",
+        "Duration=30:00",
+        "Nodes=node2",
+        f"Users={me}",
+        "Flags=DAILY",
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "Reservation created: cli"
+    shown = server.cli("scontrol", "show", "reservation", "cli")
+    assert "ReservationName=cli StartTime=" in shown.stdout
+    assert "Duration=00:30:00" in shown.stdout and "Flags=DAILY" in shown.stdout
+    assert f"Users={me} Groups=(null)" in shown.stdout and "State=INACTIVE" in shown.stdout
+    upd = server.cli("scontrol", "update", "ReservationName=cli", "Duration=45:00")
+    assert (
+        upd.returncode == 0 and "Duration=00:45:00" in server.cli("scontrol", "show", "res").stdout
+    )
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\n#SBATCH --reservation=nope\n#SBATCH -t 5\ntrue\n")
+    refused = server.cli("sbatch", str(script), cwd=tmp_path)
+    assert refused.returncode == 1
+    assert "sbatch: error: Batch job submission failed: Requested reservation is invalid" in (
+        refused.stderr
+    )
+    unlimited = server.cli("sbatch", "--reservation=cli", "--wrap=true", cwd=tmp_path)
+    assert "needs a time limit that fits" in unlimited.stderr
+    gone = server.cli("scontrol", "delete", "ReservationName=cli")
+    assert gone.returncode == 0, gone.stderr
+    missing = server.cli("scontrol", "show", "reservation", "cli")
+    assert missing.returncode == 1 and "Reservation cli not found" in missing.stdout
+
+
+def test_a_reservation_keeps_ordinary_jobs_off_and_runs_its_own(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    with server.client() as c:
+        me = c.whoami().name
+        c.create_reservation(
+            ReservationCreate(name="lab", duration_seconds=3600, nodes=["node1"], users=[me])
+        )
+        try:
+            # an ordinary job asking for node1 waits: the reservation holds it
+            pinned = c.submit(
+                JobSubmit(
+                    script="#!/bin/sh\ntrue\n",
+                    workdir=str(tmp_path),
+                    nodelist=["node1"],
+                    time_limit_seconds=60,
+                )
+            ).job_id
+            # an ordinary job without a node list runs, on node2
+            free = c.submit(
+                JobSubmit(script="#!/bin/sh\ntrue\n", workdir=str(tmp_path), time_limit_seconds=60)
+            ).job_id
+            wait_until(lambda: c.job(free).state == "COMPLETED", message="the free job to run")
+            assert c.job(free).nodes == ["node2"]
+            # the reservation's job runs on node1 (sbatch as a user types it)
+            out = server.cli(
+                "sbatch",
+                "--parsable",
+                "--reservation=lab",
+                "-t",
+                "5",
+                "--wrap=hostname",
+                cwd=tmp_path,
+            )
+            assert out.returncode == 0, out.stderr
+            inside = int(out.stdout.strip())
+            wait_until(lambda: c.job(inside).state == "COMPLETED", message="the reserved job")
+            job = c.job(inside)
+            assert job.nodes == ["node1"] and job.reservation == "lab"
+            wait_until(lambda: c.job(pinned).reason == "Resources", message="a reason")
+            assert c.job(pinned).state == "PENDING"
+            explained = server.cli("explain", str(pinned))
+            assert "reserved (lab)" in explained.stdout, explained.stdout
+            # once the reservation is gone the pinned job runs
+            c.delete_reservation("lab")
+            wait_until(lambda: c.job(pinned).state == "COMPLETED", message="the pinned job")
+        finally:
+            with contextlib.suppress(NotFound):
+                c.delete_reservation("lab")

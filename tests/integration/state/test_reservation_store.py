@@ -1,0 +1,196 @@
+"""Advance reservations in the state layer, on SQLite and on the real PostgreSQL: kept
+across a restart, validated with messages that say what to do, checked at submit."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from hal.config.model import HalConfig
+from hal.core.clock import VirtualClock
+from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
+from hal.core.job import Allocation, JobSpec
+from hal.core.node import Node
+from hal.core.reservation import parse_flags
+from hal.core.resources import GiB, ResourceVector
+from hal.core.states import JobState
+from hal.state import reservations
+from hal.state.cluster import Caller, Cluster
+from hal.state.reservations import ReservationRequest
+from hal.state.store import SqlStateStore
+
+ROOT = Caller("root", admin=True)
+T0 = 1_000_000.0
+
+
+def spec(**kw: object) -> JobSpec:
+    base: dict[str, object] = {"user": "alice", "script": "#!/bin/sh\ntrue\n"}
+    base.update(kw)
+    return JobSpec(**base)  # type: ignore[arg-type]
+
+
+def with_cluster(db_url: str, body: Callable[[Cluster], Awaitable[None]]) -> None:
+    store = SqlStateStore(db_url)
+    store.migrate()
+    with store.transaction() as tx:
+        for name in ("node1", "node2", "node3"):
+            tx.upsert_node(Node(name, ResourceVector(4, 8 * GiB)))
+    cluster = Cluster(store, HalConfig(), VirtualClock(T0))
+
+    async def run() -> None:
+        await cluster.load()
+        try:
+            await body(cluster)
+        finally:
+            await cluster.close()
+
+    asyncio.run(run())
+
+
+def req(name: str = "maint", **kw: object) -> ReservationRequest:
+    base: dict[str, object] = {
+        "start": T0 + 3600,
+        "duration": 7200.0,
+        "nodes": ("node1", "node2"),
+        "users": ("alice",),
+    }
+    base.update(kw)
+    return ReservationRequest(name=name, **base)  # type: ignore[arg-type]
+
+
+def test_reservations_survive_a_restart(db_url: str) -> None:
+    async def body(cluster: Cluster) -> None:
+        made = await reservations.create(
+            cluster, ROOT, req(flags=parse_flags("MAINT,DAILY"), accounts=("physics",))
+        )
+        assert made.nodes == ("node1", "node2") and made.end == T0 + 3 * 3600
+        await reservations.create(cluster, ROOT, req("later", nodes=("node3",)))
+        await reservations.update(
+            cluster, ROOT, ReservationRequest("later", duration=60.0, users=("bob",))
+        )
+        await reservations.delete(cluster, ROOT, "maint")
+        await reservations.create(cluster, ROOT, req("maint2", flags=parse_flags("DAILY")))
+        kinds = [e.kind for e in cluster.recent_events]
+        assert kinds.count("reservation.created") == 3 and "reservation.deleted" in kinds
+
+    with_cluster(db_url, body)
+    again = Cluster(SqlStateStore(db_url), HalConfig(), VirtualClock(T0 + 86_400 + 3600 + 1))
+
+    async def reload() -> None:
+        await again.load()
+        listed = {r.name: r for r in reservations.current(again)}
+        assert set(listed) == {"maint2"}  # "later" (one-off) has ended, maint was deleted
+        daily = listed["maint2"]
+        assert daily.start == T0 + 86_400 + 3600  # moved on by a day
+        assert again.snapshot().reservations[0].name == "maint2"
+        assert [r.name for r in again.snapshot().reservations] == ["maint2"]
+        await again.close()
+
+    asyncio.run(reload())
+
+
+def test_only_admins_change_reservations(db_url: str) -> None:
+    async def body(cluster: Cluster) -> None:
+        alice = Caller("alice")
+        with pytest.raises(PermissionDenied, match="only an administrator"):
+            await reservations.create(cluster, alice, req())
+        await reservations.create(cluster, ROOT, req())
+        with pytest.raises(PermissionDenied):
+            await reservations.update(cluster, alice, ReservationRequest("maint", duration=60))
+        with pytest.raises(PermissionDenied):
+            await reservations.delete(cluster, alice, "maint")
+        with pytest.raises(NotFound, match="Reservation nope not found"):
+            await reservations.delete(cluster, ROOT, "nope")
+
+    with_cluster(db_url, body)
+
+
+@pytest.mark.parametrize(
+    ("changes", "error", "message"),
+    [
+        ({"nodes": ("node9",)}, InvalidRequest, "unknown node 'node9'"),
+        ({"duration": None, "end": T0 + 10}, InvalidRequest, "ends .* before it starts"),
+        ({"duration": None}, InvalidRequest, "needs an end"),
+        ({"start": T0 - 7200, "duration": 60.0}, InvalidRequest, "in the past"),
+        ({"nodes": None, "node_count": 4}, InvalidRequest, "NodeCnt=4 but the cluster has 3"),
+        ({"users": ()}, InvalidRequest, "needs Users= or Accounts="),
+        ({"nodes": ()}, InvalidRequest, "give Nodes="),
+        ({"flags": parse_flags("HOURLY")}, InvalidRequest, "at most its period"),
+        ({"partition": "gpu"}, InvalidRequest, "unknown partition 'gpu'"),
+    ],
+)
+def test_bad_reservations_are_refused_with_what_to_do(
+    db_url: str, changes: dict[str, object], error: type[Exception], message: str
+) -> None:
+    async def body(cluster: Cluster) -> None:
+        with pytest.raises(error, match=message):
+            await reservations.create(cluster, ROOT, req(**changes))
+
+    with_cluster(db_url, body)
+
+
+def test_overlaps_are_refused_unless_flagged(db_url: str) -> None:
+    async def body(cluster: Cluster) -> None:
+        await reservations.create(cluster, ROOT, req())
+        with pytest.raises(Conflict, match=r"reservation maint holds node2 .* Flags=OVERLAP"):
+            await reservations.create(cluster, ROOT, req("b", nodes=("node2", "node3")))
+        with pytest.raises(Conflict, match="exists"):
+            await reservations.create(cluster, ROOT, req())
+        await reservations.create(
+            cluster, ROOT, req("b", nodes=("node2",), flags=parse_flags("OVERLAP"))
+        )
+        await reservations.create(cluster, ROOT, req("c", nodes=("node2",), start=T0 + 4 * 3600))
+        # NodeCnt skips the nodes already reserved then
+        picked = await reservations.create(cluster, ROOT, req("d", nodes=None, node_count=1))
+        assert picked.nodes == ("node3",)
+        with pytest.raises(Conflict, match="only 0 of the 1 nodes"):
+            await reservations.create(cluster, ROOT, req("e", nodes=None, node_count=1))
+
+    with_cluster(db_url, body)
+
+
+def test_running_jobs_that_would_cross_the_start_block_creation(db_url: str) -> None:
+    async def body(cluster: Cluster) -> None:
+        (done,) = await cluster.submit([spec(nodelist=("node1",))])  # unlimited
+        job = cluster.jobs[done.job_id]
+        alloc = Allocation(("node1",), (ResourceVector(1, 0),))
+        cluster._put(job.evolve(state=JobState.RUNNING, start_time=T0, allocation=alloc))
+        with pytest.raises(Conflict, match=f"node node1 is busy: job {job.id}"):
+            await reservations.create(cluster, ROOT, req(nodes=("node1",)))
+        await reservations.create(
+            cluster, ROOT, req(nodes=("node1",), flags=parse_flags("IGNORE_JOBS"))
+        )
+
+    with_cluster(db_url, body)
+
+
+def test_submit_checks_the_reservation(db_url: str) -> None:
+    async def body(cluster: Cluster) -> None:
+        await reservations.create(cluster, ROOT, req())
+        with pytest.raises(InvalidRequest, match="Requested reservation is invalid"):
+            await cluster.submit([spec(reservation="nope", time_limit_s=60)])
+        with pytest.raises(PermissionDenied, match="Access denied to requested reservation"):
+            await cluster.submit([spec(user="bob", reservation="maint", time_limit_s=60)])
+        with pytest.raises(InvalidRequest, match="needs a time limit that fits"):
+            await cluster.submit([spec(reservation="maint")])
+        (ok,) = await cluster.submit([spec(reservation="maint", time_limit_s=600)])
+        assert cluster.jobs[ok.job_id].spec.reservation == "maint"
+
+    with_cluster(db_url, body)
+
+
+def test_an_active_reservation_can_change_while_its_own_jobs_run(db_url: str) -> None:
+    async def body(cluster: Cluster) -> None:
+        await reservations.create(cluster, ROOT, req(start=T0 - 10, nodes=("node1",)))
+        (done,) = await cluster.submit([spec(reservation="maint", time_limit_s=600)])
+        job = cluster.jobs[done.job_id]
+        alloc = Allocation(("node1",), (ResourceVector(1, 0),))
+        cluster._put(job.evolve(state=JobState.RUNNING, start_time=T0, allocation=alloc))
+        longer = await reservations.update(
+            cluster, ROOT, ReservationRequest("maint", duration=3 * 3600.0)
+        )
+        assert longer.end == T0 - 10 + 3 * 3600 and longer.active(T0)
+
+    with_cluster(db_url, body)

@@ -1,0 +1,101 @@
+"""The reservation model: recurrence, overlap with a run, access, flag parsing."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from hal.core.reservation import (
+    Reservation,
+    ReservationFlag,
+    blocking,
+    parse_flags,
+    windows_clash,
+)
+
+H = 3600.0
+DAY = 86_400.0
+
+
+def res(start: float = 100.0, end: float = 200.0, **kw: object) -> Reservation:
+    base: dict[str, object] = {"name": "r", "start": start, "end": end, "nodes": ("n1",)}
+    base.update(kw)
+    return Reservation(**base)  # type: ignore[arg-type]
+
+
+def test_a_one_off_window_and_its_overlaps() -> None:
+    r = res()
+    assert r.window_at(0) == (100, 200) and r.window_at(500) == (100, 200)
+    assert not r.active(99) and r.active(100) and r.active(199.9) and not r.active(200)
+    assert r.overlaps(50, 101) and r.overlaps(150, 160) and r.overlaps(0, math.inf)
+    assert not r.overlaps(0, 100)  # ends exactly at the start: [t0, t1) is half open
+    assert not r.overlaps(200, 300) and not r.overlaps(150, 150)
+    assert r.ended(200) and not r.ended(199)
+    assert r.first_overlap(0, 150) == (100, 200) and r.first_overlap(0, 50) is None
+
+
+def test_a_daily_reservation_moves_forward_by_its_period() -> None:
+    r = res(0, 2 * H, flags=frozenset({ReservationFlag.DAILY}))
+    assert r.period == DAY and not r.ended(10 * DAY)
+    assert r.window_at(3 * H) == (DAY, DAY + 2 * H)
+    assert r.window_at(DAY + H) == (DAY, DAY + 2 * H)
+    assert r.window_at(5 * DAY + 2 * H) == (6 * DAY, 6 * DAY + 2 * H)
+    assert r.active(3 * DAY + 1) and not r.active(3 * DAY + 3 * H)
+    # a run between two windows fits only if it ends by the next one
+    assert not r.overlaps(3 * H, DAY)
+    assert r.overlaps(3 * H, DAY + 1)
+    assert r.overlaps(3 * H, math.inf)  # an unlimited job meets every later window
+    moved = r.at(2 * DAY + 5 * H)
+    assert (moved.start, moved.end) == (3 * DAY, 3 * DAY + 2 * H) and moved.name == "r"
+
+
+@pytest.mark.parametrize(("flag", "period"), [("HOURLY", H), ("WEEKLY", 7 * DAY)])
+def test_other_periods(flag: str, period: float) -> None:
+    r = res(0, 60, flags=parse_flags(flag))
+    assert r.period == period
+    assert r.window_at(61) == (period, period + 60)
+
+
+def test_access_needs_the_user_and_the_account_when_both_are_listed() -> None:
+    users = res(users=("alice",))
+    assert users.allows("alice", None) and not users.allows("bob", "physics")
+    accounts = res(accounts=("physics",))
+    assert accounts.allows("bob", "physics") and not accounts.allows("bob", None)
+    both = res(users=("alice",), accounts=("physics",))
+    assert both.allows("alice", "physics")
+    assert not both.allows("alice", "chem") and not both.allows("bob", "physics")
+
+
+def test_flags_parse_and_refuse_unknown_ones() -> None:
+    assert parse_flags("maint, daily") == {ReservationFlag.MAINT, ReservationFlag.DAILY}
+    assert parse_flags("") == frozenset()
+    with pytest.raises(ValueError, match="unknown reservation flag 'FLEX'"):
+        parse_flags("FLEX")
+    with pytest.raises(ValueError, match="at most one"):
+        parse_flags("DAILY,WEEKLY")
+    assert res(flags=parse_flags("MAINT")).maintenance
+    assert res(flags=parse_flags("OVERLAP")).overlap
+
+
+def test_clashes_between_reservations() -> None:
+    a = res(0, 100)
+    assert windows_clash(a, res(50, 150), math.inf) == 50
+    assert windows_clash(a, res(100, 150), math.inf) is None
+    daily = res(10 * H, 11 * H, flags=parse_flags("DAILY"))
+    # a one-off window on day 3 at 10:30 meets the daily one
+    assert windows_clash(daily, res(3 * DAY + 10.5 * H, 3 * DAY + 12 * H), math.inf) == (
+        3 * DAY + 10.5 * H
+    )
+    # a one-off window in the daily gap never does
+    assert windows_clash(daily, res(3 * DAY, 3 * DAY + 9 * H), math.inf) is None
+    # two dailies at different hours never meet; the walk stops at the horizon
+    other = res(12 * H, 13 * H, flags=parse_flags("DAILY"))
+    assert windows_clash(daily, other, 30 * DAY) is None
+
+
+def test_blocking_lists_the_windows_meeting_a_run() -> None:
+    a, b = res(100, 200, name="a"), res(300, 400, name="b")
+    assert [r.name for r in blocking([a, b], 0, 150)] == ["a"]
+    assert [r.name for r in blocking([a, b], 150, math.inf)] == ["a", "b"]
+    assert blocking([a, b], 200, 300) == []
