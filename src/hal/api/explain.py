@@ -9,11 +9,13 @@ standing — plus one read-only dry run of its cycle on the current snapshot
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 
 from hal.api.context import ServerContext
 from hal.api.data import with_view
 from hal.api.priority import JobPriority, PriorityService
 from hal.core.job import Job
+from hal.core.preemption import PREEMPTED_BY
 from hal.core.states import JobState, PendingReason
 from hal.scheduler.framework import Framework, PassContext, Scheduler
 from hal.scheduler.framework.explain import Diagnosis, diagnose
@@ -83,9 +85,15 @@ def _queue_ahead(scheduler: Scheduler, snap: ClusterSnapshot, job: Job) -> list[
     ]
 
 
-def _detail(job: Job, diag: Diagnosis | None, ahead: list[Job]) -> str:
+def _detail(job: Job, diag: Diagnosis | None, ahead: list[Job], victims: list[Job]) -> str:
     if job.state is not JobState.PENDING:
         return f"job is {job.state.value}, not pending"
+    if victims:
+        ids = ", ".join(v.display_id for v in victims)
+        return (
+            f"job(s) {ids} are being preempted for it; it starts when they have released "
+            "their nodes, before any other job"
+        )
     reason = job.reason
     if job.spec.hold or job.held_by_admin:
         who = "an administrator" if job.held_by_admin else "its owner"
@@ -111,6 +119,12 @@ def _detail(job: Job, diag: Diagnosis | None, ahead: list[Job]) -> str:
     if diag is not None and diag.status.is_success:
         return "it fits now; the next scheduling pass should start it"
     return reason.value
+
+
+def _victims(jobs: Iterable[Job], job: Job) -> list[Job]:
+    """The running jobs being preempted for ``job`` (``hal.state.preempt`` marks them)."""
+    mark = str(job.id)
+    return sorted((j for j in jobs if j.extra.get(PREEMPTED_BY) == mark), key=lambda j: j.id)
 
 
 def _diagnose(scheduler: Scheduler, snap: ClusterSnapshot, job: Job) -> Diagnosis:
@@ -148,7 +162,7 @@ async def explain(ctx: ServerContext, priority: PriorityService | None, ident: s
         display_id=job.display_id,
         state=job.state.value,
         reason=job.reason.value,
-        detail=_detail(job, diag, ahead),
+        detail=_detail(job, diag, ahead, _victims(cluster.unfinished.values(), job)),
         blocking_plugin=blocking,
         nodes_total=diag.nodes_total if diag else 0,
         nodes_available=diag.nodes_available if diag else 0,

@@ -111,3 +111,28 @@ def test_the_config_is_what_the_server_runs(live: LiveServer) -> None:
     assert server is not None
     config = server.config  # type: ignore[attr-defined]
     assert dataclasses.asdict(config.preemption)["grace_time_s"] == 3
+
+
+def test_a_victim_keeps_running_through_its_grace_time_and_explain_says_why(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    # notes the signal but does not stop: it runs on until the grace time (3 s) is over
+    stubborn = """#!/bin/bash
+trap 'echo noted >> "$PWD/signalled.$SLURM_JOB_ID"' USR1
+for i in $(seq 300); do sleep 0.2; done
+"""
+    with live.client() as client:
+        low = client.submit(_job(tmp_path, "low", stubborn, signal="B:USR1@60")).job_id
+        wait_until(lambda: client.job(low).state == "RUNNING", message="the low job")
+        high = client.submit(_job(tmp_path, "high", "#!/bin/sh\nsleep 300\n")).job_id
+        wait_until(lambda: (tmp_path / f"signalled.{low}").exists(), message="the signal")
+        assert client.job(low).state == "RUNNING"  # within its grace time
+        out = live.cli("explain", str(high))
+        assert out.returncode == 0, out.stderr
+        assert f"job(s) {low} are being preempted for it" in out.stdout
+        wait_until(lambda: client.job(high).state == "RUNNING", 30, message="the high job")
+        kinds = [e.kind for e in client.events(follow=False) if e.job_id == low]
+        assert "job.preempt_grace_over" in kinds
+        assert client.job(low).state == "PENDING"
+        client.cancel(str(high))
+        client.cancel(str(low))
