@@ -184,10 +184,16 @@ class Allocation:
     gpu_ids: tuple[tuple[int, ...], ...] = ()  # per node, the GPU indices held
 
     def total(self) -> ResourceVector:
-        acc = ResourceVector()
-        for r in self.per_node:
-            acc = acc + r
-        return acc
+        per = self.per_node
+        if not per:
+            return ResourceVector()
+        first = per[0]
+        n = len(per)
+        if all(r is first for r in per):  # uniform: one vector shared by every node
+            return ResourceVector(first.cpus * n, first.memory_bytes * n, first.gpus * n)
+        return ResourceVector(
+            sum(r.cpus for r in per), sum(r.memory_bytes for r in per), sum(r.gpus for r in per)
+        )
 
 
 @dataclass(frozen=True, slots=True)
