@@ -125,7 +125,7 @@ for i in $(seq 300); do sleep 0.2; done
         low = client.submit(_job(tmp_path, "low", stubborn, signal="B:USR1@60")).job_id
         wait_until(lambda: client.job(low).state == "RUNNING", message="the low job")
         high = client.submit(_job(tmp_path, "high", "#!/bin/sh\nsleep 300\n")).job_id
-        wait_until(lambda: (tmp_path / f"signalled.{low}").exists(), message="the signal")
+        wait_until((tmp_path / f"signalled.{low}").exists, message="the signal")
         assert client.job(low).state == "RUNNING"  # within its grace time
         out = live.cli("explain", str(high))
         assert out.returncode == 0, out.stderr
