@@ -189,7 +189,7 @@ class Allocation:
             return ResourceVector()
         first = per[0]
         n = len(per)
-        if all(r is first for r in per):  # uniform: one vector shared by every node
+        if len(set(map(id, per))) == 1:  # uniform: one vector shared by every node
             return ResourceVector(first.cpus * n, first.memory_bytes * n, first.gpus * n)
         return ResourceVector(
             sum(r.cpus for r in per), sum(r.memory_bytes for r in per), sum(r.gpus for r in per)

@@ -37,6 +37,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Iterable
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -66,6 +67,17 @@ def round_up(t: float, resolution: float) -> float:
     return math.ceil(t / resolution - 1e-9) * resolution
 
 
+_A = TypeVar("_A", bound=np.ndarray[Any, Any])
+
+
+def _grown(arr: _A, rows: int, used: int) -> _A:
+    """``arr`` with room for ``rows`` rows, its first ``used`` kept (``np.resize`` would
+    also fill the rest by repeating the data: twice the work for nothing)."""
+    out = np.empty((rows, *arr.shape[1:]), dtype=arr.dtype)
+    out[:used] = arr[:used]
+    return out  # type: ignore[return-value]
+
+
 class _Events:
     """Change points: (instant, node, delta of the five arrays), in arrival order, in
     arrays that grow by doubling."""
@@ -82,9 +94,9 @@ class _Events:
         n, end = len(nodes), self.size + len(nodes)
         if end > len(self.time):
             grow = max(end, 2 * len(self.time))
-            self.time = np.resize(self.time, grow)
-            self.node = np.resize(self.node, grow)
-            self.delta = np.resize(self.delta, (grow, _N_ARRAYS))
+            self.time = _grown(self.time, grow, self.size)
+            self.node = _grown(self.node, grow, self.size)
+            self.delta = _grown(self.delta, grow, self.size)
         self.time[self.size : end] = time
         self.node[self.size : end] = nodes
         self.delta[self.size : end] = delta

@@ -39,6 +39,7 @@ class NodeTable:
         "_features",
         "_marks",
         "_marks_dropped",
+        "_names_array",
         "_partitions",
         "_rows_memo",
         "any_gpus",
@@ -66,6 +67,7 @@ class NodeTable:
         self.nodes: tuple[Node, ...] = tuple(nodes)
         self.names: tuple[str, ...] = tuple(n.name for n in self.nodes)
         self.index: dict[str, int] = {name: i for i, name in enumerate(self.names)}
+        self._names_array = np.array(self.names, dtype=object)
         count = len(self.nodes)
         self.cap_cpus: IntArray = np.array([n.resources.cpus for n in nodes], dtype=np.int64)
         self.cap_memory: IntArray = np.array(
@@ -156,6 +158,15 @@ class NodeTable:
         if mask is None:
             mask = self._features[feature] = np.zeros(len(self), dtype=np.bool_)
         return mask
+
+    def names_of(self, rows: npt.NDArray[np.intp]) -> tuple[str, ...]:
+        """The node names of ``rows``, in that order (a few: by Python indexing; many:
+        by one numpy gather, several times faster for thousands)."""
+        if len(rows) < 16:
+            names = self.names
+            return tuple([names[r] for r in rows.tolist()])
+        gathered: tuple[str, ...] = tuple(self._names_array[rows].tolist())
+        return gathered
 
     def names_mask(self, names: Iterable[str]) -> BoolArray:
         """Rows of the named nodes; names the table does not know are ignored."""
@@ -266,6 +277,31 @@ class NodeTable:
             self._rows_memo.clear()  # bounded: old allocations are rarely asked again
         self._rows_memo[key] = found
         return found
+
+    def remember(
+        self, allocation: Allocation, rows: npt.NDArray[np.intp], *, uniform: bool
+    ) -> None:
+        """Memoise ``allocation``'s rows for ``rows_of`` when the caller already has
+        them (the runtime builds allocations from rows): no name look-ups, which cost
+        milliseconds for a job thousands of nodes wide. ``uniform``: every node holds
+        ``per_node[0]``."""
+        per_node = allocation.per_node
+        if not per_node or len(per_node) != len(rows):
+            return
+        first = per_node[0]
+        if uniform:
+            n = len(rows)
+            cpus = np.full(n, first.cpus, dtype=np.int64)
+            memory = np.full(n, first.memory_bytes, dtype=np.int64)
+            gpus = np.full(n, first.gpus, dtype=np.int64)
+        else:
+            cpus = np.array([r.cpus for r in per_node], dtype=np.int64)
+            memory = np.array([r.memory_bytes for r in per_node], dtype=np.int64)
+            gpus = np.array([r.gpus for r in per_node], dtype=np.int64)
+        if len(self._rows_memo) > _MEMO_LIMIT:
+            self._rows_memo.clear()
+        found = AllocationRows(allocation, rows.astype(np.intp, copy=False), cpus, memory, gpus)
+        self._rows_memo[id(allocation)] = found
 
     # -- change tracking --------------------------------------------------------------
 
@@ -389,6 +425,7 @@ _FIXED = (
     "gpu_model",
     "_partitions",
     "_features",
+    "_names_array",
     "_rows_memo",
 )
 

@@ -110,6 +110,9 @@ _TEST_ONLY, _WILL_RUN = Mode.TEST_ONLY, Mode.WILL_RUN
 _GATE, _FILTER, _DONE = Stage.GATE, Stage.FILTER, Stage.DONE
 _job_id = attrgetter("id")
 FitCache = dict[PlacementKey, Status]
+# Allocations this wide or wider have their rows memoised as they are built: looking up
+# thousands of node names again costs more than building the arrays once.
+_REMEMBER_FROM = 16
 
 
 class Framework:
@@ -499,11 +502,11 @@ class Framework:
 
     def _allocation(self, ctx: PassContext, request: NodeRequest, rows: IndexArray) -> Allocation:
         table = ctx.nodes
-        all_names = table.names
-        names = tuple([all_names[r] for r in rows.tolist()])
-        if not request.exclusive and request.memory_bytes is not None:
+        names = table.names_of(rows)
+        uniform = not request.exclusive and request.memory_bytes is not None
+        if uniform:
             # The same on every node (the common case): one vector, shared.
-            same = ResourceVector(request.cpus, request.memory_bytes, request.gpus)
+            same = ResourceVector(request.cpus, request.memory_bytes or 0, request.gpus)
             per_node: tuple[ResourceVector, ...] = (same,) * len(names)
             gpus = request.gpus > 0
         else:
@@ -513,8 +516,12 @@ class Framework:
             gpu_ids = tuple(
                 table.free_gpu_ids(int(r), res.gpus) for r, res in zip(rows, per_node, strict=True)
             )
-            return Allocation(names, per_node, gpu_ids)
-        return Allocation(names, per_node)
+            allocation = Allocation(names, per_node, gpu_ids)
+        else:
+            allocation = Allocation(names, per_node)
+        if len(rows) >= _REMEMBER_FROM:  # taking it then needs no name look-ups
+            table.remember(allocation, rows, uniform=uniform)
+        return allocation
 
     # -- WILL_RUN ---------------------------------------------------------------------
 
