@@ -70,29 +70,8 @@ async def show_reservation(name: str, ctx: Ctx, _caller: Who) -> ReservationInfo
     return reservation_info(reservations.get(ctx.cluster, name), ctx.cluster)
 
 
-@router.post("", status_code=201, response_model=ReservationInfo)
-async def create_reservation(body: ReservationCreate, ctx: Ctx, caller: Who) -> ReservationInfo:
-    req = ReservationRequest(
-        name=body.name,
-        start=body.start_time,
-        end=body.end_time,
-        duration=body.duration_seconds,
-        nodes=_names(body.nodes),
-        node_count=body.node_count,
-        users=_names(body.users),
-        accounts=_names(body.accounts),
-        flags=_flags(body.flags),
-        partition=body.partition,
-    )
-    r = await reservations.create(ctx.cluster, caller, req)
-    return reservation_info(r, ctx.cluster)
-
-
-@router.patch("/{name}", response_model=ReservationInfo)
-async def update_reservation(
-    name: str, body: ReservationUpdate, ctx: Ctx, caller: Who
-) -> ReservationInfo:
-    req = ReservationRequest(
+def _request(name: str, body: ReservationCreate | ReservationUpdate) -> ReservationRequest:
+    return ReservationRequest(
         name=name,
         start=body.start_time,
         end=body.end_time,
@@ -104,7 +83,19 @@ async def update_reservation(
         flags=_flags(body.flags),
         partition=body.partition,
     )
-    r = await reservations.update(ctx.cluster, caller, req)
+
+
+@router.post("", status_code=201, response_model=ReservationInfo)
+async def create_reservation(body: ReservationCreate, ctx: Ctx, caller: Who) -> ReservationInfo:
+    r = await reservations.create(ctx.cluster, caller, _request(body.name, body))
+    return reservation_info(r, ctx.cluster)
+
+
+@router.patch("/{name}", response_model=ReservationInfo)
+async def update_reservation(
+    name: str, body: ReservationUpdate, ctx: Ctx, caller: Who
+) -> ReservationInfo:
+    r = await reservations.update(ctx.cluster, caller, _request(name, body))
     return reservation_info(r, ctx.cluster)
 
 

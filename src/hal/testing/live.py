@@ -226,6 +226,11 @@ class LiveServer:
             for p in procs:
                 stop_process(p)
 
+    def add_users(self, *names: str) -> dict[str, str]:
+        """Create users (not administrators); their tokens by name."""
+        with self.client() as admin:
+            return {name: admin.add_user(name).token for name in names}
+
     def stop_agents(self) -> None:
         for p in self._agents:
             stop_process(p)

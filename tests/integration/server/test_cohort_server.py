@@ -35,11 +35,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer,
         tmp_path_factory.mktemp("hal"),
         config_overrides={"kill_wait_seconds": 2, "priority": POLICY},
     )
-    with server:
-        with server.client() as admin:
-            tokens = {u: admin.add_user(u).token for u in ("alice", "bob")}
-        with server.agents(1, cpus=4, memory="1G"):
-            yield server, tokens
+    with server, server.agents(1, cpus=4, memory="1G"):
+        yield server, server.add_users("alice", "bob")
 
 
 def _job(tmp: Path) -> JobSubmit:

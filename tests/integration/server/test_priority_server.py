@@ -51,8 +51,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     overrides = {"kill_wait_seconds": 2, "priority": POLICY}
     live = LiveServer(data, config_overrides=overrides)
     with live:
-        with live.client() as admin:
-            tokens = {u: admin.add_user(u).token for u in ("alice", "bob")}
+        tokens = live.add_users("alice", "bob")
         tokens["admin"] = live.token
         with live.agents(1, cpus=2, memory="1G"):
             yield Cluster(live, tokens)
