@@ -13,7 +13,6 @@ import httpx
 import pytest
 
 from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
-from hal.scheduler.plugins import default_profile
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobSubmit
 from hal.wire.reservations import ReservationCreate, ReservationUpdate
@@ -21,11 +20,9 @@ from hal.wire.reservations import ReservationCreate, ReservationUpdate
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    # bf_interval 1 s instead of 30 s: a --reservation job queued behind an ordinary job
-    # that waits for Resources is started by the backfill stage (see docs/reservations.md)
-    profile = default_profile()
-    profile["plugin_args"] = {"noderesources": {"score": "best_fit"}, "backfill": {"interval_s": 1}}
-    overrides = {"kill_wait_seconds": 2, "scheduler_profile": profile}
+    # the default profile (backfill every 30 s): a --reservation job queued behind an
+    # ordinary job that waits for Resources starts in the main pass, as in Slurm
+    overrides = {"kill_wait_seconds": 2}
     data = tmp_path_factory.mktemp("resv")
     with LiveServer(data, config_overrides=overrides) as live, live.agents(2, cpus=2, memory="1G"):
         yield live
