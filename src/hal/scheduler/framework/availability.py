@@ -369,15 +369,7 @@ class AvailabilityProfile:
     def _fits(self, request: NodeRequest, level: Matrix, cap_memory: IntArray) -> BoolArray:
         """Whether ``request`` fits one node at ``level`` (one column per node;
         ``cap_memory``: those nodes' memory)."""
-        ok: BoolArray = level[0] >= request.cpus
-        if request.memory_bytes is None:
-            ok &= level[1] >= cap_memory
-        elif request.memory_bytes:
-            ok &= level[1] >= request.memory_bytes
-        if request.gpus:
-            ok &= level[2] >= request.gpus
-        ok &= (level[3] == 0) if request.exclusive else (level[4] == 0)
-        return ok
+        return request.fits(level[0], level[1], level[2], level[3], level[4], cap_memory)
 
     def _block(
         self,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from hal.core.job import Job, JobSpec
 from hal.core.resources import ResourceVector
-from hal.scheduler.framework.node_table import NodeTable
+from hal.scheduler.framework.node_table import BoolArray, IntArray, NodeTable
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +38,36 @@ class NodeRequest:
             gpus=per_node.gpus,
             exclusive=spec.exclusive,
         )
+
+    def fits(
+        self,
+        cpus: IntArray,
+        memory: IntArray,
+        gpus: IntArray,
+        jobs: IntArray,
+        exclusive: IntArray,
+        cap_memory: IntArray,
+        within: BoolArray | None = None,
+    ) -> BoolArray:
+        """Which nodes could take this request, from their free ``cpus``, ``memory`` and
+        ``gpus``, how many ``jobs`` and ``exclusive`` jobs hold them, and their memory
+        (``--mem=0`` wants all of it free); ``within``: only these. The one fit rule the
+        noderesources Filter, backfill's availability profile and the reservation plugin
+        share. An array the request does not need is not read (it may be any length)."""
+        fit: BoolArray = cpus >= self.cpus
+        if within is not None:
+            fit &= within
+        if self.memory_bytes is None:
+            fit &= memory >= cap_memory
+        elif self.memory_bytes:
+            fit &= memory >= self.memory_bytes
+        if self.gpus:
+            fit &= gpus >= self.gpus
+        if self.exclusive:
+            fit &= jobs == 0
+        else:
+            fit &= exclusive == 0
+        return fit
 
     def on_node(self, table: NodeTable, row: int) -> ResourceVector:
         """What the job will hold on node ``row``."""

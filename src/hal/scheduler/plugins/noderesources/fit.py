@@ -35,7 +35,7 @@ from hal.scheduler.framework.interfaces import (
     FloatArray,
     IndexArray,
 )
-from hal.scheduler.framework.node_table import BoolArray, IntArray, NodeTable
+from hal.scheduler.framework.node_table import BoolArray, NodeTable
 from hal.scheduler.framework.profile import PluginArgs, PluginArgsError, reject_unknown_args
 from hal.scheduler.framework.request import NodeRequest, PlacementKey, placement_key
 from hal.scheduler.framework.runtime import PLACEMENT_KEY
@@ -292,44 +292,17 @@ def _fit(
 ) -> BoolArray:
     """Filter's mask over ``rows`` (all when None)."""
     if rows is None:
-        return _fit_on(request, static, t.free_cpus, t.free_memory, t.free_gpus, t.jobs_on,
-                       t.exclusive_on, t.cap_memory)  # fmt: skip
-    return _fit_on(
-        request,
-        static[rows],
+        return request.fits(t.free_cpus, t.free_memory, t.free_gpus, t.jobs_on,
+                            t.exclusive_on, t.cap_memory, static)  # fmt: skip
+    return request.fits(
         t.free_cpus[rows],
         t.free_memory[rows] if request.memory_bytes != 0 else t.free_memory,
         t.free_gpus[rows] if request.gpus else t.free_gpus,
         t.jobs_on[rows] if request.exclusive else t.jobs_on,
         t.exclusive_on[rows] if not request.exclusive else t.exclusive_on,
         t.cap_memory[rows] if request.memory_bytes is None else t.cap_memory,
+        static[rows],
     )
-
-
-def _fit_on(
-    request: NodeRequest,
-    static: BoolArray,
-    cpus: IntArray,
-    memory: IntArray,
-    gpus: IntArray,
-    jobs: IntArray,
-    exclusive: IntArray,
-    cap_memory: IntArray,
-) -> BoolArray:
-    """Filter's mask from these nodes' arrays (an array the request does not need to
-    look at may be any length: it is not read)."""
-    fit = static & (cpus >= request.cpus)
-    if request.memory_bytes is None:
-        fit &= memory >= cap_memory  # --mem=0: all of it must be free
-    elif request.memory_bytes:
-        fit &= memory >= request.memory_bytes
-    if request.gpus:
-        fit &= gpus >= request.gpus
-    if request.exclusive:
-        fit &= jobs == 0
-    else:
-        fit &= exclusive == 0
-    return fit
 
 
 def new(args: PluginArgs) -> NodeResourcesFit:

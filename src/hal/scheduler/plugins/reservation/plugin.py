@@ -63,15 +63,10 @@ def _mask(ctx: PassContext, r: Reservation) -> BoolArray:
 
 def fits(table: NodeTable, request: NodeRequest) -> BoolArray:
     """Nodes that are up and have ``request``'s resources free (as noderesources)."""
-    ok: BoolArray = table.up & (table.free_cpus >= request.cpus)
-    if request.memory_bytes is None:
-        ok &= table.free_memory >= table.cap_memory
-    elif request.memory_bytes:
-        ok &= table.free_memory >= request.memory_bytes
-    if request.gpus:
-        ok &= table.free_gpus >= request.gpus
-    ok &= (table.jobs_on == 0) if request.exclusive else (table.exclusive_on == 0)
-    return ok
+    t = table
+    return request.fits(
+        t.free_cpus, t.free_memory, t.free_gpus, t.jobs_on, t.exclusive_on, t.cap_memory, t.up
+    )
 
 
 class Reservations:
