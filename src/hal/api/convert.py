@@ -16,7 +16,7 @@ from hal.core.slurm_syntax import (
     parse_switches,
     parse_topology,
 )
-from hal.state.cluster import Cluster
+from hal.state.cluster import SUSPENDED_AT, SUSPENDED_S, Cluster
 from hal.wire.jobs import JobInfo, JobSubmit
 from hal.wire.nodes import BlockInfo, NodeInfo, PartitionInfo, SwitchInfo, TopologyInfo
 
@@ -128,6 +128,16 @@ def _output_paths(job: Job) -> tuple[str, str]:
     return out, err or out
 
 
+def suspended_seconds(job: Job, now: float) -> float:
+    """What ``job`` spent suspended so far (``Cluster.suspend`` keeps it in ``extra``)."""
+    total = float(job.extra.get(SUSPENDED_S, 0.0))
+    since = job.extra.get(SUSPENDED_AT)
+    if not since:
+        return total
+    until = job.end_time if job.end_time is not None else now  # ended while suspended
+    return total + max(0.0, until - float(since))
+
+
 def job_info(job: Job, cluster: Cluster) -> JobInfo:
     spec = job.spec
     if job.allocation is not None:
@@ -184,6 +194,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         dependency=str(spec.dependency) if spec.dependency else None,
         requeue=spec.requeue,
         restarts=job.restarts,
+        suspended_seconds=suspended_seconds(job, cluster.clock.now()),
         comment=spec.comment,
         cancelled_by=job.cancelled_by,
         constraint=list(spec.constraint),

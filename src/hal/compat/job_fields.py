@@ -27,10 +27,11 @@ _REASON_STATES = frozenset({"PENDING", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "DE
 
 
 def time_used(job: JobInfo, now: float) -> float:
+    """Run time so far, without the time spent suspended (Slurm's TIME and Elapsed)."""
     if job.start_time is None:
         return 0.0
     end = job.end_time if job.end_time is not None else now
-    return max(0.0, end - job.start_time)
+    return max(0.0, end - job.start_time - job.suspended_seconds)
 
 
 def _per_node(total: int, job: JobInfo) -> int:

@@ -621,7 +621,7 @@ class Cluster:
                 state = before.value.lower()
                 raise Conflict(f"Job is not {state}: only {state} jobs can be {verb}")
             now = self.clock.now()
-            changed = [j.evolve(state=after) for j in jobs]
+            changed = [j.evolve(state=after, extra=_suspension(j.extra, now)) for j in jobs]
             kind = "job.resumed" if resume else "job.suspended"
             events = [EventRow(now, kind, job_id=j.id, state=after.value) for j in changed]
             await self._commit(changed, events)
@@ -817,8 +817,25 @@ class Cluster:
         return len(old)
 
 
+# job.extra: when a suspended job was suspended, and the seconds of its earlier
+# suspensions (run times leave them out: hal.api.convert.suspended_seconds)
+SUSPENDED_AT = "suspended_at"
+SUSPENDED_S = "suspended_s"
+
+
+def _suspension(extra: dict[str, str], now: float) -> dict[str, str]:
+    """``extra`` after a suspend (records when) or a resume (adds the time suspended)."""
+    since = extra.get(SUSPENDED_AT)
+    if since is None:
+        return {**extra, SUSPENDED_AT: repr(now)}
+    out = {k: v for k, v in extra.items() if k != SUSPENDED_AT}
+    out[SUSPENDED_S] = repr(float(extra.get(SUSPENDED_S, 0.0)) + max(0.0, now - float(since)))
+    return out
+
+
 def requeued(job: Job) -> Job:
-    extra = preempt.cleared({k: v for k, v in job.extra.items() if k != "requeue"})
+    dropped = ("requeue", SUSPENDED_AT, SUSPENDED_S)  # a new run starts afresh
+    extra = preempt.cleared({k: v for k, v in job.extra.items() if k not in dropped})
     return job.evolve(
         state=JobState.PENDING,
         reason=PendingReason.WAITING_FOR_SCHEDULING,

@@ -76,6 +76,9 @@ class JobInfo(WireModel):
     dependency: str | None = None
     requeue: bool = True
     restarts: int = 0
+    # seconds spent suspended (scontrol suspend); run times (squeue TIME, sacct Elapsed)
+    # leave them out, as Slurm's do
+    suspended_seconds: float = 0.0
     comment: str = ""
     cancelled_by: str | None = None
     constraint: list[str] = Field(default_factory=list)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hal.compat.job_fields import time_used
 from hal.core.errors import PermissionDenied
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobSubmit
@@ -55,6 +56,9 @@ def test_suspend_stops_the_job_and_its_clock(live: LiveServer, tmp_path: Path) -
         info = admin.job(job)
         assert info.end_time is not None and info.start_time is not None
         assert info.end_time - info.start_time > 6 + 6  # its limit plus the suspension
+        # run time (squeue TIME, sacct Elapsed) leaves the suspension out: about the limit
+        assert info.suspended_seconds > 6.5
+        assert 5 < time_used(info, info.end_time) < 8
 
 
 def test_only_admins_suspend(live: LiveServer, tmp_path: Path) -> None:
