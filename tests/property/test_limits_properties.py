@@ -166,7 +166,11 @@ def test_quota_limits_are_never_exceeded(case: tuple[PriorityPolicy, ClusterSnap
             assert 0 < job.time_limit_s <= q.max_wall_s
         per = q.max_tres_per_job
         assert per.nodes is None or nodes <= per.nodes
+        # MaxTRESPerJob cpus and gpus are checked on the request: an --exclusive job holds
+        # its nodes' every CPU and GPU, whatever it asked for
+        n = job.spec.nodes_min
+        if job.spec.exclusive:
+            gpus = job.spec.request_per_node(n).gpus * n
         assert per.gpus is None or gpus <= per.gpus
-        # MaxTRESPerJob cpus is checked on the request (an --exclusive job gets more)
-        want = job.spec.cpus_per_node(job.spec.nodes_min) * job.spec.nodes_min
+        want = job.spec.cpus_per_node(n) * n
         assert per.cpus is None or want <= per.cpus
