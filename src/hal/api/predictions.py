@@ -327,6 +327,7 @@ class PredictionService:
         self.at_start[job.id] = StartPrediction(runtime, version)
 
     def _finish(self, job: Job) -> None:
+        self.predictor.unpin(job)
         start = self.at_start.pop(job.id, None)
         assert job.end_time is not None
         if (job.id, job.end_time) in self._replayed_recent:

@@ -7,6 +7,12 @@ themselves are single-threaded; this wrapper serialises every call with one lock
 
 Code on the event loop must never wait for that lock (training holds it): it uses
 ``try_predict``, which answers ``None`` instead of waiting.
+
+A running job keeps the prediction it was first given once started (keyed by job id and
+start time, so a requeued job is predicted afresh), as ``hal.predict.pinned`` does in the
+simulator: a model retrained on other jobs' ends must not move the planned end of a job
+already running; only the expiry correction does (``planned_runtime``). ``unpin`` when
+the job ends.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ class SharedPredictor:
     def __init__(self, inner: Predictor) -> None:
         self._inner = inner
         self.lock = threading.RLock()
+        self._pins: dict[tuple[int, float], float] = {}  # (job id, start) → prediction
 
     @property
     def name(self) -> str:
@@ -41,7 +48,19 @@ class SharedPredictor:
 
     def predict(self, job: Job) -> float:
         with self.lock:
-            return self._inner.predict(job)
+            start = job.start_time
+            if start is None:
+                return self._inner.predict(job)
+            found = self._pins.get((job.id, start))
+            if found is None:
+                found = self._pins[(job.id, start)] = self._inner.predict(job)
+            return found
+
+    def unpin(self, job: Job) -> None:
+        """``job`` has ended: forget the prediction it ran with."""
+        if job.start_time is not None:
+            with self.lock:
+                self._pins.pop((job.id, job.start_time), None)
 
     def observe(self, job: Job, runtime_s: float) -> None:
         with self.lock:
@@ -63,6 +82,6 @@ class SharedPredictor:
         if not self.lock.acquire(blocking=False):
             return None
         try:
-            return planned_runtime(self._inner, job, elapsed_s)
+            return planned_runtime(self, job, elapsed_s)
         finally:
             self.lock.release()
