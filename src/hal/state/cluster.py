@@ -703,6 +703,10 @@ class Cluster:
             for placement in plan.placements:
                 if check_placement(placement, self.jobs, self.nodes, scratch) is not None:
                     continue
+                if self.reservations and advance_reservations.placement_conflict(
+                    self, self.jobs[placement.job_id], placement.allocation.nodes, now
+                ):
+                    continue  # a reservation created or changed since the pass read
                 job = self.jobs[placement.job_id]
                 if PREEMPTING in job.extra:  # it no longer goes first in the queue
                     job = job.evolve(extra=preempt.cleared(job.extra))

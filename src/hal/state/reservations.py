@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
-from hal.core.job import JobSpec
+from hal.core.job import Job, JobSpec
 from hal.core.reservation import Reservation, ReservationFlag, windows_clash
 from hal.state.store import EventRow, Transaction
 
@@ -176,6 +176,27 @@ def check_job(cluster: Cluster, spec: JobSpec, limit: int, where: str = "") -> N
             f"--time of at most {most // 60} minutes ({most}s)",
             field=where + "time_limit_seconds",
         )
+
+
+def placement_conflict(cluster: Cluster, job: Job, nodes: Sequence[str], now: float) -> str | None:
+    """At apply time (a reservation may have been created or changed since the pass
+    read the cluster): why ``job`` may not start on ``nodes`` now, or None. The rule is
+    the reservation plugin's: a reservation job only inside its window on its nodes,
+    any other job off nodes whose reservation window meets its run."""
+    end = now + job.time_limit_s if job.time_limit_s else math.inf
+    name = job.spec.reservation
+    for r in cluster.reservations.values():
+        if r.ended(now):
+            continue
+        if r.name == name:
+            start, stop = r.window_at(now)
+            if not start <= now or end > stop or not set(nodes) <= set(r.nodes):
+                return f"outside reservation {r.name}"
+        elif not name and r.overlaps(now, end) and set(nodes) & set(r.nodes):
+            return f"nodes reserved by {r.name}"
+    if name and name not in cluster.reservations:
+        return f"reservation {name} no longer exists"
+    return None
 
 
 # -- checks ------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from hal.core.node import Node
 from hal.core.reservation import parse_flags
 from hal.core.resources import GiB, ResourceVector
 from hal.core.states import JobState
+from hal.scheduler.framework.snapshot import Placement, Plan
 from hal.state import reservations
 from hal.state.cluster import Caller, Cluster
 from hal.state.reservations import ReservationRequest
@@ -192,5 +193,26 @@ def test_an_active_reservation_can_change_while_its_own_jobs_run(db_url: str) ->
             cluster, ROOT, ReservationRequest("maint", duration=3 * 3600.0)
         )
         assert longer.end == T0 - 10 + 3 * 3600 and longer.active(T0)
+
+    with_cluster(db_url, body)
+
+
+def test_a_plan_made_before_a_reservation_does_not_start_jobs_into_it(db_url: str) -> None:
+    async def body(cluster: Cluster) -> None:
+        (a,) = await cluster.submit([spec(user="bob", time_limit_s=7200)])
+        (b,) = await cluster.submit([spec(user="bob", time_limit_s=600)])
+        one_cpu = (ResourceVector(1, 0),)
+        plan = Plan(
+            cluster.revision,
+            placements=(
+                Placement(a.job_id, Allocation(("node1",), one_cpu)),  # runs into it
+                Placement(b.job_id, Allocation(("node1",), one_cpu)),  # ends before it
+            ),
+        )
+        # created after the pass read the cluster, before its plan is applied
+        await reservations.create(cluster, ROOT, req(nodes=("node1",)))
+        started = await cluster.apply_plan(plan)
+        assert started == [b.job_id]
+        assert cluster.jobs[a.job_id].state is JobState.PENDING
 
     with_cluster(db_url, body)
