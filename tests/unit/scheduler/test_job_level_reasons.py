@@ -133,3 +133,12 @@ def test_array_throttle_counts_only_its_own_array(sched: Scheduler) -> None:
         .build()
     )
     assert 101 in placed_nodes(sched.schedule(snap))
+
+
+def test_a_begin_time_is_the_expected_start(sched: Scheduler) -> None:
+    """squeue --start shows a --begin job's begin time, as Slurm does."""
+    snap = _cluster().pending(J(1).begin(NOW + 600), J(2).begin(NOW - 60)).build()
+    plan = sched.schedule(snap)
+    updates = {u.job_id: u for u in plan.updates}
+    assert updates[1].reason is R.BEGIN_TIME and updates[1].expected_start == NOW + 600
+    assert 2 not in updates and placed_nodes(plan).keys() == {2}

@@ -158,3 +158,12 @@ def test_test_only_finds_the_start_after_a_reservation_ends() -> None:
     result = SCHED.will_run(snap(job, r=(maint,)), job)
     assert isinstance(result, WillRunResult), result
     assert result.start_time == NOW + 3600
+
+
+def test_a_job_waiting_for_its_reservation_expects_its_start() -> None:
+    later = resv(start=NOW + 1800, end=NOW + 5400)
+    job = in_resv(make_job(1).cpus(2).user("alice").limit(600))
+    plan = SCHED.schedule(snap(job, r=(later,)))
+    (update,) = plan.updates
+    assert update.reason is PendingReason.RESERVATION
+    assert update.expected_start == NOW + 1800

@@ -257,7 +257,7 @@ class Scheduler:
             rejections[(st.plugin, st.reason)] += 1
             if code is _ERROR:
                 continue
-            start = expected.get(job.id)
+            start = expected.get(job.id, st.earliest_start)
             if st.reason != job.reason or start != job.expected_start:
                 updates.append(PendingUpdate(job.id, st.reason, start))
         placements = [Placement(job.id, alloc) for job, alloc in placed]

@@ -43,7 +43,9 @@ class Status:
 
     ``terminal_state`` is set only when the job should be ended without running (e.g. an
     unsatisfiable dependency with ``--kill-on-invalid-dep``); the scheduler turns it into
-    a ``Termination`` in the plan.
+    a ``Termination`` in the plan. ``earliest_start``: a rejection that knows the job
+    cannot start before some instant (``--begin``, its reservation's window) says so;
+    the pass gives it as the job's expected start when backfill has none.
     """
 
     code: Code = Code.SUCCESS
@@ -51,6 +53,7 @@ class Status:
     message: str = ""
     plugin: str = ""
     terminal_state: JobState | None = None
+    earliest_start: float | None = None
 
     @property
     def is_success(self) -> bool:
@@ -64,15 +67,23 @@ class Status:
     def with_plugin(self, plugin: str) -> Status:
         if self.plugin == plugin:
             return self
-        return Status(self.code, self.reason, self.message, plugin, self.terminal_state)
+        return Status(
+            self.code, self.reason, self.message, plugin, self.terminal_state, self.earliest_start
+        )
 
 
 SUCCESS = Status()
 SKIP = Status(Code.SKIP)
 
 
-def unschedulable(reason: PendingReason, message: str = "", plugin: str = "") -> Status:
-    return Status(Code.UNSCHEDULABLE, reason, message, plugin)
+def unschedulable(
+    reason: PendingReason,
+    message: str = "",
+    plugin: str = "",
+    *,
+    earliest_start: float | None = None,
+) -> Status:
+    return Status(Code.UNSCHEDULABLE, reason, message, plugin, earliest_start=earliest_start)
 
 
 def unresolvable(reason: PendingReason, message: str = "", plugin: str = "") -> Status:

@@ -31,7 +31,12 @@ class HoldAndBegin:
         begin = job.spec.begin_time
         if begin is not None and begin > ctx.now:
             when = datetime.fromtimestamp(begin, UTC).isoformat(timespec="seconds")
-            return unschedulable(PendingReason.BEGIN_TIME, f"may not start before {when}", NAME)
+            return unschedulable(
+                PendingReason.BEGIN_TIME,
+                f"may not start before {when}",
+                NAME,
+                earliest_start=begin,
+            )
         return SUCCESS
 
 

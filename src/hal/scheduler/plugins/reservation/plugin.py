@@ -101,6 +101,7 @@ class Reservations:
                 PendingReason.RESERVATION,
                 f"waits for reservation {r.name} to start at {_when(start)}",
                 NAME,
+                earliest_start=start,
             )
         limit = job.time_limit_s
         if not limit:
