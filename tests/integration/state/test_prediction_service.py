@@ -27,13 +27,16 @@ class SlowPredictor:
     def __init__(self, delay: float = 0.0) -> None:
         self.delay = delay
         self.seen: list[tuple[int, float, JobState]] = []
+        self.observing = threading.Event()  # set while inside observe
 
     def predict(self, job: Job) -> float:
         return 100.0
 
     def observe(self, job: Job, runtime_s: float) -> None:
+        self.observing.set()
         time.sleep(self.delay)
         self.seen.append((job.id, runtime_s, job.state))
+        self.observing.clear()
 
 
 def job(job_id: int, state: JobState, start: float | None, end: float | None) -> Job:
@@ -104,7 +107,9 @@ def test_training_runs_off_the_event_loop(tmp_path: Path) -> None:
         t0 = time.perf_counter()
         service._on_jobs([job(1, JobState.COMPLETED, 100.0, 200.0)])
         assert time.perf_counter() - t0 < 0.05
-        await asyncio.sleep(0.1)  # the worker is inside observe, holding the predictor
+        # the worker is inside observe, holding the predictor (waited for, not assumed
+        # after a fixed sleep: under load the worker may take longer to get there)
+        await asyncio.to_thread(predictor.observing.wait, 5)
         t0 = time.perf_counter()
         assert service.planned_runtime(job(9, JobState.PENDING, None, None)) is None
         assert time.perf_counter() - t0 < 0.05
