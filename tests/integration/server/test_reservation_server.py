@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
+from hal.scheduler.plugins import default_profile
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobSubmit
 from hal.wire.reservations import ReservationCreate, ReservationUpdate
@@ -20,9 +21,13 @@ from hal.wire.reservations import ReservationCreate, ReservationUpdate
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    # the default profile (backfill every 30 s): a --reservation job queued behind an
-    # ordinary job that waits for Resources starts in the main pass, as in Slurm
-    overrides = {"kill_wait_seconds": 2}
+    # bf_interval 1 s instead of 30 s: the ordinary job kept off the reserved node blocks
+    # its partition (reason Resources, as in Slurm), so the other ordinary job behind it
+    # starts at the next backfill run. (A --reservation job behind it is exempt from
+    # that gate and starts in the main pass.)
+    profile = default_profile()
+    profile["plugin_args"] = {"noderesources": {"score": "best_fit"}, "backfill": {"interval_s": 1}}
+    overrides = {"kill_wait_seconds": 2, "scheduler_profile": profile}
     data = tmp_path_factory.mktemp("resv")
     with LiveServer(data, config_overrides=overrides) as live, live.agents(2, cpus=2, memory="1G"):
         yield live
