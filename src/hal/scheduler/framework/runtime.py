@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 from operator import attrgetter
 
 import numpy as np
@@ -309,20 +310,11 @@ class Framework:
         if requests is None:
             requests = {}
             ctx.data.write(_REQUESTS, requests)
-
-        def fits(table: NodeTable) -> bool:
-            """Would Filter pass on ``table`` for some node count (PostFilter's what-if)?"""
-            what_if = ctx.fork(now=ctx.now, nodes=table, running=ctx.running)
-            for n in range(hi, lo - 1, -1):
-                request = requests.get((key, n)) or NodeRequest.for_job(spec, n)
-                if self._filter(what_if, state, job, request, filters)[1] is None:
-                    return True
-            return False
-
+        sizes = range(hi, lo - 1, -1)
         for retry in (False, True):
             # Most jobs have nodes_min == nodes_max; a range is tried from the top
             # because Slurm gives a job as many nodes as it asked for when it can.
-            for n in range(hi, lo - 1, -1):
+            for n in sizes:
                 request = requests.get((key, n))
                 if request is None:
                     request = requests[(key, n)] = NodeRequest.for_job(spec, n)
@@ -332,21 +324,49 @@ class Framework:
                 failed = fail
             if retry or not post_filter or not self.profile.post_filter:
                 break
+            # PostFilter's what-if: built only here, off the path of jobs that fit
+            fits: Callable[[NodeTable], bool] = partial(
+                self._fits_on, ctx, state, job, key, sizes, filters
+            )
             state.write(FITS, fits)
-            made_room = False
-            for post in self.profile.post_filter:
-                self._current = post.name
-                st = post.post_filter(ctx, state, job, failed)
-                if st.is_success:
-                    made_room = True
-                    break
-                if st.is_rejection and (
-                    st.code is not Code.UNSCHEDULABLE or st.reason is PendingReason.RESOURCES
-                ):
-                    failed = st.with_plugin(post.name)
+            made_room, failed = self._post_filter(ctx, state, job, failed)
             if not made_room:
                 break
         return failed, None, None
+
+    def _fits_on(
+        self,
+        ctx: PassContext,
+        state: CycleState,
+        job: Job,
+        key: PlacementKey,
+        sizes: range,
+        filters: Sequence[FilterPlugin],
+        table: NodeTable,
+    ) -> bool:
+        """Would Filter pass on ``table`` for some node count of ``sizes``?"""
+        what_if = ctx.fork(now=ctx.now, nodes=table, running=ctx.running)
+        requests = ctx.data.get(_REQUESTS) or {}
+        for n in sizes:
+            request = requests.get((key, n)) or NodeRequest.for_job(job.spec, n)
+            if self._filter(what_if, state, job, request, filters)[1] is None:
+                return True
+        return False
+
+    def _post_filter(
+        self, ctx: PassContext, state: CycleState, job: Job, failed: Status
+    ) -> tuple[bool, Status]:
+        """Run the PostFilter plugins: (one made room, the verdict to keep)."""
+        for post in self.profile.post_filter:
+            self._current = post.name
+            st = post.post_filter(ctx, state, job, failed)
+            if st.is_success:
+                return True, failed
+            if st.is_rejection and (
+                st.code is not Code.UNSCHEDULABLE or st.reason is PendingReason.RESOURCES
+            ):
+                failed = st.with_plugin(post.name)
+        return False, failed
 
     def _filter(
         self,
