@@ -7,9 +7,10 @@ The pass (``run_pass``), in the order it happens::
     3. for each job, ``Framework.place(NOW)`` with the queue gate:
        - PreFilter rejects (hold, dependency, limits, throttle) → that reason; the job
          does not hold back anyone behind it
-       - its partition already blocked → ``Priority``
+       - its queue (partition, or partition and advance reservation: ``Queue``)
+         already blocked → ``Priority``
        - Filter finds too few nodes for reason ``Resources`` → ``Resources``, and the
-         partition is blocked for every later (lower-priority) job in it (the same for
+         queue is blocked for every later (lower-priority) job in it (the same for
          a Placement-stage ``Resources``: no node set meets a required topology)
        - otherwise it is placed; its allocation is taken out of the table at once
        The same verdicts, for less: a job behind a blocked partition runs PreFilter
@@ -80,6 +81,10 @@ _NOW = Mode.NOW
 _UNKNOWN = Status(Code.ERROR, message="no verdict kept")
 _SUCCESS, _UNSCHEDULABLE, _ERROR = Code.SUCCESS, Code.UNSCHEDULABLE, Code.ERROR
 _RESOURCES = PendingReason.RESOURCES
+# The queue a job waits in: its partition, and the advance reservation it runs in (None
+# for most). A reservation's jobs run only on its nodes, which no other job may use
+# meanwhile, so they neither wait behind the partition's blocked head nor block it.
+Queue = tuple[str, str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,14 +154,11 @@ class Scheduler:
         self, snapshot: ClusterSnapshot, nodes: NodeTable | None, backfill: bool, explain: bool
     ) -> PassResult:
         ctx = PassContext.from_snapshot(snapshot, nodes)
-        # partition → the verdict of every later job there (Priority, naming the blocker)
-        blocked: dict[str, Status] = {}
+        # queue → the verdict of every later job there (Priority, naming the blocker)
+        blocked: dict[Queue, Status] = {}
 
-        # A job of an advance reservation (--reservation) runs only on the reservation's
-        # nodes, which no other job may use meanwhile: it neither waits behind its
-        # partition's blocked head nor blocks the partition itself.
         def gate(job: Job) -> Status | None:
-            return None if job.spec.reservation else blocked.get(job.partition)
+            return blocked.get((job.partition, job.spec.reservation))
 
         fit_cache: FitCache = {}
         # array elements: the group's PreFilter verdict (None: passed) since the last
@@ -218,9 +220,10 @@ class Scheduler:
             ):
                 held.append(job)
                 held_stages.append(stage)
-                if stage is not _GATE and job.partition not in blocked and not job.spec.reservation:
-                    # a shortage: every later job of the partition waits behind this one
-                    blocked[job.partition] = unschedulable(
+                queue = (job.partition, job.spec.reservation)
+                if stage is not _GATE and queue not in blocked:
+                    # a shortage: every later job of the queue waits behind this one
+                    blocked[queue] = unschedulable(
                         PendingReason.PRIORITY,
                         f"job {job.id} is ahead in partition {job.partition}",
                         QUEUE,
