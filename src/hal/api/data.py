@@ -6,7 +6,9 @@ current and acts on the scheduler's decisions:
 
 * **the view** — every ``refresh_seconds`` it reads the cache control plane
   (``shared/spec/cache-control-plane.openapi.yaml``): ``GET /v1/topology`` (the tree and
-  each link's latency/bandwidth/cost), ``GET /v1/instances`` (addresses) and
+  each link's latency/bandwidth/cost), ``GET /v1/instances`` (addresses, and each HAL
+  cache node's read counters from its heartbeats — hits, misses, bytes moved:
+  ``status()["caches"]``) and
   ``GET /v1/content/locate/{key}`` for the ``--data`` keys of the pending jobs (kept up
   to date from the cluster's job listener, so a refresh never scans the queue), at most
   ``LOCATE_CONCURRENCY`` at a time. Each refresh builds a new immutable ``DataView`` and
@@ -50,6 +52,7 @@ from redis.exceptions import RedisError
 from hal.api.data_view import (
     StageTarget,
     build_view,
+    cache_stats_from_instances,
     holders_from_locate,
     stage_targets,
     tree_from_topology,
@@ -137,6 +140,7 @@ class DataService:
         self._located_at: dict[str, float] = {}  # key → loop time its last locate was sent
         self._primed: dict[str, float] = {}  # key → loop time primed for a submission
         self._addresses: dict[str, str] = {}
+        self._caches: list[dict[str, Any]] = []  # each cache node's read counters
         self._view = build_view(self._tree, {}, config.node_cache, (), peer_sourcing=False)
         # pending jobs with inputs (the job listener keeps it; refreshes read only this)
         self._wanted: dict[int, tuple[str, ...]] = {}
@@ -207,6 +211,7 @@ class DataService:
             "prestage": dict(self.prestage),
             "bytes_staged": self.bytes_staged,
             "staging_queued": len(self._queued),
+            "caches": self._caches,
         }
 
     def view_age(self, now: float | None = None) -> float:
@@ -263,6 +268,7 @@ class DataService:
                 for i in listed.get("instances", ())
                 if isinstance(i, Mapping) and "id" in i and "address" in i
             }
+            self._caches = cache_stats_from_instances(listed)
             wanted = self.wanted_keys()
             for key in list(self._holders):
                 if key not in wanted:

@@ -8,6 +8,7 @@ from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from hal.cache.nodestats import SOURCES
 from hal.core.data import CacheTree, DataView, Link
 from hal.scheduler.framework.scheduler import PassResult
 
@@ -58,6 +59,46 @@ def holders_from_locate(body: Mapping[str, Any]) -> dict[str, int]:
             size = item.get("size")
             out[item["instanceId"]] = size if isinstance(size, int) and size >= 0 else 0
     return out
+
+
+def cache_stats_from_instances(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``GET /v1/instances`` → each HAL cache node's read counters (its heartbeat's
+    ``halStats``, ``hal.cache.nodestats``), by instance id; instances without them (not a
+    HAL node, or no heartbeat since the control plane started) are left out."""
+    out = []
+    for item in body.get("instances", ()):
+        if not isinstance(item, Mapping) or not isinstance(item.get("id"), str):
+            continue
+        raw = item.get("halStats")
+        if not isinstance(raw, Mapping):
+            continue
+        hits, misses = _count(raw.get("hits")), _count(raw.get("misses"))
+        out.append(
+            {
+                "instance": item["id"],
+                "tier": str(item.get("tier", "")),
+                "status": str(item.get("status", "")),
+                "hits": hits,
+                "misses": misses,
+                "misses_not_found": _count(raw.get("missesNotFound")),
+                "hit_ratio": round(hits / (hits + misses), 4) if hits + misses else None,
+                "bytes_served": _count(raw.get("bytesServed")),
+                "pulls": _by_source(raw.get("pulls")),
+                "bytes_moved": _by_source(raw.get("bytesPulled")),
+                "evictions": _count(raw.get("evictions")),
+                "expirations": _count(raw.get("expirations")),
+            }
+        )
+    return sorted(out, key=lambda c: c["instance"])
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _by_source(value: Any) -> dict[str, int]:
+    got = value if isinstance(value, Mapping) else {}
+    return {source: _count(got.get(source)) for source in SOURCES}
 
 
 def node_caches(

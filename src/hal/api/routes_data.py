@@ -63,6 +63,23 @@ class DataStageResult(BaseModel):
     held: list[str] = Field(description="the keys the leaf cache holds now")
 
 
+class CacheCounters(BaseModel):
+    """One cache node's read counters since it started (its heartbeats' ``halStats``)."""
+
+    instance: str
+    tier: str
+    status: str
+    hits: int
+    misses: int
+    misses_not_found: int = Field(description="misses no cache upstream could answer")
+    hit_ratio: float | None = Field(description="hits / (hits + misses); null before any read")
+    bytes_served: int = Field(description="value bytes sent to clients and to other nodes")
+    pulls: dict[str, int] = Field(description="misses answered from upstream, by source")
+    bytes_moved: dict[str, int] = Field(description="value bytes pulled in, by source")
+    evictions: int
+    expirations: int
+
+
 class DataStatus(BaseModel):
     cache_url: str
     stale: bool
@@ -75,6 +92,10 @@ class DataStatus(BaseModel):
     prestage: dict[str, int]
     bytes_staged: int
     staging_queued: int
+    caches: list[CacheCounters] = Field(
+        description="each HAL cache node's hits, misses and bytes moved, as of its last "
+        "heartbeat to the control plane"
+    )
 
 
 def _service(ctx: ServerContext) -> DataService:
@@ -87,7 +108,8 @@ def _service(ctx: ServerContext) -> DataService:
 
 @router.get("/status", response_model=DataStatus)
 async def data_status(ctx: Ctx, _caller: Who) -> DataStatus:
-    """The data view's age, staleness and pre-staging counts (``hal data status``)."""
+    """The data view's age, staleness, pre-staging counts and each cache node's hits,
+    misses and bytes moved (``hal data status``)."""
     return DataStatus.model_validate(_service(ctx).status())
 
 

@@ -253,8 +253,8 @@ async def register(cp: CacheControlPlane, p: Params, _q: Query, body: bytes) -> 
 
 async def heartbeat(cp: CacheControlPlane, p: Params, _q: Query, body: bytes) -> tuple[int, Any]:
     instance_id = wire.check_id(p["id"])
-    hit_rate, healthy = wire.heartbeat_request(wire.parse_body(body))
-    next_ms = cp.directory.heartbeat(instance_id, hit_rate, healthy)
+    hit_rate, healthy, hal_stats = wire.heartbeat_request(wire.parse_body(body))
+    next_ms = cp.directory.heartbeat(instance_id, hit_rate, healthy, hal_stats)
     await cp.committer.commit()
     return 200, {"acknowledged": True, "nextHeartbeatMs": next_ms}
 

@@ -257,7 +257,7 @@ async def cmd_get(node: CacheNode, conn: Connection, args: list[bytes]) -> bytes
     if len(args) != 2:
         return wrong_args(args[0])
     value = await node.read(args[1])
-    return resp.nil(conn.resp3) if value is None else resp.bulk(value)
+    return resp.nil(conn.resp3) if value is None else resp.bulk(node.served(value))
 
 
 async def cmd_set(node: CacheNode, conn: Connection, args: list[bytes]) -> bytes:
@@ -369,7 +369,7 @@ async def cmd_mget(node: CacheNode, conn: Connection, args: list[bytes]) -> byte
     out = []
     for key in args[1:]:
         value = await node.read(key)
-        out.append(resp.nil(conn.resp3) if value is None else resp.bulk(value))
+        out.append(resp.nil(conn.resp3) if value is None else resp.bulk(node.served(value)))
     return resp.array(out)
 
 

@@ -12,6 +12,7 @@ import itertools
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 from hal.cache.contentmap import Change, ContentMap, Entry
 from hal.cache.errors import AlreadyExists, CacheBadRequest, CacheNotFound
@@ -110,8 +111,16 @@ class CacheDirectory:
         self.registry.put(inst)
         self.journal.instances[inst.id] = inst
 
-    def heartbeat(self, instance_id: str, hit_rate: float | None, healthy: bool | None) -> int:
+    def heartbeat(
+        self,
+        instance_id: str,
+        hit_rate: float | None,
+        healthy: bool | None,
+        hal_stats: dict[str, Any] | None = None,
+    ) -> int:
         inst = self.get(instance_id)
+        if hal_stats is not None:
+            inst.hal_stats = hal_stats
         inst.last_heartbeat = self.clock.now()
         inst.verified = True
         if hit_rate is not None:

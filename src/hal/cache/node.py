@@ -35,6 +35,7 @@ from typing import Any
 from hal.cache import commands, resp
 from hal.cache.controlclient import ControlPlaneClient, ControlPlaneDown, ControlPlaneRejected
 from hal.cache.membership import Membership, Registration
+from hal.cache.nodestats import NodeStats
 from hal.cache.peers import PeerFetcher, PeerUnavailable
 from hal.cache.reporter import EventReporter
 from hal.cache.values import OutOfMemory, ValueStore
@@ -106,14 +107,17 @@ class Connection(asyncio.Protocol):
         node = self.node
         store_get = node.store.get
         out: list[bytes] = []
+        hits = served = 0  # added to node.stats once per batch, not per hit
         for i, cmd in enumerate(cmds):
             # the hot path: a GET hit is answered without leaving this loop
             if cmd[0] in _GET and len(cmd) == 2:
                 item = store_get(cmd[1])
                 if item is not None:
-                    node.hits += 1
                     value = item.value
-                    out.append(b"$%d\r\n%s\r\n" % (len(value), value))
+                    size = len(value)
+                    hits += 1
+                    served += size
+                    out.append(b"$%d\r\n%s\r\n" % (size, value))
                     continue
             reply = node.run_sync(self, cmd)
             if reply is None:
@@ -124,6 +128,10 @@ class Connection(asyncio.Protocol):
             out.append(reply)
             if self.closing:
                 break
+        if hits:
+            stats = node.stats
+            stats.hits += hits
+            stats.bytes_served += served
         if out:
             transport.write(b"".join(out))
         if self.closing and not self.busy:
@@ -171,7 +179,8 @@ class CacheNode:
             settings.reconcile_every_s,
         )
         self.peers = PeerFetcher()
-        self.hits = self.misses = self.pulls = self.clients = 0
+        self.stats = NodeStats()
+        self.clients = 0
         self._window = (0, 0)
         self._inflight: dict[bytes, asyncio.Future[tuple[bytes, int, str] | None]] = {}
         self._addresses: dict[str, tuple[str, float]] = {}
@@ -250,14 +259,23 @@ class CacheNode:
             return resp.error("ERR internal error in the cache node; see its log")
 
     async def read(self, key: bytes) -> bytes | None:
+        """The value here, else pulled through the tree (None: nowhere). Counts the read;
+        the caller counts the bytes it sends (``served``)."""
         item = self.store.get(key)
         if item is not None:
-            self.hits += 1
+            self.stats.hits += 1
             return item.value
-        self.misses += 1
+        self.stats.misses += 1
         loop = asyncio.get_running_loop()
         found = await self.pull(key, loop.time() + self.settings.pull_timeout_s, 0, None)
-        return None if found is None else found[0]
+        if found is None:
+            self.stats.not_found += 1
+            return None
+        return found[0]
+
+    def served(self, value: bytes) -> bytes:
+        self.stats.bytes_served += len(value)
+        return value
 
     async def write(self, key: bytes, value: bytes, deadline: float | None) -> None:
         try:
@@ -304,7 +322,8 @@ class CacheNode:
         }
 
     def reset_stats(self) -> None:
-        self.hits = self.misses = self.pulls = 0
+        self.stats.reset()
+        self._window = (0, 0)
 
     # -- pull-through ----------------------------------------------------------------------
 
@@ -371,7 +390,7 @@ class CacheNode:
         if found is None:
             return None
         value, pttl, source = found
-        self.pulls += 1
+        self.stats.pulled("parent" if source in ancestors else "peer", len(value))
         if pttl != 0:
             seq = self._keep(key, value, pttl, source, (loop.time() - started) * 1000)
             if seq:
@@ -456,19 +475,28 @@ class CacheNode:
             return None
         key, mode = args[0], args[1].upper()
         item = self.store.get(key)
+        stats = self.stats
         if mode == b"LOCAL":
-            return None if item is None else (item.value, self.store.pttl(item))
+            if item is None:
+                return None  # a peer's probe, not a read: no miss
+            stats.hits += 1
+            return self.served(item.value), self.store.pttl(item)
         if len(args) < 5:
             return None
         budget_ms, hops, known = int(args[2]), int(args[3]), args[4] == b"1"
         fresh = [a.decode(errors="replace") for a in args[5:]]
         if item is not None and (not known or self.id in fresh):
-            return item.value, self.store.pttl(item)
+            stats.hits += 1
+            return self.served(item.value), self.store.pttl(item)
         if hops > MAX_HOPS:
             return None
+        stats.misses += 1
         loop = asyncio.get_running_loop()
         found = await self.pull(key, loop.time() + budget_ms / 1000, hops, fresh)
-        return None if found is None else (found[0], found[1])
+        if found is None:
+            stats.not_found += 1
+            return None
+        return self.served(found[0]), found[1]
 
     # -- reporting -------------------------------------------------------------------------
 
@@ -481,12 +509,14 @@ class CacheNode:
         ]
 
     def heartbeat_stats(self) -> dict[str, Any]:
-        hits, misses = self.hits - self._window[0], self.misses - self._window[1]
-        self._window = (self.hits, self.misses)
+        st = self.stats
+        hits, misses = st.hits - self._window[0], st.misses - self._window[1]
+        self._window = (st.hits, st.misses)
         out: dict[str, Any] = {
             "keyCount": len(self.store),
             "totalSize": self.store.used,
             "healthy": True,
+            "halStats": st.as_json(self.store.evicted_total, self.store.expired_total),
         }
         if hits + misses:
             out["hitRate"] = hits / (hits + misses)
@@ -510,11 +540,11 @@ class CacheNode:
                 f"maxmemory_policy:{s.policy}",
             ],
             "stats": [
-                f"keyspace_hits:{self.hits}",
-                f"keyspace_misses:{self.misses}",
+                f"keyspace_hits:{self.stats.hits}",
+                f"keyspace_misses:{self.stats.misses}",
                 f"evicted_keys:{s.evicted_total}",
                 f"expired_keys:{s.expired_total}",
-                f"hal_pulls:{self.pulls}",
+                *self.stats.info_lines(),
                 f"hal_events_buffered:{len(self.reporter.buffer)}",
                 f"hal_control_plane_down:{int(self.reporter.down)}",
             ],

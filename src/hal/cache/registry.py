@@ -44,6 +44,9 @@ class Instance:
     registered_at: float = 0.0
     last_heartbeat: float | None = None
     hit_rate: float | None = None
+    # a HAL node's read counters from its last heartbeat (``hal.cache.nodestats``); kept in
+    # memory only: after a restart the next heartbeat brings them back
+    hal_stats: dict[str, Any] | None = None
     healthy: bool = True
     # False after a control-plane restart until the instance proves it is alive again
     verified: bool = True

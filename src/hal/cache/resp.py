@@ -75,15 +75,18 @@ class RequestParser:
         reader = self._reader
         reader.feed(data)
         self._in_resp = True
+        gets, append = reader.gets, out.append
         try:
-            while True:
-                cmd = reader.gets()
-                if cmd is False:
-                    break
-                if not isinstance(cmd, list) or not all(isinstance(a, bytes) for a in cmd):
+            # plain loops and exact type tests: this runs once per pipelined command, and
+            # all() over a generator cost about as much as hiredis's own parsing
+            while (cmd := gets()) is not False:
+                if type(cmd) is not list:
                     raise ProtocolError("expected an array of bulk strings")
+                for arg in cmd:
+                    if type(arg) is not bytes:
+                        raise ProtocolError("expected an array of bulk strings")
                 if cmd:
-                    out.append(cmd)
+                    append(cmd)
         except hiredis.ProtocolError as err:
             raise ProtocolError(str(err)) from err
         return out

@@ -163,12 +163,47 @@ def register_request(instance_id: str, body: dict[str, Any]) -> Instance:
     )
 
 
-def heartbeat_request(body: dict[str, Any]) -> tuple[float | None, bool | None]:
+def heartbeat_request(
+    body: dict[str, Any],
+) -> tuple[float | None, bool | None, dict[str, Any] | None]:
+    """hitRate, healthy, and HAL nodes' ``halStats`` extension (``hal.cache.nodestats``)."""
     _int(body, "keyCount", int64=False)
     _int(body, "totalSize")
     for name in ("cpuUsage", "memoryUsage"):
         _float(body, name)
-    return _float(body, "hitRate"), _bool(body, "healthy")
+    return _float(body, "hitRate"), _bool(body, "healthy"), _hal_stats(body)
+
+
+_STAT_COUNTS = ("hits", "misses", "missesNotFound", "bytesServed", "evictions", "expirations")
+_STAT_SOURCES = ("pulls", "bytesPulled")
+
+
+def _hal_stats(body: dict[str, Any]) -> dict[str, Any] | None:
+    """Counters only: non-negative integers, ``pulls``/``bytesPulled`` by source."""
+    _null(body, "halStats", "")
+    stats = body.get("halStats")
+    if stats is None:
+        return None
+    if not isinstance(stats, dict):
+        raise CacheBadRequest("halStats must be an object", field="halStats")
+    out: dict[str, Any] = {name: _count(stats, name, "halStats.") for name in _STAT_COUNTS}
+    for name in _STAT_SOURCES:
+        by_source = stats.get(name, {})
+        if not isinstance(by_source, dict):
+            raise CacheBadRequest(
+                f"halStats.{name} must be an object of counts by source", field=f"halStats.{name}"
+            )
+        out[name] = {str(k): _count(by_source, k, f"halStats.{name}.") for k in by_source}
+    return out
+
+
+def _count(obj: dict[str, Any], name: str, where: str) -> int:
+    value = _int(obj, name, where=where)
+    if value is None:
+        return 0
+    if value < 0:
+        raise CacheBadRequest(f"{where}{name} must not be negative", field=where + name)
+    return value
 
 
 def inventory_request(body: dict[str, Any]) -> tuple[bool, list[tuple[str, int, float | None]]]:
@@ -267,6 +302,8 @@ def instance_json(inst: Instance, status: str) -> dict[str, Any]:
         out["parentId"] = inst.parent_id
     if inst.last_heartbeat is not None:
         out["lastHeartbeat"] = iso(inst.last_heartbeat)
+    if inst.hal_stats is not None:
+        out["halStats"] = inst.hal_stats
     return out
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from contextlib import closing
 from typing import Any
 from urllib.parse import quote
@@ -106,7 +107,29 @@ def cmd_status(ns: argparse.Namespace) -> int:
     )
     counts = ", ".join(f"{k} {v}" for k, v in sorted(st["prestage"].items()))
     print(f"pre-staging: {counts}; {size(st['bytes_staged'])} staged")
+    if st.get("caches"):
+        print(draw_caches(st["caches"]), end="")
     return 0
+
+
+def draw_caches(caches: list[dict[str, Any]]) -> str:
+    """Each cache node's reads: hits, misses, hit ratio, bytes pulled in by source."""
+    rows = [("CACHE", "TIER", "HITS", "MISSES", "HIT%", "SERVED", "FROM PARENT", "FROM PEER")]
+    for c in caches:
+        ratio = c["hit_ratio"]
+        rows.append(
+            (
+                c["instance"],
+                c["tier"] or "-",
+                str(c["hits"]),
+                str(c["misses"]),
+                "-" if ratio is None else f"{ratio * 100:.1f}",
+                size(c["bytes_served"]),
+                size(c["bytes_moved"].get("parent", 0)),
+                size(c["bytes_moved"].get("peer", 0)),
+            )
+        )
+    return "".join(line + "\n" for line in table(rows))
 
 
 def size(n: int | None) -> str:
@@ -154,8 +177,14 @@ def draw_locate(found: dict[str, Any]) -> str:
                 source,
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    for r in rows:
-        cells = [c.ljust(w) for c, w in zip(r, widths, strict=False)]
-        lines.append("  ".join([*cells, r[-1]]).rstrip())
+    lines.extend(table(rows))
     return "\n".join(lines) + "\n"
+
+
+def table(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Left-aligned columns two spaces apart (the last one not padded)."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return [
+        "  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]).rstrip()
+        for r in rows
+    ]

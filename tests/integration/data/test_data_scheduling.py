@@ -8,16 +8,21 @@ node names are the leaf instances' ids::
 
 Pins down: a job goes to the node whose leaf cache holds its input; a job whose input
 sits at a branch gets it staged into its leaf; a backfill reservation's inputs are
-staged before the job starts; ``hal data locate`` / ``hal data stage``; and a dead cache
-control plane leaves scheduling working.
+staged before the job starts; ``hal data locate`` / ``hal data stage``; the nodes' hits,
+misses and bytes moved in ``hal data status`` and ``/metrics``; and a dead cache control
+plane leaves scheduling working.
 """
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from cachetree import ControlPlane, Node, registered, start_all, wait_for
 
@@ -205,6 +210,62 @@ def test_hal_data_locate_and_stage(dc: DataCluster) -> None:
     assert r.returncode == 1 and "0/1 keys held" in r.stdout
     r = dc.server.cli("data", "stage", "ds:to-stage", "--node", "node9")
     assert r.returncode == 4 and "node9" in r.stderr
+
+
+def caches(dc: DataCluster) -> dict[str, dict[str, Any]]:
+    r = dc.server.cli("data", "status", "--json")
+    assert r.returncode == 0, r.stderr
+    return {c["instance"]: c for c in json.loads(r.stdout)["caches"]}
+
+
+def test_cache_hits_misses_and_bytes_moved_reach_status_and_metrics(dc: DataCluster) -> None:
+    """node1 reads a key written at the root twice: its first GET misses and pulls the
+    value through b1 (a miss there too) from the root (a hit); its second GET hits. The
+    nodes' heartbeats carry the counters to the control plane, the server reads them
+    from there: ``hal data status`` and ``/metrics`` (which promtool accepts) show them."""
+    size = 2 * MB
+    dc.put("root", "ds:counted", size)
+    wait_until(lambda: {"root", "b1", "node1"} <= set(caches(dc)), 30,
+               message="every node's counters to reach the server")  # fmt: skip
+    before = caches(dc)
+    for _ in range(2):
+        assert dc.cache["node1"].client().get("ds:counted") == b"x" * size
+
+    def grown(name: str, field: str, by: int, source: str | None = None) -> bool:
+        def value(c: dict[str, Any]) -> int:
+            return int(c[field][source] if source else c[field])
+
+        return value(caches(dc)[name]) - value(before[name]) >= by
+
+    wait_until(
+        lambda: grown("node1", "hits", 1) and grown("node1", "misses", 1)
+        and grown("node1", "bytes_moved", size, "parent") and grown("b1", "misses", 1)
+        and grown("b1", "bytes_moved", size, "parent") and grown("root", "hits", 1)
+        and grown("root", "bytes_served", size),
+        30, message="the reads to show in hal data status",
+    )  # fmt: skip
+    after = caches(dc)
+    assert after["node1"]["bytes_served"] - before["node1"]["bytes_served"] >= 2 * size
+    assert after["node1"]["hit_ratio"] is not None and 0 < after["node1"]["hit_ratio"] < 1
+
+    text = dc.server.cli("data", "status").stdout
+    header = next(line for line in text.splitlines() if line.startswith("CACHE"))
+    assert header.split() == ["CACHE", "TIER", "HITS", "MISSES", "HIT%", "SERVED", "FROM",
+                              "PARENT", "FROM", "PEER"]  # fmt: skip
+    row = next(line.split() for line in text.splitlines() if line.startswith("node1 "))
+    assert row[1:4] == ["leaf", str(after["node1"]["hits"]), str(after["node1"]["misses"])]
+
+    metrics = httpx.get(dc.server.url + "/metrics", timeout=10).text
+    assert f'hal_cache_hits_total{{instance="node1",tier="leaf"}} {after["node1"]["hits"]}' in (
+        metrics.replace(".0\n", "\n")
+    )
+    assert 'hal_cache_bytes_moved_total{instance="b1",source="parent",tier="branch"}' in metrics
+    assert 'hal_cache_misses_total{instance="node1",result="pulled",tier="leaf"}' in metrics
+    if shutil.which("promtool") is None:
+        pytest.skip("promtool not installed (Debian package 'prometheus')")
+    done = subprocess.run(["promtool", "check", "metrics"], input=metrics, text=True,
+                          capture_output=True, timeout=30, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_jobs_still_schedule_while_the_cache_control_plane_is_down(dc: DataCluster) -> None:

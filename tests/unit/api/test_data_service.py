@@ -24,6 +24,7 @@ from hal.api.data_view import (
     PRESTAGE_HORIZON_S,
     StageTarget,
     build_view,
+    cache_stats_from_instances,
     holders_from_locate,
     stage_targets,
     tree_from_topology,
@@ -147,6 +148,29 @@ def test_the_topology_becomes_the_tree_with_each_edge_as_the_childs_uplink() -> 
 def test_locate_answers_become_instance_sizes() -> None:
     body = {"key": "k", "instances": [{"instanceId": "n1", "size": 10}, {"instanceId": "x"}]}
     assert holders_from_locate(body) == {"n1": 10, "x": 0}
+
+
+def test_cache_nodes_counters_come_from_the_instance_list() -> None:
+    """Each HAL node's ``halStats`` becomes one row with its hit ratio; an instance
+    without them, or with garbage in them, is left out or read as zeros."""
+    listed = {
+        "instances": [
+            {"id": "n1", "tier": "leaf", "status": "active",
+             "halStats": {"hits": 3, "misses": 1, "missesNotFound": 1, "bytesServed": 30,
+                          "pulls": {"parent": 0}, "bytesPulled": {"parent": 0, "peer": 0},
+                          "evictions": 2, "expirations": 0}},
+            {"id": "foreign", "tier": "leaf", "status": "active"},
+            {"id": "m0", "tier": "root", "status": "inactive",
+             "halStats": {"hits": -4, "misses": "x", "bytesPulled": [1]}},
+        ],
+    }  # fmt: skip
+    got = cache_stats_from_instances(listed)
+    assert [c["instance"] for c in got] == ["m0", "n1"]
+    m0, n1 = got
+    assert n1["hits"] == 3 and n1["misses"] == 1 and n1["hit_ratio"] == 0.75
+    assert n1["bytes_moved"] == {"parent": 0, "peer": 0} and n1["evictions"] == 2
+    assert m0["hits"] == 0 and m0["hit_ratio"] is None and m0["bytes_moved"]["peer"] == 0
+    assert m0["status"] == "inactive" and m0["tier"] == "root"
 
 
 def test_nodes_read_through_the_instance_of_their_name_unless_configured() -> None:

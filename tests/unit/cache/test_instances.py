@@ -143,6 +143,53 @@ def test_heartbeat_with_wrong_types_is_400(api: Api) -> None:
     assert api.post("/v1/instances/n1/heartbeat", json={"healthy": "yes"}).status_code == 400
 
 
+HAL_STATS = {
+    "hits": 7,
+    "misses": 3,
+    "missesNotFound": 1,
+    "bytesServed": 700,
+    "pulls": {"parent": 2, "peer": 0},
+    "bytesPulled": {"parent": 200, "peer": 0},
+    "evictions": 1,
+    "expirations": 0,
+}
+
+
+def test_a_hal_nodes_read_counters_travel_from_its_heartbeat_to_the_instance_list(
+    api: Api,
+) -> None:
+    """``halStats`` (an extension field; the heartbeat schema leaves properties open) is
+    kept in memory and shown on the instance list and the instance, where the HAL server
+    reads it; an instance that never sent it shows none."""
+    api.register("n1")
+    api.register("n2")
+    assert api.post("/v1/instances/n1/heartbeat", json={"halStats": HAL_STATS}).status_code == 200
+    listed = {i["id"]: i for i in api.get("/v1/instances").json()["instances"]}
+    assert listed["n1"]["halStats"] == HAL_STATS
+    assert "halStats" not in listed["n2"]
+    assert api.get("/v1/instances/n1").json()["halStats"] == HAL_STATS
+    # a heartbeat without them keeps the last ones
+    assert api.post("/v1/instances/n1/heartbeat", json={"keyCount": 1}).status_code == 200
+    assert api.get("/v1/instances/n1").json()["halStats"]["hits"] == 7
+
+
+@pytest.mark.parametrize(
+    ("stats", "field"),
+    [
+        ([1, 2], "halStats"),
+        ({"hits": -1}, "halStats.hits"),
+        ({"misses": "3"}, "halStats.misses"),
+        ({"pulls": 3}, "halStats.pulls"),
+        ({"bytesPulled": {"parent": 1.5}}, "halStats.bytesPulled.parent"),
+    ],
+)
+def test_malformed_hal_stats_are_400_naming_the_field(api: Api, stats: object, field: str) -> None:
+    api.register("n1")
+    resp = api.post("/v1/instances/n1/heartbeat", json={"halStats": stats})
+    assert resp.status_code == 400
+    assert resp.json()["details"]["field"] == field
+
+
 def test_deregister_removes_the_instance_its_content_and_its_place(api: Api) -> None:
     """Graceful shutdown: 204 with no body; its keys and its tree position disappear."""
     api.tree()

@@ -30,6 +30,21 @@ def test_garbage_is_a_protocol_error() -> None:
         parser.feed(b"*1\r\n:5\r\n")
 
 
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"$3\r\nGET\r\n",  # a bare bulk string
+        b"*2\r\n$3\r\nGET\r\n*1\r\n$1\r\na\r\n",  # a nested array
+        b"*2\r\n$3\r\nGET\r\n$-1\r\n",  # a nil argument
+    ],
+)
+def test_requests_must_be_arrays_of_bulk_strings(request_bytes: bytes) -> None:
+    parser = resp.RequestParser()
+    assert parser.feed(b"*1\r\n$4\r\nPING\r\n") == [[b"PING"]]
+    with pytest.raises(resp.ProtocolError, match="array of bulk strings"):
+        parser.feed(request_bytes)
+
+
 def test_nil_and_maps_differ_between_resp2_and_resp3() -> None:
     assert resp.nil(False) == b"$-1\r\n" and resp.nil(True) == b"_\r\n"
     pair = [(resp.bulk(b"k"), resp.bulk(b"v"))]
