@@ -57,3 +57,5 @@ class AgentConfig:
     # Prometheus /metrics of this agent (hal.agent.metrics): PORT, :PORT or HOST:PORT;
     # "" = off (the default: agents sharing a host would collide on a fixed port).
     metrics_listen: str = field(default_factory=lambda: os.environ.get(METRICS_ENV, ""))
+    # NVLink islands, e.g. ((0, 1, 2, 3), (4, 5, 6, 7)); None: NVML's (one island without)
+    gpu_islands: tuple[tuple[int, ...], ...] | None = None

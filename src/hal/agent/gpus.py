@@ -2,13 +2,24 @@
 
 No NVML library, no driver, or no GPU all mean the same to the scheduler: 0 GPUs. The
 agent must start on every node, so discovery never raises.
+
+The NVLink islands come from NVML's peer-to-peer status with the NVLink capability
+(``nvmlDeviceGetP2PStatus(a, b, NVML_P2P_CAPS_INDEX_NVLINK)``, what ``nvidia-smi topo
+-p2p n`` prints): GPUs joined by NVLink, directly or through an NVSwitch, are one island
+(``hal.core.gpu_islands.islands_from_links``). A failure there keeps the count and
+reports no islands (one island of all GPUs).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from hal.core.gpu_islands import Islands, complete_islands, islands_from_links
+
+if TYPE_CHECKING:
+    from hal.agent.config import AgentConfig
 
 log = logging.getLogger("hal.agent")
 
@@ -17,6 +28,7 @@ log = logging.getLogger("hal.agent")
 class GpuInventory:
     count: int = 0
     model: str = ""  # of GPU 0; mixed models on one node are reported by the first
+    islands: Islands = ()  # NVLink islands; () = one island of all GPUs
 
 
 def discover_gpus() -> GpuInventory:
@@ -31,12 +43,7 @@ def discover_gpus() -> GpuInventory:
         log.info("NVML unavailable (%s): reporting 0 GPUs", err)
         return GpuInventory()
     try:
-        count = int(nvml.nvmlDeviceGetCount())
-        model = ""
-        if count:
-            name = nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(0))
-            model = name.decode() if isinstance(name, bytes) else str(name)
-        return GpuInventory(count=count, model=model)
+        return inventory_from_nvml(nvml)
     except Exception as err:
         log.warning("NVML failed while listing GPUs (%s): reporting 0 GPUs", err)
         return GpuInventory()
@@ -45,3 +52,42 @@ def discover_gpus() -> GpuInventory:
             nvml.nvmlShutdown()
         except Exception:
             log.debug("nvmlShutdown failed", exc_info=True)
+
+
+def inventory_from_nvml(nvml: Any) -> GpuInventory:
+    """Count, model and NVLink islands from an initialised NVML (``pynvml`` or anything
+    with its calls and constants)."""
+    count = int(nvml.nvmlDeviceGetCount())
+    if not count:
+        return GpuInventory()
+    handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+    name = nvml.nvmlDeviceGetName(handles[0])
+    model = name.decode() if isinstance(name, bytes) else str(name)
+    return GpuInventory(count=count, model=model, islands=nvlink_islands(nvml, handles))
+
+
+def nvlink_islands(nvml: Any, handles: list[Any]) -> Islands:
+    if len(handles) < 2:
+        return ()
+
+    def linked(i: int, j: int) -> bool:
+        status = nvml.nvmlDeviceGetP2PStatus(
+            handles[i], handles[j], nvml.NVML_P2P_CAPS_INDEX_NVLINK
+        )
+        return bool(status == nvml.NVML_P2P_STATUS_OK)
+
+    try:
+        islands = islands_from_links(len(handles), linked)
+    except Exception as err:  # NotSupported on old drivers or GPUs without NVLink
+        log.info("NVML has no NVLink peer status (%s): one GPU island assumed", err)
+        return ()
+    return () if len(islands) == 1 else islands
+
+
+def configured_gpus(config: AgentConfig) -> GpuInventory:
+    """The agent's GPUs: ``--gpus`` and ``--gpu-islands`` where given, NVML for the
+    rest. Raises ``InvalidRequest`` when the islands do not match the GPU count."""
+    found = discover_gpus() if config.gpus is None else GpuInventory(config.gpus)
+    islands = found.islands if config.gpu_islands is None else config.gpu_islands
+    whole = complete_islands(islands, found.count)
+    return replace(found, islands=() if len(whole) <= 1 else whole)

@@ -56,6 +56,16 @@ class JobRecord:
             return None
         return self.start_time + self.time_limit_seconds + self.suspended_seconds
 
+    @property
+    def plain_start(self) -> bool:
+        """Whether starting this LAUNCHING job changes nothing but phase, pid and start
+        time (no signal or stop waits for the start). Such a start is not persisted: the
+        supervisor's ``started`` file holds it, and adoption rebuilds it with ``start``."""
+        return not self.pending_signals and not self.end_state
+
+    def start(self, pid: int, start_time: float) -> JobRecord:
+        return replace(self, phase=Phase.RUNNING, pid=pid, start_time=start_time)
+
     def evolve(self, **changes: Any) -> JobRecord:
         return replace(self, **changes)
 

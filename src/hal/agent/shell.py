@@ -62,7 +62,7 @@ from hal.agent.events import (
     SpawnJob,
     Tick,
 )
-from hal.agent.gpus import GpuInventory, discover_gpus
+from hal.agent.gpus import GpuInventory, configured_gpus
 from hal.agent.isolation import Isolation, agent_cgroup_name, detect_isolation
 from hal.agent.launcher import LaunchReply, StepLauncher
 from hal.agent.metrics import (
@@ -180,9 +180,7 @@ class AgentShell:
                 self.config.state_dir,
             )
             if self._gpus is None:
-                self._gpus = (
-                    discover_gpus() if self.config.gpus is None else GpuInventory(self.config.gpus)
-                )
+                self._gpus = configured_gpus(self.config)
             self.capacity = Capacity(
                 self.config.cpus or host_cpus(),
                 self.config.memory_bytes or host_memory_bytes(),
@@ -322,6 +320,7 @@ class AgentShell:
             memory_bytes=self.capacity.memory_bytes,
             gpus=self.capacity.gpus,
             gpu_model=gpus.model,
+            gpu_islands=[list(i) for i in gpus.islands],
             features=list(self.config.features),
             address=self.config.address,
             version=__version__,
@@ -540,6 +539,10 @@ class AgentShell:
                 )
             )
             return
+        if record.phase is Phase.LAUNCHING and stored.started is not None and record.plain_start:
+            # started before: the earlier agent kept the start in memory only (and
+            # reported it, unless it stopped first — as when it persisted the start)
+            record = record.start(*stored.started)
         self._feed(JobAdopted(record, now))
         if record.phase is Phase.LAUNCHING and stored.started is not None:
             pid, started = stored.started

@@ -191,7 +191,8 @@ class AgentState:
         job = self._current(event.job_id, event.attempt)
         if job is None or job.phase is not Phase.LAUNCHING:
             return []
-        job = job.evolve(phase=Phase.RUNNING, pid=event.pid, start_time=event.time)
+        persist = not job.plain_start
+        job = job.start(event.pid, event.time)
         commands: list[Command] = [
             self._report("started", job.job_id, job.attempt, event.time, pid=event.pid)
         ]
@@ -203,7 +204,10 @@ class AgentState:
             job, stop = self._stop(job, job.end_state, job.kill_wait_seconds, event.time)
             commands += stop
         self.jobs[job.job_id] = job
-        commands.append(PersistRecord(job))
+        if persist:
+            commands.append(PersistRecord(job))
+        else:
+            _check_job(job)  # not persisted (see JobRecord.plain_start): one write less per job
         return commands + self._deadlines(job, event.time)
 
     def _launch_failed(self, event: LaunchFailed) -> list[Command]:

@@ -15,8 +15,10 @@
         status.json          exit status, rusage, OOM — or a launch error (supervisor)
 
 Each file has a single writer and is replaced atomically (write, rename), so a reader
-never sees half a file. A folder is removed only after the server acknowledged the job's
-final report.
+never sees half a file — except ``plan.json`` and the first ``record.json``, written in
+place while the folder is new and nobody reads it yet. ``record.json`` is not rewritten
+when a job merely starts: ``started`` holds that, and adoption replays it. A folder is
+removed only after the server acknowledged the job's final report.
 """
 
 from __future__ import annotations
@@ -29,11 +31,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hal.agent.records import ExitOutcome, JobRecord
-from hal.agent.supervisor import PLAN_FILE, read_started, read_status, read_supervisor
+from hal.agent.supervisor import (
+    PLAN_FILE,
+    STARTED_FILE,
+    STATUS_FILE,
+    SUPERVISOR_FILE,
+    read_started,
+    read_status,
+    read_supervisor,
+)
 
 RECORD_FILE = "record.json"
 SCRIPT_FILE = "script"
 KILL_WAIT_FILE = "kill_wait"
+JOB_FILES = (SCRIPT_FILE, RECORD_FILE, PLAN_FILE, SUPERVISOR_FILE, STARTED_FILE, STATUS_FILE)
 
 
 class StateDirLocked(RuntimeError):
@@ -106,9 +117,13 @@ class JobStore:
                 os.fchown(fd, *owner)
         finally:
             os.close(fd)
+        # Written in place, not through a temporary file: nothing reads the new folder
+        # until the launcher is told about it, and a crash before that leaves a folder
+        # without a supervisor, which is never started (a half-written record is skipped
+        # by ``load`` and the folder replaced when the launch comes again).
         if plan:
-            _write_atomic(job_dir, PLAN_FILE, plan)
-        self.save_record(record)
+            _write_new(job_dir, PLAN_FILE, plan)
+        _write_new(job_dir, RECORD_FILE, record.to_json())
         return job_dir
 
     def save_record(self, record: JobRecord) -> None:
@@ -117,7 +132,18 @@ class JobStore:
             _write_atomic(job_dir, RECORD_FILE, record.to_json())
 
     def remove(self, job_id: int, attempt: int) -> None:
-        shutil.rmtree(self.job_dir(job_id, attempt), ignore_errors=True)
+        """Delete the job's folder: its known files, then the folder (``rmtree`` costs
+        several times more system calls and runs once per job)."""
+        job_dir = self.job_dir(job_id, attempt)
+        for name in JOB_FILES:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(job_dir, name))
+        try:
+            os.rmdir(job_dir)
+        except FileNotFoundError:
+            pass
+        except OSError:  # something else is left (a temporary file of a crashed writer)
+            shutil.rmtree(job_dir, ignore_errors=True)
 
     def load(self) -> list[StoredJob]:
         """Every job folder with a readable record; unreadable ones are left for an
@@ -141,6 +167,14 @@ class JobStore:
                 )
             )
         return found
+
+
+def _write_new(directory: str, name: str, text: str) -> None:
+    fd = os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
 
 
 def _write_atomic(directory: str, name: str, text: str) -> None:

@@ -21,6 +21,7 @@ from hal.scheduler.framework import Framework, PassContext, Scheduler
 from hal.scheduler.framework.explain import Diagnosis, diagnose
 from hal.scheduler.framework.snapshot import ClusterSnapshot
 from hal.scheduler.plugins.multifactor import DEFAULT_QOS, ShareRow
+from hal.scheduler.plugins.topology import NAME as TOPOLOGY
 from hal.wire.priority import ExplainInfo, FactorValues, JobPriorityInfo, NodeRejection, ShareInfo
 
 AHEAD_SHOWN = 5
@@ -114,11 +115,23 @@ def _detail(job: Job, diag: Diagnosis | None, ahead: list[Job], victims: list[Jo
         if reserved or reason in _RESERVATION_REASONS:
             where = "; ".join(reserved) or diag.status.message or reason.value
             return f"advance reservation: {where} ({diag.summary()})"
+    if diag is not None and diag.status.plugin == TOPOLOGY and not diag.status.is_success:
+        return _topology_detail(diag)
     if diag is not None and reason is PendingReason.RESOURCES:
         return f"not enough free resources: {diag.summary()}"
     if diag is not None and diag.status.is_success:
         return "it fits now; the next scheduling pass should start it"
     return reason.value
+
+
+def _topology_detail(diag: Diagnosis) -> str:
+    """The nodes are there, but not where the job's topology request wants them: a
+    ``--switches`` wait for fewer leaves, or no domain of a ``required`` level with
+    enough free nodes now."""
+    st = diag.status
+    if st.reason is PendingReason.TOPOLOGY:
+        return f"waiting for a better placement: {st.message} ({diag.summary()})"
+    return f"no placement the topology allows now: {st.message} ({diag.summary()})"
 
 
 def _victims(jobs: Iterable[Job], job: Job) -> list[Job]:

@@ -52,7 +52,8 @@ def explain_lines(info: ExplainInfo) -> list[str]:
             f" (norm shares {s.norm_shares:.6f}, effective usage {s.effective_usage:.6f})"
         )
     if info.expected_start is not None:
-        lines.append(f"  expected start: {_when(info.expected_start)} (backfill plan)")
+        why = "end of its --switches wait" if info.reason == "Topology" else "backfill plan"
+        lines.append(f"  expected start: {_when(info.expected_start)} ({why})")
     elif info.earliest_start is not None:
         lines.append(
             f"  earliest start: {_when(info.earliest_start)} (ignoring the jobs queued ahead)"

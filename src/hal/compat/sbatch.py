@@ -130,6 +130,14 @@ _UNSUPPORTED_HINT = (
     "HAL accepts"
 )
 
+# Slurm's heterogeneous jobs: components split by ``:`` on the command line or by
+# ``#SBATCH hetjob`` (formerly ``packjob``) lines. HAL cannot place them yet.
+_HETJOB_WORDS = ("hetjob", "packjob")
+_HETJOB_REFUSAL = (
+    "HAL does not support heterogeneous jobs yet; submit each component as its own job, "
+    "or one job whose every node has the largest component's per-node request"
+)
+
 
 @dataclass(frozen=True, slots=True)
 class SbatchRequest:
@@ -233,6 +241,11 @@ def _script(
         return f"#!/bin/sh\n# This script was created by sbatch --wrap.\n\n{command}\n", "wrap"
     if cli.positionals:
         path, *args = cli.positionals
+        if path == ":":  # `sbatch OPTS : OPTS script`, Slurm's hetjob separator
+            raise UnsupportedOption(
+                f"':' separates heterogeneous job components: {_HETJOB_REFUSAL}",
+                field="script",
+            )
         if args:
             raise UnsupportedOption(
                 f"HAL cannot pass arguments to batch scripts yet (got {' '.join(args)!r}); "
@@ -329,10 +342,16 @@ def _settings_from_directives(script: str) -> tuple[dict[str, Setting], int]:
         parsed = _parse(
             split_directive(text), stop_at_positional=False, where=f" (script line {number})"
         )
+        if parsed.positionals and parsed.positionals[0] in _HETJOB_WORDS:
+            raise UnsupportedOption(
+                f"script line {number}: #SBATCH {parsed.positionals[0]} starts a "
+                f"heterogeneous job component: {_HETJOB_REFUSAL}",
+                field="script",
+            )
         if parsed.positionals:
             raise UnsupportedOption(
                 f"script line {number}: unexpected {parsed.positionals[0]!r} in #SBATCH "
-                "directive; write options only (HAL does not support heterogeneous jobs)",
+                "directive; HAL reads only options there (#SBATCH --name=value)",
                 field="script",
             )
         level, level_verbose = _settings(parsed)

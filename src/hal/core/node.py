@@ -16,6 +16,7 @@ class Node:
     reason: str = ""  # why DOWN or DRAIN, as an operator or the server wrote it
     features: tuple[str, ...] = ()
     gpu_model: str = ""
+    gpu_islands: tuple[tuple[int, ...], ...] = ()  # NVLink islands (core.gpu_islands)
     partitions: tuple[str, ...] = ()
     address: str = ""  # how the server reaches the agent, when it needs to
     last_heartbeat: float = 0.0

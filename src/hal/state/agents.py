@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 from dataclasses import dataclass, field
 
+from hal.core.gpu_islands import complete_islands
 from hal.core.job import Job
 from hal.core.node import Node
 from hal.core.resources import ResourceVector
@@ -103,6 +104,9 @@ async def register(cluster: Cluster, reg: AgentRegister) -> AgentRegistered:
         reason=reason,
         features=tuple(reg.features),
         gpu_model=reg.gpu_model,
+        gpu_islands=complete_islands(tuple(tuple(i) for i in reg.gpu_islands), reg.gpus)
+        if reg.gpu_islands
+        else (),
         address=reg.address,
         last_heartbeat=now,
         topology=cluster.topology_path(reg.node),
@@ -281,8 +285,7 @@ async def apply_reports(cluster: Cluster, node: str, reports: list[JobReport]) -
             events.append(event)
 
         def extra(tx: Transaction) -> None:
-            for job_id, rss, cpu in usage:
-                tx.record_usage(job_id, rss, cpu)
+            tx.record_usage(usage)
 
         if changed:
             await cluster._commit(list(changed.values()), events, extra)

@@ -239,6 +239,11 @@ class NodeBuilder:
         self._fields["gpu_model"] = model
         return self
 
+    def islands(self, *islands: tuple[int, ...]) -> NodeBuilder:
+        """The node's NVLink islands, e.g. ``.islands((0, 1), (2, 3))``."""
+        self._fields["gpu_islands"] = islands
+        return self
+
     def features(self, *features: str) -> NodeBuilder:
         self._fields["features"] = features
         return self

@@ -28,6 +28,7 @@ class AgentRegister(WireModel):
     memory_bytes: int = Field(ge=1)
     gpus: int = Field(default=0, ge=0)
     gpu_model: str = ""
+    gpu_islands: list[list[int]] = Field(default_factory=list)  # NVLink; [] = one
     features: list[str] = Field(default_factory=list)
     address: str = ""
     version: str = ""

@@ -19,6 +19,7 @@ class NodeInfo(WireModel):
     gpus: int
     gpus_alloc: int
     gpu_model: str = ""
+    gpu_islands: list[list[int]] = Field(default_factory=list)  # NVLink; [] = one island
     features: list[str] = Field(default_factory=list)
     partitions: list[str] = Field(default_factory=list)
     last_heartbeat: float = 0.0

@@ -70,3 +70,24 @@ def test_switches_and_topology_fields_round_trip_through_rest(server: LiveServer
         info = c.job(c.submit(job).job_id)
         c.cancel(info.id)
     assert (info.switches, info.switch_wait_seconds, info.topology) == (1, 600, "required=spine")
+
+
+def test_explain_and_squeue_start_show_a_switches_wait(server: LiveServer) -> None:
+    """Three nodes on one leaf cannot be had (leaves of two): the job waits for a better
+    placement, and its expected start is the end of that wait."""
+    with server.client() as c:
+        job = JobSubmit(
+            script="#!/bin/sh\ntrue\n", workdir="/tmp", nodes_min=3, ntasks=3, switches="1@2:00"
+        )
+        jid = c.submit(job).job_id
+        try:
+            wait_until(lambda: c.job(jid).reason == "Topology", message="the Topology wait")
+            info = c.job(jid)
+            detail = c.explain(jid).detail
+            shown = server.cli("explain", str(jid)).stdout
+        finally:
+            c.cancel(jid)
+    assert detail.startswith("waiting for a better placement: --switches=1: ")
+    assert info.expected_start is not None  # what squeue --start shows
+    assert 0 < info.expected_start - info.submit_time <= 120
+    assert "(end of its --switches wait)" in shown

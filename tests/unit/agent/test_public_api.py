@@ -42,6 +42,7 @@ def test_config_fields() -> None:
         "max_backoff_seconds",
         "validate",
         "metrics_listen",
+        "gpu_islands",
     ]
 
 

@@ -111,6 +111,26 @@ def test_launch_spawns_and_start_reports_started() -> None:
     assert [(r.job_id, r.pid) for r in d.machine.running()] == [(1, 4242)]
 
 
+def test_a_plain_start_is_not_persisted_and_the_record_can_be_rebuilt() -> None:
+    """The supervisor's ``started`` file holds a plain start; ``JobRecord.start`` on the
+    persisted LAUNCHING record rebuilds exactly the record the first agent had."""
+    d = Driver()
+    (spawn,) = d.launch(time_limit_seconds=60)
+    assert isinstance(spawn, SpawnJob) and spawn.record.plain_start
+    commands = d.start(pid=4242)
+    assert not any(isinstance(c, PersistRecord) for c in commands)
+    assert spawn.record.start(4242, d.clock.now()) == d.machine.jobs[1]
+
+
+def test_a_start_that_delivers_pending_work_is_persisted() -> None:
+    d = Driver()
+    d.launch()
+    d.cancel(kill_wait_seconds=3)
+    assert not d.machine.jobs[1].plain_start
+    persisted = [c.record for c in d.start() if isinstance(c, PersistRecord)]
+    assert [(r.phase, r.end_state) for r in persisted] == [(Phase.STOPPING, "CANCELLED")]
+
+
 @pytest.mark.parametrize(
     ("outcome", "expected"),
     [

@@ -226,6 +226,16 @@ def test_switches_waits_for_fewer_leaves_then_takes_any_after_max_wait() -> None
     assert _leaves(placed) == {"a", "b"}
 
 
+def test_switches_wait_end_is_the_expected_start() -> None:
+    """squeue --start foresees the end of a --switches wait: submitted 10 s ago with
+    @600, it takes any placement 590 s from now (capped by max_switch_wait: 290 s)."""
+    for wait, left in ((600, 290), (120, 110)):
+        job = J(1).nodes(3).switches(1, wait).submitted(NOW - 10)
+        snap = cluster(NOW).nodes(*_nodes({"a": 2, "b": 2})).pending(job).build()
+        (update,) = _sched().schedule(snap).updates
+        assert (update.reason, update.expected_start) == (R.TOPOLOGY, NOW + left)
+
+
 def test_switches_wait_is_capped_by_max_switch_wait() -> None:
     """The user asks for an hour; the site's max_switch_wait (default 300 s) caps it."""
     placed, reason = _run({"a": 2, "b": 2}, J(1).nodes(3).switches(1, 3600).submitted(NOW - 301))

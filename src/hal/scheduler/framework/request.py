@@ -109,6 +109,7 @@ def placement_key(job: Job) -> PlacementKey:
         s.nodelist,
         s.exclusive,
         s.reservation,
+        s.topology,  # --topology required=nvlink filters nodes
     )
 
 

@@ -25,6 +25,9 @@ sees is that of the first plugin that objects)::
                    Filter     cpus, memory, gpus, exclusive → Resources
                    Score      best fit
 
+    nvlink         PreFilter  BadConstraints (no NVLink island as large as the GPUs per node)
+                   Filter     --topology required=nvlink: a free island that holds them
+                   (jobs without that requirement skip it)
     topology       PreFilter  BadConstraints (unknown or too small --topology level)
                    Placement  multi-node jobs: one leaf switch, else fewest leaves
                               under the lowest switch; Topology (--switches wait)
@@ -69,6 +72,7 @@ from hal.scheduler.plugins import (
 )
 from hal.scheduler.plugins import reservation as reservation_plugin
 from hal.scheduler.plugins import topology as topology_plugin
+from hal.scheduler.plugins.noderesources import islands as nvlink
 
 BACKFILL = backfill.NAME
 # Locality outweighs best fit: moving a dataset costs more than a fragmented node.
@@ -89,6 +93,7 @@ DEFAULT_PLUGINS = (
     arraythrottle.NAME,
     reservation_plugin.NAME,
     noderesources.NAME,
+    nvlink.NAME,
 )
 
 
@@ -131,6 +136,7 @@ def default_registry(
             limits.NAME: new_limits,
             reservation_plugin.NAME: reservation_plugin.new,
             noderesources.NAME: noderesources.new,
+            nvlink.NAME: nvlink.new,
             backfill.NAME: new_backfill,
             topology_plugin.NAME: topology_plugin.new,
             datalocality.NAME: datalocality.new,

@@ -21,6 +21,8 @@ it uses ``place.choose_block`` instead, as Slurm's topology/block: the smallest
   leaves, wait (UNSCHEDULABLE ``Topology``, holding nobody back) until one with at most
   ``N`` exists or the job has waited ``max-wait`` since it became eligible (default and
   cap: ``max_switch_wait``, Slurm's SchedulerParameters option, 300 s), then take any.
+  The wait's end is the job's expected start (``squeue --start``) unless backfill gives
+  one.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from hal.core.gpu_islands import NVLINK
 from hal.core.job import Job
 from hal.core.node import Node
 from hal.core.states import PendingReason
@@ -103,7 +106,7 @@ class TopologyPlacement:
 
     def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
         wanted = job.spec.topology
-        if wanted is None:
+        if wanted is None or wanted.level == NVLINK:  # inside a node: plugin nvlink
             return SUCCESS
         index = self.index_for(ctx)
         level = self._level(wanted.level, index)
@@ -169,12 +172,15 @@ class TopologyPlacement:
             if spec.switch_wait_s is not None:
                 limit = min(limit, spec.switch_wait_s)
             if waited < limit:
+                # the wait's end is the earliest start squeue --start shows: then it
+                # takes any placement (if the nodes are still free)
                 return unschedulable(
                     PendingReason.TOPOLOGY,
                     f"--switches={spec.switches}: the best placement now spans "
                     f"{choice.leaves} leaf switches; waiting up to {limit - waited:.0f} s "
                     "more for a better one",
                     NAME,
+                    earliest_start=ctx.now + (limit - waited),
                 )
         return (choice.rows,)
 
