@@ -28,13 +28,13 @@ class TokenCache:
     def forget(self) -> None:
         self._known.clear()
 
+    def known(self, authorization: str | None) -> Caller | None:
+        """The caller of a token seen before, without the database; ``None`` when the
+        token must be looked up (``caller``)."""
+        return self._known.get(_digest(authorization))
+
     def caller(self, authorization: str | None) -> Caller:
-        if not authorization or not authorization.lower().startswith("bearer "):
-            raise Unauthenticated(
-                "missing token: send 'Authorization: Bearer <token>' (the CLI reads HAL_TOKEN "
-                "or ~/.config/hal/credentials.json; an admin creates users with `hal user add`)"
-            )
-        digest = token_hash(authorization[7:].strip())
+        digest = _digest(authorization)
         found = self._known.get(digest)
         if found is None:
             row = self.store.user_by_token_hash(digest)
@@ -43,3 +43,12 @@ class TokenCache:
             found = Caller(name=row[0], admin=row[1])
             self._known[digest] = found
         return found
+
+
+def _digest(authorization: str | None) -> str:
+    if not authorization or not authorization.lower().startswith("bearer "):
+        raise Unauthenticated(
+            "missing token: send 'Authorization: Bearer <token>' (the CLI reads HAL_TOKEN "
+            "or ~/.config/hal/credentials.json; an admin creates users with `hal user add`)"
+        )
+    return token_hash(authorization[7:].strip())

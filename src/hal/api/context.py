@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -115,13 +116,22 @@ async def context_dep(request: Request) -> ServerContext:
     return ctx
 
 
-def caller_dep(request: Request, authorization: Annotated[str | None, Header()] = None) -> Caller:
-    ctx: ServerContext = request.app.state.ctx
-    return ctx.tokens.caller(authorization)
+# A token seen before is answered from memory; only a new one is looked up in the store,
+# on a worker thread.
+async def caller_dep(
+    request: Request, authorization: Annotated[str | None, Header()] = None
+) -> Caller:
+    tokens: TokenCache = request.app.state.ctx.tokens
+    known = tokens.known(authorization)
+    if known is not None:
+        return known
+    return await asyncio.to_thread(tokens.caller, authorization)
 
 
-def admin_dep(request: Request, authorization: Annotated[str | None, Header()] = None) -> Caller:
-    caller = caller_dep(request, authorization)
+async def admin_dep(
+    request: Request, authorization: Annotated[str | None, Header()] = None
+) -> Caller:
+    caller = await caller_dep(request, authorization)
     if not caller.admin:
         raise PermissionDenied(f"user {caller.name} is not an administrator")
     return caller

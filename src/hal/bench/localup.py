@@ -26,6 +26,32 @@ class LocalCluster:
     pid: int
 
 
+def cluster_cpu_seconds(pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) used so far by ``hal up`` (``pid``, the control plane)
+    and its living descendants, summed by role: ``server``, ``agents``, ``launchers`` (the
+    agents' step launchers). Step supervisors and jobs are not counted: the kernel reaps
+    them, so their time reaches no parent's account."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    used: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        parent[int(entry)] = int(fields[1])
+        used[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    roles = {"server": used.get(pid, 0.0), "agents": 0.0, "launchers": 0.0}
+    for child, ppid in parent.items():
+        if ppid == pid:
+            roles["agents"] += used[child]
+        elif parent.get(ppid) == pid:
+            roles["launchers"] += used[child]
+    return roles
+
+
 @contextmanager
 def local_cluster(agents: int = 2, cpus_per_agent: int | None = None) -> Iterator[LocalCluster]:
     """Start ``hal up`` on a free port with a fresh data directory and wait until it and

@@ -83,7 +83,7 @@ def cmd_up(ns: argparse.Namespace) -> int:
         raise InvalidRequest("--agents must be 0 or more", field="agents")
 
     async def run() -> None:
-        server = HalServer(config, db_url, data_dir=data_dir)
+        server = HalServer(config, db_url, data_dir=data_dir, cache_plane=ns.cache_control_plane)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -179,7 +179,7 @@ def cmd_server(ns: argparse.Namespace) -> int:
             store.close()
         if token:
             print(f"created administrator {ns.init_admin}; token (shown once): {token}", flush=True)
-    server = HalServer(config, db_url, data_dir=data_dir)
+    server = HalServer(config, db_url, data_dir=data_dir, cache_plane=ns.cache_control_plane)
     print(f"HAL control plane on http://{ns.host}:{port} (database {_redact(db_url)})", flush=True)
     run_loop(server.serve(ns.host, port))
     return 0
@@ -193,7 +193,9 @@ def _redact(url: str) -> str:
 
 def cmd_agent(ns: argparse.Namespace) -> int:
     from hal.agent.config import AgentConfig
+    from hal.agent.metrics import parse_listen
     from hal.agent.shell import run_agent
+    from hal.core.gpu_islands import complete_islands, parse_gpu_islands
     from hal.core.slurm_syntax import parse_memory
 
     cfg = load_client_config(ns.server, ns.token)
@@ -213,10 +215,24 @@ def cmd_agent(ns: argparse.Namespace) -> int:
         kwargs["memory_bytes"] = parse_memory(ns.memory)
     if ns.gpus is not None:
         kwargs["gpus"] = ns.gpus
+    if ns.gpu_islands:
+        islands = parse_gpu_islands(ns.gpu_islands)
+        if ns.gpus is not None:
+            complete_islands(islands, ns.gpus)  # a clear error now, not at registration
+        kwargs["gpu_islands"] = islands
     if ns.features:
         kwargs["features"] = tuple(f for f in ns.features.split(",") if f)
     if ns.state_dir:
         kwargs["state_dir"] = Path(ns.state_dir)
+    if ns.metrics_listen is not None:  # "" turns off what HAL_AGENT_METRICS_LISTEN set
+        try:  # a typo should stop the agent here, not only be logged once it runs
+            if ns.metrics_listen:
+                parse_listen(ns.metrics_listen)
+        except ValueError as exc:
+            raise InvalidRequest(
+                f"--metrics-listen: {exc}, e.g. --metrics-listen :9471", field="metrics_listen"
+            ) from None
+        kwargs["metrics_listen"] = ns.metrics_listen
     config = AgentConfig(**kwargs)  # type: ignore[arg-type]
 
     async def run() -> None:

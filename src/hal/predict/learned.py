@@ -228,6 +228,11 @@ class LearnedPredictor:
         self._cache.clear()
         return True
 
+    def warm_up(self) -> None:
+        """Load lightgbm now (about a second of CPU for it and pandas) rather than at the
+        first training, which comes while the first jobs end — in a burst of them."""
+        self._lightgbm()
+
     def _lightgbm(self) -> Any:
         """The lightgbm module, or None (once logged) when it cannot be loaded: its wheel
         needs the OpenMP runtime (``libgomp1`` on Debian/Ubuntu). The predictor then keeps

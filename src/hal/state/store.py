@@ -153,11 +153,16 @@ class Transaction:
             ],
         )
 
-    def record_usage(self, job_id: int, max_rss: int, cpu_seconds: float) -> None:
+    def record_usage(self, usage: Sequence[tuple[int, int, float]]) -> None:
+        """Store ``(job_id, max_rss, cpu_seconds)`` of finished jobs: one statement for the
+        whole batch (an agent's sync reports many jobs at once)."""
+        if not usage:
+            return
         self.conn.execute(
             update(schema.jobs)
-            .where(schema.jobs.c.id == job_id)
-            .values(max_rss=max_rss, cpu_seconds=cpu_seconds)
+            .where(schema.jobs.c.id == bindparam("b_id"))
+            .values(max_rss=bindparam("b_rss"), cpu_seconds=bindparam("b_cpu")),
+            [{"b_id": job_id, "b_rss": rss, "b_cpu": cpu} for job_id, rss, cpu in usage],
         )
 
     def add_events(self, rows: Sequence[EventRow]) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 
 import pytest
 
@@ -113,3 +115,18 @@ def test_without_lightgbm_it_keeps_answering_like_avg2(monkeypatch) -> None:  # 
     assert "lightgbm cannot be loaded" in p.unavailable
     p.observe(job(9_100, "zed", "x", 3600), 100.0)
     assert p.predict(job(9_101, "zed", "x", 3600)) == 100.0
+
+
+def test_warm_up_loads_lightgbm_before_any_training() -> None:
+    """A fresh process: the learned predictor imports lightgbm only when warmed up (the
+    server does so at start) or at its first training, not at construction."""
+    code = (
+        "import sys; from hal.predict.learned import LearnedPredictor; p = LearnedPredictor(); "
+        "before = 'lightgbm' in sys.modules; p.warm_up(); "
+        "print(before, 'lightgbm' in sys.modules, p.unavailable or '')"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True"]
