@@ -32,6 +32,7 @@ def test_small_pass_reports_shape_starts_jobs_and_overcommits_nothing() -> None:
     assert result["jobs"] == 600 and result["nodes"] == 80
     assert result["repeats"] == 2
     assert result["p90_ms"] >= result["median_ms"] >= result["min_ms"] > 0
+    assert result["cpu_median_ms"] > 0
     assert result["jobs_started"] > 0
     assert result["overcommitted_nodes"] == 0
     assert result["running_jobs"] > 0

@@ -153,3 +153,13 @@ def test_bad_arguments_stop_start_up_naming_the_field(args: dict[str, object], f
     with pytest.raises(ProfileError) as err:
         with_backfill(**args)
     assert err.value.field == field
+
+
+def test_a_pass_reports_its_backfill_stage_for_sdiag(sched: Scheduler) -> None:
+    """The pass says what its backfill stage did: jobs handed to it, started, reserved."""
+    snap = half_busy(make_job(10).nodes(4).limit(100), make_job(12).limit(50))
+    cycle = sched.run_pass(snap).backfill
+    assert cycle is not None
+    assert (cycle.considered, cycle.started, cycle.reservations) == (2, 1, 1)
+    assert cycle.duration_s >= 0
+    assert sched.run_pass(snap, backfill=False).backfill is None

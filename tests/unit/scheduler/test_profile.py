@@ -15,7 +15,12 @@ def test_default_profile_wires_every_point() -> None:
     profile = build_scheduler().profile
     assert profile.queue_sort.name == "priority"
     assert [p.name for p in profile.pre_filter] == list(DEFAULT_PLUGINS[1:])
-    assert [p.name for p in profile.filter] == ["partition", "reservation", "noderesources"]
+    assert [p.name for p in profile.filter] == [
+        "partition",
+        "reservation",
+        "noderesources",
+        "nvlink",
+    ]
     assert [(p.name, w) for p, w in profile.score] == [("noderesources", 1.0)]
     assert [p.name for p in profile.reserve] == ["dependency", "arraythrottle"]
     assert profile.backfill is not None and profile.backfill.name == "backfill"

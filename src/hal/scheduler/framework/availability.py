@@ -150,6 +150,7 @@ class AvailabilityProfile:
         "_dip_rel",
         "_dip_time",
         "_dipped",
+        "_dips_distinct",
         "_events",
         "_low_cpus",
         "_lows",
@@ -185,19 +186,23 @@ class AvailabilityProfile:
                 kept.append((t, ar, exclusive))
         self.times: list[float] = [now, *sorted({t for t, _, _ in kept})]
         size = sum(len(ar.rows) for _, ar, _ in kept)
-        self._events = _Events(max(64, 2 * size))
+        # room for reservations as wide as the running jobs: pages never written cost no
+        # memory, while growing copies every event
+        self._events = _Events(max(64, 4 * size))
         if kept:
-            # one array per column over all releases: no per-job array building
-            nodes = np.concatenate([ar.rows for _, ar, _ in kept])
+            # one array per column over all releases, written into the events in place:
+            # no per-job array building, no delta matrix copied in afterwards
+            ev = self._events
             counts = [len(ar.rows) for _, ar, _ in kept]
-            delta = np.empty((size, _N_ARRAYS), dtype=np.int64)
-            delta[:, 0] = np.concatenate([ar.cpus for _, ar, _ in kept])
-            delta[:, 1] = np.concatenate([ar.memory for _, ar, _ in kept])
-            delta[:, 2] = np.concatenate([ar.gpus for _, ar, _ in kept])
+            np.concatenate([ar.rows for _, ar, _ in kept], out=ev.node[:size])
+            delta = ev.delta[:size]
+            np.concatenate([ar.cpus for _, ar, _ in kept], out=delta[:, 0])
+            np.concatenate([ar.memory for _, ar, _ in kept], out=delta[:, 1])
+            np.concatenate([ar.gpus for _, ar, _ in kept], out=delta[:, 2])
             delta[:, 3] = -1
             delta[:, 4] = -np.repeat([int(excl) for _, _, excl in kept], counts)
-            times = np.repeat([t for t, _, _ in kept], counts)
-            self._events.add(times, nodes, delta)
+            ev.time[:size] = np.repeat([t for t, _, _ in kept], counts)
+            ev.size = size
         self._base: Matrix = np.stack(
             (table.free_cpus, table.free_memory, table.free_gpus, table.jobs_on, table.exclusive_on)
         ).astype(np.int64)
@@ -207,6 +212,7 @@ class AvailabilityProfile:
         self._dip_node: Rows = np.empty(0, dtype=np.intp)
         self._dip_rel: Matrix = np.empty((0, _N_ARRAYS), dtype=np.int64)
         self._dipped = np.zeros(len(table), dtype=np.bool_)  # nodes with a dip
+        self._dips_distinct = True  # no node has two dips
         # Until the dips change: per window end (the instant of its last row), the
         # dipped nodes and how far below ``_base`` a window from now goes there; per
         # (key, end), that for the key's CPUs in all.
@@ -278,6 +284,13 @@ class AvailabilityProfile:
         sel = self._dips_in(self.now, until)
         if not len(sel):
             found = (_NO_ROWS, _NO_LOW)
+        elif self._dips_distinct:
+            # one dip per node (a single reservation, EASY's case): nothing to group
+            rel = self._dip_rel[sel]
+            low = np.empty((_N_ARRAYS, len(sel)), dtype=np.int64)
+            np.minimum(rel[:, :_LOW].T, 0, out=low[:_LOW])
+            np.maximum(rel[:, _LOW:].T, 0, out=low[_LOW:])
+            found = (self._dip_node[sel], low)
         else:
             order = np.argsort(self._dip_node[sel], kind="stable")
             nodes = self._dip_node[sel][order]
@@ -356,7 +369,8 @@ class AvailabilityProfile:
         n_rows, n_cols = len(times), len(cols)
         cell = np.searchsorted(times, ev_time) * n_cols + np.searchsorted(cols, ev_node)
         level = np.zeros((n_rows * n_cols, _N_ARRAYS), dtype=np.int64)
-        np.add.at(level, cell, ev_delta)
+        for i in range(_N_ARRAYS):  # one column at a time: ``add.at``'s fast path
+            np.add.at(level[:, i], cell, ev_delta[:, i])
         level = np.cumsum(level.reshape(n_rows, n_cols, _N_ARRAYS), axis=0)
         level += self._base[:, cols].T
         ok = self._fits(request, level.transpose(2, 0, 1), self.table.cap_memory[cols])
@@ -383,6 +397,15 @@ class AvailabilityProfile:
     ) -> None:
         """Add to ``blocked`` (a difference array over start rows) the nodes with events,
         at the start rows whose window meets a stretch of rows where they do not fit."""
+        once = np.bincount(ev_node, minlength=len(self.table))[ev_node] == 1
+        if once.any():
+            self._block_once(
+                request, end_row, ev_time[once], ev_node[once], ev_delta[once], blocked
+            )
+            many = ~once
+            ev_time, ev_node, ev_delta = ev_time[many], ev_node[many], ev_delta[many]
+            if not len(ev_node):
+                return
         n_rows = len(times)
         order = np.lexsort((ev_time, ev_node))
         node, delta = ev_node[order], ev_delta[order]
@@ -421,8 +444,45 @@ class AvailabilityProfile:
         prev_to[1:] = k_to[:-1]
         k_from = np.where(same, np.maximum(k_from, prev_to), k_from)
         keep = k_to > k_from
-        np.add.at(blocked, k_from[keep], 1)
-        np.add.at(blocked, k_to[keep], -1)
+        _count(blocked, k_from[keep], k_to[keep])
+
+    def _block_once(
+        self,
+        request: NodeRequest,
+        end_row: Rows,
+        ev_time: npt.NDArray[np.float64],
+        ev_node: Rows,
+        ev_delta: Matrix,
+        blocked: npt.NDArray[np.int64],
+    ) -> None:
+        """``_block`` for nodes with a single event (most of them: a node held by one
+        running job), with no sorting: rows ``[0, row)`` are at the base level, the rest
+        at base + the event. Both stretches bad rule out every start row; only the first
+        rules out ``[0, row)``; only the second, the rows whose window reaches ``row``."""
+        n_rows = len(end_row)
+        row = np.searchsorted(self.times, ev_time)
+        cap = self.table.cap_memory[ev_node]
+        base = self._base[:, ev_node]
+        ok_before = self._fits(request, base, cap)
+        ok_after = self._fits(request, base + ev_delta.T, cap)
+        both = ~ok_before & ~ok_after
+        first = ~ok_before & ok_after
+        second = ok_before & ~ok_after
+        k_from = np.concatenate(
+            (
+                np.zeros(int(both.sum()) + int(first.sum()), dtype=np.intp),
+                np.searchsorted(end_row, row[second], side="left"),
+            )
+        )
+        k_to = np.concatenate(
+            (
+                np.full(int(both.sum()), n_rows, dtype=np.intp),
+                row[first],
+                np.full(int(second.sum()), n_rows, dtype=np.intp),
+            )
+        )
+        keep = k_to > k_from
+        _count(blocked, k_from[keep], k_to[keep])
 
     # -- reservations -----------------------------------------------------------------
 
@@ -515,11 +575,15 @@ class AvailabilityProfile:
         sel = np.flatnonzero(times <= start)
         if len(sel):
             pos, hit = _positions(nodes, ev_node[sel])
-            np.add.at(rel, pos[hit], delta[sel[hit]])
+            at, add = pos[hit], delta[sel[hit]]
+            for i in range(_N_ARRAYS):  # one column at a time: ``add.at``'s fast path
+                np.add.at(rel[:, i], at, add[:, i])
         self._shift_dips(start, nodes, taken)
         self._events.add(start, nodes, taken)
         self._lows.clear()
         self._low_cpus.clear()
+        if self._dips_distinct and self._dipped[nodes].any():
+            self._dips_distinct = False
         self._dipped[nodes] = True
         self._dip_time = np.concatenate((self._dip_time, np.full(len(nodes), start)))
         self._dip_node = np.concatenate((self._dip_node, nodes))
@@ -541,6 +605,13 @@ class AvailabilityProfile:
             self._dip_rel[later[hit]] += delta[pos[hit]]
             self._lows.clear()
             self._low_cpus.clear()
+
+
+def _count(blocked: npt.NDArray[np.int64], k_from: Rows, k_to: Rows) -> None:
+    """Add one to ``blocked`` (a difference array) over each ``[k_from, k_to)``."""
+    size = len(blocked)
+    blocked += np.bincount(k_from, minlength=size)[:size]
+    blocked -= np.bincount(k_to, minlength=size)[:size]
 
 
 def _run_starts(nodes: Rows) -> BoolArray:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from hal.core.gpu_islands import pick_gpus
 from hal.core.job import Allocation, Job
 from hal.core.node import Node, Partition
 from hal.core.resources import ResourceVector
@@ -180,17 +181,12 @@ class NodeTable:
     # -- accounting -------------------------------------------------------------------
 
     def free_gpu_ids(self, row: int, count: int) -> tuple[int, ...]:
-        """The ``count`` lowest GPU indices on ``row`` that nobody holds."""
+        """``count`` GPU indices on ``row`` that nobody holds, from one NVLink island
+        when one has enough (``hal.core.gpu_islands.pick_gpus``)."""
         if count <= 0:
             return ()
-        used = self.gpus_in_use[row]
-        ids: list[int] = []
-        for gid in range(int(self.cap_gpus[row])):
-            if not used >> gid & 1:
-                ids.append(gid)
-                if len(ids) == count:
-                    break
-        return tuple(ids)
+        islands = self.nodes[row].gpu_islands
+        return pick_gpus(islands, int(self.cap_gpus[row]), self.gpus_in_use[row], count)
 
     def with_free(
         self,

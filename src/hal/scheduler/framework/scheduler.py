@@ -39,6 +39,7 @@ An update is sent when a job's reason or expected start differs from the store's
 from __future__ import annotations
 
 import gc
+import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -97,6 +98,20 @@ class PassResult:
     rejections: Mapping[tuple[str, PendingReason], int] = field(default_factory=dict)
     # Backfill's reservations: job id → (start, planned end, the nodes it would get).
     reservations: Mapping[int, tuple[float, float, Allocation]] = field(default_factory=dict)
+    # The backfill stage of this pass (sdiag's backfill statistics); None: it did not run.
+    backfill: BackfillCycle | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillCycle:
+    """One run of the backfill stage: how long it took (measured, not part of the
+    decision), the jobs handed to it (held back by the queue), the jobs it started and
+    the reservations it made."""
+
+    duration_s: float
+    considered: int
+    started: int
+    reservations: int
 
 
 class Scheduler:
@@ -236,9 +251,14 @@ class Scheduler:
         expected: dict[int, float] = {}
         reservations: dict[int, tuple[float, float, Allocation]] = {}
         plugin = self.profile.backfill
+        cycle = None
         if backfill and plugin is not None and held:
+            began = time.perf_counter()
             bf = run_backfill(
                 self.framework, ctx, plugin, held, held_stages, placed, explain=explain
+            )
+            cycle = BackfillCycle(
+                time.perf_counter() - began, len(held), len(bf.placements), len(bf.reservations)
             )
             placed.extend(bf.placements)
             statuses.update(bf.statuses)
@@ -275,7 +295,7 @@ class Scheduler:
             terminations=tuple(terminations),
             preemptions=tuple(nominated.values()) if nominated else (),
         )
-        return PassResult(plan, statuses, dict(rejections), reservations)
+        return PassResult(plan, statuses, dict(rejections), reservations, cycle)
 
     def will_run(self, snapshot: ClusterSnapshot, job: Job) -> WillRunResult | Status:
         """Earliest start and nodes for ``job`` (``sbatch --test-only``), or the Status
