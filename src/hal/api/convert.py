@@ -225,6 +225,7 @@ def node_info(node: Node, cluster: Cluster) -> NodeInfo:
         gpus=node.resources.gpus,
         gpus_alloc=alloc.gpus if alloc else 0,
         gpu_model=node.gpu_model,
+        gpu_islands=[list(i) for i in node.gpu_islands],
         features=list(node.features),
         partitions=partitions,
         last_heartbeat=node.last_heartbeat,
