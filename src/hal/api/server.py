@@ -17,9 +17,10 @@ import contextlib
 import logging
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import uvicorn
+from starlette.types import ASGIApp
 
 from hal.api.app import create_app
 from hal.api.auth import TokenCache, new_token, token_hash
@@ -27,6 +28,7 @@ from hal.api.context import ServerContext
 from hal.api.data import DataAwareRunner, DataService
 from hal.api.predictions import MODEL_FILE, PredictionService
 from hal.api.priority import PriorityService
+from hal.cache.app import CacheControlPlane
 from hal.config.model import HalConfig
 from hal.core.clock import Clock, SystemClock
 from hal.core.tasks import cancel_tasks
@@ -70,6 +72,18 @@ def predictor_name(profile: Mapping[str, object], config: HalConfig) -> str:
     return named if isinstance(named, str) and named in CONFIGURABLE else config.scheduler_predictor
 
 
+CACHE_PREFIX = "/cache"  # where --cache-control-plane mounts the cache control plane
+
+
+def cache_db_url(db_url: str, data_dir: Path | None) -> str:
+    """The embedded cache control plane's database: a ``cache.db`` beside SQLite state
+    (two writers on one SQLite file would lock each other out), else HAL's own database
+    (its tables are ``cache_*``)."""
+    if db_url.startswith("sqlite") and data_dir is not None:
+        return f"sqlite:///{data_dir / 'cache.db'}"
+    return db_url
+
+
 class HalServer:
     def __init__(
         self,
@@ -78,6 +92,7 @@ class HalServer:
         clock: Clock | None = None,
         *,
         data_dir: str | Path | None = None,
+        cache_plane: bool = False,
     ) -> None:
         self.config = config
         self.store = SqlStateStore(db_url)
@@ -124,6 +139,8 @@ class HalServer:
             self.cluster.clock,
             predicted_at_start=self.predictions.start_prediction,
         )
+        self.predictions.on_finished = self.observe.metrics.observe_prediction
+        self.observe.metrics.declare_predictor(self.predictor.name)
         # [data]: the data plane's view goes into each pass's snapshot (DataAwareRunner)
         self.data = DataService(data, self.cluster) if data is not None else None
         runner: PassRunner = PacedScheduler(self.scheduler)
@@ -148,6 +165,12 @@ class HalServer:
             self.observe.metrics.data_stats = self.data.status
         self.app = create_app(self.ctx, on_start=self.start, on_stop=self.stop)
         self.app.state.priority = self.priority  # /v1/priority, /v1/shares, explain
+        # --cache-control-plane: the cache contract's API under /cache, in this process
+        self.cache_plane: CacheControlPlane | None = None
+        if cache_plane:
+            self.cache_plane = CacheControlPlane(cache_db_url(db_url, self.data_dir))
+            # the cache app types its ASGI arguments as dict, Starlette as MutableMapping
+            self.app.mount(CACHE_PREFIX, cast(ASGIApp, self.cache_plane.app))
         self.observe.install(self.app)
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -158,6 +181,8 @@ class HalServer:
         await self.predictions.start()
         await self.priority.start()
         await self.observe.start()
+        if self.cache_plane is not None:
+            await self.cache_plane.start()
         if self.data is not None:
             await self.data.start()
         self._tasks = [
@@ -174,6 +199,8 @@ class HalServer:
         self._tasks = []
         if self.data is not None:
             await self.data.stop()
+        if self.cache_plane is not None:
+            await self.cache_plane.stop()
         await self.observe.stop()
         await self.predictions.stop()
         await self.cluster.close()

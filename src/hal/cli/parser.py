@@ -20,6 +20,11 @@ from hal.cli import (
     topology,
 )
 
+CACHE_PLANE_HELP = (
+    "also serve the cache control plane (docs/cache.md) under /cache: cache nodes use "
+    "--control-plane-events-url http://HOST:PORT/cache/v1/events"
+)
+
 
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The ``hal`` parser. With ``argv``, the benchmarks' own subcommands (whose modules
@@ -45,6 +50,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         help="CPUs each agent offers (default: this machine's CPU count)",
     )
     up.add_argument("--config", default=None, help="cluster config file (TOML)")
+    up.add_argument("--cache-control-plane", action="store_true", help=CACHE_PLANE_HELP)
     up.set_defaults(func=local.cmd_up)
     observe.add_logging_options(up, console=True)
 
@@ -58,6 +64,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     srv.add_argument("--host", default="127.0.0.1")
     srv.add_argument("--port", type=int, default=None)
     srv.add_argument("--config", default=None)
+    srv.add_argument("--cache-control-plane", action="store_true", help=CACHE_PLANE_HELP)
     srv.add_argument(
         "--init-admin",
         default=None,
@@ -75,8 +82,21 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     ag.add_argument("--cpus", type=int, default=None)
     ag.add_argument("--memory", default=None, help="memory to offer, e.g. 16G")
     ag.add_argument("--gpus", type=int, default=None)
+    ag.add_argument(
+        "--gpu-islands",
+        default=None,
+        metavar="ISLANDS",
+        help="NVLink islands of the GPUs, e.g. 0-3,4-7 (default: what NVML finds)",
+    )
     ag.add_argument("--features", default="", help="comma-separated node features")
     ag.add_argument("--state-dir", default=None)
+    ag.add_argument(
+        "--metrics-listen",
+        default=None,
+        metavar="HOST:PORT",
+        help="serve the agent's Prometheus /metrics here (PORT, :PORT or HOST:PORT; "
+        'default HAL_AGENT_METRICS_LISTEN; "" or neither set = off)',
+    )
     ag.add_argument(
         "--isolation", default="auto", choices=["auto", "cgroup2", "cgroup1", "rlimit", "none"]
     )

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import prometheus_client
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -47,6 +47,8 @@ CYCLE_BUCKETS = tuple(0.001 * 2**i for i in range(15))
 WAIT_BUCKETS = (0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600, 14400, 43200, 86400)
 RUN_BUCKETS = (1, 10, 60, 300, 900, 3600, 14400, 43200, 86400, 259200)
 DISPATCH_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+# |actual - predicted| / actual: within 5 %, 10 %, ... ; over 1 = off by more than the run
+ERROR_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 100)
 
 # Final states as metric label values (the conventions' short vocabulary).
 FINISHED_LABEL = {s: s.value.lower() for s in JobState if s.is_terminal}
@@ -114,6 +116,41 @@ class HalMetrics:
             "hal_scheduler_rejections",
             "Jobs a pass left pending or ended, by the plugin and Slurm reason that said no.",
             ["plugin", "reason"], registry=r,
+        )  # fmt: skip
+        self.backfill_cycles = Counter(
+            "hal_backfill_cycles", "Scheduling passes that ran the backfill stage.", registry=r
+        )
+        self.backfill_duration = Histogram(
+            "hal_backfill_cycle_duration_seconds",
+            "Duration of the backfill stage of a pass (mean: _sum / _count).",
+            buckets=CYCLE_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.backfill_last_duration = Gauge(
+            "hal_backfill_last_cycle_duration_seconds",
+            "Duration of the last backfill stage.", registry=r,
+        )  # fmt: skip
+        self.backfill_depth = Gauge(
+            "hal_backfill_last_depth_jobs",
+            "Jobs handed to the last backfill stage (held back by the queue).", registry=r,
+        )  # fmt: skip
+        self.backfill_started = Counter(
+            "hal_backfill_jobs_started", "Jobs started by the backfill stage.", registry=r
+        )
+        self.backfill_reservations = Counter(
+            "hal_backfill_reservations", "Reservations (planned starts) made by backfill.",
+            registry=r,
+        )  # fmt: skip
+        self.prediction_error = Histogram(
+            "hal_prediction_error_ratio",
+            "|actual - predicted| / actual run time of finished jobs (both at least 1 s),"
+            " predicted when the job started.",
+            ["predictor"], buckets=ERROR_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.underpredicted = Counter(
+            "hal_prediction_underpredicted",
+            "Finished jobs that ran longer than predicted at their start"
+            " (rate: divide by hal_prediction_error_ratio_count).",
+            ["predictor"], registry=r,
         )  # fmt: skip
         self.registrations = Counter(
             "hal_agent_registrations", "Agent (re-)registrations per node.", ["node"],
@@ -210,12 +247,35 @@ class HalMetrics:
             self.attempts.labels("unschedulable").inc(unschedulable)
         if errors:
             self.attempts.labels("error").inc(errors)
+        bf = result.backfill
+        if bf is not None:
+            self.backfill_cycles.inc()
+            self.backfill_duration.observe(bf.duration_s)
+            self.backfill_last_duration.set(bf.duration_s)
+            self.backfill_depth.set(bf.considered)
+            self.backfill_started.inc(bf.started)
+            self.backfill_reservations.inc(bf.reservations)
 
     def on_cycle(self, stats: CycleStats, snap: ClusterSnapshot, plan: Plan) -> None:
         if not self.enabled:
             return
         self.cycle.observe(stats.last_duration_s)
         self.last_cycle_time = self.clock.now()
+
+    def declare_predictor(self, predictor: str) -> None:
+        """Export the predictor's error series at zero before its first finished job."""
+        self.prediction_error.labels(predictor)
+        self.underpredicted.labels(predictor)
+
+    def observe_prediction(self, predictor: str, predicted_s: float, actual_s: float) -> None:
+        """A finished job's run time against its prediction at start (thread-safe: the
+        prediction service's worker calls it)."""
+        if not self.enabled:
+            return
+        predicted, actual = max(predicted_s, 1.0), max(actual_s, 1.0)
+        self.prediction_error.labels(predictor).observe(abs(actual - predicted) / actual)
+        if actual > predicted:
+            self.underpredicted.labels(predictor).inc()
 
     def observe_registration(self, node: str) -> None:
         self.registrations.labels(node).inc()
@@ -417,6 +477,50 @@ def _data_metrics(stats: Mapping[str, Any] | None) -> Iterable[Metric]:
     )
     age.add_metric([], stats["view_age_seconds"])
     yield age
+    yield from _cache_node_metrics(stats.get("caches", ()))
+
+
+def _cache_node_metrics(caches: Iterable[Mapping[str, Any]]) -> Iterable[Metric]:
+    """Each HAL cache node's reads as of its last heartbeat to the cache control plane
+    (``hal.api.data_view.cache_stats_from_instances``). Labels: ``instance`` (the cache
+    instance id; as bounded as the node label) and ``tier``. A node's restart starts its
+    counters from 0 again, which Prometheus' ``rate()`` reads as a counter reset."""
+    labels = ["instance", "tier"]
+    hits = CounterMetricFamily(
+        "hal_cache_hits", "Reads a cache node answered from its own copy.", labels=labels
+    )
+    misses = CounterMetricFamily(
+        "hal_cache_misses",
+        "Reads a cache node did not hold, by result (pulled: a copy came from upstream; "
+        "not_found: nil).",
+        labels=[*labels, "result"],
+    )
+    served = CounterMetricFamily(
+        "hal_cache_bytes_served",
+        "Value bytes a cache node sent to clients and to other cache nodes.",
+        labels=labels,
+    )
+    moved = CounterMetricFamily(
+        "hal_cache_bytes_moved",
+        "Value bytes a cache node pulled in on misses, by source (parent chain or peer).",
+        labels=[*labels, "source"],
+    )
+    evictions = CounterMetricFamily(
+        "hal_cache_evictions",
+        "Keys a cache node dropped for memory (maxmemory policy).",
+        labels=labels,
+    )
+    for c in caches:
+        key = [c["instance"], c["tier"]]
+        hits.add_metric(key, c["hits"])
+        lost = c["misses_not_found"]
+        misses.add_metric([*key, "pulled"], max(0, c["misses"] - lost))
+        misses.add_metric([*key, "not_found"], lost)
+        served.add_metric(key, c["bytes_served"])
+        for source, n in sorted(c["bytes_moved"].items()):
+            moved.add_metric([*key, source], n)
+        evictions.add_metric(key, c["evictions"])
+    yield from (hits, misses, served, moved, evictions)
 
 
 def _htc_metrics(stats: Mapping[str, Any] | None) -> Iterable[Metric]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from hal.testing.live import LiveServer, free_port, wait_until
+from hal.testing.live import LiveServer, free_port, stop_process, wait_until
 from hal.wire.jobs import JobSubmit
 
 
@@ -90,3 +91,39 @@ def test_the_agent_counts_its_job_and_shows_the_nodes_allocation(
     done = subprocess.run(["promtool", "check", "metrics"], input=text, text=True,
                           capture_output=True, timeout=30, check=False)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_metrics_listen_flag_serves_the_agents_metrics(
+    agent_metrics: tuple[LiveServer, str],
+) -> None:
+    live, _ = agent_metrics
+    port = free_port()
+    proc = live.start_agent(
+        "f1", cpus=1, memory="512M", extra=["--metrics-listen", f"127.0.0.1:{port}"]
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/metrics"
+
+        def served() -> bool:
+            try:
+                return metric(scrape(url)[1], "hal_agent_cpus", node="f1", state="idle") == 1
+            except httpx.HTTPError:
+                return False
+
+        wait_until(served, 30, 0.1, "the agent started with --metrics-listen to serve /metrics")
+    finally:
+        stop_process(proc)
+
+
+def test_a_bad_metrics_listen_flag_stops_the_agent_with_a_clear_error(
+    agent_metrics: tuple[LiveServer, str],
+) -> None:
+    live, _ = agent_metrics
+    done = subprocess.run(
+        [sys.executable, "-m", "hal.cli.main", "agent", "--server", live.url,
+         "--metrics-listen", "host:notaport"],
+        env=live.env(), capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "--metrics-listen: " in done.stderr and "'host:notaport'" in done.stderr
+    assert "HOST:PORT" in done.stderr

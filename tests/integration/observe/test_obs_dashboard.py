@@ -423,6 +423,55 @@ def test_the_data_tab_shows_the_view_and_pre_staging(  # type: ignore[no-untyped
         page.close()
 
 
+def test_the_data_tab_shows_each_cache_nodes_hits_misses_and_bytes_moved(  # type: ignore[no-untyped-def]
+    browser, data_hal, shots: Path
+) -> None:
+    """node1 reads a root key twice (a miss pulled from the root, then a hit); once the
+    nodes' heartbeats have carried that to the server, the Cache nodes table shows each
+    instance's hits, misses, hit ratio and bytes moved as /v1/data/status has them."""
+    server, _cp, cache = data_hal
+    headers = {"Authorization": f"Bearer {server.token}"}
+
+    def caches() -> dict[str, dict[str, Any]]:
+        status = httpx.get(f"{server.url}/v1/data/status", headers=headers, timeout=10)
+        return {c["instance"]: c for c in status.raise_for_status().json()["caches"]}
+
+    wait_until(lambda: {"root", "node1"} <= set(caches()), 30,
+               message="both nodes' counters to reach the server")  # fmt: skip
+    before = caches()["node1"]
+    assert cache["root"].client().set("ds:ui-read", b"r" * 3072)
+    for _ in range(2):
+        assert cache["node1"].client().get("ds:ui-read") == b"r" * 3072
+    wait_until(
+        lambda: caches()["node1"]["hits"] > before["hits"]
+        and caches()["node1"]["bytes_moved"]["parent"] >= before["bytes_moved"]["parent"] + 3072,
+        30, message="node1's reads to reach the server",
+    )  # fmt: skip
+    node1 = caches()["node1"]
+    assert node1["misses"] > before["misses"]
+    page = open_dashboard(browser, server)
+    try:
+        page.click('nav a[data-tab="data"]')
+        row = '#data-caches tr[data-instance="node1"]'
+        page.wait_for_selector(row)
+        page.wait_for_function(
+            f"document.querySelector('{row} td:nth-child(4)')?.textContent === '{node1['hits']}'"
+        )
+        cells = row_cells(page, row)
+        assert cells[:5] == ["node1", "leaf", "active", str(node1["hits"]), str(node1["misses"])]
+        assert cells[5] == f"{100 * node1['hit_ratio']:.1f} %"
+        moved = node1["bytes_moved"]["parent"]
+        assert cells[7] == (f"{moved / 1024:.1f} KiB" if moved < 1024**2
+                            else f"{moved / 1024**2:.1f} MiB")  # fmt: skip
+        assert cells[8] == "0 B"  # no peers in this tree
+        assert row_cells(page, '#data-caches tr[data-instance="root"]')[1] == "root"
+        cards = page.inner_text("#data-cards")
+        assert "Cache hit ratio" in cards and "Bytes moved" in cards
+        page.screenshot(path=str(shots / "data-caches.png"), full_page=True)
+    finally:
+        page.close()
+
+
 def test_fair_share_on_a_server_without_a_priority_table(  # type: ignore[no-untyped-def]
     browser, data_hal, shots: Path
 ) -> None:

@@ -116,7 +116,8 @@ def test_a_hanging_job_is_flagged_but_not_killed(server: LiveServer, tmp_path: P
         (event,) = [e for e in events(server, "job.overrunning") if e.job_id == job_id]
         predicted = float(event.data["predicted_s"])  # type: ignore[arg-type]
         assert predicted < 60  # learned from the history, not the 600 s asked for
-        assert float(event.data["elapsed_s"]) > 3 * predicted  # type: ignore[arg-type]
+        # both figures are rounded to 0.1 s in the event
+        assert float(event.data["elapsed_s"]) >= 3 * predicted - 0.1  # type: ignore[arg-type]
         assert int(event.data["model_version"]) > 0  # type: ignore[call-overload]
         with server.client() as c:
             assert c.job(job_id).state == "RUNNING"  # flagged, never killed

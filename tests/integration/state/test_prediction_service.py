@@ -28,9 +28,13 @@ class SlowPredictor:
         self.delay = delay
         self.seen: list[tuple[int, float, JobState]] = []
         self.observing = threading.Event()  # set while inside observe
+        self.warmed_on = ""
 
     def predict(self, job: Job) -> float:
         return 100.0
+
+    def warm_up(self) -> None:
+        self.warmed_on = threading.current_thread().name
 
     def observe(self, job: Job, runtime_s: float) -> None:
         self.observing.set()
@@ -79,6 +83,8 @@ def test_each_run_that_ended_is_observed_once_with_its_final_state(tmp_path: Pat
     predictor = SlowPredictor()
 
     async def scenario(service: PredictionService) -> None:
+        reported: list[tuple[str, float, float]] = []
+        service.on_finished = lambda *args: reported.append(args)
         listener = service._on_jobs
         listener([job(1, JobState.RUNNING, 100.0, None)])
         listener([job(1, JobState.COMPLETING, 100.0, None)])
@@ -90,10 +96,13 @@ def test_each_run_that_ended_is_observed_once_with_its_final_state(tmp_path: Pat
         listener([job(3, JobState.RUNNING, 300.0, None)])
         listener([job(3, JobState.COMPLETED, 300.0, 310.0)])
         await settle(service, 2)
+        assert predictor.warmed_on == "hal-predict"  # at start, on the worker thread
         assert predictor.seen == [(1, 60.0, JobState.FAILED), (3, 10.0, JobState.COMPLETED)]
         # both compared with the prediction they had when they started
         assert accuracy(tuple(service.recent)) == accuracy([(100.0, 60.0), (100.0, 10.0)])
         assert service.at_start == {}
+        # and the same pairs go to the metrics, once each, with the predictor's name
+        assert reported == [("user", 100.0, 60.0), ("user", 100.0, 10.0)]
 
     run_service(tmp_path, predictor, scenario)
 

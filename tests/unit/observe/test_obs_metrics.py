@@ -14,6 +14,8 @@ from hal.core.clock import VirtualClock
 from hal.core.job import Job
 from hal.core.states import JobState, NodeState, PendingReason
 from hal.observe.metrics import HalMetrics, instrumented_decide
+from hal.scheduler.framework.scheduler import BackfillCycle, PassResult
+from hal.scheduler.framework.snapshot import Plan
 from hal.scheduler.plugins import build_scheduler
 from hal.state.applier import hold
 from hal.state.cluster import Cluster
@@ -136,6 +138,36 @@ def test_a_pass_reports_attempts_and_rejections_per_plugin_and_reason(
     assert value(m, "hal_scheduler_rejections_total", plugin="hold", reason="JobHeldUser") == 1
 
 
+def test_backfill_stages_are_counted_like_sdiag(cluster: Cluster, clock: VirtualClock) -> None:
+    m = HalMetrics(cluster, clock)
+    plan = Plan(revision=0)
+    m.record_pass(PassResult(plan, backfill=BackfillCycle(0.02, 40, 3, 5)))
+    m.record_pass(PassResult(plan))  # a pass that did not backfill changes nothing
+    m.record_pass(PassResult(plan, backfill=BackfillCycle(0.04, 10, 1, 2)))
+    assert value(m, "hal_backfill_cycles_total") == 2
+    assert value(m, "hal_backfill_cycle_duration_seconds_count") == 2
+    assert value(m, "hal_backfill_cycle_duration_seconds_sum") == pytest.approx(0.06)
+    assert value(m, "hal_backfill_last_cycle_duration_seconds") == pytest.approx(0.04)
+    assert value(m, "hal_backfill_last_depth_jobs") == 10
+    assert value(m, "hal_backfill_jobs_started_total") == 4
+    assert value(m, "hal_backfill_reservations_total") == 7
+
+
+def test_prediction_error_and_underpredictions_per_predictor(
+    cluster: Cluster, clock: VirtualClock
+) -> None:
+    m = HalMetrics(cluster, clock)
+    m.declare_predictor("learned")
+    assert ("hal_prediction_underpredicted_total", (("predictor", "learned"),)) in samples(m)
+    m.observe_prediction("learned", 100.0, 80.0)  # over: |80 - 100| / 80 = 0.25
+    m.observe_prediction("learned", 50.0, 100.0)  # under: 0.5
+    m.observe_prediction("learned", 0.2, 0.5)  # both taken as 1 s: exact
+    assert value(m, "hal_prediction_error_ratio_count", predictor="learned") == 3
+    assert value(m, "hal_prediction_error_ratio_sum", predictor="learned") == 0.75
+    assert value(m, "hal_prediction_error_ratio_bucket", predictor="learned", le="0.25") == 2
+    assert value(m, "hal_prediction_underpredicted_total", predictor="learned") == 1
+
+
 @pytest.mark.skipif(shutil.which("promtool") is None,
                     reason="promtool not installed (Debian package 'prometheus')")  # fmt: skip
 def test_exposition_passes_promtool_check_metrics(cluster: Cluster, clock: VirtualClock) -> None:
@@ -146,6 +178,8 @@ def test_exposition_passes_promtool_check_metrics(cluster: Cluster, clock: Virtu
     m.on_jobs_changed([make_job(2).build(), job])
     m.on_jobs_changed([job.evolve(state=JobState.FAILED, end_time=clock.now() + 5)])
     m.observe_registration("n1")
+    m.record_pass(PassResult(Plan(revision=0), backfill=BackfillCycle(0.01, 2, 1, 1)))
+    m.observe_prediction("avg2", 60.0, 90.0)
     text = generate_latest(m.registry)
     done = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
                           timeout=30, check=False)  # fmt: skip

@@ -489,14 +489,38 @@ async function renderData() {
     ["Nodes with a cache", d.nodes_with_cache, ""],
     ["Bytes staged", fmtBytes(d.bytes_staged), ""],
     ["Staging queued", d.staging_queued, ""],
+    ...cacheTotals(d.caches),
   ]);
   $("#data-cards [data-card='Data view']").classList.toggle("bad", d.stale);
+  renderCacheNodes(d.caches);
   const results = Object.entries(d.prestage).sort((a, b) => a[0].localeCompare(b[0]));
   $("#data-prestage tbody").replaceChildren(...results.map(([k, n]) =>
     el("tr", { "data-result": k }, el("td", {}, k), el("td", {}, n), el("td", {}, STAGE_MEANING[k] || ""))));
   const fields = [["Control plane", d.cache_url], ["View refreshes", d.refreshes],
     ["Last error", d.last_error || "—"]];
   $("#data-fields").replaceChildren(...fields.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
+}
+
+function fmtRatio(r) { return r === null || r === undefined ? "—" : `${(100 * r).toFixed(1)} %`; }
+
+function cacheTotals(caches) {
+  const sum = (f) => caches.reduce((n, c) => n + f(c), 0);
+  const hits = sum((c) => c.hits), misses = sum((c) => c.misses);
+  const moved = sum((c) => Object.values(c.bytes_moved).reduce((a, b) => a + b, 0));
+  return [
+    ["Cache hit ratio", fmtRatio(hits + misses ? hits / (hits + misses) : null), `(${hits} hits, ${misses} misses)`],
+    ["Bytes moved", fmtBytes(moved), "between caches"],
+  ];
+}
+
+function renderCacheNodes(caches) {
+  const num = (v) => el("td", { class: "num" }, v);
+  const rows = caches.map((c) => el("tr", { "data-instance": c.instance },
+    el("td", {}, c.instance), el("td", {}, c.tier || "—"), el("td", {}, c.status),
+    num(c.hits), num(c.misses), num(fmtRatio(c.hit_ratio)), num(fmtBytes(c.bytes_served)),
+    num(fmtBytes(c.bytes_moved.parent || 0)), num(fmtBytes(c.bytes_moved.peer || 0)), num(c.evictions)));
+  $("#data-caches tbody").replaceChildren(...rowsOrEmpty(rows, 10,
+    "no cache node has reported yet (HAL cache nodes send their counters with each heartbeat)"));
 }
 
 // -- start ----------------------------------------------------------------------------
