@@ -18,11 +18,16 @@ def start_ticks(pid: int) -> int | None:
     gets a new start time. Zombies still have their stat file, so a finished but unreaped
     supervisor is still recognised.
     """
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
+    try:  # raw system calls: no buffered file object per launch
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        data = os.read(fd, 4096)  # procfs returns the whole (sub-page) line in one read
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     # The command name (field 2) may hold spaces and parentheses: split after the last ")".
     fields = data[data.rfind(b")") + 2 :].split()
     try:

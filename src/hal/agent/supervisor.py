@@ -345,11 +345,11 @@ def _exec_job(plan: StepPlan, isolation: Isolation, group: str, err_w: int) -> N
             os.dup2(out, 2)
         os.close(out)
         stage = "reset signals"
-        # Python ignores SIGPIPE and SIGXFSZ, and the supervisor ignores more; ignored
-        # dispositions survive exec, so restore them all.
-        for signum in _RESETTABLE:
-            with contextlib.suppress(OSError, ValueError):
-                signal.signal(signum, signal.SIG_DFL)
+        # Ignored dispositions survive exec (handlers do not). The supervisor set every
+        # signal to SIG_DFL but SUPERVISOR_IGNORES, so only those need restoring: 7
+        # system calls per job instead of one per signal (~62).
+        for signum in SUPERVISOR_IGNORES:
+            signal.signal(signum, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
         env = dict(plan.env)
         env["SLURM_TASK_PID"] = str(os.getpid())

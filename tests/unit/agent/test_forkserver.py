@@ -7,7 +7,8 @@ from pathlib import Path
 
 from hal.agent.forkserver import launch
 from hal.agent.isolation import Isolation
-from hal.agent.supervisor import StepPlan
+from hal.agent.procfs import start_ticks
+from hal.agent.supervisor import PLAN_FILE, StepPlan, read_supervisor
 
 
 def test_missing_plan_is_an_error_reply_not_a_crash(tmp_path: Path) -> None:
@@ -40,3 +41,32 @@ def test_plan_round_trips_through_json() -> None:
         groups=(8, 9),
     )
     assert StepPlan.from_json(plan.to_json()) == plan
+
+
+def test_launch_records_the_supervisor_pid_and_start_ticks(tmp_path: Path) -> None:
+    plan = StepPlan(
+        5,
+        0,
+        str(tmp_path),
+        ("/bin/true",),
+        {"PATH": "/usr/bin:/bin"},
+        str(tmp_path),
+        str(tmp_path / "out"),
+        None,
+        False,
+        0,
+        False,
+    )
+    (tmp_path / PLAN_FILE).write_text(plan.to_json())
+    r, w = os.pipe()
+    try:
+        reply = launch({"job_id": 5, "attempt": 0, "job_dir": str(tmp_path)}, w, Isolation("none"))
+    finally:
+        os.close(w)
+    with os.fdopen(r, "rb") as started:
+        assert started.read().startswith(b"S ")  # the supervisor got GO and ran the job
+    assert "error" not in reply and isinstance(reply["pid"], int) and reply["pid"] > 0
+    assert read_supervisor(str(tmp_path)) == (reply["pid"], reply["ticks"])
+    assert isinstance(reply["ticks"], int) and reply["ticks"] > 0
+    os.waitpid(reply["pid"], 0)
+    assert start_ticks(reply["pid"]) is None  # reaped: no /proc entry, no crash
