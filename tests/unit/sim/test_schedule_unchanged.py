@@ -1,0 +1,48 @@
+"""The simulator's schedule on a CEA-Curie prefix is pinned: every job's start time must
+equal the recorded one, so a speed-up that changes a decision fails here.
+
+The file was written by this tree's simulator (EASY, user estimates, 80,640 cores as
+5,040 nodes of 16 cores, the first 1,500 jobs); regenerate it only for an intended
+change of schedule (docs/benchmarks.md, "Pinned schedule"), with
+``PYTHONPATH=src python tests/unit/sim/test_schedule_unchanged.py``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hal.sim.run import SimOptions, run_trace
+from hal.sim.traces import traces_dir
+from hal.sim.workload import Cleaning
+
+CURIE = traces_dir() / "CEA-Curie-2011-2.1-cln.swf.gz"
+PINNED = Path(__file__).parents[2] / "data" / "curie_easy_1500_starts.txt"
+
+
+def pinned_starts() -> dict[int, float]:
+    starts: dict[int, float] = {}
+    for line in PINNED.read_text().splitlines():
+        job, start = line.split()
+        starts[int(job)] = float(start)
+    return starts
+
+
+def simulated_starts() -> dict[int, float]:
+    options = SimOptions(policy="easy", cores_per_node=16)
+    run, _ = run_trace(CURIE, options, Cleaning(first_jobs=1500, procs=80640))
+    return {o.job.id: o.start for o in run.outcomes}
+
+
+@pytest.mark.skipif(not CURIE.exists(), reason="traces not available")
+def test_curie_prefix_start_times_unchanged() -> None:
+    got = simulated_starts()
+    want = pinned_starts()
+    assert len(want) == 1500
+    assert got.keys() == want.keys()
+    moved = [(j, want[j], got[j]) for j in want if got[j] != want[j]]
+    assert moved == [], f"{len(moved)} jobs start at another time, first: {moved[:5]}"
+
+
+if __name__ == "__main__":  # rewrite the pinned file (an intended change of schedule)
+    PINNED.write_text("".join(f"{job} {start!r}\n" for job, start in simulated_starts().items()))
