@@ -59,3 +59,6 @@ class AgentConfig:
     metrics_listen: str = field(default_factory=lambda: os.environ.get(METRICS_ENV, ""))
     # NVLink islands, e.g. ((0, 1, 2, 3), (4, 5, 6, 7)); None: NVML's (one island without)
     gpu_islands: tuple[tuple[int, ...], ...] | None = None
+    # rack/zone/region/site (--topology-label rack=r1) and a multi-node NVLink domain
+    topology_labels: tuple[tuple[str, str], ...] = ()
+    nvlink_domain: str = ""

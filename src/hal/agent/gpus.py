@@ -8,11 +8,20 @@ The NVLink islands come from NVML's peer-to-peer status with the NVLink capabili
 -p2p n`` prints): GPUs joined by NVLink, directly or through an NVSwitch, are one island
 (``hal.core.gpu_islands.islands_from_links``). A failure there keeps the count and
 reports no islands (one island of all GPUs).
+
+The multi-node NVLink domain (GB200 NVL72 and the like) comes from NVML's GPU fabric
+info (``nvmlDeviceGetGpuFabricInfo``): the NVLink fabric manager gives every GPU of one
+domain the same cluster UUID and clique id, so ``"<cluster uuid>/<clique id>"`` names
+the domain. No fabric (NotSupported on GPUs without a multi-node NVLink, a zero UUID,
+registration not completed) or GPUs that disagree: no domain. ``hal agent
+--nvlink-domain`` wins over it.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import uuid
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +38,7 @@ class GpuInventory:
     count: int = 0
     model: str = ""  # of GPU 0; mixed models on one node are reported by the first
     islands: Islands = ()  # NVLink islands; () = one island of all GPUs
+    nvlink_domain: str = ""  # multi-node NVLink domain from the fabric info; "" = none
 
 
 def discover_gpus() -> GpuInventory:
@@ -63,7 +73,34 @@ def inventory_from_nvml(nvml: Any) -> GpuInventory:
     handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
     name = nvml.nvmlDeviceGetName(handles[0])
     model = name.decode() if isinstance(name, bytes) else str(name)
-    return GpuInventory(count=count, model=model, islands=nvlink_islands(nvml, handles))
+    return GpuInventory(
+        count=count,
+        model=model,
+        islands=nvlink_islands(nvml, handles),
+        nvlink_domain=fabric_domain(nvml, handles),
+    )
+
+
+def fabric_domain(nvml: Any, handles: list[Any]) -> str:
+    """``"<cluster uuid>/<clique id>"`` when every GPU reports the same completed NVLink
+    fabric registration, else ``""`` (see the module docstring)."""
+    found: set[str] = set()
+    try:
+        for handle in handles:
+            info = nvml.c_nvmlGpuFabricInfo_t()
+            nvml.nvmlDeviceGetGpuFabricInfo(handle, ctypes.byref(info))
+            done = info.state == nvml.NVML_GPU_FABRIC_STATE_COMPLETED
+            cluster = bytes(info.clusterUuid)
+            if not done or info.status != nvml.NVML_SUCCESS or not any(cluster):
+                return ""
+            found.add(f"{uuid.UUID(bytes=cluster)}/{int(info.cliqueId)}")
+    except Exception as err:  # NotSupported: no multi-node NVLink (or an old driver)
+        log.info("NVML has no GPU fabric info (%s): no multi-node NVLink domain", err)
+        return ""
+    if len(found) != 1:
+        log.warning("GPUs of this node report different NVLink fabrics %s: none used", found)
+        return ""
+    return found.pop()
 
 
 def nvlink_islands(nvml: Any, handles: list[Any]) -> Islands:

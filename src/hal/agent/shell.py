@@ -321,6 +321,9 @@ class AgentShell:
             gpus=self.capacity.gpus,
             gpu_model=gpus.model,
             gpu_islands=[list(i) for i in gpus.islands],
+            topology_labels=dict(self.config.topology_labels),
+            # --nvlink-domain wins over what NVML's fabric info says
+            nvlink_domain=self.config.nvlink_domain or gpus.nvlink_domain,
             features=list(self.config.features),
             address=self.config.address,
             version=__version__,

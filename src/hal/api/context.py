@@ -45,9 +45,14 @@ class ServerContext:
         plain: list[int] = []
         arrays: list[int] = []
         elements: list[tuple[int, int]] = []
+        het_parts: dict[int, tuple[int, int]] = {}  # job id → (het job id, offset) asked
         for ident in ids:
             try:
-                if "_" in ident:
+                if "+" in ident:  # ``123+1``: a het job component (consecutive ids)
+                    het_id, offset = (int(x) for x in ident.split("+", 1))
+                    het_parts[het_id + offset] = (het_id, offset)
+                    plain.append(het_id + offset)
+                elif "_" in ident:
                     base, idx = ident.split("_", 1)
                     elements.append((int(base), int(idx)))
                     arrays.append(int(base))
@@ -57,10 +62,11 @@ class ServerContext:
             except ValueError as err:
                 raise InvalidRequest(f"invalid job id {ident!r}", field="id") from err
         store = self.cluster.store
-        found = await self.cluster.db(
-            lambda: store.history(
-                ids=plain,
-                array_ids=arrays,
+
+        def query(ids: list[int], array_ids: list[int]) -> list[Job]:
+            return store.history(
+                ids=ids,
+                array_ids=array_ids,
                 users=sorted(users),
                 names=sorted(names),
                 states=sorted(s.value for s in states) if states else (),
@@ -69,7 +75,30 @@ class ServerContext:
                 end_before=end_before,
                 limit=limit,
             )
-        )
+
+        found = await self.cluster.db(query, plain, arrays)
+        if het_parts:
+            found = [
+                j
+                for j in found
+                if j.id not in het_parts
+                or (
+                    j.spec.het is not None
+                    and het_parts[j.id] == (j.spec.het.job_id, j.spec.het.offset)
+                )
+            ]
+        # ``123`` of a het job: every component (their ids follow component 0's)
+        more = [
+            i
+            for j in found
+            if j.spec.het is not None and j.spec.het.offset == 0 and j.id not in het_parts
+            for i in range(j.id + 1, j.id + j.spec.het.size)
+        ]
+        if more:
+            seen = {j.id for j in found}
+            extra = await self.cluster.db(query, more, [])
+            found += [j for j in extra if j.id not in seen and j.spec.het is not None]
+            found.sort(key=lambda j: j.id)
         if elements:
             wanted = set(elements)
             found = [
@@ -107,6 +136,43 @@ class ServerContext:
             nodes=list(result.allocation.nodes),
             partition=partition,
         )
+
+    async def will_run_het(self, specs: list[JobSpec]) -> list[WillRun]:
+        """``sbatch --test-only`` of a het job: one start for every component."""
+        from hal.core.job import HetSpec
+        from hal.scheduler.framework.status import Status
+
+        cluster = self.cluster
+        now = cluster.clock.now()
+        probes = []
+        for i, spec in enumerate(specs):
+            partition, limit, priority = cluster.admit(spec, i)
+            probes.append(
+                Job(
+                    id=-1 - i,  # probes: ids no stored job has
+                    spec=spec.with_changes(het=HetSpec(-1, i, len(specs))),
+                    partition=partition,
+                    time_limit_s=limit,
+                    priority=priority,
+                    submit_time=now,
+                )
+            )
+        snap = with_view(cluster.snapshot(), self.data)
+        result = self.scheduler.will_run_group(snap, probes)
+        if isinstance(result, Status):
+            raise InvalidRequest(
+                f"Requested node configuration is not available: {result.message or result}",
+                field="resources",
+            )
+        return [
+            WillRun(
+                job_id=None,
+                expected_start=r.start_time,
+                nodes=list(r.allocation.nodes),
+                partition=p.partition,
+            )
+            for r, p in zip(result, probes, strict=True)
+        ]
 
 
 # Dependencies are ``async`` on purpose: FastAPI runs plain ``def`` dependencies in a

@@ -158,6 +158,11 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
     return JobInfo(
         id=job.id,
         display_id=job.display_id,
+        het_job_id=spec.het.job_id if spec.het else None,
+        het_job_offset=spec.het.offset if spec.het else None,
+        het_job_id_set=(
+            f"{spec.het.job_id}-{spec.het.job_id + spec.het.size - 1}" if spec.het else None
+        ),
         array_job_id=job.array_job_id,
         array_task_id=job.array_task_id,
         array_max_running=job.array_max_running,
@@ -226,6 +231,8 @@ def node_info(node: Node, cluster: Cluster) -> NodeInfo:
         gpus_alloc=alloc.gpus if alloc else 0,
         gpu_model=node.gpu_model,
         gpu_islands=[list(i) for i in node.gpu_islands],
+        topology_labels=dict(node.labels),
+        nvlink_domain=node.nvlink_domain,
         features=list(node.features),
         partitions=partitions,
         last_heartbeat=node.last_heartbeat,
@@ -235,8 +242,14 @@ def node_info(node: Node, cluster: Cluster) -> NodeInfo:
 
 
 def topology_info(cluster: Cluster) -> TopologyInfo:
+    from hal.api.topology_view import with_node_topology
+
+    return with_node_topology(_switch_info(cluster), cluster)
+
+
+def _switch_info(cluster: Cluster) -> TopologyInfo:
     topo = cluster.config.topology
-    if topo is None:
+    if topo is None or not topo.has_tree:
         return TopologyInfo(configured=False)
     nodes = cluster.nodes
 

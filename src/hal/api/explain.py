@@ -153,10 +153,19 @@ async def explain(ctx: ServerContext, priority: PriorityService | None, ident: s
     diag: Diagnosis | None = None
     ahead: list[Job] = []
     earliest: float | None = None
+    het_blocker: str | None = None
     if job.state is JobState.PENDING:
         snap = with_view(cluster.snapshot(), ctx.data)  # [data]: where the inputs are
         loop = asyncio.get_running_loop()
         diag = await loop.run_in_executor(None, _diagnose, scheduler, snap, job)
+        if job.spec.het is not None:  # the whole het job waits for its blocking component
+            for part in cluster.het_components(job.spec.het.job_id):
+                if part.state is not JobState.PENDING or part.spec.het is None:
+                    continue
+                part_diag = await loop.run_in_executor(None, _diagnose, scheduler, snap, part)
+                if not part_diag.status.is_success:
+                    diag, het_blocker = part_diag, part.spec.het.display_id
+                    break
         ahead = _queue_ahead(scheduler, snap, job)
         if job.expected_start is None and not diag.stopped_at_pre_filter:
             found = await loop.run_in_executor(None, scheduler.will_run, snap, job)
@@ -191,4 +200,5 @@ async def explain(ctx: ServerContext, priority: PriorityService | None, ident: s
         fairshare=share_info(share) if share is not None else None,
         expected_start=job.expected_start,
         earliest_start=earliest,
+        het_blocking_component=het_blocker,
     )

@@ -50,6 +50,7 @@ log = logging.getLogger("hal.predict")
 HISTORY_LIMIT = 50_000  # finished jobs replayed at start-up
 HISTORY_PAGE = 5_000  # rows per store call, so that writers are not held up for long
 ACCURACY_WINDOW = 1_000  # finished jobs in the recent-accuracy figures
+FINISHED_WINDOW = 500  # finished jobs kept with their prediction (GET /v1/predict/finished)
 MODEL_FILE = Path("predict") / "learned.json"
 
 
@@ -59,6 +60,27 @@ class StartPrediction:
 
     runtime_s: float  # planned run time (capped at the limit, at least 1 s)
     model_version: int  # 0: the predictor had no model (user, avg2, learned before its first)
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedPrediction:
+    """A finished run and what the predictor said when it started."""
+
+    job_id: str  # display id (array and het ids as squeue shows them)
+    user: str
+    partition: str
+    predicted_s: float
+    actual_s: float
+    time_limit_s: float | None  # None: no limit
+    end_time: float
+
+
+def _finished(job: Job, predicted: float, actual: float) -> FinishedPrediction:
+    assert job.end_time is not None
+    return FinishedPrediction(
+        job.display_id, job.spec.user, job.partition, predicted, actual,
+        float(job.time_limit_s) or None, job.end_time,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +143,7 @@ class PredictionService:
         # operations on keys only, which are atomic under the GIL.
         self.at_start: dict[int, StartPrediction] = {}
         self.recent: deque[tuple[float, float]] = deque(maxlen=accuracy_window)
+        self.finished: deque[FinishedPrediction] = deque(maxlen=FINISHED_WINDOW)
         self.observed = 0  # finished jobs observed (replayed + live)
         self.replayed = 0
         self.replaying = False
@@ -296,6 +319,7 @@ class PredictionService:
         events.sort()
         predicted: dict[int, float] = {}
         samples: deque[tuple[float, float]] = deque(maxlen=self.recent.maxlen)
+        finished: deque[FinishedPrediction] = deque(maxlen=self.finished.maxlen)
         for _, kind, i in events:
             if self._stop.is_set():
                 return
@@ -304,13 +328,15 @@ class PredictionService:
                 predicted[i] = planned_runtime(fresh, job)
                 continue
             runtime = _runtime(job)
-            samples.append((predicted.pop(i), runtime))
+            samples.append((predicted[i], runtime))
+            finished.append(_finished(job, predicted.pop(i), runtime))
             fresh.observe(job, runtime)
             self.replayed += 1
         self.observed += self.replayed
         if _version(fresh) > 0 or self.predictor.model_version() == 0:
             self.predictor.replace(fresh)
             self.recent.extend(samples)
+            self.finished.extend(finished)
             if _version(fresh) > 0:
                 self.model_time = self.clock.now()
                 self.model_source = "replay"
@@ -321,6 +347,7 @@ class PredictionService:
             for job in history:
                 self.predictor.observe(job, _runtime(job))
             self.recent.extend(samples)
+            self.finished.extend(finished)
         log.info(
             "predictor replayed the accounting history",
             extra={"jobs": self.replayed, "model_version": self.predictor.model_version()},
@@ -347,6 +374,7 @@ class PredictionService:
             self.predictor.inner.observe(job, runtime)
             after = self.predictor.model_version()
             self.recent.append((predicted, runtime))
+            self.finished.append(_finished(job, predicted, runtime))
             report = self.on_finished
             if report is not None and predicted < UNLIMITED_S:  # as ``accuracy`` leaves out
                 report(self.predictor.name, predicted, runtime)
@@ -410,6 +438,12 @@ class PredictionService:
             return runtime, job.start_time + runtime
         start = job.expected_start
         return base, None if start is None else start + base
+
+    def recent_finished(self, limit: int) -> list[FinishedPrediction]:
+        """The last ``limit`` finished runs with a finite prediction, newest first."""
+        # tuple(deque): a consistent copy while the worker appends (see ``status``)
+        rows = [f for f in reversed(tuple(self.finished)) if f.predicted_s < UNLIMITED_S]
+        return rows[:limit]
 
     def status(self) -> dict[str, Any]:
         inner: Any = self.predictor.inner

@@ -4,6 +4,7 @@ update, script."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -15,11 +16,13 @@ from hal.api.context import ServerContext, caller_dep, context_dep
 from hal.api.convert import job_info, to_spec
 from hal.api.fastpath import body_schema, json_response, read_body
 from hal.core.errors import InvalidRequest, NotFound, PermissionDenied
-from hal.core.job import Job
+from hal.core.job import Job, JobSpec
 from hal.core.states import STATES_BY_CODE, JobState
 from hal.state.cluster import Caller
 from hal.wire.jobs import (
     BatchSubmitResult,
+    HetSubmit,
+    HetSubmitResult,
     JobBatchSubmit,
     JobInfo,
     JobList,
@@ -78,23 +81,48 @@ async def submit_batch(request: Request, ctx: Ctx, caller: Who) -> Response:
         raise InvalidRequest(
             f"a batch holds at most {ctx.config.max_batch_jobs} jobs; split it", field="jobs"
         )
-    specs = [
-        to_spec(
-            j,
-            caller.name,
-            max_array_size=ctx.config.max_array_size,
-            where=f"jobs[{i}].",
-            datasets=ctx.config.datasets,
-        )
-        for i, j in enumerate(body.jobs)
-    ]
-    if ctx.data is not None:  # [data]: locate the inputs for the first pass
-        await ctx.data.prime(k for s in specs for k in s.data)
+    specs = await _specs(ctx, caller, body.jobs, "jobs")
     done = await ctx.cluster.submit(specs)
     result = BatchSubmitResult(
         results=[SubmitResult(job_id=d.job_id, task_ids=list(d.task_ids)) for d in done]
     )
     return Response(result.model_dump_json(), status_code=201, media_type="application/json")
+
+
+async def _specs(
+    ctx: ServerContext, caller: Caller, items: Sequence[JobSubmit], field: str
+) -> list[JobSpec]:
+    """Each submission of a batch or het job resolved into a ``JobSpec`` (errors name
+    ``field[i]``); with ``[data]``, the inputs are located for the first pass."""
+    specs = [
+        to_spec(
+            item,
+            caller.name,
+            max_array_size=ctx.config.max_array_size,
+            where=f"{field}[{i}].",
+            datasets=ctx.config.datasets,
+        )
+        for i, item in enumerate(items)
+    ]
+    if ctx.data is not None:
+        await ctx.data.prime(k for s in specs for k in s.data)
+    return specs
+
+
+@router.post("/het", status_code=201, response_model=HetSubmitResult)
+async def submit_het(body: HetSubmit, ctx: Ctx, caller: Who) -> HetSubmitResult:
+    """A heterogeneous job (Slurm's hetjob): its components get consecutive ids, the
+    first is the het job id; the scheduler starts all of them together or none."""
+    specs = await _specs(ctx, caller, body.components, "components")
+    done = await ctx.cluster.submit(specs, het=True)
+    return HetSubmitResult(job_id=done[0].job_id, component_ids=[d.job_id for d in done])
+
+
+@router.post("/het/test", response_model=list[WillRun])
+async def test_only_het(body: HetSubmit, ctx: Ctx, caller: Who) -> list[WillRun]:
+    """``sbatch --test-only`` of a het job: where and when every component would start
+    (one start time for all), without submitting."""
+    return await ctx.will_run_het(await _specs(ctx, caller, body.components, "components"))
 
 
 @router.post("/test", response_model=WillRun)

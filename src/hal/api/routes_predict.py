@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Query
 
 from hal.api.context import ServerContext, caller_dep, context_dep
 from hal.core.errors import Unavailable
 from hal.state.cluster import Caller
-from hal.wire.predict import PredictStatus
+from hal.wire.predict import FinishedPredictionInfo, FinishedPredictionList, PredictStatus
 
 router = APIRouter(prefix="/v1/predict", tags=["predict"])
 Ctx = Annotated[ServerContext, Depends(context_dep)]
@@ -23,3 +23,26 @@ async def predict_status(ctx: Ctx, _caller: Who) -> PredictStatus:
     if ctx.predictions is None:
         raise Unavailable("this server runs no prediction service")
     return PredictStatus.model_validate(ctx.predictions.status())
+
+
+@router.get("/finished", response_model=FinishedPredictionList)
+async def predict_finished(
+    ctx: Ctx, _caller: Who, limit: Annotated[int, Query(ge=1, le=500)] = 200
+) -> FinishedPredictionList:
+    """The last finished runs (at most 500 are kept), newest first, each with the run
+    time predicted when it started and the run time it had: the dashboard's scatter."""
+    if ctx.predictions is None:
+        raise Unavailable("this server runs no prediction service")
+    rows = [
+        FinishedPredictionInfo(
+            job_id=f.job_id,
+            user=f.user,
+            partition=f.partition,
+            predicted_seconds=f.predicted_s,
+            actual_seconds=f.actual_s,
+            time_limit_seconds=f.time_limit_s,
+            end_time=f.end_time,
+        )
+        for f in ctx.predictions.recent_finished(limit)
+    ]
+    return FinishedPredictionList(predictor=ctx.predictions.name, jobs=rows)

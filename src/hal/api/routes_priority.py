@@ -1,4 +1,5 @@
-"""``/v1/priority`` (sprio), ``/v1/shares`` (sshare), ``/v1/jobs/{id}/explain``."""
+"""``/v1/priority`` (sprio), ``/v1/shares`` (sshare), ``/v1/limits``,
+``/v1/jobs/{id}/explain``."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from fastapi import APIRouter, Depends, Request
 
 from hal.api.context import ServerContext, caller_dep, context_dep
 from hal.api.explain import explain, priority_info, share_info
+from hal.api.limits import limit_list
 from hal.api.priority import PriorityService
 from hal.core.errors import Conflict, NotFound
 from hal.state.cluster import Caller
@@ -15,6 +17,7 @@ from hal.wire.priority import (
     BASIC,
     MULTIFACTOR,
     ExplainInfo,
+    LimitList,
     PriorityList,
     PriorityWeightsInfo,
     ShareList,
@@ -102,6 +105,13 @@ async def shares(
         decay_half_life_seconds=service.policy.decay_half_life_s,
         rows=[share_info(r) for r in rows],
     )
+
+
+@router.get("/limits", response_model=LimitList)
+async def limits(service: Service, _caller: Who) -> LimitList:
+    """Every QoS and account with limits (MaxJobsPerUser, GrpJobs, GrpTRES, ...) and what
+    its running jobs hold against them now."""
+    return limit_list(service.policy, service.cluster.unfinished.values())
 
 
 @router.get("/jobs/{job_id}/explain", response_model=ExplainInfo)

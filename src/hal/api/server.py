@@ -143,7 +143,9 @@ class HalServer:
         self.observe.metrics.declare_predictor(self.predictor.name)
         # [data]: the data plane's view goes into each pass's snapshot (DataAwareRunner)
         self.data = DataService(data, self.cluster) if data is not None else None
-        runner: PassRunner = PacedScheduler(self.scheduler)
+        runner: PassRunner = PacedScheduler(
+            self.scheduler, time_plugins_every_s=self.observe.plugin_timing_every_s
+        )
         if self.data is not None:
             runner = DataAwareRunner(runner, self.data)
         self.service = SchedulerService(

@@ -214,7 +214,13 @@ def run_fragmentation_bench(
     aware = replay(
         build_scheduler(default_profile(topology=topo)), cluster_nodes, block_rows, trace, warmup
     )
-    plain = replay(build_scheduler(), cluster_nodes, block_rows, trace, warmup)
+    plain = replay(
+        build_scheduler(default_profile(topology_aware=False)),
+        cluster_nodes,
+        block_rows,
+        trace,
+        warmup,
+    )
     gain = (
         aware["mean_free_blocks"] / plain["mean_free_blocks"] - 1.0
         if plain["mean_free_blocks"] > 0

@@ -10,7 +10,10 @@ with metrics and tracing off and on (target: ≤ 5 % each, issue 9).
   jobs), timed as ``scheduler.schedule`` versus the instrumented decide function plus the
   per-cycle metric and trace hooks; best of ``--passes`` interleaved passes each. The
   snapshot never changes, so every pass re-sends all its reason updates to the trace hook
-  (in a live server only changed reasons are sent): an upper bound.
+  (in a live server only changed reasons are sent): an upper bound. The same pass with
+  every plugin call timed (``time_plugins=True``, what one pass per
+  ``HAL_PLUGIN_TIMING_INTERVAL_S`` does) is timed too; ``plugin_timing_amortised_pct`` is
+  its extra cost spread over the passes of one interval, passes running back to back.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any
 from hal.bench.submit import run_submit_bench
 from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
+from hal.observe.config import ObserveConfig
 from hal.observe.metrics import HalMetrics, instrumented_decide
 from hal.observe.tracing import JobTracer
 from hal.scheduler.framework.snapshot import ClusterSnapshot
@@ -98,15 +102,21 @@ def pass_overhead(nodes: int, pending: int, passes: int) -> dict[str, Any]:
             metrics.on_cycle(stats, snap, result.plan)
             tracer.on_cycle(stats, snap, result.plan)
             hooks = min(hooks, time.perf_counter() - t0)
-        times: dict[str, list[float]] = {"off": [], "on": []}
+
+        def timed() -> None:
+            metrics.record_pass(scheduler.run_pass(snap, time_plugins=True))
+
+        times: dict[str, list[float]] = {"off": [], "on": [], "timed": []}
         for _ in range(passes):  # interleaved, so drift hits both sides alike
-            for side, fn in (("off", plain), ("on", instrumented)):
+            for side, fn in (("off", plain), ("on", instrumented), ("timed", timed)):
                 t0 = time.perf_counter()
                 fn()
                 times[side].append(time.perf_counter() - t0)
         store.close()
     # best of each side: on a shared machine the minimum is the least disturbed run
-    off, on = min(times["off"]), min(times["on"])
+    off, on, timed_s = min(times["off"]), min(times["on"]), min(times["timed"])
+    interval = ObserveConfig().plugin_timing_interval_s
+    per_interval = max(1.0, interval / off)  # passes in one interval, back to back
     return {
         "nodes": nodes,
         "pending": pending,
@@ -116,6 +126,10 @@ def pass_overhead(nodes: int, pending: int, passes: int) -> dict[str, Any]:
         "overhead_pct": round(100 * (on - off) / off, 2),
         "hooks_ms": round(hooks * 1000, 3),
         "hooks_pct_of_pass": round(100 * hooks / off, 2),
+        "pass_s_plugins_timed": round(timed_s, 4),
+        "plugin_timing_pass_pct": round(100 * (timed_s - off) / off, 2),
+        "plugin_timing_interval_s": interval,
+        "plugin_timing_amortised_pct": round(100 * (timed_s - off) / (off * per_interval), 2),
     }
 
 

@@ -82,7 +82,7 @@ def run_topology_bench(
     index_ms = (time.perf_counter() - t0) * 1000.0
 
     aware = build_scheduler(default_profile(topology=Topology()))
-    plain = build_scheduler()
+    plain = build_scheduler(default_profile(topology_aware=False))
     cases: dict[str, Any] = {}
     for size in JOB_SIZES:
         job = Job(1, model.spec_for(size * model.cores_per_node, 1), partition=PARTITION)

@@ -41,6 +41,11 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
     p.add_argument("--leaf", type=int, default=16, help="nodes per leaf switch")
     p.add_argument("--levels", type=int, default=3)
     p.add_argument("--repeats", type=int, default=50)
+    p.add_argument(
+        "--labels",
+        action="store_true",
+        help="a rack/zone/region/site label tree with NVLink domains instead of switches",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_topology)
 
@@ -82,5 +87,10 @@ def cmd_e2e(ns: argparse.Namespace) -> int:
 
 def cmd_topology(ns: argparse.Namespace) -> int:
     from hal.bench.topology import run_topology_bench
+
+    if ns.labels:
+        from hal.bench.topology_labels import run_label_bench
+
+        return emit(run_label_bench(ns.nodes, ns.repeats), ns.json)
 
     return emit(run_topology_bench(ns.nodes, ns.leaf, ns.levels, ns.repeats), ns.json)

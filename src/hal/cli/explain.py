@@ -27,6 +27,8 @@ def explain_lines(info: ExplainInfo) -> list[str]:
     lines = [f"job {info.display_id}: {info.state}, reason {info.reason}", f"  why: {info.detail}"]
     if info.state != "PENDING":
         return lines
+    if info.het_blocking_component is not None:
+        lines.append(f"  het job: component {info.het_blocking_component} blocks every component")
     if info.nodes_total:
         lines.append(f"  nodes: {info.summary}")
         for r in info.rejections:

@@ -197,6 +197,7 @@ def cmd_agent(ns: argparse.Namespace) -> int:
     from hal.agent.shell import run_agent
     from hal.core.gpu_islands import complete_islands, parse_gpu_islands
     from hal.core.slurm_syntax import parse_memory
+    from hal.core.topology_labels import parse_label
 
     cfg = load_client_config(ns.server, ns.token)
     token = cfg.token
@@ -220,6 +221,10 @@ def cmd_agent(ns: argparse.Namespace) -> int:
         if ns.gpus is not None:
             complete_islands(islands, ns.gpus)  # a clear error now, not at registration
         kwargs["gpu_islands"] = islands
+    if ns.topology_label:
+        kwargs["topology_labels"] = tuple(dict(map(parse_label, ns.topology_label)).items())
+    if ns.nvlink_domain:
+        kwargs["nvlink_domain"] = ns.nvlink_domain
     if ns.features:
         kwargs["features"] = tuple(f for f in ns.features.split(",") if f)
     if ns.state_dir:

@@ -15,6 +15,7 @@ from hal.core.errors import HalError
 EXIT_CODES = {
     "invalid_request": 2,
     "unsupported_option": 2,
+    "bad_constraints": 2,
     "unauthenticated": 3,
     "permission_denied": 3,
     "not_found": 4,

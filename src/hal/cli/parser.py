@@ -88,6 +88,20 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         metavar="ISLANDS",
         help="NVLink islands of the GPUs, e.g. 0-3,4-7 (default: what NVML finds)",
     )
+    ag.add_argument(
+        "--topology-label",
+        action="append",
+        default=[],
+        metavar="LEVEL=NAME",
+        help="where the node stands: rack=r1, zone=z1, region=eu, site=s1 (repeatable)",
+    )
+    ag.add_argument(
+        "--nvlink-domain",
+        default="",
+        metavar="NAME",
+        help="the multi-node NVLink domain (e.g. NVL72 rack) this node belongs to "
+        "(default: from NVML's GPU fabric info, none without)",
+    )
     ag.add_argument("--features", default="", help="comma-separated node features")
     ag.add_argument("--state-dir", default=None)
     ag.add_argument(

@@ -75,7 +75,8 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--topology",
         default="",
         metavar="SPEC",
-        help="a synthetic switch tree, e.g. leaf=16,levels=3 (reports leaves per multi-node job)",
+        help="a synthetic switch tree (leaf=16,levels=3) or blocks (block=16,levels=3); "
+        "reports leaf switches or blocks per multi-node job",
     )
     p.add_argument(
         "--drop-oversize",
@@ -119,8 +120,11 @@ def cmd_run(ns: argparse.Namespace) -> int:
             from dataclasses import replace
 
             _, base = run_workload(workload, replace(options, topology_aware=False))
-            for key in ("mean_leaves_per_multinode_job", "mean_wait_s", "mean_bsld"):
-                summary["unaware_" + key] = base[key]
+            from hal.sim.topology import SPAN_KEYS
+
+            for key in (*SPAN_KEYS, "mean_wait_s", "mean_bsld"):
+                if key in base:
+                    summary["unaware_" + key] = base[key]
     except HalError as err:
         print(f"hal sim: {err}")
         return 2

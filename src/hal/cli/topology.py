@@ -6,7 +6,14 @@ text, with free/total nodes per switch::
       leaf1                      free   16/16    n[016-031]
 
 and its blocks (topology/block), one line each with free/total nodes, then the
-configured ``BlockSizes``.
+configured ``BlockSizes``; then the label tree (site > region > zone > rack), the
+multi-node NVLink domains and each node's GPU islands::
+
+    labels (place jobs): rack, zone
+    zone z1                      free    3/4
+      rack r1                    free    1/2    n[1-2]
+    nvlink domain nvl0           free    2/2    g[1-2]
+    gpu islands: g1 0-3,4-7
 """
 
 from __future__ import annotations
@@ -49,7 +56,10 @@ def draw(info: TopologyInfo) -> str:
     from hal.core.slurm_syntax import compress_hostlist
 
     if not info.configured:
-        return "no topology configured (add a [topology] table to hal.toml)\n"
+        return (
+            "no topology configured (add a [topology] table to hal.toml, or start agents "
+            "with --topology-label / --nvlink-domain)\n"
+        )
     by_name = {s.name: s for s in info.switches}
     lines: list[str] = []
 
@@ -75,4 +85,28 @@ def draw(info: TopologyInfo) -> str:
         lines.append("nodes outside the tree: " + compress_hostlist(info.unplaced))
     if info.unregistered:
         lines.append("in the tree, never registered: " + compress_hostlist(info.unregistered))
+    lines += draw_node_topology(info)
     return "\n".join(lines) + "\n"
+
+
+def draw_node_topology(info: TopologyInfo) -> list[str]:
+    """The label tree, NVLink domains and GPU islands, one line each."""
+    from hal.core.gpu_islands import islands_text
+    from hal.core.slurm_syntax import compress_hostlist
+
+    lines: list[str] = []
+    if info.label_levels:
+        role = "place jobs" if info.labels_place else "shown only: the switch tree places"
+        lines.append(f"labels ({role}): " + ", ".join(info.label_levels))
+    for d in info.label_domains:
+        label = ("  " * d.depth + f"{d.level} {d.name}").ljust(NAME_WIDTH)
+        members = f"  {compress_hostlist(d.nodes)}" if d.nodes else ""
+        lines.append(f"{label} free {d.nodes_free:>4}/{d.nodes_total:<4}{members}".rstrip())
+    for v in info.nvlink_domains:
+        label = f"nvlink domain {v.name}".ljust(NAME_WIDTH)
+        lines.append(
+            f"{label} free {v.nodes_free:>4}/{len(v.nodes):<4}  {compress_hostlist(v.nodes)}"
+        )
+    for node, islands in info.gpu_islands.items():
+        lines.append(f"gpu islands: {node} {islands_text(islands)}")
+    return lines

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
         UserCreated,
         UserInfo,
     )
-    from hal.wire.predict import PredictStatus
+    from hal.wire.predict import FinishedPredictionList, PredictStatus
     from hal.wire.priority import ExplainInfo, PriorityList, ShareList
     from hal.wire.reservations import ReservationCreate, ReservationInfo, ReservationUpdate
 
@@ -98,6 +98,19 @@ class HalClient:
             "POST", "/v1/jobs/batch", json_body={"jobs": [non_defaults(j) for j in jobs]}
         )
         return [from_dict(SubmitResult, d) for d in self._json(r)["results"]]
+
+    def submit_het(self, components: list[JobSubmit]) -> list[int]:
+        """A heterogeneous job: all components start together (docs/hetjobs.md). The
+        components' ids, consecutive; the first is the het job id."""
+        body = {"components": [non_defaults(c) for c in components]}
+        r = self._request("POST", "/v1/jobs/het", json_body=body)
+        return [int(i) for i in self._json(r)["component_ids"]]
+
+    def test_only_het(self, components: list[JobSubmit]) -> list[WillRun]:
+        """``--test-only`` of a het job: each component's nodes, one start for all."""
+        body = {"components": [non_defaults(c) for c in components]}
+        r = self._request("POST", "/v1/jobs/het/test", json_body=body)
+        return [from_dict(WillRun, d) for d in self._json(r)]
 
     def test_only(self, job: JobSubmit) -> WillRun:
         r = self._request("POST", "/v1/jobs/test", content=to_json(job))
@@ -274,6 +287,13 @@ class HalClient:
 
         r = self._request("GET", "/v1/predict/status")
         return PredictStatus.model_validate_json(r.body)
+
+    def predict_finished(self, limit: int = 200) -> FinishedPredictionList:
+        """The last finished runs with the run time predicted when each started."""
+        from hal.wire.predict import FinishedPredictionList
+
+        r = self._request("GET", f"/v1/predict/finished?limit={limit}")
+        return FinishedPredictionList.model_validate_json(r.body)
 
     # -- priority, fair share, explanations ----------------------------------------------
     def priorities(

@@ -301,6 +301,7 @@ def sacct_lines(request: Request, jobs: list[JobInfo], now: float) -> list[str]:
         if whole:
             rows.append([column(job, False, now) for _, _, column in request.fields])
         batch = request.steps if whole else "batch" in (wanted or ())
+        batch = batch and not job.het_job_offset  # a het job's script runs in component 0
         if batch and job.start_time is not None:
             rows.append([column(job, True, now) for _, _, column in request.fields])
     titles = [title for title, _, _ in request.fields]

@@ -133,9 +133,33 @@ _UNSUPPORTED_HINT = (
 # Slurm's heterogeneous jobs: components split by ``:`` on the command line or by
 # ``#SBATCH hetjob`` (formerly ``packjob``) lines. HAL cannot place them yet.
 _HETJOB_WORDS = ("hetjob", "packjob")
-_HETJOB_REFUSAL = (
-    "HAL does not support heterogeneous jobs yet; submit each component as its own job, "
-    "or one job whose every node has the largest component's per-node request"
+# Options that describe the whole heterogeneous job, not one component: taken from
+# component 0, as Slurm does (its name, files, directory, environment, dependencies,
+# start and time limit; the other components end when component 0's script ends).
+JOB_WIDE = (
+    "job_name",
+    "output",
+    "error",
+    "chdir",
+    "export",
+    "dependency",
+    "kill_on_invalid_dep",
+    "hold",
+    "begin",
+    "time",
+    "requeue",
+    "no_requeue",
+    "signal",
+    "comment",
+    "nice",
+    "mail_type",
+    "mail_user",
+    "wrap",
+    "parsable",
+    "wait",
+    "test_only",
+    "quiet",
+    "verbose",
 )
 
 
@@ -144,6 +168,9 @@ class SbatchRequest:
     """What the sbatch command should do: submit ``job`` and how to report it."""
 
     job: JobSubmit
+    # a heterogeneous job (``:`` on the command line, ``#SBATCH hetjob`` in the
+    # script): every component, ``job`` being the first; empty for an ordinary job
+    components: tuple[JobSubmit, ...] = ()
     parsable: bool = False
     wait: bool = False
     test_only: bool = False
@@ -167,35 +194,78 @@ def parse_sbatch(
 ) -> SbatchRequest:
     """Build the request. Raises ``InvalidRequest`` (``UnsupportedOption`` for options HAL
     lacks) with a message for ``sbatch: error:``."""
-    cli = _parse(argv, stop_at_positional=True, where="")
+    segments = _split_components(argv)
+    cli, last = segments[0], segments[-1]
     cli_settings, verbose = _settings(cli)
     if "help" in cli_settings or "usage" in cli_settings:
         return SbatchRequest(job=JobSubmit(script=""), help=True)
     if "version" in cli_settings:
         return SbatchRequest(job=JobSubmit(script=""), version=True)
-    script, default_name = _script(cli, cli_settings, cwd, read_stdin)
-    directive_settings, _ = _settings_from_directives(script)
+    cli_levels = [cli_settings] + [_settings(seg)[0] for seg in segments[1:]]
+    script, default_name = _script(last, {**cli_levels[-1], **cli_settings}, cwd, read_stdin)
+    directive_levels = _settings_from_directives(script)
     env_settings: dict[str, Setting] = {
         dest: (environ[var], var) for var, dest in ENV_OPTIONS.items() if environ.get(var)
     }
-    merged: dict[str, Setting] = {}
-    for level in (directive_settings, env_settings, cli_settings):
-        _check_exclusive(level)
-        for group in [g for g, _ in EXCLUSIVE_GROUPS] + [("requeue", "no_requeue")]:
-            if any(dest in level for dest in group):
-                for dest in group:
-                    merged.pop(dest, None)
-        merged.update(level)
-    job = _build_job(merged, script, default_name, environ=environ, cwd=cwd, now=now)
-    job = dataclasses.replace(job, submit_host=hostname) if hostname else job
+    count = max(len(cli_levels), len(directive_levels))
+    components: list[dict[str, Setting]] = []
+    for i in range(count):
+        # per component: its directives < (component 0 only) SBATCH_* < its options
+        levels = [
+            directive_levels[i] if i < len(directive_levels) else {},
+            env_settings if i == 0 else {},
+            cli_levels[i] if i < len(cli_levels) else {},
+        ]
+        components.append(_merge(levels))
+    merged = components[0]
+    if count > 1 and "array" in merged:
+        raise InvalidRequest("a heterogeneous job cannot be a job array", field="array")
+    jobs = []
+    for i, settings in enumerate(components):
+        if i > 0:
+            if "array" in settings:
+                raise InvalidRequest("a heterogeneous job cannot be a job array", field="array")
+            own = {k: v for k, v in settings.items() if k not in JOB_WIDE}
+            settings = {**own, **{k: v for k, v in merged.items() if k in JOB_WIDE}}
+        job = _build_job(settings, script, default_name, environ=environ, cwd=cwd, now=now)
+        jobs.append(dataclasses.replace(job, submit_host=hostname) if hostname else job)
     return SbatchRequest(
-        job=job,
+        job=jobs[0],
+        components=tuple(jobs) if count > 1 else (),
         parsable="parsable" in merged,
         wait="wait" in merged,
         test_only="test_only" in merged,
         quiet="quiet" in merged,
         verbose=verbose,
     )
+
+
+def _merge(levels: list[dict[str, Setting]]) -> dict[str, Setting]:
+    """Later levels win; an option of an exclusive group drops the others of it."""
+    merged: dict[str, Setting] = {}
+    for level in levels:
+        _check_exclusive(level)
+        for group in [g for g, _ in EXCLUSIVE_GROUPS] + [("requeue", "no_requeue")]:
+            if any(dest in level for dest in group):
+                for dest in group:
+                    merged.pop(dest, None)
+        merged.update(level)
+    return merged
+
+
+def _split_components(argv: list[str]) -> list[Parsed]:
+    """``sbatch OPTS : OPTS : OPTS script``: one parse per heterogeneous job
+    component; the script (and its arguments) are the last one's positionals."""
+    segments: list[Parsed] = []
+    rest = argv
+    while True:
+        parsed = _parse(rest, stop_at_positional=True, where="")
+        if parsed.positionals and parsed.positionals[0] == ":":
+            segments.append(Parsed(parsed.values, ()))
+            rest = list(parsed.positionals[1:])
+            continue
+        segments.append(parsed)
+        return segments
 
 
 def _parse(argv: list[str], *, stop_at_positional: bool, where: str) -> Parsed:
@@ -241,11 +311,6 @@ def _script(
         return f"#!/bin/sh\n# This script was created by sbatch --wrap.\n\n{command}\n", "wrap"
     if cli.positionals:
         path, *args = cli.positionals
-        if path == ":":  # `sbatch OPTS : OPTS script`, Slurm's hetjob separator
-            raise UnsupportedOption(
-                f"':' separates heterogeneous job components: {_HETJOB_REFUSAL}",
-                field="script",
-            )
         if args:
             raise UnsupportedOption(
                 f"HAL cannot pass arguments to batch scripts yet (got {' '.join(args)!r}); "
@@ -335,33 +400,32 @@ def split_directive(text: str) -> list[str]:
     return words
 
 
-def _settings_from_directives(script: str) -> tuple[dict[str, Setting], int]:
-    settings: dict[str, Setting] = {}
-    verbose = 0
+def _settings_from_directives(script: str) -> list[dict[str, Setting]]:
+    """The directives' settings, one dict per heterogeneous job component: an
+    ``#SBATCH hetjob`` (or ``packjob``) line starts the next component."""
+    components: list[dict[str, Setting]] = [{}]
     for number, text in directive_lines(script):
         parsed = _parse(
             split_directive(text), stop_at_positional=False, where=f" (script line {number})"
         )
-        if parsed.positionals and parsed.positionals[0] in _HETJOB_WORDS:
+        positionals = parsed.positionals
+        if positionals and positionals[0] in _HETJOB_WORDS:
+            components.append({})
+            positionals = positionals[1:]
+        if positionals:
             raise UnsupportedOption(
-                f"script line {number}: #SBATCH {parsed.positionals[0]} starts a "
-                f"heterogeneous job component: {_HETJOB_REFUSAL}",
-                field="script",
-            )
-        if parsed.positionals:
-            raise UnsupportedOption(
-                f"script line {number}: unexpected {parsed.positionals[0]!r} in #SBATCH "
+                f"script line {number}: unexpected {positionals[0]!r} in #SBATCH "
                 "directive; HAL reads only options there (#SBATCH --name=value)",
                 field="script",
             )
-        level, level_verbose = _settings(parsed)
-        verbose += level_verbose
+        level, _ = _settings(parsed)
+        settings = components[-1]
         for dest in level:
             if dest in ("requeue", "no_requeue"):
                 settings.pop("requeue", None)
                 settings.pop("no_requeue", None)
         settings.update(level)
-    return settings, verbose
+    return components
 
 
 # -- from settings to JobSubmit -----------------------------------------------------------

@@ -41,7 +41,7 @@ OPTIONS = (
 
 # scancel -t accepts only these (scancel.1).
 CANCELLABLE_STATES = {"PENDING", "RUNNING", "SUSPENDED"}
-_ID = re.compile(r"^(\d+)(?:_(\d+|\[[^\]]+\]))?$")
+_ID = re.compile(r"^(\d+)(?:_(\d+|\[[^\]]+\])|\+\d+)?$")  # 123, 123_4, 123_[1-3], 123+1
 
 
 @dataclass
@@ -142,7 +142,7 @@ def expand_target(word: str) -> list[str]:
         m = _ID.match(item)
         if not m:
             raise InvalidRequest(
-                f"Invalid job id {item}; write 123, 123_4 or 123_[1-3]", field="job_id"
+                f"Invalid job id {item}; write 123, 123_4, 123_[1-3] or 123+1", field="job_id"
             )
         job, element = m.group(1), m.group(2)
         if element is None or not element.startswith("["):

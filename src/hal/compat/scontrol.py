@@ -186,6 +186,11 @@ def job_record(job: JobInfo, now: float) -> list[str]:
     array = ""
     if job.array_job_id is not None:
         array = f" ArrayJobId={job.array_job_id} ArrayTaskId={job.array_task_id}"
+    if job.het_job_id is not None:
+        array += (
+            f" HetJobId={job.het_job_id} HetJobOffset={job.het_job_offset}"
+            f" HetJobIdSet={job.het_job_id_set}"
+        )
     per_node_mem = memory_mib(job.memory_bytes // max(job.node_count, 1))
     nodes = compress_hostlist(job.nodes) if job.nodes else "(null)"
     tres = f"cpu={job.cpus},mem={memory_mib(job.memory_bytes)},node={job.node_count}"

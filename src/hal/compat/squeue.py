@@ -189,7 +189,7 @@ def parse_states(text: str) -> set[str] | None:
     return states
 
 
-_JOB_ID = re.compile(r"^\d+(_\d+)?$")
+_JOB_ID = re.compile(r"^\d+([_+]\d+)?$")  # 123, 123_4 (array element), 123+1 (het)
 
 
 def parse_job_ids(text: str) -> list[str]:
@@ -277,10 +277,10 @@ def _wanted(job: JobInfo, query: Query) -> bool:
 
 
 def _id_matches(job: JobInfo, item: str) -> bool:
-    if "_" in item:
+    if "_" in item or "+" in item:  # an array element, or a het job component
         return job.display_id == item
     number = int(item)
-    return number in (job.id, job.array_job_id)
+    return number in (job.id, job.array_job_id, job.het_job_id)
 
 
 def job_lines(

@@ -56,6 +56,10 @@ def job_json(job: JobInfo) -> Json:
         "end_time": no_val(job.end_time),
         "exit_code": _exit_code(job),
         "features": "&".join(job.constraint),
+        # a het job component (Slurm's job_info: het_job_id 0 and "" for other jobs)
+        "het_job_id": no_val(job.het_job_id or 0),
+        "het_job_id_set": job.het_job_id_set or "",
+        "het_job_offset": no_val(job.het_job_offset),
         "job_id": job.id,
         "job_state": [job.state],
         "name": job.name,

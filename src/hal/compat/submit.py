@@ -45,6 +45,8 @@ def sbatch(argv: list[str], console: Console) -> int:
     if request.verbose:
         _describe(request, console)
     try:
+        if request.components:
+            return _submit_het(request, console)
         if request.test_only:
             return _test_only(request.job, console)
         result = console.client.submit(request.job)
@@ -58,6 +60,32 @@ def sbatch(argv: list[str], console: Console) -> int:
         return _wait(result, console)
     except HalError as err:
         return console.error(f"while waiting for job {result.job_id}: {err.message}")
+
+
+def _submit_het(request: SbatchRequest, console: Console) -> int:
+    """A heterogeneous job: one submission of every component; Slurm prints the het
+    job id (component 0's) alone."""
+    if request.test_only:
+        # Slurm prints one line per component, all with the same start
+        for job, will in zip(
+            request.components, console.client.test_only_het(list(request.components)), strict=True
+        ):
+            tasks = job.ntasks or job.nodes_min * (job.ntasks_per_node or 1)
+            console.err(
+                f"sbatch: Job {will.job_id or 0} to start at {timestamp(will.expected_start)} "
+                f"using {tasks * job.cpus_per_task} processors on nodes "
+                f"{compress_hostlist(will.nodes)} in partition {will.partition}"
+            )
+        return 0
+    ids = console.client.submit_het(list(request.components))
+    console.out(str(ids[0]) if request.parsable else f"Submitted batch job {ids[0]}")
+    if not request.wait:
+        return 0
+    console.stdout.flush()
+    try:
+        return _wait(SubmitResult(job_id=ids[0]), console)
+    except HalError as err:
+        return console.error(f"while waiting for job {ids[0]}: {err.message}")
 
 
 def _describe(request: SbatchRequest, console: Console) -> None:

@@ -21,6 +21,8 @@ Example::
 
     [topology]                     # optional: the switch tree (see config/topology.py)
     file = "topology.conf"         # Slurm syntax, or [[topology.switches]] tables
+    # [[topology.labels]] nodes = "n[1-8]", rack = "r1", zone = "z1": rack/zone/region/
+    # site labels; without switches or blocks they form the placement tree
 
     [data]                         # optional: data-aware scheduling over the HAL cache
     cache_url = "http://cache-cp:8480"   # the cache control plane (docs/cache.md)

@@ -18,6 +18,11 @@ Either point at a Slurm ``topology.conf`` or write the switches in TOML (not bot
     name = "b0"
     nodes = "n[000-031]"
     # block_sizes = [16, 32]
+
+    [[topology.labels]]                    # rack/zone/region/site of the nodes a host
+    nodes = "n[000-015]"                   # list names; without switches or blocks
+    rack = "r1"                            # they form the placement tree
+    zone = "z1"                            # (core/topology_labels.py)
 """
 
 from __future__ import annotations
@@ -27,9 +32,17 @@ from typing import Any
 
 from hal.core.errors import InvalidRequest
 from hal.core.slurm_syntax import expand_hostlist
-from hal.core.topology import Block, Switch, Topology, TopologyError, parse_topology_conf
+from hal.core.topology import (
+    Block,
+    LabelRule,
+    Switch,
+    Topology,
+    TopologyError,
+    parse_topology_conf,
+)
+from hal.core.topology_labels import LABEL_LEVELS, check_labels
 
-_KEYS = frozenset({"file", "switches", "blocks", "block_sizes", "level_names"})
+_KEYS = frozenset({"file", "switches", "blocks", "block_sizes", "level_names", "labels"})
 
 
 def topology_from_table(raw: Any, *, base_dir: Path | None = None) -> Topology:
@@ -48,6 +61,7 @@ def topology_from_table(raw: Any, *, base_dir: Path | None = None) -> Topology:
             "topology.level_names must be a list of names", field="topology.level_names"
         )
     level_names = tuple(names)
+    rules = tuple(_label_rule(item, i) for i, item in enumerate(_list(raw, "labels")))
     if "file" in raw:
         if "switches" in raw or "blocks" in raw or "block_sizes" in raw:
             raise TopologyError(
@@ -62,7 +76,8 @@ def topology_from_table(raw: Any, *, base_dir: Path | None = None) -> Topology:
             raise TopologyError(
                 f"cannot read topology file {path}: {err.strerror}", field="topology.file"
             ) from err
-        return parse_topology_conf(text, level_names=level_names)
+        conf = parse_topology_conf(text, level_names=level_names)
+        return Topology(conf.switches, conf.blocks, conf.block_sizes, level_names, rules)
     switches = tuple(_switch(item, i) for i, item in enumerate(_list(raw, "switches")))
     blocks = tuple(_block(item, i) for i, item in enumerate(_list(raw, "blocks")))
     sizes = raw.get("block_sizes", [])
@@ -72,11 +87,31 @@ def topology_from_table(raw: Any, *, base_dir: Path | None = None) -> Topology:
         raise TopologyError(
             "topology.block_sizes must be a list of integers", field="topology.block_sizes"
         )
-    if not switches and not blocks:
+    if not switches and not blocks and not rules:
         raise TopologyError(
-            "[topology] needs switches, blocks or a file", field="topology.switches"
+            "[topology] needs switches, blocks, labels or a file", field="topology.switches"
         )
-    return Topology(switches, blocks, tuple(sizes), level_names)
+    return Topology(switches, blocks, tuple(sizes), level_names, rules)
+
+
+def _label_rule(item: Any, i: int) -> LabelRule:
+    where = f"topology.labels[{i}]"
+    if not isinstance(item, dict) or "nodes" not in item:
+        raise TopologyError(f"{where} needs nodes (a host list)", field=where)
+    unknown = sorted(set(item) - {"nodes", *LABEL_LEVELS})
+    if unknown:
+        raise TopologyError(
+            f"{where}: unknown key(s) {unknown}; labels are {', '.join(LABEL_LEVELS)}",
+            field=where,
+        )
+    labels = {k: v for k, v in item.items() if k != "nodes"}
+    if not labels or not all(isinstance(v, str) for v in labels.values()):
+        raise TopologyError(f"{where} needs at least one label with a text value", field=where)
+    try:
+        check_labels(labels, field=where)
+    except InvalidRequest as err:
+        raise TopologyError(f"{where}: {err.message}", field=where) from err
+    return LabelRule(_hosts(item, "nodes", where), tuple(sorted(labels.items())))
 
 
 def _list(raw: dict[str, Any], key: str) -> list[Any]:

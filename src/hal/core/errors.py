@@ -6,7 +6,8 @@ status (problem+json) and the CLI maps to an exit code, each in one place::
 
     HalError
      ├── InvalidRequest        400  a field is malformed or out of range (names the field)
-     │    └── UnsupportedOption 400  a Slurm option HAL does not implement
+     │    ├── UnsupportedOption 400  a Slurm option HAL does not implement
+     │    └── BadConstraints    400  asks for what the cluster lacks (a topology level)
      ├── Unauthenticated       401  missing or unknown token
      ├── PermissionDenied      403  the user may not touch this object
      ├── NotFound              404  unknown job, node, partition, user
@@ -46,6 +47,12 @@ class UnsupportedOption(InvalidRequest):
     code = "unsupported_option"
 
 
+class BadConstraints(InvalidRequest):
+    """The job asks for something this cluster does not have (e.g. a topology level)."""
+
+    code = "bad_constraints"
+
+
 class Unauthenticated(HalError):
     code = "unauthenticated"
     http_status = 401
@@ -82,6 +89,7 @@ ERRORS_BY_CODE: dict[str, type[HalError]] = {
         HalError,
         InvalidRequest,
         UnsupportedOption,
+        BadConstraints,
         Unauthenticated,
         PermissionDenied,
         NotFound,

@@ -87,6 +87,21 @@ class TopologyConstraint:
 
 
 @dataclass(frozen=True, slots=True)
+class HetSpec:
+    """One component of a heterogeneous job (Slurm's hetjob): the job id of component 0
+    (the het job id), this component's offset, and how many components the job has.
+    ``job_id`` is 0 until the store assigns ids at submission."""
+
+    job_id: int
+    offset: int
+    size: int
+
+    @property
+    def display_id(self) -> str:
+        return f"{self.job_id}+{self.offset}"
+
+
+@dataclass(frozen=True, slots=True)
 class JobSpec:
     """A complete, validated job request. Per-node quantities are per node."""
 
@@ -133,6 +148,7 @@ class JobSpec:
     topology: TopologyConstraint | None = None  # --topology required=LEVEL|preferred=LEVEL
     data: tuple[str, ...] = ()  # --data: input cache keys (hal.core.data)
     reservation: str = ""  # --reservation: run only in this advance reservation
+    het: HetSpec | None = None  # a component of a heterogeneous job (docs/hetjobs.md)
 
     def cpus_per_node(self, nodes: int) -> int:
         """CPUs each node must give when the job runs on ``nodes`` nodes."""
@@ -229,7 +245,9 @@ class Job:
 
     @property
     def display_id(self) -> str:
-        """``123`` or ``100_7`` as squeue shows it."""
+        """``123``, ``100_7`` or ``200+1`` (a hetjob component) as squeue shows it."""
+        if self.spec.het is not None:
+            return self.spec.het.display_id
         if self.array_job_id is not None and self.array_task_id is not None:
             return f"{self.array_job_id}_{self.array_task_id}"
         return str(self.id)

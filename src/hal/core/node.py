@@ -21,7 +21,10 @@ class Node:
     address: str = ""  # how the server reaches the agent, when it needs to
     last_heartbeat: float = 0.0
     topology: tuple[str, ...] = ()  # e.g. ("site-a", "rack-3", "switch-7")
+    # topology labels (rack, zone, region, site: core.topology_labels), from the agent's
+    # --topology-label and the config's [[topology.labels]]
     labels: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    nvlink_domain: str = ""  # a multi-node NVLink domain (e.g. an NVL72 rack); "" = none
 
     @property
     def schedulable(self) -> bool:

@@ -63,11 +63,21 @@ class Block:
 
 
 @dataclass(frozen=True, slots=True)
+class LabelRule:
+    """Topology labels for the nodes a host list names (``[[topology.labels]]``)."""
+
+    nodes: tuple[str, ...]
+    labels: tuple[tuple[str, str], ...]  # (level, value), e.g. (("rack", "r1"),)
+
+
+@dataclass(frozen=True, slots=True)
 class Topology:
     switches: tuple[Switch, ...] = ()
     blocks: tuple[Block, ...] = ()
     block_sizes: tuple[int, ...] = ()
     level_names: tuple[str, ...] = ()  # bottom-up: level_names[0] names the leaves
+    # topology labels by host list (core.topology_labels); later rules win
+    label_rules: tuple[LabelRule, ...] = ()
     _paths: dict[str, tuple[str, ...]] = field(
         init=False, repr=False, compare=False, default_factory=dict
     )
@@ -84,6 +94,19 @@ class Topology:
     def path_of(self, node: str) -> tuple[str, ...]:
         """The node's path, or ``()`` for a node the tree does not list."""
         return self._paths.get(node, ())
+
+    @property
+    def has_tree(self) -> bool:
+        """Switches or blocks are configured: they, not the labels, place jobs."""
+        return bool(self.switches or self.blocks)
+
+    def labels_of(self, node: str) -> dict[str, str]:
+        """The labels ``[[topology.labels]]`` gives ``node`` (later rules win)."""
+        found: dict[str, str] = {}
+        for rule in self.label_rules:
+            if node in rule.nodes:
+                found.update(rule.labels)
+        return found
 
     @property
     def depth(self) -> int:

@@ -28,6 +28,9 @@ containers and CI:
                                   WINDOW (default 5 in 3600 s) failing over 3 × its peers'
 ``HAL_ALERT_NODE_FAIL_WINDOW_S``  median + 0.2 → ``NodeFailureRateAnomalous``
 ``HAL_ANOMALY_INTERVAL_S``        how often the anomaly detector looks (default 5)
+``HAL_PLUGIN_TIMING_INTERVAL_S``  one scheduling pass in this many seconds runs with its
+                                  plugin calls timed (``hal_scheduler_plugin_duration_
+                                  seconds``); default 10, ``0`` every pass, negative never
 ``HAL_OUTPUT_RELAY_TIMEOUT_S``    how long a read of job output through the job's agent
                                   may take before ``hal logs`` gives up (default 10)
 ================================  ==========================================================
@@ -61,6 +64,7 @@ class ObserveConfig:
     node_fail_window_s: float = 3600.0
     anomaly_interval_s: float = 5.0  # how often the anomaly detector looks
     output_relay_timeout_s: float = 10.0  # one read of job output through its agent
+    plugin_timing_interval_s: float = 10.0  # one timed pass per this many seconds; <0 never
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ObserveConfig:
@@ -87,6 +91,9 @@ class ObserveConfig:
             anomaly_interval_s=float(e.get("HAL_ANOMALY_INTERVAL_S", base.anomaly_interval_s)),
             output_relay_timeout_s=float(
                 e.get("HAL_OUTPUT_RELAY_TIMEOUT_S", base.output_relay_timeout_s)
+            ),
+            plugin_timing_interval_s=float(
+                e.get("HAL_PLUGIN_TIMING_INTERVAL_S", base.plugin_timing_interval_s)
             ),
         )
 

@@ -44,6 +44,8 @@ prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 # kube-scheduler's scheduling-attempt buckets: 1 ms ×2, 15 buckets (up to ~16 s).
 CYCLE_BUCKETS = tuple(0.001 * 2**i for i in range(15))
+# per plugin and pass: 10 µs ×4 up to ~10 s (most plugins take well under a millisecond)
+PLUGIN_BUCKETS = tuple(0.00001 * 4**i for i in range(11))
 WAIT_BUCKETS = (0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600, 14400, 43200, 86400)
 RUN_BUCKETS = (1, 10, 60, 300, 900, 3600, 14400, 43200, 86400, 259200)
 DISPATCH_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
@@ -106,6 +108,12 @@ class HalMetrics:
         self.cycle = Histogram(
             "hal_scheduling_cycle_duration_seconds", "Duration of one scheduling pass.",
             buckets=CYCLE_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.plugin_duration = Histogram(
+            "hal_scheduler_plugin_duration_seconds",
+            "Time one plugin spent at one extension point during a sampled pass (one pass "
+            "per HAL_PLUGIN_TIMING_INTERVAL_S; inclusive of plugins it calls).",
+            ["plugin", "extension_point"], buckets=PLUGIN_BUCKETS, registry=r,
         )  # fmt: skip
         self.attempts = Counter(
             "hal_schedule_attempts",
@@ -247,6 +255,8 @@ class HalMetrics:
             self.attempts.labels("unschedulable").inc(unschedulable)
         if errors:
             self.attempts.labels("error").inc(errors)
+        for (plugin, point), seconds in (result.plugin_seconds or {}).items():
+            self.plugin_duration.labels(plugin, point).observe(seconds)
         bf = result.backfill
         if bf is not None:
             self.backfill_cycles.inc()

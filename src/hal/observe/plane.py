@@ -111,6 +111,13 @@ class ObservePlane:
             return scheduler.schedule
         return instrumented_decide(scheduler, [self.metrics.record_pass])
 
+    @property
+    def plugin_timing_every_s(self) -> float | None:
+        """How often a pass runs with its plugins timed (``PacedScheduler``); None: never
+        (metrics off, or ``HAL_PLUGIN_TIMING_INTERVAL_S`` negative)."""
+        every = self.settings.plugin_timing_interval_s
+        return every if self.settings.metrics and every >= 0 else None
+
     def attach(self, service: SchedulerService) -> None:
         service.on_cycle.append(self._on_cycle)
 

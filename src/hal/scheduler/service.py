@@ -56,11 +56,16 @@ class PacedScheduler:
     Slurm runs its main scheduler on events and backfill every bf_interval for the same
     reason: a backfill pass plans the whole queue over time and costs more than a main
     pass. Set the plugin's ``interval_s = 0`` to backfill on every pass (the simulator's
-    literature setting). Called from one thread at a time (the scheduler's worker)."""
+    literature setting). Called from one thread at a time (the scheduler's worker).
 
-    def __init__(self, scheduler: Scheduler) -> None:
+    ``time_plugins_every_s``: one pass in that many seconds runs with its plugin calls
+    timed (``PassResult.plugin_seconds``, the per-plugin metric); None: never."""
+
+    def __init__(self, scheduler: Scheduler, *, time_plugins_every_s: float | None = None) -> None:
         self.scheduler = scheduler
         self.last_backfill = -math.inf
+        self.time_plugins_every_s = time_plugins_every_s
+        self.last_timed = -math.inf
 
     def backfill_due(self, now: float) -> bool:
         interval = self.scheduler.backfill_interval_s
@@ -70,10 +75,15 @@ class PacedScheduler:
         return now - self.last_backfill >= interval or now < self.last_backfill
 
     def run_pass(self, snapshot: ClusterSnapshot) -> PassResult:
-        due = self.backfill_due(snapshot.now)
+        now = snapshot.now
+        due = self.backfill_due(now)
         if due:
-            self.last_backfill = snapshot.now
-        return self.scheduler.run_pass(snapshot, backfill=due)
+            self.last_backfill = now
+        every = self.time_plugins_every_s
+        timed = every is not None and (now - self.last_timed >= every or now < self.last_timed)
+        if timed:
+            self.last_timed = now
+        return self.scheduler.run_pass(snapshot, backfill=due, time_plugins=timed)
 
     def schedule(self, snapshot: ClusterSnapshot) -> Plan:
         return self.run_pass(snapshot).plan

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from hal.core.job import JobSpec
 from hal.core.node import Node, Partition
 from hal.core.resources import GiB, ResourceVector
-from hal.core.topology import Topology, synthetic_tree
+from hal.core.topology import Block, Topology, synthetic_tree
 
 PARTITION = "batch"
 
@@ -34,6 +34,8 @@ class ClusterModel:
     gpus_per_node: int = 0
     nodes_per_switch: int = 32  # topology label: (cluster, switch-N); a leaf's size
     tree_levels: int = 0  # > 0: a synthetic switch tree of this many levels
+    block_size: int = 0  # > 0: base blocks of this many nodes (topology/block) instead
+    block_levels: int = 1  # block sizes in all: block_size * 1, 2, 4 ... (aggregations)
 
     @classmethod
     def for_procs(cls, procs: int, cores_per_node: int = 1) -> ClusterModel:
@@ -70,7 +72,17 @@ class ClusterModel:
         return [f"n{i:0{width}d}" for i in range(self.nodes)]
 
     def topology(self) -> Topology | None:
-        """The synthetic switch tree (None unless ``tree_levels > 0``)."""
+        """The synthetic switch tree or blocks (None unless ``tree_levels`` or
+        ``block_size`` > 0)."""
+        if self.block_size > 0:
+            names = self.node_names()
+            size = self.block_size
+            blocks = tuple(
+                Block(f"b{i // size}", tuple(names[i : i + size]))
+                for i in range(0, len(names), size)
+            )
+            sizes = tuple(size * 2**k for k in range(max(self.block_levels, 1)))
+            return Topology(blocks=blocks, block_sizes=sizes)
         if self.tree_levels <= 0:
             return None
         return synthetic_tree(self.node_names(), max(self.nodes_per_switch, 1), self.tree_levels)

@@ -32,7 +32,9 @@ def profile_config(policy: str, **profile: Any) -> dict[str, object]:
     ``default_profile`` arguments (e.g. ``data=True``)."""
     if policy not in POLICIES:
         raise InvalidRequest(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
-    config = default_profile(backfill=False, **profile)
+    # The simulator places on a tree only with --topology (sim/topology.py adds the
+    # plugin then); its default nodes carry synthetic switch paths that plain runs ignore.
+    config = default_profile(backfill=False, topology_aware=False, **profile)
     if policy in _BACKFILL_ARGS:
         plugins = config["plugins"]
         assert isinstance(plugins, list)

@@ -20,6 +20,7 @@ from hal.core.job import Job
 from hal.core.node import Node
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState, NodeState
+from hal.core.topology_labels import check_labels
 from hal.state.cluster import Cluster
 from hal.state.launch import build_launch
 from hal.state.store import EventRow, StoredEvent, Transaction
@@ -60,10 +61,14 @@ def _session_for(cluster: Cluster, job: Job) -> AgentSession | None:
 
 
 def send_launch(cluster: Cluster, job: Job) -> None:
+    if job.spec.het is not None and job.spec.het.offset > 0:
+        return  # a het job's script runs once, on component 0's first node
     session = _session_for(cluster, job)
     if session is None:
         return  # delivered when the agent registers
-    launch = build_launch(job, cluster.config.cluster_name)
+    het = job.spec.het
+    components = cluster.het_components(het.job_id) if het is not None else []
+    launch = build_launch(job, cluster.config.cluster_name, components)
     session.unconfirmed[job.id] = (launch, cluster.clock.now())
     session.push(launch)
 
@@ -72,7 +77,10 @@ def send_cancel(
     cluster: Cluster, job: Job, final: JobState, *, kill_wait_s: int | None = None
 ) -> None:
     """End ``job`` on its agent (SIGTERM, SIGKILL after ``kill_wait_s``, default
-    KillWait); the agent reports it finished in state ``final``."""
+    KillWait); the agent reports it finished in state ``final``. Components 1.. of a het
+    job run nothing: they end with component 0 (``Cluster.het_followers_end``)."""
+    if job.spec.het is not None and job.spec.het.offset > 0:
+        return
     session = _session_for(cluster, job)
     if session is None:
         return
@@ -97,6 +105,8 @@ async def register(cluster: Cluster, reg: AgentRegister) -> AgentRegistered:
         or (old.state is NodeState.DOWN and old.reason.startswith("admin:"))
     ):
         state, reason = old.state, old.reason
+    check_labels(reg.topology_labels)  # a bad label is refused, not silently dropped
+    labels = cluster.node_labels(reg.node, reg.topology_labels)
     node = Node(
         name=reg.node,
         resources=ResourceVector(reg.cpus, reg.memory_bytes, reg.gpus),
@@ -109,7 +119,9 @@ async def register(cluster: Cluster, reg: AgentRegister) -> AgentRegistered:
         else (),
         address=reg.address,
         last_heartbeat=now,
-        topology=cluster.topology_path(reg.node),
+        topology=cluster.topology_path(reg.node, labels),
+        labels=labels,
+        nvlink_domain=reg.nvlink_domain,
     )
     kill: list[int] = []
     for running in reg.running:
@@ -238,7 +250,8 @@ async def _check_lost(
             new, event = cluster.finish(current, JobState.NODE_FAIL, now)
             changed.append(new)
             events.append(event)
-        await cluster._commit(changed, events)
+        followers, ends = cluster.het_followers_end(changed, now)
+        await cluster._commit(changed + followers, events + ends)
 
 
 async def apply_reports(cluster: Cluster, node: str, reports: list[JobReport]) -> None:
@@ -284,6 +297,11 @@ async def apply_reports(cluster: Cluster, node: str, reports: list[JobReport]) -
             changed[job.id] = new
             events.append(event)
 
+        followers, ends = cluster.het_followers_end(list(changed.values()), cluster.clock.now())
+        for job in followers:
+            changed.setdefault(job.id, job)
+        events.extend(ends)
+
         def extra(tx: Transaction) -> None:
             tx.record_usage(usage)
 
@@ -316,16 +334,46 @@ async def check_nodes(cluster: Cluster) -> list[str]:
                 new, event = cluster.finish(job, JobState.NODE_FAIL, now)
                 changed.append(new)
                 events.append(event)
+        followers, ends = cluster.het_followers_end(changed, now)
+        ids = {j.id for j in changed}
+        changed.extend(j for j in followers if j.id not in ids)
+        events.extend(ends)
+        # a het job whose component 1.. lost a node ends whole: its script is stopped
+        # (component 0's report then ends or requeues the rest)
+        stopping = _het_leaders_to_stop(cluster, changed)
+        changed.extend(stopping)
+        events.extend(
+            EventRow(now, "job.cancelling", job_id=j.id, state="COMPLETING") for j in stopping
+        )
 
         def extra(tx: Transaction) -> None:
             for n in nodes:
                 tx.upsert_node(n)
 
         await cluster._commit(changed, events, extra)
+        for leader in stopping:
+            send_cancel(cluster, leader, JobState.NODE_FAIL)
         for n in nodes:
             cluster.nodes[n.name] = n
             cluster.agent_sessions.pop(n.name, None)
     return sorted(names)
+
+
+def _het_leaders_to_stop(cluster: Cluster, ended: list[Job]) -> list[Job]:
+    """Component 0 (running, not in ``ended``) of each het job a component of which
+    is in ``ended``, as COMPLETING."""
+    done = {j.id for j in ended}
+    out: list[Job] = []
+    for job in ended:
+        het = job.spec.het
+        if het is None or het.offset == 0 or het.job_id in done:
+            continue
+        leader = cluster.jobs.get(het.job_id)
+        if leader is None or leader.state not in (JobState.RUNNING, JobState.SUSPENDED):
+            continue
+        done.add(leader.id)
+        out.append(leader.evolve(state=JobState.COMPLETING))
+    return out
 
 
 def _last_seen(cluster: Cluster, node: str) -> float:

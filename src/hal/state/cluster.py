@@ -18,7 +18,7 @@ import dataclasses
 import itertools
 import signal
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
@@ -26,17 +26,19 @@ from typing import TYPE_CHECKING, TypeVar
 from hal.config.model import HalConfig
 from hal.core.clock import Clock, SystemClock
 from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
-from hal.core.job import Job, JobSpec
+from hal.core.job import HetSpec, Job, JobSpec
 from hal.core.node import Node, Partition
 from hal.core.preemption import PREEMPTING
 from hal.core.priority import DEFAULT_QOS, SUBMIT_LIMIT_MESSAGE
 from hal.core.reservation import Reservation
 from hal.core.states import JobState, NodeState, PendingReason
+from hal.core.topology_labels import label_path
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.state import preempt
 from hal.state import reservations as advance_reservations
 from hal.state.applier import NodeUsage, check_placement, hold, release
 from hal.state.store import EventRow, SqlStateStore, StoredEvent, Transaction
+from hal.state.topology_levels import check_topology_level
 
 if TYPE_CHECKING:
     from hal.state.agents import AgentSession
@@ -127,8 +129,13 @@ class Cluster:
         for node in nodes:
             # Agents re-register after a server restart; until then give every node a full
             # timeout of grace instead of declaring it dead for the server's own downtime.
+            # the stored labels are the agent's merged with the config's as they were;
+            # the config's of this start win again (it may have changed since)
+            labels = self.node_labels(node.name, node.labels)
             self.nodes[node.name] = node.evolve(
-                last_heartbeat=now, topology=self.topology_path(node.name)
+                last_heartbeat=now,
+                labels=labels,
+                topology=self.topology_path(node.name, labels),
             )
         for job in jobs:
             self._put(job)
@@ -212,9 +219,20 @@ class Cluster:
                     for i in self.arrays.get(base, ())
                     if self.jobs[i].array_task_id in wanted
                 ]
+            elif "+" in text:
+                base_text, offset_text = text.split("+", 1)
+                base, offset = int(base_text), int(offset_text)
+                found = [
+                    j
+                    for j in self.het_components(base)
+                    if j.spec.het is not None and j.spec.het.offset == offset
+                ]
             else:
                 jid = int(text)
-                if jid in self.arrays:
+                job = self.jobs.get(jid)
+                if job is not None and job.spec.het is not None and job.spec.het.offset == 0:
+                    found = self.het_components(jid)  # ``123``: the whole het job
+                elif jid in self.arrays:
                     found = [self.jobs[i] for i in self.arrays[jid]]
                 elif jid in self.jobs:
                     found = [self.jobs[jid]]
@@ -222,17 +240,48 @@ class Cluster:
                     found = []
         except ValueError as err:
             raise InvalidRequest(
-                f"invalid job id {text!r}; use 123, 123_4 or 123_[1-3]", field="job_id"
+                f"invalid job id {text!r}; use 123, 123_4, 123_[1-3] or 123+1", field="job_id"
             ) from err
         if not found:
             raise NotFound(f"Invalid job id specified: {text}")
         return sorted(found, key=lambda j: j.id)
 
-    def topology_path(self, node: str) -> tuple[str, ...]:
-        """The node's switch path from the config's ``[topology]`` (``()`` if none): the
-        topology is configuration, not state, so it is applied, not stored."""
+    def het_components(self, het_job_id: int) -> list[Job]:
+        """The components of het job ``het_job_id`` still in the mirror, by offset."""
+        first = self.jobs.get(het_job_id)
+        if first is None or first.spec.het is None:
+            return []
+        size = first.spec.het.size
+        found = []
+        for jid in range(het_job_id, het_job_id + size):
+            job = self.jobs.get(jid)
+            if job is not None and job.spec.het is not None and job.spec.het.job_id == het_job_id:
+                found.append(job)
+        return found
+
+    def with_het_components(self, jobs: list[Job]) -> list[Job]:
+        """``jobs`` plus every other component of the het jobs among them, by id."""
+        het_ids = {j.spec.het.job_id for j in jobs if j.spec.het is not None}
+        if not het_ids:
+            return jobs
+        found = {j.id: j for j in jobs}
+        for het_id in het_ids:
+            found.update((j.id, j) for j in self.het_components(het_id))
+        return sorted(found.values(), key=lambda j: j.id)
+
+    def topology_path(self, node: str, labels: Mapping[str, str]) -> tuple[str, ...]:
+        """The node's placement path: its switch path from the config's ``[topology]``
+        when that has switches or blocks (configuration, applied, not stored), else the
+        path its topology labels make (``core.topology_labels``; ``()`` without)."""
         topo = self.config.topology
-        return topo.path_of(node) if topo is not None else ()
+        if topo is not None and topo.has_tree:
+            return topo.path_of(node)
+        return label_path(node, labels)
+
+    def node_labels(self, node: str, agent: Mapping[str, str]) -> dict[str, str]:
+        """The node's topology labels: the agent's, overridden by ``[[topology.labels]]``."""
+        topo = self.config.topology
+        return {**agent, **(topo.labels_of(node) if topo is not None else {})}
 
     def default_partition(self) -> str:
         return self.config.default_partition
@@ -303,9 +352,18 @@ class Cluster:
         return dataclasses.replace(snap, related=related)
 
     # -- submit -----------------------------------------------------------------------
-    async def submit(self, specs: Sequence[JobSpec]) -> list[Submitted]:
-        """Admit and store jobs (one transaction for the whole batch)."""
+    async def submit(self, specs: Sequence[JobSpec], *, het: bool = False) -> list[Submitted]:
+        """Admit and store jobs (one transaction for the whole batch). ``het``: the specs
+        are the components of one heterogeneous job, given consecutive ids; the first
+        id is the het job id (docs/hetjobs.md)."""
         now = self.clock.now()
+        if het:
+            if len(specs) < 2 or any(s.array is not None for s in specs):
+                raise InvalidRequest(
+                    "a heterogeneous job has at least 2 components and no --array", field="het"
+                )
+            size = len(specs)
+            specs = [s.with_changes(het=HetSpec(0, i, size)) for i, s in enumerate(specs)]
         prepared = [self.admit(spec, i if len(specs) > 1 else None) for i, spec in enumerate(specs)]
         known_ids = await self._known_ids(specs)
         for i, spec in enumerate(specs):
@@ -315,11 +373,18 @@ class Cluster:
             with self.store.transaction() as tx:
                 count = sum(len(s.array.indices) if s.array else 1 for s in specs)
                 next_id = tx.reserve_job_ids(count)
+                if het:  # the het job id is component 0's id
+                    het_specs = [
+                        s.with_changes(het=HetSpec(next_id, i, len(specs)))
+                        for i, s in enumerate(specs)
+                    ]
+                else:
+                    het_specs = list(specs)
                 jobs: list[Job] = []
                 results: list[Submitted] = []
                 scripts: list[tuple[int, str]] = []
                 script_ids: list[int] = []
-                for spec, (partition, limit, priority) in zip(specs, prepared, strict=True):
+                for spec, (partition, limit, priority) in zip(het_specs, prepared, strict=True):
                     first = next_id
                     scripts.append((first, spec.script))
                     common = {
@@ -407,6 +472,8 @@ class Cluster:
         if candidates:
             self._check_fits_somewhere(spec, candidates, where)
         advance_reservations.check_job(self, spec, limit, where)
+        if spec.topology is not None:
+            check_topology_level(self, spec.topology, where)
         priority = max(0, 1_000_000 + 10_000 * partition.priority_tier - spec.nice)
         return partition.name, limit, priority
 
@@ -505,7 +572,13 @@ class Cluster:
             changed: list[Job] = []
             events: list[EventRow] = []
             for job in jobs:
-                if job.state is JobState.PENDING:
+                # a pending job, or a het component past the first, which runs no process
+                # of its own: cancelled at once (the component gives its nodes back)
+                if job.state is JobState.PENDING or (
+                    job.spec.het is not None
+                    and job.spec.het.offset > 0
+                    and job.state in (JobState.RUNNING, JobState.SUSPENDED)
+                ):
                     changed.append(
                         job.evolve(
                             state=JobState.CANCELLED,
@@ -579,7 +652,8 @@ class Cluster:
         from hal.state import agents
 
         async with self._lock:
-            jobs = self.resolve(ident)
+            # a het job goes back to the queue whole: its components start together
+            jobs = self.with_het_components(self.resolve(ident))
             self._authorise(jobs, caller)
             now = self.clock.now()
             changed: list[Job] = []
@@ -587,6 +661,7 @@ class Cluster:
             for job in jobs:
                 if job.state in (JobState.RUNNING, JobState.SUSPENDED):
                     # ends on the agent first; the finish report puts it back in the queue
+                    # (components 1.. of a het job: with component 0's report)
                     changed.append(
                         job.evolve(state=JobState.COMPLETING, extra={**job.extra, "requeue": "1"})
                     )
@@ -700,7 +775,11 @@ class Cluster:
                 name: NodeUsage(u.allocated, set(u.gpu_ids), set(u.jobs), u.exclusive)
                 for name, u in self.usage.items()
             }
+            refused_het = _refused_het_jobs(self, plan, scratch)
             for placement in plan.placements:
+                het = self.jobs[placement.job_id].spec.het
+                if het is not None and het.job_id in refused_het:
+                    continue  # all components start together or none does
                 if check_placement(placement, self.jobs, self.nodes, scratch) is not None:
                     continue
                 if self.reservations and advance_reservations.placement_conflict(
@@ -730,6 +809,13 @@ class Cluster:
                         data={"nodes": list(placement.allocation.nodes)},
                     )
                 )
+            partial = _partly_started_het_jobs(self, started)
+            if partial:  # e.g. a reservation now claims one component's node
+                started = [
+                    j for j in started if j.spec.het is None or j.spec.het.job_id not in partial
+                ]
+                kept = {j.id for j in started}
+                events = [e for e in events if e.job_id in kept]
             ended: list[Job] = []
             for term in plan.terminations:
                 target = self.jobs.get(term.job_id)
@@ -757,6 +843,7 @@ class Cluster:
             if started or ended or marked:
                 await self._commit(started + ended + marked, events)
             for job in started:
+                # (components 1.. of a het job hold their nodes; nothing is launched)
                 agents.send_launch(self, job)
             preempt.notify(self, marked, plan.preemptions)
             return [j.id for j in started]
@@ -802,6 +889,39 @@ class Cluster:
             data={"exit_code": exit_code, "signal": exit_signal},
         )
 
+    def het_followers_end(
+        self, ended: Sequence[Job], now: float
+    ) -> tuple[list[Job], list[EventRow]]:
+        """Components 1.. of the het jobs whose component 0 is in ``ended`` (now
+        terminal): they end with it, in the same state (Slurm's hetjob semantics)."""
+        changed: list[Job] = []
+        events: list[EventRow] = []
+        for leader in ended:
+            het = leader.spec.het
+            if het is None or het.offset != 0:
+                continue
+            for job in self.het_components(het.job_id)[1:]:
+                if not job.state.is_active:
+                    continue
+                if leader.state is JobState.PENDING:  # requeued: the components with it
+                    new = requeued(job)
+                    changed.append(new)
+                    events.append(EventRow(now, "job.requeued", job_id=job.id, state="PENDING"))
+                    continue
+                if not leader.state.is_terminal:
+                    continue
+                new = job.evolve(
+                    state=leader.state,
+                    reason=leader.reason,
+                    end_time=now,
+                    exit_code=leader.exit_code,
+                    exit_signal=leader.exit_signal,
+                    cancelled_by=leader.cancelled_by,
+                )
+                changed.append(new)
+                events.append(EventRow(now, "job.finished", job_id=job.id, state=new.state.value))
+        return changed, events
+
     def prune(self) -> int:
         """Forget jobs that ended more than MinJobAge ago (they stay in the store)."""
         horizon = self.clock.now() - self.config.min_job_age_seconds
@@ -819,6 +939,45 @@ class Cluster:
                     if not ids:
                         del self.arrays[job.array_job_id]
         return len(old)
+
+
+def _partly_started_het_jobs(cluster: Cluster, started: list[Job]) -> set[int]:
+    """Het job ids of which ``started`` holds some components but not all."""
+    counts: Counter[int] = Counter(j.spec.het.job_id for j in started if j.spec.het is not None)
+    return {hid for hid, n in counts.items() if n != len(cluster.het_components(hid))}
+
+
+def _refused_het_jobs(cluster: Cluster, plan: Plan, scratch: dict[str, NodeUsage]) -> set[int]:
+    """Het job ids some of whose components the plan does not start, or starts on
+    nodes no longer free: none of their components may start (all-or-nothing). The
+    check runs on a copy of ``scratch``, components in plan order."""
+    placed: dict[int, list[int]] = {}
+    for placement in plan.placements:
+        het = cluster.jobs[placement.job_id].spec.het
+        if het is not None:
+            placed.setdefault(het.job_id, []).append(het.offset)
+    if not placed:
+        return set()
+    trial = {
+        name: NodeUsage(u.allocated, set(u.gpu_ids), set(u.jobs), u.exclusive)
+        for name, u in scratch.items()
+    }
+    refused = {
+        hid
+        for hid, offsets in placed.items()
+        if len(set(offsets)) != len(cluster.het_components(hid))
+    }
+    for placement in plan.placements:  # every placement, as the commit loop sees them
+        job = cluster.jobs[placement.job_id]
+        het = job.spec.het
+        if het is not None and het.job_id in refused:
+            continue
+        if check_placement(placement, cluster.jobs, cluster.nodes, trial) is not None:
+            if het is not None:
+                refused.add(het.job_id)
+            continue
+        hold(trial, job.evolve(allocation=placement.allocation))
+    return refused
 
 
 # job.extra: when a suspended job was suspended, and the seconds of its earlier

@@ -11,6 +11,7 @@ from hal.core.job import (
     Dependency,
     DependencyKind,
     DependencyTerm,
+    HetSpec,
     Job,
     JobSpec,
     SignalSpec,
@@ -46,6 +47,8 @@ def spec_to_json(spec: JobSpec) -> str:
             value = [value.signum, value.seconds_before, value.batch_only]
         elif name == "topology" and value is not None:
             value = [value.level, value.required]
+        elif name == "het" and value is not None:
+            value = [value.job_id, value.offset, value.size]
         elif name in _TUPLE_FIELDS:
             value = list(value)
         d[name] = value
@@ -73,6 +76,8 @@ def spec_from_json(text: str, script: str) -> JobSpec:
     if d.get("topology") is not None:
         level, required = d["topology"]
         d["topology"] = TopologyConstraint(level, required)
+    if d.get("het") is not None:
+        d["het"] = HetSpec(*d["het"])
     known = set(JobSpec.__slots__)
     return JobSpec(**{k: v for k, v in d.items() if k in known})
 

@@ -11,8 +11,12 @@ from __future__ import annotations
 import functools
 import itertools
 import pwd
+from collections.abc import Sequence
+
+import hostlist
 
 from hal.core.job import Job
+from hal.core.resources import MiB
 from hal.observe.traceids import traceparent
 from hal.wire.agent import Launch
 
@@ -28,9 +32,51 @@ def unix_ids(user: str) -> tuple[int, int] | None:
     return pw.pw_uid, pw.pw_gid
 
 
-def job_environment(job: Job, cluster_name: str) -> dict[str, str]:
+def het_environment(components: Sequence[Job]) -> dict[str, str]:
+    """Slurm's hetjob variables for the batch script (component 0's first node):
+    ``SLURM_HET_SIZE``, the whole job's node list and count, and per component ``n``
+    ``SLURM_*_HET_GROUP_n`` (job id, node list, node count, tasks, CPUs per task,
+    tasks per node, partition, memory per node)."""
+    env: dict[str, str] = {"SLURM_HET_SIZE": str(len(components))}
+    everyone: list[str] = []
+    for n, job in enumerate(components):
+        spec = job.spec
+        nodes = list(job.allocation.nodes) if job.allocation else []
+        everyone.extend(x for x in nodes if x not in everyone)
+        count = len(nodes) or 1
+        per_node = spec.ntasks_per_node or -(-spec.ntasks // count)
+        nodelist = hostlist.collect_hostlist(nodes) if nodes else ""
+        group = {
+            "SLURM_JOB_ID": str(job.id),
+            "SLURM_JOB_NODELIST": nodelist,
+            "SLURM_NODELIST": nodelist,
+            "SLURM_JOB_NUM_NODES": str(count),
+            "SLURM_NNODES": str(count),
+            "SLURM_NTASKS": str(spec.ntasks),
+            "SLURM_NPROCS": str(spec.ntasks),
+            "SLURM_CPUS_PER_TASK": str(spec.cpus_per_task),
+            "SLURM_TASKS_PER_NODE": f"{per_node}(x{count})" if count > 1 else str(per_node),
+            "SLURM_JOB_PARTITION": job.partition,
+        }
+        if job.allocation is not None and job.allocation.per_node:
+            group["SLURM_JOB_CPUS_PER_NODE"] = str(job.allocation.per_node[0].cpus)
+            mem = job.allocation.per_node[0].memory_bytes
+            if mem:
+                group["SLURM_MEM_PER_NODE"] = str(mem // MiB)
+        for key, value in group.items():
+            env[f"{key}_HET_GROUP_{n}"] = value
+    whole = hostlist.collect_hostlist(everyone) if everyone else ""
+    env["SLURM_JOB_NODELIST"] = env["SLURM_NODELIST"] = whole
+    env["SLURM_JOB_NUM_NODES"] = env["SLURM_NNODES"] = str(len(everyone))
+    return env
+
+
+def job_environment(job: Job, cluster_name: str, het: Sequence[Job] = ()) -> dict[str, str]:
+    """``het``: all components of the het job ``job`` is component 0 of."""
     spec = job.spec
     env = dict(spec.environment)
+    if het:
+        env.update(het_environment(het))
     nodes = len(job.allocation.nodes) if job.allocation else 1
     tasks_per_node = spec.ntasks_per_node or -(-spec.ntasks // nodes)
     common = {
@@ -79,7 +125,7 @@ def job_environment(job: Job, cluster_name: str) -> dict[str, str]:
     return env
 
 
-def build_launch(job: Job, cluster_name: str) -> Launch:
+def build_launch(job: Job, cluster_name: str, het: Sequence[Job] = ()) -> Launch:
     assert job.allocation is not None
     spec = job.spec
     uid, gid = unix_ids(spec.user) or (None, None)
@@ -93,7 +139,7 @@ def build_launch(job: Job, cluster_name: str) -> Launch:
         gid=gid,
         script=spec.script,
         workdir=spec.workdir,
-        environment=job_environment(job, cluster_name),
+        environment=job_environment(job, cluster_name, het),
         stdout=spec.stdout or "",  # "" → Slurm's default name, applied by the agent
         stderr=spec.stderr,
         time_limit_seconds=job.time_limit_s,

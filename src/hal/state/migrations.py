@@ -38,7 +38,25 @@ def _v3_reservations(conn: Connection) -> None:
     schema.reservations.create(conn, checkfirst=True)
 
 
-STEPS: tuple[Step, ...] = (_v1_initial, _v2_priority_fixed, _v3_reservations)
+def _v4_node_topology(conn: Connection) -> None:
+    # nodes.topology_labels / nvlink_domain / gpu_islands: a node's topology as its agent
+    # (and the config) gave it, kept over a server restart
+    columns = {c["name"] for c in inspect(conn).get_columns("nodes")}
+    for name, sql in (
+        ("topology_labels", "TEXT NOT NULL DEFAULT '{}'"),
+        ("nvlink_domain", "VARCHAR(256) NOT NULL DEFAULT ''"),
+        ("gpu_islands", "TEXT NOT NULL DEFAULT '[]'"),
+    ):
+        if name not in columns:
+            conn.execute(text(f"ALTER TABLE nodes ADD COLUMN {name} {sql}"))
+
+
+STEPS: tuple[Step, ...] = (
+    _v1_initial,
+    _v2_priority_fixed,
+    _v3_reservations,
+    _v4_node_topology,
+)
 
 
 def migrate(conn: Connection) -> int:

@@ -95,6 +95,11 @@ nodes = Table(
     Column("reason", Text, nullable=False, default=""),
     Column("address", String(512), nullable=False, default=""),
     Column("last_heartbeat", Float, nullable=False, default=0.0),
+    # node topology (migration v4): labels {"rack": "r1", ...}, the multi-node NVLink
+    # domain and the GPU islands [[0, 1], [2, 3]], so they survive a server restart
+    Column("topology_labels", Text, nullable=False, default="{}"),
+    Column("nvlink_domain", String(256), nullable=False, default=""),
+    Column("gpu_islands", Text, nullable=False, default="[]"),
 )
 
 users = Table(

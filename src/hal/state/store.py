@@ -205,6 +205,9 @@ class Transaction:
             "reason": node.reason,
             "address": node.address,
             "last_heartbeat": node.last_heartbeat,
+            "topology_labels": json.dumps(node.labels, sort_keys=True),
+            "nvlink_domain": node.nvlink_domain,
+            "gpu_islands": json.dumps([list(i) for i in node.gpu_islands]),
         }
         done = self.conn.execute(update(t).where(t.c.name == node.name).values(**values))
         if done.rowcount == 0:
@@ -366,6 +369,9 @@ class SqlStateStore:
                     gpu_model=r.gpu_model,
                     address=r.address,
                     last_heartbeat=r.last_heartbeat,
+                    labels=dict(json.loads(r.topology_labels)),
+                    nvlink_domain=r.nvlink_domain,
+                    gpu_islands=tuple(tuple(i) for i in json.loads(r.gpu_islands)),
                 )
                 for r in conn.execute(select(t).order_by(t.c.name))
             ]

@@ -16,6 +16,7 @@ from hal.core.job import (
     Dependency,
     DependencyKind,
     DependencyTerm,
+    HetSpec,
     Job,
     JobSpec,
     TopologyConstraint,
@@ -146,6 +147,11 @@ class JobBuilder:
         self._spec["data"] = keys
         return self
 
+    def het(self, het_job_id: int, offset: int, size: int) -> JobBuilder:
+        """Component ``offset`` of the ``size``-component het job ``het_job_id``."""
+        self._spec["het"] = HetSpec(het_job_id, offset, size)
+        return self
+
     # -- queue facts --------------------------------------------------------------------
     def partition(self, name: str) -> JobBuilder:
         self._job["partition"] = name
@@ -255,6 +261,20 @@ class NodeBuilder:
     def topology(self, *path: str) -> NodeBuilder:
         """The switches from the root down to the node's leaf."""
         self._fields["topology"] = path
+        return self
+
+    def labels(self, **labels: str) -> NodeBuilder:
+        """Topology labels (``rack="r1", zone="z1"``); with no switch path given, they
+        also make the node's path, as the server does (``core.topology_labels``)."""
+        from hal.core.topology_labels import label_path
+
+        self._fields["labels"] = dict(labels)
+        self._fields.setdefault("topology", label_path(self._name, labels))
+        return self
+
+    def nvlink_domain(self, name: str) -> NodeBuilder:
+        """The node's multi-node NVLink domain (``hal agent --nvlink-domain``)."""
+        self._fields["nvlink_domain"] = name
         return self
 
     def down(self) -> NodeBuilder:

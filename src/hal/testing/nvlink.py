@@ -4,6 +4,9 @@ of ``hal.agent.gpus`` is tested on them where no GPU is present."""
 
 from __future__ import annotations
 
+import ctypes
+from typing import Any
+
 # NVLink peer status (`nvidia-smi topo -p2p n`) of three node kinds. OK: a direct NVLink
 # path (or one through an NVSwitch); NS: not supported (PCIe only).
 NVSWITCH_8 = """\
@@ -50,16 +53,47 @@ def matrix(text: str) -> list[list[str]]:
     return [line.split()[1:] for line in text.splitlines()[1:]]
 
 
+class GpuFabricInfo(ctypes.Structure):
+    """``pynvml.c_nvmlGpuFabricInfo_t``'s layout (NVML's ``nvmlGpuFabricInfo_t``)."""
+
+    _fields_ = [
+        ("clusterUuid", ctypes.c_uint8 * 16),
+        ("status", ctypes.c_uint),
+        ("cliqueId", ctypes.c_uint32),
+        ("state", ctypes.c_uint),
+    ]
+
+
 class RecordedNvml:
-    """Replays what NVML answered on a node: the GPU names and the NVLink peer status
-    (``nvidia-smi topo -p2p n``'s matrix, OK where two GPUs are NVLink peers)."""
+    """Replays what NVML answered on a node: the GPU names, the NVLink peer status
+    (``nvidia-smi topo -p2p n``'s matrix, OK where two GPUs are NVLink peers) and, for
+    GPUs in a multi-node NVLink domain, the fabric info per GPU: ``fabric[i]`` is
+    ``(cluster uuid bytes, clique id, state)``; ``fabric=None``: NotSupported."""
 
     NVML_P2P_CAPS_INDEX_NVLINK = 2
     NVML_P2P_STATUS_OK = 0
     NVML_P2P_STATUS_NOT_SUPPORTED = 5
+    NVML_SUCCESS = 0
+    NVML_GPU_FABRIC_STATE_IN_PROGRESS = 2
+    NVML_GPU_FABRIC_STATE_COMPLETED = 3
+    c_nvmlGpuFabricInfo_t = GpuFabricInfo
 
-    def __init__(self, name: str, matrix: list[list[str]]) -> None:
-        self.name, self.matrix = name, matrix
+    def __init__(
+        self,
+        name: str,
+        matrix: list[list[str]],
+        fabric: list[tuple[bytes, int, int]] | None = None,
+    ) -> None:
+        self.name, self.matrix, self.fabric = name, matrix, fabric
+
+    def nvmlDeviceGetGpuFabricInfo(self, handle: int, ref: Any) -> int:
+        if self.fabric is None:
+            raise RuntimeError("Not Supported")  # pynvml raises NVMLError_NotSupported
+        cluster, clique, state = self.fabric[handle]
+        info: GpuFabricInfo = ref._obj  # what ctypes.byref points at
+        info.clusterUuid[:] = list(cluster)
+        info.status, info.cliqueId, info.state = self.NVML_SUCCESS, clique, state
+        return self.NVML_SUCCESS
 
     def nvmlDeviceGetCount(self) -> int:
         return len(self.matrix)

@@ -29,6 +29,9 @@ class AgentRegister(WireModel):
     gpus: int = Field(default=0, ge=0)
     gpu_model: str = ""
     gpu_islands: list[list[int]] = Field(default_factory=list)  # NVLink; [] = one
+    # rack/zone/region/site (core.topology_labels); the config's [[topology.labels]] win
+    topology_labels: dict[str, str] = Field(default_factory=dict)
+    nvlink_domain: str = Field(default="", max_length=256)  # multi-node NVLink domain
     features: list[str] = Field(default_factory=list)
     address: str = ""
     version: str = ""

@@ -11,6 +11,8 @@ bind_limits()  # pydantic evaluates JobSubmit's annotations below
 
 __all__ = [
     "BatchSubmitResult",
+    "HetSubmit",
+    "HetSubmitResult",
     "JobBatchSubmit",
     "JobEvent",
     "JobInfo",
@@ -31,9 +33,28 @@ class BatchSubmitResult(WireModel):
     results: list[SubmitResult]
 
 
+class HetSubmit(WireModel):
+    """``POST /v1/jobs/het``: the components of one heterogeneous job, in order."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+    components: list[JobSubmit] = Field(min_length=2, max_length=128)
+
+
+class HetSubmitResult(WireModel):
+    """The het job id (component 0's id) and every component's id (consecutive)."""
+
+    job_id: int
+    component_ids: list[int]
+
+
 class JobInfo(WireModel):
     id: int
     display_id: str
+    # a component of a heterogeneous job: the het job id (component 0's id), this
+    # component's offset and every component's id, e.g. "200-201" (Slurm's HetJobIdSet)
+    het_job_id: int | None = None
+    het_job_offset: int | None = None
+    het_job_id_set: str | None = None
     array_job_id: int | None = None
     array_task_id: int | None = None
     array_max_running: int = 0

@@ -20,6 +20,8 @@ class NodeInfo(WireModel):
     gpus_alloc: int
     gpu_model: str = ""
     gpu_islands: list[list[int]] = Field(default_factory=list)  # NVLink; [] = one island
+    topology_labels: dict[str, str] = Field(default_factory=dict)  # rack, zone, ...
+    nvlink_domain: str = ""  # multi-node NVLink domain; "" = none
     features: list[str] = Field(default_factory=list)
     partitions: list[str] = Field(default_factory=list)
     last_heartbeat: float = 0.0
@@ -91,8 +93,28 @@ class BlockInfo(WireModel):
     nodes_free: int
 
 
+class LabelDomainInfo(WireModel):
+    """One domain of the label tree (a site, region, zone or rack), in tree order."""
+
+    level: str  # site, region, zone, rack
+    name: str  # as shown: "r1", "(no zone)", "(own rack: n7)"
+    depth: int  # 0 for the top level present
+    nodes: list[str] = Field(default_factory=list)  # a rack's nodes
+    nodes_total: int
+    nodes_free: int
+
+
+class NvlinkDomainInfo(WireModel):
+    """A multi-node NVLink domain (agent --nvlink-domain)."""
+
+    name: str
+    nodes: list[str]
+    nodes_free: int
+
+
 class TopologyInfo(WireModel):
-    """The switch tree as configured, with how full each switch is now."""
+    """The switch tree as configured, with how full each switch is now; the label tree
+    (rack, zone, region, site), NVLink domains and each node's GPU islands."""
 
     configured: bool
     level_names: list[str] = Field(default_factory=list)  # bottom-up
@@ -102,3 +124,8 @@ class TopologyInfo(WireModel):
     block_sizes: list[int] = Field(default_factory=list)
     unplaced: list[str] = Field(default_factory=list)  # registered nodes the tree lacks
     unregistered: list[str] = Field(default_factory=list)  # tree nodes never registered
+    label_levels: list[str] = Field(default_factory=list)  # present label levels, leaf first
+    labels_place: bool = False  # the label tree places jobs (no switches or blocks)
+    label_domains: list[LabelDomainInfo] = Field(default_factory=list)
+    nvlink_domains: list[NvlinkDomainInfo] = Field(default_factory=list)
+    gpu_islands: dict[str, list[list[int]]] = Field(default_factory=dict)  # node -> islands

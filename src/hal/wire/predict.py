@@ -31,3 +31,20 @@ class PredictStatus(WireModel):
     recent: PredictAccuracy = Field(default_factory=PredictAccuracy)
     details: dict[str, float] = Field(default_factory=dict)  # the predictor's own figures
     last_error: str = ""
+
+
+class FinishedPredictionInfo(WireModel):
+    """A finished run against what the predictor said when it started."""
+
+    job_id: str
+    user: str
+    partition: str
+    predicted_seconds: float
+    actual_seconds: float
+    time_limit_seconds: float | None = None  # None: no limit
+    end_time: float
+
+
+class FinishedPredictionList(WireModel):
+    predictor: str
+    jobs: list[FinishedPredictionInfo]  # newest first

@@ -89,6 +89,38 @@ class ShareList(WireModel):
     rows: list[ShareInfo]
 
 
+class TresInfo(WireModel):
+    """CPUs, GPUs, memory and nodes: a limit (``None``: no cap) or what is in use."""
+
+    cpus: int | None = None
+    gpus: int | None = None
+    memory_bytes: int | None = None
+    nodes: int | None = None
+
+
+class LimitInfo(WireModel):
+    """One QoS or account with limits (``sacctmgr show qos/assoc``) and what its running
+    jobs hold against them now."""
+
+    kind: str  # "qos" or "account"
+    name: str
+    parent: str | None = None  # accounts: the parent account
+    cohort: str | None = None  # accounts: the cohort it lends to and borrows from
+    max_jobs_per_user: int | None = None  # QoS MaxJobsPerUser, account MaxJobs
+    max_submit_jobs_per_user: int | None = None  # QoS MaxSubmitJobsPerUser
+    grp_jobs: int | None = None
+    grp_tres: TresInfo
+    max_tres_per_job: TresInfo | None = None  # QoS MaxTRESPerJob
+    max_wall_seconds: int | None = None  # QoS MaxWall
+    running_jobs: int
+    used: TresInfo  # held by its running jobs (accounts: sub-accounts' jobs included)
+    running_by_user: dict[str, int]
+
+
+class LimitList(WireModel):
+    limits: list[LimitInfo]
+
+
 class NodeRejection(WireModel):
     """Nodes a Filter plugin turned away for the job (each node is counted once, for the
     first plugin in profile order that rejected it)."""
@@ -116,3 +148,6 @@ class ExplainInfo(WireModel):
     fairshare: ShareInfo | None
     expected_start: float | None  # from the backfill planner (squeue --start)
     earliest_start: float | None  # will-run estimate ignoring other pending jobs
+    # a het job: the component (``123+1``) whose request keeps the whole job waiting; the
+    # node histogram and blocking plugin are that component's
+    het_blocking_component: str | None = None

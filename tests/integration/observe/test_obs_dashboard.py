@@ -53,7 +53,7 @@ POLICY = priority_from_dict(
         "priority": {"weight_age": 1000, "weight_fairshare": 10000, "weight_qos": 1000},
         "accounts": [
             {"name": "physics", "fairshare": 3},
-            {"name": "lattice", "parent": "physics"},
+            {"name": "lattice", "parent": "physics", "grp_tres": {"cpus": 64}},
             {"name": "chemistry", "fairshare": 1},
         ],
         "users": [
@@ -257,6 +257,12 @@ def test_fair_share_shows_the_tree_usage_and_the_jobs_a_limit_holds(  # type: ig
         cells = row_cells(page, '#fs-limits tr[data-reason="QOSMaxJobsPerUserLimit"]')
         assert cells[1:3] == ["QoS max_jobs_per_user", "1"]
         assert f"{second} (alice)" in cells[3]
+        # the limits themselves, used against each cap (GET /v1/limits)
+        qos = row_cells(page, '#fs-usage tr[data-kind="qos"][data-name="small"]')
+        assert qos[:4] == ["QoS", "small", "1", "max 1: alice 1"]
+        lattice = row_cells(page, '#fs-usage tr[data-kind="account"][data-name="lattice"]')
+        assert lattice[2] == "1" and lattice[4].endswith(" / 64"), lattice
+        assert int(lattice[4].split(" / ")[0]) >= 1
         with hal.client() as admin:
             shares = {(r.account, r.user): r for r in admin.shares().rows}
         for account in ("physics", "lattice", "chemistry"):
@@ -323,6 +329,17 @@ def test_prediction_quality_shows_the_model_its_accuracy_and_running_jobs(  # ty
             return predicted is not None and text.endswith(" / " + fmt_seconds(predicted))
 
         wait_until(agrees, 15, message="the chart to show the job's predicted run time")
+        # finished jobs: one dot each, placed by the prediction made when it started
+        with hal.client() as admin:
+            recent = admin.predict_finished(200).jobs
+        ids = [f.job_id for f in recent]
+        assert {str(j) for j in done} <= set(ids) and len(recent) == 200  # history fills it
+        assert all(f.actual_seconds < 10 for f in recent if f.job_id in {str(j) for j in done})
+        page.wait_for_selector(f'#pred-finished circle[data-job="{done[0]}"]')
+        assert page.locator("#pred-finished circle").count() == len(recent)
+        under = sum(f.actual_seconds > f.predicted_seconds for f in recent)
+        assert page.locator("#pred-finished circle.dot-under").count() == under
+        assert f"{len(recent)} jobs, {under} ran longer" in page.inner_text("#pred-finished-info")
         page.screenshot(path=str(shots / "prediction.png"), full_page=True)
     finally:
         alice.cancel(str(slow))

@@ -7,6 +7,7 @@ import asyncio
 from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
 from hal.core.job import JobSpec, TopologyConstraint
+from hal.core.topology import Switch, Topology
 from hal.state.cluster import Cluster
 from hal.state.store import SqlStateStore
 
@@ -22,12 +23,19 @@ def test_topology_fields_are_stored_and_reloaded(db_url: str) -> None:
         topology=TopologyConstraint("spine", required=False),
     )
 
+    # a spine level must exist: submit refuses a level the cluster lacks
+    tree = Topology(
+        (Switch("leaf0", nodes=("n1",)), Switch("spine0", switches=("leaf0",))),
+        level_names=("leaf", "spine"),
+    )
+    config = HalConfig(topology=tree)
+
     async def scenario() -> JobSpec:
-        first = Cluster(SqlStateStore(db_url), HalConfig(), VirtualClock(1000.0))
+        first = Cluster(SqlStateStore(db_url), config, VirtualClock(1000.0))
         await first.load()
         done = await first.submit([spec])
         await first.close()
-        again = Cluster(SqlStateStore(db_url), HalConfig(), VirtualClock(1000.0))
+        again = Cluster(SqlStateStore(db_url), config, VirtualClock(1000.0))
         await again.load()
         stored = again.jobs[done[0].job_id].spec
         await again.close()

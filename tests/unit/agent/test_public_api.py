@@ -43,6 +43,8 @@ def test_config_fields() -> None:
         "validate",
         "metrics_listen",
         "gpu_islands",
+        "topology_labels",
+        "nvlink_domain",
     ]
 
 

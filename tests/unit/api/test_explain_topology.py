@@ -71,3 +71,28 @@ def test_required_nvlink_names_the_missing_island() -> None:
         "not enough free resources: 0/1 nodes available: 1 no NVLink island with 3 free "
         "GPUs (--topology required=nvlink)"
     )
+
+
+def test_a_multi_node_nvlink_job_names_the_missing_domain() -> None:
+    """Two domains of two nodes, one node of each busy: 2 nodes are free, never in one
+    domain, so the 2-node required=nvlink job waits and explain says why."""
+    nodes = [make_node(f"g{i}").gpus(4).nvlink_domain(f"nvl{i // 2}") for i in range(4)]
+    job = (
+        make_job(1)
+        .nodes(2)
+        .gpus(4)
+        .topology("nvlink", required=True)
+        .build()
+        .evolve(reason=PendingReason.RESOURCES)
+    )
+    snap = (
+        cluster()
+        .nodes(*nodes)
+        .running(make_job(8).exclusive().running_on("g0"), make_job(9).exclusive().running_on("g2"))
+        .pending(job)
+        .build()
+    )
+    assert _explain(snap, job) == (
+        "no placement the topology allows now: --topology required=nvlink: no NVLink domain "
+        "has 2 free nodes (2/4 nodes available: 2 allocated exclusively)"
+    )

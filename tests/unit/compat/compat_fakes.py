@@ -119,6 +119,13 @@ class FakeClient:
             tasks = [self.next_id + 1 + i for i in range(3)]
         return SubmitResult(job_id=self.next_id, task_ids=tasks)
 
+    def submit_het(self, components: list[JobSubmit]) -> list[int]:
+        self.submitted.extend(components)
+        return [self.next_id + i for i in range(len(components))]
+
+    def test_only_het(self, components: list[JobSubmit]) -> list[WillRun]:
+        return [self.test_only(c) for c in components]
+
     def test_only(self, job: JobSubmit) -> WillRun:
         self.submitted.append(job)
         return WillRun(

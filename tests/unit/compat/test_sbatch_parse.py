@@ -241,10 +241,7 @@ def test_directive_lines_and_words() -> None:
         (["-k"], SCRIPT, "invalid option -- 'k'"),
         (["--open-mode=append"], SCRIPT, "--open-mode"),
         ([], "#!/bin/sh\n#SBATCH --licenses=x\ntrue\n", "script line 2"),
-        ([], "#!/bin/sh\n#SBATCH -N1\n#SBATCH hetjob\n#SBATCH -N2\ntrue\n", "heterogeneous"),
-        ([], "#!/bin/sh\n#SBATCH packjob\ntrue\n", "heterogeneous"),
         ([], "#!/bin/sh\n#SBATCH stray\ntrue\n", "reads only options"),
-        (["-N1", ":", "-N2", "job.sh"], SCRIPT, "heterogeneous"),
     ],
 )
 def test_unsupported_options_are_errors(argv: list[str], script: str, message: str) -> None:

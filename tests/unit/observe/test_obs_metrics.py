@@ -153,6 +153,22 @@ def test_backfill_stages_are_counted_like_sdiag(cluster: Cluster, clock: Virtual
     assert value(m, "hal_backfill_reservations_total") == 7
 
 
+def test_sampled_passes_report_each_plugin_at_each_extension_point(
+    cluster: Cluster, clock: VirtualClock
+) -> None:
+    m = HalMetrics(cluster, clock)
+    plan = Plan(revision=0)
+    m.record_pass(PassResult(plan, plugin_seconds={("noderesources", "Filter"): 0.002}))
+    m.record_pass(PassResult(plan))  # an untimed pass adds nothing
+    two = {("noderesources", "Filter"): 0.003, ("priority", "QueueSort"): 0.00001}
+    m.record_pass(PassResult(plan, plugin_seconds=two))
+    key = {"plugin": "noderesources", "extension_point": "Filter"}
+    assert value(m, "hal_scheduler_plugin_duration_seconds_count", **key) == 2
+    assert value(m, "hal_scheduler_plugin_duration_seconds_sum", **key) == pytest.approx(0.005)
+    sort = {"plugin": "priority", "extension_point": "QueueSort"}
+    assert value(m, "hal_scheduler_plugin_duration_seconds_count", **sort) == 1
+
+
 def test_prediction_error_and_underpredictions_per_predictor(
     cluster: Cluster, clock: VirtualClock
 ) -> None:
@@ -178,7 +194,8 @@ def test_exposition_passes_promtool_check_metrics(cluster: Cluster, clock: Virtu
     m.on_jobs_changed([make_job(2).build(), job])
     m.on_jobs_changed([job.evolve(state=JobState.FAILED, end_time=clock.now() + 5)])
     m.observe_registration("n1")
-    m.record_pass(PassResult(Plan(revision=0), backfill=BackfillCycle(0.01, 2, 1, 1)))
+    m.record_pass(PassResult(Plan(revision=0), backfill=BackfillCycle(0.01, 2, 1, 1),
+                             plugin_seconds={("noderesources", "Filter"): 0.001}))  # fmt: skip
     m.observe_prediction("avg2", 60.0, 90.0)
     text = generate_latest(m.registry)
     done = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,

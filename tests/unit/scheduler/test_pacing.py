@@ -1,4 +1,6 @@
-"""``PacedScheduler``: the server's passes backfill at most once per bf_interval."""
+"""``PacedScheduler``: the server's passes backfill at most once per bf_interval and
+time their plugins once per ``time_plugins_every_s`` (sampled per-plugin timing: a timed
+pass decides exactly what an untimed one does)."""
 
 from __future__ import annotations
 
@@ -46,3 +48,36 @@ def test_interval_zero_backfills_every_pass_and_no_plugin_never() -> None:
     plain = PacedScheduler(build_scheduler(default_profile(backfill=False)))
     assert not plain.backfill_due(1000.0)
     assert placed_nodes(plain.schedule(_snap(1000.0))) == {}
+
+
+def test_a_timed_pass_decides_the_same_and_reports_each_plugin(sched: Scheduler) -> None:
+    plain = sched.run_pass(_snap(1000.0))
+    timed = sched.run_pass(_snap(1000.0), time_plugins=True)
+    assert plain.plugin_seconds is None
+    assert timed.plan == plain.plan
+    assert timed.statuses == plain.statuses
+    assert timed.reservations == plain.reservations
+    seconds = timed.plugin_seconds
+    assert seconds is not None
+    # named by extension point, as kube-scheduler labels them
+    assert {
+        ("noderesources", "Filter"),
+        ("noderesources", "Score"),
+        ("priority", "QueueSort"),
+        ("backfill", "Backfill"),
+        ("dependency", "Reserve"),
+    } <= set(seconds)
+    assert all(s >= 0 for s in seconds.values())
+    assert sum(seconds.values()) > 0
+    # the scheduler's own profile is left untimed: the next pass reports nothing
+    assert sched.run_pass(_snap(1000.0)).plugin_seconds is None
+
+
+def test_paced_scheduler_times_one_pass_per_interval(sched: Scheduler) -> None:
+    paced = PacedScheduler(sched, time_plugins_every_s=10.0)
+    timed = [paced.run_pass(_snap(t)).plugin_seconds is not None for t in (1000, 1005, 1010)]
+    assert timed == [True, False, True]
+    never = PacedScheduler(sched)
+    assert never.run_pass(_snap(1000.0)).plugin_seconds is None
+    every = PacedScheduler(sched, time_plugins_every_s=0.0)
+    assert all(every.run_pass(_snap(1000.0)).plugin_seconds for _ in range(2))

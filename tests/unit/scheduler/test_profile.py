@@ -14,7 +14,9 @@ def test_default_profile_wires_every_point() -> None:
     """The default profile puts each plugin at the points it implements, in order."""
     profile = build_scheduler().profile
     assert profile.queue_sort.name == "priority"
-    assert [p.name for p in profile.pre_filter] == list(DEFAULT_PLUGINS[1:])
+    assert [p.name for p in profile.pre_filter] == [*DEFAULT_PLUGINS[1:], "topology"]
+    assert profile.placement_generate is not None
+    assert profile.placement_generate.name == "topology"
     assert [p.name for p in profile.filter] == [
         "partition",
         "reservation",

@@ -264,8 +264,10 @@ def test_required_shortage_blocks_lower_priority_jobs_like_resources() -> None:
     assert reasons(plan) == {1: R.RESOURCES, 2: R.PRIORITY}
 
 
-def test_without_topology_the_default_profile_has_no_topology_plugin() -> None:
-    assert "topology" not in default_profile()["plugins"]  # type: ignore[operator]
+def test_the_default_profile_always_has_the_topology_plugin() -> None:
+    """Labels and NVLink domains come from agents at any time, so the plugin is there
+    even when the config has no [topology]."""
+    assert "topology" in default_profile()["plugins"]  # type: ignore[operator]
     assert "topology" in default_profile(topology=Topology())["plugins"]  # type: ignore[operator]
 
 

@@ -300,10 +300,11 @@ async function renderFairShare() {
   // The queue's first page by priority, then sprio for just those jobs: /v1/priority
   // without ids would send every pending job (10,000+) on each poll. The overview gives
   // the pending jobs per reason in one request (the limit reasons are among them).
-  const [shares, overview, next] = await Promise.all([
+  const [shares, overview, next, limits] = await Promise.all([
     api("/v1/shares"), api("/v1/observe/overview"),
-    api(`/v1/observe/queue?state=PENDING&sort=priority&limit=${PRIORITY_ROWS}`)]);
+    api(`/v1/observe/queue?state=PENDING&sort=priority&limit=${PRIORITY_ROWS}`), api("/v1/limits")]);
   renderShares(shares);
+  renderLimitUsage(limits.limits);
   const limited = Object.entries(overview.queue.by_reason)
     .filter(([reason]) => Object.hasOwn(LIMIT_REASONS, reason)).sort((a, b) => b[1] - a[1]);
   const examples = await Promise.all(limited.slice(0, 8).map(([reason]) =>
@@ -314,6 +315,31 @@ async function renderFairShare() {
       ? examples[i].jobs.map((j) => `${j.display_id} (${j.user})`).join(", ") : "")));
   $("#fs-limits tbody").replaceChildren(...rowsOrEmpty(limitRows, 4, "no pending job is held by a limit"));
   await renderPriority(next.jobs);
+}
+
+// "used / limit" ("used" alone when there is no cap on it)
+function usedOf(used, cap, fmt = (x) => x) {
+  return cap === null || cap === undefined ? fmt(used) : `${fmt(used)} / ${fmt(cap)}`;
+}
+
+function renderLimitUsage(limits) {
+  const rows = limits.map((l) => {
+    const users = Object.entries(l.running_by_user).map(([u, n]) => `${u} ${n}`).join(", ");
+    const perUser = l.max_jobs_per_user === null ? (users || "—") : `max ${l.max_jobs_per_user}${users ? `: ${users}` : ""}`;
+    const job = l.max_tres_per_job || {}, perJob = [];
+    if (job.cpus !== null && job.cpus !== undefined) perJob.push(`${job.cpus} CPUs`);
+    if (job.gpus !== null && job.gpus !== undefined) perJob.push(`${job.gpus} GPUs`);
+    if (job.nodes !== null && job.nodes !== undefined) perJob.push(`${job.nodes} nodes`);
+    if (l.max_wall_seconds !== null && l.max_wall_seconds !== undefined) perJob.push(`wall ${fmtSeconds(l.max_wall_seconds)}`);
+    const name = l.kind === "account" && l.cohort ? `${l.name} (cohort ${l.cohort})` : l.name;
+    return el("tr", { "data-kind": l.kind, "data-name": l.name },
+      el("td", {}, l.kind === "qos" ? "QoS" : "account"), el("td", {}, name),
+      el("td", {}, usedOf(l.running_jobs, l.grp_jobs)), el("td", {}, perUser),
+      el("td", {}, usedOf(l.used.cpus, l.grp_tres.cpus)), el("td", {}, usedOf(l.used.gpus, l.grp_tres.gpus)),
+      el("td", {}, usedOf(l.used.memory_bytes, l.grp_tres.memory_bytes, fmtBytes)),
+      el("td", {}, usedOf(l.used.nodes, l.grp_tres.nodes)), el("td", {}, perJob.join(", ") || "—"));
+  });
+  $("#fs-usage tbody").replaceChildren(...rowsOrEmpty(rows, 9, "no QoS or account has limits"));
 }
 
 function renderShares(shares) {
@@ -409,7 +435,48 @@ async function renderPrediction() {
     el("tr", {}, el("td", {}, k), el("td", {}, Number.isInteger(v) ? v : fmtNum(v, 4))));
   $("#pred-details tbody").replaceChildren(...rowsOrEmpty(details, 2, "none"));
   $("#pred-error").textContent = p.last_error ? `last error: ${p.last_error}` : "";
-  await renderRunningPredictions();
+  await Promise.all([renderRunningPredictions(), renderFinishedPredictions()]);
+}
+
+const FINISHED_DRAWN = 200;
+
+// A log-log scatter: x the predicted run time, y the actual one, the diagonal exact.
+async function renderFinishedPredictions() {
+  const { jobs } = await api(`/v1/predict/finished?limit=${FINISHED_DRAWN}`);
+  const chart = $("#pred-finished");
+  const W = 420, H = 320, L = 52, B = 34, T = 8, R = 8;
+  const seconds = jobs.flatMap((j) => [j.predicted_seconds, j.actual_seconds]).map((s) => Math.max(s, 1));
+  const top = Math.log10(Math.max(60, ...seconds)) + 0.1;
+  const x = (s) => L + ((W - L - R) * Math.log10(Math.max(s, 1))) / top;
+  const y = (s) => H - B - ((H - B - T) * Math.log10(Math.max(s, 1))) / top;
+  const parts = [svg("line", { x1: x(1), y1: y(1), x2: x(10 ** top), y2: y(10 ** top), class: "diag" })];
+  for (let e = 0; e <= Math.floor(top); e++) {
+    const label = fmtSeconds(10 ** e);
+    const tx = svg("text", { x: x(10 ** e), y: H - B + 16, "text-anchor": "middle", class: "axis" });
+    tx.textContent = label;
+    const ty = svg("text", { x: L - 6, y: y(10 ** e) + 4, "text-anchor": "end", class: "axis" });
+    ty.textContent = label;
+    parts.push(tx, ty);
+  }
+  const xl = svg("text", { x: (L + W) / 2, y: H - 4, "text-anchor": "middle", class: "axis" });
+  xl.textContent = "predicted at start";
+  const yl = svg("text", { x: 12, y: (H - B) / 2, transform: `rotate(-90 12 ${(H - B) / 2})`, "text-anchor": "middle", class: "axis" });
+  yl.textContent = "actual";
+  parts.push(xl, yl);
+  for (const j of jobs) {
+    const under = j.actual_seconds > j.predicted_seconds;
+    const dot = svg("circle", { cx: x(j.predicted_seconds), cy: y(j.actual_seconds), r: 3,
+      class: under ? "dot-under" : "dot", "data-job": j.job_id });
+    const tip = svg("title", {});
+    tip.textContent = `${j.job_id} (${j.user}, ${j.partition}): predicted ${fmtSeconds(j.predicted_seconds)}, ` +
+      `ran ${fmtSeconds(j.actual_seconds)}`;
+    dot.append(tip);
+    parts.push(dot);
+  }
+  chart.replaceChildren(...parts);
+  const under = jobs.filter((j) => j.actual_seconds > j.predicted_seconds).length;
+  $("#pred-finished-info").textContent = jobs.length
+    ? `${jobs.length} jobs, ${under} ran longer than predicted` : "no finished job yet";
 }
 
 async function renderRunningPredictions() {

@@ -109,11 +109,25 @@ def run_backfill(
         if st is filter_stage:
             failed_now[placement_key(job)] = ctx.now
     tested: Counter[str] = Counter()
+    het_held = _het_groups(jobs)
+    het_seen: set[int] = set()
     for job in _order(jobs, policies, planner):
         policy = policies[job.partition]
         if policy is None or (policy.max_job_test and tested[job.partition] >= policy.max_job_test):
             continue
         tested[job.partition] += 1
+        het = job.spec.het
+        if het is not None:  # the whole het job, as one unit, when its first comes up
+            if het.job_id in het_seen:
+                continue
+            het_seen.add(het.job_id)
+            members = het_held.get(het.job_id, ())
+            if len(members) != het.size:
+                continue  # a component waits for its own reason: the group cannot start
+            planner.flush()
+            if not planner.start_group_now(members):
+                planner.defer_group(members)
+            continue
         if not planner.might_start_now(job):
             planner.defer(job)  # cannot start now: only its reservation (if owed) matters
             continue
@@ -160,7 +174,7 @@ class _Planner:
         self.placed_now = placed_now
         self.result = BackfillResult()
         self.reservations: Counter[str] = Counter()
-        self.deferred: list[Job] = []
+        self.deferred: list[Job | tuple[Job, ...]] = []  # tuples: het jobs
         self._profile: AvailabilityProfile | None = None
         self._runtimes: dict[int, float] = {}
         self._free: dict[str, int] = {}  # partition → free CPUs now (cleared on a start)
@@ -214,8 +228,42 @@ class _Planner:
         ):
             self.deferred.append(job)
 
+    def defer_group(self, members: tuple[Job, ...]) -> None:
+        """A het job that cannot start now: reserved as one unit when owed."""
+        policy = self.policies[members[0].partition]
+        if policy is not None and (
+            policy.mode is BackfillMode.CONSERVATIVE or self.reservations[members[0].partition] == 0
+        ):
+            self.deferred.append(members)
+
+    def start_group_now(self, members: tuple[Job, ...]) -> bool:
+        """Start every component of a het job now, in holes that delay no reservation,
+        or none of them."""
+        runtime = max(self.runtime(j) for j in members)
+        ctx = self.ctx
+        end = ctx.now + runtime
+        outcomes, failed = self.framework.place_group(
+            ctx, members, Mode.NOW, within=self.profile.window(0, end)
+        )
+        if failed is not None:
+            return False
+        for job, out in zip(members, outcomes, strict=True):
+            assert out.allocation is not None
+            rows = ctx.nodes.rows_of(out.allocation)
+            self.profile.reserve(ctx.now, end, rows, job.spec.exclusive)
+            self.result.placements.append((job, out.allocation))
+            self.result.statuses[job.id] = out.status
+        self._free.clear()
+        return True
+
     def flush(self) -> None:
-        for job in self.deferred:
+        for item in self.deferred:
+            if isinstance(item, tuple):
+                head = item[0].partition
+                if _reserve_group(self.framework, self.ctx, self.profile, item, self):
+                    self.reservations[head] += 1
+                continue
+            job = item
             policy = self.policies[job.partition]
             owed = policy is not None and (
                 policy.mode is BackfillMode.CONSERVATIVE or self.reservations[job.partition] == 0
@@ -313,6 +361,53 @@ def _reserve(
             return True
         if out.status.code is Code.UNRESOLVABLE or out.stage is Stage.PRE_FILTER:
             return False  # waiting cannot help, or the job is not ready at all
+    return False
+
+
+def _het_groups(jobs: Sequence[Job]) -> dict[int, tuple[Job, ...]]:
+    """Het job id → its held-back components, by offset."""
+    groups: dict[int, list[Job]] = {}
+    for job in jobs:
+        if job.spec.het is not None:
+            groups.setdefault(job.spec.het.job_id, []).append(job)
+    return {
+        hid: tuple(sorted(members, key=lambda j: j.spec.het.offset if j.spec.het else 0))
+        for hid, members in groups.items()
+    }
+
+
+def _reserve_group(
+    framework: Framework,
+    ctx: PassContext,
+    profile: AvailabilityProfile,
+    members: tuple[Job, ...],
+    planner: _Planner,
+) -> bool:
+    """Reserve every component of a het job at one start time: the earliest row of the
+    profile where all of them fit together for the longest one's run time."""
+    runtime = max(planner.runtime(j) for j in members)
+    table = ctx.nodes
+    for k in range(1, len(profile)):
+        start = profile.times[k]
+        if start >= profile.horizon:
+            break
+        ctx.data.write(PLAN_START, start)
+        try:
+            within = profile.window(k, start + runtime)
+            outcomes, failed = framework.place_group(ctx, members, Mode.TEST_ONLY, within=within)
+        finally:
+            ctx.data.delete(PLAN_START)
+        if failed is None:
+            for job, out in zip(members, outcomes, strict=True):
+                assert out.allocation is not None
+                rows = table.rows_of(out.allocation)
+                profile.reserve(start, start + runtime, rows, job.spec.exclusive)
+                planner.result.expected_start[job.id] = start
+                planner.result.reservations[job.id] = (start, start + runtime, out.allocation)
+            return True
+        bad = outcomes[failed]
+        if bad.status.code is Code.UNRESOLVABLE or bad.stage is Stage.PRE_FILTER:
+            return False
     return False
 
 

@@ -171,6 +171,82 @@ class Framework:
                 self._unreserve(ctx, state, job, reserved)
             return Outcome(error(f"{type(err).__name__}: {err}", plugin), Stage.DONE)
 
+    def place_group(
+        self,
+        ctx: PassContext,
+        jobs: Sequence[Job],
+        mode: Mode,
+        *,
+        gate: Gate | None = None,
+        within: NodeTable | None = None,
+    ) -> tuple[list[Outcome], int | None]:
+        """Place the components of a heterogeneous job, all or none, in one go.
+
+        Each component runs its own cycle in ``mode`` (NOW or TEST_ONLY) in order, on
+        the nodes the earlier ones left, so no two components count on the same
+        resources. The first one that does not fit ends the try: NOW allocations already
+        made are released and their Reserve plugins undone, so nothing of the group is
+        left placed. Returns the outcomes so far and the index of the component that
+        failed (None: all placed; the outcomes then hold every allocation).
+
+        ``within`` (backfill) is copied, and each placed component taken out of the
+        copy, for the same reason the table is: a window is read-only and shared."""
+        window = within.copy() if within is not None else None
+        original = ctx.nodes
+        if mode is _TEST_ONLY and window is None:
+            ctx.nodes = original.copy()  # a scratch table the components are taken from
+        try:
+            return self._place_group(ctx, jobs, mode, gate, window)
+        finally:
+            ctx.nodes = original
+
+    def _place_group(
+        self,
+        view: PassContext,
+        jobs: Sequence[Job],
+        mode: Mode,
+        gate: Gate | None,
+        window: NodeTable | None,
+    ) -> tuple[list[Outcome], int | None]:
+        done: list[tuple[Job, CycleState, list[tuple[int, Allocation]], Allocation]] = []
+        outcomes: list[Outcome] = []
+        for i, job in enumerate(jobs):
+            state = CycleState()
+            reserved: list[tuple[int, Allocation]] = []
+            real = view.nodes
+            self._current = ""
+            try:
+                out = self._cycle(
+                    view,
+                    state,
+                    job,
+                    mode=mode,
+                    gate=gate,
+                    fit_cache=None,  # resources grow again when a group is undone
+                    reserved=reserved,
+                    within=window,
+                )
+            except Exception as err:  # a plugin bug fails this group only
+                view.nodes = real
+                if reserved:
+                    self._unreserve(view, state, job, reserved)
+                plugin = self._current or "framework"
+                out = Outcome(error(f"{type(err).__name__}: {err}", plugin), Stage.DONE)
+            outcomes.append(out)
+            allocation = out.allocation
+            if not out.status.is_success or allocation is None:
+                for placed, st, res, alloc in reversed(done):
+                    if mode is Mode.NOW:
+                        view.nodes.release(alloc, exclusive=placed.spec.exclusive)
+                        self._unreserve(view, st, placed, res)
+                return outcomes, i
+            if mode is _TEST_ONLY and window is None:  # later components: taken
+                view.nodes.take(allocation, exclusive=job.spec.exclusive)
+            if window is not None:
+                window.take(allocation, exclusive=job.spec.exclusive)
+            done.append((job, state, reserved, allocation))
+        return outcomes, None
+
     def pre_filter(self, ctx: PassContext, job: Job) -> Outcome | None:
         """PreFilter alone, for a job the pass will not place anyway (its partition is
         blocked): the job's own rejection, as ``place`` would give it, or None when
@@ -546,6 +622,32 @@ class Framework:
     # -- WILL_RUN ---------------------------------------------------------------------
 
     def _will_run(self, ctx: PassContext, job: Job) -> Outcome:
+        return self._earliest(
+            ctx, job.spec.begin_time, lambda at: self.place(at, job, Mode.TEST_ONLY)
+        )
+
+    def will_run_group(
+        self, ctx: PassContext, jobs: Sequence[Job]
+    ) -> tuple[list[Outcome], int | None]:
+        """WILL_RUN for the components of a het job: the earliest instant at which all
+        of them fit together (``place_group`` in TEST_ONLY at each instant). Returns what
+        ``place_group`` returned there, or at the last instant tried."""
+        last: list[tuple[list[Outcome], int | None]] = []
+
+        def attempt(at: PassContext) -> Outcome:
+            outcomes, failed = self.place_group(at, jobs, Mode.TEST_ONLY)
+            last[:] = [(outcomes, failed)]
+            return outcomes[-1] if failed is None else outcomes[failed]
+
+        begins = [j.spec.begin_time for j in jobs if j.spec.begin_time is not None]
+        self._earliest(ctx, max(begins) if begins else None, attempt)
+        return last[0]
+
+    def _earliest(
+        self, ctx: PassContext, begin: float | None, attempt: Callable[[PassContext], Outcome]
+    ) -> Outcome:
+        """Try ``attempt`` now, then at every instant a running job is expected to end
+        (or the job may begin, or a reservation window ends), until it succeeds."""
         table = ctx.nodes.copy()
         ends: list[tuple[float, int, Job, Allocation]] = []
         for r in ctx.running:
@@ -557,7 +659,6 @@ class Framework:
             ends.append((max(start + r.time_limit_s, ctx.now), r.id, r, r.allocation))
         ends.sort(key=lambda e: (e[0], e[1]))
         times = {e[0] for e in ends}
-        begin = job.spec.begin_time
         if begin is not None and begin > ctx.now:
             times.add(begin)
         # an advance reservation's window ends: its nodes are open to everyone again
@@ -569,7 +670,7 @@ class Framework:
         ended: set[int] = set()
         k = 0
         first = ctx.fork(now=ctx.now, nodes=table, running=ctx.running)
-        outcome = self.place(first, job, Mode.TEST_ONLY)
+        outcome = attempt(first)
         if outcome.status.is_success or outcome.status.code is Code.UNRESOLVABLE:
             return outcome
         for t in instants:
@@ -580,7 +681,7 @@ class Framework:
                 k += 1
             still_running = [r for r in still_running if r.id not in ended]
             forked = ctx.fork(now=t, nodes=table, running=tuple(still_running))
-            outcome = self.place(forked, job, Mode.TEST_ONLY)
+            outcome = attempt(forked)
             if outcome.status.is_success or outcome.status.code is Code.UNRESOLVABLE:
                 return outcome
         return outcome

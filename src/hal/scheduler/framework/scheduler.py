@@ -38,16 +38,18 @@ An update is sent when a job's reason or expected start differs from the store's
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hal.core.job import Allocation, Job
 from hal.core.states import PendingReason
 from hal.scheduler.framework.backfill import run_backfill
 from hal.scheduler.framework.context import PassContext
+from hal.scheduler.framework.hetjob import decide_group, pending_het_groups
 from hal.scheduler.framework.interfaces import PREEMPTIONS
 from hal.scheduler.framework.node_table import NodeTable
 from hal.scheduler.framework.profile import Profile
@@ -67,6 +69,7 @@ from hal.scheduler.framework.snapshot import (
     Termination,
 )
 from hal.scheduler.framework.status import Code, Status, unschedulable
+from hal.scheduler.framework.timing import PluginTimes, timed_profile
 
 QUEUE = "queue"  # Status.plugin for verdicts the pass itself gives (Priority)
 # Stages whose ``Resources`` verdict is a shortage of nodes: the job blocks its partition
@@ -100,6 +103,8 @@ class PassResult:
     reservations: Mapping[int, tuple[float, float, Allocation]] = field(default_factory=dict)
     # The backfill stage of this pass (sdiag's backfill statistics); None: it did not run.
     backfill: BackfillCycle | None = None
+    # Seconds per (plugin, extension point); None: the pass was not timed (timing.py).
+    plugin_seconds: Mapping[tuple[str, str], float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +145,7 @@ class Scheduler:
         nodes: NodeTable | None = None,
         backfill: bool = True,
         explain: bool = True,
+        time_plugins: bool = False,
     ) -> PassResult:
         """One pass. ``nodes``: the snapshot's table, kept up to date by the caller (see
         ``PassContext.from_snapshot``); it is consumed. ``backfill=False`` skips the
@@ -150,7 +156,16 @@ class Scheduler:
         out the own reason of a job behind a blocked partition: it is held back without
         its PreFilter cycle and shows ``Priority`` unless backfill runs its cycle. The
         backfill stage runs the full cycle before placing or reserving any job, so
-        nothing is started or reserved that PreFilter would refuse."""
+        nothing is started or reserved that PreFilter would refuse.
+
+        ``time_plugins=True`` runs the pass with every plugin call timed and returns the
+        seconds per (plugin, extension point) in ``plugin_seconds`` (``timing.py``): same
+        decisions, slower, so callers sample it."""
+        framework = self.framework
+        times: PluginTimes | None = None
+        if time_plugins:
+            times = {}
+            framework = Framework(timed_profile(self.profile, times))
         # Python's cyclic garbage collector is off during the pass: a pass allocates tens
         # of thousands of short-lived objects (verdicts, outcomes) and makes no reference
         # cycles, but every so many allocations the collector walks every live object,
@@ -158,15 +173,22 @@ class Scheduler:
         # Reference counting still frees everything at once. Left alone when the caller
         # already turned it off.
         if not gc.isenabled():
-            return self._run_pass(snapshot, nodes, backfill, explain)
-        gc.disable()
-        try:
-            return self._run_pass(snapshot, nodes, backfill, explain)
-        finally:
-            gc.enable()
+            result = self._run_pass(framework, snapshot, nodes, backfill, explain)
+        else:
+            gc.disable()
+            try:
+                result = self._run_pass(framework, snapshot, nodes, backfill, explain)
+            finally:
+                gc.enable()
+        return result if times is None else dataclasses.replace(result, plugin_seconds=times)
 
     def _run_pass(
-        self, snapshot: ClusterSnapshot, nodes: NodeTable | None, backfill: bool, explain: bool
+        self,
+        framework: Framework,
+        snapshot: ClusterSnapshot,
+        nodes: NodeTable | None,
+        backfill: bool,
+        explain: bool,
     ) -> PassResult:
         ctx = PassContext.from_snapshot(snapshot, nodes)
         # queue → the verdict of every later job there (Priority, naming the blocker)
@@ -188,7 +210,28 @@ class Scheduler:
         terminations: list[Termination] = []
         statuses: dict[int, Status] = {}
 
-        for job in self.framework.sort(snapshot.pending):
+        # heterogeneous jobs: het job id → its pending components by offset; decided as
+        # one unit when the first of them comes up (framework/hetjob.py)
+        het_groups = pending_het_groups(snapshot.pending)
+        het_verdicts: dict[int, tuple[Status, Stage]] = {}
+
+        for job in framework.sort(snapshot.pending):
+            het = job.spec.het
+            if het is not None:
+                if job.id not in het_verdicts:
+                    verdicts.clear()  # Reserve may have run (and been undone)
+                    members = het_groups[het.job_id]
+                    het_verdicts.update(decide_group(framework, ctx, members, gate, placed))
+                st, stage = het_verdicts[job.id]
+                statuses[job.id] = st
+                if st.code is _SUCCESS:
+                    continue
+                self._held_back(job, st, stage, held, held_stages, blocked)
+                if st.terminal_state is not None:
+                    terminations.append(Termination(job.id, st.terminal_state, st.reason))
+                else:
+                    waiting.append(job)
+                continue
             gated = gate(job)
             if gated is not None and not explain:
                 statuses[job.id] = gated
@@ -210,15 +253,15 @@ class Scheduler:
                     if failed is not None:
                         st, stage = failed, _FILTER
                     else:
-                        out = self.framework.place(ctx, job, _NOW, gate=gate, fit_cache=fit_cache)
+                        out = framework.place(ctx, job, _NOW, gate=gate, fit_cache=fit_cache)
             elif gated is not None:
                 # behind the queue whatever Filter says: only its own reason is wanted
-                own = self.framework.pre_filter(ctx, job)
+                own = framework.pre_filter(ctx, job)
                 st, stage = (gated, _GATE) if own is None else (own.status, own.stage)
                 if group is not None and stage is not _DONE:
                     verdicts[group] = st if stage is _PRE_FILTER else None
             else:
-                out = self.framework.place(ctx, job, _NOW, gate=gate, fit_cache=fit_cache)
+                out = framework.place(ctx, job, _NOW, gate=gate, fit_cache=fit_cache)
             if out is not None:
                 st, stage = out.status, out.stage
                 if stage in _COMMITTING:
@@ -230,19 +273,7 @@ class Scheduler:
                 elif group is not None:
                     verdicts[group] = st if stage is _PRE_FILTER else None
             statuses[job.id] = st
-            if st.code is _UNSCHEDULABLE and (
-                stage is _GATE or (stage in _SHORTAGE and st.reason is _RESOURCES)
-            ):
-                held.append(job)
-                held_stages.append(stage)
-                queue = (job.partition, job.spec.reservation)
-                if stage is not _GATE and queue not in blocked:
-                    # a shortage: every later job of the queue waits behind this one
-                    blocked[queue] = unschedulable(
-                        PendingReason.PRIORITY,
-                        f"job {job.id} is ahead in partition {job.partition}",
-                        QUEUE,
-                    )
+            self._held_back(job, st, stage, held, held_stages, blocked)
             if st.terminal_state is not None:
                 terminations.append(Termination(job.id, st.terminal_state, st.reason))
             else:
@@ -250,13 +281,11 @@ class Scheduler:
 
         expected: dict[int, float] = {}
         reservations: dict[int, tuple[float, float, Allocation]] = {}
-        plugin = self.profile.backfill
+        plugin = framework.profile.backfill
         cycle = None
         if backfill and plugin is not None and held:
             began = time.perf_counter()
-            bf = run_backfill(
-                self.framework, ctx, plugin, held, held_stages, placed, explain=explain
-            )
+            bf = run_backfill(framework, ctx, plugin, held, held_stages, placed, explain=explain)
             cycle = BackfillCycle(
                 time.perf_counter() - began, len(held), len(bf.placements), len(bf.reservations)
             )
@@ -297,6 +326,32 @@ class Scheduler:
         )
         return PassResult(plan, statuses, dict(rejections), reservations, cycle)
 
+    @staticmethod
+    def _held_back(
+        job: Job,
+        st: Status,
+        stage: Stage,
+        held: list[Job],
+        held_stages: list[Stage],
+        blocked: dict[Queue, Status],
+    ) -> None:
+        """A job the queue holds back (gate) or that is short of nodes goes to backfill;
+        a shortage also blocks its queue for every later job."""
+        if st.code is _UNSCHEDULABLE and (
+            stage is _GATE or (stage in _SHORTAGE and st.reason is _RESOURCES)
+        ):
+            held.append(job)
+            held_stages.append(stage)
+            queue = (job.partition, job.spec.reservation)
+            if stage is not _GATE and queue not in blocked:
+                # a shortage: every later job of the queue waits behind this one
+                blocked[queue] = unschedulable(
+                    PendingReason.PRIORITY,
+                    f"job {job.spec.het.display_id if job.spec.het else job.id} is ahead "
+                    f"in partition {job.partition}",
+                    QUEUE,
+                )
+
     def will_run(self, snapshot: ClusterSnapshot, job: Job) -> WillRunResult | Status:
         """Earliest start and nodes for ``job`` (``sbatch --test-only``), or the Status
         saying why it cannot be placed at any foreseeable time (held, dependency,
@@ -306,6 +361,22 @@ class Scheduler:
         if out.status.is_success and out.allocation is not None and out.start_time is not None:
             return WillRunResult(job.id, out.start_time, out.allocation)
         return out.status
+
+    def will_run_group(
+        self, snapshot: ClusterSnapshot, jobs: Sequence[Job]
+    ) -> list[WillRunResult] | Status:
+        """Earliest common start and nodes of every component of a het job
+        (``sbatch --test-only`` with components), or why it cannot start (the blocking
+        component's Status)."""
+        ctx = PassContext.from_snapshot(snapshot)
+        outcomes, failed = self.framework.will_run_group(ctx, jobs)
+        if failed is not None:
+            return outcomes[failed].status
+        results = []
+        for job, out in zip(jobs, outcomes, strict=True):
+            assert out.allocation is not None and out.start_time is not None
+            results.append(WillRunResult(job.id, out.start_time, out.allocation))
+        return results
 
     def test_only(self, snapshot: ClusterSnapshot, job: Job) -> Allocation | Status:
         """Would ``job`` start now on this snapshot (ignoring the other pending jobs)?"""

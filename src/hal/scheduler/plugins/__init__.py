@@ -154,13 +154,15 @@ def default_profile(
     data_weight: float = DATA_WEIGHT,
     locality_wait_s: float = LOCALITY_WAIT_S,
     preemption: bool = False,
+    topology_aware: bool = True,
 ) -> dict[str, object]:
-    """The default profile as a plain config mapping (a fresh copy to edit). With a
-    ``topology`` (the cluster has one configured), the ``topology`` plugin is added
-    with the tree's level names. ``backfill=False`` leaves out the backfill plugin (strict
-    priority order, as the simulator's ``fcfs`` policy wants). ``limits=True`` (some
-    account or QoS limit is configured: ``PriorityPolicy.has_limits``) adds the
-    ``limits`` plugin before ``noderesources``; the registry must then be given the
+    """The default profile as a plain config mapping (a fresh copy to edit). The
+    ``topology`` plugin is always in it; a ``topology`` (the cluster has one configured)
+    gives it the tree's level names; ``topology_aware=False`` leaves it out (baselines that
+    measure what topology-aware placement buys). ``backfill=False`` leaves out the backfill
+    plugin (strict priority order, as the simulator's ``fcfs`` policy wants).
+    ``limits=True`` (some account or QoS limit is configured: ``PriorityPolicy.has_limits``)
+    adds the ``limits`` plugin before ``noderesources``; the registry must then be given the
     policy (``default_registry(policy=...)``). ``data=True`` (a data plane is configured)
     adds ``datalocality`` with score weight ``data_weight``, holding a job up to
     ``locality_wait_s`` for a node by its data (delay scheduling; 0: never).
@@ -175,8 +177,11 @@ def default_profile(
         plugins.append(datalocality.NAME)
         weights[datalocality.NAME] = data_weight
         args[datalocality.NAME] = {"locality_wait": locality_wait_s}
-    if topology is not None:
+    # always there: without a tree it only answers --topology (nvlink domains, unknown
+    # levels) and leaves placement to node-score order (SKIP)
+    if topology_aware:
         plugins.append(topology_plugin.NAME)
+    if topology is not None and topology_aware:
         args[topology_plugin.NAME] = {"level_names": list(topology.level_names)}
     if preemption:
         plugins.append(PREEMPTION)

@@ -166,14 +166,20 @@ class Limits:
         """The pass's usage table, counted from ``ctx.running`` on first use."""
         usage = ctx.data.get(USAGE)
         if usage is None:
-            usage = Usage()
-            for job in ctx.running:
-                if not job.state.is_active or job.allocation is None:
-                    continue
-                qos, chain = self._keys(job)
-                if qos or chain:
-                    self._charge(usage, job, qos, chain, allocation_tres(job.allocation), 1)
+            usage = self.usage_of(ctx.running)
             ctx.data.write(USAGE, usage)
+        return usage
+
+    def usage_of(self, running: Iterable[Job]) -> Usage:
+        """What ``running`` jobs hold against each limited QoS and account (also what
+        ``GET /v1/limits`` shows)."""
+        usage = Usage()
+        for job in running:
+            if not job.state.is_active or job.allocation is None:
+                continue
+            qos, chain = self._keys(job)
+            if qos or chain:
+                self._charge(usage, job, qos, chain, allocation_tres(job.allocation), 1)
         return usage
 
     def check(

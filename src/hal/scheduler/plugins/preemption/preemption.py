@@ -109,6 +109,7 @@ class Preempt:
             if (
                 alloc is None
                 or r.state is not JobState.RUNNING
+                or (r.spec.het is not None and r.spec.het.offset > 0)  # ends with its 0
                 or leaving(r)
                 or r.id in taken
                 or not (self._outranks(ctx, job, r) or (reclaims is not None and reclaims(r)))

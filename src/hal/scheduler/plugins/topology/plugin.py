@@ -36,6 +36,7 @@ from hal.core.job import Job
 from hal.core.node import Node
 from hal.core.states import PendingReason
 from hal.core.topology import BLOCK, level_index
+from hal.core.topology_labels import LABEL_LEVELS
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
 from hal.scheduler.framework.interfaces import IndexArray
@@ -53,7 +54,7 @@ from hal.scheduler.plugins.topology.place import (
     fitting_domains,
     free_per_leaf,
 )
-from hal.scheduler.plugins.topology.tree import TreeIndex
+from hal.scheduler.plugins.topology.tree import IntArray, TreeIndex
 
 NAME = "topology"
 DEFAULT_MAX_SWITCH_WAIT_S = 300  # Slurm's max_switch_wait default
@@ -62,6 +63,8 @@ DEFAULT_MAX_SWITCH_WAIT_S = 300  # Slurm's max_switch_wait default
 LEVEL: StateKey[int] = StateKey("topology.level")
 # Per pass: the tree index of the pass's nodes (fixed for the pass).
 INDEX: StateKey[TreeIndex] = StateKey("topology.index")
+# Per pass: each row's NVLink domain as an id (ids in name order; -1: none).
+DOMAINS: StateKey[IntArray] = StateKey("topology.nvlink_domains")
 
 
 class TopologyPlacement:
@@ -80,6 +83,8 @@ class TopologyPlacement:
         self._nodes: Sequence[Node] | None = None
         self._key: tuple[tuple[str, ...], ...] | None = None
         self._index: TreeIndex | None = None
+        self._domain_nodes: Sequence[Node] | None = None
+        self._domain_codes: IntArray = np.empty(0, dtype=np.intp)
 
     def index_for(self, ctx: PassContext) -> TreeIndex:
         found = ctx.data.get(INDEX)
@@ -98,6 +103,11 @@ class TopologyPlacement:
     def _level(self, name: str, index: TreeIndex) -> int | None:
         if index.blocks and name == BLOCK and name not in self.level_names:
             return 0
+        labels = index.label_levels
+        if labels and name not in self.level_names:
+            # a label tree: rack is level 0, zone 1, region 2, site 3 (fixed depth), and
+            # only the levels some node is labelled with exist
+            return LABEL_LEVELS.index(name) if name in labels else None
         level = level_index(name, self.level_names, index.top)
         # a configured name above this tree's top: the whole tree is one such domain
         return None if level is None else min(level, index.top)
@@ -106,10 +116,19 @@ class TopologyPlacement:
 
     def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
         wanted = job.spec.topology
-        if wanted is None or wanted.level == NVLINK:  # inside a node: plugin nvlink
+        if wanted is None:
             return SUCCESS
+        if wanted.level == NVLINK:  # inside a node: plugin nvlink; across nodes: here
+            return self._pre_filter_nvlink(ctx, job, wanted.required)
         index = self.index_for(ctx)
-        level = self._level(wanted.level, index)
+        level = None if index.flat else self._level(wanted.level, index)
+        if level is None and index.flat:
+            return unresolvable(
+                PendingReason.BAD_CONSTRAINTS,
+                f"--topology {wanted}: this cluster has no topology levels (no switch "
+                "tree, blocks or rack/zone/region/site labels); only nvlink applies",
+                NAME,
+            )
         if level is None:
             known = ", ".join(self._level_names(index))
             return unresolvable(
@@ -131,7 +150,71 @@ class TopologyPlacement:
                 )
         return SUCCESS
 
+    def _pre_filter_nvlink(self, ctx: PassContext, job: Job, required: bool) -> Status:
+        """A multi-node ``required=nvlink`` job larger than every NVLink domain of its
+        partition can never run (BadConstraints). A partition without domains keeps the
+        per-node meaning only (each node's GPUs from one island)."""
+        need = max(job.spec.nodes_min, 1)
+        if need < 2 or not required:
+            return SUCCESS
+        codes = self.domains_for(ctx)[ctx.nodes.partition_mask(job.partition)]
+        codes = codes[codes >= 0]
+        if not len(codes):
+            return SUCCESS
+        largest = int(np.bincount(codes).max())
+        if need > largest:
+            return unresolvable(
+                PendingReason.BAD_CONSTRAINTS,
+                f"--topology required=nvlink: the largest NVLink domain of partition "
+                f"{job.partition} has {largest} node(s), the job needs {need}",
+                NAME,
+            )
+        return SUCCESS
+
+    def _nvlink_domain(
+        self, ctx: PassContext, job: Job, ranked: IndexArray, count: int
+    ) -> Sequence[IndexArray] | Status | None:
+        """``count`` rows of one multi-node NVLink domain: the domain with the fewest
+        feasible nodes that still has ``count`` (best fit, so whole domains stay free for
+        big jobs; ties: the lowest name), in node-score order. None when the job's
+        partition has no domains (then the job is placed as any other, as PreFilter
+        decided: a GPU partition elsewhere having domains does not make it wait)."""
+        codes = self.domains_for(ctx)
+        if not len(codes) or codes[ctx.nodes.partition_mask(job.partition)].max(initial=-1) < 0:
+            return None
+        of = codes[ranked]
+        free = np.bincount(of[of >= 0], minlength=int(codes.max()) + 1)
+        fits = np.flatnonzero(free >= count)
+        if not len(fits):
+            wanted = job.spec.topology
+            if wanted is not None and not wanted.required:
+                return None
+            return unschedulable(
+                PendingReason.RESOURCES,
+                f"--topology {wanted}: no NVLink domain has {count} free nodes",
+                NAME,
+            )
+        # np.argmin takes the first (lowest id, so lowest name) among equal counts
+        domain = int(fits[int(np.argmin(free[fits]))])
+        return (ranked[of == domain][:count],)
+
+    def domains_for(self, ctx: PassContext) -> IntArray:
+        """Each row's NVLink domain id for this pass (cached on the node tuple)."""
+        found = ctx.data.get(DOMAINS)
+        if found is not None:
+            return found
+        nodes = ctx.nodes.nodes
+        if self._domain_nodes is not nodes:
+            names = [n.nvlink_domain for n in nodes]
+            ids = {d: i for i, d in enumerate(sorted(set(names) - {""}))}
+            self._domain_codes = np.array([ids.get(d, -1) for d in names], dtype=np.intp)
+            self._domain_nodes = nodes
+        ctx.data.write(DOMAINS, self._domain_codes)
+        return self._domain_codes
+
     def _level_names(self, index: TreeIndex) -> list[str]:
+        if index.label_levels:
+            return [*index.label_levels, NVLINK]
         top = index.top
         leaf = BLOCK if index.blocks else "leaf"
         names = list(self.level_names[:top])
@@ -143,8 +226,14 @@ class TopologyPlacement:
     def generate(
         self, ctx: PassContext, state: CycleState, job: Job, ranked: IndexArray, count: int
     ) -> Sequence[IndexArray] | Status:
-        index = self.index_for(ctx)
         spec = job.spec
+        if spec.topology is not None and spec.topology.level == NVLINK:
+            found = self._nvlink_domain(ctx, job, ranked, count)
+            if found is not None:
+                return found
+        index = self.index_for(ctx)
+        if index.flat:  # no topology: node-score order, as without this plugin
+            return SKIP
         free = free_per_leaf(index, ranked)
         top = index.top
         wanted = spec.topology

@@ -14,13 +14,14 @@ as leaves, their aggregations above (``blocks`` tells).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from hal.core.node import Node
 from hal.core.topology import BLOCK_ROOT
+from hal.core.topology_labels import LABEL_LEVELS, level_of_label
 
 IntArray = npt.NDArray[np.intp]
 
@@ -32,6 +33,20 @@ class TreeIndex:
     # all zeros (the core)
     up: tuple[IntArray, ...]
     names: tuple[tuple[str, ...], ...]  # names[k][id]: the domain's switch name
+    # Both computed once here, not per call: the plugin is in the default profile and
+    # asks for every multi-node job; walking 10,000 leaf names each time cost a third of
+    # a 50,000-job x 10,000-node pass (hal bench sched-pass, docs/benchmarks.md).
+    # flat: no node has a path (each is a leaf of its own): no topology to place on.
+    flat: bool = field(init=False)
+    # the label levels (rack, zone, ...) some node really has, leaf first, when the
+    # paths come from topology labels (core.topology_labels); () otherwise
+    label_levels: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "flat", self.top == 1 and all(n.startswith("~") for n in self.names[0])
+        )
+        object.__setattr__(self, "label_levels", _label_levels(self.names))
 
     @property
     def top(self) -> int:
@@ -81,3 +96,21 @@ class TreeIndex:
         per_leaf = np.bincount(self.leaf_of[rows], minlength=self.n_leaves)
         up = self.up[level]
         return np.bincount(up, weights=per_leaf, minlength=int(up.max()) + 1).astype(np.intp)
+
+
+def _label_levels(names: tuple[tuple[str, ...], ...]) -> tuple[str, ...]:
+    """``TreeIndex.label_levels`` from the domain names per level.
+
+    A node without any label (a leaf ``~NAME`` of its own, e.g. an agent started without
+    ``--topology-label``) does not turn a label tree into an unnamed one: it is a rack
+    (and zone...) of its own, so ``required=rack`` keeps its meaning."""
+    racks = [n for n in names[0] if not n.startswith("~")]
+    if len(names) - 1 < len(LABEL_LEVELS) or not racks:
+        return ()
+    if any(level_of_label(n) != "rack" for n in racks):
+        return ()
+    present: list[str] = []
+    for k, level in enumerate(LABEL_LEVELS):
+        if any(n.partition("=")[2][:1] not in ("", "~") for n in names[k]):
+            present.append(level)
+    return tuple(present)
