@@ -85,6 +85,8 @@ class AgentState:
         self._awaiting_ack: dict[tuple[int, int], int] = {}  # finished → final report seq
         self._tombstones: dict[int, _Tombstone] = {}
         self._finished: deque[tuple[int, int]] = deque(maxlen=RECENTLY_FINISHED)
+        # a newer attempt's launch waiting for the old attempt, being stopped, to end
+        self._deferred: dict[int, LaunchRequested] = {}
 
     # -- the one entry point ------------------------------------------------------------
 
@@ -138,17 +140,14 @@ class AgentState:
         key = (launch.job_id, launch.attempt)
         current = self.jobs.get(launch.job_id)
         if current is not None:
-            if current.attempt == launch.attempt:
-                return []  # delivered twice: the job already runs
-            return [
-                self._report(
-                    "launch_failed",
-                    launch.job_id,
-                    launch.attempt,
-                    now,
-                    message=f"attempt {current.attempt} of job {launch.job_id} still runs here",
-                )
-            ]
+            if current.attempt >= launch.attempt:
+                return []  # delivered twice, or an older attempt's launch overtaken
+            # The server requeued the job (e.g. while this node was silent) and placed the
+            # new attempt here before the old one ended: end the old one, then start.
+            self._deferred[launch.job_id] = event
+            return self._request_stop(
+                current, JobState.CANCELLED.value, self.kill_wait_seconds, now
+            )
         if key in self._awaiting_ack or key in self._finished:
             return []  # this attempt already ran on this node
         tomb = self._tombstones.pop(launch.job_id, None)
@@ -219,7 +218,7 @@ class AgentState:
             "launch_failed", job.job_id, job.attempt, event.time, message=event.message
         )
         self._finish_bookkeeping(job, report)
-        return [report]
+        return [report, *self._launch_deferred(job.job_id, event.time)]
 
     def _exited(self, event: ProcessExited) -> list[Command]:
         job = self._current(event.job_id, event.attempt)
@@ -242,7 +241,14 @@ class AgentState:
             message=message,
         )
         self._finish_bookkeeping(job, report)
-        return [report]
+        return [report, *self._launch_deferred(job.job_id, event.time)]
+
+    def _launch_deferred(self, job_id: int, now: float) -> list[Command]:
+        """Start the newer attempt that waited for the one that just ended."""
+        waiting = self._deferred.pop(job_id, None)
+        if waiting is None:
+            return []
+        return self._launch(LaunchRequested(waiting.launch, now))
 
     def _signal(self, event: SignalRequested) -> list[Command]:
         req = event.request
@@ -270,6 +276,8 @@ class AgentState:
             if not any(jid == req.job_id for jid, _ in self._awaiting_ack):
                 self._tombstones[req.job_id] = _Tombstone(req.state, now + TOMBSTONE_SECONDS)
             return []
+        if req.job_id in self._deferred:  # for the waiting attempt: it ends before it starts
+            self._tombstones[req.job_id] = _Tombstone(req.state, now + TOMBSTONE_SECONDS)
         return self._request_stop(job, req.state, req.kill_wait_seconds, now)
 
     def _registered(self, event: Registered) -> list[Command]:

@@ -260,13 +260,41 @@ def test_cancel_that_overtakes_its_launch_wins() -> None:
     assert [(r.kind, r.state) for r in reports(commands)] == [("finished", "CANCELLED")]
 
 
-def test_repeated_launch_is_ignored_and_other_attempt_refused() -> None:
+def test_repeated_launch_and_an_older_attempt_are_ignored() -> None:
+    d = Driver()
+    d.launch(attempt=1)
+    d.start(attempt=1)
+    assert d.launch(attempt=1) == []
+    assert d.launch(attempt=0) == []
+    assert d.machine.jobs[1].attempt == 1
+
+
+def test_a_newer_attempt_stops_the_old_one_and_starts_when_it_has_ended() -> None:
+    """The server requeued the job while this node was silent and placed attempt 1 here
+    again before attempt 0's processes were gone: no launch failure, a clean hand-over."""
+    d = Driver(kill_wait=5)
+    d.run()
+    commands = d.launch(attempt=1)
+    assert signals(commands) == [(CONT, True), (TERM, True)]
+    assert not any(isinstance(c, SpawnJob) for c in commands) and reports(commands) == []
+    assert d.machine.jobs[1].attempt == 0  # still the old one, being stopped
+    ended = d.exit(attempt=0, exit_signal=TERM)
+    assert [(r.kind, r.attempt) for r in reports(ended)] == [("finished", 0)]
+    (spawn,) = [c for c in ended if isinstance(c, SpawnJob)]
+    assert (spawn.launch.attempt, d.machine.jobs[1].attempt) == (1, 1)
+
+
+def test_cancel_of_a_waiting_attempt_ends_it_before_it_starts() -> None:
     d = Driver()
     d.run()
-    assert d.launch() == []
-    (report,) = reports(d.launch(attempt=1))
-    assert report.kind == "launch_failed" and "still runs" in report.message
-    assert d.machine.jobs[1].attempt == 0
+    d.launch(attempt=1)
+    d.cancel(state="CANCELLED")
+    ended = d.exit(attempt=0, exit_signal=TERM)
+    assert not any(isinstance(c, SpawnJob) for c in ended)
+    assert [(r.attempt, r.kind, r.state) for r in reports(ended)] == [
+        (0, "finished", "CANCELLED"),
+        (1, "finished", "CANCELLED"),
+    ]
 
 
 def test_launch_of_a_finished_attempt_is_not_run_again() -> None:
