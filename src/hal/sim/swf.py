@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import gzip
 import io
-from collections.abc import Iterable, Iterator
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import IO
@@ -121,6 +122,14 @@ def _parse(line: str, where: str) -> SwfRecord:
 
 def read_swf(path: str | Path) -> tuple[SwfHeader, list[SwfRecord]]:
     """The header and every job line of ``path`` (``.swf`` or ``.swf.gz``)."""
+    header, table = read_swf_table(path)
+    return header, list(records_of(table, range(len(table))))
+
+
+def read_swf_table(path: str | Path) -> tuple[SwfHeader, np.ndarray]:
+    """The header and the job lines as one float table (a row per line, file order,
+    the 18 fields as columns): ``records_of`` makes records of the rows wanted, so a
+    caller that needs a few thousand jobs of a long trace builds only those."""
     path = Path(path)
     header = SwfHeader()
     lines: list[tuple[int, str]] = []
@@ -141,49 +150,40 @@ def read_swf(path: str | Path) -> tuple[SwfHeader, list[SwfRecord]]:
                 lines.append((n, line))
     except OSError as err:
         raise SwfError(f"cannot read trace {path}: {err.strerror or err}") from err
-    return header, _records(lines, path)
+    return header, _table(lines, path)
 
 
-def _records(lines: list[tuple[int, str]], path: Path) -> list[SwfRecord]:
+def _table(lines: list[tuple[int, str]], path: Path) -> np.ndarray:
     """Parse all job lines at once (one numpy conversion: 300,000 lines in about a
     second); fall back to line by line to name the first bad line."""
     if not lines:
-        return []
-    words = " ".join(line for _, line in lines).split()
-    if len(words) != 18 * len(lines):
+        return np.empty((0, 18))
+    try:  # a word that is no number: a ValueError (NumPy 2.3+) or a warning, found below
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)
+            values = np.fromstring(" ".join(line for _, line in lines), sep=" ")
+    except (ValueError, DeprecationWarning):
+        values = np.empty(0)
+    if values.size != 18 * len(lines):
         for n, line in lines:
             _parse(line, f"{path}:{n}")
-    try:
-        table = np.array(words, dtype=np.float64).reshape(len(lines), 18)
-    except ValueError:
-        for n, line in lines:
-            _parse(line, f"{path}:{n}")
-        raise
-    ints = table.astype(np.int64).tolist()
-    floats = table.tolist()
-    return [
-        SwfRecord(
-            i[0],
-            f[1],
-            f[2],
-            f[3],
-            i[4],
-            f[5],
-            f[6],
-            i[7],
-            f[8],
-            f[9],
-            i[10],
-            i[11],
-            i[12],
-            i[13],
-            i[14],
-            i[15],
-            i[16],
-            f[17],
-        )
-        for i, f in zip(ints, floats, strict=True)
-    ]
+        raise SwfError(f"{path}: expected 18 fields on each job line")
+    return values.reshape(len(lines), 18)
+
+
+def records_of(table: np.ndarray, rows: Sequence[int] | np.ndarray) -> Iterator[SwfRecord]:
+    """The records of ``rows`` of a ``read_swf_table`` table, in that order, made in
+    chunks as they are consumed."""
+    for start in range(0, len(rows), _CHUNK):
+        part = table[np.asarray(rows[start : start + _CHUNK], dtype=np.intp)]
+        columns = [
+            part[:, k].astype(np.int64).tolist() if k in _INT_FIELDS else part[:, k].tolist()
+            for k in range(18)
+        ]
+        yield from map(SwfRecord, *columns)
+
+
+_CHUNK = 4096
 
 
 def _fmt(value: float | int) -> str:

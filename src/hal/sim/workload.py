@@ -9,11 +9,14 @@ would have been killed there).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from hal.core.errors import InvalidRequest
-from hal.sim.swf import SwfHeader, SwfRecord, read_swf
+from hal.sim.swf import SwfHeader, SwfRecord, read_swf_table, records_of
 
 SIZE_RULES = ("max", "alloc", "req")
 
@@ -59,7 +62,11 @@ def _size(rec: SwfRecord, rule: str) -> int:
     return max(rec.procs_alloc, rec.procs_req)
 
 
-def clean(header: SwfHeader, records: list[SwfRecord], cleaning: Cleaning) -> Workload:
+def clean(
+    header: SwfHeader, records: Iterable[SwfRecord], cleaning: Cleaning, *, ordered: bool = False
+) -> Workload:
+    """The jobs to replay from ``records``, in (submit time, job number) order;
+    ``ordered``: the records already come in that order."""
     if cleaning.size_rule not in SIZE_RULES:
         raise InvalidRequest(f"size rule must be one of {', '.join(SIZE_RULES)}")
     machine = cleaning.procs or header.machine_procs
@@ -70,8 +77,7 @@ def clean(header: SwfHeader, records: list[SwfRecord], cleaning: Cleaning) -> Wo
     jobs: list[TraceJob] = []
     dropped = 0
     # Some logs are not sorted by submit time (LLNL-Thunder); the replay order is.
-    ordered = sorted(records, key=lambda r: (r.submit, r.job))
-    for rec in ordered:
+    for rec in records if ordered else sorted(records, key=lambda r: (r.submit, r.job)):
         size = _size(rec, cleaning.size_rule)
         run = rec.run
         if cleaning.drop_invalid and (run <= 0 or size <= 0 or rec.submit < 0):
@@ -100,5 +106,7 @@ def clean(header: SwfHeader, records: list[SwfRecord], cleaning: Cleaning) -> Wo
 
 
 def load_workload(path: str | Path, cleaning: Cleaning | None = None) -> Workload:
-    header, records = read_swf(path)
-    return clean(header, records, cleaning or Cleaning())
+    header, table = read_swf_table(path)
+    # sorted on the table, records made lazily: --first-jobs builds only what it keeps
+    order = np.lexsort((table[:, 0], table[:, 1]))  # stable, as sorted() is
+    return clean(header, records_of(table, order), cleaning or Cleaning(), ordered=True)

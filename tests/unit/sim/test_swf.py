@@ -52,3 +52,11 @@ def test_reads_a_real_archive_file() -> None:
     header, recs = read_swf(TRACES / "KTH-SP2-1996-2.swf.gz")
     assert header.machine_procs == 100
     assert len(recs) == 28_489
+
+
+def test_a_word_that_is_no_number_names_the_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.swf"
+    good = " ".join(["1"] * 18)
+    path.write_text(f"; MaxProcs: 4\n{good}\n{' '.join(['1'] * 17)} x\n")
+    with pytest.raises(SwfError, match=r"bad.swf:3: could not convert string to float: 'x'"):
+        read_swf(path)

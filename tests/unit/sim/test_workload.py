@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from hal.core.errors import InvalidRequest
-from hal.sim.swf import SwfHeader, SwfRecord
-from hal.sim.workload import Cleaning, clean
+from hal.sim.swf import SwfHeader, SwfRecord, read_swf
+from hal.sim.workload import Cleaning, clean, load_workload
+
+THUNDER = Path(__file__).parents[3].parent / "shared/traces/LLNL-Thunder-2007-1.1-cln.swf.gz"
 
 
 def rec(
@@ -55,3 +59,16 @@ def test_no_machine_size_anywhere_is_a_user_error() -> None:
     """METACENTRUM's copy has no header: the user must say --procs."""
     with pytest.raises(InvalidRequest, match="--procs"):
         clean(SwfHeader(), [rec(1, 0, 5, 1, 1, 9)], Cleaning())
+
+
+@pytest.mark.skipif(not THUNDER.exists(), reason="no traces")
+def test_loading_a_prefix_of_an_unsorted_trace_sorts_before_it_cuts() -> None:
+    """LLNL-Thunder is not in submit order: the first jobs are the earliest submitted,
+    the same as cleaning every record and then cutting."""
+    header, records = read_swf(THUNDER)
+    every = clean(header, records, Cleaning())
+    first = load_workload(THUNDER, Cleaning(first_jobs=2_000))
+    assert [j.record for j in first.jobs] == [j.record for j in every.jobs[:2_000]]
+    assert [j.submit for j in first.jobs] == sorted(j.submit for j in first.jobs)
+    file_order = [r.job for r in records[:2_000]]
+    assert file_order != [j.id for j in first.jobs]  # the trace really is out of order
