@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hal.core.job import Job
@@ -190,8 +190,14 @@ class PriorityService:
             self._assign(pending, now)
 
     # -- views ----------------------------------------------------------------------------
-    def pending(self) -> list[JobPriority]:
-        jobs = [j for j in self.cluster.unfinished.values() if j.state is JobState.PENDING]
+    def pending(self, keep: Callable[[Job], bool] | None = None) -> list[JobPriority]:
+        """The pending jobs' priorities, by id; ``keep``: only the jobs it accepts (the
+        filter runs first, so asking for one job does not evaluate the whole queue)."""
+        jobs = [
+            j
+            for j in self.cluster.unfinished.values()
+            if j.state is JobState.PENDING and (keep is None or keep(j))
+        ]
         now = self.cluster.clock.now()
         return [self.evaluate(j, now) for j in sorted(jobs, key=lambda j: j.id)]
 

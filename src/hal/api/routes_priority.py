@@ -12,6 +12,7 @@ from hal.api.explain import explain, priority_info, share_info
 from hal.api.limits import limit_list
 from hal.api.priority import PriorityService
 from hal.core.errors import Conflict, NotFound
+from hal.core.job import Job
 from hal.state.cluster import Caller
 from hal.wire.priority import (
     BASIC,
@@ -58,18 +59,20 @@ async def priorities(
             f"table to hal.toml for {MULTIFACTOR}"
         )
     users, ids, parts = _split(user), _split(id), _split(partition)
-    rows = [
-        priority_info(p)
-        for p in service.pending()
-        if (not users or p.job.spec.user in users)
-        and (not parts or p.job.partition in parts)
-        and (
-            not ids
-            or str(p.job.id) in ids
-            or p.job.display_id in ids
-            or str(p.job.array_job_id) in ids
+
+    def wanted(job: Job) -> bool:
+        return (
+            (not users or job.spec.user in users)
+            and (not parts or job.partition in parts)
+            and (
+                not ids
+                or str(job.id) in ids
+                or job.display_id in ids
+                or str(job.array_job_id) in ids
+            )
         )
-    ]
+
+    rows = [priority_info(p) for p in service.pending(wanted)]
     policy = service.policy
     weights = PriorityWeightsInfo(
         age=policy.weight_age,
