@@ -313,15 +313,21 @@ async def check_nodes(cluster: Cluster) -> list[str]:
     """Mark nodes whose agent went silent DOWN and end or requeue their jobs."""
     now = cluster.clock.now()
     timeout = cluster.config.node_timeout_seconds
-    dead = [
-        n
-        for n in cluster.nodes.values()
-        if n.state is not NodeState.DOWN
-        and now - max(n.last_heartbeat, _last_seen(cluster, n.name)) > timeout
-    ]
-    if not dead:
+
+    def silent() -> list[Node]:
+        return [
+            n
+            for n in cluster.nodes.values()
+            if n.state is not NodeState.DOWN
+            and now - max(n.last_heartbeat, _last_seen(cluster, n.name)) > timeout
+        ]
+
+    if not silent():
         return []
     async with cluster._lock:
+        dead = silent()  # again: an agent may have registered while this waited
+        if not dead:
+            return []
         nodes = [n.evolve(state=NodeState.DOWN, reason="Not responding") for n in dead]
         names = {n.name for n in nodes}
         changed: list[Job] = []
