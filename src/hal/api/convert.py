@@ -16,7 +16,8 @@ from hal.core.slurm_syntax import (
     parse_switches,
     parse_topology,
 )
-from hal.state.cluster import SUSPENDED_AT, SUSPENDED_S, Cluster
+from hal.state.cluster import Cluster
+from hal.state.suspension import SUSPENDED_AT, SUSPENDED_S
 from hal.wire.jobs import JobInfo, JobSubmit
 from hal.wire.nodes import BlockInfo, NodeInfo, PartitionInfo, SwitchInfo, TopologyInfo
 

@@ -215,6 +215,7 @@ class HalServer:
             try:
                 await agents.check_nodes(self.cluster)
                 await preempt.end_graced(self.cluster)
+                await preempt.resume_freed(self.cluster)
                 ticks += 1
                 if ticks % 30 == 0:
                     self.cluster.prune()

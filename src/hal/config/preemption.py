@@ -2,11 +2,12 @@
 
     [preemption]
     type = "qos"            # PreemptType: "off" (default), "qos" or "partition_prio"
-    mode = "requeue"        # PreemptMode: "requeue" (default) or "cancel"
+    mode = "requeue"        # PreemptMode: "requeue" (default), "cancel" or "suspend"
     grace_time = 30         # GraceTime: seconds of notice before the kill (default 0)
     exempt_time = "10:00"   # PreemptExemptTime: never preempt a job younger than this
 
-Suspend/gang mode is not supported: a config asking for it is refused, naming the field.
+``suspend`` (Slurm's ``PreemptMode=SUSPEND,GANG``) stops a victim instead of ending it
+and resumes it when its CPUs are free again; ``grace_time`` does not apply to it.
 """
 
 from __future__ import annotations
@@ -33,8 +34,7 @@ def preemption_from_table(raw: Any, source: str) -> PreemptionPolicy:
         raise _fail(source, "preemption.type", f"must be one of {', '.join(types)}")
     mode = raw.get("mode", PreemptMode.REQUEUE.value)
     if mode not in PREEMPT_MODES:
-        hint = " (HAL cannot suspend jobs yet)" if mode == "suspend" else ""
-        raise _fail(source, "preemption.mode", f"must be one of {', '.join(PREEMPT_MODES)}{hint}")
+        raise _fail(source, "preemption.mode", f"must be one of {', '.join(PREEMPT_MODES)}")
     return PreemptionPolicy(
         type=PreemptType(kind),
         mode=PreemptMode(mode),

@@ -304,7 +304,7 @@ _QOS_KEYS = {
     "preempt_mode",
     "grace_time",
 }
-PREEMPT_MODES = ("requeue", "cancel")
+PREEMPT_MODES = ("requeue", "cancel", "suspend")
 
 
 def _qos(items: Any, source: str) -> tuple[Qos, ...]:

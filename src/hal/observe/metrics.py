@@ -29,13 +29,12 @@ from prometheus_client.registry import Collector
 from hal import __version__
 from hal.core.clock import Clock
 from hal.core.job import Job
-from hal.core.preemption import PREEMPTED_BY
+from hal.core.preemption import PREEMPT_MODE, PREEMPTED_BY
 from hal.core.states import JobState, PendingReason
 from hal.scheduler.framework.scheduler import PassResult
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.scheduler.service import CycleStats, PassRunner
 from hal.state.cluster import Cluster
-from hal.state.preempt import PREEMPT_MODE
 
 if TYPE_CHECKING:
     from hal.observe.anomalies import AnomalyDetector
@@ -55,6 +54,9 @@ ERROR_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 100)
 # Final states as metric label values (the conventions' short vocabulary).
 FINISHED_LABEL = {s: s.value.lower() for s in JobState if s.is_terminal}
 FINISHED_LABEL[JobState.OUT_OF_MEMORY] = "oom"
+
+# a resumed job (SUSPENDED → RUNNING) did not start again
+_RUNNING = (JobState.RUNNING, JobState.SUSPENDED)
 
 Seen = tuple[JobState, int, bool, bool]  # state, restarts, launched, preempted
 
@@ -207,7 +209,7 @@ class HalMetrics:
                 submitted[job.partition] += 1
             elif state is JobState.PENDING and prev is not None and job.restarts > prev[1]:
                 requeued[job.partition] += 1
-            elif state is JobState.RUNNING and (prev is None or prev[0] is not JobState.RUNNING):
+            elif state is JobState.RUNNING and (prev is None or prev[0] not in _RUNNING):
                 started[job.partition] += 1
                 if job.start_time is not None:
                     wait = max(0.0, job.start_time - job.submit_time)

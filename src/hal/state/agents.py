@@ -21,6 +21,7 @@ from hal.core.node import Node
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState, NodeState
 from hal.core.topology_labels import check_labels
+from hal.state import preempt
 from hal.state.cluster import Cluster
 from hal.state.launch import build_launch
 from hal.state.store import EventRow, StoredEvent, Transaction
@@ -307,6 +308,10 @@ async def apply_reports(cluster: Cluster, node: str, reports: list[JobReport]) -
 
         if changed:
             await cluster._commit(list(changed.values()), events, extra)
+    if any(not j.state.is_active for j in changed.values()):
+        # what they held is free: victims suspended for them go on before the next
+        # scheduling pass can give those CPUs to someone else
+        await preempt.resume_freed(cluster)
 
 
 async def check_nodes(cluster: Cluster) -> list[str]:

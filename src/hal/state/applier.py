@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from hal.core.job import Job
 from hal.core.node import Node
+from hal.core.preemption import holding
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState
 from hal.scheduler.framework.snapshot import Placement
@@ -61,30 +62,33 @@ def check_placement(
 
 
 def hold(usage: dict[str, NodeUsage], job: Job) -> None:
-    """Account ``job``'s allocation on its nodes."""
-    if job.allocation is None:
+    """Account what ``job`` holds on its nodes (``hal.core.preemption.holding``: all its
+    allocation, but no CPUs while it is suspended by preemption)."""
+    alloc, exclusive = holding(job)
+    if alloc is None:
         return
-    for i, name in enumerate(job.allocation.nodes):
+    for i, name in enumerate(alloc.nodes):
         u = usage.setdefault(name, NodeUsage())
-        u.allocated = u.allocated + job.allocation.per_node[i]
+        u.allocated = u.allocated + alloc.per_node[i]
         u.jobs.add(job.id)
-        if job.spec.exclusive:
+        if exclusive:
             u.exclusive = True
-        if i < len(job.allocation.gpu_ids):
-            u.gpu_ids.update(job.allocation.gpu_ids[i])
+        if i < len(alloc.gpu_ids):
+            u.gpu_ids.update(alloc.gpu_ids[i])
 
 
 def release(usage: dict[str, NodeUsage], job: Job) -> None:
-    """Give back what ``hold`` accounted."""
-    if job.allocation is None:
+    """Give back what ``hold`` accounted for this version of ``job``."""
+    alloc, exclusive = holding(job)
+    if alloc is None:
         return
-    for i, name in enumerate(job.allocation.nodes):
+    for i, name in enumerate(alloc.nodes):
         u = usage.get(name)
         if u is None or job.id not in u.jobs:
             continue
-        u.allocated = u.allocated - job.allocation.per_node[i]
+        u.allocated = u.allocated - alloc.per_node[i]
         u.jobs.discard(job.id)
-        if job.spec.exclusive:
+        if exclusive:
             u.exclusive = False
-        if i < len(job.allocation.gpu_ids):
-            u.gpu_ids.difference_update(job.allocation.gpu_ids[i])
+        if i < len(alloc.gpu_ids):
+            u.gpu_ids.difference_update(alloc.gpu_ids[i])

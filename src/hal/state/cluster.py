@@ -28,7 +28,7 @@ from hal.core.clock import Clock, SystemClock
 from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import HetSpec, Job, JobSpec
 from hal.core.node import Node, Partition
-from hal.core.preemption import PREEMPTING
+from hal.core.preemption import PREEMPTING, holds_no_cpus
 from hal.core.priority import DEFAULT_QOS, SUBMIT_LIMIT_MESSAGE
 from hal.core.reservation import Reservation
 from hal.core.states import JobState, NodeState, PendingReason
@@ -38,6 +38,7 @@ from hal.state import preempt
 from hal.state import reservations as advance_reservations
 from hal.state.applier import NodeUsage, check_placement, hold, release
 from hal.state.store import EventRow, SqlStateStore, StoredEvent, Transaction
+from hal.state.suspension import SUSPENDED_AT, SUSPENDED_S, suspension
 from hal.state.topology_levels import check_topology_level
 
 if TYPE_CHECKING:
@@ -146,9 +147,17 @@ class Cluster:
 
     def _put(self, job: Job) -> None:
         old = self.jobs.get(job.id)
-        if old is not None and old.state.is_active and not job.state.is_active:
+        was = old is not None and old.state.is_active
+        # a job suspended or resumed for preemption gives back or takes again its CPUs
+        moved = (
+            old is not None
+            and was
+            and job.state.is_active
+            and holds_no_cpus(old) != holds_no_cpus(job)
+        )
+        if old is not None and was and (moved or not job.state.is_active):
             release(self.usage, old)
-        if job.state.is_active and (old is None or not old.state.is_active):
+        if job.state.is_active and (not was or moved):
             hold(self.usage, job)
         self.jobs[job.id] = job
         if job.state is JobState.PENDING or job.state.is_active:
@@ -696,7 +705,7 @@ class Cluster:
                 state = before.value.lower()
                 raise Conflict(f"Job is not {state}: only {state} jobs can be {verb}")
             now = self.clock.now()
-            changed = [j.evolve(state=after, extra=_suspension(j.extra, now)) for j in jobs]
+            changed = [j.evolve(state=after, extra=suspension(j.extra, now)) for j in jobs]
             kind = "job.resumed" if resume else "job.suspended"
             events = [EventRow(now, kind, job_id=j.id, state=after.value) for j in changed]
             await self._commit(changed, events)
@@ -978,22 +987,6 @@ def _refused_het_jobs(cluster: Cluster, plan: Plan, scratch: dict[str, NodeUsage
             continue
         hold(trial, job.evolve(allocation=placement.allocation))
     return refused
-
-
-# job.extra: when a suspended job was suspended, and the seconds of its earlier
-# suspensions (run times leave them out: hal.api.convert.suspended_seconds)
-SUSPENDED_AT = "suspended_at"
-SUSPENDED_S = "suspended_s"
-
-
-def _suspension(extra: dict[str, str], now: float) -> dict[str, str]:
-    """``extra`` after a suspend (records when) or a resume (adds the time suspended)."""
-    since = extra.get(SUSPENDED_AT)
-    if since is None:
-        return {**extra, SUSPENDED_AT: repr(now)}
-    out = {k: v for k, v in extra.items() if k != SUSPENDED_AT}
-    out[SUSPENDED_S] = repr(float(extra.get(SUSPENDED_S, 0.0)) + max(0.0, now - float(since)))
-    return out
 
 
 def requeued(job: Job) -> Job:

@@ -106,6 +106,15 @@ def allocation_from_json(text: str | None) -> Allocation | None:
     )
 
 
+# job.extra keys that columns of their own hold (not written to ``jobs.marks``)
+MARK_FREE = frozenset({"script_id", "max_rss", "cpu_seconds"})
+
+
+def marks_to_json(extra: dict[str, str]) -> str:
+    """``jobs.marks``: ``extra`` less ``MARK_FREE`` (sorted: the same marks, the same text)."""
+    return json.dumps({k: v for k, v in sorted(extra.items()) if k not in MARK_FREE})
+
+
 def job_to_row(job: Job, script_id: int) -> dict[str, Any]:
     return {
         "id": job.id,
@@ -133,6 +142,7 @@ def job_to_row(job: Job, script_id: int) -> dict[str, Any]:
         "script_id": script_id,
         "array_max_running": job.array_max_running,
         "launched": job.launched,
+        "marks": marks_to_json(job.extra),
     }
 
 
@@ -161,6 +171,7 @@ def job_from_row(row: Any, script: str) -> Job:
         cancelled_by=row.cancelled_by,
         launched=bool(row.launched),
         extra={
+            **json.loads(row.marks or "{}"),
             "script_id": str(row.script_id),
             "max_rss": str(row.max_rss),
             "cpu_seconds": str(row.cpu_seconds),

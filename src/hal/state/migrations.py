@@ -51,11 +51,20 @@ def _v4_node_topology(conn: Connection) -> None:
             conn.execute(text(f"ALTER TABLE nodes ADD COLUMN {name} {sql}"))
 
 
+def _v5_job_marks(conn: Connection) -> None:
+    # jobs.marks: job.extra's marks (preempted by, suspended at, requeue ...), so a
+    # restarted server resumes a suspended victim or ends a graced one
+    columns = {c["name"] for c in inspect(conn).get_columns("jobs")}
+    if "marks" not in columns:
+        conn.execute(text("ALTER TABLE jobs ADD COLUMN marks TEXT NOT NULL DEFAULT '{}'"))
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
     _v3_reservations,
     _v4_node_topology,
+    _v5_job_marks,
 )
 
 

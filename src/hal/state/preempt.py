@@ -12,26 +12,42 @@ where it stopped) and then ended the way Slurm's GraceTime does:
 ``requeue`` puts it back in the queue when its agent reports it ended (it keeps its
 submit time, so its age priority: its place in the queue); ``cancel`` ends it PREEMPTED
 whatever it exited with.
+
+``suspend`` ends nothing: the victim goes SUSPENDED at once (SIGSTOP through its agent,
+as ``scontrol suspend``; no grace time and no ``--signal``, as in Slurm) and gives its
+CPUs to the preemptor, keeping its memory and GPUs (``hal.core.preemption.holding``).
+``resume_freed`` (housekeeping, and after jobs end) lets it go on (SIGCONT, RUNNING,
+marks cleared) once its preemptor has started and its CPUs are free again on all its
+nodes, oldest suspension first. Its time suspended does not count toward its limit.
 """
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from hal.core.job import Job
-from hal.core.preemption import PREEMPTED_BY, PREEMPTING
+from hal.core.preemption import (
+    PREEMPT_MODE,
+    PREEMPTED_BY,
+    PREEMPTING,
+    PreemptMode,
+    suspended_by_preemption,
+)
 from hal.core.states import JobState
 from hal.scheduler.framework.snapshot import Preemption
 from hal.state.store import EventRow
+from hal.state.suspension import SUSPENDED_AT, suspension
 
 if TYPE_CHECKING:
     from hal.state.cluster import Cluster
 
-# job.extra keys besides PREEMPTED_BY (which the preemption plugin reads too)
-PREEMPT_MODE = "preempt_mode"
+# job.extra keys besides PREEMPTED_BY and PREEMPT_MODE (which the preemption plugin
+# reads too)
 GRACE_END = "preempt_grace_end"  # while a --signal victim has its grace time
-CANCEL = "cancel"
+CANCEL = PreemptMode.CANCEL.value
+SUSPEND = PreemptMode.SUSPEND.value
 _MARKS = (PREEMPTED_BY, PREEMPT_MODE, GRACE_END, PREEMPTING)
 
 
@@ -50,14 +66,17 @@ def mark(
             continue
         if by is None or by.state is not JobState.PENDING:
             continue
+        if p.mode == SUSPEND and not job.launched:
+            continue  # no process to stop yet: the next pass chooses again
         extra = {**job.extra, PREEMPTED_BY: str(p.by), PREEMPT_MODE: p.mode}
-        if p.mode != CANCEL:
-            extra["requeue"] = "1"
-        if job.spec.signal is not None and p.grace_s > 0:
-            extra[GRACE_END] = repr(now + p.grace_s)
-            new = job.evolve(extra=extra)
+        grace = 0.0 if p.mode == SUSPEND else p.grace_s  # Slurm: no GraceTime to suspend
+        if p.mode == SUSPEND:
+            new = job.evolve(state=JobState.SUSPENDED, extra=suspension(extra, now))
+        elif job.spec.signal is not None and grace > 0:
+            extra[GRACE_END] = repr(now + grace)
+            new = job.evolve(extra=_requeued_if(extra, p.mode))
         else:
-            new = job.evolve(state=JobState.COMPLETING, extra=extra)
+            new = job.evolve(state=JobState.COMPLETING, extra=_requeued_if(extra, p.mode))
         victims.append(new)
         if PREEMPTING not in by.extra:
             preemptors[by.id] = by.evolve(extra={**by.extra, PREEMPTING: repr(now)})
@@ -67,10 +86,15 @@ def mark(
                 "job.preempted",
                 job_id=job.id,
                 state=new.state.value,
-                data={"by": p.by, "mode": p.mode, "grace_s": p.grace_s},
+                data={"by": p.by, "mode": p.mode, "grace_s": grace},
             )
         )
     return victims + list(preemptors.values()), events
+
+
+def _requeued_if(extra: dict[str, str], mode: str) -> dict[str, str]:
+    """``requeue`` (the default mode): the finish report puts it back in the queue."""
+    return extra if mode == CANCEL else {**extra, "requeue": "1"}
 
 
 def notify(cluster: Cluster, marked: Sequence[Job], preemptions: Sequence[Preemption]) -> None:
@@ -81,7 +105,9 @@ def notify(cluster: Cluster, marked: Sequence[Job], preemptions: Sequence[Preemp
     for job in marked:
         if PREEMPTED_BY not in job.extra:
             continue  # a preemptor
-        if job.state is JobState.COMPLETING:
+        if job.state is JobState.SUSPENDED:
+            agents.send_signal(cluster, job, signal.SIGSTOP)
+        elif job.state is JobState.COMPLETING:
             wait = int(grace.get(job.id, 0.0)) + cluster.config.kill_wait_seconds
             agents.send_cancel(cluster, job, final_state(job), kill_wait_s=wait)
         elif job.spec.signal is not None:
@@ -97,8 +123,11 @@ def final_state(job: Job) -> JobState:
 
 def ended_as(job: Job, reported: JobState) -> JobState:
     """A victim's run ended PREEMPTED whatever its agent saw it exit with (a requeued
-    one's ``job.requeued`` event says so too)."""
-    return JobState.PREEMPTED if PREEMPTED_BY in job.extra else reported
+    one's ``job.requeued`` event says so too). A suspended victim is not being ended:
+    if it ends while suspended (cancelled, its node failed), it ends as reported."""
+    if PREEMPTED_BY not in job.extra or job.extra.get(PREEMPT_MODE) == SUSPEND:
+        return reported
+    return JobState.PREEMPTED
 
 
 def cleared(extra: dict[str, str]) -> dict[str, str]:
@@ -118,3 +147,88 @@ async def end_graced(cluster: Cluster) -> None:
     ]
     if due:
         await cluster.end_preempted(due)
+
+
+def resumable(cluster: Cluster) -> list[Job]:
+    """The jobs suspended by preemption that may go on now, oldest suspension first.
+
+    One may once its preemptor no longer waits to start on its CPUs (started, ended,
+    held or cancelled), its first node's agent is there to send SIGCONT to (after a
+    server restart, once it has registered again), and its CPUs are free on every one of
+    its nodes: never onto CPUs another job took meanwhile. Each one chosen takes its
+    CPUs back before the next is checked, so two never count on the same CPUs.
+    """
+    waiting = [j for j in cluster.unfinished.values() if suspended_by_preemption(j)]
+    waiting.sort(key=lambda j: (float(j.extra.get(SUSPENDED_AT, 0.0)), j.id))
+    cpus_used = {name: u.allocated.cpus for name, u in cluster.usage.items()}
+    out: list[Job] = []
+    for job in waiting:
+        alloc = job.allocation
+        if alloc is None or alloc.nodes[0] not in cluster.agent_sessions:
+            continue
+        if _preemptor_waits(cluster, job) or not _room(cluster, job, cpus_used):
+            continue
+        for name, want in zip(alloc.nodes, alloc.per_node, strict=True):
+            cpus_used[name] = cpus_used.get(name, 0) + want.cpus
+        out.append(job)
+    return out
+
+
+def _room(cluster: Cluster, job: Job, cpus_used: dict[str, int]) -> bool:
+    """``job``'s CPUs are free again on all its nodes (and, for an exclusive job, no
+    other running job shares them)."""
+    assert job.allocation is not None
+    for name, want in zip(job.allocation.nodes, job.allocation.per_node, strict=True):
+        node, used = cluster.nodes.get(name), cluster.usage.get(name)
+        if node is None or used is None:
+            continue  # the node left the cluster: nothing to take back there
+        if used.exclusive or cpus_used.get(name, 0) + want.cpus > node.resources.cpus:
+            return False
+        if job.spec.exclusive and any(
+            (other := cluster.jobs.get(i)) is not None and not suspended_by_preemption(other)
+            for i in used.jobs
+            if i != job.id
+        ):
+            return False
+    return True
+
+
+def _preemptor_waits(cluster: Cluster, job: Job) -> bool:
+    """The job it was suspended for is still pending to start on its CPUs."""
+    try:
+        by = cluster.jobs.get(int(job.extra.get(PREEMPTED_BY, "")))
+    except ValueError:
+        return False
+    return (
+        by is not None
+        and by.state is JobState.PENDING
+        and PREEMPTING in by.extra
+        and not (by.spec.hold or by.held_by_admin)
+    )
+
+
+def resumed(job: Job, now: float) -> Job:
+    """``job`` going on after its suspension: RUNNING, its marks gone."""
+    return job.evolve(state=JobState.RUNNING, extra=cleared(suspension(job.extra, now)))
+
+
+async def resume_freed(cluster: Cluster) -> list[int]:
+    """Resume the victims ``resumable`` allows (housekeeping, every second, and after
+    agents report jobs ended); the ids resumed."""
+    from hal.state import agents
+
+    if not any(suspended_by_preemption(j) for j in cluster.unfinished.values()):
+        return []  # the common case: no lock taken
+    async with cluster._lock:
+        now = cluster.clock.now()
+        jobs = [resumed(j, now) for j in resumable(cluster)]
+        if not jobs:
+            return []
+        events = [
+            EventRow(now, "job.resumed", job_id=j.id, state="RUNNING", data={"after": "preempted"})
+            for j in jobs
+        ]
+        await cluster._commit(jobs, events)
+        for job in jobs:
+            agents.send_signal(cluster, job, signal.SIGCONT)
+        return [j.id for j in jobs]

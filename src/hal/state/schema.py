@@ -55,6 +55,9 @@ jobs = Table(
     Column("launched", Boolean, nullable=False, default=False),  # the agent confirmed start
     Column("max_rss", BigInteger, nullable=False, default=0),
     Column("cpu_seconds", Float, nullable=False, default=0.0),
+    # JSON of job.extra less what the columns above hold (codec.MARK_FREE): the marks
+    # a run carries (preemption, suspension, requeue), kept over a server restart
+    Column("marks", Text, nullable=False, default="{}", server_default="{}"),
 )
 Index("ix_jobs_state", jobs.c.state)
 Index("ix_jobs_array", jobs.c.array_job_id)

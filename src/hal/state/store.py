@@ -121,9 +121,10 @@ class Transaction:
                 name=bindparam("b_name"),
                 spec=bindparam("b_spec"),
                 launched=bindparam("b_launched"),
+                marks=bindparam("b_marks"),
             )
         )
-        from hal.state.codec import spec_to_json
+        from hal.state.codec import marks_to_json, spec_to_json
 
         self.conn.execute(
             stmt,
@@ -148,6 +149,7 @@ class Transaction:
                     "b_name": j.spec.name,
                     "b_spec": spec_to_json(j.spec),
                     "b_launched": j.launched,
+                    "b_marks": marks_to_json(j.extra),
                 }
                 for j in jobs
             ],

@@ -42,7 +42,7 @@ def test_a_full_table_and_qos_lists() -> None:
     ("raw", "field", "words"),
     [
         ({"preemption": {"type": "fifo"}}, "preemption.type", "off, qos, partition_prio"),
-        ({"preemption": {"mode": "suspend"}}, "preemption.mode", "cannot suspend"),
+        ({"preemption": {"mode": "gang"}}, "preemption.mode", "requeue, cancel, suspend"),
         ({"preemption": {"grace": 3}}, "preemption.grace", "unknown key"),
         ({"preemption": {"grace_time": "soon"}}, "preemption.grace_time", "duration"),
         ({"preemption": 3}, "preemption", "must be a table"),
@@ -62,7 +62,7 @@ def test_a_full_table_and_qos_lists() -> None:
             "raise 'a''s priority above 5",
         ),
         ({"qos": [{"name": "a", "preempt": "b"}]}, "qos[0].preempt", "list of QoS names"),
-        ({"qos": [{"name": "a", "preempt_mode": "kill"}]}, "qos[0].preempt_mode", "requeue"),
+        ({"qos": [{"name": "a", "preempt_mode": "kill"}]}, "qos[0].preempt_mode", "suspend"),
     ],
 )
 def test_mistakes_name_the_field(raw: dict[str, object], field: str, words: str) -> None:
@@ -70,3 +70,18 @@ def test_mistakes_name_the_field(raw: dict[str, object], field: str, words: str)
         config_from_dict(raw)
     assert err.value.field == field
     assert words in str(err.value)
+
+
+def test_suspend_is_accepted_as_default_and_per_qos() -> None:
+    """Slurm's PreemptMode=SUSPEND: ``mode`` and a QoS's ``preempt_mode`` may say it."""
+    config = config_from_dict(
+        {
+            "preemption": {"type": "qos", "mode": "suspend"},
+            "qos": [
+                {"name": "high", "priority": 10, "preempt": ["low"]},
+                {"name": "low", "preempt_mode": "suspend"},
+            ],
+        }
+    )
+    assert config.preemption.mode is PreemptMode.SUSPEND
+    assert config.priority.qos[1].preempt_mode == "suspend"

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hal.core.job import Allocation, Job
+from hal.core.preemption import holding
 from hal.scheduler.framework.availability import AvailabilityProfile
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import StateKey
@@ -199,11 +200,12 @@ class _Planner:
         table = self.ctx.nodes
         releases: list[tuple[float, AllocationRows, bool]] = []
         for r in self.ctx.running:
-            if r.allocation is None:
+            held, exclusive = holding(r)  # what the table took out for it
+            if held is None:
                 continue
             start = r.start_time if r.start_time is not None else now
             end = start + self.plugin.runtime(r, now - start)
-            releases.append((end, table.rows_of(r.allocation), r.spec.exclusive))
+            releases.append((end, table.rows_of(held), exclusive))
         for j, alloc in self.placed_now:
             releases.append((now + self.runtime(j), table.rows_of(alloc), j.spec.exclusive))
         horizon = now + window if window > 0 else math.inf

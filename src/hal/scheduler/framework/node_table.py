@@ -26,6 +26,7 @@ import numpy.typing as npt
 from hal.core.gpu_islands import pick_gpus
 from hal.core.job import Allocation, Job
 from hal.core.node import Node, Partition
+from hal.core.preemption import holding
 from hal.core.resources import ResourceVector
 from hal.core.states import NodeState
 
@@ -120,12 +121,14 @@ class NodeTable:
     def build(
         cls, nodes: Sequence[Node], partitions: Iterable[Partition], running: Iterable[Job]
     ) -> NodeTable:
-        """The table with every running job's allocation already taken out."""
+        """The table with what every running job holds already taken out (all its
+        allocation; memory and GPUs only for a job suspended by preemption)."""
         table = cls(nodes, partitions)
         tracked, table._changes = table._changes, None  # nothing can read these rows yet
         for job in running:
-            if job.allocation is not None:
-                table.take(job.allocation, exclusive=job.spec.exclusive)
+            alloc, exclusive = holding(job)
+            if alloc is not None:
+                table.take(alloc, exclusive=exclusive)
         table._changes = tracked
         return table
 

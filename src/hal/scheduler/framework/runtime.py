@@ -36,6 +36,7 @@ from operator import attrgetter
 import numpy as np
 
 from hal.core.job import Allocation, Job
+from hal.core.preemption import holding
 from hal.core.resources import ResourceVector
 from hal.core.states import PendingReason
 from hal.scheduler.framework.context import PassContext
@@ -651,12 +652,13 @@ class Framework:
         table = ctx.nodes.copy()
         ends: list[tuple[float, int, Job, Allocation]] = []
         for r in ctx.running:
-            if r.allocation is None or r.time_limit_s <= 0:
+            held, _ = holding(r)
+            if held is None or r.time_limit_s <= 0:
                 continue  # unlimited: never frees its nodes
             start = r.start_time if r.start_time is not None else ctx.now
             # A job past its limit is about to be killed: it frees its nodes "now", but
             # only after the first try at ``now`` so test-only is never optimistic.
-            ends.append((max(start + r.time_limit_s, ctx.now), r.id, r, r.allocation))
+            ends.append((max(start + r.time_limit_s, ctx.now), r.id, r, held))
         ends.sort(key=lambda e: (e[0], e[1]))
         times = {e[0] for e in ends}
         if begin is not None and begin > ctx.now:
@@ -676,7 +678,7 @@ class Framework:
         for t in instants:
             while k < len(ends) and ends[k][0] <= t:
                 _, _, finished, allocation = ends[k]
-                table.release(allocation, exclusive=finished.spec.exclusive)
+                table.release(allocation, exclusive=holding(finished)[1])
                 ended.add(finished.id)
                 k += 1
             still_running = [r for r in still_running if r.id not in ended]

@@ -70,7 +70,8 @@ class Termination:
 class Preemption:
     """End running job ``job_id`` so that pending job ``by`` can start: ``mode``
     ``requeue`` (back to the queue) or ``cancel`` (ends PREEMPTED), after ``grace_s``
-    seconds of notice (Slurm's GraceTime)."""
+    seconds of notice (Slurm's GraceTime); or ``suspend`` (stopped until its CPUs are
+    free again; ``grace_s`` 0)."""
 
     job_id: int
     by: int

@@ -36,7 +36,7 @@ sees is that of the first plugin that objects)::
                               get them fastest and cheapest (``hal.core.data``)
                    (only when a data plane is configured: ``default_profile(data=True)``)
     preemption     PostFilter a job that does not fit chooses lower-standing running
-                              jobs to requeue or cancel (only with [preemption]:
+                              jobs to requeue, cancel or suspend (only with [preemption]:
                               ``default_profile(preemption=True)``)
     backfill       Backfill   EASY with Slurm's defaults (bf_window 1 day, bf_resolution
                               60 s, bf_max_job_test 500, bf_interval 30 s): Slurm's

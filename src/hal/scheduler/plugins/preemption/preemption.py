@@ -20,15 +20,29 @@ The victims go to ``ctx.data[PREEMPTIONS]`` with their mode and grace time; the 
 reason ``Resources`` (it still blocks its partition) and a message naming the victims.
 The server ends them (``hal.state.preempt``); the job starts in a later pass on what they
 free. Nothing is chosen when no set of candidates would be enough.
+
+A victim of mode ``suspend`` frees only its CPUs (``hal.core.preemption.holding``: a
+suspended job keeps its memory and GPUs, and still counts as a job on its nodes), so
+steps 1 and 3 count it that way: suspending never looks like more room than it makes,
+and a job that needs the memory, the GPUs or a whole node does not suspend anyone.
+Suspend has no grace time (Slurm ignores GraceTime for it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from hal.core.job import Job
+from hal.core.job import Allocation, Job
 from hal.core.node import Partition
-from hal.core.preemption import PREEMPTED_BY, PreemptionPolicy, PreemptMode, PreemptType
+from hal.core.preemption import (
+    PREEMPT_MODE,
+    PREEMPTED_BY,
+    PreemptionPolicy,
+    PreemptMode,
+    PreemptType,
+    holding,
+    without_cpus,
+)
 from hal.core.priority import DEFAULT_QOS, PriorityPolicy, Qos
 from hal.core.states import JobState
 from hal.core.states import PendingReason as R
@@ -45,8 +59,12 @@ NAME = "preemption"
 
 
 def leaving(job: Job) -> bool:
-    """Already on its way out: its resources will be free without another victim."""
-    return job.state is JobState.COMPLETING or PREEMPTED_BY in job.extra
+    """Already on its way out: its resources will be free without another victim (a
+    job suspended by preemption is not: it keeps its memory and GPUs, and its CPUs are
+    already free in the table)."""
+    if job.state is JobState.COMPLETING:
+        return True
+    return PREEMPTED_BY in job.extra and job.extra.get(PREEMPT_MODE) != PreemptMode.SUSPEND
 
 
 class Preempt:
@@ -72,14 +90,21 @@ class Preempt:
         fits = state.read(FITS)
         table = ctx.nodes.copy()
         for r in ctx.running:
-            if r.allocation is not None and leaving(r):
-                table.release(r.allocation, exclusive=r.spec.exclusive)
+            held, exclusive = holding(r)  # what the table took out for it
+            if held is not None and leaving(r):
+                table.release(held, exclusive=exclusive)
         if fits(table):
             return unschedulable(R.RESOURCES, "waiting for preempted jobs to end")
         candidates = self._candidates(ctx, job)
         if not candidates:
             return SKIP
-        victims = _fewest(table, candidates, fits)
+        # what a suspended victim keeps (its memory and GPUs, no CPUs)
+        kept = {
+            r.id: without_cpus(r.allocation)
+            for r in candidates
+            if r.allocation is not None and self._how_of(r)[0] is PreemptMode.SUSPEND
+        }
+        victims = _fewest(table, candidates, fits, kept)
         if victims is None:
             return SKIP
         chosen = ctx.data.get(PREEMPTIONS)
@@ -87,15 +112,17 @@ class Preempt:
             chosen = {}
             ctx.data.write(PREEMPTIONS, chosen)
         for v in victims:
-            mode, grace = self._how.get(v.spec.qos or DEFAULT_QOS, (self.policy.mode, None))
-            chosen.setdefault(
-                v.id,
-                Preemption(
-                    v.id, job.id, mode.value, self.policy.grace_time_s if grace is None else grace
-                ),
-            )
+            mode, grace = self._how_of(v)
+            chosen.setdefault(v.id, Preemption(v.id, job.id, mode.value, grace))
         ids = ", ".join(str(v.id) for v in sorted(victims, key=lambda v: v.id))
         return unschedulable(R.RESOURCES, f"preempting job(s) {ids}")
+
+    def _how_of(self, victim: Job) -> tuple[PreemptMode, float]:
+        """How ``victim`` is preempted and with how much notice (none for suspend)."""
+        mode, grace = self._how.get(victim.spec.qos or DEFAULT_QOS, (self.policy.mode, None))
+        if mode is PreemptMode.SUSPEND:
+            return mode, 0.0
+        return mode, self.policy.grace_time_s if grace is None else grace
 
     def _candidates(self, ctx: PassContext, job: Job) -> list[Job]:
         """Running jobs ``job`` may preempt, least valuable first."""
@@ -110,6 +137,8 @@ class Preempt:
                 alloc is None
                 or r.state is not JobState.RUNNING
                 or (r.spec.het is not None and r.spec.het.offset > 0)  # ends with its 0
+                # a het job is not suspended: its other components would keep their CPUs
+                or (r.spec.het is not None and self._how_of(r)[0] is PreemptMode.SUSPEND)
                 or leaving(r)
                 or r.id in taken
                 or not (self._outranks(ctx, job, r) or (reclaims is not None and reclaims(r)))
@@ -159,17 +188,34 @@ class Preempt:
         return mine is not None and theirs is not None and mine.priority_tier > theirs.priority_tier
 
 
+def _free(table: NodeTable, r: Job, kept: Mapping[int, Allocation], sign: int) -> None:
+    """Give back (``sign`` 1) or take again (-1) what preempting ``r`` frees: all its
+    allocation, less what it keeps while suspended (``kept``)."""
+    assert r.allocation is not None
+    left = kept.get(r.id)
+    if sign > 0:
+        table.release(r.allocation, exclusive=r.spec.exclusive)
+        if left is not None:
+            table.take(left)
+    else:
+        if left is not None:
+            table.release(left)
+        table.take(r.allocation, exclusive=r.spec.exclusive)
+
+
 def _fewest(
-    base: NodeTable, candidates: list[Job], check: Callable[[NodeTable], bool]
+    base: NodeTable,
+    candidates: list[Job],
+    check: Callable[[NodeTable], bool],
+    kept: Mapping[int, Allocation],
 ) -> list[Job] | None:
-    """The shortest prefix of ``candidates`` whose release makes the job fit on
+    """The shortest prefix of ``candidates`` whose preemption makes the job fit on
     ``base``, minus every victim it can do without; None if all of them are not enough."""
 
     def released(k: int) -> NodeTable:
         table = base.copy()
         for r in candidates[:k]:
-            assert r.allocation is not None
-            table.release(r.allocation, exclusive=r.spec.exclusive)
+            _free(table, r, kept, 1)
         return table
 
     if not check(released(len(candidates))):
@@ -183,15 +229,14 @@ def _fewest(
             lo = mid + 1
     victims = candidates[:hi]
     table = released(hi)
-    kept: list[Job] = []
+    chosen: list[Job] = []
     for r in reversed(victims):  # most valuable first: spare it if the job fits anyway
-        assert r.allocation is not None
-        table.take(r.allocation, exclusive=r.spec.exclusive)
+        _free(table, r, kept, -1)
         if check(table):
             continue
-        table.release(r.allocation, exclusive=r.spec.exclusive)
-        kept.append(r)
-    return kept
+        _free(table, r, kept, 1)
+        chosen.append(r)
+    return chosen
 
 
 def standing(

@@ -1,0 +1,115 @@
+"""Preemption mode ``suspend`` in the live server, with a real agent and real processes.
+
+One agent, 2 CPUs. A ``low`` job counting to a file fills it; a ``high`` job (whose QoS
+lists ``low``) arrives: the low job is stopped (SIGSTOP), keeps its node and memory, the
+high job runs on its CPUs and ends, and then the low job goes on where it stopped and
+completes: its counter file shows one run, without a gap in the count.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hal.config.priority import priority_from_dict
+from hal.core.preemption import PreemptionPolicy, PreemptMode, PreemptType
+from hal.testing.live import LiveServer, stop_process, wait_until
+from hal.wire.jobs import JobSubmit
+
+POLICY = priority_from_dict(
+    {"qos": [{"name": "high", "priority": 100, "preempt": ["low"]}, {"name": "low"}]}
+)
+# grace time 30 s: suspend ignores it (Slurm does too)
+PREEMPTION = PreemptionPolicy(PreemptType.QOS, PreemptMode.SUSPEND, grace_time_s=30)
+COUNTER = """#!/bin/sh
+echo "start $SLURM_RESTART_COUNT" >> "$PWD/count.$SLURM_JOB_ID"
+for i in $(seq 1 40); do echo "$i" >> "$PWD/count.$SLURM_JOB_ID"; sleep 0.1; done
+echo done >> "$PWD/count.$SLURM_JOB_ID"
+"""
+
+
+OVERRIDES = {"kill_wait_seconds": 2, "priority": POLICY, "preemption": PREEMPTION}
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    server = LiveServer(tmp_path_factory.mktemp("hal"), config_overrides=OVERRIDES)
+    with server, server.agents(1, cpus=2, memory="1G"):
+        yield server
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def _submit(tmp: Path, qos: str, script: str) -> JobSubmit:
+    return JobSubmit(
+        script=script, workdir=str(tmp), time_limit_seconds=600, cpus_per_task=2, qos=qos
+    )
+
+
+def test_a_suspended_victim_goes_on_after_its_preemptor_ends(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    with live.client() as client:
+        low = client.submit(_submit(tmp_path, "low", COUNTER)).job_id
+        count = tmp_path / f"count.{low}"
+        wait_until(lambda: len(_lines(count)) >= 6, message="the low job counting")
+        high = client.submit(_submit(tmp_path, "high", "#!/bin/sh\nsleep 3\n")).job_id
+        wait_until(lambda: client.job(high).state == "RUNNING", 30, message="the high job")
+        info = client.job(low)
+        assert info.state == "SUSPENDED" and info.nodes  # stopped, on its node
+        out = live.cli("squeue", "-h", "-o", "%i %t")
+        assert f"{low} S" in out.stdout.splitlines()
+        time.sleep(1.0)  # a count already in its sleep may still land
+        frozen = len(_lines(count))
+        time.sleep(1.5)
+        assert len(_lines(count)) == frozen  # no progress while the high job runs
+        wait_until(lambda: client.job(high).state == "COMPLETED", 30, message="the high job")
+        wait_until(lambda: client.job(low).state == "COMPLETED", 30, message="the low job")
+        lines = _lines(count)
+        # one run (not requeued), counting on from where it stopped to the end
+        assert lines[0] == "start 0" and lines.count("start 0") == 1
+        assert lines[1:-1] == [str(i) for i in range(1, 41)] and lines[-1] == "done"
+        info = client.job(low)
+        assert info.restarts == 0 and info.suspended_seconds > 2.5
+        events = [(e.kind, e.data) for e in client.events(follow=False) if e.job_id == low]
+        kinds = [k for k, _ in events]
+        assert kinds.index("job.preempted") < kinds.index("job.resumed")
+        preempted = next(d for k, d in events if k == "job.preempted")
+        assert preempted == {"by": high, "mode": "suspend", "grace_s": 0.0}
+
+
+def test_a_restarted_server_resumes_the_victim(tmp_path: Path) -> None:
+    """The server stops while the low job is suspended and the high one runs; a new
+    server on the same database (its marks are stored with the job) resumes the low job
+    once the high one has ended, and it completes its one run."""
+    data = tmp_path / "srv"
+    first = LiveServer(data, config_overrides=OVERRIDES)
+    first.start()
+    agent = first.start_agent("node1", cpus=2, memory="1G")
+    with first.client() as client:
+        low = client.submit(_submit(tmp_path, "low", COUNTER)).job_id
+        count = tmp_path / f"count.{low}"
+        wait_until(lambda: len(_lines(count)) >= 6, message="the low job counting")
+        high = client.submit(_submit(tmp_path, "high", "#!/bin/sh\nsleep 4\n")).job_id
+        wait_until(lambda: client.job(high).state == "RUNNING", 30, message="the high job")
+        assert client.job(low).state == "SUSPENDED"
+    first._agents.remove(agent)  # the agent (and both jobs) live through the restart
+    first.stop()
+    second = LiveServer(data, port=first.port, config_overrides=OVERRIDES)
+    second.token = first.token
+    second.start()
+    try:
+        with second.client() as client:
+            wait_until(lambda: client.job(low).state == "COMPLETED", 60, message="the low job")
+            assert client.job(high).state == "COMPLETED"
+            lines = _lines(count)
+            assert lines.count("start 0") == 1 and lines[-1] == "done"
+            assert client.job(low).restarts == 0
+    finally:
+        stop_process(agent)
+        second.stop()

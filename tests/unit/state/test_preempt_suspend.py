@@ -1,0 +1,196 @@
+"""Preemption mode ``suspend`` in the server's mirror (``hal.state.preempt``): the victim
+is stopped and gives back its CPUs only, the preemptor starts on them, and the victim
+goes on once they are free again; on a real ``Cluster`` over SQLite, no agents."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hal.config.model import HalConfig
+from hal.core.clock import VirtualClock
+from hal.core.job import Allocation, Job
+from hal.core.preemption import PREEMPT_MODE, PREEMPTED_BY, PREEMPTING
+from hal.core.resources import GiB, ResourceVector
+from hal.core.states import JobState
+from hal.scheduler.framework.snapshot import Placement, Plan, Preemption
+from hal.state import preempt
+from hal.state.agents import AgentSession
+from hal.state.applier import check_placement
+from hal.state.cluster import Caller, Cluster
+from hal.state.store import SqlStateStore
+from hal.state.suspension import SUSPENDED_AT, SUSPENDED_S
+from hal.testing import make_job, make_node
+from hal.wire.agent import Signal
+
+ADMIN = Caller("root", admin=True)
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock(1_000_000.0)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'hal.db'}"
+
+
+def new_cluster(db: str, clock: VirtualClock) -> Cluster:
+    cluster = Cluster(SqlStateStore(db), HalConfig(cluster_name="test"), clock)
+    asyncio.run(cluster.load())
+    cluster.nodes["n1"] = make_node("n1").cpus(2).mem_gib(4).build()
+    cluster.agent_sessions["n1"] = AgentSession("n1")
+    return cluster
+
+
+@pytest.fixture
+def cluster(db: str, clock: VirtualClock) -> Iterator[Cluster]:
+    c = new_cluster(db, clock)
+    yield c
+    c.store.close()
+
+
+def store(cluster: Cluster, *jobs: Job) -> None:
+    """Write ``jobs`` to the store and the mirror, as if submitted and started."""
+    with cluster.store.transaction() as tx:
+        tx.insert_scripts([(j.id, j.spec.script) for j in jobs])
+        tx.insert_jobs(jobs, [j.id for j in jobs])
+    for job in jobs:
+        cluster._put(job)
+
+
+def low(job_id: int, start: float) -> Job:
+    job = make_job(job_id).qos("low").cpus(2).mem_gib(1).running_on("n1", start=start).build()
+    return job.evolve(launched=True)
+
+
+def high(job_id: int = 2) -> Job:
+    return make_job(job_id).qos("high").cpus(2).mem_gib(1).build()
+
+
+def on_n1(job_id: int, memory_gib: int = 1) -> Placement:
+    return Placement(job_id, Allocation(("n1",), (ResourceVector(2, memory_gib * GiB, 0),)))
+
+
+def signals(cluster: Cluster, job_id: int) -> list[int]:
+    out = cluster.agent_sessions["n1"].outbox
+    return [i.signal for i in out if isinstance(i, Signal) and i.job_id == job_id]
+
+
+def suspend_for_high(cluster: Cluster, clock: VirtualClock) -> None:
+    store(cluster, low(1, clock.now() - 60), high())
+    plan = Plan(cluster.revision, preemptions=(Preemption(1, 2, "suspend", 30.0),))
+    asyncio.run(cluster.apply_plan(plan))
+
+
+def test_the_victim_is_stopped_and_gives_back_its_cpus_only(
+    cluster: Cluster, clock: VirtualClock
+) -> None:
+    suspend_for_high(cluster, clock)
+    victim = cluster.jobs[1]
+    assert victim.state is JobState.SUSPENDED
+    assert victim.extra[PREEMPTED_BY] == "2" and victim.extra[PREEMPT_MODE] == "suspend"
+    assert float(victim.extra[SUSPENDED_AT]) == clock.now()
+    assert "requeue" not in victim.extra  # nothing is ended
+    assert PREEMPTING in cluster.jobs[2].extra
+    assert signals(cluster, 1) == [signal.SIGSTOP]  # no --signal, no grace time
+    used = cluster.usage["n1"]
+    assert used.allocated == ResourceVector(0, 1 * GiB, 0) and used.jobs == {1}
+    events = [e for e in cluster.recent_events if e.kind == "job.preempted"]
+    assert events[-1].data == {"by": 2, "mode": "suspend", "grace_s": 0.0}
+    assert events[-1].state == "SUSPENDED"
+    # the preemptor fits on the freed CPUs, but not if it needs the memory kept
+    assert check_placement(on_n1(2), cluster.jobs, cluster.nodes, cluster.usage) is None
+    too_big = check_placement(on_n1(2, 4), cluster.jobs, cluster.nodes, cluster.usage)
+    assert too_big == "node n1 no longer has room"
+    # its preemptor has not started yet: the victim waits for it
+    assert preempt.resumable(cluster) == []
+
+
+def test_it_goes_on_when_its_preemptor_ends(cluster: Cluster, clock: VirtualClock) -> None:
+    suspend_for_high(cluster, clock)
+    clock.advance(10)
+    assert asyncio.run(cluster.apply_plan(Plan(cluster.revision, placements=(on_n1(2),)))) == [2]
+    assert cluster.usage["n1"].allocated == ResourceVector(2, 2 * GiB, 0)
+    assert asyncio.run(preempt.resume_freed(cluster)) == []  # its CPUs are the high job's
+    assert cluster.jobs[1].state is JobState.SUSPENDED
+    clock.advance(20)
+    done, event = cluster.finish(cluster.jobs[2], JobState.COMPLETED, clock.now())
+    asyncio.run(cluster._commit([done], [event]))
+    assert asyncio.run(preempt.resume_freed(cluster)) == [1]
+    resumed = cluster.jobs[1]
+    assert resumed.state is JobState.RUNNING
+    assert not {PREEMPTED_BY, PREEMPT_MODE, SUSPENDED_AT} & resumed.extra.keys()
+    assert float(resumed.extra[SUSPENDED_S]) == 30.0  # left out of its run time
+    assert signals(cluster, 1) == [signal.SIGSTOP, signal.SIGCONT]
+    assert cluster.usage["n1"].allocated == ResourceVector(2, 1 * GiB, 0)
+    assert [e.data for e in cluster.recent_events if e.kind == "job.resumed"] == [
+        {"after": "preempted"}
+    ]
+
+
+def test_oldest_suspension_first_and_never_onto_taken_cpus(
+    cluster: Cluster, clock: VirtualClock
+) -> None:
+    marks = {PREEMPTED_BY: "99", PREEMPT_MODE: "suspend"}  # their preemptor is gone
+    newer = low(1, 0).evolve(
+        state=JobState.SUSPENDED, extra={**marks, SUSPENDED_AT: repr(clock.now() - 5)}
+    )
+    older = low(3, 0).evolve(
+        state=JobState.SUSPENDED, extra={**marks, SUSPENDED_AT: repr(clock.now() - 50)}
+    )
+    store(cluster, newer, older)
+    assert cluster.usage["n1"].allocated.cpus == 0
+    # both want all 2 CPUs: only the one suspended first goes on
+    assert asyncio.run(preempt.resume_freed(cluster)) == [3]
+    assert cluster.usage["n1"].allocated.cpus == 2
+    assert asyncio.run(preempt.resume_freed(cluster)) == []
+    assert cluster.jobs[1].state is JobState.SUSPENDED
+
+
+def test_an_admin_suspension_keeps_its_cpus_and_is_not_resumed(
+    cluster: Cluster, clock: VirtualClock
+) -> None:
+    store(cluster, low(1, clock.now() - 60))
+    asyncio.run(cluster.suspend("1", ADMIN))
+    assert cluster.jobs[1].state is JobState.SUSPENDED
+    assert cluster.usage["n1"].allocated.cpus == 2  # scontrol suspend: as before
+    assert preempt.resumable(cluster) == []
+
+
+def test_a_victim_cancelled_while_suspended_ends_cancelled_without_its_cpus(
+    cluster: Cluster, clock: VirtualClock
+) -> None:
+    suspend_for_high(cluster, clock)
+    asyncio.run(cluster.apply_plan(Plan(cluster.revision, placements=(on_n1(2),))))
+    asyncio.run(cluster.cancel("1", ADMIN))
+    assert cluster.jobs[1].state is JobState.COMPLETING
+    assert cluster.usage["n1"].allocated.cpus == 2  # still only the high job's
+    ended, _ = cluster.finish(cluster.jobs[1], JobState.CANCELLED, clock.now())
+    assert ended.state is JobState.CANCELLED  # not PREEMPTED: it was not being ended
+
+
+def test_a_restarted_server_still_resumes_once_the_agent_is_back(
+    cluster: Cluster, clock: VirtualClock, db: str
+) -> None:
+    suspend_for_high(cluster, clock)
+    # its preemptor is cancelled before it starts; then the server restarts
+    cancelled = cluster.jobs[2].evolve(state=JobState.CANCELLED, end_time=clock.now())
+    asyncio.run(cluster._commit([cancelled], []))
+    cluster.store.close()
+    restarted = new_cluster(db, clock)
+    try:
+        del restarted.agent_sessions["n1"]
+        assert restarted.jobs[1].state is JobState.SUSPENDED
+        assert restarted.usage["n1"].allocated == ResourceVector(0, 1 * GiB, 0)
+        assert preempt.resumable(restarted) == []  # no agent to send SIGCONT to yet
+        restarted.agent_sessions["n1"] = AgentSession("n1")
+        assert asyncio.run(preempt.resume_freed(restarted)) == [1]
+        assert signals(restarted, 1) == [signal.SIGCONT]
+    finally:
+        restarted.store.close()
