@@ -19,7 +19,7 @@ loop never waits for a model:
   prediction and the actual run time join the recent-accuracy window, then
   ``predictor.observe(job, runtime)``; a learned predictor may train a new model there
   (a fraction of a second, holding the predictor's lock, off the event loop), which is
-  then saved.
+  then saved; at most one new model per ``RETRAIN_INTERVAL_S`` once the replay is done.
 
 Predictions never kill or shorten a job; they move planned starts and feed the status
 and anomaly reports.
@@ -44,12 +44,16 @@ from hal.core.states import JobState
 from hal.predict import Predictor, SharedPredictor, corrected, make_predictor, planned_runtime
 from hal.predict.baselines import UNLIMITED_S
 from hal.predict.evaluate import quality
+from hal.predict.learned import LearnedPredictor
 from hal.state.cluster import Cluster
 
 log = logging.getLogger("hal.predict")
 HISTORY_LIMIT = 50_000  # finished jobs replayed at start-up
 HISTORY_PAGE = 5_000  # rows per store call, so that writers are not held up for long
 ACCURACY_WINDOW = 1_000  # finished jobs in the recent-accuracy figures
+# a live model is retrained at most this often (seconds): a burst of short jobs would
+# otherwise train one every few hundred jobs, each holding the predictor from the scheduler
+RETRAIN_INTERVAL_S = 60.0
 FINISHED_WINDOW = 500  # finished jobs kept with their prediction (GET /v1/predict/finished)
 MODEL_FILE = Path("predict") / "learned.json"
 
@@ -268,6 +272,9 @@ class PredictionService:
             self.last_error = f"replay: {err}"
         finally:
             self.replaying = False
+        inner = self.predictor.inner
+        if isinstance(inner, LearnedPredictor):  # the replay trained unthrottled
+            inner.min_retrain_interval_s = RETRAIN_INTERVAL_S
         while True:
             item = self._queue.get()
             if item is None or self._stop.is_set():

@@ -4,7 +4,10 @@
   jobs' and its account's recent history (``hal.predict.features``). Trained only on jobs
   that have finished, in the order they finished: it never sees the future.
 * **When**: the first model after ``min_train`` finished jobs, then again every
-  ``retrain_every`` (fewer while the history is young), on the last ``window`` jobs.
+  ``retrain_every`` (fewer while the history is young), on the last ``window`` jobs;
+  with ``min_retrain_interval_s`` (the live server's setting) no sooner than that many
+  seconds of wall time after the last model, so a burst of short jobs does not spend
+  its CPU on models a few seconds apart (the jobs still join the training rows).
 * **Calibration** (split conformal): the residuals log(actual) − log(predicted) of the
   last ``calibration`` finished jobs give an offset so that about ``under_rate`` of jobs
   run longer than predicted. Under-predictions are cheap for a backfilling scheduler (the
@@ -67,6 +70,7 @@ class LearnedPredictor:
         window: int = 50_000,
         calibration: int = 2000,
         rounds: int = 100,
+        min_retrain_interval_s: float = 0.0,
     ) -> None:
         if not 0.0 < under_rate < 1.0:
             raise ValueError("under_rate must be between 0 and 1")
@@ -74,6 +78,8 @@ class LearnedPredictor:
         self.min_train = min_train
         self.retrain_every = retrain_every
         self.rounds = rounds
+        self.min_retrain_interval_s = min_retrain_interval_s
+        self._trained_at = -math.inf  # time.monotonic() of the last model
         self.history = History()
         self._fallback = Avg2Predictor()
         self._rows: deque[FloatRow] = deque(maxlen=window)
@@ -125,7 +131,10 @@ class LearnedPredictor:
         if self._booster is None:
             return True
         every = min(self.retrain_every, max(self.min_train, self.trained_on // 2))
-        return self._since_train >= every
+        if self._since_train < every:
+            return False
+        wait = self.min_retrain_interval_s
+        return wait <= 0 or time.monotonic() - self._trained_at >= wait
 
     def train(self) -> None:
         lgb = self._lightgbm()
@@ -145,6 +154,7 @@ class LearnedPredictor:
         self.model_version += 1
         self.trained_on = len(y)
         self._since_train = 0
+        self._trained_at = time.monotonic()
         if len(self._residuals) < 50:
             # No residuals of a model yet: calibrate on the training rows (optimistic, so
             # the next calibration window replaces it as soon as it is full enough).

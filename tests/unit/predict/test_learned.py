@@ -130,3 +130,19 @@ def test_warm_up_loads_lightgbm_before_any_training() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "True"]
+
+
+def test_a_minimum_retrain_interval_keeps_one_model_through_a_burst(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The live server's setting: the first model as soon as there are enough jobs, then
+    none until the interval has passed, however many jobs end meanwhile."""
+    now = [1000.0]
+    monkeypatch.setattr("hal.predict.learned.time.monotonic", lambda: now[0])
+    p = LearnedPredictor(min_train=100, retrain_every=100, min_retrain_interval_s=60.0)
+    feed(p, 600)
+    assert p.model_version == 1
+    now[0] += 61.0
+    feed(p, 100, seed=2)  # the next model once the interval is over
+    assert p.model_version == 2
+    unthrottled = LearnedPredictor(min_train=100, retrain_every=100)
+    feed(unthrottled, 600)
+    assert unthrottled.model_version >= 3
