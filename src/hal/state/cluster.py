@@ -28,7 +28,7 @@ from hal.core.clock import Clock, SystemClock
 from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import HetSpec, Job, JobSpec
 from hal.core.node import Node, Partition
-from hal.core.preemption import PREEMPTING, holds_no_cpus
+from hal.core.preemption import PREEMPTING, holds_no_cpus, suspended_by_preemption
 from hal.core.priority import DEFAULT_QOS, SUBMIT_LIMIT_MESSAGE
 from hal.core.reservation import Reservation
 from hal.core.states import JobState, NodeState, PendingReason
@@ -90,6 +90,9 @@ class Cluster:
         # the pending and running subset of ``jobs``: what a scheduling pass looks at, so
         # its cost does not grow with the finished jobs kept for MinJobAge
         self.unfinished: dict[int, Job] = {}
+        # ids of the jobs suspended by preemption (``hal.state.preempt.resume_freed``
+        # runs after every batch of finished jobs: it must not scan the whole queue)
+        self.preempt_suspended: set[int] = set()
         self.nodes: dict[str, Node] = {}
         self.usage: dict[str, NodeUsage] = {}
         self.arrays: dict[int, list[int]] = {}  # array job id → element ids (in the mirror)
@@ -160,6 +163,10 @@ class Cluster:
         if job.state.is_active and (not was or moved):
             hold(self.usage, job)
         self.jobs[job.id] = job
+        if suspended_by_preemption(job):
+            self.preempt_suspended.add(job.id)
+        else:
+            self.preempt_suspended.discard(job.id)
         if job.state is JobState.PENDING or job.state.is_active:
             self.unfinished[job.id] = job
         else:

@@ -158,7 +158,7 @@ def resumable(cluster: Cluster) -> list[Job]:
     its nodes: never onto CPUs another job took meanwhile. Each one chosen takes its
     CPUs back before the next is checked, so two never count on the same CPUs.
     """
-    waiting = [j for j in cluster.unfinished.values() if suspended_by_preemption(j)]
+    waiting = [cluster.jobs[i] for i in cluster.preempt_suspended]
     waiting.sort(key=lambda j: (float(j.extra.get(SUSPENDED_AT, 0.0)), j.id))
     cpus_used = {name: u.allocated.cpus for name, u in cluster.usage.items()}
     out: list[Job] = []
@@ -217,7 +217,7 @@ async def resume_freed(cluster: Cluster) -> list[int]:
     agents report jobs ended); the ids resumed."""
     from hal.state import agents
 
-    if not any(suspended_by_preemption(j) for j in cluster.unfinished.values()):
+    if not cluster.preempt_suspended:
         return []  # the common case: no lock taken
     async with cluster._lock:
         now = cluster.clock.now()
