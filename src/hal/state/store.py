@@ -11,6 +11,7 @@ serialises writers the way SQLite wants.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -20,6 +21,7 @@ from typing import Any
 from sqlalchemy import (
     Connection,
     Engine,
+    Executable,
     and_,
     bindparam,
     delete,
@@ -64,6 +66,76 @@ class StoredEvent:
     data: dict[str, Any]
 
 
+# The statements of the hot paths (submit, start, finish), built once: building an
+# expression and its cache key costs SQLAlchemy more than executing it on SQLite.
+
+
+@functools.cache
+def _reserve_ids() -> Executable:
+    m = schema.meta
+    return (
+        update(m)
+        .where(m.c.key == "next_job_id")
+        .values(value=m.c.value + bindparam("b_count"))
+        .returning(m.c.value)
+    )
+
+
+@functools.cache
+def _insert_scripts() -> Executable:
+    return insert(schema.job_scripts)
+
+
+@functools.cache
+def _insert_jobs() -> Executable:
+    return insert(schema.jobs)
+
+
+@functools.cache
+def _update_jobs() -> Executable:
+    t = schema.jobs
+    return (
+        update(t)
+        .where(t.c.id == bindparam("b_id"))
+        .values(
+            state=bindparam("b_state"),
+            reason=bindparam("b_reason"),
+            partition=bindparam("b_partition"),
+            priority=bindparam("b_priority"),
+            eligible_time=bindparam("b_eligible"),
+            start_time=bindparam("b_start"),
+            end_time=bindparam("b_end"),
+            time_limit=bindparam("b_limit"),
+            exit_code=bindparam("b_exit"),
+            exit_signal=bindparam("b_signal"),
+            restarts=bindparam("b_restarts"),
+            held_by_admin=bindparam("b_admin_hold"),
+            priority_fixed=bindparam("b_priority_fixed"),
+            cancelled_by=bindparam("b_cancelled_by"),
+            allocation=bindparam("b_alloc"),
+            name=bindparam("b_name"),
+            spec=bindparam("b_spec"),
+            launched=bindparam("b_launched"),
+            marks=bindparam("b_marks"),
+        )
+    )
+
+
+@functools.cache
+def _record_usage() -> Executable:
+    t = schema.jobs
+    return (
+        update(t)
+        .where(t.c.id == bindparam("b_id"))
+        .values(max_rss=bindparam("b_rss"), cpu_seconds=bindparam("b_cpu"))
+    )
+
+
+@functools.cache
+def _insert_events() -> Executable:
+    return insert(schema.events).returning(schema.events.c.id, sort_by_parameter_order=True)
+
+
 class Transaction:
     """One unit of work. Obtained from ``SqlStateStore.transaction()``."""
 
@@ -73,61 +145,27 @@ class Transaction:
 
     def reserve_job_ids(self, count: int) -> int:
         """Reserve ``count`` consecutive job ids; return the first."""
-        row = self.conn.execute(
-            update(schema.meta)
-            .where(schema.meta.c.key == "next_job_id")
-            .values(value=schema.meta.c.value + count)
-            .returning(schema.meta.c.value)
-        ).one()
+        row = self.conn.execute(_reserve_ids(), {"b_count": count}).one()
         return int(row[0]) - count
 
     def insert_scripts(self, scripts: Sequence[tuple[int, str]]) -> None:
         if scripts:
-            self.conn.execute(
-                insert(schema.job_scripts), [{"id": i, "script": s} for i, s in scripts]
-            )
+            self.conn.execute(_insert_scripts(), [{"id": i, "script": s} for i, s in scripts])
 
     def insert_jobs(self, jobs: Sequence[Job], script_ids: Sequence[int]) -> None:
         if jobs:
             self.conn.execute(
-                insert(schema.jobs),
-                [job_to_row(j, s) for j, s in zip(jobs, script_ids, strict=True)],
+                _insert_jobs(), [job_to_row(j, s) for j, s in zip(jobs, script_ids, strict=True)]
             )
 
     def update_jobs(self, jobs: Sequence[Job]) -> None:
         """Write the mutable columns of ``jobs`` (state, times, allocation, ...)."""
         if not jobs:
             return
-        t = schema.jobs
-        stmt = (
-            update(t)
-            .where(t.c.id == bindparam("b_id"))
-            .values(
-                state=bindparam("b_state"),
-                reason=bindparam("b_reason"),
-                partition=bindparam("b_partition"),
-                priority=bindparam("b_priority"),
-                eligible_time=bindparam("b_eligible"),
-                start_time=bindparam("b_start"),
-                end_time=bindparam("b_end"),
-                time_limit=bindparam("b_limit"),
-                exit_code=bindparam("b_exit"),
-                exit_signal=bindparam("b_signal"),
-                restarts=bindparam("b_restarts"),
-                held_by_admin=bindparam("b_admin_hold"),
-                priority_fixed=bindparam("b_priority_fixed"),
-                cancelled_by=bindparam("b_cancelled_by"),
-                allocation=bindparam("b_alloc"),
-                name=bindparam("b_name"),
-                spec=bindparam("b_spec"),
-                launched=bindparam("b_launched"),
-                marks=bindparam("b_marks"),
-            )
-        )
         from hal.state.codec import marks_to_json, spec_to_json
 
         self.conn.execute(
-            stmt,
+            _update_jobs(),
             [
                 {
                     "b_id": j.id,
@@ -161,9 +199,7 @@ class Transaction:
         if not usage:
             return
         self.conn.execute(
-            update(schema.jobs)
-            .where(schema.jobs.c.id == bindparam("b_id"))
-            .values(max_rss=bindparam("b_rss"), cpu_seconds=bindparam("b_cpu")),
+            _record_usage(),
             [{"b_id": job_id, "b_rss": rss, "b_cpu": cpu} for job_id, rss, cpu in usage],
         )
 
@@ -174,7 +210,7 @@ class Transaction:
             return
         ids = (
             self.conn.execute(
-                insert(schema.events).returning(schema.events.c.id, sort_by_parameter_order=True),
+                _insert_events(),
                 [
                     {
                         "time": r.time,
