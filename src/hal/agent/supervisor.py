@@ -86,7 +86,8 @@ class StepPlan:
     groups: tuple[int, ...] = ()
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self))
+        # shallow (``asdict`` copies ``env`` and every tuple first): the same JSON
+        return json.dumps({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
 
     @classmethod
     def from_json(cls, text: str) -> StepPlan:
