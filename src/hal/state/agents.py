@@ -140,7 +140,9 @@ async def register(cluster: Cluster, reg: AgentRegister) -> AgentRegistered:
         last_seen=now,
         lost_check_after=now + cluster.config.heartbeat_interval_seconds * 3,
     )
-    reported = {r.job_id for r in reg.running}
+    # (job, attempt): an older attempt still there is killed, and the current one is
+    # (re)sent: the agent starts it once the old one has ended
+    reported = {(r.job_id, r.attempt) for r in reg.running}
     async with cluster._lock:
 
         def work() -> list[StoredEvent]:
@@ -168,7 +170,7 @@ async def register(cluster: Cluster, reg: AgentRegister) -> AgentRegistered:
                 job.state is JobState.RUNNING
                 and job.allocation is not None
                 and job.allocation.nodes[0] == reg.node
-                and job.id not in reported
+                and (job.id, job.restarts) not in reported
                 and not job.launched
             ):
                 send_launch(cluster, job)

@@ -1,5 +1,5 @@
-"""The node-timeout check and an agent's registration race for the cluster lock: a node
-that registered while the check waited stays UP."""
+"""An agent coming back while the server moved on: the node-timeout check and the
+registration race for the cluster lock; a requeued job's new attempt meets its old one."""
 
 from __future__ import annotations
 
@@ -7,12 +7,15 @@ import asyncio
 
 from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
+from hal.core.job import Allocation, JobSpec
 from hal.core.node import Node
 from hal.core.resources import GiB, ResourceVector
 from hal.core.states import NodeState
+from hal.scheduler.framework.snapshot import Placement, Plan
 from hal.state import agents
 from hal.state.cluster import Cluster
 from hal.state.store import SqlStateStore
+from hal.wire.agent import AgentRegister, Launch, RunningJob
 
 
 def test_a_node_that_registers_while_the_check_waits_is_not_marked_down(db_url: str) -> None:
@@ -36,3 +39,41 @@ def test_a_node_that_registers_while_the_check_waits_is_not_marked_down(db_url: 
     marked, state, later = asyncio.run(scenario())
     assert (marked, state) == ([], NodeState.UP)
     assert later == ["n1"]
+
+
+def test_a_requeued_attempt_is_sent_to_an_agent_that_still_runs_the_old_one(
+    db_url: str,
+) -> None:
+    """The agent re-registers while attempt 0 of a job it ran still runs there and the
+    server has placed attempt 1 on it: attempt 0 is killed and attempt 1 is (re)sent,
+    which the agent starts once attempt 0 has ended."""
+
+    async def scenario() -> tuple[list[int], list[tuple[int, int]]]:
+        clock = VirtualClock(1000.0)
+        cluster = Cluster(SqlStateStore(db_url), HalConfig(), clock)
+        await cluster.load()
+        cluster.nodes["n1"] = Node("n1", ResourceVector(cpus=2, memory_bytes=GiB))
+        (done,) = await cluster.submit([JobSpec(user="alice", script="#!/bin/sh\ntrue\n")])
+        job = cluster.jobs[done.job_id].evolve(restarts=1)  # requeued once already
+        cluster._put(job)
+        alloc = Allocation(("n1",), (ResourceVector(cpus=1, memory_bytes=0),))
+        await cluster.apply_plan(Plan(revision=0, placements=(Placement(job.id, alloc),)))
+        reply = await agents.register(
+            cluster,
+            AgentRegister(
+                node="n1",
+                cpus=2,
+                memory_bytes=GiB,
+                running=[RunningJob(job_id=job.id, attempt=0, pid=4242)],
+            ),
+        )
+        sent = [
+            (i.job_id, i.attempt)
+            for i in cluster.agent_sessions["n1"].outbox
+            if isinstance(i, Launch)
+        ]
+        await cluster.close()
+        return reply.kill, sent
+
+    kill, sent = asyncio.run(scenario())
+    assert len(kill) == 1 and sent == [(kill[0], 1)]
