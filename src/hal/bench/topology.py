@@ -17,10 +17,11 @@ from __future__ import annotations
 import random
 import statistics
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from hal.core.job import Job
-from hal.core.node import Partition
+from hal.core.node import Node, Partition
 from hal.core.topology import Topology
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.node_table import NodeTable
@@ -63,25 +64,32 @@ def _median_ms(
     return statistics.median(times), nodes
 
 
-def run_topology_bench(
-    nodes: int = 10_000, leaf: int = 16, levels: int = 3, repeats: int = 50, busy: float = 0.5
-) -> dict[str, Any]:
-    model = ClusterModel(nodes=nodes, cores_per_node=32, nodes_per_switch=leaf, tree_levels=levels)
-    cluster_nodes = model.build_nodes()
+def busy_cluster(
+    cluster_nodes: tuple[Node, ...], busy: float
+) -> tuple[ClusterSnapshot, NodeTable, list[int]]:
+    """A snapshot of ``cluster_nodes`` and its node table with a seeded ``busy``
+    fraction of whole nodes taken out directly (no running jobs to replay)."""
     rng = random.Random(7)
-    # Whole busy nodes, taken out of the table directly (no running jobs to replay).
-    busy_rows = [i for i in range(nodes) if rng.random() < busy]
+    busy_rows = [i for i in range(len(cluster_nodes)) if rng.random() < busy]
     snap = ClusterSnapshot(1, 0.0, cluster_nodes, (Partition(PARTITION, default=True),), (), ())
     table = NodeTable(cluster_nodes, snap.partitions)
     table.free_cpus[busy_rows] = 0
     table.jobs_on[busy_rows] = 1
-    leaf_of = {n.name: n.topology[-1] for n in cluster_nodes}
+    return snap, table, busy_rows
 
-    t0 = time.perf_counter()
-    TreeIndex.from_nodes(cluster_nodes)
-    index_ms = (time.perf_counter() - t0) * 1000.0
 
-    aware = build_scheduler(default_profile(topology=Topology()))
+def size_cases(
+    aware: Scheduler,
+    snap: ClusterSnapshot,
+    table: NodeTable,
+    model: ClusterModel,
+    repeats: int,
+    group_of: Mapping[str, str],
+    unit: str,
+) -> dict[str, Any]:
+    """The 8-, 64- and 512-node jobs placed by ``aware`` beside the same placement
+    without the topology plugin (``unit``: how many groups of ``group_of`` each spans),
+    and a 64-node job on a new node tuple per pass (as the server's passes hand it)."""
     plain = build_scheduler(default_profile(topology_aware=False))
     cases: dict[str, Any] = {}
     for size in JOB_SIZES:
@@ -91,12 +99,29 @@ def run_topology_bench(
         cases[f"{size}_nodes"] = {
             "median_ms": round(aware_ms, 3),
             "baseline_median_ms": round(plain_ms, 3),
-            "leaves": len({leaf_of[n] for n in aware_nodes}),
-            "baseline_leaves": len({leaf_of[n] for n in plain_nodes}),
+            unit: len({group_of[n] for n in aware_nodes}),
+            f"baseline_{unit}": len({group_of[n] for n in plain_nodes}),
         }
     job = Job(1, model.spec_for(64 * model.cores_per_node, 1), partition=PARTITION)
     server_ms, _ = _median_ms(aware, snap, table, job, repeats, new_node_tuple=True)
     cases["64_nodes_new_pass"] = {"median_ms": round(server_ms, 3)}
+    return cases
+
+
+def run_topology_bench(
+    nodes: int = 10_000, leaf: int = 16, levels: int = 3, repeats: int = 50, busy: float = 0.5
+) -> dict[str, Any]:
+    model = ClusterModel(nodes=nodes, cores_per_node=32, nodes_per_switch=leaf, tree_levels=levels)
+    cluster_nodes = model.build_nodes()
+    snap, table, busy_rows = busy_cluster(cluster_nodes, busy)
+    leaf_of = {n.name: n.topology[-1] for n in cluster_nodes}
+
+    t0 = time.perf_counter()
+    TreeIndex.from_nodes(cluster_nodes)
+    index_ms = (time.perf_counter() - t0) * 1000.0
+
+    aware = build_scheduler(default_profile(topology=Topology()))
+    cases = size_cases(aware, snap, table, model, repeats, leaf_of, "leaves")
     worst = max(c["median_ms"] for c in cases.values())
     return {
         "benchmark": "topology",

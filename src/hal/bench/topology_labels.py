@@ -12,16 +12,13 @@ pass (as the server's passes hand the plugin).
 
 from __future__ import annotations
 
-import random
 from dataclasses import replace
 from typing import Any
 
-from hal.bench.topology import JOB_SIZES, TARGET_MS, _median_ms
+from hal.bench.topology import TARGET_MS, _median_ms, busy_cluster, size_cases
 from hal.core.job import Job, TopologyConstraint
-from hal.core.node import Node, Partition
+from hal.core.node import Node
 from hal.core.topology_labels import label_path
-from hal.scheduler.framework.node_table import NodeTable
-from hal.scheduler.framework.snapshot import ClusterSnapshot
 from hal.scheduler.plugins import build_scheduler, default_profile
 from hal.sim.cluster import PARTITION, ClusterModel
 
@@ -46,30 +43,11 @@ def labelled_nodes(count: int) -> tuple[Node, ...]:
 def run_label_bench(nodes: int = 10_000, repeats: int = 50, busy: float = 0.5) -> dict[str, Any]:
     model = ClusterModel(nodes=nodes, cores_per_node=32)
     cluster_nodes = labelled_nodes(nodes)
-    rng = random.Random(7)
-    busy_rows = [i for i in range(nodes) if rng.random() < busy]
-    snap = ClusterSnapshot(1, 0.0, cluster_nodes, (Partition(PARTITION, default=True),), (), ())
-    table = NodeTable(cluster_nodes, snap.partitions)
-    table.free_cpus[busy_rows] = 0
-    table.jobs_on[busy_rows] = 1
+    snap, table, busy_rows = busy_cluster(cluster_nodes, busy)
     by_name = {n.name: n for n in cluster_nodes}
-
-    def racks(names: tuple[str, ...]) -> int:
-        return len({by_name[n].labels["rack"] for n in names})
-
+    rack_of = {n.name: n.labels["rack"] for n in cluster_nodes}
     aware = build_scheduler(default_profile())
-    plain = build_scheduler(default_profile(topology_aware=False))
-    cases: dict[str, Any] = {}
-    for size in JOB_SIZES:
-        job = Job(1, model.spec_for(size * model.cores_per_node, 1), partition=PARTITION)
-        aware_ms, aware_nodes = _median_ms(aware, snap, table, job, repeats)
-        plain_ms, plain_nodes = _median_ms(plain, snap, table, job, repeats)
-        cases[f"{size}_nodes"] = {
-            "median_ms": round(aware_ms, 3),
-            "baseline_median_ms": round(plain_ms, 3),
-            "racks": racks(aware_nodes),
-            "baseline_racks": racks(plain_nodes),
-        }
+    cases = size_cases(aware, snap, table, model, repeats, rack_of, "racks")
     spec = replace(
         model.spec_for(8 * model.cores_per_node, 1), topology=TopologyConstraint("nvlink", True)
     )
@@ -78,9 +56,6 @@ def run_label_bench(nodes: int = 10_000, repeats: int = 50, busy: float = 0.5) -
         "median_ms": round(nvlink_ms, 3),
         "domains": len({by_name[n].nvlink_domain for n in placed}),
     }
-    job = Job(1, model.spec_for(64 * model.cores_per_node, 1), partition=PARTITION)
-    server_ms, _ = _median_ms(aware, snap, table, job, repeats, new_node_tuple=True)
-    cases["64_nodes_new_pass"] = {"median_ms": round(server_ms, 3)}
     worst = max(c["median_ms"] for c in cases.values())
     return {
         "benchmark": "topology-labels",
