@@ -54,6 +54,10 @@ class GroupCommitter:
                     await loop.run_in_executor(self._executor, self.store.write, journal)
                 except Exception as err:
                     log.exception("cache store write failed")
+                    # Keep the failed rows for the next flush. Memory already holds them, so
+                    # a client's retry (a replayed event is a no-op) would journal nothing
+                    # and the change would be lost at the next restart.
+                    self.directory.journal = journal.then(self.directory.journal)
                     _finish(done, err)
                     _finish(self._next, err)
                     self._next = None

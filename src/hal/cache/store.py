@@ -79,6 +79,17 @@ class Journal:
         self.dropped.add(instance_id)
         self.instances[instance_id] = None
 
+    def then(self, later: Journal) -> Journal:
+        """This journal followed by ``later``, as one: what to write after this one failed.
+
+        Row states in ``later`` are newer and win; its drops remove this journal's rows of
+        that instance first, exactly as if both had been recorded into one journal."""
+        for instance_id in later.dropped:
+            self.drop_instance(instance_id)
+        self.instances.update(later.instances)
+        self.content.update(later.content)
+        return self
+
 
 def _digest(*parts: str) -> str:
     raw = json.dumps(parts).encode()

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from cacheapi import Api
+from sqlalchemy.exc import OperationalError
+
+from hal.cache.contentmap import Entry
+from hal.cache.store import Journal
 
 
 def test_restart_keeps_registry_topology_content_and_stale_marks(api: Api) -> None:
@@ -57,3 +62,44 @@ def test_keys_with_nul_and_long_names_persist(api: Api) -> None:
     api.restart()
     keys = {k["key"] for k in api.get("/v1/content/instances/n1/keys").json()["keys"]}
     assert keys == set(weird)
+
+
+def test_a_failed_database_write_is_a_500_and_the_retry_makes_it_durable(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database refuses one commit (disk full, failover): the node gets the 500 error
+    shape and retries the same event. Memory already holds it, so the replay changes
+    nothing there; the rows of the failed commit must still reach the database."""
+    api.register("n1")
+    real_write = api.plane.store.write
+    calls = 0
+
+    def fail_once(journal: Journal) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise OperationalError("INSERT", {}, Exception("database is locked"))
+        real_write(journal)
+
+    monkeypatch.setattr(api.plane.store, "write", fail_once)
+    resp = api.event("n1", "k", size=7)
+    assert resp.status_code == 500
+    assert resp.json()["code"] == "internal_error" and resp.json()["message"]
+    assert api.event("n1", "k", size=7).status_code == 202  # the node's retry: a duplicate
+    monkeypatch.undo()
+    api.restart()
+    assert api.get("/v1/content/locate/k").json()["instances"] == [{"instanceId": "n1", "size": 7}]
+
+
+def test_a_journal_kept_after_a_failure_is_overridden_by_later_changes() -> None:
+    """Rows of a failed flush go first; what happened after wins, drops included."""
+    failed = Journal()
+    failed.content[("a", "k")] = Entry(size=1)
+    failed.content[("b", "k")] = Entry(size=2)
+    later = Journal()
+    later.drop_instance("b")
+    later.content[("a", "k")] = Entry(size=3)
+    later.content[("b", "new")] = Entry(size=4)  # b registered again after its drop
+    merged = failed.then(later)
+    assert merged.content == {("a", "k"): Entry(size=3), ("b", "new"): Entry(size=4)}
+    assert merged.dropped == {"b"} and merged.instances == {"b": None}
