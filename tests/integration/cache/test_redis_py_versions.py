@@ -1,4 +1,7 @@
-"""redis-py 5, 6, 7 and 8 against a cache node (each installed into a temp dir)."""
+"""redis-py 5, 6, 7 and 8 against a cache node (each installed into a temp dir).
+
+Slow (each major is a pip install from the package index): it runs in CI (CI=true) and
+with HAL_SLOW=1; the shared venv's own redis-py drives every other cache test."""
 
 from __future__ import annotations
 
@@ -67,8 +70,9 @@ def test_redis_py_major_version_works_with_resp2_and_resp3(
         timeout=240,
         check=False,
     )
-    if install.returncode != 0:
-        pytest.skip(f"redis-py {major}.x could not be installed: {install.stderr[-500:]}")
+    # a failure, not a skip: the issue asks for every major from 5 to 8, and a skipped
+    # version would let the suite pass without ever having talked to it
+    assert install.returncode == 0, f"redis-py {major}.x did not install: {install.stderr[-500:]}"
     run = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(node.port)],
         capture_output=True,

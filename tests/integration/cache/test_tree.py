@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
+from pathlib import Path
 
 import pytest
 import redis
-from cachetree import wait_for
+from cachetree import ControlPlane, Node, start_all, wait_for
 
 from conftest import Tree
 
@@ -30,6 +31,29 @@ def test_leaf_miss_pulls_through_its_branch_which_keeps_a_copy(tree: Tree) -> No
     after = tree["root"].client().info("stats")["keyspace_hits"]
     assert after == before
     assert tree["b1"].client().info("stats")["hal_pulls"] >= 1
+
+
+def test_concurrent_misses_at_sibling_leaves_fan_in_at_their_branch(tree: Tree) -> None:
+    """16 readers on the two leaves under b1 miss the same key at once: b1 pulls it from the
+    root and serves both leaves, so the root is read at most once per leaf (once, unless a
+    leaf asked the control plane before b1's copy was reported and so wants it re-checked)."""
+    tree["root"].client().set("fan-in", b"f" * 1000)
+    before_root = tree["root"].client().info("stats")["keyspace_hits"]
+    before_b1 = tree["b1"].client().info("stats")["hal_pulls"]
+
+    def read(i: int) -> bytes | None:
+        return tree["l1" if i % 2 else "l2"].client().get("fan-in")
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(read, range(16)))
+    assert results == [b"f" * 1000] * 16
+    assert tree["root"].client().info("stats")["keyspace_hits"] - before_root <= 2
+    assert 1 <= tree["b1"].client().info("stats")["hal_pulls"] - before_b1 <= 2
+    wait_for(
+        lambda: set(tree.cp.holders("fan-in")) == {"root", "b1", "l1", "l2"},
+        5,
+        "every copy on the way down to be reported",
+    )
 
 
 def test_miss_everywhere_is_nil_and_creates_no_holder(tree: Tree) -> None:
@@ -181,3 +205,29 @@ def test_nodes_keep_heartbeating_and_stay_active(tree: Tree) -> None:
     time.sleep(0.7)
     statuses = {i["id"]: i["status"] for i in tree.cp.http.get("/instances").json()["instances"]}
     assert set(statuses.values()) == {"active"}
+
+
+def test_max_bytes_and_policy_flags_set_the_nodes_memory_limit(tmp_path: Path) -> None:
+    """`hal cache node --max-bytes N --maxmemory-policy allkeys-lru`: the node starts with
+    that limit, evicts the least recently used keys to stay under it and reports them."""
+    cp = ControlPlane(tmp_path)
+    node = Node(
+        tmp_path, cp, "capped", None, "root", "--max-bytes", "20000",
+        "--maxmemory-policy", "allkeys-lru",
+    )  # fmt: skip
+    try:
+        start_all([cp, node])
+        client = node.client()
+        assert client.config_get("maxmemory*") == {
+            "maxmemory": "20000",
+            "maxmemory-policy": "allkeys-lru",
+        }
+        for i in range(40):
+            assert client.set(f"cap:{i}", b"x" * 1000) is True
+        assert client.info("memory")["used_memory"] <= 20000
+        assert client.info("stats")["evicted_keys"] > 0
+        assert client.exists("cap:39") == 1 and client.exists("cap:0") == 0
+        wait_for(lambda: cp.holders("cap:0") == [], 5, "evictions to reach the map")
+    finally:
+        node.kill()
+        cp.kill()
