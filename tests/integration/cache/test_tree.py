@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import socket
 import time
 from pathlib import Path
 
@@ -178,6 +179,34 @@ def test_redis_cli_speaks_to_a_node(tree: Tree) -> None:
     assert node.cli("SELECT", "1").startswith("ERR")
     assert node.cli("-3", "GET", "nothing-at-all") in ("", "(nil)")
     assert node.cli("NOSUCHCOMMAND").startswith("ERR unknown command")
+
+
+def test_handshake_commands_hello_client_setinfo_and_quit(tree: Tree) -> None:
+    """What clients send on connect and on close, on a raw socket: HELLO 3 answers a map
+    and switches to RESP3 (nil is `_`), an unknown version is NOPROTO, CLIENT SETINFO is
+    OK, and QUIT answers OK and closes the connection."""
+    with socket.create_connection(("127.0.0.1", tree["l2"].port), timeout=10) as sock:
+        reader = sock.makefile("rb")
+
+        def send(*args: bytes) -> None:
+            sock.sendall(
+                b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+            )
+
+        send(b"HELLO", b"4")
+        assert reader.readline().startswith(b"-NOPROTO")
+        send(b"CLIENT", b"SETINFO", b"lib-name", b"hal-test")
+        assert reader.readline() == b"+OK\r\n"
+        send(b"HELLO", b"3")
+        assert reader.readline().startswith(b"%")  # a RESP3 map of server facts
+        send(b"PING")
+        while (line := reader.readline()) != b"+PONG\r\n":
+            assert line, "connection closed before PONG"  # skip the rest of HELLO's map
+        send(b"GET", b"handshake-missing")
+        assert reader.readline() == b"_\r\n"
+        send(b"QUIT")
+        assert reader.readline() == b"+OK\r\n"
+        assert reader.read() == b""  # closed by the node
 
 
 def test_many_concurrent_clients_share_one_pull(tree: Tree) -> None:
