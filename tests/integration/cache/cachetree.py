@@ -186,3 +186,40 @@ def start_all(procs: list[Proc]) -> None:
 def registered(cp: ControlPlane, ids: list[str]) -> bool:
     found = {i["id"] for i in cp.http.get("/instances").json()["instances"]}
     return set(ids) <= found
+
+
+class Tree:
+    """root ─┬─ b1 ─┬─ l1
+    │      └─ l2
+    └─ b2 ─── l3"""
+
+    def __init__(self, tmp: Path, *cp_args: str, node_args: tuple[str, ...] = ()) -> None:
+        self.cp = ControlPlane(tmp, None, *cp_args)
+        self.nodes = {
+            "root": Node(tmp, self.cp, "root", None, "root", *node_args),
+            "b1": Node(tmp, self.cp, "b1", "root", "branch", *node_args),
+            "b2": Node(tmp, self.cp, "b2", "root", "branch", *node_args),
+            "l1": Node(tmp, self.cp, "l1", "b1", "leaf", *node_args),
+            "l2": Node(tmp, self.cp, "l2", "b1", "leaf", *node_args),
+            "l3": Node(tmp, self.cp, "l3", "b2", "leaf", *node_args),
+        }
+
+    def __getitem__(self, iid: str) -> Node:
+        return self.nodes[iid]
+
+    def start(self) -> None:
+        self.cp.start()
+        start_all(list(self.nodes.values()))
+        wait_for(lambda: registered(self.cp, list(self.nodes)), 15, "every node registered")
+        # a node that joined before its parent registered completes its chain on a heartbeat
+        for node in self.nodes.values():
+            wait_for(
+                lambda node=node: node.client().info("server")["hal_chain_complete"] == 1,
+                15,
+                f"{node.iid} to know its parent chain",
+            )
+
+    def stop(self) -> None:
+        for node in self.nodes.values():
+            node.kill()
+        self.cp.kill()

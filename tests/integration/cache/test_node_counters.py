@@ -13,9 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from cachetree import wait_for
-
-from conftest import Tree
+from cachetree import Tree, wait_for
 
 SIZE = 50_000
 

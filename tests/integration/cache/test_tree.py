@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from cachetree import ControlPlane, Node, start_all, wait_for
-
-from conftest import Tree
+from cachetree import ControlPlane, Node, Tree, start_all, wait_for
 
 
 def test_leaf_miss_pulls_through_its_branch_which_keeps_a_copy(tree: Tree) -> None:
