@@ -27,6 +27,7 @@ from hal.htc import service
 
 FLUSH_AFTER_S = 0.001
 EXIT_LOAD_ERROR = 3
+EXIT_SERVICE_DIED = 4  # an executable service exited under a task
 
 
 class TaskTimeout(Exception):
@@ -104,6 +105,14 @@ def serve(sock: socket.socket, stream: Any, call: Callable[..., Any], timeout_s:
             except TaskTimeout:
                 text = f"task {task_id} ran past its timeout of {timeout_s:g} s"
                 out += (task_id, timed_out, pack(text))
+            except service.ServiceExited as err:
+                # The program died under this task: die with it, so the broker re-runs
+                # this frame's unfinished tasks elsewhere and blames the task that keeps
+                # doing it (poison), instead of failing every later task on a dead pipe.
+                if out:
+                    sock.sendall(frame([p.RESULTS, 0, out]))
+                print(f"hal-htc-worker: task {task_id}: {err}", file=sys.stderr)
+                return EXIT_SERVICE_DIED
             except Exception as err:
                 text = "".join(traceback.format_exception_only(err)).strip()
                 out += (task_id, failed, pack(text))

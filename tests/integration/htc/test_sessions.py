@@ -12,6 +12,7 @@ from hal import htc
 from hal.cli import htc as cli_htc
 from hal.core.errors import HalError
 from hal.htc import HtcClient
+from hal.htc.examples import EXECUTABLE  # a program speaking the stdin/stdout protocol
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobSubmit
 
@@ -106,6 +107,39 @@ def test_a_task_that_crashes_every_worker_is_failed_with_a_clear_error(hc: HtcCl
     assert out[:5] == list(range(5)) and out[6:] == list(range(6, 20))
     assert isinstance(out[5], htc.PoisonTask)
     assert "running alone on 2 workers that died" in str(out[5])
+
+
+def test_an_executable_service_answers_reports_failures_and_survives_a_timeout(
+    hc: HtcClient,
+) -> None:
+    """A program speaking the length-prefixed stdin/stdout protocol (written with no HAL
+    import) serves a session. The task that times out leaves its program answering late;
+    the 20 tasks queued behind it on the same single worker still get their own replies."""
+    with hc.open_session(EXECUTABLE, max_workers=1, task_timeout=0.5) as s:
+        assert list(s.map([b"abc", "text"])) == [b"ABC", b"TEXT"]
+        with pytest.raises(htc.TaskFailed, match="no such trade"):
+            s.submit(b"fail:no such trade").result(30)
+        slow = s.submit(b"sleep:3000")
+        behind = s.submit_many([(f"t{i}",) for i in range(20)])
+        with pytest.raises(htc.TaskTimedOut, match=r"timeout of 0\.5 s"):
+            slow.result(30)
+        assert [f.result(30) for f in behind] == [f"T{i}".encode() for i in range(20)]
+
+
+def test_a_request_that_kills_the_executable_is_failed_as_poison(hc: HtcClient) -> None:
+    """The program exits under one request: its worker exits too, the request is rerun
+    alone on fresh workers, and after ``max_worker_deaths`` it fails with a clear error
+    while the other requests (and the later ones) succeed."""
+    with hc.open_session(EXECUTABLE, max_workers=2, max_worker_deaths=2) as s:
+        requests = [f"r{i}".encode() for i in range(30)]
+        requests[10] = b"crash"
+        out = list(s.map(requests, return_exceptions=True))
+        assert out[:10] + out[11:] == [r.upper() for r in requests[:10] + requests[11:]]
+        assert isinstance(out[10], htc.PoisonTask)
+        assert "running alone on 2 workers that died" in str(out[10])
+        assert s.submit(b"after").result(30) == b"AFTER"
+        info = hc.session(s.id)
+    assert info.worker_deaths >= 2 and info.failed == 1
 
 
 def test_a_batch_job_and_a_session_at_once_both_finish(hc: HtcClient, server: LiveServer) -> None:
