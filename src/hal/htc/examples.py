@@ -48,6 +48,13 @@ def crash_on(x: int, bad: int) -> int:
     return x
 
 
+def after_file(path: str, value: Any) -> Any:
+    """Returns ``value`` once ``path`` exists: a test decides when results may appear."""
+    while not os.path.exists(path):
+        time.sleep(0.01)
+    return value
+
+
 def pid() -> int:
     return os.getpid()
 

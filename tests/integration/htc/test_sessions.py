@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -83,6 +87,48 @@ def test_a_session_outlives_its_client_and_is_reattached_by_id(
         assert got == {task_id: x * x for task_id, x in ids.items()}
         assert again.submit(12).result(30) == 144  # new tasks continue the id sequence
         assert again.close(30) == "DONE"
+
+
+CRASHING_CLIENT = textwrap.dedent(
+    """
+    import os, sys
+    from hal.htc import HtcClient
+    url, token, gate = sys.argv[1:]
+    s = HtcClient(url, token).open_session("hal.htc.examples:after_file", max_workers=2)
+    futures = s.submit_many([(gate, x) for x in range(300)])
+    print(s.id, futures[0].task_id, futures[-1].task_id, flush=True)
+    os._exit(0)  # no detach, no close: the client process just ends
+    """
+)
+
+
+def test_a_session_is_reattached_from_another_process_after_its_client_died(
+    hc: HtcClient, server: LiveServer, tmp_path: Path
+) -> None:
+    """The client that opened the session is another process, which ends abruptly right
+    after submitting. This process reattaches by id, gets all 300 results the dead client
+    never saw (no task can finish before ``gate`` exists, so none was acknowledged), and
+    carries on with new tasks."""
+    gate = tmp_path / "gate"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run(
+        [sys.executable, "-c", CRASHING_CLIENT, server.url, server.token, str(gate)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=True,
+    )
+    session_id, first, last = out.stdout.split()
+    gate.touch()
+    again = hc.attach(session_id)
+    assert again.outstanding_at_attach == 300
+    got = {r.task_id: r.value for r in again.results(timeout=30)}
+    assert got == {task_id: task_id - int(first) for task_id in range(int(first), int(last) + 1)}
+    assert again.submit(str(gate), "more").result(30) == "more"
+    assert again.close(30) == "DONE"
+    info = hc.session(session_id)
+    assert (info.submitted, info.completed, info.failed) == (301, 301, 0)
 
 
 def test_killing_a_worker_mid_run_retries_its_tasks_elsewhere(hc: HtcClient) -> None:
