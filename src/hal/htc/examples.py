@@ -1,12 +1,15 @@
 """Small services used by the docs, the tests and ``hal bench htc``.
 
 session = htc.open_session("hal.htc.examples:square")
+session = htc.open_session(examples.EXECUTABLE)  # an executable (exec_example.py)
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from hal.htc.service import common
@@ -45,5 +48,17 @@ def crash_on(x: int, bad: int) -> int:
     return x
 
 
+def after_file(path: str, value: Any) -> Any:
+    """Returns ``value`` once ``path`` exists: a test decides when results may appear."""
+    while not os.path.exists(path):
+        time.sleep(0.01)
+    return value
+
+
 def pid() -> int:
     return os.getpid()
+
+
+# An executable service: a stand-alone program (stdlib only, no HAL import, run by path so
+# no package is imported at start-up), as one in any language would be.
+EXECUTABLE = [sys.executable, str(Path(__file__).with_name("exec_example.py"))]

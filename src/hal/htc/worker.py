@@ -6,8 +6,10 @@ to stop or the broker goes away. One thread, blocking I/O: while a task runs not
 else needs doing, and incoming frames wait in the socket buffer.
 
 Results are sent back when a frame's tasks are all done, or earlier once a millisecond has
-passed since the last send, so one slow task does not hold back the results of the quick
-ones before it, and a deep batch of no-ops still goes back in one frame.
+passed since the last send, so a deep batch of no-ops still goes back in one frame. The
+check runs after each task: quick results that took under a millisecond in all still wait
+for a slow task behind them in the same frame (the broker's window keeps frames to ~4 ms
+of observed work, which bounds this for tasks of steady length).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from hal.htc import service
 
 FLUSH_AFTER_S = 0.001
 EXIT_LOAD_ERROR = 3
+EXIT_SERVICE_DIED = 4  # an executable service exited under a task
 
 
 class TaskTimeout(Exception):
@@ -104,6 +107,14 @@ def serve(sock: socket.socket, stream: Any, call: Callable[..., Any], timeout_s:
             except TaskTimeout:
                 text = f"task {task_id} ran past its timeout of {timeout_s:g} s"
                 out += (task_id, timed_out, pack(text))
+            except service.ServiceExited as err:
+                # The program died under this task: die with it, so the broker re-runs
+                # this frame's unfinished tasks elsewhere and blames the task that keeps
+                # doing it (poison), instead of failing every later task on a dead pipe.
+                if out:
+                    sock.sendall(frame([p.RESULTS, 0, out]))
+                print(f"hal-htc-worker: task {task_id}: {err}", file=sys.stderr)
+                return EXIT_SERVICE_DIED
             except Exception as err:
                 text = "".join(traceback.format_exception_only(err)).strip()
                 out += (task_id, failed, pack(text))

@@ -18,6 +18,7 @@ from hal.htc.rest import SessionTicket
 from hal.testing.live import LiveServer, wait_until
 
 SLEEP = "hal.htc.examples:sleep_ms"
+AFTER_FILE = "hal.htc.examples:after_file"
 
 
 def test_killing_the_broker_reopens_journaled_sessions_and_loses_the_others(
@@ -100,3 +101,36 @@ def test_outcomes_never_acknowledged_before_the_kill_all_reach_the_reattached_cl
         assert again.close(30) == "DONE"
         info = other.session(s.id)
         assert (info.submitted, info.completed, info.failed) == (100, 100, 0)
+
+
+def test_a_journaled_session_survives_a_restart_of_the_control_plane(tmp_path: Path) -> None:
+    """The server (and its agents) stop cleanly mid-session and start again: the broker
+    closed the journal and ended its client's connection; after the restart, a reattach
+    starts a new broker, which reopens the session, runs what was left on new workers and
+    resends what the client may not have acknowledged. 50 tasks can finish before the
+    stop, the 250 others only once ``gate`` exists (after the restart): each task is
+    counted once, and every outcome reaches a client."""
+    live = LiveServer(tmp_path / "hal")
+    gate, open_gate = tmp_path / "gate", tmp_path / "open"
+    open_gate.touch()
+    calls = [(str(open_gate), x) for x in range(50)] + [(str(gate), x) for x in range(50, 300)]
+    with live:
+        with live.agents(2, cpus=2), HtcClient(live.url, live.token) as hc:
+            s = hc.open_session(AFTER_FILE, max_workers=2, journal=True)
+            futures = s.submit_many(calls[:50])
+            assert [f.result(30) for f in futures] == list(range(50))
+            futures += s.submit_many(calls[50:])
+        live.stop()
+        wait_until(lambda: s.ended is not None, timeout=10, message="the client to see it")
+        assert not any(f.done() and f.exception() is None for f in futures[50:])
+        s.disconnect()
+        live.start()
+        gate.touch()
+        with live.agents(2, cpus=2), HtcClient(live.url, live.token) as hc:
+            again = hc.attach(s.id)
+            after = {r.task_id: r.value for r in again.results(timeout=60)}
+            assert set(after) >= {f.task_id for f in futures[50:]}
+            assert all(after[f.task_id] == x for x, f in enumerate(futures) if f.task_id in after)
+            assert again.close(30) == "DONE"
+            info = hc.session(s.id)
+            assert (info.submitted, info.completed, info.failed) == (300, 300, 0)

@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +16,7 @@ from hal import htc
 from hal.cli import htc as cli_htc
 from hal.core.errors import HalError
 from hal.htc import HtcClient
+from hal.htc.examples import EXECUTABLE  # a program speaking the stdin/stdout protocol
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobSubmit
 
@@ -84,6 +89,48 @@ def test_a_session_outlives_its_client_and_is_reattached_by_id(
         assert again.close(30) == "DONE"
 
 
+CRASHING_CLIENT = textwrap.dedent(
+    """
+    import os, sys
+    from hal.htc import HtcClient
+    url, token, gate = sys.argv[1:]
+    s = HtcClient(url, token).open_session("hal.htc.examples:after_file", max_workers=2)
+    futures = s.submit_many([(gate, x) for x in range(300)])
+    print(s.id, futures[0].task_id, futures[-1].task_id, flush=True)
+    os._exit(0)  # no detach, no close: the client process just ends
+    """
+)
+
+
+def test_a_session_is_reattached_from_another_process_after_its_client_died(
+    hc: HtcClient, server: LiveServer, tmp_path: Path
+) -> None:
+    """The client that opened the session is another process, which ends abruptly right
+    after submitting. This process reattaches by id, gets all 300 results the dead client
+    never saw (no task can finish before ``gate`` exists, so none was acknowledged), and
+    carries on with new tasks."""
+    gate = tmp_path / "gate"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run(
+        [sys.executable, "-c", CRASHING_CLIENT, server.url, server.token, str(gate)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=True,
+    )
+    session_id, first, last = out.stdout.split()
+    gate.touch()
+    again = hc.attach(session_id)
+    assert again.outstanding_at_attach == 300
+    got = {r.task_id: r.value for r in again.results(timeout=30)}
+    assert got == {task_id: task_id - int(first) for task_id in range(int(first), int(last) + 1)}
+    assert again.submit(str(gate), "more").result(30) == "more"
+    assert again.close(30) == "DONE"
+    info = hc.session(session_id)
+    assert (info.submitted, info.completed, info.failed) == (301, 301, 0)
+
+
 def test_killing_a_worker_mid_run_retries_its_tasks_elsewhere(hc: HtcClient) -> None:
     with hc.open_session(SLEEP, min_workers=2, max_workers=2) as s:
         wait_until(
@@ -106,6 +153,39 @@ def test_a_task_that_crashes_every_worker_is_failed_with_a_clear_error(hc: HtcCl
     assert out[:5] == list(range(5)) and out[6:] == list(range(6, 20))
     assert isinstance(out[5], htc.PoisonTask)
     assert "running alone on 2 workers that died" in str(out[5])
+
+
+def test_an_executable_service_answers_reports_failures_and_survives_a_timeout(
+    hc: HtcClient,
+) -> None:
+    """A program speaking the length-prefixed stdin/stdout protocol (written with no HAL
+    import) serves a session. The task that times out leaves its program answering late;
+    the 20 tasks queued behind it on the same single worker still get their own replies."""
+    with hc.open_session(EXECUTABLE, max_workers=1, task_timeout=0.5) as s:
+        assert list(s.map([b"abc", "text"])) == [b"ABC", b"TEXT"]
+        with pytest.raises(htc.TaskFailed, match="no such trade"):
+            s.submit(b"fail:no such trade").result(30)
+        slow = s.submit(b"sleep:3000")
+        behind = s.submit_many([(f"t{i}",) for i in range(20)])
+        with pytest.raises(htc.TaskTimedOut, match=r"timeout of 0\.5 s"):
+            slow.result(30)
+        assert [f.result(30) for f in behind] == [f"T{i}".encode() for i in range(20)]
+
+
+def test_a_request_that_kills_the_executable_is_failed_as_poison(hc: HtcClient) -> None:
+    """The program exits under one request: its worker exits too, the request is rerun
+    alone on fresh workers, and after ``max_worker_deaths`` it fails with a clear error
+    while the other requests (and the later ones) succeed."""
+    with hc.open_session(EXECUTABLE, max_workers=2, max_worker_deaths=2) as s:
+        requests = [f"r{i}".encode() for i in range(30)]
+        requests[10] = b"crash"
+        out = list(s.map(requests, return_exceptions=True))
+        assert out[:10] + out[11:] == [r.upper() for r in requests[:10] + requests[11:]]
+        assert isinstance(out[10], htc.PoisonTask)
+        assert "running alone on 2 workers that died" in str(out[10])
+        assert s.submit(b"after").result(30) == b"AFTER"
+        info = hc.session(s.id)
+    assert info.worker_deaths >= 2 and info.failed == 1
 
 
 def test_a_batch_job_and_a_session_at_once_both_finish(hc: HtcClient, server: LiveServer) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import pytest
 
@@ -10,7 +11,11 @@ from hal.htc import protocol as p
 
 
 def test_frames_split_at_every_byte_decode_to_the_same_messages() -> None:
-    messages = [[p.SUBMIT, [1, b"a", 2, b"bc"]], [p.ACK, 7], [p.RESULTS, 2, [1, p.OK, b"x"]]]
+    messages: list[list[Any]] = [
+        [p.SUBMIT, [1, b"a", 2, b"bc"]],
+        [p.ACK, 7],
+        [p.RESULTS, 2, [1, p.OK, b"x"]],
+    ]
     data = b"".join(p.frame(m) for m in messages)
     decoder = p.FrameDecoder()
     out = []

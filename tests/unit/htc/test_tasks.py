@@ -78,6 +78,7 @@ def test_a_task_that_keeps_killing_workers_is_failed_as_poison() -> None:
         out = book.worker_lost(worker, f"job {worker} on node1")
         worker += 1
     assert out[:2] == [1, p.POISON]
+    assert isinstance(out[2], bytes)
     message = p.unpack(out[2])
     assert "3 workers that died" in message and f"job {worker - 1}" in message
     assert book.unfinished == 0 and book.counters.failed == 1 and book.counters.completed == 1
