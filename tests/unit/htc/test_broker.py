@@ -215,3 +215,50 @@ def test_a_stopping_broker_sends_a_journaled_sessions_client_nothing_more(
         assert list(back.book.backlog) == [(1, p.pack([1]))]  # runs again, unseen
 
     asyncio.run(main())
+
+
+def test_tasks_and_results_never_reach_the_database(tmp_path: Path) -> None:
+    """The task path stays in memory: 2,000 tasks submitted, run by a worker, returned to
+    a client and acknowledged write nothing to the session records' database (a real
+    SQLite file); only the session's own state changes do."""
+    from sqlalchemy import event
+
+    from hal.htc.records import SessionRecords
+
+    records = SessionRecords(f"sqlite:///{tmp_path / 'hal.db'}")
+    statements: list[str] = []
+    event.listen(records.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+
+    async def main() -> None:
+        broker = Broker(records=records)
+        session = open_session(broker)
+        broker.persist(session, insert=True)
+        client, client_sent = connect(broker)
+        broker.on_message(client, [p.HELLO_CLIENT, session.id, session.key])
+        worker = ready_worker(broker, session, job_id=5)
+        worker_peer = session.workers[5].conn
+        assert isinstance(worker_peer, Peer)
+        broker._db.submit(lambda: None).result()  # the insert has run
+        before = len(statements)
+        broker.submit(session, tasks(*range(1, 2001)))
+        await turn()
+        ran: list[int] = []
+        while len(ran) < 2000:  # the worker answers each window of tasks it is sent
+            sent = [i for frame in worker.sent if frame[0] == p.TASKS for i in frame[1][::2]]
+            fresh = sent[len(ran) :]
+            assert fresh, "the broker stopped sending tasks"
+            ran += fresh
+            broker.on_message(worker_peer, [p.RESULTS, 0, ok(*fresh)])
+            await turn()
+        assert ran == list(range(1, 2001))
+        returned = [m for m in client_sent.sent if m[0] == p.RESULTS]
+        assert sum(len(m[2]) // 3 for m in returned) == 2000
+        broker.on_message(client, [p.ACK, 2000])
+        await turn()
+        broker._db.submit(lambda: None).result()
+        assert statements[before:] == []
+        broker.close()
+
+    asyncio.run(main())
+    assert any("INSERT" in s for s in statements)  # the session itself was recorded
+    records.close()
