@@ -6,6 +6,9 @@ wall time, the whole loop's CPU time and the CPU spent inside ``launch`` alone p
 as JSON (children are reaped by the kernel, so their CPU is not counted).
 
     PYTHONPATH=src python bench/launch_loop.py [N]
+
+``ISO=cgroup1 ISO_BASE=/sys/fs/cgroup/memory/hal/probe`` (an existing cgroup folder) runs
+the jobs with that isolation backend instead of ``none``.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from hal.agent.supervisor import PLAN_FILE, STATUS_FILE, StepPlan
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 200
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # as in the launcher: the kernel reaps
-    isolation = Isolation("none")
+    isolation = Isolation(os.environ.get("ISO", "none"), os.environ.get("ISO_BASE", ""))
     with tempfile.TemporaryDirectory() as root:
         t0, c0 = time.perf_counter(), os.times()
         launch_cpu = 0.0  # CPU inside launch() alone, without this loop's own file work
