@@ -1,6 +1,6 @@
 """Control-plane CPU per submission: N held jobs submitted one request at a time to a
 ``hal up`` cluster (2 agents), with each request's latency and the server process's CPU
-time over the loop (from /proc, so the client's own CPU is not in it). Held jobs never
+time over the loop (from /proc), and this client's own CPU apart. Held jobs never
 start, so only the submit path is measured: HTTP, validation, the store transaction and
 the scheduling pass each submission triggers.
 
