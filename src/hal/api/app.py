@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -23,6 +24,14 @@ from hal.api import (
     routes_reservations,
 )
 from hal.api.context import ServerContext
+
+# FastAPI (0.16x) hands pydantic (>= 2.12) a plain ``Field(alias=<parameter name>)`` for a
+# request body read whole; pydantic warns that the alias has no effect there, which is
+# true and harmless (the body is the model), once per server start. Users saw it as an
+# alarming line in `hal up`'s output.
+warnings.filterwarnings(
+    "ignore", message=r"The 'alias' attribute with value .* was provided to the `Field\(\)`"
+)
 
 
 def create_app(
