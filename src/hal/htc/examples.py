@@ -48,9 +48,14 @@ def crash_on(x: int, bad: int) -> int:
     return x
 
 
-def after_file(path: str, value: Any) -> Any:
-    """Returns ``value`` once ``path`` exists: a test decides when results may appear."""
+def after_file(path: str, value: Any, limit_s: float = 300.0) -> Any:
+    """Returns ``value`` once ``path`` exists: a test decides when results may appear.
+    Gives up after ``limit_s``, so a test that failed before making the file leaves no
+    worker waiting forever."""
+    deadline = time.monotonic() + limit_s
     while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} did not appear within {limit_s:g} s")
         time.sleep(0.01)
     return value
 
