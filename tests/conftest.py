@@ -1,8 +1,10 @@
-"""Shared test set-up: slow-test gating and a real HAL server on a free port."""
+"""Shared test set-up: slow-test gating and a fresh PostgreSQL database per test."""
 
 from __future__ import annotations
 
 import os
+import secrets
+from collections.abc import Iterator
 
 import pytest
 
@@ -16,3 +18,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+PG_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh database on the machine's PostgreSQL for one test, dropped afterwards
+    (the state-store tests override it with one database per run)."""
+    try:
+        import psycopg
+
+        with psycopg.connect(PG_DSN, connect_timeout=3):
+            pass
+    except Exception as err:  # the reason is shown in the skip message
+        pytest.skip(f"PostgreSQL is not reachable on 127.0.0.1:5432 ({err.__class__.__name__})")
+    name = "hal_test_" + secrets.token_hex(4)
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"postgresql://postgres@127.0.0.1:5432/{name}"
+    finally:
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -3,7 +3,6 @@ on PostgreSQL (a fresh database per test on 127.0.0.1:5432; skipped where none r
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,27 +14,6 @@ from hal.cache.contentmap import Entry
 from hal.cache.directory import DirectorySettings
 from hal.cache.store import Journal
 from hal.core.clock import VirtualClock
-
-PG_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    import psycopg
-
-    try:
-        with psycopg.connect(PG_DSN, connect_timeout=3):
-            pass
-    except psycopg.OperationalError as err:
-        pytest.skip(f"PostgreSQL is not reachable on 127.0.0.1:5432 ({err.__class__.__name__})")
-    name = "hal_cache_unit_" + secrets.token_hex(4)
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"postgresql://postgres@127.0.0.1:5432/{name}"
-    finally:
-        with psycopg.connect(PG_DSN, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(
