@@ -161,3 +161,52 @@ def test_profile_agrees_with_the_naive_timeline(
         exclusive = rng.random() < 0.2
         profile.reserve(start, stop, ar, exclusive)
         model.reserve(start, stop, ar, exclusive)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_release_ledger_gathers_what_the_releases_give(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over passes where jobs start, end and start again (another allocation), with
+    compaction and a new node list now and then: the rows and release events gathered
+    from the ledger's slots equal those built from the releases, in the same order."""
+    rng = random.Random(seed)
+    if seed % 2:
+        monkeypatch.setattr(availability, "_LEDGER_SLACK", 0)  # compact often
+    ledger = availability.ReleaseLedger()
+    n = rng.randint(2, 7)
+    nodes = [Node(f"n{i}", ResourceVector(8, 16 * GiB, 2), partitions=("p",)) for i in range(n)]
+    names = [x.name for x in nodes]
+    table = NodeTable(nodes, [Partition("p")])
+    running: dict[int, tuple[Allocation, bool, float]] = {}
+    next_id = 0
+    for _ in range(30):
+        if rng.random() < 0.1:
+            table = NodeTable(nodes, [Partition("p")])  # another node list object
+        for jid in [j for j in running if rng.random() < 0.3]:
+            del running[jid]
+        for _ in range(rng.randint(0, 4)):
+            if running and rng.random() < 0.2:  # the same job, another allocation
+                jid = rng.choice(list(running))
+            else:
+                jid, next_id = next_id, next_id + 1
+            running[jid] = (allocation(rng, names, 3), rng.random() < 0.2, rng.uniform(-20, 400))
+        resolution = rng.choice((1.0, 7.0, 60.0, 0.0))
+        horizon = rng.choice((math.inf, NOW + 300.0))
+        releases = []
+        ends, firsts, counts, exclusive = [], [], [], []
+        for jid, (alloc, excl, after) in running.items():
+            releases.append((NOW + after, table.rows_of(alloc), excl))
+            first, count = ledger.slot(table, jid, alloc)
+            ends.append(NOW + after)
+            firsts.append(first)
+            counts.append(count)
+            exclusive.append(excl)
+        times, events = ledger.gather(NOW, ends, firsts, counts, exclusive, resolution, horizon)
+        ledger.keep_only(set(running))
+        assert len(ledger) == len(running)
+        want_times, want = availability._gather_releases(NOW, releases, resolution, horizon)
+        assert times == want_times
+        assert all(type(t) is float for t in times)
+        for got_array, want_array in zip(events.view(), want.view(), strict=True):
+            assert np.array_equal(got_array, want_array)

@@ -42,12 +42,16 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from hal.core.job import Allocation
 from hal.scheduler.framework.node_table import AllocationRows, BoolArray, IntArray, NodeTable
 from hal.scheduler.framework.request import NodeRequest
 
-# ``start_rows`` materialises rows × nodes with events up to this many cells (a
-# simulated cluster of a few hundred nodes): fewer array calls than change points.
-_DENSE_CELLS = 1 << 16
+# ``start_rows`` materialises rows × nodes with events up to this many cells, else it
+# works per stretch of rows (``_block``). Measured on profiles captured from simulations
+# (SDSC-SP2 on 128 one-core nodes, KTH-SP2 conservative, CEA-Curie on 5,040 16-core
+# nodes), the stretches were faster at every size (65 against 80 us; 180-100 against
+# 300-270 us), so the dense form is kept only for the tests that compare the two.
+_DENSE_CELLS = 0
 
 # The arrays of one row, in this order everywhere: free cpus, memory, gpus (the least over
 # a window), and jobs_on, exclusive_on (the most over a window).
@@ -146,6 +150,7 @@ def _positions(sorted_nodes: Rows, nodes: Rows) -> tuple[Rows, BoolArray]:
 class AvailabilityProfile:
     __slots__ = (
         "_base",
+        "_dip_instants",
         "_dip_node",
         "_dip_rel",
         "_dip_time",
@@ -170,54 +175,38 @@ class AvailabilityProfile:
         *,
         resolution: float = 1.0,
         horizon: float = math.inf,
+        gathered: tuple[list[float], _Events] | None = None,
     ) -> None:
         """``releases``: (expected end, allocation, exclusive) of every job holding
         resources in ``table``. Ends at or before ``now`` count as ending one resolution
-        step from now: the job is overdue and about to be killed or to finish."""
+        step from now: the job is overdue and about to be killed or to finish.
+        ``gathered``: the rows and release events made otherwise (``ReleaseLedger``);
+        ``releases`` is then not read."""
         self.table = table
         self.now = now
         self.resolution = resolution
         self.horizon = horizon
-        step = max(resolution, 1.0)
-        kept: list[tuple[float, AllocationRows, bool]] = []
-        for end, ar, exclusive in releases:
-            t = round_up(max(end, now + step), resolution)
-            if t < horizon:
-                kept.append((t, ar, exclusive))
-        self.times: list[float] = [now, *sorted({t for t, _, _ in kept})]
-        size = sum(len(ar.rows) for _, ar, _ in kept)
-        # room for reservations as wide as the running jobs: pages never written cost no
-        # memory, while growing copies every event
-        self._events = _Events(max(64, 4 * size))
-        if kept:
-            # one array per column over all releases, written into the events in place:
-            # no per-job array building, no delta matrix copied in afterwards
-            ev = self._events
-            counts = [len(ar.rows) for _, ar, _ in kept]
-            np.concatenate([ar.rows for _, ar, _ in kept], out=ev.node[:size])
-            delta = ev.delta[:size]
-            np.concatenate([ar.cpus for _, ar, _ in kept], out=delta[:, 0])
-            np.concatenate([ar.memory for _, ar, _ in kept], out=delta[:, 1])
-            np.concatenate([ar.gpus for _, ar, _ in kept], out=delta[:, 2])
-            delta[:, 3] = -1
-            delta[:, 4] = -np.repeat([int(excl) for _, _, excl in kept], counts)
-            ev.time[:size] = np.repeat([t for t, _, _ in kept], counts)
-            ev.size = size
+        if gathered is not None:
+            self.times, self._events = gathered
+        else:
+            self.times, self._events = _gather_releases(now, releases, resolution, horizon)
         self._base: Matrix = np.stack(
             (table.free_cpus, table.free_memory, table.free_gpus, table.jobs_on, table.exclusive_on)
         ).astype(np.int64)
         # Dips: where a reservation starts (instant, node) and the node's level just
         # after it, relative to ``_base`` (the sum of its events up to that instant).
         self._dip_time = np.empty(0, dtype=np.float64)
+        self._dip_instants: list[float] = []  # the distinct instants of the dips, sorted
         self._dip_node: Rows = np.empty(0, dtype=np.intp)
         self._dip_rel: Matrix = np.empty((0, _N_ARRAYS), dtype=np.int64)
         self._dipped = np.zeros(len(table), dtype=np.bool_)  # nodes with a dip
         self._dips_distinct = True  # no node has two dips
-        # Until the dips change: per window end (the instant of its last row), the
-        # dipped nodes and how far below ``_base`` a window from now goes there; per
-        # (key, end), that for the key's CPUs in all.
-        self._lows: dict[float, tuple[Rows, Matrix]] = {}
-        self._low_cpus: dict[tuple[str, float], int] = {}
+        # Until the dips change: per number of dip instants a window from now covers
+        # (windows ending between two of them see the same dips), the dipped nodes and
+        # how far below ``_base`` the window goes there; per (key, that number), that
+        # for the key's CPUs in all.
+        self._lows: dict[int, tuple[Rows, Matrix]] = {}
+        self._low_cpus: dict[tuple[str, int], int] = {}
         # key → [partition mask, CPUs free now on it], kept up to date by ``reserve``
         self._totals: dict[str, tuple[BoolArray, list[int]]] = {}
 
@@ -278,7 +267,10 @@ class AvailabilityProfile:
         """The nodes with a dip in ``(now, until]`` and, per node, what a window from now
         to then has below ``_base`` (negative: less free; the "most" arrays positive):
         the lowest of their dips, or nothing when every dip stays above ``_base``."""
-        found = self._lows.get(until)
+        covered = bisect.bisect_right(self._dip_instants, until)
+        if not covered:
+            return _NO_ROWS, _NO_LOW
+        found = self._lows.get(covered)
         if found is not None:
             return found
         sel = self._dips_in(self.now, until)
@@ -300,7 +292,7 @@ class AvailabilityProfile:
             low[:_LOW] = np.minimum(np.minimum.reduceat(rel[:, :_LOW], heads), 0).T
             low[_LOW:] = np.maximum(np.maximum.reduceat(rel[:, _LOW:], heads), 0).T
             found = (nodes[heads], low)
-        self._lows[until] = found
+        self._lows[covered] = found
         return found
 
     def free_cpus_from_now(self, end: float, partition_mask: BoolArray, key: str) -> int:
@@ -311,11 +303,14 @@ class AvailabilityProfile:
             total = int(self._base[0][partition_mask].sum())
             found = self._totals[key] = (partition_mask, [total])
         until = self.times[self.last_row_before(end)]
-        low = self._low_cpus.get((key, until))
+        covered = bisect.bisect_right(self._dip_instants, until)
+        if not covered:
+            return found[1][0]  # no reservation starts inside the window
+        low = self._low_cpus.get((key, covered))
         if low is None:
             nodes, below = self._low_from_now(until)
             low = int(below[0][partition_mask[nodes]].sum()) if len(nodes) else 0
-            self._low_cpus[(key, until)] = low
+            self._low_cpus[(key, covered)] = low
         return found[1][0] + low
 
     def start_rows(self, request: NodeRequest, mask: BoolArray, duration: float) -> list[int]:
@@ -586,6 +581,9 @@ class AvailabilityProfile:
             self._dips_distinct = False
         self._dipped[nodes] = True
         self._dip_time = np.concatenate((self._dip_time, np.full(len(nodes), start)))
+        i = bisect.bisect_left(self._dip_instants, start)
+        if i == len(self._dip_instants) or self._dip_instants[i] != start:
+            self._dip_instants.insert(i, start)
         self._dip_node = np.concatenate((self._dip_node, nodes))
         self._dip_rel = np.concatenate((self._dip_rel, rel))
 
@@ -605,6 +603,172 @@ class AvailabilityProfile:
             self._dip_rel[later[hit]] += delta[pos[hit]]
             self._lows.clear()
             self._low_cpus.clear()
+
+
+# dead slots a ReleaseLedger keeps beyond as many as live ones before compacting
+_LEDGER_SLACK = 4096
+
+
+class ReleaseLedger:
+    """The release half of the availability profile, kept across passes: each running
+    job's nodes and per-node amounts (``NodeTable.rows_of``), written once, when the job
+    is first planned with, and dropped once it is no longer. A pass then gathers the
+    events of the jobs it plans with (``gather``) in a few array operations instead of
+    concatenating every job's arrays again; only the planned ends are computed per
+    pass (a prediction may move). Entries are matched by job id and the identity of the
+    allocation (a job started again holds another one), and are valid for one node
+    list (the table's ``names``, by identity: the simulator's tables share it; a server
+    that builds a new table every pass starts over every pass). Not for two passes at
+    the same time.
+    """
+
+    __slots__ = ("_cpus", "_gpus", "_jobs", "_live", "_memory", "_names", "_node", "_size")
+
+    def __init__(self) -> None:
+        self._reset(None)
+
+    def _reset(self, names: tuple[str, ...] | None) -> None:
+        self._names = names
+        self._jobs: dict[int, tuple[Allocation, int, int]] = {}  # id → (alloc, first, count)
+        self._node: Rows = np.empty(0, dtype=np.intp)
+        self._cpus: IntArray = np.empty(0, dtype=np.int64)
+        self._memory: IntArray = np.empty(0, dtype=np.int64)
+        self._gpus: IntArray = np.empty(0, dtype=np.int64)
+        self._size = 0  # slots written
+        self._live = 0  # slots of the jobs still known
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def slot(self, table: NodeTable, job_id: int, allocation: Allocation) -> tuple[int, int]:
+        """Where ``allocation``'s rows are (first slot, count), written if new."""
+        if table.names is not self._names:
+            self._reset(table.names)
+        found = self._jobs.get(job_id)
+        if found is not None:
+            if found[0] is allocation:
+                return found[1], found[2]
+            self._live -= found[2]
+        ar = table.rows_of(allocation)
+        first, count = self._size, len(ar.rows)
+        end = first + count
+        if end > len(self._node):
+            grow = max(end, 2 * len(self._node), 1024)
+            self._node = _grown(self._node, grow, first)
+            self._cpus = _grown(self._cpus, grow, first)
+            self._memory = _grown(self._memory, grow, first)
+            self._gpus = _grown(self._gpus, grow, first)
+        self._node[first:end] = ar.rows
+        self._cpus[first:end] = ar.cpus
+        self._memory[first:end] = ar.memory
+        self._gpus[first:end] = ar.gpus
+        self._size = end
+        self._live += count
+        self._jobs[job_id] = (allocation, first, count)
+        return first, count
+
+    def keep_only(self, job_ids: set[int]) -> None:
+        """Forget the jobs not in ``job_ids``; slots are compacted once most are dead.
+        (Slots given out before this call are no longer valid.)"""
+        jobs = self._jobs
+        if len(jobs) > len(job_ids) or not job_ids.issuperset(jobs):
+            for jid in jobs.keys() - job_ids:
+                self._live -= jobs.pop(jid)[2]
+        if self._size > 2 * self._live + _LEDGER_SLACK:
+            order = sorted(jobs.items(), key=lambda e: e[1][1])
+            keep = np.concatenate(
+                [np.arange(f, f + c, dtype=np.intp) for _, (_, f, c) in order]
+                or [np.empty(0, dtype=np.intp)]
+            )
+            self._node = self._node[keep]
+            self._cpus = self._cpus[keep]
+            self._memory = self._memory[keep]
+            self._gpus = self._gpus[keep]
+            at = 0
+            for jid, (alloc, _, c) in order:
+                jobs[jid] = (alloc, at, c)
+                at += c
+            self._size = self._live = at
+
+    def gather(
+        self,
+        now: float,
+        ends: list[float],
+        firsts: list[int],
+        counts: list[int],
+        exclusive: list[bool],
+        resolution: float,
+        horizon: float,
+    ) -> tuple[list[float], _Events]:
+        """What ``_gather_releases`` makes of the same jobs (same rows, same events in
+        the same order), for jobs given by their slots: ``ends[i]`` is the expected end
+        of the job whose rows are ``counts[i]`` slots from ``firsts[i]``."""
+        if not ends:
+            return [now], _Events(64)
+        step = max(resolution, 1.0)
+        t = np.maximum(np.array(ends, dtype=np.float64), now + step)
+        if resolution > 1e-9:  # round_up, element by element (the same float operations)
+            t = np.ceil(t / resolution - 1e-9) * resolution
+        first = np.array(firsts, dtype=np.intp)
+        count = np.array(counts, dtype=np.intp)
+        excl = np.array(exclusive, dtype=np.int64)
+        keep = t < horizon
+        if not keep.all():
+            t, first, count, excl = t[keep], first[keep], count[keep], excl[keep]
+        times: list[float] = [now, *np.unique(t).tolist()]
+        size = int(count.sum())
+        events = _Events(max(64, 4 * size))
+        if size:
+            # slot of each event: each job's run of slots, one after the other
+            idx = np.arange(size, dtype=np.intp) + np.repeat(
+                first - (np.cumsum(count) - count), count
+            )
+            np.take(self._node, idx, out=events.node[:size])
+            delta = events.delta[:size]
+            delta[:, 0] = self._cpus[idx]
+            delta[:, 1] = self._memory[idx]
+            delta[:, 2] = self._gpus[idx]
+            delta[:, 3] = -1
+            delta[:, 4] = -np.repeat(excl, count)
+            events.time[:size] = np.repeat(t, count)
+            events.size = size
+        return times, events
+
+
+def _gather_releases(
+    now: float,
+    releases: Iterable[tuple[float, AllocationRows, bool]],
+    resolution: float,
+    horizon: float,
+) -> tuple[list[float], _Events]:
+    """The profile's rows (``now`` and each release instant) and release events, from
+    (expected end, allocation, exclusive) per job (see ``AvailabilityProfile``)."""
+    step = max(resolution, 1.0)
+    kept: list[tuple[float, AllocationRows, bool]] = []
+    for end, ar, exclusive in releases:
+        t = round_up(max(end, now + step), resolution)
+        if t < horizon:
+            kept.append((t, ar, exclusive))
+    times: list[float] = [now, *sorted({t for t, _, _ in kept})]
+    size = sum(len(ar.rows) for _, ar, _ in kept)
+    # room for reservations as wide as the running jobs: pages never written cost no
+    # memory, while growing copies every event
+    events = _Events(max(64, 4 * size))
+    if kept:
+        # one array per column over all releases, written into the events in place:
+        # no per-job array building, no delta matrix copied in afterwards
+        ev = events
+        counts = [len(ar.rows) for _, ar, _ in kept]
+        np.concatenate([ar.rows for _, ar, _ in kept], out=ev.node[:size])
+        delta = ev.delta[:size]
+        np.concatenate([ar.cpus for _, ar, _ in kept], out=delta[:, 0])
+        np.concatenate([ar.memory for _, ar, _ in kept], out=delta[:, 1])
+        np.concatenate([ar.gpus for _, ar, _ in kept], out=delta[:, 2])
+        delta[:, 3] = -1
+        delta[:, 4] = -np.repeat([int(excl) for _, _, excl in kept], counts)
+        ev.time[:size] = np.repeat([t for t, _, _ in kept], counts)
+        ev.size = size
+    return times, events
 
 
 def _count(blocked: npt.NDArray[np.int64], k_from: Rows, k_to: Rows) -> None:

@@ -42,7 +42,6 @@ from hal.scheduler.framework.availability import AvailabilityProfile
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import StateKey
 from hal.scheduler.framework.interfaces import BackfillMode, BackfillPlugin, BackfillPolicy
-from hal.scheduler.framework.node_table import AllocationRows
 from hal.scheduler.framework.request import NodeRequest, PlacementKey, placement_key
 from hal.scheduler.framework.runtime import Framework, Mode, Stage
 from hal.scheduler.framework.status import Code, Status
@@ -198,18 +197,39 @@ class _Planner:
         window = 0.0 if any(p.window_s <= 0 for p in used) else max(p.window_s for p in used)
         now = self.ctx.now
         table = self.ctx.nodes
-        releases: list[tuple[float, AllocationRows, bool]] = []
+        horizon = now + window if window > 0 else math.inf
+        # the running jobs' rows come from the framework's ledger (written once per job);
+        # only their planned ends are asked again
+        ledger = self.framework.releases
+        ends: list[float] = []
+        firsts: list[int] = []
+        counts: list[int] = []
+        exclusive: list[bool] = []
+        seen: set[int] = set()
+        runtime = self.plugin.runtime
         for r in self.ctx.running:
-            held, exclusive = holding(r)  # what the table took out for it
+            held, excl = holding(r)  # what the table took out for it
             if held is None:
                 continue
             start = r.start_time if r.start_time is not None else now
-            end = start + self.plugin.runtime(r, now - start)
-            releases.append((end, table.rows_of(held), exclusive))
+            ends.append(start + runtime(r, now - start))
+            first, count = ledger.slot(table, r.id, held)
+            firsts.append(first)
+            counts.append(count)
+            exclusive.append(excl)
+            seen.add(r.id)
         for j, alloc in self.placed_now:
-            releases.append((now + self.runtime(j), table.rows_of(alloc), j.spec.exclusive))
-        horizon = now + window if window > 0 else math.inf
-        profile = AvailabilityProfile(table, now, releases, resolution=resolution, horizon=horizon)
+            ends.append(now + self.runtime(j))
+            first, count = ledger.slot(table, j.id, alloc)
+            firsts.append(first)
+            counts.append(count)
+            exclusive.append(j.spec.exclusive)
+            seen.add(j.id)
+        gathered = ledger.gather(now, ends, firsts, counts, exclusive, resolution, horizon)
+        ledger.keep_only(seen)
+        profile = AvailabilityProfile(
+            table, now, (), resolution=resolution, horizon=horizon, gathered=gathered
+        )
         profile.add_instants(_reservation_instants(self.ctx, horizon))
         return profile
 

@@ -108,7 +108,7 @@ class NodeTable:
         self._marks: list[int] = []
         self._marks_dropped = 0
         # id(allocation) → its rows and per-node amounts as arrays (see ``rows_of``).
-        self._rows_memo: dict[int, AllocationRows] = {}
+        self._rows_memo = _RowsMemo()
         self._features: dict[str, BoolArray] = {}
         for i, n in enumerate(nodes):
             for f in n.features:
@@ -272,9 +272,7 @@ class NodeTable:
                 np.array(memory, dtype=np.int64),
                 np.array(gpus, dtype=np.int64),
             )
-        if len(self._rows_memo) > _MEMO_LIMIT:
-            self._rows_memo.clear()  # bounded: old allocations are rarely asked again
-        self._rows_memo[key] = found
+        self._rows_memo.put(key, found)
         return found
 
     def remember(
@@ -297,10 +295,8 @@ class NodeTable:
             cpus = np.array([r.cpus for r in per_node], dtype=np.int64)
             memory = np.array([r.memory_bytes for r in per_node], dtype=np.int64)
             gpus = np.array([r.gpus for r in per_node], dtype=np.int64)
-        if len(self._rows_memo) > _MEMO_LIMIT:
-            self._rows_memo.clear()
         found = AllocationRows(allocation, rows.astype(np.intp, copy=False), cpus, memory, gpus)
-        self._rows_memo[id(allocation)] = found
+        self._rows_memo.put(id(allocation), found)
 
     # -- change tracking --------------------------------------------------------------
 
@@ -401,6 +397,10 @@ class NodeTable:
 
 
 _MEMO_LIMIT = 200_000
+# ... and this many rows in all: the backfill's what-if allocations (a reservation
+# thousands of nodes wide, every pass) are memoised too, and at 200,000 of them the
+# memo held gigabytes (12.5 GB resident in a whole CEA-Curie replay on 5,040 nodes).
+_MEMO_ROWS = 1 << 22
 # Redoing one changed row costs about what 16 rows of a full recomputation cost, so
 # ``changed_rows`` gives up past one row in 16 (then every row is recomputed).
 _ROWS_PER_CHANGED_ROW = 16
@@ -427,6 +427,27 @@ _FIXED = (
     "_names_array",
     "_rows_memo",
 )
+
+
+class _RowsMemo(dict[int, "AllocationRows"]):
+    """id(allocation) → its rows, emptied when it holds more than ``_MEMO_LIMIT``
+    allocations or ``_MEMO_ROWS`` rows (old allocations are rarely asked again)."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows = 0
+
+    def put(self, key: int, found: AllocationRows) -> None:
+        if len(self) >= _MEMO_LIMIT or self.rows > _MEMO_ROWS:
+            self.clear()
+            self.rows = 0
+        old = self.get(key)
+        if old is not None:
+            self.rows -= len(old.rows)
+        self[key] = found
+        self.rows += len(found.rows)
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from hal.core.job import Allocation, Job
 from hal.core.preemption import holding
 from hal.core.resources import ResourceVector
 from hal.core.states import PendingReason
+from hal.scheduler.framework.availability import ReleaseLedger
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
 from hal.scheduler.framework.interfaces import (
@@ -121,6 +122,8 @@ class Framework:
     def __init__(self, profile: Profile) -> None:
         self.profile = profile
         self._current = ""  # the plugin being called, to name it if it raises
+        # Backfill's running jobs as profile events, kept from one pass to the next
+        self.releases = ReleaseLedger()
         # Resolved once: isinstance against a Protocol is slow, and this runs per job.
         self._scorers = tuple(
             (p, w, p.normalize_scores if isinstance(p, ScoreNormalizer) else None)
