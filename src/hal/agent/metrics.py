@@ -32,8 +32,6 @@ agent process's start.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import platform
 from collections import Counter as Tally
@@ -41,7 +39,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import prometheus_client
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -50,8 +48,6 @@ from hal.agent.records import JobRecord, Phase
 from hal.wire.agent import JobReport
 
 log = logging.getLogger("hal.agent.metrics")
-REQUEST_TIMEOUT_S = 5.0
-MAX_REQUEST_BYTES = 16 * 1024
 
 
 @dataclass(slots=True)
@@ -179,59 +175,3 @@ def agent_registry(collector: AgentCollector) -> CollectorRegistry:
     registry.register(collector)
     prometheus_client.ProcessCollector(registry=registry)
     return registry
-
-
-def parse_listen(text: str) -> tuple[str | None, int]:
-    """``PORT``, ``:PORT``, ``HOST:PORT`` or ``[V6]:PORT`` → (host, port); no host (None)
-    means every interface: Prometheus scrapes nodes from elsewhere."""
-    host, sep, port = text.strip().rpartition(":")
-    if not sep:
-        host, port = "", text.strip()
-    try:
-        number = int(port)
-    except ValueError:
-        raise ValueError(f"metrics listen address {text!r}: use PORT or HOST:PORT") from None
-    if not 0 <= number <= 65535:
-        raise ValueError(f"metrics listen address {text!r}: port out of range")
-    return host.strip("[]") or None, number
-
-
-async def start_metrics_server(listen: str, registry: CollectorRegistry) -> asyncio.Server:
-    """Serve ``GET /metrics`` on ``listen`` until the returned server is closed."""
-    host, port = parse_listen(listen)
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            async with asyncio.timeout(REQUEST_TIMEOUT_S):
-                head = await reader.readuntil(b"\r\n\r\n")
-            method, path = _request_line(head)
-            if method in ("GET", "HEAD") and path == "/metrics":
-                body, status, kind = generate_latest(registry), "200 OK", CONTENT_TYPE_LATEST
-            else:
-                body, status, kind = b"not found: try /metrics\n", "404 Not Found", "text/plain"
-            writer.write(
-                f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n"
-                "Connection: close\r\n\r\n".encode("latin-1")
-                + (body if method != "HEAD" else b"")
-            )
-            await writer.drain()
-        except (
-            TimeoutError,
-            ConnectionError,
-            asyncio.IncompleteReadError,
-            asyncio.LimitOverrunError,
-        ):
-            pass  # a client that went away or sent junk: nothing to answer
-        finally:
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
-
-    return await asyncio.start_server(handle, host, port, limit=MAX_REQUEST_BYTES)
-
-
-def _request_line(head: bytes) -> tuple[str, str]:
-    parts = head.split(b"\r\n", 1)[0].decode("latin-1").split()
-    if len(parts) < 2:
-        return "", ""
-    return parts[0], parts[1].split("?", 1)[0]

@@ -70,7 +70,6 @@ from hal.agent.metrics import (
     AgentCounters,
     Capacity,
     agent_registry,
-    start_metrics_server,
 )
 from hal.agent.outputfiles import read_chunk
 from hal.agent.outputwire import OutputChunk, OutputPoll, OutputRead
@@ -82,6 +81,7 @@ from hal.agent.store import JobStore, StoredJob
 from hal.agent.supervisor import parse_started, read_status, read_supervisor
 from hal.client.config import load_client_config
 from hal.core.clock import Clock, SystemClock
+from hal.observe.listener import start_metrics_server
 from hal.wire.agent import (
     AgentInstructions,
     AgentRegister,

@@ -64,6 +64,7 @@ class NodeSettings:
     ack_wait_s: float = 1.0
     reconcile_every_s: float = 30.0
     metadata: dict[str, Any] = field(default_factory=dict)
+    metrics_listen: str = ""  # HOST:PORT of the node's own /metrics ("": none)
 
 
 class Connection(asyncio.Protocol):
@@ -570,7 +571,15 @@ async def run_node(settings: NodeSettings, stop: asyncio.Event) -> None:
     node = CacheNode(settings)
     await node.start()
     log.info("cache node serving", extra={"instance": node.id, "port": settings.listen_port})
+    metrics: asyncio.Server | None = None
     try:
+        if settings.metrics_listen:
+            from hal.cache.metrics import node_registry
+            from hal.observe.listener import start_metrics_server
+
+            metrics = await start_metrics_server(settings.metrics_listen, node_registry(node))
         await stop.wait()
     finally:
+        if metrics is not None:
+            metrics.close()
         await node.stop()

@@ -103,6 +103,12 @@ def add_commands(sub: Any) -> None:
         default=None,
         help="latency of the link to the parent (reported as proximity)",
     )
+    nd.add_argument(
+        "--metrics-listen",
+        default="",
+        metavar="HOST:PORT",
+        help="serve the node's own Prometheus /metrics there (default: none)",
+    )
     nd.add_argument("--link-bandwidth-mbps", type=float, default=None)
     nd.add_argument("--link-cost", type=float, default=None)
     nd.add_argument("--log-level", default="WARNING")
@@ -152,6 +158,14 @@ def cmd_node(ns: argparse.Namespace) -> int:
             f"hal: error: --maxmemory-policy must be one of {', '.join(POLICIES)}", file=sys.stderr
         )
         return 2
+    if ns.metrics_listen:
+        from hal.observe.listener import parse_listen
+
+        try:
+            parse_listen(ns.metrics_listen)
+        except ValueError as err:
+            print(f"hal: error: --metrics-listen: {err}, e.g. 127.0.0.1:9480", file=sys.stderr)
+            return 2
     state_dir = (
         Path(ns.state_dir).expanduser()
         if ns.state_dir
@@ -173,6 +187,7 @@ def cmd_node(ns: argparse.Namespace) -> int:
         pull_timeout_s=ns.pull_timeout,
         ack_wait_s=ns.ack_wait,
         reconcile_every_s=ns.reconcile_interval,
+        metrics_listen=ns.metrics_listen,
         metadata={
             "linkLatencyMs": ns.link_latency_ms,
             "linkBandwidthMbps": ns.link_bandwidth_mbps,

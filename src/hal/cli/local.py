@@ -193,11 +193,11 @@ def _redact(url: str) -> str:
 
 def cmd_agent(ns: argparse.Namespace) -> int:
     from hal.agent.config import AgentConfig
-    from hal.agent.metrics import parse_listen
     from hal.agent.shell import run_agent
     from hal.core.gpu_islands import complete_islands, parse_gpu_islands
     from hal.core.slurm_syntax import parse_memory
     from hal.core.topology_labels import parse_label
+    from hal.observe.listener import parse_listen
 
     cfg = load_client_config(ns.server, ns.token)
     token = cfg.token

@@ -31,6 +31,7 @@ from hal.core.clock import Clock
 from hal.core.job import Job
 from hal.core.preemption import PREEMPT_MODE, PREEMPTED_BY
 from hal.core.states import JobState, PendingReason
+from hal.observe.cachemetrics import cache_node_metrics
 from hal.scheduler.framework.scheduler import PassResult
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.scheduler.service import CycleStats, PassRunner
@@ -489,50 +490,7 @@ def _data_metrics(stats: Mapping[str, Any] | None) -> Iterable[Metric]:
     )
     age.add_metric([], stats["view_age_seconds"])
     yield age
-    yield from _cache_node_metrics(stats.get("caches", ()))
-
-
-def _cache_node_metrics(caches: Iterable[Mapping[str, Any]]) -> Iterable[Metric]:
-    """Each HAL cache node's reads as of its last heartbeat to the cache control plane
-    (``hal.api.data_view.cache_stats_from_instances``). Labels: ``instance`` (the cache
-    instance id; as bounded as the node label) and ``tier``. A node's restart starts its
-    counters from 0 again, which Prometheus' ``rate()`` reads as a counter reset."""
-    labels = ["instance", "tier"]
-    hits = CounterMetricFamily(
-        "hal_cache_hits", "Reads a cache node answered from its own copy.", labels=labels
-    )
-    misses = CounterMetricFamily(
-        "hal_cache_misses",
-        "Reads a cache node did not hold, by result (pulled: a copy came from upstream; "
-        "not_found: nil).",
-        labels=[*labels, "result"],
-    )
-    served = CounterMetricFamily(
-        "hal_cache_bytes_served",
-        "Value bytes a cache node sent to clients and to other cache nodes.",
-        labels=labels,
-    )
-    moved = CounterMetricFamily(
-        "hal_cache_bytes_moved",
-        "Value bytes a cache node pulled in on misses, by source (parent chain or peer).",
-        labels=[*labels, "source"],
-    )
-    evictions = CounterMetricFamily(
-        "hal_cache_evictions",
-        "Keys a cache node dropped for memory (maxmemory policy).",
-        labels=labels,
-    )
-    for c in caches:
-        key = [c["instance"], c["tier"]]
-        hits.add_metric(key, c["hits"])
-        lost = c["misses_not_found"]
-        misses.add_metric([*key, "pulled"], max(0, c["misses"] - lost))
-        misses.add_metric([*key, "not_found"], lost)
-        served.add_metric(key, c["bytes_served"])
-        for source, n in sorted(c["bytes_moved"].items()):
-            moved.add_metric([*key, source], n)
-        evictions.add_metric(key, c["evictions"])
-    yield from (hits, misses, served, moved, evictions)
+    yield from cache_node_metrics(stats.get("caches", ()))
 
 
 def _htc_metrics(stats: Mapping[str, Any] | None) -> Iterable[Metric]:

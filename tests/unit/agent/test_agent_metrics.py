@@ -17,10 +17,9 @@ from hal.agent.metrics import (
     AgentCounters,
     Capacity,
     agent_registry,
-    parse_listen,
-    start_metrics_server,
 )
 from hal.agent.records import JobRecord, Phase
+from hal.observe.listener import parse_listen, start_metrics_server
 from hal.wire.agent import JobReport
 
 GIB = 1 << 30
