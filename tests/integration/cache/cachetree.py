@@ -188,6 +188,20 @@ def registered(cp: ControlPlane, ids: list[str]) -> bool:
     return set(ids) <= found
 
 
+def start_nodes(cp: ControlPlane, nodes: list[Node], timeout: float = 15) -> None:
+    """Start ``nodes`` (their control plane already up) and wait until every one is
+    registered and knows its parent chain: a node that joined before its parent
+    registered completes its chain on a heartbeat."""
+    start_all(list(nodes))
+    wait_for(lambda: registered(cp, [n.iid for n in nodes]), timeout, "every node registered")
+    for node in nodes:
+        wait_for(
+            lambda node=node: node.client().info("server")["hal_chain_complete"] == 1,
+            timeout,
+            f"{node.iid} to know its parent chain",
+        )
+
+
 class Tree:
     """root ─┬─ b1 ─┬─ l1
     │      └─ l2
@@ -209,15 +223,7 @@ class Tree:
 
     def start(self) -> None:
         self.cp.start()
-        start_all(list(self.nodes.values()))
-        wait_for(lambda: registered(self.cp, list(self.nodes)), 15, "every node registered")
-        # a node that joined before its parent registered completes its chain on a heartbeat
-        for node in self.nodes.values():
-            wait_for(
-                lambda node=node: node.client().info("server")["hal_chain_complete"] == 1,
-                15,
-                f"{node.iid} to know its parent chain",
-            )
+        start_nodes(self.cp, list(self.nodes.values()))
 
     def stop(self) -> None:
         for node in self.nodes.values():

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import httpx
-from cachetree import ControlPlane, Node, free_port, registered, start_all, wait_for
+from cachetree import ControlPlane, Node, free_port, start_nodes
 from prometheus_client.parser import text_string_to_metric_families
 
 
@@ -34,13 +34,8 @@ def test_a_node_serves_its_own_hits_misses_bytes_and_memory(tmp_path: Path) -> N
         "--metrics-listen", f"127.0.0.1:{leaf_port}",
     )  # fmt: skip
     try:
-        start_all([cp, root, leaf])
-        wait_for(lambda: registered(cp, ["root", "leaf"]), 15, "both nodes registered")
-        wait_for(
-            lambda: leaf.client().info("server")["hal_chain_complete"] == 1,
-            15,
-            "the leaf to know its parent chain",
-        )
+        cp.start()
+        start_nodes(cp, [root, leaf])
         root.client().set("k", b"v" * 1000)
         leaf_client = leaf.client()
         assert leaf_client.get("k") == b"v" * 1000  # a miss pulled from the root

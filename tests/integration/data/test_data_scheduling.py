@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
-from cachetree import ControlPlane, Node, registered, start_all, wait_for
+from cachetree import ControlPlane, Node, start_nodes, wait_for
 
 from hal.client import HalClient
 from hal.config.model import DataConfig
@@ -63,14 +63,7 @@ class DataCluster:
 
     def start(self) -> None:
         self.cp.start()
-        start_all(list(self.cache.values()))
-        wait_for(lambda: registered(self.cp, list(self.cache)), 30, "every cache node registered")
-        for node in self.cache.values():
-            wait_for(
-                lambda node=node: node.client().info("server")["hal_chain_complete"] == 1,
-                30,
-                f"{node.iid} to know its parent chain",
-            )
+        start_nodes(self.cp, list(self.cache.values()), timeout=30)
         self.server.start()
         for name in ("node1", "node2", "node3"):
             self.server.start_agent(name, cpus=1)
