@@ -71,6 +71,13 @@ def round_up(t: float, resolution: float) -> float:
     return math.ceil(t / resolution - 1e-9) * resolution
 
 
+def round_up_many(t: npt.NDArray[np.float64], resolution: float) -> npt.NDArray[np.float64]:
+    """``round_up`` element by element, with the same float operations."""
+    if resolution <= 1e-9:
+        return t
+    return np.ceil(t / resolution - 1e-9) * resolution
+
+
 _A = TypeVar("_A", bound=np.ndarray[Any, Any])
 
 
@@ -706,9 +713,7 @@ class ReleaseLedger:
         if not ends:
             return [now], _Events(64)
         step = max(resolution, 1.0)
-        t = np.maximum(np.array(ends, dtype=np.float64), now + step)
-        if resolution > 1e-9:  # round_up, element by element (the same float operations)
-            t = np.ceil(t / resolution - 1e-9) * resolution
+        t = round_up_many(np.maximum(np.array(ends, dtype=np.float64), now + step), resolution)
         first = np.array(firsts, dtype=np.intp)
         count = np.array(counts, dtype=np.intp)
         excl = np.array(exclusive, dtype=np.int64)
