@@ -232,14 +232,15 @@ class Scheduler:
                 else:
                     waiting.append(job)
                 continue
-            gated = gate(job)
+            gated = blocked.get((job.partition, job.spec.reservation))  # gate(job)
             if gated is not None and not explain:
                 statuses[job.id] = gated
                 held.append(job)
                 held_stages.append(_GATE)
                 waiting.append(job)
                 continue
-            group = element_group(job) if grouping else None
+            # (element_group is None for a job that is no array element: asked only then)
+            group = element_group(job) if grouping and job.array_job_id is not None else None
             known = verdicts.get(group, _UNKNOWN) if group is not None else _UNKNOWN
             out = None
             if known is not _UNKNOWN:
@@ -257,7 +258,16 @@ class Scheduler:
             elif gated is not None:
                 # behind the queue whatever Filter says: only its own reason is wanted
                 own = framework.pre_filter(ctx, job)
-                st, stage = (gated, _GATE) if own is None else (own.status, own.stage)
+                if own is None:
+                    if group is not None:
+                        verdicts[group] = None
+                    # held back by the queue (``_held_back``'s gate case, inline)
+                    statuses[job.id] = gated
+                    held.append(job)
+                    held_stages.append(_GATE)
+                    waiting.append(job)
+                    continue
+                st, stage = own.status, own.stage
                 if group is not None and stage is not _DONE:
                     verdicts[group] = st if stage is _PRE_FILTER else None
             else:
