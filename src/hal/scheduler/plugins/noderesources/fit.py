@@ -196,17 +196,20 @@ class NodeResourcesFit:
     ) -> FilterResult:
         static = state.read(STATIC_MASK)
         key = state.get(PLACEMENT_KEY)
+        table = ctx.nodes
+        if key is None or table.version is None:
+            # called outside a cycle (nothing to key a kept mask by), or a table whose
+            # changes are not tracked (small, or a backfill window): all rows
+            return FilterResult(_fit(table, request, static, None), _RESOURCES)
 
         def compute(t: NodeTable, rows: IndexArray | None) -> BoolArray:
             return _fit(t, request, static, rows)
 
-        if key is None:  # called outside a cycle: nothing to key a kept mask by
-            return FilterResult(compute(ctx.nodes, None), _RESOURCES)
         cache = ctx.data.get(FITS)
         if cache is None:
             cache = {}
             ctx.data.write(FITS, cache)
-        fit = _kept(cache, (key, request), ctx.nodes, compute)
+        fit = _kept(cache, (key, request), table, compute)
         return FilterResult(fit, _RESOURCES)
 
     # -- Score ------------------------------------------------------------------------
@@ -238,7 +241,11 @@ class NodeResourcesFit:
         now = ctx.present_nodes
         if now is None or now is t:
             # The main pass: the whole score per node, kept per request from one job to
-            # the next (only the rows the last placements changed are redone).
+            # the next (only the rows the last placements changed are redone) on a
+            # table that tracks its changes.
+            if t.version is None:
+                whole: FloatArray = self._score(t, request, base, None)[feasible]
+                return whole
             kept = ctx.data.get(SCORES)
             if kept is None:
                 kept = {}
