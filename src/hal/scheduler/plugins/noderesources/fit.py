@@ -116,6 +116,8 @@ class NodeResourcesFit:
 
     def __init__(self, strategy: str = "best_fit") -> None:
         self.strategy = strategy
+        empty = np.zeros(0)
+        self._bonus: tuple[BoolArray, FloatArray] = (empty.astype(np.bool_), empty)
 
     # -- PreFilter --------------------------------------------------------------------
 
@@ -287,11 +289,21 @@ class NodeResourcesFit:
         self, t: NodeTable, request: NodeRequest, score: FloatArray, rows: IndexArray | None
     ) -> FloatArray:
         if request.gpus == 0 and t.any_gpus:
-            # Keep GPU nodes for GPU jobs: any node without GPUs outranks any with.
-            half = score * 0.5
-            has_gpus = t.has_gpus if rows is None else t.has_gpus[rows]
-            score = np.where(has_gpus, half, half + MAX_NODE_SCORE / 2)
+            # Keep GPU nodes for GPU jobs: any node without GPUs outranks any with (half
+            # the score, plus half the maximum on nodes without; + 0.0 on the others
+            # leaves the value as it is).
+            bonus = self._no_gpu_bonus(t)
+            score = score * 0.5 + (bonus if rows is None else bonus[rows])
         return score
+
+    def _no_gpu_bonus(self, t: NodeTable) -> FloatArray:
+        """MAX_NODE_SCORE / 2 on nodes without GPUs, 0.0 on the others; kept for the
+        table's ``has_gpus`` (fixed, shared by its copies and windows)."""
+        has_gpus, bonus = self._bonus
+        if has_gpus is not t.has_gpus:
+            bonus = np.where(t.has_gpus, 0.0, MAX_NODE_SCORE / 2)
+            self._bonus = (t.has_gpus, bonus)
+        return bonus
 
 
 def _fit(
