@@ -211,8 +211,9 @@ class Scheduler:
         statuses: dict[int, Status] = {}
 
         # heterogeneous jobs: het job id → its pending components by offset; decided as
-        # one unit when the first of them comes up (framework/hetjob.py)
-        het_groups = pending_het_groups(snapshot.pending)
+        # one unit when the first of them comes up (framework/hetjob.py). Gathered when
+        # the first het job comes up: most queues have none.
+        het_groups: dict[int, list[Job]] | None = None
         het_verdicts: dict[int, tuple[Status, Stage]] = {}
 
         for job in framework.sort(snapshot.pending):
@@ -220,6 +221,8 @@ class Scheduler:
             if het is not None:
                 if job.id not in het_verdicts:
                     verdicts.clear()  # Reserve may have run (and been undone)
+                    if het_groups is None:
+                        het_groups = pending_het_groups(snapshot.pending)
                     members = het_groups[het.job_id]
                     het_verdicts.update(decide_group(framework, ctx, members, gate, placed))
                 st, stage = het_verdicts[job.id]
