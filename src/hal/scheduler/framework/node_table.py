@@ -360,19 +360,21 @@ class NodeTable:
             if ar.gpus.any() or allocation.gpu_ids:
                 self._apply_gpu_ids(allocation, sign)
             return
-        for k, name in enumerate(allocation.nodes):
-            row = self.index.get(name)
-            if row is None:
-                continue  # the node left the cluster; nothing to account for
-            self._changed([row])
-            res: ResourceVector = allocation.per_node[k]
+        if not allocation.nodes:
+            return
+        # one node (most jobs)
+        res: ResourceVector = allocation.per_node[0]
+        row = self.index.get(allocation.nodes[0])
+        if row is not None:  # else the node left the cluster: nothing to account for
+            if self._changes is not None:
+                self._changed([row])
             self.free_cpus[row] += sign * res.cpus
             self.free_memory[row] += sign * res.memory_bytes
             self.free_gpus[row] += sign * res.gpus
             self.jobs_on[row] -= sign
             if exclusive:
                 self.exclusive_on[row] -= sign
-        if allocation.gpu_ids or any(res.gpus for res in allocation.per_node):
+        if allocation.gpu_ids or res.gpus:
             self._apply_gpu_ids(allocation, sign)
 
     def _apply_gpu_ids(self, allocation: Allocation, sign: int) -> None:
