@@ -41,7 +41,6 @@ from __future__ import annotations
 import dataclasses
 import gc
 import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -312,14 +311,16 @@ class Scheduler:
             # next one; jobs now waiting for their own reasons lose theirs.
             expected = {j.id: j.expected_start for j in held if j.expected_start is not None}
 
-        rejections: Counter[tuple[str, PendingReason]] = Counter()
+        # (a plain dict: a Counter's ``+=`` goes through its subclass lookups, per job)
+        rejections: dict[tuple[str, PendingReason], int] = {}
         updates: list[PendingUpdate] = []
         for job in waiting:
             st = statuses[job.id]
             code = st.code
             if code is _SUCCESS:
                 continue  # backfilled
-            rejections[(st.plugin, st.reason)] += 1
+            key = (st.plugin, st.reason)
+            rejections[key] = rejections.get(key, 0) + 1
             if code is _ERROR:
                 continue
             start = expected.get(job.id, st.earliest_start)
@@ -328,7 +329,8 @@ class Scheduler:
         placements = [Placement(job.id, alloc) for job, alloc in placed]
         for term in terminations:
             st = statuses[term.job_id]
-            rejections[(st.plugin, st.reason)] += 1
+            key = (st.plugin, st.reason)
+            rejections[key] = rejections.get(key, 0) + 1
         nominated = ctx.data.get(PREEMPTIONS)
         plan = Plan(
             revision=snapshot.revision,
@@ -337,7 +339,7 @@ class Scheduler:
             terminations=tuple(terminations),
             preemptions=tuple(nominated.values()) if nominated else (),
         )
-        return PassResult(plan, statuses, dict(rejections), reservations, cycle)
+        return PassResult(plan, statuses, rejections, reservations, cycle)
 
     @staticmethod
     def _held_back(
