@@ -3,8 +3,10 @@
 Three of them: array elements of one group take the group's PreFilter verdict instead of
 a cycle each (``element_group``); ``noderesources`` redoes only the rows a placement
 changed on large tables (``NodeTable.changed_rows``); the cyclic garbage collector is
-paused during the pass. Each is switched off here and the whole pass compared: every
-placement, verdict (message included), update and reservation must be the same.
+paused during the pass. Two results are kept instead of made again: the partition
+Filter's per partition and pass, and noderesources' no-GPU bonus per table. Each is
+switched off here and the whole pass compared: every placement, verdict (message
+included), update and reservation must be the same.
 """
 
 from __future__ import annotations
@@ -13,15 +15,23 @@ import gc
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
 import pytest
 
 from hal.bench.sched_pass import build_workload
+from hal.core.job import Job
 from hal.core.priority import Account, PriorityPolicy, Qos
 from hal.core.states import PendingReason
 from hal.scheduler.framework import PassResult, Scheduler
 from hal.scheduler.framework import node_table as node_table_module
 from hal.scheduler.framework import scheduler as scheduler_module
+from hal.scheduler.framework.context import PassContext
+from hal.scheduler.framework.interfaces import MAX_NODE_SCORE, FilterResult
+from hal.scheduler.framework.node_table import NodeTable
+from hal.scheduler.framework.request import NodeRequest
 from hal.scheduler.plugins import build_scheduler, default_profile, default_registry
+from hal.scheduler.plugins.noderesources import NodeResourcesFit
+from hal.scheduler.plugins.partition import PartitionLimits
 from hal.testing import cluster, make_job
 
 
@@ -108,6 +118,44 @@ def test_kept_masks_and_scores_equal_a_full_recompute(monkeypatch: pytest.Monkey
     monkeypatch.setattr(node_table_module, "_TRACKED_FROM", 1 << 30)
     full = decisions(sched.run_pass(workload.snapshot()))
     assert kept == full
+
+
+def test_kept_partition_results_and_gpu_bonus_equal_fresh_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The partition Filter result kept per pass, and the no-GPU bonus kept per table,
+    against a new result every call and ``np.where`` every Score call (as before they
+    were kept): the same plan, bit for bit, on a small table and a tracked one."""
+    small, large = build_workload(1500, 120, 5), build_workload(3000, 5000, 6)
+    # batch on every node: its jobs without GPUs then choose between GPU nodes and others
+    every = tuple(n.name for n in small.nodes)
+    parts = tuple(replace(p, nodes=every) if p.name == "batch" else p for p in small.partitions)
+    snapshots = [replace(small.snapshot(), partitions=parts), large.snapshot()]
+
+    def passes() -> list[dict[str, Any]]:
+        # schedulers built here: the framework looks the plugins' methods up when built
+        runs = [(snapshots[0], build_scheduler()), (snapshots[0], conservative())]
+        runs.append((snapshots[1], build_scheduler()))
+        return [decisions(sched.run_pass(snap)) for snap, sched in runs]
+
+    kept = passes()
+
+    def fresh_result(
+        self: object, ctx: PassContext, state: object, job: Job, request: object
+    ) -> FilterResult:
+        mask = ctx.nodes.partition_mask(job.partition)
+        return FilterResult(mask, message=f"not in partition {job.partition}")
+
+    def where_bonus(self: object, t: NodeTable, request: NodeRequest, score: Any, rows: Any) -> Any:
+        if request.gpus == 0 and t.any_gpus:
+            half = score * 0.5
+            has_gpus = t.has_gpus if rows is None else t.has_gpus[rows]
+            score = np.where(has_gpus, half, half + MAX_NODE_SCORE / 2)
+        return score
+
+    monkeypatch.setattr(PartitionLimits, "filter", fresh_result)
+    monkeypatch.setattr(NodeResourcesFit, "_gpu_part", where_bonus)
+    assert passes() == kept
 
 
 @pytest.mark.parametrize("enabled", [True, False])

@@ -14,7 +14,7 @@ plugin that mutates a stored value in place must store a value with its own ``cl
 
 from __future__ import annotations
 
-from typing import Generic, Protocol, TypeVar, cast, runtime_checkable
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, runtime_checkable
 
 T = TypeVar("T")
 
@@ -36,37 +36,34 @@ class Clonable(Protocol):
     def clone(self) -> Clonable: ...
 
 
-class CycleState:
-    __slots__ = ("_data",)
+class CycleState(dict[object, object]):
+    """StateKey → value. A dict underneath, so that making one (one per job cycle, tens of
+    thousands a pass) and ``get`` cost no Python call; only ``write``, ``read``,
+    ``get``, ``in``, ``delete`` and ``clone`` are its interface."""
 
-    def __init__(self) -> None:
-        self._data: dict[object, object] = {}  # StateKey → value
+    __slots__ = ()
 
-    # No ``cast`` in ``get`` and ``write``: it is a function call, and they run tens of
-    # thousands of times a pass.
+    if TYPE_CHECKING:
+
+        def get(self, key: StateKey[T]) -> T | None:  # type: ignore[override]
+            """dict.get, typed by the key."""
 
     def write(self, key: StateKey[T], value: T) -> None:
-        self._data[key] = value
+        self[key] = value
 
     def read(self, key: StateKey[T]) -> T:
         """The value under ``key``; ``KeyError`` naming the key if nobody wrote it (a
         missing PreFilter is a wiring bug, not a scheduling outcome)."""
         try:
-            return cast("T", self._data[key])
+            return self[key]  # type: ignore[return-value]  # (no ``cast``: a call)
         except KeyError:
             raise KeyError(f"{key.name} was never written to this CycleState") from None
 
-    def get(self, key: StateKey[T]) -> T | None:
-        return self._data.get(key)  # type: ignore[return-value]
-
-    def __contains__(self, key: StateKey[T]) -> bool:
-        return key in self._data
-
     def delete(self, key: StateKey[T]) -> None:
-        self._data.pop(key, None)
+        self.pop(key, None)
 
     def clone(self) -> CycleState:
         copy = CycleState()
-        for key, value in self._data.items():
-            copy._data[key] = value.clone() if isinstance(value, Clonable) else value
+        for key, value in self.items():
+            copy[key] = value.clone() if isinstance(value, Clonable) else value
         return copy

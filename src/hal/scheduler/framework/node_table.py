@@ -18,7 +18,7 @@ Score).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -228,16 +228,15 @@ class NodeTable:
         index = self.index
         first = per_node[0] if per_node else None
         if first is not None and len(per_node) == 1:
-            # One node (most jobs): one-element arrays straight from Python ints.
+            # One node (most jobs): one array from the Python ints, four one-element
+            # views of it (one array call instead of four)
             row = index.get(allocation.nodes[0])
-            ok = row is not None
-            found = AllocationRows(
-                allocation,
-                np.array([row] if ok else [], dtype=np.intp),
-                np.array([first.cpus] if ok else [], dtype=np.int64),
-                np.array([first.memory_bytes] if ok else [], dtype=np.int64),
-                np.array([first.gpus] if ok else [], dtype=np.int64),
-            )
+            if row is None:
+                v: IntArray = np.zeros(4, dtype=np.int64)[:0]
+                found = AllocationRows(allocation, v, v, v, v)
+            else:
+                v = np.array((row, first.cpus, first.memory_bytes, first.gpus), dtype=np.int64)
+                found = AllocationRows(allocation, v[0:1], v[1:2], v[2:3], v[3:4])
         elif first is not None and all(res is first for res in per_node):
             # One shared vector (what the runtime builds for most jobs): fill, no loop.
             found_rows = [index.get(name, -1) for name in allocation.nodes]
@@ -361,19 +360,21 @@ class NodeTable:
             if ar.gpus.any() or allocation.gpu_ids:
                 self._apply_gpu_ids(allocation, sign)
             return
-        for k, name in enumerate(allocation.nodes):
-            row = self.index.get(name)
-            if row is None:
-                continue  # the node left the cluster; nothing to account for
-            self._changed([row])
-            res: ResourceVector = allocation.per_node[k]
+        if not allocation.nodes:
+            return
+        # one node (most jobs)
+        res: ResourceVector = allocation.per_node[0]
+        row = self.index.get(allocation.nodes[0])
+        if row is not None:  # else the node left the cluster: nothing to account for
+            if self._changes is not None:
+                self._changed([row])
             self.free_cpus[row] += sign * res.cpus
             self.free_memory[row] += sign * res.memory_bytes
             self.free_gpus[row] += sign * res.gpus
             self.jobs_on[row] -= sign
             if exclusive:
                 self.exclusive_on[row] -= sign
-        if allocation.gpu_ids or any(res.gpus for res in allocation.per_node):
+        if allocation.gpu_ids or res.gpus:
             self._apply_gpu_ids(allocation, sign)
 
     def _apply_gpu_ids(self, allocation: Allocation, sign: int) -> None:
@@ -450,10 +451,11 @@ class _RowsMemo(dict[int, "AllocationRows"]):
         self.rows += len(found.rows)
 
 
-@dataclass(frozen=True, slots=True)
-class AllocationRows:
+class AllocationRows(NamedTuple):
     """An allocation in table terms: ``rows[i]`` holds ``cpus[i]``, ``memory[i]`` and
-    ``gpus[i]``."""
+    ``gpus[i]``. Read-only (the arrays may be views of one). A named tuple: one is made
+    per running job and placement each pass, and a frozen dataclass costs twice as much
+    to make."""
 
     allocation: Allocation
     rows: npt.NDArray[np.intp]

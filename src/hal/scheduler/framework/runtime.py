@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import partial
 from operator import attrgetter
+from typing import NamedTuple
 
 import numpy as np
 
@@ -44,7 +45,7 @@ from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
 from hal.scheduler.framework.interfaces import (
     FITS,
-    FilterPlugin,
+    FilterResult,
     FloatArray,
     IndexArray,
     ScoreNormalizer,
@@ -75,9 +76,9 @@ class Stage(StrEnum):
     DONE = "done"
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What ``place`` found. ``allocation`` and ``start_time`` are set on success."""
+class Outcome(NamedTuple):
+    """What ``place`` found. ``allocation`` and ``start_time`` are set on success. (A
+    named tuple: one per cycle, and a frozen dataclass costs twice as much to make.)"""
 
     status: Status
     stage: Stage
@@ -108,11 +109,14 @@ Gate = Callable[[Job], Status | None]
 _NO_NODES = unschedulable(PendingReason.RESOURCES, "no nodes")
 # Enum members as plain constants on the per-job paths: ``Code.SUCCESS`` is a lookup
 # through the enum class (about 80 ns on Python 3.11), a dozen of them per job.
-_SUCCESS, _SKIP = Code.SUCCESS, Code.SKIP
+_SUCCESS, _SKIP, _UNSCHEDULABLE = Code.SUCCESS, Code.SKIP, Code.UNSCHEDULABLE
 _TEST_ONLY, _WILL_RUN = Mode.TEST_ONLY, Mode.WILL_RUN
-_GATE, _FILTER, _DONE = Stage.GATE, Stage.FILTER, Stage.DONE
+_PRE_FILTER, _GATE, _FILTER, _DONE = Stage.PRE_FILTER, Stage.GATE, Stage.FILTER, Stage.DONE
 _job_id = attrgetter("id")
 FitCache = dict[PlacementKey, Status]
+FilterCalls = tuple[
+    tuple[str, Callable[[PassContext, CycleState, Job, NodeRequest], FilterResult]], ...
+]
 # Allocations this wide or wider have their rows memoised as they are built: looking up
 # thousands of node names again costs more than building the arrays once.
 _REMEMBER_FROM = 16
@@ -125,8 +129,12 @@ class Framework:
         # Backfill's running jobs as profile events, kept from one pass to the next
         self.releases = ReleaseLedger()
         # Resolved once: isinstance against a Protocol is slow, and this runs per job.
+        # (name, bound method) per plugin: the name and the method are looked up once
+        self._pre_filter_calls = tuple((p.name, p.pre_filter) for p in profile.pre_filter)
+        self._filter_calls: FilterCalls = tuple((p.name, p.filter) for p in profile.filter)
+        self._filters_skipping: dict[frozenset[str], FilterCalls] = {}
         self._scorers = tuple(
-            (p, w, p.normalize_scores if isinstance(p, ScoreNormalizer) else None)
+            (p.name, p.score, w, p.normalize_scores if isinstance(p, ScoreNormalizer) else None)
             for p, w in profile.score
         )
 
@@ -268,18 +276,22 @@ class Framework:
         self, ctx: PassContext, state: CycleState, job: Job, skipped: set[str]
     ) -> Outcome | None:
         """Every PreFilter plugin in order: the first rejection, or None (``skipped``
-        gains the plugins that answered SKIP)."""
-        for pre in self.profile.pre_filter:
-            self._current = pre.name
-            st = pre.pre_filter(ctx, state, job)
-            code = st.code
-            if code is _SUCCESS:
-                continue
-            if code is _SKIP:
-                skipped.add(pre.name)
-                continue
-            return Outcome(st.with_plugin(pre.name), Stage.PRE_FILTER)
-        self._current = ""
+        gains the plugins that answered SKIP). The plugin being called is named in
+        ``_current`` only if it raises: this runs for every pending job."""
+        name = ""
+        try:
+            for name, pre_filter in self._pre_filter_calls:
+                st = pre_filter(ctx, state, job)
+                code = st.code
+                if code is _SUCCESS:
+                    continue
+                if code is _SKIP:
+                    skipped.add(name)
+                    continue
+                return Outcome(st.with_plugin(name), _PRE_FILTER)
+        except Exception:
+            self._current = name
+            raise
         return None
 
     # -- one cycle --------------------------------------------------------------------
@@ -382,9 +394,7 @@ class Framework:
         spec = job.spec
         lo = max(spec.nodes_min, len(spec.nodelist), 1)
         hi = max(spec.nodes_max, lo)
-        filters = self.profile.filter
-        if skipped:
-            filters = tuple(f for f in filters if f.name not in skipped)
+        filters = self._filters_for(skipped)
         failed = _NO_NODES
         requests = ctx.data.get(_REQUESTS)
         if requests is None:
@@ -400,7 +410,8 @@ class Framework:
                     request = requests[(key, n)] = NodeRequest.for_job(spec, n)
                 feasible, fail = self._filter(ctx, state, job, request, filters)
                 if fail is None:
-                    return SUCCESS, np.flatnonzero(feasible), request
+                    # (the method, not np.flatnonzero: two Python wrappers less per job)
+                    return SUCCESS, feasible.nonzero()[0], request
                 failed = fail
             if retry or not post_filter or not self.profile.post_filter:
                 break
@@ -421,7 +432,7 @@ class Framework:
         job: Job,
         key: PlacementKey,
         sizes: range,
-        filters: Sequence[FilterPlugin],
+        filters: FilterCalls,
         table: NodeTable,
     ) -> bool:
         """Would Filter pass on ``table`` for some node count of ``sizes``?"""
@@ -433,6 +444,18 @@ class Framework:
                 return True
         return False
 
+    def _filters_for(self, skipped: set[str]) -> FilterCalls:
+        """The Filter plugins to call when the PreFilter plugins in ``skipped`` answered
+        SKIP (their Filter is not called), kept per set: a handful of sets per profile."""
+        if not skipped:
+            return self._filter_calls
+        key = frozenset(skipped)
+        found = self._filters_skipping.get(key)
+        if found is None:
+            found = tuple((n, call) for n, call in self._filter_calls if n not in key)
+            self._filters_skipping[key] = found
+        return found
+
     def _post_filter(
         self, ctx: PassContext, state: CycleState, job: Job, failed: Status
     ) -> tuple[bool, Status]:
@@ -441,11 +464,13 @@ class Framework:
             self._current = post.name
             st = post.post_filter(ctx, state, job, failed)
             if st.is_success:
+                self._current = ""
                 return True, failed
             if st.is_rejection and (
                 st.code is not Code.UNSCHEDULABLE or st.reason is PendingReason.RESOURCES
             ):
                 failed = st.with_plugin(post.name)
+        self._current = ""
         return False, failed
 
     def _filter(
@@ -454,18 +479,20 @@ class Framework:
         state: CycleState,
         job: Job,
         request: NodeRequest,
-        filters: Sequence[FilterPlugin],
+        filters: FilterCalls,
     ) -> tuple[BoolArray, Status | None]:
         n = request.n_nodes
         mask: BoolArray | None = None
-        for f in filters:
-            self._current = f.name
-            result = f.filter(ctx, state, job, request)
-            mask = result.feasible if mask is None else mask & result.feasible
-            if np.count_nonzero(mask) < n:
-                code = Code.UNSCHEDULABLE
-                return mask, Status(code, result.reason, result.message, f.name)
-        self._current = ""
+        name = ""
+        try:
+            for name, filter_call in filters:
+                result = filter_call(ctx, state, job, request)
+                mask = result.feasible if mask is None else mask & result.feasible
+                if np.count_nonzero(mask) < n:
+                    return mask, Status(_UNSCHEDULABLE, result.reason, result.message, name)
+        except Exception:
+            self._current = name  # (named only when it raises: see ``_pre_filters``)
+            raise
         if mask is None:  # a profile without filters: every node will do
             mask = np.ones(len(ctx.nodes), dtype=np.bool_)
         required = job.spec.nodelist
@@ -509,14 +536,14 @@ class Framework:
                 return np.sort(chosen_set)
         if need == 1:
             # argmax returns the first maximum, i.e. the lowest row among ties.
-            chosen = candidates[int(np.argmax(total))] if total is not None else candidates[0]
-            picked: IndexArray = np.array([chosen], dtype=np.intp)
+            k = int(total.argmax()) if total is not None else 0
+            picked: IndexArray = candidates[k : k + 1]
             if forced is None:
                 return picked
         elif total is None:
             picked = candidates[:need]
         else:
-            picked = candidates[np.argsort(-total, kind="stable")[:need]]
+            picked = candidates[(-total).argsort(kind="stable")[:need]]
         return _with_forced(forced, picked)
 
     def _place_set(
@@ -580,24 +607,28 @@ class Framework:
                 skipped.add(pre.name)
             elif st.is_rejection:
                 raise _Rejected(st.with_plugin(pre.name), Stage.SCORE)
-        total: FloatArray | None = None
-        for plugin, weight, normalize in self._scorers:
-            if plugin.name in skipped:
-                continue
-            self._current = plugin.name
-            scores = plugin.score(ctx, state, job, request, candidates)
-            if normalize is not None:
-                scores = normalize(scores)
-            if scores.shape != candidates.shape:
-                raise ValueError(
-                    f"score returned {scores.shape[0]} values for {len(candidates)} nodes"
-                )
-            if total is None:
-                # x * 1.0 == x exactly: the common single scorer of weight 1 skips it
-                total = scores if weight == 1 else scores * weight
-            else:
-                total = total + scores * weight
         self._current = ""
+        total: FloatArray | None = None
+        name = ""
+        try:
+            for name, score, weight, normalize in self._scorers:
+                if name in skipped:
+                    continue
+                scores = score(ctx, state, job, request, candidates)
+                if normalize is not None:
+                    scores = normalize(scores)
+                if scores.shape != candidates.shape:
+                    raise ValueError(
+                        f"score returned {scores.shape[0]} values for {len(candidates)} nodes"
+                    )
+                if total is None:
+                    # x * 1.0 == x exactly: the common single scorer of weight 1 skips it
+                    total = scores if weight == 1 else scores * weight
+                else:
+                    total = total + scores * weight
+        except Exception:
+            self._current = name  # (named only when it raises: see ``_pre_filters``)
+            raise
         return total
 
     def _allocation(self, ctx: PassContext, request: NodeRequest, rows: IndexArray) -> Allocation:

@@ -41,7 +41,6 @@ from __future__ import annotations
 import dataclasses
 import gc
 import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -211,8 +210,9 @@ class Scheduler:
         statuses: dict[int, Status] = {}
 
         # heterogeneous jobs: het job id → its pending components by offset; decided as
-        # one unit when the first of them comes up (framework/hetjob.py)
-        het_groups = pending_het_groups(snapshot.pending)
+        # one unit when the first of them comes up (framework/hetjob.py). Gathered when
+        # the first het job comes up: most queues have none.
+        het_groups: dict[int, list[Job]] | None = None
         het_verdicts: dict[int, tuple[Status, Stage]] = {}
 
         for job in framework.sort(snapshot.pending):
@@ -220,6 +220,8 @@ class Scheduler:
             if het is not None:
                 if job.id not in het_verdicts:
                     verdicts.clear()  # Reserve may have run (and been undone)
+                    if het_groups is None:
+                        het_groups = pending_het_groups(snapshot.pending)
                     members = het_groups[het.job_id]
                     het_verdicts.update(decide_group(framework, ctx, members, gate, placed))
                 st, stage = het_verdicts[job.id]
@@ -232,14 +234,15 @@ class Scheduler:
                 else:
                     waiting.append(job)
                 continue
-            gated = gate(job)
+            gated = blocked.get((job.partition, job.spec.reservation))  # gate(job)
             if gated is not None and not explain:
                 statuses[job.id] = gated
                 held.append(job)
                 held_stages.append(_GATE)
                 waiting.append(job)
                 continue
-            group = element_group(job) if grouping else None
+            # (element_group is None for a job that is no array element: asked only then)
+            group = element_group(job) if grouping and job.array_job_id is not None else None
             known = verdicts.get(group, _UNKNOWN) if group is not None else _UNKNOWN
             out = None
             if known is not _UNKNOWN:
@@ -257,7 +260,16 @@ class Scheduler:
             elif gated is not None:
                 # behind the queue whatever Filter says: only its own reason is wanted
                 own = framework.pre_filter(ctx, job)
-                st, stage = (gated, _GATE) if own is None else (own.status, own.stage)
+                if own is None:
+                    if group is not None:
+                        verdicts[group] = None
+                    # held back by the queue (``_held_back``'s gate case, inline)
+                    statuses[job.id] = gated
+                    held.append(job)
+                    held_stages.append(_GATE)
+                    waiting.append(job)
+                    continue
+                st, stage = own.status, own.stage
                 if group is not None and stage is not _DONE:
                     verdicts[group] = st if stage is _PRE_FILTER else None
             else:
@@ -299,14 +311,16 @@ class Scheduler:
             # next one; jobs now waiting for their own reasons lose theirs.
             expected = {j.id: j.expected_start for j in held if j.expected_start is not None}
 
-        rejections: Counter[tuple[str, PendingReason]] = Counter()
+        # (a plain dict: a Counter's ``+=`` goes through its subclass lookups, per job)
+        rejections: dict[tuple[str, PendingReason], int] = {}
         updates: list[PendingUpdate] = []
         for job in waiting:
             st = statuses[job.id]
             code = st.code
             if code is _SUCCESS:
                 continue  # backfilled
-            rejections[(st.plugin, st.reason)] += 1
+            key = (st.plugin, st.reason)
+            rejections[key] = rejections.get(key, 0) + 1
             if code is _ERROR:
                 continue
             start = expected.get(job.id, st.earliest_start)
@@ -315,7 +329,8 @@ class Scheduler:
         placements = [Placement(job.id, alloc) for job, alloc in placed]
         for term in terminations:
             st = statuses[term.job_id]
-            rejections[(st.plugin, st.reason)] += 1
+            key = (st.plugin, st.reason)
+            rejections[key] = rejections.get(key, 0) + 1
         nominated = ctx.data.get(PREEMPTIONS)
         plan = Plan(
             revision=snapshot.revision,
@@ -324,7 +339,7 @@ class Scheduler:
             terminations=tuple(terminations),
             preemptions=tuple(nominated.values()) if nominated else (),
         )
-        return PassResult(plan, statuses, dict(rejections), reservations, cycle)
+        return PassResult(plan, statuses, rejections, reservations, cycle)
 
     @staticmethod
     def _held_back(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from hal.core.data import DataView
 from hal.core.job import Allocation, Job
@@ -47,9 +48,12 @@ class Placement:
     allocation: Allocation
 
 
-@dataclass(frozen=True, slots=True)
-class PendingUpdate:
-    """A pending job's new reason and planner-estimated start (``None`` when unknown)."""
+class PendingUpdate(NamedTuple):
+    """A pending job's new reason and planner-estimated start (``None`` when unknown).
+
+    A named tuple rather than a frozen dataclass: a pass may make one per pending job
+    (all of them on the first pass after a start), and a frozen dataclass sets each
+    field through ``object.__setattr__`` (about twice the cost)."""
 
     job_id: int
     reason: PendingReason

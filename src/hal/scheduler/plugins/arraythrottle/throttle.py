@@ -40,9 +40,10 @@ class ArrayThrottle:
         return counts
 
     def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
-        if not _throttled(job) or job.array_job_id is None:
+        array_id = job.array_job_id  # (``_throttled`` inline: this runs for every job)
+        if array_id is None or job.array_max_running <= 0:
             return SUCCESS
-        running = self._counts(ctx)[job.array_job_id]
+        running = self._counts(ctx)[array_id]
         if running >= job.array_max_running:
             return unschedulable(
                 PendingReason.JOB_ARRAY_TASK_LIMIT,

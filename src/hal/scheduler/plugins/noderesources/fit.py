@@ -116,6 +116,8 @@ class NodeResourcesFit:
 
     def __init__(self, strategy: str = "best_fit") -> None:
         self.strategy = strategy
+        empty = np.zeros(0)
+        self._bonus: tuple[BoolArray, FloatArray] = (empty.astype(np.bool_), empty)
 
     # -- PreFilter --------------------------------------------------------------------
 
@@ -196,17 +198,20 @@ class NodeResourcesFit:
     ) -> FilterResult:
         static = state.read(STATIC_MASK)
         key = state.get(PLACEMENT_KEY)
+        table = ctx.nodes
+        if key is None or table.version is None:
+            # called outside a cycle (nothing to key a kept mask by), or a table whose
+            # changes are not tracked (small, or a backfill window): all rows
+            return FilterResult(_fit(table, request, static, None), _RESOURCES)
 
         def compute(t: NodeTable, rows: IndexArray | None) -> BoolArray:
             return _fit(t, request, static, rows)
 
-        if key is None:  # called outside a cycle: nothing to key a kept mask by
-            return FilterResult(compute(ctx.nodes, None), _RESOURCES)
         cache = ctx.data.get(FITS)
         if cache is None:
             cache = {}
             ctx.data.write(FITS, cache)
-        fit = _kept(cache, (key, request), ctx.nodes, compute)
+        fit = _kept(cache, (key, request), table, compute)
         return FilterResult(fit, _RESOURCES)
 
     # -- Score ------------------------------------------------------------------------
@@ -238,7 +243,11 @@ class NodeResourcesFit:
         now = ctx.present_nodes
         if now is None or now is t:
             # The main pass: the whole score per node, kept per request from one job to
-            # the next (only the rows the last placements changed are redone).
+            # the next (only the rows the last placements changed are redone) on a
+            # table that tracks its changes.
+            if t.version is None:
+                whole: FloatArray = self._score(t, request, base, None)[feasible]
+                return whole
             kept = ctx.data.get(SCORES)
             if kept is None:
                 kept = {}
@@ -280,11 +289,21 @@ class NodeResourcesFit:
         self, t: NodeTable, request: NodeRequest, score: FloatArray, rows: IndexArray | None
     ) -> FloatArray:
         if request.gpus == 0 and t.any_gpus:
-            # Keep GPU nodes for GPU jobs: any node without GPUs outranks any with.
-            half = score * 0.5
-            has_gpus = t.has_gpus if rows is None else t.has_gpus[rows]
-            score = np.where(has_gpus, half, half + MAX_NODE_SCORE / 2)
+            # Keep GPU nodes for GPU jobs: any node without GPUs outranks any with (half
+            # the score, plus half the maximum on nodes without; + 0.0 on the others
+            # leaves the value as it is).
+            bonus = self._no_gpu_bonus(t)
+            score = score * 0.5 + (bonus if rows is None else bonus[rows])
         return score
+
+    def _no_gpu_bonus(self, t: NodeTable) -> FloatArray:
+        """MAX_NODE_SCORE / 2 on nodes without GPUs, 0.0 on the others; kept for the
+        table's ``has_gpus`` (fixed, shared by its copies and windows)."""
+        has_gpus, bonus = self._bonus
+        if has_gpus is not t.has_gpus:
+            bonus = np.where(t.has_gpus, 0.0, MAX_NODE_SCORE / 2)
+            self._bonus = (t.has_gpus, bonus)
+        return bonus
 
 
 def _fit(

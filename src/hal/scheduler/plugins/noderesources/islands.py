@@ -57,7 +57,7 @@ class NvlinkIslands:
     name = NAME
 
     def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
-        if not requires_one_island(job):
+        if job.spec.topology is None or not requires_one_island(job):  # (most: no call)
             return SKIP
         need = NodeRequest.for_job(job.spec, max(job.spec.nodes_min, 1)).gpus
         if need == 0:

@@ -10,13 +10,15 @@ from __future__ import annotations
 from hal.core.job import Job
 from hal.core.states import PendingReason
 from hal.scheduler.framework.context import PassContext
-from hal.scheduler.framework.cycle_state import CycleState
+from hal.scheduler.framework.cycle_state import CycleState, StateKey
 from hal.scheduler.framework.interfaces import FilterResult
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
 from hal.scheduler.framework.request import NodeRequest
 from hal.scheduler.framework.status import SUCCESS, Status, unresolvable, unschedulable
 
 NAME = "partition"
+# per pass: partition → its Filter result
+_RESULTS: StateKey[dict[str, FilterResult]] = StateKey("partition.results")
 
 
 class PartitionLimits:
@@ -51,10 +53,19 @@ class PartitionLimits:
     def filter(
         self, ctx: PassContext, state: CycleState, job: Job, request: NodeRequest
     ) -> FilterResult:
-        # the message labels the nodes outside the partition in ``hal explain``
-        return FilterResult(
-            ctx.nodes.partition_mask(job.partition), message=f"not in partition {job.partition}"
-        )
+        # One result per partition and pass: the mask is the table's own (shared by its
+        # copies and backfill's windows), so a result kept for the same mask is reused.
+        mask = ctx.nodes.partition_mask(job.partition)
+        results = ctx.data.get(_RESULTS)
+        if results is None:
+            results = {}
+            ctx.data.write(_RESULTS, results)
+        found = results.get(job.partition)
+        if found is None or found.feasible is not mask:
+            # the message labels the nodes outside the partition in ``hal explain``
+            found = FilterResult(mask, message=f"not in partition {job.partition}")
+            results[job.partition] = found
+        return found
 
 
 def new(args: PluginArgs) -> PartitionLimits:
