@@ -12,7 +12,10 @@ memory, debug; 3% of the 1-CPU, small and GPU submissions are arrays (4-128 elem
 sharing one spec, as Slurm keeps them, some with a ``%`` throttle), so about half the
 pending jobs are array elements (``array_elements``); some user or admin holds,
 ``--begin`` in the future, and ``afterok`` dependencies on pending, running or finished
-jobs. Seeded: the same arguments give the same workload.
+jobs. Seeded: the same arguments give the same workload. With limits (the default;
+``--no-limits`` leaves them out) every job is charged to a project account under two
+organisations and a QoS, and the pass runs the ``limits`` plugin against GrpTRES,
+GrpJobs, MaxJobs, MaxJobsPerUser, MaxWall and MaxTRESPerJob caps (``sched_limits``).
 
 One repeat times ``Scheduler.run_pass(snapshot, backfill=True)`` with no table passed
 in, so the ``NodeTable`` build (running jobs taken out) is inside the timing, as in the
@@ -27,6 +30,7 @@ peak ≤ 2 GB.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import resource
 import statistics
@@ -38,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hal.bench import emit
+from hal.bench.sched_limits import build_policy, charged
 from hal.core.job import (
     Allocation,
     ArraySpec,
@@ -53,7 +58,7 @@ from hal.core.states import JobState
 from hal.scheduler.framework.node_table import NodeTable
 from hal.scheduler.framework.scheduler import PassResult, Scheduler
 from hal.scheduler.framework.snapshot import ClusterSnapshot
-from hal.scheduler.plugins import build_scheduler
+from hal.scheduler.plugins import build_scheduler, default_profile, default_registry
 
 CPUS = 64
 GPUS = 8
@@ -371,13 +376,26 @@ def _maxrss_mib() -> float:
     return round(rss / (2**20 if sys.platform == "darwin" else 1024), 1)
 
 
+def with_limits(workload: Workload) -> tuple[Workload, Scheduler]:
+    """``workload`` charged to accounts and QoS, and the default scheduler with the
+    ``limits`` plugin enforcing ``sched_limits``' policy (as the server builds it)."""
+    limited = dataclasses.replace(
+        workload, pending=charged(workload.pending), running=charged(workload.running)
+    )
+    policy = build_policy(len(workload.nodes), CPUS, GPUS)
+    scheduler = build_scheduler(default_profile(limits=True), default_registry(policy=policy))
+    return limited, scheduler
+
+
 def run_sched_pass_bench(
-    jobs: int = 50_000, nodes: int = 10_000, repeats: int = 5, seed: int = 1
+    jobs: int = 50_000, nodes: int = 10_000, repeats: int = 5, seed: int = 1, limits: bool = True
 ) -> dict[str, Any]:
     t0 = time.perf_counter()
     workload = build_workload(jobs, nodes, seed)
-    build_s = time.perf_counter() - t0
     scheduler = build_scheduler()
+    if limits:
+        workload, scheduler = with_limits(workload)
+    build_s = time.perf_counter() - t0
     out: dict[str, Any] = {
         "benchmark": "sched-pass",
         "jobs": len(workload.pending),
@@ -385,7 +403,7 @@ def run_sched_pass_bench(
         "running_jobs": len(workload.running),
         "arrays": workload.arrays,
         "array_elements": sum(1 for j in workload.pending if j.array_job_id is not None),
-        "profile": "default (main + backfill EASY)",
+        "profile": "default (main + backfill EASY)" + (" + limits" if limits else ""),
         "workload_build_s": round(build_s, 2),
     }
     out.update(measure(workload, scheduler, repeats))
@@ -399,9 +417,9 @@ def run_sched_pass_bench(
     return out
 
 
-def run_targets(repeats: int = 5) -> dict[str, Any]:
+def run_targets(repeats: int = 5, limits: bool = True) -> dict[str, Any]:
     """The two target points of issue 3 (what ``bench/run_all.py`` runs)."""
-    points = [run_sched_pass_bench(j, n, repeats) for j, n in TARGETS_MS]
+    points = [run_sched_pass_bench(j, n, repeats, limits=limits) for j, n in TARGETS_MS]
     return {
         "benchmark": "sched-pass",
         "points": points,
@@ -415,6 +433,7 @@ def run_curve(
     skip: tuple[tuple[int, int], ...] = (),
     jobs: tuple[int, ...] = CURVE_JOBS,
     nodes: tuple[int, ...] = CURVE_NODES,
+    limits: bool = True,
 ) -> dict[str, Any]:
     """The scaling grid. A cell whose first pass takes over ``max_cell_s`` is measured
     once, and every cell at least as large in both dimensions is skipped (reported)."""
@@ -430,9 +449,9 @@ def run_curve(
                 why = f"{slow[0]}x{slow[1]} took {slow[2]:.1f} s > {max_cell_s:.0f} s"
                 cells.append({"jobs": j, "nodes": n, "skipped": why})
                 continue
-            cell = run_sched_pass_bench(j, n, 1)
+            cell = run_sched_pass_bench(j, n, 1, limits=limits)
             if cell["median_ms"] / 1000.0 <= max_cell_s and repeats > 1:
-                cell = run_sched_pass_bench(j, n, repeats)
+                cell = run_sched_pass_bench(j, n, repeats, limits=limits)
             else:
                 too_slow.append((j, n, cell["median_ms"] / 1000.0))
             cells.append(cell)
@@ -453,6 +472,12 @@ def add_commands(bsub: Any) -> None:
     p.add_argument(
         "--skip", default="", help="with --curve: cells to skip, e.g. 50000x50000,50000x10000"
     )
+    p.add_argument(
+        "--no-limits",
+        dest="limits",
+        action="store_false",
+        help="no accounts, QoS or limits (the workload measured before 2026-11-23)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd)
 
@@ -462,7 +487,7 @@ def _cmd(ns: Any) -> int:
         skip = tuple(
             (int(a), int(b)) for a, b in (c.split("x") for c in ns.skip.split(",") if c.strip())
         )
-        result = run_curve(ns.repeat, ns.max_cell_s, skip)
+        result = run_curve(ns.repeat, ns.max_cell_s, skip, limits=ns.limits)
     else:
-        result = run_sched_pass_bench(ns.jobs, ns.nodes, ns.repeat, ns.seed)
+        result = run_sched_pass_bench(ns.jobs, ns.nodes, ns.repeat, ns.seed, ns.limits)
     return emit(result, ns.json)

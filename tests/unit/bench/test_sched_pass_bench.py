@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import json
 
+from hal.bench.sched_limits import build_policy
 from hal.bench.sched_pass import (
+    CPUS,
+    GPUS,
     build_workload,
     overcommitted_nodes,
     run_curve,
     run_sched_pass_bench,
+    with_limits,
 )
 from hal.scheduler.plugins import build_scheduler
 
@@ -60,3 +64,33 @@ def test_curve_reports_measured_and_skipped_cells() -> None:
     slow = run_curve(repeats=1, max_cell_s=0.0, jobs=(100, 200), nodes=(20, 40))
     skipped = [c for c in slow["cells"] if "skipped" in c]
     assert len(skipped) == 3 and all("took" in c["skipped"] for c in skipped)
+
+
+def test_the_bench_runs_the_limits_plugin_and_no_limit_is_exceeded() -> None:
+    """By default the workload is charged to accounts and QoS with limits (issue 3's
+    "realistic mix"): some jobs wait for a limit, and no job the pass starts takes an
+    account or QoS over a GrpTRES cpu cap of sched_limits' policy (the running jobs it
+    starts from may already be over one)."""
+    workload, scheduler = with_limits(build_workload(3000, 120, seed=2))
+    result = scheduler.run_pass(workload.snapshot(), backfill=True)
+    reasons = {str(reason) for (_, reason) in result.rejections}
+    assert reasons & {"QOSGrpCpuLimit", "AssocGrpCpuLimit", "QOSMaxJobsPerUserLimit"}
+    policy = build_policy(120, CPUS, GPUS)
+    caps = {a.name: a.grp_tres.cpus for a in policy.accounts if a.grp_tres.cpus}
+    caps |= {q.name: q.grp_tres.cpus for q in policy.qos if q.grp_tres.cpus}
+    pending = {j.id: j for j in workload.pending}
+    placed = [(p.allocation, pending[p.job_id]) for p in result.plan.placements]
+    used: dict[str, int] = {}
+    started: set[str] = set()
+    for allocation, job in [(j.allocation, j) for j in workload.running] + placed:
+        assert allocation is not None
+        project = job.spec.account or ""
+        for key in (project, f"org{int(project[4:]) % 2}", job.spec.qos or ""):
+            used[key] = used.get(key, 0) + allocation.total().cpus
+            if job.id in pending:
+                started.add(key)
+    assert placed and caps.keys() & started
+    assert all(used[k] <= caps[k] for k in caps.keys() & started)
+    plain = run_sched_pass_bench(jobs=600, nodes=80, repeats=1, limits=False)
+    assert plain["profile"] == "default (main + backfill EASY)"
+    assert not any("Limit" in r for r in plain["waiting_reasons"])
