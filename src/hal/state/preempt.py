@@ -48,6 +48,12 @@ if TYPE_CHECKING:
 # job.extra keys besides PREEMPTED_BY and PREEMPT_MODE (which the preemption plugin
 # reads too)
 GRACE_END = "preempt_grace_end"  # while a --signal victim has its grace time
+# kept after the victim is requeued or resumed (scontrol's PreemptTime, hal show): when it
+# was last chosen as a victim
+PREEMPT_TIME = "preempt_time"
+# on a job the server put back in the queue: the state its last run ended in (PREEMPTED,
+# NODE_FAIL); hal show, REST ``requeued_after``
+REQUEUED_AFTER = "requeued_after"
 # With no configured grace time a --signal victim gets its @SECS to checkpoint, at most
 # this long: the preemptor waits meanwhile (--signal allows up to 65535 s).
 SIGNAL_GRACE_MAX_S = 300.0
@@ -74,6 +80,7 @@ def mark(
         if p.mode == SUSPEND and not job.launched:
             continue  # no process to stop yet: the next pass chooses again
         extra = {**job.extra, PREEMPTED_BY: str(p.by), PREEMPT_MODE: p.mode}
+        extra[PREEMPT_TIME] = repr(now)
         grace = 0.0 if p.mode == SUSPEND else signal_grace(job, p.grace_s)
         if p.mode == SUSPEND:
             new = job.evolve(state=JobState.SUSPENDED, extra=suspension(extra, now))

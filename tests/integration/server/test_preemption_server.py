@@ -75,6 +75,7 @@ def test_a_high_qos_job_preempts_and_the_victim_checkpoints_and_requeues(
         assert (tmp_path / f"ckpt.{low}.0").read_text().strip() == "saved"
         info = client.job(low)
         assert info.state == "PENDING" and info.restarts == 1
+        assert info.requeued_after == "PREEMPTED" and info.preempt_time is not None
         assert info.submit_time == submitted  # keeps its place (age) in the queue
         kinds = [(e.kind, e.data) for e in client.events(follow=False) if e.job_id == low]
         preempted = [d for k, d in kinds if k == "job.preempted"]
