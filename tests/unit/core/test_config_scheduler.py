@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from hal.api.profile import server_profile
-from hal.api.server import predictor_name, sqlite_dir
+from hal.api.server import HalServer, predictor_name, sqlite_dir
 from hal.config.model import HalConfig, config_from_dict
 from hal.core.errors import InvalidRequest
 from hal.scheduler.framework import ProfileError
@@ -130,3 +132,19 @@ def test_a_plugins_list_with_the_enforcers_is_taken_as_written() -> None:
     assert server_profile(config_from_dict({"scheduler": {"plugins": CUSTOM}})) == {
         "plugins": CUSTOM
     }
+
+
+def test_the_server_schedules_with_it(tmp_path: Path) -> None:
+    """HalServer builds its scheduler from ``server_profile``: tuned, or refused."""
+    db = f"sqlite:///{tmp_path / 'hal.db'}"
+    tuned = {"scheduler": {"plugin_args": {"backfill": {"mode": "conservative"}}}}
+    server = HalServer(config_from_dict({**LIMITED_QOS, **tuned}), db)
+    names = [p.name for p in server.scheduler.profile.pre_filter]
+    assert "limits" in names
+    backfill = server.scheduler.profile.backfill
+    assert backfill is not None
+    policy = backfill.policy_for("debug")
+    assert policy is not None and policy.mode.value == "conservative"
+    server.store.close()
+    with pytest.raises(ProfileError, match="leaves out 'limits'"):
+        HalServer(config_from_dict({**LIMITED_QOS, "scheduler": {"plugins": CUSTOM}}), db)
