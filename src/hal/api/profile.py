@@ -72,19 +72,18 @@ def overlay(default: Mapping[str, object], custom: Mapping[str, object]) -> dict
     for key, value in custom.items():
         base = default.get(key)
         if key in _MERGED and isinstance(base, Mapping) and isinstance(value, Mapping):
-            merged[key] = _merge_tables(base, value, per_entry=key == "plugin_args")
+            merged[key] = _merge_tables(base, value)
         else:
             merged[key] = value
     return merged
 
 
-def _merge_tables(
-    base: Mapping[str, object], over: Mapping[str, object], *, per_entry: bool
-) -> dict[str, object]:
+def _merge_tables(base: Mapping[str, object], over: Mapping[str, object]) -> dict[str, object]:
+    """``over``'s entries over ``base``'s; two tables (one plugin's args) merge key by key."""
     out = dict(base)
     for name, value in over.items():
         old = out.get(name)
-        if per_entry and isinstance(old, Mapping) and isinstance(value, Mapping):
+        if isinstance(old, Mapping) and isinstance(value, Mapping):
             out[name] = {**old, **value}
         else:
             out[name] = value
