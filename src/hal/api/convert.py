@@ -16,6 +16,7 @@ from hal.core.slurm_syntax import (
     parse_switches,
     parse_topology,
 )
+from hal.state import preempt
 from hal.state.cluster import Cluster
 from hal.state.suspension import SUSPENDED_AT, SUSPENDED_S
 from hal.wire.jobs import JobInfo, JobSubmit
@@ -200,6 +201,10 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         dependency=str(spec.dependency) if spec.dependency else None,
         requeue=spec.requeue,
         restarts=job.restarts,
+        requeued_after=job.extra.get(preempt.REQUEUED_AFTER),
+        preempt_time=float(job.extra[preempt.PREEMPT_TIME])
+        if preempt.PREEMPT_TIME in job.extra
+        else None,
         suspended_seconds=suspended_seconds(job, cluster.clock.now()),
         comment=spec.comment,
         cancelled_by=job.cancelled_by,

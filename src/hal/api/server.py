@@ -17,7 +17,7 @@ import contextlib
 import logging
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -28,6 +28,7 @@ from hal.api.context import ServerContext
 from hal.api.data import DataAwareRunner, DataService
 from hal.api.predictions import MODEL_FILE, PredictionService
 from hal.api.priority import PriorityService
+from hal.api.profile import server_profile
 from hal.cache.app import CacheControlPlane
 from hal.config.model import HalConfig
 from hal.core.clock import Clock, SystemClock
@@ -35,7 +36,7 @@ from hal.core.tasks import cancel_tasks
 from hal.observe.logging import uvicorn_log_config
 from hal.observe.plane import ObservePlane
 from hal.predict import CONFIGURABLE, SharedPredictor, make_predictor
-from hal.scheduler.plugins import BACKFILL, build_scheduler, default_profile, default_registry
+from hal.scheduler.plugins import BACKFILL, build_scheduler, default_registry
 from hal.scheduler.service import PacedScheduler, PassRunner, SchedulerService
 from hal.state import agents, preempt
 from hal.state.cluster import Cluster
@@ -98,25 +99,9 @@ class HalServer:
         self.store = SqlStateStore(db_url)
         self.cluster = Cluster(self.store, config, clock or SystemClock())
         self.data_dir = Path(data_dir).expanduser() if data_dir else sqlite_dir(db_url)
-        # An explicit [scheduler] profile is taken as written; the default one gains the
-        # topology plugin when the config has a [topology].
-        # The default one also gains the limits plugin when [[qos]]/[[accounts]] set limits.
-        # and the datalocality plugin when [data] names a cache control plane.
+        # the default profile for this config, tuned or replaced by [scheduler]
+        profile = server_profile(config)
         data = config.data
-        # [data] settings left out take the plugin's defaults (DATA_WEIGHT, LOCALITY_WAIT_S)
-        data_args: dict[str, Any] = {}
-        if data is not None:
-            data_args["data"] = True
-            if data.weight is not None:
-                data_args["data_weight"] = data.weight
-            if data.locality_wait_seconds is not None:
-                data_args["locality_wait_s"] = data.locality_wait_seconds
-        profile = config.scheduler_profile or default_profile(
-            topology=config.topology,
-            limits=config.priority.has_limits,
-            preemption=config.preemption.enabled or config.priority.has_cohorts,
-            **data_args,
-        )
         self.predictor = SharedPredictor(make_predictor(predictor_name(profile, config)))
         self.scheduler = build_scheduler(
             profile,

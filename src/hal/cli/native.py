@@ -32,6 +32,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--json", action="store_true")
 
     p = cmd("show", "show one job", cmd_show)
+    p.add_argument("kind", nargs="?", choices=["job"], help="optional: hal show job ID")
     p.add_argument("job_id")
     p.add_argument("--json", action="store_true")
 

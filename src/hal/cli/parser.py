@@ -19,6 +19,7 @@ from hal.cli import (
     sim,
     topology,
 )
+from hal.compat.names import SLURM_COMMANDS
 
 CACHE_PLANE_HELP = (
     "also serve the cache control plane (docs/cache.md) under /cache: cache nodes use "
@@ -32,8 +33,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     registered when ``argv`` asks for ``hal bench``."""
     p = argparse.ArgumentParser(
         prog="hal",
-        description="HAL workload scheduler. Slurm commands: hal sbatch|squeue|scancel|sinfo|"
-        "sacct|scontrol (same flags and output as Slurm).",
+        description=f"HAL workload scheduler. Slurm commands: hal {'|'.join(SLURM_COMMANDS)} "
+        "(same flags and output as Slurm; hal prio: sprio).",
     )
     p.add_argument("--version", action="version", version=f"hal {__version__}")
     sub = p.add_subparsers(metavar="COMMAND")

@@ -210,6 +210,7 @@ def job_record(job: JobInfo, now: float) -> list[str]:
         f"EligibleTime={timestamp(job.eligible_time, 'Unknown')}",
         f"StartTime={timestamp(job.start_time or job.expected_start, 'Unknown')} "
         f"EndTime={timestamp(job.end_time, 'Unknown')} Deadline=N/A",
+        f"PreemptTime={timestamp(job.preempt_time, 'None')}",
         f"Partition={job.partition} AllocNode:Sid={job.submit_host or '(null)'}:0"
         + (f" Reservation={job.reservation}" if job.reservation else ""),
         f"NodeList={nodes}",

@@ -889,7 +889,8 @@ class Cluster:
         """The ended version of ``job`` (or, for NODE_FAIL with requeue, the requeued one)."""
         state = preempt.ended_as(job, state)
         if job.extra.get("requeue") == "1" or (state is JobState.NODE_FAIL and job.spec.requeue):
-            new = requeued(job)
+            # PENDING: an administrator's requeue (scontrol requeue) ending its run
+            new = requeued(job, after=None if state is JobState.PENDING else state.value)
             return new, EventRow(
                 now, "job.requeued", job_id=job.id, state="PENDING", data={"after": state.value}
             )
@@ -920,7 +921,7 @@ class Cluster:
                 if not job.state.is_active:
                     continue
                 if leader.state is JobState.PENDING:  # requeued: the components with it
-                    new = requeued(job)
+                    new = requeued(job, after=leader.extra.get(preempt.REQUEUED_AFTER))
                     changed.append(new)
                     events.append(EventRow(now, "job.requeued", job_id=job.id, state="PENDING"))
                     continue
@@ -996,9 +997,13 @@ def _refused_het_jobs(cluster: Cluster, plan: Plan, scratch: dict[str, NodeUsage
     return refused
 
 
-def requeued(job: Job) -> Job:
-    dropped = ("requeue", SUSPENDED_AT, SUSPENDED_S)  # a new run starts afresh
+def requeued(job: Job, after: str | None = None) -> Job:
+    """``job`` back in the queue for a new run; ``after``: the state the server ended its
+    last run in (``preempt.REQUEUED_AFTER``; None: an administrator's requeue)."""
+    dropped = ("requeue", SUSPENDED_AT, SUSPENDED_S, preempt.REQUEUED_AFTER)  # start afresh
     extra = preempt.cleared({k: v for k, v in job.extra.items() if k not in dropped})
+    if after is not None:
+        extra[preempt.REQUEUED_AFTER] = after
     return job.evolve(
         state=JobState.PENDING,
         reason=PendingReason.WAITING_FOR_SCHEDULING,

@@ -3,11 +3,13 @@
 A victim is marked in ``job.extra`` (kept with the job, so a restarted server goes on
 where it stopped) and then ended the way Slurm's GraceTime does:
 
-* no ``--signal``, or no grace time: it goes COMPLETING at once and its agent sends
-  SIGTERM, then SIGKILL after grace time + KillWait;
-* with ``--signal`` and a grace time: it is sent its signal now (time to checkpoint) and
-  stays RUNNING until the grace time is over (``end_graced``, from housekeeping), then
-  ends as above with KillWait.
+* no ``--signal``: it goes COMPLETING at once and its agent sends SIGTERM, then SIGKILL
+  after grace time + KillWait;
+* with ``--signal=[B:]SIG@SECS``: it is sent its signal now (time to checkpoint) and
+  stays RUNNING until its grace time is over (``end_graced``, from housekeeping), then
+  ends as above with KillWait. The grace time is the QoS's or ``[preemption]``'s; when
+  that is 0 (the default) it is the job's own SECS, at most ``SIGNAL_GRACE_MAX_S``
+  (``signal_grace``).
 
 ``requeue`` puts it back in the queue when its agent reports it ended (it keeps its
 submit time, so its age priority: its place in the queue); ``cancel`` ends it PREEMPTED
@@ -46,6 +48,15 @@ if TYPE_CHECKING:
 # job.extra keys besides PREEMPTED_BY and PREEMPT_MODE (which the preemption plugin
 # reads too)
 GRACE_END = "preempt_grace_end"  # while a --signal victim has its grace time
+# kept after the victim is requeued or resumed (scontrol's PreemptTime, hal show): when it
+# was last chosen as a victim
+PREEMPT_TIME = "preempt_time"
+# on a job the server put back in the queue: the state its last run ended in (PREEMPTED,
+# NODE_FAIL); hal show, REST ``requeued_after``
+REQUEUED_AFTER = "requeued_after"
+# With no configured grace time a --signal victim gets its @SECS to checkpoint, at most
+# this long: the preemptor waits meanwhile (--signal allows up to 65535 s).
+SIGNAL_GRACE_MAX_S = 300.0
 CANCEL = PreemptMode.CANCEL.value
 SUSPEND = PreemptMode.SUSPEND.value
 _MARKS = (PREEMPTED_BY, PREEMPT_MODE, GRACE_END, PREEMPTING)
@@ -69,7 +80,8 @@ def mark(
         if p.mode == SUSPEND and not job.launched:
             continue  # no process to stop yet: the next pass chooses again
         extra = {**job.extra, PREEMPTED_BY: str(p.by), PREEMPT_MODE: p.mode}
-        grace = 0.0 if p.mode == SUSPEND else p.grace_s  # Slurm: no GraceTime to suspend
+        extra[PREEMPT_TIME] = repr(now)
+        grace = 0.0 if p.mode == SUSPEND else signal_grace(job, p.grace_s)
         if p.mode == SUSPEND:
             new = job.evolve(state=JobState.SUSPENDED, extra=suspension(extra, now))
         elif job.spec.signal is not None and grace > 0:
@@ -90,6 +102,17 @@ def mark(
             )
         )
     return victims + list(preemptors.values()), events
+
+
+def signal_grace(job: Job, configured_s: float) -> float:
+    """The victim's grace time: the configured one; when that is 0, a ``--signal`` job's
+    own SECS (capped at ``SIGNAL_GRACE_MAX_S``) so that it is signalled first and can
+    checkpoint. Suspension takes none (Slurm: no GraceTime to suspend); the caller
+    decides that."""
+    sig = job.spec.signal
+    if configured_s > 0 or sig is None:
+        return configured_s
+    return float(min(sig.seconds_before, SIGNAL_GRACE_MAX_S))
 
 
 def _requeued_if(extra: dict[str, str], mode: str) -> dict[str, str]:

@@ -97,6 +97,10 @@ class JobInfo(WireModel):
     dependency: str | None = None
     requeue: bool = True
     restarts: int = 0
+    # the state its last run ended in when the server put it back in the queue (PREEMPTED,
+    # NODE_FAIL); None: never requeued, or requeued by an administrator
+    requeued_after: str | None = None
+    preempt_time: float | None = None  # when it was last chosen as a preemption victim
     # seconds spent suspended (scontrol suspend); run times (squeue TIME, sacct Elapsed)
     # leave them out, as Slurm's do
     suspended_seconds: float = 0.0

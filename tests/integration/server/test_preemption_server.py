@@ -3,7 +3,8 @@
 One agent, 2 CPUs. A ``low`` QoS job fills it; a ``high`` job (whose QoS lists ``low``
 in ``preempt``) arrives: the low job is sent its ``--signal`` (it checkpoints), after the
 grace time it is ended, requeued (keeping its submit time) and runs again when the high
-job is done. With ``preempt_mode = "cancel"`` the victim ends PREEMPTED instead.
+job is done. With ``preempt_mode = "cancel"`` the victim ends PREEMPTED instead. Under a
+grace time of 0 (QoS ``ckpt``) a ``--signal`` job still gets its signal and its SECS.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from hal.wire.jobs import JobSubmit
 POLICY = priority_from_dict(
     {
         "qos": [
-            {"name": "high", "priority": 100, "preempt": ["low", "scratch"]},
+            {"name": "high", "priority": 100, "preempt": ["low", "scratch", "ckpt"]},
             {"name": "low", "priority": 0},
+            {"name": "ckpt", "priority": 0, "grace_time": 0},  # --signal's SECS instead
             {"name": "scratch", "priority": 0, "preempt_mode": "cancel"},
         ]
     }
@@ -73,6 +75,7 @@ def test_a_high_qos_job_preempts_and_the_victim_checkpoints_and_requeues(
         assert (tmp_path / f"ckpt.{low}.0").read_text().strip() == "saved"
         info = client.job(low)
         assert info.state == "PENDING" and info.restarts == 1
+        assert info.requeued_after == "PREEMPTED" and info.preempt_time is not None
         assert info.submit_time == submitted  # keeps its place (age) in the queue
         kinds = [(e.kind, e.data) for e in client.events(follow=False) if e.job_id == low]
         preempted = [d for k, d in kinds if k == "job.preempted"]
@@ -113,16 +116,20 @@ def test_the_config_is_what_the_server_runs(live: LiveServer) -> None:
     assert dataclasses.asdict(config.preemption)["grace_time_s"] == 3
 
 
+@pytest.mark.parametrize(
+    ("qos", "sig", "grace_s"),
+    [("low", "B:USR1@60", 3.0), ("ckpt", "B:USR1@4", 4.0)],  # grace time 0: its @SECS
+)
 def test_a_victim_keeps_running_through_its_grace_time_and_explain_says_why(
-    live: LiveServer, tmp_path: Path
+    live: LiveServer, tmp_path: Path, qos: str, sig: str, grace_s: float
 ) -> None:
-    # notes the signal but does not stop: it runs on until the grace time (3 s) is over
+    # notes the signal but does not stop: it runs on until the grace time is over
     stubborn = """#!/bin/bash
 trap 'echo noted >> "$PWD/signalled.$SLURM_JOB_ID"' USR1
 for i in $(seq 300); do sleep 0.2; done
 """
     with live.client() as client:
-        low = client.submit(_job(tmp_path, "low", stubborn, signal="B:USR1@60")).job_id
+        low = client.submit(_job(tmp_path, qos, stubborn, signal=sig)).job_id
         wait_until(lambda: client.job(low).state == "RUNNING", message="the low job")
         high = client.submit(_job(tmp_path, "high", "#!/bin/sh\nsleep 300\n")).job_id
         wait_until((tmp_path / f"signalled.{low}").exists, message="the signal")
@@ -131,8 +138,9 @@ for i in $(seq 300); do sleep 0.2; done
         assert out.returncode == 0, out.stderr
         assert f"job(s) {low} are being preempted for it" in out.stdout
         wait_until(lambda: client.job(high).state == "RUNNING", 30, message="the high job")
-        kinds = [e.kind for e in client.events(follow=False) if e.job_id == low]
-        assert "job.preempt_grace_over" in kinds
+        events = [e for e in client.events(follow=False) if e.job_id == low]
+        assert "job.preempt_grace_over" in [e.kind for e in events]
+        assert [e.data["grace_s"] for e in events if e.kind == "job.preempted"] == [grace_s]
         assert client.job(low).state == "PENDING"
         client.cancel(str(high))
         client.cancel(str(low))

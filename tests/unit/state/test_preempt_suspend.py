@@ -6,12 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
-
-from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
 from hal.core.job import Allocation, Job
 from hal.core.preemption import PREEMPT_MODE, PREEMPTED_BY, PREEMPTING
@@ -22,46 +17,11 @@ from hal.state import preempt
 from hal.state.agents import AgentSession
 from hal.state.applier import check_placement
 from hal.state.cluster import Caller, Cluster
-from hal.state.store import SqlStateStore
 from hal.state.suspension import SUSPENDED_AT, SUSPENDED_S
-from hal.testing import make_job, make_node
-from hal.wire.agent import Signal
+from hal.testing import make_job
+from hal.testing.mirror import new_cluster, signals, store
 
 ADMIN = Caller("root", admin=True)
-
-
-@pytest.fixture
-def clock() -> VirtualClock:
-    return VirtualClock(1_000_000.0)
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'hal.db'}"
-
-
-def new_cluster(db: str, clock: VirtualClock) -> Cluster:
-    cluster = Cluster(SqlStateStore(db), HalConfig(cluster_name="test"), clock)
-    asyncio.run(cluster.load())
-    cluster.nodes["n1"] = make_node("n1").cpus(2).mem_gib(4).build()
-    cluster.agent_sessions["n1"] = AgentSession("n1")
-    return cluster
-
-
-@pytest.fixture
-def cluster(db: str, clock: VirtualClock) -> Iterator[Cluster]:
-    c = new_cluster(db, clock)
-    yield c
-    c.store.close()
-
-
-def store(cluster: Cluster, *jobs: Job) -> None:
-    """Write ``jobs`` to the store and the mirror, as if submitted and started."""
-    with cluster.store.transaction() as tx:
-        tx.insert_scripts([(j.id, j.spec.script) for j in jobs])
-        tx.insert_jobs(jobs, [j.id for j in jobs])
-    for job in jobs:
-        cluster._put(job)
 
 
 def low(job_id: int, start: float) -> Job:
@@ -75,11 +35,6 @@ def high(job_id: int = 2) -> Job:
 
 def on_n1(job_id: int, memory_gib: int = 1) -> Placement:
     return Placement(job_id, Allocation(("n1",), (ResourceVector(2, memory_gib * GiB, 0),)))
-
-
-def signals(cluster: Cluster, job_id: int) -> list[int]:
-    out = cluster.agent_sessions["n1"].outbox
-    return [i.signal for i in out if isinstance(i, Signal) and i.job_id == job_id]
 
 
 def suspend_for_high(cluster: Cluster, clock: VirtualClock) -> None:

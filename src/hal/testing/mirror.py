@@ -1,0 +1,41 @@
+"""The server's in-memory mirror (``hal.state.cluster.Cluster``) over a real SQLite store,
+with one node ``n1`` (2 CPUs, 4 GiB) whose agent session collects what would be sent to
+it; no agents, no scheduler. For tests of ``hal.state`` (import it explicitly: it is not
+part of ``hal.testing``'s core-only surface)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from hal.config.model import HalConfig
+from hal.core.clock import VirtualClock
+from hal.core.job import Job
+from hal.state.agents import AgentSession
+from hal.state.cluster import Cluster
+from hal.state.store import SqlStateStore
+from hal.testing.builders import make_node
+from hal.wire.agent import Signal
+
+
+def new_cluster(db: str, clock: VirtualClock) -> Cluster:
+    """A loaded mirror over the database ``db`` (a fresh or an existing one)."""
+    cluster = Cluster(SqlStateStore(db), HalConfig(cluster_name="test"), clock)
+    asyncio.run(cluster.load())
+    cluster.nodes["n1"] = make_node("n1").cpus(2).mem_gib(4).build()
+    cluster.agent_sessions["n1"] = AgentSession("n1")
+    return cluster
+
+
+def store(cluster: Cluster, *jobs: Job) -> None:
+    """Write ``jobs`` to the store and the mirror, as if submitted and started."""
+    with cluster.store.transaction() as tx:
+        tx.insert_scripts([(j.id, j.spec.script) for j in jobs])
+        tx.insert_jobs(jobs, [j.id for j in jobs])
+    for job in jobs:
+        cluster._put(job)
+
+
+def signals(cluster: Cluster, job_id: int) -> list[int]:
+    """The signals queued for ``job_id`` on ``n1``'s agent, in order."""
+    out = cluster.agent_sessions["n1"].outbox
+    return [i.signal for i in out if isinstance(i, Signal) and i.job_id == job_id]
