@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from hal.core.job import Job
+from hal.core.job import Job, JobSpec
 from hal.core.priority import Account, PriorityPolicy, Qos, TresLimits
 
 ACCOUNTS = 20
@@ -59,10 +59,15 @@ def build_policy(nodes: int, cpus_per_node: int, gpus_per_node: int) -> Priority
 
 
 def charged(jobs: Iterable[Job]) -> tuple[Job, ...]:
-    """``jobs`` charged to their users' project accounts, the long ones in QoS ``long``."""
+    """``jobs`` charged to their users' project accounts, the long ones in QoS ``long``.
+    Jobs that shared one spec object (an array's elements) share the charged one."""
+    specs: dict[int, JobSpec] = {}
     out = []
     for job in jobs:
-        account = f"acct{int(job.spec.user[1:]) % ACCOUNTS:02d}"
-        qos = "long" if job.time_limit_s >= LONG_QOS_FROM_S else "normal"
-        out.append(dataclasses.replace(job, spec=job.spec.with_changes(account=account, qos=qos)))
+        spec = specs.get(id(job.spec))
+        if spec is None:
+            account = f"acct{int(job.spec.user[1:]) % ACCOUNTS:02d}"
+            qos = "long" if job.time_limit_s >= LONG_QOS_FROM_S else "normal"
+            spec = specs[id(job.spec)] = job.spec.with_changes(account=account, qos=qos)
+        out.append(dataclasses.replace(job, spec=spec))
     return tuple(out)

@@ -94,3 +94,16 @@ def test_the_bench_runs_the_limits_plugin_and_no_limit_is_exceeded() -> None:
     plain = run_sched_pass_bench(jobs=600, nodes=80, repeats=1, limits=False)
     assert plain["profile"] == "default (main + backfill EASY)"
     assert not any("Limit" in r for r in plain["waiting_reasons"])
+
+
+def test_charged_array_elements_keep_sharing_one_spec() -> None:
+    """The pass decides an array's elements once per spec object (as Slurm keeps one
+    record): charging the workload to accounts must not give each element a copy."""
+    workload = build_workload(2000, 40, seed=4)
+    limited, _ = with_limits(workload)
+    by_array: dict[int, set[int]] = {}
+    for job in limited.pending:
+        if job.array_job_id is not None:
+            by_array.setdefault(job.array_job_id, set()).add(id(job.spec))
+    assert by_array and all(len(ids) == 1 for ids in by_array.values())
+    assert all(j.spec.account and j.spec.qos for j in limited.pending + limited.running)
