@@ -146,10 +146,19 @@ def job_to_row(job: Job, script_id: int) -> dict[str, Any]:
     }
 
 
-def job_from_row(row: Any, script: str) -> Job:
+def job_from_row(row: Any, script: str, specs: dict[tuple[str, str], JobSpec] | None = None) -> Job:
+    """The job of a ``jobs`` row. ``specs``: the specs decoded so far by (JSON, script),
+    so that rows with the same spec (an array's elements) share one ``JobSpec`` object,
+    as the submitted jobs did: the scheduler decides such elements once per spec."""
+    key = (row.spec, script)
+    spec = specs.get(key) if specs is not None else None
+    if spec is None:
+        spec = spec_from_json(row.spec, script)
+        if specs is not None:
+            specs[key] = spec
     return Job(
         id=int(row.id),
-        spec=spec_from_json(row.spec, script),
+        spec=spec,
         state=JobState(row.state),
         reason=PendingReason(row.reason),
         partition=row.partition,

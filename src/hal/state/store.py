@@ -32,7 +32,7 @@ from sqlalchemy import (
     update,
 )
 
-from hal.core.job import Job
+from hal.core.job import Job, JobSpec
 from hal.core.node import Node
 from hal.core.reservation import Reservation, ReservationFlag
 from hal.core.resources import ResourceVector
@@ -391,8 +391,9 @@ class SqlStateStore:
             stmt = stmt.where(cond)
         if limit is not None:
             stmt = stmt.limit(limit)
+        specs: dict[tuple[str, str], JobSpec] = {}  # one object per distinct spec
         with self.engine.connect() as conn:
-            return [job_from_row(row, row.script) for row in conn.execute(stmt)]
+            return [job_from_row(row, row.script, specs) for row in conn.execute(stmt)]
 
     def load_nodes(self) -> list[Node]:
         t = schema.nodes

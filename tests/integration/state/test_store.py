@@ -106,6 +106,9 @@ def test_submit_persists_jobs_with_events_and_survives_reload(db_url: str) -> No
         elements = again.resolve("2_[1-3]")
         assert [j.array_task_id for j in elements] == [1, 2, 3]
         assert all(j.array_max_running == 2 for j in elements)
+        # the elements share one spec object again (the pass decides them once per spec)
+        assert len({id(j.spec) for j in elements}) == 1
+        assert again.jobs[1].spec is not elements[0].spec
         assert again.jobs[1].spec.script == "#!/bin/sh\ntrue\n"
         assert again.revision == 6
         events = again.store.events_after(0)
