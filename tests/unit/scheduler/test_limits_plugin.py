@@ -245,6 +245,26 @@ def test_the_qos_per_job_limit_is_the_reason_before_the_accounts() -> None:
     assert why == {1: R.QOS_MAX_CPU_PER_JOB, 2: R.ASSOC_MAX_CPU_PER_JOB}
 
 
+@pytest.mark.parametrize(
+    ("policy", "reason"),
+    [
+        (
+            PriorityPolicy(qos=(Qos("q", max_tres_per_job=TresLimits(mem_bytes=16 * GiB)),)),
+            R.QOS_MAX_MEM_PER_JOB,
+        ),
+        (_tree(max_tres_per_job=TresLimits(mem_bytes=16 * GiB)), R.ASSOC_MAX_MEM_PER_JOB),
+        (_tree(max_tres_per_job=TresLimits(mem_bytes=32 * GiB)), None),
+    ],
+)
+def test_a_whole_node_memory_job_is_held_by_the_memory_it_would_get(
+    policy: PriorityPolicy, reason: R | None
+) -> None:
+    """``--mem=0`` asks for no number PreFilter can check: the 32 GiB a node gives it
+    are checked against the per-job memory caps at Reserve."""
+    placed, why = _run(policy, J(1).qos("q").whole_node_memory())
+    assert (placed, why) == ((set(), {1: reason}) if reason else ({1}, {}))
+
+
 def test_the_account_asked_for_is_charged() -> None:
     policy = PriorityPolicy(
         accounts=(Account("a", grp_jobs=0), Account("b")),

@@ -35,7 +35,7 @@ from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
 from hal.scheduler.framework.status import SUCCESS, Status, unschedulable
-from hal.scheduler.plugins.limits.perjob import AccountPerJob
+from hal.scheduler.plugins.limits.perjob import AccountPerJob, whole_node_memory_over
 
 NAME = "limits"
 
@@ -311,6 +311,11 @@ class Limits:
         st = self.check(usage, job, tres, (qos, chain), per_job=False)
         if not st.is_success:
             return st
+        if job.spec.memory_per_node_bytes == 0:  # --mem=0: its memory is known only now
+            accounts = [self._accounts[name] for name in chain]
+            held = whole_node_memory_over(job, tres[2], self._qos.get(qos), accounts)
+            if held is not None:
+                return self._held(*held)
         self._charge(usage, job, qos, chain, tres, 1)
         state.write(RESERVED, (qos, chain, tres))
         return SUCCESS

@@ -5,6 +5,10 @@ every job charged to an account or one of its descendants must keep the account'
 They depend only on the job (its request and time limit), never on usage, so they need
 no counting: the caps of each account are laid out once, and a check walks the job's
 limited accounts (its account first, then the ancestors).
+
+A ``--mem=0`` job asks for the whole memory of the nodes it gets, which PreFilter cannot
+know: its request counts no memory there, and ``whole_node_memory_over`` checks the
+per-job memory caps (its QoS's and accounts') against what Reserve gives it.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hal.core.job import Job
-from hal.core.priority import Account
+from hal.core.priority import Account, Qos
 from hal.core.states import PendingReason as R
 
 # (resource index in a Tres (cpus, gpus, memory bytes, nodes), reason), in check order
@@ -63,3 +67,24 @@ class AccountPerJob:
                 if tres[i] > cap:
                     return reason, f"{tres[i]} asked, MaxTRES {cap} of account {name}"
         return None
+
+
+def whole_node_memory_over(
+    job: Job, mem: int, qos: Qos | None, accounts: Iterable[Account]
+) -> tuple[R, str] | None:
+    """For a ``--mem=0`` job given ``mem`` bytes in all: the reason and a message for
+    the first per-job memory cap (its QoS's, then its accounts', leaf first) that
+    ``mem`` is over, or None (always None for other jobs: PreFilter checked them)."""
+    if job.spec.memory_per_node_bytes != 0:
+        return None
+    cap = qos.max_tres_per_job.mem_bytes if qos is not None else None
+    if cap is not None and mem > cap:
+        return R.QOS_MAX_MEM_PER_JOB, f"--mem=0 gets {mem}, MaxTRESPerJob {cap}"
+    for account in accounts:
+        cap = account.max_tres_per_job.mem_bytes
+        if cap is not None and mem > cap:
+            return (
+                R.ASSOC_MAX_MEM_PER_JOB,
+                f"--mem=0 gets {mem}, MaxTRES {cap} of account {account.name}",
+            )
+    return None
