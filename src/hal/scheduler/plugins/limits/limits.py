@@ -114,7 +114,7 @@ class Limits:
         self._defaults = {u.user: u.account for u in policy.users if u.default}
         self._qos_caps = {q.name: _caps(q.grp_tres) for q in self._qos.values()}
         self._acct_caps = {a.name: _caps(a.grp_tres) for a in policy.accounts}
-        self._account_per_job = AccountPerJob(policy.accounts)  # MaxTRES, MaxWall
+        self._per_job_acct = AccountPerJob.of(policy.accounts)  # MaxTRES, MaxWall (or None)
         # cohorts: account → every member of its cohort (itself included), and how much
         # above its own GrpTRES it may go (None: as much as the others leave unused)
         cohorts: dict[str, list[str]] = {}
@@ -224,7 +224,7 @@ class Limits:
             i = _over(usage.qos_tres.get(qos_name), tres, self._qos_caps[qos_name])
             if i is not None:
                 return self._held(_QOS_GRP[i], f"GrpTRES {_TRES_NAMES[i]} of QoS {qos_name}")
-        if per_job and (held := self._account_per_job.check(job, tres, chain)) is not None:
+        if per_job and self._per_job_acct and (held := self._per_job_acct.check(job, tres, chain)):
             return self._held(*held)
         for name in chain:
             acct = self._accounts[name]

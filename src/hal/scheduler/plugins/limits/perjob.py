@@ -46,13 +46,18 @@ class AccountPerJob:
     def __init__(self, accounts: Iterable[Account]) -> None:
         self._rules = {a.name: r for a in accounts if (r := _rules(a)) is not None}
 
+    @classmethod
+    def of(cls, accounts: Iterable[Account]) -> AccountPerJob | None:
+        """The accounts' per-job limits, or None when no account has one (so a check
+        costs nothing then)."""
+        limits = cls(accounts)
+        return limits if limits._rules else None
+
     def check(
         self, job: Job, tres: tuple[int, int, int, int], chain: Iterable[str]
     ) -> tuple[R, str] | None:
         """The reason and a message for the first per-job limit of ``chain`` (the job's
         limited accounts, leaf first) that ``job`` asking for ``tres`` breaks, or None."""
-        if not self._rules:
-            return None
         for name in chain:
             rules = self._rules.get(name)
             if rules is None:
