@@ -1,6 +1,7 @@
 """Quota limits are never exceeded: over random queues, account trees and QoS limits,
 no pass places a job that takes a QoS or account (or an ancestor account) over one of
-its limits, and no placed job breaks its QoS's per-job limits.
+its limits, and no placed job breaks the per-job limits of its QoS, its account or an
+ancestor account.
 
 Running jobs of the snapshot may already be over a limit (limits can be lowered while
 jobs run); then the pass must add nothing to that group.
@@ -54,7 +55,13 @@ def policies(draw: st.DrawFn) -> PriorityPolicy:
     )
     accounts = tuple(
         Account(
-            name, parent, max_jobs=draw(_cap), grp_jobs=draw(_cap), grp_tres=draw(tres_limits())
+            name,
+            parent,
+            max_jobs=draw(_cap),
+            grp_jobs=draw(_cap),
+            grp_tres=draw(tres_limits()),
+            max_tres_per_job=draw(tres_limits()),
+            max_wall_s=draw(st.one_of(st.none(), st.sampled_from([600, 3600]))),
         )
         for name, parent in PARENTS.items()
     )
@@ -139,6 +146,24 @@ def _caps(policy: PriorityPolicy, key: tuple[str, ...]) -> list[int | None]:
     return [accts[name].max_jobs, None, None, None, None]
 
 
+def _per_job_caps(
+    policy: PriorityPolicy, limits: Limits, job: Job
+) -> list[tuple[str, TresLimits, int | None]]:
+    """The per-job limits ``job`` must keep, (whose, MaxTRES, MaxWall): its QoS's
+    MaxTRESPerJob and MaxWall, its account's and every ancestor's MaxTRES and MaxWall."""
+    out: list[tuple[str, TresLimits, int | None]] = []
+    for q in policy.qos:
+        if q.name == (job.spec.qos or "normal"):
+            out.append((f"qos {q.name}", q.max_tres_per_job, q.max_wall_s))
+    accts = {a.name: a for a in policy.accounts}
+    acct: str | None = limits.account_of(job)
+    while acct in PARENTS:
+        a = accts[acct]
+        out.append((f"account {acct}", a.max_tres_per_job, a.max_wall_s))
+        acct = PARENTS[acct]
+    return out
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_quota_limits_are_never_exceeded(case: tuple[PriorityPolicy, ClusterSnapshot]) -> None:
@@ -155,22 +180,21 @@ def test_quota_limits_are_never_exceeded(case: tuple[PriorityPolicy, ClusterSnap
         for i, cap in enumerate(_caps(policy, key)):
             if cap is not None:
                 assert after[key][i] <= cap, (key, i, after[key], cap)
-    qos = {q.name: q for q in policy.qos}
     for job in placed:
-        q = qos.get(job.spec.qos or "normal")
-        if q is None:
-            continue
         assert job.allocation is not None
-        _, gpus, _, nodes = allocation_tres(job.allocation)
-        if q.max_wall_s is not None:
-            assert 0 < job.time_limit_s <= q.max_wall_s
-        per = q.max_tres_per_job
-        assert per.nodes is None or nodes <= per.nodes
-        # MaxTRESPerJob cpus and gpus are checked on the request: an --exclusive job holds
-        # its nodes' every CPU and GPU, whatever it asked for
+        _, gpus, mem, nodes = allocation_tres(job.allocation)
         n = job.spec.nodes_min
+        # MaxTRES cpus, gpus and mem are checked on the request: an --exclusive job holds
+        # its nodes' every CPU and GPU, whatever it asked for; a --mem=0 job asks for its
+        # nodes' whole memory, so what it got is what it asked
         if job.spec.exclusive:
             gpus = job.spec.request_per_node(n).gpus * n
-        assert per.gpus is None or gpus <= per.gpus
-        want = job.spec.cpus_per_node(n) * n
-        assert per.cpus is None or want <= per.cpus
+        if job.spec.memory_per_node_bytes != 0:
+            mem = job.spec.request_per_node(n).memory_bytes * n
+        cpus = job.spec.cpus_per_node(n) * n
+        for whose, per, wall in _per_job_caps(policy, limits, job):
+            if wall is not None:
+                assert 0 < job.time_limit_s <= wall, (whose, job.time_limit_s, wall)
+            for have, cap in ((cpus, per.cpus), (gpus, per.gpus), (mem, per.mem_bytes)):
+                assert cap is None or have <= cap, (whose, have, cap)
+            assert per.nodes is None or nodes <= per.nodes, (whose, nodes, per.nodes)

@@ -49,7 +49,7 @@ def limit_list(policy: PriorityPolicy, running: Iterable[Job]) -> LimitList:
             )
         )
     for a in policy.accounts:
-        if not a.has_limits:
+        if not (a.has_limits or a.has_submit_limits):
             continue
         rows.append(
             LimitInfo(
@@ -58,8 +58,12 @@ def limit_list(policy: PriorityPolicy, running: Iterable[Job]) -> LimitList:
                 parent=a.parent,
                 cohort=a.cohort,
                 max_jobs_per_user=a.max_jobs,
+                max_submit_jobs_per_user=a.max_submit_jobs,
+                grp_submit_jobs=a.grp_submit_jobs,
                 grp_jobs=a.grp_jobs,
                 grp_tres=_tres(a.grp_tres),
+                max_tres_per_job=_tres(a.max_tres_per_job),
+                max_wall_seconds=a.max_wall_s,
                 running_jobs=usage.acct_jobs[a.name],
                 used=_used(usage.acct_tres.get(a.name)),
                 running_by_user=_by_user(usage.acct_user_jobs, a.name),

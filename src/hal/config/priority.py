@@ -25,6 +25,10 @@ seconds)::
     max_jobs = 10                  # MaxJobs: running jobs per user (limits: any is optional)
     grp_jobs = 50                  # GrpJobs: running jobs of the account and its children
     grp_tres = { cpus = 512, gpus = 16, mem = "2T", nodes = 32 }   # GrpTRES
+    max_submit_jobs = 40           # MaxSubmitJobs: pending + running per user (at submit)
+    grp_submit_jobs = 200          # GrpSubmitJobs: pending + running of all its users
+    max_tres_per_job = { cpus = 128, gpus = 8, mem = "512G", nodes = 4 }  # MaxTRES
+    max_wall = "2-0"               # MaxWall (MaxWallDurationPerJob)
 
     [[users]]
     name = "alice"
@@ -38,7 +42,7 @@ seconds)::
     max_jobs_per_user = 4          # MaxJobsPerUser (running)
     max_submit_jobs_per_user = 20  # MaxSubmitJobsPerUser (pending + running; at submit)
     max_wall = "1-0"               # MaxWall (per job)
-    max_tres_per_job = { cpus = 64, gpus = 4, nodes = 2 }             # MaxTRESPerJob
+    max_tres_per_job = { cpus = 64, gpus = 4, mem = "256G", nodes = 2 }  # MaxTRESPerJob
     grp_tres = { cpus = 1024, gpus = 32, mem = "4T", nodes = 64 }     # GrpTRES
     grp_jobs = 100                 # GrpJobs (running)
 """
@@ -198,14 +202,22 @@ def _tres(item: dict[str, Any], key: str, source: str, field: str, keys: set[str
     )
 
 
+def _wall(item: dict[str, Any], source: str, where: str) -> int | None:
+    """``max_wall`` (MaxWall) of a QoS or account, in whole seconds."""
+    wall = item.get("max_wall")
+    return None if wall is None else int(_duration(wall, source, f"{where}.max_wall"))
+
+
 def _accounts(items: Any, source: str) -> tuple[Account, ...]:
     out = []
     keys = {"name", "parent", "fairshare", "max_jobs", "grp_jobs", "grp_tres"}
+    keys |= {"max_submit_jobs", "grp_submit_jobs", "max_tres_per_job", "max_wall"}
     keys |= {"cohort", "borrow_limit"}
     for i, item in enumerate(_entries(items, source, "accounts", keys)):
         parent = item.get("parent", "root")
         if not isinstance(parent, str) or not parent:
             raise _fail(source, f"accounts[{i}].parent", "must be an account name")
+        where = f"accounts[{i}]"
         out.append(
             Account(
                 item["name"],
@@ -213,8 +225,14 @@ def _accounts(items: Any, source: str) -> tuple[Account, ...]:
                 _shares(item, source, f"accounts[{i}].fairshare"),
                 max_jobs=_count(item, "max_jobs", source, f"accounts[{i}].max_jobs"),
                 grp_jobs=_count(item, "grp_jobs", source, f"accounts[{i}].grp_jobs"),
-                grp_tres=_tres(item, "grp_tres", source, f"accounts[{i}].grp_tres", _TRES_KEYS),
-                **_lending(item, source, f"accounts[{i}]"),
+                grp_tres=_tres(item, "grp_tres", source, f"{where}.grp_tres", _TRES_KEYS),
+                max_tres_per_job=_tres(
+                    item, "max_tres_per_job", source, f"{where}.max_tres_per_job", _TRES_KEYS
+                ),
+                max_wall_s=_wall(item, source, where),
+                max_submit_jobs=_count(item, "max_submit_jobs", source, f"{where}.max_submit_jobs"),
+                grp_submit_jobs=_count(item, "grp_submit_jobs", source, f"{where}.grp_submit_jobs"),
+                **_lending(item, source, where),
             )
         )
     parents = {a.name: a.parent for a in out}
@@ -314,7 +332,6 @@ def _qos(items: Any, source: str) -> tuple[Qos, ...]:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise _fail(source, f"qos[{i}].priority", "must be a non-negative integer")
         where = f"qos[{i}]"
-        wall = item.get("max_wall")
         out.append(
             Qos(
                 item["name"],
@@ -325,15 +342,9 @@ def _qos(items: Any, source: str) -> tuple[Qos, ...]:
                 max_submit_jobs_per_user=_count(
                     item, "max_submit_jobs_per_user", source, f"{where}.max_submit_jobs_per_user"
                 ),
-                max_wall_s=None
-                if wall is None
-                else int(_duration(wall, source, f"{where}.max_wall")),
+                max_wall_s=_wall(item, source, where),
                 max_tres_per_job=_tres(
-                    item,
-                    "max_tres_per_job",
-                    source,
-                    f"{where}.max_tres_per_job",
-                    {"cpus", "gpus", "nodes"},
+                    item, "max_tres_per_job", source, f"{where}.max_tres_per_job", _TRES_KEYS
                 ),
                 grp_tres=_tres(item, "grp_tres", source, f"{where}.grp_tres", _TRES_KEYS),
                 grp_jobs=_count(item, "grp_jobs", source, f"{where}.grp_jobs"),

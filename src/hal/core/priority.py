@@ -55,6 +55,13 @@ class Account:
     max_jobs: int | None = None  # MaxJobs: running jobs per user in this account
     grp_jobs: int | None = None  # GrpJobs: running jobs of the account (all users)
     grp_tres: TresLimits = NO_TRES_LIMITS  # GrpTRES over the account's running jobs
+    # per job (each job charged to the account or a descendant must keep them; a job
+    # held by one pends, Slurm's association MaxTRES and MaxWallDurationPerJob):
+    max_tres_per_job: TresLimits = NO_TRES_LIMITS  # MaxTRES (cpus, gpus, mem, nodes)
+    max_wall_s: int | None = None  # MaxWall (an unlimited job exceeds any)
+    # at submit (pending + running jobs; over them the submission is refused):
+    max_submit_jobs: int | None = None  # MaxSubmitJobs: per user in the account
+    grp_submit_jobs: int | None = None  # GrpSubmitJobs: all users of the account
     # Lending (like Kueue's cohorts): accounts naming the same cohort lend each other the
     # GrpTRES they leave unused, and take it back when they need it (docs/priority.md).
     cohort: str | None = None
@@ -62,7 +69,18 @@ class Account:
 
     @property
     def has_limits(self) -> bool:
-        return self.max_jobs is not None or self.grp_jobs is not None or self.grp_tres.any
+        """Any limit the scheduler enforces (the submit limits are checked at submit)."""
+        return (
+            self.max_jobs is not None
+            or self.grp_jobs is not None
+            or self.grp_tres.any
+            or self.max_tres_per_job.any
+            or self.max_wall_s is not None
+        )
+
+    @property
+    def has_submit_limits(self) -> bool:
+        return self.max_submit_jobs is not None or self.grp_submit_jobs is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +103,7 @@ class Qos:
     max_jobs_per_user: int | None = None  # MaxJobsPerUser: running
     max_submit_jobs_per_user: int | None = None  # MaxSubmitJobsPerUser: pending + running
     max_wall_s: int | None = None  # MaxWall (per job; an unlimited job exceeds any)
-    max_tres_per_job: TresLimits = NO_TRES_LIMITS  # MaxTRESPerJob (cpus, gpus, nodes)
+    max_tres_per_job: TresLimits = NO_TRES_LIMITS  # MaxTRESPerJob (cpus, gpus, mem, nodes)
     grp_tres: TresLimits = NO_TRES_LIMITS  # GrpTRES over the QoS's running jobs
     grp_jobs: int | None = None  # GrpJobs: running jobs of the QoS
     # Preemption (``[preemption] type = "qos"``, docs/preemption.md): the QoS whose jobs

@@ -94,6 +94,7 @@ class PendingReason(StrEnum):
     QOS_MAX_WALL_PER_JOB = "QOSMaxWallDurationPerJobLimit"
     QOS_MAX_CPU_PER_JOB = "QOSMaxCpuPerJobLimit"
     QOS_MAX_GRES_PER_JOB = "QOSMaxGRESPerJob"
+    QOS_MAX_MEM_PER_JOB = "QOSMaxMemoryPerJob"
     QOS_MAX_NODE_PER_JOB = "QOSMaxNodePerJobLimit"
     QOS_GRP_CPU = "QOSGrpCpuLimit"
     QOS_GRP_GRES = "QOSGrpGRES"
@@ -107,6 +108,11 @@ class PendingReason(StrEnum):
     ASSOC_GRP_GRES = "AssocGrpGRES"
     ASSOC_GRP_MEM = "AssocGrpMemLimit"
     ASSOC_GRP_NODE = "AssocGrpNodeLimit"
+    ASSOC_MAX_WALL_PER_JOB = "AssocMaxWallDurationPerJobLimit"
+    ASSOC_MAX_CPU_PER_JOB = "AssocMaxCpuPerJobLimit"
+    ASSOC_MAX_GRES_PER_JOB = "AssocMaxGRESPerJob"
+    ASSOC_MAX_MEM_PER_JOB = "AssocMaxMemPerJob"
+    ASSOC_MAX_NODE_PER_JOB = "AssocMaxNodePerJobLimit"
     # HAL's own (Slurm has none for it): waiting, within --switches' max-wait, for a
     # placement on fewer leaf switches than are free now.
     TOPOLOGY = "Topology"

@@ -38,6 +38,7 @@ from hal.state import preempt
 from hal.state import reservations as advance_reservations
 from hal.state.applier import NodeUsage, check_placement, hold, release
 from hal.state.store import EventRow, SqlStateStore, StoredEvent, Transaction
+from hal.state.submit_limits import AccountSubmitLimits
 from hal.state.suspension import SUSPENDED_AT, SUSPENDED_S, suspension
 from hal.state.topology_levels import check_topology_level
 
@@ -496,7 +497,19 @@ class Cluster:
     def _check_submit_limits(self, specs: Sequence[JobSpec]) -> None:
         """A QoS's ``max_submit_jobs_per_user`` (Slurm's MaxSubmitJobsPerUser): the
         user's pending and running jobs in the QoS, with this batch (each array element
-        counts), may not exceed it; the whole batch is refused with Slurm's message."""
+        counts), may not exceed it; the whole batch is refused with Slurm's message.
+        Then the accounts' ``max_submit_jobs`` and ``grp_submit_jobs`` (MaxSubmitJobs,
+        GrpSubmitJobs; ``hal.state.submit_limits``), likewise."""
+        self._check_qos_submit_limits(specs)
+        if any(a.has_submit_limits for a in self.config.priority.accounts):
+            i = AccountSubmitLimits(self.config.priority).first_over(
+                self.unfinished.values(), specs
+            )
+            if i is not None:
+                where = f"jobs[{i}]." if len(specs) > 1 else ""
+                raise InvalidRequest(SUBMIT_LIMIT_MESSAGE, field=where + "account")
+
+    def _check_qos_submit_limits(self, specs: Sequence[JobSpec]) -> None:
         caps = {
             q.name: q.max_submit_jobs_per_user
             for q in self.config.priority.qos

@@ -107,11 +107,13 @@ class LimitInfo(WireModel):
     parent: str | None = None  # accounts: the parent account
     cohort: str | None = None  # accounts: the cohort it lends to and borrows from
     max_jobs_per_user: int | None = None  # QoS MaxJobsPerUser, account MaxJobs
-    max_submit_jobs_per_user: int | None = None  # QoS MaxSubmitJobsPerUser
+    # QoS MaxSubmitJobsPerUser, account MaxSubmitJobs (pending + running, at submit)
+    max_submit_jobs_per_user: int | None = None
+    grp_submit_jobs: int | None = None  # accounts: GrpSubmitJobs (all users, at submit)
     grp_jobs: int | None = None
     grp_tres: TresInfo
-    max_tres_per_job: TresInfo | None = None  # QoS MaxTRESPerJob
-    max_wall_seconds: int | None = None  # QoS MaxWall
+    max_tres_per_job: TresInfo | None = None  # QoS MaxTRESPerJob, account MaxTRES
+    max_wall_seconds: int | None = None  # MaxWall (accounts: MaxWallDurationPerJob)
     running_jobs: int
     used: TresInfo  # held by its running jobs (accounts: sub-accounts' jobs included)
     running_by_user: dict[str, int]

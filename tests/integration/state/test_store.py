@@ -213,3 +213,50 @@ def test_max_submit_jobs_per_user_refuses_what_would_go_over(db_url: str) -> Non
         await cluster.close()
 
     run(scenario())
+
+
+def test_account_submit_limits_refuse_what_would_go_over(db_url: str) -> None:
+    """Account ``physics`` allows each user 3 pending or running jobs
+    (``max_submit_jobs``, MaxSubmitJobs) and all its users 4 (``grp_submit_jobs``,
+    GrpSubmitJobs); jobs charged to ``lattice`` below it count against it too (alice's
+    default account), jobs of ``chemistry`` do not, and a cancelled job frees its place."""
+    from hal.core.priority import SUBMIT_LIMIT_MESSAGE, Account, PriorityPolicy, UserAccount
+    from hal.core.slurm_syntax import parse_array
+
+    policy = PriorityPolicy(
+        accounts=(
+            Account("physics", max_submit_jobs=3, grp_submit_jobs=4),
+            Account("lattice", "physics"),
+            Account("chemistry"),
+        ),
+        users=(
+            UserAccount("alice", "lattice", default=True),
+            UserAccount("alice", "chemistry"),
+            UserAccount("bob", "physics", default=True),
+        ),
+    )
+
+    async def scenario() -> None:
+        cluster = Cluster(SqlStateStore(db_url), HalConfig(priority=policy), VirtualClock(5.0))
+        await cluster.load()
+        await cluster.submit([spec(array=parse_array("0-1"))])  # 2 of alice's 3, in lattice
+        with pytest.raises(InvalidRequest) as err:
+            await cluster.submit([spec(account="chemistry"), spec(), spec()])
+        assert str(err.value) == SUBMIT_LIMIT_MESSAGE
+        assert err.value.field == "jobs[2].account"  # MaxSubmitJobs: alice's 4th
+        assert cluster.store.count_jobs() == 2
+        await cluster.submit([spec(account="chemistry"), spec(account="physics")])  # 3 of 3
+        with pytest.raises(InvalidRequest) as err:
+            await cluster.submit([spec(user="bob"), spec(user="bob")])
+        assert err.value.field == "jobs[1].account"  # GrpSubmitJobs: physics' 5th job
+        await cluster.submit([spec(user="bob")])  # physics' 4th
+        with pytest.raises(InvalidRequest, match="job submit limit"):
+            await cluster.submit([spec()])  # alice's 4th
+        assert await cluster.cancel("1_0", Caller("alice")) == [1]  # 2 of alice's left
+        await cluster.submit([spec()])  # alice's 3rd again, physics' 4th
+        with pytest.raises(InvalidRequest, match="job submit limit"):
+            await cluster.submit([spec(user="bob")])  # physics' 5th
+        assert cluster.store.count_jobs() == 6
+        await cluster.close()
+
+    run(scenario())

@@ -49,3 +49,28 @@ def test_limits_show_caps_and_what_running_jobs_hold() -> None:
         2,
         {"alice": 2},
     )
+
+
+def test_account_rows_show_per_job_and_submit_limits() -> None:
+    """An account with only a submit limit is listed (it is enforced, at submit), with
+    its MaxSubmitJobs and GrpSubmitJobs; MaxTRES and MaxWall show as the QoS's do."""
+    policy = priority_from_dict(
+        {
+            "accounts": [
+                {"name": "physics", "max_tres_per_job": {"gpus": 2, "mem": 1024}, "max_wall": 600},
+                {"name": "lattice", "parent": "physics", "max_submit_jobs": 3},
+                {"name": "chemistry", "grp_submit_jobs": 9},
+            ],
+        }
+    )
+    rows = {r.name: r for r in limit_list(policy, []).limits}
+    assert set(rows) == {"physics", "lattice", "chemistry"}
+    physics = rows["physics"]
+    assert physics.max_tres_per_job is not None
+    assert (physics.max_tres_per_job.gpus, physics.max_tres_per_job.memory_bytes) == (2, 1 << 30)
+    assert (physics.max_tres_per_job.cpus, physics.max_wall_seconds) == (None, 600)
+    assert (rows["lattice"].max_submit_jobs_per_user, rows["lattice"].grp_submit_jobs) == (3, None)
+    assert (rows["chemistry"].max_submit_jobs_per_user, rows["chemistry"].grp_submit_jobs) == (
+        None,
+        9,
+    )

@@ -9,7 +9,9 @@ import pytest
 
 from hal.config.model import config_from_dict
 from hal.core.errors import InvalidRequest
-from hal.core.priority import Account, Qos, UserAccount
+from hal.core.priority import Account, Qos, TresLimits, UserAccount
+
+GiB = 1 << 30
 
 
 def test_a_full_priority_section() -> None:
@@ -51,6 +53,68 @@ def test_a_full_priority_section() -> None:
 
 def test_without_a_priority_table_priority_is_basic() -> None:
     assert not config_from_dict({}).priority.enabled
+
+
+def test_account_submit_and_per_job_limits_and_qos_mem_per_job() -> None:
+    config = config_from_dict(
+        {
+            "accounts": [
+                {
+                    "name": "physics",
+                    "max_submit_jobs": 40,
+                    "grp_submit_jobs": 200,
+                    "max_tres_per_job": {"cpus": 128, "gpus": 8, "mem": "512G", "nodes": 4},
+                    "max_wall": "2-0",
+                },
+                {"name": "lattice", "parent": "physics", "max_submit_jobs": 0},
+            ],
+            "qos": [{"name": "q", "max_tres_per_job": {"mem": "64G"}}],
+        }
+    )
+    physics, lattice = config.priority.accounts
+    assert physics == Account(
+        "physics",
+        max_submit_jobs=40,
+        grp_submit_jobs=200,
+        max_tres_per_job=TresLimits(cpus=128, gpus=8, mem_bytes=512 * GiB, nodes=4),
+        max_wall_s=2 * 86400,
+    )
+    assert physics.has_limits and physics.has_submit_limits
+    # a submit limit alone is checked at submit: the scheduler has nothing to enforce
+    assert lattice.max_submit_jobs == 0 and not lattice.has_limits and lattice.has_submit_limits
+    assert config.priority.qos[0].max_tres_per_job == TresLimits(mem_bytes=64 * GiB)
+    assert config.priority.has_limits
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ({"accounts": [{"name": "a", "max_submit_jobs": -1}]}, "accounts[0].max_submit_jobs"),
+        ({"accounts": [{"name": "a", "grp_submit_jobs": "many"}]}, "accounts[0].grp_submit_jobs"),
+        ({"accounts": [{"name": "a", "grp_submit_jobs": True}]}, "accounts[0].grp_submit_jobs"),
+        ({"accounts": [{"name": "a", "max_wall": "soon"}]}, "accounts[0].max_wall"),
+        ({"accounts": [{"name": "a", "max_wall": -5}]}, "accounts[0].max_wall"),
+        (
+            {"accounts": [{"name": "a", "max_tres_per_job": {"disk": 1}}]},
+            "accounts[0].max_tres_per_job.disk",
+        ),
+        (
+            {"accounts": [{"name": "a", "max_tres_per_job": {"mem": "lots"}}]},
+            "accounts[0].max_tres_per_job.mem",
+        ),
+        (
+            {"accounts": [{"name": "a", "max_tres_per_job": {"cpus": -1}}]},
+            "accounts[0].max_tres_per_job.cpus",
+        ),
+        ({"accounts": [{"name": "a", "max_tres_per_job": 4}]}, "accounts[0].max_tres_per_job"),
+        ({"accounts": [{"name": "a", "max_submit_job": 4}]}, "accounts[0].max_submit_job"),
+        ({"qos": [{"name": "q", "max_tres_per_job": {"mem": "x"}}]}, "qos[0].max_tres_per_job.mem"),
+    ],
+)
+def test_account_limit_mistakes_name_their_field(raw: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidRequest) as err:
+        config_from_dict(raw)
+    assert err.value.field == field
 
 
 @pytest.mark.parametrize(

@@ -57,6 +57,12 @@ QOS_CASES: list[tuple[str, Qos, JobBuilder, R]] = [
         R.QOS_MAX_GRES_PER_JOB,
     ),
     (
+        "MaxTRESPerJob mem",
+        Qos("q", max_tres_per_job=TresLimits(mem_bytes=GiB)),
+        J(1).qos("q").mem_gib(2),
+        R.QOS_MAX_MEM_PER_JOB,
+    ),
+    (
         "MaxTRESPerJob nodes",
         Qos("q", max_tres_per_job=TresLimits(nodes=1)),
         J(1).qos("q").nodes(2),
@@ -162,6 +168,103 @@ def test_account_max_jobs_is_per_user() -> None:
     assert why == {2: R.ASSOC_MAX_JOBS}
 
 
+ACCOUNT_PER_JOB_CASES: list[tuple[str, dict[str, object], JobBuilder, R]] = [
+    ("MaxWall", {"max_wall_s": 300}, J(1), R.ASSOC_MAX_WALL_PER_JOB),
+    ("MaxWall, unlimited job", {"max_wall_s": 300}, J(1).limit(0), R.ASSOC_MAX_WALL_PER_JOB),
+    (
+        "MaxTRES cpus",
+        {"max_tres_per_job": TresLimits(cpus=4)},
+        J(1).cpus(5),
+        R.ASSOC_MAX_CPU_PER_JOB,
+    ),
+    (
+        "MaxTRES gpus",
+        {"max_tres_per_job": TresLimits(gpus=1)},
+        J(1).gpus(2),
+        R.ASSOC_MAX_GRES_PER_JOB,
+    ),
+    (
+        "MaxTRES mem",
+        {"max_tres_per_job": TresLimits(mem_bytes=GiB)},
+        J(1).mem_gib(2),
+        R.ASSOC_MAX_MEM_PER_JOB,
+    ),
+    (
+        "MaxTRES nodes",
+        {"max_tres_per_job": TresLimits(nodes=1)},
+        J(1).nodes(2),
+        R.ASSOC_MAX_NODE_PER_JOB,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "limits", "job", "reason"),
+    ACCOUNT_PER_JOB_CASES,
+    ids=[c[0] for c in ACCOUNT_PER_JOB_CASES],
+)
+def test_an_ancestor_accounts_per_job_limit_holds_a_job_with_slurms_reason(
+    case: str, limits: dict[str, object], job: JobBuilder, reason: R
+) -> None:
+    """The limit is on physics; alice's job is charged to lattice below it. A job of
+    bob's that keeps the limit (time 60 s, 1 CPU, no GPU, 1 GiB, 1 node) starts."""
+    ok = make_job(2).user("bob").limit(60).cpus(1).mem_gib(1)
+    placed, why = _run(_tree(**limits), job, ok)
+    assert placed == {2}
+    assert why == {1: reason}
+
+
+def test_an_account_per_job_limit_holds_nothing_at_the_cap_nor_in_other_accounts() -> None:
+    policy = PriorityPolicy(
+        accounts=(
+            Account(
+                "small", max_tres_per_job=TresLimits(cpus=4, mem_bytes=2 * GiB), max_wall_s=600
+            ),
+            Account("big"),
+        ),
+        users=(UserAccount("alice", "small", default=True), UserAccount("alice", "big")),
+    )
+    placed, why = _run(
+        policy,
+        J(1).cpus(4).mem_gib(2),  # exactly at every cap (time limit 600 s too)
+        J(2).cpus(6).account("big"),
+        J(3).cpus(6),
+    )
+    assert placed == {1, 2}
+    assert why == {3: R.ASSOC_MAX_CPU_PER_JOB}
+
+
+def test_the_qos_per_job_limit_is_the_reason_before_the_accounts() -> None:
+    policy = PriorityPolicy(
+        accounts=(Account("a", max_tres_per_job=TresLimits(cpus=2)),),
+        users=(UserAccount("alice", "a", default=True),),
+        qos=(Qos("q", max_tres_per_job=TresLimits(cpus=2)),),
+    )
+    placed, why = _run(policy, J(1).qos("q").cpus(3), J(2).cpus(3))
+    assert placed == set()
+    assert why == {1: R.QOS_MAX_CPU_PER_JOB, 2: R.ASSOC_MAX_CPU_PER_JOB}
+
+
+@pytest.mark.parametrize(
+    ("policy", "reason"),
+    [
+        (
+            PriorityPolicy(qos=(Qos("q", max_tres_per_job=TresLimits(mem_bytes=16 * GiB)),)),
+            R.QOS_MAX_MEM_PER_JOB,
+        ),
+        (_tree(max_tres_per_job=TresLimits(mem_bytes=16 * GiB)), R.ASSOC_MAX_MEM_PER_JOB),
+        (_tree(max_tres_per_job=TresLimits(mem_bytes=32 * GiB)), None),
+    ],
+)
+def test_a_whole_node_memory_job_is_held_by_the_memory_it_would_get(
+    policy: PriorityPolicy, reason: R | None
+) -> None:
+    """``--mem=0`` asks for no number PreFilter can check: the 32 GiB a node gives it
+    are checked against the per-job memory caps at Reserve."""
+    placed, why = _run(policy, J(1).qos("q").whole_node_memory())
+    assert (placed, why) == ((set(), {1: reason}) if reason else ({1}, {}))
+
+
 def test_the_account_asked_for_is_charged() -> None:
     policy = PriorityPolicy(
         accounts=(Account("a", grp_jobs=0), Account("b")),
@@ -235,7 +338,8 @@ def test_config_reads_the_limits() -> None:
     "bad",
     [
         {"qos": [{"name": "q", "max_jobs_per_user": -1}]},
-        {"qos": [{"name": "q", "max_tres_per_job": {"mem": "1G"}}]},
+        {"qos": [{"name": "q", "max_tres_per_job": {"disk": 1}}]},
+        {"qos": [{"name": "q", "max_tres_per_job": {"mem": "lots"}}]},
         {"accounts": [{"name": "a", "grp_tres": {"disk": 1}}]},
         {"accounts": [{"name": "a", "grp_tres": {"mem": "lots"}}]},
     ],

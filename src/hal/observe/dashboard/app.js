@@ -280,6 +280,7 @@ const LIMIT_REASONS = {
   QOSMaxWallDurationPerJobLimit: "QoS max_wall",
   QOSMaxCpuPerJobLimit: "QoS max_tres_per_job.cpus",
   QOSMaxGRESPerJob: "QoS max_tres_per_job.gpus",
+  QOSMaxMemoryPerJob: "QoS max_tres_per_job.mem",
   QOSMaxNodePerJobLimit: "QoS max_tres_per_job.nodes",
   QOSGrpCpuLimit: "QoS grp_tres.cpus",
   QOSGrpGRES: "QoS grp_tres.gpus",
@@ -292,6 +293,11 @@ const LIMIT_REASONS = {
   AssocGrpGRES: "account grp_tres.gpus",
   AssocGrpMemLimit: "account grp_tres.mem",
   AssocGrpNodeLimit: "account grp_tres.nodes",
+  AssocMaxWallDurationPerJobLimit: "account max_wall",
+  AssocMaxCpuPerJobLimit: "account max_tres_per_job.cpus",
+  AssocMaxGRESPerJob: "account max_tres_per_job.gpus",
+  AssocMaxMemPerJob: "account max_tres_per_job.mem",
+  AssocMaxNodePerJobLimit: "account max_tres_per_job.nodes",
 };
 const SHARE_ROWS = 300;  // associations drawn; sshare --account narrows a bigger tree
 const PRIORITY_ROWS = 10;
@@ -329,6 +335,7 @@ function renderLimitUsage(limits) {
     const job = l.max_tres_per_job || {}, perJob = [];
     if (job.cpus !== null && job.cpus !== undefined) perJob.push(`${job.cpus} CPUs`);
     if (job.gpus !== null && job.gpus !== undefined) perJob.push(`${job.gpus} GPUs`);
+    if (job.memory_bytes !== null && job.memory_bytes !== undefined) perJob.push(fmtBytes(job.memory_bytes));
     if (job.nodes !== null && job.nodes !== undefined) perJob.push(`${job.nodes} nodes`);
     if (l.max_wall_seconds !== null && l.max_wall_seconds !== undefined) perJob.push(`wall ${fmtSeconds(l.max_wall_seconds)}`);
     const name = l.kind === "account" && l.cohort ? `${l.name} (cohort ${l.cohort})` : l.name;

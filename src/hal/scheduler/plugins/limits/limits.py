@@ -35,6 +35,7 @@ from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
 from hal.scheduler.framework.status import SUCCESS, Status, unschedulable
+from hal.scheduler.plugins.limits.perjob import AccountPerJob, whole_node_memory_over
 
 NAME = "limits"
 
@@ -113,6 +114,7 @@ class Limits:
         self._defaults = {u.user: u.account for u in policy.users if u.default}
         self._qos_caps = {q.name: _caps(q.grp_tres) for q in self._qos.values()}
         self._acct_caps = {a.name: _caps(a.grp_tres) for a in policy.accounts}
+        self._per_job_acct = AccountPerJob.of(policy.accounts)  # MaxTRES, MaxWall (or None)
         # cohorts: account → every member of its cohort (itself included), and how much
         # above its own GrpTRES it may go (None: as much as the others leave unused)
         cohorts: dict[str, list[str]] = {}
@@ -206,6 +208,7 @@ class Limits:
                 for reason, have, cap in (
                     (R.QOS_MAX_CPU_PER_JOB, tres[0], per.cpus),
                     (R.QOS_MAX_GRES_PER_JOB, tres[1], per.gpus),
+                    (R.QOS_MAX_MEM_PER_JOB, tres[2], per.mem_bytes),
                     (R.QOS_MAX_NODE_PER_JOB, tres[3], per.nodes),
                 ):
                     if cap is not None and have > cap:
@@ -221,6 +224,8 @@ class Limits:
             i = _over(usage.qos_tres.get(qos_name), tres, self._qos_caps[qos_name])
             if i is not None:
                 return self._held(_QOS_GRP[i], f"GrpTRES {_TRES_NAMES[i]} of QoS {qos_name}")
+        if per_job and self._per_job_acct and (held := self._per_job_acct.check(job, tres, chain)):
+            return self._held(*held)
         for name in chain:
             acct = self._accounts[name]
             cap = acct.max_jobs
@@ -306,6 +311,11 @@ class Limits:
         st = self.check(usage, job, tres, (qos, chain), per_job=False)
         if not st.is_success:
             return st
+        if job.spec.memory_per_node_bytes == 0:  # --mem=0: its memory is known only now
+            accounts = [self._accounts[name] for name in chain]
+            held = whole_node_memory_over(job, tres[2], self._qos.get(qos), accounts)
+            if held is not None:
+                return self._held(*held)
         self._charge(usage, job, qos, chain, tres, 1)
         state.write(RESERVED, (qos, chain, tres))
         return SUCCESS
