@@ -155,7 +155,7 @@ class Limits:
                 up = parents[up]
             self._chains[name] = tuple(chain)
         # every usage verdict, made once: the messages name only configured values
-        self._qos_held = {
+        qos_held = {
             q.name: (
                 _held(
                     R.QOS_MAX_JOBS_PER_USER, f"MaxJobsPerUser {q.max_jobs_per_user} of QoS {q.name}"
@@ -168,7 +168,7 @@ class Limits:
             )
             for q in self._qos.values()
         }
-        self._acct_held = {
+        acct_held = {
             a.name: (
                 _held(R.ASSOC_MAX_JOBS, f"MaxJobs {a.max_jobs} of account {a.name}"),
                 _held(R.ASSOC_GRP_JOBS, f"GrpJobs {a.grp_jobs} of account {a.name}"),
@@ -177,6 +177,16 @@ class Limits:
                     for i in range(4)
                 ),
             )
+            for a in policy.accounts
+        }
+        # per QoS and account, what ``_usage_check`` tests: (MaxJobsPerUser or MaxJobs,
+        # GrpJobs, GrpTRES caps, the verdicts of those three)
+        self._qos_tests = {
+            q.name: (q.max_jobs_per_user, q.grp_jobs, self._qos_caps[q.name], qos_held[q.name])
+            for q in self._qos.values()
+        }
+        self._acct_tests = {
+            a.name: (a.max_jobs, a.grp_jobs, self._acct_caps[a.name], acct_held[a.name])
             for a in policy.accounts
         }
         # MaxTRESPerJob: (reason, resource index, cap) per capped resource, in test order
@@ -281,34 +291,29 @@ class Limits:
     def _usage_check(
         self, usage: Usage, user: str, qos_name: str, chain: tuple[str, ...], tres: Tres
     ) -> Status:
-        """The limits on usage (``check`` less MaxWall and MaxTRESPerJob)."""
+        """The limits on usage (``check`` less MaxWall and MaxTRESPerJob), tested in
+        ``check``'s order: the QoS's MaxJobsPerUser, GrpJobs, GrpTRES, then per account
+        of the chain its MaxJobs, GrpJobs, GrpTRES."""
         if qos_name:
-            qos = self._qos[qos_name]
-            held = self._qos_held[qos_name]
-            cap = qos.max_jobs_per_user
-            if cap is not None and usage.qos_user_jobs[(qos_name, user)] >= cap:
+            per_user, grp_jobs, caps, held = self._qos_tests[qos_name]
+            if per_user is not None and usage.qos_user_jobs[(qos_name, user)] >= per_user:
                 return held[0]
-            cap = qos.grp_jobs
-            if cap is not None and usage.qos_jobs[qos_name] >= cap:
+            if grp_jobs is not None and usage.qos_jobs[qos_name] >= grp_jobs:
                 return held[1]
-            caps = self._qos_caps[qos_name]
             if caps:
                 i = _over(usage.qos_tres.get(qos_name), tres, caps)
                 if i is not None:
                     return held[2][i]
         for name in chain:
-            acct = self._accounts[name]
-            own = self._acct_held[name]
-            cap = acct.max_jobs
-            if cap is not None and usage.acct_user_jobs[(name, user)] >= cap:
-                return own[0]
-            cap = acct.grp_jobs
-            if cap is not None and usage.acct_jobs[name] >= cap:
-                return own[1]
-            if self._acct_caps[name]:
+            max_jobs, grp_jobs, caps, held = self._acct_tests[name]
+            if max_jobs is not None and usage.acct_user_jobs[(name, user)] >= max_jobs:
+                return held[0]
+            if grp_jobs is not None and usage.acct_jobs[name] >= grp_jobs:
+                return held[1]
+            if caps:
                 i = self._account_over(usage, name, tres)
                 if i is not None:
-                    return own[2][i]
+                    return held[2][i]
         return SUCCESS
 
     # -- cohorts, for the preemption plugin's reclaim ---------------------------------
