@@ -16,10 +16,11 @@ from dataclasses import replace
 
 import pytest
 
-from hal.bench.sched_pass import NOW, Workload, build_workload
+from hal.bench.sched_limits import build_policy
+from hal.bench.sched_pass import CPUS, GPUS, NOW, Workload, build_workload, with_limits
 from hal.core.job import Dependency, DependencyKind, DependencyTerm
 from hal.core.preemption import PreemptionPolicy, PreemptType
-from hal.core.priority import Account, PriorityPolicy, Qos
+from hal.core.priority import Account, PriorityPolicy, Qos, TresLimits
 from hal.core.reservation import Reservation, ReservationFlag
 from hal.core.states import NodeState
 from hal.scheduler.framework import PassResult, Scheduler
@@ -27,6 +28,29 @@ from hal.scheduler.framework.snapshot import ClusterSnapshot
 from hal.scheduler.plugins import build_scheduler, default_profile, default_registry
 
 KINDS = ("default", "conservative", "limits", "preempt")
+# ``hal bench sched-pass``'s own limits (org GrpTRES, QoS GrpTRES, MaxWall, MaxTRESPerJob,
+# GrpJobs, MaxJobs, MaxJobsPerUser), on the workload charged to its accounts; recorded on
+# c497c1a, before the limits plugin's per-pass caches
+BENCH_LIMITS = "bench-limits"
+# the same, its two organisations lending each other CPUs (a cohort) and the preemption
+# plugin taking lent quota back
+BENCH_COHORT = "bench-cohort"
+
+
+def bench_cohort(nodes: int) -> Scheduler:
+    policy = build_policy(nodes, CPUS, GPUS)
+    cpus = nodes * CPUS
+    accounts = tuple(
+        replace(a, grp_tres=TresLimits(cpus=int(cpus * share)), cohort="orgs")
+        if a.name in ("org0", "org1")
+        else a
+        for a, share in ((a, 0.30 if a.name == "org0" else 0.20) for a in policy.accounts)
+    )
+    policy = replace(policy, accounts=accounts)
+    registry = default_registry(
+        policy=policy, preemption_policy=PreemptionPolicy(type=PreemptType.QOS)
+    )
+    return build_scheduler(default_profile(limits=True, preemption=True), registry)
 
 
 def scheduler(kind: str) -> Scheduler:
@@ -161,6 +185,14 @@ def case_digests() -> dict[str, str]:
     for seed in (1, 2):
         workload = build_workload(1500, 120, seed)
         for mutate in (False, True):
+            bench, sched = with_limits(workload)
+            snap = mutated(bench, seed) if mutate else bench.snapshot()
+            for explain in (True, False):
+                key = f"seed={seed} mutated={mutate} {BENCH_LIMITS} explain={explain}"
+                found[key] = digest(sched.run_pass(snap, explain=explain))
+                key = f"seed={seed} mutated={mutate} {BENCH_COHORT} explain={explain}"
+                cohort = bench_cohort(len(workload.nodes))
+                found[key] = digest(cohort.run_pass(snap, explain=explain))
             snap = mutated(workload, seed) if mutate else workload.snapshot()
             for kind in KINDS:
                 sched = scheduler(kind)
@@ -203,6 +235,22 @@ PINNED = {
     "seed=2 mutated=True limits explain=False": "f52ab3546251244c",
     "seed=2 mutated=True preempt explain=True": "bc2428a1ba40907b",
     "seed=2 mutated=True preempt explain=False": "b45a3290bfecb0ed",
+    "seed=1 mutated=False bench-limits explain=True": "e2d79f4bb914a17f",
+    "seed=1 mutated=False bench-cohort explain=True": "678dcf4bd94a399e",
+    "seed=1 mutated=False bench-limits explain=False": "3452c5e4802b0704",
+    "seed=1 mutated=False bench-cohort explain=False": "0ddb591534076cfd",
+    "seed=1 mutated=True bench-limits explain=True": "4ba2fb369ba8ef05",
+    "seed=1 mutated=True bench-cohort explain=True": "0145e96c45df6ebd",
+    "seed=1 mutated=True bench-limits explain=False": "8b8582610ed5de6e",
+    "seed=1 mutated=True bench-cohort explain=False": "fccd457a33a5350c",
+    "seed=2 mutated=False bench-limits explain=True": "8bf93a2cb024b60e",
+    "seed=2 mutated=False bench-cohort explain=True": "1bf804a64b8f2e48",
+    "seed=2 mutated=False bench-limits explain=False": "27e780ce9c4aeade",
+    "seed=2 mutated=False bench-cohort explain=False": "58091630c2e1840b",
+    "seed=2 mutated=True bench-limits explain=True": "b6378ba365ea77d7",
+    "seed=2 mutated=True bench-cohort explain=True": "30a43391d12f93dc",
+    "seed=2 mutated=True bench-limits explain=False": "48f162d0b13658c4",
+    "seed=2 mutated=True bench-cohort explain=False": "3775b0fc926affe8",
 }
 
 

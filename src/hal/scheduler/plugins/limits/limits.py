@@ -14,6 +14,11 @@ Cohorts (like Kueue's): accounts that name the same ``cohort`` lend each other t
 GrpTRES they leave unused. An account may go above its own GrpTRES (by at most its
 ``borrow_limit``) while what all members use above their own GrpTRES stays within what
 the others leave unused; the preemption plugin takes lent quota back for its owner.
+
+PreFilter runs for most pending jobs of every pass, so what it needs is worked out once:
+the verdicts (Status objects, messages included) when the plugin is built, and per pass
+a job's limited QoS and accounts per (account, user, QoS) and its request per placement
+key (``framework.runtime.PLACEMENT_KEY``: the request's every field is in it).
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ from hal.core.states import PendingReason as R
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
+from hal.scheduler.framework.request import PlacementKey
+from hal.scheduler.framework.runtime import PLACEMENT_KEY
 from hal.scheduler.framework.status import SUCCESS, Status, unschedulable
 from hal.scheduler.plugins.limits.perjob import AccountPerJob, whole_node_memory_over
 
@@ -64,6 +71,19 @@ RESERVED: StateKey[tuple[str, tuple[str, ...], Tres]] = StateKey("limits.reserve
 
 
 Caps = tuple[tuple[int, int], ...]  # (resource index, cap) for the capped resources
+Keys = tuple[str, tuple[str, ...]]  # limited QoS ("" if none), limited accounts
+
+
+@dataclass(slots=True)
+class _Pass:
+    """PreFilter's per-pass tables."""
+
+    keys: dict[tuple[str | None, str, str | None], Keys] = field(default_factory=dict)
+    tres: dict[PlacementKey, Tres] = field(default_factory=dict)
+
+
+def _held(reason: R, message: str) -> Status:
+    return unschedulable(reason, message, NAME)
 
 
 def _caps(limits: TresLimits) -> Caps:
@@ -136,6 +156,63 @@ class Limits:
                     chain.append(up)
                 up = parents[up]
             self._chains[name] = tuple(chain)
+        # every usage verdict, made once: the messages name only configured values
+        qos_held = {
+            q.name: (
+                _held(
+                    R.QOS_MAX_JOBS_PER_USER, f"MaxJobsPerUser {q.max_jobs_per_user} of QoS {q.name}"
+                ),
+                _held(R.QOS_GRP_JOBS, f"GrpJobs {q.grp_jobs} of QoS {q.name}"),
+                tuple(
+                    _held(_QOS_GRP[i], f"GrpTRES {_TRES_NAMES[i]} of QoS {q.name}")
+                    for i in range(4)
+                ),
+            )
+            for q in self._qos.values()
+        }
+        acct_held = {
+            a.name: (
+                _held(R.ASSOC_MAX_JOBS, f"MaxJobs {a.max_jobs} of account {a.name}"),
+                _held(R.ASSOC_GRP_JOBS, f"GrpJobs {a.grp_jobs} of account {a.name}"),
+                tuple(
+                    _held(_ASSOC_GRP[i], f"GrpTRES {_TRES_NAMES[i]} of account {a.name}")
+                    for i in range(4)
+                ),
+            )
+            for a in policy.accounts
+        }
+        # per QoS and account, what ``_usage_check`` tests: (MaxJobsPerUser or MaxJobs,
+        # GrpJobs, GrpTRES caps, the verdicts of those three)
+        self._qos_tests = {
+            q.name: (q.max_jobs_per_user, q.grp_jobs, self._qos_caps[q.name], qos_held[q.name])
+            for q in self._qos.values()
+        }
+        self._acct_tests = {
+            a.name: (a.max_jobs, a.grp_jobs, self._acct_caps[a.name], acct_held[a.name])
+            for a in policy.accounts
+        }
+        # MaxTRESPerJob: (reason, resource index, cap) per capped resource, in test order
+        self._per_job_caps = {
+            q.name: tuple(
+                (reason, i, cap)
+                for reason, i, cap in (
+                    (R.QOS_MAX_CPU_PER_JOB, 0, q.max_tres_per_job.cpus),
+                    (R.QOS_MAX_GRES_PER_JOB, 1, q.max_tres_per_job.gpus),
+                    (R.QOS_MAX_MEM_PER_JOB, 2, q.max_tres_per_job.mem_bytes),
+                    (R.QOS_MAX_NODE_PER_JOB, 3, q.max_tres_per_job.nodes),
+                )
+                if cap is not None
+            )
+            for q in self._qos.values()
+        }
+        # QoS with a per-job limit (MaxWall, MaxTRESPerJob): the others skip that test
+        self._per_job = {
+            q.name
+            for q in self._qos.values()
+            if q.max_wall_s is not None or self._per_job_caps[q.name]
+        }
+        # this instance's per-pass tables (another instance may have another policy)
+        self._pass_key: StateKey[_Pass] = StateKey(f"limits.pass.{id(self)}")
 
     @property
     def active(self) -> bool:
@@ -197,46 +274,61 @@ class Limits:
         limit it breaks (QoS before account, the account before its ancestors).
         ``keys``: the job's ``_keys``."""
         qos_name, chain = keys
+        if qos_name and per_job:
+            st = self._per_job_check(qos_name, job, tres)
+            if st is not None:
+                return st
+        return self._usage_check(usage, job, qos_name, chain, tres, per_job)
+
+    def _per_job_check(self, qos_name: str, job: Job, tres: Tres) -> Status | None:
+        """QoS ``qos_name``'s MaxWall and MaxTRESPerJob verdict (None: within them)."""
+        qos = self._qos[qos_name]
+        wall = qos.max_wall_s
+        if wall is not None and (job.time_limit_s == 0 or job.time_limit_s > wall):
+            return _held(R.QOS_MAX_WALL_PER_JOB, f"time limit above MaxWall {wall}s")
+        for reason, i, cap in self._per_job_caps[qos_name]:
+            if tres[i] > cap:
+                return _held(reason, f"{tres[i]} asked, MaxTRESPerJob {cap}")
+        return None
+
+    def _usage_check(
+        self,
+        usage: Usage,
+        job: Job,
+        qos_name: str,
+        chain: tuple[str, ...],
+        tres: Tres,
+        per_job: bool,
+    ) -> Status:
+        """The limits on usage (``check`` less the QoS's MaxWall and MaxTRESPerJob),
+        tested in ``check``'s order: the QoS's MaxJobsPerUser, GrpJobs, GrpTRES; with
+        ``per_job`` the accounts' MaxWall and MaxTRES (``perjob``); then per account of
+        the chain its MaxJobs, GrpJobs, GrpTRES."""
         user = job.spec.user
         if qos_name:
-            qos = self._qos[qos_name]
-            if per_job:
-                wall = qos.max_wall_s
-                if wall is not None and (job.time_limit_s == 0 or job.time_limit_s > wall):
-                    return self._held(R.QOS_MAX_WALL_PER_JOB, f"time limit above MaxWall {wall}s")
-                per = qos.max_tres_per_job
-                for reason, have, cap in (
-                    (R.QOS_MAX_CPU_PER_JOB, tres[0], per.cpus),
-                    (R.QOS_MAX_GRES_PER_JOB, tres[1], per.gpus),
-                    (R.QOS_MAX_MEM_PER_JOB, tres[2], per.mem_bytes),
-                    (R.QOS_MAX_NODE_PER_JOB, tres[3], per.nodes),
-                ):
-                    if cap is not None and have > cap:
-                        return self._held(reason, f"{have} asked, MaxTRESPerJob {cap}")
-            cap = qos.max_jobs_per_user
-            if cap is not None and usage.qos_user_jobs[(qos_name, user)] >= cap:
-                return self._held(
-                    R.QOS_MAX_JOBS_PER_USER, f"MaxJobsPerUser {cap} of QoS {qos_name}"
-                )
-            cap = qos.grp_jobs
-            if cap is not None and usage.qos_jobs[qos_name] >= cap:
-                return self._held(R.QOS_GRP_JOBS, f"GrpJobs {cap} of QoS {qos_name}")
-            i = _over(usage.qos_tres.get(qos_name), tres, self._qos_caps[qos_name])
-            if i is not None:
-                return self._held(_QOS_GRP[i], f"GrpTRES {_TRES_NAMES[i]} of QoS {qos_name}")
-        if per_job and self._per_job_acct and (held := self._per_job_acct.check(job, tres, chain)):
-            return self._held(*held)
+            per_user, grp_jobs, caps, held = self._qos_tests[qos_name]
+            if per_user is not None and usage.qos_user_jobs[(qos_name, user)] >= per_user:
+                return held[0]
+            if grp_jobs is not None and usage.qos_jobs[qos_name] >= grp_jobs:
+                return held[1]
+            if caps:
+                i = _over(usage.qos_tres.get(qos_name), tres, caps)
+                if i is not None:
+                    return held[2][i]
+        if per_job and self._per_job_acct is not None:
+            found = self._per_job_acct.check(job, tres, chain)
+            if found is not None:
+                return _held(*found)
         for name in chain:
-            acct = self._accounts[name]
-            cap = acct.max_jobs
-            if cap is not None and usage.acct_user_jobs[(name, user)] >= cap:
-                return self._held(R.ASSOC_MAX_JOBS, f"MaxJobs {cap} of account {name}")
-            cap = acct.grp_jobs
-            if cap is not None and usage.acct_jobs[name] >= cap:
-                return self._held(R.ASSOC_GRP_JOBS, f"GrpJobs {cap} of account {name}")
-            i = self._account_over(usage, name, tres)
-            if i is not None:
-                return self._held(_ASSOC_GRP[i], f"GrpTRES {_TRES_NAMES[i]} of account {name}")
+            max_jobs, grp_jobs, caps, held = self._acct_tests[name]
+            if max_jobs is not None and usage.acct_user_jobs[(name, user)] >= max_jobs:
+                return held[0]
+            if grp_jobs is not None and usage.acct_jobs[name] >= grp_jobs:
+                return held[1]
+            if caps:
+                i = self._account_over(usage, name, tres)
+                if i is not None:
+                    return held[2][i]
         return SUCCESS
 
     # -- cohorts, for the preemption plugin's reclaim ---------------------------------
@@ -290,15 +382,37 @@ class Limits:
                 return k
         return None
 
-    @staticmethod
-    def _held(reason: R, message: str) -> Status:
-        return unschedulable(reason, message, NAME)
-
     def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
-        keys = self._keys(job)
-        if not keys[0] and not keys[1]:
+        """``check`` with the job's request, from the pass's tables."""
+        data = ctx.data
+        tables = data.get(self._pass_key)
+        if tables is None:
+            tables = _Pass()
+            data.write(self._pass_key, tables)
+        spec = job.spec
+        who = (spec.account, spec.user, spec.qos)
+        keys = tables.keys.get(who)
+        if keys is None:
+            keys = tables.keys[who] = self._keys(job)
+        qos_name, chain = keys
+        if not qos_name and not chain:
             return SUCCESS
-        return self.check(self.usage(ctx), job, request_tres(job), keys)
+        key = state.get(PLACEMENT_KEY)
+        known = tables.tres.get(key) if key is not None else None
+        if known is not None:
+            tres = known
+        else:
+            tres = request_tres(job)
+            if key is not None:  # (None: called outside the runtime)
+                tables.tres[key] = tres
+        if qos_name in self._per_job:
+            st = self._per_job_check(qos_name, job, tres)
+            if st is not None:
+                return st
+        usage = data.get(USAGE)
+        if usage is None:
+            usage = self.usage(ctx)
+        return self._usage_check(usage, job, qos_name, chain, tres, True)
 
     def reserve(
         self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation
@@ -315,7 +429,7 @@ class Limits:
             accounts = [self._accounts[name] for name in chain]
             held = whole_node_memory_over(job, tres[2], self._qos.get(qos), accounts)
             if held is not None:
-                return self._held(*held)
+                return _held(*held)
         self._charge(usage, job, qos, chain, tres, 1)
         state.write(RESERVED, (qos, chain, tres))
         return SUCCESS
