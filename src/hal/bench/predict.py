@@ -1,12 +1,16 @@
 """``hal bench predict``: learned run-time prediction against EASY++ and the clairvoyant
 bound, on real traces, in one run (issue 5).
 
-Per trace, four replays with the same cleaning (``hal.sim.workload`` defaults) and tau =
+Per trace, five replays with the same cleaning (``hal.sim.workload`` defaults) and tau =
 10 s: EASY with user estimates (the baseline every site runs), ``easy-sjbf`` + ``avg2``
 (the literature's EASY++), ``easy-sjbf`` + ``learned`` and ``easy-sjbf`` + ``perfect``
-(clairvoyant). Each reports mean wait, mean bounded slowdown, utilisation and the
-prediction quality (MAE, Tsafrir's accuracy, under-prediction rate); the learned run also
-reports its cost (time in ``observe`` per finished job, in ``predict`` per call).
+(clairvoyant); and, as a side row, EASY++ with an expired prediction planned to the
+requested time instead of stepwise (``avg2+request``), to show how much of learned's
+gain comes from its correction rather than its predictions. ``learned`` runs with its
+own correction (``LearnedPredictor.extended``), EASY++ with Tsafrir's steps. Each
+reports mean wait, mean bounded slowdown, utilisation and the prediction quality (MAE,
+Tsafrir's accuracy, under-prediction rate); the learned run also reports its cost
+(time in ``observe`` per finished job, in ``predict`` per call).
 
 The targets, checked per trace and across traces: (a) learned beats EASY++ on mean bsld;
 (b) it closes at least half the gap between EASY++ and clairvoyant, averaged over the
@@ -41,7 +45,14 @@ TRACES = {
     "hpc2n": ("HPC2N-2002-2.2-cln.swf.gz", None, 1),
     "cea-curie": ("CEA-Curie-2011-2.1-cln.swf.gz", 80_640, 16),
 }
-RUNS = (("easy", "user"), ("easy-sjbf", "avg2"), ("easy-sjbf", "learned"), ("easy-sjbf", "perfect"))
+# (policy, predictor, correction); "default": learned's own, steps for avg2
+RUNS = (
+    ("easy", "user", "default"),
+    ("easy-sjbf", "avg2", "default"),
+    ("easy-sjbf", "learned", "default"),
+    ("easy-sjbf", "perfect", "default"),
+    ("easy-sjbf", "avg2", "request"),
+)
 KEEP = (
     "jobs",
     "mean_wait_s",
@@ -82,8 +93,10 @@ class Timed:
         self.observed += 1
 
 
-def replay(workload: Workload, cores: int, policy: str, predictor: str) -> dict[str, Any]:
-    timed = Timed(make_predictor(predictor, workload))
+def replay(
+    workload: Workload, cores: int, policy: str, predictor: str, correction: str = "default"
+) -> dict[str, Any]:
+    timed = Timed(make_predictor(predictor, workload, correction))
     cluster = ClusterModel.for_procs(workload.machine_procs, cores)
     run = Simulation(workload.jobs, cluster, scheduler_for(policy, timed), predictor=timed).run()
     s = summarize(run)
@@ -141,8 +154,15 @@ def load_case(name: str, first_jobs: int = 0) -> tuple[Workload, int]:
 
 
 def run_trace_case(workload: Workload, cores: int, first_jobs: int = 0) -> dict[str, Any]:
-    runs = {f"{policy}+{pred}": replay(workload, cores, policy, pred) for policy, pred in RUNS}
-    easy, pp, learned, perfect = (runs[f"{p}+{q}"] for p, q in RUNS)
+    runs = {
+        f"{policy}+{pred}" + ("" if corr == "default" else f"+{corr}"): replay(
+            workload, cores, policy, pred, corr
+        )
+        for policy, pred, corr in RUNS
+    }
+    easy, pp, learned, perfect = (
+        runs[k] for k in ("easy+user", "easy-sjbf+avg2", "easy-sjbf+learned", "easy-sjbf+perfect")
+    )
     gap = pp["mean_bsld"] - perfect["mean_bsld"]
     return {
         "jobs": len(workload.jobs),

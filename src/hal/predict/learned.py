@@ -12,6 +12,12 @@
   last ``calibration`` finished jobs give an offset so that about ``under_rate`` of jobs
   run longer than predicted. Under-predictions are cheap for a backfilling scheduler (the
   correction extends them stepwise); over-predictions hide backfill holes.
+* **Expiry correction** (``extended``, survival-style): a job that outlives its
+  prediction is re-predicted from the same calibration residuals, conditioned on what
+  is now known, that it has run at least as long as its plan: the new plan is the
+  ``expiry_quantile`` of the run times the residuals beyond that point imply, capped at
+  the request; with fewer than ``min_tail`` such residuals (jobs that overran this much
+  are rare), the request.
 * **Safety**: capped at the requested time and only used for planning; nobody is killed
   before the time they asked for (``hal.predict.protocol``).
 
@@ -71,9 +77,16 @@ class LearnedPredictor:
         calibration: int = 2000,
         rounds: int = 100,
         min_retrain_interval_s: float = 0.0,
+        expiry_quantile: float = 0.5,
+        min_tail: int = 20,
     ) -> None:
         if not 0.0 < under_rate < 1.0:
             raise ValueError("under_rate must be between 0 and 1")
+        if not 0.0 <= expiry_quantile <= 1.0:
+            raise ValueError("expiry_quantile must be between 0 and 1")
+        self.expiry_quantile = expiry_quantile
+        self.min_tail = min_tail
+        self._sorted: Any = None  # the residuals, sorted (None: stale)
         self.under_rate = under_rate
         self.min_train = min_train
         self.retrain_every = retrain_every
@@ -115,6 +128,7 @@ class LearnedPredictor:
                 else baseline(row) + float(self._booster.predict(row[None, :], num_threads=1)[0])
             )
             self._residuals.append(actual - log_pred)
+            self._sorted = None
         self._rows.append(row)
         self._targets.append(actual - baseline(row))
         self.history.add(job, runtime_s)
@@ -161,6 +175,25 @@ class LearnedPredictor:
             self._residuals.extend(y[-2000:] - self._booster.predict(x[-2000:], num_threads=1))
         # residuals of the model's error; the baseline cancels out (target = actual - base)
         self._offset = float(np.quantile(np.fromiter(self._residuals, float), 1 - self.under_rate))
+        self._sorted = None
+
+    def extended(self, job: Job, first_s: float, elapsed_s: float) -> float:
+        """The correction: ``job`` started with the prediction ``first_s`` and has run
+        ``elapsed_s`` (≥ it). Its model prediction before calibration was log1p(first_s)
+        − offset; of the calibration residuals, those that would have let it run past
+        ``elapsed_s`` describe what it may still do, and their ``expiry_quantile`` gives
+        the new plan. Too few of them (or no model yet): the request."""
+        limit = requested_s(job)
+        if self._booster is None or limit <= elapsed_s:
+            return limit
+        if self._sorted is None:
+            self._sorted = np.sort(np.fromiter(self._residuals, float))
+        raw = math.log1p(first_s) - self._offset
+        tail = self._sorted[np.searchsorted(self._sorted, math.log1p(elapsed_s) - raw, "right") :]
+        if len(tail) < self.min_tail:
+            return limit
+        pick = tail[min(int(self.expiry_quantile * len(tail)), len(tail) - 1)]
+        return min(max(math.expm1(raw + float(pick)), elapsed_s + 60.0), limit)
 
     def prepare(self, jobs: Sequence[Job]) -> None:
         """Predicts every job whose cached prediction is stale in one model call."""

@@ -146,3 +146,23 @@ def test_a_minimum_retrain_interval_keeps_one_model_through_a_burst(monkeypatch)
     unthrottled = LearnedPredictor(min_train=100, retrain_every=100)
     feed(unthrottled, 600)
     assert unthrottled.model_version >= 3
+
+
+def test_the_expiry_correction_reads_the_residuals_beyond_the_elapsed_time() -> None:
+    """Run times here vary by ±10 %: a long job just past its prediction is planned a
+    little longer (the residuals beyond it say so), a short one at least a minute more;
+    one that has run three times its prediction is beyond anything seen, so it is
+    planned to its request."""
+    p = LearnedPredictor(min_train=200, retrain_every=200, under_rate=0.3)
+    fresh = job(9_999, "u3", "short", 36_000)
+    assert p.extended(fresh, 100.0, 150.0) == 36_000.0  # no model yet: the request
+    feed(p, 1200)
+    long = job(10_000, "u3", "long", 36_000)
+    first = p.predict(long)
+    again = p.extended(long, first, first * 1.02)
+    assert first * 1.02 + 60 < again < first * 1.5, (first, again)
+    assert p.extended(long, first, first * 3) == 36_000.0
+    short = job(10_001, "u3", "short", 36_000)
+    first = p.predict(short)
+    assert p.extended(short, first, first * 1.02) == first * 1.02 + 60.0
+    assert p.extended(job(10_002, "u3", "short", 200), first, 199.0) == 200.0  # capped
