@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import gc
 import json
+import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hal.core.job import Job
@@ -147,18 +148,48 @@ def measure_cost(
     }
 
 
+def shaken(workload: Workload, seed: int, spread_s: float = 30.0) -> Workload:
+    """The trace with every submit time moved by a seeded uniform -spread..+spread
+    seconds (never before 0), in the new submit order; seed 0 is the trace itself. Busy
+    traces are chaotic (SDSC-SP2's mean bsld moves by ±5 with such a shake), so a
+    comparison worth making holds over several seeds."""
+    if seed == 0:
+        return workload
+    rng = random.Random(seed)
+    jobs = [
+        replace(j, submit=max(0.0, j.submit + rng.uniform(-spread_s, spread_s)))
+        for j in workload.jobs
+    ]
+    jobs.sort(key=lambda j: (j.submit, j.id))
+    return replace(workload, jobs=tuple(jobs))
+
+
 def load_case(name: str, first_jobs: int = 0) -> tuple[Workload, int]:
     file, procs, cores = TRACES[name]
     workload = load_workload(traces_dir() / file, Cleaning(procs=procs, first_jobs=first_jobs))
     return workload, cores
 
 
-def run_trace_case(workload: Workload, cores: int, first_jobs: int = 0) -> dict[str, Any]:
+def averaged(
+    workload: Workload, cores: int, run: tuple[str, str, str], seeds: list[int]
+) -> dict[str, Any]:
+    """One replay per seed (``shaken``), its figures averaged over the seeds."""
+    each = [replay(shaken(workload, seed), cores, *run) for seed in seeds]
+    if len(each) == 1:
+        return each[0]
+    out = {k: round(sum(r[k] for r in each) / len(each), 4) for k in each[0]}
+    out["seeds"] = {seed: r["mean_bsld"] for seed, r in zip(seeds, each, strict=True)}
+    return out
+
+
+def run_trace_case(
+    workload: Workload, cores: int, first_jobs: int = 0, seeds: list[int] | None = None
+) -> dict[str, Any]:
     runs = {
-        f"{policy}+{pred}" + ("" if corr == "default" else f"+{corr}"): replay(
-            workload, cores, policy, pred, corr
+        f"{run[0]}+{run[1]}" + ("" if run[2] == "default" else f"+{run[2]}"): averaged(
+            workload, cores, run, seeds or [0]
         )
-        for policy, pred, corr in RUNS
+        for run in RUNS
     }
     easy, pp, learned, perfect = (
         runs[k] for k in ("easy+user", "easy-sjbf+avg2", "easy-sjbf+learned", "easy-sjbf+perfect")
@@ -179,13 +210,15 @@ def run_trace_case(workload: Workload, cores: int, first_jobs: int = 0) -> dict[
     }
 
 
-def run_predict_bench(cases: list[str], first_jobs: dict[str, int] | None = None) -> dict[str, Any]:
+def run_predict_bench(
+    cases: list[str], first_jobs: dict[str, int] | None = None, seeds: list[int] | None = None
+) -> dict[str, Any]:
     first_jobs = first_jobs or {}
-    out: dict[str, Any] = {"cases": {}}
+    out: dict[str, Any] = {"cases": {}, "seeds": seeds or [0]}
     for case in cases:
         cut = first_jobs.get(case, 0)
         workload, cores = load_case(case, cut)
-        out["cases"][case] = run_trace_case(workload, cores, cut)
+        out["cases"][case] = run_trace_case(workload, cores, cut, seeds)
         if case == "sdsc-sp2" and not cut:
             out["cost"] = measure_cost(workload)
     gaps = [c["gap_closed"] for c in out["cases"].values() if c["gap_closed"] is not None]
@@ -217,6 +250,12 @@ def add_commands(bsub: Any) -> None:
         action="store_true",
         help="only the learned predictor's update and prediction costs (on SDSC-SP2)",
     )
+    p.add_argument(
+        "--seeds",
+        default="0",
+        help="shaken replays to average, e.g. 0,1,2 (0: the trace itself; others move "
+        "every submit time by a seeded uniform -30..+30 s)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd)
 
@@ -237,5 +276,7 @@ def _cmd(ns: Any) -> int:
     unknown = [c for c in cases if c not in TRACES]
     if unknown:
         raise SystemExit(f"hal bench predict: unknown trace(s) {unknown}; known: {list(TRACES)}")
-    print(json.dumps(run_predict_bench(cases, parse_first_jobs(ns.first_jobs, cases)), indent=2))
+    seeds = [int(x) for x in ns.seeds.split(",") if x.strip()]
+    out = run_predict_bench(cases, parse_first_jobs(ns.first_jobs, cases), seeds)
+    print(json.dumps(out, indent=2))
     return 0
