@@ -8,8 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from hal.core.errors import InvalidRequest
-from hal.predict import CONFIGURABLE, PerfectPredictor, PinnedPredictor, Predictor
+from hal.predict import (
+    CONFIGURABLE,
+    LearnedPredictor,
+    PerfectPredictor,
+    PinnedPredictor,
+    Predictor,
+)
 from hal.predict import make_predictor as registry_predictor
+from hal.predict.learned import UNDER_RATE_OWN_CORRECTION
 from hal.sim.cluster import ClusterModel
 from hal.sim.engine import SimRun, Simulation
 from hal.sim.metrics import summarize
@@ -51,7 +58,8 @@ def make_predictor(name: str, workload: Workload, correction: str = "default") -
     keeps the prediction it started with until it ends (then only the expiry correction
     moves it), as in Tsafrir, Etsion and Feitelson's EASY++; see ``PinnedPredictor``.
     ``correction="request"``: an expired prediction becomes the requested time;
-    ``"model"``: the predictor re-predicts it (``learned``; others: steps)."""
+    ``"model"``: the predictor re-predicts it (``learned``, then calibrated to
+    under-predict half the jobs, ``UNDER_RATE_OWN_CORRECTION``; others: steps)."""
     if correction not in CORRECTIONS:
         raise InvalidRequest(f"correction must be one of {', '.join(CORRECTIONS)}")
     if name == "perfect":
@@ -61,7 +69,10 @@ def make_predictor(name: str, workload: Workload, correction: str = "default") -
     base = registry_predictor(name)
     if name == "user":
         return base  # the request: nothing to pin
-    return PinnedPredictor(base, correction=effective_correction(name, correction))
+    rule = effective_correction(name, correction)
+    if name == "learned" and rule == "model":
+        base = LearnedPredictor(under_rate=UNDER_RATE_OWN_CORRECTION)
+    return PinnedPredictor(base, correction=rule)
 
 
 def run_workload(workload: Workload, options: SimOptions) -> tuple[SimRun, dict[str, Any]]:

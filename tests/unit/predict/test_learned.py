@@ -153,7 +153,7 @@ def test_the_expiry_correction_reads_the_residuals_beyond_the_elapsed_time() -> 
     little longer (the residuals beyond it say so), a short one at least a minute more;
     one that has run three times its prediction is beyond anything seen, so it is
     planned to its request."""
-    p = LearnedPredictor(min_train=200, retrain_every=200, under_rate=0.3)
+    p = LearnedPredictor(min_train=200, retrain_every=200, under_rate=0.3, expiry_quantile=0.5)
     fresh = job(9_999, "u3", "short", 36_000)
     assert p.extended(fresh, 100.0, 150.0) == 36_000.0  # no model yet: the request
     feed(p, 1200)
@@ -161,6 +161,9 @@ def test_the_expiry_correction_reads_the_residuals_beyond_the_elapsed_time() -> 
     first = p.predict(long)
     again = p.extended(long, first, first * 1.02)
     assert first * 1.02 + 60 < again < first * 1.5, (first, again)
+    p.expiry_quantile = 0.9  # a more cautious reading of the same tail: later
+    assert again < p.extended(long, first, first * 1.02) <= 36_000
+    p.expiry_quantile = 0.5
     assert p.extended(long, first, first * 3) == 36_000.0
     short = job(10_001, "u3", "short", 36_000)
     first = p.predict(short)
