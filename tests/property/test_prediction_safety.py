@@ -9,7 +9,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hal.core.job import Job
-from hal.predict import Avg2Predictor, LearnedPredictor, Predictor, UserPredictor
+from hal.predict import (
+    Avg2Predictor,
+    LearnedPredictor,
+    PinnedPredictor,
+    Predictor,
+    UserPredictor,
+)
 from hal.sim import ClusterModel, Simulation, scheduler_for
 from hal.sim.swf import SwfRecord
 from hal.sim.workload import TraceJob
@@ -52,7 +58,16 @@ def trace(rows: list[tuple[int, int, int, int, int]]) -> tuple[TraceJob, ...]:
 
 
 def predictors() -> list[Predictor]:
-    return [UserPredictor(), Avg2Predictor(), LearnedPredictor(min_train=10), Tiny()]
+    # learned pinned with its own expiry correction (the simulator's default for it), and
+    # a tiny prediction re-planned to the request on expiry
+    return [
+        UserPredictor(),
+        Avg2Predictor(),
+        LearnedPredictor(min_train=10),
+        PinnedPredictor(LearnedPredictor(min_train=10, min_tail=1), correction="model"),
+        PinnedPredictor(Tiny(), correction="request"),
+        Tiny(),
+    ]
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -53,6 +53,13 @@ def _common(p: argparse.ArgumentParser) -> None:
         default="user",
         help="user (requested time), avg2 (Tsafrir), learned (LightGBM, online) or perfect",
     )
+    p.add_argument(
+        "--correction",
+        default="default",
+        choices=("default", "steps", "request", "model"),
+        help="what an expired prediction becomes: stepwise (avg2's default), the request, "
+        "or the predictor's own re-prediction (learned's default)",
+    )
     p.add_argument("--procs", type=int, help="machine size (default: the header's MaxProcs)")
     p.add_argument("--cores-per-node", type=int, default=1)
     p.add_argument("--exclude-first-fraction", type=float, default=0.0, metavar="F")
@@ -102,6 +109,7 @@ def _options(ns: argparse.Namespace, policy: str) -> tuple[Any, Any]:
         cores_per_node=ns.cores_per_node,
         exclude_first_fraction=ns.exclude_first_fraction,
         topology=ns.topology,
+        correction=ns.correction,
     )
     return cleaning, options
 

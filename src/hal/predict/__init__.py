@@ -23,6 +23,7 @@ from hal.predict.pinned import PinnedPredictor
 from hal.predict.protocol import (
     CORRECTION_STEPS_S,
     BatchPredictor,
+    ExpiryPredictor,
     Predictor,
     corrected,
     planned_runtime,
@@ -35,6 +36,7 @@ __all__ = [
     "CORRECTION_STEPS_S",
     "Avg2Predictor",
     "BatchPredictor",
+    "ExpiryPredictor",
     "LearnedPredictor",
     "PerfectPredictor",
     "PinnedPredictor",

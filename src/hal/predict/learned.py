@@ -12,6 +12,21 @@
   last ``calibration`` finished jobs give an offset so that about ``under_rate`` of jobs
   run longer than predicted. Under-predictions are cheap for a backfilling scheduler (the
   correction extends them stepwise); over-predictions hide backfill holes.
+* **Expiry correction** (``extended``, survival-style): a job that outlives its
+  prediction is re-predicted from the same calibration residuals, conditioned on what
+  is now known, that it has run at least as long as its plan: the new plan is the
+  ``expiry_quantile`` of the run times the residuals beyond that point imply, capped at
+  the request; with fewer than ``min_tail`` such residuals (jobs that overran this much
+  are rare), the request.
+* **Per-user fallback** (``switch_window``, ``switch_margin``): for each user the
+  absolute log errors of the model's and of ``avg2``'s predictions over their last
+  ``switch_window`` finished jobs are kept; while the model's mean error exceeds
+  ``avg2``'s by more than ``switch_margin`` (log units: 3 is a factor of 20), that
+  user's jobs get the lower of the two predictions. ``avg2`` follows a change of
+  behaviour after two jobs (on HPC2N a user whose four-hour jobs start ending in a
+  second, a thousand of them), the model only once retrained on enough of them; the
+  lower prediction, not ``avg2``'s outright, because over-predictions are what hides
+  backfill holes from short jobs.
 * **Safety**: capped at the requested time and only used for planning; nobody is killed
   before the time they asked for (``hal.predict.protocol``).
 
@@ -45,6 +60,11 @@ from hal.predict.features import (
 )
 
 log = logging.getLogger("hal.predict")
+# The under-prediction target when the predictor corrects its own expired predictions
+# (``extended``): an overrun then costs little (the job is re-planned from what it has
+# run, not one step at a time), so the median is the natural target. With the stepwise
+# correction (the server's today) overruns cost more and 30 % stays the default.
+UNDER_RATE_OWN_CORRECTION = 0.5
 PARAMS: dict[str, Any] = {
     "objective": "l1",  # the median correction: robust to the odd crashed or hung job
     "learning_rate": 0.1,
@@ -71,9 +91,24 @@ class LearnedPredictor:
         calibration: int = 2000,
         rounds: int = 100,
         min_retrain_interval_s: float = 0.0,
+        expiry_quantile: float = 0.9,
+        min_tail: int = 20,
+        switch_window: int = 4,
+        switch_margin: float = 3.0,
     ) -> None:
         if not 0.0 < under_rate < 1.0:
             raise ValueError("under_rate must be between 0 and 1")
+        if not 0.0 <= expiry_quantile <= 1.0:
+            raise ValueError("expiry_quantile must be between 0 and 1")
+        self.expiry_quantile = expiry_quantile
+        self.switch_window = switch_window
+        self.switch_margin = switch_margin
+        # user → (model error, avg2 error) of their last finished jobs, and the users
+        # whose jobs get the lower of the two predictions for now
+        self._errors: dict[str, deque[tuple[float, float]]] = {}
+        self._switched: set[str] = set()
+        self.min_tail = min_tail
+        self._sorted: Any = None  # the residuals, sorted (None: stale)
         self.under_rate = under_rate
         self.min_train = min_train
         self.retrain_every = retrain_every
@@ -101,9 +136,12 @@ class LearnedPredictor:
         if self._booster is None:
             return self._fallback.predict(job)
         predicted = math.expm1(self._log_prediction(job)[1] + self._offset)
+        if job.spec.user in self._switched:  # the model has been far off: avg2 if lower
+            predicted = min(predicted, self._fallback.predict(job))
         return max(min(predicted, requested_s(job)), 1.0)
 
     def observe(self, job: Job, runtime_s: float) -> None:
+        avg2 = self._fallback.predict(job)
         self._fallback.observe(job, runtime_s)
         cached = self._cache.pop(job.id, None)
         row = cached[2] if cached is not None else self.history.features(job)
@@ -115,12 +153,30 @@ class LearnedPredictor:
                 else baseline(row) + float(self._booster.predict(row[None, :], num_threads=1)[0])
             )
             self._residuals.append(actual - log_pred)
+            self._sorted = None
+            used = min(log_pred + self._offset, math.log1p(requested_s(job)))
+            self._compare(job.spec.user, abs(actual - used), abs(actual - math.log1p(avg2)))
         self._rows.append(row)
         self._targets.append(actual - baseline(row))
         self.history.add(job, runtime_s)
         self._since_train += 1
         if self._due():
             self.train()
+
+    def _compare(self, user: str, model_error: float, avg2_error: float) -> None:
+        """Keeps the user's recent errors of both predictors and decides which one
+        predicts their next jobs."""
+        if self.switch_window <= 0:
+            return
+        errors = self._errors.get(user)
+        if errors is None:
+            errors = self._errors[user] = deque(maxlen=self.switch_window)
+        errors.append((model_error, avg2_error))
+        worse = sum(m - a for m, a in errors) / len(errors)
+        if len(errors) >= 2 and worse > self.switch_margin:
+            self._switched.add(user)
+        else:
+            self._switched.discard(user)
 
     # -- model --------------------------------------------------------------------------
 
@@ -161,6 +217,25 @@ class LearnedPredictor:
             self._residuals.extend(y[-2000:] - self._booster.predict(x[-2000:], num_threads=1))
         # residuals of the model's error; the baseline cancels out (target = actual - base)
         self._offset = float(np.quantile(np.fromiter(self._residuals, float), 1 - self.under_rate))
+        self._sorted = None
+
+    def extended(self, job: Job, first_s: float, elapsed_s: float) -> float:
+        """The correction: ``job`` started with the prediction ``first_s`` and has run
+        ``elapsed_s`` (≥ it). Its model prediction before calibration was log1p(first_s)
+        − offset; of the calibration residuals, those that would have let it run past
+        ``elapsed_s`` describe what it may still do, and their ``expiry_quantile`` gives
+        the new plan. Too few of them (or no model yet): the request."""
+        limit = requested_s(job)
+        if self._booster is None or limit <= elapsed_s:
+            return limit
+        if self._sorted is None:
+            self._sorted = np.sort(np.fromiter(self._residuals, float))
+        raw = math.log1p(first_s) - self._offset
+        tail = self._sorted[np.searchsorted(self._sorted, math.log1p(elapsed_s) - raw, "right") :]
+        if len(tail) < self.min_tail:
+            return limit
+        pick = tail[min(int(self.expiry_quantile * len(tail)), len(tail) - 1)]
+        return min(max(math.expm1(raw + float(pick)), elapsed_s + 60.0), limit)
 
     def prepare(self, jobs: Sequence[Job]) -> None:
         """Predicts every job whose cached prediction is stale in one model call."""

@@ -19,6 +19,10 @@ question about the running job fixes it. ``observe`` forgets the job.
 literature uses: a job that outlives its prediction is planned to run until its time
 limit (the user's estimate, the one bound that cannot be wrong). The caller says when a
 prediction has expired (``expired``; the simulator does at the instant it happens).
+
+``correction="model"`` lets a predictor with its own correction (``ExpiryPredictor``:
+``learned``) re-predict an expired job knowing how long it has run already; the new
+value is pinned until it expires in turn. Predictors without one keep the stepwise rule.
 """
 
 from __future__ import annotations
@@ -26,13 +30,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hal.core.job import Job
-from hal.predict.protocol import BatchPredictor, Predictor
+from hal.predict.protocol import BatchPredictor, ExpiryPredictor, Predictor
+
+CORRECTIONS = ("steps", "request", "model")
 
 
 class PinnedPredictor:
-    def __init__(self, inner: Predictor, *, expire_to_request: bool = False) -> None:
+    def __init__(
+        self, inner: Predictor, *, expire_to_request: bool = False, correction: str = ""
+    ) -> None:
+        if correction and correction not in CORRECTIONS:
+            raise ValueError(f"correction must be one of {', '.join(CORRECTIONS)}")
         self.inner = inner
-        self.expire_to_request = expire_to_request
+        self.correction = correction or ("request" if expire_to_request else "steps")
+        self.expire_to_request = self.correction == "request"
+        self._first: dict[int, float] = {}  # expired jobs: the prediction they started with
         self._pending: dict[int, float] = {}  # last answer while the job waited
         self._pinned: dict[int, float] = {}  # running jobs: the answer they started with
 
@@ -53,15 +65,24 @@ class PinnedPredictor:
         return found
 
     def expired(self, job: Job) -> None:
-        """``job`` (running) has just outlived its prediction. With ``expire_to_request``
-        it is planned to its time limit from now on; otherwise nothing changes here (the
-        stepwise correction applies)."""
-        if self.expire_to_request and job.time_limit_s > 0:
+        """``job`` (running) has just outlived its prediction. With the "request"
+        correction it is planned to its time limit from now on; with "model" (and a
+        predictor that has its own correction) it is re-predicted given that it has run
+        as long as its last prediction (it expires at that instant); otherwise nothing
+        changes here (the stepwise correction applies)."""
+        if self.correction == "request" and job.time_limit_s > 0:
             self._pinned[job.id] = float(job.time_limit_s)
+            return
+        inner = self.inner
+        current = self._pinned.get(job.id)
+        if self.correction == "model" and isinstance(inner, ExpiryPredictor) and current:
+            first = self._first.setdefault(job.id, current)
+            self._pinned[job.id] = inner.extended(job, first, current)
 
     def observe(self, job: Job, runtime_s: float) -> None:
         self._pinned.pop(job.id, None)
         self._pending.pop(job.id, None)
+        self._first.pop(job.id, None)
         self.inner.observe(job, runtime_s)
 
     def prepare(self, jobs: Sequence[Job]) -> None:

@@ -58,6 +58,17 @@ class BatchPredictor(Predictor, Protocol):
     def prepare(self, jobs: Sequence[Job]) -> None: ...
 
 
+@runtime_checkable
+class ExpiryPredictor(Predictor, Protocol):
+    """A predictor with its own expiry correction (``learned``): when a running job
+    outlives its plan, ``extended`` re-predicts it knowing that it has already run
+    ``elapsed_s``, instead of the stepwise rule. ``first_s`` is the prediction the job
+    started with. The answer is a run time from the job's start, greater than
+    ``elapsed_s`` and at most the time limit."""
+
+    def extended(self, job: Job, first_s: float, elapsed_s: float) -> float: ...
+
+
 def corrected(predicted: float, elapsed_s: float, limit_s: float) -> float:
     """``predicted`` for a job that has run ``elapsed_s`` so far: unchanged while the job
     is inside it, else extended by the first correction step that reaches past now, and

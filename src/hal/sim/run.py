@@ -8,8 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from hal.core.errors import InvalidRequest
-from hal.predict import CONFIGURABLE, PerfectPredictor, PinnedPredictor, Predictor
+from hal.predict import (
+    CONFIGURABLE,
+    LearnedPredictor,
+    PerfectPredictor,
+    PinnedPredictor,
+    Predictor,
+)
 from hal.predict import make_predictor as registry_predictor
+from hal.predict.learned import UNDER_RATE_OWN_CORRECTION
 from hal.sim.cluster import ClusterModel
 from hal.sim.engine import SimRun, Simulation
 from hal.sim.metrics import summarize
@@ -19,7 +26,7 @@ from hal.sim.topology import leaf_summary, with_topology
 from hal.sim.workload import Cleaning, Workload, load_workload
 
 PREDICTORS = ("user", "perfect", "avg2", "learned")
-CORRECTIONS = ("steps", "request")
+CORRECTIONS = ("default", "steps", "request", "model")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,15 +39,27 @@ class SimOptions:
     topology: str = ""  # a synthetic switch tree, e.g. "leaf=16,levels=3" (sim/topology.py)
     topology_aware: bool = True  # False: same tree, placement ignores it (the baseline)
     # What an expired prediction becomes (avg2, learned): "steps" (the stepwise
-    # correction, hal.predict.corrected) or "request" (the job's requested time)
-    correction: str = "steps"
+    # correction, hal.predict.corrected), "request" (the job's requested time), "model"
+    # (the predictor's own correction: learned's, else steps) or "default" (learned:
+    # model; avg2: steps, Tsafrir's EASY++)
+    correction: str = "default"
 
 
-def make_predictor(name: str, workload: Workload, correction: str = "steps") -> Predictor:
+def effective_correction(predictor: str, correction: str) -> str:
+    """``default`` resolved: the learned predictor's own rule, the stepwise one (EASY++)
+    for the others."""
+    if correction != "default":
+        return correction
+    return "model" if predictor == "learned" else "steps"
+
+
+def make_predictor(name: str, workload: Workload, correction: str = "default") -> Predictor:
     """The predictor a replay plans with. ``avg2`` and ``learned`` are pinned: a job
     keeps the prediction it started with until it ends (then only the expiry correction
     moves it), as in Tsafrir, Etsion and Feitelson's EASY++; see ``PinnedPredictor``.
-    ``correction="request"``: an expired prediction becomes the requested time."""
+    ``correction="request"``: an expired prediction becomes the requested time;
+    ``"model"``: the predictor re-predicts it (``learned``, then calibrated to
+    under-predict half the jobs, ``UNDER_RATE_OWN_CORRECTION``; others: steps)."""
     if correction not in CORRECTIONS:
         raise InvalidRequest(f"correction must be one of {', '.join(CORRECTIONS)}")
     if name == "perfect":
@@ -50,7 +69,10 @@ def make_predictor(name: str, workload: Workload, correction: str = "steps") -> 
     base = registry_predictor(name)
     if name == "user":
         return base  # the request: nothing to pin
-    return PinnedPredictor(base, expire_to_request=correction == "request")
+    rule = effective_correction(name, correction)
+    if name == "learned" and rule == "model":
+        base = LearnedPredictor(under_rate=UNDER_RATE_OWN_CORRECTION)
+    return PinnedPredictor(base, correction=rule)
 
 
 def run_workload(workload: Workload, options: SimOptions) -> tuple[SimRun, dict[str, Any]]:
@@ -83,8 +105,8 @@ def run_workload(workload: Workload, options: SimOptions) -> tuple[SimRun, dict[
         passes=run.passes,
         skipped_passes=run.skipped_passes,
     )
-    if options.correction != "steps":
-        summary["correction"] = options.correction
+    if options.predictor in ("avg2", "learned"):
+        summary["correction"] = effective_correction(options.predictor, options.correction)
     if recorder is not None:
         summary.update(
             topology=options.topology,

@@ -146,3 +146,73 @@ def test_a_minimum_retrain_interval_keeps_one_model_through_a_burst(monkeypatch)
     unthrottled = LearnedPredictor(min_train=100, retrain_every=100)
     feed(unthrottled, 600)
     assert unthrottled.model_version >= 3
+
+
+def test_the_expiry_correction_reads_the_residuals_beyond_the_elapsed_time() -> None:
+    """Run times here vary by ±10 %: a long job just past its prediction is planned a
+    little longer (the residuals beyond it say so), a short one at least a minute more;
+    one that has run three times its prediction is beyond anything seen, so it is
+    planned to its request."""
+    p = LearnedPredictor(min_train=200, retrain_every=200, under_rate=0.3, expiry_quantile=0.5)
+    fresh = job(9_999, "u3", "short", 36_000)
+    assert p.extended(fresh, 100.0, 150.0) == 36_000.0  # no model yet: the request
+    feed(p, 1200)
+    long = job(10_000, "u3", "long", 36_000)
+    first = p.predict(long)
+    again = p.extended(long, first, first * 1.02)
+    assert first * 1.02 + 60 < again < first * 1.5, (first, again)
+    p.expiry_quantile = 0.9  # a more cautious reading of the same tail: later
+    assert again < p.extended(long, first, first * 1.02) <= 36_000
+    p.expiry_quantile = 0.5
+    assert p.extended(long, first, first * 3) == 36_000.0
+    short = job(10_001, "u3", "short", 36_000)
+    first = p.predict(short)
+    assert p.extended(short, first, first * 1.02) == first * 1.02 + 60.0
+    assert p.extended(job(10_002, "u3", "short", 200), first, 199.0) == 200.0  # capped
+
+
+def feed_flaky(p: LearnedPredictor, n: int, seed: int = 1) -> None:
+    """Like ``feed``, but a fifth of the jobs fail within a second: a short last run
+    then says little about the next job, and the model learns so."""
+    rng = random.Random(seed)
+    for i in range(n):
+        user = f"u{rng.randrange(20)}"
+        kind = rng.choice(("short", "long"))
+        runtime = (120.0 if kind == "short" else 7200.0) * rng.uniform(0.9, 1.1)
+        if rng.random() < 0.2:
+            runtime = 1.0
+        p.observe(job(i, user, kind, 36_000, i * 60.0).evolve(state=JobState.COMPLETED), runtime)
+
+
+def test_a_user_whose_jobs_change_is_predicted_by_avg2_until_the_model_catches_up() -> None:
+    """A user whose two-hour jobs suddenly all end in a second (a burst of failing jobs;
+    on HPC2N a thousand of them): the model, which has learned that one short run says
+    little, keeps predicting hours; avg2 follows after two jobs, so after a few of them
+    that user's jobs are predicted like avg2. Other users keep the model; when the model
+    is the better one again, the user goes back to it."""
+    p = LearnedPredictor(min_train=200, retrain_every=10_000, under_rate=0.5)
+    alone = LearnedPredictor(min_train=200, retrain_every=10_000, under_rate=0.5, switch_window=0)
+    feed_flaky(p, 1500)
+    feed_flaky(alone, 1500)
+    version = p.model_version
+    for i in range(6):
+        p.observe(job(30_000 + i, "u3", "long", 36_000), 1.0)
+        alone.observe(job(30_000 + i, "u3", "long", 36_000), 1.0)
+    assert p.model_version == version  # no retrain: only the switch reacts
+    nxt = job(30_100, "u3", "long", 36_000)
+    assert alone.predict(nxt) > 600  # the model alone still says long after six
+    assert p.predict(nxt) == 1.0  # avg2's answer
+    assert p.predict(job(30_101, "u4", "long", 36_000)) > 3600  # others: the model
+    for i in range(4):  # long again: avg2 lags (mean of 1 s and 2 h), the model is right
+        p.observe(job(30_200 + i, "u3", "long", 36_000), 7200.0)
+    assert p.predict(job(30_300, "u3", "long", 36_000)) > 3600
+    assert "u3" not in p._switched
+
+
+def test_switch_window_zero_keeps_the_model_for_everybody() -> None:
+    p = LearnedPredictor(min_train=200, retrain_every=10_000, switch_window=0)
+    feed_flaky(p, 1500)
+    for i in range(6):
+        p.observe(job(30_000 + i, "u3", "long", 36_000), 1.0)
+    assert p.predict(job(30_100, "u3", "long", 36_000)) > 60
+    assert not p._switched

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
+
 from hal.core.job import Job, JobSpec
 from hal.core.states import JobState
 from hal.predict import Avg2Predictor, BatchPredictor, PinnedPredictor
@@ -64,3 +66,57 @@ def test_only_unpinned_jobs_are_prepared() -> None:
     p.predict(started(a))
     p.prepare([started(a), b])
     assert inner.prepared == [2]
+
+
+class OwnCorrection:
+    """A predictor with its own expiry correction: doubles what the job has run."""
+
+    name = "own"
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[float, float]] = []
+
+    def predict(self, job: Job) -> float:
+        return 100.0
+
+    def observe(self, job: Job, runtime_s: float) -> None:
+        return None
+
+    def extended(self, job: Job, first_s: float, elapsed_s: float) -> float:
+        self.asked.append((first_s, elapsed_s))
+        return min(2 * elapsed_s, float(job.time_limit_s))
+
+
+def test_the_model_correction_re_predicts_from_the_elapsed_time() -> None:
+    inner = OwnCorrection()
+    p = PinnedPredictor(inner, correction="model")
+    j = started(job(1))
+    assert p.predict(j) == 100.0
+    p.expired(j)  # at 100 s
+    assert p.predict(j) == 200.0
+    p.expired(j)  # at 200 s: still told the prediction it started with
+    assert p.predict(j) == 400.0
+    assert inner.asked == [(100.0, 100.0), (100.0, 200.0)]
+    p.observe(j, 450.0)
+    p.predict(started(job(1)))
+    p.expired(started(job(1)))  # the same id run again starts afresh
+    assert inner.asked[-1] == (100.0, 100.0)
+
+
+def test_without_its_own_correction_a_predictor_keeps_the_steps() -> None:
+    p = PinnedPredictor(Avg2Predictor(), correction="model")
+    p.observe(job(1), 100.0)
+    j = started(job(2))
+    assert p.predict(j) == 100.0
+    p.expired(j)
+    assert p.predict(j) == 100.0  # unchanged: planned_runtime applies the steps
+    with pytest.raises(ValueError):
+        PinnedPredictor(Avg2Predictor(), correction="sometimes")
+
+
+def test_the_request_correction_is_still_there() -> None:
+    p = PinnedPredictor(OwnCorrection(), expire_to_request=True)
+    j = started(job(1, limit=3600))
+    p.predict(j)
+    p.expired(j)
+    assert p.predict(j) == 3600.0

@@ -141,3 +141,23 @@ def test_an_expired_prediction_can_become_the_request(tmp_path: Path) -> None:
     assert steps[5] == 90 and request[5] == 30
     assert steps[4] == request[4] == 520
     assert s["correction"] == "request"
+
+
+def test_each_predictor_has_its_own_default_correction(tmp_path: Path) -> None:
+    """EASY++ keeps Tsafrir's steps; learned re-predicts an expired job itself (before
+    its first model, as here, that is the request: job 5 starts at once as above)."""
+    path = write(
+        tmp_path,
+        [
+            (1, 0, 10, 1, 1000, 1),
+            (2, 0, 10, 1, 1000, 1),
+            (3, 20, 500, 2, 1000, 1),
+            (4, 21, 100, 4, 100, 2),
+            (5, 22, 100, 2, 100, 3),
+        ],
+    )
+    assert run_trace(path, SimOptions("easy-sjbf", "avg2"))[1]["correction"] == "steps"
+    run, s = run_trace(path, SimOptions("easy-sjbf", "learned"))
+    assert s["correction"] == "model"
+    assert {o.job.id: o.start for o in run.outcomes}[5] == 30
+    assert "correction" not in run_trace(path, SimOptions("easy-sjbf", "user"))[1]
