@@ -107,15 +107,17 @@ def allocation(rng: random.Random, names: list[str], cpus: int) -> Allocation:
     return Allocation(tuple(picked), per)
 
 
-@pytest.mark.parametrize("dense", [True, False], ids=["rows-x-nodes", "change-points"])
+@pytest.mark.parametrize("way", ["rows-x-nodes", "change-points", "first-fits"])
 @pytest.mark.parametrize("seed", range(60))
 def test_profile_agrees_with_the_naive_timeline(
-    seed: int, dense: bool, monkeypatch: pytest.MonkeyPatch
+    seed: int, way: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every window, CPU screen and start-row screen equals the model's, after every
     reservation (now or later, exclusive or not, within or past the horizon), with the
-    start-row screen done both ways (materialised rows, or change points only)."""
-    monkeypatch.setattr(availability, "_DENSE_CELLS", 1 << 30 if dense else 0)
+    start-row screen done each way (materialised rows, change points only, or, while
+    no reservation starts later than now, each node from the first row it fits)."""
+    monkeypatch.setattr(availability, "_DENSE_CELLS", 1 << 30 if way == "rows-x-nodes" else 0)
+    monkeypatch.setattr(availability, "_RISING", way == "first-fits")
     rng = random.Random(seed)
     n = rng.randint(2, 7)
     nodes = [Node(f"n{i}", ResourceVector(8, 16 * GiB, 2), partitions=("p",)) for i in range(n)]

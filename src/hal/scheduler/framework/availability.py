@@ -52,6 +52,9 @@ from hal.scheduler.framework.request import NodeRequest
 # nodes), the stretches were faster at every size (65 against 80 us; 180-100 against
 # 300-270 us), so the dense form is kept only for the tests that compare the two.
 _DENSE_CELLS = 0
+# ``start_rows`` on a profile without dips counts each node from the first row it fits
+# (``_first_fits``); off only in the tests that compare it with the stretches.
+_RISING = True
 
 # The arrays of one row, in this order everywhere: free cpus, memory, gpus (the least over
 # a window), and jobs_on, exclusive_on (the most over a window).
@@ -346,6 +349,11 @@ class AvailabilityProfile:
         cols = np.flatnonzero(changing)
         if not len(cols):
             free_rows = np.full(n_rows, count)
+        elif _RISING and not len(self._dip_time):
+            # every event is a release: a node that fits at a row fits at every later
+            # one, so it fits all through any window that starts where it first fits
+            first = self._first_fits(request, times, ev_time, ev_node, ev_delta)
+            free_rows = count + np.cumsum(np.bincount(first, minlength=n_rows + 1)[:n_rows])
         elif n_rows * len(cols) <= _DENSE_CELLS:
             free_rows = count + self._fit_through(
                 request, times, end_row, cols, ev_time, ev_node, ev_delta
@@ -381,6 +389,50 @@ class AvailabilityProfile:
         through = (bad[end_row + 1] - bad[:n_rows]) == 0
         counts: npt.NDArray[np.intp] = np.count_nonzero(through, axis=1)
         return counts
+
+    def _first_fits(
+        self,
+        request: NodeRequest,
+        times: npt.NDArray[np.float64],
+        ev_time: npt.NDArray[np.float64],
+        ev_node: Rows,
+        ev_delta: Matrix,
+    ) -> Rows:
+        """Per node with events, the first row at which ``request`` fits it (``len(times)``:
+        none), for a profile whose events are all releases (no dips): free resources then
+        only grow from row to row, so fitting is for good once it starts."""
+        n_rows = len(times)
+        cap = self.table.cap_memory
+        once = np.bincount(ev_node, minlength=len(self.table))[ev_node] == 1
+        # nodes with one event (most: a node held by one running job), without sorting
+        node, delta = ev_node[once], ev_delta[once]
+        base = self._base[:, node]
+        row = np.searchsorted(times, ev_time[once])
+        never = np.full(len(node), n_rows, dtype=np.intp)
+        first = np.where(
+            self._fits(request, base, cap[node]),
+            0,
+            np.where(self._fits(request, base + delta.T, cap[node]), row, never),
+        )
+        many = ~once
+        if not many.any():
+            return first
+        order = np.lexsort((ev_time[many], ev_node[many]))
+        node, delta = ev_node[many][order], ev_delta[many][order]
+        row = np.searchsorted(times, ev_time[many][order])
+        # each node's level after each of its events: base + running sum within the node
+        heads = np.flatnonzero(_run_starts(node))
+        csum = np.cumsum(delta, axis=0)
+        before = (csum - delta)[heads]
+        level = (
+            self._base[:, node]
+            + (csum - np.repeat(before, np.diff(heads, append=len(node)), axis=0)).T
+        )
+        at = np.where(self._fits(request, level, cap[node]), row, n_rows)
+        h_node = node[heads]
+        now_ok = self._fits(request, self._base[:, h_node], cap[h_node])
+        firsts = np.where(now_ok, 0, np.minimum.reduceat(at, heads))
+        return np.concatenate((first, firsts))
 
     def _fits(self, request: NodeRequest, level: Matrix, cap_memory: IntArray) -> BoolArray:
         """Whether ``request`` fits one node at ``level`` (one column per node;
