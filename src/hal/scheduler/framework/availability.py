@@ -169,6 +169,7 @@ class AvailabilityProfile:
         "_events",
         "_low_cpus",
         "_lows",
+        "_memo",
         "_totals",
         "horizon",
         "now",
@@ -186,12 +187,15 @@ class AvailabilityProfile:
         resolution: float = 1.0,
         horizon: float = math.inf,
         gathered: tuple[list[float], _Events] | None = None,
+        memo: StartRowsMemo | None = None,
     ) -> None:
         """``releases``: (expected end, allocation, exclusive) of every job holding
         resources in ``table``. Ends at or before ``now`` count as ending one resolution
         step from now: the job is overdue and about to be killed or to finish.
         ``gathered``: the rows and release events made otherwise (``ReleaseLedger``);
-        ``releases`` is then not read."""
+        ``releases`` is then not read. ``memo``: kept from one profile to the next
+        (``StartRowsMemo``), for ``table``'s node list only."""
+        self._memo = memo
         self.table = table
         self.now = now
         self.resolution = resolution
@@ -333,6 +337,17 @@ class AvailabilityProfile:
         row or at none; for the others, each stretch of rows where they do not fit rules
         out the start rows whose window would overlap it.
         """
+        memo = self._memo if not len(self._dip_time) else None
+        if memo is not None:
+            found = memo.get(self, request, mask, duration)
+            if found is not None:
+                return found
+        rows = self._start_rows(request, mask, duration)
+        if memo is not None:
+            memo.put(self, request, mask, duration, rows)
+        return rows
+
+    def _start_rows(self, request: NodeRequest, mask: BoolArray, duration: float) -> list[int]:
         times = np.asarray(self.times)
         n_rows = len(times)
         ev_time, ev_node, ev_delta = self._events.view()
@@ -664,6 +679,60 @@ class AvailabilityProfile:
             self._low_cpus.clear()
 
 
+class StartRowsMemo:
+    """The last ``start_rows`` answer of a profile without dips, with everything it was
+    computed from (the free arrays now, the events, the rows, the request, the nodes and
+    the duration): a profile equal in all of these gets the same rows without the work.
+    Kept from one pass to the next: EASY's head asks the same question again after a
+    pass that started nothing when only arrivals happened since. The node list is
+    compared by identity (tables built on the same one share their memory caps)."""
+
+    __slots__ = ("_arrays", "_key", "_names", "_rows")
+
+    def __init__(self) -> None:
+        self._names: tuple[str, ...] | None = None
+        self._key: tuple[object, ...] | None = None
+        self._arrays: tuple[np.ndarray[Any, Any], ...] = ()
+        self._rows: list[int] = []
+
+    @staticmethod
+    def _parts(
+        profile: AvailabilityProfile, request: NodeRequest, duration: float
+    ) -> tuple[tuple[object, ...], tuple[np.ndarray[Any, Any], ...]]:
+        # not ``times[0]`` (now): without dips, whether a node fits from a row on does
+        # not depend on where the first row starts
+        return (request, duration, tuple(profile.times[1:])), (
+            profile._base,
+            *profile._events.view(),
+        )
+
+    def get(
+        self, profile: AvailabilityProfile, request: NodeRequest, mask: BoolArray, duration: float
+    ) -> list[int] | None:
+        key, arrays = self._parts(profile, request, duration)
+        if profile.table.names is not self._names or key != self._key:
+            return None
+        if not np.array_equal(mask, self._arrays[0]):
+            return None
+        if not all(np.array_equal(a, b) for a, b in zip(arrays, self._arrays[1:], strict=True)):
+            return None
+        return list(self._rows)
+
+    def put(
+        self,
+        profile: AvailabilityProfile,
+        request: NodeRequest,
+        mask: BoolArray,
+        duration: float,
+        rows: list[int],
+    ) -> None:
+        key, arrays = self._parts(profile, request, duration)
+        self._names = profile.table.names
+        self._key = key
+        self._arrays = (mask.copy(), *(a.copy() for a in arrays))
+        self._rows = list(rows)
+
+
 # dead slots a ReleaseLedger keeps beyond as many as live ones before compacting
 _LEDGER_SLACK = 4096
 
@@ -681,13 +750,25 @@ class ReleaseLedger:
     the same time.
     """
 
-    __slots__ = ("_cpus", "_gpus", "_jobs", "_live", "_memory", "_names", "_node", "_size")
+    __slots__ = (
+        "_cpus",
+        "_gpus",
+        "_jobs",
+        "_live",
+        "_memory",
+        "_names",
+        "_node",
+        "_size",
+        "start_rows",
+    )
 
     def __init__(self) -> None:
         self._reset(None)
 
     def _reset(self, names: tuple[str, ...] | None) -> None:
         self._names = names
+        # the head's start-row screen, for profiles built on this node list
+        self.start_rows = StartRowsMemo()
         self._jobs: dict[int, tuple[Allocation, int, int]] = {}  # id → (alloc, first, count)
         self._node: Rows = np.empty(0, dtype=np.intp)
         self._cpus: IntArray = np.empty(0, dtype=np.int64)

@@ -228,7 +228,13 @@ class _Planner:
         gathered = ledger.gather(now, ends, firsts, counts, exclusive, resolution, horizon)
         ledger.keep_only(seen)
         profile = AvailabilityProfile(
-            table, now, (), resolution=resolution, horizon=horizon, gathered=gathered
+            table,
+            now,
+            (),
+            resolution=resolution,
+            horizon=horizon,
+            gathered=gathered,
+            memo=ledger.start_rows,
         )
         profile.add_instants(_reservation_instants(self.ctx, horizon))
         return profile
