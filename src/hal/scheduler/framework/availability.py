@@ -170,6 +170,7 @@ class AvailabilityProfile:
         "_low_cpus",
         "_lows",
         "_memo",
+        "_row_level",
         "_totals",
         "horizon",
         "now",
@@ -196,6 +197,10 @@ class AvailabilityProfile:
         ``releases`` is then not read. ``memo``: kept from one profile to the next
         (``StartRowsMemo``), for ``table``'s node list only."""
         self._memo = memo
+        # The last row level ``window`` made, as (instant, event count, level): still
+        # true while no event is added and ``_base`` is not changed (a reservation there
+        # starts from it)
+        self._row_level: tuple[float, int, Matrix] | None = None
         self.table = table
         self.now = now
         self.resolution = resolution
@@ -249,7 +254,9 @@ class AvailabilityProfile:
         else:
             agg = self._level(first)
             sel = self._dips_in(self.times[first], self.times[last])
-            if len(sel):
+            if not len(sel):
+                self._row_level = (self.times[first], self._events.size, agg)
+            else:
                 nodes = self._dip_node[sel]
                 values = self._base[:, nodes] + self._dip_rel[sel].T
                 for i in range(_N_ARRAYS):
@@ -597,6 +604,7 @@ class AvailabilityProfile:
 
     def _take_now(self, rows: AllocationRows, exclusive: bool) -> None:
         """A job starting now: less free now (``_base``) and in the CPU totals."""
+        self._row_level = None
         nodes, base = rows.rows, self._base
         if len(nodes) == 1:
             # one node (most jobs): scalar updates, far cheaper than index arrays
@@ -640,8 +648,13 @@ class AvailabilityProfile:
         """A reservation starts at ``start`` on ``nodes`` (sorted, distinct): record the
         event and a dip per node at its level then."""
         times, ev_node, delta = self._events.view()
-        rel = taken.copy()
-        sel = np.flatnonzero(times <= start)
+        known = self._row_level
+        if known is not None and known[0] == start and known[1] == len(times):
+            rel = taken + (known[2][:, nodes] - self._base[:, nodes]).T
+            sel = _NO_ROWS
+        else:
+            rel = taken.copy()
+            sel = np.flatnonzero(times <= start)
         if len(sel):
             pos, hit = _positions(nodes, ev_node[sel])
             at, add = pos[hit], delta[sel[hit]]
