@@ -742,7 +742,10 @@ class StartRowsMemo:
         key, arrays = self._parts(profile, request, duration)
         self._names = profile.table.names
         self._key = key
-        self._arrays = (mask.copy(), *(a.copy() for a in arrays))
+        # the events written so far never change (``_Events`` only appends), the free
+        # arrays now do (a job started now) and the mask is the caller's
+        base, *events = arrays
+        self._arrays = (mask.copy(), base.copy(), *events)
         self._rows = list(rows)
 
 
