@@ -209,9 +209,10 @@ class AvailabilityProfile:
             self.times, self._events = gathered
         else:
             self.times, self._events = _gather_releases(now, releases, resolution, horizon)
+        # (a new array: ``np.stack`` copies, so int64 columns need no second copy)
         self._base: Matrix = np.stack(
             (table.free_cpus, table.free_memory, table.free_gpus, table.jobs_on, table.exclusive_on)
-        ).astype(np.int64)
+        ).astype(np.int64, copy=False)
         # Dips: where a reservation starts (instant, node) and the node's level just
         # after it, relative to ``_base`` (the sum of its events up to that instant).
         self._dip_time = np.empty(0, dtype=np.float64)
@@ -359,7 +360,8 @@ class AvailabilityProfile:
         n_rows = len(times)
         ev_time, ev_node, ev_delta = self._events.view()
         inside = mask[ev_node]
-        ev_time, ev_node, ev_delta = ev_time[inside], ev_node[inside], ev_delta[inside]
+        if not inside.all():
+            ev_time, ev_node, ev_delta = ev_time[inside], ev_node[inside], ev_delta[inside]
         changing = np.zeros(len(mask), dtype=np.bool_)
         changing[ev_node] = True
         steady = mask & ~changing
@@ -650,7 +652,7 @@ class AvailabilityProfile:
         times, ev_node, delta = self._events.view()
         known = self._row_level
         if known is not None and known[0] == start and known[1] == len(times):
-            rel = taken + (known[2][:, nodes] - self._base[:, nodes]).T
+            rel = taken + np.take(known[2] - self._base, nodes, axis=1).T
             sel = _NO_ROWS
         else:
             rel = taken.copy()
