@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from hal.core.states import PendingReason
-from hal.scheduler.framework import ProfileError, Scheduler
 from hal.predict import UserPredictor, planned_runtime
+from hal.scheduler.framework import ProfileError, Scheduler
 from hal.scheduler.plugins import backfill, build_scheduler, default_profile
 from hal.testing import JobBuilder, cluster, make_job, placed_nodes
 
