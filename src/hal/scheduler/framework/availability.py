@@ -367,9 +367,6 @@ class AvailabilityProfile:
         steady = mask & ~changing
         fits_now = self._fits(request, self._base, self.table.cap_memory)
         count = int(np.count_nonzero(fits_now[steady]))
-        # start row k covers rows k..end_row[k] (non-decreasing in k)
-        end_row = np.searchsorted(times, times + duration, side="left") - 1
-        end_row = np.maximum(end_row, np.arange(n_rows))
         cols = np.flatnonzero(changing)
         if not len(cols):
             free_rows = np.full(n_rows, count)
@@ -378,15 +375,20 @@ class AvailabilityProfile:
             # one, so it fits all through any window that starts where it first fits
             first = self._first_fits(request, times, ev_time, ev_node, ev_delta)
             free_rows = count + np.cumsum(np.bincount(first, minlength=n_rows + 1)[:n_rows])
-        elif n_rows * len(cols) <= _DENSE_CELLS:
-            free_rows = count + self._fit_through(
-                request, times, end_row, cols, ev_time, ev_node, ev_delta
-            )
         else:
-            blocked = np.zeros(n_rows + 1, dtype=np.int64)
-            self._block(request, times, end_row, ev_time, ev_node, ev_delta, blocked)
-            free_rows = count + len(cols) - np.cumsum(blocked[:-1])
-        return [int(k) for k in np.flatnonzero(free_rows >= request.n_nodes)]
+            # start row k covers rows k..end_row[k] (non-decreasing in k)
+            end_row = np.searchsorted(times, times + duration, side="left") - 1
+            end_row = np.maximum(end_row, np.arange(n_rows))
+            if n_rows * len(cols) <= _DENSE_CELLS:
+                free_rows = count + self._fit_through(
+                    request, times, end_row, cols, ev_time, ev_node, ev_delta
+                )
+            else:
+                blocked = np.zeros(n_rows + 1, dtype=np.int64)
+                self._block(request, times, end_row, ev_time, ev_node, ev_delta, blocked)
+                free_rows = count + len(cols) - np.cumsum(blocked[:-1])
+        rows: list[int] = np.flatnonzero(free_rows >= request.n_nodes).tolist()
+        return rows
 
     def _fit_through(
         self,
