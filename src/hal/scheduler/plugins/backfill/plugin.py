@@ -38,7 +38,7 @@ ARGS = (
 )
 ORDERS = ("priority", "shortest")
 NO_BACKFILL = "none"  # a partition listed with this mode stays strictly in priority order
-_FIXED_KEPT = 65_536  # predictions kept by job (then they start over)
+_FIXED_KEPT = 16_384  # predictions kept by job (then they start over)
 
 
 class Backfill:
