@@ -43,6 +43,7 @@ give the same schedule.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import time
 from collections.abc import Mapping
@@ -129,6 +130,21 @@ class Simulation:
         self.inputs = inputs or {}
 
     def run(self) -> SimRun:
+        """Replay the jobs. Python's cyclic garbage collector is off meanwhile, as it is
+        during a pass (``Scheduler.run_pass``): the loop makes no reference cycles
+        (reference counting frees what it drops), while every so many allocations the
+        collector walked the young objects and now and then the whole job table (about
+        3 % of the CPU on Curie's first 20,000 jobs, with the same peak memory). Left
+        alone when the caller already turned it off."""
+        if not gc.isenabled():
+            return self._run()
+        gc.disable()
+        try:
+            return self._run()
+        finally:
+            gc.enable()
+
+    def _run(self) -> SimRun:
         wall0 = time.perf_counter()
         cluster = self.cluster
         nodes = cluster.build_nodes()

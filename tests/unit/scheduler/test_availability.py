@@ -107,15 +107,17 @@ def allocation(rng: random.Random, names: list[str], cpus: int) -> Allocation:
     return Allocation(tuple(picked), per)
 
 
-@pytest.mark.parametrize("dense", [True, False], ids=["rows-x-nodes", "change-points"])
+@pytest.mark.parametrize("way", ["rows-x-nodes", "change-points", "first-fits"])
 @pytest.mark.parametrize("seed", range(60))
 def test_profile_agrees_with_the_naive_timeline(
-    seed: int, dense: bool, monkeypatch: pytest.MonkeyPatch
+    seed: int, way: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every window, CPU screen and start-row screen equals the model's, after every
     reservation (now or later, exclusive or not, within or past the horizon), with the
-    start-row screen done both ways (materialised rows, or change points only)."""
-    monkeypatch.setattr(availability, "_DENSE_CELLS", 1 << 30 if dense else 0)
+    start-row screen done each way (materialised rows, change points only, or, while
+    no reservation starts later than now, each node from the first row it fits)."""
+    monkeypatch.setattr(availability, "_DENSE_CELLS", 1 << 30 if way == "rows-x-nodes" else 0)
+    monkeypatch.setattr(availability, "_RISING", way == "first-fits")
     rng = random.Random(seed)
     n = rng.randint(2, 7)
     nodes = [Node(f"n{i}", ResourceVector(8, 16 * GiB, 2), partitions=("p",)) for i in range(n)]
@@ -210,3 +212,45 @@ def test_the_release_ledger_gathers_what_the_releases_give(
         assert all(type(t) is float for t in times)
         for got_array, want_array in zip(events.view(), want.view(), strict=True):
             assert np.array_equal(got_array, want_array)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_start_rows_memo_answers_as_a_fresh_screen(seed: int) -> None:
+    """Profiles built pass after pass, often on exactly the state of the pass before
+    (later ``now``, same releases) and often not: ``start_rows`` with the memo kept
+    across them equals ``start_rows`` without one, before and after a reservation."""
+    rng = random.Random(seed)
+    memo = availability.StartRowsMemo()
+    n = rng.randint(2, 7)
+    nodes = [Node(f"n{i}", ResourceVector(8, 16 * GiB, 2), partitions=("p",)) for i in range(n)]
+    names = [x.name for x in nodes]
+    table = NodeTable(nodes, [Partition("p")])
+    releases: list[tuple[float, AllocationRows, bool]] = []
+    now = NOW
+    hits = 0
+    mask, req, dur = np.ones(n, dtype=np.bool_), NodeRequest(1, 2, None, 0, False), 30.0
+    for _ in range(40):
+        now += rng.choice((0.0, 0.5))
+        if rng.random() < 0.4:  # something changed: a job starts or ends
+            if releases and rng.random() < 0.5:
+                _, ar, exclusive = releases.pop(rng.randrange(len(releases)))
+                table.release(ar.allocation, exclusive=exclusive)
+            else:
+                alloc = allocation(rng, names, 2)
+                exclusive = rng.random() < 0.2
+                table.take(alloc, exclusive=exclusive)
+                releases.append((NOW + rng.uniform(5, 400), table.rows_of(alloc), exclusive))
+        kept = AvailabilityProfile(table, now, releases, memo=memo)
+        fresh = AvailabilityProfile(table, now, releases)
+        if rng.random() < 0.3:  # another head job, or other nodes
+            mask = np.array([rng.random() < 0.9 for _ in names])
+            req = NodeRequest(rng.randint(1, 2), rng.choice((2, 4)), None, 0, False)
+            dur = rng.choice((30.0, 120.0))
+        hits += memo.get(kept, req, mask, dur) is not None
+        assert kept.start_rows(req, mask, dur) == fresh.start_rows(req, mask, dur)
+        start = rng.choice(kept.times)
+        ar = table.rows_of(allocation(rng, names, 1))
+        for profile in (kept, fresh):
+            profile.reserve(start, start + 50.0, ar, False)
+        assert kept.start_rows(req, mask, dur) == fresh.start_rows(req, mask, dur)
+    assert hits

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from hal.core.states import PendingReason
+from hal.predict import UserPredictor, planned_runtime
 from hal.scheduler.framework import ProfileError, Scheduler
-from hal.scheduler.plugins import build_scheduler, default_profile
+from hal.scheduler.plugins import backfill, build_scheduler, default_profile
 from hal.testing import JobBuilder, cluster, make_job, placed_nodes
 
 NOW = 1000.0
@@ -163,3 +164,19 @@ def test_a_pass_reports_its_backfill_stage_for_sdiag(sched: Scheduler) -> None:
     assert (cycle.considered, cycle.started, cycle.reservations) == (2, 1, 1)
     assert cycle.duration_s >= 0
     assert sched.run_pass(snap, backfill=False).backfill is None
+
+
+def test_kept_user_predictions_plan_what_the_predictor_plans() -> None:
+    """The plugin keeps each job's requested time (user predictor): asked again, for the
+    same job, another object of it, or a job that has outlived it, it answers what
+    ``planned_runtime`` answers."""
+    plugin = backfill.new({"mode": "easy"})
+    assert plugin._fixed is not None
+    user = UserPredictor()
+    for limit in (0, 1, 60, 3600):
+        job = make_job(limit + 1).limit(limit).build()
+        for elapsed in (0.0, 0.5, 59.0, 60.0, 61.0, 3600.0, 1e9, 0.0):
+            assert plugin.runtime(job, elapsed) == planned_runtime(user, job, elapsed)
+        other = job.evolve(time_limit_s=limit + 30)
+        assert plugin.runtime(other, 10.0) == planned_runtime(user, other, 10.0)
+    assert backfill.new({"mode": "easy", "predictor": "avg2"})._fixed is None

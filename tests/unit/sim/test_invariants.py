@@ -5,6 +5,8 @@ node table, skipped passes, no reasons behind a blocked queue) change nothing.""
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -64,3 +66,27 @@ def test_shortcuts_give_the_same_schedule(policy: str) -> None:
 def test_same_input_same_schedule() -> None:
     """Determinism: two runs, identical schedules."""
     assert starts(replay("easy-sjbf")) == starts(replay("easy-sjbf"))
+
+
+def test_the_collector_is_off_during_a_replay_and_restored() -> None:
+    """The cyclic garbage collector is off while the replay runs and as it was after,
+    on or off."""
+    seen: list[bool] = []
+    sched = scheduler_for("easy", UserPredictor())
+    pass_once = sched.run_pass
+
+    def watched(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(gc.isenabled())
+        return pass_once(*args, **kwargs)
+
+    sched.run_pass = watched  # type: ignore[method-assign]
+    w = load_workload(TRACE, Cleaning(first_jobs=50))
+    Simulation(w.jobs, ClusterModel.for_procs(128), sched).run()
+    assert seen and not any(seen)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        Simulation(w.jobs, ClusterModel.for_procs(128), sched).run()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

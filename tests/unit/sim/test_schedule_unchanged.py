@@ -12,6 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from hal.core.job import Job
+from hal.predict import planned_runtime
+from hal.scheduler.framework.availability import StartRowsMemo
+from hal.scheduler.plugins.backfill.plugin import Backfill
 from hal.sim.run import SimOptions, run_trace
 from hal.sim.traces import traces_dir
 from hal.sim.workload import Cleaning
@@ -42,6 +46,19 @@ def test_curie_prefix_start_times_unchanged() -> None:
     assert got.keys() == want.keys()
     moved = [(j, want[j], got[j]) for j in want if got[j] != want[j]]
     assert moved == [], f"{len(moved)} jobs start at another time, first: {moved[:5]}"
+
+
+@pytest.mark.skipif(not CURIE.exists(), reason="traces not available")
+def test_the_caches_kept_across_passes_change_no_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same prefix with the head's start-row memo and the plugin's kept requested
+    times turned off: every job starts when it does with them."""
+
+    def uncached(self: Backfill, job: Job, elapsed_s: float = 0.0) -> float:
+        return planned_runtime(self.predictor, job, elapsed_s)
+
+    monkeypatch.setattr(StartRowsMemo, "get", lambda *args: None)
+    monkeypatch.setattr(Backfill, "runtime", uncached)
+    assert simulated_starts() == pinned_starts()
 
 
 if __name__ == "__main__":  # rewrite the pinned file (an intended change of schedule)

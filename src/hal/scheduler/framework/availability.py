@@ -52,6 +52,9 @@ from hal.scheduler.framework.request import NodeRequest
 # nodes), the stretches were faster at every size (65 against 80 us; 180-100 against
 # 300-270 us), so the dense form is kept only for the tests that compare the two.
 _DENSE_CELLS = 0
+# ``start_rows`` on a profile without dips counts each node from the first row it fits
+# (``_first_fits``); off only in the tests that compare it with the stretches.
+_RISING = True
 
 # The arrays of one row, in this order everywhere: free cpus, memory, gpus (the least over
 # a window), and jobs_on, exclusive_on (the most over a window).
@@ -166,6 +169,8 @@ class AvailabilityProfile:
         "_events",
         "_low_cpus",
         "_lows",
+        "_memo",
+        "_row_level",
         "_totals",
         "horizon",
         "now",
@@ -183,12 +188,19 @@ class AvailabilityProfile:
         resolution: float = 1.0,
         horizon: float = math.inf,
         gathered: tuple[list[float], _Events] | None = None,
+        memo: StartRowsMemo | None = None,
     ) -> None:
         """``releases``: (expected end, allocation, exclusive) of every job holding
         resources in ``table``. Ends at or before ``now`` count as ending one resolution
         step from now: the job is overdue and about to be killed or to finish.
         ``gathered``: the rows and release events made otherwise (``ReleaseLedger``);
-        ``releases`` is then not read."""
+        ``releases`` is then not read. ``memo``: kept from one profile to the next
+        (``StartRowsMemo``), for ``table``'s node list only."""
+        self._memo = memo
+        # The last row level ``window`` made, as (instant, event count, level): still
+        # true while no event is added and ``_base`` is not changed (a reservation there
+        # starts from it)
+        self._row_level: tuple[float, int, Matrix] | None = None
         self.table = table
         self.now = now
         self.resolution = resolution
@@ -197,9 +209,10 @@ class AvailabilityProfile:
             self.times, self._events = gathered
         else:
             self.times, self._events = _gather_releases(now, releases, resolution, horizon)
+        # (a new array: ``np.stack`` copies, so int64 columns need no second copy)
         self._base: Matrix = np.stack(
             (table.free_cpus, table.free_memory, table.free_gpus, table.jobs_on, table.exclusive_on)
-        ).astype(np.int64)
+        ).astype(np.int64, copy=False)
         # Dips: where a reservation starts (instant, node) and the node's level just
         # after it, relative to ``_base`` (the sum of its events up to that instant).
         self._dip_time = np.empty(0, dtype=np.float64)
@@ -242,7 +255,9 @@ class AvailabilityProfile:
         else:
             agg = self._level(first)
             sel = self._dips_in(self.times[first], self.times[last])
-            if len(sel):
+            if not len(sel):
+                self._row_level = (self.times[first], self._events.size, agg)
+            else:
                 nodes = self._dip_node[sel]
                 values = self._base[:, nodes] + self._dip_rel[sel].T
                 for i in range(_N_ARRAYS):
@@ -330,31 +345,50 @@ class AvailabilityProfile:
         row or at none; for the others, each stretch of rows where they do not fit rules
         out the start rows whose window would overlap it.
         """
+        memo = self._memo if not len(self._dip_time) else None
+        if memo is not None:
+            found = memo.get(self, request, mask, duration)
+            if found is not None:
+                return found
+        rows = self._start_rows(request, mask, duration)
+        if memo is not None:
+            memo.put(self, request, mask, duration, rows)
+        return rows
+
+    def _start_rows(self, request: NodeRequest, mask: BoolArray, duration: float) -> list[int]:
         times = np.asarray(self.times)
         n_rows = len(times)
         ev_time, ev_node, ev_delta = self._events.view()
         inside = mask[ev_node]
-        ev_time, ev_node, ev_delta = ev_time[inside], ev_node[inside], ev_delta[inside]
+        if not inside.all():
+            ev_time, ev_node, ev_delta = ev_time[inside], ev_node[inside], ev_delta[inside]
         changing = np.zeros(len(mask), dtype=np.bool_)
         changing[ev_node] = True
         steady = mask & ~changing
         fits_now = self._fits(request, self._base, self.table.cap_memory)
         count = int(np.count_nonzero(fits_now[steady]))
-        # start row k covers rows k..end_row[k] (non-decreasing in k)
-        end_row = np.searchsorted(times, times + duration, side="left") - 1
-        end_row = np.maximum(end_row, np.arange(n_rows))
         cols = np.flatnonzero(changing)
         if not len(cols):
             free_rows = np.full(n_rows, count)
-        elif n_rows * len(cols) <= _DENSE_CELLS:
-            free_rows = count + self._fit_through(
-                request, times, end_row, cols, ev_time, ev_node, ev_delta
-            )
+        elif _RISING and not len(self._dip_time):
+            # every event is a release: a node that fits at a row fits at every later
+            # one, so it fits all through any window that starts where it first fits
+            first = self._first_fits(request, times, ev_time, ev_node, ev_delta)
+            free_rows = count + np.cumsum(np.bincount(first, minlength=n_rows + 1)[:n_rows])
         else:
-            blocked = np.zeros(n_rows + 1, dtype=np.int64)
-            self._block(request, times, end_row, ev_time, ev_node, ev_delta, blocked)
-            free_rows = count + len(cols) - np.cumsum(blocked[:-1])
-        return [int(k) for k in np.flatnonzero(free_rows >= request.n_nodes)]
+            # start row k covers rows k..end_row[k] (non-decreasing in k)
+            end_row = np.searchsorted(times, times + duration, side="left") - 1
+            end_row = np.maximum(end_row, np.arange(n_rows))
+            if n_rows * len(cols) <= _DENSE_CELLS:
+                free_rows = count + self._fit_through(
+                    request, times, end_row, cols, ev_time, ev_node, ev_delta
+                )
+            else:
+                blocked = np.zeros(n_rows + 1, dtype=np.int64)
+                self._block(request, times, end_row, ev_time, ev_node, ev_delta, blocked)
+                free_rows = count + len(cols) - np.cumsum(blocked[:-1])
+        rows: list[int] = np.flatnonzero(free_rows >= request.n_nodes).tolist()
+        return rows
 
     def _fit_through(
         self,
@@ -381,6 +415,50 @@ class AvailabilityProfile:
         through = (bad[end_row + 1] - bad[:n_rows]) == 0
         counts: npt.NDArray[np.intp] = np.count_nonzero(through, axis=1)
         return counts
+
+    def _first_fits(
+        self,
+        request: NodeRequest,
+        times: npt.NDArray[np.float64],
+        ev_time: npt.NDArray[np.float64],
+        ev_node: Rows,
+        ev_delta: Matrix,
+    ) -> Rows:
+        """Per node with events, the first row at which ``request`` fits it (``len(times)``:
+        none), for a profile whose events are all releases (no dips): free resources then
+        only grow from row to row, so fitting is for good once it starts."""
+        n_rows = len(times)
+        cap = self.table.cap_memory
+        once = np.bincount(ev_node, minlength=len(self.table))[ev_node] == 1
+        # nodes with one event (most: a node held by one running job), without sorting
+        node, delta = ev_node[once], ev_delta[once]
+        base = self._base[:, node]
+        row = np.searchsorted(times, ev_time[once])
+        never = np.full(len(node), n_rows, dtype=np.intp)
+        first = np.where(
+            self._fits(request, base, cap[node]),
+            0,
+            np.where(self._fits(request, base + delta.T, cap[node]), row, never),
+        )
+        many = ~once
+        if not many.any():
+            return first
+        order = np.lexsort((ev_time[many], ev_node[many]))
+        node, delta = ev_node[many][order], ev_delta[many][order]
+        row = np.searchsorted(times, ev_time[many][order])
+        # each node's level after each of its events: base + running sum within the node
+        heads = np.flatnonzero(_run_starts(node))
+        csum = np.cumsum(delta, axis=0)
+        before = (csum - delta)[heads]
+        level = (
+            self._base[:, node]
+            + (csum - np.repeat(before, np.diff(heads, append=len(node)), axis=0)).T
+        )
+        at = np.where(self._fits(request, level, cap[node]), row, n_rows)
+        h_node = node[heads]
+        now_ok = self._fits(request, self._base[:, h_node], cap[h_node])
+        firsts = np.where(now_ok, 0, np.minimum.reduceat(at, heads))
+        return np.concatenate((first, firsts))
 
     def _fits(self, request: NodeRequest, level: Matrix, cap_memory: IntArray) -> BoolArray:
         """Whether ``request`` fits one node at ``level`` (one column per node;
@@ -530,6 +608,7 @@ class AvailabilityProfile:
 
     def _take_now(self, rows: AllocationRows, exclusive: bool) -> None:
         """A job starting now: less free now (``_base``) and in the CPU totals."""
+        self._row_level = None
         nodes, base = rows.rows, self._base
         if len(nodes) == 1:
             # one node (most jobs): scalar updates, far cheaper than index arrays
@@ -573,8 +652,13 @@ class AvailabilityProfile:
         """A reservation starts at ``start`` on ``nodes`` (sorted, distinct): record the
         event and a dip per node at its level then."""
         times, ev_node, delta = self._events.view()
-        rel = taken.copy()
-        sel = np.flatnonzero(times <= start)
+        known = self._row_level
+        if known is not None and known[0] == start and known[1] == len(times):
+            rel = taken + np.take(known[2] - self._base, nodes, axis=1).T
+            sel = _NO_ROWS
+        else:
+            rel = taken.copy()
+            sel = np.flatnonzero(times <= start)
         if len(sel):
             pos, hit = _positions(nodes, ev_node[sel])
             at, add = pos[hit], delta[sel[hit]]
@@ -612,6 +696,63 @@ class AvailabilityProfile:
             self._low_cpus.clear()
 
 
+class StartRowsMemo:
+    """The last ``start_rows`` answer of a profile without dips, with everything it was
+    computed from (the free arrays now, the events, the rows, the request, the nodes and
+    the duration): a profile equal in all of these gets the same rows without the work.
+    Kept from one pass to the next: EASY's head asks the same question again after a
+    pass that started nothing when only arrivals happened since. The node list is
+    compared by identity (tables built on the same one share their memory caps)."""
+
+    __slots__ = ("_arrays", "_key", "_names", "_rows")
+
+    def __init__(self) -> None:
+        self._names: tuple[str, ...] | None = None
+        self._key: tuple[object, ...] | None = None
+        self._arrays: tuple[np.ndarray[Any, Any], ...] = ()
+        self._rows: list[int] = []
+
+    @staticmethod
+    def _parts(
+        profile: AvailabilityProfile, request: NodeRequest, duration: float
+    ) -> tuple[tuple[object, ...], tuple[np.ndarray[Any, Any], ...]]:
+        # not ``times[0]`` (now): without dips, whether a node fits from a row on does
+        # not depend on where the first row starts
+        return (request, duration, tuple(profile.times[1:])), (
+            profile._base,
+            *profile._events.view(),
+        )
+
+    def get(
+        self, profile: AvailabilityProfile, request: NodeRequest, mask: BoolArray, duration: float
+    ) -> list[int] | None:
+        key, arrays = self._parts(profile, request, duration)
+        if profile.table.names is not self._names or key != self._key:
+            return None
+        if not np.array_equal(mask, self._arrays[0]):
+            return None
+        if not all(np.array_equal(a, b) for a, b in zip(arrays, self._arrays[1:], strict=True)):
+            return None
+        return list(self._rows)
+
+    def put(
+        self,
+        profile: AvailabilityProfile,
+        request: NodeRequest,
+        mask: BoolArray,
+        duration: float,
+        rows: list[int],
+    ) -> None:
+        key, arrays = self._parts(profile, request, duration)
+        self._names = profile.table.names
+        self._key = key
+        # the events written so far never change (``_Events`` only appends), the free
+        # arrays now do (a job started now) and the mask is the caller's
+        base, *events = arrays
+        self._arrays = (mask.copy(), base.copy(), *events)
+        self._rows = list(rows)
+
+
 # dead slots a ReleaseLedger keeps beyond as many as live ones before compacting
 _LEDGER_SLACK = 4096
 
@@ -629,13 +770,25 @@ class ReleaseLedger:
     the same time.
     """
 
-    __slots__ = ("_cpus", "_gpus", "_jobs", "_live", "_memory", "_names", "_node", "_size")
+    __slots__ = (
+        "_cpus",
+        "_gpus",
+        "_jobs",
+        "_live",
+        "_memory",
+        "_names",
+        "_node",
+        "_size",
+        "start_rows",
+    )
 
     def __init__(self) -> None:
         self._reset(None)
 
     def _reset(self, names: tuple[str, ...] | None) -> None:
         self._names = names
+        # the head's start-row screen, for profiles built on this node list
+        self.start_rows = StartRowsMemo()
         self._jobs: dict[int, tuple[Allocation, int, int]] = {}  # id → (alloc, first, count)
         self._node: Rows = np.empty(0, dtype=np.intp)
         self._cpus: IntArray = np.empty(0, dtype=np.int64)

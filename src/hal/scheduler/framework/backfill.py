@@ -178,6 +178,7 @@ class _Planner:
         self._profile: AvailabilityProfile | None = None
         self._runtimes: dict[int, float] = {}
         self._free: dict[str, int] = {}  # partition → free CPUs now (cleared on a start)
+        self._min_cpus: dict[int, int] = {}  # id(spec) → ``_min_cpus`` (specs are shared)
 
     def runtime(self, job: Job) -> float:
         found = self._runtimes.get(job.id)
@@ -228,10 +229,22 @@ class _Planner:
         gathered = ledger.gather(now, ends, firsts, counts, exclusive, resolution, horizon)
         ledger.keep_only(seen)
         profile = AvailabilityProfile(
-            table, now, (), resolution=resolution, horizon=horizon, gathered=gathered
+            table,
+            now,
+            (),
+            resolution=resolution,
+            horizon=horizon,
+            gathered=gathered,
+            memo=ledger.start_rows,
         )
         profile.add_instants(_reservation_instants(self.ctx, horizon))
         return profile
+
+    def min_cpus(self, job: Job) -> int:
+        found = self._min_cpus.get(id(job.spec))
+        if found is None:
+            found = self._min_cpus[id(job.spec)] = _min_cpus(job)
+        return found
 
     def might_start_now(self, job: Job) -> bool:
         """Enough CPUs free on the partition's nodes right now (a necessary condition:
@@ -241,7 +254,7 @@ class _Planner:
             table = self.ctx.nodes
             mask = table.partition_mask(job.partition)
             free = self._free[job.partition] = int(table.free_cpus[mask].sum())
-        return _min_cpus(job) <= free
+        return self.min_cpus(job) <= free
 
     def defer(self, job: Job) -> None:
         policy = self.policies[job.partition]
@@ -297,7 +310,9 @@ class _Planner:
         self.deferred.clear()
 
     def start_now(self, job: Job, runtime: float) -> Stage | None:
-        stage = _start_now(self.framework, self.ctx, self.profile, job, runtime, self.result)
+        stage = _start_now(
+            self.framework, self.ctx, self.profile, job, runtime, self.min_cpus(job), self.result
+        )
         if stage is Stage.DONE:
             self._free.clear()
         return stage
@@ -329,13 +344,15 @@ def _start_now(
     profile: AvailabilityProfile,
     job: Job,
     runtime: float,
+    min_cpus: int,
     result: BackfillResult,
 ) -> Stage | None:
-    """Start ``job`` now if it fits without delaying a reservation. Returns the stage
-    its cycle stopped at (``DONE`` when placed; ``None`` when the CPU screen said no)."""
+    """Start ``job`` (which needs ``min_cpus`` at least) now if it fits without delaying
+    a reservation. Returns the stage its cycle stopped at (``DONE`` when placed; ``None``
+    when the CPU screen said no)."""
     end = ctx.now + runtime
     mask = ctx.nodes.partition_mask(job.partition)
-    if _min_cpus(job) > profile.free_cpus_from_now(end, mask, job.partition):
+    if min_cpus > profile.free_cpus_from_now(end, mask, job.partition):
         return None  # not enough CPUs free all through its run: skip the cycle
     out = framework.place(ctx, job, Mode.NOW, within=profile.window(0, end))
     if out.status.is_success and out.allocation is not None:

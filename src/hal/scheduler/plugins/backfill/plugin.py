@@ -38,6 +38,7 @@ ARGS = (
 )
 ORDERS = ("priority", "shortest")
 NO_BACKFILL = "none"  # a partition listed with this mode stays strictly in priority order
+_FIXED_KEPT = 16_384  # predictions kept by job (then they start over)
 
 
 class Backfill:
@@ -52,6 +53,14 @@ class Backfill:
         self.default = default
         self.per_partition = dict(per_partition or {})
         self.predictor: Predictor = predictor or UserPredictor()
+        # Resolved once (the predictor is not replaced): isinstance against a
+        # runtime-checkable Protocol costs about 100 us, and it was asked every pass.
+        self._batch = self.predictor if isinstance(self.predictor, BatchPredictor) else None
+        # The requested time never changes for a job: job id → (job, its planned run
+        # time from the start), for the user predictor only (the others learn).
+        self._fixed: dict[int, tuple[Job, float]] | None = (
+            {} if type(self.predictor) is UserPredictor else None
+        )
 
     @property
     def interval_s(self) -> float:
@@ -64,10 +73,21 @@ class Backfill:
         return self.default
 
     def prepare(self, jobs: Sequence[Job]) -> None:
-        if isinstance(self.predictor, BatchPredictor):
-            self.predictor.prepare(jobs)
+        if self._batch is not None:
+            self._batch.prepare(jobs)
 
     def runtime(self, job: Job, elapsed_s: float = 0.0) -> float:
+        fixed = self._fixed
+        if fixed is None:
+            return planned_runtime(self.predictor, job, elapsed_s)
+        found = fixed.get(job.id)
+        if found is None or found[0] is not job:
+            if len(fixed) >= _FIXED_KEPT:
+                fixed.clear()
+            found = fixed[job.id] = (job, planned_runtime(self.predictor, job))
+        if elapsed_s < found[1]:
+            # not outlived (the time limit, at least 1 s): nothing to correct
+            return found[1]
         return planned_runtime(self.predictor, job, elapsed_s)
 
 
