@@ -9,7 +9,7 @@ Times are seconds; a limit of ``None`` is no limit.
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -172,3 +172,23 @@ def charged_account(
     if requested and requested in known:
         return requested
     return defaults.get(user, ROOT_ACCOUNT)
+
+
+def account_chains(
+    accounts: Iterable[Account], keep: Callable[[Account], bool]
+) -> dict[str, tuple[str, ...]]:
+    """Account name → the account and its ancestors for which ``keep`` holds, leaf
+    first (the limits a job charged to it counts against)."""
+    known = {a.name: a for a in accounts}
+    chains: dict[str, tuple[str, ...]] = {}
+    for name in known:
+        chain: list[str] = []
+        seen: set[str] = set()
+        up = name
+        while up in known and up not in seen:  # (the config refuses cycles)
+            seen.add(up)
+            if keep(known[up]):
+                chain.append(up)
+            up = known[up].parent
+        chains[name] = tuple(chain)
+    return chains

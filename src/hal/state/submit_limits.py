@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from hal.core.job import Job, JobSpec
-from hal.core.priority import ROOT_ACCOUNT, PriorityPolicy, charged_account
+from hal.core.priority import ROOT_ACCOUNT, PriorityPolicy, account_chains, charged_account
 
 
 class AccountSubmitLimits:
@@ -19,18 +19,7 @@ class AccountSubmitLimits:
     def __init__(self, policy: PriorityPolicy) -> None:
         self._accounts = {a.name: a for a in policy.accounts}
         self._defaults = {u.user: u.account for u in policy.users if u.default}
-        parents = {a.name: a.parent for a in policy.accounts}
-        self._chains: dict[str, tuple[str, ...]] = {}
-        for name in parents:
-            chain: list[str] = []
-            seen: set[str] = set()
-            up = name
-            while up in parents and up not in seen:  # (the config refuses cycles)
-                seen.add(up)
-                if self._accounts[up].has_submit_limits:
-                    chain.append(up)
-                up = parents[up]
-            self._chains[name] = tuple(chain)
+        self._chains = account_chains(policy.accounts, lambda a: a.has_submit_limits)
 
     @property
     def active(self) -> bool:

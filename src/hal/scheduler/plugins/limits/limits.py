@@ -33,6 +33,7 @@ from hal.core.priority import (
     ROOT_ACCOUNT,
     PriorityPolicy,
     TresLimits,
+    account_chains,
     charged_account,
 )
 from hal.core.states import PendingReason as R
@@ -129,7 +130,6 @@ class Limits:
 
     def __init__(self, policy: PriorityPolicy) -> None:
         self._qos = {q.name: q for q in policy.qos if q.has_limits}
-        parents = {a.name: a.parent for a in policy.accounts}
         self._accounts = {a.name: a for a in policy.accounts}
         self._defaults = {u.user: u.account for u in policy.users if u.default}
         self._qos_caps = {q.name: _caps(q.grp_tres) for q in self._qos.values()}
@@ -145,17 +145,7 @@ class Limits:
         self._borrow = {a.name: _vector(a.borrow_limit) for a in policy.accounts}
         self._cap_vector = {a.name: _vector(a.grp_tres) for a in policy.accounts}
         # account → itself and its ancestors that have a limit, leaf first
-        self._chains: dict[str, tuple[str, ...]] = {ROOT_ACCOUNT: ()}
-        for name in parents:
-            chain: list[str] = []
-            seen: set[str] = set()
-            up = name
-            while up in parents and up not in seen:  # (the config refuses cycles)
-                seen.add(up)
-                if self._accounts[up].has_limits:
-                    chain.append(up)
-                up = parents[up]
-            self._chains[name] = tuple(chain)
+        self._chains = {ROOT_ACCOUNT: (), **account_chains(policy.accounts, lambda a: a.has_limits)}
         # every usage verdict, made once: the messages name only configured values
         qos_held = {
             q.name: (
