@@ -11,11 +11,14 @@ start for their limit. The properties:
   exceed a node's CPUs. That is exactly "backfilling never delays a protected
   reservation": every reserved job can still start at its reserved time on its nodes;
 * a reserved job is one the main loop could not start (its start is in the future);
-* determinism: the same snapshot gives the same plan and reservations.
+* determinism: the same snapshot gives the same plan and reservations;
+* across passes (EASY): if every job runs to its time limit, the next pass starts the
+  head or reserves it no later than the first pass did.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 
 from hypothesis import HealthCheck, given, settings
@@ -24,7 +27,8 @@ from hypothesis import strategies as st
 from hal.core.job import Job
 from hal.core.node import Node, Partition
 from hal.core.resources import GiB, ResourceVector
-from hal.scheduler.framework import ClusterSnapshot, Scheduler
+from hal.core.states import JobState
+from hal.scheduler.framework import ClusterSnapshot, PassResult, Scheduler
 from hal.scheduler.plugins import build_scheduler, default_profile
 from hal.testing import make_job
 
@@ -134,3 +138,37 @@ def test_explain_false_places_the_same_jobs(snap: ClusterSnapshot) -> None:
             sched.run_pass(snap).plan.placements
             == sched.run_pass(snap, explain=False).plan.placements
         )
+
+
+def _next_pass(snap: ClusterSnapshot, result: PassResult, at: float) -> ClusterSnapshot:
+    """The cluster at ``at`` if every job runs to its time limit (the worst case the plan
+    allows): running jobs and this pass's starts still running, the rest still queued."""
+    started = {p.job_id: p.allocation for p in result.plan.placements}
+    running = [r for r in snap.running if (r.start_time or 0) + r.time_limit_s > at]
+    running += [
+        dataclasses.replace(j, state=JobState.RUNNING, start_time=NOW, allocation=started[j.id])
+        for j in snap.pending
+        if j.id in started and NOW + j.time_limit_s > at
+    ]
+    pending = tuple(j for j in snap.pending if j.id not in started)
+    return ClusterSnapshot(2, at, snap.nodes, snap.partitions, pending, tuple(running))
+
+
+@SETTINGS
+@given(snapshots(), st.floats(0.01, 0.99))
+def test_easy_head_starts_no_later_in_the_next_pass(snap: ClusterSnapshot, when: float) -> None:
+    """Across passes: whatever the first pass backfilled, if every job runs to its time
+    limit, the next pass (before the head's reserved start) starts the head now or
+    reserves it no later than the first pass did."""
+    first = EASY.run_pass(snap)
+    if not first.reservations:
+        return
+    ((head, (start, _, _)),) = first.reservations.items()
+    at = float(int(NOW + when * (start - NOW)))
+    if at <= NOW:
+        return
+    second = EASY.run_pass(_next_pass(snap, first, at))
+    if any(p.job_id == head for p in second.plan.placements):
+        return
+    assert head in second.reservations, "the head lost its reservation"
+    assert second.reservations[head][0] <= start
