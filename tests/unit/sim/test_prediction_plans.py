@@ -48,6 +48,21 @@ def starts(path: Path) -> dict[int, float]:
     return {o.job.id: o.start for o in run.outcomes}
 
 
+def expiring(tmp_path: Path, job5_s: int) -> Path:
+    """User 1's two 10 s jobs, then job 3 (avg2 predicts 10 s, it runs 500 s), job 4 the
+    head asking for all four CPUs, and job 5 (2 CPUs) running and asking ``job5_s``."""
+    return write(
+        tmp_path,
+        [
+            (1, 0, 10, 1, 1000, 1),
+            (2, 0, 10, 1, 1000, 1),
+            (3, 20, 500, 2, 1000, 1),
+            (4, 21, 100, 4, 100, 2),
+            (5, 22, job5_s, 2, job5_s, 3),
+        ],
+    )
+
+
 def test_a_pass_runs_when_a_prediction_expires(tmp_path: Path) -> None:
     """User 1's two 10 s jobs make avg2 predict 10 s for job 3, which runs 500 s. Job 4
     (all four CPUs) is the head, reserved at job 3's planned end (30). Job 5 (2 CPUs,
@@ -55,16 +70,7 @@ def test_a_pass_runs_when_a_prediction_expires(tmp_path: Path) -> None:
     outlives its prediction, the correction plans it to 90 (10 s + 1 min), and job 5 now
     fits before the head's start: it starts at 30, not when job 3 ends (520, then
     behind the head at 620)."""
-    path = write(
-        tmp_path,
-        [
-            (1, 0, 10, 1, 1000, 1),
-            (2, 0, 10, 1, 1000, 1),
-            (3, 20, 500, 2, 1000, 1),
-            (4, 21, 100, 4, 100, 2),
-            (5, 22, 30, 2, 30, 3),
-        ],
-    )
+    path = expiring(tmp_path, 30)
     got = starts(path)
     assert got[5] == 30
     assert got[4] == 520
@@ -125,16 +131,7 @@ def test_an_expired_prediction_can_become_the_request(tmp_path: Path) -> None:
     first expiry (job 5 would cross the head's start and waits) and to 330 at its second
     (90: job 5 now fits). Planned to its request (1020) at the first expiry, job 3 leaves
     the head's start far enough for job 5 at once."""
-    path = write(
-        tmp_path,
-        [
-            (1, 0, 10, 1, 1000, 1),
-            (2, 0, 10, 1, 1000, 1),
-            (3, 20, 500, 2, 1000, 1),
-            (4, 21, 100, 4, 100, 2),
-            (5, 22, 100, 2, 100, 3),
-        ],
-    )
+    path = expiring(tmp_path, 100)
     steps = starts(path)
     run, s = run_trace(path, SimOptions("easy-sjbf", "avg2", correction="request"))
     request = {o.job.id: o.start for o in run.outcomes}
@@ -146,16 +143,7 @@ def test_an_expired_prediction_can_become_the_request(tmp_path: Path) -> None:
 def test_each_predictor_has_its_own_default_correction(tmp_path: Path) -> None:
     """EASY++ keeps Tsafrir's steps; learned re-predicts an expired job itself (before
     its first model, as here, that is the request: job 5 starts at once as above)."""
-    path = write(
-        tmp_path,
-        [
-            (1, 0, 10, 1, 1000, 1),
-            (2, 0, 10, 1, 1000, 1),
-            (3, 20, 500, 2, 1000, 1),
-            (4, 21, 100, 4, 100, 2),
-            (5, 22, 100, 2, 100, 3),
-        ],
-    )
+    path = expiring(tmp_path, 100)
     assert run_trace(path, SimOptions("easy-sjbf", "avg2"))[1]["correction"] == "steps"
     run, s = run_trace(path, SimOptions("easy-sjbf", "learned"))
     assert s["correction"] == "model"
