@@ -35,8 +35,13 @@ class TresLimits:
     nodes: int | None = None
 
     @property
+    def vector(self) -> tuple[int | None, int | None, int | None, int | None]:
+        """The caps in the order limits count resources: CPUs, GPUs, memory, nodes."""
+        return (self.cpus, self.gpus, self.mem_bytes, self.nodes)
+
+    @property
     def any(self) -> bool:
-        return any(v is not None for v in (self.cpus, self.gpus, self.mem_bytes, self.nodes))
+        return any(v is not None for v in self.vector)
 
 
 NO_TRES_LIMITS = TresLimits()

@@ -43,13 +43,19 @@ from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
 from hal.scheduler.framework.request import PlacementKey
 from hal.scheduler.framework.runtime import PLACEMENT_KEY
 from hal.scheduler.framework.status import SUCCESS, Status, unschedulable
-from hal.scheduler.plugins.limits.perjob import AccountPerJob, whole_node_memory_over
+from hal.scheduler.plugins.limits.perjob import AccountPerJob, per_job_caps, whole_node_memory_over
 
 NAME = "limits"
 
 # (cpus, gpus, memory bytes, nodes)
 Tres = tuple[int, int, int, int]
 _QOS_GRP = (R.QOS_GRP_CPU, R.QOS_GRP_GRES, R.QOS_GRP_MEM, R.QOS_GRP_NODE)
+_QOS_PER_JOB = (
+    R.QOS_MAX_CPU_PER_JOB,
+    R.QOS_MAX_GRES_PER_JOB,
+    R.QOS_MAX_MEM_PER_JOB,
+    R.QOS_MAX_NODE_PER_JOB,
+)
 _ASSOC_GRP = (R.ASSOC_GRP_CPU, R.ASSOC_GRP_GRES, R.ASSOC_GRP_MEM, R.ASSOC_GRP_NODE)
 _TRES_NAMES = ("cpu", "gres/gpu", "mem", "node")
 
@@ -88,11 +94,7 @@ def _held(reason: R, message: str) -> Status:
 
 
 def _caps(limits: TresLimits) -> Caps:
-    return tuple((i, cap) for i, cap in enumerate(_vector(limits)) if cap is not None)
-
-
-def _vector(limits: TresLimits) -> tuple[int | None, int | None, int | None, int | None]:
-    return (limits.cpus, limits.gpus, limits.mem_bytes, limits.nodes)
+    return tuple((i, cap) for i, cap in enumerate(limits.vector) if cap is not None)
 
 
 def _over(used: list[int] | None, want: Tres, caps: Caps) -> int | None:
@@ -142,8 +144,8 @@ class Limits:
             if a.cohort:
                 cohorts.setdefault(a.cohort, []).append(a.name)
         self._cohort = {a.name: tuple(cohorts[a.cohort]) for a in policy.accounts if a.cohort}
-        self._borrow = {a.name: _vector(a.borrow_limit) for a in policy.accounts}
-        self._cap_vector = {a.name: _vector(a.grp_tres) for a in policy.accounts}
+        self._borrow = {a.name: a.borrow_limit.vector for a in policy.accounts}
+        self._cap_vector = {a.name: a.grp_tres.vector for a in policy.accounts}
         # account → itself and its ancestors that have a limit, leaf first
         self._chains = {ROOT_ACCOUNT: (), **account_chains(policy.accounts, lambda a: a.has_limits)}
         # every usage verdict, made once: the messages name only configured values
@@ -181,19 +183,9 @@ class Limits:
             a.name: (a.max_jobs, a.grp_jobs, self._acct_caps[a.name], acct_held[a.name])
             for a in policy.accounts
         }
-        # MaxTRESPerJob: (reason, resource index, cap) per capped resource, in test order
+        # MaxTRESPerJob: (resource index, cap, reason) per capped resource, in test order
         self._per_job_caps = {
-            q.name: tuple(
-                (reason, i, cap)
-                for reason, i, cap in (
-                    (R.QOS_MAX_CPU_PER_JOB, 0, q.max_tres_per_job.cpus),
-                    (R.QOS_MAX_GRES_PER_JOB, 1, q.max_tres_per_job.gpus),
-                    (R.QOS_MAX_MEM_PER_JOB, 2, q.max_tres_per_job.mem_bytes),
-                    (R.QOS_MAX_NODE_PER_JOB, 3, q.max_tres_per_job.nodes),
-                )
-                if cap is not None
-            )
-            for q in self._qos.values()
+            q.name: per_job_caps(q.max_tres_per_job, _QOS_PER_JOB) for q in self._qos.values()
         }
         # QoS with a per-job limit (MaxWall, MaxTRESPerJob): the others skip that test
         self._per_job = {
@@ -276,7 +268,7 @@ class Limits:
         wall = qos.max_wall_s
         if wall is not None and (job.time_limit_s == 0 or job.time_limit_s > wall):
             return _held(R.QOS_MAX_WALL_PER_JOB, f"time limit above MaxWall {wall}s")
-        for reason, i, cap in self._per_job_caps[qos_name]:
+        for i, cap, reason in self._per_job_caps[qos_name]:
             if tres[i] > cap:
                 return _held(reason, f"{tres[i]} asked, MaxTRESPerJob {cap}")
         return None

@@ -13,28 +13,34 @@ per-job memory caps (its QoS's and accounts') against what Reserve gives it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from hal.core.job import Job
-from hal.core.priority import Account, Qos
+from hal.core.priority import Account, Qos, TresLimits
 from hal.core.states import PendingReason as R
 
-# (resource index in a Tres (cpus, gpus, memory bytes, nodes), reason), in check order
-_TRES_REASONS = (
-    (0, R.ASSOC_MAX_CPU_PER_JOB),
-    (1, R.ASSOC_MAX_GRES_PER_JOB),
-    (2, R.ASSOC_MAX_MEM_PER_JOB),
-    (3, R.ASSOC_MAX_NODE_PER_JOB),
+# the reason a per-job cap gives, per resource index of a Tres (cpus, gpus, memory, nodes)
+_ASSOC_REASONS = (
+    R.ASSOC_MAX_CPU_PER_JOB,
+    R.ASSOC_MAX_GRES_PER_JOB,
+    R.ASSOC_MAX_MEM_PER_JOB,
+    R.ASSOC_MAX_NODE_PER_JOB,
 )
 
-# (max wall seconds or None, ((resource index, cap, reason), ...))
-_Rules = tuple[int | None, tuple[tuple[int, int, R], ...]]
+# (resource index, cap, reason) per capped resource, in check order
+Caps = tuple[tuple[int, int, R], ...]
+# (max wall seconds or None, caps)
+_Rules = tuple[int | None, Caps]
+
+
+def per_job_caps(limits: TresLimits, reasons: Sequence[R]) -> Caps:
+    """``limits``' capped resources with the reason each gives (``reasons`` by resource
+    index): the QoS's MaxTRESPerJob and the accounts' MaxTRES are laid out alike."""
+    return tuple((i, cap, reasons[i]) for i, cap in enumerate(limits.vector) if cap is not None)
 
 
 def _rules(account: Account) -> _Rules | None:
-    per = account.max_tres_per_job
-    vector = (per.cpus, per.gpus, per.mem_bytes, per.nodes)
-    caps = tuple((i, cap, reason) for i, reason in _TRES_REASONS if (cap := vector[i]) is not None)
+    caps = per_job_caps(account.max_tres_per_job, _ASSOC_REASONS)
     if account.max_wall_s is None and not caps:
         return None
     return account.max_wall_s, caps
