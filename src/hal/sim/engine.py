@@ -20,8 +20,8 @@ When passes run (the server has its own rule: debounce and interval): at every i
 with a completion, an arrival or an expired prediction (a running job reaching its planned
 end without ending: the expiry correction moves that end, and with it the reservation
 that counted on it, so jobs may now fit that did not; the server, which passes every
-second while jobs wait, sees this within its bf_interval), except two cases where no pass
-could start anything:
+second while jobs wait, sees this within its bf_interval), except three cases where no
+pass could start anything:
 
 * the free CPUs of the whole cluster are fewer than the smallest pending job needs
   (every placement needs its CPUs free);
@@ -32,10 +32,17 @@ could start anything:
   more CPUs than are free. The jobs already waiting either failed the last pass on
   these same resources (no completion since: free CPUs and planned ends have not moved,
   and a later window only holds less) or needed more CPUs than are free; only a new job
-  could start, and none fits. This is a choice of *when* to run passes, as the
-  server's debounce is; every pass that runs is the real one. Node choices are exactly
-  reproducible with one core per node (ties go to the lowest row); with several cores
-  per node a reservation's nodes could in principle differ.
+  could start, and none fits;
+* backfill runs at every pass and no job that could start finds its nodes: as many
+  nodes of its partition, UP and without an exclusive job, with its CPUs per node free
+  (``fitscreen.py``; the jobs that could start are the new ones in the case above,
+  every pending job otherwise). A few CPUs freed on a busy machine of many-core nodes
+  start no wide job.
+
+This is a choice of *when* to run passes, as the server's debounce is; every pass that
+runs is the real one. Node choices are exactly reproducible with one core per node (ties
+go to the lowest row); with several cores per node a reservation's nodes could in
+principle differ.
 
 ``every_event=True`` runs a pass at every instant; the scenario tests check that both
 give the same schedule.
@@ -67,6 +74,7 @@ from hal.scheduler.framework.scheduler import Scheduler
 from hal.scheduler.framework.snapshot import ClusterSnapshot
 from hal.sim.cluster import PARTITION, ClusterModel
 from hal.sim.data import CacheModel, Read
+from hal.sim.fitscreen import FitScreen, Need
 from hal.sim.workload import TraceJob
 
 FloatArray = npt.NDArray[np.float64]
@@ -168,6 +176,7 @@ class Simulation:
 
         pending: dict[int, Job] = {}
         need: list[tuple[int, int]] = []  # (cpus, id) of pending jobs, lazily cleaned
+        screen = FitScreen()  # pending jobs' nodes and CPUs per node (fitscreen.py)
         running: dict[int, Job] = {}
         ends: list[tuple[float, int]] = []
         outcomes: dict[int, JobOutcome] = {}
@@ -194,6 +203,7 @@ class Simulation:
             revision += 1
             completed = False
             smallest_new = np.inf
+            new_needs: list[Need | None] = []
             # 0. expired predictions: the job's plan is extended (the correction) and the
             # next expiry queued if the job will outlive that too
             while expiries and expiries[0][0] <= now:
@@ -236,13 +246,14 @@ class Simulation:
                 if spec is None:
                     spec = with_trace_fields(cluster.spec_for(tj.procs, tj.user), tj)
                     spec = specs[key] = spec.with_changes(data=keys) if keys else spec
-                pending[tj.id] = Job(
+                pending[tj.id] = job = Job(
                     id=tj.id,
                     spec=spec,
                     partition=PARTITION,
                     submit_time=tj.submit,
                     time_limit_s=int(np.ceil(tj.requested)),
                 )
+                new_needs.append(screen.add(job))
                 cpus_needed = spec.ntasks * spec.cpus_per_task
                 heapq.heappush(need, (cpus_needed, tj.id))
                 smallest_new = min(smallest_new, cpus_needed)
@@ -250,8 +261,12 @@ class Simulation:
             while need and need[0][1] not in pending:
                 heapq.heappop(need)
             could_start = bool(need) and need[0][0] <= free_cpus
-            if could_start and not (self.every_event or completed or interval or moving_ends):
+            only_new = not (self.every_event or completed or interval or moving_ends)
+            if could_start and only_new:
                 could_start = smallest_new <= free_cpus
+            if could_start and not (self.every_event or interval):
+                # (3) no job that could start finds its nodes now
+                could_start = screen.any_fits(table, new_needs if only_new else None)
             if pending and could_start:
                 do_backfill = interval is not None and now - last_backfill >= interval
                 if do_backfill:
@@ -273,6 +288,7 @@ class Simulation:
                 passes += 1
                 for placement in result.plan.placements:
                     job = pending.pop(placement.job_id)
+                    screen.remove(job)
                     alloc = placement.allocation
                     table.take(alloc, exclusive=job.spec.exclusive)
                     free_cpus -= alloc.total().cpus
@@ -294,6 +310,7 @@ class Simulation:
                             heapq.heappush(expiries, (now + p, job.id))
                 for term in result.plan.terminations:
                     job = pending.pop(term.job_id)
+                    screen.remove(job)
                     outcomes[job.id] = JobOutcome(by_id[job.id], np.nan, np.nan, term.state)
                 for update in result.plan.updates:
                     job = pending[update.job_id]

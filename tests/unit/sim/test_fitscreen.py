@@ -1,0 +1,103 @@
+"""The fit screen: a pass is skipped only when no pending job finds its nodes, and the
+schedule is the one a pass at every event gives."""
+
+from __future__ import annotations
+
+import pytest
+
+from hal.core.job import Allocation, Job
+from hal.core.resources import ResourceVector
+from hal.predict import UserPredictor
+from hal.scheduler.framework.node_table import NodeTable
+from hal.sim import Cleaning, ClusterModel, Simulation, load_workload, scheduler_for
+from hal.sim.cluster import PARTITION
+from hal.sim.fitscreen import FitScreen
+from hal.sim.traces import traces_dir
+
+CURIE = traces_dir() / "CEA-Curie-2011-2.1-cln.swf.gz"
+
+
+def _table(cluster: ClusterModel, busy: dict[int, int]) -> NodeTable:
+    nodes = cluster.build_nodes()
+    table = NodeTable(nodes, cluster.partitions())
+    for row, cpus in busy.items():
+        table.take(Allocation((nodes[row].name,), (ResourceVector(cpus, 0, 0),)))
+    return table
+
+
+def _job(cluster: ClusterModel, job_id: int, procs: int) -> Job:
+    spec = cluster.spec_for(procs, 1)
+    return Job(id=job_id, spec=spec, partition=PARTITION, submit_time=0.0, time_limit_s=60)
+
+
+def test_counts_nodes_with_enough_cpus_each() -> None:
+    """Four 16-core nodes with 9, 6, 6 and 16 cores free: two nodes of 9 cores fit, two
+    of 10 or 16 do not, one of 16 does."""
+    cluster = ClusterModel(nodes=4, cores_per_node=16)
+    table = _table(cluster, {0: 7, 1: 10, 2: 10})
+    screen = FitScreen()
+
+    def fits(procs: int) -> bool:
+        return screen.any_fits(table, [screen.need(_job(cluster, procs, procs))])
+
+    assert fits(17) is True  # 2 nodes x 9 cores
+    assert fits(20) is False  # 2 x 10
+    assert fits(32) is False  # 2 x 16
+    assert fits(16) is True  # 1 x 16
+    assert fits(48) is False  # 3 x 16
+
+
+def test_pending_jobs_are_counted_until_removed() -> None:
+    cluster = ClusterModel(nodes=2, cores_per_node=16)
+    table = _table(cluster, {0: 16, 1: 8})
+    screen = FitScreen()
+    wide, small = _job(cluster, 1, 32), _job(cluster, 2, 8)
+    screen.add(wide)
+    assert screen.any_fits(table) is False
+    screen.add(small)
+    assert screen.any_fits(table) is True
+    screen.remove(small)
+    assert screen.any_fits(table) is False
+
+
+def test_a_job_it_cannot_judge_always_lets_the_pass_run() -> None:
+    cluster = ClusterModel(nodes=2, cores_per_node=16)
+    table = _table(cluster, {0: 16, 1: 16})
+    screen = FitScreen()
+    job = _job(cluster, 1, 16)
+    ranged = Job(
+        id=2,
+        spec=job.spec.with_changes(nodes_min=1, nodes_max=2),
+        partition=PARTITION,
+        submit_time=0.0,
+        time_limit_s=60,
+    )
+    screen.add(job)
+    assert screen.any_fits(table) is False
+    screen.add(ranged)
+    assert screen.any_fits(table) is True
+
+
+@pytest.mark.skipif(not CURIE.exists(), reason="traces not available")
+def test_skips_passes_on_multicore_nodes_and_changes_no_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CEA-Curie's first 1,200 jobs on a machine of 500 nodes of 16 cores (so that it is
+    busy): the screen skips passes the CPU count alone would run, and every job starts
+    when a pass at every event starts it."""
+    jobs = load_workload(CURIE, Cleaning(first_jobs=1200, procs=8000)).jobs
+    cluster = ClusterModel.for_procs(8000, 16)
+
+    def replay(every_event: bool = False) -> tuple[list[float], int]:
+        scheduler = scheduler_for("easy", UserPredictor())
+        sim = Simulation(jobs, cluster, scheduler, every_event=every_event)
+        run = sim.run()
+        return [o.start for o in run.outcomes], run.skipped_passes
+
+    screened, skipped = replay()
+    full, _ = replay(every_event=True)
+    assert screened == full
+    monkeypatch.setattr(FitScreen, "any_fits", lambda *args: True)
+    unscreened, skipped_without = replay()
+    assert unscreened == screened
+    assert skipped > skipped_without
