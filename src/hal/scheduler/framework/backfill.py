@@ -32,7 +32,6 @@ shape the plan; jobs are killed at their own time limit, never at the prediction
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -108,16 +107,32 @@ def run_backfill(
     for job, st in zip(held, held_stages, strict=True):
         if st is filter_stage:
             failed_now[placement_key(job)] = ctx.now
-    tested: Counter[str] = Counter()
+    tested: dict[str, int] = {}
     het_held = _het_groups(jobs)
     het_seen: set[int] = set()
+    # This loop runs for every held-back job of every pass (hundreds on a busy cluster):
+    # the CPU screen (``free_now``) and ``defer`` are written out inline, their tables in
+    # locals; the decisions are theirs.
+    now = ctx.now
+    min_cpus = planner.min_cpus
+    by_spec = planner._min_cpus
+    free_now = planner.free_now
+    deferred = planner.deferred
+    reservations = planner.reservations
+    conservative = BackfillMode.CONSERVATIVE
     for job in _order(jobs, policies, planner):
-        policy = policies[job.partition]
-        if policy is None or (policy.max_job_test and tested[job.partition] >= policy.max_job_test):
+        partition = job.partition
+        policy = policies[partition]
+        if policy is None:
             continue
-        tested[job.partition] += 1
-        het = job.spec.het
-        if het is not None:  # the whole het job, as one unit, when its first comes up
+        if policy.max_job_test:
+            count = tested.get(partition, 0)
+            if count >= policy.max_job_test:
+                continue
+            tested[partition] = count + 1
+        spec = job.spec
+        if spec.het is not None:  # the whole het job, as one unit, when its first comes up
+            het = spec.het
             if het.job_id in het_seen:
                 continue
             het_seen.add(het.job_id)
@@ -128,20 +143,27 @@ def run_backfill(
             if not planner.start_group_now(members):
                 planner.defer_group(members)
             continue
-        if not planner.might_start_now(job):
-            planner.defer(job)  # cannot start now: only its reservation (if owed) matters
+        owed = policy.mode is conservative or not reservations.get(partition, 0)
+        needs = by_spec.get(id(spec))
+        if needs is None:
+            needs = min_cpus(job)
+        if needs > free_now(partition):
+            # cannot start now: only its reservation (if owed) matters
+            if owed:
+                deferred.append(job)
             continue
         runtime = planner.runtime(job)
         key = placement_key(job)
-        if ctx.now + runtime >= failed_now.get(key, math.inf):
-            planner.defer(job)
+        if now + runtime >= failed_now.get(key, math.inf):
+            if owed:
+                deferred.append(job)
             continue
         planner.flush()  # earlier reservations first: they constrain this job
         stage = planner.start_now(job, runtime)
         if stage is Stage.DONE:
             continue
         if stage is Stage.FILTER:  # only a resource failure carries over to the key
-            failed_now[key] = min(failed_now.get(key, math.inf), ctx.now + runtime)
+            failed_now[key] = min(failed_now.get(key, math.inf), now + runtime)
         planner.defer(job)
     if explain:
         planner.flush()
@@ -173,7 +195,7 @@ class _Planner:
         self.policies = policies
         self.placed_now = placed_now
         self.result = BackfillResult()
-        self.reservations: Counter[str] = Counter()
+        self.reservations: dict[str, int] = {}  # partition → reservations made
         self.deferred: list[Job | tuple[Job, ...]] = []  # tuples: het jobs
         self._profile: AvailabilityProfile | None = None
         self._runtimes: dict[int, float] = {}
@@ -246,28 +268,29 @@ class _Planner:
             found = self._min_cpus[id(job.spec)] = _min_cpus(job)
         return found
 
-    def might_start_now(self, job: Job) -> bool:
-        """Enough CPUs free on the partition's nodes right now (a necessary condition:
-        the profile's windows never hold more than the table does now)."""
-        free = self._free.get(job.partition)
+    def free_now(self, partition: str) -> int:
+        """CPUs free on the partition's nodes right now: a job needing more cannot start
+        now (the profile's windows never hold more than the table does now)."""
+        free = self._free.get(partition)
         if free is None:
             table = self.ctx.nodes
-            mask = table.partition_mask(job.partition)
-            free = self._free[job.partition] = int(table.free_cpus[mask].sum())
-        return self.min_cpus(job) <= free
+            mask = table.partition_mask(partition)
+            free = self._free[partition] = int(table.free_cpus[mask].sum())
+        return free
 
     def defer(self, job: Job) -> None:
         policy = self.policies[job.partition]
         if policy is not None and (
-            policy.mode is BackfillMode.CONSERVATIVE or self.reservations[job.partition] == 0
+            policy.mode is BackfillMode.CONSERVATIVE or not self.reservations.get(job.partition, 0)
         ):
             self.deferred.append(job)
 
     def defer_group(self, members: tuple[Job, ...]) -> None:
         """A het job that cannot start now: reserved as one unit when owed."""
-        policy = self.policies[members[0].partition]
+        partition = members[0].partition
+        policy = self.policies[partition]
         if policy is not None and (
-            policy.mode is BackfillMode.CONSERVATIVE or self.reservations[members[0].partition] == 0
+            policy.mode is BackfillMode.CONSERVATIVE or not self.reservations.get(partition, 0)
         ):
             self.deferred.append(members)
 
@@ -296,17 +319,18 @@ class _Planner:
             if isinstance(item, tuple):
                 head = item[0].partition
                 if _reserve_group(self.framework, self.ctx, self.profile, item, self):
-                    self.reservations[head] += 1
+                    self.reservations[head] = self.reservations.get(head, 0) + 1
                 continue
             job = item
             policy = self.policies[job.partition]
             owed = policy is not None and (
-                policy.mode is BackfillMode.CONSERVATIVE or self.reservations[job.partition] == 0
+                policy.mode is BackfillMode.CONSERVATIVE
+                or not self.reservations.get(job.partition, 0)
             )
             if owed and _reserve(
                 self.framework, self.ctx, self.profile, job, self.runtime(job), self.result
             ):
-                self.reservations[job.partition] += 1
+                self.reservations[job.partition] = self.reservations.get(job.partition, 0) + 1
         self.deferred.clear()
 
     def start_now(self, job: Job, runtime: float) -> Stage | None:
