@@ -51,8 +51,9 @@ STRATEGIES = ("best_fit", "spread")
 STATIC_MASK: StateKey[BoolArray] = StateKey("noderesources.static_mask")
 # Per pass: request → its part of the best-fit score on every node.
 JOB_SHARE: StateKey[dict[NodeRequest, FloatArray]] = StateKey("noderesources.job_share")
-# Per pass: placement key → static mask, or the verdict that stops every such job.
-BY_KEY: StateKey[dict[PlacementKey, BoolArray | Status]] = StateKey("noderesources.by_key")
+# Static masks (or the verdict that stops every such job) kept per placement key, at most
+# this many (then they start over): 5,000 nodes make 5 kB a mask.
+_STATIC_KEPT = 4096
 # Per pass: the last Filter mask and Score array per (key, request) and request, with the
 # table and its version they were computed on (see ``_Kept``).
 FITS: StateKey[dict[tuple[PlacementKey, NodeRequest], _Kept]] = StateKey("noderesources.fits")
@@ -118,18 +119,30 @@ class NodeResourcesFit:
         self.strategy = strategy
         empty = np.zeros(0)
         self._bonus: tuple[BoolArray, FloatArray] = (empty.astype(np.bool_), empty)
+        # placement key → static mask or verdict, for the tables sharing one ``up``
+        # array: it reads only the parts of a table that copies share and nobody writes
+        # (names, partitions, features, states), so it holds from pass to pass while the
+        # caller keeps copying one table (the simulator) and starts over with a table
+        # built anew (the server, every pass).
+        self._static_kept: tuple[BoolArray, dict[PlacementKey, BoolArray | Status]] = (
+            empty.astype(np.bool_),
+            {},
+        )
 
     # -- PreFilter --------------------------------------------------------------------
 
     def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
-        cache = ctx.data.get(BY_KEY)
-        if cache is None:
+        table = ctx.nodes
+        up, cache = self._static_kept
+        if up is not table.up:
             cache = {}
-            ctx.data.write(BY_KEY, cache)
+            self._static_kept = (table.up, cache)
         key = state.get(PLACEMENT_KEY) or placement_key(job)
         found = cache.get(key)
         if found is None:
-            found = cache[key] = self._static(ctx.nodes, job)
+            if len(cache) >= _STATIC_KEPT:
+                cache.clear()
+            found = cache[key] = self._static(table, job)
         if isinstance(found, Status):
             return found
         state.write(STATIC_MASK, found)
