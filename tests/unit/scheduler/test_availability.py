@@ -15,9 +15,10 @@ import random
 import numpy as np
 import pytest
 
-from hal.core.job import Allocation
+from hal.core.job import Allocation, Job, JobSpec
 from hal.core.node import Node, Partition
 from hal.core.resources import GiB, ResourceVector
+from hal.core.states import JobState, PendingReason
 from hal.scheduler.framework import availability
 from hal.scheduler.framework.availability import AvailabilityProfile, round_up
 from hal.scheduler.framework.node_table import AllocationRows, NodeTable
@@ -212,6 +213,55 @@ def test_the_release_ledger_gathers_what_the_releases_give(
         assert all(type(t) is float for t in times)
         for got_array, want_array in zip(events.view(), want.view(), strict=True):
             assert np.array_equal(got_array, want_array)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_held_slots_looked_up_by_job_object_stay_right(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Running jobs kept pass after pass (the same object), replaced by a new object, or
+    by one holding another allocation, with compaction and a new node list now and then:
+    ``held_slot`` gives the slots and exclusive flag of what ``holding`` says it holds,
+    and those slots hold its rows."""
+    rng = random.Random(seed)
+    monkeypatch.setattr(availability, "_LEDGER_SLACK", 0)  # compact often
+    ledger = availability.ReleaseLedger()
+    nodes = [Node(f"n{i}", ResourceVector(8, 16 * GiB, 2), partitions=("p",)) for i in range(5)]
+    names = [x.name for x in nodes]
+    table = NodeTable(nodes, [Partition("p")])
+    spec = JobSpec(user="u", script="")
+    running: dict[int, Job] = {}
+    for step in range(30):
+        if rng.random() < 0.1:
+            table = NodeTable(nodes, [Partition("p")])
+        for jid in [j for j in running if rng.random() < 0.3]:
+            del running[jid]
+        for jid in list(running):
+            if rng.random() < 0.2:  # a new object for the same job
+                running[jid] = running[jid].evolve(reason=PendingReason.NONE)
+        for k in range(rng.randint(0, 3)):
+            jid = 100 * step + k
+            alloc = allocation(rng, names, 3)
+            exclusive = rng.random() < 0.3
+            running[jid] = Job(
+                id=jid,
+                spec=spec.with_changes(exclusive=exclusive),
+                partition="p",
+                submit_time=0.0,
+                state=JobState.RUNNING,
+                start_time=NOW,
+                allocation=alloc,
+            )
+        for job in running.values():
+            found = ledger.held_slot(table, job)
+            assert found is not None
+            first, count, exclusive = found
+            assert exclusive is job.spec.exclusive
+            assert job.allocation is not None
+            assert (first, count) == ledger.slot(table, job.id, job.allocation)
+            rows = table.rows_of(job.allocation).rows
+            assert np.array_equal(ledger._node[first : first + count], rows)
+        ledger.keep_only(set(running))
 
 
 @pytest.mark.parametrize("seed", range(40))

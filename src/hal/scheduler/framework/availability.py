@@ -42,7 +42,8 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from hal.core.job import Allocation
+from hal.core.job import Allocation, Job
+from hal.core.preemption import holding
 from hal.scheduler.framework.node_table import AllocationRows, BoolArray, IntArray, NodeTable
 from hal.scheduler.framework.request import NodeRequest
 
@@ -773,6 +774,7 @@ class ReleaseLedger:
     __slots__ = (
         "_cpus",
         "_gpus",
+        "_held",
         "_jobs",
         "_live",
         "_memory",
@@ -790,6 +792,9 @@ class ReleaseLedger:
         # the head's start-row screen, for profiles built on this node list
         self.start_rows = StartRowsMemo()
         self._jobs: dict[int, tuple[Allocation, int, int]] = {}  # id → (alloc, first, count)
+        # id → (the running job, its first slot, count, exclusive): ``holding`` asked
+        # once per job object, not once per pass
+        self._held: dict[int, tuple[Job, int, int, bool]] = {}
         self._node: Rows = np.empty(0, dtype=np.intp)
         self._cpus: IntArray = np.empty(0, dtype=np.int64)
         self._memory: IntArray = np.empty(0, dtype=np.int64)
@@ -799,6 +804,21 @@ class ReleaseLedger:
 
     def __len__(self) -> int:
         return len(self._jobs)
+
+    def held_slot(self, table: NodeTable, job: Job) -> tuple[int, int, bool] | None:
+        """Where the rows of what running ``job`` holds are (first slot, count), and
+        whether it holds them exclusively (``holding``); None when it holds nothing.
+        Looked up by job object: the simulator passes the same one pass after pass."""
+        if table.names is self._names:
+            found = self._held.get(job.id)
+            if found is not None and found[0] is job:
+                return found[1], found[2], found[3]
+        held, exclusive = holding(job)
+        if held is None:
+            return None
+        first, count = self.slot(table, job.id, held)
+        self._held[job.id] = (job, first, count, exclusive)
+        return first, count, exclusive
 
     def slot(self, table: NodeTable, job_id: int, allocation: Allocation) -> tuple[int, int]:
         """Where ``allocation``'s rows are (first slot, count), written if new."""
@@ -830,10 +850,11 @@ class ReleaseLedger:
     def keep_only(self, job_ids: set[int]) -> None:
         """Forget the jobs not in ``job_ids``; slots are compacted once most are dead.
         (Slots given out before this call are no longer valid.)"""
-        jobs = self._jobs
+        jobs, held = self._jobs, self._held
         if len(jobs) > len(job_ids) or not job_ids.issuperset(jobs):
             for jid in jobs.keys() - job_ids:
                 self._live -= jobs.pop(jid)[2]
+                held.pop(jid, None)
         if self._size > 2 * self._live + _LEDGER_SLACK:
             order = sorted(jobs.items(), key=lambda e: e[1][1])
             keep = np.concatenate(
@@ -847,6 +868,9 @@ class ReleaseLedger:
             at = 0
             for jid, (alloc, _, c) in order:
                 jobs[jid] = (alloc, at, c)
+                kept = held.get(jid)
+                if kept is not None:
+                    held[jid] = (kept[0], at, c, kept[3])
                 at += c
             self._size = self._live = at
 

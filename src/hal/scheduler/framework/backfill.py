@@ -36,7 +36,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hal.core.job import Allocation, Job
-from hal.core.preemption import holding
 from hal.scheduler.framework.availability import AvailabilityProfile
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import StateKey
@@ -230,13 +229,14 @@ class _Planner:
         exclusive: list[bool] = []
         seen: set[int] = set()
         runtime = self.plugin.runtime
+        held_slot = ledger.held_slot
         for r in self.ctx.running:
-            held, excl = holding(r)  # what the table took out for it
-            if held is None:
+            found = held_slot(table, r)  # where what the table took out for it is
+            if found is None:
                 continue
+            first, count, excl = found
             start = r.start_time if r.start_time is not None else now
             ends.append(start + runtime(r, now - start))
-            first, count = ledger.slot(table, r.id, held)
             firsts.append(first)
             counts.append(count)
             exclusive.append(excl)
