@@ -113,10 +113,11 @@ def allocation(rng: random.Random, names: list[str], cpus: int) -> Allocation:
 def test_profile_agrees_with_the_naive_timeline(
     seed: int, way: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every window, CPU screen and start-row screen equals the model's, after every
-    reservation (now or later, exclusive or not, within or past the horizon), with the
-    start-row screen done each way (materialised rows, change points only, or, while
-    no reservation starts later than now, each node from the first row it fits)."""
+    """Every window, CPU screen (also as a step function of the window's end) and
+    start-row screen equals the model's, after every reservation (now or later,
+    exclusive or not, within or past the horizon), with the start-row screen done each
+    way (materialised rows, change points only, or, while no reservation starts later
+    than now, each node from the first row it fits)."""
     monkeypatch.setattr(availability, "_DENSE_CELLS", 1 << 30 if way == "rows-x-nodes" else 0)
     monkeypatch.setattr(availability, "_RISING", way == "first-fits")
     rng = random.Random(seed)
@@ -150,6 +151,11 @@ def test_profile_agrees_with_the_naive_timeline(
             assert arr.tolist() == want[i].tolist(), (i, first, end)
         want_cpus = int(model.window(times, 0, end)[0][mask].sum())
         assert profile.free_cpus_from_now(end, mask, "p") == want_cpus
+        # the same as a step function of the end, at the rows' own instants too
+        instants, values = profile.free_cpus_steps(mask, "p")
+        for t in (end, *times, *(x + 0.5 for x in times)):
+            at = int(values[np.searchsorted(instants, t)])
+            assert at == profile.free_cpus_from_now(t, mask, "p"), t
         mem = rng.choice((None, 0, 2 * GiB))
         req = NodeRequest(
             rng.randint(1, 2), rng.randint(1, 6), mem, rng.randint(0, 1), rng.random() < 0.2

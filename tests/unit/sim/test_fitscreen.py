@@ -101,3 +101,36 @@ def test_skips_passes_on_multicore_nodes_and_changes_no_start(
     unscreened, skipped_without = replay()
     assert unscreened == screened
     assert skipped > skipped_without
+
+
+@pytest.mark.skipif(not CURIE.exists(), reason="traces not available")
+@pytest.mark.parametrize("predictor", ["user", "avg2"])
+def test_settled_backfill_skips_jobs_and_changes_no_start(
+    predictor: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The backfill stage's skipping of jobs that would change nothing once EASY's
+    reservation is made (``backfill._Settled``): the same starts without it, also with
+    a pinned predictor (which remembers what it was asked while a job waited)."""
+    from hal.scheduler.framework import backfill
+    from hal.sim.run import make_predictor
+
+    workload = load_workload(CURIE, Cleaning(first_jobs=1200, procs=8000))
+    cluster = ClusterModel.for_procs(8000, 16)
+    asked: list[int] = []
+    next_candidate = backfill._Settled.next_candidate
+
+    def counted(self: backfill._Settled, first: int) -> int:
+        asked.append(first)
+        return next_candidate(self, first)
+
+    def replay() -> list[float]:
+        chosen = make_predictor(predictor, workload)
+        scheduler = scheduler_for("easy", chosen)
+        run = Simulation(workload.jobs, cluster, scheduler, predictor=chosen).run()
+        return [o.start for o in run.outcomes]
+
+    monkeypatch.setattr(backfill._Settled, "next_candidate", counted)
+    settled = replay()
+    assert asked  # the stage settled and skipped
+    monkeypatch.setattr(backfill._Settled, "of", classmethod(lambda *args: None))
+    assert replay() == settled

@@ -321,17 +321,37 @@ class AvailabilityProfile:
     def free_cpus_from_now(self, end: float, partition_mask: BoolArray, key: str) -> int:
         """Total CPUs free on ``partition_mask``'s nodes throughout ``[now, end)``: a cheap
         necessary condition before asking the framework (a job needing more cannot fit)."""
+        until = self.times[self.last_row_before(end)]
+        covered = bisect.bisect_right(self._dip_instants, until)
+        return self._free_covering(covered, partition_mask, key)
+
+    def free_cpus_steps(
+        self, partition_mask: BoolArray, key: str
+    ) -> tuple[npt.NDArray[np.float64], IntArray]:
+        """``free_cpus_from_now`` for every end at once, as a step function: a window
+        ending at ``end`` covers the dips at the ``instants`` before ``end`` (every dip
+        is at a row's start, and the window's rows are those starting before ``end``),
+        so it has ``values[np.searchsorted(instants, end)]`` CPUs free all through."""
+        instants = self._dip_instants
+        values = np.fromiter(
+            (self._free_covering(c, partition_mask, key) for c in range(len(instants) + 1)),
+            dtype=np.int64,
+            count=len(instants) + 1,
+        )
+        return np.array(instants, dtype=np.float64), values
+
+    def _free_covering(self, covered: int, partition_mask: BoolArray, key: str) -> int:
+        """CPUs free on the mask's nodes throughout a window from now that covers the
+        first ``covered`` dip instants."""
         found = self._totals.get(key)
         if found is None:
             total = int(self._base[0][partition_mask].sum())
             found = self._totals[key] = (partition_mask, [total])
-        until = self.times[self.last_row_before(end)]
-        covered = bisect.bisect_right(self._dip_instants, until)
         if not covered:
             return found[1][0]  # no reservation starts inside the window
         low = self._low_cpus.get((key, covered))
         if low is None:
-            nodes, below = self._low_from_now(until)
+            nodes, below = self._low_from_now(self._dip_instants[covered - 1])
             low = int(below[0][partition_mask[nodes]].sum()) if len(nodes) else 0
             self._low_cpus[(key, covered)] = low
         return found[1][0] + low

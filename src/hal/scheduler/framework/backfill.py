@@ -31,9 +31,13 @@ shape the plan; jobs are killed at their own time limit, never at the prediction
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
 
 from hal.core.job import Allocation, Job
 from hal.scheduler.framework.availability import AvailabilityProfile
@@ -119,7 +123,16 @@ def run_backfill(
     deferred = planner.deferred
     reservations = planner.reservations
     conservative = BackfillMode.CONSERVATIVE
-    for job in _order(jobs, policies, planner):
+    ordered = _order(jobs, policies, planner)
+    settled = _Settled.of(planner, ordered, het_held)
+    i, n = 0, len(ordered)
+    while i < n:
+        if settled is not None and settled.now_settled():
+            i = settled.next_candidate(i)  # the jobs before it would change nothing
+            if i >= n:
+                break
+        job = ordered[i]
+        i += 1
         partition = job.partition
         policy = policies[partition]
         if policy is None:
@@ -206,6 +219,10 @@ class _Planner:
         if found is None:
             found = self._runtimes[job.id] = self.plugin.runtime(job)
         return found
+
+    @property
+    def has_profile(self) -> bool:
+        return self._profile is not None
 
     @property
     def profile(self) -> AvailabilityProfile:
@@ -340,6 +357,73 @@ class _Planner:
         if stage is Stage.DONE:
             self._free.clear()
         return stage
+
+
+class _Settled:
+    """Skips the held-back jobs that would change nothing, once an EASY stage has
+    settled: one partition, its reservation made, nothing deferred, every job tested
+    (no ``max_job_test``), no het job. A job is then owed no reservation, so one that
+    cannot start now leaves no trace: the stage's loop changes something only for a job
+    whose CPUs fit both now (``free_now``) and all through the window it would run in
+    (``free_cpus_from_now``). ``next_candidate`` finds the next such job with one array
+    comparison over the rest and the step function of the window's free CPUs, asking
+    the run times of the jobs the loop itself would ask (those with their CPUs free
+    now, in order; a pinned predictor remembers what it was asked), and the loop takes
+    it from there with every check of its own."""
+
+    __slots__ = ("_needs", "_ordered", "_partition", "_planner")
+
+    def __init__(self, planner: _Planner, ordered: list[Job], partition: str) -> None:
+        self._planner = planner
+        self._ordered = ordered
+        self._partition = partition
+        self._needs: npt.NDArray[np.int64] | None = None  # min_cpus of each, when asked
+
+    @classmethod
+    def of(
+        cls, planner: _Planner, ordered: list[Job], het: dict[int, tuple[Job, ...]]
+    ) -> _Settled | None:
+        policies = planner.policies
+        if len(policies) != 1 or het or not ordered:
+            return None
+        ((partition, policy),) = policies.items()
+        if policy is None or policy.mode is BackfillMode.CONSERVATIVE or policy.max_job_test:
+            return None
+        return cls(planner, ordered, partition)
+
+    def now_settled(self) -> bool:
+        planner = self._planner
+        return (
+            not planner.deferred
+            and bool(planner.reservations.get(self._partition, 0))
+            and planner.has_profile
+        )
+
+    def next_candidate(self, first: int) -> int:
+        """The position, from ``first`` on, of the next job the loop must look at
+        (``len(ordered)``: none)."""
+        planner = self._planner
+        partition = self._partition
+        free = planner.free_now(partition)
+        mask = planner.ctx.nodes.partition_mask(partition)
+        instants, values = planner.profile.free_cpus_steps(mask, partition)
+        lowest = int(values[-1])  # a window covering every dip
+        dips = instants.tolist()
+        now = planner.ctx.now
+        ordered = self._ordered
+        needs = self._needs
+        if needs is None:
+            needs = self._needs = np.fromiter(
+                (planner.min_cpus(j) for j in ordered), dtype=np.int64, count=len(ordered)
+            )
+        for k in (np.flatnonzero(needs[first:] <= free) + first).tolist():
+            need = int(needs[k])
+            if need <= lowest:
+                return k
+            end = now + planner.runtime(ordered[k])
+            if need <= values[bisect.bisect_left(dips, end)]:
+                return k
+        return len(ordered)
 
 
 def _order(
