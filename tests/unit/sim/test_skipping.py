@@ -1,5 +1,6 @@
-"""The fit screen: a pass is skipped only when no pending job finds its nodes, and the
-schedule is the one a pass at every event gives."""
+"""What the replay skips changes no start: passes in which no pending job finds its nodes
+(``hal.sim.fitscreen``), and held-back jobs an EASY stage that has made its
+reservation need not look at (``backfill._Settled``)."""
 
 from __future__ import annotations
 
