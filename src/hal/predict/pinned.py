@@ -42,6 +42,10 @@ class PinnedPredictor:
         if correction and correction not in CORRECTIONS:
             raise ValueError(f"correction must be one of {', '.join(CORRECTIONS)}")
         self.inner = inner
+        # the protocols checked once: isinstance against a runtime-checkable Protocol
+        # walks its members, and prepare/expired run at every pass and expiry
+        self._batch = inner if isinstance(inner, BatchPredictor) else None
+        self._own = inner if isinstance(inner, ExpiryPredictor) else None
         self.correction = correction or ("request" if expire_to_request else "steps")
         self.expire_to_request = self.correction == "request"
         self._first: dict[int, float] = {}  # expired jobs: the prediction they started with
@@ -73,11 +77,11 @@ class PinnedPredictor:
         if self.correction == "request" and job.time_limit_s > 0:
             self._pinned[job.id] = float(job.time_limit_s)
             return
-        inner = self.inner
+        own = self._own
         current = self._pinned.get(job.id)
-        if self.correction == "model" and isinstance(inner, ExpiryPredictor) and current:
+        if self.correction == "model" and own is not None and current:
             first = self._first.setdefault(job.id, current)
-            self._pinned[job.id] = inner.extended(job, first, current)
+            self._pinned[job.id] = own.extended(job, first, current)
 
     def observe(self, job: Job, runtime_s: float) -> None:
         self._pinned.pop(job.id, None)
@@ -86,8 +90,8 @@ class PinnedPredictor:
         self.inner.observe(job, runtime_s)
 
     def prepare(self, jobs: Sequence[Job]) -> None:
-        inner = self.inner
-        if isinstance(inner, BatchPredictor):
+        batch = self._batch
+        if batch is not None:
             todo = [j for j in jobs if j.start_time is None or j.id not in self._pinned]
             if todo:
-                inner.prepare(todo)
+                batch.prepare(todo)
