@@ -8,6 +8,15 @@
   with ``min_retrain_interval_s`` (the live server's setting) no sooner than that many
   seconds of wall time after the last model, so a burst of short jobs does not spend
   its CPU on models a few seconds apart (the jobs still join the training rows).
+* **Training in the background** (``train_lag``, the simulator's setting): a model due
+  at the N-th finished job is trained on a worker thread from a copy of the rows as
+  they were then, while the current model keeps predicting; it replaces that model at
+  a fixed point, N + ``train_lag`` finished jobs or the next retrain if that comes
+  first, waiting for the thread there if it is not done. What is learned and when it is
+  used depend only on the sequence of finished jobs, never on the thread's timing:
+  a replay gives the same results however fast the model trains (LightGBM releases
+  the GIL, so on a second core it costs the replay almost nothing). 0 (the default,
+  the server's: it trains on its own worker thread already): trained in ``observe``.
 * **Calibration** (split conformal): the residuals log(actual) − log(predicted) of the
   last ``calibration`` finished jobs give an offset so that about ``under_rate`` of jobs
   run longer than predicted. Under-predictions are cheap for a backfilling scheduler (the
@@ -39,9 +48,10 @@ import json
 import logging
 import math
 import os
+import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +75,10 @@ log = logging.getLogger("hal.predict")
 # run, not one step at a time), so the median is the natural target. With the stepwise
 # correction (the server's today) overruns cost more and 30 % stays the default.
 UNDER_RATE_OWN_CORRECTION = 0.5
+# The simulator's ``train_lag``: a model is used from the next retrain on (at most 1,000
+# finished jobs after its own started: ``retrain_every``), which gives the worker thread
+# the whole interval to train it in; the replay rarely waits for it.
+SIM_TRAIN_LAG = 1000
 PARAMS: dict[str, Any] = {
     "objective": "l1",  # the median correction: robust to the odd crashed or hung job
     "learning_rate": 0.1,
@@ -76,6 +90,56 @@ PARAMS: dict[str, Any] = {
     "deterministic": True,
     "seed": 7,
 }
+
+
+# What a training gives: the booster, how many rows it saw, and the last of them (features,
+# targets) to calibrate on when there are no residuals of a model yet.
+Fitted = tuple[Any, int, Any, Any]
+
+
+def _fit(lgb: Any, x: Any, y: Any, rounds: int) -> Fitted:
+    """One model from the rows ``x`` and targets ``y`` (arrays nobody else writes to)."""
+    data = lgb.Dataset(
+        x,
+        y,
+        feature_name=list(NAMES),
+        categorical_feature=list(CATEGORICAL),
+        free_raw_data=True,
+    )
+    booster = lgb.train(PARAMS, data, num_boost_round=rounds)
+    return booster, len(y), x[-2000:], y[-2000:]
+
+
+class _Training:
+    """A model being trained, on a daemon thread (``background``) or, when asked for,
+    right then on the caller's (what the thread must be indistinguishable from)."""
+
+    def __init__(self, fit: Callable[[], Fitted], *, background: bool = True) -> None:
+        self._fit: Callable[[], Fitted] | None = fit
+        self._result: Fitted | None = None
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        if background:
+            self._thread = threading.Thread(target=self._run, name="hal-learned-train", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        fit, self._fit = self._fit, None
+        assert fit is not None
+        try:
+            self._result = fit()
+        except BaseException as err:  # handed to the waiting caller
+            self._error = err
+
+    def wait(self) -> Fitted:
+        if self._thread is not None:
+            self._thread.join()
+        else:
+            self._run()
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
 
 
 class LearnedPredictor:
@@ -95,12 +159,23 @@ class LearnedPredictor:
         min_tail: int = 20,
         switch_window: int = 4,
         switch_margin: float = 3.0,
+        train_lag: int = 0,
+        background: bool = True,
     ) -> None:
         if not 0.0 < under_rate < 1.0:
             raise ValueError("under_rate must be between 0 and 1")
         if not 0.0 <= expiry_quantile <= 1.0:
             raise ValueError("expiry_quantile must be between 0 and 1")
+        if train_lag < 0:
+            raise ValueError("train_lag must be at least 0")
         self.expiry_quantile = expiry_quantile
+        # finished jobs between a retrain's start and its model's use (0: at once); with
+        # background=False the model is trained at that point on the caller's thread
+        # (the same model: what the threaded training is checked against)
+        self.train_lag = train_lag
+        self.background = background
+        self._training: _Training | None = None
+        self._basis = 0  # rows of the last training started: it sets the next interval
         self.switch_window = switch_window
         self.switch_margin = switch_margin
         # user → (model error, avg2 error) of their last finished jobs, and the users
@@ -129,21 +204,33 @@ class LearnedPredictor:
         self._since_train = 0
         # job id → (model version, user history version, features, log prediction)
         self._cache: dict[int, tuple[int, int, FloatRow, float]] = {}
+        # job id → (model version, user history version, answer of ``predict``)
+        self._answers: dict[int, tuple[int, int, float]] = {}
 
     # -- the protocol -------------------------------------------------------------------
 
     def predict(self, job: Job) -> float:
         if self._booster is None:
             return self._fallback.predict(job)
+        # The answer changes only with the model (and its offset) or the user's history
+        # (their switch to avg2 too): the planner asks again at every pass.
+        user = job.spec.user
+        version, user_version = self.model_version, self.history.version.get(user, 0)
+        known = self._answers.get(job.id)
+        if known is not None and known[0] == version and known[1] == user_version:
+            return known[2]
         predicted = math.expm1(self._log_prediction(job)[1] + self._offset)
-        if job.spec.user in self._switched:  # the model has been far off: avg2 if lower
+        if user in self._switched:  # the model has been far off: avg2 if lower
             predicted = min(predicted, self._fallback.predict(job))
-        return max(min(predicted, requested_s(job)), 1.0)
+        answer = max(min(predicted, requested_s(job)), 1.0)
+        self._answers[job.id] = (version, user_version, answer)
+        return answer
 
     def observe(self, job: Job, runtime_s: float) -> None:
         avg2 = self._fallback.predict(job)
         self._fallback.observe(job, runtime_s)
         cached = self._cache.pop(job.id, None)
+        self._answers.pop(job.id, None)
         row = cached[2] if cached is not None else self.history.features(job)
         actual = math.log1p(max(runtime_s, 0.0))
         if self._booster is not None:
@@ -160,6 +247,8 @@ class LearnedPredictor:
         self._targets.append(actual - baseline(row))
         self.history.add(job, runtime_s)
         self._since_train += 1
+        if self._training is not None and self._since_train >= self.train_lag:
+            self._install(self._training.wait())  # the fixed point: waits if not done
         if self._due():
             self.train()
 
@@ -184,37 +273,46 @@ class LearnedPredictor:
         seen = len(self._targets)
         if seen < self.min_train or self.unavailable:
             return False
-        if self._booster is None:
+        if self._booster is None and self._training is None:
             return True
-        every = min(self.retrain_every, max(self.min_train, self.trained_on // 2))
+        every = min(self.retrain_every, max(self.min_train, self._basis // 2))
         if self._since_train < every:
             return False
         wait = self.min_retrain_interval_s
         return wait <= 0 or time.monotonic() - self._trained_at >= wait
 
     def train(self) -> None:
+        """Starts a model on the rows finished so far: trained here, or with
+        ``train_lag`` on a worker thread and used from ``train_lag`` finished jobs on
+        (or from the next retrain, which installs it first)."""
         lgb = self._lightgbm()
         if lgb is None:
             return
-
+        if self._training is not None:  # a retrain due before the lag ran out
+            self._install(self._training.wait())
         x = np.vstack(self._rows)
         y = np.fromiter(self._targets, dtype=np.float64, count=len(self._targets))
-        data = lgb.Dataset(
-            x,
-            y,
-            feature_name=list(NAMES),
-            categorical_feature=list(CATEGORICAL),
-            free_raw_data=True,
-        )
-        self._booster = lgb.train(PARAMS, data, num_boost_round=self.rounds)
-        self.model_version += 1
-        self.trained_on = len(y)
         self._since_train = 0
+        self._basis = len(y)
+        rounds = self.rounds
+        if self.train_lag <= 0:
+            self._install(_fit(lgb, x, y, rounds))
+            return
+        self._training = _Training(lambda: _fit(lgb, x, y, rounds), background=self.background)
+
+    def _install(self, fitted: Fitted) -> None:
+        """The new model replaces the current one; calibrated on the residuals of the
+        jobs that finished until now."""
+        booster, rows, x_tail, y_tail = fitted
+        self._training = None
+        self._booster = booster
+        self.model_version += 1
+        self.trained_on = rows
         self._trained_at = time.monotonic()
         if len(self._residuals) < 50:
             # No residuals of a model yet: calibrate on the training rows (optimistic, so
             # the next calibration window replaces it as soon as it is full enough).
-            self._residuals.extend(y[-2000:] - self._booster.predict(x[-2000:], num_threads=1))
+            self._residuals.extend(y_tail - booster.predict(x_tail, num_threads=1))
         # residuals of the model's error; the baseline cancels out (target = actual - base)
         self._offset = float(np.quantile(np.fromiter(self._residuals, float), 1 - self.under_rate))
         self._sorted = None
@@ -259,6 +357,7 @@ class LearnedPredictor:
     def _trim_cache(self) -> None:
         if len(self._cache) > 500_000:  # jobs cancelled before they ran are never observed
             self._cache.clear()
+            self._answers.clear()
 
     def _log_prediction(self, job: Job) -> tuple[FloatRow, float]:
         user_version = self.history.version.get(job.spec.user, 0)
@@ -306,11 +405,13 @@ class LearnedPredictor:
         if meta.get("features") != list(NAMES):
             return False
         self._booster = lgb.Booster(model_str=meta["model"])
+        self._training = None  # a model still being trained is dropped for the loaded one
         self.model_version = int(meta["model_version"])
-        self.trained_on = int(meta["trained_on"])
+        self.trained_on = self._basis = int(meta["trained_on"])
         self._offset = float(meta["offset"])
         self.saved_at = float(meta["saved_at"])
         self._cache.clear()
+        self._answers.clear()
         return True
 
     def warm_up(self) -> None:

@@ -16,7 +16,7 @@ from hal.predict import (
     Predictor,
 )
 from hal.predict import make_predictor as registry_predictor
-from hal.predict.learned import UNDER_RATE_OWN_CORRECTION
+from hal.predict.learned import SIM_TRAIN_LAG, UNDER_RATE_OWN_CORRECTION
 from hal.sim.cluster import ClusterModel
 from hal.sim.engine import SimRun, Simulation
 from hal.sim.metrics import summarize
@@ -59,7 +59,9 @@ def make_predictor(name: str, workload: Workload, correction: str = "default") -
     moves it), as in Tsafrir, Etsion and Feitelson's EASY++; see ``PinnedPredictor``.
     ``correction="request"``: an expired prediction becomes the requested time;
     ``"model"``: the predictor re-predicts it (``learned``, then calibrated to
-    under-predict half the jobs, ``UNDER_RATE_OWN_CORRECTION``; others: steps)."""
+    under-predict half the jobs, ``UNDER_RATE_OWN_CORRECTION``; others: steps).
+    ``learned`` trains in the background (``SIM_TRAIN_LAG``): deterministic, each model
+    used from a fixed finished job on, whatever the thread's timing."""
     if correction not in CORRECTIONS:
         raise InvalidRequest(f"correction must be one of {', '.join(CORRECTIONS)}")
     if name == "perfect":
@@ -70,8 +72,10 @@ def make_predictor(name: str, workload: Workload, correction: str = "default") -
     if name == "user":
         return base  # the request: nothing to pin
     rule = effective_correction(name, correction)
-    if name == "learned" and rule == "model":
-        base = LearnedPredictor(under_rate=UNDER_RATE_OWN_CORRECTION)
+    if name == "learned":
+        base = LearnedPredictor(train_lag=SIM_TRAIN_LAG)
+        if rule == "model":
+            base.under_rate = UNDER_RATE_OWN_CORRECTION
     return PinnedPredictor(base, correction=rule)
 
 

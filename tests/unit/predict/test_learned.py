@@ -216,3 +216,63 @@ def test_switch_window_zero_keeps_the_model_for_everybody() -> None:
         p.observe(job(30_000 + i, "u3", "long", 36_000), 1.0)
     assert p.predict(job(30_100, "u3", "long", 36_000)) > 60
     assert not p._switched
+
+
+def replay_with_lag(p: LearnedPredictor, n: int, seed: int) -> list[float]:
+    """``feed``, with the predictions of a few waiting jobs read after every finished
+    job: what a replay plans with."""
+    rng = random.Random(seed)
+    probes = [job(90_000 + k, f"u{k}", ("short", "long")[k % 2], 36_000) for k in range(6)]
+    seen: list[float] = []
+    for i in range(n):
+        user = f"u{rng.randrange(20)}"
+        kind = rng.choice(("short", "long"))
+        runtime = (120.0 if kind == "short" else 7200.0) * rng.uniform(0.9, 1.1)
+        p.observe(job(i, user, kind, 36_000, i * 60.0).evolve(state=JobState.COMPLETED), runtime)
+        if i % 3 == 0:
+            p.prepare(probes)
+        seen.extend(p.predict(j) for j in probes)
+    return seen
+
+
+def test_background_training_is_the_model_trained_at_its_swap_point(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A model trained on a worker thread (``train_lag``) predicts exactly what the same
+    model trained on the caller's thread at its fixed swap point predicts, however slow
+    the thread is (here it sleeps a random while before each model), and each model is
+    used from the same finished job on: the replay does not depend on the timing."""
+    import time
+
+    import hal.predict.learned as learned
+
+    fit = learned._fit
+    jitter = random.Random(5)
+
+    def slow_fit(*args):  # type: ignore[no-untyped-def]
+        time.sleep(jitter.uniform(0.0, 0.05))
+        return fit(*args)
+
+    def run(background: bool, slow: bool) -> tuple[list[float], int]:
+        monkeypatch.setattr(learned, "_fit", slow_fit if slow else fit)
+        p = LearnedPredictor(min_train=100, retrain_every=150, train_lag=60, background=background)
+        return replay_with_lag(p, 1000, seed=4), p.model_version
+
+    synchronous, versions = run(background=False, slow=False)
+    assert versions >= 5
+    assert run(background=True, slow=False) == (synchronous, versions)
+    assert run(background=True, slow=True) == (synchronous, versions)
+
+
+def test_a_model_is_used_only_from_its_swap_point_on() -> None:
+    """With a lag of 60 the first model (due at the 100th finished job) answers from the
+    160th on; until then the predictor answers like ``avg2``. A retrain due before the
+    lag runs out installs the pending model first."""
+    p = LearnedPredictor(min_train=100, retrain_every=150, train_lag=60)
+    feed(p, 159)
+    assert p.model_version == 0 and p._training is not None
+    feed(p, 1, seed=9)
+    assert p.model_version == 1 and p._training is None
+    q = LearnedPredictor(min_train=100, retrain_every=100, train_lag=500)
+    feed(q, 100)
+    assert q.model_version == 0  # training, not used yet
+    feed(q, 100, seed=9)  # the next retrain is due: the first model goes in, a new starts
+    assert q.model_version == 1 and q._training is not None

@@ -149,3 +149,21 @@ def test_each_predictor_has_its_own_default_correction(tmp_path: Path) -> None:
     assert s["correction"] == "model"
     assert {o.job.id: o.start for o in run.outcomes}[5] == 30
     assert "correction" not in run_trace(path, SimOptions("easy-sjbf", "user"))[1]
+
+
+@pytest.mark.skipif(not SDSC.exists(), reason="traces not available")
+def test_a_learned_replay_is_the_same_twice() -> None:
+    """``learned`` trains on a worker thread in the simulator (``SIM_TRAIN_LAG``), but
+    each model is used from a fixed finished job on: two replays of the first 2,000
+    jobs of SDSC-SP2 start every job at the same instant with the same prediction."""
+    from hal.sim.run import run_workload
+
+    w = load_workload(SDSC, Cleaning(first_jobs=2000))
+
+    def replay() -> list[tuple[float, float]]:
+        run, _ = run_workload(w, SimOptions("easy-sjbf", "learned"))
+        return [(o.start, o.predicted) for o in run.outcomes]
+
+    first = replay()
+    assert first == replay()
+    assert len({p for _, p in first}) > 100  # models were trained and used
