@@ -75,10 +75,13 @@ log = logging.getLogger("hal.predict")
 # run, not one step at a time), so the median is the natural target. With the stepwise
 # correction (the server's today) overruns cost more and 30 % stays the default.
 UNDER_RATE_OWN_CORRECTION = 0.5
-# The simulator's ``train_lag``: a model is used from the next retrain on (at most 1,000
-# finished jobs after its own started: ``retrain_every``), which gives the worker thread
-# the whole interval to train it in; the replay rarely waits for it.
-SIM_TRAIN_LAG = 1000
+# The simulator's ``train_lag``: 0, each model trained in place when it is due (as
+# before). A lag of 1,000 (each model used from the next retrain on, trained meanwhile
+# on a worker thread) took 79 % of the model's CPU off the replay's thread on Curie's
+# first 80,000 jobs, but SDSC-SP2's mean bsld went from 61.0 to 66.2 with models one
+# retrain older (KTH-SP2 56.2 -> 53.6), so it stays off until a shorter lag is measured
+# (docs/prediction.md, "Online training").
+SIM_TRAIN_LAG = 0
 PARAMS: dict[str, Any] = {
     "objective": "l1",  # the median correction: robust to the odd crashed or hung job
     "learning_rate": 0.1,

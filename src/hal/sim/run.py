@@ -60,8 +60,9 @@ def make_predictor(name: str, workload: Workload, correction: str = "default") -
     ``correction="request"``: an expired prediction becomes the requested time;
     ``"model"``: the predictor re-predicts it (``learned``, then calibrated to
     under-predict half the jobs, ``UNDER_RATE_OWN_CORRECTION``; others: steps).
-    ``learned`` trains in the background (``SIM_TRAIN_LAG``): deterministic, each model
-    used from a fixed finished job on, whatever the thread's timing."""
+    ``learned`` trains each model ``SIM_TRAIN_LAG`` finished jobs before it is used (0:
+    in place when due; more: on a worker thread, deterministically, whatever the
+    thread's timing)."""
     if correction not in CORRECTIONS:
         raise InvalidRequest(f"correction must be one of {', '.join(CORRECTIONS)}")
     if name == "perfect":

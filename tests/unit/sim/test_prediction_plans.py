@@ -152,11 +152,14 @@ def test_each_predictor_has_its_own_default_correction(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not SDSC.exists(), reason="traces not available")
-def test_a_learned_replay_is_the_same_twice() -> None:
-    """``learned`` trains on a worker thread in the simulator (``SIM_TRAIN_LAG``), but
-    each model is used from a fixed finished job on: two replays of the first 2,000
-    jobs of SDSC-SP2 start every job at the same instant with the same prediction."""
+def test_a_learned_replay_is_the_same_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a training lag, ``learned`` trains on a worker thread, but each model is
+    used from a fixed finished job on: two replays of the first 2,000 jobs of SDSC-SP2
+    start every job at the same instant with the same prediction."""
+    from hal.sim import run as sim_run
     from hal.sim.run import run_workload
+
+    monkeypatch.setattr(sim_run, "SIM_TRAIN_LAG", 1000)
 
     w = load_workload(SDSC, Cleaning(first_jobs=2000))
 
