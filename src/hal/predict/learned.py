@@ -207,33 +207,21 @@ class LearnedPredictor:
         self._since_train = 0
         # job id → (model version, user history version, features, log prediction)
         self._cache: dict[int, tuple[int, int, FloatRow, float]] = {}
-        # job id → (model version, user history version, answer of ``predict``)
-        self._answers: dict[int, tuple[int, int, float]] = {}
 
     # -- the protocol -------------------------------------------------------------------
 
     def predict(self, job: Job) -> float:
         if self._booster is None:
             return self._fallback.predict(job)
-        # The answer changes only with the model (and its offset) or the user's history
-        # (their switch to avg2 too): the planner asks again at every pass.
-        user = job.spec.user
-        version, user_version = self.model_version, self.history.version.get(user, 0)
-        known = self._answers.get(job.id)
-        if known is not None and known[0] == version and known[1] == user_version:
-            return known[2]
         predicted = math.expm1(self._log_prediction(job)[1] + self._offset)
-        if user in self._switched:  # the model has been far off: avg2 if lower
+        if job.spec.user in self._switched:  # the model has been far off: avg2 if lower
             predicted = min(predicted, self._fallback.predict(job))
-        answer = max(min(predicted, requested_s(job)), 1.0)
-        self._answers[job.id] = (version, user_version, answer)
-        return answer
+        return max(min(predicted, requested_s(job)), 1.0)
 
     def observe(self, job: Job, runtime_s: float) -> None:
         avg2 = self._fallback.predict(job)
         self._fallback.observe(job, runtime_s)
         cached = self._cache.pop(job.id, None)
-        self._answers.pop(job.id, None)
         row = cached[2] if cached is not None else self.history.features(job)
         actual = math.log1p(max(runtime_s, 0.0))
         if self._booster is not None:
@@ -360,7 +348,6 @@ class LearnedPredictor:
     def _trim_cache(self) -> None:
         if len(self._cache) > 500_000:  # jobs cancelled before they ran are never observed
             self._cache.clear()
-            self._answers.clear()
 
     def _log_prediction(self, job: Job) -> tuple[FloatRow, float]:
         user_version = self.history.version.get(job.spec.user, 0)
@@ -414,7 +401,6 @@ class LearnedPredictor:
         self._offset = float(meta["offset"])
         self.saved_at = float(meta["saved_at"])
         self._cache.clear()
-        self._answers.clear()
         return True
 
     def warm_up(self) -> None:
