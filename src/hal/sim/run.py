@@ -73,10 +73,10 @@ def make_predictor(name: str, workload: Workload, correction: str = "default") -
     if name == "user":
         return base  # the request: nothing to pin
     rule = effective_correction(name, correction)
-    if name == "learned":
+    if name == "learned" and rule == "model":
+        base = LearnedPredictor(under_rate=UNDER_RATE_OWN_CORRECTION, train_lag=SIM_TRAIN_LAG)
+    elif name == "learned":
         base = LearnedPredictor(train_lag=SIM_TRAIN_LAG)
-        if rule == "model":
-            base.under_rate = UNDER_RATE_OWN_CORRECTION
     return PinnedPredictor(base, correction=rule)
 
 
