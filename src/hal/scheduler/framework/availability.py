@@ -794,7 +794,6 @@ class ReleaseLedger:
     __slots__ = (
         "_cpus",
         "_gpus",
-        "_held",
         "_jobs",
         "_live",
         "_memory",
@@ -811,10 +810,9 @@ class ReleaseLedger:
         self._names = names
         # the head's start-row screen, for profiles built on this node list
         self.start_rows = StartRowsMemo()
-        self._jobs: dict[int, tuple[Allocation, int, int]] = {}  # id → (alloc, first, count)
-        # id → (the running job, its first slot, count, exclusive): ``holding`` asked
-        # once per job object, not once per pass
-        self._held: dict[int, tuple[Job, int, int, bool]] = {}
+        # id → (allocation, first slot, count, the running job and whether it holds
+        # them exclusively, as ``held_slot`` last found them; None, False: not asked)
+        self._jobs: dict[int, tuple[Allocation, int, int, Job | None, bool]] = {}
         self._node: Rows = np.empty(0, dtype=np.intp)
         self._cpus: IntArray = np.empty(0, dtype=np.int64)
         self._memory: IntArray = np.empty(0, dtype=np.int64)
@@ -830,14 +828,14 @@ class ReleaseLedger:
         whether it holds them exclusively (``holding``); None when it holds nothing.
         Looked up by job object: the simulator passes the same one pass after pass."""
         if table.names is self._names:
-            found = self._held.get(job.id)
-            if found is not None and found[0] is job:
-                return found[1], found[2], found[3]
+            found = self._jobs.get(job.id)
+            if found is not None and found[3] is job:
+                return found[1], found[2], found[4]
         held, exclusive = holding(job)
         if held is None:
             return None
         first, count = self.slot(table, job.id, held)
-        self._held[job.id] = (job, first, count, exclusive)
+        self._jobs[job.id] = (held, first, count, job, exclusive)
         return first, count, exclusive
 
     def slot(self, table: NodeTable, job_id: int, allocation: Allocation) -> tuple[int, int]:
@@ -864,21 +862,20 @@ class ReleaseLedger:
         self._gpus[first:end] = ar.gpus
         self._size = end
         self._live += count
-        self._jobs[job_id] = (allocation, first, count)
+        self._jobs[job_id] = (allocation, first, count, None, False)
         return first, count
 
     def keep_only(self, job_ids: set[int]) -> None:
         """Forget the jobs not in ``job_ids``; slots are compacted once most are dead.
         (Slots given out before this call are no longer valid.)"""
-        jobs, held = self._jobs, self._held
+        jobs = self._jobs
         if len(jobs) > len(job_ids) or not job_ids.issuperset(jobs):
             for jid in jobs.keys() - job_ids:
                 self._live -= jobs.pop(jid)[2]
-                held.pop(jid, None)
         if self._size > 2 * self._live + _LEDGER_SLACK:
             order = sorted(jobs.items(), key=lambda e: e[1][1])
             keep = np.concatenate(
-                [np.arange(f, f + c, dtype=np.intp) for _, (_, f, c) in order]
+                [np.arange(f, f + c, dtype=np.intp) for _, (_, f, c, _, _) in order]
                 or [np.empty(0, dtype=np.intp)]
             )
             self._node = self._node[keep]
@@ -886,11 +883,8 @@ class ReleaseLedger:
             self._memory = self._memory[keep]
             self._gpus = self._gpus[keep]
             at = 0
-            for jid, (alloc, _, c) in order:
-                jobs[jid] = (alloc, at, c)
-                kept = held.get(jid)
-                if kept is not None:
-                    held[jid] = (kept[0], at, c, kept[3])
+            for jid, (alloc, _, c, job, exclusive) in order:
+                jobs[jid] = (alloc, at, c, job, exclusive)
                 at += c
             self._size = self._live = at
 
