@@ -406,9 +406,8 @@ class _Settled:
         partition = self._partition
         free = planner.free_now(partition)
         mask = planner.ctx.nodes.partition_mask(partition)
-        instants, values = planner.profile.free_cpus_steps(mask, partition)
+        dips, values = planner.profile.free_cpus_steps(mask, partition)
         lowest = int(values[-1])  # a window covering every dip
-        dips = instants.tolist()
         now = planner.ctx.now
         ordered = self._ordered
         needs = self._needs
