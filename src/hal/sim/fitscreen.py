@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from hal.core.job import Job, JobSpec
+from hal.core.job import Job
 from hal.scheduler.framework.node_table import IntArray, NodeTable
 
 # (partition, CPUs per node, nodes)
@@ -30,19 +30,14 @@ class FitScreen:
     def __init__(self) -> None:
         self._pending: dict[Need, int] = {}  # need → pending jobs with it
         self._unjudged = 0  # pending jobs the screen cannot judge
-        # id(spec) → (the spec, kept so the id stays its own; its need or None)
-        self._needs: dict[int, tuple[JobSpec, Need | None]] = {}
 
-    def need(self, job: Job) -> Need | None:
+    @staticmethod
+    def need(job: Job) -> Need | None:
         spec = job.spec
-        found = self._needs.get(id(spec))
-        if found is None or found[0] is not spec:
-            need = None
-            if spec.nodes_min == spec.nodes_max and not spec.nodelist:
-                n = max(spec.nodes_min, 1)
-                need = (job.partition, spec.cpus_per_node(n), n)
-            found = self._needs[id(spec)] = (spec, need)
-        return found[1]
+        if spec.nodes_min != spec.nodes_max or spec.nodelist:
+            return None
+        n = max(spec.nodes_min, 1)
+        return (job.partition, spec.cpus_per_node(n), n)
 
     def add(self, job: Job) -> Need | None:
         need = self.need(job)
