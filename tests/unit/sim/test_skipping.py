@@ -9,10 +9,12 @@ import pytest
 from hal.core.job import Allocation, Job
 from hal.core.resources import ResourceVector
 from hal.predict import UserPredictor
+from hal.scheduler.framework import backfill
 from hal.scheduler.framework.node_table import NodeTable
 from hal.sim import Cleaning, ClusterModel, Simulation, load_workload, scheduler_for
 from hal.sim.cluster import PARTITION
 from hal.sim.fitscreen import FitScreen
+from hal.sim.run import make_predictor
 from hal.sim.traces import traces_dir
 
 CURIE = traces_dir() / "CEA-Curie-2011-2.1-cln.swf.gz"
@@ -112,9 +114,6 @@ def test_settled_backfill_skips_jobs_and_changes_no_start(
     """The backfill stage's skipping of jobs that would change nothing once EASY's
     reservation is made (``backfill._Settled``): the same starts without it, also with
     a pinned predictor (which remembers what it was asked while a job waited)."""
-    from hal.scheduler.framework import backfill
-    from hal.sim.run import make_predictor
-
     workload = load_workload(CURIE, Cleaning(first_jobs=1200, procs=8000))
     cluster = ClusterModel.for_procs(8000, 16)
     asked: list[int] = []
