@@ -37,7 +37,14 @@ pass could start anything:
   nodes of its partition, UP and without an exclusive job, with its CPUs per node free
   (``fitscreen.py``; the jobs that could start are the new ones in the case above,
   every pending job otherwise). A few CPUs freed on a busy machine of many-core nodes
-  start no wide job.
+  start no wide job;
+* nothing but arrivals happened since a pass that started nothing and whose EASY
+  backfill stage settled (its head reserved), backfill runs at every pass, planned ends
+  are fixed between events (every predictor but an unpinned moving one), no plugin of
+  the profile reads the clock for the simulator's jobs (``_CLOCK_FREE``), and none of
+  the new jobs could start: ``backfill.SettledStage.could_start`` asks each what the
+  pass would (the old jobs' verdicts are those of that pass). On a busy machine most
+  arrivals find the head's reservation in their way.
 
 This is a choice of *when* to run passes, as the server's debounce is; every pass that
 runs is the real one. Node choices are exactly reproducible with one core per node (ties
@@ -69,6 +76,8 @@ from hal.predict import (
     UserPredictor,
     planned_runtime,
 )
+from hal.scheduler.framework.backfill import SettledStage
+from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.node_table import NodeTable
 from hal.scheduler.framework.scheduler import Scheduler
 from hal.scheduler.framework.snapshot import ClusterSnapshot
@@ -78,6 +87,24 @@ from hal.sim.fitscreen import FitScreen, Need
 from hal.sim.workload import TraceJob
 
 FloatArray = npt.NDArray[np.float64]
+
+# Plugins whose verdicts on the simulator's jobs do not depend on when they are asked:
+# ``hold`` reads the clock only for a begin time and ``reservation`` only for advance
+# reservations, neither of which a trace job has; the others never read it. (Not
+# ``datalocality`` or ``topology``: their scores count the time a job has waited.)
+_CLOCK_FREE = frozenset(
+    {
+        "priority",
+        "hold",
+        "partition",
+        "dependency",
+        "arraythrottle",
+        "reservation",
+        "noderesources",
+        "nvlink",
+        "backfill",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +213,15 @@ class Simulation:
         busy = 0
         interval = self.scheduler.backfill_interval_s
         last_backfill = -np.inf
+        # the last pass's settled backfill stage (rule 4), while only arrivals follow it
+        settled: SettledStage | None = None
+        arrived: list[Job] = []  # jobs submitted since that pass
+        rule4 = (
+            not (self.every_event or self.explain or interval)
+            and self.data is None
+            and (not moving_ends or isinstance(predictor, PinnedPredictor))
+            and _clock_free(self.scheduler)
+        )
         passes = skipped = 0
         revision = 0
         i, n_jobs = 0, len(self.jobs)
@@ -254,6 +290,7 @@ class Simulation:
                     time_limit_s=int(np.ceil(tj.requested)),
                 )
                 new_needs.append(screen.add(job))
+                arrived.append(job)
                 cpus_needed = spec.ntasks * spec.cpus_per_task
                 heapq.heappush(need, (cpus_needed, tj.id))
                 smallest_new = min(smallest_new, cpus_needed)
@@ -267,10 +304,9 @@ class Simulation:
             if could_start and not (self.every_event or interval):
                 # (3) no job that could start finds its nodes now
                 could_start = screen.any_fits(table, new_needs if only_new else None)
+            if completed:
+                settled = None
             if pending and could_start:
-                do_backfill = interval is not None and now - last_backfill >= interval
-                if do_backfill:
-                    last_backfill = now
                 snap = ClusterSnapshot(
                     revision=revision,
                     now=now,
@@ -280,12 +316,23 @@ class Simulation:
                     running=tuple(running.values()),
                     data=None if self.data is None else self.data.view(),
                 )
+                if settled is not None:
+                    # (4) only arrivals since a settled pass, and none of them could start
+                    ctx = PassContext.from_snapshot(snap, table.copy())
+                    could_start = settled.could_start(ctx, arrived)
+                    arrived.clear()
+            if pending and could_start:
+                do_backfill = interval is not None and now - last_backfill >= interval
+                if do_backfill:
+                    last_backfill = now
                 if self.check_tables:
                     _check(table, snap)
                 result = self.scheduler.run_pass(
                     snap, nodes=table.copy(), backfill=do_backfill, explain=self.explain
                 )
                 passes += 1
+                settled = result.settled if rule4 else None
+                arrived.clear()
                 for placement in result.plan.placements:
                     job = pending.pop(placement.job_id)
                     screen.remove(job)
@@ -337,6 +384,24 @@ class Simulation:
             skipped,
             time.perf_counter() - wall0,
         )
+
+
+def _clock_free(scheduler: Scheduler) -> bool:
+    """Whether every plugin of the scheduler's profile is in ``_CLOCK_FREE``."""
+    p = scheduler.profile
+    plugins = [
+        p.queue_sort,
+        *p.pre_filter,
+        *p.filter,
+        *p.post_filter,
+        *p.pre_score,
+        *(plugin for plugin, _ in p.score),
+        *p.reserve,
+        *p.permit,
+        *p.placement_score,
+        *(x for x in (p.backfill, p.placement_generate) if x is not None),
+    ]
+    return all(plugin.name in _CLOCK_FREE for plugin in plugins)
 
 
 def _lifetime(tj: TraceJob, job: Job, read: Read | None) -> float:

@@ -1,6 +1,7 @@
 """What the replay skips changes no start: passes in which no pending job finds its nodes
-(``hal.sim.fitscreen``), and held-back jobs an EASY stage that has made its
-reservation need not look at (``backfill._Settled``)."""
+(``hal.sim.fitscreen``), held-back jobs an EASY stage that has made its reservation need
+not look at (``backfill._Settled``), and passes after a settled one in which no new job
+could start (``backfill.SettledStage``)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import pytest
 
 from hal.core.job import Allocation, Job
 from hal.core.resources import ResourceVector
+from hal.core.states import JobState
 from hal.predict import UserPredictor
 from hal.scheduler.framework import backfill
+from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.node_table import NodeTable
+from hal.scheduler.framework.snapshot import ClusterSnapshot
 from hal.sim import Cleaning, ClusterModel, Simulation, load_workload, scheduler_for
 from hal.sim.cluster import PARTITION
 from hal.sim.fitscreen import FitScreen
@@ -134,3 +138,92 @@ def test_settled_backfill_skips_jobs_and_changes_no_start(
     assert asked  # the stage settled and skipped
     monkeypatch.setattr(backfill._Settled, "of", classmethod(lambda *args: None))
     assert replay() == settled
+
+
+def test_settled_stage_tells_which_new_job_could_start() -> None:
+    """Four one-core nodes, a job running on two until t=100, a four-node head reserved
+    from 100. Later, with nothing else changed: a two-node job that ends before 100
+    could start, one that would run past 100 or needs three nodes could not, and a job
+    that would sort before the head is left to the pass."""
+    cluster = ClusterModel(nodes=4, cores_per_node=1)
+    nodes, partitions = cluster.build_nodes(), cluster.partitions()
+    one = ResourceVector(1, 0, 0)
+    running = Job(
+        id=1,
+        spec=cluster.spec_for(2, 1),
+        state=JobState.RUNNING,
+        partition=PARTITION,
+        start_time=0.0,
+        time_limit_s=100,
+        allocation=Allocation((nodes[0].name, nodes[1].name), (one, one)),
+    )
+    head = Job(id=2, spec=cluster.spec_for(4, 1), partition=PARTITION, time_limit_s=100)
+    scheduler = scheduler_for("easy", UserPredictor())
+
+    def snapshot(now: float, *pending: Job) -> ClusterSnapshot:
+        return ClusterSnapshot(
+            revision=1,
+            now=now,
+            nodes=nodes,
+            partitions=partitions,
+            pending=pending,
+            running=(running,),
+        )
+
+    first = scheduler.run_pass(snapshot(10.0, head), explain=False)
+    assert not first.plan.placements
+    settled = first.settled  # (the head's reservation is left to be made when asked)
+    assert settled is not None
+
+    ids = iter(range(3, 100))
+
+    def could_start(procs: int, limit: int, priority: int = 0) -> bool:
+        job = Job(
+            id=next(ids),
+            spec=cluster.spec_for(procs, 2),
+            partition=PARTITION,
+            submit_time=20.0,
+            time_limit_s=limit,
+            priority=priority,
+        )
+        snap = snapshot(20.0, head, job)
+        ctx = PassContext.from_snapshot(snap)
+        answer = settled.could_start(ctx, [job])
+        # what the pass itself does with it
+        started = bool(scheduler.run_pass(snap, explain=False).plan.placements)
+        assert answer or not started
+        return answer
+
+    assert could_start(2, 50) is True
+    assert could_start(2, 200) is False
+    assert could_start(3, 50) is False
+    assert could_start(2, 200, priority=10) is True  # ahead of the head: the pass decides
+
+
+@pytest.mark.skipif(not CURIE.exists(), reason="traces not available")
+@pytest.mark.parametrize(("policy", "predictor"), [("easy", "user"), ("easy-sjbf", "avg2")])
+def test_passes_no_new_job_could_start_are_skipped_and_change_no_start(
+    policy: str, predictor: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rule (4) of the engine: CEA-Curie's first 1,200 jobs on a busy machine give the
+    same starts (and the same predictions they started with) as a pass at every event,
+    with more passes skipped than when the settled stage always says a job could start."""
+    workload = load_workload(CURIE, Cleaning(first_jobs=1200, procs=8000))
+    cluster = ClusterModel.for_procs(8000, 16)
+
+    def replay(every_event: bool = False) -> tuple[list[tuple[float, float]], int]:
+        chosen = make_predictor(predictor, workload)
+        scheduler = scheduler_for(policy, chosen)
+        sim = Simulation(
+            workload.jobs, cluster, scheduler, predictor=chosen, every_event=every_event
+        )
+        run = sim.run()
+        return [(o.start, o.predicted) for o in run.outcomes], run.skipped_passes
+
+    skipping, skipped = replay()
+    full, _ = replay(every_event=True)
+    assert skipping == full
+    monkeypatch.setattr(backfill.SettledStage, "could_start", lambda *args: True)
+    without, skipped_without = replay()
+    assert without == skipping
+    assert skipped > skipped_without

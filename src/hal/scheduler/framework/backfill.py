@@ -32,6 +32,7 @@ shape the plan; jobs are killed at their own time limit, never at the prediction
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hal.core.job import Allocation, Job
-from hal.scheduler.framework.availability import AvailabilityProfile
+from hal.scheduler.framework.availability import AvailabilityProfile, round_up
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import StateKey
 from hal.scheduler.framework.interfaces import BackfillMode, BackfillPlugin, BackfillPolicy
@@ -63,6 +64,8 @@ class BackfillResult:
     expected_start: dict[int, float] = field(default_factory=dict)
     # job id → (start, planned end, nodes) of each reservation made
     reservations: dict[int, tuple[float, float, Allocation]] = field(default_factory=dict)
+    # set when the stage settled and the pass started nothing (``SettledStage``)
+    settled: SettledStage | None = None
 
 
 def _min_cpus(job: Job) -> int:
@@ -179,6 +182,11 @@ def run_backfill(
         planner.defer(job)
     if explain:
         planner.flush()
+    elif settled is not None and not placed_now and not planner.result.placements:
+        # (a copy: the planner keeps its own result, which must not point back at it, or
+        # the pair would wait for the cyclic collector, off during passes)
+        left = SettledStage(planner, ordered[0], settled.partition)
+        return dataclasses.replace(planner.result, settled=left)
     return planner.result
 
 
@@ -371,12 +379,12 @@ class _Settled:
     now, in order; a pinned predictor remembers what it was asked), and the loop takes
     it from there with every check of its own."""
 
-    __slots__ = ("_needs", "_ordered", "_partition", "_planner")
+    __slots__ = ("_needs", "_ordered", "_planner", "partition")
 
     def __init__(self, planner: _Planner, ordered: list[Job], partition: str) -> None:
         self._planner = planner
         self._ordered = ordered
-        self._partition = partition
+        self.partition = partition
         self._needs: npt.NDArray[np.int64] | None = None  # min_cpus of each, when asked
 
     @classmethod
@@ -395,7 +403,7 @@ class _Settled:
         planner = self._planner
         return (
             not planner.deferred
-            and bool(planner.reservations.get(self._partition, 0))
+            and bool(planner.reservations.get(self.partition, 0))
             and planner.has_profile
         )
 
@@ -403,7 +411,7 @@ class _Settled:
         """The position, from ``first`` on, of the next job the loop must look at
         (``len(ordered)``: none)."""
         planner = self._planner
-        partition = self._partition
+        partition = self.partition
         free = planner.free_now(partition)
         mask = planner.ctx.nodes.partition_mask(partition)
         dips, values = planner.profile.free_cpus_steps(mask, partition)
@@ -423,6 +431,74 @@ class _Settled:
             if need <= values[bisect.bisect_left(dips, end)]:
                 return k
         return len(ordered)
+
+
+class SettledStage:
+    """What a one-partition EASY stage leaves when the pass started nothing: its head
+    (the first held-back job) and the profile with the head's reservation. A later pass
+    in which nothing but new jobs changed (no job started or ended since, no planned end
+    moved, and no plugin's verdict depends on the clock: the caller's to know) decides
+    the old jobs as this one did: the head gets the same reservation, and a window of an
+    old job's run holds no more free than it did then (no event lies between). Such a
+    pass starts something only if a new job starts, and ``could_start`` asks each new
+    job what that pass would ask: its CPUs free now, then through its run's window on
+    this profile, then the framework's TEST_ONLY cycle on that window. The simulator
+    skips the pass when no new job could start."""
+
+    __slots__ = ("_head", "_partition", "_planner")
+
+    def __init__(self, planner: _Planner, head: Job, partition: str) -> None:
+        self._planner = planner
+        self._head = head
+        self._partition = partition
+
+    def could_start(self, ctx: PassContext, new: Sequence[Job]) -> bool:
+        """Whether the pass on ``ctx`` could start one of ``new``, the jobs submitted
+        since this stage's pass (True also when this state cannot tell). Asks the run
+        times that pass would ask."""
+        planner = self._planner
+        planner.flush()  # the head's reservation, if the pass left it deferred
+        head = self._head
+        profile = planner.profile
+        now = ctx.now
+        step = max(profile.resolution, 1.0)  # an end sooner than this is planned at it
+        if (
+            head.id not in planner.result.reservations
+            or profile.horizon < math.inf
+            or ctx.snapshot.reservations
+            # the next event must stay where it is when the profile starts at ``now``
+            or (len(profile) > 1 and profile.times[1] < round_up(now + step, profile.resolution))
+        ):
+            return True
+        partition = self._partition
+        policy = planner.policies[partition]
+        assert policy is not None
+        sort_key = planner.framework.profile.queue_sort.sort_key
+        head_key = (sort_key(head), head.id)
+        planner.plugin.prepare(new)
+        free = planner.free_now(partition)
+        mask = ctx.nodes.partition_mask(partition)
+        for job in new:
+            spec = job.spec
+            if (
+                job.partition != partition
+                or spec.reservation != head.spec.reservation
+                or spec.het is not None
+                or (sort_key(job), job.id) < head_key
+            ):
+                return True  # not simply behind the head: let the pass decide
+            if policy.shortest_first:
+                planner.runtime(job)  # the stage orders every held job by it
+            needs = planner.min_cpus(job)
+            if needs > free:
+                continue
+            end = now + planner.runtime(job)
+            if needs > profile.free_cpus_from_now(end, mask, partition):
+                continue
+            out = planner.framework.place(ctx, job, Mode.TEST_ONLY, within=profile.window(0, end))
+            if out.status.is_success:
+                return True
+        return False
 
 
 def _order(

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 
 from hal.core.job import Allocation, Job
 from hal.core.states import PendingReason
-from hal.scheduler.framework.backfill import run_backfill
+from hal.scheduler.framework.backfill import SettledStage, run_backfill
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.hetjob import decide_group, pending_het_groups
 from hal.scheduler.framework.interfaces import PREEMPTIONS
@@ -104,6 +104,8 @@ class PassResult:
     backfill: BackfillCycle | None = None
     # Seconds per (plugin, extension point); None: the pass was not timed (timing.py).
     plugin_seconds: Mapping[tuple[str, str], float] | None = None
+    # The backfill stage settled and nothing started: see ``backfill.SettledStage``.
+    settled: SettledStage | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,6 +297,7 @@ class Scheduler:
         reservations: dict[int, tuple[float, float, Allocation]] = {}
         plugin = framework.profile.backfill
         cycle = None
+        settled = None
         if backfill and plugin is not None and held:
             began = time.perf_counter()
             bf = run_backfill(framework, ctx, plugin, held, held_stages, placed, explain=explain)
@@ -305,6 +308,8 @@ class Scheduler:
             statuses.update(bf.statuses)
             expected = bf.expected_start
             reservations = bf.reservations
+            if not terminations:
+                settled = bf.settled
         elif not backfill and plugin is not None:
             # bf_interval has not elapsed: the jobs still held back keep the start times the
             # last backfill pass gave them (as in Slurm) instead of losing them until the
@@ -339,7 +344,7 @@ class Scheduler:
             terminations=tuple(terminations),
             preemptions=tuple(nominated.values()) if nominated else (),
         )
-        return PassResult(plan, statuses, rejections, reservations, cycle)
+        return PassResult(plan, statuses, rejections, reservations, cycle, settled=settled)
 
     @staticmethod
     def _held_back(
