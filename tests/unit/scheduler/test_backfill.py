@@ -3,8 +3,11 @@ them busy until 1090 (jobs started at 990 asking for 100 s)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from hal.core.job import Job
 from hal.core.states import PendingReason
 from hal.predict import UserPredictor, planned_runtime
 from hal.scheduler.framework import ProfileError, Scheduler
@@ -180,3 +183,37 @@ def test_kept_user_predictions_plan_what_the_predictor_plans() -> None:
         other = job.evolve(time_limit_s=limit + 30)
         assert plugin.runtime(other, 10.0) == planned_runtime(user, other, 10.0)
     assert backfill.new({"mode": "easy", "predictor": "avg2"})._fixed is None
+
+
+class _ShortGuess:
+    """Predicts 5 s for every waiting job and the time limit for running ones."""
+
+    name = "short-guess"
+
+    def predict(self, job: Job) -> float:
+        return 5.0 if job.start_time is None else float(job.time_limit_s)
+
+    def observe(self, job: Job, runtime_s: float) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("protect_after_s", "started"), [(0, {12}), (500, set()), (2000, {12})])
+def test_a_head_waiting_past_protect_after_is_not_delayed_by_predictions(
+    protect_after_s: float, started: set[int]
+) -> None:
+    """The 4-node head (submitted at 10) waits for 1090. Job 12 asks for 95 s but is
+    predicted to run 5: planned by its prediction it fits before 1090, and would delay
+    the head if the prediction were wrong. Once the head has waited ``protect_after_s``
+    (990 s here), job 12 is planned to its time limit and waits."""
+    scheduler = with_backfill(mode="easy", protect_after_s=protect_after_s)
+    plugin_args = {"mode": "easy", "resolution_s": 1, "protect_after_s": protect_after_s}
+    profile = replace(scheduler.profile, backfill=backfill.new(plugin_args, _ShortGuess()))
+    snap = half_busy(make_job(10).nodes(4).limit(100), make_job(12).limit(95))
+    result = Scheduler(profile).run_pass(snap)
+    assert set(placed_nodes(result.plan)) == started
+
+
+def test_protect_after_must_be_a_number() -> None:
+    with pytest.raises(ProfileError) as err:
+        with_backfill(mode="easy", protect_after_s=-1)
+    assert err.value.field == "plugin_args.backfill.protect_after_s"

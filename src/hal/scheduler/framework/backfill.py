@@ -103,6 +103,7 @@ def run_backfill(
         return BackfillResult()
     plugin.prepare([*ctx.running, *jobs])
     planner = _Planner(framework, ctx, plugin, policies, placed_now)
+    planner.protect(jobs)
     # placement key → the earliest end time at which starting now failed. Free resources
     # only shrink during the stage and a longer window only has less free, so a job with
     # the same key and a window ending no earlier fails too (the fit-cache rule of the
@@ -167,7 +168,7 @@ def run_backfill(
             if owed:
                 deferred.append(job)
             continue
-        runtime = planner.runtime(job)
+        runtime = planner.hold_for(job)
         key = placement_key(job)
         if now + runtime >= failed_now.get(key, math.inf):
             if owed:
@@ -221,12 +222,36 @@ class _Planner:
         self._runtimes: dict[int, float] = {}
         self._free: dict[str, int] = {}  # partition → free CPUs now (cleared on a start)
         self._min_cpus: dict[int, int] = {}  # id(spec) → ``_min_cpus`` (specs are shared)
+        # partitions whose first held-back job has waited past ``protect_after_s``
+        self.protected: set[str] = set()
 
     def runtime(self, job: Job) -> float:
         found = self._runtimes.get(job.id)
         if found is None:
             found = self._runtimes[job.id] = self.plugin.runtime(job)
         return found
+
+    def hold_for(self, job: Job) -> float:
+        """How long ``job``, started now, is planned to hold its nodes: its planned run
+        time, or its time limit while its partition is protected (the planned run time
+        is asked either way, as a pinned predictor remembers what it was asked)."""
+        runtime = self.runtime(job)
+        if job.time_limit_s > 0 and job.partition in self.protected:
+            return float(job.time_limit_s)
+        return runtime
+
+    def protect(self, held: Sequence[Job]) -> None:
+        """Marks the partitions whose first held-back job has waited ``protect_after_s``."""
+        now = self.ctx.now
+        seen: set[str] = set()
+        for job in held:
+            if job.partition in seen:
+                continue
+            seen.add(job.partition)
+            policy = self.policies.get(job.partition)
+            waited = now - (job.eligible_time or job.submit_time)
+            if policy is not None and 0 < policy.protect_after_s <= waited:
+                self.protected.add(job.partition)
 
     @property
     def has_profile(self) -> bool:
@@ -427,7 +452,7 @@ class _Settled:
             need = int(needs[k])
             if need <= lowest:
                 return k
-            end = now + planner.runtime(ordered[k])
+            end = now + planner.hold_for(ordered[k])
             if need <= values[bisect.bisect_left(dips, end)]:
                 return k
         return len(ordered)
@@ -492,7 +517,7 @@ class SettledStage:
             needs = planner.min_cpus(job)
             if needs > free:
                 continue
-            end = now + planner.runtime(job)
+            end = now + planner.hold_for(job)
             if needs > profile.free_cpus_from_now(end, mask, partition):
                 continue
             out = planner.framework.place(ctx, job, Mode.TEST_ONLY, within=profile.window(0, end))

@@ -269,7 +269,11 @@ class BackfillPolicy:
     pass, in order; 0 = all. ``interval_s`` (bf_interval): how often the caller should run
     the stage (``Scheduler.backfill_interval_s``); the pure pass itself keeps no time.
     ``shortest_first``: after the reservations, try candidates by shortest expected run
-    time instead of priority (EASY-SJBF).
+    time instead of priority (EASY-SJBF). ``protect_after_s``: once the partition's first
+    held-back job has waited this long, a job backfilled now is planned to hold its nodes
+    until its time limit, not its predicted end, so that no under-prediction can delay
+    that job any further (predictions shorter than the truth let a stream of backfilled
+    jobs overrun a wide job's reservation again and again); 0 = never.
     """
 
     mode: BackfillMode = BackfillMode.EASY
@@ -278,6 +282,7 @@ class BackfillPolicy:
     max_job_test: int = 500
     interval_s: float = 30.0
     shortest_first: bool = False
+    protect_after_s: float = 0.0
 
 
 @runtime_checkable

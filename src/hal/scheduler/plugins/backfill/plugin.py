@@ -35,6 +35,7 @@ ARGS = (
     "interval_s",
     "order",
     "predictor",
+    "protect_after_s",
 )
 ORDERS = ("priority", "shortest")
 NO_BACKFILL = "none"  # a partition listed with this mode stays strictly in priority order
@@ -120,6 +121,9 @@ def new(args: PluginArgs, predictor: Predictor | None = None) -> Backfill:
     max_job_test = 500       # bf_max_job_test per partition (0 = all)
     interval_s = 30          # bf_interval
     order = "priority"       # or "shortest": shortest predicted job backfilled first
+    protect_after_s = 86400  # once a partition's first waiting job has waited this long,
+                             # jobs backfilled before it are planned to their time limit
+                             # (no prediction can delay it further); 0 = never
     predictor = "user"       # or "avg2" or "learned": built here unless the caller
                              # passes ``predictor`` (the server its shared one, whose
                              # name must then match; a simulator e.g. ``perfect``)
@@ -145,6 +149,7 @@ def new(args: PluginArgs, predictor: Predictor | None = None) -> Backfill:
         "max_job_test": int(_number(args, "max_job_test", 500, integer=True)),
         "interval_s": _number(args, "interval_s", 30.0),
         "shortest_first": order == "shortest",
+        "protect_after_s": _number(args, "protect_after_s", 86_400.0),
     }
 
     def policy(key: str, value: object) -> BackfillPolicy | None:
