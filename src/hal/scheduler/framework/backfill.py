@@ -252,6 +252,8 @@ class _Planner:
             waited = now - (job.eligible_time or job.submit_time)
             if policy is not None and 0 < policy.protect_after_s <= waited:
                 self.protected.add(job.partition)
+            if len(seen) == len(self.policies):
+                break  # every partition's first job seen (not one step per held job)
 
     @property
     def has_profile(self) -> bool:
