@@ -20,7 +20,7 @@ When passes run (the server has its own rule: debounce and interval): at every i
 with a completion, an arrival or an expired prediction (a running job reaching its planned
 end without ending: the expiry correction moves that end, and with it the reservation
 that counted on it, so jobs may now fit that did not; the server, which passes every
-second while jobs wait, sees this within its bf_interval), except three cases where no
+second while jobs wait, sees this within its bf_interval), except where no
 pass could start anything:
 
 * the free CPUs of the whole cluster are fewer than the smallest pending job needs
@@ -44,7 +44,11 @@ pass could start anything:
   the profile reads the clock for the simulator's jobs (``_CLOCK_FREE``), and none of
   the new jobs could start: ``backfill.SettledStage.could_start`` asks each what the
   pass would (the old jobs' verdicts are those of that pass). On a busy machine most
-  arrivals find the head's reservation in their way.
+  arrivals find the head's reservation in their way;
+* under the same conditions, nothing but expiries happened since such a pass and every
+  corrected end still comes no later than the head's reserved start
+  (``SettledStage.outlasts``): the head's reservation stays, and a release that moved
+  later leaves no job more room than it had.
 
 This is a choice of *when* to run passes, as the server's debounce is; every pass that
 runs is the real one. Node choices are exactly reproducible with one core per node (ties
@@ -238,6 +242,7 @@ class Simulation:
             self.clock.set(max(now, self.clock.now()))
             revision += 1
             completed = False
+            moved: list[float] = []  # planned ends of expired predictions, corrected
             smallest_new = np.inf
             new_needs: list[Need | None] = []
             # 0. expired predictions: the job's plan is extended (the correction) and the
@@ -247,13 +252,13 @@ class Simulation:
                 job = running.get(jid)
                 if job is None or job.start_time is None or predictor is None:
                     continue
-                completed = True  # the plan moved: a pass must see it
                 if isinstance(predictor, PinnedPredictor):
                     predictor.expired(job)
                 start = job.start_time
                 planned = start + planned_runtime(predictor, job, now - start)
                 if planned <= now:  # rounding left it just short of its end: look again
                     planned = now + 1.0
+                moved.append(planned)  # the plan moved: a pass must see it, but see (5)
                 if planned < start + _lifetime(by_id[jid], job, reads.get(jid)):
                     heapq.heappush(expiries, (planned, jid))
             # 1. completions
@@ -272,6 +277,7 @@ class Simulation:
                 if predictor is not None:
                     predictor.observe(job.evolve(state=state, end_time=now), now - job.start_time)
             # 2. arrivals
+            first_new = i
             while i < n_jobs and self.jobs[i].submit <= now:
                 tj = self.jobs[i]
                 i += 1
@@ -297,7 +303,12 @@ class Simulation:
             # 3. one pass, unless nothing could possibly start
             while need and need[0][1] not in pending:
                 heapq.heappop(need)
-            could_start = bool(need) and need[0][0] <= free_cpus
+            # (5) only planned ends moved since a settled pass, none past the head's start
+            kept = False
+            if moved and not completed and i == first_new and settled is not None:
+                kept = settled.outlasts(moved)
+            completed = completed or (bool(moved) and not kept)
+            could_start = not kept and bool(need) and need[0][0] <= free_cpus
             only_new = not (self.every_event or completed or interval or moving_ends)
             if could_start and only_new:
                 could_start = smallest_new <= free_cpus

@@ -227,3 +227,32 @@ def test_passes_no_new_job_could_start_are_skipped_and_change_no_start(
     without, skipped_without = replay()
     assert without == skipping
     assert skipped > skipped_without
+
+
+@pytest.mark.skipif(not CURIE.exists(), reason="traces not available")
+def test_expiries_before_the_heads_start_skip_the_pass_and_change_no_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Rule (5) of the engine: an instant where only predictions expired, after a settled
+    pass, runs no pass when every corrected end still comes before the head's reserved
+    start; the starts (and predictions) are those of a pass at every event, and more
+    passes are skipped than when ``outlasts`` always says no."""
+    workload = load_workload(CURIE, Cleaning(first_jobs=1200, procs=8000))
+    cluster = ClusterModel.for_procs(8000, 16)
+
+    def replay(every_event: bool = False) -> tuple[list[tuple[float, float]], int]:
+        chosen = make_predictor("avg2", workload)
+        scheduler = scheduler_for("easy-sjbf", chosen)
+        sim = Simulation(
+            workload.jobs, cluster, scheduler, predictor=chosen, every_event=every_event
+        )
+        run = sim.run()
+        return [(o.start, o.predicted) for o in run.outcomes], run.skipped_passes
+
+    skipping, skipped = replay()
+    full, _ = replay(every_event=True)
+    assert skipping == full
+    monkeypatch.setattr(backfill.SettledStage, "outlasts", lambda *args: False)
+    without, skipped_without = replay()
+    assert without == skipping
+    assert skipped > skipped_without

@@ -479,6 +479,26 @@ class SettledStage:
         self._head = head
         self._partition = partition
 
+    def outlasts(self, ends: Sequence[float]) -> bool:
+        """Whether running jobs whose planned ends moved later, to ``ends`` (expired
+        predictions, corrected; nothing else changed), leave this stage's verdicts as
+        they were: True when each new end still comes no later than the head's
+        reserved start. Without reservations of others, free resources only grow
+        over time, so every start the head could have before its reservation still
+        fails and its reservation's window is untouched: the same start on the same
+        nodes. A window of any other job's run holds no more free than before (a
+        release moved later), so nothing that failed starts now; and this profile,
+        which releases those jobs sooner, stays the optimistic one ``could_start``
+        may keep using."""
+        planner = self._planner
+        planner.flush()
+        profile = planner.profile
+        found = planner.result.reservations.get(self._head.id)
+        if found is None or profile.horizon < math.inf or planner.ctx.snapshot.reservations:
+            return False
+        step = max(profile.resolution, 1.0)
+        return all(round_up(end + step, profile.resolution) <= found[0] for end in ends)
+
     def could_start(self, ctx: PassContext, new: Sequence[Job]) -> bool:
         """Whether the pass on ``ctx`` could start one of ``new``, the jobs submitted
         since this stage's pass (True also when this state cannot tell). Asks the run
