@@ -117,6 +117,12 @@ class History:
         self._shapes: dict[tuple[str, float, int], _Recent] = {}
         self._codes: dict[tuple[int, str], int] = {}
         self.version: dict[str, int] = {}  # per user: bumped when its history changes
+        # account → (mean log run time, mean ratio) as of the last ``freeze_accounts``:
+        # an account's history moves with every job of every user in it (on HPC2N one
+        # account holds 99 % of the jobs), so features read it as of the last model, and
+        # a job's features change only with its user's history or the model. Read live,
+        # they would depend on when a waiting job was last asked.
+        self._frozen: dict[str, tuple[float, float]] = {}
 
     def _code(self, kind: int, value: str) -> float:
         key = (kind, value)
@@ -133,7 +139,7 @@ class History:
         account = spec.account or ""
         user = self._users.get(spec.user)
         named = self._names.get((spec.user, spec.name))
-        acct = self._accounts.get(account)
+        acct = self._frozen.get(account)
         shape = self._shapes.get((spec.user, requested, cpus))
         row = np.full(len(NAMES), _NAN)
         row[0] = math.log1p(requested)
@@ -157,14 +163,21 @@ class History:
         if named is not None and named.count:
             row[16] = named.logs[-1]
             row[17] = _mean(named.logs)
-        if acct is not None and acct.count:
-            row[18] = _mean(acct.logs)
-            row[19] = _mean(acct.ratios)
+        if acct is not None:
+            row[18], row[19] = acct
         if shape is not None and shape.count:
             row[20] = shape.logs[-1]
             row[21] = _mean(shape.logs)
             row[22] = math.log1p(shape.count)
         return row
+
+    def freeze_accounts(self) -> None:
+        """Accounts' recent history as features will read it until the next call."""
+        self._frozen = {
+            name: (_mean(recent.logs), _mean(recent.ratios))
+            for name, recent in self._accounts.items()
+            if recent.count
+        }
 
     def add(self, job: Job, runtime_s: float) -> None:
         spec = job.spec

@@ -298,6 +298,7 @@ class LearnedPredictor:
         self._training = None
         self._booster = booster
         self.model_version += 1
+        self.history.freeze_accounts()
         self.trained_on = rows
         self._trained_at = time.monotonic()
         if len(self._residuals) < 50:
@@ -400,6 +401,7 @@ class LearnedPredictor:
         self.trained_on = self._basis = int(meta["trained_on"])
         self._offset = float(meta["offset"])
         self.saved_at = float(meta["saved_at"])
+        self.history.freeze_accounts()
         self._cache.clear()
         return True
 

@@ -92,6 +92,11 @@ class PinnedPredictor:
     def prepare(self, jobs: Sequence[Job]) -> None:
         batch = self._batch
         if batch is not None:
-            todo = [j for j in jobs if j.start_time is None or j.id not in self._pinned]
+            # a running job answers with its pinned value, or the last one it had waiting
+            todo = [
+                j
+                for j in jobs
+                if j.start_time is None or not (j.id in self._pinned or j.id in self._pending)
+            ]
             if todo:
                 batch.prepare(todo)

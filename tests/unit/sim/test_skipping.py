@@ -201,7 +201,9 @@ def test_settled_stage_tells_which_new_job_could_start() -> None:
 
 
 @pytest.mark.skipif(not CURIE.exists(), reason="traces not available")
-@pytest.mark.parametrize(("policy", "predictor"), [("easy", "user"), ("easy-sjbf", "avg2")])
+@pytest.mark.parametrize(
+    ("policy", "predictor"), [("easy", "user"), ("easy-sjbf", "avg2"), ("easy-sjbf", "learned")]
+)
 def test_passes_no_new_job_could_start_are_skipped_and_change_no_start(
     policy: str, predictor: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -230,8 +232,9 @@ def test_passes_no_new_job_could_start_are_skipped_and_change_no_start(
 
 
 @pytest.mark.skipif(not CURIE.exists(), reason="traces not available")
+@pytest.mark.parametrize("predictor", ["avg2", "learned"])
 def test_expiries_before_the_heads_start_skip_the_pass_and_change_no_start(
-    monkeypatch: pytest.MonkeyPatch,
+    predictor: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Rule (5) of the engine: an instant where only predictions expired, after a settled
     pass, runs no pass when every corrected end still comes before the head's reserved
@@ -241,7 +244,7 @@ def test_expiries_before_the_heads_start_skip_the_pass_and_change_no_start(
     cluster = ClusterModel.for_procs(8000, 16)
 
     def replay(every_event: bool = False) -> tuple[list[tuple[float, float]], int]:
-        chosen = make_predictor("avg2", workload)
+        chosen = make_predictor(predictor, workload)
         scheduler = scheduler_for("easy-sjbf", chosen)
         sim = Simulation(
             workload.jobs, cluster, scheduler, predictor=chosen, every_event=every_event
