@@ -200,6 +200,24 @@ def test_settled_stage_tells_which_new_job_could_start() -> None:
     assert could_start(2, 200, priority=10) is True  # ahead of the head: the pass decides
 
 
+def _curie_replay(
+    policy: str, predictor: str, *, every_event: bool = False
+) -> tuple[list[tuple[float, float]], int]:
+    """CEA-Curie's first 1,200 jobs on a busy 8,000-CPU machine: each job's start and the
+    prediction it started with, and the passes skipped."""
+    workload = load_workload(CURIE, Cleaning(first_jobs=1200, procs=8000))
+    chosen = make_predictor(predictor, workload)
+    sim = Simulation(
+        workload.jobs,
+        ClusterModel.for_procs(8000, 16),
+        scheduler_for(policy, chosen),
+        predictor=chosen,
+        every_event=every_event,
+    )
+    run = sim.run()
+    return [(o.start, o.predicted) for o in run.outcomes], run.skipped_passes
+
+
 @pytest.mark.skipif(not CURIE.exists(), reason="traces not available")
 @pytest.mark.parametrize(
     ("policy", "predictor"), [("easy", "user"), ("easy-sjbf", "avg2"), ("easy-sjbf", "learned")]
@@ -210,23 +228,11 @@ def test_passes_no_new_job_could_start_are_skipped_and_change_no_start(
     """Rule (4) of the engine: CEA-Curie's first 1,200 jobs on a busy machine give the
     same starts (and the same predictions they started with) as a pass at every event,
     with more passes skipped than when the settled stage always says a job could start."""
-    workload = load_workload(CURIE, Cleaning(first_jobs=1200, procs=8000))
-    cluster = ClusterModel.for_procs(8000, 16)
-
-    def replay(every_event: bool = False) -> tuple[list[tuple[float, float]], int]:
-        chosen = make_predictor(predictor, workload)
-        scheduler = scheduler_for(policy, chosen)
-        sim = Simulation(
-            workload.jobs, cluster, scheduler, predictor=chosen, every_event=every_event
-        )
-        run = sim.run()
-        return [(o.start, o.predicted) for o in run.outcomes], run.skipped_passes
-
-    skipping, skipped = replay()
-    full, _ = replay(every_event=True)
+    skipping, skipped = _curie_replay(policy, predictor)
+    full, _ = _curie_replay(policy, predictor, every_event=True)
     assert skipping == full
     monkeypatch.setattr(backfill.SettledStage, "could_start", lambda *args: True)
-    without, skipped_without = replay()
+    without, skipped_without = _curie_replay(policy, predictor)
     assert without == skipping
     assert skipped > skipped_without
 
@@ -240,22 +246,10 @@ def test_expiries_before_the_heads_start_skip_the_pass_and_change_no_start(
     pass, runs no pass when every corrected end still comes before the head's reserved
     start; the starts (and predictions) are those of a pass at every event, and more
     passes are skipped than when ``outlasts`` always says no."""
-    workload = load_workload(CURIE, Cleaning(first_jobs=1200, procs=8000))
-    cluster = ClusterModel.for_procs(8000, 16)
-
-    def replay(every_event: bool = False) -> tuple[list[tuple[float, float]], int]:
-        chosen = make_predictor(predictor, workload)
-        scheduler = scheduler_for("easy-sjbf", chosen)
-        sim = Simulation(
-            workload.jobs, cluster, scheduler, predictor=chosen, every_event=every_event
-        )
-        run = sim.run()
-        return [(o.start, o.predicted) for o in run.outcomes], run.skipped_passes
-
-    skipping, skipped = replay()
-    full, _ = replay(every_event=True)
+    skipping, skipped = _curie_replay("easy-sjbf", predictor)
+    full, _ = _curie_replay("easy-sjbf", predictor, every_event=True)
     assert skipping == full
     monkeypatch.setattr(backfill.SettledStage, "outlasts", lambda *args: False)
-    without, skipped_without = replay()
+    without, skipped_without = _curie_replay("easy-sjbf", predictor)
     assert without == skipping
     assert skipped > skipped_without
