@@ -183,6 +183,8 @@ def test_a_backfill_reservation_gets_its_inputs_staged_before_it_starts(dc: Data
 
 def test_hal_data_locate_and_stage(dc: DataCluster) -> None:
     dc.put("node2", "ds:shown", 3 * MB)
+    # the node reports the copy to the control plane asynchronously: locate after it has
+    wait_for(lambda: "node2" in dc.cp.holders("ds:shown"), 10, "the control plane to see ds:shown")
     r = dc.server.cli("data", "locate", "ds:shown")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
