@@ -85,6 +85,24 @@ def test_a_job_it_cannot_judge_always_lets_the_pass_run() -> None:
     assert screen.any_fits(table) is True
 
 
+def _curie_replay(
+    policy: str, predictor: str, *, every_event: bool = False
+) -> tuple[list[tuple[float, float]], int]:
+    """CEA-Curie's first 1,200 jobs on a busy 8,000-CPU machine: each job's start and the
+    prediction it started with, and the passes skipped."""
+    workload = load_workload(CURIE, Cleaning(first_jobs=1200, procs=8000))
+    chosen = make_predictor(predictor, workload)
+    sim = Simulation(
+        workload.jobs,
+        ClusterModel.for_procs(8000, 16),
+        scheduler_for(policy, chosen),
+        predictor=chosen,
+        every_event=every_event,
+    )
+    run = sim.run()
+    return [(o.start, o.predicted) for o in run.outcomes], run.skipped_passes
+
+
 @pytest.mark.skipif(not CURIE.exists(), reason="traces not available")
 def test_skips_passes_on_multicore_nodes_and_changes_no_start(
     monkeypatch: pytest.MonkeyPatch,
@@ -92,14 +110,10 @@ def test_skips_passes_on_multicore_nodes_and_changes_no_start(
     """CEA-Curie's first 1,200 jobs on a machine of 500 nodes of 16 cores (so that it is
     busy): the screen skips passes the CPU count alone would run, and every job starts
     when a pass at every event starts it."""
-    jobs = load_workload(CURIE, Cleaning(first_jobs=1200, procs=8000)).jobs
-    cluster = ClusterModel.for_procs(8000, 16)
 
     def replay(every_event: bool = False) -> tuple[list[float], int]:
-        scheduler = scheduler_for("easy", UserPredictor())
-        sim = Simulation(jobs, cluster, scheduler, every_event=every_event)
-        run = sim.run()
-        return [o.start for o in run.outcomes], run.skipped_passes
+        outcomes, skipped = _curie_replay("easy", "user", every_event=every_event)
+        return [start for start, _ in outcomes], skipped
 
     screened, skipped = replay()
     full, _ = replay(every_event=True)
@@ -118,8 +132,6 @@ def test_settled_backfill_skips_jobs_and_changes_no_start(
     """The backfill stage's skipping of jobs that would change nothing once EASY's
     reservation is made (``backfill._Settled``): the same starts without it, also with
     a pinned predictor (which remembers what it was asked while a job waited)."""
-    workload = load_workload(CURIE, Cleaning(first_jobs=1200, procs=8000))
-    cluster = ClusterModel.for_procs(8000, 16)
     asked: list[int] = []
     next_candidate = backfill._Settled.next_candidate
 
@@ -128,10 +140,7 @@ def test_settled_backfill_skips_jobs_and_changes_no_start(
         return next_candidate(self, first)
 
     def replay() -> list[float]:
-        chosen = make_predictor(predictor, workload)
-        scheduler = scheduler_for("easy", chosen)
-        run = Simulation(workload.jobs, cluster, scheduler, predictor=chosen).run()
-        return [o.start for o in run.outcomes]
+        return [start for start, _ in _curie_replay("easy", predictor)[0]]
 
     monkeypatch.setattr(backfill._Settled, "next_candidate", counted)
     settled = replay()
@@ -198,24 +207,6 @@ def test_settled_stage_tells_which_new_job_could_start() -> None:
     assert could_start(2, 200) is False
     assert could_start(3, 50) is False
     assert could_start(2, 200, priority=10) is True  # ahead of the head: the pass decides
-
-
-def _curie_replay(
-    policy: str, predictor: str, *, every_event: bool = False
-) -> tuple[list[tuple[float, float]], int]:
-    """CEA-Curie's first 1,200 jobs on a busy 8,000-CPU machine: each job's start and the
-    prediction it started with, and the passes skipped."""
-    workload = load_workload(CURIE, Cleaning(first_jobs=1200, procs=8000))
-    chosen = make_predictor(predictor, workload)
-    sim = Simulation(
-        workload.jobs,
-        ClusterModel.for_procs(8000, 16),
-        scheduler_for(policy, chosen),
-        predictor=chosen,
-        every_event=every_event,
-    )
-    run = sim.run()
-    return [(o.start, o.predicted) for o in run.outcomes], run.skipped_passes
 
 
 @pytest.mark.skipif(not CURIE.exists(), reason="traces not available")
