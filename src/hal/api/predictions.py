@@ -353,6 +353,10 @@ class PredictionService:
             # the history its features read.
             for job in history:
                 self.predictor.observe(job, _runtime(job))
+            inner = self.predictor.inner
+            if isinstance(inner, LearnedPredictor):  # frozen at load, before this history
+                with self.predictor.lock:
+                    inner.caught_up()
             self.recent.extend(samples)
             self.finished.extend(finished)
         log.info(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -107,7 +107,8 @@ def requested_s(job: Job) -> float:
 
 class History:
     """Per-user, per-(user, name) and per-account recent history, and the integer codes of
-    categorical values (first seen, first numbered)."""
+    categorical values (first seen, first numbered; a loaded model brings the codes it was
+    trained with)."""
 
     def __init__(self) -> None:
         self._users: dict[str, _Recent] = {}
@@ -116,6 +117,7 @@ class History:
         # the user's jobs of the same shape (request and size): most often the same job
         self._shapes: dict[tuple[str, float, int], _Recent] = {}
         self._codes: dict[tuple[int, str], int] = {}
+        self._next_code = 0
         self.version: dict[str, int] = {}  # per user: bumped when its history changes
         # account → (mean log run time, mean ratio) as of the last ``freeze_accounts``:
         # an account's history moves with every job of every user in it (on HPC2N one
@@ -128,7 +130,8 @@ class History:
         key = (kind, value)
         code = self._codes.get(key)
         if code is None:
-            code = self._codes[key] = len(self._codes)
+            code = self._codes[key] = self._next_code
+            self._next_code += 1
         return float(code)
 
     def features(self, job: Job) -> FloatRow:
@@ -170,6 +173,24 @@ class History:
             row[21] = _mean(shape.logs)
             row[22] = math.log1p(shape.count)
         return row
+
+    def codes(self) -> list[tuple[int, str, int]]:
+        """The categorical codes given so far, as (kind, value, code): saved with a model,
+        which splits on them."""
+        return [(kind, value, code) for (kind, value), code in self._codes.items()]
+
+    def restore_codes(self, saved: Sequence[Sequence[Any]]) -> None:
+        """Number values as ``saved`` (from ``codes``) did: a loaded model meets the codes
+        it was trained with, whatever order the values are seen in now. Values numbered
+        here and not saved keep a code, after the saved ones."""
+        codes = {(int(kind), str(value)): int(code) for kind, value, code in saved}
+        top = max(codes.values(), default=-1)
+        for key in self._codes:
+            if key not in codes:
+                top += 1
+                codes[key] = top
+        self._codes = codes
+        self._next_code = top + 1
 
     def freeze_accounts(self) -> None:
         """Accounts' recent history as features will read it until the next call."""

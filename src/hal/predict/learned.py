@@ -375,6 +375,7 @@ class LearnedPredictor:
             "offset": self._offset,
             "features": list(NAMES),
             "saved_at": time.time(),
+            "codes": self.history.codes(),
             "model": self._booster.model_to_string(),
         }
         tmp = path.with_suffix(path.suffix + ".tmp")
@@ -401,9 +402,15 @@ class LearnedPredictor:
         self.trained_on = self._basis = int(meta["trained_on"])
         self._offset = float(meta["offset"])
         self.saved_at = float(meta["saved_at"])
+        self.history.restore_codes(meta.get("codes", ()))
+        self.caught_up()
+        return True
+
+    def caught_up(self) -> None:
+        """The history has been brought up to date without a retrain (a loaded model, then
+        the accounting replayed into it): features read the accounts as they are now."""
         self.history.freeze_accounts()
         self._cache.clear()
-        return True
 
     def warm_up(self) -> None:
         """Load lightgbm now (about a second of CPU for it and pandas) rather than at the

@@ -8,12 +8,16 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from hal.api.predictions import PredictionService, accuracy
 from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
 from hal.core.job import Job, JobSpec
 from hal.core.states import JobState
-from hal.predict import SharedPredictor, UserPredictor
+from hal.predict import LearnedPredictor, SharedPredictor, UserPredictor
+from hal.predict.features import NAMES
 from hal.state.cluster import Cluster
 from hal.state.store import SqlStateStore
 
@@ -215,3 +219,58 @@ def test_jobs_without_any_estimate_are_left_out_of_the_accuracy() -> None:
     from hal.predict.baselines import UNLIMITED_S
 
     assert accuracy([(UNLIMITED_S, 5.0), (10.0, 10.0)]) == accuracy([(10.0, 10.0)])
+
+
+def test_a_loaded_model_reads_the_accounts_of_the_history_replayed_into_it(
+    tmp_path: Path,
+) -> None:
+    """Too little accounting for a model of its own (< 200 jobs): the loaded model is
+    kept and the history replayed into it; its account features must then read that
+    history, not the empty one of the moment it was loaded."""
+    pytest.importorskip("lightgbm", reason="lightgbm is a dependency: pip install -e .")
+    trained = LearnedPredictor(min_train=200, retrain_every=200)
+    for i in range(300):
+        spec = JobSpec(user=f"u{i % 7}", script="", name="x", account="other")
+        done = Job(id=i, spec=spec, time_limit_s=3600, state=JobState.COMPLETED)
+        trained.observe(done, 60.0 + i)
+    model = tmp_path / "predict" / "learned.json"
+    trained.save(model)
+    history = [
+        Job(
+            id=j,
+            spec=JobSpec(user="alice", script="", account="proj"),
+            partition="debug",
+            state=JobState.COMPLETED,
+            start_time=100.0 * j,
+            end_time=100.0 * j + 50.0,
+            time_limit_s=3600,
+        )
+        for j in range(1, 31)
+    ]
+    store = SqlStateStore(f"sqlite:///{tmp_path / 'hal.db'}")
+    store.migrate()
+    with store.transaction() as tx:
+        tx.reserve_job_ids(len(history))
+        tx.insert_scripts([(j.id, "#!/bin/sh\n") for j in history])
+        tx.insert_jobs(history, [j.id for j in history])
+    store.close()
+    learned = LearnedPredictor()
+
+    async def main() -> None:
+        cluster = Cluster(SqlStateStore(f"sqlite:///{tmp_path / 'hal.db'}"), HalConfig(),
+                          VirtualClock(5000.0))  # fmt: skip
+        await cluster.load()
+        service = PredictionService(cluster, SharedPredictor(learned), model_path=model)
+        await service.start()
+        try:
+            await settle(service, len(history))
+            assert service.model_source == "loaded"
+        finally:
+            await service.stop()
+            await cluster.close()
+
+    asyncio.run(main())
+    probe = Job(id=99, spec=JobSpec(user="bob", script="", account="proj"), time_limit_s=3600)
+    row = learned.history.features(probe)
+    acct = NAMES.index("account_mean8")
+    assert row[acct] == pytest.approx(np.log1p(50.0))

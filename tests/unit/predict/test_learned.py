@@ -103,6 +103,32 @@ def test_a_saved_model_predicts_the_same_after_loading(tmp_path) -> None:  # typ
     assert not LearnedPredictor().load(tmp_path / "missing.json")
 
 
+def test_a_loaded_model_meets_the_codes_it_was_trained_with(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """After a restart the history is replayed in another order than it was first seen
+    (here: users in reverse): the categorical codes come from the model file, so the
+    same job gets the same prediction."""
+    p = LearnedPredictor(min_train=200, retrain_every=200)
+    feed(p, 600)
+    p.save(tmp_path / "learned.json")
+    q = LearnedPredictor()
+    for u in reversed(range(20)):  # numbered before the load, in another order
+        q.history.features(job(90_000 + u, f"u{u}", "short", 36_000))
+    assert q.load(tmp_path / "learned.json")
+    rng = random.Random(1)
+    for i in range(600):  # the same history feed(p, 600) built
+        user, kind = f"u{rng.randrange(20)}", rng.choice(("short", "long"))
+        runtime = (120.0 if kind == "short" else 7200.0) * rng.uniform(0.9, 1.1)
+        q.history.add(job(i, user, kind, 36_000, i * 60.0), runtime)
+    q.caught_up()
+    for u in range(20):
+        j = job(80_100 + u, f"u{u}", "long", 36_000)
+        assert q.history.features(j)[5] == p.history.features(j)[5]
+        assert q.predict(j) == p.predict(j)
+    new = job(80_200, "newcomer", "x", 36_000)  # a value no model has seen: a fresh code
+    known = {q.history.features(job(1, f"u{u}", "x", 1))[5] for u in range(20)}
+    assert q.history.features(new)[5] not in known
+
+
 def test_without_lightgbm_it_keeps_answering_like_avg2(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A machine without the OpenMP runtime cannot load lightgbm: no crash, no model,
     avg2's answers, and the reason is kept for `hal predict status`."""
