@@ -15,6 +15,7 @@ import pytest
 from hal.core.job import Job
 from hal.predict import planned_runtime
 from hal.scheduler.framework.availability import StartRowsMemo
+from hal.scheduler.framework.start_bound import StartBound
 from hal.scheduler.plugins.backfill.plugin import Backfill
 from hal.sim.run import SimOptions, run_trace
 from hal.sim.traces import traces_dir
@@ -50,13 +51,14 @@ def test_curie_prefix_start_times_unchanged() -> None:
 
 @pytest.mark.skipif(not CURIE.exists(), reason="traces not available")
 def test_the_caches_kept_across_passes_change_no_start(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The same prefix with the head's start-row memo and the plugin's kept requested
-    times turned off: every job starts when it does with them."""
+    """The same prefix with the head's start-row memo, its start bound and the plugin's
+    kept requested times turned off: every job starts when it does with them."""
 
     def uncached(self: Backfill, job: Job, elapsed_s: float = 0.0) -> float:
         return planned_runtime(self.predictor, job, elapsed_s)
 
     monkeypatch.setattr(StartRowsMemo, "get", lambda *args: None)
+    monkeypatch.setattr(StartBound, "row", lambda *args: None)
     monkeypatch.setattr(Backfill, "runtime", uncached)
     assert simulated_starts() == pinned_starts()
 

@@ -5,6 +5,8 @@ could start (``backfill.SettledStage``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from hal.core.job import Allocation, Job
@@ -15,6 +17,7 @@ from hal.scheduler.framework import backfill
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.node_table import NodeTable
 from hal.scheduler.framework.snapshot import ClusterSnapshot
+from hal.scheduler.framework.start_bound import StartBound
 from hal.sim import Cleaning, ClusterModel, Simulation, load_workload, scheduler_for
 from hal.sim.cluster import PARTITION
 from hal.sim.fitscreen import FitScreen
@@ -244,3 +247,27 @@ def test_expiries_before_the_heads_start_skip_the_pass_and_change_no_start(
     without, skipped_without = _curie_replay("easy-sjbf", predictor)
     assert without == skipping
     assert skipped > skipped_without
+
+
+@pytest.mark.skipif(not CURIE.exists(), reason="traces not available")
+@pytest.mark.parametrize(("policy", "predictor"), [("easy", "user"), ("easy-sjbf", "avg2")])
+def test_the_heads_start_bound_changes_no_start(
+    policy: str, predictor: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The head's reservation taken from its last start (``StartBound``) where no earlier
+    row can have come free: the same starts and predictions as a full screen at every
+    pass, and the bound is used."""
+    used = 0
+    row = StartBound.row
+
+    def counted(self: StartBound, *args: Any) -> int | None:
+        nonlocal used
+        found = row(self, *args)
+        used += found is not None
+        return found
+
+    monkeypatch.setattr(StartBound, "row", counted)
+    bounded, _ = _curie_replay(policy, predictor)
+    assert used > 50
+    monkeypatch.setattr(StartBound, "row", lambda *args: None)
+    assert _curie_replay(policy, predictor)[0] == bounded

@@ -46,6 +46,7 @@ from hal.core.job import Allocation, Job
 from hal.core.preemption import holding
 from hal.scheduler.framework.node_table import AllocationRows, BoolArray, IntArray, NodeTable
 from hal.scheduler.framework.request import NodeRequest
+from hal.scheduler.framework.start_bound import StartBound
 
 # ``start_rows`` materialises rows × nodes with events up to this many cells, else it
 # works per stretch of rows (``_block``). Measured on profiles captured from simulations
@@ -234,6 +235,16 @@ class AvailabilityProfile:
     def __len__(self) -> int:
         return len(self.times)
 
+    @property
+    def base(self) -> Matrix:
+        """The free arrays now, one row per array (not to be written)."""
+        return self._base
+
+    @property
+    def has_dips(self) -> bool:
+        """Whether a reservation starts after now (else every event is a release)."""
+        return bool(len(self._dip_time))
+
     # -- windows ----------------------------------------------------------------------
 
     def last_row_before(self, end: float) -> int:
@@ -364,17 +375,27 @@ class AvailabilityProfile:
         row or at none; for the others, each stretch of rows where they do not fit rules
         out the start rows whose window would overlap it.
         """
+        return self.screen(request, mask, duration)[0]
+
+    def screen(
+        self, request: NodeRequest, mask: BoolArray, duration: float
+    ) -> tuple[list[int], IntArray | None]:
+        """``start_rows``, and per row how many nodes pass the screen (None when the
+        memo answered)."""
         memo = self._memo if not len(self._dip_time) else None
         if memo is not None:
             found = memo.get(self, request, mask, duration)
             if found is not None:
-                return found
-        rows = self._start_rows(request, mask, duration)
+                return found, None
+        counts = self._free_rows(request, mask, duration)
+        rows: list[int] = np.flatnonzero(counts >= request.n_nodes).tolist()
         if memo is not None:
             memo.put(self, request, mask, duration, rows)
-        return rows
+        return rows, counts
 
-    def _start_rows(self, request: NodeRequest, mask: BoolArray, duration: float) -> list[int]:
+    def _free_rows(self, request: NodeRequest, mask: BoolArray, duration: float) -> IntArray:
+        """Per row, how many of the mask's nodes ``request`` fits all through a window of
+        ``duration`` from there."""
         times = np.asarray(self.times)
         n_rows = len(times)
         ev_time, ev_node, ev_delta = self._events.view()
@@ -406,8 +427,7 @@ class AvailabilityProfile:
                 blocked = np.zeros(n_rows + 1, dtype=np.int64)
                 self._block(request, times, end_row, ev_time, ev_node, ev_delta, blocked)
                 free_rows = count + len(cols) - np.cumsum(blocked[:-1])
-        rows: list[int] = np.flatnonzero(free_rows >= request.n_nodes).tolist()
-        return rows
+        return np.asarray(free_rows, dtype=np.int64)
 
     def _fit_through(
         self,
@@ -798,6 +818,9 @@ class ReleaseLedger:
         "_names",
         "_node",
         "_size",
+        "epoch",
+        "planned",
+        "start_bound",
         "start_rows",
     )
 
@@ -808,6 +831,12 @@ class ReleaseLedger:
         self._names = names
         # the head's start-row screen, for profiles built on this node list
         self.start_rows = StartRowsMemo()
+        self.start_bound = StartBound()
+        # bumped whenever slots move (a compaction): slots name the same rows within one
+        self.epoch = getattr(self, "epoch", 0) + 1
+        # the last ``gather``'s releases: (epoch, first slots sorted, their counts, their
+        # event times); None when its horizon left some out
+        self.planned: tuple[int, Rows, Rows, npt.NDArray[np.float64]] | None = None
         # id → (allocation, first slot, count, the running job and whether it holds
         # them exclusively, as ``held_slot`` last found them; None, False: not asked)
         self._jobs: dict[int, tuple[Allocation, int, int, Job | None, bool]] = {}
@@ -885,6 +914,11 @@ class ReleaseLedger:
                 jobs[jid] = (alloc, at, c, job, exclusive)
                 at += c
             self._size = self._live = at
+            self.epoch += 1
+
+    def nodes_at(self, first: int, count: int) -> Rows:
+        """The node rows of the slots ``[first, first + count)``."""
+        return self._node[first : first + count]
 
     def gather(
         self,
@@ -900,6 +934,7 @@ class ReleaseLedger:
         the same order), for jobs given by their slots: ``ends[i]`` is the expected end
         of the job whose rows are ``counts[i]`` slots from ``firsts[i]``."""
         if not ends:
+            self.planned = (self.epoch, _NO_ROWS, _NO_ROWS, np.empty(0))
             return [now], _Events(64)
         step = max(resolution, 1.0)
         t = round_up_many(np.maximum(np.array(ends, dtype=np.float64), now + step), resolution)
@@ -909,6 +944,10 @@ class ReleaseLedger:
         keep = t < horizon
         if not keep.all():
             t, first, count, excl = t[keep], first[keep], count[keep], excl[keep]
+            self.planned = None
+        else:
+            order = np.argsort(first)
+            self.planned = (self.epoch, first[order], count[order], t[order])
         times: list[float] = [now, *np.unique(t).tolist()]
         size = int(count.sum())
         events = _Events(max(64, 4 * size))

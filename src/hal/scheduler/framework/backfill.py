@@ -16,7 +16,9 @@ Called by ``Scheduler.run_pass`` when the profile has a Backfill plugin. In orde
        - otherwise, if it is owed a reservation (EASY: the first one of its partition;
          conservative: every one), find the earliest row whose window fits (screened on
          resources for all rows at once, confirmed by the framework with TEST_ONLY) and
-         subtract it from the profile; its start is the job's ``expected_start``
+         subtract it from the profile; its start is the job's ``expected_start``. A job
+         asking again (EASY's head, pass after pass) is first tried at its last start
+         when no earlier row can have come free since (``start_bound.py``)
 
 Advance reservations (``snapshot.reservations``) enter in two ways: each window's
 start and end within the horizon is a row of the profile, so a job kept off reserved
@@ -46,7 +48,7 @@ from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import StateKey
 from hal.scheduler.framework.interfaces import BackfillMode, BackfillPlugin, BackfillPolicy
 from hal.scheduler.framework.request import NodeRequest, PlacementKey, placement_key
-from hal.scheduler.framework.runtime import Framework, Mode, Stage
+from hal.scheduler.framework.runtime import Framework, Mode, Outcome, Stage
 from hal.scheduler.framework.status import Code, Status
 
 # While backfill tries a job at a future instant: that instant (absent: the job would
@@ -605,32 +607,61 @@ def _reserve(
 ) -> bool:
     spec = job.spec
     table = ctx.nodes
+    counts = None
+    ledger = framework.releases
     if spec.nodes_min == spec.nodes_max and not spec.nodelist:
         request = NodeRequest.for_job(spec, spec.nodes_min)
         mask = table.partition_mask(job.partition) & table.up
-        rows = profile.start_rows(request, mask, runtime)
+        # the start of its last reservation, when no earlier row can have come free
+        k = ledger.start_bound.row(profile, ledger, job.id, request, mask, runtime)
+        if k is not None and _reserve_at(framework, ctx, profile, job, runtime, k, result) is None:
+            return True
+        rows, counts = profile.screen(request, mask, runtime)
+        if profile.has_dips:
+            counts = None  # not rising from row to row: nothing for the bound
     else:
         rows = list(range(len(profile)))  # node ranges: let the framework try each row
     for k in rows:
         if k == 0:
             continue  # "now" was just tried
-        start = profile.times[k]
-        if start >= profile.horizon:
+        if profile.times[k] >= profile.horizon:
             break
-        ctx.data.write(PLAN_START, start)
-        try:
-            within = profile.window(k, start + runtime)
-            out = framework.place(ctx, job, Mode.TEST_ONLY, within=within)
-        finally:
-            ctx.data.delete(PLAN_START)
-        if out.status.is_success and out.allocation is not None:
-            profile.reserve(start, start + runtime, table.rows_of(out.allocation), spec.exclusive)
-            result.expected_start[job.id] = start
-            result.reservations[job.id] = (start, start + runtime, out.allocation)
+        out = _reserve_at(framework, ctx, profile, job, runtime, k, result)
+        if out is None:
+            if counts is not None:
+                ledger.start_bound.remember(
+                    profile, ledger, job.id, request, mask, runtime, k, counts
+                )
             return True
         if out.status.code is Code.UNRESOLVABLE or out.stage is Stage.PRE_FILTER:
             return False  # waiting cannot help, or the job is not ready at all
     return False
+
+
+def _reserve_at(
+    framework: Framework,
+    ctx: PassContext,
+    profile: AvailabilityProfile,
+    job: Job,
+    runtime: float,
+    k: int,
+    result: BackfillResult,
+) -> Outcome | None:
+    """Reserve ``job`` from row ``k`` if the framework finds it nodes there (None); else
+    the framework's outcome."""
+    start = profile.times[k]
+    ctx.data.write(PLAN_START, start)
+    try:
+        within = profile.window(k, start + runtime)
+        out = framework.place(ctx, job, Mode.TEST_ONLY, within=within)
+    finally:
+        ctx.data.delete(PLAN_START)
+    if not out.status.is_success or out.allocation is None:
+        return out
+    profile.reserve(start, start + runtime, ctx.nodes.rows_of(out.allocation), job.spec.exclusive)
+    result.expected_start[job.id] = start
+    result.reservations[job.id] = (start, start + runtime, out.allocation)
+    return None
 
 
 def _het_groups(jobs: Sequence[Job]) -> dict[int, tuple[Job, ...]]:

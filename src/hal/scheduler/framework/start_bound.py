@@ -1,0 +1,132 @@
+"""``StartBound``: where the head's reservation could start, without screening every row
+again.
+
+EASY's head asks for a reservation at every pass, and on a busy machine it is the same job
+asking on a profile that changed only a little: a job or two ended or started. Its start
+row comes from ``AvailabilityProfile.screen``: per row, how many nodes the request fits
+all through the window from there; the first row with enough that the framework confirms
+is the start. On a profile without reservation starts (no dips: every event a release),
+those counts only grow from row to row.
+
+So once a full screen has found the start ``S`` with at most ``before`` fitting nodes at
+any earlier instant, a later profile of the same node list can only have more fitting
+nodes before ``S`` on the nodes that changed in between: those whose free arrays now
+differ, and those of the releases that are not the same (a job started or gone, an end
+moved). Every other node has the same level at every instant, so fits where it did. When
+``before`` plus the changed nodes is still short of the request, no row before ``S``
+passes the screen, and ``S`` (if still a row) is the first row the full search would try:
+the caller asks the framework there and, if it succeeds, has the very reservation the
+full search would make. If it fails, the caller searches as before.
+
+Kept in the ``ReleaseLedger`` (one node list, across passes); releases are named by their
+ledger slots, which are valid within one ``epoch``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from hal.scheduler.framework.request import NodeRequest
+
+if TYPE_CHECKING:
+    from hal.scheduler.framework.availability import AvailabilityProfile, ReleaseLedger
+
+_Key = tuple[int, NodeRequest, float, object]
+
+
+class StartBound:
+    __slots__ = ("_base", "_before", "_cap", "_first", "_key", "_mask", "_planned", "_start")
+
+    def __init__(self) -> None:
+        self._key: _Key | None = None
+        self._start = math.inf
+        self._before = 0
+        self._mask: npt.NDArray[np.bool_] = np.empty(0, dtype=np.bool_)
+        self._cap: object = None
+        self._base: npt.NDArray[np.int64] = np.empty((0, 0), dtype=np.int64)
+        # the releases the screen saw: (epoch, first slots sorted, counts, event times)
+        self._planned: tuple[
+            int, npt.NDArray[np.intp], npt.NDArray[np.intp], npt.NDArray[np.float64]
+        ]
+        self._planned = (0, np.empty(0, dtype=np.intp), np.empty(0, dtype=np.intp), np.empty(0))
+
+    def remember(
+        self,
+        profile: AvailabilityProfile,
+        ledger: ReleaseLedger,
+        job_id: int,
+        request: NodeRequest,
+        mask: npt.NDArray[np.bool_],
+        duration: float,
+        start_row: int,
+        counts: npt.NDArray[np.int64],
+    ) -> None:
+        """A full screen of ``profile`` (``counts`` per row, made while it had no dips)
+        put job ``job_id``'s reservation at ``start_row``."""
+        planned = ledger.planned
+        self._key = None
+        if planned is None or planned[0] != ledger.epoch or profile.horizon < math.inf:
+            return
+        self._key = (job_id, request, duration, profile.table.names)
+        self._start = profile.times[start_row]
+        self._before = int(counts[start_row - 1])
+        self._mask = mask.copy()
+        self._cap = profile.table.cap_memory
+        self._base = profile.base.copy()
+        self._planned = planned
+
+    def row(
+        self,
+        profile: AvailabilityProfile,
+        ledger: ReleaseLedger,
+        job_id: int,
+        request: NodeRequest,
+        mask: npt.NDArray[np.bool_],
+        duration: float,
+    ) -> int | None:
+        """The row of the remembered start when no earlier row of ``profile`` can pass
+        the screen for the same job; None when that cannot be told."""
+        if self._key != (job_id, request, duration, profile.table.names):
+            return None
+        planned = ledger.planned
+        if not _usable(profile, ledger) or planned is None or planned[0] != self._planned[0]:
+            return None
+        times = profile.times
+        k = bisect.bisect_left(times, self._start)
+        if k == 0 or k == len(times) or times[k] != self._start:
+            return None
+        allowed = request.n_nodes - 1 - self._before  # changed nodes that cannot reach it
+        if allowed < 0 or profile.table.cap_memory is not self._cap:
+            return None
+        if not np.array_equal(mask, self._mask):
+            return None
+        changed = (profile.base != self._base).any(axis=0)
+        _, first, count, t = planned
+        _, old_first, _, old_t = self._planned
+        if len(old_first):
+            pos = np.minimum(np.searchsorted(old_first, first), len(old_first) - 1)
+            same = (old_first[pos] == first) & (old_t[pos] == t)
+        else:
+            same = np.zeros(len(first), dtype=np.bool_)
+        for f, c in zip(first[~same].tolist(), count[~same].tolist(), strict=True):
+            changed[ledger.nodes_at(f, c)] = True
+        if int(np.count_nonzero(changed & mask)) > allowed:
+            return None
+        return k
+
+
+def _usable(profile: AvailabilityProfile, ledger: ReleaseLedger) -> bool:
+    """A profile the bound holds for: built from the ledger's last gather in this epoch
+    (no slot moved since), every event a release, no horizon."""
+    planned = ledger.planned
+    return (
+        planned is not None
+        and planned[0] == ledger.epoch
+        and not profile.has_dips
+        and profile.horizon == math.inf
+    )
