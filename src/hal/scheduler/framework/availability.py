@@ -46,7 +46,7 @@ from hal.core.job import Allocation, Job
 from hal.core.preemption import holding
 from hal.scheduler.framework.node_table import AllocationRows, BoolArray, IntArray, NodeTable
 from hal.scheduler.framework.request import NodeRequest
-from hal.scheduler.framework.start_bound import StartBound
+from hal.scheduler.framework.start_bound import Planned, StartBound
 
 # ``start_rows`` materialises rows × nodes with events up to this many cells, else it
 # works per stretch of rows (``_block``). Measured on profiles captured from simulations
@@ -836,7 +836,7 @@ class ReleaseLedger:
         self.epoch = getattr(self, "epoch", 0) + 1
         # the last ``gather``'s releases: (epoch, first slots sorted, their counts, their
         # event times); None when its horizon left some out
-        self.planned: tuple[int, Rows, Rows, npt.NDArray[np.float64]] | None = None
+        self.planned: Planned | None = None
         # id → (allocation, first slot, count, the running job and whether it holds
         # them exclusively, as ``held_slot`` last found them; None, False: not asked)
         self._jobs: dict[int, tuple[Allocation, int, int, Job | None, bool]] = {}

@@ -37,10 +37,14 @@ if TYPE_CHECKING:
     from hal.scheduler.framework.availability import AvailabilityProfile, ReleaseLedger
 
 _Key = tuple[int, NodeRequest, float, object]
+# (ledger epoch, first slots sorted, their counts, their event times): ``ledger.planned``
+Planned = tuple[int, npt.NDArray[np.intp], npt.NDArray[np.intp], npt.NDArray[np.float64]]
 
 
 class StartBound:
-    __slots__ = ("_base", "_before", "_cap", "_first", "_key", "_mask", "_planned", "_start")
+    """The last full screen's start for one job, and what it rested on (module doc)."""
+
+    __slots__ = ("_base", "_before", "_cap", "_key", "_mask", "_planned", "_start")
 
     def __init__(self) -> None:
         self._key: _Key | None = None
@@ -49,11 +53,13 @@ class StartBound:
         self._mask: npt.NDArray[np.bool_] = np.empty(0, dtype=np.bool_)
         self._cap: object = None
         self._base: npt.NDArray[np.int64] = np.empty((0, 0), dtype=np.int64)
-        # the releases the screen saw: (epoch, first slots sorted, counts, event times)
-        self._planned: tuple[
-            int, npt.NDArray[np.intp], npt.NDArray[np.intp], npt.NDArray[np.float64]
-        ]
-        self._planned = (0, np.empty(0, dtype=np.intp), np.empty(0, dtype=np.intp), np.empty(0))
+        # the releases the screen saw
+        self._planned: Planned = (
+            0,
+            np.empty(0, dtype=np.intp),
+            np.empty(0, dtype=np.intp),
+            np.empty(0),
+        )
 
     def remember(
         self,
