@@ -834,8 +834,8 @@ class ReleaseLedger:
         self.start_bound = StartBound()
         # bumped whenever slots move (a compaction): slots name the same rows within one
         self.epoch = getattr(self, "epoch", 0) + 1
-        # the last ``gather``'s releases: (epoch, first slots sorted, their counts, their
-        # event times); None when its horizon left some out
+        # the last ``gather``'s releases: (epoch, first slots, their counts, their event
+        # times); None when its horizon left some out
         self.planned: Planned | None = None
         # id → (allocation, first slot, count, the running job and whether it holds
         # them exclusively, as ``held_slot`` last found them; None, False: not asked)
@@ -946,8 +946,7 @@ class ReleaseLedger:
             t, first, count, excl = t[keep], first[keep], count[keep], excl[keep]
             self.planned = None
         else:
-            order = np.argsort(first)
-            self.planned = (self.epoch, first[order], count[order], t[order])
+            self.planned = (self.epoch, first, count, t)
         times: list[float] = [now, *np.unique(t).tolist()]
         size = int(count.sum())
         events = _Events(max(64, 4 * size))

@@ -37,14 +37,14 @@ if TYPE_CHECKING:
     from hal.scheduler.framework.availability import AvailabilityProfile, ReleaseLedger
 
 _Key = tuple[int, NodeRequest, float, object]
-# (ledger epoch, first slots sorted, their counts, their event times): ``ledger.planned``
+# (ledger epoch, first slots, their counts, their event times): ``ledger.planned``
 Planned = tuple[int, npt.NDArray[np.intp], npt.NDArray[np.intp], npt.NDArray[np.float64]]
 
 
 class StartBound:
     """The last full screen's start for one job, and what it rested on (module doc)."""
 
-    __slots__ = ("_base", "_before", "_cap", "_key", "_mask", "_planned", "_start")
+    __slots__ = ("_base", "_before", "_cap", "_epoch", "_first", "_key", "_mask", "_start", "_t")
 
     def __init__(self) -> None:
         self._key: _Key | None = None
@@ -53,13 +53,10 @@ class StartBound:
         self._mask: npt.NDArray[np.bool_] = np.empty(0, dtype=np.bool_)
         self._cap: object = None
         self._base: npt.NDArray[np.int64] = np.empty((0, 0), dtype=np.int64)
-        # the releases the screen saw
-        self._planned: Planned = (
-            0,
-            np.empty(0, dtype=np.intp),
-            np.empty(0, dtype=np.intp),
-            np.empty(0),
-        )
+        # the releases the screen saw (ledger epoch, first slots sorted, event times)
+        self._epoch = 0
+        self._first: npt.NDArray[np.intp] = np.empty(0, dtype=np.intp)
+        self._t: npt.NDArray[np.float64] = np.empty(0)
 
     def remember(
         self,
@@ -74,17 +71,19 @@ class StartBound:
     ) -> None:
         """A full screen of ``profile`` (``counts`` per row, made while it had no dips)
         put job ``job_id``'s reservation at ``start_row``."""
-        planned = ledger.planned
+        planned = _current(profile, ledger)
         self._key = None
-        if planned is None or planned[0] != ledger.epoch or profile.horizon < math.inf:
+        if planned is None:
             return
+        self._epoch, first, _, t = planned
+        order = np.argsort(first)  # by slot, for ``row``'s lookups
+        self._first, self._t = first[order], t[order]
         self._key = (job_id, request, duration, profile.table.names)
         self._start = profile.times[start_row]
         self._before = int(counts[start_row - 1])
         self._mask = mask.copy()
         self._cap = profile.table.cap_memory
         self._base = profile.base.copy()
-        self._planned = planned
 
     def row(
         self,
@@ -99,8 +98,8 @@ class StartBound:
         the screen for the same job; None when that cannot be told."""
         if self._key != (job_id, request, duration, profile.table.names):
             return None
-        planned = ledger.planned
-        if not _usable(profile, ledger) or planned is None or planned[0] != self._planned[0]:
+        planned = _current(profile, ledger)
+        if planned is None or profile.has_dips or planned[0] != self._epoch:
             return None
         times = profile.times
         k = bisect.bisect_left(times, self._start)
@@ -113,7 +112,7 @@ class StartBound:
             return None
         changed = (profile.base != self._base).any(axis=0)
         _, first, count, t = planned
-        _, old_first, _, old_t = self._planned
+        old_first, old_t = self._first, self._t
         if len(old_first):
             pos = np.minimum(np.searchsorted(old_first, first), len(old_first) - 1)
             same = (old_first[pos] == first) & (old_t[pos] == t)
@@ -126,13 +125,10 @@ class StartBound:
         return k
 
 
-def _usable(profile: AvailabilityProfile, ledger: ReleaseLedger) -> bool:
-    """A profile the bound holds for: built from the ledger's last gather in this epoch
-    (no slot moved since), every event a release, no horizon."""
+def _current(profile: AvailabilityProfile, ledger: ReleaseLedger) -> Planned | None:
+    """The releases of the ledger's last gather, which built ``profile``, when the bound
+    can rest on them: no slot moved since (same epoch) and no horizon left some out."""
     planned = ledger.planned
-    return (
-        planned is not None
-        and planned[0] == ledger.epoch
-        and not profile.has_dips
-        and profile.horizon == math.inf
-    )
+    if planned is None or planned[0] != ledger.epoch or profile.horizon < math.inf:
+        return None
+    return planned
