@@ -5,6 +5,7 @@ could start (``backfill.SettledStage``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -104,6 +105,18 @@ def _curie_replay(
     )
     run = sim.run()
     return [(o.start, o.predicted) for o in run.outcomes], run.skipped_passes
+
+
+def _rule_keeps_every_start(policy: str, predictor: str, turn_off: Callable[[], None]) -> None:
+    """A pass-skipping rule: the same starts (and predictions) as a pass at every event,
+    the same with the rule turned off by ``turn_off``, and more passes skipped with it."""
+    skipping, skipped = _curie_replay(policy, predictor)
+    full, _ = _curie_replay(policy, predictor, every_event=True)
+    assert skipping == full
+    turn_off()
+    without, skipped_without = _curie_replay(policy, predictor)
+    assert without == skipping
+    assert skipped > skipped_without
 
 
 @pytest.mark.skipif(not CURIE.exists(), reason="traces not available")
@@ -222,13 +235,11 @@ def test_passes_no_new_job_could_start_are_skipped_and_change_no_start(
     """Rule (4) of the engine: CEA-Curie's first 1,200 jobs on a busy machine give the
     same starts (and the same predictions they started with) as a pass at every event,
     with more passes skipped than when the settled stage always says a job could start."""
-    skipping, skipped = _curie_replay(policy, predictor)
-    full, _ = _curie_replay(policy, predictor, every_event=True)
-    assert skipping == full
-    monkeypatch.setattr(backfill.SettledStage, "could_start", lambda *args: True)
-    without, skipped_without = _curie_replay(policy, predictor)
-    assert without == skipping
-    assert skipped > skipped_without
+    _rule_keeps_every_start(
+        policy,
+        predictor,
+        lambda: monkeypatch.setattr(backfill.SettledStage, "could_start", lambda *args: True),
+    )
 
 
 @pytest.mark.skipif(not CURIE.exists(), reason="traces not available")
@@ -240,13 +251,11 @@ def test_expiries_before_the_heads_start_skip_the_pass_and_change_no_start(
     pass, runs no pass when every corrected end still comes before the head's reserved
     start; the starts (and predictions) are those of a pass at every event, and more
     passes are skipped than when ``outlasts`` always says no."""
-    skipping, skipped = _curie_replay("easy-sjbf", predictor)
-    full, _ = _curie_replay("easy-sjbf", predictor, every_event=True)
-    assert skipping == full
-    monkeypatch.setattr(backfill.SettledStage, "outlasts", lambda *args: False)
-    without, skipped_without = _curie_replay("easy-sjbf", predictor)
-    assert without == skipping
-    assert skipped > skipped_without
+    _rule_keeps_every_start(
+        "easy-sjbf",
+        predictor,
+        lambda: monkeypatch.setattr(backfill.SettledStage, "outlasts", lambda *args: False),
+    )
 
 
 @pytest.mark.skipif(not CURIE.exists(), reason="traces not available")

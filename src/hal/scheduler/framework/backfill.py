@@ -492,32 +492,37 @@ class SettledStage:
         release moved later), so nothing that failed starts now; and this profile,
         which releases those jobs sooner, stays the optimistic one ``could_start``
         may keep using."""
+        start = self._head_start(self._planner.ctx)
+        if start is None:
+            return False
+        profile = self._planner.profile
+        step = max(profile.resolution, 1.0)
+        return all(round_up(end + step, profile.resolution) <= start for end in ends)
+
+    def _head_start(self, ctx: PassContext) -> float | None:
+        """The head's reserved start on this stage's profile (made now if the pass left
+        it deferred); None when there is none or it cannot be relied on for a pass on
+        ``ctx``: a planning horizon, or advance reservations."""
         planner = self._planner
         planner.flush()
-        profile = planner.profile
         found = planner.result.reservations.get(self._head.id)
-        if found is None or profile.horizon < math.inf or planner.ctx.snapshot.reservations:
-            return False
-        step = max(profile.resolution, 1.0)
-        return all(round_up(end + step, profile.resolution) <= found[0] for end in ends)
+        if found is None or planner.profile.horizon < math.inf or ctx.snapshot.reservations:
+            return None
+        return found[0]
 
     def could_start(self, ctx: PassContext, new: Sequence[Job]) -> bool:
         """Whether the pass on ``ctx`` could start one of ``new``, the jobs submitted
         since this stage's pass (True also when this state cannot tell). Asks the run
         times that pass would ask."""
         planner = self._planner
-        planner.flush()  # the head's reservation, if the pass left it deferred
         head = self._head
+        if self._head_start(ctx) is None:
+            return True
         profile = planner.profile
         now = ctx.now
         step = max(profile.resolution, 1.0)  # an end sooner than this is planned at it
-        if (
-            head.id not in planner.result.reservations
-            or profile.horizon < math.inf
-            or ctx.snapshot.reservations
-            # the next event must stay where it is when the profile starts at ``now``
-            or (len(profile) > 1 and profile.times[1] < round_up(now + step, profile.resolution))
-        ):
+        # the next event must stay where it is when the profile starts at ``now``
+        if len(profile) > 1 and profile.times[1] < round_up(now + step, profile.resolution):
             return True
         partition = self._partition
         policy = planner.policies[partition]
