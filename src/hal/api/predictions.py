@@ -422,33 +422,35 @@ class PredictionService:
     def estimate(self, job: Job, now: float) -> tuple[float, float | None] | None:
         """(planned run time, predicted end) of a pending or running job, as the backfill
         planner sees it: a running job ends at start + its prediction (corrected once it
-        has outlived it, ``hal.predict.corrected``), a pending one with an expected start
-        at that start + its prediction (no end without one). ``None`` for a job that has
-        ended, or when the predictor is busy and nothing was read for the job before.
+        has outlived it: ``SharedPredictor.planned``), a pending one with an expected
+        start at that start + its prediction (no end without one). ``None`` for a job
+        that has ended, or when the predictor is busy and nothing was read for the job
+        before.
 
         Never waits for the predictor: while it trains, the last answer read for the job
-        (or its prediction at start) stands in, corrected for the time elapsed."""
+        (or its prediction at start) stands in, corrected stepwise for the time elapsed."""
         state = job.state
         if not (state is JobState.PENDING or state.is_active):
             return None
-        base = self.predictor.try_planned_runtime(job)
-        if base is None:
+        started = job.start_time if state.is_active else None
+        elapsed = max(now - started, 0.0) if started is not None else 0.0
+        runtime = self.predictor.try_planned_runtime(job, elapsed)
+        if runtime is None:
             base = self._last_read.get(job.id)
             if base is None:
                 at_start = self.at_start.get(job.id)
                 base = at_start.runtime_s if at_start is not None else None
             if base is None:
                 return None
+            runtime = max(corrected(base, elapsed, float(job.time_limit_s)), 1.0)
         else:
             if len(self._last_read) >= 10_000:
                 self._last_read.clear()
-            self._last_read[job.id] = base
-        if state.is_active and job.start_time is not None:
-            elapsed = max(now - job.start_time, 0.0)
-            runtime = max(corrected(base, elapsed, float(job.time_limit_s)), 1.0)
-            return runtime, job.start_time + runtime
+            self._last_read[job.id] = runtime
+        if started is not None:
+            return runtime, started + runtime
         start = job.expected_start
-        return base, None if start is None else start + base
+        return runtime, None if start is None else start + runtime
 
     def recent_finished(self, limit: int) -> list[FinishedPrediction]:
         """The last ``limit`` finished runs with a finite prediction, newest first."""

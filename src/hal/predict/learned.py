@@ -72,8 +72,9 @@ from hal.predict.features import (
 log = logging.getLogger("hal.predict")
 # The under-prediction target when the predictor corrects its own expired predictions
 # (``extended``): an overrun then costs little (the job is re-planned from what it has
-# run, not one step at a time), so the median is the natural target. With the stepwise
-# correction (the server's today) overruns cost more and 30 % stays the default.
+# run, not one step at a time), so the median is the natural target; the server and the
+# simulator both correct that way. With the stepwise correction overruns cost more, and
+# 30 % stays the class's default.
 UNDER_RATE_OWN_CORRECTION = 0.5
 # The simulator's ``train_lag``: 0, each model trained in place when it is due (as
 # before). A lag of 1,000 (each model used from the next retrain on, trained meanwhile

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from hal.predict.avg2 import Avg2Predictor
 from hal.predict.baselines import UserPredictor
-from hal.predict.learned import LearnedPredictor
+from hal.predict.learned import UNDER_RATE_OWN_CORRECTION, LearnedPredictor
 from hal.predict.protocol import Predictor
 
 CONFIGURABLE = ("user", "avg2", "learned")
@@ -23,5 +23,7 @@ def make_predictor(name: str) -> Predictor:
     if name == "avg2":
         return Avg2Predictor()
     if name == "learned":
-        return LearnedPredictor()
+        # the server corrects its expired predictions with the model's own rule
+        # (``SharedPredictor.planned``), as the simulator does: calibrated to the median
+        return LearnedPredictor(under_rate=UNDER_RATE_OWN_CORRECTION)
     raise ValueError(f"unknown predictor {name!r}; choose from {', '.join(CONFIGURABLE)}")

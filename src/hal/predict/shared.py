@@ -11,8 +11,13 @@ Code on the event loop must never wait for that lock (training holds it): it use
 A running job keeps the prediction it was first given once started (keyed by job id and
 start time, so a requeued job is predicted afresh), as ``hal.predict.pinned`` does in the
 simulator: a model retrained on other jobs' ends must not move the planned end of a job
-already running; only the expiry correction does (``planned_runtime``). ``unpin`` when
-the job ends.
+already running; only the expiry correction does. ``unpin`` when the job ends.
+
+The correction: a predictor with its own (``ExpiryPredictor``: ``learned``) re-predicts a
+job that has outlived its plan from how long it has run (``planned``, the simulator's
+``correction="model"``), and the new value is pinned until it expires in turn, always
+from the prediction the job started with; others get Tsafrir's steps
+(``hal.predict.protocol.corrected``).
 """
 
 from __future__ import annotations
@@ -21,14 +26,17 @@ import threading
 from collections.abc import Sequence
 
 from hal.core.job import Job
-from hal.predict.protocol import BatchPredictor, Predictor, planned_runtime
+from hal.predict.protocol import BatchPredictor, ExpiryPredictor, Predictor, planned_runtime
 
 
 class SharedPredictor:
     def __init__(self, inner: Predictor) -> None:
         self._inner = inner
+        self._own = inner if isinstance(inner, ExpiryPredictor) else None
         self.lock = threading.RLock()
         self._pins: dict[tuple[int, float], float] = {}  # (job id, start) → prediction
+        # (job id, start) → the prediction it started with, once it has outlived it
+        self._first: dict[tuple[int, float], float] = {}
 
     @property
     def name(self) -> str:
@@ -45,6 +53,7 @@ class SharedPredictor:
             raise ValueError(f"cannot replace predictor {self.name!r} by {inner.name!r}")
         with self.lock:
             self._inner = inner
+            self._own = inner if isinstance(inner, ExpiryPredictor) else None
 
     def predict(self, job: Job) -> float:
         with self.lock:
@@ -61,6 +70,7 @@ class SharedPredictor:
         if job.start_time is not None:
             with self.lock:
                 self._pins.pop((job.id, job.start_time), None)
+                self._first.pop((job.id, job.start_time), None)
 
     def observe(self, job: Job, runtime_s: float) -> None:
         with self.lock:
@@ -76,12 +86,25 @@ class SharedPredictor:
         """The inner predictor's model version (0: it has no model, e.g. ``user``)."""
         return int(getattr(self._inner, "model_version", 0))
 
+    def planned(self, job: Job, elapsed_s: float = 0.0) -> float:
+        """The run time to plan ``job`` with after ``elapsed_s`` of running
+        (``planned_runtime``), corrected by the predictor's own rule when it has one."""
+        with self.lock:
+            own, start = self._own, job.start_time
+            if own is not None and start is not None and elapsed_s > 0:
+                pinned = self.predict(job)
+                if elapsed_s >= pinned:
+                    key = (job.id, start)
+                    first = self._first.setdefault(key, pinned)
+                    self._pins[key] = own.extended(job, first, elapsed_s)
+            return planned_runtime(self, job, elapsed_s)
+
     def try_planned_runtime(self, job: Job, elapsed_s: float = 0.0) -> float | None:
-        """``planned_runtime`` without waiting: ``None`` while another thread holds the
+        """``planned`` without waiting: ``None`` while another thread holds the
         predictor (the trainer may hold it for a fraction of a second)."""
         if not self.lock.acquire(blocking=False):
             return None
         try:
-            return planned_runtime(self, job, elapsed_s)
+            return self.planned(job, elapsed_s)
         finally:
             self.lock.release()

@@ -4,6 +4,7 @@ and that training never runs on the caller's (the event loop's) thread."""
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 import time
 from pathlib import Path
@@ -274,3 +275,31 @@ def test_a_loaded_model_reads_the_accounts_of_the_history_replayed_into_it(
     row = learned.history.features(probe)
     acct = NAMES.index("account_mean8")
     assert row[acct] == pytest.approx(np.log1p(50.0))
+
+
+def test_an_outlived_learned_prediction_is_re_predicted_from_what_the_job_has_run(
+    tmp_path: Path,
+) -> None:
+    """With ``learned`` the estimate ``hal show job`` reads for an overdue running job is
+    the model's own correction (what the backfill planner plans with), not a step."""
+    pytest.importorskip("lightgbm", reason="lightgbm is a dependency: pip install -e .")
+    learned = LearnedPredictor(min_train=200, retrain_every=200, under_rate=0.5)
+    rng = random.Random(1)
+    for i in range(1200):  # 2 min or 2 h as the name says, ±10 %
+        kind = rng.choice(("short", "long"))
+        spec = JobSpec(user=f"u{rng.randrange(20)}", script="", name=kind, ntasks=4)
+        done = Job(id=i, spec=spec, time_limit_s=36_000, state=JobState.COMPLETED)
+        learned.observe(done, (120.0 if kind == "short" else 7200.0) * rng.uniform(0.9, 1.1))
+    spec = JobSpec(user="u3", script="", name="long", ntasks=4)
+    running = Job(id=5_000, spec=spec, partition="debug", state=JobState.RUNNING,
+                  start_time=1000.0, time_limit_s=36_000)  # fmt: skip
+
+    async def scenario(service: PredictionService) -> None:
+        runtime, end = service.estimate(running, 1000.0) or (0.0, None)
+        assert 1000 < runtime < 20_000 and end == 1000.0 + runtime  # learned, not 10 h
+        elapsed = runtime * 1.02
+        again, end = service.estimate(running, 1000.0 + elapsed) or (0.0, None)
+        assert again == learned.extended(running, runtime, elapsed)
+        assert elapsed < again < 36_000 and end == 1000.0 + again
+
+    run_service(tmp_path, learned, scenario)  # type: ignore[arg-type]

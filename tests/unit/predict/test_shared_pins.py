@@ -4,15 +4,34 @@ the expiry correction still applies."""
 
 from __future__ import annotations
 
+import random
+
+import pytest
+
 from hal.core.job import Job, JobSpec
 from hal.core.states import JobState
-from hal.predict import Avg2Predictor
+from hal.predict import Avg2Predictor, LearnedPredictor
 from hal.predict.protocol import planned_runtime
 from hal.predict.shared import SharedPredictor
+from hal.scheduler.plugins.backfill.plugin import Backfill
 
 
 def job(jid: int, limit: int = 3600) -> Job:
     return Job(id=jid, spec=JobSpec(user="ann", script=""), time_limit_s=limit)
+
+
+def learned_job(jid: int, user: str, name: str, limit: int) -> Job:
+    return Job(id=jid, spec=JobSpec(user=user, script="", name=name, ntasks=4), time_limit_s=limit)
+
+
+def feed(p: LearnedPredictor, n: int) -> None:
+    """Users whose jobs run about as long as their name says (2 min or 2 h, ±10 %)."""
+    rng = random.Random(1)
+    for i in range(n):
+        kind = rng.choice(("short", "long"))
+        runtime = (120.0 if kind == "short" else 7200.0) * rng.uniform(0.9, 1.1)
+        done = learned_job(i, f"u{rng.randrange(20)}", kind, 36_000)
+        p.observe(done.evolve(state=JobState.COMPLETED, submit_time=i * 60.0), runtime)
 
 
 def test_a_running_job_keeps_its_prediction_until_it_ends() -> None:
@@ -31,3 +50,41 @@ def test_a_running_job_keeps_its_prediction_until_it_ends() -> None:
     shared.unpin(running)
     shared.replace(Avg2Predictor())  # a rebuilt model: pins of running jobs survive it
     assert shared.predict(again) == 200.0
+
+
+def test_learned_corrects_an_outlived_prediction_with_its_own_rule() -> None:
+    """With ``learned`` the server re-predicts a running job that has outlived its plan
+    from how long it has run (``LearnedPredictor.extended``, the simulator's "model"
+    correction), pins that, and re-predicts from the first prediction when it expires
+    again; the backfill plugin and ``hal show`` read the same value."""
+    pytest.importorskip("lightgbm", reason="lightgbm is a dependency: pip install -e .")
+    model = LearnedPredictor(min_train=200, retrain_every=200, under_rate=0.5)
+    feed(model, 1200)
+    shared = SharedPredictor(model)
+    running = learned_job(5_000, "u3", "long", 36_000).evolve(
+        state=JobState.RUNNING, start_time=1_000.0
+    )
+    first = shared.predict(running)
+    assert 3_000 < first < 20_000, first  # the model knows u3's "long" jobs
+    elapsed = first * 1.02
+    again = shared.planned(running, elapsed)
+    assert again == model.extended(running, first, elapsed)
+    assert again != planned_runtime(model, running, elapsed)  # not Tsafrir's step
+    assert elapsed < again < 36_000
+    assert shared.predict(running) == again  # pinned: every reader sees it
+    assert shared.try_planned_runtime(running, elapsed + 1) == again  # not yet outlived
+    plugin = Backfill(None, predictor=shared)
+    assert plugin.runtime(running, elapsed + 1) == again
+    later = again + 5.0  # expired once more: re-predicted from the first prediction
+    assert plugin.runtime(running, later) == model.extended(running, first, later)
+    shared.unpin(running)  # ended: a run started again starts from a fresh prediction
+    rerun = running.evolve(start_time=90_000.0)
+    assert shared.planned(rerun, 10.0) == model.predict(rerun)
+
+
+def test_a_predictor_without_its_own_rule_still_gets_the_steps() -> None:
+    shared = SharedPredictor(Avg2Predictor())
+    shared.observe(job(1), 100.0)
+    running = job(2).evolve(state=JobState.RUNNING, start_time=0.0)
+    assert shared.planned(running, 150.0) == 160.0
+    assert Backfill(None, predictor=shared).runtime(running, 350.0) == 100.0 + 300.0

@@ -11,13 +11,15 @@ time limit; the prediction only moves planned starts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
 from hal.core.job import Job
 from hal.predict import (
     CONFIGURABLE,
     BatchPredictor,
     Predictor,
+    SharedPredictor,
     UserPredictor,
     make_predictor,
     planned_runtime,
@@ -57,6 +59,12 @@ class Backfill:
         # Resolved once (the predictor is not replaced): isinstance against a
         # runtime-checkable Protocol costs about 100 us, and it was asked every pass.
         self._batch = self.predictor if isinstance(self.predictor, BatchPredictor) else None
+        # the server's shared predictor corrects with the model's own rule (``learned``)
+        self._planned: Callable[[Job, float], float] = (
+            self.predictor.planned
+            if isinstance(self.predictor, SharedPredictor)
+            else partial(planned_runtime, self.predictor)
+        )
         # The requested time never changes for a job: job id → (job, its planned run
         # time from the start), for the user predictor only (the others learn).
         self._fixed: dict[int, tuple[Job, float]] | None = (
@@ -80,7 +88,7 @@ class Backfill:
     def runtime(self, job: Job, elapsed_s: float = 0.0) -> float:
         fixed = self._fixed
         if fixed is None:
-            return planned_runtime(self.predictor, job, elapsed_s)
+            return self._planned(job, elapsed_s)
         found = fixed.get(job.id)
         if found is None or found[0] is not job:
             if len(fixed) >= _FIXED_KEPT:
@@ -89,7 +97,7 @@ class Backfill:
         if elapsed_s < found[1]:
             # not outlived (the time limit, at least 1 s): nothing to correct
             return found[1]
-        return planned_runtime(self.predictor, job, elapsed_s)
+        return self._planned(job, elapsed_s)
 
 
 def _number(args: PluginArgs, key: str, default: float, *, integer: bool = False) -> float:
