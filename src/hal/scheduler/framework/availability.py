@@ -336,17 +336,15 @@ class AvailabilityProfile:
         covered = bisect.bisect_right(self._dip_instants, until)
         return self._free_covering(covered, partition_mask, key)
 
-    def free_cpus_steps(self, partition_mask: BoolArray, key: str) -> tuple[list[float], IntArray]:
+    def free_cpus_steps(self, partition_mask: BoolArray, key: str) -> tuple[list[float], list[int]]:
         """``free_cpus_from_now`` for every end at once, as a step function: a window
         ending at ``end`` covers the dips at the ``instants`` before ``end`` (every dip
         is at a row's start, and the window's rows are those starting before ``end``),
-        so it has ``values[bisect.bisect_left(instants, end)]`` CPUs free all through."""
+        so it has ``values[bisect.bisect_left(instants, end)]`` CPUs free all through
+        (plain lists: the caller reads them one job at a time)."""
         instants = self._dip_instants
-        values = np.fromiter(
-            (self._free_covering(c, partition_mask, key) for c in range(len(instants) + 1)),
-            dtype=np.int64,
-            count=len(instants) + 1,
-        )
+        covering = self._free_covering
+        values = [covering(c, partition_mask, key) for c in range(len(instants) + 1)]
         return list(instants), values
 
     def _free_covering(self, covered: int, partition_mask: BoolArray, key: str) -> int:

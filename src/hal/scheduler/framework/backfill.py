@@ -441,25 +441,32 @@ class _Settled:
         (``len(ordered)``: none)."""
         planner = self._planner
         partition = self.partition
-        free = planner.free_now(partition)
-        mask = planner.ctx.nodes.partition_mask(partition)
-        dips, values = planner.profile.free_cpus_steps(mask, partition)
-        lowest = int(values[-1])  # a window covering every dip
-        now = planner.ctx.now
         ordered = self._ordered
         needs = self._needs
         if needs is None:
             needs = self._needs = np.fromiter(
                 (planner.min_cpus(j) for j in ordered), dtype=np.int64, count=len(ordered)
             )
-        for k in (np.flatnonzero(needs[first:] <= free) + first).tolist():
-            need = int(needs[k])
-            if need <= lowest:
-                return k
-            end = now + planner.hold_for(ordered[k])
-            if need <= values[bisect.bisect_left(dips, end)]:
-                return k
-        return len(ordered)
+        rest = needs[first:]
+        fits_now = np.flatnonzero(rest <= planner.free_now(partition))
+        if not len(fits_now):
+            return len(ordered)
+        mask = planner.ctx.nodes.partition_mask(partition)
+        dips, values = planner.profile.free_cpus_steps(mask, partition)
+        wanted = rest[fits_now]
+        # the first whose CPUs are free through a window covering every dip: no run
+        # time needed; before it, each one's window decides (its run time asked in order)
+        anywhere = np.flatnonzero(wanted <= values[-1])
+        stop = int(anywhere[0]) if len(anywhere) else len(fits_now)
+        if stop:
+            now = planner.ctx.now
+            hold_for = planner.hold_for
+            for k, need in zip(
+                (fits_now[:stop] + first).tolist(), wanted[:stop].tolist(), strict=True
+            ):
+                if need <= values[bisect.bisect_left(dips, now + hold_for(ordered[k]))]:
+                    return int(k)
+        return first + int(fits_now[stop]) if stop < len(fits_now) else len(ordered)
 
 
 class SettledStage:
