@@ -113,7 +113,8 @@ def allocation(rng: random.Random, names: list[str], cpus: int) -> Allocation:
 def test_profile_agrees_with_the_naive_timeline(
     seed: int, way: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every window, CPU screen (also as a step function of the window's end) and
+    """Every window (those from now also asked again after a reservation), CPU screen
+    (also as a step function of the window's end) and
     start-row screen equals the model's, after every reservation (now or later,
     exclusive or not, within or past the horizon), with the start-row screen done each
     way (materialised rows, change points only, or, while no reservation starts later
@@ -138,9 +139,18 @@ def test_profile_agrees_with_the_naive_timeline(
         model.release(end, ar, exclusive)
     profile = AvailabilityProfile(table, NOW, releases, resolution=resolution, horizon=horizon)
     mask = np.array([rng.random() < 0.8 for _ in names])
+
+    def same_window_from_now(end: float) -> None:
+        got = profile.window(0, end)  # kept from one ask to the next until a reserve
+        want = model.window(list(profile.times), 0, end)
+        arrays = (got.free_cpus, got.free_memory, got.free_gpus, got.jobs_on, got.exclusive_on)
+        assert [a.tolist() for a in arrays] == [w.tolist() for w in want], end
+
     for _ in range(12):
         times = list(profile.times)
         assert times == model.times()
+        soon = NOW + rng.uniform(0, 400)
+        same_window_from_now(soon)
         first = rng.randrange(len(times))
         end = times[first] + rng.uniform(0, 300)
         got = profile.window(first, end)
@@ -170,6 +180,7 @@ def test_profile_agrees_with_the_naive_timeline(
         exclusive = rng.random() < 0.2
         profile.reserve(start, stop, ar, exclusive)
         model.reserve(start, stop, ar, exclusive)
+        same_window_from_now(soon)
 
 
 @pytest.mark.parametrize("seed", range(40))

@@ -174,6 +174,7 @@ class AvailabilityProfile:
         "_memo",
         "_row_level",
         "_totals",
+        "_windows",
         "horizon",
         "now",
         "resolution",
@@ -231,6 +232,9 @@ class AvailabilityProfile:
         self._low_cpus: dict[tuple[str, int], int] = {}
         # key → [partition mask, CPUs free now on it], kept up to date by ``reserve``
         self._totals: dict[str, tuple[BoolArray, list[int]]] = {}
+        # windows from now, per number of dip instants covered, until ``_base`` or the
+        # dips change (the backfill stage asks one per job it tries to start)
+        self._windows: dict[int, NodeTable] = {}
 
     def __len__(self) -> int:
         return len(self.times)
@@ -255,26 +259,34 @@ class AvailabilityProfile:
     def window(self, first: int, end: float) -> NodeTable:
         """What a job running from ``times[first]`` until ``end`` can count on, as a
         read-only table, valid until the next ``reserve`` (a window from now with no
-        reservation starting inside it shares the profile's arrays)."""
+        reservation starting inside it shares the profile's arrays; windows from now are
+        kept until then: the same table for every job whose window covers the same
+        reservation starts)."""
         last = max(self.last_row_before(end), first)
         if first == 0:
-            nodes, low = self._low_from_now(self.times[last])
+            until = self.times[last]
+            covered = bisect.bisect_right(self._dip_instants, until)
+            window = self._windows.get(covered)
+            if window is not None:
+                return window
+            nodes, low = self._low_from_now(until)
             if not len(nodes):
                 agg = self._base
             else:
                 agg = self._base.copy()
                 agg[:, nodes] += low
+            window = self._windows[covered] = self.table.with_free(*agg)
+            return window
+        agg = self._level(first)
+        sel = self._dips_in(self.times[first], self.times[last])
+        if not len(sel):
+            self._row_level = (self.times[first], self._events.size, agg)
         else:
-            agg = self._level(first)
-            sel = self._dips_in(self.times[first], self.times[last])
-            if not len(sel):
-                self._row_level = (self.times[first], self._events.size, agg)
-            else:
-                nodes = self._dip_node[sel]
-                values = self._base[:, nodes] + self._dip_rel[sel].T
-                for i in range(_N_ARRAYS):
-                    at = np.minimum.at if i < _LOW else np.maximum.at
-                    at(agg[i], nodes, values[i])
+            nodes = self._dip_node[sel]
+            values = self._base[:, nodes] + self._dip_rel[sel].T
+            for i in range(_N_ARRAYS):
+                at = np.minimum.at if i < _LOW else np.maximum.at
+                at(agg[i], nodes, values[i])
         return self.table.with_free(agg[0], agg[1], agg[2], agg[3], agg[4])
 
     def _level(self, k: int) -> Matrix:
@@ -646,6 +658,7 @@ class AvailabilityProfile:
     def _take_now(self, rows: AllocationRows, exclusive: bool) -> None:
         """A job starting now: less free now (``_base``) and in the CPU totals."""
         self._row_level = None
+        self._windows.clear()
         nodes, base = rows.rows, self._base
         if len(nodes) == 1:
             # one node (most jobs): scalar updates, far cheaper than index arrays
@@ -678,6 +691,7 @@ class AvailabilityProfile:
                 self._add_time(t)
                 self._lows.clear()
                 self._low_cpus.clear()
+                self._windows.clear()
 
     def _add_time(self, t: float) -> None:
         times = self.times
@@ -705,6 +719,7 @@ class AvailabilityProfile:
         self._events.add(start, nodes, taken)
         self._lows.clear()
         self._low_cpus.clear()
+        self._windows.clear()
         if self._dips_distinct and self._dipped[nodes].any():
             self._dips_distinct = False
         self._dipped[nodes] = True
@@ -731,6 +746,7 @@ class AvailabilityProfile:
             self._dip_rel[later[hit]] += delta[pos[hit]]
             self._lows.clear()
             self._low_cpus.clear()
+            self._windows.clear()
 
 
 class StartRowsMemo:

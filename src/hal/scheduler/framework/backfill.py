@@ -133,7 +133,9 @@ def run_backfill(
     settled = _Settled.of(planner, ordered, het_held)
     i, n = 0, len(ordered)
     while i < n:
+        screened = False  # next_candidate screens CPUs over the window as start_now would
         if settled is not None and settled.now_settled():
+            screened = True
             i = settled.next_candidate(i)  # the jobs before it would change nothing
             if i >= n:
                 break
@@ -177,7 +179,7 @@ def run_backfill(
                 deferred.append(job)
             continue
         planner.flush()  # earlier reservations first: they constrain this job
-        stage = planner.start_now(job, runtime)
+        stage = planner.start_now(job, runtime, screened=screened)
         if stage is Stage.DONE:
             continue
         if stage is Stage.FILTER:  # only a resource failure carries over to the key
@@ -387,10 +389,11 @@ class _Planner:
                 self.reservations[job.partition] = self.reservations.get(job.partition, 0) + 1
         self.deferred.clear()
 
-    def start_now(self, job: Job, runtime: float) -> Stage | None:
-        stage = _start_now(
-            self.framework, self.ctx, self.profile, job, runtime, self.min_cpus(job), self.result
-        )
+    def start_now(self, job: Job, runtime: float, *, screened: bool = False) -> Stage | None:
+        """``screened``: the caller knows the job's CPUs are free all through its run
+        (``_Settled.next_candidate`` on this very profile)."""
+        needs = 0 if screened else self.min_cpus(job)
+        stage = _start_now(self.framework, self.ctx, self.profile, job, runtime, needs, self.result)
         if stage is Stage.DONE:
             self._free.clear()
         return stage
@@ -591,13 +594,14 @@ def _start_now(
     min_cpus: int,
     result: BackfillResult,
 ) -> Stage | None:
-    """Start ``job`` (which needs ``min_cpus`` at least) now if it fits without delaying
-    a reservation. Returns the stage its cycle stopped at (``DONE`` when placed; ``None``
-    when the CPU screen said no)."""
+    """Start ``job`` (which needs ``min_cpus`` at least; 0: already screened) now if it
+    fits without delaying a reservation. Returns the stage its cycle stopped at (``DONE``
+    when placed; ``None`` when the CPU screen said no)."""
     end = ctx.now + runtime
-    mask = ctx.nodes.partition_mask(job.partition)
-    if min_cpus > profile.free_cpus_from_now(end, mask, job.partition):
-        return None  # not enough CPUs free all through its run: skip the cycle
+    if min_cpus:
+        mask = ctx.nodes.partition_mask(job.partition)
+        if min_cpus > profile.free_cpus_from_now(end, mask, job.partition):
+            return None  # not enough CPUs free all through its run: skip the cycle
     out = framework.place(ctx, job, Mode.NOW, within=profile.window(0, end))
     if out.status.is_success and out.allocation is not None:
         profile.reserve(ctx.now, end, ctx.nodes.rows_of(out.allocation), job.spec.exclusive)
