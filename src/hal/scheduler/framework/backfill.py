@@ -399,6 +399,12 @@ class _Planner:
         return stage
 
 
+# (jobs started and reservations made in the stage when screened, positions of the
+# jobs whose CPUs are free now, their CPUs, the window's step function: dip instants
+# and free CPUs per step)
+_Candidates = tuple[tuple[int, int], list[int], list[int], list[float], list[int]]
+
+
 class _Settled:
     """Skips the held-back jobs that would change nothing, once an EASY stage has
     settled: one partition, its reservation made, nothing deferred, every job tested
@@ -411,13 +417,14 @@ class _Settled:
     now, in order; a pinned predictor remembers what it was asked), and the loop takes
     it from there with every check of its own."""
 
-    __slots__ = ("_needs", "_ordered", "_planner", "partition")
+    __slots__ = ("_candidates", "_needs", "_ordered", "_planner", "partition")
 
     def __init__(self, planner: _Planner, ordered: list[Job], partition: str) -> None:
         self._planner = planner
         self._ordered = ordered
         self.partition = partition
         self._needs: npt.NDArray[np.int64] | None = None  # min_cpus of each, when asked
+        self._candidates: _Candidates | None = None  # ``_screen``'s, until a job starts
 
     @classmethod
     def of(
@@ -443,33 +450,53 @@ class _Settled:
         """The position, from ``first`` on, of the next job the loop must look at
         (``len(ordered)``: none)."""
         planner = self._planner
-        partition = self.partition
         ordered = self._ordered
+        found = self._candidates
+        if found is None or found[0] != self._changes():
+            found = self._candidates = self._screen(first)
+        _, positions, wanted, dips, values = found
+        lowest = values[-1]  # a window covering every dip
+        now = planner.ctx.now
+        hold_for = planner.hold_for
+        for i in range(bisect.bisect_left(positions, first), len(positions)):
+            need = wanted[i]
+            # (a run time is asked only where the window's end decides, in order)
+            if (
+                need <= lowest
+                or need <= values[bisect.bisect_left(dips, now + hold_for(ordered[positions[i]]))]
+            ):
+                return positions[i]
+        return len(ordered)
+
+    def _changes(self) -> tuple[int, int]:
+        """What moves the free CPUs or the profile: jobs started, reservations made."""
+        planner = self._planner
+        return len(planner.result.placements), planner.reservations.get(self.partition, 0)
+
+    def _screen(self, first: int) -> _Candidates:
+        """The jobs from ``first`` on whose CPUs are free now, with the window's free
+        CPUs as a step function of its end: both hold until a job starts (the stage is
+        settled: only a start changes the free CPUs or the profile)."""
+        planner = self._planner
+        partition = self.partition
         needs = self._needs
         if needs is None:
             needs = self._needs = np.fromiter(
-                (planner.min_cpus(j) for j in ordered), dtype=np.int64, count=len(ordered)
+                (planner.min_cpus(j) for j in self._ordered),
+                dtype=np.int64,
+                count=len(self._ordered),
             )
         rest = needs[first:]
         fits_now = np.flatnonzero(rest <= planner.free_now(partition))
-        if not len(fits_now):
-            return len(ordered)
         mask = planner.ctx.nodes.partition_mask(partition)
         dips, values = planner.profile.free_cpus_steps(mask, partition)
-        wanted = rest[fits_now]
-        # the first whose CPUs are free through a window covering every dip: no run
-        # time needed; before it, each one's window decides (its run time asked in order)
-        anywhere = np.flatnonzero(wanted <= values[-1])
-        stop = int(anywhere[0]) if len(anywhere) else len(fits_now)
-        if stop:
-            now = planner.ctx.now
-            hold_for = planner.hold_for
-            for k, need in zip(
-                (fits_now[:stop] + first).tolist(), wanted[:stop].tolist(), strict=True
-            ):
-                if need <= values[bisect.bisect_left(dips, now + hold_for(ordered[k]))]:
-                    return int(k)
-        return first + int(fits_now[stop]) if stop < len(fits_now) else len(ordered)
+        return (
+            self._changes(),
+            (fits_now + first).tolist(),
+            rest[fits_now].tolist(),
+            dips,
+            values,
+        )
 
 
 class SettledStage:
