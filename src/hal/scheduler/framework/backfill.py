@@ -452,8 +452,10 @@ class _Settled:
         planner = self._planner
         ordered = self._ordered
         found = self._candidates
-        if found is None or found[0] != self._changes():
-            found = self._candidates = self._screen(first)
+        changes = (len(planner.result.placements), planner.reservations.get(self.partition, 0))
+        if found is None or found[0] != changes:
+            # (only a start or a reservation changes the free CPUs or the profile)
+            found = self._candidates = self._screen(first, changes)
         _, positions, wanted, dips, values = found
         lowest = values[-1]  # a window covering every dip
         now = planner.ctx.now
@@ -468,12 +470,7 @@ class _Settled:
                 return positions[i]
         return len(ordered)
 
-    def _changes(self) -> tuple[int, int]:
-        """What moves the free CPUs or the profile: jobs started, reservations made."""
-        planner = self._planner
-        return len(planner.result.placements), planner.reservations.get(self.partition, 0)
-
-    def _screen(self, first: int) -> _Candidates:
+    def _screen(self, first: int, changes: tuple[int, int]) -> _Candidates:
         """The jobs from ``first`` on whose CPUs are free now, with the window's free
         CPUs as a step function of its end: both hold until a job starts (the stage is
         settled: only a start changes the free CPUs or the profile)."""
@@ -491,7 +488,7 @@ class _Settled:
         mask = planner.ctx.nodes.partition_mask(partition)
         dips, values = planner.profile.free_cpus_steps(mask, partition)
         return (
-            self._changes(),
+            changes,
             (fits_now + first).tolist(),
             rest[fits_now].tolist(),
             dips,

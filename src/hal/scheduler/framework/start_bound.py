@@ -78,7 +78,7 @@ class StartBound:
         self._epoch, first, _, t = planned
         order = np.argsort(first)  # by slot, for ``row``'s lookups
         self._first, self._t = first[order], t[order]
-        self._key = (job_id, request, duration, profile.table.names)
+        self._key = _key_of(profile, job_id, request, duration)
         self._start = profile.times[start_row]
         self._before = int(counts[start_row - 1])
         self._mask = mask.copy()
@@ -96,7 +96,7 @@ class StartBound:
     ) -> int | None:
         """The row of the remembered start when no earlier row of ``profile`` can pass
         the screen for the same job; None when that cannot be told."""
-        if self._key != (job_id, request, duration, profile.table.names):
+        if self._key != _key_of(profile, job_id, request, duration):
             return None
         planned = _current(profile, ledger)
         if planned is None or profile.has_dips or planned[0] != self._epoch:
@@ -123,6 +123,13 @@ class StartBound:
         if int(np.count_nonzero(changed & mask)) > allowed:
             return None
         return k
+
+
+def _key_of(
+    profile: AvailabilityProfile, job_id: int, request: NodeRequest, duration: float
+) -> _Key:
+    """What a remembered screen is for: the job, its request and run, the node list."""
+    return (job_id, request, duration, profile.table.names)
 
 
 def _current(profile: AvailabilityProfile, ledger: ReleaseLedger) -> Planned | None:
