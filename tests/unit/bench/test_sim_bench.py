@@ -1,0 +1,54 @@
+"""``hal bench sim`` finds an interpreter AccaSim can run on only if it really starts:
+a pyenv shim on PATH that exits 127 must not be taken (it made the peer's run fail
+before it began)."""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hal.bench import sim
+
+
+def _script(path: Path, body: str) -> None:
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+
+
+def test_a_shim_that_cannot_start_is_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    _script(shims / "python3.9", "exit 127")
+    real = tmp_path / "pyenv" / "versions" / "3.9.18" / "bin"
+    real.mkdir(parents=True)
+    _script(real / "python3.9", "exit 0")
+    monkeypatch.setenv("PATH", str(shims))
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
+    assert sim._accasim_python() == str(real / "python3.9")
+
+
+def test_none_when_nothing_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    _script(shims / "python3.8", "exit 127")
+    monkeypatch.setenv("PATH", str(shims))
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "empty"))
+    assert sim._accasim_python() is None
+
+
+def test_the_interpreter_found_here_is_one_accasim_runs_on() -> None:
+    found = sim._accasim_python()
+    if found is None:
+        pytest.skip("no python3.9/3.8 on this machine: the bench records why instead")
+    out = subprocess.run(
+        [found, "-c", "import sys; print(sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() in ("(3, 9)", "(3, 8)")
