@@ -1,8 +1,8 @@
 """Replay a stretch of a trace's jobs through the simulator, from an empty machine, and
 print the CPU time, the passes and a digest of every start and end.
 
-A whole CEA-Curie replay takes a quarter of an hour; a stretch where the queue is long
-(jobs 141,000 to 156,000 hold hundreds waiting) shows in a minute or two what a change
+A whole CEA-Curie replay takes 5 to 20 minutes, by machine; a stretch where the queue is
+long (jobs 141,000 to 156,000 hold hundreds waiting) shows in seconds what a change
 does there, and the digest tells whether the schedule moved::
 
     python bench/sim_segment.py 141000 147000
