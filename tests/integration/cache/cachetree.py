@@ -183,23 +183,36 @@ def start_all(procs: list[Proc]) -> None:
             )
 
 
+def tails(procs: list[Proc], lines: int = 15) -> str:
+    """The last lines of each process's log, for a failure message."""
+    out = []
+    for p in procs:
+        text = p.log.read_text(errors="replace") if p.log.exists() else "(no log)"
+        out.append(f"--- {p.log.name} (exit {p.proc and p.proc.poll()}):")
+        out.extend(text.splitlines()[-lines:])
+    return "\n".join(out)
+
+
 def registered(cp: ControlPlane, ids: list[str]) -> bool:
     found = {i["id"] for i in cp.http.get("/instances").json()["instances"]}
     return set(ids) <= found
 
 
-def start_nodes(cp: ControlPlane, nodes: list[Node], timeout: float = 15) -> None:
+def start_nodes(cp: ControlPlane, nodes: list[Node], timeout: float = START_TIMEOUT_S) -> None:
     """Start ``nodes`` (their control plane already up) and wait until every one is
     registered and knows its parent chain: a node that joined before its parent
     registered completes its chain on a heartbeat."""
     start_all(list(nodes))
-    wait_for(lambda: registered(cp, [n.iid for n in nodes]), timeout, "every node registered")
-    for node in nodes:
-        wait_for(
-            lambda node=node: node.client().info("server")["hal_chain_complete"] == 1,
-            timeout,
-            f"{node.iid} to know its parent chain",
-        )
+    try:
+        wait_for(lambda: registered(cp, [n.iid for n in nodes]), timeout, "every node registered")
+        for node in nodes:
+            wait_for(
+                lambda node=node: node.client().info("server")["hal_chain_complete"] == 1,
+                timeout,
+                f"{node.iid} to know its parent chain",
+            )
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{tails([cp, *nodes])}") from None
 
 
 class Tree:

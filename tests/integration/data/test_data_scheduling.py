@@ -63,7 +63,7 @@ class DataCluster:
 
     def start(self) -> None:
         self.cp.start()
-        start_nodes(self.cp, list(self.cache.values()), timeout=30)
+        start_nodes(self.cp, list(self.cache.values()))
         self.server.start()
         for name in ("node1", "node2", "node3"):
             self.server.start_agent(name, cpus=1)
