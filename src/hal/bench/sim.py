@@ -81,13 +81,12 @@ def _accasim_python() -> str | None:
     pyenv's versions (pyenv's shim for python3.9 is on PATH but exits 127 while the
     global version is another)."""
     pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
-    candidates = [shutil.which(name) for name in ACCASIM_PYTHONS]
+    on_path = [shutil.which(name) for name in ACCASIM_PYTHONS]
+    candidates = [found for found in on_path if found]
     for name in ACCASIM_PYTHONS:
-        candidates += sorted(str(p) for p in pyenv.glob(f"{name[6:]}.*/bin/{name}"))
-    for found in candidates:
-        if found and _starts(found):
-            return found
-    return None
+        version = name.removeprefix("python")
+        candidates += sorted(str(p) for p in pyenv.glob(f"{version}.*/bin/{name}"))
+    return next((found for found in candidates if _starts(found)), None)
 
 
 def _starts(python: str) -> bool:

@@ -1,6 +1,6 @@
-"""``hal bench sim`` finds an interpreter AccaSim can run on only if it really starts:
-a pyenv shim on PATH that exits 127 must not be taken (it made the peer's run fail
-before it began)."""
+"""``hal bench sim``: it finds an interpreter AccaSim can run on only if it really
+starts (a pyenv shim on PATH that exits 127 made the peer's run fail before it began),
+and it judges only whole traces against their speed targets."""
 
 from __future__ import annotations
 
