@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +135,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
                 if key in base:
                     summary["unaware_" + key] = base[key]
     except HalError as err:
-        print(f"hal sim: {err}")
+        print(f"hal sim: {err}", file=sys.stderr)
         return 2
     summary["trace"] = str(ns.trace)
     if ns.swf_out:
@@ -166,7 +167,7 @@ def cmd_compare(ns: argparse.Namespace) -> int:
             _, options = _options(ns, policy)
             results[policy] = run_workload(workload, options)[1]
     except HalError as err:
-        print(f"hal sim: {err}")
+        print(f"hal sim: {err}", file=sys.stderr)
         return 2
     if ns.json:
         print(json.dumps(results, indent=2))
@@ -186,7 +187,10 @@ def cmd_report(ns: argparse.Namespace) -> int:
     try:
         run, summary, exclude = load_run(path)
     except (OSError, ValueError, KeyError) as err:
-        print(f"hal sim: cannot read {path}: {err}; make one with `hal sim run --save FILE`")
+        print(
+            f"hal sim: cannot read {path}: {err}; make one with `hal sim run --save FILE`",
+            file=sys.stderr,
+        )
         return 2
     out = Path(ns.out) if ns.out else path.with_suffix("").with_suffix("")
     html = write_report(run, summary, out, exclude)

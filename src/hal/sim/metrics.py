@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from hal.core.errors import InvalidRequest
 from hal.predict.evaluate import quality
 from hal.sim.engine import SimRun
 
@@ -52,7 +53,19 @@ def job_arrays(run: SimRun) -> dict[str, np.ndarray]:
     }
 
 
+def check_exclusion(fraction: float) -> None:
+    """A warm-up fraction that leaves some jobs to average, or a clear error (before a
+    replay that would otherwise end in averages of nothing)."""
+    if not 0.0 <= fraction < 1.0:
+        raise InvalidRequest(
+            f"--exclude-first-fraction must be at least 0 and below 1, not {fraction:g} "
+            "(the literature leaves out 0.01)",
+            field="exclude_first_fraction",
+        )
+
+
 def summarize(run: SimRun, exclude_first_fraction: float = 0.0) -> dict[str, Any]:
+    check_exclusion(exclude_first_fraction)
     a = job_arrays(run)
     n = len(run.outcomes)
     skip = math.floor(n * exclude_first_fraction)

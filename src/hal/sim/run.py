@@ -19,7 +19,7 @@ from hal.predict import make_predictor as registry_predictor
 from hal.predict.learned import SIM_TRAIN_LAG, UNDER_RATE_OWN_CORRECTION
 from hal.sim.cluster import ClusterModel
 from hal.sim.engine import SimRun, Simulation
-from hal.sim.metrics import summarize
+from hal.sim.metrics import check_exclusion, summarize
 from hal.sim.policies import scheduler_for
 from hal.sim.swf import SwfHeader, SwfRecord, write_swf
 from hal.sim.topology import leaf_summary, with_topology
@@ -43,6 +43,9 @@ class SimOptions:
     # (the predictor's own correction: learned's, else steps) or "default" (learned:
     # model; avg2: steps, Tsafrir's EASY++)
     correction: str = "default"
+
+    def __post_init__(self) -> None:
+        check_exclusion(self.exclude_first_fraction)
 
 
 def effective_correction(predictor: str, correction: str) -> str:
