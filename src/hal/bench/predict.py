@@ -269,6 +269,7 @@ def run_predict_bench(
     seeds: list[int] | None = None,
     exclude_first_fraction: float = 0.0,
 ) -> dict[str, Any]:
+    check_exclusion(exclude_first_fraction)  # before hours of replays, not after
     first_jobs = first_jobs or {}
     out: dict[str, Any] = {
         "cases": {},
@@ -344,7 +345,6 @@ def _cmd(ns: Any) -> int:
     unknown = [c for c in cases if c not in TRACES]
     if unknown:
         raise SystemExit(f"hal bench predict: unknown trace(s) {unknown}; known: {list(TRACES)}")
-    check_exclusion(ns.exclude_first_fraction)
     seeds = [int(x) for x in ns.seeds.split(",") if x.strip()]
     out = run_predict_bench(
         cases, parse_first_jobs(ns.first_jobs, cases), seeds, ns.exclude_first_fraction
