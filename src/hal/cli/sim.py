@@ -159,6 +159,12 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     from hal.sim import KEYS, load_workload, run_workload
 
     policies = [p.strip() for p in ns.policies.split(",") if p.strip()]
+    if not policies:
+        print(
+            "hal sim: --policies names no policy; e.g. fcfs,easy,conservative,easy-sjbf",
+            file=sys.stderr,
+        )
+        return 2
     results: dict[str, dict[str, Any]] = {}
     try:
         cleaning, _ = _options(ns, "fcfs")

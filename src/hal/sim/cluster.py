@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hal.core.errors import InvalidRequest
 from hal.core.job import JobSpec
 from hal.core.node import Node, Partition
 from hal.core.resources import GiB, ResourceVector
@@ -37,10 +38,20 @@ class ClusterModel:
     block_size: int = 0  # > 0: base blocks of this many nodes (topology/block) instead
     block_levels: int = 1  # block sizes in all: block_size * 1, 2, 4 ... (aggregations)
 
+    def __post_init__(self) -> None:
+        if self.cores_per_node < 1:
+            raise InvalidRequest(
+                f"--cores-per-node must be 1 or more, not {self.cores_per_node}"
+                " (SP2 traces: 1; CEA-Curie: 16)"
+            )
+        if self.nodes < 1:
+            raise InvalidRequest(f"a simulated cluster needs 1 node or more, not {self.nodes}")
+
     @classmethod
     def for_procs(cls, procs: int, cores_per_node: int = 1) -> ClusterModel:
         """A machine with at least ``procs`` CPUs in whole nodes."""
-        return cls(nodes=-(-procs // cores_per_node), cores_per_node=cores_per_node)
+        # (max: the constructor, not a division by zero, refuses a count below 1)
+        return cls(nodes=-(-procs // max(cores_per_node, 1)), cores_per_node=cores_per_node)
 
     @property
     def total_cpus(self) -> int:

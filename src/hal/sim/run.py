@@ -84,6 +84,15 @@ def make_predictor(name: str, workload: Workload, correction: str = "default") -
 
 
 def run_workload(workload: Workload, options: SimOptions) -> tuple[SimRun, dict[str, Any]]:
+    if not workload.jobs:
+        raise InvalidRequest(
+            f"no job is left to replay: the cleaning dropped the trace's {workload.dropped}"
+            " records"
+            " (run time or size 0 or less: --keep-invalid keeps them; larger than the"
+            " machine with --drop-oversize: leave it out to cap them)"
+            if workload.dropped
+            else "the trace holds no job records"
+        )
     predictor = make_predictor(options.predictor, workload, options.correction)
     scheduler = scheduler_for(options.policy, predictor)
     cluster = ClusterModel.for_procs(workload.machine_procs, options.cores_per_node)

@@ -31,6 +31,17 @@ class Cleaning:
     first_jobs: int = 0  # keep only the first K jobs (0 = all)
     procs: int | None = None  # machine size; None → the header's MaxProcs / MaxNodes
 
+    def __post_init__(self) -> None:
+        if self.first_jobs < 0:
+            raise InvalidRequest(
+                f"--first-jobs must be 0 (every job) or a count of jobs, not {self.first_jobs}"
+            )
+        if self.procs is not None and self.procs < 1:
+            raise InvalidRequest(
+                f"--procs must be the machine's processor count (1 or more), not {self.procs};"
+                " leave it out to take the header's MaxProcs"
+            )
+
 
 @dataclass(frozen=True, slots=True)
 class TraceJob:
@@ -69,7 +80,7 @@ def clean(
     ``ordered``: the records already come in that order."""
     if cleaning.size_rule not in SIZE_RULES:
         raise InvalidRequest(f"size rule must be one of {', '.join(SIZE_RULES)}")
-    machine = cleaning.procs or header.machine_procs
+    machine = cleaning.procs if cleaning.procs is not None else header.machine_procs
     if not machine or machine <= 0:
         raise InvalidRequest(
             "the trace's header has no MaxProcs or MaxNodes; give the machine size with --procs"

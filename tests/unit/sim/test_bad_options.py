@@ -1,0 +1,52 @@
+"""Options and traces that cannot make a replay are refused with a message naming the
+option, before any replay, instead of a traceback, a silent default or a summary of
+zeros."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hal.cli.main import main
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--procs", "0"], "--procs must be the machine's processor count (1 or more), not 0"),
+        (["--procs", "-4"], "--procs must be the machine's processor count (1 or more), not -4"),
+        (["--first-jobs", "-3"], "--first-jobs must be 0 (every job) or a count of jobs, not -3"),
+        (["--cores-per-node", "0"], "--cores-per-node must be 1 or more, not 0"),
+        (["--drop-oversize"], "no job is left to replay: the cleaning dropped the trace's 2"),
+    ],
+)
+@pytest.mark.parametrize("command", [["run", "--policy", "easy"], ["compare"]])
+def test_an_option_that_cannot_make_a_replay_is_named(
+    write_trace: Any, capsys: Any, command: list[str], options: list[str], message: str
+) -> None:
+    trace = write_trace([(1, 0.0, 10, 8, 20), (2, 5.0, 10, 6, 20)], procs=4)
+    rc = main(["sim", command[0], str(trace), *command[1:], *options, "--json"])
+    out, err = capsys.readouterr()
+    assert (rc, out) == (2, "")
+    assert message in err
+
+
+def test_a_trace_without_jobs_is_refused(tmp_path: Any, capsys: Any) -> None:
+    empty = tmp_path / "empty.swf"
+    empty.write_text("; MaxProcs: 4\n")
+    assert main(["sim", "run", str(empty), "--json"]) == 2
+    assert "the trace holds no job records" in capsys.readouterr().err
+
+
+def test_compare_without_a_policy_says_what_to_name(write_trace: Any, capsys: Any) -> None:
+    trace = write_trace([(1, 0.0, 10, 1, 20)])
+    assert main(["sim", "compare", str(trace), "--policies", " , "]) == 2
+    assert "--policies names no policy" in capsys.readouterr().err
+
+
+def test_the_header_size_is_still_the_default(write_trace: Any, capsys: Any) -> None:
+    """Only an explicit --procs of 0 or less is refused; leaving it out keeps the header's."""
+    trace = write_trace([(1, 0.0, 10, 8, 20)], procs=4)
+    assert main(["sim", "run", str(trace), "--json"]) == 0
+    assert '"machine_procs": 4' in capsys.readouterr().out
