@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from hal.bench import whole_numbers
 from hal.core.data import CacheTree, Link
 from hal.scheduler.framework.profile import build_profile
 from hal.scheduler.framework.scheduler import Scheduler
@@ -200,13 +201,15 @@ def run_data_bench(jobs: int = 3_000, seeds: tuple[int, ...] = (1, 2, 3)) -> dic
 def add_commands(sub: Any) -> None:
     p = sub.add_parser("data", help="data-aware vs locality-oblivious placement (simulated)")
     p.add_argument("--jobs", type=int, default=3_000)
-    p.add_argument("--seeds", default="1,2,3", help="comma-separated workload seeds")
+    p.add_argument(
+        "--seeds", type=whole_numbers, default=[1, 2, 3], help="comma-separated workload seeds"
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_data)
 
 
 def cmd_data(ns: argparse.Namespace) -> int:
-    seeds = tuple(int(s) for s in ns.seeds.split(","))
+    seeds = tuple(ns.seeds)
     result = run_data_bench(ns.jobs, seeds)
     if ns.json:
         print(json.dumps(result, indent=2))

@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
+from hal.bench import names_from, whole_numbers
 from hal.core.job import Job
 from hal.predict import LearnedPredictor, PinnedPredictor, Predictor
 from hal.sim.cluster import ClusterModel
@@ -300,7 +301,9 @@ def run_predict_bench(
 def add_commands(bsub: Any) -> None:
     """Registers ``predict`` on the ``hal bench`` subparsers (wired in ``cli/bench.py``)."""
     p = bsub.add_parser("predict", help="learned run-time prediction vs EASY++ on real traces")
-    p.add_argument("--cases", default=",".join(TRACES), help=f"of {', '.join(TRACES)}")
+    p.add_argument(
+        "--cases", type=names_from(TRACES), default=list(TRACES), help=f"of {', '.join(TRACES)}"
+    )
     p.add_argument(
         "--first-jobs",
         default="",
@@ -313,7 +316,8 @@ def add_commands(bsub: Any) -> None:
     )
     p.add_argument(
         "--seeds",
-        default="0",
+        type=whole_numbers,
+        default=[0],
         help="shaken replays to average, e.g. 0,1,2 (0: the trace itself; others move "
         "every submit time by a seeded uniform -30..+30 s)",
     )
@@ -341,13 +345,14 @@ def _cmd(ns: Any) -> int:
     if ns.cost_only:
         print(json.dumps({"cost": measure_cost(load_case("sdsc-sp2")[0])}, indent=2))
         return 0
-    cases = [c.strip() for c in ns.cases.split(",") if c.strip()]
-    unknown = [c for c in cases if c not in TRACES]
-    if unknown:
-        raise SystemExit(f"hal bench predict: unknown trace(s) {unknown}; known: {list(TRACES)}")
-    seeds = [int(x) for x in ns.seeds.split(",") if x.strip()]
-    out = run_predict_bench(
-        cases, parse_first_jobs(ns.first_jobs, cases), seeds, ns.exclude_first_fraction
-    )
+    cases: list[str] = ns.cases
+    try:
+        first_jobs = parse_first_jobs(ns.first_jobs, cases)
+    except ValueError:
+        raise SystemExit(
+            f"hal bench predict: --first-jobs takes a count (50000) or trace=count pairs"
+            f" (hpc2n=50000,cea-curie=10000), not {ns.first_jobs!r}"
+        ) from None
+    out = run_predict_bench(cases, first_jobs, ns.seeds, ns.exclude_first_fraction)
     print(json.dumps(out, indent=2))
     return 0

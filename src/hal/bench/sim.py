@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hal.bench import names_from
 from hal.sim.traces import traces_dir
 
 TRACES = traces_dir()
@@ -175,7 +176,7 @@ def run_sim_bench(
 def add_commands(bsub: Any) -> None:
     """Registers ``sim`` on the ``hal bench`` subparsers (wired in ``cli/bench.py``)."""
     p = bsub.add_parser("sim", help="simulator speed on SDSC-SP2 and CEA-Curie vs AccaSim")
-    p.add_argument("--cases", default="sdsc-sp2,cea-curie")
+    p.add_argument("--cases", type=names_from(CASES), default=list(CASES))
     p.add_argument("--skip-accasim", action="store_true")
     p.add_argument("--first-jobs", type=int, default=0, help="cut traces (smoke runs)")
     p.add_argument("--json", action="store_true")
@@ -183,7 +184,6 @@ def add_commands(bsub: Any) -> None:
 
 
 def _cmd(ns: Any) -> int:
-    cases = [c.strip() for c in ns.cases.split(",") if c.strip()]
-    result = run_sim_bench(cases, not ns.skip_accasim, ns.first_jobs)
+    result = run_sim_bench(ns.cases, not ns.skip_accasim, ns.first_jobs)
     print(json.dumps(result, indent=2))
     return 0
