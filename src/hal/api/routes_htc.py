@@ -153,7 +153,9 @@ async def attach_session(
 
 
 @router.delete("/sessions/{session_id}", response_model=SessionInfo)
-async def cancel_session(session_id: str, broker: Broker, caller: Who) -> SessionInfo:
+async def cancel_session(session_id: str, ctx: Ctx, broker: Broker, caller: Who) -> SessionInfo:
+    if not broker.running and not await ctx.cluster.db(stored, ctx, session_id, None):
+        raise NotFound(f"no HTC session {session_id}; `hal htc sessions --all` lists them")
     args = {"session": session_id, "user": caller.name, "admin": caller.admin}
     return SessionInfo.model_validate(await ask(broker, "cancel", args))
 

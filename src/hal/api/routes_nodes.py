@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
+from pydantic_core import PydanticCustomError
 
 from hal import __version__
 from hal.api.auth import new_token, token_hash
@@ -80,8 +82,24 @@ async def show_config(ctx: Ctx, _caller: Who) -> ClusterConfig:
     )
 
 
+USER_NAME = r"^[a-z_][a-z0-9_.-]{0,63}$"
+
+
+def _user_name(name: str) -> str:
+    if re.fullmatch(USER_NAME, name) is None:
+        raise PydanticCustomError(
+            "user_name",
+            "'{name}' is not a user name: use lowercase letters, digits, '_', '.' and '-', "
+            "starting with a letter or '_', at most 64 characters (e.g. alice)",
+            {"name": name},
+        )
+    return name
+
+
 class NewUser(BaseModel):
-    name: str = Field(pattern=r"^[a-z_][a-z0-9_.-]{0,63}$")
+    name: Annotated[str, AfterValidator(_user_name)] = Field(
+        json_schema_extra={"pattern": USER_NAME}
+    )
     admin: bool = False
 
 
@@ -102,7 +120,7 @@ async def add_user(body: NewUser, ctx: Ctx, _admin: Admin) -> UserCreated:
     store = ctx.cluster.store
     existing = {n for n, _ in await ctx.cluster.db(store.users)}
     if body.name in existing:
-        raise Conflict(f"user {body.name} exists; use `hal user token {body.name}` for a new token")
+        raise Conflict(f"user {body.name} exists (`hal user list` lists users); pick another name")
     now = ctx.cluster.clock.now()
 
     def work() -> None:

@@ -6,6 +6,7 @@ their flags and output match Slurm's exactly; native commands parse with argpars
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -32,6 +33,19 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "prio":  # `hal prio`: sprio under its short name
         args[0] = "sprio"
+    if args and args[0] == "submit":  # `hal submit`: sbatch's options, all of them
+        args[0] = "sbatch"
+    try:
+        code = _dispatch(args)
+        sys.stdout.flush()  # here, where a closed pipe can still be handled
+        return code
+    except BrokenPipeError:  # `hal sacct | head`: the reader has gone, nothing to report
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the exit's flush does not fail again
+        return 141
+
+
+def _dispatch(args: list[str]) -> int:
     if args and args[0] in SLURM_COMMANDS:
         from hal.compat.commands import run
 
@@ -39,9 +53,12 @@ def main(argv: list[str] | None = None) -> int:
     from hal.cli.parser import build_parser
 
     parser = build_parser(args)
-    ns = parser.parse_args(args)
-    if not hasattr(ns, "func"):
-        parser.print_help()
+    ns, extra = parser.parse_known_args(args)
+    command = _command(parser, args)
+    if extra:  # the command's usage, not the list of every command
+        command.error(f"unrecognized arguments: {' '.join(extra)}")
+    if not hasattr(ns, "func"):  # `hal data`: which actions it has
+        command.print_help(sys.stderr if command is not parser else sys.stdout)
         return 2
     try:
         result: int = ns.func(ns)
@@ -51,6 +68,17 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CODES.get(err.code, 1)
     except KeyboardInterrupt:
         return 130
+
+
+def _command(parser: argparse.ArgumentParser, args: list[str]) -> argparse.ArgumentParser:
+    """The parser of the (sub)command ``args`` names: ``hal topology show`` → its own."""
+    for word in args:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        found: argparse.ArgumentParser | None = subs[0].choices.get(word) if subs else None
+        if found is None:
+            break
+        parser = found
+    return parser
 
 
 if __name__ == "__main__":

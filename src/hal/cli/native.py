@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -14,6 +15,7 @@ from typing import Any
 
 from hal.client import HalClient
 from hal.client.config import default_server_url, store_token
+from hal.core.errors import InvalidRequest
 from hal.wire.jobs import JobInfo
 
 
@@ -23,8 +25,8 @@ def add_commands(sub: Any) -> None:
         p.set_defaults(func=func)
         return p
 
-    p = cmd("submit", "submit a batch script (sbatch options)", cmd_submit)
-    p.add_argument("args", nargs=argparse.REMAINDER)
+    # listed here; `hal submit ...` itself is `hal sbatch ...` (cli/main.py)
+    sub.add_parser("submit", help="submit a batch script (sbatch options)")
 
     p = cmd("queue", "list pending and running jobs", cmd_queue)
     p.add_argument("--all", action="store_true", help="include recently finished jobs")
@@ -38,7 +40,9 @@ def add_commands(sub: Any) -> None:
 
     p = cmd("cancel", "cancel jobs", cmd_cancel)
     p.add_argument("job_ids", nargs="+")
-    p.add_argument("-s", "--signal", type=int, default=None)
+    p.add_argument(
+        "-s", "--signal", type=_signal, default=None, help="signal number or name (USR1, SIGTERM)"
+    )
 
     p = cmd("nodes", "list nodes", cmd_nodes)
     p.add_argument("--json", action="store_true")
@@ -84,6 +88,19 @@ def add_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_install_shims)
 
 
+def _signal(text: str) -> int:
+    """``hal cancel -s``: a number (10) or a name (USR1, SIGUSR1, usr1)."""
+    if text.isdigit():
+        return int(text)
+    name = text.upper() if text.upper().startswith("SIG") else "SIG" + text.upper()
+    try:
+        return int(signal.Signals[name])
+    except KeyError:
+        raise argparse.ArgumentTypeError(
+            f"unknown signal {text!r}; write a number (10) or a name (USR1, SIGTERM)"
+        ) from None
+
+
 def _fmt_time(t: float | None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t)) if t else "-"
 
@@ -102,12 +119,6 @@ def _print_jobs(jobs: list[JobInfo], as_json: bool) -> None:
             f"{j.display_id:>12} {j.user[:10]:<10} {j.name[:16]:<16} {j.partition[:10]:<10} "
             f"{j.state:<13} {where[:40]:<24}"
         )
-
-
-def cmd_submit(ns: argparse.Namespace) -> int:
-    from hal.compat.commands import run
-
-    return run("sbatch", list(ns.args))
 
 
 def cmd_queue(ns: argparse.Namespace) -> int:
@@ -213,10 +224,14 @@ def cmd_user_list(_ns: argparse.Namespace) -> int:
 
 
 def cmd_login(ns: argparse.Namespace) -> int:
+    token = ns.token.strip()
+    if not token:
+        # an empty token would check the stored one instead, then overwrite it with ""
+        raise InvalidRequest("--token is empty; give the token `hal user add` printed")
     url = (ns.server or default_server_url()).rstrip("/")
-    with HalClient(url, ns.token) as hal:
+    with HalClient(url, token) as hal:
         me = hal.whoami()
-    path = store_token(url, me.name, ns.token)
+    path = store_token(url, me.name, token)
     print(f"logged in to {url} as {me.name}; token stored in {path}")
     return 0
 

@@ -6,10 +6,11 @@ import json
 from collections.abc import Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from hal.client.config import ClientConfig, load_client_config
 from hal.client.transport import Response, StreamRefused, Transport, TransportError
-from hal.core.errors import ERRORS_BY_CODE, HalError, Unavailable
+from hal.core.errors import ERRORS_BY_CODE, HalError, InvalidRequest, Unavailable
 from hal.wire.submit import JobSubmit, SubmitResult, WillRun, from_dict, non_defaults, to_json
 
 # The pydantic-based schemas are imported where they are used: `hal sbatch` needs none of
@@ -43,8 +44,21 @@ class HalClient:
         self.config = config or load_client_config(url, token)
         headers = {"User-Agent": "hal-client", "Content-Type": "application/json"}
         if self.config.token:
+            if not self.config.token.isascii() or not self.config.token.isprintable():
+                raise InvalidRequest(
+                    "the token (HAL_TOKEN or ~/.config/hal/credentials.json) holds characters "
+                    "no HAL token has; copy it again, or `hal login --token TOKEN`",
+                    field="token",
+                )
             headers["Authorization"] = f"Bearer {self.config.token}"
-        self._http = Transport(self.config.url, headers, self.config.timeout_seconds)
+        try:
+            self._http = Transport(self.config.url, headers, self.config.timeout_seconds)
+        except ValueError as err:
+            raise InvalidRequest(
+                f"{self.config.url!r} is not a HAL server URL ({err}); set HAL_URL (or "
+                "--server) to one like http://HOST:8470",
+                field="url",
+            ) from err
 
     # -- plumbing ---------------------------------------------------------------------
     def close(self) -> None:
@@ -159,11 +173,11 @@ class HalClient:
     def job(self, job_id: int | str) -> JobInfo:
         from hal.wire.jobs import JobInfo
 
-        r = self._request("GET", f"/v1/jobs/{job_id}")
+        r = self._request("GET", f"/v1/jobs/{_seg(job_id)}")
         return JobInfo.model_validate_json(r.body)
 
     def job_script(self, job_id: int | str) -> str:
-        return self._request("GET", f"/v1/jobs/{job_id}/script").text
+        return self._request("GET", f"/v1/jobs/{_seg(job_id)}/script").text
 
     def cancel(
         self, job_id: int | str, *, signal: int | None = None, batch_only: bool = False
@@ -174,29 +188,31 @@ class HalClient:
         params = {"signal": str(signal)} if signal is not None else {}
         if batch_only:
             params["batch_only"] = "true"
-        r = self._request("DELETE", f"/v1/jobs/{job_id}", params=params)
+        r = self._request("DELETE", f"/v1/jobs/{_seg(job_id)}", params=params)
         return list(self._json(r).get("job_ids", []))
 
     def hold(self, job_id: int | str) -> list[int]:
-        return list(self._json(self._request("POST", f"/v1/jobs/{job_id}/hold"))["job_ids"])
+        return list(self._json(self._request("POST", f"/v1/jobs/{_seg(job_id)}/hold"))["job_ids"])
 
     def release(self, job_id: int | str) -> list[int]:
-        r = self._request("POST", f"/v1/jobs/{job_id}/release")
+        r = self._request("POST", f"/v1/jobs/{_seg(job_id)}/release")
         return list(self._json(r).get("job_ids", []))
 
     def suspend(self, job_id: int | str) -> list[int]:
-        return list(self._json(self._request("POST", f"/v1/jobs/{job_id}/suspend"))["job_ids"])
+        return list(
+            self._json(self._request("POST", f"/v1/jobs/{_seg(job_id)}/suspend"))["job_ids"]
+        )
 
     def resume(self, job_id: int | str) -> list[int]:
-        return list(self._json(self._request("POST", f"/v1/jobs/{job_id}/resume"))["job_ids"])
+        return list(self._json(self._request("POST", f"/v1/jobs/{_seg(job_id)}/resume"))["job_ids"])
 
     def requeue(self, job_id: int | str) -> list[int]:
-        r = self._request("POST", f"/v1/jobs/{job_id}/requeue")
+        r = self._request("POST", f"/v1/jobs/{_seg(job_id)}/requeue")
         return list(self._json(r).get("job_ids", []))
 
     def update_job(self, job_id: int | str, update: JobUpdate) -> JobInfo:
         r = self._request(
-            "PATCH", f"/v1/jobs/{job_id}", content=update.model_dump_json(exclude_none=True)
+            "PATCH", f"/v1/jobs/{_seg(job_id)}", content=update.model_dump_json(exclude_none=True)
         )
         from hal.wire.jobs import JobInfo
 
@@ -225,13 +241,17 @@ class HalClient:
     def node(self, name: str) -> NodeInfo:
         from hal.wire.nodes import NodeInfo
 
-        return NodeInfo.model_validate_json(self._request("GET", f"/v1/nodes/{name}").body)
+        return NodeInfo.model_validate_json(
+            self._request("GET", f"/v1/nodes/{_seg(name, 'node name', 'hal sinfo')}").body
+        )
 
     def update_node(self, name: str, state: str, reason: str = "") -> NodeInfo:
         from hal.wire.nodes import NodeInfo, NodeUpdate
 
         body = NodeUpdate(state=state, reason=reason).model_dump_json()
-        r = self._request("PATCH", f"/v1/nodes/{name}", content=body)
+        r = self._request(
+            "PATCH", f"/v1/nodes/{_seg(name, 'node name', 'hal sinfo')}", content=body
+        )
         return NodeInfo.model_validate_json(r.body)
 
     def partitions(self) -> list[PartitionInfo]:
@@ -261,7 +281,10 @@ class HalClient:
     def reservation(self, name: str) -> ReservationInfo:
         from hal.wire.reservations import ReservationInfo
 
-        r = self._request("GET", f"/v1/reservations/{name}")
+        r = self._request(
+            "GET",
+            f"/v1/reservations/{_seg(name, 'reservation name', 'hal scontrol show reservation')}",
+        )
         return ReservationInfo.model_validate_json(r.body)
 
     def create_reservation(self, body: ReservationCreate) -> ReservationInfo:
@@ -275,11 +298,18 @@ class HalClient:
         from hal.wire.reservations import ReservationInfo
 
         content = body.model_dump_json(exclude_unset=True)
-        r = self._request("PATCH", f"/v1/reservations/{name}", content=content)
+        r = self._request(
+            "PATCH",
+            f"/v1/reservations/{_seg(name, 'reservation name', 'hal scontrol show reservation')}",
+            content=content,
+        )
         return ReservationInfo.model_validate_json(r.body)
 
     def delete_reservation(self, name: str) -> None:
-        self._request("DELETE", f"/v1/reservations/{name}")
+        self._request(
+            "DELETE",
+            f"/v1/reservations/{_seg(name, 'reservation name', 'hal scontrol show reservation')}",
+        )
 
     # -- the run-time predictor ----------------------------------------------------------
     def predict_status(self) -> PredictStatus:
@@ -332,7 +362,7 @@ class HalClient:
         """Why a job is pending (``hal explain``)."""
         from hal.wire.priority import ExplainInfo
 
-        r = self._request("GET", f"/v1/jobs/{job_id}/explain")
+        r = self._request("GET", f"/v1/jobs/{_seg(job_id)}/explain")
         return ExplainInfo.model_validate_json(r.body)
 
     # -- users ------------------------------------------------------------------------
@@ -352,6 +382,19 @@ class HalClient:
 
         r = self._request("GET", "/v1/users")
         return [UserInfo.model_validate(u) for u in self._json(r)["users"]]
+
+
+def _seg(value: int | str, what: str = "job id", lister: str = "hal squeue") -> str:
+    """``value`` as one URL path segment: any character a user typed (``?``, ``#``, a
+    space, unicode) stays part of the id instead of breaking or redirecting the request."""
+    text = str(value)
+    if not text:
+        raise InvalidRequest(f"the {what} is empty; `{lister}` lists them")
+    if "/" in text:  # the server decodes %2F before routing: it would pick another route
+        raise InvalidRequest(
+            f"invalid {what} {text!r} (no {what} has a '/'); `{lister}` lists them"
+        )
+    return quote(text, safe="")
 
 
 def error_from_response(response: Any) -> HalError:

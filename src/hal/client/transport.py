@@ -37,8 +37,10 @@ class Transport:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https"):
             raise ValueError(f"unsupported URL scheme in {base_url!r}: use http:// or https://")
+        if not parts.hostname:
+            raise ValueError(f"no host in {base_url!r}")
         self.https = parts.scheme == "https"
-        self.host = parts.hostname or "127.0.0.1"
+        self.host = parts.hostname
         self.port = parts.port or (443 if self.https else 80)
         self.prefix = parts.path.rstrip("/")
         self.headers = headers

@@ -1,0 +1,172 @@
+"""A user's mistakes on the ``hal`` command line get an error that says what to do, never a
+traceback, and lose nothing. Against a real control plane (no agents: nothing here runs)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hal.cli.main import main
+from hal.client.config import store_token
+from hal.testing.live import LiveServer
+
+HUGE = "9" * 23  # past the database's 64-bit integers
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with LiveServer(tmp_path_factory.mktemp("srv")) as live:
+        yield live
+
+
+@pytest.fixture
+def env(server: LiveServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LiveServer:
+    monkeypatch.setenv("HAL_URL", server.url)
+    monkeypatch.setenv("HAL_TOKEN", server.token)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    return server
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["show", "✓"],
+        ["explain", "✓"],
+        ["show", "1 2"],
+        ["show", "1?signal=9"],
+        ["show", "1/script"],
+        ["cancel", "1/hold"],
+    ],
+)
+def test_any_job_id_a_user_types_is_one_id(
+    env: LiveServer, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and err.startswith("hal: error: invalid job id")
+
+
+def test_an_empty_node_name_is_refused_before_the_request(
+    env: LiveServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "drain", "", "--reason", "x")
+    assert code == 2
+    assert "node name is empty; `hal sinfo` lists them" in err
+
+
+def test_a_job_id_past_64_bits_matches_no_job(
+    env: LiveServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "show", HUGE)
+    assert code == 4 and "Invalid job id specified" in err
+    code, out, err = run(capsys, "acct", "-j", HUGE)
+    assert (code, err) == (0, "") and out.count("\n") == 1  # the header alone
+    code, out, err = run(capsys, "sacct", "-j", f"1+{HUGE}", "-n")
+    assert (code, out, err) == (0, "", "")
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("nonsense", "unsupported URL scheme"),
+        ("http://127.0.0.1:99999", "Port out of range"),
+        ("http://", "no host"),
+        ("http://[::1", "Invalid IPv6 URL"),
+    ],
+)
+def test_a_malformed_server_url_says_how_to_set_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], url: str, why: str
+) -> None:
+    monkeypatch.setenv("HAL_URL", url)
+    monkeypatch.setenv("HAL_TOKEN", "hal_x")
+    for argv, prefix in ((["queue"], "hal: error:"), (["squeue"], "squeue: error:")):
+        code, _, err = run(capsys, *argv)
+        assert code in (1, 2)
+        assert err.startswith(prefix) and "is not a HAL server URL" in err and why in err
+        assert "set HAL_URL" in err
+
+
+def test_a_token_with_control_characters_is_refused(
+    env: LiveServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("HAL_TOKEN", "hal_abc\r\nX-Other: 1")
+    code, _, err = run(capsys, "queue")
+    assert code == 2 and "copy it again" in err
+
+
+def test_login_with_an_empty_token_keeps_the_stored_one(
+    env: LiveServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("HAL_TOKEN")
+    path = store_token(env.url, "admin", env.token)
+    before = path.read_text()
+    code, _, err = run(capsys, "login", "--token", "")
+    assert code == 2 and "--token is empty" in err
+    assert path.read_text() == before
+    assert json.loads(before)[env.url]["token"] == env.token
+
+
+def test_submit_takes_sbatch_options(env: LiveServer, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "submit", "--parsable", "--hold", "--wrap", "true")
+    assert (code, err) == (0, "") and out.strip().isdigit()
+    code, _, err = run(capsys, "submit", "--bogus", "--wrap", "true")
+    assert code == 1 and "sbatch: error: unrecognized option '--bogus'" in err
+
+
+def test_a_command_without_its_action_shows_its_own_help(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run(capsys, "data")
+    assert code == 2 and err.startswith("usage: hal data") and "locate" in err and out == ""
+    with pytest.raises(SystemExit) as exc:
+        main(["topology", "show", "--bogus"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "usage: hal topology show" in err and "unrecognized arguments: --bogus" in err
+
+
+def test_cancel_takes_signal_names(env: LiveServer, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "cancel", "-s", "usr1", "99999")
+    assert code == 4 and "99999" in err  # reached the server: the name was understood
+    with pytest.raises(SystemExit):
+        main(["cancel", "-s", "FOO", "1"])
+    assert "unknown signal 'FOO'; write a number (10) or a name" in capsys.readouterr().err
+
+
+def test_cancelling_an_unknown_htc_session_says_it_does_not_exist(
+    env: LiveServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "htc", "cancel", "nope")
+    assert code == 4 and "no HTC session nope" in err
+
+
+def test_user_add_says_what_a_name_is_and_never_names_a_missing_command(
+    env: LiveServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "user", "add", "bad name")
+    assert code == 2 and "'bad name' is not a user name: use lowercase letters" in err
+    code, _, err = run(capsys, "user", "add", "admin")
+    assert code == 5 and "pick another name" in err and "user token" not in err
+
+
+def test_a_closed_pipe_ends_quietly(
+    env: LiveServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    read, write = os.pipe()
+    os.close(read)  # `hal nodes | head -0`: the reader is gone
+    stdout = io.TextIOWrapper(os.fdopen(write, "wb"))
+    monkeypatch.setattr("sys.stdout", stdout)
+    assert main(["nodes"]) == 141
+    assert capsys.readouterr().err == ""
+    stdout.write("x" * 100_000)
+    stdout.flush()  # stdout now goes nowhere: the exit's own flush cannot fail
