@@ -46,12 +46,14 @@ class Parsed:
 
 
 class OptionError(Exception):
-    """A malformed or unknown option; ``option`` is how the user wrote it."""
+    """A malformed or unknown option; ``option`` is how the user wrote it. ``unknown``: no
+    option of that name (else it exists but its value is missing or not allowed)."""
 
-    def __init__(self, message: str, option: str) -> None:
+    def __init__(self, message: str, option: str, *, unknown: bool = False) -> None:
         super().__init__(message)
         self.message = message
         self.option = option
+        self.unknown = unknown
 
 
 def parse_options(
@@ -106,7 +108,7 @@ def _lookup_long(name: str, by_long: dict[str, Opt], word: str) -> tuple[Opt, st
     if keys:
         choices = " ".join("--" + key for key in sorted(keys))
         raise OptionError(f"option '--{name}' is ambiguous; possibilities: {choices}", word)
-    raise OptionError(f"unrecognized option '--{name}'", word)
+    raise OptionError(f"unrecognized option '--{name}'", word, unknown=True)
 
 
 def _short_cluster(
@@ -120,7 +122,7 @@ def _short_cluster(
     for pos, letter in enumerate(letters):
         opt = by_short.get(letter)
         if opt is None:
-            raise OptionError(f"invalid option -- '{letter}'", "-" + letter)
+            raise OptionError(f"invalid option -- '{letter}'", "-" + letter, unknown=True)
         rest = letters[pos + 1 :]
         if opt.arg is Arg.NONE:
             values.append((opt.dest, None, "-" + letter))

@@ -125,6 +125,11 @@ EXCLUSIVE_GROUPS = (
     ),
 )
 
+_TIME_FORMATS = (
+    "write minutes (30), MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. 2-12:00:00), "
+    "or 0/UNLIMITED for no limit"
+)
+
 _UNSUPPORTED_HINT = (
     "HAL does not support this option. Remove it, or see `sbatch --help` for the options "
     "HAL accepts"
@@ -272,9 +277,10 @@ def _parse(argv: list[str], *, stop_at_positional: bool, where: str) -> Parsed:
     try:
         return parse_options(argv, OPTIONS, stop_at_positional=stop_at_positional)
     except OptionError as err:
-        raise UnsupportedOption(
-            f"{err.message}{where}: {_UNSUPPORTED_HINT}", field=err.option.lstrip("-")
-        ) from None
+        field = err.option.lstrip("-")
+        if not err.unknown:  # a known option without its value (or with one it takes none of)
+            raise InvalidRequest(f"{err.message}{where}", field=field) from None
+        raise UnsupportedOption(f"{err.message}{where}: {_UNSUPPORTED_HINT}", field=field) from None
 
 
 def _settings(parsed: Parsed) -> tuple[dict[str, Setting], int]:
@@ -536,7 +542,13 @@ def _scheduling(settings: dict[str, Setting], fields: dict[str, object], now: fl
 
     limit = text("time")
     if limit is not None:
-        fields["time_limit_seconds"] = parse_time_limit(limit)
+        try:
+            fields["time_limit_seconds"] = parse_time_limit(limit)
+        except InvalidRequest:
+            # the parser may quote only the piece it stumbled on ('' for --time=-5)
+            raise InvalidRequest(
+                f"invalid --time value {limit!r}: {_TIME_FORMATS}", field="time"
+            ) from None
     # array, dependency and signal travel as text (the server parses them with the same
     # functions); checking the syntax here gives the error before any network round trip.
     array = text("array")

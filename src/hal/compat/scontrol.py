@@ -1,6 +1,7 @@
 """The ``scontrol`` command: ``show job|node|partition|reservation|config|hostnames``,
-``hold``, ``release``, ``requeue``, ``update job``, and ``create|update|delete
-reservation`` (the reservation words are read and printed by ``compat/reservations.py``).
+``hold``, ``release``, ``requeue``, ``update job``, ``update NodeName=... State=...``
+(drain, down, resume, undrain), and ``create|update|delete reservation`` (the
+reservation words are read and printed by ``compat/reservations.py``).
 
 ``show`` prints Slurm's ``Key=Value`` records over indented lines; Snakemake reads
 ``MinJobAge`` from ``show config``. Keys HAL has no value for are left out rather than
@@ -31,6 +32,8 @@ from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo
 INVALID_JOB_ID = "slurm_load_jobs error: Invalid job id specified"
 COMMANDS = "show, hold, release, suspend, resume, requeue, update, create and delete"
 UPDATABLE = "TimeLimit, Priority, Nice, JobName, Comment, Partition"
+# State= of ``update NodeName=...``: what ``hal drain`` / ``hal resume`` send for it
+NODE_STATES = {"DRAIN": "DRAIN", "DOWN": "DOWN", "RESUME": "RESUME", "UNDRAIN": "RESUME"}
 
 
 def scontrol(argv: list[str], console: Console) -> int:
@@ -54,6 +57,8 @@ def scontrol(argv: list[str], console: Console) -> int:
         if command == "update":
             if args and _is_reservation_update(args):
                 return _update_reservation(args, console)
+            if any(word.lower().startswith("nodename=") for word in args):
+                return _update_nodes(args, console)
             return _update(args, console)
         if command == "create":
             return _create(args, console)
@@ -368,4 +373,54 @@ def _update(args: list[str], console: Console) -> int:
     except NotFound:
         console.err(f"Invalid job id specified for job {job_id}")
         return 1
+    return 0
+
+
+def _update_nodes(args: list[str], console: Console) -> int:
+    """``update NodeName=n[1-3] State=DRAIN Reason="disk errors"``: the operator's drain,
+    down, resume and undrain (as ``hal drain`` / ``hal resume``). As Slurm, DRAIN and DOWN
+    need a Reason; UNDRAIN resumes only drained nodes and leaves the others as they are."""
+    names: list[str] = []
+    state = reason = ""
+    for word in args:
+        m = _KEY.match(word)
+        if not m:
+            raise InvalidRequest(f"cannot read {word!r}; write Key=Value (e.g. State=DRAIN)")
+        key, value = m.group(1).lower(), m.group(2)
+        if key == "nodename":
+            names = expand_hostlist(value, field="NodeName")
+        elif key == "state":
+            state = value.upper()
+            if state not in NODE_STATES:
+                raise InvalidRequest(
+                    f"Invalid node state specified: State={value}; HAL sets "
+                    f"{', '.join(NODE_STATES)}"
+                )
+        elif key == "reason":
+            reason = value
+        else:
+            raise InvalidRequest(
+                f"Update of node {m.group(1)} is not supported by HAL; it can update State "
+                f"({', '.join(NODE_STATES)}) and Reason"
+            )
+    if not names:
+        raise InvalidRequest("give the nodes: scontrol update NodeName=<nodes> State=DRAIN ...")
+    if not state:
+        raise InvalidRequest(
+            "give the new state: scontrol update NodeName=<nodes> State=DRAIN Reason=<why>; "
+            f"HAL sets {', '.join(NODE_STATES)}"
+        )
+    if state in ("DRAIN", "DOWN") and not reason.strip():
+        raise InvalidRequest(
+            "You must specify a reason when DOWNING or DRAINING a node. Request denied"
+        )
+    client = console.client
+    known = {node.name: node for node in client.nodes()}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise InvalidRequest(f"Invalid node name specified: {','.join(unknown)}")
+    for name in names:
+        if state == "UNDRAIN" and known[name].state != "DRAIN":
+            continue
+        client.update_node(name, NODE_STATES[state], reason)
     return 0

@@ -105,6 +105,7 @@ class FakeClient:
     cancelled: list[tuple[str, int | None]] = field(default_factory=list)
     actions: list[tuple[str, str]] = field(default_factory=list)
     updates: list[tuple[str, JobUpdate]] = field(default_factory=list)
+    node_updates: list[tuple[str, str, str]] = field(default_factory=list)
     jobs_calls: list[dict[str, Any]] = field(default_factory=list)
     submit_error: Exception | None = None
     closed: bool = False
@@ -197,6 +198,10 @@ class FakeClient:
             if info.name == name:
                 return info
         raise NotFound(f"node {name} not found")
+
+    def update_node(self, name: str, state: str, reason: str = "") -> NodeInfo:
+        self.node_updates.append((name, state, reason))
+        return self.node(name)
 
     def partitions(self) -> list[PartitionInfo]:
         return list(self.partition_list)

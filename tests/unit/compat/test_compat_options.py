@@ -72,3 +72,14 @@ def test_permutes_unless_told_to_stop() -> None:
 
 def test_double_dash_ends_options() -> None:
     assert parse_options(["--", "-H"], TABLE).positionals == ("-H",)
+
+
+@pytest.mark.parametrize(
+    ("argv", "unknown"),
+    [(["--bogus"], True), (["-Z"], True), (["--nodes"], False), (["--hold=yes"], False)],
+)
+def test_getopt_errors_tell_unknown_options_apart(argv: list[str], unknown: bool) -> None:
+    """A missing value is not an unsupported option (sbatch words them differently)."""
+    with pytest.raises(OptionError) as err:
+        parse_options(argv, TABLE)
+    assert err.value.unknown is unknown

@@ -125,3 +125,25 @@ def test_version() -> None:
 def test_verbose_describes_the_request() -> None:
     result = call(FakeClient(), "sbatch", "-v", "-J", "named", *WRAP)
     assert "sbatch: name" in result.err and "named" in result.err
+
+
+def test_option_without_value_says_so() -> None:
+    """getopt's words for a missing value, not "HAL does not support this option"."""
+    script = "#!/bin/sh\n#SBATCH --cpus-per-task\ntrue\n"
+    for argv, stdin in (((), script), (("--wrap", "true", "--cpus-per-task"), "")):
+        client = FakeClient()
+        result = call(client, "sbatch", *argv, stdin=stdin)
+        assert result.rc == 1
+        assert result.err.startswith("sbatch: error: option '--cpus-per-task' requires an argument")
+        assert "does not support" not in result.err
+        assert client.submitted == []
+    assert "(script line 2)" in call(FakeClient(), "sbatch", stdin=script).err
+
+
+def test_bad_time_quotes_what_was_written() -> None:
+    for value in ("-5", "1-", "x:10"):
+        result = call(FakeClient(), "sbatch", f"--time={value}", *WRAP)
+        assert result.rc == 1
+        assert f"invalid --time value '{value}'" in result.err
+        for form in ("MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM", "D-HH:MM:SS", "UNLIMITED"):
+            assert form in result.err

@@ -142,3 +142,41 @@ def test_unknown_command_and_entity() -> None:
     assert "invalid command 'reboot'" in call(cluster(), "scontrol", "reboot").err
     assert "cannot show 'licenses'" in call(cluster(), "scontrol", "show", "licenses").err
     assert call(cluster(), "scontrol").rc == 1
+
+
+def test_update_node_state_as_hal_drain() -> None:
+    """`scontrol update NodeName=... State=...` sends what `hal drain` / `hal resume` send."""
+    client = cluster()
+    client.node_list.append(node("n2", state="DRAIN", display_state="drain", reason="disk"))
+    words = ("update", "NodeName=vm", "State=drain", "Reason=disk errors")
+    result = call(client, "scontrol", *words)
+    assert (result.rc, result.out, result.err) == (0, "", "")
+    assert call(client, "scontrol", "update", "NodeName=vm,n2", "State=DOWN", "Reason=x").rc == 0
+    assert call(client, "scontrol", "update", "NodeName=n2", "State=RESUME").rc == 0
+    # UNDRAIN resumes a drained node only; vm is not drained in the fake
+    assert call(client, "scontrol", "update", "NodeName=vm,n2", "State=UNDRAIN").rc == 0
+    assert client.node_updates == [
+        ("vm", "DRAIN", "disk errors"),
+        ("vm", "DOWN", "x"),
+        ("n2", "DOWN", "x"),
+        ("n2", "RESUME", ""),
+        ("n2", "RESUME", ""),
+    ]
+
+
+def test_update_node_refusals() -> None:
+    client = cluster()
+    for state in ("DRAIN", "DOWN"):
+        result = call(client, "scontrol", "update", "NodeName=vm", f"State={state}")
+        assert result.rc == 1
+        assert result.err == (
+            "scontrol: error: You must specify a reason when DOWNING or DRAINING a node. "
+            "Request denied\n"
+        )
+    bad_state = call(client, "scontrol", "update", "NodeName=vm", "State=FUTURE")
+    assert "Invalid node state specified: State=FUTURE" in bad_state.err
+    unknown = call(client, "scontrol", "update", "NodeName=vm,zz", "State=DRAIN", "Reason=x")
+    assert "Invalid node name specified: zz" in unknown.err
+    assert "can update State" in call(client, "scontrol", "update", "NodeName=vm", "Weight=2").err
+    assert "give the new state" in call(client, "scontrol", "update", "NodeName=vm").err
+    assert client.node_updates == []
