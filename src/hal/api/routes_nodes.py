@@ -120,7 +120,10 @@ async def add_user(body: NewUser, ctx: Ctx, _admin: Admin) -> UserCreated:
     store = ctx.cluster.store
     existing = {n for n, _ in await ctx.cluster.db(store.users)}
     if body.name in existing:
-        raise Conflict(f"user {body.name} exists (`hal user list` lists users); pick another name")
+        raise Conflict(
+            f"user {body.name} exists (`hal user list` lists users); pick another name, "
+            f"or give it a new token with `hal user token {body.name}`"
+        )
     now = ctx.cluster.clock.now()
 
     def work() -> None:
@@ -129,3 +132,29 @@ async def add_user(body: NewUser, ctx: Ctx, _admin: Admin) -> UserCreated:
 
     await ctx.cluster.db(work)
     return UserCreated(name=body.name, admin=body.admin, token=token)
+
+
+@router.post("/users/{name}/token", response_model=UserCreated)
+async def replace_token(name: str, ctx: Ctx, _admin: Admin) -> UserCreated:
+    """A new token for an existing user (``hal user token NAME``), shown once; the old one
+    is refused from the next request on.
+
+    Tokens seen before are answered from this server's memory (``TokenCache``, no TTL),
+    so the route makes that cache forget the user's tokens after the commit. HAL runs one
+    API server; several API servers on one database (not built, docs/adr/0003) would each
+    keep answering the old token until told to forget it."""
+    store = ctx.cluster.store
+    admin = dict(await ctx.cluster.db(store.users)).get(name)
+    missing = NotFound(f"no user {name} (`hal user list` lists users; `hal user add` makes one)")
+    if admin is None:
+        raise missing
+    token = new_token()
+
+    def work() -> bool:
+        with store.transaction() as tx:
+            return tx.set_user_token(name, token_hash(token))
+
+    if not await ctx.cluster.db(work):
+        raise missing
+    ctx.tokens.forget_user(name)
+    return UserCreated(name=name, admin=admin, token=token)

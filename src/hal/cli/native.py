@@ -67,6 +67,9 @@ def add_commands(sub: Any) -> None:
     p.add_argument("name")
     p.add_argument("--admin", action="store_true")
     p.set_defaults(func=cmd_user_add)
+    p = usub.add_parser("token", help="give a user a new token; the old one stops working")
+    p.add_argument("name")
+    p.set_defaults(func=cmd_user_token)
     p = usub.add_parser("list", help="list users")
     p.set_defaults(func=cmd_user_list)
 
@@ -213,6 +216,15 @@ def cmd_user_add(ns: argparse.Namespace) -> int:
         created = hal.add_user(ns.name, admin=ns.admin)
     print(f"created user {created.name}{' (admin)' if created.admin else ''}")
     print(f"token (shown once; give it to the user for `hal login`): {created.token}")
+    return 0
+
+
+def cmd_user_token(ns: argparse.Namespace) -> int:
+    with HalClient() as hal:
+        issued = hal.new_token(ns.name)
+    admin = " (admin)" if issued.admin else ""
+    print(f"new token for user {issued.name}{admin}; the old one no longer works")
+    print(f"token (shown once; give it to the user for `hal login`): {issued.token}")
     return 0
 
 

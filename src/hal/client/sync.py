@@ -377,6 +377,13 @@ class HalClient:
         r = self._request("POST", "/v1/users", json_body={"name": name, "admin": admin})
         return UserCreated.model_validate_json(r.body)
 
+    def new_token(self, name: str) -> UserCreated:
+        """A new token for user ``name`` (admin only); its old token stops working."""
+        from hal.wire.nodes import UserCreated
+
+        path = f"/v1/users/{_seg(name, 'user name', 'hal user list')}/token"
+        return UserCreated.model_validate_json(self._request("POST", path).body)
+
     def users(self) -> list[UserInfo]:
         from hal.wire.nodes import UserInfo
 

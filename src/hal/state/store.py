@@ -268,12 +268,15 @@ class Transaction:
             )
         )
 
-    def set_user_token(self, name: str, token_sha256: str, admin: bool) -> None:
-        self.conn.execute(
-            update(schema.users)
-            .where(schema.users.c.name == name)
-            .values(token_sha256=token_sha256, admin=admin)
-        )
+    def set_user_token(self, name: str, token_sha256: str, admin: bool | None = None) -> bool:
+        """Replace ``name``'s token hash (and its admin flag, unless ``admin`` is None);
+        False when there is no such user."""
+        t = schema.users
+        values: dict[str, object] = {"token_sha256": token_sha256}
+        if admin is not None:
+            values["admin"] = admin
+        done = self.conn.execute(update(t).where(t.c.name == name).values(**values))
+        return int(done.rowcount) > 0
 
     def delete_user(self, name: str) -> int:
         return int(

@@ -260,3 +260,18 @@ def test_account_submit_limits_refuse_what_would_go_over(db_url: str) -> None:
         await cluster.close()
 
     run(scenario())
+
+
+def test_set_user_token_replaces_the_hash_and_keeps_the_admin_flag(db_url: str) -> None:
+    """``hal user token``: the old hash no longer finds the user, the new one does."""
+    store = SqlStateStore(db_url)
+    store.migrate()
+    with store.transaction() as tx:
+        tx.add_user("alice", "a" * 64, admin=True, created=0.0)
+    with store.transaction() as tx:
+        assert tx.set_user_token("alice", "b" * 64)
+        assert not tx.set_user_token("nobody", "c" * 64)
+    assert store.user_by_token_hash("a" * 64) is None
+    assert store.user_by_token_hash("b" * 64) == ("alice", True)
+    assert store.users() == [("alice", True)]
+    store.close()

@@ -36,3 +36,45 @@ def test_a_missing_token_is_refused_before_any_look_up(tmp_path: Path, header: s
     tokens = TokenCache(SqlStateStore(f"sqlite:///{tmp_path / 'hal.db'}"))
     with pytest.raises(Unauthenticated, match="Authorization: Bearer"):
         tokens.known(header)
+
+
+def test_forget_user_drops_only_that_users_tokens(tmp_path: Path) -> None:
+    """A replaced token (``hal user token``) is looked up again, and refused, at once."""
+    store = SqlStateStore(f"sqlite:///{tmp_path / 'hal.db'}")
+    store.migrate()
+    old, bob = new_token(), new_token()
+    with store.transaction() as tx:
+        tx.add_user("alice", token_hash(old), admin=False, created=0.0)
+        tx.add_user("bob", token_hash(bob), admin=False, created=0.0)
+    tokens = TokenCache(store)
+    tokens.caller(f"Bearer {old}")
+    tokens.caller(f"Bearer {bob}")
+    with store.transaction() as tx:
+        tx.set_user_token("alice", token_hash(new_token()))
+    tokens.forget_user("alice")
+    assert tokens.known(f"Bearer {old}") is None
+    assert tokens.known(f"Bearer {bob}") == Caller(name="bob", admin=False)
+    with pytest.raises(Unauthenticated, match="unknown token"):
+        tokens.caller(f"Bearer {old}")
+    store.close()
+
+
+def test_a_look_up_that_began_before_a_forget_is_not_cached(tmp_path: Path) -> None:
+    """The token read from the store just before it was replaced must not stay cached."""
+    store = SqlStateStore(f"sqlite:///{tmp_path / 'hal.db'}")
+    store.migrate()
+    token = new_token()
+    with store.transaction() as tx:
+        tx.add_user("alice", token_hash(token), admin=False, created=0.0)
+    tokens = TokenCache(store)
+    read = store.user_by_token_hash
+
+    def read_then_replaced(digest: str) -> tuple[str, bool] | None:
+        row = read(digest)
+        tokens.forget_user("alice")  # the replacement commits while this look-up runs
+        return row
+
+    store.user_by_token_hash = read_then_replaced  # type: ignore[method-assign]
+    assert tokens.caller(f"Bearer {token}") == Caller(name="alice", admin=False)
+    assert tokens.known(f"Bearer {token}") is None
+    store.close()

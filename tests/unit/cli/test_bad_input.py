@@ -156,7 +156,7 @@ def test_user_add_says_what_a_name_is_and_never_names_a_missing_command(
     code, _, err = run(capsys, "user", "add", "bad name")
     assert code == 2 and "'bad name' is not a user name: use lowercase letters" in err
     code, _, err = run(capsys, "user", "add", "admin")
-    assert code == 5 and "pick another name" in err and "user token" not in err
+    assert code == 5 and "pick another name" in err and "`hal user token admin`" in err
 
 
 def test_a_closed_pipe_ends_quietly(

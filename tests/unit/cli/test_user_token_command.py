@@ -1,0 +1,76 @@
+"""``hal user token NAME``: an administrator gives a user who lost their token a new one,
+printed once as ``hal user add`` prints it; the old token stops working at once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hal.cli.main import main
+from hal.testing.live import LiveServer
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with LiveServer(tmp_path_factory.mktemp("srv")) as live:
+        yield live
+
+
+@pytest.fixture
+def env(server: LiveServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LiveServer:
+    monkeypatch.setenv("HAL_URL", server.url)
+    monkeypatch.setenv("HAL_TOKEN", server.token)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    return server
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def as_user(monkeypatch: pytest.MonkeyPatch, token: str) -> None:
+    monkeypatch.setenv("HAL_TOKEN", token)
+
+
+def test_user_token_prints_a_new_token_and_the_old_one_stops_working(
+    env: LiveServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = env.add_users("carol")["carol"]
+    with env.client(old) as carol:
+        assert carol.whoami().name == "carol"  # the server now has the old token cached
+    code, out, err = run(capsys, "user", "token", "carol")
+    assert code == 0 and err == ""
+    first, second = out.splitlines()
+    assert first == "new token for user carol; the old one no longer works"
+    prefix = "token (shown once; give it to the user for `hal login`): "
+    assert second.startswith(prefix + "hal_")
+    new = second.removeprefix(prefix)
+    as_user(monkeypatch, old)
+    code, _, err = run(capsys, "queue")
+    assert code == 3 and "unknown token" in err
+    as_user(monkeypatch, new)
+    assert run(capsys, "queue")[0] == 0
+    code, out, _ = run(capsys, "login", "--token", new)
+    assert code == 0 and "as carol" in out
+
+
+def test_user_token_is_for_administrators_only(
+    env: LiveServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dave = env.add_users("dave")["dave"]
+    as_user(monkeypatch, dave)
+    code, out, err = run(capsys, "user", "token", "dave")
+    assert code == 3 and out == "" and "not an administrator" in err
+
+
+def test_user_token_for_an_unknown_user_names_user_list(
+    env: LiveServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "user", "token", "nobody")
+    assert code == 4 and out == "" and "no user nobody (`hal user list` lists users" in err
+    code, _, err = run(capsys, "user", "token", "a/b")
+    assert code == 2 and "`hal user list`" in err
