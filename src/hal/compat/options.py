@@ -55,6 +55,13 @@ class OptionError(Exception):
         self.option = option
         self.unknown = unknown
 
+    def for_command(self, command: str) -> str:
+        """The line a command prints: "does not support it" only for an unknown option; a
+        known option missing its value (or given one it takes none of) is the user's slip."""
+        if self.unknown:
+            return f"{self.message}: HAL's {command} does not support it"
+        return self.message
+
 
 def parse_options(
     argv: list[str], table: tuple[Opt, ...], *, stop_at_positional: bool = False

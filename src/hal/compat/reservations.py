@@ -54,7 +54,7 @@ def parse_words(words: list[str], now: float) -> dict[str, object]:
         elif dest in ("start", "end"):
             fields[dest + "_time"] = parse_begin(value, now, field=key)
         elif dest == "duration":
-            seconds = parse_time_limit(value, field="Duration")
+            seconds = parse_time_limit(value, field="Duration", unlimited=False)
             if seconds <= 0:
                 raise InvalidRequest("Duration must be a positive time, e.g. Duration=2:00:00")
             fields["duration_seconds"] = float(seconds)

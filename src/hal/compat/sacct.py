@@ -153,7 +153,7 @@ def sacct(argv: list[str], console: Console) -> int:
     try:
         request = parse_request(argv, now, console.environ.get("SACCT_FORMAT"))
     except OptionError as err:
-        return console.error(f"{err.message}: HAL's sacct does not support it")
+        return console.error(err.for_command("sacct"))
     except HalError as err:
         return console.error(err.message)
     if request is None:

@@ -125,11 +125,6 @@ EXCLUSIVE_GROUPS = (
     ),
 )
 
-_TIME_FORMATS = (
-    "write minutes (30), MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. 2-12:00:00), "
-    "or 0/UNLIMITED for no limit"
-)
-
 _UNSUPPORTED_HINT = (
     "HAL does not support this option. Remove it, or see `sbatch --help` for the options "
     "HAL accepts"
@@ -542,13 +537,7 @@ def _scheduling(settings: dict[str, Setting], fields: dict[str, object], now: fl
 
     limit = text("time")
     if limit is not None:
-        try:
-            fields["time_limit_seconds"] = parse_time_limit(limit)
-        except InvalidRequest:
-            # the parser may quote only the piece it stumbled on ('' for --time=-5)
-            raise InvalidRequest(
-                f"invalid --time value {limit!r}: {_TIME_FORMATS}", field="time"
-            ) from None
+        fields["time_limit_seconds"] = parse_time_limit(limit)
     # array, dependency and signal travel as text (the server parses them with the same
     # functions); checking the syntax here gives the error before any network round trip.
     array = text("array")

@@ -68,7 +68,7 @@ def scancel(argv: list[str], console: Console) -> int:
     try:
         request = parse_request(argv)
     except OptionError as err:
-        return console.error(f"{err.message}: HAL's scancel does not support it")
+        return console.error(err.for_command("scancel"))
     except HalError as err:
         return console.error(err.message)
     if request is None:

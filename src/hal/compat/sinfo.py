@@ -115,7 +115,7 @@ def sinfo(argv: list[str], console: Console) -> int:
     try:
         parsed = parse_options(argv, OPTIONS)
     except OptionError as err:
-        return console.error(f"{err.message}: HAL's sinfo does not support it")
+        return console.error(err.for_command("sinfo"))
     opts = {dest: value for dest, value, _ in parsed.values}
     if {"help", "usage", "version"} & opts.keys():
         console.out("Usage: sinfo [-h] [-s] [-N] [-l] [-o format] [-p partition] [-n nodes]")

@@ -133,7 +133,7 @@ def sprio(argv: list[str], console: Console) -> int:
     try:
         parsed = parse_options(argv, OPTIONS)
     except OptionError as err:
-        return console.error(f"{err.message}: HAL's sprio does not support it")
+        return console.error(err.for_command("sprio"))
     opts = {dest: value for dest, value, _ in parsed.values}
     if {"help", "usage", "version"} & opts.keys():
         console.out("Usage: sprio [-h] [-l] [-n] [-w] [-j jobs] [-u users] [-p parts] [-o fmt]")

@@ -98,7 +98,7 @@ def squeue(argv: list[str], console: Console) -> int:
     except UsageError as err:
         return console.error(str(err))
     except OptionError as err:
-        return console.error(f"{err.message}: HAL's squeue does not support it")
+        return console.error(err.for_command("squeue"))
     if query is None:
         console.out("Usage: squeue [-h] [-l] [-r] [-t states] [-u users] [--me] [-j ids] ...")
         return 0

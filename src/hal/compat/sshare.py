@@ -111,7 +111,7 @@ def sshare(argv: list[str], console: Console) -> int:
     try:
         parsed = parse_options(argv, OPTIONS)
     except OptionError as err:
-        return console.error(f"{err.message}: HAL's sshare does not support it")
+        return console.error(err.for_command("sshare"))
     opts = {dest: value for dest, value, _ in parsed.values}
     if {"help", "usage", "version"} & opts.keys():
         console.out("Usage: sshare [-a] [-l] [-n] [-P] [-u users] [-A accounts]")

@@ -48,13 +48,21 @@ def _int(text: str, what: str, field: str, hint: str) -> int:
 
 # -- time limits --------------------------------------------------------------------------
 
-_TIME_HINT = (
-    "write minutes (30), M:S, H:M:S, D-H, D-H:M or D-H:M:S (e.g. 2-12:00:00), "
-    "or 0/UNLIMITED for no limit"
-)
+_TIME_FORMATS = "minutes (30), MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. 2-12:00:00)"
+_NO_LIMIT_WORDS = ("unlimited", "infinite", "-1")
 
 
-def parse_time_limit(text: str, *, field: str = "time") -> int:
+def _time_label(field: str) -> str:
+    """``--time`` for a command-line option, ``TimeLimit`` for an ``scontrol`` key."""
+    return field if field[:1].isupper() else f"--{field}"
+
+
+def _time_hint(*, unlimited: bool = True) -> str:
+    """The forms ``parse_time_limit`` accepts, for error messages."""
+    return f"write {_TIME_FORMATS}" + (", or 0/UNLIMITED for no limit" if unlimited else "")
+
+
+def parse_time_limit(text: str, *, field: str = "time", unlimited: bool = True) -> int:
     """``--time`` in seconds; 0 means no limit.
 
     Accepts ``M``, ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M``, ``D-H:M:S`` and
@@ -62,33 +70,35 @@ def parse_time_limit(text: str, *, field: str = "time") -> int:
     up (``--time=0:30`` becomes 1:00); HAL keeps the seconds exact because its timers are
     finer and short test jobs benefit. Fields are not range-checked, as in Slurm
     (``90`` and ``0:90:00`` both mean 90 minutes).
+
+    ``unlimited=False`` is for a duration that must end (a reservation, a wait): the
+    words ``UNLIMITED``/``infinite``/``-1`` are refused and the hint does not offer them; a
+    zero is still returned, for the caller to judge. Errors quote the whole value as
+    written; ``field`` names the option (``time``) or ``scontrol`` key (``TimeLimit``).
     """
     raw = text.strip()
-    if raw.lower() in ("unlimited", "infinite", "-1"):
-        return 0
+    label = _time_label(field)
+    hint = _time_hint(unlimited=unlimited)
+    if raw.lower() in _NO_LIMIT_WORDS:
+        if unlimited:
+            return 0
+        raise InvalidRequest(f"{label} cannot be unlimited (got {text!r}): {hint}", field=field)
     if not raw:
-        raise InvalidRequest(f"empty --{field}: {_TIME_HINT}", field=field)
-    days = 0
-    rest = raw
-    if "-" in raw:
-        day_text, rest = raw.split("-", 1)
-        days = _int(day_text, "value", field, _TIME_HINT)
-        parts = rest.split(":")
-        if len(parts) > 3:
-            raise InvalidRequest(f"invalid --{field} value {raw!r}: {_TIME_HINT}", field=field)
-        nums = [_int(p, "value", field, _TIME_HINT) for p in parts]
+        raise InvalidRequest(f"empty {label}: {hint}", field=field)
+    dashed = "-" in raw
+    day_text, rest = raw.split("-", 1) if dashed else ("0", raw)
+    parts = rest.split(":")
+    if len(parts) > 3 or not all(_INT.match(p) for p in (day_text, *parts)):
+        raise InvalidRequest(f"invalid {label} value {text!r}: {hint}", field=field)
+    days, *nums = (int(p) for p in (day_text, *parts))
+    if dashed:  # D-H, D-H:M, D-H:M:S
         hours, minutes, seconds = [*nums, 0, 0][:3]
-    else:
-        parts = rest.split(":")
-        nums = [_int(p, "value", field, _TIME_HINT) for p in parts]
-        if len(nums) == 1:
-            hours, minutes, seconds = 0, nums[0], 0
-        elif len(nums) == 2:
-            hours, minutes, seconds = 0, nums[0], nums[1]
-        elif len(nums) == 3:
-            hours, minutes, seconds = nums
-        else:
-            raise InvalidRequest(f"invalid --{field} value {raw!r}: {_TIME_HINT}", field=field)
+    elif len(nums) == 1:  # M
+        hours, minutes, seconds = 0, nums[0], 0
+    elif len(nums) == 2:  # M:S
+        hours, minutes, seconds = 0, nums[0], nums[1]
+    else:  # H:M:S
+        hours, minutes, seconds = nums
     return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
 
 
@@ -490,7 +500,15 @@ def parse_switches(text: str, *, field: str = "switches") -> tuple[int, int | No
         return count, None
     if not wait_text:
         raise InvalidRequest(f"--{field}: nothing after @; {_SWITCHES_HINT}", field=field)
-    return count, parse_time_limit(wait_text, field=field)
+    try:
+        wait = parse_time_limit(wait_text, field=field, unlimited=False)
+    except InvalidRequest:
+        raise InvalidRequest(
+            f"invalid --{field} value {text!r}: {_SWITCHES_HINT}; "
+            f"MAX-WAIT is {_TIME_FORMATS}, or 0 for no wait",
+            field=field,
+        ) from None
+    return count, wait
 
 
 def parse_topology(text: str, *, field: str = "topology") -> TopologyConstraint:

@@ -160,3 +160,12 @@ def test_sbatch_takes_the_reservation_from_options_directives_and_environment() 
     env = {"SBATCH_RESERVATION": "envres"}
     assert call(c, "sbatch", "--wrap=true", environ=env, now=NOW).rc == 0
     assert [j.reservation for j in c.submitted] == ["maint", "lab", "envres"]
+
+
+def test_bad_duration_quotes_it_and_does_not_offer_unlimited() -> None:
+    for value in ("1-x", "UNLIMITED"):
+        r = call(FakeClient(), "scontrol", "create", "reservation", "ReservationName=x",
+                 f"Duration={value}", "Nodes=node1")  # fmt: skip
+        assert r.rc == 1
+        assert f"'{value}'" in r.err and "D-HH:MM:SS" in r.err
+        assert "UNLIMITED for no limit" not in r.err

@@ -138,6 +138,17 @@ def test_update_needs_job_and_changes() -> None:
     assert "relative" in call(cluster(), "scontrol", "update", "JobId=2", "TimeLimit=+5").err
 
 
+def test_update_bad_time_limit_quotes_it_whole() -> None:
+    for value in ("1-x", "2:xx:00", "1:2:3:4"):
+        result = call(cluster(), "scontrol", "update", "JobId=2", f"TimeLimit={value}")
+        assert result.rc == 1
+        assert f"invalid TimeLimit value '{value}': write minutes (30), MM:SS" in result.err
+        assert "D-HH:MM:SS" in result.err and "0/UNLIMITED for no limit" in result.err
+    client = cluster()
+    assert call(client, "scontrol", "update", "JobId=2", "TimeLimit=UNLIMITED").rc == 0
+    assert client.updates[0][1].time_limit_seconds == 0
+
+
 def test_unknown_command_and_entity() -> None:
     assert "invalid command 'reboot'" in call(cluster(), "scontrol", "reboot").err
     assert "cannot show 'licenses'" in call(cluster(), "scontrol", "show", "licenses").err

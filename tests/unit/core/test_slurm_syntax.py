@@ -23,6 +23,7 @@ from hal.core.slurm_syntax import (
     parse_memory,
     parse_nodes,
     parse_signal,
+    parse_switches,
     parse_time_limit,
 )
 
@@ -68,7 +69,42 @@ def test_time_limit_rejects_with_hint(text: str) -> None:
     with pytest.raises(InvalidRequest) as err:
         parse_time_limit(text)
     assert err.value.field == "time"
-    assert "H:M:S" in err.value.message
+    assert "HH:MM:SS" in err.value.message
+
+
+@pytest.mark.parametrize("text", ["abc", "1:2:3:4", "1-2:3:4:5", "-5", "1.5", "1-", "x-1", "1-2-3"])
+def test_time_limit_error_quotes_the_whole_value_and_the_forms(text: str) -> None:
+    with pytest.raises(InvalidRequest) as err:
+        parse_time_limit(text)
+    assert err.value.message.startswith(f"invalid --time value {text!r}: write minutes (30), ")
+    for form in ("MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM", "D-HH:MM:SS", "0/UNLIMITED"):
+        assert form in err.value.message
+
+
+def test_time_limit_names_an_scontrol_key_as_written() -> None:
+    with pytest.raises(InvalidRequest) as err:
+        parse_time_limit("1-x", field="TimeLimit")
+    assert err.value.field == "TimeLimit"
+    assert err.value.message.startswith("invalid TimeLimit value '1-x': write minutes")
+
+
+@pytest.mark.parametrize("text", ["UNLIMITED", "infinite", "-1", "1-x"])
+def test_time_limit_without_unlimited_neither_takes_nor_offers_it(text: str) -> None:
+    with pytest.raises(InvalidRequest) as err:
+        parse_time_limit(text, field="Duration", unlimited=False)
+    assert repr(text) in err.value.message and "D-HH:MM:SS" in err.value.message
+    assert "UNLIMITED for no limit" not in err.value.message
+    assert parse_time_limit("0", field="Duration", unlimited=False) == 0  # the caller judges
+    assert parse_time_limit("1-0", field="Duration", unlimited=False) == 86400
+
+
+@pytest.mark.parametrize("text", ["2@x", "2@-5", "2@1-", "2@UNLIMITED"])
+def test_switches_wait_error_quotes_the_whole_value(text: str) -> None:
+    with pytest.raises(InvalidRequest) as err:
+        parse_switches(text)
+    assert err.value.field == "switches"
+    assert err.value.message.startswith(f"invalid --switches value {text!r}: ")
+    assert "MAX-WAIT is minutes (30), MM:SS" in err.value.message
 
 
 @pytest.mark.parametrize(
