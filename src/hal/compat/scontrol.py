@@ -25,6 +25,7 @@ from hal.compat.formats import (
 from hal.compat.job_fields import time_used
 from hal.compat.seam import Console
 from hal.core.errors import HalError, InvalidRequest, NotFound
+from hal.core.node import gpu_type_name
 from hal.core.slurm_syntax import compress_hostlist, expand_hostlist, parse_time_limit
 from hal.wire.jobs import JobInfo, JobUpdate
 from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo
@@ -236,7 +237,8 @@ def job_record(job: JobInfo, now: float) -> list[str]:
 def node_record(node: NodeInfo) -> list[str]:
     gres = "(null)"
     if node.gpus:
-        gres = f"gpu:{node.gpu_model}:{node.gpus}" if node.gpu_model else f"gpu:{node.gpus}"
+        model = gpu_type_name(node.gpu_model)  # as Slurm names an NVML-detected type
+        gres = f"gpu:{model}:{node.gpus}" if model else f"gpu:{node.gpus}"
     features = ",".join(node.features) or "(null)"
     state = {"alloc": "ALLOCATED", "mix": "MIXED", "drng": "DRAINING", "drain": "DRAINED"}.get(
         node.display_state, node.display_state.upper()

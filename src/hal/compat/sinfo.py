@@ -14,6 +14,7 @@ from hal.compat.formats import Field, duration_short, parse_format, render_rows
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
 from hal.core.errors import HalError
+from hal.core.node import gpu_type_name
 from hal.core.slurm_syntax import compress_hostlist, expand_hostlist
 from hal.wire.nodes import NodeInfo, PartitionInfo
 
@@ -73,7 +74,7 @@ def _limit(p: PartitionInfo | None, n: NodeInfo | None) -> str:
 def _gres(p: PartitionInfo | None, n: NodeInfo | None) -> str:
     if n is None or not n.gpus:
         return "(null)"
-    return f"gpu:{n.gpu_model}:{n.gpus}" if n.gpu_model else f"gpu:{n.gpus}"
+    return f"gpu:{gpu_type_name(n.gpu_model)}:{n.gpus}" if n.gpu_model else f"gpu:{n.gpus}"
 
 
 def _job_size(p: PartitionInfo | None, n: NodeInfo | None) -> str:

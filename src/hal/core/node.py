@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from hal.core.resources import ResourceVector
 from hal.core.states import NodeState
@@ -32,6 +34,26 @@ class Node:
 
     def evolve(self, **changes: object) -> Node:
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def gpu_type_name(model: str) -> str:
+    """A GPU model as Slurm names an autodetected GPU type (``AutoDetect=nvml``): NVML's
+    name lowercased, spaces as underscores ("NVIDIA H100 80GB HBM3" → "nvidia_h100_80gb_hbm3").
+    What ``sinfo``/``scontrol`` show in GRES, so a user can paste it into ``--gres``."""
+    return "_".join(model.lower().split())
+
+
+@lru_cache(maxsize=1024)
+def gpu_type_matches(wanted: str, model: str) -> bool:
+    """Whether GPUs of ``model`` (NVML's name, e.g. "NVIDIA A100-SXM4-80GB") are of the type
+    a job asks for (``--gres=gpu:TYPE``): the whole name in any case, with '_' or '-' for
+    its spaces, or any run of its words ("a100", "a100-sxm4", "nvidia_a100-sxm4-80gb");
+    never part of a word ("100" is no type)."""
+    return bool(model) and f"_{_words(wanted)}_" in f"_{_words(model)}_"
+
+
+def _words(name: str) -> str:
+    return "_".join(re.split(r"[\s_-]+", name.strip().lower()))
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ from hal.config.model import HalConfig
 from hal.core.clock import Clock, SystemClock
 from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import HetSpec, Job, JobSpec
-from hal.core.node import Node, Partition
+from hal.core.node import Node, Partition, gpu_type_matches, gpu_type_name
 from hal.core.preemption import PREEMPTING, holds_no_cpus, suspended_by_preemption
 from hal.core.priority import DEFAULT_QOS, SUBMIT_LIMIT_MESSAGE
 from hal.core.reservation import Reservation
@@ -37,6 +37,7 @@ from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.state import preempt
 from hal.state import reservations as advance_reservations
 from hal.state.applier import NodeUsage, check_placement, hold, release
+from hal.state.associations import Associations
 from hal.state.store import EventRow, SqlStateStore, StoredEvent, Transaction
 from hal.state.submit_limits import AccountSubmitLimits
 from hal.state.suspension import SUSPENDED_AT, SUSPENDED_S, suspension
@@ -108,6 +109,7 @@ class Cluster:
         self.changed = asyncio.Event()  # the scheduler waits on this
         self.events_changed = asyncio.Condition()  # event streams wait on this
         self._listeners: list[Callable[[Sequence[Job]], None]] = []
+        self._assoc: Associations | None = None  # see _associations
 
     # -- plumbing ---------------------------------------------------------------------
     async def db(self, fn: Callable[..., T], *args: object) -> T:
@@ -485,8 +487,10 @@ class Cluster:
                 f"{self.config.max_array_size}",
                 field=where + "array",
             )
+        self._associations().check(spec, where)
         candidates = [n for n in self.nodes.values() if partition.contains(n.name)]
         if candidates:
+            self._check_gpu_type(spec, candidates, where)
             self._check_fits_somewhere(spec, candidates, where)
         advance_reservations.check_job(self, spec, limit, where)
         if spec.topology is not None:
@@ -532,12 +536,54 @@ class Cluster:
                 where = f"jobs[{i}]." if len(specs) > 1 else ""
                 raise InvalidRequest(SUBMIT_LIMIT_MESSAGE, field=where + "qos")
 
+    def _associations(self) -> Associations:
+        """The QoS and accounts jobs may name (``hal.state.associations``), built once
+        per priority policy."""
+        policy = self.config.priority
+        if self._assoc is None or self._assoc.policy is not policy:
+            self._assoc = Associations(policy)
+        return self._assoc
+
+    def _check_gpu_type(self, spec: JobSpec, nodes: list[Node], where: str) -> None:
+        """A job asking GPUs of a type (``--gres=gpu:TYPE:N``, ``--gpus=TYPE:N``) needs a
+        node of the partition whose GPU model is of that type, as the scheduler's filter
+        matches it (``hal.core.node.gpu_type_matches``). Like the counts in
+        ``_check_fits_somewhere`` it is checked against the partition's nodes known now,
+        and not at all while the partition has none (nodes may join later)."""
+        wanted = spec.gpu_type
+        if not wanted or not (spec.gpus_per_node or spec.gpus_total or spec.gpus_per_task):
+            return
+        if any(gpu_type_matches(wanted, n.gpu_model) for n in nodes):
+            return
+        here = sorted(
+            {gpu_type_name(n.gpu_model) for n in nodes if n.gpu_model and n.resources.gpus}
+        )
+        gpu_nodes = [n for n in self.nodes.values() if n.gpu_model and n.resources.gpus]
+        anywhere = sorted({gpu_type_name(n.gpu_model) for n in gpu_nodes})
+        if any(gpu_type_matches(wanted, n.gpu_model) for n in gpu_nodes):
+            # on nodes, but not this partition's
+            raise InvalidRequest(
+                f"Requested node configuration is not available: no node of the partition "
+                f"has GPU type {wanted!r} (its types: {', '.join(here) or 'none'})",
+                field=where + "gpu_type",
+            )
+        raise InvalidRequest(
+            f"Invalid generic resource (gres) specification: no node has GPU type {wanted!r} "
+            f"(the cluster's types: {', '.join(anywhere) or 'none'})",
+            field=where + "gpu_type",
+        )
+
     @staticmethod
     def _check_fits_somewhere(spec: JobSpec, nodes: list[Node], where: str) -> None:
+        typed = ""
+        if spec.gpu_type and (spec.gpus_per_node or spec.gpus_total or spec.gpus_per_task):
+            # only the nodes with GPUs of the type can hold it (``_check_gpu_type``: some do)
+            nodes = [n for n in nodes if gpu_type_matches(spec.gpu_type, n.gpu_model)]
+            typed = f" with GPU type {spec.gpu_type!r}"
         if spec.nodes_min > len(nodes):
             raise InvalidRequest(
                 f"Requested node configuration is not available: {spec.nodes_min} nodes "
-                f"asked for, the partition has {len(nodes)}",
+                f"asked for, the partition has {len(nodes)}{typed}",
                 field=where + "nodes",
             )
         fitting = [
@@ -552,7 +598,7 @@ class Cluster:
             raise InvalidRequest(
                 "Requested node configuration is not available: each node would need "
                 f"{want.cpus} CPUs, {want.memory_bytes // (1024 * 1024)} MiB and {want.gpus} "
-                f"GPUs; the largest node has {biggest.resources.cpus} CPUs, "
+                f"GPUs; the largest node{typed} has {biggest.resources.cpus} CPUs, "
                 f"{biggest.resources.memory_bytes // (1024 * 1024)} MiB and "
                 f"{biggest.resources.gpus} GPUs",
                 field=where + "resources",

@@ -195,7 +195,9 @@ def test_max_submit_jobs_per_user_refuses_what_would_go_over(db_url: str) -> Non
     from hal.core.priority import SUBMIT_LIMIT_MESSAGE, PriorityPolicy, Qos
     from hal.core.slurm_syntax import parse_array
 
-    config = HalConfig(priority=PriorityPolicy(qos=(Qos("normal", max_submit_jobs_per_user=3),)))
+    config = HalConfig(
+        priority=PriorityPolicy(qos=(Qos("normal", max_submit_jobs_per_user=3), Qos("high")))
+    )
 
     async def scenario() -> None:
         cluster = Cluster(SqlStateStore(db_url), config, VirtualClock(5.0))
@@ -232,6 +234,7 @@ def test_account_submit_limits_refuse_what_would_go_over(db_url: str) -> None:
         users=(
             UserAccount("alice", "lattice", default=True),
             UserAccount("alice", "chemistry"),
+            UserAccount("alice", "physics"),
             UserAccount("bob", "physics", default=True),
         ),
     )

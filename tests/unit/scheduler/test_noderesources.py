@@ -62,6 +62,20 @@ CASES: list[tuple[str, list[object], list[JobBuilder], JobBuilder, tuple[str, ..
         J(1).gpus(1, "a100"),
         ("b",),
     ),
+    (
+        "a gpu type matches a word of the model NVML reports",
+        [N("a").gpus(1, "NVIDIA A100-SXM4-80GB"), N("b").gpus(1, "NVIDIA H100 80GB HBM3")],
+        [],
+        J(1).gpus(1, "h100"),
+        ("b",),
+    ),
+    (
+        "a gpu type is never part of a word",
+        [N("a").gpus(1, "NVIDIA H100 80GB HBM3")],
+        [],
+        J(1).gpus(1, "100"),
+        R.BAD_CONSTRAINTS,
+    ),
     ("exclude is honoured", [N("a"), N("b")], [], J(1).exclude("a"), ("b",)),
     (
         "nodelist nodes are all in the allocation",

@@ -1,0 +1,66 @@
+"""Submit checks of a job's ``--qos`` and ``--account`` against ``[[qos]]``, ``[[accounts]]``
+and ``[[users]]`` of ``hal.toml`` (Slurm refuses both at submit, ``docs/priority.md``).
+
+* QoS: with a ``[[qos]]`` list, a job may name only a configured QoS or ``normal`` (the
+  QoS of jobs that name none, which exists in Slurm too whether listed or not); anything
+  else is refused with Slurm's "Invalid qos specification". HAL has no per-association
+  allowed-QoS lists (Slurm's ``QOS=`` of an association): every user may use every QoS.
+  Without a ``[[qos]]`` list any name is accepted (it only labels the job: no QoS has a
+  priority or a limit then).
+* Account: with an ``[[accounts]]`` list, a job's ``--account`` must be an account the
+  user may use, else Slurm's "Invalid account or account/partition combination
+  specified". A user listed in ``[[users]]`` may use the accounts of their associations
+  (``default_account`` and ``accounts``); any other user may use every configured account
+  and ``root`` (HAL gives them an association, with 1 share, where their jobs are
+  charged). A job naming no account is charged to the default account as before.
+  Without an ``[[accounts]]`` list any name is accepted (every job is charged to ``root``).
+"""
+
+from __future__ import annotations
+
+from hal.core.errors import InvalidRequest
+from hal.core.job import JobSpec
+from hal.core.priority import DEFAULT_QOS, ROOT_ACCOUNT, PriorityPolicy
+
+INVALID_QOS = "Invalid qos specification"
+INVALID_ACCOUNT = "Invalid account or account/partition combination specified"
+
+
+class Associations:
+    """The QoS and accounts of ``policy`` that jobs may name, built once per config."""
+
+    def __init__(self, policy: PriorityPolicy) -> None:
+        self.policy = policy
+        self._qos = frozenset({q.name for q in policy.qos} | {DEFAULT_QOS}) if policy.qos else None
+        self._accounts: frozenset[str] | None = None
+        self._by_user: dict[str, tuple[str, ...]] = {}
+        if policy.accounts:
+            self._accounts = frozenset({a.name for a in policy.accounts} | {ROOT_ACCOUNT})
+            by_user: dict[str, list[str]] = {}
+            for ua in policy.users:
+                by_user.setdefault(ua.user, []).append(ua.account)
+            self._by_user = {u: tuple(accts) for u, accts in by_user.items()}
+
+    def check(self, spec: JobSpec, where: str) -> None:
+        """Refuse a job whose QoS or account does not exist or is not the user's."""
+        if self._qos is not None and spec.qos and spec.qos not in self._qos:
+            raise InvalidRequest(
+                f"{INVALID_QOS}: {spec.qos!r} is not a QoS (known: {', '.join(sorted(self._qos))})",
+                field=where + "qos",
+            )
+        if self._accounts is None or not spec.account:
+            return
+        mine = self._by_user.get(spec.user)
+        if mine is None:
+            if spec.account in self._accounts:
+                return
+            allowed = sorted(self._accounts)
+        elif spec.account in mine:
+            return
+        else:
+            allowed = sorted(mine)
+        raise InvalidRequest(
+            f"{INVALID_ACCOUNT}: user {spec.user} may not use account {spec.account!r} "
+            f"(their accounts: {', '.join(allowed)})",
+            field=where + "account",
+        )

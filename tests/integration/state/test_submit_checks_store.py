@@ -1,0 +1,168 @@
+"""Submit checks of what a job names: its QoS, its account and its GPU type. Slurm
+refuses each at submit; HAL did not (an unknown QoS escaped the default QoS's limits, an
+unknown account was charged to the default one, an unknown GPU type pended forever).
+Refused batches store nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+
+import pytest
+
+from hal.config.model import HalConfig, PartitionConfig
+from hal.core.clock import VirtualClock
+from hal.core.errors import InvalidRequest
+from hal.core.job import JobSpec
+from hal.core.priority import Account, PriorityPolicy, Qos, UserAccount
+from hal.state.cluster import Cluster
+from hal.state.store import SqlStateStore
+from hal.testing.builders import make_node
+
+
+def spec(**kw: object) -> JobSpec:
+    base = JobSpec(user="alice", script="#!/bin/sh\ntrue\n")
+    return base.with_changes(**kw)
+
+
+def run(coro: Awaitable[None]) -> None:
+    asyncio.run(coro)  # type: ignore[arg-type]
+
+
+async def loaded(db_url: str, config: HalConfig) -> Cluster:
+    cluster = Cluster(SqlStateStore(db_url), config, VirtualClock(5.0))
+    await cluster.load()
+    return cluster
+
+
+def test_an_unknown_qos_is_refused_when_qos_are_configured(db_url: str) -> None:
+    """With ``[[qos]]``, only a listed QoS or ``normal`` (the default's name, listed or
+    not) may be named; without one, any name is accepted as before."""
+    policy = PriorityPolicy(qos=(Qos("high", priority=100), Qos("low", max_jobs_per_user=1)))
+
+    async def scenario() -> None:
+        cluster = await loaded(db_url, HalConfig(priority=policy))
+        with pytest.raises(InvalidRequest) as err:
+            await cluster.submit([spec(qos="high"), spec(qos="nope")])
+        assert str(err.value) == (
+            "Invalid qos specification: 'nope' is not a QoS (known: high, low, normal)"
+        )
+        assert err.value.field == "jobs[1].qos"
+        assert cluster.store.count_jobs() == 0
+        await cluster.submit([spec(qos="high"), spec(qos="low"), spec(qos="normal"), spec()])
+        assert cluster.store.count_jobs() == 4
+        await cluster.close()
+
+        plain = await loaded(db_url, HalConfig())  # no [[qos]]: a QoS is only a label
+        await plain.submit([spec(qos="nope")])
+        assert plain.store.count_jobs() == 5
+        await plain.close()
+
+    run(scenario())
+
+
+def test_an_account_the_user_may_not_use_is_refused(db_url: str) -> None:
+    """With ``[[accounts]]``, a user listed in ``[[users]]`` may name the accounts of
+    their associations; other users any configured account (or ``root``). A job that
+    names none is charged to the default account as before. Without ``[[accounts]]``
+    any name is accepted."""
+    policy = PriorityPolicy(
+        accounts=(Account("physics"), Account("lattice", "physics"), Account("chemistry")),
+        users=(
+            UserAccount("alice", "lattice", default=True),
+            UserAccount("alice", "physics"),
+        ),
+    )
+
+    async def scenario() -> None:
+        cluster = await loaded(db_url, HalConfig(priority=policy))
+        with pytest.raises(InvalidRequest) as err:
+            await cluster.submit([spec(account="nope")])
+        assert str(err.value) == (
+            "Invalid account or account/partition combination specified: user alice may "
+            "not use account 'nope' (their accounts: lattice, physics)"
+        )
+        assert err.value.field == "account"
+        with pytest.raises(InvalidRequest, match="may not use account 'chemistry'") as err:
+            await cluster.submit([spec(account="lattice"), spec(account="chemistry")])
+        assert err.value.field == "jobs[1].account"
+        with pytest.raises(InvalidRequest) as err:
+            await cluster.submit([spec(user="bob", account="nope")])
+        assert str(err.value).endswith(
+            "user bob may not use account 'nope' (their accounts: chemistry, lattice, physics, "
+            "root)"
+        )
+        assert cluster.store.count_jobs() == 0
+        await cluster.submit(
+            [
+                spec(account="lattice"),
+                spec(account="physics"),
+                spec(),  # alice's default, lattice
+                spec(user="bob", account="chemistry"),  # not in [[users]]: any account
+                spec(user="bob"),
+            ]
+        )
+        assert cluster.store.count_jobs() == 5
+        await cluster.close()
+
+        plain = await loaded(db_url, HalConfig())  # no [[accounts]]: everyone in root
+        await plain.submit([spec(account="nope")])
+        assert plain.store.count_jobs() == 6
+        await plain.close()
+
+    run(scenario())
+
+
+def test_a_gpu_type_no_node_has_is_refused(db_url: str) -> None:
+    """A GPU type is compared with the GPU models of the partition's nodes, as the
+    scheduler matches them; like the CPU and memory counts, not while the partition
+    has no nodes yet (they may join later)."""
+    config = HalConfig(
+        partitions=(
+            PartitionConfig(name="gpu", default=True, nodes=("a1", "a2", "h1")),
+            PartitionConfig(name="big", nodes=("v1",)),
+            PartitionConfig(name="later", nodes=("x1",)),
+        )
+    )
+
+    async def scenario() -> None:
+        cluster = await loaded(db_url, config)
+        for node in (
+            make_node("a1").gpus(4, "a100"),
+            make_node("a2").gpus(4, "a100"),
+            make_node("h1").gpus(8, "h100"),
+            make_node("v1").gpus(2, "v100"),
+        ):
+            cluster.nodes[node.build().name] = node.build()
+        with pytest.raises(InvalidRequest) as err:
+            await cluster.submit([spec(gpus_per_node=1, gpu_type="b200")])
+        assert str(err.value) == (
+            "Invalid generic resource (gres) specification: no node has GPU type 'b200' "
+            "(the cluster's types: a100, h100, v100)"
+        )
+        assert err.value.field == "gpu_type"
+        with pytest.raises(InvalidRequest) as err:  # --gpus=v100:1: on v1, not in "gpu"
+            await cluster.submit([spec(gpus_total=1, gpu_type="v100")])
+        assert "no node of the partition has GPU type 'v100' (its types: a100, h100)" in str(
+            err.value
+        )
+        with pytest.raises(InvalidRequest) as err:  # a100 nodes have 4 GPUs, h1 has 8
+            await cluster.submit([spec(gpus_per_node=8, gpu_type="a100")])
+        assert str(err.value).startswith("Requested node configuration is not available")
+        assert "the largest node with GPU type 'a100' has" in str(err.value)
+        with pytest.raises(InvalidRequest, match="the partition has 1 with GPU type 'h100'"):
+            await cluster.submit([spec(gpus_per_node=1, gpu_type="h100", nodes_min=2)])
+        assert cluster.store.count_jobs() == 0
+        await cluster.submit(
+            [
+                spec(gpus_per_node=4, gpu_type="a100", nodes_min=2, nodes_max=2),
+                spec(gpus_total=8, gpu_type="h100"),
+                spec(gpus_per_node=2, gpu_type="v100", partitions=("big",)),
+                spec(gpus_per_node=1, gpu_type="b200", partitions=("later",)),  # no nodes yet
+                spec(gpu_type="b200"),  # no GPUs asked: the type is not used
+            ]
+        )
+        assert cluster.store.count_jobs() == 5
+        await cluster.close()
+
+    run(scenario())
