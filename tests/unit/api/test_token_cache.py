@@ -3,6 +3,7 @@ store (the request dependencies then look them up on a worker thread)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,12 +14,22 @@ from hal.state.cluster import Caller
 from hal.state.store import SqlStateStore
 
 
-def test_known_tokens_come_from_memory_and_new_ones_from_the_store(tmp_path: Path) -> None:
+@pytest.fixture
+def alice(tmp_path: Path) -> Iterator[tuple[SqlStateStore, str]]:
+    """A migrated SQLite store with user alice, and her token."""
     store = SqlStateStore(f"sqlite:///{tmp_path / 'hal.db'}")
     store.migrate()
     token = new_token()
     with store.transaction() as tx:
         tx.add_user("alice", token_hash(token), admin=False, created=0.0)
+    yield store, token
+    store.close()
+
+
+def test_known_tokens_come_from_memory_and_new_ones_from_the_store(
+    alice: tuple[SqlStateStore, str],
+) -> None:
+    store, token = alice
     tokens = TokenCache(store)
     header = f"Bearer {token}"
     assert tokens.known(header) is None
@@ -28,7 +39,6 @@ def test_known_tokens_come_from_memory_and_new_ones_from_the_store(tmp_path: Pat
     assert tokens.known(header) is None
     with pytest.raises(Unauthenticated, match="unknown token"):
         tokens.caller("Bearer hal_not-a-token")
-    store.close()
 
 
 @pytest.mark.parametrize("header", [None, "", "Basic abc"])
@@ -38,13 +48,11 @@ def test_a_missing_token_is_refused_before_any_look_up(tmp_path: Path, header: s
         tokens.known(header)
 
 
-def test_forget_user_drops_only_that_users_tokens(tmp_path: Path) -> None:
+def test_forget_user_drops_only_that_users_tokens(alice: tuple[SqlStateStore, str]) -> None:
     """A replaced token (``hal user token``) is looked up again, and refused, at once."""
-    store = SqlStateStore(f"sqlite:///{tmp_path / 'hal.db'}")
-    store.migrate()
-    old, bob = new_token(), new_token()
+    store, old = alice
+    bob = new_token()
     with store.transaction() as tx:
-        tx.add_user("alice", token_hash(old), admin=False, created=0.0)
         tx.add_user("bob", token_hash(bob), admin=False, created=0.0)
     tokens = TokenCache(store)
     tokens.caller(f"Bearer {old}")
@@ -56,16 +64,13 @@ def test_forget_user_drops_only_that_users_tokens(tmp_path: Path) -> None:
     assert tokens.known(f"Bearer {bob}") == Caller(name="bob", admin=False)
     with pytest.raises(Unauthenticated, match="unknown token"):
         tokens.caller(f"Bearer {old}")
-    store.close()
 
 
-def test_a_look_up_that_began_before_a_forget_is_not_cached(tmp_path: Path) -> None:
+def test_a_look_up_that_began_before_a_forget_is_not_cached(
+    alice: tuple[SqlStateStore, str],
+) -> None:
     """The token read from the store just before it was replaced must not stay cached."""
-    store = SqlStateStore(f"sqlite:///{tmp_path / 'hal.db'}")
-    store.migrate()
-    token = new_token()
-    with store.transaction() as tx:
-        tx.add_user("alice", token_hash(token), admin=False, created=0.0)
+    store, token = alice
     tokens = TokenCache(store)
     read = store.user_by_token_hash
 
@@ -77,4 +82,3 @@ def test_a_look_up_that_began_before_a_forget_is_not_cached(tmp_path: Path) -> N
     store.user_by_token_hash = read_then_replaced  # type: ignore[method-assign]
     assert tokens.caller(f"Bearer {token}") == Caller(name="alice", admin=False)
     assert tokens.known(f"Bearer {token}") is None
-    store.close()

@@ -6,8 +6,6 @@ from __future__ import annotations
 import io
 import json
 import os
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -16,20 +14,6 @@ from hal.client.config import store_token
 from hal.testing.live import LiveServer
 
 HUGE = "9" * 23  # past the database's 64-bit integers
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with LiveServer(tmp_path_factory.mktemp("srv")) as live:
-        yield live
-
-
-@pytest.fixture
-def env(server: LiveServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LiveServer:
-    monkeypatch.setenv("HAL_URL", server.url)
-    monkeypatch.setenv("HAL_TOKEN", server.token)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    return server
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
