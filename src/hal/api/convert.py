@@ -19,6 +19,7 @@ from hal.core.slurm_syntax import (
 from hal.state import preempt
 from hal.state.cluster import Cluster
 from hal.state.suspension import SUSPENDED_AT, SUSPENDED_S
+from hal.wire.bounds import INT64_MAX
 from hal.wire.jobs import JobInfo, JobSubmit
 from hal.wire.nodes import BlockInfo, NodeInfo, PartitionInfo, SwitchInfo, TopologyInfo
 
@@ -65,6 +66,10 @@ def to_spec(
         data = expand_datasets(data, datasets or {})
     except InvalidRequest as err:
         raise InvalidRequest(f"{where}{err.message}", field=where + (err.field or "")) from err
+    for term in dependency.terms if dependency else ():
+        for jid in term.job_ids:
+            if jid > INT64_MAX:  # no job has it, and the database would fail on it
+                raise bad(f"Job dependency problem: job {jid} does not exist", "dependency")
     partitions = tuple(p.strip() for p in (req.partition or "").split(",") if p.strip())
     return JobSpec(
         user=user,

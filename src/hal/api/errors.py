@@ -7,6 +7,7 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 from hal.core.errors import HalError
 
@@ -31,9 +32,38 @@ def install(app: FastAPI) -> None:
     async def _hal_error(_request: Request, err: HalError) -> JSONResponse:
         return problem(err.http_status, err.code, err.message, err.field)
 
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, err: HTTPException) -> JSONResponse:
+        # Starlette's own refusals (no such route, wrong method) in the same shape
+        path = request.url.path
+        if err.status_code == 404:
+            found = problem(404, "not_found", f"no such path {path}; /docs lists the API")
+        elif err.status_code == 405:
+            found = problem(
+                405,
+                "method_not_allowed",
+                f"{request.method} is not allowed on {path} (/docs lists each path's methods)",
+            )
+        else:
+            found = problem(err.status_code, "http_error", str(err.detail))
+        found.headers.update(err.headers or {})
+        return found
+
     @app.exception_handler(RequestValidationError)
     async def _validation(_request: Request, err: RequestValidationError) -> JSONResponse:
         first = err.errors()[0] if err.errors() else {}
+        if first.get("type") == "json_invalid":  # FastAPI's: loc is ("body", offset)
+            pos = first.get("loc", ("body", 0))[-1]
+            why = first.get("ctx", {}).get("error", "malformed")
+            detail = f"request: Invalid JSON: {why} at character {pos}"
+            return problem(400, "invalid_request", detail)
+        if tuple(first.get("loc", ())) == ("body",) and isinstance(first.get("input"), bytes):
+            return problem(  # FastAPI passes a body it did not parse as JSON on as bytes
+                400,
+                "invalid_request",
+                "request: the body was not read as JSON; send it with "
+                "'Content-Type: application/json'",
+            )
         loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
         field = ".".join(loc) or None
         msg = str(first.get("msg", "invalid request"))

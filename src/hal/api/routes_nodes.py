@@ -6,7 +6,7 @@ import re
 from typing import Annotated
 
 from fastapi import APIRouter, Depends
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from hal import __version__
@@ -97,6 +97,7 @@ def _user_name(name: str) -> str:
 
 
 class NewUser(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt "admin" is refused, not ignored
     name: Annotated[str, AfterValidator(_user_name)] = Field(
         json_schema_extra={"pattern": USER_NAME}
     )

@@ -20,13 +20,14 @@ from typing import Literal
 from pydantic import Field
 
 from hal.wire.base import WireModel
+from hal.wire.bounds import INT64_MAX
 
 
 class AgentRegister(WireModel):
     node: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-    cpus: int = Field(ge=1)
-    memory_bytes: int = Field(ge=1)
-    gpus: int = Field(default=0, ge=0)
+    cpus: int = Field(ge=1, le=INT64_MAX)
+    memory_bytes: int = Field(ge=1, le=INT64_MAX)
+    gpus: int = Field(default=0, ge=0, le=1024)  # as a job's --gpus-per-node
     gpu_model: str = ""
     gpu_islands: list[list[int]] = Field(default_factory=list)  # NVLink; [] = one
     # rack/zone/region/site (core.topology_labels); the config's [[topology.labels]] win

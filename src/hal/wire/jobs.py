@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import ConfigDict, Field
 
 from hal.wire.base import WireModel
+from hal.wire.bounds import INT64_MAX, LATEST_SECONDS
 from hal.wire.submit import JobSubmit, SubmitResult, WillRun, bind_limits
 
 bind_limits()  # pydantic evaluates JobSubmit's annotations below
@@ -125,8 +126,8 @@ class JobUpdate(WireModel):
     """Fields ``scontrol update job`` may change."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
-    time_limit_seconds: int | None = Field(default=None, ge=0)
-    priority: int | None = Field(default=None, ge=0)
+    time_limit_seconds: int | None = Field(default=None, ge=0, le=LATEST_SECONDS)
+    priority: int | None = Field(default=None, ge=0, le=INT64_MAX)
     nice: int | None = Field(default=None, ge=-10000, le=10000)
     name: str | None = Field(default=None, max_length=256)
     comment: str | None = Field(default=None, max_length=4096)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import ConfigDict, Field
 
 from hal.wire.base import WireModel
+from hal.wire.bounds import LATEST_SECONDS
 
 _NAME = r"^[A-Za-z0-9_.-]{1,128}$"
 
@@ -36,9 +37,9 @@ class ReservationCreate(WireModel):
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
     name: str = Field(pattern=_NAME)
-    start_time: float | None = None
-    end_time: float | None = None
-    duration_seconds: float | None = Field(default=None, gt=0)
+    start_time: float | None = Field(default=None, ge=0, le=LATEST_SECONDS)
+    end_time: float | None = Field(default=None, ge=0, le=LATEST_SECONDS)
+    duration_seconds: float | None = Field(default=None, gt=0, le=LATEST_SECONDS)
     nodes: list[str] | None = None
     node_count: int | None = Field(default=None, ge=1)
     users: list[str] = Field(default_factory=list)
@@ -51,9 +52,9 @@ class ReservationUpdate(WireModel):
     """Only the fields given change (``start_time`` alone keeps the duration)."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
-    start_time: float | None = None
-    end_time: float | None = None
-    duration_seconds: float | None = Field(default=None, gt=0)
+    start_time: float | None = Field(default=None, ge=0, le=LATEST_SECONDS)
+    end_time: float | None = Field(default=None, ge=0, le=LATEST_SECONDS)
+    duration_seconds: float | None = Field(default=None, gt=0, le=LATEST_SECONDS)
     nodes: list[str] | None = None
     node_count: int | None = Field(default=None, ge=1)
     users: list[str] | None = None

@@ -20,6 +20,8 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeVar
 
+from hal.wire.bounds import LATEST_SECONDS
+
 if TYPE_CHECKING:
     from annotated_types import Ge, Le, MaxLen
 
@@ -62,7 +64,7 @@ class JobSubmit:
     gpus: Annotated[int, Ge(0), Le(1_000_000)] = 0
     gpus_per_task: Annotated[int, Ge(0), Le(1024)] = 0
     gpu_type: Annotated[str | None, MaxLen(64)] = None
-    time_limit_seconds: Annotated[int | None, Ge(0)] = None
+    time_limit_seconds: Annotated[int | None, Ge(0), Le(LATEST_SECONDS)] = None
     array: Annotated[str | None, MaxLen(4096)] = None
     dependency: Annotated[str | None, MaxLen(4096)] = None
     kill_on_invalid_dep: bool = False
@@ -72,7 +74,7 @@ class JobSubmit:
     exclude: list[str] = field(default_factory=list)
     nodelist: list[str] = field(default_factory=list)
     hold: bool = False
-    begin_time: float | None = None
+    begin_time: Annotated[float | None, Le(LATEST_SECONDS)] = None  # NaN fails Le too
     requeue: bool = True
     signal: Annotated[str | None, MaxLen(64)] = None
     exclusive: bool = False

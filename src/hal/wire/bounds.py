@@ -1,0 +1,12 @@
+"""Limits on numbers that reach the database or a clock, shared by the wire schemas.
+
+Standard library only: ``hal.wire.submit`` (imported by every ``sbatch``) uses them.
+"""
+
+from __future__ import annotations
+
+# The database's BIGINT: a larger count fails the insert (a 500, not a 400).
+INT64_MAX = 2**63 - 1
+# Times (Unix seconds) and durations end by 5000-01-01T00:00:00Z, so a start plus a
+# duration is still a date Python's datetime can show (up to the year 9999).
+LATEST_SECONDS = 95_617_584_000

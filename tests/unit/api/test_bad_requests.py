@@ -1,0 +1,127 @@
+"""Bad input to the REST API against a real server: every refusal is a 4xx in HAL's
+problem+json that names the field and says what to send, never a 500 with a traceback
+(numbers the database or the clock cannot hold, bodies FastAPI did not parse, routes
+and methods that do not exist)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from json import dumps
+
+import httpx
+import pytest
+
+from hal.testing.live import LiveServer
+
+SCRIPT = {"script": "#!/bin/sh\ntrue\n", "workdir": "/tmp"}
+HUGE = 2**70
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with LiveServer(tmp_path_factory.mktemp("srv")) as live:
+        yield live
+
+
+def call(
+    server: LiveServer,
+    method: str,
+    path: str,
+    *,
+    json: object = None,
+    content: bytes | None = None,
+    content_type: str = "application/json",
+) -> httpx.Response:
+    if json is not None:
+        content = dumps(json).encode()  # NaN and Infinity as Python writes them
+    headers = {"Authorization": f"Bearer {server.token}", "Content-Type": content_type}
+    return httpx.request(method, server.url + path, headers=headers, content=content, timeout=10)
+
+
+def refused(r: httpx.Response, status: int, field: str | None, *words: str) -> None:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"] == "application/problem+json", r.text
+    body = r.json()
+    assert body.get("field") == field, body
+    for word in words:
+        assert word in body["detail"], body
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"time_limit_seconds": 2**63}, "time_limit_seconds"),
+        ({"begin_time": 1e12}, "begin_time"),  # the year 33658: the job waited forever
+        ({"dependency": f"afterok:{HUGE}"}, "dependency"),
+    ],
+)
+def test_out_of_range_submissions_are_refused(
+    server: LiveServer, extra: dict[str, object], field: str
+) -> None:
+    refused(call(server, "POST", "/v1/jobs", json={**SCRIPT, **extra}), 400, field)
+    r = call(server, "POST", "/v1/jobs/batch", json={"jobs": [{**SCRIPT, **extra}]})
+    assert r.status_code == 400 and r.json()["field"].endswith(field), r.text
+
+
+def test_a_dependency_on_a_huge_id_says_the_job_does_not_exist(server: LiveServer) -> None:
+    r = call(server, "POST", "/v1/jobs", json={**SCRIPT, "dependency": f"afterok:{HUGE}"})
+    refused(r, 400, "dependency", f"job {HUGE} does not exist")
+
+
+def test_an_infinite_begin_time_is_refused(server: LiveServer) -> None:
+    body = {**SCRIPT, "begin_time": float("inf")}
+    refused(call(server, "POST", "/v1/jobs", json=body), 400, "begin_time")
+
+
+def test_updates_out_of_the_database_range_are_refused(server: LiveServer) -> None:
+    job = call(server, "POST", "/v1/jobs", json=SCRIPT).json()["job_id"]
+    for field in ("time_limit_seconds", "priority"):
+        r = call(server, "PATCH", f"/v1/jobs/{job}", json={field: 2**63})
+        refused(r, 400, field, "less than or equal to")
+
+
+@pytest.mark.parametrize("field", ["cpus", "memory_bytes", "gpus"])
+def test_an_agent_with_impossible_resources_is_refused(server: LiveServer, field: str) -> None:
+    body = {"node": "huge", "cpus": 1, "memory_bytes": 1, field: HUGE}
+    refused(call(server, "POST", "/v1/agent/register", json=body), 400, field)
+
+
+@pytest.mark.parametrize(
+    "times",
+    [
+        {"start_time": 1e300, "duration_seconds": 60},
+        {"end_time": -1e300},
+        {"start_time": float("nan"), "duration_seconds": 60},
+    ],
+)
+def test_reservation_times_a_clock_cannot_show_are_refused(
+    server: LiveServer, times: dict[str, float]
+) -> None:
+    body = {"name": "r1", "node_count": 1, "users": ["admin"], **times}
+    r = call(server, "POST", "/v1/reservations", json=body)
+    refused(r, 400, next(iter(times)))
+
+
+def test_an_unknown_user_field_is_refused_not_ignored(server: LiveServer) -> None:
+    r = call(server, "POST", "/v1/users", json={"name": "typo", "admn": True})
+    refused(r, 400, "admn", "Extra inputs")
+    names = [u["name"] for u in call(server, "GET", "/v1/users").json()["users"]]
+    assert "typo" not in names
+
+
+def test_malformed_json_says_so(server: LiveServer) -> None:
+    r = call(server, "PATCH", "/v1/jobs/1", content=b'{"name": ')
+    refused(r, 400, None, "Invalid JSON", "at character 9")
+
+
+def test_a_body_sent_as_a_form_asks_for_json(server: LiveServer) -> None:
+    form = "application/x-www-form-urlencoded"  # curl -d's default
+    r = call(server, "POST", "/v1/users", content=b'{"name": "zed"}', content_type=form)
+    refused(r, 400, None, "Content-Type: application/json")
+
+
+def test_unknown_paths_and_methods_are_problem_json(server: LiveServer) -> None:
+    refused(call(server, "GET", "/v1/nope"), 404, None, "no such path /v1/nope")
+    r = call(server, "PUT", "/v1/jobs")
+    refused(r, 405, None, "PUT is not allowed on /v1/jobs", "/docs")
+    assert r.headers["allow"]
