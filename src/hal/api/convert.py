@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Iterable, Mapping
 
 from hal.core.data import expand_datasets, parse_data_keys
 from hal.core.errors import InvalidRequest
@@ -26,6 +27,26 @@ from hal.wire.nodes import BlockInfo, NodeInfo, PartitionInfo, SwitchInfo, Topol
 MAX_ENV_BYTES = 1024 * 1024
 
 
+def nul_field(value: object, path: str = "") -> str | None:
+    """Where ``value`` (a request's fields, as JSON gives them) holds a NUL character, e.g.
+    ``environment.A``; None when nowhere. PostgreSQL's text columns cannot store one."""
+    if isinstance(value, str):
+        return (path or "value") if "\x00" in value else None
+    if isinstance(value, dict):
+        items: Iterable[tuple[object, object]] = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        if isinstance(key, str) and "\x00" in key:
+            return f"{path}.{key!r}" if path else repr(key)
+        found = nul_field(item, f"{path}.{key}" if path else str(key))
+        if found is not None:
+            return found
+    return None
+
+
 def to_spec(
     req: JobSubmit,
     user: str,
@@ -41,6 +62,9 @@ def to_spec(
 
     if not req.script.strip():
         raise bad("the batch script is empty", "script")
+    nul = nul_field({f.name: getattr(req, f.name) for f in dataclasses.fields(req)})
+    if nul is not None:
+        raise bad("holds a NUL character (\\u0000), which no job field may hold; remove it", nul)
     if sum(len(k) + len(v) for k, v in req.environment.items()) > MAX_ENV_BYTES:
         raise bad("the environment is larger than 1 MiB", "environment")
     if not req.workdir.startswith("/"):

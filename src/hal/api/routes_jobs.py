@@ -13,7 +13,7 @@ from fastapi.responses import PlainTextResponse
 from pydantic import ValidationError
 
 from hal.api.context import ServerContext, caller_dep, context_dep
-from hal.api.convert import job_info, to_spec
+from hal.api.convert import job_info, nul_field, to_spec
 from hal.api.fastpath import body_schema, json_response, read_body
 from hal.core.errors import InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import Job, JobSpec
@@ -293,5 +293,12 @@ async def requeue_job(job_id: str, ctx: Ctx, caller: Who) -> dict[str, object]:
 
 @router.patch("/{job_id}", response_model=JobInfo)
 async def update_job(job_id: str, body: JobUpdate, ctx: Ctx, caller: Who) -> JobInfo:
-    changed = await ctx.cluster.update(job_id, caller, **body.model_dump(exclude_none=True))
+    fields = body.model_dump(exclude_none=True)
+    nul = nul_field(fields)
+    if nul is not None:
+        raise InvalidRequest(
+            f"{nul}: holds a NUL character (\\u0000), which no job field may hold; remove it",
+            field=nul,
+        )
+    changed = await ctx.cluster.update(job_id, caller, **fields)
     return job_info(changed[0], ctx.cluster)

@@ -1,0 +1,58 @@
+"""A NUL character (``\\u0000``) in a job's fields is refused as the user's error, naming
+the field, on both stores: PostgreSQL's text columns cannot hold one, and the insert
+failed there with a 500 (the script and the name) or stored it (the rest)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from hal.testing.live import LiveServer
+
+SCRIPT = "#!/bin/sh\necho hi\n"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LiveServer]:
+    db_url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
+    with LiveServer(tmp_path, db_url=db_url) as live:
+        yield live
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"script": "#!/bin/sh\necho \x00\n"}, "script"),
+        ({"script": SCRIPT, "name": "a\x00b"}, "name"),
+        ({"script": SCRIPT, "comment": "c\x00"}, "comment"),
+        ({"script": SCRIPT, "environment": {"A": "x\x00"}}, "environment.A"),
+        ({"script": SCRIPT, "exclude": ["n1", "n\x002"]}, "exclude.1"),
+    ],
+)
+def test_a_nul_in_a_submission_is_refused_naming_the_field(
+    server: LiveServer, body: dict[str, object], field: str
+) -> None:
+    auth = {"Authorization": f"Bearer {server.token}"}
+    r = httpx.post(server.url + "/v1/jobs", json=body, headers=auth, timeout=10)
+    assert r.status_code == 400, r.text
+    problem = r.json()
+    assert problem["field"] == field
+    assert "NUL character" in problem["detail"]
+    batch = httpx.post(server.url + "/v1/jobs/batch", json={"jobs": [body]}, headers=auth)
+    assert (batch.status_code, batch.json()["field"]) == (400, f"jobs[0].{field}")
+    listed = httpx.get(server.url + "/v1/jobs", headers=auth).json()
+    assert listed["jobs"] == []  # nothing half-stored
+
+
+def test_a_nul_in_an_update_is_refused(server: LiveServer) -> None:
+    auth = {"Authorization": f"Bearer {server.token}"}
+    job = httpx.post(
+        server.url + "/v1/jobs", json={"script": SCRIPT, "hold": True}, headers=auth
+    ).json()["job_id"]
+    r = httpx.patch(f"{server.url}/v1/jobs/{job}", json={"name": "x\x00"}, headers=auth)
+    assert (r.status_code, r.json()["field"]) == (400, "name")
+    shown = httpx.get(f"{server.url}/v1/jobs/{job}", headers=auth).json()
+    assert "\x00" not in shown["name"]
