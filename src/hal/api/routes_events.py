@@ -80,7 +80,7 @@ async def _stream(ctx: ServerContext, after: int, follow: bool) -> AsyncIterator
             written = loop.time()
         if len(batch) == 1000:
             continue
-        if not follow:
+        if not follow or cluster.closing:
             return
         async with cluster.events_changed:
             try:

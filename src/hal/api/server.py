@@ -15,8 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from types import FrameType
 from typing import cast
 
 import uvicorn
@@ -219,17 +220,45 @@ class HalServer:
             timeout_graceful_shutdown=5,
             lifespan="on",
         )
-        server = uvicorn.Server(config) if stop is None else _EmbeddedServer(config)
+        loop = asyncio.get_running_loop()
+
+        def release() -> None:  # from uvicorn's signal handler
+            def start() -> None:
+                self._releasing = loop.create_task(self._release_waiters())
+
+            loop.call_soon_threadsafe(start)
+
         if stop is None:
-            await server.serve()
+            await _Server(config, release).serve()
             return
+        server = _EmbeddedServer(config, release)
         serving = asyncio.create_task(server.serve())
         await stop.wait()
+        await self._release_waiters()
         server.should_exit = True
         await serving
 
+    async def _release_waiters(self) -> None:
+        """Before the graceful shutdown: requests that wait by design (agents' output
+        polls, followed event streams) answer now, so shutting down does not wait
+        ``timeout_graceful_shutdown`` for them and then cancel them with a traceback."""
+        self.observe.output_relay.close()
+        await self.cluster.release_waiters()
 
-class _EmbeddedServer(uvicorn.Server):
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling HAL when a signal asks it to stop (``release``)."""
+
+    def __init__(self, config: uvicorn.Config, release: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._release = release
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._release()
+        super().handle_exit(sig, frame)
+
+
+class _EmbeddedServer(_Server):
     """A uvicorn server that leaves signals to its owner (``hal up`` stops it via ``stop``)."""
 
     @contextlib.contextmanager

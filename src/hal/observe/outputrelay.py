@@ -73,6 +73,14 @@ class OutputRelay:
         self._mailboxes: dict[str, _Mailbox] = {}
         self._waiting: dict[str, asyncio.Future[OutputChunk]] = {}
         self._ids = itertools.count(1)
+        self._closing = False
+
+    def close(self) -> None:
+        """The server is stopping: held polls answer now (with no reads) instead of
+        keeping the server's graceful shutdown waiting for them, and new ones at once."""
+        self._closing = True
+        for box in self._mailboxes.values():
+            box.wake.set()
 
     # -- the agent's long poll ------------------------------------------------------------
     async def poll(self, node: str, poll: OutputPoll) -> OutputReads:
@@ -85,7 +93,7 @@ class OutputRelay:
             # else: its reader gave up (timeout) or left; the answer is dropped
         box = self._mailboxes.setdefault(node, _Mailbox())
         box.polled_at = self.cluster.clock.now()
-        if not box.reads and poll.wait_seconds > 0:
+        if not box.reads and poll.wait_seconds > 0 and not self._closing:
             box.wake.clear()
             try:
                 async with asyncio.timeout(poll.wait_seconds):

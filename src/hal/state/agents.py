@@ -208,7 +208,7 @@ async def sync(cluster: Cluster, node: str, request: AgentSync) -> AgentInstruct
         await apply_reports(cluster, node, fresh)
         session.acked_seq = max(r.seq for r in fresh)
     await _check_lost(cluster, session, set(request.running), now)
-    if not session.outbox and request.wait_seconds > 0:
+    if not session.outbox and request.wait_seconds > 0 and not cluster.closing:
         session.wake.clear()
         # a healthy agent must be back well before the node timeout
         wait = min(request.wait_seconds, cluster.config.node_timeout_seconds / 3)

@@ -108,10 +108,20 @@ class Cluster:
         self._lock = asyncio.Lock()
         self.changed = asyncio.Event()  # the scheduler waits on this
         self.events_changed = asyncio.Condition()  # event streams wait on this
+        self.closing = False  # the server is stopping (``release_waiters``)
         self._listeners: list[Callable[[Sequence[Job]], None]] = []
         self._assoc: Associations | None = None  # see _associations
 
     # -- plumbing ---------------------------------------------------------------------
+    async def release_waiters(self) -> None:
+        """The server is stopping: agents' held syncs answer now and followed event
+        streams end, instead of holding the graceful shutdown until its timeout."""
+        self.closing = True
+        for session in self.agent_sessions.values():
+            session.wake.set()
+        async with self.events_changed:
+            self.events_changed.notify_all()
+
     async def db(self, fn: Callable[..., T], *args: object) -> T:
         """Run ``fn`` on the store's thread (serialises writers, keeps the loop free)."""
         return await asyncio.get_running_loop().run_in_executor(self._db, fn, *args)
