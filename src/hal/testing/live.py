@@ -145,6 +145,7 @@ class LiveServer:
 
     def stop(self) -> None:
         self.stop_agents()
+        self.end_fork_servers()
         if self._loop is not None and self._stop is not None:
             self._loop.call_soon_threadsafe(self._stop.set)
         if self._thread is not None:
@@ -235,6 +236,24 @@ class LiveServer:
         for p in self._agents:
             stop_process(p)
         self._agents = []
+
+    def end_fork_servers(self) -> None:
+        """Kill the fork servers of this server's agents and the jobs under them. An agent
+        that stops leaves them running by design (a restarted agent re-adopts its jobs);
+        a test's cluster takes them down with it instead of leaving them on the machine.
+        They are known by the ``HAL_URL`` they inherited from the agent (``env``)."""
+        import psutil
+
+        for proc in psutil.process_iter(["cmdline"]):
+            try:
+                if "hal.agent.forkserver" not in (proc.info["cmdline"] or ()):
+                    continue
+                if proc.environ().get("HAL_URL") != self.url:
+                    continue
+                for member in [*proc.children(recursive=True), proc]:
+                    member.kill()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
 
 
 def stop_process(
