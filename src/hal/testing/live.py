@@ -241,7 +241,8 @@ class LiveServer:
         """Kill the fork servers of this server's agents and the jobs under them. An agent
         that stops leaves them running by design (a restarted agent re-adopts its jobs);
         a test's cluster takes them down with it instead of leaving them on the machine.
-        They are known by the ``HAL_URL`` they inherited from the agent (``env``)."""
+        They are known by the ``HAL_URL`` they inherited from the agent (``env``); one whose
+        agent still runs (a test keeps it across a server restart) is left alone."""
         import psutil
 
         for proc in psutil.process_iter(["cmdline"]):
@@ -250,6 +251,10 @@ class LiveServer:
                     continue
                 if proc.environ().get("HAL_URL") != self.url:
                     continue
+                parent = proc.parent()
+                above = parent.cmdline() if parent is not None else []
+                if "hal.cli.main" in above or "hal.agent.forkserver" in above:
+                    continue  # its agent runs; or a fork server's own child, ended with it
                 for member in [*proc.children(recursive=True), proc]:
                     member.kill()
             except (psutil.NoSuchProcess, psutil.AccessDenied):
