@@ -500,6 +500,7 @@ class Cluster:
         self._associations().check(spec, where)
         candidates = [n for n in self.nodes.values() if partition.contains(n.name)]
         if candidates:
+            self._check_nodelist(spec, where)
             self._check_gpu_type(spec, candidates, where)
             self._check_fits_somewhere(spec, candidates, where)
         advance_reservations.check_job(self, spec, limit, where)
@@ -553,6 +554,24 @@ class Cluster:
         if self._assoc is None or self._assoc.policy is not policy:
             self._assoc = Associations(policy)
         return self._assoc
+
+    def _check_nodelist(self, spec: JobSpec, where: str) -> None:
+        """``--nodelist`` may name only nodes the cluster knows (registered, or named by a
+        partition of the config and yet to join), as Slurm's nodes must be in its config:
+        an unknown name, or a host list sent unexpanded over REST (``n[1-4]``), would
+        otherwise leave the job pending on BadConstraints for ever. Checked, like the
+        counts, only once the partition has nodes."""
+        if not spec.nodelist:
+            return
+        configured = {n for p in self.partitions.values() for n in p.nodes}
+        unknown = [n for n in spec.nodelist if n not in self.nodes and n not in configured]
+        if unknown:
+            raise InvalidRequest(
+                f"Invalid node name specified: {', '.join(unknown[:5])} "
+                f"(`hal sinfo -N` lists the nodes; a REST client sends names, not host "
+                f"lists like n[1-4])",
+                field=where + "nodelist",
+            )
 
     def _check_gpu_type(self, spec: JobSpec, nodes: list[Node], where: str) -> None:
         """A job asking GPUs of a type (``--gres=gpu:TYPE:N``, ``--gpus=TYPE:N``) needs a

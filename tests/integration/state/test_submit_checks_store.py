@@ -166,3 +166,37 @@ def test_a_gpu_type_no_node_has_is_refused(db_url: str) -> None:
         await cluster.close()
 
     run(scenario())
+
+
+def test_a_nodelist_names_only_known_nodes(db_url: str) -> None:
+    """``--nodelist`` names registered nodes or nodes a partition of the config names (yet
+    to join); anything else, a host list sent unexpanded over REST included, is refused as
+    Slurm refuses it, instead of pending on BadConstraints for ever. Not while the
+    partition has no nodes yet."""
+    config = HalConfig(
+        partitions=(
+            PartitionConfig(name="batch", default=True, nodes=("n1", "n2")),
+            PartitionConfig(name="later", nodes=("x1",)),
+        )
+    )
+
+    async def scenario() -> None:
+        cluster = await loaded(db_url, config)
+        cluster.nodes["n1"] = make_node("n1").build()
+        for names in (("nosuch",), ("n1", "n[1-4]")):
+            with pytest.raises(InvalidRequest) as err:
+                await cluster.submit([spec(nodelist=names)])
+            assert str(err.value).startswith(f"Invalid node name specified: {names[-1]} ")
+            assert err.value.field == "nodelist"
+        assert cluster.store.count_jobs() == 0
+        await cluster.submit(
+            [
+                spec(nodelist=("n1",)),
+                spec(nodelist=("n2",)),  # configured, not registered yet
+                spec(nodelist=("x9",), partitions=("later",)),  # no nodes yet: not checked
+            ]
+        )
+        assert cluster.store.count_jobs() == 3
+        await cluster.close()
+
+    run(scenario())
