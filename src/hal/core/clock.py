@@ -8,6 +8,7 @@ inputs give the same decisions. Times are float seconds since the Unix epoch.
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import Protocol
 
 
@@ -40,3 +41,13 @@ class VirtualClock:
         if when < self._now:
             raise ValueError("a clock cannot go backwards")
         self._now = when
+
+
+def utc_text(t: float) -> str:
+    """``t`` as an ISO-8601 UTC time for messages ("2026-11-25T08:00:00+00:00"); a time
+    no date can show (past the year 9999, NaN) as its number, so a message about a bad
+    time never fails itself."""
+    try:
+        return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds")
+    except (OverflowError, OSError, ValueError):
+        return f"{t} (Unix seconds)"

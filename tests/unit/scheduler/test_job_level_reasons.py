@@ -142,3 +142,12 @@ def test_a_begin_time_is_the_expected_start(sched: Scheduler) -> None:
     updates = {u.job_id: u for u in plan.updates}
     assert updates[1].reason is R.BEGIN_TIME and updates[1].expected_start == NOW + 600
     assert 2 not in updates and placed_nodes(plan).keys() == {2}
+
+
+def test_a_begin_time_no_date_can_show_still_gives_a_reason(sched: Scheduler) -> None:
+    """A begin time past the year 9999 (the API refuses it now; stored ones may exist)
+    pends with BeginTime and its number, instead of the pass failing on the date."""
+    snap = _cluster().pending(J(1).begin(1e300)).build()
+    result = sched.run_pass(snap)
+    assert {u.job_id: u.reason for u in result.plan.updates} == {1: R.BEGIN_TIME}
+    assert result.statuses[1].message == "may not start before 1e+300 (Unix seconds)"

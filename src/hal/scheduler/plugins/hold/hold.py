@@ -6,8 +6,7 @@ is the one the user needs to hear about.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
+from hal.core.clock import utc_text
 from hal.core.job import Job
 from hal.core.states import PendingReason
 from hal.scheduler.framework.context import PassContext
@@ -30,10 +29,9 @@ class HoldAndBegin:
             )
         begin = job.spec.begin_time
         if begin is not None and begin > ctx.now:
-            when = datetime.fromtimestamp(begin, UTC).isoformat(timespec="seconds")
             return unschedulable(
                 PendingReason.BEGIN_TIME,
-                f"may not start before {when}",
+                f"may not start before {utc_text(begin)}",
                 NAME,
                 earliest_start=begin,
             )

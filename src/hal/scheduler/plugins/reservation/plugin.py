@@ -16,10 +16,10 @@ not use. Without reservations in the snapshot the plugin answers SKIP and costs 
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
 
 import numpy as np
 
+from hal.core.clock import utc_text
 from hal.core.job import Job
 from hal.core.reservation import Reservation
 from hal.core.states import PendingReason
@@ -37,10 +37,6 @@ NAME = "reservation"
 _MASKS: StateKey[dict[str, BoolArray]] = StateKey("reservation.masks")
 # per pass: an ordinary job's run [t0, t1) → its Filter result (shared: never written)
 _RESULTS: StateKey[dict[tuple[float, float], FilterResult]] = StateKey("reservation.outside")
-
-
-def _when(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds")
 
 
 def find(ctx: PassContext, name: str) -> Reservation | None:
@@ -99,7 +95,7 @@ class Reservations:
         if start > now:
             return unschedulable(
                 PendingReason.RESERVATION,
-                f"waits for reservation {r.name} to start at {_when(start)}",
+                f"waits for reservation {r.name} to start at {utc_text(start)}",
                 NAME,
                 earliest_start=start,
             )
@@ -115,7 +111,7 @@ class Reservations:
             return unschedulable(
                 PendingReason.RESERVATION,
                 f"time limit {limit}s runs past the end of reservation {r.name} at "
-                f"{_when(end)}; it starts only when the whole limit fits in a window",
+                f"{utc_text(end)}; it starts only when the whole limit fits in a window",
                 NAME,
             )
         return SUCCESS
