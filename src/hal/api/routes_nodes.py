@@ -159,3 +159,25 @@ async def replace_token(name: str, ctx: Ctx, _admin: Admin) -> UserCreated:
         raise missing
     ctx.tokens.forget_user(name)
     return UserCreated(name=name, admin=admin, token=token)
+
+
+@router.delete("/users/{name}", response_model=UserInfo)
+async def delete_user(name: str, ctx: Ctx, admin: Admin) -> UserInfo:
+    """Remove a user (``hal user delete NAME``): their token is refused from the next
+    request on. Their jobs stay as they are (running jobs run on, accounting keeps them);
+    cancel them first if they must stop. An administrator cannot delete themself, so a
+    cluster always keeps one."""
+    if name == admin.name:
+        raise Conflict(f"you are {name}: another administrator may delete this user")
+    store = ctx.cluster.store
+    was_admin = dict(await ctx.cluster.db(store.users)).get(name)
+    if was_admin is None:
+        raise NotFound(f"no user {name} (`hal user list` lists users)")
+
+    def work() -> int:
+        with store.transaction() as tx:
+            return tx.delete_user(name)
+
+    await ctx.cluster.db(work)
+    ctx.tokens.forget_user(name)
+    return UserInfo(name=name, admin=was_admin)

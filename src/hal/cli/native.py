@@ -70,6 +70,9 @@ def add_commands(sub: Any) -> None:
     p = usub.add_parser("token", help="give a user a new token; the old one stops working")
     p.add_argument("name")
     p.set_defaults(func=cmd_user_token)
+    p = usub.add_parser("delete", help="remove a user; their token stops working")
+    p.add_argument("name")
+    p.set_defaults(func=cmd_user_delete)
     p = usub.add_parser("list", help="list users")
     p.set_defaults(func=cmd_user_list)
 
@@ -225,6 +228,13 @@ def cmd_user_token(ns: argparse.Namespace) -> int:
     admin = " (admin)" if issued.admin else ""
     print(f"new token for user {issued.name}{admin}; the old one no longer works")
     print(f"token (shown once; give it to the user for `hal login`): {issued.token}")
+    return 0
+
+
+def cmd_user_delete(ns: argparse.Namespace) -> int:
+    with HalClient() as hal:
+        gone = hal.delete_user(ns.name)
+    print(f"deleted user {gone.name}; their token no longer works (their jobs are kept)")
     return 0
 
 

@@ -384,6 +384,13 @@ class HalClient:
         path = f"/v1/users/{_seg(name, 'user name', 'hal user list')}/token"
         return UserCreated.model_validate_json(self._request("POST", path).body)
 
+    def delete_user(self, name: str) -> UserInfo:
+        """Remove user ``name`` (admin only); their token stops working, their jobs stay."""
+        from hal.wire.nodes import UserInfo
+
+        path = f"/v1/users/{_seg(name, 'user name', 'hal user list')}"
+        return UserInfo.model_validate_json(self._request("DELETE", path).body)
+
     def users(self) -> list[UserInfo]:
         from hal.wire.nodes import UserInfo
 

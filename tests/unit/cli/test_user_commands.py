@@ -1,5 +1,6 @@
 """``hal user token NAME``: an administrator gives a user who lost their token a new one,
-printed once as ``hal user add`` prints it; the old token stops working at once."""
+printed once as ``hal user add`` prints it; the old token stops working at once.
+``hal user delete NAME``: the user's token stops working; their jobs are kept."""
 
 from __future__ import annotations
 
@@ -57,3 +58,16 @@ def test_user_token_for_an_unknown_user_names_user_list(
     assert code == 4 and out == "" and "no user nobody (`hal user list` lists users" in err
     code, _, err = run(capsys, "user", "token", "a/b")
     assert code == 2 and "`hal user list`" in err
+
+
+def test_user_delete_ends_the_users_token(
+    env: LiveServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    erin = env.add_users("erin")["erin"]
+    code, out, err = run(capsys, "user", "delete", "erin")
+    assert (code, err) == (0, "")
+    assert out == "deleted user erin; their token no longer works (their jobs are kept)\n"
+    assert "erin" not in run(capsys, "user", "list")[1].split()
+    as_user(monkeypatch, erin)
+    code, _, err = run(capsys, "queue")
+    assert code == 3 and "unknown token" in err
