@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 
+from hal.api.errors import field_path
 from hal.core.data import expand_datasets, parse_data_keys
 from hal.core.errors import InvalidRequest
 from hal.core.filenames import FilenameFields, output_paths
@@ -27,11 +28,12 @@ from hal.wire.nodes import BlockInfo, NodeInfo, PartitionInfo, SwitchInfo, Topol
 MAX_ENV_BYTES = 1024 * 1024
 
 
-def nul_field(value: object, path: str = "") -> str | None:
+def nul_field(value: object, where: tuple[object, ...] = ()) -> str | None:
     """Where ``value`` (a request's fields, as JSON gives them) holds a NUL character, e.g.
-    ``environment.A``; None when nowhere. PostgreSQL's text columns cannot store one."""
+    ``environment.A`` or ``exclude[1]``; None when nowhere. PostgreSQL's text columns
+    cannot store one."""
     if isinstance(value, str):
-        return (path or "value") if "\x00" in value else None
+        return (field_path(where) or "value") if "\x00" in value else None
     if isinstance(value, dict):
         items: Iterable[tuple[object, object]] = value.items()
     elif isinstance(value, list | tuple):
@@ -40,8 +42,8 @@ def nul_field(value: object, path: str = "") -> str | None:
         return None
     for key, item in items:
         if isinstance(key, str) and "\x00" in key:
-            return f"{path}.{key!r}" if path else repr(key)
-        found = nul_field(item, f"{path}.{key}" if path else str(key))
+            return field_path((*where, repr(key)))
+        found = nul_field(item, (*where, key))
         if found is not None:
             return found
     return None

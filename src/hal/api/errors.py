@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -25,6 +26,15 @@ def problem(status: int, code: str, detail: str, field: str | None = None) -> JS
     if field:
         body["field"] = field
     return JSONResponse(body, status_code=status, media_type="application/problem+json")
+
+
+def field_path(parts: Iterable[object]) -> str | None:
+    """A field as HAL's own errors name it: ``jobs[1].cpus_per_task``, ``environment.A``
+    (pydantic's location ``("jobs", 1, "cpus_per_task")``); None for the whole request."""
+    path = ""
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
+    return path or None
 
 
 def install(app: FastAPI) -> None:
@@ -64,8 +74,7 @@ def install(app: FastAPI) -> None:
                 "request: the body was not read as JSON; send it with "
                 "'Content-Type: application/json'",
             )
-        loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
-        field = ".".join(loc) or None
+        field = field_path(p for p in first.get("loc", ()) if p not in ("body", "query", "path"))
         msg = str(first.get("msg", "invalid request"))
         count = len(err.errors())
         more = f" (and {count - 1} more problems)" if count > 1 else ""

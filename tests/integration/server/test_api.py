@@ -39,7 +39,7 @@ def test_validation_errors_name_the_field(server: LiveServer) -> None:
     body = {"jobs": [{"script": "#!/bin/sh\n"}, {"script": "x", "cpus_per_task": 0}]}
     r = httpx.post(server.url + "/v1/jobs/batch", json=body, headers=headers)
     assert r.status_code == 400
-    assert r.json()["field"] == "jobs.1.cpus_per_task"
+    assert r.json()["field"] == "jobs[1].cpus_per_task"  # as to_spec names fields
     with server.client() as c:
         before = len(c.jobs(history=True))
         with pytest.raises(InvalidRequest, match="empty") as err:

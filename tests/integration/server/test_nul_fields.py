@@ -29,7 +29,7 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LiveServe
         ({"script": SCRIPT, "name": "a\x00b"}, "name"),
         ({"script": SCRIPT, "comment": "c\x00"}, "comment"),
         ({"script": SCRIPT, "environment": {"A": "x\x00"}}, "environment.A"),
-        ({"script": SCRIPT, "exclude": ["n1", "n\x002"]}, "exclude.1"),
+        ({"script": SCRIPT, "exclude": ["n1", "n\x002"]}, "exclude[1]"),
     ],
 )
 def test_a_nul_in_a_submission_is_refused_naming_the_field(
