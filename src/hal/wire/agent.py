@@ -20,21 +20,21 @@ from typing import Literal
 from pydantic import Field
 
 from hal.wire.base import WireModel
-from hal.wire.bounds import INT64_MAX
+from hal.wire.bounds import INT32_MAX, INT64_MAX
 
 
 class AgentRegister(WireModel):
     node: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-    cpus: int = Field(ge=1, le=INT64_MAX)
+    cpus: int = Field(ge=1, le=INT32_MAX)
     memory_bytes: int = Field(ge=1, le=INT64_MAX)
     gpus: int = Field(default=0, ge=0, le=1024)  # as a job's --gpus-per-node
-    gpu_model: str = ""
+    gpu_model: str = Field(default="", max_length=256)  # the column's size (PostgreSQL)
     gpu_islands: list[list[int]] = Field(default_factory=list)  # NVLink; [] = one
     # rack/zone/region/site (core.topology_labels); the config's [[topology.labels]] win
     topology_labels: dict[str, str] = Field(default_factory=dict)
     nvlink_domain: str = Field(default="", max_length=256)  # multi-node NVLink domain
     features: list[str] = Field(default_factory=list)
-    address: str = ""
+    address: str = Field(default="", max_length=512)
     version: str = ""
     isolation: str = ""  # cgroup2, cgroup1, rlimit
     running: list[RunningJob] = Field(default_factory=list)

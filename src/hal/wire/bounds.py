@@ -7,6 +7,8 @@ from __future__ import annotations
 
 # The database's BIGINT: a larger count fails the insert (a 500, not a 400).
 INT64_MAX = 2**63 - 1
+# ... and its INTEGER (a node's CPUs and GPUs are stored as one)
+INT32_MAX = 2**31 - 1
 # Times (Unix seconds) and durations end by 5000-01-01T00:00:00Z, so a start plus a
 # duration is still a date Python's datetime can show (up to the year 9999).
 LATEST_SECONDS = 95_617_584_000

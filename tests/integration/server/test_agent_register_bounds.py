@@ -1,0 +1,39 @@
+"""An agent's registration is refused (400, naming the field) when a value cannot be
+stored: on PostgreSQL a GPU model or address longer than its column, or more CPUs than
+its INTEGER holds, failed the insert with a 500 (SQLite stored them)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from hal.testing.live import LiveServer
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LiveServer]:
+    db_url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
+    with LiveServer(tmp_path, db_url=db_url) as live:
+        yield live
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"gpus": 1, "gpu_model": "x" * 257}, "gpu_model"),
+        ({"address": "http://" + "a" * 600}, "address"),
+        ({"cpus": 2**31}, "cpus"),
+    ],
+)
+def test_a_registration_that_cannot_be_stored_is_refused(
+    server: LiveServer, extra: dict[str, object], field: str
+) -> None:
+    auth = {"Authorization": f"Bearer {server.token}"}
+    body = {"node": "n1", "cpus": 2, "memory_bytes": 2**31, **extra}
+    r = httpx.post(server.url + "/v1/agent/register", json=body, headers=auth, timeout=10)
+    assert (r.status_code, r.json()["field"]) == (400, field)
+    ok = {"node": "n1", "cpus": 2**31 - 1, "memory_bytes": 2**31, "gpus": 1, "gpu_model": "x" * 256}
+    assert httpx.post(server.url + "/v1/agent/register", json=ok, headers=auth).status_code == 200
