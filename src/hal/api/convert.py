@@ -67,6 +67,9 @@ def to_spec(
     nul = nul_field({f.name: getattr(req, f.name) for f in dataclasses.fields(req)})
     if nul is not None:
         raise bad("holds a NUL character (\\u0000), which no job field may hold; remove it", nul)
+    odd = next((k for k in req.environment if not k or "=" in k), None)
+    if odd is not None:  # execve would split or drop it: the job would fail on the node
+        raise bad(f"a variable name cannot be empty or hold '=': {odd!r}", "environment")
     if sum(len(k) + len(v) for k, v in req.environment.items()) > MAX_ENV_BYTES:
         raise bad("the environment is larger than 1 MiB", "environment")
     if not req.workdir.startswith("/"):

@@ -56,3 +56,16 @@ def test_a_nul_in_an_update_is_refused(server: LiveServer) -> None:
     assert (r.status_code, r.json()["field"]) == (400, "name")
     shown = httpx.get(f"{server.url}/v1/jobs/{job}", headers=auth).json()
     assert "\x00" not in shown["name"]
+
+
+@pytest.mark.parametrize("name", ["", "A=B"])
+def test_an_environment_name_a_process_cannot_take_is_refused(
+    server: LiveServer, name: str
+) -> None:
+    """A name that is empty or holds '=' cannot reach the job's environment; the job
+    failed on the node."""
+    auth = {"Authorization": f"Bearer {server.token}"}
+    body = {"script": SCRIPT, "environment": {name: "x"}}
+    r = httpx.post(server.url + "/v1/jobs", json=body, headers=auth, timeout=10)
+    assert (r.status_code, r.json()["field"]) == (400, "environment")
+    assert repr(name) in r.json()["detail"]
