@@ -158,6 +158,14 @@ class JobSpec:
             tasks = -(-self.ntasks // nodes)  # ceil: tasks spread evenly, first nodes fuller
         return tasks * self.cpus_per_task
 
+    @property
+    def typed_gpus(self) -> str | None:
+        """The GPU type the job's GPUs must be (``--gres=gpu:TYPE:N``), or None when it
+        asks no GPUs or any type."""
+        if self.gpu_type and (self.gpus_per_node or self.gpus_total or self.gpus_per_task):
+            return self.gpu_type
+        return None
+
     def gpus_per_node_on(self, nodes: int) -> int:
         if self.gpus_per_node:
             return self.gpus_per_node

@@ -579,8 +579,8 @@ class Cluster:
         matches it (``hal.core.node.gpu_type_matches``). Like the counts in
         ``_check_fits_somewhere`` it is checked against the partition's nodes known now,
         and not at all while the partition has none (nodes may join later)."""
-        wanted = spec.gpu_type
-        if not wanted or not (spec.gpus_per_node or spec.gpus_total or spec.gpus_per_task):
+        wanted = spec.typed_gpus
+        if wanted is None:
             return
         if any(gpu_type_matches(wanted, n.gpu_model) for n in nodes):
             return
@@ -605,10 +605,10 @@ class Cluster:
     @staticmethod
     def _check_fits_somewhere(spec: JobSpec, nodes: list[Node], where: str) -> None:
         typed = ""
-        if spec.gpu_type and (spec.gpus_per_node or spec.gpus_total or spec.gpus_per_task):
+        if spec.typed_gpus is not None:
             # only the nodes with GPUs of the type can hold it (``_check_gpu_type``: some do)
-            nodes = [n for n in nodes if gpu_type_matches(spec.gpu_type, n.gpu_model)]
-            typed = f" with GPU type {spec.gpu_type!r}"
+            nodes = [n for n in nodes if gpu_type_matches(spec.typed_gpus, n.gpu_model)]
+            typed = f" with GPU type {spec.typed_gpus!r}"
         if spec.nodes_min > len(nodes):
             raise InvalidRequest(
                 f"Requested node configuration is not available: {spec.nodes_min} nodes "

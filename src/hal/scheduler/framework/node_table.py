@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from hal.core.gpu_islands import pick_gpus
 from hal.core.job import Allocation, Job
-from hal.core.node import Node, Partition
+from hal.core.node import Node, Partition, gpu_type_matches
 from hal.core.preemption import holding
 from hal.core.resources import ResourceVector
 from hal.core.states import NodeState
@@ -39,6 +39,7 @@ class NodeTable:
     __slots__ = (
         "_changes",
         "_features",
+        "_gpu_types",
         "_marks",
         "_marks_dropped",
         "_names_array",
@@ -109,6 +110,7 @@ class NodeTable:
         self._marks_dropped = 0
         # id(allocation) → its rows and per-node amounts as arrays (see ``rows_of``).
         self._rows_memo = _RowsMemo()
+        self._gpu_types: dict[str, BoolArray] = {}  # GPU type → its nodes (gpu_type_mask)
         self._features: dict[str, BoolArray] = {}
         for i, n in enumerate(nodes):
             for f in n.features:
@@ -161,6 +163,15 @@ class NodeTable:
         mask = self._features.get(feature)
         if mask is None:
             mask = self._features[feature] = np.zeros(len(self), dtype=np.bool_)
+        return mask
+
+    def gpu_type_mask(self, wanted: str) -> BoolArray:
+        """Nodes whose GPUs are of type ``wanted`` (``hal.core.node.gpu_type_matches``),
+        made once per type for the table and its copies. Shared: do not mutate."""
+        mask = self._gpu_types.get(wanted)
+        if mask is None:
+            matches = [gpu_type_matches(wanted, m) for m in self.gpu_model]
+            mask = self._gpu_types[wanted] = np.array(matches, dtype=np.bool_)
         return mask
 
     def names_of(self, rows: npt.NDArray[np.intp]) -> tuple[str, ...]:
@@ -425,6 +436,7 @@ _FIXED = (
     "gpu_model",
     "_partitions",
     "_features",
+    "_gpu_types",
     "_names_array",
     "_rows_memo",
 )

@@ -26,7 +26,6 @@ from typing import TypeVar
 import numpy as np
 
 from hal.core.job import Job
-from hal.core.node import gpu_type_matches
 from hal.core.states import NodeState, PendingReason
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
@@ -154,11 +153,8 @@ class NodeResourcesFit:
         candidates = table.partition_mask(job.partition).copy()
         for feature in spec.constraint:
             candidates &= table.feature_mask(feature)
-        if spec.gpu_type and (spec.gpus_per_node or spec.gpus_total or spec.gpus_per_task):
-            wanted = spec.gpu_type
-            candidates &= np.array(
-                [gpu_type_matches(wanted, m) for m in table.gpu_model], dtype=np.bool_
-            )
+        if spec.typed_gpus is not None:
+            candidates &= table.gpu_type_mask(spec.typed_gpus)
         if spec.exclude:
             candidates &= ~table.names_mask(spec.exclude)
 
