@@ -19,6 +19,7 @@ from hal.core.job import Job, JobSpec
 from hal.core.states import JobState
 from hal.scheduler.service import SchedulerService
 from hal.state.cluster import Caller, Cluster
+from hal.wire.bounds import INT64_MAX
 from hal.wire.jobs import WillRun
 
 
@@ -26,7 +27,7 @@ def _fits_sql(ident: str) -> bool:
     """Whether each number in ``ident`` (``123``, ``123_4``, ``123+1``) fits the
     database's 64-bit integers; what is not a number is left to the caller to refuse."""
     try:
-        return all(abs(int(part)) < 2**63 for part in re.split(r"[+_]", ident))
+        return all(abs(int(part)) <= INT64_MAX for part in re.split(r"[+_]", ident))
     except ValueError:
         return True
 
@@ -56,12 +57,12 @@ class ServerContext:
         arrays: list[int] = []
         elements: list[tuple[int, int]] = []
         het_parts: dict[int, tuple[int, int]] = {}  # job id → (het job id, offset) asked
-        asked = skipped = 0
-        for ident in ids:
-            asked += 1
-            if not _fits_sql(ident):  # no job has it, and the database would fail on it
-                skipped += 1
-                continue
+        asked = list(ids)
+        # an id past 64 bits: no job has it, and the database would fail on it
+        fitting = [ident for ident in asked if _fits_sql(ident)]
+        if asked and not fitting:
+            return []
+        for ident in fitting:
             try:
                 if "+" in ident:  # ``123+1``: a het job component (consecutive ids)
                     het_id, offset = (int(x) for x in ident.split("+", 1))
@@ -76,8 +77,6 @@ class ServerContext:
                     arrays.append(int(ident))
             except ValueError as err:
                 raise InvalidRequest(f"invalid job id {ident!r}", field="id") from err
-        if asked and skipped == asked:
-            return []
         store = self.cluster.store
 
         def query(ids: list[int], array_ids: list[int]) -> list[Job]:

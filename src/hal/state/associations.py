@@ -30,7 +30,6 @@ class Associations:
     """The QoS and accounts of ``policy`` that jobs may name, built once per config."""
 
     def __init__(self, policy: PriorityPolicy) -> None:
-        self.policy = policy
         self._qos = frozenset({q.name for q in policy.qos} | {DEFAULT_QOS}) if policy.qos else None
         self._accounts: frozenset[str] | None = None
         self._by_user: dict[str, tuple[str, ...]] = {}

@@ -110,7 +110,8 @@ class Cluster:
         self.events_changed = asyncio.Condition()  # event streams wait on this
         self.closing = False  # the server is stopping (``release_waiters``)
         self._listeners: list[Callable[[Sequence[Job]], None]] = []
-        self._assoc: Associations | None = None  # see _associations
+        # the QoS and accounts jobs may name (``hal.state.associations``)
+        self._associations = Associations(config.priority)
 
     # -- plumbing ---------------------------------------------------------------------
     async def release_waiters(self) -> None:
@@ -497,7 +498,7 @@ class Cluster:
                 f"{self.config.max_array_size}",
                 field=where + "array",
             )
-        self._associations().check(spec, where)
+        self._associations.check(spec, where)
         candidates = [n for n in self.nodes.values() if partition.contains(n.name)]
         if candidates:
             self._check_nodelist(spec, where)
@@ -546,14 +547,6 @@ class Cluster:
             if counts[key] > cap:
                 where = f"jobs[{i}]." if len(specs) > 1 else ""
                 raise InvalidRequest(SUBMIT_LIMIT_MESSAGE, field=where + "qos")
-
-    def _associations(self) -> Associations:
-        """The QoS and accounts jobs may name (``hal.state.associations``), built once
-        per priority policy."""
-        policy = self.config.priority
-        if self._assoc is None or self._assoc.policy is not policy:
-            self._assoc = Associations(policy)
-        return self._assoc
 
     def _check_nodelist(self, spec: JobSpec, where: str) -> None:
         """``--nodelist`` may name only nodes the cluster knows (registered, or named by a
