@@ -4,20 +4,10 @@ its INTEGER holds, failed the insert with a 500 (SQLite stored them)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import httpx
 import pytest
 
 from hal.testing.live import LiveServer
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LiveServer]:
-    db_url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
-    with LiveServer(tmp_path, db_url=db_url) as live:
-        yield live
 
 
 @pytest.mark.parametrize(
@@ -29,11 +19,12 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LiveServe
     ],
 )
 def test_a_registration_that_cannot_be_stored_is_refused(
-    server: LiveServer, extra: dict[str, object], field: str
+    each_store: LiveServer, extra: dict[str, object], field: str
 ) -> None:
-    auth = {"Authorization": f"Bearer {server.token}"}
+    auth = {"Authorization": f"Bearer {each_store.token}"}
     body = {"node": "n1", "cpus": 2, "memory_bytes": 2**31, **extra}
-    r = httpx.post(server.url + "/v1/agent/register", json=body, headers=auth, timeout=10)
+    r = httpx.post(each_store.url + "/v1/agent/register", json=body, headers=auth, timeout=10)
     assert (r.status_code, r.json()["field"]) == (400, field)
     ok = {"node": "n1", "cpus": 2**31 - 1, "memory_bytes": 2**31, "gpus": 1, "gpu_model": "x" * 256}
-    assert httpx.post(server.url + "/v1/agent/register", json=ok, headers=auth).status_code == 200
+    registered = httpx.post(each_store.url + "/v1/agent/register", json=ok, headers=auth)
+    assert registered.status_code == 200

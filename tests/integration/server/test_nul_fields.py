@@ -4,22 +4,12 @@ failed there with a 500 (the script and the name) or stored it (the rest)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import httpx
 import pytest
 
 from hal.testing.live import LiveServer
 
 SCRIPT = "#!/bin/sh\necho hi\n"
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LiveServer]:
-    db_url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
-    with LiveServer(tmp_path, db_url=db_url) as live:
-        yield live
 
 
 @pytest.mark.parametrize(
@@ -33,39 +23,39 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LiveServe
     ],
 )
 def test_a_nul_in_a_submission_is_refused_naming_the_field(
-    server: LiveServer, body: dict[str, object], field: str
+    each_store: LiveServer, body: dict[str, object], field: str
 ) -> None:
-    auth = {"Authorization": f"Bearer {server.token}"}
-    r = httpx.post(server.url + "/v1/jobs", json=body, headers=auth, timeout=10)
+    auth = {"Authorization": f"Bearer {each_store.token}"}
+    r = httpx.post(each_store.url + "/v1/jobs", json=body, headers=auth, timeout=10)
     assert r.status_code == 400, r.text
     problem = r.json()
     assert problem["field"] == field
     assert "NUL character" in problem["detail"]
-    batch = httpx.post(server.url + "/v1/jobs/batch", json={"jobs": [body]}, headers=auth)
+    batch = httpx.post(each_store.url + "/v1/jobs/batch", json={"jobs": [body]}, headers=auth)
     assert (batch.status_code, batch.json()["field"]) == (400, f"jobs[0].{field}")
-    listed = httpx.get(server.url + "/v1/jobs", headers=auth).json()
+    listed = httpx.get(each_store.url + "/v1/jobs", headers=auth).json()
     assert listed["jobs"] == []  # nothing half-stored
 
 
-def test_a_nul_in_an_update_is_refused(server: LiveServer) -> None:
-    auth = {"Authorization": f"Bearer {server.token}"}
+def test_a_nul_in_an_update_is_refused(each_store: LiveServer) -> None:
+    auth = {"Authorization": f"Bearer {each_store.token}"}
     job = httpx.post(
-        server.url + "/v1/jobs", json={"script": SCRIPT, "hold": True}, headers=auth
+        each_store.url + "/v1/jobs", json={"script": SCRIPT, "hold": True}, headers=auth
     ).json()["job_id"]
-    r = httpx.patch(f"{server.url}/v1/jobs/{job}", json={"name": "x\x00"}, headers=auth)
+    r = httpx.patch(f"{each_store.url}/v1/jobs/{job}", json={"name": "x\x00"}, headers=auth)
     assert (r.status_code, r.json()["field"]) == (400, "name")
-    shown = httpx.get(f"{server.url}/v1/jobs/{job}", headers=auth).json()
+    shown = httpx.get(f"{each_store.url}/v1/jobs/{job}", headers=auth).json()
     assert "\x00" not in shown["name"]
 
 
 @pytest.mark.parametrize("name", ["", "A=B"])
 def test_an_environment_name_a_process_cannot_take_is_refused(
-    server: LiveServer, name: str
+    each_store: LiveServer, name: str
 ) -> None:
     """A name that is empty or holds '=' cannot reach the job's environment; the job
     failed on the node."""
-    auth = {"Authorization": f"Bearer {server.token}"}
+    auth = {"Authorization": f"Bearer {each_store.token}"}
     body = {"script": SCRIPT, "environment": {name: "x"}}
-    r = httpx.post(server.url + "/v1/jobs", json=body, headers=auth, timeout=10)
+    r = httpx.post(each_store.url + "/v1/jobs", json=body, headers=auth, timeout=10)
     assert (r.status_code, r.json()["field"]) == (400, "environment")
     assert repr(name) in r.json()["detail"]

@@ -1,0 +1,18 @@
+"""A control plane on each of the two stores, for behaviour that differs between SQLite
+and PostgreSQL (what a column can hold)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hal.testing.live import LiveServer
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def each_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LiveServer]:
+    db_url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
+    with LiveServer(tmp_path, db_url=db_url) as live:
+        yield live
