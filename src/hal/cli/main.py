@@ -6,12 +6,15 @@ their flags and output match Slurm's exactly; native commands parse with argpars
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from hal.compat.names import SLURM_COMMANDS
 from hal.core.errors import HalError
+
+if TYPE_CHECKING:  # argparse only for native commands: `hal sbatch` starts without it
+    import argparse
 
 EXIT_CODES = {
     "invalid_request": 2,
@@ -72,6 +75,8 @@ def _dispatch(args: list[str]) -> int:
 
 def _command(parser: argparse.ArgumentParser, args: list[str]) -> argparse.ArgumentParser:
     """The parser of the (sub)command ``args`` names: ``hal topology show`` → its own."""
+    import argparse
+
     for word in args:
         subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
         found: argparse.ArgumentParser | None = subs[0].choices.get(word) if subs else None
