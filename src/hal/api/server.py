@@ -162,6 +162,7 @@ class HalServer:
         self.observe.install(self.app)
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._releasing: asyncio.Task[None] | None = None  # held: a task only weakly held
 
     async def start(self) -> None:
         self._stop = asyncio.Event()
