@@ -549,22 +549,24 @@ class Cluster:
                 raise InvalidRequest(SUBMIT_LIMIT_MESSAGE, field=where + "qos")
 
     def _check_nodelist(self, spec: JobSpec, where: str) -> None:
-        """``--nodelist`` may name only nodes the cluster knows (registered, or named by a
-        partition of the config and yet to join), as Slurm's nodes must be in its config:
-        an unknown name, or a host list sent unexpanded over REST (``n[1-4]``), would
-        otherwise leave the job pending on BadConstraints for ever. Checked, like the
-        counts, only once the partition has nodes."""
-        if not spec.nodelist:
+        """``--nodelist`` and ``--exclude`` may name only nodes the cluster knows
+        (registered, or named by a partition of the config and yet to join), as Slurm's
+        nodes must be in its config: an unknown name, or a host list sent unexpanded over
+        REST (``n[1-4]``), would otherwise leave the job pending on BadConstraints for ever
+        (``--nodelist``) or exclude nothing the user meant (``--exclude``). Checked, like
+        the counts, only once the partition has nodes."""
+        if not spec.nodelist and not spec.exclude:
             return
         configured = {n for p in self.partitions.values() for n in p.nodes}
-        unknown = [n for n in spec.nodelist if n not in self.nodes and n not in configured]
-        if unknown:
-            raise InvalidRequest(
-                f"Invalid node name specified: {', '.join(unknown[:5])} "
-                f"(`hal sinfo -N` lists the nodes; a REST client sends names, not host "
-                f"lists like n[1-4])",
-                field=where + "nodelist",
-            )
+        for field, names in (("nodelist", spec.nodelist), ("exclude", spec.exclude)):
+            unknown = [n for n in names if n not in self.nodes and n not in configured]
+            if unknown:
+                raise InvalidRequest(
+                    f"Invalid node name specified: {', '.join(unknown[:5])} "
+                    f"(`hal sinfo -N` lists the nodes; a REST client sends names, not host "
+                    f"lists like n[1-4])",
+                    field=where + field,
+                )
 
     def _check_gpu_type(self, spec: JobSpec, nodes: list[Node], where: str) -> None:
         """A job asking GPUs of a type (``--gres=gpu:TYPE:N``, ``--gpus=TYPE:N``) needs a

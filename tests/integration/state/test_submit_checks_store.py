@@ -168,7 +168,7 @@ def test_a_gpu_type_no_node_has_is_refused(db_url: str) -> None:
     run(scenario())
 
 
-def test_a_nodelist_names_only_known_nodes(db_url: str) -> None:
+def test_a_nodelist_or_exclude_names_only_known_nodes(db_url: str) -> None:
     """``--nodelist`` names registered nodes or nodes a partition of the config names (yet
     to join); anything else, a host list sent unexpanded over REST included, is refused as
     Slurm refuses it, instead of pending on BadConstraints for ever. Not while the
@@ -183,20 +183,22 @@ def test_a_nodelist_names_only_known_nodes(db_url: str) -> None:
     async def scenario() -> None:
         cluster = await loaded(db_url, config)
         cluster.nodes["n1"] = make_node("n1").build()
-        for names in (("nosuch",), ("n1", "n[1-4]")):
-            with pytest.raises(InvalidRequest) as err:
-                await cluster.submit([spec(nodelist=names)])
-            assert str(err.value).startswith(f"Invalid node name specified: {names[-1]} ")
-            assert err.value.field == "nodelist"
+        for field in ("nodelist", "exclude"):
+            for names in (("nosuch",), ("n1", "n[1-4]")):
+                with pytest.raises(InvalidRequest) as err:
+                    await cluster.submit([spec(**{field: names})])
+                assert str(err.value).startswith(f"Invalid node name specified: {names[-1]} ")
+                assert err.value.field == field
         assert cluster.store.count_jobs() == 0
         await cluster.submit(
             [
                 spec(nodelist=("n1",)),
                 spec(nodelist=("n2",)),  # configured, not registered yet
+                spec(exclude=("n1", "n2")),
                 spec(nodelist=("x9",), partitions=("later",)),  # no nodes yet: not checked
             ]
         )
-        assert cluster.store.count_jobs() == 3
+        assert cluster.store.count_jobs() == 4
         await cluster.close()
 
     run(scenario())
