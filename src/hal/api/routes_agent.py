@@ -7,7 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request, Response
 
 from hal.api.context import ServerContext, admin_dep, context_dep
+from hal.api.convert import nul_field
 from hal.api.fastpath import body_schema, json_response, read_body
+from hal.core.errors import InvalidRequest
 from hal.state import agents
 from hal.state.cluster import Caller
 from hal.wire.agent import AgentInstructions, AgentRegister, AgentRegistered, AgentSync
@@ -22,6 +24,9 @@ Admin = Annotated[Caller, Depends(admin_dep)]
 )
 async def register(request: Request, ctx: Ctx, _agent: Admin) -> Response:
     body = await read_body(request, AgentRegister)
+    nul = nul_field(body.model_dump())
+    if nul is not None:  # PostgreSQL's text columns cannot store one: a 500, not a 400
+        raise InvalidRequest(f"{nul}: holds a NUL character (\\u0000); remove it", field=nul)
     return json_response(await agents.register(ctx.cluster, body))
 
 

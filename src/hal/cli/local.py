@@ -195,6 +195,7 @@ def cmd_agent(ns: argparse.Namespace) -> int:
     from hal.agent.config import AgentConfig
     from hal.agent.shell import run_agent
     from hal.core.gpu_islands import complete_islands, parse_gpu_islands
+    from hal.core.node import parse_features
     from hal.core.slurm_syntax import parse_memory
     from hal.core.topology_labels import parse_label
     from hal.observe.listener import parse_listen
@@ -226,7 +227,7 @@ def cmd_agent(ns: argparse.Namespace) -> int:
     if ns.nvlink_domain:
         kwargs["nvlink_domain"] = ns.nvlink_domain
     if ns.features:
-        kwargs["features"] = tuple(f for f in ns.features.split(",") if f)
+        kwargs["features"] = parse_features(ns.features)
     if ns.state_dir:
         kwargs["state_dir"] = Path(ns.state_dir)
     if ns.metrics_listen is not None:  # "" turns off what HAL_AGENT_METRICS_LISTEN set

@@ -103,7 +103,11 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         help="the multi-node NVLink domain (e.g. NVL72 rack) this node belongs to "
         "(default: from NVML's GPU fabric info, none without)",
     )
-    ag.add_argument("--features", default="", help="comma-separated node features")
+    ag.add_argument(
+        "--features",
+        default="",
+        help="comma-separated node features a job's --constraint names (letters, digits, _.:+=/-)",
+    )
     ag.add_argument("--state-dir", default=None)
     ag.add_argument(
         "--metrics-listen",

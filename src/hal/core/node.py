@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
+from hal.core.errors import InvalidRequest
 from hal.core.resources import ResourceVector
 from hal.core.states import NodeState
+
+# A node feature is a word a job's --constraint can name (joined there with & or ,):
+# letters, digits and _.:+=/- only; a node has a bounded number of them.
+_FEATURE = re.compile(r"[A-Za-z0-9_.:+=/-]{1,128}")
+MAX_FEATURES = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +41,30 @@ class Node:
 
     def evolve(self, **changes: object) -> Node:
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def check_features(features: Sequence[str]) -> None:
+    """Refuse node features no ``--constraint`` could name (empty, with spaces, & or ,
+    or a NUL that PostgreSQL's text refuses), past 128 characters, or more than 64."""
+    if len(features) > MAX_FEATURES:
+        raise InvalidRequest(
+            f"a node may have at most {MAX_FEATURES} features, got {len(features)}",
+            field="features",
+        )
+    for i, feature in enumerate(features):
+        if not _FEATURE.fullmatch(feature):
+            raise InvalidRequest(
+                f"invalid node feature {feature!r}: write 1 to 128 letters, digits or "
+                "_.:+=/- (a job asks for it with --constraint), e.g. --features a100,ib",
+                field=f"features[{i}]",
+            )
+
+
+def parse_features(text: str) -> tuple[str, ...]:
+    """``"a100,ib"`` → ``("a100", "ib")`` (the agent's ``--features``), checked."""
+    features = tuple(f.strip() for f in text.split(",") if f.strip())
+    check_features(features)
+    return features
 
 
 def gpu_type_name(model: str) -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from hal.core.gpu_islands import complete_islands
 from hal.core.job import Job
-from hal.core.node import Node
+from hal.core.node import Node, check_features
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState, NodeState
 from hal.core.topology_labels import check_labels
@@ -107,6 +107,7 @@ async def register(cluster: Cluster, reg: AgentRegister) -> AgentRegistered:
     ):
         state, reason = old.state, old.reason
     check_labels(reg.topology_labels)  # a bad label is refused, not silently dropped
+    check_features(reg.features)
     labels = cluster.node_labels(reg.node, reg.topology_labels)
     node = Node(
         name=reg.node,

@@ -154,3 +154,12 @@ def test_a_closed_pipe_ends_quietly(
     assert capsys.readouterr().err == ""
     stdout.write("x" * 100_000)
     stdout.flush()  # stdout now goes nowhere: the exit's own flush cannot fail
+
+
+def test_a_feature_no_constraint_could_name_stops_the_agent_before_it_starts(
+    env: LiveServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "agent", "--name", "fx", "--features", "a100,fast disk")
+    assert code == 2
+    assert "invalid node feature 'fast disk'" in err and "--features a100,ib" in err
+    assert not [n for n in env.client().nodes() if n.name == "fx"]  # never registered
