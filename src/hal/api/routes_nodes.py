@@ -14,7 +14,7 @@ from hal.api.auth import new_token, token_hash
 from hal.api.context import ServerContext, admin_dep, caller_dep, context_dep
 from hal.api.convert import node_info, partition_info, topology_info
 from hal.core.errors import Conflict, NotFound
-from hal.state import agents
+from hal.state import agents, users
 from hal.state.cluster import Caller
 from hal.wire.nodes import (
     ClusterConfig,
@@ -116,27 +116,20 @@ async def list_users(ctx: Ctx, _admin: Admin) -> dict[str, list[UserInfo]]:
 
 
 @router.post("/users", status_code=201, response_model=UserCreated)
-async def add_user(body: NewUser, ctx: Ctx, _admin: Admin) -> UserCreated:
+async def add_user(body: NewUser, ctx: Ctx, admin: Admin) -> UserCreated:
     token = new_token()
-    store = ctx.cluster.store
-    existing = {n for n, _ in await ctx.cluster.db(store.users)}
+    existing = {n for n, _ in await ctx.cluster.db(ctx.cluster.store.users)}
     if body.name in existing:
         raise Conflict(
             f"user {body.name} exists (`hal user list` lists users); pick another name, "
             f"or give it a new token with `hal user token {body.name}`"
         )
-    now = ctx.cluster.clock.now()
-
-    def work() -> None:
-        with store.transaction() as tx:
-            tx.add_user(body.name, token_hash(token), body.admin, now)
-
-    await ctx.cluster.db(work)
+    await users.add(ctx.cluster, admin.name, body.name, token_hash(token), body.admin)
     return UserCreated(name=body.name, admin=body.admin, token=token)
 
 
 @router.post("/users/{name}/token", response_model=UserCreated)
-async def replace_token(name: str, ctx: Ctx, _admin: Admin) -> UserCreated:
+async def replace_token(name: str, ctx: Ctx, caller: Admin) -> UserCreated:
     """A new token for an existing user (``hal user token NAME``), shown once; the old one
     is refused from the next request on.
 
@@ -144,19 +137,12 @@ async def replace_token(name: str, ctx: Ctx, _admin: Admin) -> UserCreated:
     so the route makes that cache forget the user's tokens after the commit. HAL runs one
     API server; several API servers on one database (not built, docs/adr/0003) would each
     keep answering the old token until told to forget it."""
-    store = ctx.cluster.store
-    admin = dict(await ctx.cluster.db(store.users)).get(name)
+    admin = dict(await ctx.cluster.db(ctx.cluster.store.users)).get(name)
     missing = NotFound(f"no user {name} (`hal user list` lists users; `hal user add` makes one)")
     if admin is None:
         raise missing
     token = new_token()
-
-    def work() -> bool:
-        with store.transaction() as tx:
-            return tx.set_user_token(name, token_hash(token))
-
-    if not await ctx.cluster.db(work):
-        raise missing
+    await users.replace_token(ctx.cluster, caller.name, name, token_hash(token), admin, missing)
     ctx.tokens.forget_user(name)
     return UserCreated(name=name, admin=admin, token=token)
 
@@ -169,15 +155,10 @@ async def delete_user(name: str, ctx: Ctx, admin: Admin) -> UserInfo:
     cluster always keeps one."""
     if name == admin.name:
         raise Conflict(f"you are {name}: another administrator may delete this user")
-    store = ctx.cluster.store
-    was_admin = dict(await ctx.cluster.db(store.users)).get(name)
+    was_admin = dict(await ctx.cluster.db(ctx.cluster.store.users)).get(name)
+    missing = NotFound(f"no user {name} (`hal user list` lists users)")
     if was_admin is None:
-        raise NotFound(f"no user {name} (`hal user list` lists users)")
-
-    def work() -> int:
-        with store.transaction() as tx:
-            return tx.delete_user(name)
-
-    await ctx.cluster.db(work)
+        raise missing
+    await users.delete(ctx.cluster, admin.name, name, was_admin, missing)
     ctx.tokens.forget_user(name)
     return UserInfo(name=name, admin=was_admin)

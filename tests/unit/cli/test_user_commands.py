@@ -1,6 +1,7 @@
 """``hal user token NAME``: an administrator gives a user who lost their token a new one,
 printed once as ``hal user add`` prints it; the old token stops working at once.
-``hal user delete NAME``: the user's token stops working; their jobs are kept."""
+``hal user delete NAME``: the user's token stops working; their jobs are kept. Each
+change leaves an event naming the user and the administrator who made it."""
 
 from __future__ import annotations
 
@@ -71,3 +72,22 @@ def test_user_delete_ends_the_users_token(
     as_user(monkeypatch, erin)
     code, _, err = run(capsys, "queue")
     assert code == 3 and "unknown token" in err
+
+
+def test_each_change_of_a_users_access_leaves_an_event(
+    env: LiveServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env.add_users("frank")
+    assert run(capsys, "user", "token", "frank")[0] == 0
+    assert run(capsys, "user", "token", "nobody")[0] == 4  # refused: no event
+    assert run(capsys, "user", "delete", "frank")[0] == 0
+    with env.client() as admin:
+        me = admin.whoami().name
+        seen = [
+            (e.kind, e.data)
+            for e in admin.events(follow=False)
+            if e.kind.startswith("user.") and e.data.get("name") in ("frank", "nobody")
+        ]
+    who = {"name": "frank", "by": me, "admin": False}
+    assert seen == [("user.added", who), ("user.token_replaced", who), ("user.deleted", who)]
+    assert not any("token" in key for _, data in seen for key in data)  # never the token
