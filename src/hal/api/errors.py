@@ -10,6 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from hal.api.fastpath import NOT_JSON
 from hal.core.errors import HalError
 
 log = logging.getLogger("hal.api")
@@ -68,12 +69,8 @@ def install(app: FastAPI) -> None:
             detail = f"request: Invalid JSON: {why} at character {pos}"
             return problem(400, "invalid_request", detail)
         if tuple(first.get("loc", ())) == ("body",) and isinstance(first.get("input"), bytes):
-            return problem(  # FastAPI passes a body it did not parse as JSON on as bytes
-                400,
-                "invalid_request",
-                "request: the body was not read as JSON; send it with "
-                "'Content-Type: application/json'",
-            )
+            # FastAPI passes a body it did not parse as JSON on as bytes
+            return problem(400, "invalid_request", NOT_JSON)
         field = field_path(p for p in first.get("loc", ()) if p not in ("body", "query", "path"))
         msg = str(first.get("msg", "invalid request"))
         count = len(err.errors())

@@ -114,10 +114,34 @@ def test_malformed_json_says_so(server: LiveServer) -> None:
     refused(r, 400, None, "Invalid JSON", "at character 9")
 
 
-def test_a_body_sent_as_a_form_asks_for_json(server: LiveServer) -> None:
-    form = "application/x-www-form-urlencoded"  # curl -d's default
-    r = call(server, "POST", "/v1/users", content=b'{"name": "zed"}', content_type=form)
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/users", {"name": "zed"}),
+        ("/v1/jobs", {"script": "#!/bin/sh\ntrue\n", "name": "as-form"}),  # the fast paths
+        ("/v1/jobs/batch", {"jobs": [{"script": "#!/bin/sh\ntrue\n", "name": "as-form"}]}),
+        ("/v1/agent/register", {"node": "as-form", "cpus": 1, "memory_bytes": 2**30}),
+    ],
+)
+@pytest.mark.parametrize("content_type", ["application/x-www-form-urlencoded", "text/plain", ""])
+def test_a_body_not_sent_as_json_asks_for_json(
+    server: LiveServer, path: str, body: dict[str, object], content_type: str
+) -> None:
+    """Every route refuses a body not declared JSON (curl -d's default is a form), the
+    fast paths (``api/fastpath.read_body``) as FastAPI's own routes do, and stores nothing."""
+    r = call(server, "POST", path, content=dumps(body).encode(), content_type=content_type)
     refused(r, 400, None, "Content-Type: application/json")
+    jobs = call(server, "GET", "/v1/jobs", content=None).json()["jobs"]
+    assert not [j for j in jobs if j["name"] == "as-form"]
+    assert "as-form" not in [n["name"] for n in call(server, "GET", "/v1/nodes").json()["nodes"]]
+
+
+def test_json_with_a_charset_or_a_json_suffix_is_json(server: LiveServer) -> None:
+    for media in ("application/json; charset=utf-8", "application/vnd.hal+json"):
+        r = call(
+            server, "POST", "/v1/jobs", json={"script": "#!/bin/sh\ntrue\n"}, content_type=media
+        )
+        assert r.status_code == 201, r.text
 
 
 def test_unknown_paths_and_methods_are_problem_json(server: LiveServer) -> None:
