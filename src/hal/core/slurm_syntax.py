@@ -52,7 +52,7 @@ _TIME_FORMATS = "minutes (30), MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g
 _NO_LIMIT_WORDS = ("unlimited", "infinite", "-1")
 
 
-def _time_label(field: str) -> str:
+def _option(field: str) -> str:
     """``--time`` for a command-line option, ``TimeLimit`` for an ``scontrol`` key."""
     return field if field[:1].isupper() else f"--{field}"
 
@@ -77,7 +77,7 @@ def parse_time_limit(text: str, *, field: str = "time", unlimited: bool = True) 
     written; ``field`` names the option (``time``) or ``scontrol`` key (``TimeLimit``).
     """
     raw = text.strip()
-    label = _time_label(field)
+    label = _option(field)
     hint = _time_hint(unlimited=unlimited)
     if raw.lower() in _NO_LIMIT_WORDS:
         if unlimited:
@@ -341,7 +341,7 @@ def parse_begin(text: str, now: float, *, field: str = "begin") -> float:
         unit = _DELTA_UNITS.get(m.group(3))
         if unit is None:
             raise InvalidRequest(
-                f"invalid --{field} {text!r}: unknown unit {m.group(3)!r}; use seconds, "
+                f"invalid {_option(field)} {text!r}: unknown unit {m.group(3)!r}; use seconds, "
                 "minutes, hours, days or weeks (now+1hour)",
                 field=field,
             )
@@ -362,7 +362,9 @@ def parse_begin(text: str, now: float, *, field: str = "begin") -> float:
         hour, minute, second = int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
         if m.group(4):
             if not 1 <= hour <= 12:
-                raise InvalidRequest(f"invalid --{field} {text!r}: {_BEGIN_HINT}", field=field)
+                raise InvalidRequest(
+                    f"invalid {_option(field)} {text!r}: {_BEGIN_HINT}", field=field
+                )
             hour = hour % 12 + (12 if m.group(4) == "pm" else 0)
         when = _local((base.year, base.month, base.day, hour, minute, second), text, field)
         return _next_time_of_day(base, when)
@@ -377,7 +379,7 @@ def parse_begin(text: str, now: float, *, field: str = "begin") -> float:
         if not m.group(3) and when < midnight:  # MM/DD already past this year: next year
             when = when.replace(year=year + 1)
         return when.timestamp()
-    raise InvalidRequest(f"invalid --{field} {text!r}: {_BEGIN_HINT}", field=field)
+    raise InvalidRequest(f"invalid {_option(field)} {text!r}: {_BEGIN_HINT}", field=field)
 
 
 def _local(fields: tuple[int, int, int, int, int, int], text: str, field: str) -> datetime:
@@ -385,7 +387,7 @@ def _local(fields: tuple[int, int, int, int, int, int], text: str, field: str) -
     try:
         return datetime(*fields)
     except ValueError as err:
-        raise InvalidRequest(f"invalid --{field} {text!r}: {err}", field=field) from None
+        raise InvalidRequest(f"invalid {_option(field)} {text!r}: {err}", field=field) from None
 
 
 def _next_time_of_day(base: datetime, when: datetime) -> float:
@@ -474,7 +476,8 @@ def expand_hostlist(text: str, *, field: str = "nodelist") -> list[str]:
         return cast(list[str], hostlist.expand_hostlist(text.strip()))
     except hostlist.BadHostlist as err:
         raise InvalidRequest(
-            f"invalid --{field} host list {text!r} ({err}); write names like n1,n2 or n[1-4,7]",
+            f"invalid {_option(field)} host list {text!r} ({err}); "
+            "write names like n1,n2 or n[1-4,7]",
             field=field,
         ) from None
 

@@ -95,7 +95,9 @@ def test_bad_words_are_errors_that_say_what_to_do() -> None:
         (["ReservationName=x", "NodeCnt=two"], "NodeCnt needs a positive integer"),
         (["ReservationName=x", "Duration=0"], "Duration must be a positive time"),
         (["ReservationName=x", "garbage"], "write Key=Value"),
-        (["ReservationName=x", "StartTime=yesterday-ish"], "now+1hour"),
+        (["ReservationName=x", "StartTime=yesterday-ish"], "invalid StartTime 'yesterday-ish'"),
+        (["ReservationName=x", "EndTime=25:99"], "invalid EndTime '25:99'"),
+        (["ReservationName=x", "Nodes=n[1-"], "invalid Nodes host list 'n[1-'"),
     ]
     for words, message in cases:
         r = call(c, "scontrol", "create", "reservation", *words, now=NOW)
