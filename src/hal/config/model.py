@@ -10,8 +10,8 @@ Example::
     [[partitions]]
     name = "debug"
     default = true
-    max_time = "1-00:00:00"
-    nodes = []                     # empty: every node
+    max_time = "1-00:00:00"        # Slurm's MaxTime: minutes, "D-HH:MM:SS" or "UNLIMITED"
+    nodes = []                     # a host list ("n[1-8],gpu1") or a list of them; []: every node
 
     [scheduler]
     interval_seconds = 1.0
@@ -39,12 +39,19 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from hal.config.preemption import preemption_from_table
-from hal.config.priority import PRIORITY_KEYS, priority_from_dict
+from hal.config.priority import (
+    LONGEST_S,
+    PRIORITY_KEYS,
+    _fail,
+    _seconds,
+    _whole,
+    priority_from_dict,
+)
 from hal.core.errors import InvalidRequest
 from hal.core.node import Partition
 from hal.core.preemption import PreemptionPolicy
@@ -157,6 +164,15 @@ _TOP_KEYS = {
     "preemption",
     *PRIORITY_KEYS,
 }
+# integer settings and their least value (max_array_size 0: no arrays, as Slurm's
+# MaxArraySize=0; no batch of 0 jobs or request of 0 bytes could ever be accepted)
+_TOP_WHOLE = {
+    "min_job_age_seconds": 0,
+    "kill_wait_seconds": 0,
+    "max_array_size": 0,
+    "max_batch_jobs": 1,
+    "max_request_bytes": 1,
+}
 # [scheduler] keys that are server settings; the rest of the table is the profile
 _SCHEDULER_SETTINGS = {"interval_seconds", "predictor", "drain_anomalous_nodes"}
 # hal.predict.CONFIGURABLE (the config plane does not import the predictors)
@@ -180,9 +196,13 @@ def load_config(path: str | Path | None) -> HalConfig:
         return HalConfig()
     p = Path(path)
     try:
-        raw = tomllib.loads(p.read_text())
+        raw = tomllib.loads(p.read_text(encoding="utf-8"))
     except OSError as err:
         raise InvalidRequest(f"cannot read config file {p}: {err.strerror}") from err
+    except UnicodeDecodeError as err:
+        raise InvalidRequest(
+            f"config file {p} is not UTF-8 text (byte {err.start}); save it as UTF-8"
+        ) from err
     except tomllib.TOMLDecodeError as err:
         raise InvalidRequest(f"config file {p} is not valid TOML: {err}") from err
     return config_from_dict(raw, source=str(p), base_dir=p.parent)
@@ -198,30 +218,25 @@ def config_from_dict(
             field=sorted(unknown)[0],
         )
     kwargs: dict[str, Any] = {}
-    for key, typ in (
-        ("cluster_name", str),
-        ("min_job_age_seconds", int),
-        ("kill_wait_seconds", int),
-        ("node_timeout_seconds", (int, float)),
-        ("heartbeat_interval_seconds", (int, float)),
-        ("max_array_size", int),
-        ("max_batch_jobs", int),
-        ("max_request_bytes", int),
-    ):
+    if "cluster_name" in raw:
+        name = raw["cluster_name"]
+        if not isinstance(name, str) or not name.strip():
+            raise _fail(source, "cluster_name", f'must be a name like "hal" (got {name!r})')
+        kwargs["cluster_name"] = name
+    for key, least in _TOP_WHOLE.items():
         if key in raw:
-            value = raw[key]
-            if not isinstance(value, typ) or isinstance(value, bool):
-                raise InvalidRequest(
-                    f"{source}: {key} must be a number or string as documented", field=key
-                )
-            if isinstance(value, (int, float)) and value < 0:
-                raise InvalidRequest(f"{source}: {key} must not be negative", field=key)
-            kwargs[key] = value
+            kwargs[key] = _whole(raw[key], source, key, least)
+    for key in ("node_timeout_seconds", "heartbeat_interval_seconds"):
+        if key in raw:  # 0 would call every node DOWN at once, or spin the agents
+            kwargs[key] = _seconds(raw[key], source, key)
     scheduler = raw.get("scheduler", {})
     if not isinstance(scheduler, dict):
         raise InvalidRequest(f"{source}: [scheduler] must be a table", field="scheduler")
     if "interval_seconds" in scheduler:
-        kwargs["scheduler_interval_seconds"] = float(scheduler["interval_seconds"])
+        interval = scheduler["interval_seconds"]
+        kwargs["scheduler_interval_seconds"] = _seconds(
+            interval, source, "scheduler.interval_seconds"
+        )
     if "predictor" in scheduler:
         name = scheduler["predictor"]
         if name not in PREDICTORS:
@@ -302,14 +317,20 @@ def data_from_table(table: Any, source: str = "config") -> DataConfig:
                 field=f"data.node_cache.{node}",
             )
     refresh = table.get("refresh_seconds", 2.0)
-    if isinstance(refresh, bool) or not isinstance(refresh, int | float) or refresh <= 0:
+    if (
+        isinstance(refresh, bool)
+        or not isinstance(refresh, int | float)
+        or not 0 < refresh <= LONGEST_S
+    ):
         raise InvalidRequest(
             f"{source}: [data] refresh_seconds must be a number of seconds > 0 (got {refresh!r})",
             field="data.refresh_seconds",
         )
     weight = table.get("weight")
     if weight is not None and (
-        isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0
+        isinstance(weight, bool)
+        or not isinstance(weight, int | float)
+        or not 0 <= weight <= LONGEST_S
     ):
         raise InvalidRequest(
             f"{source}: [data] weight must be a score weight >= 0 (got {weight!r})",
@@ -317,7 +338,7 @@ def data_from_table(table: Any, source: str = "config") -> DataConfig:
         )
     wait = table.get("locality_wait_seconds")
     if wait is not None and (
-        isinstance(wait, bool) or not isinstance(wait, int | float) or wait < 0
+        isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait <= LONGEST_S
     ):
         raise InvalidRequest(
             f"{source}: [data] locality_wait_seconds must be a number of seconds >= 0 "
@@ -377,52 +398,120 @@ def _datasets(table: Any, source: str) -> dict[str, tuple[str, ...]]:
 
 
 def _partitions(items: Any, source: str) -> tuple[PartitionConfig, ...]:
-    from hal.core.slurm_syntax import parse_time_limit
-
     if not isinstance(items, list) or not items:
         raise InvalidRequest(
             f"{source}: [[partitions]] needs at least one entry", field="partitions"
         )
-    out: list[PartitionConfig] = []
-    names: set[str] = set()
-    for i, item in enumerate(items):
-        where = f"{source}: partitions[{i}]"
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-            raise InvalidRequest(f"{where} needs a name", field="partitions.name")
-        unknown = set(item) - _PARTITION_KEYS
-        if unknown:
-            raise InvalidRequest(
-                f"{where}: unknown key(s) {sorted(unknown)}",
-                field=f"partitions.{sorted(unknown)[0]}",
+    out = [_partition(item, i, source) for i, item in enumerate(items)]
+    first: dict[str, int] = {}
+    for i, part in enumerate(out):
+        if part.name in first:
+            raise _fail(
+                source,
+                f"partitions[{i}].name",
+                f"partition {part.name!r} is defined twice (also partitions[{first[part.name]}]); "
+                "give each [[partitions]] its own name",
             )
-        name = item["name"]
-        if name in names:
-            raise InvalidRequest(
-                f"{where}: partition {name!r} is defined twice", field="partitions.name"
-            )
-        names.add(name)
-        out.append(
-            PartitionConfig(
-                name=name,
-                default=bool(item.get("default", False)),
-                nodes=tuple(item.get("nodes", ())),
-                max_time_s=parse_time_limit(str(item["max_time"])) if "max_time" in item else 0,
-                default_time_s=(
-                    parse_time_limit(str(item["default_time"])) if "default_time" in item else 0
-                ),
-                max_nodes=int(item.get("max_nodes", 0)),
-                priority_tier=int(item.get("priority_tier", 1)),
-                up=bool(item.get("up", True)),
-                priority_job_factor=int(item.get("priority_job_factor", 1)),
-            )
+        first[part.name] = i
+    defaults = [i for i, part in enumerate(out) if part.default]
+    if len(defaults) > 1:
+        raise _fail(
+            source,
+            f"partitions[{defaults[1]}].default",
+            f"partitions {out[defaults[0]].name!r} and {out[defaults[1]].name!r} both have "
+            "default = true; keep it on one",
         )
-    if sum(p.default for p in out) > 1:
-        raise InvalidRequest(
-            f"{source}: more than one partition has default = true", field="partitions.default"
-        )
-    if not any(p.default for p in out):
-        first = out[0]
-        out[0] = PartitionConfig(
-            **{**{f: getattr(first, f) for f in first.__slots__}, "default": True}
-        )
+    if not defaults:
+        out[0] = replace(out[0], default=True)
     return tuple(out)
+
+
+# what -p/--partition can name: commas separate partitions there
+_PARTITION_NAME = re.compile(r"[^\s,]+")
+
+
+def _partition(item: Any, i: int, source: str) -> PartitionConfig:
+    """One ``[[partitions]]`` table; errors name ``partitions[i].key``."""
+    where = f"partitions[{i}]"
+    if not isinstance(item, dict):
+        raise _fail(source, where, 'must be a table: [[partitions]] name = "batch"')
+    unknown = sorted(set(item) - _PARTITION_KEYS)
+    if unknown:
+        raise _fail(
+            source,
+            f"{where}.{unknown[0]}",
+            f"unknown key; known keys are {sorted(_PARTITION_KEYS)}",
+        )
+    name = item.get("name")
+    if not isinstance(name, str) or not _PARTITION_NAME.fullmatch(name) or not name.isprintable():
+        raise _fail(
+            source,
+            f"{where}.name",
+            f'needs a name without spaces or commas, e.g. "batch" (got {name!r})',
+        )
+    flags: dict[str, bool] = {}
+    for key, default in (("default", False), ("up", True)):
+        flags[key] = item.get(key, default)
+        if not isinstance(flags[key], bool):
+            raise _fail(source, f"{where}.{key}", f"must be true or false (got {flags[key]!r})")
+    max_time = _time_limit(item, "max_time", source, where)
+    default_time = _time_limit(item, "default_time", source, where)
+    if max_time and default_time > max_time:
+        raise _fail(
+            source,
+            f"{where}.default_time",
+            f"is longer than max_time ({default_time} s > {max_time} s); "
+            "lower it or raise max_time",
+        )
+    return PartitionConfig(
+        name=name,
+        default=flags["default"],
+        nodes=_node_names(item.get("nodes", []), source, f"{where}.nodes"),
+        max_time_s=max_time,
+        default_time_s=default_time,
+        max_nodes=_whole(item.get("max_nodes", 0), source, f"{where}.max_nodes"),
+        priority_tier=_whole(item.get("priority_tier", 1), source, f"{where}.priority_tier"),
+        up=flags["up"],
+        priority_job_factor=_whole(
+            item.get("priority_job_factor", 1), source, f"{where}.priority_job_factor"
+        ),
+    )
+
+
+def _time_limit(item: dict[str, Any], key: str, source: str, where: str) -> int:
+    """``max_time``/``default_time`` as Slurm's MaxTime: ``"1-00:00:00"``, minutes (an
+    integer) or ``"UNLIMITED"`` (0: no limit)."""
+    from hal.core.slurm_syntax import parse_time_limit
+
+    value = item.get(key, 0)
+    hint = 'write minutes (60), "HH:MM:SS", "D-HH:MM:SS" or "UNLIMITED"'
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise _fail(source, f"{where}.{key}", f"{value!r} is not a time limit; {hint}")
+    try:
+        seconds = parse_time_limit(str(value))
+    except InvalidRequest as err:
+        raise _fail(source, f"{where}.{key}", f"{value!r} is not a time limit; {hint}") from err
+    if seconds > LONGEST_S:
+        raise _fail(source, f"{where}.{key}", f"{value!r} is too long; {hint}")
+    return seconds
+
+
+def _node_names(value: Any, source: str, field: str) -> tuple[str, ...]:
+    """A partition's ``nodes``: a host list (``"n[1-8],gpu1"``) or a list of them;
+    ``[]`` (or leaving it out) is every node, as Slurm's ``Nodes=ALL``."""
+    from hal.core.slurm_syntax import expand_hostlist
+
+    lists = [value] if isinstance(value, str) else value
+    hint = 'write a host list like "n[1-8],gpu1" or a list of them; [] for every node'
+    if not isinstance(lists, list) or not all(isinstance(v, str) for v in lists):
+        raise _fail(source, field, f"{value!r} is not a host list; {hint}")
+    names: list[str] = []
+    for text in lists:
+        try:
+            expanded = expand_hostlist(text, field=field)
+        except InvalidRequest as err:
+            raise _fail(source, field, f"{text!r} is not a host list; {hint}") from err
+        if not expanded or not all(n.isprintable() and " " not in n for n in expanded):
+            raise _fail(source, field, f"{text!r} names no valid node; {hint}")
+        names.extend(expanded)
+    return tuple(dict.fromkeys(names))

@@ -67,10 +67,29 @@ _WEIGHTS = ("weight_age", "weight_fairshare", "weight_job_size", "weight_partiti
 _DURATIONS = {"max_age": "max_age_s", "decay_half_life": "decay_half_life_s"}
 _NUMBERS = {"calc_period": "calc_period_s", "usage_gpu_weight": "usage_gpu_weight"}
 _KEYS = {*_WEIGHTS, *_DURATIONS, *_NUMBERS, "favor_small", "fairshare_algorithm"}
+# The largest number of seconds (or count) a config value may hold: a start plus it is
+# still a date (hal.wire.bounds.LATEST_SECONDS; the config plane imports only hal.core).
+LONGEST_S = 95_617_584_000
 
 
 def _fail(source: str, field: str, message: str) -> InvalidRequest:
     return InvalidRequest(f"{source}: {field}: {message}", field=field)
+
+
+def _whole(value: Any, source: str, field: str, least: int = 0) -> int:
+    """An integer ``least`` .. ``LONGEST_S`` (not a bool, a float or a string)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise _fail(source, field, f"must be a whole number >= {least} (got {value!r})")
+    if value > LONGEST_S:
+        raise _fail(source, field, f"must be at most {LONGEST_S} (got {value!r})")
+    return value
+
+
+def _seconds(value: Any, source: str, field: str) -> float:
+    """A number of seconds > 0 and at most ``LONGEST_S`` (not NaN or infinity)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= LONGEST_S:
+        raise _fail(source, field, f"must be a number of seconds > 0 and finite (got {value!r})")
+    return float(value)
 
 
 def _duration(value: Any, source: str, field: str) -> float:
@@ -78,16 +97,19 @@ def _duration(value: Any, source: str, field: str) -> float:
 
     if isinstance(value, bool):
         raise _fail(source, field, 'must be a duration like "7-0" or a number of seconds')
+    seconds: int | float
     if isinstance(value, int | float):
-        seconds = float(value)
+        seconds = value
     else:
         try:
-            seconds = float(parse_time_limit(str(value)))
+            seconds = parse_time_limit(str(value))
         except (ValueError, InvalidRequest) as err:
             raise _fail(source, field, f"{value!r} is not a duration") from err
     if seconds < 0:
         raise _fail(source, field, "must not be negative")
-    return seconds
+    if not seconds <= LONGEST_S:  # NaN, infinity or past the year 5000
+        raise _fail(source, field, f"must be a finite duration, at most {LONGEST_S} seconds")
+    return float(seconds)
 
 
 def priority_from_dict(raw: dict[str, Any], source: str = "config") -> PriorityPolicy:
@@ -116,7 +138,8 @@ def priority_from_dict(raw: dict[str, Any], source: str = "config") -> PriorityP
         for key, attr in _NUMBERS.items():
             if key in table:
                 value = table[key]
-                if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                number = isinstance(value, int | float) and not isinstance(value, bool)
+                if not number or not 0 <= value <= LONGEST_S:  # also NaN and infinity
                     raise _fail(source, f"priority.{key}", "must be a non-negative number")
                 kwargs[attr] = float(value)
         if kwargs.get("calc_period_s") == 0:

@@ -67,7 +67,12 @@ def topology_from_table(raw: Any, *, base_dir: Path | None = None) -> Topology:
             raise TopologyError(
                 "[topology]: give either file or switches/blocks, not both", field="topology.file"
             )
-        path = Path(str(raw["file"]))
+        if not isinstance(raw["file"], str) or not raw["file"]:
+            raise TopologyError(
+                'topology.file must be the path of a topology.conf, e.g. "topology.conf"',
+                field="topology.file",
+            )
+        path = Path(raw["file"])
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
         try:
