@@ -367,8 +367,8 @@ async def route(cp: CacheControlPlane, p: Params, _q: Query, _b: bytes) -> tuple
         "from": p["from"],
         "to": p["to"],
         "hops": hops,
-        "totalLatencyMs": metrics.latency_ms,
-        "totalCost": metrics.cost,
+        "totalLatencyMs": wire.finite(metrics.latency_ms),
+        "totalCost": wire.finite(metrics.cost),
     }
 
 

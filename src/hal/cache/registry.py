@@ -14,6 +14,7 @@ guards against cycles (two instances naming each other as parent).
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,9 +64,14 @@ class Instance:
 
 
 def _number(value: object, default: float) -> float:
+    # metadata is free-form: anything but a finite non-negative number means the default
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         return default
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        return default
+    return number if math.isfinite(number) else default
 
 
 class Registry:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import re
+import sys
 from typing import Any
 
 from hal.cache.contentmap import Entry
@@ -21,10 +23,14 @@ ID_PATTERN = re.compile(r"^[a-zA-Z0-9_-]+$")
 EVENT_TYPES = ("key_added", "key_updated", "key_evicted")
 MAX_BATCH = 10_000
 MAX_LIMIT = 10_000
+# the store's instance id column is VARCHAR(255): longer ids would fail every commit on PostgreSQL
+MAX_ID_LENGTH = 255
 INT64 = 2**63
 _RFC3339 = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:?\d{2})?$"
+    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:?\d{2})?",
+    re.ASCII,
 )
+_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
 
 
 def check_id(value: str, name: str = "id") -> str:
@@ -33,13 +39,20 @@ def check_id(value: str, name: str = "id") -> str:
     return value
 
 
+def _no_constant(name: str) -> Any:
+    # Python reads NaN and Infinity, JSON has neither (and they could not be written back)
+    raise ValueError(f"{name} is not a JSON value")
+
+
 def parse_body(raw: bytes) -> dict[str, Any]:
     if not raw.strip():
         raise CacheBadRequest("a JSON object body is required")
     try:
-        body = json.loads(raw)
+        body = json.loads(raw, parse_constant=_no_constant)
     except (ValueError, UnicodeDecodeError) as err:
         raise CacheBadRequest(f"the body is not valid JSON: {err}") from err
+    except RecursionError as err:
+        raise CacheBadRequest("the body is nested too deeply") from err
     if not isinstance(body, dict):
         raise CacheBadRequest("the body must be a JSON object")
     return body
@@ -94,7 +107,10 @@ def _float(obj: dict[str, Any], name: str, *, where: str = "") -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise CacheBadRequest(f"{where}{name} must be a number", field=where + name)
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError as err:
+        raise CacheBadRequest(f"{where}{name} is too large", field=where + name) from err
 
 
 def _bool(obj: dict[str, Any], name: str) -> bool | None:
@@ -108,23 +124,30 @@ def _bool(obj: dict[str, Any], name: str) -> bool | None:
 
 
 def parse_timestamp(value: str, field: str) -> float:
-    """RFC 3339 date-time: ``Z`` or an offset, any fraction digits; no zone means UTC."""
-    m = _RFC3339.match(value)
+    """RFC 3339 date-time: ``Z`` or an offset, any fraction digits; no zone means UTC.
+    The instant must fall in the years 1 to 9999 in UTC, or it could not be shown back."""
+    m = _RFC3339.fullmatch(value)
     if m is None:
         raise CacheBadRequest(f"{field} {value!r} is not an RFC 3339 date-time", field=field)
     year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
     frac = m.group(7)
     micros = int((frac[1:] + "000000")[:6]) if frac else 0
     zone = m.group(8)
-    tz = dt.UTC
-    if zone and zone not in ("Z", "z"):
-        sign = -1 if zone[0] == "-" else 1
-        digits = zone[1:].replace(":", "")
-        tz = dt.timezone(sign * dt.timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
     try:
+        tz = dt.UTC
+        if zone and zone not in ("Z", "z"):
+            sign = -1 if zone[0] == "-" else 1
+            digits = zone[1:].replace(":", "")
+            hours, minutes = int(digits[:2]), int(digits[2:])
+            if hours > 23 or minutes > 59:
+                raise ValueError("the UTC offset must be at most 23:59")
+            tz = dt.timezone(sign * dt.timedelta(hours=hours, minutes=minutes))
+        if second > 60:
+            raise ValueError("second must be in 0..60")
         # a leap second (":60") is valid RFC 3339; fold it into the last second
         when = dt.datetime(year, month, day, hour, minute, min(second, 59), micros, tzinfo=tz)
-    except ValueError as err:
+        when = when.astimezone(dt.UTC)
+    except (ValueError, OverflowError) as err:
         raise CacheBadRequest(
             f"{field} {value!r} is not a valid date-time: {err}", field=field
         ) from err
@@ -141,6 +164,11 @@ def iso(ts: float | None) -> str | None:
 
 
 def register_request(instance_id: str, body: dict[str, Any]) -> Instance:
+    if len(instance_id) > MAX_ID_LENGTH:
+        raise CacheBadRequest(
+            f"id is {len(instance_id)} characters long; at most {MAX_ID_LENGTH} are allowed",
+            field="id",
+        )
     address = _str(body, "address", required=True)
     tier = _str(body, "tier", required=True)
     if tier not in TIERS:
@@ -224,7 +252,7 @@ def inventory_request(body: dict[str, Any]) -> tuple[bool, list[tuple[str, int, 
         if size is None:
             raise CacheBadRequest(f"{where}size is required", field=where + "size")
         accessed = _str(item, "lastAccessed", where=where)
-        when = parse_timestamp(accessed, where + "lastAccessed") if accessed else None
+        when = None if accessed is None else parse_timestamp(accessed, where + "lastAccessed")
         out.append((key or "", size, when))
     return mode == "full", out
 
@@ -271,6 +299,8 @@ def limit_param(raw: str | None) -> int:
     if raw is None:
         return 1000
     try:
+        if not _INTEGER.fullmatch(raw):
+            raise ValueError(raw)
         value = int(raw)
     except ValueError as err:
         raise CacheBadRequest(f"limit {raw!r} must be an integer", field="limit") from err
@@ -283,10 +313,19 @@ def limit_param(raw: str | None) -> int:
 # -- responses ---------------------------------------------------------------------------
 
 
+def finite(x: float) -> float:
+    """JSON has no Infinity: sums of huge link metrics stop at the largest float."""
+    return x if math.isfinite(x) else sys.float_info.max
+
+
 def proximity(m: LinkMetrics | None) -> dict[str, float]:
     if m is None:
         return {}
-    return {"latencyMs": m.latency_ms, "bandwidthMbps": m.bandwidth_mbps, "cost": m.cost}
+    return {
+        "latencyMs": finite(m.latency_ms),
+        "bandwidthMbps": finite(m.bandwidth_mbps),
+        "cost": finite(m.cost),
+    }
 
 
 def instance_json(inst: Instance, status: str) -> dict[str, Any]:
