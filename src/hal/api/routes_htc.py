@@ -12,6 +12,7 @@ state (jobs are submitted as the session's user, so batch and HTC share one acco
 from __future__ import annotations
 
 import contextlib
+import re
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,18 +22,28 @@ from fastapi import APIRouter, Depends, FastAPI, Header, Request
 
 from hal.api.context import ServerContext, caller_dep, context_dep
 from hal.api.convert import to_spec
-from hal.core.errors import ERRORS_BY_CODE, HalError, NotFound, PermissionDenied, Unavailable
+from hal.core.errors import (
+    ERRORS_BY_CODE,
+    Conflict,
+    HalError,
+    InvalidRequest,
+    NotFound,
+    PermissionDenied,
+    Unavailable,
+)
 from hal.htc.controlplane import KEY_HEADER
 from hal.htc.journal import default_dir
 from hal.htc.process import BrokerProcess, BrokerUnavailable
 from hal.htc.records import SessionRecords
 from hal.htc.rest import (
+    SESSION_ID,
     SessionInfo,
     SessionList,
     SessionOptions,
     SessionTicket,
     WorkerSync,
     WorkerSyncReply,
+    check_options,
 )
 from hal.state.cluster import Caller
 from hal.wire.jobs import JobSubmit
@@ -88,6 +99,18 @@ async def ask(broker: BrokerProcess, op: str, args: dict[str, Any]) -> Any:
     return data
 
 
+def known_id(session_id: str) -> str:
+    """``session_id`` if it has the shape of one; else 404 without asking anyone (a NUL in
+    it made PostgreSQL fail the lookup: a 500)."""
+    if not re.fullmatch(SESSION_ID, session_id):
+        shown = session_id if len(session_id) <= 40 else session_id[:40] + "..."
+        raise NotFound(
+            f"no HTC session {shown!r}: ids look like s0123456789ab; "
+            "`hal htc sessions --all` lists them"
+        )
+    return session_id
+
+
 def stored(ctx: ServerContext, session_id: str | None, user: str | None) -> list[SessionInfo]:
     records = SessionRecords(ctx.cluster.store.url)
     try:
@@ -98,8 +121,16 @@ def stored(ctx: ServerContext, session_id: str | None, user: str | None) -> list
 
 @router.post("/sessions", status_code=201, response_model=SessionTicket)
 async def open_session(
-    body: SessionOptions, request: Request, broker: Broker, caller: Who
+    body: SessionOptions, request: Request, ctx: Ctx, broker: Broker, caller: Who
 ) -> SessionTicket:
+    # Refused now, not after its worker jobs were refused 3 times (the session FAILED).
+    check_options(body)
+    for name in (body.partition or "").split(","):
+        if name.strip() and name.strip() not in ctx.cluster.partitions:
+            known = ", ".join(sorted(ctx.cluster.partitions))
+            raise InvalidRequest(
+                f"partition: no partition {name.strip()!r} (known: {known})", field="partition"
+            )
     try:
         await broker.ensure(str(request.base_url).rstrip("/"))
     except BrokerUnavailable as err:
@@ -125,6 +156,7 @@ async def list_sessions(ctx: Ctx, broker: Broker, caller: Who, all: bool = False
 
 @router.get("/sessions/{session_id}", response_model=SessionInfo)
 async def show_session(session_id: str, ctx: Ctx, broker: Broker, caller: Who) -> SessionInfo:
+    known_id(session_id)
     info: SessionInfo | None = None
     if broker.running:
         with contextlib.suppress(NotFound):
@@ -143,6 +175,7 @@ async def show_session(session_id: str, ctx: Ctx, broker: Broker, caller: Who) -
 async def attach_session(
     session_id: str, request: Request, broker: Broker, caller: Who
 ) -> SessionTicket:
+    known_id(session_id)
     # A broker that died is started again: it reopens the journaled sessions.
     try:
         await broker.ensure(str(request.base_url).rstrip("/"))
@@ -154,10 +187,20 @@ async def attach_session(
 
 @router.delete("/sessions/{session_id}", response_model=SessionInfo)
 async def cancel_session(session_id: str, ctx: Ctx, broker: Broker, caller: Who) -> SessionInfo:
-    if not broker.running and not await ctx.cluster.db(stored, ctx, session_id, None):
-        raise NotFound(f"no HTC session {session_id}; `hal htc sessions --all` lists them")
+    known_id(session_id)
     args = {"session": session_id, "user": caller.name, "admin": caller.admin}
-    return SessionInfo.model_validate(await ask(broker, "cancel", args))
+    if broker.running:
+        with contextlib.suppress(NotFound):  # not live: the record says what became of it
+            return SessionInfo.model_validate(await ask(broker, "cancel", args))
+    found = await ctx.cluster.db(stored, ctx, session_id, None)
+    if not found:
+        raise NotFound(f"no HTC session {session_id}; `hal htc sessions --all` lists them")
+    info = found[0]
+    if not caller.admin and info.user != caller.name:
+        raise PermissionDenied(f"session {session_id} belongs to {info.user}")
+    if info.state in ("OPEN", "CLOSED"):  # recorded as live, but no broker runs it now
+        return SessionInfo.model_validate(await ask(broker, "cancel", args))
+    raise Conflict(f"session {session_id} already ended {info.state}; nothing to cancel")
 
 
 @router.post("/internal/workers", response_model=WorkerSyncReply, include_in_schema=False)

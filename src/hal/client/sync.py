@@ -173,11 +173,11 @@ class HalClient:
     def job(self, job_id: int | str) -> JobInfo:
         from hal.wire.jobs import JobInfo
 
-        r = self._request("GET", f"/v1/jobs/{_seg(job_id)}")
+        r = self._request("GET", f"/v1/jobs/{segment(job_id)}")
         return JobInfo.model_validate_json(r.body)
 
     def job_script(self, job_id: int | str) -> str:
-        return self._request("GET", f"/v1/jobs/{_seg(job_id)}/script").text
+        return self._request("GET", f"/v1/jobs/{segment(job_id)}/script").text
 
     def cancel(
         self, job_id: int | str, *, signal: int | None = None, batch_only: bool = False
@@ -188,31 +188,37 @@ class HalClient:
         params = {"signal": str(signal)} if signal is not None else {}
         if batch_only:
             params["batch_only"] = "true"
-        r = self._request("DELETE", f"/v1/jobs/{_seg(job_id)}", params=params)
+        r = self._request("DELETE", f"/v1/jobs/{segment(job_id)}", params=params)
         return list(self._json(r).get("job_ids", []))
 
     def hold(self, job_id: int | str) -> list[int]:
-        return list(self._json(self._request("POST", f"/v1/jobs/{_seg(job_id)}/hold"))["job_ids"])
+        return list(
+            self._json(self._request("POST", f"/v1/jobs/{segment(job_id)}/hold"))["job_ids"]
+        )
 
     def release(self, job_id: int | str) -> list[int]:
-        r = self._request("POST", f"/v1/jobs/{_seg(job_id)}/release")
+        r = self._request("POST", f"/v1/jobs/{segment(job_id)}/release")
         return list(self._json(r).get("job_ids", []))
 
     def suspend(self, job_id: int | str) -> list[int]:
         return list(
-            self._json(self._request("POST", f"/v1/jobs/{_seg(job_id)}/suspend"))["job_ids"]
+            self._json(self._request("POST", f"/v1/jobs/{segment(job_id)}/suspend"))["job_ids"]
         )
 
     def resume(self, job_id: int | str) -> list[int]:
-        return list(self._json(self._request("POST", f"/v1/jobs/{_seg(job_id)}/resume"))["job_ids"])
+        return list(
+            self._json(self._request("POST", f"/v1/jobs/{segment(job_id)}/resume"))["job_ids"]
+        )
 
     def requeue(self, job_id: int | str) -> list[int]:
-        r = self._request("POST", f"/v1/jobs/{_seg(job_id)}/requeue")
+        r = self._request("POST", f"/v1/jobs/{segment(job_id)}/requeue")
         return list(self._json(r).get("job_ids", []))
 
     def update_job(self, job_id: int | str, update: JobUpdate) -> JobInfo:
         r = self._request(
-            "PATCH", f"/v1/jobs/{_seg(job_id)}", content=update.model_dump_json(exclude_none=True)
+            "PATCH",
+            f"/v1/jobs/{segment(job_id)}",
+            content=update.model_dump_json(exclude_none=True),
         )
         from hal.wire.jobs import JobInfo
 
@@ -242,7 +248,7 @@ class HalClient:
         from hal.wire.nodes import NodeInfo
 
         return NodeInfo.model_validate_json(
-            self._request("GET", f"/v1/nodes/{_seg(name, 'node name', 'hal sinfo')}").body
+            self._request("GET", f"/v1/nodes/{segment(name, 'node name', 'hal sinfo')}").body
         )
 
     def update_node(self, name: str, state: str, reason: str = "") -> NodeInfo:
@@ -250,7 +256,7 @@ class HalClient:
 
         body = NodeUpdate(state=state, reason=reason).model_dump_json()
         r = self._request(
-            "PATCH", f"/v1/nodes/{_seg(name, 'node name', 'hal sinfo')}", content=body
+            "PATCH", f"/v1/nodes/{segment(name, 'node name', 'hal sinfo')}", content=body
         )
         return NodeInfo.model_validate_json(r.body)
 
@@ -281,10 +287,7 @@ class HalClient:
     def reservation(self, name: str) -> ReservationInfo:
         from hal.wire.reservations import ReservationInfo
 
-        r = self._request(
-            "GET",
-            f"/v1/reservations/{_seg(name, 'reservation name', 'hal scontrol show reservation')}",
-        )
+        r = self._request("GET", _reservation_path(name))
         return ReservationInfo.model_validate_json(r.body)
 
     def create_reservation(self, body: ReservationCreate) -> ReservationInfo:
@@ -298,18 +301,11 @@ class HalClient:
         from hal.wire.reservations import ReservationInfo
 
         content = body.model_dump_json(exclude_unset=True)
-        r = self._request(
-            "PATCH",
-            f"/v1/reservations/{_seg(name, 'reservation name', 'hal scontrol show reservation')}",
-            content=content,
-        )
+        r = self._request("PATCH", _reservation_path(name), content=content)
         return ReservationInfo.model_validate_json(r.body)
 
     def delete_reservation(self, name: str) -> None:
-        self._request(
-            "DELETE",
-            f"/v1/reservations/{_seg(name, 'reservation name', 'hal scontrol show reservation')}",
-        )
+        self._request("DELETE", _reservation_path(name))
 
     # -- the run-time predictor ----------------------------------------------------------
     def predict_status(self) -> PredictStatus:
@@ -362,7 +358,7 @@ class HalClient:
         """Why a job is pending (``hal explain``)."""
         from hal.wire.priority import ExplainInfo
 
-        r = self._request("GET", f"/v1/jobs/{_seg(job_id)}/explain")
+        r = self._request("GET", f"/v1/jobs/{segment(job_id)}/explain")
         return ExplainInfo.model_validate_json(r.body)
 
     # -- users ------------------------------------------------------------------------
@@ -381,14 +377,14 @@ class HalClient:
         """A new token for user ``name`` (admin only); its old token stops working."""
         from hal.wire.nodes import UserCreated
 
-        path = f"/v1/users/{_seg(name, 'user name', 'hal user list')}/token"
+        path = f"/v1/users/{segment(name, 'user name', 'hal user list')}/token"
         return UserCreated.model_validate_json(self._request("POST", path).body)
 
     def delete_user(self, name: str) -> UserInfo:
         """Remove user ``name`` (admin only); their token stops working, their jobs stay."""
         from hal.wire.nodes import UserInfo
 
-        path = f"/v1/users/{_seg(name, 'user name', 'hal user list')}"
+        path = f"/v1/users/{segment(name, 'user name', 'hal user list')}"
         return UserInfo.model_validate_json(self._request("DELETE", path).body)
 
     def users(self) -> list[UserInfo]:
@@ -398,7 +394,7 @@ class HalClient:
         return [UserInfo.model_validate(u) for u in self._json(r)["users"]]
 
 
-def _seg(value: int | str, what: str = "job id", lister: str = "hal squeue") -> str:
+def segment(value: int | str, what: str = "job id", lister: str = "hal squeue") -> str:
     """``value`` as one URL path segment: any character a user typed (``?``, ``#``, a
     space, unicode) stays part of the id instead of breaking or redirecting the request."""
     text = str(value)
@@ -440,3 +436,7 @@ def error_from_payload(status: int, payload: bytes, reason: str = "") -> HalErro
         cls = next((c for c in ERRORS_BY_CODE.values() if c.http_status == status), HalError)
     field = body.get("field")
     return cls(detail, field=str(field) if field else None)
+
+
+def _reservation_path(name: str) -> str:
+    return f"/v1/reservations/{segment(name, 'reservation name', 'hal scontrol show reservation')}"

@@ -157,7 +157,11 @@ class Broker:
         # A worker's messages count only from its current connection, not one it replaced.
         worker = peer.worker if peer.worker is not None and peer.worker.conn is peer else None
         if kind == p.SUBMIT and session is not None and peer.role == "client":
-            self.submit(session, message[1])
+            refused = submit_refusal(session, message[1])
+            if refused:
+                peer.send([p.ERROR, refused])
+            else:
+                self.submit(session, message[1])
         elif kind == p.RESULTS and worker is not None and session is not None:
             self.results(session, worker, message[2])
         elif kind == p.ACK and session is not None and peer.role == "client":
@@ -547,6 +551,31 @@ class Broker:
         self.totals.worker_failures["start"] += 1
         if session.start_failures >= MAX_START_FAILURES and session.live:
             self.end(session, "FAILED", f"workers failed to start 3 times; last: {reason}")
+
+
+MAX_TASK_ID = 2**63 - 1  # next_task_id (last + 1) goes back in WELCOME, packed as 64-bit
+
+
+def submit_refusal(session: Session, flat: Any) -> str:
+    """Why a client's SUBMIT cannot be queued as a whole ("" if it can). Checked before any
+    task is queued, so a bad frame queues none of its tasks (a bad id used to queue the
+    ones before it and then drop the connection) and the client is told so."""
+    n = len(flat) // 2 if isinstance(flat, list) else 0
+    whole = f"none of its {n} tasks was queued"
+    if session.state != "OPEN":
+        return f"session {session.id} is {session.state}: it takes no new tasks; {whole}"
+    if not isinstance(flat, list) or len(flat) % 2:
+        return "SUBMIT needs a flat list [id, payload, id, payload, ...]; nothing was queued"
+    if not flat:
+        return ""
+    # C loops only (the hot path). Only the last id sets next_task_id, so only it is
+    # bounded; a journal replay needs int ids and bytes payloads (or the broker cannot
+    # start again).
+    if set(map(type, flat[0::2])) != {int} or not 0 < flat[-2] <= MAX_TASK_ID:
+        return f"task ids must be integers, the last one from 1 to {MAX_TASK_ID}; {whole}"
+    if set(map(type, flat[1::2])) != {bytes}:
+        return f"task payloads must be bytes (packed arguments); {whole}"
+    return ""
 
 
 ENDED_JOB = frozenset(

@@ -88,6 +88,10 @@ class ControlOps:
 
     def op_cancel(self, args: dict[str, Any]) -> dict[str, Any]:
         session = self._owned(args)
+        if not session.live:
+            raise ControlError(
+                "conflict", f"session {session.id} already ended {session.state}; nothing to cancel"
+            )
         self.broker.end(session, "CANCELLED", f"cancelled by {args.get('user')}")
         return session_info(session).model_dump()
 

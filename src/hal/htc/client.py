@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 from hal.client.config import ClientConfig, load_client_config
-from hal.client.sync import error_from_response
+from hal.client.sync import error_from_response, segment
 from hal.core.errors import Unavailable
 from hal.htc.client_session import Session
 from hal.htc.rest import ServiceSpec, SessionInfo, SessionList, SessionOptions, SessionTicket
@@ -132,7 +132,7 @@ class HtcClient:
 
     def attach(self, session_id: str) -> Session:
         """Reattach to a session this user opened (from any process)."""
-        r = self._request("POST", f"/v1/htc/sessions/{session_id}/attach")
+        r = self._request("POST", f"/v1/htc/sessions/{seg(session_id)}/attach")
         return Session(SessionTicket.model_validate_json(r.content))
 
     def sessions(self, *, include_ended: bool = False) -> list[SessionInfo]:
@@ -141,12 +141,18 @@ class HtcClient:
         return SessionList.model_validate_json(r.content).sessions
 
     def session(self, session_id: str) -> SessionInfo:
-        r = self._request("GET", f"/v1/htc/sessions/{session_id}")
+        r = self._request("GET", f"/v1/htc/sessions/{seg(session_id)}")
         return SessionInfo.model_validate_json(r.content)
 
     def cancel(self, session_id: str) -> SessionInfo:
-        r = self._request("DELETE", f"/v1/htc/sessions/{session_id}")
+        r = self._request("DELETE", f"/v1/htc/sessions/{seg(session_id)}")
         return SessionInfo.model_validate_json(r.content)
+
+
+def seg(session_id: str) -> str:
+    """One URL segment: a typed id with a control character, '?' or '/' is a 404 or a
+    clear refusal, not an httpx traceback or another route."""
+    return segment(session_id, "session id", "hal htc sessions --all")
 
 
 def default_pythonpath() -> str:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any
 
-from hal.core.errors import Unavailable
+from hal.core.errors import Conflict, PayloadTooLarge, Unavailable
 from hal.htc import protocol as p
 from hal.htc.errors import SessionEnded
 from hal.htc.futures import ResultStream, Sink, TaskFuture, TaskResult
@@ -28,6 +28,8 @@ CONNECT_TIMEOUT_S = 30.0
 WAIT_SLICE_S = 0.5  # how often a blocked consumer re-checks whether the session ended
 DEFAULT_WINDOW = 65_536  # tasks a map keeps in flight: bounds memory on both sides
 DEFAULT_CHUNK = 2_048  # tasks per SUBMIT frame
+FRAME_BUDGET = 64 * 1024 * 1024  # payload bytes per SUBMIT frame (the broker takes 256 MiB)
+MAX_TASK_BYTES = p.MAX_FRAME_BYTES - 1024  # one task's packed arguments, with room for ids
 
 
 class Session:
@@ -45,6 +47,7 @@ class Session:
         self._pending: dict[int, Sink] = {}
         self._orphans = ResultStream()  # results of tasks this client did not submit
         self._ended: tuple[str, str] | None = None
+        self._stopped = ""  # "closed", "detached", "disconnected": no new tasks from here
         self._detached = threading.Event()
         self._ended_event = threading.Event()
         self._decoder = p.FrameDecoder()
@@ -52,6 +55,8 @@ class Session:
         self._send([p.HELLO_CLIENT, ticket.session, ticket.key])
         welcome, early = self._read_welcome()
         self.state = str(welcome.get("state", "OPEN"))
+        if self.state == "CLOSED":  # reattached to a closed session: it takes no tasks
+            self._stopped = "closed"
         self._next_id = int(welcome["next_task_id"])
         self.outstanding_at_attach = int(welcome.get("outstanding", 0))
         sock.settimeout(None)
@@ -82,17 +87,22 @@ class Session:
 
     def submit_many(self, calls: Iterable[Sequence[Any]]) -> list[TaskFuture]:
         """Many tasks in one frame per ``DEFAULT_CHUNK``; each item is one call's args."""
+        self._check_open()
         payloads = [p.pack(list(args)) for args in calls]
+        check_sizes(payloads)
         first = self._allocate(len(payloads))
         futures = [TaskFuture(first + i) for i in range(len(payloads))]
         pending = self._pending
         for f in futures:
             pending[f.task_id] = f
-        for start in range(0, len(payloads), DEFAULT_CHUNK):
+        for start, end in chunks(payloads, DEFAULT_CHUNK):
             flat: list[Any] = []
-            for i, payload in enumerate(payloads[start : start + DEFAULT_CHUNK], first + start):
+            for i, payload in enumerate(payloads[start:end], first + start):
                 flat += (i, payload)
             self._send([p.SUBMIT, flat])
+        if self._ended is not None:  # ended while these were registered: fail, not hang
+            for f in futures:
+                f.fail(SessionEnded(*self._ended))
         return futures
 
     def map(
@@ -118,6 +128,7 @@ class Session:
         buffered: dict[int, Any] = {}
         yield_next = 0
         pack, pending = p.pack, self._pending
+        self._check_open()
         while True:
             room = window - len(index_of)
             while not exhausted and room > 0:
@@ -126,16 +137,18 @@ class Session:
                     exhausted = True
                     break
                 payloads = [pack(list(x) if star else [x]) for x in batch]
+                check_sizes(payloads, next_index)
                 first = self._allocate(len(payloads))
-                flat: list[Any] = []
-                for offset, payload in enumerate(payloads):
-                    task_id = first + offset
-                    index_of[task_id] = next_index + offset
-                    pending[task_id] = stream
-                    flat += (task_id, payload)
+                for start, end in chunks(payloads, len(payloads)):
+                    flat: list[Any] = []
+                    for offset in range(start, end):
+                        task_id = first + offset
+                        index_of[task_id] = next_index + offset
+                        pending[task_id] = stream
+                        flat += (task_id, payloads[offset])
+                    self._send([p.SUBMIT, flat])
                 next_index += len(batch)
                 room -= len(batch)
-                self._send([p.SUBMIT, flat])
             if exhausted and not index_of:
                 return
             self._wait(stream)
@@ -180,6 +193,7 @@ class Session:
     def close(self, timeout: float | None = None) -> str:
         """No more tasks: wait for the ones sent to finish, then end the session (DONE).
         Returns the final state."""
+        self._stopped = "closed"
         if self._ended is None:
             self._send([p.CLOSE])
             if not self._ended_event.wait(timeout):
@@ -189,12 +203,14 @@ class Session:
 
     def detach(self) -> None:
         """Leave the session running (reattach by id later)."""
+        self._stopped = self._stopped or "detached"
         if self._ended is None:
             self._send([p.DETACH])
             self._detached.wait(10)
         self.disconnect()
 
     def disconnect(self) -> None:
+        self._stopped = self._stopped or "disconnected"
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
@@ -205,6 +221,19 @@ class Session:
         return self._ended
 
     # -- plumbing ---------------------------------------------------------------------
+    def _check_open(self) -> None:
+        """Refuse new tasks the broker would not run (they used to wait forever, or fail
+        with 'Bad file descriptor')."""
+        if self._ended is not None:
+            raise SessionEnded(*self._ended)
+        if self._stopped == "closed":
+            raise Conflict(f"session {self.id} is closed: it takes no new tasks; open another")
+        if self._stopped:
+            raise Conflict(
+                f"this client of session {self.id} is {self._stopped}; to send more tasks, "
+                f"reattach: HtcClient().attach({self.id!r})"
+            )
+
     def _allocate(self, n: int) -> int:
         with self._id_lock:
             first = self._next_id
@@ -305,3 +334,28 @@ class Session:
         for sink in {id(s): s for s in [*sinks, self._orphans]}.values():
             sink.fail(error)
             sink.wake()
+
+
+def check_sizes(payloads: list[bytes], first_index: int = 0) -> None:
+    """A task whose packed arguments exceed a frame would make the broker drop the
+    connection (and with it every open future): refused here, before anything is sent."""
+    for i, payload in enumerate(payloads, first_index):
+        if len(payload) > MAX_TASK_BYTES:
+            raise PayloadTooLarge(
+                f"task {i} (0-based, in this call): its arguments pack to {len(payload)} "
+                f"bytes, over the {MAX_TASK_BYTES} a task may carry; send big data once "
+                "as common data, or pass a path"
+            )
+
+
+def chunks(payloads: list[bytes], most: int) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` slices of at most ``most`` tasks and about ``FRAME_BUDGET`` bytes
+    (at least one task each), so no SUBMIT frame exceeds what the broker takes."""
+    start, size = 0, 0
+    for i, payload in enumerate(payloads):
+        if i > start and (i - start >= most or size + len(payload) > FRAME_BUDGET):
+            yield start, i
+            start, size = i, 0
+        size += len(payload)
+    if start < len(payloads):
+        yield start, len(payloads)

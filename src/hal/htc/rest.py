@@ -3,9 +3,18 @@ broker's calls to the control plane. Validated at the edge only; inside, plain v
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, ConfigDict, Field
 
+from hal.core.errors import InvalidRequest
+from hal.wire.bounds import INT64_MAX
+
 SESSION_ID = r"^s[0-9a-f]{12}$"
+# The worker's task timer (setitimer) takes at most ~292 years; a lease becomes the worker
+# job's time limit. 100 years is "no limit" for both.
+MAX_SECONDS = 100 * 365 * 86400
+MAX_ENV_BYTES = 1024 * 1024  # as a batch job's (api/convert.py)
 
 
 class ServiceSpec(BaseModel):
@@ -40,6 +49,52 @@ class SessionOptions(BaseModel):
     worker_lease_seconds: float = Field(default=600.0, gt=0)
     has_common_data: bool = False  # workers wait for the client's common data
     journal: bool = False  # recoverable: tasks and outcomes kept in a file (journal.py)
+
+
+def check_options(o: SessionOptions) -> None:
+    """What ``SessionOptions``' types let through but a worker could never run, refused
+    when the session opens (``InvalidRequest`` naming the field) rather than after its
+    workers failed to start 3 times. Not part of the model, so journals written by an
+    earlier broker still load."""
+
+    def bad(field: str, message: str) -> InvalidRequest:
+        return InvalidRequest(f"{field}: {message}", field=field)
+
+    s = o.service
+    if s.kind == "python" and not re.fullmatch(r"[^:\s]+:[^:\s]+", s.target):
+        raise bad("service.target", f"{s.target!r} must look like 'package.module:function'")
+    if s.kind == "exec" and (not s.argv or not s.argv[0]):
+        raise bad("service.argv", "name the program to run: a non-empty argv")
+    texts = {
+        "name": o.name,
+        "service.target": s.target,
+        **{f"service.argv[{i}]": a for i, a in enumerate(s.argv)},
+        "partition": o.partition or "",
+        "python": o.python,
+        "workdir": o.workdir,
+        "worker_output": o.worker_output,
+        **{f"environment.{k!r}": k + v for k, v in o.environment.items()},
+    }
+    for field, text in texts.items():
+        if "\x00" in text:
+            raise bad(field, "holds a NUL character (\\u0000), which no field may hold; remove it")
+    if not o.python.strip():
+        raise bad("python", "name a Python interpreter for the workers, e.g. python3")
+    odd = next((k for k in o.environment if not k or "=" in k), None)
+    if odd is not None:
+        raise bad("environment", f"a variable name cannot be empty or hold '=': {odd!r}")
+    if sum(len(k) + len(v) for k, v in o.environment.items()) > MAX_ENV_BYTES:
+        raise bad("environment", "larger than 1 MiB; pass big values in common data")
+    if not o.workdir.startswith("/"):
+        raise bad("workdir", f"must be an absolute path, not {o.workdir!r}")
+    for field, seconds in (
+        ("task_timeout_seconds", o.task_timeout_seconds),
+        ("worker_lease_seconds", o.worker_lease_seconds),
+    ):
+        if seconds is not None and not seconds <= MAX_SECONDS:
+            raise bad(field, f"at most {MAX_SECONDS} s (100 years); leave it out for no limit")
+    if o.memory_per_worker_bytes is not None and o.memory_per_worker_bytes > INT64_MAX:
+        raise bad("memory_per_worker_bytes", f"at most {INT64_MAX} bytes")
 
 
 class SessionTicket(BaseModel):

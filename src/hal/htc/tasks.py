@@ -84,12 +84,15 @@ class TaskBook:
         out: list[Any] = []
         backlog = self.backlog
         n = min(limit, len(backlog))
+        before = len(flight)
         for _ in range(n):
             task_id, payload = backlog.popleft()
             flight[task_id] = payload
             out.append(task_id)
             out.append(payload)
-        self.in_flight_count += n
+        # Not += n: a client that reused an id has one entry for both, and counting two
+        # left a result forever missing (its session never ended).
+        self.in_flight_count += len(flight) - before
         return out
 
     def complete(self, worker: int, flat: list[Any]) -> list[Any]:

@@ -131,7 +131,9 @@ def test_cancelling_an_unknown_htc_session_says_it_does_not_exist(
     env: LiveServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, _, err = run(capsys, "htc", "cancel", "nope")
-    assert code == 4 and "no HTC session nope" in err
+    assert code == 4 and "no HTC session 'nope'" in err
+    code, _, err = run(capsys, "htc", "cancel", "s0123456789ab")  # the shape of an id
+    assert code == 4 and "no HTC session s0123456789ab" in err
 
 
 def test_user_add_says_what_a_name_is_and_never_names_a_missing_command(

@@ -1,0 +1,172 @@
+"""Bad input to HTC that a unit can show: session options no worker could run, malformed
+SUBMIT frames, reused task ids, and a client that sends after it stopped."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+# helpers of the neighbouring tests (pytest puts this directory on sys.path)
+from test_broker import connect, open_session, ready_worker, tasks, turn
+from test_client_session import scripted_broker
+
+from hal.core.errors import Conflict, InvalidRequest, PayloadTooLarge
+from hal.htc import client_session
+from hal.htc import protocol as p
+from hal.htc.broker import Broker
+from hal.htc.client_session import Session as ClientSession
+from hal.htc.errors import SessionEnded
+from hal.htc.rest import ServiceSpec, SessionOptions, check_options
+from hal.htc.tasks import TaskBook
+
+
+def options(**over: Any) -> SessionOptions:
+    base: dict[str, Any] = {"service": ServiceSpec(target="m:f"), "workdir": "/tmp"}
+    return SessionOptions(**(base | over))
+
+
+@pytest.mark.parametrize(
+    ("over", "field"),
+    [
+        ({"service": ServiceSpec(target="")}, "service.target"),
+        ({"service": ServiceSpec(target="module_only")}, "service.target"),
+        ({"service": ServiceSpec(kind="exec", argv=[])}, "service.argv"),
+        ({"service": ServiceSpec(kind="exec", argv=["./x\x00"])}, "service.argv[0]"),
+        ({"name": "a\x00b"}, "name"),
+        ({"workdir": "/tmp/\x00"}, "workdir"),
+        ({"workdir": "relative"}, "workdir"),
+        ({"python": " "}, "python"),
+        ({"environment": {"A": "x\x00"}}, "environment.'A'"),
+        ({"environment": {"A=B": "x"}}, "environment"),
+        ({"environment": {"": "x"}}, "environment"),
+        ({"environment": {"A": "x" * (1024 * 1024 + 1)}}, "environment"),
+        ({"task_timeout_seconds": 1e10}, "task_timeout_seconds"),  # setitimer overflowed
+        ({"task_timeout_seconds": float("inf")}, "task_timeout_seconds"),
+        ({"worker_lease_seconds": 1e300}, "worker_lease_seconds"),
+        ({"memory_per_worker_bytes": 2**63}, "memory_per_worker_bytes"),
+    ],
+)
+def test_options_no_worker_could_run_are_refused_naming_the_field(
+    over: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(InvalidRequest) as err:
+        check_options(options(**over))
+    assert err.value.field == field
+    assert err.value.message.startswith(field + ": ")
+
+
+def test_valid_options_pass() -> None:
+    check_options(options())
+    check_options(options(service=ServiceSpec(kind="exec", argv=["./pricer", "--fast"])))
+    check_options(options(task_timeout_seconds=86400.0, environment={"A": ""}, name="n"))
+
+
+async def _submit(flat: Any) -> tuple[Any, list[list[Any]], list[list[Any]]]:
+    broker = Broker()
+    session = open_session(broker)
+    client, transport = connect(broker)
+    broker.on_message(client, [p.HELLO_CLIENT, "s1", session.key])
+    client.data_received(p.frame([p.SUBMIT, flat]))
+    worker = ready_worker(broker, session, job_id=5)
+    await turn()
+    return session, transport.sent[1:], worker.sent
+
+
+@pytest.mark.parametrize(
+    ("flat", "why"),
+    [
+        ([1, p.pack([1]), "x", p.pack([2])], "task ids must be integers"),
+        ([1, p.pack([1]), 2], "flat list"),
+        (7, "flat list"),
+        ([1, p.pack([1]), 2**64 - 1, p.pack([2])], "task ids must be integers"),
+        ([1, p.pack([1]), 2, "not bytes"], "payloads must be bytes"),
+    ],
+)
+def test_a_malformed_submit_queues_none_of_its_tasks_and_says_so(flat: Any, why: str) -> None:
+    """A bad id used to queue the tasks before it and then drop the client's connection;
+    an id past 2**63 made the next WELCOME unpackable (no reattach)."""
+    session, to_client, to_worker = asyncio.run(_submit(flat))
+    assert session.book.counters.submitted == 0 and session.book.unfinished == 0
+    assert session.next_task_id == 1
+    assert len(to_client) == 1 and to_client[0][0] == p.ERROR and why in to_client[0][1]
+    assert p.TASKS not in [m[0] for m in to_worker]
+
+
+def test_a_submit_to_a_closed_session_is_refused_not_dropped() -> None:
+    async def main() -> list[list[Any]]:
+        broker = Broker()
+        session = open_session(broker)
+        client, transport = connect(broker)
+        broker.on_message(client, [p.HELLO_CLIENT, "s1", session.key])
+        broker.on_message(client, [p.SUBMIT, tasks(1)])
+        broker.on_message(client, [p.CLOSE])
+        broker.on_message(client, [p.SUBMIT, tasks(2)])
+        await turn()
+        assert session.book.counters.submitted == 1
+        return transport.sent[1:]
+
+    sent = asyncio.run(main())
+    assert sent == [
+        [p.ERROR, "session s1 is CLOSED: it takes no new tasks; none of its 1 tasks was queued"]
+    ]
+
+
+def test_a_reused_task_id_does_not_leave_the_session_waiting_forever() -> None:
+    book = TaskBook()
+    book.add([1, b"a", 1, b"b", 2, b"c"])
+    flat = book.take(worker=5, limit=10)
+    assert book.in_flight_count == 2  # two entries in flight, not three
+    book.complete(5, [1, p.OK, p.pack(1), 2, p.OK, p.pack(2)])
+    assert book.unfinished == 0
+    assert flat[0::2] == [1, 1, 2]
+
+
+WELCOME = {"session": "s1", "state": "OPEN", "next_task_id": 1, "outstanding": 0}
+
+
+def test_a_task_too_big_for_a_frame_is_refused_before_anything_is_sent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(client_session, "MAX_TASK_BYTES", 1000)
+    monkeypatch.setattr(client_session, "FRAME_BUDGET", 2500)
+    with scripted_broker([[p.WELCOME, WELCOME]]) as (ticket, received, _):
+        session = ClientSession(ticket)
+        try:
+            with pytest.raises(PayloadTooLarge, match=r"task 1 .* over the 1000"):
+                session.submit_many([(b"x",), (b"y" * 2000,)])
+            session.submit_many([(b"z" * 900,)] * 5)  # 5 tasks: split by size, not lost
+        finally:
+            session.disconnect()
+    submits = [m for m in received if m[0] == p.SUBMIT]
+    assert [len(m[1]) // 2 for m in submits] == [2, 2, 1]
+    assert [i for m in submits for i in m[1][0::2]] == [1, 2, 3, 4, 5]
+
+
+def test_tasks_after_close_detach_or_end_are_refused_not_lost() -> None:
+    ended = [p.WELCOME, WELCOME], [p.ENDED, "CANCELLED", "cancelled by ann"]
+    with scripted_broker(list(ended)) as (ticket, _, _):
+        session = ClientSession(ticket)
+        try:
+            assert session._ended_event.wait(10)
+            with pytest.raises(SessionEnded, match="CANCELLED"):
+                session.submit(1)  # used to wait forever
+            with pytest.raises(SessionEnded):
+                next(session.map([1]))
+        finally:
+            session.disconnect()
+    with scripted_broker([[p.WELCOME, WELCOME]]) as (ticket, _, _):
+        session = ClientSession(ticket)
+        session.disconnect()
+        with pytest.raises(Conflict, match=r"disconnected; .*attach\('s1'\)"):
+            session.submit(1)  # used to say "Bad file descriptor"
+    closed = {**WELCOME, "state": "CLOSED"}
+    with scripted_broker([[p.WELCOME, closed]]) as (ticket, received, _):
+        session = ClientSession(ticket)
+        try:
+            with pytest.raises(Conflict, match="is closed: it takes no new tasks"):
+                session.submit(1)
+        finally:
+            session.disconnect()
+    assert [m for m in received if m[0] == p.SUBMIT] == []
