@@ -162,10 +162,18 @@ async def show_session(session_id: str, ctx: Ctx, broker: Broker, caller: Who) -
         with contextlib.suppress(NotFound):
             info = SessionInfo.model_validate(await ask(broker, "show", {"session": session_id}))
     if info is None:
-        found = await ctx.cluster.db(stored, ctx, session_id, None)
-        if not found:
-            raise NotFound(f"no HTC session {session_id}; `hal htc sessions --all` lists them")
-        info = found[0]
+        return await recorded(ctx, session_id, caller)
+    if not caller.admin and info.user != caller.name:
+        raise PermissionDenied(f"session {session_id} belongs to {info.user}")
+    return info
+
+
+async def recorded(ctx: ServerContext, session_id: str, caller: Caller) -> SessionInfo:
+    """The session as the database recorded it, if ``caller`` may see it."""
+    found = await ctx.cluster.db(stored, ctx, session_id, None)
+    if not found:
+        raise NotFound(f"no HTC session {session_id}; `hal htc sessions --all` lists them")
+    info = found[0]
     if not caller.admin and info.user != caller.name:
         raise PermissionDenied(f"session {session_id} belongs to {info.user}")
     return info
@@ -192,12 +200,7 @@ async def cancel_session(session_id: str, ctx: Ctx, broker: Broker, caller: Who)
     if broker.running:
         with contextlib.suppress(NotFound):  # not live: the record says what became of it
             return SessionInfo.model_validate(await ask(broker, "cancel", args))
-    found = await ctx.cluster.db(stored, ctx, session_id, None)
-    if not found:
-        raise NotFound(f"no HTC session {session_id}; `hal htc sessions --all` lists them")
-    info = found[0]
-    if not caller.admin and info.user != caller.name:
-        raise PermissionDenied(f"session {session_id} belongs to {info.user}")
+    info = await recorded(ctx, session_id, caller)
     if info.state in ("OPEN", "CLOSED"):  # recorded as live, but no broker runs it now
         return SessionInfo.model_validate(await ask(broker, "cancel", args))
     raise Conflict(f"session {session_id} already ended {info.state}; nothing to cancel")
