@@ -224,8 +224,8 @@ class Session:
     def _check_open(self) -> None:
         """Refuse new tasks the broker would not run (they used to wait forever, or fail
         with 'Bad file descriptor')."""
-        if self._ended is not None:
-            raise SessionEnded(*self._ended)
+        # this client's own stop first: once it disconnects, the reader may also see the
+        # connection end (LOST), which is not what the caller needs to hear
         if self._stopped == "closed":
             raise Conflict(f"session {self.id} is closed: it takes no new tasks; open another")
         if self._stopped:
@@ -233,6 +233,8 @@ class Session:
                 f"this client of session {self.id} is {self._stopped}; to send more tasks, "
                 f"reattach: HtcClient().attach({self.id!r})"
             )
+        if self._ended is not None:
+            raise SessionEnded(*self._ended)
 
     def _allocate(self, n: int) -> int:
         with self._id_lock:

@@ -78,6 +78,12 @@ def check_options(o: SessionOptions) -> None:
     for field, text in texts.items():
         if "\x00" in text:
             raise bad(field, "holds a NUL character (\\u0000), which no field may hold; remove it")
+    if o.min_workers > o.max_workers:
+        raise bad(
+            "min_workers",
+            f"{o.min_workers} is above max_workers ({o.max_workers}); raise max_workers or "
+            "lower min_workers",
+        )
     if not o.python.strip():
         raise bad("python", "name a Python interpreter for the workers, e.g. python3")
     odd = next((k for k in o.environment if not k or "=" in k), None)

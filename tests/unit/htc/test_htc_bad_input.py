@@ -46,6 +46,7 @@ def options(**over: Any) -> SessionOptions:
         ({"task_timeout_seconds": float("inf")}, "task_timeout_seconds"),
         ({"worker_lease_seconds": 1e300}, "worker_lease_seconds"),
         ({"memory_per_worker_bytes": 2**63}, "memory_per_worker_bytes"),
+        ({"min_workers": 65}, "min_workers"),  # above the default max_workers, 64
     ],
 )
 def test_options_no_worker_could_run_are_refused_naming_the_field(
@@ -61,6 +62,7 @@ def test_valid_options_pass() -> None:
     check_options(options())
     check_options(options(service=ServiceSpec(kind="exec", argv=["./pricer", "--fast"])))
     check_options(options(task_timeout_seconds=86400.0, environment={"A": ""}, name="n"))
+    check_options(options(min_workers=8, max_workers=8))
 
 
 async def _submit(flat: Any) -> tuple[Any, list[list[Any]], list[list[Any]]]:
