@@ -175,6 +175,9 @@ _TOP_WHOLE = {
 }
 # [scheduler] keys that are server settings; the rest of the table is the profile
 _SCHEDULER_SETTINGS = {"interval_seconds", "predictor", "drain_anomalous_nodes"}
+# ... and the profile's own (``hal.scheduler.framework.profile``, which checks them again;
+# a test keeps the two lists equal)
+PROFILE_KEYS = {"name", "plugins", "score_weights", "plugin_args"}
 # hal.predict.CONFIGURABLE (the config plane does not import the predictors)
 PREDICTORS = ("user", "avg2", "learned")
 _PARTITION_KEYS = {
@@ -232,6 +235,10 @@ def config_from_dict(
     scheduler = raw.get("scheduler", {})
     if not isinstance(scheduler, dict):
         raise InvalidRequest(f"{source}: [scheduler] must be a table", field="scheduler")
+    extra = sorted(set(scheduler) - _SCHEDULER_SETTINGS - PROFILE_KEYS)
+    if extra:
+        known = ", ".join(sorted(_SCHEDULER_SETTINGS | PROFILE_KEYS))
+        raise _fail(source, f"scheduler.{extra[0]}", f"unknown key; [scheduler] takes {known}")
     if "interval_seconds" in scheduler:
         interval = scheduler["interval_seconds"]
         kwargs["scheduler_interval_seconds"] = _seconds(

@@ -148,3 +148,18 @@ def test_hal_server_prints_the_error_and_exits_2(
     err = capsys.readouterr().err
     assert code == 2
     assert err.startswith(f"hal: error: {path}: ") and "Traceback" not in err
+
+
+def test_a_misspelt_scheduler_key_names_every_key_the_table_takes() -> None:
+    with pytest.raises(InvalidRequest) as err:
+        config_from_dict({"scheduler": {"predicter": "avg2"}})
+    assert err.value.field == "scheduler.predicter"
+    for key in ("predictor", "interval_seconds", "drain_anomalous_nodes", "plugins"):
+        assert key in err.value.message
+
+
+def test_the_profile_keys_the_config_knows_are_the_frameworks() -> None:
+    from hal.config.model import PROFILE_KEYS
+    from hal.scheduler.framework.profile import _PROFILE_KEYS
+
+    assert PROFILE_KEYS == _PROFILE_KEYS
