@@ -93,9 +93,11 @@ def test_a_plugin_argument_merges_into_the_defaults_own() -> None:
 
 
 def test_an_unknown_key_beside_plugin_args_is_still_refused() -> None:
-    config = config_from_dict({"scheduler": {"plugin_arg": {}}})
-    with pytest.raises(ProfileError) as err:
-        build_scheduler(server_profile(config))
+    with pytest.raises(InvalidRequest) as err:  # when the config loads, naming the table
+        config_from_dict({"scheduler": {"plugin_arg": {}}})
+    assert err.value.field == "scheduler.plugin_arg"
+    with pytest.raises(ProfileError) as err:  # and by the framework, for other callers
+        build_scheduler({"plugin_arg": {}})
     assert err.value.field == "plugin_arg"
 
 
