@@ -2,25 +2,46 @@
 into a node's leaf cache, and the data service's status (``hal data ...``).
 
 Answered by ``hal.api.data.DataService``; 503 ``unavailable`` on a server without a
-``[data]`` table.
+``[data]`` table. Bad input is a 400 naming the field: a key ``parse_data_keys`` refuses
+(a NUL, text that is not UTF-8, ...), a node name no agent could register, a query
+parameter (these routes take none), an unknown body field, ``@NAME`` (a dataset of
+``[data.datasets]``) where one cache key is asked for, or a dataset name
+``[data.datasets]`` does not define.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated
 
-from fastapi import APIRouter, Depends
-from pydantic import BaseModel, Field
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, ConfigDict, Field
 
 from hal.api.context import ServerContext, caller_dep, context_dep
 from hal.api.data import DataService
-from hal.core.data import MAX_DATA_KEYS, parse_data_keys
-from hal.core.errors import Unavailable
+from hal.core.data import DATASET_NAME, MAX_DATA_KEYS, expand_datasets, parse_data_keys
+from hal.core.errors import InvalidRequest, Unavailable
 from hal.state.cluster import Caller
+from hal.wire.agent import NODE_NAME
 
 router = APIRouter(prefix="/v1/data", tags=["data"])
 Ctx = Annotated[ServerContext, Depends(context_dep)]
 Who = Annotated[Caller, Depends(caller_dep)]
+
+
+def no_query(request: Request) -> None:
+    """Refuse query parameters: these routes take none, and one silently ignored (a
+    misspelt path, a filter that does not exist) would answer another question."""
+    name = next(iter(request.query_params), None)
+    if name is not None:
+        raise InvalidRequest(
+            f"query parameter {name[:64]!r} is not known: {request.method} "
+            f"{request.url.path[:100]} takes no query parameters; remove it",
+            field=name[:64],
+        )
+
+
+NoQuery = Annotated[None, Depends(no_query)]
 
 
 class DataHolder(BaseModel):
@@ -51,8 +72,12 @@ class DataLocation(BaseModel):
 
 
 class DataStageRequest(BaseModel):
+    """``keys``: cache keys, or ``@NAME`` for the keys of a dataset in ``[data.datasets]``."""
+
+    model_config = ConfigDict(extra="forbid")
+
     keys: list[str] = Field(min_length=1, max_length=MAX_DATA_KEYS)
-    node: str = Field(min_length=1)
+    node: str = Field(pattern=NODE_NAME)  # as an agent registers it
 
 
 class DataStageResult(BaseModel):
@@ -107,18 +132,18 @@ def _service(ctx: ServerContext) -> DataService:
 
 
 @router.get("/status", response_model=DataStatus)
-async def data_status(ctx: Ctx, _caller: Who) -> DataStatus:
+async def data_status(ctx: Ctx, _caller: Who, _q: NoQuery) -> DataStatus:
     """The data view's age, staleness, pre-staging counts and each cache node's hits,
     misses and bytes moved (``hal data status``)."""
     return DataStatus.model_validate(_service(ctx).status())
 
 
 @router.get("/locate/{key:path}", response_model=DataLocation)
-async def locate(key: str, ctx: Ctx, _caller: Who) -> DataLocation:
+async def locate(key: str, ctx: Ctx, _caller: Who, _q: NoQuery) -> DataLocation:
     """The key's holders and, per HAL node, the bytes already local and the estimated
     time and cost of moving the rest (``hal data locate KEY``)."""
     service = _service(ctx)
-    (key,) = parse_data_keys([key], field_name="key")
+    key = locate_key(key, ctx.config.datasets)
     found = await service.locate(key)
     return DataLocation(
         key=found.key,
@@ -142,10 +167,12 @@ async def locate(key: str, ctx: Ctx, _caller: Who) -> DataLocation:
 
 
 @router.post("/stage", response_model=DataStageResult)
-async def stage(body: DataStageRequest, ctx: Ctx, _caller: Who) -> DataStageResult:
-    """Pull keys into a node's leaf cache now (``hal data stage KEY --node N``)."""
+async def stage(body: DataStageRequest, ctx: Ctx, _caller: Who, _q: NoQuery) -> DataStageResult:
+    """Pull keys into a node's leaf cache now (``hal data stage KEY --node N``); ``@NAME``
+    stands for the keys of that dataset in ``[data.datasets]``, as in ``--data``."""
     service = _service(ctx)
     keys = parse_data_keys(body.keys, field_name="keys")
+    keys = expand_datasets(keys, ctx.config.datasets, field_name="keys")
     done = await service.stage(keys, body.node)
     return DataStageResult(
         node=done.node,
@@ -154,3 +181,22 @@ async def stage(body: DataStageRequest, ctx: Ctx, _caller: Who) -> DataStageResu
         keys=list(done.keys),
         held=[k for k in done.keys if k in done.held],
     )
+
+
+def locate_key(key: str, datasets: Mapping[str, tuple[str, ...]]) -> str:
+    """The one cache key of ``GET /v1/data/locate/{key}``, or a 400 saying what is wrong."""
+    if not key:
+        raise InvalidRequest(
+            "key: missing; GET /v1/data/locate/{key} takes one cache key (hal data locate KEY)",
+            field="key",
+        )
+    (key,) = parse_data_keys([key], field_name="key")
+    if key.startswith(DATASET_NAME):
+        found = expand_datasets([key], datasets, field_name="key")  # unknown: a 400
+        shown = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
+        raise InvalidRequest(
+            f"key: {key} names a dataset of {len(found)} keys ([data.datasets]), not one "
+            f"cache key; locate one of its keys: {shown}",
+            field="key",
+        )
+    return key

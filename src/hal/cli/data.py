@@ -62,6 +62,9 @@ def add_commands(sub: Any) -> None:
 
 
 def cmd_locate(ns: argparse.Namespace) -> int:
+    from hal.core.data import parse_data_keys
+
+    parse_data_keys([ns.key], field_name="key")  # refused here, not by the request's encoder
     with closing(DataClient()) as hal:
         found = hal.data_locate(ns.key)
     if ns.json:

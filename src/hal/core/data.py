@@ -224,6 +224,12 @@ def parse_data_keys(
                 "must not (separate several keys with commas)",
                 field=field_name,
             )
+        if not key.isprintable():  # a NUL, or a lone surrogate: JSON's \ud800, argv's
+            raise InvalidRequest(  # bytes that are not UTF-8 (a traceback or a 500)
+                f"--data key {key[:40]!r} is not UTF-8 text (or holds a control character "
+                "such as a NUL); cache keys for --data are printable UTF-8",
+                field=field_name,
+            )
         if len(key.encode()) > MAX_KEY_BYTES:
             raise InvalidRequest(
                 f"--data key {key[:40]!r}... is longer than {MAX_KEY_BYTES} bytes",

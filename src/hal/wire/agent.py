@@ -22,9 +22,11 @@ from pydantic import Field
 from hal.wire.base import WireModel
 from hal.wire.bounds import INT32_MAX, INT64_MAX
 
+NODE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"  # what a node may be called
+
 
 class AgentRegister(WireModel):
-    node: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+    node: str = Field(pattern=NODE_NAME)
     cpus: int = Field(ge=1, le=INT32_MAX)
     memory_bytes: int = Field(ge=1, le=INT64_MAX)
     gpus: int = Field(default=0, ge=0, le=1024)  # as a job's --gpus-per-node
