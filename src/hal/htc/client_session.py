@@ -28,8 +28,6 @@ CONNECT_TIMEOUT_S = 30.0
 WAIT_SLICE_S = 0.5  # how often a blocked consumer re-checks whether the session ended
 DEFAULT_WINDOW = 65_536  # tasks a map keeps in flight: bounds memory on both sides
 DEFAULT_CHUNK = 2_048  # tasks per SUBMIT frame
-FRAME_BUDGET = 64 * 1024 * 1024  # payload bytes per SUBMIT frame (the broker takes 256 MiB)
-MAX_TASK_BYTES = p.MAX_FRAME_BYTES - 1024  # one task's packed arguments, with room for ids
 
 
 class Session:
@@ -342,20 +340,20 @@ def check_sizes(payloads: list[bytes], first_index: int = 0) -> None:
     """A task whose packed arguments exceed a frame would make the broker drop the
     connection (and with it every open future): refused here, before anything is sent."""
     for i, payload in enumerate(payloads, first_index):
-        if len(payload) > MAX_TASK_BYTES:
+        if len(payload) > p.MAX_ITEM_BYTES:
             raise PayloadTooLarge(
                 f"task {i} (0-based, in this call): its arguments pack to {len(payload)} "
-                f"bytes, over the {MAX_TASK_BYTES} a task may carry; send big data once "
+                f"bytes, over the {p.MAX_ITEM_BYTES} a task may carry; send big data once "
                 "as common data, or pass a path"
             )
 
 
 def chunks(payloads: list[bytes], most: int) -> Iterator[tuple[int, int]]:
-    """``(start, end)`` slices of at most ``most`` tasks and about ``FRAME_BUDGET`` bytes
+    """``(start, end)`` slices of at most ``most`` tasks and about ``p.FRAME_BUDGET`` bytes
     (at least one task each), so no SUBMIT frame exceeds what the broker takes."""
     start, size = 0, 0
     for i, payload in enumerate(payloads):
-        if i > start and (i - start >= most or size + len(payload) > FRAME_BUDGET):
+        if i > start and (i - start >= most or size + len(payload) > p.FRAME_BUDGET):
             yield start, i
             start, size = i, 0
         size += len(payload)

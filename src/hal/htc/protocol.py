@@ -29,6 +29,8 @@ import msgpack  # type: ignore[import-untyped]  # ships no stubs
 
 HEADER = struct.Struct("<I")
 MAX_FRAME_BYTES = 256 * 1024 * 1024  # a bigger frame is a bug or an attack, not a batch
+MAX_ITEM_BYTES = MAX_FRAME_BYTES - 1024  # one task's packed arguments or result, with its id
+FRAME_BUDGET = 64 * 1024 * 1024  # senders start a new frame past this many payload bytes
 
 # Message kinds (first item of every frame).
 HELLO_CLIENT = 1

@@ -88,12 +88,13 @@ class Session:
         if not out:
             return
         self.outbox = []
-        n = len(out) // 3
-        self.sent_seq += n
-        self.unacked.append((self.sent_seq, out))
-        self.unacked_results += n
-        if self.client is not None:
-            self.client.send([p.RESULTS, self.sent_seq, out])
+        for chunk in by_size(out):
+            n = len(chunk) // 3
+            self.sent_seq += n
+            self.unacked.append((self.sent_seq, chunk))
+            self.unacked_results += n
+            if self.client is not None:
+                self.client.send([p.RESULTS, self.sent_seq, chunk])
 
     def ack(self, seq: int) -> None:
         unacked = self.unacked
@@ -120,3 +121,20 @@ class Session:
     def decay_rate(self, now: float) -> None:
         if now - self._rate_at > 2.0:
             self.count_completions(0, now)
+
+
+def by_size(out: list[Any]) -> list[list[Any]]:
+    """``(task_id, status, payload)`` triples in chunks of about ``p.FRAME_BUDGET`` payload
+    bytes, so that many big results of one turn never make a frame the client refuses
+    (it would drop the connection). One chunk, unsplit, in the usual case."""
+    if sum(map(len, out[2::3])) <= p.FRAME_BUDGET:
+        return [out]
+    chunks: list[list[Any]] = []
+    start, size = 0, 0
+    for i in range(0, len(out), 3):
+        if i > start and size + len(out[i + 2]) > p.FRAME_BUDGET:
+            chunks.append(out[start:i])
+            start, size = i, 0
+        size += len(out[i + 2])
+    chunks.append(out[start:])
+    return chunks

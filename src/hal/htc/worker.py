@@ -91,6 +91,7 @@ def serve(sock: socket.socket, stream: Any, call: Callable[..., Any], timeout_s:
             continue
         flat = message[1]
         out: list[Any] = []
+        size = 0  # result bytes in ``out``
         last = clock()
         for i in range(0, len(flat), 2):
             task_id = flat[i]
@@ -103,7 +104,12 @@ def serve(sock: socket.socket, stream: Any, call: Callable[..., Any], timeout_s:
                         signal.setitimer(signal.ITIMER_REAL, 0)
                 else:
                     result = call(*unpack(flat[i + 1]))
-                out += (task_id, ok, pack(result))
+                packed = pack(result)
+                if len(packed) > p.MAX_ITEM_BYTES:  # the frame would be refused: say why
+                    out += (task_id, failed, pack(_too_big(task_id, len(packed))))
+                else:
+                    out += (task_id, ok, packed)
+                    size += len(packed)
             except TaskTimeout:
                 text = f"task {task_id} ran past its timeout of {timeout_s:g} s"
                 out += (task_id, timed_out, pack(text))
@@ -119,12 +125,19 @@ def serve(sock: socket.socket, stream: Any, call: Callable[..., Any], timeout_s:
                 text = "".join(traceback.format_exception_only(err)).strip()
                 out += (task_id, failed, pack(text))
             now = clock()
-            if now - last > FLUSH_AFTER_S:
+            if now - last > FLUSH_AFTER_S or size > p.FRAME_BUDGET:
                 sock.sendall(frame([p.RESULTS, 0, out]))
-                out = []
+                out, size = [], 0
                 last = now
         if out:
             sock.sendall(frame([p.RESULTS, 0, out]))
+
+
+def _too_big(task_id: int, size: int) -> str:
+    return (
+        f"task {task_id}: its result packs to {size} bytes, over the {p.MAX_ITEM_BYTES} a "
+        "result may carry; write big results to a file and return its path"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

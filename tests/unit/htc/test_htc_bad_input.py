@@ -4,6 +4,7 @@ SUBMIT frames, reused task ids, and a client that sends after it stopped."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from typing import Any
 
 import pytest
@@ -13,12 +14,13 @@ from test_broker import connect, open_session, ready_worker, tasks, turn
 from test_client_session import scripted_broker
 
 from hal.core.errors import Conflict, InvalidRequest, PayloadTooLarge
-from hal.htc import client_session
 from hal.htc import protocol as p
+from hal.htc import worker
 from hal.htc.broker import Broker
 from hal.htc.client_session import Session as ClientSession
 from hal.htc.errors import SessionEnded
 from hal.htc.rest import ServiceSpec, SessionOptions, check_options
+from hal.htc.session import Session
 from hal.htc.tasks import TaskBook
 
 
@@ -131,8 +133,8 @@ WELCOME = {"session": "s1", "state": "OPEN", "next_task_id": 1, "outstanding": 0
 def test_a_task_too_big_for_a_frame_is_refused_before_anything_is_sent(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(client_session, "MAX_TASK_BYTES", 1000)
-    monkeypatch.setattr(client_session, "FRAME_BUDGET", 2500)
+    monkeypatch.setattr(p, "MAX_ITEM_BYTES", 1000)
+    monkeypatch.setattr(p, "FRAME_BUDGET", 2500)
     with scripted_broker([[p.WELCOME, WELCOME]]) as (ticket, received, _):
         session = ClientSession(ticket)
         try:
@@ -172,3 +174,57 @@ def test_tasks_after_close_detach_or_end_are_refused_not_lost() -> None:
         finally:
             session.disconnect()
     assert [m for m in received if m[0] == p.SUBMIT] == []
+
+
+def test_a_result_too_big_for_a_frame_fails_its_task_and_the_rest_are_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A result over a frame made the broker drop the worker, and the task ran again until
+    it was called poison; now the worker fails that task saying why, and splits the
+    other results into frames by size."""
+    monkeypatch.setattr(p, "MAX_ITEM_BYTES", 1000)
+    monkeypatch.setattr(p, "FRAME_BUDGET", 1500)
+    monkeypatch.setattr(worker, "FLUSH_AFTER_S", 3600.0)  # only size splits frames here
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        tasks = [1, p.pack([5000]), 2, p.pack([900]), 3, p.pack([900]), 4, p.pack([900])]
+        theirs.sendall(p.frame([p.TASKS, tasks]) + p.frame([p.STOP]))
+        stream = ours.makefile("rb")
+        assert worker.serve(ours, stream, lambda n: b"r" * n, 0.0) == 0
+        ours.shutdown(socket.SHUT_WR)
+        decoder = p.FrameDecoder()
+        frames: list[list[Any]] = []
+        while chunk := theirs.recv(1 << 16):
+            frames += decoder.feed(chunk)
+    flat = [x for f in frames for x in f[2]]
+    assert flat[0:2] == [1, p.FAILED] and "over the 1000" in p.unpack(flat[2])
+    assert flat[3::3] == [2, 3, 4] and flat[4::3] == [p.OK] * 3
+    assert [len(f[2]) // 3 for f in frames] == [3, 1]  # past 1,500 result bytes: sent
+
+
+def test_big_results_of_one_turn_go_to_the_client_in_frames_it_takes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Results gathered in one broker turn are sent in chunks of about ``FRAME_BUDGET``
+    bytes, each with its own running sequence number (the client acknowledges by it);
+    before, one frame could exceed what the client reads and lose the connection."""
+    monkeypatch.setattr(p, "FRAME_BUDGET", 1500)
+
+    class Client:
+        sent: list[list[Any]] = []
+
+        def send(self, message: list[Any]) -> None:
+            self.sent.append(message)
+
+        def close(self) -> None:
+            pass
+
+    session = Session(id="s1", user="ann", options=options(), created=0.0)
+    session.client = client = Client()
+    session.outbox = [x for i in range(1, 5) for x in (i, p.OK, b"r" * 700)]
+    session.flush()
+    assert [(m[1], m[2][0::3]) for m in client.sent] == [(2, [1, 2]), (4, [3, 4])]
+    assert [end for end, _ in session.unacked] == [2, 4] and session.unacked_results == 4
+    session.outbox = [5, p.OK, b"small"]
+    session.flush()
+    assert client.sent[-1][1:] == [5, [5, p.OK, b"small"]]
