@@ -87,5 +87,7 @@ def run(
         return handler(list(argv), console)
     except HalError as err:  # a client error a command did not map itself
         return console.error(err.message)
+    except KeyboardInterrupt:  # Ctrl-C in `squeue -i 5` or `sbatch --wait`: no traceback
+        return 130
     finally:
         console.close()

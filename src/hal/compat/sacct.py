@@ -10,6 +10,7 @@ does, and every column is followed by one space. Each job that started gets one
 from __future__ import annotations
 
 import pwd
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -29,6 +30,17 @@ LONG_FIELDS = (
     "jobid,jobidraw,jobname,partition,account,alloccpus,state,exitcode,elapsed,start,end,"
     "submit,reqmem,maxrss,nodelist,user,timelimit,nnodes,reqcpus"
 )
+
+# Slurm job states (sacct -s) HAL never records: accepted, they match nothing
+OTHER_SLURM_STATES = frozenset(
+    {
+        "CONFIGURING", "CF", "REQUEUED", "RQ", "RESIZING", "RS", "REVOKED", "RV",
+        "REQUEUE_HOLD", "RH", "REQUEUE_FED", "RF", "RESV_DEL_HOLD", "RD", "SPECIAL_EXIT",
+        "SE", "SIGNALING", "SI", "STAGE_OUT", "SO", "STOPPED", "ST",
+    }
+)  # fmt: skip
+_JOB_ID = re.compile(r"^\d+(?:_\d+|\+\d+)?$")  # 123, 123_4, 123+1
+_STEP = re.compile(r"^(?:\d+|batch|extern|interactive)$")  # 123.0, 123.batch...
 
 OPTIONS = (
     Opt("allocations", ("allocations",), "X", Arg.NONE),
@@ -207,6 +219,12 @@ def parse_request(argv: list[str], now: float, env_format: str | None) -> Reques
         elif dest == "jobs":
             for item in items:  # 123, 123.batch or 123.4 (HAL runs only the batch step)
                 base, _, step = item.partition(".")
+                if not _JOB_ID.match(base) or (step and not _STEP.match(step)):
+                    raise InvalidRequest(
+                        f"Bad job/step specified: {item}; write 123, 123_4 (an array "
+                        "element), 123+1 (a het job component), or add a step: 123.batch",
+                        field="jobs",
+                    )
                 request.ids.append(base)
                 request.job_steps.setdefault(base, set()).add(step or "*")
         elif dest == "user":
@@ -228,10 +246,21 @@ def parse_request(argv: list[str], now: float, env_format: str | None) -> Reques
     if parsed.positionals:
         raise InvalidRequest(f"Unrecognized option: {parsed.positionals[0]}")
     request.fields = parse_fields(fields_text)
+    if not request.fields:
+        raise InvalidRequest(
+            "No fields requested: --format needs field names, e.g. --format=JobID,State",
+            field="format",
+        )
     if request.start is None and not request.ids:
         # sacct's default window starts at 00:00 today
         midnight = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
         request.start = midnight.timestamp()
+    if request.start is not None and request.end is not None and request.start > request.end:
+        raise InvalidRequest(
+            f"Start time ({timestamp(request.start)}) requested is after end time "
+            f"({timestamp(request.end)}).",
+            field="starttime",
+        )
     return request
 
 
@@ -239,9 +268,13 @@ def _state_name(text: str) -> str:
     upper = text.upper()
     if upper in STATES_BY_CODE:
         return STATES_BY_CODE[upper].value
-    if upper in JobState.__members__:
+    if upper in JobState.__members__ or upper in OTHER_SLURM_STATES:
         return upper
-    raise InvalidRequest(f"Invalid job state specified: {text}", field="state")
+    raise InvalidRequest(
+        f"Invalid job state specified: {text}; use codes or names such as PD, R, CD, F, CA, "
+        "TO, OOM or PENDING, RUNNING, COMPLETED, comma-separated",
+        field="state",
+    )
 
 
 def parse_fields(text: str) -> list[tuple[str, int, Column]]:
@@ -261,8 +294,11 @@ def parse_fields(text: str) -> list[tuple[str, int, Column]]:
             )
         title, width, column = spec
         if width_text:
-            if not width_text.isdigit():
-                raise InvalidRequest(f"Invalid field width in {item!r}", field="format")
+            if not width_text.isdigit() or int(width_text) < 1:
+                raise InvalidRequest(
+                    f"Invalid field width in {item!r}: write a positive width, e.g. {name}%20",
+                    field="format",
+                )
             width = int(width_text) * (-1 if width < 0 else 1)
         columns.append((title, width, column))
     return columns

@@ -1,8 +1,9 @@
 """The ``scancel`` command.
 
 Ids may be ``123`` (a job, or a whole array), ``123_4`` (an element) or ``123_[1-3,7]``
-(elements). Filters (``-u``, ``--me``, ``-n``, ``-p``, ``-t``, ``-A``) select jobs on their
-own or narrow the given ids. ``-s SIG`` sends a signal instead of cancelling.
+(elements, indices below the cluster's MaxArraySize as in Slurm). Filters (``-u``,
+``--me``, ``-n``, ``-p``, ``-t``, ``-A``) select jobs on their own or narrow the given ids.
+``-s SIG`` sends a signal instead of cancelling.
 
 Exit codes follow Slurm 22.05: an id that does not exist prints
 ``scancel: error: Kill job error on job id N: Invalid job id specified`` (nothing with
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
 from hal.core.errors import Conflict, HalError, InvalidRequest, NotFound, PermissionDenied
-from hal.core.slurm_syntax import parse_array, parse_signal_name
+from hal.core.slurm_syntax import DEFAULT_MAX_ARRAY_SIZE, parse_array, parse_signal_name
 from hal.core.states import STATES_BY_CODE
 
 OPTIONS = (
@@ -42,6 +43,7 @@ OPTIONS = (
 # scancel -t accepts only these (scancel.1).
 CANCELLABLE_STATES = {"PENDING", "RUNNING", "SUSPENDED"}
 _ID = re.compile(r"^(\d+)(?:_(\d+|\[[^\]]+\])|\+\d+)?$")  # 123, 123_4, 123_[1-3], 123+1
+_STEP_ID = re.compile(r"^\d+(?:_\d+)?\.\w+$")  # 123.0, 123.batch: a job step
 
 
 @dataclass
@@ -106,7 +108,7 @@ def parse_request(argv: list[str]) -> Request | None:
         elif dest == "state":
             request.states |= {_state(item) for item in items}
         elif dest == "signal":
-            request.signal = parse_signal_name(text, field="signal")
+            request.signal = _signal(text)
         elif dest == "batch":
             # HalClient.cancel cannot yet say "batch shell only"; refusing beats signalling
             # every process of the job when the user asked for one.
@@ -120,8 +122,39 @@ def parse_request(argv: list[str]) -> Request | None:
         elif dest == "verbose":
             request.verbose = True
     for word in parsed.positionals:
-        request.targets += expand_target(word)
+        for item in _split_ids(word):  # checked here; 12_[1-3] is expanded when cancelling
+            _check_id(item)
+            request.targets.append(item)
     return request
+
+
+def _signal(text: str) -> int:
+    try:
+        return parse_signal_name(text, field="signal")
+    except InvalidRequest:
+        raise InvalidRequest(
+            f"Unknown job signal: {text}; name one such as USR1, TERM, KILL or INT, or give "
+            "its number (10)",
+            field="signal",
+        ) from None
+
+
+def _check_id(item: str) -> None:
+    if not _ID.match(item):
+        raise _id_error(item)
+
+
+def _id_error(item: str) -> InvalidRequest:
+    if _STEP_ID.match(item):
+        job = item.partition(".")[0]
+        return InvalidRequest(
+            f"Invalid job id {item}: HAL cancels and signals whole jobs, not job steps; "
+            f"use scancel {job} or scancel -s SIG {job}",
+            field="job_id",
+        )
+    return InvalidRequest(
+        f"Invalid job id {item}; write 123, 123_4, 123_[1-3] or 123+1", field="job_id"
+    )
 
 
 def _state(text: str) -> str:
@@ -135,22 +168,34 @@ def _state(text: str) -> str:
     return state
 
 
-def expand_target(word: str) -> list[str]:
-    """``123`` → [``123``]; ``123_4`` → [``123_4``]; ``123_[1-3]`` → ``123_1``.."""
+def expand_target(word: str, max_array_size: int = DEFAULT_MAX_ARRAY_SIZE) -> list[str]:
+    """``123`` → [``123``]; ``123_4`` → [``123_4``]; ``123_[1-3]`` → ``123_1``.. Indices
+    stop below the cluster's MaxArraySize, as Slurm's scancel (a typo such as
+    ``12_[0-99999999]`` must not become a hundred million requests)."""
     targets: list[str] = []
     for item in _split_ids(word):
         m = _ID.match(item)
-        if not m:
-            raise InvalidRequest(
-                f"Invalid job id {item}; write 123, 123_4, 123_[1-3] or 123+1", field="job_id"
-            )
+        if m is None:
+            raise _id_error(item)
         job, element = m.group(1), m.group(2)
         if element is None or not element.startswith("["):
             targets.append(item)
             continue
-        spec = parse_array(element[1:-1], max_array_size=1 << 31, field="job_id")
+        try:
+            spec = parse_array(element[1:-1], max_array_size=max_array_size, field="job_id")
+        except InvalidRequest:
+            raise InvalidRequest(
+                f"Invalid job id {item}: array indices are ranges such as [1-3,7] or "
+                f"[0-15:4], from 0 to {max_array_size - 1} (MaxArraySize={max_array_size})",
+                field="job_id",
+            ) from None
         targets += [f"{job}_{index}" for index in spec.indices]
     return targets
+
+
+def _max_array_size(console: Console) -> int:
+    setting = console.client.cluster_config().settings.get("MaxArraySize", "")
+    return int(setting) if setting.isdigit() else DEFAULT_MAX_ARRAY_SIZE
 
 
 def _split_ids(word: str) -> list[str]:
@@ -173,6 +218,9 @@ def _cancel(request: Request, console: Console) -> int:
     if request.me:
         request.users.append(console.current_user())
     targets = request.targets
+    if any("[" in target for target in targets):
+        limit = _max_array_size(console)
+        targets = [t for target in targets for t in expand_target(target, limit)]
     if request.filtered:
         jobs = client.jobs(
             ids=targets or None,

@@ -37,6 +37,36 @@ LONG_STATES = {
     "fail": "fail",
 }
 _ALLOCATED = {"alloc", "mix", "comp"}
+# sinfo -t: Slurm's node state names (short and long, any case) → the display states they
+# match. ``drain`` is both drained and draining nodes, as Slurm's DRAIN flag; names of
+# states HAL never shows are accepted and match nothing, as on a cluster without such nodes.
+STATE_FILTERS: dict[str, frozenset[str]] = {
+    "idle": frozenset({"idle"}),
+    "alloc": frozenset({"alloc"}),
+    "allocated": frozenset({"alloc"}),
+    "mix": frozenset({"mix"}),
+    "mixed": frozenset({"mix"}),
+    "drain": frozenset({"drain", "drng"}),
+    "drained": frozenset({"drain"}),
+    "drng": frozenset({"drng"}),
+    "draining": frozenset({"drng"}),
+    "down": frozenset({"down"}),
+    "comp": frozenset({"comp"}),
+    "completing": frozenset({"comp"}),
+    "resv": frozenset({"resv"}),
+    "reserved": frozenset({"resv"}),
+    "maint": frozenset({"maint"}),
+    "fail": frozenset({"fail"}),
+    **{
+        name: frozenset()
+        for name in (
+            "boot", "booting", "cloud", "failing", "future", "futr", "inval", "invalid",
+            "no_respond", "npc", "perfctrs", "planned", "power_down", "powered_down",
+            "powering_down", "powering_up", "pow_dn", "pow_up", "reboot", "reboot_issued",
+            "reboot_requested", "unk", "unknown", "blocked",
+        )
+    },
+}  # fmt: skip
 
 OPTIONS = (
     Opt("noheader", ("noheader",), "h", Arg.NONE),
@@ -132,6 +162,10 @@ def sinfo(argv: list[str], console: Console) -> int:
         fmt = NODE_LONG_FORMAT if "long" in opts else NODE_FORMAT
     else:
         fmt = LONG_FORMAT if "long" in opts else DEFAULT_FORMAT
+    if not fmt.strip():
+        return console.error(
+            "Format option lacks specification: -o needs fields, e.g. -o '%P %t %N'"
+        )
     layout = parse_format(fmt)
     for part in layout:
         if isinstance(part, Field) and part.letter not in NODE_LETTERS | AGGREGATE_TITLES:
@@ -139,21 +173,22 @@ def sinfo(argv: list[str], console: Console) -> int:
     try:
         partitions = console.client.partitions()
         nodes = console.client.nodes()
-        wanted_nodes = set(expand_hostlist(opts["nodes"] or "")) if "nodes" in opts else None
+        wanted_nodes = (
+            set(expand_hostlist(opts["nodes"] or "", field="nodes")) if "nodes" in opts else None
+        )
     except HalError as err:
         return console.error(err.message)
     wanted_parts = set((opts.get("partition") or "").split(",")) if "partition" in opts else None
-    wanted_states = set((opts.get("states") or "").lower().split(",")) if "states" in opts else None
+    try:
+        wanted_states = parse_node_states(opts["states"] or "") if "states" in opts else None
+    except ValueError as err:
+        return console.error(str(err))
     partitions = [p for p in partitions if wanted_parts is None or p.name in wanted_parts]
     nodes = [
         n
         for n in nodes
         if (wanted_nodes is None or n.name in wanted_nodes)
-        and (
-            wanted_states is None
-            or n.display_state in wanted_states
-            or LONG_STATES.get(n.display_state) in wanted_states
-        )
+        and (wanted_states is None or any(n.display_state in c for c in wanted_states))
     ]
     groups = _groups(
         layout,
@@ -167,6 +202,31 @@ def sinfo(argv: list[str], console: Console) -> int:
     for line in sinfo_lines(layout, groups, header="noheader" not in opts):
         console.out(line)
     return 0
+
+
+def parse_node_states(text: str) -> list[frozenset[str]] | None:
+    """``-t``: state names, comma-separated, any case → for each, the display states it
+    matches (a node is shown if any entry matches it; ``a&b`` needs both). ``all`` is no
+    filter (None). A name Slurm does not have is a ``ValueError``, not a silent empty
+    list."""
+    choices: list[frozenset[str]] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        if item.lower() == "all":
+            return None
+        match: frozenset[str] | None = None
+        for name in item.lower().split("&"):
+            states = STATE_FILTERS.get(name.strip())
+            if states is None:
+                raise ValueError(
+                    f"Invalid node state specified: {name.strip()}; use idle, alloc, mix, "
+                    "drain, drng, down, comp, resv, maint, fail (or their long names), "
+                    "comma-separated, or all"
+                )
+            match = states if match is None else match & states
+        choices.append(match or frozenset())
+    return choices
 
 
 def _members(partition: PartitionInfo, nodes: list[NodeInfo]) -> list[NodeInfo]:

@@ -10,6 +10,7 @@ TRES factors: ``%B`` and ``%T`` print 0 and empty.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, cast
 
@@ -51,6 +52,7 @@ TITLES = {
     "t": "TRES",
 }
 PRIORITY_SCALE = float(0xFFFFFFFF)  # %y: the priority as a fraction of its range
+_JOB_ID = re.compile(r"^\d+(?:_\d+)?$")  # 123 or an array element 123_4
 
 OPTIONS = (
     Opt("noheader", ("noheader",), "h", Arg.NONE),
@@ -143,8 +145,15 @@ def sprio(argv: list[str], console: Console) -> int:
         opts["jobs"] = positionals.pop(0)  # `sprio -j 12` (the value not glued), as squeue
     if positionals:
         return console.error(f"Unrecognized option: {positionals[0]}")
+    for job_id in (opts.get("jobs") or "").split(","):
+        if job_id and not _JOB_ID.match(job_id):  # sprio's own check, before any request
+            return console.error(f"Invalid job id: {job_id}; write 123 or 123_4, comma-separated")
     if "format" in opts:
         fmt = opts["format"] or ""
+        if not fmt.strip():
+            return console.error(
+                "Format option lacks specification: -o needs fields, e.g. -o '%i %u %Y'"
+            )
     elif "norm" in opts:
         fmt = NORMALIZED_LONG_FORMAT if "long" in opts else NORMALIZED_FORMAT
     else:

@@ -9,6 +9,8 @@ What tools parse, pinned by tests: Parsl's ``squeue --noheader --format='%i %t' 
 Without ``-t``, pending, running, suspended and completing jobs are shown; with ``-j`` and
 no ``-t``, jobs in any state that the server still lists (finished within MinJobAge).
 Pending elements of an array fold into one line (``4_[1-3%2]``) unless ``-r``.
+``-i N`` reprints the report every N seconds (a date line first, a blank line after) until
+interrupted.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ OPTIONS = (
     Opt("format", ("format",), "o"),
     Opt("Format", ("Format",), "O"),
     Opt("sort", ("sort",), "S"),
+    Opt("iterate", ("iterate",), "i"),
     Opt("all", ("all",), "a", Arg.NONE),  # hidden partitions: HAL has none
     Opt("clusters", ("clusters",), "M"),  # HAL is one cluster; any value selects it
     Opt("help", ("help",), arg=Arg.NONE),
@@ -86,6 +89,7 @@ class Query:
     long: bool = False
     layout: list[Field | str] = field(default_factory=lambda: parse_format(DEFAULT_FORMAT))
     sort: str = DEFAULT_SORT
+    iterate: int = 0  # -i: seconds between reports; 0 reports once
 
 
 class UsageError(Exception):
@@ -102,10 +106,16 @@ def squeue(argv: list[str], console: Console) -> int:
     if query is None:
         console.out("Usage: squeue [-h] [-l] [-r] [-t states] [-u users] [--me] [-j ids] ...")
         return 0
-    try:
-        return _show(query, console)
-    except HalError as err:
-        return console.error(err.message)
+    while True:
+        try:
+            rc = _show(query, console)
+        except HalError as err:
+            return console.error(err.message)
+        if not query.iterate or rc != 0:
+            return rc
+        console.out("")  # squeue --iterate: a blank line between reports
+        console.stdout.flush()
+        console.sleep(query.iterate)
 
 
 def parse_query(argv: list[str]) -> Query | None:
@@ -113,7 +123,7 @@ def parse_query(argv: list[str]) -> Query | None:
     query = Query()
     jobs_flag = False
     fmt: str | None = None
-    for dest, value, _spelled in parsed.values:
+    for dest, value, spelled in parsed.values:
         text = value or ""
         if dest in ("help", "usage", "version"):
             return None
@@ -147,12 +157,14 @@ def parse_query(argv: list[str]) -> Query | None:
             query.long = True
             fmt = fmt or LONG_FORMAT
         elif dest == "format":
-            fmt = text
+            fmt = _format_text(text, spelled)
         elif dest == "Format":
-            query.layout = parse_long_format(text)
+            query.layout = parse_long_format(_format_text(text, spelled))
             fmt = None
         elif dest == "sort":
             query.sort = text
+        elif dest == "iterate":
+            query.iterate = _iterate(text)
     positionals = list(parsed.positionals)
     if jobs_flag and positionals and not query.ids:
         query.ids = parse_job_ids(positionals.pop(0))  # `squeue -j 12` (value not glued)
@@ -166,7 +178,40 @@ def parse_query(argv: list[str]) -> Query | None:
                 f"Invalid job format specification: {part.letter} "
                 f"(HAL does not support %{part.letter})"
             )
+    check_sort(query.sort)
     return query
+
+
+def _format_text(text: str, spelled: str) -> str:
+    """An empty ``-o``/``-O`` would print a blank line per job: refused, as Slurm refuses a
+    format with no specification."""
+    if not text.strip():
+        raise UsageError(
+            f"Format option lacks specification: {spelled} needs fields, e.g. -o '%i %t' "
+            "or -O JobID,State"
+        )
+    return text
+
+
+def _iterate(text: str) -> int:
+    """``-i SECONDS``: a positive whole number, as squeue's ``--iterate``."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise UsageError(
+            f"--iterate={text}: give the seconds between reports as a positive integer (-i 5)"
+        )
+    return int(text)
+
+
+def check_sort(spec: str) -> None:
+    """Every ``--sort`` key must be a job field letter, checked before any job is read (an
+    empty queue must not hide the mistake)."""
+    for key in _list(spec):
+        letter = key.lstrip("+-")
+        if len(letter) != 1 or (letter not in JOB_LETTERS and letter not in NUMERIC_SORT_KEYS):
+            raise UsageError(
+                f"Invalid sort specification: {key} (use field letters as in -o, e.g. "
+                "--sort=-p,i or --sort=t,-S)"
+            )
 
 
 def _list(text: str) -> list[str]:
@@ -221,8 +266,9 @@ def parse_long_format(text: str) -> list[Field | str]:
 
 def _show(query: Query, console: Console) -> int:
     client = console.client
-    if query.me:
+    if query.me:  # once: -i runs this again
         query.users.append(console.current_user())
+        query.me = False
     if query.ids:
         # Ask only by id, then filter here: an id that exists but is filtered away must
         # print nothing, while an id that does not exist is an error (Slurm's behaviour).
@@ -251,7 +297,7 @@ def _show(query: Query, console: Console) -> int:
     if query.json:
         console.out(json.dumps(jobs_json(jobs, now), indent=2))
         return 0
-    if query.long and not query.noheader:
+    if (query.long or query.iterate) and not query.noheader:
         console.out(time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(now)))
     for line in job_lines(query.layout, jobs, now, header=not query.noheader):
         console.out(line)
@@ -324,6 +370,10 @@ _STATE_ORDER = {
     "CANCELLED": 4, "FAILED": 5, "TIMEOUT": 6, "NODE_FAIL": 7, "PREEMPTED": 8,
     "BOOT_FAIL": 9, "DEADLINE": 10, "OUT_OF_MEMORY": 11,
 }  # fmt: skip
+
+
+# --sort letters compared as numbers; ``p`` (priority) is one that -o has no letter for
+NUMERIC_SORT_KEYS = frozenset("iAtTpQDCVlS")
 
 
 def _sort_value(job: JobInfo, key: str, now: float) -> tuple[float, str]:

@@ -131,4 +131,4 @@ def test_batch_only_is_refused_not_widened() -> None:
 
 def test_bad_signal() -> None:
     result = call(cluster(), "scancel", "-s", "NOPE", "4")
-    assert result.rc == 1 and "unknown signal" in result.err
+    assert result.rc == 1 and "Unknown job signal: NOPE" in result.err

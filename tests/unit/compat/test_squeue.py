@@ -312,9 +312,9 @@ def test_clusters_and_all_are_accepted() -> None:
 
 
 def test_unknown_option() -> None:
-    result = call(cluster(), "squeue", "--iterate=5")
+    result = call(cluster(), "squeue", "--yaml")
     assert result.rc == 1
-    assert result.err.startswith("squeue: error: unrecognized option '--iterate'")
+    assert result.err.startswith("squeue: error: unrecognized option '--yaml'")
 
 
 def test_server_404_for_an_id_is_the_slurm_error() -> None:
