@@ -288,8 +288,16 @@ def _settings(parsed: Parsed) -> tuple[dict[str, Setting], int]:
             # the later of the pair wins, so keep a single key
             settings.pop("requeue", None)
             settings.pop("no_requeue", None)
+        if dest == "data" and "data" in settings:
+            value = _more_data(settings["data"][0], value)
         settings[dest] = (value, spelled)
     return settings, verbose
+
+
+def _more_data(before: str | None, value: str | None) -> str | None:
+    """HAL's ``--data`` adds up when repeated (a job's inputs are a list), where Slurm's own
+    options keep the last; the command line still replaces the script's."""
+    return f"{before},{value}" if before and value else value or before
 
 
 def _check_exclusive(settings: dict[str, Setting]) -> None:
@@ -421,6 +429,8 @@ def _settings_from_directives(script: str) -> list[dict[str, Setting]]:
             )
         level, _ = _settings(parsed)
         settings = components[-1]
+        if "data" in level and "data" in settings:
+            level["data"] = (_more_data(settings["data"][0], level["data"][0]), level["data"][1])
         for dest in level:
             if dest in ("requeue", "no_requeue"):
                 settings.pop("requeue", None)

@@ -26,6 +26,15 @@ def test_data_option_and_hal_directive() -> None:
     assert _parse("--data", "ds:y", script=script)["data"] == ["ds:y"]
 
 
+def test_repeated_data_options_add_up() -> None:
+    """A job's inputs are a list: a second --data (or #HAL line) adds keys instead of
+    silently dropping the first, which placement would then ignore."""
+    assert _parse("--data=ds:a", "--data", "ds:b")["data"] == ["ds:a", "ds:b"]
+    script = "#!/bin/bash\n#HAL --data=ds:x\n#HAL --data=ds:y,ds:x\necho hi\n"
+    assert _parse(script=script)["data"] == ["ds:x", "ds:y"]
+    assert _parse("--data=ds:z", script=script)["data"] == ["ds:z"]  # the command line wins
+
+
 def test_a_bad_key_is_refused_before_sending() -> None:
     with pytest.raises(InvalidRequest, match="empty key"):
         _parse("--data=a,,b")
