@@ -79,8 +79,6 @@ def cmd_up(ns: argparse.Namespace) -> int:
     config = _config(ns.config, data_dir)
     db_url = sqlite_url(data_dir)
     token = _local_admin_token(db_url, url)
-    if ns.agents < 0:
-        raise InvalidRequest("--agents must be 0 or more", field="agents")
 
     async def run() -> None:
         server = HalServer(config, db_url, data_dir=data_dir, cache_plane=ns.cache_control_plane)

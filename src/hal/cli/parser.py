@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from hal import __version__
 from hal.cli import (
@@ -40,13 +40,15 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     sub = p.add_subparsers(metavar="COMMAND")
 
     up = sub.add_parser("up", help="start a local cluster: control plane + agents (SQLite)")
-    up.add_argument("--port", type=int, default=None, help="HTTP port (default 8470)")
+    up.add_argument("--port", type=_port, default=None, help="HTTP port (default 8470)")
     up.add_argument("--host", default="127.0.0.1")
     up.add_argument("--data-dir", default=None, help="state directory (default ~/.local/share/hal)")
-    up.add_argument("--agents", type=int, default=2, help="number of local agents (default 2)")
+    up.add_argument(
+        "--agents", type=_at_least(0), default=2, help="number of local agents (default 2)"
+    )
     up.add_argument(
         "--cpus-per-agent",
-        type=int,
+        type=_at_least(1),
         default=None,
         help="CPUs each agent offers (default: this machine's CPU count)",
     )
@@ -63,7 +65,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     )
     srv.add_argument("--data-dir", default=None)
     srv.add_argument("--host", default="127.0.0.1")
-    srv.add_argument("--port", type=int, default=None)
+    srv.add_argument("--port", type=_port, default=None)
     srv.add_argument("--config", default=None)
     srv.add_argument("--cache-control-plane", action="store_true", help=CACHE_PLANE_HELP)
     srv.add_argument(
@@ -80,9 +82,9 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     ag.add_argument("--token", default=None, help="admin/agent token (default HAL_TOKEN)")
     ag.add_argument("--token-file", default=None)
     ag.add_argument("--name", default=None, help="node name (default: short hostname)")
-    ag.add_argument("--cpus", type=int, default=None)
+    ag.add_argument("--cpus", type=_at_least(1), default=None)
     ag.add_argument("--memory", default=None, help="memory to offer, e.g. 16G")
-    ag.add_argument("--gpus", type=int, default=None)
+    ag.add_argument("--gpus", type=_at_least(0), default=None)
     ag.add_argument(
         "--gpu-islands",
         default=None,
@@ -132,3 +134,27 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     topology.add_commands(sub)
     data.add_commands(sub)
     return p
+
+
+def _at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``low`` (0 for --cpus was taken as
+    "not given" and the host's count used instead; a negative one failed later)."""
+
+    def check(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= {low}")
+        return value
+
+    return check
+
+
+def _port(text: str) -> int:
+    """A TCP port, 1 to 65535 (0 was taken as "not given" and 8470 bound instead)."""
+    value = _at_least(1)(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (1 to 65535)")
+    return value

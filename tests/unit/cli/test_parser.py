@@ -26,3 +26,29 @@ def test_show_refuses_another_kind(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         build_parser().parse_args(["show", "node", "42"])
     assert "invalid choice: 'node'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["server", "--port", "0"], "--port: '0' is not a whole number >= 1"),
+        (["up", "--port", "70000"], "'70000' is not a TCP port"),
+        (["up", "--agents", "-1"], "--agents: '-1' is not a whole number >= 0"),
+        (["up", "--cpus-per-agent", "0"], "--cpus-per-agent: '0'"),
+        (["agent", "--cpus", "0"], "--cpus: '0' is not a whole number >= 1"),
+        (["agent", "--gpus", "two"], "--gpus: 'two'"),
+    ],
+)
+def test_ports_and_counts_out_of_range_are_usage_errors(
+    capsys: pytest.CaptureFixture[str], argv: list[str], words: str
+) -> None:
+    """0 was read as "not given" (port 8470, the host's CPUs) and negatives failed later."""
+    with pytest.raises(SystemExit) as done:
+        build_parser().parse_args(argv)
+    assert done.value.code == 2 and words in capsys.readouterr().err
+
+
+def test_ports_and_counts_in_range_are_taken() -> None:
+    ns = build_parser().parse_args(["agent", "--cpus", "4", "--gpus", "0"])
+    assert (ns.cpus, ns.gpus) == (4, 0)
+    assert build_parser().parse_args(["server", "--port", "65535"]).port == 65535
