@@ -8,10 +8,15 @@ from collections.abc import Iterable
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException
 
 from hal.api.fastpath import NOT_JSON
 from hal.core.errors import HalError
+from hal.state.store import DatabaseUnavailable
+
+# what a client is told to wait before retrying while the database is away
+RETRY_AFTER_S = 5
 
 log = logging.getLogger("hal.api")
 
@@ -41,7 +46,25 @@ def field_path(parts: Iterable[object]) -> str | None:
 def install(app: FastAPI) -> None:
     @app.exception_handler(HalError)
     async def _hal_error(_request: Request, err: HalError) -> JSONResponse:
-        return problem(err.http_status, err.code, err.message, err.field)
+        found = problem(err.http_status, err.code, err.message, err.field)
+        if isinstance(err, DatabaseUnavailable):
+            found.headers["Retry-After"] = str(RETRY_AFTER_S)
+        return found
+
+    @app.exception_handler(DBAPIError)
+    async def _database(request: Request, err: DBAPIError) -> JSONResponse:
+        # a store call made outside ``Cluster.db`` (a token's first look-up); those made
+        # through it arrive as DatabaseUnavailable already
+        unavailable = DatabaseUnavailable.of(err)
+        if unavailable is not None:
+            return await _hal_error(request, unavailable)
+        log.error("database error on %s %s", request.method, request.url.path, exc_info=err)
+        return problem(
+            500,
+            "internal_error",
+            "the database refused the request: a bug in HAL; the server's log has the "
+            "details (report them)",
+        )
 
     @app.exception_handler(HTTPException)
     async def _http(request: Request, err: HTTPException) -> JSONResponse:

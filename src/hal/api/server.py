@@ -200,6 +200,10 @@ class HalServer:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), HOUSEKEEPING_S)
             try:
+                # during a database outage: one probe a tick, nothing else (none of it
+                # could be written); the probe that succeeds ends the outage
+                if not await self.cluster.database_ok():
+                    continue
                 await agents.check_nodes(self.cluster)
                 await preempt.end_graced(self.cluster)
                 await preempt.resume_freed(self.cluster)

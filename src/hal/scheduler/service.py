@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from hal.core.errors import Unavailable
 from hal.scheduler.framework.scheduler import PassResult, Scheduler
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 
@@ -117,6 +118,7 @@ class SchedulerService:
     async def run(self, stop: asyncio.Event) -> None:
         loop = asyncio.get_running_loop()
         pending_work = True
+        unavailable = False  # the last cycle found the database away
         while not stop.is_set():
             timeout = self.interval_s if pending_work else None
             try:
@@ -129,6 +131,13 @@ class SchedulerService:
             self.host.changed.clear()
             try:
                 pending_work = await self.cycle(loop)
+                unavailable = False
+            except Unavailable as err:
+                # the database is away (its outage is logged where it is seen): nothing
+                # was applied; the pass runs again every interval until it is back
+                if not unavailable:
+                    log.warning("scheduling paused: %s", err)
+                unavailable = pending_work = True
             except Exception:
                 # a failed cycle must not kill the scheduler; the next change retries
                 log.exception("scheduling cycle failed")

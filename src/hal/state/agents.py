@@ -24,7 +24,7 @@ from hal.core.topology_labels import check_labels
 from hal.state import preempt
 from hal.state.cluster import Cluster
 from hal.state.launch import build_launch
-from hal.state.store import EventRow, StoredEvent, Transaction
+from hal.state.store import DatabaseUnavailable, EventRow, StoredEvent, Transaction
 from hal.wire.agent import (
     AgentInstructions,
     AgentRegister,
@@ -205,10 +205,17 @@ async def sync(cluster: Cluster, node: str, request: AgentSync) -> AgentInstruct
         return AgentInstructions(acked_seq=0, server_time=now, reregister=True)
     session.last_seen = now
     fresh = [r for r in request.reports if r.seq > session.acked_seq]
-    if fresh:
-        await apply_reports(cluster, node, fresh)
-        session.acked_seq = max(r.seq for r in fresh)
-    await _check_lost(cluster, session, set(request.running), now)
+    try:
+        if fresh:
+            await apply_reports(cluster, node, fresh)
+            session.acked_seq = max(r.seq for r in fresh)
+        # (only once its reports are in: a job it finished is not in ``running``)
+        await _check_lost(cluster, session, set(request.running), now)
+    except DatabaseUnavailable:
+        # The agent keeps what is not acknowledged and sends it again with its next sync
+        # (at the latest when the database is back: ``Cluster._database_back``). The
+        # sync itself goes on: the agent is alive and may have instructions waiting.
+        pass
     if not session.outbox and request.wait_seconds > 0 and not cluster.closing:
         session.wake.clear()
         # a healthy agent must be back well before the node timeout
@@ -323,14 +330,17 @@ async def check_nodes(cluster: Cluster) -> list[str]:
     timeout = cluster.config.node_timeout_seconds
 
     def silent() -> list[Node]:
+        # after a database outage every agent gets a full timeout again: one that backed
+        # off while its syncs failed is not declared dead for the database's downtime
+        since = cluster.db_back_at
         return [
             n
             for n in cluster.nodes.values()
             if n.state is not NodeState.DOWN
-            and now - max(n.last_heartbeat, _last_seen(cluster, n.name)) > timeout
+            and now - max(n.last_heartbeat, _last_seen(cluster, n.name), since) > timeout
         ]
 
-    if not silent():
+    if not silent() or not await cluster.database_ok():
         return []
     async with cluster._lock:
         dead = silent()  # again: an agent may have registered while this waited

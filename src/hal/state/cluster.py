@@ -16,6 +16,7 @@ import asyncio
 import bisect
 import dataclasses
 import itertools
+import logging
 import signal
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -38,7 +39,13 @@ from hal.state import preempt
 from hal.state import reservations as advance_reservations
 from hal.state.applier import NodeUsage, check_placement, hold, release
 from hal.state.associations import Associations
-from hal.state.store import EventRow, SqlStateStore, StoredEvent, Transaction
+from hal.state.store import (
+    DatabaseUnavailable,
+    EventRow,
+    SqlStateStore,
+    StoredEvent,
+    Transaction,
+)
 from hal.state.submit_limits import AccountSubmitLimits
 from hal.state.suspension import SUSPENDED_AT, SUSPENDED_S, suspension
 from hal.state.topology_levels import check_topology_level
@@ -47,6 +54,7 @@ if TYPE_CHECKING:
     from hal.state.agents import AgentSession
 
 T = TypeVar("T")
+log = logging.getLogger("hal.state")
 RECENT_EVENTS = 100_000
 
 FINISH_REASONS = {
@@ -109,6 +117,10 @@ class Cluster:
         self.changed = asyncio.Event()  # the scheduler waits on this
         self.events_changed = asyncio.Condition()  # event streams wait on this
         self.closing = False  # the server is stopping (``release_waiters``)
+        # a database outage (``db``): when the current one began (None: none now), and
+        # when the last one ended (agents get a node timeout of grace from then on)
+        self.db_down_since: float | None = None
+        self.db_back_at = 0.0
         self._listeners: list[Callable[[Sequence[Job]], None]] = []
         # the QoS and accounts jobs may name (``hal.state.associations``)
         self._associations = Associations(config.priority)
@@ -124,8 +136,53 @@ class Cluster:
             self.events_changed.notify_all()
 
     async def db(self, fn: Callable[..., T], *args: object) -> T:
-        """Run ``fn`` on the store's thread (serialises writers, keeps the loop free)."""
-        return await asyncio.get_running_loop().run_in_executor(self._db, fn, *args)
+        """Run ``fn`` on the store's thread (serialises writers, keeps the loop free).
+
+        An error that means the database cannot serve now (PostgreSQL down or restarting,
+        a SQLite file locked or read-only) is raised as ``DatabaseUnavailable`` (a 503):
+        its transaction rolled back, so callers change nothing in memory and the request
+        can be retried. The first such error of an outage, and its end, are logged."""
+        try:
+            found = await asyncio.get_running_loop().run_in_executor(self._db, fn, *args)
+        except Exception as err:
+            unavailable = DatabaseUnavailable.of(err)
+            if unavailable is None:
+                raise
+            if self.db_down_since is None:
+                self.db_down_since = self.clock.now()
+                log.warning(
+                    "the database is unavailable: %s (%s); requests that need it get 503 "
+                    "and agents keep their reports until it is back",
+                    unavailable.reason,
+                    (str(err).strip().splitlines() or [type(err).__name__])[0][:300],
+                )
+            raise unavailable from err
+        if self.db_down_since is not None:
+            self._database_back()
+        return found
+
+    def _database_back(self) -> None:
+        """The database answers again after an outage: agents' held syncs return so their
+        kept reports come in now, and the scheduler runs."""
+        assert self.db_down_since is not None
+        now = self.clock.now()
+        log.warning("the database is back after %.1f s", now - self.db_down_since)
+        self.db_down_since = None
+        self.db_back_at = now
+        for session in self.agent_sessions.values():
+            session.wake.set()
+        self.changed.set()
+
+    async def database_ok(self) -> bool:
+        """Whether the database answers; during an outage, one cheap round trip
+        (housekeeping calls this before work that must not run on stale heartbeats)."""
+        if self.db_down_since is None:
+            return True
+        try:
+            await self.db(self.store.ping)
+        except DatabaseUnavailable:
+            return False
+        return True
 
     def on_jobs_changed(self, listener: Callable[[Sequence[Job]], None]) -> None:
         """Call ``listener`` with every committed batch of changed jobs (agents, metrics)."""

@@ -32,17 +32,36 @@ from sqlalchemy import (
     update,
 )
 
+from hal.core.errors import Unavailable
 from hal.core.job import Job, JobSpec
 from hal.core.node import Node
 from hal.core.reservation import Reservation, ReservationFlag
 from hal.core.resources import ResourceVector
 from hal.core.states import NodeState
-from hal.db import is_sqlite, make_engine, normalise_url
+from hal.db import is_sqlite, make_engine, normalise_url, unavailable_reason
 from hal.state import schema
 from hal.state.codec import allocation_to_json, job_from_row, job_to_row
 from hal.state.migrations import migrate
 
 ACTIVE_STATES = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING")
+
+
+class DatabaseUnavailable(Unavailable):
+    """The database cannot serve now (``hal.db.unavailable_reason``): down, restarting,
+    locked, read-only. Nothing of the failed transaction was applied (it rolled back), so
+    the request may simply be retried; a 503 to clients."""
+
+    code = "database_unavailable"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the database is unavailable: {reason}; retry in a few seconds")
+        self.reason = reason
+
+    @staticmethod
+    def of(err: BaseException) -> DatabaseUnavailable | None:
+        """``err`` as a ``DatabaseUnavailable`` when it means the database cannot serve."""
+        reason = unavailable_reason(err)
+        return None if reason is None else DatabaseUnavailable(reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,6 +343,11 @@ class SqlStateStore:
             yield Transaction(conn)
 
     # -- reads ----------------------------------------------------------------------------
+    def ping(self) -> None:
+        """One round trip: raises while the database cannot serve."""
+        with self.engine.connect() as conn:
+            conn.execute(select(1)).scalar_one()
+
     def revision(self) -> int:
         with self.engine.connect() as conn:
             return int(
