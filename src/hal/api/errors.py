@@ -86,11 +86,13 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(_request: Request, err: RequestValidationError) -> JSONResponse:
         first = err.errors()[0] if err.errors() else {}
-        if first.get("type") == "json_invalid":  # FastAPI's: loc is ("body", offset)
-            pos = first.get("loc", ("body", 0))[-1]
+        if first.get("type") == "json_invalid":
+            # FastAPI's loc is ("body", offset); pydantic's (the fast paths) is () and its
+            # message says where ("... at line 1 column 42")
+            loc = first.get("loc") or ()
             why = first.get("ctx", {}).get("error", "malformed")
-            detail = f"request: Invalid JSON: {why} at character {pos}"
-            return problem(400, "invalid_request", detail)
+            where = f" at character {loc[-1]}" if len(loc) > 1 else ""
+            return problem(400, "invalid_request", f"request: Invalid JSON: {why}{where}")
         if tuple(first.get("loc", ())) == ("body",) and isinstance(first.get("input"), bytes):
             # FastAPI passes a body it did not parse as JSON on as bytes
             return problem(400, "invalid_request", NOT_JSON)

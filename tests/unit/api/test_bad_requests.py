@@ -112,6 +112,11 @@ def test_an_unknown_user_field_is_refused_not_ignored(server: LiveServer) -> Non
 def test_malformed_json_says_so(server: LiveServer) -> None:
     r = call(server, "PATCH", "/v1/jobs/1", content=b'{"name": ')
     refused(r, 400, None, "Invalid JSON", "at character 9")
+    # the fast paths (pydantic reads the bytes itself): a lone surrogate was a 500
+    for path in ("/v1/jobs", "/v1/jobs/batch", "/v1/agent/register"):
+        r = call(server, "POST", path, content=b'{"script": "#!/bin/sh\\n", "name": "\\ud800"}')
+        refused(r, 400, None, "Invalid JSON", "hex escape", "line 1 column")
+        refused(call(server, "POST", path, content=b'{"script": '), 400, None, "Invalid JSON")
 
 
 @pytest.mark.parametrize(
