@@ -344,10 +344,14 @@ class AgentShell:
         self._feed(Registered(reply.kill_wait_seconds, tuple(reply.kill), self.clock.now()))
 
     def _sync_request(self, wait: float) -> AgentSync:
+        outbox = self.machine.outbox
+        # Jobs whose reports wait for a later slice count as running until those are sent:
+        # otherwise the server, not seeing them, would end them as lost (NODE_FAIL).
+        later = (r.job_id for r in outbox[MAX_REPORTS_PER_SYNC:])
         return AgentSync(
-            reports=self.machine.outbox[:MAX_REPORTS_PER_SYNC],
+            reports=outbox[:MAX_REPORTS_PER_SYNC],
             wait_seconds=max(0.0, wait),
-            running=list(self.machine.jobs),
+            running=list(dict.fromkeys([*self.machine.jobs, *later])),
         )
 
     def _apply(self, reply: AgentInstructions) -> None:
