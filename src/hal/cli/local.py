@@ -13,12 +13,15 @@ import sys
 import time
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from hal.client.config import DEFAULT_PORT, load_client_config, store_token
 from hal.core.errors import InvalidRequest
+
+if TYPE_CHECKING:
+    from hal.state.store import SqlStateStore
 
 
 def run_loop(main: Coroutine[Any, Any, None]) -> None:
@@ -169,18 +172,40 @@ def cmd_server(ns: argparse.Namespace) -> int:
     db_url = ns.db or sqlite_url(data_dir)
     port = ns.port or DEFAULT_PORT
     config = _config(ns.config, data_dir)
-    if ns.init_admin:
-        store = SqlStateStore(db_url)
-        try:
-            token = ensure_user(store, ns.init_admin, admin=True, now=time.time())
-        finally:
-            store.close()
-        if token:
-            print(f"created administrator {ns.init_admin}; token (shown once): {token}", flush=True)
+    store = SqlStateStore(db_url)
+    try:
+        _check_database(store, db_url)
+        token = (
+            ensure_user(store, ns.init_admin, admin=True, now=time.time())
+            if ns.init_admin
+            else None
+        )
+    finally:
+        store.close()
+    if token:
+        print(f"created administrator {ns.init_admin}; token (shown once): {token}", flush=True)
     server = HalServer(config, db_url, data_dir=data_dir, cache_plane=ns.cache_control_plane)
     print(f"HAL control plane on http://{ns.host}:{port} (database {_redact(db_url)})", flush=True)
     run_loop(server.serve(ns.host, port))
     return 0
+
+
+def _check_database(store: SqlStateStore, db_url: str) -> None:
+    """One round trip before starting: a database that cannot serve is one clear line
+    (exit 6, as for any service unavailable), not uvicorn's traceback of a failed start."""
+    from hal.core.errors import Unavailable
+    from hal.state.store import DatabaseUnavailable
+
+    try:
+        store.ping()
+    except Exception as err:
+        found = DatabaseUnavailable.of(err)
+        if found is None:
+            raise
+        raise Unavailable(
+            f"the database {_redact(db_url)} is unavailable: {found.reason}; start it or fix "
+            "--db, then start the server again"
+        ) from None
 
 
 def _redact(url: str) -> str:

@@ -165,3 +165,15 @@ def test_a_feature_no_constraint_could_name_stops_the_agent_before_it_starts(
     assert code == 2
     assert "invalid node feature 'fast disk'" in err and "--features a100,ib" in err
     assert not [n for n in env.client().nodes() if n.name == "fx"]  # never registered
+
+
+def test_a_server_whose_database_is_down_says_so_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = "postgresql://postgres@127.0.0.1:1/hal"  # nothing listens on port 1
+    code, _, err = run(capsys, "server", "--db", url, "--port", "18999")
+    assert code == 6 and "Traceback" not in err
+    assert err == (
+        f"hal: error: the database {url} is unavailable: PostgreSQL cannot be reached; "
+        "start it or fix --db, then start the server again\n"
+    )
