@@ -26,6 +26,7 @@ from fastapi import FastAPI
 
 from hal.config.model import HalConfig
 from hal.core.clock import Clock
+from hal.core.errors import Unavailable
 from hal.core.job import Job
 from hal.core.states import JobState, NodeState
 from hal.core.tasks import cancel_tasks
@@ -197,6 +198,8 @@ class ObservePlane:
                 if now >= next_sample:
                     self.history.append(self.sample(now))
                     next_sample = now + SAMPLE_EVERY_S
+            except Unavailable:
+                pass  # the database is away: logged where it is seen; the next tick retries
             except Exception:
                 log.exception("observe tick failed")  # never take the server down
             await asyncio.sleep(self.settings.alert_interval_s)
