@@ -89,7 +89,7 @@ def install(app: FastAPI) -> None:
         if first.get("type") == "json_invalid":
             # FastAPI's loc is ("body", offset); pydantic's (the fast paths) is () and its
             # message says where ("... at line 1 column 42")
-            loc = first.get("loc") or ()
+            loc = tuple(first.get("loc") or ())
             why = first.get("ctx", {}).get("error", "malformed")
             where = f" at character {loc[-1]}" if len(loc) > 1 else ""
             return problem(400, "invalid_request", f"request: Invalid JSON: {why}{where}")
