@@ -37,6 +37,25 @@ class Opt:
     arg: Arg = Arg.REQUIRED
 
 
+# The job's resources, its name and environment: options sbatch and srun both take.
+RESOURCE_OPTIONS = (
+    Opt("job_name", ("job-name",), "J"),
+    Opt("nodes", ("nodes",), "N"),
+    Opt("ntasks", ("ntasks",), "n"),
+    Opt("ntasks_per_node", ("ntasks-per-node",)),
+    Opt("cpus_per_task", ("cpus-per-task",), "c"),
+    Opt("mem", ("mem",)),
+    Opt("mem_per_cpu", ("mem-per-cpu",)),
+    Opt("mem_per_gpu", ("mem-per-gpu",)),
+    Opt("gres", ("gres",)),
+    Opt("gpus", ("gpus",), "G"),
+    Opt("gpus_per_node", ("gpus-per-node",)),
+    Opt("gpus_per_task", ("gpus-per-task",)),
+    Opt("time", ("time",), "t"),
+    Opt("export", ("export",)),
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Parsed:
     """``values``: (dest, value or None, the spelling the user typed) in command-line order."""

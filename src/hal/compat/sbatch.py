@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from hal.compat.options import Arg, Opt, OptionError, Parsed, parse_options
+from hal.compat.options import RESOURCE_OPTIONS, Arg, Opt, OptionError, Parsed, parse_options
 from hal.core.data import parse_data_keys
 from hal.core.errors import InvalidRequest, UnsupportedOption
 from hal.core.slurm_syntax import (
@@ -41,29 +41,16 @@ from hal.wire.submit import JobSubmit, check
 N, OPT = Arg.NONE, Arg.OPTIONAL
 
 OPTIONS: tuple[Opt, ...] = (
-    Opt("job_name", ("job-name",), "J"),
+    *RESOURCE_OPTIONS,
     Opt("output", ("output",), "o"),
     Opt("error", ("error",), "e"),
     Opt("partition", ("partition",), "p"),
-    Opt("nodes", ("nodes",), "N"),
-    Opt("ntasks", ("ntasks",), "n"),
-    Opt("ntasks_per_node", ("ntasks-per-node",)),
-    Opt("cpus_per_task", ("cpus-per-task",), "c"),
-    Opt("mem", ("mem",)),
-    Opt("mem_per_cpu", ("mem-per-cpu",)),
-    Opt("mem_per_gpu", ("mem-per-gpu",)),
-    Opt("gres", ("gres",)),
-    Opt("gpus", ("gpus",), "G"),
-    Opt("gpus_per_node", ("gpus-per-node",)),
-    Opt("gpus_per_task", ("gpus-per-task",)),
-    Opt("time", ("time",), "t"),
     Opt("array", ("array",), "a"),
     Opt("dependency", ("dependency",), "d"),
     Opt("kill_on_invalid_dep", ("kill-on-invalid-dep",)),
     Opt("account", ("account",), "A"),
     Opt("qos", ("qos",), "q"),
     Opt("chdir", ("chdir",), "D"),
-    Opt("export", ("export",)),
     Opt("constraint", ("constraint",), "C"),
     Opt("exclude", ("exclude",), "x"),
     Opt("nodelist", ("nodelist",), "w"),

@@ -22,7 +22,7 @@ import subprocess
 from collections.abc import Callable
 from types import FrameType
 
-from hal.compat.options import Arg, Opt, OptionError, parse_options
+from hal.compat.options import RESOURCE_OPTIONS, Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
 from hal.core.errors import HalError, InvalidRequest
 from hal.core.slurm_syntax import (
@@ -47,20 +47,7 @@ _CHECKS: dict[str, Callable[[str], object]] = {
 }
 
 OPTIONS = (
-    Opt("ntasks", ("ntasks",), "n"),
-    Opt("nodes", ("nodes",), "N"),
-    Opt("cpus_per_task", ("cpus-per-task",), "c"),
-    Opt("ntasks_per_node", ("ntasks-per-node",)),
-    Opt("time", ("time",), "t"),
-    Opt("mem", ("mem",)),
-    Opt("mem_per_cpu", ("mem-per-cpu",)),
-    Opt("mem_per_gpu", ("mem-per-gpu",)),
-    Opt("gres", ("gres",)),
-    Opt("gpus", ("gpus",), "G"),
-    Opt("gpus_per_node", ("gpus-per-node",)),
-    Opt("gpus_per_task", ("gpus-per-task",)),
-    Opt("job_name", ("job-name",), "J"),
-    Opt("export", ("export",)),
+    *RESOURCE_OPTIONS,
     Opt("mpi", ("mpi",)),
     Opt("cpu_bind", ("cpu-bind",)),
     Opt("label", ("label",), "l", Arg.NONE),
