@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from hal.core.errors import InvalidRequest
+
 DEFAULT_PORT = 8470
 
 
@@ -24,17 +26,40 @@ def credentials_path() -> Path:
     return Path(base) / "hal" / "credentials.json"
 
 
+RETRY_SECONDS = 60.0
+
+
 @dataclass(frozen=True, slots=True)
 class ClientConfig:
     url: str
     token: str | None
     timeout_seconds: float = 30.0
+    # how long a request waits out a server whose database is away (503
+    # database_unavailable: nothing was applied, so sending it again is safe), as Slurm's
+    # clients wait for a controller that does not answer; HAL_RETRY_SECONDS, 0 = never
+    retry_seconds: float = RETRY_SECONDS
 
 
 def load_client_config(url: str | None = None, token: str | None = None) -> ClientConfig:
     url = (url or default_server_url()).rstrip("/")
     token = token or os.environ.get("HAL_TOKEN") or _stored_token(url)
-    return ClientConfig(url=url, token=token)
+    return ClientConfig(url=url, token=token, retry_seconds=_retry_seconds())
+
+
+def _retry_seconds() -> float:
+    text = os.environ.get("HAL_RETRY_SECONDS", "").strip()
+    if not text:
+        return RETRY_SECONDS
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise InvalidRequest(
+            f"HAL_RETRY_SECONDS={text!r} is not a number of seconds >= 0 (0: never retry)",
+            field="HAL_RETRY_SECONDS",
+        )
+    return value
 
 
 def _stored_token(url: str) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -87,16 +88,21 @@ class HalClient:
         body = content.encode() if content is not None else None
         if json_body is not None:
             body = json.dumps(json_body).encode()
-        try:
-            response = self._http.request(method, path, params=params, body=body)
-        except TransportError as err:
-            raise Unavailable(
-                f"cannot reach the HAL server at {self.config.url} ({err}); "
-                "is it running? Start it with `hal up`, or set HAL_URL"
-            ) from err
-        if response.status >= 400:
-            raise error_from_response(response)
-        return response
+        deadline = time.monotonic() + self.config.retry_seconds
+        while True:
+            try:
+                response = self._http.request(method, path, params=params, body=body)
+            except TransportError as err:
+                raise Unavailable(
+                    f"cannot reach the HAL server at {self.config.url} ({err}); "
+                    "is it running? Start it with `hal up`, or set HAL_URL"
+                ) from err
+            if response.status < 400:
+                return response
+            wait = _database_retry(response, deadline - time.monotonic())
+            if wait is None:
+                raise error_from_response(response)
+            time.sleep(wait)
 
     @staticmethod
     def _json(response: Response) -> Any:
@@ -405,6 +411,28 @@ def segment(value: int | str, what: str = "job id", lister: str = "hal squeue") 
             f"invalid {what} {text!r} (no {what} has a '/'); `{lister}` lists them"
         )
     return quote(text, safe="")
+
+
+def _database_retry(response: Response, left: float) -> float | None:
+    """Seconds to wait before sending again, when the server says its database is away
+    (503 ``database_unavailable``: the request's transaction rolled back, so it is safe to
+    send again, a submit included) and ``left`` seconds remain; else None. Each wait is
+    logged (on stderr when nothing configured logging: the CLI's "retrying", as Slurm's)."""
+    if response.status != 503 or left <= 0 or b"database_unavailable" not in response.body:
+        return None
+    try:
+        wait = float(response.headers.get("retry-after", "5"))
+    except ValueError:
+        wait = 5.0
+    wait = min(max(wait, 0.0), left)
+    import logging  # only here: every sbatch imports this module
+
+    logging.getLogger("hal.client").warning(
+        "%s; retrying for up to %.0f s more (HAL_RETRY_SECONDS)",
+        error_from_response(response).message,
+        left,
+    )
+    return wait
 
 
 def error_from_response(response: Any) -> HalError:

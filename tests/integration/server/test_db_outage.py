@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +165,11 @@ def test_postgres_outage_loses_nothing_and_needs_no_restart(
 
             job = {"script": script("true"), "workdir": str(tmp_path)}
             _assert_unavailable(_raw(server, "POST", "/v1/jobs", json=job), "PostgreSQL")
+            # a client waits the outage out (HAL_RETRY_SECONDS) and its submit then lands once
+            pool = ThreadPoolExecutor(1)
+            waited = pool.submit(
+                lambda: server.client().submit(JobSubmit(script=script("true"), workdir="/tmp"))
+            )
             _assert_unavailable(_raw(server, "GET", "/v1/jobs?history=true"), "PostgreSQL")
             unknown = {"Authorization": "Bearer hal_not_seen_before"}  # looked up in the store
             _assert_unavailable(_raw(server, "GET", "/v1/jobs", headers=unknown), "PostgreSQL")
@@ -190,10 +196,13 @@ def test_postgres_outage_loses_nothing_and_needs_no_restart(
                 assert (info.exit_code, info.restarts) == (0, 0), info
             # the scheduler goes on: a job submitted now runs
             after = c.submit(JobSubmit(script=script("true"), workdir=str(tmp_path))).job_id
-            wait_until(lambda: c.job(after).state == "COMPLETED", message="a new job to run")
+            retried = waited.result(timeout=30).job_id
+            pool.shutdown()
+            for j in (after, retried):
+                wait_until(lambda j=j: c.job(j).state == "COMPLETED", message="new jobs to run")
 
         # nothing lost, doubled or mirrored wrongly: memory and the database agree
-        expected = {j: "COMPLETED" for j in [*running, later, after]}
+        expected = {j: "COMPLETED" for j in [*running, later, after, retried]}
         assert _states(server, history=False) == expected
         assert _states(server, history=True) == expected
         import psycopg

@@ -1,0 +1,101 @@
+"""A server whose database is away answers 503 ``database_unavailable`` (its transaction
+rolled back): the client sends the request again, a submit included, for up to
+``HAL_RETRY_SECONDS``, as Slurm's clients wait for a controller; any other error, and
+the end of that time, reach the caller at once."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from hal.client import HalClient
+from hal.client.config import ClientConfig, load_client_config
+from hal.core.errors import InvalidRequest, Unavailable
+from hal.wire.submit import JobSubmit
+
+AWAY = {
+    "status": 503,
+    "code": "database_unavailable",
+    "detail": "the database is unavailable: PostgreSQL cannot be reached; retry in a few seconds",
+}
+
+
+class Server:
+    """Answers each request with the next of ``answers`` (the last one repeats)."""
+
+    def __init__(self, answers: list[tuple[int, dict[str, object]]]) -> None:
+        self.answers = answers
+        self.seen: list[bytes] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                outer.seen.append(self.rfile.read(int(self.headers["Content-Length"])))
+                status, body = outer.answers[min(len(outer.seen), len(outer.answers)) - 1]
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Retry-After", "0")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    s = Server([(503, AWAY), (503, AWAY), (201, {"job_id": 7})])
+    yield s
+    s.httpd.shutdown()
+
+
+JOB = JobSubmit(script="#!/bin/sh\ntrue\n", workdir="/tmp")
+
+
+def test_a_submit_is_sent_again_until_the_database_is_back(
+    server: Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    with HalClient(config=ClientConfig(url=server.url, token="t", retry_seconds=30)) as c:
+        assert c.submit(JOB).job_id == 7
+    assert len(server.seen) == 3 and len(set(server.seen)) == 1  # the same request
+    assert "retrying for up to" in caplog.text and "PostgreSQL cannot be reached" in caplog.text
+
+
+def test_without_retry_time_the_503_reaches_the_caller(server: Server) -> None:
+    with (
+        HalClient(config=ClientConfig(url=server.url, token="t", retry_seconds=0)) as c,
+        pytest.raises(Unavailable, match="PostgreSQL cannot be reached"),
+    ):
+        c.submit(JOB)
+    assert len(server.seen) == 1
+
+
+def test_other_errors_are_not_retried() -> None:
+    s = Server([(400, {"status": 400, "code": "invalid_request", "detail": "no"})])
+    try:
+        with (
+            HalClient(config=ClientConfig(url=s.url, token="t", retry_seconds=30)) as c,
+            pytest.raises(InvalidRequest),
+        ):
+            c.submit(JOB)
+        assert len(s.seen) == 1
+    finally:
+        s.httpd.shutdown()
+
+
+def test_hal_retry_seconds_sets_the_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HAL_RETRY_SECONDS", "2.5")
+    assert load_client_config("http://h:1", "t").retry_seconds == 2.5
+    monkeypatch.setenv("HAL_RETRY_SECONDS", "soon")
+    with pytest.raises(InvalidRequest, match="HAL_RETRY_SECONDS='soon'"):
+        load_client_config("http://h:1", "t")
