@@ -24,7 +24,13 @@ from hal.core.topology_labels import check_labels
 from hal.state import preempt
 from hal.state.cluster import Cluster
 from hal.state.launch import build_launch
-from hal.state.store import DatabaseUnavailable, EventRow, StoredEvent, Transaction
+from hal.state.store import (
+    CommitOutcomeUnknown,
+    DatabaseUnavailable,
+    EventRow,
+    StoredEvent,
+    Transaction,
+)
 from hal.wire.agent import (
     AgentInstructions,
     AgentRegister,
@@ -211,7 +217,7 @@ async def sync(cluster: Cluster, node: str, request: AgentSync) -> AgentInstruct
             session.acked_seq = max(r.seq for r in fresh)
         # (only once its reports are in: a job it finished is not in ``running``)
         await _check_lost(cluster, session, set(request.running), now)
-    except DatabaseUnavailable:
+    except (DatabaseUnavailable, CommitOutcomeUnknown):
         # The agent keeps what is not acknowledged and sends it again with its next sync
         # (at the latest when the database is back: ``Cluster._database_back``). The
         # sync itself goes on: the agent is alive and may have instructions waiting.

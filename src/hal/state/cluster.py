@@ -40,6 +40,7 @@ from hal.state import reservations as advance_reservations
 from hal.state.applier import NodeUsage, check_placement, hold, release
 from hal.state.associations import Associations
 from hal.state.store import (
+    CommitOutcomeUnknown,
     DatabaseUnavailable,
     EventRow,
     SqlStateStore,
@@ -141,21 +142,27 @@ class Cluster:
         An error that means the database cannot serve now (PostgreSQL down or restarting,
         a SQLite file locked or read-only) is raised as ``DatabaseUnavailable`` (a 503):
         its transaction rolled back, so callers change nothing in memory and the request
-        can be retried. The first such error of an outage, and its end, are logged."""
+        can be retried; ``CommitOutcomeUnknown`` (lost at the COMMIT) likewise changes
+        nothing in memory, but may not be retried blindly. The first such error of an
+        outage, and its end, are logged."""
         try:
             found = await asyncio.get_running_loop().run_in_executor(self._db, fn, *args)
         except Exception as err:
-            unavailable = DatabaseUnavailable.of(err)
-            if unavailable is None:
+            unknown = isinstance(err, CommitOutcomeUnknown)
+            unavailable = err if unknown else DatabaseUnavailable.of(err)
+            if not isinstance(unavailable, DatabaseUnavailable | CommitOutcomeUnknown):
                 raise
             if self.db_down_since is None:
                 self.db_down_since = self.clock.now()
+                cause = err.__cause__ if unknown else err
                 log.warning(
                     "the database is unavailable: %s (%s); requests that need it get 503 "
                     "and agents keep their reports until it is back",
                     unavailable.reason,
-                    (str(err).strip().splitlines() or [type(err).__name__])[0][:300],
+                    (str(cause).strip().splitlines() or [type(cause).__name__])[0][:300],
                 )
+            if unknown:
+                raise
             raise unavailable from err
         if self.db_down_since is not None:
             self._database_back()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +31,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.exc import DBAPIError
 
 from hal.core.errors import Unavailable
 from hal.core.job import Job, JobSpec
@@ -62,6 +63,22 @@ class DatabaseUnavailable(Unavailable):
         """``err`` as a ``DatabaseUnavailable`` when it means the database cannot serve."""
         reason = unavailable_reason(err)
         return None if reason is None else DatabaseUnavailable(reason)
+
+
+class CommitOutcomeUnknown(Unavailable):
+    """PostgreSQL went away during the COMMIT of a change: it may or may not have been
+    applied. A 503 that clients do not send again by themselves (a submit could land
+    twice); what memory shows may lag the database until the server restarts."""
+
+    code = "commit_outcome_unknown"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            f"the database went away while this change was being committed ({reason}): it "
+            "may or may not have been applied; check (hal squeue, hal sacct) before sending "
+            "it again"
+        )
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,8 +356,23 @@ class SqlStateStore:
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
-        with self.engine.begin() as conn:
-            yield Transaction(conn)
+        """One transaction, committed when the block ends. PostgreSQL lost at the COMMIT
+        itself leaves it unknown whether the change landed: ``CommitOutcomeUnknown``, which
+        clients must not simply send again (SQLite's commit is all or nothing)."""
+        with self.engine.connect() as conn:
+            trans = conn.begin()
+            try:
+                yield Transaction(conn)
+            except BaseException:
+                with suppress(DBAPIError):  # a dead connection: the error above is the news
+                    trans.rollback()
+                raise
+            try:
+                trans.commit()
+            except DBAPIError as err:
+                if self.is_sqlite or unavailable_reason(err) is None:
+                    raise
+                raise CommitOutcomeUnknown(unavailable_reason(err) or "") from err
 
     # -- reads ----------------------------------------------------------------------------
     def ping(self) -> None:
