@@ -47,10 +47,10 @@ from hal.config.preemption import preemption_from_table
 from hal.config.priority import (
     LONGEST_S,
     PRIORITY_KEYS,
-    _fail,
-    _seconds,
-    _whole,
+    fail,
+    positive_seconds,
     priority_from_dict,
+    whole_number,
 )
 from hal.core.errors import InvalidRequest
 from hal.core.node import Partition
@@ -224,24 +224,24 @@ def config_from_dict(
     if "cluster_name" in raw:
         name = raw["cluster_name"]
         if not isinstance(name, str) or not name.strip():
-            raise _fail(source, "cluster_name", f'must be a name like "hal" (got {name!r})')
+            raise fail(source, "cluster_name", f'must be a name like "hal" (got {name!r})')
         kwargs["cluster_name"] = name
     for key, least in _TOP_WHOLE.items():
         if key in raw:
-            kwargs[key] = _whole(raw[key], source, key, least)
+            kwargs[key] = whole_number(raw[key], source, key, least)
     for key in ("node_timeout_seconds", "heartbeat_interval_seconds"):
         if key in raw:  # 0 would call every node DOWN at once, or spin the agents
-            kwargs[key] = _seconds(raw[key], source, key)
+            kwargs[key] = positive_seconds(raw[key], source, key)
     scheduler = raw.get("scheduler", {})
     if not isinstance(scheduler, dict):
         raise InvalidRequest(f"{source}: [scheduler] must be a table", field="scheduler")
     extra = sorted(set(scheduler) - _SCHEDULER_SETTINGS - PROFILE_KEYS)
     if extra:
         known = ", ".join(sorted(_SCHEDULER_SETTINGS | PROFILE_KEYS))
-        raise _fail(source, f"scheduler.{extra[0]}", f"unknown key; [scheduler] takes {known}")
+        raise fail(source, f"scheduler.{extra[0]}", f"unknown key; [scheduler] takes {known}")
     if "interval_seconds" in scheduler:
         interval = scheduler["interval_seconds"]
-        kwargs["scheduler_interval_seconds"] = _seconds(
+        kwargs["scheduler_interval_seconds"] = positive_seconds(
             interval, source, "scheduler.interval_seconds"
         )
     if "predictor" in scheduler:
@@ -413,7 +413,7 @@ def _partitions(items: Any, source: str) -> tuple[PartitionConfig, ...]:
     first: dict[str, int] = {}
     for i, part in enumerate(out):
         if part.name in first:
-            raise _fail(
+            raise fail(
                 source,
                 f"partitions[{i}].name",
                 f"partition {part.name!r} is defined twice (also partitions[{first[part.name]}]); "
@@ -422,7 +422,7 @@ def _partitions(items: Any, source: str) -> tuple[PartitionConfig, ...]:
         first[part.name] = i
     defaults = [i for i, part in enumerate(out) if part.default]
     if len(defaults) > 1:
-        raise _fail(
+        raise fail(
             source,
             f"partitions[{defaults[1]}].default",
             f"partitions {out[defaults[0]].name!r} and {out[defaults[1]].name!r} both have "
@@ -441,17 +441,17 @@ def _partition(item: Any, i: int, source: str) -> PartitionConfig:
     """One ``[[partitions]]`` table; errors name ``partitions[i].key``."""
     where = f"partitions[{i}]"
     if not isinstance(item, dict):
-        raise _fail(source, where, 'must be a table: [[partitions]] name = "batch"')
+        raise fail(source, where, 'must be a table: [[partitions]] name = "batch"')
     unknown = sorted(set(item) - _PARTITION_KEYS)
     if unknown:
-        raise _fail(
+        raise fail(
             source,
             f"{where}.{unknown[0]}",
             f"unknown key; known keys are {sorted(_PARTITION_KEYS)}",
         )
     name = item.get("name")
     if not isinstance(name, str) or not _PARTITION_NAME.fullmatch(name) or not name.isprintable():
-        raise _fail(
+        raise fail(
             source,
             f"{where}.name",
             f'needs a name without spaces or commas, e.g. "batch" (got {name!r})',
@@ -460,11 +460,11 @@ def _partition(item: Any, i: int, source: str) -> PartitionConfig:
     for key, default in (("default", False), ("up", True)):
         flags[key] = item.get(key, default)
         if not isinstance(flags[key], bool):
-            raise _fail(source, f"{where}.{key}", f"must be true or false (got {flags[key]!r})")
+            raise fail(source, f"{where}.{key}", f"must be true or false (got {flags[key]!r})")
     max_time = _time_limit(item, "max_time", source, where)
     default_time = _time_limit(item, "default_time", source, where)
     if max_time and default_time > max_time:
-        raise _fail(
+        raise fail(
             source,
             f"{where}.default_time",
             f"is longer than max_time ({default_time} s > {max_time} s); "
@@ -476,10 +476,10 @@ def _partition(item: Any, i: int, source: str) -> PartitionConfig:
         nodes=_node_names(item.get("nodes", []), source, f"{where}.nodes"),
         max_time_s=max_time,
         default_time_s=default_time,
-        max_nodes=_whole(item.get("max_nodes", 0), source, f"{where}.max_nodes"),
-        priority_tier=_whole(item.get("priority_tier", 1), source, f"{where}.priority_tier"),
+        max_nodes=whole_number(item.get("max_nodes", 0), source, f"{where}.max_nodes"),
+        priority_tier=whole_number(item.get("priority_tier", 1), source, f"{where}.priority_tier"),
         up=flags["up"],
-        priority_job_factor=_whole(
+        priority_job_factor=whole_number(
             item.get("priority_job_factor", 1), source, f"{where}.priority_job_factor"
         ),
     )
@@ -493,13 +493,13 @@ def _time_limit(item: dict[str, Any], key: str, source: str, where: str) -> int:
     value = item.get(key, 0)
     hint = 'write minutes (60), "HH:MM:SS", "D-HH:MM:SS" or "UNLIMITED"'
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise _fail(source, f"{where}.{key}", f"{value!r} is not a time limit; {hint}")
+        raise fail(source, f"{where}.{key}", f"{value!r} is not a time limit; {hint}")
     try:
         seconds = parse_time_limit(str(value))
     except InvalidRequest as err:
-        raise _fail(source, f"{where}.{key}", f"{value!r} is not a time limit; {hint}") from err
+        raise fail(source, f"{where}.{key}", f"{value!r} is not a time limit; {hint}") from err
     if seconds > LONGEST_S:
-        raise _fail(source, f"{where}.{key}", f"{value!r} is too long; {hint}")
+        raise fail(source, f"{where}.{key}", f"{value!r} is too long; {hint}")
     return seconds
 
 
@@ -511,14 +511,14 @@ def _node_names(value: Any, source: str, field: str) -> tuple[str, ...]:
     lists = [value] if isinstance(value, str) else value
     hint = 'write a host list like "n[1-8],gpu1" or a list of them; [] for every node'
     if not isinstance(lists, list) or not all(isinstance(v, str) for v in lists):
-        raise _fail(source, field, f"{value!r} is not a host list; {hint}")
+        raise fail(source, field, f"{value!r} is not a host list; {hint}")
     names: list[str] = []
     for text in lists:
         try:
             expanded = expand_hostlist(text, field=field)
         except InvalidRequest as err:
-            raise _fail(source, field, f"{text!r} is not a host list; {hint}") from err
+            raise fail(source, field, f"{text!r} is not a host list; {hint}") from err
         if not expanded or not all(n.isprintable() and " " not in n for n in expanded):
-            raise _fail(source, field, f"{text!r} names no valid node; {hint}")
+            raise fail(source, field, f"{text!r} names no valid node; {hint}")
         names.extend(expanded)
     return tuple(dict.fromkeys(names))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hal.config.priority import PREEMPT_MODES, _duration, _fail
+from hal.config.priority import PREEMPT_MODES, duration, fail
 from hal.core.preemption import PreemptionPolicy, PreemptMode, PreemptType
 
 _KEYS = ("type", "mode", "grace_time", "exempt_time")
@@ -22,22 +22,22 @@ _KEYS = ("type", "mode", "grace_time", "exempt_time")
 
 def preemption_from_table(raw: Any, source: str) -> PreemptionPolicy:
     if not isinstance(raw, dict):
-        raise _fail(source, "preemption", "[preemption] must be a table")
+        raise fail(source, "preemption", "[preemption] must be a table")
     for key in raw:
         if key not in _KEYS:
-            raise _fail(
+            raise fail(
                 source, f"preemption.{key}", f"unknown key; known keys are {', '.join(_KEYS)}"
             )
     types = [t.value for t in PreemptType]
     kind = raw.get("type", PreemptType.OFF.value)
     if kind not in types:
-        raise _fail(source, "preemption.type", f"must be one of {', '.join(types)}")
+        raise fail(source, "preemption.type", f"must be one of {', '.join(types)}")
     mode = raw.get("mode", PreemptMode.REQUEUE.value)
     if mode not in PREEMPT_MODES:
-        raise _fail(source, "preemption.mode", f"must be one of {', '.join(PREEMPT_MODES)}")
+        raise fail(source, "preemption.mode", f"must be one of {', '.join(PREEMPT_MODES)}")
     return PreemptionPolicy(
         type=PreemptType(kind),
         mode=PreemptMode(mode),
-        grace_time_s=_duration(raw.get("grace_time", 0), source, "preemption.grace_time"),
-        exempt_time_s=_duration(raw.get("exempt_time", 0), source, "preemption.exempt_time"),
+        grace_time_s=duration(raw.get("grace_time", 0), source, "preemption.grace_time"),
+        exempt_time_s=duration(raw.get("exempt_time", 0), source, "preemption.exempt_time"),
     )

@@ -72,31 +72,31 @@ _KEYS = {*_WEIGHTS, *_DURATIONS, *_NUMBERS, "favor_small", "fairshare_algorithm"
 LONGEST_S = 95_617_584_000
 
 
-def _fail(source: str, field: str, message: str) -> InvalidRequest:
+def fail(source: str, field: str, message: str) -> InvalidRequest:
     return InvalidRequest(f"{source}: {field}: {message}", field=field)
 
 
-def _whole(value: Any, source: str, field: str, least: int = 0) -> int:
+def whole_number(value: Any, source: str, field: str, least: int = 0) -> int:
     """An integer ``least`` .. ``LONGEST_S`` (not a bool, a float or a string)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise _fail(source, field, f"must be a whole number >= {least} (got {value!r})")
+        raise fail(source, field, f"must be a whole number >= {least} (got {value!r})")
     if value > LONGEST_S:
-        raise _fail(source, field, f"must be at most {LONGEST_S} (got {value!r})")
+        raise fail(source, field, f"must be at most {LONGEST_S} (got {value!r})")
     return value
 
 
-def _seconds(value: Any, source: str, field: str) -> float:
+def positive_seconds(value: Any, source: str, field: str) -> float:
     """A number of seconds > 0 and at most ``LONGEST_S`` (not NaN or infinity)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= LONGEST_S:
-        raise _fail(source, field, f"must be a number of seconds > 0 and finite (got {value!r})")
+        raise fail(source, field, f"must be a number of seconds > 0 and finite (got {value!r})")
     return float(value)
 
 
-def _duration(value: Any, source: str, field: str) -> float:
+def duration(value: Any, source: str, field: str) -> float:
     from hal.core.slurm_syntax import parse_time_limit
 
     if isinstance(value, bool):
-        raise _fail(source, field, 'must be a duration like "7-0" or a number of seconds')
+        raise fail(source, field, 'must be a duration like "7-0" or a number of seconds')
     seconds: int | float
     if isinstance(value, int | float):
         seconds = value
@@ -104,11 +104,11 @@ def _duration(value: Any, source: str, field: str) -> float:
         try:
             seconds = parse_time_limit(str(value))
         except (ValueError, InvalidRequest) as err:
-            raise _fail(source, field, f"{value!r} is not a duration") from err
+            raise fail(source, field, f"{value!r} is not a duration") from err
     if seconds < 0:
-        raise _fail(source, field, "must not be negative")
+        raise fail(source, field, "must not be negative")
     if not seconds <= LONGEST_S:  # NaN, infinity or past the year 5000
-        raise _fail(source, field, f"must be a finite duration, at most {LONGEST_S} seconds")
+        raise fail(source, field, f"must be a finite duration, at most {LONGEST_S} seconds")
     return float(seconds)
 
 
@@ -118,40 +118,40 @@ def priority_from_dict(raw: dict[str, Any], source: str = "config") -> PriorityP
     kwargs: dict[str, Any] = {}
     if table is not None:
         if not isinstance(table, dict):
-            raise _fail(source, "priority", "[priority] must be a table")
+            raise fail(source, "priority", "[priority] must be a table")
         unknown = set(table) - _KEYS
         if unknown:
             name = sorted(unknown)[0]
-            raise _fail(source, f"priority.{name}", f"unknown key; known: {sorted(_KEYS)}")
+            raise fail(source, f"priority.{name}", f"unknown key; known: {sorted(_KEYS)}")
         kwargs["enabled"] = True
         for key in _WEIGHTS:
             if key in table:
                 value = table[key]
                 if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                    raise _fail(source, f"priority.{key}", "must be a non-negative integer")
+                    raise fail(source, f"priority.{key}", "must be a non-negative integer")
                 kwargs[key] = value
         for key, attr in _DURATIONS.items():
             if key in table:
-                kwargs[attr] = _duration(table[key], source, f"priority.{key}")
+                kwargs[attr] = duration(table[key], source, f"priority.{key}")
         if kwargs.get("max_age_s") == 0:
-            raise _fail(source, "priority.max_age", "must be longer than 0")
+            raise fail(source, "priority.max_age", "must be longer than 0")
         for key, attr in _NUMBERS.items():
             if key in table:
                 value = table[key]
                 number = isinstance(value, int | float) and not isinstance(value, bool)
                 if not number or not 0 <= value <= LONGEST_S:  # also NaN and infinity
-                    raise _fail(source, f"priority.{key}", "must be a non-negative number")
+                    raise fail(source, f"priority.{key}", "must be a non-negative number")
                 kwargs[attr] = float(value)
         if kwargs.get("calc_period_s") == 0:
-            raise _fail(source, "priority.calc_period", "must be longer than 0")
+            raise fail(source, "priority.calc_period", "must be longer than 0")
         if "favor_small" in table:
             if not isinstance(table["favor_small"], bool):
-                raise _fail(source, "priority.favor_small", "must be true or false")
+                raise fail(source, "priority.favor_small", "must be true or false")
             kwargs["favor_small"] = table["favor_small"]
         if "fairshare_algorithm" in table:
             algorithm = table["fairshare_algorithm"]
             if algorithm not in FAIRSHARE_ALGORITHMS:
-                raise _fail(
+                raise fail(
                     source,
                     "priority.fairshare_algorithm",
                     f"{algorithm!r} is not one of {list(FAIRSHARE_ALGORITHMS)}",
@@ -166,13 +166,13 @@ def priority_from_dict(raw: dict[str, Any], source: str = "config") -> PriorityP
 
 def _entries(items: Any, source: str, name: str, keys: set[str]) -> list[dict[str, Any]]:
     if not isinstance(items, list):
-        raise _fail(source, name, f"[[{name}]] must be an array of tables")
+        raise fail(source, name, f"[[{name}]] must be an array of tables")
     for i, item in enumerate(items):
         if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
-            raise _fail(source, f"{name}[{i}].name", "needs a name")
+            raise fail(source, f"{name}[{i}].name", "needs a name")
         unknown = set(item) - keys
         if unknown:
-            raise _fail(
+            raise fail(
                 source, f"{name}[{i}].{sorted(unknown)[0]}", f"unknown key; known: {sorted(keys)}"
             )
     return items
@@ -181,7 +181,7 @@ def _entries(items: Any, source: str, name: str, keys: set[str]) -> list[dict[st
 def _shares(item: dict[str, Any], source: str, field: str) -> int:
     value = item.get("fairshare", 1)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _fail(source, field, "fairshare must be a non-negative integer")
+        raise fail(source, field, "fairshare must be a non-negative integer")
     return value
 
 
@@ -190,7 +190,7 @@ def _count(item: dict[str, Any], key: str, source: str, field: str) -> int | Non
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _fail(source, field, "must be a non-negative integer")
+        raise fail(source, field, "must be a non-negative integer")
     return int(value)
 
 
@@ -202,21 +202,21 @@ def _tres(item: dict[str, Any], key: str, source: str, field: str, keys: set[str
     if table is None:
         return NO_TRES_LIMITS
     if not isinstance(table, dict):
-        raise _fail(source, field, "must be a table like { cpus = 64, gpus = 4 }")
+        raise fail(source, field, "must be a table like { cpus = 64, gpus = 4 }")
     unknown = set(table) - keys
     if unknown:
-        raise _fail(source, f"{field}.{sorted(unknown)[0]}", f"unknown key; known: {sorted(keys)}")
+        raise fail(source, f"{field}.{sorted(unknown)[0]}", f"unknown key; known: {sorted(keys)}")
     mem: int | None = None
     if "mem" in table:
         raw = table["mem"]
         if isinstance(raw, bool) or not isinstance(raw, int | str):
-            raise _fail(source, f"{field}.mem", 'must be a size like "512G" or MiB')
+            raise fail(source, f"{field}.mem", 'must be a size like "512G" or MiB')
         from hal.core.slurm_syntax import parse_memory
 
         try:
             mem = parse_memory(str(raw), field=f"{field}.mem")
         except InvalidRequest as err:
-            raise _fail(source, f"{field}.mem", str(err)) from err
+            raise fail(source, f"{field}.mem", str(err)) from err
     return TresLimits(
         cpus=_count(table, "cpus", source, f"{field}.cpus"),
         gpus=_count(table, "gpus", source, f"{field}.gpus"),
@@ -228,7 +228,7 @@ def _tres(item: dict[str, Any], key: str, source: str, field: str, keys: set[str
 def _wall(item: dict[str, Any], source: str, where: str) -> int | None:
     """``max_wall`` (MaxWall) of a QoS or account, in whole seconds."""
     wall = item.get("max_wall")
-    return None if wall is None else int(_duration(wall, source, f"{where}.max_wall"))
+    return None if wall is None else int(duration(wall, source, f"{where}.max_wall"))
 
 
 def _accounts(items: Any, source: str) -> tuple[Account, ...]:
@@ -239,7 +239,7 @@ def _accounts(items: Any, source: str) -> tuple[Account, ...]:
     for i, item in enumerate(_entries(items, source, "accounts", keys)):
         parent = item.get("parent", "root")
         if not isinstance(parent, str) or not parent:
-            raise _fail(source, f"accounts[{i}].parent", "must be an account name")
+            raise fail(source, f"accounts[{i}].parent", "must be an account name")
         where = f"accounts[{i}]"
         out.append(
             Account(
@@ -260,15 +260,15 @@ def _accounts(items: Any, source: str) -> tuple[Account, ...]:
         )
     parents = {a.name: a.parent for a in out}
     if len(parents) != len(out) or "root" in parents:
-        raise _fail(source, "accounts.name", "account names must be unique and not 'root'")
+        raise fail(source, "accounts.name", "account names must be unique and not 'root'")
     for i, acct in enumerate(out):
         seen = {acct.name}
         up = acct.parent
         while up != "root":
             if up not in parents:
-                raise _fail(source, f"accounts[{i}].parent", f"unknown account {up!r}")
+                raise fail(source, f"accounts[{i}].parent", f"unknown account {up!r}")
             if up in seen:
-                raise _fail(source, f"accounts[{i}].parent", f"{acct.name!r} is its own ancestor")
+                raise fail(source, f"accounts[{i}].parent", f"{acct.name!r} is its own ancestor")
             seen.add(up)
             up = parents[up]
     _check_cohorts(out, source)
@@ -280,12 +280,12 @@ def _lending(item: dict[str, Any], source: str, where: str) -> dict[str, Any]:
     cohort = item.get("cohort")
     if cohort is None:
         if "borrow_limit" in item:
-            raise _fail(source, f"{where}.borrow_limit", "only an account in a cohort borrows")
+            raise fail(source, f"{where}.borrow_limit", "only an account in a cohort borrows")
         return {}
     if not isinstance(cohort, str) or not cohort:
-        raise _fail(source, f"{where}.cohort", "must be a cohort name")
+        raise fail(source, f"{where}.cohort", "must be a cohort name")
     if "grp_tres" not in item:
-        raise _fail(
+        raise fail(
             source,
             f"{where}.cohort",
             "an account in a cohort needs grp_tres: the quota it lends and borrows against",
@@ -303,7 +303,7 @@ def _check_cohorts(accounts: list[Account], source: str) -> None:
             members.setdefault(a.cohort, []).append(i)
     for name, where in members.items():
         if len(where) < 2:
-            raise _fail(
+            raise fail(
                 source,
                 f"accounts[{where[0]}].cohort",
                 f"cohort {name!r} has one account; give at least two accounts the same cohort",
@@ -316,18 +316,18 @@ def _users(items: Any, source: str, accounts: set[str]) -> tuple[UserAccount, ..
     seen: set[str] = set()
     for i, item in enumerate(_entries(items, source, "users", keys)):
         if item["name"] in seen:
-            raise _fail(source, f"users[{i}].name", f"user {item['name']!r} is listed twice")
+            raise fail(source, f"users[{i}].name", f"user {item['name']!r} is listed twice")
         seen.add(item["name"])
         default = item.get("default_account")
         if not isinstance(default, str) or default not in accounts | {"root"}:
-            raise _fail(source, f"users[{i}].default_account", "must name one of the [[accounts]]")
+            raise fail(source, f"users[{i}].default_account", "must name one of the [[accounts]]")
         more = item.get("accounts", [])
         if not isinstance(more, list) or not all(isinstance(a, str) for a in more):
-            raise _fail(source, f"users[{i}].accounts", "must be a list of account names")
+            raise fail(source, f"users[{i}].accounts", "must be a list of account names")
         shares = _shares(item, source, f"users[{i}].fairshare")
         for account in dict.fromkeys([default, *more]):
             if account not in accounts | {"root"}:
-                raise _fail(source, f"users[{i}].accounts", f"unknown account {account!r}")
+                raise fail(source, f"users[{i}].accounts", f"unknown account {account!r}")
             out.append(UserAccount(item["name"], account, shares, default=account == default))
     return tuple(out)
 
@@ -353,7 +353,7 @@ def _qos(items: Any, source: str) -> tuple[Qos, ...]:
     for i, item in enumerate(_entries(items, source, "qos", _QOS_KEYS)):
         value = item.get("priority", 0)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise _fail(source, f"qos[{i}].priority", "must be a non-negative integer")
+            raise fail(source, f"qos[{i}].priority", "must be a non-negative integer")
         where = f"qos[{i}]"
         out.append(
             Qos(
@@ -375,7 +375,7 @@ def _qos(items: Any, source: str) -> tuple[Qos, ...]:
             )
         )
     if len({q.name for q in out}) != len(out):
-        raise _fail(source, "qos.name", "QoS names must be unique")
+        raise fail(source, "qos.name", "QoS names must be unique")
     _check_preempt_lists(out, source)
     return tuple(out)
 
@@ -384,15 +384,15 @@ def _qos_preemption(item: dict[str, Any], source: str, where: str) -> dict[str, 
     """``preempt``, ``preempt_mode`` and ``grace_time`` of one ``[[qos]]`` entry."""
     names = item.get("preempt", [])
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise _fail(source, f"{where}.preempt", "must be a list of QoS names")
+        raise fail(source, f"{where}.preempt", "must be a list of QoS names")
     mode = item.get("preempt_mode")
     if mode is not None and mode not in PREEMPT_MODES:
-        raise _fail(source, f"{where}.preempt_mode", f"must be one of {', '.join(PREEMPT_MODES)}")
+        raise fail(source, f"{where}.preempt_mode", f"must be one of {', '.join(PREEMPT_MODES)}")
     grace = item.get("grace_time")
     return {
         "preempt": tuple(dict.fromkeys(names)),
         "preempt_mode": mode,
-        "grace_time_s": None if grace is None else _duration(grace, source, f"{where}.grace_time"),
+        "grace_time_s": None if grace is None else duration(grace, source, f"{where}.grace_time"),
     }
 
 
@@ -404,13 +404,13 @@ def _check_preempt_lists(qos: list[Qos], source: str) -> None:
     for i, q in enumerate(qos):
         for name in q.preempt:
             if name not in priority or name == q.name:
-                raise _fail(
+                raise fail(
                     source,
                     f"qos[{i}].preempt",
                     f"{name!r} is not another configured QoS; list names from [[qos]]",
                 )
             if priority[name] >= q.priority:
-                raise _fail(
+                raise fail(
                     source,
                     f"qos[{i}].preempt",
                     f"QoS {q.name!r} may preempt {name!r} only with a higher priority; "
