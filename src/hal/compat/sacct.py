@@ -21,7 +21,7 @@ from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
 from hal.core.errors import HalError, InvalidRequest, NotFound
 from hal.core.slurm_syntax import compress_hostlist, parse_begin
-from hal.core.states import STATES_BY_CODE, JobState
+from hal.core.states import OTHER_SLURM_STATES, STATES_BY_CODE, JobState
 from hal.wire.jobs import JobInfo
 
 DEFAULT_FIELDS = "jobid,jobname,partition,account,alloccpus,state,exitcode"
@@ -31,14 +31,6 @@ LONG_FIELDS = (
     "submit,reqmem,maxrss,nodelist,user,timelimit,nnodes,reqcpus"
 )
 
-# Slurm job states (sacct -s) HAL never records: accepted, they match nothing
-OTHER_SLURM_STATES = frozenset(
-    {
-        "CONFIGURING", "CF", "REQUEUED", "RQ", "RESIZING", "RS", "REVOKED", "RV",
-        "REQUEUE_HOLD", "RH", "REQUEUE_FED", "RF", "RESV_DEL_HOLD", "RD", "SPECIAL_EXIT",
-        "SE", "SIGNALING", "SI", "STAGE_OUT", "SO", "STOPPED", "ST",
-    }
-)  # fmt: skip
 _JOB_ID = re.compile(r"^\d+(?:_\d+|\+\d+)?$")  # 123, 123_4, 123+1
 _STEP = re.compile(r"^(?:\d+|batch|extern|interactive)$")  # 123.0, 123.batch...
 

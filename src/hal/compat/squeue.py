@@ -26,7 +26,7 @@ from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
 from hal.compat.squeue_json import jobs_json
 from hal.core.errors import HalError, NotFound
-from hal.core.states import STATES_BY_CODE, JobState
+from hal.core.states import OTHER_SLURM_STATES, STATES_BY_CODE, JobState
 from hal.wire.jobs import JobInfo
 
 DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
@@ -37,14 +37,6 @@ DEFAULT_SORT = "P,t,-p"
 DEFAULT_STATES = frozenset(
     {JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING}
 )
-# Slurm state names HAL never produces; accepted in -t so scripts keep working.
-OTHER_SLURM_STATES = frozenset(
-    {
-        "CONFIGURING", "CF", "REQUEUED", "RQ", "REQUEUE_HOLD", "RH", "REQUEUE_FED", "RF",
-        "RESV_DEL_HOLD", "RD", "RESIZING", "RS", "REVOKED", "RV", "SIGNALING", "SI",
-        "SPECIAL_EXIT", "SE", "STAGE_OUT", "SO", "STOPPED", "ST",
-    }
-)  # fmt: skip
 INVALID_JOB_ID = "slurm_load_jobs error: Invalid job id specified"
 
 OPTIONS = (

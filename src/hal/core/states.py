@@ -54,6 +54,15 @@ STATE_CODES: dict[JobState, str] = {
     JobState.OUT_OF_MEMORY: "OOM",
 }
 STATES_BY_CODE: dict[str, JobState] = {code: state for state, code in STATE_CODES.items()}
+# Slurm job state names and codes HAL never produces: accepted in squeue -t and sacct -s
+# so scripts keep working (they match nothing).
+OTHER_SLURM_STATES = frozenset(
+    {
+        "CONFIGURING", "CF", "REQUEUED", "RQ", "REQUEUE_HOLD", "RH", "REQUEUE_FED", "RF",
+        "RESV_DEL_HOLD", "RD", "RESIZING", "RS", "REVOKED", "RV", "SIGNALING", "SI",
+        "SPECIAL_EXIT", "SE", "STAGE_OUT", "SO", "STOPPED", "ST",
+    }
+)  # fmt: skip
 
 TERMINAL_STATES = frozenset(
     {
