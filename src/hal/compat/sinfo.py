@@ -41,22 +41,9 @@ _ALLOCATED = {"alloc", "mix", "comp"}
 # match. ``drain`` is both drained and draining nodes, as Slurm's DRAIN flag; names of
 # states HAL never shows are accepted and match nothing, as on a cluster without such nodes.
 STATE_FILTERS: dict[str, frozenset[str]] = {
-    "idle": frozenset({"idle"}),
-    "alloc": frozenset({"alloc"}),
-    "allocated": frozenset({"alloc"}),
-    "mix": frozenset({"mix"}),
-    "mixed": frozenset({"mix"}),
+    **{short: frozenset({short}) for short in LONG_STATES},
+    **{long: frozenset({short}) for short, long in LONG_STATES.items()},
     "drain": frozenset({"drain", "drng"}),
-    "drained": frozenset({"drain"}),
-    "drng": frozenset({"drng"}),
-    "draining": frozenset({"drng"}),
-    "down": frozenset({"down"}),
-    "comp": frozenset({"comp"}),
-    "completing": frozenset({"comp"}),
-    "resv": frozenset({"resv"}),
-    "reserved": frozenset({"resv"}),
-    "maint": frozenset({"maint"}),
-    "fail": frozenset({"fail"}),
     **{
         name: frozenset()
         for name in (
