@@ -35,7 +35,6 @@ from hal.core.slurm_syntax import (
 
 # dest → how its value is checked; every value is checked even where HAL ignores it
 _CHECKS: dict[str, Callable[[str], object]] = {
-    "nodes": parse_nodes,
     "time": parse_time_limit,
     "mem": lambda v: parse_memory(v, field="mem"),
     "mem_per_cpu": lambda v: parse_memory(v, field="mem-per-cpu"),
@@ -89,13 +88,14 @@ def parse_command(argv: list[str]) -> tuple[int, list[str]]:
                 raise InvalidRequest(f"{spelled} needs a positive integer, got {value!r}")
             if dest == "ntasks":
                 ntasks = int(value)
-        elif dest in _CHECKS:
-            _CHECKS[dest](value)
-            if dest == "nodes" and parse_nodes(value)[0] != 1:
+        elif dest == "nodes":
+            if parse_nodes(value)[0] != 1:
                 raise InvalidRequest(
                     f"HAL's srun runs on the batch node only: {spelled} {value} asks for "
                     "more; use --nodes=1 or leave it out"
                 )
+        elif dest in _CHECKS:
+            _CHECKS[dest](value)
     command = list(parsed.positionals)
     if not command:
         raise InvalidRequest(
