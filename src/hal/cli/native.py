@@ -218,7 +218,7 @@ def cmd_user_add(ns: argparse.Namespace) -> int:
     with HalClient() as hal:
         created = hal.add_user(ns.name, admin=ns.admin)
     print(f"created user {created.name}{' (admin)' if created.admin else ''}")
-    print(f"token (shown once; give it to the user for `hal login`): {created.token}")
+    _print_token(created.token)
     return 0
 
 
@@ -227,8 +227,12 @@ def cmd_user_token(ns: argparse.Namespace) -> int:
         issued = hal.new_token(ns.name)
     admin = " (admin)" if issued.admin else ""
     print(f"new token for user {issued.name}{admin}; the old one no longer works")
-    print(f"token (shown once; give it to the user for `hal login`): {issued.token}")
+    _print_token(issued.token)
     return 0
+
+
+def _print_token(token: str) -> None:
+    print(f"token (shown once; give it to the user for `hal login`): {token}")
 
 
 def cmd_user_delete(ns: argparse.Namespace) -> int:
