@@ -418,7 +418,7 @@ def _database_retry(response: Response, left: float) -> float | None:
     (503 ``database_unavailable``: the request's transaction rolled back, so it is safe to
     send again, a submit included) and ``left`` seconds remain; else None. Each wait is
     logged (on stderr when nothing configured logging: the CLI's "retrying", as Slurm's)."""
-    if response.status != 503 or left <= 0 or b"database_unavailable" not in response.body:
+    if response.status != 503 or left <= 0 or _code(response.body) != "database_unavailable":
         return None
     try:
         wait = float(response.headers.get("retry-after", "5"))
@@ -449,13 +449,21 @@ def error_from_response(response: Any) -> HalError:
     return error_from_payload(status, payload, reason)
 
 
-def error_from_payload(status: int, payload: bytes, reason: str = "") -> HalError:
+def _problem(payload: bytes) -> dict[str, Any]:
+    """The problem+json body, or {} when it is none."""
     try:
         body = json.loads(payload)
     except (json.JSONDecodeError, UnicodeDecodeError):
-        body = {}
-    if not isinstance(body, dict):
-        body = {}
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _code(payload: bytes) -> str:
+    return str(_problem(payload).get("code", ""))
+
+
+def error_from_payload(status: int, payload: bytes, reason: str = "") -> HalError:
+    body = _problem(payload)
     code = str(body.get("code", ""))
     text = payload.decode("utf-8", "replace")
     detail = str(body.get("detail") or body.get("message") or text or reason)
