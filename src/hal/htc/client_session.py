@@ -87,13 +87,13 @@ class Session:
         """Many tasks in one frame per ``DEFAULT_CHUNK``; each item is one call's args."""
         self._check_open()
         payloads = [p.pack(list(args)) for args in calls]
-        check_sizes(payloads)
+        sizes = check_sizes(payloads)
         first = self._allocate(len(payloads))
         futures = [TaskFuture(first + i) for i in range(len(payloads))]
         pending = self._pending
         for f in futures:
             pending[f.task_id] = f
-        for start, end in chunks(payloads, DEFAULT_CHUNK):
+        for start, end in p.frame_slices(sizes, DEFAULT_CHUNK):
             flat: list[Any] = []
             for i, payload in enumerate(payloads[start:end], first + start):
                 flat += (i, payload)
@@ -135,9 +135,9 @@ class Session:
                     exhausted = True
                     break
                 payloads = [pack(list(x) if star else [x]) for x in batch]
-                check_sizes(payloads, next_index)
+                sizes = check_sizes(payloads, next_index)
                 first = self._allocate(len(payloads))
-                for start, end in chunks(payloads, len(payloads)):
+                for start, end in p.frame_slices(sizes, len(payloads)):
                     flat: list[Any] = []
                     for offset in range(start, end):
                         task_id = first + offset
@@ -336,26 +336,16 @@ class Session:
             sink.wake()
 
 
-def check_sizes(payloads: list[bytes], first_index: int = 0) -> None:
-    """A task whose packed arguments exceed a frame would make the broker drop the
-    connection (and with it every open future): refused here, before anything is sent."""
-    for i, payload in enumerate(payloads, first_index):
-        if len(payload) > p.MAX_ITEM_BYTES:
-            raise PayloadTooLarge(
-                f"task {i} (0-based, in this call): its arguments pack to {len(payload)} "
-                f"bytes, over the {p.MAX_ITEM_BYTES} a task may carry; send big data once "
-                "as common data, or pass a path"
-            )
-
-
-def chunks(payloads: list[bytes], most: int) -> Iterator[tuple[int, int]]:
-    """``(start, end)`` slices of at most ``most`` tasks and about ``p.FRAME_BUDGET`` bytes
-    (at least one task each), so no SUBMIT frame exceeds what the broker takes."""
-    start, size = 0, 0
-    for i, payload in enumerate(payloads):
-        if i > start and (i - start >= most or size + len(payload) > p.FRAME_BUDGET):
-            yield start, i
-            start, size = i, 0
-        size += len(payload)
-    if start < len(payloads):
-        yield start, len(payloads)
+def check_sizes(payloads: list[bytes], first_index: int = 0) -> list[int]:
+    """The payloads' sizes. A task whose packed arguments exceed a frame would make the
+    broker drop the connection (and with it every open future): refused here, before
+    anything is sent."""
+    sizes = list(map(len, payloads))
+    if max(sizes, default=0) > p.MAX_ITEM_BYTES:
+        i = next(i for i, size in enumerate(sizes) if size > p.MAX_ITEM_BYTES)
+        raise PayloadTooLarge(
+            f"task {first_index + i} (0-based, in this call): its arguments pack to "
+            f"{sizes[i]} bytes, over the {p.MAX_ITEM_BYTES} a task may carry; send big data "
+            "once as common data, or pass a path"
+        )
+    return sizes

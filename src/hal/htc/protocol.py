@@ -23,6 +23,7 @@ arguments and results are msgpack values (numbers, strings, bytes, lists, dicts)
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import Any, BinaryIO
 
 import msgpack  # type: ignore[import-untyped]  # ships no stubs
@@ -31,6 +32,25 @@ HEADER = struct.Struct("<I")
 MAX_FRAME_BYTES = 256 * 1024 * 1024  # a bigger frame is a bug or an attack, not a batch
 MAX_ITEM_BYTES = MAX_FRAME_BYTES - 1024  # one task's packed arguments or result, with its id
 FRAME_BUDGET = 64 * 1024 * 1024  # senders start a new frame past this many payload bytes
+
+
+def frame_slices(sizes: Sequence[int], most: int) -> list[tuple[int, int]]:
+    """``(start, end)`` runs of at most ``most`` items and about ``FRAME_BUDGET`` bytes
+    (one item at least each), so no frame grows past what the other side reads. Without
+    a loop in Python when the items' bytes fit in one budget (the usual case)."""
+    n = len(sizes)
+    if sum(sizes) <= FRAME_BUDGET:
+        return [(i, min(i + most, n)) for i in range(0, n, most)]
+    runs: list[tuple[int, int]] = []
+    start, size = 0, 0
+    for i, item in enumerate(sizes):
+        if i > start and (i - start >= most or size + item > FRAME_BUDGET):
+            runs.append((start, i))
+            start, size = i, 0
+        size += item
+    runs.append((start, n))
+    return runs
+
 
 # Message kinds (first item of every frame).
 HELLO_CLIENT = 1

@@ -124,17 +124,10 @@ class Session:
 
 
 def by_size(out: list[Any]) -> list[list[Any]]:
-    """``(task_id, status, payload)`` triples in chunks of about ``p.FRAME_BUDGET`` payload
-    bytes, so that many big results of one turn never make a frame the client refuses
-    (it would drop the connection). One chunk, unsplit, in the usual case."""
-    if sum(map(len, out[2::3])) <= p.FRAME_BUDGET:
+    """``(task_id, status, payload)`` triples in chunks a client reads (``frame_slices``):
+    many big results of one turn must not make a frame it refuses (it would drop the
+    connection). ``out`` itself, unsplit, in the usual case."""
+    runs = p.frame_slices(list(map(len, out[2::3])), len(out))
+    if len(runs) <= 1:
         return [out]
-    chunks: list[list[Any]] = []
-    start, size = 0, 0
-    for i in range(0, len(out), 3):
-        if i > start and size + len(out[i + 2]) > p.FRAME_BUDGET:
-            chunks.append(out[start:i])
-            start, size = i, 0
-        size += len(out[i + 2])
-    chunks.append(out[start:])
-    return chunks
+    return [out[3 * start : 3 * end] for start, end in runs]
