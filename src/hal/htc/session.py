@@ -11,6 +11,7 @@ from __future__ import annotations
 import secrets
 from collections import deque
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hal.htc import protocol as p
@@ -127,7 +128,7 @@ def by_size(out: list[Any]) -> list[list[Any]]:
     """``(task_id, status, payload)`` triples in chunks a client reads (``frame_slices``):
     many big results of one turn must not make a frame it refuses (it would drop the
     connection). ``out`` itself, unsplit, in the usual case."""
-    runs = p.frame_slices(list(map(len, out[2::3])), len(out))
-    if len(runs) <= 1:
+    if sum(map(len, islice(out, 2, None, 3))) <= p.FRAME_BUDGET:
         return [out]
+    runs = p.frame_slices([len(payload) for payload in out[2::3]], len(out))
     return [out[3 * start : 3 * end] for start, end in runs]

@@ -80,6 +80,7 @@ def serve(sock: socket.socket, stream: Any, call: Callable[..., Any], timeout_s:
     unpack, pack, frame = p.unpack, p.pack, p.frame
     clock = time.perf_counter
     ok, failed, timed_out = p.OK, p.FAILED, p.TIMED_OUT
+    most, budget = p.MAX_ITEM_BYTES, p.FRAME_BUDGET  # locals: read once per task below
     while True:
         message = p.read_frame(stream)
         if message is None:
@@ -105,7 +106,7 @@ def serve(sock: socket.socket, stream: Any, call: Callable[..., Any], timeout_s:
                 else:
                     result = call(*unpack(flat[i + 1]))
                 packed = pack(result)
-                if len(packed) > p.MAX_ITEM_BYTES:  # the frame would be refused: say why
+                if len(packed) > most:  # the frame would be refused: say why
                     out += (task_id, failed, pack(_too_big(task_id, len(packed))))
                 else:
                     out += (task_id, ok, packed)
@@ -125,7 +126,7 @@ def serve(sock: socket.socket, stream: Any, call: Callable[..., Any], timeout_s:
                 text = "".join(traceback.format_exception_only(err)).strip()
                 out += (task_id, failed, pack(text))
             now = clock()
-            if now - last > FLUSH_AFTER_S or size > p.FRAME_BUDGET:
+            if now - last > FLUSH_AFTER_S or size > budget:
                 sock.sendall(frame([p.RESULTS, 0, out]))
                 out, size = [], 0
                 last = now
