@@ -204,12 +204,14 @@ class HalServer:
                 # could be written); the probe that succeeds ends the outage
                 if not await self.cluster.database_ok():
                     continue
+                await self.cluster.reconcile()
                 await agents.check_nodes(self.cluster)
                 await preempt.end_graced(self.cluster)
                 await preempt.resume_freed(self.cluster)
                 ticks += 1
                 if ticks % 30 == 0:
                     self.cluster.prune()
+                    await self.cluster.forget_old_submit_keys()
             except Exception:
                 log.exception("housekeeping failed")
 

@@ -35,7 +35,7 @@ from hal.core.reservation import Reservation
 from hal.core.states import JobState, NodeState, PendingReason
 from hal.core.topology_labels import label_path
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
-from hal.state import preempt
+from hal.state import preempt, resync
 from hal.state import reservations as advance_reservations
 from hal.state.applier import NodeUsage, check_placement, hold, release
 from hal.state.associations import Associations
@@ -45,6 +45,7 @@ from hal.state.store import (
     EventRow,
     SqlStateStore,
     StoredEvent,
+    SubmitKey,
     Transaction,
 )
 from hal.state.submit_limits import AccountSubmitLimits
@@ -122,6 +123,8 @@ class Cluster:
         # when the last one ended (agents get a node timeout of grace from then on)
         self.db_down_since: float | None = None
         self.db_back_at = 0.0
+        # ids of jobs a change with an unknown outcome wrote (``hal.state.resync``)
+        self.in_doubt: set[int] = set()
         self._listeners: list[Callable[[Sequence[Job]], None]] = []
         # the QoS and accounts jobs may name (``hal.state.associations``)
         self._associations = Associations(config.priority)
@@ -269,7 +272,13 @@ class Cluster:
                     extra(tx)
                 return tx.stored_events
 
-        added = await self.db(work)
+        if self.in_doubt:
+            await resync.reconcile(self)
+        try:
+            added = await self.db(work)
+        except CommitOutcomeUnknown:
+            resync.doubt(self, (j.id for j in jobs))
+            raise
         for job in jobs:
             self._put(job)
         await self._published(added, jobs)
@@ -446,10 +455,26 @@ class Cluster:
         return dataclasses.replace(snap, related=related)
 
     # -- submit -----------------------------------------------------------------------
-    async def submit(self, specs: Sequence[JobSpec], *, het: bool = False) -> list[Submitted]:
+    async def reconcile(self) -> None:
+        """Take the stored rows of the jobs in doubt, if any (``hal.state.resync``)."""
+        if self.in_doubt:
+            async with self._lock:
+                if self.in_doubt:
+                    await resync.reconcile(self)
+
+    async def forget_old_submit_keys(self) -> int:
+        """Forget the Idempotency-Keys of submissions older than a day."""
+        before = self.clock.now() - resync.KEEP_KEYS_S
+        return await self.db(self.store.forget_submit_keys, before)
+
+    async def submit(
+        self, specs: Sequence[JobSpec], *, het: bool = False, key: SubmitKey | None = None
+    ) -> list[Submitted]:
         """Admit and store jobs (one transaction for the whole batch). ``het``: the specs
         are the components of one heterogeneous job, given consecutive ids; the first
-        id is the het job id (docs/hetjobs.md)."""
+        id is the het job id (docs/hetjobs.md). ``key``: the submission's
+        ``Idempotency-Key``; sent again, it answers with the jobs it gave the first time
+        (``hal.state.resync``)."""
         now = self.clock.now()
         if het:
             if len(specs) < 2 or any(s.array is not None for s in specs):
@@ -462,6 +487,7 @@ class Cluster:
         known_ids = await self._known_ids(specs)
         for i, spec in enumerate(specs):
             self._check_dependency_targets(spec, known_ids, i if len(specs) > 1 else None)
+        built: list[Job] = []  # the jobs ``work`` wrote, in doubt if its COMMIT is lost
 
         def work() -> tuple[list[Job], list[Submitted], list[StoredEvent]]:
             with self.store.transaction() as tx:
@@ -514,6 +540,10 @@ class Cluster:
                         ids.append(next_id)
                         next_id += 1
                     results.append(Submitted(first, tuple(ids)))
+                built.extend(jobs)
+                if key is not None:
+                    result = [(r.job_id, len(r.task_ids)) for r in results]
+                    tx.add_submit_key(key, now, result)
                 tx.insert_scripts(scripts)
                 tx.insert_jobs(jobs, script_ids)
                 tx.add_events(
@@ -531,8 +561,18 @@ class Cluster:
                 return jobs, results, tx.stored_events
 
         async with self._lock:
+            if self.in_doubt:
+                await resync.reconcile(self)
+            if key is not None:
+                found = await self.db(self.store.find_submit_key, key.user, key.key)
+                if found is not None:
+                    return resync.replayed(key, found)
             self._check_submit_limits(specs)
-            jobs, results, added = await self.db(work)
+            try:
+                jobs, results, added = await self.db(work)
+            except CommitOutcomeUnknown:
+                resync.doubt(self, (j.id for j in built))
+                raise
             for job in jobs:
                 self._put(job)
             await self._published(added, jobs)

@@ -59,12 +59,21 @@ def _v5_job_marks(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE jobs ADD COLUMN marks TEXT NOT NULL DEFAULT '{}'"))
 
 
+def _v6_submit_keys(conn: Connection) -> None:
+    # submit_keys: submissions sent with an Idempotency-Key, so a client may resend one
+    # whose answer it lost without submitting its jobs twice
+    schema.submit_keys.create(conn, checkfirst=True)
+    for ix in schema.submit_keys.indexes:
+        ix.create(conn, checkfirst=True)
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
     _v3_reservations,
     _v4_node_topology,
     _v5_job_marks,
+    _v6_submit_keys,
 )
 
 

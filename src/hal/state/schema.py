@@ -127,3 +127,17 @@ reservations = Table(
     Column("flags", Text, nullable=False, default="[]"),
     Column("partition", String(256), nullable=False, default=""),
 )
+
+# submissions sent with an ``Idempotency-Key`` (docs/api.md): the same user sending the
+# same key again gets the jobs of the first request instead of new ones. ``result`` is
+# JSON [[job id, number of array tasks], ...]; rows older than a day are deleted.
+submit_keys = Table(
+    "submit_keys",
+    metadata,
+    Column("user_name", String(256), primary_key=True),
+    Column("key", String(255), primary_key=True),
+    Column("digest", String(64), nullable=False),  # sha256 of the request body
+    Column("created", Float, nullable=False),
+    Column("result", Text, nullable=False),
+)
+Index("ix_submit_keys_created", submit_keys.c.created)

@@ -172,6 +172,16 @@ def _insert_events() -> Executable:
     return insert(schema.events).returning(schema.events.c.id, sort_by_parameter_order=True)
 
 
+@dataclass(frozen=True, slots=True)
+class SubmitKey:
+    """A submission's ``Idempotency-Key`` (a user's own: keys of different users never
+    meet) and the sha256 of its request body, which a resend must repeat."""
+
+    user: str
+    key: str
+    digest: str
+
+
 class Transaction:
     """One unit of work. Obtained from ``SqlStateStore.transaction()``."""
 
@@ -340,6 +350,20 @@ class Transaction:
         t = schema.reservations
         return int(self.conn.execute(delete(t).where(t.c.name == name)).rowcount)
 
+    def add_submit_key(
+        self, key: SubmitKey, created: float, result: Sequence[tuple[int, int]]
+    ) -> None:
+        """Remember what the submission sent with ``key`` gave: (job id, array tasks)."""
+        self.conn.execute(
+            insert(schema.submit_keys).values(
+                user_name=key.user,
+                key=key.key,
+                digest=key.digest,
+                created=created,
+                result=json.dumps(result),
+            )
+        )
+
 
 class SqlStateStore:
     def __init__(self, url: str) -> None:
@@ -442,6 +466,32 @@ class SqlStateStore:
         stmt = select(t).where(cond).order_by(t.c.end_time.desc(), t.c.id.desc()).limit(limit)
         with self.engine.connect() as conn:
             return [job_from_row(row, "") for row in conn.execute(stmt)]
+
+    def jobs_by_id(self, ids: Sequence[int]) -> list[Job]:
+        """The stored rows of these job ids (those that exist), in id order."""
+        t = schema.jobs
+        found: list[Job] = []
+        ordered = sorted(ids)
+        for at in range(0, len(ordered), 1000):  # bounded IN lists
+            found += self._select_jobs(t.c.id.in_(ordered[at : at + 1000]))
+        return found
+
+    def find_submit_key(self, user: str, key: str) -> tuple[str, list[tuple[int, int]]] | None:
+        """The digest and result of ``user``'s submission sent with ``key``, if any."""
+        t = schema.submit_keys
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(t.c.digest, t.c.result).where(t.c.user_name == user, t.c.key == key)
+            ).first()
+        if row is None:
+            return None
+        return row.digest, [(int(j), int(n)) for j, n in json.loads(row.result)]
+
+    def forget_submit_keys(self, before: float) -> int:
+        """Delete the keys of submissions made before ``before``."""
+        t = schema.submit_keys
+        with self.engine.begin() as conn:
+            return int(conn.execute(delete(t).where(t.c.created < before)).rowcount)
 
     def _select_jobs(self, cond: Any, limit: int | None = None) -> list[Job]:
         t, s = schema.jobs, schema.job_scripts

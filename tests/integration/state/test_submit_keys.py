@@ -1,0 +1,150 @@
+"""A submission sent with an ``Idempotency-Key`` may be sent again: the same user with the
+same key gets the jobs of the first request, not new ones (also after a server restart),
+for a day. PostgreSQL lost at a COMMIT leaves the jobs that change wrote in doubt: the
+mirror takes their stored rows before the next change, so a submission that landed is
+scheduled at once and a resend with its key finds it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any
+
+import psycopg
+import pytest
+
+from hal.config.model import HalConfig
+from hal.core.clock import VirtualClock
+from hal.core.errors import Conflict
+from hal.core.job import ArraySpec, JobSpec
+from hal.core.states import JobState
+from hal.state.cluster import Caller, Cluster
+from hal.state.store import CommitOutcomeUnknown, SqlStateStore, SubmitKey
+
+ANN = Caller("ann")
+
+
+def spec(**kw: Any) -> JobSpec:
+    return JobSpec(user="ann", script="#!/bin/sh\ntrue\n").with_changes(**kw)
+
+
+def run(coro: Awaitable[None]) -> None:
+    asyncio.run(coro)  # type: ignore[arg-type]
+
+
+async def loaded(db_url: str, clock: VirtualClock | None = None) -> Cluster:
+    cluster = Cluster(SqlStateStore(db_url), HalConfig(), clock or VirtualClock(5.0))
+    await cluster.load()
+    return cluster
+
+
+def test_a_submission_sent_again_with_its_key_gives_the_first_jobs(db_url: str) -> None:
+    key = SubmitKey("ann", "k-1", "digest-a")
+    batch = [spec(), spec(array=ArraySpec((0, 1, 2)))]
+
+    async def scenario() -> None:
+        cluster = await loaded(db_url)
+        first = await cluster.submit(batch, key=key)
+        assert [len(s.task_ids) for s in first] == [0, 3]
+        assert await cluster.submit(batch, key=key) == first
+        assert cluster.store.count_jobs() == 4
+        await cluster.close()
+
+        restarted = await loaded(db_url)  # the key is stored, not only remembered
+        assert await restarted.submit(batch, key=key) == first
+        # another body under the same key is refused; another user's key is their own
+        with pytest.raises(Conflict, match="was used for a different submission"):
+            await restarted.submit([spec()], key=SubmitKey("ann", "k-1", "digest-b"))
+        other = await restarted.submit([spec(user="bob")], key=SubmitKey("bob", "k-1", "x"))
+        assert other[0].job_id not in {s.job_id for s in first}
+        assert restarted.store.count_jobs() == 5
+        await restarted.close()
+
+    run(scenario())
+
+
+def test_keys_are_forgotten_after_a_day(db_url: str) -> None:
+    key = SubmitKey("ann", "k-2", "d")
+
+    async def scenario() -> None:
+        clock = VirtualClock(5.0)
+        cluster = await loaded(db_url, clock)
+        first = await cluster.submit([spec()], key=key)
+        clock.advance(3_600.0)
+        assert await cluster.forget_old_submit_keys() == 0
+        clock.advance(86_400.0)
+        assert await cluster.forget_old_submit_keys() == 1
+        again = await cluster.submit([spec()], key=key)
+        assert again[0].job_id != first[0].job_id
+        await cluster.close()
+
+    run(scenario())
+
+
+def _lose_commit_reply(store: SqlStateStore, monkeypatch: pytest.MonkeyPatch, lands: bool) -> None:
+    """The next COMMITs reach PostgreSQL (or not: ``lands``) and their answer is lost."""
+    real = store.engine.dialect.do_commit
+
+    def do_commit(dbapi_connection: Any) -> None:
+        if lands:
+            real(dbapi_connection)
+        else:
+            dbapi_connection.rollback()
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(store.engine.dialect, "do_commit", do_commit)
+
+
+# PostgreSQL only: SQLite's commit is all or nothing, its outcome is never unknown
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+@pytest.mark.parametrize("lands", [True, False], ids=["landed", "lost"])
+def test_a_submission_with_an_unknown_outcome_is_found_again(
+    db_url: str, monkeypatch: pytest.MonkeyPatch, lands: bool
+) -> None:
+    key = SubmitKey("ann", "k-3", "d")
+
+    async def scenario() -> None:
+        cluster = await loaded(db_url)
+        before = cluster.revision
+        with monkeypatch.context() as patch:
+            _lose_commit_reply(cluster.store, patch, lands)
+            with pytest.raises(CommitOutcomeUnknown):
+                await cluster.submit([spec()], key=key)
+        assert cluster.jobs == {} and cluster.in_doubt  # the mirror is left as it was
+
+        await cluster.reconcile()  # what housekeeping does at its next tick
+        assert not cluster.in_doubt
+        assert len(cluster.unfinished) == (1 if lands else 0)  # landed: it will be scheduled
+        assert cluster.revision == (before + 1 if lands else before)
+        # the event stream reads the landed job.submitted from the store, not skips it
+        assert cluster.events_since(before, 10) in (None, [])
+        landed = await cluster.db(cluster.store.events_after, before, 10)
+        assert [e.kind for e in landed] == (["job.submitted"] if lands else [])
+
+        again = await cluster.submit([spec()], key=key)  # the client's resend
+        assert cluster.store.count_jobs() == 1
+        assert list(cluster.unfinished) == [again[0].job_id]
+        await cluster.close()
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+def test_a_cancel_that_landed_unseen_reaches_the_mirror(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+
+    async def scenario() -> None:
+        cluster = await loaded(db_url)
+        done = await cluster.submit([spec(), spec()])
+        with monkeypatch.context() as patch:
+            _lose_commit_reply(cluster.store, patch, lands=True)
+            with pytest.raises(CommitOutcomeUnknown):
+                await cluster.cancel(str(done[0].job_id), ANN)
+        assert cluster.jobs[done[0].job_id].state is JobState.PENDING  # not known yet
+        await cluster.cancel(str(done[1].job_id), ANN)  # the next change reconciles first
+        assert cluster.jobs[done[0].job_id].state is JobState.CANCELLED
+        assert list(cluster.unfinished) == []
+        await cluster.close()
+
+    run(scenario())
