@@ -4,10 +4,11 @@ update, script."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse
 from pydantic import ValidationError
@@ -19,6 +20,7 @@ from hal.core.errors import InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import Job, JobSpec
 from hal.core.states import STATES_BY_CODE, JobState
 from hal.state.cluster import Caller
+from hal.state.store import SubmitKey
 from hal.wire.jobs import (
     BatchSubmitResult,
     HetSubmit,
@@ -35,12 +37,22 @@ from hal.wire.jobs import (
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 Ctx = Annotated[ServerContext, Depends(context_dep)]
 Who = Annotated[Caller, Depends(caller_dep)]
+# sent again with the same value, a submission answers with the jobs it gave the first time
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        description="A new UUID per submission: a client that lost the answer sends the "
+        "submission again with the same key and gets the same jobs (kept a day)"
+    ),
+]
 
 
 @router.post(
     "", status_code=201, response_model=SubmitResult, openapi_extra=body_schema("JobSubmit")
 )
-async def submit(request: Request, ctx: Ctx, caller: Who) -> Response:
+async def submit(
+    request: Request, ctx: Ctx, caller: Who, idempotency_key: IdempotencyKey = None
+) -> Response:
     body = await read_body(request, JobSubmit)
     spec = to_spec(
         body,
@@ -50,7 +62,8 @@ async def submit(request: Request, ctx: Ctx, caller: Who) -> Response:
     )
     if spec.data and ctx.data is not None:  # [data]: locate the inputs for the first pass
         await ctx.data.prime(spec.data)
-    done = await ctx.cluster.submit([spec])
+    key = await submit_key(request, caller, idempotency_key)
+    done = await ctx.cluster.submit([spec], key=key)
     result = SubmitResult(job_id=done[0].job_id, task_ids=list(done[0].task_ids))
     return json_response(result, 201)
 
@@ -68,7 +81,9 @@ async def submit(request: Request, ctx: Ctx, caller: Who) -> Response:
         }
     },
 )
-async def submit_batch(request: Request, ctx: Ctx, caller: Who) -> Response:
+async def submit_batch(
+    request: Request, ctx: Ctx, caller: Who, idempotency_key: IdempotencyKey = None
+) -> Response:
     """Submit many jobs in one transaction: all are accepted or none.
 
     The body is validated straight from JSON bytes (pydantic-core), which is several times
@@ -84,11 +99,26 @@ async def submit_batch(request: Request, ctx: Ctx, caller: Who) -> Response:
             f"a batch holds at most {ctx.config.max_batch_jobs} jobs; split it", field="jobs"
         )
     specs = await _specs(ctx, caller, body.jobs, "jobs")
-    done = await ctx.cluster.submit(specs)
+    key = await submit_key(request, caller, idempotency_key)
+    done = await ctx.cluster.submit(specs, key=key)
     result = BatchSubmitResult(
         results=[SubmitResult(job_id=d.job_id, task_ids=list(d.task_ids)) for d in done]
     )
     return Response(result.model_dump_json(), status_code=201, media_type="application/json")
+
+
+async def submit_key(request: Request, caller: Caller, key: str | None) -> SubmitKey | None:
+    """The submission's ``Idempotency-Key`` header, if sent: the same key sent again by
+    the same user answers with the jobs of the first request (``hal.state.resync``)."""
+    if key is None:
+        return None
+    if not 0 < len(key) <= 255 or not key.isascii() or not key.isprintable():
+        raise InvalidRequest(
+            "the Idempotency-Key header takes 1 to 255 printable ASCII characters; "
+            "send a new UUID with each submission",
+            field="Idempotency-Key",
+        )
+    return SubmitKey(caller.name, key, hashlib.sha256(await request.body()).hexdigest())
 
 
 async def _specs(
@@ -112,11 +142,18 @@ async def _specs(
 
 
 @router.post("/het", status_code=201, response_model=HetSubmitResult)
-async def submit_het(body: HetSubmit, ctx: Ctx, caller: Who) -> HetSubmitResult:
+async def submit_het(
+    request: Request,
+    body: HetSubmit,
+    ctx: Ctx,
+    caller: Who,
+    idempotency_key: IdempotencyKey = None,
+) -> HetSubmitResult:
     """A heterogeneous job (Slurm's hetjob): its components get consecutive ids, the
     first is the het job id; the scheduler starts all of them together or none."""
     specs = await _specs(ctx, caller, body.components, "components")
-    done = await ctx.cluster.submit(specs, het=True)
+    key = await submit_key(request, caller, idempotency_key)
+    done = await ctx.cluster.submit(specs, het=True, key=key)
     return HetSubmitResult(job_id=done[0].job_id, component_ids=[d.job_id for d in done])
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -135,3 +136,36 @@ def test_hold_release_and_update(server: LiveServer, tmp_path: Path) -> None:
         updated = c.update_job(jid.job_id, JobUpdate(time_limit_seconds=600, name="renamed"))
         assert (updated.time_limit_seconds, updated.name) == (600, "renamed")
         c.cancel(jid.job_id)
+
+
+def test_a_submission_sent_again_with_its_idempotency_key_gives_the_same_jobs(
+    server: LiveServer,
+) -> None:
+    """The three submit routes take an ``Idempotency-Key``: sent again by the same user
+    with the same body, the answer is the first one's and nothing more is stored; another
+    body under that key is a 409; a malformed key a 400 naming the header."""
+    auth = {"Authorization": f"Bearer {server.token}"}
+    one = {"script": "#!/bin/sh\ntrue\n", "workdir": "/tmp", "hold": True}
+    with server.client() as c:
+        before = len(c.jobs(history=True))
+    for path, body in (
+        ("/v1/jobs", one),
+        ("/v1/jobs/batch", {"jobs": [one, {**one, "array": "0-2"}]}),
+        ("/v1/jobs/het", {"components": [one, one]}),
+    ):
+        headers = {**auth, "Idempotency-Key": f"key-of {path}"}
+        first = httpx.post(server.url + path, json=body, headers=headers)
+        again = httpx.post(server.url + path, json=body, headers=headers)
+        assert first.status_code == again.status_code == 201, first.text
+        assert again.json() == first.json()
+        changed = json.dumps(body).replace("true", "false", 1)  # another script
+        typed = {**headers, "Content-Type": "application/json"}
+        other = httpx.post(server.url + path, content=changed, headers=typed)
+        assert other.status_code == 409
+        assert "use a new key for a new submission" in other.json()["detail"]
+    with server.client() as c:
+        assert len(c.jobs(history=True)) == before + 1 + 4 + 2
+    bad = httpx.post(
+        server.url + "/v1/jobs", json=one, headers={**auth, "Idempotency-Key": "x" * 256}
+    )
+    assert bad.status_code == 400 and bad.json()["field"] == "Idempotency-Key"
