@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
 from types import TracebackType
@@ -84,22 +85,37 @@ class HalClient:
         content: str | None = None,
         params: dict[str, str] | None = None,
         json_body: Any = None,
+        key: bool = False,
     ) -> Response:
+        """Send one request; ``key``: a submission, sent with a new ``Idempotency-Key``,
+        so that it may be sent again whenever it is unknown whether it landed (its answer
+        lost, or the server's database lost at the COMMIT): the server answers a resend
+        with the jobs of the first."""
         body = content.encode() if content is not None else None
         if json_body is not None:
             body = json.dumps(json_body).encode()
+        headers = {"Idempotency-Key": os.urandom(16).hex()} if key else None
         deadline = time.monotonic() + self.config.retry_seconds
+        doubt = False  # a send whose outcome is unknown: only a resend can tell
         while True:
+            left = deadline - time.monotonic()
             try:
-                response = self._http.request(method, path, params=params, body=body)
+                response = self._http.request(
+                    method, path, params=params, body=body, headers=headers
+                )
             except TransportError as err:
-                raise Unavailable(
-                    f"cannot reach the HAL server at {self.config.url} ({err}); "
-                    "is it running? Start it with `hal up`, or set HAL_URL"
-                ) from err
+                doubt = doubt or (key and err.sent)
+                if not doubt or left <= 0:
+                    raise Unavailable(
+                        f"cannot reach the HAL server at {self.config.url} ({err}); "
+                        "is it running? Start it with `hal up`, or set HAL_URL"
+                    ) from err
+                _retrying(f"the server's answer was lost ({err})", left)
+                time.sleep(min(1.0, left))
+                continue
             if response.status < 400:
                 return response
-            wait = _database_retry(response, deadline - time.monotonic())
+            wait = _retry_after(response, left, key)
             if wait is None:
                 raise error_from_response(response)
             time.sleep(wait)
@@ -110,12 +126,15 @@ class HalClient:
 
     # -- jobs -------------------------------------------------------------------------
     def submit(self, job: JobSubmit) -> SubmitResult:
-        r = self._request("POST", "/v1/jobs", content=to_json(job))
+        r = self._request("POST", "/v1/jobs", content=to_json(job), key=True)
         return from_dict(SubmitResult, self._json(r))
 
     def submit_many(self, jobs: list[JobSubmit]) -> list[SubmitResult]:
         r = self._request(
-            "POST", "/v1/jobs/batch", json_body={"jobs": [non_defaults(j) for j in jobs]}
+            "POST",
+            "/v1/jobs/batch",
+            json_body={"jobs": [non_defaults(j) for j in jobs]},
+            key=True,
         )
         return [from_dict(SubmitResult, d) for d in self._json(r)["results"]]
 
@@ -123,7 +142,7 @@ class HalClient:
         """A heterogeneous job: all components start together (docs/hetjobs.md). The
         components' ids, consecutive; the first is the het job id."""
         body = {"components": [non_defaults(c) for c in components]}
-        r = self._request("POST", "/v1/jobs/het", json_body=body)
+        r = self._request("POST", "/v1/jobs/het", json_body=body, key=True)
         return [int(i) for i in self._json(r)["component_ids"]]
 
     def test_only_het(self, components: list[JobSubmit]) -> list[WillRun]:
@@ -413,26 +432,32 @@ def segment(value: int | str, what: str = "job id", lister: str = "hal squeue") 
     return quote(text, safe="")
 
 
-def _database_retry(response: Response, left: float) -> float | None:
+def _retry_after(response: Response, left: float, keyed: bool) -> float | None:
     """Seconds to wait before sending again, when the server says its database is away
-    (503 ``database_unavailable``: the request's transaction rolled back, so it is safe to
-    send again, a submit included) and ``left`` seconds remain; else None. Each wait is
-    logged (on stderr when nothing configured logging: the CLI's "retrying", as Slurm's)."""
-    if response.status != 503 or left <= 0 or _code(response.body) != "database_unavailable":
+    and ``left`` seconds remain; else None. A 503 ``database_unavailable`` (the request's
+    transaction rolled back) is safe to send again, a submit included; a 503
+    ``commit_outcome_unknown`` (lost at the COMMIT) only with an ``Idempotency-Key``."""
+    code = _code(response.body) if response.status == 503 else ""
+    if left <= 0 or not (
+        code == "database_unavailable" or (keyed and code == "commit_outcome_unknown")
+    ):
         return None
     try:
         wait = float(response.headers.get("retry-after", "5"))
     except ValueError:
         wait = 5.0
-    wait = min(max(wait, 0.0), left)
+    _retrying(error_from_response(response).message, left)
+    return min(max(wait, 0.0), left)
+
+
+def _retrying(why: str, left: float) -> None:
+    """Log a wait (on stderr when nothing configured logging: the CLI's "retrying", as
+    Slurm's)."""
     import logging  # only here: every sbatch imports this module
 
     logging.getLogger("hal.client").warning(
-        "%s; retrying for up to %.0f s more (HAL_RETRY_SECONDS)",
-        error_from_response(response).message,
-        left,
+        "%s; retrying for up to %.0f s more (HAL_RETRY_SECONDS)", why, left
     )
-    return wait
 
 
 def error_from_response(response: Any) -> HalError:

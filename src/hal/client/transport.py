@@ -17,7 +17,12 @@ from urllib.parse import quote, urlsplit
 
 
 class TransportError(Exception):
-    """The server could not be reached or the connection broke."""
+    """The server could not be reached or the connection broke. ``sent``: the request
+    went out and its answer was lost (the server may have acted on it)."""
+
+    def __init__(self, message: str, *, sent: bool = False) -> None:
+        super().__init__(message)
+        self.sent = sent
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,26 +75,32 @@ class Transport:
         *,
         params: dict[str, str] | None = None,
         body: bytes | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Response:
         url = self.prefix + path + ("?" + _query(params) if params else "")
         head = [f"{method} {url} HTTP/1.1", f"Host: {self.host}:{self.port}"]
-        head += [f"{k}: {v}" for k, v in self.headers.items()]
+        head += [
+            f"{k}: {v}" for k, v in (self.headers | headers if headers else self.headers).items()
+        ]
         head.append(f"Content-Length: {len(body or b'')}")
         payload = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (body or b"")
         # one retry on a stale keep-alive connection (the server may have closed it), but
         # never for a request that may have been acted on (a POST could submit twice)
         for attempt in (0, 1):
             fresh = self._sock is None
+            sent = False
             try:
                 if fresh:
                     self._sock = self._open()
                 self._sock.sendall(payload)
+                sent = True
                 return self._read_response(method)
             except (OSError, TransportError) as err:
                 self.close()
                 idempotent = method in ("GET", "DELETE", "PATCH")
                 if attempt == 1 or fresh or not (idempotent or isinstance(err, _Stale)):
-                    raise TransportError(str(err) or err.__class__.__name__) from err
+                    message = str(err) or err.__class__.__name__
+                    raise TransportError(message, sent=sent) from err
         raise AssertionError("unreachable")
 
     def _read_until(self, marker: bytes) -> bytes:

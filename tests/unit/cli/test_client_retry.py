@@ -1,7 +1,10 @@
 """A server whose database is away answers 503 ``database_unavailable`` (its transaction
 rolled back): the client sends the request again, a submit included, for up to
 ``HAL_RETRY_SECONDS``, as Slurm's clients wait for a controller; any other error, and
-the end of that time, reach the caller at once."""
+the end of that time, reach the caller at once. Submissions carry an ``Idempotency-Key``
+(a new one each): one whose outcome is unknown (503 ``commit_outcome_unknown``, or its
+answer lost with the connection) is sent again with the same key, which the server
+answers with the jobs of the first; other requests are not."""
 
 from __future__ import annotations
 
@@ -27,15 +30,21 @@ AWAY = {
 class Server:
     """Answers each request with the next of ``answers`` (the last one repeats)."""
 
-    def __init__(self, answers: list[tuple[int, dict[str, object]]]) -> None:
-        self.answers = answers
+    def __init__(self, answers: list[tuple[int, dict[str, object]] | None]) -> None:
+        self.answers = answers  # None: read the request, close without answering
         self.seen: list[bytes] = []
+        self.keys: list[str | None] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 outer.seen.append(self.rfile.read(int(self.headers["Content-Length"])))
-                status, body = outer.answers[min(len(outer.seen), len(outer.answers)) - 1]
+                outer.keys.append(self.headers.get("Idempotency-Key"))
+                answer = outer.answers[min(len(outer.seen), len(outer.answers)) - 1]
+                if answer is None:
+                    self.close_connection = True
+                    return
+                status, body = answer
                 data = json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -99,3 +108,43 @@ def test_hal_retry_seconds_sets_the_time(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("HAL_RETRY_SECONDS", "soon")
     with pytest.raises(InvalidRequest, match="HAL_RETRY_SECONDS='soon'"):
         load_client_config("http://h:1", "t")
+
+
+UNKNOWN = {
+    "status": 503,
+    "code": "commit_outcome_unknown",
+    "detail": "the database was lost while committing; the change may or may not have been applied",
+}
+
+
+@pytest.mark.parametrize("lost", [(503, UNKNOWN), None], ids=["commit-unknown", "no-answer"])
+def test_a_submission_of_unknown_outcome_is_sent_again_with_its_key(
+    lost: tuple[int, dict[str, object]] | None,
+) -> None:
+    s = Server([lost, (201, {"job_id": 7}), (201, {"job_id": 8})])
+    try:
+        with HalClient(config=ClientConfig(url=s.url, token="t", retry_seconds=30)) as c:
+            assert c.submit(JOB).job_id == 7
+            assert c.submit(JOB).job_id == 8
+        assert len(set(s.seen)) == 1  # the same body each time
+        first, again, other = s.keys
+        assert first is not None and len(first) == 32
+        assert again == first and other != first  # the resend's key; a new one for a new job
+    finally:
+        s.httpd.shutdown()
+
+
+@pytest.mark.parametrize("lost", [(503, UNKNOWN), None], ids=["commit-unknown", "no-answer"])
+def test_other_requests_of_unknown_outcome_are_not_sent_again(
+    lost: tuple[int, dict[str, object]] | None,
+) -> None:
+    s = Server([lost, (200, {})])
+    try:
+        with (
+            HalClient(config=ClientConfig(url=s.url, token="t", retry_seconds=30)) as c,
+            pytest.raises(Unavailable),
+        ):
+            c.test_only(JOB)
+        assert len(s.seen) == 1 and s.keys == [None]
+    finally:
+        s.httpd.shutdown()
