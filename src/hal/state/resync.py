@@ -10,7 +10,7 @@ cancel that landed reaches its agent.
 
 A client that sent its submission with an ``Idempotency-Key`` learns the outcome by
 sending it again: ``replayed`` answers with the jobs of the first request when it landed
-(docs/api.md, "Sending a submission again").
+(docs/architecture.md, "Sending a submission again").
 """
 
 from __future__ import annotations

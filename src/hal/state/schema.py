@@ -128,7 +128,7 @@ reservations = Table(
     Column("partition", String(256), nullable=False, default=""),
 )
 
-# submissions sent with an ``Idempotency-Key`` (docs/api.md): the same user sending the
+# submissions sent with an ``Idempotency-Key`` (docs/architecture.md): the same user sending the
 # same key again gets the jobs of the first request instead of new ones. ``result`` is
 # JSON [[job id, number of array tasks], ...]; rows older than a day are deleted.
 submit_keys = Table(
