@@ -7,6 +7,7 @@ fresh SQLite database; agents are not needed (jobs stay pending).
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -50,13 +51,16 @@ def run_submit_bench(
         body = JobBatchSubmit(jobs=[one] * batch).model_dump_json(exclude_defaults=True)
         headers = {"Authorization": f"Bearer {srv.token}", "Content-Type": "application/json"}
         with httpx.Client(base_url=srv.url, headers=headers, timeout=120) as http:
-            http.post("/v1/jobs/batch", content=body).raise_for_status()  # warm-up
+            # each batch with its own Idempotency-Key, as ``HalClient.submit_many`` sends
+            key = {"Idempotency-Key": "warm-up"}
+            http.post("/v1/jobs/batch", content=body, headers=key).raise_for_status()
             batches = max(1, jobs // batch)
             per_batch: list[float] = []
             started = time.perf_counter()
             for _ in range(batches):
                 t0 = time.perf_counter()
-                r = http.post("/v1/jobs/batch", content=body)
+                key = {"Idempotency-Key": os.urandom(16).hex()}
+                r = http.post("/v1/jobs/batch", content=body, headers=key)
                 r.raise_for_status()
                 per_batch.append(time.perf_counter() - t0)
             elapsed = time.perf_counter() - started
