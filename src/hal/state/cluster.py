@@ -123,8 +123,10 @@ class Cluster:
         # when the last one ended (agents get a node timeout of grace from then on)
         self.db_down_since: float | None = None
         self.db_back_at = 0.0
-        # ids of jobs a change with an unknown outcome wrote (``hal.state.resync``)
+        # ids of jobs a change with an unknown outcome wrote, and whether such a change
+        # wrote reservations (``hal.state.resync``)
         self.in_doubt: set[int] = set()
+        self.reservations_in_doubt = False
         self._listeners: list[Callable[[Sequence[Job]], None]] = []
         # the QoS and accounts jobs may name (``hal.state.associations``)
         self._associations = Associations(config.priority)
@@ -272,12 +274,12 @@ class Cluster:
                     extra(tx)
                 return tx.stored_events
 
-        if self.in_doubt:
+        if self.doubtful:
             await resync.reconcile(self)
         try:
             added = await self.db(work)
         except CommitOutcomeUnknown:
-            resync.doubt(self, (j.id for j in jobs))
+            resync.doubt(self, (j.id for j in jobs), reservations=extra is not None)
             raise
         for job in jobs:
             self._put(job)
@@ -455,11 +457,16 @@ class Cluster:
         return dataclasses.replace(snap, related=related)
 
     # -- submit -----------------------------------------------------------------------
+    @property
+    def doubtful(self) -> bool:
+        """Whether a change whose outcome is unknown left memory to be reconciled."""
+        return bool(self.in_doubt) or self.reservations_in_doubt
+
     async def reconcile(self) -> None:
-        """Take the stored rows of the jobs in doubt, if any (``hal.state.resync``)."""
-        if self.in_doubt:
+        """Take the stored rows of what is in doubt, if any (``hal.state.resync``)."""
+        if self.doubtful:
             async with self._lock:
-                if self.in_doubt:
+                if self.doubtful:
                     await resync.reconcile(self)
 
     async def forget_old_submit_keys(self) -> int:
@@ -561,7 +568,7 @@ class Cluster:
                 return jobs, results, tx.stored_events
 
         async with self._lock:
-            if self.in_doubt:
+            if self.doubtful:
                 await resync.reconcile(self)
             if key is not None:
                 found = await self.db(self.store.find_submit_key, key.user, key.key)

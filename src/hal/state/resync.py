@@ -2,11 +2,12 @@
 
 PostgreSQL lost at the COMMIT of a change leaves it unknown whether the change landed
 (``CommitOutcomeUnknown``): the client gets a 503 ``commit_outcome_unknown`` and the
-mirror is left as it was. The jobs that change wrote are *in doubt*: before the next
-change of jobs (``Cluster._commit``, ``Cluster.submit``) and at every housekeeping tick,
-``reconcile`` reads their rows back and the mirror takes what the store holds, so a
-submission that did land is scheduled now (not only after a restart) and a start or a
-cancel that landed reaches its agent.
+mirror is left as it was. The jobs that change wrote are *in doubt*, and so are the
+reservations if it could have written them: before the next change (``Cluster._commit``,
+``Cluster.submit``) and at every housekeeping tick, ``reconcile`` reads them back and the
+mirror takes what the store holds, so a submission that did land is scheduled now (not
+only after a restart), a start or a cancel that landed reaches its agent, and a
+reservation created, changed or deleted is what the scheduler honours.
 
 A client that sent its submission with an ``Idempotency-Key`` learns the outcome by
 sending it again: ``replayed`` answers with the jobs of the first request when it landed
@@ -28,19 +29,26 @@ if TYPE_CHECKING:
 KEEP_KEYS_S = 86_400.0  # a key is remembered for a day, as payment APIs do
 
 
-def doubt(cluster: Cluster, ids: Iterable[int]) -> None:
-    """The change that wrote these jobs may or may not have landed. Its events may have
-    landed too: the memory's recent events no longer tell every event after the latest
-    id they hold, so event streams read the store until ``reconcile``."""
+def doubt(cluster: Cluster, ids: Iterable[int], *, reservations: bool = False) -> None:
+    """The change that wrote these jobs (and, with ``reservations``, perhaps advance
+    reservations) may or may not have landed. Its events may have landed too: the
+    memory's recent events no longer tell every event after the latest id they hold, so
+    event streams read the store until ``reconcile``."""
     cluster.in_doubt.update(ids)
+    cluster.reservations_in_doubt |= reservations
     cluster.recent_events.clear()
 
 
 async def reconcile(cluster: Cluster) -> None:
-    """The mirror takes the stored rows of the jobs in doubt (the caller holds the
-    cluster's lock); their agents are told what a change that landed asks of them."""
+    """The mirror takes the stored rows of the jobs in doubt, and the stored
+    reservations if they are in doubt (the caller holds the cluster's lock); the jobs'
+    agents are told what a change that landed asks of them."""
     from hal.state import agents
 
+    if cluster.reservations_in_doubt:
+        stored_reservations = await cluster.db(cluster.store.load_reservations)
+        cluster.reservations = {r.name: r for r in stored_reservations}
+        cluster.reservations_in_doubt = False
     ids = sorted(cluster.in_doubt)
     stored = await cluster.db(cluster.store.jobs_by_id, ids)
     revision = await cluster.db(cluster.store.revision)

@@ -17,8 +17,12 @@ from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
 from hal.core.errors import Conflict
 from hal.core.job import ArraySpec, JobSpec
+from hal.core.node import Node
+from hal.core.resources import GiB, ResourceVector
 from hal.core.states import JobState
+from hal.state import reservations
 from hal.state.cluster import Caller, Cluster
+from hal.state.reservations import ReservationRequest
 from hal.state.store import CommitOutcomeUnknown, SqlStateStore, SubmitKey
 
 ANN = Caller("ann")
@@ -145,6 +149,43 @@ def test_a_cancel_that_landed_unseen_reaches_the_mirror(
         await cluster.cancel(str(done[1].job_id), ANN)  # the next change reconciles first
         assert cluster.jobs[done[0].job_id].state is JobState.CANCELLED
         assert list(cluster.unfinished) == []
+        await cluster.close()
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+@pytest.mark.parametrize("lands", [True, False], ids=["landed", "lost"])
+def test_a_reservation_changed_unseen_reaches_the_mirror(
+    db_url: str, monkeypatch: pytest.MonkeyPatch, lands: bool
+) -> None:
+    async def scenario() -> None:
+        store = SqlStateStore(db_url)
+        store.migrate()
+        with store.transaction() as tx:
+            tx.upsert_node(Node("node1", ResourceVector(4, 8 * GiB)))
+        cluster = await loaded(db_url)
+        root = Caller("root", admin=True)
+        maint = ReservationRequest(
+            name="maint", start=3_600.0, duration=600.0, nodes=("node1",), users=("ann",)
+        )
+        with monkeypatch.context() as patch:
+            _lose_commit_reply(cluster.store, patch, lands)
+            with pytest.raises(CommitOutcomeUnknown):
+                await reservations.create(cluster, root, maint)
+        assert cluster.reservations == {} and cluster.doubtful
+
+        await cluster.reconcile()
+        assert not cluster.doubtful
+        # landed: the scheduler honours it (and a second create says it exists); lost:
+        # the admin's resend creates it
+        assert list(cluster.reservations) == (["maint"] if lands else [])
+        if lands:
+            with pytest.raises(Conflict, match="reservation maint exists"):
+                await reservations.create(cluster, root, maint)
+        else:
+            await reservations.create(cluster, root, maint)
+        assert [r.name for r in store.load_reservations()] == ["maint"]
         await cluster.close()
 
     run(scenario())
