@@ -142,8 +142,12 @@ async def replace_token(name: str, ctx: Ctx, caller: Admin) -> UserCreated:
     if admin is None:
         raise missing
     token = new_token()
-    await users.replace_token(ctx.cluster, caller.name, name, token_hash(token), admin, missing)
-    ctx.tokens.forget_user(name)
+    try:
+        await users.replace_token(ctx.cluster, caller.name, name, token_hash(token), admin, missing)
+    finally:
+        # also when the commit's outcome is unknown: the change may have landed, and
+        # forgetting only costs the next request a lookup
+        ctx.tokens.forget_user(name)
     return UserCreated(name=name, admin=admin, token=token)
 
 
@@ -159,6 +163,8 @@ async def delete_user(name: str, ctx: Ctx, admin: Admin) -> UserInfo:
     missing = NotFound(f"no user {name} (`hal user list` lists users)")
     if was_admin is None:
         raise missing
-    await users.delete(ctx.cluster, admin.name, name, was_admin, missing)
-    ctx.tokens.forget_user(name)
+    try:
+        await users.delete(ctx.cluster, admin.name, name, was_admin, missing)
+    finally:
+        ctx.tokens.forget_user(name)  # as in replace_token
     return UserInfo(name=name, admin=was_admin)
