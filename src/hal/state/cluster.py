@@ -115,7 +115,7 @@ class Cluster:
         self.revision = 0
         self.started_at = 0.0
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hal-db")
-        self._lock = asyncio.Lock()
+        self._lock = resync.ReconcilingLock(self)  # reconciles what is in doubt first
         self.changed = asyncio.Event()  # the scheduler waits on this
         self.events_changed = asyncio.Condition()  # event streams wait on this
         self.closing = False  # the server is stopping (``release_waiters``)
@@ -124,9 +124,9 @@ class Cluster:
         self.db_down_since: float | None = None
         self.db_back_at = 0.0
         # ids of jobs a change with an unknown outcome wrote, and whether such a change
-        # wrote reservations (``hal.state.resync``)
+        # may have written reservations or nodes (``hal.state.resync``)
         self.in_doubt: set[int] = set()
-        self.reservations_in_doubt = False
+        self.others_in_doubt = False
         self._listeners: list[Callable[[Sequence[Job]], None]] = []
         # the QoS and accounts jobs may name (``hal.state.associations``)
         self._associations = Associations(config.priority)
@@ -274,12 +274,10 @@ class Cluster:
                     extra(tx)
                 return tx.stored_events
 
-        if self.doubtful:
-            await resync.reconcile(self)
         try:
             added = await self.db(work)
         except CommitOutcomeUnknown:
-            resync.doubt(self, (j.id for j in jobs), reservations=extra is not None)
+            resync.doubt(self, (j.id for j in jobs), others=extra is not None)
             raise
         for job in jobs:
             self._put(job)
@@ -460,14 +458,13 @@ class Cluster:
     @property
     def doubtful(self) -> bool:
         """Whether a change whose outcome is unknown left memory to be reconciled."""
-        return bool(self.in_doubt) or self.reservations_in_doubt
+        return bool(self.in_doubt) or self.others_in_doubt
 
     async def reconcile(self) -> None:
         """Take the stored rows of what is in doubt, if any (``hal.state.resync``)."""
         if self.doubtful:
             async with self._lock:
-                if self.doubtful:
-                    await resync.reconcile(self)
+                pass  # taking the lock reconciles
 
     async def forget_old_submit_keys(self) -> int:
         """Forget the Idempotency-Keys of submissions older than a day."""
@@ -482,6 +479,10 @@ class Cluster:
         id is the het job id (docs/hetjobs.md). ``key``: the submission's
         ``Idempotency-Key``; sent again, it answers with the jobs it gave the first time
         (``hal.state.resync``)."""
+        if key is not None:  # a resend is answered first: the checks may no longer pass
+            found = await self.db(self.store.find_submit_key, key.user, key.key)
+            if found is not None:
+                return resync.replayed(key, found)
         now = self.clock.now()
         if het:
             if len(specs) < 2 or any(s.array is not None for s in specs):
@@ -568,9 +569,7 @@ class Cluster:
                 return jobs, results, tx.stored_events
 
         async with self._lock:
-            if self.doubtful:
-                await resync.reconcile(self)
-            if key is not None:
+            if key is not None:  # again: the same key may have been sent twice at once
                 found = await self.db(self.store.find_submit_key, key.user, key.key)
                 if found is not None:
                     return resync.replayed(key, found)

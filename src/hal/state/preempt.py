@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 # job.extra keys besides PREEMPTED_BY and PREEMPT_MODE (which the preemption plugin
 # reads too)
-GRACE_END = "preempt_grace_end"  # while a --signal victim has its grace time
+GRACE_END = "preempt_grace_end"  # when a victim's grace time ends
 # kept after the victim is requeued or resumed (scontrol's PreemptTime, hal show): when it
 # was last chosen as a victim
 PREEMPT_TIME = "preempt_time"
@@ -82,10 +82,11 @@ def mark(
         extra = {**job.extra, PREEMPTED_BY: str(p.by), PREEMPT_MODE: p.mode}
         extra[PREEMPT_TIME] = repr(now)
         grace = 0.0 if p.mode == SUSPEND else signal_grace(job, p.grace_s)
+        if grace > 0:  # a --signal victim runs until then; another is killed by then
+            extra[GRACE_END] = repr(now + grace)
         if p.mode == SUSPEND:
             new = job.evolve(state=JobState.SUSPENDED, extra=suspension(extra, now))
         elif job.spec.signal is not None and grace > 0:
-            extra[GRACE_END] = repr(now + grace)
             new = job.evolve(extra=_requeued_if(extra, p.mode))
         else:
             new = job.evolve(state=JobState.COMPLETING, extra=_requeued_if(extra, p.mode))
@@ -142,6 +143,19 @@ def final_state(job: Job) -> JobState:
     """What the agent reports: PENDING (requeue: the finish report requeues it) or
     PREEMPTED."""
     return JobState.PREEMPTED if job.extra.get(PREEMPT_MODE) == CANCEL else JobState.PENDING
+
+
+def cancel_state(job: Job) -> JobState:
+    """The state the agent of a COMPLETING job is told to report: a victim's
+    ``final_state``, PENDING for a job being requeued, else CANCELLED."""
+    if PREEMPTED_BY in job.extra:
+        return final_state(job)
+    return JobState.PENDING if job.extra.get("requeue") == "1" else JobState.CANCELLED
+
+
+def grace_left(job: Job, now: float) -> int:
+    """Seconds of a preempted job's grace time still to come (0 for any other job)."""
+    return max(0, int(float(job.extra.get(GRACE_END, "0")) - now))
 
 
 def ended_as(job: Job, reported: JobState) -> JobState:

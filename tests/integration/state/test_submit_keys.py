@@ -1,12 +1,15 @@
 """A submission sent with an ``Idempotency-Key`` may be sent again: the same user with the
 same key gets the jobs of the first request, not new ones (also after a server restart),
-for a day. PostgreSQL lost at a COMMIT leaves the jobs that change wrote in doubt: the
-mirror takes their stored rows before the next change, so a submission that landed is
-scheduled at once and a resend with its key finds it."""
+for a day. PostgreSQL lost at a COMMIT leaves what that change wrote in doubt: whoever
+takes the cluster's lock next reconciles it first, so a submission that landed is
+scheduled at once and a resend with its key finds it, a start that landed is not made
+again elsewhere, and a suspend, resume, requeue or reservation change that landed reaches
+the agent and the scheduler."""
 
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import Awaitable
 from typing import Any
 
@@ -16,16 +19,20 @@ import pytest
 from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
 from hal.core.errors import Conflict
-from hal.core.job import ArraySpec, JobSpec
+from hal.core.job import Allocation, ArraySpec, JobSpec
 from hal.core.node import Node
 from hal.core.resources import GiB, ResourceVector
 from hal.core.states import JobState
+from hal.scheduler.framework.snapshot import Placement, Plan
 from hal.state import reservations
+from hal.state.agents import AgentSession
 from hal.state.cluster import Caller, Cluster
 from hal.state.reservations import ReservationRequest
 from hal.state.store import CommitOutcomeUnknown, SqlStateStore, SubmitKey
+from hal.wire.agent import Cancel, Signal
 
 ANN = Caller("ann")
+ROOT = Caller("root", admin=True)
 
 
 def spec(**kw: Any) -> JobSpec:
@@ -165,14 +172,13 @@ def test_a_reservation_changed_unseen_reaches_the_mirror(
         with store.transaction() as tx:
             tx.upsert_node(Node("node1", ResourceVector(4, 8 * GiB)))
         cluster = await loaded(db_url)
-        root = Caller("root", admin=True)
         maint = ReservationRequest(
             name="maint", start=3_600.0, duration=600.0, nodes=("node1",), users=("ann",)
         )
         with monkeypatch.context() as patch:
             _lose_commit_reply(cluster.store, patch, lands)
             with pytest.raises(CommitOutcomeUnknown):
-                await reservations.create(cluster, root, maint)
+                await reservations.create(cluster, ROOT, maint)
         assert cluster.reservations == {} and cluster.doubtful
 
         await cluster.reconcile()
@@ -182,10 +188,104 @@ def test_a_reservation_changed_unseen_reaches_the_mirror(
         assert list(cluster.reservations) == (["maint"] if lands else [])
         if lands:
             with pytest.raises(Conflict, match="reservation maint exists"):
-                await reservations.create(cluster, root, maint)
+                await reservations.create(cluster, ROOT, maint)
         else:
-            await reservations.create(cluster, root, maint)
+            await reservations.create(cluster, ROOT, maint)
         assert [r.name for r in store.load_reservations()] == ["maint"]
+        await cluster.close()
+
+    run(scenario())
+
+
+def _with_nodes(db_url: str, *names: str) -> None:
+    store = SqlStateStore(db_url)
+    store.migrate()
+    with store.transaction() as tx:
+        for name in names:
+            tx.upsert_node(Node(name, ResourceVector(4, 8 * GiB)))
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+def test_a_start_that_landed_unseen_is_not_started_again_elsewhere(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def scenario() -> None:
+        _with_nodes(db_url, "node1", "node2")
+        cluster = await loaded(db_url)
+        for name in ("node1", "node2"):
+            cluster.agent_sessions[name] = AgentSession(name)
+        (a,) = await cluster.submit([spec()])
+        one_cpu = (ResourceVector(1, 0),)
+
+        def plan(node: str) -> Plan:
+            return Plan(cluster.revision, (Placement(a.job_id, Allocation((node,), one_cpu)),))
+
+        with monkeypatch.context() as patch:
+            _lose_commit_reply(cluster.store, patch, lands=True)
+            with pytest.raises(CommitOutcomeUnknown):
+                await cluster.apply_plan(plan("node1"))
+        # the next pass, on the memory of before, places it on node2: refused, since the
+        # lock reconciles before the plan is checked
+        assert await cluster.apply_plan(plan("node2")) == []
+        job = cluster.jobs[a.job_id]
+        assert job.state is JobState.RUNNING and job.allocation is not None
+        assert job.allocation.nodes == ("node1",)
+        assert a.job_id in cluster.usage["node1"].jobs and "node2" not in cluster.usage
+        launched = {n: [i.job_id for i in s.outbox] for n, s in cluster.agent_sessions.items()}
+        assert launched == {"node1": [a.job_id], "node2": []}
+        await cluster.close()
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+def test_a_suspend_and_a_resume_that_landed_unseen_reach_the_agent(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def scenario() -> None:
+        _with_nodes(db_url, "node1")
+        cluster = await loaded(db_url)
+        session = cluster.agent_sessions["node1"] = AgentSession("node1")
+        (a,) = await cluster.submit([spec()])
+        alloc = Allocation(("node1",), (ResourceVector(1, 0),))
+        assert await cluster.apply_plan(Plan(cluster.revision, (Placement(a.job_id, alloc),)))
+        session.outbox.clear()
+        for resume, signum in ((False, signal.SIGSTOP), (True, signal.SIGCONT)):
+            with monkeypatch.context() as patch:
+                _lose_commit_reply(cluster.store, patch, lands=True)
+                with pytest.raises(CommitOutcomeUnknown):
+                    await cluster.suspend(str(a.job_id), ROOT, resume=resume)
+            assert session.outbox == []  # not known to have landed
+            await cluster.reconcile()
+            assert session.outbox == [Signal(job_id=a.job_id, signal=signum)]
+            session.outbox.clear()
+        assert cluster.jobs[a.job_id].state is JobState.RUNNING
+        await cluster.close()
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+def test_a_requeue_that_landed_unseen_ends_the_job_on_its_agent(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def scenario() -> None:
+        _with_nodes(db_url, "node1")
+        cluster = await loaded(db_url)
+        session = cluster.agent_sessions["node1"] = AgentSession("node1")
+        (a,) = await cluster.submit([spec()])
+        alloc = Allocation(("node1",), (ResourceVector(1, 0),))
+        assert await cluster.apply_plan(Plan(cluster.revision, (Placement(a.job_id, alloc),)))
+        session.outbox.clear()
+        with monkeypatch.context() as patch:
+            _lose_commit_reply(cluster.store, patch, lands=True)
+            with pytest.raises(CommitOutcomeUnknown):
+                await cluster.requeue(str(a.job_id), ROOT)
+        await cluster.reconcile()
+        # ended as the requeue would have: its finish report puts it back in the queue
+        wait = cluster.config.kill_wait_seconds
+        assert session.outbox == [Cancel(job_id=a.job_id, state="PENDING", kill_wait_seconds=wait)]
+        assert cluster.jobs[a.job_id].state is JobState.COMPLETING
         await cluster.close()
 
     run(scenario())
