@@ -104,15 +104,22 @@ class HalClient:
                     method, path, params=params, body=body, headers=headers
                 )
             except TransportError as err:
-                doubt = doubt or (key and err.sent)
-                if not doubt or left <= 0:
+                if key and err.sent and not doubt:
+                    doubt = True
+                    _retrying(f"the server's answer was lost ({err})", left)
+                if doubt and left > 0:
+                    time.sleep(min(1.0, left))
+                    continue
+                if doubt:
                     raise Unavailable(
-                        f"cannot reach the HAL server at {self.config.url} ({err}); "
-                        "is it running? Start it with `hal up`, or set HAL_URL"
+                        f"lost the HAL server at {self.config.url} ({err}) after sending the "
+                        "submission, which it may have accepted: check `hal squeue --me` "
+                        "before submitting it again"
                     ) from err
-                _retrying(f"the server's answer was lost ({err})", left)
-                time.sleep(min(1.0, left))
-                continue
+                raise Unavailable(
+                    f"cannot reach the HAL server at {self.config.url} ({err}); "
+                    "is it running? Start it with `hal up`, or set HAL_URL"
+                ) from err
             if response.status < 400:
                 return response
             wait = _retry_after(response, left, key)

@@ -86,9 +86,9 @@ class Transport:
         payload = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (body or b"")
         # one retry on a stale keep-alive connection (the server may have closed it), but
         # never for a request that may have been acted on (a POST could submit twice)
+        sent = False  # once out, it stays out: the server may have read it
         for attempt in (0, 1):
             fresh = self._sock is None
-            sent = False
             try:
                 if fresh:
                     self._sock = self._open()

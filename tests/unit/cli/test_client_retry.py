@@ -9,6 +9,7 @@ answers with the jobs of the first; other requests are not."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -148,3 +149,36 @@ def test_other_requests_of_unknown_outcome_are_not_sent_again(
         assert len(s.seen) == 1 and s.keys == [None]
     finally:
         s.httpd.shutdown()
+
+
+def _serve_once_then_die(listener: socket.socket) -> None:
+    """Answer one request on a kept-alive connection; read the next, then go away: the
+    connection closed without an answer and the port no longer listening."""
+    conn, _ = listener.accept()
+    with conn, conn.makefile("rb") as r:
+        for answered in (True, False):
+            length = 0
+            while (line := r.readline()) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            r.read(length)
+            if answered:
+                body = b'{"job_id": 7}'
+                head = f"HTTP/1.1 201 Created\r\nContent-Length: {len(body)}\r\n\r\n"
+                conn.sendall(head.encode() + body)
+        listener.close()
+
+
+def test_a_submission_lost_with_a_kept_alive_connection_stays_in_doubt() -> None:
+    """The answer lost on a kept-alive connection, and the server gone: the transport's
+    own retry is refused, yet the submission was sent, so the client keeps trying for
+    its retry time and then says it may have been accepted (not "is it running?")."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    threading.Thread(target=_serve_once_then_die, args=(listener,), daemon=True).start()
+    with (
+        HalClient(config=ClientConfig(url=url, token="t", retry_seconds=1.5)) as c,
+        pytest.raises(Unavailable, match="which it may have accepted: check `hal squeue"),
+    ):
+        assert c.submit(JOB).job_id == 7
+        c.submit(JOB)
