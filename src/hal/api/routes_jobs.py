@@ -118,7 +118,9 @@ async def submit_key(request: Request, caller: Caller, key: str | None) -> Submi
             "send a new UUID with each submission",
             field="Idempotency-Key",
         )
-    return SubmitKey(caller.name, key, hashlib.sha256(await request.body()).hexdigest())
+    # the route and the body: the same body sent to another route is another submission
+    digest = hashlib.sha256(request.url.path.encode() + b"\n" + await request.body())
+    return SubmitKey(caller.name, key, digest.hexdigest())
 
 
 async def _specs(

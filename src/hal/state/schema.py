@@ -136,7 +136,7 @@ submit_keys = Table(
     metadata,
     Column("user_name", String(256), primary_key=True),
     Column("key", String(255), primary_key=True),
-    Column("digest", String(64), nullable=False),  # sha256 of the request body
+    Column("digest", String(64), nullable=False),  # sha256 of the route and the body
     Column("created", Float, nullable=False),
     Column("result", Text, nullable=False),
 )
