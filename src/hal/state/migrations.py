@@ -62,9 +62,7 @@ def _v5_job_marks(conn: Connection) -> None:
 def _v6_submit_keys(conn: Connection) -> None:
     # submit_keys: submissions sent with an Idempotency-Key, so a client may resend one
     # whose answer it lost without submitting its jobs twice
-    schema.submit_keys.create(conn, checkfirst=True)
-    for ix in schema.submit_keys.indexes:
-        ix.create(conn, checkfirst=True)
+    schema.submit_keys.create(conn, checkfirst=True)  # with its index
 
 
 STEPS: tuple[Step, ...] = (
