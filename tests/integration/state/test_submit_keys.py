@@ -205,6 +205,18 @@ def _with_nodes(db_url: str, *names: str) -> None:
             tx.upsert_node(Node(name, ResourceVector(4, 8 * GiB)))
 
 
+async def _running_on_node1(db_url: str) -> tuple[Cluster, AgentSession, int]:
+    """A cluster with one job started on node1, whose agent's outbox is empty."""
+    _with_nodes(db_url, "node1")
+    cluster = await loaded(db_url)
+    session = cluster.agent_sessions["node1"] = AgentSession("node1")
+    (a,) = await cluster.submit([spec()])
+    alloc = Allocation(("node1",), (ResourceVector(1, 0),))
+    assert await cluster.apply_plan(Plan(cluster.revision, (Placement(a.job_id, alloc),)))
+    session.outbox.clear()
+    return cluster, session, a.job_id
+
+
 @pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
 def test_a_start_that_landed_unseen_is_not_started_again_elsewhere(
     db_url: str, monkeypatch: pytest.MonkeyPatch
@@ -243,23 +255,17 @@ def test_a_suspend_and_a_resume_that_landed_unseen_reach_the_agent(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async def scenario() -> None:
-        _with_nodes(db_url, "node1")
-        cluster = await loaded(db_url)
-        session = cluster.agent_sessions["node1"] = AgentSession("node1")
-        (a,) = await cluster.submit([spec()])
-        alloc = Allocation(("node1",), (ResourceVector(1, 0),))
-        assert await cluster.apply_plan(Plan(cluster.revision, (Placement(a.job_id, alloc),)))
-        session.outbox.clear()
+        cluster, session, job_id = await _running_on_node1(db_url)
         for resume, signum in ((False, signal.SIGSTOP), (True, signal.SIGCONT)):
             with monkeypatch.context() as patch:
                 _lose_commit_reply(cluster.store, patch, lands=True)
                 with pytest.raises(CommitOutcomeUnknown):
-                    await cluster.suspend(str(a.job_id), ROOT, resume=resume)
+                    await cluster.suspend(str(job_id), ROOT, resume=resume)
             assert session.outbox == []  # not known to have landed
             await cluster.reconcile()
-            assert session.outbox == [Signal(job_id=a.job_id, signal=signum)]
+            assert session.outbox == [Signal(job_id=job_id, signal=signum)]
             session.outbox.clear()
-        assert cluster.jobs[a.job_id].state is JobState.RUNNING
+        assert cluster.jobs[job_id].state is JobState.RUNNING
         await cluster.close()
 
     run(scenario())
@@ -270,22 +276,16 @@ def test_a_requeue_that_landed_unseen_ends_the_job_on_its_agent(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async def scenario() -> None:
-        _with_nodes(db_url, "node1")
-        cluster = await loaded(db_url)
-        session = cluster.agent_sessions["node1"] = AgentSession("node1")
-        (a,) = await cluster.submit([spec()])
-        alloc = Allocation(("node1",), (ResourceVector(1, 0),))
-        assert await cluster.apply_plan(Plan(cluster.revision, (Placement(a.job_id, alloc),)))
-        session.outbox.clear()
+        cluster, session, job_id = await _running_on_node1(db_url)
         with monkeypatch.context() as patch:
             _lose_commit_reply(cluster.store, patch, lands=True)
             with pytest.raises(CommitOutcomeUnknown):
-                await cluster.requeue(str(a.job_id), ROOT)
+                await cluster.requeue(str(job_id), ROOT)
         await cluster.reconcile()
         # ended as the requeue would have: its finish report puts it back in the queue
         wait = cluster.config.kill_wait_seconds
-        assert session.outbox == [Cancel(job_id=a.job_id, state="PENDING", kill_wait_seconds=wait)]
-        assert cluster.jobs[a.job_id].state is JobState.COMPLETING
+        assert session.outbox == [Cancel(job_id=job_id, state="PENDING", kill_wait_seconds=wait)]
+        assert cluster.jobs[job_id].state is JobState.COMPLETING
         await cluster.close()
 
     run(scenario())
