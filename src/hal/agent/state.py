@@ -8,11 +8,15 @@ invariants, so a bad transition fails where it happens instead of three events l
 Per job the life is::
 
     LaunchRequested ──SpawnJob──▶ LAUNCHING ──ProcessStarted──▶ RUNNING
-          │                          │ LaunchFailed                │ time limit / Cancel
-          │ (tombstone: cancelled    ▼                             ▼   SIGCONT+SIGTERM
-          │  before it arrived)   report launch_failed          STOPPING ──kill_at──▶ SIGKILL
-          ▼                                                        │
+                                     │ LaunchFailed                │ time limit / Cancel
+                                     ▼                             ▼   SIGCONT+SIGTERM
+                                  report launch_failed          STOPPING ──kill_at──▶ SIGKILL
+                                                                   │
     report finished ◀──────────────── ProcessExited ◀──────────────┘ (from any live phase)
+
+A Cancel for an attempt that never started here (its Launch still on its way, lost, or
+waiting for an older attempt to end) is reported finished at once, and that Launch is then
+ignored; a Cancel for an attempt that has ended here, or an older one, changes nothing.
 
 Reports go to an outbox with increasing ``seq`` and stay there until the server
 acknowledges them (``ReportsAcked``); only then are the job's files forgotten, so an agent
@@ -23,7 +27,6 @@ from __future__ import annotations
 
 import signal
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
 from hal.agent.events import (
@@ -53,19 +56,11 @@ from hal.core.states import JobState
 from hal.wire.agent import JobReport, RunningJob
 
 DEFAULT_KILL_WAIT_SECONDS = 30  # until the server tells us its KillWait
-# A Cancel may overtake its Launch when two syncs are in flight; it is kept this long.
-TOMBSTONE_SECONDS = 300.0
 RECENTLY_FINISHED = 4096  # (job, attempt) pairs remembered to ignore a repeated Launch
 
 
 class InvariantViolation(RuntimeError):
     """The machine reached a state it must never be in: a bug, not a user error."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Tombstone:
-    state: str
-    expires: float
 
 
 class AgentState:
@@ -83,7 +78,6 @@ class AgentState:
         self.kill_wait_seconds = kill_wait_seconds
         self.validate = validate  # full-state check after each step (tests); O(jobs)
         self._awaiting_ack: dict[tuple[int, int], int] = {}  # finished → final report seq
-        self._tombstones: dict[int, _Tombstone] = {}
         self._finished: deque[tuple[int, int]] = deque(maxlen=RECENTLY_FINISHED)
         # a newer attempt's launch waiting for the old attempt, being stopped, to end
         self._deferred: dict[int, LaunchRequested] = {}
@@ -149,20 +143,7 @@ class AgentState:
                 current, JobState.CANCELLED.value, self.kill_wait_seconds, now
             )
         if key in self._awaiting_ack or key in self._finished:
-            return []  # this attempt already ran on this node
-        tomb = self._tombstones.pop(launch.job_id, None)
-        if tomb is not None and tomb.expires >= now:
-            self._remember_finished(key)
-            report = self._report(
-                "finished",
-                launch.job_id,
-                launch.attempt,
-                now,
-                state=tomb.state,
-                message=f"{tomb.state.lower()} before it started",
-            )
-            self._awaiting_ack[key] = report.report.seq
-            return [report]
+            return []  # this attempt already ran (or was cancelled) on this node
         spec = None
         if launch.signal:
             try:
@@ -197,6 +178,7 @@ class AgentState:
         ]
         for signum, group in job.pending_signals:
             job, sent = self._deliver(job, signum, group=group)
+            job = _paused(job, signum, group, event.time)
             commands.append(sent)
         job = job.evolve(pending_signals=())
         if job.end_state:  # a Cancel arrived while the supervisor was starting the job
@@ -261,24 +243,41 @@ class AgentState:
             self.jobs[job.job_id] = job
             return [PersistRecord(job)]
         job, sent = self._deliver(job, req.signal, group=not req.batch_only)
-        if req.signal == signal.SIGSTOP and not job.suspended_at and not req.batch_only:
-            job = job.evolve(suspended_at=event.time)  # suspended: the limit clock stops
-        elif req.signal == signal.SIGCONT and job.suspended_at:
-            paused = max(0.0, event.time - job.suspended_at)
-            job = job.evolve(suspended_at=0.0, suspended_seconds=job.suspended_seconds + paused)
+        job = _paused(job, req.signal, not req.batch_only, event.time)
         self.jobs[job.job_id] = job
         return [sent, PersistRecord(job), *self._deadlines(job, event.time)]
 
     def _cancel(self, event: CancelRequested) -> list[Command]:
         req, now = event.request, event.time
         job = self.jobs.get(req.job_id)
-        if job is None:
-            if not any(jid == req.job_id for jid, _ in self._awaiting_ack):
-                self._tombstones[req.job_id] = _Tombstone(req.state, now + TOMBSTONE_SECONDS)
-            return []
-        if req.job_id in self._deferred:  # for the waiting attempt: it ends before it starts
-            self._tombstones[req.job_id] = _Tombstone(req.state, now + TOMBSTONE_SECONDS)
-        return self._request_stop(job, req.state, req.kill_wait_seconds, now)
+        waiting = self._deferred.get(req.job_id)
+        attempt = req.attempt
+        if attempt is None:  # from a server that names no attempt: the newest one here
+            newest = waiting.launch if waiting is not None else job
+            if newest is None:
+                return []
+            attempt = newest.attempt
+        if job is not None and job.attempt == attempt:
+            return self._request_stop(job, req.state, req.kill_wait_seconds, now)
+        key = (req.job_id, attempt)
+        if (job is not None and job.attempt > attempt) or key in self._finished:
+            return []  # an older attempt's, or one that has ended here (and was reported)
+        # An attempt that has not started here: its launch waits for an older attempt
+        # to end, is on its way (a Cancel may overtake it), or was lost (a node that
+        # restarted). It ends before it starts: reported now, its launch then ignored.
+        if waiting is not None and waiting.launch.attempt == attempt:
+            del self._deferred[req.job_id]
+        self._remember_finished(key)
+        report = self._report(
+            "finished",
+            req.job_id,
+            attempt,
+            now,
+            state=req.state,
+            message=f"{req.state.lower()} before it started",
+        )
+        self._awaiting_ack[key] = report.report.seq
+        return [report]
 
     def _registered(self, event: Registered) -> list[Command]:
         self.kill_wait_seconds = event.kill_wait_seconds
@@ -439,6 +438,16 @@ def _check_job(job: JobRecord) -> None:
         problem = "--signal sent but none was asked for"
     if problem:
         raise InvariantViolation(f"job {job.job_id}: {problem}: {job}")
+
+
+def _paused(job: JobRecord, signum: int, group: bool, now: float) -> JobRecord:
+    """A SIGSTOP to the whole job stops its limit clock; a SIGCONT starts it again."""
+    if signum == signal.SIGSTOP and group and not job.suspended_at:
+        return job.evolve(suspended_at=now)
+    if signum == signal.SIGCONT and job.suspended_at:
+        paused = max(0.0, now - job.suspended_at)
+        return job.evolve(suspended_at=0.0, suspended_seconds=job.suspended_seconds + paused)
+    return job
 
 
 def _next_time(job: JobRecord) -> float | None:

@@ -93,7 +93,9 @@ def send_cancel(
         return
     session.unconfirmed.pop(job.id, None)
     wait = cluster.config.kill_wait_seconds if kill_wait_s is None else kill_wait_s
-    session.push(Cancel(job_id=job.id, state=final.value, kill_wait_seconds=wait))
+    session.push(
+        Cancel(job_id=job.id, state=final.value, kill_wait_seconds=wait, attempt=job.restarts)
+    )
 
 
 def send_signal(cluster: Cluster, job: Job, signum: int, *, batch_only: bool = False) -> None:
@@ -191,6 +193,7 @@ async def register(cluster: Cluster, reg: AgentRegister) -> AgentRegistered:
                         job_id=job.id,
                         state=JobState.CANCELLED.value,
                         kill_wait_seconds=cluster.config.kill_wait_seconds,
+                        attempt=job.restarts,
                     )
                 )
         await cluster._published(added, ())

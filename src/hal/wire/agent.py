@@ -115,13 +115,16 @@ class Signal(WireModel):
 
 
 class Cancel(WireModel):
-    """End the job: SIGTERM to its process group, SIGKILL after ``kill_wait_seconds``; the
-    agent then reports ``finished`` with ``state``."""
+    """End the job's ``attempt``: SIGTERM to its process group, SIGKILL after
+    ``kill_wait_seconds``; the agent then reports ``finished`` with ``state``, at once for
+    an attempt that never started on the node. ``attempt`` None (servers before it was
+    sent): whichever attempt the node has."""
 
     op: Literal["cancel"] = "cancel"
     job_id: int
     state: str = "CANCELLED"  # CANCELLED, PREEMPTED, NODE_FAIL ...
     kill_wait_seconds: int = 30
+    attempt: int | None = None
 
 
 Instruction = Launch | Signal | Cancel

@@ -284,7 +284,8 @@ def test_a_requeue_that_landed_unseen_ends_the_job_on_its_agent(
         await cluster.reconcile()
         # ended as the requeue would have: its finish report puts it back in the queue
         wait = cluster.config.kill_wait_seconds
-        assert session.outbox == [Cancel(job_id=job_id, state="PENDING", kill_wait_seconds=wait)]
+        ended = Cancel(job_id=job_id, state="PENDING", kill_wait_seconds=wait, attempt=0)
+        assert session.outbox == [ended]
         assert cluster.jobs[job_id].state is JobState.COMPLETING
         await cluster.close()
 

@@ -252,12 +252,27 @@ def test_signal_while_launching_is_delivered_at_start() -> None:
 
 
 def test_cancel_that_overtakes_its_launch_wins() -> None:
-    """Two syncs in flight may deliver a Cancel before the Launch it belongs to."""
+    """Two syncs in flight may deliver a Cancel before the Launch it belongs to; or the
+    Launch was lost (a node that restarted). The attempt ends at once, before it starts,
+    and its Launch, if it comes, is ignored."""
     d = Driver()
-    assert d.cancel(job_id=7) == []
-    commands = d.launch(7)
-    assert not any(isinstance(c, SpawnJob) for c in commands)
-    assert [(r.kind, r.state) for r in reports(commands)] == [("finished", "CANCELLED")]
+    cancelled = reports(d.cancel(job_id=7, attempt=0))
+    assert [(r.kind, r.attempt, r.state) for r in cancelled] == [("finished", 0, "CANCELLED")]
+    assert cancelled[0].message == "cancelled before it started"
+    assert d.launch(7) == []
+    assert d.cancel(job_id=8) == []  # no attempt named (an older server), nothing here
+
+
+def test_a_late_cancel_of_an_ended_attempt_leaves_the_next_one_alone() -> None:
+    """The job ended by itself as a requeue's Cancel was sent: the Cancel arrives after
+    the finish report was acknowledged. The requeued attempt must still run."""
+    d = Driver()
+    d.run()
+    (done,) = reports(d.exit())
+    d.machine.handle(ReportsAcked(done.seq, d.clock.now()))
+    assert d.cancel(state="PENDING", attempt=0) == []
+    assert any(isinstance(c, SpawnJob) for c in d.launch(attempt=1))
+    assert [r.kind for r in reports(d.start(attempt=1))] == ["started"]
 
 
 def test_repeated_launch_and_an_older_attempt_are_ignored() -> None:
@@ -288,13 +303,12 @@ def test_cancel_of_a_waiting_attempt_ends_it_before_it_starts() -> None:
     d = Driver()
     d.run()
     d.launch(attempt=1)
-    d.cancel(state="CANCELLED")
+    cancelled = reports(d.cancel(state="CANCELLED", attempt=1))
+    assert [(r.attempt, r.kind, r.state) for r in cancelled] == [(1, "finished", "CANCELLED")]
     ended = d.exit(attempt=0, exit_signal=TERM)
     assert not any(isinstance(c, SpawnJob) for c in ended)
-    assert [(r.attempt, r.kind, r.state) for r in reports(ended)] == [
-        (0, "finished", "CANCELLED"),
-        (1, "finished", "CANCELLED"),
-    ]
+    assert [(r.attempt, r.kind, r.state) for r in reports(ended)] == [(0, "finished", "CANCELLED")]
+    assert d.cancel(state="CANCELLED", attempt=0) == []  # an older attempt's: ended
 
 
 def test_launch_of_a_finished_attempt_is_not_run_again() -> None:
@@ -447,3 +461,17 @@ def test_suspension_survives_an_agent_restart() -> None:
     assert again == record and again.deadline is None
     resumed = again.evolve(suspended_at=0.0, suspended_seconds=100.0)
     assert resumed.deadline == 170.0
+
+
+def test_a_job_suspended_while_launching_stops_its_limit_clock_at_start() -> None:
+    d = Driver(kill_wait=5)
+    d.launch(time_limit_seconds=60)
+    stop = Signal(job_id=1, signal=signal.SIGSTOP)
+    d.machine.handle(SignalRequested(stop, d.clock.now()))  # queued: no process yet
+    assert signals(d.start()) == [(signal.SIGSTOP, True)]
+    assert d.machine.jobs[1].suspended_at == d.clock.now()
+    assert d.machine.next_deadline() is None
+    assert signals(d.tick(500)) == []
+    cont = Signal(job_id=1, signal=signal.SIGCONT)
+    d.machine.handle(SignalRequested(cont, d.clock.now()))
+    assert d.machine.next_deadline() == d.clock.now() + 60  # none of its limit used
