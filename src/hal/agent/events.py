@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hal.agent.records import ExitOutcome, JobRecord
-from hal.wire.agent import Cancel, JobReport, Launch, Signal
+from hal.wire.agent import Cancel, JobReport, Launch, Limit, Signal
 
 # --- events ------------------------------------------------------------------------------
 
@@ -32,6 +32,12 @@ class SignalRequested:
 @dataclass(frozen=True, slots=True)
 class CancelRequested:
     request: Cancel
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
+class LimitRequested:
+    request: Limit
     time: float
 
 
@@ -93,6 +99,7 @@ Event = (
     LaunchRequested
     | SignalRequested
     | CancelRequested
+    | LimitRequested
     | Registered
     | JobAdopted
     | ProcessStarted

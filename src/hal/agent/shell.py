@@ -51,6 +51,7 @@ from hal.agent.events import (
     JobAdopted,
     LaunchFailed,
     LaunchRequested,
+    LimitRequested,
     PersistRecord,
     ProcessExited,
     ProcessStarted,
@@ -88,6 +89,7 @@ from hal.wire.agent import (
     AgentSync,
     Cancel,
     Launch,
+    Limit,
 )
 
 log = logging.getLogger("hal.agent")
@@ -364,6 +366,8 @@ class AgentShell:
                 self._feed(LaunchRequested(instruction, now))
             elif isinstance(instruction, Cancel):
                 self._feed(CancelRequested(instruction, now))
+            elif isinstance(instruction, Limit):
+                self._feed(LimitRequested(instruction, now))
             else:
                 self._feed(SignalRequested(instruction, now))
 

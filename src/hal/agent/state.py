@@ -37,6 +37,7 @@ from hal.agent.events import (
     JobAdopted,
     LaunchFailed,
     LaunchRequested,
+    LimitRequested,
     PersistRecord,
     ProcessExited,
     ProcessStarted,
@@ -92,6 +93,8 @@ class AgentState:
                 commands = self._signal(event)
             case CancelRequested():
                 commands = self._cancel(event)
+            case LimitRequested():
+                commands = self._limit(event)
             case Registered():
                 commands = self._registered(event)
             case JobAdopted():
@@ -278,6 +281,17 @@ class AgentState:
         )
         self._awaiting_ack[key] = report.report.seq
         return [report]
+
+    def _limit(self, event: LimitRequested) -> list[Command]:
+        """A new time limit for the attempt here, counted from its start as before: the
+        job is stopped at once if it has already run that long."""
+        req = event.request
+        job = self._current(req.job_id, req.attempt)
+        if job is None or job.phase is Phase.STOPPING:
+            return []  # another attempt's, or ending anyway
+        job = job.evolve(time_limit_seconds=req.time_limit_seconds)
+        self.jobs[job.job_id] = job
+        return [PersistRecord(job), *self._deadlines(job, event.time)]
 
     def _registered(self, event: Registered) -> list[Command]:
         self.kill_wait_seconds = event.kill_wait_seconds

@@ -37,8 +37,10 @@ from hal.wire.agent import (
     AgentRegistered,
     AgentSync,
     Cancel,
+    Instruction,
     JobReport,
     Launch,
+    Limit,
     Signal,
 )
 
@@ -51,12 +53,12 @@ class AgentSession:
     node: str
     acked_seq: int = 0
     last_seen: float = 0.0
-    outbox: list[Launch | Signal | Cancel] = field(default_factory=list)
+    outbox: list[Instruction] = field(default_factory=list)
     unconfirmed: dict[int, tuple[Launch, float]] = field(default_factory=dict)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     lost_check_after: float = 0.0  # when to declare unreported jobs lost (after register)
 
-    def push(self, instruction: Launch | Signal | Cancel) -> None:
+    def push(self, instruction: Instruction) -> None:
         self.outbox.append(instruction)
         self.wake.set()
 
@@ -96,6 +98,14 @@ def send_cancel(
     session.push(
         Cancel(job_id=job.id, state=final.value, kill_wait_seconds=wait, attempt=job.restarts)
     )
+
+
+def send_limit(cluster: Cluster, job: Job) -> None:
+    """A running job's new time limit, for its agent to enforce."""
+    session = _session_for(cluster, job)
+    if session is not None:
+        limit = Limit(job_id=job.id, attempt=job.restarts, time_limit_seconds=job.time_limit_s)
+        session.push(limit)
 
 
 def send_signal(cluster: Cluster, job: Job, signum: int, *, batch_only: bool = False) -> None:

@@ -915,6 +915,8 @@ class Cluster:
             return [j.id for j in changed]
 
     async def update(self, ident: str, caller: Caller, **fields: object) -> list[Job]:
+        from hal.state import agents
+
         async with self._lock:
             jobs = self.resolve(ident)
             self._authorise(jobs, caller)
@@ -959,6 +961,9 @@ class Cluster:
                 EventRow(now, "job.updated", job_id=j.id, state=j.state.value) for j in changed
             ]
             await self._commit(changed, events)
+            for old, new in zip(jobs, changed, strict=True):
+                if new.state.is_active and new.time_limit_s != old.time_limit_s:
+                    agents.send_limit(self, new)  # the agent enforces the limit
             return changed
 
     @staticmethod

@@ -113,6 +113,8 @@ def _tell_agent(cluster: Cluster, old: Job | None, job: Job) -> None:
     elif job.state is JobState.COMPLETING and was is not JobState.COMPLETING:
         wait = preempt.grace_left(job, cluster.clock.now()) + cluster.config.kill_wait_seconds
         agents.send_cancel(cluster, job, preempt.cancel_state(job), kill_wait_s=wait)
+    if old is not None and job.state.is_active and job.time_limit_s != old.time_limit_s:
+        agents.send_limit(cluster, job)
 
 
 def replayed(key: SubmitKey, found: tuple[str, list[tuple[int, int]]]) -> list[Submitted]:

@@ -127,12 +127,22 @@ class Cancel(WireModel):
     attempt: int | None = None
 
 
-Instruction = Launch | Signal | Cancel
+class Limit(WireModel):
+    """The job's time limit changed (``scontrol update TimeLimit=``) while it runs: the
+    agent ends it at the new one (0: unlimited), counted from its start as before."""
+
+    op: Literal["limit"] = "limit"
+    job_id: int
+    attempt: int
+    time_limit_seconds: int
+
+
+Instruction = Launch | Signal | Cancel | Limit
 
 
 class AgentInstructions(WireModel):
     acked_seq: int  # the highest report seq the server has stored
-    instructions: list[Launch | Signal | Cancel] = Field(default_factory=list)
+    instructions: list[Instruction] = Field(default_factory=list)
     server_time: float
     reregister: bool = False  # the server does not know this node: register again
 

@@ -14,6 +14,7 @@ from hal.agent.events import (
     JobAdopted,
     LaunchFailed,
     LaunchRequested,
+    LimitRequested,
     PersistRecord,
     ProcessExited,
     ProcessStarted,
@@ -28,7 +29,7 @@ from hal.agent.events import (
 from hal.agent.records import ExitOutcome, JobRecord, Phase
 from hal.agent.state import AgentState, InvariantViolation
 from hal.core.clock import VirtualClock
-from hal.wire.agent import Cancel, JobReport, Launch, Signal
+from hal.wire.agent import Cancel, JobReport, Launch, Limit, Signal
 
 TERM, KILL, CONT = int(signal.SIGTERM), int(signal.SIGKILL), int(signal.SIGCONT)
 USR1 = int(signal.SIGUSR1)
@@ -475,3 +476,20 @@ def test_a_job_suspended_while_launching_stops_its_limit_clock_at_start() -> Non
     cont = Signal(job_id=1, signal=signal.SIGCONT)
     d.machine.handle(SignalRequested(cont, d.clock.now()))
     assert d.machine.next_deadline() == d.clock.now() + 60  # none of its limit used
+
+
+def test_a_new_time_limit_counts_from_the_start() -> None:
+    d = Driver(kill_wait=5)
+    d.run(time_limit_seconds=60)
+    d.tick(30)
+
+    def limit(seconds: int, attempt: int = 0) -> list[Command]:
+        new = Limit(job_id=1, attempt=attempt, time_limit_seconds=seconds)
+        return d.machine.handle(LimitRequested(new, d.clock.now()))
+
+    assert limit(600, attempt=3) == []  # another attempt's
+    limit(600)  # raised: runs past 60 s
+    assert d.machine.next_deadline() == d.clock.now() - 30 + 600
+    assert signals(d.tick(100)) == []
+    assert signals(limit(100)) == [(CONT, True), (TERM, True)]  # lowered below its 130 s
+    assert final(d.exit(exit_signal=TERM))[0] == "TIMEOUT"

@@ -1,0 +1,53 @@
+"""``scontrol update TimeLimit=`` on a running job reaches its agent, which enforces the
+new limit (counted from the job's start, as Slurm does): lowered, the job times out at
+the new limit; raised, it runs past the old one."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hal.testing.live import LiveServer, wait_until
+from hal.wire.jobs import JobSubmit
+
+SLEEPER = "#!/bin/sh\nsleep 300\n"
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    server = LiveServer(tmp_path_factory.mktemp("hal"), config_overrides={"kill_wait_seconds": 1})
+    with server, server.agents(1, cpus=2, memory="1G"):
+        yield server
+
+
+def _running(live: LiveServer, tmp_path: Path, limit_s: int) -> int:
+    with live.client() as admin:
+        job = admin.submit(
+            JobSubmit(script=SLEEPER, workdir=str(tmp_path), time_limit_seconds=limit_s)
+        ).job_id
+        wait_until(lambda: admin.job(job).state == "RUNNING", message="the job running")
+    return job
+
+
+def test_a_lowered_limit_ends_the_job_there(live: LiveServer, tmp_path: Path) -> None:
+    job = _running(live, tmp_path, 3600)
+    out = live.cli("scontrol", "update", f"JobId={job}", "TimeLimit=0:03")
+    assert out.returncode == 0, out.stderr
+    with live.client() as admin:
+        wait_until(lambda: admin.job(job).state == "TIMEOUT", 20, message="the new limit")
+        info = admin.job(job)
+        assert info.start_time is not None and info.end_time is not None
+        assert info.end_time - info.start_time < 10  # not the old hour
+
+
+def test_a_raised_limit_lets_the_job_run_on(live: LiveServer, tmp_path: Path) -> None:
+    job = _running(live, tmp_path, 3)
+    out = live.cli("scontrol", "update", f"JobId={job}", "TimeLimit=10:00")
+    assert out.returncode == 0, out.stderr
+    time.sleep(5)  # past the old limit and its kill wait
+    with live.client() as admin:
+        assert admin.job(job).state == "RUNNING"
+        admin.cancel(str(job))
