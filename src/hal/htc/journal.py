@@ -33,7 +33,7 @@ from sqlalchemy.engine import make_url
 from hal.db import normalise_url
 from hal.htc import protocol as p
 from hal.htc.rest import SessionOptions
-from hal.htc.session import Session
+from hal.htc.session import Session, by_size
 from hal.htc.tasks import TaskBook
 
 SUFFIX = ".journal"
@@ -187,7 +187,10 @@ def restore(replay: Replay, now: float) -> Session:
     session.sent_seq = delivered
     session.acked_seq = acked
     if delivered > acked:
-        session.unacked.append((delivered, replay.outcomes[3 * acked :]))
+        end = acked
+        for chunk in by_size(replay.outcomes[3 * acked :]):  # frames the client can read
+            end += len(chunk) // 3
+            session.unacked.append((end, chunk))
         session.unacked_results = delivered - acked
     return session
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from hal.htc import journal
 from hal.htc import protocol as p
 from hal.htc.rest import ServiceSpec, SessionOptions
@@ -59,3 +61,26 @@ def test_a_torn_tail_is_dropped_and_appending_goes_on_after_it(tmp_path: Path) -
 def test_the_default_directory_is_next_to_a_sqlite_database(tmp_path: Path) -> None:
     assert journal.default_dir(f"sqlite:///{tmp_path}/hal.db") == str(tmp_path / "htc-journal")
     assert journal.default_dir("postgresql://h/db") == ""
+
+
+def test_unacked_outcomes_are_restored_in_frames_a_client_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Restored results are resent in chunks of at most a frame's budget, as ``flush``
+    sends them: one chunk of them all could exceed what the client reads, and every
+    reattach would then fail the same way."""
+    monkeypatch.setattr(p, "FRAME_BUDGET", 1000)
+    s = new_session()
+    j = journal.create(str(tmp_path), s)
+    j.append(["T", [x for i in range(1, 7) for x in (i, b"x")]])
+    for i in range(1, 7):
+        j.append(["R", [i, p.OK, bytes(400)]])
+    j.append(["A", 1])
+    j.close()
+    ((back, file),) = journal.recover(str(tmp_path), now=0.0)
+    file.close()
+    ends = [end for end, _ in back.unacked]
+    assert ends == [3, 5, 6]  # 2 results of 400 bytes per 1,000-byte frame, after the ack
+    assert all(sum(len(x) for x in chunk[2::3]) <= 1000 for _, chunk in back.unacked)
+    assert [chunk[0::3] for _, chunk in back.unacked] == [[2, 3], [4, 5], [6]]
+    assert back.unacked_results == 5
