@@ -378,10 +378,11 @@ class Broker:
                 self.end(session, "DONE", "")
 
     def dispatch(self, session: Session) -> None:
-        if session.state not in ("OPEN", "CLOSED") or session.paused:
+        if session.state not in ("OPEN", "CLOSED"):
             return
         book = session.book
         now = self.clock()
+        paused = session.paused  # the client is behind: no new tasks, but drained stop
         for worker in session.workers.values():
             if worker.conn is None:
                 continue
@@ -391,6 +392,8 @@ class Broker:
                     worker.conn.send([p.STOP])
                 continue
             waiting = book.waiting
+            if paused:
+                continue
             if worker.state != "ready" or not waiting:
                 continue
             if load > worker.window // 2:

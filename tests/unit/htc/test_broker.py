@@ -262,3 +262,31 @@ def test_tasks_and_results_never_reach_the_database(tmp_path: Path) -> None:
     asyncio.run(main())
     assert any("INSERT" in s for s in statements)  # the session itself was recorded
     records.close()
+
+
+def test_a_paused_session_still_stops_a_drained_worker(monkeypatch: Any) -> None:
+    """A session whose client is behind on acknowledgements sends no new tasks; a worker
+    the pool released must still get STOP once its last result is in, not hold its
+    job's CPUs until the client catches up."""
+    import hal.htc.session as session_module
+
+    async def main() -> None:
+        monkeypatch.setattr(session_module, "MAX_UNACKED_RESULTS", 1)
+        broker = Broker()
+        session = open_session(broker)
+        broker.submit(session, tasks(1, 2))
+        transport = ready_worker(broker, session, job_id=5)
+        await turn()
+        assert transport.sent[-1] == [p.TASKS, tasks(1, 2)]
+        worker = session.workers[5]
+        broker.release(session, worker)  # draining: STOP once its tasks are back
+        assert p.STOP not in transport.kinds()
+        assert isinstance(worker.conn, Peer)
+        broker.on_message(worker.conn, [p.RESULTS, 0, ok(1)])
+        await turn()
+        assert session.paused and p.STOP not in transport.kinds()  # 1 unacknowledged
+        broker.on_message(worker.conn, [p.RESULTS, 0, ok(2)])  # its last one
+        await turn()
+        assert transport.kinds()[-1] == p.STOP
+
+    asyncio.run(main())
