@@ -578,6 +578,13 @@ def submit_refusal(session: Session, flat: Any) -> str:
         return f"task ids must be integers, the last one from 1 to {MAX_TASK_ID}; {whole}"
     if set(map(type, flat[1::2])) != {bytes}:
         return f"task payloads must be bytes (packed arguments); {whole}"
+    ids = flat[0::2]
+    new = set(ids)
+    if len(new) != len(ids) or not session.book.live.isdisjoint(new):
+        return (
+            "task ids must be unique among the session's unfinished tasks (each gets one "
+            f"result); {whole}"
+        )
     return ""
 
 

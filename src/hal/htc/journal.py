@@ -167,6 +167,7 @@ def restore(replay: Replay, now: float) -> Session:
     options = SessionOptions.model_validate(meta["options"])
     book = TaskBook(retries=options.retries, max_worker_deaths=options.max_worker_deaths)
     book.backlog = deque(replay.tasks.items())
+    book.live.update(replay.tasks)
     c = book.counters
     c.submitted, c.completed, c.failed = replay.submitted, replay.completed, replay.failed
     session = Session(

@@ -45,6 +45,9 @@ class TaskBook:
         self.isolated: set[int] = set()  # workers running one suspect alone
         self.attempts: dict[int, int] = {}  # task -> errors so far (retried tasks only)
         self.deaths: dict[int, int] = {}  # task -> worker deaths blamed on it
+        # ids submitted and not finished: a SUBMIT reusing one is refused (two tasks under
+        # one id would share an in-flight entry: one result lost, a retry running the other)
+        self.live: set[int] = set()
         self.counters = TaskCounters()
         self.in_flight_count = 0
 
@@ -66,6 +69,7 @@ class TaskBook:
         backlog = self.backlog
         for i in range(0, len(flat) - 1, 2):
             backlog.append((flat[i], flat[i + 1]))
+        self.live.update(flat[0::2])
         self.counters.submitted += len(flat) // 2
 
     def take(self, worker: int, limit: int) -> list[Any]:
@@ -121,6 +125,7 @@ class TaskBook:
                 c.failed += 1
             else:
                 c.completed += 1
+            self.live.discard(task_id)
             if self.attempts:
                 self.attempts.pop(task_id, None)
             if self.deaths:
@@ -146,6 +151,7 @@ class TaskBook:
             ((task_id, _),) = flight.items()
             deaths = self.deaths.get(task_id, 0) + 1
             if deaths >= self.max_worker_deaths:
+                self.live.discard(task_id)
                 self.deaths.pop(task_id, None)
                 self.attempts.pop(task_id, None)
                 self.counters.failed += 1
@@ -170,5 +176,6 @@ class TaskBook:
         self.isolated.clear()
         self.attempts.clear()
         self.deaths.clear()
+        self.live.clear()
         self.in_flight_count = 0
         return dropped

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 # helpers of the neighbouring tests (pytest puts this directory on sys.path)
-from test_broker import connect, open_session, ready_worker, tasks, turn
+from test_broker import connect, ok, open_session, ready_worker, tasks, turn
 from test_client_session import scripted_broker
 
 from hal.core.errors import Conflict, InvalidRequest, PayloadTooLarge
 from hal.htc import protocol as p
 from hal.htc import worker
-from hal.htc.broker import Broker
+from hal.htc.broker import Broker, Peer
 from hal.htc.client_session import Session as ClientSession
 from hal.htc.errors import SessionEnded
 from hal.htc.rest import ServiceSpec, SessionOptions, check_options
@@ -86,6 +86,7 @@ async def _submit(flat: Any) -> tuple[Any, list[list[Any]], list[list[Any]]]:
         (7, "flat list"),
         ([1, p.pack([1]), 2**64 - 1, p.pack([2])], "task ids must be integers"),
         ([1, p.pack([1]), 2, "not bytes"], "payloads must be bytes"),
+        ([1, p.pack([1]), 1, p.pack([2])], "task ids must be unique"),
     ],
 )
 def test_a_malformed_submit_queues_none_of_its_tasks_and_says_so(flat: Any, why: str) -> None:
@@ -115,6 +116,33 @@ def test_a_submit_to_a_closed_session_is_refused_not_dropped() -> None:
     assert sent == [
         [p.ERROR, "session s1 is CLOSED: it takes no new tasks; none of its 1 tasks was queued"]
     ]
+
+
+def test_an_id_still_unfinished_is_refused_in_a_later_submit_and_free_once_done() -> None:
+    """Two tasks under one id shared an in-flight entry: one result was lost, a retry ran
+    the other's payload, and a dead worker's requeue dropped one."""
+
+    async def main() -> tuple[Session, list[list[Any]]]:
+        broker = Broker()
+        session = open_session(broker)
+        client, transport = connect(broker)
+        broker.on_message(client, [p.HELLO_CLIENT, "s1", session.key])
+        broker.on_message(client, [p.SUBMIT, tasks(7, 8)])
+        broker.on_message(client, [p.SUBMIT, tasks(9, 7)])  # 7 still unfinished
+        worker = ready_worker(broker, session, job_id=5)
+        await turn()
+        assert isinstance(session.workers[5].conn, Peer)
+        broker.on_message(session.workers[5].conn, [p.RESULTS, 0, ok(7, 8)])
+        await turn()
+        broker.on_message(client, [p.SUBMIT, tasks(7)])  # finished: the id is free again
+        await turn()
+        assert worker.sent[-1] == [p.TASKS, tasks(7)]
+        return session, transport.sent[1:]
+
+    session, to_client = asyncio.run(main())
+    assert to_client[0][0] == p.ERROR and "unique" in to_client[0][1]
+    assert "none of its 2 tasks was queued" in to_client[0][1]
+    assert session.book.counters.submitted == 3
 
 
 def test_a_reused_task_id_does_not_leave_the_session_waiting_forever() -> None:

@@ -32,6 +32,7 @@ def test_unfinished_tasks_are_queued_again_and_unacked_outcomes_kept(tmp_path: P
     assert (back.id, back.user, back.key, back.worker_key) == ("s1", "ann", s.key, s.worker_key)
     assert back.options.retries == 2 and back.state == "OPEN" and back.common == b"common"
     assert list(back.book.backlog) == [(3, b"c"), (4, b"d")]  # 1 and 2 are not re-run
+    assert back.book.live == {3, 4}  # ids a SUBMIT may not reuse while unfinished
     c = back.book.counters
     assert (c.submitted, c.completed, c.failed) == (4, 1, 1)
     assert back.next_task_id == 5
