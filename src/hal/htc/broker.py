@@ -59,6 +59,9 @@ class Peer(asyncio.Protocol):
         self.session: Session | None = None
         self.worker: Worker | None = None
         self.role = ""
+        # the session a client detached from: its ACKs of results sent before DETACHED
+        # still count (else the next attach would get those results a second time)
+        self.detached: Session | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
@@ -164,7 +167,9 @@ class Broker:
                 self.submit(session, message[1])
         elif kind == p.RESULTS and worker is not None and session is not None:
             self.results(session, worker, message[2])
-        elif kind == p.ACK and session is not None and peer.role == "client":
+        elif kind == p.ACK and peer.role == "client" and (session or peer.detached):
+            session = session if session is not None else peer.detached
+            assert session is not None  # (for the type checker: the condition above)
             was_paused = session.paused
             session.ack(int(message[1]))
             if session.journal is not None:
@@ -201,7 +206,7 @@ class Broker:
             self.mark(session)
         elif kind == p.DETACH and session is not None and peer.role == "client":
             session.client = None
-            peer.session = None
+            peer.session, peer.detached = None, session
             peer.send([p.DETACHED])
         elif kind == p.CONTROL:
             peer.role = "control"

@@ -290,3 +290,32 @@ def test_a_paused_session_still_stops_a_drained_worker(monkeypatch: Any) -> None
         assert transport.kinds()[-1] == p.STOP
 
     asyncio.run(main())
+
+
+def test_results_acknowledged_after_a_detach_are_not_sent_again() -> None:
+    """Results sent just before the client's DETACH reach it and are acknowledged after:
+    the ACK still counts, so the next attach does not get them a second time."""
+
+    async def main() -> None:
+        broker = Broker()
+        session = open_session(broker)
+        client, transport = connect(broker)
+        broker.on_message(client, [p.HELLO_CLIENT, "s1", session.key])
+        broker.submit(session, tasks(1, 2))
+        ready_worker(broker, session, job_id=5)
+        await turn()
+        assert isinstance(session.workers[5].conn, Peer)
+        broker.on_message(session.workers[5].conn, [p.RESULTS, 0, ok(1, 2)])
+        await turn()
+        assert transport.sent[-1] == [p.RESULTS, 2, ok(1, 2)]
+        broker.on_message(client, [p.DETACH])  # crosses the RESULTS on the wire
+        broker.on_message(client, [p.ACK, 2])
+        assert transport.sent[-1] == [p.DETACHED]  # no "unexpected message"
+        assert session.acked_seq == 2 and not session.unacked
+        again, transport2 = connect(broker)
+        broker.on_message(again, [p.HELLO_CLIENT, "s1", session.key])
+        await turn()
+        assert transport2.sent[0][1]["outstanding"] == 0
+        assert p.RESULTS not in transport2.kinds()
+
+    asyncio.run(main())
