@@ -509,12 +509,10 @@ class Broker:
         launches = []
         for session_id, count in plan.launch.items():
             launches += [worker_launch(self.sessions[session_id], self.address)] * count
-        watch = [
-            w.job_id
-            for s in sessions
-            for w in s.workers.values()
-            if w.state == "pending" and w.job_id > 0
-        ]
+        # every worker job: a pending one may end before it connects, a connected one
+        # may end with no connection loss ever reaching the broker (a node that lost
+        # power, a network split)
+        watch = [w.job_id for s in sessions for w in s.workers.values() if w.job_id > 0]
         cancel, self._cancel_jobs = self._cancel_jobs, []
         if self.control_plane is None:
             return
@@ -544,15 +542,23 @@ class Broker:
                 job_id, Worker(job_id=job_id, session=target.id, launched_at=now)
             )
         for job_id, state in reply.states.items():
+            if state not in ENDED_JOB:
+                continue
             for owner in sessions:
                 gone = owner.workers.get(int(job_id))
-                if gone is not None and gone.state == "pending" and state in ENDED_JOB:
+                if gone is None:
+                    continue
+                if gone.state == "pending":
                     del owner.workers[gone.job_id]
                     self.start_failed(
                         owner,
                         f"worker job {job_id} ended {state} before connecting to the broker "
                         f"(its output is in {owner.options.worker_output})",
                     )
+                elif gone.conn is not None:  # its tasks go back to the queue
+                    conn = gone.conn
+                    self.worker_gone(owner, gone)
+                    conn.close()
 
     def start_failed(self, session: Session, reason: str) -> None:
         session.start_failures += 1

@@ -13,7 +13,7 @@ from typing import Any
 from hal.htc import journal
 from hal.htc import protocol as p
 from hal.htc.broker import Broker, Peer
-from hal.htc.rest import ServiceSpec, SessionOptions
+from hal.htc.rest import ServiceSpec, SessionOptions, WorkerSync, WorkerSyncReply
 from hal.htc.session import Session
 from hal.htc.tasks import TaskBook
 
@@ -317,5 +317,41 @@ def test_results_acknowledged_after_a_detach_are_not_sent_again() -> None:
         await turn()
         assert transport2.sent[0][1]["outstanding"] == 0
         assert p.RESULTS not in transport2.kinds()
+
+    asyncio.run(main())
+
+
+class EndedJobs:
+    """A control plane that reports the watched jobs as ended with ``state``."""
+
+    def __init__(self, state: str) -> None:
+        self.state = state
+        self.watched: list[int] = []
+
+    async def sync(self, request: WorkerSync) -> WorkerSyncReply:
+        self.watched = list(request.watch)
+        return WorkerSyncReply(states={j: self.state for j in request.watch}, capacity_cpus=4)
+
+    async def close(self) -> None:
+        pass
+
+
+def test_a_worker_whose_job_ended_unseen_gives_its_tasks_back() -> None:
+    """A node that lost power sends no connection reset: the worker's job ends (NODE_FAIL)
+    and the broker learns it from the control plane, not from the socket. Its tasks go
+    back to the queue instead of staying in flight for good."""
+
+    async def main() -> None:
+        plane = EndedJobs("NODE_FAIL")
+        broker = Broker(control_plane=plane)
+        session = open_session(broker)
+        broker.submit(session, tasks(1, 2))
+        transport = ready_worker(broker, session, job_id=5)
+        await turn()
+        assert session.book.in_flight_count == 2
+        await broker.pool_round()
+        assert 5 in plane.watched and 5 not in session.workers
+        assert session.book.in_flight_count == 0 and session.book.waiting == 2
+        assert transport.closed
 
     asyncio.run(main())
