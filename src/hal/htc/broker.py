@@ -317,8 +317,9 @@ class Broker:
         self.totals.worker_failures["start"] += 1
         session.workers.pop(worker.job_id, None)
         worker.state = "gone"
-        if worker.conn is not None:
-            worker.conn.close()
+        conn, worker.conn = worker.conn, None  # its close is no second failure ("lost")
+        if conn is not None:
+            conn.close()
         if session.start_failures >= MAX_START_FAILURES and session.live:
             self.end(
                 session,

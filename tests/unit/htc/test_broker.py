@@ -355,3 +355,18 @@ def test_a_worker_whose_job_ended_unseen_gives_its_tasks_back() -> None:
         assert transport.closed
 
     asyncio.run(main())
+
+
+def test_a_worker_that_fails_to_load_counts_once() -> None:
+    async def main() -> None:
+        broker = Broker()
+        session = open_session(broker)
+        peer, transport = connect(broker)
+        broker.on_message(peer, [p.HELLO_WORKER, "s1", session.worker_key, 5, "h", 1])
+        broker.on_message(peer, [p.LOAD_ERROR, "ModuleNotFoundError: m"])
+        assert transport.closed
+        peer.connection_lost(None)  # the close it asked for
+        assert broker.totals.worker_failures["start"] == 1
+        assert broker.totals.worker_failures["lost"] == 0
+
+    asyncio.run(main())
