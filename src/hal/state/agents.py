@@ -301,7 +301,10 @@ async def apply_reports(cluster: Cluster, node: str, reports: list[JobReport]) -
                     changed[job.id] = job.evolve(launched=True)
                 continue
             if r.kind == "launch_failed":
-                new, event = cluster.finish(job, JobState.FAILED, r.time, exit_code=1)
+                # a job cancelled while it launched ends as the user asked, not FAILED
+                cancelled = job.state is JobState.COMPLETING and job.cancelled_by
+                ended = JobState.CANCELLED if cancelled else JobState.FAILED
+                new, event = cluster.finish(job, ended, r.time, exit_code=1)
                 event.data["message"] = r.message  # type: ignore[index]
             else:
                 state = FINISHED_STATES.get(r.state)
