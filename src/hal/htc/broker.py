@@ -144,6 +144,7 @@ class Broker:
                     self.release(session, worker)
                 session.journal.close()
                 session.journal = None
+                session.suspended = True
                 # Nothing is recorded from here on, so nothing may reach the client: a
                 # result it saw must be in the journal, or the next broker reruns the task
                 # and its sequence numbers no longer match the client's. It reattaches.
@@ -247,6 +248,10 @@ class Broker:
         session = self.sessions.get(session_id)
         if session is None or not secrets.compare_digest(session.key, key):
             peer.send([p.ERROR, f"no session {session_id} with this key on this broker"])
+            peer.close()
+            return
+        if session.suspended:
+            peer.send([p.ERROR, f"the HTC broker is stopping; reattach to {session_id} soon"])
             peer.close()
             return
         if session.client is not None and session.client is not peer:
@@ -414,7 +419,7 @@ class Broker:
 
     # -- session lifecycle ------------------------------------------------------------
     def end(self, session: Session, state: str, reason: str) -> None:
-        if not session.live:
+        if not session.live or session.suspended:
             return
         session.state, session.reason, session.ended = state, reason, self.wall()
         self.totals.sessions_ended[state.lower()] += 1
@@ -498,7 +503,8 @@ class Broker:
 
     async def pool_round(self) -> None:
         now = self.clock()
-        sessions = list(self.sessions.values())
+        # (a session left for the next broker gets no more workers here)
+        sessions = [s for s in self.sessions.values() if not s.suspended]
         pool = self.pool_size or self._capacity_cpus or 1
         plan = plan_pool(sessions, pool, self.policy, now)
         for session in sessions:

@@ -61,6 +61,7 @@ async def serve() -> None:
     try:
         await stop.wait()
     finally:
+        server.close()  # no new client may attach to a session left for the next broker
         broker.suspend()
         if broker.control_plane is not None:
             with contextlib.suppress(Exception):
@@ -68,7 +69,6 @@ async def serve() -> None:
         pool.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await pool
-        server.close()
         if control is not None:
             await control.close()
         broker.close()

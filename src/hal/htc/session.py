@@ -74,6 +74,9 @@ class Session:
     _rate_at: float = 0.0
     task_seconds: float = 0.0  # smoothed run time of one task (sets worker windows)
     journal: Journal | None = None  # recoverable sessions only (options.journal)
+    # left for the next broker at shutdown (``Broker.suspend``): nothing more is recorded,
+    # so it takes no client and does not end here (its journal stays to be recovered)
+    suspended: bool = False
 
     @property
     def live(self) -> bool:

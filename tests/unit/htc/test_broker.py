@@ -370,3 +370,36 @@ def test_a_worker_that_fails_to_load_counts_once() -> None:
         assert broker.totals.worker_failures["lost"] == 0
 
     asyncio.run(main())
+
+
+def test_a_session_left_for_the_next_broker_neither_ends_nor_takes_a_client(
+    tmp_path: Path,
+) -> None:
+    """Between ``suspend`` and the broker's exit, a closed session whose last result comes
+    in must not end DONE (its journal would stay, and the next broker run it again under
+    a session the records call done), and a client must not attach to it (it would get
+    results never recorded)."""
+
+    async def main() -> None:
+        broker = Broker(journal_dir=str(tmp_path))
+        session = open_session(broker, journal_dir=str(tmp_path))
+        first, _ = connect(broker)
+        broker.on_message(first, [p.HELLO_CLIENT, "s1", session.key])
+        broker.on_message(first, [p.SUBMIT, tasks(1)])
+        broker.on_message(first, [p.CLOSE])  # it ends once its tasks are done
+        ready_worker(broker, session, job_id=5)
+        await turn()
+        broker.suspend()
+        worker_peer = session.workers[5].conn
+        assert isinstance(worker_peer, Peer)
+        broker.on_message(worker_peer, [p.RESULTS, 0, ok(1)])
+        await turn()
+        assert session.state == "CLOSED" and session.ended is None
+        client, transport = connect(broker)
+        broker.on_message(client, [p.HELLO_CLIENT, "s1", session.key])
+        assert transport.kinds() == [p.ERROR] and "stopping" in transport.sent[0][1]
+        ((back, file),) = journal.recover(str(tmp_path), now=0.0)
+        file.remove()
+        assert back.state == "CLOSED" and list(back.book.backlog) == [(1, p.pack([1]))]
+
+    asyncio.run(main())
