@@ -47,6 +47,7 @@ MAX_WINDOW = 4096
 POOL_INTERVAL_S = 0.25
 RECORD_INTERVAL_S = 5.0
 ENDED_RETENTION_S = 600.0  # ended sessions stay reattachable (unacked results) this long
+CANCELLED_KEPT = 4096  # worker jobs remembered as cancelled before they connected
 
 
 class Peer(asyncio.Protocol):
@@ -120,6 +121,9 @@ class Broker:
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="htc-db")
         self._manual_ids = 0
         self._cancel_jobs: list[int] = []
+        # worker jobs cancelled before they connected (most recent): one that connects
+        # before its cancel lands is stopped, not given tasks that would die with it
+        self._cancelled: dict[int, None] = {}
         self._capacity_cpus = 0
         self.totals = BrokerTotals()  # aggregate counters for the control plane's /metrics
 
@@ -285,11 +289,11 @@ class Broker:
             peer.send([p.ERROR, f"no session {session_id} with this worker key"])
             peer.close()
             return
-        if not session.live:
+        job_id = int(job_id)
+        if not session.live or job_id in self._cancelled:
             peer.send([p.STOP])
             peer.close()
             return
-        job_id = int(job_id)
         if job_id == 0:  # started by hand, not as a HAL job
             self._manual_ids -= 1
             job_id = self._manual_ids
@@ -310,6 +314,12 @@ class Broker:
         peer.role, peer.session, peer.worker = "worker", session, worker
         if session.common is not None or not session.options.has_common_data:
             self.send_init(session, worker)  # else INIT waits for the client's COMMON
+
+    def _cancel_job(self, job_id: int) -> None:
+        self._cancel_jobs.append(job_id)
+        self._cancelled[job_id] = None
+        if len(self._cancelled) > CANCELLED_KEPT:
+            del self._cancelled[next(iter(self._cancelled))]
 
     def send_init(self, session: Session, worker: Worker) -> None:
         if worker.conn is None:
@@ -438,7 +448,7 @@ class Broker:
     def release(self, session: Session, worker: Worker) -> None:
         if worker.conn is None:
             if worker.state == "pending" and worker.job_id > 0:
-                self._cancel_jobs.append(worker.job_id)
+                self._cancel_job(worker.job_id)
             session.workers.pop(worker.job_id, None)
             return
         worker.state = "draining"
@@ -542,7 +552,7 @@ class Broker:
                 self.start_failed(target, f"the worker job was refused: {error}")
                 continue
             if not target.live:
-                self._cancel_jobs.append(job_id)
+                self._cancel_job(job_id)
                 continue
             # setdefault: the worker may have connected before this reply came back.
             target.workers.setdefault(

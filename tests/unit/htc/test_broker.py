@@ -14,7 +14,7 @@ from hal.htc import journal
 from hal.htc import protocol as p
 from hal.htc.broker import Broker, Peer
 from hal.htc.rest import ServiceSpec, SessionOptions, WorkerSync, WorkerSyncReply
-from hal.htc.session import Session
+from hal.htc.session import Session, Worker
 from hal.htc.tasks import TaskBook
 
 
@@ -401,5 +401,25 @@ def test_a_session_left_for_the_next_broker_neither_ends_nor_takes_a_client(
         ((back, file),) = journal.recover(str(tmp_path), now=0.0)
         file.remove()
         assert back.state == "CLOSED" and list(back.book.backlog) == [(1, p.pack([1]))]
+
+    asyncio.run(main())
+
+
+def test_a_worker_job_cancelled_before_it_connected_is_stopped_when_it_does() -> None:
+    """The pool released a pending worker (its job's cancel is on its way) and the job
+    connects first: it is stopped, not given tasks that die with it and are blamed on it
+    (a task alone on three such workers was failed as poison)."""
+
+    async def main() -> None:
+        broker = Broker()
+        session = open_session(broker)
+        broker.submit(session, tasks(1))
+        session.workers[5] = Worker(job_id=5, session="s1")  # launched, not connected
+        broker.release(session, session.workers[5])
+        assert 5 not in session.workers
+        transport = ready_worker(broker, session, job_id=5)
+        await turn()
+        assert transport.kinds() == [p.STOP] and transport.closed
+        assert session.book.waiting == 1
 
     asyncio.run(main())
