@@ -101,6 +101,7 @@ class Session:
                 self.client.send([p.RESULTS, self.sent_seq, chunk])
 
     def ack(self, seq: int) -> None:
+        seq = min(seq, self.sent_seq)  # a client cannot acknowledge what it was not sent
         unacked = self.unacked
         while unacked and unacked[0][0] <= seq:
             _, chunk = unacked.popleft()

@@ -423,3 +423,22 @@ def test_a_worker_job_cancelled_before_it_connected_is_stopped_when_it_does() ->
         assert session.book.waiting == 1
 
     asyncio.run(main())
+
+
+def test_an_ack_past_what_was_sent_drops_nothing_unsent() -> None:
+    async def main() -> None:
+        broker = Broker()
+        session = open_session(broker)
+        client, _ = connect(broker)
+        broker.on_message(client, [p.HELLO_CLIENT, "s1", session.key])
+        broker.on_message(client, [p.ACK, 10])  # nothing sent yet
+        assert session.acked_seq == 0
+        broker.submit(session, tasks(1))
+        ready_worker(broker, session, job_id=5)
+        await turn()
+        assert isinstance(session.workers[5].conn, Peer)
+        broker.on_message(session.workers[5].conn, [p.RESULTS, 0, ok(1)])
+        await turn()
+        assert session.unacked_results == 1  # its result waits for a real acknowledgement
+
+    asyncio.run(main())
