@@ -421,9 +421,13 @@ class Cluster:
             for term in dep.terms:
                 for jid in term.job_ids:
                     target = self.jobs.get(jid)
+                    elements = self.arrays.get(jid, ())
+                    array = target.spec.array if target is not None else None
+                    if array is not None and len(elements) < len(array.indices):
+                        continue  # elements have left the mirror: ``fill_related`` reads all
                     if target is not None:
                         related[jid] = target
-                    for element in self.arrays.get(jid, ()):
+                    for element in elements:
                         related[element] = self.jobs[element]
         now = self.clock.now()
         return ClusterSnapshot(
