@@ -29,7 +29,12 @@ from hal.core.clock import Clock, SystemClock
 from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import HetSpec, Job, JobSpec
 from hal.core.node import Node, Partition, gpu_type_matches, gpu_type_name
-from hal.core.preemption import PREEMPTING, holds_no_cpus, suspended_by_preemption
+from hal.core.preemption import (
+    PREEMPTED_BY,
+    PREEMPTING,
+    holds_no_cpus,
+    suspended_by_preemption,
+)
 from hal.core.priority import DEFAULT_QOS, SUBMIT_LIMIT_MESSAGE
 from hal.core.reservation import Reservation
 from hal.core.states import JobState, NodeState, PendingReason
@@ -908,6 +913,14 @@ class Cluster:
                 verb = "resumed" if resume else "suspended"
                 state = before.value.lower()
                 raise Conflict(f"Job is not {state}: only {state} jobs can be {verb}")
+            for job in jobs:
+                if resume and suspended_by_preemption(job):
+                    # its CPUs are its preemptor's now: resumed, it would share them
+                    raise Conflict(
+                        f"job {job.display_id} was suspended for job "
+                        f"{job.extra.get(PREEMPTED_BY)}, whose CPUs it held; it resumes by "
+                        "itself once they are free (cancel or requeue it to end it sooner)"
+                    )
             now = self.clock.now()
             changed = [j.evolve(state=after, extra=suspension(j.extra, now)) for j in jobs]
             kind = "job.resumed" if resume else "job.suspended"

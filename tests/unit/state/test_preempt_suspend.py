@@ -7,7 +7,10 @@ from __future__ import annotations
 import asyncio
 import signal
 
+import pytest
+
 from hal.core.clock import VirtualClock
+from hal.core.errors import Conflict
 from hal.core.job import Allocation, Job
 from hal.core.preemption import PREEMPT_MODE, PREEMPTED_BY, PREEMPTING
 from hal.core.resources import GiB, ResourceVector
@@ -149,3 +152,16 @@ def test_a_restarted_server_still_resumes_once_the_agent_is_back(
         assert signals(restarted, 1) == [signal.SIGCONT]
     finally:
         restarted.store.close()
+
+
+def test_an_admin_cannot_resume_a_victim_onto_its_preemptors_cpus(
+    cluster: Cluster, clock: VirtualClock
+) -> None:
+    """Resumed by hand, the victim took its CPUs back while its preemptor held them (4
+    CPUs booked on a 2-CPU node), and kept its preemption marks."""
+    suspend_for_high(cluster, clock)
+    asyncio.run(cluster.apply_plan(Plan(cluster.revision, placements=(on_n1(2),))))
+    with pytest.raises(Conflict, match="resumes by itself once they are free"):
+        asyncio.run(cluster.suspend("1", ADMIN, resume=True))
+    assert cluster.jobs[1].state is JobState.SUSPENDED
+    assert cluster.usage["n1"].allocated.cpus == 2  # the preemptor's only
