@@ -100,6 +100,14 @@ def send_cancel(
     )
 
 
+def send_end(cluster: Cluster, job: Job) -> None:
+    """Tell a COMPLETING job's agent (again) to end it: in the state its marks say
+    (CANCELLED, PENDING for a requeue, a preemption victim's own) and with what is left
+    of its grace time."""
+    wait = preempt.grace_left(job, cluster.clock.now()) + cluster.config.kill_wait_seconds
+    send_cancel(cluster, job, preempt.cancel_state(job), kill_wait_s=wait)
+
+
 def send_limit(cluster: Cluster, job: Job) -> None:
     """A running job's new time limit, for its agent to enforce."""
     session = _session_for(cluster, job)
@@ -198,14 +206,7 @@ async def register(cluster: Cluster, reg: AgentRegister) -> AgentRegistered:
                 and job.allocation is not None
                 and job.allocation.nodes[0] == reg.node
             ):
-                session.push(
-                    Cancel(
-                        job_id=job.id,
-                        state=JobState.CANCELLED.value,
-                        kill_wait_seconds=cluster.config.kill_wait_seconds,
-                        attempt=job.restarts,
-                    )
-                )
+                send_end(cluster, job)
         await cluster._published(added, ())
     return AgentRegistered(
         node=reg.node,
@@ -308,6 +309,8 @@ async def apply_reports(cluster: Cluster, node: str, reports: list[JobReport]) -
                 event.data["message"] = r.message  # type: ignore[index]
             else:
                 state = FINISHED_STATES.get(r.state)
+                if r.state == JobState.PENDING.value and job.extra.get("requeue") == "1":
+                    state = JobState.PENDING  # a requeue ending its run (Cluster.finish)
                 if state is None:
                     state = (
                         JobState.COMPLETED

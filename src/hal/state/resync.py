@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 from hal.core.errors import Conflict
 from hal.core.job import Job
 from hal.core.states import JobState
-from hal.state import preempt
 from hal.state.store import SubmitKey
 
 if TYPE_CHECKING:
@@ -111,8 +110,7 @@ def _tell_agent(cluster: Cluster, old: Job | None, job: Job) -> None:
     elif job.state is JobState.SUSPENDED and was is not JobState.SUSPENDED:
         agents.send_signal(cluster, job, signal.SIGSTOP)
     elif job.state is JobState.COMPLETING and was is not JobState.COMPLETING:
-        wait = preempt.grace_left(job, cluster.clock.now()) + cluster.config.kill_wait_seconds
-        agents.send_cancel(cluster, job, preempt.cancel_state(job), kill_wait_s=wait)
+        agents.send_end(cluster, job)
     if old is not None and job.state.is_active and job.time_limit_s != old.time_limit_s:
         agents.send_limit(cluster, job)
 
