@@ -88,11 +88,20 @@ class Membership:
             return
         try:
             saved = json.loads(self.state_file.read_text())
-            self.chain = [(str(i), str(a)) for i, a in saved.get("chain", [])]
-            self.reg.parent_id = saved.get("parentId", self.reg.parent_id)
-            self.reg.tier = saved.get("tier", self.reg.tier)
-        except (OSError, ValueError) as err:
+            if not isinstance(saved, dict):
+                raise ValueError("not a JSON object")
+            chain = [(str(i), str(a)) for i, a in saved.get("chain", [])]
+        except (OSError, ValueError, TypeError) as err:
             log.warning("ignoring unreadable node state %s: %s", self.state_file, err)
+            return
+        # The node's flags win (a node restarted with another --parent-id moves); without
+        # them it takes its place of last time. The saved chain routes pulls while the
+        # control plane is away, if it starts from that parent.
+        if self.reg.parent_id is None and self.reg.tier is None:
+            self.reg.parent_id = saved.get("parentId")
+            self.reg.tier = saved.get("tier")
+        if saved.get("parentId") == self.reg.parent_id:
+            self.chain = chain
 
     def _save(self) -> None:
         if self.state_file is None:
