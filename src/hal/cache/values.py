@@ -99,7 +99,7 @@ class ValueStore:
         self.items[key] = Item(value, deadline)
         self.used += cost(key, value)
         if deadline is not None:
-            heapq.heappush(self._deadlines, (deadline, key))
+            self._push_deadline(deadline, key)
         return old is None, evicted
 
     def set_deadline(self, key: bytes, deadline: float | None) -> bool:
@@ -108,15 +108,24 @@ class ValueStore:
             return False
         item.deadline = deadline
         if deadline is not None:
-            heapq.heappush(self._deadlines, (deadline, key))
+            self._push_deadline(deadline, key)
         return True
 
+    def _push_deadline(self, deadline: float, key: bytes) -> None:
+        """Queue a deadline. A key whose TTL is set again and again leaves its old ones in
+        the heap: past twice the keys held, it is rebuilt from the live deadlines."""
+        heap = self._deadlines
+        heapq.heappush(heap, (deadline, key))
+        if len(heap) > 2 * len(self.items) + 1024:
+            heap[:] = [(i.deadline, k) for k, i in self.items.items() if i.deadline is not None]
+            heapq.heapify(heap)
+
     def delete(self, key: bytes) -> bool:
-        live = self.get(key) is not None
-        item = self.items.pop(key, None)
-        if item is not None:
-            self.used -= cost(key, item.value)
-        return live
+        if self.get(key) is None:
+            return False  # absent, or expired: ``expire_due`` drops and reports it
+        item = self.items.pop(key)
+        self.used -= cost(key, item.value)
+        return True
 
     def clear(self) -> list[bytes]:
         keys = list(self.items)

@@ -84,3 +84,25 @@ def test_volatile_policies_only_evict_keys_with_a_ttl() -> None:
     assert evicted == [b"b"]
     with pytest.raises(OutOfMemory):
         store.set(b"d", b"x" * 10, None)
+
+
+def test_deleting_an_expired_key_leaves_it_for_expire_due_to_report() -> None:
+    """DEL of a key expired but not yet reaped: nothing live is deleted (0), and the key
+    is still reported by ``expire_due`` (it was dropped unreported, and the control plane
+    offered the node as a holder until its next inventory)."""
+    store, clock = _store()
+    store.set(b"k", b"v", deadline=1001.0)
+    clock.advance(2)
+    assert store.delete(b"k") is False
+    assert store.expire_due() == [b"k"] and store.used == 0
+
+
+def test_refreshing_a_ttl_again_and_again_keeps_the_deadline_heap_bounded() -> None:
+    store, clock = _store()
+    for i in range(20_000):
+        store.set(b"k", b"v", deadline=1000.0 + 3600 + i)
+    assert len(store._deadlines) <= 2 * len(store) + 1024
+    clock.advance(7200)
+    assert store.expire_due() == []  # its live deadline is later
+    clock.advance(20_000)
+    assert store.expire_due() == [b"k"]
