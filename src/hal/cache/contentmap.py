@@ -140,9 +140,10 @@ class ContentMap:
         current = self.by_instance.get(instance_id, {})
         updated = added = removed = 0
         changes: list[Change] = []
-        listed: set[str] = set()
+        listed: dict[str, tuple[int, float | None]] = {}
         for key, size, accessed in keys:
-            listed.add(key)
+            listed[key] = (size, accessed)  # a key listed twice: its last entry
+        for key, (size, accessed) in listed.items():
             old = current.get(key)
             if old is None:
                 entry = Entry(size=size, last_accessed=accessed)

@@ -198,3 +198,11 @@ def test_bulk_inventory_is_validated_whole_before_anything_changes(api: Api, bod
     resp = api.post("/v1/content/instances/n1/keys", json=body)
     assert resp.status_code == 400 and resp.json()["code"] == "bad_request"
     assert [k["key"] for k in api.get("/v1/content/instances/n1/keys").json()["keys"]] == ["old"]
+
+
+def test_an_inventory_listing_a_key_twice_counts_it_once(api: Api) -> None:
+    api.register("n1")
+    body = {"mode": "full", "keys": [{"key": "x", "size": 1}, {"key": "x", "size": 2}]}
+    resp = api.post("/v1/content/instances/n1/keys", json=body)
+    assert resp.json() == {"updated": 0, "added": 1, "removed": 0}
+    assert api.get("/v1/content/locate/x").json()["instances"] == [{"instanceId": "n1", "size": 2}]
