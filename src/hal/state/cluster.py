@@ -999,6 +999,10 @@ class Cluster:
 
         async with self._lock:
             now = self.clock.now()
+            if any(p.job_id not in self.jobs for p in plan.placements):
+                # a job cancelled since the pass read the cluster, and already forgotten
+                known = tuple(p for p in plan.placements if p.job_id in self.jobs)
+                plan = dataclasses.replace(plan, placements=known)
             started: list[Job] = []
             events: list[EventRow] = []
             # re-check placements against a scratch copy of usage, accumulating as we go

@@ -71,3 +71,27 @@ def test_a_requeue_ends_the_run_and_is_told_again_to_a_registering_agent(db_url:
         await cluster.close()
 
     asyncio.run(scenario())
+
+
+def test_a_plan_placing_a_job_already_forgotten_starts_the_rest(db_url: str) -> None:
+    """With MinJobAge 0 a job cancelled after the pass read the cluster may be pruned
+    before its plan is applied: the plan's other placements still start (the pass used to
+    fail on it)."""
+
+    async def scenario() -> list[int]:
+        clock = VirtualClock(1000.0)
+        cluster = Cluster(SqlStateStore(db_url), HalConfig(min_job_age_seconds=0), clock)
+        await cluster.load()
+        cluster.nodes["n1"] = Node("n1", ResourceVector(cpus=2, memory_bytes=GiB))
+        spec = JobSpec(user="ann", script="#!/bin/sh\ntrue\n")
+        gone, kept = await cluster.submit([spec, spec])
+        one_cpu = Allocation(("n1",), (ResourceVector(1, 0),))
+        plan = Plan(0, (Placement(gone.job_id, one_cpu), Placement(kept.job_id, one_cpu)))
+        await cluster.cancel(str(gone.job_id), Caller("ann"))
+        clock.advance(1)
+        cluster.prune()
+        started = await cluster.apply_plan(plan)
+        await cluster.close()
+        return started
+
+    assert asyncio.run(scenario()) == [2]
