@@ -82,12 +82,17 @@ async def _stream(ctx: ServerContext, after: int, follow: bool) -> AsyncIterator
             continue
         if not follow or cluster.closing:
             return
+        keepalive = False
         async with cluster.events_changed:
-            try:
-                await asyncio.wait_for(cluster.events_changed.wait(), KEEPALIVE_S)
-            except TimeoutError:
-                yield ": keepalive\n\n"
-                continue
+            # an event committed while this stream was writing notified before this wait
+            if not (batch and cluster.revision > cursor):
+                try:
+                    await asyncio.wait_for(cluster.events_changed.wait(), KEEPALIVE_S)
+                except TimeoutError:
+                    keepalive = True
+        if keepalive:  # (written outside the condition: a slow client must not hold it)
+            yield ": keepalive\n\n"
+            continue
         wait = written + COALESCE_S - loop.time()
         if wait > 0:
             await asyncio.sleep(wait)
