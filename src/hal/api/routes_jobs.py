@@ -60,6 +60,7 @@ async def submit(
         max_array_size=ctx.config.max_array_size,
         datasets=ctx.config.datasets,
     )
+    _check_nice(spec, caller, "")
     if spec.data and ctx.data is not None:  # [data]: locate the inputs for the first pass
         await ctx.data.prime(spec.data)
     key = await submit_key(request, caller, idempotency_key)
@@ -138,9 +139,21 @@ async def _specs(
         )
         for i, item in enumerate(items)
     ]
+    for i, spec in enumerate(specs):
+        _check_nice(spec, caller, f"{field}[{i}].")
     if ctx.data is not None:
         await ctx.data.prime(k for s in specs for k in s.data)
     return specs
+
+
+def _check_nice(spec: JobSpec, caller: Caller, where: str) -> None:
+    """A negative nice raises a job's priority above everyone's: administrators only (as
+    in Slurm, and as for ``scontrol update Nice=``)."""
+    if spec.nice < 0 and not caller.admin:
+        raise PermissionDenied(
+            f"{where}nice: only an administrator may give a negative nice (it raises the "
+            "job's priority over other users' jobs); use 0 or more"
+        )
 
 
 @router.post("/het", status_code=201, response_model=HetSubmitResult)
