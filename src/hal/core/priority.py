@@ -173,8 +173,9 @@ def charged_account(
     requested: str | None, user: str, known: Container[str], defaults: Mapping[str, str]
 ) -> str:
     """The account a job is charged to: the one it asked for when it is configured
-    (``known``), else the user's default account, else ``root``."""
-    if requested and requested in known:
+    (``known``) or is ``root``, else the user's default account, else ``root``. Fair share
+    and every limit resolve it here, so they charge the same account."""
+    if requested and (requested in known or requested == ROOT_ACCOUNT):
         return requested
     return defaults.get(user, ROOT_ACCOUNT)
 

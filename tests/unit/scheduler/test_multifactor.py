@@ -183,3 +183,15 @@ def test_the_priority_never_drops_below_one() -> None:
     job = job.evolve(spec=job.spec.with_changes(nice=1_000_000))
     assert calc.weigh(calc.factors(job, 0.0, 0.0, (1, 1))).priority == 1
     assert not math.isnan(calc.factors(job, 0.0, 0.0, (0, 0)).job_size)
+
+
+def test_limits_and_fair_share_charge_a_job_naming_root_to_root() -> None:
+    """Fair share charged ``--account=root`` to root while the limits and the submit
+    checks, whose configured accounts leave root out, charged the user's default."""
+    from hal.core.priority import ROOT_ACCOUNT, charged_account
+
+    configured = {"phys"}  # the limits' accounts: root is not one of them
+    defaults = {"alice": "phys"}
+    assert charged_account("root", "alice", configured, defaults) == ROOT_ACCOUNT
+    assert charged_account("nope", "alice", configured, defaults) == "phys"
+    assert charged_account(None, "bob", configured, defaults) == ROOT_ACCOUNT

@@ -31,7 +31,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from hal.core.priority import ROOT_ACCOUNT, Account, FairshareAlgorithm, UserAccount
+from hal.core.priority import (
+    ROOT_ACCOUNT,
+    Account,
+    FairshareAlgorithm,
+    UserAccount,
+    charged_account,
+)
 from hal.scheduler.plugins.multifactor.fairtree import Child, fair_tree
 from hal.scheduler.plugins.multifactor.usage import Assoc
 
@@ -96,9 +102,7 @@ class ShareTree:
     def account_for(self, user: str, requested: str | None) -> str:
         """The account a job of ``user`` is charged to: the one it asked for when it
         exists, else the user's default account, else ``root``."""
-        if requested and requested in self.accounts:
-            return requested
-        return self.defaults.get(user, ROOT_ACCOUNT)
+        return charged_account(requested, user, self.accounts, self.defaults)
 
     def standing(self, usage: Mapping[Assoc, float], extra: Iterable[Assoc] = ()) -> Standing:
         """Every association's shares, usage and fair-share factor for ``usage``;
