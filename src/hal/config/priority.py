@@ -63,6 +63,7 @@ from hal.core.priority import (
 )
 
 PRIORITY_KEYS = ("priority", "accounts", "users", "qos")
+MAX_WEIGHT = 2**32 - 1  # PriorityWeight* are 32-bit in Slurm
 _WEIGHTS = ("weight_age", "weight_fairshare", "weight_job_size", "weight_partition", "weight_qos")
 _DURATIONS = {"max_age": "max_age_s", "decay_half_life": "decay_half_life_s"}
 _NUMBERS = {"calc_period": "calc_period_s", "usage_gpu_weight": "usage_gpu_weight"}
@@ -129,6 +130,10 @@ def priority_from_dict(raw: dict[str, Any], source: str = "config") -> PriorityP
                 value = table[key]
                 if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                     raise fail(source, f"priority.{key}", "must be a non-negative integer")
+                if value > MAX_WEIGHT:  # their sum must fit the store's 64-bit priority
+                    raise fail(
+                        source, f"priority.{key}", f"must be at most {MAX_WEIGHT} (as Slurm's)"
+                    )
                 kwargs[key] = value
         for key, attr in _DURATIONS.items():
             if key in table:

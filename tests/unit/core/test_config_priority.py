@@ -121,6 +121,7 @@ def test_account_limit_mistakes_name_their_field(raw: dict[str, Any], field: str
     ("raw", "field"),
     [
         ({"priority": {"weight_age": -1}}, "priority.weight_age"),
+        ({"priority": {"weight_fairshare": 2**62}}, "priority.weight_fairshare"),
         ({"priority": {"weight_speed": 1}}, "priority.weight_speed"),
         ({"priority": {"max_age": "soon"}}, "priority.max_age"),
         ({"priority": {"max_age": 0}}, "priority.max_age"),
