@@ -44,6 +44,7 @@ from hal.scheduler.plugins.multifactor import (
     billing_rate,
 )
 from hal.state.cluster import Cluster
+from hal.state.suspension import SUSPENDED_AT, SUSPENDED_S
 
 log = logging.getLogger("hal.priority")
 HISTORY_PAGE = 5_000
@@ -77,6 +78,7 @@ class PriorityService:
         self.ledger = UsageLedger(policy.decay_half_life_s)
         self.standing: Standing = self.tree.standing({})
         self._running: dict[int, tuple[Assoc, float, float]] = {}  # id → (assoc, rate, start)
+        self._paused: set[int] = set()  # suspended jobs charged up to their suspension
         cluster.on_jobs_changed(self._on_jobs)
 
     @property
@@ -100,7 +102,8 @@ class PriorityService:
                 if job.start_time is None or job.end_time is None:
                     continue
                 rate = billing_rate(job, self.policy.usage_gpu_weight)
-                self.ledger.record(self.assoc(job), rate, job.start_time, job.end_time)
+                start = job.start_time + _suspended_s(job)  # suspended time is not charged
+                self.ledger.record(self.assoc(job), rate, start, job.end_time)
             if len(page) < HISTORY_PAGE:
                 break
             last = page[-1]
@@ -108,6 +111,13 @@ class PriorityService:
             if cutoff is not None and before[0] < cutoff:
                 break
         for job in self.cluster.unfinished.values():
+            if job.state is JobState.SUSPENDED and job.start_time is not None:
+                # what it ran before its suspension; charged again from its resume
+                until = float(job.extra.get(SUSPENDED_AT, now))
+                rate = billing_rate(job, self.policy.usage_gpu_weight)
+                start = job.start_time + _suspended_s(job)
+                self.ledger.record(self.assoc(job), rate, start, until)
+                self._paused.add(job.id)
             self._track(job)
         self.recalculate()
 
@@ -166,18 +176,36 @@ class PriorityService:
                 mirror[job.id] = unfinished[job.id] = current.evolve(priority=value)
 
     # -- bookkeeping ----------------------------------------------------------------------
-    def _track(self, job: Job) -> None:
-        if job.state.is_active and job.start_time is not None and job.id not in self._running:
+    def _track(self, job: Job, since: float | None = None) -> None:
+        """Charge ``job`` while it runs: from ``since`` (its resume), else from its start
+        moved later by the time it spent suspended. A suspended job is not charged."""
+        if (
+            job.state.is_active
+            and job.state is not JobState.SUSPENDED
+            and job.start_time is not None
+            and job.id not in self._running
+        ):
             rate = billing_rate(job, self.policy.usage_gpu_weight)
-            self._running[job.id] = (self.assoc(job), rate, job.start_time)
+            start = since if since is not None else job.start_time + _suspended_s(job)
+            self._running[job.id] = (self.assoc(job), rate, start)
 
     def _on_jobs(self, jobs: Sequence[Job]) -> None:
         now = self.cluster.clock.now()
         pending: list[Job] = []
         for job in jobs:
-            if job.state.is_active:
-                self._track(job)
+            if job.state is JobState.SUSPENDED:
+                # its CPUs may be another job's now: what it ran so far is charged, and
+                # its clock stops until it resumes
+                ran = self._running.pop(job.id, None)
+                if ran is not None:
+                    self.ledger.record(ran[0], ran[1], ran[2], now)
+                    self._paused.add(job.id)
                 continue
+            if job.state.is_active:
+                self._track(job, since=now if job.id in self._paused else None)
+                self._paused.discard(job.id)
+                continue
+            self._paused.discard(job.id)
             charged = self._running.pop(job.id, None)
             if charged is not None:
                 assoc, rate, start = charged
@@ -207,3 +235,8 @@ class PriorityService:
         pending = [j for j in self.cluster.unfinished.values() if j.state is JobState.PENDING]
         self.standing = self.tree.standing(self.usage(now), {self.assoc(j) for j in pending})
         return self.standing.rows
+
+
+def _suspended_s(job: Job) -> float:
+    """The seconds ``job`` spent suspended before its last resume."""
+    return float(job.extra.get(SUSPENDED_S, 0.0))

@@ -1,0 +1,65 @@
+"""Fair share charges a job while it runs, not while it is suspended (its CPUs may be its
+preemptor's, who is charged for them): live, and when a restarted server rebuilds the
+usage from its accounting history."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from hal.api.priority import PriorityService
+from hal.config.model import HalConfig
+from hal.core.clock import VirtualClock
+from hal.core.job import Allocation, JobSpec
+from hal.core.node import Node
+from hal.core.priority import Account, PriorityPolicy, UserAccount
+from hal.core.resources import GiB, ResourceVector
+from hal.scheduler.framework.snapshot import Placement, Plan
+from hal.state import agents
+from hal.state.cluster import Caller, Cluster
+from hal.state.store import SqlStateStore
+from hal.wire.agent import JobReport
+
+NOW = 1_000_000.0
+POLICY = PriorityPolicy(
+    enabled=True,
+    decay_half_life_s=0.0,  # plain CPU-seconds
+    accounts=(Account("a"),),
+    users=(UserAccount("ann", "a", default=True),),
+)
+ADMIN = Caller("root", admin=True)
+
+
+def test_suspended_time_is_not_charged_live_or_after_a_restart(tmp_path: Path) -> None:
+    async def scenario() -> tuple[float, float, float]:
+        clock = VirtualClock(NOW)
+        db = f"sqlite:///{tmp_path / 'hal.db'}"
+        cluster = Cluster(SqlStateStore(db), HalConfig(), clock)
+        await cluster.load()
+        cluster.nodes["n1"] = Node("n1", ResourceVector(cpus=4, memory_bytes=4 * GiB))
+        service = PriorityService(cluster, POLICY)
+        (job,) = await cluster.submit([JobSpec(user="ann", script="#!/bin/sh\ntrue\n")])
+        four = Allocation(("n1",), (ResourceVector(4, 0),))
+        await cluster.apply_plan(Plan(cluster.revision, (Placement(job.job_id, four),)))
+        clock.advance(10)
+        await cluster.suspend(str(job.job_id), ADMIN)
+        clock.advance(990)
+        while_suspended = service.usage(clock.now())[("a", "ann")]
+        await cluster.suspend(str(job.job_id), ADMIN, resume=True)
+        clock.advance(10)
+        ended = JobReport(seq=1, job_id=job.job_id, attempt=0, kind="finished", time=clock.now())
+        await agents.apply_reports(cluster, "n1", [ended])
+        live = service.usage(clock.now())[("a", "ann")]
+        await cluster.close()
+
+        restarted = Cluster(SqlStateStore(db), HalConfig(), clock)
+        await restarted.load()
+        again = PriorityService(restarted, POLICY)
+        await again.start()
+        rebuilt = again.usage(clock.now())[("a", "ann")]
+        await restarted.close()
+        return while_suspended, live, rebuilt
+
+    while_suspended, live, rebuilt = asyncio.run(scenario())
+    assert while_suspended == 40.0  # 4 CPUs for 10 s, nothing while suspended
+    assert live == 80.0 and rebuilt == 80.0  # 4 CPUs for 20 s of running
