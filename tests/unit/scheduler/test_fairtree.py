@@ -227,3 +227,18 @@ def test_ten_thousand_associations() -> None:
     assert len(factors) == 10_000
     assert max(factors) == 1.0 and min(factors) > 0.0
     assert all(0.0 < f <= 1.0 for f in factors)
+
+
+@pytest.mark.timeout(10)
+def test_a_usage_that_overflows_to_nan_does_not_hang_the_walk() -> None:
+    """Usage sums near 1e308 overflow to inf, and inf/inf is a NaN level fairshare: the
+    tie loop compared it with itself (never equal) and looped for ever."""
+    huge = 1e308
+    result = fair_tree(
+        {
+            "root": [("a", "", 1, huge * 10), ("b", "", 1, huge * 10)],
+            "a": [("a", "u", 1, huge * 10)],
+            "b": [("b", "v", 1, huge * 10)],
+        }
+    )
+    assert result.ranked == 2 and set(result.rank) == {("a", "u"), ("b", "v")}

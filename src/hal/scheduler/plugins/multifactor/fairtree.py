@@ -127,7 +127,9 @@ def fair_tree(children: Mapping[str, Sequence[Child]], root: str = ROOT_ACCOUNT)
         # the tie group: the siblings with the LF of the first one (users sort first)
         negative_lf = level[-1][0]
         merged: list[Child] = []
-        while level and level[-1][0] == negative_lf:
+        taken = 0  # (the first is always taken: a NaN LF equals nothing, itself included)
+        while level and (not taken or level[-1][0] == negative_lf):
+            taken += 1
             _, is_account, account, user, shares = level.pop()
             if is_account:
                 merged.extend(children.get(account, ()))
