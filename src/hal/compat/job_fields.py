@@ -10,6 +10,7 @@ job's nodes, so per-node columns (``%m``, ``%b``) divide by ``node_count``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from hal.compat.formats import (
@@ -40,6 +41,31 @@ def _per_node(total: int, job: JobInfo) -> int:
 
 def _null(value: str | None) -> str:
     return value if value else "(null)"
+
+
+_DEPENDENCY_STATUS = {"Dependency": "unfulfilled", "DependencyNeverSatisfied": "failed"}
+
+
+def _dependency(job: JobInfo) -> str:
+    """Slurm's ``%E``: each term of a pending job's dependency with its status,
+    ``afterok:5(unfulfilled),afterok:6(unfulfilled)``; ``(null)`` once it started."""
+    text = job.dependency
+    if not text or job.state != "PENDING":
+        return "(null)"
+    if job.reason in ("Resources", "Priority"):
+        return "(null)"  # past its dependency (checked first): met, as Slurm clears it
+    status = _DEPENDENCY_STATUS.get(job.reason)
+    if status is None or "(" in text:
+        return text  # held, or waiting to begin: not judged yet
+    out: list[str] = []
+    for part in re.split(r"([,?])", text):
+        if part in (",", "?"):
+            out.append(part)
+            continue
+        kind, _, ids = part.partition(":")
+        terms = [f"{kind}:{i}" for i in ids.split(":")] if ids else [kind]
+        out.append(",".join(f"{t}({status})" for t in terms))
+    return "".join(out)
 
 
 def _reason_list(job: JobInfo, now: float) -> str:
@@ -107,7 +133,7 @@ JOB_LETTERS: dict[str, tuple[str, JobColumn]] = {
     "S": ("START_TIME", _start),
     "e": ("END_TIME", _end),
     "V": ("SUBMIT_TIME", lambda j, n: timestamp(j.submit_time)),
-    "E": ("DEPENDENCY", lambda j, n: _null(j.dependency)),
+    "E": ("DEPENDENCY", lambda j, n: _dependency(j)),
     "Q": ("PRIORITY", lambda j, n: str(j.priority)),
     "y": ("NICE", lambda j, n: str(j.nice)),
     "k": ("COMMENT", lambda j, n: _null(j.comment)),
