@@ -51,6 +51,7 @@ from hal.state.store import (
     SqlStateStore,
     StoredEvent,
     SubmitKey,
+    SubmitKeyTaken,
     Transaction,
 )
 from hal.state.submit_limits import AccountSubmitLimits
@@ -578,16 +579,19 @@ class Cluster:
                 return jobs, results, tx.stored_events
 
         async with self._lock:
-            if key is not None:  # again: the same key may have been sent twice at once
-                found = await self.db(self.store.find_submit_key, key.user, key.key)
-                if found is not None:
-                    return resync.replayed(key, found)
             self._check_submit_limits(specs)
             try:
                 jobs, results, added = await self.db(work)
             except CommitOutcomeUnknown:
                 resync.doubt(self, (j.id for j in built))
                 raise
+            except SubmitKeyTaken:
+                # the same key sent twice at once: the first stored it, this transaction
+                # rolled back whole; answer as the first did
+                assert key is not None
+                found = await self.db(self.store.find_submit_key, key.user, key.key)
+                assert found is not None
+                return resync.replayed(key, found)
             for job in jobs:
                 self._put(job)
             await self._published(added, jobs)

@@ -31,7 +31,7 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from hal.core.errors import Unavailable
 from hal.core.job import Job, JobSpec
@@ -67,8 +67,8 @@ class DatabaseUnavailable(Unavailable):
 
 class CommitOutcomeUnknown(Unavailable):
     """PostgreSQL went away during the COMMIT of a change: it may or may not have been
-    applied. A 503 that clients do not send again by themselves (a submit could land
-    twice); what memory shows may lag the database until the server restarts."""
+    applied. A 503 that clients send again only for a submission with an
+    ``Idempotency-Key``; the server reconciles what the change wrote (``hal.state.resync``)."""
 
     code = "commit_outcome_unknown"
 
@@ -170,6 +170,11 @@ def _record_usage() -> Executable:
 @functools.cache
 def _insert_events() -> Executable:
     return insert(schema.events).returning(schema.events.c.id, sort_by_parameter_order=True)
+
+
+class SubmitKeyTaken(Exception):
+    """The submission's ``Idempotency-Key`` was stored meanwhile by the same key sent
+    again at once (the key is the table's primary key): this transaction rolls back."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,15 +359,17 @@ class Transaction:
         self, key: SubmitKey, created: float, result: Sequence[tuple[int, int]]
     ) -> None:
         """Remember what the submission sent with ``key`` gave: (job id, array tasks)."""
-        self.conn.execute(
-            insert(schema.submit_keys).values(
-                user_name=key.user,
-                key=key.key,
-                digest=key.digest,
-                created=created,
-                result=json.dumps(result),
-            )
+        row = insert(schema.submit_keys).values(
+            user_name=key.user,
+            key=key.key,
+            digest=key.digest,
+            created=created,
+            result=json.dumps(result),
         )
+        try:
+            self.conn.execute(row)
+        except IntegrityError as err:
+            raise SubmitKeyTaken(key.key) from err
 
 
 class SqlStateStore:
@@ -394,9 +401,10 @@ class SqlStateStore:
             try:
                 trans.commit()
             except DBAPIError as err:
-                if self.is_sqlite or unavailable_reason(err) is None:
+                reason = None if self.is_sqlite else unavailable_reason(err)
+                if reason is None:
                     raise
-                raise CommitOutcomeUnknown(unavailable_reason(err) or "") from err
+                raise CommitOutcomeUnknown(reason) from err
 
     # -- reads ----------------------------------------------------------------------------
     def ping(self) -> None:

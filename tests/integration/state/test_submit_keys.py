@@ -290,3 +290,16 @@ def test_a_requeue_that_landed_unseen_ends_the_job_on_its_agent(
         await cluster.close()
 
     run(scenario())
+
+
+def test_the_same_key_sent_three_times_at_once_stores_one_submission(db_url: str) -> None:
+    key = SubmitKey("ann", "k-4", "d")
+
+    async def scenario() -> None:
+        cluster = await loaded(db_url)
+        answers = await asyncio.gather(*(cluster.submit([spec()], key=key) for _ in range(3)))
+        assert answers[0] == answers[1] == answers[2]
+        assert cluster.store.count_jobs() == 1 and len(cluster.unfinished) == 1
+        await cluster.close()
+
+    run(scenario())
