@@ -224,9 +224,9 @@ def parse_request(argv: list[str], now: float, env_format: str | None) -> Reques
         elif dest == "allusers":
             request.all_users = True
         elif dest == "starttime":
-            request.start = parse_begin(text, now, field="starttime")
+            request.start = parse_begin(text, now, field="starttime", past=True)
         elif dest == "endtime":
-            request.end = parse_begin(text, now, field="endtime")
+            request.end = parse_begin(text, now, field="endtime", past=True)
         elif dest == "state":
             request.states |= {_state_name(item) for item in items}
         elif dest == "name":

@@ -326,11 +326,14 @@ _US_DATE = re.compile(r"^(\d{1,2})[/.](\d{1,2})(?:[/.](\d{2,4}))?$")
 _NAMED_HOURS = {"midnight": 0, "noon": 12, "elevenses": 11, "fika": 15, "teatime": 16}
 
 
-def parse_begin(text: str, now: float, *, field: str = "begin") -> float:
+def parse_begin(text: str, now: float, *, field: str = "begin", past: bool = False) -> float:
     """``--begin`` (and sacct's ``--starttime``/``--endtime``) as Unix time, in the local
     time zone as sbatch does. A bare time of day that has already passed today means
-    tomorrow; ``midnight``/``noon``/``fika``/``teatime`` behave likewise. ``today`` is
-    00:00 today and ``tomorrow`` 00:00 tomorrow. ``now-2days`` is allowed (sacct uses it)."""
+    tomorrow; ``midnight``/``noon``/``fika``/``teatime`` behave likewise, and so does a
+    month/day already past this year (next year). With ``past`` (sacct, Slurm's
+    ``parse_time(..., past=1)``) they look back instead: the latest such moment not after
+    ``now``. ``today`` is 00:00 today and ``tomorrow`` 00:00 tomorrow. ``now-2days`` is
+    allowed (sacct uses it)."""
     raw = text.strip().lower()
     base = datetime.fromtimestamp(now)
     midnight = base.replace(hour=0, minute=0, second=0, microsecond=0)
@@ -352,7 +355,7 @@ def parse_begin(text: str, now: float, *, field: str = "begin") -> float:
     if raw == "tomorrow":
         return (midnight + timedelta(days=1)).timestamp()
     if raw in _NAMED_HOURS:
-        return _next_time_of_day(base, midnight.replace(hour=_NAMED_HOURS[raw]))
+        return _time_of_day(base, midnight.replace(hour=_NAMED_HOURS[raw]), past)
     m = _ISO.match(raw)
     if m:
         y, mo, d, h, mi, s = (int(g) if g else 0 for g in m.groups())
@@ -367,7 +370,7 @@ def parse_begin(text: str, now: float, *, field: str = "begin") -> float:
                 )
             hour = hour % 12 + (12 if m.group(4) == "pm" else 0)
         when = _local((base.year, base.month, base.day, hour, minute, second), text, field)
-        return _next_time_of_day(base, when)
+        return _time_of_day(base, when, past)
     m = _US_DATE.match(raw)
     if m:
         month, day = int(m.group(1)), int(m.group(2))
@@ -376,8 +379,10 @@ def parse_begin(text: str, now: float, *, field: str = "begin") -> float:
             year = int(m.group(3))
             year += 2000 if year < 100 else 0
         when = _local((year, month, day, 0, 0, 0), text, field)
-        if not m.group(3) and when < midnight:  # MM/DD already past this year: next year
-            when = when.replace(year=year + 1)
+        if not m.group(3) and not past and when < midnight:  # MM/DD past this year: next
+            when = _local((year + 1, month, day, 0, 0, 0), text, field)
+        elif not m.group(3) and past and when > base:  # MM/DD still ahead: last year's
+            when = _local((year - 1, month, day, 0, 0, 0), text, field)
         return when.timestamp()
     raise InvalidRequest(f"invalid {_option(field)} {text!r}: {_BEGIN_HINT}", field=field)
 
@@ -390,9 +395,12 @@ def _local(fields: tuple[int, int, int, int, int, int], text: str, field: str) -
         raise InvalidRequest(f"invalid {_option(field)} {text!r}: {err}", field=field) from None
 
 
-def _next_time_of_day(base: datetime, when: datetime) -> float:
-    # Slurm: a time of day without a date that has already passed means that time tomorrow.
-    if when < base:
+def _time_of_day(base: datetime, when: datetime, past: bool) -> float:
+    # Slurm: a time of day without a date that has already passed means that time
+    # tomorrow; looking back (sacct), one still ahead today means that time yesterday.
+    if past and when > base:
+        when -= timedelta(days=1)
+    elif not past and when < base:
         when += timedelta(days=1)
     return when.timestamp()
 

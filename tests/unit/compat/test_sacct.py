@@ -164,3 +164,19 @@ def test_step_id_in_jobs_option() -> None:
 def test_field_table_titles_are_unique() -> None:
     titles = [title for title, _, _ in FIELDS.values()]
     assert len(titles) == len(set(titles))
+
+
+@pytest.mark.parametrize("start", ["21:00", "9:00pm", "midnight", "11/20"])
+def test_start_times_without_a_date_look_back(start: str) -> None:
+    """sacct reads a time of day or a month/day as the latest such moment before now
+    (Slurm's parse_time with its ``past`` flag), not the next one as ``--begin`` does:
+    ``-S 21:00`` typed at 21:31 means since 21:00 today, not from 21:00 tomorrow."""
+    lines = call(history(), "sacct", "-X", "-P", "-n", "-o", "JobID", "-S", start).lines
+    assert lines == ["1", "2", "3", "4"]
+
+
+def test_end_time_of_day_is_not_tomorrow() -> None:
+    lines = call(
+        history(), "sacct", "-X", "-P", "-n", "-o", "JobID", "-S", "now-7days", "-E", "noon"
+    ).lines
+    assert lines == ["9"]  # noon today (T0 is 21:30): only the old job existed by then

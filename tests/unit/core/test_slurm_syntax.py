@@ -270,6 +270,22 @@ def test_begin_forms(text: str, expected: float) -> None:
     assert parse_begin(text, NOW) == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("09:00", _at(2026, 11, 21, 9, 0)),  # already past today: today
+        ("16:00", _at(2026, 11, 20, 16, 0)),  # still ahead today: yesterday
+        ("midnight", _at(2026, 11, 21)),
+        ("12/25", _at(2025, 12, 25)),  # still ahead this year: last year
+        ("11/01", _at(2026, 11, 1)),
+        ("now-2days", NOW - 2 * 86400),
+    ],
+)
+def test_begin_forms_looking_back(text: str, expected: float) -> None:
+    """sacct's -S/-E: a time without a date is the latest such moment not after now."""
+    assert parse_begin(text, NOW, past=True) == expected
+
+
 @pytest.mark.parametrize("text", ["later", "now+1fortnight", "2026-13-01", "25:00", "13:00pm"])
 def test_begin_rejects(text: str) -> None:
     with pytest.raises(InvalidRequest) as err:
