@@ -15,7 +15,7 @@ KEYS = (
     "ReservationName, StartTime, EndTime, Duration, Nodes, NodeCnt, Users, Accounts, "
     "Flags, PartitionName"
 )
-_KEY = re.compile(r"^([A-Za-z]+)=(.*)$")
+_KEY = re.compile(r"^([A-Za-z]+)([+-]?)=(.*)$")
 _ALIASES = {
     "reservationname": "name",
     "reservation": "name",
@@ -45,10 +45,19 @@ def parse_words(words: list[str], now: float) -> dict[str, object]:
             raise InvalidRequest(
                 f"cannot read {word!r}; write Key=Value (e.g. Duration=2:00:00); keys: {KEYS}"
             )
-        key, value = m.group(1), m.group(2).strip()
+        key, sign, value = m.group(1), m.group(2), m.group(3).strip()
         dest = _ALIASES.get(key.lower())
         if dest is None:
             raise InvalidRequest(f"HAL does not support reservation key {key}; it knows {KEYS}")
+        if dest in ("users", "accounts", "flags") and (
+            sign or any(item.strip().startswith(("-", "+")) for item in value.split(","))
+        ):
+            # Slurm's forms that add, remove or deny names: taken as names, they would
+            # silently replace the whole list (``Users=-bob`` for a user "-bob")
+            raise InvalidRequest(
+                f"HAL does not support adding, removing or denying with {word!r}: give the "
+                f"whole list, e.g. {key}=a,b (`scontrol show reservation` shows the current one)"
+            )
         if dest == "name":
             fields["name"] = value
         elif dest in ("start", "end"):

@@ -98,6 +98,11 @@ def test_bad_words_are_errors_that_say_what_to_do() -> None:
         (["ReservationName=x", "StartTime=yesterday-ish"], "invalid StartTime 'yesterday-ish'"),
         (["ReservationName=x", "EndTime=25:99"], "invalid EndTime '25:99'"),
         (["ReservationName=x", "Nodes=n[1-"], "invalid Nodes host list 'n[1-'"),
+        (["ReservationName=x", "Users=-bob"], "does not support adding, removing or deny"),
+        (["ReservationName=x", "Users=alice,-bob"], "give the whole list, e.g. Users=a,b"),
+        (["ReservationName=x", "Accounts=+chem"], "give the whole list, e.g. Accounts=a,b"),
+        (["ReservationName=x", "Users-=bob"], "'Users-=bob'"),
+        (["ReservationName=x", "Flags+=MAINT"], "give the whole list, e.g. Flags=a,b"),
     ]
     for words, message in cases:
         r = call(c, "scontrol", "create", "reservation", *words, now=NOW)
@@ -146,6 +151,9 @@ def test_update_and_delete() -> None:
     assert body.model_dump(exclude_unset=True) == {
         "duration_seconds": 10800.0, "users": ["alice", "bob"],
     }  # fmt: skip
+    # Slurm's remove form is refused, not read as a user named "-bob" replacing them all
+    minus = call(c, "scontrol", "update", "ReservationName=maint", "Users=-bob", now=NOW)
+    assert minus.rc == 1 and "give the whole list" in minus.err and len(c.changed) == 1
     nothing = call(c, "scontrol", "update", "ReservationName=maint", now=NOW)
     assert nothing.rc == 1 and "nothing to update" in nothing.err
     assert call(c, "scontrol", "delete", "ReservationName=maint", now=NOW).rc == 0
