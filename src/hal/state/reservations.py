@@ -157,8 +157,9 @@ def check_job(cluster: Cluster, spec: JobSpec, limit: int, where: str = "") -> N
     name = spec.reservation
     if not name:
         return
+    now = cluster.clock.now()
     r = cluster.reservations.get(name)
-    if r is None or r.ended(cluster.clock.now()):
+    if r is None or r.ended(now):
         raise InvalidRequest(
             f"Requested reservation is invalid: {name!r} does not exist "
             "(`scontrol show reservation` lists them)",
@@ -169,11 +170,15 @@ def check_job(cluster: Cluster, spec: JobSpec, limit: int, where: str = "") -> N
             f"Access denied to requested reservation {name}: it is for users "
             f"{','.join(r.users) or '(any)'} and accounts {','.join(r.accounts) or '(any)'}"
         )
-    if limit <= 0 or limit > r.duration:
-        most = int(r.duration)
+    # a one-off reservation has only what is left of its window (a recurring one's next
+    # window is whole): a longer limit would never start
+    room = r.duration if r.period else r.end - max(now, r.start)
+    if limit <= 0 or limit > room:
+        most = int(room)
         raise InvalidRequest(
             f"a job in reservation {name} needs a time limit that fits in it: give "
-            f"--time of at most {most // 60} minutes ({most}s)",
+            f"--time of at most {most // 60} minutes ({most}s)"
+            + ("" if room == r.duration else f"; it ends at {_when(r.end)}"),
             field=where + "time_limit_seconds",
         )
 

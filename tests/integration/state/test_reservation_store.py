@@ -216,3 +216,28 @@ def test_a_plan_made_before_a_reservation_does_not_start_jobs_into_it(db_url: st
         assert cluster.jobs[a.job_id].state is JobState.PENDING
 
     with_cluster(db_url, body)
+
+
+def test_submit_refuses_a_limit_longer_than_what_is_left_of_a_one_off_window(
+    db_url: str,
+) -> None:
+    """A job whose limit fits the reservation's duration but not the part of its window
+    still to come would wait (reason Reservation) until the reservation ends and then
+    for ever: it is refused at submit with the longest limit that still fits. A
+    recurring reservation's next window is whole, so there the duration is what counts."""
+
+    async def body(cluster: Cluster) -> None:
+        await reservations.create(cluster, ROOT, req(start=T0 - 3600, nodes=("node1",)))
+        with pytest.raises(InvalidRequest, match=r"at most 60 minutes \(3600s\)"):
+            await cluster.submit([spec(reservation="maint", time_limit_s=5400)])
+        (ok,) = await cluster.submit([spec(reservation="maint", time_limit_s=3600)])
+        assert cluster.jobs[ok.job_id].spec.reservation == "maint"
+        await reservations.create(
+            cluster,
+            ROOT,
+            req("daily", start=T0 - 3600, nodes=("node2",), flags=parse_flags("DAILY")),
+        )
+        (later,) = await cluster.submit([spec(reservation="daily", time_limit_s=5400)])
+        assert cluster.jobs[later.job_id].spec.reservation == "daily"
+
+    with_cluster(db_url, body)
