@@ -192,6 +192,8 @@ def placement_conflict(cluster: Cluster, job: Job, nodes: Sequence[str], now: fl
     name = job.spec.reservation
     for r in cluster.reservations.values():
         if r.ended(now):
+            if r.name == name:  # its window closed since the pass planned the job
+                return f"reservation {r.name} has ended"
             continue
         if r.name == name:
             start, stop = r.window_at(now)

@@ -241,3 +241,26 @@ def test_submit_refuses_a_limit_longer_than_what_is_left_of_a_one_off_window(
         assert cluster.jobs[later.job_id].spec.reservation == "daily"
 
     with_cluster(db_url, body)
+
+
+def test_a_plan_made_before_its_reservation_ended_does_not_start_the_job_after(
+    db_url: str,
+) -> None:
+    """A pass planned a job into its reservation; the window closed before the plan was
+    applied: the job must not start (it would run outside the reservation)."""
+
+    async def body(cluster: Cluster) -> None:
+        await reservations.create(
+            cluster, ROOT, req(start=T0 - 10, duration=600.0, nodes=("node1",))
+        )
+        (a,) = await cluster.submit([spec(reservation="maint", time_limit_s=300)])
+        plan = Plan(
+            cluster.revision,
+            placements=(Placement(a.job_id, Allocation(("node1",), (ResourceVector(1, 0),))),),
+        )
+        assert isinstance(cluster.clock, VirtualClock)
+        cluster.clock.advance(600.0)  # the window [T0-10, T0+590) is over
+        assert await cluster.apply_plan(plan) == []
+        assert cluster.jobs[a.job_id].state is JobState.PENDING
+
+    with_cluster(db_url, body)
