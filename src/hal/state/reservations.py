@@ -152,8 +152,9 @@ async def delete(cluster: Cluster, caller: Caller, name: str) -> None:
 
 
 def check_job(cluster: Cluster, spec: JobSpec, limit: int, where: str = "") -> None:
-    """At submit: ``--reservation`` names a reservation the job's user may use, and the
-    job has a time limit (``limit``, resolved; 0: unlimited) that fits in its window."""
+    """At submit: ``--reservation`` names a reservation the job's user (and account, or
+    the user's default one) may use, and the job has a time limit (``limit``, resolved;
+    0: unlimited) that fits in its window."""
     name = spec.reservation
     if not name:
         return
@@ -165,7 +166,7 @@ def check_job(cluster: Cluster, spec: JobSpec, limit: int, where: str = "") -> N
             "(`scontrol show reservation` lists them)",
             field=where + "reservation",
         )
-    if not r.allows(spec.user, spec.account):
+    if not r.allows(spec.user, spec.account or default_account(cluster, spec.user)):
         raise PermissionDenied(
             f"Access denied to requested reservation {name}: it is for users "
             f"{','.join(r.users) or '(any)'} and accounts {','.join(r.accounts) or '(any)'}"
@@ -181,6 +182,15 @@ def check_job(cluster: Cluster, spec: JobSpec, limit: int, where: str = "") -> N
             + ("" if room == r.duration else f"; it ends at {_when(r.end)}"),
             field=where + "time_limit_seconds",
         )
+
+
+def default_account(cluster: Cluster, user: str) -> str | None:
+    """The account a job of ``user`` naming none is charged to (``[[users]]``
+    ``default_account``), which a reservation's ``Accounts=`` admits as in Slurm."""
+    for ua in cluster.config.priority.users:
+        if ua.user == user and ua.default:
+            return ua.account
+    return None
 
 
 def placement_conflict(cluster: Cluster, job: Job, nodes: Sequence[str], now: float) -> str | None:

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from hal.config.model import HalConfig
+from hal.config.priority import priority_from_dict
 from hal.core.clock import VirtualClock
 from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import Allocation, JobSpec
@@ -32,13 +33,15 @@ def spec(**kw: object) -> JobSpec:
     return JobSpec(**base)  # type: ignore[arg-type]
 
 
-def with_cluster(db_url: str, body: Callable[[Cluster], Awaitable[None]]) -> None:
+def with_cluster(
+    db_url: str, body: Callable[[Cluster], Awaitable[None]], config: HalConfig | None = None
+) -> None:
     store = SqlStateStore(db_url)
     store.migrate()
     with store.transaction() as tx:
         for name in ("node1", "node2", "node3"):
             tx.upsert_node(Node(name, ResourceVector(4, 8 * GiB)))
-    cluster = Cluster(store, HalConfig(), VirtualClock(T0))
+    cluster = Cluster(store, config or HalConfig(), VirtualClock(T0))
 
     async def run() -> None:
         await cluster.load()
@@ -264,3 +267,26 @@ def test_a_plan_made_before_its_reservation_ended_does_not_start_the_job_after(
         assert cluster.jobs[a.job_id].state is JobState.PENDING
 
     with_cluster(db_url, body)
+
+
+def test_submit_counts_the_users_default_account(db_url: str) -> None:
+    """A job naming no account is charged to its user's default account: a reservation
+    for that account admits it (Slurm's rule), and refuses another user's."""
+    policy = priority_from_dict(
+        {
+            "accounts": [{"name": "physics"}, {"name": "chem"}],
+            "users": [
+                {"name": "alice", "default_account": "physics"},
+                {"name": "bob", "default_account": "chem"},
+            ],
+        }
+    )
+
+    async def body(cluster: Cluster) -> None:
+        await reservations.create(cluster, ROOT, req(users=(), accounts=("physics",)))
+        (ok,) = await cluster.submit([spec(reservation="maint", time_limit_s=600)])
+        assert cluster.jobs[ok.job_id].spec.reservation == "maint"
+        with pytest.raises(PermissionDenied, match="Access denied to requested reservation"):
+            await cluster.submit([spec(user="bob", reservation="maint", time_limit_s=600)])
+
+    with_cluster(db_url, body, HalConfig(priority=policy))

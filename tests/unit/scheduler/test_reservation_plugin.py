@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 
+from hal.config.priority import priority_from_dict
 from hal.core.job import Job
 from hal.core.reservation import Reservation, parse_flags
 from hal.core.states import PendingReason
 from hal.scheduler.framework import ClusterSnapshot, PassContext
 from hal.scheduler.framework.explain import diagnose
 from hal.scheduler.framework.runtime import WillRunResult
-from hal.scheduler.plugins import build_scheduler
+from hal.scheduler.plugins import build_scheduler, default_registry
 from hal.testing import cluster, make_job
 from hal.testing.builders import JobBuilder
 from hal.testing.harness import placed_nodes, reasons
@@ -167,3 +168,24 @@ def test_a_job_waiting_for_its_reservation_expects_its_start() -> None:
     (update,) = plan.updates
     assert update.reason is PendingReason.RESERVATION
     assert update.expected_start == NOW + 1800
+
+
+def test_a_job_without_account_uses_its_users_default_account() -> None:
+    """Accounts=physics admits alice's job that names no account when physics is her
+    default account (the job is charged to it, as in Slurm); not bob's (chem)."""
+    policy = priority_from_dict(
+        {
+            "accounts": [{"name": "physics"}, {"name": "chem"}],
+            "users": [
+                {"name": "alice", "default_account": "physics"},
+                {"name": "bob", "default_account": "chem"},
+            ],
+        }
+    )
+    scheduler = build_scheduler(registry=default_registry(policy=policy))
+    r = resv(users=(), accounts=("physics",))
+    alice = in_resv(make_job(1).cpus(1).user("alice").limit(60))
+    bob = in_resv(make_job(2).cpus(1).user("bob").limit(60))
+    plan = scheduler.schedule(snap(alice, bob, r=(r,)))
+    assert placed_nodes(plan) == {1: (N1,)}
+    assert reasons(plan) == {2: PendingReason.RESERVATION}

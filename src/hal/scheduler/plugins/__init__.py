@@ -108,15 +108,19 @@ def default_registry(
     plugin plans with, whatever its args name (the server passes its shared, trained one;
     without it the plugin builds the predictor its ``predictor`` arg names). ``policy``:
     the accounts, users and QoS whose limits the ``limits`` plugin enforces (``hal.toml``;
-    none: no limits). ``preemption_policy``: ``[preemption]``, for the ``preemption``
-    plugin (with the QoS ``preempt`` lists of ``policy``) and the queue order (a job's
-    preemption standing first: ``partitions`` give the tiers)."""
+    none: no limits), and the users' default accounts the ``reservation`` plugin admits.
+    ``preemption_policy``: ``[preemption]``, for the ``preemption`` plugin (with the QoS
+    ``preempt`` lists of ``policy``) and the queue order (a job's preemption standing
+    first: ``partitions`` give the tiers)."""
 
     def new_backfill(args: PluginArgs) -> backfill.Backfill:
         return backfill.new(args, predictor)
 
     def new_limits(args: PluginArgs) -> limits.Limits:
         return limits.new(args, policy)
+
+    def new_reservation(args: PluginArgs) -> reservation_plugin.Reservations:
+        return reservation_plugin.new(args, policy)
 
     def new_preemption(args: PluginArgs) -> preemption.Preempt:
         return preemption.new(args, preemption_policy, policy)
@@ -134,7 +138,7 @@ def default_registry(
             dependency.NAME: dependency.new,
             arraythrottle.NAME: arraythrottle.new,
             limits.NAME: new_limits,
-            reservation_plugin.NAME: reservation_plugin.new,
+            reservation_plugin.NAME: new_reservation,
             noderesources.NAME: noderesources.new,
             nvlink.NAME: nvlink.new,
             backfill.NAME: new_backfill,

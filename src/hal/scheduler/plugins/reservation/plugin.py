@@ -16,11 +16,13 @@ not use. Without reservations in the snapshot the plugin answers SKIP and costs 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
 from hal.core.clock import utc_text
 from hal.core.job import Job
+from hal.core.priority import PriorityPolicy
 from hal.core.reservation import Reservation
 from hal.core.states import PendingReason
 from hal.scheduler.framework.backfill import PLAN_START
@@ -68,6 +70,11 @@ def fits(table: NodeTable, request: NodeRequest) -> BoolArray:
 class Reservations:
     name = NAME
 
+    def __init__(self, defaults: Mapping[str, str] | None = None) -> None:
+        # user → default account: a job naming no account is charged to it, and a
+        # reservation's Accounts= admits it on that account (Slurm's rule)
+        self._defaults: Mapping[str, str] = defaults or {}
+
     def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
         wanted = job.spec.reservation
         if not wanted:
@@ -80,10 +87,11 @@ class Reservations:
                 "and submit it again without --reservation or with another one",
                 NAME,
             )
-        if not r.allows(job.spec.user, job.spec.account):
+        account = job.spec.account or self._defaults.get(job.spec.user)
+        if not r.allows(job.spec.user, account):
             return unschedulable(
                 PendingReason.RESERVATION,
-                f"user {job.spec.user} (account {job.spec.account or '(null)'}) "
+                f"user {job.spec.user} (account {account or '(null)'}) "
                 f"may not use reservation {r.name}",
                 NAME,
             )
@@ -160,6 +168,9 @@ class Reservations:
         return FilterResult(allowed, reason, f"reserved ({', '.join(names)})")
 
 
-def new(args: PluginArgs) -> Reservations:
+def new(args: PluginArgs, policy: PriorityPolicy | None = None) -> Reservations:
+    """``policy``: ``hal.toml``'s ``[[users]]``, whose default accounts jobs naming no
+    account are charged to (none: such a job has no account)."""
     reject_unknown_args(args, ())
-    return Reservations()
+    users = policy.users if policy is not None else ()
+    return Reservations({ua.user: ua.account for ua in users if ua.default})
