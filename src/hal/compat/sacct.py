@@ -78,6 +78,16 @@ def _uid(user: str) -> str:
         return user
 
 
+def _user_name(text: str) -> str:
+    """``-u`` takes user names or numeric uids (sacct.1); jobs carry names."""
+    if not text.isdigit():
+        return text
+    try:
+        return pwd.getpwuid(int(text)).pw_name
+    except (KeyError, OverflowError):
+        return text
+
+
 def _started(job: JobInfo) -> bool:
     return job.start_time is not None
 
@@ -220,7 +230,7 @@ def parse_request(argv: list[str], now: float, env_format: str | None) -> Reques
                 request.ids.append(base)
                 request.job_steps.setdefault(base, set()).add(step or "*")
         elif dest == "user":
-            request.users += items
+            request.users += [_user_name(item) for item in items]
         elif dest == "allusers":
             request.all_users = True
         elif dest == "starttime":

@@ -180,3 +180,10 @@ def test_end_time_of_day_is_not_tomorrow() -> None:
         history(), "sacct", "-X", "-P", "-n", "-o", "JobID", "-S", "now-7days", "-E", "noon"
     ).lines
     assert lines == ["9"]  # noon today (T0 is 21:30): only the old job existed by then
+
+
+def test_user_filter_takes_uids_too() -> None:
+    """``-u``/``--uid`` take user names or numeric uids (sacct.1): ``-u 0`` is root."""
+    for option in ("-u", "--uid"):
+        lines = call(history(), "sacct", "-X", "-P", "-n", "-o", "JobID", option, "0").lines
+        assert lines == ["1", "2", "3", "4"]
