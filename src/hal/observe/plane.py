@@ -103,6 +103,10 @@ class ObservePlane:
         self.output_relay = OutputRelay(cluster, timeout_s=s.output_relay_timeout_s)
         self.history: deque[Sample] = deque(maxlen=HISTORY)
         self._tasks: list[asyncio.Task[None]] = []
+        # (job id, end time) of the ends already counted, traced and logged, oldest first:
+        # a later change to a finished job (``hal update``, ``scontrol update``) is
+        # committed again, still in its final state, but it did not end again
+        self._ended: dict[tuple[int, float | None], None] = {}
         cluster.on_jobs_changed(self._on_jobs)
 
     # -- wiring ---------------------------------------------------------------------------
@@ -131,6 +135,8 @@ class ObservePlane:
     async def start(self) -> None:
         """After ``cluster.load()``: seed what the store already had, start the tick."""
         self.metrics.seed(self.cluster.jobs.values())
+        for job in self.cluster.jobs.values():
+            self._ended_before(job)  # ended before this start: no end to count later
         self._tasks = [asyncio.create_task(self._tick(), name="hal-observe-tick")]
         if self.settings.webhooks:
             queue: asyncio.Queue[Alert] = asyncio.Queue()
@@ -152,6 +158,7 @@ class ObservePlane:
 
     # -- hooks ----------------------------------------------------------------------------
     def _on_jobs(self, jobs: Sequence[Job]) -> None:
+        jobs = [j for j in jobs if not (j.state.is_terminal and self._ended_before(j))]
         self.metrics.on_jobs_changed(jobs)
         self.tracer.on_jobs_changed(jobs)
         info = log.isEnabledFor(logging.INFO)
@@ -165,6 +172,18 @@ class ObservePlane:
                     self._log_job("job started", job)
             elif state.is_terminal and info:
                 self._log_job("job finished", job, exit_code=job.exit_code)
+
+    def _ended_before(self, job: Job) -> bool:
+        """Whether ``job`` is a finished job whose end the hooks have already seen."""
+        if not job.state.is_terminal:
+            return False
+        key = (job.id, job.end_time)
+        if key in self._ended:
+            return True
+        self._ended[key] = None
+        if len(self._ended) > 100_000:
+            del self._ended[next(iter(self._ended))]
+        return False
 
     def _log_job(self, message: str, job: Job, **more: object) -> None:
         node = job.allocation.nodes[0] if job.allocation and job.allocation.nodes else None

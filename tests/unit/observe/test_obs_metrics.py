@@ -209,3 +209,62 @@ def test_node_usage_helper_matches_cluster_accounting(cluster: Cluster) -> None:
     hold(cluster.usage, job)
     assert cluster.usage["n1"].allocated.cpus == 2
     assert NodeState.UP.value == "UP"
+
+
+def test_a_finished_job_changed_again_is_not_counted_traced_or_logged_twice(
+    cluster: Cluster, clock: VirtualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``hal update 1 --comment ...`` on a finished job commits it again, still COMPLETED:
+    that is no second end (hal_jobs_finished_total, the run-duration histogram, a second
+    exported trace and a second "job finished" log line all said it was)."""
+    import asyncio
+
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from hal.config.model import HalConfig
+    from hal.observe.config import ObserveConfig
+    from hal.observe.plane import ObservePlane
+    from hal.state.cluster import Caller
+
+    async def scenario() -> None:
+        await cluster.load()
+        plane = ObservePlane(HalConfig(cluster_name="test"), cluster, clock, ObserveConfig())
+        spans = InMemorySpanExporter()
+        plane.tracer.add_exporter(spans, batch=False)
+        t = clock.now()
+        running = make_job(1).partition("debug").submitted(t).running_on("n1", start=t).build()
+        await cluster._commit([running], [])
+        done = running.evolve(state=JobState.COMPLETED, end_time=t + 60, launched=True)
+        await cluster._commit([done], [])
+        roots = [s for s in spans.get_finished_spans() if s.name == "job"]
+        assert len(roots) == 1
+        clock.advance(120)
+        with caplog.at_level("INFO", logger="hal.observe"):
+            (updated,) = await cluster.update("1", Caller("root", admin=True), comment="seen")
+        assert updated.state is JobState.COMPLETED and updated.spec.comment == "seen"
+        m = plane.metrics
+        assert value(m, "hal_jobs_finished_total", partition="debug", state="completed") == 1
+        assert (
+            value(m, "hal_job_run_duration_seconds_count", partition="debug", state="completed")
+            == 1
+        )
+        assert [s for s in spans.get_finished_spans() if s.name == "job"] == roots
+        assert not [r for r in caplog.records if r.getMessage() == "job finished"]
+        # requeued after it ended (``scontrol requeue``), it runs and ends again: counted
+        await cluster.requeue("1", Caller("root", admin=True))
+        again = cluster.jobs[1].evolve(
+            state=JobState.COMPLETED, start_time=t + 200, end_time=t + 260
+        )
+        await cluster._commit([again], [])
+        assert value(m, "hal_jobs_finished_total", partition="debug", state="completed") == 2
+        # a server started after the job ended: an update is no end either
+        later = ObservePlane(HalConfig(cluster_name="test"), cluster, clock, ObserveConfig())
+        await later.start()
+        try:
+            await cluster.update("1", Caller("root", admin=True), comment="again")
+        finally:
+            await later.stop()
+        assert value(later.metrics, "hal_jobs_finished_total", partition="debug",
+                     state="completed") == 0  # fmt: skip
+
+    asyncio.run(scenario())
