@@ -38,6 +38,7 @@ from hal.predict.anomaly import (
 )
 from hal.state.cluster import Cluster
 from hal.state.store import EventRow
+from hal.state.suspension import SUSPENDED_S
 
 log = logging.getLogger("hal.observe.anomalies")
 OVERRUNNING = "JobOverrunningPrediction"
@@ -140,7 +141,8 @@ class AnomalyDetector:
             if found is None:
                 continue
             predicted, version = found
-            elapsed = now - job.start_time
+            # run time, as its agent counts it toward the limit: suspensions left out
+            elapsed = now - job.start_time - float(job.extra.get(SUSPENDED_S, 0.0))
             if not self.overrun_rule.overrunning(predicted, elapsed, model=version > 0):
                 continue
             node = job.allocation.nodes[0] if job.allocation and job.allocation.nodes else ""

@@ -76,3 +76,25 @@ def test_an_overrun_needs_a_models_prediction(cluster: Cluster, clock: VirtualCl
         assert det.overruns == {} and list(det.findings(t + 20)) == []
 
     asyncio.run(scenario())
+
+
+def test_time_spent_suspended_is_not_an_overrun(cluster: Cluster, clock: VirtualClock) -> None:
+    """A job predicted at 100 s, suspended for two hours (``scontrol suspend``, or a
+    preemptor in mode suspend) and resumed, has run 150 s: not a hang. Its agent does not
+    count the suspension toward its limit either."""
+    from hal.state.suspension import suspension
+
+    t = clock.now()
+
+    async def scenario() -> None:
+        await cluster.load()
+        job = make_job(1).limit(86_400).running_on("n1", start=t - 7350).build()
+        extra = suspension(suspension(job.extra, t - 7300), t - 100)  # 7200 s suspended
+        cluster.jobs[1] = cluster.unfinished[1] = job.evolve(extra=extra)
+        det = AnomalyDetector(cluster, CONFIG, predicted_at_start={1: (100.0, 3)}.get)
+        await det.check(t)
+        assert det.overruns == {} and list(cluster.recent_events) == []
+        await det.check(t + 3700)  # 3850 s of running: now it is one
+        assert det.overruns[1].elapsed_s == 3850.0
+
+    asyncio.run(scenario())
