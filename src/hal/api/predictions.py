@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hal.api.convert import suspended_seconds
 from hal.core.job import Job
 from hal.core.states import JobState
 from hal.predict import Predictor, SharedPredictor, corrected, make_predictor, planned_runtime
@@ -422,7 +423,8 @@ class PredictionService:
     def estimate(self, job: Job, now: float) -> tuple[float, float | None] | None:
         """(planned run time, predicted end) of a pending or running job, as the backfill
         planner sees it: a running job ends at start + its prediction (corrected once it
-        has outlived it: ``SharedPredictor.planned``), a pending one with an expected
+        has outlived it: ``SharedPredictor.planned``) + the time it spent suspended
+        (neither run time nor counted toward its limit), a pending one with an expected
         start at that start + its prediction (no end without one). ``None`` for a job
         that has ended, or when the predictor is busy and nothing was read for the job
         before.
@@ -433,7 +435,9 @@ class PredictionService:
         if not (state is JobState.PENDING or state.is_active):
             return None
         started = job.start_time if state.is_active else None
-        elapsed = max(now - started, 0.0) if started is not None else 0.0
+        # time suspended is no run time: the agent adds it to the job's deadline
+        suspended = suspended_seconds(job, now) if started is not None else 0.0
+        elapsed = max(now - started - suspended, 0.0) if started is not None else 0.0
         runtime = self.predictor.try_planned_runtime(job, elapsed)
         if runtime is None:
             base = self._last_read.get(job.id)
@@ -448,7 +452,7 @@ class PredictionService:
                 self._last_read.clear()
             self._last_read[job.id] = runtime
         if started is not None:
-            return runtime, started + runtime
+            return runtime, started + suspended + runtime
         start = job.expected_start
         return runtime, None if start is None else start + runtime
 

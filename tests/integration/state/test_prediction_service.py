@@ -192,6 +192,26 @@ def test_estimates_follow_the_planner_and_survive_a_busy_predictor(tmp_path: Pat
     run_service(tmp_path, predictor, scenario)
 
 
+def test_a_resumed_jobs_predicted_end_leaves_its_suspension_out(tmp_path: Path) -> None:
+    """A job with a 1 h limit, suspended for 2 h after 100 s and resumed: its agent kills
+    it at start + 1 h + 2 h, so after 3,000 s of running it is planned from its run time
+    (100 s outlived: + the 3,600 s step, capped at the limit) and ends after the
+    suspension, not at start + 1 h, two hours in the past. While still suspended its end
+    moves with the suspension."""
+    from hal.state.suspension import suspension
+
+    async def scenario(service: PredictionService) -> None:
+        running = job(1, JobState.RUNNING, 1000.0, None)
+        suspended = running.evolve(
+            state=JobState.SUSPENDED, extra=suspension(running.extra, 1050.0)
+        )
+        assert service.estimate(suspended, 5000.0) == (100.0, 5050.0)
+        resumed = running.evolve(extra=suspension(suspended.extra, 8250.0))
+        assert service.estimate(resumed, 11_200.0) == (3600.0, 11_800.0)
+
+    run_service(tmp_path, SlowPredictor(), scenario)
+
+
 def test_a_run_that_ends_as_the_server_starts_is_observed_once(tmp_path: Path) -> None:
     """It is both in the accounting the replay reads and reported by the listener."""
     predictor = SlowPredictor()
