@@ -34,13 +34,23 @@ containers and CI:
 ``HAL_OUTPUT_RELAY_TIMEOUT_S``    how long a read of job output through the job's agent
                                   may take before ``hal logs`` gives up (default 10)
 ================================  ==========================================================
+
+An empty value means the default; anything else malformed (``HAL_ALERT_FLAP_COUNT=3.5``,
+``HAL_ALERT_NODE_DOWN_S=1m``, a negative number of seconds, ``HAL_LOG_LEVEL=verbose``)
+stops the server at start with the variable's name and what to set.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from hal.core.errors import InvalidRequest
+
+LOG_LEVELS = ("debug", "info", "warning", "error")  # hal.observe.logging.LEVELS
+LOG_FORMATS = ("json", "console")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,34 +78,81 @@ class ObserveConfig:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ObserveConfig:
+        """The settings from ``env`` (default ``os.environ``). A malformed value raises
+        ``InvalidRequest`` naming the variable, so ``hal up``/``hal server`` stop at once
+        with what to set instead of a traceback."""
         e = os.environ if env is None else env
         base = cls()
+
+        def number(name: str, default: float, *, minimum: float | None = 0.0) -> float:
+            return _number(e, name, default, minimum=minimum)
+
         return cls(
             metrics=_flag(e.get("HAL_METRICS"), base.metrics),
             tracing=_flag(e.get("HAL_TRACING"), base.tracing),
             otlp_endpoint=_traces_url(e),
-            log_level=e.get("HAL_LOG_LEVEL", base.log_level).lower(),
-            log_format=e.get("HAL_LOG_FORMAT", base.log_format).lower(),
+            log_level=_choice(e, "HAL_LOG_LEVEL", base.log_level, LOG_LEVELS),
+            log_format=_choice(e, "HAL_LOG_FORMAT", base.log_format, LOG_FORMATS),
             webhooks=tuple(u.strip() for u in e.get("HAL_ALERT_WEBHOOKS", "").split(",") if u),
-            node_down_s=float(e.get("HAL_ALERT_NODE_DOWN_S", base.node_down_s)),
-            flap_count=int(e.get("HAL_ALERT_FLAP_COUNT", base.flap_count)),
-            flap_window_s=float(e.get("HAL_ALERT_FLAP_WINDOW_S", base.flap_window_s)),
-            queue_stuck_s=float(e.get("HAL_ALERT_QUEUE_STUCK_S", base.queue_stuck_s)),
-            cycle_slow_s=float(e.get("HAL_ALERT_CYCLE_SLOW_S", base.cycle_slow_s)),
-            overrun_factor=float(e.get("HAL_ALERT_OVERRUN_FACTOR", base.overrun_factor)),
-            overrun_margin_s=float(e.get("HAL_ALERT_OVERRUN_MARGIN_S", base.overrun_margin_s)),
-            node_fail_min_jobs=int(e.get("HAL_ALERT_NODE_FAIL_MIN_JOBS", base.node_fail_min_jobs)),
-            node_fail_window_s=float(
-                e.get("HAL_ALERT_NODE_FAIL_WINDOW_S", base.node_fail_window_s)
+            node_down_s=number("HAL_ALERT_NODE_DOWN_S", base.node_down_s),
+            flap_count=_count(e, "HAL_ALERT_FLAP_COUNT", base.flap_count),
+            flap_window_s=number("HAL_ALERT_FLAP_WINDOW_S", base.flap_window_s),
+            queue_stuck_s=number("HAL_ALERT_QUEUE_STUCK_S", base.queue_stuck_s),
+            cycle_slow_s=number("HAL_ALERT_CYCLE_SLOW_S", base.cycle_slow_s),
+            overrun_factor=number("HAL_ALERT_OVERRUN_FACTOR", base.overrun_factor),
+            overrun_margin_s=number("HAL_ALERT_OVERRUN_MARGIN_S", base.overrun_margin_s),
+            node_fail_min_jobs=_count(e, "HAL_ALERT_NODE_FAIL_MIN_JOBS", base.node_fail_min_jobs),
+            node_fail_window_s=number("HAL_ALERT_NODE_FAIL_WINDOW_S", base.node_fail_window_s),
+            anomaly_interval_s=number("HAL_ANOMALY_INTERVAL_S", base.anomaly_interval_s),
+            output_relay_timeout_s=number(
+                "HAL_OUTPUT_RELAY_TIMEOUT_S", base.output_relay_timeout_s
             ),
-            anomaly_interval_s=float(e.get("HAL_ANOMALY_INTERVAL_S", base.anomaly_interval_s)),
-            output_relay_timeout_s=float(
-                e.get("HAL_OUTPUT_RELAY_TIMEOUT_S", base.output_relay_timeout_s)
-            ),
-            plugin_timing_interval_s=float(
-                e.get("HAL_PLUGIN_TIMING_INTERVAL_S", base.plugin_timing_interval_s)
+            plugin_timing_interval_s=number(
+                "HAL_PLUGIN_TIMING_INTERVAL_S", base.plugin_timing_interval_s, minimum=None
             ),
         )
+
+
+def _number(env: Mapping[str, str], name: str, default: float, *, minimum: float | None) -> float:
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or (minimum is not None and value < minimum):
+        least = "" if minimum is None else f" of at least {minimum:g}"
+        raise InvalidRequest(
+            f"{name}={text!r} is not valid: set it to a number{least}, "
+            f"or unset it for the default ({default:g})",
+            field=name,
+        )
+    return value
+
+
+def _count(env: Mapping[str, str], name: str, default: int) -> int:
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise InvalidRequest(
+            f"{name}={text!r} is not valid: set it to a whole number of at least 1, "
+            f"or unset it for the default ({default})",
+            field=name,
+        )
+    return int(text)
+
+
+def _choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str, ...]) -> str:
+    text = env.get(name, "").strip().lower()
+    if not text:
+        return default
+    if text not in choices:
+        raise InvalidRequest(
+            f"{name}={text!r} is not valid: use one of {', '.join(choices)}", field=name
+        )
+    return text
 
 
 def _flag(text: str | None, default: bool) -> bool:

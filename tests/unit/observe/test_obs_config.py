@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+from hal.core.errors import InvalidRequest
 from hal.observe.config import ObserveConfig
 
 
@@ -24,3 +29,48 @@ def test_defaults_and_overrides() -> None:
 def test_the_traces_specific_endpoint_is_used_as_is() -> None:
     env = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/custom"}
     assert ObserveConfig.from_env(env).otlp_endpoint == "http://c:4318/custom"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "hint"),
+    [
+        ("HAL_ALERT_FLAP_COUNT", "3.5", "whole number of at least 1"),
+        ("HAL_ALERT_NODE_FAIL_MIN_JOBS", "0", "whole number of at least 1"),
+        ("HAL_ALERT_NODE_DOWN_S", "1m", "number of at least 0"),
+        ("HAL_ALERT_QUEUE_STUCK_S", "-5", "number of at least 0"),
+        ("HAL_OUTPUT_RELAY_TIMEOUT_S", "nan", "number of at least 0"),
+        ("HAL_PLUGIN_TIMING_INTERVAL_S", "often", "set it to a number,"),
+        ("HAL_LOG_LEVEL", "verbose", "debug, info, warning, error"),
+        ("HAL_LOG_FORMAT", "text", "json, console"),
+    ],
+)
+def test_a_malformed_value_names_the_variable_and_what_to_set(
+    name: str, text: str, hint: str
+) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        ObserveConfig.from_env({name: text})
+    assert caught.value.message.startswith(f"{name}={text!r} is not valid")
+    assert hint in caught.value.message
+    assert caught.value.field == name
+
+
+def test_empty_values_mean_the_default_and_negative_timing_means_never() -> None:
+    env = {"HAL_ALERT_NODE_DOWN_S": "", "HAL_ALERT_FLAP_COUNT": " ", "HAL_LOG_LEVEL": "DEBUG"}
+    cfg = ObserveConfig.from_env({**env, "HAL_PLUGIN_TIMING_INTERVAL_S": "-1"})
+    assert cfg.node_down_s == 60.0 and cfg.flap_count == 3 and cfg.log_level == "debug"
+    assert cfg.plugin_timing_interval_s == -1.0
+
+
+def test_hal_up_stops_with_the_message_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``HAL_ALERT_FLAP_COUNT=3.5 hal up`` printed a ValueError traceback that did not
+    name the variable."""
+    from hal.cli.main import main
+
+    monkeypatch.setenv("HAL_ALERT_FLAP_COUNT", "3.5")
+    monkeypatch.setenv("HOME", str(tmp_path))  # nothing may start, nor write credentials
+    assert main(["up", "--data-dir", str(tmp_path / "data")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hal: error: HAL_ALERT_FLAP_COUNT='3.5' is not valid")
+    assert "Traceback" not in err
