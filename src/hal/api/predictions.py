@@ -124,8 +124,9 @@ def accuracy(samples: Sequence[tuple[float, float]]) -> dict[str, float | int]:
 
 
 def _runtime(job: Job) -> float:
+    """Start to end without the time suspended (which its limit does not count either)."""
     assert job.start_time is not None and job.end_time is not None
-    return max(job.end_time - job.start_time, 0.0)
+    return max(job.end_time - job.start_time - suspended_seconds(job, job.end_time), 0.0)
 
 
 class PredictionService:

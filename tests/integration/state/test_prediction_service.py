@@ -112,6 +112,29 @@ def test_each_run_that_ended_is_observed_once_with_its_final_state(tmp_path: Pat
     run_service(tmp_path, predictor, scenario)
 
 
+def test_time_suspended_is_not_run_time_to_learn_or_score(tmp_path: Path) -> None:
+    """A job that ran 800 s around a two-hour suspension ran 800 s: that is what the
+    predictor learns, what its accuracy and hal_prediction_error_ratio compare the
+    prediction with, and what the dashboard's scatter shows (not 8,000 s)."""
+    from hal.state.suspension import suspension
+
+    predictor = SlowPredictor()
+
+    async def scenario(service: PredictionService) -> None:
+        reported: list[tuple[str, float, float]] = []
+        service.on_finished = lambda *args: reported.append(args)
+        running = job(1, JobState.RUNNING, 1000.0, None)
+        service._on_jobs([running])
+        extra = suspension(suspension(running.extra, 1050.0), 8250.0)
+        service._on_jobs([job(1, JobState.COMPLETED, 1000.0, 9000.0).evolve(extra=extra)])
+        await settle(service, 1)
+        assert predictor.seen == [(1, 800.0, JobState.COMPLETED)]
+        assert reported == [("user", 100.0, 800.0)]
+        assert [f.actual_s for f in service.recent_finished(10)] == [800.0]
+
+    run_service(tmp_path, predictor, scenario)
+
+
 def test_training_runs_off_the_event_loop(tmp_path: Path) -> None:
     """An observe that takes 0.5 s (a model being trained) neither delays the listener
     nor a read of a prediction: reads answer None at once instead of waiting."""
