@@ -71,10 +71,65 @@ def het_environment(components: Sequence[Job]) -> dict[str, str]:
     return env
 
 
+# What HAL sets for each job, here and (node-local) in ``hal.agent.environment``. A copy
+# exported from the submitter's shell (sbatch run inside another job; even --export=NONE
+# keeps SLURM_*) describes that other job: Slurm overwrites such variables, and HAL drops
+# them before setting the job's own, or the agent (whose values yield to the server's)
+# would leave a child job with its parent's SLURM_JOB_ID, node list or array index.
+# SLURM_SUBMIT_DIR and SLURM_SUBMIT_HOST stay: they say where sbatch ran, and Slurm's
+# sbatch puts them in the environment it sends (HAL's server fills them in otherwise).
+_JOB_PREFIXES = (
+    "SLURM_JOB_",
+    "SLURM_ARRAY_",
+    "SLURM_HET_",
+    "SLURM_STEP_",
+    "HAL_JOB_",
+    "HAL_ARRAY_",
+)
+_JOB_VARIABLES = frozenset(
+    {
+        "SLURM_JOBID",
+        "SLURMD_NODENAME",
+        "SLURM_NODEID",
+        "SLURM_PROCID",
+        "SLURM_LOCALID",
+        "SLURM_TASK_PID",
+        "SLURM_CPUS_ON_NODE",
+        "SLURM_NODELIST",
+        "SLURM_NNODES",
+        "SLURM_NTASKS",
+        "SLURM_NPROCS",
+        "SLURM_TASKS_PER_NODE",
+        "SLURM_CPUS_PER_TASK",
+        "SLURM_MEM_PER_NODE",
+        "SLURM_GPUS_ON_NODE",
+        "SLURM_PRIO_PROCESS",
+        "SLURM_RESTART_COUNT",
+        "SLURM_CLUSTER_NAME",
+        "HAL_NODE",
+        "HAL_NODE_INDEX",
+        "HAL_CPUS_ON_NODE",
+        "HAL_MEM_PER_NODE",
+        "HAL_GPUS_ON_NODE",
+        "HAL_NTASKS",
+        "HAL_NPROCS",
+        "HAL_TASKS_PER_NODE",
+        "HAL_CPUS_PER_TASK",
+        "HAL_PRIO_PROCESS",
+        "HAL_RESTART_COUNT",
+        "HAL_CLUSTER_NAME",
+    }
+)
+
+
+def _describes_a_job(name: str) -> bool:
+    return name in _JOB_VARIABLES or name.startswith(_JOB_PREFIXES) or "_HET_GROUP_" in name
+
+
 def job_environment(job: Job, cluster_name: str, het: Sequence[Job] = ()) -> dict[str, str]:
     """``het``: all components of the het job ``job`` is component 0 of."""
     spec = job.spec
-    env = dict(spec.environment)
+    env = {k: v for k, v in spec.environment if not _describes_a_job(k)}
     if het:
         env.update(het_environment(het))
     nodes = len(job.allocation.nodes) if job.allocation else 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -162,3 +163,31 @@ def test_users_cannot_touch_each_others_jobs(cluster: LiveServer, tmp_path: Path
         )
     with cluster.client() as admin:
         admin.cancel(held.job_id)
+
+
+def test_job_submitted_from_a_job_sees_its_own_variables(
+    cluster: LiveServer, tmp_path: Path
+) -> None:
+    """sbatch run inside a job (a pipeline's next step, a workflow tool's head job) exports
+    the parent's SLURM_* variables; the child must see its own id, name, CPUs and no array
+    index, as with Slurm, not the parent's."""
+    child = tmp_path / "child.sh"
+    child.write_text(
+        "#!/bin/sh\n#SBATCH -J child -c 1 -o child.out\n"
+        'echo "$SLURM_JOB_ID $HAL_JOB_ID $SLURM_JOB_NAME $SLURM_CPUS_PER_TASK '
+        '${SLURM_ARRAY_TASK_ID:-none} ${SLURM_ARRAY_JOB_ID:-none}"\n'
+    )
+    parent = tmp_path / "parent.sh"
+    parent.write_text(
+        "#!/bin/sh\n#SBATCH -J parent -c 2 -o parent.out\n"
+        f"{sys.executable} -m hal.cli.main sbatch --parsable {child} > child.id\n"
+    )
+    done = cluster.cli("sbatch", "--parsable", "--array=3", str(parent), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    parent_id = done.stdout.strip()
+    wait_until(lambda: finished(cluster, parent_id), message="the parent job")
+    child_id = (tmp_path / "child.id").read_text().strip()
+    assert child_id.isdigit(), (tmp_path / "parent.out").read_text()
+    wait_until(lambda: finished(cluster, child_id), message="the child job")
+    seen = (tmp_path / "child.out").read_text().split()
+    assert seen == [child_id, child_id, "child", "1", "none", "none"]
