@@ -215,7 +215,7 @@ def parse_sbatch(
             own = {k: v for k, v in settings.items() if k not in JOB_WIDE}
             settings = {**own, **{k: v for k, v in merged.items() if k in JOB_WIDE}}
         job = _build_job(settings, script, default_name, environ=environ, cwd=cwd, now=now)
-        jobs.append(dataclasses.replace(job, submit_host=hostname) if hostname else job)
+        jobs.append(_submitted_from(job, cwd, hostname))
     return SbatchRequest(
         job=jobs[0],
         components=tuple(jobs) if count > 1 else (),
@@ -225,6 +225,18 @@ def parse_sbatch(
         quiet="quiet" in merged,
         verbose=verbose,
     )
+
+
+def _submitted_from(job: JobSubmit, cwd: str, hostname: str) -> JobSubmit:
+    """Where sbatch ran, in the environment it sends, as Slurm's sbatch does: the job's
+    ``SLURM_SUBMIT_DIR`` is this directory even when ``--chdir`` starts the job elsewhere
+    (``cd $SLURM_SUBMIT_DIR`` goes back to it), and a value inherited from an enclosing job
+    is replaced."""
+    env = {**job.environment, "SLURM_SUBMIT_DIR": cwd, "HAL_SUBMIT_DIR": cwd}
+    if not hostname:
+        return dataclasses.replace(job, environment=env)
+    env.update(SLURM_SUBMIT_HOST=hostname, HAL_SUBMIT_HOST=hostname)
+    return dataclasses.replace(job, environment=env, submit_host=hostname)
 
 
 def _merge(levels: list[dict[str, Setting]]) -> dict[str, Setting]:

@@ -102,7 +102,12 @@ def test_defaults_from_the_submitter() -> None:
     job = parse(cwd="/home/a").job
     assert job.name == "sbatch"
     assert job.workdir == "/home/a"
-    assert job.environment == {"PATH": "/bin", "SLURM_CONF": "/x"}
+    assert job.environment == {
+        "PATH": "/bin",
+        "SLURM_CONF": "/x",
+        "SLURM_SUBMIT_DIR": "/home/a",
+        "HAL_SUBMIT_DIR": "/home/a",
+    }
     assert job.script == SCRIPT
 
 
@@ -120,6 +125,25 @@ def test_flags_for_the_command() -> None:
 def test_chdir_relative_to_cwd() -> None:
     assert parse("-D", "sub/../run").job.workdir == "/work/run"
     assert parse("--chdir=/abs").job.workdir == "/abs"
+
+
+def test_submit_dir_is_where_sbatch_ran_not_chdir() -> None:
+    """As Slurm: --chdir moves the job, SLURM_SUBMIT_DIR still names the directory sbatch
+    ran in (scripts `cd $SLURM_SUBMIT_DIR` to find their inputs), also when sbatch runs
+    inside a job whose own SLURM_SUBMIT_DIR it inherits."""
+    inherited = {"PATH": "/bin", "SLURM_SUBMIT_DIR": "/parent", "SLURM_SUBMIT_HOST": "old"}
+    job = parse_sbatch(
+        ["-D", "/scratch/run", "--export=NONE"],
+        environ=inherited,
+        cwd="/home/a/project",
+        read_stdin=lambda: SCRIPT,
+        now=NOW,
+        hostname="login1",
+    ).job
+    assert job.workdir == "/scratch/run"
+    assert job.environment["SLURM_SUBMIT_DIR"] == "/home/a/project"
+    assert job.environment["HAL_SUBMIT_DIR"] == "/home/a/project"
+    assert job.environment["SLURM_SUBMIT_HOST"] == job.submit_host == "login1"
 
 
 def test_wrap_builds_sh_script_named_wrap() -> None:
@@ -323,7 +347,11 @@ def test_export(spec: str, expected: dict[str, str]) -> None:
 
 def test_export_option_applies() -> None:
     job = parse("--export=NONE", environ={"PATH": "/bin", "SLURM_X": "1"}).job
-    assert job.environment == {"SLURM_X": "1"}
+    assert job.environment == {
+        "SLURM_X": "1",
+        "SLURM_SUBMIT_DIR": "/work",
+        "HAL_SUBMIT_DIR": "/work",
+    }
 
 
 def test_help_and_version_need_no_script() -> None:

@@ -161,7 +161,8 @@ def test_snakemake_submit() -> None:
     )
     assert (result.rc, result.out) == (0, "42\n")
     sub = client.submitted[0]
-    assert (sub.name, sub.workdir, sub.environment) == ("uuid-1", "/work", {"PATH": "/bin"})
+    assert (sub.name, sub.workdir, sub.environment["PATH"]) == ("uuid-1", "/work", "/bin")
+    assert sub.environment["SLURM_SUBMIT_DIR"] == "/home/root"  # where sbatch ran, not -D
 
 
 def test_snakemake_sacct_poll() -> None:
