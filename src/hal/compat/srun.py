@@ -3,9 +3,11 @@
 HAL has no job steps yet, so this is deliberately small and says so: inside a job
 (``SLURM_JOB_ID`` set) ``srun [options] CMD ARGS`` starts CMD ``--ntasks`` times on this
 node with ``SLURM_PROCID``/``SLURM_LOCALID`` set per task and exits with the highest exit
-code. Workflow tools that wrap their in-job command in ``srun -n1 ...`` (Snakemake's Slurm
-executor does) work unchanged. Outside a job it refuses: interactive allocations and MPI
-launch across nodes are not implemented.
+code. Without ``--ntasks`` it starts the job's task count, ``SLURM_NTASKS``, which Slurm's
+srun reads as ``-n`` (srun.1, INPUT ENVIRONMENT VARIABLES). Workflow tools that wrap
+their in-job command in ``srun -n1 ...`` (Snakemake's Slurm executor does) work unchanged.
+Outside a job it refuses: interactive allocations and MPI launch across nodes are not
+implemented.
 
 Options are parsed as srun's getopt does (``-ln2``, ``--ntasks 2``, ``--`` before the
 command). Values HAL does not act on (``--time``, ``--mem``, ``--gres``...) are still
@@ -71,10 +73,10 @@ FORWARDED = (
 )
 
 
-def parse_command(argv: list[str]) -> tuple[int, list[str]]:
+def parse_command(argv: list[str], default_tasks: int = 1) -> tuple[int, list[str]]:
     """(tasks to start, the command); raises ``OptionError`` or ``InvalidRequest``."""
     parsed = parse_options(argv, OPTIONS, stop_at_positional=True)
-    ntasks = 1
+    ntasks = default_tasks
     for dest, value, spelled in parsed.values:
         if dest == "pty":
             raise InvalidRequest(
@@ -110,8 +112,11 @@ def srun(argv: list[str], console: Console) -> int:
             "HAL's srun runs a command inside a batch job only (no interactive allocations "
             "or multi-node MPI launch yet); submit the work with `hal sbatch`"
         )
+    job_tasks = console.environ.get("SLURM_NTASKS", "")
     try:
-        ntasks, command = parse_command(argv)
+        ntasks, command = parse_command(
+            argv, int(job_tasks) if job_tasks.isdigit() and int(job_tasks) > 0 else 1
+        )
     except OptionError as err:
         return console.error(err.for_command("srun"))
     except HalError as err:
