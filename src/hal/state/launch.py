@@ -102,6 +102,8 @@ _JOB_VARIABLES = frozenset(
         "SLURM_TASKS_PER_NODE",
         "SLURM_CPUS_PER_TASK",
         "SLURM_MEM_PER_NODE",
+        "SLURM_MEM_PER_CPU",
+        "SLURM_MEM_PER_GPU",
         "SLURM_GPUS_ON_NODE",
         "SLURM_PRIO_PROCESS",
         "SLURM_RESTART_COUNT",
@@ -110,6 +112,8 @@ _JOB_VARIABLES = frozenset(
         "HAL_NODE_INDEX",
         "HAL_CPUS_ON_NODE",
         "HAL_MEM_PER_NODE",
+        "HAL_MEM_PER_CPU",
+        "HAL_MEM_PER_GPU",
         "HAL_GPUS_ON_NODE",
         "HAL_NTASKS",
         "HAL_NPROCS",
@@ -150,6 +154,12 @@ def job_environment(job: Job, cluster_name: str, het: Sequence[Job] = ()) -> dic
         "RESTART_COUNT": str(job.restarts),
         "CPUS_PER_TASK": str(spec.cpus_per_task),
     }
+    # --mem-per-cpu and --mem-per-gpu as Slurm exports them, in MiB (the agent adds the
+    # node's total, SLURM_MEM_PER_NODE)
+    if spec.memory_per_cpu_bytes:
+        common["MEM_PER_CPU"] = str(spec.memory_per_cpu_bytes // MiB)
+    if spec.memory_per_gpu_bytes:
+        common["MEM_PER_GPU"] = str(spec.memory_per_gpu_bytes // MiB)
     if spec.account:
         common["JOB_ACCOUNT"] = spec.account
     if spec.qos:
