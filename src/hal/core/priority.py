@@ -159,6 +159,12 @@ class PriorityPolicy:
     qos: tuple[Qos, ...] = ()
 
     @property
+    def default_accounts(self) -> dict[str, str]:
+        """User → the account a job of theirs naming none is charged to
+        (``[[users]]`` ``default_account``)."""
+        return {u.user: u.account for u in self.users if u.default}
+
+    @property
     def has_limits(self) -> bool:
         """Some account or QoS has a limit the scheduler enforces."""
         return any(a.has_limits for a in self.accounts) or any(q.has_limits for q in self.qos)

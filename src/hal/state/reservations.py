@@ -166,7 +166,8 @@ def check_job(cluster: Cluster, spec: JobSpec, limit: int, where: str = "") -> N
             "(`scontrol show reservation` lists them)",
             field=where + "reservation",
         )
-    if not r.allows(spec.user, spec.account or default_account(cluster, spec.user)):
+    account = spec.account or cluster.config.priority.default_accounts.get(spec.user)
+    if not r.allows(spec.user, account):
         raise PermissionDenied(
             f"Access denied to requested reservation {name}: it is for users "
             f"{','.join(r.users) or '(any)'} and accounts {','.join(r.accounts) or '(any)'}"
@@ -182,15 +183,6 @@ def check_job(cluster: Cluster, spec: JobSpec, limit: int, where: str = "") -> N
             + ("" if room == r.duration else f"; it ends at {_when(r.end)}"),
             field=where + "time_limit_seconds",
         )
-
-
-def default_account(cluster: Cluster, user: str) -> str | None:
-    """The account a job of ``user`` naming none is charged to (``[[users]]``
-    ``default_account``), which a reservation's ``Accounts=`` admits as in Slurm."""
-    for ua in cluster.config.priority.users:
-        if ua.user == user and ua.default:
-            return ua.account
-    return None
 
 
 def placement_conflict(cluster: Cluster, job: Job, nodes: Sequence[str], now: float) -> str | None:

@@ -18,7 +18,7 @@ class AccountSubmitLimits:
 
     def __init__(self, policy: PriorityPolicy) -> None:
         self._accounts = {a.name: a for a in policy.accounts}
-        self._defaults = {u.user: u.account for u in policy.users if u.default}
+        self._defaults = policy.default_accounts
         self._chains = account_chains(policy.accounts, lambda a: a.has_submit_limits)
 
     @property

@@ -133,7 +133,7 @@ class Limits:
     def __init__(self, policy: PriorityPolicy) -> None:
         self._qos = {q.name: q for q in policy.qos if q.has_limits}
         self._accounts = {a.name: a for a in policy.accounts}
-        self._defaults = {u.user: u.account for u in policy.users if u.default}
+        self._defaults = policy.default_accounts
         self._qos_caps = {q.name: _caps(q.grp_tres) for q in self._qos.values()}
         self._acct_caps = {a.name: _caps(a.grp_tres) for a in policy.accounts}
         self._per_job_acct = AccountPerJob.of(policy.accounts)  # MaxTRES, MaxWall (or None)

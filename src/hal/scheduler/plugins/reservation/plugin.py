@@ -172,5 +172,4 @@ def new(args: PluginArgs, policy: PriorityPolicy | None = None) -> Reservations:
     """``policy``: ``hal.toml``'s ``[[users]]``, whose default accounts jobs naming no
     account are charged to (none: such a job has no account)."""
     reject_unknown_args(args, ())
-    users = policy.users if policy is not None else ()
-    return Reservations({ua.user: ua.account for ua in users if ua.default})
+    return Reservations(policy.default_accounts if policy is not None else None)
