@@ -217,3 +217,65 @@ def test_protect_after_must_be_a_number() -> None:
     with pytest.raises(ProfileError) as err:
         with_backfill(mode="easy", protect_after_s=-1)
     assert err.value.field == "plugin_args.backfill.protect_after_s"
+
+
+def test_fixed_runtimes_answer_what_runtime_answers() -> None:
+    """With the user predictor the plugin gives every pending job's run time at once,
+    the values ``runtime`` gives one by one; with a learning predictor it declines."""
+    plugin = backfill.new({"mode": "easy"})
+    jobs = [make_job(i).limit(limit).build() for i, limit in enumerate((0, 1, 60, 3600, 59))]
+    plugin.runtime(jobs[2])  # one already kept
+    assert plugin.fixed_runtimes(jobs) == [plugin.runtime(j) for j in jobs]
+    assert backfill.new({"mode": "easy", "predictor": "avg2"}).fixed_runtimes(jobs) is None
+
+
+class _AskedOneByOne(backfill.Backfill):
+    """The plugin as it was before ``fixed_runtimes``: the stage asks job by job."""
+
+    def fixed_runtimes(self, jobs: object) -> None:
+        return None
+
+
+@pytest.mark.parametrize("protect_after_s", [0, 100])
+def test_the_settled_screen_decides_alike_with_run_times_asked_at_once(
+    protect_after_s: float,
+) -> None:
+    """A busy machine, a wide head and a queue of small jobs of many sizes and limits:
+    the settled stage, comparing every job's window at once, starts and plans exactly
+    what it starts and plans asking each job's run time in turn (also while the head is
+    protected, when jobs are planned to their time limits)."""
+    snap = (
+        cluster(NOW)
+        .uniform_nodes(8, cpus=4)
+        .running(
+            *(
+                make_job(i)
+                .cpus(1 + i % 4)
+                .limit(50 + 40 * i)
+                .running_on(f"n000{i}", start=NOW - 10)
+                for i in range(1, 9)
+            )
+        )
+        .pending(
+            make_job(20).nodes(8).cpus(4).limit(500),
+            *(make_job(21 + k).cpus(1 + k % 3).limit(20 + 37 * (k % 11)) for k in range(40)),
+        )
+        .build()
+    )
+    # (every job tested, as the simulator does: the settled stage needs it)
+    args = {
+        "mode": "easy",
+        "resolution_s": 1,
+        "max_job_test": 0,
+        "protect_after_s": protect_after_s,
+    }
+    base = with_backfill(**args).profile
+    results = []
+    for kind in (backfill.Backfill, _AskedOneByOne):
+        plugin = backfill.new(args)
+        plugin.__class__ = kind
+        result = Scheduler(replace(base, backfill=plugin)).run_pass(snap, explain=False)
+        results.append((placed_nodes(result.plan), [u for u in result.plan.updates]))
+    assert results[0] == results[1]
+    started = set(results[0][0])
+    assert started and not started >= {21 + k for k in range(40)}

@@ -401,8 +401,15 @@ class _Planner:
 
 # (jobs started and reservations made in the stage when screened, positions of the
 # jobs whose CPUs are free now, their CPUs, the window's step function: dip instants
-# and free CPUs per step)
-_Candidates = tuple[tuple[int, int], list[int], list[int], list[float], list[int]]
+# and free CPUs per step; or, with ``decided``, the positions of the candidates only)
+@dataclass(slots=True)
+class _Candidates:
+    changes: tuple[int, int]
+    positions: list[int]
+    wanted: list[int]
+    dips: list[float]
+    values: list[int]
+    decided: bool
 
 
 class _Settled:
@@ -415,15 +422,29 @@ class _Settled:
     comparison over the rest and the step function of the window's free CPUs, asking
     the run times of the jobs the loop itself would ask (those with their CPUs free
     now, in order; a pinned predictor remembers what it was asked), and the loop takes
-    it from there with every check of its own."""
+    it from there with every check of its own. When the plugin's run times do not
+    depend on what was asked (``fixed_runtimes``: the requested time), they are read
+    for every job at once and the window's comparison is made for all of them together.
+    """
 
-    __slots__ = ("_candidates", "_needs", "_ordered", "_planner", "partition")
+    __slots__ = (
+        "_asked_holds",
+        "_candidates",
+        "_holds",
+        "_needs",
+        "_ordered",
+        "_planner",
+        "partition",
+    )
 
     def __init__(self, planner: _Planner, ordered: list[Job], partition: str) -> None:
         self._planner = planner
         self._ordered = ordered
         self.partition = partition
         self._needs: npt.NDArray[np.int64] | None = None  # min_cpus of each, when asked
+        # ``hold_for`` of each, when the run times are fixed (asked once)
+        self._holds: npt.NDArray[np.float64] | None = None
+        self._asked_holds = False
         self._candidates: _Candidates | None = None  # ``_screen``'s, until a job starts
 
     @classmethod
@@ -453,14 +474,18 @@ class _Settled:
         ordered = self._ordered
         found = self._candidates
         changes = (len(planner.result.placements), planner.reservations.get(self.partition, 0))
-        if found is None or found[0] != changes:
+        if found is None or found.changes != changes:
             # (only a start or a reservation changes the free CPUs or the profile)
             found = self._candidates = self._screen(first, changes)
-        _, positions, wanted, dips, values = found
+        positions = found.positions
+        at = bisect.bisect_left(positions, first)
+        if found.decided:
+            return positions[at] if at < len(positions) else len(ordered)
+        wanted, dips, values = found.wanted, found.dips, found.values
         lowest = values[-1]  # a window covering every dip
         now = planner.ctx.now
         hold_for = planner.hold_for
-        for i in range(bisect.bisect_left(positions, first), len(positions)):
+        for i in range(at, len(positions)):
             need = wanted[i]
             # (a run time is asked only where the window's end decides, in order)
             if (
@@ -478,22 +503,44 @@ class _Settled:
         partition = self.partition
         needs = self._needs
         if needs is None:
-            needs = self._needs = np.fromiter(
-                (planner.min_cpus(j) for j in self._ordered),
-                dtype=np.int64,
-                count=len(self._ordered),
+            by_spec = planner._min_cpus
+            min_cpus = planner.min_cpus
+            needs = self._needs = np.array(
+                [by_spec.get(id(j.spec)) or min_cpus(j) for j in self._ordered], dtype=np.int64
             )
         rest = needs[first:]
         fits_now = np.flatnonzero(rest <= planner.free_now(partition))
         mask = planner.ctx.nodes.partition_mask(partition)
         dips, values = planner.profile.free_cpus_steps(mask, partition)
-        return (
-            changes,
-            (fits_now + first).tolist(),
-            rest[fits_now].tolist(),
-            dips,
-            values,
-        )
+        holds = self._fixed_holds()
+        if holds is None:
+            return _Candidates(
+                changes, (fits_now + first).tolist(), rest[fits_now].tolist(), dips, values, False
+            )
+        # the loop's test for every job at once: its CPUs free all through its window
+        wanted = rest[fits_now]
+        at = fits_now + first
+        ends = planner.ctx.now + holds[at]
+        window = np.asarray(values, dtype=np.int64)[np.searchsorted(dips, ends, side="left")]
+        ok = (wanted <= values[-1]) | (wanted <= window)
+        return _Candidates(changes, at[ok].tolist(), [], dips, values, True)
+
+    def _fixed_holds(self) -> npt.NDArray[np.float64] | None:
+        """``hold_for`` of every job, when the plugin's run times are fixed; else None."""
+        if self._asked_holds:
+            return self._holds
+        self._asked_holds = True
+        planner = self._planner
+        runtimes = planner.plugin.fixed_runtimes(self._ordered)
+        if runtimes is not None:
+            if self.partition in planner.protected:
+                # (hold_for: the time limit, where there is one)
+                runtimes = [
+                    float(j.time_limit_s) if j.time_limit_s > 0 else r
+                    for j, r in zip(self._ordered, runtimes, strict=True)
+                ]
+            self._holds = np.array(runtimes, dtype=np.float64)
+        return self._holds
 
 
 class SettledStage:

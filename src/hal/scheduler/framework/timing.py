@@ -39,6 +39,7 @@ EXTENSION_POINTS = {
     "policy_for": "Backfill",
     "prepare": "Backfill",
     "runtime": "Backfill",
+    "fixed_runtimes": "Backfill",
 }
 
 
