@@ -32,6 +32,22 @@ def unix_ids(user: str) -> tuple[int, int] | None:
     return pw.pw_uid, pw.pw_gid
 
 
+def tasks_per_node(ntasks: int, ntasks_per_node: int | None, nodes: int) -> str:
+    """``SLURM_TASKS_PER_NODE``: the tasks of each node in node-list order, a run of equal
+    counts written ``N(xK)`` as Slurm does (``2(x3),1``: three nodes of two, then one of
+    one). ``--ntasks-per-node`` gives every node that many; else the tasks are spread
+    evenly, the first nodes one more when they do not divide (``-N 2 -n 3``: ``2,1``), as
+    the CPUs given per node are (``JobSpec.cpus_per_node``, rounded up)."""
+    if ntasks_per_node:
+        runs = [(ntasks_per_node, nodes)]
+    elif ntasks < nodes:
+        runs = [(1, nodes)]  # (fewer tasks than nodes: one CPU's worth on each)
+    else:
+        q, r = divmod(ntasks, nodes)
+        runs = [(q + 1, r), (q, nodes - r)]
+    return ",".join(f"{n}(x{k})" if k > 1 else str(n) for n, k in runs if k)
+
+
 def het_environment(components: Sequence[Job]) -> dict[str, str]:
     """Slurm's hetjob variables for the batch script (component 0's first node):
     ``SLURM_HET_SIZE``, the whole job's node list and count, and per component ``n``
@@ -44,7 +60,6 @@ def het_environment(components: Sequence[Job]) -> dict[str, str]:
         nodes = list(job.allocation.nodes) if job.allocation else []
         everyone.extend(x for x in nodes if x not in everyone)
         count = len(nodes) or 1
-        per_node = spec.ntasks_per_node or -(-spec.ntasks // count)
         nodelist = hostlist.collect_hostlist(nodes) if nodes else ""
         group = {
             "SLURM_JOB_ID": str(job.id),
@@ -55,7 +70,7 @@ def het_environment(components: Sequence[Job]) -> dict[str, str]:
             "SLURM_NTASKS": str(spec.ntasks),
             "SLURM_NPROCS": str(spec.ntasks),
             "SLURM_CPUS_PER_TASK": str(spec.cpus_per_task),
-            "SLURM_TASKS_PER_NODE": f"{per_node}(x{count})" if count > 1 else str(per_node),
+            "SLURM_TASKS_PER_NODE": tasks_per_node(spec.ntasks, spec.ntasks_per_node, count),
             "SLURM_JOB_PARTITION": job.partition,
         }
         if job.allocation is not None and job.allocation.per_node:
@@ -137,7 +152,6 @@ def job_environment(job: Job, cluster_name: str, het: Sequence[Job] = ()) -> dic
     if het:
         env.update(het_environment(het))
     nodes = len(job.allocation.nodes) if job.allocation else 1
-    tasks_per_node = spec.ntasks_per_node or -(-spec.ntasks // nodes)
     common = {
         "JOB_ID": str(job.id),
         "JOB_NAME": spec.name,
@@ -148,7 +162,7 @@ def job_environment(job: Job, cluster_name: str, het: Sequence[Job] = ()) -> dic
         "SUBMIT_HOST": spec.submit_host,
         "NTASKS": str(spec.ntasks),
         "NPROCS": str(spec.ntasks),
-        "TASKS_PER_NODE": f"{tasks_per_node}(x{nodes})" if nodes > 1 else str(tasks_per_node),
+        "TASKS_PER_NODE": tasks_per_node(spec.ntasks, spec.ntasks_per_node, nodes),
         "PRIO_PROCESS": "0",
         "JOB_TIME_LIMIT": str(job.time_limit_s),
         "RESTART_COUNT": str(job.restarts),

@@ -29,3 +29,27 @@ def test_memory_per_cpu_and_per_gpu_are_exported_in_mib() -> None:
     env = job_environment(per_gpu, "hal")
     assert env["SLURM_MEM_PER_GPU"] == "20480"
     assert "SLURM_MEM_PER_CPU" not in env
+
+
+def test_tasks_per_node_add_up_to_the_tasks() -> None:
+    """sbatch.1: SLURM_TASKS_PER_NODE lists each node's tasks in node-list order, runs of
+    equal counts as N(xK) ("2(x3),1"). `-N 2 -n 3` was "2(x2)", four tasks for three."""
+    job = make_job(3).running_on("n1", "n2", "n3").build()
+    for ntasks, per_node, expected in (
+        (4, None, "2,1(x2)"),
+        (5, None, "2(x2),1"),
+        (6, None, "2(x3)"),
+        (9, 3, "3(x3)"),
+    ):
+        spec = JobSpec(user="ana", script="#!/bin/sh\n", ntasks=ntasks, ntasks_per_node=per_node)
+        env = job_environment(job.evolve(spec=spec), "hal")
+        assert env["SLURM_TASKS_PER_NODE"] == env["HAL_TASKS_PER_NODE"] == expected
+        counts = [
+            int(n) * int(k or 1)
+            for part in expected.split(",")
+            for n, _, k in [part.rstrip(")").partition("(x")]
+        ]
+        assert sum(counts) == ntasks
+    two = make_job(4).running_on("n1", "n2").build()
+    spec = JobSpec(user="ana", script="#!/bin/sh\n", ntasks=3)
+    assert job_environment(two.evolve(spec=spec), "hal")["SLURM_TASKS_PER_NODE"] == "2,1"
