@@ -44,6 +44,7 @@ Until the first model exists it answers like ``avg2``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -370,6 +371,7 @@ class LearnedPredictor:
         if self._booster is None:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
+        model = self._booster.model_to_string()
         meta = {
             "model_version": self.model_version,
             "trained_on": self.trained_on,
@@ -377,7 +379,10 @@ class LearnedPredictor:
             "features": list(NAMES),
             "saved_at": time.time(),
             "codes": self.history.codes(),
-            "model": self._booster.model_to_string(),
+            "model": model,
+            # checked before LightGBM reads the model: a damaged model string aborts the
+            # whole process inside LightGBM, where no exception can catch it
+            "model_sha256": hashlib.sha256(model.encode()).hexdigest(),
         }
         tmp = path.with_suffix(path.suffix + ".tmp")
         tmp.write_text(json.dumps(meta))
@@ -386,24 +391,34 @@ class LearnedPredictor:
 
     def load(self, path: Path) -> bool:
         """Reads a model written by ``save``; False (and nothing changed) when there is
-        none or it was made for other features."""
+        none, it was made for other features, or the file is damaged (the caller then
+        trains a new one from the accounting history)."""
         lgb = self._lightgbm()
         if lgb is None:
             return False
 
         try:
             meta = json.loads(path.read_text())
-        except (OSError, ValueError):
+            model = meta["model"]
+            digest = meta.get("model_sha256")  # (absent from files saved before it was)
+            if (
+                meta.get("features") != list(NAMES)
+                or not isinstance(model, str)
+                or (digest is not None and digest != hashlib.sha256(model.encode()).hexdigest())
+            ):
+                return False
+            version, trained = int(meta["model_version"]), int(meta["trained_on"])
+            offset, saved_at = float(meta["offset"]), float(meta["saved_at"])
+            codes = [(int(k), str(v), int(c)) for k, v, c in meta.get("codes", ())]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return False
-        if meta.get("features") != list(NAMES):
-            return False
-        self._booster = lgb.Booster(model_str=meta["model"])
+        self._booster = lgb.Booster(model_str=model)
         self._training = None  # a model still being trained is dropped for the loaded one
-        self.model_version = int(meta["model_version"])
-        self.trained_on = self._basis = int(meta["trained_on"])
-        self._offset = float(meta["offset"])
-        self.saved_at = float(meta["saved_at"])
-        self.history.restore_codes(meta.get("codes", ()))
+        self.model_version = version
+        self.trained_on = self._basis = trained
+        self._offset = offset
+        self.saved_at = saved_at
+        self.history.restore_codes(codes)
         self.caught_up()
         return True
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
@@ -302,3 +303,38 @@ def test_a_model_is_used_only_from_its_swap_point_on() -> None:
     assert q.model_version == 0  # training, not used yet
     feed(q, 100, seed=9)  # the next retrain is due: the first model goes in, a new starts
     assert q.model_version == 1 and q._training is not None
+
+
+def test_a_damaged_model_file_is_refused_not_fatal(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A model file whose JSON is whole but whose content is not what ``save`` wrote
+    (its model string cut short, a field missing or of the wrong type) is refused, and
+    the server trains anew from its history: LightGBM aborts the whole process on a
+    damaged model string, so that one is checked before it gets there (in a child
+    process here, which such an abort would kill)."""
+    p = LearnedPredictor(min_train=200, retrain_every=200)
+    feed(p, 600)
+    path = tmp_path / "learned.json"
+    p.save(path)
+    good = json.loads(path.read_text())
+    damaged = {
+        "cut.json": {**good, "model": good["model"][: len(good["model"]) // 2]},
+        "no-version.json": {k: v for k, v in good.items() if k != "model_version"},
+        "bad-codes.json": {**good, "codes": [["x", "y"]]},
+        "not-text.json": {**good, "model": 5},
+    }
+    for name, meta in damaged.items():
+        (tmp_path / name).write_text(json.dumps(meta))
+    code = (
+        "import sys; from pathlib import Path; from hal.predict import LearnedPredictor\n"
+        "print([LearnedPredictor().load(Path(a)) for a in sys.argv[1:]])\n"
+    )
+    names = [str(path), *(str(tmp_path / n) for n in damaged)]
+    out = subprocess.run(
+        [sys.executable, "-c", code, *names],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str([True, False, False, False, False])
