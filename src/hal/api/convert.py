@@ -18,9 +18,9 @@ from hal.core.slurm_syntax import (
     parse_switches,
     parse_topology,
 )
+from hal.core.suspension import suspended_seconds
 from hal.state import preempt
 from hal.state.cluster import Cluster
-from hal.state.suspension import SUSPENDED_AT, SUSPENDED_S
 from hal.wire.bounds import INT64_MAX
 from hal.wire.jobs import JobInfo, JobSubmit
 from hal.wire.nodes import BlockInfo, NodeInfo, PartitionInfo, SwitchInfo, TopologyInfo
@@ -162,16 +162,6 @@ def _output_paths(job: Job) -> tuple[str, str]:
         array=job.array_job_id is not None,
     )  # fmt: skip
     return out, err or out
-
-
-def suspended_seconds(job: Job, now: float) -> float:
-    """What ``job`` spent suspended so far (``Cluster.suspend`` keeps it in ``extra``)."""
-    total = float(job.extra.get(SUSPENDED_S, 0.0))
-    since = job.extra.get(SUSPENDED_AT)
-    if not since:
-        return total
-    until = job.end_time if job.end_time is not None else now  # ended while suspended
-    return total + max(0.0, until - float(since))
 
 
 def job_info(job: Job, cluster: Cluster) -> JobInfo:

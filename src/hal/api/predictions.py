@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hal.api.convert import suspended_seconds
 from hal.core.job import Job
 from hal.core.states import JobState
+from hal.core.suspension import suspended_seconds
 from hal.predict import Predictor, SharedPredictor, corrected, make_predictor, planned_runtime
 from hal.predict.baselines import UNLIMITED_S
 from hal.predict.evaluate import quality

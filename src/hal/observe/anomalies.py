@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from hal.core.job import Job
 from hal.core.states import JobState, NodeState
+from hal.core.suspension import suspended_seconds
 from hal.observe.alerts import Finding
 from hal.observe.config import ObserveConfig
 from hal.predict.anomaly import (
@@ -38,7 +39,6 @@ from hal.predict.anomaly import (
 )
 from hal.state.cluster import Cluster
 from hal.state.store import EventRow
-from hal.state.suspension import SUSPENDED_S
 
 log = logging.getLogger("hal.observe.anomalies")
 OVERRUNNING = "JobOverrunningPrediction"
@@ -142,7 +142,7 @@ class AnomalyDetector:
                 continue
             predicted, version = found
             # run time, as its agent counts it toward the limit: suspensions left out
-            elapsed = now - job.start_time - float(job.extra.get(SUSPENDED_S, 0.0))
+            elapsed = now - job.start_time - suspended_seconds(job, now)
             if not self.overrun_rule.overrunning(predicted, elapsed, model=version > 0):
                 continue
             node = job.allocation.nodes[0] if job.allocation and job.allocation.nodes else ""

@@ -1,11 +1,11 @@
-"""The ``job.extra`` record of a job's suspensions (``scontrol suspend``, or a preemptor
-in mode ``suspend``): when the current one began and the seconds of the earlier ones, so
-run times can leave them out (``hal.api.convert.suspended_seconds``)."""
+"""Recording a suspension or a resume in ``job.extra`` (the keys and how they are read:
+``hal.core.suspension``)."""
 
 from __future__ import annotations
 
-SUSPENDED_AT = "suspended_at"
-SUSPENDED_S = "suspended_s"
+from hal.core.suspension import SUSPENDED_AT, SUSPENDED_S
+
+__all__ = ["SUSPENDED_AT", "SUSPENDED_S", "suspension"]
 
 
 def suspension(extra: dict[str, str], now: float) -> dict[str, str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hal.api.convert import suspended_seconds
+from hal.core.suspension import suspended_seconds
 from hal.state.suspension import SUSPENDED_AT, suspension
 from hal.testing import make_job
 

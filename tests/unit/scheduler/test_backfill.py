@@ -9,6 +9,7 @@ import pytest
 
 from hal.core.job import Job
 from hal.core.states import PendingReason
+from hal.core.suspension import SUSPENDED_S
 from hal.predict import UserPredictor, planned_runtime
 from hal.scheduler.framework import ProfileError, Scheduler
 from hal.scheduler.plugins import backfill, build_scheduler, default_profile
@@ -279,3 +280,21 @@ def test_the_settled_screen_decides_alike_with_run_times_asked_at_once(
     assert results[0] == results[1]
     started = set(results[0][0])
     assert started and not started >= {21 + k for k in range(40)}
+
+
+def test_a_resumed_job_is_planned_to_end_after_its_suspension() -> None:
+    """Job 1 (limit 100 s) started 150 s ago and spent 100 s of that suspended: its
+    agent lets it run until 50 s from now. The head, which needs its node, is planned to
+    start then, not at once (counted from its start, the job looked overdue), so no job
+    is backfilled into the 50 s the head would in fact wait."""
+    resumed = make_job(1).limit(100).running_on("n0001", start=NOW - 150).build()
+    resumed = resumed.evolve(extra={SUSPENDED_S: "100.0"})
+    snap = (
+        cluster(NOW)
+        .uniform_nodes(1, cpus=1)
+        .running(resumed)
+        .pending(make_job(10).limit(100))
+        .build()
+    )
+    result = with_backfill(mode="easy").run_pass(snap)
+    assert result.reservations[10][0] == NOW + 50

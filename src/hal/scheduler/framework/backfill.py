@@ -43,6 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hal.core.job import Allocation, Job
+from hal.core.suspension import suspended_seconds
 from hal.scheduler.framework.availability import AvailabilityProfile, round_up
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import StateKey
@@ -292,6 +293,9 @@ class _Planner:
                 continue
             first, count, excl = found
             start = r.start_time if r.start_time is not None else now
+            if r.extra:
+                # time suspended is not run time: its agent moves the deadline by as much
+                start += suspended_seconds(r, now)
             ends.append(start + runtime(r, now - start))
             firsts.append(first)
             counts.append(count)
