@@ -214,6 +214,8 @@ def _supervise(plan: StepPlan, isolation: Isolation, started_w: int) -> int:
     pid = os.fork()
     if pid == 0:
         os.close(err_r)
+        # received over SCM_RIGHTS, so inheritable: the job must not hold the agent's pipe
+        os.close(started_w)
         _exec_job(plan, isolation, group, err_w)
     os.close(err_w)
     failure = b""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FakeChannel, agent_running, make_launch
+from conftest import PYTHON, FakeChannel, agent_running, make_launch
 from hal.agent import AgentConfig
 
 DUMP_ENV = "env > env.txt\n"
@@ -159,3 +159,31 @@ def test_root_agent_runs_the_job_as_its_user(agent_config: AgentConfig, channel:
         asyncio.run(scenario())
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_job_inherits_no_descriptor_but_stdin_stdout_stderr(
+    agent_config: AgentConfig, channel: FakeChannel, workdir: Path
+):
+    """The job gets 0-2 only, as under slurmstepd. The supervisor's "started" pipe to the
+    agent leaked into it as fd 3: a job writing there could pass for the supervisor, and
+    once the agent had closed its end a write killed the job with SIGPIPE."""
+    script = (
+        f"#!{PYTHON}\n"
+        "import os\n"
+        "extra = []\n"
+        "for fd in range(3, 256):\n"
+        "    try:\n"
+        "        os.fstat(fd)\n"
+        "    except OSError:\n"
+        "        continue\n"
+        "    extra.append(fd)\n"
+        "print(extra)\n"
+    )
+
+    async def scenario() -> None:
+        async with agent_running(agent_config, channel) as agent:
+            channel.push(make_launch(1, script, workdir))
+            assert (await agent.finished(1)).state == "COMPLETED"
+            assert (workdir / "slurm-1.out").read_text() == "[]\n"
+
+    asyncio.run(scenario())
