@@ -71,6 +71,33 @@ def tree_rss_bytes(root: int) -> int:
     return total
 
 
+def children(pid: int) -> list[int]:
+    """The live children of ``pid`` (``/proc/<pid>/task/<tid>/children``), or ``[]``."""
+    found: list[int] = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                found.extend(int(child) for child in f.read().split())
+    except (OSError, ValueError):
+        pass  # the process ended while we looked
+    return found
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process below ``root`` (not ``root`` itself), parents first."""
+    found: list[int] = []
+    stack = children(root)
+    seen: set[int] = set()
+    while stack:
+        pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        found.append(pid)
+        stack.extend(children(pid))
+    return found
+
+
 def session_id(pid: int) -> int | None:
     """The session a process belongs to (``/proc/<pid>/stat`` field 6), or ``None``."""
     try:

@@ -2,7 +2,7 @@
 
 Like Slurm's slurmstepd, but it costs one ``fork`` rather than a new interpreter::
 
-    step launcher ──fork──▶ supervisor (setsid; own session)
+    step launcher ──fork──▶ supervisor (setsid; own session; the job's subreaper)
                                │ waits for "go" (the launcher has persisted its pid)
                                │ creates the job's cgroup
                                ├──fork──▶ job: setpgid, join cgroup, rlimits, setgroups/
@@ -11,6 +11,7 @@ Like Slurm's slurmstepd, but it costs one ``fork`` rather than a new interpreter
                                │ writes ``started``, tells the agent "S <pid> <time>"
                                │ waits for the batch shell (waitid WNOWAIT), SIGKILLs its
                                │ leftover group, reaps it with wait4 (exact status, rusage),
+                               │ kills and reaps the orphans reparented to it,
                                │ collects OOM and peak memory, removes the cgroup
                                └ writes ``status.json`` atomically and _exits
 
@@ -32,9 +33,11 @@ the agent computed (user and group look-ups included) and wrote to the job's fol
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import json
 import os
+import resource
 import select
 import signal
 import time
@@ -42,7 +45,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from hal.agent.isolation import Isolation
-from hal.agent.procfs import PAGE_SIZE, open_pidfd, tree_rss_bytes
+from hal.agent.procfs import PAGE_SIZE, descendants, open_pidfd, tree_rss_bytes
 from hal.agent.records import ExitOutcome
 
 GO = b"g"
@@ -62,6 +65,9 @@ SUPERVISOR_IGNORES = (
     signal.SIGPIPE,
 )
 INHERITED_RSS_MARGIN = 1 << 20
+PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
+ORPHAN_KILL_TRIES = 50  # x 20 ms: a process in uninterruptible sleep is left to init
+_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded before any fork: no dlopen in children
 WATCHDOG_MAX_INTERVAL = 0.5  # seconds between memory samples once the job is settled
 _RESETTABLE = tuple(s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP))
 
@@ -169,6 +175,9 @@ def _supervisor_main(plan: StepPlan, isolation: Isolation, go_r: int, started_w:
     code = 70
     try:
         os.setsid()
+        # The job's orphans (setsid daemons, double forks) become our children instead of
+        # init's: they end with the job under every backend, and their CPU time counts.
+        _LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         _supervisor_signals()
         _keep_only(go_r, started_w)
         if os.read(go_r, 1) != GO:
@@ -233,12 +242,14 @@ def _supervise(plan: StepPlan, isolation: Isolation, started_w: int) -> int:
         os.write(started_w, f"S {pid} {started!r}\n".encode())
     os.close(started_w)
 
-    watchdog_killed = _wait_for_exit(pid, plan, isolation)
+    orphans = _Orphans(pid)
+    watchdog_killed = _wait_for_exit(pid, plan, isolation, orphans)
     # The batch shell is a zombie now, so its pid still names the process group: kill
     # what it left behind (Slurm ends all of a job's processes with its script).
     with contextlib.suppress(OSError):
         os.killpg(pid, signal.SIGKILL)
     _, status, usage = os.wait4(pid, 0)
+    orphans.end_all()  # and what left the group
     exit_signal = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
     exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 0
     memory = isolation.collect(group, killed_by_sigkill=exit_signal == signal.SIGKILL)
@@ -247,19 +258,55 @@ def _supervise(plan: StepPlan, isolation: Isolation, started_w: int) -> int:
         "exit_signal": exit_signal,
         "oom": memory.oom or watchdog_killed,
         "max_rss_bytes": memory.peak_bytes or _job_max_rss(usage.ru_maxrss, inherited_rss),
-        "cpu_seconds": usage.ru_utime + usage.ru_stime,
+        "cpu_seconds": usage.ru_utime + usage.ru_stime + orphans.cpu_seconds,
         "end_time": time.time(),
     }
     _write_atomic(plan.job_dir, STATUS_FILE, json.dumps(result))
     return 0
 
 
-def _wait_for_exit(pid: int, plan: StepPlan, isolation: Isolation) -> bool:
-    """Block until the batch shell has exited (without reaping it). With the rlimit
-    backend, sample the tree's memory meanwhile; returns whether the watchdog killed it."""
-    flags = os.WEXITED | os.WNOWAIT
+class _Orphans:
+    """The job's processes reparented to the supervisor (its subreaper) when their
+    parents ended: reaped as they exit, killed when the job ends, their CPU time kept."""
+
+    def __init__(self, shell: int) -> None:
+        self.shell = shell
+        self.cpu_seconds = 0.0
+
+    def reap(self, *, block: bool) -> bool:
+        """Reap exited orphans (waiting for one with ``block``) until the batch shell
+        has exited, which is left unreaped; returns whether it has."""
+        flags = os.WEXITED | os.WNOWAIT | (0 if block else os.WNOHANG)
+        while (info := os.waitid(os.P_ALL, 0, flags)) is not None:
+            if info.si_pid == self.shell:
+                return True
+            self._reaped(os.wait4(info.si_pid, 0)[2])
+        return False
+
+    def end_all(self) -> None:
+        """After the batch shell was reaped: SIGKILL every process left below the
+        supervisor and reap them (bounded: one stuck in the kernel is left to init)."""
+        for _ in range(ORPHAN_KILL_TRIES):
+            for pid in descendants(os.getpid()):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            try:
+                while (reaped := os.wait4(-1, os.WNOHANG))[0]:
+                    self._reaped(reaped[2])
+            except ChildProcessError:
+                return  # none left
+            time.sleep(0.02)
+
+    def _reaped(self, usage: resource.struct_rusage) -> None:
+        self.cpu_seconds += usage.ru_utime + usage.ru_stime
+
+
+def _wait_for_exit(pid: int, plan: StepPlan, isolation: Isolation, orphans: _Orphans) -> bool:
+    """Block until the batch shell has exited (without reaping it), reaping orphans
+    meanwhile. With the rlimit backend, sample the tree's memory too; returns whether the
+    watchdog killed it."""
     if not (isolation.watchdog and plan.memory_bytes > 0):
-        os.waitid(os.P_PID, pid, flags)
+        orphans.reap(block=True)
         return False
     pidfd = open_pidfd(pid)
     poller = select.poll()
@@ -267,7 +314,7 @@ def _wait_for_exit(pid: int, plan: StepPlan, isolation: Isolation) -> bool:
         poller.register(pidfd, select.POLLIN)
     interval = 0.02  # frequent at first: a memory hog grows fast after start
     killed = False
-    while os.waitid(os.P_PID, pid, flags | os.WNOHANG) is None:
+    while not orphans.reap(block=False):
         if not killed and tree_rss_bytes(pid) > plan.memory_bytes:
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import os
+import signal
 from pathlib import Path
 
-from conftest import FakeChannel, agent_running, make_launch, wait_for
+import pytest
+
+from conftest import PYTHON, FakeChannel, agent_running, make_launch, wait_for
 from hal.agent import AgentConfig
 
 
@@ -127,6 +132,61 @@ def test_background_leftovers_are_killed_with_the_script(
                 return state == "Z"
 
             await wait_for(gone, "the background sleep to be killed")
+
+    run(scenario())
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("isolation", ["auto", "rlimit", "none"])
+def test_leftovers_that_left_the_process_group_are_killed_too(
+    isolation: str, agent_config: AgentConfig, channel: FakeChannel, workdir: Path
+):
+    """A daemon the job started with `setsid` (or a double fork) ends with the job under
+    every backend, not only where a cgroup finds it: without cgroups (a non-root agent,
+    a container) it used to run on forever, reparented to init."""
+    script = "setsid sh -c 'echo $$ > daemon.pid; exec sleep 300' &\n"
+    script += "while [ ! -s daemon.pid ]; do sleep 0.05; done\n"
+    config = dataclasses.replace(agent_config, isolation=isolation)
+
+    async def scenario() -> None:
+        async with agent_running(config, channel) as agent:
+            channel.push(make_launch(1, script, workdir))
+            assert (await agent.finished(1)).state == "COMPLETED"
+            pid = int((workdir / "daemon.pid").read_text())
+            try:
+                await wait_for(lambda: not _running(pid), "the setsid daemon to be killed", 5)
+            finally:
+                if _running(pid):
+                    os.kill(pid, signal.SIGKILL)
+
+    run(scenario())
+
+
+def test_cpu_time_of_orphaned_processes_is_counted(
+    agent_config: AgentConfig, channel: FakeChannel, workdir: Path
+):
+    """A double-forked worker's CPU time belongs to the job: init used to reap it, so
+    the job reported the batch shell's few milliseconds instead of the worker's second."""
+    burn = (
+        f"{PYTHON} -c 'import time; t = time.process_time()\n"
+        "while time.process_time() - t < 1: pass\n"
+        'open("burnt", "w").close()\''
+    )
+    script = f"( {burn} & )\nwhile [ ! -f burnt ]; do sleep 0.05; done\nsleep 0.2\n"
+
+    async def scenario() -> None:
+        async with agent_running(agent_config, channel) as agent:
+            channel.push(make_launch(1, script, workdir))
+            report = await agent.finished(1)
+            assert report.state == "COMPLETED"
+            assert report.cpu_seconds >= 0.9, report
 
     run(scenario())
 
