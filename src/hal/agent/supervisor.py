@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from hal.agent.isolation import Isolation
-from hal.agent.procfs import PAGE_SIZE, descendants, open_pidfd, tree_rss_bytes
+from hal.agent.procfs import PAGE_SIZE, children, descendants, open_pidfd, tree_rss_bytes
 from hal.agent.records import ExitOutcome
 
 GO = b"g"
@@ -315,7 +315,7 @@ def _wait_for_exit(pid: int, plan: StepPlan, isolation: Isolation, orphans: _Orp
     interval = 0.02  # frequent at first: a memory hog grows fast after start
     killed = False
     while not orphans.reap(block=False):
-        if not killed and tree_rss_bytes(pid) > plan.memory_bytes:
+        if not killed and _job_rss_bytes() > plan.memory_bytes:
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
             killed = True
@@ -325,6 +325,12 @@ def _wait_for_exit(pid: int, plan: StepPlan, isolation: Isolation, orphans: _Orp
             time.sleep(interval)
         interval = min(interval * 2, WATCHDOG_MAX_INTERVAL)
     return killed
+
+
+def _job_rss_bytes() -> int:
+    """Resident memory of every process below the supervisor: the batch shell's tree and
+    the orphans reparented to it, which are no longer in that tree."""
+    return sum(tree_rss_bytes(child) for child in children(os.getpid()))
 
 
 def _job_max_rss(ru_maxrss_kib: int, inherited: int) -> int:

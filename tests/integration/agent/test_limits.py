@@ -140,6 +140,24 @@ def test_memory_hog_under_the_rlimit_backend(
     _memory_test(dataclasses.replace(agent_config, isolation="rlimit"), channel, workdir)
 
 
+def test_rlimit_watchdog_counts_processes_that_left_the_job_tree(
+    agent_config: AgentConfig, channel: FakeChannel, workdir: Path
+):
+    """A double-forked hog is no longer below the batch shell: the watchdog, which
+    sampled the shell's tree only, let it use 200 MB under a 50 MiB limit until the
+    script ended, and the job COMPLETED."""
+    config = dataclasses.replace(agent_config, isolation="rlimit")
+
+    async def scenario() -> None:
+        async with agent_running(config, channel) as agent:
+            script = f"( {HOG.strip()} & )\nsleep 15\n"
+            channel.push(make_launch(1, script, workdir, memory_bytes=50 << 20))
+            report = await agent.finished(1)
+            assert report.state == "OUT_OF_MEMORY", report
+
+    asyncio.run(scenario())
+
+
 def test_small_job_within_its_memory_limit_completes(
     agent_config: AgentConfig, channel: FakeChannel, workdir: Path
 ):
