@@ -75,7 +75,7 @@ from hal.agent.metrics import (
 from hal.agent.outputfiles import read_chunk
 from hal.agent.outputwire import OutputChunk, OutputPoll, OutputRead
 from hal.agent.plan import LaunchError, build_step_plan
-from hal.agent.procfs import open_pidfd, session_id, start_ticks
+from hal.agent.procfs import descendants, open_pidfd, session_id, start_ticks
 from hal.agent.records import ExitOutcome, Phase
 from hal.agent.state import AgentState
 from hal.agent.store import JobStore, StoredJob
@@ -430,6 +430,20 @@ class AgentShell:
             pass  # it just ended; its supervisor reports the exit
         except PermissionError as err:
             log.error("cannot signal job %d (pid %d): %s", command.job_id, command.pid, err)
+        if command.group:
+            self._signal_strays(command)
+
+    def _signal_strays(self, command: SignalJob) -> None:
+        """Signal the job's processes outside its process group (``setsid``, a double
+        fork), as Slurm signals every process of a job: they are all below its step
+        supervisor, the job's subreaper."""
+        watch = self._watches.get(command.job_id)
+        if watch is None or watch.attempt != command.attempt or watch.supervisor_pid <= 0:
+            return
+        for pid in descendants(watch.supervisor_pid):
+            with contextlib.suppress(OSError):  # ended meanwhile, or not ours to signal
+                if os.getpgid(pid) != command.pid:
+                    os.kill(pid, command.signum)
 
     # -- processes ------------------------------------------------------------------------
 

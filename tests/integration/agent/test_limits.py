@@ -105,6 +105,63 @@ def test_signal_instruction_reaches_the_job(
     asyncio.run(scenario())
 
 
+SETSID_CHILD = (
+    'setsid sh -c \'trap "echo term > child_term; exit 0" TERM; echo $$ > child.pid; '
+    "while :; do sleep 0.1; done' &\n"
+    "while [ ! -s child.pid ]; do sleep 0.05; done\n"
+)
+
+
+def test_cancel_sends_sigterm_to_processes_that_left_the_group(
+    agent_config: AgentConfig, channel: FakeChannel, workdir: Path
+):
+    """Slurm signals every process of the job at a cancel or time limit. A process the
+    job started with `setsid` got no SIGTERM, only the SIGKILL at the end: no chance to
+    save its work in the KillWait grace."""
+    script = SETSID_CHILD + (
+        "trap 'while [ ! -f child_term ]; do sleep 0.05; done; exit 0' TERM\n"
+        "touch ready\n"
+        "while :; do sleep 0.1; done\n"
+    )
+
+    async def scenario() -> None:
+        async with agent_running(agent_config, channel) as agent:
+            channel.push(make_launch(1, script, workdir))
+            await agent.started(1)
+            await wait_for((workdir / "ready").exists, "the traps to be set")
+            channel.push(Cancel(job_id=1, kill_wait_seconds=10))
+            report = await agent.finished(1)
+            assert (report.state, report.exit_code, report.exit_signal) == ("CANCELLED", 0, 0)
+            assert (workdir / "child_term").read_text() == "term\n"
+
+    asyncio.run(scenario())
+
+
+def test_suspend_stops_processes_that_left_the_group(
+    agent_config: AgentConfig, channel: FakeChannel, workdir: Path
+):
+    """`scontrol suspend` (SIGSTOP to the job): a `setsid` child ran on while the job was
+    suspended, on CPUs the scheduler had given to another job."""
+
+    def state(pid: int) -> str:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+    async def scenario() -> None:
+        async with agent_running(agent_config, channel) as agent:
+            channel.push(make_launch(1, SETSID_CHILD + "touch ready\nsleep 60\n", workdir))
+            await agent.started(1)
+            await wait_for((workdir / "ready").exists, "the setsid child to start")
+            child = int((workdir / "child.pid").read_text())
+            channel.push(Signal(job_id=1, signal=19))  # SIGSTOP
+            await wait_for(lambda: state(child) == "T", "the setsid child to stop", 5)
+            channel.push(Signal(job_id=1, signal=18))  # SIGCONT
+            await wait_for(lambda: state(child) != "T", "the setsid child to continue", 5)
+            channel.push(Cancel(job_id=1, kill_wait_seconds=1))
+            await agent.finished(1)
+
+    asyncio.run(scenario())
+
+
 def _memory_test(config: AgentConfig, channel: FakeChannel, workdir: Path) -> None:
     async def scenario() -> None:
         async with agent_running(config, channel) as agent:
