@@ -19,7 +19,9 @@ from hal.cache.directory import EventItem, Holder
 from hal.cache.errors import CacheBadRequest
 from hal.cache.registry import TIERS, Instance, LinkMetrics
 
-ID_PATTERN = re.compile(r"^[a-zA-Z0-9_-]+$")
+# the contract's pattern is ECMA-262, where "$" is the very end; Python's "$" also matches
+# before a final newline, so the check is a fullmatch instead
+ID_PATTERN = re.compile(r"[a-zA-Z0-9_-]+")
 EVENT_TYPES = ("key_added", "key_updated", "key_evicted")
 MAX_BATCH = 10_000
 MAX_LIMIT = 10_000
@@ -34,7 +36,7 @@ _INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
 
 
 def check_id(value: str, name: str = "id") -> str:
-    if not ID_PATTERN.match(value):
+    if not ID_PATTERN.fullmatch(value):
         raise CacheBadRequest(f"{name} {value!r} must match ^[a-zA-Z0-9_-]+$", field=name)
     return value
 

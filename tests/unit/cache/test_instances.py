@@ -73,7 +73,7 @@ def test_register_does_not_require_the_parent_to_exist(api: Api) -> None:
     assert api.get("/v1/instances/not-yet").json()["children"] == ["leaf"]
 
 
-@pytest.mark.parametrize("bad", ["a.b", "a%20b", "%C3%A9t%C3%A9", "a%2Fb", "x:y"])
+@pytest.mark.parametrize("bad", ["a.b", "a%20b", "%C3%A9t%C3%A9", "a%2Fb", "x:y", "abc%0A"])
 def test_ids_outside_the_pattern_are_400_on_every_id_path(api: Api, bad: str) -> None:
     """Instance ids are [a-zA-Z0-9_-]+; anything else on an {id} path is a 400, not a 404."""
     for method, path in (
