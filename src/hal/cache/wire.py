@@ -110,9 +110,13 @@ def _float(obj: dict[str, Any], name: str, *, where: str = "") -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise CacheBadRequest(f"{where}{name} must be a number", field=where + name)
     try:
-        return float(value)
+        number = float(value)
     except OverflowError as err:
         raise CacheBadRequest(f"{where}{name} is too large", field=where + name) from err
+    if not math.isfinite(number):
+        # json reads a decimal past the float range (1e400) as inf, which is not JSON
+        raise CacheBadRequest(f"{where}{name} is too large", field=where + name)
+    return number
 
 
 def _bool(obj: dict[str, Any], name: str) -> bool | None:

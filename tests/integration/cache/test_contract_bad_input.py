@@ -117,6 +117,30 @@ def test_a_number_too_large_for_a_float_is_a_400(
     refused(cp.http.post(path, content=body.encode()), 400, field)
 
 
+@pytest.mark.parametrize("huge", ["1e400", "-1e400", "1.5E+309"])
+@pytest.mark.parametrize(
+    ("path", "template", "field"),
+    [
+        ("/instances/l1/heartbeat", '{"hitRate":@}', "hitRate"),
+        ("/instances/l1/heartbeat", '{"cpuUsage":@}', "cpuUsage"),
+        ("/events", json.dumps(event())[:-1] + ',"retrievalTimeMs":@}', "retrievalTimeMs"),
+        (
+            "/events/batch",
+            '{"instanceId":"l1","events":[{"eventType":"key_added","timestamp":"T0","key":"k",'
+            '"retrievalTimeMs":@}]}'.replace("T0", T0),
+            "events[0].retrievalTimeMs",
+        ),
+    ],
+)
+def test_a_decimal_past_the_float_range_is_a_400_not_an_infinity(
+    cp: ControlPlane, path: str, template: str, field: str, huge: str
+) -> None:
+    # json reads 1e400 as inf: a heartbeat's hitRate then came back out of
+    # GET /v1/instances/{id} as a bare Infinity, which no JSON parser accepts
+    refused(cp.http.post(path, content=template.replace("@", huge).encode()), 400, field)
+    strict(cp.http.get("/instances/l1"))
+
+
 def test_huge_link_metrics_never_break_topology_answers(cp: ControlPlane) -> None:
     # metadata is free-form, so these registrations stand; they used to make /topology and
     # the routes through them 500 (int too large for a float) or answer a bare Infinity
