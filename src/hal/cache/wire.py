@@ -160,10 +160,17 @@ def parse_timestamp(value: str, field: str) -> float:
     return when.timestamp()
 
 
+# Times are kept as float seconds, which near the year 9999 are only ~30 µs apart: the last
+# instants of 9999 (23:59:59.99999 and later) round up to a float in the year 10000, where
+# datetime ends. This is the last float time that can still be shown.
+_LAST_SHOWABLE = math.nextafter(dt.datetime.max.replace(tzinfo=dt.UTC).timestamp(), 0.0)
+
+
 def iso(ts: float | None) -> str | None:
     if ts is None:
         return None
-    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat().replace("+00:00", "Z")
+    when = dt.datetime.fromtimestamp(min(ts, _LAST_SHOWABLE), dt.UTC)
+    return when.isoformat().replace("+00:00", "Z")
 
 
 # -- requests ----------------------------------------------------------------------------

@@ -219,6 +219,26 @@ def test_a_last_accessed_the_listing_cannot_show_is_refused_and_the_listing_stay
     assert strict(listing)["keys"] == []
 
 
+@pytest.mark.parametrize("fraction", [".999999", ".9999999", ".99999"])
+def test_the_last_instant_of_9999_is_accepted_and_the_listing_still_shows_it(
+    cp: ControlPlane, fraction: str
+) -> None:
+    # a valid RFC 3339 instant whose float time rounds up into year 10000: the event and the
+    # inventory took it, and every later listing of the instance was a 500
+    iid = f"late{len(fraction)}"
+    body = {"address": "a", "tier": "leaf"}
+    assert cp.http.post(f"/instances/{iid}/register", json=body).status_code == 201
+    stamp = f"9999-12-31T23:59:59{fraction}Z"
+    ev = event(instanceId=iid, key="by-event", timestamp=stamp)
+    assert cp.http.post("/events", json=ev).status_code == 202
+    keys = {"keys": [{"key": "by-inventory", "size": 1, "lastAccessed": stamp}]}
+    assert cp.http.post(f"/content/instances/{iid}/keys", json=keys).status_code == 200
+    listing = cp.http.get(f"/content/instances/{iid}/keys")
+    assert listing.status_code == 200, listing.text
+    shown = [k["lastAccessed"] for k in strict(listing)["keys"]]
+    assert len(shown) == 2 and all(s.startswith("9999-12-31T23:59:59") for s in shown), shown
+
+
 def test_an_empty_last_accessed_is_not_a_date_time(cp: ControlPlane) -> None:
     # "" used to be read as "not given"
     keys = {"keys": [{"key": "k", "size": 1, "lastAccessed": ""}]}
