@@ -170,8 +170,10 @@ def _match(pattern: tuple[str, ...], segments: list[str]) -> Params | None:
         if want.startswith("{"):
             if not got:
                 return None
-            # decode per segment, after splitting: an encoded "/" stays inside the value
-            params[want[1:-1]] = unquote(got, encoding="utf-8", errors="replace")
+            # decode per segment, after splitting: an encoded "/" stays inside the value.
+            # Bytes that are not UTF-8 decode as nodes report them in bodies (surrogateescape,
+            # Redis keys are bytes), so a node's %FF finds the key it reported as "\udcff"
+            params[want[1:-1]] = unquote(got, encoding="utf-8", errors="surrogateescape")
         elif want != got:
             return None
     return params

@@ -6,6 +6,7 @@ is slow or gone, so a failure here is an answer (``ControlPlaneDown``), never a 
 
 from __future__ import annotations
 
+from json import dumps
 from typing import Any
 from urllib.parse import quote
 
@@ -52,7 +53,13 @@ class ControlPlaneClient:
         params: dict[str, str] | None = None,
         limit_s: float | None = None,
     ) -> Any:
-        kwargs: dict[str, Any] = {"json": json, "params": params}
+        kwargs: dict[str, Any] = {"params": params}
+        if json is not None:
+            # Encoded here, ASCII-escaped: a key byte that is not UTF-8 travels as a lone
+            # surrogate ("\udcff", see reporter), which httpx's own encoder writes raw and
+            # then fails to encode, killing the sender with every later event behind it
+            kwargs["content"] = dumps(json, separators=(",", ":"), allow_nan=False).encode()
+            kwargs["headers"] = {"content-type": "application/json"}
         if limit_s is not None:
             kwargs["timeout"] = httpx.Timeout(limit_s, connect=min(0.5, limit_s))
         try:

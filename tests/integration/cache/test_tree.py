@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import socket
 import time
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 import redis
 from cachetree import ControlPlane, Node, Tree, start_all, wait_for
+
+from hal.cache.controlclient import ControlPlaneClient
 
 
 def test_leaf_miss_pulls_through_its_branch_which_keeps_a_copy(tree: Tree) -> None:
@@ -94,6 +97,28 @@ def test_ttl_follows_the_copy_down_and_expiry_is_reported(tree: Tree) -> None:
     assert 0 < ttl <= 1500
     wait_for(lambda: tree.cp.holders("short-lived") == [], 10, "expired copies to be reported")
     assert tree["l3"].client().get("short-lived") is None
+
+
+def test_a_key_that_is_not_utf8_is_found_where_nodes_ask_for_it(tree: Tree) -> None:
+    """Redis keys are bytes: a node reports b"\\xff" as "\\udcff" (surrogateescape) and asks
+    `locate` for it as %FF, so the control plane must decode the path to the same string;
+    it used to read %FF as U+FFFD and never found such a key. Reporting such a key used to
+    kill the node's event sender (httpx could not encode the body): no later write of that
+    node reached the control plane."""
+    key = b"bin:\xff\xfe"
+    assert tree["l1"].client().set(key, b"x") is True
+    assert tree["l1"].client().set("after-binary", b"x") is True
+    assert tree.cp.holders("after-binary") == ["l1"]
+
+    async def ask(wanted: bytes) -> list[str]:
+        client = ControlPlaneClient(tree.cp.url, "l2")
+        try:
+            return [i["instanceId"] for i in await client.locate(wanted, 5.0)]
+        finally:
+            await client.close()
+
+    assert asyncio.run(ask(key)) == ["l1"]
+    assert asyncio.run(ask(b"bin:\xfe\xff")) == []  # another key, not a lossy look-alike
 
 
 def test_delete_is_reported_before_the_reply(tree: Tree) -> None:
