@@ -48,24 +48,15 @@ def open_pidfd(pid: int) -> int | None:
 def tree_rss_bytes(root: int) -> int:
     """Resident memory of ``root`` and all its descendants.
 
-    Walks ``/proc/<pid>/task/<tid>/children`` instead of scanning all of ``/proc``: a job's
-    tree is small, the host's process table may not be, and the rlimit watchdog calls
-    this for every job several times a second.
+    Walks ``/proc/<pid>/task/<tid>/children`` (``descendants``) instead of scanning all of
+    ``/proc``: a job's tree is small, the host's process table may not be, and the rlimit
+    watchdog calls this for every job several times a second.
     """
     total = 0
-    stack = [root]
-    seen: set[int] = set()
-    while stack:
-        pid = stack.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
+    for pid in (root, *descendants(root)):
         try:
             with open(f"/proc/{pid}/statm", "rb") as f:
                 total += int(f.read().split()[1]) * PAGE_SIZE
-            for tid in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
-                    stack.extend(int(child) for child in f.read().split())
         except (OSError, ValueError, IndexError):
             continue  # the process ended while we looked
     return total
