@@ -324,9 +324,9 @@ class Cluster:
                 base = int(base_text)
                 wanted = _indices(idx_text)
                 found = [
-                    self.jobs[i]
-                    for i in self.arrays.get(base, ())
-                    if self.jobs[i].array_task_id in wanted
+                    job
+                    for job in (self.jobs[i] for i in self.arrays.get(base, ()))
+                    if job.array_task_id is not None and any(job.array_task_id in r for r in wanted)
                 ]
             elif "+" in text:
                 base_text, offset_text = text.split("+", 1)
@@ -1241,12 +1241,15 @@ def requeued(job: Job, after: str | None = None) -> Job:
     )
 
 
-def _indices(text: str) -> set[int]:
+def _indices(text: str) -> list[range]:
+    """The array indices ``7``, ``[1-3]``, ``[0-15:4,20]`` name, as ranges: a range is
+    tested for an index without listing it, so ``1_[0-999999999999]`` costs no more
+    than ``1_[0-3]`` (expanded, it held the server's event loop and filled its memory)."""
     text = text.strip()
     if text.startswith("[") and text.endswith("]"):
         text = text[1:-1]
     text = text.split("%", 1)[0]
-    out: set[int] = set()
+    out: list[range] = []
     for part in text.split(","):
         if "-" in part:
             lo, hi = part.split("-", 1)
@@ -1254,7 +1257,7 @@ def _indices(text: str) -> set[int]:
             if ":" in hi:
                 hi, step_text = hi.split(":", 1)
                 step = int(step_text)
-            out.update(range(int(lo), int(hi) + 1, step))
+            out.append(range(int(lo), int(hi) + 1, step))
         elif part:
-            out.add(int(part))
+            out.append(range(int(part), int(part) + 1))
     return out

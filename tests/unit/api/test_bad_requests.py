@@ -154,3 +154,16 @@ def test_unknown_paths_and_methods_are_problem_json(server: LiveServer) -> None:
     r = call(server, "PUT", "/v1/jobs")
     refused(r, 405, None, "PUT is not allowed on /v1/jobs", "/docs")
     assert r.headers["allow"]
+
+
+def test_a_huge_array_index_range_answers_at_once(server: LiveServer) -> None:
+    """``12_[0-999999999999]`` is looked up without listing its indices: listed, they
+    held the server's event loop and filled its memory (every request waited)."""
+    array = call(server, "POST", "/v1/jobs", json={**SCRIPT, "array": "0-3"}).json()["job_id"]
+    huge = f"{array}_[2-999999999999]"
+    r = call(server, "GET", f"/v1/jobs/{huge}")
+    assert r.status_code == 200 and r.json()["display_id"] == f"{array}_2", r.text
+    listed = call(server, "GET", f"/v1/jobs?id={huge}").json()["jobs"]
+    assert [j["display_id"] for j in listed] == [f"{array}_2", f"{array}_3"]
+    r = call(server, "DELETE", f"/v1/jobs/{array}_[0-999999999999:2]")
+    assert r.status_code == 200 and len(r.json()["job_ids"]) == 2, r.text
