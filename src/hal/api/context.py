@@ -79,7 +79,7 @@ class ServerContext:
                 raise InvalidRequest(f"invalid job id {ident!r}", field="id") from err
         store = self.cluster.store
 
-        def query(ids: list[int], array_ids: list[int]) -> list[Job]:
+        def query(ids: list[int], array_ids: list[int], limit: int | None) -> list[Job]:
             return store.history(
                 ids=ids,
                 array_ids=array_ids,
@@ -92,7 +92,10 @@ class ServerContext:
                 limit=limit,
             )
 
-        found = await self.cluster.db(query, plain, arrays)
+        # with array elements asked for, the whole arrays are read and the limit counts
+        # the elements kept (applied by SQL, it kept the first elements, then dropped
+        # them: ``12_3`` with limit 1 found nothing)
+        found = await self.cluster.db(query, plain, arrays, None if elements else limit)
         if het_parts:
             found = [
                 j
@@ -112,7 +115,7 @@ class ServerContext:
         ]
         if more:
             seen = {j.id for j in found}
-            extra = await self.cluster.db(query, more, [])
+            extra = await self.cluster.db(query, more, [], limit)
             found += [j for j in extra if j.id not in seen and j.spec.het is not None]
             found.sort(key=lambda j: j.id)
         if elements:
@@ -123,7 +126,7 @@ class ServerContext:
                 if j.id in plain
                 or (j.array_job_id, j.array_task_id) in wanted
                 or (j.array_job_id in plain)
-            ]
+            ][:limit]
         return found
 
     async def will_run(self, spec: JobSpec) -> WillRun:

@@ -435,9 +435,10 @@ class SqlStateStore:
         partitions: Sequence[str] = (),
         start_after: float | None = None,
         end_before: float | None = None,
-        limit: int = 100_000,
+        limit: int | None = 100_000,
     ) -> list[Job]:
-        """Accounting query (``sacct``): every job ever run, filtered."""
+        """Accounting query (``sacct``): every job ever run, filtered (at most ``limit``
+        of them, the lowest ids; None: all)."""
         t = schema.jobs
         conds: list[Any] = []
         if ids or array_ids:
