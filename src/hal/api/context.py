@@ -18,7 +18,7 @@ from hal.core.errors import InvalidRequest, PermissionDenied
 from hal.core.job import Job, JobSpec
 from hal.core.states import JobState
 from hal.scheduler.service import SchedulerService
-from hal.state.cluster import Caller, Cluster
+from hal.state.cluster import Caller, Cluster, array_indices
 from hal.wire.bounds import INT64_MAX
 from hal.wire.jobs import WillRun
 
@@ -55,7 +55,7 @@ class ServerContext:
     ) -> list[Job]:
         plain: list[int] = []
         arrays: list[int] = []
-        elements: list[tuple[int, int]] = []
+        elements: list[tuple[int, list[range]]] = []  # (array id, indices) asked
         het_parts: dict[int, tuple[int, int]] = {}  # job id → (het job id, offset) asked
         asked = list(ids)
         # an id past 64 bits: no job has it, and the database would fail on it
@@ -68,9 +68,9 @@ class ServerContext:
                     het_id, offset = (int(x) for x in ident.split("+", 1))
                     het_parts[het_id + offset] = (het_id, offset)
                     plain.append(het_id + offset)
-                elif "_" in ident:
+                elif "_" in ident:  # ``123_4``, ``123_[1-3]``: as the mirror reads them
                     base, idx = ident.split("_", 1)
-                    elements.append((int(base), int(idx)))
+                    elements.append((int(base), array_indices(idx)))
                     arrays.append(int(base))
                 else:
                     plain.append(int(ident))
@@ -119,13 +119,17 @@ class ServerContext:
             found += [j for j in extra if j.id not in seen and j.spec.het is not None]
             found.sort(key=lambda j: j.id)
         if elements:
-            wanted = set(elements)
             found = [
                 j
                 for j in found
                 if j.id in plain
-                or (j.array_job_id, j.array_task_id) in wanted
                 or (j.array_job_id in plain)
+                or any(
+                    j.array_job_id == base
+                    and j.array_task_id is not None
+                    and any(j.array_task_id in r for r in indices)
+                    for base, indices in elements
+                )
             ][:limit]
         return found
 

@@ -322,7 +322,7 @@ class Cluster:
             if "_" in text:
                 base_text, idx_text = text.split("_", 1)
                 base = int(base_text)
-                wanted = _indices(idx_text)
+                wanted = array_indices(idx_text)
                 found = [
                     job
                     for job in (self.jobs[i] for i in self.arrays.get(base, ()))
@@ -1241,7 +1241,7 @@ def requeued(job: Job, after: str | None = None) -> Job:
     )
 
 
-def _indices(text: str) -> list[range]:
+def array_indices(text: str) -> list[range]:
     """The array indices ``7``, ``[1-3]``, ``[0-15:4,20]`` name, as ranges: a range is
     tested for an index without listing it, so ``1_[0-999999999999]`` costs no more
     than ``1_[0-3]`` (expanded, it held the server's event loop and filled its memory)."""

@@ -50,3 +50,14 @@ def test_a_history_limit_counts_the_elements_asked_for(ended: tuple[LiveServer, 
     live, array = ended
     r = call(live, "GET", f"/v1/jobs?id={array}_2,{array}_3&history=true&limit=1")
     assert [j["display_id"] for j in r.json()["jobs"]] == [f"{array}_2"], r.text
+
+
+def test_an_index_range_reads_as_it_does_for_a_held_array(ended: tuple[LiveServer, int]) -> None:
+    """``12_[1-2]`` and ``12_[0-3:3]``, taken by every route while the array is held, are
+    not refused as invalid ids once it is read from the store."""
+    live, array = ended
+    r = call(live, "GET", f"/v1/jobs/{array}_[1-2]")
+    assert r.status_code == 200 and r.json()["display_id"] == f"{array}_1", r.text
+    for ident, shown in ((f"{array}_[1-2]", ["1", "2"]), (f"{array}_[0-3:3]", ["0", "3"])):
+        r = call(live, "GET", f"/v1/jobs?id={ident}&history=true")
+        assert [j["display_id"] for j in r.json()["jobs"]] == [f"{array}_{i}" for i in shown]
