@@ -91,7 +91,8 @@ def _user_name(name: str) -> str:
             "user_name",
             "'{name}' is not a user name: use lowercase letters, digits, '_', '.' and '-', "
             "starting with a letter or '_', at most 64 characters (e.g. alice)",
-            {"name": name},
+            # a lone surrogate (JSON's "\\ud800") escaped: the message is encoded as UTF-8
+            {"name": name.encode("utf-8", "backslashreplace").decode()},
         )
     return name
 

@@ -109,6 +109,13 @@ def test_an_unknown_user_field_is_refused_not_ignored(server: LiveServer) -> Non
     assert "typo" not in names
 
 
+def test_a_user_name_with_a_lone_surrogate_is_refused_not_a_500(server: LiveServer) -> None:
+    """JSON may escape a lone surrogate (``\\ud800``); the message naming the refused user
+    name could not be encoded: a plain-text 500."""
+    r = call(server, "POST", "/v1/users", content=b'{"name": "al\\ud800ce"}')
+    refused(r, 400, "name", "is not a user name", "al\\ud800ce")
+
+
 def test_malformed_json_says_so(server: LiveServer) -> None:
     r = call(server, "PATCH", "/v1/jobs/1", content=b'{"name": ')
     refused(r, 400, None, "Invalid JSON", "at character 9")
