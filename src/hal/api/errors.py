@@ -17,6 +17,9 @@ from hal.state.store import DatabaseUnavailable
 
 # what a client is told to wait before retrying while the database is away
 RETRY_AFTER_S = 5
+# FastAPI's HTTPException detail for a body that is not UTF-8 (``fastapi.routing``)
+FASTAPI_BODY_ERROR = "There was an error parsing the body"
+NOT_UTF8 = "request: Invalid JSON: the body is not UTF-8 text; send the JSON encoded as UTF-8"
 
 log = logging.getLogger("hal.api")
 
@@ -78,6 +81,9 @@ def install(app: FastAPI) -> None:
                 "method_not_allowed",
                 f"{request.method} is not allowed on {path} (/docs lists each path's methods)",
             )
+        elif err.status_code == 400 and err.detail == FASTAPI_BODY_ERROR:
+            # FastAPI's answer to a body its JSON decoder could not even read as text
+            found = problem(400, "invalid_request", NOT_UTF8)
         else:
             found = problem(err.status_code, "http_error", str(err.detail))
         found.headers.update(err.headers or {})

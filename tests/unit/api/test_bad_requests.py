@@ -116,6 +116,16 @@ def test_a_user_name_with_a_lone_surrogate_is_refused_not_a_500(server: LiveServ
     refused(r, 400, "name", "is not a user name", "al\\ud800ce")
 
 
+@pytest.mark.parametrize("path", ["/v1/jobs/1", "/v1/users", "/v1/jobs/het", "/v1/jobs/test"])
+def test_a_body_not_in_utf8_is_invalid_json(server: LiveServer, path: str) -> None:
+    """FastAPI's own refusal ("There was an error parsing the body", code http_error) said
+    neither what was wrong nor what to send; the fast paths already said "Invalid JSON"."""
+    method = "PATCH" if path == "/v1/jobs/1" else "POST"
+    r = call(server, method, path, content=b'{"name": "caf\xe9"}')  # Latin-1
+    refused(r, 400, None, "Invalid JSON", "UTF-8")
+    assert r.json()["code"] == "invalid_request"
+
+
 def test_malformed_json_says_so(server: LiveServer) -> None:
     r = call(server, "PATCH", "/v1/jobs/1", content=b'{"name": ')
     refused(r, 400, None, "Invalid JSON", "at character 9")
