@@ -630,8 +630,7 @@ class Cluster:
         advance_reservations.check_job(self, spec, limit, where)
         if spec.topology is not None:
             check_topology_level(self, spec.topology, where)
-        priority = max(0, 1_000_000 + 10_000 * partition.priority_tier - spec.nice)
-        return partition.name, limit, priority
+        return partition.name, limit, basic_priority(partition, spec.nice)
 
     def _check_submit_limits(self, specs: Sequence[JobSpec]) -> None:
         """A QoS's ``max_submit_jobs_per_user`` (Slurm's MaxSubmitJobsPerUser): the
@@ -977,6 +976,10 @@ class Cluster:
                             f"Invalid partition name specified: {name!r}", field="partition"
                         )
                     new = new.evolve(partition=name)
+                    if not new.priority_fixed:  # its new partition's tier, as at submit
+                        new = new.evolve(
+                            priority=basic_priority(self.partitions[name], new.spec.nice)
+                        )
                 changed.append(new)
             events = [
                 EventRow(now, "job.updated", job_id=j.id, state=j.state.value) for j in changed
@@ -1239,6 +1242,12 @@ def requeued(job: Job, after: str | None = None) -> Job:
         launched=False,
         extra=extra,
     )
+
+
+def basic_priority(partition: Partition, nice: int) -> int:
+    """A job's priority without the multifactor plugin: its partition's tier, less its
+    nice (the multifactor service recomputes it when configured)."""
+    return max(0, 1_000_000 + 10_000 * partition.priority_tier - nice)
 
 
 def array_indices(text: str) -> list[range]:
