@@ -39,6 +39,8 @@ def check_placement(
     job = jobs.get(placement.job_id)
     if job is None or job.state is not JobState.PENDING:
         return "job is no longer pending"
+    if job.spec.hold or job.held_by_admin:  # held since the pass read it
+        return "job is held"
     alloc = placement.allocation
     if not alloc.nodes or len(alloc.nodes) != len(alloc.per_node):
         return "malformed allocation"

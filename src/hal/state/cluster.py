@@ -415,7 +415,7 @@ class Cluster:
                 # A held job can neither start nor hold anything back, and its reason was
                 # set when it was held: leave it out of scheduling passes until released
                 # (a queue of 20,000 held jobs then costs the scheduler nothing).
-                if not (job.spec.hold or job.held_by_admin):
+                if not _held(job):
                     pending.append(job)
             elif job.state.is_active:
                 running.append(job)
@@ -1061,7 +1061,7 @@ class Cluster:
             ended: list[Job] = []
             for term in plan.terminations:
                 target = self.jobs.get(term.job_id)
-                if target is None or target.state is not JobState.PENDING:
+                if target is None or target.state is not JobState.PENDING or _held(target):
                     continue
                 ended.append(target.evolve(state=term.state, reason=term.reason, end_time=now))
                 events.append(
@@ -1074,9 +1074,11 @@ class Cluster:
                     )
                 )
             # reasons and estimates are advisory: kept in memory, not written per cycle
+            # (a job held since the pass read it keeps its hold's reason: no pass sees it
+            # again until it is released)
             for update in plan.updates:
                 current = self.jobs.get(update.job_id)
-                if current is not None and current.state is JobState.PENDING:
+                if current is not None and current.state is JobState.PENDING and not _held(current):
                     self.jobs[current.id] = self.unfinished[current.id] = current.evolve(
                         reason=update.reason, expected_start=update.expected_start
                     )
@@ -1182,6 +1184,11 @@ class Cluster:
                     if not ids:
                         del self.arrays[job.array_job_id]
         return len(old)
+
+
+def _held(job: Job) -> bool:
+    """Held by its user or an administrator (``scontrol hold``): left out of passes."""
+    return job.spec.hold or job.held_by_admin
 
 
 def _partly_started_het_jobs(cluster: Cluster, started: list[Job]) -> set[int]:
