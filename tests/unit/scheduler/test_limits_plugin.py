@@ -293,6 +293,31 @@ def test_reserve_counts_the_real_allocation() -> None:
     assert why == {2: R.QOS_GRP_CPU}
 
 
+@pytest.mark.parametrize(
+    ("policy", "nodes"),
+    [
+        (PriorityPolicy(qos=(Qos("q", max_tres_per_job=TresLimits(nodes=2)),)), 2),
+        (PriorityPolicy(qos=(Qos("q", max_tres_per_job=TresLimits(cpus=12)),)), 3),
+        (PriorityPolicy(qos=(Qos("q", grp_tres=TresLimits(nodes=3)),)), 3),
+        (_tree(max_tres_per_job=TresLimits(nodes=1)), 1),
+        (_tree(grp_tres=TresLimits(cpus=8)), 2),
+    ],
+    ids=["qos MaxTRESPerJob nodes", "qos MaxTRESPerJob cpus", "qos GrpTRES nodes",
+         "account MaxTRES nodes", "account GrpTRES cpus"],
+)  # fmt: skip
+def test_a_node_range_gets_as_many_nodes_as_its_limits_allow(
+    policy: PriorityPolicy, nodes: int
+) -> None:
+    """``-N 1-4 --ntasks-per-node=4`` on 4 idle nodes: as Slurm, the range is capped by
+    the limits (the CPUs grow with the nodes). The job used to get all 4 nodes, over a
+    per-job limit, or be refused at Reserve by a group limit in every pass."""
+    job = J(1).qos("q").nodes(1, 4).tasks(4, per_node=4)
+    snap = cluster(NOW).uniform_nodes(4, cpus=8, mem_gib=32).pending(job).build()
+    plan = _sched(policy).schedule(snap)
+    assert {j: len(n) for j, n in placed_nodes(plan).items()} == {1: nodes}
+    assert reasons(plan) == {}
+
+
 def test_no_limits_leaves_the_plugin_out_of_the_default_profile() -> None:
     assert "limits" not in default_profile()["plugins"]  # type: ignore[operator]
     plugins = default_profile(limits=True)["plugins"]

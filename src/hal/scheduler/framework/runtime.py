@@ -102,6 +102,9 @@ class WillRunResult:
 
 # The job's placement key, written by the runtime before PreFilter for plugins to reuse.
 PLACEMENT_KEY: StateKey[PlacementKey] = StateKey("framework.placement_key")
+# Written by a PreFilter plugin for a job with a node range (``-N 1-4``): the most nodes
+# its limits let it have (Slurm caps the range so); the runtime tries no more.
+MAX_NODES: StateKey[int] = StateKey("framework.max_nodes")
 # Per pass: (placement key, node count) → NodeRequest, shared by identical jobs.
 _REQUESTS: StateKey[dict[tuple[PlacementKey, int], NodeRequest]] = StateKey("framework.requests")
 
@@ -332,7 +335,8 @@ class Framework:
                 ctx, state, job, key, skipped, post_filter=mode is Mode.NOW and within is None
             )
             if rows is None or request is None:
-                if fit_cache is not None:
+                # (a failure under a node cap holds for this job only: the cap is its own)
+                if fit_cache is not None and MAX_NODES not in state:
                     fit_cache[key] = status
                 return Outcome(status, Stage.FILTER)
             try:
@@ -388,12 +392,17 @@ class Framework:
         *,
         post_filter: bool = False,
     ) -> tuple[Status, IndexArray | None, NodeRequest | None]:
-        """The feasible rows for the largest node count in ``nodes_min..nodes_max`` that
-        fits (all-or-nothing), or the reason none does. ``post_filter``: on a shortage,
-        let the PostFilter plugins try (the main pass only)."""
+        """The feasible rows for the largest node count in ``nodes_min..nodes_max`` (at
+        most ``MAX_NODES``) that fits (all-or-nothing), or the reason none does.
+        ``post_filter``: on a shortage, let the PostFilter plugins try (the main pass
+        only)."""
         spec = job.spec
         lo = max(spec.nodes_min, len(spec.nodelist), 1)
         hi = max(spec.nodes_max, lo)
+        if hi > lo:
+            cap = state.get(MAX_NODES)
+            if cap is not None:
+                hi = max(min(hi, cap), lo)
         filters = self._filters_for(skipped)
         failed = _NO_NODES
         requests = ctx.data.get(_REQUESTS)

@@ -41,7 +41,7 @@ from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
 from hal.scheduler.framework.request import PlacementKey
-from hal.scheduler.framework.runtime import PLACEMENT_KEY
+from hal.scheduler.framework.runtime import MAX_NODES, PLACEMENT_KEY
 from hal.scheduler.framework.status import SUCCESS, Status, unschedulable
 from hal.scheduler.plugins.limits.perjob import AccountPerJob, per_job_caps, whole_node_memory_over
 
@@ -111,11 +111,11 @@ def _add(table: dict[str, list[int]], key: str, tres: Tres, sign: int) -> None:
         row[i] += sign * tres[i]
 
 
-def request_tres(job: Job) -> Tres:
-    """What a pending job asks for at its minimum node count (``--mem=0``: 0 memory
-    here; Reserve counts what it really gets)."""
+def request_tres(job: Job, nodes: int | None = None) -> Tres:
+    """What a pending job asks for at its minimum node count, or on ``nodes`` nodes
+    (``--mem=0``: 0 memory here; Reserve counts what it really gets)."""
     spec = job.spec
-    n = max(spec.nodes_min, 1)
+    n = max(spec.nodes_min, 1) if nodes is None else nodes
     per = spec.request_per_node(n)
     return (per.cpus * n, per.gpus * n, per.memory_bytes * n, n)
 
@@ -394,7 +394,31 @@ class Limits:
         usage = data.get(USAGE)
         if usage is None:
             usage = self.usage(ctx)
-        return self._usage_check(usage, job, qos_name, chain, tres, True)
+        st = self._usage_check(usage, job, qos_name, chain, tres, True)
+        if spec.nodes_max > max(spec.nodes_min, len(spec.nodelist), 1) and st.is_success:
+            self._cap_nodes(state, usage, job, keys)
+        return st
+
+    def _cap_nodes(self, state: CycleState, usage: Usage, job: Job, keys: Keys) -> None:
+        """A node range (``-N 1-4``) that fits the limits at its minimum: the most nodes
+        within them (their CPUs, memory and GPUs too, which grow with the count), for
+        the runtime's node-count search (``MAX_NODES``), as Slurm caps a job's node
+        range by its limits. Without the cap the runtime took the most nodes free: a
+        per-job limit was exceeded, and a group limit refused that placement at Reserve
+        in every pass, so the job never started."""
+        spec = job.spec
+        lo = max(spec.nodes_min, len(spec.nodelist), 1)
+        qos_name, chain = keys
+        n = spec.nodes_max
+        while n > lo:
+            tres = request_tres(job, n)
+            if (
+                qos_name not in self._per_job or self._per_job_check(qos_name, job, tres) is None
+            ) and self._usage_check(usage, job, qos_name, chain, tres, True).is_success:
+                break
+            n -= 1
+        if n < spec.nodes_max:
+            state.write(MAX_NODES, n)
 
     def reserve(
         self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation
