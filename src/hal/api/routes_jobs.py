@@ -321,8 +321,10 @@ async def cancel(
 
 
 @router.post("/{job_id}/hold")
-async def hold_job(job_id: str, ctx: Ctx, caller: Who) -> dict[str, object]:
-    return {"job_ids": await ctx.cluster.set_hold(job_id, caller, True)}
+async def hold_job(job_id: str, ctx: Ctx, caller: Who, user: bool = False) -> dict[str, object]:
+    """``user=true``: a hold the job's owner may release (``scontrol uhold``), also when
+    an administrator places it."""
+    return {"job_ids": await ctx.cluster.set_hold(job_id, caller, True, user_hold=user)}
 
 
 @router.post("/{job_id}/release")

@@ -223,10 +223,12 @@ class HalClient:
         r = self._request("DELETE", f"/v1/jobs/{segment(job_id)}", params=params)
         return list(self._json(r).get("job_ids", []))
 
-    def hold(self, job_id: int | str) -> list[int]:
-        return list(
-            self._json(self._request("POST", f"/v1/jobs/{segment(job_id)}/hold"))["job_ids"]
-        )
+    def hold(self, job_id: int | str, *, user: bool = False) -> list[int]:
+        """Hold a pending job; ``user``: a hold its owner may release (``scontrol uhold``)
+        even when an administrator places it."""
+        params = {"user": "true"} if user else {}
+        r = self._request("POST", f"/v1/jobs/{segment(job_id)}/hold", params=params)
+        return list(self._json(r)["job_ids"])
 
     def release(self, job_id: int | str) -> list[int]:
         r = self._request("POST", f"/v1/jobs/{segment(job_id)}/release")

@@ -1,7 +1,8 @@
 """The ``scontrol`` command: ``show job|node|partition|reservation|config|hostnames``,
-``hold``, ``release``, ``requeue``, ``update job``, ``update NodeName=... State=...``
-(drain, down, resume, undrain), and ``create|update|delete reservation`` (the
-reservation words are read and printed by ``compat/reservations.py``).
+``hold``, ``uhold`` (a hold the owner may release), ``release``, ``requeue``, ``update
+job``, ``update NodeName=... State=...`` (drain, down, resume, undrain), and
+``create|update|delete reservation`` (the reservation words are read and printed by
+``compat/reservations.py``).
 
 ``show`` prints Slurm's ``Key=Value`` records over indented lines; Snakemake reads
 ``MinJobAge`` from ``show config``. Keys HAL has no value for are left out rather than
@@ -13,6 +14,8 @@ from __future__ import annotations
 import pwd
 import re
 import time
+from collections.abc import Callable
+from functools import partial
 
 from hal.compat import reservations
 from hal.compat.formats import (
@@ -309,14 +312,15 @@ def _job_ids(args: list[str]) -> list[str]:
 
 def _job_action(command: str, args: list[str], console: Console) -> int:
     client = console.client
-    action = {
+    actions: dict[str, Callable[[str], list[int]]] = {
         "hold": client.hold,
-        "uhold": client.hold,
+        "uhold": partial(client.hold, user=True),  # a hold the owner may release
         "release": client.release,
         "requeue": client.requeue,
         "suspend": client.suspend,
         "resume": client.resume,
-    }[command]
+    }
+    action = actions[command]
     rc = 0
     for job_id in _job_ids(args):
         try:

@@ -834,7 +834,12 @@ class Cluster:
                     agents.send_cancel(self, job, JobState.CANCELLED)
             return [j.id for j in changed]
 
-    async def set_hold(self, ident: str, caller: Caller, held: bool) -> list[int]:
+    async def set_hold(
+        self, ident: str, caller: Caller, held: bool, *, user_hold: bool = False
+    ) -> list[int]:
+        """Hold (``scontrol hold``) or release pending jobs. An administrator's hold of
+        another user's job is an admin hold (only an administrator releases it), unless
+        ``user_hold`` (``scontrol uhold``: a hold its owner may release)."""
         async with self._lock:
             jobs = [j for j in self.resolve(ident) if j.state is JobState.PENDING]
             self._authorise(jobs, caller)
@@ -844,7 +849,7 @@ class Cluster:
                 if held:
                     new = (
                         job.evolve(held_by_admin=True, reason=PendingReason.JOB_HELD_ADMIN)
-                        if caller.admin and job.spec.user != caller.name
+                        if caller.admin and job.spec.user != caller.name and not user_hold
                         else job.evolve(
                             spec=job.spec.with_changes(hold=True),
                             reason=PendingReason.JOB_HELD_USER,

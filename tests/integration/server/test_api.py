@@ -138,6 +138,25 @@ def test_hold_release_and_update(server: LiveServer, tmp_path: Path) -> None:
         c.cancel(jid.job_id)
 
 
+def test_an_administrators_uhold_is_a_hold_the_owner_may_release(server: LiveServer) -> None:
+    """Slurm's ``scontrol uhold``: an administrator holds a user's job so that the user
+    may release it (``hold`` would need an administrator to release it). It was an admin
+    hold: the user's ``scontrol release`` was refused."""
+    alice = server.add_users("alice")["alice"]
+    with server.client(alice) as c:
+        jid = str(c.submit(dataclasses.replace(TRUE, hold=False, begin_time=4102444800.0)).job_id)
+        out = server.cli("scontrol", "uhold", jid)  # as the administrator
+        assert out.returncode == 0, out.stderr
+        assert (c.job(jid).held, c.job(jid).reason) == (True, "JobHeldUser")
+        out = server.cli("scontrol", "release", jid, token=alice)
+        assert out.returncode == 0, out.stderr
+        assert not c.job(jid).held
+        server.cli("scontrol", "hold", jid)  # an administrator's hold stays his to lift
+        assert c.job(jid).reason == "JobHeldAdmin"
+        assert server.cli("scontrol", "release", jid, token=alice).returncode != 0
+        c.cancel(jid)
+
+
 def test_a_submission_sent_again_with_its_idempotency_key_gives_the_same_jobs(
     server: LiveServer,
 ) -> None:

@@ -171,8 +171,8 @@ class FakeClient:
         self.actions.append((name, str(job_id)))
         return found
 
-    def hold(self, job_id: int | str) -> list[int]:
-        return self._action("hold", job_id)
+    def hold(self, job_id: int | str, *, user: bool = False) -> list[int]:
+        return self._action("uhold" if user else "hold", job_id)
 
     def release(self, job_id: int | str) -> list[int]:
         return self._action("release", job_id)
