@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from hal.compat.formats import SLURM_COMPAT_VERSION, timestamp
 from hal.compat.sbatch import HELP, SbatchRequest, parse_sbatch
 from hal.compat.seam import Console
-from hal.core.errors import HalError
+from hal.core.errors import HalError, Unavailable
 from hal.core.slurm_syntax import compress_hostlist
 from hal.core.states import JobState
 from hal.wire.submit import JobSubmit, SubmitResult, non_defaults
@@ -116,7 +116,16 @@ def _wait(result: SubmitResult, console: Console) -> int:
     array."""
     delay = WAIT_FIRST_POLL_S
     while True:
-        jobs = _poll(result, console)
+        try:
+            jobs = _poll(result, console)
+        except Unavailable as err:
+            # the server restarting, or its database away: the job goes on, and so does
+            # the wait (Slurm's sbatch retries until its controller answers again)
+            console.err(
+                "sbatch: error: Currently unable to load job state information, retrying: "
+                + err.message
+            )
+            jobs = []
         if jobs and all(_finished(job) for job in jobs):
             return max(1 if job.exit_signal else job.exit_code for job in jobs)
         console.sleep(delay)

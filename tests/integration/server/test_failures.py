@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from hal.testing.live import LiveServer, stop_process, wait_until
@@ -133,3 +135,50 @@ def test_server_restart_resumes_queue_and_running_jobs(tmp_path: Path) -> None:
     finally:
         stop_process(agent)
         second.stop()
+
+
+def test_sbatch_wait_outlasts_a_server_restart(tmp_path: Path) -> None:
+    """`sbatch --wait` keeps waiting while the control plane restarts (Slurm's sbatch
+    retries "Currently unable to load job state information") and exits with the job's
+    code, instead of failing a pipeline whose job ran on."""
+    go = tmp_path / "go"
+    data = tmp_path / "srv"
+    first = LiveServer(data)
+    first.start()
+    agent = first.start_agent("node1", cpus=1)
+    with first.client() as c:
+        wait_until(lambda: any(n.state == "UP" for n in c.nodes()), message="agent up")
+    body = f"while [ ! -e {go} ]; do sleep 0.1; done; exit 3"
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "hal.cli.main", "sbatch", "--wait", "--wrap", body],
+        env={**first.env(), "HAL_RETRY_SECONDS": "0"},
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    running: LiveServer | None = first
+    try:
+        assert waiting.stdout is not None and waiting.stderr is not None
+        job_id = int(waiting.stdout.readline().split()[-1])
+        wait_until(lambda: state(first, job_id) == "RUNNING", message="the job to run")
+        first._agents.remove(agent)  # the agent and its job run on across the restart
+        first.stop()
+        running = None
+        # the waiting sbatch polls the stopped server at least once
+        said = waiting.stderr.readline()
+        assert "retrying" in said, (said, waiting.wait(10), waiting.stderr.read())
+        second = running = LiveServer(data, port=first.port)
+        second.token = first.token
+        second.start()
+        go.touch()
+        assert waiting.wait(60) == 3, waiting.stderr.read()
+        assert state(second, job_id) == "FAILED"
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+            waiting.wait(5)
+        stop_process(agent)
+        first.end_fork_servers()  # the job, if the test failed before it ended
+        if running is not None:
+            running.stop()
