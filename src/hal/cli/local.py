@@ -87,7 +87,7 @@ def cmd_up(ns: argparse.Namespace) -> int:
         server = HalServer(config, db_url, data_dir=data_dir, cache_plane=ns.cache_control_plane)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # HUP: its terminal closed
             loop.add_signal_handler(sig, stop.set)
         serving = asyncio.create_task(server.serve(ns.host, port, stop))
         agents: list[subprocess.Popen[bytes]] = []
@@ -134,7 +134,7 @@ async def _wait_healthy(url: str, serving: asyncio.Task[None]) -> None:
 def _spawn_agent(
     url: str, token: str, name: str, cpus: int, state_dir: Path
 ) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "HAL_TOKEN": token, "HAL_URL": url}
+    env = {**os.environ, "HAL_TOKEN": token, "HAL_URL": url, UP_PID: str(os.getpid())}
     cmd = [
         sys.executable,
         "-m",
@@ -150,6 +150,25 @@ def _spawn_agent(
         str(state_dir),
     ]
     return subprocess.Popen(cmd, env=env, start_new_session=True)
+
+
+UP_PID = "HAL_UP_PID"  # the `hal up` that started this agent, which stops with it
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _stop_with_up() -> None:
+    """An agent of `hal up` (its own session: Ctrl-C reaches `hal up`, which stops its
+    agents in order) asks Linux for a SIGTERM when `hal up` dies without stopping it
+    (SIGKILL, a crash): else it ran on unowned, holding its state directory's lock
+    against the agents of the next `hal up`."""
+    up = os.environ.pop(UP_PID, "")
+    if not up.isdigit() or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != int(up):  # it died before the call: nothing would signal us
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _banner(url: str, data_dir: Path, agents: int) -> None:
@@ -269,6 +288,7 @@ def cmd_agent(ns: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        _stop_with_up()  # once SIGTERM stops the agent in order
         await run_agent(config, stop)
 
     run_loop(run())

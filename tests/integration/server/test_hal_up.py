@@ -1,0 +1,76 @@
+"""`hal up` as a user runs it: a local cluster that stops with it, whatever stopped it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+
+from hal.client import HalClient
+from hal.testing.live import free_port, stop_process, wait_until
+
+
+def agents_of(data: Path) -> list[psutil.Process]:
+    """The running `hal agent` processes whose state directory is under ``data``."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmd = proc.info["cmdline"] or []
+        if proc.info["status"] == psutil.STATUS_ZOMBIE or "agent" not in cmd:
+            continue
+        if any(arg.startswith(str(data)) for arg in cmd) and "hal.cli.main" in cmd:
+            found.append(proc)
+    return found
+
+
+def start_up(data: Path, port: int, home: Path) -> tuple[subprocess.Popen[bytes], HalClient]:
+    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+    env.pop("HAL_TOKEN", None)
+    args = ["--data-dir", str(data), "--port", str(port), "--agents", "1", "--cpus-per-agent", "1"]
+    up = subprocess.Popen(
+        [sys.executable, "-m", "hal.cli.main", "up", *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    credentials = home / ".config" / "hal" / "credentials.json"
+
+    def up_with_node() -> bool:
+        assert up.poll() is None, "hal up stopped"
+        try:
+            token = json.loads(credentials.read_text())[url]["token"]
+            with HalClient(url, token) as c:
+                return any(n.name == "node1" and n.state == "UP" for n in c.nodes())
+        except Exception:
+            return False
+
+    wait_until(up_with_node, 60, 0.2, message="hal up and its agent")
+    return up, HalClient(url, json.loads(credentials.read_text())[url]["token"])
+
+
+def test_a_killed_hal_up_leaves_no_agent_running(tmp_path: Path) -> None:
+    """SIGKILL `hal up` (or a crash): its agents stop too, and the next `hal up` runs its
+    own instead of finding the state directories locked by the orphans."""
+    data, home, port = tmp_path / "data", tmp_path / "home", free_port()
+    up, client = start_up(data, port, home)
+    client.close()
+    try:
+        assert len(agents_of(data)) == 1
+        up.send_signal(signal.SIGKILL)
+        up.wait(10)
+        wait_until(lambda: not agents_of(data), 20, 0.1, message="the orphaned agent to stop")
+        up, client = start_up(data, port, home)
+        client.close()
+        up.send_signal(signal.SIGINT)  # Ctrl-C
+        assert up.wait(30) == 0
+        assert not agents_of(data)
+    finally:
+        if up.poll() is None:
+            stop_process(up)
+        for agent in agents_of(data):
+            agent.kill()
