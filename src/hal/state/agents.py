@@ -361,7 +361,7 @@ async def check_nodes(cluster: Cluster) -> list[str]:
         return [
             n
             for n in cluster.nodes.values()
-            if n.state is not NodeState.DOWN
+            if _watched(cluster, n)
             and now - max(n.last_heartbeat, _last_seen(cluster, n.name), since) > timeout
         ]
 
@@ -371,8 +371,13 @@ async def check_nodes(cluster: Cluster) -> list[str]:
         dead = silent()  # again: an agent may have registered while this waited
         if not dead:
             return []
-        nodes = [n.evolve(state=NodeState.DOWN, reason="Not responding") for n in dead]
-        names = {n.name for n in nodes}
+        # an operator's DOWN stays as it is; its jobs are lost all the same
+        nodes = [
+            n.evolve(state=NodeState.DOWN, reason="Not responding")
+            for n in dead
+            if n.state is not NodeState.DOWN
+        ]
+        names = {n.name for n in dead}
         changed: list[Job] = []
         events = [
             EventRow(now, "node.down", node=n.name, state="DOWN", data={"reason": "Not responding"})
@@ -404,8 +409,18 @@ async def check_nodes(cluster: Cluster) -> list[str]:
             send_cancel(cluster, leader, JobState.NODE_FAIL)
         for n in nodes:
             cluster.nodes[n.name] = n
-            cluster.agent_sessions.pop(n.name, None)
+        for name in names:
+            cluster.agent_sessions.pop(name, None)
     return sorted(names)
+
+
+def _watched(cluster: Cluster, node: Node) -> bool:
+    """Whether ``node``'s agent must keep heartbeating: any node not DOWN, and one an
+    operator set DOWN while its jobs run on (or its agent is still connected)."""
+    if node.state is not NodeState.DOWN:
+        return True
+    usage = cluster.usage.get(node.name)
+    return node.name in cluster.agent_sessions or (usage is not None and bool(usage.jobs))
 
 
 def _het_leaders_to_stop(cluster: Cluster, ended: list[Job]) -> list[Job]:

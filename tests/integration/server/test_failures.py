@@ -98,6 +98,38 @@ def test_silent_node_goes_down_and_its_job_is_requeued(tmp_path: Path) -> None:
         stop_process(agent)
 
 
+def test_silent_agent_of_a_node_set_down_still_loses_its_jobs(tmp_path: Path) -> None:
+    """An operator sets a failing node DOWN (its jobs run on), then its agent dies: the
+    jobs end NODE_FAIL or go back to the queue as on any silent node, instead of showing
+    RUNNING and holding its CPUs for good; the operator's DOWN and reason stay."""
+    overrides = {"node_timeout_seconds": 3.0, "heartbeat_interval_seconds": 0.5}
+    with LiveServer(tmp_path / "srv", config_overrides=overrides) as server:
+        agent = server.start_agent("node1", cpus=2)
+        with server.client() as c:
+            wait_until(lambda: any(n.state == "UP" for n in c.nodes()), message="agent up")
+            keep = c.submit(JobSubmit(script=script("sleep 30"), workdir=str(tmp_path)))
+            lose = c.submit(
+                JobSubmit(script=script("sleep 30"), workdir=str(tmp_path), requeue=False)
+            )
+            wait_until(
+                lambda: {state(server, keep.job_id), state(server, lose.job_id)} == {"RUNNING"},
+                message="both jobs to run",
+            )
+            c.update_node("node1", "DOWN", "bad DIMM")
+            assert state(server, keep.job_id) == "RUNNING"
+            agent.send_signal(signal.SIGKILL)
+            agent.wait(10)
+            wait_until(
+                lambda: state(server, lose.job_id) == "NODE_FAIL",
+                timeout=20,
+                message="NODE_FAIL",
+            )
+            requeued = c.job(keep.job_id)
+            assert requeued.state == "PENDING" and requeued.restarts == 1
+            node = c.node("node1")
+            assert (node.state, node.reason, node.cpus_alloc) == ("DOWN", "admin: bad DIMM", 0)
+
+
 def test_server_restart_resumes_queue_and_running_jobs(tmp_path: Path) -> None:
     """Stop the control plane while a job runs and others wait; a new server on the same
     database picks up where it left off and every job finishes exactly once."""
