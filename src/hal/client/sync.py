@@ -259,18 +259,37 @@ class HalClient:
         return JobInfo.model_validate_json(r.body)
 
     def events(self, after: int = 0, *, follow: bool = True) -> Iterator[JobEvent]:
-        """Server-sent job and node events after event id ``after`` (resumable)."""
+        """Server-sent job and node events after event id ``after`` (resumable). A
+        followed stream goes on across a server restart: it is taken up again after the
+        last event it gave, while the server is away for up to ``HAL_RETRY_SECONDS``."""
         from hal.wire.jobs import JobEvent
 
-        params = {"after": str(after), "follow": "true" if follow else "false"}
-        try:
-            for line in self._http.stream_lines("/v1/events", params):
-                if line.startswith("data:"):
-                    yield JobEvent.model_validate_json(line[5:].strip())
-        except StreamRefused as refused:
-            raise error_from_response(refused.response) from None
-        except TransportError as err:
-            raise Unavailable(f"event stream from {self.config.url} broke: {err}") from err
+        away: float | None = None  # since when a followed stream has had no server
+        while True:
+            params = {"after": str(after), "follow": "true" if follow else "false"}
+            try:
+                for line in self._http.stream_lines("/v1/events", params):
+                    away = None
+                    if line.startswith("data:"):
+                        event = JobEvent.model_validate_json(line[5:].strip())
+                        after = event.id
+                        yield event
+                if not follow:
+                    return
+                why = "the server closed it"  # it stopped: a restart follows, or not
+            except StreamRefused as refused:
+                if not follow or refused.response.status != 503:
+                    raise error_from_response(refused.response) from None
+                why = error_from_response(refused.response).message
+            except TransportError as err:
+                if not follow:
+                    raise Unavailable(f"event stream from {self.config.url} broke: {err}") from err
+                why = str(err)
+            now = time.monotonic()
+            away = now if away is None else away
+            if now - away >= self.config.retry_seconds:
+                raise Unavailable(f"event stream from {self.config.url} broke: {why}")
+            time.sleep(1.0)
 
     # -- nodes, partitions, config --------------------------------------------------------
     def nodes(self) -> list[NodeInfo]:

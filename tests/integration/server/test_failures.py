@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from hal.testing.live import LiveServer, stop_process, wait_until
@@ -102,7 +104,7 @@ def test_silent_agent_of_a_node_set_down_still_loses_its_jobs(tmp_path: Path) ->
     """An operator sets a failing node DOWN (its jobs run on), then its agent dies: the
     jobs end NODE_FAIL or go back to the queue as on any silent node, instead of showing
     RUNNING and holding its CPUs for good; the operator's DOWN and reason stay."""
-    overrides = {"node_timeout_seconds": 3.0, "heartbeat_interval_seconds": 0.5}
+    overrides: dict[str, object] = {"node_timeout_seconds": 3.0, "heartbeat_interval_seconds": 0.5}
     with LiveServer(tmp_path / "srv", config_overrides=overrides) as server:
         agent = server.start_agent("node1", cpus=2)
         with server.client() as c:
@@ -212,5 +214,59 @@ def test_sbatch_wait_outlasts_a_server_restart(tmp_path: Path) -> None:
             waiting.wait(5)
         stop_process(agent)
         first.end_fork_servers()  # the job, if the test failed before it ended
+        if running is not None:
+            running.stop()
+
+
+def test_followed_events_go_on_across_a_server_restart(tmp_path: Path) -> None:
+    """`hal events` follows the stream across a restart of the control plane: it takes it
+    up again after the last event it printed, instead of ending (exit 0) as if there were
+    nothing more, every later event lost to it."""
+    data = tmp_path / "srv"
+    first = LiveServer(data)
+    first.start()
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "hal.cli.main", "events"],
+        env=first.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert follower.stdout is not None and follower.stderr is not None
+    out = follower.stdout
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(out.readline, "")))
+    reader.start()
+    running: LiveServer | None = first
+    try:
+
+        def submitted(server: LiveServer, name: str) -> int:
+            with server.client() as c:
+                job = JobSubmit(script=script("true"), workdir=str(tmp_path), name=name, hold=True)
+                return c.submit(job).job_id
+
+        def printed(job_id: int) -> bool:
+            return any(json.loads(line)["job_id"] == job_id for line in list(lines))
+
+        before = submitted(first, "before")
+        wait_until(lambda: printed(before), message="the first event")
+        first.stop()
+        running = None
+        second = running = LiveServer(data, port=first.port)
+        second.token = first.token
+        second.start()
+        after = submitted(second, "after")
+        wait_until(
+            lambda: printed(after) or follower.poll() is not None,
+            timeout=30,
+            message="the event after the restart",
+        )
+        assert follower.poll() is None, ("the follower ended", lines, follower.stderr.read())
+        ids = [json.loads(line)["id"] for line in lines]
+        assert ids == sorted(set(ids)), "an event was printed twice or out of order"
+    finally:
+        follower.kill()
+        follower.wait(5)
+        reader.join(5)
         if running is not None:
             running.stop()
