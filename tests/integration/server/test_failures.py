@@ -9,8 +9,10 @@ import sys
 import threading
 from pathlib import Path
 
+from hal.client.sync import HalClient
 from hal.testing.live import LiveServer, stop_process, wait_until
 from hal.wire.jobs import JobSubmit
+from hal.wire.submit import SubmitResult
 
 
 def script(body: str) -> str:
@@ -53,22 +55,31 @@ def test_agent_restart_neither_orphans_nor_duplicates(tmp_path: Path) -> None:
             stop_process(again)
 
 
+# a node silent for 3 s is declared down
+QUICK_TIMEOUT: dict[str, object] = {"node_timeout_seconds": 3.0, "heartbeat_interval_seconds": 0.5}
+
+
+def _two_running_jobs(
+    server: LiveServer, c: HalClient, tmp_path: Path
+) -> tuple[SubmitResult, SubmitResult]:
+    """Once node1 is up: a requeueable and a --no-requeue job, both running there."""
+    wait_until(lambda: any(n.state == "UP" for n in c.nodes()), message="agent up")
+    keep = c.submit(JobSubmit(script=script("sleep 30"), workdir=str(tmp_path)))
+    lose = c.submit(JobSubmit(script=script("sleep 30"), workdir=str(tmp_path), requeue=False))
+    wait_until(
+        lambda: {state(server, keep.job_id), state(server, lose.job_id)} == {"RUNNING"},
+        message="both jobs to run",
+    )
+    return keep, lose
+
+
 def test_silent_node_goes_down_and_its_job_is_requeued(tmp_path: Path) -> None:
     """An agent that stops heartbeating: node DOWN, its requeueable job back in the queue,
     its --no-requeue job NODE_FAIL."""
-    overrides = {"node_timeout_seconds": 3.0, "heartbeat_interval_seconds": 0.5}
-    with LiveServer(tmp_path / "srv", config_overrides=overrides) as server:
+    with LiveServer(tmp_path / "srv", config_overrides=QUICK_TIMEOUT) as server:
         agent = server.start_agent("node1", cpus=2)
         with server.client() as c:
-            wait_until(lambda: any(n.state == "UP" for n in c.nodes()), message="agent up")
-            keep = c.submit(JobSubmit(script=script("sleep 30"), workdir=str(tmp_path)))
-            lose = c.submit(
-                JobSubmit(script=script("sleep 30"), workdir=str(tmp_path), requeue=False)
-            )
-            wait_until(
-                lambda: {state(server, keep.job_id), state(server, lose.job_id)} == {"RUNNING"},
-                message="both jobs to run",
-            )
+            keep, lose = _two_running_jobs(server, c, tmp_path)
             agent.send_signal(signal.SIGSTOP)  # alive but silent, like a hung node
             try:
                 wait_until(
@@ -104,19 +115,10 @@ def test_silent_agent_of_a_node_set_down_still_loses_its_jobs(tmp_path: Path) ->
     """An operator sets a failing node DOWN (its jobs run on), then its agent dies: the
     jobs end NODE_FAIL or go back to the queue as on any silent node, instead of showing
     RUNNING and holding its CPUs for good; the operator's DOWN and reason stay."""
-    overrides: dict[str, object] = {"node_timeout_seconds": 3.0, "heartbeat_interval_seconds": 0.5}
-    with LiveServer(tmp_path / "srv", config_overrides=overrides) as server:
+    with LiveServer(tmp_path / "srv", config_overrides=QUICK_TIMEOUT) as server:
         agent = server.start_agent("node1", cpus=2)
         with server.client() as c:
-            wait_until(lambda: any(n.state == "UP" for n in c.nodes()), message="agent up")
-            keep = c.submit(JobSubmit(script=script("sleep 30"), workdir=str(tmp_path)))
-            lose = c.submit(
-                JobSubmit(script=script("sleep 30"), workdir=str(tmp_path), requeue=False)
-            )
-            wait_until(
-                lambda: {state(server, keep.job_id), state(server, lose.job_id)} == {"RUNNING"},
-                message="both jobs to run",
-            )
+            keep, lose = _two_running_jobs(server, c, tmp_path)
             c.update_node("node1", "DOWN", "bad DIMM")
             assert state(server, keep.job_id) == "RUNNING"
             agent.send_signal(signal.SIGKILL)
