@@ -8,7 +8,7 @@ from hal.core.data import CacheTree, DataView, Link
 from hal.core.states import PendingReason
 from hal.scheduler.framework import ProfileError
 from hal.scheduler.plugins import build_scheduler, default_profile
-from hal.testing import cluster, make_job, make_node, placed_nodes, reasons
+from hal.testing import JobBuilder, cluster, make_job, make_node, placed_nodes, reasons
 
 GB = 1_000_000_000
 TREE = CacheTree(
@@ -72,16 +72,22 @@ def test_cost_weight_must_be_a_non_negative_number() -> None:
 
 
 def _wait_case(
-    waited_s: float, holders: dict[str, dict[str, int]]
+    waited_s: float, holders: dict[str, dict[str, int]], job: JobBuilder | None = None
 ) -> tuple[tuple[str, ...] | None, PendingReason | None]:
-    """l1's nodes (a1, a2) are busy; the job has waited ``waited_s``; locality_wait 60 s."""
+    """l1's nodes (a1, a2: 8 cpus) are busy, the others have 16 and feature "wide"; the
+    job has waited ``waited_s``; locality_wait 60 s."""
     now = 1_000_000.0
     busy = make_job(900).tasks(16, per_node=8).nodes(2).running_on("a1", "a2")
     snap = (
         cluster(now)
-        .nodes(*(make_node(n).cpus(8) for n in NODE_LEAF))
+        .nodes(
+            *(
+                make_node(n).cpus(8) if leaf == "l1" else make_node(n).cpus(16).features("wide")
+                for n, leaf in NODE_LEAF.items()
+            )
+        )
         .running(busy)
-        .pending(make_job(1).data("ds").submitted(now - waited_s))
+        .pending((job or make_job(1)).data("ds").submitted(now - waited_s))
         .data(_view(holders))
         .build()
     )
@@ -99,3 +105,20 @@ def test_a_job_waits_for_a_busy_node_by_its_data_then_takes_what_is_free() -> No
 def test_no_wait_when_no_busy_node_holds_more_of_the_data() -> None:
     placed, _ = _wait_case(10, {"ds": {"r1": GB}})  # only a branch holds it: no leaf better
     assert placed == ("b1",)
+
+
+def test_no_wait_for_a_busy_node_the_job_could_never_run_on() -> None:
+    """l1 (busy a1, a2) holds the data, but the job excludes them, wants a feature they
+    lack, is pinned elsewhere or needs more cpus than they have: waiting for them gains
+    nothing, so it starts at once (it used to wait locality_wait seconds)."""
+    holders = {"ds": {"l1": GB}}
+    for job in (
+        make_job(1).exclude("a1", "a2"),
+        make_job(1).constraint("wide"),
+        make_job(1).nodelist("b1"),
+        make_job(1).cpus(12),
+    ):
+        placed, reason = _wait_case(10, holders, job)
+        assert placed is not None and reason is None, job.build().spec
+    placed, reason = _wait_case(10, holders, make_job(1).cpus(8))  # a1, a2 would do
+    assert placed is None and reason == PendingReason.DATA_LOCALITY

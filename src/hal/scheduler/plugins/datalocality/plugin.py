@@ -17,9 +17,10 @@ Nodes sharing a leaf cache share a score, so the work is per leaf, not per node.
 
 Permit (delay scheduling, Zaharia et al. 2010; off unless ``locality_wait`` > 0): a job
 placed on nodes whose leaves hold a smaller share of its inputs' bytes than the best leaf
-among the up nodes of its partition (busy or not) waits — ``DataLocality``, holding
-nobody back — until such a node is free or it has been eligible for ``locality_wait``
-seconds; then it takes what is free.
+among the up nodes of its partition (busy or not) that it could run on (features, GPU
+type, ``--exclude``, size; with ``--nodelist`` no better than its named nodes) waits —
+``DataLocality``, holding nobody back — until such a node is free or it has been
+eligible for ``locality_wait`` seconds; then it takes what is free.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from hal.core.states import PendingReason
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
 from hal.scheduler.framework.interfaces import MAX_NODE_SCORE, FloatArray, IndexArray
+from hal.scheduler.framework.node_table import BoolArray, NodeTable
 from hal.scheduler.framework.profile import PluginArgs, PluginArgsError, reject_unknown_args
 from hal.scheduler.framework.request import NodeRequest
 from hal.scheduler.framework.status import SKIP, SUCCESS, Status, unschedulable
@@ -132,8 +134,11 @@ class DataLocality:
         _scores, held = self._figures(ctx, view, keys, leaves)
         table = ctx.nodes
         got = min(float(held[rows[table.index[n]]]) for n in allocation.nodes)
-        usable = table.partition_mask(job.partition) & table.up
+        usable = self._could_take(table, job, len(allocation.nodes))
         best = float(held[rows[usable]].max()) if usable.any() else 0.0
+        pinned = [table.index[n] for n in job.spec.nodelist if n in table.index]
+        if pinned:  # in every allocation: no wait gets more than the least of them
+            best = min(best, float(held[rows[pinned]].min()))
         if got >= best - 1e-9:
             return SUCCESS
         return unschedulable(
@@ -141,6 +146,27 @@ class DataLocality:
             f"waiting up to {self.locality_wait_s - waited:.0f} s more for a node whose cache "
             f"holds {best:.0%} of its inputs (the free ones: {got:.0%})",
         )
+
+    @staticmethod
+    def _could_take(table: NodeTable, job: Job, n_nodes: int) -> BoolArray:
+        """The up nodes of the job's partition it could run on once they are free: its
+        features, GPU type, exclusions and per-node size (a node it can never use is not
+        worth waiting for)."""
+        spec = job.spec
+        mask = table.partition_mask(job.partition) & table.up
+        for feature in spec.constraint:
+            mask &= table.feature_mask(feature)
+        if spec.typed_gpus is not None:
+            mask &= table.gpu_type_mask(spec.typed_gpus)
+        if spec.exclude:
+            mask &= ~table.names_mask(spec.exclude)
+        request = NodeRequest.for_job(spec, n_nodes)
+        mask &= table.cap_cpus >= request.cpus
+        if request.memory_bytes:
+            mask &= table.cap_memory >= request.memory_bytes
+        if request.gpus:
+            mask &= table.cap_gpus >= request.gpus
+        return mask
 
     def _leaves(
         self, ctx: PassContext, view: DataView
