@@ -54,6 +54,7 @@ from hal.api.data_view import (
     build_view,
     cache_stats_from_instances,
     holders_from_locate,
+    inactive_from_topology,
     stage_targets,
     tree_from_topology,
 )
@@ -137,6 +138,7 @@ class DataService:
         self._http: httpx.AsyncClient | None = None
         self._tree = CacheTree(parent={})
         self._holders: dict[str, dict[str, int]] = {}
+        self._inactive: frozenset[str] = frozenset()  # instances the control plane calls dead
         self._located_at: dict[str, float] = {}  # key → loop time its last locate was sent
         self._primed: dict[str, float] = {}  # key → loop time primed for a submission
         self._addresses: dict[str, str] = {}
@@ -228,6 +230,7 @@ class DataService:
             self.config.node_cache,
             self.cluster.nodes,
             peer_sourcing=self.config.peer_sourcing,
+            inactive=self._inactive,
         )
 
     def _on_jobs(self, jobs: Sequence[Job]) -> None:
@@ -263,6 +266,7 @@ class DataService:
             topo = await _get_json(http, "/topology")
             listed = await _get_json(http, "/instances")
             self._tree = tree_from_topology(topo)
+            self._inactive = inactive_from_topology(topo)
             self._addresses = {
                 str(i["id"]): str(i["address"])
                 for i in listed.get("instances", ())

@@ -51,6 +51,18 @@ def _number(value: Any, default: float) -> float:
     return float(value)
 
 
+def inactive_from_topology(body: Mapping[str, Any]) -> frozenset[str]:
+    """``GET /v1/topology`` → the instances the control plane calls ``inactive`` (silent
+    past its window, or reporting themselves unhealthy): their copies cannot be read."""
+    return frozenset(
+        node["id"]
+        for node in body.get("nodes", ())
+        if isinstance(node, Mapping)
+        and isinstance(node.get("id"), str)
+        and node.get("status") == "inactive"
+    )
+
+
 def holders_from_locate(body: Mapping[str, Any]) -> dict[str, int]:
     """``GET /v1/content/locate/{key}`` → instance → size in bytes."""
     out: dict[str, int] = {}
@@ -120,12 +132,18 @@ def build_view(
     nodes: Iterable[str],
     *,
     peer_sourcing: bool = False,
+    inactive: Container[str] = frozenset(),
 ) -> DataView:
     """The scheduler's ``DataView`` from what the control plane said. Copies on instances
-    the topology does not know (deregistered since) are left out: nothing can read them."""
+    the topology does not know (deregistered since) or calls ``inactive`` (a dead cache
+    process) are left out: nothing can read them."""
     known = tree.parent
     kept = {
-        key: {iid: size for iid, size in copies.items() if not known or iid in known}
+        key: {
+            iid: size
+            for iid, size in copies.items()
+            if (not known or iid in known) and iid not in inactive
+        }
         for key, copies in holders.items()
     }
     return DataView(
