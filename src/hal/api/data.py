@@ -93,6 +93,7 @@ class _Staged:
     leaf: str
     held: frozenset[str]
     at: float  # loop time the staging finished
+    again: bool = False  # the once-more staging after a copy vanished: there is no third
 
 
 @dataclass(frozen=True, slots=True)
@@ -407,8 +408,8 @@ class DataService:
             if ident in self._queued:
                 continue
             done = self._staged.get(ident)
-            if done is not None and not self._vanished(done, view):
-                continue
+            if done is not None and (done.again or not self._vanished(done, view)):
+                continue  # (two jobs reserved on a leaf too small for both: no ping-pong)
             if self._retry_at.get(ident, 0.0) > now:
                 continue
             if view.node_cache.get(t.node) is None:
@@ -464,8 +465,9 @@ class DataService:
             log.info("pre-staging job %s on %s failed: %s", target.job_id, target.node, err)
             return
         held = outcome.held
-        self._staged[(target.job_id, target.node)] = _Staged(
-            leaf, held, asyncio.get_running_loop().time()
+        ident = (target.job_id, target.node)
+        self._staged[ident] = _Staged(
+            leaf, held, asyncio.get_running_loop().time(), again=ident in self._staged
         )
         self.prestage["staged" if len(held) == len(keys) else "partial"] += 1
         self.bytes_staged += sum(view.size(k) or 0 for k in missing & held)
