@@ -17,9 +17,10 @@ paths (the blocks are shown but not placed on).
 
 A ``Topology`` is validated when it is built: a switch defined twice or under two
 parents, an unknown child switch, a cycle, a node under two leaves, a switch with both
-nodes and switches, a node in two blocks or bad ``BlockSizes`` each raise
-``TopologyError`` naming the culprit. Which nodes exist is not known here (agents
-register later); ``check_nodes`` compares with a list when one is known.
+nodes and switches, a node in two blocks, bad ``BlockSizes`` or a level named
+``nvlink`` (reserved) each raise ``TopologyError`` naming the culprit. Which nodes exist
+is not known here (agents register later); ``check_nodes`` compares with a list when one
+is known.
 
 Pure: imports only ``hal.core``; reading a file is the caller's job.
 """
@@ -30,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from hal.core.errors import InvalidRequest
+from hal.core.gpu_islands import NVLINK
 from hal.core.slurm_syntax import expand_hostlist
 
 LEAF = "leaf"
@@ -237,6 +239,14 @@ def _validate(topo: Topology) -> dict[str, tuple[str, ...]]:
         if not name or name in seen_levels:
             raise TopologyError(
                 f"level names must be distinct and non-empty: {list(topo.level_names)}",
+                field="topology.level_names",
+            )
+        if name == NVLINK:
+            # --topology required=nvlink always means the GPUs' NVLink (islands, domains)
+            raise TopologyError(
+                f"level name {NVLINK!r} is reserved for NVLink (--topology "
+                f"required={NVLINK}); name this switch level otherwise: "
+                f"{list(topo.level_names)}",
                 field="topology.level_names",
             )
         seen_levels.add(name)

@@ -170,3 +170,18 @@ def test_parse_topology() -> None:
     for bad in ("rack", "needed=rack", "required=", "required=a b"):
         with pytest.raises(InvalidRequest, match="required=LEVEL"):
             parse_topology(bad)
+
+
+def test_a_level_named_nvlink_is_refused_at_start(tmp_path: Path) -> None:
+    """``nvlink`` is reserved for NVLink (GPU islands, multi-node domains): a config
+    naming a switch level so was accepted, and ``--topology required=nvlink`` then meant
+    the GPUs' NVLink in PreFilter but that switch level in placement."""
+    (tmp_path / "topology.conf").write_text(CONF)
+    (tmp_path / "hal.toml").write_text(
+        '[topology]\nfile = "topology.conf"\nlevel_names = ["leaf", "nvlink"]\n'
+    )
+    with pytest.raises(TopologyError, match="'nvlink' is reserved") as err:
+        load_config(tmp_path / "hal.toml")
+    assert err.value.field == "topology.level_names"
+    with pytest.raises(TopologyError, match="reserved"):
+        topology_from_table({"level_names": ["nvlink"], "switches": [{"name": "a", "nodes": "n1"}]})
