@@ -76,10 +76,15 @@ def topology_from_table(raw: Any, *, base_dir: Path | None = None) -> Topology:
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
         try:
-            text = path.read_text()
+            text = path.read_text(encoding="utf-8")
         except OSError as err:
             raise TopologyError(
                 f"cannot read topology file {path}: {err.strerror}", field="topology.file"
+            ) from err
+        except UnicodeDecodeError as err:
+            raise TopologyError(
+                f"topology file {path} is not UTF-8 text (byte {err.start}); save it as UTF-8",
+                field="topology.file",
             ) from err
         conf = parse_topology_conf(text, level_names=level_names)
         return Topology(conf.switches, conf.blocks, conf.block_sizes, level_names, rules)

@@ -132,6 +132,17 @@ def test_config_reads_a_topology_conf_next_to_the_config_file(tmp_path: Path) ->
         config_from_dict({"topology": {"file": "missing.conf"}}, base_dir=tmp_path)
 
 
+def test_a_topology_conf_that_is_not_utf8_is_refused_not_a_crash(tmp_path: Path) -> None:
+    """A Latin-1 comment in topology.conf raised UnicodeDecodeError out of the config
+    loader: the server died with a traceback instead of a config error."""
+    (tmp_path / "topology.conf").write_bytes(b"SwitchName=s0 Nodes=n[1-2]  # caf\xe9\n")
+    (tmp_path / "hal.toml").write_text('[topology]\nfile = "topology.conf"\n')
+    with pytest.raises(TopologyError, match="not UTF-8 text") as err:
+        load_config(tmp_path / "hal.toml")
+    assert err.value.field == "topology.file"
+    assert str(tmp_path / "topology.conf") in err.value.message
+
+
 def test_synthetic_tree_is_balanced_and_covers_every_node() -> None:
     names = [f"n{i}" for i in range(1000)]
     topo = synthetic_tree(names, leaf_size=16, levels=3)
