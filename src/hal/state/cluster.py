@@ -865,6 +865,8 @@ class Cluster:
                         held_by_admin=False,
                         spec=job.spec.with_changes(hold=False),
                         reason=PendingReason.WAITING_FOR_SCHEDULING,
+                        # eligible from now on (its --switches wait starts now)
+                        eligible_time=now if _held(job) else job.eligible_time,
                     )
                 changed.append(new)
             events = [
@@ -1084,8 +1086,14 @@ class Cluster:
             for update in plan.updates:
                 current = self.jobs.get(update.job_id)
                 if current is not None and current.state is JobState.PENDING and not _held(current):
+                    met = current.reason is PendingReason.DEPENDENCY and update.reason not in (
+                        PendingReason.DEPENDENCY,
+                        PendingReason.DEPENDENCY_NEVER_SATISFIED,
+                    )  # its dependency was met in this pass: eligible from now on
                     self.jobs[current.id] = self.unfinished[current.id] = current.evolve(
-                        reason=update.reason, expected_start=update.expected_start
+                        reason=update.reason,
+                        expected_start=update.expected_start,
+                        eligible_time=now if met else current.eligible_time,
                     )
             marked, marks = preempt.mark(self, plan.preemptions, now)
             events.extend(marks)
