@@ -138,3 +138,27 @@ def element_group(job: Job) -> ElementGroup | None:
         job.held_by_admin,
         job.array_max_running,
     )
+
+
+def matching_nodes(table: NodeTable, job: Job) -> BoolArray:
+    """The nodes of ``job``'s partition that carry its ``--constraint`` features and GPU
+    type and that it does not ``--exclude``, whatever their state and load (a new array)."""
+    spec = job.spec
+    mask = table.partition_mask(job.partition).copy()
+    for feature in spec.constraint:
+        mask &= table.feature_mask(feature)
+    if spec.typed_gpus is not None:
+        mask &= table.gpu_type_mask(spec.typed_gpus)
+    if spec.exclude:
+        mask &= ~table.names_mask(spec.exclude)
+    return mask
+
+
+def big_enough(table: NodeTable, request: NodeRequest) -> BoolArray:
+    """The nodes big enough for ``request`` when empty."""
+    mask = table.cap_cpus >= request.cpus
+    if request.memory_bytes:
+        mask &= table.cap_memory >= request.memory_bytes
+    if request.gpus:
+        mask &= table.cap_gpus >= request.gpus
+    return mask

@@ -35,7 +35,7 @@ from hal.scheduler.framework.cycle_state import CycleState, StateKey
 from hal.scheduler.framework.interfaces import MAX_NODE_SCORE, FloatArray, IndexArray
 from hal.scheduler.framework.node_table import BoolArray, NodeTable
 from hal.scheduler.framework.profile import PluginArgs, PluginArgsError, reject_unknown_args
-from hal.scheduler.framework.request import NodeRequest
+from hal.scheduler.framework.request import NodeRequest, big_enough, matching_nodes
 from hal.scheduler.framework.status import SKIP, SUCCESS, Status, unschedulable
 
 NAME = "datalocality"
@@ -152,21 +152,8 @@ class DataLocality:
         """The up nodes of the job's partition it could run on once they are free: its
         features, GPU type, exclusions and per-node size (a node it can never use is not
         worth waiting for)."""
-        spec = job.spec
-        mask = table.partition_mask(job.partition) & table.up
-        for feature in spec.constraint:
-            mask &= table.feature_mask(feature)
-        if spec.typed_gpus is not None:
-            mask &= table.gpu_type_mask(spec.typed_gpus)
-        if spec.exclude:
-            mask &= ~table.names_mask(spec.exclude)
-        request = NodeRequest.for_job(spec, n_nodes)
-        mask &= table.cap_cpus >= request.cpus
-        if request.memory_bytes:
-            mask &= table.cap_memory >= request.memory_bytes
-        if request.gpus:
-            mask &= table.cap_gpus >= request.gpus
-        return mask
+        request = NodeRequest.for_job(job.spec, n_nodes)
+        return matching_nodes(table, job) & table.up & big_enough(table, request)
 
     def _leaves(
         self, ctx: PassContext, view: DataView

@@ -37,7 +37,13 @@ from hal.scheduler.framework.interfaces import (
 )
 from hal.scheduler.framework.node_table import BoolArray, NodeTable
 from hal.scheduler.framework.profile import PluginArgs, PluginArgsError, reject_unknown_args
-from hal.scheduler.framework.request import NodeRequest, PlacementKey, placement_key
+from hal.scheduler.framework.request import (
+    NodeRequest,
+    PlacementKey,
+    big_enough,
+    matching_nodes,
+    placement_key,
+)
 from hal.scheduler.framework.runtime import PLACEMENT_KEY
 from hal.scheduler.framework.status import SUCCESS, Status, unresolvable, unschedulable
 
@@ -102,16 +108,6 @@ def _kept(cache: dict[_K, _Kept], key: _K, table: NodeTable, compute: _Compute) 
     return value
 
 
-def _fits_capacity(table: NodeTable, request: NodeRequest) -> BoolArray:
-    """Nodes big enough for ``request`` when empty."""
-    mask = table.cap_cpus >= request.cpus
-    if request.memory_bytes:
-        mask &= table.cap_memory >= request.memory_bytes
-    if request.gpus:
-        mask &= table.cap_gpus >= request.gpus
-    return mask
-
-
 class NodeResourcesFit:
     name = NAME
 
@@ -150,13 +146,7 @@ class NodeResourcesFit:
 
     def _static(self, table: NodeTable, job: Job) -> BoolArray | Status:
         spec = job.spec
-        candidates = table.partition_mask(job.partition).copy()
-        for feature in spec.constraint:
-            candidates &= table.feature_mask(feature)
-        if spec.typed_gpus is not None:
-            candidates &= table.gpu_type_mask(spec.typed_gpus)
-        if spec.exclude:
-            candidates &= ~table.names_mask(spec.exclude)
+        candidates = matching_nodes(table, job)
 
         required = table.names_mask(spec.nodelist)
         unknown = [n for n in spec.nodelist if n not in table.index]
@@ -180,8 +170,8 @@ class NodeResourcesFit:
         hi = max(spec.nodes_max, lo)
         possible = False
         for n in range(lo, hi + 1):
-            big_enough = candidates & _fits_capacity(table, NodeRequest.for_job(spec, n))
-            if np.count_nonzero(big_enough) >= n and not (required & ~big_enough).any():
+            fits = candidates & big_enough(table, NodeRequest.for_job(spec, n))
+            if np.count_nonzero(fits) >= n and not (required & ~fits).any():
                 possible = True
                 break
         if not possible:
