@@ -254,6 +254,8 @@ class Session:
                 if self._ended is not None:
                     state, reason = self._ended
                     raise SessionEnded(state, reason)
+                if self._detached.is_set():
+                    raise self._detached_error()
                 left = WAIT_SLICE_S
                 if deadline is not None:
                     left = min(left, deadline - time.monotonic())
@@ -317,6 +319,7 @@ class Session:
                 self._end(str(message[1]), str(message[2]))
             elif kind == p.DETACHED:
                 self._detached.set()
+                self._fail_open(self._detached_error())
                 return True
             elif kind == p.ERROR:
                 self._lost_reason = str(message[1])  # the reason if the broker hangs up
@@ -328,7 +331,16 @@ class Session:
         self._ended = (state, reason)
         self.state = state
         self._ended_event.set()
-        error = SessionEnded(state, reason)
+        self._fail_open(SessionEnded(state, reason))
+
+    def _detached_error(self) -> Conflict:
+        return Conflict(
+            f"this client of session {self.id} detached before the result came; the "
+            f"session runs on: collect it with HtcClient().attach({self.id!r}).results()"
+        )
+
+    def _fail_open(self, error: BaseException) -> None:
+        """No more results reach this client: every open future and stream hears why."""
         sinks = list(self._pending.values())
         self._pending.clear()
         for sink in {id(s): s for s in [*sinks, self._orphans]}.values():

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
 
 from hal import htc
 from hal.cli import htc as cli_htc
-from hal.core.errors import HalError
+from hal.core.errors import Conflict, HalError
 from hal.htc import HtcClient
 from hal.htc.examples import EXECUTABLE  # a program speaking the stdin/stdout protocol
 from hal.testing.live import LiveServer, wait_until
@@ -87,6 +89,41 @@ def test_a_session_outlives_its_client_and_is_reattached_by_id(
         assert got == {task_id: x * x for task_id, x in ids.items()}
         assert again.submit(12).result(30) == 144  # new tasks continue the id sequence
         assert again.close(30) == "DONE"
+
+
+def test_futures_still_open_when_the_client_detaches_fail_saying_how_to_collect_them(
+    hc: HtcClient, tmp_path: Path
+) -> None:
+    """A detached client gets no more results: its open futures (and a ``map`` waiting
+    in another thread) used to wait forever. They fail at once, saying where the results
+    went; the reattached client collects every one."""
+    gate = tmp_path / "gate"
+    s = hc.open_session("hal.htc.examples:after_file", max_workers=1)
+    futures = s.submit_many([(str(gate), x) for x in range(3)])
+    mapped: list[BaseException] = []
+
+    def run_map() -> None:
+        try:
+            list(s.map([(str(gate), x) for x in range(3, 5)], star=True))
+        except BaseException as err:
+            mapped.append(err)
+
+    thread = threading.Thread(target=run_map, daemon=True)
+    thread.start()
+    wait_until(lambda: hc.session(s.id).submitted == 5, message="the map's 2 tasks")
+    s.detach()
+    hint = rf"detached.*attach\('{s.id}'\)\.results\(\)"
+    for f in futures:
+        with pytest.raises(Conflict, match=hint):
+            f.result(10)
+    thread.join(10)
+    assert len(mapped) == 1 and isinstance(mapped[0], Conflict), mapped
+    assert re.search(hint, str(mapped[0]))
+    gate.touch()
+    again = hc.attach(s.id)
+    got = {r.task_id: r.value for r in again.results(timeout=30)}
+    assert got == {first + x: x for first in [futures[0].task_id] for x in range(5)}
+    assert again.close(30) == "DONE"
 
 
 CRASHING_CLIENT = textwrap.dedent(
