@@ -116,7 +116,8 @@ class Session:
         """Run the service on each item and yield the results (in input order unless
         ``ordered=False``). Each item is one argument, or an argument tuple with
         ``star=True``. At most ``window`` tasks are in flight, so a million-item
-        iterator runs in flat memory. A failed task raises its ``TaskError`` (or is
+        iterator runs in flat memory (ordered, results held for an earlier one count
+        toward ``window``). A failed task raises its ``TaskError`` (or is
         yielded as one with ``return_exceptions``)."""
         stream = ResultStream()
         index_of: dict[int, int] = {}
@@ -128,7 +129,9 @@ class Session:
         pack, pending = p.pack, self._pending
         self._check_open()
         while True:
-            room = window - len(index_of)
+            # results waiting for an earlier one count too: behind a slow task, an ordered
+            # map would otherwise keep submitting and hold every later result
+            room = window - len(index_of) - len(buffered)
             while not exhausted and room > 0:
                 batch = list(itertools.islice(items, min(chunk, room)))
                 if not batch:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,30 @@ def test_a_map_of_10000_tasks_returns_every_result_exactly_once(hc: HtcClient) -
     info = hc.session(session_id)
     assert info.state == "DONE"
     assert info.completed == info.submitted == 11_000 and info.failed == 0
+
+
+def test_an_ordered_map_behind_a_slow_task_holds_at_most_its_window(hc: HtcClient) -> None:
+    """Results that came before a slow earlier one wait in the client for their turn; they
+    did not count against ``window``, so the map kept submitting and buffered all of them
+    (a million-item map behind one straggler held every result in memory)."""
+    with hc.open_session(SLEEP, min_workers=2, max_workers=2) as s:
+        wait_until(
+            lambda: sum(w.state == "ready" for w in hc.session(s.id).workers) == 2,
+            message="2 workers",
+        )
+        assert list(s.map([5] * 200)) == [5] * 200  # workers' windows now ~2 tasks
+        taken = 0
+
+        def items() -> Iterator[int]:
+            nonlocal taken
+            for x in [2000] + [5] * 2000:
+                taken += 1
+                yield x
+
+        results = s.map(items(), window=4)
+        assert next(results) == 2000
+        assert taken <= 8, f"{taken} items taken while the first ran, window 4"
+        assert list(results) == [5] * 2000
 
 
 def test_common_data_is_sent_once_and_read_by_every_task(hc: HtcClient) -> None:
