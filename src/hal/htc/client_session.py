@@ -20,7 +20,7 @@ from typing import Any
 
 from hal.core.errors import Conflict, PayloadTooLarge, Unavailable
 from hal.htc import protocol as p
-from hal.htc.errors import SessionEnded
+from hal.htc.errors import SessionEnded, TaskError
 from hal.htc.futures import ResultStream, Sink, TaskFuture, TaskResult
 from hal.htc.rest import SessionTicket
 
@@ -117,8 +117,9 @@ class Session:
         ``ordered=False``). Each item is one argument, or an argument tuple with
         ``star=True``. At most ``window`` tasks are in flight, so a million-item
         iterator runs in flat memory (ordered, results held for an earlier one count
-        toward ``window``). A failed task raises its ``TaskError`` (or is
-        yielded as one with ``return_exceptions``)."""
+        toward ``window``). A failed task raises its ``TaskError`` (ordered: in its
+        place, after the results before it), or is yielded as one with
+        ``return_exceptions``."""
         stream = ResultStream()
         index_of: dict[int, int] = {}
         items = iter(calls)
@@ -160,16 +161,19 @@ class Session:
                 outcome = TaskResult.decode(task_id, status, payload)
                 value: Any = outcome.value
                 if outcome.error is not None:
-                    if not return_exceptions:
+                    if not (return_exceptions or ordered):
                         raise outcome.error
                     value = outcome.error
                 if not ordered:
                     yield value
                     continue
-                buffered[index] = value
+                buffered[index] = value  # an error too: raised in its place, not before
                 while yield_next in buffered:
-                    yield buffered.pop(yield_next)
+                    value = buffered.pop(yield_next)
                     yield_next += 1
+                    if isinstance(value, TaskError) and not return_exceptions:
+                        raise value
+                    yield value
 
     def results(self, timeout: float | None = None) -> Iterator[TaskResult]:
         """Results of tasks submitted by an earlier client of this session (after a

@@ -64,6 +64,22 @@ def test_an_ordered_map_behind_a_slow_task_holds_at_most_its_window(hc: HtcClien
         assert list(results) == [5] * 2000
 
 
+def test_an_ordered_map_raises_a_failed_task_in_its_place(hc: HtcClient) -> None:
+    """An ordered map yields the results before a failed task, then raises its error (as
+    ``Executor.map`` does); the error used to be raised as soon as it arrived, so results
+    of earlier tasks still running were never seen."""
+    with hc.open_session(SLEEP, min_workers=2, max_workers=2) as s:
+        wait_until(
+            lambda: sum(w.state == "ready" for w in hc.session(s.id).workers) == 2,
+            message="2 workers",
+        )
+        assert list(s.map([5] * 200)) == [5] * 200  # workers' windows now ~2 tasks
+        results = s.map([1000, 5, "not a number", 5])  # the error comes back first
+        assert [next(results), next(results)] == [1000, 5]
+        with pytest.raises(htc.TaskFailed, match="TypeError"):
+            next(results)
+
+
 def test_common_data_is_sent_once_and_read_by_every_task(hc: HtcClient) -> None:
     with hc.open_session("hal.htc.examples:scaled", common=3, max_workers=2) as s:
         assert list(s.map([1, 2, 5])) == [3, 6, 15]
