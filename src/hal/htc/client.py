@@ -28,7 +28,7 @@ import httpx
 from hal.client.config import ClientConfig, load_client_config
 from hal.client.sync import error_from_response, segment
 from hal.core.errors import Unavailable
-from hal.htc.client_session import Session
+from hal.htc.client_session import Session, pack_common
 from hal.htc.rest import ServiceSpec, SessionInfo, SessionList, SessionOptions, SessionTicket
 
 
@@ -102,6 +102,7 @@ class HtcClient:
             spec = ServiceSpec(kind="python", target=service)
         else:
             spec = ServiceSpec(kind="exec", argv=list(service))
+        packed = None if common is None else pack_common(common)
         env = {"PYTHONPATH": default_pythonpath(), **(environment or {})}
         options = SessionOptions(
             service=spec,
@@ -125,10 +126,7 @@ class HtcClient:
         )
         r = self._request("POST", "/v1/htc/sessions", content=options.model_dump_json())
         ticket = SessionTicket.model_validate_json(r.content)
-        session = Session(ticket)
-        if common is not None:
-            session.send_common(common)
-        return session
+        return Session(ticket, packed)
 
     def attach(self, session_id: str) -> Session:
         """Reattach to a session this user opened (from any process)."""

@@ -31,7 +31,8 @@ DEFAULT_CHUNK = 2_048  # tasks per SUBMIT frame
 
 
 class Session:
-    def __init__(self, ticket: SessionTicket) -> None:
+    def __init__(self, ticket: SessionTicket, common: bytes | None = None) -> None:
+        """Connect to the session; ``common`` (``pack_common``) is sent once welcomed."""
         self.id = ticket.session
         host, _, port = ticket.broker.rpartition(":")
         try:
@@ -52,6 +53,8 @@ class Session:
         self._lost_reason = "the connection to the HTC broker was lost"
         self._send([p.HELLO_CLIENT, ticket.session, ticket.key])
         welcome, early = self._read_welcome()
+        if common is not None:
+            self._send([p.COMMON, common])
         self.state = str(welcome.get("state", "OPEN"))
         if self.state == "CLOSED":  # reattached to a closed session: it takes no tasks
             self._stopped = "closed"
@@ -193,7 +196,7 @@ class Session:
 
     # -- session control --------------------------------------------------------------
     def send_common(self, value: Any) -> None:
-        self._send([p.COMMON, p.pack(value)])
+        self._send([p.COMMON, pack_common(value)])
 
     def close(self, timeout: float | None = None) -> str:
         """No more tasks: wait for the ones sent to finish, then end the session (DONE).
@@ -353,6 +356,18 @@ class Session:
         for sink in {id(s): s for s in [*sinks, self._orphans]}.values():
             sink.fail(error)
             sink.wake()
+
+
+def pack_common(value: Any) -> bytes:
+    """Common data as sent, packed before the session opens: a value msgpack cannot
+    pack (a set, an object) is refused here rather than leave an open session whose
+    workers wait for common data that never comes."""
+    try:
+        return p.pack(value)
+    except (TypeError, ValueError, OverflowError) as err:
+        raise TypeError(
+            f"common data must be msgpack values (numbers, str, bytes, lists, dicts); {err}"
+        ) from err
 
 
 def check_sizes(payloads: list[bytes], first_index: int = 0) -> list[int]:

@@ -85,6 +85,18 @@ def test_common_data_is_sent_once_and_read_by_every_task(hc: HtcClient) -> None:
         assert list(s.map([1, 2, 5])) == [3, 6, 15]
 
 
+def test_common_data_that_is_not_msgpack_is_refused_before_a_session_opens(
+    hc: HtcClient,
+) -> None:
+    """Common data was packed only after the session had opened: msgpack's TypeError came
+    out, and the session stayed OPEN with this process still attached and nothing to
+    tell its workers, waiting for common data that never came."""
+    before = {x.id for x in hc.sessions()}
+    with pytest.raises(TypeError, match=r"common data .*msgpack.*'set'"):
+        hc.open_session(SQUARE, common={1, 2}, max_workers=1)
+    assert {x.id for x in hc.sessions()} == before
+
+
 def test_errors_timeouts_and_retries_come_back_as_task_errors(hc: HtcClient) -> None:
     with hc.open_session(SLEEP, task_timeout=0.3, retries=1, max_workers=1) as s:
         slow, quick = s.submit(3000), s.submit(1)
