@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any
 
-from hal.core.errors import Conflict, PayloadTooLarge, Unavailable
+from hal.core.errors import Conflict, InvalidRequest, PayloadTooLarge, Unavailable
 from hal.htc import protocol as p
 from hal.htc.errors import SessionEnded, TaskError
 from hal.htc.futures import ResultStream, Sink, TaskFuture, TaskResult
@@ -131,6 +131,9 @@ class Session:
         buffered: dict[int, Any] = {}
         yield_next = 0
         pack, pending = p.pack, self._pending
+        for option, n in (("window", window), ("chunk", chunk)):
+            if n < 1:  # window 0 waited forever; chunk 0 read as the end of the items
+                raise InvalidRequest(f"{option}: {n}; it must be at least 1", field=option)
         self._check_open()
         while True:
             # results waiting for an earlier one count too: behind a slow task, an ordered

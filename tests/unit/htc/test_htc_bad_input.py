@@ -204,6 +204,21 @@ def test_tasks_after_close_detach_or_end_are_refused_not_lost() -> None:
     assert [m for m in received if m[0] == p.SUBMIT] == []
 
 
+@pytest.mark.parametrize("option", ["window", "chunk"])
+def test_a_map_window_or_chunk_below_1_is_refused(option: str) -> None:
+    """``window=0`` left no room to submit and the map waited forever; ``chunk=0`` read
+    an empty batch as the end of the items and returned none of their results."""
+    with scripted_broker([[p.WELCOME, WELCOME]]) as (ticket, received, _):
+        session = ClientSession(ticket)
+        try:
+            for bad in (0, -1):
+                with pytest.raises(InvalidRequest, match=rf"{option}: .*at least 1"):
+                    next(session.map([1, 2], **{option: bad}))
+        finally:
+            session.disconnect()
+    assert [m for m in received if m[0] == p.SUBMIT] == []
+
+
 def test_a_result_too_big_for_a_frame_fails_its_task_and_the_rest_are_kept(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
