@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from hal.core.job import Job
-from hal.core.node import Node
+from hal.core.node import Node, Partition
 from hal.core.preemption import holding
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState
@@ -34,8 +34,11 @@ def check_placement(
     jobs: Mapping[int, Job],
     nodes: Mapping[str, Node],
     usage: Mapping[str, NodeUsage],
+    partitions: Mapping[str, Partition] | None = None,
 ) -> str | None:
-    """``None`` when the placement still fits; otherwise why it was rejected."""
+    """``None`` when the placement still fits; otherwise why it was rejected.
+    ``partitions``: the job's partition must hold every node (it may have been moved to
+    another since the pass read it)."""
     job = jobs.get(placement.job_id)
     if job is None or job.state is not JobState.PENDING:
         return "job is no longer pending"
@@ -46,6 +49,11 @@ def check_placement(
         return "malformed allocation"
     if len(set(alloc.nodes)) != len(alloc.nodes):
         return "node listed twice"
+    partition = partitions.get(job.partition) if partitions is not None else None
+    if partition is not None:
+        outside = [name for name in alloc.nodes if not partition.contains(name)]
+        if outside:
+            return f"node {outside[0]} is not in partition {job.partition}"
     for i, name in enumerate(alloc.nodes):
         node = nodes.get(name)
         if node is None or not node.schedulable:

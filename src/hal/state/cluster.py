@@ -1029,7 +1029,7 @@ class Cluster:
                 het = self.jobs[placement.job_id].spec.het
                 if het is not None and het.job_id in refused_het:
                     continue  # all components start together or none does
-                if check_placement(placement, self.jobs, self.nodes, scratch) is not None:
+                if check_placement(placement, self.jobs, self.nodes, scratch, self.partitions):
                     continue
                 if self.reservations and advance_reservations.placement_conflict(
                     self, self.jobs[placement.job_id], placement.allocation.nodes, now
@@ -1235,7 +1235,7 @@ def _refused_het_jobs(cluster: Cluster, plan: Plan, scratch: dict[str, NodeUsage
         het = job.spec.het
         if het is not None and het.job_id in refused:
             continue
-        if check_placement(placement, cluster.jobs, cluster.nodes, trial) is not None:
+        if check_placement(placement, cluster.jobs, cluster.nodes, trial, cluster.partitions):
             if het is not None:
                 refused.add(het.job_id)
             continue
