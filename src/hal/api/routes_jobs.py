@@ -224,8 +224,8 @@ async def list_jobs(
     id: str | None = None,
     all: bool = False,
     history: bool = False,
-    start_after: float | None = None,
-    end_before: float | None = None,
+    start_after: Annotated[float | None, Query(allow_inf_nan=False)] = None,
+    end_before: Annotated[float | None, Query(allow_inf_nan=False)] = None,
     limit: Annotated[int, Query(ge=1, le=1_000_000)] = 1_000_000,
 ) -> JobList:
     wanted_states = _states(state)

@@ -184,3 +184,14 @@ def test_a_huge_array_index_range_answers_at_once(server: LiveServer) -> None:
     assert [j["display_id"] for j in listed] == [f"{array}_2", f"{array}_3"]
     r = call(server, "DELETE", f"/v1/jobs/{array}_[0-999999999999:2]")
     assert r.status_code == 200 and len(r.json()["job_ids"]) == 2, r.text
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400"])
+@pytest.mark.parametrize("param", ["start_after", "end_before"])
+def test_a_time_filter_that_is_not_a_number_is_refused(
+    server: LiveServer, param: str, value: str
+) -> None:
+    """`GET /v1/jobs?history=true&start_after=nan` listed every job (SQLite compares
+    nothing with NaN as "no filter"); a time that is no number is refused, naming it."""
+    r = call(server, "GET", f"/v1/jobs?history=true&{param}={value}")
+    refused(r, 400, param)
