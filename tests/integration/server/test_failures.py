@@ -73,6 +73,13 @@ def _two_running_jobs(
     return keep, lose
 
 
+def _lost(server: LiveServer, c: HalClient, keep: SubmitResult, lose: SubmitResult) -> None:
+    """The node's jobs were lost: the --no-requeue one NODE_FAIL, the other requeued."""
+    wait_until(lambda: state(server, lose.job_id) == "NODE_FAIL", timeout=20, message="NODE_FAIL")
+    requeued = c.job(keep.job_id)
+    assert requeued.state == "PENDING" and requeued.restarts == 1
+
+
 def test_silent_node_goes_down_and_its_job_is_requeued(tmp_path: Path) -> None:
     """An agent that stops heartbeating: node DOWN, its requeueable job back in the queue,
     its --no-requeue job NODE_FAIL."""
@@ -87,13 +94,7 @@ def test_silent_node_goes_down_and_its_job_is_requeued(tmp_path: Path) -> None:
                     timeout=30,
                     message="the node to be declared down",
                 )
-                wait_until(
-                    lambda: state(server, lose.job_id) == "NODE_FAIL",
-                    timeout=10,
-                    message="NODE_FAIL",
-                )
-                requeued = c.job(keep.job_id)
-                assert requeued.state == "PENDING" and requeued.restarts == 1
+                _lost(server, c, keep, lose)
                 assert c.node("node1").reason == "Not responding"
             finally:
                 agent.send_signal(signal.SIGCONT)
@@ -123,13 +124,7 @@ def test_silent_agent_of_a_node_set_down_still_loses_its_jobs(tmp_path: Path) ->
             assert state(server, keep.job_id) == "RUNNING"
             agent.send_signal(signal.SIGKILL)
             agent.wait(10)
-            wait_until(
-                lambda: state(server, lose.job_id) == "NODE_FAIL",
-                timeout=20,
-                message="NODE_FAIL",
-            )
-            requeued = c.job(keep.job_id)
-            assert requeued.state == "PENDING" and requeued.restarts == 1
+            _lost(server, c, keep, lose)
             node = c.node("node1")
             assert (node.state, node.reason, node.cpus_alloc) == ("DOWN", "admin: bad DIMM", 0)
 

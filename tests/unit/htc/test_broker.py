@@ -76,6 +76,13 @@ def open_session(broker: Broker, *, journal_dir: str = "") -> Session:
     return session
 
 
+def attach_client(broker: Broker, session: Session) -> tuple[Peer, FakeTransport]:
+    """A client connected and said HELLO to ``session``."""
+    peer, transport = connect(broker)
+    broker.on_message(peer, [p.HELLO_CLIENT, session.id, session.key])
+    return peer, transport
+
+
 def ready_worker(broker: Broker, session: Session, job_id: int) -> FakeTransport:
     peer, transport = connect(broker)
     broker.on_message(peer, [p.HELLO_WORKER, session.id, session.worker_key, job_id, "h", 1])
@@ -125,8 +132,7 @@ def test_results_gathered_in_the_turn_of_an_attach_are_counted_as_outstanding() 
         worker_peer = session.workers[5].conn
         assert isinstance(worker_peer, Peer)
         broker.on_message(worker_peer, [p.RESULTS, 0, ok(1, 2)])  # same turn as the attach
-        client, transport = connect(broker)
-        broker.on_message(client, [p.HELLO_CLIENT, "s1", session.key])
+        _, transport = attach_client(broker, session)
         assert transport.sent[0][1]["outstanding"] == 3
         await turn()
         assert transport.sent[1:] == [[p.RESULTS, 2, ok(1, 2)]]
@@ -198,8 +204,7 @@ def test_a_stopping_broker_sends_a_journaled_sessions_client_nothing_more(
     async def main() -> None:
         broker = Broker(journal_dir=str(tmp_path))
         session = open_session(broker, journal_dir=str(tmp_path))
-        client, transport = connect(broker)
-        broker.on_message(client, [p.HELLO_CLIENT, "s1", session.key])
+        client, transport = attach_client(broker, session)
         broker.on_message(client, [p.SUBMIT, tasks(1)])
         ready_worker(broker, session, job_id=5)
         await turn()
@@ -299,8 +304,7 @@ def test_results_acknowledged_after_a_detach_are_not_sent_again() -> None:
     async def main() -> None:
         broker = Broker()
         session = open_session(broker)
-        client, transport = connect(broker)
-        broker.on_message(client, [p.HELLO_CLIENT, "s1", session.key])
+        client, transport = attach_client(broker, session)
         broker.submit(session, tasks(1, 2))
         ready_worker(broker, session, job_id=5)
         await turn()
@@ -312,8 +316,7 @@ def test_results_acknowledged_after_a_detach_are_not_sent_again() -> None:
         broker.on_message(client, [p.ACK, 2])
         assert transport.sent[-1] == [p.DETACHED]  # no "unexpected message"
         assert session.acked_seq == 2 and not session.unacked
-        again, transport2 = connect(broker)
-        broker.on_message(again, [p.HELLO_CLIENT, "s1", session.key])
+        _, transport2 = attach_client(broker, session)
         await turn()
         assert transport2.sent[0][1]["outstanding"] == 0
         assert p.RESULTS not in transport2.kinds()
@@ -383,8 +386,7 @@ def test_a_session_left_for_the_next_broker_neither_ends_nor_takes_a_client(
     async def main() -> None:
         broker = Broker(journal_dir=str(tmp_path))
         session = open_session(broker, journal_dir=str(tmp_path))
-        first, _ = connect(broker)
-        broker.on_message(first, [p.HELLO_CLIENT, "s1", session.key])
+        first, _ = attach_client(broker, session)
         broker.on_message(first, [p.SUBMIT, tasks(1)])
         broker.on_message(first, [p.CLOSE])  # it ends once its tasks are done
         ready_worker(broker, session, job_id=5)
@@ -395,8 +397,7 @@ def test_a_session_left_for_the_next_broker_neither_ends_nor_takes_a_client(
         broker.on_message(worker_peer, [p.RESULTS, 0, ok(1)])
         await turn()
         assert session.state == "CLOSED" and session.ended is None
-        client, transport = connect(broker)
-        broker.on_message(client, [p.HELLO_CLIENT, "s1", session.key])
+        _, transport = attach_client(broker, session)
         assert transport.kinds() == [p.ERROR] and "stopping" in transport.sent[0][1]
         ((back, file),) = journal.recover(str(tmp_path), now=0.0)
         file.remove()
@@ -429,8 +430,7 @@ def test_an_ack_past_what_was_sent_drops_nothing_unsent() -> None:
     async def main() -> None:
         broker = Broker()
         session = open_session(broker)
-        client, _ = connect(broker)
-        broker.on_message(client, [p.HELLO_CLIENT, "s1", session.key])
+        client, _ = attach_client(broker, session)
         broker.on_message(client, [p.ACK, 10])  # nothing sent yet
         assert session.acked_seq == 0
         broker.submit(session, tasks(1))
