@@ -71,6 +71,14 @@ class BackfillResult:
     settled: SettledStage | None = None
 
 
+def _held_for(job: Job, runtime: float, protected: bool) -> float:
+    """How long a job is planned to hold its nodes: its planned run time, or its time
+    limit while its partition is protected (``protect_after_s``)."""
+    if protected and job.time_limit_s > 0:
+        return float(job.time_limit_s)
+    return runtime
+
+
 def _min_cpus(job: Job) -> int:
     """The fewest CPUs the job can run on in total (a cheap lower bound)."""
     spec = job.spec
@@ -240,10 +248,7 @@ class _Planner:
         """How long ``job``, started now, is planned to hold its nodes: its planned run
         time, or its time limit while its partition is protected (the planned run time
         is asked either way, as a pinned predictor remembers what it was asked)."""
-        runtime = self.runtime(job)
-        if job.time_limit_s > 0 and job.partition in self.protected:
-            return float(job.time_limit_s)
-        return runtime
+        return _held_for(job, self.runtime(job), job.partition in self.protected)
 
     def protect(self, held: Sequence[Job]) -> None:
         """Marks the partitions whose first held-back job has waited ``protect_after_s``."""
@@ -507,7 +512,7 @@ class _Settled:
         partition = self.partition
         needs = self._needs
         if needs is None:
-            by_spec = planner._min_cpus
+            by_spec = planner._min_cpus  # (min_cpus's cache, read inline: per job and pass)
             min_cpus = planner.min_cpus
             needs = self._needs = np.array(
                 [by_spec.get(id(j.spec)) or min_cpus(j) for j in self._ordered], dtype=np.int64
@@ -525,9 +530,9 @@ class _Settled:
         wanted = rest[fits_now]
         at = fits_now + first
         ends = planner.ctx.now + holds[at]
+        # (the free CPUs only fall as a window covers more dips: values[-1] is the least)
         window = np.asarray(values, dtype=np.int64)[np.searchsorted(dips, ends, side="left")]
-        ok = (wanted <= values[-1]) | (wanted <= window)
-        return _Candidates(changes, at[ok].tolist(), [], dips, values, True)
+        return _Candidates(changes, at[wanted <= window].tolist(), [], [], [], True)
 
     def _fixed_holds(self) -> npt.NDArray[np.float64] | None:
         """``hold_for`` of every job, when the plugin's run times are fixed; else None."""
@@ -538,10 +543,8 @@ class _Settled:
         runtimes = planner.plugin.fixed_runtimes(self._ordered)
         if runtimes is not None:
             if self.partition in planner.protected:
-                # (hold_for: the time limit, where there is one)
                 runtimes = [
-                    float(j.time_limit_s) if j.time_limit_s > 0 else r
-                    for j, r in zip(self._ordered, runtimes, strict=True)
+                    _held_for(j, r, True) for j, r in zip(self._ordered, runtimes, strict=True)
                 ]
             self._holds = np.array(runtimes, dtype=np.float64)
         return self._holds

@@ -103,15 +103,10 @@ class Backfill:
         """``runtime(job)`` of each of ``jobs``, none of them started, when it is the same
         whenever and in whatever order it is asked (the requested time); None otherwise
         (a predictor that learns, or remembers what it was asked)."""
-        fixed = self._fixed
-        if fixed is None:
+        if self._fixed is None:
             return None
-        out: list[float] = []
-        append = out.append
-        for job in jobs:
-            found = fixed.get(job.id)
-            append(found[1] if found is not None and found[0] is job else self.runtime(job))
-        return out
+        runtime = self.runtime
+        return [runtime(job) for job in jobs]
 
 
 def _number(args: PluginArgs, key: str, default: float, *, integer: bool = False) -> float:
