@@ -9,7 +9,7 @@ Nothing here reads a clock: every question takes the instant it is asked about.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -128,6 +128,12 @@ class Reservation:
     def shares_nodes_with(self, other: Reservation) -> tuple[str, ...]:
         mine = set(self.nodes)
         return tuple(n for n in other.nodes if n in mine)
+
+
+def judged_account(account: str | None, user: str, defaults: Mapping[str, str]) -> str | None:
+    """The account a reservation's ``Accounts=`` judges a job by: the one it names, else
+    its user's default account (``defaults``: user → account), as Slurm charges it."""
+    return account or defaults.get(user)
 
 
 def windows_clash(a: Reservation, b: Reservation, horizon: float) -> float | None:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import Job, JobSpec
-from hal.core.reservation import Reservation, ReservationFlag, windows_clash
+from hal.core.reservation import Reservation, ReservationFlag, judged_account, windows_clash
 from hal.state.store import EventRow, Transaction
 
 if TYPE_CHECKING:
@@ -166,7 +166,8 @@ def check_job(cluster: Cluster, spec: JobSpec, limit: int, where: str = "") -> N
             "(`scontrol show reservation` lists them)",
             field=where + "reservation",
         )
-    account = spec.account or cluster.config.priority.default_accounts.get(spec.user)
+    defaults = cluster.config.priority.default_accounts
+    account = judged_account(spec.account, spec.user, defaults)
     if not r.allows(spec.user, account):
         raise PermissionDenied(
             f"Access denied to requested reservation {name}: it is for users "

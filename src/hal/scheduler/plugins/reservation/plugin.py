@@ -23,7 +23,7 @@ import numpy as np
 from hal.core.clock import utc_text
 from hal.core.job import Job
 from hal.core.priority import PriorityPolicy
-from hal.core.reservation import Reservation
+from hal.core.reservation import Reservation, judged_account
 from hal.core.states import PendingReason
 from hal.scheduler.framework.backfill import PLAN_START
 from hal.scheduler.framework.context import PassContext
@@ -87,7 +87,7 @@ class Reservations:
                 "and submit it again without --reservation or with another one",
                 NAME,
             )
-        account = job.spec.account or self._defaults.get(job.spec.user)
+        account = judged_account(job.spec.account, job.spec.user, self._defaults)
         if not r.allows(job.spec.user, account):
             return unschedulable(
                 PendingReason.RESERVATION,
