@@ -430,7 +430,8 @@ class AgentShell:
             pass  # it just ended; its supervisor reports the exit
         except PermissionError as err:
             log.error("cannot signal job %d (pid %d): %s", command.job_id, command.pid, err)
-        if command.group:
+        if command.group and command.signum != signal.SIGKILL:
+            # (a SIGKILL ends the batch shell, and its supervisor then kills the strays)
             self._signal_strays(command)
 
     def _signal_strays(self, command: SignalJob) -> None:

@@ -287,14 +287,14 @@ class _Orphans:
         """After the batch shell was reaped: SIGKILL every process left below the
         supervisor and reap them (bounded: one stuck in the kernel is left to init)."""
         for _ in range(ORPHAN_KILL_TRIES):
-            for pid in descendants(os.getpid()):
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
-            try:
+            try:  # (first: most jobs leave none, and then /proc is not read at all)
                 while (reaped := os.wait4(-1, os.WNOHANG))[0]:
                     self._reaped(reaped[2])
             except ChildProcessError:
                 return  # none left
+            for pid in descendants(os.getpid()):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
             time.sleep(0.02)
 
     def _reaped(self, usage: resource.struct_rusage) -> None:
