@@ -198,9 +198,6 @@ class Session:
             yield TaskResult.decode(task_id, status, payload)
 
     # -- session control --------------------------------------------------------------
-    def send_common(self, value: Any) -> None:
-        self._send([p.COMMON, pack_common(value)])
-
     def close(self, timeout: float | None = None) -> str:
         """No more tasks: wait for the ones sent to finish, then end the session (DONE).
         Returns the final state."""

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 from hal.core.errors import InvalidRequest
 
-LOG_LEVELS = ("debug", "info", "warning", "error")  # hal.observe.logging.LEVELS
+LOG_LEVELS = ("debug", "info", "warning", "error")  # (hal.observe.logging.LEVELS maps them)
 LOG_FORMATS = ("json", "console")
 
 

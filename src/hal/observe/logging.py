@@ -20,8 +20,9 @@ from typing import Any, TextIO
 import structlog
 from opentelemetry import trace
 
-LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
-          "error": logging.ERROR}  # fmt: skip
+from hal.observe.config import LOG_LEVELS
+
+LEVELS = {name: getattr(logging, name.upper()) for name in LOG_LEVELS}
 
 
 def add_trace_ids(

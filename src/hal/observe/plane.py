@@ -158,7 +158,7 @@ class ObservePlane:
 
     # -- hooks ----------------------------------------------------------------------------
     def _on_jobs(self, jobs: Sequence[Job]) -> None:
-        jobs = [j for j in jobs if not (j.state.is_terminal and self._ended_before(j))]
+        jobs = [j for j in jobs if not self._ended_before(j)]
         self.metrics.on_jobs_changed(jobs)
         self.tracer.on_jobs_changed(jobs)
         info = log.isEnabledFor(logging.INFO)
