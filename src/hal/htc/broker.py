@@ -602,11 +602,11 @@ def submit_refusal(session: Session, flat: Any) -> str:
     # C loops only (the hot path). Only the last id sets next_task_id, so only it is
     # bounded; a journal replay needs int ids and bytes payloads (or the broker cannot
     # start again).
-    if set(map(type, flat[0::2])) != {int} or not 0 < flat[-2] <= MAX_TASK_ID:
+    ids = flat[0::2]
+    if set(map(type, ids)) != {int} or not 0 < flat[-2] <= MAX_TASK_ID:
         return f"task ids must be integers, the last one from 1 to {MAX_TASK_ID}; {whole}"
     if set(map(type, flat[1::2])) != {bytes}:
         return f"task payloads must be bytes (packed arguments); {whole}"
-    ids = flat[0::2]
     new = set(ids)
     if len(new) != len(ids) or not session.book.live.isdisjoint(new):
         return (
