@@ -114,6 +114,10 @@ class Cluster:
         self.nodes: dict[str, Node] = {}
         self.usage: dict[str, NodeUsage] = {}
         self.arrays: dict[int, list[int]] = {}  # array job id → element ids (in the mirror)
+        # the stored rows ``fill_related`` read for dependency targets that have left the
+        # mirror, by target id (an array's: all its elements). Kept while pending jobs name
+        # the target; an array's are dropped when more of its elements are pruned.
+        self.stored_related: dict[int, list[Job]] = {}
         self.agent_sessions: dict[str, AgentSession] = {}  # node → its agent's session
         self.reservations: dict[str, Reservation] = {}  # see hal.state.reservations
         # the latest committed events, for event streams (older ones are read from the store)
@@ -448,20 +452,33 @@ class Cluster:
         )
 
     async def fill_related(self, snap: ClusterSnapshot) -> ClusterSnapshot:
-        """Add dependency targets that have left the mirror (ended long ago) from the store."""
+        """Add dependency targets that have left the mirror (ended long ago) from the store.
+        Rows read once are kept (``stored_related``): a pass does not read them again."""
         missing: set[int] = set()
         for job in snap.pending:
             if job.spec.dependency is None:
                 continue
             for term in job.spec.dependency.terms:
                 missing.update(j for j in term.job_ids if j not in snap.related)
+        kept = self.stored_related
+        for target in [t for t in kept if t not in missing]:
+            del kept[target]  # no pending job names it any more
         if not missing:
             return snap
-        ids = sorted(missing)
-        found = await self.db(lambda: self.store.history(ids=ids, array_ids=ids))
+        unread = sorted(missing - kept.keys())
+        if unread:
+            found = await self.db(lambda: self.store.history(ids=unread, array_ids=unread))
+            fresh: dict[int, list[Job]] = {target: [] for target in unread}
+            for job in found:  # a job named itself, or an element of an array named
+                for named in {job.id, job.array_job_id}:
+                    if named in fresh:
+                        fresh[named].append(job)
+            kept.update(fresh)
         related = dict(snap.related)
-        for job in found:
-            related[job.id] = job
+        for target in missing:
+            for job in kept[target]:
+                # an element still in memory may have changed since it was read
+                related[job.id] = self.jobs.get(job.id, job)
         return dataclasses.replace(snap, related=related)
 
     # -- submit -----------------------------------------------------------------------
@@ -1191,6 +1208,7 @@ class Cluster:
         for jid in old:
             job = self.jobs.pop(jid)
             if job.array_job_id is not None:
+                self.stored_related.pop(job.array_job_id, None)  # its rows are stale now
                 ids = self.arrays.get(job.array_job_id)
                 if ids is not None:
                     ids.remove(jid)
