@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from hal.core.job import Job
 from hal.core.priority import PriorityPolicy
 from hal.core.states import JobState
+from hal.core.suspension import suspended_seconds
 from hal.scheduler.plugins.multifactor import (
     Assoc,
     Factors,
@@ -44,7 +45,7 @@ from hal.scheduler.plugins.multifactor import (
     billing_rate,
 )
 from hal.state.cluster import Cluster
-from hal.state.suspension import SUSPENDED_AT, SUSPENDED_S
+from hal.state.suspension import SUSPENDED_AT
 
 log = logging.getLogger("hal.priority")
 HISTORY_PAGE = 5_000
@@ -102,7 +103,8 @@ class PriorityService:
                 if job.start_time is None or job.end_time is None:
                     continue
                 rate = billing_rate(job, self.policy.usage_gpu_weight)
-                start = job.start_time + _suspended_s(job)  # suspended time is not charged
+                # suspended time is not charged (also a suspension it ended in)
+                start = job.start_time + suspended_seconds(job, job.end_time)
                 self.ledger.record(self.assoc(job), rate, start, job.end_time)
             if len(page) < HISTORY_PAGE:
                 break
@@ -115,7 +117,7 @@ class PriorityService:
                 # what it ran before its suspension; charged again from its resume
                 until = float(job.extra.get(SUSPENDED_AT, now))
                 rate = billing_rate(job, self.policy.usage_gpu_weight)
-                start = job.start_time + _suspended_s(job)
+                start = job.start_time + suspended_seconds(job, until)
                 self.ledger.record(self.assoc(job), rate, start, until)
                 self._paused.add(job.id)
             self._track(job)
@@ -186,8 +188,9 @@ class PriorityService:
             and job.id not in self._running
         ):
             rate = billing_rate(job, self.policy.usage_gpu_weight)
-            start = since if since is not None else job.start_time + _suspended_s(job)
-            self._running[job.id] = (self.assoc(job), rate, start)
+            if since is None:  # from its start, less what it has spent suspended
+                since = job.start_time + suspended_seconds(job, self.cluster.clock.now())
+            self._running[job.id] = (self.assoc(job), rate, since)
 
     def _on_jobs(self, jobs: Sequence[Job]) -> None:
         now = self.cluster.clock.now()
@@ -235,8 +238,3 @@ class PriorityService:
         pending = [j for j in self.cluster.unfinished.values() if j.state is JobState.PENDING]
         self.standing = self.tree.standing(self.usage(now), {self.assoc(j) for j in pending})
         return self.standing.rows
-
-
-def _suspended_s(job: Job) -> float:
-    """The seconds ``job`` spent suspended before its last resume."""
-    return float(job.extra.get(SUSPENDED_S, 0.0))

@@ -63,3 +63,41 @@ def test_suspended_time_is_not_charged_live_or_after_a_restart(tmp_path: Path) -
     while_suspended, live, rebuilt = asyncio.run(scenario())
     assert while_suspended == 40.0  # 4 CPUs for 10 s, nothing while suspended
     assert live == 80.0 and rebuilt == 80.0  # 4 CPUs for 20 s of running
+
+
+def test_a_job_cancelled_while_suspended_is_charged_its_run_only_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> tuple[float, float]:
+        clock = VirtualClock(NOW)
+        db = f"sqlite:///{tmp_path / 'hal.db'}"
+        cluster = Cluster(SqlStateStore(db), HalConfig(), clock)
+        await cluster.load()
+        cluster.nodes["n1"] = Node("n1", ResourceVector(cpus=4, memory_bytes=4 * GiB))
+        service = PriorityService(cluster, POLICY)
+        (job,) = await cluster.submit([JobSpec(user="ann", script="#!/bin/sh\ntrue\n")])
+        four = Allocation(("n1",), (ResourceVector(4, 0),))
+        await cluster.apply_plan(Plan(cluster.revision, (Placement(job.job_id, four),)))
+        clock.advance(10)
+        await cluster.suspend(str(job.job_id), ADMIN)
+        clock.advance(990)
+        await cluster.cancel(str(job.job_id), ADMIN)
+        ended = JobReport(
+            seq=1, job_id=job.job_id, attempt=0, kind="finished", time=clock.now(),
+            state="CANCELLED",
+        )  # fmt: skip
+        await agents.apply_reports(cluster, "n1", [ended])
+        live = service.usage(clock.now())[("a", "ann")]
+        await cluster.close()
+
+        restarted = Cluster(SqlStateStore(db), HalConfig(), clock)
+        await restarted.load()
+        again = PriorityService(restarted, POLICY)
+        await again.start()
+        rebuilt = again.usage(clock.now())[("a", "ann")]
+        await restarted.close()
+        return live, rebuilt
+
+    live, rebuilt = asyncio.run(scenario())
+    assert live == 40.0  # 4 CPUs for the 10 s it ran; its suspension to the cancel is not
+    assert rebuilt == live  # was 4,000: the history charged its last suspension
