@@ -266,3 +266,13 @@ class Job:
 
     def evolve(self, **changes: object) -> Job:
         return replace(self, **changes)  # type: ignore[arg-type]
+
+    def eligible_since(self, now: float) -> float:
+        """When this pending job became eligible to start, which its waits count from
+        (priority age, backfill protection, ``--switches`` and data-locality waits, as
+        Slurm's EligibleTime): its submit time, its ``--begin``, or when it was released
+        from a hold or its dependency was met (``eligible_time``). ``now`` while it
+        waits on its dependency: the pass that finds it met sets ``eligible_time``."""
+        if self.reason is PendingReason.DEPENDENCY:
+            return now
+        return max(self.submit_time, self.spec.begin_time or 0.0, self.eligible_time or 0.0)

@@ -214,6 +214,16 @@ def test_a_head_waiting_past_protect_after_is_not_delayed_by_predictions(
     assert set(placed_nodes(result.plan)) == started
 
 
+def test_protect_after_counts_from_the_heads_begin_time() -> None:
+    """The head could not start before its ``--begin`` 100 s ago: it has waited 100 s,
+    not the 990 s since its submission, so at 500 it is not protected yet."""
+    plugin_args = {"mode": "easy", "resolution_s": 1, "protect_after_s": 500}
+    scheduler = with_backfill(mode="easy", protect_after_s=500)
+    profile = replace(scheduler.profile, backfill=backfill.new(plugin_args, _ShortGuess()))
+    snap = half_busy(make_job(10).nodes(4).limit(100).begin(NOW - 100), make_job(12).limit(95))
+    assert set(placed_nodes(Scheduler(profile).run_pass(snap).plan)) == {12}
+
+
 def test_protect_after_must_be_a_number() -> None:
     with pytest.raises(ProfileError) as err:
         with_backfill(mode="easy", protect_after_s=-1)

@@ -122,3 +122,12 @@ def test_no_wait_for_a_busy_node_the_job_could_never_run_on() -> None:
         assert placed is not None and reason is None, job.build().spec
     placed, reason = _wait_case(10, holders, make_job(1).cpus(8))  # a1, a2 would do
     assert placed is None and reason == PendingReason.DATA_LOCALITY
+
+
+def test_the_locality_wait_counts_from_the_begin_time() -> None:
+    """Submitted an hour ago to begin 10 s ago, the job has waited 10 s for its data's
+    node, not an hour: it still waits (it took what was free at once before)."""
+    now = 1_000_000.0
+    job = make_job(1).begin(now - 10)
+    placed, reason = _wait_case(3600, {"ds": {"l1": GB}}, job)
+    assert placed is None and reason == PendingReason.DATA_LOCALITY

@@ -8,6 +8,7 @@ import pytest
 
 from hal.core.node import Partition
 from hal.core.priority import Account, PriorityPolicy, Qos, UserAccount
+from hal.core.states import PendingReason
 from hal.scheduler.plugins.multifactor import (
     MultifactorPriority,
     ShareTree,
@@ -163,6 +164,17 @@ def test_age_is_capped_and_counts_from_the_begin_time() -> None:
     later = make_job(2).submitted(0.0).begin(4 * DAY).build()
     assert calc.factors(later, 5 * DAY, 1.0, (1, 1)).age == pytest.approx(0.1)
     assert calc.factors(later, 3 * DAY, 1.0, (1, 1)).age == 0.0
+
+
+def test_age_counts_from_when_the_job_became_eligible() -> None:
+    """As Slurm's: time held or waiting on a dependency is no age. A job released from
+    a hold (``eligible_time``) ages from then; one still waiting on its dependency has
+    none (both counted from the submit time before)."""
+    calc = MultifactorPriority(POLICY, PARTITIONS)
+    released = make_job(1).submitted(0.0).build().evolve(eligible_time=9 * DAY)
+    assert calc.factors(released, 10 * DAY, 1.0, (1, 1)).age == pytest.approx(0.1)
+    waiting = make_job(2).submitted(0.0).build().evolve(reason=PendingReason.DEPENDENCY)
+    assert calc.factors(waiting, 10 * DAY, 1.0, (1, 1)).age == 0.0
 
 
 def test_favor_small_turns_the_job_size_factor_around() -> None:

@@ -259,7 +259,7 @@ class _Planner:
                 continue
             seen.add(job.partition)
             policy = self.policies.get(job.partition)
-            waited = now - (job.eligible_time or job.submit_time)
+            waited = now - job.eligible_since(now)
             if policy is not None and 0 < policy.protect_after_s <= waited:
                 self.protected.add(job.partition)
             if len(seen) == len(self.policies):

@@ -127,7 +127,7 @@ class DataLocality:
         keys = job.spec.data
         if self.locality_wait_s <= 0 or not keys or view is None:
             return SUCCESS
-        waited = ctx.now - (job.eligible_time or job.submit_time)
+        waited = ctx.now - job.eligible_since(ctx.now)
         if waited >= self.locality_wait_s:
             return SUCCESS
         rows, leaves = self._leaves(ctx, view)

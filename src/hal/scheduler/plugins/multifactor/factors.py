@@ -71,9 +71,9 @@ class MultifactorPriority:
     ) -> Factors:
         """``cluster_size`` is (nodes, CPUs) of the whole cluster (job size factor)."""
         spec = job.spec
-        eligible = max(job.submit_time, spec.begin_time or 0.0)
         max_age = self.policy.max_age_s
-        age = min(max(now - eligible, 0.0) / max_age, 1.0) if max_age > 0 else 1.0
+        waited = max(now - job.eligible_since(now), 0.0)
+        age = min(waited / max_age, 1.0) if max_age > 0 else 1.0
         nodes, cpus = cluster_size
         wanted_nodes = max(spec.nodes_min, 1)
         wanted_cpus = spec.cpus_per_node(wanted_nodes) * wanted_nodes

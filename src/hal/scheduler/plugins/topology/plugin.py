@@ -256,7 +256,7 @@ class TopologyPlacement:
         if choice is None:  # cannot happen at the core level: Filter found count rows
             return SKIP
         if spec.switches and choice.leaves > spec.switches:
-            waited = ctx.now - _eligible_since(ctx, job)
+            waited = ctx.now - job.eligible_since(ctx.now)
             limit = self.max_switch_wait_s
             if spec.switch_wait_s is not None:
                 limit = min(limit, spec.switch_wait_s)
@@ -272,16 +272,6 @@ class TopologyPlacement:
                     earliest_start=ctx.now + (limit - waited),
                 )
         return (choice.rows,)
-
-
-def _eligible_since(ctx: PassContext, job: Job) -> float:
-    """When the job became eligible, which starts its ``--switches`` wait: its submit
-    time, its ``--begin``, or when it was released from a hold or its dependency was met
-    (``Job.eligible_time``). A job the last pass held back for its dependency became
-    eligible in this pass (its ``eligible_time`` is set when this pass is applied)."""
-    if job.reason is PendingReason.DEPENDENCY:
-        return ctx.now
-    return max(job.submit_time, job.spec.begin_time or 0.0, job.eligible_time or 0.0)
 
 
 def new(args: PluginArgs) -> TopologyPlacement:
