@@ -77,6 +77,12 @@ CASES: list[tuple[str, str, list[JobBuilder], R | None]] = [
         R.DEPENDENCY_NEVER_SATISFIED,
     ),
     (
+        "aftercorr from a job that is no array element: on every element",
+        "aftercorr:5",
+        [J(5).array(5, 0).state(S.COMPLETED, 0), J(6).array(5, 1).state(S.RUNNING)],
+        R.DEPENDENCY,
+    ),
+    (
         "afternotok on an array: all ended, one failed",
         "afternotok:5",
         [J(5).array(5, 0).state(S.COMPLETED, 0), J(6).array(5, 1).state(S.FAILED, 1)],
@@ -132,6 +138,22 @@ CORR: list[tuple[str, list[JobBuilder], R | None]] = [
         "other index ok does not count",
         [J(20).array(20, 0).state(S.COMPLETED), J(23).array(20, 3).state(S.RUNNING)],
         R.DEPENDENCY,
+    ),
+    # array 20 has no element 3: Slurm judges the whole array then (all must complete ok)
+    (
+        "no such index: element 0 ok, element 1 running",
+        [J(20).array(20, 0).state(S.COMPLETED), J(21).array(20, 1).state(S.RUNNING)],
+        R.DEPENDENCY,
+    ),
+    (
+        "no such index: element 0 ok, element 1 failed",
+        [J(20).array(20, 0).state(S.COMPLETED), J(21).array(20, 1).state(S.FAILED, 1)],
+        R.DEPENDENCY_NEVER_SATISFIED,
+    ),
+    (
+        "no such index: every element ok",
+        [J(20).array(20, 0).state(S.COMPLETED), J(21).array(20, 1).state(S.COMPLETED)],
+        None,
     ),
 ]
 

@@ -120,10 +120,12 @@ class DependencyCheck:
             element = self._elements(ctx).get((target_id, job.array_task_id))
             if element is not None:
                 return judge(kind, element)
-            # No element with our index: fall back to the target job itself (a plain
-            # job, or an array the store represents by one row), like afterok.
+        # aftercorr with no element of our index (or from a job that is no element) is
+        # judged on the whole target, like afterok: Slurm's test_job_dependency() falls
+        # back to the target array's finished/completed tests when find_job_array_rec()
+        # finds no corresponding task. It is never judged on one other element.
         elements = self._arrays(ctx).get(target_id)
-        if elements and kind is not DependencyKind.AFTERCORR:
+        if elements:
             return judge_array(kind, elements)
         target = related.get(target_id)
         if target is None:
