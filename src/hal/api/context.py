@@ -96,6 +96,11 @@ class ServerContext:
         # the elements kept (applied by SQL, it kept the first elements, then dropped
         # them: ``12_3`` with limit 1 found nothing)
         found = await self.cluster.db(query, plain, arrays, None if elements else limit)
+        # A job still in memory is shown as memory has it: a pending job's reason and
+        # expected start are advisory, kept there and not written per pass, so the stored
+        # row would say WaitingForScheduling where squeue says DependencyNeverSatisfied.
+        mirror = self.cluster.jobs
+        found = [mirror.get(j.id, j) for j in found]
         if het_parts:
             found = [
                 j

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from hal.core.errors import InvalidRequest, NotFound, Unauthenticated
-from hal.testing.live import LiveServer
+from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobSubmit
 
 TRUE = JobSubmit(script="#!/bin/sh\ntrue\n", workdir="/tmp", hold=True)
@@ -188,3 +188,24 @@ def test_a_submission_sent_again_with_its_idempotency_key_gives_the_same_jobs(
         server.url + "/v1/jobs", json=one, headers={**auth, "Idempotency-Key": "x" * 256}
     )
     assert bad.status_code == 400 and bad.json()["field"] == "Idempotency-Key"
+
+
+def test_a_pending_jobs_reason_is_the_same_in_the_queue_and_in_the_history(
+    server: LiveServer,
+) -> None:
+    """A job behind a dependency that can never be met: ``squeue`` (the server's memory)
+    said DependencyNeverSatisfied while ``sacct`` and ``GET /v1/jobs?history=true`` (the
+    stored row) said WaitingForScheduling, the reason it was stored with at submit."""
+    with server.client() as c:
+        target = c.submit(TRUE).job_id
+        c.cancel(target)
+        dep = dataclasses.replace(TRUE, hold=False, dependency=f"afterok:{target}")
+        jid = str(c.submit(dep).job_id)
+        wait_until(
+            lambda: c.job(jid).reason == "DependencyNeverSatisfied",
+            message="the pass to judge the dependency",
+        )
+        assert [j.reason for j in c.jobs(ids=[jid], history=True)] == ["DependencyNeverSatisfied"]
+        out = server.cli("sacct", "-n", "-X", "-j", jid, "-o", "Reason%30")
+        assert out.stdout.split() == ["DependencyNeverSatisfied"], out.stderr
+        c.cancel(jid)
