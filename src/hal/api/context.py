@@ -76,7 +76,7 @@ class ServerContext:
                     plain.append(int(ident))
                     arrays.append(int(ident))
             except ValueError as err:
-                raise InvalidRequest(f"invalid job id {ident!r}", field="id") from err
+                raise InvalidRequest(f"invalid job id {ident!r}", field="job_id") from err
         store = self.cluster.store
 
         def query(ids: list[int], array_ids: list[int], limit: int | None) -> list[Job]:

@@ -65,6 +65,18 @@ def test_unknown_job_is_404_and_bad_id_is_400(server: LiveServer) -> None:
             c.job("12_x")
 
 
+def test_a_bad_job_id_names_the_same_field_in_memory_and_in_the_history(
+    server: LiveServer,
+) -> None:
+    """A malformed job id is refused naming ``job_id`` (as the ``/v1/jobs/{job_id}``
+    routes call it) whether the server's memory or the stored history was asked: the
+    history lookup said ``id``, the lookup in memory ``job_id``."""
+    headers = {"Authorization": f"Bearer {server.token}"}
+    for query in ("/v1/jobs/12_x", "/v1/jobs?id=12_x", "/v1/jobs?id=12_x&history=true"):
+        r = httpx.get(server.url + query, headers=headers)
+        assert (r.status_code, r.json().get("field")) == (400, "job_id"), query
+
+
 def test_batch_of_thousands_is_accepted_in_one_request(server: LiveServer) -> None:
     with server.client() as c:
         results = c.submit_many([TRUE] * 2000)
