@@ -331,10 +331,20 @@ def _fixed(value: str, width: int) -> str:
     return (value.ljust(size) if width < 0 else value.rjust(size)) + " "
 
 
+def _steps_asked(request: Request, job: JobInfo) -> set[str] | None:
+    """The steps ``-j`` asks of ``job`` ("*": the whole job), by its own id, its raw id or
+    the id of its array or het job: ``-j 12.batch`` on an array is every element's batch
+    step, as ``-j 12`` is every element. None: ``-j`` did not name it."""
+    keys = {job.display_id, str(job.id)}
+    keys.update(str(p) for p in (job.array_job_id, job.het_job_id) if p is not None)
+    found = [request.job_steps[k] for k in keys if k in request.job_steps]
+    return set().union(*found) if found else None
+
+
 def sacct_lines(request: Request, jobs: list[JobInfo], now: float) -> list[str]:
     rows: list[list[str]] = []
     for job in jobs:
-        wanted = request.job_steps.get(job.display_id) or request.job_steps.get(str(job.id))
+        wanted = _steps_asked(request, job)
         whole = wanted is None or "*" in wanted
         if whole:
             rows.append([column(job, False, now) for _, _, column in request.fields])

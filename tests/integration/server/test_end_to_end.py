@@ -122,6 +122,23 @@ def test_array_with_throttle_and_dependency(cluster: LiveServer, tmp_path: Path)
         assert (tmp_path / f"arr-{array_id}_{i}.out").read_text().strip() == str(i)
 
 
+def test_sacct_batch_step_of_an_array_is_every_elements_batch_step(
+    cluster: LiveServer, tmp_path: Path
+) -> None:
+    """``sacct -j ARRAY.batch`` shows the batch step of each element, as ``-j ARRAY``
+    shows each element: only element 0 (whose raw id is the array's) gave its step, the
+    others their whole-job lines."""
+    arr = cluster.cli("sbatch", "--parsable", "--array=0-2", "--wrap", "true", cwd=tmp_path)
+    assert arr.returncode == 0, arr.stderr
+    array_id = arr.stdout.strip()
+    wait_until(
+        lambda: all(finished(cluster, f"{array_id}_{i}") for i in range(3)),
+        message="the array's elements",
+    )
+    sa = cluster.cli("sacct", "-n", "-P", "-o", "JobID,JobName", "-j", f"{array_id}.batch")
+    assert sa.stdout.split() == [f"{array_id}_{i}.batch|batch" for i in range(3)], sa
+
+
 def test_cancel_running_job(cluster: LiveServer, tmp_path: Path) -> None:
     """scancel ends a running job: CANCELLED, its process gone."""
     done = cluster.cli("sbatch", "--parsable", "--wrap", "sleep 300", cwd=tmp_path)

@@ -78,6 +78,8 @@ def test_het_job_runs_its_script_once_with_het_variables(
         f"{het_id}+0.batch|COMPLETED",  # the script ran in component 0 only
         f"{het_id}+1|COMPLETED",
     ], whole
+    step = server.cli("sacct", "-j", f"{het_id}.batch", "-n", "-P", "-o", "JobID,State")
+    assert step.stdout.split() == [f"{het_id}+0.batch|COMPLETED"], step  # no component lines
     show = server.cli("scontrol", "show", "job", f"{het_id}+1")
     assert f"HetJobId={het_id} HetJobOffset=1 HetJobIdSet={het_id}-{het_id + 1}" in show.stdout
 
