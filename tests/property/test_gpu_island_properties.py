@@ -8,6 +8,8 @@ multi-node) through one real scheduler pass. Checked on every placement:
 * a ``required=nvlink`` job's GPUs on each node lie in one island (never split);
 * any job whose node had an island with enough free GPUs (at that point of the pass)
   got them from one island, and from the fullest such island (best fit);
+* a job split over islands on a node only when no node left out of its allocation had
+  an island with enough free GPUs (the preference for one island picks the node too);
 * GPUs are never handed out twice and stay within the node.
 """
 
@@ -18,7 +20,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hal.core.gpu_islands import complete_islands, free_per_island
+from hal.core.gpu_islands import complete_islands, free_per_island, largest_free_island
 from hal.core.job import Job
 from hal.core.node import Node
 from hal.core.resources import GiB, ResourceVector
@@ -94,4 +96,10 @@ def test_required_nvlink_is_never_split_and_islands_are_best_fit(seed: int) -> N
             if fitting:
                 assert len(spanned) == 1
                 assert free[spanned[0]] == min(free[k] for k in fitting), "not best fit"
+            if len(spanned) > 1:
+                others = [n for n in nodes if n.name not in alloc.nodes]
+                assert not any(
+                    largest_free_island(n.gpu_islands, n.resources.gpus, held[n.name]) >= len(ids)
+                    for n in others
+                ), f"split on {name} while a node left out had a whole island free"
             held[name] |= mask

@@ -1,11 +1,12 @@
-"""NVLink islands end to end: a real server and a real ``hal agent`` declaring 8 fake
+"""NVLink islands end to end: a real server and real ``hal agent``s declaring 8 fake
 GPUs in two islands (``--gpus 8 --gpu-islands 0-3,4-7``). Jobs print the
 ``CUDA_VISIBLE_DEVICES`` the agent gave them: it follows the allocation, one island per
-job while one fits, best fit among islands."""
+job while one fits, best fit among islands, on a node that has one free."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -16,19 +17,26 @@ from hal.wire.submit import JobSubmit
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with LiveServer(tmp_path_factory.mktemp("islands")) as srv:
-        srv.start_agent("gpu1", cpus=8, extra=["--gpus", "8", "--gpu-islands", "0-3,4-7"])
+@contextmanager
+def _gpu_server(tmp: Path, names: tuple[str, ...]) -> Iterator[LiveServer]:
+    with LiveServer(tmp) as srv:
+        for name in names:
+            srv.start_agent(name, cpus=8, extra=["--gpus", "8", "--gpu-islands", "0-3,4-7"])
         with srv.client() as c:
             wait_until(
-                lambda: any(n.name == "gpu1" and n.state == "UP" for n in c.nodes()),
-                message="the GPU agent to register",
+                lambda: sum(n.name in names and n.state == "UP" for n in c.nodes()) == len(names),
+                message="the GPU agents to register",
             )
         try:
             yield srv
         finally:
             srv.stop_agents()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with _gpu_server(tmp_path_factory.mktemp("islands"), ("gpu1",)) as srv:
+        yield srv
 
 
 class Jobs:
@@ -38,14 +46,22 @@ class Jobs:
     def __init__(self, srv: LiveServer, tmp: Path) -> None:
         self.srv, self.tmp, self.ids = srv, tmp, []
 
-    def submit(self, name: str, gpus: int, topology: str | None = None) -> int:
+    def submit(
+        self, name: str, gpus: int, topology: str | None = None, node: str | None = None
+    ) -> int:
         out, hold = self.tmp / name, self.tmp / f"hold-{name}"
         hold.touch()
         script = (
             f'#!/bin/sh\necho "$CUDA_VISIBLE_DEVICES" > {out}\n'
             f"while [ -e {hold} ]; do sleep 0.1; done\n"
         )
-        job = JobSubmit(script=script, workdir=str(self.tmp), gpus_per_node=gpus, topology=topology)
+        job = JobSubmit(
+            script=script,
+            workdir=str(self.tmp),
+            gpus_per_node=gpus,
+            topology=topology,
+            nodelist=[node] if node else [],
+        )
         with self.srv.client() as c:
             jid = c.submit(job).job_id
         self.ids.append(jid)
@@ -56,8 +72,8 @@ class Jobs:
         wait_until(lambda: out.exists() and out.read_text().strip() != "", message=name)
         return [int(g) for g in out.read_text().split(",")]
 
-    def run(self, name: str, gpus: int) -> list[int]:
-        self.submit(name, gpus)
+    def run(self, name: str, gpus: int, node: str | None = None) -> list[int]:
+        self.submit(name, gpus, node=node)
         return self.seen(name)
 
     def release(self, name: str) -> None:
@@ -74,8 +90,7 @@ class Jobs:
                 message="the test's jobs to end",
             )
             wait_until(
-                lambda: next(n for n in c.nodes() if n.name == "gpu1").gpus_alloc == 0,
-                message="the GPUs to be free",
+                lambda: all(n.gpus_alloc == 0 for n in c.nodes()), message="the GPUs to be free"
             )
 
 
@@ -111,3 +126,25 @@ def test_required_nvlink_waits_instead_of_splitting(server: LiveServer, jobs: Jo
     assert not (jobs.tmp / "c").exists()
     jobs.release("b")  # island B is free again: c gets three GPUs of it
     assert jobs.seen("c") == [4, 5, 6]
+
+
+@pytest.fixture
+def two_nodes(tmp_path: Path) -> Iterator[Jobs]:
+    with _gpu_server(tmp_path / "server", ("gpua", "gpub")) as srv:
+        j = Jobs(srv, tmp_path)
+        try:
+            yield j
+        finally:
+            j.done()
+
+
+def test_a_gpu_job_goes_to_the_node_with_a_whole_island_free(two_nodes: Jobs) -> None:
+    """gpua holds two jobs that leave GPUs 2, 3 and 7 free (three, over two islands);
+    gpub is empty. Best fit alone would pick the fuller gpua and split a 3-GPU job;
+    it runs on gpub inside one island instead."""
+    assert two_nodes.run("a", 2, node="gpua") == [0, 1]
+    assert two_nodes.run("b", 3, node="gpua") == [4, 5, 6]
+    jid = two_nodes.submit("c", 3)
+    assert two_nodes.seen("c") == [0, 1, 2]
+    with two_nodes.srv.client() as c:
+        assert c.job(jid).nodes == ["gpub"]

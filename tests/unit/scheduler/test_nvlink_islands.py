@@ -112,3 +112,52 @@ def test_a_waiting_required_nvlink_job_gets_a_backfill_start() -> None:
     (update,) = build_scheduler().schedule(snap).updates
     assert update.reason is R.RESOURCES
     assert update.expected_start is not None and 1090.0 <= update.expected_start <= 1150.0
+
+
+def _a_split_b_whole() -> ClusterBuilder:
+    """Node a (listed first, fuller: best fit's pick) has 4 free GPUs split 2 + 2 over
+    its islands; node b has a whole island free."""
+    return (
+        cluster()
+        .nodes(N("a").gpus(8).islands(*TWO_QUADS), N("b").gpus(8).islands(*TWO_QUADS))
+        .running(
+            J(8).gpus(4).cpus(4).running_on("a", gpu_ids=((0, 1, 4, 5),)),
+            J(9).gpus(4).running_on("b", gpu_ids=((0, 1, 2, 3),)),
+        )
+    )
+
+
+def test_a_gpu_job_prefers_a_node_whose_island_fits(sched: Scheduler) -> None:
+    """Without --topology, a 4-GPU job goes to the node that can give it one island
+    (b), not to the fuller node that would split it (a), as Kubernetes' topology
+    manager best-effort and Slurm's GRES link affinity would."""
+    plan = sched.schedule(_a_split_b_whole().pending(J(1).gpus(4)).build())
+    alloc = allocations(plan)[1]
+    assert (alloc.nodes, alloc.gpu_ids) == (("b",), ((4, 5, 6, 7),))
+
+
+def test_the_island_preference_never_keeps_a_job_waiting(sched: Scheduler) -> None:
+    """Two 4-GPU jobs: the first takes b's island, the second gets a's split GPUs
+    rather than waiting (a preference, not a requirement)."""
+    plan = sched.schedule(_a_split_b_whole().pending(J(1).gpus(4), J(2).gpus(4)).build())
+    allocs = allocations(plan)
+    assert (allocs[1].nodes, allocs[2].nodes) == (("b",), ("a",))
+    assert allocs[2].gpu_ids == ((2, 3, 6, 7),)
+
+
+def test_the_island_preference_outranks_best_fit_per_node_of_a_multinode_job(
+    sched: Scheduler,
+) -> None:
+    """A 2-node job of 4 GPUs per node on three nodes, the fullest of which (a) would
+    split: it gets b and c, whose islands fit."""
+    snap = (
+        cluster()
+        .nodes(*(N(x).gpus(8).islands(*TWO_QUADS) for x in "abc"))
+        .running(
+            J(7).gpus(4).cpus(4).running_on("a", gpu_ids=((0, 1, 4, 5),)),
+            J(8).gpus(4).running_on("b", gpu_ids=((0, 1, 2, 3),)),
+        )
+        .pending(J(1).nodes(2).gpus(4))
+        .build()
+    )
+    assert allocations(sched.schedule(snap))[1].nodes == ("b", "c")

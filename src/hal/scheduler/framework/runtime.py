@@ -340,7 +340,7 @@ class Framework:
                     fit_cache[key] = status
                 return Outcome(status, Stage.FILTER)
             try:
-                rows = self._select(ctx, state, job, request, rows, skipped=skipped)
+                rows = self._select(ctx, state, job, request, rows)
             except _Rejected as rejected:
                 return Outcome(rejected.status, rejected.stage)
             allocation = self._allocation(ctx, request, rows)
@@ -520,8 +520,6 @@ class Framework:
         job: Job,
         request: NodeRequest,
         feasible: IndexArray,
-        *,
-        skipped: set[str],
     ) -> IndexArray:
         n = request.n_nodes
         if not job.spec.nodelist:
@@ -538,7 +536,7 @@ class Framework:
         as_set = self.profile.placement_generate is not None and need >= 2 and no_forced
         if len(candidates) == need and not as_set:
             return _with_forced(forced, candidates)
-        total = self._score(ctx, state, job, request, candidates, skipped=skipped)
+        total = self._score(ctx, state, job, request, candidates)
         if as_set:
             chosen_set = self._place_set(ctx, state, job, candidates, total, need)
             if chosen_set is not None:
@@ -606,9 +604,10 @@ class Framework:
         job: Job,
         request: NodeRequest,
         candidates: IndexArray,
-        *,
-        skipped: set[str],
     ) -> FloatArray | None:
+        # Only PreScore's SKIP drops a Score (PreFilter's drops that plugin's Filter):
+        # a plugin may filter for some jobs and score for others (nvlink).
+        skipped: set[str] = set()
         for pre in self.profile.pre_score:
             self._current = pre.name
             st = pre.pre_score(ctx, state, job, candidates)

@@ -27,7 +27,9 @@ sees is that of the first plugin that objects)::
 
     nvlink         PreFilter  BadConstraints (no NVLink island as large as the GPUs per node)
                    Filter     --topology required=nvlink: a free island that holds them
-                   (jobs without that requirement skip it)
+                   (jobs without that requirement skip both)
+                   Score      other GPU jobs: nodes that can give one island (weight 2,
+                              above any best-fit difference; never a reason to wait)
     topology       PreFilter  BadConstraints (unknown or too small --topology level)
                    Placement  multi-node jobs: one leaf switch, else fewest leaves
                               under the lowest switch; Topology (--switches wait)
@@ -176,7 +178,7 @@ def default_profile(
     if limits:
         plugins.insert(plugins.index(noderesources.NAME), LIMITS)
     args: dict[str, object] = {noderesources.NAME: {"score": "best_fit"}}
-    weights: dict[str, object] = {noderesources.NAME: 1}
+    weights: dict[str, object] = {noderesources.NAME: 1, nvlink.NAME: nvlink.NVLINK_WEIGHT}
     if data:
         plugins.append(datalocality.NAME)
         weights[datalocality.NAME] = data_weight

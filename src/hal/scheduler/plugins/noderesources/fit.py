@@ -14,7 +14,7 @@ nodes). Score prefers fuller nodes (best fit) so that big jobs find empty nodes 
 jobs that need no GPU prefer nodes without GPUs for the same reason.
 
 On a large table (``NodeTable.version`` not None) both keep their last result per
-request and redo only the rows taken or released since (``_kept``): a placement changes
+request and redo only the rows taken or released since (``kept_rows``): a placement changes
 a few nodes, so the next job's mask and scores cost a few rows, not 10,000.
 """
 
@@ -48,7 +48,7 @@ from hal.scheduler.framework.runtime import PLACEMENT_KEY
 from hal.scheduler.framework.status import SUCCESS, Status, unresolvable, unschedulable
 
 _K = TypeVar("_K")
-_Compute = Callable[[NodeTable, "IndexArray | None"], np.ndarray]
+Compute = Callable[[NodeTable, "IndexArray | None"], np.ndarray]
 
 NAME = "noderesources"
 STRATEGIES = ("best_fit", "spread")
@@ -61,9 +61,9 @@ JOB_SHARE: StateKey[dict[NodeRequest, FloatArray]] = StateKey("noderesources.job
 # this many (then they start over): 5,000 nodes make 5 kB a mask.
 _STATIC_KEPT = 4096
 # Per pass: the last Filter mask and Score array per (key, request) and request, with the
-# table and its version they were computed on (see ``_Kept``).
-FITS: StateKey[dict[tuple[PlacementKey, NodeRequest], _Kept]] = StateKey("noderesources.fits")
-SCORES: StateKey[dict[NodeRequest, _Kept]] = StateKey("noderesources.scores")
+# table and its version they were computed on (see ``Kept``).
+FITS: StateKey[dict[tuple[PlacementKey, NodeRequest], Kept]] = StateKey("noderesources.fits")
+SCORES: StateKey[dict[NodeRequest, Kept]] = StateKey("noderesources.scores")
 # Kept results per pass, at most (then they start over): a mask and a score array per
 # request, one byte and eight per node, so 50,000 nodes × 64 × 9 bytes is 29 MB at worst.
 # (The synthetic 50,000-job queue of ``hal bench sched-pass`` has 36 distinct requests.)
@@ -71,7 +71,7 @@ _KEEP = 64
 _RESOURCES = PendingReason.RESOURCES  # (an enum lookup costs 80 ns on Python 3.11)
 
 
-class _Kept:
+class Kept:
     """A per-node result kept from one call to the next on the same table: the next
     call recomputes only the rows taken or released since (``NodeTable.changed_rows``)
     into a copy, so an array once returned never changes. The rows of the copy are
@@ -86,7 +86,7 @@ class _Kept:
         self.value = value
 
 
-def _kept(cache: dict[_K, _Kept], key: _K, table: NodeTable, compute: _Compute) -> np.ndarray:
+def kept_rows(cache: dict[_K, Kept], key: _K, table: NodeTable, compute: Compute) -> np.ndarray:
     """``compute(table, rows)`` over all rows (``rows`` None), or, for a table seen
     before under ``key``, over the rows that changed since."""
     version = table.version
@@ -104,7 +104,7 @@ def _kept(cache: dict[_K, _Kept], key: _K, table: NodeTable, compute: _Compute) 
     if len(cache) >= _KEEP:
         cache.clear()
     value = compute(table, None)
-    cache[key] = _Kept(table, version, value)
+    cache[key] = Kept(table, version, value)
     return value
 
 
@@ -214,7 +214,7 @@ class NodeResourcesFit:
         if cache is None:
             cache = {}
             ctx.data.write(FITS, cache)
-        fit = _kept(cache, (key, request), table, compute)
+        fit = kept_rows(cache, (key, request), table, compute)
         return FilterResult(fit, _RESOURCES)
 
     # -- Score ------------------------------------------------------------------------
@@ -259,7 +259,7 @@ class NodeResourcesFit:
             def compute(table: NodeTable, rows: IndexArray | None) -> FloatArray:
                 return self._score(table, request, base, rows)
 
-            full: FloatArray = _kept(kept, request, t, compute)[feasible]
+            full: FloatArray = kept_rows(kept, request, t, compute)[feasible]
             return full
         score = self._free_part(t, request, base, None)[feasible]
         # Planning a future window (a backfill reservation): among nodes that fit it
