@@ -316,6 +316,7 @@ def _switch_info(cluster: Cluster) -> TopologyInfo:
                 switches=list(s.switches),
                 nodes_total=len(below[s.name]),
                 nodes_free=sum(free(n) for n in below[s.name]),
+                link_speed=s.link_speed,
             )
             for s in topo.switches
         ],

@@ -1,4 +1,4 @@
-"""The ``scontrol`` command: ``show job|node|partition|reservation|config|hostnames``,
+"""The ``scontrol`` command: ``show job|node|partition|reservation|topology|config|hostnames``,
 ``hold``, ``uhold`` (a hold the owner may release), ``release``, ``requeue``, ``update
 job``, ``update NodeName=... State=...`` (drain, down, resume, undrain), and
 ``create|update|delete reservation`` (the reservation words are read and printed by
@@ -31,11 +31,12 @@ from hal.core.errors import HalError, InvalidRequest, NotFound
 from hal.core.node import gpu_type_name
 from hal.core.slurm_syntax import compress_hostlist, expand_hostlist, parse_time_limit
 from hal.wire.jobs import JobInfo, JobUpdate
-from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo
+from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo, TopologyInfo
 
 INVALID_JOB_ID = "slurm_load_jobs error: Invalid job id specified"
 COMMANDS = "show, hold, release, suspend, resume, requeue, update, create and delete"
 UPDATABLE = "TimeLimit, Priority, Nice, JobName, Comment, Partition"
+NO_TOPOLOGY = "No topology information available"
 # State= of ``update NodeName=...``: what ``hal drain`` / ``hal resume`` send for it
 NODE_STATES = {"DRAIN": "DRAIN", "DOWN": "DOWN", "RESUME": "RESUME", "UNDRAIN": "RESUME"}
 
@@ -109,7 +110,7 @@ def _delete(args: list[str], console: Console) -> int:
 
 def _show(args: list[str], console: Console, *, oneliner: bool) -> int:
     if not args:
-        return console.error("show what? job, node, partition, config or hostnames")
+        return console.error("show what? job, node, partition, topology, config or hostnames")
     what, target = args[0].lower(), (args[1] if len(args) > 1 else None)
     client = console.client
     records: list[list[str]]
@@ -151,6 +152,8 @@ def _show(args: list[str], console: Console, *, oneliner: bool) -> int:
             console.out("No reservations in the system")
             return 0
         records = [reservations.reservation_record(r) for r in found]
+    elif what == "topology":
+        return _show_topology(client.topology(), target, console)
     elif what == "config":
         for line in config_lines(client.cluster_config(), console.clock()):
             console.out(line)
@@ -167,8 +170,8 @@ def _show(args: list[str], console: Console, *, oneliner: bool) -> int:
         return 0
     else:
         return console.error(
-            f"cannot show {args[0]!r}; HAL shows job, node, partition, reservation, config "
-            "and hostnames"
+            f"cannot show {args[0]!r}; HAL shows job, node, partition, reservation, topology, "
+            "config and hostnames"
         )
     for index, record in enumerate(records):
         if oneliner:
@@ -180,6 +183,65 @@ def _show(args: list[str], console: Console, *, oneliner: bool) -> int:
         for line in record[1:]:
             console.out("   " + line)
     return 0
+
+
+def _show_topology(info: TopologyInfo, name: str | None, console: Console) -> int:
+    """Slurm prints "No topology information available" as an error but exits 0 (a
+    cluster without topology.conf is not a failure); a name that matches nothing fails."""
+    if not info.switches and not info.blocks:
+        console.error(NO_TOPOLOGY)
+        return 0
+    lines = topology_lines(info, name)
+    if not lines:
+        kind = "switch" if info.switches else "block"
+        return console.error(f"Topology information contains no {kind} or node named {name}")
+    for line in lines:
+        console.out(line)
+    return 0
+
+
+def topology_lines(info: TopologyInfo, name: str | None = None) -> list[str]:
+    """``scontrol show topology [NAME]``, one line per switch as Slurm's topology/tree
+    prints them (``SwitchName=s2 Level=1 LinkSpeed=1 Nodes=n[0-7] Switches=s[0-1]``: an
+    upper switch lists every node below it), in configured order; for a topology of
+    blocks only, one line per base block as topology/block does. With ``name``: the
+    switch (block) of that name, else every one whose nodes include all of ``name``'s
+    (a host list): a node's leaf and the switches above it."""
+    records: list[tuple[str, list[str], str]] = []  # name, nodes, line
+    if info.switches:
+        by_name = {s.name: s for s in info.switches}
+        below: dict[str, list[str]] = {}
+
+        def nodes_under(switch: str) -> list[str]:  # (the server refuses cycles)
+            if switch not in below:
+                s = by_name[switch]
+                below[switch] = [*s.nodes, *(n for c in s.switches for n in nodes_under(c))]
+            return below[switch]
+
+        for s in info.switches:
+            nodes = nodes_under(s.name)
+            line = f"SwitchName={s.name} Level={s.level} LinkSpeed={s.link_speed}"
+            if nodes:
+                line += f" Nodes={compress_hostlist(nodes)}"
+            if s.switches:
+                line += f" Switches={compress_hostlist(s.switches)}"
+            records.append((s.name, nodes, line))
+    else:
+        # the base block size: BlockSizes' first, else (as Slurm) the largest block
+        size = info.block_sizes[0] if info.block_sizes else max(len(b.nodes) for b in info.blocks)
+        for index, b in enumerate(info.blocks):
+            line = (
+                f"BlockName={b.name} BlockIndex={index} "
+                f"Nodes={compress_hostlist(b.nodes)} BlockSize={size}"
+            )
+            records.append((b.name, b.nodes, line))
+    if name is None:
+        return [line for _, _, line in records]
+    named = [line for record, _, line in records if record == name]
+    if named:
+        return named
+    wanted = set(expand_hostlist(name, field="topology"))
+    return [line for _, nodes, line in records if wanted <= set(nodes)]
 
 
 def _user(name: str) -> str:

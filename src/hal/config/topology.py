@@ -13,6 +13,7 @@ Either point at a Slurm ``topology.conf`` or write the switches in TOML (not bot
     [[topology.switches]]
     name = "spine0"
     switches = "leaf[0-3]"
+    link_speed = 100                       # optional (Slurm's LinkSpeed, default 1)
 
     [[topology.blocks]]                    # optional (topology/block): used when no switches
     name = "b0"
@@ -38,6 +39,7 @@ from hal.core.topology import (
     Switch,
     Topology,
     TopologyError,
+    link_speed,
     parse_topology_conf,
 )
 from hal.core.topology_labels import LABEL_LEVELS, check_labels
@@ -149,10 +151,15 @@ def _switch(item: Any, i: int) -> Switch:
     where = f"topology.switches[{i}]"
     if not isinstance(item, dict) or not isinstance(item.get("name"), str):
         raise TopologyError(f"{where} needs a name", field=where)
-    unknown = sorted(set(item) - {"name", "nodes", "switches"})
+    unknown = sorted(set(item) - {"name", "nodes", "switches", "link_speed"})
     if unknown:
         raise TopologyError(f"{where}: unknown key(s) {unknown}", field=where)
-    return Switch(item["name"], _hosts(item, "nodes", where), _hosts(item, "switches", where))
+    return Switch(
+        item["name"],
+        _hosts(item, "nodes", where),
+        _hosts(item, "switches", where),
+        link_speed(item.get("link_speed", 1), f"{where}.link_speed"),
+    )
 
 
 def _block(item: Any, i: int) -> Block:

@@ -49,11 +49,14 @@ class TopologyError(InvalidRequest):
 
 @dataclass(frozen=True, slots=True)
 class Switch:
-    """A leaf switch has ``nodes``; an inner switch has child ``switches``."""
+    """A leaf switch has ``nodes``; an inner switch has child ``switches``.
+    ``link_speed``: Slurm's ``LinkSpeed`` (units the site chooses; 1 by default), shown
+    by ``scontrol show topology`` and not scheduled on, as in Slurm."""
 
     name: str
     nodes: tuple[str, ...] = ()
     switches: tuple[str, ...] = ()
+    link_speed: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,8 +323,6 @@ def _pow2(n: int) -> bool:
 
 # -- Slurm's topology.conf ----------------------------------------------------------------
 
-_IGNORED_KEYS = frozenset({"linkspeed"})  # Slurm accepts it and does not schedule on it
-
 
 def parse_topology_conf(text: str, *, level_names: tuple[str, ...] = ()) -> Topology:
     """Parse Slurm's ``topology.conf`` (``SwitchName=.. Nodes=..|Switches=..``,
@@ -342,13 +343,13 @@ def parse_topology_conf(text: str, *, level_names: tuple[str, ...] = ()) -> Topo
                 raise TopologyError(f"{where}: expected Key=Value, got {word!r}", field=where)
             pairs[key.lower()] = value
         if "switchname" in pairs:
-            known = {"switchname", "nodes", "switches"} | _IGNORED_KEYS
-            _no_unknown(pairs, known, where)
+            _no_unknown(pairs, {"switchname", "nodes", "switches", "linkspeed"}, where)
             switches.append(
                 Switch(
                     pairs["switchname"],
                     nodes=_hosts(pairs.get("nodes"), where),
                     switches=_hosts(pairs.get("switches"), where),
+                    link_speed=link_speed(pairs.get("linkspeed", "1"), where),
                 )
             )
         elif "blockname" in pairs:
@@ -367,6 +368,20 @@ def parse_topology_conf(text: str, *, level_names: tuple[str, ...] = ()) -> Topo
                 f"{where}: expected SwitchName=, BlockName= or BlockSizes=", field=where
             )
     return Topology(tuple(switches), tuple(blocks), sizes, level_names)
+
+
+def link_speed(value: object, where: str) -> int:
+    """A switch's ``LinkSpeed``: a whole number >= 1."""
+    try:
+        speed = int(str(value)) if not isinstance(value, bool) else 0
+    except ValueError:
+        speed = 0
+    if speed < 1:
+        raise TopologyError(
+            f"{where}: LinkSpeed takes a whole number >= 1, e.g. LinkSpeed=100, not {value!r}",
+            field=where,
+        )
+    return speed
 
 
 def _no_unknown(pairs: dict[str, str], known: set[str] | frozenset[str], where: str) -> None:
@@ -392,7 +407,8 @@ def format_topology_conf(topo: Topology) -> str:
     for s in topo.switches:
         kind = "Nodes" if s.nodes or not s.switches else "Switches"
         members = s.nodes if kind == "Nodes" else s.switches
-        lines.append(f"SwitchName={s.name} {kind}={compress_hostlist(list(members))}")
+        speed = f" LinkSpeed={s.link_speed}" if s.link_speed != 1 else ""
+        lines.append(f"SwitchName={s.name} {kind}={compress_hostlist(list(members))}{speed}")
     for b in topo.blocks:
         lines.append(f"BlockName={b.name} Nodes={compress_hostlist(list(b.nodes))}")
     if topo.block_sizes:

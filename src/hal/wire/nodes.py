@@ -85,6 +85,7 @@ class SwitchInfo(WireModel):
     switches: list[str] = Field(default_factory=list)  # an inner switch's children
     nodes_total: int  # nodes under it, registered or not
     nodes_free: int  # of those: registered, UP and running nothing
+    link_speed: int = 1  # Slurm's LinkSpeed (topology.conf), shown, not scheduled on
 
 
 class BlockInfo(WireModel):

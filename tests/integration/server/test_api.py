@@ -221,3 +221,10 @@ def test_a_pending_jobs_reason_is_the_same_in_the_queue_and_in_the_history(
         out = server.cli("sacct", "-n", "-X", "-j", jid, "-o", "Reason%30")
         assert out.stdout.split() == ["DependencyNeverSatisfied"], out.stderr
         c.cancel(jid)
+
+
+def test_scontrol_show_topology_without_a_topology(server: LiveServer) -> None:
+    """Slurm's message on a cluster without topology.conf, on stderr, exit status 0."""
+    out = server.cli("scontrol", "show", "topology")
+    assert (out.returncode, out.stdout) == (0, "")
+    assert out.stderr == "scontrol: error: No topology information available\n"

@@ -1,6 +1,6 @@
 """A configured switch tree on a real server: node paths, placement on one leaf,
-``GET /v1/topology`` and ``hal topology show``, and the --switches/--topology fields
-through REST."""
+``GET /v1/topology``, ``hal topology show`` and ``scontrol show topology``, and the
+--switches/--topology fields through REST."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from hal.wire.jobs import JobSubmit
 TOPOLOGY = parse_topology_conf(
     "SwitchName=leaf0 Nodes=node[1,3]\n"
     "SwitchName=leaf1 Nodes=node[2,4]\n"
-    "SwitchName=spine Switches=leaf[0-1]\n",
+    "SwitchName=spine Switches=leaf[0-1] LinkSpeed=100\n",
     level_names=("leaf", "spine"),
 )
 LEAF = {"node1": "leaf0", "node3": "leaf0", "node2": "leaf1", "node4": "leaf1"}
@@ -91,3 +91,31 @@ def test_explain_and_squeue_start_show_a_switches_wait(server: LiveServer) -> No
     assert info.expected_start is not None  # what squeue --start shows
     assert 0 < info.expected_start - info.submit_time <= 120
     assert "(end of its --switches wait)" in shown
+
+
+def test_scontrol_show_topology_prints_one_line_per_switch(server: LiveServer) -> None:
+    """Slurm's format: leaves first as configured, an upper switch with every node
+    below it and its child switches, LinkSpeed as topology.conf gave it (1 by default)."""
+    out = server.cli("scontrol", "show", "topology")
+    assert (out.returncode, out.stderr) == (0, "")
+    assert out.stdout.splitlines() == [
+        "SwitchName=leaf0 Level=0 LinkSpeed=1 Nodes=node[1,3]",
+        "SwitchName=leaf1 Level=0 LinkSpeed=1 Nodes=node[2,4]",
+        "SwitchName=spine Level=1 LinkSpeed=100 Nodes=node[1-4] Switches=leaf[0-1]",
+    ]
+
+
+def test_scontrol_show_topology_of_a_switch_or_nodes(server: LiveServer) -> None:
+    """A switch name shows that switch; node names show every switch that connects all
+    of them (a node's leaf and the switches above it); anything else is an error."""
+    leaf = server.cli("scontrol", "show", "topology", "leaf1").stdout.splitlines()
+    assert leaf == ["SwitchName=leaf1 Level=0 LinkSpeed=1 Nodes=node[2,4]"]
+    node = server.cli("scontrol", "show", "topology", "node3").stdout.splitlines()
+    assert [line.split()[0] for line in node] == ["SwitchName=leaf0", "SwitchName=spine"]
+    both = server.cli("scontrol", "show", "topology", "node[1-2]").stdout.splitlines()
+    assert [line.split()[0] for line in both] == ["SwitchName=spine"]
+    out = server.cli("scontrol", "show", "topology", "nosuch")
+    assert out.returncode == 1
+    assert out.stderr == (
+        "scontrol: error: Topology information contains no switch or node named nosuch\n"
+    )

@@ -11,7 +11,7 @@ from hal.compat.commands import run
 from hal.core.errors import NotFound
 from hal.core.states import JobState
 from hal.wire.jobs import JobInfo, JobSubmit, JobUpdate, SubmitResult, WillRun
-from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo, UserInfo
+from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo, TopologyInfo, UserInfo
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -110,6 +110,7 @@ class FakeClient:
     submit_error: Exception | None = None
     closed: bool = False
     min_job_age: int = 300
+    topology_info: TopologyInfo = field(default_factory=lambda: TopologyInfo(configured=False))
 
     def submit(self, job: JobSubmit) -> SubmitResult:
         if self.submit_error is not None:
@@ -205,6 +206,9 @@ class FakeClient:
 
     def partitions(self) -> list[PartitionInfo]:
         return list(self.partition_list)
+
+    def topology(self) -> TopologyInfo:
+        return self.topology_info
 
     def cluster_config(self) -> ClusterConfig:
         return ClusterConfig(

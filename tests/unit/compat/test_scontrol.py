@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from compat_fakes import T0, FakeClient, call, job, node, partition, running
 
+from hal.wire.nodes import BlockInfo, TopologyInfo
+
 
 def cluster() -> FakeClient:
     return FakeClient(
@@ -198,3 +200,30 @@ def test_update_node_refusals() -> None:
     assert "can update State" in call(client, "scontrol", "update", "NodeName=vm", "Weight=2").err
     assert "give the new state" in call(client, "scontrol", "update", "NodeName=vm").err
     assert client.node_updates == []
+
+
+def test_show_topology_of_blocks() -> None:
+    """A topology of blocks only (topology/block): one line per base block, its index
+    and the base block size; a node name shows its block."""
+    g = [f"g{i}" for i in range(8)]
+    client = cluster()
+    client.topology_info = TopologyInfo(
+        configured=True,
+        blocks=[
+            BlockInfo(name="b0", nodes=g[:4], nodes_free=4),
+            BlockInfo(name="b1", nodes=g[4:], nodes_free=0),
+        ],
+        block_sizes=[4, 8],
+    )
+    assert call(client, "scontrol", "show", "topology").lines == [
+        "BlockName=b0 BlockIndex=0 Nodes=g[0-3] BlockSize=4",
+        "BlockName=b1 BlockIndex=1 Nodes=g[4-7] BlockSize=4",
+    ]
+    assert call(client, "scontrol", "show", "topology", "g5").lines == [
+        "BlockName=b1 BlockIndex=1 Nodes=g[4-7] BlockSize=4"
+    ]
+    missing = call(client, "scontrol", "show", "topology", "g[3-4]")
+    assert (missing.rc, missing.err) == (
+        1,
+        "scontrol: error: Topology information contains no block or node named g[3-4]\n",
+    )

@@ -43,6 +43,7 @@ def test_topology_conf_round_trips_through_format() -> None:
     topo = parse_topology_conf(CONF + "BlockName=b0 Nodes=tux[0-7]\nBlockSizes=4,8\n")
     again = parse_topology_conf(format_topology_conf(topo))
     assert again == topo
+    assert [s.link_speed for s in again.switches] == [900, 1, 1]  # kept for scontrol
     assert again.blocks == (Block("b0", tuple(f"tux{i}" for i in range(8))),)
     assert again.block_sizes == (4, 8)
 
@@ -70,6 +71,8 @@ def test_level_names_default_and_configured() -> None:
         ),
         ("SwitchName=a Nodes=n1 Switches=b\nSwitchName=b Nodes=n2\n", "both nodes and switches"),
         ("SwitchName=a Nodes=n1 Speed=1\n", "unknown key"),
+        ("SwitchName=a Nodes=n1 LinkSpeed=fast\n", "LinkSpeed takes a whole number"),
+        ("SwitchName=a Nodes=n1 LinkSpeed=0\n", "LinkSpeed takes a whole number"),
         ("Rack=r1\n", "expected SwitchName"),
         ("SwitchName=a Nodes=n[1-\n", "host list"),
         ("BlockName=b0 Nodes=n1\nBlockName=b1 Nodes=n1\n", "in two blocks"),
@@ -97,12 +100,13 @@ def test_toml_table_with_host_lists_and_level_names() -> None:
             "switches": [
                 {"name": "leaf0", "nodes": "n[00-15]"},
                 {"name": "leaf1", "nodes": ["n[16-30]", "n31"]},
-                {"name": "spine0", "switches": "leaf[0-1]"},
+                {"name": "spine0", "switches": "leaf[0-1]", "link_speed": 400},
             ],
         }
     )
     assert topo.path_of("n31") == ("spine0", "leaf1")
     assert topo.level_of_name("spine") == 1
+    assert [s.link_speed for s in topo.switches] == [1, 1, 400]
 
 
 @pytest.mark.parametrize(
@@ -111,6 +115,8 @@ def test_toml_table_with_host_lists_and_level_names() -> None:
         ({"switchs": []}, "topology.switchs"),
         ({"switches": [{"nodes": "n1"}]}, "topology.switches[0]"),
         ({"switches": [{"name": "a", "ports": 4}]}, "topology.switches[0]"),
+        ({"switches": [{"name": "a", "link_speed": True}]}, "topology.switches[0].link_speed"),
+        ({"switches": [{"name": "a", "link_speed": -2}]}, "topology.switches[0].link_speed"),
         ({}, "topology.switches"),
         ({"level_names": "leaf"}, "topology.level_names"),
         ({"file": "x.conf", "switches": []}, "topology.file"),
