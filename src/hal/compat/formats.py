@@ -64,10 +64,17 @@ def memory_mib(size_bytes: int) -> str:
     Slurm moves to the next unit while the value is at least 1024 and a multiple of 512,
     so 1536 MiB prints as 1.50G but 1000 MiB stays 1000M.
     """
-    value = size_bytes / (1024 * 1024)
+    return _exact_units(size_bytes / (1024 * 1024), "MGTPE")
+
+
+def memory_kib(size_bytes: int) -> str:
+    """The same from KiB, as sacct prints MaxRSS: ``2140K``, ``4M``, ``1.50G``."""
+    return _exact_units(size_bytes / 1024, "KMGTPE")
+
+
+def _exact_units(value: float, units: str) -> str:
     if value == 0:
         return "0"
-    units = "MGTPE"
     index = 0
     while value >= 1024 and value % 512 == 0 and index < len(units) - 1:
         value /= 1024
@@ -75,6 +82,21 @@ def memory_mib(size_bytes: int) -> str:
     if value == int(value):
         return f"{int(value)}{units[index]}"
     return f"{value:.2f}{units[index]}"
+
+
+def cpu_time(seconds: float) -> str:
+    """sacct's TotalCPU: ``MM:SS.mmm`` under an hour, else ``HH:MM:SS`` or
+    ``D-HH:MM:SS``."""
+    millis = max(0, round(seconds * 1000))
+    total, ms = divmod(millis, 1000)
+    days, rem = divmod(total, 86400)
+    hours, rem = divmod(rem, 3600)
+    minutes, secs = divmod(rem, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    if hours:
+        return f"{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{minutes:02d}:{secs:02d}.{ms:03d}"
 
 
 def cell(value: str, width: int, right: bool) -> str:

@@ -15,7 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from hal.compat.formats import duration_long, limit_long, memory_mib, timestamp
+from hal.compat.formats import (
+    cpu_time,
+    duration_long,
+    limit_long,
+    memory_kib,
+    memory_mib,
+    timestamp,
+)
 from hal.compat.job_fields import time_used
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
@@ -96,6 +103,42 @@ def _job_only(get: Callable[[JobInfo], str]) -> Column:
     return lambda job, step, now: "" if step else get(job)
 
 
+def _alloc_cpus(job: JobInfo, step: bool) -> int:
+    """The CPUs the job (or its batch step, on the first node) was given; 0 unstarted."""
+    if not _started(job):
+        return 0
+    return job.cpus // max(job.node_count, 1) if step else job.cpus
+
+
+def _cpu_time(job: JobInfo, step: bool, now: float) -> float:
+    """CPUTime: the allocated CPUs times the time they were held."""
+    return _alloc_cpus(job, step) * time_used(job, now)
+
+
+def _measured(job: JobInfo, step: bool, value: str) -> str:
+    """A memory figure of the batch step, once its agent measured it at its end (blank
+    elsewhere, as sacct's)."""
+    return value if step and job.max_rss_bytes and job.end_time is not None else ""
+
+
+def _tres(job: JobInfo, *, step: bool) -> str:
+    """ReqTRES/AllocTRES as sacct prints them: ``billing=4,cpu=4,mem=8G,node=2``; a
+    batch step holds the first node's share and no billing."""
+    nodes = max(job.node_count, 1)
+    if step:
+        cpus, memory, count = job.cpus // nodes, job.memory_bytes // nodes, 1
+    else:
+        cpus, memory, count = job.cpus, job.memory_bytes, job.node_count
+    items = [] if step else [f"billing={cpus}"]
+    items.append(f"cpu={cpus}")
+    if job.gpus and not step:
+        items.append(f"gres/gpu={job.gpus}")
+    if memory:
+        items.append(f"mem={memory_mib(memory)}")
+    items.append(f"node={count}")
+    return ",".join(items)
+
+
 # name (lower case) → (title, width, column); a negative width aligns left, as sacct.c.
 FIELDS: dict[str, tuple[str, int, Column]] = {
     "jobid": ("JobID", -12, lambda j, s, n: j.display_id + (".batch" if s else "")),
@@ -103,13 +146,7 @@ FIELDS: dict[str, tuple[str, int, Column]] = {
     "jobname": ("JobName", 10, lambda j, s, n: "batch" if s else j.name),
     "partition": ("Partition", 10, _job_only(lambda j: j.partition)),
     "account": ("Account", 10, lambda j, s, n: j.account or ""),
-    "alloccpus": (
-        "AllocCPUS",
-        10,
-        lambda j, s, n: str(
-            (j.cpus // max(j.node_count, 1) if s else j.cpus) if _started(j) else 0
-        ),
-    ),
+    "alloccpus": ("AllocCPUS", 10, lambda j, s, n: str(_alloc_cpus(j, s))),
     "reqcpus": ("ReqCPUS", 8, lambda j, s, n: str(j.cpus)),
     "state": ("State", 10, _state),
     "exitcode": ("ExitCode", 8, lambda j, s, n: f"{j.exit_code}:{j.exit_signal}"),
@@ -124,9 +161,24 @@ FIELDS: dict[str, tuple[str, int, Column]] = {
         10,
         _job_only(lambda j: memory_mib(j.memory_bytes // max(j.node_count, 1))),
     ),
-    # Peak memory is measured by the agent but not part of JobInfo yet: left blank, as
-    # sacct does when it has no step accounting.
-    "maxrss": ("MaxRSS", 10, lambda j, s, n: ""),
+    # Usage is measured by the agent for the batch step when it ends (the job line's
+    # memory fields are blank, as sacct's; its TotalCPU sums its steps, here one).
+    "maxrss": ("MaxRSS", 10, lambda j, s, n: _measured(j, s, memory_kib(j.max_rss_bytes))),
+    "averss": ("AveRSS", 10, lambda j, s, n: _measured(j, s, memory_kib(j.max_rss_bytes))),
+    "maxrssnode": ("MaxRSSNode", 10, lambda j, s, n: _measured(j, s, ",".join(j.nodes[:1]))),
+    "maxrsstask": ("MaxRSSTask", 10, lambda j, s, n: _measured(j, s, "0")),
+    "totalcpu": ("TotalCPU", 10, lambda j, s, n: cpu_time(j.cpu_seconds)),
+    "cputime": ("CPUTime", 10, lambda j, s, n: duration_long(_cpu_time(j, s, n))),
+    "cputimeraw": ("CPUTimeRAW", 10, lambda j, s, n: str(int(_cpu_time(j, s, n)))),
+    "reqtres": ("ReqTRES", 10, _job_only(lambda j: _tres(j, step=False))),
+    "alloctres": ("AllocTRES", 10, lambda j, s, n: _tres(j, step=s) if _started(j) else ""),
+    "ncpus": ("NCPUS", 10, lambda j, s, n: str(_alloc_cpus(j, s))),
+    "reqnodes": ("ReqNodes", 8, _job_only(lambda j: str(j.node_count))),
+    "allocnodes": (
+        "AllocNodes",
+        10,
+        lambda j, s, n: ("1" if s else str(j.node_count)) if _started(j) else "0",
+    ),
     "nodelist": (
         "NodeList",
         15,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from compat_fakes import T0, FakeClient, call, job, running
+from compat_fakes import T0, FakeClient, MiB, call, job, running
 
 from hal.compat.sacct import FIELDS
 
@@ -187,3 +187,32 @@ def test_user_filter_takes_uids_too() -> None:
     for option in ("-u", "--uid"):
         lines = call(history(), "sacct", "-X", "-P", "-n", "-o", "JobID", option, "0").lines
         assert lines == ["1", "2", "3", "4"]
+
+
+def test_usage_and_tres_fields() -> None:
+    """What a job used (measured by its agent at the end of the batch step) and what it
+    held: the job line sums, the batch step line is the first node's share."""
+    done = job(
+        7,
+        state="COMPLETED",
+        start_time=T0,
+        end_time=T0 + 86,
+        nodes=["n1", "n2"],
+        node_count=2,
+        cpus=4,
+        gpus=2,
+        memory_bytes=8 * 1024 * MiB,
+        max_rss_bytes=3 * MiB + 100 * 1024,
+        cpu_seconds=12.5,
+    )
+    fmt = (
+        "JobID,MaxRSS,AveRSS,MaxRSSNode,MaxRSSTask,TotalCPU,CPUTime,CPUTimeRAW,ReqTRES,"
+        "AllocTRES,NCPUS,ReqNodes,AllocNodes"
+    )
+    lines = call(FakeClient(job_list=[done, job(8)]), "sacct", "-P", "-n", "-o", fmt).lines
+    assert lines == [
+        "7|||||00:12.500|00:05:44|344|billing=4,cpu=4,gres/gpu=2,mem=8G,node=2|"
+        "billing=4,cpu=4,gres/gpu=2,mem=8G,node=2|4|2|2",
+        "7.batch|3172K|3172K|n1|0|00:12.500|00:02:52|172||cpu=2,mem=4G,node=1|2||1",
+        "8|||||00:00.000|00:00:00|0|billing=1,cpu=1,mem=50M,node=1||0|1|0",
+    ]
