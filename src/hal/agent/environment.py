@@ -9,7 +9,9 @@ the server *to this node*, so a ``CUDA_VISIBLE_DEVICES`` inherited from the subm
 shell would point the job at somebody else's GPUs; the allocation always wins.
 
 ``SLURM_TASK_PID`` is the batch shell's own pid, so the job process adds it itself just
-before exec (see ``supervisor``).
+before exec (see ``supervisor``). ``HAL_JOB_MARKER`` names the job to the agent running
+it (agent, job, attempt: unique on the host); it finds the job's processes by it if the
+step supervisor dies (``remains``), so the job's own value always wins.
 """
 
 from __future__ import annotations
@@ -20,10 +22,16 @@ from hal.core.resources import MiB
 from hal.wire.agent import Launch
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+MARKER = "HAL_JOB_MARKER"
+
+
+def job_marker(agent: str, job_id: int, attempt: int) -> str:
+    """``MARKER``'s value; ``agent`` is the agent's name on the host (``agent_cgroup_name``)."""
+    return f"{agent}/{job_id}.{attempt}"
 
 
 def job_environment(
-    launch: Launch, node: str, *, home: str = "", shell: str = ""
+    launch: Launch, node: str, *, home: str = "", shell: str = "", agent: str = ""
 ) -> dict[str, str]:
     env = dict(launch.environment)
     nodelist = hostlist.collect_hostlist(launch.nodes) if launch.nodes else node
@@ -77,6 +85,8 @@ def job_environment(
         local["SHELL"] = shell
     for key, value in local.items():
         env.setdefault(key, value)
+    if agent:
+        env[MARKER] = job_marker(agent, launch.job_id, launch.attempt)
     if launch.gpu_ids:
         ids = ",".join(str(g) for g in launch.gpu_ids)
         # No device cgroup hides the other GPUs, so the job sees global ids (gres.shtml).

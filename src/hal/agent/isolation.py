@@ -61,11 +61,15 @@ class Isolation:
 
     # -- in the step supervisor -----------------------------------------------------------
 
+    def group_path(self, job_id: int, attempt: int) -> str:
+        """Where the job's cgroup is ("" without cgroups)."""
+        return os.path.join(self.base, f"job_{job_id}.{attempt}") if self.base else ""
+
     def create_group(self, job_id: int, attempt: int, memory_bytes: int) -> str:
         """Create the job's cgroup with its limit; returns its path ("" without cgroups)."""
-        if not self.base:
+        path = self.group_path(job_id, attempt)
+        if not path:
             return ""
-        path = os.path.join(self.base, f"job_{job_id}.{attempt}")
         try:
             os.mkdir(path)
         except FileExistsError:

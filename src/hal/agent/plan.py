@@ -35,7 +35,7 @@ class RunAs:
     shell: str
 
 
-def build_step_plan(launch: Launch, *, node: str, job_dir: str) -> StepPlan:
+def build_step_plan(launch: Launch, *, node: str, job_dir: str, agent: str = "") -> StepPlan:
     run_as = resolve_user(launch)
     script_path = os.path.join(job_dir, SCRIPT_FILE)
     fields = FilenameFields(
@@ -59,7 +59,7 @@ def build_step_plan(launch: Launch, *, node: str, job_dir: str) -> StepPlan:
         attempt=launch.attempt,
         job_dir=job_dir,
         argv=script_argv(launch.script, script_path),
-        env=job_environment(launch, node, home=run_as.home, shell=run_as.shell),
+        env=job_environment(launch, node, home=run_as.home, shell=run_as.shell, agent=agent),
         workdir=launch.workdir,
         stdout_path=stdout,
         stderr_path=stderr,

@@ -89,11 +89,33 @@ def descendants(root: int) -> list[int]:
     return found
 
 
-def session_id(pid: int) -> int | None:
-    """The session a process belongs to (``/proc/<pid>/stat`` field 6), or ``None``."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-        return int(data[data.rfind(b")") + 2 :].split()[3])
-    except (OSError, ValueError, IndexError):
-        return None
+def processes_of(session: int, variable: str) -> list[int]:
+    """Every live (not zombie) process in ``session`` (0: match none) or whose environment
+    holds ``variable`` (``NAME=value``), found by scanning ``/proc``; not this process.
+
+    A process's environment is readable by its own user and by root only, so an agent
+    finds the jobs it can signal anyway. Costs a read or two per process on the host:
+    only for a job whose step supervisor died.
+    """
+    needle = b"\0" + variable.encode() + b"\0"
+    me = os.getpid()
+    found: list[int] = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                data = f.read()
+            fields = data[data.rfind(b")") + 2 :].split()
+            if fields[0] == b"Z":
+                continue
+            if session and int(fields[3]) == session:
+                found.append(int(name))
+                continue
+            with open(f"/proc/{name}/environ", "rb") as f:
+                environ = b"\0" + f.read()
+        except (OSError, ValueError, IndexError):
+            continue  # ended while we looked, or not ours to read
+        if needle in environ:
+            found.append(int(name))
+    return found

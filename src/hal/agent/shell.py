@@ -75,8 +75,9 @@ from hal.agent.metrics import (
 from hal.agent.outputfiles import read_chunk
 from hal.agent.outputwire import OutputChunk, OutputPoll, OutputRead
 from hal.agent.plan import LaunchError, build_step_plan
-from hal.agent.procfs import descendants, open_pidfd, session_id, start_ticks
+from hal.agent.procfs import descendants, open_pidfd, start_ticks
 from hal.agent.records import ExitOutcome, Phase
+from hal.agent.remains import end_remains
 from hal.agent.state import AgentState
 from hal.agent.store import JobStore, StoredJob
 from hal.agent.supervisor import parse_started, read_status, read_supervisor
@@ -98,7 +99,10 @@ MAX_REPORTS_PER_SYNC = 1000  # after a long outage the backlog goes out in slice
 MAX_WAIT_SECONDS = 60.0  # AgentSync.wait_seconds' upper bound
 FLUSH_COALESCE_SECONDS = 0.005
 POLL_SECONDS = 1.0  # how often supervisors without a pidfd are checked
-LOST_MESSAGE = "the step supervisor vanished without recording the job's exit status"
+LOST_MESSAGE = (
+    "the step supervisor vanished without recording the job's exit status; "
+    "the job's processes were killed"
+)
 
 
 @dataclass(slots=True)
@@ -146,6 +150,7 @@ class AgentShell:
         # its predecessor's even if the server kept that one's acked_seq.
         self.machine = AgentState(first_seq=int(self.clock.now() * 1000), validate=config.validate)
         self.isolation = Isolation("none")
+        self.agent_name = agent_cgroup_name(config.node, str(config.state_dir))
         self._gpus = gpus
         self._watches: dict[int, _Watch] = {}
         self._polled: dict[int, _Watch] = {}  # supervisors without a pidfd
@@ -170,10 +175,7 @@ class AgentShell:
             kill_wait = self.store.load_kill_wait()
             if kill_wait is not None:
                 self.machine.kill_wait_seconds = kill_wait
-            self.isolation = detect_isolation(
-                self.config.isolation,
-                agent_cgroup_name(self.config.node, str(self.config.state_dir)),
-            )
+            self.isolation = detect_isolation(self.config.isolation, self.agent_name)
             log.info(
                 "agent %s: isolation %s %s, state in %s",
                 self.config.node,
@@ -452,7 +454,9 @@ class AgentShell:
         launch = command.launch
         job_dir = self.store.job_dir(launch.job_id, launch.attempt)
         try:
-            plan = build_step_plan(launch, node=self.config.node, job_dir=job_dir)
+            plan = build_step_plan(
+                launch, node=self.config.node, job_dir=job_dir, agent=self.agent_name
+            )
             owner = (plan.uid, plan.gid) if plan.uid is not None and plan.gid is not None else None
             self.store.create(command.record, launch.script, owner, plan.to_json())
             started_r, started_w = os.pipe()
@@ -524,7 +528,10 @@ class AgentShell:
         self._close_fds(watch)
         self._watches.pop(watch.job_id, None)
         self._polled.pop(watch.job_id, None)
-        self._feed(self._end_event(watch, read_status(watch.job_dir)))
+        status = read_status(watch.job_dir)
+        if status is None:
+            self._end_remains(watch)
+        self._feed(self._end_event(watch, status))
 
     def _check_polled(self) -> None:
         for watch in list(self._polled.values()):
@@ -581,18 +588,23 @@ class AgentShell:
             return
         status = read_status(stored.job_dir)
         if status is None:
-            self._kill_orphan(sup_pid, stored)
+            self._end_remains(watch)
         self._feed(self._end_event(watch, status))
 
-    def _kill_orphan(self, supervisor_pid: int, stored: StoredJob) -> None:
-        """The supervisor died without a status (someone SIGKILLed it): end the job it left
-        behind, recognised by the session its supervisor created."""
-        if stored.started is None:
-            return
-        pid = stored.started[0]
-        if session_id(pid) == supervisor_pid:
-            with contextlib.suppress(OSError):
-                os.killpg(pid, signal.SIGKILL)
+    def _end_remains(self, watch: _Watch) -> None:
+        """The supervisor died without a status (someone SIGKILLed it): kill the processes
+        its job left behind and remove its cgroup (``remains``), as its own cleanup would
+        have. This blocks the loop briefly (~1 s at worst), for a rare event."""
+        job = (watch.job_id, watch.attempt)
+        supervisor = (watch.supervisor_pid, watch.supervisor_ticks)
+        strays = end_remains(self.isolation, self.agent_name, job, supervisor)
+        log.error(
+            "job %d: step supervisor %d died without recording an exit status; killed %d "
+            "process(es) of the job",
+            watch.job_id,
+            watch.supervisor_pid,
+            strays,
+        )
 
 
 def _read_all(reads: list[OutputRead]) -> list[OutputChunk]:

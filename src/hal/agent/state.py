@@ -483,7 +483,11 @@ def _final_state(job: JobRecord, out: ExitOutcome) -> tuple[str, str]:
         else f"exit code {out.exit_code}"
     )
     if out.lost:
-        return JobState.FAILED.value, out.message or "the step supervisor vanished"
+        # Nobody saw how the script ended: slurmctld ends a batch job whose slurmstepd is
+        # gone as NODE_FAIL (and requeues it if it may be), as the server does here. A
+        # stop HAL had begun (cancel, time limit, requeue) keeps its state.
+        state = job.end_state or JobState.NODE_FAIL.value
+        return state, out.message or "the step supervisor vanished"
     if job.end_state:
         if job.end_state == JobState.TIMEOUT.value:
             why = f"time limit of {job.time_limit_seconds}s reached"

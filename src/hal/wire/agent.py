@@ -67,7 +67,7 @@ class JobReport(WireModel):
     time: float
     pid: int = 0
     # for "finished": the final state the agent observed and why
-    state: str = ""  # COMPLETED, FAILED, TIMEOUT, OUT_OF_MEMORY, CANCELLED, PREEMPTED
+    state: str = ""  # COMPLETED, FAILED, TIMEOUT, OUT_OF_MEMORY, CANCELLED, NODE_FAIL ...
     exit_code: int = 0
     exit_signal: int = 0
     max_rss_bytes: int = 0

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import PYTHON, FakeChannel, agent_running, make_launch, wait_for
 from hal.agent import AgentConfig
+from hal.agent.isolation import agent_cgroup_name, detect_isolation
 
 
 def run(coro: object) -> None:
@@ -165,6 +166,57 @@ def test_leftovers_that_left_the_process_group_are_killed_too(
             finally:
                 if _running(pid):
                     os.kill(pid, signal.SIGKILL)
+
+    run(scenario())
+
+
+# The job double-forks a sleeper into a session of its own (out of its process group and
+# its supervisor's session), then waits; "ready" says the sleeper's pid is written.
+DAEMON_SCRIPT = (
+    "( setsid sh -c 'echo $$ > daemon.pid; exec sleep 300' & )\n"
+    "while [ ! -s daemon.pid ]; do sleep 0.05; done\n"
+    "echo $$ > ready\n"
+    "sleep 300\n"
+)
+
+
+def kill_supervisor(state_dir: Path, job_id: int) -> None:
+    pid = int((state_dir / "jobs" / f"{job_id}.0" / "supervisor").read_text().split()[0])
+    os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("isolation", ["auto", "none"])
+def test_a_killed_supervisor_leaves_no_process_of_its_job(
+    isolation: str, agent_config: AgentConfig, channel: FakeChannel, workdir: Path
+):
+    """An operator (or the kernel's OOM killer) SIGKILLs a job's step supervisor: the
+    agent kills the job's processes, the batch shell and a double-forked setsid daemon
+    alike, removes its cgroup, and reports NODE_FAIL, as slurmctld ends a batch job whose
+    slurmstepd is gone. They used to run on, reparented to init, outside any job."""
+    config = dataclasses.replace(agent_config, isolation=isolation)
+
+    async def scenario() -> None:
+        async with agent_running(config, channel) as agent:
+            channel.push(make_launch(1, DAEMON_SCRIPT, workdir))
+            await wait_for((workdir / "ready").exists, "the daemon to start")
+            shell = int((workdir / "ready").read_text())
+            daemon = int((workdir / "daemon.pid").read_text())
+            kill_supervisor(config.state_dir, 1)
+            try:
+                report = await agent.finished(1)
+                assert report.state == "NODE_FAIL", report
+                assert "supervisor" in report.message
+                await wait_for(lambda: not _running(daemon), "the daemon to be killed", 5)
+                await wait_for(lambda: not _running(shell), "the batch shell to be killed", 5)
+            finally:
+                for pid in (shell, daemon):
+                    if _running(pid):
+                        os.kill(pid, signal.SIGKILL)
+            name = agent_cgroup_name(config.node, str(config.state_dir))
+            base = detect_isolation(config.isolation, name).base
+            assert isolation == "none" or base, "this host offers a cgroup: test it"
+            if base:
+                assert not os.path.exists(os.path.join(base, "job_1.0")), "cgroup left"
 
     run(scenario())
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -107,6 +108,42 @@ def test_cancel_in_progress_survives_a_restart(
         async with agent_running(agent_config, channel) as second:
             report = await second.finished(1)
             assert (report.state, report.exit_signal) == ("CANCELLED", 9)
+
+    asyncio.run(scenario())
+
+
+def test_a_supervisor_killed_while_no_agent_runs_leaves_nothing(
+    agent_config: AgentConfig, channel: FakeChannel, workdir: Path
+):
+    """The supervisor is SIGKILLed while the agent is down: the next agent finds no status,
+    kills the job's processes, including a setsid daemon outside the job's process group
+    and session, and reports NODE_FAIL."""
+    script = (
+        "( setsid sh -c 'echo $$ > daemon.pid; exec sleep 300' & )\n"
+        "while [ ! -s daemon.pid ]; do sleep 0.05; done\n"
+        "touch ready\nsleep 300\n"
+    )
+
+    async def scenario() -> None:
+        async with agent_running(agent_config, channel) as first:
+            channel.push(make_launch(1, script, workdir))
+            shell = (await first.started(1)).pid
+            await wait_for((workdir / "ready").exists, "the daemon to start")
+        daemon = int((workdir / "daemon.pid").read_text())
+        supervisor = agent_config.state_dir / "jobs" / "1.0" / "supervisor"
+        supervisor_pid = int(supervisor.read_text().split()[0])
+        os.kill(supervisor_pid, signal.SIGKILL)
+        await wait_for(lambda: not alive(supervisor_pid), "the supervisor to die")
+        try:
+            async with agent_running(agent_config, channel) as second:
+                report = await second.finished(1)
+                assert report.state == "NODE_FAIL", report
+                await wait_for(lambda: not alive(daemon), "the daemon to be killed", 5)
+                await wait_for(lambda: not alive(shell), "the batch shell to be killed", 5)
+        finally:
+            for pid in (shell, daemon):
+                if alive(pid):
+                    os.kill(pid, signal.SIGKILL)
 
     asyncio.run(scenario())
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -78,6 +79,30 @@ def _lost(server: LiveServer, c: HalClient, keep: SubmitResult, lose: SubmitResu
     wait_until(lambda: state(server, lose.job_id) == "NODE_FAIL", timeout=20, message="NODE_FAIL")
     requeued = c.job(keep.job_id)
     assert requeued.state == "PENDING" and requeued.restarts == 1
+
+
+def test_jobs_whose_supervisor_is_killed_end_as_node_fail(tmp_path: Path) -> None:
+    """SIGKILL the step supervisors (slurmstepd's part) of two running jobs: the agent
+    reports NODE_FAIL, so the requeueable job goes back to the queue and the --no-requeue
+    one ends NODE_FAIL, as slurmctld treats a batch job whose slurmstepd is gone; the
+    node stays UP."""
+    with LiveServer(tmp_path / "srv") as server:
+        agent = server.start_agent("node1", cpus=2)
+        try:
+            with server.client() as c:
+                keep, lose = _two_running_jobs(server, c, tmp_path)
+                jobs = server.data_dir / "agents" / "node1" / "jobs"
+                for job in (keep, lose):
+                    supervisor = (jobs / f"{job.job_id}.0" / "supervisor").read_text()
+                    os.kill(int(supervisor.split()[0]), signal.SIGKILL)
+                wait_until(lambda: state(server, lose.job_id) == "NODE_FAIL", message="NODE_FAIL")
+                requeued = c.job(keep.job_id)
+                assert (requeued.restarts, requeued.requeued_after) == (1, "NODE_FAIL")
+                assert requeued.state in ("PENDING", "RUNNING")  # and may run again at once
+                assert c.node("node1").state != "DOWN"
+                c.cancel(keep.job_id)
+        finally:
+            stop_process(agent)
 
 
 def test_silent_node_goes_down_and_its_job_is_requeued(tmp_path: Path) -> None:

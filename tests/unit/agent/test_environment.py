@@ -64,3 +64,12 @@ def test_restart_and_array_variables() -> None:
 
 def test_export_none_still_gets_a_path() -> None:
     assert job_environment(launch(environment={}), "a1")["PATH"].endswith("/bin")
+
+
+def test_the_agents_marker_wins_over_an_exported_one() -> None:
+    """The marker by which an agent finds a job's processes after its supervisor died
+    (``remains``): a value copied from another job's environment must not name this one."""
+    env = job_environment(
+        launch(attempt=1, environment={"HAL_JOB_MARKER": "other/3.0"}), "a1", agent="n1.abcd"
+    )
+    assert env["HAL_JOB_MARKER"] == "n1.abcd/12.1"

@@ -140,7 +140,7 @@ def test_a_start_that_delivers_pending_work_is_persisted() -> None:
         ({"exit_signal": 9}, ("FAILED", 0, 9)),
         ({"exit_code": 137, "oom": True}, ("OUT_OF_MEMORY", 137, 0)),
         ({"exit_signal": 9, "oom": True}, ("OUT_OF_MEMORY", 0, 9)),
-        ({"lost": True}, ("FAILED", 0, 0)),
+        ({"lost": True}, ("NODE_FAIL", 0, 0)),
     ],
 )
 def test_final_state_from_exit(outcome: dict[str, Any], expected: tuple[str, int, int]) -> None:
@@ -148,6 +148,15 @@ def test_final_state_from_exit(outcome: dict[str, Any], expected: tuple[str, int
     d.run()
     assert final(d.exit(**outcome)) == expected
     assert not d.machine.jobs
+
+
+def test_a_lost_supervisor_keeps_the_stop_hal_had_begun() -> None:
+    """The supervisor dies while HAL cancels the job: it ends CANCELLED as asked, not
+    NODE_FAIL, which the server would requeue."""
+    d = Driver()
+    d.run()
+    d.cancel(kill_wait_seconds=30)
+    assert final(d.exit(lost=True)) == ("CANCELLED", 0, 0)
 
 
 def test_time_limit_sends_term_then_kill_after_kill_wait() -> None:
