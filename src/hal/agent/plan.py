@@ -15,7 +15,9 @@ from functools import lru_cache
 from hal.agent.environment import job_environment
 from hal.agent.store import SCRIPT_FILE
 from hal.agent.supervisor import StepPlan
+from hal.core.errors import InvalidRequest
 from hal.core.filenames import FilenameFields, output_paths
+from hal.core.slurm_syntax import parse_umask
 from hal.wire.agent import Launch
 
 DEFAULT_SHELL = "/bin/sh"
@@ -54,12 +56,13 @@ def build_step_plan(launch: Launch, *, node: str, job_dir: str, agent: str = "")
         fields,
         array=launch.array_job_id is not None,
     )
+    env = job_environment(launch, node, home=run_as.home, shell=run_as.shell, agent=agent)
     return StepPlan(
         job_id=launch.job_id,
         attempt=launch.attempt,
         job_dir=job_dir,
         argv=script_argv(launch.script, script_path),
-        env=job_environment(launch, node, home=run_as.home, shell=run_as.shell, agent=agent),
+        env=env,
         workdir=launch.workdir,
         stdout_path=stdout,
         stderr_path=stderr,
@@ -69,7 +72,21 @@ def build_step_plan(launch: Launch, *, node: str, job_dir: str, agent: str = "")
         uid=run_as.uid,
         gid=run_as.gid,
         groups=run_as.groups,
+        umask=job_umask(env),
     )
+
+
+def job_umask(env: dict[str, str]) -> int | None:
+    """The umask the job asks for in ``SLURM_UMASK`` (sbatch sends the submitter's, and
+    slurmstepd applies it), or ``None`` to keep the agent's: also for a value that is no
+    umask, which must not become a wide-open 000."""
+    text = env.get("SLURM_UMASK")
+    if text is None:
+        return None
+    try:
+        return parse_umask(text)
+    except InvalidRequest:
+        return None
 
 
 def script_argv(script: str, path: str) -> tuple[str, ...]:

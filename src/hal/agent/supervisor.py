@@ -90,6 +90,7 @@ class StepPlan:
     uid: int | None = None  # switch to this user (agent running as root only)
     gid: int | None = None
     groups: tuple[int, ...] = ()
+    umask: int | None = None  # the submitter's (SLURM_UMASK); None: the agent's
 
     def to_json(self) -> str:
         # shallow (``asdict`` copies ``env`` and every tuple first): the same JSON
@@ -384,8 +385,10 @@ def _exec_job(plan: StepPlan, isolation: Isolation, group: str, err_w: int) -> N
             os.setgroups(list(plan.groups))
             os.setgid(plan.gid)
             os.setuid(plan.uid)
-        # Output files are opened as the job's user, so root never writes where the
-        # user could not.
+        if plan.umask is not None:
+            os.umask(plan.umask)
+        # Output files are opened as the job's user and with its umask, so root never
+        # writes where the user could not, and the files are as private as the user's own.
         stage = f"enter the working directory {plan.workdir}"
         os.chdir(plan.workdir)
         mode = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if plan.append else os.O_TRUNC)

@@ -12,11 +12,13 @@ from hal.core.filenames import FilenameFields, output_paths
 from hal.core.job import Job, JobSpec
 from hal.core.node import Node, Partition
 from hal.core.slurm_syntax import (
+    format_umask,
     parse_array,
     parse_dependency,
     parse_signal,
     parse_switches,
     parse_topology,
+    parse_umask,
 )
 from hal.core.suspension import suspended_seconds
 from hal.state import preempt
@@ -93,6 +95,7 @@ def to_spec(
         topology = parse_topology(req.topology) if req.topology else None
         data = parse_data_keys(req.data) if req.data else ()
         data = expand_datasets(data, datasets or {})
+        umask = parse_umask(req.umask) if req.umask is not None else None
     except InvalidRequest as err:
         raise InvalidRequest(f"{where}{err.message}", field=where + (err.field or "")) from err
     for term in dependency.terms if dependency else ():
@@ -100,12 +103,15 @@ def to_spec(
             if jid > INT64_MAX:  # no job has it, and the database would fail on it
                 raise bad(f"Job dependency problem: job {jid} does not exist", "dependency")
     partitions = tuple(p.strip() for p in (req.partition or "").split(",") if p.strip())
+    environment = req.environment
+    if umask is not None:  # the job's node applies SLURM_UMASK, as slurmstepd does
+        environment = {**environment, "SLURM_UMASK": format_umask(umask)}
     return JobSpec(
         user=user,
         script=req.script,
         name=req.name or "sbatch",
         workdir=req.workdir,
-        environment=tuple(sorted(req.environment.items())),
+        environment=tuple(sorted(environment.items())),
         stdout=req.stdout,
         stderr=req.stderr,
         partitions=partitions,

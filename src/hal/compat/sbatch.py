@@ -24,6 +24,7 @@ from hal.core.data import parse_data_keys
 from hal.core.errors import InvalidRequest, UnsupportedOption
 from hal.core.slurm_syntax import (
     expand_hostlist,
+    format_umask,
     parse_array,
     parse_begin,
     parse_dependency,
@@ -178,9 +179,11 @@ def parse_sbatch(
     read_stdin: Callable[[], str],
     now: float,
     hostname: str = "",
+    umask: int | None = None,
 ) -> SbatchRequest:
-    """Build the request. Raises ``InvalidRequest`` (``UnsupportedOption`` for options HAL
-    lacks) with a message for ``sbatch: error:``."""
+    """Build the request (``umask``: the submitter's, ``process_umask()``). Raises
+    ``InvalidRequest`` (``UnsupportedOption`` for options HAL lacks) with a message for
+    ``sbatch: error:``."""
     segments = _split_components(argv)
     cli, last = segments[0], segments[-1]
     cli_settings, verbose = _settings(cli)
@@ -215,7 +218,7 @@ def parse_sbatch(
             own = {k: v for k, v in settings.items() if k not in JOB_WIDE}
             settings = {**own, **{k: v for k, v in merged.items() if k in JOB_WIDE}}
         job = _build_job(settings, script, default_name, environ=environ, cwd=cwd, now=now)
-        jobs.append(_submitted_from(job, cwd, hostname))
+        jobs.append(_submitted_from(job, cwd, hostname, umask))
     return SbatchRequest(
         job=jobs[0],
         components=tuple(jobs) if count > 1 else (),
@@ -227,16 +230,26 @@ def parse_sbatch(
     )
 
 
-def _submitted_from(job: JobSubmit, cwd: str, hostname: str) -> JobSubmit:
-    """Where sbatch ran, in the environment it sends, as Slurm's sbatch does: the job's
-    ``SLURM_SUBMIT_DIR`` is this directory even when ``--chdir`` starts the job elsewhere
-    (``cd $SLURM_SUBMIT_DIR`` goes back to it), and a value inherited from an enclosing job
-    is replaced."""
+def _submitted_from(job: JobSubmit, cwd: str, hostname: str, umask: int | None) -> JobSubmit:
+    """Where and how sbatch ran, in the environment it sends, as Slurm's sbatch does: the
+    job's ``SLURM_SUBMIT_DIR`` is this directory even when ``--chdir`` starts the job
+    elsewhere (``cd $SLURM_SUBMIT_DIR`` goes back to it), and a value inherited from an
+    enclosing job is replaced; ``SLURM_UMASK`` is the submitter's umask, which the node
+    applies to the job, unless the submitter's environment already names one."""
     env = {**job.environment, "SLURM_SUBMIT_DIR": cwd, "HAL_SUBMIT_DIR": cwd}
+    if umask is not None:
+        env.setdefault("SLURM_UMASK", format_umask(umask))
     if not hostname:
         return dataclasses.replace(job, environment=env)
     env.update(SLURM_SUBMIT_HOST=hostname, HAL_SUBMIT_HOST=hostname)
     return dataclasses.replace(job, environment=env, submit_host=hostname)
+
+
+def process_umask() -> int:
+    """This process's umask (reading it means setting it: set it straight back)."""
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
 
 
 def _merge(levels: list[dict[str, Setting]]) -> dict[str, Setting]:

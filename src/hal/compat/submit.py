@@ -10,7 +10,7 @@ import socket
 from typing import TYPE_CHECKING
 
 from hal.compat.formats import SLURM_COMPAT_VERSION, timestamp
-from hal.compat.sbatch import HELP, SbatchRequest, parse_sbatch
+from hal.compat.sbatch import HELP, SbatchRequest, parse_sbatch, process_umask
 from hal.compat.seam import Console
 from hal.core.errors import HalError, Unavailable
 from hal.core.slurm_syntax import compress_hostlist
@@ -33,6 +33,7 @@ def sbatch(argv: list[str], console: Console) -> int:
             read_stdin=console.stdin.read,
             now=console.clock(),
             hostname=socket.gethostname(),
+            umask=process_umask(),
         )
     except HalError as err:
         return console.error(err.message)

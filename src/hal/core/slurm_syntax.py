@@ -535,3 +535,24 @@ def parse_topology(text: str, *, field: str = "topology") -> TopologyConstraint:
             field=field,
         )
     return TopologyConstraint(level, required=mode == "required")
+
+
+# -- umask --------------------------------------------------------------------------------
+
+_UMASK = re.compile(r"^[0-7]{3,4}$")
+
+
+def parse_umask(text: str, *, field: str = "umask") -> int:
+    """A umask as ``SLURM_UMASK`` spells it: three or four octal digits (``022``, ``0077``),
+    at most ``0777``."""
+    if not _UMASK.match(text) or int(text, 8) > 0o777:
+        raise InvalidRequest(
+            f"invalid {field} {text!r}: write three or four octal digits, e.g. 0022 or 077",
+            field=field,
+        )
+    return int(text, 8)
+
+
+def format_umask(mask: int) -> str:
+    """``SLURM_UMASK`` as Slurm's sbatch writes it: ``0`` and three octal digits."""
+    return f"0{mask & 0o777:03o}"

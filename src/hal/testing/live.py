@@ -165,9 +165,10 @@ class LiveServer:
         input_text: str | None = None,
         cwd: Path | None = None,
         timeout: float = 120.0,
+        umask: int = -1,
     ) -> subprocess.CompletedProcess[str]:
         """Runs ``hal ARGS`` as a user would, against this server (its admin token unless
-        ``token`` is given); never raises on a non-zero exit."""
+        ``token`` is given; with ``umask`` unless -1); never raises on a non-zero exit."""
         env = self.env() if token is None else {**self.env(), "HAL_TOKEN": token}
         return subprocess.run(
             [sys.executable, "-m", "hal.cli.main", *args],
@@ -178,6 +179,7 @@ class LiveServer:
             cwd=cwd,
             timeout=timeout,
             check=False,
+            umask=umask,
         )
 
     def start_agent(

@@ -187,3 +187,40 @@ def test_job_inherits_no_descriptor_but_stdin_stdout_stderr(
             assert (workdir / "slurm-1.out").read_text() == "[]\n"
 
     asyncio.run(scenario())
+
+
+def _mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_the_submitters_umask_is_the_jobs(
+    agent_config: AgentConfig, channel: FakeChannel, workdir: Path
+):
+    """sbatch sends the submitter's umask as SLURM_UMASK and slurmstepd applies it: a
+    user with umask 077 gets private files from the job (its output file too), not the
+    agent's 022. Without one (or with a value that is no umask) the job keeps the
+    agent's umask, as before."""
+    script = "touch made-$SLURM_JOB_ID\necho umask=${SLURM_UMASK-none}\n"
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    agents = os.umask(0o022)
+    os.umask(agents)
+
+    async def scenario() -> None:
+        async with agent_running(agent_config, channel) as agent:
+            channel.push(
+                make_launch(1, script, workdir, environment={**env, "SLURM_UMASK": "0077"}),
+                make_launch(2, script, workdir, environment={**env, "SLURM_UMASK": "027"}),
+                make_launch(3, script, workdir),
+                make_launch(4, script, workdir, environment={**env, "SLURM_UMASK": "9x"}),
+            )
+            for job in (1, 2, 3, 4):
+                assert (await agent.finished(job)).state == "COMPLETED"
+
+    asyncio.run(scenario())
+    assert _mode(workdir / "made-1") == 0o600
+    assert _mode(workdir / "slurm-1.out") == 0o600
+    assert (workdir / "slurm-1.out").read_text() == "umask=0077\n"
+    assert _mode(workdir / "made-2") == 0o640
+    assert _mode(workdir / "made-3") == 0o666 & ~agents
+    assert (workdir / "slurm-3.out").read_text() == "umask=none\n"
+    assert _mode(workdir / "made-4") == 0o666 & ~agents

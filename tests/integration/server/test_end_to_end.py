@@ -46,6 +46,27 @@ def test_sbatch_script_runs_and_writes_output(cluster: LiveServer, tmp_path: Pat
     assert f"id={job_id} name=hello nodes=node" in out
 
 
+def test_the_job_runs_with_its_submitters_umask(cluster: LiveServer, tmp_path: Path) -> None:
+    """A user with umask 077 gets private files from the job, as with Slurm (sbatch
+    sends SLURM_UMASK, the node applies it), not the agent's umask; a REST client may
+    name one in its submission."""
+    done = cluster.cli(
+        "sbatch", "--parsable", "--wrap", "touch private; echo $SLURM_UMASK", cwd=tmp_path,
+        umask=0o077,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    job_id = int(done.stdout)
+    script = "#!/bin/sh\ntouch shared\n"
+    with cluster.client() as c:
+        rest = c.submit(JobSubmit(script=script, workdir=str(tmp_path), umask="0027")).job_id
+    for job in (job_id, rest):
+        wait_until(lambda job=job: finished(cluster, job), message="the jobs to finish")
+    assert ((tmp_path / "private").stat().st_mode & 0o777) == 0o600
+    assert (tmp_path / f"slurm-{job_id}.out").read_text() == "0077\n"
+    assert ((tmp_path / f"slurm-{job_id}.out").stat().st_mode & 0o777) == 0o600
+    assert ((tmp_path / "shared").stat().st_mode & 0o777) == 0o640
+
+
 def test_failing_job_reports_exit_code_and_sacct_sees_it(
     cluster: LiveServer, tmp_path: Path
 ) -> None:

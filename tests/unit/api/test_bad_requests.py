@@ -63,6 +63,14 @@ def test_out_of_range_submissions_are_refused(
     assert r.status_code == 400 and r.json()["field"].endswith(field), r.text
 
 
+@pytest.mark.parametrize("umask", ["999", "0o22", "", "1777"])
+def test_a_umask_that_is_not_three_or_four_octal_digits_is_refused(
+    server: LiveServer, umask: str
+) -> None:
+    r = call(server, "POST", "/v1/jobs", json={**SCRIPT, "umask": umask})
+    refused(r, 400, "umask", "octal")
+
+
 def test_a_dependency_on_a_huge_id_says_the_job_does_not_exist(server: LiveServer) -> None:
     r = call(server, "POST", "/v1/jobs", json={**SCRIPT, "dependency": f"afterok:{HUGE}"})
     refused(r, 400, "dependency", f"job {HUGE} does not exist")

@@ -146,6 +146,23 @@ def test_submit_dir_is_where_sbatch_ran_not_chdir() -> None:
     assert job.environment["SLURM_SUBMIT_HOST"] == job.submit_host == "login1"
 
 
+def test_the_submitters_umask_travels_as_slurm_umask() -> None:
+    """As Slurm's sbatch: the job's environment carries the submitter's umask as
+    SLURM_UMASK (4 octal digits), --export=NONE too, and the node applies it; a
+    SLURM_UMASK already in the submitter's environment is sent as it is."""
+
+    def sent(*argv: str, environ: dict[str, str]) -> str | None:
+        request = parse_sbatch(
+            list(argv), environ=environ, cwd="/w", read_stdin=lambda: SCRIPT, now=NOW, umask=0o27
+        )
+        return request.job.environment.get("SLURM_UMASK")
+
+    assert sent(environ={"PATH": "/bin"}) == "0027"
+    assert sent("--export=NONE", environ={"PATH": "/bin"}) == "0027"
+    assert sent(environ={"SLURM_UMASK": "0077"}) == "0077"
+    assert "SLURM_UMASK" not in parse("--wrap", "true").job.environment  # none given
+
+
 def test_wrap_builds_sh_script_named_wrap() -> None:
     job = parse("--wrap", "echo $HOME && exit 7").job
     assert job.script == (
