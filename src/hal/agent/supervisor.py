@@ -33,7 +33,6 @@ the agent computed (user and group look-ups included) and wrote to the job's fol
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
 import json
 import os
@@ -45,6 +44,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from hal.agent.isolation import Isolation
+from hal.agent.prctl import PR_SET_CHILD_SUBREAPER, prctl
 from hal.agent.procfs import PAGE_SIZE, children, descendants, open_pidfd, tree_rss_bytes
 from hal.agent.records import ExitOutcome
 
@@ -65,9 +65,7 @@ SUPERVISOR_IGNORES = (
     signal.SIGPIPE,
 )
 INHERITED_RSS_MARGIN = 1 << 20
-PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 ORPHAN_KILL_TRIES = 50  # x 20 ms: a process in uninterruptible sleep is left to init
-_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded before any fork: no dlopen in children
 WATCHDOG_MAX_INTERVAL = 0.5  # seconds between memory samples once the job is settled
 _RESETTABLE = tuple(s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP))
 
@@ -178,7 +176,9 @@ def _supervisor_main(plan: StepPlan, isolation: Isolation, go_r: int, started_w:
         os.setsid()
         # The job's orphans (setsid daemons, double forks) become our children instead of
         # init's: they end with the job under every backend, and their CPU time counts.
-        _LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        # (Linux < 3.4 refuses: then only a cgroup finds them.)
+        with contextlib.suppress(OSError):
+            prctl(PR_SET_CHILD_SUBREAPER, 1)
         _supervisor_signals()
         _keep_only(go_r, started_w)
         if os.read(go_r, 1) != GO:

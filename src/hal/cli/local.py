@@ -153,7 +153,6 @@ def _spawn_agent(
 
 
 UP_PID = "HAL_UP_PID"  # the `hal up` that started this agent, which stops with it
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def _stop_with_up() -> None:
@@ -164,9 +163,9 @@ def _stop_with_up() -> None:
     up = os.environ.pop(UP_PID, "")
     if not up.isdigit() or not sys.platform.startswith("linux"):
         return
-    import ctypes
+    from hal.agent.prctl import PR_SET_PDEATHSIG, prctl
 
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != int(up):  # it died before the call: nothing would signal us
         os.kill(os.getpid(), signal.SIGTERM)
 
