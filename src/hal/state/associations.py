@@ -14,13 +14,23 @@ and ``[[users]]`` of ``hal.toml`` (Slurm refuses both at submit, ``docs/priority
   and ``root`` (HAL gives them an association, with 1 share, where their jobs are
   charged). A job naming no account is charged to the default account as before.
   Without an ``[[accounts]]`` list any name is accepted (every job is charged to ``root``).
+* MaxWall: a job naming no time limit gets its partition's default capped at the
+  ``max_wall`` of its QoS and of its account and the ancestors (``max_wall``), as Slurm's
+  acct_policy_validate gives such a job the MaxWall: without it the job would get an
+  unlimited limit in a partition with no MaxTime and pend for ever over the MaxWall.
 """
 
 from __future__ import annotations
 
 from hal.core.errors import InvalidRequest
 from hal.core.job import JobSpec
-from hal.core.priority import DEFAULT_QOS, ROOT_ACCOUNT, PriorityPolicy
+from hal.core.priority import (
+    DEFAULT_QOS,
+    ROOT_ACCOUNT,
+    PriorityPolicy,
+    account_chains,
+    charged_account,
+)
 
 INVALID_QOS = "Invalid qos specification"
 INVALID_ACCOUNT = "Invalid account or account/partition combination specified"
@@ -39,6 +49,29 @@ class Associations:
             for ua in policy.users:
                 by_user.setdefault(ua.user, []).append(ua.account)
             self._by_user = {u: tuple(accts) for u, accts in by_user.items()}
+        # MaxWall per QoS, and per account the smallest of its own and its ancestors'
+        self._qos_wall = {q.name: q.max_wall_s for q in policy.qos if q.max_wall_s is not None}
+        walls = {a.name: a.max_wall_s for a in policy.accounts}
+        self._account_wall = {
+            name: min(w for a in chain if (w := walls[a]) is not None)
+            for name, chain in account_chains(
+                policy.accounts, lambda a: a.max_wall_s is not None
+            ).items()
+            if chain
+        }
+        self._known_accounts = frozenset(walls)
+        self._defaults = policy.default_accounts
+
+    def time_limit(self, spec: JobSpec, default: int) -> int:
+        """The time limit of a job naming none: its partition's ``default`` (0:
+        unlimited), capped at the MaxWall of the job's QoS and accounts (Slurm's
+        acct_policy_validate sets an unset limit to the MaxWall, at most the MaxTime)."""
+        account = charged_account(spec.account, spec.user, self._known_accounts, self._defaults)
+        walls = (self._qos_wall.get(spec.qos or DEFAULT_QOS), self._account_wall.get(account))
+        for wall in walls:
+            if wall is not None and (default == 0 or default > wall):
+                default = wall
+        return default
 
     def check(self, spec: JobSpec, where: str) -> None:
         """Refuse a job whose QoS or account does not exist or is not the user's."""

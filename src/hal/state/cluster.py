@@ -629,7 +629,8 @@ class Cluster:
             partition = partition or self.partitions[name]
         assert partition is not None
         if spec.time_limit_s is None:
-            limit = partition.default_time_s or partition.max_time_s
+            default = partition.default_time_s or partition.max_time_s
+            limit = self._associations.time_limit(spec, default)
         else:
             limit = spec.time_limit_s
         if spec.array is not None and len(spec.array.indices) > self.config.max_array_size:

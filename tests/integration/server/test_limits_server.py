@@ -2,7 +2,8 @@
 QoS of a job that names none), a user's second job waits with Slurm's reason
 ``QOSMaxJobsPerUserLimit`` while the first runs, although the node has room for both;
 another user's job still starts. ``max_submit_jobs_per_user = 2``: a third job is refused
-at submit with Slurm's message."""
+at submit with Slurm's message. QoS ``short`` has ``max_wall``: a job naming no time limit
+gets it (the partition has no MaxTime), as Slurm's acct_policy_validate gives it."""
 
 from __future__ import annotations
 
@@ -18,7 +19,12 @@ from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobSubmit
 
 POLICY = priority_from_dict(
-    {"qos": [{"name": "normal", "max_jobs_per_user": 1, "max_submit_jobs_per_user": 2}]}
+    {
+        "qos": [
+            {"name": "normal", "max_jobs_per_user": 1, "max_submit_jobs_per_user": 2},
+            {"name": "short", "max_wall": "10:00"},
+        ]
+    }
 )
 
 
@@ -32,9 +38,13 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer,
         yield server, server.add_users("alice", "bob")
 
 
-def _job(tmp: Path) -> JobSubmit:
+def _job(tmp: Path, time_limit: int | None = 300, qos: str | None = None) -> JobSubmit:
     return JobSubmit(
-        script="#!/bin/sh\nsleep 300\n", workdir=str(tmp), time_limit_seconds=300, cpus_per_task=1
+        script="#!/bin/sh\nsleep 300\n",
+        workdir=str(tmp),
+        time_limit_seconds=time_limit,
+        cpus_per_task=1,
+        qos=qos,
     )
 
 
@@ -66,3 +76,24 @@ def test_second_job_pends_with_qos_max_jobs_per_user(
         wait_until(lambda: alice.job(second).state == "RUNNING", message="the second job")
         alice.cancel(str(second))
         bob.cancel(str(theirs))
+
+
+def test_a_job_without_time_gets_the_qos_max_wall(
+    live: tuple[LiveServer, dict[str, str]], tmp_path: Path
+) -> None:
+    """A job submitted without ``--time`` under a QoS with MaxWall, in a partition with
+    no MaxTime and no DefaultTime, used to get an unlimited time limit and so pend for
+    ever with ``QOSMaxWallDurationPerJobLimit``; Slurm gives it the MaxWall and runs it.
+    A job asking for more than the MaxWall still pends with the reason."""
+    server, tokens = live
+    with server.client(tokens["bob"]) as bob:
+        job = bob.submit(_job(tmp_path, None, "short")).job_id
+        assert bob.job(job).time_limit_seconds == 600
+        wait_until(lambda: bob.job(job).state == "RUNNING", message="the untimed job")
+        held = bob.submit(_job(tmp_path, 601, "short")).job_id
+        wait_until(
+            lambda: bob.job(held).reason == "QOSMaxWallDurationPerJobLimit", message="the reason"
+        )
+        assert bob.job(held).state == "PENDING"
+        bob.cancel(str(job))
+        bob.cancel(str(held))

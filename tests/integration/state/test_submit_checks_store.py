@@ -202,3 +202,40 @@ def test_a_nodelist_or_exclude_names_only_known_nodes(db_url: str) -> None:
         await cluster.close()
 
     run(scenario())
+
+
+def test_a_job_naming_no_time_limit_gets_the_max_wall(db_url: str) -> None:
+    """Slurm's acct_policy_validate gives a job naming no time limit its MaxWall (at most
+    the partition's MaxTime): the QoS's, or its account's or an ancestor's, the smallest
+    that binds it. A partition default within every MaxWall is kept; an explicit limit
+    is never changed (one above a MaxWall pends with the limit's reason)."""
+    policy = PriorityPolicy(
+        qos=(Qos("short", max_wall_s=600),),
+        accounts=(Account("physics", max_wall_s=3600), Account("lattice", "physics")),
+        users=(UserAccount("alice", "lattice", default=True),),
+    )
+    config = HalConfig(
+        priority=policy,
+        partitions=(
+            PartitionConfig(name="open", default=True),
+            PartitionConfig(name="capped", max_time_s=1800),
+            PartitionConfig(name="quick", default_time_s=300),
+        ),
+    )
+
+    async def scenario() -> None:
+        cluster = await loaded(db_url, config)
+        cases = [
+            (spec(qos="short"), 600),  # QoS MaxWall below the account's
+            (spec(), 3600),  # lattice's parent physics' MaxWall
+            (spec(partitions=("capped",)), 1800),  # MaxTime below the MaxWall
+            (spec(partitions=("quick",)), 300),  # DefaultTime within the MaxWall
+            (spec(user="bob"), 0),  # root: no MaxWall, unlimited as before
+            (spec(qos="short", time_limit_s=7200), 7200),  # explicit: kept
+        ]
+        done = await cluster.submit([s for s, _ in cases])
+        got = [cluster.jobs[d.job_id].time_limit_s for d in done]
+        assert got == [limit for _, limit in cases]
+        await cluster.close()
+
+    run(scenario())
