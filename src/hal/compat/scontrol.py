@@ -35,7 +35,7 @@ from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo, TopologyInfo
 
 INVALID_JOB_ID = "slurm_load_jobs error: Invalid job id specified"
 COMMANDS = "show, hold, release, suspend, resume, requeue, update, create and delete"
-UPDATABLE = "TimeLimit, Priority, Nice, JobName, Comment, Partition"
+UPDATABLE = "TimeLimit, Priority, Nice, JobName, Comment, Partition, Reservation"
 NO_TOPOLOGY = "No topology information available"
 # State= of ``update NodeName=...``: what ``hal drain`` / ``hal resume`` send for it
 NODE_STATES = {"DRAIN": "DRAIN", "DOWN": "DOWN", "RESUME": "RESUME", "UNDRAIN": "RESUME"}
@@ -422,7 +422,7 @@ def _update(args: list[str], console: Console) -> int:
             changes[key] = int(value)
         elif key in ("jobname", "name"):
             changes["name"] = value
-        elif key in ("comment", "partition"):
+        elif key in ("comment", "partition", "reservation"):
             changes[key] = value
         else:
             raise InvalidRequest(

@@ -133,6 +133,9 @@ class PendingReason(StrEnum):
     # kept off nodes a maintenance reservation holds
     RESERVATION = "Reservation"
     RESERVED_FOR_MAINTENANCE = "ReqNodeNotAvail, Reserved for maintenance"
+    # a pending job whose reservation was deleted: held (its owner releases it) with
+    # the reservation cleared, as Slurm does (``hal.state.reservations.delete``)
+    RESERVATION_DELETED = "ReservationDeleted"
     # reasons recorded on finished jobs
     NON_ZERO_EXIT_CODE = "NonZeroExitCode"
     TIME_LIMIT = "TimeLimit"

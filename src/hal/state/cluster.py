@@ -1005,6 +1005,8 @@ class Cluster:
                         new = new.evolve(
                             priority=basic_priority(self.partitions[name], new.spec.nice)
                         )
+                if fields.get("reservation") is not None:
+                    new = self._moved_to_reservation(new, str(fields["reservation"]))
                 changed.append(new)
             events = [
                 EventRow(now, "job.updated", job_id=j.id, state=j.state.value) for j in changed
@@ -1014,6 +1016,16 @@ class Cluster:
                 if new.state.is_active and new.time_limit_s != old.time_limit_s:
                     agents.send_limit(self, new)  # the agent enforces the limit
             return changed
+
+    def _moved_to_reservation(self, job: Job, name: str) -> Job:
+        """``job`` with ``--reservation`` changed to ``name`` ("": none), checked as at
+        submit (``scontrol update JobId= Reservation=``: e.g. for a job held because its
+        reservation was deleted)."""
+        if job.state is not JobState.PENDING:
+            raise Conflict("the reservation of a started job cannot change")
+        spec = job.spec.with_changes(reservation=name)
+        advance_reservations.check_job(self, spec, job.time_limit_s)
+        return job.evolve(spec=spec)
 
     @staticmethod
     def _authorise(jobs: Iterable[Job], caller: Caller) -> None:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import Job, JobSpec
 from hal.core.reservation import Reservation, ReservationFlag, judged_account, windows_clash
+from hal.core.states import JobState, PendingReason
 from hal.state.store import EventRow, Transaction
 
 if TYPE_CHECKING:
@@ -138,17 +139,39 @@ async def update(cluster: Cluster, caller: Caller, req: ReservationRequest) -> R
 
 
 async def delete(cluster: Cluster, caller: Caller, name: str) -> None:
+    """Delete reservation ``name``. Its jobs can no longer run in it: as Slurm does, every
+    unfinished one loses the reservation, and a pending one not held by an administrator
+    is held with reason ``ReservationDeleted`` (else it would wait for ever), for its
+    owner to release (``scontrol release``) to run outside it, or to move to another
+    reservation first."""
     _admin(caller, "delete")
     get(cluster, name)
     now = cluster.clock.now()
-    event = EventRow(now, "reservation.deleted", data={"name": name})
     async with cluster._lock:
+        jobs = [_orphaned(j) for j in cluster.unfinished.values() if j.spec.reservation == name]
+        events = [EventRow(now, "reservation.deleted", data={"name": name})]
+        events += [
+            EventRow(now, "job.held", job_id=j.id, state=j.state.value)
+            for j in jobs
+            if j.reason is PendingReason.RESERVATION_DELETED
+        ]
 
         def forget(tx: Transaction) -> None:
             tx.delete_reservation(name)
 
-        await cluster._commit([], [event], extra=forget)
+        await cluster._commit(jobs, events, extra=forget)
         cluster.reservations.pop(name, None)
+
+
+def _orphaned(job: Job) -> Job:
+    """``job`` without its deleted reservation; held, if pending and not held by an
+    administrator (whose hold and reason stay)."""
+    job = job.evolve(spec=job.spec.with_changes(reservation=""))
+    if job.state is not JobState.PENDING or job.held_by_admin:
+        return job
+    return job.evolve(
+        spec=job.spec.with_changes(hold=True), reason=PendingReason.RESERVATION_DELETED
+    )
 
 
 def check_job(cluster: Cluster, spec: JobSpec, limit: int, where: str = "") -> None:

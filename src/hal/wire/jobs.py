@@ -132,6 +132,7 @@ class JobUpdate(WireModel):
     name: str | None = Field(default=None, max_length=256)
     comment: str | None = Field(default=None, max_length=4096)
     partition: str | None = Field(default=None, max_length=256)
+    reservation: str | None = Field(default=None, max_length=128)  # "": none
 
 
 class JobEvent(WireModel):

@@ -170,3 +170,59 @@ def test_a_reservation_keeps_ordinary_jobs_off_and_runs_its_own(
         finally:
             with contextlib.suppress(NotFound):
                 c.delete_reservation("lab")
+
+
+def test_deleting_a_reservation_holds_its_pending_jobs(server: LiveServer, tmp_path: Path) -> None:
+    """Slurm holds the pending jobs of a deleted reservation (priority 0, reason
+    ``ReservationDeleted``) and clears their reservation, so their owner sees why and
+    releases them, to run outside it or after moving them to another reservation
+    (``scontrol update JobId= Reservation=``); HAL used to leave them pending for ever
+    on a reservation that no longer exists."""
+    tokens = server.add_users("resvcarol")
+    carol_token = tokens["resvcarol"]
+    with server.client() as admin, server.client(carol_token) as carol:
+        admin.create_reservation(
+            ReservationCreate(
+                name="soon",
+                start_time=time.time() + 3600,
+                duration_seconds=600,
+                nodes=["node2"],
+                users=["resvcarol"],
+            )
+        )
+        job = JobSubmit(
+            script="#!/bin/sh\ntrue\n",
+            workdir=str(tmp_path),
+            time_limit_seconds=60,
+            reservation="soon",
+        )
+        outside, moved = carol.submit(job).job_id, carol.submit(job).job_id
+        wait_until(lambda: carol.job(moved).reason == "Reservation", message="waiting for it")
+        admin.delete_reservation("soon")
+        for held in (carol.job(outside), carol.job(moved)):
+            assert held.state == "PENDING" and held.held and held.reservation == ""
+            assert held.reason == "ReservationDeleted"
+        listed = server.cli("squeue", "--states", "PD", token=carol_token)
+        assert listed.stdout.count("(ReservationDeleted)") == 2, listed.stdout
+        out = server.cli("scontrol", "release", str(outside), token=carol_token)
+        assert out.returncode == 0, out.stderr
+        wait_until(lambda: carol.job(outside).state == "COMPLETED", message="the released job")
+
+        admin.create_reservation(
+            ReservationCreate(
+                name="here", duration_seconds=600, nodes=["node1"], users=["resvcarol"]
+            )
+        )
+        try:
+            update = ("scontrol", "update", f"JobId={moved}")
+            bad = server.cli(*update, "Reservation=nope", token=carol_token)
+            assert bad.returncode == 1 and "Requested reservation is invalid" in bad.stderr
+            out = server.cli(*update, "Reservation=here", token=carol_token)
+            assert out.returncode == 0, out.stderr
+            assert carol.job(moved).reason == "ReservationDeleted"  # still held
+            out = server.cli("scontrol", "release", str(moved), token=carol_token)
+            assert out.returncode == 0, out.stderr
+            wait_until(lambda: carol.job(moved).state == "COMPLETED", message="the moved job")
+            assert carol.job(moved).reservation == "here" and carol.job(moved).nodes == ["node1"]
+        finally:
+            admin.delete_reservation("here")

@@ -83,8 +83,8 @@ class Reservations:
         if r is None:
             return unschedulable(
                 PendingReason.RESERVATION,
-                f"reservation {wanted} does not exist (deleted or ended); cancel the job "
-                "and submit it again without --reservation or with another one",
+                f"reservation {wanted} does not exist (ended); move the job with "
+                f"`scontrol update JobId={job.display_id} Reservation=` (none or another)",
                 NAME,
             )
         account = judged_account(job.spec.account, job.spec.user, self._defaults)
