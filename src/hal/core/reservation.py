@@ -138,10 +138,17 @@ def judged_account(account: str | None, user: str, defaults: Mapping[str, str]) 
 
 def windows_clash(a: Reservation, b: Reservation, horizon: float) -> float | None:
     """The first instant before ``horizon`` at which a window of ``a`` and one of ``b``
-    are both in force, or None. Recurring windows are walked one by one (the caller
-    bounds the walk with ``horizon``)."""
-    t = min(a.start, b.start)
-    while t < horizon and not (a.ended(t) or b.ended(t)):
+    are both in force, or None. Windows are walked one by one, but only where a clash
+    can first be: from the later of the two first windows (neither is in force before
+    its start), so a reservation recurring for a year costs no more than a new one; and,
+    when both recur, for one common period (the least common multiple of the periods:
+    from the later start on, the pattern of windows repeats with it, so a first clash
+    falls within it or never happens). The caller's ``horizon`` bounds the rest."""
+    t = max(a.start, b.start)
+    stop = horizon
+    if a.period and b.period:
+        stop = min(horizon, t + math.lcm(int(a.period), int(b.period)))
+    while t < stop and not (a.ended(t) or b.ended(t)):
         wa, wb = a.window_at(t), b.window_at(t)
         lo, hi = max(wa[0], wb[0]), min(wa[1], wb[1])
         if lo < hi:
