@@ -19,8 +19,10 @@ whatever it exited with.
 as ``scontrol suspend``; no grace time and no ``--signal``, as in Slurm) and gives its
 CPUs to the preemptor, keeping its memory and GPUs (``hal.core.preemption.holding``).
 ``resume_freed`` (housekeeping, and after jobs end) lets it go on (SIGCONT, RUNNING,
-marks cleared) once its preemptor has started and its CPUs are free again on all its
-nodes, oldest suspension first. Its time suspended does not count toward its limit.
+marks cleared) once its preemptor no longer waits to start on its CPUs (it started,
+ended, was held, or can no longer start on its nodes: moved, drained, reserved) and its
+CPUs are free again on all its nodes, oldest suspension first. Its time suspended does
+not count toward its limit.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from hal.core.preemption import (
 )
 from hal.core.states import JobState
 from hal.scheduler.framework.snapshot import Preemption
+from hal.state import reservations as advance_reservations
 from hal.state.store import EventRow
 from hal.state.suspension import SUSPENDED_AT, suspension
 
@@ -231,17 +234,39 @@ def _room(cluster: Cluster, job: Job, cpus_used: dict[str, int]) -> bool:
 
 
 def _preemptor_waits(cluster: Cluster, job: Job) -> bool:
-    """The job it was suspended for is still pending to start on its CPUs."""
+    """The job it was suspended for is still pending to start on its CPUs: not started,
+    ended or held, and still able to start on one of its nodes. Slurm starts a
+    preemptor as it suspends the victims, so a victim never waits for one that will not
+    run there; here the preemptor starts a pass later, and meanwhile it may be moved to
+    a partition or reservation without the victim's nodes, or those nodes drained or
+    reserved, so it may never take the CPUs the victim waits for."""
     try:
         by = cluster.jobs.get(int(job.extra.get(PREEMPTED_BY, "")))
     except ValueError:
         return False
-    return (
-        by is not None
-        and by.state is JobState.PENDING
-        and PREEMPTING in by.extra
-        and not (by.spec.hold or by.held_by_admin)
-    )
+    if (
+        by is None
+        or by.state is not JobState.PENDING
+        or PREEMPTING not in by.extra
+        or by.spec.hold
+        or by.held_by_admin
+    ):
+        return False
+    assert job.allocation is not None
+    return any(_may_start_on(cluster, by, name) for name in job.allocation.nodes)
+
+
+def _may_start_on(cluster: Cluster, job: Job, node_name: str) -> bool:
+    """Pending ``job`` may still start on ``node_name`` (its partition has the node,
+    the node takes new jobs, no reservation keeps the job off it), as the plan applier
+    judges a placement."""
+    partition, node = cluster.partitions.get(job.partition), cluster.nodes.get(node_name)
+    if partition is None or node is None or not partition.contains(node_name):
+        return False
+    if not node.schedulable:
+        return False
+    now = cluster.clock.now()
+    return advance_reservations.placement_conflict(cluster, job, (node_name,), now) is None
 
 
 def resumed(job: Job, now: float) -> Job:

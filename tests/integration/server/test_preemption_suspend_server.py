@@ -3,7 +3,8 @@
 One agent, 2 CPUs. A ``low`` job counting to a file fills it; a ``high`` job (whose QoS
 lists ``low``) arrives: the low job is stopped (SIGSTOP), keeps its node and memory, the
 high job runs on its CPUs and ends, and then the low job goes on where it stopped and
-completes: its counter file shows one run, without a gap in the count.
+completes: its counter file shows one run, without a gap in the count. A victim whose
+preemptor is moved, before it starts, to a partition without the victim's node goes on.
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from hal.config.model import PartitionConfig
 from hal.config.priority import priority_from_dict
 from hal.core.preemption import PreemptionPolicy, PreemptMode, PreemptType
+from hal.scheduler.framework.snapshot import Plan
+from hal.state.cluster import Caller, Cluster
 from hal.testing.live import LiveServer, stop_process, wait_until
 from hal.wire.jobs import JobSubmit
 
@@ -31,7 +35,17 @@ echo done >> "$PWD/count.$SLURM_JOB_ID"
 """
 
 
-OVERRIDES = {"kill_wait_seconds": 2, "priority": POLICY, "preemption": PREEMPTION}
+# "elsewhere" has no agent: a job moved there pends
+PARTITIONS = (
+    PartitionConfig(name="debug", default=True, nodes=("node1",)),
+    PartitionConfig(name="elsewhere", nodes=("node9",)),
+)
+OVERRIDES = {
+    "kill_wait_seconds": 2,
+    "priority": POLICY,
+    "preemption": PREEMPTION,
+    "partitions": PARTITIONS,
+}
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +95,45 @@ def test_a_suspended_victim_goes_on_after_its_preemptor_ends(
         assert kinds.index("job.preempted") < kinds.index("job.resumed")
         preempted = next(d for k, d in events if k == "job.preempted")
         assert preempted == {"by": high, "mode": "suspend", "grace_s": 0.0}
+
+
+def test_a_victim_goes_on_when_its_preemptor_is_moved_away(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    """The high job is moved to a partition without node1 (``scontrol update
+    Partition=``) after its victim was stopped and before it started there: it will
+    never take the victim's CPUs, so the victim goes on (as in Slurm, which never
+    leaves a job suspended for a preemptor that does not run on its CPUs) instead of
+    staying stopped for as long as the high job pends. The move is made as the
+    preemption is applied (wrapping the scheduler's ``apply_plan``), the one moment
+    the high job is pending with its victim stopped; the agent and processes are real."""
+    cluster = getattr(live.server, "cluster", None)
+    assert isinstance(cluster, Cluster)
+    apply_plan = cluster.apply_plan
+
+    async def preempt_then_move(plan: Plan) -> list[int]:
+        started = await apply_plan(plan)
+        for p in plan.preemptions:
+            await cluster.update(str(p.by), Caller("admin", admin=True), partition="elsewhere")
+        return started
+
+    cluster.apply_plan = preempt_then_move  # type: ignore[method-assign]
+    try:
+        with live.client() as client:
+            low = client.submit(_submit(tmp_path, "low", COUNTER)).job_id
+            count = tmp_path / f"count.{low}"
+            wait_until(lambda: len(_lines(count)) >= 6, message="the low job counting")
+            high = client.submit(_submit(tmp_path, "high", "#!/bin/sh\nsleep 3\n")).job_id
+            wait_until(lambda: client.job(high).partition == "elsewhere", message="the move")
+            wait_until(lambda: client.job(low).state == "COMPLETED", 30, message="the low job")
+            lines = _lines(count)
+            assert lines.count("start 0") == 1 and lines[-1] == "done"  # one run, resumed
+            kinds = [e.kind for e in client.events(follow=False) if e.job_id == low]
+            assert kinds.index("job.preempted") < kinds.index("job.resumed")
+            assert client.job(high).state == "PENDING"
+            client.cancel(str(high))
+    finally:
+        cluster.apply_plan = apply_plan  # type: ignore[method-assign]
 
 
 def test_a_restarted_server_resumes_the_victim(tmp_path: Path) -> None:

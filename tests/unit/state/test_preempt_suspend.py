@@ -12,9 +12,11 @@ import pytest
 from hal.core.clock import VirtualClock
 from hal.core.errors import Conflict
 from hal.core.job import Allocation, Job
+from hal.core.node import Partition
 from hal.core.preemption import PREEMPT_MODE, PREEMPTED_BY, PREEMPTING
+from hal.core.reservation import Reservation, ReservationFlag
 from hal.core.resources import GiB, ResourceVector
-from hal.core.states import JobState
+from hal.core.states import JobState, NodeState
 from hal.scheduler.framework.snapshot import Placement, Plan, Preemption
 from hal.state import preempt
 from hal.state.agents import AgentSession
@@ -33,7 +35,8 @@ def low(job_id: int, start: float) -> Job:
 
 
 def high(job_id: int = 2) -> Job:
-    return make_job(job_id).qos("high").cpus(2).mem_gib(1).build()
+    # in the mirror's partition (HalConfig's default): it may start on n1
+    return make_job(job_id).qos("high").partition("debug").cpus(2).mem_gib(1).build()
 
 
 def on_n1(job_id: int, memory_gib: int = 1) -> Placement:
@@ -90,6 +93,42 @@ def test_it_goes_on_when_its_preemptor_ends(cluster: Cluster, clock: VirtualCloc
     assert [e.data for e in cluster.recent_events if e.kind == "job.resumed"] == [
         {"after": "preempted"}
     ]
+
+
+def _moved(cluster: Cluster) -> None:
+    cluster.partitions["other"] = Partition("other", nodes=("n9",))
+    asyncio.run(cluster.update("2", ADMIN, partition="other"))
+
+
+def _drained(cluster: Cluster) -> None:
+    cluster.nodes["n1"] = cluster.nodes["n1"].evolve(state=NodeState.DRAIN)
+
+
+def _reserved(cluster: Cluster) -> None:
+    now = cluster.clock.now()
+    flags = frozenset({ReservationFlag.MAINT, ReservationFlag.IGNORE_JOBS})
+    cluster.reservations["maint"] = Reservation(
+        "maint", now, now + 3600, ("n1",), ("root",), flags=flags
+    )
+
+
+@pytest.mark.parametrize("change", [_moved, _drained, _reserved])
+def test_it_goes_on_when_its_preemptor_can_no_longer_start_there(
+    cluster: Cluster, clock: VirtualClock, change: object
+) -> None:
+    """Its preemptor, still pending, was moved to a partition without the victim's node,
+    or that node was drained, or a reservation now keeps the preemptor off it: it will
+    not take the victim's CPUs, and Slurm never leaves a job suspended for a preemptor
+    that does not run there. The victim went on only once its preemptor started, ended
+    or was held, so it stayed stopped for as long as the preemptor pended."""
+    suspend_for_high(cluster, clock)
+    assert preempt.resumable(cluster) == []
+    change(cluster)  # type: ignore[operator]
+    assert asyncio.run(preempt.resume_freed(cluster)) == [1]
+    assert cluster.jobs[1].state is JobState.RUNNING
+    assert signals(cluster, 1) == [signal.SIGSTOP, signal.SIGCONT]
+    assert cluster.usage["n1"].allocated == ResourceVector(2, 1 * GiB, 0)
+    assert cluster.jobs[2].state is JobState.PENDING
 
 
 def test_oldest_suspension_first_and_never_onto_taken_cpus(
