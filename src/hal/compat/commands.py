@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "srun": "hal.compat.srun:srun",
     "sprio": "hal.compat.sprio:sprio",
     "sshare": "hal.compat.sshare:sshare",
+    "seff": "hal.compat.seff:seff",
 }
 
 

@@ -13,4 +13,5 @@ SLURM_COMMANDS = (
     "srun",
     "sprio",
     "sshare",
+    "seff",
 )

@@ -160,6 +160,34 @@ def test_sacct_batch_step_of_an_array_is_every_elements_batch_step(
     assert sa.stdout.split() == [f"{array_id}_{i}.batch|batch" for i in range(3)], sa
 
 
+def test_sacct_and_seff_report_what_a_job_used(cluster: LiveServer, tmp_path: Path) -> None:
+    """A job that holds 80 MB and spins a CPU for a second of CPU time: sacct's batch step shows the
+    peak memory and CPU time its agent measured, seff the efficiency against the 200 MB
+    and the CPU it held."""
+    burn = (
+        f"{sys.executable} -c 'import time; b = bytes(range(256)) * (80 << 12)\n"
+        "while time.process_time() < 1: pass'"
+    )
+    done = cluster.cli("sbatch", "--parsable", "--mem=200M", "--wrap", burn, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.strip()
+    wait_until(lambda: finished(cluster, job_id), message="the job to end")
+    sa = cluster.cli("sacct", "-n", "-P", "-j", job_id, "-o", "JobID,State,MaxRSS,TotalCPU")
+    job_line, step_line = sa.stdout.split()
+    step, state, max_rss, total_cpu = step_line.split("|")
+    assert (step, state) == (f"{job_id}.batch", "COMPLETED"), sa.stdout
+    assert max_rss.endswith("K") and 80 << 10 <= int(max_rss[:-1]) < 200 << 10, max_rss
+    minutes, seconds = total_cpu.split(":")  # MM:SS.mmm under an hour
+    assert minutes == "00" and 1 <= float(seconds) < 30, total_cpu
+    assert job_line.split("|")[2] == ""  # the job line leaves memory to its steps
+    seff = cluster.cli("seff", job_id).stdout.splitlines()
+    assert seff[0] == f"Job ID: {job_id}" and "State: COMPLETED (exit code 0)" in seff
+    used = next(line for line in seff if line.startswith("Memory Utilized: "))
+    assert used.endswith(" MB") and 80 <= float(used.split()[2]) < 200, seff
+    efficiency = next(line for line in seff if line.startswith("CPU Efficiency: "))
+    assert float(efficiency.split()[2].rstrip("%")) > 5, seff  # it spun (on a busy host)
+
+
 def test_cancel_running_job(cluster: LiveServer, tmp_path: Path) -> None:
     """scancel ends a running job: CANCELLED, its process gone."""
     done = cluster.cli("sbatch", "--parsable", "--wrap", "sleep 300", cwd=tmp_path)
