@@ -116,6 +116,12 @@ class HalClient:
                         "submission, which it may have accepted: check `hal squeue --me` "
                         "before submitting it again"
                     ) from err
+                if err.sent and method != "GET":
+                    raise Unavailable(
+                        f"lost the HAL server at {self.config.url} ({err}) after sending the "
+                        f"request ({method} {path}), so it may have carried it out: check its "
+                        "effect (`hal queue`, `hal show JOB`) before sending it again"
+                    ) from err
                 raise Unavailable(
                     f"cannot reach the HAL server at {self.config.url} ({err}); "
                     "is it running? Start it with `hal up`, or set HAL_URL"

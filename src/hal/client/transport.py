@@ -9,6 +9,7 @@ chunked bodies, keep-alive). The event stream, which is long-lived, uses ``http.
 
 from __future__ import annotations
 
+import select
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -84,10 +85,17 @@ class Transport:
         ]
         head.append(f"Content-Length: {len(body or b'')}")
         payload = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (body or b"")
-        # one retry on a stale keep-alive connection (the server may have closed it), but
-        # never for a request that may have been acted on (a POST could submit twice)
+        # A kept-alive connection the server closed while idle (its keep-alive timeout) is
+        # seen before sending, so nothing goes out on it. A connection that breaks after
+        # the request went out is ambiguous: the server may have read the request and
+        # died before answering, so it is sent once more only where acting twice changes
+        # nothing (see ``_replayable``), or where not all of it went out. A fresh
+        # connection that fails, or a timeout, is the server's trouble, not a stale socket.
+        replayable = _replayable(method, params, headers)
         sent = False  # once out, it stays out: the server may have read it
         for attempt in (0, 1):
+            if self._sock is not None and _readable(self._sock):
+                self.close()  # EOF or a reset: a server answers nothing unasked
             fresh = self._sock is None
             try:
                 if fresh:
@@ -97,8 +105,8 @@ class Transport:
                 return self._read_response(method)
             except (OSError, TransportError) as err:
                 self.close()
-                idempotent = method in ("GET", "DELETE", "PATCH")
-                if attempt == 1 or fresh or not (idempotent or isinstance(err, _Stale)):
+                stale = attempt == 0 and not fresh and not isinstance(err, TimeoutError)
+                if not (stale and (replayable or not sent)):
                     message = str(err) or err.__class__.__name__
                     raise TransportError(message, sent=sent) from err
         raise AssertionError("unreachable")
@@ -107,7 +115,7 @@ class Transport:
         while marker not in self._buf:
             chunk = self._sock.recv(65536)
             if not chunk:
-                raise _Stale("connection closed by the server")
+                raise TransportError("connection closed by the server")
             self._buf += chunk
         line, _, self._buf = self._buf.partition(marker)
         return line
@@ -182,8 +190,23 @@ class Transport:
             conn.close()
 
 
-class _Stale(TransportError):
-    """The server closed a kept-alive connection before answering: safe to resend."""
+def _replayable(method: str, params: dict[str, str] | None, headers: dict[str, str] | None) -> bool:
+    """Whether sending the request twice does what sending it once does (RFC 9110
+    §9.2.2), so that it may be resent when its answer is lost: reads, PUT, a plain DELETE
+    (a second cancel of a cancelled job changes nothing), and a request with an
+    ``Idempotency-Key`` (the server answers its resend with the first's outcome). Not a
+    DELETE with a query: ``?signal=`` sends a signal each time. Not POST or PATCH."""
+    if headers and "Idempotency-Key" in headers:
+        return True
+    if method == "DELETE":
+        return not params
+    return method in ("GET", "HEAD", "OPTIONS", "PUT")
+
+
+def _readable(sock: Any) -> bool:
+    """Whether an idle kept-alive connection has something to read: the server closed
+    or reset it (what urllib3 checks before reusing a pooled connection)."""
+    return bool(select.select([sock], [], [], 0)[0])
 
 
 def _query(params: dict[str, str]) -> str:

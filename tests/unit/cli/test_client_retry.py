@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -182,3 +182,105 @@ def test_a_submission_lost_with_a_kept_alive_connection_stays_in_doubt() -> None
     ):
         assert c.submit(JOB).job_id == 7
         c.submit(JOB)
+
+
+class DroppingServer:
+    """A keep-alive HTTP server on a plain socket that answers each request with
+    ``{"job_ids": [1]}``, except that it reads request number ``drop`` and then closes
+    the connection without answering (a server that died after reading it), and closes
+    the connection, idle, after answering request number ``idle_close``."""
+
+    def __init__(self, drop: int = 0, idle_close: int = 0) -> None:
+        self.drop, self.idle_close = drop, idle_close
+        self.seen: list[str] = []  # request lines, in order
+        self.closed = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:  # the listener closed: the test is over
+                return
+            with conn, conn.makefile("rb") as r:
+                while request := r.readline().decode().strip():
+                    length = 0
+                    while (line := r.readline()) not in (b"\r\n", b""):
+                        if line.lower().startswith(b"content-length:"):
+                            length = int(line.split(b":")[1])
+                    r.read(length)
+                    self.seen.append(request)
+                    if len(self.seen) == self.drop:
+                        break
+                    body = b'{"job_ids": [1]}'
+                    head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n"
+                    conn.sendall(head.encode() + body)
+                    if len(self.seen) == self.idle_close:
+                        conn.shutdown(socket.SHUT_WR)
+                        self.closed.set()
+                        break
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        lambda c: c.hold(5),
+        lambda c: c.cancel(5, signal=10),
+        lambda c: c.requeue(5),
+    ],
+    ids=["POST-hold", "DELETE-signal", "POST-requeue"],
+)
+def test_an_action_whose_answer_is_lost_is_not_sent_again(
+    action: Callable[[HalClient], object],
+) -> None:
+    """The server reads ``scancel --signal=USR1 5`` (or a hold) on a kept-alive connection
+    and dies before answering: it may have acted, so the client must not send it again (a
+    second signal, a second requeue); it says the request may have been carried out."""
+    s = DroppingServer(drop=2)
+    try:
+        with HalClient(config=ClientConfig(url=s.url, token="t", retry_seconds=30)) as c:
+            assert c.job_script(5)  # opens the kept-alive connection
+            with pytest.raises(Unavailable, match="may have carried it out"):
+                action(c)
+        assert len(s.seen) == 2, s.seen  # the action once, never resent
+    finally:
+        s.listener.close()
+
+
+@pytest.mark.parametrize(
+    ("call", "line"),
+    [
+        (lambda c: c.job_script(5), "GET /v1/jobs/5/script HTTP/1.1"),
+        (lambda c: c.cancel(5), "DELETE /v1/jobs/5 HTTP/1.1"),
+    ],
+    ids=["GET", "plain-DELETE"],
+)
+def test_an_idempotent_request_whose_answer_is_lost_is_sent_again(
+    call: Callable[[HalClient], object], line: str
+) -> None:
+    """A read, or a plain cancel (RFC 9110: DELETE is idempotent; a second cancel of a
+    cancelled job changes nothing), lost with a kept-alive connection is sent once more."""
+    s = DroppingServer(drop=2)
+    try:
+        with HalClient(config=ClientConfig(url=s.url, token="t", retry_seconds=30)) as c:
+            assert c.job_script(5)
+            assert call(c)
+        assert s.seen[1:] == [line, line]
+    finally:
+        s.listener.close()
+
+
+def test_a_kept_alive_connection_the_server_closed_is_not_used() -> None:
+    """The server closed the idle kept-alive connection (its keep-alive timeout): the
+    next request, a hold, goes out on a new connection, once, and succeeds."""
+    s = DroppingServer(idle_close=1)
+    try:
+        with HalClient(config=ClientConfig(url=s.url, token="t", retry_seconds=30)) as c:
+            assert c.job_script(5)
+            assert s.closed.wait(5)
+            assert c.hold(5) == [1]
+        assert [r.split()[0] for r in s.seen] == ["GET", "POST"]
+    finally:
+        s.listener.close()
