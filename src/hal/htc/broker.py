@@ -70,6 +70,9 @@ class Peer(asyncio.Protocol):
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY: no Nagle delay
+                # a worker whose host vanished is found lost and its tasks rerun
+                # elsewhere, rather than wait on a dead connection
+                p.keep_alive(sock, bound_unacked=False)
 
     def data_received(self, data: bytes) -> None:
         try:

@@ -40,6 +40,7 @@ class Session:
         except OSError as err:
             raise Unavailable(f"cannot reach the HTC broker at {ticket.broker}: {err}") from err
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        p.keep_alive(sock)  # a vanished broker ends the session (LOST), not hangs it
         self._sock = sock
         self._send_lock = threading.Lock()
         self._id_lock = threading.Lock()

@@ -18,10 +18,14 @@ arguments and results are msgpack values (numbers, strings, bytes, lists, dicts)
     broker -> worker   INIT [service, common, timeout_s]   TASKS [flat id,payload]
                        STOP []
     api    -> broker   CONTROL [key, op, args]   broker -> api   REPLY [ok, data]
+
+The protocol has no heartbeat: a peer whose host vanishes (no FIN, no RST) is found by
+TCP keepalive, which all three parties turn on (``keep_alive``).
 """
 
 from __future__ import annotations
 
+import socket
 import struct
 from collections.abc import Sequence
 from typing import Any, BinaryIO
@@ -32,6 +36,15 @@ HEADER = struct.Struct("<I")
 MAX_FRAME_BYTES = 256 * 1024 * 1024  # a bigger frame is a bug or an attack, not a batch
 MAX_ITEM_BYTES = MAX_FRAME_BYTES - 1024  # one task's packed arguments or result, with its id
 FRAME_BUDGET = 64 * 1024 * 1024  # senders start a new frame past this many payload bytes
+
+# TCP keepalive: an idle connection is probed after KEEPALIVE_IDLE_S, then every
+# KEEPALIVE_INTERVAL_S; KEEPALIVE_PROBES unanswered probes end it, so a peer whose host
+# vanished is found in about a minute (the system default, two hours, left a client's
+# ``future.result()`` and a worker's read waiting for it that long or, with keepalive
+# off, for ever). Probes are answered by the peer's kernel, so a busy peer is not dead.
+KEEPALIVE_IDLE_S = 30
+KEEPALIVE_INTERVAL_S = 10
+KEEPALIVE_PROBES = 3
 
 
 def frame_slices(sizes: Sequence[int], most: int) -> list[tuple[int, int]]:
@@ -80,6 +93,33 @@ POISON = 3  # payload: the packed error text (the task kept killing workers)
 CANCELLED = 4
 
 STATUS_NAMES = {OK: "ok", FAILED: "failed", TIMED_OUT: "timed_out", POISON: "poison"}
+
+
+def keep_alive(sock: Any, *, bound_unacked: bool = True) -> None:
+    """Turn on TCP keepalive with the timings above, those the platform has (Linux has
+    all three; macOS names the idle time ``TCP_KEEPALIVE``). Read at call time, so a
+    test may shorten them.
+
+    Keepalive probes only an idle connection. With ``bound_unacked`` (Linux's
+    ``TCP_USER_TIMEOUT``), data left unacknowledged for as long also ends it: a host that
+    vanished while a frame (a SUBMIT, an ACK, results) was in flight is otherwise retried
+    for about 15 minutes (``tcp_retries2``). Only the side talking to the broker sets it,
+    as the broker reads all it is sent at once; some kernels also end a connection whose
+    peer keeps its receive window shut that long, which a worker running a long task
+    does to the broker."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    idle = getattr(socket, "TCP_KEEPIDLE", getattr(socket, "TCP_KEEPALIVE", None))
+    options = [
+        (idle, KEEPALIVE_IDLE_S),
+        (getattr(socket, "TCP_KEEPINTVL", None), KEEPALIVE_INTERVAL_S),
+        (getattr(socket, "TCP_KEEPCNT", None), KEEPALIVE_PROBES),
+    ]
+    if bound_unacked:
+        limit_ms = (KEEPALIVE_IDLE_S + KEEPALIVE_INTERVAL_S * KEEPALIVE_PROBES) * 1000
+        options.append((getattr(socket, "TCP_USER_TIMEOUT", None), limit_ms))
+    for option, value in options:
+        if option is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, option, value)
 
 
 class ProtocolError(Exception):

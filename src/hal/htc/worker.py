@@ -45,6 +45,7 @@ def connect(address: str) -> socket.socket:
     sock = socket.create_connection((host, int(port)), timeout=30)
     sock.settimeout(None)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    p.keep_alive(sock)  # a vanished broker ends this worker rather than leave it waiting
     return sock
 
 

@@ -7,10 +7,11 @@ lets one loop turn pass with ``turn()`` where the broker would flush.
 from __future__ import annotations
 
 import asyncio
+import socket
 from pathlib import Path
 from typing import Any
 
-from hal.htc import journal
+from hal.htc import journal, worker
 from hal.htc import protocol as p
 from hal.htc.broker import Broker, Peer
 from hal.htc.rest import ServiceSpec, SessionOptions, WorkerSync, WorkerSyncReply
@@ -440,5 +441,45 @@ def test_an_ack_past_what_was_sent_drops_nothing_unsent() -> None:
         broker.on_message(session.workers[5].conn, [p.RESULTS, 0, ok(1)])
         await turn()
         assert session.unacked_results == 1  # its result waits for a real acknowledgement
+
+    asyncio.run(main())
+
+
+def test_both_ends_of_a_worker_connection_probe_it() -> None:
+    """A worker's host, or the broker's, may vanish without a FIN: both ends of the live
+    connection turn TCP keepalive on. Only the worker bounds unacknowledged data
+    (``TCP_USER_TIMEOUT``); the broker must not drop a worker that keeps its receive
+    window shut while it runs a long task."""
+
+    limit_ms = 1000 * (p.KEEPALIVE_IDLE_S + p.KEEPALIVE_INTERVAL_S * p.KEEPALIVE_PROBES)
+
+    async def main() -> None:
+        broker = Broker()
+        peers: list[Peer] = []
+
+        def accept() -> Peer:
+            peers.append(Peer(broker))
+            return peers[-1]
+
+        server = await asyncio.get_running_loop().create_server(accept, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        mine = await asyncio.to_thread(worker.connect, f"127.0.0.1:{port}")
+        while not peers:
+            await asyncio.sleep(0.01)
+        theirs = peers[0].transport.get_extra_info("socket")
+        try:
+            for sock in (mine, theirs):
+                assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+                if hasattr(socket, "TCP_KEEPIDLE"):
+                    idle = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE)
+                    assert idle == p.KEEPALIVE_IDLE_S
+            if hasattr(socket, "TCP_USER_TIMEOUT"):
+                assert mine.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == limit_ms
+                assert theirs.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == 0
+        finally:
+            mine.close()
+            peers[0].close()
+            server.close()
+            broker.close()
 
     asyncio.run(main())

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+import pytest
 
 from hal.htc import protocol as p
 from hal.htc.client_session import Session
@@ -76,3 +81,108 @@ def test_an_end_that_arrives_with_the_welcome_ends_the_session() -> None:
         finally:
             session.disconnect()
     assert received[:2] == [[p.HELLO_CLIENT, "s1", "k"], [p.ACK, 1]]
+
+
+def test_the_connection_to_the_broker_is_probed_when_idle() -> None:
+    """TCP keepalive is on, with the protocol's timings, on the live connection, and
+    data left unacknowledged for as long ends it too."""
+    welcome = {"session": "s1", "state": "OPEN", "next_task_id": 1, "outstanding": 0}
+    with scripted_broker([[p.WELCOME, welcome]]) as (ticket, _, _):
+        session = Session(ticket)
+        try:
+            sock = session._sock
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+            if hasattr(socket, "TCP_KEEPIDLE"):
+                idle = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE)
+                assert idle == p.KEEPALIVE_IDLE_S
+                assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT) == p.KEEPALIVE_PROBES
+                limit = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT)
+                assert limit == 1000 * (idle + p.KEEPALIVE_INTERVAL_S * p.KEEPALIVE_PROBES)
+        finally:
+            session.disconnect()
+
+
+# Run under ``unshare -rn`` (a user and network namespace of its own, no privilege
+# needed): the broker runs in a second network namespace behind a veth pair, answers
+# the client's HELLO, reads one task and then its host "vanishes" (every packet it sends
+# is dropped: no FIN, no RST, no ACK). The client waits on the task's result.
+VANISHING_BROKER = r"""
+import subprocess, sys
+from hal.htc import protocol as p
+from hal.htc.client_session import Session
+from hal.htc.errors import SessionEnded
+from hal.htc.rest import SessionTicket
+
+p.KEEPALIVE_IDLE_S, p.KEEPALIVE_INTERVAL_S, p.KEEPALIVE_PROBES = 1, 1, 2
+BROKER = '''
+import socket, sys
+from hal.htc import protocol as p
+listener = socket.create_server(("0.0.0.0", 0))
+print(listener.getsockname()[1], flush=True)
+conn, _ = listener.accept()
+stream = conn.makefile("rb")
+p.read_frame(stream)
+welcome = {"session": "s1", "state": "OPEN", "next_task_id": 1, "outstanding": 0}
+conn.sendall(p.frame([p.WELCOME, welcome]))
+print(p.read_frame(stream)[0], flush=True)
+sys.stdin.read()
+'''
+
+def sh(*argv):
+    subprocess.run(argv, check=True)
+
+sh("ip", "link", "set", "lo", "up")
+broker = subprocess.Popen(
+    ["unshare", "-n", sys.executable, "-c", BROKER],
+    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+)
+port = int(broker.stdout.readline())  # listening: its namespace exists
+ns = ["nsenter", "-t", str(broker.pid), "-n", "--preserve-credentials"]
+sh("ip", "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns", str(broker.pid))
+sh("ip", "addr", "add", "10.77.0.1/24", "dev", "va")
+sh("ip", "link", "set", "va", "up")
+sh(*ns, "ip", "addr", "add", "10.77.0.2/24", "dev", "vb")
+sh(*ns, "ip", "link", "set", "vb", "up")
+session = Session(SessionTicket(session="s1", broker=f"10.77.0.2:{port}", key="k"))
+future = session.submit(1)
+assert int(broker.stdout.readline()) == p.SUBMIT
+sh(*ns, "tc", "qdisc", "add", "dev", "vb", "root", "pfifo", "limit", "0")  # the host is gone
+try:
+    future.result()
+except SessionEnded as err:
+    print("ended:", err.state)
+"""
+
+
+def _namespaces_work() -> bool:
+    try:
+        done = subprocess.run(
+            ["unshare", "-rn", "sh", "-c", "ip link add va type veth peer name vb && tc -V"],
+            capture_output=True,
+            check=False,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+@pytest.mark.skipif(not _namespaces_work(), reason="needs unshare -rn, ip (veth) and tc")
+def test_a_task_waiting_on_a_broker_whose_host_vanished_ends_the_session() -> None:
+    """The broker's host vanishes (power cut, network partition: no FIN or RST ever
+    comes) while a client waits in ``future.result()`` without a timeout. Keepalive
+    probes go unanswered (or the task's frame is never acknowledged, when the broker's
+    delayed ACK was lost with it), the connection fails, and the future raises
+    ``SessionEnded`` (LOST) instead of waiting for ever. The 60 s limit only guards
+    against that hang."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        ["unshare", "-rn", sys.executable, "-c", VANISHING_BROKER],
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ended: LOST"
