@@ -212,6 +212,8 @@ class Broker:
                 if session.journal is not None:
                     session.journal.append(["C"])
             self.mark(session)
+        elif kind == p.CANCEL and session is not None and peer.role == "client":
+            peer.send([p.CANCEL, self.withdraw(session, message[1])])
         elif kind == p.DETACH and session is not None and peer.role == "client":
             session.client = None
             peer.session, peer.detached = None, session
@@ -360,6 +362,20 @@ class Broker:
                 session.next_task_id = last + 1
         session.last_activity = self.clock()
         self.mark(session)
+
+    def withdraw(self, session: Session, ids: Any) -> list[int]:
+        """The client cancels tasks: those no worker holds yet never run. Returns them,
+        journaled first (a task the client was told is cancelled is never rerun by a
+        recovering broker)."""
+        if not session.live or not isinstance(ids, list):
+            return []
+        out = session.book.withdraw(ids)
+        if out:
+            if session.journal is not None:
+                session.journal.append(["X", out])
+                session.journal.flush()
+            self.mark(session)  # a closed session may have nothing left to do
+        return out
 
     def results(self, session: Session, worker: Worker, flat: list[Any]) -> None:
         now = self.clock()

@@ -25,6 +25,7 @@ from hal.htc.futures import ResultStream, Sink, TaskFuture, TaskResult
 from hal.htc.rest import SessionTicket
 
 CONNECT_TIMEOUT_S = 30.0
+CANCEL_TIMEOUT_S = 30.0  # a future's cancel() waits this long for the broker's answer
 WAIT_SLICE_S = 0.5  # how often a blocked consumer re-checks whether the session ended
 DEFAULT_WINDOW = 65_536  # tasks a map keeps in flight: bounds memory on both sides
 DEFAULT_CHUNK = 2_048  # tasks per SUBMIT frame
@@ -52,6 +53,11 @@ class Session:
         self._ended_event = threading.Event()
         self._decoder = p.FrameDecoder()
         self._lost_reason = "the connection to the HTC broker was lost"
+        # CANCEL requests sent and answered: the broker answers in order, so the nth
+        # answer is the nth request's (one that timed out still cancels when it comes)
+        self._cancels = threading.Condition()
+        self._cancels_sent = 0
+        self._cancels_answered = 0
         self._send([p.HELLO_CLIENT, ticket.session, ticket.key])
         welcome, early = self._read_welcome()
         if common is not None:
@@ -93,7 +99,7 @@ class Session:
         payloads = [p.pack(list(args)) for args in calls]
         sizes = check_sizes(payloads)
         first = self._allocate(len(payloads))
-        futures = [TaskFuture(first + i) for i in range(len(payloads))]
+        futures = [TaskFuture(first + i, self._withdraw) for i in range(len(payloads))]
         pending = self._pending
         for f in futures:
             pending[f.task_id] = f
@@ -259,6 +265,28 @@ class Session:
         except OSError as err:
             raise Unavailable(f"lost the connection to the HTC broker: {err}") from err
 
+    def _withdraw(self, future: TaskFuture) -> None:
+        """``future.cancel()``: ask the broker to withdraw the task and wait for the
+        answer, which the reader thread applies (``TaskFuture.withdrawn``). Not from the
+        reader thread itself (a done-callback): it would wait for itself."""
+        if self._ended is not None or self._detached.is_set():
+            return
+        if threading.current_thread() is self._reader:
+            return
+        deadline = time.monotonic() + CANCEL_TIMEOUT_S
+        with self._cancels:
+            try:
+                self._send([p.CANCEL, [future.task_id]])  # in the lock: sent in count order
+            except Unavailable:
+                return
+            self._cancels_sent += 1
+            mine = self._cancels_sent
+            while self._cancels_answered < mine and self._ended is None:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._detached.is_set():
+                    return
+                self._cancels.wait(min(left, WAIT_SLICE_S))
+
     def _wait(self, stream: ResultStream, deadline: float | None = None) -> None:
         with stream.cond:
             while not stream.done:
@@ -326,6 +354,15 @@ class Session:
                     sock.sendall(p.frame([p.ACK, message[1]]))
                 for sink in touched:
                     sink.wake()
+            elif kind == p.CANCEL:
+                for task_id in message[1]:
+                    future = pending.get(task_id)
+                    if isinstance(future, TaskFuture):
+                        del pending[task_id]
+                        future.withdrawn()
+                with self._cancels:
+                    self._cancels_answered += 1
+                    self._cancels.notify_all()
             elif kind == p.ENDED:
                 self._end(str(message[1]), str(message[2]))
             elif kind == p.DETACHED:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -23,11 +23,28 @@ class Sink(Protocol):
 
 
 class TaskFuture(concurrent.futures.Future[Any]):
-    """The result of one task; ``task_id`` names it to the broker (and after a reattach)."""
+    """The result of one task; ``task_id`` names it to the broker (and after a reattach).
 
-    def __init__(self, task_id: int) -> None:
+    ``cancel()`` asks the broker to withdraw the task and waits for its answer: True when
+    no worker held the task (it will never run). False when a worker holds it (it may be
+    running: ``concurrent.futures`` says False for a running future too), when it has
+    finished, or when the broker cannot answer (the session ended, this client detached,
+    or the call comes from a done-callback, which runs on the thread that reads answers).
+    """
+
+    def __init__(self, task_id: int, withdraw: Callable[[TaskFuture], None] | None = None) -> None:
         super().__init__()
         self.task_id = task_id
+        self._withdraw = withdraw
+
+    def cancel(self) -> bool:
+        if not self.done() and self._withdraw is not None:
+            self._withdraw(self)  # returns once the broker answered (or cannot)
+        return self.cancelled()
+
+    def withdrawn(self) -> None:
+        """The broker withdrew the task: it never runs, and this future is cancelled."""
+        super().cancel()
 
     def deliver(self, task_id: int, status: int, payload: bytes) -> None:
         try:

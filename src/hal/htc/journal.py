@@ -9,6 +9,7 @@ length-prefixed msgpack frames:
     ["A", seq]                                              the client acknowledged up to seq
     ["M", common]                                           the session's common data
     ["C"]                                                   the client closed the session
+    ["X", [id, ...]]                                        tasks the client cancelled
 
 Records are buffered and written once per broker loop turn, before that turn's results go
 to the client, so a result the client has seen is always in the file. Writes are not
@@ -150,6 +151,9 @@ def read(path: Path) -> Replay | None:
                 else:
                     replay.failed += 1
             replay.outcomes += flat
+        elif kind == "X":
+            for task_id in record[1]:
+                replay.tasks.pop(int(task_id), None)
         elif kind == "A":
             replay.acked = max(replay.acked, int(record[1]))
         elif kind == "M":

@@ -11,8 +11,10 @@ arguments and results are msgpack values (numbers, strings, bytes, lists, dicts)
 
     client -> broker   HELLO_CLIENT [sid, secret]     SUBMIT [flat id,payload]
                        COMMON [bytes]   ACK [seq]      CLOSE []   DETACH []
+                       CANCEL [ids]  (withdraw tasks no worker holds yet)
     broker -> client   WELCOME [info]   RESULTS [seq, flat id,status,payload]
                        ENDED [state, reason]   DETACHED []   ERROR [message]
+                       CANCEL [ids]  (the answer: those withdrawn; they never run)
     worker -> broker   HELLO_WORKER [sid, secret, job_id, host, pid]
                        RESULTS [0, flat id,status,payload]   LOAD_ERROR [message]
     broker -> worker   INIT [service, common, timeout_s]   TASKS [flat id,payload]
@@ -84,6 +86,7 @@ CLOSE = 15
 DETACH = 16
 DETACHED = 17
 ERROR = 18
+CANCEL = 19
 
 # Task outcomes (the status item of a result).
 OK = 0  # payload: the packed return value

@@ -1,6 +1,6 @@
 """``TaskBook``: one session's tasks between submission and result (pure, no I/O).
 
-Events in (``add``, ``take``, ``complete``, ``worker_lost``, ``cancel``), outcomes out
+Events in (``add``, ``take``, ``complete``, ``worker_lost``, ``withdraw``, ``cancel``), outcomes out
 (flat ``[id, status, payload, ...]`` lists for the client). The broker shell owns sockets
 and calls these; unit tests drive them directly.
 
@@ -8,6 +8,8 @@ Vocabulary:
 - *backlog*: tasks waiting for a worker, oldest first (retries go to the front);
 - *in flight*: tasks sent to a worker whose result has not come back, per worker, in
   dispatch order (a worker runs its tasks in that order);
+- *withdrawn*: a waiting task the client cancelled; it stays in its queue, skipped when
+  its turn comes (removing it from the middle of a deque of a million costs too much);
 - *suspect*: a task that was in flight on a worker that died. Suspects are sent one at a
   time to a worker with nothing else in flight, so when a worker dies running a suspect
   the blame is exact; after ``max_worker_deaths`` such deaths the task is failed as
@@ -48,13 +50,14 @@ class TaskBook:
         # ids submitted and not finished: a SUBMIT reusing one is refused (two tasks under
         # one id would share an in-flight entry: one result lost, a retry running the other)
         self.live: set[int] = set()
+        self.withdrawn: set[int] = set()  # in backlog or suspects, to be skipped
         self.counters = TaskCounters()
         self.in_flight_count = 0
 
     # -- queries ----------------------------------------------------------------------
     @property
     def waiting(self) -> int:
-        return len(self.backlog) + len(self.suspects)
+        return len(self.backlog) + len(self.suspects) - len(self.withdrawn)
 
     @property
     def unfinished(self) -> int:
@@ -77,6 +80,8 @@ class TaskBook:
         flight = self.in_flight.setdefault(worker, {})
         if worker in self.isolated or limit <= 0:
             return []
+        if self.withdrawn:
+            self._skip_withdrawn()
         if self.suspects:
             if flight:
                 return []  # a suspect runs alone; wait for this worker to drain
@@ -86,14 +91,25 @@ class TaskBook:
             self.in_flight_count += 1
             return [task_id, payload]
         out: list[Any] = []
-        backlog = self.backlog
+        backlog, withdrawn = self.backlog, self.withdrawn
         n = min(limit, len(backlog))
         before = len(flight)
-        for _ in range(n):
-            task_id, payload = backlog.popleft()
-            flight[task_id] = payload
-            out.append(task_id)
-            out.append(payload)
+        if withdrawn:  # the slower loop only while some are to be skipped
+            while n and backlog:
+                task_id, payload = backlog.popleft()
+                if task_id in withdrawn:
+                    withdrawn.discard(task_id)
+                    continue
+                flight[task_id] = payload
+                out.append(task_id)
+                out.append(payload)
+                n -= 1
+        else:
+            for _ in range(n):
+                task_id, payload = backlog.popleft()
+                flight[task_id] = payload
+                out.append(task_id)
+                out.append(payload)
         # Not += n: a client that reused an id has one entry for both, and counting two
         # left a result forever missing (its session never ended).
         self.in_flight_count += len(flight) - before
@@ -167,6 +183,32 @@ class TaskBook:
         self.counters.retried += len(flight)
         return out
 
+    def withdraw(self, ids: list[Any]) -> list[int]:
+        """The client cancels tasks ``ids``: those waiting (no worker holds them) are
+        dropped and will never run; returns them. A task in flight is left alone (a worker
+        may be running it), and so is one finished or unknown."""
+        held = self.in_flight.values()
+        out = [
+            task_id
+            for task_id in dict.fromkeys(ids)  # once each, in order
+            if type(task_id) is int
+            and task_id in self.live
+            and task_id not in self.withdrawn
+            and not any(task_id in flight for flight in held)
+        ]
+        for task_id in out:
+            self.live.discard(task_id)
+            self.withdrawn.add(task_id)
+            self.attempts.pop(task_id, None)
+            self.deaths.pop(task_id, None)
+        return out
+
+    def _skip_withdrawn(self) -> None:
+        """Drop withdrawn tasks from the front of the suspects (each is taken alone, so
+        one there must not hold up the rest); the backlog skips its own as it is taken."""
+        while self.suspects and self.suspects[0][0] in self.withdrawn:
+            self.withdrawn.discard(self.suspects.popleft()[0])
+
     def cancel(self) -> int:
         """Drop everything not finished; returns how many tasks were dropped."""
         dropped = self.unfinished
@@ -177,5 +219,6 @@ class TaskBook:
         self.attempts.clear()
         self.deaths.clear()
         self.live.clear()
+        self.withdrawn.clear()
         self.in_flight_count = 0
         return dropped

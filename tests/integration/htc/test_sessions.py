@@ -19,6 +19,7 @@ from hal import htc
 from hal.cli import htc as cli_htc
 from hal.core.errors import Conflict, HalError
 from hal.htc import HtcClient
+from hal.htc.client import default_pythonpath
 from hal.htc.examples import EXECUTABLE  # a program speaking the stdin/stdout protocol
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobSubmit
@@ -322,3 +323,48 @@ def test_hal_htc_sessions_and_show(
     assert f'"id": "{s.id}"' in capsys.readouterr().out
     with pytest.raises(HalError, match="no HTC session"):
         hal_htc(["show", "s000000000000"], monkeypatch, server)
+
+
+TOUCH_SERVICE = """
+import os, time
+from pathlib import Path
+
+
+def touch_after(gate, path):
+    deadline = time.monotonic() + 120
+    while not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    Path(path).touch()
+    return path
+"""
+
+
+def test_a_cancelled_task_that_no_worker_holds_never_runs(hc: HtcClient, workdir: str) -> None:
+    """``future.cancel()`` on a task still queued at the broker withdraws it: True, and
+    it never runs (its file never appears), while the tasks around it do. On a task a
+    worker holds it returns False, as ``concurrent.futures`` does for a running future,
+    and that task's result still comes (it used to say True and run the task all the
+    same)."""
+    tmp = Path(workdir)
+    (tmp / "touchsvc.py").write_text(TOUCH_SERVICE)
+    gate = tmp / "gate"
+    path = f"{tmp}{os.pathsep}{default_pythonpath()}"
+    s = hc.open_session("touchsvc:touch_after", max_workers=1, environment={"PYTHONPATH": path})
+    try:
+        first = s.submit(str(gate), str(tmp / "first"))
+        wait_until(lambda: hc.session(s.id).in_flight == 1, timeout=60, message="a worker")
+        # one worker holds at most its window (64) of these: the last ones wait at the broker
+        queued = s.submit_many([(str(gate), str(tmp / f"q{i}")) for i in range(200)])
+        victim = queued[-1]
+        assert first.cancel() is False
+        assert victim.cancel() is True
+        assert victim.cancelled() and victim.cancel() is True
+        gate.touch()
+        assert first.result(60) == str(tmp / "first")
+        assert [f.result(60) for f in queued[:-1]] == [str(tmp / f"q{i}") for i in range(199)]
+        assert s.close(timeout=60) == "DONE"
+        assert not (tmp / "q199").exists()
+        assert hc.session(s.id).completed == 200
+    finally:
+        gate.touch()
+        s.disconnect()

@@ -483,3 +483,28 @@ def test_both_ends_of_a_worker_connection_probe_it() -> None:
             broker.close()
 
     asyncio.run(main())
+
+
+def test_a_cancel_withdraws_waiting_tasks_journaled_before_the_answer(tmp_path: Path) -> None:
+    """The client's CANCEL is answered with the tasks withdrawn (those no worker holds);
+    the journal has them before the answer goes out, so a broker that dies right after
+    does not rerun a task its client was told is cancelled."""
+
+    async def main() -> None:
+        broker = Broker()
+        session = open_session(broker, journal_dir=str(tmp_path))
+        peer, client = attach_client(broker, session)
+        broker.on_message(peer, [p.SUBMIT, tasks(1, 2, 3)])
+        worker_sends = ready_worker(broker, session, 5)
+        session.workers[5].window = 2
+        await turn()
+        assert [m[1][::2] for m in worker_sends.sent if m[0] == p.TASKS] == [[1, 2]]
+        broker.on_message(peer, [p.CANCEL, [1, 3]])
+        assert client.sent[-1] == [p.CANCEL, [3]]  # 1 is on the worker
+        assert session.journal is not None
+        ((back, file),) = journal.recover(str(tmp_path), now=0.0)
+        file.close()
+        assert list(back.book.backlog) == [(1, p.pack([1])), (2, p.pack([2]))]
+        broker.close()
+
+    asyncio.run(main())

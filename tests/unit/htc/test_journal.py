@@ -85,3 +85,17 @@ def test_unacked_outcomes_are_restored_in_frames_a_client_reads(
     assert all(sum(len(x) for x in chunk[2::3]) <= 1000 for _, chunk in back.unacked)
     assert [chunk[0::3] for _, chunk in back.unacked] == [[2, 3], [4, 5], [6]]
     assert back.unacked_results == 5
+
+
+def test_a_cancelled_task_is_not_queued_again(tmp_path: Path) -> None:
+    """A task the client was told is cancelled (withdrawn before any worker held it)
+    never runs, also after the broker restarts."""
+    s = new_session()
+    j = journal.create(str(tmp_path), s)
+    j.append(["T", [1, b"a", 2, b"b", 3, b"c"]])
+    j.append(["X", [2]])
+    j.close()
+    ((back, file),) = journal.recover(str(tmp_path), now=0.0)
+    file.close()
+    assert list(back.book.backlog) == [(1, b"a"), (3, b"c")]
+    assert back.book.live == {1, 3}

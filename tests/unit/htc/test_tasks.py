@@ -101,3 +101,22 @@ def test_cancel_drops_everything() -> None:
     book.take(1, 1)
     assert book.cancel() == 3
     assert book.unfinished == 0
+
+
+def test_a_withdrawn_task_is_never_taken_and_one_a_worker_holds_is_not_withdrawn() -> None:
+    """``future.cancel()``: waiting tasks (queued or suspects) are withdrawn and skipped
+    when their turn comes; a task in flight (a worker may be running it), a finished one
+    and an unknown id are not, so the client is never told a running task was stopped."""
+    book = TaskBook()
+    book.add(tasks(1, 2, 3, 4, 5))
+    assert book.take(7, 1)[::2] == [1]
+    assert book.withdraw([1, 3, 3, 99, "x"]) == [3]
+    assert book.withdraw([3]) == []  # once
+    assert (book.waiting, book.unfinished) == (3, 4)
+    assert book.take(7, 2)[::2] == [2, 4]  # 3 skipped, and the limit still filled
+    assert book.complete(7, ok(1, 2, 4))[::3] == [1, 2, 4]
+    assert book.withdraw([1]) == []
+    book.take(8, 1)
+    assert book.worker_lost(8, "gone") == []  # 5 is now a suspect
+    assert book.withdraw([5]) == [5]
+    assert book.take(9, 10) == [] and book.unfinished == 0 and not book.withdrawn
