@@ -205,8 +205,11 @@ def _replayable(method: str, params: dict[str, str] | None, headers: dict[str, s
 
 def _readable(sock: Any) -> bool:
     """Whether an idle kept-alive connection has something to read: the server closed
-    or reset it (what urllib3 checks before reusing a pooled connection)."""
-    return bool(select.select([sock], [], [], 0)[0])
+    or reset it (what urllib3 checks before reusing a pooled connection). ``poll``, not
+    ``select``: an application holding 1,024 descriptors gets sockets ``select`` refuses."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _query(params: dict[str, str]) -> str:

@@ -9,6 +9,7 @@ answers with the jobs of the first; other requests are not."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -284,3 +285,22 @@ def test_a_kept_alive_connection_the_server_closed_is_not_used() -> None:
         assert [r.split()[0] for r in s.seen] == ["GET", "POST"]
     finally:
         s.listener.close()
+
+
+def test_a_kept_alive_connection_is_checked_past_1024_descriptors() -> None:
+    """``select`` refuses a descriptor of 1,024 or more: the stale check polls instead."""
+    from hal.client.transport import _readable
+
+    a, b = socket.socketpair()
+    high = [os.dup(a.fileno()) for _ in range(1030 - a.fileno())]
+    try:
+        sock = socket.socket(fileno=os.dup(high[-1]))
+        assert sock.fileno() >= 1024
+        assert not _readable(sock)  # nothing sent: an idle, healthy connection
+        b.close()
+        assert _readable(sock)  # the peer closed it
+        sock.close()
+    finally:
+        for fd in high:
+            os.close(fd)
+        a.close()
