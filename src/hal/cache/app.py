@@ -378,6 +378,12 @@ async def submit_event(
     cp: CacheControlPlane, _p: Params, _q: Query, body: bytes
 ) -> tuple[int, Any]:
     instance_id, item = wire.event_request(wire.parse_body(body))
+    if not cp.directory.exists(instance_id):
+        # Late events of a deregistered instance (or one that never registered) would bring
+        # its copies back when that id registers again, and its origin writes would mark
+        # other instances' copies stale. The contract lists no error for this: the answer is
+        # its own "accepted: false", nothing applied (HAL nodes register again and resend).
+        return 202, {"accepted": False, "eventId": cp.directory.new_event_id()}
     [event_id] = cp.directory.apply_events(instance_id, [item])
     await cp.committer.commit()
     return 202, {"accepted": True, "eventId": event_id}
@@ -387,6 +393,8 @@ async def submit_batch(
     cp: CacheControlPlane, _p: Params, _q: Query, body: bytes
 ) -> tuple[int, Any]:
     instance_id, items = wire.batch_request(wire.parse_body(body))
+    if not cp.directory.exists(instance_id):  # see submit_event
+        return 202, {"accepted": False, "count": 0, "batchId": cp.directory.new_batch_id()}
     cp.directory.apply_events(instance_id, items)
     await cp.committer.commit()
     return 202, {"accepted": True, "count": len(items), "batchId": cp.directory.new_batch_id()}

@@ -95,13 +95,15 @@ class ControlPlaneClient:
         answer = await self._call("POST", f"/instances/{self.instance_id}/heartbeat", json=body)
         return int(answer.get("nextHeartbeatMs") or 2000)
 
-    async def post_batch(self, events: list[dict[str, Any]]) -> None:
-        await self._call(
+    async def post_batch(self, events: list[dict[str, Any]]) -> bool:
+        """False: the control plane does not know this instance and applied nothing."""
+        answer = await self._call(
             "POST",
             "/events/batch",
             json={"instanceId": self.instance_id, "events": events},
             limit_s=10.0,
         )
+        return not (isinstance(answer, dict) and answer.get("accepted") is False)
 
     async def post_inventory(self, keys: list[dict[str, Any]]) -> None:
         await self._call(

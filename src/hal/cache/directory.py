@@ -205,7 +205,8 @@ class CacheDirectory:
         return updated, added, removed
 
     def apply_events(self, instance_id: str, items: list[EventItem]) -> list[str]:
-        """Apply in order; a replayed duplicate changes nothing and gets its first id back."""
+        """Apply in order; a replayed duplicate changes nothing and gets its first id back.
+        The caller checks first that ``instance_id`` is registered (``exists``)."""
         ids: list[str] = []
         seen = self._seen
         for item in items:
@@ -214,7 +215,7 @@ class CacheDirectory:
             if known is not None:
                 ids.append(known)
                 continue
-            event_id = uuid.uuid4().hex
+            event_id = self.new_event_id()
             seen[fp] = event_id
             if len(seen) > self.settings.dedupe_window:
                 seen.popitem(last=False)
@@ -229,6 +230,9 @@ class CacheDirectory:
                     )
                 )
         return ids
+
+    def new_event_id(self) -> str:
+        return uuid.uuid4().hex
 
     def new_batch_id(self) -> str:
         return f"b-{uuid.uuid4().hex[:16]}-{next(self._batch_ids)}"

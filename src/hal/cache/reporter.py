@@ -8,7 +8,8 @@ events pile up in the buffer, to be replayed in order, in batches, once it answe
 After an outage the control plane may have lost what it knew (a restart on a fresh
 database), so the sender follows the replay with a ``full`` inventory. Inventories travel
 through the same sender, after every event queued before them: an inventory can never be
-overtaken by an older event.
+overtaken by an older event. A batch answered ``accepted: false`` (the control plane does
+not know this node: it applied nothing) makes the node register again and resend it.
 """
 
 from __future__ import annotations
@@ -127,8 +128,16 @@ class EventReporter:
     async def _send_once(self) -> None:
         if self.buffer:
             batch = [self.buffer[i] for i in range(min(MAX_BATCH, len(self.buffer)))]
+            events = [e for _, e in batch]
             try:
-                await self.client.post_batch([e for _, e in batch])
+                if not await self.client.post_batch(events):
+                    # the control plane forgot us (deregistered, or it lost its database)
+                    # and applied nothing: register again, send the same events once more,
+                    # then the inventory (it dropped what it knew of us)
+                    await self.on_unknown()
+                    self.inventory_wanted = True
+                    if not await self.client.post_batch(events):
+                        log.warning("control plane refused the events of this unregistered node")
             except ControlPlaneRejected as err:
                 # our own bug or a damaged event: drop it rather than block the queue forever
                 log.error("control plane rejected an event batch: %s", err)

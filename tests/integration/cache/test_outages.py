@@ -109,6 +109,21 @@ def test_a_restarted_node_sends_its_empty_inventory_so_stale_entries_disappear(
     wait_for(lambda: "l1" in small.cp.holders("k1"), 5, "the new copy to be reported")
 
 
+def test_a_deregistered_node_registers_again_and_its_writes_still_arrive(small: Small) -> None:
+    """An operator deregisters a live node. The control plane refuses its later events
+    (applied, they would bring back copies of an instance it forgot), so the node
+    registers again and resends them before acknowledging the write, then sends its
+    inventory for what it held before."""
+    root = small.root.client()
+    root.set("before", b"1")
+    wait_for(lambda: small.cp.holders("before") == ["root"], 5, "the first write")
+    assert small.cp.http.delete("/instances/root/deregister").status_code == 204
+    assert small.cp.holders("before") == []
+    root.set("after", b"2")
+    assert small.cp.holders("after") == ["root"]
+    wait_for(lambda: small.cp.holders("before") == ["root"], 10, "the node's inventory")
+
+
 def test_a_node_restarted_while_the_control_plane_is_down_uses_its_saved_chain(
     small: Small,
 ) -> None:

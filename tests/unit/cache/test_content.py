@@ -37,12 +37,15 @@ def test_locate_orders_by_tree_distance_from_the_source_then_by_id(api: Api) -> 
 
 
 def test_locate_lists_only_registered_instances(api: Api) -> None:
-    """Events from an instance that never registered are kept but not offered."""
+    """Events from an instance that never registered are refused, not kept for later: the
+    copy it claimed appears only once it registers and reports it again."""
     api.register("n1")
     api.event("n1", "k")
-    api.event("stranger", "k")
+    assert api.event("stranger", "k").json()["accepted"] is False
     assert api.holders("k") == ["n1"]
     api.register("stranger")
+    assert api.holders("k") == ["n1"]
+    api.event("stranger", "k", ts="2025-01-01T00:00:01Z")
     assert api.holders("k") == ["n1", "stranger"]
 
 

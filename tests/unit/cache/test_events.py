@@ -205,3 +205,28 @@ def test_a_replayed_pull_arriving_before_the_origin_write_it_followed_stays_fres
     api.event("b1", "k", source="root", ts="2025-01-01T00:00:02Z")
     api.event("root", "k", ts="2025-01-01T00:00:01Z")
     assert api.holders("k", "l1") == ["b1", "root"]
+
+
+def test_events_of_a_deregistered_instance_are_refused_and_change_nothing(api: Api) -> None:
+    """An operator deregisters a cache node whose events are still in flight. They must
+    not mark other instances' copies stale, nor come back as copies when an instance of
+    that id registers again (or after a restart): ``accepted: false``, nothing applied."""
+    api.tree()
+    api.event("root", "k", ts="2025-01-01T00:00:00Z")
+    api.event("l1", "k", source="root", ts="2025-01-01T00:00:01Z")
+    assert api.delete("/v1/instances/root/deregister").status_code == 204
+    late = api.event("root", "k", etype="key_updated", ts="2025-01-01T00:00:02Z")
+    assert late.status_code == 202
+    assert late.json()["accepted"] is False and late.json()["eventId"]
+    batch = api.post("/v1/events/batch", json=_batch("root", [_ev("k2", size=4)]))
+    assert batch.status_code == 202
+    assert batch.json()["accepted"] is False and batch.json()["count"] == 0
+    never = api.post("/v1/events/batch", json=_batch("ghost", [_ev("k3", size=4)]))
+    assert never.json()["accepted"] is False
+    assert api.holders("k", "l1") == ["l1"]  # l1's copy was not made stale
+    api.register("root", "root")
+    api.register("ghost", "root")
+    api.restart()
+    assert api.holders("k", "l1") == ["l1"]
+    assert api.holders("k2") == [] and api.holders("k3") == []
+    assert api.get("/v1/content/instances/root/keys").json()["total"] == 0
