@@ -29,6 +29,8 @@ current and acts on the scheduler's decisions:
   ``STAGE_WORKERS`` tasks fed by a queue, off the scheduler's thread. Once per (job, node),
   unless a view refreshed after the staging shows a staged copy gone (evicted, expired):
   then once more. A staging that fails (leaf down) is retried after ``STAGE_RETRY_S``.
+  A pair planned while its node read through no cache is staged by the first refresh
+  whose view gives the node a leaf (its cache node registered since).
 
 Everything here is best effort; a failure is counted and logged, never raised into the
 scheduler or the submit path.
@@ -90,7 +92,7 @@ STAGE_RESULTS = ("staged", "partial", "failed", "no_cache")
 class _Staged:
     """What one staging left at a (job, node): the keys the leaf held afterwards."""
 
-    leaf: str
+    leaf: str  # "": the node read through no cache when the pair was planned
     held: frozenset[str]
     at: float  # loop time the staging finished
     again: bool = False  # the once-more staging after a copy vanished: there is no third
@@ -292,6 +294,8 @@ class DataService:
         self.down = False
         self.last_error = ""
         self._prune_staged()
+        if self.config.prestage:
+            self._stage_newly_cached()
 
     def _went_down(self, err: Exception) -> None:
         self.last_error = f"{err.__class__.__name__}: {err}"
@@ -408,7 +412,7 @@ class DataService:
             if ident in self._queued:
                 continue
             done = self._staged.get(ident)
-            if done is not None and (done.again or not self._vanished(done, view)):
+            if done is not None and done.leaf and (done.again or not self._vanished(done, view)):
                 continue  # (two jobs reserved on a leaf too small for both: no ping-pong)
             if self._retry_at.get(ident, 0.0) > now:
                 continue
@@ -423,6 +427,19 @@ class DataService:
                 self.prestage["failed"] += 1
                 continue
             self._queued.add(ident)
+
+    def _stage_newly_cached(self) -> None:
+        """Stage the (job, node) pairs planned while the node read through no cache, now
+        that the view gives it a leaf (it registered since): a placement is never planned
+        again, and a reservation's next pass would find the pair already counted."""
+        node_cache = self._view.node_cache
+        late = [
+            StageTarget(job_id, node)
+            for (job_id, node), done in self._staged.items()
+            if not done.leaf and node in node_cache
+        ]
+        if late:
+            self.enqueue(late)
 
     def _vanished(self, done: _Staged, view: DataView) -> bool:
         """A key staged into ``done.leaf`` that a locate sent after the staging no
@@ -466,8 +483,9 @@ class DataService:
             return
         held = outcome.held
         ident = (target.job_id, target.node)
+        before = self._staged.get(ident)
         self._staged[ident] = _Staged(
-            leaf, held, asyncio.get_running_loop().time(), again=ident in self._staged
+            leaf, held, asyncio.get_running_loop().time(), again=bool(before and before.leaf)
         )
         self.prestage["staged" if len(held) == len(keys) else "partial"] += 1
         self.bytes_staged += sum(view.size(k) or 0 for k in missing & held)
