@@ -309,8 +309,8 @@ async def list_keys(cp: CacheControlPlane, p: Params, q: Query, _b: bytes) -> tu
 
 async def update_keys(cp: CacheControlPlane, p: Params, _q: Query, body: bytes) -> tuple[int, Any]:
     instance_id = wire.check_id(p["id"])
-    full, keys = wire.inventory_request(wire.parse_body(body))
-    updated, added, removed = cp.directory.inventory(instance_id, keys, full)
+    full, keys, part = wire.inventory_request(wire.parse_body(body))
+    updated, added, removed = cp.directory.inventory(instance_id, keys, full, part)
     await cp.committer.commit()
     return 200, {"updated": updated, "added": added, "removed": removed}
 

@@ -15,7 +15,7 @@ overwritten elsewhere.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from dataclasses import dataclass
 
 
@@ -160,11 +160,19 @@ class ContentMap:
             self.put(instance_id, key, entry)
             changes.append((instance_id, key, entry))
         if full:
-            for key in [k for k in current if k not in listed]:
-                self.remove(instance_id, key)
-                changes.append((instance_id, key, None))
-                removed += 1
+            gone = self.remove_unlisted(instance_id, listed)
+            removed = len(gone)
+            changes += gone
         return updated, added, removed, changes
+
+    def remove_unlisted(self, instance_id: str, listed: Container[str]) -> list[Change]:
+        """The end of a full inventory: drop the instance's keys it did not list."""
+        current = self.by_instance.get(instance_id, {})
+        changes: list[Change] = []
+        for key in [k for k in current if k not in listed]:
+            self.remove(instance_id, key)
+            changes.append((instance_id, key, None))
+        return changes
 
     def entries(self) -> Iterator[tuple[str, str, Entry]]:
         for iid, keys in self.by_instance.items():

@@ -6,11 +6,19 @@ is slow or gone, so a failure here is an answer (``ControlPlaneDown``), never a 
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
 from json import dumps
 from typing import Any
 from urllib.parse import quote
 
 import httpx
+
+# An inventory goes in parts of at most this many keys (``--inventory-chunk-keys``) and
+# this many bytes: one request holding every key of a big node (~700,000 keys) passed the
+# control plane's 64 MiB body limit and was refused, so such a node never synced.
+INVENTORY_PART_KEYS = 50_000
+INVENTORY_PART_BYTES = 16 * 1024 * 1024
 
 
 class ControlPlaneDown(Exception):
@@ -50,15 +58,15 @@ class ControlPlaneClient:
         path: str,
         *,
         json: Any = None,
+        content: bytes | None = None,
         params: dict[str, str] | None = None,
         limit_s: float | None = None,
     ) -> Any:
         kwargs: dict[str, Any] = {"params": params}
         if json is not None:
-            # Encoded here, ASCII-escaped: a key byte that is not UTF-8 travels as a lone
-            # surrogate ("\udcff", see reporter), which httpx's own encoder writes raw and
-            # then fails to encode, killing the sender with every later event behind it
-            kwargs["content"] = dumps(json, separators=(",", ":"), allow_nan=False).encode()
+            content = _encode(json)
+        if content is not None:
+            kwargs["content"] = content
             kwargs["headers"] = {"content-type": "application/json"}
         if limit_s is not None:
             kwargs["timeout"] = httpx.Timeout(limit_s, connect=min(0.5, limit_s))
@@ -105,13 +113,46 @@ class ControlPlaneClient:
         )
         return not (isinstance(answer, dict) and answer.get("accepted") is False)
 
-    async def post_inventory(self, keys: list[dict[str, Any]]) -> None:
-        await self._call(
-            "POST",
-            f"/content/instances/{self.instance_id}/keys",
-            json={"mode": "full", "keys": keys},
-            limit_s=30.0,
-        )
+    async def post_inventory(
+        self, keys: list[dict[str, Any]], part_keys: int = INVENTORY_PART_KEYS
+    ) -> int:
+        """A ``full`` inventory: one request when it fits in one part; else several
+        ``partial`` ones tagged ``halInventory {syncId, part, last}`` (``hal.cache.directory
+        .InventoryPart``), after the last of which the control plane drops the keys no part
+        listed. A part refused because the control plane lost the earlier ones (it
+        restarted meanwhile) starts the whole inventory over, once. Returns the number of
+        requests."""
+        part_keys = max(1, part_keys)
+        try:
+            return await self._post_parts(keys, part_keys)
+        except ControlPlaneRejected as err:
+            if not _out_of_step(err):
+                raise
+        return await self._post_parts(keys, part_keys)
+
+    async def _post_parts(self, keys: list[dict[str, Any]], part_keys: int) -> int:
+        path = f"/content/instances/{self.instance_id}/keys"
+        parts = _parts(keys, part_keys, INVENTORY_PART_BYTES)
+        part: bytes | None = next(parts)
+        after = next(parts, None)
+        if after is None:
+            await self._call(
+                "POST", path, content=b'{"mode":"full","keys":%s}' % part, limit_s=30.0
+            )
+            return 1
+        sync = uuid.uuid4().hex.encode()
+        index = 0
+        while part is not None:
+            tag = b'{"syncId":"%s","part":%d,"last":%s}' % (
+                sync,
+                index,
+                b"true" if after is None else b"false",
+            )
+            body = b'{"mode":"partial","halInventory":%s,"keys":%s}' % (tag, part)
+            await self._call("POST", path, content=body, limit_s=30.0)
+            part, after = after, next(parts, None)
+            index += 1
+        return index
 
     async def locate(self, key: bytes, limit_s: float) -> list[dict[str, Any]]:
         path = "/content/locate/" + quote(key, safe="")
@@ -120,3 +161,40 @@ class ControlPlaneClient:
         )
         instances: list[dict[str, Any]] = body.get("instances", [])
         return instances
+
+
+def _encode(body: Any) -> bytes:
+    # Encoded here, ASCII-escaped: a key byte that is not UTF-8 travels as a lone
+    # surrogate ("\udcff", see reporter), which httpx's own encoder writes raw and
+    # then fails to encode, killing the sender with every later event behind it
+    return dumps(body, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _parts(keys: list[dict[str, Any]], max_keys: int, max_bytes: int) -> Iterator[bytes]:
+    """``keys`` as encoded JSON arrays of at most ``max_keys`` entries and (unless a single
+    entry is larger) ``max_bytes`` bytes; always at least one, maybe empty."""
+    if not keys:
+        yield b"[]"
+        return
+    for start in range(0, len(keys), max_keys):
+        yield from _fitting(keys[start : start + max_keys], max_bytes)
+
+
+def _fitting(chunk: list[dict[str, Any]], max_bytes: int) -> Iterator[bytes]:
+    encoded = _encode(chunk)
+    if len(encoded) <= max_bytes or len(chunk) == 1:
+        yield encoded
+        return
+    half = len(chunk) // 2
+    yield from _fitting(chunk[:half], max_bytes)
+    yield from _fitting(chunk[half:], max_bytes)
+
+
+def _out_of_step(err: ControlPlaneRejected) -> bool:
+    """The control plane's answer to a part whose earlier parts it does not have."""
+    details = err.body.get("details") if isinstance(err.body, dict) else None
+    return (
+        err.status == 400
+        and isinstance(details, dict)
+        and (details.get("field") == "halInventory.part")
+    )

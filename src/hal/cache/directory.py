@@ -47,6 +47,27 @@ class EventItem:
 
 
 @dataclass(frozen=True, slots=True)
+class InventoryPart:
+    """One request of a full inventory sent in several (HAL nodes' ``halInventory``
+    extension to the bulk update: a big node's key list would not fit one request body).
+    Each part is applied as a partial update; the ``last`` one then removes the keys that
+    no part of the sync listed, as one ``full`` request would."""
+
+    sync_id: str
+    index: int  # 0, 1, 2 ... in the order sent
+    last: bool
+
+
+@dataclass(slots=True)
+class _Sync:
+    """The parts of one instance's inventory received so far."""
+
+    sync_id: str
+    next_index: int
+    listed: set[str]
+
+
+@dataclass(frozen=True, slots=True)
 class Holder:
     instance: Instance
     entry: Entry
@@ -63,6 +84,9 @@ class CacheDirectory:
         self.content = ContentMap()
         self.journal = Journal()
         self._seen: OrderedDict[tuple[object, ...], str] = OrderedDict()
+        # inventories in several parts, by instance; in memory only: a part that finds its
+        # sync gone (a restart) is refused, and the node sends its inventory again
+        self._syncs: dict[str, _Sync] = {}
         self._batch_ids = itertools.count(1)
 
     # -- start-up ------------------------------------------------------------------------
@@ -134,6 +158,7 @@ class CacheDirectory:
         self.get(instance_id)
         self.registry.remove(instance_id)
         self.content.drop_instance(instance_id)
+        self._syncs.pop(instance_id, None)
         self.journal.drop_instance(instance_id)
 
     # -- content queries -----------------------------------------------------------------
@@ -197,10 +222,38 @@ class CacheDirectory:
             self.journal.content[(iid, key)] = entry
 
     def inventory(
-        self, instance_id: str, keys: list[tuple[str, int, float | None]], full: bool
+        self,
+        instance_id: str,
+        keys: list[tuple[str, int, float | None]],
+        full: bool,
+        part: InventoryPart | None = None,
     ) -> tuple[int, int, int]:
         self.get(instance_id)
-        updated, added, removed, changes = self.content.inventory(instance_id, keys, full)
+        if part is None:
+            updated, added, removed, changes = self.content.inventory(instance_id, keys, full)
+            self._journal(changes)
+            return updated, added, removed
+        sync = self._syncs.get(instance_id)
+        if part.index == 0:
+            sync = self._syncs[instance_id] = _Sync(part.sync_id, 0, set())
+        elif sync is None or sync.sync_id != part.sync_id or sync.next_index != part.index:
+            # a part lost (the control plane restarted) or out of order: removing what the
+            # parts so far did not list would drop keys the node holds
+            expected = "part 0" if sync is None else f"part {sync.next_index} of {sync.sync_id}"
+            raise CacheBadRequest(
+                f"inventory part {part.index} of {part.sync_id} does not follow the parts "
+                f"received (expected {expected}); send the inventory again from part 0",
+                field="halInventory.part",
+            )
+        sync.next_index += 1
+        sync.listed.update(key for key, _, _ in keys)
+        updated, added, _, changes = self.content.inventory(instance_id, keys, False)
+        removed = 0
+        if part.last:
+            del self._syncs[instance_id]
+            gone = self.content.remove_unlisted(instance_id, sync.listed)
+            removed = len(gone)
+            changes += gone
         self._journal(changes)
         return updated, added, removed
 

@@ -33,7 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from hal.cache import commands, resp
-from hal.cache.controlclient import ControlPlaneClient, ControlPlaneDown, ControlPlaneRejected
+from hal.cache.controlclient import (
+    INVENTORY_PART_KEYS,
+    ControlPlaneClient,
+    ControlPlaneDown,
+    ControlPlaneRejected,
+)
 from hal.cache.membership import Membership, Registration
 from hal.cache.nodestats import NodeStats
 from hal.cache.peers import PeerFetcher, PeerUnavailable
@@ -63,6 +68,7 @@ class NodeSettings:
     pull_timeout_s: float = 3.0
     ack_wait_s: float = 1.0
     reconcile_every_s: float = 30.0
+    inventory_part_keys: int = INVENTORY_PART_KEYS  # keys per request of a full inventory
     metadata: dict[str, Any] = field(default_factory=dict)
     metrics_listen: str = ""  # HOST:PORT of the node's own /metrics ("": none)
 
@@ -161,7 +167,9 @@ class CacheNode:
         self.clock = clock
         self.store = ValueStore(clock, settings.max_bytes, settings.policy)
         self.cp = ControlPlaneClient(settings.control_plane_url, self.id)
-        self.reporter = EventReporter(self.cp, self.inventory, clock, self._rejoin)
+        self.reporter = EventReporter(
+            self.cp, self.inventory, clock, self._rejoin, settings.inventory_part_keys
+        )
         address = settings.advertise_address or f"{settings.listen_host}:{settings.listen_port}"
         link = {k: v for k, v in settings.metadata.items() if v is not None}
         self.membership = Membership(

@@ -8,8 +8,10 @@ events pile up in the buffer, to be replayed in order, in batches, once it answe
 After an outage the control plane may have lost what it knew (a restart on a fresh
 database), so the sender follows the replay with a ``full`` inventory. Inventories travel
 through the same sender, after every event queued before them: an inventory can never be
-overtaken by an older event. A batch answered ``accepted: false`` (the control plane does
-not know this node: it applied nothing) makes the node register again and resend it.
+overtaken by an older event, and one sent in several parts (a big node) is not interleaved
+with newer ones either: they wait until its last part is in. A batch answered
+``accepted: false`` (the control plane does not know this node: it applied nothing) makes
+the node register again and resend it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,12 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from hal.cache.controlclient import ControlPlaneClient, ControlPlaneDown, ControlPlaneRejected
+from hal.cache.controlclient import (
+    INVENTORY_PART_KEYS,
+    ControlPlaneClient,
+    ControlPlaneDown,
+    ControlPlaneRejected,
+)
 
 log = logging.getLogger("hal.cache.reporter")
 MAX_BATCH = 10_000
@@ -38,9 +45,11 @@ class EventReporter:
         inventory: Inventory,
         now: Callable[[], float],
         on_unknown: Callable[[], Awaitable[None]],
+        inventory_part_keys: int = INVENTORY_PART_KEYS,
     ) -> None:
         self.client = client
         self.inventory = inventory
+        self.inventory_part_keys = inventory_part_keys
         self.now = now
         self.on_unknown = on_unknown
         self.buffer: deque[tuple[int, dict[str, Any]]] = deque()
@@ -149,7 +158,9 @@ class EventReporter:
         if self.inventory_wanted:
             self.inventory_wanted = False
             try:
-                await self.client.post_inventory(self.inventory())
+                keys = self.inventory()
+                sent = await self.client.post_inventory(keys, self.inventory_part_keys)
+                log.info("sent the full inventory: %d keys in %d requests", len(keys), sent)
             except ControlPlaneRejected as err:
                 if err.status == 404:
                     # the control plane forgot us: register again, then resend

@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from hal.cache.contentmap import Entry
-from hal.cache.directory import EventItem, Holder
+from hal.cache.directory import EventItem, Holder, InventoryPart
 from hal.cache.errors import CacheBadRequest
 from hal.cache.registry import TIERS, Instance, LinkMetrics
 
@@ -247,11 +247,20 @@ def _count(obj: dict[str, Any], name: str, where: str) -> int:
     return value
 
 
-def inventory_request(body: dict[str, Any]) -> tuple[bool, list[tuple[str, int, float | None]]]:
+def inventory_request(
+    body: dict[str, Any],
+) -> tuple[bool, list[tuple[str, int, float | None]], InventoryPart | None]:
     _null(body, "mode", "")
     mode = body.get("mode", "partial")
     if mode not in ("full", "partial"):
         raise CacheBadRequest(f"mode {mode!r} must be full or partial", field="mode")
+    part = _inventory_part(body)
+    if part is not None and mode == "full":
+        raise CacheBadRequest(
+            "a part of a full inventory in several requests is sent as mode partial "
+            "(halInventory.last completes it)",
+            field="mode",
+        )
     keys = body.get("keys")
     if not isinstance(keys, list):
         raise CacheBadRequest("keys is required and must be an array", field="keys")
@@ -267,7 +276,35 @@ def inventory_request(body: dict[str, Any]) -> tuple[bool, list[tuple[str, int, 
         accessed = _str(item, "lastAccessed", where=where)
         when = None if accessed is None else parse_timestamp(accessed, where + "lastAccessed")
         out.append((key or "", size, when))
-    return mode == "full", out
+    return mode == "full", out, part
+
+
+def _inventory_part(body: dict[str, Any]) -> InventoryPart | None:
+    """HAL nodes' ``halInventory`` extension (``hal.cache.directory.InventoryPart``):
+    ``{syncId, part, last}``, one part of a full inventory sent in several requests."""
+    _null(body, "halInventory", "")
+    raw = body.get("halInventory")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise CacheBadRequest("halInventory must be an object", field="halInventory")
+    where = "halInventory."
+    sync_id = _str(raw, "syncId", required=True, where=where) or ""
+    if not 0 < len(sync_id) <= MAX_ID_LENGTH:
+        raise CacheBadRequest(
+            f"halInventory.syncId must be 1 to {MAX_ID_LENGTH} characters long",
+            field="halInventory.syncId",
+        )
+    index = _int(raw, "part", where=where)
+    if index is None or index < 0:
+        raise CacheBadRequest(
+            "halInventory.part is required: the part's number, from 0", field="halInventory.part"
+        )
+    _null(raw, "last", where)
+    last = raw.get("last", False)
+    if not isinstance(last, bool):
+        raise CacheBadRequest("halInventory.last must be true or false", field="halInventory.last")
+    return InventoryPart(sync_id, index, last)
 
 
 def _event_item(item: Any, where: str) -> EventItem:

@@ -98,6 +98,12 @@ def add_commands(sub: Any) -> None:
         "--reconcile-interval", type=float, default=30.0, help="seconds between full inventories"
     )
     nd.add_argument(
+        "--inventory-part-keys",
+        type=int,
+        default=50_000,
+        help="keys per request of a full inventory; a bigger one goes in several parts",
+    )
+    nd.add_argument(
         "--link-latency-ms",
         type=float,
         default=None,
@@ -158,6 +164,9 @@ def cmd_node(ns: argparse.Namespace) -> int:
             f"hal: error: --maxmemory-policy must be one of {', '.join(POLICIES)}", file=sys.stderr
         )
         return 2
+    if ns.inventory_part_keys < 1:
+        print("hal: error: --inventory-part-keys must be at least 1", file=sys.stderr)
+        return 2
     if ns.metrics_listen:
         from hal.observe.listener import parse_listen
 
@@ -187,6 +196,7 @@ def cmd_node(ns: argparse.Namespace) -> int:
         pull_timeout_s=ns.pull_timeout,
         ack_wait_s=ns.ack_wait,
         reconcile_every_s=ns.reconcile_interval,
+        inventory_part_keys=ns.inventory_part_keys,
         metrics_listen=ns.metrics_listen,
         metadata={
             "linkLatencyMs": ns.link_latency_ms,

@@ -47,6 +47,17 @@ def small(tmp_path: Path) -> Iterator[Small]:
         tree.stop()
 
 
+def _key_count(cp: ControlPlane, iid: str) -> int:
+    total: int = cp.http.get(f"/content/instances/{iid}/keys", params={"limit": 0}).json()["total"]
+    return total
+
+
+def _wipe_database(cp: ControlPlane) -> None:
+    db = Path(cp.db_url.removeprefix("sqlite:///"))
+    for path in db.parent.glob(db.name + "*"):
+        path.unlink()
+
+
 def test_nodes_keep_serving_through_a_control_plane_outage_and_replay_in_order(
     small: Small,
 ) -> None:
@@ -81,9 +92,7 @@ def test_a_control_plane_that_lost_its_database_is_repopulated_by_the_nodes(smal
     small.root.client().set("survivor", b"s")
     assert small.l1.client().get("survivor") == b"s"
     small.cp.kill()
-    db = Path(small.cp.db_url.removeprefix("sqlite:///"))
-    for path in db.parent.glob(db.name + "*"):
-        path.unlink()
+    _wipe_database(small.cp)
     small.cp.start()
     wait_for(lambda: registered(small.cp, ["root", "b1", "l1"]), 15, "nodes to register again")
     wait_for(
@@ -122,6 +131,70 @@ def test_a_deregistered_node_registers_again_and_its_writes_still_arrive(small: 
     root.set("after", b"2")
     assert small.cp.holders("after") == ["root"]
     wait_for(lambda: small.cp.holders("before") == ["root"], 10, "the node's inventory")
+
+
+def test_a_big_inventory_goes_in_parts_and_still_removes_what_the_node_lost(
+    tmp_path: Path,
+) -> None:
+    """A node whose key list does not fit one request sends its full inventory in parts
+    (here 10 keys each, ``--inventory-part-keys``): after a control plane lost its
+    database every key comes back, and a copy the node does not hold still goes."""
+    cp = ControlPlane(tmp_path)
+    node = Node(
+        tmp_path, cp, "big", None, "root",
+        "--inventory-part-keys", "10", "--reconcile-interval", "0.5", "--log-level", "INFO",
+    )  # fmt: skip
+    try:
+        cp.start()
+        start_all([node])
+        wait_for(lambda: registered(cp, ["big"]), 15, "registration")
+        pipe = node.client().pipeline(transaction=False)
+        for i in range(35):
+            pipe.set(f"k{i:02d}", b"v")
+        pipe.execute()
+        wait_for(lambda: _key_count(cp, "big") == 35, 10, "the writes")
+        cp.kill()
+        _wipe_database(cp)
+        cp.start()
+        wait_for(lambda: _key_count(cp, "big") == 35, 15, "the inventory after the restart")
+        ghost = {"keys": [{"key": "ghost", "size": 1}]}  # the node does not hold it
+        assert cp.http.post("/content/instances/big/keys", json=ghost).status_code == 200
+        wait_for(lambda: cp.holders("ghost") == [], 10, "the next inventory to drop it")
+        assert _key_count(cp, "big") == 35
+        assert "sent the full inventory: 35 keys in 4 requests" in node.log.read_text()
+    finally:
+        node.kill()
+        cp.kill()
+
+
+@pytest.mark.slow
+def test_a_node_whose_inventory_passes_the_64_mib_body_limit_still_syncs(
+    tmp_path: Path,
+) -> None:
+    """70,000 keys of 1 KB names: their inventory is about 72 MB, past the control plane's
+    64 MiB request limit, which refused it whole, so a control plane that lost its
+    database never learnt what the node held. With the default parts it does."""
+    cp = ControlPlane(tmp_path)
+    node = Node(tmp_path, cp, "big", None, "root", "--ack-wait", "0")
+    count = 70_000
+    try:
+        cp.start()
+        start_all([node])
+        wait_for(lambda: registered(cp, ["big"]), 15, "registration")
+        client = node.client()
+        for start in range(0, count, 5000):
+            pipe = client.pipeline(transaction=False)
+            for i in range(start, start + 5000):
+                pipe.set(f"{'k' * 990}{i:08d}", b"v")
+            pipe.execute()
+        wait_for(lambda: _key_count(cp, "big") == count, 120, "the writes")
+        cp.kill()
+        _wipe_database(cp)
+        cp.start()
+        wait_for(lambda: _key_count(cp, "big") == count, 90, "the inventory after the restart")
+    finally:
+        node.kill()
+        cp.kill()
 
 
 def test_a_node_restarted_while_the_control_plane_is_down_uses_its_saved_chain(

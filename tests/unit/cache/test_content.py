@@ -209,3 +209,75 @@ def test_an_inventory_listing_a_key_twice_counts_it_once(api: Api) -> None:
     resp = api.post("/v1/content/instances/n1/keys", json=body)
     assert resp.json() == {"updated": 0, "added": 1, "removed": 0}
     assert api.get("/v1/content/locate/x").json()["instances"] == [{"instanceId": "n1", "size": 2}]
+
+
+def _part(sync: str, index: int, last: bool, *keys: str) -> dict[str, object]:
+    return {
+        "halInventory": {"syncId": sync, "part": index, "last": last},
+        "keys": [{"key": k, "size": 1} for k in keys],
+    }
+
+
+def test_a_full_inventory_in_parts_removes_unlisted_keys_only_after_its_last_part(
+    api: Api,
+) -> None:
+    """A big node's inventory does not fit one request body: it comes in parts (HAL's
+    ``halInventory`` extension). Every part adds; keys that no part listed go only when
+    the last part is in, so keys listed by later parts are never dropped in between."""
+    api.register("n1")
+    path = "/v1/content/instances/n1/keys"
+    api.post(path, json={"keys": [{"key": k, "size": 1} for k in ("a", "b", "gone")]})
+    first = api.post(path, json=_part("s1", 0, False, "a"))
+    assert first.json() == {"updated": 1, "added": 0, "removed": 0}
+    assert api.post(path, json=_part("s1", 1, False, "new")).json()["removed"] == 0
+    assert sorted(api.holders(k)[0] for k in ("a", "b", "gone", "new")) == ["n1"] * 4
+    last = api.post(path, json=_part("s1", 2, True, "b"))
+    assert last.json() == {"updated": 1, "added": 0, "removed": 1}
+    assert [k["key"] for k in api.get(path).json()["keys"]] == ["a", "b", "new"]
+    api.restart()
+    assert [k["key"] for k in api.get(path).json()["keys"]] == ["a", "b", "new"]
+
+
+def test_a_part_that_does_not_follow_the_parts_received_is_refused(api: Api) -> None:
+    """A part whose predecessors the control plane does not have (it restarted between
+    them, or a newer inventory began) must not complete an inventory: its removals would
+    drop keys that only the lost parts listed. 400 naming the field; the node starts over."""
+    api.register("n1")
+    path = "/v1/content/instances/n1/keys"
+    api.post(path, json={"keys": [{"key": "kept", "size": 1}]})
+    api.post(path, json=_part("s1", 0, False, "kept"))
+    for body in (_part("s1", 2, True), _part("other", 1, True)):
+        resp = api.post(path, json=body)
+        assert resp.status_code == 400
+        assert resp.json()["details"]["field"] == "halInventory.part"
+    api.post(path, json=_part("s1", 1, False, "x"))
+    api.restart()  # the parts so far are lost with the process
+    assert api.post(path, json=_part("s1", 2, True)).status_code == 400
+    assert api.holders("kept") == ["n1"]
+    assert api.post(path, json=_part("s2", 0, True, "y")).json()["removed"] == 2  # kept, x
+
+
+@pytest.mark.parametrize(
+    ("extension", "field"),
+    [
+        ("s", "halInventory"),
+        ({"part": 0}, "halInventory.syncId"),
+        ({"syncId": "", "part": 0}, "halInventory.syncId"),
+        ({"syncId": "s"}, "halInventory.part"),
+        ({"syncId": "s", "part": -1}, "halInventory.part"),
+        ({"syncId": "s", "part": 0, "last": "yes"}, "halInventory.last"),
+    ],
+)
+def test_a_malformed_inventory_part_is_400_naming_the_field(
+    api: Api, extension: object, field: str
+) -> None:
+    api.register("n1")
+    resp = api.post("/v1/content/instances/n1/keys", json={"halInventory": extension, "keys": []})
+    assert resp.status_code == 400 and resp.json()["details"]["field"] == field
+
+
+def test_a_part_cannot_also_claim_to_be_a_whole_full_inventory(api: Api) -> None:
+    api.register("n1")
+    body = {"mode": "full", **_part("s1", 0, False, "a")}
+    resp = api.post("/v1/content/instances/n1/keys", json=body)
+    assert resp.status_code == 400 and resp.json()["details"]["field"] == "mode"
