@@ -119,3 +119,34 @@ def processes_of(session: int, variable: str) -> list[int]:
         if needle in environ:
             found.append(int(name))
     return found
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def job_usage(supervisor: int) -> tuple[int, float]:
+    """(resident bytes, CPU seconds) of the job under step supervisor ``supervisor``: the
+    memory of its live processes, and the user and system time they and the processes
+    that already ended used (``/proc/<pid>/stat``: a live process's own time plus its
+    reaped children's; the supervisor's reaped children, the job's orphans included,
+    through its ``cutime``/``cstime``). Like Slurm's ``jobacct_gather/linux``, memory is
+    the sum of the processes' RSS."""
+    rss_pages = 0
+    ticks = _stat_fields(supervisor, 13, 15)  # the supervisor: its reaped children only
+    for pid in descendants(supervisor):
+        fields = _stat_fields(pid, 11, 22)
+        if len(fields) == 11:
+            ticks += fields[:4]
+            rss_pages += fields[10]
+    return rss_pages * PAGE_SIZE, sum(ticks) / CLOCK_TICKS
+
+
+def _stat_fields(pid: int, first: int, stop: int) -> list[int]:
+    """Integer fields of ``/proc/<pid>/stat`` after the command name, ``[first:stop]``
+    (0 is field 3, the state): ``[]`` when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        return [int(v) for v in data[data.rfind(b")") + 2 :].split()[first:stop]]
+    except (OSError, ValueError):
+        return []

@@ -31,6 +31,7 @@ import logging
 import os
 import random
 import signal
+import time
 from collections import deque
 from dataclasses import dataclass
 
@@ -75,7 +76,7 @@ from hal.agent.metrics import (
 from hal.agent.outputfiles import read_chunk
 from hal.agent.outputwire import OutputChunk, OutputPoll, OutputRead
 from hal.agent.plan import LaunchError, build_step_plan
-from hal.agent.procfs import descendants, open_pidfd, start_ticks
+from hal.agent.procfs import descendants, job_usage, open_pidfd, start_ticks
 from hal.agent.records import ExitOutcome, Phase
 from hal.agent.remains import end_remains
 from hal.agent.state import AgentState
@@ -89,6 +90,7 @@ from hal.wire.agent import (
     AgentRegister,
     AgentSync,
     Cancel,
+    JobUsage,
     Launch,
     Limit,
 )
@@ -99,6 +101,9 @@ MAX_REPORTS_PER_SYNC = 1000  # after a long outage the backlog goes out in slice
 MAX_WAIT_SECONDS = 60.0  # AgentSync.wait_seconds' upper bound
 FLUSH_COALESCE_SECONDS = 0.005
 POLL_SECONDS = 1.0  # how often supervisors without a pidfd are checked
+# running jobs' usage goes with every long poll, at most this often (a busy node's polls
+# come back early with every launch); the server keeps the last sample until the next
+USAGE_MIN_INTERVAL_S = 2.0
 LOST_MESSAGE = (
     "the step supervisor vanished without recording the job's exit status; "
     "the job's processes were killed"
@@ -154,6 +159,8 @@ class AgentShell:
         self._gpus = gpus
         self._watches: dict[int, _Watch] = {}
         self._polled: dict[int, _Watch] = {}  # supervisors without a pidfd
+        self._peaks: dict[tuple[int, int], int] = {}  # (job, attempt) → most RSS sampled
+        self._sampled_at = -USAGE_MIN_INTERVAL_S  # monotonic time of the last sample
         self._registered = False
         self._wait_seconds = min(config.heartbeat_interval_seconds, MAX_WAIT_SECONDS)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -253,8 +260,9 @@ class AgentShell:
             try:
                 if not self._registered:
                     await self._register()
+                usage = await self._sample_usage()  # every long poll: every heartbeat
                 reply = await self.channel.sync(
-                    self.config.node, self._sync_request(self._wait_seconds)
+                    self.config.node, self._sync_request(self._wait_seconds, usage)
                 )
             except NodeForgotten as err:
                 log.info("%s; registering again", err)
@@ -347,7 +355,45 @@ class AgentShell:
         log.info("registered %s with %d running job(s)", self.config.node, len(request.running))
         self._feed(Registered(reply.kill_wait_seconds, tuple(reply.kill), self.clock.now()))
 
-    def _sync_request(self, wait: float) -> AgentSync:
+    async def _sample_usage(self) -> list[JobUsage]:
+        """What the running jobs use now (``procfs.job_usage``, read off the event loop),
+        with the most memory each job's samples have shown; nothing when the last sample
+        is under ``USAGE_MIN_INTERVAL_S`` old."""
+        now = time.monotonic()
+        if now - self._sampled_at < USAGE_MIN_INTERVAL_S:
+            return []
+        self._sampled_at = now
+        watched = [
+            (w.job_id, w.attempt, w.supervisor_pid, w.supervisor_ticks)
+            for w in self._watches.values()
+            if w.supervisor_pid > 0
+        ]
+
+        def sample() -> list[tuple[int, int, tuple[int, float]]]:
+            return [
+                (job_id, attempt, job_usage(pid))
+                for job_id, attempt, pid, ticks in watched
+                if start_ticks(pid) == ticks  # still our supervisor, not a recycled pid
+            ]
+
+        sampled = await asyncio.to_thread(sample) if watched else []
+        peaks: dict[tuple[int, int], int] = {}
+        usage: list[JobUsage] = []
+        for job_id, attempt, (rss, cpu) in sampled:
+            peak = peaks[(job_id, attempt)] = max(rss, self._peaks.get((job_id, attempt), 0))
+            usage.append(
+                JobUsage(
+                    job_id=job_id,
+                    attempt=attempt,
+                    rss_bytes=rss,
+                    max_rss_bytes=peak,
+                    cpu_seconds=cpu,
+                )
+            )
+        self._peaks = peaks  # (ended jobs' go)
+        return usage
+
+    def _sync_request(self, wait: float, usage: list[JobUsage] | None = None) -> AgentSync:
         outbox = self.machine.outbox
         # Jobs whose reports wait for a later slice count as running until those are sent:
         # otherwise the server, not seeing them, would end them as lost (NODE_FAIL).
@@ -356,6 +402,7 @@ class AgentShell:
             reports=outbox[:MAX_REPORTS_PER_SYNC],
             wait_seconds=max(0.0, wait),
             running=list(dict.fromkeys([*self.machine.jobs, *later])),
+            usage=usage or [],
         )
 
     def _apply(self, reply: AgentInstructions) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from hal.api.errors import field_path
 from hal.core.data import expand_datasets, parse_data_keys
@@ -21,7 +22,7 @@ from hal.core.slurm_syntax import (
     parse_umask,
 )
 from hal.core.suspension import suspended_seconds
-from hal.state import preempt
+from hal.state import agents, preempt
 from hal.state.cluster import Cluster
 from hal.wire.bounds import INT64_MAX
 from hal.wire.jobs import JobInfo, JobSubmit
@@ -223,8 +224,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         cpus_per_task=spec.cpus_per_task,
         exit_code=job.exit_code,
         exit_signal=job.exit_signal,
-        max_rss_bytes=int(job.extra.get("max_rss", 0)),
-        cpu_seconds=float(job.extra.get("cpu_seconds", 0.0)),
+        **_usage(job, cluster),
         workdir=spec.workdir,
         stdout=stdout,
         stderr=stderr,
@@ -248,6 +248,24 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         data=list(spec.data),
         reservation=spec.reservation,
     )
+
+
+def _usage(job: Job, cluster: Cluster) -> dict[str, Any]:
+    """What the job used: measured when it ended, or so far while it runs (its agent's
+    latest sample, ``sstat``)."""
+    sample = agents.usage_of(cluster, job)
+    if sample is None:
+        return {
+            "max_rss_bytes": int(job.extra.get("max_rss", 0)),
+            "cpu_seconds": float(job.extra.get("cpu_seconds", 0.0)),
+        }
+    at, usage = sample
+    return {
+        "max_rss_bytes": usage.max_rss_bytes,
+        "cpu_seconds": usage.cpu_seconds,
+        "rss_bytes": usage.rss_bytes,
+        "usage_time": at,
+    }
 
 
 def node_info(node: Node, cluster: Cluster) -> NodeInfo:

@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "sprio": "hal.compat.sprio:sprio",
     "sshare": "hal.compat.sshare:sshare",
     "seff": "hal.compat.seff:seff",
+    "sstat": "hal.compat.sstat:sstat",
 }
 
 

@@ -14,4 +14,5 @@ SLURM_COMMANDS = (
     "sprio",
     "sshare",
     "seff",
+    "sstat",
 )

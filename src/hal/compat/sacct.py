@@ -331,18 +331,20 @@ def _state_name(text: str) -> str:
     )
 
 
-def parse_fields(text: str) -> list[tuple[str, int, Column]]:
-    """``JobID,JobName%30,State`` → columns; ``%N`` sets the width."""
+def parse_fields(
+    text: str, known: dict[str, tuple[str, int, Column]] = FIELDS, command: str = "sacct"
+) -> list[tuple[str, int, Column]]:
+    """``JobID,JobName%30,State`` → columns of ``known``; ``%N`` sets the width."""
     columns = []
     for item in text.split(","):
         name, _, width_text = item.strip().partition("%")
         if not name:
             continue
-        spec = FIELDS.get(name.lower())
+        spec = known.get(name.lower())
         if spec is None:
             raise InvalidRequest(
-                f'Invalid field requested: "{name}" (HAL\'s sacct knows: '
-                + ", ".join(title for title, _, _ in FIELDS.values())
+                f'Invalid field requested: "{name}" (HAL\'s {command} knows: '
+                + ", ".join(title for title, _, _ in known.values())
                 + ")",
                 field="format",
             )
@@ -404,16 +406,24 @@ def sacct_lines(request: Request, jobs: list[JobInfo], now: float) -> list[str]:
         batch = batch and not job.het_job_offset  # a het job's script runs in component 0
         if batch and job.start_time is not None:
             rows.append([column(job, True, now) for _, _, column in request.fields])
-    titles = [title for title, _, _ in request.fields]
+    return table_lines(request.fields, rows, parsable=request.parsable, header=request.header)
+
+
+def table_lines(
+    fields: list[tuple[str, int, Column]], rows: list[list[str]], *, parsable: str, header: bool
+) -> list[str]:
+    """sacct's (and sstat's) output: fixed-width columns under a dashed rule, or
+    ``|``-separated (``parsable``: "trailing" with a last ``|``, "plain" without)."""
+    titles = [title for title, _, _ in fields]
     lines = []
-    if request.parsable:
-        tail = "|" if request.parsable == "trailing" else ""
-        if request.header:
+    if parsable:
+        tail = "|" if parsable == "trailing" else ""
+        if header:
             lines.append("|".join(titles) + tail)
         lines += ["|".join(row) + tail for row in rows]
         return lines
-    widths = [width for _, width, _ in request.fields]
-    if request.header:
+    widths = [width for _, width, _ in fields]
+    if header:
         lines.append("".join(_fixed(t, w) for t, w in zip(titles, widths, strict=True)))
         lines.append("".join("-" * abs(w) + " " for w in widths))
     lines += ["".join(_fixed(v, w) for v, w in zip(row, widths, strict=True)) for row in rows]

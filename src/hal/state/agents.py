@@ -39,6 +39,7 @@ from hal.wire.agent import (
     Cancel,
     Instruction,
     JobReport,
+    JobUsage,
     Launch,
     Limit,
     Signal,
@@ -57,6 +58,9 @@ class AgentSession:
     unconfirmed: dict[int, tuple[Launch, float]] = field(default_factory=dict)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     lost_check_after: float = 0.0  # when to declare unreported jobs lost (after register)
+    # its running jobs' latest usage samples, by job id, with when they came (memory
+    # only: they change all the time; ``usage_of``)
+    usage: dict[int, tuple[float, JobUsage]] = field(default_factory=dict)
 
     def push(self, instruction: Instruction) -> None:
         self.outbox.append(instruction)
@@ -67,6 +71,16 @@ def _session_for(cluster: Cluster, job: Job) -> AgentSession | None:
     if job.allocation is None or not job.allocation.nodes:
         return None
     return cluster.agent_sessions.get(job.allocation.nodes[0])
+
+
+def usage_of(cluster: Cluster, job: Job) -> tuple[float, JobUsage] | None:
+    """A running job's latest usage sample from its agent (``sstat``), and when it came;
+    None when the job is not running or no sample has come yet."""
+    if not job.state.is_active:
+        return None
+    session = _session_for(cluster, job)
+    found = session.usage.get(job.id) if session is not None else None
+    return found if found is not None and found[1].attempt == job.restarts else None
 
 
 def send_launch(cluster: Cluster, job: Job) -> None:
@@ -224,6 +238,8 @@ async def sync(cluster: Cluster, node: str, request: AgentSync) -> AgentInstruct
     if session is None or node not in cluster.nodes:
         return AgentInstructions(acked_seq=0, server_time=now, reregister=True)
     session.last_seen = now
+    if request.usage:  # a sample covers all the node's jobs: the older one goes
+        session.usage = {u.job_id: (now, u) for u in request.usage}
     fresh = [r for r in request.reports if r.seq > session.acked_seq]
     try:
         if fresh:

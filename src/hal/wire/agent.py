@@ -75,10 +75,22 @@ class JobReport(WireModel):
     message: str = ""
 
 
+class JobUsage(WireModel):
+    """What a running job's processes on this node use now (``sstat``), sampled by the
+    agent every ``usage_interval_seconds``."""
+
+    job_id: int
+    attempt: int
+    rss_bytes: int = Field(ge=0)  # resident memory now
+    max_rss_bytes: int = Field(ge=0)  # the most of the samples so far
+    cpu_seconds: float = Field(ge=0)  # user + system time so far
+
+
 class AgentSync(WireModel):
     reports: list[JobReport] = Field(default_factory=list)
     wait_seconds: float = Field(default=10.0, ge=0, le=60)
     running: list[int] = Field(default_factory=list)  # job ids currently supervised
+    usage: list[JobUsage] = Field(default_factory=list)  # running jobs' latest samples
 
 
 class Launch(WireModel):

@@ -90,8 +90,13 @@ class JobInfo(WireModel):
     cpus_per_task: int
     exit_code: int = 0
     exit_signal: int = 0
-    max_rss_bytes: int = 0  # peak resident memory of the batch step, once it ended
+    # the batch step's peak resident memory and CPU time: measured at its end, or so far
+    # (its agent's latest sample, at ``usage_time``) while it runs; ``rss_bytes``: its
+    # resident memory at that sample (``sstat``)
+    max_rss_bytes: int = 0
     cpu_seconds: float = 0.0
+    rss_bytes: int | None = None
+    usage_time: float | None = None
     workdir: str
     stdout: str
     stderr: str

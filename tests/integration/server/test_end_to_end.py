@@ -188,6 +188,39 @@ def test_sacct_and_seff_report_what_a_job_used(cluster: LiveServer, tmp_path: Pa
     assert float(efficiency.split()[2].rstrip("%")) > 5, seff  # it spun (on a busy host)
 
 
+def test_sstat_reports_a_running_jobs_usage(cluster: LiveServer, tmp_path: Path) -> None:
+    """A running job holding 60 MB after half a CPU second: its agent's samples reach
+    ``GET /v1/jobs/{id}``, ``sstat`` and ``seff`` within a heartbeat or two."""
+    hold = (
+        f"{sys.executable} -c 'import time; b = bytes(range(256)) * (60 << 12)\n"
+        "while time.process_time() < 0.5: pass\n"
+        "time.sleep(300)'"
+    )
+    done = cluster.cli("sbatch", "--parsable", "--mem=200M", "--wrap", hold, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.strip()
+    with cluster.client() as c:
+        wait_until(
+            lambda: c.job(job_id).cpu_seconds >= 0.4 and c.job(job_id).max_rss_bytes >= 60 << 20,
+            timeout=30,
+            message="a usage sample of the running job",
+        )
+        info = c.job(job_id)
+        assert info.state == "RUNNING" and info.usage_time is not None
+        assert info.rss_bytes is not None and 60 << 20 <= info.rss_bytes < 200 << 20
+        out = cluster.cli("sstat", "-n", "-P", "-j", job_id, "-o", "JobID,MaxRSS,AveCPU,NTasks")
+        step, max_rss, ave_cpu, tasks = out.stdout.strip().split("|")
+        assert (step, tasks) == (f"{job_id}.batch", "1"), out
+        assert max_rss.endswith("K") and int(max_rss[:-1]) >= 60 << 10, max_rss
+        assert ave_cpu.startswith("00:00.") or ave_cpu.startswith("00:01."), ave_cpu
+        seff = cluster.cli("seff", job_id).stdout.splitlines()
+        assert seff[-1] == "WARNING: Efficiency statistics may be misleading for RUNNING jobs."
+        c.cancel(job_id)
+    wait_until(lambda: finished(cluster, job_id), message="the cancel")
+    gone = cluster.cli("sstat", "-j", job_id)
+    assert gone.returncode == 1 and "no running job" in gone.stderr
+
+
 def test_cancel_running_job(cluster: LiveServer, tmp_path: Path) -> None:
     """scancel ends a running job: CANCELLED, its process gone."""
     done = cluster.cli("sbatch", "--parsable", "--wrap", "sleep 300", cwd=tmp_path)
