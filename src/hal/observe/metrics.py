@@ -59,7 +59,9 @@ FINISHED_LABEL[JobState.OUT_OF_MEMORY] = "oom"
 # a resumed job (SUSPENDED → RUNNING) did not start again
 _RUNNING = (JobState.RUNNING, JobState.SUSPENDED)
 
-Seen = tuple[JobState, int, bool, bool]  # state, restarts, launched, preempted
+# state, restarts, launched, preempted, and when the current attempt entered the queue
+# (submit, or the requeue: its queue wait does not include the runs before it)
+Seen = tuple[JobState, int, bool, bool, float]
 
 
 def preempted(job: Job) -> bool:
@@ -96,8 +98,8 @@ class HalMetrics:
             registry=r,
         )  # fmt: skip
         self.queue_wait = Histogram(
-            "hal_job_queue_wait_seconds", "Submit to start of each attempt.", ["partition"],
-            buckets=WAIT_BUCKETS, registry=r,
+            "hal_job_queue_wait_seconds", "Submit (or requeue) to start of each attempt.",
+            ["partition"], buckets=WAIT_BUCKETS, registry=r,
         )  # fmt: skip
         self.run_duration = Histogram(
             "hal_job_run_duration_seconds", "Start to end of finished jobs.",
@@ -192,7 +194,10 @@ class HalMetrics:
         a transition rather than a new submission."""
         for job in jobs:
             if not job.state.is_terminal:
-                self._seen[job.id] = (job.state, job.restarts, job.launched, preempted(job))
+                # (a requeued job still waiting counts from its submit: no requeue time
+                # is stored)
+                entry = (job.state, job.restarts, job.launched, preempted(job), job.submit_time)
+                self._seen[job.id] = entry
 
     # -- the cluster's job-change listener ------------------------------------------------
     def on_jobs_changed(self, jobs: Sequence[Job]) -> None:
@@ -206,14 +211,17 @@ class HalMetrics:
         for job in jobs:
             state = job.state
             prev = seen.get(job.id)
+            queued = job.submit_time if prev is None else prev[4]
             if prev is None and state is JobState.PENDING and job.restarts == 0:
                 submitted[job.partition] += 1
-            elif state is JobState.PENDING and prev is not None and job.restarts > prev[1]:
+            elif state is JobState.PENDING and job.restarts > (0 if prev is None else prev[1]):
+                # back in the queue (prev None: a finished job requeued, ``hal requeue``)
                 requeued[job.partition] += 1
+                queued = now
             elif state is JobState.RUNNING and (prev is None or prev[0] not in _RUNNING):
                 started[job.partition] += 1
                 if job.start_time is not None:
-                    wait = max(0.0, job.start_time - job.submit_time)
+                    wait = max(0.0, job.start_time - queued)
                     self.queue_wait.labels(job.partition).observe(wait)
             if prev is not None and not prev[3] and preempted(job):
                 self.preempted.labels(job.partition, job.extra.get(PREEMPT_MODE, "")).inc()
@@ -228,7 +236,7 @@ class HalMetrics:
                         max(0.0, job.end_time - job.start_time)
                     )
             else:
-                seen[job.id] = (state, job.restarts, job.launched, preempted(job))
+                seen[job.id] = (state, job.restarts, job.launched, preempted(job), queued)
         for part, n in submitted.items():
             self.submitted.labels(part).inc(n)
         for part, n in started.items():

@@ -5,12 +5,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client.parser import text_string_to_metric_families
 
 from hal.observe import traceids
 from hal.testing.live import LiveServer, stop_process, wait_until
@@ -92,6 +94,48 @@ def test_dashboard_data_endpoints(live: LiveServer, completed_job: tuple[int, Pa
     assert len(detail["trace_id"]) == 32
     assert httpx.get(live.url + "/ui", timeout=5).text.startswith("<!doctype html>")
     assert httpx.get(live.url + "/v1/observe/overview", timeout=5).status_code == 401
+
+
+def scraped(live: LiveServer, name: str) -> float:
+    """The sum of ``name``'s samples on the server's /metrics (0 when it has none)."""
+    text = httpx.get(live.url + "/metrics", timeout=5).text
+    return sum(
+        s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name
+    )
+
+
+def test_a_requeued_attempts_queue_wait_leaves_out_the_run_before_it(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    """``scontrol requeue`` of a job that ran 3 s: the queue waits observed for its two
+    attempts add up to less than the time between their starts (the second one was
+    measured from the submit, the first run included). A finished job requeued (``hal
+    requeue`` of a completed job) counts in hal_jobs_requeued_total like a running one."""
+    wait_sum, requeued = "hal_job_queue_wait_seconds_sum", "hal_jobs_requeued_total"
+    before_wait, before_requeued = scraped(live, wait_sum), scraped(live, requeued)
+    with live.client() as c:
+        job_id = c.submit(JobSubmit(script="#!/bin/sh\nsleep 300\n", workdir=str(tmp_path),
+                                    name="requeued-wait")).job_id  # fmt: skip
+        try:
+            wait_until(lambda: c.job(job_id).state == "RUNNING", 30, message="the first run")
+            first_start = c.job(job_id).start_time
+            assert first_start is not None
+            wait_until(lambda: time.time() > first_start + 3, 10, message="3 s of running")
+            c.requeue(job_id)
+            wait_until(lambda: c.job(job_id).restarts == 1 and c.job(job_id).state == "RUNNING",
+                       30, message="the second run")  # fmt: skip
+            second_start = c.job(job_id).start_time
+            assert second_start is not None
+            assert scraped(live, requeued) == before_requeued + 1
+            assert scraped(live, wait_sum) - before_wait < second_start - first_start
+        finally:
+            c.cancel(str(job_id))
+        done = c.submit(JobSubmit(script="#!/bin/sh\ntrue\n", workdir=str(tmp_path))).job_id
+        wait_until(lambda: c.job(done).state == "COMPLETED", 30, message="the short job")
+        c.requeue(done)
+        wait_until(lambda: c.job(done).restarts == 1, 10, message="the requeue")
+        assert scraped(live, requeued) == before_requeued + 2
+        wait_until(lambda: c.job(done).state == "COMPLETED", 30, message="its second run")
 
 
 def test_a_dead_agent_fires_node_down_to_the_webhook_and_the_alert_list(
