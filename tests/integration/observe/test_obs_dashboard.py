@@ -190,6 +190,37 @@ def test_filters_narrow_the_queue(page, hal: LiveServer) -> None:  # type: ignor
     page.select_option("#f-state", "")
 
 
+def test_a_page_past_the_end_of_a_shrunk_queue_shows_the_last_page(  # type: ignore[no-untyped-def]
+    page, hal: LiveServer, shots: Path
+) -> None:
+    """On page 2 of 150 jobs, 120 of them are cancelled: the open page is past the end of
+    the 30 left, and the page turns back to show them (it showed "101–30 of 30" and no
+    rows)."""
+    with hal.client() as c:
+        array = c.submit(JobSubmit(script="#!/bin/sh\ntrue\n", workdir="/tmp", hold=True,
+                                   name="pager-job", array="0-149")).job_id  # fmt: skip
+        try:
+            page.click('nav a[data-tab="queue"]')
+            page.fill("#f-text", "pager-job")
+            page.wait_for_function(
+                "document.querySelector('#page-info').textContent === '1–100 of 150'"
+            )
+            page.click("#next")
+            page.wait_for_function(
+                "document.querySelector('#page-info').textContent === '101–150 of 150'"
+            )
+            c.cancel(f"{array}_[0-119]")
+            page.wait_for_function(
+                "document.querySelector('#page-info').textContent === '1–30 of 30'"
+            )
+            assert page.eval_on_selector_all("#queue-table tbody tr", "rows => rows.length") == 30
+            assert page.is_disabled("#prev") and page.is_disabled("#next")
+            page.screenshot(path=str(shots / "queue-shrunk.png"))
+        finally:
+            c.cancel(str(array))
+            page.fill("#f-text", "")
+
+
 def test_ten_thousand_queued_jobs_page_and_filter(  # type: ignore[no-untyped-def]
     page, hal: LiveServer, shots: Path
 ) -> None:

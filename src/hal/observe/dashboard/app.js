@@ -198,7 +198,12 @@ function fillSelect(sel, values, label) {
 }
 
 async function renderQueue() {
-  const data = await api(`/v1/observe/queue?${queueQuery()}`);
+  let data = await api(`/v1/observe/queue?${queueQuery()}`);
+  if (state.offset > 0 && state.offset >= data.total) {
+    // the open page fell off the end (its jobs ended or left the filter): show the last
+    state.offset = Math.max(0, Math.floor((data.total - 1) / PAGE) * PAGE);
+    data = await api(`/v1/observe/queue?${queueQuery()}`);
+  }
   fillSelect($("#f-partition"), data.partitions, "all partitions");
   fillSelect($("#f-user"), data.users, "all users");
   for (const j of data.jobs) if (j.state === "PENDING") state.reasonsSeen.add(j.reason);
