@@ -21,10 +21,12 @@ its predicted run time: a possible hang) and ``NodeFailureRateAnomalous`` (a nod
 jobs fail far more often than its peers' do), both warnings.
 
 ``evaluate(now)`` is called about once a second by ``ObservePlane``; it is a pure function
-of what it observed, so tests drive it with explicit times. A change (firing or resolved)
-is queued for the webhooks as Alertmanager's webhook JSON (version 4), which receivers
-that already accept Alertmanager understand; deliveries run in the background with a
-timeout, and a failure is logged and counted, never raised into the evaluator.
+of what it observed, so tests drive it with explicit times. A firing alert's summary is
+rewritten each time (its numbers stay current, as Prometheus re-renders annotations).
+A change (firing or resolved) is queued for the webhooks as Alertmanager's webhook JSON
+(version 4), which receivers that already accept Alertmanager understand; deliveries
+run in the background with a timeout, and a failure is logged and counted, never raised
+into the evaluator.
 """
 
 from __future__ import annotations
@@ -135,9 +137,12 @@ class AlertEvaluator:
         for f in found:
             alert = Alert(f.name, f.severity, f.summary, f.labels, now)
             seen.add(alert.key)
-            if alert.key not in self.active:
+            current = self.active.get(alert.key)
+            if current is None:
                 self.active[alert.key] = alert
                 changed.append(alert)
+            else:  # still firing: its numbers (down for, jobs waiting) as of now
+                current.summary = f.summary
         for key in [k for k in self.active if k not in seen]:
             alert = self.active.pop(key)
             alert.ends_at = now

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -157,6 +158,16 @@ def test_a_dead_agent_fires_node_down_to_the_webhook_and_the_alert_list(
     listed = httpx.get(live.url + "/v1/alerts", headers=auth(live), timeout=5).json()
     assert any(a["name"] == "HalNodeDown" and a["labels"] == {"node": "node2"}
                for a in listed["alerts"])  # fmt: skip
+
+    def down_for() -> float:
+        """How long node2 has been down, as its firing alert's summary says."""
+        listed = httpx.get(live.url + "/v1/alerts", headers=auth(live), timeout=5).json()
+        (alert,) = [a for a in listed["alerts"] if a["labels"] == {"node": "node2"}]
+        return float(re.search(r"for (\d+) s", alert["summary"]).group(1))  # type: ignore[union-attr]
+
+    # the summary's numbers are the evaluator's latest, not those of the first firing
+    first = down_for()
+    wait_until(lambda: down_for() >= first + 2, 10, 0.2, "the alert's down time to grow")
     out = subprocess.run([sys.executable, "-m", "hal.cli.main", "alerts"], env=live.env(),
                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     assert "HalNodeDown" in out.stdout
