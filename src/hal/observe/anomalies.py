@@ -3,10 +3,11 @@ often than their peers (the rules: ``hal.predict.anomaly``).
 
 Every ``anomaly_interval_s`` (5 s) the observe plane's tick calls ``check(now)``:
 
-* each running job whose prediction at start came from a model and which has run longer
-  than ``max(3 × prediction, prediction + 1 h)`` is *overrunning*: a ``job.overrunning``
-  event is recorded once per run, and the alert ``JobOverrunningPrediction`` fires while
-  it runs. Nothing is killed: the job still ends at its own time limit.
+* each running (or suspended) job whose prediction at start came from a model and which
+  has run longer than ``max(3 × prediction, prediction + 1 h)`` is *overrunning*: a
+  ``job.overrunning`` event is recorded once per run, and the alert
+  ``JobOverrunningPrediction`` fires while it runs (a suspension does not end the run).
+  Nothing is killed: the job still ends at its own time limit.
 * each node with at least 5 jobs ended in the last hour and a failure rate (FAILED or
   NODE_FAIL) over ``3 × its peers' median + 0.2`` is *anomalous*: a ``node.anomalous``
   event when it becomes so, the alert ``NodeFailureRateAnomalous`` while it is, and with
@@ -44,6 +45,7 @@ log = logging.getLogger("hal.observe.anomalies")
 OVERRUNNING = "JobOverrunningPrediction"
 NODE_FAILING = "NodeFailureRateAnomalous"
 DRAIN_PREFIX = "HAL anomaly: "
+_IN_RUN = (JobState.RUNNING, JobState.SUSPENDED)
 
 # job id → (run time predicted when it started, the predictor's model version then: 0 =
 # no model), or None when no prediction was recorded for it
@@ -135,7 +137,9 @@ class AnomalyDetector:
             self.overruns = current
             return events
         for job in self.cluster.unfinished.values():
-            if job.state is not JobState.RUNNING or job.start_time is None:
+            # a suspended job is still in its run (its elapsed time stands still): its
+            # alert neither resolves nor fires again around a suspension
+            if job.state not in _IN_RUN or job.start_time is None:
                 continue
             found = lookup(job.id)
             if found is None:

@@ -98,3 +98,38 @@ def test_time_spent_suspended_is_not_an_overrun(cluster: Cluster, clock: Virtual
         assert det.overruns[1].elapsed_s == 3850.0
 
     asyncio.run(scenario())
+
+
+def test_suspending_an_overrunning_job_neither_resolves_nor_repeats_it(
+    cluster: Cluster, clock: VirtualClock
+) -> None:
+    """An overrunning job (100 s predicted, an hour and more run) that an administrator
+    suspends to look at it (``scontrol suspend``) and resumes is the same run: its alert
+    does not resolve and fire again (two more webhook posts) and ``job.overrunning`` is
+    not recorded a second time."""
+    from hal.state.suspension import suspension
+
+    t = clock.now()
+
+    async def scenario() -> None:
+        await cluster.load()
+        job = make_job(1).limit(86_400).running_on("n1", start=t - 3701).build()
+        cluster.jobs[1] = cluster.unfinished[1] = job
+        det = AnomalyDetector(cluster, CONFIG, predicted_at_start={1: (100.0, 3)}.get)
+        ev = AlertEvaluator(cluster, CONFIG, last_start=lambda: t, last_cycle_s=lambda: 0.0)
+        ev.sources.append(det.findings)
+        await det.check(t)
+        assert [a.name for a in ev.evaluate(t)] == [OVERRUNNING]
+        suspended = job.evolve(state=JobState.SUSPENDED, extra=suspension(job.extra, t + 5))
+        cluster.jobs[1] = cluster.unfinished[1] = suspended
+        await det.check(t + 10)
+        assert ev.evaluate(t + 10) == [] and [a.name for a in ev.firing()] == [OVERRUNNING]
+        resumed = suspended.evolve(state=JobState.RUNNING,
+                                   extra=suspension(suspended.extra, t + 100))  # fmt: skip
+        cluster.jobs[1] = cluster.unfinished[1] = resumed
+        await det.check(t + 110)
+        assert ev.evaluate(t + 110) == []
+        assert [e.kind for e in cluster.recent_events] == ["job.overrunning"]
+        assert det.overruns[1].elapsed_s == 3716.0  # 3811 s since the start, 95 s suspended
+
+    asyncio.run(scenario())
