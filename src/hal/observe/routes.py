@@ -156,8 +156,10 @@ def _row(job: Job) -> dict[str, Any]:
         "end_time": job.end_time,
         "expected_start": job.expected_start,
         "time_limit_s": job.time_limit_s,
+        # what it holds, or (pending) what it asks for
         "cpus": per.cpus if per else want.cpus * nodes,
         "gpus": per.gpus if per else want.gpus * nodes,
+        "memory_bytes": per.memory_bytes if per else want.memory_bytes * nodes,
         "nodes": list(job.allocation.nodes) if job.allocation else [],
     }
 
@@ -260,10 +262,8 @@ async def job_detail(job_id: str, plane: Plane, ctx: Ctx, _caller: Who) -> dict[
             }
         )
     timeline.sort(key=lambda e: e["time"])
-    alloc = job.allocation
     return {
         **_row(job),
-        "memory_bytes": alloc.total().memory_bytes if alloc else 0,
         "exit_code": job.exit_code,
         "restarts": job.restarts,
         "max_rss_bytes": int(job.extra.get("max_rss", 0)),

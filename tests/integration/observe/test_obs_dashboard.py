@@ -174,6 +174,29 @@ def test_a_submitted_job_appears_in_the_queue_and_its_detail_opens(  # type: ign
     page.click("#close-detail")
 
 
+def test_a_pending_jobs_detail_shows_the_memory_it_asks_for(  # type: ignore[no-untyped-def]
+    page, hal: LiveServer
+) -> None:
+    """A held job asking 2 CPUs and 1 GiB: its detail shows what it asks for, as its CPUs
+    do (the memory read 0 B until the job had an allocation)."""
+    with hal.client() as c:
+        job_id = c.submit(JobSubmit(script="#!/bin/sh\ntrue\n", workdir="/tmp", hold=True,
+                                    name="asks-memory", cpus_per_task=2,
+                                    memory_per_node_bytes=1024**3)).job_id  # fmt: skip
+        try:
+            page.click('nav a[data-tab="queue"]')
+            page.click(f'#queue-table tr[data-job="{job_id}"]')
+            page.wait_for_function(
+                "id => document.querySelector('#d-id').textContent === id", arg=str(job_id)
+            )
+            fields = page.inner_text("#d-fields")
+            assert "CPUs / GPUs\n2 / 0" in fields
+            assert "Memory\n1.0 GiB" in fields, fields
+        finally:
+            page.click("#close-detail")
+            c.cancel(str(job_id))
+
+
 def test_filters_narrow_the_queue(page, hal: LiveServer) -> None:  # type: ignore[no-untyped-def]
     with hal.client() as c:
         for name in ("alpha-1", "alpha-2", "beta-1"):
