@@ -224,7 +224,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         cpus_per_task=spec.cpus_per_task,
         exit_code=job.exit_code,
         exit_signal=job.exit_signal,
-        **_usage(job, cluster),
+        **usage_fields(job, cluster),
         workdir=spec.workdir,
         stdout=stdout,
         stderr=stderr,
@@ -250,7 +250,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
     )
 
 
-def _usage(job: Job, cluster: Cluster) -> dict[str, Any]:
+def usage_fields(job: Job, cluster: Cluster) -> dict[str, Any]:
     """What the job used: measured when it ended, or so far while it runs (its agent's
     latest sample, ``sstat``)."""
     sample = agents.usage_of(cluster, job)

@@ -30,6 +30,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from hal import __version__
 from hal.agent.outputwire import OutputPoll, OutputReads
 from hal.api.context import ServerContext, admin_dep, caller_dep, context_dep
+from hal.api.convert import usage_fields
 from hal.core.errors import InvalidRequest, NotFound, PermissionDenied, Unavailable
 from hal.core.job import Job
 from hal.core.states import STATES_BY_CODE, JobState
@@ -266,8 +267,7 @@ async def job_detail(job_id: str, plane: Plane, ctx: Ctx, _caller: Who) -> dict[
         **_row(job),
         "exit_code": job.exit_code,
         "restarts": job.restarts,
-        "max_rss_bytes": int(job.extra.get("max_rss", 0)),
-        "cpu_seconds": float(job.extra.get("cpu_seconds", 0.0)),
+        **usage_fields(job, ctx.cluster),  # so far, for a running job
         "workdir": job.spec.workdir,
         "trace_id": traceids.trace_id_hex(cluster_name, job.id, job.submit_time),
         "traceparent": traceids.traceparent(cluster_name, job.id, job.submit_time, job.restarts),
