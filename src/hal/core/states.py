@@ -140,7 +140,15 @@ class PendingReason(StrEnum):
     NON_ZERO_EXIT_CODE = "NonZeroExitCode"
     TIME_LIMIT = "TimeLimit"
     OUT_OF_MEMORY = "OutOfMemory"
-    NODE_FAIL = "NodeFail"
+    # a job ended NODE_FAIL: Slurm's FAIL_DOWN_NODE, whose name is NodeDown (PSI/J checks
+    # a failed job's reason against Slurm's names and asserts)
+    NODE_FAIL = "NodeDown"
+
+    @classmethod
+    def _missing_(cls, value: object) -> PendingReason | None:
+        # "NodeFail": what HAL recorded for NODE_FAIL before it used Slurm's name; rows
+        # stored then still load
+        return cls.NODE_FAIL if value == "NodeFail" else None
 
 
 class NodeState(StrEnum):

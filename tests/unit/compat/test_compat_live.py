@@ -1,0 +1,101 @@
+"""What the Slurm commands print for situations only a real control plane makes, parsed
+the way workflow tools parse it (reference §1.8). Nodes are registered through the agent
+channel and nothing runs: a node that never heartbeats is "lost" after the short
+``node_timeout_seconds`` below."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from hal.compat.commands import run
+from hal.testing.live import LiveServer, wait_until
+
+# psij-python 0.9.11's SlurmJobExecutor._REASONS_MAP: a FAILED job (F, NF, TO, OOM...)
+# whose reason is not one of these makes its status thread raise AssertionError
+PSIJ_REASONS = frozenset(
+    {
+        "AssociationJobLimit", "AssociationResourceLimit", "AssociationTimeLimit",
+        "BadConstraints", "BeginTime", "Cleaning", "Dependency", "FrontEndDown",
+        "InactiveLimit", "InvalidAccount", "InvalidQOS", "JobHeldAdmin", "JobHeldUser",
+        "JobLaunchFailure", "Licenses", "NodeDown", "NonZeroExitCode", "PartitionDown",
+        "PartitionInactive", "PartitionNodeLimit", "PartitionTimeLimit", "Priority", "Prolog",
+        "QOSJobLimit", "QOSResourceLimit", "QOSTimeLimit", "ReqNodeNotAvail", "Reservation",
+        "Resources", "SystemFailure", "TimeLimit", "QOSUsageThreshold", "WaitingForScheduling",
+    }
+)  # fmt: skip
+PSIJ_STATUS = ["-O", "JobArrayID,StateCompact,Reason", "-t", "all", "--me"]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    overrides = {"node_timeout_seconds": 3.0, "heartbeat_interval_seconds": 0.5}
+    with LiveServer(tmp_path_factory.mktemp("srv"), config_overrides=overrides) as live:
+        yield live
+
+
+def register(server: LiveServer, name: str) -> None:
+    done = httpx.post(
+        server.url + "/v1/agent/register",
+        headers={"Authorization": f"Bearer {server.token}"},
+        json={"node": name, "cpus": 2, "memory_bytes": 2**31},
+        timeout=10,
+    )
+    assert done.status_code == 200, done.text
+
+
+def slurm(server: LiveServer, command: str, *argv: str) -> tuple[int, str]:
+    """Runs one Slurm command in this process against the live server: (rc, stdout)."""
+    out = io.StringIO()
+    rc = run(
+        command,
+        list(argv),
+        client_factory=server.client,
+        stdout=out,
+        stderr=io.StringIO(),
+        stdin=io.StringIO(""),
+        environ={},
+        cwd="/tmp",
+    )
+    return rc, out.getvalue()
+
+
+def psij_columns(text: str) -> dict[str, list[str]]:
+    """PSI/J's parse: skip the header, split each line on whitespace, assert 3 columns."""
+    rows: dict[str, list[str]] = {}
+    for line in text.splitlines()[1:]:
+        if line:
+            cols = line.split()
+            assert len(cols) == 3, line
+            rows[cols[0]] = cols
+    return rows
+
+
+def submit(server: LiveServer, tmp_path: Path, *options: str) -> str:
+    done = server.cli("sbatch", "--parsable", *options, "--wrap", "sleep 100", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def state_of(server: LiveServer, job_id: str) -> str:
+    with server.client() as client:
+        return client.job(job_id).state
+
+
+def test_a_lost_node_s_job_ends_with_slurm_s_reason(server: LiveServer, tmp_path: Path) -> None:
+    """A --no-requeue job on a node that stops answering ends NODE_FAIL with Slurm's
+    reason NodeDown (FAIL_DOWN_NODE): PSI/J checks a failed job's reason against Slurm's
+    list and asserts, so any other word stops its status thread."""
+    register(server, "lost1")
+    job_id = submit(server, tmp_path, "--no-requeue", "-w", "lost1")
+    wait_until(lambda: state_of(server, job_id) == "NODE_FAIL", timeout=30, message="NODE_FAIL")
+    rc, out = slurm(server, "squeue", *PSIJ_STATUS)
+    assert rc == 0
+    assert psij_columns(out)[job_id] == [job_id, "NF", "NodeDown"]
+    assert set(psij_columns(out)[job_id][2:]) <= PSIJ_REASONS
+    rc, out = slurm(server, "sacct", "-X", "-P", "-n", "-j", job_id, "-o", "State,Reason")
+    assert out == "NODE_FAIL|NodeDown\n"
