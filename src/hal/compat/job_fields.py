@@ -68,6 +68,14 @@ def _dependency(job: JobInfo) -> str:
     return "".join(out)
 
 
+def reason_name(reason: str) -> str:
+    """Slurm's reason of a HAL reason text. A reason with a description ("ReqNodeNotAvail,
+    Reserved for maintenance": Slurm's state_reason and its state_desc) is named by its
+    first part: the reason columns show one word, which tools split lines on (PSI/J asserts
+    exactly three columns); only %R shows the description."""
+    return reason.split(",", 1)[0]
+
+
 def _reason_list(job: JobInfo, now: float) -> str:
     if job.state in _REASON_STATES or not job.nodes:
         return f"({job.reason})"
@@ -129,7 +137,7 @@ JOB_LETTERS: dict[str, tuple[str, JobColumn]] = {
     "b": ("TRES_PER_NODE", _gres),
     "N": ("NODELIST", lambda j, n: compress_hostlist(j.nodes)),
     "R": ("NODELIST(REASON)", _reason_list),
-    "r": ("REASON", lambda j, n: j.reason),
+    "r": ("REASON", lambda j, n: reason_name(j.reason)),
     "S": ("START_TIME", _start),
     "e": ("END_TIME", _end),
     "V": ("SUBMIT_TIME", lambda j, n: timestamp(j.submit_time)),

@@ -23,7 +23,7 @@ from hal.compat.formats import (
     memory_mib,
     timestamp,
 )
-from hal.compat.job_fields import time_used
+from hal.compat.job_fields import reason_name, time_used
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
 from hal.core.errors import HalError, InvalidRequest, NotFound
@@ -187,7 +187,7 @@ FIELDS: dict[str, tuple[str, int, Column]] = {
     "nnodes": ("NNodes", 8, lambda j, s, n: "1" if s else str(j.node_count)),
     "user": ("User", 9, _job_only(lambda j: j.user)),
     "timelimit": ("Timelimit", 10, _job_only(lambda j: limit_long(j.time_limit_seconds))),
-    "reason": ("Reason", 20, _job_only(lambda j: j.reason)),
+    "reason": ("Reason", 20, _job_only(lambda j: reason_name(j.reason))),
     "priority": ("Priority", 10, _job_only(lambda j: str(j.priority))),
     "qos": ("QOS", 10, _job_only(lambda j: j.qos or "")),
     "comment": ("Comment", 15, _job_only(lambda j: j.comment)),

@@ -272,7 +272,9 @@ def job_record(job: JobInfo, now: float) -> list[str]:
         f"UserId={_user(job.user)} GroupId=N/A MCS_label=N/A",
         f"Priority={job.priority} Nice={job.nice} Account={job.account or '(null)'} "
         f"QOS={job.qos or '(null)'}",
-        f"JobState={job.state} Reason={job.reason} Dependency={job.dependency or '(null)'}",
+        # a description's spaces become underscores, as Slurm writes them "for easier parsing"
+        f"JobState={job.state} Reason={job.reason.replace(' ', '_')} "
+        f"Dependency={job.dependency or '(null)'}",
         f"Requeue={int(job.requeue)} Restarts={job.restarts} BatchFlag=1 Reboot=0 "
         f"ExitCode={job.exit_code}:{job.exit_signal}",
         f"RunTime={duration_long(time_used(job, now))} "

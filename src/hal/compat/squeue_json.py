@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from hal.compat.formats import SLURM_COMPAT_VERSION
+from hal.compat.job_fields import reason_name
 from hal.core.slurm_syntax import compress_hostlist
 from hal.core.states import JobState
 from hal.wire.jobs import JobInfo
@@ -43,6 +44,7 @@ def _exit_code(job: JobInfo) -> Json:
 
 
 def job_json(job: JobInfo) -> Json:
+    reason = reason_name(job.reason)
     limit_minutes = math.ceil(job.time_limit_seconds / 60) if job.time_limit_seconds else None
     return {
         "account": job.account or "",
@@ -73,8 +75,8 @@ def job_json(job: JobInfo) -> Json:
         "standard_error": job.stderr,
         "standard_output": job.stdout,
         "start_time": no_val(job.start_time if job.start_time is not None else job.expected_start),
-        "state_description": "",
-        "state_reason": job.reason,
+        "state_description": "" if reason == job.reason else job.reason,
+        "state_reason": reason,
         "submit_time": no_val(job.submit_time),
         "time_limit": no_val(limit_minutes, infinite=limit_minutes is None),
         "tres_per_node": f"gres/gpu:{job.gpus // max(job.node_count, 1)}" if job.gpus else "",

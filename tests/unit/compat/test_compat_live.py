@@ -1,11 +1,12 @@
 """What the Slurm commands print for situations only a real control plane makes, parsed
 the way workflow tools parse it (reference §1.8). Nodes are registered through the agent
-channel and nothing runs: a node that never heartbeats is "lost" after the short
-``node_timeout_seconds`` below."""
+channel and nothing runs: on ``quick_timeout``'s server a node that never heartbeats is
+"lost" after three seconds."""
 
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,8 +34,14 @@ PSIJ_STATUS = ["-O", "JobArrayID,StateCompact,Reason", "-t", "all", "--me"]
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with LiveServer(tmp_path_factory.mktemp("srv")) as live:
+        yield live
+
+
+@pytest.fixture
+def quick_timeout(tmp_path: Path) -> Iterator[LiveServer]:
     overrides = {"node_timeout_seconds": 3.0, "heartbeat_interval_seconds": 0.5}
-    with LiveServer(tmp_path_factory.mktemp("srv"), config_overrides=overrides) as live:
+    with LiveServer(tmp_path / "srv", config_overrides=overrides) as live:
         yield live
 
 
@@ -81,15 +88,23 @@ def submit(server: LiveServer, tmp_path: Path, *options: str) -> str:
     return done.stdout.strip()
 
 
+def reason_of(server: LiveServer, job_id: str) -> str:
+    with server.client() as client:
+        return client.job(job_id).reason
+
+
 def state_of(server: LiveServer, job_id: str) -> str:
     with server.client() as client:
         return client.job(job_id).state
 
 
-def test_a_lost_node_s_job_ends_with_slurm_s_reason(server: LiveServer, tmp_path: Path) -> None:
+def test_a_lost_node_s_job_ends_with_slurm_s_reason(
+    quick_timeout: LiveServer, tmp_path: Path
+) -> None:
     """A --no-requeue job on a node that stops answering ends NODE_FAIL with Slurm's
     reason NodeDown (FAIL_DOWN_NODE): PSI/J checks a failed job's reason against Slurm's
     list and asserts, so any other word stops its status thread."""
+    server = quick_timeout
     register(server, "lost1")
     job_id = submit(server, tmp_path, "--no-requeue", "-w", "lost1")
     wait_until(lambda: state_of(server, job_id) == "NODE_FAIL", timeout=30, message="NODE_FAIL")
@@ -99,3 +114,36 @@ def test_a_lost_node_s_job_ends_with_slurm_s_reason(server: LiveServer, tmp_path
     assert set(psij_columns(out)[job_id][2:]) <= PSIJ_REASONS
     rc, out = slurm(server, "sacct", "-X", "-P", "-n", "-j", job_id, "-o", "State,Reason")
     assert out == "NODE_FAIL|NodeDown\n"
+
+
+def test_a_reason_with_a_description_prints_as_slurm_s(server: LiveServer, tmp_path: Path) -> None:
+    """A job kept off a node by a MAINT reservation waits with Slurm's reason
+    ReqNodeNotAvail and the description "ReqNodeNotAvail, Reserved for maintenance".
+    Only %R shows the description as it is; the reason columns (%r, -O Reason, --json's
+    state_reason) show the one-word reason, and scontrol writes the
+    description's spaces as underscores, as Slurm does "for easier parsing": PSI/J
+    asserts 3 whitespace-separated columns per line of its squeue, and Key=Value readers
+    split scontrol's lines on whitespace."""
+    register(server, "maint1")
+    rc, _ = slurm(
+        server, "scontrol", "create", "reservation", "ReservationName=fix", "StartTime=now",
+        "Duration=60", "Nodes=maint1", "Users=root", "Flags=MAINT",
+    )  # fmt: skip
+    assert rc == 0
+    job_id = submit(server, tmp_path, "-w", "maint1")
+    wait_until(
+        lambda: reason_of(server, job_id).startswith("ReqNodeNotAvail"),
+        timeout=30,
+        message="the maintenance reason",
+    )
+    rc, out = slurm(server, "squeue", *PSIJ_STATUS)
+    assert psij_columns(out)[job_id] == [job_id, "PD", "ReqNodeNotAvail"]
+    rc, out = slurm(server, "squeue", "-h", "-j", job_id, "-o", "%i|%r|%R")
+    assert out == f"{job_id}|ReqNodeNotAvail|(ReqNodeNotAvail, Reserved for maintenance)\n"
+    rc, out = slurm(server, "scontrol", "show", "job", job_id)
+    assert "Reason=ReqNodeNotAvail,_Reserved_for_maintenance" in out.split()
+    assert all("=" in word for word in out.split())
+    rc, out = slurm(server, "squeue", "--json", "-j", job_id)
+    [shown] = json.loads(out)["jobs"]
+    assert shown["state_reason"] == "ReqNodeNotAvail"
+    assert shown["state_description"] == "ReqNodeNotAvail, Reserved for maintenance"

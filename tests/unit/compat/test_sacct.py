@@ -79,6 +79,14 @@ def test_parsable_and_parsable2() -> None:
     assert plain == ["JobID|State", "2|CANCELLED by 0"]
 
 
+def test_reason_is_slurm_s_reason_name_without_its_description() -> None:
+    """sacct's Reason is Slurm's state_reason (one word); the description Slurm keeps in
+    state_desc is not part of it."""
+    waiting = job(5, reason="ReqNodeNotAvail, Reserved for maintenance")
+    out = call(FakeClient(job_list=[waiting]), "sacct", "-X", "-P", "-n", "-o", "Reason").out
+    assert out == "ReqNodeNotAvail\n"
+
+
 def test_all_listed_fields() -> None:
     fmt = (
         "JobIdRaw,JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode,Elapsed,Start,"
