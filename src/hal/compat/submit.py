@@ -53,7 +53,7 @@ def sbatch(argv: list[str], console: Console) -> int:
         result = console.client.submit(request.job)
     except HalError as err:
         return console.error(f"Batch job submission failed: {err.message}")
-    console.out(str(result.job_id) if request.parsable else f"Submitted batch job {result.job_id}")
+    _announce(request, result.job_id, console)
     if not request.wait:
         return 0
     console.stdout.flush()  # a tool reading our pipe gets the id before we block
@@ -79,7 +79,7 @@ def _submit_het(request: SbatchRequest, console: Console) -> int:
             )
         return 0
     ids = console.client.submit_het(list(request.components))
-    console.out(str(ids[0]) if request.parsable else f"Submitted batch job {ids[0]}")
+    _announce(request, ids[0], console)
     if not request.wait:
         return 0
     console.stdout.flush()
@@ -87,6 +87,15 @@ def _submit_het(request: SbatchRequest, console: Console) -> int:
         return _wait(SubmitResult(job_id=ids[0]), console)
     except HalError as err:
         return console.error(f"while waiting for job {ids[0]}: {err.message}")
+
+
+def _announce(request: SbatchRequest, job_id: int, console: Console) -> None:
+    """The line tools read the id from. ``-Q`` drops Slurm's informational "Submitted
+    batch job" line; an id asked for with ``--parsable`` is still printed."""
+    if request.parsable:
+        console.out(str(job_id))
+    elif not request.quiet:
+        console.out(f"Submitted batch job {job_id}")
 
 
 def _describe(request: SbatchRequest, console: Console) -> None:

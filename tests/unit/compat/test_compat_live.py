@@ -147,3 +147,17 @@ def test_a_reason_with_a_description_prints_as_slurm_s(server: LiveServer, tmp_p
     [shown] = json.loads(out)["jobs"]
     assert shown["state_reason"] == "ReqNodeNotAvail"
     assert shown["state_description"] == "ReqNodeNotAvail, Reserved for maintenance"
+
+
+def test_sbatch_quiet_prints_no_submitted_line(server: LiveServer, tmp_path: Path) -> None:
+    """``sbatch -Q`` suppresses "informational messages from sbatch such as Job ID"
+    (sbatch.1): a script that quiets it gets no line; the job is submitted all the same.
+    ``--parsable`` asks for the id, so it is still printed."""
+    quiet = server.cli("sbatch", "-Q", "-J", "hush", "-H", "--wrap", "true", cwd=tmp_path)
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
+    both = server.cli(
+        "sbatch", "-Q", "--parsable", "-J", "hush", "-H", "--wrap", "true", cwd=tmp_path
+    )
+    assert both.stdout.strip().isdigit()
+    with server.client() as client:
+        assert len(client.jobs(names=["hush"])) == 2
