@@ -9,6 +9,7 @@ What tools parse, pinned by tests: Parsl's ``squeue --noheader --format='%i %t' 
 Without ``-t``, pending, running, suspended and completing jobs are shown; with ``-j`` and
 no ``-t``, jobs in any state that the server still lists (finished within MinJobAge).
 Pending elements of an array fold into one line (``4_[1-3%2]``) unless ``-r``.
+``-w node[1-3]`` shows only jobs allocated to one of those nodes.
 ``-i N`` reprints the report every N seconds (a date line first, a blank line after) until
 interrupted.
 """
@@ -26,6 +27,7 @@ from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
 from hal.compat.squeue_json import jobs_json
 from hal.core.errors import HalError, NotFound
+from hal.core.slurm_syntax import expand_hostlist
 from hal.core.states import OTHER_SLURM_STATES, STATES_BY_CODE, JobState
 from hal.wire.jobs import JobInfo
 
@@ -49,6 +51,7 @@ OPTIONS = (
     Opt("name", ("name",), "n"),
     Opt("account", ("account",), "A"),
     Opt("qos", ("qos",), "q"),
+    Opt("nodelist", ("nodelist",), "w"),
     Opt("array", ("array",), "r", Arg.NONE),
     Opt("start", ("start",), arg=Arg.NONE),
     Opt("json", ("json",), arg=Arg.NONE),
@@ -76,6 +79,7 @@ class Query:
     names: list[str] = field(default_factory=list)
     accounts: list[str] = field(default_factory=list)
     qos: list[str] = field(default_factory=list)
+    nodes: set[str] = field(default_factory=set)  # -w: jobs on any of these nodes
     unfold: bool = False
     json: bool = False
     long: bool = False
@@ -138,6 +142,8 @@ def parse_query(argv: list[str]) -> Query | None:
             query.accounts += _list(text)
         elif dest == "qos":
             query.qos += _list(text)
+        elif dest == "nodelist":
+            query.nodes |= set(expand_hostlist(text, field="nodelist"))
         elif dest == "array":
             query.unfold = True
         elif dest == "start":
@@ -303,6 +309,8 @@ def _wanted(job: JobInfo, query: Query) -> bool:
     elif not query.ids and job.state not in DEFAULT_STATES:
         return False
     if query.ids and not any(_id_matches(job, item) for item in query.ids):
+        return False
+    if query.nodes and query.nodes.isdisjoint(job.nodes):
         return False
     checks = (
         (query.users, job.user),

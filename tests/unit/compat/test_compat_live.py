@@ -34,8 +34,18 @@ PSIJ_STATUS = ["-O", "JobArrayID,StateCompact,Reason", "-t", "all", "--me"]
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with LiveServer(tmp_path_factory.mktemp("srv")) as live:
+    # registered nodes never heartbeat here: keep them up for the whole module
+    overrides = {"node_timeout_seconds": 600.0}
+    with LiveServer(tmp_path_factory.mktemp("srv"), config_overrides=overrides) as live:
         yield live
+
+
+@pytest.fixture
+def queue(server: LiveServer) -> Iterator[LiveServer]:
+    """The module's server, its queue emptied after the test: a job left pending behind
+    a reservation would block its partition for the next test's jobs."""
+    yield server
+    assert slurm(server, "scancel", "--me")[0] == 0
 
 
 @pytest.fixture
@@ -116,7 +126,7 @@ def test_a_lost_node_s_job_ends_with_slurm_s_reason(
     assert out == "NODE_FAIL|NodeDown\n"
 
 
-def test_a_reason_with_a_description_prints_as_slurm_s(server: LiveServer, tmp_path: Path) -> None:
+def test_a_reason_with_a_description_prints_as_slurm_s(queue: LiveServer, tmp_path: Path) -> None:
     """A job kept off a node by a MAINT reservation waits with Slurm's reason
     ReqNodeNotAvail and the description "ReqNodeNotAvail, Reserved for maintenance".
     Only %R shows the description as it is; the reason columns (%r, -O Reason, --json's
@@ -124,6 +134,7 @@ def test_a_reason_with_a_description_prints_as_slurm_s(server: LiveServer, tmp_p
     description's spaces as underscores, as Slurm does "for easier parsing": PSI/J
     asserts 3 whitespace-separated columns per line of its squeue, and Key=Value readers
     split scontrol's lines on whitespace."""
+    server = queue
     register(server, "maint1")
     rc, _ = slurm(
         server, "scontrol", "create", "reservation", "ReservationName=fix", "StartTime=now",
@@ -149,10 +160,11 @@ def test_a_reason_with_a_description_prints_as_slurm_s(server: LiveServer, tmp_p
     assert shown["state_description"] == "ReqNodeNotAvail, Reserved for maintenance"
 
 
-def test_sbatch_quiet_prints_no_submitted_line(server: LiveServer, tmp_path: Path) -> None:
+def test_sbatch_quiet_prints_no_submitted_line(queue: LiveServer, tmp_path: Path) -> None:
     """``sbatch -Q`` suppresses "informational messages from sbatch such as Job ID"
     (sbatch.1): a script that quiets it gets no line; the job is submitted all the same.
     ``--parsable`` asks for the id, so it is still printed."""
+    server = queue
     quiet = server.cli("sbatch", "-Q", "-J", "hush", "-H", "--wrap", "true", cwd=tmp_path)
     assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
     both = server.cli(
@@ -161,3 +173,24 @@ def test_sbatch_quiet_prints_no_submitted_line(server: LiveServer, tmp_path: Pat
     assert both.stdout.strip().isdigit()
     with server.client() as client:
         assert len(client.jobs(names=["hush"])) == 2
+
+
+def test_squeue_nodelist_shows_the_jobs_on_those_nodes(queue: LiveServer, tmp_path: Path) -> None:
+    """``squeue -w node`` (``--nodelist``, a host list) is how an administrator asks what
+    runs on a node before draining it; a pending job is on no node."""
+    server = queue
+    register(server, "w1")
+    register(server, "w2")
+    on_w1 = submit(server, tmp_path, "-w", "w1")
+    on_w2 = submit(server, tmp_path, "-w", "w2")
+    waiting = submit(server, tmp_path, "-w", "w1", "-H")
+    wait_until(
+        lambda: {state_of(server, on_w1), state_of(server, on_w2)} == {"RUNNING"},
+        timeout=30,
+        message="both jobs to start",
+    )
+    rc, out = slurm(server, "squeue", "-h", "-w", "w1", "-o", "%i %N")
+    assert (rc, out) == (0, f"{on_w1} w1\n")
+    rc, out = slurm(server, "squeue", "-h", "--nodelist=w[1-2]", "-o", "%i", "--sort=i")
+    assert out.split() == [on_w1, on_w2]
+    assert waiting not in out.split()
