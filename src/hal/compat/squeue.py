@@ -244,18 +244,25 @@ def parse_job_ids(text: str) -> list[str]:
 
 
 def parse_long_format(text: str) -> list[Field | str]:
-    """``-O JobArrayID,StateCompact:10,Reason:.5`` → 20-wide left-aligned columns."""
+    """``-O JobArrayID,StateCompact:10,Reason:.5`` → 20-wide left-aligned columns.
+
+    Each field is Slurm's ``type[:[.][size][suffix]]``: after the size, any text (``|``,
+    a space) is printed after the column, as is."""
     layout: list[Field | str] = []
-    for item in _list(text):
+    for item in text.split(","):
         name, _, size = item.partition(":")
-        letter = LONG_FIELDS.get(name.lower())
+        if not name.strip():
+            continue
+        letter = LONG_FIELDS.get(name.strip().lower())
         if letter is None:
             raise UsageError(f"Invalid job format specification: {name} (HAL does not support it)")
         right = size.startswith(".")
-        digits = size.lstrip(".")
-        if digits and not digits.isdigit():
-            raise UsageError(f"Invalid field size in --Format: {item}")
+        rest = size[1:] if right else size
+        suffix = rest.lstrip("0123456789")
+        digits = rest[: len(rest) - len(suffix)]
         layout.append(Field(letter, int(digits) if digits else LONG_FIELD_WIDTH, right))
+        if suffix:
+            layout.append(suffix)
     return layout
 
 

@@ -253,6 +253,13 @@ def test_long_format_option() -> None:
     ]
 
 
+def test_long_format_suffix_follows_its_column() -> None:
+    """Slurm's -O field is ``type[:[.][size][suffix]]``: text after the size (a space, a
+    ``|``) is printed after the column, the way scripts separate -O columns."""
+    lines = call(cluster(), "squeue", "-h", "-O", "JobID:.4|,Name:5 ,State:3", "-j", "2").lines
+    assert lines == ["   2|runne RUN"]
+
+
 def test_long_format_unknown_field() -> None:
     result = call(cluster(), "squeue", "-O", "JobID,Bogus")
     assert result.rc == 1 and "Bogus" in result.err
