@@ -114,6 +114,10 @@ def _array_task(job: JobInfo, now: float) -> str:
     return "N/A" if job.array_task_id is None else str(job.array_task_id)
 
 
+def _het(value: int | str | None) -> str:
+    return "N/A" if value is None else str(value)
+
+
 JobColumn = Callable[[JobInfo, float], str]
 
 JOB_LETTERS: dict[str, tuple[str, JobColumn]] = {
@@ -149,10 +153,25 @@ JOB_LETTERS: dict[str, tuple[str, JobColumn]] = {
     "f": ("FEATURES", lambda j, n: _null("&".join(j.constraint))),
     "Y": ("SCHEDNODES", lambda j, n: "(null)"),  # HAL's planner does not expose nodes yet
     "B": ("EXEC_HOST", lambda j, n: j.nodes[0] if j.nodes else "n/a"),
+    "h": ("OVER_SUBSCRIBE", lambda j, n: "NO" if j.exclusive else "OK"),
+    "v": ("RESERVATION", lambda j, n: _null(j.reservation)),
+    # -O names without a -o letter: keyed by their -O name
+    "stdout": ("STDOUT", lambda j, n: j.stdout),
+    "stderr": ("STDERR", lambda j, n: j.stderr),
+    "stdin": ("STDIN", lambda j, n: "/dev/null"),
+    "hetjobid": ("HET_JOB_ID", lambda j, n: _het(j.het_job_id)),
+    "hetjoboffset": ("HET_JOB_OFFSET", lambda j, n: _het(j.het_job_offset)),
+    "hetjobidset": ("HET_JOB_ID_SET", lambda j, n: _het(j.het_job_id_set)),
+    "numtasks": ("TASKS", lambda j, n: str(j.ntasks)),
+    "cpus-per-task": ("CPUS_PER_TASK", lambda j, n: str(j.cpus_per_task)),
+    "eligibletime": ("ELIGIBLE_TIME", lambda j, n: timestamp(j.eligible_time)),
+    "restartcnt": ("RESTARTCNT", lambda j, n: str(j.restarts)),
+    "requeue": ("REQUEUE", lambda j, n: str(int(j.requeue))),
+    "preempttime": ("PREEMPT_TIME", lambda j, n: timestamp(j.preempt_time)),
 }
 
-# -O/--Format names (case-insensitive) → letter. Every -O column defaults to 20
-# characters, left-aligned, as squeue's.
+# -O/--Format names (case-insensitive) → letter (or the key of a column -o has no letter
+# for). Every -O column defaults to 20 characters, left-aligned, as squeue's.
 LONG_FIELDS: dict[str, str] = {
     "jobarrayid": "i",
     "jobid": "A",
@@ -187,5 +206,9 @@ LONG_FIELDS: dict[str, str] = {
     "feature": "f",
     "schednodes": "Y",
     "exechost": "B",
+    "batchhost": "B",
+    "oversubscribe": "h",
+    "reservation": "v",
+    **{name: name for name in JOB_LETTERS if len(name) > 1},
 }
 LONG_FIELD_WIDTH = 20

@@ -255,7 +255,9 @@ def parse_long_format(text: str) -> list[Field | str]:
             continue
         letter = LONG_FIELDS.get(name.strip().lower())
         if letter is None:
-            raise UsageError(f"Invalid job format specification: {name} (HAL does not support it)")
+            raise UsageError(
+                f"Invalid job format specification: {name.strip()} (HAL does not support it)"
+            )
         right = size.startswith(".")
         rest = size[1:] if right else size
         suffix = rest.lstrip("0123456789")

@@ -194,3 +194,26 @@ def test_squeue_nodelist_shows_the_jobs_on_those_nodes(queue: LiveServer, tmp_pa
     rc, out = slurm(server, "squeue", "-h", "--nodelist=w[1-2]", "-o", "%i", "--sort=i")
     assert out.split() == [on_w1, on_w2]
     assert waiting not in out.split()
+
+
+def test_squeue_shows_the_output_files_and_het_fields(queue: LiveServer, tmp_path: Path) -> None:
+    """``-O STDOUT,STDERR`` (where is my log), the het job fields, tasks and CPUs per task,
+    and the -o letters %h %v: each was refused as unsupported, failing the script."""
+    server = queue
+    out = str(tmp_path / "log-%j.txt")
+    plain = submit(server, tmp_path, "-H", "-n2", "-c1", "-o", out)
+    het = submit(server, tmp_path, "-H", "-n1", ":", "-n1")
+    fields = "JobID:4 ,STDOUT:0 ,STDERR:0 ,NumTasks:2 ,cpus-per-task:2"
+    rc, shown = slurm(server, "squeue", "-h", "-j", plain, "-O", fields)
+    log = f"{tmp_path}/log-{plain}.txt"
+    assert (rc, shown) == (0, f"{plain:<4} {log} {log} 2  1 \n")
+    fields = "JobID:4 ,HetJobID:4 ,HetJobOffset:4 ,HetJobIDSet"
+    rc, shown = slurm(server, "squeue", "-h", "--sort=i", "-j", f"{plain},{het}", "-O", fields)
+    first, second = int(het), int(het) + 1
+    assert shown.split() == [
+        plain, "N/A", "N/A", "N/A",
+        het, het, "0", f"{first}-{second}",
+        str(second), het, "1", f"{first}-{second}",
+    ]  # fmt: skip
+    rc, shown = slurm(server, "squeue", "-h", "-j", plain, "-o", "%i %h %v")
+    assert (rc, shown) == (0, f"{plain} OK (null)\n")
