@@ -7,9 +7,10 @@ from collections.abc import Iterable
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from hal.api.fastpath import NOT_JSON
 from hal.core.errors import HalError
@@ -53,6 +54,14 @@ def install(app: FastAPI) -> None:
         if isinstance(err, DatabaseUnavailable):
             found.headers["Retry-After"] = str(RETRY_AFTER_S)
         return found
+
+    @app.exception_handler(ClientDisconnect)
+    async def _gone(request: Request, _err: ClientDisconnect) -> Response:
+        # The client closed its connection before its body arrived (an agent or a command
+        # killed mid-request): nobody reads an answer, and it is no server error (it was
+        # logged as "Exception in ASGI application" with a traceback). 499 as nginx's.
+        log.debug("client went away during %s %s", request.method, request.url.path)
+        return Response(status_code=499)
 
     @app.exception_handler(DBAPIError)
     async def _database(request: Request, err: DBAPIError) -> JSONResponse:

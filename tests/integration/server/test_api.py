@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -228,3 +230,27 @@ def test_scontrol_show_topology_without_a_topology(server: LiveServer) -> None:
     out = server.cli("scontrol", "show", "topology")
     assert (out.returncode, out.stdout) == (0, "")
     assert out.stderr == "scontrol: error: No topology information available\n"
+
+
+def test_a_client_gone_before_its_body_is_no_server_error(
+    server: LiveServer, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """An agent or a command killed while sending its body: the server logged a
+    traceback ("Exception in ASGI application") for each; it is no server error."""
+    url = httpx.URL(server.url)
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="hal.api"):
+        for path in ("/v1/jobs", "/v1/agent/node1/sync"):
+            with socket.create_connection((url.host, url.port or 80)) as sock:
+                head = (
+                    f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                    f"{server.token}\r\nContent-Type: application/json\r\n"
+                    "Content-Length: 1000\r\n\r\n"
+                )
+                sock.sendall(head.encode() + b'{"name":')
+            wait_until(
+                lambda p=path: f"client went away during POST {p}" in caplog.text,
+                message="the server to see the client go",
+            )
+    err = capfd.readouterr().err
+    assert "Exception in ASGI application" not in err and "ClientDisconnect" not in err, err
