@@ -62,3 +62,7 @@ class AgentConfig:
     # rack/zone/region/site (--topology-label rack=r1) and a multi-node NVLink domain
     topology_labels: tuple[tuple[str, str], ...] = ()
     nvlink_domain: str = ""
+    # Run the jobs of users without a Unix account on the control plane's host (a launch
+    # without a uid) as this agent's user. Off, a root agent refuses them: they would run
+    # as root (hal.agent.plan.resolve_user).
+    unknown_users_as_agent: bool = False

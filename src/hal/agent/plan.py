@@ -37,8 +37,15 @@ class RunAs:
     shell: str
 
 
-def build_step_plan(launch: Launch, *, node: str, job_dir: str, agent: str = "") -> StepPlan:
-    run_as = resolve_user(launch)
+def build_step_plan(
+    launch: Launch,
+    *,
+    node: str,
+    job_dir: str,
+    agent: str = "",
+    unknown_users_as_agent: bool = False,
+) -> StepPlan:
+    run_as = resolve_user(launch, unknown_users_as_agent=unknown_users_as_agent)
     script_path = os.path.join(job_dir, SCRIPT_FILE)
     fields = FilenameFields(
         job_id=launch.job_id,
@@ -106,10 +113,24 @@ def script_argv(script: str, path: str) -> tuple[str, ...]:
     return (DEFAULT_SHELL, path)
 
 
-def resolve_user(launch: Launch) -> RunAs:
-    """Run as ``launch.uid`` when the agent is root; otherwise as the agent's user."""
-    if os.geteuid() != 0 or launch.uid is None or launch.uid == os.geteuid():
+def resolve_user(launch: Launch, *, unknown_users_as_agent: bool = False) -> RunAs:
+    """Run as ``launch.uid`` when the agent is root; otherwise as the agent's user.
+
+    A launch without a uid is a user the control plane found no Unix account for. Run
+    as a root agent's own user, that job would run as root, which Slurm never does for a
+    user's job: refused, unless the agent was started with ``unknown_users_as_agent``
+    (a cluster whose HAL users are not Unix users, e.g. a single-user test cluster)."""
+    if os.geteuid() != 0 or launch.uid == os.geteuid():
         return _agent_user()
+    if launch.uid is None:
+        if unknown_users_as_agent:
+            return _agent_user()
+        raise LaunchError(
+            f"user {launch.user!r} has no Unix account on the control plane's host, so "
+            "this root agent would run the job as root; give the user an account there "
+            "(the same uid as on the nodes), or start the agent with "
+            "--unknown-users-as-agent if every job may run as the agent's user"
+        )
     try:
         entry = pwd.getpwuid(launch.uid)
     except KeyError:

@@ -502,7 +502,11 @@ class AgentShell:
         job_dir = self.store.job_dir(launch.job_id, launch.attempt)
         try:
             plan = build_step_plan(
-                launch, node=self.config.node, job_dir=job_dir, agent=self.agent_name
+                launch,
+                node=self.config.node,
+                job_dir=job_dir,
+                agent=self.agent_name,
+                unknown_users_as_agent=self.config.unknown_users_as_agent,
             )
             owner = (plan.uid, plan.gid) if plan.uid is not None and plan.gid is not None else None
             self.store.create(command.record, launch.script, owner, plan.to_json())

@@ -249,7 +249,12 @@ def cmd_agent(ns: argparse.Namespace) -> int:
         raise InvalidRequest(
             "the agent needs a token: --token, --token-file or HAL_TOKEN", field="token"
         )
-    kwargs: dict[str, object] = {"server_url": cfg.url, "token": token, "isolation": ns.isolation}
+    kwargs: dict[str, object] = {
+        "server_url": cfg.url,
+        "token": token,
+        "isolation": ns.isolation,
+        "unknown_users_as_agent": ns.unknown_users_as_agent,
+    }
     if ns.name:
         kwargs["node"] = ns.name
     if ns.cpus:

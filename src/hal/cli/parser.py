@@ -121,6 +121,12 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     ag.add_argument(
         "--isolation", default="auto", choices=["auto", "cgroup2", "cgroup1", "rlimit", "none"]
     )
+    ag.add_argument(
+        "--unknown-users-as-agent",
+        action="store_true",
+        help="run the jobs of users without a Unix account on the control plane's host as "
+        "this agent's user (a root agent refuses them otherwise: they would run as root)",
+    )
     ag.set_defaults(func=local.cmd_agent)
 
     native.add_commands(sub)

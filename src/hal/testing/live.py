@@ -201,6 +201,9 @@ class LiveServer:
             memory,
             "--state-dir",
             str(state_dir),
+            # the tests' users (admin, alice, ...) are no Unix users; as root, the
+            # agent refuses their jobs without this
+            "--unknown-users-as-agent",
             *(extra or []),
         ]
         log = open(self.data_dir / f"agent-{name}.log", "ab")  # noqa: SIM115 - owned by proc

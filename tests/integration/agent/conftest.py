@@ -207,6 +207,7 @@ def agent_config(tmp_path: Path) -> Iterator[AgentConfig]:
         heartbeat_interval_seconds=0.5,
         max_backoff_seconds=0.2,
         validate=True,
+        unknown_users_as_agent=True,  # "tester" is no Unix user; as root it is refused
     )
     yield config
     kill_leftovers(config)

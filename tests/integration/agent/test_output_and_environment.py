@@ -161,6 +161,44 @@ def test_root_agent_runs_the_job_as_its_user(agent_config: AgentConfig, channel:
         shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root agent could run a job as root")
+def test_root_agent_refuses_a_job_whose_user_has_no_unix_account(
+    agent_config: AgentConfig, channel: FakeChannel, workdir: Path
+):
+    """A HAL user the control plane found no Unix account for (``Launch.uid`` None, e.g.
+    a server host without the site's accounts) got their job run as the agent's own
+    user: as root, on a root agent. Slurm never runs a user's job as root; the launch
+    fails and says why, and nothing of the script runs."""
+    config = dataclasses.replace(agent_config, unknown_users_as_agent=False)
+
+    async def scenario() -> None:
+        async with agent_running(config, channel) as agent:
+            channel.push(make_launch(1, "id -u > whoami.txt\n", workdir, user="hal-no-such-user"))
+            report = await agent.finished(1)
+            assert report.kind == "launch_failed", report
+            assert "hal-no-such-user" in report.message and "Unix account" in report.message
+            assert not (workdir / "whoami.txt").exists()
+
+    asyncio.run(scenario())
+
+
+def test_an_agent_told_so_runs_users_without_unix_account_as_itself(
+    agent_config: AgentConfig, channel: FakeChannel, workdir: Path
+):
+    """``--unknown-users-as-agent`` (single-user clusters, the tests' own): such a job runs
+    as the agent's user, root or not."""
+    config = dataclasses.replace(agent_config, unknown_users_as_agent=True)
+
+    async def scenario() -> None:
+        async with agent_running(config, channel) as agent:
+            channel.push(make_launch(1, "id -u > whoami.txt\n", workdir, user="hal-no-such-user"))
+            report = await agent.finished(1)
+            assert report.state == "COMPLETED", report
+            assert (workdir / "whoami.txt").read_text().strip() == str(os.geteuid())
+
+    asyncio.run(scenario())
+
+
 def test_job_inherits_no_descriptor_but_stdin_stdout_stderr(
     agent_config: AgentConfig, channel: FakeChannel, workdir: Path
 ):

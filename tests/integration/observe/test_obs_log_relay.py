@@ -58,7 +58,7 @@ class Scratch:
             *unshare_prefix(), "sh", "-c", 'mount -t tmpfs -o mode=1777 tmpfs "$0" && exec "$@"',
             str(self.work), sys.executable, "-m", "hal.cli.main", "agent", "--server", live.url,
             "--name", NODE, "--cpus", "2", "--memory", "1G",
-            "--state-dir", str(live.data_dir / "agents" / NODE),
+            "--state-dir", str(live.data_dir / "agents" / NODE), "--unknown-users-as-agent",
         ]  # fmt: skip
         log = open(live.data_dir / f"agent-{NODE}.log", "ab")  # noqa: SIM115 - owned by proc
         self.agent = subprocess.Popen(
