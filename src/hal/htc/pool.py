@@ -18,6 +18,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
+from hal.htc import protocol as p
 from hal.htc.fairshare import ReleasePolicy, SessionDemand, allocate
 from hal.htc.rest import WorkerLaunch
 from hal.htc.session import Session, Worker
@@ -106,8 +107,6 @@ def worker_launch(session: Session, broker_address: str) -> WorkerLaunch:
         broker_address,
         "--session",
         session.id,
-        "--key",
-        session.worker_key,
     ]
     script = "#!/bin/sh\n# HAL HTC service worker\nexec " + shlex.join(command) + "\n"
     # The lease plus a margin to drain: the job's wall time is enforced by the agent,
@@ -122,7 +121,7 @@ def worker_launch(session: Session, broker_address: str) -> WorkerLaunch:
         memory_bytes=o.memory_per_worker_bytes,
         partition=o.partition,
         workdir=o.workdir,
-        environment=o.environment,
+        environment={**o.environment, p.WORKER_KEY_ENV: session.worker_key},
         output=o.worker_output,
         time_limit_seconds=limit,
     )

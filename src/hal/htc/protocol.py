@@ -34,6 +34,10 @@ from typing import Any, BinaryIO
 
 import msgpack  # type: ignore[import-untyped]  # ships no stubs
 
+# The worker's session secret reaches it in its job's environment, never on its command
+# line: every user of the node reads command lines (ps), a process's environment only its
+# own user and root.
+WORKER_KEY_ENV = "HAL_HTC_WORKER_KEY"
 HEADER = struct.Struct("<I")
 MAX_FRAME_BYTES = 256 * 1024 * 1024  # a bigger frame is a bug or an attack, not a batch
 MAX_ITEM_BYTES = MAX_FRAME_BYTES - 1024  # one task's packed arguments or result, with its id

@@ -146,7 +146,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hal-htc-worker")
     parser.add_argument("--broker", required=True, help="HOST:PORT of the HTC broker")
     parser.add_argument("--session", required=True)
-    parser.add_argument("--key", default=os.environ.get("HAL_HTC_WORKER_KEY", ""))
+    parser.add_argument(
+        "--key",
+        default=os.environ.get(p.WORKER_KEY_ENV, ""),
+        help=f"the session's worker key (default {p.WORKER_KEY_ENV}; on the command line, "
+        "every user of the host can read it)",
+    )
     ns = parser.parse_args(argv)
     return run(ns.broker, ns.session, ns.key)
 

@@ -222,6 +222,27 @@ def test_a_session_is_reattached_from_another_process_after_its_client_died(
     assert (info.submitted, info.completed, info.failed) == (301, 301, 0)
 
 
+def test_a_workers_key_is_not_on_its_command_line(hc: HtcClient, server: LiveServer) -> None:
+    """Any user of a node reads every process's command line (``ps``, /proc/PID/cmdline).
+    The worker job ran ``hal.htc.worker --key SECRET``: whoever saw it could connect as
+    the session's worker and get its tasks' arguments and common data, or answer them
+    with forged results. The key goes in the worker job's environment (readable by its
+    user and root only); the worker still connects with it."""
+    with hc.open_session(SQUARE, min_workers=1, max_workers=1) as s:
+        wait_until(
+            lambda: [w for w in hc.session(s.id).workers if w.state == "ready"],
+            message="a worker",
+        )
+        worker = hc.session(s.id).workers[0]
+        cmdline = Path(f"/proc/{worker.pid}/cmdline").read_bytes().split(b"\0")
+        assert b"hal.htc.worker" in cmdline and s.id.encode() in cmdline
+        assert b"--key" not in cmdline
+        with server.client() as admin:
+            script = admin.job_script(worker.job_id)
+        assert "--key" not in script and "hal.htc.worker" in script
+        assert list(s.map([3])) == [9]
+
+
 def test_killing_a_worker_mid_run_retries_its_tasks_elsewhere(hc: HtcClient) -> None:
     with hc.open_session(SLEEP, min_workers=2, max_workers=2) as s:
         wait_until(

@@ -57,4 +57,7 @@ def test_the_worker_job_runs_the_worker_module_as_the_session_user() -> None:
     a = session("a", 0)
     launch = worker_launch(a, "10.0.0.1:7000")
     assert launch.user == "alice" and launch.session == "a"
-    assert "-m hal.htc.worker --broker 10.0.0.1:7000 --session a --key" in launch.script
+    assert launch.script.endswith("-m hal.htc.worker --broker 10.0.0.1:7000 --session a\n")
+    # the key in the environment, not on a command line every user of the node reads
+    assert a.worker_key not in launch.script
+    assert launch.environment["HAL_HTC_WORKER_KEY"] == a.worker_key
