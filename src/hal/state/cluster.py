@@ -859,8 +859,9 @@ class Cluster:
         another user's job is an admin hold (only an administrator releases it), unless
         ``user_hold`` (``scontrol uhold``: a hold its owner may release)."""
         async with self._lock:
-            jobs = [j for j in self.resolve(ident) if j.state is JobState.PENDING]
-            self._authorise(jobs, caller)
+            found = self.resolve(ident)
+            self._authorise(found, caller)  # whatever their state, as Slurm refuses
+            jobs = [j for j in found if j.state is JobState.PENDING]
             now = self.clock.now()
             changed: list[Job] = []
             for job in jobs:

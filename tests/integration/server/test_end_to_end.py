@@ -264,6 +264,28 @@ def test_users_cannot_touch_each_others_jobs(cluster: LiveServer, tmp_path: Path
         admin.cancel(held.job_id)
 
 
+def test_holding_another_users_running_job_is_refused(cluster: LiveServer, tmp_path: Path) -> None:
+    """``scontrol hold|release`` of someone else's job is "Access/permission denied" in
+    Slurm whatever its state. Carol's hold and release of the admin's running job answered
+    200 with no job changed (the state was filtered before the owner was checked), so
+    `scontrol hold` said nothing and exited 0."""
+    from hal.core.errors import PermissionDenied
+
+    with cluster.client() as admin:
+        carol = admin.add_user("carol")
+        job = admin.submit(JobSubmit(script="#!/bin/sh\nsleep 60\n", workdir=str(tmp_path)))
+        wait_until(lambda: admin.job(job.job_id).state == "RUNNING", message="the job to start")
+    try:
+        with cluster.client(carol.token) as c:
+            with pytest.raises(PermissionDenied):
+                c.hold(job.job_id)
+            with pytest.raises(PermissionDenied):
+                c.release(job.job_id)
+    finally:
+        with cluster.client() as admin:
+            admin.cancel(job.job_id)
+
+
 def test_job_submitted_from_a_job_sees_its_own_variables(
     cluster: LiveServer, tmp_path: Path
 ) -> None:
