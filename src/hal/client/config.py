@@ -87,6 +87,7 @@ def store_token(url: str, user: str, token: str) -> Path:
     data[url.rstrip("/")] = {"user": user, "token": token}
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # the mode is only given to a new file: one left behind keeps its own
     with os.fdopen(fd, "w") as f:
         json.dump(data, f, indent=2)
     tmp.replace(path)

@@ -6,11 +6,12 @@ from __future__ import annotations
 import io
 import json
 import os
+import stat
 
 import pytest
 
 from hal.cli.main import main
-from hal.client.config import store_token
+from hal.client.config import credentials_path, store_token
 from hal.testing.live import LiveServer
 
 HUGE = "9" * 23  # past the database's 64-bit integers
@@ -98,6 +99,24 @@ def test_login_with_an_empty_token_keeps_the_stored_one(
     assert code == 2 and "--token is empty" in err
     assert path.read_text() == before
     assert json.loads(before)[env.url]["token"] == env.token
+
+
+def test_login_writes_the_credentials_readable_by_their_owner_only(
+    env: LiveServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The token file is written through ``credentials.tmp``; one left behind world-
+    readable (a crash, a copy, an older tool) kept its mode, and the renamed credentials
+    file with it: any user of the login node could read the token."""
+    monkeypatch.delenv("HAL_TOKEN")
+    path = credentials_path()
+    path.parent.mkdir(parents=True)
+    stale = path.with_suffix(".tmp")
+    stale.write_text("{}")
+    stale.chmod(0o644)
+    code, _, err = run(capsys, "login", "--token", env.token)
+    assert code == 0, err
+    assert json.loads(path.read_text())[env.url]["token"] == env.token
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
 def test_submit_takes_sbatch_options(env: LiveServer, capsys: pytest.CaptureFixture[str]) -> None:
