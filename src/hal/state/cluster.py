@@ -1133,7 +1133,7 @@ class Cluster:
             for job in started:
                 # (components 1.. of a het job hold their nodes; nothing is launched)
                 agents.send_launch(self, job)
-            preempt.notify(self, marked, plan.preemptions)
+            preempt.notify(self, marked)
             return [j.id for j in started]
 
     async def end_preempted(self, jobs: Sequence[Job]) -> None:

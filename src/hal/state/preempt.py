@@ -27,6 +27,7 @@ not count toward its limit.
 
 from __future__ import annotations
 
+import math
 import signal
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -124,19 +125,17 @@ def _requeued_if(extra: dict[str, str], mode: str) -> dict[str, str]:
     return extra if mode == CANCEL else {**extra, "requeue": "1"}
 
 
-def notify(cluster: Cluster, marked: Sequence[Job], preemptions: Sequence[Preemption]) -> None:
+def notify(cluster: Cluster, marked: Sequence[Job]) -> None:
     """Tell the victims' agents (after ``mark``'s jobs are committed)."""
     from hal.state import agents
 
-    grace = {p.job_id: p.grace_s for p in preemptions}
     for job in marked:
         if PREEMPTED_BY not in job.extra:
             continue  # a preemptor
         if job.state is JobState.SUSPENDED:
             agents.send_signal(cluster, job, signal.SIGSTOP)
         elif job.state is JobState.COMPLETING:
-            wait = int(grace.get(job.id, 0.0)) + cluster.config.kill_wait_seconds
-            agents.send_cancel(cluster, job, final_state(job), kill_wait_s=wait)
+            agents.send_end(cluster, job)  # with its grace time (``grace_left``)
         elif job.spec.signal is not None:
             sig = job.spec.signal
             agents.send_signal(cluster, job, sig.signum, batch_only=sig.batch_only)
@@ -157,8 +156,9 @@ def cancel_state(job: Job) -> JobState:
 
 
 def grace_left(job: Job, now: float) -> int:
-    """Seconds of a preempted job's grace time still to come (0 for any other job)."""
-    return max(0, int(float(job.extra.get(GRACE_END, "0")) - now))
+    """Seconds of a preempted job's grace time still to come, rounded up (0 for any
+    other job)."""
+    return max(0, math.ceil(float(job.extra.get(GRACE_END, "0")) - now))
 
 
 def ended_as(job: Job, reported: JobState) -> JobState:
