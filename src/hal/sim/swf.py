@@ -164,7 +164,9 @@ def _table(lines: list[tuple[int, str]], path: Path) -> np.ndarray:
             values = np.fromstring(" ".join(line for _, line in lines), sep=" ")
     except (ValueError, DeprecationWarning):
         values = np.empty(0)
-    if values.size != 18 * len(lines):
+    # The count per line, not only in all: a 17-field line then a 19-field one are two
+    # broken lines, not two jobs with their fields shifted.
+    if values.size != 18 * len(lines) or any(len(line.split()) != 18 for _, line in lines):
         for n, line in lines:
             _parse(line, f"{path}:{n}")
         raise SwfError(f"{path}: expected 18 fields on each job line")

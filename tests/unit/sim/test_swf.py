@@ -60,3 +60,12 @@ def test_a_word_that_is_no_number_names_the_file_and_line(tmp_path: Path) -> Non
     path.write_text(f"; MaxProcs: 4\n{good}\n{' '.join(['1'] * 17)} x\n")
     with pytest.raises(SwfError, match=r"bad.swf:3: could not convert string to float: 'x'"):
         read_swf(path)
+
+
+def test_a_short_line_and_a_long_line_do_not_make_two_jobs(tmp_path: Path) -> None:
+    """17 fields on one line and 19 on the next add up to 36, but they are two broken
+    lines, not two jobs with their fields shifted."""
+    path = tmp_path / "bad.swf"
+    path.write_text(f"; MaxProcs: 4\n{' '.join(['1'] * 17)}\n{' '.join(['2'] * 19)}\n")
+    with pytest.raises(SwfError, match=r"bad.swf:2: expected 18 fields, found 17"):
+        read_swf(path)
