@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import math
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import astuple, dataclass, field
@@ -109,15 +110,31 @@ def _open(path: Path) -> IO[str]:
     return path.open(encoding="utf-8", errors="replace")
 
 
+_INT_LIMIT = 2.0**53  # a count or number beyond this is no integer a float holds exactly
+
+
 def _parse(line: str, where: str) -> SwfRecord:
     parts = line.split()
     if len(parts) != 18:
         raise SwfError(f"{where}: expected 18 fields, found {len(parts)}; is this an SWF file?")
-    try:
-        vals = [int(float(p)) if i in _INT_FIELDS else float(p) for i, p in enumerate(parts)]
-    except ValueError as err:
-        raise SwfError(f"{where}: {err}") from err
+    vals: list[float | int] = []
+    for i, word in enumerate(parts):
+        try:
+            value = float(word)
+        except ValueError:
+            value = math.nan
+        if not _valid(value, i):
+            raise SwfError(
+                f"{where}: field {i + 1} ({FIELDS[i]}) is {word!r}, not a finite number"
+                " (SWF fields are numbers, -1 when unknown)",
+                field=FIELDS[i],
+            )
+        vals.append(int(value) if i in _INT_FIELDS else value)
     return SwfRecord(*vals)  # type: ignore[arg-type]
+
+
+def _valid(value: float, index: int) -> bool:
+    return math.isfinite(value) and (index not in _INT_FIELDS or abs(value) < _INT_LIMIT)
 
 
 def read_swf(path: str | Path) -> tuple[SwfHeader, list[SwfRecord]]:
@@ -166,11 +183,22 @@ def _table(lines: list[tuple[int, str]], path: Path) -> np.ndarray:
         values = np.empty(0)
     # The count per line, not only in all: a 17-field line then a 19-field one are two
     # broken lines, not two jobs with their fields shifted.
-    if values.size != 18 * len(lines) or any(len(line.split()) != 18 for _, line in lines):
+    if (
+        values.size != 18 * len(lines)
+        or any(len(line.split()) != 18 for _, line in lines)
+        or not _all_valid(values.reshape(len(lines), 18))
+    ):
         for n, line in lines:
             _parse(line, f"{path}:{n}")
         raise SwfError(f"{path}: expected 18 fields on each job line")
     return values.reshape(len(lines), 18)
+
+
+def _all_valid(table: np.ndarray) -> bool:
+    """Every number finite (``nan``/``inf`` parse, but are no time or count) and every
+    integer field within what ``records_of``'s conversion keeps exact."""
+    ints = table[:, sorted(_INT_FIELDS)]
+    return bool(np.isfinite(table).all() and (np.abs(ints) < _INT_LIMIT).all())
 
 
 def records_of(table: np.ndarray, rows: Sequence[int] | np.ndarray) -> Iterator[SwfRecord]:

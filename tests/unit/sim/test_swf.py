@@ -58,7 +58,7 @@ def test_a_word_that_is_no_number_names_the_file_and_line(tmp_path: Path) -> Non
     path = tmp_path / "bad.swf"
     good = " ".join(["1"] * 18)
     path.write_text(f"; MaxProcs: 4\n{good}\n{' '.join(['1'] * 17)} x\n")
-    with pytest.raises(SwfError, match=r"bad.swf:3: could not convert string to float: 'x'"):
+    with pytest.raises(SwfError, match=r"bad.swf:3: field 18 \(think_time\) is 'x'"):
         read_swf(path)
 
 
@@ -68,4 +68,25 @@ def test_a_short_line_and_a_long_line_do_not_make_two_jobs(tmp_path: Path) -> No
     path = tmp_path / "bad.swf"
     path.write_text(f"; MaxProcs: 4\n{' '.join(['1'] * 17)}\n{' '.join(['2'] * 19)}\n")
     with pytest.raises(SwfError, match=r"bad.swf:2: expected 18 fields, found 17"):
+        read_swf(path)
+
+
+@pytest.mark.parametrize("word", ["nan", "inf", "-inf", "NaN", "1e400"])
+def test_a_number_that_is_not_finite_names_the_line_and_field(tmp_path: Path, word: str) -> None:
+    """A requested time of ``nan`` is no time: refused where it is written, not a
+    traceback from the middle of a replay."""
+    path = tmp_path / "bad.swf"
+    fields = ["1"] * 18
+    fields[8] = word
+    path.write_text(f"; MaxProcs: 4\n{' '.join(['1'] * 18)}\n{' '.join(fields)}\n")
+    with pytest.raises(SwfError, match=rf"bad.swf:3: field 9 \(time_req\) is '{word}'"):
+        read_swf(path)
+
+
+def test_a_count_too_large_for_an_integer_names_the_line_and_field(tmp_path: Path) -> None:
+    path = tmp_path / "bad.swf"
+    fields = ["1"] * 18
+    fields[4] = "1e30"
+    path.write_text(f"; MaxProcs: 4\n{' '.join(fields)}\n")
+    with pytest.raises(SwfError, match=r"bad.swf:2: field 5 \(procs_alloc\) is '1e30'"):
         read_swf(path)
