@@ -1,5 +1,5 @@
 """Standard Workload Format (SWF) files: read and write all 18 fields, ``.swf`` or
-``.swf.gz``.
+``.swf.gz`` (read as gzip by content, whatever the name).
 
 The edge between trace files and HAL: lines become ``SwfRecord`` values exactly as
 written (``-1`` stays ``-1``); cleaning and conversion to jobs happen in ``workload``.
@@ -13,6 +13,7 @@ import gzip
 import io
 import math
 import warnings
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import astuple, dataclass, field
 from pathlib import Path
@@ -104,10 +105,17 @@ class SwfHeader:
 _INT_FIELDS = {0, 4, 7, 10, 11, 12, 13, 14, 15, 16}
 
 
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
 def _open(path: Path) -> IO[str]:
-    if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="replace")
-    return path.open(encoding="utf-8", errors="replace")
+    """The file as text, gunzipped when its first bytes say gzip (whatever its name);
+    a byte order mark is dropped."""
+    with path.open("rb") as fh:
+        packed = fh.read(2) == _GZIP_MAGIC
+    if packed:
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", errors="replace")
+    return path.open(encoding="utf-8-sig", errors="replace")
 
 
 _INT_LIMIT = 2.0**53  # a count or number beyond this is no integer a float holds exactly
@@ -150,6 +158,7 @@ def read_swf_table(path: str | Path) -> tuple[SwfHeader, np.ndarray]:
     path = Path(path)
     header = SwfHeader()
     lines: list[tuple[int, str]] = []
+    n = 0
     try:
         with _open(path) as fh:
             for n, raw in enumerate(fh, start=1):
@@ -165,6 +174,11 @@ def read_swf_table(path: str | Path) -> tuple[SwfHeader, np.ndarray]:
                         header.lines.append(("", text))
                     continue
                 lines.append((n, line))
+    except (EOFError, zlib.error, gzip.BadGzipFile) as err:
+        raise SwfError(
+            f"cannot read trace {path}: the compressed file is truncated or corrupt after"
+            f" line {n} ({err})"
+        ) from err
     except OSError as err:
         raise SwfError(f"cannot read trace {path}: {err.strerror or err}") from err
     return header, _table(lines, path)

@@ -90,3 +90,45 @@ def test_a_count_too_large_for_an_integer_names_the_line_and_field(tmp_path: Pat
     path.write_text(f"; MaxProcs: 4\n{' '.join(fields)}\n")
     with pytest.raises(SwfError, match=r"bad.swf:2: field 5 \(procs_alloc\) is '1e30'"):
         read_swf(path)
+
+
+def _gzipped_trace(jobs: int = 300) -> bytes:
+    lines = ["; MaxProcs: 4"]
+    lines += [f"{j} {j} -1 10 2 -1 -1 2 20 -1 1 1 1 -1 1 1 -1 -1" for j in range(1, jobs + 1)]
+    return gzip.compress(("\n".join(lines) + "\n").encode())
+
+
+def test_a_truncated_gzip_trace_is_refused_with_a_message(tmp_path: Path) -> None:
+    """A download cut short: an error naming the file, not an EOFError traceback."""
+    data = _gzipped_trace()
+    path = tmp_path / "cut.swf.gz"
+    path.write_bytes(data[: len(data) - 40])
+    with pytest.raises(SwfError, match=r"cut.swf.gz.*truncated or corrupt"):
+        read_swf(path)
+
+
+def test_a_corrupt_gzip_trace_is_refused_with_a_message(tmp_path: Path) -> None:
+    data = bytearray(_gzipped_trace())
+    data[40:60] = b"\xff" * 20
+    path = tmp_path / "bad.swf.gz"
+    path.write_bytes(bytes(data))
+    with pytest.raises(SwfError, match=r"bad.swf.gz.*truncated or corrupt"):
+        read_swf(path)
+
+
+def test_gzip_is_recognised_by_its_content_not_its_name(tmp_path: Path) -> None:
+    """A compressed trace saved without ``.gz`` (or a plain one with it) reads the same."""
+    data = _gzipped_trace(jobs=3)
+    packed = tmp_path / "packed.swf"
+    packed.write_bytes(data)
+    plain = tmp_path / "plain.swf.gz"
+    plain.write_bytes(gzip.decompress(data))
+    assert read_swf(packed) == read_swf(plain)
+    assert len(read_swf(packed)[1]) == 3
+
+
+def test_a_byte_order_mark_does_not_hide_the_header(tmp_path: Path) -> None:
+    path = tmp_path / "bom.swf"
+    path.write_bytes(b"\xef\xbb\xbf; MaxProcs: 4\n" + b" ".join([b"1"] * 18) + b"\n")
+    header, recs = read_swf(path)
+    assert header.machine_procs == 4 and len(recs) == 1
