@@ -86,6 +86,7 @@ def clean(
             "the trace's header has no MaxProcs or MaxNodes; give the machine size with --procs"
         )
     jobs: list[TraceJob] = []
+    submitted: dict[int, float] = {}  # job number → submit time, of the jobs kept
     dropped = 0
     # Some logs are not sorted by submit time (LLNL-Thunder); the replay order is.
     for rec in records if ordered else sorted(records, key=lambda r: (r.submit, r.job)):
@@ -110,6 +111,13 @@ def clean(
         requested = max(requested, 1.0)
         if cleaning.cap_run_at_request:
             run = min(run, requested)
+        if rec.job in submitted:
+            raise InvalidRequest(
+                f"job number {rec.job} appears twice in the trace (submitted at"
+                f" {submitted[rec.job]:g} s and {rec.submit:g} s); a replay tells jobs apart"
+                " by their number (field 1): give each job its own"
+            )
+        submitted[rec.job] = rec.submit
         jobs.append(TraceJob(rec.job, rec.submit, run, size, requested, rec.user, rec))
         if cleaning.first_jobs and len(jobs) >= cleaning.first_jobs:
             break

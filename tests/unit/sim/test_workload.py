@@ -72,3 +72,18 @@ def test_loading_a_prefix_of_an_unsorted_trace_sorts_before_it_cuts() -> None:
     assert [j.submit for j in first.jobs] == sorted(j.submit for j in first.jobs)
     file_order = [r.job for r in records[:2_000]]
     assert file_order != [j.id for j in first.jobs]  # the trace really is out of order
+
+
+@pytest.mark.parametrize("number", [7, -1])
+def test_a_job_number_used_twice_is_refused(number: int) -> None:
+    """The replay tells jobs apart by number: two jobs 7 (or two unknown, -1) became
+    one job run twice, the other lost, and a utilisation above 1."""
+    recs = [rec(number, 0, 100, 8, 8, 200), rec(number, 5, 10, 8, 8, 20), rec(3, 6, 1, 1, 1, 9)]
+    with pytest.raises(InvalidRequest, match=rf"job number {number} appears twice"):
+        clean(HEADER, recs, Cleaning())
+
+
+def test_a_job_number_used_again_past_the_cut_or_by_a_dropped_record_is_fine() -> None:
+    recs = [rec(1, 0, -1, 2, 2, 10), rec(1, 1, 5, 2, 2, 10), rec(2, 2, 5, 1, 1, 9),
+            rec(2, 3, 5, 1, 1, 9)]  # fmt: skip
+    assert [j.id for j in clean(HEADER, recs, Cleaning(first_jobs=2)).jobs] == [1, 2]
