@@ -49,9 +49,20 @@ class ClusterModel:
 
     @classmethod
     def for_procs(cls, procs: int, cores_per_node: int = 1) -> ClusterModel:
-        """A machine with at least ``procs`` CPUs in whole nodes."""
+        """A machine of exactly ``procs`` CPUs in whole nodes: nodes that do not fill it
+        exactly are refused (rounding up gave a bigger machine than the one named, its
+        utilisation measured against CPUs the trace never had)."""
         # (max: the constructor, not a division by zero, refuses a count below 1)
-        return cls(nodes=-(-procs // max(cores_per_node, 1)), cores_per_node=cores_per_node)
+        model = cls(nodes=-(-procs // max(cores_per_node, 1)), cores_per_node=cores_per_node)
+        if model.total_cpus != procs:
+            lower = procs - procs % cores_per_node
+            sizes = f"{lower} or {model.total_cpus}" if lower else str(model.total_cpus)
+            raise InvalidRequest(
+                f"--cores-per-node {cores_per_node} does not divide the machine's {procs}"
+                f" processors (--procs, else the header's MaxProcs): give --procs {sizes}",
+                field="cores_per_node",
+            )
+        return model
 
     @property
     def total_cpus(self) -> int:

@@ -18,6 +18,11 @@ from hal.cli.main import main
         (["--procs", "-4"], "--procs must be the machine's processor count (1 or more), not -4"),
         (["--first-jobs", "-3"], "--first-jobs must be 0 (every job) or a count of jobs, not -3"),
         (["--cores-per-node", "0"], "--cores-per-node must be 1 or more, not 0"),
+        (
+            ["--procs", "10", "--cores-per-node", "4"],
+            "--cores-per-node 4 does not divide the machine's 10 processors",
+        ),
+        (["--cores-per-node", "3"], "--cores-per-node 3 does not divide the machine's 4"),
         (["--drop-oversize"], "no job is left to replay: the cleaning dropped the trace's 2"),
     ],
 )
@@ -50,3 +55,10 @@ def test_the_header_size_is_still_the_default(write_trace: Any, capsys: Any) -> 
     trace = write_trace([(1, 0.0, 10, 8, 20)], procs=4)
     assert main(["sim", "run", str(trace), "--json"]) == 0
     assert '"machine_procs": 4' in capsys.readouterr().out
+
+
+def test_nodes_that_fill_the_machine_exactly_are_accepted(write_trace: Any, capsys: Any) -> None:
+    trace = write_trace([(1, 0.0, 10, 8, 20)], procs=4)
+    assert main(["sim", "run", str(trace), "--procs", "12", "--cores-per-node", "4", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"machine_procs": 12' in out and '"nodes": 3' in out
