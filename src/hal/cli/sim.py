@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hal.core.errors import HalError
+from hal.core.errors import HalError, InvalidRequest
 
 RESULT_SUFFIX = ".result.json"
 
@@ -121,6 +121,8 @@ def cmd_run(ns: argparse.Namespace) -> int:
     from hal.sim.store import save_run
 
     try:
+        _check_output("--swf-out", ns.swf_out)
+        _check_output("--save", ns.save)
         cleaning, options = _options(ns, ns.policy)
         workload = load_workload(ns.trace, cleaning)
         run, summary = run_workload(workload, options)
@@ -138,21 +140,34 @@ def cmd_run(ns: argparse.Namespace) -> int:
         print(f"hal sim: {err}", file=sys.stderr)
         return 2
     summary["trace"] = str(ns.trace)
-    if ns.swf_out:
-        write_results(
-            ns.swf_out,
-            workload.header,
-            run,
-            f"HAL simulation: policy {ns.policy}, predictor {ns.predictor}",
-        )
-    if ns.save:
-        save_run(Path(ns.save), run, summary, ns.exclude_first_fraction)
+    try:
+        if ns.swf_out:
+            write_results(
+                ns.swf_out,
+                workload.header,
+                run,
+                f"HAL simulation: policy {ns.policy}, predictor {ns.predictor}",
+            )
+        if ns.save:
+            save_run(Path(ns.save), run, summary, ns.exclude_first_fraction)
+    except OSError as err:
+        print(f"hal sim: cannot write {err.filename}: {err.strerror or err}", file=sys.stderr)
+        return 2
     if ns.json:
         print(json.dumps(summary, indent=2))
     else:
         for key, value in summary.items():
             print(f"{key:>22}: {_fmt(value)}")
     return 0
+
+
+def _check_output(option: str, value: str | None) -> None:
+    """An output whose folder is missing is refused before the replay, not after it."""
+    if value and not Path(value).absolute().parent.is_dir():
+        raise InvalidRequest(
+            f"{option} {value}: the folder {Path(value).absolute().parent} does not exist",
+            field=option.lstrip("-").replace("-", "_"),
+        )
 
 
 def cmd_compare(ns: argparse.Namespace) -> int:

@@ -62,3 +62,32 @@ def test_nodes_that_fill_the_machine_exactly_are_accepted(write_trace: Any, caps
     assert main(["sim", "run", str(trace), "--procs", "12", "--cores-per-node", "4", "--json"]) == 0
     out = capsys.readouterr().out
     assert '"machine_procs": 12' in out and '"nodes": 3' in out
+
+
+@pytest.mark.parametrize("option", ["--swf-out", "--save"])
+def test_an_output_in_a_missing_folder_is_refused_before_the_replay(
+    write_trace: Any, tmp_path: Any, capsys: Any, monkeypatch: Any, option: str
+) -> None:
+    """Not a FileNotFoundError traceback after a replay that may have taken an hour."""
+    import hal.sim
+
+    def no_replay(*args: Any) -> None:
+        raise AssertionError("replayed before checking the output")
+
+    monkeypatch.setattr(hal.sim, "run_workload", no_replay)
+    trace = write_trace([(1, 0.0, 10, 1, 20)])
+    rc = main(["sim", "run", str(trace), option, str(tmp_path / "no" / "out"), "--json"])
+    out, err = capsys.readouterr()
+    assert (rc, out) == (2, "")
+    assert f"{option} {tmp_path / 'no' / 'out'}: the folder" in err
+
+
+@pytest.mark.parametrize("option", ["--swf-out", "--save"])
+def test_an_output_that_cannot_be_written_is_an_error_not_a_traceback(
+    write_trace: Any, tmp_path: Any, capsys: Any, option: str
+) -> None:
+    trace = write_trace([(1, 0.0, 10, 1, 20)])
+    rc = main(["sim", "run", str(trace), option, str(tmp_path), "--json"])  # a folder
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert f"hal sim: cannot write {tmp_path}" in err
