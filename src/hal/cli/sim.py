@@ -213,10 +213,21 @@ def cmd_report(ns: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    out = Path(ns.out) if ns.out else path.with_suffix("").with_suffix("")
-    html = write_report(run, summary, out, exclude)
+    out = Path(ns.out) if ns.out else _report_folder(path)
+    try:
+        html = write_report(run, summary, out, exclude)
+    except OSError as err:
+        print(f"hal sim: cannot write the report in {out}: {err.strerror or err}", file=sys.stderr)
+        return 2
     print(html)
     return 0
+
+
+def _report_folder(result: Path) -> Path:
+    """Beside the result, named as it is less its suffixes (``run.npz`` → ``run/``);
+    ``-report`` added where that would be the result itself."""
+    out = result.with_suffix("").with_suffix("")
+    return out if out != result else result.with_name(result.name + "-report")
 
 
 def _fmt(value: object) -> str:

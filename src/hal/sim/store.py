@@ -4,6 +4,8 @@ with the summary as JSON inside (no pickle)."""
 from __future__ import annotations
 
 import json
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,18 @@ def save_run(path: Path, run: SimRun, summary: dict[str, Any], exclude: float) -
 
 
 def load_run(path: Path) -> tuple[SimRun, dict[str, Any], float]:
+    """The run saved in ``path``. ``OSError`` when it cannot be opened, ``ValueError``
+    when it is no whole run saved by ``save_run`` (another file, or one cut short)."""
+    with path.open("rb") as fh:  # a missing file: its OSError
+        if not zipfile.is_zipfile(fh):  # (numpy would try it as a pickle)
+            raise ValueError("not a run saved by `hal sim run --save` (no .npz archive)")
+    try:
+        return _load(path)
+    except (KeyError, ValueError, EOFError, zlib.error, zipfile.BadZipFile) as err:
+        raise ValueError(f"not a run saved by `hal sim run --save` ({err})") from err
+
+
+def _load(path: Path) -> tuple[SimRun, dict[str, Any], float]:
     with np.load(path, allow_pickle=False) as data:
         meta = json.loads(data["meta"].tobytes().decode())
         outcomes = []
