@@ -98,8 +98,13 @@ class SwfHeader:
 
     @property
     def machine_procs(self) -> int | None:
-        """MaxProcs, else MaxNodes (the archive's convention)."""
-        return self.get_int("MaxProcs") or self.get_int("MaxNodes")
+        """MaxProcs, else MaxNodes (the archive's convention); a count below 1 (-1:
+        unknown) is no size."""
+        for key in ("MaxProcs", "MaxNodes"):
+            count = self.get_int(key)
+            if count is not None and count > 0:
+                return count
+        return None
 
 
 _INT_FIELDS = {0, 4, 7, 10, 11, 12, 13, 14, 15, 16}

@@ -132,3 +132,14 @@ def test_a_byte_order_mark_does_not_hide_the_header(tmp_path: Path) -> None:
     path.write_bytes(b"\xef\xbb\xbf; MaxProcs: 4\n" + b" ".join([b"1"] * 18) + b"\n")
     header, recs = read_swf(path)
     assert header.machine_procs == 4 and len(recs) == 1
+
+
+@pytest.mark.parametrize("procs", ["-1", "0"])
+def test_an_unknown_maxprocs_falls_back_to_maxnodes(tmp_path: Path, procs: str) -> None:
+    """-1 is SWF's "unknown" in the header too: MaxNodes then sizes the machine."""
+    path = tmp_path / "h.swf"
+    path.write_text(f"; MaxProcs: {procs}\n; MaxNodes: 8\n{' '.join(['1'] * 18)}\n")
+    header, _ = read_swf(path)
+    assert header.machine_procs == 8
+    path.write_text(f"; MaxProcs: {procs}\n{' '.join(['1'] * 18)}\n")
+    assert read_swf(path)[0].machine_procs is None
