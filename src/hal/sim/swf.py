@@ -236,7 +236,14 @@ _CHUNK = 4096
 
 
 def _fmt(value: float | int) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:.2f}"
+    """Whole numbers as integers; others with two decimals as the archive writes them
+    (``257.50``) or, where two lose a fraction the value has, to the microsecond
+    (10.333 s had read back as 10.33)."""
+    if float(value).is_integer():
+        return str(int(value))
+    if round(value, 2) == value:
+        return f"{value:.2f}"
+    return f"{value:.6f}".rstrip("0")
 
 
 def format_records(records: Iterable[SwfRecord]) -> Iterator[str]:

@@ -143,3 +143,26 @@ def test_an_unknown_maxprocs_falls_back_to_maxnodes(tmp_path: Path, procs: str) 
     assert header.machine_procs == 8
     path.write_text(f"; MaxProcs: {procs}\n{' '.join(['1'] * 18)}\n")
     assert read_swf(path)[0].machine_procs is None
+
+
+def test_swf_out_reads_back_as_the_jobs_replayed(tmp_path: Path, capsys: Any) -> None:
+    """``--swf-out`` is SWF the parser reads back: the same jobs (submit, size, request,
+    run time) with the simulated waits, to the second's fraction the trace gave."""
+    from hal.cli.main import main
+    from hal.sim.workload import load_workload
+
+    lines = ["; MaxProcs: 4"]
+    jobs = [(1, 0, 100, 4, 200), (2, 5.5, 10.333, 4, 20.7), (3, 6.25, 3.125, 1, 9), (4, 7, 4, 9, 8)]
+    for jid, submit, run, size, req in jobs:
+        lines.append(f"{jid} {submit} -1 {run} {size} -1 -1 {size} {req} -1 1 1 1 -1 1 1 -1 -1")
+    trace = tmp_path / "frac.swf"
+    trace.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out.swf"
+    assert main(["sim", "run", str(trace), "--swf-out", str(out), "--json"]) == 0
+    capsys.readouterr()
+    before = load_workload(trace).jobs
+    after = load_workload(out).jobs
+    key = [(j.id, j.submit, j.procs, j.requested, j.run) for j in before]
+    assert [(j.id, j.submit, j.procs, j.requested, j.run) for j in after] == key
+    _, recs = read_swf(out)
+    assert [r.wait for r in recs] == [0, 94.5, 104.083, 106.458]  # 4 waits for 3 to end
