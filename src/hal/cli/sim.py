@@ -171,12 +171,20 @@ def _check_output(option: str, value: str | None) -> None:
 
 
 def cmd_compare(ns: argparse.Namespace) -> int:
-    from hal.sim import KEYS, load_workload, run_workload
+    from hal.sim import KEYS, POLICIES, load_workload, run_workload
 
-    policies = [p.strip() for p in ns.policies.split(",") if p.strip()]
+    # each once, in the order named
+    policies = list(dict.fromkeys(p.strip() for p in ns.policies.split(",") if p.strip()))
     if not policies:
         print(
             "hal sim: --policies names no policy; e.g. fcfs,easy,conservative,easy-sjbf",
+            file=sys.stderr,
+        )
+        return 2
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown:  # before any replay, not after the valid ones
+        print(
+            f"hal sim: unknown policy {unknown[0]!r}; choose from {', '.join(POLICIES)}",
             file=sys.stderr,
         )
         return 2

@@ -91,3 +91,26 @@ def test_an_output_that_cannot_be_written_is_an_error_not_a_traceback(
     err = capsys.readouterr().err
     assert rc == 2
     assert f"hal sim: cannot write {tmp_path}" in err
+
+
+def test_compare_refuses_an_unknown_policy_before_any_replay(
+    write_trace: Any, capsys: Any, monkeypatch: Any
+) -> None:
+    """Not after replaying the valid ones first (hours on a whole trace)."""
+    import hal.sim
+
+    def no_replay(*args: Any) -> None:
+        raise AssertionError("replayed before checking the policies")
+
+    monkeypatch.setattr(hal.sim, "run_workload", no_replay)
+    trace = write_trace([(1, 0.0, 10, 1, 20)])
+    assert main(["sim", "compare", str(trace), "--policies", "easy,esay"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown policy 'esay'; choose from fcfs, easy, conservative, easy-sjbf" in err
+
+
+def test_compare_replays_a_policy_named_twice_once(write_trace: Any, capsys: Any) -> None:
+    trace = write_trace([(1, 0.0, 10, 1, 20), (2, 1.0, 10, 4, 20)])
+    assert main(["sim", "compare", str(trace), "--policies", "easy,fcfs,easy"]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert header.split() == ["easy", "fcfs"]
