@@ -142,7 +142,9 @@ def run_trace(
 
 def write_results(path: str | Path, header: SwfHeader, run: SimRun, note: str) -> None:
     """Per-job results as SWF: the trace's lines with the simulated wait (field 3) and run
-    time (field 4); jobs that never ran get -1."""
+    time (field 4); jobs that never ran get -1. The header's ``MaxProcs`` is the machine
+    replayed (``--procs`` may differ from the trace's), so that the file reads back as the
+    jobs replayed."""
     records: list[SwfRecord] = []
     for o in run.outcomes:
         ran = o.start == o.start  # not NaN
@@ -156,5 +158,14 @@ def write_results(path: str | Path, header: SwfHeader, run: SimRun, note: str) -
                 time_req=o.job.requested,
             )
         )
-    out = SwfHeader([*header.lines, ("", note)])
-    write_swf(path, out, records)
+    write_swf(path, SwfHeader([*_sized(header, run.machine_procs), ("", note)]), records)
+
+
+def _sized(header: SwfHeader, procs: int) -> list[tuple[str, str]]:
+    """``header``'s lines with ``MaxProcs: procs`` in place of its own (first if none)."""
+    lines = [(k, v) for k, v in header.lines if k.lower() != "maxprocs"]
+    given = header.get("MaxProcs")
+    if given is not None and header.get_int("MaxProcs") != procs:
+        lines.append(("", f"MaxProcs of the trace: {given}"))
+    at = next((i for i, (k, _) in enumerate(header.lines) if k.lower() == "maxprocs"), 0)
+    return [*lines[:at], ("MaxProcs", str(procs)), *lines[at:]]

@@ -10,6 +10,7 @@ import pytest
 
 from hal.sim.swf import SwfError, read_swf, write_swf
 from hal.sim.traces import traces_dir
+from hal.sim.workload import Cleaning
 
 TRACES = traces_dir()
 
@@ -166,3 +167,23 @@ def test_swf_out_reads_back_as_the_jobs_replayed(tmp_path: Path, capsys: Any) ->
     assert [(j.id, j.submit, j.procs, j.requested, j.run) for j in after] == key
     _, recs = read_swf(out)
     assert [r.wait for r in recs] == [0, 94.5, 104.083, 106.458]  # 4 waits for 3 to end
+
+
+@pytest.mark.parametrize("options", [["--procs", "4"], ["--procs", "16"], []])
+def test_swf_out_names_the_machine_it_was_replayed_on(
+    write_trace: Any, tmp_path: Path, capsys: Any, options: list[str]
+) -> None:
+    """With --procs, the header's MaxProcs was copied unchanged: read back, an 8-processor
+    job replayed on 4 became an 8-processor job again."""
+    from hal.cli.main import main
+    from hal.sim.workload import load_workload
+
+    trace = write_trace([(1, 0, 10, 8, 20), (2, 1, 10, 2, 20)], procs=8)
+    out = tmp_path / "out.swf"
+    assert main(["sim", "run", str(trace), *options, "--swf-out", str(out), "--json"]) == 0
+    capsys.readouterr()
+    cleaning = Cleaning(procs=int(options[1])) if options else Cleaning()
+    replayed = load_workload(trace, cleaning)
+    back = load_workload(out)
+    assert back.machine_procs == replayed.machine_procs
+    assert [(j.id, j.procs) for j in back.jobs] == [(j.id, j.procs) for j in replayed.jobs]
