@@ -119,6 +119,7 @@ def run_workload(workload: Workload, options: SimOptions) -> tuple[SimRun, dict[
         cores_per_node=cluster.cores_per_node,
         trace_jobs=len(workload.jobs),
         dropped=workload.dropped,
+        capped=workload.capped,
         passes=run.passes,
         skipped_passes=run.skipped_passes,
     )

@@ -63,6 +63,7 @@ class Workload:
     jobs: tuple[TraceJob, ...]
     machine_procs: int
     dropped: int  # records left out by the cleaning
+    capped: int = 0  # jobs larger than the machine, cut to it
 
 
 def _size(rec: SwfRecord, rule: str) -> int:
@@ -87,7 +88,7 @@ def clean(
         )
     jobs: list[TraceJob] = []
     submitted: dict[int, float] = {}  # job number → submit time, of the jobs kept
-    dropped = 0
+    dropped = capped = 0
     # Some logs are not sorted by submit time (LLNL-Thunder); the replay order is.
     for rec in records if ordered else sorted(records, key=lambda r: (r.submit, r.job)):
         size = _size(rec, cleaning.size_rule)
@@ -96,7 +97,8 @@ def clean(
             dropped += 1
             continue
         run = max(run, 0.0)
-        if size > machine:
+        cut = size > machine
+        if cut:
             if not cleaning.cap_size:
                 dropped += 1
                 continue
@@ -118,10 +120,11 @@ def clean(
                 " by their number (field 1): give each job its own"
             )
         submitted[rec.job] = rec.submit
+        capped += cut
         jobs.append(TraceJob(rec.job, rec.submit, run, size, requested, rec.user, rec))
         if cleaning.first_jobs and len(jobs) >= cleaning.first_jobs:
             break
-    return Workload(header, tuple(jobs), machine, dropped)
+    return Workload(header, tuple(jobs), machine, dropped, capped)
 
 
 def load_workload(path: str | Path, cleaning: Cleaning | None = None) -> Workload:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,3 +89,18 @@ def test_a_job_number_used_again_past_the_cut_or_by_a_dropped_record_is_fine() -
     recs = [rec(1, 0, -1, 2, 2, 10), rec(1, 1, 5, 2, 2, 10), rec(2, 2, 5, 1, 1, 9),
             rec(2, 3, 5, 1, 1, 9)]  # fmt: skip
     assert [j.id for j in clean(HEADER, recs, Cleaning(first_jobs=2)).jobs] == [1, 2]
+
+
+def test_jobs_cut_to_the_machine_are_counted(write_trace: Any, capsys: Any) -> None:
+    """--procs below the largest job caps those jobs (the convention); the summary says
+    how many, as it says how many were dropped."""
+    from hal.cli.main import main
+
+    trace = write_trace([(1, 0, 10, 8, 20), (2, 1, 10, 2, 20), (3, 2, 10, 6, 20)], procs=8)
+    assert clean(HEADER, [rec(1, 0, 5, 16, 16, 10), rec(2, 1, 5, 2, 2, 10)], Cleaning()).capped == 1
+    assert main(["sim", "run", str(trace), "--procs", "4", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["capped"], summary["dropped"], summary["trace_jobs"]) == (2, 0, 3)
+    assert main(["sim", "run", str(trace), "--procs", "4", "--drop-oversize", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["capped"], summary["dropped"], summary["trace_jobs"]) == (0, 2, 1)
