@@ -132,8 +132,8 @@ def _parse(line: str, where: str) -> SwfRecord:
         raise SwfError(f"{where}: expected 18 fields, found {len(parts)}; is this an SWF file?")
     vals: list[float | int] = []
     for i, word in enumerate(parts):
-        try:
-            value = float(word)
+        try:  # as numpy reads it: no digit separators, which float() would take
+            value = math.nan if "_" in word else float(word)
         except ValueError:
             value = math.nan
         if not _valid(value, i):

@@ -55,11 +55,12 @@ def test_reads_a_real_archive_file() -> None:
     assert len(recs) == 28_489
 
 
-def test_a_word_that_is_no_number_names_the_file_and_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("word", ["x", "1_0"])  # 1_0: Python's float() reads it, numpy not
+def test_a_word_that_is_no_number_names_the_file_and_line(tmp_path: Path, word: str) -> None:
     path = tmp_path / "bad.swf"
     good = " ".join(["1"] * 18)
-    path.write_text(f"; MaxProcs: 4\n{good}\n{' '.join(['1'] * 17)} x\n")
-    with pytest.raises(SwfError, match=r"bad.swf:3: field 18 \(think_time\) is 'x'"):
+    path.write_text(f"; MaxProcs: 4\n{good}\n{' '.join(['1'] * 17)} {word}\n")
+    with pytest.raises(SwfError, match=rf"bad.swf:3: field 18 \(think_time\) is '{word}'"):
         read_swf(path)
 
 
