@@ -156,8 +156,9 @@ def cmd_run(ns: argparse.Namespace) -> int:
     if ns.json:
         print(json.dumps(summary, indent=2))
     else:
+        width = max(map(len, summary))
         for key, value in summary.items():
-            print(f"{key:>22}: {_fmt(value)}")
+            print(f"{key:>{width}}: {_fmt(value)}")
     return 0
 
 
@@ -201,10 +202,11 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     if ns.json:
         print(json.dumps(results, indent=2))
         return 0
-    width = max(12, *(len(p) + 2 for p in policies))
+    cells = {key: [_fmt(results[p][key]) for p in policies] for key in KEYS}
+    width = max(12, *(len(c) + 2 for c in [*policies, *(c for row in cells.values() for c in row)]))
     print(f"{'':>18}" + "".join(f"{p:>{width}}" for p in policies))
-    for key in KEYS:
-        print(f"{key:>18}" + "".join(f"{_fmt(results[p][key]):>{width}}" for p in policies))
+    for key, row in cells.items():
+        print(f"{key:>18}" + "".join(f"{c:>{width}}" for c in row))
     return 0
 
 

@@ -114,3 +114,23 @@ def test_compare_replays_a_policy_named_twice_once(write_trace: Any, capsys: Any
     assert main(["sim", "compare", str(trace), "--policies", "easy,fcfs,easy"]) == 0
     header = capsys.readouterr().out.splitlines()[0]
     assert header.split() == ["easy", "fcfs"]
+
+
+def test_run_lines_up_every_key_of_its_text_summary(write_trace: Any, capsys: Any) -> None:
+    """--topology adds keys longer than the 22 columns the keys were padded to."""
+    trace = write_trace([(1, 0.0, 10, 2, 20), (2, 1.0, 10, 4, 20)])
+    assert main(["sim", "run", str(trace), "--topology", "leaf=2,levels=2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.strip().startswith("unaware_mean_leaves_per_multinode_job:") for line in lines)
+    assert len({line.index(": ") for line in lines}) == 1
+
+
+def test_compare_keeps_wide_numbers_in_their_columns(write_trace: Any, capsys: Any) -> None:
+    """A makespan of 1,000,000,010 s is wider than the 12 columns a policy was given."""
+    trace = write_trace([(1, 0.0, 10, 1, 20), (2, 1e9, 10, 1, 20)])
+    assert main(["sim", "compare", str(trace), "--policies", "fcfs,easy"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["fcfs", "easy"]
+    assert all(len(line.split()) == 3 for line in lines[1:])
+    assert ["makespan_s", "1,000,000,010", "1,000,000,010"] in [line.split() for line in lines]
+    assert len({len(line) for line in lines}) == 1  # right-aligned: every row as wide
