@@ -236,7 +236,8 @@ def test_fixed_runtimes_answer_what_runtime_answers() -> None:
     plugin = backfill.new({"mode": "easy"})
     jobs = [make_job(i).limit(limit).build() for i, limit in enumerate((0, 1, 60, 3600, 59))]
     plugin.runtime(jobs[2])  # one already kept
-    assert plugin.fixed_runtimes(jobs) == [plugin.runtime(j) for j in jobs]
+    fixed = plugin.fixed_runtimes(jobs)
+    assert fixed is not None and fixed.tolist() == [plugin.runtime(j) for j in jobs]
     assert backfill.new({"mode": "easy", "predictor": "avg2"}).fixed_runtimes(jobs) is None
 
 

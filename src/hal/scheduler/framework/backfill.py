@@ -541,12 +541,12 @@ class _Settled:
         self._asked_holds = True
         planner = self._planner
         runtimes = planner.plugin.fixed_runtimes(self._ordered)
-        if runtimes is not None:
-            if self.partition in planner.protected:
-                runtimes = [
-                    _held_for(j, r, True) for j, r in zip(self._ordered, runtimes, strict=True)
-                ]
-            self._holds = np.array(runtimes, dtype=np.float64)
+        if runtimes is not None and self.partition in planner.protected:
+            runtimes = np.array(
+                [_held_for(j, r, True) for j, r in zip(self._ordered, runtimes, strict=True)],
+                dtype=np.float64,
+            )
+        self._holds = runtimes
         return self._holds
 
 

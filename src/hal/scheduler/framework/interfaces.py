@@ -312,7 +312,7 @@ class BackfillPlugin(Plugin, Protocol):
         must be cheap."""
         ...
 
-    def fixed_runtimes(self, jobs: Sequence[Job]) -> list[float] | None:
+    def fixed_runtimes(self, jobs: Sequence[Job]) -> FloatArray | None:
         """``runtime(job)`` for each of ``jobs`` (pending: nothing elapsed) at once, when
         the answers do not depend on when or in what order they are asked (the requested
         time); else None, and the stage asks ``runtime`` job by job, as it would have."""

@@ -14,6 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
+import numpy as np
+import numpy.typing as npt
+
 from hal.core.job import Job
 from hal.predict import (
     CONFIGURABLE,
@@ -99,14 +102,14 @@ class Backfill:
             return found[1]
         return self._planned(job, elapsed_s)
 
-    def fixed_runtimes(self, jobs: Sequence[Job]) -> list[float] | None:
+    def fixed_runtimes(self, jobs: Sequence[Job]) -> npt.NDArray[np.float64] | None:
         """``runtime(job)`` of each of ``jobs``, none of them started, when it is the same
         whenever and in whatever order it is asked (the requested time); None otherwise
         (a predictor that learns, or remembers what it was asked)."""
         if self._fixed is None:
             return None
-        runtime = self.runtime
-        return [runtime(job) for job in jobs]
+        assert isinstance(self.predictor, UserPredictor)  # (what ``_fixed`` is kept for)
+        return self.predictor.planned_all(jobs)
 
 
 def _number(args: PluginArgs, key: str, default: float, *, integer: bool = False) -> float:
