@@ -325,7 +325,7 @@ async def apply_reports(cluster: Cluster, node: str, reports: list[JobReport]) -
                 event.data["message"] = r.message  # type: ignore[index]
             else:
                 state = FINISHED_STATES.get(r.state)
-                if r.state == JobState.PENDING.value and job.extra.get("requeue") == "1":
+                if r.state == JobState.PENDING.value and job.extra.get(preempt.REQUEUE) == "1":
                     state = JobState.PENDING  # a requeue ending its run (Cluster.finish)
                 if state is None:
                     state = (

@@ -910,7 +910,9 @@ class Cluster:
                     # ends on the agent first; the finish report puts it back in the queue
                     # (components 1.. of a het job: with component 0's report)
                     changed.append(
-                        job.evolve(state=JobState.COMPLETING, extra={**job.extra, "requeue": "1"})
+                        job.evolve(
+                            state=JobState.COMPLETING, extra={**job.extra, preempt.REQUEUE: "1"}
+                        )
                     )
                     events.append(
                         EventRow(now, "job.requeueing", job_id=job.id, state="COMPLETING")
@@ -1160,7 +1162,9 @@ class Cluster:
     ) -> tuple[Job, EventRow]:
         """The ended version of ``job`` (or, for NODE_FAIL with requeue, the requeued one)."""
         state = preempt.ended_as(job, state)
-        if job.extra.get("requeue") == "1" or (state is JobState.NODE_FAIL and job.spec.requeue):
+        if job.extra.get(preempt.REQUEUE) == "1" or (
+            state is JobState.NODE_FAIL and job.spec.requeue
+        ):
             # PENDING: an administrator's requeue (scontrol requeue) ending its run
             new = requeued(job, after=None if state is JobState.PENDING else state.value)
             return new, EventRow(
@@ -1278,7 +1282,7 @@ def _refused_het_jobs(cluster: Cluster, plan: Plan, scratch: dict[str, NodeUsage
 def requeued(job: Job, after: str | None = None) -> Job:
     """``job`` back in the queue for a new run; ``after``: the state the server ended its
     last run in (``preempt.REQUEUED_AFTER``; None: an administrator's requeue)."""
-    dropped = ("requeue", SUSPENDED_AT, SUSPENDED_S, preempt.REQUEUED_AFTER)  # start afresh
+    dropped = (preempt.REQUEUE, SUSPENDED_AT, SUSPENDED_S, preempt.REQUEUED_AFTER)  # start afresh
     extra = preempt.cleared({k: v for k, v in job.extra.items() if k not in dropped})
     if after is not None:
         extra[preempt.REQUEUED_AFTER] = after

@@ -58,6 +58,9 @@ PREEMPT_TIME = "preempt_time"
 # on a job the server put back in the queue: the state its last run ended in (PREEMPTED,
 # NODE_FAIL); hal show, REST ``requeued_after``
 REQUEUED_AFTER = "requeued_after"
+# on a COMPLETING job ("1"): its end puts it back in the queue (``scontrol requeue``, or a
+# victim in requeue mode)
+REQUEUE = "requeue"
 # With no configured grace time a --signal victim gets its @SECS to checkpoint, at most
 # this long: the preemptor waits meanwhile (--signal allows up to 65535 s).
 SIGNAL_GRACE_MAX_S = 300.0
@@ -122,7 +125,7 @@ def signal_grace(job: Job, configured_s: float) -> float:
 
 def _requeued_if(extra: dict[str, str], mode: str) -> dict[str, str]:
     """``requeue`` (the default mode): the finish report puts it back in the queue."""
-    return extra if mode == CANCEL else {**extra, "requeue": "1"}
+    return extra if mode == CANCEL else {**extra, REQUEUE: "1"}
 
 
 def notify(cluster: Cluster, marked: Sequence[Job]) -> None:
@@ -152,7 +155,7 @@ def cancel_state(job: Job) -> JobState:
     ``final_state``, PENDING for a job being requeued, else CANCELLED."""
     if PREEMPTED_BY in job.extra:
         return final_state(job)
-    return JobState.PENDING if job.extra.get("requeue") == "1" else JobState.CANCELLED
+    return JobState.PENDING if job.extra.get(REQUEUE) == "1" else JobState.CANCELLED
 
 
 def grace_left(job: Job, now: float) -> int:
