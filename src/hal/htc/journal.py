@@ -34,7 +34,7 @@ from sqlalchemy.engine import make_url
 from hal.db import normalise_url
 from hal.htc import protocol as p
 from hal.htc.rest import SessionOptions
-from hal.htc.session import Session, by_size
+from hal.htc.session import Session
 from hal.htc.tasks import TaskBook
 
 SUFFIX = ".journal"
@@ -187,16 +187,12 @@ def restore(replay: Replay, now: float) -> Session:
         next_task_id=replay.next_task_id,
     )
     session.last_activity = now
-    delivered = len(replay.outcomes) // 3
-    acked = min(replay.acked, delivered)
-    session.sent_seq = delivered
-    session.acked_seq = acked
-    if delivered > acked:
-        end = acked
-        for chunk in by_size(replay.outcomes[3 * acked :]):  # frames the client can read
-            end += len(chunk) // 3
-            session.unacked.append((end, chunk))
-        session.unacked_results = delivered - acked
+    acked = min(replay.acked, len(replay.outcomes) // 3)
+    session.sent_seq = session.acked_seq = acked
+    # the results the client may not have: unacknowledged again, as ``flush`` leaves sent
+    # ones (no client yet: nothing is sent until it reattaches)
+    session.outbox = replay.outcomes[3 * acked :]
+    session.flush()
     return session
 
 
