@@ -30,6 +30,7 @@ from hal.htc import service
 FLUSH_AFTER_S = 0.001
 EXIT_LOAD_ERROR = 3
 EXIT_SERVICE_DIED = 4  # an executable service exited under a task
+EXIT_BROKER_LOST = 5  # the broker cannot be reached, or its connection broke
 
 
 class TaskTimeout(Exception):
@@ -153,7 +154,12 @@ def main(argv: list[str] | None = None) -> int:
         "every user of the host can read it)",
     )
     ns = parser.parse_args(argv)
-    return run(ns.broker, ns.session, ns.key)
+    try:
+        return run(ns.broker, ns.session, ns.key)
+    except OSError as err:  # refused, reset, or timed out by keepalive: a line, no traceback
+        why = err.strerror or err.__class__.__name__
+        print(f"hal-htc-worker: lost the HTC broker at {ns.broker}: {why}", file=sys.stderr)
+        return EXIT_BROKER_LOST
 
 
 if __name__ == "__main__":

@@ -271,3 +271,17 @@ def test_big_results_of_one_turn_go_to_the_client_in_frames_it_takes(
     session.outbox = [5, p.OK, b"small"]
     session.flush()
     assert client.sent[-1][1:] == [5, [5, p.OK, b"small"]]
+
+
+def test_a_worker_whose_broker_is_gone_says_so_in_a_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A worker job started after its broker went away (or whose connection broke) ended
+    with a traceback in the job's log; it says what happened and exits 5."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    rc = worker.main(["--broker", f"127.0.0.1:{port}", "--session", "s", "--key", "k"])
+    err = capsys.readouterr().err
+    assert rc == worker.EXIT_BROKER_LOST
+    assert err == f"hal-htc-worker: lost the HTC broker at 127.0.0.1:{port}: Connection refused\n"
