@@ -13,9 +13,11 @@ from hal.core.filenames import FilenameFields, output_paths
 from hal.core.job import Job, JobSpec
 from hal.core.node import Node, Partition
 from hal.core.slurm_syntax import (
+    format_licenses,
     format_umask,
     parse_array,
     parse_dependency,
+    parse_licenses,
     parse_signal,
     parse_switches,
     parse_topology,
@@ -97,6 +99,7 @@ def to_spec(
         data = parse_data_keys(req.data) if req.data else ()
         data = expand_datasets(data, datasets or {})
         umask = parse_umask(req.umask) if req.umask is not None else None
+        licenses = parse_licenses(req.licenses) if req.licenses else ()
     except InvalidRequest as err:
         raise InvalidRequest(f"{where}{err.message}", field=where + (err.field or "")) from err
     for term in dependency.terms if dependency else ():
@@ -150,6 +153,7 @@ def to_spec(
         topology=topology,
         data=data,
         reservation=req.reservation.strip(),
+        licenses=licenses,
     )
 
 
@@ -247,6 +251,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         topology=str(spec.topology) if spec.topology else None,
         data=list(spec.data),
         reservation=spec.reservation,
+        licenses=format_licenses(spec.licenses),
     )
 
 

@@ -2,7 +2,8 @@
 
 Without a ``[scheduler]`` profile the server runs ``default_profile`` shaped by the
 config: ``limits`` when some account or QoS limit is set, ``preemption`` with
-``[preemption]`` or cohorts, ``datalocality`` with ``[data]``, the topology's level names.
+``[preemption]`` or cohorts, ``datalocality`` with ``[data]``, ``licenses`` with
+``[licenses]``, the topology's level names.
 
 A ``[scheduler]`` table without ``plugins`` tunes that default profile: its
 ``plugin_args`` (per plugin, key by key) and ``score_weights`` are laid over the default
@@ -19,7 +20,7 @@ from typing import Any
 
 from hal.config.model import HalConfig
 from hal.scheduler.framework import ProfileError
-from hal.scheduler.plugins import LIMITS, PREEMPTION, default_profile
+from hal.scheduler.plugins import LICENSES, LIMITS, PREEMPTION, default_profile
 
 _MERGED = ("plugin_args", "score_weights")
 
@@ -39,6 +40,7 @@ def config_default_profile(config: HalConfig) -> dict[str, object]:
         topology=config.topology,
         limits=config.priority.has_limits,
         preemption=needs_preemption(config),
+        licenses=bool(config.licenses),
         **data_args,
     )
 
@@ -98,6 +100,8 @@ def require_enforcers(plugins: list[object], config: HalConfig) -> None:
         missing.append((LIMITS, "[[accounts]]/[[qos]] set limits"))
     if needs_preemption(config) and PREEMPTION not in plugins:
         missing.append((PREEMPTION, "[preemption] is on or [[accounts]] set a cohort"))
+    if config.licenses and LICENSES not in plugins:
+        missing.append((LICENSES, "[licenses] names licenses"))
     if missing:
         what = "; ".join(f"{why} but it leaves out {name!r}" for name, why in missing)
         raise ProfileError(

@@ -1,4 +1,5 @@
-"""``/v1/nodes``, ``/v1/partitions``, ``/v1/topology``, ``/v1/config``, ``/v1/users``."""
+"""``/v1/nodes``, ``/v1/partitions``, ``/v1/topology``, ``/v1/licenses``, ``/v1/config``,
+``/v1/users``."""
 
 from __future__ import annotations
 
@@ -14,10 +15,13 @@ from hal.api.auth import new_token, token_hash
 from hal.api.context import ServerContext, admin_dep, caller_dep, context_dep
 from hal.api.convert import node_info, partition_info, topology_info
 from hal.core.errors import Conflict, NotFound
+from hal.core.job import licenses_held
 from hal.state import agents, users
 from hal.state.cluster import Caller
 from hal.wire.nodes import (
     ClusterConfig,
+    LicenseInfo,
+    LicenseList,
     NodeInfo,
     NodeList,
     NodeUpdate,
@@ -63,6 +67,19 @@ async def list_partitions(ctx: Ctx, _caller: Who) -> PartitionList:
 async def show_topology(ctx: Ctx, _caller: Who) -> TopologyInfo:
     """The switch tree from the config, with free/total nodes per switch."""
     return topology_info(ctx.cluster)
+
+
+@router.get("/licenses", response_model=LicenseList)
+async def list_licenses(ctx: Ctx, _caller: Who) -> LicenseList:
+    """The cluster's licenses (``[licenses]``; ``scontrol show licenses``): how many the
+    running jobs hold and how many are free."""
+    used = licenses_held(ctx.cluster.unfinished.values())
+    return LicenseList(
+        licenses=[
+            LicenseInfo(name=name, total=total, used=used[name], free=max(0, total - used[name]))
+            for name, total in sorted(ctx.config.licenses.items())
+        ]
+    )
 
 
 @router.get("/config", response_model=ClusterConfig)

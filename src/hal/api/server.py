@@ -111,6 +111,7 @@ class HalServer:
                 policy=config.priority,
                 preemption_policy=config.preemption,
                 partitions=config.partition_objects(),
+                licenses=config.licenses,
             ),
         )
         self.predictions = PredictionService(

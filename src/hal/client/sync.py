@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from hal.wire.jobs import JobEvent, JobInfo, JobUpdate
     from hal.wire.nodes import (
         ClusterConfig,
+        LicenseInfo,
         NodeInfo,
         PartitionInfo,
         TopologyInfo,
@@ -324,6 +325,12 @@ class HalClient:
 
         r = self._request("GET", "/v1/partitions")
         return PartitionList.model_validate_json(r.body).partitions
+
+    def licenses(self) -> list[LicenseInfo]:
+        from hal.wire.nodes import LicenseList
+
+        r = self._request("GET", "/v1/licenses")
+        return LicenseList.model_validate_json(r.body).licenses
 
     def topology(self) -> TopologyInfo:
         from hal.wire.nodes import TopologyInfo

@@ -155,6 +155,7 @@ JOB_LETTERS: dict[str, tuple[str, JobColumn]] = {
     "B": ("EXEC_HOST", lambda j, n: j.nodes[0] if j.nodes else "n/a"),
     "h": ("OVER_SUBSCRIBE", lambda j, n: "NO" if j.exclusive else "OK"),
     "v": ("RESERVATION", lambda j, n: _null(j.reservation)),
+    "W": ("LICENSES", lambda j, n: _null(j.licenses)),
     # -O names without a -o letter: keyed by their -O name
     "stdout": ("STDOUT", lambda j, n: j.stdout),
     "stderr": ("STDERR", lambda j, n: j.stderr),
@@ -209,6 +210,7 @@ LONG_FIELDS: dict[str, str] = {
     "batchhost": "B",
     "oversubscribe": "h",
     "reservation": "v",
+    "licenses": "W",
     **{name: name for name in JOB_LETTERS if len(name) > 1},
 }
 LONG_FIELD_WIDTH = 20

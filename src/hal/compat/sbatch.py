@@ -30,6 +30,7 @@ from hal.core.slurm_syntax import (
     parse_dependency,
     parse_gpus,
     parse_gres,
+    parse_licenses,
     parse_memory,
     parse_nodes,
     parse_signal,
@@ -66,6 +67,7 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("data", ("data",)),
     Opt("comment", ("comment",)),
     Opt("reservation", ("reservation",)),
+    Opt("licenses", ("licenses",), "L"),
     Opt("nice", ("nice",), arg=OPT),
     Opt("mail_type", ("mail-type",)),
     Opt("mail_user", ("mail-user",)),
@@ -87,6 +89,7 @@ ENV_OPTIONS = {
     "SBATCH_EXPORT": "export",
     "SBATCH_GPUS": "gpus",
     "SBATCH_GRES": "gres",
+    "SBATCH_LICENSES": "licenses",
     "SBATCH_JOB_NAME": "job_name",
     "SBATCH_MEM_PER_CPU": "mem_per_cpu",
     "SBATCH_MEM_PER_GPU": "mem_per_gpu",
@@ -582,6 +585,10 @@ def _scheduling(settings: dict[str, Setting], fields: dict[str, object], now: fl
     if topology is not None:
         parse_topology(topology)
         fields["topology"] = topology.strip()
+    licenses = text("licenses")
+    if licenses is not None:
+        parse_licenses(licenses)
+        fields["licenses"] = licenses.strip()
     data = text("data")
     if data is not None:
         fields["data"] = list(parse_data_keys(data))
@@ -704,6 +711,7 @@ Options HAL accepts (anything else is refused with an error):
       --switches=N[@max-wait]  --topology=required=LEVEL|preferred=LEVEL
       --data=key[,key...]    input cache keys: placed near them, staged ahead (HAL)
       --reservation=name     run in this advance reservation (scontrol show res)
+  -L, --licenses=list        licenses held while the job runs, e.g. matlab:2,ansys
       --mail-type=type  --mail-user=user   (accepted; HAL sends no mail)
       --wrap=command         --parsable  -W, --wait    --test-only
   -Q, --quiet  -v, --verbose  -h, --help  -V, --version

@@ -110,7 +110,9 @@ def _delete(args: list[str], console: Console) -> int:
 
 def _show(args: list[str], console: Console, *, oneliner: bool) -> int:
     if not args:
-        return console.error("show what? job, node, partition, topology, config or hostnames")
+        return console.error(
+            "show what? job, node, partition, reservation, licenses, topology, config or hostnames"
+        )
     what, target = args[0].lower(), (args[1] if len(args) > 1 else None)
     client = console.client
     records: list[list[str]]
@@ -152,6 +154,21 @@ def _show(args: list[str], console: Console, *, oneliner: bool) -> int:
             console.out("No reservations in the system")
             return 0
         records = [reservations.reservation_record(r) for r in found]
+    elif what in ("license", "licenses", "lic"):
+        lics = client.licenses()
+        if target:
+            lics = [lic for lic in lics if lic.name == target]
+            if not lics:
+                console.out(f"License {target} not lics")
+                return 1
+        if not lics:
+            console.out("No licenses configured")
+            return 0
+        records = [
+            [f"LicenseName={lic.name}", f"Total={lic.total} Used={lic.used} Free={lic.free} "
+             "Reserved=0 Remote=no"]
+            for lic in lics
+        ]  # fmt: skip
     elif what == "topology":
         return _show_topology(client.topology(), target, console)
     elif what == "config":
@@ -170,8 +187,8 @@ def _show(args: list[str], console: Console, *, oneliner: bool) -> int:
         return 0
     else:
         return console.error(
-            f"cannot show {args[0]!r}; HAL shows job, node, partition, reservation, topology, "
-            "config and hostnames"
+            f"cannot show {args[0]!r}; HAL shows job, node, partition, reservation, licenses, "
+            "topology, config and hostnames"
         )
     for index, record in enumerate(records):
         if oneliner:
@@ -291,7 +308,8 @@ def job_record(job: JobInfo, now: float) -> list[str]:
         f"NumNodes={job.node_count} NumCPUs={job.cpus} NumTasks={job.ntasks} "
         f"CPUs/Task={job.cpus_per_task}",
         f"TRES={tres}",
-        f"MinMemoryNode={per_node_mem} OverSubscribe={'NO' if job.exclusive else 'OK'}",
+        f"MinMemoryNode={per_node_mem} OverSubscribe={'NO' if job.exclusive else 'OK'} "
+        f"Licenses={job.licenses or '(null)'}",
         f"Features={'&'.join(job.constraint) or '(null)'}",
         f"Comment={job.comment or '(null)'}",
         f"WorkDir={job.workdir}",

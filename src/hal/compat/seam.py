@@ -17,7 +17,14 @@ from hal.wire.submit import JobSubmit, SubmitResult, WillRun
 
 if TYPE_CHECKING:  # pydantic schemas: not imported on sbatch's path (see hal.wire.submit)
     from hal.wire.jobs import JobInfo, JobUpdate
-    from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo, TopologyInfo, UserInfo
+    from hal.wire.nodes import (
+        ClusterConfig,
+        LicenseInfo,
+        NodeInfo,
+        PartitionInfo,
+        TopologyInfo,
+        UserInfo,
+    )
     from hal.wire.reservations import ReservationCreate, ReservationInfo, ReservationUpdate
 
 
@@ -69,6 +76,8 @@ class Client(Protocol):
     def partitions(self) -> list[PartitionInfo]: ...
 
     def cluster_config(self) -> ClusterConfig: ...
+
+    def licenses(self) -> list[LicenseInfo]: ...
 
     def topology(self) -> TopologyInfo: ...
 

@@ -56,6 +56,7 @@ from hal.core.errors import InvalidRequest
 from hal.core.node import Partition
 from hal.core.preemption import PreemptionPolicy
 from hal.core.priority import PriorityPolicy
+from hal.core.slurm_syntax import LICENSE_NAME
 from hal.core.topology import Topology
 
 
@@ -131,6 +132,8 @@ class HalConfig:
     data: DataConfig | None = None
     # [preemption]: who may preempt whom and how (off by default, as in Slurm)
     preemption: PreemptionPolicy = field(default_factory=PreemptionPolicy)
+    # [licenses]: name → how many the cluster has (Slurm's Licenses=); jobs ask with -L
+    licenses: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def datasets(self) -> Mapping[str, tuple[str, ...]]:
@@ -162,6 +165,7 @@ _TOP_KEYS = {
     "topology",
     "data",
     "preemption",
+    "licenses",
     *PRIORITY_KEYS,
 }
 # integer settings and their least value (max_array_size 0: no arrays, as Slurm's
@@ -275,7 +279,25 @@ def config_from_dict(
         kwargs["data"] = data_from_table(raw["data"], source)
     if "preemption" in raw:
         kwargs["preemption"] = preemption_from_table(raw["preemption"], source)
+    if "licenses" in raw:
+        kwargs["licenses"] = _licenses(raw["licenses"], source)
     return HalConfig(**kwargs)
+
+
+def _licenses(table: object, source: str) -> dict[str, int]:
+    """``[licenses]``: ``matlab = 10``, each name as jobs give it to ``-L``."""
+    if not isinstance(table, dict):
+        raise fail(source, "licenses", "must be a table of counts, e.g. [licenses] matlab = 10")
+    counts: dict[str, int] = {}
+    for name, count in table.items():
+        if not LICENSE_NAME.match(name):
+            raise fail(
+                source,
+                f"licenses.{name}",
+                "a license name is letters, digits, '.', '_' or '-' (e.g. matlab)",
+            )
+        counts[name] = whole_number(count, source, f"licenses.{name}")
+    return counts
 
 
 _DATA_KEYS = (

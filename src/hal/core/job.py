@@ -8,6 +8,8 @@ layer (``hal.compat``) or the SDK produced.
 from __future__ import annotations
 
 import signal as _signal
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -149,6 +151,8 @@ class JobSpec:
     data: tuple[str, ...] = ()  # --data: input cache keys (hal.core.data)
     reservation: str = ""  # --reservation: run only in this advance reservation
     het: HetSpec | None = None  # a component of a heterogeneous job (docs/hetjobs.md)
+    # -L/--licenses: (name, count) of the cluster's licenses it holds while it runs
+    licenses: tuple[tuple[str, int], ...] = ()
 
     def cpus_per_node(self, nodes: int) -> int:
         """CPUs each node must give when the job runs on ``nodes`` nodes."""
@@ -276,3 +280,13 @@ class Job:
         if self.reason is PendingReason.DEPENDENCY:
             return now
         return max(self.submit_time, self.spec.begin_time or 0.0, self.eligible_time or 0.0)
+
+
+def licenses_held(jobs: Iterable[Job]) -> Counter[str]:
+    """How many of each license the running (or suspended, completing) ``jobs`` hold."""
+    held: Counter[str] = Counter()
+    for job in jobs:
+        if job.state.is_active:
+            for name, count in job.spec.licenses:
+                held[name] += count
+    return held

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import signal as _signal
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import cast
 
@@ -556,3 +557,44 @@ def parse_umask(text: str, *, field: str = "umask") -> int:
 def format_umask(mask: int) -> str:
     """``SLURM_UMASK`` as Slurm's sbatch writes it: ``0`` and three octal digits."""
     return f"0{mask & 0o777:03o}"
+
+
+# -- licenses -----------------------------------------------------------------------------
+
+LICENSE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # as [licenses] names them
+_LICENSE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:[:*](\d+))?$")
+_LICENSES_HINT = "write NAME or NAME:COUNT, comma-separated (e.g. matlab:2,ansys)"
+
+
+def parse_licenses(text: str, *, field: str = "licenses") -> tuple[tuple[str, int], ...]:
+    """``-L matlab:2,ansys`` → ``(("ansys", 1), ("matlab", 2))``: each license the job
+    holds while it runs, with its count (1 when not given; ``NAME*N`` as Slurm also
+    reads; a name given twice adds up), by name. Slurm's ``|`` (any one of) and ``@db``
+    (a remote license server) are refused: HAL has neither."""
+    raw = text.strip()
+    if not raw:
+        return ()
+    if "|" in raw or "@" in raw:
+        raise InvalidRequest(
+            f"invalid --{field} {raw!r}: HAL has no alternative ('|') or remote ('@') "
+            f"licenses; {_LICENSES_HINT}",
+            field=field,
+        )
+    counts: dict[str, int] = {}
+    for item in raw.split(","):
+        match = _LICENSE.match(item.strip())
+        if match is None:
+            raise InvalidRequest(f"invalid --{field} {item!r}: {_LICENSES_HINT}", field=field)
+        count = int(match.group(2) or 1)
+        if count < 1:
+            raise InvalidRequest(
+                f"invalid --{field} {item!r}: a count is at least 1; {_LICENSES_HINT}",
+                field=field,
+            )
+        counts[match.group(1)] = counts.get(match.group(1), 0) + count
+    return tuple(sorted(counts.items()))
+
+
+def format_licenses(licenses: Iterable[tuple[str, int]]) -> str:
+    """``matlab:2,ansys:1`` as scontrol and squeue print a job's licenses."""
+    return ",".join(f"{name}:{count}" for name, count in licenses)

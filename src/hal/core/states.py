@@ -130,6 +130,8 @@ class PendingReason(StrEnum):
     DATA_LOCALITY = "DataLocality"
     # advance reservations (``scontrol create reservation``): a job waiting for its
     # reservation (not started yet, nodes busy, or unknown to it), and an ordinary job
+    # -L: not enough of a license is free now (hal.scheduler.plugins.licenses)
+    LICENSES = "Licenses"
     # kept off nodes a maintenance reservation holds
     RESERVATION = "Reservation"
     RESERVED_FOR_MAINTENANCE = "ReqNodeNotAvail, Reserved for maintenance"

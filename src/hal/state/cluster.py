@@ -648,7 +648,26 @@ class Cluster:
         advance_reservations.check_job(self, spec, limit, where)
         if spec.topology is not None:
             check_topology_level(self, spec.topology, where)
+        self._check_licenses(spec, where)
         return partition.name, limit, basic_priority(partition, spec.nice)
+
+    def _check_licenses(self, spec: JobSpec, where: str) -> None:
+        """``-L``: licenses the cluster has (``[licenses]``), no more than it has; Slurm
+        refuses the others at submit ("Invalid license specification")."""
+        have = self.config.licenses
+        for name, count in spec.licenses:
+            if count > have.get(name, 0):
+                known = ", ".join(f"{n}:{c}" for n, c in sorted(have.items())) or "none"
+                what = (
+                    f"the cluster has {have[name]}"
+                    if name in have
+                    else "no such license is configured"
+                )
+                raise InvalidRequest(
+                    f"Invalid license specification: {name}:{count} ({what}; the "
+                    f"cluster's licenses: {known}; see scontrol show licenses)",
+                    field=where + "licenses",
+                )
 
     def _check_submit_limits(self, specs: Sequence[JobSpec]) -> None:
         """A QoS's ``max_submit_jobs_per_user`` (Slurm's MaxSubmitJobsPerUser): the

@@ -51,6 +51,8 @@ def spec_to_json(spec: JobSpec) -> str:
             value = [value.job_id, value.offset, value.size]
         elif name in _TUPLE_FIELDS:
             value = list(value)
+        elif name == "licenses":
+            value = [list(pair) for pair in value]
         d[name] = value
     return json.dumps(d, separators=(",", ":"))
 
@@ -59,6 +61,7 @@ def spec_from_json(text: str, script: str) -> JobSpec:
     d: dict[str, Any] = json.loads(text)
     d["script"] = script
     d["environment"] = tuple((k, v) for k, v in d.get("environment", ()))
+    d["licenses"] = tuple((str(n), int(c)) for n, c in d.get("licenses", ()))
     for name in _TUPLE_FIELDS:
         d[name] = tuple(d.get(name, ()))
     if d.get("array") is not None:

@@ -147,6 +147,11 @@ class JobBuilder:
         self._spec["data"] = keys
         return self
 
+    def licenses(self, **counts: int) -> JobBuilder:
+        """``-L name:count,...``: licenses the job holds while it runs."""
+        self._spec["licenses"] = tuple(sorted(counts.items()))
+        return self
+
     def het(self, het_job_id: int, offset: int, size: int) -> JobBuilder:
         """Component ``offset`` of the ``size``-component het job ``het_job_id``."""
         self._spec["het"] = HetSpec(het_job_id, offset, size)

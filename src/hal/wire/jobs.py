@@ -121,6 +121,7 @@ class JobInfo(WireModel):
     topology: str | None = None  # --topology, e.g. "required=leaf"
     data: list[str] = Field(default_factory=list)  # --data: input cache keys
     reservation: str = ""  # --reservation
+    licenses: str = ""  # -L, as "ansys:1,matlab:2"
 
 
 class JobList(WireModel):

@@ -54,6 +54,19 @@ class PartitionList(WireModel):
     partitions: list[PartitionInfo]
 
 
+class LicenseInfo(WireModel):
+    """One of the cluster's licenses (``[licenses]``) and how many running jobs hold."""
+
+    name: str
+    total: int
+    used: int
+    free: int
+
+
+class LicenseList(WireModel):
+    licenses: list[LicenseInfo]
+
+
 class UserInfo(WireModel):
     name: str
     admin: bool

@@ -85,6 +85,7 @@ class JobSubmit:
     topology: Annotated[str | None, MaxLen(256)] = None  # "required=LEVEL|preferred=LEVEL"
     data: list[str] = field(default_factory=list)  # --data: input cache keys
     reservation: Annotated[str, MaxLen(256)] = ""  # --reservation: run in this reservation
+    licenses: Annotated[str | None, MaxLen(4096)] = None  # -L "matlab:2,ansys" (Slurm's)
     # the submitter's umask, 3-4 octal digits ("0022"): the job runs with it and finds it
     # in SLURM_UMASK (sbatch sends that variable itself, as Slurm's does); None: the node's
     umask: Annotated[str | None, MaxLen(4)] = None

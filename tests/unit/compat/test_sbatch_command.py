@@ -51,9 +51,9 @@ def test_server_down_is_a_submission_failure() -> None:
 
 def test_unsupported_option_names_it_and_never_submits() -> None:
     client = FakeClient()
-    result = call(client, "sbatch", "--licenses=foo", *WRAP)
+    result = call(client, "sbatch", "--tmp=foo", *WRAP)
     assert result.rc == 1
-    assert result.err.startswith("sbatch: error: unrecognized option '--licenses'")
+    assert result.err.startswith("sbatch: error: unrecognized option '--tmp'")
     assert "HAL does not support" in result.err
     assert client.submitted == []
 

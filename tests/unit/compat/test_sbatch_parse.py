@@ -278,10 +278,10 @@ def test_directive_lines_and_words() -> None:
 @pytest.mark.parametrize(
     ("argv", "script", "message"),
     [
-        (["--licenses=x"], SCRIPT, "unrecognized option '--licenses'"),
+        (["--tmp=x"], SCRIPT, "unrecognized option '--tmp'"),
         (["-k"], SCRIPT, "invalid option -- 'k'"),
         (["--open-mode=append"], SCRIPT, "--open-mode"),
-        ([], "#!/bin/sh\n#SBATCH --licenses=x\ntrue\n", "script line 2"),
+        ([], "#!/bin/sh\n#SBATCH --tmp=x\ntrue\n", "script line 2"),
         ([], "#!/bin/sh\n#SBATCH stray\ntrue\n", "reads only options"),
     ],
 )

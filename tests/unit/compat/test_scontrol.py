@@ -160,7 +160,7 @@ def test_update_bad_time_limit_quotes_it_whole() -> None:
 
 def test_unknown_command_and_entity() -> None:
     assert "invalid command 'reboot'" in call(cluster(), "scontrol", "reboot").err
-    assert "cannot show 'licenses'" in call(cluster(), "scontrol", "show", "licenses").err
+    assert "cannot show 'frontend'" in call(cluster(), "scontrol", "show", "frontend").err
     assert call(cluster(), "scontrol").rc == 1
 
 

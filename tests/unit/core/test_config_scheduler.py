@@ -113,6 +113,7 @@ CUSTOM = ["priority", "partition", "noderesources"]
             {"accounts": [{"name": n, "grp_tres": {"cpus": 8}, "cohort": "c"} for n in "ab"]},
             "'preemption'",
         ),
+        ({"licenses": {"matlab": 4}}, "'licenses'"),
     ],
 )
 def test_a_plugins_list_that_drops_an_enforcer_stops_start_up(
@@ -150,3 +151,19 @@ def test_the_server_schedules_with_it(tmp_path: Path) -> None:
     server.store.close()
     with pytest.raises(ProfileError, match="leaves out 'limits'"):
         HalServer(config_from_dict({**LIMITED_QOS, "scheduler": {"plugins": CUSTOM}}), db)
+
+
+def test_licenses_add_their_plugin_and_are_checked() -> None:
+    """``[licenses]`` puts the licenses plugin in the default profile; names and counts
+    are checked at start with the key named."""
+    plugins = server_profile(config_from_dict({"licenses": {"matlab": 4}}))["plugins"]
+    assert isinstance(plugins, list) and "licenses" in plugins
+    assert "licenses" not in (server_profile(HalConfig())["plugins"] or [])
+    for raw, field in [
+        ({"licenses": 3}, "licenses"),
+        ({"licenses": {"two words": 1}}, "licenses.two words"),
+        ({"licenses": {"matlab": -1}}, "licenses.matlab"),
+    ]:
+        with pytest.raises(InvalidRequest) as err:
+            config_from_dict(raw)
+        assert err.value.field == field

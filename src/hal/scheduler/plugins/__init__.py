@@ -72,6 +72,7 @@ from hal.scheduler.plugins import (
     preemption,
     priority,
 )
+from hal.scheduler.plugins import licenses as licenses_plugin
 from hal.scheduler.plugins import reservation as reservation_plugin
 from hal.scheduler.plugins import topology as topology_plugin
 from hal.scheduler.plugins.noderesources import islands as nvlink
@@ -83,6 +84,7 @@ DATA_WEIGHT = 2.0
 # free ones (hal bench data: 3.2-3.6x fewer bytes moved than placement without locality,
 # against 1.8-2.4x without waiting, and still a lower mean turnaround).
 LOCALITY_WAIT_S = 30.0
+LICENSES = licenses_plugin.NAME
 LIMITS = limits.NAME
 PREEMPTION = preemption.NAME
 # The main-pass plugins of the default profile (``default_profile`` adds ``backfill`` and,
@@ -105,6 +107,7 @@ def default_registry(
     policy: PriorityPolicy | None = None,
     preemption_policy: PreemptionPolicy | None = None,
     partitions: Sequence[Partition] = (),
+    licenses: Mapping[str, int] | None = None,
 ) -> Registry:
     """Every built-in plugin, by name. ``predictor``: the run-time predictor the backfill
     plugin plans with, whatever its args name (the server passes its shared, trained one;
@@ -113,13 +116,17 @@ def default_registry(
     none: no limits), and the users' default accounts the ``reservation`` plugin admits.
     ``preemption_policy``: ``[preemption]``, for the ``preemption`` plugin (with the QoS
     ``preempt`` lists of ``policy``) and the queue order (a job's preemption standing
-    first: ``partitions`` give the tiers)."""
+    first: ``partitions`` give the tiers). ``licenses``: ``[licenses]``, the counts the
+    ``licenses`` plugin hands out (none: a job asking any waits)."""
 
     def new_backfill(args: PluginArgs) -> backfill.Backfill:
         return backfill.new(args, predictor)
 
     def new_limits(args: PluginArgs) -> limits.Limits:
         return limits.new(args, policy)
+
+    def new_licenses(args: PluginArgs) -> licenses_plugin.Licenses:
+        return licenses_plugin.new(args, licenses or {})
 
     def new_reservation(args: PluginArgs) -> reservation_plugin.Reservations:
         return reservation_plugin.new(args, policy)
@@ -139,6 +146,7 @@ def default_registry(
             partition.NAME: partition.new,
             dependency.NAME: dependency.new,
             arraythrottle.NAME: arraythrottle.new,
+            LICENSES: new_licenses,
             limits.NAME: new_limits,
             reservation_plugin.NAME: new_reservation,
             noderesources.NAME: noderesources.new,
@@ -161,6 +169,7 @@ def default_profile(
     locality_wait_s: float = LOCALITY_WAIT_S,
     preemption: bool = False,
     topology_aware: bool = True,
+    licenses: bool = False,
 ) -> dict[str, object]:
     """The default profile as a plain config mapping (a fresh copy to edit). The
     ``topology`` plugin is always in it; a ``topology`` (the cluster has one configured)
@@ -173,11 +182,14 @@ def default_profile(
     adds ``datalocality`` with score weight ``data_weight``, holding a job up to
     ``locality_wait_s`` for a node by its data (delay scheduling; 0: never).
     ``preemption=True`` (``[preemption] type`` is not off) adds the ``preemption``
-    PostFilter; the registry must then be given ``preemption_policy``."""
+    PostFilter; the registry must then be given ``preemption_policy``. ``licenses=True``
+    (``[licenses]`` names some) adds ``licenses``; the registry must then be given them."""
     plugins = list(DEFAULT_PLUGINS)
     if limits:
         plugins.insert(plugins.index(noderesources.NAME), LIMITS)
     args: dict[str, object] = {noderesources.NAME: {"score": "best_fit"}}
+    if licenses:
+        plugins.insert(plugins.index(noderesources.NAME), LICENSES)
     weights: dict[str, object] = {noderesources.NAME: 1, nvlink.NAME: nvlink.NVLINK_WEIGHT}
     if data:
         plugins.append(datalocality.NAME)
@@ -217,6 +229,7 @@ __all__ = [
     "BACKFILL",
     "DATA_WEIGHT",
     "DEFAULT_PLUGINS",
+    "LICENSES",
     "LIMITS",
     "LOCALITY_WAIT_S",
     "PREEMPTION",
