@@ -162,7 +162,7 @@ class ServerContext:
             job_id=None,
             expected_start=result.start_time,
             nodes=list(result.allocation.nodes),
-            partition=partition,
+            partition=result.partition or partition,
         )
 
     async def will_run_het(self, specs: list[JobSpec]) -> list[WillRun]:

@@ -12,6 +12,7 @@ from hal.core.errors import InvalidRequest
 from hal.core.filenames import FilenameFields, output_paths
 from hal.core.job import Job, JobSpec
 from hal.core.node import Node, Partition
+from hal.core.partition_list import shown_partition
 from hal.core.slurm_syntax import (
     format_licenses,
     format_umask,
@@ -106,7 +107,9 @@ def to_spec(
         for jid in term.job_ids:
             if jid > INT64_MAX:  # no job has it, and the database would fail on it
                 raise bad(f"Job dependency problem: job {jid} does not exist", "dependency")
-    partitions = tuple(p.strip() for p in (req.partition or "").split(",") if p.strip())
+    # (a name listed twice counts once)
+    partitions = tuple(dict.fromkeys(p.strip() for p in (req.partition or "").split(",")))
+    partitions = tuple(p for p in partitions if p)
     environment = req.environment
     if umask is not None:  # the job's node applies SLURM_UMASK, as slurmstepd does
         environment = {**environment, "SLURM_UMASK": format_umask(umask)}
@@ -207,7 +210,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         user=spec.user,
         account=spec.account,
         qos=spec.qos,
-        partition=job.partition,
+        partition=shown_partition(job),
         state=job.state.value,
         state_code=job.state.code,
         reason=job.reason.value,
@@ -366,7 +369,7 @@ def partition_info(p: Partition, cluster: Cluster) -> PartitionInfo:
         default=p.default or p.name == cluster.default_partition(),
         up=p.up,
         max_time_seconds=p.max_time_s,
-        default_time_seconds=p.default_time_s or p.max_time_s,
+        default_time_seconds=p.default_limit_s,
         max_nodes=p.max_nodes,
         nodes=nodes,
         priority_tier=p.priority_tier,

@@ -18,6 +18,7 @@ from hal.api.convert import job_info, nul_field, to_spec
 from hal.api.fastpath import body_schema, is_json, json_response, not_json, read_body
 from hal.core.errors import InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import Job, JobSpec
+from hal.core.partition_list import partitions_of
 from hal.core.states import STATES_BY_CODE, JobState
 from hal.state.cluster import Caller
 from hal.state.store import SubmitKey
@@ -260,7 +261,7 @@ async def list_jobs(
             for j in jobs
             if (keep is None or j.state in keep)
             and (not users or j.spec.user in users)
-            and (not parts or j.partition in parts)
+            and (not parts or not parts.isdisjoint(partitions_of(j)))
             and (not names or j.spec.name in names)
         ]
         jobs.sort(key=lambda j: j.id)

@@ -235,7 +235,10 @@ def _cancel(request: Request, console: Console) -> int:
             and (not request.accounts or (job.account or "") in request.accounts)
             and (not request.users or job.user in request.users)
             and (not request.names or job.name in request.names)
-            and (not request.partitions or job.partition in request.partitions)
+            and (
+                not request.partitions  # (a pending job may list several: -p a,b)
+                or not set(job.partition.split(",")).isdisjoint(request.partitions)
+            )
             and job.state in CANCELLABLE_STATES
         ]
     rc = 0

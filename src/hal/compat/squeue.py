@@ -321,9 +321,10 @@ def _wanted(job: JobInfo, query: Query) -> bool:
         return False
     if query.nodes and query.nodes.isdisjoint(job.nodes):
         return False
+    if query.partitions and set(job.partition.split(",")).isdisjoint(query.partitions):
+        return False  # (a pending job may list several: -p a,b)
     checks = (
         (query.users, job.user),
-        (query.partitions, job.partition),
         (query.names, job.name),
         (query.accounts, job.account or ""),
         (query.qos, job.qos or ""),

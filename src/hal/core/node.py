@@ -111,3 +111,9 @@ class Partition:
 
     def contains(self, node_name: str) -> bool:
         return not self._members or node_name in self._members
+
+    @property
+    def default_limit_s(self) -> int:
+        """The time limit of a job that names none: DefaultTime, else MaxTime (0:
+        unlimited)."""
+        return self.default_time_s or self.max_time_s

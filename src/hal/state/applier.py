@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from hal.core.job import Job
 from hal.core.node import Node, Partition
+from hal.core.partition_list import partitions_of
 from hal.core.preemption import holding
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState
@@ -37,8 +38,9 @@ def check_placement(
     partitions: Mapping[str, Partition] | None = None,
 ) -> str | None:
     """``None`` when the placement still fits; otherwise why it was rejected.
-    ``partitions``: the job's partition must hold every node (it may have been moved to
-    another since the pass read it)."""
+    ``partitions``: the partition it starts in (``Placement.partition``, one of the
+    job's) must hold every node (it may have been moved to another since the pass read
+    it)."""
     job = jobs.get(placement.job_id)
     if job is None or job.state is not JobState.PENDING:
         return "job is no longer pending"
@@ -49,11 +51,14 @@ def check_placement(
         return "malformed allocation"
     if len(set(alloc.nodes)) != len(alloc.nodes):
         return "node listed twice"
-    partition = partitions.get(job.partition) if partitions is not None else None
+    where = placement.partition or job.partition
+    if where not in partitions_of(job):
+        return f"job is no longer queued in partition {where}"
+    partition = partitions.get(where) if partitions is not None else None
     if partition is not None:
         outside = [name for name in alloc.nodes if not partition.contains(name)]
         if outside:
-            return f"node {outside[0]} is not in partition {job.partition}"
+            return f"node {outside[0]} is not in partition {where}"
     for i, name in enumerate(alloc.nodes):
         node = nodes.get(name)
         if node is None or not node.schedulable:

@@ -29,6 +29,7 @@ from hal.core.clock import Clock, SystemClock
 from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import HetSpec, Job, JobSpec
 from hal.core.node import Node, Partition, gpu_type_matches, gpu_type_name
+from hal.core.partition_list import in_partition
 from hal.core.preemption import (
     PREEMPTED_BY,
     PREEMPTING,
@@ -618,7 +619,6 @@ class Cluster:
         """Resolve the partition, time limit and priority; reject what can never run."""
         where = f"jobs[{index}]." if index is not None else ""
         names = spec.partitions or (self.default_partition(),)
-        partition: Partition | None = None
         for name in names:
             if name not in self.partitions:
                 raise InvalidRequest(
@@ -626,11 +626,10 @@ class Cluster:
                     f"{', '.join(sorted(self.partitions))})",
                     field=where + "partition",
                 )
-            partition = partition or self.partitions[name]
-        assert partition is not None
+        # queued in the first of its partitions (``hal.core.partition_list``)
+        partition = self.partitions[names[0]]
         if spec.time_limit_s is None:
-            default = partition.default_time_s or partition.max_time_s
-            limit = self._associations.time_limit(spec, default)
+            limit = self._associations.time_limit(spec, partition.default_limit_s)
         else:
             limit = spec.time_limit_s
         if spec.array is not None and len(spec.array.indices) > self.config.max_array_size:
@@ -640,11 +639,7 @@ class Cluster:
                 field=where + "array",
             )
         self._associations.check(spec, where)
-        candidates = [n for n in self.nodes.values() if partition.contains(n.name)]
-        if candidates:
-            self._check_nodelist(spec, where)
-            self._check_gpu_type(spec, candidates, where)
-            self._check_fits_somewhere(spec, candidates, where)
+        self._check_fits_a_partition(spec, names, where)
         advance_reservations.check_job(self, spec, limit, where)
         if spec.topology is not None:
             check_topology_level(self, spec.topology, where)
@@ -706,6 +701,28 @@ class Cluster:
             if counts[key] > cap:
                 where = f"jobs[{i}]." if len(specs) > 1 else ""
                 raise InvalidRequest(SUBMIT_LIMIT_MESSAGE, field=where + "qos")
+
+    def _check_fits_a_partition(self, spec: JobSpec, names: Sequence[str], where: str) -> None:
+        """The job's nodes, GPU type and size against each of its partitions' nodes
+        known now, not at all while one of them has none (nodes may join later). A job
+        naming several partitions (``-p a,b``) is refused only when none could hold it,
+        with its first partition's reason."""
+        refused: InvalidRequest | None = None
+        for name in names:
+            partition = self.partitions[name]
+            candidates = [n for n in self.nodes.values() if partition.contains(n.name)]
+            if not candidates:
+                return
+            try:
+                self._check_nodelist(spec, where)
+                self._check_gpu_type(spec, candidates, where)
+                self._check_fits_somewhere(spec, candidates, where)
+            except InvalidRequest as err:
+                refused = refused or err
+                continue
+            return
+        if refused is not None:
+            raise refused
 
     def _check_nodelist(self, spec: JobSpec, where: str) -> None:
         """``--nodelist`` and ``--exclude`` may name only nodes the cluster knows
@@ -1015,14 +1032,19 @@ class Cluster:
                 if spec_changes:
                     new = new.evolve(spec=new.spec.with_changes(**spec_changes))
                 if fields.get("partition") is not None:
-                    name = str(fields["partition"])
+                    # one partition or a list (``Partition=a,b``): the job's whole list
+                    names = tuple(
+                        dict.fromkeys(p.strip() for p in str(fields["partition"]).split(","))
+                    )
                     if job.state is not JobState.PENDING:
                         raise Conflict("the partition of a started job cannot change")
-                    if name not in self.partitions:
-                        raise InvalidRequest(
-                            f"Invalid partition name specified: {name!r}", field="partition"
-                        )
-                    new = new.evolve(partition=name)
+                    for name in names:
+                        if name not in self.partitions:
+                            raise InvalidRequest(
+                                f"Invalid partition name specified: {name!r}", field="partition"
+                            )
+                    name = names[0]
+                    new = new.evolve(partition=name, spec=new.spec.with_changes(partitions=names))
                     if not new.priority_fixed:  # its new partition's tier, as at submit
                         new = new.evolve(
                             priority=basic_priority(self.partitions[name], new.spec.nice)
@@ -1088,6 +1110,8 @@ class Cluster:
                 ):
                     continue  # a reservation created or changed since the pass read
                 job = self.jobs[placement.job_id]
+                if placement.partition and placement.partition != job.partition:
+                    job = in_partition(job, self.partitions, placement.partition)  # -p a,b
                 if PREEMPTING in job.extra:  # it no longer goes first in the queue
                     job = job.evolve(extra=preempt.cleared(job.extra))
                 job = job.evolve(

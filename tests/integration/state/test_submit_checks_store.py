@@ -239,3 +239,36 @@ def test_a_job_naming_no_time_limit_gets_the_max_wall(db_url: str) -> None:
         await cluster.close()
 
     run(scenario())
+
+
+def test_a_job_naming_several_partitions_needs_room_in_one(db_url: str) -> None:
+    """``-p small,big``: Slurm accepts a job that one of its partitions can hold, and
+    refuses it, with the first partition's reason, when none can or when one of them
+    does not exist. HAL checked the first partition only, so a job too big for it was
+    refused although ``big`` could run it."""
+    config = HalConfig(
+        partitions=(
+            PartitionConfig(name="small", default=True, nodes=("s1",)),
+            PartitionConfig(name="big", nodes=("b1",)),
+        )
+    )
+
+    async def scenario() -> None:
+        cluster = await loaded(db_url, config)
+        cluster.nodes["s1"] = make_node("s1").cpus(2).build()
+        cluster.nodes["b1"] = make_node("b1").cpus(16).build()
+        with pytest.raises(InvalidRequest) as err:
+            await cluster.submit([spec(cpus_per_task=8, partitions=("small",))])
+        assert "the largest node has 2 CPUs" in str(err.value)
+        with pytest.raises(InvalidRequest) as err:
+            await cluster.submit([spec(cpus_per_task=32, partitions=("small", "big"))])
+        assert "the largest node has 2 CPUs" in str(err.value)  # the first one's reason
+        with pytest.raises(InvalidRequest, match="Invalid partition name specified: 'nope'"):
+            await cluster.submit([spec(partitions=("big", "nope"))])
+        assert cluster.store.count_jobs() == 0
+        done = await cluster.submit([spec(cpus_per_task=8, partitions=("small", "big"))])
+        job = cluster.jobs[done[0].job_id]
+        assert (job.partition, job.spec.partitions) == ("small", ("small", "big"))
+        await cluster.close()
+
+    run(scenario())

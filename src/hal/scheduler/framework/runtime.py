@@ -94,6 +94,7 @@ class WillRunResult:
     job_id: int
     start_time: float
     allocation: Allocation
+    partition: str = ""  # the partition it would start in ("": the job's own)
 
     @property
     def nodes(self) -> tuple[str, ...]:

@@ -45,12 +45,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hal.core.job import Allocation, Job
+from hal.core.partition_list import in_partition, partitions_of
 from hal.core.states import PendingReason
 from hal.scheduler.framework.backfill import SettledStage, run_backfill
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.hetjob import decide_group, pending_het_groups
 from hal.scheduler.framework.interfaces import PREEMPTIONS
 from hal.scheduler.framework.node_table import NodeTable
+from hal.scheduler.framework.partition_choice import place_in_partitions
 from hal.scheduler.framework.profile import Profile
 from hal.scheduler.framework.request import ElementGroup, element_group, placement_key
 from hal.scheduler.framework.runtime import (
@@ -236,6 +238,21 @@ class Scheduler:
                 else:
                     waiting.append(job)
                 continue
+            if len(job.spec.partitions) > 1 and job.partition in job.spec.partitions:
+                # -p a,b: tried in each partition (framework/partition_choice.py)
+                verdicts.clear()  # Reserve may have run (and been undone)
+                tried, job = place_in_partitions(framework, ctx, job, gate, fit_cache)
+                st, stage = tried.status, tried.stage
+                statuses[job.id] = st
+                if st.code is _SUCCESS and tried.allocation is not None:
+                    placed.append((job, tried.allocation))
+                    continue
+                self._held_back(job, st, stage, held, held_stages, blocked)
+                if st.terminal_state is not None:
+                    terminations.append(Termination(job.id, st.terminal_state, st.reason))
+                else:
+                    waiting.append(job)
+                continue
             gated = blocked.get((job.partition, job.spec.reservation))  # gate(job)
             if gated is not None and not explain:
                 statuses[job.id] = gated
@@ -331,7 +348,7 @@ class Scheduler:
             start = expected.get(job.id, st.earliest_start)
             if st.reason != job.reason or start != job.expected_start:
                 updates.append(PendingUpdate(job.id, st.reason, start))
-        placements = [Placement(job.id, alloc) for job, alloc in placed]
+        placements = [Placement(job.id, alloc, job.partition) for job, alloc in placed]
         for term in terminations:
             st = statuses[term.job_id]
             key = (st.plugin, st.reason)
@@ -377,10 +394,17 @@ class Scheduler:
         saying why it cannot be placed at any foreseeable time (held, dependency,
         unresolvable, or blocked by jobs that never end)."""
         ctx = PassContext.from_snapshot(snapshot)
-        out = self.framework.place(ctx, job, Mode.WILL_RUN)
-        if out.status.is_success and out.allocation is not None and out.start_time is not None:
-            return WillRunResult(job.id, out.start_time, out.allocation)
-        return out.status
+        found: WillRunResult | Status | None = None
+        for name in partitions_of(job):  # -p a,b: where it would start first
+            there = in_partition(job, ctx.partitions, name)
+            out = self.framework.place(ctx, there, Mode.WILL_RUN)
+            if out.status.is_success and out.allocation is not None and out.start_time is not None:
+                if not isinstance(found, WillRunResult) or out.start_time < found.start_time:
+                    found = WillRunResult(job.id, out.start_time, out.allocation, name)
+            elif found is None:
+                found = out.status
+        assert found is not None  # partitions_of gives at least one
+        return found
 
     def will_run_group(
         self, snapshot: ClusterSnapshot, jobs: Sequence[Job]

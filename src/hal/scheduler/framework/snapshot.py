@@ -42,10 +42,12 @@ class ClusterSnapshot:
 
 @dataclass(frozen=True, slots=True)
 class Placement:
-    """Start ``job_id`` now on ``allocation``."""
+    """Start ``job_id`` now on ``allocation``, in ``partition`` ("": the job's own; a
+    job naming several, ``-p a,b``, starts in the one the pass found room in)."""
 
     job_id: int
     allocation: Allocation
+    partition: str = ""
 
 
 class PendingUpdate(NamedTuple):
