@@ -639,6 +639,13 @@ class Cluster:
                 field=where + "array",
             )
         self._associations.check(spec, where)
+        both = [n for n in spec.nodelist if n in spec.exclude]
+        if both:  # Slurm: "Job's required and excluded node lists overlap"
+            raise InvalidRequest(
+                f"Invalid node name specified: {', '.join(both[:5])} both required "
+                "(--nodelist) and excluded (--exclude)",
+                field=where + "nodelist",
+            )
         self._check_fits_a_partition(spec, names, where)
         advance_reservations.check_job(self, spec, limit, where)
         if spec.topology is not None:
@@ -717,6 +724,7 @@ class Cluster:
                 self._check_nodelist(spec, where)
                 self._check_gpu_type(spec, candidates, where)
                 self._check_fits_somewhere(spec, candidates, where)
+                self._check_required_nodes(spec, partition, where)
             except InvalidRequest as err:
                 refused = refused or err
                 continue
@@ -742,6 +750,39 @@ class Cluster:
                     f"(`hal sinfo -N` lists the nodes; a REST client sends names, not host "
                     f"lists like n[1-4])",
                     field=where + field,
+                )
+
+    def _check_required_nodes(self, spec: JobSpec, partition: Partition, where: str) -> None:
+        """Each registered ``--nodelist`` node must be one the job can run on in
+        ``partition``, as the scheduler's noderesources PreFilter requires (else it keeps
+        the job pending on BadConstraints for ever): in the partition, with the
+        ``--constraint`` features and GPU type, and big enough when the job spreads over
+        as many nodes as it may have."""
+        count = max(spec.nodes_max, spec.nodes_min, len(spec.nodelist))
+        for name in spec.nodelist:
+            node = self.nodes.get(name)
+            if node is None:
+                continue  # configured, yet to join
+            problem = ""
+            want = spec.request_per_node(count, node.resources.memory_bytes)
+            missing = [f for f in spec.constraint if f not in node.features]
+            if not (partition.contains(name) or partition.name in node.partitions):
+                problem = f"node {name} is not in partition {partition.name}"
+            elif missing:
+                problem = f"node {name} lacks features {','.join(missing)}"
+            elif spec.typed_gpus and not gpu_type_matches(spec.typed_gpus, node.gpu_model):
+                problem = f"node {name} has no GPUs of type {spec.typed_gpus!r}"
+            elif not want.fits_in(node.resources):
+                have = node.resources
+                problem = (
+                    f"node {name} has {have.cpus} CPUs, {have.memory_bytes // (1024 * 1024)} "
+                    f"MiB and {have.gpus} GPUs; each node would need {want.cpus} CPUs, "
+                    f"{want.memory_bytes // (1024 * 1024)} MiB and {want.gpus} GPUs"
+                )
+            if problem:
+                raise InvalidRequest(
+                    f"Requested node configuration is not available: {problem} (--nodelist)",
+                    field=where + "nodelist",
                 )
 
     def _check_gpu_type(self, spec: JobSpec, nodes: list[Node], where: str) -> None:

@@ -272,3 +272,47 @@ def test_a_job_naming_several_partitions_needs_room_in_one(db_url: str) -> None:
         await cluster.close()
 
     run(scenario())
+
+
+def test_a_nodelist_the_job_cannot_have_is_refused(db_url: str) -> None:
+    """``--nodelist`` nodes the job could never run on are refused at submit, as Slurm
+    refuses them: a node also ``--exclude``d (Slurm: the required and excluded node lists
+    overlap), outside the job's partition, without a ``--constraint`` feature, or too
+    small for the job. HAL accepted these jobs and its scheduler kept them pending on
+    BadConstraints for ever. With ``-p a,b`` the node need be usable in one of them."""
+    config = HalConfig(
+        partitions=(
+            PartitionConfig(name="batch", default=True, nodes=("n1", "n2", "n3")),
+            PartitionConfig(name="big", nodes=("b1",)),
+        )
+    )
+
+    async def scenario() -> None:
+        cluster = await loaded(db_url, config)
+        cluster.nodes["n1"] = make_node("n1").cpus(4).features("ib").build()
+        cluster.nodes["n2"] = make_node("n2").cpus(4).build()
+        cluster.nodes["n3"] = make_node("n3").cpus(16).build()
+        cluster.nodes["b1"] = make_node("b1").cpus(16).features("ib").build()
+        refused = [
+            (spec(nodelist=("n1",), exclude=("n1", "n2")), "Invalid node name specified: n1"),
+            (spec(nodelist=("b1",)), "node b1 is not in partition batch"),
+            (spec(nodelist=("n2",), constraint=("ib",)), "node n2 lacks features ib"),
+            (spec(nodelist=("n1",), cpus_per_task=8), "node n1 has 4 CPUs"),  # n3 has 16
+        ]
+        for bad, message in refused:
+            with pytest.raises(InvalidRequest) as err:
+                await cluster.submit([bad])
+            assert message in str(err.value)
+            assert err.value.field == "nodelist"
+        assert cluster.store.count_jobs() == 0
+        await cluster.submit(
+            [
+                spec(nodelist=("n1",), exclude=("n2",), constraint=("ib",)),
+                spec(nodelist=("b1",), partitions=("batch", "big"), cpus_per_task=8),
+                spec(nodelist=("n1",), nodes_min=2, ntasks=8),  # 4 CPUs each on two nodes
+            ]
+        )
+        assert cluster.store.count_jobs() == 3
+        await cluster.close()
+
+    run(scenario())
