@@ -87,10 +87,22 @@ def to_spec(
     ]
     if len(mems) > 1:
         raise bad("--mem, --mem-per-cpu and --mem-per-gpu are mutually exclusive", "memory")
-    nodes_max = req.nodes_max or req.nodes_min
-    if nodes_max < req.nodes_min:
-        raise bad(f"nodes max {nodes_max} is below min {req.nodes_min}", "nodes")
-    ntasks = req.ntasks or (req.ntasks_per_node * req.nodes_min if req.ntasks_per_node else 1)
+    nodes_min, nodes_max = req.nodes_min, req.nodes_max or req.nodes_min
+    if nodes_max < nodes_min:
+        raise bad(f"nodes max {nodes_max} is below min {nodes_min}", "nodes")
+    if req.ntasks and req.ntasks_per_node:
+        # sbatch.1: with --ntasks, --ntasks-per-node is the most tasks one node runs, so
+        # the tasks need this many nodes; an explicit -N (nodes_max sent) must allow them
+        needed = -(-req.ntasks // req.ntasks_per_node)
+        if req.nodes_max is not None and req.nodes_max < needed:
+            raise InvalidRequest(
+                f"{where}Requested node configuration is not available: {req.ntasks} tasks, "
+                f"at most {req.ntasks_per_node} per node, need {needed} nodes; --nodes "
+                f"allows {req.nodes_max}",
+                field=where + "nodes",
+            )
+        nodes_min, nodes_max = max(nodes_min, needed), max(nodes_max, needed)
+    ntasks = req.ntasks or (req.ntasks_per_node * nodes_min if req.ntasks_per_node else 1)
     try:
         array = parse_array(req.array, max_array_size) if req.array else None
         dependency = parse_dependency(req.dependency) if req.dependency else None
@@ -122,7 +134,7 @@ def to_spec(
         stdout=req.stdout,
         stderr=req.stderr,
         partitions=partitions,
-        nodes_min=req.nodes_min,
+        nodes_min=nodes_min,
         nodes_max=nodes_max,
         ntasks=ntasks,
         ntasks_per_node=req.ntasks_per_node,

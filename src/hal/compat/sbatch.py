@@ -513,8 +513,7 @@ def _resources(settings: dict[str, Setting], fields: dict[str, object]) -> None:
     if nodes is not None:
         low, high = parse_nodes(nodes)
         fields["nodes_min"] = low
-        if high != low:
-            fields["nodes_max"] = high
+        fields["nodes_max"] = high  # sent even when equal: the server knows -N was given
     for dest in ("ntasks", "ntasks_per_node", "cpus_per_task"):
         number = _positive(settings, dest)
         if number is not None:

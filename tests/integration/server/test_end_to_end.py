@@ -107,6 +107,29 @@ def test_oversized_request_is_refused(cluster: LiveServer, tmp_path: Path) -> No
     assert "Requested node configuration is not available" in done.stderr
 
 
+def test_ntasks_per_node_is_a_maximum_under_ntasks(cluster: LiveServer, tmp_path: Path) -> None:
+    """sbatch.1: with --ntasks, --ntasks-per-node is "a maximum count of tasks per node",
+    so `-n 4 --ntasks-per-node=2` takes two nodes of two CPUs. HAL gave it one node with
+    two CPUs for its four tasks; with -N 1 given too the request cannot be met and is
+    refused, as Slurm refuses it."""
+    done = cluster.cli(
+        "sbatch", "--parsable", "-n", "4", "--ntasks-per-node=2",
+        "--wrap", "echo $SLURM_JOB_NUM_NODES $SLURM_TASKS_PER_NODE", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    job_id = int(done.stdout)
+    wait_until(lambda: finished(cluster, job_id), message="the job to finish")
+    with cluster.client() as c:
+        info = c.job(job_id)
+    assert info.state == "COMPLETED", info
+    assert (tmp_path / f"slurm-{job_id}.out").read_text() == "2 2(x2)\n"
+    done = cluster.cli(
+        "sbatch", "-N", "1", "-n", "4", "--ntasks-per-node=2", "--wrap", "true", cwd=tmp_path
+    )
+    assert done.returncode == 1
+    assert "Requested node configuration is not available" in done.stderr
+
+
 def test_array_with_throttle_and_dependency(cluster: LiveServer, tmp_path: Path) -> None:
     """A throttled array runs every element; an afterok job waits for all of them."""
     arr = cluster.cli(

@@ -47,7 +47,7 @@ def job_fields(*argv: str, script: str = SCRIPT) -> dict[str, Any]:
         (["--error=err.txt"], {"stderr": "err.txt"}),
         (["-p", "gpu,debug"], {"partition": "gpu,debug"}),
         (["--partition", " a , b "], {"partition": "a,b"}),
-        (["-N", "2"], {"nodes_min": 2}),
+        (["-N", "2"], {"nodes_min": 2, "nodes_max": 2}),  # max sent: -N was given
         (["--nodes=2-4"], {"nodes_min": 2, "nodes_max": 4}),
         (["-n", "8"], {"ntasks": 8}),
         (["--ntasks-per-node=4"], {"ntasks_per_node": 4}),
