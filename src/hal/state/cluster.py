@@ -1084,6 +1084,7 @@ class Cluster:
                             raise InvalidRequest(
                                 f"Invalid partition name specified: {name!r}", field="partition"
                             )
+                    self._check_fits_a_partition(job.spec, names, "")  # as at submit
                     name = names[0]
                     new = new.evolve(partition=name, spec=new.spec.with_changes(partitions=names))
                     if not new.priority_fixed:  # its new partition's tier, as at submit

@@ -15,7 +15,7 @@ from hal.core.clock import VirtualClock
 from hal.core.errors import InvalidRequest
 from hal.core.job import JobSpec
 from hal.core.priority import Account, PriorityPolicy, Qos, UserAccount
-from hal.state.cluster import Cluster
+from hal.state.cluster import Caller, Cluster
 from hal.state.store import SqlStateStore
 from hal.testing.builders import make_node
 
@@ -313,6 +313,35 @@ def test_a_nodelist_the_job_cannot_have_is_refused(db_url: str) -> None:
             ]
         )
         assert cluster.store.count_jobs() == 3
+        await cluster.close()
+
+    run(scenario())
+
+
+def test_a_job_moved_to_a_partition_that_cannot_hold_it_is_refused(db_url: str) -> None:
+    """``scontrol update JobId= Partition=`` checks the job against its new partitions as
+    a submission there is checked (Slurm refuses the update); HAL moved it, and its
+    scheduler kept it pending on BadConstraints for ever."""
+    config = HalConfig(
+        partitions=(
+            PartitionConfig(name="small", default=True, nodes=("s1",)),
+            PartitionConfig(name="big", nodes=("b1",)),
+        )
+    )
+
+    async def scenario() -> None:
+        cluster = await loaded(db_url, config)
+        cluster.nodes["s1"] = make_node("s1").cpus(2).build()
+        cluster.nodes["b1"] = make_node("b1").cpus(16).build()
+        done = await cluster.submit([spec(cpus_per_task=8, partitions=("big",))])
+        job_id = str(done[0].job_id)
+        alice = Caller("alice")
+        with pytest.raises(InvalidRequest) as err:
+            await cluster.update(job_id, alice, partition="small")
+        assert "the largest node has 2 CPUs" in str(err.value)
+        assert cluster.jobs[int(job_id)].partition == "big"
+        (moved,) = await cluster.update(job_id, alice, partition="small,big")
+        assert (moved.partition, moved.spec.partitions) == ("small", ("small", "big"))
         await cluster.close()
 
     run(scenario())
