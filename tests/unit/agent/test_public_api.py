@@ -45,6 +45,7 @@ def test_config_fields() -> None:
         "gpu_islands",
         "topology_labels",
         "nvlink_domain",
+        "unknown_users_as_agent",
     ]
 
 
