@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
+import socket
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import FrameType
@@ -33,6 +35,7 @@ from hal.api.profile import server_profile
 from hal.cache.app import CacheControlPlane
 from hal.config.model import HalConfig
 from hal.core.clock import Clock, SystemClock
+from hal.core.errors import Conflict, InvalidRequest
 from hal.core.tasks import cancel_tasks
 from hal.observe.logging import uvicorn_log_config
 from hal.observe.plane import ObservePlane
@@ -216,8 +219,17 @@ class HalServer:
             except Exception:
                 log.exception("housekeeping failed")
 
-    async def serve(self, host: str, port: int, stop: asyncio.Event | None = None) -> None:
-        """Serve HTTP until ``stop`` is set (or the process gets SIGINT/SIGTERM)."""
+    async def serve(
+        self,
+        host: str,
+        port: int,
+        stop: asyncio.Event | None = None,
+        *,
+        sock: socket.socket | None = None,
+    ) -> None:
+        """Serve HTTP until ``stop`` is set (or the process gets SIGINT/SIGTERM), on
+        ``sock`` when given (bound by ``listen_socket``), else on ``host``:``port``."""
+        sockets = [sock if sock is not None else listen_socket(host, port)]
         config = uvicorn.Config(
             self.app,
             host=host,
@@ -237,10 +249,10 @@ class HalServer:
             loop.call_soon_threadsafe(start)
 
         if stop is None:
-            await _Server(config, release).serve()
+            await _Server(config, release).serve(sockets)
             return
         server = _EmbeddedServer(config, release)
-        serving = asyncio.create_task(server.serve())
+        serving = asyncio.create_task(server.serve(sockets))
         await stop.wait()
         await self._release_waiters()
         server.should_exit = True
@@ -252,6 +264,35 @@ class HalServer:
         ``timeout_graceful_shutdown`` for them and then cancel them with a traceback."""
         self.observe.output_relay.close()
         await self.cluster.release_waiters()
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """The control plane's listening socket, bound before anything else starts: a port
+    that another process holds is one clear error here, not uvicorn's traceback once the
+    server has started (nor, for ``hal up``, "HAL is up" from that other process's
+    ``/healthz`` and agents sent to it)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: TIME_WAIT
+        sock.bind((host, port))
+    except socket.gaierror as err:
+        sock.close()
+        raise InvalidRequest(
+            f"--host {host!r} is not an address of this machine ({err.strerror})", field="host"
+        ) from None
+    except OSError as err:
+        sock.close()
+        if err.errno == errno.EADDRINUSE:
+            raise Conflict(
+                f"port {port} on {host} is already in use by another process (another "
+                "`hal up` or `hal server`?); stop it, or choose another port with --port",
+                field="port",
+            ) from None
+        raise InvalidRequest(
+            f"cannot listen on {host}:{port}: {err.strerror}", field="host"
+        ) from None
+    return sock
 
 
 class _Server(uvicorn.Server):

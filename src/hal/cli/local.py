@@ -74,13 +74,14 @@ def _local_admin_token(db_url: str, url: str) -> str:
 
 
 def cmd_up(ns: argparse.Namespace) -> int:
-    from hal.api.server import HalServer, sqlite_url
+    from hal.api.server import HalServer, listen_socket, sqlite_url
 
     data_dir = Path(ns.data_dir).expanduser() if ns.data_dir else default_data_dir()
     port = ns.port or DEFAULT_PORT
     url = f"http://{ns.host}:{port}"
     config = _config(ns.config, data_dir)
     db_url = sqlite_url(data_dir)
+    sock = listen_socket(ns.host, port)  # before a token is stored for this URL
     token = _local_admin_token(db_url, url)
 
     async def run() -> None:
@@ -89,7 +90,7 @@ def cmd_up(ns: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # HUP: its terminal closed
             loop.add_signal_handler(sig, stop.set)
-        serving = asyncio.create_task(server.serve(ns.host, port, stop))
+        serving = asyncio.create_task(server.serve(ns.host, port, stop, sock=sock))
         agents: list[subprocess.Popen[bytes]] = []
         try:
             await _wait_healthy(url, serving)
@@ -183,13 +184,14 @@ def _banner(url: str, data_dir: Path, agents: int) -> None:
 
 
 def cmd_server(ns: argparse.Namespace) -> int:
-    from hal.api.server import HalServer, ensure_user, sqlite_url
+    from hal.api.server import HalServer, ensure_user, listen_socket, sqlite_url
     from hal.state.store import SqlStateStore
 
     data_dir = Path(ns.data_dir).expanduser() if ns.data_dir else default_data_dir()
     db_url = ns.db or sqlite_url(data_dir)
     port = ns.port or DEFAULT_PORT
     config = _config(ns.config, data_dir)
+    sock = listen_socket(ns.host, port)  # before --init-admin prints a token
     store = SqlStateStore(db_url)
     try:
         _check_database(store, db_url)
@@ -204,7 +206,7 @@ def cmd_server(ns: argparse.Namespace) -> int:
         print(f"created administrator {ns.init_admin}; token (shown once): {token}", flush=True)
     server = HalServer(config, db_url, data_dir=data_dir, cache_plane=ns.cache_control_plane)
     print(f"HAL control plane on http://{ns.host}:{port} (database {_redact(db_url)})", flush=True)
-    run_loop(server.serve(ns.host, port))
+    run_loop(server.serve(ns.host, port, sock=sock))
     return 0
 
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import psutil
+import pytest
 
 from hal.client import HalClient
 from hal.testing.live import free_port, stop_process, wait_until
@@ -74,3 +77,51 @@ def test_a_killed_hal_up_leaves_no_agent_running(tmp_path: Path) -> None:
             stop_process(up)
         for agent in agents_of(data):
             agent.kill()
+
+
+class _AnswersEverything(http.server.BaseHTTPRequestHandler):
+    """Another program on the port: it answers 200 to any GET, /healthz included."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("command", ["up", "server"])
+def test_a_port_in_use_is_refused_in_one_line(tmp_path: Path, command: str) -> None:
+    """A port another program holds (a forgotten `hal up`, a web server): `hal up` said
+    "HAL is up" from that program's answer, sent its agents there and stored a token for
+    its URL; `hal server` ended with uvicorn's log and exit 3. Now both refuse before
+    anything starts, naming the port."""
+    home, data = tmp_path / "home", tmp_path / "data"
+    other = http.server.HTTPServer(("127.0.0.1", 0), _AnswersEverything)
+    port = other.server_address[1]
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+    args = [command, "--data-dir", str(data), "--port", str(port)]
+    if command == "up":
+        args += ["--agents", "1", "--cpus-per-agent", "1"]
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "hal.cli.main", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        other.shutdown()
+        other.server_close()
+        for agent in agents_of(data):
+            agent.kill()
+    assert done.returncode == 5, done.stderr
+    assert f"port {port} on 127.0.0.1 is already in use" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert "HAL is up" not in done.stdout
+    assert not (home / ".config" / "hal" / "credentials.json").exists()
