@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import fcntl
 import getpass
 import os
 import signal
@@ -81,10 +82,10 @@ def cmd_up(ns: argparse.Namespace) -> int:
     url = f"http://{ns.host}:{port}"
     config = _config(ns.config, data_dir)
     db_url = sqlite_url(data_dir)
+    _hold_database(db_url, url)
     sock = listen_socket(ns.host, port)  # before a token is stored for this URL
-    token = _local_admin_token(db_url, url)
 
-    async def run() -> None:
+    async def run(token: str) -> None:
         server = HalServer(config, db_url, data_dir=data_dir, cache_plane=ns.cache_control_plane)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -115,7 +116,8 @@ def cmd_up(ns: argparse.Namespace) -> int:
             with contextlib.suppress(asyncio.CancelledError):
                 await serving
 
-    run_loop(run())
+    with sock:
+        run_loop(run(_local_admin_token(db_url, url)))
     return 0
 
 
@@ -184,30 +186,76 @@ def _banner(url: str, data_dir: Path, agents: int) -> None:
 
 
 def cmd_server(ns: argparse.Namespace) -> int:
-    from hal.api.server import HalServer, ensure_user, listen_socket, sqlite_url
-    from hal.state.store import SqlStateStore
+    from hal.api.server import HalServer, listen_socket, sqlite_url
 
     data_dir = Path(ns.data_dir).expanduser() if ns.data_dir else default_data_dir()
     db_url = ns.db or sqlite_url(data_dir)
     port = ns.port or DEFAULT_PORT
     config = _config(ns.config, data_dir)
-    sock = listen_socket(ns.host, port)  # before --init-admin prints a token
+    url = f"http://{ns.host}:{port}"
+    _hold_database(db_url, url)
+    with listen_socket(ns.host, port) as sock:  # before --init-admin prints a token
+        token = _prepare_database(db_url, ns.init_admin)
+        if token:
+            print(f"created administrator {ns.init_admin}; token (shown once): {token}")
+        server = HalServer(config, db_url, data_dir=data_dir, cache_plane=ns.cache_control_plane)
+        print(f"HAL control plane on {url} (database {_redact(db_url)})", flush=True)
+        run_loop(server.serve(ns.host, port, sock=sock))
+    return 0
+
+
+def _prepare_database(db_url: str, init_admin: str | None) -> str | None:
+    """Check that the database serves and create ``init_admin``: its token, if new."""
+    from hal.api.server import ensure_user
+    from hal.state.store import SqlStateStore
+
     store = SqlStateStore(db_url)
     try:
         _check_database(store, db_url)
-        token = (
-            ensure_user(store, ns.init_admin, admin=True, now=time.time())
-            if ns.init_admin
-            else None
-        )
+        if not init_admin:
+            return None
+        return ensure_user(store, init_admin, admin=True, now=time.time())
     finally:
         store.close()
-    if token:
-        print(f"created administrator {ns.init_admin}; token (shown once): {token}", flush=True)
-    server = HalServer(config, db_url, data_dir=data_dir, cache_plane=ns.cache_control_plane)
-    print(f"HAL control plane on http://{ns.host}:{port} (database {_redact(db_url)})", flush=True)
-    run_loop(server.serve(ns.host, port, sock=sock))
-    return 0
+
+
+_held: list[int] = []  # the lock files' descriptors: held until the process ends
+
+
+def _hold_database(db_url: str, url: str) -> None:
+    """Lock a SQLite database for this control plane until the process ends (the kernel
+    drops the lock of a killed one: nothing stale to clean up). A second `hal up` on the
+    same state started a second control plane on the same database: two schedulers
+    placing the same jobs, and agents fighting over their state directories."""
+    from sqlalchemy.engine import make_url
+
+    from hal.core.errors import Conflict
+
+    found = make_url(db_url)
+    if found.get_backend_name() != "sqlite" or found.database in (None, "", ":memory:"):
+        return  # PostgreSQL: several servers may share it
+    lock = Path(f"{found.database}.lock")
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as err:
+        raise InvalidRequest(
+            f"cannot create {lock}: {err.strerror}; the state's directory must exist and be "
+            "writable",
+            field="data_dir",
+        ) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.read(fd, 200).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise Conflict(
+            f"another HAL control plane (pid and URL: {holder}) is running on "
+            f"{found.database}; stop it first, or give this one its own --data-dir",
+            field="data_dir",
+        ) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()} {url}\n".encode())
+    _held.append(fd)
 
 
 def _check_database(store: SqlStateStore, db_url: str) -> None:

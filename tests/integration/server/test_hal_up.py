@@ -125,3 +125,35 @@ def test_a_port_in_use_is_refused_in_one_line(tmp_path: Path, command: str) -> N
     assert "Traceback" not in done.stderr
     assert "HAL is up" not in done.stdout
     assert not (home / ".config" / "hal" / "credentials.json").exists()
+
+
+def test_a_second_hal_up_on_the_same_state_is_refused(tmp_path: Path) -> None:
+    """`hal up` in a second terminal (the first forgotten) on the same state directory:
+    it ran a second control plane on the same SQLite database, two schedulers over the
+    same jobs, and its agents died on the first's locked state directories. Now it stops
+    at once, naming the running one; the first goes on serving."""
+    data, home, port = tmp_path / "data", tmp_path / "home", free_port()
+    up, client = start_up(data, port, home)
+    try:
+        env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+        args = ["--data-dir", str(data), "--port", str(free_port()), "--agents", "1"]
+        second = subprocess.run(
+            [sys.executable, "-m", "hal.cli.main", "up", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert second.returncode == 5, second.stderr
+        assert f"another HAL control plane (pid and URL: {up.pid} http://127.0.0.1:{port})" in (
+            second.stderr
+        )
+        assert "HAL is up" not in second.stdout
+        assert len(agents_of(data)) == 1
+        assert [n.name for n in client.nodes()] == ["node1"]
+    finally:
+        client.close()
+        stop_process(up)
+        for agent in agents_of(data):
+            agent.kill()
