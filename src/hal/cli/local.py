@@ -44,6 +44,20 @@ def default_data_dir() -> Path:
     return Path(base) / "hal"
 
 
+def _state_dir(path: Path) -> Path:
+    """``path`` created if absent: one that cannot be (a file, a read-only place) is one
+    line naming it, not the traceback of a ``mkdir``."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InvalidRequest(
+            f"cannot use {path} as HAL's state directory: {err.strerror}; give --data-dir "
+            "(or HAL_DATA_DIR) a directory this user may write",
+            field="data_dir",
+        ) from None
+    return path
+
+
 def _config(path: str | None, data_dir: Path):  # type: ignore[no-untyped-def]
     from hal.config.model import load_config
 
@@ -61,6 +75,7 @@ def _local_admin_token(db_url: str, url: str) -> str:
     user = getpass.getuser()
     store = SqlStateStore(db_url)
     try:
+        _check_database(store, db_url)
         token = ensure_user(store, user, admin=True, now=time.time())
         if token is None:
             stored = load_client_config(url).token
@@ -81,7 +96,7 @@ def cmd_up(ns: argparse.Namespace) -> int:
     port = ns.port or DEFAULT_PORT
     url = f"http://{ns.host}:{port}"
     config = _config(ns.config, data_dir)
-    db_url = sqlite_url(data_dir)
+    db_url = sqlite_url(_state_dir(data_dir))
     _hold_database(db_url, url)
     sock = listen_socket(ns.host, port)  # before a token is stored for this URL
 
@@ -189,7 +204,7 @@ def cmd_server(ns: argparse.Namespace) -> int:
     from hal.api.server import HalServer, listen_socket, sqlite_url
 
     data_dir = Path(ns.data_dir).expanduser() if ns.data_dir else default_data_dir()
-    db_url = ns.db or sqlite_url(data_dir)
+    db_url = ns.db or sqlite_url(_state_dir(data_dir))
     port = ns.port or DEFAULT_PORT
     config = _config(ns.config, data_dir)
     url = f"http://{ns.host}:{port}"
@@ -266,13 +281,15 @@ def _check_database(store: SqlStateStore, db_url: str) -> None:
 
     try:
         store.ping()
+        store.migrate()  # a write: a read-only file fails here, not in the server's start
     except Exception as err:
         found = DatabaseUnavailable.of(err)
         if found is None:
             raise
+        fix = "fix it" if store.is_sqlite else "start it or fix --db"
         raise Unavailable(
-            f"the database {_redact(db_url)} is unavailable: {found.reason}; start it or fix "
-            "--db, then start the server again"
+            f"the database {_redact(db_url)} is unavailable: {found.reason}; {fix}, then "
+            "start the server again"
         ) from None
 
 

@@ -60,6 +60,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     srv = sub.add_parser("server", help="run the control plane alone")
     srv.add_argument(
         "--db",
+        type=_database_url,
         default=None,
         help="database URL, e.g. postgresql://user@host/hal (default: SQLite in --data-dir)",
     )
@@ -156,6 +157,25 @@ def _at_least(low: int) -> Callable[[str], int]:
         return value
 
     return check
+
+
+def _database_url(text: str) -> str:
+    """A PostgreSQL or SQLite URL (a typo ended in SQLAlchemy's traceback)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from hal.db import normalise_url
+
+    try:
+        backend = make_url(normalise_url(text)).get_backend_name()
+    except (ArgumentError, ValueError):  # not a URL; a port that is not a number
+        backend = ""
+    if backend not in ("postgresql", "sqlite"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a database URL HAL can use: write postgresql://USER@HOST/DB "
+            "or sqlite:////PATH/hal.db"
+        )
+    return text
 
 
 def _port(text: str) -> int:

@@ -157,3 +157,37 @@ def test_a_second_hal_up_on_the_same_state_is_refused(tmp_path: Path) -> None:
         stop_process(up)
         for agent in agents_of(data):
             agent.kill()
+
+
+def test_a_read_only_database_is_named_before_anything_starts(tmp_path: Path) -> None:
+    """The state's database file read-only (a root-owned file after `sudo hal up`, a
+    read-only mount): `hal up` ended in SQLAlchemy's traceback. Now one line says which
+    file and what to do, with the exit code of a service unavailable."""
+    from hal.api.server import sqlite_url
+    from hal.state.store import SqlStateStore
+
+    if subprocess.run(["unshare", "-m", "true"], check=False).returncode != 0:
+        pytest.skip("mounting a file read-only needs `unshare -m` (root)")
+    data, home = tmp_path / "data", tmp_path / "home"
+    store = SqlStateStore(sqlite_url(data))
+    store.migrate()
+    store.close()
+    db = data / "hal.db"
+    up = f"{sys.executable} -m hal.cli.main up --data-dir {data} --port {free_port()} --agents 0"
+    done = subprocess.run(
+        [
+            "unshare",
+            "-m",
+            "sh",
+            "-c",
+            f"mount --bind {db} {db} && mount -o remount,ro,bind {db} && exec {up}",
+        ],
+        env={**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 6, done.stderr
+    assert done.stderr.startswith(f"hal: error: the database sqlite:///{db} is unavailable: ")
+    assert "the database file is read-only" in done.stderr and "Traceback" not in done.stderr

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -196,3 +197,33 @@ def test_a_server_whose_database_is_down_says_so_in_one_line(
         f"hal: error: the database {url} is unavailable: PostgreSQL cannot be reached; "
         "start it or fix --db, then start the server again\n"
     )
+
+
+@pytest.mark.parametrize("command", ["up", "server"])
+def test_a_state_directory_that_cannot_be_made_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """`--data-dir` naming a file (or a place the user may not write) ended in the
+    traceback of a mkdir; now one line names the directory and what to give instead."""
+    taken = tmp_path / "hal.db"
+    taken.write_text("not a directory")
+    code, _, err = run(capsys, command, "--data-dir", str(taken), "--port", "18998")
+    assert code == 2
+    assert err == (
+        f"hal: error: cannot use {taken} as HAL's state directory: File exists; give "
+        "--data-dir (or HAL_DATA_DIR) a directory this user may write\n"
+    )
+
+
+@pytest.mark.parametrize("db", ["hal.db", "mysql://hal@db/hal", "postgresql://hal@db:port/x"])
+def test_a_database_url_hal_cannot_use_is_refused_by_the_parser(
+    capsys: pytest.CaptureFixture[str], db: str
+) -> None:
+    """A typo in --db (a bare path, another database, a bad port) ended in SQLAlchemy's
+    traceback; now it is a usage error that says what to write."""
+    with pytest.raises(SystemExit) as exc:
+        main(["server", "--db", db, "--port", "18998"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --db: {db!r} is not a database URL HAL can use" in err
+    assert "Traceback" not in err
