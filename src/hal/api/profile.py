@@ -105,7 +105,7 @@ def require_enforcers(plugins: list[object], config: HalConfig) -> None:
     if missing:
         what = "; ".join(f"{why} but it leaves out {name!r}" for name, why in missing)
         raise ProfileError(
-            f"[scheduler] plugins: {what}. Add the plugin to the list, or drop 'plugins' "
+            f"{what}. Add the plugin to the list, or drop 'plugins' "
             "and give only plugin_args/score_weights to tune the default profile",
             field="scheduler.plugins",
         )

@@ -22,6 +22,8 @@ from hal.client.config import DEFAULT_PORT, load_client_config, store_token
 from hal.core.errors import InvalidRequest
 
 if TYPE_CHECKING:
+    from hal.api.server import HalServer
+    from hal.config.model import HalConfig
     from hal.state.store import SqlStateStore
 
 
@@ -58,12 +60,30 @@ def _state_dir(path: Path) -> Path:
     return path
 
 
-def _config(path: str | None, data_dir: Path):  # type: ignore[no-untyped-def]
+def _config(path: str | None, data_dir: Path) -> tuple[HalConfig, str]:
+    """The cluster's configuration: ``--config``, else ``hal.toml`` in the state
+    directory, else the defaults; and where it came from, for errors found later."""
     from hal.config.model import load_config
 
     if path is None and (data_dir / "hal.toml").exists():
         path = str(data_dir / "hal.toml")
-    return load_config(path)
+    return load_config(path), path or "the default configuration"
+
+
+def _server(
+    config: HalConfig, source: str, db_url: str, data_dir: Path, ns: argparse.Namespace
+) -> HalServer:
+    """The control plane; a scheduler profile it cannot build is named as a mistake in
+    the configuration file (exit 2, ``FILE: scheduler.FIELD: ...``) like any other."""
+    from hal.api.server import HalServer
+    from hal.scheduler.framework import ProfileError
+
+    try:
+        return HalServer(config, db_url, data_dir=data_dir, cache_plane=ns.cache_control_plane)
+    except ProfileError as err:
+        field = err.field or "scheduler"
+        field = field if field.startswith("scheduler") else f"scheduler.{field}"
+        raise InvalidRequest(f"{source}: {field}: {err.message}", field=field) from None
 
 
 def _local_admin_token(db_url: str, url: str) -> str:
@@ -90,18 +110,18 @@ def _local_admin_token(db_url: str, url: str) -> str:
 
 
 def cmd_up(ns: argparse.Namespace) -> int:
-    from hal.api.server import HalServer, listen_socket, sqlite_url
+    from hal.api.server import listen_socket, sqlite_url
 
     data_dir = Path(ns.data_dir).expanduser() if ns.data_dir else default_data_dir()
     port = ns.port or DEFAULT_PORT
     url = f"http://{ns.host}:{port}"
-    config = _config(ns.config, data_dir)
+    config, source = _config(ns.config, data_dir)
     db_url = sqlite_url(_state_dir(data_dir))
     _hold_database(db_url, url)
     sock = listen_socket(ns.host, port)  # before a token is stored for this URL
 
     async def run(token: str) -> None:
-        server = HalServer(config, db_url, data_dir=data_dir, cache_plane=ns.cache_control_plane)
+        server = _server(config, source, db_url, data_dir, ns)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # HUP: its terminal closed
@@ -201,19 +221,19 @@ def _banner(url: str, data_dir: Path, agents: int) -> None:
 
 
 def cmd_server(ns: argparse.Namespace) -> int:
-    from hal.api.server import HalServer, listen_socket, sqlite_url
+    from hal.api.server import listen_socket, sqlite_url
 
     data_dir = Path(ns.data_dir).expanduser() if ns.data_dir else default_data_dir()
     db_url = ns.db or sqlite_url(_state_dir(data_dir))
     port = ns.port or DEFAULT_PORT
-    config = _config(ns.config, data_dir)
+    config, source = _config(ns.config, data_dir)
     url = f"http://{ns.host}:{port}"
     _hold_database(db_url, url)
     with listen_socket(ns.host, port) as sock:  # before --init-admin prints a token
         token = _prepare_database(db_url, ns.init_admin)
         if token:
             print(f"created administrator {ns.init_admin}; token (shown once): {token}")
-        server = HalServer(config, db_url, data_dir=data_dir, cache_plane=ns.cache_control_plane)
+        server = _server(config, source, db_url, data_dir, ns)
         print(f"HAL control plane on {url} (database {_redact(db_url)})", flush=True)
         run_loop(server.serve(ns.host, port, sock=sock))
     return 0

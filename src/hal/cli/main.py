@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # argparse only for native commands: `hal sbatch` starts with
 
 EXIT_CODES = {
     "invalid_request": 2,
+    "invalid_profile": 2,  # [scheduler] of hal.toml: a mistake in the file, as any other
     "unsupported_option": 2,
     "bad_constraints": 2,
     "unauthenticated": 3,

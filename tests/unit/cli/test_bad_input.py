@@ -13,7 +13,7 @@ import pytest
 
 from hal.cli.main import main
 from hal.client.config import credentials_path, store_token
-from hal.testing.live import LiveServer
+from hal.testing.live import LiveServer, free_port
 
 HUGE = "9" * 23  # past the database's 64-bit integers
 
@@ -227,3 +227,25 @@ def test_a_database_url_hal_cannot_use_is_refused_by_the_parser(
     err = capsys.readouterr().err
     assert f"argument --db: {db!r} is not a database URL HAL can use" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["up", "server"])
+def test_a_scheduler_profile_mistake_names_the_file_and_the_field(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+) -> None:
+    """A bad value under [scheduler] in hal.toml said only "backfill: must be a
+    non-negative number" (which key? which file?) and exited 1, where every other
+    mistake in the file names both and exits 2."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    config = tmp_path / "hal.toml"
+    config.write_text('[scheduler.plugin_args.backfill]\nwindow_s = "1 day"\n')
+    argv = [command, "--config", str(config), "--data-dir", str(tmp_path / "data")]
+    code, _, err = run(capsys, *argv, "--port", str(free_port()))
+    assert code == 2
+    assert err.startswith(
+        f"hal: error: {config}: scheduler.plugin_args.backfill.window_s: backfill: "
+        "must be a non-negative number, not '1 day'"
+    )
