@@ -40,6 +40,7 @@ from hal.agent.supervisor import (
     read_status,
     read_supervisor,
 )
+from hal.core.errors import Conflict
 
 RECORD_FILE = "record.json"
 SCRIPT_FILE = "script"
@@ -47,8 +48,9 @@ KILL_WAIT_FILE = "kill_wait"
 JOB_FILES = (SCRIPT_FILE, RECORD_FILE, PLAN_FILE, SUPERVISOR_FILE, STARTED_FILE, STATUS_FILE)
 
 
-class StateDirLocked(RuntimeError):
-    """Another agent already uses this state directory."""
+class StateDirLocked(Conflict):
+    """Another agent already uses this state directory (a user's mistake, not a bug:
+    ``hal agent`` says so in one line, exit 5)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +81,8 @@ class JobStore:
         except OSError as err:
             os.close(fd)
             raise StateDirLocked(
-                f"another agent is running with state directory {self.state_dir}"
+                f"another agent is running with state directory {self.state_dir}; stop it, "
+                "or give this one its own --state-dir"
             ) from err
         self._lock_fd = fd
 

@@ -3,6 +3,7 @@ traceback, and lose nothing. Against a real control plane (no agents: nothing he
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
 import os
@@ -248,4 +249,21 @@ def test_a_scheduler_profile_mistake_names_the_file_and_the_field(
     assert err.startswith(
         f"hal: error: {config}: scheduler.plugin_args.backfill.window_s: backfill: "
         "must be a non-negative number, not '1 day'"
+    )
+
+
+def test_an_agent_on_a_state_directory_in_use_says_so_in_one_line(
+    env: LiveServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A second `hal agent` on the state directory another agent holds (the same
+    default directory for two agents on one host) ended in a StateDirLocked traceback."""
+    state = tmp_path / "agent-state"
+    state.mkdir()
+    with open(state / "agent.lock", "w") as held:  # what the running agent holds
+        fcntl.flock(held, fcntl.LOCK_EX)
+        code, _, err = run(capsys, "agent", "--name", "second", "--state-dir", str(state))
+    assert code == 5
+    assert err == (
+        f"hal: error: another agent is running with state directory {state}; stop it, or "
+        "give this one its own --state-dir\n"
     )
