@@ -36,14 +36,17 @@ containers and CI:
 ================================  ==========================================================
 
 An empty value means the default; anything else malformed (``HAL_ALERT_FLAP_COUNT=3.5``,
-``HAL_ALERT_NODE_DOWN_S=1m``, a negative number of seconds, ``HAL_LOG_LEVEL=verbose``)
-stops the server at start with the variable's name and what to set.
+``HAL_ALERT_NODE_DOWN_S=1m``, a negative number of seconds, ``HAL_LOG_LEVEL=verbose``,
+``HAL_METRICS=disabled`` (on/off are ``1``/``0``, ``true``/``false``, ``yes``/``no``,
+``on``/``off``), a webhook that is not an http(s) URL) stops the server at start with
+the variable's name and what to set.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -88,12 +91,12 @@ class ObserveConfig:
             return _number(e, name, default, minimum=minimum)
 
         return cls(
-            metrics=_flag(e.get("HAL_METRICS"), base.metrics),
-            tracing=_flag(e.get("HAL_TRACING"), base.tracing),
+            metrics=_flag(e, "HAL_METRICS", base.metrics),
+            tracing=_flag(e, "HAL_TRACING", base.tracing),
             otlp_endpoint=_traces_url(e),
             log_level=_choice(e, "HAL_LOG_LEVEL", base.log_level, LOG_LEVELS),
             log_format=_choice(e, "HAL_LOG_FORMAT", base.log_format, LOG_FORMATS),
-            webhooks=tuple(u.strip() for u in e.get("HAL_ALERT_WEBHOOKS", "").split(",") if u),
+            webhooks=_webhooks(e),
             node_down_s=number("HAL_ALERT_NODE_DOWN_S", base.node_down_s),
             flap_count=_count(e, "HAL_ALERT_FLAP_COUNT", base.flap_count),
             flap_window_s=number("HAL_ALERT_FLAP_WINDOW_S", base.flap_window_s),
@@ -155,10 +158,36 @@ def _choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str,
     return text
 
 
-def _flag(text: str | None, default: bool) -> bool:
-    if text is None or text == "":
+_OFF = ("0", "false", "no", "off")
+_ON = ("1", "true", "yes", "on")
+
+
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    """On or off; anything else (``HAL_METRICS=disabled``) was taken as on."""
+    text = env.get(name, "").strip().lower()
+    if not text:
         return default
-    return text.strip().lower() not in ("0", "false", "no", "off")
+    if text not in _OFF + _ON:
+        raise InvalidRequest(
+            f"{name}={text!r} is not valid: use 0 (off) or 1 (on), or unset it for the "
+            f"default ({'on' if default else 'off'})",
+            field=name,
+        )
+    return text in _ON
+
+
+def _webhooks(env: Mapping[str, str]) -> tuple[str, ...]:
+    """``HAL_ALERT_WEBHOOKS``: http(s) URLs, comma-separated (a typo was only found at
+    the first alert, as a failed delivery in the log)."""
+    urls = tuple(u.strip() for u in env.get("HAL_ALERT_WEBHOOKS", "").split(",") if u.strip())
+    for url in urls:
+        if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", url):
+            raise InvalidRequest(
+                f"HAL_ALERT_WEBHOOKS: {url!r} is not an http(s) URL; give URLs like "
+                "http://receiver:5001/hook, separated by commas",
+                field="HAL_ALERT_WEBHOOKS",
+            )
+    return urls
 
 
 def _traces_url(env: Mapping[str, str]) -> str:

@@ -42,6 +42,8 @@ def test_the_traces_specific_endpoint_is_used_as_is() -> None:
         ("HAL_PLUGIN_TIMING_INTERVAL_S", "often", "set it to a number,"),
         ("HAL_LOG_LEVEL", "verbose", "debug, info, warning, error"),
         ("HAL_LOG_FORMAT", "text", "json, console"),
+        ("HAL_METRICS", "disabled", "use 0 (off) or 1 (on)"),  # was taken as on
+        ("HAL_TRACING", "nope", "use 0 (off) or 1 (on)"),
     ],
 )
 def test_a_malformed_value_names_the_variable_and_what_to_set(
@@ -74,3 +76,18 @@ def test_hal_up_stops_with_the_message_not_a_traceback(
     err = capsys.readouterr().err
     assert err.startswith("hal: error: HAL_ALERT_FLAP_COUNT='3.5' is not valid")
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("urls", ["alerts.example.org/hook", "http://a/hook,mailto:ops@x"])
+def test_a_webhook_that_is_not_a_url_stops_the_server_at_start(urls: str) -> None:
+    """A webhook typo was only found at the first alert, as a failed delivery logged."""
+    with pytest.raises(InvalidRequest) as caught:
+        ObserveConfig.from_env({"HAL_ALERT_WEBHOOKS": urls})
+    assert "is not an http(s) URL" in caught.value.message
+    assert caught.value.field == "HAL_ALERT_WEBHOOKS"
+
+
+def test_on_and_off_take_the_usual_words() -> None:
+    for word, on in (("1", True), ("Yes", True), ("on", True), ("false", False), ("OFF", False)):
+        cfg = ObserveConfig.from_env({"HAL_METRICS": word, "HAL_TRACING": word})
+        assert (cfg.metrics, cfg.tracing) == (on, on)
