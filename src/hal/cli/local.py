@@ -129,7 +129,8 @@ def cmd_up(ns: argparse.Namespace) -> int:
         serving = asyncio.create_task(server.serve(ns.host, port, stop, sock=sock))
         agents: list[subprocess.Popen[bytes]] = []
         try:
-            await _wait_healthy(url, serving)
+            if not await _wait_healthy(url, serving, stop):
+                return  # Ctrl-C during start-up: no agents, no banner; stop the server
             cpus = ns.cpus_per_agent or os.cpu_count() or 1
             for i in range(1, ns.agents + 1):
                 agents.append(
@@ -156,15 +157,19 @@ def cmd_up(ns: argparse.Namespace) -> int:
     return 0
 
 
-async def _wait_healthy(url: str, serving: asyncio.Task[None]) -> None:
+async def _wait_healthy(url: str, serving: asyncio.Task[None], stop: asyncio.Event) -> bool:
+    """True once the control plane answers; False when Ctrl-C (``stop``) came first,
+    which also ends ``serving`` without an error."""
     async with httpx.AsyncClient(timeout=2) as http:
         for _ in range(300):
+            if stop.is_set():
+                return False
             if serving.done():
                 serving.result()  # re-raise why the server could not start
                 raise RuntimeError("the control plane stopped during start-up")
             with contextlib.suppress(httpx.HTTPError):
                 if (await http.get(url + "/healthz")).status_code == 200:
-                    return
+                    return True
             await asyncio.sleep(0.05)
     raise RuntimeError(f"the control plane did not answer on {url} within 15 s")
 

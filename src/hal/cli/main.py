@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         code = _dispatch(args)
         sys.stdout.flush()  # here, where a closed pipe can still be handled
         return code
+    except KeyboardInterrupt:  # Ctrl-C while the command is still loading
+        return 130
     except BrokenPipeError:  # `hal sacct | head`: the reader has gone, nothing to report
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so the exit's flush does not fail again

@@ -16,6 +16,7 @@ import pytest
 
 from hal.client import HalClient
 from hal.testing.live import free_port, stop_process, wait_until
+from hal.wire.jobs import JobSubmit
 
 
 def agents_of(data: Path) -> list[psutil.Process]:
@@ -191,3 +192,48 @@ def test_a_read_only_database_is_named_before_anything_starts(tmp_path: Path) ->
     assert done.returncode == 6, done.stderr
     assert done.stderr.startswith(f"hal: error: the database sqlite:///{db} is unavailable: ")
     assert "the database file is read-only" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_ctrl_c_during_start_up_stops_cleanly_and_keeps_the_state(tmp_path: Path) -> None:
+    """Ctrl-C while `hal up` is still starting (its control plane up, not yet answering)
+    ended in "RuntimeError: the control plane stopped during start-up" and its traceback
+    (when the signal beats the first answer: test_local_up pins that moment). Now it
+    stops like a Ctrl-C later on: exit 0, no agent left, and the next `hal up` resumes
+    the same state (a held job is still there). SIGINT as from a terminal: a child of
+    a non-interactive shell or of pytest may inherit it ignored."""
+    data, home, port = tmp_path / "data", tmp_path / "home", free_port()
+    up, client = start_up(data, port, home)
+    try:
+        job = client.submit(JobSubmit(script="#!/bin/sh\ntrue\n", hold=True)).job_id
+    finally:
+        client.close()
+        stop_process(up)
+    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+    args = ["--data-dir", str(data), "--port", str(port), "--agents", "1", "--log-format"]
+    starting = subprocess.Popen(
+        [sys.executable, "-m", "hal.cli.main", "up", *args, "console"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
+    )
+    assert starting.stdout is not None
+    lines = []
+    for line in starting.stdout:
+        lines.append(line)
+        if "control plane started" in line:  # its lifespan done, /healthz not yet polled
+            starting.send_signal(signal.SIGINT)
+            break
+    output = "".join(lines) + starting.communicate(timeout=30)[0]
+    assert starting.returncode == 0, output
+    assert "Traceback" not in output
+    wait_until(lambda: not agents_of(data), 20, 0.1, message="no agent of the stopped hal up")
+    up, client = start_up(data, port, home)
+    try:
+        assert client.job(job).state == "PENDING"
+    finally:
+        client.close()
+        stop_process(up)
+        for agent in agents_of(data):
+            agent.kill()
