@@ -46,6 +46,12 @@ def default_data_dir() -> Path:
     return Path(base) / "hal"
 
 
+def _url(host: str, port: int) -> str:
+    """The control plane's URL for ``--host``: an IPv6 address in brackets (``--host ::1``
+    made ``http://::1:8470``, which no client can parse)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def _state_dir(path: Path) -> Path:
     """``path`` created if absent: one that cannot be (a file, a read-only place) is one
     line naming it, not the traceback of a ``mkdir``."""
@@ -114,7 +120,7 @@ def cmd_up(ns: argparse.Namespace) -> int:
 
     data_dir = Path(ns.data_dir).expanduser() if ns.data_dir else default_data_dir()
     port = ns.port or DEFAULT_PORT
-    url = f"http://{ns.host}:{port}"
+    url = _url(ns.host, port)
     config, source = _config(ns.config, data_dir)
     db_url = sqlite_url(_state_dir(data_dir))
     _hold_database(db_url, url)
@@ -232,7 +238,7 @@ def cmd_server(ns: argparse.Namespace) -> int:
     db_url = ns.db or sqlite_url(_state_dir(data_dir))
     port = ns.port or DEFAULT_PORT
     config, source = _config(ns.config, data_dir)
-    url = f"http://{ns.host}:{port}"
+    url = _url(ns.host, port)
     _hold_database(db_url, url)
     with listen_socket(ns.host, port) as sock:  # before --init-admin prints a token
         token = _prepare_database(db_url, ns.init_admin)

@@ -6,6 +6,7 @@ import http.server
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -31,17 +32,20 @@ def agents_of(data: Path) -> list[psutil.Process]:
     return found
 
 
-def start_up(data: Path, port: int, home: Path) -> tuple[subprocess.Popen[bytes], HalClient]:
+def start_up(
+    data: Path, port: int, home: Path, host: str = "127.0.0.1"
+) -> tuple[subprocess.Popen[bytes], HalClient]:
     env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
     env.pop("HAL_TOKEN", None)
     args = ["--data-dir", str(data), "--port", str(port), "--agents", "1", "--cpus-per-agent", "1"]
+    args += ["--host", host]
     up = subprocess.Popen(
         [sys.executable, "-m", "hal.cli.main", "up", *args],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    url = f"http://127.0.0.1:{port}"
+    url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     credentials = home / ".config" / "hal" / "credentials.json"
 
     def up_with_node() -> bool:
@@ -232,6 +236,25 @@ def test_ctrl_c_during_start_up_stops_cleanly_and_keeps_the_state(tmp_path: Path
     up, client = start_up(data, port, home)
     try:
         assert client.job(job).state == "PENDING"
+    finally:
+        client.close()
+        stop_process(up)
+        for agent in agents_of(data):
+            agent.kill()
+
+
+def test_an_ipv6_host_gives_a_url_clients_and_agents_can_use(tmp_path: Path) -> None:
+    """`hal up --host ::1` built the URL http://::1:8470, which httpx cannot parse: a
+    traceback before any agent started. IPv6 addresses go in brackets."""
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    data, home = tmp_path / "data", tmp_path / "home"
+    up, client = start_up(data, free_port(), home, host="::1")  # waits for node1 UP
+    try:
+        assert [n.name for n in client.nodes()] == ["node1"]
     finally:
         client.close()
         stop_process(up)
