@@ -27,6 +27,9 @@ CACHE_PLANE_HELP = (
 )
 
 
+CONFIG_HELP = "the cluster's configuration file (default: hal.toml in --data-dir, if any)"
+
+
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The ``hal`` parser. With ``argv``, the benchmarks' own subcommands (whose modules
     import the simulator, the test kit and numpy: a quarter of a second) are only
@@ -52,7 +55,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         default=None,
         help="CPUs each agent offers (default: this machine's CPU count)",
     )
-    up.add_argument("--config", default=None, help="cluster config file (TOML)")
+    up.add_argument("--config", default=None, help=CONFIG_HELP)
     up.add_argument("--cache-control-plane", action="store_true", help=CACHE_PLANE_HELP)
     up.set_defaults(func=local.cmd_up)
     observe.add_logging_options(up, console=True)
@@ -67,7 +70,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     srv.add_argument("--data-dir", default=None)
     srv.add_argument("--host", default="127.0.0.1")
     srv.add_argument("--port", type=_port, default=None)
-    srv.add_argument("--config", default=None)
+    srv.add_argument("--config", default=None, help=CONFIG_HELP)
     srv.add_argument("--cache-control-plane", action="store_true", help=CACHE_PLANE_HELP)
     srv.add_argument(
         "--init-admin",

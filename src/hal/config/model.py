@@ -6,12 +6,21 @@ Example::
     min_job_age_seconds = 300      # finished jobs stay in `squeue -t all` this long
     kill_wait_seconds = 30         # SIGTERM → SIGKILL grace at time limit and cancel
     node_timeout_seconds = 30      # no heartbeat for this long → node DOWN, jobs NODE_FAIL
+    heartbeat_interval_seconds = 5 # how often agents report
+    max_array_size = 1001          # Slurm's MaxArraySize (0: no job arrays)
+    max_batch_jobs = 100000        # jobs in one POST /v1/jobs/batch
+    max_request_bytes = 67108864   # the largest request body the server reads
 
-    [[partitions]]
+    [[partitions]]                 # none: one partition "debug" with every node
     name = "debug"
-    default = true
+    default = true                 # where jobs without -p go (default: the first)
     max_time = "1-00:00:00"        # Slurm's MaxTime: minutes, "D-HH:MM:SS" or "UNLIMITED"
+    default_time = 60              # Slurm's DefaultTime (0: max_time)
     nodes = []                     # a host list ("n[1-8],gpu1") or a list of them; []: every node
+    max_nodes = 0                  # Slurm's MaxNodes per job (0: no limit)
+    priority_tier = 1              # Slurm's PriorityTier (docs/preemption.md)
+    priority_job_factor = 1        # Slurm's PriorityJobFactor (docs/priority.md)
+    up = true                      # false: Slurm's State=DOWN, jobs queue but do not start
 
     [scheduler]
     interval_seconds = 1.0
