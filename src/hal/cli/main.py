@@ -18,7 +18,6 @@ if TYPE_CHECKING:  # argparse only for native commands: `hal sbatch` starts with
 
 EXIT_CODES = {
     "invalid_request": 2,
-    "invalid_profile": 2,  # [scheduler] of hal.toml: a mistake in the file, as any other
     "unsupported_option": 2,
     "bad_constraints": 2,
     "unauthenticated": 3,
@@ -71,9 +70,19 @@ def _dispatch(args: list[str]) -> int:
         return result
     except HalError as err:
         print(f"hal: error: {err.message}", file=sys.stderr)
-        return EXIT_CODES.get(err.code, 1)
+        return exit_code(err)
     except KeyboardInterrupt:
         return 130
+
+
+def exit_code(err: HalError) -> int:
+    """The exit code of ``err``'s kind: a subclass with a code of its own
+    (``invalid_topology``, ``database_unavailable``) exits as the class it refines."""
+    for cls in type(err).__mro__:
+        code = EXIT_CODES.get(getattr(cls, "code", ""))
+        if code is not None:
+            return code
+    return 1
 
 
 def _command(parser: argparse.ArgumentParser, args: list[str]) -> argparse.ArgumentParser:

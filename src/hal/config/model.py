@@ -281,8 +281,12 @@ def config_from_dict(
         kwargs["partitions"] = _partitions(raw["partitions"], source)
     if "topology" in raw:
         from hal.config.topology import topology_from_table
+        from hal.core.topology import TopologyError
 
-        kwargs["topology"] = topology_from_table(raw["topology"], base_dir=base_dir)
+        try:
+            kwargs["topology"] = topology_from_table(raw["topology"], base_dir=base_dir)
+        except TopologyError as err:  # its messages name the field, not the file
+            raise TopologyError(f"{source}: {err.message}", field=err.field) from None
     kwargs["priority"] = priority_from_dict(raw, source)
     if "data" in raw:
         kwargs["data"] = data_from_table(raw["data"], source)

@@ -267,3 +267,16 @@ def test_an_agent_on_a_state_directory_in_use_says_so_in_one_line(
         f"hal: error: another agent is running with state directory {state}; stop it, or "
         "give this one its own --state-dir\n"
     )
+
+
+def test_a_topology_mistake_in_hal_toml_is_a_usage_error_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Errors with a code of their own (invalid_topology, invalid_profile,
+    database_unavailable) fell through the CLI's exit codes to 1; they exit as the kind
+    they refine (here a bad request: 2), and a [topology] mistake names its file."""
+    config = tmp_path / "hal.toml"
+    config.write_text('[[topology.switches]]\nname = "s0"\nnodes = "n1"\nlink_sped = 1\n')
+    code, _, err = run(capsys, "server", "--config", str(config), "--data-dir", str(tmp_path))
+    assert code == 2
+    assert err == f"hal: error: {config}: topology.switches[0]: unknown key(s) ['link_sped']\n"
