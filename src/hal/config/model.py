@@ -61,7 +61,7 @@ from hal.config.priority import (
     priority_from_dict,
     whole_number,
 )
-from hal.core.errors import InvalidRequest
+from hal.core.errors import InvalidRequest, did_you_mean
 from hal.core.node import Partition
 from hal.core.preemption import PreemptionPolicy
 from hal.core.priority import PriorityPolicy
@@ -230,7 +230,8 @@ def config_from_dict(
     unknown = set(raw) - _TOP_KEYS
     if unknown:
         raise InvalidRequest(
-            f"{source}: unknown key(s) {sorted(unknown)}; known keys are {sorted(_TOP_KEYS)}",
+            f"{source}: unknown key(s) {sorted(unknown)}"
+            f"{did_you_mean(sorted(unknown)[0], _TOP_KEYS)}; known keys are {sorted(_TOP_KEYS)}",
             field=sorted(unknown)[0],
         )
     kwargs: dict[str, Any] = {}
@@ -251,7 +252,8 @@ def config_from_dict(
     extra = sorted(set(scheduler) - _SCHEDULER_SETTINGS - PROFILE_KEYS)
     if extra:
         known = ", ".join(sorted(_SCHEDULER_SETTINGS | PROFILE_KEYS))
-        raise fail(source, f"scheduler.{extra[0]}", f"unknown key; [scheduler] takes {known}")
+        hint = did_you_mean(extra[0], _SCHEDULER_SETTINGS | PROFILE_KEYS)
+        raise fail(source, f"scheduler.{extra[0]}", f"unknown key{hint}; [scheduler] takes {known}")
     if "interval_seconds" in scheduler:
         interval = scheduler["interval_seconds"]
         kwargs["scheduler_interval_seconds"] = positive_seconds(
@@ -335,7 +337,8 @@ def data_from_table(table: Any, source: str = "config") -> DataConfig:
     unknown = sorted(set(table) - set(_DATA_KEYS))
     if unknown:
         raise InvalidRequest(
-            f"{source}: [data] has unknown key(s) {unknown}; known keys are {list(_DATA_KEYS)}",
+            f"{source}: [data] has unknown key(s) {unknown}{did_you_mean(unknown[0], _DATA_KEYS)}; "
+            f"known keys are {list(_DATA_KEYS)}",
             field=f"data.{unknown[0]}",
         )
     url = table.get("cache_url")
@@ -482,7 +485,8 @@ def _partition(item: Any, i: int, source: str) -> PartitionConfig:
         raise fail(
             source,
             f"{where}.{unknown[0]}",
-            f"unknown key; known keys are {sorted(_PARTITION_KEYS)}",
+            f"unknown key{did_you_mean(unknown[0], _PARTITION_KEYS)}; "
+            f"known keys are {sorted(_PARTITION_KEYS)}",
         )
     name = item.get("name")
     if not isinstance(name, str) or not _PARTITION_NAME.fullmatch(name) or not name.isprintable():

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from hal.config.priority import PREEMPT_MODES, duration, fail
+from hal.core.errors import did_you_mean
 from hal.core.preemption import PreemptionPolicy, PreemptMode, PreemptType
 
 _KEYS = ("type", "mode", "grace_time", "exempt_time")
@@ -26,7 +27,9 @@ def preemption_from_table(raw: Any, source: str) -> PreemptionPolicy:
     for key in raw:
         if key not in _KEYS:
             raise fail(
-                source, f"preemption.{key}", f"unknown key; known keys are {', '.join(_KEYS)}"
+                source,
+                f"preemption.{key}",
+                f"unknown key{did_you_mean(key, _KEYS)}; known keys are {', '.join(_KEYS)}",
             )
     types = [t.value for t in PreemptType]
     kind = raw.get("type", PreemptType.OFF.value)

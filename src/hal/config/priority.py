@@ -49,9 +49,10 @@ seconds)::
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from hal.core.errors import InvalidRequest
+from hal.core.errors import InvalidRequest, did_you_mean
 from hal.core.priority import (
     FAIRSHARE_ALGORITHMS,
     NO_TRES_LIMITS,
@@ -75,6 +76,11 @@ LONGEST_S = 95_617_584_000
 
 def fail(source: str, field: str, message: str) -> InvalidRequest:
     return InvalidRequest(f"{source}: {field}: {message}", field=field)
+
+
+def unknown_key(key: str, known: Iterable[str]) -> str:
+    """The message for ``key`` not in ``known``: a near miss named, then every key."""
+    return f"unknown key{did_you_mean(key, known)}; known: {sorted(known)}"
 
 
 def whole_number(value: Any, source: str, field: str, least: int = 0) -> int:
@@ -123,7 +129,7 @@ def priority_from_dict(raw: dict[str, Any], source: str = "config") -> PriorityP
         unknown = set(table) - _KEYS
         if unknown:
             name = sorted(unknown)[0]
-            raise fail(source, f"priority.{name}", f"unknown key; known: {sorted(_KEYS)}")
+            raise fail(source, f"priority.{name}", unknown_key(name, _KEYS))
         kwargs["enabled"] = True
         for key in _WEIGHTS:
             if key in table:
@@ -177,9 +183,8 @@ def _entries(items: Any, source: str, name: str, keys: set[str]) -> list[dict[st
             raise fail(source, f"{name}[{i}].name", "needs a name")
         unknown = set(item) - keys
         if unknown:
-            raise fail(
-                source, f"{name}[{i}].{sorted(unknown)[0]}", f"unknown key; known: {sorted(keys)}"
-            )
+            first = sorted(unknown)[0]
+            raise fail(source, f"{name}[{i}].{first}", unknown_key(first, keys))
     return items
 
 
@@ -210,7 +215,8 @@ def _tres(item: dict[str, Any], key: str, source: str, field: str, keys: set[str
         raise fail(source, field, "must be a table like { cpus = 64, gpus = 4 }")
     unknown = set(table) - keys
     if unknown:
-        raise fail(source, f"{field}.{sorted(unknown)[0]}", f"unknown key; known: {sorted(keys)}")
+        first = sorted(unknown)[0]
+        raise fail(source, f"{field}.{first}", unknown_key(first, keys))
     mem: int | None = None
     if "mem" in table:
         raw = table["mem"]

@@ -31,7 +31,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hal.core.errors import InvalidRequest
+from hal.core.errors import InvalidRequest, did_you_mean
 from hal.core.slurm_syntax import expand_hostlist
 from hal.core.topology import (
     Block,
@@ -45,6 +45,15 @@ from hal.core.topology import (
 from hal.core.topology_labels import LABEL_LEVELS, check_labels
 
 _KEYS = frozenset({"file", "switches", "blocks", "block_sizes", "level_names", "labels"})
+_SWITCH_KEYS = frozenset({"name", "nodes", "switches", "link_speed"})
+_BLOCK_KEYS = frozenset({"name", "nodes"})
+
+
+def _unknown(where: str, unknown: list[str], known: frozenset[str]) -> str:
+    return (
+        f"{where}: unknown key(s) {unknown}{did_you_mean(unknown[0], known)}; "
+        f"known keys are {sorted(known)}"
+    )
 
 
 def topology_from_table(raw: Any, *, base_dir: Path | None = None) -> Topology:
@@ -54,7 +63,8 @@ def topology_from_table(raw: Any, *, base_dir: Path | None = None) -> Topology:
     unknown = sorted(set(raw) - _KEYS)
     if unknown:
         raise TopologyError(
-            f"[topology]: unknown key(s) {unknown}; known keys are {sorted(_KEYS)}",
+            f"[topology]: unknown key(s) {unknown}{did_you_mean(unknown[0], _KEYS)}; "
+            f"known keys are {sorted(_KEYS)}",
             field=f"topology.{unknown[0]}",
         )
     names = raw.get("level_names", [])
@@ -113,7 +123,8 @@ def _label_rule(item: Any, i: int) -> LabelRule:
     unknown = sorted(set(item) - {"nodes", *LABEL_LEVELS})
     if unknown:
         raise TopologyError(
-            f"{where}: unknown key(s) {unknown}; labels are {', '.join(LABEL_LEVELS)}",
+            f"{where}: unknown key(s) {unknown}{did_you_mean(unknown[0], LABEL_LEVELS)}; "
+            f"labels are {', '.join(LABEL_LEVELS)}",
             field=where,
         )
     labels = {k: v for k, v in item.items() if k != "nodes"}
@@ -151,9 +162,9 @@ def _switch(item: Any, i: int) -> Switch:
     where = f"topology.switches[{i}]"
     if not isinstance(item, dict) or not isinstance(item.get("name"), str):
         raise TopologyError(f"{where} needs a name", field=where)
-    unknown = sorted(set(item) - {"name", "nodes", "switches", "link_speed"})
+    unknown = sorted(set(item) - _SWITCH_KEYS)
     if unknown:
-        raise TopologyError(f"{where}: unknown key(s) {unknown}", field=where)
+        raise TopologyError(_unknown(where, unknown, _SWITCH_KEYS), field=where)
     return Switch(
         item["name"],
         _hosts(item, "nodes", where),
@@ -166,7 +177,7 @@ def _block(item: Any, i: int) -> Block:
     where = f"topology.blocks[{i}]"
     if not isinstance(item, dict) or not isinstance(item.get("name"), str):
         raise TopologyError(f"{where} needs a name", field=where)
-    unknown = sorted(set(item) - {"name", "nodes"})
+    unknown = sorted(set(item) - _BLOCK_KEYS)
     if unknown:
-        raise TopologyError(f"{where}: unknown key(s) {unknown}", field=where)
+        raise TopologyError(_unknown(where, unknown, _BLOCK_KEYS), field=where)
     return Block(item["name"], _hosts(item, "nodes", where))

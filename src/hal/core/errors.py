@@ -20,6 +20,8 @@ Bugs raise ordinary exceptions. Messages say what to do next.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from typing import ClassVar
 
 
@@ -98,3 +100,10 @@ ERRORS_BY_CODE: dict[str, type[HalError]] = {
         Unavailable,
     )
 }
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'max_time'?)`` when ``word`` is a near miss of one of ``choices``
+    (a typo in a config key or argument), else ``""``."""
+    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else ""

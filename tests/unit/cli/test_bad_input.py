@@ -279,4 +279,7 @@ def test_a_topology_mistake_in_hal_toml_is_a_usage_error_naming_the_file(
     config.write_text('[[topology.switches]]\nname = "s0"\nnodes = "n1"\nlink_sped = 1\n')
     code, _, err = run(capsys, "server", "--config", str(config), "--data-dir", str(tmp_path))
     assert code == 2
-    assert err == f"hal: error: {config}: topology.switches[0]: unknown key(s) ['link_sped']\n"
+    assert err.startswith(
+        f"hal: error: {config}: topology.switches[0]: unknown key(s) ['link_sped'] "
+        "(did you mean 'link_speed'?)"
+    )

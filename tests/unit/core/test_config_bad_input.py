@@ -163,3 +163,38 @@ def test_the_profile_keys_the_config_knows_are_the_frameworks() -> None:
     from hal.scheduler.framework.profile import _PROFILE_KEYS
 
     assert PROFILE_KEYS == _PROFILE_KEYS
+
+
+@pytest.mark.parametrize(
+    ("raw", "field", "hint"),
+    [
+        ({"clustr_name": "x"}, "clustr_name", "cluster_name"),
+        (one(max_tme=60), "partitions[0].max_tme", "max_time"),
+        ({"scheduler": {"interval_second": 1}}, "scheduler.interval_second", "interval_seconds"),
+        ({"priority": {"weight_fairshar": 1}}, "priority.weight_fairshar", "weight_fairshare"),
+        ({"qos": [{"name": "q", "grp_tres": {"cpu": 4}}]}, "qos[0].grp_tres.cpu", "cpus"),
+        ({"accounts": [{"name": "a", "fairshar": 2}]}, "accounts[0].fairshar", "fairshare"),
+        ({"preemption": {"grace_tme": 3}}, "preemption.grace_tme", "grace_time"),
+        ({"data": {"cache_url": "http://c:1", "prestge": True}}, "data.prestge", "prestage"),
+        (
+            {"topology": {"switches": [{"name": "s", "nodes": "n1", "link_sped": 1}]}},
+            "topology.switches[0]",
+            "link_speed",
+        ),
+    ],
+)
+def test_a_typo_in_a_key_names_the_key_it_is_close_to(
+    raw: dict[str, Any], field: str, hint: str
+) -> None:
+    """A typo was refused with the whole list of keys (seventeen at the top level) to
+    search by eye; the message now says which one was meant."""
+    with pytest.raises(InvalidRequest) as caught:
+        config_from_dict(raw, source="hal.toml")
+    assert caught.value.field == field
+    assert f"(did you mean {hint!r}?)" in caught.value.message
+
+
+def test_a_key_close_to_none_gets_no_guess() -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        config_from_dict({"colour": "blue"}, source="hal.toml")
+    assert "did you mean" not in caught.value.message

@@ -125,3 +125,17 @@ def test_profile_error_is_an_invalid_request() -> None:
     from hal.core.errors import InvalidRequest
 
     assert issubclass(ProfileError, InvalidRequest)
+
+
+@pytest.mark.parametrize(
+    ("config", "hint"),
+    [
+        (_with(plugin_args={"noderesources": {"scroe": "x"}}), "'score'"),
+        (_with(plugin=["x"]), "'plugins'"),
+        (_with(plugins=["priority", "noderesource"]), "'noderesources'"),
+    ],
+)
+def test_a_typo_names_the_word_it_is_close_to(config: Any, hint: str) -> None:
+    with pytest.raises(ProfileError) as err:
+        build_scheduler(config)
+    assert f"(did you mean {hint}?)" in err.value.message

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from hal.core.errors import InvalidRequest
+from hal.core.errors import InvalidRequest, did_you_mean
 from hal.scheduler.framework.interfaces import (
     BackfillPlugin,
     FilterPlugin,
@@ -152,7 +152,10 @@ def build_profile(config: Mapping[str, object], registry: Registry) -> Profile:
     for key in config:
         if key not in _PROFILE_KEYS:
             allowed = ", ".join(sorted(_PROFILE_KEYS))
-            raise ProfileError(f"unknown profile key {key!r}; allowed: {allowed}", field=str(key))
+            hint = did_you_mean(str(key), _PROFILE_KEYS)
+            raise ProfileError(
+                f"unknown profile key {key!r}{hint}; allowed: {allowed}", field=str(key)
+            )
     name = config.get("name", "default")
     if not isinstance(name, str) or not name:
         raise ProfileError("the profile name must be a non-empty string", field="name")
@@ -167,7 +170,8 @@ def build_profile(config: Mapping[str, object], registry: Registry) -> Profile:
             raise ProfileError("a plugin name must be a string", field=field)
         if plugin_name not in registry:
             known = ", ".join(registry.names())
-            raise ProfileError(f"unknown plugin {plugin_name!r}; known: {known}", field=field)
+            hint = did_you_mean(plugin_name, registry.names())
+            raise ProfileError(f"unknown plugin {plugin_name!r}{hint}; known: {known}", field=field)
         if plugin_name in seen:
             raise ProfileError(f"plugin {plugin_name!r} is listed twice", field=field)
         seen.add(plugin_name)
@@ -216,5 +220,7 @@ def reject_unknown_args(args: PluginArgs, allowed: Sequence[str]) -> None:
     for key in args:
         if key not in allowed:
             raise PluginArgsError(
-                str(key), f"unknown argument {key!r}; allowed: {', '.join(allowed) or 'none'}"
+                str(key),
+                f"unknown argument {key!r}{did_you_mean(str(key), allowed)}; "
+                f"allowed: {', '.join(allowed) or 'none'}",
             )
