@@ -18,7 +18,10 @@ DEFAULT_PORT = 8470
 
 
 def default_server_url() -> str:
-    return os.environ.get("HAL_URL", f"http://127.0.0.1:{DEFAULT_PORT}").rstrip("/")
+    """``HAL_URL``; unset or empty (``export HAL_URL=``) the local default, as an empty
+    ``HAL_TOKEN`` or ``HAL_RETRY_SECONDS`` means theirs."""
+    url = os.environ.get("HAL_URL", "").strip() or f"http://127.0.0.1:{DEFAULT_PORT}"
+    return url.rstrip("/")
 
 
 def credentials_path() -> Path:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hal.cli.main import main
-from hal.client.config import credentials_path, store_token
+from hal.client.config import credentials_path, load_client_config, store_token
 from hal.testing.live import LiveServer, free_port
 
 HUGE = "9" * 23  # past the database's 64-bit integers
@@ -283,3 +283,17 @@ def test_a_topology_mistake_in_hal_toml_is_a_usage_error_naming_the_file(
         f"hal: error: {config}: topology.switches[0]: unknown key(s) ['link_sped'] "
         "(did you mean 'link_speed'?)"
     )
+
+
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_an_empty_hal_url_means_the_local_default(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], empty: str
+) -> None:
+    """`export HAL_URL=` (emptied, not unset) was "'' is not a HAL server URL", where an
+    empty HAL_TOKEN or HAL_RETRY_SECONDS means the default."""
+    monkeypatch.setenv("HAL_URL", empty)
+    assert load_client_config().url == "http://127.0.0.1:8470"
+    monkeypatch.setenv("HAL_TOKEN", "hal_x")
+    monkeypatch.setenv("HAL_RETRY_SECONDS", "0")
+    _, _, err = run(capsys, "queue")
+    assert "is not a HAL server URL" not in err
