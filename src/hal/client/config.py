@@ -2,7 +2,9 @@
 
 The URL comes from ``HAL_URL``, else the local default ``http://127.0.0.1:8470``. The token
 comes from ``HAL_TOKEN``, else from the credentials file ``~/.config/hal/credentials.json``
-(``{"<url>": {"user": ..., "token": ...}}``), which ``hal up`` and ``hal login`` write.
+(``{"<url>": {"user": ..., "token": ...}}``), which ``hal up`` and ``hal login`` write; a
+URL on this machine's loopback (127.0.0.1, localhost, [::1]) finds the token stored under
+any of those names with the same port.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from hal.core.errors import InvalidRequest
 
@@ -71,10 +74,31 @@ def _stored_token(url: str) -> str | None:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    entry = data.get(url) if isinstance(data, dict) else None
-    if isinstance(entry, dict) and isinstance(entry.get("token"), str):
-        return str(entry["token"])
+    if not isinstance(data, dict):
+        return None
+    for name in _names_of(url):
+        entry = data.get(name)
+        if isinstance(entry, dict) and isinstance(entry.get("token"), str):
+            return str(entry["token"])
     return None
+
+
+_LOOPBACK = {"127.0.0.1": "127.0.0.1", "localhost": "localhost", "::1": "[::1]"}
+
+
+def _names_of(url: str) -> list[str]:
+    """``url``, then the same server under this machine's other loopback names: `hal up`
+    stores its token for http://127.0.0.1:8470, and HAL_URL=http://localhost:8470 found
+    none ("missing token")."""
+    parts = urlsplit(url)
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:  # not a port: the request will say so
+        return [url]
+    if parts.hostname not in _LOOPBACK:
+        return [url]
+    others = (name for host, name in _LOOPBACK.items() if host != parts.hostname)
+    return [url, *(urlunsplit(parts._replace(netloc=name + port)) for name in others)]
 
 
 def store_token(url: str, user: str, token: str) -> Path:

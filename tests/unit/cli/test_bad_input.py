@@ -297,3 +297,18 @@ def test_an_empty_hal_url_means_the_local_default(
     monkeypatch.setenv("HAL_RETRY_SECONDS", "0")
     _, _, err = run(capsys, "queue")
     assert "is not a HAL server URL" not in err
+
+
+def test_the_token_hal_up_stored_serves_localhost_too(
+    env: LiveServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`hal up` stores its token for http://127.0.0.1:PORT; a user who set
+    HAL_URL=http://localhost:PORT (the same server) got "missing token"."""
+    monkeypatch.delenv("HAL_TOKEN")
+    store_token(env.url, "admin", env.token)  # as `hal up` does
+    assert env.url.startswith("http://127.0.0.1:")
+    monkeypatch.setenv("HAL_URL", env.url.replace("127.0.0.1", "localhost"))
+    code, _, err = run(capsys, "queue")
+    assert (code, err) == (0, "")
+    monkeypatch.setenv("HAL_URL", env.url.replace("127.0.0.1", "localhost.localdomain."))
+    assert load_client_config().token is None  # only this machine's loopback names
