@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from hal.client.config import DEFAULT_PORT, load_client_config, store_token
+from hal.client.config import DEFAULT_PORT, credentials_path, load_client_config, store_token
 from hal.core.errors import InvalidRequest
 
 if TYPE_CHECKING:
@@ -225,7 +225,7 @@ def _banner(url: str, data_dir: Path, agents: int) -> None:
         "  submit:   hal sbatch --wrap 'hostname'      or  hal sbatch job.sh\n"
         "  watch:    hal squeue    hal sinfo    hal sacct\n"
         f"  other shells: export HAL_URL={url}  (your token is stored in "
-        "~/.config/hal/credentials.json)\n"
+        f"{credentials_path()})\n"
         "  stop:     Ctrl-C (state is kept; `make up` again resumes)",
         flush=True,
     )

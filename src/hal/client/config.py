@@ -104,7 +104,10 @@ def _names_of(url: str) -> list[str]:
 def store_token(url: str, user: str, token: str) -> Path:
     """Remember ``token`` for ``url`` (file mode 0600)."""
     path = credentials_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise _unwritable(path, err) from None
     try:
         data = json.loads(path.read_text())
         if not isinstance(data, dict):
@@ -113,9 +116,20 @@ def store_token(url: str, user: str, token: str) -> Path:
         data = {}
     data[url.rstrip("/")] = {"user": user, "token": token}
     tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)  # the mode is only given to a new file: one left behind keeps its own
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=2)
-    tmp.replace(path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)  # the mode is only given to a new file: one left behind keeps its own
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2)
+        tmp.replace(path)
+    except OSError as err:
+        raise _unwritable(path, err) from None
     return path
+
+
+def _unwritable(path: Path, err: OSError) -> InvalidRequest:
+    return InvalidRequest(
+        f"cannot write the token to {path}: {err.strerror}; set XDG_CONFIG_HOME (or HOME) "
+        "to a directory this user may write",
+        field="XDG_CONFIG_HOME",
+    )

@@ -312,3 +312,20 @@ def test_the_token_hal_up_stored_serves_localhost_too(
     assert (code, err) == (0, "")
     monkeypatch.setenv("HAL_URL", env.url.replace("127.0.0.1", "localhost.localdomain."))
     assert load_client_config().token is None  # only this machine's loopback names
+
+
+def test_a_config_directory_hal_up_cannot_write_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A read-only or missing place for credentials.json (a container's HOME) ended
+    `hal up` in a mkdir traceback, its control plane never started."""
+    taken = tmp_path / "config"
+    taken.write_text("a file, not a directory")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(taken))
+    argv = ["up", "--data-dir", str(tmp_path / "data"), "--agents", "0"]
+    code, _, err = run(capsys, *argv, "--port", str(free_port()))
+    assert code == 2
+    assert err == (
+        f"hal: error: cannot write the token to {taken}/hal/credentials.json: Not a "
+        "directory; set XDG_CONFIG_HOME (or HOME) to a directory this user may write\n"
+    )

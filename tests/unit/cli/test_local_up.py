@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
-from hal.cli.local import _wait_healthy
+from hal.cli.local import _banner, _wait_healthy
 from hal.testing.live import free_port
 
 
@@ -36,3 +37,14 @@ def test_a_control_plane_that_ends_by_itself_during_start_up_is_still_an_error()
             await _wait_healthy(f"http://127.0.0.1:{free_port()}", serving, asyncio.Event())
 
     asyncio.run(scenario())
+
+
+def test_the_banner_names_the_credentials_file_in_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It always said ~/.config/hal/credentials.json, also where XDG_CONFIG_HOME put the
+    token elsewhere."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    _banner("http://127.0.0.1:8470", tmp_path / "data", 2)
+    out = capsys.readouterr().out
+    assert f"your token is stored in {tmp_path}/xdg/hal/credentials.json" in out
