@@ -351,7 +351,7 @@ def node_record(node: NodeInfo) -> list[str]:
 
 
 def partition_record(partition: PartitionInfo, nodes: list[NodeInfo]) -> list[str]:
-    members = [n for n in nodes if not partition.nodes or n.name in partition.nodes]
+    members = [n for n in nodes if n.name in partition.nodes]
     default_time = limit_long(partition.default_time_seconds)
     return [
         f"PartitionName={partition.name}",

@@ -217,10 +217,9 @@ def parse_node_states(text: str) -> list[frozenset[str]] | None:
 
 
 def _members(partition: PartitionInfo, nodes: list[NodeInfo]) -> list[NodeInfo]:
-    if partition.nodes:
-        names = set(partition.nodes)
-        return [n for n in nodes if n.name in names]
-    return list(nodes)
+    """The nodes the server lists in ``partition`` (none listed: none, not all of them)."""
+    names = set(partition.nodes)
+    return [n for n in nodes if n.name in names]
 
 
 def _groups(

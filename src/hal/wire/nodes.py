@@ -46,7 +46,7 @@ class PartitionInfo(WireModel):
     max_time_seconds: int  # 0 = unlimited
     default_time_seconds: int
     max_nodes: int  # 0 = unlimited
-    nodes: list[str]
+    nodes: list[str]  # the registered nodes it holds ([]: none, not every node)
     priority_tier: int = 1
 
 

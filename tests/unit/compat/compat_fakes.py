@@ -205,7 +205,10 @@ class FakeClient:
         return self.node(name)
 
     def partitions(self) -> list[PartitionInfo]:
-        return list(self.partition_list)
+        """As the server lists them: a partition of every node (configured ``nodes = []``)
+        lists each node; ``partition(nodes=[...])`` names its members."""
+        every = {"nodes": [n.name for n in self.node_list]}
+        return [p if p.nodes else p.model_copy(update=every) for p in self.partition_list]
 
     def topology(self) -> TopologyInfo:
         return self.topology_info
