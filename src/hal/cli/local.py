@@ -9,10 +9,11 @@ import fcntl
 import getpass
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -123,10 +124,8 @@ def cmd_up(ns: argparse.Namespace) -> int:
     url = _url(ns.host, port)
     config, source = _config(ns.config, data_dir)
     db_url = sqlite_url(_state_dir(data_dir))
-    _hold_database(db_url, url)
-    sock = listen_socket(ns.host, port)  # before a token is stored for this URL
 
-    async def run(token: str) -> None:
+    async def run(sock: socket.socket, token: str) -> None:
         server = _server(config, source, db_url, data_dir, ns)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -158,8 +157,11 @@ def cmd_up(ns: argparse.Namespace) -> int:
             with contextlib.suppress(asyncio.CancelledError):
                 await serving
 
-    with sock:
-        run_loop(run(_local_admin_token(db_url, url)))
+    with (
+        _hold_database(db_url, url),
+        listen_socket(ns.host, port) as sock,  # before a token is stored for this URL
+    ):
+        run_loop(run(sock, _local_admin_token(db_url, url)))
     return 0
 
 
@@ -239,8 +241,10 @@ def cmd_server(ns: argparse.Namespace) -> int:
     port = ns.port or DEFAULT_PORT
     config, source = _config(ns.config, data_dir)
     url = _url(ns.host, port)
-    _hold_database(db_url, url)
-    with listen_socket(ns.host, port) as sock:  # before --init-admin prints a token
+    with (
+        _hold_database(db_url, url),
+        listen_socket(ns.host, port) as sock,  # before --init-admin prints a token
+    ):
         token = _prepare_database(db_url, ns.init_admin)
         if token:
             print(f"created administrator {ns.init_admin}; token (shown once): {token}")
@@ -265,12 +269,10 @@ def _prepare_database(db_url: str, init_admin: str | None) -> str | None:
         store.close()
 
 
-_held: list[int] = []  # the lock files' descriptors: held until the process ends
-
-
-def _hold_database(db_url: str, url: str) -> None:
-    """Lock a SQLite database for this control plane until the process ends (the kernel
-    drops the lock of a killed one: nothing stale to clean up). A second `hal up` on the
+@contextlib.contextmanager
+def _hold_database(db_url: str, url: str) -> Iterator[None]:
+    """Lock a SQLite database for this control plane while it runs (the kernel drops
+    the lock of a killed one: nothing stale to clean up). A second `hal up` on the
     same state started a second control plane on the same database: two schedulers
     placing the same jobs, and agents fighting over their state directories."""
     from sqlalchemy.engine import make_url
@@ -279,7 +281,8 @@ def _hold_database(db_url: str, url: str) -> None:
 
     found = make_url(db_url)
     if found.get_backend_name() != "sqlite" or found.database in (None, "", ":memory:"):
-        return  # PostgreSQL: several servers may share it
+        yield  # PostgreSQL: several servers may share it
+        return
     lock = Path(f"{found.database}.lock")
     try:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
@@ -301,7 +304,10 @@ def _hold_database(db_url: str, url: str) -> None:
         ) from None
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()} {url}\n".encode())
-    _held.append(fd)
+    try:
+        yield
+    finally:
+        os.close(fd)
 
 
 def _check_database(store: SqlStateStore, db_url: str) -> None:
