@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection, insert, inspect, select, text, update
 
+from hal.core.errors import Conflict
 from hal.state import schema
 
 Step = Callable[[Connection], None]
@@ -83,9 +84,9 @@ def migrate(conn: Connection) -> int:
     ).first()
     version = int(row[0]) if row else 0
     if version > len(STEPS):
-        raise RuntimeError(
-            f"the database schema is version {version} but this HAL knows only "
-            f"{len(STEPS)}; upgrade HAL"
+        raise Conflict(  # an operator's situation, not a bug: one line, not a traceback
+            f"the database schema is version {version}, newer than this HAL's {len(STEPS)} "
+            "(a newer HAL wrote it): run that HAL, or upgrade this one"
         )
     for step in STEPS[version:]:
         step(conn)

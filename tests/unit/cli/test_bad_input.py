@@ -329,3 +329,29 @@ def test_a_config_directory_hal_up_cannot_write_is_named(
         f"hal: error: cannot write the token to {taken}/hal/credentials.json: Not a "
         "directory; set XDG_CONFIG_HOME (or HOME) to a directory this user may write\n"
     )
+
+
+def test_a_database_from_a_newer_hal_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """State written by a newer HAL (a user back on an older checkout): `hal up` and
+    `hal server` ended in a RuntimeError traceback."""
+    from sqlalchemy import text
+
+    from hal.api.server import sqlite_url
+    from hal.state.store import SqlStateStore
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    store = SqlStateStore(sqlite_url(tmp_path / "data"))
+    known = store.migrate()
+    with store.engine.begin() as conn:
+        conn.execute(text("UPDATE hal_meta SET value = 999 WHERE key = 'schema_version'"))
+    store.close()
+    for command in ("up", "server"):
+        argv = [command, "--data-dir", str(tmp_path / "data"), "--port", str(free_port())]
+        code, _, err = run(capsys, *argv)
+        assert code == 5
+        assert err == (
+            f"hal: error: the database schema is version 999, newer than this HAL's {known} "
+            "(a newer HAL wrote it): run that HAL, or upgrade this one\n"
+        )
