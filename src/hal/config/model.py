@@ -28,6 +28,9 @@ Example::
                                    # "user" (requested time, as Slurm), "avg2" or "learned"
     drain_anomalous_nodes = false  # drain nodes whose jobs fail far more than their peers'
 
+    [licenses]                     # optional: Slurm's Licenses= (docs/licenses.md)
+    matlab = 10                    # jobs hold them with sbatch -L matlab:2
+
     [topology]                     # optional: the switch tree (see config/topology.py)
     file = "topology.conf"         # Slurm syntax, or [[topology.switches]] tables
     # [[topology.labels]] nodes = "n[1-8]", rack = "r1", zone = "z1": rack/zone/region/

@@ -34,6 +34,7 @@ def start(raw: dict[str, Any], base_dir: Path) -> HalConfig:
             policy=config.priority,
             preemption_policy=config.preemption,
             partitions=config.partition_objects(),
+            licenses=config.licenses,
         ),
     )
     return config
