@@ -44,6 +44,7 @@ from hal.scheduler.plugins import BACKFILL, build_scheduler, default_registry
 from hal.scheduler.service import PacedScheduler, PassRunner, SchedulerService
 from hal.state import agents, preempt
 from hal.state.cluster import Cluster
+from hal.state.server_lock import ServerLock
 from hal.state.store import SqlStateStore
 
 log = logging.getLogger("hal.server")
@@ -167,9 +168,19 @@ class HalServer:
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._releasing: asyncio.Task[None] | None = None  # held: a task only weakly held
+        self._server_lock: ServerLock | None = None
+
+    def claim(self) -> None:
+        """Take the database's server lock (``hal.state.server_lock``), if not yet held: a
+        second server on this database is refused (``Conflict``) before it reads anything.
+        The CLI calls this before serving, so the refusal is one line; ``start`` calls it
+        for everyone else."""
+        if self._server_lock is None:
+            self._server_lock = ServerLock.take(self.store)
 
     async def start(self) -> None:
         self._stop = asyncio.Event()
+        await asyncio.to_thread(self.claim)
         await self.cluster.load()
         await self.predictions.start()
         await self.priority.start()
@@ -197,6 +208,9 @@ class HalServer:
         await self.observe.stop()
         await self.predictions.stop()
         await self.cluster.close()
+        if self._server_lock is not None:  # after the last write
+            self._server_lock.release()
+            self._server_lock = None
 
     async def _housekeeping(self) -> None:
         ticks = 0

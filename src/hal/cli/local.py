@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import fcntl
 import getpass
 import os
 import signal
@@ -13,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -125,8 +124,7 @@ def cmd_up(ns: argparse.Namespace) -> int:
     config, source = _config(ns.config, data_dir)
     db_url = sqlite_url(_state_dir(data_dir))
 
-    async def run(sock: socket.socket, token: str) -> None:
-        server = _server(config, source, db_url, data_dir, ns)
+    async def run(server: HalServer, sock: socket.socket, token: str) -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # HUP: its terminal closed
@@ -157,11 +155,10 @@ def cmd_up(ns: argparse.Namespace) -> int:
             with contextlib.suppress(asyncio.CancelledError):
                 await serving
 
-    with (
-        _hold_database(db_url, url),
-        listen_socket(ns.host, port) as sock,  # before a token is stored for this URL
-    ):
-        run_loop(run(sock, _local_admin_token(db_url, url)))
+    server = _server(config, source, db_url, data_dir, ns)
+    server.claim()  # another control plane on this state: one line, before anything else
+    with listen_socket(ns.host, port) as sock:  # before a token is stored for this URL
+        run_loop(run(server, sock, _local_admin_token(db_url, url)))
     return 0
 
 
@@ -241,14 +238,12 @@ def cmd_server(ns: argparse.Namespace) -> int:
     port = ns.port or DEFAULT_PORT
     config, source = _config(ns.config, data_dir)
     url = _url(ns.host, port)
-    with (
-        _hold_database(db_url, url),
-        listen_socket(ns.host, port) as sock,  # before --init-admin prints a token
-    ):
+    server = _server(config, source, db_url, data_dir, ns)
+    server.claim()  # another server on this database: one line, before anything else
+    with listen_socket(ns.host, port) as sock:  # before --init-admin prints a token
         token = _prepare_database(db_url, ns.init_admin)
         if token:
             print(f"created administrator {ns.init_admin}; token (shown once): {token}")
-        server = _server(config, source, db_url, data_dir, ns)
         print(f"HAL control plane on {url} (database {_redact(db_url)})", flush=True)
         run_loop(server.serve(ns.host, port, sock=sock))
     return 0
@@ -267,47 +262,6 @@ def _prepare_database(db_url: str, init_admin: str | None) -> str | None:
         return ensure_user(store, init_admin, admin=True, now=time.time())
     finally:
         store.close()
-
-
-@contextlib.contextmanager
-def _hold_database(db_url: str, url: str) -> Iterator[None]:
-    """Lock a SQLite database for this control plane while it runs (the kernel drops
-    the lock of a killed one: nothing stale to clean up). A second `hal up` on the
-    same state started a second control plane on the same database: two schedulers
-    placing the same jobs, and agents fighting over their state directories."""
-    from sqlalchemy.engine import make_url
-
-    from hal.core.errors import Conflict
-
-    found = make_url(db_url)
-    if found.get_backend_name() != "sqlite" or found.database in (None, "", ":memory:"):
-        yield  # PostgreSQL: several servers may share it
-        return
-    lock = Path(f"{found.database}.lock")
-    try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError as err:
-        raise InvalidRequest(
-            f"cannot create {lock}: {err.strerror}; the state's directory must exist and be "
-            "writable",
-            field="data_dir",
-        ) from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        holder = os.read(fd, 200).decode(errors="replace").strip() or "?"
-        os.close(fd)
-        raise Conflict(
-            f"another HAL control plane (pid and URL: {holder}) is running on "
-            f"{found.database}; stop it first, or give this one its own --data-dir",
-            field="data_dir",
-        ) from None
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()} {url}\n".encode())
-    try:
-        yield
-    finally:
-        os.close(fd)
 
 
 def _check_database(store: SqlStateStore, db_url: str) -> None:

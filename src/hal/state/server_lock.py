@@ -1,0 +1,108 @@
+"""One control plane per database: the lock a server holds while it runs.
+
+Two servers on one database would each keep their own mirror and run their own
+scheduler: both would start jobs on the same nodes, and each would write its own stale
+view of a job over the other's (a job cancelled through one is started by the other).
+Until the mirror follows the event table (docs/adr/0003-state-store.md), a server takes
+this lock before it reads anything and holds it until it stops; a second server is
+refused with a ``Conflict`` naming who holds it.
+
+- SQLite: ``flock`` on ``<database file>.lock`` beside the file; it holds the holder's
+  pid and host. The kernel drops it when the process ends, even by SIGKILL.
+- PostgreSQL: a session advisory lock on one connection kept open; PostgreSQL drops it
+  when that connection ends. (A connection lost during an outage loses it too; a
+  second server started meanwhile is not refused.)
+
+Commands that only read or write a few rows (``hal server --init-admin``, ``hal up``'s
+token, the HTC broker) do not take it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+from pathlib import Path
+
+from sqlalchemy import Connection, text
+from sqlalchemy.engine import make_url
+
+from hal.core.errors import Conflict
+from hal.state.store import SqlStateStore
+
+# the advisory lock's key: "HALSRV" in ASCII, a constant no other tool is likely to use
+ADVISORY_KEY = 0x48414C535256
+
+
+class ServerLock:
+    """Held by the running server; ``take`` refuses a second one, ``release`` lets go."""
+
+    def __init__(self, fd: int | None, conn: Connection | None) -> None:
+        self._fd = fd
+        self._conn = conn
+
+    @classmethod
+    def take(cls, store: SqlStateStore) -> ServerLock:
+        """The database's server lock, or ``Conflict`` when another server holds it."""
+        if not store.is_sqlite:
+            return cls(None, _advisory_lock(store))
+        path = make_url(store.url).database
+        if not path or path == ":memory:":  # private to this process: nobody to refuse
+            return cls(None, None)
+        return cls(_file_lock(Path(path)), None)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # the flock goes with the descriptor
+            self._fd = None
+        if self._conn is not None:
+            # closed, not given back to the pool: the session ends, and its lock with it
+            self._conn.invalidate()
+            self._conn.close()
+            self._conn = None
+
+
+def _file_lock(database: Path) -> int:
+    fd = os.open(database.with_name(database.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 256, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise Conflict(
+            f"another HAL server ({holder}) is using the database {database}; "
+            "stop it first, or give this one its own --data-dir or --db"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+    return fd
+
+
+def _advisory_lock(store: SqlStateStore) -> Connection:
+    conn = store.engine.connect()
+    try:
+        # autocommit: the lock is the session's; no transaction stays open around it
+        conn.execution_options(isolation_level="AUTOCOMMIT")
+        took = conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": ADVISORY_KEY})
+        if took.scalar_one():
+            return conn
+        holder = conn.execute(
+            text(
+                "SELECT a.pid, a.client_addr FROM pg_locks l JOIN pg_stat_activity a "
+                "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+                "AND l.classid = :hi AND l.objid = :lo"
+            ),
+            {"hi": ADVISORY_KEY >> 32, "lo": ADVISORY_KEY & 0xFFFFFFFF},
+        ).first()
+    except BaseException:
+        conn.close()
+        raise
+    conn.close()
+    who = "unknown"
+    if holder is not None:
+        where = holder.client_addr or "a local socket"
+        who = f"PostgreSQL backend pid {holder.pid}, connected from {where}"
+    raise Conflict(
+        f"another HAL server ({who}) is using this PostgreSQL "
+        "database; stop it first, or give this one its own --db"
+    )

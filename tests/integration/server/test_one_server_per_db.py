@@ -1,0 +1,93 @@
+"""A second control plane on a database that one already serves is refused: two would
+each run a scheduler over their own mirror, start jobs on the same nodes and write their
+stale view of a job over the other's (hal.state.server_lock)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from hal.api.server import HalServer
+from hal.config.model import HalConfig
+from hal.core.errors import Conflict
+from hal.state.server_lock import ServerLock
+from hal.testing.live import LiveServer, free_port, wait_until
+
+
+def hal_server(data: Path, port: int) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "hal.cli.main",
+        "server",
+        "--data-dir",
+        str(data),
+        "--port",
+        str(port),
+    ]
+
+
+def serve(data: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        hal_server(data, port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        assert proc.poll() is None, "the server exited"
+        try:
+            return httpx.get(url + "/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_until(healthy, 30, message="the server to start")
+    return proc, url
+
+
+def test_a_second_hal_server_on_the_same_sqlite_file_exits_naming_the_first(
+    tmp_path: Path,
+) -> None:
+    """An operator starts `hal server` again on the same data directory (a second
+    terminal, a unit file and a manual start): the second exits at once with one line
+    naming the first's pid, and the first keeps serving. Once the first is killed (even
+    SIGKILL), a server starts there again."""
+    first, url = serve(tmp_path)
+    try:
+        second = subprocess.run(
+            hal_server(tmp_path, free_port()),
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert second.returncode == 5, second.stderr
+        assert f"another HAL server (pid {first.pid} on " in second.stderr
+        assert "Traceback" not in second.stderr
+        assert httpx.get(url + "/healthz", timeout=5).status_code == 200
+    finally:
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(10)
+    again, _ = serve(tmp_path)  # healthy: it took the lock the killed one held
+    again.terminate()
+    again.wait(30)
+
+
+def test_a_second_server_on_the_same_postgresql_database_is_refused(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """Two control planes pointed at one PostgreSQL database (two hosts, one --db): the
+    second refuses to start while the first runs, and starts once the first stopped."""
+    second = HalServer(HalConfig(), pg_url, data_dir=tmp_path / "second")
+    refused = pytest.raises(Conflict, match=r"another HAL server .* is using this PostgreSQL")
+    with LiveServer(tmp_path / "first", db_url=pg_url), refused:
+        asyncio.run(second.start())
+    ServerLock.take(second.store).release()  # the first let go when it stopped
+    second.store.close()
