@@ -504,9 +504,16 @@ class SqlStateStore:
 
     def _select_jobs(self, cond: Any, limit: int | None = None) -> list[Job]:
         t, s = schema.jobs, schema.job_scripts
-        stmt = select(t, s.c.script).join(s, s.c.id == t.c.script_id).order_by(t.c.id)
-        if cond is not None:
-            stmt = stmt.where(cond)
+        stmt = select(t, s.c.script).join(s, s.c.id == t.c.script_id)
+        if cond is None:
+            stmt = stmt.order_by(t.c.id)
+        else:
+            # SQLite, asked for key order, walks the whole table in key order rather than
+            # use the index the condition names (ix_jobs_end for sacct's "since midnight",
+            # ix_jobs_state at start-up) and sort what it finds: ``id + 0`` is no key, so
+            # it takes the index (30 ms instead of 1 s over a million jobs)
+            order = t.c.id + 0 if self.is_sqlite else t.c.id
+            stmt = stmt.where(cond).order_by(order)
         if limit is not None:
             stmt = stmt.limit(limit)
         specs: dict[tuple[str, str], JobSpec] = {}  # one object per distinct spec

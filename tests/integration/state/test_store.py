@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
 from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
 from hal.core.errors import InvalidRequest, NotFound, PermissionDenied
-from hal.core.job import JobSpec
+from hal.core.job import Job, JobSpec
 from hal.core.states import JobState
 from hal.state.cluster import Caller, Cluster
 from hal.state.migrations import STEPS
@@ -161,8 +162,6 @@ def test_cancel_checks_ownership_and_history_keeps_the_job(db_url: str) -> None:
 def test_finished_runs_pages_through_the_jobs_that_ran_latest_end_first(db_url: str) -> None:
     """What the prediction service replays: jobs that ran and ended, newest end first,
     a page at a time; pending, running and never-started jobs are left out."""
-    from hal.core.job import Job
-
     store = SqlStateStore(db_url)
     store.migrate()
     ends = {1: 50.0, 2: 10.0, 3: 30.0, 4: 30.0, 5: 20.0}
@@ -277,4 +276,43 @@ def test_set_user_token_replaces_the_hash_and_keeps_the_admin_flag(db_url: str) 
     assert store.user_by_token_hash("a" * 64) is None
     assert store.user_by_token_hash("b" * 64) == ("alice", True)
     assert store.users() == [("alice", True)]
+    store.close()
+
+
+def test_history_and_start_up_reads_use_the_indexes_on_sqlite(tmp_path: Path) -> None:
+    """``sacct`` (a user's jobs since midnight) and the server's start-up read name the
+    end-time and state indexes; ordered by the primary key, SQLite walked the whole table
+    in key order instead (1 s over a million jobs, on the thread every write waits for).
+    The plan of each statement the store ran is read back with EXPLAIN QUERY PLAN."""
+    from sqlalchemy import event
+
+    store = SqlStateStore(f"sqlite:///{tmp_path / 'hal.db'}")
+    store.migrate()
+    with store.transaction() as tx:
+        tx.reserve_job_ids(2)
+        tx.insert_scripts([(1, "#!/bin/sh\n")])
+        tx.insert_jobs(
+            [
+                Job(id=1, spec=spec(), partition="p"),
+                Job(id=2, spec=spec(), partition="p", state=JobState.COMPLETED, end_time=9.0),
+            ],
+            [1, 1],
+        )
+    ran: list[tuple[str, object]] = []
+
+    def seen(_c: object, _cur: object, sql: str, params: object, *_: object) -> None:
+        if sql.lstrip().upper().startswith("SELECT") and "FROM jobs" in sql:
+            ran.append((sql, params))
+
+    event.listen(store.engine, "before_cursor_execute", seen)
+    assert [j.id for j in store.history(users=["alice"], start_after=5.0)] == [1, 2]
+    assert [j.id for j in store.history(start_after=10.0)] == [1]
+    assert [j.id for j in store.load_jobs(active_or_ended_after=5.0)] == [1, 2]
+    event.remove(store.engine, "before_cursor_execute", seen)
+    assert len(ran) == 3
+    with store.engine.connect() as conn:
+        for sql, params in ran:
+            plan = [row[-1] for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, params)]
+            assert not any(step.startswith("SCAN jobs") for step in plan), (sql, plan)
+            assert any("ix_jobs_end" in step for step in plan), (sql, plan)
     store.close()
