@@ -1200,23 +1200,30 @@ class Cluster:
                 )
             # reasons and estimates are advisory: kept in memory, not written per cycle
             # (a job held since the pass read it keeps its hold's reason: no pass sees it
-            # again until it is released)
+            # again until it is released); when a dependency was met is written, once
+            # per job, so a restart does not count the job eligible since its submission
+            met: list[Job] = []
             for update in plan.updates:
                 current = self.jobs.get(update.job_id)
                 if current is not None and current.state is JobState.PENDING and not _held(current):
-                    met = current.reason is PendingReason.DEPENDENCY and update.reason not in (
+                    now_met = current.reason is PendingReason.DEPENDENCY and update.reason not in (
                         PendingReason.DEPENDENCY,
                         PendingReason.DEPENDENCY_NEVER_SATISFIED,
                     )  # its dependency was met in this pass: eligible from now on
-                    self.jobs[current.id] = self.unfinished[current.id] = current.evolve(
+                    current = current.evolve(
                         reason=update.reason,
                         expected_start=update.expected_start,
-                        eligible_time=now if met else current.eligible_time,
+                        eligible_time=now if now_met else current.eligible_time,
                     )
+                    self.jobs[current.id] = self.unfinished[current.id] = current
+                    if now_met:
+                        met.append(current)
             marked, marks = preempt.mark(self, plan.preemptions, now)
             events.extend(marks)
-            if started or ended or marked:
-                await self._commit(started + ended + marked, events)
+            if started or ended or marked or met:
+                written = {j.id for j in started + ended + marked}
+                met = [j for j in met if j.id not in written]
+                await self._commit(started + ended + marked + met, events)
             for job in started:
                 # (components 1.. of a het job hold their nodes; nothing is launched)
                 agents.send_launch(self, job)

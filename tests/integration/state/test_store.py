@@ -316,3 +316,51 @@ def test_history_and_start_up_reads_use_the_indexes_on_sqlite(tmp_path: Path) ->
             assert not any(step.startswith("SCAN jobs") for step in plan), (sql, plan)
             assert any("ix_jobs_end" in step for step in plan), (sql, plan)
     store.close()
+
+
+def test_when_a_dependency_was_met_is_kept_over_a_restart(db_url: str) -> None:
+    """A job whose dependency is met while every node is busy waits on, eligible since
+    that moment (its age, backfill protection and switch wait count from it, as Slurm's
+    EligibleTime). A server restarted meanwhile forgot it: the time lived in memory only
+    and the job counted as eligible since it was submitted, 1000 s earlier."""
+    from hal.api.profile import server_profile
+    from hal.core.node import Node
+    from hal.core.resources import GiB, ResourceVector
+    from hal.core.slurm_syntax import parse_dependency
+    from hal.scheduler.plugins import build_scheduler
+
+    config = HalConfig()
+    clock = VirtualClock(1000.0)
+    scheduler = build_scheduler(server_profile(config))
+
+    async def started() -> Cluster:
+        cluster = Cluster(SqlStateStore(db_url), config, clock)
+        await cluster.load()
+        cluster.nodes["n1"] = Node("n1", ResourceVector(cpus=1, memory_bytes=GiB))
+        return cluster
+
+    async def run_pass(cluster: Cluster) -> None:
+        snap = await cluster.fill_related(cluster.snapshot())
+        await cluster.apply_plan(scheduler.schedule(snap))
+
+    async def scenario() -> None:
+        cluster = await started()
+        await cluster.submit([spec()])  # holds the only CPU from the first pass on
+        (first,) = await cluster.submit([spec(hold=True)])
+        dependency = parse_dependency(f"afterany:{first.job_id}")
+        (waiting,) = await cluster.submit([spec(dependency=dependency)])
+        await run_pass(cluster)
+        clock.advance(1000.0)
+        await cluster.cancel(str(first.job_id), Caller("alice"))
+        await run_pass(cluster)
+        job = cluster.jobs[waiting.job_id]
+        assert job.state is JobState.PENDING and job.eligible_since(clock.now()) == 2000.0
+        await cluster.close()
+        clock.advance(10.0)
+        again = await started()
+        job = again.jobs[waiting.job_id]
+        assert job.state is JobState.PENDING
+        assert job.eligible_since(clock.now()) == 2000.0
+        await again.close()
+
+    asyncio.run(scenario())
