@@ -27,7 +27,7 @@ from pathlib import Path
 from sqlalchemy import Connection, text
 from sqlalchemy.engine import make_url
 
-from hal.core.errors import Conflict
+from hal.core.errors import Conflict, Unavailable
 from hal.state.store import SqlStateStore
 
 # the advisory lock's key: "HALSRV" in ASCII, a constant no other tool is likely to use
@@ -63,7 +63,15 @@ class ServerLock:
 
 
 def _file_lock(database: Path) -> int:
-    fd = os.open(database.with_name(database.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    path = database.with_name(database.name + ".lock")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:  # a read-only file system, a directory the user may not write
+        raise Unavailable(
+            f"the server cannot create {path} ({err.strerror}); give the server's user "
+            "write access to the database's directory (SQLite writes its -wal and -shm "
+            "files there too)"
+        ) from err
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

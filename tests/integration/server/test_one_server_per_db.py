@@ -91,3 +91,21 @@ def test_a_second_server_on_the_same_postgresql_database_is_refused(
         asyncio.run(second.start())
     ServerLock.take(second.store).release()  # the first let go when it stopped
     second.store.close()
+
+
+def test_a_lock_file_that_cannot_be_created_is_one_line(tmp_path: Path) -> None:
+    """The database's directory refuses the lock file (read-only, not the server's user's;
+    here a directory stands in its way): `hal server` exits 6 with one line saying what
+    to fix, not a traceback."""
+    (tmp_path / "hal.db.lock").mkdir()
+    done = subprocess.run(
+        hal_server(tmp_path, free_port()),
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 6, done.stderr
+    assert f"the server cannot create {tmp_path / 'hal.db.lock'} (" in done.stderr
+    assert "write access to the database's directory" in done.stderr
+    assert "Traceback" not in done.stderr
