@@ -45,6 +45,8 @@ from hal.state.codec import allocation_to_json, job_from_row, job_to_row
 from hal.state.migrations import migrate
 
 ACTIVE_STATES = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING")
+# values per IN list: PostgreSQL takes at most 65,535 parameters a statement
+IN_LIST = 1000
 
 
 class DatabaseUnavailable(Unavailable):
@@ -441,8 +443,6 @@ class SqlStateStore:
         of them, the lowest ids; None: all)."""
         t = schema.jobs
         conds: list[Any] = []
-        if ids or array_ids:
-            conds.append(or_(t.c.id.in_(list(ids)), t.c.array_job_id.in_(list(array_ids))))
         if users:
             conds.append(t.c.user_name.in_(list(users)))
         if names:
@@ -456,7 +456,22 @@ class SqlStateStore:
             conds.append(or_(t.c.end_time.is_(None), t.c.end_time >= start_after))
         if end_before is not None:
             conds.append(t.c.submit_time <= end_before)
-        return self._select_jobs(and_(*conds) if conds else None, limit=limit)
+        if not ids and not array_ids:
+            return self._select_jobs(and_(*conds) if conds else None, limit=limit)
+        # the ids in bounded IN lists, a statement each (a gather job's dependency may name
+        # tens of thousands), merged in id order
+        ids, array_ids = list(ids), list(array_ids)
+        found: dict[int, Job] = {}
+        specs: dict[tuple[str, str], JobSpec] = {}
+        for at in range(0, max(len(ids), len(array_ids)), IN_LIST):
+            named = or_(
+                t.c.id.in_(ids[at : at + IN_LIST]),
+                t.c.array_job_id.in_(array_ids[at : at + IN_LIST]),
+            )
+            for job in self._select_jobs(and_(named, *conds), limit, specs):
+                found.setdefault(job.id, job)
+        ordered = [found[job_id] for job_id in sorted(found)]
+        return ordered if limit is None else ordered[:limit]
 
     def finished_runs(self, limit: int, before: tuple[float, int] | None = None) -> list[Job]:
         """Jobs that ran and have ended, the latest end first (ties: higher id first), at
@@ -481,8 +496,8 @@ class SqlStateStore:
         t = schema.jobs
         found: list[Job] = []
         ordered = sorted(ids)
-        for at in range(0, len(ordered), 1000):  # bounded IN lists
-            found += self._select_jobs(t.c.id.in_(ordered[at : at + 1000]))
+        for at in range(0, len(ordered), IN_LIST):
+            found += self._select_jobs(t.c.id.in_(ordered[at : at + IN_LIST]))
         return found
 
     def find_submit_key(self, user: str, key: str) -> tuple[str, list[tuple[int, int]]] | None:
@@ -502,7 +517,14 @@ class SqlStateStore:
         with self.engine.begin() as conn:
             return int(conn.execute(delete(t).where(t.c.created < before)).rowcount)
 
-    def _select_jobs(self, cond: Any, limit: int | None = None) -> list[Job]:
+    def _select_jobs(
+        self,
+        cond: Any,
+        limit: int | None = None,
+        specs: dict[tuple[str, str], JobSpec] | None = None,
+    ) -> list[Job]:
+        """The jobs meeting ``cond``, in id order. ``specs``: shared by the calls of one
+        read, so that an array's elements share one ``JobSpec`` (``job_from_row``)."""
         t, s = schema.jobs, schema.job_scripts
         stmt = select(t, s.c.script).join(s, s.c.id == t.c.script_id)
         if cond is None:
@@ -516,7 +538,7 @@ class SqlStateStore:
             stmt = stmt.where(cond).order_by(order)
         if limit is not None:
             stmt = stmt.limit(limit)
-        specs: dict[tuple[str, str], JobSpec] = {}  # one object per distinct spec
+        specs = {} if specs is None else specs  # one object per distinct spec
         with self.engine.connect() as conn:
             return [job_from_row(row, row.script, specs) for row in conn.execute(stmt)]
 

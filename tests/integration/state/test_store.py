@@ -364,3 +364,35 @@ def test_when_a_dependency_was_met_is_kept_over_a_restart(db_url: str) -> None:
         await again.close()
 
     asyncio.run(scenario())
+
+
+def test_a_gather_job_may_wait_on_more_jobs_than_one_statement_takes(db_url: str) -> None:
+    """A workflow's gather step waits on every job of its scatter step (afterok on
+    33,000 ids) that ended long ago, so they are no longer in memory: its submission and
+    each pass read them from the store. One IN list of them was past PostgreSQL's 65,535
+    parameters a statement: the submission failed, and after a restart every pass did."""
+    from hal.core.job import Dependency, DependencyKind, DependencyTerm
+
+    count = 33_000  # twice as many parameters (ids, array ids): past 65,535
+    store = SqlStateStore(db_url)
+    store.migrate()
+    with store.transaction() as tx:
+        tx.reserve_job_ids(count)
+        tx.insert_scripts([(1, "#!/bin/sh\n")])
+        done = JobState.COMPLETED
+        scatter = [Job(id=i, spec=spec(), partition="p", state=done, end_time=1.0)
+                   for i in range(1, count + 1)]  # fmt: skip
+        tx.insert_jobs(scatter, [1] * count)
+    store.close()
+    afterok = DependencyTerm(DependencyKind.AFTEROK, tuple(range(1, count + 1)))
+
+    async def scenario() -> None:
+        cluster = Cluster(SqlStateStore(db_url), HalConfig(), VirtualClock(100_000.0))
+        await cluster.load()
+        (gather,) = await cluster.submit([spec(dependency=Dependency((afterok,)))])
+        snap = await cluster.fill_related(cluster.snapshot())
+        assert [j.id for j in snap.pending] == [gather.job_id]
+        assert sorted(snap.related) == list(range(1, count + 1))
+        await cluster.close()
+
+    asyncio.run(scenario())
