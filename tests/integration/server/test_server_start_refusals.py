@@ -1,6 +1,7 @@
-"""A second control plane on a database that one already serves is refused: two would
-each run a scheduler over their own mirror, start jobs on the same nodes and write their
-stale view of a job over the other's (hal.state.server_lock)."""
+"""What `hal server` refuses to start on, each said in one line. A second control plane
+on a database that one already serves: two would each run a scheduler over their own
+mirror, start jobs on the same nodes and write their stale view of a job over the other's
+(hal.state.server_lock). A database a newer release wrote."""
 
 from __future__ import annotations
 
@@ -109,3 +110,33 @@ def test_a_lock_file_that_cannot_be_created_is_one_line(tmp_path: Path) -> None:
     assert f"the server cannot create {tmp_path / 'hal.db.lock'} (" in done.stderr
     assert "write access to the database's directory" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_database_written_by_a_newer_release_is_one_line(tmp_path: Path) -> None:
+    """An operator rolls HAL back a release: the database's schema is newer than this
+    HAL knows. `hal server` says so in one line and exits 5 (it was uvicorn's start-up
+    traceback, exit 3), and writes nothing."""
+    from sqlalchemy import text
+
+    from hal.state.migrations import STEPS
+    from hal.state.store import SqlStateStore
+
+    store = SqlStateStore(f"sqlite:///{tmp_path / 'hal.db'}")
+    store.migrate()
+    newer = len(STEPS) + 1
+    with store.engine.begin() as conn:
+        conn.execute(text(f"UPDATE hal_meta SET value = {newer} WHERE key = 'schema_version'"))
+    done = subprocess.run(
+        hal_server(tmp_path, free_port()),
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 5, done.stderr
+    assert f"the database schema is version {newer} but this HAL knows only " in done.stderr
+    assert "Traceback" not in done.stderr
+    with store.engine.connect() as conn:
+        version = conn.execute(text("SELECT value FROM hal_meta WHERE key = 'schema_version'"))
+        assert version.scalar_one() == newer
+    store.close()
