@@ -486,7 +486,10 @@ class SqlStateStore:
         )
         if before is not None:
             end, job_id = before
-            cond = and_(cond, or_(t.c.end_time < end, and_(t.c.end_time == end, t.c.id < job_id)))
+            after = or_(t.c.end_time < end, and_(t.c.end_time == end, t.c.id < job_id))
+            # ``end_time <= end`` says the same once more, as a bound the end-time index can
+            # take: with the OR alone SQLite read every job that ended before, then sorted
+            cond = and_(cond, t.c.end_time <= end, after)
         stmt = select(t).where(cond).order_by(t.c.end_time.desc(), t.c.id.desc()).limit(limit)
         with self.engine.connect() as conn:
             return [job_from_row(row, "") for row in conn.execute(stmt)]
