@@ -178,6 +178,13 @@ class HalServer:
         if self._server_lock is None:
             self._server_lock = ServerLock.take(self.store)
 
+    def unclaim(self) -> None:
+        """Let go of the server lock (``stop`` does, after the last write; the CLI too
+        when the server never started)."""
+        if self._server_lock is not None:
+            self._server_lock.release()
+            self._server_lock = None
+
     async def start(self) -> None:
         self._stop = asyncio.Event()
         await asyncio.to_thread(self.claim)
@@ -208,9 +215,7 @@ class HalServer:
         await self.observe.stop()
         await self.predictions.stop()
         await self.cluster.close()
-        if self._server_lock is not None:  # after the last write
-            self._server_lock.release()
-            self._server_lock = None
+        self.unclaim()  # after the last write
 
     async def _housekeeping(self) -> None:
         ticks = 0

@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -156,8 +156,10 @@ def cmd_up(ns: argparse.Namespace) -> int:
                 await serving
 
     server = _server(config, source, db_url, data_dir, ns)
-    server.claim()  # another control plane on this state: one line, before anything else
-    with listen_socket(ns.host, port) as sock:  # before a token is stored for this URL
+    with (
+        _claimed(server, db_url),  # another control plane on this state: refused first
+        listen_socket(ns.host, port) as sock,  # before a token is stored for this URL
+    ):
         run_loop(run(server, sock, _local_admin_token(db_url, url)))
     return 0
 
@@ -239,8 +241,10 @@ def cmd_server(ns: argparse.Namespace) -> int:
     config, source = _config(ns.config, data_dir)
     url = _url(ns.host, port)
     server = _server(config, source, db_url, data_dir, ns)
-    server.claim()  # another server on this database: one line, before anything else
-    with listen_socket(ns.host, port) as sock:  # before --init-admin prints a token
+    with (
+        _claimed(server, db_url),  # another server on this database: refused first
+        listen_socket(ns.host, port) as sock,  # before --init-admin prints a token
+    ):
         token = _prepare_database(db_url, ns.init_admin)
         if token:
             print(f"created administrator {ns.init_admin}; token (shown once): {token}")
@@ -264,24 +268,44 @@ def _prepare_database(db_url: str, init_admin: str | None) -> str | None:
         store.close()
 
 
+@contextlib.contextmanager
+def _claimed(server: HalServer, db_url: str) -> Iterator[None]:
+    """The database's server lock for this command (``HalServer.claim``): a second server
+    is one line, as a database that cannot serve; let go when the command returns, also
+    when the server never started."""
+    try:
+        server.claim()
+    except Exception as err:
+        raise _unavailable(err, server.store.is_sqlite, db_url) from None
+    try:
+        yield
+    finally:
+        server.unclaim()
+
+
 def _check_database(store: SqlStateStore, db_url: str) -> None:
     """One round trip before starting: a database that cannot serve is one clear line
     (exit 6, as for any service unavailable), not uvicorn's traceback of a failed start."""
-    from hal.core.errors import Unavailable
-    from hal.state.store import DatabaseUnavailable
-
     try:
         store.ping()
         store.migrate()  # a write: a read-only file fails here, not in the server's start
     except Exception as err:
-        found = DatabaseUnavailable.of(err)
-        if found is None:
-            raise
-        fix = "fix it" if store.is_sqlite else "start it or fix --db"
-        raise Unavailable(
-            f"the database {_redact(db_url)} is unavailable: {found.reason}; {fix}, then "
-            "start the server again"
-        ) from None
+        raise _unavailable(err, store.is_sqlite, db_url) from None
+
+
+def _unavailable(err: Exception, sqlite: bool, db_url: str) -> Exception:
+    """``err`` as the one line a database that cannot serve is; any other error as is."""
+    from hal.core.errors import Unavailable
+    from hal.state.store import DatabaseUnavailable
+
+    found = DatabaseUnavailable.of(err)
+    if found is None:
+        return err
+    fix = "fix it" if sqlite else "start it or fix --db"
+    return Unavailable(
+        f"the database {_redact(db_url)} is unavailable: {found.reason}; {fix}, then "
+        "start the server again"
+    )
 
 
 def _redact(url: str) -> str:
