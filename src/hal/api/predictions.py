@@ -311,7 +311,8 @@ class PredictionService:
     def _replay(self, history: Sequence[Job]) -> None:
         """Replay ``history`` (oldest end first) into a fresh predictor: each job predicted
         at its start, observed at its end, in time order (ends before starts at equal
-        times: a job that ended at t is known to one that starts at t)."""
+        times: a job that ended at t is known to one that starts at t). A run whose end
+        is recorded at or before its start ends right after it started."""
         if not history:
             return
         self._replayed_recent = {
@@ -324,7 +325,10 @@ class PredictionService:
         for i, job in enumerate(history):
             assert job.start_time is not None and job.end_time is not None
             events.append((job.start_time, 1, i))
-            events.append((job.end_time, 0, i))
+            if job.end_time > job.start_time:
+                events.append((job.end_time, 0, i))
+            else:  # ended as it started, or before (the wall clock stepped back)
+                events.append((job.start_time, 2, i))  # right after its own start
         events.sort()
         predicted: dict[int, float] = {}
         samples: deque[tuple[float, float]] = deque(maxlen=self.recent.maxlen)

@@ -51,10 +51,12 @@ def seed_history(db_url: str, count: int = HISTORY) -> None:
                         id=first + i,
                         spec=JobSpec(user=user, script="", name=name, workdir="/tmp"),
                         partition="debug",
-                        state=JobState.COMPLETED,
+                        state=JobState.FAILED if i == 5 else JobState.COMPLETED,
                         submit_time=start - 5,
                         start_time=start,
-                        end_time=start + run * (0.9 + 0.2 * ((i * 7) % 10) / 10),
+                        # job 5 ended as it started (recorded so: the replay once failed)
+                        end_time=start
+                        + (0.0 if i == 5 else run * (0.9 + 0.2 * ((i * 7) % 10) / 10)),
                         time_limit_s=limit,
                     )
                 )

@@ -258,6 +258,38 @@ def test_a_run_that_ends_as_the_server_starts_is_observed_once(tmp_path: Path) -
     run_service(tmp_path, predictor, scenario)
 
 
+def test_runs_whose_end_is_not_after_their_start_do_not_stop_the_replay(
+    tmp_path: Path,
+) -> None:
+    """The accounting holds a run that ended at the instant it started and one whose
+    end is recorded before its start (the wall clock stepped back, or the server that
+    ended it runs a clock behind the one that started it). The replay met their end
+    before their start and failed on the whole history (KeyError): no model from the
+    accounting, no recent accuracy, at every restart."""
+    history = [job(i, JobState.COMPLETED, 100.0 * i, 100.0 * i + 30.0) for i in range(1, 6)]
+    history[1] = job(2, JobState.FAILED, 200.0, 200.0)
+    history[3] = job(4, JobState.FAILED, 400.0, 399.5)
+    store = SqlStateStore(f"sqlite:///{tmp_path / 'hal.db'}")
+    store.migrate()
+    with store.transaction() as tx:
+        tx.reserve_job_ids(len(history))
+        tx.insert_scripts([(1, "#!/bin/sh\n")])
+        tx.insert_jobs(history, [1] * len(history))
+    store.close()
+    predictor = SlowPredictor()
+
+    async def scenario(service: PredictionService) -> None:
+        await settle(service, len(history))
+        assert service.last_error == ""
+        assert (service.replayed, service.observed) == (5, 5)
+        assert accuracy(tuple(service.recent))["jobs"] == 5
+        assert sorted(seen[:2] for seen in predictor.seen) == [
+            (1, 30.0), (2, 0.0), (3, 30.0), (4, 0.0), (5, 30.0)
+        ]  # fmt: skip
+
+    run_service(tmp_path, predictor, scenario)
+
+
 def test_jobs_without_any_estimate_are_left_out_of_the_accuracy() -> None:
     """A job with no time limit and no history is planned as a year: not an estimate."""
     from hal.predict.baselines import UNLIMITED_S
