@@ -429,7 +429,8 @@ class PredictionService:
         """(planned run time, predicted end) of a pending or running job, as the backfill
         planner sees it: a running job ends at start + its prediction (corrected once it
         has outlived it: ``SharedPredictor.planned``) + the time it spent suspended
-        (neither run time nor counted toward its limit), a pending one with an expected
+        (neither run time nor counted toward its limit), never before ``now`` (a job
+        killed at its limit runs on for its kill wait), a pending one with an expected
         start at that start + its prediction (no end without one). ``None`` for a job
         that has ended, or when the predictor is busy and nothing was read for the job
         before.
@@ -457,7 +458,9 @@ class PredictionService:
                 self._last_read.clear()
             self._last_read[job.id] = runtime
         if started is not None:
-            return runtime, started + suspended + runtime
+            # past its time limit (the planned run time stops there) a job still runs
+            # through its kill wait: it ends now at the earliest, not at a moment past
+            return runtime, max(started + suspended + runtime, now)
         start = job.expected_start
         return runtime, None if start is None else start + runtime
 

@@ -206,6 +206,32 @@ def test_jobs_show_their_predicted_run_time_and_end(server: LiveServer, tmp_path
             wait_until(lambda: admin.job(running).state == "CANCELLED", message="the job to end")
 
 
+def test_a_job_past_its_time_limit_is_not_predicted_to_have_ended(tmp_path: Path) -> None:
+    """A job that ignores SIGTERM runs on past its time limit for the kill wait. Its
+    planned run time stops at the limit, and `hal show` said it would end at start +
+    limit: a moment already past, for a job still running. It ends now at the
+    earliest."""
+    overrides = {"kill_wait_seconds": 60, "scheduler_predictor": "user"}
+    with (
+        LiveServer(tmp_path / "hal", config_overrides=overrides) as live,
+        live.agents(1, cpus=1, memory="1G"),
+        live.client() as c,
+    ):
+        script = "#!/bin/sh\ntrap '' TERM\nsleep 60\n"
+        job = JobSubmit(script=script, workdir=str(tmp_path), time_limit_seconds=1)
+        job_id = c.submit(job).job_id
+        wait_until(lambda: c.job(job_id).start_time is not None, message="the job to start")
+        start = c.job(job_id).start_time
+        assert start is not None
+        wait_until(lambda: time.time() > start + 3, message="the limit to pass")
+        before = time.time()
+        info = c.job(job_id)
+        assert info.state in ("RUNNING", "COMPLETING")
+        assert info.predicted_runtime_seconds == 1
+        assert info.predicted_end is not None and info.predicted_end >= before - 0.1
+        c.cancel(str(job_id))
+
+
 def test_a_restarted_server_loads_the_saved_model(server: LiveServer, tmp_path: Path) -> None:
     """A new server with an empty accounting but the model file of the first one serves
     that model at once (nothing to replay)."""
