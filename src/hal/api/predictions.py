@@ -432,8 +432,9 @@ class PredictionService:
         (neither run time nor counted toward its limit), never before ``now`` (a job
         killed at its limit runs on for its kill wait), a pending one with an expected
         start at that start + its prediction (no end without one). ``None`` for a job
-        that has ended, or when the predictor is busy and nothing was read for the job
-        before.
+        that has ended, one without any estimate (no time limit and nothing learnt: the
+        planner holds it for a year, as ``accuracy`` leaves out), or when the predictor
+        is busy and nothing was read for the job before.
 
         Never waits for the predictor: while it trains, the last answer read for the job
         (or its prediction at start) stands in, corrected stepwise for the time elapsed."""
@@ -457,6 +458,8 @@ class PredictionService:
             if len(self._last_read) >= 10_000:
                 self._last_read.clear()
             self._last_read[job.id] = runtime
+        if runtime >= UNLIMITED_S:
+            return None  # no time limit, nothing learnt: planned as a year, no estimate
         if started is not None:
             # past its time limit (the planned run time stops there) a job still runs
             # through its kill wait: it ends now at the earliest, not at a moment past

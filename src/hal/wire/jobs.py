@@ -76,8 +76,9 @@ class JobInfo(WireModel):
     expected_start: float | None = None
     # The run time the scheduler plans with (the server's predictor, capped at the time
     # limit, corrected once a running job outlives it) and the end it implies: start +
-    # that for a running job, expected_start + that for a pending one. Only in
-    # ``GET /v1/jobs/{id}`` (``hal show``); never a limit: jobs run to their time limit.
+    # that for a running job, expected_start + that for a pending one; None without any
+    # estimate (no time limit, nothing learnt). Only in ``GET /v1/jobs/{id}`` (``hal
+    # show``); never a limit: jobs run to their time limit.
     predicted_runtime_seconds: float | None = None
     predicted_end: float | None = None
     time_limit_seconds: int  # 0 = unlimited

@@ -206,6 +206,27 @@ def test_jobs_show_their_predicted_run_time_and_end(server: LiveServer, tmp_path
             wait_until(lambda: admin.job(running).state == "CANCELLED", message="the job to end")
 
 
+def test_a_job_without_any_estimate_shows_no_prediction(tmp_path: Path) -> None:
+    """No time limit (the default here) and nothing learnt yet (a new server: no model,
+    no history of the user): the planner holds the job for a year, the placeholder for
+    'no estimate' that the accuracy figures leave out. `hal show` printed it as a
+    prediction (run time 31536000, ending next year); it shows none."""
+    with (
+        LiveServer(tmp_path / "hal") as live,
+        live.agents(1, cpus=1, memory="1G"),
+        live.client() as c,
+    ):
+        job_id = c.submit(JobSubmit(script="#!/bin/sh\nsleep 30\n", workdir=str(tmp_path))).job_id
+        wait_until(lambda: c.job(job_id).state == "RUNNING", message="the job to start")
+        info = c.job(job_id)
+        assert info.time_limit_seconds == 0
+        assert (info.predicted_runtime_seconds, info.predicted_end) == (None, None)
+        shown = live.cli("show", str(job_id))
+        assert "predicted_runtime_seconds: -" in shown.stdout
+        assert "predicted_end: -" in shown.stdout
+        c.cancel(str(job_id))
+
+
 def test_a_job_past_its_time_limit_is_not_predicted_to_have_ended(tmp_path: Path) -> None:
     """A job that ignores SIGTERM runs on past its time limit for the kill wait. Its
     planned run time stops at the limit, and `hal show` said it would end at start +
