@@ -25,7 +25,9 @@ def add_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_status)
     p = psub.add_parser("eval", help="replay a history through the predictors")
     p.add_argument("--trace", metavar="SWF", help="an SWF trace (default: the server's history)")
-    p.add_argument("--first-jobs", type=int, default=0, metavar="K", help="cut the trace")
+    p.add_argument(
+        "--first-jobs", type=int, default=0, metavar="K", help="cut the trace (with --trace)"
+    )
     p.add_argument("--predictors", default=",".join(PREDICTORS), help=f"of {', '.join(PREDICTORS)}")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_eval)
@@ -137,6 +139,12 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     from hal.predict.evaluate import evaluate
 
     names = [n.strip() for n in ns.predictors.split(",") if n.strip()]
+    if not names:
+        raise InvalidRequest(f"--predictors names none; give some of {', '.join(PREDICTORS)}")
+    if ns.first_jobs and not ns.trace:
+        raise InvalidRequest(
+            "--first-jobs cuts a trace: give it with --trace (the server's history is read whole)"
+        )
     predictors = [_make(n) for n in names]
     history = _trace_history(ns.trace, ns.first_jobs) if ns.trace else _server_history()
     results = [evaluate(history, p) for p in predictors]

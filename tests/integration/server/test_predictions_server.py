@@ -126,6 +126,24 @@ def test_hal_predict_status_reports_model_data_and_accuracy(server: LiveServer) 
     assert json.loads(as_json.stdout)["replayed_jobs"] == HISTORY
 
 
+def test_hal_predict_eval_replays_the_servers_history(server: LiveServer) -> None:
+    """`hal predict eval` reads the accounting through the REST API; arguments that
+    would evaluate nothing, or that it cannot apply, are refused with what to give.
+    An empty --predictors printed an empty table and --first-jobs without --trace
+    was ignored, both exiting 0."""
+    done = server.cli("predict", "eval", "--predictors", "user,avg2", "--json")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["jobs"] >= HISTORY
+    assert [r["predictor"] for r in out["predictors"]] == ["user", "avg2"]
+    empty = server.cli("predict", "eval", "--predictors", " , ")
+    assert empty.returncode == 2 and empty.stdout == ""
+    assert "--predictors names none; give some of user, avg2, learned" in empty.stderr
+    cut = server.cli("predict", "eval", "--first-jobs", "10")
+    assert cut.returncode == 2 and cut.stdout == ""
+    assert "--first-jobs cuts a trace: give it with --trace" in cut.stderr
+
+
 def test_finished_jobs_are_observed_with_their_prediction_at_start(
     server: LiveServer, tmp_path: Path
 ) -> None:
