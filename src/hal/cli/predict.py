@@ -103,36 +103,43 @@ def _trace_history(path: str, first_jobs: int) -> list[Any]:
 
 def _server_history() -> list[Any]:
     from hal.client import HalClient
+
+    with HalClient() as client:
+        infos = client.jobs(history=True)
+    return [f for f in map(finished_run, infos) if f is not None]
+
+
+def finished_run(info: Any) -> Any:
+    """The ``Finished`` of a job of the server's accounting (a ``JobInfo``), or None for
+    one that did not run to an end. Its run time leaves out the time it spent suspended,
+    as the server's predictor and its accuracy figures do."""
     from hal.core.job import Job, JobSpec
     from hal.core.states import JobState
     from hal.predict.evaluate import Finished
 
-    out = []
-    with HalClient() as client:
-        for info in client.jobs(history=True):
-            if info.start_time is None or info.end_time is None:
-                continue
-            spec = JobSpec(
-                user=info.user,
-                script="",
-                name=info.name,
-                account=info.account,
-                qos=info.qos,
-                ntasks=info.ntasks,
-                cpus_per_task=info.cpus_per_task,
-                nodes_min=max(info.node_count, 1),
-                nodes_max=max(info.node_count, 1),
-            )
-            job = Job(
-                id=info.id,
-                spec=spec,
-                partition=info.partition,
-                state=JobState[info.state],
-                submit_time=info.submit_time,
-                time_limit_s=info.time_limit_seconds,
-            )
-            out.append(Finished(job, info.end_time - info.start_time, info.end_time))
-    return out
+    if info.start_time is None or info.end_time is None:
+        return None
+    spec = JobSpec(
+        user=info.user,
+        script="",
+        name=info.name,
+        account=info.account,
+        qos=info.qos,
+        ntasks=info.ntasks,
+        cpus_per_task=info.cpus_per_task,
+        nodes_min=max(info.node_count, 1),
+        nodes_max=max(info.node_count, 1),
+    )
+    job = Job(
+        id=info.id,
+        spec=spec,
+        partition=info.partition,
+        state=JobState[info.state],
+        submit_time=info.submit_time,
+        time_limit_s=info.time_limit_seconds,
+    )
+    runtime = max(info.end_time - info.start_time - info.suspended_seconds, 0.0)
+    return Finished(job, runtime, info.end_time)
 
 
 def cmd_eval(ns: argparse.Namespace) -> int:

@@ -144,6 +144,32 @@ def test_hal_predict_eval_replays_the_servers_history(server: LiveServer) -> Non
     assert "--first-jobs cuts a trace: give it with --trace" in cut.stderr
 
 
+def test_hal_predict_eval_leaves_the_time_suspended_out_of_a_run(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    """A job suspended for a while: `hal predict eval` took start to end as its run
+    time, suspension included, where the server's predictor and `hal predict status`
+    leave it out (it is no run time, and the agent does not count it toward the
+    limit)."""
+    from hal.cli.predict import finished_run
+
+    with server.client() as c:
+        script = "#!/bin/sh\nsleep 2\n"
+        job_id = c.submit(JobSubmit(script=script, workdir=str(tmp_path))).job_id
+        wait_until(lambda: c.job(job_id).state == "RUNNING", message="the job to start")
+        c.suspend(job_id)
+        time.sleep(3)
+        c.resume(job_id)
+        wait_until(lambda: c.job(job_id).state == "COMPLETED", message="the job to end")
+        (info,) = c.jobs(history=True, ids=[str(job_id)])
+    assert info.start_time is not None and info.end_time is not None
+    assert info.suspended_seconds > 2.5
+    run = finished_run(info)
+    assert run is not None
+    assert run.runtime_s == pytest.approx(info.end_time - info.start_time - info.suspended_seconds)
+    assert run.runtime_s < info.end_time - info.start_time - 2.5
+
+
 def test_finished_jobs_are_observed_with_their_prediction_at_start(
     server: LiveServer, tmp_path: Path
 ) -> None:
