@@ -266,6 +266,10 @@ class PredictionService:
             warm_up()  # the heavy imports, before the server's first burst of jobs
         try:
             self._load()
+        except Exception as err:  # the replay below still rebuilds a model
+            log.exception("loading the predictor model failed")
+            self.last_error = f"load: {err}"
+        try:
             history = self._history.result()
             if not self._stop.is_set():
                 self._replay(history)

@@ -410,9 +410,12 @@ class LearnedPredictor:
             version, trained = int(meta["model_version"]), int(meta["trained_on"])
             offset, saved_at = float(meta["offset"]), float(meta["saved_at"])
             codes = [(int(k), str(v), int(c)) for k, v, c in meta.get("codes", ())]
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            booster = lgb.Booster(model_str=model)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, lgb.basic.LightGBMError):
+            # (LightGBMError: a model string it refuses, e.g. another LightGBM's format
+            # in a file saved before files carried the digest)
             return False
-        self._booster = lgb.Booster(model_str=model)
+        self._booster = booster
         self._training = None  # a model still being trained is dropped for the loaded one
         self.model_version = version
         self.trained_on = self._basis = trained

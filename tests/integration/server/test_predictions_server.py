@@ -297,6 +297,35 @@ def test_a_job_past_its_time_limit_is_not_predicted_to_have_ended(tmp_path: Path
         c.cancel(str(job_id))
 
 
+def test_a_model_lightgbm_refuses_does_not_stop_the_replay(tmp_path: Path) -> None:
+    """A model file of an older HAL (saved before files carried the model's digest)
+    whose model string LightGBM refuses (another LightGBM's format, a damaged file):
+    LightGBM's error left the loader, the worker gave up before the replay, and the
+    server ran with no model although its accounting had plenty."""
+    from hal.api.server import sqlite_url
+    from hal.predict.features import NAMES
+
+    data = tmp_path / "hal"
+    seed_history(sqlite_url(data))
+    old = {
+        "model_version": 3,
+        "trained_on": 500,
+        "offset": 0.0,
+        "features": list(NAMES),
+        "saved_at": time.time() - 3600,
+        "codes": [],
+        "model": "not a LightGBM model",
+    }
+    (data / MODEL_FILE).parent.mkdir(parents=True)
+    (data / MODEL_FILE).write_text(json.dumps(old))
+    with LiveServer(data) as live:
+        wait_until(lambda: not status(live)["replaying"], timeout=60, message="the replay")
+        st = status(live)
+    assert (st["replayed_jobs"], st["model_source"]) == (HISTORY, "replay")
+    assert st["model_version"] > 0 and st["last_error"] == ""
+    assert json.loads((data / MODEL_FILE).read_text())["model"] != old["model"]
+
+
 def test_a_restarted_server_loads_the_saved_model(server: LiveServer, tmp_path: Path) -> None:
     """A new server with an empty accounting but the model file of the first one serves
     that model at once (nothing to replay)."""
