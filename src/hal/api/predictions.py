@@ -369,6 +369,9 @@ class PredictionService:
                     inner.caught_up()
             self.recent.extend(samples)
             self.finished.extend(finished)
+        # the jobs running when the server started were planned before this history was
+        # known; planned from now on with it (jobs started since keep their predictions)
+        self.predictor.unpin_started_before(self.started_at)
         log.info(
             "predictor replayed the accounting history",
             extra={"jobs": self.replayed, "model_version": self.predictor.model_version()},

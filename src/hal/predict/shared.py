@@ -11,7 +11,9 @@ Code on the event loop must never wait for that lock (training holds it): it use
 A running job keeps the prediction it was first given once started (keyed by job id and
 start time, so a requeued job is predicted afresh), as ``hal.predict.pinned`` does in the
 simulator: a model retrained on other jobs' ends must not move the planned end of a job
-already running; only the expiry correction does. ``unpin`` when the job ends.
+already running; only the expiry correction does. ``unpin`` when the job ends. (The
+jobs found running at the server's start are pinned again once the accounting has been
+replayed: ``unpin_started_before``.)
 
 The correction: a predictor with its own (``ExpiryPredictor``: ``learned``) re-predicts a
 job that has outlived its plan from how long it has run (``planned``, the simulator's
@@ -71,6 +73,16 @@ class SharedPredictor:
             with self.lock:
                 self._pins.pop((job.id, job.start_time), None)
                 self._first.pop((job.id, job.start_time), None)
+
+    def unpin_started_before(self, when: float) -> None:
+        """Forget the predictions of runs started before ``when``: at the server's start,
+        the jobs it found running were pinned by its first passes, before the accounting
+        history was replayed (knowing none of it: with no model, their time limit). Not
+        what they started with; the replayed predictor plans them instead."""
+        with self.lock:
+            for pins in (self._pins, self._first):
+                for key in [k for k in pins if k[1] < when]:
+                    del pins[key]
 
     def observe(self, job: Job, runtime_s: float) -> None:
         with self.lock:

@@ -290,6 +290,46 @@ def test_runs_whose_end_is_not_after_their_start_do_not_stop_the_replay(
     run_service(tmp_path, predictor, scenario)
 
 
+def test_jobs_found_running_at_start_are_planned_with_the_replayed_history(
+    tmp_path: Path,
+) -> None:
+    """The server restarts while alice's job runs; her jobs run 100 s of the hour they
+    ask for. The scheduler's first pass plans the running job before the accounting is
+    replayed: knowing nothing yet, with its hour. That answer was pinned like a
+    prediction the job started with, so after the replay it kept being planned to its
+    limit until it ended (and the head of the queue with it). The replay's predictor
+    now plans it."""
+    from hal.predict import Avg2Predictor
+
+    history = [job(i, JobState.COMPLETED, 100.0 * i, 100.0 * i + 100.0) for i in range(1, 4)]
+    running = job(4, JobState.RUNNING, 4000.0, None)
+    store = SqlStateStore(f"sqlite:///{tmp_path / 'hal.db'}")
+    store.migrate()
+    with store.transaction() as tx:
+        tx.reserve_job_ids(4)
+        tx.insert_scripts([(1, "#!/bin/sh\n")])
+        tx.insert_jobs([*history, running], [1] * 4)
+    store.close()
+
+    async def main() -> None:
+        cluster = Cluster(SqlStateStore(f"sqlite:///{tmp_path / 'hal.db'}"), HalConfig(),
+                          VirtualClock(5000.0))  # fmt: skip
+        await cluster.load()
+        shared = SharedPredictor(Avg2Predictor())
+        service = PredictionService(cluster, shared)
+        await service.start()  # the history is read once this coroutine yields
+        try:
+            assert shared.planned(running, 1000.0) == 3600.0  # the first pass
+            await settle(service, len(history))
+            assert service.estimate(running, 5000.0) == (1900.0, 5900.0)  # 100 s + steps
+            assert shared.planned(running, 50.0) == 100.0
+        finally:
+            await service.stop()
+            await cluster.close()
+
+    asyncio.run(main())
+
+
 def test_jobs_without_any_estimate_are_left_out_of_the_accuracy() -> None:
     """A job with no time limit and no history is planned as a year: not an estimate."""
     from hal.predict.baselines import UNLIMITED_S
