@@ -7,8 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query
 
 from hal.api.context import ServerContext, caller_dep, context_dep
-from hal.core.errors import Unavailable
+from hal.api.convert import job_info
+from hal.core.errors import InvalidRequest, Unavailable
 from hal.state.cluster import Caller
+from hal.wire.jobs import JobList
 from hal.wire.predict import FinishedPredictionInfo, FinishedPredictionList, PredictStatus
 
 router = APIRouter(prefix="/v1/predict", tags=["predict"])
@@ -46,3 +48,23 @@ async def predict_finished(
         for f in ctx.predictions.recent_finished(limit)
     ]
     return FinishedPredictionList(predictor=ctx.predictions.name, jobs=rows)
+
+
+@router.get("/history", response_model=JobList)
+async def predict_history(
+    ctx: Ctx,
+    _caller: Who,
+    limit: Annotated[int, Query(ge=1, le=5000)] = 1000,
+    before_end: Annotated[float | None, Query(allow_inf_nan=False)] = None,
+    before_id: int | None = None,
+) -> JobList:
+    """The jobs that ran and ended, the latest end first, a page at a time: the next
+    page is the one before (``before_end``, ``before_id``), the last job of this one.
+    What the predictor replays at start-up and ``hal predict eval`` reads (``GET
+    /v1/jobs?history=true`` answers in one piece: a million jobs took gigabytes)."""
+    if (before_end is None) != (before_id is None):
+        raise InvalidRequest("give both before_end and before_id (the last job of a page)")
+    before = None if before_end is None or before_id is None else (before_end, before_id)
+    store = ctx.cluster.store
+    jobs = await ctx.cluster.db(store.finished_runs, limit, before)
+    return JobList(jobs=[job_info(j, ctx.cluster) for j in jobs])

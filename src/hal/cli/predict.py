@@ -1,9 +1,10 @@
 """``hal predict status``: the server's predictor (model age, data size, recent accuracy).
 
 ``hal predict eval``: how well each run-time predictor would have done on a history.
-The history is an SWF trace (``--trace``) or the server's accounting (every finished job
-``hal sacct`` can see). Each job is predicted at its submission, knowing only the jobs
-that had ended by then (``hal.predict.evaluate``).
+The history is an SWF trace (``--trace``) or the server's accounting: its last ``--last``
+runs (50,000: what the server's predictor replays), read a page at a time. Each job is
+predicted at its submission, knowing only the jobs that had ended by then
+(``hal.predict.evaluate``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,10 @@ from typing import Any
 from hal.core.errors import InvalidRequest
 
 PREDICTORS = ("user", "avg2", "learned")
+# the runs read from the server by default: the last ones, as many as its predictor
+# replays at start-up (``hal.api.predictions.HISTORY_LIMIT``)
+SERVER_HISTORY = 50_000
+PAGE = 5000  # runs per request (the server's largest page)
 
 
 def add_commands(sub: Any) -> None:
@@ -27,6 +32,13 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--trace", metavar="SWF", help="an SWF trace (default: the server's history)")
     p.add_argument(
         "--first-jobs", type=int, default=0, metavar="K", help="cut the trace (with --trace)"
+    )
+    p.add_argument(
+        "--last",
+        type=int,
+        default=SERVER_HISTORY,
+        metavar="N",
+        help=f"without --trace: the last N runs of the server's history (default {SERVER_HISTORY})",
     )
     p.add_argument("--predictors", default=",".join(PREDICTORS), help=f"of {', '.join(PREDICTORS)}")
     p.add_argument("--json", action="store_true")
@@ -101,12 +113,23 @@ def _trace_history(path: str, first_jobs: int) -> list[Any]:
     return trace_history(load_workload(path, Cleaning(first_jobs=first_jobs)))
 
 
-def _server_history() -> list[Any]:
+def _server_history(last: int) -> list[Any]:
+    """The last ``last`` runs of the server's accounting, read a page at a time."""
     from hal.client import HalClient
 
+    out: list[Any] = []
+    before: tuple[float, int] | None = None
     with HalClient() as client:
-        infos = client.jobs(history=True)
-    return [f for f in map(finished_run, infos) if f is not None]
+        while len(out) < last:
+            size = min(PAGE, last - len(out))
+            page = client.predict_history(size, before)
+            out.extend(f for f in map(finished_run, page) if f is not None)
+            if len(page) < size:
+                break
+            end = page[-1].end_time
+            assert end is not None  # (a run that ended)
+            before = (end, page[-1].id)
+    return out
 
 
 def finished_run(info: Any) -> Any:
@@ -150,10 +173,12 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         raise InvalidRequest(f"--predictors names none; give some of {', '.join(PREDICTORS)}")
     if ns.first_jobs and not ns.trace:
         raise InvalidRequest(
-            "--first-jobs cuts a trace: give it with --trace (the server's history is read whole)"
+            "--first-jobs cuts a trace: give it with --trace (--last N for the server's history)"
         )
+    if ns.last < 1:
+        raise InvalidRequest(f"--last takes a number of runs (1 or more), not {ns.last}")
     predictors = [_make(n) for n in names]
-    history = _trace_history(ns.trace, ns.first_jobs) if ns.trace else _server_history()
+    history = _trace_history(ns.trace, ns.first_jobs) if ns.trace else _server_history(ns.last)
     results = [evaluate(history, p) for p in predictors]
     if ns.json:
         print(json.dumps({"jobs": len(history), "predictors": results}, indent=2))

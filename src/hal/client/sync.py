@@ -387,6 +387,19 @@ class HalClient:
         r = self._request("GET", f"/v1/predict/finished?limit={limit}")
         return FinishedPredictionList.model_validate_json(r.body)
 
+    def predict_history(
+        self, limit: int = 1000, before: tuple[float, int] | None = None
+    ) -> list[JobInfo]:
+        """A page of the jobs that ran and ended, the latest end first; ``before``:
+        (end time, id) of the last job of the previous page."""
+        from hal.wire.jobs import JobList
+
+        params: dict[str, str] = {"limit": str(limit)}
+        if before is not None:
+            params["before_end"], params["before_id"] = repr(before[0]), str(before[1])
+        r = self._request("GET", "/v1/predict/history", params=params)
+        return JobList.model_validate_json(r.body).jobs
+
     # -- priority, fair share, explanations ----------------------------------------------
     def priorities(
         self,

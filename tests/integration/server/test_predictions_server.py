@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from hal.api.predictions import MODEL_FILE
+from hal.core.errors import InvalidRequest
 from hal.core.job import Job, JobSpec
 from hal.core.states import JobState
 from hal.scheduler.plugins import default_profile
@@ -142,6 +143,37 @@ def test_hal_predict_eval_replays_the_servers_history(server: LiveServer) -> Non
     cut = server.cli("predict", "eval", "--first-jobs", "10")
     assert cut.returncode == 2 and cut.stdout == ""
     assert "--first-jobs cuts a trace: give it with --trace" in cut.stderr
+
+
+def test_hal_predict_eval_reads_the_last_runs_a_page_at_a_time(server: LiveServer) -> None:
+    """`hal predict eval` read the whole accounting in one `GET /v1/jobs?history=true`:
+    on a million jobs the server built gigabytes of answer and the command gave up after
+    its 30 s timeout, saying the server could not be reached. It reads the last runs
+    (--last, 50,000 by default: what the predictor replays) a page at a time from
+    `GET /v1/predict/history`, the latest end first."""
+    with server.client() as c:
+        pages: list[list[Any]] = []
+        before: tuple[float, int] | None = None
+        while True:
+            page = c.predict_history(250, before)
+            pages.append(page)
+            if len(page) < 250:
+                break
+            last = page[-1]
+            assert last.end_time is not None
+            before = (last.end_time, last.id)
+        runs = [j for p in pages for j in p]
+        with pytest.raises(InvalidRequest, match="give both before_end and before_id"):
+            c._request("GET", "/v1/predict/history", params={"before_end": "5"})
+    assert len(pages) >= 3 and len(runs) >= HISTORY
+    assert len({j.id for j in runs}) == len(runs)
+    keys = [(j.end_time, j.id) for j in runs]
+    assert keys == sorted(keys, reverse=True)  # type: ignore[type-var]
+    done = server.cli("predict", "eval", "--last", "100", "--predictors", "user", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["jobs"] == 100
+    bad = server.cli("predict", "eval", "--last", "0")
+    assert bad.returncode == 2 and "--last takes a number of runs" in bad.stderr
 
 
 def test_hal_predict_eval_leaves_the_time_suspended_out_of_a_run(
