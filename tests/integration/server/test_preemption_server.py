@@ -126,11 +126,13 @@ def test_a_victim_keeps_running_through_its_grace_time_and_explain_says_why(
     # notes the signal but does not stop: it runs on until the grace time is over
     stubborn = """#!/bin/bash
 trap 'echo noted >> "$PWD/signalled.$SLURM_JOB_ID"' USR1
+touch "$PWD/trapping.$SLURM_JOB_ID"
 for i in $(seq 300); do sleep 0.2; done
 """
     with live.client() as client:
         low = client.submit(_job(tmp_path, qos, stubborn, signal=sig)).job_id
-        wait_until(lambda: client.job(low).state == "RUNNING", message="the low job")
+        # its trap set: a USR1 before it would end the script (bash's default action)
+        wait_until((tmp_path / f"trapping.{low}").exists, message="the low job's trap")
         high = client.submit(_job(tmp_path, "high", "#!/bin/sh\nsleep 300\n")).job_id
         wait_until((tmp_path / f"signalled.{low}").exists, message="the signal")
         assert client.job(low).state == "RUNNING"  # within its grace time
