@@ -17,12 +17,17 @@ SLURM_COMPAT_VERSION = "22.05.8"  # the Slurm release whose output these command
 UNLIMITED = "UNLIMITED"
 
 
-def duration_short(seconds: float) -> str:
-    """squeue/sinfo style: ``M:SS``, ``H:MM:SS`` or ``D-HH:MM:SS``."""
-    total = max(0, int(seconds))
-    days, rem = divmod(total, 86400)
+def _parts(seconds: int) -> tuple[int, int, int, int]:
+    """Whole seconds (at least 0) as days, hours, minutes and seconds."""
+    days, rem = divmod(max(0, seconds), 86400)
     hours, rem = divmod(rem, 3600)
     minutes, secs = divmod(rem, 60)
+    return days, hours, minutes, secs
+
+
+def duration_short(seconds: float) -> str:
+    """squeue/sinfo style: ``M:SS``, ``H:MM:SS`` or ``D-HH:MM:SS``."""
+    days, hours, minutes, secs = _parts(int(seconds))
     if days:
         return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
     if hours:
@@ -32,10 +37,7 @@ def duration_short(seconds: float) -> str:
 
 def duration_long(seconds: float) -> str:
     """scontrol/sacct style: ``HH:MM:SS`` or ``D-HH:MM:SS``."""
-    total = max(0, int(seconds))
-    days, rem = divmod(total, 86400)
-    hours, rem = divmod(rem, 3600)
-    minutes, secs = divmod(rem, 60)
+    days, hours, minutes, secs = _parts(int(seconds))
     if days:
         return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
     return f"{hours:02d}:{minutes:02d}:{secs:02d}"
@@ -87,16 +89,10 @@ def _exact_units(value: float, units: str) -> str:
 def cpu_time(seconds: float) -> str:
     """sacct's TotalCPU: ``MM:SS.mmm`` under an hour, else ``HH:MM:SS`` or
     ``D-HH:MM:SS``."""
-    millis = max(0, round(seconds * 1000))
-    total, ms = divmod(millis, 1000)
-    days, rem = divmod(total, 86400)
-    hours, rem = divmod(rem, 3600)
-    minutes, secs = divmod(rem, 60)
-    if days:
-        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
-    if hours:
-        return f"{hours:02d}:{minutes:02d}:{secs:02d}"
-    return f"{minutes:02d}:{secs:02d}.{ms:03d}"
+    total, ms = divmod(max(0, round(seconds * 1000)), 1000)
+    if total < 3600:
+        return f"{total // 60:02d}:{total % 60:02d}.{ms:03d}"
+    return duration_long(total)
 
 
 def cell(value: str, width: int, right: bool) -> str:
