@@ -232,11 +232,7 @@ class Scheduler:
                 statuses[job.id] = st
                 if st.code is _SUCCESS:
                     continue
-                self._held_back(job, st, stage, held, held_stages, blocked)
-                if st.terminal_state is not None:
-                    terminations.append(Termination(job.id, st.terminal_state, st.reason))
-                else:
-                    waiting.append(job)
+                self._not_placed(job, st, stage, held, held_stages, blocked, terminations, waiting)
                 continue
             if len(job.spec.partitions) > 1 and job.partition in job.spec.partitions:
                 # -p a,b: tried in each partition (framework/partition_choice.py)
@@ -247,11 +243,7 @@ class Scheduler:
                 if st.code is _SUCCESS and tried.allocation is not None:
                     placed.append((job, tried.allocation))
                     continue
-                self._held_back(job, st, stage, held, held_stages, blocked)
-                if st.terminal_state is not None:
-                    terminations.append(Termination(job.id, st.terminal_state, st.reason))
-                else:
-                    waiting.append(job)
+                self._not_placed(job, st, stage, held, held_stages, blocked, terminations, waiting)
                 continue
             gated = blocked.get((job.partition, job.spec.reservation))  # gate(job)
             if gated is not None and not explain:
@@ -282,7 +274,7 @@ class Scheduler:
                 if own is None:
                     if group is not None:
                         verdicts[group] = None
-                    # held back by the queue (``_held_back``'s gate case, inline)
+                    # held back by the queue (``_not_placed``'s gate case, inline)
                     statuses[job.id] = gated
                     held.append(job)
                     held_stages.append(_GATE)
@@ -304,11 +296,7 @@ class Scheduler:
                 elif group is not None:
                     verdicts[group] = st if stage is _PRE_FILTER else None
             statuses[job.id] = st
-            self._held_back(job, st, stage, held, held_stages, blocked)
-            if st.terminal_state is not None:
-                terminations.append(Termination(job.id, st.terminal_state, st.reason))
-            else:
-                waiting.append(job)
+            self._not_placed(job, st, stage, held, held_stages, blocked, terminations, waiting)
 
         expected: dict[int, float] = {}
         reservations: dict[int, tuple[float, float, Allocation]] = {}
@@ -364,16 +352,23 @@ class Scheduler:
         return PassResult(plan, statuses, rejections, reservations, cycle, settled=settled)
 
     @staticmethod
-    def _held_back(
+    def _not_placed(
         job: Job,
         st: Status,
         stage: Stage,
         held: list[Job],
         held_stages: list[Stage],
         blocked: dict[Queue, Status],
+        terminations: list[Termination],
+        waiting: list[Job],
     ) -> None:
-        """A job the queue holds back (gate) or that is short of nodes goes to backfill;
-        a shortage also blocks its queue for every later job."""
+        """A job this pass did not place: ended (a terminal verdict) or waiting. A job
+        the queue holds back (gate) or that is short of nodes also goes to backfill; a
+        shortage also blocks its queue for every later job."""
+        if st.terminal_state is not None:
+            terminations.append(Termination(job.id, st.terminal_state, st.reason))
+        else:
+            waiting.append(job)
         if st.code is _UNSCHEDULABLE and (
             stage is _GATE or (stage in _SHORTAGE and st.reason is _RESOURCES)
         ):
