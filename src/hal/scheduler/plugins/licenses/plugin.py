@@ -65,19 +65,20 @@ class Licenses:
     def reserve(
         self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation
     ) -> Status:
-        if job.spec.licenses:
-            held = self._held(ctx)
-            for name, count in job.spec.licenses:
-                held[name] += count
+        self._count(ctx, job, 1)
         return SUCCESS
 
     def unreserve(
         self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation
     ) -> None:
+        self._count(ctx, job, -1)
+
+    def _count(self, ctx: PassContext, job: Job, sign: int) -> None:
+        """``job``'s licenses added to (1) or taken from (-1) what this pass holds."""
         if job.spec.licenses:
             held = self._held(ctx)
             for name, count in job.spec.licenses:
-                held[name] = max(0, held[name] - count)
+                held[name] = max(0, held[name] + sign * count)
 
 
 def new(args: PluginArgs, total: Mapping[str, int]) -> Licenses:
