@@ -567,6 +567,10 @@ class AgentShell:
         os.close(watch.started_fd)
         watch.started_fd = None
         parsed = parse_started(message)
+        if parsed is None:
+            # Killed before it started the job (it reports every launch error): its exit,
+            # without a status, ends the job as lost, as one killed later does.
+            return
         if isinstance(parsed, str):
             self._feed(LaunchFailed(watch.job_id, watch.attempt, parsed, self.clock.now()))
         else:

@@ -118,15 +118,16 @@ def spawn_step(plan: StepPlan, isolation: Isolation, started_w: int) -> tuple[in
     return pid, go_w
 
 
-def parse_started(message: bytes) -> tuple[int, float] | str:
-    """``(pid, start time)`` from the supervisor's message, or the launch error text."""
+def parse_started(message: bytes) -> tuple[int, float] | str | None:
+    """``(pid, start time)`` from the supervisor's message, the launch error text, or
+    ``None`` when it closed the pipe saying nothing: it was killed before it could."""
     text = message.decode(errors="replace").strip()
     if text.startswith("S "):
         _, pid, started = text.split()
         return int(pid), float(started)
     if text.startswith("F "):
         return text[2:]
-    return "the step supervisor ended before starting the job"
+    return None
 
 
 def read_started(job_dir: str) -> tuple[int, float] | None:

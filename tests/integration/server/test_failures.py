@@ -10,6 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
+from hal.agent.procfs import processes_of
 from hal.client.sync import HalClient
 from hal.testing.live import LiveServer, stop_process, wait_until
 from hal.wire.jobs import JobSubmit
@@ -93,6 +94,9 @@ def test_jobs_whose_supervisor_is_killed_end_as_node_fail(tmp_path: Path) -> Non
                 keep, lose = _two_running_jobs(server, c, tmp_path)
                 jobs = server.data_dir / "agents" / "node1" / "jobs"
                 for job in (keep, lose):
+                    # RUNNING on the server is sent to the node: wait for the job's start
+                    started = jobs / f"{job.job_id}.0" / "started"
+                    wait_until(started.exists, message="the job to start on the node")
                     supervisor = (jobs / f"{job.job_id}.0" / "supervisor").read_text()
                     os.kill(int(supervisor.split()[0]), signal.SIGKILL)
                 wait_until(lambda: state(server, lose.job_id) == "NODE_FAIL", message="NODE_FAIL")
@@ -101,6 +105,41 @@ def test_jobs_whose_supervisor_is_killed_end_as_node_fail(tmp_path: Path) -> Non
                 assert requeued.state in ("PENDING", "RUNNING")  # and may run again at once
                 assert c.node("node1").state != "DOWN"
                 c.cancel(keep.job_id)
+        finally:
+            stop_process(agent)
+
+
+def test_a_supervisor_killed_before_it_starts_the_job_ends_it_as_node_fail(
+    tmp_path: Path,
+) -> None:
+    """The supervisor is SIGKILLed while its job is still opening its output file (a FIFO
+    nobody reads, so the open blocks): the job did not fail to launch, its node lost it —
+    NODE_FAIL, as when the supervisor is killed later (it was FAILED, "the step supervisor
+    ended before starting the job"), and the process left blocked in the open is ended."""
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    with LiveServer(tmp_path / "srv") as server:
+        agent = server.start_agent("node1", cpus=2)
+        try:
+            with server.client() as c:
+                wait_until(lambda: any(n.state == "UP" for n in c.nodes()), message="agent up")
+                job = c.submit(
+                    JobSubmit(
+                        script=script("sleep 30"),
+                        workdir=str(tmp_path),
+                        stdout=str(fifo),
+                        requeue=False,
+                    )
+                )
+                recorded = server.data_dir / "agents" / "node1" / "jobs" / f"{job.job_id}.0"
+                wait_until((recorded / "supervisor").exists, message="the supervisor")
+                supervisor = int((recorded / "supervisor").read_text().split()[0])
+                assert not (recorded / "started").exists()
+                os.kill(supervisor, signal.SIGKILL)
+                wait_until(lambda: state(server, job.job_id) != "RUNNING", message="its end")
+                assert c.job(job.job_id).state == "NODE_FAIL"
+                # the job's process, blocked in open(2), was in the supervisor's session
+                assert processes_of(supervisor, "HAL_NO_SUCH=1") == [], "left running"
         finally:
             stop_process(agent)
 
