@@ -42,7 +42,7 @@ from hal.observe.plane import ObservePlane
 from hal.predict import CONFIGURABLE, SharedPredictor, make_predictor
 from hal.scheduler.plugins import BACKFILL, build_scheduler, default_registry
 from hal.scheduler.service import PacedScheduler, PassRunner, SchedulerService
-from hal.state import agents, preempt
+from hal.state import agents, preempt, reservations
 from hal.state.cluster import Cluster
 from hal.state.server_lock import ServerLock
 from hal.state.store import SqlStateStore
@@ -231,6 +231,7 @@ class HalServer:
                 await agents.check_nodes(self.cluster)
                 await preempt.end_graced(self.cluster)
                 await preempt.resume_freed(self.cluster)
+                await reservations.end_expired(self.cluster)
                 ticks += 1
                 if ticks % 30 == 0:
                     self.cluster.prune()

@@ -18,6 +18,8 @@ class ReservationFlag(StrEnum):
     MAINT = "MAINT"  # maintenance: no ordinary job may use the nodes
     OVERLAP = "OVERLAP"  # may share nodes and time with other reservations
     IGNORE_JOBS = "IGNORE_JOBS"  # created even if running jobs would run into it
+    # at its end, its pending jobs lose it and may run anywhere (else they are held)
+    NO_HOLD_JOBS_AFTER_END = "NO_HOLD_JOBS_AFTER_END"
     HOURLY = "HOURLY"
     DAILY = "DAILY"
     WEEKLY = "WEEKLY"

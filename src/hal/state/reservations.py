@@ -2,7 +2,8 @@
 
 Reservations live in ``Cluster.reservations`` (name → ``hal.core.reservation.Reservation``),
 loaded from the store at start and written through ``Cluster._commit`` with a
-``reservation.created|updated|deleted`` event, so a change is durable before it is seen
+``reservation.created|updated|deleted|ended`` event (one-off ones are purged once over,
+``end_expired``), so a change is durable before it is seen
 and wakes the scheduler (which reads them from ``ClusterSnapshot.reservations``).
 
 Checks on create and update (Slurm's, with messages that say what to do):
@@ -146,10 +147,32 @@ async def delete(cluster: Cluster, caller: Caller, name: str) -> None:
     reservation first."""
     _admin(caller, "delete")
     get(cluster, name)
+    await _drop(cluster, name, "reservation.deleted", hold=True)
+
+
+async def end_expired(cluster: Cluster) -> list[str]:
+    """Purge the one-off reservations whose window is over, as slurmctld does: their
+    unfinished jobs lose them, and pending ones are held with reason
+    ``ReservationDeleted`` (they waited for ever) unless the reservation has
+    ``NO_HOLD_JOBS_AFTER_END``, whose jobs may then run anywhere. Returns their names."""
+    now = cluster.clock.now()
+    ended = [r for r in cluster.reservations.values() if r.ended(now)]
+    for r in ended:
+        hold = ReservationFlag.NO_HOLD_JOBS_AFTER_END not in r.flags
+        await _drop(cluster, r.name, "reservation.ended", hold=hold)
+    return [r.name for r in ended]
+
+
+async def _drop(cluster: Cluster, name: str, kind: str, *, hold: bool) -> None:
+    """Remove reservation ``name`` (event ``kind``) and take it from its unfinished jobs."""
     now = cluster.clock.now()
     async with cluster._lock:
-        jobs = [_orphaned(j) for j in cluster.unfinished.values() if j.spec.reservation == name]
-        events = [EventRow(now, "reservation.deleted", data={"name": name})]
+        jobs = [
+            _orphaned(j, hold=hold)
+            for j in cluster.unfinished.values()
+            if j.spec.reservation == name
+        ]
+        events = [EventRow(now, kind, data={"name": name})]
         events += [
             EventRow(now, "job.held", job_id=j.id, state=j.state.value)
             for j in jobs
@@ -163,12 +186,14 @@ async def delete(cluster: Cluster, caller: Caller, name: str) -> None:
         cluster.reservations.pop(name, None)
 
 
-def _orphaned(job: Job) -> Job:
-    """``job`` without its deleted reservation; held, if pending and not held by an
-    administrator (whose hold and reason stay)."""
+def _orphaned(job: Job, *, hold: bool) -> Job:
+    """``job`` without its reservation; with ``hold``, held if pending and not held by
+    an administrator (whose hold and reason stay)."""
     job = job.evolve(spec=job.spec.with_changes(reservation=""))
     if job.state is not JobState.PENDING or job.held_by_admin:
         return job
+    if not hold:
+        return job  # free to run anywhere: the next pass gives it its reason
     return job.evolve(
         spec=job.spec.with_changes(hold=True), reason=PendingReason.RESERVATION_DELETED
     )

@@ -226,3 +226,44 @@ def test_deleting_a_reservation_holds_its_pending_jobs(server: LiveServer, tmp_p
             assert carol.job(moved).reservation == "here" and carol.job(moved).nodes == ["node1"]
         finally:
             admin.delete_reservation("here")
+
+
+@pytest.mark.parametrize("flags", [[], ["NO_HOLD_JOBS_AFTER_END"]])
+def test_a_reservation_that_ends_lets_go_of_its_pending_jobs(
+    server: LiveServer, tmp_path: Path, flags: list[str]
+) -> None:
+    """A one-off reservation ends: slurmctld purges it, and its pending jobs lose it and
+    are held with reason ``ReservationDeleted`` — or, with ``NO_HOLD_JOBS_AFTER_END``,
+    are free to run anywhere. (HAL kept them waiting for the ended reservation for ever.)
+    The job asks two nodes of a one-node reservation: it cannot start inside it."""
+    name = "ends" + "".join(f[:2].lower() for f in flags)
+    user = "resv" + name
+    tokens = server.add_users(user)
+    with server.client() as admin, server.client(tokens[user]) as dan:
+        admin.create_reservation(
+            ReservationCreate(
+                name=name, duration_seconds=4, nodes=["node2"], users=[user], flags=flags
+            )
+        )
+        job = dan.submit(
+            JobSubmit(
+                script="#!/bin/sh\ntrue\n",
+                workdir=str(tmp_path),
+                time_limit_seconds=2,
+                nodes_min=2,
+                reservation=name,
+            )
+        ).job_id
+        wait_until(lambda: dan.job(job).reason != "None", message="a pass to judge it")
+        assert dan.job(job).state == "PENDING"
+        if flags:
+            wait_until(lambda: dan.job(job).state == "COMPLETED", message="it to run outside")
+            assert dan.job(job).reservation == "" and dan.job(job).nodes == ["node1", "node2"]
+        else:
+            wait_until(lambda: dan.job(job).reservation == "", message="the reservation's end")
+            info = dan.job(job)
+            assert (info.state, info.held, info.reason) == ("PENDING", True, "ReservationDeleted")
+        assert name not in [r.name for r in admin.reservations()]
+        assert server.cli("scontrol", "show", "reservation", name).returncode == 1
+        if not flags:
+            admin.cancel(job)
