@@ -26,6 +26,16 @@ nodes is planned for right after the window; and while a future row is tried,
 ``PLAN_START`` in ``ctx.data`` holds its instant, so the ``reservation`` plugin's Filter
 judges the job's run from then (not from ``ctx.now``).
 
+Licenses (``-L``) are planned over time too (Slurm's ``bf_licenses``), in a
+``LicenseProfile`` built when the stage first plans a job asking some: the running
+jobs' licenses come back at their planned ends (rows of the profile), and each job
+started now or reserved holds its licenses until its planned end. While such a job is
+tried, ``PLAN_END`` (and ``PLAN_START`` for a future row) and ``LICENSES_OVER_TIME`` in
+``ctx.data`` let the ``licenses`` plugin's PreFilter judge its whole run: a job started
+now takes no license a reservation made before it needs, and a reservation starts
+where the licenses are back (the plugin's verdict says from when, ``earliest_start``,
+and the search goes on from there). Stages planning no job with licenses build none.
+
 Jobs are never started late because of this: a start that fits now is always taken
 (the same or an earlier reservation would be made otherwise). Predicted run times only
 shape the plan; jobs are killed at their own time limit, never at the prediction.
@@ -48,6 +58,7 @@ from hal.scheduler.framework.availability import AvailabilityProfile, round_up
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import StateKey
 from hal.scheduler.framework.interfaces import BackfillMode, BackfillPlugin, BackfillPolicy
+from hal.scheduler.framework.license_profile import LicenseProfile, Licenses
 from hal.scheduler.framework.request import NodeRequest, PlacementKey, placement_key
 from hal.scheduler.framework.runtime import Framework, Mode, Outcome, Stage
 from hal.scheduler.framework.status import Code, Status
@@ -55,6 +66,11 @@ from hal.scheduler.framework.status import Code, Status
 # While backfill tries a job at a future instant: that instant (absent: the job would
 # start at ``ctx.now``). Filter plugins whose verdict depends on when the job runs read it.
 PLAN_START: StateKey[float] = StateKey("framework.plan_start")
+# While backfill tries a job asking licenses: the planned end of its run, and the
+# licenses held over time (written once the stage plans such a job). The ``licenses``
+# plugin judges the run ``[PLAN_START or now, PLAN_END)`` against them.
+PLAN_END: StateKey[float] = StateKey("framework.plan_end")
+LICENSES_OVER_TIME: StateKey[LicenseProfile] = StateKey("framework.licenses_over_time")
 
 
 @dataclass(slots=True)
@@ -196,7 +212,12 @@ def run_backfill(
         planner.defer(job)
     if explain:
         planner.flush()
-    elif settled is not None and not placed_now and not planner.result.placements:
+    elif (
+        settled is not None
+        and not placed_now
+        and not planner.result.placements
+        and planner.licenses is None  # (a later pass's verdicts would depend on them)
+    ):
         # (a copy: the planner keeps its own result, which must not point back at it, or
         # the pair would wait for the cyclic collector, off during passes)
         left = SettledStage(planner, ordered[0], settled.partition)
@@ -232,6 +253,8 @@ class _Planner:
         self.reservations: dict[str, int] = {}  # partition → reservations made
         self.deferred: list[Job | tuple[Job, ...]] = []  # tuples: het jobs
         self._profile: AvailabilityProfile | None = None
+        # licenses held over time: built when a job asking some is first tried
+        self.licenses: LicenseProfile | None = None
         self._runtimes: dict[int, float] = {}
         self._free: dict[str, int] = {}  # partition → free CPUs now (cleared on a start)
         self._min_cpus: dict[int, int] = {}  # id(spec) → ``_min_cpus`` (specs are shared)
@@ -327,6 +350,32 @@ class _Planner:
         profile.add_instants(_reservation_instants(self.ctx, horizon))
         return profile
 
+    def plan_licenses(self) -> None:
+        """Builds the ``LicenseProfile`` (once) and hands it to the plugins: the running
+        jobs' and this pass's starts' licenses, each held until its planned end as the
+        profile has it (rounded up, for ever past the horizon); the instants they come
+        back are made rows of the profile (they already are: the same jobs' ends)."""
+        if self.licenses is not None:
+            return
+        profile = self.profile
+        ctx = self.ctx
+        now = ctx.now
+        over_time = self.licenses = LicenseProfile()
+        runtime = self.plugin.runtime
+        for r in ctx.running:
+            if r.spec.licenses and r.state.is_active:
+                # (the planned end as ``_build`` computes it)
+                start = r.start_time if r.start_time is not None else now
+                if r.extra:
+                    start += suspended_seconds(r, now)
+                end = _planned_end(profile, start + runtime(r, now - start))
+                over_time.hold(r.spec.licenses, now, end)
+        for j, _ in self.placed_now:
+            if j.spec.licenses:
+                over_time.hold(j.spec.licenses, now, _planned_end(profile, now + self.runtime(j)))
+        profile.add_instants(over_time.instants())
+        ctx.data.write(LICENSES_OVER_TIME, over_time)
+
     def min_cpus(self, job: Job) -> int:
         found = self._min_cpus.get(id(job.spec))
         if found is None:
@@ -365,15 +414,23 @@ class _Planner:
         runtime = max(self.runtime(j) for j in members)
         ctx = self.ctx
         end = ctx.now + runtime
+        licensed = any(j.spec.licenses for j in members)
+        if licensed:
+            self.plan_licenses()
+            ctx.data.write(PLAN_END, end)
         outcomes, failed = self.framework.place_group(
             ctx, members, Mode.NOW, within=self.profile.window(0, end)
         )
+        if licensed:
+            ctx.data.delete(PLAN_END)
         if failed is not None:
             return False
         for job, out in zip(members, outcomes, strict=True):
             assert out.allocation is not None
             rows = ctx.nodes.rows_of(out.allocation)
             self.profile.reserve(ctx.now, end, rows, job.spec.exclusive)
+            if job.spec.licenses:
+                _hold_licenses(ctx, self.profile, job.spec.licenses, ctx.now, end)
             self.result.placements.append((job, out.allocation))
             self.result.statuses[job.id] = out.status
         self._free.clear()
@@ -383,6 +440,8 @@ class _Planner:
         for item in self.deferred:
             if isinstance(item, tuple):
                 head = item[0].partition
+                if any(j.spec.licenses for j in item):
+                    self.plan_licenses()
                 if _reserve_group(self.framework, self.ctx, self.profile, item, self):
                     self.reservations[head] = self.reservations.get(head, 0) + 1
                 continue
@@ -392,7 +451,11 @@ class _Planner:
                 policy.mode is BackfillMode.CONSERVATIVE
                 or not self.reservations.get(job.partition, 0)
             )
-            if owed and _reserve(
+            if not owed:
+                continue
+            if job.spec.licenses:
+                self.plan_licenses()
+            if _reserve(
                 self.framework, self.ctx, self.profile, job, self.runtime(job), self.result
             ):
                 self.reservations[job.partition] = self.reservations.get(job.partition, 0) + 1
@@ -402,6 +465,8 @@ class _Planner:
         """``screened``: the caller knows the job's CPUs are free all through its run
         (``_Settled.next_candidate`` on this very profile)."""
         needs = 0 if screened else self.min_cpus(job)
+        if job.spec.licenses:
+            self.plan_licenses()
         stage = _start_now(self.framework, self.ctx, self.profile, job, runtime, needs, self.result)
         if stage is Stage.DONE:
             self._free.clear()
@@ -680,9 +745,16 @@ def _start_now(
         mask = ctx.nodes.partition_mask(job.partition)
         if min_cpus > profile.free_cpus_from_now(end, mask, job.partition):
             return None  # not enough CPUs free all through its run: skip the cycle
+    licenses = job.spec.licenses
+    if licenses:
+        ctx.data.write(PLAN_END, end)
     out = framework.place(ctx, job, Mode.NOW, within=profile.window(0, end))
+    if licenses:
+        ctx.data.delete(PLAN_END)
     if out.status.is_success and out.allocation is not None:
         profile.reserve(ctx.now, end, ctx.nodes.rows_of(out.allocation), job.spec.exclusive)
+        if licenses:
+            _hold_licenses(ctx, profile, licenses, ctx.now, end)
         result.placements.append((job, out.allocation))
         result.statuses[job.id] = out.status
         return Stage.DONE
@@ -715,11 +787,15 @@ def _reserve(
             counts = None  # not rising from row to row: nothing for the bound
     else:
         rows = list(range(len(profile)))  # node ranges: let the framework try each row
+    not_before = -math.inf
     for k in rows:
         if k == 0:
             continue  # "now" was just tried
-        if profile.times[k] >= profile.horizon:
+        start = profile.times[k]
+        if start >= profile.horizon:
             break
+        if start < not_before:
+            continue
         out = _reserve_at(framework, ctx, profile, job, runtime, k, result)
         if out is None:
             if counts is not None:
@@ -727,9 +803,30 @@ def _reserve(
                     profile, ledger, job.id, request, mask, runtime, k, counts
                 )
             return True
-        if out.status.code is Code.UNRESOLVABLE or out.stage is Stage.PRE_FILTER:
-            return False  # waiting cannot help, or the job is not ready at all
+        # (``_not_before``, inline: this runs for every row tried)
+        st = out.status
+        if st.code is Code.UNRESOLVABLE:
+            return False  # waiting cannot help
+        if out.stage is Stage.PRE_FILTER:
+            later = st.earliest_start
+            if later is None or later <= start:
+                return False  # the job is not ready at all
+            not_before = later  # e.g. its licenses are back only then
     return False
+
+
+def _not_before(out: Outcome, start: float) -> float | None:
+    """After a failed try at ``start``: the instant from which trying again may succeed
+    (a PreFilter verdict that names a later one: licenses back only then), ``start``
+    itself for a shortage of nodes, or None when no later row can help (unresolvable,
+    or the job is not ready at all)."""
+    st = out.status
+    if st.code is Code.UNRESOLVABLE:
+        return None
+    if out.stage is Stage.PRE_FILTER:
+        later = st.earliest_start
+        return later if later is not None and later > start else None
+    return start
 
 
 def _reserve_at(
@@ -744,15 +841,22 @@ def _reserve_at(
     """Reserve ``job`` from row ``k`` if the framework finds it nodes there (None); else
     the framework's outcome."""
     start = profile.times[k]
+    licenses = job.spec.licenses
     ctx.data.write(PLAN_START, start)
+    if licenses:
+        ctx.data.write(PLAN_END, start + runtime)
     try:
         within = profile.window(k, start + runtime)
         out = framework.place(ctx, job, Mode.TEST_ONLY, within=within)
     finally:
         ctx.data.delete(PLAN_START)
+        if licenses:
+            ctx.data.delete(PLAN_END)
     if not out.status.is_success or out.allocation is None:
         return out
     profile.reserve(start, start + runtime, ctx.nodes.rows_of(out.allocation), job.spec.exclusive)
+    if licenses:
+        _hold_licenses(ctx, profile, licenses, start, start + runtime)
     result.expected_start[job.id] = start
     result.reservations[job.id] = (start, start + runtime, out.allocation)
     return None
@@ -781,28 +885,58 @@ def _reserve_group(
     profile where all of them fit together for the longest one's run time."""
     runtime = max(planner.runtime(j) for j in members)
     table = ctx.nodes
+    licensed = any(j.spec.licenses for j in members)
+    not_before = -math.inf
     for k in range(1, len(profile)):
         start = profile.times[k]
         if start >= profile.horizon:
             break
+        if start < not_before:
+            continue
         ctx.data.write(PLAN_START, start)
+        if licensed:
+            ctx.data.write(PLAN_END, start + runtime)
         try:
             within = profile.window(k, start + runtime)
             outcomes, failed = framework.place_group(ctx, members, Mode.TEST_ONLY, within=within)
         finally:
             ctx.data.delete(PLAN_START)
+            if licensed:
+                ctx.data.delete(PLAN_END)
         if failed is None:
             for job, out in zip(members, outcomes, strict=True):
                 assert out.allocation is not None
                 rows = table.rows_of(out.allocation)
                 profile.reserve(start, start + runtime, rows, job.spec.exclusive)
+                if job.spec.licenses:
+                    _hold_licenses(ctx, profile, job.spec.licenses, start, start + runtime)
                 planner.result.expected_start[job.id] = start
                 planner.result.reservations[job.id] = (start, start + runtime, out.allocation)
             return True
-        bad = outcomes[failed]
-        if bad.status.code is Code.UNRESOLVABLE or bad.stage is Stage.PRE_FILTER:
+        later = _not_before(outcomes[failed], start)
+        if later is None:
             return False
+        not_before = later
     return False
+
+
+def _planned_end(profile: AvailabilityProfile, end: float) -> float:
+    """Where the profile puts a running job's release planned for ``end``: one step from
+    now at the soonest, rounded up; ``math.inf`` from the horizon on."""
+    step = max(profile.resolution, 1.0)
+    t = round_up(max(end, profile.now + step), profile.resolution)
+    return math.inf if t >= profile.horizon else t
+
+
+def _hold_licenses(
+    ctx: PassContext, profile: AvailabilityProfile, licenses: Licenses, start: float, end: float
+) -> None:
+    """A job started or reserved from ``start`` holds ``licenses`` until ``end``, rounded
+    up and past the horizon as ``AvailabilityProfile.reserve`` takes its nodes."""
+    over_time = ctx.data.get(LICENSES_OVER_TIME)
+    if over_time is not None:
+        end = round_up(end, profile.resolution)
+        over_time.hold(licenses, start, math.inf if end >= profile.horizon else end)
 
 
 def _reservation_instants(ctx: PassContext, horizon: float) -> list[float]:

@@ -12,6 +12,12 @@ The pass (``run_pass``), in the order it happens::
        - Filter finds too few nodes for reason ``Resources`` → ``Resources``, and the
          queue is blocked for every later (lower-priority) job in it (the same for
          a Placement-stage ``Resources``: no node set meets a required topology)
+       - short of licenses (PreFilter, ``Licenses``) → ``Licenses``; with backfill,
+         the job goes to it (for a reservation from when its licenses are back) and
+         every later job asking one of the same licenses is left to backfill too
+         (reason ``Licenses``), which starts it only if it delays no reservation:
+         otherwise lower-priority jobs would take the licenses as they free up, and
+         a job asking many might never find them free at once (Slurm's bf_licenses)
        - otherwise it is placed; its allocation is taken out of the table at once
        The same verdicts, for less: a job behind a blocked partition runs PreFilter
        alone (``Framework.pre_filter``: its own reason, else ``Priority``), and an
@@ -86,6 +92,7 @@ _NOW = Mode.NOW
 _UNKNOWN = Status(Code.ERROR, message="no verdict kept")
 _SUCCESS, _UNSCHEDULABLE, _ERROR = Code.SUCCESS, Code.UNSCHEDULABLE, Code.ERROR
 _RESOURCES = PendingReason.RESOURCES
+_LICENSES = PendingReason.LICENSES
 # The queue a job waits in: its partition, and the advance reservation it runs in (None
 # for most). A reservation's jobs run only on its nodes, which no other job may use
 # meanwhile, so they neither wait behind the partition's blocked head nor block it.
@@ -200,6 +207,44 @@ class Scheduler:
         def gate(job: Job) -> Status | None:
             return blocked.get((job.partition, job.spec.reservation))
 
+        plugin = framework.profile.backfill
+        # license name → the first job handed to backfill that asks it (empty: the gate
+        # stays the plain one above, so passes without licenses pay nothing)
+        licenses_ahead: dict[str, Job] | None = {} if plugin is not None else None
+        planned: dict[str, bool] = {}  # partition → has a backfill policy
+
+        def backfilled(partition: str) -> bool:
+            found = planned.get(partition)
+            if found is None:
+                assert plugin is not None
+                found = planned[partition] = plugin.policy_for(partition) is not None
+            return found
+
+        def license_gate(job: Job) -> Status | None:
+            """``gate``, and: a job asking a license that a job ahead of it waits for is
+            left to backfill, which starts it only if it delays no reservation."""
+            found = blocked.get((job.partition, job.spec.reservation))
+            if found is not None or not job.spec.licenses or not backfilled(job.partition):
+                return found
+            assert licenses_ahead is not None
+            for name, _ in job.spec.licenses:
+                first = licenses_ahead.get(name)
+                if first is not None:
+                    return unschedulable(
+                        _LICENSES, f"{name}: job {first.id} ahead in the queue waits for it", QUEUE
+                    )
+            return None
+
+        def hand_to_backfill(job: Job) -> None:
+            """``job`` (asking licenses) was handed to backfill: its licenses now go to
+            later jobs only through backfill (``license_gate``)."""
+            nonlocal gate
+            if licenses_ahead is None or not backfilled(job.partition):
+                return
+            for name, _ in job.spec.licenses:
+                licenses_ahead.setdefault(name, job)
+            gate = license_gate
+
         fit_cache: FitCache = {}
         # array elements: the group's PreFilter verdict (None: passed) since the last
         # cycle that reached Reserve. A PostFilter plugin may change what PreFilter
@@ -232,7 +277,10 @@ class Scheduler:
                 statuses[job.id] = st
                 if st.code is _SUCCESS:
                     continue
-                self._not_placed(job, st, stage, held, held_stages, blocked, terminations, waiting)
+                if self._not_placed(
+                    job, st, stage, held, held_stages, blocked, terminations, waiting
+                ):
+                    hand_to_backfill(job)
                 continue
             if len(job.spec.partitions) > 1 and job.partition in job.spec.partitions:
                 # -p a,b: tried in each partition (framework/partition_choice.py)
@@ -243,7 +291,10 @@ class Scheduler:
                 if st.code is _SUCCESS and tried.allocation is not None:
                     placed.append((job, tried.allocation))
                     continue
-                self._not_placed(job, st, stage, held, held_stages, blocked, terminations, waiting)
+                if self._not_placed(
+                    job, st, stage, held, held_stages, blocked, terminations, waiting
+                ):
+                    hand_to_backfill(job)
                 continue
             gated = blocked.get((job.partition, job.spec.reservation))  # gate(job)
             if gated is not None and not explain:
@@ -296,11 +347,11 @@ class Scheduler:
                 elif group is not None:
                     verdicts[group] = st if stage is _PRE_FILTER else None
             statuses[job.id] = st
-            self._not_placed(job, st, stage, held, held_stages, blocked, terminations, waiting)
+            if self._not_placed(job, st, stage, held, held_stages, blocked, terminations, waiting):
+                hand_to_backfill(job)
 
         expected: dict[int, float] = {}
         reservations: dict[int, tuple[float, float, Allocation]] = {}
-        plugin = framework.profile.backfill
         cycle = None
         settled = None
         if backfill and plugin is not None and held:
@@ -361,17 +412,25 @@ class Scheduler:
         blocked: dict[Queue, Status],
         terminations: list[Termination],
         waiting: list[Job],
-    ) -> None:
+    ) -> bool:
         """A job this pass did not place: ended (a terminal verdict) or waiting. A job
-        the queue holds back (gate) or that is short of nodes also goes to backfill; a
-        shortage also blocks its queue for every later job."""
+        the queue holds back (gate), short of nodes or short of licenses also goes to
+        backfill; a shortage of nodes also blocks its queue for every later job. True
+        when a job asking licenses went to backfill for its own shortage (not the
+        gate's): later jobs asking the same licenses are then left to backfill too."""
         if st.terminal_state is not None:
             terminations.append(Termination(job.id, st.terminal_state, st.reason))
         else:
             waiting.append(job)
-        if st.code is _UNSCHEDULABLE and (
-            stage is _GATE or (stage in _SHORTAGE and st.reason is _RESOURCES)
-        ):
+        if st.code is not _UNSCHEDULABLE:
+            return False
+        if stage is _PRE_FILTER:
+            if st.reason is not _LICENSES:
+                return False
+            held.append(job)  # its licenses are planned over time: see ``run_backfill``
+            held_stages.append(stage)
+            return True
+        if stage is _GATE or (stage in _SHORTAGE and st.reason is _RESOURCES):
             held.append(job)
             held_stages.append(stage)
             queue = (job.partition, job.spec.reservation)
@@ -383,6 +442,8 @@ class Scheduler:
                     f"in partition {job.partition}",
                     QUEUE,
                 )
+            return stage is not _GATE and bool(job.spec.licenses)
+        return False
 
     def will_run(self, snapshot: ClusterSnapshot, job: Job) -> WillRunResult | Status:
         """Earliest start and nodes for ``job`` (``sbatch --test-only``), or the Status

@@ -4,9 +4,16 @@ at a time.
 
 What is held is the running jobs' licenses plus those of jobs placed earlier in this
 pass (Reserve adds them), so a pass never hands out more than there are. A job short of
-a license waits with reason ``Licenses``; it holds no nodes back for itself meanwhile
-and backfill plans no reservation for it (as Slurm's backfill without ``bf_licenses``),
-so a job asking many may wait while jobs asking fewer keep taking them.
+a license waits with reason ``Licenses``.
+
+Backfill plans licenses over time (as Slurm's ``bf_licenses``): while it tries a job, it
+gives the run it plans (``PLAN_START`` or now, to ``PLAN_END``) and the licenses held
+over time (``LICENSES_OVER_TIME``: running jobs until their planned ends, jobs started
+or reserved by the stage until theirs). The job then passes only if its licenses are
+free all through that run; otherwise the verdict names the first instant from which
+they are (``earliest_start``, for a run planned later than now), where backfill goes on
+looking for its reservation. So a job short of licenses gets a reservation from when
+they are back, and no job backfilled now takes licenses that delay it.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from collections.abc import Mapping
 
 from hal.core.job import Allocation, Job, licenses_held
 from hal.core.states import PendingReason
+from hal.scheduler.framework.backfill import LICENSES_OVER_TIME, PLAN_END, PLAN_START
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
@@ -44,7 +52,9 @@ class Licenses:
         wanted = job.spec.licenses
         if not wanted:
             return SUCCESS
-        held = self._held(ctx)
+        data = ctx.data
+        later = data.get(PLAN_START)  # backfill plans the job's run from then, not now
+        held = self._held(ctx) if later is None else None
         for name, count in wanted:
             total = self.total.get(name, 0)
             if count > total:  # (refused at submit; the config may have changed since)
@@ -53,6 +63,8 @@ class Licenses:
                     f"asks {count} {name} license(s), the cluster has {total}",
                     NAME,
                 )
+            if held is None:
+                continue
             free = total - held[name]
             if count > free:
                 return unschedulable(
@@ -60,7 +72,26 @@ class Licenses:
                     f"{name}: {count} wanted, {max(free, 0)} of {total} free",
                     NAME,
                 )
-        return SUCCESS
+        over_time = data.get(LICENSES_OVER_TIME)
+        end = data.get(PLAN_END)
+        if over_time is None or end is None:
+            return SUCCESS  # not planned by backfill: now is all that counts
+        start = ctx.now if later is None else later
+        fits_from = over_time.earliest(wanted, self.total, start, end - start)
+        if fits_from == start:
+            return SUCCESS
+        short = next(
+            (n, c) for n, c in wanted if over_time.most_held(n, start, end) + c > self.total[n]
+        )
+        free = self.total[short[0]] - over_time.most_held(short[0], start, end)
+        return unschedulable(
+            PendingReason.LICENSES,
+            f"{short[0]}: {short[1]} wanted, {max(free, 0)} of {self.total[short[0]]} free "
+            "through its planned run (the rest held or kept for jobs ahead)",
+            NAME,
+            # (a run planned from now keeps its own verdict: that it is short now)
+            earliest_start=None if later is None else fits_from,
+        )
 
     def reserve(
         self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation

@@ -1,0 +1,188 @@
+"""Backfill plans licenses over time (Slurm's bf_licenses), on hand-made snapshots: four
+single-CPU nodes, job 1 running on one of them since 990 for 100 s (planned end 1090)
+holding some matlab licenses; bf_resolution 1 s, so planned times are exact."""
+
+from __future__ import annotations
+
+import math
+
+from hal.core.job import Job
+from hal.core.states import PendingReason
+from hal.scheduler.framework import Scheduler
+from hal.scheduler.framework.backfill import LICENSES_OVER_TIME, PLAN_END, PLAN_START
+from hal.scheduler.framework.context import PassContext
+from hal.scheduler.framework.cycle_state import CycleState
+from hal.scheduler.framework.license_profile import LicenseProfile
+from hal.scheduler.framework.status import Status
+from hal.scheduler.plugins import build_scheduler, default_profile, default_registry
+from hal.scheduler.plugins import licenses as licenses_plugin
+from hal.testing import JobBuilder, cluster, make_job, placed_nodes
+
+NOW = 1000.0
+
+
+def _scheduler(mode: str, **total: int) -> Scheduler:
+    prof = default_profile(licenses=True, backfill=False)
+    plugins = prof["plugins"]
+    assert isinstance(plugins, list)
+    plugins.append("backfill")
+    plugin_args = prof["plugin_args"]
+    assert isinstance(plugin_args, dict)
+    plugin_args["backfill"] = {"resolution_s": 1, "mode": mode}
+    return build_scheduler(prof, default_registry(licenses=total))
+
+
+def _snapshot(held: int, *pending: JobBuilder):  # type: ignore[no-untyped-def]
+    """Job 1 holds ``held`` matlab licenses until 1090."""
+    return (
+        cluster(NOW)
+        .uniform_nodes(4, cpus=1)
+        .running(make_job(1).licenses(matlab=held).limit(100).running_on("n0001", start=990))
+        .pending(*pending)
+        .build()
+    )
+
+
+def test_a_head_waiting_for_licenses_is_not_overtaken() -> None:
+    """4 matlab, job 1 holds 3 until 1090. Head 10 wants all 4: it is planned for 1090,
+    when job 1's come back. Job 11 (1 license until 1200) would still hold one then, so
+    it waits; job 12 (1 license until 1050) gives it back in time and starts now."""
+    snap = _snapshot(
+        3,
+        make_job(10).licenses(matlab=4).limit(100),
+        make_job(11).licenses(matlab=1).limit(200),
+        make_job(12).licenses(matlab=1).limit(50),
+    )
+    result = _scheduler("easy", matlab=4).run_pass(snap)
+    assert set(placed_nodes(result.plan)) == {12}
+    updates = {u.job_id: u for u in result.plan.updates}
+    assert updates[10].expected_start == 1090  # job 1's planned end
+    assert updates[10].reason is PendingReason.LICENSES
+    assert updates[11].reason is PendingReason.LICENSES
+    assert result.reservations[10][:2] == (1090, 1190)
+
+
+def test_spare_licenses_are_still_backfilled() -> None:
+    """6 matlab: at 1090 the head takes 4 of them and job 11's one still fits beside it,
+    so job 11 starts now though it runs past 1090."""
+    snap = _snapshot(
+        3,
+        make_job(10).licenses(matlab=4).limit(100),
+        make_job(11).licenses(matlab=1).limit(200),
+    )
+    result = _scheduler("easy", matlab=6).run_pass(snap)
+    assert set(placed_nodes(result.plan)) == {11}
+    assert {u.job_id: u.expected_start for u in result.plan.updates} == {10: 1090}
+
+
+def test_jobs_without_licenses_start_beside_the_waiting_head() -> None:
+    """The head waits for licenses only: a job asking none starts in the main pass (the
+    head does not hold its partition back), and the head keeps its start."""
+    snap = _snapshot(3, make_job(10).licenses(matlab=4).limit(100), make_job(11).limit(500))
+    result = _scheduler("easy", matlab=4).run_pass(snap)
+    assert set(placed_nodes(result.plan)) == {11}
+    assert {u.job_id: u.expected_start for u in result.plan.updates} == {10: 1090}
+
+
+def test_conservative_keeps_every_reservation_licenses() -> None:
+    """5 matlab, job 1 holds 4 until 1090. Job 10 (3) and job 11 (2) both fit from 1090.
+    Job 12 (1 license until 1200) would leave job 11 short at 1090: conservative keeps it
+    waiting (planned after job 10 ends), EASY reserves for the head only and starts it."""
+    pending = (
+        make_job(10).licenses(matlab=3).limit(100),
+        make_job(11).licenses(matlab=2).limit(100),
+        make_job(12).licenses(matlab=1).limit(200),
+    )
+    conservative = _scheduler("conservative", matlab=5).run_pass(_snapshot(4, *pending))
+    assert placed_nodes(conservative.plan) == {}
+    starts = {u.job_id: u.expected_start for u in conservative.plan.updates}
+    assert starts == {10: 1090, 11: 1090, 12: 1190}
+
+    easy = _scheduler("easy", matlab=5).run_pass(_snapshot(4, *pending))
+    assert set(placed_nodes(easy.plan)) == {12}
+    assert {u.job_id: u.expected_start for u in easy.plan.updates} == {10: 1090, 11: None}
+
+
+def test_conservative_backfills_a_job_done_before_the_licenses_are_needed() -> None:
+    """As above, with job 12 asking 1 license for 50 s: back by 1050, it starts now."""
+    snap = _snapshot(
+        4,
+        make_job(10).licenses(matlab=3).limit(100),
+        make_job(11).licenses(matlab=2).limit(100),
+        make_job(12).licenses(matlab=1).limit(50),
+    )
+    result = _scheduler("conservative", matlab=5).run_pass(snap)
+    assert set(placed_nodes(result.plan)) == {12}
+    starts = {u.job_id: u.expected_start for u in result.plan.updates}
+    assert starts == {10: 1090, 11: 1090}
+
+
+def test_licenses_held_past_the_horizon_give_no_reservation() -> None:
+    """bf_window 50 s: job 1's licenses come back after the planning horizon, so the
+    head gets no start time."""
+    prof = default_profile(licenses=True, backfill=False)
+    plugins = prof["plugins"]
+    assert isinstance(plugins, list)
+    plugins.append("backfill")
+    plugin_args = prof["plugin_args"]
+    assert isinstance(plugin_args, dict)
+    plugin_args["backfill"] = {"resolution_s": 1, "window_s": 50}
+    sched = build_scheduler(prof, default_registry(licenses={"matlab": 4}))
+    result = sched.run_pass(_snapshot(3, make_job(10).licenses(matlab=4).limit(100)))
+    assert result.reservations == {}
+    assert {u.job_id: u.reason for u in result.plan.updates} == {10: PendingReason.LICENSES}
+
+
+def test_license_profile_by_hand() -> None:
+    """Uses: 3 until 1090, 2 over [1090, 1190), 1 for ever from 1050."""
+    p = LicenseProfile()
+    p.hold((("matlab", 3),), 1000, 1090)
+    p.hold((("matlab", 2),), 1090, 1190)
+    p.hold((("matlab", 1),), 1050, math.inf)
+    assert p.most_held("matlab", 1000, 1050) == 3
+    assert p.most_held("matlab", 1000, 1051) == 4
+    assert p.most_held("matlab", 1090, 1100) == 3
+    assert p.most_held("matlab", 1190, 2000) == 1
+    assert p.most_held("ansys", 0, math.inf) == 0
+    totals = {"matlab": 4}
+    assert p.earliest((("matlab", 1),), totals, 1000, 50) == 1000  # back by 1050
+    assert p.earliest((("matlab", 1),), totals, 1000, 60) == 1090  # 4 held at 1050
+    assert p.earliest((("matlab", 2),), totals, 1000, 10) == 1190
+    assert p.earliest((("matlab", 4),), totals, 1000, 10) is None  # one held for ever
+    assert p.instants() == [1090, 1190]
+
+
+def test_the_plugin_judges_a_planned_run_and_says_from_when() -> None:
+    """The licenses plugin while backfill tries a job: 4 matlab, 3 held until 1090 and 1
+    for ever from 1150. Now, 2 are short (job 1 holds 3); planned from 1010, they are
+    free from 1090 (the verdict says so); from 1090 they fit (1 + 2 of 4 at 1150); 4
+    never fit again."""
+    snap = _snapshot(3)
+    ctx = PassContext.from_snapshot(snap)
+    over_time = LicenseProfile()
+    over_time.hold((("matlab", 3),), NOW, 1090)
+    over_time.hold((("matlab", 1),), 1150, math.inf)
+    ctx.data.write(LICENSES_OVER_TIME, over_time)
+    plugin = licenses_plugin.new({}, {"matlab": 4})
+    two = make_job(10).licenses(matlab=2).limit(100).build()
+    four = make_job(11).licenses(matlab=4).limit(100).build()
+
+    def judge(job: Job, start: float | None, end: float) -> Status:
+        if start is not None:
+            ctx.data.write(PLAN_START, start)
+        ctx.data.write(PLAN_END, end)
+        try:
+            return plugin.pre_filter(ctx, CycleState(), job)
+        finally:
+            ctx.data.delete(PLAN_END)
+            if start is not None:
+                ctx.data.delete(PLAN_START)
+
+    now = judge(two, None, NOW + 50)  # short now: job 1 holds 3 of 4 (its own count)
+    assert (now.reason, now.earliest_start) == (PendingReason.LICENSES, None)
+    assert "1 of 4 free" in now.message
+    early = judge(two, 1010, 1060)
+    assert (early.reason, early.earliest_start) == (PendingReason.LICENSES, 1090)
+    assert judge(two, 1090, 1190).is_success
+    never = judge(four, 1090, 1190)
+    assert (never.reason, never.earliest_start) == (PendingReason.LICENSES, None)
