@@ -150,3 +150,26 @@ def _stat_fields(pid: int, first: int, stop: int) -> list[int]:
         return [int(v) for v in data[data.rfind(b")") + 2 :].split()[first:stop]]
     except (OSError, ValueError):
         return []
+
+
+def node_load(proc: str = "/proc") -> tuple[int | None, float | None]:
+    """(available memory in bytes, 1-minute load average) of this host, as the agent
+    reports them with its heartbeat (Slurm's ``FreeMem`` and ``CPULoad``): ``MemAvailable``
+    of ``meminfo`` (what new processes can have without swapping, not the smaller
+    ``MemFree``) and the first field of ``loadavg``. ``None`` for what cannot be read."""
+    free: int | None = None
+    try:
+        with open(f"{proc}/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    free = int(line.split()[1]) * 1024  # kB
+                    break
+    except (OSError, ValueError, IndexError):
+        free = None
+    load: float | None = None
+    try:
+        with open(f"{proc}/loadavg", "rb") as f:
+            load = float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        load = None
+    return free, load

@@ -76,7 +76,7 @@ from hal.agent.metrics import (
 from hal.agent.outputfiles import read_chunk
 from hal.agent.outputwire import OutputChunk, OutputPoll, OutputRead
 from hal.agent.plan import LaunchError, build_step_plan
-from hal.agent.procfs import descendants, job_usage, open_pidfd, start_ticks
+from hal.agent.procfs import descendants, job_usage, node_load, open_pidfd, start_ticks
 from hal.agent.records import ExitOutcome, Phase
 from hal.agent.remains import end_remains
 from hal.agent.state import AgentState
@@ -261,9 +261,10 @@ class AgentShell:
                 if not self._registered:
                     await self._register()
                 usage = await self._sample_usage()  # every long poll: every heartbeat
-                reply = await self.channel.sync(
-                    self.config.node, self._sync_request(self._wait_seconds, usage)
-                )
+                # the host's free memory and load ride on every heartbeat (two small
+                # /proc reads): sinfo's FREE_MEM and CPU_LOAD
+                request = self._sync_request(self._wait_seconds, usage, node_load())
+                reply = await self.channel.sync(self.config.node, request)
             except NodeForgotten as err:
                 log.info("%s; registering again", err)
                 counters.channel_failures += 1
@@ -393,7 +394,12 @@ class AgentShell:
         self._peaks = peaks  # (ended jobs' go)
         return usage
 
-    def _sync_request(self, wait: float, usage: list[JobUsage] | None = None) -> AgentSync:
+    def _sync_request(
+        self,
+        wait: float,
+        usage: list[JobUsage] | None = None,
+        load: tuple[int | None, float | None] = (None, None),
+    ) -> AgentSync:
         outbox = self.machine.outbox
         # Jobs whose reports wait for a later slice count as running until those are sent:
         # otherwise the server, not seeing them, would end them as lost (NODE_FAIL).
@@ -403,6 +409,8 @@ class AgentShell:
             wait_seconds=max(0.0, wait),
             running=list(dict.fromkeys([*self.machine.jobs, *later])),
             usage=usage or [],
+            free_memory_bytes=load[0],
+            cpu_load=load[1],
         )
 
     def _apply(self, reply: AgentInstructions) -> None:

@@ -27,6 +27,7 @@ from hal.core.slurm_syntax import (
 from hal.core.suspension import suspended_seconds
 from hal.state import agents, preempt
 from hal.state.cluster import Cluster
+from hal.state.node_flags import node_state_flags
 from hal.wire.bounds import INT64_MAX
 from hal.wire.jobs import JobInfo, JobSubmit
 from hal.wire.nodes import BlockInfo, NodeInfo, PartitionInfo, SwitchInfo, TopologyInfo
@@ -292,15 +293,19 @@ def node_info(node: Node, cluster: Cluster) -> NodeInfo:
     used = cluster.usage.get(node.name)
     alloc = used.allocated if used else None
     partitions = [p.name for p in cluster.partitions.values() if p.contains(node.name)]
+    session = cluster.agent_sessions.get(node.name)
     return NodeInfo(
         name=node.name,
         state=node.state.value,
         display_state=cluster.node_display_state(node),
+        state_flags=node_state_flags(cluster, node),
         reason=node.reason,
         cpus=node.resources.cpus,
         cpus_alloc=alloc.cpus if alloc else 0,
         memory_bytes=node.resources.memory_bytes,
         memory_alloc_bytes=alloc.memory_bytes if alloc else 0,
+        free_memory_bytes=session.free_memory_bytes if session else None,
+        cpu_load=session.cpu_load if session else None,
         gpus=node.resources.gpus,
         gpus_alloc=alloc.gpus if alloc else 0,
         gpu_model=node.gpu_model,

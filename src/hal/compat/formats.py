@@ -141,6 +141,36 @@ def parse_format(text: str) -> list[Field | str]:
     return parts
 
 
+def parse_long_names(
+    text: str, fields: dict[str, str], default_width: int, *, what: str
+) -> list[Field | str]:
+    """squeue's and sinfo's ``-O``: ``JobArrayID,StateCompact:10,Reason:.5|`` → fields.
+
+    ``fields`` maps lower-case names to the keys the rows are read by (the ``-o``
+    letters). Each item is Slurm's ``type[:[.][size][suffix]]``: ``.`` right-aligns, no
+    size is ``default_width``, and any text after the size (``|``, a space) is printed
+    after the column, as is. An unknown name is a ``ValueError`` naming it and ``what``
+    ("job", "node")."""
+    layout: list[Field | str] = []
+    for item in text.split(","):
+        name, _, size = item.partition(":")
+        if not name.strip():
+            continue
+        key = fields.get(name.strip().lower())
+        if key is None:
+            raise ValueError(
+                f"Invalid {what} format specification: {name.strip()} (HAL does not support it)"
+            )
+        right = size.startswith(".")
+        rest = size[1:] if right else size
+        suffix = rest.lstrip("0123456789")
+        digits = rest[: len(rest) - len(suffix)]
+        layout.append(Field(key, int(digits) if digits else default_width, right))
+        if suffix:
+            layout.append(suffix)
+    return layout
+
+
 def render_rows(
     layout: list[Field | str],
     titles: dict[str, str],

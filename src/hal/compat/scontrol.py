@@ -26,6 +26,7 @@ from hal.compat.formats import (
     timestamp,
 )
 from hal.compat.job_fields import time_used
+from hal.compat.node_states import scontrol_flags
 from hal.compat.seam import Console
 from hal.core.errors import HalError, InvalidRequest, NotFound
 from hal.core.node import gpu_type_name
@@ -329,15 +330,17 @@ def node_record(node: NodeInfo) -> list[str]:
         node.display_state, node.display_state.upper()
     )
     mem_mib = node.memory_bytes // (1024 * 1024)
+    load = "N/A" if node.cpu_load is None else f"{node.cpu_load:.2f}"
+    free = "N/A" if node.free_memory_bytes is None else node.free_memory_bytes // (1024 * 1024)
     lines = [
         f"NodeName={node.name}",
-        f"CPUAlloc={node.cpus_alloc} CPUTot={node.cpus}",
+        f"CPUAlloc={node.cpus_alloc} CPUTot={node.cpus} CPULoad={load}",
         f"AvailableFeatures={features}",
         f"ActiveFeatures={features}",
         f"Gres={gres}",
         f"NodeAddr={node.address or node.name} NodeHostName={node.name}",
-        f"RealMemory={mem_mib} AllocMem={node.memory_alloc_bytes // (1024 * 1024)}",
-        f"State={state}",
+        f"RealMemory={mem_mib} AllocMem={node.memory_alloc_bytes // (1024 * 1024)} FreeMem={free}",
+        f"State={state}{scontrol_flags(node)}",
         f"Partitions={','.join(node.partitions) or '(null)'}",
         f"LastHeartbeat={timestamp(node.last_heartbeat or None, 'Unknown')}",
         f"CfgTRES=cpu={node.cpus},mem={memory_mib(node.memory_bytes)}"

@@ -3,6 +3,12 @@
 Partition-oriented by default: one line per partition and group of nodes that print alike
 (same state, same CPUs...), node names compressed to hostlists (``adev[8-15]``). ``-N``
 prints one line per node and partition. The default partition is marked ``debug*``.
+
+States carry Slurm's suffixes (``idle*``: the agent missed heartbeats; ``node_states``).
+``-O NodeList,StateLong:10,FreeMem`` takes Slurm's field names (``LONG_FIELDS``) with
+squeue's ``:[.]size[suffix]``. ``%e``/``FreeMem`` and ``%O``/``CPUsLoad`` are what the
+agents measured with their latest heartbeat, ``N/A`` while unknown and ``min-max`` over a
+group of nodes unless ``-e``.
 """
 
 from __future__ import annotations
@@ -10,7 +16,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from hal.compat.formats import Field, duration_short, parse_format, render_rows
+from hal.compat.formats import Field, duration_short, parse_format, parse_long_names, render_rows
+from hal.compat.node_states import (
+    parse_node_states,
+    state_compact,
+    state_long,
+    state_matches,
+)
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
 from hal.core.errors import HalError
@@ -24,36 +36,7 @@ LONG_FORMAT = "%#P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %N"
 NODE_FORMAT = "%#N %.6D %#P %6t"
 NODE_LONG_FORMAT = "%#N %.6D %#P %.11T %.4c %.8z %.6m %.8d %.6w %.8f %20E"
 
-LONG_STATES = {
-    "idle": "idle",
-    "alloc": "allocated",
-    "mix": "mixed",
-    "drain": "drained",
-    "drng": "draining",
-    "down": "down",
-    "comp": "completing",
-    "resv": "reserved",
-    "maint": "maintenance",
-    "fail": "fail",
-}
 _ALLOCATED = {"alloc", "mix", "comp"}
-# sinfo -t: Slurm's node state names (short and long, any case) → the display states they
-# match. ``drain`` is both drained and draining nodes, as Slurm's DRAIN flag; names of
-# states HAL never shows are accepted and match nothing, as on a cluster without such nodes.
-STATE_FILTERS: dict[str, frozenset[str]] = {
-    **{short: frozenset({short}) for short in LONG_STATES},
-    **{long: frozenset({short}) for short, long in LONG_STATES.items()},
-    "drain": frozenset({"drain", "drng"}),
-    **{
-        name: frozenset()
-        for name in (
-            "boot", "booting", "cloud", "failing", "future", "futr", "inval", "invalid",
-            "no_respond", "npc", "perfctrs", "planned", "power_down", "powered_down",
-            "powering_down", "powering_up", "pow_dn", "pow_up", "reboot", "reboot_issued",
-            "reboot_requested", "unk", "unknown", "blocked",
-        )
-    },
-}  # fmt: skip
 
 OPTIONS = (
     Opt("noheader", ("noheader",), "h", Arg.NONE),
@@ -61,11 +44,14 @@ OPTIONS = (
     Opt("node", ("Node",), "N", Arg.NONE),
     Opt("long", ("long",), "l", Arg.NONE),
     Opt("format", ("format",), "o"),
+    Opt("Format", ("Format",), "O"),
     Opt("partition", ("partition",), "p"),
     Opt("nodes", ("nodes",), "n"),
     Opt("states", ("states",), "t"),
     Opt("all", ("all",), "a", Arg.NONE),  # hidden partitions: HAL has none
-    Opt("exact", ("exact",), "e", Arg.NONE),  # HAL already groups only identical nodes
+    # HAL already groups only nodes that print alike; -e also splits free memory and CPU
+    # load (otherwise shown as min-max ranges over the group)
+    Opt("exact", ("exact",), "e", Arg.NONE),
     Opt("clusters", ("clusters",), "M"),
     Opt("help", ("help",), arg=Arg.NONE),
     Opt("usage", ("usage",), arg=Arg.NONE),
@@ -100,11 +86,29 @@ def _job_size(p: PartitionInfo | None, n: NodeInfo | None) -> str:
     return f"1-{p.max_nodes}" if p.max_nodes else "1-infinite"
 
 
+def _gres_used(p: PartitionInfo | None, n: NodeInfo | None) -> str:
+    if n is None or not n.gpus:
+        return "(null)"
+    model = gpu_type_name(n.gpu_model) if n.gpu_model else ""
+    return f"gpu:{model}:{n.gpus_alloc}" if model else f"gpu:{n.gpus_alloc}"
+
+
+def _default_time(p: PartitionInfo | None, n: NodeInfo | None) -> str:
+    if p is None or p.default_time_seconds <= 0:
+        return "n/a"
+    return duration_short(p.default_time_seconds)
+
+
 def _node(get: Callable[[NodeInfo], str]) -> NodeColumn:
     return lambda p, n: get(n) if n is not None else "n/a"
 
 
-# Per-node columns; the aggregate ones (D, N, F, C) are computed over a group of nodes.
+def _mib(size: int) -> str:
+    return str(size // (1024 * 1024))
+
+
+# Per-node columns; the aggregate ones (AGGREGATE_TITLES) are computed over a group of
+# nodes. Keys longer than a letter are -O fields that have no -o letter.
 NODE_LETTERS: dict[str, tuple[str, NodeColumn]] = {
     "P": ("PARTITION", _partition_name),
     "R": ("PARTITION", lambda p, n: p.name if p else "n/a"),
@@ -114,19 +118,71 @@ NODE_LETTERS: dict[str, tuple[str, NodeColumn]] = {
     "r": ("ROOT", lambda p, n: "no"),
     "h": ("OVERSUBS", lambda p, n: "NO"),
     "g": ("GROUPS", lambda p, n: "all"),
-    "t": ("STATE", _node(lambda n: n.display_state)),
-    "T": ("STATE", _node(lambda n: LONG_STATES.get(n.display_state, n.display_state))),
+    "t": ("STATE", _node(state_compact)),
+    "T": ("STATE", _node(state_long)),
     "c": ("CPUS", _node(lambda n: str(n.cpus))),
-    "m": ("MEMORY", _node(lambda n: str(n.memory_bytes // (1024 * 1024)))),
+    "m": ("MEMORY", _node(lambda n: _mib(n.memory_bytes))),
+    "alloc_mem": ("ALLOCMEM", _node(lambda n: _mib(n.memory_alloc_bytes))),
     "G": ("GRES", _gres),
+    "gres_used": ("GRES_USED", _gres_used),
     "f": ("AVAIL_FEATURES", _node(lambda n: ",".join(n.features) or "(null)")),
     "E": ("REASON", _node(lambda n: n.reason or "none")),
     # A node configured with CPUs only reports that many sockets of one core (slurm.conf).
     "z": ("S:C:T", _node(lambda n: f"{n.cpus}:1:1")),
     "d": ("TMP_DISK", lambda p, n: "0"),
     "w": ("WEIGHT", lambda p, n: "1"),
+    "L": ("DEFAULTTIME", _default_time),
+    "I": ("PRIO_TIER", lambda p, n: str(p.priority_tier) if p else "n/a"),
 }
-AGGREGATE_TITLES = {"D": "NODES", "N": "NODELIST", "F": "NODES(A/I/O/T)", "C": "CPUS(A/I/O/T)"}
+AGGREGATE_TITLES = {
+    "D": "NODES",
+    "N": "NODELIST",
+    "n": "HOSTNAMES",
+    "o": "NODE_ADDR",
+    "F": "NODES(A/I/O/T)",
+    "A": "NODES(A/I)",
+    "C": "CPUS(A/I/O/T)",
+    "e": "FREE_MEM",
+    "O": "CPU_LOAD",
+}
+# -O names (any case) → the -o letter or NODE_LETTERS key they print. ``TimeLimit`` is
+# HAL's alias of Slurm's ``Time``, after the column's title.
+LONG_FIELDS: dict[str, str] = {
+    "allocmem": "alloc_mem",
+    "available": "a",
+    "cpus": "c",
+    "cpusload": "O",
+    "cpusstate": "C",
+    "defaulttime": "L",
+    "disk": "d",
+    "features": "f",
+    "freemem": "e",
+    "gres": "G",
+    "gresused": "gres_used",
+    "groups": "g",
+    "memory": "m",
+    "nodeaddr": "o",
+    "nodeai": "A",
+    "nodeaiot": "F",
+    "nodehost": "n",
+    "nodelist": "N",
+    "nodes": "D",
+    "oversubscribe": "h",
+    "partition": "P",
+    "partitionname": "R",
+    "prioritytier": "I",
+    "reason": "E",
+    "root": "r",
+    "size": "s",
+    "socketcorethread": "z",
+    "statecompact": "t",
+    "statelong": "T",
+    "time": "l",
+    "timelimit": "l",
+    "tmpdisk": "d",
+    "weight": "w",
+}
+LONG_FIELD_WIDTH = 20  # sinfo -O: a field without a size is 20 wide
 
 
 def sinfo(argv: list[str], console: Console) -> int:
@@ -141,22 +197,10 @@ def sinfo(argv: list[str], console: Console) -> int:
     if parsed.positionals:
         return console.error(f"Unrecognized option: {parsed.positionals[0]}")
     node_mode = "node" in opts
-    if "format" in opts:
-        fmt = opts["format"] or ""
-    elif "summarize" in opts:
-        fmt = SUMMARIZE_FORMAT
-    elif node_mode:
-        fmt = NODE_LONG_FORMAT if "long" in opts else NODE_FORMAT
-    else:
-        fmt = LONG_FORMAT if "long" in opts else DEFAULT_FORMAT
-    if not fmt.strip():
-        return console.error(
-            "Format option lacks specification: -o needs fields, e.g. -o '%P %t %N'"
-        )
-    layout = parse_format(fmt)
-    for part in layout:
-        if isinstance(part, Field) and part.letter not in NODE_LETTERS | AGGREGATE_TITLES:
-            return console.error(f"Invalid node format specification: {part.letter}")
+    try:
+        layout = _layout(parsed.values, opts, node_mode=node_mode)
+    except ValueError as err:
+        return console.error(str(err))
     try:
         partitions = console.client.partitions()
         nodes = console.client.nodes()
@@ -175,7 +219,7 @@ def sinfo(argv: list[str], console: Console) -> int:
         n
         for n in nodes
         if (wanted_nodes is None or n.name in wanted_nodes)
-        and (wanted_states is None or any(n.display_state in c for c in wanted_states))
+        and (wanted_states is None or state_matches(n, wanted_states))
     ]
     groups = _groups(
         layout,
@@ -183,6 +227,7 @@ def sinfo(argv: list[str], console: Console) -> int:
         nodes,
         node_mode=node_mode,
         filtered=wanted_nodes is not None or wanted_states is not None,
+        exact="exact" in opts,
     )
     if "long" in opts and "noheader" not in opts:
         console.out(time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(console.clock())))
@@ -191,29 +236,35 @@ def sinfo(argv: list[str], console: Console) -> int:
     return 0
 
 
-def parse_node_states(text: str) -> list[frozenset[str]] | None:
-    """``-t``: state names, comma-separated, any case → for each, the display states it
-    matches (a node is shown if any entry matches it; ``a&b`` needs both). ``all`` is no
-    filter (None). A name Slurm does not have is a ``ValueError``, not a silent empty
-    list."""
-    choices: list[frozenset[str]] = []
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        if item.lower() == "all":
-            return None
-        match: frozenset[str] | None = None
-        for name in item.lower().split("&"):
-            states = STATE_FILTERS.get(name.strip())
-            if states is None:
-                raise ValueError(
-                    f"Invalid node state specified: {name.strip()}; use idle, alloc, mix, "
-                    "drain, drng, down, comp, resv, maint, fail (or their long names), "
-                    "comma-separated, or all"
-                )
-            match = states if match is None else match & states
-        choices.append(match or frozenset())
-    return choices
+def _layout(
+    given: tuple[tuple[str, str | None, str], ...], opts: dict[str, str | None], *, node_mode: bool
+) -> list[Field | str]:
+    """The columns: the last ``-o``/``-O`` given, else the format of ``-s``, ``-N``,
+    ``-l``. A ``ValueError`` says what is wrong with a format."""
+    formats = [
+        (dest, text or "", spelled) for dest, text, spelled in given if dest in ("format", "Format")
+    ]
+    if formats:
+        dest, text, spelled = formats[-1]
+        if not text.strip():
+            raise ValueError(
+                f"Format option lacks specification: {spelled} needs fields, e.g. "
+                "-o '%P %t %N' or -O NodeList,StateLong"
+            )
+        if dest == "Format":
+            return parse_long_names(text, LONG_FIELDS, LONG_FIELD_WIDTH, what="node")
+        fmt = text
+    elif "summarize" in opts:
+        fmt = SUMMARIZE_FORMAT
+    elif node_mode:
+        fmt = NODE_LONG_FORMAT if "long" in opts else NODE_FORMAT
+    else:
+        fmt = LONG_FORMAT if "long" in opts else DEFAULT_FORMAT
+    layout = parse_format(fmt)
+    for part in layout:
+        if isinstance(part, Field) and part.letter not in NODE_LETTERS | AGGREGATE_TITLES:
+            raise ValueError(f"Invalid node format specification: {part.letter}")
+    return layout
 
 
 def _members(partition: PartitionInfo, nodes: list[NodeInfo]) -> list[NodeInfo]:
@@ -229,9 +280,15 @@ def _groups(
     *,
     node_mode: bool,
     filtered: bool,
+    exact: bool = False,
 ) -> list[tuple[PartitionInfo | None, list[NodeInfo]]]:
-    """Groups of nodes that print on one line, in partition order then node order."""
-    per_node = [p.letter for p in layout if isinstance(p, Field) and p.letter in NODE_LETTERS]
+    """Groups of nodes that print on one line, in partition order then node order. Free
+    memory and CPU load change all the time: they split groups only with ``exact``
+    (``-e``), else they print as ranges."""
+    shown = [p.letter for p in layout if isinstance(p, Field)]
+    per_node = [letter for letter in shown if letter in NODE_LETTERS]
+    if exact:
+        per_node += [letter for letter in shown if letter in _MEASURED]
     by_name = sorted(nodes, key=lambda n: n.name)
     groups: list[tuple[PartitionInfo | None, list[NodeInfo]]] = []
     if node_mode:
@@ -247,10 +304,43 @@ def _groups(
             continue
         keyed: dict[tuple[str, ...], list[NodeInfo]] = {}
         for node in members:
-            key = tuple(NODE_LETTERS[letter][1](partition, node) for letter in per_node)
+            key = tuple(_column(letter, partition, node) for letter in per_node)
             keyed.setdefault(key, []).append(node)
         groups += [(partition, group) for group in keyed.values()]
     return groups
+
+
+def _free_mem(nodes: list[NodeInfo]) -> str:
+    """``%e``: MiB available, ``min-max`` over the group; ``N/A`` when no agent said."""
+    known = [n.free_memory_bytes // (1024 * 1024) for n in nodes if n.free_memory_bytes is not None]
+    return _range([str(v) for v in (min(known), max(known))] if known else [])
+
+
+def _cpu_load(nodes: list[NodeInfo]) -> str:
+    """``%O``: the 1-minute load average, ``0.05-1.20`` over the group, or ``N/A``."""
+    known = [n.cpu_load for n in nodes if n.cpu_load is not None]
+    return _range([f"{v:.2f}" for v in (min(known), max(known))] if known else [])
+
+
+def _range(bounds: list[str]) -> str:
+    if not bounds:
+        return "N/A"
+    low, high = bounds
+    return low if low == high else f"{low}-{high}"
+
+
+# measured by the agents: per group unless -e
+_MEASURED: dict[str, Callable[[list[NodeInfo]], str]] = {"e": _free_mem, "O": _cpu_load}
+
+
+def _column(letter: str, partition: PartitionInfo | None, node: NodeInfo) -> str:
+    if letter in _MEASURED:
+        return _MEASURED[letter]([node])
+    return NODE_LETTERS[letter][1](partition, node)
+
+
+def _addresses(nodes: list[NodeInfo]) -> str:
+    return compress_hostlist([n.address or n.name for n in nodes])
 
 
 def _counts(nodes: list[NodeInfo]) -> tuple[str, str]:
@@ -285,11 +375,17 @@ def sinfo_lines(
             if letter in NODE_LETTERS
         }
         nodes_aiot, cpus_aiot = _counts(members)
+        names = compress_hostlist([n.name for n in members])
         row.update(
             D=str(len(members)),
-            N=compress_hostlist([n.name for n in members]),
+            N=names,
+            n=names,  # HAL's nodes are named after their hosts
+            o=_addresses(members) if "o" in letters else "",
             F=nodes_aiot,
+            A="/".join(nodes_aiot.split("/")[:2]),
             C=cpus_aiot,
+            e=_free_mem(members),
+            O=_cpu_load(members),
         )
         rows.append(row)
     return render_rows(layout, titles, rows, header=header)

@@ -21,7 +21,13 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from hal.compat.formats import Field, compress_indices, parse_format, render_rows
+from hal.compat.formats import (
+    Field,
+    compress_indices,
+    parse_format,
+    parse_long_names,
+    render_rows,
+)
 from hal.compat.job_fields import JOB_LETTERS, LONG_FIELD_WIDTH, LONG_FIELDS
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
@@ -244,28 +250,12 @@ def parse_job_ids(text: str) -> list[str]:
 
 
 def parse_long_format(text: str) -> list[Field | str]:
-    """``-O JobArrayID,StateCompact:10,Reason:.5`` → 20-wide left-aligned columns.
-
-    Each field is Slurm's ``type[:[.][size][suffix]]``: after the size, any text (``|``,
-    a space) is printed after the column, as is."""
-    layout: list[Field | str] = []
-    for item in text.split(","):
-        name, _, size = item.partition(":")
-        if not name.strip():
-            continue
-        letter = LONG_FIELDS.get(name.strip().lower())
-        if letter is None:
-            raise UsageError(
-                f"Invalid job format specification: {name.strip()} (HAL does not support it)"
-            )
-        right = size.startswith(".")
-        rest = size[1:] if right else size
-        suffix = rest.lstrip("0123456789")
-        digits = rest[: len(rest) - len(suffix)]
-        layout.append(Field(letter, int(digits) if digits else LONG_FIELD_WIDTH, right))
-        if suffix:
-            layout.append(suffix)
-    return layout
+    """``-O JobArrayID,StateCompact:10,Reason:.5`` → 20-wide left-aligned columns
+    (``formats.parse_long_names``)."""
+    try:
+        return parse_long_names(text, LONG_FIELDS, LONG_FIELD_WIDTH, what="job")
+    except ValueError as err:
+        raise UsageError(str(err)) from None
 
 
 # -- showing ------------------------------------------------------------------------------

@@ -61,6 +61,10 @@ class AgentSession:
     # its running jobs' latest usage samples, by job id, with when they came (memory
     # only: they change all the time; ``usage_of``)
     usage: dict[int, tuple[float, JobUsage]] = field(default_factory=dict)
+    # the host's MemAvailable and load average from its latest heartbeat (None: not
+    # reported yet); memory only, as ``usage``
+    free_memory_bytes: int | None = None
+    cpu_load: float | None = None
 
     def push(self, instruction: Instruction) -> None:
         self.outbox.append(instruction)
@@ -240,6 +244,10 @@ async def sync(cluster: Cluster, node: str, request: AgentSync) -> AgentInstruct
     session.last_seen = now
     if request.usage:  # a sample covers all the node's jobs: the older one goes
         session.usage = {u.job_id: (now, u) for u in request.usage}
+    if request.free_memory_bytes is not None:  # flushes of reports carry none
+        session.free_memory_bytes = request.free_memory_bytes
+    if request.cpu_load is not None:
+        session.cpu_load = request.cpu_load
     fresh = [r for r in request.reports if r.seq > session.acked_seq]
     try:
         if fresh:

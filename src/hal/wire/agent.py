@@ -91,6 +91,10 @@ class AgentSync(WireModel):
     wait_seconds: float = Field(default=10.0, ge=0, le=60)
     running: list[int] = Field(default_factory=list)  # job ids currently supervised
     usage: list[JobUsage] = Field(default_factory=list)  # running jobs' latest samples
+    # the host now (sinfo's FREE_MEM and CPU_LOAD): MemAvailable and the 1-minute load
+    # average; None (an older agent, or /proc unreadable): unknown, shown as N/A
+    free_memory_bytes: int | None = Field(default=None, ge=0, le=INT64_MAX)
+    cpu_load: float | None = Field(default=None, ge=0, le=1e9)
 
 
 class Launch(WireModel):

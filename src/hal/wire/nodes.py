@@ -11,11 +11,18 @@ class NodeInfo(WireModel):
     name: str
     state: str  # UP, DOWN, DRAIN (stored state)
     display_state: str  # sinfo's: idle, mix, alloc, drain, drng, down
+    # Slurm's flags on top of it (sinfo's suffixes: idle*, alloc$; state/node_flags.py):
+    # NOT_RESPONDING, MAINTENANCE, RESERVED
+    state_flags: list[str] = Field(default_factory=list)
     reason: str = ""
     cpus: int
     cpus_alloc: int
     memory_bytes: int
     memory_alloc_bytes: int
+    # the host's MemAvailable and 1-minute load average from the agent's latest
+    # heartbeat; None while unknown (no agent, or an agent too old to report them)
+    free_memory_bytes: int | None = None
+    cpu_load: float | None = None
     gpus: int
     gpus_alloc: int
     gpu_model: str = ""

@@ -1,0 +1,132 @@
+"""How sinfo and scontrol name a node's state, and sinfo's ``-t`` filter.
+
+A node has a base state (``NodeInfo.display_state``: idle, mix, alloc, drain, drng, down)
+and flags (``NodeInfo.state_flags``, the server's ``state/node_flags.py``). As Slurm's
+``node_state_string_compact``, one flag shows as a suffix, maintenance first:
+
+- ``$`` in a maintenance reservation open now; an idle node shows ``maint`` instead;
+- ``*`` not responding (its agent missed heartbeats; ``down*`` once declared down);
+- an idle node in another reservation open now shows ``resv``.
+
+``%t`` and ``%T`` (``StateCompact``/``StateLong``) carry the suffix alike (``idle*``,
+``allocated$``). A suffix does not change the base state: ``sinfo -t idle`` lists
+``idle*`` nodes, ``-t no_respond`` only those, ``-t maint`` / ``-t resv`` the nodes in
+reservations.
+"""
+
+from __future__ import annotations
+
+from hal.wire.nodes import NodeInfo
+
+NOT_RESPONDING = "NOT_RESPONDING"
+MAINTENANCE = "MAINTENANCE"
+RESERVED = "RESERVED"
+
+LONG_STATES = {
+    "idle": "idle",
+    "alloc": "allocated",
+    "mix": "mixed",
+    "drain": "drained",
+    "drng": "draining",
+    "down": "down",
+    "comp": "completing",
+    "resv": "reserved",
+    "maint": "maint",
+    "fail": "fail",
+}
+
+# -t: Slurm's node state names (short and long, any case) → the tags (``node_tags``) they
+# match. ``drain`` is both drained and draining nodes, as Slurm's DRAIN flag; names of
+# states HAL never shows are accepted and match nothing, as on a cluster without such nodes.
+STATE_FILTERS: dict[str, frozenset[str]] = {
+    **{short: frozenset({short}) for short in LONG_STATES},
+    **{long: frozenset({short}) for short, long in LONG_STATES.items()},
+    "drain": frozenset({"drain", "drng"}),
+    "maintenance": frozenset({"maint"}),
+    "no_respond": frozenset({"no_respond"}),
+    "not_responding": frozenset({"no_respond"}),
+    **{
+        name: frozenset()
+        for name in (
+            "boot", "booting", "cloud", "failing", "future", "futr", "inval", "invalid",
+            "npc", "perfctrs", "planned", "power_down", "powered_down",
+            "powering_down", "powering_up", "pow_dn", "pow_up", "reboot", "reboot_issued",
+            "reboot_requested", "unk", "unknown", "blocked",
+        )
+    },
+}  # fmt: skip
+
+
+def state_compact(node: NodeInfo) -> str:
+    """sinfo's ``%t``: ``idle``, ``idle*``, ``alloc$``, ``maint``, ``resv`` ..."""
+    return _state(node, node.display_state)
+
+
+def state_long(node: NodeInfo) -> str:
+    """sinfo's ``%T``: ``idle*``, ``allocated$``, ``drained*`` ..."""
+    return _state(node, LONG_STATES.get(node.display_state, node.display_state), long=True)
+
+
+def _state(node: NodeInfo, base: str, *, long: bool = False) -> str:
+    flags = set(node.state_flags)
+    star = "*" if NOT_RESPONDING in flags else ""
+    if node.display_state == "idle":
+        if MAINTENANCE in flags:
+            return "maint" + star
+        if star:
+            return base + star
+        if RESERVED in flags:
+            return "reserved" if long else "resv"
+        return base
+    if MAINTENANCE in flags:
+        return base + "$"
+    return base + star
+
+
+def scontrol_flags(node: NodeInfo) -> str:
+    """``+NOT_RESPONDING+MAINTENANCE``: the flags as ``scontrol show node`` appends them to
+    ``State=``."""
+    return "".join("+" + flag for flag in node.state_flags)
+
+
+def node_tags(node: NodeInfo) -> frozenset[str]:
+    """What ``-t`` names match on this node: its base state and one tag per flag."""
+    tags = {node.display_state}
+    flags = set(node.state_flags)
+    if NOT_RESPONDING in flags:
+        tags.add("no_respond")
+    if MAINTENANCE in flags:
+        tags.add("maint")
+    if RESERVED in flags:
+        tags.add("resv")
+    return frozenset(tags)
+
+
+def parse_node_states(text: str) -> list[list[frozenset[str]]] | None:
+    """``-t``: state names, comma-separated, any case → alternatives, each a list of tag
+    sets that must all meet the node's tags (``idle&no_respond``: idle nodes not
+    responding). ``all`` is no filter (None). A name Slurm does not have is a
+    ``ValueError``, not a silent empty list."""
+    choices: list[list[frozenset[str]]] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        if item.lower() == "all":
+            return None
+        terms: list[frozenset[str]] = []
+        for name in item.lower().split("&"):
+            states = STATE_FILTERS.get(name.strip())
+            if states is None:
+                raise ValueError(
+                    f"Invalid node state specified: {name.strip()}; use idle, alloc, mix, "
+                    "drain, drng, down, comp, resv, maint, no_respond, fail (or their long "
+                    "names), comma-separated, or all"
+                )
+            terms.append(states)
+        choices.append(terms)
+    return choices
+
+
+def state_matches(node: NodeInfo, choices: list[list[frozenset[str]]]) -> bool:
+    tags = node_tags(node)
+    return any(all(tags & term for term in terms) for terms in choices)

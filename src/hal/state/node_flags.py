@@ -1,0 +1,60 @@
+"""A node's state flags: what Slurm adds to a node's base state (``idle``, ``mix``,
+``down`` ...), which ``sinfo`` shows as a suffix (``idle*``, ``alloc$``) and the REST API
+as ``NodeInfo.state_flags``.
+
+HAL knows three of Slurm's flags:
+
+- ``NOT_RESPONDING`` (``*``): the node's agent has not synced for ``not_responding_after``
+  seconds, or has no session at all (a node declared down for silence, an agent that has
+  not registered since the server started). The node keeps its base state until the node
+  timeout declares it down (``agents.check_nodes``), then shows ``down*``.
+- ``MAINTENANCE`` (``$``, or the state ``maint`` for an idle node): the node is in a
+  reservation with ``Flags=MAINT`` whose window is open now.
+- ``RESERVED`` (the state ``resv`` for an idle node): the node is in another reservation
+  whose window is open now.
+
+HAL has no power saving, reboot requests or cloud nodes, so Slurm's ``~ # % ! @`` never
+appear.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hal.core.node import Node
+
+if TYPE_CHECKING:
+    from hal.config.model import HalConfig
+    from hal.state.cluster import Cluster
+
+NOT_RESPONDING = "NOT_RESPONDING"
+MAINTENANCE = "MAINTENANCE"
+RESERVED = "RESERVED"
+
+
+def not_responding_after(config: HalConfig) -> float:
+    """Seconds of silence after which an agent is not responding.
+
+    A healthy agent's silence never exceeds the server's hold of its long poll
+    (``agents.sync``: at most the heartbeat interval and a third of the node timeout), so
+    twice the interval means at least one heartbeat was missed; half the node timeout at
+    most, so the flag shows well before the node is declared down.
+    """
+    return min(2 * config.heartbeat_interval_seconds, config.node_timeout_seconds / 2)
+
+
+def node_state_flags(cluster: Cluster, node: Node) -> list[str]:
+    """The flags of ``node`` now, in Slurm's order of precedence for the suffix
+    (maintenance first)."""
+    now = cluster.clock.now()
+    flags: list[str] = []
+    open_now = [r for r in cluster.reservations.values() if node.name in r.nodes and r.active(now)]
+    if any(r.maintenance for r in open_now):
+        flags.append(MAINTENANCE)
+    elif open_now:
+        flags.append(RESERVED)
+    session = cluster.agent_sessions.get(node.name)
+    seen = max(node.last_heartbeat, session.last_seen) if session is not None else None
+    if seen is None or now - seen > not_responding_after(cluster.config):
+        flags.append(NOT_RESPONDING)
+    return flags
