@@ -59,7 +59,7 @@ def priority_info(p: JobPriority) -> JobPriorityInfo:
     )
 
 
-def share_info(row: ShareRow) -> ShareInfo:
+def share_info(row: ShareRow, tres_run_minutes: dict[str, int] | None = None) -> ShareInfo:
     return ShareInfo(
         account=row.account,
         user=row.user,
@@ -72,6 +72,7 @@ def share_info(row: ShareRow) -> ShareInfo:
         effective_usage=row.effective_usage,
         fairshare=row.fairshare,
         level_fs=row.level_fs,
+        tres_run_minutes=tres_run_minutes or {},
     )
 
 

@@ -11,6 +11,7 @@ from hal.api.context import ServerContext, caller_dep, context_dep
 from hal.api.explain import explain, priority_info, share_info
 from hal.api.limits import limit_list
 from hal.api.priority import PriorityService
+from hal.api.tres_run import tres_run_minutes
 from hal.core.errors import Conflict, NotFound
 from hal.core.job import Job
 from hal.state.cluster import Caller
@@ -95,7 +96,7 @@ async def shares(
     """The fair-share tree (``sshare``): every account, and the user associations of
     ``user`` (all users when not given), under ``account`` when given."""
     users, accounts = _split(user), _split(account)
-    rows = service.shares()
+    rows = every = service.shares()
     if accounts:
         keep: set[str] = set()
         for row in rows:
@@ -104,9 +105,17 @@ async def shares(
         rows = tuple(r for r in rows if r.account in keep)
     if users:
         rows = tuple(r for r in rows if not r.user or r.user in users)
+    running = [j for j in service.cluster.unfinished.values() if j.state.is_active]
+    tres = tres_run_minutes(
+        running,
+        {j.id: service.assoc(j) for j in running},
+        every,  # the whole tree: an account also sums the users filtered away here
+        service.cluster.clock.now(),
+        service.policy.usage_gpu_weight,
+    )
     return ShareList(
         decay_half_life_seconds=service.policy.decay_half_life_s,
-        rows=[share_info(r) for r in rows],
+        rows=[share_info(r, tres.get((r.account, r.user))) for r in rows],
     )
 
 

@@ -2,9 +2,13 @@
 
 Accounts are indented one space per level; without ``-a`` only the caller's own user
 associations are listed (with every account), ``-u`` picks users, ``-A`` an account's
-subtree. ``-l`` adds ``NormUsage`` and ``LevelFS``; ``-P``/``-p`` print ``|``-separated
-values; ``-n`` drops the header. ``RawUsage`` is decayed billing-seconds (CPU-seconds plus
-weighted GPU-seconds), as an integer.
+subtree, ``-U`` only the user rows (no account lines). ``-l`` adds ``NormUsage`` and
+``LevelFS``; ``-o`` picks the fields (``Account,User%12,TRESRunMins%60``; ``-e`` lists
+them); ``-P``/``-p`` print ``|``-separated values; ``-n`` drops the header. A value too
+long for its column is cut with a ``+``, as Slurm's print_fields. ``RawUsage`` is decayed
+billing-seconds (CPU-seconds plus weighted GPU-seconds), as an integer; ``TRESRunMins``
+what the running jobs still hold (``api/tres_run.py``); ``GrpTRESMins`` is empty (HAL
+has no TRES-minutes limits).
 
 ``FairShare`` is the factor of the server's algorithm (``[priority]
 fairshare_algorithm``). With fair tree, ``NormShares`` and ``EffectvUsage`` are relative
@@ -27,7 +31,10 @@ OPTIONS = (
     Opt("all", ("all",), "a", Arg.NONE),
     Opt("long", ("long",), "l", Arg.NONE),
     Opt("users", ("users", "user"), "u"),
+    Opt("users_only", ("Users",), "U", Arg.NONE),
     Opt("accounts", ("accounts", "account"), "A"),
+    Opt("format", ("format",), "o"),
+    Opt("helpformat", ("helpformat",), "e", Arg.NONE),
     Opt("noheader", ("noheader",), "n", Arg.NONE),
     Opt("parsable", ("parsable",), "p", Arg.NONE),
     Opt("parsable2", ("parsable2",), "P", Arg.NONE),
@@ -37,17 +44,57 @@ OPTIONS = (
     Opt("version", ("version",), "V", Arg.NONE),
 )
 
-# (title, width, right-aligned value)
-COLUMNS = (
-    ("Account", 20, False),
-    ("User", 10, True),
-    ("RawShares", 10, True),
-    ("NormShares", 11, True),
-    ("RawUsage", 11, True),
-    ("EffectvUsage", 13, True),
-    ("FairShare", 10, True),
-)
-LONG_COLUMNS = (*COLUMNS[:5], ("NormUsage", 11, True), *COLUMNS[5:], ("LevelFS", 10, True))
+# -o names → (title, width); a negative width is left-aligned, as Slurm's print_fields
+FIELDS: dict[str, tuple[str, int]] = {
+    "account": ("Account", -20),
+    "user": ("User", 10),
+    "rawshares": ("RawShares", 10),
+    "normshares": ("NormShares", 11),
+    "rawusage": ("RawUsage", 11),
+    "normusage": ("NormUsage", 11),
+    "effectvusage": ("EffectvUsage", 13),
+    "fairshare": ("FairShare", 10),
+    "levelfs": ("LevelFS", 10),
+    "grptresmins": ("GrpTRESMins", 20),
+    "tresrunmins": ("TRESRunMins", 20),
+}
+Column = tuple[str, int]
+COLUMNS: list[Column] = [
+    FIELDS[name]
+    for name in (
+        "account", "user", "rawshares", "normshares", "rawusage", "effectvusage", "fairshare",
+    )
+]  # fmt: skip
+LONG_COLUMNS: list[Column] = [
+    *COLUMNS[:5], FIELDS["normusage"], *COLUMNS[5:], FIELDS["levelfs"]
+]  # fmt: skip
+TRES_ORDER = ("cpu", "mem", "node", "billing", "gres/gpu")
+
+
+def parse_fields(text: str) -> list[Column]:
+    """``-o Account,User%12,TRESRunMins%60`` → columns; ``%N`` sets the width. An unknown
+    name or a bad width is a ``ValueError`` saying what to write."""
+    columns: list[Column] = []
+    for item in text.split(","):
+        name, _, width_text = item.strip().partition("%")
+        if not name:
+            continue
+        spec = FIELDS.get(name.lower())
+        if spec is None:
+            known = ", ".join(title for title, _ in FIELDS.values())
+            raise ValueError(f'Invalid field requested: "{name}" (HAL\'s sshare knows: {known})')
+        title, width = spec
+        if width_text:
+            if not width_text.isdigit() or int(width_text) < 1:
+                raise ValueError(
+                    f"Invalid field width in {item.strip()!r}: write a positive width, "
+                    f"e.g. {name}%20"
+                )
+            width = int(width_text) * (-1 if width < 0 else 1)
+        columns.append((title, width))
+    if not columns:
+        raise ValueError("-o needs fields, e.g. -o Account,User,RawUsage,FairShare")
+    return columns
 
 
 class ShareClient(Protocol):
@@ -64,7 +111,15 @@ def _level_fs(value: float | None) -> str:
     return "inf" if value >= LEVEL_FS_INFINITE else f"{value:.6f}"
 
 
-def _values(row: ShareInfo, long: bool) -> dict[str, str]:
+def _tres(minutes: dict[str, int]) -> str:
+    """``cpu=120,mem=245760,node=1,billing=120,gres/gpu=0`` (empty: the server did not say)."""
+    if not minutes:
+        return ""
+    names = [n for n in TRES_ORDER if n in minutes] + sorted(set(minutes) - set(TRES_ORDER))
+    return ",".join(f"{name}={minutes[name]}" for name in names)
+
+
+def _values(row: ShareInfo) -> dict[str, str]:
     root = row.depth == 0
     # fair tree (rows below root carry a Level FS): only users have a factor
     no_factor = root or (row.level_fs is not None and not row.user)
@@ -78,33 +133,49 @@ def _values(row: ShareInfo, long: bool) -> dict[str, str]:
         "EffectvUsage": f"{row.effective_usage:.6f}",
         "FairShare": "" if no_factor else f"{row.fairshare:.6f}",
         "LevelFS": "" if root else _level_fs(row.level_fs),
+        "GrpTRESMins": "",  # HAL has no TRES-minutes limits
+        "TRESRunMins": _tres(row.tres_run_minutes),
     }
 
 
-def sshare_lines(rows: list[ShareInfo], *, long: bool, header: bool, sep: str | None) -> list[str]:
-    """The table (``sep`` None) or parsable lines (``sep`` "|" or "|" with a trailing one)."""
-    columns = LONG_COLUMNS if long else COLUMNS
+def _cell(value: str, width: int) -> str:
+    """One column as Slurm's print_fields: cut with a ``+`` at the end when too long."""
+    size = abs(width)
+    if len(value) > size:
+        value = value[: size - 1] + "+"
+    return value.ljust(size) if width < 0 else value.rjust(size)
+
+
+def sshare_lines(
+    rows: list[ShareInfo], columns: list[Column], *, header: bool, sep: str | None
+) -> list[str]:
+    """The table (``sep`` None) or parsable lines (``sep`` "|", or "|+" for a trailing
+    one)."""
     lines: list[str] = []
     if sep is not None:
-        trail = sep == "|+"
+        trail = "|" if sep == "|+" else ""
         if header:
-            lines.append("|".join(c[0] for c in columns) + ("|" if trail else ""))
+            lines.append("|".join(title for title, _ in columns) + trail)
         for row in rows:
-            values = _values(row, long)
+            values = _values(row)
             values["Account"] = row.account
-            lines.append("|".join(values[c[0]] for c in columns) + ("|" if trail else ""))
+            lines.append("|".join(values[title] for title, _ in columns) + trail)
         return lines
     if header:
-        lines.append(" ".join(title.rjust(width) for title, width, _ in columns))
-        lines.append(" ".join("-" * width for _, width, _ in columns))
+        lines.append(" ".join(title.rjust(abs(width)) for title, width in columns))
+        lines.append(" ".join("-" * abs(width) for _, width in columns))
     for row in rows:
-        values = _values(row, long)
-        cells = []
-        for title, width, right in columns:
-            text = values[title][:width]
-            cells.append(text.rjust(width) if right else text.ljust(width))
-        lines.append(" ".join(cells).rstrip())
+        values = _values(row)
+        lines.append(" ".join(_cell(values[title], width) for title, width in columns).rstrip())
     return lines
+
+
+def _help_format() -> list[str]:
+    """``-e``: the ``-o`` field names, five to a line."""
+    titles = sorted(title for title, _ in FIELDS.values())
+    return [
+        " ".join(t.ljust(13) for t in titles[i : i + 5]).rstrip() for i in range(0, len(titles), 5)
+    ]
 
 
 def sshare(argv: list[str], console: Console) -> int:
@@ -114,10 +185,26 @@ def sshare(argv: list[str], console: Console) -> int:
         return console.error(err.for_command("sshare"))
     opts = {dest: value for dest, value, _ in parsed.values}
     if {"help", "usage", "version"} & opts.keys():
-        console.out("Usage: sshare [-a] [-l] [-n] [-P] [-u users] [-A accounts]")
+        console.out(
+            "Usage: sshare [-a] [-l] [-n] [-p|-P] [-U] [-u users] [-A accounts] [-o fields] [-e]"
+        )
+        return 0
+    if "helpformat" in opts:
+        for line in _help_format():
+            console.out(line)
         return 0
     if parsed.positionals:
         return console.error(f"Unrecognized option: {parsed.positionals[0]}")
+    try:
+        columns = (
+            parse_fields(opts["format"] or "")
+            if "format" in opts
+            else LONG_COLUMNS
+            if "long" in opts
+            else COLUMNS
+        )
+    except ValueError as err:
+        return console.error(str(err))
     users = [u for u in (opts.get("users") or "").split(",") if u] or None
     accounts = [a for a in (opts.get("accounts") or "").split(",") if a] or None
     client = cast(ShareClient, console.client)
@@ -127,9 +214,10 @@ def sshare(argv: list[str], console: Console) -> int:
         found = client.shares(users=users, accounts=accounts)
     except HalError as err:
         return console.error(err.message)
+    rows = found.rows
+    if "users_only" in opts:  # -U: the user associations, without the accounts above them
+        rows = [row for row in rows if row.user]
     sep = "|+" if "parsable" in opts else "|" if "parsable2" in opts else None
-    for line in sshare_lines(
-        found.rows, long="long" in opts, header="noheader" not in opts, sep=sep
-    ):
+    for line in sshare_lines(rows, columns, header="noheader" not in opts, sep=sep):
         console.out(line)
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
 from hal.wire.base import WireModel
 
@@ -75,6 +75,9 @@ class ShareInfo(WireModel):
     # fair tree's Level Fairshare S / U among the siblings (LEVEL_FS_INFINITE: no usage);
     # None with the classic algorithm and for root (sshare -l prints it empty)
     level_fs: float | None = None
+    # sshare's TRESRunMins: TRES (cpu, mem in MiB, node, billing, gres/gpu) times the
+    # minutes left of the running jobs' time limits, summed up the tree (api/tres_run.py)
+    tres_run_minutes: dict[str, int] = Field(default_factory=dict)
 
     @field_validator("level_fs")
     @classmethod

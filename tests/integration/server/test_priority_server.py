@@ -135,6 +135,35 @@ def test_explain_names_the_reason_the_nodes_and_the_queue(cluster: Cluster, tmp_
         alice.cancel(second)
 
 
+def test_sshare_tres_run_mins_counts_what_running_jobs_still_hold(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """alice's 2-CPU job with 5 minutes of limit holds about 10 CPU-minutes, on her
+    association and every account above it; bob's holds nothing (``sshare -o``)."""
+    with cluster.client("alice") as alice:
+        job = alice.submit(_job(tmp_path, "sleep 300", limit=300)).job_id
+        try:
+            wait_until(lambda: alice.job(job).state == "RUNNING", message="alice's job")
+            fields = "Account,User,TRESRunMins"
+            out = cluster.live.cli("sshare", "-a", "-n", "-P", "-o", fields)
+            assert out.returncode == 0, out.stderr
+            tres = {
+                tuple(line.split("|")[:2]): dict(
+                    item.split("=") for item in line.split("|")[2].split(",")
+                )
+                for line in out.stdout.splitlines()
+            }
+            for assoc in (("root", ""), ("physics", ""), ("physics", "alice")):
+                assert 8 <= int(tres[assoc]["cpu"]) <= 10, (assoc, tres)
+                assert 4 <= int(tres[assoc]["node"]) <= 5 and tres[assoc]["gres/gpu"] == "0"
+            assert tres[("chem", "bob")]["cpu"] == "0"
+            only = cluster.live.cli("sshare", "-a", "-U", "-n", "-P", "-o", "Account,User")
+            assert sorted(only.stdout.splitlines()) == ["chem|bob", "physics|alice"]
+        finally:
+            alice.cancel(job)
+            wait_until(lambda: alice.job(job).state == "CANCELLED", message="the cancel")
+
+
 def test_an_administrators_priority_and_the_usage_survive_a_restart(
     cluster: Cluster, tmp_path: Path
 ) -> None:
