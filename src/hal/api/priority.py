@@ -49,7 +49,6 @@ from hal.state.suspension import SUSPENDED_AT
 
 log = logging.getLogger("hal.priority")
 HISTORY_PAGE = 5_000
-HISTORY_HALF_LIVES = 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +92,8 @@ class PriorityService:
     async def start(self) -> None:
         """After ``cluster.load()``: charge the accounting history, then calculate."""
         now = self.cluster.clock.now()
-        half_life = self.policy.decay_half_life_s
-        cutoff = now - HISTORY_HALF_LIVES * half_life if half_life > 0 else None
+        window = self.policy.usage_window_s
+        cutoff = None if window is None else now - window
         store = self.cluster.store
         before: tuple[float, int] | None = None
         while True:

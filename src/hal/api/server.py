@@ -44,6 +44,7 @@ from hal.scheduler.plugins import BACKFILL, build_scheduler, default_registry
 from hal.scheduler.service import PacedScheduler, PassRunner, SchedulerService
 from hal.state import agents, preempt, reservations
 from hal.state.cluster import Cluster
+from hal.state.retention import RecordPurge
 from hal.state.server_lock import ServerLock
 from hal.state.store import SqlStateStore
 
@@ -145,6 +146,11 @@ class HalServer:
             interval_s=config.scheduler_interval_seconds,
         )
         self.observe.attach(self.service)
+        # [accounting]: old events and finished jobs deleted in the background
+        self.purge: RecordPurge | None = None
+        if config.accounting.purges:
+            self.purge = RecordPurge(self.cluster, config.accounting)
+            self.purge.on_purged = self.observe.metrics.observe_purge
         self.ctx = ServerContext(
             config=config,
             cluster=self.cluster,
@@ -201,6 +207,8 @@ class HalServer:
             asyncio.create_task(self.service.run(self._stop), name="hal-scheduler"),
             asyncio.create_task(self._housekeeping(), name="hal-housekeeping"),
         ]
+        if self.purge is not None:
+            self._tasks.append(asyncio.create_task(self.purge.run(self._stop), name="hal-purge"))
         log.info("control plane started", extra={"revision": self.cluster.revision})
 
     async def stop(self) -> None:

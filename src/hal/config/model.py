@@ -28,6 +28,10 @@ Example::
                                    # "user" (requested time, as Slurm), "avg2" or "learned"
     drain_anomalous_nodes = false  # drain nodes whose jobs fail far more than their peers'
 
+    [accounting]                   # optional: slurmdbd's PurgeEventAfter / PurgeJobAfter
+    purge_events_after = "90days"  # the event log; hours, days or months (docs/accounting.md)
+    purge_jobs_after = "12months"  # finished jobs (sacct); none: kept forever
+
     [licenses]                     # optional: Slurm's Licenses= (docs/licenses.md)
     matlab = 10                    # jobs hold them with sbatch -L matlab:2
 
@@ -55,6 +59,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from hal.config.accounting import AccountingConfig, accounting_from_table
 from hal.config.preemption import preemption_from_table
 from hal.config.priority import (
     LONGEST_S,
@@ -146,6 +151,8 @@ class HalConfig:
     preemption: PreemptionPolicy = field(default_factory=PreemptionPolicy)
     # [licenses]: name → how many the cluster has (Slurm's Licenses=); jobs ask with -L
     licenses: Mapping[str, int] = field(default_factory=dict)
+    # [accounting]: how long events and finished jobs are kept (default: forever)
+    accounting: AccountingConfig = field(default_factory=AccountingConfig)
 
     @property
     def datasets(self) -> Mapping[str, tuple[str, ...]]:
@@ -178,6 +185,7 @@ _TOP_KEYS = {
     "data",
     "preemption",
     "licenses",
+    "accounting",
     *PRIORITY_KEYS,
 }
 # integer settings and their least value (max_array_size 0: no arrays, as Slurm's
@@ -299,6 +307,13 @@ def config_from_dict(
         kwargs["preemption"] = preemption_from_table(raw["preemption"], source)
     if "licenses" in raw:
         kwargs["licenses"] = _licenses(raw["licenses"], source)
+    if "accounting" in raw:
+        kwargs["accounting"] = accounting_from_table(
+            raw["accounting"],
+            source,
+            policy=kwargs["priority"],
+            min_job_age_s=kwargs.get("min_job_age_seconds", HalConfig().min_job_age_seconds),
+        )
     return HalConfig(**kwargs)
 
 

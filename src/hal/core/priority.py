@@ -15,6 +15,9 @@ from typing import Literal
 
 ROOT_ACCOUNT = "root"
 DEFAULT_QOS = "normal"  # the QoS of a job that names none
+# Fair-share usage is rebuilt at start-up from the runs that ended within this many decay
+# half-lives (older ones weigh less than 2^-40): what [accounting] purge_jobs_after must keep
+USAGE_HALF_LIVES = 40
 # [priority] fairshare_algorithm: Slurm's classic fair share (PriorityFlags=NO_FAIR_TREE)
 # or fair tree (Slurm's default since 19.05)
 FairshareAlgorithm = Literal["classic", "fair_tree"]
@@ -157,6 +160,14 @@ class PriorityPolicy:
     accounts: tuple[Account, ...] = ()
     users: tuple[UserAccount, ...] = ()
     qos: tuple[Qos, ...] = ()
+
+    @property
+    def usage_window_s(self) -> float | None:
+        """How far back the finished jobs go that fair-share usage is rebuilt from at
+        start-up (``USAGE_HALF_LIVES`` half-lives; None: usage never decays, all of them)."""
+        if self.decay_half_life_s <= 0:
+            return None
+        return USAGE_HALF_LIVES * self.decay_half_life_s
 
     @property
     def default_accounts(self) -> dict[str, str]:

@@ -36,6 +36,7 @@ from hal.scheduler.framework.scheduler import PassResult
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.scheduler.service import CycleStats, PassRunner
 from hal.state.cluster import Cluster
+from hal.state.retention import Purged
 
 if TYPE_CHECKING:
     from hal.observe.anomalies import AnomalyDetector
@@ -173,6 +174,17 @@ class HalMetrics:
             "hal_alert_notifications", "Webhook deliveries by result (sent/failed).",
             ["result"], registry=r,
         )  # fmt: skip
+        self.purged = Counter(
+            "hal_accounting_purged_records",
+            "Records deleted by the [accounting] purge, by record (events, jobs).",
+            ["record"], registry=r,
+        )  # fmt: skip
+        for record in ("events", "jobs"):
+            self.purged.labels(record=record)
+        self.last_purge = Gauge(
+            "hal_accounting_last_purge_timestamp_seconds",
+            "When the last [accounting] purge finished (0: none yet).", registry=r,
+        )  # fmt: skip
         self.last_cycle_time = 0.0
         self.alerts_firing: Callable[[], Iterable[tuple[str, str]]] = lambda: ()
         # The HTC broker's last report (``hal.htc.rest.HtcStats`` as a dict), set by the
@@ -297,6 +309,12 @@ class HalMetrics:
         self.prediction_error.labels(predictor).observe(abs(actual - predicted) / actual)
         if actual > predicted:
             self.underpredicted.labels(predictor).inc()
+
+    def observe_purge(self, purged: Purged) -> None:
+        """A purge of old records finished (``hal.state.retention.RecordPurge``)."""
+        self.purged.labels(record="events").inc(purged.events)
+        self.purged.labels(record="jobs").inc(purged.jobs)
+        self.last_purge.set(self.clock.now())
 
     def observe_registration(self, node: str) -> None:
         self.registrations.labels(node).inc()

@@ -520,9 +520,6 @@ class Cluster:
             size = len(specs)
             specs = [s.with_changes(het=HetSpec(0, i, size)) for i, s in enumerate(specs)]
         prepared = [self.admit(spec, i if len(specs) > 1 else None) for i, spec in enumerate(specs)]
-        known_ids = await self._known_ids(specs)
-        for i, spec in enumerate(specs):
-            self._check_dependency_targets(spec, known_ids, i if len(specs) > 1 else None)
         built: list[Job] = []  # the jobs ``work`` wrote, in doubt if its COMMIT is lost
 
         def work() -> tuple[list[Job], list[Submitted], list[StoredEvent]]:
@@ -597,6 +594,11 @@ class Cluster:
                 return jobs, results, tx.stored_events
 
         async with self._lock:
+            # under the lock: a purge of old jobs ([accounting], hal.state.retention) cannot
+            # delete a dependency target between this check and the commit
+            known_ids = await self._known_ids(specs)
+            for i, spec in enumerate(specs):
+                self._check_dependency_targets(spec, known_ids, i if len(specs) > 1 else None)
             self._check_submit_limits(specs)
             try:
                 jobs, results, added = await self.db(work)

@@ -66,6 +66,13 @@ def _v6_submit_keys(conn: Connection) -> None:
     schema.submit_keys.create(conn, checkfirst=True)  # with its index
 
 
+def _v7_events_time(conn: Connection) -> None:
+    # events.time: [accounting] purge_events_after finds the old events by it, a batch at a
+    # time, without reading the whole table (a database created by v1 now has it already)
+    for ix in schema.events.indexes:
+        ix.create(conn, checkfirst=True)
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -73,6 +80,7 @@ STEPS: tuple[Step, ...] = (
     _v4_node_topology,
     _v5_job_marks,
     _v6_submit_keys,
+    _v7_events_time,
 )
 
 

@@ -84,6 +84,8 @@ events = Table(
     Column("state", String(32), nullable=True),
     Column("data", Text, nullable=True),  # JSON
 )
+# [accounting] purge_events_after deletes the oldest events in batches (migration v7)
+Index("ix_events_time", events.c.time)
 
 nodes = Table(
     "nodes",
