@@ -10,14 +10,17 @@ victim's node goes on.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from hal.client.sync import HalClient
 from hal.config.model import PartitionConfig
 from hal.config.priority import priority_from_dict
+from hal.core.errors import HalError
 from hal.core.preemption import PreemptionPolicy, PreemptMode, PreemptType
 from hal.scheduler.framework.snapshot import Plan
 from hal.state.cluster import Caller, Cluster
@@ -72,6 +75,35 @@ def _let_end(count: Path) -> None:
     (count.parent / count.name.replace("count.", "stop.")).touch()
 
 
+def _process_state(live: LiveServer, job_id: int) -> str:
+    """The state letter of ``job_id``'s batch shell on its node (``T``: stopped)."""
+    started = live.data_dir / "agents" / "node1" / "jobs" / f"{job_id}.0" / "started"
+    try:
+        stat = Path(f"/proc/{started.read_text().split()[0]}/stat").read_text()
+    except OSError:
+        return ""
+    return stat[stat.rfind(")") + 2]
+
+
+@contextlib.contextmanager
+def _ended(client: HalClient, tmp: Path) -> Iterator[Callable[[JobSubmit], int]]:
+    """Submits jobs (the callable) and ends those left when the test does, passed or
+    failed: a counter left running would hold the module's node for the next test."""
+    submitted: list[int] = []
+
+    def submit(job: JobSubmit) -> int:
+        submitted.append(client.submit(job).job_id)
+        return submitted[-1]
+
+    try:
+        yield submit
+    finally:
+        for job_id in submitted:
+            (tmp / f"stop.{job_id}").touch()
+            with contextlib.suppress(HalError):
+                client.cancel(str(job_id))
+
+
 def _submit(tmp: Path, qos: str, script: str) -> JobSubmit:
     return JobSubmit(
         script=script, workdir=str(tmp), time_limit_seconds=600, cpus_per_task=2, qos=qos
@@ -81,20 +113,24 @@ def _submit(tmp: Path, qos: str, script: str) -> JobSubmit:
 def test_a_suspended_victim_goes_on_after_its_preemptor_ends(
     live: LiveServer, tmp_path: Path
 ) -> None:
-    with live.client() as client:
-        low = client.submit(_submit(tmp_path, "low", COUNTER)).job_id
+    high_ends = tmp_path / "high.ends"
+    high_script = f"#!/bin/sh\nwhile [ ! -e {high_ends} ]; do sleep 0.1; done\n"
+    with live.client() as client, _ended(client, tmp_path) as submit:
+        low = submit(_submit(tmp_path, "low", COUNTER))
         count = tmp_path / f"count.{low}"
         wait_until(lambda: len(_lines(count)) >= 6, message="the low job counting")
-        high = client.submit(_submit(tmp_path, "high", "#!/bin/sh\nsleep 3\n")).job_id
+        high = submit(_submit(tmp_path, "high", high_script))
         wait_until(lambda: client.job(high).state == "RUNNING", 30, message="the high job")
         info = client.job(low)
         assert info.state == "SUSPENDED" and info.nodes  # stopped, on its node
         out = live.cli("squeue", "-h", "-o", "%i %t")
         assert f"{low} S" in out.stdout.splitlines()
-        time.sleep(1.0)  # a count already in its sleep may still land
+        # the server's SUSPENDED comes first; then its agent stops the processes
+        wait_until(lambda: _process_state(live, low) == "T", message="SIGSTOP on the node")
         frozen = len(_lines(count))
         time.sleep(1.5)
         assert len(_lines(count)) == frozen  # no progress while the high job runs
+        high_ends.touch()
         wait_until(lambda: client.job(high).state == "COMPLETED", 30, message="the high job")
         _let_end(count)
         wait_until(lambda: client.job(low).state == "COMPLETED", 30, message="the low job")
@@ -103,7 +139,7 @@ def test_a_suspended_victim_goes_on_after_its_preemptor_ends(
         assert lines[0] == "start 0" and lines.count("start 0") == 1
         assert lines[1:-1] == [str(i) for i in range(1, len(lines) - 1)] and lines[-1] == "done"
         info = client.job(low)
-        assert info.restarts == 0 and info.suspended_seconds > 2.5
+        assert info.restarts == 0 and info.suspended_seconds > 1.5
         events = [(e.kind, e.data) for e in client.events(follow=False) if e.job_id == low]
         kinds = [k for k, _ in events]
         assert kinds.index("job.preempted") < kinds.index("job.resumed")
@@ -133,11 +169,11 @@ def test_a_victim_goes_on_when_its_preemptor_is_moved_away(
 
     cluster.apply_plan = preempt_then_move  # type: ignore[method-assign]
     try:
-        with live.client() as client:
-            low = client.submit(_submit(tmp_path, "low", COUNTER)).job_id
+        with live.client() as client, _ended(client, tmp_path) as submit:
+            low = submit(_submit(tmp_path, "low", COUNTER))
             count = tmp_path / f"count.{low}"
             wait_until(lambda: len(_lines(count)) >= 6, message="the low job counting")
-            high = client.submit(_submit(tmp_path, "high", "#!/bin/sh\nsleep 3\n")).job_id
+            high = submit(_submit(tmp_path, "high", "#!/bin/sh\nsleep 3\n"))
             wait_until(lambda: client.job(high).partition == "elsewhere", message="the move")
             _let_end(count)
             wait_until(lambda: client.job(low).state == "COMPLETED", 30, message="the low job")
@@ -146,7 +182,6 @@ def test_a_victim_goes_on_when_its_preemptor_is_moved_away(
             kinds = [e.kind for e in client.events(follow=False) if e.job_id == low]
             assert kinds.index("job.preempted") < kinds.index("job.resumed")
             assert client.job(high).state == "PENDING"
-            client.cancel(str(high))
     finally:
         cluster.apply_plan = apply_plan  # type: ignore[method-assign]
 
