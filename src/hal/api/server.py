@@ -175,6 +175,10 @@ class HalServer:
         self._tasks: list[asyncio.Task[None]] = []
         self._releasing: asyncio.Task[None] | None = None  # held: a task only weakly held
         self._server_lock: ServerLock | None = None
+        self._uvicorn: uvicorn.Server | None = None  # while ``serve`` runs
+        # why this server stopped itself: another took the database's lock (PostgreSQL)
+        # while its session was gone (``_keep_claim``); "" while it has not
+        self.fenced = ""
 
     def claim(self) -> None:
         """Take the database's server lock (``hal.state.server_lock``), if not yet held: a
@@ -233,7 +237,7 @@ class HalServer:
             try:
                 # during a database outage: one probe a tick, nothing else (none of it
                 # could be written); the probe that succeeds ends the outage
-                if not await self.cluster.database_ok():
+                if not await self.cluster.database_ok() or not await self._keep_claim():
                     continue
                 await self.cluster.reconcile()
                 await agents.check_nodes(self.cluster)
@@ -246,6 +250,31 @@ class HalServer:
                     await self.cluster.forget_old_submit_keys()
             except Exception:
                 log.exception("housekeeping failed")
+
+    async def _keep_claim(self) -> bool:
+        """Whether the server lock is still this server's (``ServerLock.keep``: taken
+        again if its PostgreSQL session ended). When another server took it meanwhile,
+        this one's mirror can no longer be trusted: it is fenced, and stops serving."""
+        lock = self._server_lock
+        if lock is None:
+            return True
+        try:
+            if await asyncio.to_thread(lock.keep, self.store):
+                log.warning("took the database's server lock again (its session had ended)")
+        except Conflict as err:
+            self.fenced = (
+                f"{err} (it took the lock while this server's connection was down); this "
+                "server stops, as its view of the cluster may be stale"
+            )
+            log.critical("%s", self.fenced)
+            self._stop.set()
+            self._releasing = asyncio.create_task(self._release_waiters())
+            if self._uvicorn is not None:
+                self._uvicorn.should_exit = True
+            return False
+        except Exception as err:  # the database is out of reach: the next tick tries again
+            log.debug("server lock not checked: %s", err)
+        return True
 
     async def serve(
         self,
@@ -277,11 +306,15 @@ class HalServer:
             loop.call_soon_threadsafe(start)
 
         if stop is None:
-            await _Server(config, release).serve(sockets)
+            self._uvicorn = _Server(config, release)
+            await self._uvicorn.serve(sockets)
             return
-        server = _EmbeddedServer(config, release)
+        server = self._uvicorn = _EmbeddedServer(config, release)
         serving = asyncio.create_task(server.serve(sockets))
-        await stop.wait()
+        stopped = asyncio.create_task(stop.wait())
+        # (serving ends by itself when the server is fenced)
+        await asyncio.wait((serving, stopped), return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
         await self._release_waiters()
         server.should_exit = True
         await serving

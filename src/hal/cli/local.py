@@ -250,6 +250,10 @@ def cmd_server(ns: argparse.Namespace) -> int:
             print(f"created administrator {ns.init_admin}; token (shown once): {token}")
         print(f"HAL control plane on {url} (database {_redact(db_url)})", flush=True)
         run_loop(server.serve(ns.host, port, sock=sock))
+    if server.fenced:
+        from hal.core.errors import Conflict
+
+        raise Conflict(server.fenced)
     return 0
 
 

@@ -10,8 +10,11 @@ refused with a ``Conflict`` naming who holds it.
 - SQLite: ``flock`` on ``<database file>.lock`` beside the file; it holds the holder's
   pid and host. The kernel drops it when the process ends, even by SIGKILL.
 - PostgreSQL: a session advisory lock on one connection kept open; PostgreSQL drops it
-  when that connection ends. (A connection lost during an outage loses it too; a
-  second server started meanwhile is not refused.)
+  when that connection ends, as it does in an outage (or a ``pg_terminate_backend``).
+  The server checks the connection every housekeeping tick (``keep``) and takes the lock
+  again on a new one; if a second server took it meanwhile, this one is *fenced*: its
+  mirror can no longer be trusted, and it stops (``HalServer``), leaving the database
+  to the other.
 
 Commands that only read or write a few rows (``hal server --init-admin``, ``hal up``'s
 token, the HTC broker) do not take it.
@@ -19,6 +22,7 @@ token, the HTC broker) do not take it.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import socket
@@ -26,6 +30,7 @@ from pathlib import Path
 
 from sqlalchemy import Connection, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 
 from hal.core.errors import Conflict, Unavailable
 from hal.state.store import SqlStateStore
@@ -40,6 +45,7 @@ class ServerLock:
     def __init__(self, fd: int | None, conn: Connection | None) -> None:
         self._fd = fd
         self._conn = conn
+        self._lost = False  # PostgreSQL: its session ended, the lock is to be taken again
 
     @classmethod
     def take(cls, store: SqlStateStore) -> ServerLock:
@@ -51,10 +57,39 @@ class ServerLock:
             return cls(None, None)
         return cls(_file_lock(Path(path)), None)
 
+    def keep(self, store: SqlStateStore) -> bool:
+        """Make sure the lock is still held: on PostgreSQL its session may have ended (an
+        outage, a terminated backend), and then it is taken again on a new connection.
+        Returns True when it was taken again. Raises ``Conflict`` when another server
+        holds it now, and the database's error while it cannot be reached (call again
+        later). One round trip on PostgreSQL, nothing on SQLite (a ``flock`` held by a
+        live process is never lost)."""
+        if self._conn is not None:
+            try:
+                self._conn.execute(text("SELECT 1"))
+                return False
+            except DBAPIError:
+                self._close_conn()
+                self._lost = True
+        if not self._lost:
+            return False
+        self._conn = _advisory_lock(store)
+        self._lost = False
+        return True
+
     def release(self) -> None:
         if self._fd is not None:
             os.close(self._fd)  # the flock goes with the descriptor
             self._fd = None
+        if self._conn is not None:
+            # let go at once: the backend of a closed connection drops its locks only as
+            # it exits, a moment later (a server restarted at once would be refused)
+            with contextlib.suppress(DBAPIError):
+                self._conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": ADVISORY_KEY})
+        self._close_conn()
+        self._lost = False
+
+    def _close_conn(self) -> None:
         if self._conn is not None:
             # closed, not given back to the pool: the session ends, and its lock with it
             self._conn.invalidate()
@@ -98,7 +133,8 @@ def _advisory_lock(store: SqlStateStore) -> Connection:
             text(
                 "SELECT a.pid, a.client_addr FROM pg_locks l JOIN pg_stat_activity a "
                 "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
-                "AND l.classid = :hi AND l.objid = :lo"
+                "AND l.classid = :hi AND l.objid = :lo AND l.database = "
+                "(SELECT oid FROM pg_database WHERE datname = current_database())"
             ),
             {"hi": ADVISORY_KEY >> 32, "lo": ADVISORY_KEY & 0xFFFFFFFF},
         ).first()

@@ -13,12 +13,13 @@ import sys
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
 
 from hal.api.server import HalServer
 from hal.config.model import HalConfig
 from hal.core.errors import Conflict
-from hal.state.server_lock import ServerLock
+from hal.state.server_lock import ADVISORY_KEY, ServerLock
 from hal.testing.live import LiveServer, free_port, wait_until
 
 
@@ -140,3 +141,71 @@ def test_a_database_written_by_a_newer_release_is_one_line(tmp_path: Path) -> No
         version = conn.execute(text("SELECT value FROM hal_meta WHERE key = 'schema_version'"))
         assert version.scalar_one() == newer
     store.close()
+
+
+def _lock_holder(conn: psycopg.Connection[tuple[int]]) -> int | None:
+    """The backend pid holding the server lock on ``conn``'s database, or None."""
+    row = conn.execute(
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = %s "
+        "AND objid = %s AND database = (SELECT oid FROM pg_database "
+        "WHERE datname = current_database())",
+        (ADVISORY_KEY >> 32, ADVISORY_KEY & 0xFFFFFFFF),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def test_a_server_whose_postgresql_session_ends_takes_its_lock_again(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """The lock's session ends under the running server (an outage, a terminated
+    backend): within a housekeeping tick the server holds the lock again on a new
+    session, so a second server is still refused (it used to start beside it)."""
+    second = HalServer(HalConfig(), pg_url, data_dir=tmp_path / "second")
+    with (
+        LiveServer(tmp_path / "first", db_url=pg_url),
+        psycopg.connect(pg_url, autocommit=True) as conn,
+    ):
+        first = _lock_holder(conn)
+        assert first is not None
+        conn.execute("SELECT pg_terminate_backend(%s)", (first,))
+        wait_until(lambda: _lock_holder(conn) not in (None, first), message="the lock again")
+        with pytest.raises(Conflict, match="another HAL server"):
+            asyncio.run(second.start())
+    second.store.close()
+
+
+def test_a_server_whose_lock_was_taken_while_it_was_cut_off_stops(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """While the server's session is gone, another process takes the lock (a second
+    server started during the outage): the first, whose mirror may now be stale, stops
+    serving and says why, instead of running a second scheduler on the database."""
+    live = LiveServer(tmp_path / "first", db_url=pg_url)
+    live.start()
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+
+            def take() -> bool:
+                """End the holder's session, then take the lock as soon as it is free
+                (the server may take it back first: then end its new session too)."""
+                holder = _lock_holder(conn)
+                if holder is not None:
+                    conn.execute("SELECT pg_terminate_backend(%s)", (holder,))
+                got = conn.execute("SELECT pg_try_advisory_lock(%s)", (ADVISORY_KEY,))
+                return bool(got.fetchone()[0])  # type: ignore[index]
+
+            wait_until(take, message="the test to take the lock")
+
+            def stopped() -> bool:
+                try:
+                    httpx.get(live.url + "/healthz", timeout=1)
+                    return False
+                except httpx.HTTPError:
+                    return True
+
+            wait_until(stopped, message="the fenced server to stop")
+            assert isinstance(live.server, HalServer)
+            assert "another HAL server" in live.server.fenced
+            assert "this server stops" in live.server.fenced
+    finally:
+        live.stop()
