@@ -321,6 +321,8 @@ async def apply_reports(cluster: Cluster, node: str, reports: list[JobReport]) -
                 session.unconfirmed.pop(r.job_id, None)
             if job is None or job.restarts != r.attempt or not job.state.is_active:
                 continue  # stale or already applied
+            if job.allocation is not None and node not in job.allocation.nodes:
+                continue  # another node's job: an agent speaks for its own node only
             if r.kind == "started":
                 if not job.launched:
                     changed[job.id] = job.evolve(launched=True)
