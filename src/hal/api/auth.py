@@ -7,8 +7,9 @@ import secrets
 import threading
 
 from hal.core.errors import Unauthenticated
+from hal.core.slurm_syntax import expand_hostlist
 from hal.state.cluster import Caller
-from hal.state.store import SqlStateStore
+from hal.state.store import SqlStateStore, StoredUser
 
 
 def new_token() -> str:
@@ -61,11 +62,18 @@ class TokenCache:
                 raise Unauthenticated(
                     "unknown token; ask an administrator for a new one (`hal user token NAME`)"
                 )
-            found = Caller(name=row[0], admin=row[1])
+            found = caller_of(row)
             with self._lock:
                 if generation == self._generation:
                     self._known[digest] = found
         return found
+
+
+def caller_of(user: StoredUser) -> Caller:
+    nodes = None
+    if user.agent and user.agent_nodes:
+        nodes = frozenset(expand_hostlist(user.agent_nodes, field="nodes"))
+    return Caller(name=user.name, admin=user.admin, agent=user.agent, agent_nodes=nodes)
 
 
 def _digest(authorization: str | None) -> str:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import Header, Request
@@ -21,6 +22,8 @@ from hal.scheduler.service import SchedulerService
 from hal.state.cluster import Caller, Cluster, array_indices
 from hal.wire.bounds import INT64_MAX
 from hal.wire.jobs import WillRun
+
+log = logging.getLogger("hal.api")
 
 
 def _fits_sql(ident: str) -> bool:
@@ -41,6 +44,8 @@ class ServerContext:
     scheduler: Any  # hal.scheduler.framework.Scheduler (will_run)
     predictions: PredictionService | None = None
     data: DataService | None = None  # [data]: the data plane (hal.api.data)
+    # administrators whose token an agent used, each warned about once (``agent_dep``)
+    admins_as_agents: set[str] = field(default_factory=set)
 
     async def history(
         self,
@@ -215,6 +220,16 @@ async def context_dep(request: Request) -> ServerContext:
 async def caller_dep(
     request: Request, authorization: Annotated[str | None, Header()] = None
 ) -> Caller:
+    caller = await _authenticated(request, authorization)
+    if caller.agent:
+        raise PermissionDenied(
+            f"{caller.name}'s token is an agent token: only the agent channel (/v1/agent) "
+            "accepts it; use a user's token (`hal login`, HAL_TOKEN) for anything else"
+        )
+    return caller
+
+
+async def _authenticated(request: Request, authorization: str | None) -> Caller:
     tokens: TokenCache = request.app.state.ctx.tokens
     known = tokens.known(authorization)
     if known is not None:
@@ -225,7 +240,44 @@ async def caller_dep(
 async def admin_dep(
     request: Request, authorization: Annotated[str | None, Header()] = None
 ) -> Caller:
-    caller = await caller_dep(request, authorization)
+    caller = await caller_dep(request, authorization)  # an agent's token: refused there
     if not caller.admin:
         raise PermissionDenied(f"user {caller.name} is not an administrator")
     return caller
+
+
+async def agent_dep(
+    request: Request, authorization: Annotated[str | None, Header()] = None
+) -> Caller:
+    """The agent channel's caller: an agent's token (``hal user add NAME --agent``) or,
+    as before agent tokens existed, an administrator's, which still works (logged once
+    per administrator: whoever reads a node's token then administers the cluster).
+    Handlers check the node they serve with ``check_agent_node``."""
+    caller = await _authenticated(request, authorization)
+    if caller.agent:
+        return caller
+    if not caller.admin:
+        raise PermissionDenied(
+            f"user {caller.name} is no agent: the agent channel takes an agent token; "
+            "an administrator creates one with `hal user add NAME --agent`"
+        )
+    ctx: ServerContext = request.app.state.ctx
+    if caller.name not in ctx.admins_as_agents:
+        ctx.admins_as_agents.add(caller.name)
+        log.warning(
+            "an agent authenticates with administrator %s's token: whoever can read it on "
+            "the node administers the cluster; give agents an agent token "
+            "(`hal user add NAME --agent`, docs/security.md)",
+            caller.name,
+        )
+    return caller
+
+
+def check_agent_node(caller: Caller, node: str) -> None:
+    """Refuse an agent token bound to other nodes (``--nodes``) serving ``node``."""
+    if caller.agent and caller.agent_nodes is not None and node not in caller.agent_nodes:
+        raise PermissionDenied(
+            f"agent token {caller.name} may not serve node {node!r}, only its own nodes; "
+            f"use that node's agent token, or create one with "
+            f"`hal user add NAME --agent --nodes {node}`"
+        )

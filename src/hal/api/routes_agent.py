@@ -1,4 +1,7 @@
-"""``/v1/agent``: the agent channel (see ``hal.wire.agent``). Agents use an admin token."""
+"""``/v1/agent``: the agent channel (see ``hal.wire.agent``). Agents use an agent token
+(``hal user add NAME --agent``, bound to nodes with ``--nodes``), or an administrator's
+as before agent tokens existed (``context.agent_dep``); no other route accepts an agent
+token."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from hal.api.context import ServerContext, admin_dep, context_dep
+from hal.api.context import ServerContext, agent_dep, check_agent_node, context_dep
 from hal.api.convert import nul_field
 from hal.api.fastpath import body_schema, json_response, read_body
 from hal.core.errors import InvalidRequest
@@ -16,14 +19,15 @@ from hal.wire.agent import AgentInstructions, AgentRegister, AgentRegistered, Ag
 
 router = APIRouter(prefix="/v1/agent", tags=["agent"])
 Ctx = Annotated[ServerContext, Depends(context_dep)]
-Admin = Annotated[Caller, Depends(admin_dep)]
+Agent = Annotated[Caller, Depends(agent_dep)]
 
 
 @router.post(
     "/register", response_model=AgentRegistered, openapi_extra=body_schema("AgentRegister")
 )
-async def register(request: Request, ctx: Ctx, _agent: Admin) -> Response:
+async def register(request: Request, ctx: Ctx, agent: Agent) -> Response:
     body = await read_body(request, AgentRegister)
+    check_agent_node(agent, body.node)
     nul = nul_field(body.model_dump())
     if nul is not None:  # PostgreSQL's text columns cannot store one: a 500, not a 400
         raise InvalidRequest(f"{nul}: holds a NUL character (\\u0000); remove it", field=nul)
@@ -33,6 +37,7 @@ async def register(request: Request, ctx: Ctx, _agent: Admin) -> Response:
 @router.post(
     "/{node}/sync", response_model=AgentInstructions, openapi_extra=body_schema("AgentSync")
 )
-async def sync(node: str, request: Request, ctx: Ctx, _agent: Admin) -> Response:
+async def sync(node: str, request: Request, ctx: Ctx, agent: Agent) -> Response:
+    check_agent_node(agent, node)
     body = await read_body(request, AgentSync)
     return json_response(await agents.sync(ctx.cluster, node, body))

@@ -14,8 +14,9 @@ from hal import __version__
 from hal.api.auth import new_token, token_hash
 from hal.api.context import ServerContext, admin_dep, caller_dep, context_dep
 from hal.api.convert import node_info, partition_info, topology_info
-from hal.core.errors import Conflict, NotFound
+from hal.core.errors import Conflict, InvalidRequest, NotFound
 from hal.core.job import licenses_held
+from hal.core.slurm_syntax import compress_hostlist, expand_hostlist
 from hal.state import agents, users
 from hal.state.cluster import Caller
 from hal.wire.nodes import (
@@ -120,6 +121,27 @@ class NewUser(BaseModel):
         json_schema_extra={"pattern": USER_NAME}
     )
     admin: bool = False
+    # an agent's token: accepted by /v1/agent only (docs/security.md), for the nodes of
+    # the host list ``nodes`` ("" for any node)
+    agent: bool = False
+    nodes: str = Field(default="", max_length=4096)
+
+
+def _agent_nodes(body: NewUser) -> str:
+    """``body.nodes`` checked and written as sinfo would (``n[1-3]``)."""
+    if body.agent and body.admin:
+        raise InvalidRequest(
+            "a user is an administrator or an agent, not both: leave out --admin or --agent",
+            field="agent",
+        )
+    if not body.nodes.strip():
+        return ""
+    if not body.agent:
+        raise InvalidRequest(
+            "--nodes binds an agent token to nodes: add --agent, or leave out --nodes",
+            field="nodes",
+        )
+    return compress_hostlist(expand_hostlist(body.nodes, field="nodes"))
 
 
 @router.get("/users/me", response_model=UserInfo)
@@ -130,20 +152,27 @@ async def whoami(caller: Who) -> UserInfo:
 @router.get("/users")
 async def list_users(ctx: Ctx, _admin: Admin) -> dict[str, list[UserInfo]]:
     rows = await ctx.cluster.db(ctx.cluster.store.users)
-    return {"users": [UserInfo(name=n, admin=a) for n, a in rows]}
+    return {
+        "users": [
+            UserInfo(name=u.name, admin=u.admin, agent=u.agent, nodes=u.agent_nodes) for u in rows
+        ]
+    }
 
 
 @router.post("/users", status_code=201, response_model=UserCreated)
 async def add_user(body: NewUser, ctx: Ctx, admin: Admin) -> UserCreated:
+    nodes = _agent_nodes(body)
     token = new_token()
-    existing = {n for n, _ in await ctx.cluster.db(ctx.cluster.store.users)}
+    existing = {u.name for u in await ctx.cluster.db(ctx.cluster.store.users)}
     if body.name in existing:
         raise Conflict(
             f"user {body.name} exists (`hal user list` lists users); pick another name, "
             f"or give it a new token with `hal user token {body.name}`"
         )
-    await users.add(ctx.cluster, admin.name, body.name, token_hash(token), body.admin)
-    return UserCreated(name=body.name, admin=body.admin, token=token)
+    await users.add(
+        ctx.cluster, admin.name, body.name, token_hash(token), body.admin, body.agent, nodes
+    )
+    return UserCreated(name=body.name, admin=body.admin, token=token, agent=body.agent, nodes=nodes)
 
 
 @router.post("/users/{name}/token", response_model=UserCreated)
@@ -155,18 +184,20 @@ async def replace_token(name: str, ctx: Ctx, caller: Admin) -> UserCreated:
     so the route makes that cache forget the user's tokens after the commit. HAL runs one
     API server; several API servers on one database (not built, docs/adr/0003) would each
     keep answering the old token until told to forget it."""
-    admin = dict(await ctx.cluster.db(ctx.cluster.store.users)).get(name)
+    user = {u.name: u for u in await ctx.cluster.db(ctx.cluster.store.users)}.get(name)
     missing = NotFound(f"no user {name} (`hal user list` lists users; `hal user add` makes one)")
-    if admin is None:
+    if user is None:
         raise missing
     token = new_token()
     try:
-        await users.replace_token(ctx.cluster, caller.name, name, token_hash(token), admin, missing)
+        await users.replace_token(ctx.cluster, caller.name, user, token_hash(token), missing)
     finally:
         # also when the commit's outcome is unknown: the change may have landed, and
         # forgetting only costs the next request a lookup
         ctx.tokens.forget_user(name)
-    return UserCreated(name=name, admin=admin, token=token)
+    return UserCreated(
+        name=name, admin=user.admin, token=token, agent=user.agent, nodes=user.agent_nodes
+    )
 
 
 @router.delete("/users/{name}", response_model=UserInfo)
@@ -177,12 +208,12 @@ async def delete_user(name: str, ctx: Ctx, admin: Admin) -> UserInfo:
     cluster always keeps one."""
     if name == admin.name:
         raise Conflict(f"you are {name}: another administrator may delete this user")
-    was_admin = dict(await ctx.cluster.db(ctx.cluster.store.users)).get(name)
+    user = {u.name: u for u in await ctx.cluster.db(ctx.cluster.store.users)}.get(name)
     missing = NotFound(f"no user {name} (`hal user list` lists users)")
-    if was_admin is None:
+    if user is None:
         raise missing
     try:
-        await users.delete(ctx.cluster, admin.name, name, was_admin, missing)
+        await users.delete(ctx.cluster, admin.name, user, missing)
     finally:
         ctx.tokens.forget_user(name)  # as in replace_token
-    return UserInfo(name=name, admin=was_admin)
+    return UserInfo(name=name, admin=user.admin, agent=user.agent, nodes=user.agent_nodes)

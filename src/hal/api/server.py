@@ -376,15 +376,34 @@ class _EmbeddedServer(_Server):
         yield
 
 
-def ensure_user(store: SqlStateStore, name: str, *, admin: bool, now: float) -> str | None:
-    """Create ``name`` with a fresh token if absent; return the token (None if it existed)."""
+def ensure_user(
+    store: SqlStateStore, name: str, *, admin: bool, now: float, agent: bool = False
+) -> str | None:
+    """Create ``name`` with a fresh token if absent; return the token (None if it existed).
+    ``agent``: an agent's token, for any node."""
     store.migrate()
-    if name in {n for n, _ in store.users()}:
+    if name in {u.name for u in store.users()}:
         return None
     token = new_token()
     with store.transaction() as tx:
-        tx.add_user(name, token_hash(token), admin, now)
+        tx.add_user(name, token_hash(token), admin, now, agent=agent)
     return token
+
+
+def agent_token(store: SqlStateStore, name: str, *, now: float) -> str:
+    """A fresh agent token for any node under ``name`` (``hal up``'s agents): the user is
+    created if absent, else its token replaced, so an agent of an earlier run holds none.
+    A user or administrator of that name is left alone: a clear error instead."""
+    token = ensure_user(store, name, admin=False, now=now, agent=True)
+    if token is not None:
+        return token
+    user = next(u for u in store.users() if u.name == name)
+    if not user.agent:
+        raise Conflict(
+            f"user {name} exists and is no agent, but the local agents use that name: "
+            f"delete it (`hal user delete {name}`) and start again"
+        )
+    return reset_token(store, name, admin=False)
 
 
 def reset_token(store: SqlStateStore, name: str, *, admin: bool) -> str:

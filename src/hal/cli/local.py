@@ -92,10 +92,16 @@ def _server(
         raise InvalidRequest(f"{source}: {field}: {err.message}", field=field) from None
 
 
-def _local_admin_token(db_url: str, url: str) -> str:
-    """The local user's token: reuse the stored one if still valid, else mint one."""
+LOCAL_AGENTS = "local-agents"  # the user whose agent token `hal up`'s agents hold
+
+
+def _local_tokens(db_url: str, url: str) -> str:
+    """Store the local user's administrator token (the stored one if still valid, else a
+    new one); return a new agent token for this run's agents: whatever reads an agent's
+    environment (a job of the same Unix user) gets the agent channel, not the
+    administrator's rights."""
     from hal.api.auth import token_hash
-    from hal.api.server import ensure_user, reset_token
+    from hal.api.server import agent_token, ensure_user, reset_token
     from hal.state.store import SqlStateStore
 
     user = getpass.getuser()
@@ -109,10 +115,11 @@ def _local_admin_token(db_url: str, url: str) -> str:
                 token = stored
             else:
                 token = reset_token(store, user, admin=True)
+        agents = agent_token(store, LOCAL_AGENTS, now=time.time())
     finally:
         store.close()
     store_token(url, user, token)
-    return token
+    return agents
 
 
 def cmd_up(ns: argparse.Namespace) -> int:
@@ -124,7 +131,7 @@ def cmd_up(ns: argparse.Namespace) -> int:
     config, source = _config(ns.config, data_dir)
     db_url = sqlite_url(_state_dir(data_dir))
 
-    async def run(server: HalServer, sock: socket.socket, token: str) -> None:
+    async def run(server: HalServer, sock: socket.socket, agent_token: str) -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # HUP: its terminal closed
@@ -137,7 +144,9 @@ def cmd_up(ns: argparse.Namespace) -> int:
             cpus = ns.cpus_per_agent or os.cpu_count() or 1
             for i in range(1, ns.agents + 1):
                 agents.append(
-                    _spawn_agent(url, token, f"node{i}", cpus, data_dir / "agents" / f"node{i}")
+                    _spawn_agent(
+                        url, agent_token, f"node{i}", cpus, data_dir / "agents" / f"node{i}"
+                    )
                 )
             _banner(url, data_dir, ns.agents)
             await stop.wait()
@@ -160,7 +169,7 @@ def cmd_up(ns: argparse.Namespace) -> int:
         _claimed(server, db_url),  # another control plane on this state: refused first
         listen_socket(ns.host, port) as sock,  # before a token is stored for this URL
     ):
-        run_loop(run(server, sock, _local_admin_token(db_url, url)))
+        run_loop(run(server, sock, _local_tokens(db_url, url)))
     return 0
 
 
@@ -327,10 +336,25 @@ def cmd_agent(ns: argparse.Namespace) -> int:
     from hal.core.topology_labels import parse_label
     from hal.observe.listener import parse_listen
 
+    if ns.token:
+        print(
+            "hal agent: warning: --token shows the token to every user of this host "
+            "(`ps`); use --token-file or HAL_TOKEN",
+            file=sys.stderr,
+        )
     cfg = load_client_config(ns.server, ns.token)
     token = cfg.token
     if ns.token_file:
-        token = Path(ns.token_file).read_text().strip()
+        try:
+            token = Path(ns.token_file).read_text().strip()
+        except (OSError, UnicodeDecodeError) as err:
+            reason = err.strerror if isinstance(err, OSError) else "not text"
+            raise InvalidRequest(
+                f"cannot read --token-file {ns.token_file} ({reason}); write the agent "
+                "token there (`hal user add NAME --agent` prints one), readable by the "
+                "agent's user only",
+                field="token_file",
+            ) from None
     if not token:
         raise InvalidRequest(
             "the agent needs a token: --token, --token-file or HAL_TOKEN", field="token"

@@ -11,12 +11,15 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hal.client import HalClient
 from hal.client.config import default_server_url, store_token
 from hal.core.errors import InvalidRequest
 from hal.wire.jobs import JobInfo
+
+if TYPE_CHECKING:
+    from hal.wire.nodes import UserCreated, UserInfo
 
 
 def add_commands(sub: Any) -> None:
@@ -66,6 +69,17 @@ def add_commands(sub: Any) -> None:
     p = usub.add_parser("add", help="create a user and print its token")
     p.add_argument("name")
     p.add_argument("--admin", action="store_true")
+    p.add_argument(
+        "--agent",
+        action="store_true",
+        help="a token for node agents: accepted by the agent channel only (docs/security.md)",
+    )
+    p.add_argument(
+        "--nodes",
+        default="",
+        metavar="HOSTLIST",
+        help="with --agent: the nodes the token may serve, e.g. node[1-4] (default: any)",
+    )
     p.set_defaults(func=cmd_user_add)
     p = usub.add_parser("token", help="give a user a new token; the old one stops working")
     p.add_argument("name")
@@ -216,23 +230,34 @@ def cmd_node_state(ns: argparse.Namespace) -> int:
 
 def cmd_user_add(ns: argparse.Namespace) -> int:
     with HalClient() as hal:
-        created = hal.add_user(ns.name, admin=ns.admin)
-    print(f"created user {created.name}{' (admin)' if created.admin else ''}")
-    _print_token(created.token)
+        created = hal.add_user(ns.name, admin=ns.admin, agent=ns.agent, nodes=ns.nodes)
+    print(f"created user {created.name}{_role(created)}")
+    _print_token(created)
     return 0
 
 
 def cmd_user_token(ns: argparse.Namespace) -> int:
     with HalClient() as hal:
         issued = hal.new_token(ns.name)
-    admin = " (admin)" if issued.admin else ""
-    print(f"new token for user {issued.name}{admin}; the old one no longer works")
-    _print_token(issued.token)
+    print(f"new token for user {issued.name}{_role(issued)}; the old one no longer works")
+    _print_token(issued)
     return 0
 
 
-def _print_token(token: str) -> None:
-    print(f"token (shown once; give it to the user for `hal login`): {token}")
+def _role(user: UserInfo | UserCreated) -> str:
+    if user.agent:
+        return f" (agent: {user.nodes or 'any node'})"
+    return " (admin)" if user.admin else ""
+
+
+def _print_token(user: UserCreated) -> None:
+    if user.agent:
+        print(
+            "token (shown once; put it in a file only root reads, e.g. /etc/hal/agent.token, "
+            f"for `hal agent --token-file`): {user.token}"
+        )
+    else:
+        print(f"token (shown once; give it to the user for `hal login`): {user.token}")
 
 
 def cmd_user_delete(ns: argparse.Namespace) -> int:
@@ -245,7 +270,7 @@ def cmd_user_delete(ns: argparse.Namespace) -> int:
 def cmd_user_list(_ns: argparse.Namespace) -> int:
     with HalClient() as hal:
         for user in hal.users():
-            print(f"{user.name}{' (admin)' if user.admin else ''}")
+            print(f"{user.name}{_role(user)}")
     return 0
 
 

@@ -83,8 +83,17 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 
     ag = sub.add_parser("agent", help="run a node agent that joins a control plane")
     ag.add_argument("--server", default=None, help="control plane URL (default HAL_URL)")
-    ag.add_argument("--token", default=None, help="admin/agent token (default HAL_TOKEN)")
-    ag.add_argument("--token-file", default=None)
+    ag.add_argument(
+        "--token",
+        default=None,
+        help="agent token (default HAL_TOKEN); `ps` shows it to every user: prefer "
+        "--token-file or HAL_TOKEN",
+    )
+    ag.add_argument(
+        "--token-file",
+        default=None,
+        help="a file holding the agent token (`hal user add NAME --agent`)",
+    )
     ag.add_argument("--name", default=None, help="node name (default: short hostname)")
     ag.add_argument("--cpus", type=_at_least(1), default=None)
     ag.add_argument("--memory", default=None, help="memory to offer, e.g. 16G")

@@ -446,10 +446,17 @@ class HalClient:
 
         return UserInfo.model_validate_json(self._request("GET", "/v1/users/me").body)
 
-    def add_user(self, name: str, *, admin: bool = False) -> UserCreated:
+    def add_user(
+        self, name: str, *, admin: bool = False, agent: bool = False, nodes: str = ""
+    ) -> UserCreated:
+        """Create user ``name`` (admin only); ``agent``: a node agent's token, accepted by
+        the agent channel only, for the nodes of the host list ``nodes`` ("" for any)."""
         from hal.wire.nodes import UserCreated
 
-        r = self._request("POST", "/v1/users", json_body={"name": name, "admin": admin})
+        body: dict[str, object] = {"name": name, "admin": admin}
+        if agent or nodes:  # only then: a server older than agent tokens refuses the keys
+            body.update(agent=agent, nodes=nodes)
+        r = self._request("POST", "/v1/users", json_body=body)
         return UserCreated.model_validate_json(r.body)
 
     def new_token(self, name: str) -> UserCreated:

@@ -10,7 +10,7 @@
 * ``GET /v1/jobs/{id}/output``       the job's stdout/stderr (``follow`` streams it):
                                      from the shared filesystem, else through the job's
                                      agent (``outputrelay``, ADR 0007)
-* ``POST /v1/agent/{node}/output``   the agents' side of that relay (admin token)
+* ``POST /v1/agent/{node}/output``   the agents' side of that relay (agent token)
 * ``GET /ui`` and ``/ui/static/*``   the dashboard (hand-written HTML/CSS/JS)
 
 Authentication is the API's own (``hal.api.context``): the dashboard sends the bearer
@@ -29,7 +29,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from hal import __version__
 from hal.agent.outputwire import OutputPoll, OutputReads
-from hal.api.context import ServerContext, admin_dep, caller_dep, context_dep
+from hal.api.context import (
+    ServerContext,
+    agent_dep,
+    caller_dep,
+    check_agent_node,
+    context_dep,
+)
 from hal.api.convert import usage_fields
 from hal.core.errors import InvalidRequest, NotFound, PermissionDenied, Unavailable
 from hal.core.job import Job
@@ -43,7 +49,7 @@ ASSET_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+
 router = APIRouter()
 Ctx = Annotated[ServerContext, Depends(context_dep)]
 Who = Annotated[Caller, Depends(caller_dep)]
-Admin = Annotated[Caller, Depends(admin_dep)]
+Agent = Annotated[Caller, Depends(agent_dep)]
 ACTIVE = {JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING}
 
 
@@ -330,10 +336,11 @@ async def job_output(
 
 @router.post("/v1/agent/{node}/output", tags=["agent"])
 async def agent_output(
-    node: str, poll: OutputPoll, plane: Plane, ctx: Ctx, _agent: Admin
+    node: str, poll: OutputPoll, plane: Plane, ctx: Ctx, agent: Agent
 ) -> OutputReads:
     """The agent's long poll of the job-output relay: answers to earlier reads in, the
     next reads out (held up to ``wait_seconds``)."""
+    check_agent_node(agent, node)
     if node not in ctx.cluster.nodes:
         raise NotFound(f"node {node} is not registered; the agent registers first")
     return await plane.output_relay.poll(node, poll)

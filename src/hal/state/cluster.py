@@ -79,10 +79,13 @@ FINISH_REASONS = {
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """Who is asking: the authenticated user."""
+    """Who is asking: the authenticated user, or a node agent (``agent``: its token is
+    accepted by /v1/agent only, for ``agent_nodes``, None for any node)."""
 
     name: str
     admin: bool = False
+    agent: bool = False
+    agent_nodes: frozenset[str] | None = None
 
     def may_modify(self, job: Job) -> bool:
         return self.admin or job.spec.user == self.name

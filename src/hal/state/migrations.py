@@ -73,6 +73,18 @@ def _v7_events_time(conn: Connection) -> None:
         ix.create(conn, checkfirst=True)
 
 
+def _v8_agent_tokens(conn: Connection) -> None:
+    # users.agent / agent_nodes: tokens for node agents, accepted by /v1/agent only
+    # (docs/security.md); the users of an older database stay what they were
+    columns = {c["name"] for c in inspect(conn).get_columns("users")}
+    for name, sql in (
+        ("agent", "BOOLEAN NOT NULL DEFAULT FALSE"),
+        ("agent_nodes", "TEXT NOT NULL DEFAULT ''"),
+    ):
+        if name not in columns:
+            conn.execute(text(f"ALTER TABLE users ADD COLUMN {name} {sql}"))
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -81,6 +93,7 @@ STEPS: tuple[Step, ...] = (
     _v5_job_marks,
     _v6_submit_keys,
     _v7_events_time,
+    _v8_agent_tokens,
 )
 
 

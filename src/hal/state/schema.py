@@ -114,6 +114,10 @@ users = Table(
     Column("token_sha256", String(64), nullable=False, unique=True),
     Column("admin", Boolean, nullable=False, default=False),
     Column("created", Float, nullable=False),
+    # an agent's token (``hal user add NAME --agent``): accepted by /v1/agent only, for
+    # the nodes of ``agent_nodes`` (a host list; "" for any node)
+    Column("agent", Boolean, nullable=False, default=False, server_default=false()),
+    Column("agent_nodes", Text, nullable=False, default="", server_default=""),
 )
 
 # advance reservations (``scontrol create reservation``); lists are JSON arrays

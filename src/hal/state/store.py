@@ -174,6 +174,18 @@ def _insert_events() -> Executable:
     return insert(schema.events).returning(schema.events.c.id, sort_by_parameter_order=True)
 
 
+@dataclass(frozen=True, slots=True)
+class StoredUser:
+    """A row of ``users``: an administrator, a user, or an agent (``agent``: its token is
+    accepted by /v1/agent only, for the nodes of the host list ``agent_nodes``, "" for
+    any node)."""
+
+    name: str
+    admin: bool
+    agent: bool = False
+    agent_nodes: str = ""
+
+
 class SubmitKeyTaken(Exception):
     """The submission's ``Idempotency-Key`` was stored meanwhile by the same key sent
     again at once (the key is the table's primary key): this transaction rolls back."""
@@ -314,10 +326,24 @@ class Transaction:
                 [{"b_name": n, "b_time": when} for n, when in beats],
             )
 
-    def add_user(self, name: str, token_sha256: str, admin: bool, created: float) -> None:
+    def add_user(
+        self,
+        name: str,
+        token_sha256: str,
+        admin: bool,
+        created: float,
+        *,
+        agent: bool = False,
+        agent_nodes: str = "",
+    ) -> None:
         self.conn.execute(
             insert(schema.users).values(
-                name=name, token_sha256=token_sha256, admin=admin, created=created
+                name=name,
+                token_sha256=token_sha256,
+                admin=admin,
+                created=created,
+                agent=agent,
+                agent_nodes=agent_nodes,
             )
         )
 
@@ -599,20 +625,26 @@ class SqlStateStore:
                 for r in conn.execute(stmt)
             ]
 
-    def user_by_token_hash(self, token_sha256: str) -> tuple[str, bool] | None:
+    def user_by_token_hash(self, token_sha256: str) -> StoredUser | None:
         t = schema.users
         with self.engine.connect() as conn:
             row = conn.execute(
-                select(t.c.name, t.c.admin).where(t.c.token_sha256 == token_sha256)
+                select(t.c.name, t.c.admin, t.c.agent, t.c.agent_nodes).where(
+                    t.c.token_sha256 == token_sha256
+                )
             ).first()
-        return (row.name, bool(row.admin)) if row else None
+        return (
+            StoredUser(row.name, bool(row.admin), bool(row.agent), row.agent_nodes) if row else None
+        )
 
-    def users(self) -> list[tuple[str, bool]]:
+    def users(self) -> list[StoredUser]:
         t = schema.users
         with self.engine.connect() as conn:
             return [
-                (r.name, bool(r.admin))
-                for r in conn.execute(select(t.c.name, t.c.admin).order_by(t.c.name))
+                StoredUser(r.name, bool(r.admin), bool(r.agent), r.agent_nodes)
+                for r in conn.execute(
+                    select(t.c.name, t.c.admin, t.c.agent, t.c.agent_nodes).order_by(t.c.name)
+                )
             ]
 
     def count_jobs(self) -> int:

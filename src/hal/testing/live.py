@@ -67,6 +67,10 @@ class LiveServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.config_overrides = config_overrides or {}
         self.token = ""
+        # the agents' token (``start_agent``): an agent token, as a real node holds; ""
+        # when this server was given the token of another on the same database (a
+        # restart), whose agents keep theirs; new agents then use the admin's
+        self.agent_token = ""
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -99,10 +103,11 @@ class LiveServer:
             store = SqlStateStore(self.db_url)
             try:
                 token = ensure_user(store, "admin", admin=True, now=time.time())
+                agents = ensure_user(store, "live-agents", admin=False, now=time.time(), agent=True)
             finally:
                 store.close()
-            assert token is not None
-            self.token = token
+            assert token is not None and agents is not None
+            self.token, self.agent_token = token, agents
         ready = threading.Event()
 
         def run() -> None:
@@ -183,8 +188,15 @@ class LiveServer:
         )
 
     def start_agent(
-        self, name: str, *, cpus: int = 2, memory: str = "2G", extra: list[str] | None = None
+        self,
+        name: str,
+        *,
+        cpus: int = 2,
+        memory: str = "2G",
+        extra: list[str] | None = None,
+        token: str | None = None,
     ) -> subprocess.Popen[bytes]:
+        """``hal agent`` for node ``name`` with ``token`` (default: ``agent_token``)."""
         state_dir = self.data_dir / "agents" / name
         cmd = [
             sys.executable,
@@ -207,8 +219,9 @@ class LiveServer:
             *(extra or []),
         ]
         log = open(self.data_dir / f"agent-{name}.log", "ab")  # noqa: SIM115 - owned by proc
+        env = {**self.env(), "HAL_TOKEN": token or self.agent_token or self.token}
         proc = subprocess.Popen(
-            cmd, env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
         self._agents.append(proc)
         return proc

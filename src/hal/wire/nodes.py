@@ -77,12 +77,18 @@ class LicenseList(WireModel):
 class UserInfo(WireModel):
     name: str
     admin: bool
+    # an agent's token (``hal user add NAME --agent``): the agent channel only, for the
+    # nodes of the host list ``nodes`` ("" for any node)
+    agent: bool = False
+    nodes: str = ""
 
 
 class UserCreated(WireModel):
     name: str
     admin: bool
     token: str  # shown once
+    agent: bool = False
+    nodes: str = ""
 
 
 class ClusterConfig(WireModel):

@@ -12,6 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 
@@ -253,6 +254,31 @@ def test_an_ipv6_host_gives_a_url_clients_and_agents_can_use(tmp_path: Path) -> 
     up, client = start_up(data, free_port(), home, host="::1")  # waits for node1 UP
     try:
         assert [n.name for n in client.nodes()] == ["node1"]
+    finally:
+        client.close()
+        stop_process(up)
+        for agent in agents_of(data):
+            agent.kill()
+
+
+def test_hal_up_gives_its_agents_an_agent_token_not_the_admins(tmp_path: Path) -> None:
+    """`hal up` started its agents with the local administrator's token in HAL_TOKEN:
+    whatever read an agent's environment (a job of the same Unix user) administered the
+    cluster. Now they hold an agent token (user local-agents, new at each start), which
+    the agent channel accepts and every other route refuses."""
+    data, home, port = tmp_path / "data", tmp_path / "home", free_port()
+    up, client = start_up(data, port, home)  # waits for node1 UP: its token works
+    try:
+        (agent,) = agents_of(data)
+        token = agent.environ()["HAL_TOKEN"]
+        url = f"http://127.0.0.1:{port}"
+        credentials = json.loads((home / ".config" / "hal" / "credentials.json").read_text())
+        assert token != credentials[url]["token"]
+        r = httpx.get(url + "/v1/users", headers={"Authorization": f"Bearer {token}"})
+        assert r.status_code == 403
+        assert "local-agents's token is an agent token" in r.json()["detail"]
+        (local,) = [u for u in client.users() if u.name == "local-agents"]
+        assert (local.agent, local.admin, local.nodes) == (True, False, "")
     finally:
         client.close()
         stop_process(up)

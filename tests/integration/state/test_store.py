@@ -15,7 +15,7 @@ from hal.core.job import Job, JobSpec
 from hal.core.states import JobState
 from hal.state.cluster import Caller, Cluster
 from hal.state.migrations import STEPS
-from hal.state.store import EventRow, SqlStateStore
+from hal.state.store import EventRow, SqlStateStore, StoredUser
 
 
 def spec(**kw: object) -> JobSpec:
@@ -275,8 +275,8 @@ def test_set_user_token_replaces_the_hash_and_keeps_the_admin_flag(db_url: str) 
         assert tx.set_user_token("alice", "b" * 64)
         assert not tx.set_user_token("nobody", "c" * 64)
     assert store.user_by_token_hash("a" * 64) is None
-    assert store.user_by_token_hash("b" * 64) == ("alice", True)
-    assert store.users() == [("alice", True)]
+    assert store.user_by_token_hash("b" * 64) == StoredUser("alice", admin=True)
+    assert store.users() == [StoredUser("alice", admin=True)]
     store.close()
 
 

@@ -11,7 +11,7 @@ import pytest
 from hal.api.auth import TokenCache, new_token, token_hash
 from hal.core.errors import Unauthenticated
 from hal.state.cluster import Caller
-from hal.state.store import SqlStateStore
+from hal.state.store import SqlStateStore, StoredUser
 
 
 @pytest.fixture
@@ -74,7 +74,7 @@ def test_a_look_up_that_began_before_a_forget_is_not_cached(
     tokens = TokenCache(store)
     read = store.user_by_token_hash
 
-    def read_then_replaced(digest: str) -> tuple[str, bool] | None:
+    def read_then_replaced(digest: str) -> StoredUser | None:
         row = read(digest)
         tokens.forget_user("alice")  # the replacement commits while this look-up runs
         return row

@@ -32,7 +32,8 @@ def test_a_deleted_users_token_is_refused_and_their_jobs_kept(server: LiveServer
     job_id = job.json()["job_id"]
     assert call(server, "GET", "/v1/users/me", token).status_code == 200  # now cached
     r = call(server, "DELETE", "/v1/users/carol", server.token)
-    assert (r.status_code, r.json()) == (200, {"name": "carol", "admin": False})
+    carol = {"name": "carol", "admin": False, "agent": False, "nodes": ""}
+    assert (r.status_code, r.json()) == (200, carol)
     assert call(server, "GET", "/v1/users/me", token).status_code == 401
     users = call(server, "GET", "/v1/users", server.token).json()["users"]
     assert "carol" not in {u["name"] for u in users}
