@@ -245,6 +245,26 @@ class LiveServer:
             for p in procs:
                 stop_process(p)
 
+    def job_started(self, node: str, job_id: int, attempt: int = 0) -> tuple[int, float] | None:
+        """The pid of the job's batch shell and its start time once the job has started on
+        ``node``'s agent (its step supervisor's ``started`` file), else ``None``. The server
+        says RUNNING when it sends a job to its node, before the agent starts it: a test
+        that signals the job's processes, or counts from its start, waits for this."""
+        from hal.agent.supervisor import read_started
+
+        return read_started(str(self.data_dir / "agents" / node / "jobs" / f"{job_id}.{attempt}"))
+
+    def wait_job_started(self, node: str, job_id: int, attempt: int = 0) -> tuple[int, float]:
+        """``job_started`` once it is there. Even a job seen writing its output may not
+        have it yet: its supervisor writes the file after the exec, when it next runs."""
+        wait_until(
+            lambda: self.job_started(node, job_id, attempt) is not None,
+            message=f"job {job_id} to start on {node}",
+        )
+        started = self.job_started(node, job_id, attempt)
+        assert started is not None
+        return started
+
     def add_users(self, *names: str) -> dict[str, str]:
         """Create users (not administrators); their tokens by name."""
         with self.client() as admin:
@@ -277,6 +297,24 @@ class LiveServer:
                     member.kill()
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
+
+
+def tree_stopped(pid: int) -> bool:
+    """Whether ``pid`` and every process below it are stopped (SIGSTOP, state ``T`` in
+    ``/proc``; an exited child not yet reaped counts too): none of them can make progress.
+    False while one of them runs, or once ``pid`` is gone."""
+    from hal.agent.procfs import descendants
+
+    def state(p: int) -> str:
+        try:
+            return Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return "gone"
+
+    if state(pid) not in ("T", "t"):
+        return False
+    # a child that has exited (a zombie, or reaped meanwhile) runs no more either
+    return all(state(p) in ("T", "t", "Z", "gone") for p in descendants(pid))
 
 
 def stop_process(

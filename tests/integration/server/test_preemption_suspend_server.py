@@ -24,7 +24,7 @@ from hal.core.errors import HalError
 from hal.core.preemption import PreemptionPolicy, PreemptMode, PreemptType
 from hal.scheduler.framework.snapshot import Plan
 from hal.state.cluster import Caller, Cluster
-from hal.testing.live import LiveServer, stop_process, wait_until
+from hal.testing.live import LiveServer, stop_process, tree_stopped, wait_until
 from hal.wire.jobs import JobSubmit
 
 POLICY = priority_from_dict(
@@ -75,16 +75,6 @@ def _let_end(count: Path) -> None:
     (count.parent / count.name.replace("count.", "stop.")).touch()
 
 
-def _process_state(live: LiveServer, job_id: int) -> str:
-    """The state letter of ``job_id``'s batch shell on its node (``T``: stopped)."""
-    started = live.data_dir / "agents" / "node1" / "jobs" / f"{job_id}.0" / "started"
-    try:
-        stat = Path(f"/proc/{started.read_text().split()[0]}/stat").read_text()
-    except OSError:
-        return ""
-    return stat[stat.rfind(")") + 2]
-
-
 @contextlib.contextmanager
 def _ended(client: HalClient, tmp: Path) -> Iterator[Callable[[JobSubmit], int]]:
     """Submits jobs (the callable) and ends those left when the test does, passed or
@@ -126,7 +116,8 @@ def test_a_suspended_victim_goes_on_after_its_preemptor_ends(
         out = live.cli("squeue", "-h", "-o", "%i %t")
         assert f"{low} S" in out.stdout.splitlines()
         # the server's SUSPENDED comes first; then its agent stops the processes
-        wait_until(lambda: _process_state(live, low) == "T", message="SIGSTOP on the node")
+        shell, _ = live.wait_job_started("node1", low)
+        wait_until(lambda: tree_stopped(shell), message="SIGSTOP on the node")
         frozen = len(_lines(count))
         time.sleep(1.5)
         assert len(_lines(count)) == frozen  # no progress while the high job runs
