@@ -1055,6 +1055,13 @@ class Cluster:
             for job in jobs:
                 new = job
                 if fields.get("time_limit_seconds") is not None:
+                    if job.state.is_terminal or job.state is JobState.COMPLETING:
+                        # Slurm's ESLURM_JOB_FINISHED: the limit of a run that is over
+                        # would only rewrite its accounting
+                        raise Conflict(
+                            f"Job/step already completing or completed: job "
+                            f"{job.display_id} is {job.state.value}; its time limit stays"
+                        )
                     limit = int(fields["time_limit_seconds"])  # type: ignore[call-overload]
                     if not caller.admin and (limit == 0 or 0 < job.time_limit_s < limit):
                         raise PermissionDenied("only an administrator may raise a job's time limit")
