@@ -41,14 +41,13 @@ def test_suspend_stops_the_job_and_its_clock(live: LiveServer, tmp_path: Path) -
         assert admin.suspend(job) == [job]
         assert admin.job(job).state == "SUSPENDED"
         # the server's SUSPENDED comes first; the SIGSTOP reaches the node a little later
-        started = live.job_started("node1", job)
-        assert started is not None
-        wait_until(lambda: tree_stopped(started[0]), message="the job's processes to stop")
+        pid, _ = live.wait_job_started("node1", job)
+        wait_until(lambda: tree_stopped(pid), message="the job's processes to stop")
         frozen, stopped_at = _ticks(ticks), time.time()
         wait_until(
             lambda: time.time() > stopped_at + 7, 30, message="longer than the whole time limit"
         )
-        assert tree_stopped(started[0]) and _ticks(ticks) == frozen  # no progress
+        assert tree_stopped(pid) and _ticks(ticks) == frozen  # no progress
         info = admin.job(job)
         assert info.state == "SUSPENDED" and info.nodes  # it keeps its node
         out = live.cli("squeue", "-j", str(job), "-h", "-o", "%T")

@@ -54,11 +54,9 @@ def test_a_raised_limit_lets_the_job_run_on(live: LiveServer, tmp_path: Path) ->
         admin.update_job(job, JobUpdate(time_limit_seconds=600))
         # the agent counts the limit from the job's start on the node, which comes after
         # the server's RUNNING: past that start, the old limit and the kill wait (1 s)
-        wait_until(lambda: live.job_started("node1", job) is not None, message="the start")
-        started = live.job_started("node1", job)
-        assert started is not None
+        _, started = live.wait_job_started("node1", job)
         wait_until(
-            lambda: time.time() > started[1] + old_limit_s + 1 + 1,
+            lambda: time.time() > started + old_limit_s + 1 + 1,
             old_limit_s + 30,
             message="the old limit and its kill wait to pass",
         )
