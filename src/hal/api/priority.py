@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from hal.core.job import Job
 from hal.core.priority import PriorityPolicy
 from hal.core.states import JobState
-from hal.core.suspension import suspended_seconds
+from hal.core.suspension import suspended_in, suspended_seconds
 from hal.scheduler.plugins.multifactor import (
     Assoc,
     Factors,
@@ -42,6 +42,7 @@ from hal.scheduler.plugins.multifactor import (
     Standing,
     UsageLedger,
     Weighted,
+    allocation_rate,
     billing_rate,
 )
 from hal.state.cluster import Cluster
@@ -96,19 +97,22 @@ class PriorityService:
         cutoff = None if window is None else now - window
         store = self.cluster.store
         before: tuple[float, int] | None = None
+        weight, account_for, record = (
+            self.policy.usage_gpu_weight,
+            self.tree.account_for,
+            self.ledger.record,
+        )
         while True:
-            page = await self.cluster.db(store.finished_runs, HISTORY_PAGE, before)
-            for job in page:
-                if job.start_time is None or job.end_time is None:
-                    continue
-                rate = billing_rate(job, self.policy.usage_gpu_weight)
+            page = await self.cluster.db(store.finished_usage, HISTORY_PAGE, before)
+            for run in page:
+                rate = allocation_rate(run.allocation, weight)
                 # suspended time is not charged (also a suspension it ended in)
-                start = job.start_time + suspended_seconds(job, job.end_time)
-                self.ledger.record(self.assoc(job), rate, start, job.end_time)
+                start = run.start + suspended_in(run.marks, run.end)
+                record((account_for(run.user, run.account), run.user), rate, start, run.end)
             if len(page) < HISTORY_PAGE:
                 break
             last = page[-1]
-            before = (last.end_time or 0.0, last.id)
+            before = (last.end, last.id)
             if cutoff is not None and before[0] < cutoff:
                 break
         for job in self.cluster.unfinished.values():

@@ -11,7 +11,8 @@ import pytest
 from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
 from hal.core.errors import InvalidRequest, NotFound, PermissionDenied
-from hal.core.job import Job, JobSpec
+from hal.core.job import Allocation, Job, JobSpec
+from hal.core.resources import ResourceVector
 from hal.core.states import JobState
 from hal.state.cluster import Caller, Cluster
 from hal.state.migrations import STEPS
@@ -185,6 +186,37 @@ def test_finished_runs_pages_through_the_jobs_that_ran_latest_end_first(db_url: 
     rest = store.finished_runs(3, (last.end_time, last.id))
     assert [j.id for j in rest] == [5, 2]
     assert rest[0].spec.user == "alice" and rest[0].spec.script == ""
+    store.close()
+
+
+def test_finished_usage_pages_as_finished_runs_with_what_fair_share_charges(
+    db_url: str,
+) -> None:
+    """Fair share's start-up read: the pages of ``finished_runs``, each run with its user,
+    requested account, times, allocation and suspension marks only."""
+    store = SqlStateStore(db_url)
+    store.migrate()
+    two = Allocation(("n1", "n2"), (ResourceVector(4, 0, 1), ResourceVector(2, 0)))
+    jobs = [
+        Job(id=1, spec=spec(account="physics"), partition="p", state=JobState.COMPLETED,
+            start_time=1.0, end_time=50.0, allocation=two,
+            extra={"suspended_s": "7.5", "max_rss": "5"}),
+        Job(id=2, spec=spec(), partition="p", state=JobState.FAILED, start_time=2.0,
+            end_time=10.0),
+        Job(id=3, spec=spec(), partition="p", state=JobState.RUNNING, start_time=1.0),
+    ]  # fmt: skip
+    with store.transaction() as tx:
+        tx.reserve_job_ids(len(jobs))
+        tx.insert_scripts([(1, "#!/bin/sh\n")])
+        tx.insert_jobs(jobs, [1] * len(jobs))
+    first, second = store.finished_usage(5)
+    assert [r.id for r in store.finished_usage(5)] == [j.id for j in store.finished_runs(5)]
+    assert (first.id, first.user, first.account, first.start, first.end) == (
+        1, "alice", "physics", 1.0, 50.0,
+    )  # fmt: skip
+    assert first.allocation == two and first.marks == {"suspended_s": "7.5"}
+    assert (second.account, second.allocation, second.marks) == (None, None, {})
+    assert [r.id for r in store.finished_usage(5, (50.0, 1))] == [2]
     store.close()
 
 

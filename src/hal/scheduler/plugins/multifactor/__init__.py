@@ -9,7 +9,12 @@ from hal.scheduler.plugins.multifactor.factors import (
 )
 from hal.scheduler.plugins.multifactor.fairshare import ShareRow, ShareTree, Standing
 from hal.scheduler.plugins.multifactor.fairtree import FairTree, fair_tree, level_fairshare
-from hal.scheduler.plugins.multifactor.usage import Assoc, UsageLedger, billing_rate
+from hal.scheduler.plugins.multifactor.usage import (
+    Assoc,
+    UsageLedger,
+    allocation_rate,
+    billing_rate,
+)
 
 __all__ = [
     "DEFAULT_QOS",
@@ -22,6 +27,7 @@ __all__ = [
     "Standing",
     "UsageLedger",
     "Weighted",
+    "allocation_rate",
     "billing_rate",
     "fair_tree",
     "level_fairshare",

@@ -18,16 +18,21 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-from hal.core.job import Job
+from hal.core.job import Allocation, Job
 
 Assoc = tuple[str, str]  # (account, user)
 
 
 def billing_rate(job: Job, gpu_weight: float) -> float:
     """Billing units per second the job is charged while it holds ``job.allocation``."""
-    if job.allocation is None:
+    return allocation_rate(job.allocation, gpu_weight)
+
+
+def allocation_rate(allocation: Allocation | None, gpu_weight: float) -> float:
+    """Billing units per second of holding ``allocation`` (none: nothing)."""
+    if allocation is None:
         return 0.0
-    total = job.allocation.total()
+    total = allocation.total()
     return float(total.cpus) + gpu_weight * float(total.gpus)
 
 
