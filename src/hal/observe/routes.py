@@ -43,6 +43,7 @@ from hal.core.states import STATES_BY_CODE, JobState
 from hal.observe import joboutput, outputrelay, traceids
 from hal.observe.plane import ObservePlane
 from hal.state.cluster import Caller
+from hal.state.node_flags import node_state_flags
 
 ASSETS = Path(__file__).parent / "dashboard"
 ASSET_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
@@ -101,6 +102,9 @@ async def overview(plane: Plane, ctx: Ctx, _caller: Who) -> dict[str, Any]:
             {
                 "name": name,
                 "state": display,
+                # Slurm's flags on it (sinfo's idle*, alloc$): NOT_RESPONDING, MAINTENANCE,
+                # RESERVED (state/node_flags.py)
+                "flags": node_state_flags(c, node),
                 "reason": node.reason,
                 "cpus": node.resources.cpus,
                 "cpus_alloc": a.cpus if a else 0,

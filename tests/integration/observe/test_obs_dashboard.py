@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ import pytest
 
 from hal.client import HalClient
 from hal.config.priority import priority_from_dict
-from hal.testing.live import LiveServer, wait_until
+from hal.testing.live import LiveServer, stop_process, wait_until
 from hal.wire.jobs import JobBatchSubmit, JobSubmit
 from hal.wire.submit import to_json
 
@@ -561,3 +562,30 @@ def test_fair_share_on_a_server_without_a_priority_table(  # type: ignore[no-unt
         page.screenshot(path=str(shots / "fairshare-basic.png"))
     finally:
         page.close()
+
+
+def test_a_node_whose_agent_is_silent_is_marked_on_the_map(  # type: ignore[no-untyped-def]
+    browser, tmp_path: Path, shots: Path
+) -> None:
+    """An agent that stops heartbeating (SIGSTOP: a hung node) is shown as sinfo shows
+    it, ``idle*``, and marked not responding; once it heartbeats again the mark goes."""
+    quick = {"heartbeat_interval_seconds": 0.5}  # not responding after 1 s of silence
+    with LiveServer(tmp_path / "srv", config_overrides=quick) as server:
+        agent = server.start_agent("node1", cpus=2)
+        page = open_dashboard(browser, server)
+        try:
+            tile = '[data-node="node1"][data-state="idle"]'
+            page.wait_for_selector(f'{tile}[data-flags=""]')
+            agent.send_signal(signal.SIGSTOP)
+            try:
+                silent = page.wait_for_selector(f'{tile}[data-flags*="NOT_RESPONDING"]')
+                assert "idle*" in silent.inner_text()
+                assert "not-responding" in (silent.get_attribute("class") or "")
+                page.screenshot(path=str(shots / "node-not-responding.png"))
+            finally:
+                agent.send_signal(signal.SIGCONT)
+            page.wait_for_selector(f'{tile}[data-flags=""]')
+            assert "idle*" not in page.inner_text("#node-map")
+        finally:
+            page.close()
+            stop_process(agent)

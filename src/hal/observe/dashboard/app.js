@@ -143,14 +143,23 @@ async function renderOverview() {
   $("#reasons tbody").replaceChildren(...rows);
 }
 
+// Slurm's suffixes on a node's state, as sinfo prints them (maintenance first)
+const FLAG_SUFFIX = [["MAINTENANCE", "$"], ["NOT_RESPONDING", "*"]];
+
 function nodeTile(n) {
   const bar = el("div", { class: "bar" }, el("i", {}));
   bar.firstChild.style.width = `${pct(n.cpus_alloc, n.cpus)}%`;
-  const tile = el("div", { class: `node s-${n.state}`, "data-node": n.name, "data-state": n.state,
-    title: `${n.name}: ${n.state}${n.reason ? " (" + n.reason + ")" : ""}\nCPUs ${n.cpus_alloc}/${n.cpus}` +
+  const flags = n.flags || [];
+  const suffix = (FLAG_SUFFIX.find(([flag]) => flags.includes(flag)) || ["", ""])[1];
+  const silent = flags.includes("NOT_RESPONDING");
+  const tile = el("div", { class: `node s-${n.state}${silent ? " not-responding" : ""}`,
+    "data-node": n.name, "data-state": n.state, "data-flags": flags.join(","),
+    title: `${n.name}: ${n.state}${suffix}${n.reason ? " (" + n.reason + ")" : ""}` +
+      `${silent ? "\nnot responding: its agent missed heartbeats" : ""}` +
+      `\nCPUs ${n.cpus_alloc}/${n.cpus}` +
       `, GPUs ${n.gpus_alloc}/${n.gpus}, memory ${fmtBytes(n.memory_alloc_bytes)}/${fmtBytes(n.memory_bytes)}` +
       `\n${n.jobs} job(s), heartbeat ${n.heartbeat_age_s} s ago` },
-    el("b", {}, n.name), ` ${n.state}`, bar);
+    el("b", {}, n.name), ` ${n.state}${suffix}`, bar);
   return tile;
 }
 
