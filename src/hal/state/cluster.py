@@ -1078,9 +1078,13 @@ class Cluster:
                     if fields.get(key) is not None:
                         spec_changes[key] = fields[key]
                 if "nice" in spec_changes:
-                    delta = int(spec_changes["nice"]) - job.spec.nice  # type: ignore[call-overload]
-                    if delta < 0 and not caller.admin:
-                        raise PermissionDenied("only an administrator may lower nice")
+                    nice = int(spec_changes["nice"])  # type: ignore[call-overload]
+                    if nice < 0 and not caller.admin:  # Slurm: no negative one but root's
+                        raise PermissionDenied(
+                            "only an administrator may give a negative nice (it raises the "
+                            "job's priority over other users' jobs); use 0 or more"
+                        )
+                    delta = nice - job.spec.nice
                     new = new.evolve(priority=max(0, new.priority - delta))
                 if spec_changes:
                     new = new.evolve(spec=new.spec.with_changes(**spec_changes))
