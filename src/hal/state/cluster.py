@@ -1067,10 +1067,17 @@ class Cluster:
                         raise PermissionDenied("only an administrator may raise a job's time limit")
                     new = new.evolve(time_limit_s=limit)
                 if fields.get("priority") is not None:
-                    if not caller.admin:
-                        raise PermissionDenied("only an administrator may set a priority")
+                    priority = int(fields["priority"])  # type: ignore[call-overload]
+                    # Slurm: "only the Slurm administrator or root can increase job's
+                    # priority"; its owner may lower it (0 holds it there: `scontrol hold`)
+                    if not caller.admin and not 0 < priority <= job.priority:
+                        raise PermissionDenied(
+                            f"job {job.display_id}'s priority is {job.priority}: its owner "
+                            f"may lower it (1 to {job.priority}), only an administrator may "
+                            "raise it; `scontrol hold` holds the job"
+                        )
                     new = new.evolve(
-                        priority=int(fields["priority"]),  # type: ignore[call-overload]
+                        priority=priority,
                         priority_fixed=True,  # kept, not recalculated (Slurm)
                     )
                 spec_changes: dict[str, object] = {}

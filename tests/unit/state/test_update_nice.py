@@ -1,6 +1,8 @@
-"""``scontrol update job NICE=`` in the mirror: a user may set their own job's nice to 0 or
-more (lower it again too), never below 0; an administrator may (Slurm's rule: "Only
-privileged users can specify a negative adjustment")."""
+"""``scontrol update job Nice=`` and ``Priority=`` in the mirror: a user may set their own
+job's nice to 0 or more (lower it again too), never below 0, and only lower its priority;
+an administrator may do either (Slurm's rules: "Only privileged users can specify a
+negative adjustment", "only the Slurm administrator or root can increase job's
+priority")."""
 
 from __future__ import annotations
 
@@ -27,3 +29,18 @@ def test_a_user_cannot_give_their_own_job_a_negative_nice(cluster: Cluster) -> N
     assert cluster.jobs[1].spec.nice == 50  # unchanged
     (lowered,) = asyncio.run(cluster.update("1", Caller("root", admin=True), nice=-10))
     assert (lowered.spec.nice, lowered.priority) == (-10, 1010)
+
+
+def test_a_user_may_lower_their_own_jobs_priority_but_not_raise_it(cluster: Cluster) -> None:
+    """Slurm: only an administrator can increase a job's priority; its owner may lower
+    it, and the value is then kept (not recalculated), as an administrator's is."""
+    store(cluster, make_job(1).priority(1000).build())  # alice's
+    alice = Caller("alice")
+    (lowered,) = asyncio.run(cluster.update("1", alice, priority=400))
+    assert (lowered.priority, lowered.priority_fixed) == (400, True)
+    for refused in (401, 0):
+        with pytest.raises(PermissionDenied, match="only an administrator may raise it"):
+            asyncio.run(cluster.update("1", alice, priority=refused))
+    assert cluster.jobs[1].priority == 400
+    (raised,) = asyncio.run(cluster.update("1", Caller("root", admin=True), priority=5000))
+    assert raised.priority == 5000
