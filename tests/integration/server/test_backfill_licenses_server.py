@@ -19,9 +19,11 @@ from hal.testing.live import LiveServer, wait_until
 @pytest.fixture
 def live(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     # the default profile with licenses, bf_interval 1 s instead of 30 s so that the test
-    # does not wait for backfill, and the requested time as the planned run time
+    # does not wait for backfill, bf_resolution 1 s instead of 60 s (a release is planned
+    # a step from now at the soonest: on a 60 s grid the head's expected start moved on
+    # each time the clock crossed a minute), and the requested time as the planned run time
     profile = default_profile(licenses=True)
-    profile["plugin_args"] = {"backfill": {"interval_s": 1}}
+    profile["plugin_args"] = {"backfill": {"interval_s": 1, "resolution_s": 1}}
     overrides = {
         "licenses": {"matlab": 2},
         "scheduler_profile": profile,
@@ -44,7 +46,7 @@ def _metric(live: LiveServer, name: str) -> float:
 def test_a_job_waiting_for_licenses_starts_before_a_later_one(
     live: LiveServer, tmp_path: Path
 ) -> None:
-    """2 matlab. The holder keeps 1 (time limit 1 min); the head asks 2, so it waits for
+    """2 matlab. The holder keeps 1 (time limit 2 min); the head asks 2, so it waits for
     the holder's end; a later job asks 1 for 10 min: the free license is its for the
     taking, but it would still hold it when the head is planned to start, so it waits.
     Once the holder ends, the head runs first."""
@@ -56,7 +58,7 @@ def test_a_job_waiting_for_licenses_starts_before_a_later_one(
         assert out.returncode == 0, out.stderr
         return out.stdout.strip()
 
-    holder = submit("-L", "matlab:1", "--time=1", "--wrap", wait)
+    holder = submit("-L", "matlab:1", "--time=2", "--wrap", wait)
     with live.client() as c:
         wait_until(lambda: c.job(holder).state == "RUNNING", message="the holder to start")
         began = c.job(holder).start_time
@@ -70,8 +72,8 @@ def test_a_job_waiting_for_licenses_starts_before_a_later_one(
         assert (info.state, info.reason) == ("PENDING", "Licenses")
         expected = info.expected_start
         assert expected is not None
-        # the holder's planned end (start + time limit), on bf_resolution's 60 s grid
-        assert began + 60 <= expected <= began + 60 + 60 + 2, (began, expected)
+        # the holder's planned end: its start + its time limit
+        assert began + 120 <= expected <= began + 120 + 2, (began, expected)
 
         later = submit("-L", "matlab:1", "--time=10", "--wrap", "true")
         # a backfill pass that saw both waiting jobs, then one more after it: had the
