@@ -62,6 +62,14 @@ def start_up(
     return up, HalClient(url, json.loads(credentials.read_text())[url]["token"])
 
 
+def stop_up(up: subprocess.Popen[bytes], client: HalClient, data: Path) -> None:
+    """End what ``start_up`` started: the client, `hal up`, and any agent left."""
+    client.close()
+    stop_process(up)
+    for agent in agents_of(data):
+        agent.kill()
+
+
 def test_a_killed_hal_up_leaves_no_agent_running(tmp_path: Path) -> None:
     """SIGKILL `hal up` (or a crash): its agents stop too, and the next `hal up` runs its
     own instead of finding the state directories locked by the orphans."""
@@ -157,10 +165,7 @@ def test_a_second_hal_up_on_the_same_state_is_refused(tmp_path: Path) -> None:
         assert len(agents_of(data)) == 1
         assert [n.name for n in client.nodes()] == ["node1"]
     finally:
-        client.close()
-        stop_process(up)
-        for agent in agents_of(data):
-            agent.kill()
+        stop_up(up, client, data)
 
 
 def test_a_read_only_database_is_named_before_anything_starts(tmp_path: Path) -> None:
@@ -236,10 +241,7 @@ def test_ctrl_c_during_start_up_stops_cleanly_and_keeps_the_state(tmp_path: Path
     try:
         assert client.job(job).state == "PENDING"
     finally:
-        client.close()
-        stop_process(up)
-        for agent in agents_of(data):
-            agent.kill()
+        stop_up(up, client, data)
 
 
 def test_an_ipv6_host_gives_a_url_clients_and_agents_can_use(tmp_path: Path) -> None:
@@ -255,10 +257,7 @@ def test_an_ipv6_host_gives_a_url_clients_and_agents_can_use(tmp_path: Path) -> 
     try:
         assert [n.name for n in client.nodes()] == ["node1"]
     finally:
-        client.close()
-        stop_process(up)
-        for agent in agents_of(data):
-            agent.kill()
+        stop_up(up, client, data)
 
 
 def test_hal_up_gives_its_agents_an_agent_token_not_the_admins(tmp_path: Path) -> None:
@@ -280,7 +279,4 @@ def test_hal_up_gives_its_agents_an_agent_token_not_the_admins(tmp_path: Path) -
         (local,) = [u for u in client.users() if u.name == "local-agents"]
         assert (local.agent, local.admin, local.nodes) == (True, False, "")
     finally:
-        client.close()
-        stop_process(up)
-        for agent in agents_of(data):
-            agent.kill()
+        stop_up(up, client, data)

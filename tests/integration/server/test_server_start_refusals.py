@@ -36,6 +36,13 @@ def hal_server(data: Path, port: int) -> list[str]:
     ]
 
 
+def refused_server(data: Path) -> subprocess.CompletedProcess[str]:
+    """`hal server` on ``data`` run to its end (a refusal exits at once), output kept."""
+    return subprocess.run(
+        hal_server(data, free_port()), check=False, capture_output=True, text=True, timeout=60
+    )
+
+
 def serve(data: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     proc = subprocess.Popen(
@@ -63,13 +70,7 @@ def test_a_second_hal_server_on_the_same_sqlite_file_exits_naming_the_first(
     SIGKILL), a server starts there again."""
     first, url = serve(tmp_path)
     try:
-        second = subprocess.run(
-            hal_server(tmp_path, free_port()),
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        second = refused_server(tmp_path)
         assert second.returncode == 5, second.stderr
         assert f"another HAL server (pid {first.pid} on " in second.stderr
         assert "Traceback" not in second.stderr
@@ -100,13 +101,7 @@ def test_a_lock_file_that_cannot_be_created_is_one_line(tmp_path: Path) -> None:
     here a directory stands in its way): `hal server` exits 6 with one line saying what
     to fix, not a traceback."""
     (tmp_path / "hal.db.lock").mkdir()
-    done = subprocess.run(
-        hal_server(tmp_path, free_port()),
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = refused_server(tmp_path)
     assert done.returncode == 6, done.stderr
     assert f"the server cannot create {tmp_path / 'hal.db.lock'} (" in done.stderr
     assert "write access to the database's directory" in done.stderr
@@ -127,13 +122,7 @@ def test_a_database_written_by_a_newer_release_is_one_line(tmp_path: Path) -> No
     newer = len(STEPS) + 1
     with store.engine.begin() as conn:
         conn.execute(text(f"UPDATE hal_meta SET value = {newer} WHERE key = 'schema_version'"))
-    done = subprocess.run(
-        hal_server(tmp_path, free_port()),
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = refused_server(tmp_path)
     assert done.returncode == 5, done.stderr
     assert f"the database schema is version {newer}, newer than this HAL's " in done.stderr
     assert "Traceback" not in done.stderr
