@@ -803,14 +803,10 @@ def _reserve(
                     profile, ledger, job.id, request, mask, runtime, k, counts
                 )
             return True
-        # (``_not_before``, inline: this runs for every row tried)
-        st = out.status
-        if st.code is Code.UNRESOLVABLE:
-            return False  # waiting cannot help
-        if out.stage is Stage.PRE_FILTER:
-            later = st.earliest_start
-            if later is None or later <= start:
-                return False  # the job is not ready at all
+        later = _not_before(out, start)
+        if later is None:
+            return False
+        if later > start:
             not_before = later  # e.g. its licenses are back only then
     return False
 
