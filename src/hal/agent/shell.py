@@ -65,6 +65,7 @@ from hal.agent.events import (
     Tick,
 )
 from hal.agent.gpus import GpuInventory, configured_gpus
+from hal.agent.instructions import InstructionStream
 from hal.agent.isolation import Isolation, agent_cgroup_name, detect_isolation
 from hal.agent.launcher import LaunchReply, StepLauncher
 from hal.agent.metrics import (
@@ -162,6 +163,7 @@ class AgentShell:
         self._peaks: dict[tuple[int, int], int] = {}  # (job, attempt) → most RSS sampled
         self._sampled_at = -USAGE_MIN_INTERVAL_S  # monotonic time of the last sample
         self._registered = False
+        self._instructions = InstructionStream()  # each instruction once, in order
         self._wait_seconds = min(config.heartbeat_interval_seconds, MAX_WAIT_SECONDS)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
@@ -350,6 +352,7 @@ class AgentShell:
             MAX_WAIT_SECONDS,
         )
         self._registered = True
+        self._instructions.registered(reply.instructions_from)
         self.counters.registrations += 1
         if reply.kill_wait_seconds != self.machine.kill_wait_seconds:
             self.store.save_kill_wait(reply.kill_wait_seconds)
@@ -411,6 +414,7 @@ class AgentShell:
             usage=usage or [],
             free_memory_bytes=load[0],
             cpu_load=load[1],
+            applied=self._instructions.applied,
         )
 
     def _apply(self, reply: AgentInstructions) -> None:
@@ -418,7 +422,7 @@ class AgentShell:
         if reply.reregister:
             self._registered = False
         self._feed(ReportsAcked(reply.acked_seq, now))
-        for instruction in reply.instructions:
+        for instruction in self._instructions.fresh(reply):
             if isinstance(instruction, Launch):
                 self._feed(LaunchRequested(instruction, now))
             elif isinstance(instruction, Cancel):

@@ -5,14 +5,19 @@ and takes instructions (launch / signal / cancel). Reports are applied in one tr
 and acknowledged by sequence number, so a lost response makes the agent resend, and the
 transitions below ignore anything already applied.
 
-Launches are re-sent until the agent confirms them (``started``/``finished``), and the
-agent deduplicates by ``(job_id, attempt)``: a lost instruction is retried, never doubled.
+Instructions are numbered per session and stay in the session's outbox until the agent
+says it applied them (``AgentSync.applied``): every reply carries all that are left,
+oldest first, so a lost reply loses nothing and a reply that overtook an older one does
+not reorder them (the agent applies each number once, in order). Launches are also re-sent
+until the agent confirms them (``started``/``finished``): for agents that do not number
+instructions, and after a re-registration; the agent deduplicates by ``(job_id, attempt)``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from dataclasses import dataclass, field
 
 from hal.core.gpu_islands import complete_islands
@@ -49,12 +54,22 @@ RESEND_AFTER_S = 5.0
 FINISHED_STATES = {s.value: s for s in JobState if s.is_terminal}
 
 
+def _first_number() -> int:
+    """A new session's first instruction number: the wall clock in microseconds, above
+    any number an earlier session of the node gave (each took longer than that to make),
+    so an agent's stale acknowledgement acknowledges nothing of the new session's."""
+    return time.time_ns() // 1000
+
+
 @dataclass(slots=True)
 class AgentSession:
     node: str
     acked_seq: int = 0
     last_seen: float = 0.0
+    # instructions the agent has not said it applied, oldest first; ``first_id`` numbers
+    # ``outbox[0]`` (or the next one pushed), the others follow one by one
     outbox: list[Instruction] = field(default_factory=list)
+    first_id: int = field(default_factory=_first_number)
     unconfirmed: dict[int, tuple[Launch, float]] = field(default_factory=dict)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     lost_check_after: float = 0.0  # when to declare unreported jobs lost (after register)
@@ -69,6 +84,14 @@ class AgentSession:
     def push(self, instruction: Instruction) -> None:
         self.outbox.append(instruction)
         self.wake.set()
+
+    def applied(self, number: int | None) -> None:
+        """The agent has applied every instruction up to ``number`` (None: all sent so far,
+        for an agent that does not number them): they leave the outbox."""
+        done = len(self.outbox) if number is None else number - self.first_id + 1
+        done = min(max(done, 0), len(self.outbox))
+        del self.outbox[:done]
+        self.first_id += done
 
 
 def _session_for(cluster: Cluster, job: Job) -> AgentSession | None:
@@ -208,6 +231,11 @@ async def register(cluster: Cluster, reg: AgentRegister) -> AgentRegistered:
 
         added = await cluster.db(work)
         cluster.nodes[reg.node] = node
+        # new time limits the agent may not have applied: applying one again is harmless
+        # (a signal is not carried: the old agent may have delivered it)
+        before = cluster.agent_sessions.get(reg.node)
+        if before is not None:
+            session.outbox = [i for i in before.outbox if isinstance(i, Limit)]
         cluster.agent_sessions[reg.node] = session
         # jobs the server placed here that the agent has not confirmed: (re)send them
         for job in cluster.unfinished.values():
@@ -233,6 +261,7 @@ async def register(cluster: Cluster, reg: AgentRegister) -> AgentRegistered:
         kill_wait_seconds=cluster.config.kill_wait_seconds,
         kill=kill,
         server_time=now,
+        instructions_from=session.first_id,
     )
 
 
@@ -248,6 +277,8 @@ async def sync(cluster: Cluster, node: str, request: AgentSync) -> AgentInstruct
         session.free_memory_bytes = request.free_memory_bytes
     if request.cpu_load is not None:
         session.cpu_load = request.cpu_load
+    if request.applied is not None:
+        session.applied(request.applied)
     fresh = [r for r in request.reports if r.seq > session.acked_seq]
     try:
         if fresh:
@@ -268,14 +299,20 @@ async def sync(cluster: Cluster, node: str, request: AgentSync) -> AgentInstruct
             await asyncio.wait_for(session.wake.wait(), timeout=wait)
     now = cluster.clock.now()
     session.last_seen = now
-    out = session.outbox
-    session.outbox = []
-    queued = {i.job_id for i in out if isinstance(i, Launch)}
+    queued = {i.job_id for i in session.outbox if isinstance(i, Launch)}
     for job_id, (launch, sent) in list(session.unconfirmed.items()):
         if job_id not in queued and job_id not in request.running and now - sent > RESEND_AFTER_S:
-            out.append(launch)
+            session.outbox.append(launch)
             session.unconfirmed[job_id] = (launch, now)
-    return AgentInstructions(acked_seq=session.acked_seq, instructions=out, server_time=now)
+    reply = AgentInstructions(
+        acked_seq=session.acked_seq,
+        instructions=list(session.outbox),
+        first_id=session.first_id,
+        server_time=now,
+    )
+    if request.applied is None:  # an agent that does not number them gets each once
+        session.applied(None)
+    return reply
 
 
 async def _check_lost(

@@ -11,6 +11,15 @@ Agents initiate every exchange (they may sit behind NAT):
   also the heartbeat. Reports carry a per-agent sequence number; the server acknowledges the
   highest it has stored, and the agent resends anything unacknowledged, so a lost response
   loses nothing (reports are idempotent by ``(job_id, kind, attempt)``).
+
+Instructions travel the same way the other way round. The server numbers each node's
+instructions (``AgentInstructions.first_id``: the number of the first in the list, the
+rest follow one by one, from ``AgentRegistered.instructions_from`` on); every sync says
+which the agent has applied (``AgentSync.applied``) and every reply carries all it has
+not, oldest first. So an instruction in a lost reply comes again, and one in a reply that
+overtook an older reply (two syncs may be in flight) waits for those before it: the agent
+applies each once, in the order the server gave them. An agent that sends no ``applied``
+(before numbering) gets each instruction once, in one reply, as before.
 """
 
 from __future__ import annotations
@@ -55,6 +64,8 @@ class AgentRegistered(WireModel):
     kill_wait_seconds: int
     kill: list[int] = Field(default_factory=list)  # supervised jobs the server does not want
     server_time: float
+    # the number of this session's first instruction (0: a server that does not number)
+    instructions_from: int = Field(default=0, ge=0)
 
 
 class JobReport(WireModel):
@@ -95,6 +106,9 @@ class AgentSync(WireModel):
     # average; None (an older agent, or /proc unreadable): unknown, shown as N/A
     free_memory_bytes: int | None = Field(default=None, ge=0, le=INT64_MAX)
     cpu_load: float | None = Field(default=None, ge=0, le=1e9)
+    # the number of the last instruction applied (the agent has applied all before it);
+    # None: an agent that does not number instructions
+    applied: int | None = Field(default=None, ge=0)
 
 
 class Launch(WireModel):
@@ -159,6 +173,7 @@ Instruction = Launch | Signal | Cancel | Limit
 class AgentInstructions(WireModel):
     acked_seq: int  # the highest report seq the server has stored
     instructions: list[Instruction] = Field(default_factory=list)
+    first_id: int = Field(default=0, ge=0)  # the number of instructions[0]; 0: not numbered
     server_time: float
     reregister: bool = False  # the server does not know this node: register again
 
