@@ -128,6 +128,9 @@ class JobSpec:
     gpus_per_task: int = 0
     gpu_type: str | None = None
     time_limit_s: int | None = None  # None → partition default; 0 → unlimited
+    # --time-min: backfill may start the job with its limit lowered to no less than this
+    # when that lets it start sooner (Slurm's TimeMin); None: its limit is never lowered
+    time_min_s: int | None = None
     array: ArraySpec | None = None
     dependency: Dependency | None = None
     kill_on_invalid_dep: bool = False

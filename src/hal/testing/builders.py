@@ -175,6 +175,11 @@ class JobBuilder:
         self._job["time_limit_s"] = seconds
         return self
 
+    def time_min(self, seconds: int) -> JobBuilder:
+        """``--time-min``: backfill may lower the limit to no less than this."""
+        self._spec["time_min_s"] = seconds
+        return self
+
     def reason(self, reason: PendingReason) -> JobBuilder:
         self._job["reason"] = reason
         return self

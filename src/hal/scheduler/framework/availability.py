@@ -245,6 +245,12 @@ class AvailabilityProfile:
         return self._base
 
     @property
+    def dip_instants(self) -> list[float]:
+        """The instants after now at which a reservation starts, sorted (not to be
+        written): a window from now has less free only where it covers one."""
+        return self._dip_instants
+
+    @property
     def has_dips(self) -> bool:
         """Whether a reservation starts after now (else every event is a release)."""
         return bool(len(self._dip_time))

@@ -36,6 +36,14 @@ now takes no license a reservation made before it needs, and a reservation start
 where the licenses are back (the plugin's verdict says from when, ``earliest_start``,
 and the search goes on from there). Stages planning no job with licenses build none.
 
+A job with ``--time-min`` (``JobSpec.time_min_s``, Slurm's TimeMin) that cannot start
+now for its planned run is tried again with its time limit lowered: the longest whole
+minute from its time-min up whose run ends before every reservation start it would
+meet (the instants where a window from now loses free resources: the profile's dips)
+and every advance reservation boundary, longest first. A fit starts with that limit
+(``BackfillResult.limits``; the plan's ``Placement.time_limit_s``), which the job then
+keeps. Jobs without one take exactly the path they took before.
+
 Jobs are never started late because of this: a start that fits now is always taken
 (the same or an earlier reservation would be made otherwise). Predicted run times only
 shape the plan; jobs are killed at their own time limit, never at the prediction.
@@ -85,6 +93,8 @@ class BackfillResult:
     reservations: dict[int, tuple[float, float, Allocation]] = field(default_factory=dict)
     # set when the stage settled and the pass started nothing (``SettledStage``)
     settled: SettledStage | None = None
+    # job id → the time limit it starts with, lowered within its ``--time-min``
+    limits: dict[int, int] = field(default_factory=dict)
 
 
 def _held_for(job: Job, runtime: float, protected: bool) -> float:
@@ -93,6 +103,13 @@ def _held_for(job: Job, runtime: float, protected: bool) -> float:
     if protected and job.time_limit_s > 0:
         return float(job.time_limit_s)
     return runtime
+
+
+def _least_hold(job: Job, hold: float) -> float:
+    """The shortest a job planned to hold its nodes for ``hold`` may be started for:
+    its ``--time-min`` when that is shorter (a lower bound for the CPU screens)."""
+    time_min = job.spec.time_min_s
+    return float(time_min) if time_min and time_min < hold else hold
 
 
 def _min_cpus(job: Job) -> int:
@@ -200,6 +217,8 @@ def run_backfill(
         runtime = planner.hold_for(job)
         key = placement_key(job)
         if now + runtime >= failed_now.get(key, math.inf):
+            if spec.time_min_s and planner.start_shortened(job, runtime):
+                continue
             if owed:
                 deferred.append(job)
             continue
@@ -209,6 +228,8 @@ def run_backfill(
             continue
         if stage is Stage.FILTER:  # only a resource failure carries over to the key
             failed_now[key] = min(failed_now.get(key, math.inf), now + runtime)
+        if spec.time_min_s and stage in _SHORTENABLE and planner.start_shortened(job, runtime):
+            continue
         planner.defer(job)
     if explain:
         planner.flush()
@@ -223,6 +244,13 @@ def run_backfill(
         left = SettledStage(planner, ordered[0], settled.partition)
         return dataclasses.replace(planner.result, settled=left)
     return planner.result
+
+
+# Where a start-now try stopped for a lack of something a shorter run may leave free:
+# CPUs (the screen: None), nodes (Filter, e.g. an advance reservation's), licenses
+# (PreFilter)
+_SHORTENABLE = (None, Stage.FILTER, Stage.PRE_FILTER)
+_MINUTE = 60  # time limits lowered within --time-min are whole minutes, as Slurm's
 
 
 class _Planner:
@@ -461,6 +489,45 @@ class _Planner:
                 self.reservations[job.partition] = self.reservations.get(job.partition, 0) + 1
         self.deferred.clear()
 
+    def start_shortened(self, job: Job, hold: float) -> bool:
+        """``--time-min``: start ``job``, which cannot start now to hold its nodes for
+        ``hold``, with the longest time limit from its time-min up (whole minutes) that
+        fits now without delaying a reservation; True when it started. A window from
+        now loses free resources only where a reservation starts (the profile's dips),
+        and an advance reservation's plugin judges the run at its window's boundaries:
+        the limit is tried ending at each such instant before ``now + hold``, latest
+        first, then at the time-min itself. (``failed_now`` is not asked: a Filter
+        verdict of the full run, e.g. nodes kept for a maintenance window it would
+        meet, may not hold for a shorter one.)"""
+        time_min = job.spec.time_min_s
+        if not time_min or time_min >= hold:
+            return False  # (a run planned shorter than its time-min gains nothing)
+        ctx = self.ctx
+        now = ctx.now
+        last = now + hold
+        self.flush()  # earlier reservations first: they constrain this job
+        if job.spec.licenses:
+            self.plan_licenses()
+        profile = self.profile
+        instants = {*profile.dip_instants, *_reservation_instants(ctx, profile.horizon)}
+        ends = sorted((t for t in instants if now + time_min < t < last), reverse=True)
+        tried: set[int] = set()
+        needs = self.min_cpus(job)
+        for end in [*ends, now + time_min]:
+            limit = max(time_min, int((end - now) // _MINUTE) * _MINUTE)
+            if limit in tried:
+                continue
+            tried.add(limit)
+            shortened = job.evolve(time_limit_s=limit)  # what every plugin judges
+            stage = _start_now(
+                self.framework, ctx, profile, shortened, float(limit), needs, self.result
+            )
+            if stage is Stage.DONE:
+                self.result.limits[job.id] = limit
+                self._free.clear()
+                return True
+        return False
+
     def start_now(self, job: Job, runtime: float, *, screened: bool = False) -> Stage | None:
         """``screened``: the caller knows the job's CPUs are free all through its run
         (``_Settled.next_candidate`` on this very profile)."""
@@ -561,11 +628,14 @@ class _Settled:
         hold_for = planner.hold_for
         for i in range(at, len(positions)):
             need = wanted[i]
+            if need <= lowest:
+                return positions[i]
             # (a run time is asked only where the window's end decides, in order)
-            if (
-                need <= lowest
-                or need <= values[bisect.bisect_left(dips, now + hold_for(ordered[positions[i]]))]
-            ):
+            job = ordered[positions[i]]
+            hold = hold_for(job)
+            if job.spec.time_min_s:
+                hold = _least_hold(job, hold)  # it may start shortened
+            if need <= values[bisect.bisect_left(dips, now + hold)]:
                 return positions[i]
         return len(ordered)
 
@@ -611,6 +681,10 @@ class _Settled:
                 [_held_for(j, r, True) for j, r in zip(self._ordered, runtimes, strict=True)],
                 dtype=np.float64,
             )
+        if runtimes is not None:
+            mins = [j.spec.time_min_s for j in self._ordered]
+            if any(mins):  # a job with --time-min may start shortened: screen that run
+                runtimes = np.minimum(runtimes, [m or math.inf for m in mins])
         self._holds = runtimes
         return self._holds
 
@@ -691,6 +765,7 @@ class SettledStage:
                 job.partition != partition
                 or spec.reservation != head.spec.reservation
                 or spec.het is not None
+                or spec.time_min_s  # it may start shortened: let the pass decide
                 or (sort_key(job), job.id) < head_key
             ):
                 return True  # not simply behind the head: let the pass decide

@@ -352,6 +352,7 @@ class Scheduler:
 
         expected: dict[int, float] = {}
         reservations: dict[int, tuple[float, float, Allocation]] = {}
+        limits: dict[int, int] = {}  # backfill lowered these jobs' limits (--time-min)
         cycle = None
         settled = None
         if backfill and plugin is not None and held:
@@ -364,6 +365,7 @@ class Scheduler:
             statuses.update(bf.statuses)
             expected = bf.expected_start
             reservations = bf.reservations
+            limits = bf.limits
             if not terminations:
                 settled = bf.settled
         elif not backfill and plugin is not None:
@@ -388,6 +390,11 @@ class Scheduler:
             if st.reason != job.reason or start != job.expected_start:
                 updates.append(PendingUpdate(job.id, st.reason, start))
         placements = [Placement(job.id, alloc, job.partition) for job, alloc in placed]
+        if limits:
+            placements = [
+                dataclasses.replace(p, time_limit_s=limits[p.job_id]) if p.job_id in limits else p
+                for p in placements
+            ]
         for term in terminations:
             st = statuses[term.job_id]
             key = (st.plugin, st.reason)

@@ -43,11 +43,14 @@ class ClusterSnapshot:
 @dataclass(frozen=True, slots=True)
 class Placement:
     """Start ``job_id`` now on ``allocation``, in ``partition`` ("": the job's own; a
-    job naming several, ``-p a,b``, starts in the one the pass found room in)."""
+    job naming several, ``-p a,b``, starts in the one the pass found room in), with
+    ``time_limit_s`` as its time limit when backfill lowered it (``--time-min``; None:
+    the job's own limit)."""
 
     job_id: int
     allocation: Allocation
     partition: str = ""
+    time_limit_s: int | None = None
 
 
 class PendingUpdate(NamedTuple):
