@@ -352,6 +352,8 @@ class Simulation:
                     free_cpus -= alloc.total().cpus
                     tj = by_id[job.id]
                     busy += tj.procs
+                    if placement.time_limit_s is not None:  # lowered within --time-min
+                        job = job.evolve(time_limit_s=placement.time_limit_s)
                     running[job.id] = job.evolve(
                         state=JobState.RUNNING,
                         reason=PendingReason.NONE,

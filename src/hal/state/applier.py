@@ -46,6 +46,11 @@ def check_placement(
         return "job is no longer pending"
     if job.spec.hold or job.held_by_admin:  # held since the pass read it
         return "job is held"
+    lowered = placement.time_limit_s  # backfill's, within --time-min
+    if lowered is not None and not (job.spec.time_min_s or 0) <= lowered < (
+        job.time_limit_s or lowered + 1
+    ):
+        return "time limit or time-min changed since the pass"  # lowered again next
     alloc = placement.allocation
     if not alloc.nodes or len(alloc.nodes) != len(alloc.per_node):
         return "malformed allocation"

@@ -65,6 +65,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 log = logging.getLogger("hal.state")
 RECENT_EVENTS = 100_000
+# job.extra: the time limit a job had before backfill lowered it within its --time-min
+LIMIT_BEFORE_TIME_MIN = "limit_before_time_min"
 
 FINISH_REASONS = {
     JobState.COMPLETED: PendingReason.NONE,
@@ -652,6 +654,7 @@ class Cluster:
                 field=where + "nodelist",
             )
         self._check_fits_a_partition(spec, names, where)
+        check_time_min(spec.time_min_s, limit, where)
         advance_reservations.check_job(self, spec, limit, where)
         if spec.topology is not None:
             check_topology_level(self, spec.topology, where)
@@ -1065,7 +1068,18 @@ class Cluster:
                     limit = int(fields["time_limit_seconds"])  # type: ignore[call-overload]
                     if not caller.admin and (limit == 0 or 0 < job.time_limit_s < limit):
                         raise PermissionDenied("only an administrator may raise a job's time limit")
-                    new = new.evolve(time_limit_s=limit)
+                    extra = {k: v for k, v in job.extra.items() if k != LIMIT_BEFORE_TIME_MIN}
+                    new = new.evolve(time_limit_s=limit, extra=extra)  # its own from now on
+                if fields.get("time_min_seconds") is not None:
+                    if job.state is not JobState.PENDING:
+                        raise Conflict(
+                            f"job {job.display_id} is {job.state.value}: TimeMin counts only "
+                            "until a job starts; its time limit was settled then"
+                        )
+                    time_min = int(fields["time_min_seconds"])  # type: ignore[call-overload]
+                    new = new.evolve(spec=new.spec.with_changes(time_min_s=time_min or None))
+                if new.state is JobState.PENDING:
+                    check_time_min(new.spec.time_min_s, new.time_limit_s)
                 if fields.get("priority") is not None:
                     priority = int(fields["priority"])  # type: ignore[call-overload]
                     # Slurm: "only the Slurm administrator or root can increase job's
@@ -1170,13 +1184,19 @@ class Cluster:
                     continue  # all components start together or none does
                 if check_placement(placement, self.jobs, self.nodes, scratch, self.partitions):
                     continue
+                job = self.jobs[placement.job_id]
+                lowered = placement.time_limit_s  # backfill's, within --time-min
                 if self.reservations and advance_reservations.placement_conflict(
-                    self, self.jobs[placement.job_id], placement.allocation.nodes, now
+                    self,
+                    job if lowered is None else job.evolve(time_limit_s=lowered),
+                    placement.allocation.nodes,
+                    now,
                 ):
                     continue  # a reservation created or changed since the pass read
-                job = self.jobs[placement.job_id]
                 if placement.partition and placement.partition != job.partition:
                     job = in_partition(job, self.partitions, placement.partition)  # -p a,b
+                if lowered is not None:
+                    job = lowered_limit(job, lowered)
                 if PREEMPTING in job.extra:  # it no longer goes first in the queue
                     job = job.evolve(extra=preempt.cleared(job.extra))
                 job = job.evolve(
@@ -1394,13 +1414,37 @@ def _refused_het_jobs(cluster: Cluster, plan: Plan, scratch: dict[str, NodeUsage
     return refused
 
 
+def check_time_min(time_min: int | None, limit: int, where: str = "") -> None:
+    """``--time-min`` may not exceed the job's time limit (0: unlimited), as in Slurm."""
+    if time_min and limit and time_min > limit:
+        raise InvalidRequest(
+            f"Invalid time-min specification (exceeds job's time or other limits): "
+            f"time-min {time_min}s is more than the time limit {limit}s; give a "
+            "--time-min no longer than --time (or raise --time)",
+            field=where + "time_min",
+        )
+
+
+def lowered_limit(job: Job, limit: int) -> Job:
+    """``job`` starting with ``limit``, which backfill chose within its ``--time-min``;
+    the limit it had is kept (``LIMIT_BEFORE_TIME_MIN``) for a new run after a requeue."""
+    extra = {**job.extra, LIMIT_BEFORE_TIME_MIN: str(job.time_limit_s)}
+    return job.evolve(time_limit_s=limit, extra=extra)
+
+
 def requeued(job: Job, after: str | None = None) -> Job:
     """``job`` back in the queue for a new run; ``after``: the state the server ended its
-    last run in (``preempt.REQUEUED_AFTER``; None: an administrator's requeue)."""
-    dropped = (preempt.REQUEUE, SUSPENDED_AT, SUSPENDED_S, preempt.REQUEUED_AFTER)  # start afresh
+    last run in (``preempt.REQUEUED_AFTER``; None: an administrator's requeue). A limit
+    backfill lowered within ``--time-min`` was for that run's start: the job's own is
+    back, for backfill to lower again if it must."""
+    dropped = (
+        preempt.REQUEUE, SUSPENDED_AT, SUSPENDED_S, preempt.REQUEUED_AFTER, LIMIT_BEFORE_TIME_MIN
+    )  # start afresh  # fmt: skip
     extra = preempt.cleared({k: v for k, v in job.extra.items() if k not in dropped})
     if after is not None:
         extra[preempt.REQUEUED_AFTER] = after
+    if LIMIT_BEFORE_TIME_MIN in job.extra:
+        job = job.evolve(time_limit_s=int(job.extra[LIMIT_BEFORE_TIME_MIN]))
     return job.evolve(
         state=JobState.PENDING,
         reason=PendingReason.WAITING_FOR_SCHEDULING,
