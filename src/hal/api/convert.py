@@ -148,6 +148,7 @@ def to_spec(
         gpus_per_task=req.gpus_per_task,
         gpu_type=req.gpu_type,
         time_limit_s=req.time_limit_seconds,
+        time_min_s=req.time_min_seconds or None,
         array=array,
         dependency=dependency,
         kill_on_invalid_dep=req.kill_on_invalid_dep,
@@ -268,6 +269,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         data=list(spec.data),
         reservation=spec.reservation,
         licenses=format_licenses(spec.licenses),
+        time_min_seconds=spec.time_min_s,
     )
 
 

@@ -169,6 +169,8 @@ JOB_LETTERS: dict[str, tuple[str, JobColumn]] = {
     "restartcnt": ("RESTARTCNT", lambda j, n: str(j.restarts)),
     "requeue": ("REQUEUE", lambda j, n: str(int(j.requeue))),
     "preempttime": ("PREEMPT_TIME", lambda j, n: timestamp(j.preempt_time)),
+    # --time-min; 0:00 without one, as squeue's _print_job_time_min prints Slurm's 0
+    "timemin": ("MIN_TIME", lambda j, n: duration_short(j.time_min_seconds or 0)),
 }
 
 # -O/--Format names (case-insensitive) → letter (or the key of a column -o has no letter

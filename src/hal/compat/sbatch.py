@@ -61,6 +61,7 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("requeue", ("requeue",), arg=N),
     Opt("no_requeue", ("no-requeue",), arg=N),
     Opt("signal", ("signal",)),
+    Opt("time_min", ("time-min",)),
     Opt("exclusive", ("exclusive",), arg=OPT),
     Opt("switches", ("switches",)),
     Opt("topology", ("topology",)),
@@ -100,6 +101,7 @@ ENV_OPTIONS = {
     "SBATCH_RESERVATION": "reservation",
     "SBATCH_SIGNAL": "signal",
     "SBATCH_TIMELIMIT": "time",
+    "SBATCH_TIME_MIN": "time_min",
 }
 
 # At most one of each group per source; a higher-precedence source resets the others
@@ -138,6 +140,7 @@ JOB_WIDE = (
     "hold",
     "begin",
     "time",
+    "time_min",
     "requeue",
     "no_requeue",
     "signal",
@@ -562,6 +565,9 @@ def _scheduling(settings: dict[str, Setting], fields: dict[str, object], now: fl
     limit = text("time")
     if limit is not None:
         fields["time_limit_seconds"] = parse_time_limit(limit)
+    time_min = text("time_min")
+    if time_min is not None:
+        fields["time_min_seconds"] = _time_min(time_min, fields.get("time_limit_seconds"))
     # array, dependency and signal travel as text (the server parses them with the same
     # functions); checking the syntax here gives the error before any network round trip.
     array = text("array")
@@ -628,6 +634,20 @@ def _scheduling(settings: dict[str, Setting], fields: dict[str, object], now: fl
         if not re.match(r"^[+-]?\d+$", nice.strip()):
             raise InvalidRequest(f"--nice needs an integer, got {nice!r}", field="nice")
         fields["nice"] = int(nice)
+
+
+def _time_min(text: str, limit: object) -> int:
+    """``--time-min`` in seconds (0: none), no longer than ``--time`` when that is given
+    (without one, the server compares it with the limit the partition gives)."""
+    seconds = parse_time_limit(text, field="time-min", unlimited=False)
+    if seconds and isinstance(limit, int) and limit and seconds > limit:
+        raise InvalidRequest(
+            f"Invalid time-min specification (exceeds job's time or other limits): "
+            f"--time-min={text.strip()} is longer than --time; give a --time-min no longer "
+            "than --time",
+            field="time-min",
+        )
+    return seconds
 
 
 def parse_constraint(text: str) -> list[str]:
@@ -702,6 +722,7 @@ Options HAL accepts (anything else is refused with an error):
       --mem-per-gpu=size     --gres=gpu[:type]:N       -G, --gpus=[type:]N
       --gpus-per-node=[type:]N  --gpus-per-task=[type:]N
   -t, --time=limit           -a, --array=indexes       -d, --dependency=list
+      --time-min=limit       backfill may lower --time to no less than this to start sooner
       --kill-on-invalid-dep=yes|no  -A, --account=name  -q, --qos=name
   -D, --chdir=dir            --export=ALL|NONE|VAR=val,...
   -C, --constraint=a&b       -x, --exclude=hosts       -w, --nodelist=hosts

@@ -36,7 +36,7 @@ from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo, TopologyInfo
 
 INVALID_JOB_ID = "slurm_load_jobs error: Invalid job id specified"
 COMMANDS = "show, hold, release, suspend, resume, requeue, update, create and delete"
-UPDATABLE = "TimeLimit, Priority, Nice, JobName, Comment, Partition, Reservation"
+UPDATABLE = "TimeLimit, TimeMin, Priority, Nice, JobName, Comment, Partition, Reservation"
 NO_TOPOLOGY = "No topology information available"
 # State= of ``update NodeName=...``: what ``hal drain`` / ``hal resume`` send for it
 NODE_STATES = {"DRAIN": "DRAIN", "DOWN": "DOWN", "RESUME": "RESUME", "UNDRAIN": "RESUME"}
@@ -296,7 +296,8 @@ def job_record(job: JobInfo, now: float) -> list[str]:
         f"Requeue={int(job.requeue)} Restarts={job.restarts} BatchFlag=1 Reboot=0 "
         f"ExitCode={job.exit_code}:{job.exit_signal}",
         f"RunTime={duration_long(time_used(job, now))} "
-        f"TimeLimit={limit_long(job.time_limit_seconds)} TimeMin=N/A",
+        f"TimeLimit={limit_long(job.time_limit_seconds)} "
+        f"TimeMin={duration_long(job.time_min_seconds) if job.time_min_seconds else 'N/A'}",
         f"SubmitTime={timestamp(job.submit_time, 'Unknown')} "
         f"EligibleTime={timestamp(job.eligible_time, 'Unknown')}",
         f"StartTime={timestamp(job.start_time or job.expected_start, 'Unknown')} "
@@ -439,6 +440,8 @@ def _update(args: list[str], console: Console) -> int:
                     "relative TimeLimit (+/-) is not supported; give the new limit"
                 )
             changes["time_limit_seconds"] = parse_time_limit(value, field="TimeLimit")
+        elif key == "timemin":
+            changes["time_min_seconds"] = parse_time_limit(value, field="TimeMin", unlimited=False)
         elif key in ("priority", "nice"):
             if not re.match(r"^-?\d+$", value):
                 raise InvalidRequest(f"{m.group(1)} needs an integer, got {value!r}")

@@ -79,6 +79,7 @@ def job_json(job: JobInfo) -> Json:
         "state_reason": reason,
         "submit_time": no_val(job.submit_time),
         "time_limit": no_val(limit_minutes, infinite=limit_minutes is None),
+        "time_minimum": no_val(math.ceil((job.time_min_seconds or 0) / 60)),  # 0: none
         "tres_per_node": f"gres/gpu:{job.gpus // max(job.node_count, 1)}" if job.gpus else "",
         "user_name": job.user,
     }

@@ -123,6 +123,7 @@ class JobInfo(WireModel):
     data: list[str] = Field(default_factory=list)  # --data: input cache keys
     reservation: str = ""  # --reservation
     licenses: str = ""  # -L, as "ansys:1,matlab:2"
+    time_min_seconds: int | None = None  # --time-min (None: none)
 
 
 class JobList(WireModel):
@@ -134,6 +135,7 @@ class JobUpdate(WireModel):
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
     time_limit_seconds: int | None = Field(default=None, ge=0, le=LATEST_SECONDS)
+    time_min_seconds: int | None = Field(default=None, ge=0, le=LATEST_SECONDS)  # 0: none
     priority: int | None = Field(default=None, ge=0, le=INT64_MAX)
     nice: int | None = Field(default=None, ge=-10000, le=10000)
     name: str | None = Field(default=None, max_length=256)

@@ -65,6 +65,8 @@ class JobSubmit:
     gpus_per_task: Annotated[int, Ge(0), Le(1024)] = 0
     gpu_type: Annotated[str | None, MaxLen(64)] = None
     time_limit_seconds: Annotated[int | None, Ge(0), Le(LATEST_SECONDS)] = None
+    # --time-min: backfill may lower the limit to no less than this (0 or None: never)
+    time_min_seconds: Annotated[int | None, Ge(0), Le(LATEST_SECONDS)] = None
     array: Annotated[str | None, MaxLen(4096)] = None
     dependency: Annotated[str | None, MaxLen(4096)] = None
     kill_on_invalid_dep: bool = False
