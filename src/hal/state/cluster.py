@@ -951,14 +951,7 @@ class Cluster:
             changed: list[Job] = []
             for job in jobs:
                 if held:
-                    new = (
-                        job.evolve(held_by_admin=True, reason=PendingReason.JOB_HELD_ADMIN)
-                        if caller.admin and job.spec.user != caller.name and not user_hold
-                        else job.evolve(
-                            spec=job.spec.with_changes(hold=True),
-                            reason=PendingReason.JOB_HELD_USER,
-                        )
-                    )
+                    new = _held_by(job, caller, user_hold=user_hold)
                 else:
                     if job.held_by_admin and not caller.admin:
                         raise PermissionDenied(
@@ -1055,6 +1048,7 @@ class Cluster:
             self._authorise(jobs, caller)
             now = self.clock.now()
             changed: list[Job] = []
+            held: set[int] = set()  # by ``Priority=0``
             for job in jobs:
                 new = job
                 if fields.get("time_limit_seconds") is not None:
@@ -1080,15 +1074,25 @@ class Cluster:
                     new = new.evolve(spec=new.spec.with_changes(time_min_s=time_min or None))
                 if new.state is JobState.PENDING:
                     check_time_min(new.spec.time_min_s, new.time_limit_s)
-                if fields.get("priority") is not None:
+                if fields.get("priority") == 0:
+                    # Slurm's `scontrol hold` is this very update: priority 0 holds the
+                    # job, the owner's way or an administrator's, as ``set_hold`` does
+                    if job.state is not JobState.PENDING:
+                        raise Conflict(
+                            f"Job is no longer pending execution: job {job.display_id} is "
+                            f"{job.state.value}; only a pending job can be held"
+                        )
+                    new = _held_by(new, caller, user_hold=False)
+                    held.add(job.id)
+                elif fields.get("priority") is not None:
                     priority = int(fields["priority"])  # type: ignore[call-overload]
                     # Slurm: "only the Slurm administrator or root can increase job's
-                    # priority"; its owner may lower it (0 holds it there: `scontrol hold`)
+                    # priority"; its owner may lower it (0 holds it: above)
                     if not caller.admin and not 0 < priority <= job.priority:
                         raise PermissionDenied(
                             f"job {job.display_id}'s priority is {job.priority}: its owner "
-                            f"may lower it (1 to {job.priority}), only an administrator may "
-                            "raise it; `scontrol hold` holds the job"
+                            f"may lower it (1 to {job.priority}, or 0 to hold it), only an "
+                            "administrator may raise it"
                         )
                     new = new.evolve(
                         priority=priority,
@@ -1133,7 +1137,7 @@ class Cluster:
                 changed.append(new)
             events = [
                 EventRow(now, "job.updated", job_id=j.id, state=j.state.value) for j in changed
-            ]
+            ] + [EventRow(now, "job.held", job_id=j, state="PENDING") for j in sorted(held)]
             await self._commit(changed, events)
             for old, new in zip(jobs, changed, strict=True):
                 if new.state.is_active and new.time_limit_s != old.time_limit_s:
@@ -1368,6 +1372,15 @@ class Cluster:
                     if not ids:
                         del self.arrays[job.array_job_id]
         return len(old)
+
+
+def _held_by(job: Job, caller: Caller, *, user_hold: bool) -> Job:
+    """``job`` held by ``caller`` (``scontrol hold``, or ``update Priority=0``): an
+    administrator's hold of another user's job only an administrator releases, unless
+    ``user_hold`` (``scontrol uhold``); any other a hold its owner may release."""
+    if caller.admin and job.spec.user != caller.name and not user_hold:
+        return job.evolve(held_by_admin=True, reason=PendingReason.JOB_HELD_ADMIN)
+    return job.evolve(spec=job.spec.with_changes(hold=True), reason=PendingReason.JOB_HELD_USER)
 
 
 def _held(job: Job) -> bool:

@@ -1,0 +1,80 @@
+"""``scontrol update JobId=N Priority=0`` holds the job, as in Slurm (where ``scontrol
+hold`` is that very update): by its owner a hold the owner releases (``JobHeldUser``), by
+an administrator on another user's job an administrator's hold (``JobHeldAdmin``);
+``scontrol release`` lets it be scheduled again. The owner's update was refused ("its
+owner may lower it (1 to N)"), and an administrator's pinned the job at priority 0
+without holding it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from hal.testing.live import LiveServer
+from hal.wire.jobs import JobSubmit
+
+# pending until 2100 (--begin), so no pass starts it while the test looks at it
+LATER = JobSubmit(script="#!/bin/sh\ntrue\n", workdir="/tmp", begin_time=4102444800.0)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with LiveServer(tmp_path_factory.mktemp("prio0")) as live:
+        yield live
+
+
+@pytest.fixture(scope="module")
+def alice(server: LiveServer) -> str:
+    return server.add_users("alice")["alice"]
+
+
+def submitted(server: LiveServer, token: str) -> str:
+    with server.client(token) as c:
+        return str(c.submit(LATER).job_id)
+
+
+def test_the_owners_priority_zero_is_a_hold_the_owner_releases(
+    server: LiveServer, alice: str
+) -> None:
+    job = submitted(server, alice)
+    with server.client(alice) as c:
+        before = c.job(job).priority
+        out = server.cli("scontrol", "update", f"JobId={job}", "Priority=0", token=alice)
+        assert out.returncode == 0, out.stderr
+        held = c.job(job)
+        assert (held.held, held.reason) == (True, "JobHeldUser")
+        out = server.cli("scontrol", "release", job, token=alice)
+        assert out.returncode == 0, out.stderr
+        released = c.job(job)
+        assert not released.held and released.reason != "JobHeldUser"
+        assert released.priority == before > 0  # scheduled by its own priority again
+        c.cancel(job)
+
+
+def test_an_administrators_priority_zero_is_an_administrators_hold(
+    server: LiveServer, alice: str
+) -> None:
+    job = submitted(server, alice)
+    with server.client(alice) as c:
+        out = server.cli("scontrol", "update", "job", job, "Priority=0")  # the administrator
+        assert out.returncode == 0, out.stderr
+        assert (c.job(job).held, c.job(job).reason) == (True, "JobHeldAdmin")
+        refused = server.cli("scontrol", "release", job, token=alice)
+        assert refused.returncode != 0 and "ask one to release it" in refused.stderr
+        assert server.cli("scontrol", "release", job).returncode == 0
+        assert not c.job(job).held
+        c.cancel(job)
+
+
+def test_priority_zero_for_a_job_no_longer_pending_is_refused(
+    server: LiveServer, alice: str
+) -> None:
+    """As Slurm's "Job is no longer pending execution": nothing of an ended job changes."""
+    job = submitted(server, alice)
+    with server.client(alice) as c:
+        c.cancel(job)
+        out = server.cli("scontrol", "update", f"JobId={job}", "Priority=0", token=alice)
+        assert out.returncode != 0
+        assert "no longer pending" in out.stderr and "CANCELLED" in out.stderr
+        assert not c.job(job).held
