@@ -96,6 +96,9 @@ async def show_config(ctx: Ctx, _caller: Who) -> ClusterConfig:
             "MaxArraySize": str(cfg.max_array_size),
             "SlurmctldTimeout": f"{int(cfg.node_timeout_seconds)} sec",
             "SelectType": "hal/noderesources",
+            # slurmdbd.conf's names and spelling ("90days", "12months"); NONE: kept forever
+            "PurgeEventAfter": str(cfg.accounting.purge_events_after or "NONE"),
+            "PurgeJobAfter": str(cfg.accounting.purge_jobs_after or "NONE"),
         },
     )
 
