@@ -310,6 +310,7 @@ def node_info(node: Node, cluster: Cluster) -> NodeInfo:
         cpu_load=session.cpu_load if session else None,
         gpus=node.resources.gpus,
         gpus_alloc=alloc.gpus if alloc else 0,
+        gpu_ids_alloc=sorted(used.gpu_ids) if used else [],
         gpu_model=node.gpu_model,
         gpu_islands=[list(i) for i in node.gpu_islands],
         topology_labels=dict(node.labels),

@@ -16,7 +16,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from hal.compat.formats import Field, duration_short, parse_format, parse_long_names, render_rows
+from hal.compat.formats import (
+    Field,
+    compress_indices,
+    duration_short,
+    parse_format,
+    parse_long_names,
+    render_rows,
+)
 from hal.compat.node_states import (
     parse_node_states,
     state_compact,
@@ -87,10 +94,13 @@ def _job_size(p: PartitionInfo | None, n: NodeInfo | None) -> str:
 
 
 def _gres_used(p: PartitionInfo | None, n: NodeInfo | None) -> str:
+    """Slurm's ``gpu:a100:2(IDX:0-1)``: the GPUs in use and their indices (``IDX:N/A``
+    when none is)."""
     if n is None or not n.gpus:
         return "(null)"
     model = gpu_type_name(n.gpu_model) if n.gpu_model else ""
-    return f"gpu:{model}:{n.gpus_alloc}" if model else f"gpu:{n.gpus_alloc}"
+    used = f"gpu:{model}:{n.gpus_alloc}" if model else f"gpu:{n.gpus_alloc}"
+    return f"{used}(IDX:{compress_indices(n.gpu_ids_alloc) or 'N/A'})"
 
 
 def _default_time(p: PartitionInfo | None, n: NodeInfo | None) -> str:

@@ -25,6 +25,7 @@ class NodeInfo(WireModel):
     cpu_load: float | None = None
     gpus: int
     gpus_alloc: int
+    gpu_ids_alloc: list[int] = Field(default_factory=list)  # indices of the gpus_alloc
     gpu_model: str = ""
     gpu_islands: list[list[int]] = Field(default_factory=list)  # NVLink; [] = one island
     topology_labels: dict[str, str] = Field(default_factory=dict)  # rack, zone, ...

@@ -20,6 +20,7 @@ def cluster() -> FakeClient:
                 memory_alloc_bytes=200 * MiB,
                 gpus=4,
                 gpus_alloc=2,
+                gpu_ids_alloc=[0, 1],
                 gpu_model="NVIDIA A100-SXM4-80GB",
                 free_memory_bytes=512 * MiB,
                 cpu_load=2.0,
@@ -64,7 +65,7 @@ def test_every_field_in_node_view_parsable() -> None:
     )
     assert lines[1:] == [
         "g1|g1|10.0.0.9|gpu|mixed*|2|1/1/0/2|2.00|1000|200|512|gpu:nvidia_a100-sxm4-80gb:4|"
-        "gpu:nvidia_a100-sxm4-80gb:2|(null)|none|1/0/0/1|1/0|10:00|1|1:00:00             ",
+        "gpu:nvidia_a100-sxm4-80gb:2(IDX:0-1)|(null)|none|1/0/0/1|1/0|10:00|1|1:00:00             ",
         "n1|n1|n1|debug|idle|2|0/2/0/2|0.05|1000|0|700|(null)|(null)|(null)|none|0/1/0/1|0/1|"
         "n/a|1|infinite            ",
         "n2|n2|n2|debug|idle|2|0/2/0/2|1.50|1000|0|900|(null)|(null)|(null)|none|0/1/0/1|0/1|"
