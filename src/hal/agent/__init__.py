@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         AgentChannel,
         AgentChannelError,
         ChannelUnavailable,
+        CredentialRefused,
         HttpAgentChannel,
         NodeForgotten,
     )
@@ -31,6 +32,7 @@ _EXPORTS = {
     "AgentChannel": "hal.agent.channel",
     "AgentChannelError": "hal.agent.channel",
     "ChannelUnavailable": "hal.agent.channel",
+    "CredentialRefused": "hal.agent.channel",
     "HttpAgentChannel": "hal.agent.channel",
     "NodeForgotten": "hal.agent.channel",
     "AgentConfig": "hal.agent.config",
@@ -47,6 +49,7 @@ __all__ = [
     "AgentShell",
     "AgentState",
     "ChannelUnavailable",
+    "CredentialRefused",
     "HttpAgentChannel",
     "InvariantViolation",
     "NodeForgotten",

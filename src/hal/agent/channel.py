@@ -4,8 +4,11 @@ The shell talks to a channel, never to httpx, so the shell and the state machine
 tested with an in-process fake and the transport is tested alone::
 
     AgentChannelError
-     ├── ChannelUnavailable   the server cannot be reached or answered 5xx/401/403: retry
-     │                        with backoff (an agent never dies because its server does)
+     ├── ChannelUnavailable   the server cannot be reached or answered 5xx (or another
+     │                        4xx): retry with backoff (an agent never dies because its
+     │                        server does)
+     ├── CredentialRefused    the server refused the agent's token (401/403): no retry
+     │                        can fix that; the agent says so and exits
      └── NodeForgotten        the server does not know this node (404): register again
 
 ``OutputChannel`` is the optional second long poll of the job-output relay (ADR 0007):
@@ -38,6 +41,16 @@ class ChannelUnavailable(AgentChannelError):
 
 class NodeForgotten(AgentChannelError):
     pass
+
+
+class CredentialRefused(AgentChannelError):
+    """The control plane answered 401 (a token it does not know) or 403 (a token that
+    is no agent's, or bound to other nodes); ``detail`` is its reason."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(f"HTTP {status}: {detail}")
+        self.status = status
+        self.detail = detail
 
 
 class AgentChannel(Protocol):
@@ -113,9 +126,17 @@ class HttpAgentChannel:
             ) from err
         if response.status_code == 404:
             raise NodeForgotten(f"{path}: the server does not know this node")
+        if response.status_code in (401, 403):
+            raise CredentialRefused(response.status_code, _detail(response))
         if response.status_code >= 400:
-            raise ChannelUnavailable(
-                f"{path}: HTTP {response.status_code}: {response.text[:300]}"
-                + (" (check the agent token)" if response.status_code in (401, 403) else "")
-            )
+            raise ChannelUnavailable(f"{path}: HTTP {response.status_code}: {response.text[:300]}")
         return response.content
+
+
+def _detail(response: httpx.Response) -> str:
+    """The server's reason (problem+json ``detail``), else the start of the body."""
+    try:
+        detail = response.json().get("detail")
+    except (ValueError, AttributeError):
+        detail = None
+    return detail if isinstance(detail, str) and detail else response.text[:300]

@@ -5,6 +5,8 @@ These tasks run under one task group until ``stop`` is set:
 - ``_sync_loop``: register, then long-poll ``sync`` forever, carrying unacknowledged
   reports; on any network trouble it backs off (capped, jittered) and tries again — an
   agent never exits because its server is away; on ``reregister``/404 it registers again.
+  A refused token (401/403, ``CredentialRefused``) is the exception: no retry can fix it,
+  so it logs what to do and ends the agent (``run`` raises it once the loops stopped).
 - ``_flush_loop``: a report produced while the long poll waits would sit there for up to
   ``heartbeat_interval_seconds``; this task sends it at once in a second, non-waiting sync.
   (Cancelling the long poll instead could drop instructions the server already put into
@@ -39,6 +41,7 @@ from hal import __version__
 from hal.agent.channel import (
     AgentChannel,
     AgentChannelError,
+    CredentialRefused,
     HttpAgentChannel,
     NodeForgotten,
     OutputChannel,
@@ -180,6 +183,7 @@ class AgentShell:
         self._reports_ready = asyncio.Event()
         self.store.open()
         metrics: asyncio.Server | None = None
+        refused: CredentialRefused | None = None
         try:
             kill_wait = self.store.load_kill_wait()
             if kill_wait is not None:
@@ -215,6 +219,8 @@ class AgentShell:
                 await stop.wait()
                 for task in loops:
                     task.cancel()
+        except* CredentialRefused as group:  # the sync loop's: the agent stops
+            refused = _first_refusal(group)
         finally:
             if metrics is not None:
                 metrics.close()
@@ -225,6 +231,8 @@ class AgentShell:
             self.isolation.release()
             self.store.close()
         log.info("agent %s stopped; %d job(s) keep running", self.config.node, running)
+        if refused is not None:
+            raise refused
 
     async def _start_metrics(self) -> asyncio.Server | None:
         """The /metrics listener, if configured. A listener that cannot start is logged,
@@ -267,6 +275,21 @@ class AgentShell:
                 # /proc reads): sinfo's FREE_MEM and CPU_LOAD
                 request = self._sync_request(self._wait_seconds, usage, node_load())
                 reply = await self.channel.sync(self.config.node, request)
+            except CredentialRefused as err:
+                # a token the server does not know, or one that may not serve this node:
+                # every retry would be refused alike, so say what to do and stop
+                node = self.config.node
+                log.error(
+                    "the control plane refused this agent's token for node %s (%s): no "
+                    "retry can fix that; give the agent an agent token that may serve "
+                    "%s (an administrator makes one with `hal user add NAME --agent "
+                    "--nodes %s`) in --token-file or HAL_TOKEN and start it again",
+                    node,
+                    err,
+                    node,
+                    node,
+                )
+                raise
             except NodeForgotten as err:
                 log.info("%s; registering again", err)
                 counters.channel_failures += 1
@@ -674,6 +697,11 @@ class AgentShell:
         )
 
 
+def _first_refusal(group: BaseExceptionGroup[CredentialRefused]) -> CredentialRefused:
+    found = group.exceptions[0]
+    return found if isinstance(found, CredentialRefused) else _first_refusal(found)
+
+
 def _read_all(reads: list[OutputRead]) -> list[OutputChunk]:
     return [read_chunk(r) for r in reads]
 
@@ -683,7 +711,9 @@ async def run_agent(
 ) -> None:
     """Run the node agent until ``stop`` is set. Jobs keep running after it returns.
 
-    ``channel`` replaces the HTTP transport (tests use an in-process fake).
+    Raises ``CredentialRefused`` when the control plane refuses the agent's token (the
+    agent has logged why and stopped; its jobs keep running). ``channel`` replaces the
+    HTTP transport (tests use an in-process fake).
     """
     own_channel = channel is None
     if channel is None:

@@ -328,6 +328,7 @@ def _redact(url: str) -> str:
 
 
 def cmd_agent(ns: argparse.Namespace) -> int:
+    from hal.agent.channel import CredentialRefused
     from hal.agent.config import AgentConfig
     from hal.agent.shell import run_agent
     from hal.core.gpu_islands import complete_islands, parse_gpu_islands
@@ -405,5 +406,10 @@ def cmd_agent(ns: argparse.Namespace) -> int:
         _stop_with_up()  # once SIGTERM stops the agent in order
         await run_agent(config, stop)
 
-    run_loop(run())
+    try:
+        run_loop(run())
+    except CredentialRefused:  # logged by the agent, with what to do
+        from hal.cli.main import EXIT_CODES
+
+        return EXIT_CODES["unauthenticated"]  # 3, as for any command whose token is refused
     return 0

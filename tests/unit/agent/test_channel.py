@@ -8,7 +8,12 @@ import json
 import httpx
 import pytest
 
-from hal.agent.channel import ChannelUnavailable, HttpAgentChannel, NodeForgotten
+from hal.agent.channel import (
+    ChannelUnavailable,
+    CredentialRefused,
+    HttpAgentChannel,
+    NodeForgotten,
+)
 from hal.wire.agent import AgentInstructions, AgentRegister, AgentSync, JobReport
 
 
@@ -63,7 +68,13 @@ def test_register_and_sync_speak_the_wire_models() -> None:
 
 @pytest.mark.parametrize(
     ("status", "error"),
-    [(404, NodeForgotten), (401, ChannelUnavailable), (503, ChannelUnavailable)],
+    [
+        (404, NodeForgotten),
+        (401, CredentialRefused),
+        (403, CredentialRefused),
+        (500, ChannelUnavailable),
+        (503, ChannelUnavailable),
+    ],
 )
 def test_http_errors_map_to_channel_errors(status: int, error: type[Exception]) -> None:
     async def scenario() -> None:
@@ -83,6 +94,23 @@ def test_unreachable_server_is_unavailable_not_a_crash() -> None:
         ch = channel(handler)
         with pytest.raises(ChannelUnavailable, match="ConnectError"):
             await ch.register(AgentRegister(node="n1", cpus=1, memory_bytes=1))
+        await ch.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_a_refused_token_carries_the_servers_reason() -> None:
+    """The agent's one log line says why (problem+json ``detail``), not the raw body."""
+    problem = {"type": "about:blank", "status": 403, "detail": "user alice is no agent"}
+
+    async def scenario() -> None:
+        ch = channel(lambda request: httpx.Response(403, json=problem))
+        with pytest.raises(CredentialRefused) as refused:
+            await ch.register(AgentRegister(node="n1", cpus=1, memory_bytes=1))
+        assert (refused.value.status, str(refused.value)) == (
+            403,
+            "HTTP 403: user alice is no agent",
+        )
         await ch.aclose()
 
     asyncio.run(scenario())

@@ -19,6 +19,7 @@ def test_exported_names() -> None:
         "AgentShell",
         "AgentState",
         "ChannelUnavailable",
+        "CredentialRefused",
         "HttpAgentChannel",
         "InvariantViolation",
         "NodeForgotten",
