@@ -1077,13 +1077,15 @@ class Cluster:
                 if fields.get("priority") == 0:
                     # Slurm's `scontrol hold` is this very update: priority 0 holds the
                     # job, the owner's way or an administrator's, as ``set_hold`` does
-                    if job.state is not JobState.PENDING:
+                    # (of an array, the tasks still pending)
+                    if all(j.state is not JobState.PENDING for j in jobs):
                         raise Conflict(
                             f"Job is no longer pending execution: job {job.display_id} is "
                             f"{job.state.value}; only a pending job can be held"
                         )
-                    new = _held_by(new, caller, user_hold=False)
-                    held.add(job.id)
+                    if job.state is JobState.PENDING:
+                        new = _held_by(new, caller, user_hold=False)
+                        held.add(job.id)
                 elif fields.get("priority") is not None:
                     priority = int(fields["priority"])  # type: ignore[call-overload]
                     # Slurm: "only the Slurm administrator or root can increase job's

@@ -7,6 +7,7 @@ without holding it."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import pytest
@@ -78,3 +79,17 @@ def test_priority_zero_for_a_job_no_longer_pending_is_refused(
         assert out.returncode != 0
         assert "no longer pending" in out.stderr and "CANCELLED" in out.stderr
         assert not c.job(job).held
+
+
+def test_priority_zero_for_an_array_holds_the_tasks_still_pending(
+    server: LiveServer, alice: str
+) -> None:
+    """As ``scontrol hold`` of an array: a task that has ended is left as it is."""
+    with server.client(alice) as c:
+        array = str(c.submit(dataclasses.replace(LATER, array="0-2")).job_id)
+        c.cancel(f"{array}_1")
+        out = server.cli("scontrol", "update", f"JobId={array}", "Priority=0", token=alice)
+        assert out.returncode == 0, out.stderr
+        tasks = sorted((j.array_task_id, j.held) for j in c.jobs() if str(j.array_job_id) == array)
+        assert tasks == [(0, True), (2, True)]
+        c.cancel(array)
