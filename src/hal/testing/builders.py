@@ -162,6 +162,11 @@ class JobBuilder:
         self._job["partition"] = name
         return self
 
+    def partitions(self, *names: str) -> JobBuilder:
+        """``-p a,b``: waits in the first (``job.partition``), may start in any."""
+        self._spec["partitions"] = names
+        return self.partition(names[0])
+
     def priority(self, p: int) -> JobBuilder:
         self._job["priority"] = p
         return self

@@ -61,6 +61,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hal.core.job import Allocation, Job
+from hal.core.partition_list import in_partition, partitions_of
 from hal.core.suspension import suspended_seconds
 from hal.scheduler.framework.availability import AvailabilityProfile, round_up
 from hal.scheduler.framework.context import PassContext
@@ -139,9 +140,14 @@ def run_backfill(
     owed after the last job that could still start): same placements, fewer expected
     starts. See ``_Planner`` for how reservations are deferred."""
     policies: dict[str, BackfillPolicy | None] = {}
+    listed = False  # some job names several partitions (-p a,b)
     for job in held:
         if job.partition not in policies:
             policies[job.partition] = plugin.policy_for(job.partition)
+        if len(job.spec.partitions) > 1:
+            listed = True
+    if listed:
+        held = _plan_listed(plugin, ctx, policies, held)
     jobs = [j for j in held if policies[j.partition] is not None]
     if not jobs:
         return BackfillResult()
@@ -204,6 +210,11 @@ def run_backfill(
             planner.flush()
             if not planner.start_group_now(members):
                 planner.defer_group(members)
+            continue
+        if len(spec.partitions) > 1 and partition in spec.partitions:
+            # -p a,b: tried in each of its partitions (``start_listed``)
+            if not planner.start_listed(job, failed_now):
+                planner.defer_listed(job)
             continue
         owed = policy.mode is conservative or not reservations.get(partition, 0)
         needs = by_spec.get(id(spec))
@@ -286,6 +297,8 @@ class _Planner:
         self._runtimes: dict[int, float] = {}
         self._free: dict[str, int] = {}  # partition → free CPUs now (cleared on a start)
         self._min_cpus: dict[int, int] = {}  # id(spec) → ``_min_cpus`` (specs are shared)
+        # (job id, partition) → ``runtime`` of a job naming several, as it runs there
+        self._listed_runtimes: dict[tuple[int, str], float] = {}
         # partitions whose first held-back job has waited past ``protect_after_s``
         self.protected: set[str] = set()
 
@@ -474,6 +487,10 @@ class _Planner:
                     self.reservations[head] = self.reservations.get(head, 0) + 1
                 continue
             job = item
+            if len(job.spec.partitions) > 1 and job.partition in job.spec.partitions:
+                if self.owed_listed(job):
+                    self.reserve_listed(job)
+                continue
             policy = self.policies[job.partition]
             owed = policy is not None and (
                 policy.mode is BackfillMode.CONSERVATIVE
@@ -483,9 +500,10 @@ class _Planner:
                 continue
             if job.spec.licenses:
                 self.plan_licenses()
-            if _reserve(
+            found = _reserve(
                 self.framework, self.ctx, self.profile, job, self.runtime(job), self.result
-            ):
+            )
+            if found is not None:
                 self.reservations[job.partition] = self.reservations.get(job.partition, 0) + 1
         self.deferred.clear()
 
@@ -527,6 +545,93 @@ class _Planner:
                 self._free.clear()
                 return True
         return False
+
+    # -- jobs naming several partitions (-p a,b) ----------------------------------------
+    # Such a job waits in each of its partitions' queues (Slurm's backfill plans it in
+    # every one): the stage gets it as it is in the first where it waits for room, and
+    # tries it as it would run in each (``in_partition``: that partition's nodes, and its
+    # DefaultTime when it named no --time), in the order listed.
+
+    def forms(self, job: Job) -> list[Job]:
+        """``job`` as it would run in each of its partitions that backfill plans."""
+        policies, partitions = self.policies, self.ctx.partitions
+        return [
+            in_partition(job, partitions, name)
+            for name in partitions_of(job)
+            if policies.get(name) is not None
+        ]
+
+    def runtime_in(self, form: Job) -> float:
+        """``runtime`` of one of ``forms``: its time limit may differ per partition."""
+        key = (form.id, form.partition)
+        found = self._listed_runtimes.get(key)
+        if found is None:
+            found = self._listed_runtimes[key] = self.plugin.runtime(form)
+        return found
+
+    def start_listed(self, job: Job, failed_now: dict[PlacementKey, float]) -> bool:
+        """Start ``job`` now in the first of its partitions where it fits without
+        delaying a reservation (each tried as the stage tries any job: its CPUs free
+        now, no failed fit of the same key over as long a window, then the cycle)."""
+        now = self.ctx.now
+        for form in self.forms(job):
+            needs = self.min_cpus(form)
+            if needs > self.free_now(form.partition):
+                continue
+            runtime = _held_for(form, self.runtime_in(form), form.partition in self.protected)
+            key = placement_key(form)
+            if now + runtime >= failed_now.get(key, math.inf):
+                continue
+            self.flush()  # earlier reservations first: they constrain this job
+            if form.spec.licenses:
+                self.plan_licenses()
+            tried = BackfillResult()
+            stage = _start_now(self.framework, self.ctx, self.profile, form, runtime, needs, tried)
+            if stage is Stage.DONE:
+                self._free.clear()
+                self.result.placements.extend(tried.placements)
+                self.result.statuses.update(tried.statuses)
+                return True
+            if form is job:  # its own verdict where it waits (not another partition's)
+                self.result.statuses.update(tried.statuses)
+            if stage is Stage.FILTER:
+                failed_now[key] = min(failed_now.get(key, math.inf), now + runtime)
+        return False
+
+    def owed_listed(self, job: Job) -> bool:
+        """Whether ``job`` is owed a reservation: when any of its partitions owes one
+        (conservative, or EASY without one yet)."""
+        for name in partitions_of(job):
+            policy = self.policies.get(name)
+            if policy is not None and (
+                policy.mode is BackfillMode.CONSERVATIVE or not self.reservations.get(name, 0)
+            ):
+                return True
+        return False
+
+    def defer_listed(self, job: Job) -> None:
+        if self.owed_listed(job):
+            self.deferred.append(job)
+
+    def reserve_listed(self, job: Job) -> None:
+        """Reserve ``job`` in the partition where it can start first (a tie: the one
+        listed first); its start is its ``expected_start``. It held a place in every
+        one of its partitions' queues, so the reservation counts in each."""
+        profile = self.profile
+        best: tuple[float, Job, float, Allocation] | None = None
+        for form in self.forms(job):
+            if form.spec.licenses:
+                self.plan_licenses()
+            runtime = self.runtime_in(form)
+            found = _reserve(self.framework, self.ctx, profile, form, runtime, None)
+            if found is not None and (best is None or profile.times[found[0]] < best[0]):
+                best = (profile.times[found[0]], form, runtime, found[1])
+        if best is None:
+            return
+        start, form, runtime, allocation = best
+        _hold(self.ctx, profile, form, start, runtime, allocation, self.result)
+        for name in partitions_of(job):
+            self.reservations[name] = self.reservations.get(name, 0) + 1
 
     def start_now(self, job: Job, runtime: float, *, screened: bool = False) -> Stage | None:
         """``screened``: the caller knows the job's CPUs are free all through its run
@@ -766,6 +871,7 @@ class SettledStage:
                 or spec.reservation != head.spec.reservation
                 or spec.het is not None
                 or spec.time_min_s  # it may start shortened: let the pass decide
+                or len(spec.partitions) > 1  # may start in another partition
                 or (sort_key(job), job.id) < head_key
             ):
                 return True  # not simply behind the head: let the pass decide
@@ -781,6 +887,30 @@ class SettledStage:
             if out.status.is_success:
                 return True
         return False
+
+
+def _plan_listed(
+    plugin: BackfillPlugin,
+    ctx: PassContext,
+    policies: dict[str, BackfillPolicy | None],
+    held: Sequence[Job],
+) -> list[Job]:
+    """Adds the policies of every partition a held job names (``-p a,b``) to
+    ``policies``; a job waiting in one that backfill does not plan (mode ``none``) is
+    handed over as it is in the first of its others that it does."""
+    out = []
+    for job in held:
+        if len(job.spec.partitions) > 1:
+            names = partitions_of(job)
+            for name in names:
+                if name not in policies:
+                    policies[name] = plugin.policy_for(name)
+            if policies[job.partition] is None:
+                planned = [n for n in names if policies[n] is not None]
+                if planned:
+                    job = in_partition(job, ctx.partitions, planned[0])
+        out.append(job)
+    return out
 
 
 def _order(
@@ -844,8 +974,12 @@ def _reserve(
     profile: AvailabilityProfile,
     job: Job,
     runtime: float,
-    result: BackfillResult,
-) -> bool:
+    result: BackfillResult | None,
+) -> tuple[int, Allocation] | None:
+    """Reserve ``job`` from the earliest row after now where the framework finds it
+    nodes, and return that row and the nodes; None when no row within the horizon has
+    room. ``result=None`` only finds them: nothing is reserved, and the start bound
+    (kept for the one job that asks pass after pass, in one partition) is left alone."""
     spec = job.spec
     table = ctx.nodes
     counts = None
@@ -853,13 +987,16 @@ def _reserve(
     if spec.nodes_min == spec.nodes_max and not spec.nodelist:
         request = NodeRequest.for_job(spec, spec.nodes_min)
         mask = table.partition_mask(job.partition) & table.up
-        # the start of its last reservation, when no earlier row can have come free
-        k = ledger.start_bound.row(profile, ledger, job.id, request, mask, runtime)
-        if k is not None and _reserve_at(framework, ctx, profile, job, runtime, k, result) is None:
-            return True
+        if result is not None:
+            # the start of its last reservation, when no earlier row can have come free
+            k = ledger.start_bound.row(profile, ledger, job.id, request, mask, runtime)
+            if k is not None:
+                found = _reserve_at(framework, ctx, profile, job, runtime, k, result)
+                if isinstance(found, Allocation):
+                    return k, found
         rows, counts = profile.screen(request, mask, runtime)
-        if profile.has_dips:
-            counts = None  # not rising from row to row: nothing for the bound
+        if profile.has_dips or result is None:
+            counts = None  # not rising from row to row (or not kept): nothing for the bound
     else:
         rows = list(range(len(profile)))  # node ranges: let the framework try each row
     not_before = -math.inf
@@ -871,19 +1008,19 @@ def _reserve(
             break
         if start < not_before:
             continue
-        out = _reserve_at(framework, ctx, profile, job, runtime, k, result)
-        if out is None:
+        found = _reserve_at(framework, ctx, profile, job, runtime, k, result)
+        if isinstance(found, Allocation):
             if counts is not None:
                 ledger.start_bound.remember(
                     profile, ledger, job.id, request, mask, runtime, k, counts
                 )
-            return True
-        later = _not_before(out, start)
+            return k, found
+        later = _not_before(found, start)
         if later is None:
-            return False
+            return None
         if later > start:
             not_before = later  # e.g. its licenses are back only then
-    return False
+    return None
 
 
 def _not_before(out: Outcome, start: float) -> float | None:
@@ -907,10 +1044,10 @@ def _reserve_at(
     job: Job,
     runtime: float,
     k: int,
-    result: BackfillResult,
-) -> Outcome | None:
-    """Reserve ``job`` from row ``k`` if the framework finds it nodes there (None); else
-    the framework's outcome."""
+    result: BackfillResult | None,
+) -> Allocation | Outcome:
+    """The nodes the framework finds ``job`` from row ``k`` (reserved there unless
+    ``result`` is None), else its outcome."""
     start = profile.times[k]
     licenses = job.spec.licenses
     ctx.data.write(PLAN_START, start)
@@ -925,12 +1062,26 @@ def _reserve_at(
             ctx.data.delete(PLAN_END)
     if not out.status.is_success or out.allocation is None:
         return out
-    profile.reserve(start, start + runtime, ctx.nodes.rows_of(out.allocation), job.spec.exclusive)
-    if licenses:
-        _hold_licenses(ctx, profile, licenses, start, start + runtime)
+    if result is not None:
+        _hold(ctx, profile, job, start, runtime, out.allocation, result)
+    return out.allocation
+
+
+def _hold(
+    ctx: PassContext,
+    profile: AvailabilityProfile,
+    job: Job,
+    start: float,
+    runtime: float,
+    allocation: Allocation,
+    result: BackfillResult,
+) -> None:
+    """Reserve ``allocation`` (and the job's licenses) for ``job`` from ``start``."""
+    profile.reserve(start, start + runtime, ctx.nodes.rows_of(allocation), job.spec.exclusive)
+    if job.spec.licenses:
+        _hold_licenses(ctx, profile, job.spec.licenses, start, start + runtime)
     result.expected_start[job.id] = start
-    result.reservations[job.id] = (start, start + runtime, out.allocation)
-    return None
+    result.reservations[job.id] = (start, start + runtime, allocation)
 
 
 def _het_groups(jobs: Sequence[Job]) -> dict[int, tuple[Job, ...]]:

@@ -1,0 +1,105 @@
+"""Backfill of a job naming several partitions (``sbatch -p a,b``): Slurm's backfill
+plans it in each of them. Partitions ``a`` (n0001-n0004) and ``b`` (n0005-n0008) of
+single-CPU nodes; bf_resolution 1 s, so planned times are exact."""
+
+from __future__ import annotations
+
+import pytest
+
+from hal.api.profile import server_profile
+from hal.config.model import config_from_dict
+from hal.core.states import PendingReason
+from hal.scheduler.framework import Scheduler
+from hal.scheduler.framework.scheduler import PassResult
+from hal.scheduler.plugins import build_scheduler
+from hal.testing import JobBuilder, cluster, make_job
+
+NOW = 1000.0
+A = tuple(f"n{i:04d}" for i in range(1, 5))
+B = tuple(f"n{i:04d}" for i in range(5, 9))
+
+
+def _scheduler(mode: str = "easy") -> Scheduler:
+    args = {"backfill": {"resolution_s": 1, "mode": mode}}
+    return build_scheduler(server_profile(config_from_dict({"scheduler": {"plugin_args": args}})))
+
+
+def _busy(part: str, nodes: tuple[str, ...], job_id: int, until: float) -> JobBuilder:
+    """``nodes`` of ``part`` busy until ``until`` (started at 990)."""
+    limit = int(until - (NOW - 10))
+    job = make_job(job_id).partition(part).nodes(len(nodes)).limit(limit)
+    return job.running_on(*nodes, start=NOW - 10)
+
+
+def _pass(
+    mode: str, running: list[JobBuilder], pending: list[JobBuilder], defaults: int = 0
+) -> PassResult:
+    """``defaults``: DefaultTime of ``a`` (it is 3 times ``b``'s)."""
+    builder = cluster(NOW).uniform_nodes(8, cpus=1).partition("a", *A, default_time_s=defaults)
+    builder.partition("b", *B, default_time_s=defaults // 3)
+    return _scheduler(mode).run_pass(builder.running(*running).pending(*pending).build())
+
+
+def _holes(job: JobBuilder) -> PassResult:
+    """Both partitions' heads wait for all four nodes: ``a``'s from 1090 (n0003 and n0004
+    free until then), ``b``'s from 1200 (n0008 free until then); ``job`` comes after."""
+    running = [_busy("a", A[:2], 1, 1090), _busy("b", B[:3], 2, 1200)]
+    heads = [make_job(10).partition("a").nodes(4).limit(100),
+             make_job(12).partition("b").nodes(4).limit(100)]  # fmt: skip
+    return _pass("easy", running, [*heads, job], defaults=450)
+
+
+def test_a_job_blocked_in_its_first_partition_backfills_in_the_second() -> None:
+    """It cannot start in ``a`` without delaying ``a``'s head (it would hold n0003 past
+    1090), but fits in ``b``'s hole before ``b``'s head's reservation at 1200, with ``b``'s
+    DefaultTime (150 s: it named no --time; ``a``'s 450 s would not fit there)."""
+    result = _holes(make_job(15).partitions("a", "b").limit(450))
+    (placed,) = result.plan.placements
+    assert (placed.job_id, placed.partition, placed.allocation.nodes) == (15, "b", ("n0008",))
+    starts = {u.job_id: u.expected_start for u in result.plan.updates}
+    assert starts == {10: 1090, 12: 1200}  # both heads keep their reservations
+
+
+def test_a_job_of_one_partition_is_planned_there_only() -> None:
+    """The same job in ``a`` alone waits: it is not EASY's head, so it has no start."""
+    result = _holes(make_job(15).partition("a").limit(150))
+    assert result.plan.placements == ()
+    updates = {u.job_id: u for u in result.plan.updates}
+    assert updates[15].reason is PendingReason.PRIORITY
+    assert updates[15].expected_start is None
+
+
+@pytest.mark.parametrize(
+    ("listed", "a_until", "b_until", "start", "nodes"),
+    [
+        (("a", "b"), 1300, 1090, 1090, B),  # b frees first
+        (("b", "a"), 1090, 1300, 1090, A),  # a frees first, though listed second
+        (("b", "a"), 1090, 1090, 1090, B),  # a tie: the one listed first
+    ],
+)
+def test_the_head_is_reserved_where_it_starts_first(
+    listed: tuple[str, str], a_until: float, b_until: float, start: float, nodes: tuple[str, ...]
+) -> None:
+    """The head of ``a`` needs four nodes: its reservation (and squeue --start) is in the
+    partition that frees them first, not the first it waits in."""
+    running = [_busy("a", A, 1, a_until), _busy("b", B, 2, b_until)]
+    result = _pass("easy", running, [make_job(10).partitions(*listed).nodes(4).limit(100)])
+    (update,) = result.plan.updates
+    assert (update.job_id, update.reason, update.expected_start) == (
+        10,
+        PendingReason.RESOURCES,
+        start,
+    )
+    assert result.reservations[10][2].nodes == nodes
+
+
+def test_conservative_plans_later_jobs_around_that_reservation() -> None:
+    """The ``-p a,b`` job reserved in ``b`` from 1090 holds ``b``'s nodes until 1190: the
+    ``b`` job after it is planned from then, the ``a`` job from 1300."""
+    running = [_busy("a", A, 1, 1300), _busy("b", B, 2, 1090)]
+    pending = [make_job(10).partitions("a", "b").nodes(4).limit(100),
+               make_job(11).partition("b").nodes(4).limit(100),
+               make_job(12).partition("a").nodes(4).limit(100)]  # fmt: skip
+    result = _pass("conservative", running, pending)
+    starts = {u.job_id: u.expected_start for u in result.plan.updates}
+    assert starts == {10: 1090, 11: 1190, 12: 1300}
