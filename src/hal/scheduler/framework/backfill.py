@@ -20,6 +20,13 @@ Called by ``Scheduler.run_pass`` when the profile has a Backfill plugin. In orde
          asking again (EASY's head, pass after pass) is first tried at its last start
          when no earlier row can have come free since (``start_bound.py``)
 
+A job naming several partitions (``-p a,b``) comes as it waits in one of them (the
+first where the main pass found it waiting for room) and is tried as it would run in
+each that has a policy (``in_partition``), in the order listed: it starts now in the
+first where it fits, and, when any of its partitions owes it a reservation, it is
+reserved in the one where it starts first (``_Planner.start_listed``,
+``reserve_listed``). Jobs of one partition never reach that code.
+
 Advance reservations (``snapshot.reservations``) enter in two ways: each window's
 start and end within the horizon is a row of the profile, so a job kept off reserved
 nodes is planned for right after the window; and while a future row is tried,

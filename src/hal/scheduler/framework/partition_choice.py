@@ -1,6 +1,8 @@
 """Jobs that name several partitions (``sbatch -p a,b``): the main pass tries such a job
 in each, in the order listed, and it starts in the first that has room for it, as
-Slurm's, which queues it in every one of them (``hal.core.partition_list``).
+Slurm's, which queues it in every one of them (``hal.core.partition_list``). One that
+starts nowhere goes to backfill as it is in the first where it waits for room; the
+backfill stage tries it in each of its partitions again (``backfill.py``).
 """
 
 from __future__ import annotations
