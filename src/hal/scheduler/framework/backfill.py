@@ -138,6 +138,7 @@ def run_backfill(
     placed_now: Sequence[tuple[Job, Allocation]],
     *,
     explain: bool = True,
+    listed: bool | None = None,
 ) -> BackfillResult:
     """Plan ``held`` (the jobs the main loop held back, in priority order; each stopped
     at the stage in ``held_stages``: the gate, or Filter) on ``ctx``, whose table already
@@ -145,14 +146,17 @@ def run_backfill(
 
     ``explain=False`` leaves out the reservations that cannot change a placement (those
     owed after the last job that could still start): same placements, fewer expected
-    starts. See ``_Planner`` for how reservations are deferred."""
+    starts. See ``_Planner`` for how reservations are deferred.
+
+    ``listed``: whether some job of ``held`` names several partitions (``-p a,b``); None
+    looks. The main pass knows, and a look costs a step per held job and pass (hundreds
+    of thousands of steps over a busy simulation, for jobs that hardly ever name two)."""
+    if listed is None:
+        listed = any(len(j.spec.partitions) > 1 for j in held)
     policies: dict[str, BackfillPolicy | None] = {}
-    listed = False  # some job names several partitions (-p a,b)
     for job in held:
         if job.partition not in policies:
             policies[job.partition] = plugin.policy_for(job.partition)
-        if len(job.spec.partitions) > 1:
-            listed = True
     if listed:
         held = _plan_listed(plugin, ctx, policies, held)
     jobs = [j for j in held if policies[j.partition] is not None]
@@ -160,6 +164,7 @@ def run_backfill(
         return BackfillResult()
     plugin.prepare([*ctx.running, *jobs])
     planner = _Planner(framework, ctx, plugin, policies, placed_now)
+    planner.listed = listed
     planner.protect(jobs)
     # placement key → the earliest end time at which starting now failed. Free resources
     # only shrink during the stage and a longer window only has less free, so a job with
@@ -218,7 +223,7 @@ def run_backfill(
             if not planner.start_group_now(members):
                 planner.defer_group(members)
             continue
-        if len(spec.partitions) > 1 and partition in spec.partitions:
+        if listed and len(spec.partitions) > 1 and partition in spec.partitions:
             # -p a,b: tried in each of its partitions (``start_listed``)
             if not planner.start_listed(job, failed_now):
                 planner.defer_listed(job)
@@ -304,6 +309,8 @@ class _Planner:
         self._runtimes: dict[int, float] = {}
         self._free: dict[str, int] = {}  # partition → free CPUs now (cleared on a start)
         self._min_cpus: dict[int, int] = {}  # id(spec) → ``_min_cpus`` (specs are shared)
+        # some job names several partitions (``run_backfill``'s ``listed``)
+        self.listed = False
         # (job id, partition) → ``runtime`` of a job naming several, as it runs there
         self._listed_runtimes: dict[tuple[int, str], float] = {}
         # partitions whose first held-back job has waited past ``protect_after_s``
@@ -494,7 +501,11 @@ class _Planner:
                     self.reservations[head] = self.reservations.get(head, 0) + 1
                 continue
             job = item
-            if len(job.spec.partitions) > 1 and job.partition in job.spec.partitions:
+            if (
+                self.listed
+                and len(job.spec.partitions) > 1
+                and job.partition in job.spec.partitions
+            ):
                 if self.owed_listed(job):
                     self.reserve_listed(job)
                 continue

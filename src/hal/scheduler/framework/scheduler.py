@@ -257,6 +257,7 @@ class Scheduler:
         held_stages: list[Stage] = []
         terminations: list[Termination] = []
         statuses: dict[int, Status] = {}
+        listed = False  # a job naming several partitions was not placed
 
         # heterogeneous jobs: het job id → its pending components by offset; decided as
         # one unit when the first of them comes up (framework/hetjob.py). Gathered when
@@ -291,6 +292,7 @@ class Scheduler:
                 if st.code is _SUCCESS and tried.allocation is not None:
                     placed.append((job, tried.allocation))
                     continue
+                listed = True  # backfill may get it: it tries it in each partition too
                 if self._not_placed(
                     job, st, stage, held, held_stages, blocked, terminations, waiting
                 ):
@@ -357,7 +359,9 @@ class Scheduler:
         settled = None
         if backfill and plugin is not None and held:
             began = time.perf_counter()
-            bf = run_backfill(framework, ctx, plugin, held, held_stages, placed, explain=explain)
+            bf = run_backfill(
+                framework, ctx, plugin, held, held_stages, placed, explain=explain, listed=listed
+            )
             cycle = BackfillCycle(
                 time.perf_counter() - began, len(held), len(bf.placements), len(bf.reservations)
             )
