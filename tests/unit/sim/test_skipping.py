@@ -24,6 +24,8 @@ from hal.sim.cluster import PARTITION
 from hal.sim.fitscreen import FitScreen
 from hal.sim.run import make_predictor
 from hal.sim.traces import traces_dir
+from hal.testing import JobBuilder, make_job
+from hal.testing import cluster as make_cluster
 
 CURIE = traces_dir() / "CEA-Curie-2011-2.1-cln.swf.gz"
 
@@ -223,6 +225,29 @@ def test_settled_stage_tells_which_new_job_could_start() -> None:
     assert could_start(2, 200) is False
     assert could_start(3, 50) is False
     assert could_start(2, 200, priority=10) is True  # ahead of the head: the pass decides
+
+
+def test_a_new_job_naming_another_partition_is_left_to_the_pass() -> None:
+    """The same head in ``batch`` (four nodes); a fifth node is in ``other`` alone. A new
+    job of ``-p batch,other`` that would run past the head's start in ``batch`` starts
+    at once on the fifth node: the settled stage must not answer that it cannot."""
+
+    def snapshot(now: float, *pending: JobBuilder) -> ClusterSnapshot:
+        builder = make_cluster(now).uniform_nodes(5, cpus=1)
+        builder.partition("batch", *(f"n{i:04d}" for i in range(1, 5))).partition("other", "n0005")
+        builder.running(
+            make_job(1).partition("batch").nodes(2).limit(100).running_on("n0001", "n0002")
+        )
+        return builder.pending(make_job(2).partition("batch").nodes(4).limit(100), *pending).build()
+
+    scheduler = scheduler_for("easy", UserPredictor())
+    settled = scheduler.run_pass(snapshot(10.0), explain=False).settled
+    assert settled is not None
+    new = make_job(3).partitions("batch", "other").limit(200).submitted(20.0)
+    snap = snapshot(20.0, new)
+    (placed,) = scheduler.run_pass(snap, explain=False).plan.placements
+    assert (placed.job_id, placed.partition) == (3, "other")
+    assert settled.could_start(PassContext.from_snapshot(snap), [new.build()])
 
 
 @pytest.mark.skipif(not CURIE.exists(), reason="traces not available")
