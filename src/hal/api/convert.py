@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from hal.api.errors import field_path
@@ -33,6 +33,7 @@ from hal.wire.jobs import JobInfo, JobSubmit
 from hal.wire.nodes import BlockInfo, NodeInfo, PartitionInfo, SwitchInfo, TopologyInfo
 
 MAX_ENV_BYTES = 1024 * 1024
+MAX_SCRIPT_ARGS_BYTES = 128 * 1024
 
 
 def nul_field(value: object, where: tuple[object, ...] = ()) -> str | None:
@@ -79,6 +80,7 @@ def to_spec(
         raise bad(f"a variable name cannot be empty or hold '=': {odd!r}", "environment")
     if sum(len(k) + len(v) for k, v in req.environment.items()) > MAX_ENV_BYTES:
         raise bad("the environment is larger than 1 MiB", "environment")
+    _check_script_args(req.script_args, bad)
     if not req.workdir.startswith("/"):
         raise bad("workdir must be an absolute path", "workdir")
     mems = [
@@ -130,6 +132,8 @@ def to_spec(
         user=user,
         script=req.script,
         name=req.name or "sbatch",
+        script_args=tuple(req.script_args),
+        script_path=req.script_path,
         workdir=req.workdir,
         environment=tuple(sorted(environment.items())),
         stdout=req.stdout,
@@ -172,6 +176,26 @@ def to_spec(
         reservation=req.reservation.strip(),
         licenses=licenses,
     )
+
+
+def _check_script_args(args: list[str], bad: Callable[[str, str], InvalidRequest]) -> None:
+    """Arguments the node's execve takes: text that is UTF-8 (a lone surrogate is not),
+    at most ``MAX_SCRIPT_ARGS_BYTES`` in all, so no one argument passes Linux's 128 KiB
+    (MAX_ARG_STRLEN) and, with the environment, the whole stays under ARG_MAX."""
+    size = 0
+    for i, arg in enumerate(args):
+        try:
+            size += len(arg.encode()) + 1  # and its NUL
+        except UnicodeEncodeError:
+            raise bad(
+                "is not valid Unicode (a lone surrogate); send UTF-8 text", f"script_args[{i}]"
+            ) from None
+    if size > MAX_SCRIPT_ARGS_BYTES:
+        raise bad(
+            f"the script's arguments are larger than {MAX_SCRIPT_ARGS_BYTES // 1024} KiB in all; "
+            "pass large inputs in a file and its name as the argument",
+            "script_args",
+        )
 
 
 def _output_paths(job: Job) -> tuple[str, str]:
@@ -247,6 +271,8 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         exit_signal=job.exit_signal,
         **usage_fields(job, cluster),
         workdir=spec.workdir,
+        script_path=spec.script_path,
+        script_args=list(spec.script_args),
         stdout=stdout,
         stderr=stderr,
         dependency=str(spec.dependency) if spec.dependency else None,

@@ -110,6 +110,8 @@ class JobSpec:
     user: str
     script: str
     name: str = "sbatch"
+    script_args: tuple[str, ...] = ()  # the script's $1, $2, ... (sbatch job.sh ARGS)
+    script_path: str | None = None  # where sbatch read the script (Command=); None: stdin
     workdir: str = "/"
     environment: tuple[tuple[str, str], ...] = ()
     stdout: str | None = None  # pattern; None → slurm-%j.out (slurm-%A_%a.out for arrays)

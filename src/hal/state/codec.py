@@ -20,7 +20,7 @@ from hal.core.job import (
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState, PendingReason
 
-_TUPLE_FIELDS = ("partitions", "constraint", "exclude", "nodelist", "data")
+_TUPLE_FIELDS = ("partitions", "constraint", "exclude", "nodelist", "data", "script_args")
 
 
 def spec_to_json(spec: JobSpec) -> str:

@@ -99,6 +99,10 @@ class JobInfo(WireModel):
     rss_bytes: int | None = None
     usage_time: float | None = None
     workdir: str
+    # the script's file and arguments as submitted (``scontrol show job``'s Command=);
+    # None: read from stdin, ``--wrap`` or sent without a path
+    script_path: str | None = None
+    script_args: list[str] = Field(default_factory=list)
     stdout: str
     stderr: str
     dependency: str | None = None

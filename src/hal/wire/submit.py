@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from annotated_types import Ge, Le, MaxLen
 
 T = TypeVar("T")
+MAX_SCRIPT_ARGS = 4096  # words after the script (Linux takes far more; nobody needs them)
 _ = Annotated  # used by the string annotations below
 
 
@@ -46,6 +47,11 @@ class JobSubmit:
     __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
 
     script: Annotated[str, MaxLen(4 * 1024 * 1024)]
+    # the words after the script on sbatch's command line: the script gets them as $1,
+    # $2, ... (their size in all is bounded by the server, as an execve's must be)
+    script_args: Annotated[list[str], MaxLen(MAX_SCRIPT_ARGS)] = field(default_factory=list)
+    # where sbatch read the script (absolute); shown in ``scontrol show job``'s Command=
+    script_path: Annotated[str | None, MaxLen(4096)] = None
     name: Annotated[str, MaxLen(256)] = "sbatch"
     workdir: Annotated[str, MaxLen(4096)] = "/"
     environment: dict[str, str] = field(default_factory=dict)
@@ -158,4 +164,6 @@ def check(obj: Any) -> None:
             if isinstance(limit, Le) and value > limit.le:
                 raise ValueError(f"{f.name} must be at most {limit.le}, not {value}")
             if isinstance(limit, MaxLen) and len(value) > limit.max_length:
+                if isinstance(value, list):
+                    raise ValueError(f"{f.name} has more than {limit.max_length} entries")
                 raise ValueError(f"{f.name} is longer than {limit.max_length} characters")

@@ -20,6 +20,7 @@ SCRIPT = "#!/bin/sh\necho hi\n"
         ({"script": SCRIPT, "comment": "c\x00"}, "comment"),
         ({"script": SCRIPT, "environment": {"A": "x\x00"}}, "environment.A"),
         ({"script": SCRIPT, "exclude": ["n1", "n\x002"]}, "exclude[1]"),
+        ({"script": SCRIPT, "script_args": ["a", "b\x00"]}, "script_args[1]"),
     ],
 )
 def test_a_nul_in_a_submission_is_refused_naming_the_field(

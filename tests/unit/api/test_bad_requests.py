@@ -63,6 +63,24 @@ def test_out_of_range_submissions_are_refused(
     assert r.status_code == 400 and r.json()["field"].endswith(field), r.text
 
 
+@pytest.mark.parametrize(
+    ("path", "args", "field", "words"),
+    [
+        ("/v1/jobs", ["a"] * 4097, "script_args", ()),
+        ("/v1/jobs", ["x" * 70_000, "y" * 70_000], "script_args", ("128 KiB", "in a file")),
+        # (the fast path's JSON parser refuses it already, as for any field)
+        ("/v1/jobs/test", ["ok", "\ud800"], "script_args[1]", ("lone surrogate",)),
+    ],
+)
+def test_script_arguments_no_node_could_pass_are_refused(
+    server: LiveServer, path: str, args: list[str], field: str, words: tuple[str, ...]
+) -> None:
+    """An execve on the node takes at most 128 KiB in one argument, and only text it can
+    encode: such arguments failed the job there, long after the submission."""
+    r = call(server, "POST", path, json={**SCRIPT, "script_args": args})
+    refused(r, 400, field, *words)
+
+
 @pytest.mark.parametrize("umask", ["999", "0o22", "", "1777"])
 def test_a_umask_that_is_not_three_or_four_octal_digits_is_refused(
     server: LiveServer, umask: str
