@@ -68,7 +68,7 @@ def build_step_plan(
         job_id=launch.job_id,
         attempt=launch.attempt,
         job_dir=job_dir,
-        argv=script_argv(launch.script, script_path),
+        argv=(*script_argv(launch.script, script_path), *launch.script_args),
         env=env,
         workdir=launch.workdir,
         stdout_path=stdout,

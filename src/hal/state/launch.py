@@ -217,6 +217,7 @@ def build_launch(job: Job, cluster_name: str, het: Sequence[Job] = ()) -> Launch
         uid=uid,
         gid=gid,
         script=spec.script,
+        script_args=list(spec.script_args),  # a het job's: component 0's, as its script's
         workdir=spec.workdir,
         environment=job_environment(job, cluster_name, het),
         stdout=spec.stdout or "",  # "" → Slurm's default name, applied by the agent

@@ -122,6 +122,8 @@ class Launch(WireModel):
     uid: int | None = None  # run as this Unix user when the agent is root
     gid: int | None = None
     script: str
+    # the script's arguments, after its path in argv (an agent before them runs it without)
+    script_args: list[str] = Field(default_factory=list)
     workdir: str
     environment: dict[str, str]  # the job's own variables (submitter's env + HAL/SLURM_*)
     stdout: str  # pattern ("" = Slurm's default), expanded on the node (%N, %n need it)

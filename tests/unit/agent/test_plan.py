@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from hal.agent.plan import LaunchError, script_argv
+from hal.agent.plan import LaunchError, build_step_plan, script_argv
+from hal.wire.agent import Launch
 
 
 @pytest.mark.parametrize(
@@ -25,3 +28,14 @@ def test_script_argv(script: str, argv: tuple[str, ...]) -> None:
 def test_relative_interpreter_is_refused() -> None:
     with pytest.raises(LaunchError):
         script_argv("#!bash\n", "/s")
+
+
+def test_the_script_arguments_follow_the_spooled_script(tmp_path: Path) -> None:
+    """``sbatch job.sh "a b" -x``: the interpreter runs the spooled copy, then the words."""
+    launch = Launch(
+        job_id=7, attempt=0, name="j", user="u", script="#!/bin/bash -e\ntrue\n",
+        script_args=["a b", "-x"], workdir="/", environment={}, stdout="", stderr=None,
+        time_limit_seconds=0, memory_bytes=0, cpus=1, nodes=["n1"], node_index=0,
+    )  # fmt: skip
+    plan = build_step_plan(launch, node="n1", job_dir=str(tmp_path), unknown_users_as_agent=True)
+    assert plan.argv == ("/bin/bash", "-e", str(tmp_path / "script"), "a b", "-x")
