@@ -198,8 +198,8 @@ def parse_sbatch(
     if "version" in cli_settings:
         return SbatchRequest(job=JobSubmit(script=""), version=True)
     cli_levels = [cli_settings] + [_settings(seg)[0] for seg in segments[1:]]
-    script, default_name = _script(last, {**cli_levels[-1], **cli_settings}, cwd, read_stdin)
-    directive_levels = _settings_from_directives(script)
+    script = _script(last, {**cli_levels[-1], **cli_settings}, cwd, read_stdin)
+    directive_levels = _settings_from_directives(script.text)
     env_settings: dict[str, Setting] = {
         dest: (environ[var], var) for var, dest in ENV_OPTIONS.items() if environ.get(var)
     }
@@ -223,7 +223,7 @@ def parse_sbatch(
                 raise InvalidRequest("a heterogeneous job cannot be a job array", field="array")
             own = {k: v for k, v in settings.items() if k not in JOB_WIDE}
             settings = {**own, **{k: v for k, v in merged.items() if k in JOB_WIDE}}
-        job = _build_job(settings, script, default_name, environ=environ, cwd=cwd, now=now)
+        job = _build_job(settings, script, environ=environ, cwd=cwd, now=now)
         jobs.append(_submitted_from(job, cwd, hostname, umask))
     return SbatchRequest(
         job=jobs[0],
@@ -327,32 +327,40 @@ def _check_exclusive(settings: dict[str, Setting]) -> None:
 # -- the script ---------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class BatchScript:
+    """The script to run and how sbatch was told of it."""
+
+    text: str
+    name: str  # the job name Slurm would default to
+    path: str | None = None  # the file's absolute path; None for stdin and --wrap
+    args: tuple[str, ...] = ()  # the words after the path: the script's $1, $2, ...
+
+
 def _script(
     cli: Parsed, settings: dict[str, Setting], cwd: str, read_stdin: Callable[[], str]
-) -> tuple[str, str]:
-    """The batch script and the job name Slurm would default to."""
+) -> BatchScript:
+    """The batch script: ``--wrap``'s command, the file the first positional names (the
+    rest are its arguments, options or not, as in Slurm), or stdin (no arguments: Slurm
+    has no way to give them to a script it reads there)."""
     if "wrap" in settings:
         if cli.positionals:
             raise InvalidRequest("Script arguments not permitted with --wrap option", field="wrap")
         command = settings["wrap"][0] or ""
-        return f"#!/bin/sh\n# This script was created by sbatch --wrap.\n\n{command}\n", "wrap"
-    if cli.positionals:
+        text = f"#!/bin/sh\n# This script was created by sbatch --wrap.\n\n{command}\n"
+        return BatchScript(text, "wrap")
+    if not cli.positionals:
+        script = BatchScript(read_stdin(), "sbatch")
+    else:
         path, *args = cli.positionals
-        if args:
-            raise UnsupportedOption(
-                f"HAL cannot pass arguments to batch scripts yet (got {' '.join(args)!r}); "
-                "set them as variables with --export=ALL,NAME=value instead",
-                field="script",
-            )
         try:
-            script = Path(cwd, path).read_text()
+            text = Path(cwd, path).read_text()
         except (OSError, UnicodeDecodeError) as err:
             raise InvalidRequest(f"Unable to open file {path}: {err}", field="script") from None
-        name = Path(path).name
-    else:
-        script, name = read_stdin(), "sbatch"
-    _check_script(script)
-    return script, name
+        full = os.path.normpath(os.path.join(cwd, path))
+        script = BatchScript(text, Path(path).name, full, tuple(args))
+    _check_script(script.text)
+    return script
 
 
 def _check_script(script: str) -> None:
@@ -462,8 +470,7 @@ def _settings_from_directives(script: str) -> list[dict[str, Setting]]:
 
 def _build_job(
     settings: dict[str, Setting],
-    script: str,
-    default_name: str,
+    script: BatchScript,
     *,
     environ: Mapping[str, str],
     cwd: str,
@@ -473,7 +480,12 @@ def _build_job(
         entry = settings.get(dest)
         return entry[0] if entry else None
 
-    fields: dict[str, object] = {"script": script, "name": value("job_name") or default_name}
+    fields: dict[str, object] = {
+        "script": script.text,
+        "name": value("job_name") or script.name,
+        "script_args": list(script.args),
+        "script_path": script.path,
+    }
     chdir = value("chdir")
     fields["workdir"] = os.path.normpath(os.path.join(cwd, chdir)) if chdir else cwd
     fields["environment"] = export_environment(value("export") or "ALL", environ)

@@ -314,6 +314,9 @@ def job_record(job: JobInfo, now: float) -> list[str]:
         f"Licenses={job.licenses or '(null)'}",
         f"Features={'&'.join(job.constraint) or '(null)'}",
         f"Comment={job.comment or '(null)'}",
+        # Slurm's: the script's full path and its arguments, spaces between (unquoted);
+        # (null) for a script from stdin or --wrap
+        f"Command={' '.join([job.script_path, *job.script_args]) if job.script_path else '(null)'}",
         f"WorkDir={job.workdir}",
         f"StdErr={job.stderr}",
         "StdIn=/dev/null",

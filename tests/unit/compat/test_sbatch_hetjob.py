@@ -61,3 +61,12 @@ def test_ordinary_job_has_no_components() -> None:
 def test_array_het_job_is_refused() -> None:
     with pytest.raises(InvalidRequest, match="job array"):
         parse("--array=1-2", ":", "-n", "2")
+
+
+def test_the_script_arguments_follow_the_last_component(tmp_path: Path) -> None:
+    """``sbatch -c1 : -c2 job.sh a b``: the script runs once, with the submission's
+    arguments, whichever component is sent first."""
+    (tmp_path / "job.sh").write_text(SCRIPT)
+    req = parse("-c1", ":", "-c2", "job.sh", "a", "-c3", cwd=str(tmp_path))
+    assert [c.script_args for c in req.components] == [["a", "-c3"], ["a", "-c3"]]
+    assert [c.cpus_per_task for c in req.components] == [1, 2]

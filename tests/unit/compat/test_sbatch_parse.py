@@ -190,17 +190,41 @@ def test_missing_script_file(tmp_path: Path) -> None:
         parse("nope.sh", cwd=str(tmp_path))
 
 
-def test_script_arguments_are_refused_not_dropped(tmp_path: Path) -> None:
+def test_words_after_the_script_are_its_arguments(tmp_path: Path) -> None:
+    """``sbatch job.sh in.dat 'two words'``: Slurm passes them to the script as $1, $2
+    and shows ``Command=`` with the script's full path and them."""
     (tmp_path / "s.sh").write_text(SCRIPT)
-    with pytest.raises(UnsupportedOption, match="arguments to batch scripts"):
-        parse("s.sh", "arg1", cwd=str(tmp_path))
+    job = parse("-J", "x", "s.sh", "in.dat", "two words", "", cwd=str(tmp_path)).job
+    assert job.script_args == ["in.dat", "two words", ""]
+    assert job.script_path == str(tmp_path / "s.sh")
+    assert job.name == "x"
 
 
 def test_options_after_the_script_belong_to_it(tmp_path: Path) -> None:
-    """sbatch stops at the script name: `-N 2` after it is a script argument."""
+    """sbatch stops at the script name: `-N 2 --foo` after it are script arguments, not
+    options (an unknown one is no error), and `:` there starts no het component."""
     (tmp_path / "s.sh").write_text(SCRIPT)
-    with pytest.raises(UnsupportedOption, match="'-N 2'"):
-        parse("s.sh", "-N", "2", cwd=str(tmp_path))
+    req = parse("-c", "2", "s.sh", "-N", "2", "--foo", ":", "--", "-p", cwd=str(tmp_path))
+    assert req.job.script_args == ["-N", "2", "--foo", ":", "--", "-p"]
+    assert (req.job.nodes_min, req.job.cpus_per_task, req.components) == (1, 2, ())
+
+
+def test_the_script_path_is_normalised_and_has_no_arguments_by_default(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "s.sh").write_text(SCRIPT)
+    job = parse("./d/../d/s.sh", cwd=str(tmp_path)).job
+    assert (job.script_path, job.script_args) == (str(tmp_path / "d" / "s.sh"), [])
+
+
+def test_a_script_from_stdin_or_wrap_has_no_path_and_no_arguments() -> None:
+    for job in (parse().job, parse("--wrap", "true").job):
+        assert (job.script_path, job.script_args) == (None, [])
+
+
+def test_too_many_script_arguments_are_refused_before_sending(tmp_path: Path) -> None:
+    (tmp_path / "s.sh").write_text(SCRIPT)
+    with pytest.raises(InvalidRequest, match="script_args has more than 4096 entries"):
+        parse("s.sh", *["a"] * 4097, cwd=str(tmp_path))
 
 
 @pytest.mark.parametrize(
