@@ -725,7 +725,7 @@ def export_environment(spec: str, environ: Mapping[str, str]) -> dict[str, str]:
 
 
 HELP = """\
-Usage: sbatch [OPTIONS...] [script]   (HAL's Slurm-compatible sbatch)
+Usage: sbatch [OPTIONS...] [script [args...]]   (HAL's Slurm-compatible sbatch)
 
 Options HAL accepts (anything else is refused with an error):
   -J, --job-name=name        -o, --output=pattern      -e, --error=pattern
