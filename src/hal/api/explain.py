@@ -97,7 +97,7 @@ def _detail(job: Job, diag: Diagnosis | None, ahead: list[Job], victims: list[Jo
             "their nodes, before any other job"
         )
     reason = job.reason
-    if job.spec.hold or job.held_by_admin:
+    if job.held:
         who = "an administrator" if job.held_by_admin else "its owner"
         return f"held by {who}; release it with scontrol release {job.display_id}"
     if diag is not None and diag.stopped_at_pre_filter:

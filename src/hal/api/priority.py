@@ -54,7 +54,8 @@ HISTORY_PAGE = 5_000
 
 @dataclass(frozen=True, slots=True)
 class JobPriority:
-    """One pending job's priority and where it comes from (a line of ``sprio``)."""
+    """One pending job's priority and where it comes from (a line of ``sprio``, the
+    factors of ``hal explain``)."""
 
     job: Job
     account: str
@@ -64,8 +65,8 @@ class JobPriority:
     @property
     def priority(self) -> int:
         """What the queue is sorted by: the job's own number (an administrator's, or
-        the last calculation's), not a fresh sum."""
-        return self.job.priority
+        the last calculation's), not a fresh sum; 0 while the job is held."""
+        return self.job.shown_priority
 
 
 class PriorityService:
@@ -226,11 +227,13 @@ class PriorityService:
     # -- views ----------------------------------------------------------------------------
     def pending(self, keep: Callable[[Job], bool] | None = None) -> list[JobPriority]:
         """The pending jobs' priorities, by id; ``keep``: only the jobs it accepts (the
-        filter runs first, so asking for one job does not evaluate the whole queue)."""
+        filter runs first, so asking for one job does not evaluate the whole queue).
+        Held jobs are left out, as Slurm's sprio leaves them ("0 means the job is held":
+        no priority to break down until ``scontrol release``)."""
         jobs = [
             j
             for j in self.cluster.unfinished.values()
-            if j.state is JobState.PENDING and (keep is None or keep(j))
+            if j.state is JobState.PENDING and not j.held and (keep is None or keep(j))
         ]
         now = self.cluster.clock.now()
         return [self.evaluate(j, now) for j in sorted(jobs, key=lambda j: j.id)]

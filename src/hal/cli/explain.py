@@ -7,6 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from hal.client import HalClient
+from hal.core.states import PendingReason
 
 if TYPE_CHECKING:
     from hal.wire.priority import ExplainInfo
@@ -17,6 +18,9 @@ def add_commands(sub: Any) -> None:
     p.add_argument("job_id")
     p.add_argument("--json", action="store_true", help="the REST object unchanged")
     p.set_defaults(func=cmd_explain)
+
+
+HELD_REASONS = (PendingReason.JOB_HELD_USER.value, PendingReason.JOB_HELD_ADMIN.value)
 
 
 def _when(t: float | None) -> str:
@@ -42,11 +46,14 @@ def explain_lines(info: ExplainInfo) -> list[str]:
     if p is not None:
         w = p.weighted
         fixed = " (set by an administrator)" if p.fixed else ""
-        lines.append(
-            f"  priority: {p.priority}{fixed} = age {w.age:.0f} + fairshare {w.fairshare:.0f}"
-            f" + jobsize {w.job_size:.0f} + partition {w.partition:.0f} + qos {w.qos:.0f}"
-            f" - nice {p.nice}"
+        factors = (
+            f"age {w.age:.0f} + fairshare {w.fairshare:.0f} + jobsize {w.job_size:.0f}"
+            f" + partition {w.partition:.0f} + qos {w.qos:.0f} - nice {p.nice}"
         )
+        if info.reason in HELD_REASONS:  # a hold is priority 0, as in Slurm
+            lines.append(f"  priority: 0 (held; once released: {factors})")
+        else:
+            lines.append(f"  priority: {p.priority}{fixed} = {factors}")
     s = info.fairshare
     if s is not None:
         lines.append(

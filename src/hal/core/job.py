@@ -273,6 +273,18 @@ class Job:
     def is_array_element(self) -> bool:
         return self.array_job_id is not None
 
+    @property
+    def held(self) -> bool:
+        """Held by its user or an administrator (``scontrol hold``): left out of passes."""
+        return self.spec.hold or self.held_by_admin
+
+    @property
+    def shown_priority(self) -> int:
+        """The priority users see: 0 while held, as in Slurm where a hold *is* priority 0
+        (``scontrol show job``, squeue's %Q, REST, the dashboard). ``priority`` keeps the
+        computed number, so ``scontrol release`` schedules the job by it again."""
+        return 0 if self.held else self.priority
+
     def evolve(self, **changes: object) -> Job:
         return replace(self, **changes)  # type: ignore[arg-type]
 

@@ -161,7 +161,7 @@ def _row(job: Job) -> dict[str, Any]:
         "partition": job.partition,
         "state": job.state.value,
         "reason": job.reason.value,
-        "priority": job.priority,
+        "priority": job.shown_priority,
         "submit_time": job.submit_time,
         "start_time": job.start_time,
         "end_time": job.end_time,
@@ -177,7 +177,7 @@ def _row(job: Job) -> dict[str, Any]:
 
 SORTS = {
     "id": lambda j: j.id,
-    "priority": lambda j: (-j.priority, j.submit_time, j.id),
+    "priority": lambda j: (-j.shown_priority, j.submit_time, j.id),
     "submit": lambda j: (j.submit_time, j.id),
 }
 

@@ -44,7 +44,7 @@ def check_placement(
     job = jobs.get(placement.job_id)
     if job is None or job.state is not JobState.PENDING:
         return "job is no longer pending"
-    if job.spec.hold or job.held_by_admin:  # held since the pass read it
+    if job.held:  # held since the pass read it
         return "job is held"
     lowered = placement.time_limit_s  # backfill's, within --time-min
     if lowered is not None and not (job.spec.time_min_s or 0) <= lowered < (

@@ -425,7 +425,7 @@ class Cluster:
                 # A held job can neither start nor hold anything back, and its reason was
                 # set when it was held: leave it out of scheduling passes until released
                 # (a queue of 20,000 held jobs then costs the scheduler nothing).
-                if not _held(job):
+                if not job.held:
                     pending.append(job)
             elif job.state.is_active:
                 running.append(job)
@@ -963,7 +963,7 @@ class Cluster:
                         spec=job.spec.with_changes(hold=False),
                         reason=PendingReason.WAITING_FOR_SCHEDULING,
                         # eligible from now on (its --switches wait starts now)
-                        eligible_time=now if _held(job) else job.eligible_time,
+                        eligible_time=now if job.held else job.eligible_time,
                     )
                 changed.append(new)
             events = [
@@ -1235,7 +1235,7 @@ class Cluster:
             ended: list[Job] = []
             for term in plan.terminations:
                 target = self.jobs.get(term.job_id)
-                if target is None or target.state is not JobState.PENDING or _held(target):
+                if target is None or target.state is not JobState.PENDING or target.held:
                     continue
                 ended.append(target.evolve(state=term.state, reason=term.reason, end_time=now))
                 events.append(
@@ -1254,7 +1254,7 @@ class Cluster:
             met: list[Job] = []
             for update in plan.updates:
                 current = self.jobs.get(update.job_id)
-                if current is not None and current.state is JobState.PENDING and not _held(current):
+                if current is not None and current.state is JobState.PENDING and not current.held:
                     now_met = current.reason is PendingReason.DEPENDENCY and update.reason not in (
                         PendingReason.DEPENDENCY,
                         PendingReason.DEPENDENCY_NEVER_SATISFIED,
@@ -1383,11 +1383,6 @@ def _held_by(job: Job, caller: Caller, *, user_hold: bool) -> Job:
     if caller.admin and job.spec.user != caller.name and not user_hold:
         return job.evolve(held_by_admin=True, reason=PendingReason.JOB_HELD_ADMIN)
     return job.evolve(spec=job.spec.with_changes(hold=True), reason=PendingReason.JOB_HELD_USER)
-
-
-def _held(job: Job) -> bool:
-    """Held by its user or an administrator (``scontrol hold``): left out of passes."""
-    return job.spec.hold or job.held_by_admin
 
 
 def _partly_started_het_jobs(cluster: Cluster, started: list[Job]) -> set[int]:

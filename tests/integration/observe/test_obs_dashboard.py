@@ -330,7 +330,7 @@ def test_fair_share_shows_the_tree_usage_and_the_jobs_a_limit_holds(  # type: ig
         assert page.inner_text('#fs-shares tr[data-user="bob"] td:first-child').strip() == "bob"
         assert "half-life 7.0 d" in page.inner_text("#fs-mode")
         # the next pending jobs with their weighted factors: alice's waiting job leads
-        # (QoS small adds 1000; admin's held jobs have a higher fair-share factor)
+        # (the other tests' held jobs have priority 0: they sort last, sprio leaves them out)
         page.wait_for_selector(f'#fs-priority tr[data-job="{second}"]')
         assert "priority/multifactor" in page.inner_text("#fs-weights")
         cells = row_cells(page, f'#fs-priority tr[data-job="{second}"]')

@@ -8,6 +8,7 @@ restart of the control plane."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -162,6 +163,27 @@ def test_sshare_tres_run_mins_counts_what_running_jobs_still_hold(
         finally:
             alice.cancel(job)
             wait_until(lambda: alice.job(job).state == "CANCELLED", message="the cancel")
+
+
+def test_sprio_leaves_a_held_job_out_until_it_is_released(cluster: Cluster, tmp_path: Path) -> None:
+    """Slurm's sprio skips a held job ("0 means the job is held": its priority is 0, it
+    has no factors to weigh) and lists it again once released; HAL listed it with the
+    priority it would have had."""
+    later = dataclasses.replace(_job(tmp_path, "true"), hold=True, begin_time=4102444800.0)
+    with cluster.client("alice") as alice:
+        job = alice.submit(later).job_id
+        try:
+            assert job not in {p.job_id for p in alice.priorities().jobs}
+            out = cluster.live.cli("sprio", "-h", "-u", "alice", token=cluster.tokens["alice"])
+            assert out.returncode == 0, out.stderr
+            assert str(job) not in [line.split()[0] for line in out.stdout.splitlines()]
+            out = cluster.live.cli("explain", str(job), token=cluster.tokens["alice"])
+            assert "priority: 0 (held; once released: age" in out.stdout, out.stdout
+            alice.release(str(job))
+            found = {p.job_id: p for p in alice.priorities().jobs}
+            assert found[job].priority == alice.job(job).priority > 0
+        finally:
+            alice.cancel(str(job))
 
 
 def test_an_administrators_priority_and_the_usage_survive_a_restart(

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from pathlib import Path
 
+import httpx
 import pytest
 
 from hal.testing.live import LiveServer
@@ -93,3 +95,66 @@ def test_priority_zero_for_an_array_holds_the_tasks_still_pending(
         tasks = sorted((j.array_task_id, j.held) for j in c.jobs() if str(j.array_job_id) == array)
         assert tasks == [(0, True), (2, True)]
         c.cancel(array)
+
+
+def shown_priorities(server: LiveServer, token: str, jobs: list[str]) -> dict[str, set[str]]:
+    """Each job's priority as ``scontrol show job``, ``squeue -o %Q`` and ``squeue -O
+    Priority`` print it, REST's JobInfo gives it and the dashboard's queue sends it."""
+    shown: dict[str, set[str]] = {job: set() for job in jobs}
+    for job in jobs:
+        out = server.cli("scontrol", "show", "job", job, token=token)
+        assert out.returncode == 0, out.stderr
+        shown[job].add(out.stdout.split("Priority=")[1].split()[0])
+    listed = ",".join(jobs)
+    for fmt in (["-o", "%i %Q"], ["-O", "JobID,Priority"]):
+        out = server.cli("squeue", "-h", "-j", listed, *fmt, token=token)
+        assert out.returncode == 0, out.stderr
+        for line in out.stdout.splitlines():
+            job, priority = line.split()
+            shown[job].add(priority)
+    with server.client(token) as c:
+        for job in jobs:
+            shown[job].add(str(c.job(job).priority))
+    queue = httpx.get(
+        server.url + "/v1/observe/queue",
+        params={"state": "PENDING", "q": "shown-priority"},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    queue.raise_for_status()
+    rows = queue.json()["jobs"]
+    assert sorted(str(row["id"]) for row in rows) == sorted(jobs)
+    for row in rows:
+        shown[str(row["id"])].add(str(row["priority"]))
+    return shown
+
+
+def test_a_held_job_shows_priority_zero_until_it_is_released(
+    server: LiveServer, alice: str
+) -> None:
+    """In Slurm a hold is priority 0: ``scontrol show job`` says ``Priority=0`` (with
+    Reason=JobHeldUser), squeue's %Q 0, however the job was held (``scontrol hold``,
+    ``update Priority=0``, ``sbatch -H``), and ``scontrol release`` gives it a computed
+    priority again. HAL showed the priority the job would have once released."""
+    named = dataclasses.replace(LATER, name="shown-priority")
+    with server.client(alice) as c:
+        by_hold, by_update = (str(c.submit(named).job_id) for _ in range(2))
+        before = c.job(by_hold).priority
+    out = server.cli(
+        "sbatch", "-H", "-J", "shown-priority", "--begin=2100-01-01", "--parsable",
+        "--wrap", "true", token=alice, cwd=Path("/tmp"),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    by_sbatch = out.stdout.strip()
+    assert server.cli("scontrol", "hold", by_hold, token=alice).returncode == 0
+    update = f"JobId={by_update}"
+    assert server.cli("scontrol", "update", update, "Priority=0", token=alice).returncode == 0
+    jobs = [by_hold, by_update, by_sbatch]
+    assert shown_priorities(server, alice, jobs) == {job: {"0"} for job in jobs}
+
+    assert server.cli("scontrol", "release", ",".join(jobs), token=alice).returncode == 0
+    released = shown_priorities(server, alice, jobs)
+    assert released[by_hold] == released[by_update] == {str(before)}
+    assert len(released[by_sbatch]) == 1 and int(*released[by_sbatch]) > 0
+    with server.client(alice) as c:
+        for job in jobs:
+            c.cancel(job)
