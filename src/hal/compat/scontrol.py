@@ -26,10 +26,10 @@ from hal.compat.formats import (
     timestamp,
 )
 from hal.compat.job_fields import time_used
+from hal.compat.node_gres import gres, gres_used
 from hal.compat.node_states import scontrol_flags
 from hal.compat.seam import Console
 from hal.core.errors import HalError, InvalidRequest, NotFound
-from hal.core.node import gpu_type_name
 from hal.core.slurm_syntax import compress_hostlist, expand_hostlist, parse_time_limit
 from hal.wire.jobs import JobInfo, JobUpdate
 from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo, TopologyInfo
@@ -46,6 +46,7 @@ def scontrol(argv: list[str], console: Console) -> int:
     flags = {arg for arg in argv if arg.startswith("-")}
     words = [arg for arg in argv if not arg.startswith("-")]
     oneliner = bool(flags & {"-o", "--oneliner"})
+    details = bool(flags & {"-d", "--details"})
     unknown = flags - {"-o", "--oneliner", "-d", "--details", "-Q", "--quiet", "-a", "--all"}
     if flags & {"-V", "--version"}:
         console.out(f"slurm {SLURM_COMPAT_VERSION} (HAL)")
@@ -57,7 +58,7 @@ def scontrol(argv: list[str], console: Console) -> int:
     command, args = words[0].lower(), words[1:]
     try:
         if command == "show":
-            return _show(args, console, oneliner=oneliner)
+            return _show(args, console, oneliner=oneliner, details=details)
         if command in ("hold", "uhold", "release", "requeue", "suspend", "resume"):
             return _job_action(command, args, console)
         if command == "update":
@@ -109,7 +110,7 @@ def _delete(args: list[str], console: Console) -> int:
     return 0
 
 
-def _show(args: list[str], console: Console, *, oneliner: bool) -> int:
+def _show(args: list[str], console: Console, *, oneliner: bool, details: bool) -> int:
     if not args:
         return console.error(
             "show what? job, node, partition, reservation, licenses, topology, config or hostnames"
@@ -135,7 +136,7 @@ def _show(args: list[str], console: Console, *, oneliner: bool) -> int:
         records = [job_record(job, console.clock()) for job in jobs]
     elif what in ("node", "nodes"):
         nodes = [client.node(target)] if target else client.nodes()
-        records = [node_record(node) for node in nodes]
+        records = [node_record(node, details=details) for node in nodes]
     elif what in ("partition", "partitions"):
         parts = client.partitions()
         if target:
@@ -324,11 +325,9 @@ def job_record(job: JobInfo, now: float) -> list[str]:
     ]
 
 
-def node_record(node: NodeInfo) -> list[str]:
-    gres = "(null)"
-    if node.gpus:
-        model = gpu_type_name(node.gpu_model)  # as Slurm names an NVML-detected type
-        gres = f"gpu:{model}:{node.gpus}" if model else f"gpu:{node.gpus}"
+def node_record(node: NodeInfo, *, details: bool = False) -> list[str]:
+    """``scontrol show node``; ``details`` (``-d``) adds Slurm's ``GresUsed=`` line on a
+    node with GPUs."""
     features = ",".join(node.features) or "(null)"
     state = {"alloc": "ALLOCATED", "mix": "MIXED", "drng": "DRAINING", "drain": "DRAINED"}.get(
         node.display_state, node.display_state.upper()
@@ -341,7 +340,8 @@ def node_record(node: NodeInfo) -> list[str]:
         f"CPUAlloc={node.cpus_alloc} CPUTot={node.cpus} CPULoad={load}",
         f"AvailableFeatures={features}",
         f"ActiveFeatures={features}",
-        f"Gres={gres}",
+        f"Gres={gres(node)}",
+        *([f"GresUsed={gres_used(node)}"] if details and node.gpus else []),
         f"NodeAddr={node.address or node.name} NodeHostName={node.name}",
         f"RealMemory={mem_mib} AllocMem={node.memory_alloc_bytes // (1024 * 1024)} FreeMem={free}",
         f"State={state}{scontrol_flags(node)}",

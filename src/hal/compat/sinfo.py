@@ -18,12 +18,12 @@ from collections.abc import Callable
 
 from hal.compat.formats import (
     Field,
-    compress_indices,
     duration_short,
     parse_format,
     parse_long_names,
     render_rows,
 )
+from hal.compat.node_gres import NO_GRES, gres, gres_used
 from hal.compat.node_states import (
     parse_node_states,
     state_compact,
@@ -33,7 +33,6 @@ from hal.compat.node_states import (
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
 from hal.core.errors import HalError
-from hal.core.node import gpu_type_name
 from hal.core.slurm_syntax import compress_hostlist, expand_hostlist
 from hal.wire.nodes import NodeInfo, PartitionInfo
 
@@ -82,9 +81,7 @@ def _limit(p: PartitionInfo | None, n: NodeInfo | None) -> str:
 
 
 def _gres(p: PartitionInfo | None, n: NodeInfo | None) -> str:
-    if n is None or not n.gpus:
-        return "(null)"
-    return f"gpu:{gpu_type_name(n.gpu_model)}:{n.gpus}" if n.gpu_model else f"gpu:{n.gpus}"
+    return NO_GRES if n is None else gres(n)
 
 
 def _job_size(p: PartitionInfo | None, n: NodeInfo | None) -> str:
@@ -94,13 +91,7 @@ def _job_size(p: PartitionInfo | None, n: NodeInfo | None) -> str:
 
 
 def _gres_used(p: PartitionInfo | None, n: NodeInfo | None) -> str:
-    """Slurm's ``gpu:a100:2(IDX:0-1)``: the GPUs in use and their indices (``IDX:N/A``
-    when none is)."""
-    if n is None or not n.gpus:
-        return "(null)"
-    model = gpu_type_name(n.gpu_model) if n.gpu_model else ""
-    used = f"gpu:{model}:{n.gpus_alloc}" if model else f"gpu:{n.gpus_alloc}"
-    return f"{used}(IDX:{compress_indices(n.gpu_ids_alloc) or 'N/A'})"
+    return NO_GRES if n is None else gres_used(n)
 
 
 def _default_time(p: PartitionInfo | None, n: NodeInfo | None) -> str:

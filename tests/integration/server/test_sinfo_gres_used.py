@@ -1,7 +1,8 @@
-"""``sinfo -O GresUsed`` names the GPUs in use on a node by index, as Slurm prints them
-(``gpu:2(IDX:0-1)``; ``gpu:0(IDX:N/A)`` when none is), from the GPU ids the server
-allocated: a real server and a real ``hal agent`` declaring 4 fake GPUs, running a job
-that prints the ``CUDA_VISIBLE_DEVICES`` its agent gave it. It showed only the count."""
+"""``sinfo -O GresUsed`` and ``scontrol -d show node``'s ``GresUsed=`` name the GPUs in use
+on a node by index, as Slurm prints them (``gpu:2(IDX:0-1)``; ``gpu:0(IDX:N/A)`` when none
+is), from the GPU ids the server allocated: a real server and a real ``hal agent``
+declaring 4 fake GPUs, running a job that prints the ``CUDA_VISIBLE_DEVICES`` its agent
+gave it. sinfo showed only the count, scontrol no GresUsed at all."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ from hal.wire.submit import JobSubmit
 def gres_used(live: LiveServer) -> str:
     out = live.cli("sinfo", "-h", "-N", "-n", "gpu1", "-O", "GresUsed:40")
     assert out.returncode == 0, out.stderr
+    shown = live.cli("scontrol", "-d", "show", "node", "gpu1")
+    assert shown.returncode == 0, shown.stderr
+    assert "   Gres=gpu:4\n" in shown.stdout
+    assert f"   GresUsed={out.stdout.strip()}\n" in shown.stdout  # the same, as in Slurm
     return out.stdout.strip()
 
 

@@ -62,6 +62,22 @@ def test_show_node() -> None:
     assert "   AvailableFeatures=ssd" in lines
     assert "   State=IDLE" in lines
     assert "   CfgTRES=cpu=2,mem=1000M,gres/gpu=2" in lines
+    assert not [line for line in lines if "GresUsed" in line]  # only with -d, as Slurm's
+
+
+def test_show_node_details_name_the_gpus_in_use() -> None:
+    """``scontrol -d show node``: Slurm's ``GresUsed=`` line under ``Gres=``, as sinfo's
+    GresUsed prints it; a node without GPUs has none (HAL printed no GresUsed at all)."""
+    client = cluster()
+    client.node_list[0] = client.node_list[0].model_copy(update={"gpu_ids_alloc": [0, 1]})
+    client.node_list.append(node("cpu1"))
+    lines = call(client, "scontrol", "-d", "show", "node", "vm").lines
+    at = lines.index("   Gres=gpu:a100:2")
+    assert lines[at + 1] == "   GresUsed=gpu:a100:2(IDX:0-1)"
+    one = call(client, "scontrol", "--details", "-o", "show", "node", "vm").out
+    assert " Gres=gpu:a100:2 GresUsed=gpu:a100:2(IDX:0-1) " in one
+    cpu = call(client, "scontrol", "-d", "show", "node", "cpu1").lines
+    assert "   Gres=(null)" in cpu and not [line for line in cpu if "GresUsed" in line]
 
 
 def test_show_partition() -> None:
