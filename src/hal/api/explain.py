@@ -19,6 +19,7 @@ from hal.core.preemption import PREEMPTED_BY
 from hal.core.states import JobState, PendingReason
 from hal.scheduler.framework import Framework, PassContext, Scheduler
 from hal.scheduler.framework.explain import Diagnosis, diagnose
+from hal.scheduler.framework.runtime import HET_GROUP
 from hal.scheduler.framework.snapshot import ClusterSnapshot
 from hal.scheduler.plugins.multifactor import DEFAULT_QOS, ShareRow
 from hal.scheduler.plugins.topology import NAME as TOPOLOGY
@@ -141,10 +142,17 @@ def _victims(jobs: Iterable[Job], job: Job) -> list[Job]:
     return sorted((j for j in jobs if j.extra.get(PREEMPTED_BY) == mark), key=lambda j: j.id)
 
 
-def _diagnose(scheduler: Scheduler, snap: ClusterSnapshot, job: Job) -> Diagnosis:
+def _diagnose(
+    scheduler: Scheduler, snap: ClusterSnapshot, job: Job, group: tuple[Job, ...] = ()
+) -> Diagnosis:
+    """``group``: the het job ``job`` is a component of, by offset, as ``place_group``
+    shows it to the plugins (its licenses are judged together at the first one)."""
     # Own Framework: the scheduler's worker thread may be running a pass with its own.
     framework = Framework(scheduler.profile)
-    return diagnose(framework, PassContext.from_snapshot(snap), job)
+    ctx = PassContext.from_snapshot(snap)
+    if group:
+        ctx.data.write(HET_GROUP, group)
+    return diagnose(framework, ctx, job)
 
 
 async def explain(ctx: ServerContext, priority: PriorityService | None, ident: str) -> ExplainInfo:
@@ -160,12 +168,17 @@ async def explain(ctx: ServerContext, priority: PriorityService | None, ident: s
         loop = asyncio.get_running_loop()
         diag = await loop.run_in_executor(None, _diagnose, scheduler, snap, job)
         if job.spec.het is not None:  # the whole het job waits for its blocking component
-            for part in cluster.het_components(job.spec.het.job_id):
-                if part.state is not JobState.PENDING or part.spec.het is None:
-                    continue
-                part_diag = await loop.run_in_executor(None, _diagnose, scheduler, snap, part)
+            group = tuple(
+                p
+                for p in cluster.het_components(job.spec.het.job_id)
+                if p.state is JobState.PENDING and p.spec.het is not None
+            )
+            for part in group:
+                part_diag = await loop.run_in_executor(
+                    None, _diagnose, scheduler, snap, part, group
+                )
                 if not part_diag.status.is_success:
-                    diag, het_blocker = part_diag, part.spec.het.display_id
+                    diag, het_blocker = part_diag, part.display_id  # 123+1
                     break
         ahead = _queue_ahead(scheduler, snap, job)
         if job.expected_start is None and not diag.stopped_at_pre_filter:

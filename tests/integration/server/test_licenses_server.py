@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from hal.testing.live import LiveServer, wait_until
+from hal.wire.jobs import JobSubmit
 
 
 @pytest.fixture(scope="module")
@@ -56,3 +57,23 @@ def test_licenses_the_cluster_lacks_are_refused_at_submit(live: LiveServer, tmp_
         assert "Invalid license specification" in out.stderr and why in out.stderr, out.stderr
     bad = live.cli("sbatch", "-L", "matlab|ansys", "--wrap", "true", cwd=tmp_path)
     assert bad.returncode == 1 and "no alternative" in bad.stderr, bad.stderr
+
+
+def test_a_het_job_asking_more_licenses_in_all_than_the_cluster_has_waits_saying_so(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    """One matlab license, two components asking one each: the het job can never hold
+    both, so it never starts and gets no planned start; ``hal explain`` says what it asks
+    in all (backfill planned it a second ahead, again and again)."""
+    one = JobSubmit(script="#!/bin/sh\ntrue\n", workdir=str(tmp_path), licenses="matlab")
+    with live.client() as c:
+        first, second = c.submit_het([one, one])
+        try:
+            wait_until(lambda: c.explain(first).reason == "Licenses", message="a pass")
+            why = c.explain(first).detail
+            assert f"het job {first} asks 2 matlab license(s) in all, the cluster has 1" in why
+            assert c.explain(second).reason == "Licenses"
+            assert [c.job(j).expected_start for j in (first, second)] == [None, None]
+            assert {c.job(j).state for j in (first, second)} == {"PENDING"}
+        finally:
+            c.cancel(str(first))

@@ -186,3 +186,95 @@ def test_the_plugin_judges_a_planned_run_and_says_from_when() -> None:
     assert judge(two, 1090, 1190).is_success
     never = judge(four, 1090, 1190)
     assert (never.reason, never.earliest_start) == (PendingReason.LICENSES, None)
+
+
+# Het jobs: the licenses of every component count together, against the cluster's and
+# over the run backfill plans for the group (docs/hetjobs.md, docs/licenses.md).
+
+
+def _het(*per_component: int, limit: int = 100) -> list[JobBuilder]:
+    """Het job 10: one 1-node component per count, asking that many matlab licenses."""
+    size = len(per_component)
+    return [
+        make_job(10 + i).het(10, i, size).licenses(matlab=n).limit(limit)
+        for i, n in enumerate(per_component)
+    ]
+
+
+def test_a_het_job_asking_more_licenses_than_the_cluster_has_never_starts() -> None:
+    """Two components asking 2 matlab each, 3 configured: the het job can never run, so
+    no pass starts it and backfill gives it no start time (it was planned a second from
+    now, a start that never came); its reason says what it asks in all."""
+    for mode in ("easy", "conservative"):
+        result = _scheduler(mode, matlab=3).run_pass(_snapshot(0, *_het(2, 2)))
+        assert placed_nodes(result.plan) == {}
+        assert result.reservations == {}
+        updates = {u.job_id: u for u in result.plan.updates}
+        assert {j: (u.reason, u.expected_start) for j, u in updates.items()} == {
+            10: (PendingReason.LICENSES, None),
+            11: (PendingReason.LICENSES, None),
+        }
+        said = result.statuses[10].message
+        assert "het job 10 asks 4 matlab license(s) in all, the cluster has 3" in said
+
+
+def test_a_het_job_whose_licenses_fit_starts_holding_them_all() -> None:
+    """5 matlab, job 1 holds 1: the two components take 2 each, in the main pass and in
+    a backfill hole (a 4-node head waits for job 1's node), and job 12 asking 1 more
+    waits: none is left."""
+    later = make_job(12).licenses(matlab=1).limit(50)
+    main = _scheduler("easy", matlab=5).run_pass(_snapshot(1, *_het(2, 2), later))
+    assert set(placed_nodes(main.plan)) == {10, 11}
+    head = make_job(5).nodes(4).limit(100).priority(100)
+    hole = _scheduler("easy", matlab=5).run_pass(_snapshot(1, head, *_het(2, 2, limit=50), later))
+    assert set(placed_nodes(hole.plan)) == {10, 11}
+    assert {u.job_id: u.reason for u in hole.plan.updates}[12] is PendingReason.LICENSES
+
+
+def test_a_het_job_is_reserved_when_all_its_licenses_are_back() -> None:
+    """4 matlab, job 1 holds 1 until 1090 and job 2 1 until 1150: the two components (2
+    each) fit together from 1150 only; each alone fit from 1090, where they were
+    reserved, so the planned start passed with the licenses still short."""
+    snap = (
+        cluster(NOW)
+        .uniform_nodes(4, cpus=1)
+        .running(
+            make_job(1).licenses(matlab=1).limit(100).running_on("n0001", start=990),
+            make_job(2).licenses(matlab=1).limit(160).running_on("n0002", start=990),
+        )
+        .pending(*_het(2, 2))
+        .build()
+    )
+    result = _scheduler("conservative", matlab=4).run_pass(snap)
+    assert {u.job_id: u.expected_start for u in result.plan.updates} == {10: 1150, 11: 1150}
+
+
+def test_backfill_keeps_a_het_jobs_licenses_from_later_jobs() -> None:
+    """4 matlab, job 1 holds 2 until 1090: the het job (2 + 2) is reserved at 1090. Job
+    12 (1 license until 1200) would leave it short then and waits; job 13 gives its
+    license back by 1050 and starts now."""
+    for mode in ("easy", "conservative"):
+        snap = _snapshot(
+            2,
+            *_het(2, 2),
+            make_job(12).licenses(matlab=1).limit(200),
+            make_job(13).licenses(matlab=1).limit(50),
+        )
+        result = _scheduler(mode, matlab=4).run_pass(snap)
+        assert set(placed_nodes(result.plan)) == {13}
+        starts = {u.job_id: u.expected_start for u in result.plan.updates}
+        assert (starts[10], starts[11]) == (1090, 1090)
+        assert starts[12] != 1000
+
+
+def test_backfill_starts_no_het_job_whose_licenses_together_delay_a_reservation() -> None:
+    """6 matlab, job 1 holds 2 until 1090, head 5 wants 5 from then. Het job 10's two
+    components (1 each, to 1200) each fit beside the head's 5, together they do not: it
+    waits (it started, and the head found 7 of 6 held at 1090). Ending by 1050, it
+    starts."""
+    head = make_job(5).licenses(matlab=5).limit(100).priority(100)
+    late = _scheduler("easy", matlab=6).run_pass(_snapshot(2, head, *_het(1, 1, limit=200)))
+    assert placed_nodes(late.plan) == {}
+    assert {u.job_id: u.expected_start for u in late.plan.updates}[5] == 1090
+    early = _scheduler("easy", matlab=6).run_pass(_snapshot(2, head, *_het(1, 1, limit=50)))
+    assert set(placed_nodes(early.plan)) == {10, 11}

@@ -106,6 +106,11 @@ PLACEMENT_KEY: StateKey[PlacementKey] = StateKey("framework.placement_key")
 # Written by a PreFilter plugin for a job with a node range (``-N 1-4``): the most nodes
 # its limits let it have (Slurm caps the range so); the runtime tries no more.
 MAX_NODES: StateKey[int] = StateKey("framework.max_nodes")
+# In ``ctx.data`` while ``place_group`` places a het job: its components, by offset. A
+# plugin that counts something the whole job holds (licenses) judges the group's total
+# at the first component: the cycles of the others see neither each other's Reserve in
+# TEST_ONLY (backfill's reservations) nor anything held over time.
+HET_GROUP: StateKey[tuple[Job, ...]] = StateKey("framework.het_group")
 # Per pass: (placement key, node count) → NodeRequest, shared by identical jobs.
 _REQUESTS: StateKey[dict[tuple[PlacementKey, int], NodeRequest]] = StateKey("framework.requests")
 
@@ -206,14 +211,18 @@ class Framework:
         failed (None: all placed; the outcomes then hold every allocation).
 
         ``within`` (backfill) is copied, and each placed component taken out of the
-        copy, for the same reason the table is: a window is read-only and shared."""
+        copy, for the same reason the table is: a window is read-only and shared.
+        ``HET_GROUP`` in ``ctx.data`` holds ``jobs`` meanwhile, for plugins that judge
+        what the components hold together (licenses)."""
         window = within.copy() if within is not None else None
         original = ctx.nodes
         if mode is _TEST_ONLY and window is None:
             ctx.nodes = original.copy()  # a scratch table the components are taken from
+        ctx.data.write(HET_GROUP, tuple(jobs))
         try:
             return self._place_group(ctx, jobs, mode, gate, window)
         finally:
+            ctx.data.delete(HET_GROUP)
             ctx.nodes = original
 
     def _place_group(

@@ -14,6 +14,12 @@ free all through that run; otherwise the verdict names the first instant from wh
 they are (``earliest_start``, for a run planned later than now), where backfill goes on
 looking for its reservation. So a job short of licenses gets a reservation from when
 they are back, and no job backfilled now takes licenses that delay it.
+
+A het job holds the licenses of all its components at once: while ``place_group``
+places one (``HET_GROUP``), its first component is judged for every component's
+licenses together (``matlab:2`` in each of two components: 4), the others for their own.
+So a het job asking more in all than the cluster has is refused for good, and backfill
+plans and reserves its licenses as the sum they are.
 """
 
 from __future__ import annotations
@@ -26,7 +32,9 @@ from hal.core.states import PendingReason
 from hal.scheduler.framework.backfill import LICENSES_OVER_TIME, PLAN_END, PLAN_START
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
+from hal.scheduler.framework.license_profile import Licenses as Wanted
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
+from hal.scheduler.framework.runtime import HET_GROUP
 from hal.scheduler.framework.status import SUCCESS, Status, unresolvable, unschedulable
 
 NAME = "licenses"
@@ -49,18 +57,22 @@ class Licenses:
         return held
 
     def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
-        wanted = job.spec.licenses
+        wanted, het = _wanted(ctx, job)
         if not wanted:
             return SUCCESS
         data = ctx.data
         later = data.get(PLAN_START)  # backfill plans the job's run from then, not now
         held = self._held(ctx) if later is None else None
+        in_all = f" (het job {het} in all)" if het is not None else ""
         for name, count in wanted:
             total = self.total.get(name, 0)
             if count > total:  # (refused at submit; the config may have changed since)
+                asks = f"het job {het} asks" if het is not None else "asks"
                 return unresolvable(
                     PendingReason.LICENSES,
-                    f"asks {count} {name} license(s), the cluster has {total}",
+                    f"{asks} {count} {name} license(s)"
+                    + (" in all" if het is not None else "")
+                    + f", the cluster has {total}",
                     NAME,
                 )
             if held is None:
@@ -69,7 +81,7 @@ class Licenses:
             if count > free:
                 return unschedulable(
                     PendingReason.LICENSES,
-                    f"{name}: {count} wanted, {max(free, 0)} of {total} free",
+                    f"{name}: {count} wanted{in_all}, {max(free, 0)} of {total} free",
                     NAME,
                 )
         over_time = data.get(LICENSES_OVER_TIME)
@@ -86,8 +98,9 @@ class Licenses:
         free = self.total[short[0]] - over_time.most_held(short[0], start, end)
         return unschedulable(
             PendingReason.LICENSES,
-            f"{short[0]}: {short[1]} wanted, {max(free, 0)} of {self.total[short[0]]} free "
-            "through its planned run (the rest held or kept for jobs ahead)",
+            f"{short[0]}: {short[1]} wanted{in_all}, {max(free, 0)} of "
+            f"{self.total[short[0]]} free through its planned run (the rest held or kept "
+            "for jobs ahead)",
             NAME,
             # (a run planned from now keeps its own verdict: that it is short now)
             earliest_start=None if later is None else fits_from,
@@ -110,6 +123,22 @@ class Licenses:
             held = self._held(ctx)
             for name, count in job.spec.licenses:
                 held[name] = max(0, held[name] + sign * count)
+
+
+def _wanted(ctx: PassContext, job: Job) -> tuple[Wanted, int | None]:
+    """What ``job`` is judged for: its own licenses; or, when it is the first component
+    of the het job ``place_group`` is placing, every component's together, with the het
+    job's id. (The later components' cycles see the earlier ones' licenses neither over
+    time nor, in TEST_ONLY, through Reserve; this judges the sum once, the others' own
+    counts then fit too.)"""
+    group = ctx.data.get(HET_GROUP)
+    if group is None or len(group) < 2 or group[0].id != job.id or job.spec.het is None:
+        return job.spec.licenses, None
+    summed: Counter[str] = Counter()
+    for member in group:
+        for name, count in member.spec.licenses:
+            summed[name] += count
+    return tuple(sorted(summed.items())), job.spec.het.job_id
 
 
 def new(args: PluginArgs, total: Mapping[str, int]) -> Licenses:
