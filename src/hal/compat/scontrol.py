@@ -28,15 +28,26 @@ from hal.compat.formats import (
 from hal.compat.job_fields import time_used
 from hal.compat.node_gres import gres, gres_used
 from hal.compat.node_states import scontrol_flags
+from hal.compat.sbatch import parse_constraint
 from hal.compat.seam import Console
 from hal.core.errors import HalError, InvalidRequest, NotFound
-from hal.core.slurm_syntax import compress_hostlist, expand_hostlist, parse_time_limit
+from hal.core.slurm_syntax import (
+    compress_hostlist,
+    expand_hostlist,
+    parse_begin,
+    parse_dependency,
+    parse_time_limit,
+)
 from hal.wire.jobs import JobInfo, JobUpdate
 from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo, TopologyInfo
 
 INVALID_JOB_ID = "slurm_load_jobs error: Invalid job id specified"
 COMMANDS = "show, hold, release, suspend, resume, requeue, update, create and delete"
-UPDATABLE = "TimeLimit, TimeMin, Priority, Nice, JobName, Comment, Partition, Reservation"
+UPDATABLE = (
+    "TimeLimit, TimeMin, Priority, Nice, JobName, Comment, Partition, Reservation, and of a "
+    "pending job StartTime, Dependency, QOS, Account, Features, ExcNodeList, ReqNodeList, "
+    "ArrayTaskThrottle"
+)
 NO_TOPOLOGY = "No topology information available"
 # State= of ``update NodeName=...``: what ``hal drain`` / ``hal resume`` send for it
 NODE_STATES = {"DRAIN": "DRAIN", "DOWN": "DOWN", "RESUME": "RESUME", "UNDRAIN": "RESUME"}
@@ -453,6 +464,8 @@ def _update(args: list[str], console: Console) -> int:
             changes["name"] = value
         elif key in ("comment", "partition", "reservation"):
             changes[key] = value
+        elif key in PENDING_KEYS:
+            changes.update(_pending_change(m.group(1), PENDING_KEYS[key], value, console))
         else:
             raise InvalidRequest(
                 f"Update of {m.group(1)} is not supported by HAL; it can update {UPDATABLE}"
@@ -471,6 +484,39 @@ def _update(args: list[str], console: Console) -> int:
         console.err(f"Invalid job id specified for job {job_id}")
         return 1
     return 0
+
+
+# the keys of what only a pending job may change, by the JobUpdate field each sets
+PENDING_KEYS = {
+    "starttime": "begin_time",
+    "eligibletime": "begin_time",  # scontrol(1): "See StartTime"
+    "dependency": "dependency",
+    "qos": "qos",
+    "account": "account",
+    "features": "constraint",
+    "excnodelist": "exclude",
+    "reqnodelist": "nodelist",
+    "arraytaskthrottle": "array_max_running",
+}
+
+
+def _pending_change(key: str, field: str, value: str, console: Console) -> dict[str, object]:
+    """One ``Key=Value`` of ``PENDING_KEYS`` read as sbatch reads its option (``--begin``,
+    ``-d``, ``-C``, ``-x``, ``-w``), so a mistake is reported before any request; an
+    empty value clears the dependency, the features or a node list."""
+    if field == "begin_time":
+        return {field: parse_begin(value, console.clock(), field=key)}
+    if field == "array_max_running":
+        if not value.isdigit():
+            raise InvalidRequest(f"{key} needs a count of 0 or more (0: no limit), got {value!r}")
+        return {field: int(value)}
+    if field == "dependency" and value:
+        parse_dependency(value, field=key)
+    if field == "constraint":
+        return {field: parse_constraint(value) if value else []}
+    if field in ("exclude", "nodelist"):
+        return {field: expand_hostlist(value, field=key) if value else []}
+    return {field: value}
 
 
 def _update_nodes(args: list[str], console: Console) -> int:

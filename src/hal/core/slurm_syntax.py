@@ -191,11 +191,11 @@ def parse_dependency(text: str, *, field: str = "dependency") -> Dependency:
     """
     raw = text.strip()
     if not raw:
-        raise InvalidRequest(f"empty --{field}: {_DEP_HINT}", field=field)
+        raise InvalidRequest(f"empty {_option(field)}: {_DEP_HINT}", field=field)
     if "," in raw and "?" in raw:
         raise InvalidRequest(
-            f"invalid --{field} {raw!r}: join all terms with ',' (all must hold) or all with "
-            "'?' (any may hold), not both",
+            f"invalid {_option(field)} {raw!r}: join all terms with ',' (all must hold) or "
+            "all with '?' (any may hold), not both",
             field=field,
         )
     any_of = "?" in raw
@@ -211,7 +211,7 @@ def _dependency_term(term: str, raw: str, field: str) -> DependencyTerm:
     if kind_text == "singleton":
         if tail:
             raise InvalidRequest(
-                f"invalid --{field} term {term!r}: singleton takes no job ids", field=field
+                f"invalid {_option(field)} term {term!r}: singleton takes no job ids", field=field
             )
         return DependencyTerm(DependencyKind.SINGLETON)
     if _INT.match(head):  # no type given: Slurm's default is afterany
@@ -220,32 +220,32 @@ def _dependency_term(term: str, raw: str, field: str) -> DependencyTerm:
         kind, id_texts = _DEP_KINDS[kind_text], (tail.split(":") if tail else [])
     elif kind_text in ("afterburstbuffer", "expand"):
         raise InvalidRequest(
-            f"--{field} type {head!r} is not supported by HAL; use after, afterany, afterok, "
-            "afternotok, aftercorr or singleton",
+            f"{_option(field)} type {head!r} is not supported by HAL; use after, afterany, "
+            "afterok, afternotok, aftercorr or singleton",
             field=field,
         )
     else:
         raise InvalidRequest(
-            f"invalid --{field} type {head!r} in {raw!r}: {_DEP_HINT}", field=field
+            f"invalid {_option(field)} type {head!r} in {raw!r}: {_DEP_HINT}", field=field
         )
     if not id_texts:
         raise InvalidRequest(
-            f"invalid --{field} term {term!r}: {kind.value} needs at least one job id",
+            f"invalid {_option(field)} term {term!r}: {kind.value} needs at least one job id",
             field=field,
         )
     ids: list[int] = []
     for id_text in id_texts:
         if "+" in id_text:
             raise InvalidRequest(
-                f"invalid --{field} term {term!r}: HAL does not support the after:jobid+minutes "
-                "form; use after:jobid, or delay the job with --begin",
+                f"invalid {_option(field)} term {term!r}: HAL does not support the "
+                "after:jobid+minutes form; use after:jobid, or delay the job with --begin",
                 field=field,
             )
         if "_" in id_text:
             raise InvalidRequest(
-                f"invalid --{field} term {term!r}: HAL takes plain job ids in dependencies, not "
-                "array element ids like 123_4; use the element's own job id (squeue -r -o %A "
-                "shows it) or the whole array's id",
+                f"invalid {_option(field)} term {term!r}: HAL takes plain job ids in "
+                "dependencies, not array element ids like 123_4; use the element's own job id "
+                "(squeue -r -o %A shows it) or the whole array's id",
                 field=field,
             )
         ids.append(_int(id_text, "job id", field, _DEP_HINT))

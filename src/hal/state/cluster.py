@@ -41,7 +41,7 @@ from hal.core.reservation import Reservation
 from hal.core.states import JobState, NodeState, PendingReason
 from hal.core.topology_labels import label_path
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
-from hal.state import preempt, resync
+from hal.state import pending_update, preempt, resync
 from hal.state import reservations as advance_reservations
 from hal.state.applier import NodeUsage, check_placement, hold, release
 from hal.state.associations import Associations
@@ -601,10 +601,10 @@ class Cluster:
         async with self._lock:
             # under the lock: a purge of old jobs ([accounting], hal.state.retention) cannot
             # delete a dependency target between this check and the commit
-            known_ids = await self._known_ids(specs)
+            known_ids = await self.known_ids(specs)
             for i, spec in enumerate(specs):
-                self._check_dependency_targets(spec, known_ids, i if len(specs) > 1 else None)
-            self._check_submit_limits(specs)
+                self.check_dependency_targets(spec, known_ids, i if len(specs) > 1 else None)
+            self.check_submit_limits(specs)
             try:
                 jobs, results, added = await self.db(work)
             except CommitOutcomeUnknown:
@@ -645,6 +645,18 @@ class Cluster:
                 f"{self.config.max_array_size}",
                 field=where + "array",
             )
+        self.check_request(spec, names, where)
+        check_time_min(spec.time_min_s, limit, where)
+        advance_reservations.check_job(self, spec, limit, where)
+        if spec.topology is not None:
+            check_topology_level(self, spec.topology, where)
+        self._check_licenses(spec, where)
+        return partition.name, limit, basic_priority(partition, spec.nice)
+
+    def check_request(self, spec: JobSpec, partitions: Sequence[str], where: str = "") -> None:
+        """The submit checks of what ``scontrol update`` may change in a pending job
+        (``hal.state.pending_update``): its QoS and account, its node lists and features
+        against ``partitions``."""
         self._associations.check(spec, where)
         both = [n for n in spec.nodelist if n in spec.exclude]
         if both:  # Slurm: "Job's required and excluded node lists overlap"
@@ -653,13 +665,7 @@ class Cluster:
                 "(--nodelist) and excluded (--exclude)",
                 field=where + "nodelist",
             )
-        self._check_fits_a_partition(spec, names, where)
-        check_time_min(spec.time_min_s, limit, where)
-        advance_reservations.check_job(self, spec, limit, where)
-        if spec.topology is not None:
-            check_topology_level(self, spec.topology, where)
-        self._check_licenses(spec, where)
-        return partition.name, limit, basic_priority(partition, spec.nice)
+        self._check_fits_a_partition(spec, partitions, where)
 
     def _check_licenses(self, spec: JobSpec, where: str) -> None:
         """``-L``: licenses the cluster has (``[licenses]``), no more than it has; Slurm
@@ -679,22 +685,25 @@ class Cluster:
                     field=where + "licenses",
                 )
 
-    def _check_submit_limits(self, specs: Sequence[JobSpec]) -> None:
+    def check_submit_limits(
+        self, specs: Sequence[JobSpec], moved: frozenset[int] = frozenset()
+    ) -> None:
         """A QoS's ``max_submit_jobs_per_user`` (Slurm's MaxSubmitJobsPerUser): the
         user's pending and running jobs in the QoS, with this batch (each array element
         counts), may not exceed it; the whole batch is refused with Slurm's message.
         Then the accounts' ``max_submit_jobs`` and ``grp_submit_jobs`` (MaxSubmitJobs,
-        GrpSubmitJobs; ``hal.state.submit_limits``), likewise."""
-        self._check_qos_submit_limits(specs)
+        GrpSubmitJobs; ``hal.state.submit_limits``), likewise. ``moved``: the ids of
+        jobs whose QoS or account ``specs`` change (``scontrol update``), not counted
+        as they are."""
+        self._check_qos_submit_limits(specs, moved)
         if any(a.has_submit_limits for a in self.config.priority.accounts):
-            i = AccountSubmitLimits(self.config.priority).first_over(
-                self.unfinished.values(), specs
-            )
+            others = (j for j in self.unfinished.values() if j.id not in moved)
+            i = AccountSubmitLimits(self.config.priority).first_over(others, specs)
             if i is not None:
                 where = f"jobs[{i}]." if len(specs) > 1 else ""
                 raise InvalidRequest(SUBMIT_LIMIT_MESSAGE, field=where + "account")
 
-    def _check_qos_submit_limits(self, specs: Sequence[JobSpec]) -> None:
+    def _check_qos_submit_limits(self, specs: Sequence[JobSpec], moved: frozenset[int]) -> None:
         caps = {
             q.name: q.max_submit_jobs_per_user
             for q in self.config.priority.qos
@@ -705,7 +714,7 @@ class Cluster:
         counts: Counter[tuple[str, str]] = Counter(
             (j.spec.qos or DEFAULT_QOS, j.spec.user)
             for j in self.jobs.values()
-            if not j.state.is_terminal
+            if not j.state.is_terminal and j.id not in moved
         )
         for i, spec in enumerate(specs):
             key = (spec.qos or DEFAULT_QOS, spec.user)
@@ -853,7 +862,7 @@ class Cluster:
                 field=where + "resources",
             )
 
-    async def _known_ids(self, specs: Sequence[JobSpec]) -> set[int]:
+    async def known_ids(self, specs: Sequence[JobSpec]) -> set[int]:
         wanted = {
             jid for s in specs if s.dependency for t in s.dependency.terms for jid in t.job_ids
         }
@@ -866,7 +875,7 @@ class Cluster:
         return known
 
     @staticmethod
-    def _check_dependency_targets(spec: JobSpec, known: set[int], index: int | None) -> None:
+    def check_dependency_targets(spec: JobSpec, known: set[int], index: int | None) -> None:
         if spec.dependency is None:
             return
         for term in spec.dependency.terms:
@@ -1049,6 +1058,9 @@ class Cluster:
             now = self.clock.now()
             changed: list[Job] = []
             held: set[int] = set()  # by ``Priority=0``
+            # StartTime, Dependency, QOS, ...: a pending job's request (read and checked
+            # before anything changes)
+            request = await pending_update.request_changes(self, jobs, fields)
             for job in jobs:
                 new = job
                 if fields.get("time_limit_seconds") is not None:
@@ -1135,26 +1147,30 @@ class Cluster:
                             priority=basic_priority(self.partitions[name], new.spec.nice)
                         )
                 if fields.get("reservation") is not None:
-                    new = self._moved_to_reservation(new, str(fields["reservation"]))
+                    name = str(fields["reservation"])
+                    new = pending_update.moved_to_reservation(self, new, name)
+                if request and new.state is JobState.PENDING:
+                    new = pending_update.with_request(self, new, request)
                 changed.append(new)
+            if "qos" in request or "account" in request:
+                moved = [j for j in changed if j.state is JobState.PENDING]
+                self.check_submit_limits(
+                    [j.spec.with_changes(array=None) for j in moved],  # one job each
+                    frozenset(j.id for j in moved),
+                )
+            if fields.get("array_max_running") is not None:
+                limit = int(fields["array_max_running"])  # type: ignore[call-overload]
+                changed = pending_update.throttled(self, jobs, changed, limit)
             events = [
                 EventRow(now, "job.updated", job_id=j.id, state=j.state.value) for j in changed
             ] + [EventRow(now, "job.held", job_id=j, state="PENDING") for j in sorted(held)]
             await self._commit(changed, events)
-            for old, new in zip(jobs, changed, strict=True):
-                if new.state.is_active and new.time_limit_s != old.time_limit_s:
+            before = {j.id: j for j in jobs}
+            for new in changed:
+                old = before.get(new.id)
+                if old and new.state.is_active and new.time_limit_s != old.time_limit_s:
                     agents.send_limit(self, new)  # the agent enforces the limit
             return changed
-
-    def _moved_to_reservation(self, job: Job, name: str) -> Job:
-        """``job`` with ``--reservation`` changed to ``name`` ("": none), checked as at
-        submit (``scontrol update JobId= Reservation=``: e.g. for a job held because its
-        reservation was deleted)."""
-        if job.state is not JobState.PENDING:
-            raise Conflict("the reservation of a started job cannot change")
-        spec = job.spec.with_changes(reservation=name)
-        advance_reservations.check_job(self, spec, job.time_limit_s)
-        return job.evolve(spec=spec)
 
     @staticmethod
     def _authorise(jobs: Iterable[Job], caller: Caller) -> None:

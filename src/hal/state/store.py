@@ -148,6 +148,7 @@ def _update_jobs() -> Executable:
             exit_code=bindparam("b_exit"),
             exit_signal=bindparam("b_signal"),
             restarts=bindparam("b_restarts"),
+            array_max_running=bindparam("b_array_max_running"),  # ArrayTaskThrottle
             held_by_admin=bindparam("b_admin_hold"),
             priority_fixed=bindparam("b_priority_fixed"),
             cancelled_by=bindparam("b_cancelled_by"),
@@ -259,6 +260,7 @@ class Transaction:
                     "b_exit": j.exit_code,
                     "b_signal": j.exit_signal,
                     "b_restarts": j.restarts,
+                    "b_array_max_running": j.array_max_running,
                     "b_admin_hold": j.held_by_admin,
                     "b_priority_fixed": j.priority_fixed,
                     "b_cancelled_by": j.cancelled_by,

@@ -146,6 +146,17 @@ class JobUpdate(WireModel):
     comment: str | None = Field(default=None, max_length=4096)
     partition: str | None = Field(default=None, max_length=256)
     reservation: str | None = Field(default=None, max_length=128)  # "": none
+    # a pending job's request (``hal.state.pending_update``), checked as at submit;
+    # None leaves a field as it is, "" (an empty list) clears it
+    begin_time: float | None = Field(default=None, ge=0, le=LATEST_SECONDS)  # StartTime
+    dependency: str | None = Field(default=None, max_length=4096)  # sbatch -d syntax
+    qos: str | None = Field(default=None, max_length=256)
+    account: str | None = Field(default=None, max_length=256)
+    constraint: list[str] | None = Field(default=None, max_length=256)  # Features
+    exclude: list[str] | None = Field(default=None, max_length=100_000)  # ExcNodeList
+    nodelist: list[str] | None = Field(default=None, max_length=100_000)  # ReqNodeList
+    # ArrayTaskThrottle: the array's %N, for all its elements (0: no limit)
+    array_max_running: int | None = Field(default=None, ge=0, le=2**31 - 1)  # an INTEGER column
 
 
 class JobEvent(WireModel):
