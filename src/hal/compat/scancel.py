@@ -3,7 +3,11 @@
 Ids may be ``123`` (a job, or a whole array), ``123_4`` (an element) or ``123_[1-3,7]``
 (elements, indices below the cluster's MaxArraySize as in Slurm). Filters (``-u``,
 ``--me``, ``-n``, ``-p``, ``-t``, ``-A``) select jobs on their own or narrow the given ids.
-``-s SIG`` sends a signal instead of cancelling.
+``-s SIG`` sends a signal instead of cancelling. ``-b`` sends it to the batch shell
+only, not to the processes it started (Slurm's "signal only the batch step"; a shell
+that traps the signal can then act on it); without ``-s``, ``-b`` sends SIGKILL, as
+Slurm's scancel does (the job ends: the agent kills what the shell leaves behind, and a
+pending job is cancelled).
 
 Exit codes follow Slurm 22.05: an id that does not exist prints
 ``scancel: error: Kill job error on job id N: Invalid job id specified`` (nothing with
@@ -14,6 +18,7 @@ that error for a plain cancel. Other failures (permission, server down) exit 1.
 from __future__ import annotations
 
 import re
+import signal as signals
 from dataclasses import dataclass, field
 
 from hal.compat.options import Arg, Opt, OptionError, parse_options
@@ -56,6 +61,7 @@ class Request:
     states: set[str] = field(default_factory=set)
     accounts: list[str] = field(default_factory=list)
     signal: int | None = None
+    batch: bool = False  # -b: the batch shell only
     quiet: bool = False
     verbose: bool = False
 
@@ -110,13 +116,7 @@ def parse_request(argv: list[str]) -> Request | None:
         elif dest == "signal":
             request.signal = _signal(text)
         elif dest == "batch":
-            # HalClient.cancel cannot yet say "batch shell only"; refusing beats signalling
-            # every process of the job when the user asked for one.
-            raise InvalidRequest(
-                "--batch (-b) is not supported by HAL yet; omit it to signal "
-                "all of the job's processes",
-                field="batch",
-            )
+            request.batch = True
         elif dest == "quiet":
             request.quiet = True
         elif dest == "verbose":
@@ -125,6 +125,8 @@ def parse_request(argv: list[str]) -> Request | None:
         for item in _split_ids(word):  # checked here; 12_[1-3] is expanded when cancelling
             _check_id(item)
             request.targets.append(item)
+    if request.batch and request.signal is None:
+        request.signal = signals.SIGKILL  # scancel(1): SIGKILL unless -s says otherwise
     return request
 
 
@@ -249,7 +251,7 @@ def _cancel(request: Request, console: Console) -> int:
 
 def _cancel_one(target: str, request: Request, console: Console) -> int:
     try:
-        console.client.cancel(target, signal=request.signal)
+        console.client.cancel(target, signal=request.signal, batch_only=request.batch)
         if request.verbose:
             console.err(f"scancel: Terminating job {target}")
         return 0

@@ -22,6 +22,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from signal import SIGKILL
 from typing import TYPE_CHECKING, TypeVar
 
 from hal.config.model import HalConfig
@@ -897,11 +898,17 @@ class Cluster:
             jobs = self.resolve(ident)
             self._authorise(jobs, caller)
             now = self.clock.now()
+            signalled: list[int] = []
             if signal is not None:
                 live = [j for j in jobs if j.state.is_active]
                 for job in live:
                     agents.send_signal(self, job, signal, batch_only=batch_only)
-                return [j.id for j in live]
+                signalled = [j.id for j in live]
+                if signal != SIGKILL:
+                    return signalled
+                # Slurm's job_signal: a SIGKILL cancels a pending job (``scancel -b``
+                # without -s sends one)
+                jobs = [j for j in jobs if j.state is JobState.PENDING]
             changed: list[Job] = []
             events: list[EventRow] = []
             for job in jobs:
@@ -944,7 +951,7 @@ class Cluster:
             for job in changed:
                 if job.state is JobState.COMPLETING:
                     agents.send_cancel(self, job, JobState.CANCELLED)
-            return [j.id for j in changed]
+            return signalled + [j.id for j in changed]
 
     async def set_hold(
         self, ident: str, caller: Caller, held: bool, *, user_hold: bool = False

@@ -103,6 +103,7 @@ class FakeClient:
     next_id: int = 42
     submitted: list[JobSubmit] = field(default_factory=list)
     cancelled: list[tuple[str, int | None]] = field(default_factory=list)
+    batch_only: list[str] = field(default_factory=list)  # cancel(batch_only=True)'s ids
     actions: list[tuple[str, str]] = field(default_factory=list)
     updates: list[tuple[str, JobUpdate]] = field(default_factory=list)
     node_updates: list[tuple[str, str, str]] = field(default_factory=list)
@@ -158,11 +159,15 @@ class FakeClient:
                 return info
         raise NotFound(f"job {job_id} not found")
 
-    def cancel(self, job_id: int | str, *, signal: int | None = None) -> list[int]:
+    def cancel(
+        self, job_id: int | str, *, signal: int | None = None, batch_only: bool = False
+    ) -> list[int]:
         found = [j.id for j in self.job_list if _matches(j, str(job_id))]
         if not found:
             raise NotFound(f"job {job_id} not found")
         self.cancelled.append((str(job_id), signal))
+        if batch_only:
+            self.batch_only.append(str(job_id))
         return found
 
     def _action(self, name: str, job_id: int | str) -> list[int]:

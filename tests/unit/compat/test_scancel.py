@@ -65,7 +65,9 @@ def test_unknown_id_prints_but_exits_zero() -> None:
 
 def test_already_finished_is_silent_for_plain_cancel() -> None:
     class Done(FakeClient):
-        def cancel(self, job_id: int | str, *, signal: int | None = None) -> list[int]:
+        def cancel(
+            self, job_id: int | str, *, signal: int | None = None, batch_only: bool = False
+        ) -> list[int]:
             raise Conflict("job already completed")
 
     assert call(Done(), "scancel", "3").err == ""
@@ -75,7 +77,9 @@ def test_already_finished_is_silent_for_plain_cancel() -> None:
 
 def test_permission_denied_exits_one() -> None:
     class Denied(FakeClient):
-        def cancel(self, job_id: int | str, *, signal: int | None = None) -> list[int]:
+        def cancel(
+            self, job_id: int | str, *, signal: int | None = None, batch_only: bool = False
+        ) -> list[int]:
             raise PermissionDenied("not yours")
 
     result = call(Denied(), "scancel", "3")
@@ -124,9 +128,18 @@ def test_state_filter_only_takes_cancellable_states() -> None:
     assert result.rc == 1 and "Invalid job state specified: CD" in result.err
 
 
-def test_batch_only_is_refused_not_widened() -> None:
-    result = call(cluster(), "scancel", "-b", "-s", "USR1", "4")
-    assert result.rc == 1 and "--batch (-b) is not supported" in result.err
+def test_batch_signals_the_batch_shell_only() -> None:
+    """``-b`` was refused; Slurm signals the batch step alone with it, SIGKILL without -s."""
+    client = cluster()
+    assert call(client, "scancel", "-b", "--signal=USR1", "4").rc == 0
+    assert call(client, "scancel", "--batch", "4").rc == 0
+    assert call(client, "scancel", "-s", "USR2", "4").rc == 0  # all of the job's processes
+    assert client.cancelled == [
+        ("4", signal.SIGUSR1),
+        ("4", signal.SIGKILL),
+        ("4", signal.SIGUSR2),
+    ]
+    assert client.batch_only == ["4", "4"]
 
 
 def test_bad_signal() -> None:
