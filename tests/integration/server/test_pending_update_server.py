@@ -1,0 +1,125 @@
+"""``scontrol update`` of a pending job's StartTime, Dependency and ArrayTaskThrottle
+takes effect in scheduling at once, through a real server and agent: a StartTime an
+hour ahead keeps a job waiting on BeginTime even once its node is free, ``StartTime=now``
+lets it start, a cleared Dependency lets a job start, a raised throttle lets more of an
+array run. And ``scancel -b`` signals the batch shell only, as Slurm's does (it was
+refused): SIGKILL without ``-s``, which also cancels a pending job."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hal.testing.live import LiveServer, wait_until
+from hal.wire.jobs import JobInfo, JobSubmit
+
+SLEEPER = "#!/bin/sh\nsleep 300\n"
+QUICK = "#!/bin/sh\ntrue\n"
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    server = LiveServer(tmp_path_factory.mktemp("hal"), config_overrides={"kill_wait_seconds": 1})
+    with server, server.agents(1, cpus=2, memory="1G"):
+        yield server
+
+
+def submit(live: LiveServer, tmp_path: Path, script: str, **kw: Any) -> str:
+    with live.client() as admin:
+        return str(admin.submit(JobSubmit(script=script, workdir=str(tmp_path), **kw)).job_id)
+
+
+def wait_for(live: LiveServer, job: str, what: str, check: Callable[[JobInfo], bool]) -> None:
+    with live.client() as admin:
+        wait_until(lambda: check(admin.job(job)), message=f"job {job} {what}")
+
+
+def update(live: LiveServer, job: str, *words: str) -> None:
+    out = live.cli("scontrol", "update", f"JobId={job}", *words)
+    assert out.returncode == 0, out.stderr
+
+
+def test_start_time_ahead_waits_on_begin_time_and_now_starts(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    blocker = submit(live, tmp_path, SLEEPER, cpus_per_task=2)
+    wait_for(live, blocker, "running", lambda j: j.state == "RUNNING")
+    job = submit(live, tmp_path, QUICK)
+    wait_for(live, job, "waiting on the node", lambda j: j.reason in ("Resources", "Priority"))
+    update(live, job, "StartTime=now+1hour")
+    wait_for(live, job, "waiting on its begin time", lambda j: j.reason == "BeginTime")
+    with live.client() as admin:
+        admin.cancel(blocker)
+        wait_until(lambda: admin.job(blocker).state == "CANCELLED", message="the blocker to end")
+        assert admin.job(job).state == "PENDING"  # the node is free: its begin time holds it
+    update(live, job, "StartTime=now")
+    wait_for(live, job, "to run", lambda j: j.state == "COMPLETED")
+
+
+def test_a_cleared_dependency_lets_the_job_start(live: LiveServer, tmp_path: Path) -> None:
+    held = submit(live, tmp_path, QUICK, hold=True)
+    job = submit(live, tmp_path, QUICK, dependency=f"afterok:{held}")
+    wait_for(live, job, "waiting on its dependency", lambda j: j.reason == "Dependency")
+    refused = live.cli("scontrol", "update", f"JobId={held}", f"Dependency=afterany:{job}")
+    assert refused.returncode != 0 and "circular dependency" in refused.stderr
+    update(live, job, "Dependency=")
+    wait_for(live, job, "to run", lambda j: j.state == "COMPLETED")
+    with live.client() as admin:
+        assert admin.job(held).state == "PENDING"
+        admin.cancel(held)
+
+
+def test_a_raised_throttle_lets_more_of_the_array_run(live: LiveServer, tmp_path: Path) -> None:
+    array = submit(live, tmp_path, SLEEPER, array="0-1%1")
+    with live.client() as admin:
+
+        def states() -> list[tuple[str, str]]:
+            return sorted((j.state, j.reason) for j in admin.jobs(ids=[array]))
+
+        wait_until(
+            lambda: states() == [("PENDING", "JobArrayTaskLimit"), ("RUNNING", "None")],
+            message="one element running, the other held back by %1",
+        )
+        update(live, f"{array}_1", "ArrayTaskThrottle=2")  # one element: the whole array's
+        wait_until(
+            lambda: [s for s, _ in states()] == ["RUNNING", "RUNNING"],
+            message="both elements running",
+        )
+        admin.cancel(array)
+
+
+def test_scancel_batch_signals_the_batch_shell_only(live: LiveServer, tmp_path: Path) -> None:
+    """The shell traps USR1 and then ends its child with TERM: the child's status is
+    TERM's (143) when USR1 reached the shell alone, USR1's (138) had the whole job been
+    signalled."""
+    script = (
+        "#!/bin/bash\nsleep 300 &\nchild=$!\n"
+        "trap 'kill -TERM $child; wait $child; echo \"child $?\"; exit 0' USR1\n"
+        "echo ready\nwait\n"
+    )
+    job = submit(live, tmp_path, script)
+    out = tmp_path / f"slurm-{job}.out"
+    wait_until(lambda: out.exists() and "ready" in out.read_text(), message="the trap set")
+    signalled = live.cli("scancel", "-b", "--signal=USR1", job)
+    assert signalled.returncode == 0, signalled.stderr
+    wait_for(live, job, "to end", lambda j: j.state == "COMPLETED")
+    assert out.read_text().split() == ["ready", "child", "143"]
+
+
+def test_scancel_batch_without_a_signal_kills(live: LiveServer, tmp_path: Path) -> None:
+    """SIGKILL, as Slurm's scancel -b: a running job ends, a pending one is cancelled."""
+    running = submit(live, tmp_path, SLEEPER)
+    wait_for(live, running, "running", lambda j: j.state == "RUNNING")
+    live.wait_job_started("node1", int(running))
+    pending = submit(live, tmp_path, QUICK, begin_time=time.time() + 3600)
+    for job in (running, pending):
+        out = live.cli("scancel", "-b", job)
+        assert out.returncode == 0, out.stderr
+    wait_for(live, pending, "cancelled", lambda j: j.state == "CANCELLED")
+    wait_for(live, running, "killed", lambda j: j.state not in ("RUNNING", "COMPLETING"))
+    with live.client() as admin:
+        assert admin.job(running).exit_signal == 9
