@@ -84,6 +84,7 @@ from hal.agent.procfs import descendants, job_usage, node_load, open_pidfd, star
 from hal.agent.records import ExitOutcome, Phase
 from hal.agent.remains import end_remains
 from hal.agent.state import AgentState
+from hal.agent.steps import Outgoing, StepTasks
 from hal.agent.store import JobStore, StoredJob
 from hal.agent.supervisor import parse_started, read_status, read_supervisor
 from hal.client.config import load_client_config
@@ -97,6 +98,8 @@ from hal.wire.agent import (
     JobUsage,
     Launch,
     Limit,
+    StepLaunch,
+    StepSignal,
 )
 
 log = logging.getLogger("hal.agent")
@@ -104,6 +107,7 @@ log = logging.getLogger("hal.agent")
 MAX_REPORTS_PER_SYNC = 1000  # after a long outage the backlog goes out in slices
 MAX_WAIT_SECONDS = 60.0  # AgentSync.wait_seconds' upper bound
 FLUSH_COALESCE_SECONDS = 0.005
+STEP_COALESCE_SECONDS = 0.05
 POLL_SECONDS = 1.0  # how often supervisors without a pidfd are checked
 # running jobs' usage goes with every long poll, at most this often (a busy node's polls
 # come back early with every launch); the server keeps the last sample until the next
@@ -174,6 +178,12 @@ class AgentShell:
         self._launcher: StepLauncher | None = None
         self.counters = AgentCounters()
         self.capacity = Capacity(0, 0, 0)  # known once the GPUs are discovered (run)
+        self.steps = StepTasks(
+            config.node,
+            agent=self.agent_name,
+            unknown_users_as_agent=config.unknown_users_as_agent,
+            notify=self._step_output,
+        )
 
     # -- life ---------------------------------------------------------------------------
 
@@ -213,6 +223,7 @@ class AgentShell:
                     tasks.create_task(self._sync_loop()),
                     tasks.create_task(self._flush_loop()),
                     tasks.create_task(self._timer_loop()),
+                    tasks.create_task(self.steps.run()),
                 ]
                 if isinstance(self.channel, OutputChannel):
                     loops.append(tasks.create_task(self._output_loop(self.channel)))
@@ -273,7 +284,7 @@ class AgentShell:
                 usage = await self._sample_usage()  # every long poll: every heartbeat
                 # the host's free memory and load ride on every heartbeat (two small
                 # /proc reads): sinfo's FREE_MEM and CPU_LOAD
-                request = self._sync_request(self._wait_seconds, usage, node_load())
+                request, sent = self._sync_request(self._wait_seconds, usage, node_load())
                 reply = await self.channel.sync(self.config.node, request)
             except CredentialRefused as err:
                 # a token the server does not know, or one that may not serve this node:
@@ -309,6 +320,7 @@ class AgentShell:
             if failing:
                 counters.reconnects += 1
                 failing = False
+            self.steps.delivered(sent)
             self._apply(reply)
 
     async def _flush_loop(self) -> None:
@@ -317,18 +329,24 @@ class AgentShell:
             await self._reports_ready.wait()
             # a few ms lets a short job's "started" and "finished" (and its neighbours')
             # travel in one sync instead of one request each
-            await asyncio.sleep(FLUSH_COALESCE_SECONDS)
+            # (step output alone waits a little longer: a chatty task's lines go together)
+            only_output = not self.machine.outbox
+            await asyncio.sleep(STEP_COALESCE_SECONDS if only_output else FLUSH_COALESCE_SECONDS)
             self._reports_ready.clear()
-            if not self._registered or not self.machine.outbox:
+            if not self._registered or not (self.machine.outbox or self.steps.pending()):
                 continue  # the sync loop carries them once registered
+            request, sent = self._sync_request(0.0)
             try:
-                reply = await self.channel.sync(self.config.node, self._sync_request(0.0))
+                reply = await self.channel.sync(self.config.node, request)
             except AgentChannelError as err:
                 self.counters.channel_failures += 1
                 log.debug("flush failed (%s); the long poll will carry the reports", err)
                 continue
             self.counters.last_sync = self.clock.now()
+            self.steps.delivered(sent)
             self._apply(reply)
+            if self.steps.pending():
+                self._reports_ready.set()  # more than one sync's worth of output
 
     async def _output_loop(self, channel: OutputChannel) -> None:
         """Serve the control plane's reads of job output files (ADR 0007). Answers lost
@@ -425,12 +443,13 @@ class AgentShell:
         wait: float,
         usage: list[JobUsage] | None = None,
         load: tuple[int | None, float | None] = (None, None),
-    ) -> AgentSync:
+    ) -> tuple[AgentSync, Outgoing]:
         outbox = self.machine.outbox
+        steps = self.steps.outgoing()
         # Jobs whose reports wait for a later slice count as running until those are sent:
         # otherwise the server, not seeing them, would end them as lost (NODE_FAIL).
         later = (r.job_id for r in outbox[MAX_REPORTS_PER_SYNC:])
-        return AgentSync(
+        request = AgentSync(
             reports=outbox[:MAX_REPORTS_PER_SYNC],
             wait_seconds=max(0.0, wait),
             running=list(dict.fromkeys([*self.machine.jobs, *later])),
@@ -438,7 +457,14 @@ class AgentShell:
             free_memory_bytes=load[0],
             cpu_load=load[1],
             applied=self._instructions.applied,
+            step_output=steps.output,
+            step_ends=steps.ends,
         )
+        return request, steps
+
+    def _step_output(self) -> None:
+        if self._reports_ready is not None:
+            self._reports_ready.set()
 
     def _apply(self, reply: AgentInstructions) -> None:
         now = self.clock.now()
@@ -452,6 +478,10 @@ class AgentShell:
                 self._feed(CancelRequested(instruction, now))
             elif isinstance(instruction, Limit):
                 self._feed(LimitRequested(instruction, now))
+            elif isinstance(instruction, StepLaunch):
+                self.steps.launch(instruction)  # steps live beside the machine (steps.py)
+            elif isinstance(instruction, StepSignal):
+                self.steps.signal(instruction)
             else:
                 self._feed(SignalRequested(instruction, now))
 

@@ -22,6 +22,7 @@ from hal.api import (
     routes_predict,
     routes_priority,
     routes_reservations,
+    routes_steps,
 )
 from hal.api.context import ServerContext
 
@@ -75,6 +76,7 @@ def create_app(
         routes_priority,
         routes_data,
         routes_reservations,
+        routes_steps,
     ):
         app.include_router(module.router)
     return app
@@ -112,12 +114,23 @@ def _document_fast_bodies(app: FastAPI) -> None:
     from hal.api.fastpath import add_schemas
     from hal.wire.agent import AgentRegister, AgentSync
     from hal.wire.jobs import JobBatchSubmit, JobSubmit
+    from hal.wire.steps import StepCreate, StepSignalRequest
 
     build = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            add_schemas(build(), [JobSubmit, JobBatchSubmit, AgentRegister, AgentSync])
+            add_schemas(
+                build(),
+                [
+                    JobSubmit,
+                    JobBatchSubmit,
+                    AgentRegister,
+                    AgentSync,
+                    StepCreate,
+                    StepSignalRequest,
+                ],
+            )
         return app.openapi_schema or build()
 
     app.openapi = openapi  # type: ignore[method-assign]

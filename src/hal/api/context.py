@@ -20,6 +20,7 @@ from hal.core.job import Job, JobSpec
 from hal.core.states import JobState
 from hal.scheduler.service import SchedulerService
 from hal.state.cluster import Caller, Cluster, array_indices
+from hal.state.steps import StepTable
 from hal.wire.bounds import INT64_MAX
 from hal.wire.jobs import WillRun
 
@@ -44,8 +45,12 @@ class ServerContext:
     scheduler: Any  # hal.scheduler.framework.Scheduler (will_run)
     predictions: PredictionService | None = None
     data: DataService | None = None  # [data]: the data plane (hal.api.data)
+    steps: StepTable = field(init=False)  # job steps (ADR 0012), made from ``cluster``
     # administrators whose token an agent used, each warned about once (``agent_dep``)
     admins_as_agents: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.steps = StepTable(self.cluster)
 
     async def history(
         self,

@@ -31,7 +31,9 @@ async def register(request: Request, ctx: Ctx, agent: Agent) -> Response:
     nul = nul_field(body.model_dump())
     if nul is not None:  # PostgreSQL's text columns cannot store one: a 500, not a 400
         raise InvalidRequest(f"{nul}: holds a NUL character (\\u0000); remove it", field=nul)
-    return json_response(await agents.register(ctx.cluster, body))
+    registered = await agents.register(ctx.cluster, body)
+    await ctx.steps.node_registered(body.node)  # its step tasks ended with the old agent
+    return json_response(registered)
 
 
 @router.post(
@@ -40,4 +42,6 @@ async def register(request: Request, ctx: Ctx, agent: Agent) -> Response:
 async def sync(node: str, request: Request, ctx: Ctx, agent: Agent) -> Response:
     check_agent_node(agent, node)
     body = await read_body(request, AgentSync)
+    if body.step_output or body.step_ends:
+        await ctx.steps.received(node, body.step_output, body.step_ends)
     return json_response(await agents.sync(ctx.cluster, node, body))

@@ -19,6 +19,7 @@ from hal.api.fastpath import body_schema, is_json, json_response, not_json, read
 from hal.core.errors import InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import Job, JobSpec
 from hal.core.partition_list import partitions_of
+from hal.core.slurm_syntax import compress_hostlist
 from hal.core.states import STATES_BY_CODE, JobState
 from hal.state.cluster import Caller
 from hal.state.store import SubmitKey
@@ -31,6 +32,7 @@ from hal.wire.jobs import (
     JobList,
     JobSubmit,
     JobUpdate,
+    StepRecord,
     SubmitResult,
     WillRun,
 )
@@ -266,7 +268,41 @@ async def list_jobs(
         ]
         jobs.sort(key=lambda j: j.id)
         jobs = jobs[:limit]
-    return JobList(jobs=[job_info(j, ctx.cluster) for j in jobs])
+    infos = [job_info(j, ctx.cluster) for j in jobs]
+    if history and infos:
+        await _add_steps(ctx, infos)
+    return JobList(jobs=infos)
+
+
+async def _add_steps(ctx: ServerContext, infos: list[JobInfo]) -> None:
+    """The jobs' steps for sacct: those ended (accounting) and those running (memory)."""
+    rows = await ctx.cluster.db(ctx.cluster.store.steps_of, [i.id for i in infos])
+    found: dict[int, dict[int, StepRecord]] = {}
+    for row in rows:
+        found.setdefault(row.job_id, {})[row.step_id] = StepRecord(
+            step_id=row.step_id,
+            name=row.name,
+            nodelist=row.nodelist,
+            ntasks=row.ntasks,
+            state=row.state,
+            exit_code=row.exit_code,
+            start_time=row.start_time,
+            end_time=row.end_time,
+        )
+    wanted = {i.id for i in infos}
+    for (job_id, step_id), step in ctx.steps.steps.items():
+        if job_id in wanted and not step.done:
+            found.setdefault(job_id, {})[step_id] = StepRecord(
+                step_id=step_id,
+                name=step.name,
+                nodelist=compress_hostlist(list(step.layout.nodes)),
+                ntasks=step.layout.ntasks,
+                state=step.state,
+                exit_code=0,
+                start_time=step.start_time,
+            )
+    for info in infos:
+        info.steps = [found[info.id][n] for n in sorted(found.get(info.id, {}))]
 
 
 def _one(ctx: ServerContext, ident: str) -> Job:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from hal.wire.predict import FinishedPredictionList, PredictStatus
     from hal.wire.priority import ExplainInfo, PriorityList, ShareList
     from hal.wire.reservations import ReservationCreate, ReservationInfo, ReservationUpdate
+    from hal.wire.steps import StepCreate, StepInfo, StepOutputPage
 
 
 class HalClient:
@@ -214,6 +215,26 @@ class HalClient:
 
         r = self._request("GET", f"/v1/jobs/{segment(job_id)}")
         return JobInfo.model_validate_json(r.body)
+
+    # -- job steps (ADR 0012) --------------------------------------------------------------
+    def create_step(self, job_id: int, body: StepCreate) -> StepInfo:
+        from hal.wire.steps import StepInfo
+
+        r = self._request("POST", f"/v1/jobs/{job_id}/steps", content=body.model_dump_json())
+        return StepInfo.model_validate_json(r.body)
+
+    def step_output(
+        self, job_id: int, step_id: int, *, after: int = 0, wait: float = 0.0
+    ) -> StepOutputPage:
+        from hal.wire.steps import StepOutputPage
+
+        params = {"after": str(after), "wait": str(wait)}
+        r = self._request("GET", f"/v1/jobs/{job_id}/steps/{step_id}/output", params=params)
+        return StepOutputPage.model_validate_json(r.body)
+
+    def signal_step(self, job_id: int, step_id: int, signum: int) -> None:
+        path = f"/v1/jobs/{job_id}/steps/{step_id}/signal"
+        self._request("POST", path, json_body={"signal": signum})
 
     def job_script(self, job_id: int | str) -> str:
         return self._request("GET", f"/v1/jobs/{segment(job_id)}/script").text

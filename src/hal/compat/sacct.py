@@ -4,7 +4,9 @@ Pinned for Snakemake: ``sacct -X --parsable2 --clusters all --noheader
 --format=JobIdRaw,State --starttime ... --endtime now --name <uuid>`` prints ``id|STATE``
 lines. Fixed-width output cuts long values with ``+`` (``CANCELLED+``) exactly as sacct
 does, and every column is followed by one space. Each job that started gets one
-``<id>.batch`` step line unless ``-X``; HAL runs no other steps.
+``<id>.batch`` step line unless ``-X``, and one ``<id>.N`` line per job step srun ran
+across the job's nodes (ADR 0012; steps srun ran on the batch node alone are not
+recorded).
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ from hal.compat.job_fields import reason_name, time_used
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
 from hal.core.errors import HalError, InvalidRequest, NotFound
-from hal.core.slurm_syntax import compress_hostlist, parse_begin
+from hal.core.slurm_syntax import compress_hostlist, expand_hostlist, parse_begin
 from hal.core.states import OTHER_SLURM_STATES, STATES_BY_CODE, JobState
-from hal.wire.jobs import JobInfo
+from hal.wire.jobs import JobInfo, StepRecord
 
 DEFAULT_FIELDS = "jobid,jobname,partition,account,alloccpus,state,exitcode"
 BRIEF_FIELDS = "jobid,state,exitcode"
@@ -67,10 +69,12 @@ OPTIONS = (
     Opt("version", ("version",), "V", Arg.NONE),
 )
 
-Column = Callable[[JobInfo, bool, float], str]  # (job, is the .batch step line, now)
+# (job, the step of the line: "" for the job's, "batch", or a step id "0"..., now); a
+# numbered step's line gets a copy of its job with the step's values (``_step_view``)
+Column = Callable[[JobInfo, str, float], str]
 
 
-def _state(job: JobInfo, step: bool, now: float) -> str:
+def _state(job: JobInfo, step: str, now: float) -> str:
     if job.state == JobState.CANCELLED and job.cancelled_by and not step:
         return f"CANCELLED by {_uid(job.cancelled_by)}"
     return job.state
@@ -103,29 +107,29 @@ def _job_only(get: Callable[[JobInfo], str]) -> Column:
     return lambda job, step, now: "" if step else get(job)
 
 
-def _alloc_cpus(job: JobInfo, step: bool) -> int:
+def _alloc_cpus(job: JobInfo, step: str) -> int:
     """The CPUs the job (or its batch step, on the first node) was given; 0 unstarted."""
     if not _started(job):
         return 0
-    return job.cpus // max(job.node_count, 1) if step else job.cpus
+    return job.cpus // max(job.node_count, 1) if step == "batch" else job.cpus
 
 
-def _cpu_time(job: JobInfo, step: bool, now: float) -> float:
+def _cpu_time(job: JobInfo, step: str, now: float) -> float:
     """CPUTime: the allocated CPUs times the time they were held."""
     return _alloc_cpus(job, step) * time_used(job, now)
 
 
-def _measured(job: JobInfo, step: bool, value: str) -> str:
+def _measured(job: JobInfo, step: str, value: str) -> str:
     """A memory figure of the batch step, once its agent measured it at its end (blank
     elsewhere, as sacct's)."""
-    return value if step and job.max_rss_bytes and job.end_time is not None else ""
+    return value if step == "batch" and job.max_rss_bytes and job.end_time is not None else ""
 
 
-def _tres(job: JobInfo, *, step: bool) -> str:
+def _tres(job: JobInfo, *, step: str) -> str:
     """ReqTRES/AllocTRES as sacct prints them: ``billing=4,cpu=4,mem=8G,node=2``; a
     batch step holds the first node's share and no billing."""
     nodes = max(job.node_count, 1)
-    if step:
+    if step == "batch":
         cpus, memory, count = job.cpus // nodes, job.memory_bytes // nodes, 1
     else:
         cpus, memory, count = job.cpus, job.memory_bytes, job.node_count
@@ -141,9 +145,9 @@ def _tres(job: JobInfo, *, step: bool) -> str:
 
 # name (lower case) → (title, width, column); a negative width aligns left, as sacct.c.
 FIELDS: dict[str, tuple[str, int, Column]] = {
-    "jobid": ("JobID", -12, lambda j, s, n: j.display_id + (".batch" if s else "")),
-    "jobidraw": ("JobIDRaw", -12, lambda j, s, n: str(j.id) + (".batch" if s else "")),
-    "jobname": ("JobName", 10, lambda j, s, n: "batch" if s else j.name),
+    "jobid": ("JobID", -12, lambda j, s, n: j.display_id + (f".{s}" if s else "")),
+    "jobidraw": ("JobIDRaw", -12, lambda j, s, n: str(j.id) + (f".{s}" if s else "")),
+    "jobname": ("JobName", 10, lambda j, s, n: "batch" if s == "batch" else j.name),
     "partition": ("Partition", 10, _job_only(lambda j: j.partition)),
     "account": ("Account", 10, lambda j, s, n: j.account or ""),
     "alloccpus": ("AllocCPUS", 10, lambda j, s, n: str(_alloc_cpus(j, s))),
@@ -170,21 +174,21 @@ FIELDS: dict[str, tuple[str, int, Column]] = {
     "totalcpu": ("TotalCPU", 10, lambda j, s, n: cpu_time(j.cpu_seconds)),
     "cputime": ("CPUTime", 10, lambda j, s, n: duration_long(_cpu_time(j, s, n))),
     "cputimeraw": ("CPUTimeRAW", 10, lambda j, s, n: str(int(_cpu_time(j, s, n)))),
-    "reqtres": ("ReqTRES", 10, _job_only(lambda j: _tres(j, step=False))),
+    "reqtres": ("ReqTRES", 10, _job_only(lambda j: _tres(j, step=""))),
     "alloctres": ("AllocTRES", 10, lambda j, s, n: _tres(j, step=s) if _started(j) else ""),
     "ncpus": ("NCPUS", 10, lambda j, s, n: str(_alloc_cpus(j, s))),
     "reqnodes": ("ReqNodes", 8, _job_only(lambda j: str(j.node_count))),
     "allocnodes": (
         "AllocNodes",
         10,
-        lambda j, s, n: ("1" if s else str(j.node_count)) if _started(j) else "0",
+        lambda j, s, n: ("1" if s == "batch" else str(j.node_count)) if _started(j) else "0",
     ),
     "nodelist": (
         "NodeList",
         15,
         lambda j, s, n: compress_hostlist(j.nodes) if j.nodes else "None assigned",
     ),
-    "nnodes": ("NNodes", 8, lambda j, s, n: "1" if s else str(j.node_count)),
+    "nnodes": ("NNodes", 8, lambda j, s, n: "1" if s == "batch" else str(j.node_count)),
     "user": ("User", 9, _job_only(lambda j: j.user)),
     "timelimit": ("Timelimit", 10, _job_only(lambda j: limit_long(j.time_limit_seconds))),
     "reason": ("Reason", 20, _job_only(lambda j: reason_name(j.reason))),
@@ -271,7 +275,7 @@ def parse_request(argv: list[str], now: float, env_format: str | None) -> Reques
         elif dest == "format":
             fields_text = text
         elif dest == "jobs":
-            for item in items:  # 123, 123.batch or 123.4 (HAL runs only the batch step)
+            for item in items:  # 123, 123.batch or 123.4
                 base, _, step = item.partition(".")
                 if not _JOB_ID.match(base) or (step and not _STEP.match(step)):
                     raise InvalidRequest(
@@ -401,12 +405,38 @@ def sacct_lines(request: Request, jobs: list[JobInfo], now: float) -> list[str]:
         wanted = _steps_asked(request, job)
         whole = wanted is None or "*" in wanted
         if whole:
-            rows.append([column(job, False, now) for _, _, column in request.fields])
+            rows.append([column(job, "", now) for _, _, column in request.fields])
         batch = request.steps if whole else "batch" in (wanted or ())
         batch = batch and not job.het_job_offset  # a het job's script runs in component 0
         if batch and job.start_time is not None:
-            rows.append([column(job, True, now) for _, _, column in request.fields])
+            rows.append([column(job, "batch", now) for _, _, column in request.fields])
+        for step in job.steps:
+            if (request.steps and whole) or str(step.step_id) in (wanted or ()):
+                view = _step_view(job, step)
+                rows.append(
+                    [column(view, str(step.step_id), now) for _, _, column in request.fields]
+                )
     return table_lines(request.fields, rows, parsable=request.parsable, header=request.header)
+
+
+def _step_view(job: JobInfo, step: StepRecord) -> JobInfo:
+    """``job`` with a numbered step's values, for that step's line."""
+    nodes = expand_hostlist(step.nodelist)
+    return job.model_copy(
+        update={
+            "name": step.name,
+            "state": step.state,
+            "exit_code": step.exit_code,
+            "exit_signal": 0,
+            "cancelled_by": None,
+            "nodes": nodes,
+            "node_count": len(nodes),
+            "start_time": step.start_time,
+            "end_time": step.end_time,
+            "max_rss_bytes": 0,
+            "cpu_seconds": 0.0,
+        }
+    )
 
 
 def table_lines(

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # pydantic schemas: not imported on sbatch's path (see hal.wi
         UserInfo,
     )
     from hal.wire.reservations import ReservationCreate, ReservationInfo, ReservationUpdate
+    from hal.wire.steps import StepCreate, StepInfo, StepOutputPage
 
 
 class Client(Protocol):
@@ -92,6 +93,14 @@ class Client(Protocol):
     def update_reservation(self, name: str, body: ReservationUpdate) -> ReservationInfo: ...
 
     def delete_reservation(self, name: str) -> None: ...
+
+    def create_step(self, job_id: int, body: StepCreate) -> StepInfo: ...
+
+    def step_output(
+        self, job_id: int, step_id: int, *, after: int = 0, wait: float = 0.0
+    ) -> StepOutputPage: ...
+
+    def signal_step(self, job_id: int, step_id: int, signum: int) -> None: ...
 
     def close(self) -> None: ...
 

@@ -1,39 +1,53 @@
-"""``srun`` inside a batch job: a pass-through that runs the command once per task.
+"""``srun`` inside a batch job: job steps, on the batch node or across the job's nodes.
 
-HAL has no job steps yet, so this is deliberately small and says so: inside a job
-(``SLURM_JOB_ID`` set) ``srun [options] CMD ARGS`` starts CMD ``--ntasks`` times on this
-node with ``SLURM_PROCID``/``SLURM_LOCALID`` set per task and exits with the highest exit
-code. Without ``--ntasks`` it starts the job's task count, ``SLURM_NTASKS``, which Slurm's
-srun reads as ``-n`` (srun.1, INPUT ENVIRONMENT VARIABLES). Workflow tools that wrap
-their in-job command in ``srun -n1 ...`` (Snakemake's Slurm executor does) work unchanged.
-Outside a job it refuses: interactive allocations and MPI launch across nodes are not
-implemented.
+Inside a job (``SLURM_JOB_ID`` set) ``srun [options] CMD ARGS`` runs CMD as Slurm's srun
+does, its tasks laid out by ``hal.core.steps.step_layout`` from ``-N``, ``-n``,
+``--ntasks-per-node`` and ``-w`` (without them: the job's whole allocation with
+``SLURM_NTASKS`` tasks, which srun reads as ``-n``, srun.1 INPUT ENVIRONMENT VARIABLES):
+
+- a step that stays on the batch node (a one-node job; ``-N1``, ``-n1``) runs here, as
+  before: one task becomes the command (``exec``), several are started side by side with
+  ``SLURM_PROCID``/``SLURM_LOCALID`` set, and srun exits with the highest exit code.
+  Workflow tools that wrap their in-job command in ``srun -n1 ...`` (Snakemake's Slurm
+  executor does) keep working without touching the control plane.
+- a step that needs other nodes is a **job step** (ADR 0012): srun asks the control plane
+  (``POST /v1/jobs/{id}/steps``), whose agents start each node's tasks with Slurm's step
+  variables; srun writes the tasks' stdout and stderr to its own as they come (``-l``:
+  each line prefixed ``RANK: ``), forwards SIGINT/SIGTERM/... to the step, and exits
+  with the highest task's exit code (128+N for a signal N). A step the allocation cannot
+  hold is refused as Slurm's srun refuses it ("srun: error: Unable to create step ...").
+
+Outside a job it refuses: interactive allocations are not implemented.
 
 Options are parsed as srun's getopt does (``-ln2``, ``--ntasks 2``, ``--`` before the
 command). Values HAL does not act on (``--time``, ``--mem``, ``--gres``...) are still
 checked as sbatch checks them, so a typo is an error rather than silently ignored. Signals
-srun receives while several tasks run (SIGINT, SIGTERM, SIGUSR1...) are passed on to every
-task, as Slurm's srun forwards them, so no task outlives it.
+srun receives while several local tasks run (SIGINT, SIGTERM, SIGUSR1...) are passed on to
+every task, as Slurm's srun forwards them, so no task outlives it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import FrameType
 
 from hal.compat.options import RESOURCE_OPTIONS, Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
 from hal.core.errors import HalError, InvalidRequest
 from hal.core.slurm_syntax import (
+    expand_hostlist,
     parse_gpus,
     parse_gres,
     parse_memory,
     parse_nodes,
     parse_time_limit,
 )
+from hal.core.steps import StepRequest, step_layout
 
 # dest → how its value is checked; every value is checked even where HAL ignores it
 _CHECKS: dict[str, Callable[[str], object]] = {
@@ -59,6 +73,7 @@ OPTIONS = (
     Opt("overlap", ("overlap",), arg=Arg.NONE),
     Opt("exact", ("exact",), arg=Arg.NONE),
     Opt("pty", ("pty",), arg=Arg.NONE),  # known, to refuse it with a reason
+    Opt("nodelist", ("nodelist",), "w"),
 )
 _COUNTS = frozenset({"ntasks", "cpus_per_task", "ntasks_per_node"})  # positive integers
 # signals srun passes on to its tasks (Slurm's srun forwards these too)
@@ -73,29 +88,48 @@ FORWARDED = (
 )
 
 
-def parse_command(argv: list[str], default_tasks: int = 1) -> tuple[int, list[str]]:
-    """(tasks to start, the command); raises ``OptionError`` or ``InvalidRequest``."""
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    request: StepRequest
+    command: list[str]
+    label: bool  # -l: prefix each line with its task's rank
+    node_range: tuple[int, int] | None = None  # -N MIN-MAX
+
+    def within(self, allocated: int) -> StepRequest:
+        """The request with ``-N MIN-MAX`` made a count: as many of the job's nodes as
+        the range allows (MIN when the job has fewer, which is then refused)."""
+        if self.node_range is None:
+            return self.request
+        low, high = self.node_range
+        count = min(high, allocated) if allocated >= low else low
+        return dataclasses.replace(self.request, nodes=count)
+
+
+def parse_command(argv: list[str]) -> Invocation:
+    """What srun was asked; raises ``OptionError`` or ``InvalidRequest``."""
     parsed = parse_options(argv, OPTIONS, stop_at_positional=True)
-    ntasks = default_tasks
+    counts: dict[str, int] = {}
+    node_range: tuple[int, int] | None = None
+    nodelist: tuple[str, ...] = ()
+    label = False
     for dest, value, spelled in parsed.values:
         if dest == "pty":
             raise InvalidRequest(
                 "--pty is not supported: HAL's srun has no interactive terminal sessions; "
                 "run the command without --pty"
             )
+        if dest == "label":
+            label = True
         if value is None:
             continue
         if dest in _COUNTS:
             if not value.strip().isdigit() or int(value) < 1:
                 raise InvalidRequest(f"{spelled} needs a positive integer, got {value!r}")
-            if dest == "ntasks":
-                ntasks = int(value)
+            counts[dest] = int(value)
         elif dest == "nodes":
-            if parse_nodes(value)[0] != 1:
-                raise InvalidRequest(
-                    f"HAL's srun runs on the batch node only: {spelled} {value} asks for "
-                    "more; use --nodes=1 or leave it out"
-                )
+            node_range = parse_nodes(value)
+        elif dest == "nodelist":
+            nodelist = tuple(expand_hostlist(value, field="nodelist"))
         elif dest in _CHECKS:
             _CHECKS[dest](value)
     command = list(parsed.positionals)
@@ -103,24 +137,47 @@ def parse_command(argv: list[str], default_tasks: int = 1) -> tuple[int, list[st
         raise InvalidRequest(
             "no command to run: write srun [options] COMMAND [ARGS], e.g. srun -n2 hostname"
         )
-    return ntasks, command
+    request = StepRequest(
+        nodes=node_range[0] if node_range else None,
+        ntasks=counts.get("ntasks"),
+        ntasks_per_node=counts.get("ntasks_per_node"),
+        nodelist=nodelist,
+    )
+    return Invocation(request, command, label, node_range)
 
 
 def srun(argv: list[str], console: Console) -> int:
-    if "SLURM_JOB_ID" not in console.environ:
+    env = console.environ
+    if "SLURM_JOB_ID" not in env:
         return console.error(
-            "HAL's srun runs a command inside a batch job only (no interactive allocations "
-            "or multi-node MPI launch yet); submit the work with `hal sbatch`"
+            "HAL's srun runs a command inside a batch job only (no interactive "
+            "allocations yet); submit the work with `hal sbatch`"
         )
-    job_tasks = console.environ.get("SLURM_NTASKS", "")
+    job_tasks = env.get("SLURM_NTASKS", "")
+    here = env.get("SLURMD_NODENAME", "")
     try:
-        ntasks, command = parse_command(
-            argv, int(job_tasks) if job_tasks.isdigit() and int(job_tasks) > 0 else 1
+        job_id = int(env["SLURM_JOB_ID"])
+        call = parse_command(argv)
+        nodes = expand_hostlist(env.get("SLURM_JOB_NODELIST", ""), field="SLURM_JOB_NODELIST")
+        nodes = nodes or [here]
+        layout = step_layout(
+            call.within(len(nodes)),
+            job_id,
+            nodes,
+            int(job_tasks) if job_tasks.isdigit() and int(job_tasks) > 0 else 1,
         )
     except OptionError as err:
         return console.error(err.for_command("srun"))
+    except ValueError:
+        return console.error(f"SLURM_JOB_ID={env['SLURM_JOB_ID']!r} is no job id")
     except HalError as err:
         return console.error(err.message)
+    if len(nodes) > 1 and layout.nodes != (here,):
+        from hal.compat.steps import run_step
+
+        return run_step(job_id, call.within(len(nodes)), call, console)
+    ntasks = layout.ntasks
+    command = call.command
     if ntasks == 1:
         # one task: become the command, so the job's memory limit holds the command alone
         # (a Python srun waiting beside it would take ~50 MB of the job's allowance)

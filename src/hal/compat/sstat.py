@@ -95,7 +95,7 @@ def sstat(argv: list[str], console: Console) -> int:
         return console.error(err.message)
     now = console.clock()
     running = sorted((j for j in jobs if j.state in ("RUNNING", "SUSPENDED")), key=lambda j: j.id)
-    rows = [[column(job, True, now) for _, _, column in fields] for job in running]
+    rows = [[column(job, "batch", now) for _, _, column in fields] for job in running]
     if not rows:
         return console.error(
             f"no running job among {','.join(ids)}: sstat reads running jobs "

@@ -85,6 +85,11 @@ def _v8_agent_tokens(conn: Connection) -> None:
             conn.execute(text(f"ALTER TABLE users ADD COLUMN {name} {sql}"))
 
 
+def _v9_job_steps(conn: Connection) -> None:
+    # job_steps: the job steps srun ran (ADR 0012), for sacct's JOB.N rows
+    schema.job_steps.create(conn, checkfirst=True)
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -94,6 +99,7 @@ STEPS: tuple[Step, ...] = (
     _v6_submit_keys,
     _v7_events_time,
     _v8_agent_tokens,
+    _v9_job_steps,
 )
 
 

@@ -15,7 +15,8 @@ What is never purged:
 * part of an array or a heterogeneous job: one goes with all its elements or components,
   when every one of them has ended before the cutoff, so ``sacct`` never shows half of one.
 
-A purged job's batch script goes with it (an array's, with its last element).
+A purged job's batch script goes with it (an array's, with its last element), and its
+steps (``job_steps``).
 """
 
 from __future__ import annotations
@@ -137,9 +138,10 @@ def _delete(conn: Connection, doomed: Sequence[Any]) -> None:
     """Delete ``doomed`` job rows, then the scripts no job refers to any more. A script's
     id is the id of the first job it was stored for (an array's: the array job id), so
     the jobs still using one are found by id and array job id, both indexed."""
-    t, s = schema.jobs, schema.job_scripts
+    t, s, steps = schema.jobs, schema.job_scripts, schema.job_steps
     for chunk in _chunks([int(row.id) for row in doomed]):
         conn.execute(delete(t).where(t.c.id.in_(chunk)))
+        conn.execute(delete(steps).where(steps.c.job_id.in_(chunk)))  # its steps go with it
     scripts = sorted({int(row.script_id) for row in doomed})
     for chunk in _chunks(scripts):
         used = set(

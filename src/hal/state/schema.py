@@ -147,3 +147,19 @@ submit_keys = Table(
     Column("result", Text, nullable=False),
 )
 Index("ix_submit_keys_created", submit_keys.c.created)
+
+# job steps (``srun`` inside a job, ADR 0012), written when a step ends: sacct's
+# ``JOB.N`` rows. Running steps live in the server's memory (``hal.state.steps``).
+job_steps = Table(
+    "job_steps",
+    metadata,
+    Column("job_id", BigInteger, primary_key=True),
+    Column("step_id", Integer, primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("nodelist", Text, nullable=False),
+    Column("ntasks", Integer, nullable=False),
+    Column("state", String(32), nullable=False),
+    Column("exit_code", Integer, nullable=False),
+    Column("start_time", Float, nullable=False),
+    Column("end_time", Float, nullable=False),
+)

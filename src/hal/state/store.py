@@ -95,6 +95,21 @@ class EventRow:
 
 
 @dataclass(frozen=True, slots=True)
+class StepRow:
+    """An ended job step, as accounting keeps it (``schema.job_steps``)."""
+
+    job_id: int
+    step_id: int
+    name: str
+    nodelist: str
+    ntasks: int
+    state: str
+    exit_code: int
+    start_time: float
+    end_time: float
+
+
+@dataclass(frozen=True, slots=True)
 class StoredEvent:
     id: int
     time: float
@@ -455,6 +470,32 @@ class SqlStateStore:
         """One round trip: raises while the database cannot serve."""
         with self.engine.connect() as conn:
             conn.execute(select(1)).scalar_one()
+
+    def record_step(self, row: StepRow) -> None:
+        """Keep an ended step for sacct (again: the same row once)."""
+        t = schema.job_steps
+        with self.engine.begin() as conn:
+            conn.execute(delete(t).where(t.c.job_id == row.job_id, t.c.step_id == row.step_id))
+            conn.execute(insert(t).values({f: getattr(row, f) for f in StepRow.__slots__}))
+
+    def last_step_id(self, job_id: int) -> int:
+        """The highest step id recorded for ``job_id``, -1 when none."""
+        t = schema.job_steps
+        with self.engine.connect() as conn:
+            found = conn.execute(select(func.max(t.c.step_id)).where(t.c.job_id == job_id))
+            value = found.scalar_one()
+        return -1 if value is None else int(value)
+
+    def steps_of(self, job_ids: Sequence[int]) -> list[StepRow]:
+        """The recorded steps of ``job_ids``, by job and step id."""
+        t = schema.job_steps
+        rows: list[StepRow] = []
+        with self.engine.connect() as conn:
+            for at in range(0, len(job_ids), IN_LIST):
+                chunk = list(job_ids[at : at + IN_LIST])
+                found = conn.execute(select(t).where(t.c.job_id.in_(chunk)))
+                rows += [StepRow(**row._mapping) for row in found]
+        return sorted(rows, key=lambda r: (r.job_id, r.step_id))
 
     def revision(self) -> int:
         with self.engine.connect() as conn:

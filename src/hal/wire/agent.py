@@ -109,6 +109,29 @@ class AgentSync(WireModel):
     # the number of the last instruction applied (the agent has applied all before it);
     # None: an agent that does not number instructions
     applied: int | None = Field(default=None, ge=0)
+    # job steps' task output and ends on this node (ADR 0012): sent until a reply comes,
+    # so the server takes each byte once by its offset, and each end once
+    step_output: list[StepOutput] = Field(default_factory=list)
+    step_ends: list[StepEnd] = Field(default_factory=list)
+
+
+class StepOutput(WireModel):
+    """Bytes one task of a step wrote, at ``offset`` in its ``stream``."""
+
+    job_id: int
+    step_id: int = Field(ge=0)
+    rank: int = Field(ge=0)
+    stream: Literal["stdout", "stderr"]
+    offset: int = Field(ge=0)
+    data_b64: str
+
+
+class StepEnd(WireModel):
+    """Every task of a step on this node has ended (its output is all sent before)."""
+
+    job_id: int
+    step_id: int = Field(ge=0)
+    exit_code: int = Field(ge=0, le=255)  # the highest task's; 128+N for a signal N
 
 
 class Launch(WireModel):
@@ -169,7 +192,36 @@ class Limit(WireModel):
     time_limit_seconds: int
 
 
-Instruction = Launch | Signal | Cancel | Limit
+class StepLaunch(WireModel):
+    """Start this node's tasks of a job step (``srun`` in a job, ADR 0012): ``argv`` once
+    per rank in ``ranks``, as the job's user, in its working directory. ``launch`` is the
+    job as this node sees it (its index, CPUs, memory, GPUs; ``environment`` is srun's,
+    whose node-local variables the agent replaces); ``environment`` adds the step's
+    ``SLURM_STEP_*``. The agent reports the tasks' output and their end in its syncs."""
+
+    op: Literal["step_launch"] = "step_launch"
+    job_id: int
+    step_id: int = Field(ge=0)
+    launch: Launch
+    argv: list[str] = Field(min_length=1)
+    ranks: list[int] = Field(min_length=1)
+    step_node_index: int = Field(ge=0)  # SLURM_NODEID: the node's place in the step
+    environment: dict[str, str] = Field(default_factory=dict)
+
+
+class StepSignal(WireModel):
+    """Signal a job's step tasks on this node: one step, or every step (``step_id``
+    None). ``kill_wait_seconds`` set: the step is ending (its job ended, or it was
+    cancelled): SIGCONT first and SIGKILL after that many seconds."""
+
+    op: Literal["step_signal"] = "step_signal"
+    job_id: int
+    step_id: int | None = None
+    signal: int = Field(ge=1, le=64)
+    kill_wait_seconds: int | None = Field(default=None, ge=0)
+
+
+Instruction = Launch | Signal | Cancel | Limit | StepLaunch | StepSignal
 
 
 class AgentInstructions(WireModel):
@@ -181,3 +233,4 @@ class AgentInstructions(WireModel):
 
 
 AgentRegister.model_rebuild()
+AgentSync.model_rebuild()

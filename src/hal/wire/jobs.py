@@ -128,6 +128,21 @@ class JobInfo(WireModel):
     reservation: str = ""  # --reservation
     licenses: str = ""  # -L, as "ansys:1,matlab:2"
     time_min_seconds: int | None = None  # --time-min (None: none)
+    # its job steps (srun in the job, ADR 0012): filled for history queries (sacct) only
+    steps: list[StepRecord] = Field(default_factory=list)
+
+
+class StepRecord(WireModel):
+    """A job step as accounting shows it (``sacct``'s ``JOB.N`` line)."""
+
+    step_id: int
+    name: str
+    nodelist: str  # Slurm's compressed form
+    ntasks: int
+    state: str
+    exit_code: int
+    start_time: float
+    end_time: float | None = None  # None: running
 
 
 class JobList(WireModel):

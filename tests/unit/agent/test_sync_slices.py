@@ -24,8 +24,8 @@ def test_jobs_whose_reports_wait_for_a_later_slice_count_as_running(
     monkeypatch.setattr(shell, "MAX_REPORTS_PER_SYNC", 2)
     agent = AgentShell(AgentConfig(state_dir=tmp_path, token="t"), cast(AgentChannel, None))
     agent.machine.outbox = [finished(1, 10), finished(2, 11), finished(3, 12), finished(4, 12)]
-    request = agent._sync_request(0.0)
+    request, _ = agent._sync_request(0.0)
     assert [r.job_id for r in request.reports] == [10, 11]
     assert request.running == [12]  # finished, but not yet reported: not lost
     agent.machine.outbox = agent.machine.outbox[:2]
-    assert agent._sync_request(0.0).running == []
+    assert agent._sync_request(0.0)[0].running == []

@@ -1,0 +1,351 @@
+"""Job steps' tasks on this node (ADR 0012): ``StepLaunch`` in, output and ends out.
+
+``srun`` inside a job asks the control plane for a step; each node of the step gets a
+``StepLaunch`` with its ranks. ``StepTasks`` starts one process per rank, as the job's
+user (``plan.resolve_user``, as for the batch script), in the job's working directory,
+each in its own session and process group, with the job's environment for this node
+(``environment.job_environment``) plus the step's ``SLURM_STEP_*`` and the task's
+``SLURM_PROCID``/``SLURM_LOCALID``. Their stdout and stderr are pipes the agent reads;
+the bytes wait in memory, by offset, until a sync that carried them was answered (the
+server takes each byte once), and the node's end (the highest exit code, 128+N for a
+signal N) goes after the last byte.
+
+Unlike batch scripts, step tasks are not adopted across agent restarts: they are the
+agent's own children, so a stopping agent kills them and the server ends that node's
+part when the agent registers again. They run in no cgroup of their own: on the batch
+node they are beside the batch script, not inside its limits; a step is found and
+killed by its tasks' sessions (``procfs.processes_of``: the session, and
+``HAL_JOB_MARKER`` for processes that left it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import IO
+
+from hal.agent.environment import MARKER, job_environment, job_marker
+from hal.agent.plan import LaunchError, job_umask, resolve_user
+from hal.agent.procfs import open_pidfd, processes_of
+from hal.wire.agent import StepEnd, StepLaunch, StepOutput, StepSignal
+
+log = logging.getLogger("hal.agent")
+
+READ_BYTES = 1 << 16
+RECENTLY_ENDED = 4096
+POLL_SECONDS = 0.2  # how often a task is checked where there is no pidfd
+MAX_SYNC_BYTES = 1 << 20  # step output per sync; the rest goes with the next
+EXEC_FAILED = 2  # a task that could not start, as Slurm's srun reports it
+DRAIN_SECONDS = 5.0  # after a task exits, how long its pipes may stay open (a leftover)
+# what describes the node srun ran on: each node sets its own (job_environment)
+NODE_LOCAL = frozenset(
+    {
+        "ENVIRONMENT",
+        "SLURMD_NODENAME",
+        "SLURM_NODEID",
+        "SLURM_PROCID",
+        "SLURM_LOCALID",
+        "SLURM_TASK_PID",
+        "SLURM_CPUS_ON_NODE",
+        "SLURM_JOB_CPUS_PER_NODE",
+        "SLURM_MEM_PER_NODE",
+        "SLURM_GPUS_ON_NODE",
+        "SLURM_JOB_GPUS",
+        "CUDA_VISIBLE_DEVICES",
+        "HAL_NODE",
+        "HAL_NODE_INDEX",
+        "HAL_CPUS_ON_NODE",
+        "HAL_MEM_PER_NODE",
+        "HAL_GPUS_ON_NODE",
+        "HAL_JOB_GPUS",
+        MARKER,
+    }
+)
+
+Key = tuple[int, int]  # (job id, step id)
+
+
+@dataclass(slots=True)
+class _Stream:
+    sent: int = 0  # offset of data[0]: what a answered sync carried is gone
+    data: bytearray = field(default_factory=bytearray)
+
+
+@dataclass(slots=True)
+class _NodeStep:
+    """This node's part of one step."""
+
+    launch: StepLaunch
+    streams: dict[tuple[int, str], _Stream] = field(default_factory=dict)
+    procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)  # by rank
+    exit_code: int | None = None  # set when every task ended and its pipes closed
+
+    def write(self, rank: int, stream: str, data: bytes) -> None:
+        self.streams.setdefault((rank, stream), _Stream()).data.extend(data)
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """What one sync carries, and what its answer lets go of."""
+
+    output: list[StepOutput]
+    ends: list[StepEnd]
+    upto: dict[tuple[int, int, int, str], int]  # (job, step, rank, stream) → end offset
+
+
+class StepTasks:
+    def __init__(
+        self,
+        node: str,
+        *,
+        agent: str,
+        unknown_users_as_agent: bool,
+        notify: Callable[[], None],
+    ) -> None:
+        self.node = node
+        self.agent = agent
+        self.unknown_users_as_agent = unknown_users_as_agent
+        self._notify = notify  # there is something to send
+        self._steps: dict[Key, _NodeStep] = {}
+        self._done: deque[Key] = deque(maxlen=RECENTLY_ENDED)  # a repeated launch: ignored
+        self._queue: asyncio.Queue[StepLaunch] = asyncio.Queue()
+
+    # -- instructions ----------------------------------------------------------------------
+
+    def launch(self, launch: StepLaunch) -> None:
+        key = (launch.job_id, launch.step_id)
+        if key not in self._steps and key not in self._done:
+            self._steps[key] = _NodeStep(launch)
+            self._queue.put_nowait(launch)
+
+    def signal(self, request: StepSignal) -> None:
+        loop = asyncio.get_running_loop()
+        for (job_id, step_id), step in self._steps.items():
+            if job_id != request.job_id or request.step_id not in (None, step_id):
+                continue
+            if request.kill_wait_seconds is not None:
+                self._signal(step, signal.SIGCONT)
+                loop.call_later(request.kill_wait_seconds, self._signal, step, signal.SIGKILL)
+            self._signal(step, request.signal)
+
+    def _signal(self, step: _NodeStep, signum: int) -> None:
+        marker = _marker(self.agent, step.launch)
+        for proc in step.procs.values():
+            if proc.returncode is not None:
+                continue
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signum)
+            for pid in processes_of(proc.pid, marker):  # left the group, not the session
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signum)
+
+    # -- the tasks ---------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Start each step's tasks as launches come; at the end (the agent stops), kill
+        every task still running: they are not adopted by the next agent."""
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                while True:
+                    launch = await self._queue.get()
+                    tasks.create_task(self._run_step(self._steps[(launch.job_id, launch.step_id)]))
+        finally:
+            for step in self._steps.values():
+                self._signal(step, signal.SIGKILL)
+
+    async def _run_step(self, step: _NodeStep) -> None:
+        launch = step.launch
+        try:
+            env, user = self._environment(launch)
+        except LaunchError as err:
+            step.write(launch.ranks[0], "stderr", f"srun: error: {self.node}: {err}\n".encode())
+            self._ended(step, EXEC_FAILED)
+            return
+        try:
+            codes = await asyncio.gather(
+                *(
+                    self._run_task(step, rank, local, env, user)
+                    for local, rank in enumerate(launch.ranks)
+                )
+            )
+        except Exception as err:  # a bug must end this step, not the agent and its jobs
+            log.exception("step %d.%d failed on %s", launch.job_id, launch.step_id, self.node)
+            self._signal(step, signal.SIGKILL)
+            message = f"srun: error: {self.node}: the agent failed to run the step: {err}\n"
+            step.write(launch.ranks[0], "stderr", message.encode())
+            codes = [EXEC_FAILED]
+        self._ended(step, max(codes))
+
+    async def _run_task(
+        self,
+        step: _NodeStep,
+        rank: int,
+        local: int,
+        env: dict[str, str],
+        user: tuple[int | None, int | None, tuple[int, ...] | None, int],
+    ) -> int:
+        launch = step.launch
+        task_env = {**env, "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(local)}
+        uid, gid, groups, umask = user
+        try:
+            # subprocess, not asyncio's: uvloop's cannot switch users (Popen returns once
+            # the child has exec'd: about a millisecond)
+            proc = subprocess.Popen(  # noqa: ASYNC220 - fast; see above
+                launch.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=launch.launch.workdir,
+                env=task_env,
+                start_new_session=True,  # its own session and group: killed as one
+                user=uid,
+                group=gid,
+                extra_groups=groups,
+                umask=umask,
+            )
+        except (OSError, subprocess.SubprocessError) as err:
+            message = (
+                f"srun: error: {self.node}: task {rank}: cannot run {launch.argv[0]} in "
+                f"{launch.launch.workdir}: {getattr(err, 'strerror', None) or err}\n"
+            )
+            step.write(rank, "stderr", message.encode())
+            self._notify()
+            return EXEC_FAILED
+        step.procs[rank] = proc
+        assert proc.stdout is not None and proc.stderr is not None
+        readers = [
+            asyncio.ensure_future(self._pump(step, rank, "stdout", proc.stdout)),
+            asyncio.ensure_future(self._pump(step, rank, "stderr", proc.stderr)),
+        ]
+        code = await _exited(proc)
+        # what the task left in its session goes with it (Slurm ends a task's leftovers)
+        for pid in processes_of(proc.pid, _marker(self.agent, launch)):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        _, late = await asyncio.wait(readers, timeout=DRAIN_SECONDS)
+        for reader in late:  # a process that left the session holds the pipe
+            reader.cancel()
+        return code if code >= 0 else 128 - code
+
+    async def _pump(self, step: _NodeStep, rank: int, stream: str, pipe: IO[bytes]) -> None:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=READ_BYTES)
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), pipe
+        )
+        try:
+            while data := await reader.read(READ_BYTES):
+                step.write(rank, stream, data)
+                self._notify()
+        finally:
+            transport.close()
+
+    def _environment(
+        self, launch: StepLaunch
+    ) -> tuple[dict[str, str], tuple[int | None, int | None, tuple[int, ...] | None, int]]:
+        job = launch.launch
+        run_as = resolve_user(job, unknown_users_as_agent=self.unknown_users_as_agent)
+        mine = {k: v for k, v in job.environment.items() if k not in NODE_LOCAL}
+        env = job_environment(
+            job.model_copy(update={"environment": mine}),
+            self.node,
+            home=run_as.home,
+            shell=run_as.shell,
+        )
+        del env["ENVIRONMENT"]  # BATCH is the batch script's
+        env.update(launch.environment)
+        env["SLURM_NODEID"] = str(launch.step_node_index)
+        env[MARKER] = _marker(self.agent, launch).split("=", 1)[1]
+        umask = job_umask(env)
+        groups = run_as.groups if run_as.uid is not None else None
+        return env, (run_as.uid, run_as.gid, groups, -1 if umask is None else umask)
+
+    def _ended(self, step: _NodeStep, exit_code: int) -> None:
+        step.exit_code = exit_code
+        step.procs.clear()
+        self._notify()
+
+    # -- what the syncs carry --------------------------------------------------------------
+
+    def pending(self) -> bool:
+        return any(
+            s.exit_code is not None or any(b.data for b in s.streams.values())
+            for s in self._steps.values()
+        )
+
+    def outgoing(self) -> Outgoing:
+        """The output not yet answered for, at most ``MAX_SYNC_BYTES``, and the ends of
+        steps whose output is all in it."""
+        output: list[StepOutput] = []
+        ends: list[StepEnd] = []
+        upto: dict[tuple[int, int, int, str], int] = {}
+        budget = MAX_SYNC_BYTES
+        for (job_id, step_id), step in self._steps.items():
+            complete = True
+            for (rank, stream), buf in step.streams.items():
+                if not buf.data:
+                    continue
+                part = bytes(buf.data[:budget])
+                if len(part) < len(buf.data):
+                    complete = False
+                if not part:
+                    continue
+                budget -= len(part)
+                output.append(
+                    StepOutput(
+                        job_id=job_id,
+                        step_id=step_id,
+                        rank=rank,
+                        stream=stream,  # type: ignore[arg-type]
+                        offset=buf.sent,
+                        data_b64=base64.b64encode(part).decode(),
+                    )
+                )
+                upto[(job_id, step_id, rank, stream)] = buf.sent + len(part)
+            if step.exit_code is not None and complete:
+                ends.append(StepEnd(job_id=job_id, step_id=step_id, exit_code=step.exit_code))
+        return Outgoing(output, ends, upto)
+
+    def delivered(self, sent: Outgoing) -> None:
+        """A sync carrying ``sent`` was answered: the server has it."""
+        for (job_id, step_id, rank, stream), end in sent.upto.items():
+            step = self._steps.get((job_id, step_id))
+            buf = step.streams.get((rank, stream)) if step is not None else None
+            if buf is not None and end > buf.sent:
+                del buf.data[: end - buf.sent]
+                buf.sent = end
+        for done in sent.ends:
+            if self._steps.pop((done.job_id, done.step_id), None) is not None:
+                self._done.append((done.job_id, done.step_id))
+
+
+async def _exited(proc: subprocess.Popen[bytes]) -> int:
+    """Wait for ``proc`` without blocking the loop: its pidfd (Linux 5.3+), else polling."""
+    pidfd = open_pidfd(proc.pid)
+    if pidfd is None:
+        while proc.poll() is None:  # noqa: ASYNC110 - nothing to wake on without a pidfd
+            await asyncio.sleep(POLL_SECONDS)
+        return proc.returncode
+    loop = asyncio.get_running_loop()
+    ready = asyncio.Event()
+    loop.add_reader(pidfd, ready.set)
+    try:
+        await ready.wait()
+    finally:
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
+    return proc.wait()
+
+
+def _marker(agent: str, launch: StepLaunch) -> str:
+    """``HAL_JOB_MARKER=...`` of the step's tasks, as ``processes_of`` looks for it: the
+    job's marker with the step's id after it (the batch job's own does not match it)."""
+    return f"{MARKER}={job_marker(agent, launch.job_id, launch.launch.attempt)}.{launch.step_id}"

@@ -1,0 +1,97 @@
+"""``/v1/jobs/{id}/steps``: job steps (ADR 0012). ``srun`` inside a job creates one,
+reads its tasks' output and forwards its signals; the job's owner or an administrator
+only."""
+
+from __future__ import annotations
+
+import base64
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+
+from hal.api.context import ServerContext, caller_dep, context_dep
+from hal.api.fastpath import body_schema, json_response, read_body
+from hal.core.steps import StepRequest
+from hal.state.cluster import Caller
+from hal.state.steps import Step
+from hal.wire.steps import (
+    MAX_WAIT_SECONDS,
+    StepChunk,
+    StepCreate,
+    StepInfo,
+    StepOutputPage,
+    StepSignalRequest,
+)
+
+router = APIRouter(prefix="/v1/jobs", tags=["steps"])
+Ctx = Annotated[ServerContext, Depends(context_dep)]
+Who = Annotated[Caller, Depends(caller_dep)]
+
+
+def _info(step: Step) -> StepInfo:
+    return StepInfo(
+        job_id=step.job_id,
+        step_id=step.step_id,
+        name=step.name,
+        nodes=list(step.layout.nodes),
+        tasks=list(step.layout.tasks),
+        state=step.state,
+        exit_code=step.exit_code,
+    )
+
+
+@router.post(
+    "/{job_id}/steps",
+    status_code=201,
+    response_model=StepInfo,
+    openapi_extra=body_schema("StepCreate"),
+)
+async def create_step(job_id: int, request: Request, ctx: Ctx, caller: Who) -> Response:
+    """Start a step of a running job on nodes of its allocation (Slurm's srun)."""
+    body = await read_body(request, StepCreate)
+    wanted = StepRequest(body.nodes, body.ntasks, body.ntasks_per_node, tuple(body.nodelist))
+    step = await ctx.steps.create(
+        job_id, caller, wanted, body.argv, body.environment, name=body.name
+    )
+    return json_response(_info(step), 201)
+
+
+@router.get("/{job_id}/steps/{step_id}/output", response_model=StepOutputPage)
+async def step_output(
+    job_id: int,
+    step_id: int,
+    ctx: Ctx,
+    caller: Who,
+    after: Annotated[int, Query(ge=0)] = 0,
+    wait: Annotated[float, Query(ge=0, le=MAX_WAIT_SECONDS)] = 0.0,
+) -> Response:
+    """The tasks' output past cursor ``after`` (held up to ``wait`` s for some), and the
+    step's state; what srun has read (up to ``after``) is dropped."""
+    step = ctx.steps.get(job_id, step_id, caller)
+    chunks = await ctx.steps.read(step, after, wait)
+    page = StepOutputPage(
+        chunks=[
+            StepChunk(rank=rank, stream=stream, data_b64=base64.b64encode(data).decode())  # type: ignore[arg-type]
+            for _, rank, stream, data in chunks
+        ],
+        cursor=chunks[-1][0] if chunks else after,
+        state=step.state,
+        exit_code=step.exit_code,
+        dropped_bytes=step.dropped,
+    )
+    return json_response(page)
+
+
+@router.post(
+    "/{job_id}/steps/{step_id}/signal",
+    response_model=StepInfo,
+    openapi_extra=body_schema("StepSignalRequest"),
+)
+async def signal_step(
+    job_id: int, step_id: int, request: Request, ctx: Ctx, caller: Who
+) -> Response:
+    """Send a signal to the step's tasks on every node (srun forwards SIGINT/SIGTERM)."""
+    body = await read_body(request, StepSignalRequest)
+    step = ctx.steps.get(job_id, step_id, caller)
+    ctx.steps.signal(step, body.signal)
+    return json_response(_info(step))

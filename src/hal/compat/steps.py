@@ -1,0 +1,125 @@
+"""``srun``'s job steps across the job's nodes (ADR 0012): create the step through the
+control plane, write its tasks' output as it comes, forward signals, return its exit code.
+
+The output is read by long poll (``GET /v1/jobs/{id}/steps/{n}/output``); with ``-l``
+each line is prefixed with its task's rank (``3: ...``), lines of one task kept whole.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+from types import FrameType
+from typing import TYPE_CHECKING, BinaryIO
+
+from hal.compat.seam import Client, Console
+from hal.core.errors import HalError
+from hal.core.steps import StepRequest
+
+if TYPE_CHECKING:
+    from hal.compat.srun import Invocation
+
+POLL_WAIT_SECONDS = 10.0  # the server holds a read this long when there is nothing new
+FORWARDED = (
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGCONT,
+)
+
+
+class _Writer:
+    """The tasks' bytes to srun's stdout/stderr; with ``label``, whole lines, each
+    prefixed with its rank."""
+
+    def __init__(self, console: Console, label: bool) -> None:
+        self.console = console
+        self.label = label
+        self.partial: dict[tuple[int, str], bytes] = {}
+
+    def write(self, rank: int, stream: str, data: bytes) -> None:
+        if self.label:
+            data = self.partial.pop((rank, stream), b"") + data
+            whole, newline, rest = data.rpartition(b"\n")
+            if rest:
+                self.partial[(rank, stream)] = rest
+            if not newline:
+                return
+            prefix = f"{rank}: ".encode()
+            data = b"".join(prefix + line + b"\n" for line in whole.split(b"\n"))
+        self._emit(stream, data)
+
+    def close(self) -> None:
+        for (rank, stream), rest in self.partial.items():
+            self._emit(stream, f"{rank}: ".encode() + rest + b"\n")
+        self.partial.clear()
+
+    def _emit(self, stream: str, data: bytes) -> None:
+        text = self.console.stdout if stream == "stdout" else self.console.stderr
+        text.flush()
+        raw: BinaryIO | None = getattr(text, "buffer", None)
+        if raw is not None:
+            raw.write(data)
+            raw.flush()
+        else:
+            text.write(data.decode(errors="replace"))
+
+
+def run_step(job_id: int, request: StepRequest, call: Invocation, console: Console) -> int:
+    from hal.wire.steps import StepCreate
+
+    body = StepCreate(
+        argv=call.command,
+        nodes=request.nodes,
+        ntasks=request.ntasks,
+        ntasks_per_node=request.ntasks_per_node,
+        nodelist=list(request.nodelist),
+        name=os.path.basename(call.command[0]),
+        environment=dict(console.environ),
+    )
+    try:
+        step = console.client.create_step(job_id, body)
+    except HalError as err:
+        return console.error(err.message)
+    signaller: list[Client] = []  # its own connection: the main one waits in a read
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        if not signaller:
+            signaller.append(console.client_factory())
+        try:
+            signaller[0].signal_step(job_id, step.step_id, signum)
+        except HalError as err:
+            console.err(f"srun: error: cannot forward signal {signum}: {err.message}")
+
+    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    writer = _Writer(console, call.label)
+    after = 0
+    try:
+        while True:
+            try:
+                page = console.client.step_output(
+                    job_id, step.step_id, after=after, wait=POLL_WAIT_SECONDS
+                )
+            except HalError as err:
+                return console.error(f"lost step {job_id}.{step.step_id}: {err.message}")
+            for chunk in page.chunks:
+                writer.write(chunk.rank, chunk.stream, base64.b64decode(chunk.data_b64))
+            after = page.cursor
+            if page.state != "RUNNING" and not page.chunks:
+                break
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for client in signaller:
+            client.close()
+    writer.close()
+    if page.dropped_bytes:
+        console.err(
+            f"srun: warning: {page.dropped_bytes} bytes of the step's output were dropped "
+            "unread (the server keeps 16 MiB per step)"
+        )
+    return page.exit_code

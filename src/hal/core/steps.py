@@ -1,0 +1,141 @@
+"""Job steps: which of a job's nodes run a step's tasks, and which ranks each runs.
+
+``srun`` inside a job asks for a step (``-N``, ``-n``, ``--ntasks-per-node``, ``-w``);
+``step_layout`` answers with the step's nodes and tasks per node, or refuses with what
+Slurm's srun would say ("Unable to create step ..."). Both srun (to tell a step that
+stays on the batch node from one that needs the control plane) and the server (which
+decides) call it. Ranks are dealt in blocks, Slurm's default distribution: node 0 runs
+ranks 0..k-1, node 1 the next, and so on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hal.core.errors import InvalidRequest
+
+
+@dataclass(frozen=True, slots=True)
+class StepRequest:
+    """What srun asked for; None: not given (the job's own values apply)."""
+
+    nodes: int | None = None  # -N
+    ntasks: int | None = None  # -n
+    ntasks_per_node: int | None = None  # --ntasks-per-node
+    nodelist: tuple[str, ...] = ()  # -w, expanded
+
+
+@dataclass(frozen=True, slots=True)
+class StepLayout:
+    nodes: tuple[str, ...]  # in the job's node order
+    tasks: tuple[int, ...]  # tasks on each node, same order
+
+    @property
+    def ntasks(self) -> int:
+        return sum(self.tasks)
+
+    def ranks(self, index: int) -> range:
+        """The global ranks (``SLURM_PROCID``) of node ``index``'s tasks."""
+        first = sum(self.tasks[:index])
+        return range(first, first + self.tasks[index])
+
+    def tasks_per_node(self) -> str:
+        """``SLURM_STEP_TASKS_PER_NODE``: ``2(x3),1`` as Slurm writes runs of equal counts."""
+        runs: list[tuple[int, int]] = []
+        for n in self.tasks:
+            if runs and runs[-1][0] == n:
+                runs[-1] = (n, runs[-1][1] + 1)
+            else:
+                runs.append((n, 1))
+        return ",".join(f"{n}(x{k})" if k > 1 else str(n) for n, k in runs)
+
+
+def refused(job_id: int, why: str) -> InvalidRequest:
+    return InvalidRequest(f"Unable to create step for job {job_id}: {why}")
+
+
+def step_layout(
+    request: StepRequest,
+    job_id: int,
+    job_nodes: Sequence[str],
+    job_ntasks: int,
+    *,
+    cpus_per_node: Sequence[int] = (),
+    cpus_per_task: int = 1,
+) -> StepLayout:
+    """The step's nodes and tasks within the job's allocation ``job_nodes``.
+
+    Without ``-N``/``-w`` the step spans the whole allocation with the job's task count,
+    at least one per node (srun reads ``SLURM_NNODES`` and ``SLURM_NTASKS`` inside a
+    job); with them, one task
+    per node unless ``-n``/``--ntasks-per-node`` say otherwise. Fewer tasks than nodes
+    use fewer nodes, as srun does ("can't run 1 processes on 2 nodes, setting nnodes to
+    1"). With ``cpus_per_node`` (the job's CPUs on each node), a node may not run more
+    tasks than its CPUs hold ("More processors requested than permitted")."""
+    allocated = list(job_nodes)
+    for name in request.nodelist:
+        if name not in allocated:
+            raise refused(
+                job_id,
+                f"Requested node configuration is not available: node {name} is not in "
+                f"the job's allocation ({','.join(allocated)}); name nodes of the job in -w",
+            )
+    count = request.nodes
+    if count is None:
+        count = len(request.nodelist) or len(allocated)
+    if count > len(allocated):
+        raise refused(
+            job_id,
+            f"Requested node configuration is not available: the step asks for {count} "
+            f"nodes and the job has {len(allocated)}; ask for at most {len(allocated)} (-N)",
+        )
+    if count < len(request.nodelist):
+        raise refused(
+            job_id,
+            f"-w names {len(request.nodelist)} nodes but -N asks for {count}; "
+            "make -N at least the number of nodes in -w",
+        )
+    per_node = request.ntasks_per_node
+    explicit_nodes = request.nodes is not None or bool(request.nodelist)
+    ntasks = request.ntasks
+    if ntasks is None:
+        # (a job of several nodes whose task count HAL left at 1, as for `sbatch -N2`,
+        # where Slurm leaves SLURM_NTASKS unset and srun starts one task per node)
+        implied = count if explicit_nodes else max(job_ntasks, count)
+        ntasks = count * per_node if per_node else implied
+    if ntasks < count:
+        if ntasks < len(request.nodelist):
+            raise refused(
+                job_id,
+                f"{ntasks} task(s) cannot run on the {len(request.nodelist)} nodes -w names; "
+                "ask for more tasks (-n) or fewer nodes",
+            )
+        count = ntasks
+    chosen = [n for n in allocated if n in request.nodelist]
+    chosen += [n for n in allocated if n not in chosen][: count - len(chosen)]
+    chosen.sort(key=allocated.index)
+    if per_node:
+        if ntasks > count * per_node:
+            raise refused(
+                job_id,
+                f"{ntasks} tasks do not fit {count} node(s) of {per_node} task(s) each; "
+                "raise --ntasks-per-node or -N, or lower -n",
+            )
+        tasks = [min(per_node, ntasks - i * per_node) for i in range(count)]
+        tasks = [t for t in tasks if t > 0]
+        chosen = chosen[: len(tasks)]
+    else:
+        q, r = divmod(ntasks, count)
+        tasks = [q + 1 if i < r else q for i in range(count)]
+    if cpus_per_node:
+        for name, n in zip(chosen, tasks, strict=True):
+            have = cpus_per_node[allocated.index(name)]
+            if n * cpus_per_task > have:
+                raise refused(
+                    job_id,
+                    f"More processors requested than permitted: {n} task(s) of "
+                    f"{cpus_per_task} CPU(s) on {name}, where the job has {have} CPU(s); "
+                    "ask for fewer tasks (-n) or spread them over more nodes (-N)",
+                )
+    return StepLayout(tuple(chosen), tuple(tasks))

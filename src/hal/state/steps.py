@@ -1,0 +1,333 @@
+"""Job steps on the server (ADR 0012): ``srun`` in a job asks for one, the job's agents
+run its tasks, and the tasks' output and end come back here for srun to read.
+
+Life of a step::
+
+    POST /v1/jobs/{id}/steps ── layout (core.steps) ── StepLaunch to each node's agent
+        agents' syncs: StepOutput (by offset, each byte once) ─▶ Step.chunks ─▶ srun polls
+                       StepEnd per node ─▶ all nodes ended ─▶ COMPLETED / FAILED / CANCELLED
+    job leaves RUNNING (cancel, time limit, node failure) ─▶ StepSignal(SIGTERM, KillWait)
+    agent registers again (restart: its step tasks died with it) ─▶ its part ends, exit 1
+
+Steps live in memory: a server restart forgets running ones (srun then says its step is
+gone). Their ends are written to accounting (``job_steps``, sacct's ``JOB.N`` rows).
+Output waits here until srun has read it, at most ``MAX_BUFFERED_BYTES`` per step (the
+oldest is dropped past that, and srun says so).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import signal
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import hostlist
+
+from hal.core.errors import InvalidRequest, NotFound, PermissionDenied
+from hal.core.job import Job
+from hal.core.states import JobState
+from hal.core.steps import StepLayout, StepRequest, refused, step_layout
+from hal.state.cluster import Caller, Cluster
+from hal.state.launch import build_launch
+from hal.state.store import DatabaseUnavailable, StepRow
+from hal.wire.agent import StepEnd, StepLaunch, StepOutput, StepSignal
+
+log = logging.getLogger("hal.steps")
+
+MAX_BUFFERED_BYTES = 16 << 20  # per step, unread by srun
+KEEP_ENDED_SECONDS = 600.0  # an ended step stays readable this long
+LOST_EXIT_CODE = 1  # a node's part whose agent restarted (its tasks died with it)
+
+
+@dataclass(slots=True)
+class Step:
+    job_id: int
+    step_id: int
+    attempt: int
+    name: str
+    layout: StepLayout
+    start_time: float
+    state: str = "RUNNING"
+    exit_code: int = 0
+    end_time: float | None = None
+    ended: dict[str, int] = field(default_factory=dict)  # node → its highest exit code
+    # unread output: (cursor, rank, stream, bytes), cursor increasing from 1
+    chunks: list[tuple[int, int, str, bytes]] = field(default_factory=list)
+    cursor: int = 0
+    buffered: int = 0
+    dropped: int = 0  # bytes dropped unread (MAX_BUFFERED_BYTES)
+    received: dict[tuple[int, str], int] = field(default_factory=dict)  # bytes per stream
+    cancelled: bool = False
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def done(self) -> bool:
+        return self.end_time is not None
+
+    def take(self, rank: int, stream: str, offset: int, data: bytes) -> None:
+        """Bytes ``offset..`` of a task's stream; what was taken before is skipped."""
+        have = self.received.get((rank, stream), 0)
+        if offset > have or offset + len(data) <= have:
+            return  # a gap (cannot happen: the agent sends in order) or a repeat
+        data = data[have - offset :]
+        self.received[(rank, stream)] = have + len(data)
+        self.cursor += 1
+        self.chunks.append((self.cursor, rank, stream, data))
+        self.buffered += len(data)
+        while self.buffered > MAX_BUFFERED_BYTES and len(self.chunks) > 1:
+            dropped = self.chunks.pop(0)
+            self.buffered -= len(dropped[3])
+            self.dropped += len(dropped[3])
+        self.changed.set()
+
+    def read(self, after: int) -> list[tuple[int, int, str, bytes]]:
+        """Chunks past cursor ``after``; those up to it are read and go."""
+        while self.chunks and self.chunks[0][0] <= after:
+            self.buffered -= len(self.chunks.pop(0)[3])
+        return list(self.chunks)
+
+
+class StepTable:
+    """The running and recently ended steps of every job."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.steps: dict[tuple[int, int], Step] = {}
+        cluster.on_jobs_changed(self._on_jobs)
+
+    # -- srun's side -------------------------------------------------------------------
+
+    async def create(
+        self,
+        job_id: int,
+        caller: Caller,
+        request: StepRequest,
+        argv: list[str],
+        environment: dict[str, str],
+        name: str = "",
+    ) -> Step:
+        cluster = self.cluster
+        job = self._job(job_id, caller)
+        if job.state is not JobState.RUNNING or job.allocation is None:
+            raise InvalidRequest(
+                f"Unable to create step for job {job_id}: the job is {job.state.value}, "
+                "not RUNNING; steps run inside a running job only"
+            )
+        alloc = job.allocation
+        layout = step_layout(
+            request,
+            job_id,
+            alloc.nodes,
+            job.spec.ntasks,
+            cpus_per_node=[r.cpus for r in alloc.per_node],
+            cpus_per_task=job.spec.cpus_per_task,
+        )
+        missing = [n for n in layout.nodes if n not in cluster.agent_sessions]
+        if missing:
+            raise refused(
+                job_id,
+                f"the agent of {','.join(missing)} is not connected; try again once the "
+                "node is up (hal sinfo)",
+            )
+        self._prune()
+        step_id = 1 + max((s for j, s in self.steps if j == job_id), default=-1)
+        stored = await cluster.db(cluster.store.last_step_id, job_id)
+        step_id = max(step_id, stored + 1)
+        now = cluster.clock.now()
+        step = Step(job_id, step_id, job.restarts, name or argv[0], layout, now)
+        self.steps[(job_id, step_id)] = step
+        base = build_launch(job, cluster.config.cluster_name)
+        base = base.model_copy(update={"script": "", "environment": {**base.environment}})
+        common = _step_environment(step)
+        for index, node in enumerate(layout.nodes):
+            at = list(alloc.nodes).index(node)
+            res = alloc.per_node[at]
+            launch = base.model_copy(
+                update={
+                    "environment": {**base.environment, **environment},
+                    "node_index": at,
+                    "cpus": res.cpus,
+                    "memory_bytes": res.memory_bytes,
+                    "gpu_ids": list(alloc.gpu_ids[at]) if alloc.gpu_ids else [],
+                }
+            )
+            cluster.agent_sessions[node].push(
+                StepLaunch(
+                    job_id=job_id,
+                    step_id=step_id,
+                    launch=launch,
+                    argv=argv,
+                    ranks=list(layout.ranks(index)),
+                    step_node_index=index,
+                    environment=common,
+                )
+            )
+        return step
+
+    def get(self, job_id: int, step_id: int, caller: Caller) -> Step:
+        self._job(job_id, caller)
+        step = self.steps.get((job_id, step_id))
+        if step is None:
+            raise NotFound(
+                f"job {job_id} has no step {step_id} running or recently ended (a "
+                "restarted server forgets its running steps); see sacct -j "
+                f"{job_id} for ended ones"
+            )
+        return step
+
+    async def read(self, step: Step, after: int, wait: float) -> list[tuple[int, int, str, bytes]]:
+        """Output past ``after``, waiting up to ``wait`` s for some (or the step's end)."""
+        chunks = step.read(after)
+        if chunks or step.done or wait <= 0:
+            return chunks
+        step.changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(step.changed.wait(), timeout=wait)
+        return step.read(after)
+
+    def signal(self, step: Step, signum: int) -> None:
+        """Deliver ``signum`` to the step's tasks on every node where they still run."""
+        if step.done:
+            return
+        if signum in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+            step.cancelled = True
+        for node in step.layout.nodes:
+            session = self.cluster.agent_sessions.get(node)
+            if node not in step.ended and session is not None:
+                session.push(StepSignal(job_id=step.job_id, step_id=step.step_id, signal=signum))
+
+    # -- the agents' side --------------------------------------------------------------
+
+    async def received(
+        self, node: str, output: Sequence[StepOutput], ends: Sequence[StepEnd]
+    ) -> None:
+        """A sync's step output and ends from ``node``'s agent (repeats are ignored)."""
+        for chunk in output:
+            step = self.steps.get((chunk.job_id, chunk.step_id))
+            if step is None or node not in step.layout.nodes or step.done:
+                continue
+            nodes_ranks = step.layout.ranks(step.layout.nodes.index(node))
+            if chunk.rank in nodes_ranks:
+                step.take(chunk.rank, chunk.stream, chunk.offset, _decode(chunk.data_b64))
+        for end in ends:
+            step = self.steps.get((end.job_id, end.step_id))
+            if step is not None and node in step.layout.nodes and node not in step.ended:
+                await self._node_ended(step, node, end.exit_code)
+
+    async def node_registered(self, node: str) -> None:
+        """``node``'s agent registered again: a step's tasks do not outlive their agent
+        (``hal.agent.steps``), so its unfinished parts there have ended."""
+        for step in list(self.steps.values()):
+            if not step.done and node in step.layout.nodes and node not in step.ended:
+                rank = step.layout.ranks(step.layout.nodes.index(node))[0]
+                step.take(
+                    rank,
+                    "stderr",
+                    step.received.get((rank, "stderr"), 0),
+                    f"srun: error: {node}: the node's agent restarted; its tasks of "
+                    f"step {step.job_id}.{step.step_id} ended with it\n".encode(),
+                )
+                await self._node_ended(step, node, LOST_EXIT_CODE)
+
+    async def _node_ended(self, step: Step, node: str, exit_code: int) -> None:
+        step.ended[node] = exit_code
+        step.changed.set()
+        if len(step.ended) < len(step.layout.nodes):
+            return
+        now = self.cluster.clock.now()
+        job = self.cluster.jobs.get(step.job_id)
+        step.exit_code = max(step.ended.values())
+        over = job is None or job.state is not JobState.RUNNING or job.restarts != step.attempt
+        if step.cancelled or over:
+            step.state = JobState.CANCELLED.value
+        else:
+            step.state = (JobState.COMPLETED if step.exit_code == 0 else JobState.FAILED).value
+        step.end_time = now
+        row = StepRow(
+            job_id=step.job_id,
+            step_id=step.step_id,
+            name=step.name,
+            nodelist=hostlist.collect_hostlist(list(step.layout.nodes)),
+            ntasks=step.layout.ntasks,
+            state=step.state,
+            exit_code=step.exit_code,
+            start_time=step.start_time,
+            end_time=now,
+        )
+        try:
+            await self.cluster.db(self.cluster.store.record_step, row)
+        except DatabaseUnavailable as err:  # srun still gets its exit code
+            log.warning("step %d.%d not recorded for sacct: %s", step.job_id, step.step_id, err)
+
+    def _on_jobs(self, jobs: Sequence[Job]) -> None:
+        """A job that left RUNNING ends its steps: SIGTERM to their tasks, SIGKILL after
+        KillWait, as Slurm ends a job's steps with the job."""
+        wait = self.cluster.config.kill_wait_seconds
+        for job in jobs:
+            if job.state is JobState.RUNNING:
+                continue
+            for step in self.steps.values():
+                if step.job_id != job.id or step.done or step.cancelled:
+                    continue
+                step.cancelled = True
+                for node in step.layout.nodes:
+                    session = self.cluster.agent_sessions.get(node)
+                    if node not in step.ended and session is not None:
+                        session.push(
+                            StepSignal(
+                                job_id=job.id,
+                                step_id=step.step_id,
+                                signal=signal.SIGTERM,
+                                kill_wait_seconds=wait,
+                            )
+                        )
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def _job(self, job_id: int, caller: Caller) -> Job:
+        job = self.cluster.jobs.get(job_id)
+        if job is None:
+            raise NotFound(f"Unable to create step for job {job_id}: Invalid job id specified")
+        if not caller.may_modify(job):
+            raise PermissionDenied(
+                f"job {job_id} belongs to {job.spec.user}: only its owner or an "
+                "administrator may run or watch its steps"
+            )
+        return job
+
+    def _prune(self) -> None:
+        now = self.cluster.clock.now()
+        for key, step in list(self.steps.items()):
+            if step.end_time is not None and now - step.end_time > KEEP_ENDED_SECONDS:
+                del self.steps[key]
+
+
+def _step_environment(step: Step) -> dict[str, str]:
+    """The step's ``SLURM_STEP_*`` and the step-wide values srun sets for its tasks."""
+    layout = step.layout
+    nodelist = hostlist.collect_hostlist(list(layout.nodes))
+    values = {
+        "SLURM_STEP_ID": str(step.step_id),
+        "SLURM_STEPID": str(step.step_id),
+        "SLURM_STEP_NUM_TASKS": str(layout.ntasks),
+        "SLURM_STEP_NUM_NODES": str(len(layout.nodes)),
+        "SLURM_STEP_NODELIST": nodelist,
+        "SLURM_STEP_TASKS_PER_NODE": layout.tasks_per_node(),
+        "SLURM_NTASKS": str(layout.ntasks),
+        "SLURM_NPROCS": str(layout.ntasks),
+        "SLURM_NNODES": str(len(layout.nodes)),
+        "SLURM_NODELIST": nodelist,
+        "SLURM_TASKS_PER_NODE": layout.tasks_per_node(),
+    }
+    return values
+
+
+def _decode(text: str) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except ValueError:
+        return b""

@@ -1,0 +1,57 @@
+"""``/v1/jobs/{id}/steps``: job steps, as ``srun`` inside a job creates and follows them
+(ADR 0012)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from hal.wire.base import WireModel
+from hal.wire.bounds import INT32_MAX
+
+MAX_WAIT_SECONDS = 25.0  # under the clients' 30 s timeout
+
+
+class StepCreate(WireModel):
+    """srun's request: what to run and where (``None``: srun's defaults in a job)."""
+
+    argv: list[str] = Field(min_length=1, max_length=4096)
+    nodes: int | None = Field(default=None, ge=1, le=INT32_MAX)  # -N
+    ntasks: int | None = Field(default=None, ge=1, le=INT32_MAX)  # -n
+    ntasks_per_node: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    nodelist: list[str] = Field(default_factory=list)  # -w, expanded
+    name: str = Field(default="", max_length=256)
+    # srun's environment, which the tasks get (the node-local variables each agent sets)
+    environment: dict[str, str] = Field(default_factory=dict)
+
+
+class StepInfo(WireModel):
+    job_id: int
+    step_id: int
+    name: str
+    nodes: list[str]
+    tasks: list[int]  # per node
+    state: str  # RUNNING, COMPLETED, FAILED, CANCELLED
+    exit_code: int
+
+
+class StepChunk(WireModel):
+    rank: int
+    stream: Literal["stdout", "stderr"]
+    data_b64: str
+
+
+class StepOutputPage(WireModel):
+    """Output past the cursor srun sent; ``cursor``: what to send next. ``state`` is no
+    longer RUNNING once every node's tasks have ended and all their output is here."""
+
+    chunks: list[StepChunk]
+    cursor: int
+    state: str
+    exit_code: int
+    dropped_bytes: int = 0  # output dropped unread (the server keeps 16 MiB per step)
+
+
+class StepSignalRequest(WireModel):
+    signal: int = Field(ge=1, le=64)

@@ -1,0 +1,120 @@
+"""Job steps on a real server with two real agents (ADR 0012): ``srun`` inside an
+``sbatch -N2`` job runs tasks on both nodes, streams their output into the job's output
+file, exits with the highest task's code, and a cancelled job's step tasks die on every
+node."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hal.testing.live import LiveServer, wait_until
+
+SRUN = f"{sys.executable} -m hal.cli.main srun"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    data = tmp_path_factory.mktemp("steps")
+    with (
+        LiveServer(data, config_overrides={"kill_wait_seconds": 2}) as srv,
+        srv.agents(2, cpus=2, memory="1G"),
+    ):
+        yield srv
+
+
+def submit(server: LiveServer, tmp_path: Path, body: str, *args: str) -> int:
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/bash\n" + body)
+    done = server.cli("sbatch", "--parsable", *args, str(script), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout.strip())
+
+
+def state(server: LiveServer, job_id: int) -> str:
+    with server.client() as c:
+        return c.job(job_id).state
+
+
+def test_srun_runs_a_task_on_each_node_and_returns_the_highest_exit_code(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    """The MPI-style launch: one task per node, each with its rank, node id and step id,
+    both tasks' lines in the job's output file (labelled with -l), srun's exit code the
+    highest task's; the next srun is step 1."""
+    task = (
+        "echo rank=$SLURM_PROCID node=$SLURM_NODEID step=$SLURM_STEP_ID "
+        "host=$SLURMD_NODENAME tasks=$SLURM_STEP_NUM_TASKS nodes=$SLURM_STEP_NODELIST; "
+        "exit $((SLURM_PROCID + 3))"
+    )
+    job_id = submit(
+        server,
+        tmp_path,
+        f"{SRUN} -l sh -c '{task}'\necho srun exit=$?\n{SRUN} true\necho second exit=$?\n",
+        "-N2",
+    )
+    wait_until(lambda: state(server, job_id) == "COMPLETED", 60, message="the job to end")
+    out = (tmp_path / f"slurm-{job_id}.out").read_text()
+    assert "0: rank=0 node=0 step=0 host=node1 tasks=2 nodes=node[1-2]" in out, out
+    assert "1: rank=1 node=1 step=0 host=node2 tasks=2 nodes=node[1-2]" in out, out
+    assert "srun exit=4" in out, out
+    assert "second exit=0" in out, out
+    acct = server.cli("sacct", "-j", str(job_id), "-n", "-P", "-o", "JobID,State,ExitCode,NodeList")
+    assert f"{job_id}.0|FAILED|4:0|node[1-2]" in acct.stdout, acct.stdout + acct.stderr
+    assert f"{job_id}.1|COMPLETED|0:0|node[1-2]" in acct.stdout, acct.stdout
+
+
+def test_a_step_outside_the_allocation_is_refused(server: LiveServer, tmp_path: Path) -> None:
+    job_id = submit(server, tmp_path, f"{SRUN} -N3 true\necho exit=$?\n", "-N2")
+    wait_until(lambda: state(server, job_id) == "COMPLETED", 60, message="the job to end")
+    out = (tmp_path / f"slurm-{job_id}.out").read_text()
+    assert f"srun: error: Unable to create step for job {job_id}: " in out, out
+    assert "asks for 3 nodes and the job has 2" in out and "exit=1" in out, out
+
+
+def test_cancelling_the_job_kills_its_step_on_the_second_node(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    job_id = submit(
+        server,
+        tmp_path,
+        f"{SRUN} sh -c 'echo $$ > pid.$SLURM_NODEID; exec sleep 300'\n",
+        "-N2",
+    )
+    pid_file = tmp_path / "pid.1"
+    wait_until(
+        lambda: pid_file.exists() and pid_file.read_text().strip() != "",
+        60,
+        message="the task on node2",
+    )
+    pid = int(pid_file.read_text())
+    assert _alive(pid)
+    done = server.cli("scancel", str(job_id))
+    assert done.returncode == 0, done.stderr
+    wait_until(lambda: not _alive(pid), 30, message="the step task on node2 to die")
+    wait_until(lambda: state(server, job_id) == "CANCELLED", 30, message="the job to end")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_other_users_may_not_start_steps_in_a_job(server: LiveServer, tmp_path: Path) -> None:
+    job_id = submit(server, tmp_path, "sleep 30\n", "-N2")
+    tokens = server.add_users("mallory")
+    from hal.core.errors import PermissionDenied
+    from hal.wire.steps import StepCreate
+
+    wait_until(lambda: state(server, job_id) == "RUNNING", 30, message="the job to run")
+    with server.client(tokens["mallory"]) as c, pytest.raises(PermissionDenied):
+        c.create_step(job_id, StepCreate(argv=["true"]))
+    assert os.path.exists(tmp_path / "job.sh")
+    server.cli("scancel", str(job_id))
