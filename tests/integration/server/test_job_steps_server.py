@@ -6,6 +6,7 @@ node."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,10 +80,13 @@ def test_a_step_outside_the_allocation_is_refused(server: LiveServer, tmp_path: 
 def test_cancelling_the_job_kills_its_step_on_the_second_node(
     server: LiveServer, tmp_path: Path
 ) -> None:
+    """srun is SIGKILLed first, so it cannot pass the cancel on: the task on node2 is
+    ended because its job ended (the server's StepSignal to node2's agent)."""
     job_id = submit(
         server,
         tmp_path,
-        f"{SRUN} sh -c 'echo $$ > pid.$SLURM_NODEID; exec sleep 300'\n",
+        f"{SRUN} sh -c 'echo $$ > pid.$SLURM_NODEID; exec sleep 300' &\n"
+        "echo $! > srun.pid\nsleep 300\n",
         "-N2",
     )
     pid_file = tmp_path / "pid.1"
@@ -92,11 +96,14 @@ def test_cancelling_the_job_kills_its_step_on_the_second_node(
         message="the task on node2",
     )
     pid = int(pid_file.read_text())
-    assert _alive(pid)
+    os.kill(int((tmp_path / "srun.pid").read_text()), signal.SIGKILL)
+    assert _alive(pid)  # nobody ends a step whose srun died, while its job runs
     done = server.cli("scancel", str(job_id))
     assert done.returncode == 0, done.stderr
     wait_until(lambda: not _alive(pid), 30, message="the step task on node2 to die")
     wait_until(lambda: state(server, job_id) == "CANCELLED", 30, message="the job to end")
+    acct = server.cli("sacct", "-j", f"{job_id}.0", "-n", "-P", "-o", "JobID,State")
+    assert acct.stdout.strip() == f"{job_id}.0|CANCELLED", acct.stdout + acct.stderr
 
 
 def _alive(pid: int) -> bool:

@@ -315,10 +315,13 @@ def test_srun_checks_the_values_it_passes_over(
     assert not marker.exists()
 
 
-def test_srun_more_than_one_node_is_refused_with_the_reason(tmp_path: Path) -> None:
+def test_srun_more_nodes_than_the_job_has_is_refused_with_the_reason(tmp_path: Path) -> None:
+    """As Slurm's srun refuses a step its allocation cannot hold (here a one-node job),
+    before asking the control plane."""
     result = call(FakeClient(), "srun", "-N", "2-3", "true", environ=IN_JOB, cwd=str(tmp_path))
     assert result.rc == 1
-    assert "batch node only" in result.err and "--nodes=1" in result.err
+    assert result.err.startswith("srun: error: Unable to create step for job ")
+    assert "asks for 2 nodes and the job has 1" in result.err
 
 
 def test_srun_parses_options_as_getopt(tmp_path: Path) -> None:
@@ -328,7 +331,7 @@ def test_srun_parses_options_as_getopt(tmp_path: Path) -> None:
         "srun",
         "-ln2",
         "--ntasks-per",  # an unambiguous abbreviation of --ntasks-per-node
-        "1",
+        "2",
         "--",
         "sh",
         "-c",

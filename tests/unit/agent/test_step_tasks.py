@@ -1,0 +1,112 @@
+"""A step's tasks on one node (``hal.agent.steps.StepTasks``): real processes with the
+step's variables, their output held by offset until a sync carrying it is answered, the
+node's end after its last byte, and a signal that reaches a task's whole session."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from pathlib import Path
+
+from hal.agent.steps import Outgoing, StepTasks
+from hal.wire.agent import Launch, StepLaunch, StepSignal
+
+
+def step(tmp_path: Path, script: str, ranks: list[int], step_id: int = 0) -> StepLaunch:
+    job = Launch(
+        job_id=12,
+        attempt=0,
+        name="j",
+        user="ana",
+        script="",
+        workdir=str(tmp_path),
+        environment={"PATH": "/usr/bin:/bin", "SLURMD_NODENAME": "batch", "MINE": "kept"},
+        stdout="",
+        stderr=None,
+        time_limit_seconds=0,
+        memory_bytes=0,
+        cpus=2,
+        nodes=["a1", "a2"],
+        node_index=1,
+    )
+    return StepLaunch(
+        job_id=12,
+        step_id=step_id,
+        launch=job,
+        argv=["sh", "-c", script],
+        ranks=ranks,
+        step_node_index=1,
+        environment={"SLURM_STEP_ID": str(step_id), "SLURM_STEP_NUM_TASKS": "4"},
+    )
+
+
+async def until_ended(tasks: StepTasks) -> Outgoing:
+    for _ in range(500):
+        sent = tasks.outgoing()
+        if sent.ends:
+            return sent
+        await asyncio.sleep(0.01)
+    raise AssertionError("the step did not end")
+
+
+def text(sent: Outgoing) -> dict[tuple[int, str], str]:
+    return {(o.rank, o.stream): base64.b64decode(o.data_b64).decode() for o in sent.output}
+
+
+def test_tasks_run_with_their_ranks_and_the_highest_exit_code_ends_the_node(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        tasks = StepTasks("a2", agent="t", unknown_users_as_agent=True, notify=lambda: None)
+        runner = asyncio.ensure_future(tasks.run())
+        script = (
+            'echo "$SLURM_PROCID $SLURM_LOCALID $SLURM_NODEID $SLURMD_NODENAME '
+            '$SLURM_STEP_NUM_TASKS $MINE"; echo oops >&2; exit $((SLURM_PROCID))'
+        )
+        tasks.launch(step(tmp_path, script, [2, 3]))
+        sent = await until_ended(tasks)
+        assert text(sent) == {
+            (2, "stdout"): "2 0 1 a2 4 kept\n",
+            (3, "stdout"): "3 1 1 a2 4 kept\n",
+            (2, "stderr"): "oops\n",
+            (3, "stderr"): "oops\n",
+        }
+        assert [(e.step_id, e.exit_code) for e in sent.ends] == [(0, 3)]
+        again = tasks.outgoing()  # not answered yet: the same bytes at the same offsets
+        assert [(o.rank, o.offset) for o in again.output] == [
+            (o.rank, o.offset) for o in sent.output
+        ]
+        tasks.delivered(sent)
+        assert not tasks.pending()
+        tasks.launch(step(tmp_path, "true", [2]))  # the same step again: ignored
+        assert not tasks.pending()
+        runner.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_a_signal_ends_the_task_and_its_session(tmp_path: Path) -> None:
+    """SIGTERM to the step reaches the task's background children too (its session),
+    and the node's exit code says which signal ended the task (128 + 15)."""
+
+    async def scenario() -> None:
+        tasks = StepTasks("a2", agent="t", unknown_users_as_agent=True, notify=lambda: None)
+        runner = asyncio.ensure_future(tasks.run())
+        script = "sleep 300 & echo $! > child; exec sleep 300"
+        tasks.launch(step(tmp_path, script, [0], step_id=4))
+        child = tmp_path / "child"
+        for _ in range(500):
+            if child.exists() and child.read_text().strip():
+                break
+            await asyncio.sleep(0.01)
+        pid = int(child.read_text())
+        tasks.signal(StepSignal(job_id=12, step_id=4, signal=15, kill_wait_seconds=5))
+        sent = await until_ended(tasks)
+        assert [(e.step_id, e.exit_code) for e in sent.ends] == [(4, 143)]
+        assert (
+            not Path(f"/proc/{pid}").exists()
+            or "Z" in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1][:3]
+        )
+        runner.cancel()
+
+    asyncio.run(scenario())
