@@ -10,7 +10,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from hal.api.context import ServerContext, caller_dep, context_dep
+from hal.api.convert import nul_field
 from hal.api.fastpath import body_schema, json_response, read_body
+from hal.core.errors import InvalidRequest
 from hal.core.steps import StepRequest
 from hal.state.cluster import Caller
 from hal.state.steps import Step
@@ -49,6 +51,9 @@ def _info(step: Step) -> StepInfo:
 async def create_step(job_id: int, request: Request, ctx: Ctx, caller: Who) -> Response:
     """Start a step of a running job on nodes of its allocation (Slurm's srun)."""
     body = await read_body(request, StepCreate)
+    nul = nul_field(body.model_dump())
+    if nul is not None:  # no process argument or environment can hold one
+        raise InvalidRequest(f"{nul}: holds a NUL character (\\u0000); remove it", field=nul)
     wanted = StepRequest(body.nodes, body.ntasks, body.ntasks_per_node, tuple(body.nodelist))
     step = await ctx.steps.create(
         job_id, caller, wanted, body.argv, body.environment, name=body.name

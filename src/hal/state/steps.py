@@ -241,7 +241,8 @@ class StepTable:
         now = self.cluster.clock.now()
         job = self.cluster.jobs.get(step.job_id)
         step.exit_code = max(step.ended.values())
-        over = job is None or job.state is not JobState.RUNNING or job.restarts != step.attempt
+        live = (JobState.RUNNING, JobState.SUSPENDED)
+        over = job is None or job.state not in live or job.restarts != step.attempt
         if step.cancelled or over:
             step.state = JobState.CANCELLED.value
         else:
@@ -264,11 +265,12 @@ class StepTable:
             log.warning("step %d.%d not recorded for sacct: %s", step.job_id, step.step_id, err)
 
     def _on_jobs(self, jobs: Sequence[Job]) -> None:
-        """A job that left RUNNING ends its steps: SIGTERM to their tasks, SIGKILL after
-        KillWait, as Slurm ends a job's steps with the job."""
+        """A job that ended (or is ending, or was requeued) ends its steps: SIGTERM to
+        their tasks, SIGKILL after KillWait, as Slurm ends a job's steps with the job. A
+        suspended job's steps are left running (Slurm would stop them too: not yet)."""
         wait = self.cluster.config.kill_wait_seconds
         for job in jobs:
-            if job.state is JobState.RUNNING:
+            if job.state in (JobState.RUNNING, JobState.SUSPENDED):
                 continue
             for step in self.steps.values():
                 if step.job_id != job.id or step.done or step.cancelled:

@@ -114,14 +114,21 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_other_users_may_not_start_steps_in_a_job(server: LiveServer, tmp_path: Path) -> None:
-    job_id = submit(server, tmp_path, "sleep 30\n", "-N2")
-    tokens = server.add_users("mallory")
-    from hal.core.errors import PermissionDenied
+def test_step_requests_that_cannot_run_are_refused(server: LiveServer, tmp_path: Path) -> None:
+    """Another user's job, a NUL in the command, and a job that has ended: each a clear
+    refusal, no step."""
+    from hal.core.errors import InvalidRequest, PermissionDenied
     from hal.wire.steps import StepCreate
 
+    job_id = submit(server, tmp_path, "sleep 30\n", "-N2")
+    tokens = server.add_users("mallory")
     wait_until(lambda: state(server, job_id) == "RUNNING", 30, message="the job to run")
     with server.client(tokens["mallory"]) as c, pytest.raises(PermissionDenied):
         c.create_step(job_id, StepCreate(argv=["true"]))
-    assert os.path.exists(tmp_path / "job.sh")
-    server.cli("scancel", str(job_id))
+    with server.client() as c:
+        with pytest.raises(InvalidRequest, match="NUL character"):
+            c.create_step(job_id, StepCreate(argv=["tr\x00ue"]))
+        c.cancel(job_id)
+        wait_until(lambda: state(server, job_id) == "CANCELLED", 30, message="the job to end")
+        with pytest.raises(InvalidRequest, match="the job is CANCELLED, not RUNNING"):
+            c.create_step(job_id, StepCreate(argv=["true"]))
