@@ -109,7 +109,7 @@ def run_step(job_id: int, request: StepRequest, call: Invocation, console: Conso
             for chunk in page.chunks:
                 writer.write(chunk.rank, chunk.stream, base64.b64decode(chunk.data_b64))
             after = page.cursor
-            if page.state != "RUNNING" and not page.chunks:
+            if page.state != "RUNNING" and not page.chunks:  # (ended: all output is in)
                 break
     finally:
         for sig, handler in previous.items():

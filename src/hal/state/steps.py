@@ -39,6 +39,7 @@ from hal.wire.agent import StepEnd, StepLaunch, StepOutput, StepSignal
 log = logging.getLogger("hal.steps")
 
 MAX_BUFFERED_BYTES = 16 << 20  # per step, unread by srun
+PAGE_BYTES = 1 << 20  # per answer to srun
 KEEP_ENDED_SECONDS = 600.0  # an ended step stays readable this long
 LOST_EXIT_CODE = 1  # a node's part whose agent restarted (its tasks died with it)
 
@@ -85,10 +86,18 @@ class Step:
         self.changed.set()
 
     def read(self, after: int) -> list[tuple[int, int, str, bytes]]:
-        """Chunks past cursor ``after``; those up to it are read and go."""
+        """Chunks past cursor ``after``, about ``PAGE_BYTES`` of them (at least one);
+        those up to it are read and go."""
         while self.chunks and self.chunks[0][0] <= after:
             self.buffered -= len(self.chunks.pop(0)[3])
-        return list(self.chunks)
+        page: list[tuple[int, int, str, bytes]] = []
+        size = 0
+        for chunk in self.chunks:
+            if page and size + len(chunk[3]) > PAGE_BYTES:
+                break
+            page.append(chunk)
+            size += len(chunk[3])
+        return page
 
 
 class StepTable:

@@ -40,3 +40,13 @@ def test_unread_output_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         step.take(0, "stdout", 4 * i, b"abcd")
     assert step.buffered <= 10 and step.dropped == 12
     assert b"".join(d for *_, d in step.read(0)) == b"abcd" * 2
+
+
+def test_a_page_holds_about_a_mebibyte(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(steps, "PAGE_BYTES", 8)
+    step = fresh()
+    for i in range(3):
+        step.take(0, "stdout", 5 * i, b"abcde")
+    first = step.read(0)
+    assert len(first) == 1  # a second chunk would pass 8 bytes
+    assert len(step.read(first[-1][0])) == 1 and step.buffered == 10
