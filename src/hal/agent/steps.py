@@ -137,13 +137,13 @@ class StepTasks:
             self._signal(step, request.signal)
 
     def _signal(self, step: _NodeStep, signum: int) -> None:
-        marker = _marker(self.agent, step.launch)
-        for proc in step.procs.values():
+        for rank, proc in step.procs.items():
             if proc.returncode is not None:
                 continue
             with contextlib.suppress(OSError):
                 os.killpg(proc.pid, signum)
-            for pid in processes_of(proc.pid, marker):  # left the group, not the session
+            # left the group, not the session (or the session too, keeping the marker)
+            for pid in processes_of(proc.pid, _marker(self.agent, step.launch, rank)):
                 with contextlib.suppress(OSError):
                     os.kill(pid, signum)
 
@@ -193,7 +193,12 @@ class StepTasks:
         user: tuple[int | None, int | None, tuple[int, ...] | None, int],
     ) -> int:
         launch = step.launch
-        task_env = {**env, "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(local)}
+        task_env = {
+            **env,
+            "SLURM_PROCID": str(rank),
+            "SLURM_LOCALID": str(local),
+            MARKER: _marker(self.agent, launch, rank).split("=", 1)[1],
+        }
         uid, gid, groups, umask = user
         try:
             # subprocess, not asyncio's: uvloop's cannot switch users (Popen returns once
@@ -227,7 +232,7 @@ class StepTasks:
         ]
         code = await _exited(proc)
         # what the task left in its session goes with it (Slurm ends a task's leftovers)
-        for pid in processes_of(proc.pid, _marker(self.agent, launch)):
+        for pid in processes_of(proc.pid, _marker(self.agent, launch, rank)):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         _, late = await asyncio.wait(readers, timeout=DRAIN_SECONDS)
@@ -263,7 +268,6 @@ class StepTasks:
         del env["ENVIRONMENT"]  # BATCH is the batch script's
         env.update(launch.environment)
         env["SLURM_NODEID"] = str(launch.step_node_index)
-        env[MARKER] = _marker(self.agent, launch).split("=", 1)[1]
         umask = job_umask(env)
         groups = run_as.groups if run_as.uid is not None else None
         return env, (run_as.uid, run_as.gid, groups, -1 if umask is None else umask)
@@ -345,7 +349,9 @@ async def _exited(proc: subprocess.Popen[bytes]) -> int:
     return proc.wait()
 
 
-def _marker(agent: str, launch: StepLaunch) -> str:
-    """``HAL_JOB_MARKER=...`` of the step's tasks, as ``processes_of`` looks for it: the
-    job's marker with the step's id after it (the batch job's own does not match it)."""
-    return f"{MARKER}={job_marker(agent, launch.job_id, launch.launch.attempt)}.{launch.step_id}"
+def _marker(agent: str, launch: StepLaunch, rank: int) -> str:
+    """``HAL_JOB_MARKER=...`` of one task, as ``processes_of`` looks for it: the job's
+    marker with the step id and rank after it, so the cleanup after one task's end spares
+    its neighbours (and the batch job's own marker matches none)."""
+    job = job_marker(agent, launch.job_id, launch.launch.attempt)
+    return f"{MARKER}={job}.{launch.step_id}.{rank}"

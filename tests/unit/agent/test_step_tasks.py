@@ -59,7 +59,10 @@ def test_tasks_run_with_their_ranks_and_the_highest_exit_code_ends_the_node(
     async def scenario() -> None:
         tasks = StepTasks("a2", agent="t", unknown_users_as_agent=True, notify=lambda: None)
         runner = asyncio.ensure_future(tasks.run())
+        # rank 3 outlives rank 2, whose cleanup must spare it (it once killed every
+        # task of the step: they shared one marker)
         script = (
+            "[ $SLURM_PROCID = 3 ] && sleep 0.5; "
             'echo "$SLURM_PROCID $SLURM_LOCALID $SLURM_NODEID $SLURMD_NODENAME '
             '$SLURM_STEP_NUM_TASKS $MINE"; echo oops >&2; exit $((SLURM_PROCID))'
         )
