@@ -385,6 +385,7 @@ class AgentShell:
             version=__version__,
             isolation=self.isolation.kind,
             running=self.machine.running(),
+            steps=self.steps.running(),
         )
         reply = await self.channel.register(request)
         self._wait_seconds = min(
@@ -399,6 +400,14 @@ class AgentShell:
             self.store.save_kill_wait(reply.kill_wait_seconds)
         log.info("registered %s with %d running job(s)", self.config.node, len(request.running))
         self._feed(Registered(reply.kill_wait_seconds, tuple(reply.kill), self.clock.now()))
+        for ref in reply.kill_steps:  # steps a restarted server no longer knows
+            end = StepSignal(
+                job_id=ref.job_id,
+                step_id=ref.step_id,
+                signal=signal.SIGTERM,
+                kill_wait_seconds=reply.kill_wait_seconds,
+            )
+            self.steps.signal(end)
 
     async def _sample_usage(self) -> list[JobUsage]:
         """What the running jobs use now (``procfs.job_usage``, read off the event loop),

@@ -12,9 +12,11 @@ signal N) goes after the last byte.
 
 Unlike batch scripts, step tasks are not adopted across agent restarts: they are the
 agent's own children, so a stopping agent kills them and the server ends that node's
-part when the agent registers again. They run in no cgroup of their own: on the batch
-node they are beside the batch script, not inside its limits; a step is found and
-killed by its tasks' sessions (``procfs.processes_of``: the session, and
+part when the agent registers again without them. An agent registering while they run
+(its server restarted or forgot the node) lists them (``running``); the server answers
+with those it does not know, which the agent then ends. They run in no cgroup of their
+own: on the batch node they are beside the batch script, not inside its limits; a step
+is found and killed by its tasks' sessions (``procfs.processes_of``: the session, and
 ``HAL_JOB_MARKER`` for processes that left it).
 """
 
@@ -35,7 +37,7 @@ from typing import IO
 from hal.agent.environment import MARKER, job_environment, job_marker
 from hal.agent.plan import LaunchError, job_umask, resolve_user
 from hal.agent.procfs import open_pidfd, processes_of
-from hal.wire.agent import StepEnd, StepLaunch, StepOutput, StepSignal
+from hal.wire.agent import RunningStep, StepEnd, StepLaunch, StepOutput, StepSignal
 
 log = logging.getLogger("hal.agent")
 
@@ -125,6 +127,14 @@ class StepTasks:
         if key not in self._steps and key not in self._done:
             self._steps[key] = _NodeStep(launch)
             self._queue.put_nowait(launch)
+
+    def running(self) -> list[RunningStep]:
+        """The steps whose tasks still run here (told to the server at registration)."""
+        return [
+            RunningStep(job_id=job_id, step_id=step_id)
+            for (job_id, step_id), step in self._steps.items()
+            if step.exit_code is None
+        ]
 
     def signal(self, request: StepSignal) -> None:
         loop = asyncio.get_running_loop()

@@ -15,7 +15,13 @@ from hal.api.fastpath import body_schema, json_response, read_body
 from hal.core.errors import InvalidRequest
 from hal.state import agents
 from hal.state.cluster import Caller
-from hal.wire.agent import AgentInstructions, AgentRegister, AgentRegistered, AgentSync
+from hal.wire.agent import (
+    AgentInstructions,
+    AgentRegister,
+    AgentRegistered,
+    AgentSync,
+    RunningStep,
+)
 
 router = APIRouter(prefix="/v1/agent", tags=["agent"])
 Ctx = Annotated[ServerContext, Depends(context_dep)]
@@ -32,7 +38,9 @@ async def register(request: Request, ctx: Ctx, agent: Agent) -> Response:
     if nul is not None:  # PostgreSQL's text columns cannot store one: a 500, not a 400
         raise InvalidRequest(f"{nul}: holds a NUL character (\\u0000); remove it", field=nul)
     registered = await agents.register(ctx.cluster, body)
-    await ctx.steps.node_registered(body.node)  # its step tasks ended with the old agent
+    running = {(s.job_id, s.step_id) for s in body.steps}
+    unknown = await ctx.steps.node_registered(body.node, running)
+    registered.kill_steps = [RunningStep(job_id=j, step_id=s) for j, s in unknown]
     return json_response(registered)
 
 

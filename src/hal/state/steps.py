@@ -42,6 +42,7 @@ MAX_BUFFERED_BYTES = 16 << 20  # per step, unread by srun
 PAGE_BYTES = 1 << 20  # per answer to srun
 KEEP_ENDED_SECONDS = 600.0  # an ended step stays readable this long
 LOST_EXIT_CODE = 1  # a node's part whose agent restarted (its tasks died with it)
+Key = tuple[int, int]  # (job id, step id)
 
 
 @dataclass(slots=True)
@@ -105,7 +106,7 @@ class StepTable:
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
-        self.steps: dict[tuple[int, int], Step] = {}
+        self.steps: dict[Key, Step] = {}
         cluster.on_jobs_changed(self._on_jobs)
 
     # -- srun's side -------------------------------------------------------------------
@@ -227,10 +228,22 @@ class StepTable:
             if step is not None and node in step.layout.nodes and node not in step.ended:
                 await self._node_ended(step, node, end.exit_code)
 
-    async def node_registered(self, node: str) -> None:
-        """``node``'s agent registered again: a step's tasks do not outlive their agent
-        (``hal.agent.steps``), so its unfinished parts there have ended."""
-        for step in list(self.steps.values()):
+    async def node_registered(self, node: str, running: set[tuple[int, int]]) -> list[Key]:
+        """``node``'s agent registered, its step tasks still ``running`` there (job, step).
+        A part not among them ended with the agent before it (step tasks do not outlive
+        their agent: ``hal.agent.steps``); the steps it runs that this server does not
+        (it restarted, and forgot them) are returned, for the agent to end."""
+        unknown = [
+            key
+            for key in sorted(running)
+            if (step := self.steps.get(key)) is None
+            or step.done
+            or node not in step.layout.nodes
+            or node in step.ended
+        ]
+        for key, step in list(self.steps.items()):
+            if key in running:
+                continue
             if not step.done and node in step.layout.nodes and node not in step.ended:
                 rank = step.layout.ranks(step.layout.nodes.index(node))[0]
                 step.take(
@@ -241,6 +254,7 @@ class StepTable:
                     f"step {step.job_id}.{step.step_id} ended with it\n".encode(),
                 )
                 await self._node_ended(step, node, LOST_EXIT_CODE)
+        return unknown
 
     async def _node_ended(self, step: Step, node: str, exit_code: int) -> None:
         step.ended[node] = exit_code

@@ -49,6 +49,9 @@ class AgentRegister(WireModel):
     version: str = ""
     isolation: str = ""  # cgroup2, cgroup1, rlimit
     running: list[RunningJob] = Field(default_factory=list)
+    # job steps' tasks still running here (ADR 0012): an agent that registers again
+    # without restarting (its server restarted, or forgot the node) still runs them
+    steps: list[RunningStep] = Field(default_factory=list)
 
 
 class RunningJob(WireModel):
@@ -57,12 +60,20 @@ class RunningJob(WireModel):
     pid: int
 
 
+class RunningStep(WireModel):
+    job_id: int
+    step_id: int
+
+
 class AgentRegistered(WireModel):
     node: str
     heartbeat_interval_seconds: float
     node_timeout_seconds: float
     kill_wait_seconds: int
     kill: list[int] = Field(default_factory=list)  # supervised jobs the server does not want
+    # step tasks the server does not know running there (it restarted): ended, as their
+    # job's steps would be (SIGTERM, SIGKILL after kill_wait_seconds)
+    kill_steps: list[RunningStep] = Field(default_factory=list)
     server_time: float
     # the number of this session's first instruction (0: a server that does not number)
     instructions_from: int = Field(default=0, ge=0)
