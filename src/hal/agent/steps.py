@@ -8,7 +8,9 @@ each in its own session and process group, with the job's environment for this n
 ``SLURM_PROCID``/``SLURM_LOCALID``. Their stdout and stderr are pipes the agent reads;
 the bytes wait in memory, by offset, until a sync that carried them was answered (the
 server takes each byte once), and the node's end (the highest exit code, 128+N for a
-signal N) goes after the last byte.
+signal N) goes after the last byte. A suspended job's steps get ``StepSignal(SIGSTOP)``
+and later ``SIGCONT``: a stopped task has not ended (only its exit wakes ``_exited``),
+and one that starts while its step is stopped is stopped at once.
 
 Unlike batch scripts, step tasks are not adopted across agent restarts: they are the
 agent's own children, so a stopping agent kills them and the server ends that node's
@@ -89,6 +91,8 @@ class _NodeStep:
     streams: dict[tuple[int, str], _Stream] = field(default_factory=dict)
     procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)  # by rank
     exit_code: int | None = None  # set when every task ended and its pipes closed
+    # its job is suspended (SIGSTOP came, no SIGCONT since): a task started now stops too
+    stopped: bool = False
 
     def write(self, rank: int, stream: str, data: bytes) -> None:
         self.streams.setdefault((rank, stream), _Stream()).data.extend(data)
@@ -147,6 +151,8 @@ class StepTasks:
             self._signal(step, request.signal)
 
     def _signal(self, step: _NodeStep, signum: int) -> None:
+        if signum in (signal.SIGSTOP, signal.SIGCONT):
+            step.stopped = signum == signal.SIGSTOP
         for rank, proc in step.procs.items():
             if proc.returncode is not None:
                 continue
@@ -235,6 +241,9 @@ class StepTasks:
             self._notify()
             return EXEC_FAILED
         step.procs[rank] = proc
+        if step.stopped:  # the job was suspended before this task started
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGSTOP)
         assert proc.stdout is not None and proc.stderr is not None
         readers = [
             asyncio.ensure_future(self._pump(step, rank, "stdout", proc.stdout)),

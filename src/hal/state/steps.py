@@ -7,6 +7,7 @@ Life of a step::
         agents' syncs: StepOutput (by offset, each byte once) ─▶ Step.chunks ─▶ srun polls
                        StepEnd per node ─▶ all nodes ended ─▶ COMPLETED / FAILED / CANCELLED
     job leaves RUNNING (cancel, time limit, node failure) ─▶ StepSignal(SIGTERM, KillWait)
+    job SUSPENDED (scontrol suspend, preemption) ─▶ StepSignal(SIGSTOP); RUNNING again ─▶ SIGCONT
     agent registers again (restart: its step tasks died with it) ─▶ its part ends, exit 1
 
 Steps live in memory: a server restart forgets running ones (srun then says its step is
@@ -64,6 +65,7 @@ class Step:
     dropped: int = 0  # bytes dropped unread (MAX_BUFFERED_BYTES)
     received: dict[tuple[int, str], int] = field(default_factory=dict)  # bytes per stream
     cancelled: bool = False
+    stopped: bool = False  # its job is suspended: its tasks were sent SIGSTOP
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -205,10 +207,7 @@ class StepTable:
             return
         if signum in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
             step.cancelled = True
-        for node in step.layout.nodes:
-            session = self.cluster.agent_sessions.get(node)
-            if node not in step.ended and session is not None:
-                session.push(StepSignal(job_id=step.job_id, step_id=step.step_id, signal=signum))
+        self._push(step, signum)
 
     # -- the agents' side --------------------------------------------------------------
 
@@ -288,28 +287,41 @@ class StepTable:
             log.warning("step %d.%d not recorded for sacct: %s", step.job_id, step.step_id, err)
 
     def _on_jobs(self, jobs: Sequence[Job]) -> None:
-        """A job that ended (or is ending, or was requeued) ends its steps: SIGTERM to
-        their tasks, SIGKILL after KillWait, as Slurm ends a job's steps with the job. A
-        suspended job's steps are left running (Slurm would stop them too: not yet)."""
+        """Each step follows its job, as Slurm's do: a suspended job's steps stop (SIGSTOP
+        to their tasks on every node), a resumed one's go on (SIGCONT), and a job that
+        ended (or is ending, or was requeued) ends them: SIGTERM, SIGKILL after KillWait.
+        Suspension by ``scontrol suspend`` and by preemption both pass here, as does a
+        change found landed after a commit in doubt (``hal.state.resync``)."""
         wait = self.cluster.config.kill_wait_seconds
         for job in jobs:
-            if job.state in (JobState.RUNNING, JobState.SUSPENDED):
-                continue
             for step in self.steps.values():
-                if step.job_id != job.id or step.done or step.cancelled:
+                if step.job_id != job.id or step.done:
                     continue
-                step.cancelled = True
-                for node in step.layout.nodes:
-                    session = self.cluster.agent_sessions.get(node)
-                    if node not in step.ended and session is not None:
-                        session.push(
-                            StepSignal(
-                                job_id=job.id,
-                                step_id=step.step_id,
-                                signal=signal.SIGTERM,
-                                kill_wait_seconds=wait,
-                            )
-                        )
+                if job.state is JobState.SUSPENDED:
+                    if not step.stopped:
+                        step.stopped = True
+                        self._push(step, signal.SIGSTOP)
+                elif job.state is JobState.RUNNING:
+                    if step.stopped:
+                        step.stopped = False
+                        self._push(step, signal.SIGCONT)
+                elif not step.cancelled:
+                    step.cancelled = True  # the agent sends SIGCONT first: stopped or not
+                    self._push(step, signal.SIGTERM, kill_wait=wait)
+
+    def _push(self, step: Step, signum: int, kill_wait: int | None = None) -> None:
+        """``signum`` to the step's tasks on each node where they still run."""
+        for node in step.layout.nodes:
+            session = self.cluster.agent_sessions.get(node)
+            if node not in step.ended and session is not None:
+                session.push(
+                    StepSignal(
+                        job_id=step.job_id,
+                        step_id=step.step_id,
+                        signal=signum,
+                        kill_wait_seconds=kill_wait,
+                    )
+                )
 
     # -- plumbing ------------------------------------------------------------------------
 

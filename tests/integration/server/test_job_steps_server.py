@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -132,3 +133,40 @@ def test_step_requests_that_cannot_run_are_refused(server: LiveServer, tmp_path:
         wait_until(lambda: state(server, job_id) == "CANCELLED", 30, message="the job to end")
         with pytest.raises(InvalidRequest, match="the job is CANCELLED, not RUNNING"):
             c.create_step(job_id, StepCreate(argv=["true"]))
+
+
+def test_suspend_stops_the_step_tasks_on_every_node_and_resume_continues_them(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    """``scontrol suspend`` stops the step's task on node2 too (Slurm stops every step's
+    tasks on every node), not only the batch script on node1; ``scontrol resume`` lets it
+    go on, and the step then ends as it would have: COMPLETED, its output whole."""
+    from hal.testing.live import tree_stopped
+
+    count = (
+        "[ $SLURM_NODEID = 1 ] || exit 0; echo $$ > pid.1; i=0; "
+        "while [ $i -lt 40 ]; do i=$((i + 1)); echo $i >> counter; sleep 0.1; done; echo done"
+    )
+    job_id = submit(server, tmp_path, f"{SRUN} sh -c '{count}'\necho srun exit=$?\n", "-N2")
+    counter = tmp_path / "counter"
+    wait_until(lambda: _lines(counter) >= 3, 60, message="the task on node2 counting")
+    pid = int((tmp_path / "pid.1").read_text())
+    with server.client() as admin:
+        assert admin.suspend(job_id) == [job_id]
+        wait_until(lambda: tree_stopped(pid), 15, message="the task on node2 to stop")
+        frozen = _lines(counter)
+        time.sleep(1.0)  # a running task would have counted about 10 more meanwhile
+        assert tree_stopped(pid) and _lines(counter) == frozen
+        assert admin.job(job_id).state == "SUSPENDED"
+        admin.resume(job_id)
+    wait_until(lambda: _lines(counter) > frozen, 15, message="the task counting again")
+    wait_until(lambda: state(server, job_id) == "COMPLETED", 60, message="the job to end")
+    assert _lines(counter) == 40
+    out = (tmp_path / f"slurm-{job_id}.out").read_text()
+    assert "done" in out and "srun exit=0" in out, out
+    acct = server.cli("sacct", "-j", f"{job_id}.0", "-n", "-P", "-o", "JobID,State,ExitCode")
+    assert acct.stdout.strip() == f"{job_id}.0|COMPLETED|0:0", acct.stdout + acct.stderr
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0

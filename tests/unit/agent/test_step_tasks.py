@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import signal
 from pathlib import Path
 
 from hal.agent.steps import Outgoing, StepTasks
+from hal.testing.live import tree_stopped
 from hal.wire.agent import Launch, StepLaunch, StepSignal
 
 
@@ -110,6 +112,32 @@ def test_a_signal_ends_the_task_and_its_session(tmp_path: Path) -> None:
             not Path(f"/proc/{pid}").exists()
             or "Z" in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1][:3]
         )
+        runner.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_a_step_stopped_before_its_tasks_start_starts_them_stopped(tmp_path: Path) -> None:
+    """The job is suspended between the step's launch and its tasks' start (the two
+    instructions come in one sync): the tasks start stopped, do not end while stopped,
+    and end as they would have once SIGCONT comes."""
+
+    async def scenario() -> None:
+        tasks = StepTasks("a2", agent="t", unknown_users_as_agent=True, notify=lambda: None)
+        runner = asyncio.ensure_future(tasks.run())
+        tasks.launch(step(tmp_path, "sleep 0.2; echo ran; exit 3", [0], step_id=5))
+        tasks.signal(StepSignal(job_id=12, step_id=5, signal=signal.SIGSTOP))
+        procs = tasks._steps[(12, 5)].procs
+        for _ in range(500):
+            if procs and tree_stopped(procs[0].pid):
+                break
+            await asyncio.sleep(0.01)
+        assert procs and tree_stopped(procs[0].pid)
+        assert not tasks.outgoing().ends and not tasks.outgoing().output
+        tasks.signal(StepSignal(job_id=12, step_id=5, signal=signal.SIGCONT))
+        sent = await until_ended(tasks)
+        assert [(e.step_id, e.exit_code) for e in sent.ends] == [(5, 3)]
+        assert text(sent) == {(0, "stdout"): "ran\n"}
         runner.cancel()
 
     asyncio.run(scenario())
