@@ -229,13 +229,18 @@ class PriorityService:
         """The pending jobs' priorities, by id; ``keep``: only the jobs it accepts (the
         filter runs first, so asking for one job does not evaluate the whole queue).
         Held jobs are left out, as Slurm's sprio leaves them ("0 means the job is held":
-        no priority to break down until ``scontrol release``)."""
+        no priority to break down until ``scontrol release``), and so are jobs whose
+        begin time (``--begin``, ``StartTime=``) is still ahead: not eligible yet, which
+        Slurm's multifactor plugin filters out of sprio's list too."""
+        now = self.cluster.clock.now()
         jobs = [
             j
             for j in self.cluster.unfinished.values()
-            if j.state is JobState.PENDING and not j.held and (keep is None or keep(j))
+            if j.state is JobState.PENDING
+            and not j.held
+            and (j.spec.begin_time is None or j.spec.begin_time <= now)
+            and (keep is None or keep(j))
         ]
-        now = self.cluster.clock.now()
         return [self.evaluate(j, now) for j in sorted(jobs, key=lambda j: j.id)]
 
     def shares(self) -> tuple[ShareRow, ...]:

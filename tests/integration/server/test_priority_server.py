@@ -8,6 +8,7 @@ restart of the control plane."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
@@ -168,10 +169,10 @@ def test_sshare_tres_run_mins_counts_what_running_jobs_still_hold(
 def test_sprio_leaves_a_held_job_out_until_it_is_released(cluster: Cluster, tmp_path: Path) -> None:
     """Slurm's sprio skips a held job ("0 means the job is held": its priority is 0, it
     has no factors to weigh) and lists it again once released; HAL listed it with the
-    priority it would have had."""
-    later = dataclasses.replace(_job(tmp_path, "true"), hold=True, begin_time=4102444800.0)
-    with cluster.client("alice") as alice:
-        job = alice.submit(later).job_id
+    priority it would have had. A blocker keeps it pending once released."""
+    held = dataclasses.replace(_job(tmp_path, "true"), hold=True)
+    with cluster.client("alice") as alice, _blocked(alice, tmp_path):
+        job = alice.submit(held).job_id
         try:
             assert job not in {p.job_id for p in alice.priorities().jobs}
             out = cluster.live.cli("sprio", "-h", "-u", "alice", token=cluster.tokens["alice"])
@@ -184,6 +185,43 @@ def test_sprio_leaves_a_held_job_out_until_it_is_released(cluster: Cluster, tmp_
             assert found[job].priority == alice.job(job).priority > 0
         finally:
             alice.cancel(str(job))
+
+
+def test_sprio_leaves_a_job_out_until_its_begin_time_comes(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Slurm's sprio skips a job whose begin time (``--begin``, ``StartTime=``) is still
+    ahead: it is not eligible yet, so it has no priority to break down. Once its begin
+    time has come (here ``scontrol update StartTime=now``) it is listed, pending behind a
+    blocker. HAL listed it all along."""
+    later = dataclasses.replace(_job(tmp_path, "true"), begin_time=4102444800.0)
+    with cluster.client("alice") as alice, _blocked(alice, tmp_path):
+        job = alice.submit(later).job_id
+        try:
+            assert job not in {p.job_id for p in alice.priorities().jobs}
+            out = cluster.live.cli("sprio", "-h", "-j", str(job), token=cluster.tokens["alice"])
+            assert out.returncode == 0 and out.stdout.strip() == "", out.stdout + out.stderr
+            done = cluster.live.cli(
+                "scontrol", "update", f"JobId={job}", "StartTime=now", token=cluster.tokens["alice"]
+            )
+            assert done.returncode == 0, done.stderr
+            assert alice.job(job).state == "PENDING"  # behind the blocker
+            assert job in {p.job_id for p in alice.priorities().jobs}
+        finally:
+            alice.cancel(str(job))
+
+
+@contextlib.contextmanager
+def _blocked(client: HalClient, tmp: Path) -> Iterator[int]:
+    """A job holding the node's two CPUs while the block runs (cancelled after it), so
+    the jobs the block submits stay pending."""
+    blocker = client.submit(_job(tmp, "sleep 300", limit=300)).job_id
+    try:
+        wait_until(lambda: client.job(blocker).state == "RUNNING", message="the blocker")
+        yield blocker
+    finally:
+        client.cancel(str(blocker))
+        wait_until(lambda: client.job(blocker).state == "CANCELLED", message="the cancel")
 
 
 def test_an_administrators_priority_and_the_usage_survive_a_restart(
