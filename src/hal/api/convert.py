@@ -255,7 +255,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         priority=job.shown_priority,
         nice=spec.nice,
         submit_time=job.submit_time,
-        eligible_time=job.eligible_time,
+        eligible_time=job.shown_eligible_time(cluster.clock.now()),
         start_time=job.start_time,
         end_time=job.end_time,
         expected_start=job.expected_start,

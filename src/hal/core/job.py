@@ -298,6 +298,16 @@ class Job:
             return now
         return max(self.submit_time, self.spec.begin_time or 0.0, self.eligible_time or 0.0)
 
+    def shown_eligible_time(self, now: float) -> float | None:
+        """EligibleTime as users see it (REST, ``scontrol show job``, squeue, sacct): a
+        pending job whose begin time (``--begin``, ``StartTime=``) is still ahead shows
+        that time, when it becomes eligible, as Slurm shows it (its begin time *is* its
+        EligibleTime there); otherwise when it was made eligible, if recorded."""
+        begin = self.spec.begin_time
+        if self.state is JobState.PENDING and begin is not None and begin > now:
+            return begin
+        return self.eligible_time
+
 
 def licenses_held(jobs: Iterable[Job]) -> Counter[str]:
     """How many of each license the running (or suspended, completing) ``jobs`` hold."""

@@ -123,3 +123,28 @@ def test_scancel_batch_without_a_signal_kills(live: LiveServer, tmp_path: Path) 
     wait_for(live, running, "killed", lambda j: j.state not in ("RUNNING", "COMPLETING"))
     with live.client() as admin:
         assert admin.job(running).exit_signal == 9
+
+
+def test_a_job_waiting_on_its_begin_time_shows_it_as_its_eligible_time(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    """Slurm shows a pending job's ``--begin`` still ahead as its EligibleTime (when it
+    becomes eligible) in ``scontrol show job``, ``squeue -O EligibleTime`` and REST; HAL
+    showed Unknown. A new ``StartTime=`` moves it."""
+    from hal.compat.formats import timestamp
+
+    begin = float(int(time.time()) + 3600)
+    job = submit(live, tmp_path, QUICK, begin_time=begin)
+    try:
+        with live.client() as admin:
+            assert admin.job(job).eligible_time == begin
+        shown = live.cli("scontrol", "show", "job", job)
+        assert f"EligibleTime={timestamp(begin)}" in shown.stdout, shown.stdout + shown.stderr
+        queue = live.cli("squeue", "-h", "-j", job, "-O", "EligibleTime")
+        assert queue.stdout.strip() == timestamp(begin), queue.stdout + queue.stderr
+        update(live, job, f"StartTime={timestamp(begin + 3600)}")
+        with live.client() as admin:
+            assert admin.job(job).eligible_time == begin + 3600
+    finally:
+        with live.client() as admin:
+            admin.cancel(job)
