@@ -51,6 +51,22 @@ class StepLayout:
         return ",".join(f"{n}(x{k})" if k > 1 else str(n) for n, k in runs)
 
 
+def tasks_per_node(ntasks: int, ntasks_per_node: int | None, nodes: int) -> str:
+    """``SLURM_TASKS_PER_NODE``: the tasks of each node in node-list order, a run of equal
+    counts written ``N(xK)`` as Slurm does (``2(x3),1``: three nodes of two, then one of
+    one). ``--ntasks-per-node`` gives every node that many; else the tasks are spread
+    evenly, the first nodes one more when they do not divide (``-N 2 -n 3``: ``2,1``), as
+    the CPUs given per node are (``JobSpec.cpus_per_node``, rounded up)."""
+    if ntasks_per_node:
+        runs = [(ntasks_per_node, nodes)]
+    elif ntasks < nodes:
+        runs = [(1, nodes)]  # (fewer tasks than nodes: one CPU's worth on each)
+    else:
+        q, r = divmod(ntasks, nodes)
+        runs = [(q + 1, r), (q, nodes - r)]
+    return ",".join(f"{n}(x{k})" if k > 1 else str(n) for n, k in runs if k)
+
+
 def refused(job_id: int, why: str) -> InvalidRequest:
     return InvalidRequest(f"Unable to create step for job {job_id}: {why}")
 

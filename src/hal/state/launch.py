@@ -16,7 +16,9 @@ from collections.abc import Sequence
 import hostlist
 
 from hal.core.job import Job
+from hal.core.job_variables import describes_a_job
 from hal.core.resources import MiB
+from hal.core.steps import tasks_per_node
 from hal.observe.traceids import traceparent
 from hal.wire.agent import Launch
 
@@ -30,22 +32,6 @@ def unix_ids(user: str) -> tuple[int, int] | None:
     except KeyError:
         return None
     return pw.pw_uid, pw.pw_gid
-
-
-def tasks_per_node(ntasks: int, ntasks_per_node: int | None, nodes: int) -> str:
-    """``SLURM_TASKS_PER_NODE``: the tasks of each node in node-list order, a run of equal
-    counts written ``N(xK)`` as Slurm does (``2(x3),1``: three nodes of two, then one of
-    one). ``--ntasks-per-node`` gives every node that many; else the tasks are spread
-    evenly, the first nodes one more when they do not divide (``-N 2 -n 3``: ``2,1``), as
-    the CPUs given per node are (``JobSpec.cpus_per_node``, rounded up)."""
-    if ntasks_per_node:
-        runs = [(ntasks_per_node, nodes)]
-    elif ntasks < nodes:
-        runs = [(1, nodes)]  # (fewer tasks than nodes: one CPU's worth on each)
-    else:
-        q, r = divmod(ntasks, nodes)
-        runs = [(q + 1, r), (q, nodes - r)]
-    return ",".join(f"{n}(x{k})" if k > 1 else str(n) for n, k in runs if k)
 
 
 def het_environment(components: Sequence[Job]) -> dict[str, str]:
@@ -86,69 +72,10 @@ def het_environment(components: Sequence[Job]) -> dict[str, str]:
     return env
 
 
-# What HAL sets for each job, here and (node-local) in ``hal.agent.environment``. A copy
-# exported from the submitter's shell (sbatch run inside another job; even --export=NONE
-# keeps SLURM_*) describes that other job: Slurm overwrites such variables, and HAL drops
-# them before setting the job's own, or the agent (whose values yield to the server's)
-# would leave a child job with its parent's SLURM_JOB_ID, node list or array index.
-# SLURM_SUBMIT_DIR and SLURM_SUBMIT_HOST stay: they say where sbatch ran, and Slurm's
-# sbatch puts them in the environment it sends (HAL's server fills them in otherwise).
-_JOB_PREFIXES = (
-    "SLURM_JOB_",
-    "SLURM_ARRAY_",
-    "SLURM_HET_",
-    "SLURM_STEP_",
-    "HAL_JOB_",
-    "HAL_ARRAY_",
-)
-_JOB_VARIABLES = frozenset(
-    {
-        "SLURM_JOBID",
-        "SLURMD_NODENAME",
-        "SLURM_NODEID",
-        "SLURM_PROCID",
-        "SLURM_LOCALID",
-        "SLURM_TASK_PID",
-        "SLURM_CPUS_ON_NODE",
-        "SLURM_NODELIST",
-        "SLURM_NNODES",
-        "SLURM_NTASKS",
-        "SLURM_NPROCS",
-        "SLURM_TASKS_PER_NODE",
-        "SLURM_CPUS_PER_TASK",
-        "SLURM_MEM_PER_NODE",
-        "SLURM_MEM_PER_CPU",
-        "SLURM_MEM_PER_GPU",
-        "SLURM_GPUS_ON_NODE",
-        "SLURM_PRIO_PROCESS",
-        "SLURM_RESTART_COUNT",
-        "SLURM_CLUSTER_NAME",
-        "HAL_NODE",
-        "HAL_NODE_INDEX",
-        "HAL_CPUS_ON_NODE",
-        "HAL_MEM_PER_NODE",
-        "HAL_MEM_PER_CPU",
-        "HAL_MEM_PER_GPU",
-        "HAL_GPUS_ON_NODE",
-        "HAL_NTASKS",
-        "HAL_NPROCS",
-        "HAL_TASKS_PER_NODE",
-        "HAL_CPUS_PER_TASK",
-        "HAL_PRIO_PROCESS",
-        "HAL_RESTART_COUNT",
-        "HAL_CLUSTER_NAME",
-    }
-)
-
-
-def _describes_a_job(name: str) -> bool:
-    return name in _JOB_VARIABLES or name.startswith(_JOB_PREFIXES) or "_HET_GROUP_" in name
-
-
 def job_environment(job: Job, cluster_name: str, het: Sequence[Job] = ()) -> dict[str, str]:
     """``het``: all components of the het job ``job`` is component 0 of."""
     spec = job.spec
-    env = {k: v for k, v in spec.environment if not _describes_a_job(k)}
+    env = {k: v for k, v in spec.environment if not describes_a_job(k)}
     if het:
         env.update(het_environment(het))
     nodes = len(job.allocation.nodes) if job.allocation else 1
