@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "sacct": "hal.compat.sacct:sacct",
     "scontrol": "hal.compat.scontrol:scontrol",
     "srun": "hal.compat.srun:srun",
+    "salloc": "hal.compat.salloc:salloc",
     "sprio": "hal.compat.sprio:sprio",
     "sshare": "hal.compat.sshare:sshare",
     "seff": "hal.compat.seff:seff",

@@ -11,8 +11,14 @@ SLURM_COMMANDS = (
     "sacct",
     "scontrol",
     "srun",
+    "salloc",
     "sprio",
     "sshare",
     "seff",
     "sstat",
 )
+
+# salloc sets it in its command's environment (the allocation's job id); srun there runs
+# on the host salloc was started on, not on the allocation's first node as in a batch
+# job, so it creates every step through the control plane (hal.compat.srun)
+SALLOC_JOB_VARIABLE = "HAL_SALLOC_JOB_ID"

@@ -236,6 +236,24 @@ def parse_sbatch(
     )
 
 
+def job_from_options(
+    parsed: Parsed,
+    env_settings: dict[str, Setting],
+    script: BatchScript,
+    *,
+    environ: Mapping[str, str],
+    cwd: str,
+    now: float,
+    hostname: str = "",
+    umask: int | None = None,
+) -> JobSubmit:
+    """One job from command-line options over input environment variables (``salloc``'s
+    ``SALLOC_*``), checked and built as sbatch builds its own; ``script`` is what runs."""
+    settings = _merge([env_settings, _settings(parsed)[0]])
+    job = _build_job(settings, script, environ=environ, cwd=cwd, now=now)
+    return _submitted_from(job, cwd, hostname, umask)
+
+
 def _submitted_from(job: JobSubmit, cwd: str, hostname: str, umask: int | None) -> JobSubmit:
     """Where and how sbatch ran, in the environment it sends, as Slurm's sbatch does: the
     job's ``SLURM_SUBMIT_DIR`` is this directory even when ``--chdir`` starts the job

@@ -4,7 +4,9 @@ Slurm names (``hal compat install-shims DIR``).
 A shim never shadows a real Slurm installation by accident: if a command of the same name
 already exists in the target directory or anywhere on ``PATH`` and is not one of our
 shims, installation refuses (naming the file) unless ``force=True``. ``srun`` is the
-in-job ``hal.compat.srun`` (job steps across the job's nodes; it refuses outside a job).
+in-job ``hal.compat.srun`` (job steps across the job's nodes; it refuses outside a job
+or an allocation), ``salloc`` is ``hal.compat.salloc`` (an allocation for a command run
+here).
 """
 
 from __future__ import annotations

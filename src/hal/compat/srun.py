@@ -17,7 +17,12 @@ does, its tasks laid out by ``hal.core.steps.step_layout`` from ``-N``, ``-n``,
   with the highest task's exit code (128+N for a signal N). A step the allocation cannot
   hold is refused as Slurm's srun refuses it ("srun: error: Unable to create step ...").
 
-Outside a job it refuses: interactive allocations are not implemented.
+Under ``salloc`` (``HAL_SALLOC_JOB_ID`` equal to ``SLURM_JOB_ID``) srun runs on the host
+salloc was started on, not on the allocation's first node: every step, one-node ones
+too, is a job step created through the control plane.
+
+Outside a job (or an allocation) it refuses: it does not make an allocation of its own;
+``salloc`` does.
 
 Options are parsed as srun's getopt does (``-ln2``, ``--ntasks 2``, ``--`` before the
 command). Values HAL does not act on (``--time``, ``--mem``, ``--gres``...) are still
@@ -36,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
 
+from hal.compat.names import SALLOC_JOB_VARIABLE
 from hal.compat.options import RESOURCE_OPTIONS, Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
 from hal.core.errors import HalError, InvalidRequest
@@ -150,9 +156,11 @@ def srun(argv: list[str], console: Console) -> int:
     env = console.environ
     if "SLURM_JOB_ID" not in env:
         return console.error(
-            "HAL's srun runs a command inside a batch job only (no interactive "
-            "allocations yet); submit the work with `hal sbatch`"
+            "HAL's srun runs a command inside a batch job or an allocation only (it "
+            "makes none of its own): run it under `salloc -N2 ...`, or submit the work "
+            "with `sbatch`"
         )
+    under_salloc = env.get(SALLOC_JOB_VARIABLE) == env["SLURM_JOB_ID"]
     job_tasks = env.get("SLURM_NTASKS", "")
     here = env.get("SLURMD_NODENAME", "")
     try:
@@ -172,7 +180,7 @@ def srun(argv: list[str], console: Console) -> int:
         return console.error(f"SLURM_JOB_ID={env['SLURM_JOB_ID']!r} is no job id")
     except HalError as err:
         return console.error(err.message)
-    if len(nodes) > 1 and layout.nodes != (here,):
+    if under_salloc or (len(nodes) > 1 and layout.nodes != (here,)):
         from hal.compat.steps import run_step
 
         return run_step(job_id, call.within(len(nodes)), call, console)

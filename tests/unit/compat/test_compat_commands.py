@@ -15,16 +15,17 @@ from hal.core.errors import Unavailable
 
 
 def test_unknown_command() -> None:
-    result = call(FakeClient(), "salloc", "hostname")
+    result = call(FakeClient(), "sattach", "7.0")
     assert result.rc == 1
-    assert result.err.startswith("salloc: error: unknown command 'salloc'")
+    assert result.err.startswith("sattach: error: unknown command 'sattach'")
 
 
 def test_srun_outside_a_job_refuses_clearly() -> None:
-    """HAL's srun is a pass-through inside batch jobs only; elsewhere it says so."""
+    """HAL's srun runs inside a batch job or salloc's allocation; elsewhere it says so."""
     result = call(FakeClient(), "srun", "hostname")
     assert result.rc == 1
-    assert "inside a batch job only" in result.err
+    assert "inside a batch job or an allocation only" in result.err
+    assert "salloc -N2" in result.err
 
 
 def test_srun_in_a_job_starts_the_jobs_tasks_by_default(tmp_path: Path) -> None:

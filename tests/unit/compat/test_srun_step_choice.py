@@ -7,6 +7,8 @@ import io
 import os
 from pathlib import Path
 
+import pytest
+
 from hal.compat.commands import run
 from hal.compat.seam import Console
 from hal.compat.steps import _Writer
@@ -24,7 +26,7 @@ def no_client() -> object:
     raise AssertionError("srun asked the control plane")
 
 
-def srun(tmp_path: Path, *argv: str) -> tuple[int, str]:
+def srun(tmp_path: Path, *argv: str, environ: dict[str, str] | None = None) -> tuple[int, str]:
     err = io.StringIO()
     rc = run(
         "srun",
@@ -32,7 +34,7 @@ def srun(tmp_path: Path, *argv: str) -> tuple[int, str]:
         client_factory=no_client,  # type: ignore[arg-type]
         stdout=io.StringIO(),
         stderr=err,
-        environ=TWO_NODES,
+        environ=TWO_NODES if environ is None else environ,
         cwd=str(tmp_path),
     )
     return rc, err.getvalue()
@@ -45,6 +47,30 @@ def test_a_step_on_the_batch_node_alone_runs_here(tmp_path: Path) -> None:
     rc, err = srun(tmp_path, "-N1", "-n2", "sh", "-c", task)
     assert (rc, err) == (0, "")
     assert sorted((tmp_path / "ranks").read_text().split()) == ["0", "1"]
+
+
+# salloc's command: on the host salloc runs on, without SLURMD_NODENAME
+UNDER_SALLOC = {
+    "PATH": TWO_NODES["PATH"],
+    "SLURM_JOB_ID": "7",
+    "SLURM_JOB_NODELIST": "node1",
+    "HAL_SALLOC_JOB_ID": "7",
+}
+
+
+def test_under_salloc_even_a_one_node_step_asks_the_control_plane(tmp_path: Path) -> None:
+    """srun is not on the allocation's node there: running in place would run the
+    command on the submit host."""
+    with pytest.raises(AssertionError, match="srun asked the control plane"):
+        srun(tmp_path, "-n1", "true", environ=UNDER_SALLOC)
+
+
+def test_a_batch_job_started_from_salloc_runs_its_one_node_steps_in_place(
+    tmp_path: Path,
+) -> None:
+    """The mark of another job (sbatch run in salloc's shell) does not count."""
+    rc, err = srun(tmp_path, "-N1", "-n2", "true", environ={**TWO_NODES, "HAL_SALLOC_JOB_ID": "6"})
+    assert (rc, err) == (0, "")
 
 
 def test_a_node_outside_the_job_is_refused_before_asking(tmp_path: Path) -> None:

@@ -1,0 +1,335 @@
+"""The ``salloc`` command: get an allocation, run a command here with it, give it back.
+
+As Slurm's salloc: it submits the allocation (an ordinary job whose batch script only
+holds its nodes, ``salloc_options.HOLD_SCRIPT``) and says so on stderr::
+
+    salloc: Pending job allocation 12
+    salloc: job 12 queued and waiting for resources
+    salloc: job 12 has been allocated resources
+    salloc: Granted job allocation 12
+    salloc: Nodes node[1-2] are ready for job
+
+then runs the command on this host (default ``$SHELL``) with ``SLURM_JOB_ID``,
+``SLURM_JOB_NODELIST``, ... (``allocation_environment``); ``srun`` in it creates job
+steps on the allocation's nodes through the control plane (ADR 0012, ADR 0013). The
+command gets the terminal (its own process group, in the foreground), and the signals
+salloc receives meanwhile go to that group. When it exits salloc prints ``Relinquishing
+job allocation 12``, ends the job (COMPLETED when the command exited 0, FAILED with exit
+code 1 otherwise) and exits with the command's exit code (128+N for a signal N).
+
+Ctrl-C (or SIGTERM/SIGHUP) while the job is pending cancels it: ``Job allocation 12 has
+been revoked.``, exit 1. An allocation that ends first (scancel, its time limit, a node
+failure) is revoked: salloc says so, sends the command SIGHUP (SIGTERM without a
+terminal; ``-K SIG`` chooses), SIGKILL after ``KILL_GRACE_SECONDS``, and exits non-zero.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import signal
+import socket
+import subprocess
+from collections.abc import Callable
+from types import FrameType
+from typing import TYPE_CHECKING
+
+from hal.compat.formats import SLURM_COMPAT_VERSION
+from hal.compat.salloc_options import (
+    HELP,
+    Granted,
+    SallocRequest,
+    allocation_environment,
+    default_kill_signal,
+    parse_salloc,
+)
+from hal.compat.sbatch import process_umask
+from hal.compat.seam import Console
+from hal.core.errors import HalError, NotFound
+from hal.core.slurm_syntax import compress_hostlist
+from hal.core.states import JobState
+from hal.wire.submit import non_defaults
+
+if TYPE_CHECKING:
+    from hal.wire.jobs import JobInfo
+
+POLL_FIRST_SECONDS = 0.25  # while pending: the first wait, doubled up to POLL_MAX_SECONDS
+POLL_MAX_SECONDS = 5.0
+QUEUED_AFTER_SECONDS = 0.5  # pending longer than this: "queued and waiting for resources"
+WATCH_SECONDS = 2.0  # how often the allocation is checked while the command runs
+KILL_GRACE_SECONDS = 10.0  # a revoked command's time to end before SIGKILL
+RELINQUISH_SECONDS = 10.0  # how long the holding script may take to end before scancel
+RESEND_SECONDS = 0.5  # its signal again (the first may come before its traps are set)
+FORWARDED = (
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+)
+_HOLDING = (JobState.RUNNING, JobState.SUSPENDED)
+
+
+class _Interrupted(Exception):
+    """SIGTERM or SIGHUP while the allocation is pending (Ctrl-C is KeyboardInterrupt)."""
+
+
+def salloc(argv: list[str], console: Console) -> int:
+    hostname = socket.gethostname()
+    try:
+        request = parse_salloc(
+            argv,
+            environ=console.environ,
+            cwd=console.cwd,
+            now=console.clock(),
+            hostname=hostname,
+            umask=process_umask(),
+        )
+    except HalError as err:
+        return console.error(err.message)
+    if request.help:
+        console.stdout.write(HELP)
+        return 0
+    if request.version:
+        console.out(f"slurm {SLURM_COMPAT_VERSION} (HAL)")
+        return 0
+
+    def info(line: str) -> None:
+        if not request.quiet:
+            console.err(f"salloc: {line}")
+            console.stderr.flush()
+
+    if request.verbose:
+        for key, value in non_defaults(request.job, exclude=("script", "environment")).items():
+            console.err(f"salloc: {key:<20}: {value}")
+    try:
+        job_id = console.client.submit(request.job).job_id
+    except HalError as err:
+        return console.error(f"Job submit/allocate failed: {err.message}")
+    info(f"Pending job allocation {job_id}")
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        granted = _wait_granted(job_id, console, info)
+    except (KeyboardInterrupt, _Interrupted):
+        _cancel(job_id, console)
+        console.err(f"salloc: Job allocation {job_id} has been revoked.")
+        return 1
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if granted is None:  # cancelled (or failed) before it ran
+        console.err(f"salloc: Job allocation {job_id} has been revoked.")
+        return 1
+    info(f"Granted job allocation {job_id}")
+    info(f"Nodes {compress_hostlist(list(granted.nodes))} are ready for job")
+    try:
+        cluster_name = console.client.cluster_config().cluster_name
+    except HalError:
+        cluster_name = ""
+    env = allocation_environment(
+        console.environ,
+        granted,
+        request.job,
+        cluster_name=cluster_name,
+        submit_dir=console.cwd,
+        hostname=hostname,
+    )
+    return _run_command(job_id, request, env, console, info)
+
+
+def _interrupt(_signum: int, _frame: FrameType | None) -> None:
+    raise _Interrupted
+
+
+def _wait_granted(job_id: int, console: Console, info: Callable[[str], None]) -> Granted | None:
+    """Poll until the job runs (its allocation) or ends without running (None)."""
+    delay, waited, queued = POLL_FIRST_SECONDS, 0.0, False
+    while True:
+        state, job = _state(job_id, console)
+        if job is not None and state is JobState.RUNNING:
+            if queued:
+                info(f"job {job_id} has been allocated resources")
+            return Granted(
+                job_id=job_id,
+                name=job.name,
+                nodes=tuple(job.nodes),
+                partition=job.partition,
+                cpus=job.cpus,
+                ntasks=job.ntasks,
+                account=job.account,
+                qos=job.qos,
+            )
+        if state is not None and state.is_terminal:
+            return None
+        if not queued and waited >= QUEUED_AFTER_SECONDS:
+            info(f"job {job_id} queued and waiting for resources")
+            queued = True
+        console.sleep(delay)
+        waited += delay
+        delay = min(delay * 2, POLL_MAX_SECONDS)
+
+
+def _state(job_id: int, console: Console) -> tuple[JobState | None, JobInfo | None]:
+    """The job's state and record; (None, None) while the server cannot say (a restart:
+    the allocation goes on); a job the server no longer knows has ended."""
+    try:
+        job = console.client.job(job_id)
+    except NotFound:
+        return JobState.CANCELLED, None
+    except HalError:
+        return None, None
+    try:
+        return JobState(job.state), job
+    except ValueError:
+        return None, None
+
+
+def _cancel(job_id: int, console: Console) -> None:
+    try:
+        console.client.cancel(job_id)
+    except HalError as err:
+        console.error(f"could not cancel job {job_id}: {err.message}; run scancel {job_id}")
+
+
+def _run_command(
+    job_id: int,
+    request: SallocRequest,
+    env: dict[str, str],
+    console: Console,
+    info: Callable[[str], None],
+) -> int:
+    tty = _terminal(console)
+    kill_signal = request.kill_signal or default_kill_signal(interactive=tty is not None)
+    console.stdout.flush()
+    console.stderr.flush()
+    try:
+        proc = _start(list(request.command), env, request.job.workdir, tty)
+    except OSError as err:
+        console.error(f"Unable to exec command {request.command[0]!r}: {err.strerror}")
+        info(f"Relinquishing job allocation {job_id}")
+        _relinquish(job_id, 1, console)
+        return 1
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        _signal_group(proc, signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    revoked: JobState | None = None
+    try:
+        while True:
+            try:
+                code = proc.wait(timeout=WATCH_SECONDS)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            state, _ = _state(job_id, console)
+            if state is not None and state not in _HOLDING:
+                revoked = state
+                code = _revoke(job_id, state, proc, kill_signal, console)
+                break
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if tty is not None:
+            _take_terminal(tty)
+    rc = code if code >= 0 else 128 - code
+    if revoked is not None:
+        if not revoked.is_terminal:  # requeued: it must not run again without salloc
+            _cancel(job_id, console)
+        return rc or 1
+    info(f"Relinquishing job allocation {job_id}")
+    _relinquish(job_id, rc, console)
+    return rc
+
+
+def _revoke(
+    job_id: int,
+    state: JobState,
+    proc: subprocess.Popen[bytes],
+    kill_signal: int,
+    console: Console,
+) -> int:
+    """The allocation ended under the command: say so, end the command, its exit code."""
+    if state is JobState.TIMEOUT:
+        console.err(
+            f"salloc: Job {job_id} has exceeded its time limit and its allocation has been revoked."
+        )
+    else:
+        console.err(f"salloc: Job allocation {job_id} has been revoked.")
+    console.stderr.flush()
+    _signal_group(proc, kill_signal)
+    try:
+        return proc.wait(KILL_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        _signal_group(proc, signal.SIGKILL)
+        return proc.wait()
+
+
+def _relinquish(job_id: int, exit_code: int, console: Console) -> None:
+    """End the holding script: SIGWINCH (the command succeeded: COMPLETED) or SIGURG (it
+    failed: FAILED, exit code 1) to the batch shell, again until the job has ended; a job
+    that does not end in ``RELINQUISH_SECONDS``, or is suspended, is cancelled."""
+    sig = signal.SIGWINCH if exit_code == 0 else signal.SIGURG
+    deadline = console.clock() + RELINQUISH_SECONDS
+    while True:
+        state, _ = _state(job_id, console)
+        if state is not None and state.is_terminal:
+            return
+        if state in (JobState.RUNNING, None) and console.clock() < deadline:
+            if state is JobState.RUNNING:
+                # (an error: it has just ended, or the server is away; asked again)
+                with contextlib.suppress(HalError):
+                    console.client.cancel(job_id, signal=sig, batch_only=True)
+            console.sleep(RESEND_SECONDS)
+            continue
+        _cancel(job_id, console)
+        return
+
+
+def _terminal(console: Console) -> int | None:
+    """salloc's terminal when it is in the terminal's foreground (an interactive salloc,
+    not ``salloc ... &`` or one reading a pipe): the command gets it."""
+    try:
+        fd = console.stdin.fileno()
+        if os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp():
+            return fd
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _start(
+    command: list[str], env: dict[str, str], cwd: str, tty: int | None
+) -> subprocess.Popen[bytes]:
+    """The command in a process group of its own (what a revoked allocation kills),
+    made the terminal's foreground group where salloc has a terminal, as Slurm's
+    salloc does, so Ctrl-C and job control reach the command and not salloc."""
+    if tty is None:
+        return subprocess.Popen(command, env=env, cwd=cwd, process_group=0)
+    # setpgid and tcsetpgrp must run in the child before it execs; salloc has no threads
+    child = functools.partial(_foreground, tty)
+    return subprocess.Popen(command, env=env, cwd=cwd, preexec_fn=child)  # noqa: PLW1509
+
+
+def _foreground(tty: int) -> None:
+    os.setpgid(0, 0)
+    previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)  # a background group's call
+    os.tcsetpgrp(tty, os.getpgrp())
+    signal.signal(signal.SIGTTOU, previous)
+
+
+def _take_terminal(tty: int) -> None:
+    previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        os.tcsetpgrp(tty, os.getpgrp())
+    except OSError:
+        pass
+    finally:
+        signal.signal(signal.SIGTTOU, previous)
+
+
+def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signum)

@@ -1,0 +1,280 @@
+"""``salloc`` argument parsing, the job that holds the allocation, and the environment its
+command runs with.
+
+``salloc [options] [command [args...]]``: sbatch's resource and scheduling options
+(``-N``, ``-n``, ``-c``, ``--mem``, ``-t``, ``-p``, ``--gres``/``--gpus``, ``-J``, ``-A``,
+``-q``, ``-w``/``-x``, ``-C``, ``--begin``, ``-d``, ``-H``...), checked and built by
+``hal.compat.sbatch``, over Slurm's ``SALLOC_*`` input variables; the first word that
+is no option starts the command (default: ``$SHELL``, else ``/bin/sh``). Options only
+a batch job has (``-o``, ``-e``, ``--array``, ``--wrap``, ``--parsable``, ``--wait``,
+``--test-only``, ``--requeue``, ``--export``) are refused, as salloc has none of them.
+
+The allocation is an ordinary job whose batch script (``HOLD_SCRIPT``) only waits, on
+the allocation's first node, while the command runs here; salloc ends it when the
+command exits (``hal.compat.salloc``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from hal.compat.names import SALLOC_JOB_VARIABLE
+from hal.compat.options import Arg, Opt, OptionError, parse_options
+from hal.compat.sbatch import OPTIONS as SBATCH_OPTIONS
+from hal.compat.sbatch import BatchScript, Setting, job_from_options
+from hal.core.errors import InvalidRequest, UnsupportedOption
+from hal.core.job_variables import describes_a_job
+from hal.core.resources import MiB
+from hal.core.slurm_syntax import compress_hostlist, parse_signal_name
+from hal.core.steps import tasks_per_node
+from hal.wire.submit import JobSubmit
+
+# what only a batch job has: salloc.1 lists none of these
+_BATCH_ONLY = frozenset(
+    {
+        "output",
+        "error",
+        "array",
+        "wrap",
+        "parsable",
+        "wait",
+        "test_only",
+        "requeue",
+        "no_requeue",
+        "export",
+        "kill_on_invalid_dep",
+    }
+)
+OPTIONS: tuple[Opt, ...] = (
+    *(opt for opt in SBATCH_OPTIONS if opt.dest not in _BATCH_ONLY),
+    Opt("kill_command", ("kill-command",), "K", Arg.OPTIONAL),
+)
+
+# salloc.1, INPUT ENVIRONMENT VARIABLES (those of options HAL takes)
+ENV_OPTIONS = {
+    "SALLOC_ACCOUNT": "account",
+    "SALLOC_CONSTRAINT": "constraint",
+    "SALLOC_GPUS": "gpus",
+    "SALLOC_GPUS_PER_NODE": "gpus_per_node",
+    "SALLOC_GPUS_PER_TASK": "gpus_per_task",
+    "SALLOC_GRES": "gres",
+    "SALLOC_KILL_CMD": "kill_command",
+    "SALLOC_MEM_PER_CPU": "mem_per_cpu",
+    "SALLOC_MEM_PER_GPU": "mem_per_gpu",
+    "SALLOC_MEM_PER_NODE": "mem",
+    "SALLOC_PARTITION": "partition",
+    "SALLOC_QOS": "qos",
+    "SALLOC_REQ_SWITCH": "switches",
+    "SALLOC_RESERVATION": "reservation",
+    "SALLOC_SIGNAL": "signal",
+    "SALLOC_TIMELIMIT": "time",
+}
+
+# The allocation's batch script: it holds the nodes until salloc ends it. salloc sends
+# the batch shell SIGWINCH when its command succeeded and SIGURG when it failed, so the
+# job ends COMPLETED or FAILED (exit code 1) as Slurm's allocation does; both signals are
+# ignored by default, so one that comes before the traps are set does no harm (salloc
+# sends it again). Cancelling the job (scancel, the time limit) kills it as any job.
+HOLD_SCRIPT = """\
+#!/bin/sh
+# HAL salloc: this job holds its allocation while salloc's command runs on the host
+# salloc was started on; salloc ends it when the command exits.
+trap 'kill $! 2>/dev/null; exit 0' WINCH
+trap 'kill $! 2>/dev/null; exit 1' URG
+sleep 2147483647 &
+wait $!
+"""
+DEFAULT_NAME = "interactive"
+
+
+@dataclass(frozen=True, slots=True)
+class SallocRequest:
+    """What salloc should do: get ``job``'s allocation, then run ``command``."""
+
+    job: JobSubmit
+    command: tuple[str, ...] = ()
+    # -K: the signal for the command when the allocation is revoked; None: SIGHUP for an
+    # interactive command (stdin a terminal), SIGTERM otherwise, as salloc.1 says
+    kill_signal: int | None = None
+    quiet: bool = False
+    verbose: int = 0
+    help: bool = False
+    version: bool = False
+
+
+def parse_salloc(
+    argv: list[str],
+    *,
+    environ: Mapping[str, str],
+    cwd: str,
+    now: float,
+    hostname: str = "",
+    umask: int | None = None,
+) -> SallocRequest:
+    """Raises ``InvalidRequest`` (``UnsupportedOption`` for an option HAL's salloc lacks)
+    with the line for ``salloc: error:``."""
+    try:
+        parsed = parse_options(argv, OPTIONS, stop_at_positional=True)
+    except OptionError as err:
+        if err.unknown:
+            raise UnsupportedOption(
+                f"{err.message}: HAL's salloc does not support it; see salloc --help for "
+                "the options it accepts",
+                field=err.option.lstrip("-"),
+            ) from None
+        raise InvalidRequest(err.message, field=err.option.lstrip("-")) from None
+    given = {dest for dest, _, _ in parsed.values}
+    if given & {"help", "usage"}:
+        return SallocRequest(JobSubmit(script=""), help=True)
+    if "version" in given:
+        return SallocRequest(JobSubmit(script=""), version=True)
+    env_settings: dict[str, Setting] = {
+        dest: (environ[var], var) for var, dest in ENV_OPTIONS.items() if environ.get(var)
+    }
+    kill: Setting | None = env_settings.pop("kill_command", None)
+    for dest, value, spelled in parsed.values:
+        if dest == "kill_command":
+            kill = (value, spelled)
+    command = tuple(parsed.positionals) or (environ.get("SHELL") or "/bin/sh",)
+    # -J, else the command's name (salloc's opt.c); an interactive shell is "interactive"
+    name = os.path.basename(command[0]) if parsed.positionals else DEFAULT_NAME
+    job = job_from_options(
+        parsed,
+        env_settings,
+        BatchScript(HOLD_SCRIPT, name),
+        environ=environ,
+        cwd=cwd,
+        now=now,
+        hostname=hostname,
+        umask=umask,
+    )
+    # nothing to keep from the holding script; an allocation is never requeued (its
+    # command has gone by then)
+    job = dataclasses.replace(job, stdout="/dev/null", requeue=False)
+    return SallocRequest(
+        job=job,
+        command=command,
+        kill_signal=_kill_signal(kill),
+        quiet="quiet" in given,
+        verbose=sum(dest == "verbose" for dest, _, _ in parsed.values),
+    )
+
+
+def _kill_signal(setting: Setting | None) -> int | None:
+    if setting is None:
+        return None
+    value, spelled = setting
+    if not value:
+        return None
+    try:
+        return parse_signal_name(value, field="kill-command")
+    except InvalidRequest:
+        raise InvalidRequest(
+            f"{spelled}: unknown signal {value!r}; give a signal name or number, e.g. "
+            "--kill-command=TERM",
+            field="kill-command",
+        ) from None
+
+
+def default_kill_signal(interactive: bool) -> int:
+    return signal.SIGHUP if interactive else signal.SIGTERM
+
+
+@dataclass(frozen=True, slots=True)
+class Granted:
+    """The allocation as salloc learned it once the job runs."""
+
+    job_id: int
+    name: str
+    nodes: tuple[str, ...]
+    partition: str
+    cpus: int  # over all nodes
+    ntasks: int
+    account: str | None = None
+    qos: str | None = None
+
+
+def allocation_environment(
+    environ: Mapping[str, str],
+    granted: Granted,
+    job: JobSubmit,
+    *,
+    cluster_name: str,
+    submit_dir: str,
+    hostname: str,
+) -> dict[str, str]:
+    """The command's environment: salloc's own, less what describes another job (salloc
+    run inside one), plus the variables Slurm's salloc sets (salloc.1, OUTPUT
+    ENVIRONMENT VARIABLES) and ``SALLOC_JOB_VARIABLE``. ``SLURM_NTASKS``,
+    ``SLURM_CPUS_PER_TASK`` and ``SLURM_MEM_PER_*`` only where their option was given."""
+    env = {k: v for k, v in environ.items() if not describes_a_job(k)}
+    count = len(granted.nodes)
+    nodelist = compress_hostlist(list(granted.nodes))
+    values = {
+        "SLURM_JOB_ID": str(granted.job_id),
+        "SLURM_JOBID": str(granted.job_id),
+        "SLURM_JOB_NAME": granted.name,
+        "SLURM_JOB_NODELIST": nodelist,
+        "SLURM_NODELIST": nodelist,
+        "SLURM_JOB_NUM_NODES": str(count),
+        "SLURM_NNODES": str(count),
+        "SLURM_JOB_PARTITION": granted.partition,
+        "SLURM_JOB_CPUS_PER_NODE": tasks_per_node(granted.cpus, None, count),
+        "SLURM_TASKS_PER_NODE": tasks_per_node(granted.ntasks, job.ntasks_per_node, count),
+        "SLURM_SUBMIT_DIR": submit_dir,
+        "SLURM_SUBMIT_HOST": hostname,
+        "SLURM_CLUSTER_NAME": cluster_name,
+        "HAL_JOB_ID": str(granted.job_id),
+        "HAL_JOB_NAME": granted.name,
+        "HAL_JOB_NODELIST": nodelist,
+        SALLOC_JOB_VARIABLE: str(granted.job_id),
+    }
+    if job.ntasks is not None:
+        values["SLURM_NTASKS"] = values["SLURM_NPROCS"] = str(job.ntasks)
+    if job.ntasks_per_node:
+        values["SLURM_NTASKS_PER_NODE"] = str(job.ntasks_per_node)
+    if job.cpus_per_task != 1:
+        values["SLURM_CPUS_PER_TASK"] = str(job.cpus_per_task)
+    for name, size in (
+        ("SLURM_MEM_PER_NODE", job.memory_per_node_bytes),
+        ("SLURM_MEM_PER_CPU", job.memory_per_cpu_bytes),
+        ("SLURM_MEM_PER_GPU", job.memory_per_gpu_bytes),
+    ):
+        if size:
+            values[name] = str(size // MiB)
+    if granted.account:
+        values["SLURM_JOB_ACCOUNT"] = granted.account
+    if granted.qos:
+        values["SLURM_JOB_QOS"] = granted.qos
+    env.update(values)
+    return env
+
+
+HELP = """\
+Usage: salloc [OPTIONS...] [command [args...]]   (HAL's Slurm-compatible salloc)
+
+Gets an allocation, runs the command here (default: $SHELL) with SLURM_JOB_ID,
+SLURM_JOB_NODELIST, ... set, and gives the allocation back when it exits; srun in the
+command runs job steps on the allocation's nodes.
+
+Options HAL accepts (anything else is refused with an error):
+  -J, --job-name=name        -p, --partition=list      -N, --nodes=min[-max]
+  -n, --ntasks=N             --ntasks-per-node=N       -c, --cpus-per-task=N
+      --mem=size  --mem-per-cpu=size  --mem-per-gpu=size
+      --gres=gpu[:type]:N    -G, --gpus=[type:]N       --gpus-per-node=[type:]N
+      --gpus-per-task=[type:]N  -t, --time=limit       --time-min=limit
+  -d, --dependency=list      -A, --account=name        -q, --qos=name
+  -D, --chdir=dir            -C, --constraint=a&b      -x, --exclude=hosts
+  -w, --nodelist=hosts       -H, --hold                -b, --begin=time
+      --signal=[B:]sig[@secs]  --exclusive  --comment=text  --nice[=adj]
+      --switches=N[@max-wait]  --topology=required=LEVEL|preferred=LEVEL
+      --data=key[,key...]    --reservation=name        -L, --licenses=list
+  -K, --kill-command[=signal]  the signal for the command when the allocation is
+                             revoked (default: SIGHUP, or SIGTERM without a terminal)
+      --mail-type=type  --mail-user=user   (accepted; HAL sends no mail)
+  -Q, --quiet  -v, --verbose  -h, --help  -V, --version
+"""

@@ -1,0 +1,174 @@
+"""``salloc`` on a real server with two real agents: the allocation is a job that holds
+its nodes while salloc's command runs on this host, ``srun`` in the command runs job
+steps on the allocation's nodes, and the job ends with the command (or, cancelled, ends
+the command). salloc and srun run as the installed shims, as a user's shell finds them."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hal.testing.live import LiveServer, wait_until
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    data = tmp_path_factory.mktemp("salloc")
+    with (
+        LiveServer(data, config_overrides={"kill_wait_seconds": 2}) as srv,
+        srv.agents(2, cpus=2, memory="1G"),
+    ):
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def shims(server: LiveServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = tmp_path_factory.mktemp("bin")
+    done = server.cli("compat", "install-shims", str(target), "--force")
+    assert done.returncode == 0, done.stderr
+    return target
+
+
+def env(server: LiveServer, shims: Path) -> dict[str, str]:
+    return {**server.env(), "PATH": f"{shims}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def salloc(
+    server: LiveServer, shims: Path, cwd: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(shims / "salloc"), *args],
+        env=env(server, shims),
+        cwd=cwd,
+        text=True,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        check=False,
+    )
+
+
+def granted(stderr: str) -> int:
+    found = re.search(r"^salloc: Granted job allocation (\d+)$", stderr, re.MULTILINE)
+    assert found, stderr
+    return int(found.group(1))
+
+
+def job_state(server: LiveServer, job_id: int) -> str:
+    with server.client() as c:
+        return c.job(job_id).state
+
+
+def test_srun_in_salloc_runs_on_both_nodes_and_the_job_ends_with_the_command(
+    server: LiveServer, shims: Path, tmp_path: Path
+) -> None:
+    """`salloc -N2 sh -c '...; srun -l ...'`: the command sees the allocation's
+    variables, srun's tasks run on node1 and node2, salloc exits 0 and the job has
+    ended COMPLETED by then."""
+    command = (
+        "echo nodes=$SLURM_JOB_NODELIST num=$SLURM_JOB_NUM_NODES name=$SLURM_JOB_NAME; "
+        "srun -l sh -c 'echo host=$SLURMD_NODENAME step=$SLURM_STEP_ID'"
+    )
+    done = salloc(server, shims, tmp_path, "-N2", "-J", "probe", "sh", "-c", command)
+    assert done.returncode == 0, done.stdout + done.stderr
+    job_id = granted(done.stderr)
+    assert done.stderr.startswith(f"salloc: Pending job allocation {job_id}\n"), done.stderr
+    assert "salloc: Nodes node[1-2] are ready for job" in done.stderr, done.stderr
+    assert done.stderr.rstrip().endswith(f"salloc: Relinquishing job allocation {job_id}")
+    assert "nodes=node[1-2] num=2 name=probe" in done.stdout, done.stdout
+    assert "0: host=node1 step=0" in done.stdout, done.stdout
+    assert "1: host=node2 step=0" in done.stdout, done.stdout
+    assert job_state(server, job_id) == "COMPLETED"
+
+
+def test_salloc_exits_with_the_commands_code_and_srun_there_is_always_a_step(
+    server: LiveServer, shims: Path, tmp_path: Path
+) -> None:
+    """A one-node allocation: srun runs on the submit host, so even a one-node step goes
+    to the node through the control plane (in a batch job it would run in place). The
+    command's exit code 3 is salloc's; the job ends FAILED."""
+    command = "srun sh -c 'echo host=$SLURMD_NODENAME step=$SLURM_STEP_ID'; exit 3"
+    done = salloc(server, shims, tmp_path, "-N1", "-w", "node2", "sh", "-c", command)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "host=node2 step=0" in done.stdout, done.stdout + done.stderr
+    job_id = granted(done.stderr)
+    assert job_state(server, job_id) == "FAILED"
+    acct = server.cli("sacct", "-j", str(job_id), "-X", "-n", "-P", "-o", "JobName,ExitCode")
+    assert acct.stdout.strip() == "sh|1:0", acct.stdout + acct.stderr
+
+
+def test_scancel_revokes_the_allocation_and_ends_the_command(
+    server: LiveServer, shims: Path, tmp_path: Path
+) -> None:
+    proc = subprocess.Popen(
+        [str(shims / "salloc"), "-N1", "sleep", "300"],
+        env=env(server, shims),
+        cwd=tmp_path,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stderr is not None
+        lines: list[str] = []
+        while not any("Granted job allocation" in line for line in lines):
+            line = proc.stderr.readline()
+            assert line, "".join(lines)
+            lines.append(line)
+        job_id = granted("".join(lines))
+        assert job_state(server, job_id) == "RUNNING"
+        done = server.cli("scancel", str(job_id))
+        assert done.returncode == 0, done.stderr
+        rc = proc.wait(60)
+        rest = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert rc != 0
+    assert f"salloc: Job allocation {job_id} has been revoked." in rest, rest
+    assert "Relinquishing" not in rest, rest
+    assert job_state(server, job_id) == "CANCELLED"
+
+
+def test_an_interrupt_while_pending_cancels_the_allocation(
+    server: LiveServer, shims: Path, tmp_path: Path
+) -> None:
+    """Ctrl-C before the allocation is granted (here it waits for its begin time)."""
+    proc = subprocess.Popen(
+        [str(shims / "salloc"), "--begin=now+1hour", "true"],
+        env=env(server, shims),
+        cwd=tmp_path,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
+        found = re.match(r"salloc: Pending job allocation (\d+)$", first.strip())
+        assert found, first
+        job_id = int(found.group(1))
+        wait_until(
+            lambda: "queued and waiting" in proc.stderr.readline() if proc.stderr else False,
+            30,
+            message="salloc to wait for its allocation",
+        )
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(60)
+        rest = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert rc == 1
+    assert f"salloc: Job allocation {job_id} has been revoked." in rest, rest
+    assert job_state(server, job_id) == "CANCELLED"

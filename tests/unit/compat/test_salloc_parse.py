@@ -1,0 +1,184 @@
+"""salloc's options, the job that holds its allocation, and its command's environment
+(``hal.compat.salloc_options``); the command's refusals before anything runs."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+from compat_fakes import FakeClient, MiB, call, job
+
+from hal.compat.salloc_options import (
+    HOLD_SCRIPT,
+    Granted,
+    SallocRequest,
+    allocation_environment,
+    parse_salloc,
+)
+from hal.core.errors import InvalidRequest, PermissionDenied, UnsupportedOption
+
+
+def parse(*argv: str, **environ: str) -> SallocRequest:
+    return parse_salloc(
+        list(argv), environ={"SHELL": "/bin/bash", **environ}, cwd="/home/u", now=0.0
+    )
+
+
+def test_sbatch_resource_options_build_the_holding_job() -> None:
+    request = parse(
+        "-N2", "-n4", "-c2", "--mem=1G", "-t", "1:00:00", "-p", "gpu", "-A", "proj", "hostname"
+    )
+    job = request.job
+    assert (job.nodes_min, job.nodes_max, job.ntasks, job.cpus_per_task) == (2, 2, 4, 2)
+    assert job.memory_per_node_bytes == 1024 * MiB and job.time_limit_seconds == 3600
+    assert (job.partition, job.account) == ("gpu", "proj")
+    assert job.script == HOLD_SCRIPT and job.workdir == "/home/u"
+    # nothing written beside the user's files; a revoked allocation never runs again
+    assert (job.stdout, job.requeue) == ("/dev/null", False)
+    assert request.command == ("hostname",)
+
+
+def test_the_command_starts_at_the_first_word_that_is_no_option() -> None:
+    request = parse("-N1", "sh", "-c", "srun -N2 true", "-x")
+    assert request.command == ("sh", "-c", "srun -N2 true", "-x")
+    assert request.job.exclude == []  # the command's -x is the command's
+
+
+@pytest.mark.parametrize(
+    ("argv", "name", "command"),
+    [
+        ((), "interactive", ("/bin/bash",)),  # the user's shell
+        (("/usr/bin/python3", "-i"), "python3", ("/usr/bin/python3", "-i")),
+        (("-J", "dev", "bash"), "dev", ("bash",)),
+    ],
+)
+def test_job_name_and_default_command(
+    argv: tuple[str, ...], name: str, command: tuple[str, ...]
+) -> None:
+    request = parse(*argv)
+    assert (request.job.name, request.command) == (name, command)
+
+
+def test_without_shell_it_runs_bin_sh() -> None:
+    request = parse_salloc([], environ={}, cwd="/", now=0.0)
+    assert request.command == ("/bin/sh",)
+
+
+def test_salloc_input_variables_yield_to_the_command_line() -> None:
+    job = parse("-p", "cli", SALLOC_PARTITION="env", SALLOC_TIMELIMIT="10").job
+    assert (job.partition, job.time_limit_seconds) == ("cli", 600)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("-o", "out.txt"), "invalid option -- 'o': HAL's salloc does not support it"),
+        (("--array=1-3",), "unrecognized option '--array': HAL's salloc does not support it"),
+        (("--wrap", "x"), "unrecognized option '--wrap': HAL's salloc does not support it"),
+    ],
+)
+def test_batch_only_options_are_refused(argv: tuple[str, ...], message: str) -> None:
+    with pytest.raises(UnsupportedOption) as err:
+        parse(*argv)
+    assert err.value.message.startswith(message)
+    assert "salloc --help" in err.value.message
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("-N",), "option requires an argument -- 'N'"),
+        (("-n", "0"), "-n needs a positive integer, got '0'"),
+        (("--mem=lots",), "mem"),
+        (("-KBOGUS", "true"), "BOGUS"),
+    ],
+)
+def test_bad_values_are_refused(argv: tuple[str, ...], message: str) -> None:
+    with pytest.raises(InvalidRequest) as err:
+        parse(*argv)
+    assert message in err.value.message
+
+
+def test_kill_command_signal() -> None:
+    assert parse("true").kill_signal is None  # SIGHUP or SIGTERM, by the terminal
+    assert parse("-KUSR1", "true").kill_signal == signal.SIGUSR1
+    assert parse("--kill-command=TERM", "true").kill_signal == signal.SIGTERM
+    assert parse("true", SALLOC_KILL_CMD="INT").kill_signal == signal.SIGINT
+
+
+def test_the_commands_environment_describes_the_allocation_not_an_outer_job() -> None:
+    """salloc run inside a batch job: the outer job's node, tasks and ids are not the
+    allocation's; the user's own variables stay."""
+    outer = {
+        "HOME": "/home/u",
+        "SLURM_JOB_ID": "5",
+        "SLURMD_NODENAME": "node7",
+        "SLURM_NTASKS": "8",
+        "SLURM_STEP_ID": "0",
+        "SLURM_SUBMIT_DIR": "/elsewhere",
+    }
+    request = parse("-N2", "--mem=2G", "true")
+    granted = Granted(
+        job_id=12, name="true", nodes=("node2", "node1"), partition="debug", cpus=4, ntasks=2
+    )
+    env = allocation_environment(
+        outer, granted, request.job, cluster_name="hal", submit_dir="/home/u", hostname="login"
+    )
+    assert env["HOME"] == "/home/u"
+    for gone in ("SLURMD_NODENAME", "SLURM_NTASKS", "SLURM_STEP_ID"):
+        assert gone not in env
+    assert env == {
+        "HOME": "/home/u",
+        "SLURM_JOB_ID": "12",
+        "SLURM_JOBID": "12",
+        "SLURM_JOB_NAME": "true",
+        "SLURM_JOB_NODELIST": "node[1-2]",
+        "SLURM_NODELIST": "node[1-2]",
+        "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_NNODES": "2",
+        "SLURM_JOB_PARTITION": "debug",
+        "SLURM_JOB_CPUS_PER_NODE": "2(x2)",
+        "SLURM_TASKS_PER_NODE": "1(x2)",
+        "SLURM_MEM_PER_NODE": "2048",
+        "SLURM_SUBMIT_DIR": "/home/u",
+        "SLURM_SUBMIT_HOST": "login",
+        "SLURM_CLUSTER_NAME": "hal",
+        "HAL_JOB_ID": "12",
+        "HAL_JOB_NAME": "true",
+        "HAL_JOB_NODELIST": "node[1-2]",
+        "HAL_SALLOC_JOB_ID": "12",
+    }
+    with_tasks = allocation_environment(
+        {},
+        granted,
+        parse("-n3", "-c2", "true").job,
+        cluster_name="hal",
+        submit_dir="/",
+        hostname="h",
+    )
+    assert (with_tasks["SLURM_NTASKS"], with_tasks["SLURM_CPUS_PER_TASK"]) == ("3", "2")
+
+
+def test_a_refused_submission_says_why() -> None:
+    client = FakeClient(submit_error=PermissionDenied("account proj is not yours"))
+    result = call(client, "salloc", "-A", "proj", "true")
+    assert result.rc == 1
+    assert result.err == "salloc: error: Job submit/allocate failed: account proj is not yours\n"
+
+
+def test_an_allocation_cancelled_while_pending_is_revoked() -> None:
+    """scancel of the pending allocation: salloc stops waiting and runs nothing."""
+    client = FakeClient(job_list=[job(42, state="CANCELLED")])
+    result = call(client, "salloc", "-N1", "false")
+    assert result.rc == 1
+    assert result.err.splitlines() == [
+        "salloc: Pending job allocation 42",
+        "salloc: Job allocation 42 has been revoked.",
+    ]
+
+
+def test_help_and_bad_options_touch_no_server() -> None:
+    client = FakeClient(submit_error=AssertionError("submitted"))
+    assert call(client, "salloc", "--help").out.startswith("Usage: salloc [OPTIONS...]")
+    result = call(client, "salloc", "--output=x", "true")
+    assert result.rc == 1 and result.err.startswith("salloc: error: unrecognized option")
