@@ -39,7 +39,7 @@ def hal_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
 # refuses those options, so the plugin sees the same failure as from a stub); on this
 # machine they would be the real Slurm's, so each is replaced by a stub that fails.
 UNSHIMMED_SLURM_COMMANDS = (
-    "sacctmgr", "salloc", "sattach", "sbcast", "sdiag", "sreport", "strigger",
+    "sacctmgr", "sattach", "sbcast", "sdiag", "sreport", "strigger",
 )  # fmt: skip
 
 
