@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hal.testing.live import LiveServer, wait_until
+from hal.testing.live import LiveServer
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +58,30 @@ def granted(stderr: str) -> int:
     found = re.search(r"^salloc: Granted job allocation (\d+)$", stderr, re.MULTILINE)
     assert found, stderr
     return int(found.group(1))
+
+
+def start_granted(
+    server: LiveServer, shims: Path, cwd: Path, *args: str
+) -> tuple[subprocess.Popen[str], int]:
+    """salloc in the background, once its allocation is granted; its job id."""
+    proc = subprocess.Popen(
+        [str(shims / "salloc"), *args],
+        env=env(server, shims),
+        cwd=cwd,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    lines: list[str] = []
+    while not any("Granted job allocation" in line for line in lines):
+        line = proc.stderr.readline()
+        if not line:
+            proc.kill()
+            raise AssertionError("salloc ended before its allocation: " + "".join(lines))
+        lines.append(line)
+    return proc, granted("".join(lines))
 
 
 def job_state(server: LiveServer, job_id: int) -> str:
@@ -106,23 +130,9 @@ def test_salloc_exits_with_the_commands_code_and_srun_there_is_always_a_step(
 def test_scancel_revokes_the_allocation_and_ends_the_command(
     server: LiveServer, shims: Path, tmp_path: Path
 ) -> None:
-    proc = subprocess.Popen(
-        [str(shims / "salloc"), "-N1", "sleep", "300"],
-        env=env(server, shims),
-        cwd=tmp_path,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc, job_id = start_granted(server, shims, tmp_path, "-N1", "sleep", "300")
     try:
         assert proc.stderr is not None
-        lines: list[str] = []
-        while not any("Granted job allocation" in line for line in lines):
-            line = proc.stderr.readline()
-            assert line, "".join(lines)
-            lines.append(line)
-        job_id = granted("".join(lines))
         assert job_state(server, job_id) == "RUNNING"
         done = server.cli("scancel", str(job_id))
         assert done.returncode == 0, done.stderr
@@ -132,7 +142,7 @@ def test_scancel_revokes_the_allocation_and_ends_the_command(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert rc != 0
+    assert rc == 128 + signal.SIGTERM  # the command's end: SIGTERM, without a terminal
     assert f"salloc: Job allocation {job_id} has been revoked." in rest, rest
     assert "Relinquishing" not in rest, rest
     assert job_state(server, job_id) == "CANCELLED"
@@ -157,11 +167,8 @@ def test_an_interrupt_while_pending_cancels_the_allocation(
         found = re.match(r"salloc: Pending job allocation (\d+)$", first.strip())
         assert found, first
         job_id = int(found.group(1))
-        wait_until(
-            lambda: "queued and waiting" in proc.stderr.readline() if proc.stderr else False,
-            30,
-            message="salloc to wait for its allocation",
-        )
+        second = proc.stderr.readline()
+        assert second.strip() == f"salloc: job {job_id} queued and waiting for resources"
         proc.send_signal(signal.SIGINT)
         rc = proc.wait(60)
         rest = proc.stderr.read()
@@ -172,3 +179,25 @@ def test_an_interrupt_while_pending_cancels_the_allocation(
     assert rc == 1
     assert f"salloc: Job allocation {job_id} has been revoked." in rest, rest
     assert job_state(server, job_id) == "CANCELLED"
+
+
+def test_the_time_limit_revokes_the_allocation_with_slurms_message(
+    server: LiveServer, shims: Path, tmp_path: Path
+) -> None:
+    """The limit, lowered while the command runs, ends the job: salloc says the job
+    exceeded it, ends the command and exits non-zero."""
+    proc, job_id = start_granted(server, shims, tmp_path, "-N1", "-t", "10", "sleep", "300")
+    try:
+        assert proc.stderr is not None
+        done = server.cli("scontrol", "update", f"JobId={job_id}", "TimeLimit=0:01")
+        assert done.returncode == 0, done.stderr
+        rc = proc.wait(60)
+        rest = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert rc == 128 + signal.SIGTERM
+    expected = f"salloc: Job {job_id} has exceeded its time limit and its allocation has been"
+    assert expected in rest, rest
+    assert job_state(server, job_id) == "TIMEOUT"
