@@ -61,6 +61,8 @@ WATCH_SECONDS = 2.0  # how often the allocation is checked while the command run
 KILL_GRACE_SECONDS = 10.0  # a revoked command's time to end before SIGKILL
 RELINQUISH_SECONDS = 10.0  # how long the holding script may take to end before scancel
 RESEND_SECONDS = 0.5  # its signal again (the first may come before its traps are set)
+# signals salloc passes on to its command's process group while it runs (srun's less
+# SIGCONT: a stopped salloc and its command are continued together by the shell)
 FORWARDED = (
     signal.SIGINT,
     signal.SIGTERM,

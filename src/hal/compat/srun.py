@@ -44,6 +44,7 @@ from types import FrameType
 from hal.compat.names import SALLOC_JOB_VARIABLE
 from hal.compat.options import RESOURCE_OPTIONS, Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
+from hal.compat.steps import FORWARDED
 from hal.core.errors import HalError, InvalidRequest
 from hal.core.slurm_syntax import (
     expand_hostlist,
@@ -82,16 +83,6 @@ OPTIONS = (
     Opt("nodelist", ("nodelist",), "w"),
 )
 _COUNTS = frozenset({"ntasks", "cpus_per_task", "ntasks_per_node"})  # positive integers
-# signals srun passes on to its tasks (Slurm's srun forwards these too)
-FORWARDED = (
-    signal.SIGINT,
-    signal.SIGTERM,
-    signal.SIGHUP,
-    signal.SIGQUIT,
-    signal.SIGUSR1,
-    signal.SIGUSR2,
-    signal.SIGCONT,
-)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from hal.compat.srun import Invocation
 
 POLL_WAIT_SECONDS = 10.0  # the server holds a read this long when there is nothing new
+# signals srun passes on to its tasks, local or a step's (Slurm's srun forwards these)
 FORWARDED = (
     signal.SIGINT,
     signal.SIGTERM,
