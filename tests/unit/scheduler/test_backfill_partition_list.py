@@ -40,13 +40,13 @@ def _pass(
     return _scheduler(mode).run_pass(builder.running(*running).pending(*pending).build())
 
 
-def _holes(job: JobBuilder) -> PassResult:
+def _holes(*jobs: JobBuilder) -> PassResult:
     """Both partitions' heads wait for all four nodes: ``a``'s from 1090 (n0003 and n0004
-    free until then), ``b``'s from 1200 (n0008 free until then); ``job`` comes after."""
+    free until then), ``b``'s from 1200 (n0008 free until then); ``jobs`` come after."""
     running = [_busy("a", A[:2], 1, 1090), _busy("b", B[:3], 2, 1200)]
     heads = [make_job(10).partition("a").nodes(4).limit(100),
              make_job(12).partition("b").nodes(4).limit(100)]  # fmt: skip
-    return _pass("easy", running, [*heads, job], defaults=450)
+    return _pass("easy", running, [*heads, *jobs], defaults=450)
 
 
 def test_a_job_blocked_in_its_first_partition_backfills_in_the_second() -> None:
@@ -103,3 +103,40 @@ def test_conservative_plans_later_jobs_around_that_reservation() -> None:
     result = _pass("conservative", running, pending)
     starts = {u.job_id: u.expected_start for u in result.plan.updates}
     assert starts == {10: 1090, 11: 1190, 12: 1300}
+
+
+def test_a_time_min_job_starts_shortened_in_the_partition_it_fits_only_shortened() -> None:
+    """``--time-min`` counts in each listed partition: 10 minutes fit neither ``a``'s 90 s
+    hole nor ``b``'s 200 s one, and 2 minutes do not fit ``a``'s; it starts in ``b`` with
+    the longest whole minute before ``b``'s head's reservation, 3 minutes."""
+    result = _holes(make_job(15).partitions("a", "b").limit(600).time_min(120))
+    (placed,) = result.plan.placements
+    assert (placed.job_id, placed.partition, placed.allocation.nodes) == (15, "b", ("n0008",))
+    assert placed.time_limit_s == 180
+    starts = {u.job_id: u.expected_start for u in result.plan.updates}
+    assert starts == {10: 1090, 12: 1200}
+
+
+def test_a_shortened_start_in_the_first_partition_comes_before_a_whole_one_in_the_next() -> None:
+    """As Slurm's backfill, each listed partition is tried in turn with its own
+    time-min logic: the job fits ``a``'s 90 s hole only shortened (1 minute), which comes
+    before its whole 150 s run in ``b``'s 200 s hole."""
+    result = _holes(make_job(15).partitions("a", "b").limit(150).time_min(60))
+    (placed,) = result.plan.placements
+    assert (placed.partition, placed.time_limit_s) == ("a", 60)
+
+
+def test_jobs_without_time_min_are_not_shortened_in_any_partition() -> None:
+    """The job that starts shortened in ``b`` above waits without --time-min."""
+    result = _holes(make_job(15).partitions("a", "b").limit(600))
+    assert result.plan.placements == ()
+
+
+def test_two_equal_time_min_jobs_both_start_shortened() -> None:
+    """Two equal ``-p a,b`` jobs (an array's elements: one placement key): the first
+    takes ``a``'s hole on one node with 1 minute, and the failed whole try must not keep
+    the second from the other node of that hole."""
+    first = make_job(15).partitions("a", "b").limit(600).time_min(60)
+    result = _holes(first, make_job(16).partitions("a", "b").limit(600).time_min(60))
+    placed = {p.job_id: (p.partition, p.time_limit_s) for p in result.plan.placements}
+    assert placed == {15: ("a", 60), 16: ("a", 60)}

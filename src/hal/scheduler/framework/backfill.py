@@ -25,7 +25,9 @@ first where the main pass found it waiting for room) and is tried as it would ru
 each that has a policy (``in_partition``), in the order listed: it starts now in the
 first where it fits, and, when any of its partitions owes it a reservation, it is
 reserved in the one where it starts first (``_Planner.start_listed``,
-``reserve_listed``). Jobs of one partition never reach that code.
+``reserve_listed``). With ``--time-min`` it is tried in each partition in turn whole,
+then shortened (below), before the next partition: Slurm's backfill tries each (job,
+partition) pair with its own time-min logic. Jobs of one partition never reach that code.
 
 Advance reservations (``snapshot.reservations``) enter in two ways: each window's
 start and end within the horizon is a row of the profile, so a job kept off reserved
@@ -49,7 +51,8 @@ minute from its time-min up whose run ends before every reservation start it wou
 meet (the instants where a window from now loses free resources: the profile's dips)
 and every advance reservation boundary, longest first. A fit starts with that limit
 (``BackfillResult.limits``; the plan's ``Placement.time_limit_s``), which the job then
-keeps. Jobs without one take exactly the path they took before.
+keeps. Jobs without one take exactly the path they took before. A job naming several
+partitions is shortened the same way in each (``start_listed``).
 
 Jobs are never started late because of this: a start that fits now is always taken
 (the same or an earlier reservation would be made otherwise). Predicted run times only
@@ -525,10 +528,11 @@ class _Planner:
                 self.reservations[job.partition] = self.reservations.get(job.partition, 0) + 1
         self.deferred.clear()
 
-    def start_shortened(self, job: Job, hold: float) -> bool:
+    def start_shortened(self, job: Job, hold: float, into: BackfillResult | None = None) -> bool:
         """``--time-min``: start ``job``, which cannot start now to hold its nodes for
         ``hold``, with the longest time limit from its time-min up (whole minutes) that
-        fits now without delaying a reservation; True when it started. A window from
+        fits now without delaying a reservation; True when it started. Its placement,
+        verdicts and limit go to ``into`` (absent: the stage's result). A window from
         now loses free resources only where a reservation starts (the profile's dips),
         and an advance reservation's plugin judges the run at its window's boundaries:
         the limit is tried ending at each such instant before ``now + hold``, latest
@@ -549,17 +553,16 @@ class _Planner:
         ends = sorted((t for t in instants if now + time_min < t < last), reverse=True)
         tried: set[int] = set()
         needs = self.min_cpus(job)
+        result = self.result if into is None else into
         for end in [*ends, now + time_min]:
             limit = max(time_min, int((end - now) // _MINUTE) * _MINUTE)
             if limit in tried:
                 continue
             tried.add(limit)
             shortened = job.evolve(time_limit_s=limit)  # what every plugin judges
-            stage = _start_now(
-                self.framework, ctx, profile, shortened, float(limit), needs, self.result
-            )
+            stage = _start_now(self.framework, ctx, profile, shortened, float(limit), needs, result)
             if stage is Stage.DONE:
-                self.result.limits[job.id] = limit
+                result.limits[job.id] = limit
                 self._free.clear()
                 return True
         return False
@@ -590,31 +593,51 @@ class _Planner:
     def start_listed(self, job: Job, failed_now: dict[PlacementKey, float]) -> bool:
         """Start ``job`` now in the first of its partitions where it fits without
         delaying a reservation (each tried as the stage tries any job: its CPUs free
-        now, no failed fit of the same key over as long a window, then the cycle)."""
-        now = self.ctx.now
+        now, no failed fit of the same key over as long a window, then the cycle; and,
+        with ``--time-min``, shortened there before the next partition is tried)."""
+        time_min = job.spec.time_min_s
         for form in self.forms(job):
-            needs = self.min_cpus(form)
-            if needs > self.free_now(form.partition):
-                continue
-            runtime = _held_for(form, self.runtime_in(form), form.partition in self.protected)
-            key = placement_key(form)
-            if now + runtime >= failed_now.get(key, math.inf):
-                continue
-            self.flush()  # earlier reservations first: they constrain this job
-            if form.spec.licenses:
-                self.plan_licenses()
             tried = BackfillResult()
-            stage = _start_now(self.framework, self.ctx, self.profile, form, runtime, needs, tried)
-            if stage is Stage.DONE:
+            if self._start_form(form, failed_now, tried, bool(time_min)):
                 self._free.clear()
                 self.result.placements.extend(tried.placements)
                 self.result.statuses.update(tried.statuses)
+                self.result.limits.update(tried.limits)
                 return True
             if form is job:  # its own verdict where it waits (not another partition's)
                 self.result.statuses.update(tried.statuses)
-            if stage is Stage.FILTER:
-                failed_now[key] = min(failed_now.get(key, math.inf), now + runtime)
         return False
+
+    def _start_form(
+        self,
+        form: Job,
+        failed_now: dict[PlacementKey, float],
+        tried: BackfillResult,
+        shortenable: bool,
+    ) -> bool:
+        """One partition of ``start_listed``: its whole run, then (``shortenable``: the
+        job has a time-min) its shortened run where the whole one stopped for something a
+        shorter run may leave free (``_SHORTENABLE``), as ``run_backfill`` tries a job of
+        one partition. Slurm's backfill likewise tries each (job, partition) pair in turn
+        with its own time-min logic, so a shortened start in a partition listed earlier
+        comes before a whole one in a later partition."""
+        now = self.ctx.now
+        needs = self.min_cpus(form)
+        if needs > self.free_now(form.partition):
+            return False  # (not enough CPUs even now: no shorter run fits either)
+        runtime = _held_for(form, self.runtime_in(form), form.partition in self.protected)
+        key = placement_key(form)
+        if now + runtime >= failed_now.get(key, math.inf):
+            return shortenable and self.start_shortened(form, runtime, tried)
+        self.flush()  # earlier reservations first: they constrain this job
+        if form.spec.licenses:
+            self.plan_licenses()
+        stage = _start_now(self.framework, self.ctx, self.profile, form, runtime, needs, tried)
+        if stage is Stage.DONE:
+            return True
+        if stage is Stage.FILTER:
+            failed_now[key] = min(failed_now.get(key, math.inf), now + runtime)
+        return shortenable and stage in _SHORTENABLE and self.start_shortened(form, runtime, tried)
 
     def owed_listed(self, job: Job) -> bool:
         """Whether ``job`` is owed a reservation: when any of its partitions owes one
