@@ -99,3 +99,26 @@ def test_a_time_min_job_fits_before_a_maintenance_window() -> None:
     )
     result = with_mode("easy").run_pass(dataclasses.replace(snap, reservations=(maint,)))
     assert limits(result.plan) == {12: 240}
+
+
+@pytest.mark.parametrize("listed", [("a", "b"), ("b", "a")])
+def test_a_job_naming_two_partitions_starts_shortened_where_it_fits(
+    listed: tuple[str, str],
+) -> None:
+    """``-p a,b`` or ``-p b,a``: ``a`` (n0001-n0002) is busy for an hour, ``b``
+    (n0003-n0004) goes into maintenance in 250 s. The job's 10 minutes fit nowhere; in
+    ``b`` it starts now with 4 minutes, which end before the window."""
+    maint = Reservation(
+        name="maint", start=NOW + 250, end=NOW + 3600, nodes=("n0003", "n0004"),
+        users=("root",), flags=parse_flags("MAINT"),
+    )  # fmt: skip
+    builder = cluster(NOW).uniform_nodes(4, cpus=1).partition("a", "n0001", "n0002")
+    snap = (
+        builder.partition("b", "n0003", "n0004")
+        .running(make_job(1).partition("a").nodes(2).limit(3600).running_on("n0001", "n0002"))
+        .pending(make_job(12).partitions(*listed).limit(600).time_min(120))
+        .build()
+    )
+    result = with_mode("easy").run_pass(dataclasses.replace(snap, reservations=(maint,)))
+    (placed,) = result.plan.placements
+    assert (placed.partition, placed.time_limit_s) == ("b", 240)
