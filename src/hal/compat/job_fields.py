@@ -35,6 +35,15 @@ def time_used(job: JobInfo, now: float) -> float:
     return max(0.0, end - job.start_time - job.suspended_seconds)
 
 
+def batch_command(job: JobInfo) -> str:
+    """Slurm's job command (``scontrol show job``'s ``Command=``, squeue's ``%o``): the batch
+    script's full path and its arguments, spaces between (unquoted, as Slurm joins them);
+    ``(null)`` for a script from stdin or ``--wrap``."""
+    if not job.script_path:
+        return "(null)"
+    return " ".join([job.script_path, *job.script_args])
+
+
 def _per_node(total: int, job: JobInfo) -> int:
     return total // max(job.node_count, 1)
 
@@ -152,6 +161,7 @@ JOB_LETTERS: dict[str, tuple[str, JobColumn]] = {
     "Z": ("WORK_DIR", lambda j, n: j.workdir),
     "f": ("FEATURES", lambda j, n: _null("&".join(j.constraint))),
     "Y": ("SCHEDNODES", lambda j, n: "(null)"),  # HAL's planner does not expose nodes yet
+    "o": ("COMMAND", lambda j, n: batch_command(j)),
     "B": ("EXEC_HOST", lambda j, n: j.nodes[0] if j.nodes else "n/a"),
     "h": ("OVER_SUBSCRIBE", lambda j, n: "NO" if j.exclusive else "OK"),
     "v": ("RESERVATION", lambda j, n: _null(j.reservation)),
@@ -210,6 +220,7 @@ LONG_FIELDS: dict[str, str] = {
     "schednodes": "Y",
     "exechost": "B",
     "batchhost": "B",
+    "command": "o",
     "oversubscribe": "h",
     "reservation": "v",
     "licenses": "W",

@@ -25,7 +25,7 @@ from hal.compat.formats import (
     memory_mib,
     timestamp,
 )
-from hal.compat.job_fields import time_used
+from hal.compat.job_fields import batch_command, time_used
 from hal.compat.node_gres import gres, gres_used
 from hal.compat.node_states import scontrol_flags
 from hal.compat.sbatch import parse_constraint
@@ -326,9 +326,7 @@ def job_record(job: JobInfo, now: float) -> list[str]:
         f"Licenses={job.licenses or '(null)'}",
         f"Features={'&'.join(job.constraint) or '(null)'}",
         f"Comment={job.comment or '(null)'}",
-        # Slurm's: the script's full path and its arguments, spaces between (unquoted);
-        # (null) for a script from stdin or --wrap
-        f"Command={' '.join([job.script_path, *job.script_args]) if job.script_path else '(null)'}",
+        f"Command={batch_command(job)}",
         f"WorkDir={job.workdir}",
         f"StdErr={job.stderr}",
         "StdIn=/dev/null",

@@ -200,6 +200,7 @@ LETTERS = [
     ("%f", "FEATURES", "a100&ib"),
     ("%Y", "SCHEDNODES", "(null)"),
     ("%B", "EXEC_HOST", "n1"),
+    ("%o", "COMMAND", "(null)"),  # a --wrap or stdin script has no command
 ]
 
 
@@ -235,6 +236,19 @@ def test_widths_alignment_and_cutting() -> None:
     layout = parse_format("%.10i|%-10j|%5j|%.3j|%20Y|")
     assert job_lines(layout, [info], T0, header=False) == [
         "    123456|a-very-lon|a-ver|a-v|(null)              |"
+    ]
+
+
+def test_command_is_the_script_path_and_its_arguments() -> None:
+    """``squeue -o %o`` / ``-O Command``: what ``scontrol show job`` prints as ``Command=``
+    (the batch script's full path, then its arguments), as Slurm's squeue prints it."""
+    info = job(5, script_path="/home/alice/run.sh", script_args=["in.dat", "-x"])
+    assert call(FakeClient(job_list=[info]), "squeue", "-o", "%o").lines == [
+        "COMMAND",
+        "/home/alice/run.sh in.dat -x",
+    ]
+    assert call(FakeClient(job_list=[info]), "squeue", "-h", "-O", "Command:.30").lines == [
+        "  /home/alice/run.sh in.dat -x"
     ]
 
 
