@@ -299,14 +299,28 @@ class Job:
         return max(self.submit_time, self.spec.begin_time or 0.0, self.eligible_time or 0.0)
 
     def shown_eligible_time(self, now: float) -> float | None:
-        """EligibleTime as users see it (REST, ``scontrol show job``, squeue, sacct): a
-        pending job whose begin time (``--begin``, ``StartTime=``) is still ahead shows
-        that time, when it becomes eligible, as Slurm shows it (its begin time *is* its
-        EligibleTime there); otherwise when it was made eligible, if recorded."""
+        """EligibleTime as users see it (REST, ``scontrol show job``, squeue, sacct), as
+        Slurm shows it. A pending job whose begin time (``--begin``, ``StartTime=``) is
+        still ahead shows that time, when it becomes eligible (its begin time *is* its
+        EligibleTime there); one held, or whose dependency is unmet or not judged yet (no
+        pass has seen it since it was submitted, released or requeued), shows None
+        (Unknown); any other pending job shows when it became eligible (``eligible_since``:
+        its submit time for a plain job). A job past pending shows what was recorded."""
+        if self.state is not JobState.PENDING:
+            return self.eligible_time
         begin = self.spec.begin_time
-        if self.state is JobState.PENDING and begin is not None and begin > now:
+        if begin is not None and begin > now:
             return begin
-        return self.eligible_time
+        unjudged = (  # the next pass finds whether its dependency is met
+            self.spec.dependency is not None and self.reason is PendingReason.WAITING_FOR_SCHEDULING
+        )
+        if self.held or unjudged or self.reason in _DEPENDENCY_UNMET:
+            return None
+        return self.eligible_since(now)
+
+
+# a pending job with one of these reasons waits on its dependency: not eligible yet
+_DEPENDENCY_UNMET = frozenset({PendingReason.DEPENDENCY, PendingReason.DEPENDENCY_NEVER_SATISFIED})
 
 
 def licenses_held(jobs: Iterable[Job]) -> Counter[str]:

@@ -70,8 +70,9 @@ class JobInfo(WireModel):
     priority: int
     nice: int = 0
     submit_time: float
-    # when it became eligible (a hold released, a dependency met, its start); a pending
-    # job's begin time while that is ahead, as Slurm's EligibleTime; None: unknown
+    # when it became eligible (its submission or begin time, a hold released, a dependency
+    # met; once started, its start); a pending job's begin time while that is ahead, as
+    # Slurm's EligibleTime; None: unknown (held, or waiting on a dependency)
     eligible_time: float | None = None
     start_time: float | None = None
     end_time: float | None = None

@@ -3,7 +3,8 @@ takes effect in scheduling at once, through a real server and agent: a StartTime
 hour ahead keeps a job waiting on BeginTime even once its node is free, ``StartTime=now``
 lets it start, a cleared Dependency lets a job start, a raised throttle lets more of an
 array run. And ``scancel -b`` signals the batch shell only, as Slurm's does (it was
-refused): SIGKILL without ``-s``, which also cancels a pending job."""
+refused): SIGKILL without ``-s``, which also cancels a pending job. And the EligibleTime
+a pending job shows: its begin time ahead, when it became eligible, or Unknown."""
 
 from __future__ import annotations
 
@@ -148,3 +149,39 @@ def test_a_job_waiting_on_its_begin_time_shows_it_as_its_eligible_time(
     finally:
         with live.client() as admin:
             admin.cancel(job)
+
+
+def test_an_eligible_pending_job_shows_when_it_became_eligible(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    """Slurm shows a plain pending job's EligibleTime (its submit time) while it waits for
+    a node, in ``scontrol show job`` and REST; HAL showed Unknown until it started. A held
+    job, and one whose dependency is unmet, stay Unknown; released, a job is eligible from
+    its release."""
+    from hal.compat.formats import timestamp
+
+    blocker = submit(live, tmp_path, SLEEPER, cpus_per_task=2)
+    held = submit(live, tmp_path, QUICK, hold=True)
+    waiting = submit(live, tmp_path, QUICK, dependency=f"afterok:{held}")
+    plain = submit(live, tmp_path, QUICK)
+    try:
+        wait_for(live, plain, "waiting", lambda j: j.reason in ("Resources", "Priority"))
+        wait_for(live, waiting, "waiting on its dependency", lambda j: j.reason == "Dependency")
+        with live.client() as admin:
+            submitted = admin.job(plain).submit_time
+            assert admin.job(plain).eligible_time == submitted
+            assert admin.job(held).eligible_time is None
+            assert admin.job(waiting).eligible_time is None
+        shown = live.cli("scontrol", "show", "job", plain)
+        assert f"EligibleTime={timestamp(submitted)}" in shown.stdout, shown.stdout + shown.stderr
+        shown = live.cli("scontrol", "show", "job", held)
+        assert "EligibleTime=Unknown" in shown.stdout, shown.stdout + shown.stderr
+        assert live.cli("scontrol", "release", held).returncode == 0
+        with live.client() as admin:
+            released = admin.job(held)
+            assert released.eligible_time is not None
+            assert released.eligible_time >= released.submit_time
+    finally:
+        with live.client() as admin:
+            for job in (plain, waiting, held, blocker):
+                admin.cancel(job)

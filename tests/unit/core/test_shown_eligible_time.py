@@ -1,12 +1,14 @@
 """The EligibleTime users see (``Job.shown_eligible_time``): a pending job's begin time
-while it is ahead, as Slurm's; otherwise when the job was made eligible."""
+while it is ahead, as Slurm's; once it is eligible, when it became so (its submission, its
+begin time, its release or its dependency met); ``None`` (Unknown) while it is held or
+waits on a dependency."""
 
 from __future__ import annotations
 
 import pytest
 
-from hal.core.states import JobState
-from hal.testing.builders import make_job
+from hal.core.states import JobState, PendingReason
+from hal.testing.builders import JobBuilder, make_job
 
 
 @pytest.mark.parametrize(
@@ -14,10 +16,12 @@ from hal.testing.builders import make_job
     [
         (500.0, JobState.PENDING, None, 100.0, 500.0),  # ahead: eligible then
         (500.0, JobState.PENDING, 50.0, 100.0, 500.0),  # ahead even after a release
-        (50.0, JobState.PENDING, None, 100.0, None),  # come: as recorded
-        (500.0, JobState.PENDING, None, 500.0, None),  # its moment is not ahead
+        (50.0, JobState.PENDING, None, 100.0, 50.0),  # come: eligible since its begin
+        (500.0, JobState.PENDING, None, 500.0, 500.0),  # its moment is now
+        (None, JobState.PENDING, None, 100.0, 10.0),  # plain: eligible since submitted
         (None, JobState.PENDING, 70.0, 100.0, 70.0),  # released from a hold at 70
         (500.0, JobState.CANCELLED, None, 100.0, None),  # ended before: never eligible
+        (None, JobState.RUNNING, 40.0, 100.0, 40.0),  # started: as recorded
     ],
 )
 def test_eligible_time_shown(
@@ -28,3 +32,26 @@ def test_eligible_time_shown(
         builder = builder.begin(begin)
     job = builder.build().evolve(state=state, eligible_time=eligible)
     assert job.shown_eligible_time(now) == shown
+
+
+@pytest.mark.parametrize(
+    ("builder", "reason", "eligible", "shown"),
+    [
+        (make_job(1).hold(), PendingReason.JOB_HELD_USER, None, None),  # sbatch -H
+        (make_job(1).admin_hold(), PendingReason.JOB_HELD_ADMIN, None, None),
+        (make_job(1).hold(), PendingReason.JOB_HELD_USER, 70.0, None),  # held again
+        (make_job(1).depends("afterok:9"), PendingReason.WAITING_FOR_SCHEDULING, None, None),
+        (make_job(1).depends("afterok:9"), PendingReason.DEPENDENCY, None, None),
+        (make_job(1).depends("afterok:9"), PendingReason.DEPENDENCY, 70.0, None),  # released
+        (make_job(1).depends("afterok:9"), PendingReason.DEPENDENCY_NEVER_SATISFIED, None, None),
+        (make_job(1).depends("afterok:9"), PendingReason.RESOURCES, 70.0, 70.0),  # met at 70
+        (make_job(1).depends("afterok:9"), PendingReason.PRIORITY, None, 10.0),  # met at once
+    ],
+)
+def test_held_or_waiting_on_a_dependency_is_unknown(
+    builder: JobBuilder, reason: PendingReason, eligible: float | None, shown: float | None
+) -> None:
+    """Slurm shows EligibleTime=Unknown while a job is held or its dependency is unmet;
+    a dependency found met in the job's first pass leaves it eligible since submitted."""
+    job = builder.submitted(10.0).reason(reason).build().evolve(eligible_time=eligible)
+    assert job.shown_eligible_time(100.0) == shown
