@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from hal.client import HalClient
 
@@ -318,7 +319,7 @@ def tree_stopped(pid: int) -> bool:
 
 
 def stop_process(
-    proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 15
+    proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, timeout: float = 15
 ) -> None:
     if proc.poll() is not None:
         return

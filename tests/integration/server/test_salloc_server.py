@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hal.testing.live import LiveServer
+from hal.testing.live import LiveServer, stop_process
 
 
 @pytest.fixture(scope="module")
@@ -139,9 +139,7 @@ def test_scancel_revokes_the_allocation_and_ends_the_command(
         rc = proc.wait(60)
         rest = proc.stderr.read()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, signal.SIGKILL)
     assert rc == 128 + signal.SIGTERM  # the command's end: SIGTERM, without a terminal
     assert f"salloc: Job allocation {job_id} has been revoked." in rest, rest
     assert "Relinquishing" not in rest, rest
@@ -173,9 +171,7 @@ def test_an_interrupt_while_pending_cancels_the_allocation(
         rc = proc.wait(60)
         rest = proc.stderr.read()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, signal.SIGKILL)
     assert rc == 1
     assert f"salloc: Job allocation {job_id} has been revoked." in rest, rest
     assert job_state(server, job_id) == "CANCELLED"
@@ -194,9 +190,7 @@ def test_the_time_limit_revokes_the_allocation_with_slurms_message(
         rc = proc.wait(60)
         rest = proc.stderr.read()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, signal.SIGKILL)
     assert rc == 128 + signal.SIGTERM
     expected = f"salloc: Job {job_id} has exceeded its time limit and its allocation has been"
     assert expected in rest, rest
