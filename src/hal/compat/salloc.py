@@ -46,6 +46,7 @@ from hal.compat.salloc_options import (
 )
 from hal.compat.sbatch import process_umask
 from hal.compat.seam import Console
+from hal.compat.steps import FORWARDED as STEP_FORWARDED
 from hal.core.errors import HalError, NotFound
 from hal.core.slurm_syntax import compress_hostlist
 from hal.core.states import JobState
@@ -63,14 +64,7 @@ RELINQUISH_SECONDS = 10.0  # how long the holding script may take to end before 
 RESEND_SECONDS = 0.5  # its signal again (the first may come before its traps are set)
 # signals salloc passes on to its command's process group while it runs (srun's less
 # SIGCONT: a stopped salloc and its command are continued together by the shell)
-FORWARDED = (
-    signal.SIGINT,
-    signal.SIGTERM,
-    signal.SIGHUP,
-    signal.SIGQUIT,
-    signal.SIGUSR1,
-    signal.SIGUSR2,
-)
+FORWARDED = tuple(s for s in STEP_FORWARDED if s is not signal.SIGCONT)
 _HOLDING = (JobState.RUNNING, JobState.SUSPENDED)
 
 
