@@ -140,3 +140,19 @@ def test_two_equal_time_min_jobs_both_start_shortened() -> None:
     result = _holes(first, make_job(16).partitions("a", "b").limit(600).time_min(60))
     placed = {p.job_id: (p.partition, p.time_limit_s) for p in result.plan.placements}
     assert placed == {15: ("a", 60), 16: ("a", 60)}
+
+
+@pytest.mark.parametrize("mode", ["easy", "conservative"])
+def test_a_job_waiting_in_both_partitions_holds_back_both_queues(mode: str) -> None:
+    """As Slurm's main loop, which queues a ``-p a,b`` job once per partition and marks
+    each partition where it waits for room: the ``b`` job behind it must not take
+    n0008 (free now, needed by the head in ``b`` from 1090) for 450 s, which would put
+    the head off to 1300 in ``a``. It waits behind the head in ``b`` too."""
+    running = [_busy("a", A, 1, 1300), _busy("b", B[:3], 2, 1090)]
+    pending = [make_job(10).partitions("a", "b").nodes(4).limit(100),
+               make_job(11).partition("b").limit(450)]  # fmt: skip
+    result = _pass(mode, running, pending)
+    assert result.plan.placements == ()
+    updates = {u.job_id: u for u in result.plan.updates}
+    assert updates[10].expected_start == 1090
+    assert updates[11].reason is PendingReason.PRIORITY

@@ -286,13 +286,15 @@ class Scheduler:
             if len(job.spec.partitions) > 1 and job.partition in job.spec.partitions:
                 # -p a,b: tried in each partition (framework/partition_choice.py)
                 verdicts.clear()  # Reserve may have run (and been undone)
-                tried, job = place_in_partitions(framework, ctx, job, gate, fit_cache)
+                tried, job, short = place_in_partitions(framework, ctx, job, gate, fit_cache)
                 st, stage = tried.status, tried.stage
                 statuses[job.id] = st
                 if st.code is _SUCCESS and tried.allocation is not None:
                     placed.append((job, tried.allocation))
                     continue
                 listed = True  # backfill may get it: it tries it in each partition too
+                for name in short:  # holds back each partition it waits in
+                    self._block(blocked, job, name)
                 if self._not_placed(
                     job, st, stage, held, held_stages, blocked, terminations, waiting
                 ):
@@ -444,17 +446,23 @@ class Scheduler:
         if stage is _GATE or (stage in _SHORTAGE and st.reason is _RESOURCES):
             held.append(job)
             held_stages.append(stage)
-            queue = (job.partition, job.spec.reservation)
-            if stage is not _GATE and queue not in blocked:
-                # a shortage: every later job of the queue waits behind this one
-                blocked[queue] = unschedulable(
-                    PendingReason.PRIORITY,
-                    f"job {job.spec.het.display_id if job.spec.het else job.id} is ahead "
-                    f"in partition {job.partition}",
-                    QUEUE,
-                )
+            if stage is not _GATE:
+                Scheduler._block(blocked, job, job.partition)
             return stage is not _GATE and bool(job.spec.licenses)
         return False
+
+    @staticmethod
+    def _block(blocked: dict[Queue, Status], job: Job, partition: str) -> None:
+        """``job`` is short of nodes in ``partition``: every later job of that queue
+        waits behind it (the first such job names the reason)."""
+        queue = (partition, job.spec.reservation)
+        if queue not in blocked:
+            blocked[queue] = unschedulable(
+                PendingReason.PRIORITY,
+                f"job {job.spec.het.display_id if job.spec.het else job.id} is ahead "
+                f"in partition {partition}",
+                QUEUE,
+            )
 
     def will_run(self, snapshot: ClusterSnapshot, job: Job) -> WillRunResult | Status:
         """Earliest start and nodes for ``job`` (``sbatch --test-only``), or the Status
