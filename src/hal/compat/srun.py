@@ -21,8 +21,15 @@ Under ``salloc`` (``HAL_SALLOC_JOB_ID`` equal to ``SLURM_JOB_ID``) srun runs on 
 salloc was started on, not on the allocation's first node: every step, one-node ones
 too, is a job step created through the control plane.
 
-Outside a job (or an allocation) it refuses: it does not make an allocation of its own;
-``salloc`` does.
+``srun --jobid=N`` from elsewhere (a login shell, or another job) runs the step in
+running job N, the caller's own, as srun under salloc does: every step through the
+control plane, laid out within N's allocation (``hal.compat.steps.run_in_job``). A job
+that is not running, not found or another user's is refused as Slurm's srun refuses it
+(``Unable to confirm allocation for job N: ...``).
+
+Without ``--jobid``, outside a job (or an allocation) it refuses: it does not make an
+allocation of its own; ``salloc`` does (``salloc --no-shell`` leaves one to use with
+``--jobid``).
 
 Options are parsed as srun's getopt does (``-ln2``, ``--ntasks 2``, ``--`` before the
 command). Values HAL does not act on (``--time``, ``--mem``, ``--gres``...) are still
@@ -81,6 +88,7 @@ OPTIONS = (
     Opt("exact", ("exact",), arg=Arg.NONE),
     Opt("pty", ("pty",), arg=Arg.NONE),  # known, to refuse it with a reason
     Opt("nodelist", ("nodelist",), "w"),
+    Opt("jobid", ("jobid",)),
 )
 _COUNTS = frozenset({"ntasks", "cpus_per_task", "ntasks_per_node"})  # positive integers
 
@@ -91,6 +99,7 @@ class Invocation:
     command: list[str]
     label: bool  # -l: prefix each line with its task's rank
     node_range: tuple[int, int] | None = None  # -N MIN-MAX
+    jobid: int | None = None  # --jobid: the running job to run the step in
 
     def within(self, allocated: int) -> StepRequest:
         """The request with ``-N MIN-MAX`` made a count: as many of the job's nodes as
@@ -109,6 +118,7 @@ def parse_command(argv: list[str]) -> Invocation:
     node_range: tuple[int, int] | None = None
     nodelist: tuple[str, ...] = ()
     label = False
+    jobid: int | None = None
     for dest, value, spelled in parsed.values:
         if dest == "pty":
             raise InvalidRequest(
@@ -119,10 +129,13 @@ def parse_command(argv: list[str]) -> Invocation:
             label = True
         if value is None:
             continue
-        if dest in _COUNTS:
+        if dest in _COUNTS or dest == "jobid":
             if not value.strip().isdigit() or int(value) < 1:
                 raise InvalidRequest(f"{spelled} needs a positive integer, got {value!r}")
-            counts[dest] = int(value)
+            if dest == "jobid":
+                jobid = int(value)
+            else:
+                counts[dest] = int(value)
         elif dest == "nodes":
             node_range = parse_nodes(value)
         elif dest == "nodelist":
@@ -140,23 +153,34 @@ def parse_command(argv: list[str]) -> Invocation:
         ntasks_per_node=counts.get("ntasks_per_node"),
         nodelist=nodelist,
     )
-    return Invocation(request, command, label, node_range)
+    return Invocation(request, command, label, node_range, jobid)
 
 
 def srun(argv: list[str], console: Console) -> int:
     env = console.environ
+    try:
+        call = parse_command(argv)
+    except OptionError as err:
+        return console.error(err.for_command("srun"))
+    except HalError as err:
+        return console.error(err.message)
+    if call.jobid is not None and env.get("SLURM_JOB_ID") != str(call.jobid):
+        # another job than the one srun runs in (if any): a step of it from outside
+        from hal.compat.steps import run_in_job
+
+        return run_in_job(call.jobid, call, console)
     if "SLURM_JOB_ID" not in env:
         return console.error(
             "HAL's srun runs a command inside a batch job or an allocation only (it "
-            "makes none of its own): run it under `salloc -N2 ...`, or submit the work "
-            "with `sbatch`"
+            "makes none of its own): run it under `salloc -N2 ...`, in a running job of "
+            "yours with `srun --jobid=N ...` (`salloc --no-shell` makes one), or submit "
+            "the work with `sbatch`"
         )
     under_salloc = env.get(SALLOC_JOB_VARIABLE) == env["SLURM_JOB_ID"]
     job_tasks = env.get("SLURM_NTASKS", "")
     here = env.get("SLURMD_NODENAME", "")
     try:
         job_id = int(env["SLURM_JOB_ID"])
-        call = parse_command(argv)
         nodes = expand_hostlist(env.get("SLURM_JOB_NODELIST", ""), field="SLURM_JOB_NODELIST")
         nodes = nodes or [here]
         layout = step_layout(
@@ -165,8 +189,6 @@ def srun(argv: list[str], console: Console) -> int:
             nodes,
             int(job_tasks) if job_tasks.isdigit() and int(job_tasks) > 0 else 1,
         )
-    except OptionError as err:
-        return console.error(err.for_command("srun"))
     except ValueError:
         return console.error(f"SLURM_JOB_ID={env['SLURM_JOB_ID']!r} is no job id")
     except HalError as err:

@@ -14,7 +14,8 @@ from types import FrameType
 from typing import TYPE_CHECKING, BinaryIO
 
 from hal.compat.seam import Client, Console
-from hal.core.errors import HalError
+from hal.core.errors import HalError, NotFound, PermissionDenied
+from hal.core.job_variables import describes_a_job
 from hal.core.steps import StepRequest
 
 if TYPE_CHECKING:
@@ -70,7 +71,47 @@ class _Writer:
             text.write(data.decode(errors="replace"))
 
 
-def run_step(job_id: int, request: StepRequest, call: Invocation, console: Console) -> int:
+def run_in_job(job_id: int, call: Invocation, console: Console) -> int:
+    """``srun --jobid=N`` from outside job N: a step of N, laid out within its
+    allocation, as srun under salloc runs one. srun's environment goes without what
+    describes another job (the agent sets N's). A job not running, not found or another
+    user's is refused with Slurm's "Unable to confirm allocation" line."""
+    from hal.core.states import JobState
+
+    def unconfirmed(reason: str) -> int:
+        return console.error(f"Unable to confirm allocation for job {job_id}: {reason}")
+
+    try:
+        job = console.client.job(job_id)
+    except NotFound:
+        return unconfirmed("Invalid job id specified")
+    except PermissionDenied:
+        return unconfirmed("Access/permission denied")
+    except HalError as err:
+        return unconfirmed(err.message)
+    if job.state != JobState.RUNNING.value:
+        ended = "it has ended" if JobState(job.state).is_terminal else "wait until it runs"
+        return unconfirmed(
+            f"job {job_id} is {job.state}, not running; srun --jobid runs steps in a "
+            f"running job only ({ended}: squeue -j {job_id})"
+        )
+    environment = {k: v for k, v in console.environ.items() if not describes_a_job(k)}
+    request = call.within(len(job.nodes))
+    return run_step(job_id, request, call, console, environment=environment, confirm=True)
+
+
+def run_step(
+    job_id: int,
+    request: StepRequest,
+    call: Invocation,
+    console: Console,
+    *,
+    environment: dict[str, str] | None = None,
+    confirm: bool = False,
+) -> int:
+    """The step, its output relayed and srun's signals forwarded; its exit code.
+    ``environment``: the tasks' (default srun's own); ``confirm``: a refusal of the
+    caller (not the job's owner) reads as srun --jobid's."""
     from hal.wire.steps import StepCreate
 
     body = StepCreate(
@@ -80,10 +121,16 @@ def run_step(job_id: int, request: StepRequest, call: Invocation, console: Conso
         ntasks_per_node=request.ntasks_per_node,
         nodelist=list(request.nodelist),
         name=os.path.basename(call.command[0]),
-        environment=dict(console.environ),
+        environment=dict(console.environ if environment is None else environment),
     )
     try:
         step = console.client.create_step(job_id, body)
+    except PermissionDenied as err:
+        if confirm:
+            return console.error(
+                f"Unable to confirm allocation for job {job_id}: Access/permission denied"
+            )
+        return console.error(err.message)
     except HalError as err:
         return console.error(err.message)
     signaller: list[Client] = []  # its own connection: the main one waits in a read

@@ -91,3 +91,25 @@ def test_labels_prefix_whole_lines_with_the_rank() -> None:
     writer.write(0, "stdout", b"lo\nbye")
     writer.close()
     assert out.getvalue().splitlines() == ["1: one", "0: hello", "1: tw", "0: bye"]
+
+
+def test_jobid_of_the_job_srun_runs_in_changes_nothing(tmp_path: Path) -> None:
+    """`srun --jobid=$SLURM_JOB_ID -N1 -n2` in the batch job: still in place."""
+    rc, err = srun(tmp_path, "--jobid=7", "-N1", "-n2", "true")
+    assert (rc, err) == (0, "")
+
+
+@pytest.mark.parametrize("environ", [{"PATH": TWO_NODES["PATH"]}, TWO_NODES])
+def test_jobid_of_another_job_asks_the_control_plane(
+    tmp_path: Path, environ: dict[str, str]
+) -> None:
+    """From a login shell, or from inside job 7 naming job 8: a step of that job,
+    never a local run."""
+    with pytest.raises(AssertionError, match="srun asked the control plane"):
+        srun(tmp_path, "--jobid", "8", "-N1", "-n1", "true", environ=environ)
+
+
+def test_a_bad_jobid_is_refused(tmp_path: Path) -> None:
+    rc, err = srun(tmp_path, "--jobid=abc", "true", environ={"PATH": TWO_NODES["PATH"]})
+    assert rc == 1
+    assert err == "srun: error: --jobid needs a positive integer, got 'abc'\n"
