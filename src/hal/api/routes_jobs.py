@@ -357,6 +357,17 @@ async def cancel(
     return {"job_ids": await ctx.cluster.cancel(job_id, caller, signal, batch_only=batch_only)}
 
 
+@router.post("/{job_id}/command-exit")
+async def command_exit(
+    job_id: str, ctx: Ctx, caller: Who, exit_code: int, signal: int = 0
+) -> dict[str, object]:
+    """Record the exit status the running job ends with when its batch script exits:
+    salloc's command's, for its allocation (``hal.state.command_exit``)."""
+    from hal.state import command_exit
+
+    return {"job_ids": await command_exit.record(ctx.cluster, job_id, caller, exit_code, signal)}
+
+
 @router.post("/{job_id}/hold")
 async def hold_job(job_id: str, ctx: Ctx, caller: Who, user: bool = False) -> dict[str, object]:
     """``user=true``: a hold the job's owner may release (``scontrol uhold``), also when

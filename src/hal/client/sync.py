@@ -251,6 +251,13 @@ class HalClient:
         r = self._request("DELETE", f"/v1/jobs/{segment(job_id)}", params=params)
         return list(self._json(r).get("job_ids", []))
 
+    def set_command_exit(self, job_id: int | str, exit_code: int, signal: int = 0) -> list[int]:
+        """The exit status the running job ends with once its batch script exits (salloc
+        records its command's for its allocation)."""
+        params = {"exit_code": str(exit_code), "signal": str(signal)}
+        r = self._request("POST", f"/v1/jobs/{segment(job_id)}/command-exit", params=params)
+        return list(self._json(r).get("job_ids", []))
+
     def hold(self, job_id: int | str, *, user: bool = False) -> list[int]:
         """Hold a pending job; ``user``: a hold its owner may release (``scontrol uhold``)
         even when an administrator places it."""

@@ -14,8 +14,12 @@ then runs the command on this host (default ``$SHELL``) with ``SLURM_JOB_ID``,
 steps on the allocation's nodes through the control plane (ADR 0012, ADR 0013). The
 command gets the terminal (its own process group, in the foreground), and the signals
 salloc receives meanwhile go to that group. When it exits salloc prints ``Relinquishing
-job allocation 12``, ends the job (COMPLETED when the command exited 0, FAILED with exit
-code 1 otherwise) and exits with the command's exit code (128+N for a signal N).
+job allocation 12``, ends the job with the command's exit status (COMPLETED for 0,
+FAILED otherwise; sacct's ExitCode ``CODE:0``, ``0:N`` for a signal N) and exits with
+the command's exit code (128+N for a signal N). ``--no-shell`` runs no command: salloc
+exits 0 once granted and the allocation runs until its time limit or ``scancel``
+(``srun --jobid=N`` runs steps in it). ``-I[SECONDS]`` gives up (the request cancelled,
+exit 1) unless granted within SECONDS, or for none (or 0) at the scheduler's first look.
 
 Ctrl-C (or SIGTERM/SIGHUP) while the job is pending cancels it: ``Job allocation 12 has
 been revoked.``, exit 1. An allocation that ends first (scancel, its time limit, a node
@@ -47,9 +51,9 @@ from hal.compat.salloc_options import (
 from hal.compat.sbatch import process_umask
 from hal.compat.seam import Console
 from hal.compat.steps import FORWARDED as STEP_FORWARDED
-from hal.core.errors import HalError, NotFound
+from hal.core.errors import HalError, InvalidRequest, NotFound, PermissionDenied
 from hal.core.slurm_syntax import compress_hostlist
-from hal.core.states import JobState
+from hal.core.states import JobState, PendingReason
 from hal.wire.submit import non_defaults
 
 if TYPE_CHECKING:
@@ -57,6 +61,9 @@ if TYPE_CHECKING:
 
 POLL_FIRST_SECONDS = 0.25  # while pending: the first wait, doubled up to POLL_MAX_SECONDS
 POLL_MAX_SECONDS = 5.0
+# -I (at once): how long to wait for the scheduler's first look at the job at most
+IMMEDIATE_VERDICT_SECONDS = 10.0
+_UNSEEN = PendingReason.WAITING_FOR_SCHEDULING.value  # a job no cycle has looked at yet
 QUEUED_AFTER_SECONDS = 0.5  # pending longer than this: "queued and waiting for resources"
 WATCH_SECONDS = 2.0  # how often the allocation is checked while the command runs
 KILL_GRACE_SECONDS = 10.0  # a revoked command's time to end before SIGKILL
@@ -66,6 +73,10 @@ RESEND_SECONDS = 0.5  # its signal again (the first may come before its traps ar
 # SIGCONT: a stopped salloc and its command are continued together by the shell)
 FORWARDED = tuple(s for s in STEP_FORWARDED if s is not signal.SIGCONT)
 _HOLDING = (JobState.RUNNING, JobState.SUSPENDED)
+
+
+class _NotGranted(Exception):
+    """``-I``: the allocation was not granted in time."""
 
 
 class _Interrupted(Exception):
@@ -107,11 +118,14 @@ def salloc(argv: list[str], console: Console) -> int:
     info(f"Pending job allocation {job_id}")
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        granted = _wait_granted(job_id, console, info)
+        granted = _wait_granted(job_id, console, info, request.immediate)
     except (KeyboardInterrupt, _Interrupted):
         _cancel(job_id, console)
         console.err(f"salloc: Job allocation {job_id} has been revoked.")
         return 1
+    except _NotGranted:
+        _cancel(job_id, console)
+        return console.error("Unable to allocate resources: Requested nodes are busy")
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -120,6 +134,8 @@ def salloc(argv: list[str], console: Console) -> int:
         return 1
     info(f"Granted job allocation {job_id}")
     info(f"Nodes {compress_hostlist(list(granted.nodes))} are ready for job")
+    if request.no_shell:  # the allocation stays until its time limit or scancel
+        return 0
     try:
         cluster_name = console.client.cluster_config().cluster_name
     except HalError:
@@ -139,9 +155,15 @@ def _interrupt(_signum: int, _frame: FrameType | None) -> None:
     raise _Interrupted
 
 
-def _wait_granted(job_id: int, console: Console, info: Callable[[str], None]) -> Granted | None:
-    """Poll until the job runs (its allocation) or ends without running (None)."""
-    delay, waited, queued = POLL_FIRST_SECONDS, 0.0, False
+def _wait_granted(
+    job_id: int, console: Console, info: Callable[[str], None], immediate: float | None
+) -> Granted | None:
+    """Poll until the job runs (its allocation) or ends without running (None). With
+    ``immediate`` (``-I``) raise ``_NotGranted`` once that many seconds have gone by,
+    or, for 0, once the scheduler has looked at the job and left it pending."""
+    delay, queued = POLL_FIRST_SECONDS, False
+    start = console.clock()
+    deadline = None if immediate is None else start + (immediate or IMMEDIATE_VERDICT_SECONDS)
     while True:
         state, job = _state(job_id, console)
         if job is not None and state is JobState.RUNNING:
@@ -159,11 +181,16 @@ def _wait_granted(job_id: int, console: Console, info: Callable[[str], None]) ->
             )
         if state is not None and state.is_terminal:
             return None
-        if not queued and waited >= QUEUED_AFTER_SECONDS:
+        now = console.clock()
+        if deadline is not None and (
+            now >= deadline or (immediate == 0 and job is not None and job.reason != _UNSEEN)
+        ):
+            raise _NotGranted
+        if not queued and now - start >= QUEUED_AFTER_SECONDS:
             info(f"job {job_id} queued and waiting for resources")
             queued = True
-        console.sleep(delay)
-        waited += delay
+        wait = delay if deadline is None else max(0.0, min(delay, deadline - now))
+        console.sleep(wait)
         delay = min(delay * 2, POLL_MAX_SECONDS)
 
 
@@ -205,7 +232,7 @@ def _run_command(
     except OSError as err:
         console.error(f"Unable to exec command {request.command[0]!r}: {err.strerror}")
         info(f"Relinquishing job allocation {job_id}")
-        _relinquish(job_id, 1, console)
+        _relinquish(job_id, (1, 0), console)
         return 1
 
     def forward(signum: int, _frame: FrameType | None) -> None:
@@ -236,7 +263,7 @@ def _run_command(
             _cancel(job_id, console)
         return rc or 1
     info(f"Relinquishing job allocation {job_id}")
-    _relinquish(job_id, rc, console)
+    _relinquish(job_id, (code, 0) if code >= 0 else (0, -code), console)
     return rc
 
 
@@ -263,25 +290,43 @@ def _revoke(
         return proc.wait()
 
 
-def _relinquish(job_id: int, exit_code: int, console: Console) -> None:
-    """End the holding script: SIGWINCH (the command succeeded: COMPLETED) or SIGURG (it
-    failed: FAILED, exit code 1) to the batch shell, again until the job has ended; a job
-    that does not end in ``RELINQUISH_SECONDS``, or is suspended, is cancelled."""
-    sig = signal.SIGWINCH if exit_code == 0 else signal.SIGURG
+def _relinquish(job_id: int, status: tuple[int, int], console: Console) -> None:
+    """Record the command's (exit code, signal) as the allocation's (sacct's ExitCode,
+    ``hal.state.command_exit``), then end the holding script: SIGWINCH (the command
+    succeeded) or SIGURG (it failed: a server that keeps no status ends the job FAILED,
+    exit code 1) to the batch shell, again until the job has ended; a job that does not
+    end in ``RELINQUISH_SECONDS``, or is suspended, is cancelled."""
+    sig = signal.SIGWINCH if status == (0, 0) else signal.SIGURG
     deadline = console.clock() + RELINQUISH_SECONDS
+    recorded = False
     while True:
         state, _ = _state(job_id, console)
         if state is not None and state.is_terminal:
             return
         if state in (JobState.RUNNING, None) and console.clock() < deadline:
             if state is JobState.RUNNING:
+                recorded = recorded or _record(job_id, status, console)
                 # (an error: it has just ended, or the server is away; asked again)
                 with contextlib.suppress(HalError):
-                    console.client.cancel(job_id, signal=sig, batch_only=True)
+                    if recorded:
+                        console.client.cancel(job_id, signal=sig, batch_only=True)
             console.sleep(RESEND_SECONDS)
             continue
         _cancel(job_id, console)
         return
+
+
+def _record(job_id: int, status: tuple[int, int], console: Console) -> bool:
+    """Whether the allocation's exit status is settled: recorded, or refused for good
+    (a server without the call: the job then ends COMPLETED or FAILED, exit code 1);
+    False while the server cannot be reached (asked again)."""
+    try:
+        console.client.set_command_exit(job_id, *status)
+    except (NotFound, InvalidRequest, PermissionDenied):
+        return True
+    except HalError:
+        return False
+    return True
 
 
 def _terminal(console: Console) -> int | None:

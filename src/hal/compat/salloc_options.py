@@ -52,6 +52,8 @@ _BATCH_ONLY = frozenset(
 OPTIONS: tuple[Opt, ...] = (
     *(opt for opt in SBATCH_OPTIONS if opt.dest not in _BATCH_ONLY),
     Opt("kill_command", ("kill-command",), "K", Arg.OPTIONAL),
+    Opt("immediate", ("immediate",), "I", Arg.OPTIONAL),
+    Opt("no_shell", ("no-shell",), arg=Arg.NONE),
 )
 
 # salloc.1, INPUT ENVIRONMENT VARIABLES (those of options HAL takes)
@@ -62,6 +64,7 @@ ENV_OPTIONS = {
     "SALLOC_GPUS_PER_NODE": "gpus_per_node",
     "SALLOC_GPUS_PER_TASK": "gpus_per_task",
     "SALLOC_GRES": "gres",
+    "SALLOC_IMMEDIATE": "immediate",
     "SALLOC_KILL_CMD": "kill_command",
     "SALLOC_MEM_PER_CPU": "mem_per_cpu",
     "SALLOC_MEM_PER_GPU": "mem_per_gpu",
@@ -100,6 +103,10 @@ class SallocRequest:
     # -K: the signal for the command when the allocation is revoked; None: SIGHUP for an
     # interactive command (stdin a terminal), SIGTERM otherwise, as salloc.1 says
     kill_signal: int | None = None
+    # -I: give up unless granted within this many seconds (0: once the scheduler has
+    # looked at it); None: wait as long as it takes
+    immediate: float | None = None
+    no_shell: bool = False  # --no-shell: exit once granted, the allocation left running
     quiet: bool = False
     verbose: int = 0
     help: bool = False
@@ -136,9 +143,19 @@ def parse_salloc(
         dest: (environ[var], var) for var, dest in ENV_OPTIONS.items() if environ.get(var)
     }
     kill: Setting | None = env_settings.pop("kill_command", None)
+    immediate: Setting | None = env_settings.pop("immediate", None)
     for dest, value, spelled in parsed.values:
         if dest == "kill_command":
             kill = (value, spelled)
+        elif dest == "immediate":
+            immediate = (value, spelled)
+    no_shell = "no_shell" in given
+    if no_shell and parsed.positionals:
+        raise InvalidRequest(
+            f"--no-shell runs no command, yet {parsed.positionals[0]!r} was given: drop "
+            f"the command, then run it with srun --jobid=<the job id>",
+            field="no-shell",
+        )
     command = tuple(parsed.positionals) or (environ.get("SHELL") or "/bin/sh",)
     # -J, else the command's name (salloc's opt.c); an interactive shell is "interactive"
     name = os.path.basename(command[0]) if parsed.positionals else DEFAULT_NAME
@@ -159,6 +176,8 @@ def parse_salloc(
         job=job,
         command=command,
         kill_signal=_kill_signal(kill),
+        immediate=_immediate(immediate),
+        no_shell=no_shell,
         quiet="quiet" in given,
         verbose=sum(dest == "verbose" for dest, _, _ in parsed.values),
     )
@@ -178,6 +197,22 @@ def _kill_signal(setting: Setting | None) -> int | None:
             "--kill-command=TERM",
             field="kill-command",
         ) from None
+
+
+def _immediate(setting: Setting | None) -> float | None:
+    """``-I``'s seconds: no value (or 0) means at once."""
+    if setting is None:
+        return None
+    value, spelled = setting
+    if not value:
+        return 0.0
+    if not value.strip().isdigit():
+        raise InvalidRequest(
+            f"{spelled}: {value!r} is no number of seconds; write e.g. --immediate=30, "
+            "or -I alone for at once",
+            field="immediate",
+        )
+    return float(int(value))
 
 
 def default_kill_signal(interactive: bool) -> int:

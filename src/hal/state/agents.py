@@ -26,7 +26,7 @@ from hal.core.node import Node, check_features
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState, NodeState
 from hal.core.topology_labels import check_labels
-from hal.state import preempt
+from hal.state import command_exit, preempt
 from hal.state.cluster import Cluster
 from hal.state.launch import build_launch
 from hal.state.store import (
@@ -374,17 +374,16 @@ async def apply_reports(cluster: Cluster, node: str, reports: list[JobReport]) -
                 state = FINISHED_STATES.get(r.state)
                 if r.state == JobState.PENDING.value and job.extra.get(preempt.REQUEUE) == "1":
                     state = JobState.PENDING  # a requeue ending its run (Cluster.finish)
+                code, sig = r.exit_code, r.exit_signal
+                recorded = command_exit.recorded(job)
+                if recorded is not None and state in (None, JobState.COMPLETED, JobState.FAILED):
+                    # an allocation's holding script ended: salloc's command's status
+                    (code, sig), state = recorded, None
                 if state is None:
-                    state = (
-                        JobState.COMPLETED
-                        if r.exit_code == 0 and not r.exit_signal
-                        else JobState.FAILED
-                    )
+                    state = JobState.COMPLETED if code == 0 and not sig else JobState.FAILED
                 if job.state is JobState.COMPLETING and job.cancelled_by:
                     state = JobState.CANCELLED
-                new, event = cluster.finish(
-                    job, state, r.time, exit_code=r.exit_code, exit_signal=r.exit_signal
-                )
+                new, event = cluster.finish(job, state, r.time, exit_code=code, exit_signal=sig)
                 usage.append((job.id, r.max_rss_bytes, r.cpu_seconds))
                 new = new.evolve(
                     extra={

@@ -104,6 +104,7 @@ class FakeClient:
     submitted: list[JobSubmit] = field(default_factory=list)
     cancelled: list[tuple[str, int | None]] = field(default_factory=list)
     batch_only: list[str] = field(default_factory=list)  # cancel(batch_only=True)'s ids
+    command_exits: list[tuple[str, int, int]] = field(default_factory=list)  # set_command_exit
     actions: list[tuple[str, str]] = field(default_factory=list)
     updates: list[tuple[str, JobUpdate]] = field(default_factory=list)
     node_updates: list[tuple[str, str, str]] = field(default_factory=list)
@@ -158,6 +159,13 @@ class FakeClient:
             if _matches(info, str(job_id)):
                 return info
         raise NotFound(f"job {job_id} not found")
+
+    def set_command_exit(self, job_id: int | str, exit_code: int, signal: int = 0) -> list[int]:
+        found = [j.id for j in self.job_list if _matches(j, str(job_id))]
+        if not found:
+            raise NotFound(f"job {job_id} not found")
+        self.command_exits.append((str(job_id), exit_code, signal))
+        return found
 
     def cancel(
         self, job_id: int | str, *, signal: int | None = None, batch_only: bool = False

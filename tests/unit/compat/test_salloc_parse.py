@@ -106,6 +106,39 @@ def test_kill_command_signal() -> None:
     assert parse("true", SALLOC_KILL_CMD="INT").kill_signal == signal.SIGINT
 
 
+@pytest.mark.parametrize(
+    ("argv", "environ", "seconds"),
+    [
+        (("true",), {}, None),  # wait as long as it takes
+        (("-I", "true"), {}, 0.0),  # at once
+        (("-I0", "true"), {}, 0.0),
+        (("-I30", "true"), {}, 30.0),
+        (("--immediate=5", "true"), {}, 5.0),
+        (("--immediate", "true"), {}, 0.0),
+        (("true",), {"SALLOC_IMMEDIATE": "7"}, 7.0),
+        (("-I2", "true"), {"SALLOC_IMMEDIATE": "7"}, 2.0),
+    ],
+)
+def test_immediate_seconds(
+    argv: tuple[str, ...], environ: dict[str, str], seconds: float | None
+) -> None:
+    request = parse(*argv, **environ)
+    assert request.immediate == seconds
+    assert request.command == ("true",)  # -I's value is attached, never the next word
+
+
+def test_no_shell_runs_no_command() -> None:
+    """`salloc --no-shell` leaves the allocation for srun --jobid; a command with it
+    is a mistake, refused rather than silently not run."""
+    request = parse("--no-shell", "-N2")
+    assert request.no_shell and request.job.nodes_min == 2
+    assert not parse("true").no_shell
+    with pytest.raises(InvalidRequest, match="--no-shell runs no command"):
+        parse("--no-shell", "hostname")
+    with pytest.raises(InvalidRequest, match="no number of seconds"):
+        parse("--immediate=soon", "true")
+
+
 def test_the_commands_environment_describes_the_allocation_not_an_outer_job() -> None:
     """salloc run inside a batch job: the outer job's node, tasks and ids are not the
     allocation's; the user's own variables stay."""

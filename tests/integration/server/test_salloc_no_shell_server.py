@@ -1,0 +1,189 @@
+"""The login-shell workflow on a real server with two real agents: ``salloc --no-shell``
+leaves an allocation running, ``srun --jobid=N`` (from a shell with no job variables)
+runs steps in it as srun inside it would, ``salloc -I`` gives up on an allocation that
+cannot start at once, and sacct records the command's own exit code. salloc and srun
+run as the installed shims, as a user's shell finds them."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hal.testing.live import LiveServer, wait_until
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    data = tmp_path_factory.mktemp("salloc-no-shell")
+    with (
+        LiveServer(data, config_overrides={"kill_wait_seconds": 2}) as srv,
+        srv.agents(2, cpus=2, memory="1G"),
+    ):
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def shims(server: LiveServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = tmp_path_factory.mktemp("bin")
+    done = server.cli("compat", "install-shims", str(target), "--force")
+    assert done.returncode == 0, done.stderr
+    return target
+
+
+def run(
+    server: LiveServer, shims: Path, cwd: Path, *argv: str, token: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """A shim as a login shell runs it: no job's variables in the environment."""
+    env = {
+        k: v
+        for k, v in server.env().items()
+        if not k.startswith(("SLURM_", "SALLOC_", "SBATCH_", "HAL_SALLOC", "HAL_JOB"))
+    }
+    env["PATH"] = f"{shims}{os.pathsep}{os.environ.get('PATH', '')}"
+    if token is not None:
+        env["HAL_TOKEN"] = token
+    return subprocess.run(
+        [str(shims / argv[0]), *argv[1:]],
+        env=env,
+        cwd=cwd,
+        text=True,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        check=False,
+    )
+
+
+def granted(stderr: str) -> int:
+    found = re.search(r"^salloc: Granted job allocation (\d+)$", stderr, re.MULTILINE)
+    assert found, stderr
+    return int(found.group(1))
+
+
+def state(server: LiveServer, job_id: int) -> str:
+    with server.client() as c:
+        return c.job(job_id).state
+
+
+def exit_code(server: LiveServer, job_id: int) -> str:
+    acct = server.cli("sacct", "-j", str(job_id), "-X", "-n", "-P", "-o", "State,ExitCode")
+    return acct.stdout.strip()
+
+
+def test_no_shell_allocation_then_srun_jobid_from_a_login_shell(
+    server: LiveServer, shims: Path, tmp_path: Path
+) -> None:
+    """`salloc -N2 --no-shell` exits 0 with the allocation still RUNNING; `srun
+    --jobid=N` runs on both of its nodes (-l labels the ranks), `-N1` on one, the
+    step's exit code is srun's, and sacct lists the steps; scancel ends it."""
+    done = run(server, shims, tmp_path, "salloc", "-N2", "--no-shell")
+    assert done.returncode == 0, done.stderr
+    job_id = granted(done.stderr)
+    assert "Relinquishing" not in done.stderr, done.stderr
+    assert state(server, job_id) == "RUNNING"
+    try:
+        task = "echo host=$SLURMD_NODENAME job=$SLURM_JOB_ID step=$SLURM_STEP_ID"
+        both = run(server, shims, tmp_path, "srun", f"--jobid={job_id}", "-l", "sh", "-c", task)
+        assert both.returncode == 0, both.stdout + both.stderr
+        assert f"0: host=node1 job={job_id} step=0" in both.stdout, both.stdout
+        assert f"1: host=node2 job={job_id} step=0" in both.stdout, both.stdout
+        one = run(
+            server, shims, tmp_path, "srun", "--jobid", str(job_id), "-N1", "sh", "-c",
+            "echo on=$SLURMD_NODENAME tasks=$SLURM_STEP_NUM_TASKS; exit 7",
+        )  # fmt: skip
+        assert one.returncode == 7, one.stdout + one.stderr
+        assert one.stdout.strip() == "on=node1 tasks=1", one.stdout
+        assert state(server, job_id) == "RUNNING"  # a step's end is not the allocation's
+        acct = server.cli("sacct", "-j", f"{job_id}.1", "-n", "-P", "-o", "JobID,ExitCode")
+        assert acct.stdout.strip() == f"{job_id}.1|7:0", acct.stdout + acct.stderr
+    finally:
+        server.cli("scancel", str(job_id))
+    wait_until(lambda: state(server, job_id) == "CANCELLED", 30, message="the job to end")
+
+
+def test_srun_jobid_refuses_a_job_not_running_and_another_users_job(
+    server: LiveServer, shims: Path, tmp_path: Path
+) -> None:
+    """A pending allocation, an ended one, a job that does not exist and another
+    user's: each refused with Slurm's kind of line and no step."""
+    pending = run(server, shims, tmp_path, "sbatch", "--parsable", "-H", "--wrap", "true")
+    assert pending.returncode == 0, pending.stderr
+    pending_id = int(pending.stdout.strip())
+    refused = run(server, shims, tmp_path, "srun", f"--jobid={pending_id}", "true")
+    assert refused.returncode == 1
+    assert refused.stderr.startswith(
+        f"srun: error: Unable to confirm allocation for job {pending_id}: "
+        f"job {pending_id} is PENDING, not running"
+    ), refused.stderr
+    server.cli("scancel", str(pending_id))
+    wait_until(lambda: state(server, pending_id) == "CANCELLED", 30, message="cancelled")
+    ended = run(server, shims, tmp_path, "srun", f"--jobid={pending_id}", "true")
+    assert ended.returncode == 1
+    assert f"job {pending_id} is CANCELLED, not running" in ended.stderr, ended.stderr
+    missing = run(server, shims, tmp_path, "srun", "--jobid=999999", "true")
+    assert missing.returncode == 1
+    assert missing.stderr.startswith(
+        "srun: error: Unable to confirm allocation for job 999999: Invalid job id specified"
+    ), missing.stderr
+
+    done = run(server, shims, tmp_path, "salloc", "-N1", "--no-shell")
+    job_id = granted(done.stderr)
+    try:
+        tokens = server.add_users("mallory")
+        other = run(
+            server, shims, tmp_path, "srun", f"--jobid={job_id}", "touch", "mallory-was-here",
+            token=tokens["mallory"],
+        )  # fmt: skip
+        assert other.returncode == 1
+        assert other.stderr.startswith(
+            f"srun: error: Unable to confirm allocation for job {job_id}: Access/permission denied"
+        ), other.stderr
+        assert not (tmp_path / "mallory-was-here").exists()
+    finally:
+        server.cli("scancel", str(job_id))
+
+
+def test_immediate_gives_up_on_an_allocation_that_cannot_start(
+    server: LiveServer, shims: Path, tmp_path: Path
+) -> None:
+    """node1 is held whole by one allocation; `salloc -I -w node1` (and `-I1`) cannot
+    have it: Slurm's error, exit 1, and the request is cancelled, not left pending. With
+    nothing in the way, `-I` is granted as usual."""
+    holder = run(server, shims, tmp_path, "salloc", "-w", "node1", "--exclusive", "--no-shell")
+    holder_id = granted(holder.stderr)
+    try:
+        for flag in ("-I", "--immediate=1"):
+            busy = run(server, shims, tmp_path, "salloc", flag, "-w", "node1", "true")
+            assert busy.returncode == 1, busy.stderr
+            assert busy.stderr.rstrip().endswith(
+                "salloc: error: Unable to allocate resources: Requested nodes are busy"
+            ), busy.stderr
+            found = re.search(r"Pending job allocation (\d+)", busy.stderr)
+            assert found, busy.stderr
+            assert state(server, int(found.group(1))) == "CANCELLED"
+        free = run(server, shims, tmp_path, "salloc", "-I", "-w", "node2", "true")
+        assert free.returncode == 0, free.stderr
+        granted(free.stderr)
+    finally:
+        server.cli("scancel", str(holder_id))
+
+
+def test_sacct_records_the_commands_own_exit_code_and_signal(
+    server: LiveServer, shims: Path, tmp_path: Path
+) -> None:
+    """The allocation's ExitCode is the command's: 3:0 for `exit 3`, 0:10 for a command
+    SIGUSR1 ended (salloc itself exits 3 and 128+10), 0:0 for success."""
+    three = run(server, shims, tmp_path, "salloc", "-N1", "sh", "-c", "exit 3")
+    assert three.returncode == 3, three.stderr
+    assert exit_code(server, granted(three.stderr)) == "FAILED|3:0"
+    killed = run(server, shims, tmp_path, "salloc", "-N1", "sh", "-c", "kill -USR1 $$")
+    assert killed.returncode == 128 + 10, killed.stderr
+    assert exit_code(server, granted(killed.stderr)) == "FAILED|0:10"
+    fine = run(server, shims, tmp_path, "salloc", "-N1", "true")
+    assert fine.returncode == 0, fine.stderr
+    assert exit_code(server, granted(fine.stderr)) == "COMPLETED|0:0"
