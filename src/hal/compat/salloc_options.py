@@ -5,7 +5,8 @@ command runs with.
 (``-N``, ``-n``, ``-c``, ``--mem``, ``-t``, ``-p``, ``--gres``/``--gpus``, ``-J``, ``-A``,
 ``-q``, ``-w``/``-x``, ``-C``, ``--begin``, ``-d``, ``-H``...), checked and built by
 ``hal.compat.sbatch``, over Slurm's ``SALLOC_*`` input variables; the first word that
-is no option starts the command (default: ``$SHELL``, else ``/bin/sh``). Options only
+is no option starts the command (default: ``$SHELL``, else ``/bin/sh``; none with
+``--no-shell``), and ``-K``, ``-I`` and ``--no-shell`` are salloc's own. Options only
 a batch job has (``-o``, ``-e``, ``--array``, ``--wrap``, ``--parsable``, ``--wait``,
 ``--test-only``, ``--requeue``, ``--export``) are refused, as salloc has none of them.
 
@@ -79,7 +80,8 @@ ENV_OPTIONS = {
 
 # The allocation's batch script: it holds the nodes until salloc ends it. salloc sends
 # the batch shell SIGWINCH when its command succeeded and SIGURG when it failed, so the
-# job ends COMPLETED or FAILED (exit code 1) as Slurm's allocation does; both signals are
+# job ends COMPLETED or FAILED (with the command's exit status, which salloc records
+# first: hal.state.command_exit; exit code 1 on a server that keeps none); both signals are
 # ignored by default, so one that comes before the traps are set does no harm (salloc
 # sends it again). Cancelling the job (scancel, the time limit) kills it as any job.
 HOLD_SCRIPT = """\
@@ -294,7 +296,8 @@ Usage: salloc [OPTIONS...] [command [args...]]   (HAL's Slurm-compatible salloc)
 
 Gets an allocation, runs the command here (default: $SHELL) with SLURM_JOB_ID,
 SLURM_JOB_NODELIST, ... set, and gives the allocation back when it exits; srun in the
-command runs job steps on the allocation's nodes.
+command runs job steps on the allocation's nodes. With --no-shell it runs nothing and
+leaves the allocation for `srun --jobid=N ...` from any shell.
 
 Options HAL accepts (anything else is refused with an error):
   -J, --job-name=name        -p, --partition=list      -N, --nodes=min[-max]
@@ -310,6 +313,10 @@ Options HAL accepts (anything else is refused with an error):
       --data=key[,key...]    --reservation=name        -L, --licenses=list
   -K, --kill-command[=signal]  the signal for the command when the allocation is
                              revoked (default: SIGHUP, or SIGTERM without a terminal)
+  -I, --immediate[=secs]     give up (exit 1) unless granted within secs (alone: at
+                             the scheduler's first look at the request)
+      --no-shell             exit once granted, leaving the allocation running until
+                             its time limit or scancel; run steps with srun --jobid=N
       --mail-type=type  --mail-user=user   (accepted; HAL sends no mail)
   -Q, --quiet  -v, --verbose  -h, --help  -V, --version
 """
