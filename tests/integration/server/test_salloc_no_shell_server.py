@@ -187,3 +187,36 @@ def test_sacct_records_the_commands_own_exit_code_and_signal(
     fine = run(server, shims, tmp_path, "salloc", "-N1", "true")
     assert fine.returncode == 0, fine.stderr
     assert exit_code(server, granted(fine.stderr)) == "COMPLETED|0:0"
+
+
+def test_a_recorded_exit_status_counts_only_for_the_scripts_own_end(
+    server: LiveServer, shims: Path, tmp_path: Path
+) -> None:
+    """The call salloc makes (``command-exit``): a job whose script then ends by itself
+    ends with the recorded status; a cancelled one stays CANCELLED; another user and a
+    job that is not running are refused."""
+    from hal.core.errors import InvalidRequest, PermissionDenied
+
+    def submit(body: str) -> int:
+        done = run(server, shims, tmp_path, "sbatch", "--parsable", "--wrap", body)
+        assert done.returncode == 0, done.stderr
+        job_id = int(done.stdout.strip())
+        wait_until(lambda: state(server, job_id) == "RUNNING", 30, message="the job to run")
+        return job_id
+
+    ends = submit("while [ ! -e go ]; do sleep 0.1; done")
+    cancelled = submit("sleep 300")
+    tokens = server.add_users("eve")
+    with server.client() as admin, server.client(tokens["eve"]) as eve:
+        with pytest.raises(PermissionDenied):
+            eve.set_command_exit(ends, 9)
+        assert admin.set_command_exit(ends, 4) == [ends]
+        assert admin.set_command_exit(cancelled, 5) == [cancelled]
+        (tmp_path / "go").touch()
+        wait_until(lambda: state(server, ends) == "FAILED", 30, message="the script's end")
+        assert exit_code(server, ends) == "FAILED|4:0"
+        admin.cancel(cancelled)
+        wait_until(lambda: state(server, cancelled) == "CANCELLED", 30, message="cancelled")
+        assert exit_code(server, cancelled) != "CANCELLED|5:0"
+        with pytest.raises(InvalidRequest, match="is CANCELLED, not running"):
+            admin.set_command_exit(cancelled, 0)
