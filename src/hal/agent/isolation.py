@@ -14,6 +14,9 @@ rlimit      no cgroups: the step supervisor samples the job tree's resident memo
 none        nothing is enforced.
 ==========  ==============================================================================
 
+A job step's tasks run in ``job_<id>.<n>/step_<m>`` (``create_step_group``), inside the
+job's cgroup and its limit, made for them on a node where the job has no batch script.
+
 (``<agent>`` is ``<node>.<hash of the state directory>``: several agents may share a host
 — test clusters, virtual nodes — and must never see each other's job cgroups. ``<n>`` is
 the attempt: a requeued job's new attempt must not share a cgroup with the old one's
@@ -74,17 +77,64 @@ class Isolation:
             os.mkdir(path)
         except FileExistsError:
             # Left by a supervisor that was killed before its cleanup: empty and reuse it.
-            _kill_members(path)
-        if memory_bytes > 0:
-            if self.kind == "cgroup2":
-                _write(path, "memory.max", memory_bytes)
-                _write_optional(path, "memory.swap.max", 0)
-                _write_optional(path, "memory.oom.group", 1)  # kill the whole job, not one
-            else:
-                _write(path, "memory.limit_in_bytes", memory_bytes)
-                # memsw bounds memory+swap; it must not be set below limit_in_bytes.
-                _write_optional(path, "memory.memsw.limit_in_bytes", memory_bytes)
+            # (Its own members only: a step's tasks in a subgroup, started just before
+            # the batch script of an allocation, are the job's and stay.)
+            _kill_procs(path)
+        self._limit(path, memory_bytes)
         return path
+
+    def _limit(self, path: str, memory_bytes: int) -> None:
+        if memory_bytes <= 0:
+            return
+        if self.kind == "cgroup2":
+            _write(path, "memory.max", memory_bytes)
+            _write_optional(path, "memory.swap.max", 0)
+            _write_optional(path, "memory.oom.group", 1)  # kill the whole job, not one
+        else:
+            _write(path, "memory.limit_in_bytes", memory_bytes)
+            # memsw bounds memory+swap; it must not be set below limit_in_bytes.
+            _write_optional(path, "memory.memsw.limit_in_bytes", memory_bytes)
+
+    # -- job steps' tasks (in the agent: ``hal.agent.steps``) ------------------------------
+
+    def create_step_group(
+        self, job_id: int, attempt: int, step_id: int, memory_bytes: int, *, batch_here: bool
+    ) -> tuple[str, bool]:
+        """The cgroup of one job step's tasks on this node, ``job_<id>.<n>/step_<m>``, as
+        Slurm's ``job_N/step_M``: inside the job's, so the job's memory limit on this
+        node holds for its batch script and all its steps together. On a node without
+        the batch script the job's cgroup is made here, with ``memory_bytes`` (the job's
+        memory on this node). Returns the step's path ("" without cgroups) and whether
+        the job's cgroup was made here (``release_job_group`` then removes it)."""
+        job = self.group_path(job_id, attempt)
+        if not job:
+            return "", False
+        made = False
+        try:
+            os.mkdir(job)
+            made = True
+        except FileExistsError:
+            pass  # the batch script's (or another step's): its limit is set
+        if made:
+            self._limit(job, memory_bytes)
+        if self.kind == "cgroup2" and not batch_here:
+            # the steps' own memory.events (which step hit the limit). Not where the batch
+            # script runs in the job's cgroup itself: cgroup2 refuses processes beside
+            # enabled controllers, so there the steps are charged to the job's cgroup,
+            # which still bounds them (and its memory.oom.group ends the whole job).
+            _write_optional(job, "cgroup.subtree_control", "+memory")
+        path = os.path.join(job, f"step_{step_id}")
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            _kill_procs(path)  # an earlier agent's, killed before its cleanup
+        return path, made
+
+    def release_job_group(self, job_id: int, attempt: int) -> None:
+        """Remove the job's cgroup made for its steps, if nothing is in it any more (a
+        batch script that has started in it since keeps it)."""
+        with contextlib.suppress(OSError):
+            os.rmdir(self.group_path(job_id, attempt))
 
     def collect(self, group: str, killed_by_sigkill: bool) -> MemoryOutcome:
         """After the batch shell exited: read the OOM counter and peak, kill stragglers,
@@ -123,7 +173,11 @@ class Isolation:
 
 
 def remove_group(group: str) -> None:
-    """Kill whatever is left in ``group`` and remove it (best effort, bounded)."""
+    """Kill whatever is left in ``group`` and its subgroups (a job's steps) and remove
+    them (best effort, bounded)."""
+    with contextlib.suppress(OSError), os.scandir(group) as entries:
+        for sub in [e.path for e in entries if e.is_dir(follow_symlinks=False)]:
+            remove_group(sub)
     for _ in range(RMDIR_TRIES):
         _kill_members(group)
         try:
@@ -216,8 +270,14 @@ def _memory_mount(kind: str) -> str:
 def _kill_members(group: str) -> None:
     with contextlib.suppress(OSError):
         if os.path.exists(os.path.join(group, "cgroup.kill")):  # cgroup2, Linux >= 5.14
-            _write(group, "cgroup.kill", 1)
+            _write(group, "cgroup.kill", 1)  # (its subgroups' too)
             return
+    _kill_procs(group)
+
+
+def _kill_procs(group: str) -> None:
+    """SIGKILL the processes in ``group`` itself, not those of its subgroups."""
+    with contextlib.suppress(OSError):
         for pid in _read_text(group, "cgroup.procs").split():
             with contextlib.suppress(OSError):
                 os.kill(int(pid), signal.SIGKILL)

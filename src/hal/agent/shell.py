@@ -199,6 +199,7 @@ class AgentShell:
             if kill_wait is not None:
                 self.machine.kill_wait_seconds = kill_wait
             self.isolation = detect_isolation(self.config.isolation, self.agent_name)
+            self.steps.isolation = self.isolation
             log.info(
                 "agent %s: isolation %s %s, state in %s",
                 self.config.node,

@@ -16,9 +16,18 @@ Unlike batch scripts, step tasks are not adopted across agent restarts: they are
 agent's own children, so a stopping agent kills them and the server ends that node's
 part when the agent registers again without them. An agent registering while they run
 (its server restarted or forgot the node) lists them (``running``); the server answers
-with those it does not know, which the agent then ends. They run in no cgroup of their
-own: on the batch node they are beside the batch script, not inside its limits; a step
-is found and killed by its tasks' sessions (``procfs.processes_of``: the session, and
+with those it does not know, which the agent then ends.
+
+Memory: a step's tasks on a node run in the cgroup ``job_<id>.<n>/step_<m>`` inside the
+job's (``Isolation.create_step_group``, Slurm's ``job_N/step_M``), so the job's memory on
+that node bounds its batch script and all its steps together; on a node without the
+batch script the job's cgroup is made for its steps, with the job's memory there, and
+removed after the last. A task joins the cgroup between ``fork`` and ``exec`` (``_Enter``),
+before it can allocate or fork. An OOM kill in the step's cgroup ends the node's part as
+out of memory (the step is OUT_OF_MEMORY). Under the rlimit backend a watchdog sums the
+step's tasks' resident memory and kills them past the job's memory (Slurm's
+OverMemoryKill). The cgroup's removal kills what the tasks left in it; without cgroups a
+task's leftovers are found by session (``procfs.processes_of``: the session, and
 ``HAL_JOB_MARKER`` for processes that left it).
 """
 
@@ -37,8 +46,9 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from hal.agent.environment import MARKER, job_environment, job_marker
+from hal.agent.isolation import Isolation, remove_group
 from hal.agent.plan import LaunchError, job_umask, resolve_user
-from hal.agent.procfs import open_pidfd, processes_of
+from hal.agent.procfs import open_pidfd, processes_of, tree_rss_bytes
 from hal.wire.agent import RunningStep, StepEnd, StepLaunch, StepOutput, StepSignal
 
 log = logging.getLogger("hal.agent")
@@ -49,6 +59,7 @@ POLL_SECONDS = 0.2  # how often a task is checked where there is no pidfd
 MAX_SYNC_BYTES = 1 << 20  # step output per sync; the rest goes with the next
 EXEC_FAILED = 2  # a task that could not start, as Slurm's srun reports it
 DRAIN_SECONDS = 5.0  # after a task exits, how long its pipes may stay open (a leftover)
+WATCHDOG_MAX_SECONDS = 0.5  # rlimit backend: between memory samples once settled
 # what describes the node srun ran on: each node sets its own (job_environment)
 NODE_LOCAL = frozenset(
     {
@@ -91,6 +102,9 @@ class _NodeStep:
     streams: dict[tuple[int, str], _Stream] = field(default_factory=dict)
     procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)  # by rank
     exit_code: int | None = None  # set when every task ended and its pipes closed
+    exit_signal: int = 0  # the signal that ended the task of ``exit_code`` (0: it exited)
+    oom: bool = False  # a task was killed for the job's memory limit
+    group: str = ""  # its cgroup on this node ("" without cgroups)
     # its job is suspended (SIGSTOP came, no SIGCONT since): a task started now stops too
     stopped: bool = False
 
@@ -115,10 +129,14 @@ class StepTasks:
         agent: str,
         unknown_users_as_agent: bool,
         notify: Callable[[], None],
+        isolation: Isolation | None = None,
     ) -> None:
         self.node = node
         self.agent = agent
         self.unknown_users_as_agent = unknown_users_as_agent
+        # the agent's backend, known once it started (``AgentShell.run`` sets it)
+        self.isolation = isolation or Isolation("none")
+        self._made_groups: set[tuple[int, int]] = set()  # (job, attempt): job cgroups made here
         self._notify = notify  # there is something to send
         self._steps: dict[Key, _NodeStep] = {}
         self._done: deque[Key] = deque(maxlen=RECENTLY_ENDED)  # a repeated launch: ignored
@@ -176,6 +194,10 @@ class StepTasks:
         finally:
             for step in self._steps.values():
                 self._signal(step, signal.SIGKILL)
+                if step.group and step.exit_code is None:
+                    remove_group(step.group)  # (blocks: the agent is stopping)
+            for job in self._made_groups:
+                self.isolation.release_job_group(*job)
 
     async def _run_step(self, step: _NodeStep) -> None:
         launch = step.launch
@@ -185,6 +207,24 @@ class StepTasks:
             step.write(launch.ranks[0], "stderr", f"srun: error: {self.node}: {err}\n".encode())
             self._ended(step, EXEC_FAILED)
             return
+        job = (launch.job_id, launch.launch.attempt)
+        try:
+            step.group, made = self.isolation.create_step_group(
+                *job,
+                launch.step_id,
+                launch.launch.memory_bytes,
+                batch_here=launch.launch.node_index == 0,
+            )
+        except OSError as err:
+            message = f"srun: error: {self.node}: cannot create the step's cgroup: {err}\n"
+            step.write(launch.ranks[0], "stderr", message.encode())
+            self._ended(step, EXEC_FAILED)
+            return
+        if made:
+            self._made_groups.add(job)
+        watchdog = None
+        if self.isolation.watchdog and launch.launch.memory_bytes > 0:
+            watchdog = asyncio.ensure_future(self._watch_memory(step))
         try:
             codes = await asyncio.gather(
                 *(
@@ -198,7 +238,43 @@ class StepTasks:
             message = f"srun: error: {self.node}: the agent failed to run the step: {err}\n"
             step.write(launch.ranks[0], "stderr", message.encode())
             codes = [EXEC_FAILED]
-        self._ended(step, max(codes))
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+        # the worst task: the highest exit code, 128+N for a signal N
+        worst = max(codes, key=lambda c: c if c >= 0 else 128 - c)
+        if step.group:  # kills what the tasks left in it; reads its OOM kills
+            killed = any(c == -signal.SIGKILL for c in codes)
+            memory = await asyncio.to_thread(self.isolation.collect, step.group, killed)
+            step.oom = step.oom or memory.oom
+            self._release(job, step)
+        self._ended(step, worst if worst >= 0 else 128 - worst, max(0, -worst))
+
+    def _release(self, job: tuple[int, int], ending: _NodeStep) -> None:
+        """Remove the job's cgroup made here for its steps once none of them runs."""
+        if job not in self._made_groups:
+            return
+        for (job_id, _), other in self._steps.items():
+            same = (job_id, other.launch.launch.attempt) == job
+            if same and other is not ending and other.exit_code is None:
+                return
+        self._made_groups.discard(job)
+        self.isolation.release_job_group(*job)
+
+    async def _watch_memory(self, step: _NodeStep) -> None:
+        """rlimit backend: SIGKILL the step's tasks here once their resident memory is
+        past the job's memory on this node, as the batch step's watchdog does."""
+        limit = step.launch.launch.memory_bytes
+        interval = 0.02  # frequent at first: a memory hog grows fast after start
+        while True:
+            pids = [p.pid for p in step.procs.values() if p.returncode is None]
+            used = await asyncio.to_thread(_rss_bytes, pids)
+            if used > limit:
+                step.oom = True
+                self._signal(step, signal.SIGKILL)
+                return
+            await asyncio.sleep(interval)
+            interval = min(interval * 2, WATCHDOG_MAX_SECONDS)
 
     async def _run_task(
         self,
@@ -216,6 +292,7 @@ class StepTasks:
             MARKER: _marker(self.agent, launch, rank).split("=", 1)[1],
         }
         uid, gid, groups, umask = user
+        enter = _Enter(self.isolation, step.group, launch, uid, gid, groups)
         try:
             # subprocess, not asyncio's: uvloop's cannot switch users (Popen returns once
             # the child has exec'd: about a millisecond)
@@ -227,10 +304,8 @@ class StepTasks:
                 cwd=launch.launch.workdir,
                 env=task_env,
                 start_new_session=True,  # its own session and group: killed as one
-                user=uid,
-                group=gid,
-                extra_groups=groups,
                 umask=umask,
+                preexec_fn=enter if enter.needed else None,  # noqa: PLW1509 - see _Enter
             )
         except (OSError, subprocess.SubprocessError) as err:
             message = (
@@ -257,7 +332,7 @@ class StepTasks:
         _, late = await asyncio.wait(readers, timeout=DRAIN_SECONDS)
         for reader in late:  # a process that left the session holds the pipe
             reader.cancel()
-        return code if code >= 0 else 128 - code
+        return code  # -N: killed by signal N
 
     async def _pump(self, step: _NodeStep, rank: int, stream: str, pipe: IO[bytes]) -> None:
         loop = asyncio.get_running_loop()
@@ -291,8 +366,9 @@ class StepTasks:
         groups = run_as.groups if run_as.uid is not None else None
         return env, (run_as.uid, run_as.gid, groups, -1 if umask is None else umask)
 
-    def _ended(self, step: _NodeStep, exit_code: int) -> None:
+    def _ended(self, step: _NodeStep, exit_code: int, exit_signal: int = 0) -> None:
         step.exit_code = exit_code
+        step.exit_signal = exit_signal
         step.procs.clear()
         self._notify()
 
@@ -334,7 +410,15 @@ class StepTasks:
                 )
                 upto[(job_id, step_id, rank, stream)] = buf.sent + len(part)
             if step.exit_code is not None and complete:
-                ends.append(StepEnd(job_id=job_id, step_id=step_id, exit_code=step.exit_code))
+                ends.append(
+                    StepEnd(
+                        job_id=job_id,
+                        step_id=step_id,
+                        exit_code=step.exit_code,
+                        exit_signal=step.exit_signal,
+                        oom=step.oom,
+                    )
+                )
         return Outgoing(output, ends, upto)
 
     def delivered(self, sent: Outgoing) -> None:
@@ -366,6 +450,48 @@ async def _exited(proc: subprocess.Popen[bytes]) -> int:
         loop.remove_reader(pidfd)
         os.close(pidfd)
     return proc.wait()
+
+
+def _rss_bytes(pids: list[int]) -> int:
+    return sum(tree_rss_bytes(pid) for pid in pids)
+
+
+class _Enter:
+    """What a task does between ``fork`` and ``exec``, as root: join the step's cgroup
+    (or take the rlimit backend's address-space backstop), then become the job's user.
+    Before the switch, because the cgroup's files are root's; and before ``exec``, so
+    that nothing the task allocates or forks escapes its cgroup, which moving it after
+    ``Popen`` returned would allow.
+
+    Run by ``subprocess`` in the forked child of a process with threads (the agent's
+    ``to_thread`` workers), so it only makes system calls through ``os`` and
+    ``resource`` (as ``supervisor._exec_job`` does): no imports, logging or locks."""
+
+    def __init__(
+        self,
+        isolation: Isolation,
+        group: str,
+        launch: StepLaunch,
+        uid: int | None,
+        gid: int | None,
+        groups: tuple[int, ...] | None,
+    ) -> None:
+        self.isolation = isolation
+        self.group = group
+        self.memory_bytes = launch.launch.memory_bytes
+        self.gpus = bool(launch.launch.gpu_ids)
+        self.uid, self.gid, self.groups = uid, gid, groups
+        rlimit = isolation.kind == "rlimit" and self.memory_bytes > 0
+        self.needed = bool(group) or rlimit or uid is not None or gid is not None
+
+    def __call__(self) -> None:
+        self.isolation.enter(self.group, self.memory_bytes, gpus=self.gpus)
+        if self.groups is not None:
+            os.setgroups(list(self.groups))
+        if self.gid is not None:
+            os.setgid(self.gid)
+        if self.uid is not None:
+            os.setuid(self.uid)
 
 
 def _marker(agent: str, launch: StepLaunch, rank: int) -> str:

@@ -288,6 +288,7 @@ async def _add_steps(ctx: ServerContext, infos: list[JobInfo]) -> None:
             exit_code=row.exit_code,
             start_time=row.start_time,
             end_time=row.end_time,
+            exit_signal=row.exit_signal,
         )
     wanted = {i.id for i in infos}
     for (job_id, step_id), step in ctx.steps.steps.items():

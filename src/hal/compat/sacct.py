@@ -426,8 +426,9 @@ def _step_view(job: JobInfo, step: StepRecord) -> JobInfo:
         update={
             "name": step.name,
             "state": step.state,
-            "exit_code": step.exit_code,
-            "exit_signal": 0,
+            # a signalled step reads 0:N, as a job does (its 128+N is srun's exit code)
+            "exit_code": 0 if step.exit_signal else step.exit_code,
+            "exit_signal": step.exit_signal,
             "cancelled_by": None,
             "nodes": nodes,
             "node_count": len(nodes),

@@ -90,6 +90,16 @@ def _v9_job_steps(conn: Connection) -> None:
     schema.job_steps.create(conn, checkfirst=True)
 
 
+def _v10_step_signals(conn: Connection) -> None:
+    # job_steps.exit_signal: a step ended by a signal shows 0:N in sacct, as Slurm's; the
+    # steps recorded before keep 128+N as their exit code
+    columns = {c["name"] for c in inspect(conn).get_columns("job_steps")}
+    if "exit_signal" not in columns:
+        conn.execute(
+            text("ALTER TABLE job_steps ADD COLUMN exit_signal INTEGER NOT NULL DEFAULT 0")
+        )
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -100,6 +110,7 @@ STEPS: tuple[Step, ...] = (
     _v7_events_time,
     _v8_agent_tokens,
     _v9_job_steps,
+    _v10_step_signals,
 )
 
 

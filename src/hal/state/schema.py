@@ -162,4 +162,6 @@ job_steps = Table(
     Column("exit_code", Integer, nullable=False),
     Column("start_time", Float, nullable=False),
     Column("end_time", Float, nullable=False),
+    # the signal that ended the step's worst task (sacct's ``0:N``); 0: it exited
+    Column("exit_signal", Integer, nullable=False, default=0),
 )

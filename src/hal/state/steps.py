@@ -56,8 +56,11 @@ class Step:
     start_time: float
     state: str = "RUNNING"
     exit_code: int = 0
+    exit_signal: int = 0  # the signal that ended the task of ``exit_code`` (0: it exited)
     end_time: float | None = None
-    ended: dict[str, int] = field(default_factory=dict)  # node → its highest exit code
+    # node → its highest exit code (128+N for a signal N) and that signal, or 0
+    ended: dict[str, tuple[int, int]] = field(default_factory=dict)
+    oom: bool = False  # a node's part ended for the job's memory limit
     # unread output: (cursor, rank, stream, bytes), cursor increasing from 1
     chunks: list[tuple[int, int, str, bytes]] = field(default_factory=list)
     cursor: int = 0
@@ -225,7 +228,7 @@ class StepTable:
         for end in ends:
             step = self.steps.get((end.job_id, end.step_id))
             if step is not None and node in step.layout.nodes and node not in step.ended:
-                await self._node_ended(step, node, end.exit_code)
+                await self._node_ended(step, node, end.exit_code, end.exit_signal, end.oom)
 
     async def node_registered(self, node: str, running: set[tuple[int, int]]) -> list[Key]:
         """``node``'s agent registered, its step tasks still ``running`` there (job, step).
@@ -255,18 +258,23 @@ class StepTable:
                 await self._node_ended(step, node, LOST_EXIT_CODE)
         return unknown
 
-    async def _node_ended(self, step: Step, node: str, exit_code: int) -> None:
-        step.ended[node] = exit_code
+    async def _node_ended(
+        self, step: Step, node: str, exit_code: int, exit_signal: int = 0, oom: bool = False
+    ) -> None:
+        step.ended[node] = (exit_code, exit_signal)
+        step.oom = step.oom or oom
         step.changed.set()
         if len(step.ended) < len(step.layout.nodes):
             return
         now = self.cluster.clock.now()
         job = self.cluster.jobs.get(step.job_id)
-        step.exit_code = max(step.ended.values())
+        step.exit_code, step.exit_signal = max(step.ended.values())
         live = (JobState.RUNNING, JobState.SUSPENDED)
         over = job is None or job.state not in live or job.restarts != step.attempt
         if step.cancelled or over:
             step.state = JobState.CANCELLED.value
+        elif step.oom:  # a task killed for the job's memory limit, as Slurm's cgroup sees it
+            step.state = JobState.OUT_OF_MEMORY.value
         else:
             step.state = (JobState.COMPLETED if step.exit_code == 0 else JobState.FAILED).value
         step.end_time = now
@@ -280,6 +288,7 @@ class StepTable:
             exit_code=step.exit_code,
             start_time=step.start_time,
             end_time=now,
+            exit_signal=step.exit_signal,
         )
         try:
             await self.cluster.db(self.cluster.store.record_step, row)

@@ -107,6 +107,7 @@ class StepRow:
     exit_code: int
     start_time: float
     end_time: float
+    exit_signal: int = 0  # the signal that ended its worst task (0: it exited)
 
 
 @dataclass(frozen=True, slots=True)

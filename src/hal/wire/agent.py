@@ -143,6 +143,10 @@ class StepEnd(WireModel):
     job_id: int
     step_id: int = Field(ge=0)
     exit_code: int = Field(ge=0, le=255)  # the highest task's; 128+N for a signal N
+    # the signal N that ended the task of ``exit_code`` (0: it exited); an older agent
+    # sends none, and its 128+N reads as an exit code
+    exit_signal: int = Field(default=0, ge=0, le=127)
+    oom: bool = False  # a task was killed for the job's memory limit on this node
 
 
 class Launch(WireModel):

@@ -143,9 +143,10 @@ class StepRecord(WireModel):
     nodelist: str  # Slurm's compressed form
     ntasks: int
     state: str
-    exit_code: int
+    exit_code: int  # the worst task's: its exit code, or 128+N for a signal N
     start_time: float
     end_time: float | None = None  # None: running
+    exit_signal: int = 0  # the signal N that ended the worst task (sacct's 0:N); 0: exited
 
 
 class JobList(WireModel):

@@ -170,3 +170,32 @@ def test_suspend_stops_the_step_tasks_on_every_node_and_resume_continues_them(
 
 def _lines(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_a_step_past_the_jobs_memory_is_out_of_memory_on_every_node(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    """``sbatch -N2 --mem=50M``: each node's task touches 200 MB. Both run inside the
+    job's cgroup on their node (node2's made for the step, with the job's 50 MiB), so both
+    are killed: the step is OUT_OF_MEMORY with 0:9 in sacct, srun exits 137, and the batch
+    script, which stayed within its memory, runs on to COMPLETED."""
+    hog = f"{sys.executable} -c \"b = b'x' * 200_000_000; import time; time.sleep(60)\""
+    job_id = submit(server, tmp_path, f"{SRUN} {hog}\necho srun exit=$?\n", "-N2", "--mem=50M")
+    wait_until(lambda: state(server, job_id) == "COMPLETED", 60, message="the job to end")
+    out = (tmp_path / f"slurm-{job_id}.out").read_text()
+    assert "srun exit=137" in out, out
+    acct = server.cli("sacct", "-j", f"{job_id}.0", "-n", "-P", "-o", "JobID,State,ExitCode")
+    assert acct.stdout.strip() == f"{job_id}.0|OUT_OF_MEMORY|0:9", acct.stdout + acct.stderr
+
+
+def test_a_step_killed_by_a_signal_shows_it_in_sacct_as_slurm_does(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    """A task ended by SIGSEGV: sacct's ExitCode is ``0:11`` (the signal in the second
+    field, as for a job), not ``139:0``; srun itself exits 139."""
+    job_id = submit(server, tmp_path, f"{SRUN} sh -c 'kill -SEGV $$'\necho srun exit=$?\n", "-N2")
+    wait_until(lambda: state(server, job_id) == "COMPLETED", 60, message="the job to end")
+    out = (tmp_path / f"slurm-{job_id}.out").read_text()
+    assert "srun exit=139" in out, out
+    acct = server.cli("sacct", "-j", f"{job_id}.0", "-n", "-P", "-o", "JobID,State,ExitCode")
+    assert acct.stdout.strip() == f"{job_id}.0|FAILED|0:11", acct.stdout + acct.stderr
