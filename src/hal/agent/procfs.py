@@ -141,6 +141,16 @@ def job_usage(supervisor: int) -> tuple[int, float]:
     return rss_pages * PAGE_SIZE, sum(ticks) / CLOCK_TICKS
 
 
+def tree_usage(root: int) -> tuple[int, float]:
+    """(resident bytes, CPU seconds) of ``root`` (a job step's task) and the processes
+    below it, as ``job_usage`` counts them: (0, 0.0) once it is gone."""
+    own = _stat_fields(root, 11, 22)
+    if len(own) != 11:
+        return 0, 0.0
+    rss, cpu = job_usage(root)  # its descendants, and the children it reaped
+    return rss + own[10] * PAGE_SIZE, cpu + (own[0] + own[1]) / CLOCK_TICKS
+
+
 def _stat_fields(pid: int, first: int, stop: int) -> list[int]:
     """Integer fields of ``/proc/<pid>/stat`` after the command name, ``[first:stop]``
     (0 is field 3, the state): ``[]`` when the process is gone."""

@@ -80,7 +80,14 @@ from hal.agent.metrics import (
 from hal.agent.outputfiles import read_chunk
 from hal.agent.outputwire import OutputChunk, OutputPoll, OutputRead
 from hal.agent.plan import LaunchError, build_step_plan
-from hal.agent.procfs import descendants, job_usage, node_load, open_pidfd, start_ticks
+from hal.agent.procfs import (
+    descendants,
+    job_usage,
+    node_load,
+    open_pidfd,
+    start_ticks,
+    tree_usage,
+)
 from hal.agent.records import ExitOutcome, Phase
 from hal.agent.remains import end_remains
 from hal.agent.state import AgentState
@@ -100,6 +107,7 @@ from hal.wire.agent import (
     Limit,
     StepLaunch,
     StepSignal,
+    StepTaskUsage,
 )
 
 log = logging.getLogger("hal.agent")
@@ -282,10 +290,12 @@ class AgentShell:
             try:
                 if not self._registered:
                     await self._register()
-                usage = await self._sample_usage()  # every long poll: every heartbeat
+                usage, step_usage = await self._sample_usage()  # every heartbeat
                 # the host's free memory and load ride on every heartbeat (two small
                 # /proc reads): sinfo's FREE_MEM and CPU_LOAD
-                request, sent = self._sync_request(self._wait_seconds, usage, node_load())
+                request, sent = self._sync_request(
+                    self._wait_seconds, usage, node_load(), step_usage
+                )
                 reply = await self.channel.sync(self.config.node, request)
             except CredentialRefused as err:
                 # a token the server does not know, or one that may not serve this node:
@@ -410,19 +420,20 @@ class AgentShell:
             )
             self.steps.signal(end)
 
-    async def _sample_usage(self) -> list[JobUsage]:
-        """What the running jobs use now (``procfs.job_usage``, read off the event loop),
-        with the most memory each job's samples have shown; nothing when the last sample
-        is under ``USAGE_MIN_INTERVAL_S`` old."""
+    async def _sample_usage(self) -> tuple[list[JobUsage], list[StepTaskUsage]]:
+        """What the running jobs and step tasks use now (``procfs.job_usage``,
+        ``tree_usage``, read off the event loop), with the most memory each one's samples
+        have shown; nothing when the last sample is under ``USAGE_MIN_INTERVAL_S`` old."""
         now = time.monotonic()
         if now - self._sampled_at < USAGE_MIN_INTERVAL_S:
-            return []
+            return [], []
         self._sampled_at = now
         watched = [
             (w.job_id, w.attempt, w.supervisor_pid, w.supervisor_ticks)
             for w in self._watches.values()
             if w.supervisor_pid > 0
         ]
+        tasks = self.steps.usage_targets()  # the agent's own children: no recycled pids
 
         def sample() -> list[tuple[int, int, tuple[int, float]]]:
             return [
@@ -431,7 +442,11 @@ class AgentShell:
                 if start_ticks(pid) == ticks  # still our supervisor, not a recycled pid
             ]
 
+        def sample_tasks() -> list[tuple[tuple[int, int, int, int], tuple[int, float]]]:
+            return [(task, tree_usage(task[3])) for task in tasks]
+
         sampled = await asyncio.to_thread(sample) if watched else []
+        step_usage = self.steps.usage(await asyncio.to_thread(sample_tasks) if tasks else [])
         peaks: dict[tuple[int, int], int] = {}
         usage: list[JobUsage] = []
         for job_id, attempt, (rss, cpu) in sampled:
@@ -446,13 +461,14 @@ class AgentShell:
                 )
             )
         self._peaks = peaks  # (ended jobs' go)
-        return usage
+        return usage, step_usage
 
     def _sync_request(
         self,
         wait: float,
         usage: list[JobUsage] | None = None,
         load: tuple[int | None, float | None] = (None, None),
+        step_usage: list[StepTaskUsage] | None = None,
     ) -> tuple[AgentSync, Outgoing]:
         outbox = self.machine.outbox
         steps = self.steps.outgoing()
@@ -468,6 +484,7 @@ class AgentShell:
             cpu_load=load[1],
             applied=self._instructions.applied,
             step_output=steps.output,
+            step_usage=step_usage or [],
             step_ends=steps.ends,
         )
         return request, steps

@@ -49,7 +49,14 @@ from hal.agent.environment import MARKER, job_environment, job_marker
 from hal.agent.isolation import Isolation, remove_group
 from hal.agent.plan import LaunchError, job_umask, resolve_user
 from hal.agent.procfs import open_pidfd, processes_of, tree_rss_bytes
-from hal.wire.agent import RunningStep, StepEnd, StepLaunch, StepOutput, StepSignal
+from hal.wire.agent import (
+    RunningStep,
+    StepEnd,
+    StepLaunch,
+    StepOutput,
+    StepSignal,
+    StepTaskUsage,
+)
 
 log = logging.getLogger("hal.agent")
 
@@ -137,6 +144,7 @@ class StepTasks:
         # the agent's backend, known once it started (``AgentShell.run`` sets it)
         self.isolation = isolation or Isolation("none")
         self._made_groups: set[tuple[int, int]] = set()  # (job, attempt): job cgroups made here
+        self._peaks: dict[tuple[int, int, int], int] = {}  # (job, step, rank) → most RSS
         self._notify = notify  # there is something to send
         self._steps: dict[Key, _NodeStep] = {}
         self._done: deque[Key] = deque(maxlen=RECENTLY_ENDED)  # a repeated launch: ignored
@@ -157,6 +165,38 @@ class StepTasks:
             for (job_id, step_id), step in self._steps.items()
             if step.exit_code is None
         ]
+
+    def usage_targets(self) -> list[tuple[int, int, int, int]]:
+        """(job, step, rank, pid) of every task running here, for ``sample_usage``."""
+        return [
+            (job_id, step_id, rank, proc.pid)
+            for (job_id, step_id), step in self._steps.items()
+            for rank, proc in step.procs.items()
+            if proc.returncode is None
+        ]
+
+    def usage(
+        self, sampled: list[tuple[tuple[int, int, int, int], tuple[int, float]]]
+    ) -> list[StepTaskUsage]:
+        """The tasks' samples (``procfs.tree_usage`` of ``usage_targets``) with the most
+        memory each task's samples have shown (ended tasks' peaks go)."""
+        peaks: dict[tuple[int, int, int], int] = {}
+        out: list[StepTaskUsage] = []
+        for (job_id, step_id, rank, _), (rss, cpu) in sampled:
+            key = (job_id, step_id, rank)
+            peak = peaks[key] = max(rss, self._peaks.get(key, 0))
+            out.append(
+                StepTaskUsage(
+                    job_id=job_id,
+                    step_id=step_id,
+                    rank=rank,
+                    rss_bytes=rss,
+                    max_rss_bytes=peak,
+                    cpu_seconds=cpu,
+                )
+            )
+        self._peaks = peaks
+        return out
 
     def signal(self, request: StepSignal) -> None:
         loop = asyncio.get_running_loop()

@@ -52,4 +52,6 @@ async def sync(node: str, request: Request, ctx: Ctx, agent: Agent) -> Response:
     body = await read_body(request, AgentSync)
     if body.step_output or body.step_ends:
         await ctx.steps.received(node, body.step_output, body.step_ends)
+    if body.usage or body.step_usage:  # a heartbeat's sample (flushes carry none)
+        ctx.steps.sampled(node, body.step_usage)
     return json_response(await agents.sync(ctx.cluster, node, body))

@@ -21,8 +21,10 @@ from hal.wire.steps import (
     StepChunk,
     StepCreate,
     StepInfo,
+    StepList,
     StepOutputPage,
     StepSignalRequest,
+    TaskUsage,
 )
 
 router = APIRouter(prefix="/v1/jobs", tags=["steps"])
@@ -39,7 +41,23 @@ def _info(step: Step) -> StepInfo:
         tasks=list(step.layout.tasks),
         state=step.state,
         exit_code=step.exit_code,
+        usage=[
+            TaskUsage(
+                rank=rank,
+                node=node,
+                rss_bytes=u.rss_bytes,
+                max_rss_bytes=u.max_rss_bytes,
+                cpu_seconds=u.cpu_seconds,
+            )
+            for rank, (node, u) in sorted(step.usage.items())
+        ],
     )
+
+
+@router.get("/{job_id}/steps", response_model=StepList)
+async def list_steps(job_id: int, ctx: Ctx, caller: Who) -> Response:
+    """The job's running steps, with their tasks' latest usage samples (``sstat``)."""
+    return json_response(StepList(steps=[_info(s) for s in ctx.steps.of_job(job_id, caller)]))
 
 
 @router.post(

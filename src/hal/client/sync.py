@@ -232,6 +232,13 @@ class HalClient:
         r = self._request("GET", f"/v1/jobs/{job_id}/steps/{step_id}/output", params=params)
         return StepOutputPage.model_validate_json(r.body)
 
+    def job_steps(self, job_id: int) -> list[StepInfo]:
+        """The job's running steps with their tasks' latest usage (``sstat``)."""
+        from hal.wire.steps import StepList
+
+        r = self._request("GET", f"/v1/jobs/{job_id}/steps")
+        return StepList.model_validate_json(r.body).steps
+
     def signal_step(self, job_id: int, step_id: int, signum: int) -> None:
         path = f"/v1/jobs/{job_id}/steps/{step_id}/signal"
         self._request("POST", path, json_body={"signal": signum})

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import pwd
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TypeVar
 
 from hal.compat.formats import (
     cpu_time,
@@ -72,6 +73,7 @@ OPTIONS = (
 # (job, the step of the line: "" for the job's, "batch", or a step id "0"..., now); a
 # numbered step's line gets a copy of its job with the step's values (``_step_view``)
 Column = Callable[[JobInfo, str, float], str]
+ColumnT = TypeVar("ColumnT")
 
 
 def _state(job: JobInfo, step: str, now: float) -> str:
@@ -339,6 +341,13 @@ def parse_fields(
     text: str, known: dict[str, tuple[str, int, Column]] = FIELDS, command: str = "sacct"
 ) -> list[tuple[str, int, Column]]:
     """``JobID,JobName%30,State`` → columns of ``known``; ``%N`` sets the width."""
+    return parse_columns(text, known, command)
+
+
+def parse_columns(
+    text: str, known: dict[str, tuple[str, int, ColumnT]], command: str
+) -> list[tuple[str, int, ColumnT]]:
+    """``parse_fields`` for any kind of column (sstat's read its own lines)."""
     columns = []
     for item in text.split(","):
         name, _, width_text = item.strip().partition("%")
@@ -441,7 +450,11 @@ def _step_view(job: JobInfo, step: StepRecord) -> JobInfo:
 
 
 def table_lines(
-    fields: list[tuple[str, int, Column]], rows: list[list[str]], *, parsable: str, header: bool
+    fields: Sequence[tuple[str, int, object]],
+    rows: list[list[str]],
+    *,
+    parsable: str,
+    header: bool,
 ) -> list[str]:
     """sacct's (and sstat's) output: fixed-width columns under a dashed rule, or
     ``|``-separated (``parsable``: "trailing" with a last ``|``, "plain" without)."""

@@ -35,7 +35,7 @@ from hal.core.steps import StepLayout, StepRequest, refused, step_layout
 from hal.state.cluster import Caller, Cluster
 from hal.state.launch import build_launch
 from hal.state.store import DatabaseUnavailable, StepRow
-from hal.wire.agent import StepEnd, StepLaunch, StepOutput, StepSignal
+from hal.wire.agent import StepEnd, StepLaunch, StepOutput, StepSignal, StepTaskUsage
 
 log = logging.getLogger("hal.steps")
 
@@ -61,6 +61,8 @@ class Step:
     # node → its highest exit code (128+N for a signal N) and that signal, or 0
     ended: dict[str, tuple[int, int]] = field(default_factory=dict)
     oom: bool = False  # a node's part ended for the job's memory limit
+    # running tasks' latest samples by rank, with their node (sstat; memory only)
+    usage: dict[int, tuple[str, StepTaskUsage]] = field(default_factory=dict)
     # unread output: (cursor, rank, stream, bytes), cursor increasing from 1
     chunks: list[tuple[int, int, str, bytes]] = field(default_factory=list)
     cursor: int = 0
@@ -229,6 +231,28 @@ class StepTable:
             step = self.steps.get((end.job_id, end.step_id))
             if step is not None and node in step.layout.nodes and node not in step.ended:
                 await self._node_ended(step, node, end.exit_code, end.exit_signal, end.oom)
+
+    def sampled(self, node: str, usage: Sequence[StepTaskUsage]) -> None:
+        """``node``'s agent's latest samples of its step tasks (``sstat``): a sample
+        covers all the node's tasks, so a task of it not in it has ended there."""
+        fresh = {(u.job_id, u.step_id, u.rank): u for u in usage}
+        for (job_id, step_id), step in self.steps.items():
+            if step.done or node not in step.layout.nodes:
+                continue
+            for rank in step.layout.ranks(step.layout.nodes.index(node)):
+                found = fresh.get((job_id, step_id, rank))
+                if found is not None:
+                    step.usage[rank] = (node, found)
+                else:
+                    step.usage.pop(rank, None)
+
+    def of_job(self, job_id: int, caller: Caller) -> list[Step]:
+        """The job's running steps, by step id."""
+        self._job(job_id, caller)
+        return sorted(
+            (s for (j, _), s in self.steps.items() if j == job_id and not s.done),
+            key=lambda s: s.step_id,
+        )
 
     async def node_registered(self, node: str, running: set[tuple[int, int]]) -> list[Key]:
         """``node``'s agent registered, its step tasks still ``running`` there (job, step).

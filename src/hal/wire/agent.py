@@ -108,6 +108,18 @@ class JobUsage(WireModel):
     cpu_seconds: float = Field(ge=0)  # user + system time so far
 
 
+class StepTaskUsage(WireModel):
+    """What one task of a job step on this node uses now (``sstat -j JOB.N``), sampled
+    with the jobs' usage (``JobUsage``): its process tree's memory and CPU time."""
+
+    job_id: int
+    step_id: int = Field(ge=0)
+    rank: int = Field(ge=0)
+    rss_bytes: int = Field(ge=0, le=INT64_MAX)
+    max_rss_bytes: int = Field(ge=0, le=INT64_MAX)  # the most of the samples so far
+    cpu_seconds: float = Field(ge=0)
+
+
 class AgentSync(WireModel):
     reports: list[JobReport] = Field(default_factory=list)
     wait_seconds: float = Field(default=10.0, ge=0, le=60)
@@ -124,6 +136,7 @@ class AgentSync(WireModel):
     # so the server takes each byte once by its offset, and each end once
     step_output: list[StepOutput] = Field(default_factory=list)
     step_ends: list[StepEnd] = Field(default_factory=list)
+    step_usage: list[StepTaskUsage] = Field(default_factory=list)  # running step tasks'
 
 
 class StepOutput(WireModel):

@@ -26,14 +26,29 @@ class StepCreate(WireModel):
     environment: dict[str, str] = Field(default_factory=dict)
 
 
+class TaskUsage(WireModel):
+    """A running step task's latest sample from its agent (``sstat``)."""
+
+    rank: int
+    node: str
+    rss_bytes: int
+    max_rss_bytes: int
+    cpu_seconds: float
+
+
 class StepInfo(WireModel):
     job_id: int
     step_id: int
     name: str
     nodes: list[str]
     tasks: list[int]  # per node
-    state: str  # RUNNING, COMPLETED, FAILED, CANCELLED
+    state: str  # RUNNING, COMPLETED, FAILED, CANCELLED, OUT_OF_MEMORY
     exit_code: int
+    usage: list[TaskUsage] = Field(default_factory=list)  # sampled tasks (sstat), by rank
+
+
+class StepList(WireModel):
+    steps: list[StepInfo]
 
 
 class StepChunk(WireModel):

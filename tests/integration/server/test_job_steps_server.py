@@ -199,3 +199,51 @@ def test_a_step_killed_by_a_signal_shows_it_in_sacct_as_slurm_does(
     assert "srun exit=139" in out, out
     acct = server.cli("sacct", "-j", f"{job_id}.0", "-n", "-P", "-o", "JobID,State,ExitCode")
     assert acct.stdout.strip() == f"{job_id}.0|FAILED|0:11", acct.stdout + acct.stderr
+
+
+def test_sstat_shows_a_running_steps_tasks_on_both_nodes(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    """Each node's task holds 60 MB and spins half a CPU second: their agents' samples
+    reach ``sstat -j JOB`` (the running step 0, as Slurm's), with two tasks, the most
+    memory at least 60 MB on one of the job's nodes, and ``-a`` adds the batch step."""
+    hold = (
+        f"{sys.executable} -c 'import time; b = bytes(range(256)) * (60 << 12)\n"
+        "while time.process_time() < 0.5: pass\n"
+        'open("held.%s" % __import__("os").environ["SLURM_PROCID"], "w").close()\n'
+        "time.sleep(300)'"
+    )
+    (tmp_path / "task.sh").write_text(hold + "\n")
+    job_id = submit(server, tmp_path, f"{SRUN} sh task.sh\n", "-N2")
+    wait_until(
+        lambda: (tmp_path / "held.0").exists() and (tmp_path / "held.1").exists(),
+        60,
+        message="both tasks holding their memory",
+    )
+    fields = "JobID,MaxRSS,MaxRSSNode,MinCPU,NTasks"
+
+    seen: list[str] = []
+
+    def sampled() -> bool:  # both tasks' samples show their half CPU second
+        out = server.cli("sstat", "-n", "-P", "-j", str(job_id), "-o", fields)
+        seen[:] = out.stdout.strip().split("|")
+        return len(seen) == 5 and bool(seen[3]) and _seconds(seen[3]) >= 0.4
+
+    wait_until(sampled, 30, message="a sample of both tasks")
+    step, max_rss, node, _, tasks = seen
+    assert (step, tasks) == (f"{job_id}.0", "2")
+    assert kib(max_rss) >= 60 << 10 and node in ("node1", "node2"), (max_rss, node)
+    every = server.cli("sstat", "-n", "-P", "-a", "-j", str(job_id), "-o", "JobID")
+    assert every.stdout.split() == [f"{job_id}.batch", f"{job_id}.0"], every.stdout
+    server.cli("scancel", str(job_id))
+    wait_until(lambda: state(server, job_id) == "CANCELLED", 30, message="the job to end")
+
+
+def kib(value: str) -> float:
+    units = {"K": 1, "M": 1 << 10, "G": 1 << 20}
+    return float(value[:-1]) * units[value[-1]]
+
+
+def _seconds(cpu: str) -> float:
+    minutes, _, seconds = cpu.rpartition(":")
+    return int(minutes or 0) * 60 + float(seconds)

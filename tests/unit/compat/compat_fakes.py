@@ -12,6 +12,7 @@ from hal.core.errors import NotFound
 from hal.core.states import JobState
 from hal.wire.jobs import JobInfo, JobSubmit, JobUpdate, SubmitResult, WillRun
 from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo, TopologyInfo, UserInfo
+from hal.wire.steps import StepInfo
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -113,6 +114,10 @@ class FakeClient:
     closed: bool = False
     min_job_age: int = 300
     topology_info: TopologyInfo = field(default_factory=lambda: TopologyInfo(configured=False))
+    step_list: dict[int, list[StepInfo]] = field(default_factory=dict)  # running, by job
+
+    def job_steps(self, job_id: int) -> list[StepInfo]:
+        return list(self.step_list.get(job_id, []))
 
     def submit(self, job: JobSubmit) -> SubmitResult:
         if self.submit_error is not None:

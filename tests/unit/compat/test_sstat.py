@@ -1,8 +1,10 @@
-"""sstat: a running job's batch step usage, as its agent last sampled it."""
+"""sstat: a running job's steps' usage, as their agents last sampled it."""
 
 from __future__ import annotations
 
 from compat_fakes import T0, FakeClient, MiB, call, job, running
+
+from hal.wire.steps import StepInfo, TaskUsage
 
 
 def _client() -> FakeClient:
@@ -37,14 +39,56 @@ def test_default_fields_of_running_jobs() -> None:
 def test_format_parsable_and_steps() -> None:
     lines = call(_client(), "sstat", "-P", "-n", "-o", "JobID,MaxRSS,AveCPU", "5.batch").lines
     assert lines == ["5.batch|307204K|01:15.500"]
-    step = call(_client(), "sstat", "-j", "5.0")
-    assert step.rc == 1 and "HAL runs one step per job, 5.batch" in step.err
+    step = call(_client(), "sstat", "-j", "5.0")  # job 5 runs no step 0
+    assert step.rc == 1 and "no running job or step among 5.0" in step.err
 
 
 def test_refusals() -> None:
     ended = call(_client(), "sstat", "-j", "7")
-    assert ended.rc == 1 and "no running job among 7" in ended.err and "sacct" in ended.err
+    assert ended.rc == 1 and "no running job or step among 7" in ended.err and "sacct" in ended.err
     unmeasured = call(_client(), "sstat", "-j", "5", "-o", "JobID,MaxVMSize")
     assert unmeasured.rc == 1 and 'Invalid field requested: "MaxVMSize"' in unmeasured.err
     assert call(_client(), "sstat").rc == 1  # no job named
     assert call(_client(), "sstat", "-j", "x1").rc == 1
+
+
+def _with_steps() -> FakeClient:
+    client = _client()
+
+    def task(rank: int, node: str, rss_mib: int, peak_mib: int, cpu: float) -> TaskUsage:
+        return TaskUsage(
+            rank=rank,
+            node=node,
+            rss_bytes=rss_mib * MiB,
+            max_rss_bytes=peak_mib * MiB,
+            cpu_seconds=cpu,
+        )
+
+    def step(step_id: int, usage: list[TaskUsage]) -> StepInfo:
+        return StepInfo(
+            job_id=5,
+            step_id=step_id,
+            name="app",
+            nodes=["n1", "n2"],
+            tasks=[2, 1],
+            state="RUNNING",
+            exit_code=0,
+            usage=usage,
+        )
+
+    tasks = [task(0, "n1", 10, 12, 4.0), task(1, "n1", 20, 30, 1.5), task(2, "n2", 30, 31, 2.0)]
+    client.step_list = {5: [step(2, tasks), step(3, [])]}
+    return client
+
+
+def test_a_job_running_steps_shows_its_lowest_numbered_step_as_slurms_does() -> None:
+    """srun's step 2 runs 3 tasks on two nodes: the most memory is task 2's on n2 (31 MiB
+    peak), the least CPU task 1's on n1; the averages are over the tasks' current RSS
+    and CPU time; -a adds the batch step and step 3 (no sample yet: blank figures)."""
+    fields = "JobID,MaxRSS,MaxRSSNode,MaxRSSTask,AveRSS,MinCPU,MinCPUNode,MinCPUTask,AveCPU,NTasks"
+    out = call(_with_steps(), "sstat", "-P", "-n", "-j", "5", "-o", fields)
+    assert out.lines == ["5.2|31M|n2|2|20M|00:01.500|n1|1|00:02.500|3"], out.err
+    every = call(_with_steps(), "sstat", "-P", "-n", "-a", "-j", "5", "-o", "JobID,MaxRSS,NTasks")
+    assert every.lines == ["5.batch|307204K|1", "5.2|31M|3", "5.3||3"]
+    one = call(_with_steps(), "sstat", "-P", "-n", "-j", "5.3,5.batch", "-o", "JobID")
+    assert one.lines == ["5.batch", "5.3"]
