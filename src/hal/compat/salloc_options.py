@@ -18,7 +18,6 @@ command exits (``hal.compat.salloc``).
 from __future__ import annotations
 
 import dataclasses
-import os
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -159,12 +158,12 @@ def parse_salloc(
             field="no-shell",
         )
     command = tuple(parsed.positionals) or (environ.get("SHELL") or "/bin/sh",)
-    # -J, else the command's name (salloc's opt.c); an interactive shell is "interactive"
-    name = os.path.basename(command[0]) if parsed.positionals else DEFAULT_NAME
+    # -J, else "interactive" whatever the command: salloc.1 says the command's name, but
+    # Slurm 22.05.8 names `salloc hostname` "interactive" too (docs/slurm-checks.md)
     job = job_from_options(
         parsed,
         env_settings,
-        BatchScript(HOLD_SCRIPT, name),
+        BatchScript(HOLD_SCRIPT, DEFAULT_NAME),
         environ=environ,
         cwd=cwd,
         now=now,
