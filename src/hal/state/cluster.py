@@ -956,8 +956,8 @@ class Cluster:
     async def set_hold(
         self, ident: str, caller: Caller, held: bool, *, user_hold: bool = False
     ) -> list[int]:
-        """Hold (``scontrol hold``) or release pending jobs. An administrator's hold of
-        another user's job is an admin hold (only an administrator releases it), unless
+        """Hold (``scontrol hold``) or release pending jobs. An administrator's hold,
+        of any job, is an admin hold (only an administrator releases it), unless
         ``user_hold`` (``scontrol uhold``: a hold its owner may release)."""
         async with self._lock:
             found = self.resolve(ident)
@@ -1401,9 +1401,11 @@ class Cluster:
 
 def _held_by(job: Job, caller: Caller, *, user_hold: bool) -> Job:
     """``job`` held by ``caller`` (``scontrol hold``, or ``update Priority=0``): an
-    administrator's hold of another user's job only an administrator releases, unless
-    ``user_hold`` (``scontrol uhold``); any other a hold its owner may release."""
-    if caller.admin and job.spec.user != caller.name and not user_hold:
+    administrator's hold only an administrator releases, unless ``user_hold``
+    (``scontrol uhold``); a user's a hold the owner may release. Also of the
+    administrator's own job, as Slurm 22.05.8 makes root's hold of root's job
+    ``JobHeldAdmin`` (docs/slurm-checks.md)."""
+    if caller.admin and not user_hold:
         return job.evolve(held_by_admin=True, reason=PendingReason.JOB_HELD_ADMIN)
     return job.evolve(spec=job.spec.with_changes(hold=True), reason=PendingReason.JOB_HELD_USER)
 

@@ -1,6 +1,6 @@
 """``scontrol update JobId=N Priority=0`` holds the job, as in Slurm (where ``scontrol
 hold`` is that very update): by its owner a hold the owner releases (``JobHeldUser``), by
-an administrator on another user's job an administrator's hold (``JobHeldAdmin``);
+an administrator, of any job, an administrator's hold (``JobHeldAdmin``);
 ``scontrol release`` lets it be scheduled again. The owner's update was refused ("its
 owner may lower it (1 to N)"), and an administrator's pinned the job at priority 0
 without holding it."""
@@ -157,4 +157,27 @@ def test_a_held_job_shows_priority_zero_until_it_is_released(
     assert len(released[by_sbatch]) == 1 and int(*released[by_sbatch]) > 0
     with server.client(alice) as c:
         for job in jobs:
+            c.cancel(job)
+
+
+def test_an_administrators_priority_zero_of_his_own_job_is_an_administrators_hold(
+    server: LiveServer,
+) -> None:
+    """Checked with Slurm 22.05.8 (docs/slurm-checks.md): root's ``scontrol update
+    jobid=N priority=0`` and ``scontrol hold N`` of root's own job give
+    ``Reason=JobHeldAdmin``, as of any other job; only ``uhold`` is a user's hold. HAL
+    called an administrator's hold of his own job a user's hold (JobHeldUser)."""
+    with server.client() as c:  # the administrator's own jobs
+        by_update, by_hold, by_uhold = (str(c.submit(LATER).job_id) for _ in range(3))
+        out = server.cli("scontrol", "update", f"JobId={by_update}", "Priority=0")
+        assert out.returncode == 0, out.stderr
+        for verb, job in (("hold", by_hold), ("uhold", by_uhold)):
+            out = server.cli("scontrol", verb, job)
+            assert out.returncode == 0, out.stderr
+        reasons = {job: (c.job(job).held, c.job(job).reason) for job in (by_update, by_hold)}
+        assert reasons == {by_update: (True, "JobHeldAdmin"), by_hold: (True, "JobHeldAdmin")}
+        assert (c.job(by_uhold).held, c.job(by_uhold).reason) == (True, "JobHeldUser")
+        for job in (by_update, by_hold, by_uhold):
+            assert server.cli("scontrol", "release", job).returncode == 0
+            assert not c.job(job).held
             c.cancel(job)
