@@ -179,8 +179,9 @@ JOB_LETTERS: dict[str, tuple[str, JobColumn]] = {
     "restartcnt": ("RESTARTCNT", lambda j, n: str(j.restarts)),
     "requeue": ("REQUEUE", lambda j, n: str(int(j.requeue))),
     "preempttime": ("PREEMPT_TIME", lambda j, n: timestamp(j.preempt_time)),
-    # --time-min; 0:00 without one, as squeue's _print_job_time_min prints Slurm's 0
-    "timemin": ("MIN_TIME", lambda j, n: duration_short(j.time_min_seconds or 0)),
+    # --time-min; 0:00 without one, as squeue's _print_job_time_min prints Slurm's 0;
+    # -O MinTime, titled TIME_MIN (checked with Slurm 22.05.8: docs/slurm-checks.md)
+    "mintime": ("TIME_MIN", lambda j, n: duration_short(j.time_min_seconds or 0)),
 }
 
 # -O/--Format names (case-insensitive) → letter (or the key of a column -o has no letter
@@ -224,6 +225,7 @@ LONG_FIELDS: dict[str, str] = {
     "oversubscribe": "h",
     "reservation": "v",
     "licenses": "W",
+    "timemin": "mintime",  # HAL's first name for MinTime (Slurm refuses this one)
     **{name: name for name in JOB_LETTERS if len(name) > 1},
 }
 LONG_FIELD_WIDTH = 20
