@@ -228,17 +228,19 @@ class PriorityService:
     def pending(self, keep: Callable[[Job], bool] | None = None) -> list[JobPriority]:
         """The pending jobs' priorities, by id; ``keep``: only the jobs it accepts (the
         filter runs first, so asking for one job does not evaluate the whole queue).
-        Held jobs are left out, as Slurm's sprio leaves them ("0 means the job is held":
-        no priority to break down until ``scontrol release``), and so are jobs whose
-        begin time (``--begin``, ``StartTime=``) is still ahead: not eligible yet, which
-        Slurm's multifactor plugin filters out of sprio's list too."""
+        Only eligible jobs are listed, as by Slurm's sprio (checked with 22.05.8,
+        docs/slurm-checks.md): one held ("0 means the job is held": no priority to break
+        down until ``scontrol release``), one whose begin time (``--begin``,
+        ``StartTime=``) is still ahead and one whose dependency is not met (EligibleTime
+        Unknown) are left out."""
         now = self.cluster.clock.now()
         jobs = [
             j
             for j in self.cluster.unfinished.values()
             if j.state is JobState.PENDING
             and not j.held
-            and (j.spec.begin_time is None or j.spec.begin_time <= now)
+            and (eligible := j.shown_eligible_time(now)) is not None
+            and eligible <= now
             and (keep is None or keep(j))
         ]
         return [self.evaluate(j, now) for j in sorted(jobs, key=lambda j: j.id)]

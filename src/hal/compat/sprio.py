@@ -18,6 +18,7 @@ from hal.compat.formats import Field, parse_format, render_rows
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
 from hal.core.errors import HalError
+from hal.wire.priority import FactorValues
 
 if TYPE_CHECKING:
     from hal.wire.priority import JobPriorityInfo, PriorityList, PriorityWeightsInfo
@@ -117,6 +118,16 @@ LETTERS: dict[str, JobColumn] = {
 }
 
 
+def _as_listed(job: JobPriorityInfo) -> JobPriorityInfo:
+    """``job`` as sprio lists it: a priority an administrator set (``fixed``) with every
+    factor and the nice 0, as Slurm 22.05.8 prints it (docs/slurm-checks.md); REST keeps
+    the factors the job would have had."""
+    if not job.fixed:
+        return job
+    zero = FactorValues()
+    return job.model_copy(update={"weighted": zero, "normalized": zero, "nice": 0})
+
+
 def _weights_row(w: PriorityWeightsInfo) -> dict[str, str]:
     """``sprio -w``: the weights, under the factor columns they multiply."""
     row = {"i": "Weights", "S": "1", "B": "0", "b": "0"}
@@ -180,8 +191,15 @@ def sprio(argv: list[str], console: Console) -> int:
     titles = {letter: TITLES[letter] for letter in letters}
     if "weights" in opts:
         rows = [_weights_row(found.weights)]
+    elif not found.jobs and opts.get("jobs"):
+        # Slurm's words, on stdout, also with -h (checked with 22.05.8)
+        console.out("Unable to find jobs matching user/id(s) specified")
+        return 0
     else:
-        rows = [{letter: LETTERS[letter](job, cluster) for letter in letters} for job in found.jobs]
+        rows = [
+            {letter: LETTERS[letter](listed, cluster) for letter in letters}
+            for listed in map(_as_listed, found.jobs)
+        ]
     for line in render_rows(layout, titles, rows, header="noheader" not in opts):
         console.out(line)
     return 0

@@ -200,7 +200,8 @@ def test_sprio_leaves_a_job_out_until_its_begin_time_comes(
         try:
             assert job not in {p.job_id for p in alice.priorities().jobs}
             out = cluster.live.cli("sprio", "-h", "-j", str(job), token=cluster.tokens["alice"])
-            assert out.returncode == 0 and out.stdout.strip() == "", out.stdout + out.stderr
+            assert out.returncode == 0, out.stderr  # Slurm's words, also with -h
+            assert out.stdout == "Unable to find jobs matching user/id(s) specified\n"
             done = cluster.live.cli(
                 "scontrol", "update", f"JobId={job}", "StartTime=now", token=cluster.tokens["alice"]
             )
@@ -222,6 +223,33 @@ def _blocked(client: HalClient, tmp: Path) -> Iterator[int]:
     finally:
         client.cancel(str(blocker))
         wait_until(lambda: client.job(blocker).state == "CANCELLED", message="the cancel")
+
+
+def test_sprio_leaves_out_a_job_waiting_on_its_dependency_and_zeroes_a_set_priority(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Checked with Slurm 22.05.8 (docs/slurm-checks.md): sprio leaves out a job whose
+    dependency is not met (its EligibleTime is Unknown), as it leaves out a held one;
+    a job whose priority an administrator set is listed with that priority and every
+    factor 0 (``scontrol update jobid=N priority=4242``: ``4242 0 0 0 ...``). HAL listed
+    the waiting job, and the set job with the factors it would have had."""
+    with cluster.client("alice") as alice, _blocked(alice, tmp_path) as blocker:
+        after = dataclasses.replace(_job(tmp_path, "true"), dependency=f"afterok:{blocker}")
+        waiting = alice.submit(after).job_id
+        pinned = alice.submit(_job(tmp_path, "true")).job_id
+        try:
+            wait_until(lambda: alice.job(waiting).reason == "Dependency", message="a pass")
+            done = cluster.live.cli("scontrol", "update", f"JobId={pinned}", "Priority=4242")
+            assert done.returncode == 0, done.stderr
+            out = cluster.live.cli("sprio", "-h", "-l", "-u", "alice")
+            assert out.returncode == 0, out.stderr
+            rows = {line.split()[0]: line.split() for line in out.stdout.splitlines()}
+            assert str(waiting) not in rows
+            # JOBID PARTITION USER PRIORITY SITE AGE FAIRSHARE JOBSIZE PARTITION QOS NICE
+            assert rows[str(pinned)][3:] == ["4242", "0", "0", "0", "0", "0", "0", "0"]
+        finally:
+            alice.cancel(str(waiting))
+            alice.cancel(str(pinned))
 
 
 def test_an_administrators_priority_and_the_usage_survive_a_restart(
