@@ -1012,7 +1012,7 @@ class Cluster:
                         EventRow(now, "job.requeueing", job_id=job.id, state="COMPLETING")
                     )
                 elif job.state.is_terminal:
-                    changed.append(requeued(job))
+                    changed.append(requeued(job, now))
                     events.append(EventRow(now, "job.requeued", job_id=job.id, state="PENDING"))
             if not changed:
                 raise Conflict("only running or finished jobs can be requeued")
@@ -1233,7 +1233,9 @@ class Cluster:
                     reason=PendingReason.NONE,
                     start_time=now,
                     allocation=placement.allocation,
-                    eligible_time=now,
+                    # kept as it was while pending (its submission, begin, release or
+                    # dependency met), not its start: Slurm 22.05.8 keeps it too
+                    eligible_time=job.eligible_since(now),
                     launched=False,
                     expected_start=None,
                 )
@@ -1330,7 +1332,7 @@ class Cluster:
             state is JobState.NODE_FAIL and job.spec.requeue
         ):
             # PENDING: an administrator's requeue (scontrol requeue) ending its run
-            new = requeued(job, after=None if state is JobState.PENDING else state.value)
+            new = requeued(job, now, after=None if state is JobState.PENDING else state.value)
             return new, EventRow(
                 now, "job.requeued", job_id=job.id, state="PENDING", data={"after": state.value}
             )
@@ -1361,7 +1363,7 @@ class Cluster:
                 if not job.state.is_active:
                     continue
                 if leader.state is JobState.PENDING:  # requeued: the components with it
-                    new = requeued(job, after=leader.extra.get(preempt.REQUEUED_AFTER))
+                    new = requeued(job, now, after=leader.extra.get(preempt.REQUEUED_AFTER))
                     changed.append(new)
                     events.append(EventRow(now, "job.requeued", job_id=job.id, state="PENDING"))
                     continue
@@ -1467,11 +1469,13 @@ def lowered_limit(job: Job, limit: int) -> Job:
     return job.evolve(time_limit_s=limit, extra=extra)
 
 
-def requeued(job: Job, after: str | None = None) -> Job:
-    """``job`` back in the queue for a new run; ``after``: the state the server ended its
-    last run in (``preempt.REQUEUED_AFTER``; None: an administrator's requeue). A limit
-    backfill lowered within ``--time-min`` was for that run's start: the job's own is
-    back, for backfill to lower again if it must."""
+def requeued(job: Job, now: float, after: str | None = None) -> Job:
+    """``job`` back in the queue at ``now`` for a new run; ``after``: the state the server
+    ended its last run in (``preempt.REQUEUED_AFTER``; None: an administrator's requeue).
+    A limit backfill lowered within ``--time-min`` was for that run's start: the job's own
+    is back, for backfill to lower again if it must. It is eligible anew from ``now``
+    (Slurm 22.05.8 moves SubmitTime and EligibleTime to the requeue, EligibleTime with a
+    121 s delay that HAL does not add: docs/slurm-checks.md)."""
     dropped = (
         preempt.REQUEUE, SUSPENDED_AT, SUSPENDED_S, preempt.REQUEUED_AFTER, LIMIT_BEFORE_TIME_MIN
     )  # start afresh  # fmt: skip
@@ -1487,6 +1491,7 @@ def requeued(job: Job, after: str | None = None) -> Job:
         end_time=None,
         allocation=None,
         restarts=job.restarts + 1,
+        eligible_time=now,
         exit_code=0,
         exit_signal=0,
         launched=False,

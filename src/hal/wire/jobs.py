@@ -71,8 +71,8 @@ class JobInfo(WireModel):
     nice: int = 0
     submit_time: float
     # when it became eligible (its submission or begin time, a hold released, a dependency
-    # met; once started, its start); a pending job's begin time while that is ahead, as
-    # Slurm's EligibleTime; None: unknown (held, or waiting on a dependency)
+    # met, its last requeue), kept once it starts; a pending job's begin time while that
+    # is ahead, as Slurm's EligibleTime; None: unknown (held, or waiting on a dependency)
     eligible_time: float | None = None
     start_time: float | None = None
     end_time: float | None = None

@@ -185,3 +185,38 @@ def test_an_eligible_pending_job_shows_when_it_became_eligible(
         with live.client() as admin:
             for job in (plain, waiting, held, blocker):
                 admin.cancel(job)
+
+
+def test_a_started_job_keeps_the_eligible_time_it_had_and_a_requeue_starts_anew(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    """Checked with Slurm 22.05.8 (docs/slurm-checks.md): a job eligible at its submission
+    that waited for a node and then started shows EligibleTime=its submit time, not its
+    start; ``scontrol requeue`` makes it eligible anew (Slurm: SubmitTime and EligibleTime
+    move to the requeue, EligibleTime 121 s later, which HAL does not delay). HAL
+    overwrote EligibleTime with the start time."""
+    blocker = submit(live, tmp_path, SLEEPER, cpus_per_task=2)
+    job = submit(live, tmp_path, SLEEPER)
+    try:
+        wait_for(live, job, "waiting", lambda j: j.reason in ("Resources", "Priority"))
+        time.sleep(1.1)  # a start visibly after its submission
+        with live.client() as admin:
+            admin.cancel(blocker)
+        wait_for(live, job, "running", lambda j: j.state == "RUNNING")
+        with live.client() as admin:
+            started = admin.job(job)
+            assert started.start_time is not None
+            assert started.start_time >= started.submit_time + 1
+            assert started.eligible_time == started.submit_time
+            time.sleep(1.1)
+            before = time.time()
+            admin.requeue(job)
+        # (the node is free: it may have started again already, keeping that time)
+        wait_for(live, job, "requeued", lambda j: j.restarts == 1)
+        with live.client() as admin:
+            again = admin.job(job)
+            assert again.eligible_time is not None and again.eligible_time >= before - 0.01
+    finally:
+        with live.client() as admin:
+            for one in (job, blocker):
+                admin.cancel(one)

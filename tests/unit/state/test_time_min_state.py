@@ -59,7 +59,7 @@ def test_a_lowered_limit_is_stored_and_a_requeue_gives_the_job_its_own(
     again = new_cluster(db, clock)  # what the store holds, after a restart
     started = again.jobs[1]
     assert (started.state, started.time_limit_s) == (JobState.RUNNING, 1200)
-    assert requeued(started).time_limit_s == 3600
+    assert requeued(started, clock.now()).time_limit_s == 3600
     again.store.close()
 
 
