@@ -116,10 +116,18 @@ def check_no_cycle(cluster: Cluster, jobs: Sequence[Job], dependency: Dependency
             path = [target]
             while (step := came_from[path[-1]]) is not None:
                 path.append(step)
+            # Slurm 22.05.8's words (docs/slurm-checks.md): a job naming itself is a
+            # "Job dependency problem", a cycle through others a "Circular job dependency"
+            if len(path) == 1 and target in {j.id for j in jobs}:
+                raise InvalidRequest(
+                    f"Job dependency problem: job {jobs[0].display_id} would wait on itself, "
+                    "so it could never start; name other jobs",
+                    field="dependency",
+                )
             raise InvalidRequest(
-                f"Job dependency problem: circular dependency: job {jobs[0].display_id} "
-                f"would wait on {' -> '.join(map(str, reversed(path)))}, so it could never "
-                "start; name jobs that do not wait on it",
+                f"Circular job dependency: job {jobs[0].display_id} would wait on "
+                f"{' -> '.join(map(str, reversed(path)))}, so it could never start; name "
+                "jobs that do not wait on it",
                 field="dependency",
             )
         named = [cluster.jobs.get(target)]  # a job, or every element of an array

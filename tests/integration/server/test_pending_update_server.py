@@ -66,7 +66,7 @@ def test_a_cleared_dependency_lets_the_job_start(live: LiveServer, tmp_path: Pat
     job = submit(live, tmp_path, QUICK, dependency=f"afterok:{held}")
     wait_for(live, job, "waiting on its dependency", lambda j: j.reason == "Dependency")
     refused = live.cli("scontrol", "update", f"JobId={held}", f"Dependency=afterany:{job}")
-    assert refused.returncode != 0 and "circular dependency" in refused.stderr
+    assert refused.returncode != 0 and "Circular job dependency" in refused.stderr
     update(live, job, "Dependency=")
     wait_for(live, job, "to run", lambda j: j.state == "COMPLETED")
     with live.client() as admin:
