@@ -125,7 +125,7 @@ def check_no_cycle(cluster: Cluster, jobs: Sequence[Job], dependency: Dependency
                     field="dependency",
                 )
             raise InvalidRequest(
-                f"Circular job dependency: job {jobs[0].display_id} would wait on "
+                f"Circular job dependency: job {jobs[0].display_id} waits on "
                 f"{' -> '.join(map(str, reversed(path)))}, so it could never start; name "
                 "jobs that do not wait on it",
                 field="dependency",
