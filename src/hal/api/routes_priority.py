@@ -1,5 +1,5 @@
 """``/v1/priority`` (sprio), ``/v1/shares`` (sshare), ``/v1/limits``,
-``/v1/jobs/{id}/explain``."""
+``/v1/associations`` (sacctmgr show), ``/v1/jobs/{id}/explain``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
+from hal.api.associations import association_list
 from hal.api.context import ServerContext, caller_dep, context_dep
 from hal.api.explain import explain, priority_info, share_info
 from hal.api.limits import limit_list
@@ -15,6 +16,7 @@ from hal.api.tres_run import tres_run_minutes
 from hal.core.errors import Conflict, NotFound
 from hal.core.job import Job
 from hal.state.cluster import Caller
+from hal.wire.accounts import AssociationList
 from hal.wire.priority import (
     BASIC,
     MULTIFACTOR,
@@ -124,6 +126,14 @@ async def limits(service: Service, _caller: Who) -> LimitList:
     """Every QoS and account with limits (MaxJobsPerUser, GrpJobs, GrpTRES, ...) and what
     its running jobs hold against them now."""
     return limit_list(service.policy, service.cluster.unfinished.values())
+
+
+@router.get("/associations", response_model=AssociationList)
+async def associations(ctx: Ctx, _caller: Who) -> AssociationList:
+    """The accounts, user associations and QoS of hal.toml (``sacctmgr show``), as the
+    server read them at start; any user may read them, as in Slurm without PrivateData."""
+    users = await ctx.cluster.db(ctx.cluster.store.users)
+    return association_list(ctx.config, {u.name for u in users if u.admin})
 
 
 @router.get("/jobs/{job_id}/explain", response_model=ExplainInfo)

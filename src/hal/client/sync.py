@@ -18,6 +18,7 @@ from hal.wire.submit import JobSubmit, SubmitResult, WillRun, from_dict, non_def
 # The pydantic-based schemas are imported where they are used: `hal sbatch` needs none of
 # them, and importing pydantic would cost it more than the whole command's budget.
 if TYPE_CHECKING:
+    from hal.wire.accounts import AssociationList
     from hal.wire.jobs import JobEvent, JobInfo, JobUpdate
     from hal.wire.nodes import (
         ClusterConfig,
@@ -467,6 +468,13 @@ class HalClient:
         }
         r = self._request("GET", "/v1/shares", params=params)
         return ShareList.model_validate_json(r.body)
+
+    def associations(self) -> AssociationList:
+        """hal.toml's accounts, user associations and QoS (``sacctmgr show``)."""
+        from hal.wire.accounts import AssociationList
+
+        r = self._request("GET", "/v1/associations")
+        return AssociationList.model_validate_json(r.body)
 
     def explain(self, job_id: int | str) -> ExplainInfo:
         """Why a job is pending (``hal explain``)."""

@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "sshare": "hal.compat.sshare:sshare",
     "seff": "hal.compat.seff:seff",
     "sstat": "hal.compat.sstat:sstat",
+    "sacctmgr": "hal.compat.sacctmgr:sacctmgr",
 }
 
 

@@ -16,6 +16,7 @@ SLURM_COMMANDS = (
     "sshare",
     "seff",
     "sstat",
+    "sacctmgr",
 )
 
 # salloc sets it in its command's environment (the allocation's job id); srun there runs

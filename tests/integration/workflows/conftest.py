@@ -34,13 +34,10 @@ def hal_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
         yield server
 
 
-# Slurm client commands HAL does not provide. Tools probe some of them (Snakemake's
-# plugin runs `sacctmgr`, then `sshare -U --format ...`, to check accounts: HAL's sshare
-# refuses those options, so the plugin sees the same failure as from a stub); on this
-# machine they would be the real Slurm's, so each is replaced by a stub that fails.
-UNSHIMMED_SLURM_COMMANDS = (
-    "sacctmgr", "sattach", "sbcast", "sdiag", "sreport", "strigger",
-)  # fmt: skip
+# Slurm client commands HAL does not provide; on this machine they would be the real
+# Slurm's, so each is replaced by a stub that fails. (sacctmgr is HAL's own shim now:
+# Snakemake's plugin asks it which accounts a user may name.)
+UNSHIMMED_SLURM_COMMANDS = ("sattach", "sbcast", "sdiag", "sreport", "strigger")
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,182 @@
+"""``sacctmgr``'s output fields: names, titles, widths and the print layout.
+
+Written from Slurm 22.05's ``src/sacctmgr/common.c`` (field titles and widths) and
+``src/common/print_fields.c`` (the layout) as remembered, not checked against a running
+slurmdbd: a title is right-aligned in its width and cut to it (``GrpTRESRunMins`` shows
+as ``GrpTRESRunMin``); a value too long for its column is cut with a ``+``; a negative
+width left-aligns; ``-P`` joins the values with ``|``, ``-p`` ends each line with one
+too. Lines carry no trailing blanks (as HAL's sshare).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hal.compat.formats import duration_long
+from hal.wire.priority import TresInfo
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """``key``: the row value it prints; ``names``: the spellings ``format=`` takes
+    (lower case; any prefix of one matches, the first field in ``FIELDS`` winning)."""
+
+    key: str
+    title: str
+    width: int
+    names: tuple[str, ...]
+
+
+Column = tuple[Field, int]  # a field and the width it is printed in
+
+# Order matters for prefixes: "MaxJ" is MaxJobs, "U" User, "A" Account, as in Slurm.
+FIELDS = (
+    Field("account", "Account", 10, ("account", "acct")),
+    Field("admin", "Admin", 9, ("adminlevel", "admin")),
+    Field("cluster", "Cluster", 10, ("cluster",)),
+    Field("defaultaccount", "Def Acct", 10, ("defaultaccount", "defacct")),
+    Field("defaultqos", "Def QOS", 9, ("defaultqos", "defqos")),
+    Field("description", "Descr", 20, ("description", "descr")),
+    Field("flags", "Flags", 10, ("flags",)),
+    Field("gracetime", "GraceTime", 10, ("gracetime",)),
+    Field("grpjobs", "GrpJobs", 7, ("grpjobs",)),
+    Field("grpsubmit", "GrpSubmit", 9, ("grpsubmitjobs", "grpsubmit")),
+    Field("grptres", "GrpTRES", 13, ("grptres",)),
+    Field("grptresmins", "GrpTRESMins", 13, ("grptresmins",)),
+    Field("grptresrunmins", "GrpTRESRunMins", 13, ("grptresrunmins",)),
+    Field("grpwall", "GrpWall", 11, ("grpwall",)),
+    Field("maxjobs", "MaxJobs", 7, ("maxjobs",)),
+    Field("maxjobspa", "MaxJobsPA", 9, ("maxjobspa", "maxjobsperaccount")),
+    Field("maxjobspu", "MaxJobsPU", 9, ("maxjobspu", "maxjobsperuser")),
+    Field("maxsubmit", "MaxSubmit", 9, ("maxsubmitjobs", "maxsubmit")),
+    Field("maxsubmitpa", "MaxSubmitPA", 11, ("maxsubmitpa", "maxsubmitjobsperaccount")),
+    Field("maxsubmitpu", "MaxSubmitPU", 11, ("maxsubmitpu", "maxsubmitjobsperuser")),
+    Field("maxtres", "MaxTRES", 13, ("maxtres", "maxtresperjob")),
+    Field("maxtresmins", "MaxTRESMins", 13, ("maxtresmins", "maxtresminsperjob")),
+    Field("maxtrespa", "MaxTRESPA", 13, ("maxtrespa", "maxtresperaccount")),
+    Field("maxtrespernode", "MaxTRESPerNode", 14, ("maxtrespernode", "maxtrespn")),
+    Field("maxtrespu", "MaxTRESPU", 13, ("maxtrespu", "maxtresperuser")),
+    Field("maxwall", "MaxWall", 11, ("maxwall", "maxwalldurationperjob")),
+    Field("mintres", "MinTRES", 13, ("mintres", "mintresperjob")),
+    Field("name", "Name", 10, ("name",)),
+    Field("organization", "Org", 20, ("organization", "org")),
+    Field("parentname", "Par Name", 10, ("parentname", "parent")),
+    Field("partition", "Partition", 10, ("partition",)),
+    Field("preempt", "Preempt", 10, ("preempt",)),
+    Field("preemptexempttime", "PreemptExemptTime", 19, ("preemptexempttime",)),
+    Field("preemptmode", "PreemptMode", 11, ("preemptmode",)),
+    Field("priority", "Priority", 10, ("priority",)),
+    Field("qos", "QOS", 20, ("qos",)),
+    Field("share", "Share", 9, ("share", "shares", "fairshare")),
+    Field("user", "User", 10, ("user", "users")),
+    Field("usagefactor", "UsageFactor", 11, ("usagefactor",)),
+    Field("usagethres", "UsageThres", 10, ("usagethreshold", "usagethres")),
+)
+BY_KEY = {f.key: f for f in FIELDS}
+
+
+def find_field(name: str) -> Field | None:
+    lower = name.strip().lower()
+    if not lower:
+        return None
+    for f in FIELDS:
+        if lower in f.names:
+            return f
+    for f in FIELDS:
+        if any(n.startswith(lower) for n in f.names):
+            return f
+    return None
+
+
+def parse_format(text: str) -> list[Column]:
+    """``format=Account%256,User`` → columns; ``%N`` sets the width (Slurm's atoi: a
+    negative one left-aligns). An unknown name is a ``ValueError`` naming it."""
+    columns: list[Column] = []
+    for item in text.split(","):
+        name, _, width_text = item.partition("%")
+        if not name.strip():
+            continue
+        found = find_field(name)
+        if found is None:
+            raise ValueError(f"Unknown field '{name.strip()}'")
+        width = found.width
+        if width_text:
+            try:
+                width = int(width_text) or width
+            except ValueError:
+                raise ValueError(f"Bad field width in '{item}': write e.g. {name}%20") from None
+        columns.append((found, width))
+    return columns
+
+
+def default_columns(keys: str, *, tree: bool = False) -> list[Column]:
+    """The columns of ``keys`` (comma-separated field keys) at their default widths; the
+    tree display left-aligns Account in 20."""
+    columns: list[Column] = []
+    for key in keys.split(","):
+        f = BY_KEY[key]
+        columns.append((f, -20 if tree and key == "account" else f.width))
+    return columns
+
+
+def _cell(value: str, width: int) -> str:
+    size = abs(width)
+    if len(value) > size:
+        value = value[: size - 1] + "+"
+    return value.ljust(size) if width < 0 else value.rjust(size)
+
+
+def table(
+    rows: list[dict[str, str]], columns: list[Column], *, header: bool, sep: str | None
+) -> list[str]:
+    """The lines to print: a table (``sep`` None), or ``|``-separated (``sep`` "|", or
+    "|+" for -p's trailing bar). A key a row lacks prints empty."""
+    lines: list[str] = []
+    if sep is not None:
+        trail = "|" if sep == "|+" else ""
+        if header:
+            lines.append("|".join(f.title for f, _ in columns) + trail)
+        for row in rows:
+            lines.append("|".join(row.get(f.key, "") for f, _ in columns) + trail)
+        return lines
+    if header:
+        lines.append(" ".join(f.title[: abs(w)].rjust(abs(w)) for f, w in columns).rstrip())
+        lines.append(" ".join("-" * abs(w) for _, w in columns))
+    for row in rows:
+        lines.append(" ".join(_cell(row.get(f.key, ""), w) for f, w in columns).rstrip())
+    return lines
+
+
+def count(value: int | None) -> str:
+    return "" if value is None else str(value)
+
+
+def wall(seconds: int | float | None) -> str:
+    """MaxWall / GraceTime: ``HH:MM:SS`` or ``D-HH:MM:SS`` (empty: no limit)."""
+    return "" if seconds is None else duration_long(seconds)
+
+
+def _mem(mem_bytes: int) -> str:
+    """Memory as Slurm's TRES strings show it: MiB in the largest unit it is a whole
+    number of (``2T``, ``512G``, ``1000M``)."""
+    value = -(-mem_bytes // 2**20)
+    unit = 0
+    while value and value % 1024 == 0 and unit < 4:
+        value //= 1024
+        unit += 1
+    return f"{value}{'MGTPE'[unit]}"
+
+
+def tres(limits: TresInfo) -> str:
+    """``cpu=512,mem=2T,node=32,gres/gpu=16``: the capped TRES in Slurm's TRES-id order
+    (cpu, mem, node, then GRES); empty when nothing is capped."""
+    parts = []
+    if limits.cpus is not None:
+        parts.append(f"cpu={limits.cpus}")
+    if limits.memory_bytes is not None:
+        parts.append(f"mem={_mem(limits.memory_bytes)}")
+    if limits.nodes is not None:
+        parts.append(f"node={limits.nodes}")
+    if limits.gpus is not None:
+        parts.append(f"gres/gpu={limits.gpus}")
+    return ",".join(parts)
