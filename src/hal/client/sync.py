@@ -19,6 +19,7 @@ from hal.wire.submit import JobSubmit, SubmitResult, WillRun, from_dict, non_def
 # them, and importing pydantic would cost it more than the whole command's budget.
 if TYPE_CHECKING:
     from hal.wire.accounts import AssociationList
+    from hal.wire.diag import SchedulerDiag
     from hal.wire.jobs import JobEvent, JobInfo, JobUpdate
     from hal.wire.nodes import (
         ClusterConfig,
@@ -475,6 +476,12 @@ class HalClient:
 
         r = self._request("GET", "/v1/associations")
         return AssociationList.model_validate_json(r.body)
+
+    def diag(self) -> SchedulerDiag:
+        """The scheduler's statistics since the server started (``sdiag``)."""
+        from hal.wire.diag import SchedulerDiag
+
+        return SchedulerDiag.model_validate_json(self._request("GET", "/v1/diag").body)
 
     def explain(self, job_id: int | str) -> ExplainInfo:
         """Why a job is pending (``hal explain``)."""

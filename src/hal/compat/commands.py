@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "seff": "hal.compat.seff:seff",
     "sstat": "hal.compat.sstat:sstat",
     "sacctmgr": "hal.compat.sacctmgr:sacctmgr",
+    "sdiag": "hal.compat.sdiag:sdiag",
 }
 
 

@@ -17,6 +17,7 @@ SLURM_COMMANDS = (
     "seff",
     "sstat",
     "sacctmgr",
+    "sdiag",
 )
 
 # salloc sets it in its command's environment (the allocation's job id); srun there runs

@@ -186,6 +186,15 @@ class HalMetrics:
             "When the last [accounting] purge finished (0: none yet).", registry=r,
         )  # fmt: skip
         self.last_cycle_time = 0.0
+        # What sdiag adds to the series above (plain numbers, read by hal.observe.diag):
+        # the longest pass, the pending jobs handed to the passes, the backfill stage's
+        # longest run, when it last ran and the jobs handed to it in all.
+        self.cycle_max_s = 0.0
+        self.cycle_depth_total = 0
+        self.last_queue_length = 0
+        self.backfill_max_s = 0.0
+        self.backfill_last_time = 0.0
+        self.backfill_depth_total = 0
         self.alerts_firing: Callable[[], Iterable[tuple[str, str]]] = lambda: ()
         # The HTC broker's last report (``hal.htc.rest.HtcStats`` as a dict), set by the
         # /v1/htc router; None while no broker runs.
@@ -286,6 +295,9 @@ class HalMetrics:
             self.backfill_duration.observe(bf.duration_s)
             self.backfill_last_duration.set(bf.duration_s)
             self.backfill_depth.set(bf.considered)
+            self.backfill_max_s = max(self.backfill_max_s, bf.duration_s)
+            self.backfill_last_time = self.clock.now()
+            self.backfill_depth_total += bf.considered
             self.backfill_started.inc(bf.started)
             self.backfill_reservations.inc(bf.reservations)
 
@@ -294,6 +306,9 @@ class HalMetrics:
             return
         self.cycle.observe(stats.last_duration_s)
         self.last_cycle_time = self.clock.now()
+        self.cycle_max_s = max(self.cycle_max_s, stats.last_duration_s)
+        self.cycle_depth_total += stats.last_pending
+        self.last_queue_length = stats.last_pending
 
     def declare_predictor(self, predictor: str) -> None:
         """Export the predictor's error series at zero before its first finished job."""

@@ -81,6 +81,7 @@ class ObservePlane:
         self.tracer = JobTracer(config.cluster_name, clock, enabled=s.tracing)
         if s.tracing and s.otlp_endpoint:
             self.tracer.add_otlp(s.otlp_endpoint)
+        self.started_at = 0.0  # when ``start`` ran: what sdiag's counters count from
         self.last_start = 0.0
         self.last_cycle_s = 0.0
         self.cycles = 0
@@ -134,6 +135,7 @@ class ObservePlane:
 
     async def start(self) -> None:
         """After ``cluster.load()``: seed what the store already had, start the tick."""
+        self.started_at = self.clock.now()
         self.metrics.seed(self.cluster.jobs.values())
         for job in self.cluster.jobs.values():
             self._ended_before(job)  # ended before this start: no end to count later

@@ -3,6 +3,7 @@
 * ``GET /metrics``                   Prometheus text exposition (no token, as scrapers
                                      expect; it carries no job ids or user names)
 * ``GET /v1/alerts``                 built-in alerts: firing and recently resolved
+* ``GET /v1/diag``                   scheduler statistics since the server started (sdiag)
 * ``GET /v1/observe/overview``       the dashboard's cluster page in one request
 * ``GET /v1/observe/queue``          one page of the queue, filtered and sorted here so
                                      the browser never holds 10,000 rows
@@ -41,9 +42,11 @@ from hal.core.errors import InvalidRequest, NotFound, PermissionDenied, Unavaila
 from hal.core.job import Job
 from hal.core.states import STATES_BY_CODE, JobState
 from hal.observe import joboutput, outputrelay, traceids
+from hal.observe.diag import scheduler_diag
 from hal.observe.plane import ObservePlane
 from hal.state.cluster import Caller
 from hal.state.node_flags import node_state_flags
+from hal.wire.diag import SchedulerDiag
 
 ASSETS = Path(__file__).parent / "dashboard"
 ASSET_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
@@ -81,6 +84,13 @@ async def alerts(plane: Plane, _caller: Who) -> dict[str, Any]:
         "resolved": [a.to_json() for a in plane.alerts.resolved],
         "webhooks": len(plane.settings.webhooks),
     }
+
+
+@router.get("/v1/diag", tags=["observe"], response_model=SchedulerDiag)
+async def diag(plane: Plane, _caller: Who) -> SchedulerDiag:
+    """The scheduler's statistics since the server started (``sdiag``); any user may read
+    them, as Slurm's sdiag (they name no job or user)."""
+    return scheduler_diag(plane)
 
 
 # -- dashboard data -----------------------------------------------------------------------

@@ -35,9 +35,9 @@ def hal_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
 
 
 # Slurm client commands HAL does not provide; on this machine they would be the real
-# Slurm's, so each is replaced by a stub that fails. (sacctmgr is HAL's own shim now:
-# Snakemake's plugin asks it which accounts a user may name.)
-UNSHIMMED_SLURM_COMMANDS = ("sattach", "sbcast", "sdiag", "sreport", "strigger")
+# Slurm's, so each is replaced by a stub that fails. (sacctmgr and sdiag are HAL's own
+# shims now: Snakemake's plugin asks sacctmgr which accounts a user may name.)
+UNSHIMMED_SLURM_COMMANDS = ("sattach", "sbcast", "sreport", "strigger")
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,66 @@
+"""``GET /v1/diag`` (``sdiag``): the scheduler statistics the metrics count, gathered
+into one object. Every number is one the server measured since it started: the
+Prometheus counters of ``HalMetrics`` (the same as ``/metrics``), the few plain numbers
+it keeps beside them for sdiag, and the job counts of the cluster mirror now."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from hal.core.errors import Conflict
+from hal.observe.plane import ObservePlane
+from hal.wire.diag import SchedulerDiag
+
+_COMPLETED, _CANCELLED = "completed", "cancelled"
+
+
+def _sum(metric: Counter | Gauge | Histogram, suffix: str, **labels: str) -> float:
+    """The sum of ``metric``'s ``suffix`` samples (``_total``, ``_count``, ``_sum``) over
+    the label values matching ``labels``."""
+    total = 0.0
+    for family in metric.collect():
+        for sample in family.samples:
+            if sample.name.endswith(suffix) and all(
+                sample.labels.get(k) == v for k, v in labels.items()
+            ):
+                total += sample.value
+    return total
+
+
+def scheduler_diag(plane: ObservePlane) -> SchedulerDiag:
+    m = plane.metrics
+    if not plane.settings.metrics:
+        raise Conflict(
+            "this server runs with HAL_METRICS=0: it counts nothing for sdiag; "
+            "start it without HAL_METRICS=0 (docs/observability.md)"
+        )
+    now = plane.clock.now()
+    finished = _sum(m.finished, "_total")
+    completed = _sum(m.finished, "_total", state=_COMPLETED)
+    cancelled = _sum(m.finished, "_total", state=_CANCELLED)
+    sample = plane.sample(now)
+    return SchedulerDiag(
+        now=now,
+        since=plane.started_at,
+        jobs_submitted=int(_sum(m.submitted, "_total")),
+        jobs_started=int(_sum(m.started, "_total")),
+        jobs_completed=int(completed),
+        jobs_canceled=int(cancelled),
+        jobs_failed=int(finished - completed - cancelled),
+        jobs_pending=sample.pending,
+        jobs_running=sample.running,
+        cycles=int(_sum(m.cycle, "_count")),
+        last_cycle_s=plane.last_cycle_s,
+        max_cycle_s=m.cycle_max_s,
+        total_cycle_s=_sum(m.cycle, "_sum"),
+        total_depth=m.cycle_depth_total,
+        last_queue_length=m.last_queue_length,
+        backfill_jobs=int(_sum(m.backfill_started, "_total")),
+        backfill_cycles=int(_sum(m.backfill_cycles, "_total")),
+        backfill_last_when=m.backfill_last_time,
+        backfill_last_cycle_s=_sum(m.backfill_last_duration, ""),
+        backfill_max_cycle_s=m.backfill_max_s,
+        backfill_total_cycle_s=_sum(m.backfill_duration, "_sum"),
+        backfill_last_depth=int(_sum(m.backfill_depth, "")),
+        backfill_total_depth=m.backfill_depth_total,
+    )

@@ -1,0 +1,37 @@
+"""REST schema of ``GET /v1/diag`` (``sdiag``): the scheduler's statistics since the
+control plane started, the numbers its ``/metrics`` counts. Times are seconds."""
+
+from __future__ import annotations
+
+from hal.wire.base import WireModel
+
+
+class SchedulerDiag(WireModel):
+    now: float
+    since: float  # when this server started (the counters count from there)
+    # jobs since then: submitted (array elements one each), attempts started, and the
+    # final states: completed, cancelled, and every other end (failed, timeout, oom,
+    # node_fail, boot_fail, deadline, preempted)
+    jobs_submitted: int
+    jobs_started: int
+    jobs_completed: int
+    jobs_canceled: int
+    jobs_failed: int
+    jobs_pending: int  # now
+    jobs_running: int  # now (running, suspended or completing)
+    # the scheduling passes (each a main pass, and the backfill stage when it ran)
+    cycles: int
+    last_cycle_s: float
+    max_cycle_s: float
+    total_cycle_s: float
+    total_depth: int  # pending jobs handed to the passes, summed
+    last_queue_length: int  # pending jobs handed to the last pass
+    # the backfill stage
+    backfill_jobs: int  # jobs it started
+    backfill_cycles: int
+    backfill_last_when: float  # 0: it never ran
+    backfill_last_cycle_s: float
+    backfill_max_cycle_s: float
+    backfill_total_cycle_s: float
+    backfill_last_depth: int  # jobs handed to the last stage
+    backfill_total_depth: int

@@ -1,0 +1,120 @@
+"""``sdiag`` against a live control plane: the scheduler statistics since the server
+started, the same numbers ``/metrics`` exports, in Slurm's layout.
+
+One 2-CPU agent. A blocker takes the node, a second job waits behind it (the backfill
+stage runs with it, bf_interval 1 s), a third is cancelled while pending; then the
+blocker is cancelled and the second job runs to completion: 3 submitted, 2 started,
+1 completed, 2 cancelled, 0 failed."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from hal.scheduler.plugins import default_profile
+from hal.testing.live import LiveServer, wait_until
+from hal.wire.jobs import JobSubmit
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    profile = default_profile()
+    profile["plugin_args"] = {"backfill": {"interval_s": 1}}
+    overrides = {"kill_wait_seconds": 2, "scheduler_profile": profile}
+    data = tmp_path_factory.mktemp("hal")
+    with LiveServer(data, config_overrides=overrides) as server, server.agents(1, cpus=2):
+        yield server
+
+
+def _job(tmp: Path, script: str, limit: int = 300) -> JobSubmit:
+    return JobSubmit(
+        script=f"#!/bin/sh\n{script}\n", workdir=str(tmp), time_limit_seconds=limit,
+        cpus_per_task=2,
+    )  # fmt: skip
+
+
+def _value(text: str, label: str) -> int:
+    found = re.search(rf"^\t?{re.escape(label)}:\s+(\d+)$", text, re.MULTILINE)
+    assert found is not None, f"no {label!r} line in:\n{text}"
+    return int(found.group(1))
+
+
+def _metric(live: LiveServer, name: str) -> float:
+    body = httpx.get(live.url + "/metrics", timeout=5).text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in body.splitlines()
+        if line.startswith(name) and line[len(name)] in " {"
+    )
+
+
+def test_sdiag_counts_what_the_server_did_since_it_started(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    before = time.time()
+    with live.client() as c:
+        blocker = c.submit(_job(tmp_path, "sleep 300")).job_id
+        wait_until(lambda: c.job(blocker).state == "RUNNING", message="the blocker to start")
+        second = c.submit(_job(tmp_path, "true", limit=60)).job_id
+        third = c.submit(_job(tmp_path, "true", limit=60)).job_id
+        wait_until(
+            lambda: _metric(live, "hal_backfill_cycles_total") >= 1,
+            message="a backfill stage with the waiting jobs",
+        )
+        c.cancel(third)
+        c.cancel(blocker)
+        wait_until(lambda: c.job(second).state == "COMPLETED", message="the second job")
+        wait_until(lambda: c.job(blocker).state == "CANCELLED", message="the blocker's end")
+
+    out = live.cli("sdiag")
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    lines = text.splitlines()
+    assert lines[0] == lines[3] == "*" * 55
+    now = re.fullmatch(r"sdiag output at \w{3} \w{3} \d\d \d\d:\d\d:\d\d \d{4} \((\d+)\)", lines[1])
+    since = re.fullmatch(
+        r"Data since      \w{3} \w{3} \d\d \d\d:\d\d:\d\d \d{4} \((\d+)\)", lines[2]
+    )
+    assert now is not None and since is not None, lines[:4]
+    # (whole seconds, as Slurm prints them)
+    assert int(since.group(1)) <= before < int(now.group(1)) + 1 <= time.time() + 1
+
+    assert _value(text, "Jobs submitted") == 3
+    assert _value(text, "Jobs started") == 2
+    assert _value(text, "Jobs completed") == 1
+    assert _value(text, "Jobs canceled") == 2
+    assert _value(text, "Jobs failed") == 0
+    assert _value(text, "Jobs pending") == 0
+    assert _value(text, "Jobs running") == 0
+
+    main = text.split("Main schedule statistics (microseconds):\n")[1].split("\n\n")[0]
+    cycles = _value(main, "Total cycles")
+    assert cycles >= 2  # the blocker's pass, the waiting jobs', the second job's start
+    assert _value(main, "Max cycle") >= _value(main, "Mean cycle") > 0
+    assert _value(main, "Max cycle") >= _value(main, "Last cycle") > 0
+    assert _value(main, "Mean depth cycle") >= 1
+    assert cycles == _metric(live, "hal_scheduling_cycle_duration_seconds_count")
+
+    backfill = text.split("Backfilling stats\n")[1]
+    assert _value(backfill, "Total cycles") == _metric(live, "hal_backfill_cycles_total") >= 1
+    assert _value(backfill, "Total backfilled jobs (since last slurm start)") == _metric(
+        live, "hal_backfill_jobs_started_total"
+    )
+    assert _value(backfill, "Last depth cycle") >= 1
+    assert _value(backfill, "Max cycle") >= _value(backfill, "Last cycle") > 0
+    when = re.search(r"^\tLast cycle when: .* \((\d+)\)$", backfill, re.MULTILINE)
+    assert when is not None and before - 1 <= int(when.group(1)) <= time.time()
+    # Slurm lines HAL has no number for are left out, not printed as zeros
+    for missing in ("Server thread count", "Agent queue size", "Remote Procedure Call"):
+        assert missing not in text
+
+
+def test_sdiag_refuses_options_it_does_not_have(live: LiveServer) -> None:
+    out = live.cli("sdiag", "--reset")
+    assert out.returncode == 1
+    assert "sdiag: error:" in out.stderr
