@@ -1,6 +1,8 @@
-"""The ``sdiag`` command: the scheduler's statistics in Slurm 22.05's layout
-(``src/sdiag/sdiag.c``, written from memory: times in microseconds, means as integer
-divisions, the ``Cycles per minute`` line only after a minute), from ``GET /v1/diag``.
+"""The ``sdiag`` command: the scheduler's statistics in Slurm 22.05's layout, compared
+line by line with the real sdiag of a private Slurm 22.05 (``hal.bench.slurm_peer``):
+times in microseconds, means as integer divisions and only once there was a cycle,
+``Last cycle when: N/A`` before the first backfill cycle; the ``Cycles per minute``
+line only after a minute (from memory of ``sdiag.c``). From ``GET /v1/diag``.
 
 "Data since" is the control plane's start: HAL's counters are never reset (no
 ``sdiag -r``). Only lines HAL has a number for are printed; the rest of Slurm's
@@ -85,7 +87,8 @@ def sdiag_lines(d: SchedulerDiag) -> list[str]:
         f"\tTotal backfilled jobs (since last slurm start): {d.backfill_jobs}",
         f"\tTotal backfilled jobs (since last stats cycle start): {d.backfill_jobs}",
         f"\tTotal cycles: {d.backfill_cycles}",
-        f"\tLast cycle when: {_when(d.backfill_last_when)}",
+        # (observed with Slurm 22.05: N/A before the first backfill cycle)
+        f"\tLast cycle when: {_when(d.backfill_last_when) if d.backfill_last_when else 'N/A'}",
         f"\tLast cycle: {_us(d.backfill_last_cycle_s)}",
         f"\tMax cycle:  {_us(d.backfill_max_cycle_s)}",
     ]

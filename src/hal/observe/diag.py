@@ -11,7 +11,14 @@ from hal.core.errors import Conflict
 from hal.observe.plane import ObservePlane
 from hal.wire.diag import SchedulerDiag
 
-_COMPLETED, _CANCELLED = "completed", "cancelled"
+# sdiag's three end counters, as Slurm 22.05 counts them (observed): a job whose batch
+# script ended is "completed" whatever its exit status (one exiting 3 is); "canceled"
+# is scancel; "failed" what the system ended (node failures, boot failures). A job that
+# reached its time limit counted in none of them, nor do HAL's timeout, deadline and
+# preempted ends here (hal_jobs_finished_total has every state).
+COMPLETED = ("completed", "failed", "oom")
+CANCELED = ("cancelled",)
+FAILED = ("node_fail", "boot_fail")
 
 
 def _sum(metric: Counter | Gauge | Histogram, suffix: str, **labels: str) -> float:
@@ -35,18 +42,19 @@ def scheduler_diag(plane: ObservePlane) -> SchedulerDiag:
             "start it without HAL_METRICS=0 (docs/observability.md)"
         )
     now = plane.clock.now()
-    finished = _sum(m.finished, "_total")
-    completed = _sum(m.finished, "_total", state=_COMPLETED)
-    cancelled = _sum(m.finished, "_total", state=_CANCELLED)
+
+    def ended(states: tuple[str, ...]) -> int:
+        return int(sum(_sum(m.finished, "_total", state=s) for s in states))
+
     sample = plane.sample(now)
     return SchedulerDiag(
         now=now,
         since=plane.started_at,
         jobs_submitted=int(_sum(m.submitted, "_total")),
         jobs_started=int(_sum(m.started, "_total")),
-        jobs_completed=int(completed),
-        jobs_canceled=int(cancelled),
-        jobs_failed=int(finished - completed - cancelled),
+        jobs_completed=ended(COMPLETED),
+        jobs_canceled=ended(CANCELED),
+        jobs_failed=ended(FAILED),
         jobs_pending=sample.pending,
         jobs_running=sample.running,
         cycles=int(_sum(m.cycle, "_count")),

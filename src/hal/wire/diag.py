@@ -9,9 +9,10 @@ from hal.wire.base import WireModel
 class SchedulerDiag(WireModel):
     now: float
     since: float  # when this server started (the counters count from there)
-    # jobs since then: submitted (array elements one each), attempts started, and the
-    # final states: completed, cancelled, and every other end (failed, timeout, oom,
-    # node_fail, boot_fail, deadline, preempted)
+    # jobs since then: submitted (array elements one each), attempts started, and ends
+    # as Slurm 22.05 counts them: completed (the script ended: COMPLETED, FAILED,
+    # OUT_OF_MEMORY), canceled (CANCELLED), failed (NODE_FAIL, BOOT_FAIL); TIMEOUT,
+    # DEADLINE and PREEMPTED ends count in none (hal.observe.diag)
     jobs_submitted: int
     jobs_started: int
     jobs_completed: int

@@ -3,8 +3,9 @@ started, the same numbers ``/metrics`` exports, in Slurm's layout.
 
 One 2-CPU agent. A blocker takes the node, a second job waits behind it (the backfill
 stage runs with it, bf_interval 1 s), a third is cancelled while pending; then the
-blocker is cancelled and the second job runs to completion: 3 submitted, 2 started,
-1 completed, 2 cancelled, 0 failed."""
+blocker is cancelled and the second job runs and exits 3: 3 submitted, 2 started,
+1 completed (Slurm 22.05 counts a job whose script ended as completed, whatever its exit
+status), 2 cancelled, 0 failed."""
 
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ def test_sdiag_counts_what_the_server_did_since_it_started(
     with live.client() as c:
         blocker = c.submit(_job(tmp_path, "sleep 300")).job_id
         wait_until(lambda: c.job(blocker).state == "RUNNING", message="the blocker to start")
-        second = c.submit(_job(tmp_path, "true", limit=60)).job_id
+        second = c.submit(_job(tmp_path, "exit 3", limit=60)).job_id
         third = c.submit(_job(tmp_path, "true", limit=60)).job_id
         wait_until(
             lambda: _metric(live, "hal_backfill_cycles_total") >= 1,
@@ -68,7 +69,7 @@ def test_sdiag_counts_what_the_server_did_since_it_started(
         )
         c.cancel(third)
         c.cancel(blocker)
-        wait_until(lambda: c.job(second).state == "COMPLETED", message="the second job")
+        wait_until(lambda: c.job(second).state == "FAILED", message="the second job")
         wait_until(lambda: c.job(blocker).state == "CANCELLED", message="the blocker's end")
 
     out = live.cli("sdiag")
@@ -118,3 +119,18 @@ def test_sdiag_refuses_options_it_does_not_have(live: LiveServer) -> None:
     out = live.cli("sdiag", "--reset")
     assert out.returncode == 1
     assert "sdiag: error:" in out.stderr
+
+
+def test_a_fresh_server_shows_no_means_and_no_backfill_time(tmp_path: Path) -> None:
+    """Before any pass Slurm prints no means (they would divide by zero) and "Last cycle
+    when: N/A" (observed with Slurm 22.05)."""
+    with LiveServer(tmp_path) as fresh:
+        out = fresh.cli("sdiag")
+    assert out.returncode == 0, out.stderr
+    main = out.stdout.split("Main schedule statistics (microseconds):\n")[1]
+    main, backfill = main.split("\nBackfilling stats\n")
+    assert _value(main, "Total cycles") == 0
+    assert "Mean" not in main
+    assert _value(backfill, "Total cycles") == 0
+    assert "\tLast cycle when: N/A" in backfill.splitlines()
+    assert "Mean" not in backfill
