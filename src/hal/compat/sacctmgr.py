@@ -69,17 +69,19 @@ FILTERS = {
     "account": "accounts", "accounts": "accounts", "acct": "accounts", "accts": "accounts",
     "cluster": "clusters", "clusters": "clusters",
 }  # fmt: skip
+# The default formats, as in Slurm 22.05's sacctmgr binary (its strings)
 DEFAULTS = {
     "assoc": "cluster,account,user,partition,share,priority,grpjobs,grptres,grpsubmit,"
     "grpwall,grptresmins,maxjobs,maxtres,maxtrespernode,maxsubmit,maxwall,maxtresmins,qos,"
     "defaultqos,grptresrunmins",
     "user": "user,defaultaccount,admin",
+    # (the pre-TRES names, as Slurm 22.05's binary still has them for these two)
     "user+assoc": "user,defaultaccount,admin,cluster,account,partition,share,priority,"
-    "maxjobs,maxtres,maxsubmit,maxwall,maxtresmins,qos,defaultqos",
+    "maxjobs,maxnodes,maxcpus,maxsubmit,maxwall,maxcpumins,qos,defaultqos",
     "account": "account,description,organization",
     "account+assoc": "account,description,organization,cluster,parentname,user,share,"
-    "priority,grpjobs,grptres,grpsubmit,grpwall,grptresmins,maxjobs,maxtres,maxsubmit,"
-    "maxwall,maxtresmins,qos,defaultqos",
+    "priority,grpjobs,grpnodes,grpcpus,grpmem,grpsubmit,grpwall,grpcpumins,maxjobs,maxnodes,"
+    "maxcpus,maxsubmit,maxwall,maxcpumins,qos,defaultqos",
     "qos": "name,priority,gracetime,preempt,preemptexempttime,preemptmode,flags,usagethres,"
     "usagefactor,grptres,grptresmins,grptresrunmins,grpjobs,grpsubmit,grpwall,maxtres,"
     "maxtrespernode,maxtresmins,maxwall,maxtrespu,maxjobspu,maxsubmitpu,maxtrespa,maxjobspa,"
@@ -173,6 +175,11 @@ def assoc_rows(found: AssociationList, *, tree: bool) -> list[dict[str, str]]:
                 "share": str(a.shares),
                 "grpjobs": fields.count(a.grp_jobs),
                 "grptres": fields.tres(a.grp_tres),
+                "grpcpus": fields.count(a.grp_tres.cpus),
+                "grpmem": fields.mem_mb(a.grp_tres.memory_bytes),
+                "grpnodes": fields.count(a.grp_tres.nodes),
+                "maxcpus": fields.count(a.max_tres_per_job.cpus),
+                "maxnodes": fields.count(a.max_tres_per_job.nodes),
                 "grpsubmit": fields.count(a.grp_submit_jobs),
                 "maxjobs": fields.count(a.max_jobs),
                 "maxtres": fields.tres(a.max_tres_per_job),

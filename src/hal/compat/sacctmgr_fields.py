@@ -1,11 +1,12 @@
 """``sacctmgr``'s output fields: names, titles, widths and the print layout.
 
-Written from Slurm 22.05's ``src/sacctmgr/common.c`` (field titles and widths) and
-``src/common/print_fields.c`` (the layout) as remembered, not checked against a running
-slurmdbd: a title is right-aligned in its width and cut to it (``GrpTRESRunMins`` shows
-as ``GrpTRESRunMin``); a value too long for its column is cut with a ``+``; a negative
-width left-aligns; ``-P`` joins the values with ``|``, ``-p`` ends each line with one
-too. Lines carry no trailing blanks (as HAL's sshare).
+The default formats (``hal.compat.sacctmgr``) are the ones in Slurm 22.05's sacctmgr
+binary (its strings); the titles and widths are from ``src/sacctmgr/common.c`` as
+remembered and the layout from ``src/common/print_fields.c``, not checked against a
+running slurmdbd: a title is right-aligned in its width and cut to it
+(``GrpTRESRunMins`` shows as ``GrpTRESRunMin``); a value too long for its column is cut
+with a ``+``; a negative width left-aligns; ``-P`` joins the values with ``|``, ``-p``
+ends each line with one too. Lines carry no trailing blanks (as HAL's sshare).
 """
 
 from __future__ import annotations
@@ -39,15 +40,22 @@ FIELDS = (
     Field("description", "Descr", 20, ("description", "descr")),
     Field("flags", "Flags", 10, ("flags",)),
     Field("gracetime", "GraceTime", 10, ("gracetime",)),
+    Field("grpcpumins", "GrpCPUMins", 11, ("grpcpumins",)),
+    Field("grpcpus", "GrpCPUs", 8, ("grpcpus",)),
     Field("grpjobs", "GrpJobs", 7, ("grpjobs",)),
+    Field("grpmem", "GrpMem", 7, ("grpmem",)),
+    Field("grpnodes", "GrpNodes", 8, ("grpnodes",)),
     Field("grpsubmit", "GrpSubmit", 9, ("grpsubmitjobs", "grpsubmit")),
     Field("grptres", "GrpTRES", 13, ("grptres",)),
     Field("grptresmins", "GrpTRESMins", 13, ("grptresmins",)),
     Field("grptresrunmins", "GrpTRESRunMins", 13, ("grptresrunmins",)),
     Field("grpwall", "GrpWall", 11, ("grpwall",)),
+    Field("maxcpumins", "MaxCPUMins", 11, ("maxcpumins",)),
+    Field("maxcpus", "MaxCPUs", 8, ("maxcpus",)),
     Field("maxjobs", "MaxJobs", 7, ("maxjobs",)),
     Field("maxjobspa", "MaxJobsPA", 9, ("maxjobspa", "maxjobsperaccount")),
     Field("maxjobspu", "MaxJobsPU", 9, ("maxjobspu", "maxjobsperuser")),
+    Field("maxnodes", "MaxNodes", 8, ("maxnodes",)),
     Field("maxsubmit", "MaxSubmit", 9, ("maxsubmitjobs", "maxsubmit")),
     Field("maxsubmitpa", "MaxSubmitPA", 11, ("maxsubmitpa", "maxsubmitjobsperaccount")),
     Field("maxsubmitpu", "MaxSubmitPU", 11, ("maxsubmitpu", "maxsubmitjobsperuser")),
@@ -165,6 +173,11 @@ def _mem(mem_bytes: int) -> str:
         value //= 1024
         unit += 1
     return f"{value}{'MGTPE'[unit]}"
+
+
+def mem_mb(mem_bytes: int | None) -> str:
+    """GrpMem: MiB, as a plain number."""
+    return "" if mem_bytes is None else str(-(-mem_bytes // 2**20))
 
 
 def tres(limits: TresInfo) -> str:

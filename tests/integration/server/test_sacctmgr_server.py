@@ -94,6 +94,26 @@ def test_show_user_is_slurms_table(live: LiveServer) -> None:
     ]
 
 
+def test_withassoc_adds_slurms_association_columns(live: LiveServer) -> None:
+    out = live.cli("sacctmgr", "-P", "-s", "show", "user", "bob")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "User|Def Acct|Admin|Cluster|Account|Partition|Share|Priority|MaxJobs|MaxNodes|"
+        "MaxCPUs|MaxSubmit|MaxWall|MaxCPUMins|QOS|Def QOS",
+        "bob|chem|None|lab|chem||3||||||||high,normal|",
+    ]
+    out = live.cli(
+        "sacctmgr", "-nP", "show", "account", "physics", "withassoc",
+        "format=account,parentname,user,grpnodes,grpcpus,grpmem,maxjobs",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    # the account's own association, then its users'; GrpMem in MiB
+    assert out.stdout.splitlines() == ["physics|root||32|512|2097152|10", "physics||alice||||"]
+    # (alice's association row shows no parent: Slurm gives only accounts a Par Name)
+    out = live.cli("sacctmgr", "-nP", "show", "account", "physics", "-s", "format=user")
+    assert out.stdout.splitlines() == ["", "alice"]
+
+
 def test_show_assoc_has_slurms_columns_and_the_configured_limits(live: LiveServer) -> None:
     out = live.cli("sacctmgr", "show", "assoc")
     assert out.returncode == 0, out.stderr
