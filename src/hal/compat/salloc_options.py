@@ -159,11 +159,12 @@ def parse_salloc(
         )
     command = tuple(parsed.positionals) or (environ.get("SHELL") or "/bin/sh",)
     # -J, else "interactive" whatever the command: salloc.1 says the command's name, but
-    # Slurm 22.05.8 names `salloc hostname` "interactive" too (docs/slurm-checks.md)
+    # Slurm 22.05.8 names `salloc hostname` "interactive" too, and `salloc --no-shell`
+    # "no-shell" (docs/slurm-checks.md)
     job = job_from_options(
         parsed,
         env_settings,
-        BatchScript(HOLD_SCRIPT, DEFAULT_NAME),
+        BatchScript(HOLD_SCRIPT, "no-shell" if no_shell else DEFAULT_NAME),
         environ=environ,
         cwd=cwd,
         now=now,

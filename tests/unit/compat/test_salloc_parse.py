@@ -53,6 +53,8 @@ def test_the_command_starts_at_the_first_word_that_is_no_option() -> None:
         (("/usr/bin/python3", "-i"), "interactive", ("/usr/bin/python3", "-i")),
         (("sh", "-c", "true"), "interactive", ("sh", "-c", "true")),
         (("-J", "dev", "bash"), "dev", ("bash",)),
+        (("--no-shell",), "no-shell", ("/bin/bash",)),  # the command is not run
+        (("--no-shell", "-J", "dev"), "dev", ("/bin/bash",)),
     ],
 )
 def test_job_name_and_default_command(
