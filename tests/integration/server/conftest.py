@@ -1,5 +1,6 @@
 """A control plane on each of the two stores, for behaviour that differs between SQLite
-and PostgreSQL (what a column can hold)."""
+and PostgreSQL (what a column can hold); the Slurm shims installed for a module's
+``server``."""
 
 from __future__ import annotations
 
@@ -16,3 +17,12 @@ def each_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LiveS
     db_url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
     with LiveServer(tmp_path, db_url=db_url) as live:
         yield live
+
+
+@pytest.fixture(scope="module")
+def shims(server: LiveServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``hal compat install-shims`` into a fresh directory, for the module's ``server``."""
+    target = tmp_path_factory.mktemp("bin")
+    done = server.cli("compat", "install-shims", str(target), "--force")
+    assert done.returncode == 0, done.stderr
+    return target

@@ -27,14 +27,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         yield srv
 
 
-@pytest.fixture(scope="module")
-def shims(server: LiveServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("bin")
-    done = server.cli("compat", "install-shims", str(target), "--force")
-    assert done.returncode == 0, done.stderr
-    return target
-
-
 def run(
     server: LiveServer, shims: Path, cwd: Path, *argv: str, token: str | None = None
 ) -> subprocess.CompletedProcess[str]:

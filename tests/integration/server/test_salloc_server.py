@@ -27,14 +27,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         yield srv
 
 
-@pytest.fixture(scope="module")
-def shims(server: LiveServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("bin")
-    done = server.cli("compat", "install-shims", str(target), "--force")
-    assert done.returncode == 0, done.stderr
-    return target
-
-
 def env(server: LiveServer, shims: Path) -> dict[str, str]:
     return {**server.env(), "PATH": f"{shims}{os.pathsep}{os.environ.get('PATH', '')}"}
 
@@ -116,7 +108,8 @@ def test_salloc_exits_with_the_commands_code_and_srun_there_is_always_a_step(
 ) -> None:
     """A one-node allocation: srun runs on the submit host, so even a one-node step goes
     to the node through the control plane (in a batch job it would run in place). The
-    command's exit code 3 is salloc's, and the job's: FAILED, sacct's ExitCode 3:0."""
+    command's exit code 3 is salloc's, and the job's: FAILED, sacct's ExitCode 3:0, under
+    salloc's default name."""
     command = "srun sh -c 'echo host=$SLURMD_NODENAME step=$SLURM_STEP_ID'; exit 3"
     done = salloc(server, shims, tmp_path, "-N1", "-w", "node2", "sh", "-c", command)
     assert done.returncode == 3, done.stdout + done.stderr
@@ -124,7 +117,7 @@ def test_salloc_exits_with_the_commands_code_and_srun_there_is_always_a_step(
     job_id = granted(done.stderr)
     assert job_state(server, job_id) == "FAILED"
     acct = server.cli("sacct", "-j", str(job_id), "-X", "-n", "-P", "-o", "JobName,ExitCode")
-    assert acct.stdout.strip() == "sh|3:0", acct.stdout + acct.stderr
+    assert acct.stdout.strip() == "interactive|3:0", acct.stdout + acct.stderr
 
 
 def test_scancel_revokes_the_allocation_and_ends_the_command(
