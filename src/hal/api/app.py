@@ -79,6 +79,7 @@ def create_app(
         routes_steps,
     ):
         app.include_router(module.router)
+    app.include_router(routes_steps.listing)
     return app
 
 
@@ -114,7 +115,7 @@ def _document_fast_bodies(app: FastAPI) -> None:
     from hal.api.fastpath import add_schemas
     from hal.wire.agent import AgentRegister, AgentSync
     from hal.wire.jobs import JobBatchSubmit, JobSubmit
-    from hal.wire.steps import StepCreate, StepSignalRequest
+    from hal.wire.steps import StepClose, StepCreate, StepSignalRequest
 
     build = app.openapi
 
@@ -128,6 +129,7 @@ def _document_fast_bodies(app: FastAPI) -> None:
                     AgentRegister,
                     AgentSync,
                     StepCreate,
+                    StepClose,
                     StepSignalRequest,
                 ],
             )

@@ -19,6 +19,7 @@ from hal.state.steps import Step
 from hal.wire.steps import (
     MAX_WAIT_SECONDS,
     StepChunk,
+    StepClose,
     StepCreate,
     StepInfo,
     StepList,
@@ -28,6 +29,7 @@ from hal.wire.steps import (
 )
 
 router = APIRouter(prefix="/v1/jobs", tags=["steps"])
+listing = APIRouter(prefix="/v1/steps", tags=["steps"])  # every job's (squeue -s)
 Ctx = Annotated[ServerContext, Depends(context_dep)]
 Who = Annotated[Caller, Depends(caller_dep)]
 
@@ -41,6 +43,8 @@ def _info(step: Step) -> StepInfo:
         tasks=list(step.layout.tasks),
         state=step.state,
         exit_code=step.exit_code,
+        start_time=step.start_time,
+        local=step.local,
         usage=[
             TaskUsage(
                 rank=rank,
@@ -72,6 +76,13 @@ async def create_step(job_id: int, request: Request, ctx: Ctx, caller: Who) -> R
     nul = nul_field(body.model_dump())
     if nul is not None:  # no process argument or environment can hold one
         raise InvalidRequest(f"{nul}: holds a NUL character (\\u0000); remove it", field=nul)
+    if body.local:  # srun runs it on the batch node: numbered and recorded only
+        if len(body.nodelist) != 1:
+            raise InvalidRequest("a local step names its one node in nodelist", field="nodelist")
+        local = await ctx.steps.open_local(
+            job_id, caller, body.nodelist[0], body.ntasks or 1, body.name or body.argv[0]
+        )
+        return json_response(_info(local), 201)
     wanted = StepRequest(body.nodes, body.ntasks, body.ntasks_per_node, tuple(body.nodelist))
     step = await ctx.steps.create(
         job_id, caller, wanted, body.argv, body.environment, name=body.name
@@ -118,3 +129,30 @@ async def signal_step(
     step = ctx.steps.get(job_id, step_id, caller)
     ctx.steps.signal(step, body.signal)
     return json_response(_info(step))
+
+
+@router.post(
+    "/{job_id}/steps/{step_id}/end",
+    response_model=StepInfo,
+    openapi_extra=body_schema("StepClose"),
+)
+async def end_step(job_id: int, step_id: int, request: Request, ctx: Ctx, caller: Who) -> Response:
+    """srun's report that a step it ran on the batch node (``local``) has ended: its
+    exit code and signal, kept for sacct as an agent's report is."""
+    body = await read_body(request, StepClose)
+    step = ctx.steps.get(job_id, step_id, caller)
+    await ctx.steps.end_local(
+        step, body.exit_code, body.exit_signal, oom=body.oom, cancelled=body.cancelled
+    )
+    return json_response(_info(step))
+
+
+@listing.get("", response_model=StepList)
+async def running_steps(ctx: Ctx, caller: Who) -> Response:
+    """Every job's running steps, by job and step id (``squeue -s``; no usage)."""
+    del caller  # any authenticated user sees the queue's steps, as squeue's jobs
+    steps = sorted(
+        (s for s in ctx.steps.steps.values() if not s.done),
+        key=lambda s: (s.job_id, s.step_id),
+    )
+    return json_response(StepList(steps=[_info(s).model_copy(update={"usage": []}) for s in steps]))

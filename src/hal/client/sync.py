@@ -36,6 +36,11 @@ if TYPE_CHECKING:
     from hal.wire.steps import StepCreate, StepInfo, StepOutputPage
 
 
+# srun's records of the steps it runs itself wait this long for the server, once: the
+# command runs whether or not they land (a step is a record, not a gate)
+RECORD_TIMEOUT_SECONDS = 5.0
+
+
 class HalClient:
     """Talks to one HAL server. Every method raises a ``HalError`` subclass on failure,
     rebuilt from the server's problem+json (``code``, ``detail``, ``field``)."""
@@ -90,6 +95,7 @@ class HalClient:
         params: dict[str, str] | None = None,
         json_body: Any = None,
         key: bool = False,
+        retry: bool = True,
     ) -> Response:
         """Send one request; ``key``: a submission, sent with a new ``Idempotency-Key``,
         so that it may be sent again whenever it is unknown whether it landed (its answer
@@ -99,7 +105,8 @@ class HalClient:
         if json_body is not None:
             body = json.dumps(json_body).encode()
         headers = {"Idempotency-Key": os.urandom(16).hex()} if key else None
-        deadline = time.monotonic() + self.config.retry_seconds
+        # (``retry=False``: a 503 is answered at once, not waited out)
+        deadline = time.monotonic() + (self.config.retry_seconds if retry else 0.0)
         doubt = False  # a send whose outcome is unknown: only a resend can tell
         while True:
             left = deadline - time.monotonic()
@@ -239,6 +246,55 @@ class HalClient:
         from hal.wire.steps import StepList
 
         r = self._request("GET", f"/v1/jobs/{job_id}/steps")
+        return StepList.model_validate_json(r.body).steps
+
+    def open_local_step(
+        self, job_id: int, *, node: str, ntasks: int, name: str, argv: list[str]
+    ) -> int:
+        """Record a step srun runs on the batch node ``node`` itself; its step id. One
+        try, within ``RECORD_TIMEOUT_SECONDS``: a record must not hold the command."""
+        body = {
+            "argv": argv[:1],  # (the server keeps only the name; the command runs here)
+            "ntasks": ntasks,
+            "nodelist": [node],
+            "name": name,
+            "local": True,
+        }
+        r = self._record("POST", f"/v1/jobs/{job_id}/steps", body)
+        return int(self._json(r)["step_id"])
+
+    def end_local_step(
+        self,
+        job_id: int,
+        step_id: int,
+        *,
+        exit_code: int,
+        exit_signal: int = 0,
+        oom: bool = False,
+        cancelled: bool = False,
+    ) -> None:
+        """Report the end of a step ``open_local_step`` recorded (one try, as it)."""
+        body = {
+            "exit_code": exit_code,
+            "exit_signal": exit_signal,
+            "oom": oom,
+            "cancelled": cancelled,
+        }
+        self._record("POST", f"/v1/jobs/{job_id}/steps/{step_id}/end", body)
+
+    def _record(self, method: str, path: str, body: dict[str, Any]) -> Response:
+        saved = self._http.timeout
+        self._http.timeout = min(saved, RECORD_TIMEOUT_SECONDS)
+        try:
+            return self._request(method, path, json_body=body, retry=False)
+        finally:
+            self._http.timeout = saved
+
+    def running_steps(self) -> list[StepInfo]:
+        """Every job's running steps, by job and step id (``squeue -s``)."""
+        from hal.wire.steps import StepList
+
+        r = self._request("GET", "/v1/steps")
         return StepList.model_validate_json(r.body).steps
 
     def signal_step(self, job_id: int, step_id: int, signum: int) -> None:

@@ -4,9 +4,8 @@ Pinned for Snakemake: ``sacct -X --parsable2 --clusters all --noheader
 --format=JobIdRaw,State --starttime ... --endtime now --name <uuid>`` prints ``id|STATE``
 lines. Fixed-width output cuts long values with ``+`` (``CANCELLED+``) exactly as sacct
 does, and every column is followed by one space. Each job that started gets one
-``<id>.batch`` step line unless ``-X``, and one ``<id>.N`` line per job step srun ran
-across the job's nodes (ADR 0012; steps srun ran on the batch node alone are not
-recorded).
+``<id>.batch`` step line unless ``-X``, and one ``<id>.N`` line per job step srun ran,
+on the batch node itself or across the job's nodes (ADR 0012).
 """
 
 from __future__ import annotations
@@ -191,6 +190,8 @@ FIELDS: dict[str, tuple[str, int, Column]] = {
         lambda j, s, n: compress_hostlist(j.nodes) if j.nodes else "None assigned",
     ),
     "nnodes": ("NNodes", 8, lambda j, s, n: "1" if s == "batch" else str(j.node_count)),
+    # tasks of a step (the batch step runs one); blank on the job's line, as sacct's
+    "ntasks": ("NTasks", 8, lambda j, s, n: "1" if s == "batch" else str(j.ntasks) if s else ""),
     "user": ("User", 9, _job_only(lambda j: j.user)),
     "timelimit": ("Timelimit", 10, _job_only(lambda j: limit_long(j.time_limit_seconds))),
     "reason": ("Reason", 20, _job_only(lambda j: reason_name(j.reason))),
@@ -441,6 +442,7 @@ def _step_view(job: JobInfo, step: StepRecord) -> JobInfo:
             "cancelled_by": None,
             "nodes": nodes,
             "node_count": len(nodes),
+            "ntasks": step.ntasks,
             "start_time": step.start_time,
             "end_time": step.end_time,
             "max_rss_bytes": 0,

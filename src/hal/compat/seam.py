@@ -106,6 +106,23 @@ class Client(Protocol):
 
     def job_steps(self, job_id: int) -> list[StepInfo]: ...
 
+    def open_local_step(
+        self, job_id: int, *, node: str, ntasks: int, name: str, argv: list[str]
+    ) -> int: ...
+
+    def end_local_step(
+        self,
+        job_id: int,
+        step_id: int,
+        *,
+        exit_code: int,
+        exit_signal: int = 0,
+        oom: bool = False,
+        cancelled: bool = False,
+    ) -> None: ...
+
+    def running_steps(self) -> list[StepInfo]: ...
+
     def close(self) -> None: ...
 
 

@@ -5,11 +5,13 @@ does, its tasks laid out by ``hal.core.steps.step_layout`` from ``-N``, ``-n``,
 ``--ntasks-per-node`` and ``-w`` (without them: the job's whole allocation with
 ``SLURM_NTASKS`` tasks, which srun reads as ``-n``, srun.1 INPUT ENVIRONMENT VARIABLES):
 
-- a step that stays on the batch node (a one-node job; ``-N1``, ``-n1``) runs here, as
-  before: one task becomes the command (``exec``), several are started side by side with
-  ``SLURM_PROCID``/``SLURM_LOCALID`` set, and srun exits with the highest exit code.
-  Workflow tools that wrap their in-job command in ``srun -n1 ...`` (Snakemake's Slurm
-  executor does) keep working without touching the control plane.
+- a step that stays on the batch node (a one-node job; ``-N1``, ``-n1``) runs here, its
+  tasks srun's children with ``SLURM_PROCID``/``SLURM_LOCALID`` set, and srun exits with
+  the highest exit code. It is recorded as a job step all the same (``JOB.N`` in sacct,
+  ``hal.compat.local_step``): one request to the server before, one after; a server out
+  of reach is said on stderr and the command runs regardless. Workflow tools that wrap
+  their in-job command in ``srun -n1 ...`` (Snakemake's Slurm executor does) keep
+  working.
 - a step that needs other nodes is a **job step** (ADR 0012): srun asks the control plane
   (``POST /v1/jobs/{id}/steps``), whose agents start each node's tasks with Slurm's step
   variables; srun writes the tasks' stdout and stderr to its own as they come (``-l``:
@@ -34,24 +36,19 @@ allocation of its own; ``salloc`` does (``salloc --no-shell`` leaves one to use 
 Options are parsed as srun's getopt does (``-ln2``, ``--ntasks 2``, ``--`` before the
 command). Values HAL does not act on (``--time``, ``--mem``, ``--gres``...) are still
 checked as sbatch checks them, so a typo is an error rather than silently ignored. Signals
-srun receives while several local tasks run (SIGINT, SIGTERM, SIGUSR1...) are passed on to
-every task, as Slurm's srun forwards them, so no task outlives it.
+srun receives while local tasks run (SIGINT, SIGTERM, SIGUSR1...) are passed on to every
+task, as Slurm's srun forwards them, so no task outlives it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-import signal
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import FrameType
 
 from hal.compat.names import SALLOC_JOB_VARIABLE
 from hal.compat.options import RESOURCE_OPTIONS, Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
-from hal.compat.steps import FORWARDED
 from hal.core.errors import HalError, InvalidRequest
 from hal.core.slurm_syntax import (
     expand_hostlist,
@@ -197,56 +194,6 @@ def srun(argv: list[str], console: Console) -> int:
         from hal.compat.steps import run_step
 
         return run_step(job_id, call.within(len(nodes)), call, console)
-    ntasks = layout.ntasks
-    command = call.command
-    if ntasks == 1:
-        # one task: become the command, so the job's memory limit holds the command alone
-        # (a Python srun waiting beside it would take ~50 MB of the job's allowance)
-        env = {
-            **console.environ,
-            "SLURM_PROCID": "0",
-            "SLURM_LOCALID": "0",
-            "SLURM_STEP_NUM_TASKS": "1",
-        }
-        console.close()
-        console.stdout.flush()
-        console.stderr.flush()
-        try:
-            os.chdir(console.cwd)
-            os.execvpe(command[0], command, env)  # noqa: S606 - srun runs what it is given
-        except OSError as err:
-            return console.error(f"cannot run {command[0]}: {err.strerror}")
-    return run_tasks(command, ntasks, console)
+    from hal.compat.local_step import run_local
 
-
-def run_tasks(command: list[str], ntasks: int, console: Console) -> int:
-    """Start ``ntasks`` copies, pass srun's signals on to them, and return the highest exit
-    code (128 + N for a task a signal ended)."""
-    procs: list[subprocess.Popen[bytes]] = []
-
-    def forward(signum: int, _frame: FrameType | None) -> None:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.send_signal(signum)
-
-    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
-    try:
-        for rank in range(ntasks):
-            env = {
-                **console.environ,
-                "SLURM_PROCID": str(rank),
-                "SLURM_LOCALID": str(rank),
-                "SLURM_STEP_NUM_TASKS": str(ntasks),
-            }
-            try:
-                procs.append(subprocess.Popen(command, env=env, cwd=console.cwd))
-            except OSError as err:
-                for p in procs:
-                    p.kill()
-                    p.wait()
-                return console.error(f"cannot run {command[0]}: {err.strerror}")
-        codes = [p.wait() for p in procs]
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return max((c if c >= 0 else 128 - c) for c in codes)
+    return run_local(job_id, layout.nodes[0], layout.ntasks, call.command, console)

@@ -6,11 +6,12 @@ every heartbeat (resident memory summed over a task's processes, as Slurm's
 old. As Slurm's, ``sstat -j 123`` shows the job's lowest-numbered running step (``srun``
 across the job's nodes, ADR 0012), ``-a`` every running step with the batch step, and
 ``123.4`` or ``123.batch`` that one; a job running no numbered step shows its batch step
-(Slurm's shows nothing there). A step's figures are over its tasks: the most memory and
-the task and node that used it, the least CPU time and whose, the averages, the number
-of tasks. The fields are those of Slurm's sstat that HAL measures; VM size, pages,
-disk, energy and CPU frequency are not measured and are refused by name. An ended job's
-figures are in ``sacct``.
+(Slurm's shows nothing there). A step srun ran on the batch node itself (a one-node
+job's ``srun cmd``) is measured within the batch step, not apart. A step's figures are
+over its tasks: the most memory and the task and node that used it, the least CPU time
+and whose, the averages, the number of tasks. The fields are those of Slurm's sstat that
+HAL measures; VM size, pages, disk, energy and CPU frequency are not measured and are
+refused by name. An ended job's figures are in ``sacct``.
 """
 
 from __future__ import annotations
@@ -146,7 +147,10 @@ def sstat(argv: list[str], console: Console) -> int:
 
 def _lines(job: JobInfo, wanted: set[str], every: bool, console: Console) -> list[Line]:
     """The lines ``wanted`` of ``job`` ("": the job as a whole; "batch"; a step id)."""
-    steps = {str(s.step_id): s for s in console.client.job_steps(job.id)} if job.id else {}
+    # (a step srun runs on the batch node itself is not sampled apart: its tasks are
+    # the batch script's children, counted in the batch step's figures)
+    found = console.client.job_steps(job.id) if job.id else []
+    steps = {str(s.step_id): s for s in found if not s.local}
     batch = _batch(job)
     picked: dict[str, Line] = {}
     for want in sorted(wanted, key=lambda w: (w != "batch", int(w) if w.isdigit() else -1)):

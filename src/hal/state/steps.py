@@ -10,6 +10,11 @@ Life of a step::
     job SUSPENDED (scontrol suspend, preemption) ─▶ StepSignal(SIGSTOP); RUNNING again ─▶ SIGCONT
     agent registers again (restart: its step tasks died with it) ─▶ its part ends, exit 1
 
+A step srun runs on the batch node itself (a one-node job's ``srun cmd``) is a **local
+step**: srun opens it here (``open_local``: numbered with the others, no agent told),
+runs the tasks itself and reports their end (``end_local``). A job that leaves RUNNING
+with a local step open ends it CANCELLED (0:15), as its tasks die with the job.
+
 Steps live in memory: a server restart forgets running ones (srun then says its step is
 gone). Their ends are written to accounting (``job_steps``, sacct's ``JOB.N`` rows).
 Output waits here until srun has read it, at most ``MAX_BUFFERED_BYTES`` per step (the
@@ -71,6 +76,7 @@ class Step:
     received: dict[tuple[int, str], int] = field(default_factory=dict)  # bytes per stream
     cancelled: bool = False
     stopped: bool = False  # its job is suspended: its tasks were sent SIGSTOP
+    local: bool = False  # srun runs its tasks on the batch node and reports their end
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -114,6 +120,7 @@ class StepTable:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self.steps: dict[Key, Step] = {}
+        self._ending: set[asyncio.Task[None]] = set()  # local steps ended by their job
         cluster.on_jobs_changed(self._on_jobs)
 
     # -- srun's side -------------------------------------------------------------------
@@ -184,6 +191,51 @@ class StepTable:
                 )
             )
         return step
+
+    async def open_local(
+        self, job_id: int, caller: Caller, node: str, ntasks: int, name: str
+    ) -> Step:
+        """A step srun runs on ``node``, the batch node, itself: numbered in the job's
+        sequence and shown running until srun reports its end (``end_local``). Nothing is
+        pushed to an agent, so no agent need be connected."""
+        job = self._job(job_id, caller)
+        if job.state is not JobState.RUNNING or job.allocation is None:
+            raise InvalidRequest(
+                f"Unable to create step for job {job_id}: the job is {job.state.value}, "
+                "not RUNNING; steps run inside a running job only"
+            )
+        if node not in job.allocation.nodes:
+            raise refused(job_id, f"node {node} is not in the job's allocation")
+        self._prune()
+        step_id = 1 + max((s for j, s in self.steps if j == job_id), default=-1)
+        stored = await self.cluster.db(self.cluster.store.last_step_id, job_id)
+        step_id = max(step_id, stored + 1)
+        layout = StepLayout((node,), (ntasks,))
+        now = self.cluster.clock.now()
+        step = Step(job_id, step_id, job.restarts, name, layout, now, local=True)
+        self.steps[(job_id, step_id)] = step
+        return step
+
+    async def end_local(
+        self, step: Step, exit_code: int, exit_signal: int, *, oom: bool, cancelled: bool
+    ) -> None:
+        """srun's report of its local step's end (``cancelled``: srun passed SIGINT or
+        SIGTERM on to its tasks). A step already ended (its job ended first) keeps what
+        it has."""
+        if not step.local:
+            raise InvalidRequest(
+                f"step {step.job_id}.{step.step_id} runs through the job's agents, which "
+                "report its end; only a step srun runs on the batch node is ended by srun"
+            )
+        step.cancelled = step.cancelled or cancelled
+        await self._end_local_part(step, exit_code, exit_signal, oom)
+
+    async def _end_local_part(
+        self, step: Step, exit_code: int, exit_signal: int, oom: bool = False
+    ) -> None:
+        node = step.layout.nodes[0]
+        if node not in step.ended:  # (checked and set with no await between: once)
+            await self._node_ended(step, node, exit_code, exit_signal, oom)
 
     def get(self, job_id: int, step_id: int, caller: Caller) -> Step:
         self._job(job_id, caller)
@@ -268,7 +320,7 @@ class StepTable:
             or node in step.ended
         ]
         for key, step in list(self.steps.items()):
-            if key in running:
+            if key in running or step.local:  # (a local step's tasks are srun's)
                 continue
             if not step.done and node in step.layout.nodes and node not in step.ended:
                 rank = step.layout.ranks(step.layout.nodes.index(node))[0]
@@ -340,10 +392,29 @@ class StepTable:
                         self._push(step, signal.SIGCONT)
                 elif not step.cancelled:
                     step.cancelled = True  # the agent sends SIGCONT first: stopped or not
-                    self._push(step, signal.SIGTERM, kill_wait=wait)
+                    if step.local:
+                        self._end_with_job(step)
+                    else:
+                        self._push(step, signal.SIGTERM, kill_wait=wait)
+
+    def _end_with_job(self, step: Step) -> None:
+        """A local step whose job ended: its tasks die with the job's (the agent ends
+        the batch script's session), and srun may die before it reports; it ends now,
+        CANCELLED 0:15 as a cancelled step reads, unless srun's report came first."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # (no loop: a test changing jobs by hand)
+            return
+        code = 128 + signal.SIGTERM
+        task = loop.create_task(self._end_local_part(step, code, signal.SIGTERM))
+        self._ending.add(task)
+        task.add_done_callback(self._ending.discard)
 
     def _push(self, step: Step, signum: int, kill_wait: int | None = None) -> None:
-        """``signum`` to the step's tasks on each node where they still run."""
+        """``signum`` to the step's tasks on each node where they still run (a local
+        step's are srun's: the agent stops and ends them with the batch script's)."""
+        if step.local:
+            return
         for node in step.layout.nodes:
             session = self.cluster.agent_sessions.get(node)
             if node not in step.ended and session is not None:

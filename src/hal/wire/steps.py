@@ -24,6 +24,9 @@ class StepCreate(WireModel):
     name: str = Field(default="", max_length=256)
     # srun's environment, which the tasks get (the node-local variables each agent sets)
     environment: dict[str, str] = Field(default_factory=dict)
+    # a step srun runs on the batch node itself: only recorded (numbered, its end kept for
+    # sacct), no agent runs it; ``nodelist`` names that node, ``ntasks`` its tasks
+    local: bool = False
 
 
 class TaskUsage(WireModel):
@@ -45,6 +48,8 @@ class StepInfo(WireModel):
     state: str  # RUNNING, COMPLETED, FAILED, CANCELLED, OUT_OF_MEMORY
     exit_code: int
     usage: list[TaskUsage] = Field(default_factory=list)  # sampled tasks (sstat), by rank
+    start_time: float = 0.0
+    local: bool = False  # run by srun on the batch node: its tasks are not sampled apart
 
 
 class StepList(WireModel):
@@ -70,3 +75,15 @@ class StepOutputPage(WireModel):
 
 class StepSignalRequest(WireModel):
     signal: int = Field(ge=1, le=64)
+
+
+class StepClose(WireModel):
+    """srun's report of a step it ran on the batch node itself (``StepCreate.local``):
+    its highest task exit code (128+N for a signal N), that signal, whether the job's
+    cgroup counted an OOM kill while it ran, and whether srun passed SIGINT/SIGTERM on
+    to its tasks (the step was cancelled, as a forwarded one is)."""
+
+    exit_code: int = Field(ge=0, le=255)
+    exit_signal: int = Field(default=0, ge=0, le=64)
+    oom: bool = False
+    cancelled: bool = False

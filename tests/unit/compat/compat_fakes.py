@@ -116,8 +116,35 @@ class FakeClient:
     topology_info: TopologyInfo = field(default_factory=lambda: TopologyInfo(configured=False))
     step_list: dict[int, list[StepInfo]] = field(default_factory=dict)  # running, by job
 
+    # steps srun ran on the batch node: (job, step, node, ntasks, name) when opened, then
+    # (job, step, exit code, signal, cancelled) in local_ends when reported
+    local_steps: list[tuple[int, int, str, int, str]] = field(default_factory=list)
+    local_ends: list[tuple[int, int, int, int, bool]] = field(default_factory=list)
+
     def job_steps(self, job_id: int) -> list[StepInfo]:
         return list(self.step_list.get(job_id, []))
+
+    def running_steps(self) -> list[StepInfo]:
+        return [s for job in sorted(self.step_list) for s in self.step_list[job]]
+
+    def open_local_step(
+        self, job_id: int, *, node: str, ntasks: int, name: str, argv: list[str]
+    ) -> int:
+        step_id = sum(1 for s in self.local_steps if s[0] == job_id)
+        self.local_steps.append((job_id, step_id, node, ntasks, name))
+        return step_id
+
+    def end_local_step(
+        self,
+        job_id: int,
+        step_id: int,
+        *,
+        exit_code: int,
+        exit_signal: int = 0,
+        oom: bool = False,
+        cancelled: bool = False,
+    ) -> None:
+        self.local_ends.append((job_id, step_id, exit_code, exit_signal, cancelled))
 
     def submit(self, job: JobSubmit) -> SubmitResult:
         if self.submit_error is not None:

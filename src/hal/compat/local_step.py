@@ -1,0 +1,175 @@
+"""``srun`` running a step on the batch node itself (a one-node job's ``srun cmd``, ``-n1``,
+``-N1``), recorded as a job step (ADR 0012).
+
+srun asks the server for a step number first (``open_local_step``: one request), runs the
+tasks here as its children, and reports their end (``end_local_step``: one more), so the
+step shows in ``sacct -j JOB`` as ``JOB.N``, numbered with the job's other steps, and in
+``squeue -s`` while it runs. The record is not a gate: a server that cannot be reached
+(or refuses) is said once on stderr and the command runs all the same, srun's exit code
+always the tasks'.
+
+srun waits beside its tasks (it no longer becomes a lone task by ``exec``), so that it can
+report the end: it passes SIGINT, SIGTERM, SIGUSR1... on to every task, as Slurm's srun
+forwards them, and takes ~10 MB of the job's memory while it waits. A task the job's
+cgroup killed for memory (its ``oom_kill`` count rose while the step ran and the task died
+of SIGKILL) makes the step ``OUT_OF_MEMORY``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from dataclasses import dataclass
+from types import FrameType
+
+from hal.compat.seam import Console
+from hal.compat.steps import FORWARDED
+from hal.core.errors import HalError
+
+CANCELLING = (signal.SIGINT, signal.SIGTERM)  # forwarded, they make the step CANCELLED
+EXEC_FAILED = 2  # a task that could not start, as Slurm's srun (and HAL's agents) report it
+
+
+@dataclass(frozen=True, slots=True)
+class TasksEnd:
+    exit_code: int  # the highest task's: its exit code, or 128+N for a signal N
+    exit_signal: int  # the signal N that ended that task (0: it exited)
+    rank: int  # that task's
+    cancelled: bool  # srun passed SIGINT/SIGTERM on to the tasks
+
+
+def run_local(job_id: int, node: str, ntasks: int, command: list[str], console: Console) -> int:
+    """Run the step's ``ntasks`` tasks here, recorded as step ``job_id``.N; the highest
+    task's exit code (128+N for a signal N)."""
+    name = os.path.basename(command[0])
+    step_id: int | None = None
+    try:
+        step_id = console.client.open_local_step(
+            job_id, node=node, ntasks=ntasks, name=name, argv=command
+        )
+    except HalError as err:
+        _not_recorded(console, err)
+    step_env = {} if step_id is None else _step_environment(step_id, node, ntasks)
+    oom_before = oom_kills(job_id)
+    end = run_tasks(command, ntasks, console, step_env)
+    if end.exit_signal:
+        console.err(f"srun: error: {node}: task {end.rank}: {_signal_name(end.exit_signal)}")
+    if step_id is not None:
+        oom = end.exit_signal == signal.SIGKILL and oom_kills(job_id) > oom_before
+        _report(console, job_id, step_id, end, oom=oom)
+    return end.exit_code
+
+
+def run_tasks(
+    command: list[str], ntasks: int, console: Console, step_env: dict[str, str]
+) -> TasksEnd:
+    """Start ``ntasks`` copies, pass srun's signals on to them, wait for all. A command
+    that cannot start is said on stderr, those started are killed, and it ends as a task
+    that exits ``EXEC_FAILED``."""
+    procs: list[subprocess.Popen[bytes]] = []
+    forwarded: set[int] = set()
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        forwarded.add(signum)
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    try:
+        for rank in range(ntasks):
+            env = {
+                **console.environ,
+                **step_env,
+                "SLURM_PROCID": str(rank),
+                "SLURM_LOCALID": str(rank),
+                "SLURM_STEP_NUM_TASKS": str(ntasks),
+            }
+            try:
+                procs.append(subprocess.Popen(command, env=env, cwd=console.cwd or None))
+            except OSError as err:
+                for p in procs:
+                    p.kill()
+                    p.wait()
+                console.error(f"cannot run {command[0]}: {err.strerror}")
+                return TasksEnd(EXEC_FAILED, 0, rank, False)
+        codes = [p.wait() for p in procs]
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    # the highest code (128+N for a signal N), the first task of it
+    code, signum, rank = max(
+        (c if c >= 0 else 128 - c, max(-c, 0), -r) for r, c in enumerate(codes)
+    )
+    return TasksEnd(code, signum, -rank, bool(forwarded & set(CANCELLING)))
+
+
+def oom_kills(job_id: int) -> int:
+    """How many processes the kernel has killed for memory in srun's own cgroup, when
+    that is the job's (``job_<id>.<n>``, the agent's cgroup backend); 0 otherwise."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return 0
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if f"/job_{job_id}." not in path + "/":
+            continue
+        if controllers == "":  # cgroup2
+            return _keyed(f"/sys/fs/cgroup{path}/memory.events").get("oom_kill", 0)
+        if "memory" in controllers.split(","):
+            return _keyed(f"/sys/fs/cgroup/memory{path}/memory.oom_control").get("oom_kill", 0)
+    return 0
+
+
+def _keyed(path: str) -> dict[str, int]:
+    try:
+        with open(path) as f:
+            pairs = (line.split() for line in f)
+            return {p[0]: int(p[1]) for p in pairs if len(p) == 2 and p[1].isdigit()}
+    except OSError:
+        return {}
+
+
+def _step_environment(step_id: int, node: str, ntasks: int) -> dict[str, str]:
+    """The step's variables, as a step through the control plane gets them."""
+    return {
+        "SLURM_STEP_ID": str(step_id),
+        "SLURM_STEPID": str(step_id),
+        "SLURM_STEP_NUM_NODES": "1",
+        "SLURM_STEP_NODELIST": node,
+        "SLURM_STEP_TASKS_PER_NODE": str(ntasks),
+    }
+
+
+def _report(console: Console, job_id: int, step_id: int, end: TasksEnd, *, oom: bool) -> None:
+    try:
+        console.client.end_local_step(
+            job_id,
+            step_id,
+            exit_code=min(end.exit_code, 255),
+            exit_signal=end.exit_signal,
+            oom=oom,
+            cancelled=end.cancelled,
+        )
+    except HalError as err:
+        _not_recorded(console, err, f"{job_id}.{step_id}")
+
+
+def _not_recorded(console: Console, err: HalError, step: str = "") -> None:
+    if step:
+        console.err(f"srun: warning: the end of step {step} was not recorded ({err.message})")
+    else:
+        console.err(
+            f"srun: warning: job step not recorded ({err.message}); running the command "
+            "all the same"
+        )
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.strsignal(signum) or f"Signal {signum}"
+    except ValueError:
+        return f"Signal {signum}"
