@@ -1,6 +1,7 @@
-"""The ``scontrol`` command: ``show job|node|partition|reservation|topology|config|hostnames``,
-``hold``, ``uhold`` (a hold the owner may release), ``release``, ``requeue``, ``update
-job``, ``update NodeName=... State=...`` (drain, down, resume, undrain), and
+"""The ``scontrol`` command: ``show job|step|node|partition|reservation|topology|config|
+hostnames``, ``hold``, ``uhold`` (a hold the owner may release), ``release``,
+``requeue``, ``update job``, ``update NodeName=... State=...`` (drain, down, resume,
+undrain), and
 ``create|update|delete reservation`` (the reservation words are read and printed by
 ``compat/reservations.py``).
 
@@ -124,7 +125,8 @@ def _delete(args: list[str], console: Console) -> int:
 def _show(args: list[str], console: Console, *, oneliner: bool, details: bool) -> int:
     if not args:
         return console.error(
-            "show what? job, node, partition, reservation, licenses, topology, config or hostnames"
+            "show what? job, step, node, partition, reservation, licenses, topology, config "
+            "or hostnames"
         )
     what, target = args[0].lower(), (args[1] if len(args) > 1 else None)
     client = console.client
@@ -188,6 +190,10 @@ def _show(args: list[str], console: Console, *, oneliner: bool, details: bool) -
         for line in config_lines(client.cluster_config(), console.clock()):
             console.out(line)
         return 0
+    elif what in ("step", "steps"):
+        from hal.compat.squeue_steps import show_step
+
+        return show_step(target, console, oneliner=oneliner)
     elif what == "hostnames":
         text = target or console.environ.get("SLURM_JOB_NODELIST", "")
         if not text:
@@ -200,8 +206,8 @@ def _show(args: list[str], console: Console, *, oneliner: bool, details: bool) -
         return 0
     else:
         return console.error(
-            f"cannot show {args[0]!r}; HAL shows job, node, partition, reservation, licenses, "
-            "topology, config and hostnames"
+            f"cannot show {args[0]!r}; HAL shows job, step, node, partition, reservation, "
+            "licenses, topology, config and hostnames"
         )
     for index, record in enumerate(records):
         if oneliner:
@@ -274,7 +280,7 @@ def topology_lines(info: TopologyInfo, name: str | None = None) -> list[str]:
     return [line for _, nodes, line in records if wanted <= set(nodes)]
 
 
-def _user(name: str) -> str:
+def user_field(name: str) -> str:
     try:
         entry = pwd.getpwnam(name)
         return f"{name}({entry.pw_uid})"
@@ -299,7 +305,7 @@ def job_record(job: JobInfo, now: float) -> list[str]:
         tres += f",gres/gpu={job.gpus}"
     return [
         f"JobId={job.id}{array} JobName={job.name}",
-        f"UserId={_user(job.user)} GroupId=N/A MCS_label=N/A",
+        f"UserId={user_field(job.user)} GroupId=N/A MCS_label=N/A",
         f"Priority={job.priority} Nice={job.nice} Account={job.account or '(null)'} "
         f"QOS={job.qos or '(null)'}",
         # a description's spaces become underscores, as Slurm writes them "for easier parsing"

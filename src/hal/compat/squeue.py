@@ -11,7 +11,7 @@ no ``-t``, jobs in any state that the server still lists (finished within MinJob
 Pending elements of an array fold into one line (``4_[1-3%2]``) unless ``-r``.
 ``-w node[1-3]`` shows only jobs allocated to one of those nodes.
 ``-i N`` reprints the report every N seconds (a date line first, a blank line after) until
-interrupted.
+interrupted. ``-s``/``--steps[=LIST]`` lists running job steps instead (``squeue_steps``).
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ OPTIONS = (
     Opt("help", ("help",), arg=Arg.NONE),
     Opt("usage", ("usage",), arg=Arg.NONE),
     Opt("version", ("version",), "V", Arg.NONE),
+    Opt("steps", ("steps",), "s", Arg.OPTIONAL),
 )
 
 
@@ -92,6 +93,7 @@ class Query:
     layout: list[Field | str] = field(default_factory=lambda: parse_format(DEFAULT_FORMAT))
     sort: str = DEFAULT_SORT
     iterate: int = 0  # -i: seconds between reports; 0 reports once
+    steps: list[str] | None = None  # -s: list steps (these JOB.N, or all when empty)
 
 
 class UsageError(Exception):
@@ -169,11 +171,15 @@ def parse_query(argv: list[str]) -> Query | None:
             query.sort = text
         elif dest == "iterate":
             query.iterate = _iterate(text)
+        elif dest == "steps":
+            query.steps = _list(text)
     positionals = list(parsed.positionals)
     if jobs_flag and positionals and not query.ids:
         query.ids = parse_job_ids(positionals.pop(0))  # `squeue -j 12` (value not glued)
     if positionals:
         raise UsageError(f"Unrecognized option: {positionals[0]}")
+    if query.steps is not None:
+        return _step_query(query, fmt)
     if fmt is not None:
         query.layout = parse_format(fmt)
     for part in query.layout:
@@ -183,6 +189,22 @@ def parse_query(argv: list[str]) -> Query | None:
                 f"(HAL does not support %{part.letter})"
             )
     check_sort(query.sort)
+    return query
+
+
+def _step_query(query: Query, fmt: str | None) -> Query:
+    from hal.compat.squeue_steps import STEP_FORMAT, STEP_LETTERS
+
+    query.layout = parse_format(fmt or STEP_FORMAT)
+    for part in query.layout:
+        if isinstance(part, Field) and part.letter not in STEP_LETTERS:
+            raise UsageError(
+                f"Invalid job step format specification: {part.letter} (HAL's squeue -s "
+                f"knows %{', %'.join(STEP_LETTERS)})"
+            )
+    for item in query.steps or ():
+        if not re.fullmatch(r"\d+(_\d+)?\.\d+", item):
+            raise UsageError(f"Invalid job step id: {item} (write JOB.STEP, e.g. 12.0)")
     return query
 
 
@@ -266,6 +288,8 @@ def _show(query: Query, console: Console) -> int:
     if query.me:  # once: -i runs this again
         query.users.append(console.current_user())
         query.me = False
+    if query.steps is not None:
+        return _show_steps(query, console)
     if query.ids:
         # Ask only by id, then filter here: an id that exists but is filtered away must
         # print nothing, while an id that does not exist is an error (Slurm's behaviour).
@@ -297,6 +321,23 @@ def _show(query: Query, console: Console) -> int:
     if (query.long or query.iterate) and not query.noheader:
         console.out(time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(now)))
     for line in job_lines(query.layout, jobs, now, header=not query.noheader):
+        console.out(line)
+    return 0
+
+
+def _show_steps(query: Query, console: Console) -> int:
+    from hal.compat.squeue_steps import running_steps, step_lines
+
+    found = [
+        (step, job)
+        for step, job in running_steps(console)
+        if (not query.steps or f"{job.display_id}.{step.step_id}" in query.steps)
+        and (not query.ids or any(_id_matches(job, item) for item in query.ids))
+        and (not query.users or job.user in query.users)
+        and (not query.partitions or job.partition in query.partitions)
+        and (not query.nodes or not query.nodes.isdisjoint(step.nodes))
+    ]
+    for line in step_lines(query.layout, found, console.clock(), header=not query.noheader):
         console.out(line)
     return 0
 
