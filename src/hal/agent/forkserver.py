@@ -8,8 +8,10 @@ and a single-threaded parent makes the fork safe by construction.
 
 Protocol, over a ``SOCK_SEQPACKET`` socket pair (one message per request or reply)::
 
-    agent → launcher   {"job_id", "attempt", "job_dir"}  + the "started" pipe's write end
-                       (SCM_RIGHTS); the plan is in <job_dir>/plan.json
+    agent → launcher   {"job_id", "attempt", "job_dir"[, "kind": "step"]}  + the "started"
+                       pipe's write end (SCM_RIGHTS); the plan is in <job_dir>/plan.json
+                       (a step keeper's, ``stepkeeper``, for a step: "attempt" is then
+                       the step's id)
     launcher → agent   {"job_id", "attempt", "pid", "ticks"}  or  {..., "error": "..."}
 
 Before it replies, the launcher records the supervisor's pid and start time in the job's
@@ -32,6 +34,7 @@ import sys
 
 from hal.agent.isolation import Isolation
 from hal.agent.procfs import start_ticks
+from hal.agent.stepkeeper import KeeperPlan, spawn_keeper
 from hal.agent.supervisor import GO, PLAN_FILE, SUPERVISOR_FILE, StepPlan, spawn_step
 
 MAX_MESSAGE = 64 * 1024
@@ -65,10 +68,13 @@ def launch(request: dict[str, object], started_w: int, isolation: Isolation) -> 
     reply: dict[str, object] = {"job_id": request["job_id"], "attempt": request["attempt"]}
     job_dir = str(request["job_dir"])
     try:
-        plan = StepPlan.from_json(_read(os.path.join(job_dir, PLAN_FILE)))
+        text = _read(os.path.join(job_dir, PLAN_FILE))
         if started_w < 0:
             raise ValueError("no pipe to announce the job's start on")
-        pid, go = spawn_step(plan, isolation, started_w)
+        if request.get("kind") == "step":  # a job step's tasks on this node (stepkeeper)
+            pid, go = spawn_keeper(KeeperPlan.from_json(text), isolation, started_w)
+        else:
+            pid, go = spawn_step(StepPlan.from_json(text), isolation, started_w)
         try:
             ticks = start_ticks(pid) or 0
             _write_atomic(job_dir, SUPERVISOR_FILE, f"{pid} {ticks}")

@@ -38,8 +38,14 @@ class LaunchReply:
 
 
 class StepLauncher:
-    def __init__(self, isolation: Isolation, on_reply: Callable[[LaunchReply], None]) -> None:
+    """``kind`` "step": it launches step keepers (``stepkeeper``), whose ``attempt`` is
+    the step's id; else batch jobs' supervisors."""
+
+    def __init__(
+        self, isolation: Isolation, on_reply: Callable[[LaunchReply], None], kind: str = ""
+    ) -> None:
         self.isolation = isolation
+        self.kind = kind
         self._on_reply = on_reply
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sock: socket.socket | None = None
@@ -75,7 +81,10 @@ class StepLauncher:
             os.close(started_w)
             self._on_reply(LaunchReply(job_id, attempt, error="the step launcher is not running"))
             return
-        message = json.dumps({"job_id": job_id, "attempt": attempt, "job_dir": job_dir})
+        request = {"job_id": job_id, "attempt": attempt, "job_dir": job_dir}
+        if self.kind:
+            request["kind"] = self.kind
+        message = json.dumps(request)
         self._outgoing.append((message.encode(), started_w, LaunchReply(job_id, attempt)))
         self._write()
 

@@ -191,6 +191,7 @@ class AgentShell:
             agent=self.agent_name,
             unknown_users_as_agent=config.unknown_users_as_agent,
             notify=self._step_output,
+            steps_dir=str(config.state_dir / "steps"),
         )
 
     # -- life ---------------------------------------------------------------------------
@@ -226,6 +227,7 @@ class AgentShell:
             self._launcher.start(self._loop)
             for stored in self.store.load():
                 self._adopt(stored)
+            self.steps.adopt()  # before the first registration, which lists them
             metrics = await self._start_metrics()
             async with asyncio.TaskGroup() as tasks:
                 loops = [
@@ -433,7 +435,7 @@ class AgentShell:
             for w in self._watches.values()
             if w.supervisor_pid > 0
         ]
-        tasks = self.steps.usage_targets()  # the agent's own children: no recycled pids
+        tasks = self.steps.usage_targets()  # checked by start time: no recycled pids
 
         def sample() -> list[tuple[int, int, tuple[int, float]]]:
             return [

@@ -1,34 +1,39 @@
 """Job steps' tasks on this node (ADR 0012): ``StepLaunch`` in, output and ends out.
 
 ``srun`` inside a job asks the control plane for a step; each node of the step gets a
-``StepLaunch`` with its ranks. ``StepTasks`` starts one process per rank, as the job's
-user (``plan.resolve_user``, as for the batch script), in the job's working directory,
-each in its own session and process group, with the job's environment for this node
-(``environment.job_environment``) plus the step's ``SLURM_STEP_*`` and the task's
-``SLURM_PROCID``/``SLURM_LOCALID``. Their stdout and stderr are pipes the agent reads;
+``StepLaunch`` with its ranks. ``StepTasks`` starts them through a step keeper
+(``stepkeeper``, forked by a step launcher of its own, as batch scripts' supervisors
+are): one process per rank, as the job's user (``plan.resolve_user``, as for the batch
+script), in the job's working directory, each in its own session and process group, with
+the job's environment for this node (``environment.job_environment``) plus the step's
+``SLURM_STEP_*`` and the task's ``SLURM_PROCID``/``SLURM_LOCALID``. The tasks write into
+files of the step's folder (``<state dir>/steps/<job>.<step>``), which the agent follows;
 the bytes wait in memory, by offset, until a sync that carried them was answered (the
 server takes each byte once), and the node's end (the highest exit code, 128+N for a
-signal N) goes after the last byte. A suspended job's steps get ``StepSignal(SIGSTOP)``
-and later ``SIGCONT``: a stopped task has not ended (only its exit wakes ``_exited``),
+signal N, from the keeper's ``status.json``) goes after the last byte. A suspended job's
+steps get ``StepSignal(SIGSTOP)`` and later ``SIGCONT``: a stopped task has not ended,
 and one that starts while its step is stopped is stopped at once.
 
-Unlike batch scripts, step tasks are not adopted across agent restarts: they are the
-agent's own children, so a stopping agent kills them and the server ends that node's
-part when the agent registers again without them. An agent registering while they run
-(its server restarted or forgot the node) lists them (``running``); the server answers
-with those it does not know, which the agent then ends.
+Step tasks survive an agent restart, as batch jobs do: the keeper, not the agent, is
+their parent and records their ends, and the folder holds the launch, the keeper's pid
+and start time, the tasks' pids and their output. The next agent adopts every folder it
+finds (``adopt``, before it registers), follows the files from their start (the server
+skips the bytes it has), signals the tasks by pid and start time, and reports the ends.
+The folder goes once the server has the node's end. At registration the agent lists all
+the steps it holds (``running``); the server answers with those it does not want (their
+job ended, or a server that does not know them), which the agent then ends.
 
 Memory: a step's tasks on a node run in the cgroup ``job_<id>.<n>/step_<m>`` inside the
 job's (``Isolation.create_step_group``, Slurm's ``job_N/step_M``), so the job's memory on
 that node bounds its batch script and all its steps together; on a node without the
 batch script the job's cgroup is made for its steps, with the job's memory there, and
-removed after the last. A task joins the cgroup between ``fork`` and ``exec`` (``_Enter``),
-before it can allocate or fork. An OOM kill in the step's cgroup ends the node's part as
-out of memory (the step is OUT_OF_MEMORY). Under the rlimit backend a watchdog sums the
-step's tasks' resident memory and kills them past the job's memory (Slurm's
-OverMemoryKill). The cgroup's removal kills what the tasks left in it; without cgroups a
-task's leftovers are found by session (``procfs.processes_of``: the session, and
-``HAL_JOB_MARKER`` for processes that left it).
+removed after the last. A task joins the cgroup between ``fork`` and ``exec``, before it
+can allocate or fork. An OOM kill in the step's cgroup ends the node's part as out of
+memory (the step is OUT_OF_MEMORY). Under the rlimit backend a watchdog sums the step's
+tasks' resident memory and kills them past the job's memory (Slurm's OverMemoryKill).
+The cgroup's removal kills what the tasks left in it; without cgroups the keeper finds a
+task's leftovers by session (``procfs.processes_of``: the session, and
+``HAL_JOB_MARKER`` for processes that left it) and, as their subreaper, its orphans.
 """
 
 from __future__ import annotations
@@ -38,17 +43,27 @@ import base64
 import contextlib
 import logging
 import os
+import shutil
 import signal
-import subprocess
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO
 
 from hal.agent.environment import MARKER, job_environment, job_marker
 from hal.agent.isolation import Isolation, remove_group
+from hal.agent.launcher import LaunchReply, StepLauncher
 from hal.agent.plan import LaunchError, job_umask, resolve_user
-from hal.agent.procfs import open_pidfd, processes_of, tree_rss_bytes
+from hal.agent.procfs import open_pidfd, processes_of, start_ticks, tree_rss_bytes
+from hal.agent.stepkeeper import (
+    EXEC_FAILED,
+    KEEPER_PLAN,
+    STOPPED_FILE,
+    KeeperPlan,
+    output_path,
+    read_codes,
+    read_tasks,
+)
+from hal.agent.supervisor import read_supervisor
 from hal.wire.agent import (
     RunningStep,
     StepEnd,
@@ -62,11 +77,17 @@ log = logging.getLogger("hal.agent")
 
 READ_BYTES = 1 << 16
 RECENTLY_ENDED = 4096
-POLL_SECONDS = 0.2  # how often a task is checked where there is no pidfd
 MAX_SYNC_BYTES = 1 << 20  # step output per sync; the rest goes with the next
-EXEC_FAILED = 2  # a task that could not start, as Slurm's srun reports it
-DRAIN_SECONDS = 5.0  # after a task exits, how long its pipes may stay open (a leftover)
+FOLLOW_MIN_SECONDS = 0.01  # between reads of the tasks' output files, after output
+FOLLOW_MAX_SECONDS = 0.25  # ... once they have been quiet a while
 WATCHDOG_MAX_SECONDS = 0.5  # rlimit backend: between memory samples once settled
+LAUNCH_FILE = "launch.json"  # the StepLaunch, for the next agent
+MADE_FILE = "made-job-group"  # this step made its job's cgroup here (no batch script)
+KEEPER_LOST = (
+    "srun: error: {node}: the step's keeper on this node died without recording its "
+    "tasks' ends (killed by an operator or the OOM killer); its tasks were killed\n"
+)
+NEVER_STARTED = "srun: error: {node}: the agent stopped before the step's tasks started\n"
 # what describes the node srun ran on: each node sets its own (job_environment)
 NODE_LOCAL = frozenset(
     {
@@ -106,17 +127,30 @@ class _NodeStep:
     """This node's part of one step."""
 
     launch: StepLaunch
+    folder: str
     streams: dict[tuple[int, str], _Stream] = field(default_factory=dict)
-    procs: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)  # by rank
-    exit_code: int | None = None  # set when every task ended and its pipes closed
+    keeper: tuple[int, int] | None = None  # its keeper's pid and start ticks
+    # rank → (pid, start ticks) once the keeper started them (pid 0: could not start)
+    tasks: dict[int, tuple[int, int]] = field(default_factory=dict)
+    exit_code: int | None = None  # set when every task ended and its output is read
     exit_signal: int = 0  # the signal that ended the task of ``exit_code`` (0: it exited)
     oom: bool = False  # a task was killed for the job's memory limit
     group: str = ""  # its cgroup on this node ("" without cgroups)
     # its job is suspended (SIGSTOP came, no SIGCONT since): a task started now stops too
     stopped: bool = False
+    doomed: int = 0  # a signal to end it that came before its tasks were known
+    woken: asyncio.Event = field(default_factory=asyncio.Event)
 
     def write(self, rank: int, stream: str, data: bytes) -> None:
         self.streams.setdefault((rank, stream), _Stream()).data.extend(data)
+
+    def live_tasks(self) -> list[tuple[int, int]]:
+        """(rank, pid) of the tasks still running or not yet reaped by the keeper."""
+        return [
+            (rank, pid)
+            for rank, (pid, ticks) in self.tasks.items()
+            if pid and start_ticks(pid) == ticks
+        ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,11 +170,13 @@ class StepTasks:
         agent: str,
         unknown_users_as_agent: bool,
         notify: Callable[[], None],
+        steps_dir: str,
         isolation: Isolation | None = None,
     ) -> None:
         self.node = node
         self.agent = agent
         self.unknown_users_as_agent = unknown_users_as_agent
+        self.steps_dir = steps_dir  # a folder per step part (``LAUNCH_FILE``, the keeper's)
         # the agent's backend, known once it started (``AgentShell.run`` sets it)
         self.isolation = isolation or Isolation("none")
         self._made_groups: set[tuple[int, int]] = set()  # (job, attempt): job cgroups made here
@@ -148,31 +184,59 @@ class StepTasks:
         self._notify = notify  # there is something to send
         self._steps: dict[Key, _NodeStep] = {}
         self._done: deque[Key] = deque(maxlen=RECENTLY_ENDED)  # a repeated launch: ignored
-        self._queue: asyncio.Queue[StepLaunch] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[_NodeStep, bool]] = asyncio.Queue()  # (step, new)
+        self._launcher: StepLauncher | None = None  # started with the first step
+        self._replies: dict[Key, asyncio.Future[LaunchReply]] = {}
 
     # -- instructions ----------------------------------------------------------------------
 
     def launch(self, launch: StepLaunch) -> None:
         key = (launch.job_id, launch.step_id)
         if key not in self._steps and key not in self._done:
-            self._steps[key] = _NodeStep(launch)
-            self._queue.put_nowait(launch)
+            folder = os.path.join(self.steps_dir, f"{launch.job_id}.{launch.step_id}")
+            step = self._steps[key] = _NodeStep(launch, folder)
+            self._queue.put_nowait((step, True))
+
+    def adopt(self) -> int:
+        """Take over the step parts an earlier agent left running or unreported (before
+        the first registration, which lists them); returns how many."""
+        try:
+            names = sorted(os.listdir(self.steps_dir))
+        except FileNotFoundError:
+            return 0
+        for name in names:
+            folder = os.path.join(self.steps_dir, name)
+            try:
+                with open(os.path.join(folder, LAUNCH_FILE)) as f:
+                    launch = StepLaunch.model_validate_json(f.read())
+                with open(os.path.join(folder, KEEPER_PLAN)) as f:
+                    plan = KeeperPlan.from_json(f.read())
+            except (OSError, ValueError) as err:  # the agent stopped while writing it
+                log.warning("step folder %s left unadopted and removed: %s", folder, err)
+                shutil.rmtree(folder, ignore_errors=True)
+                continue
+            step = _NodeStep(launch, folder, group=plan.group)
+            step.keeper = read_supervisor(folder)
+            if os.path.exists(os.path.join(folder, MADE_FILE)):
+                self._made_groups.add((launch.job_id, launch.launch.attempt))
+            self._steps[(launch.job_id, launch.step_id)] = step
+            self._queue.put_nowait((step, False))
+            job, step_id = launch.job_id, launch.step_id
+            log.info("re-adopted step %d.%d (keeper %s)", job, step_id, step.keeper)
+        return len(self._steps)
 
     def running(self) -> list[RunningStep]:
-        """The steps whose tasks still run here (told to the server at registration)."""
-        return [
-            RunningStep(job_id=job_id, step_id=step_id)
-            for (job_id, step_id), step in self._steps.items()
-            if step.exit_code is None
-        ]
+        """The steps this node holds, their tasks running or their end not yet answered
+        for (told to the server at registration: it keeps those it knows)."""
+        return [RunningStep(job_id=job_id, step_id=step_id) for job_id, step_id in self._steps]
 
     def usage_targets(self) -> list[tuple[int, int, int, int]]:
         """(job, step, rank, pid) of every task running here, for ``sample_usage``."""
         return [
-            (job_id, step_id, rank, proc.pid)
+            (job_id, step_id, rank, pid)
             for (job_id, step_id), step in self._steps.items()
-            for rank, proc in step.procs.items()
-            if proc.returncode is None
+            if step.exit_code is None
+            for rank, pid in step.live_tasks()
         ]
 
     def usage(
@@ -203,6 +267,8 @@ class StepTasks:
         for (job_id, step_id), step in self._steps.items():
             if job_id != request.job_id or request.step_id not in (None, step_id):
                 continue
+            if step.exit_code is not None:
+                continue
             if request.kill_wait_seconds is not None:
                 self._signal(step, signal.SIGCONT)
                 loop.call_later(request.kill_wait_seconds, self._signal, step, signal.SIGKILL)
@@ -211,33 +277,33 @@ class StepTasks:
     def _signal(self, step: _NodeStep, signum: int) -> None:
         if signum in (signal.SIGSTOP, signal.SIGCONT):
             step.stopped = signum == signal.SIGSTOP
-        for rank, proc in step.procs.items():
-            if proc.returncode is not None:
-                continue
+            _mark_stopped(step)  # first: a task the keeper starts now sees it
+        elif not step.tasks and signum in (signal.SIGTERM, signal.SIGKILL, signal.SIGINT):
+            # delivered once the tasks are known (SIGKILL, once sent, stays)
+            step.doomed = signum if step.doomed != signal.SIGKILL else step.doomed
+        marker = _marker(self.agent, step.launch)
+        for rank, pid in step.live_tasks():
             with contextlib.suppress(OSError):
-                os.killpg(proc.pid, signum)
+                os.killpg(pid, signum)
             # left the group, not the session (or the session too, keeping the marker)
-            for pid in processes_of(proc.pid, _marker(self.agent, step.launch, rank)):
+            for other in processes_of(pid, f"{marker}.{rank}"):
                 with contextlib.suppress(OSError):
-                    os.kill(pid, signum)
+                    os.kill(other, signum)
 
     # -- the tasks ---------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Start each step's tasks as launches come; at the end (the agent stops), kill
-        every task still running: they are not adopted by the next agent."""
+        """Start each step's tasks as launches come and follow them, and the adopted
+        ones'. At the end (the agent stops) the tasks run on: the next agent adopts them."""
         try:
             async with asyncio.TaskGroup() as tasks:
                 while True:
-                    launch = await self._queue.get()
-                    tasks.create_task(self._run_step(self._steps[(launch.job_id, launch.step_id)]))
+                    step, new = await self._queue.get()
+                    tasks.create_task(self._run_step(step) if new else self._follow(step))
         finally:
-            for step in self._steps.values():
-                self._signal(step, signal.SIGKILL)
-                if step.group and step.exit_code is None:
-                    remove_group(step.group)  # (blocks: the agent is stopping)
-            for job in self._made_groups:
-                self.isolation.release_job_group(*job)
+            if self._launcher is not None:
+                self._launcher.stop()
+                self._launcher = None
 
     async def _run_step(self, step: _NodeStep) -> None:
         launch = step.launch
@@ -262,33 +328,146 @@ class StepTasks:
             return
         if made:
             self._made_groups.add(job)
+        uid, gid, groups, umask = user
+        plan = KeeperPlan(
+            node=self.node,
+            folder=step.folder,
+            argv=tuple(launch.argv),
+            env=env,
+            ranks=tuple(launch.ranks),
+            marker=_marker(self.agent, launch),
+            workdir=launch.launch.workdir,
+            group=step.group,
+            memory_bytes=launch.launch.memory_bytes,
+            gpus=bool(launch.launch.gpu_ids),
+            uid=uid,
+            gid=gid,
+            groups=groups,
+            umask=umask,
+        )
+        try:
+            reply = await self._start_keeper(step, plan, made)
+        except OSError as err:
+            reply = LaunchReply(launch.job_id, launch.step_id, error=str(err))
+        if reply.error:
+            step.keeper = read_supervisor(step.folder)  # recorded before it failed?
+            if step.keeper is None:
+                message = f"srun: error: {self.node}: cannot start the step: {reply.error}\n"
+                step.write(launch.ranks[0], "stderr", message.encode())
+                if step.group:
+                    remove_group(step.group)
+                self._release(job, step)
+                self._ended(step, EXEC_FAILED)
+                return
+        else:
+            step.keeper = (reply.pid, reply.ticks)
+        await self._follow(step)
+
+    async def _start_keeper(self, step: _NodeStep, plan: KeeperPlan, made: bool) -> LaunchReply:
+        """Write the step's folder and have the step launcher fork its keeper."""
+        launch = step.launch
+        _write_folder(step, plan, made)
+        loop = asyncio.get_running_loop()
+        if self._launcher is None:
+            self._launcher = StepLauncher(self.isolation, self._launched, kind="step")
+            self._launcher.start(loop)
+        key = (launch.job_id, launch.step_id)
+        reply: asyncio.Future[LaunchReply] = loop.create_future()
+        self._replies[key] = reply
+        started_r, started_w = os.pipe()
+        # the keeper says "T" once its tasks are started, then closes: a wake-up only
+        os.set_blocking(started_r, False)
+        loop.add_reader(started_r, _drain, loop, started_r, step.woken)
+        self._launcher.launch(launch.job_id, launch.step_id, step.folder, started_w)
+        return await reply
+
+    def _launched(self, reply: LaunchReply) -> None:
+        future = self._replies.pop((reply.job_id, reply.attempt), None)
+        if future is not None and not future.done():
+            future.set_result(reply)
+
+    async def _follow(self, step: _NodeStep) -> None:
+        """Follow a started (or adopted) keeper: read the tasks' output files as they
+        grow, until it exits; then the node's end from its ``status.json``."""
+        launch = step.launch
+        job = (launch.job_id, launch.launch.attempt)
+        loop = asyncio.get_running_loop()
+        pid, ticks = step.keeper or (0, 0)
+        pidfd = open_pidfd(pid) if pid else None
+        if pidfd is not None and start_ticks(pid) != ticks:
+            os.close(pidfd)  # recycled: ours is gone
+            pidfd = None
+        if pidfd is not None:
+            loop.add_reader(pidfd, step.woken.set)
         watchdog = None
         if self.isolation.watchdog and launch.launch.memory_bytes > 0:
             watchdog = asyncio.ensure_future(self._watch_memory(step))
+        interval = FOLLOW_MIN_SECONDS
         try:
-            codes = await asyncio.gather(
-                *(
-                    self._run_task(step, rank, local, env, user)
-                    for local, rank in enumerate(launch.ranks)
-                )
-            )
-        except Exception as err:  # a bug must end this step, not the agent and its jobs
-            log.exception("step %d.%d failed on %s", launch.job_id, launch.step_id, self.node)
-            self._signal(step, signal.SIGKILL)
-            message = f"srun: error: {self.node}: the agent failed to run the step: {err}\n"
-            step.write(launch.ranks[0], "stderr", message.encode())
-            codes = [EXEC_FAILED]
+            while True:
+                gone = not pid or start_ticks(pid) != ticks
+                if not step.tasks:
+                    self._found_tasks(step)
+                if self._read_output(step):
+                    self._notify()
+                    interval = FOLLOW_MIN_SECONDS
+                else:
+                    interval = min(interval * 2, FOLLOW_MAX_SECONDS)
+                if gone:
+                    break
+                step.woken.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(step.woken.wait(), interval)
         finally:
+            if pidfd is not None:
+                loop.remove_reader(pidfd)
+                os.close(pidfd)
             if watchdog is not None:
                 watchdog.cancel()
+        codes = read_codes(step.folder)
+        if codes is None:  # never started (no "go"), or killed outright: end what is left
+            lost = KEEPER_LOST if pid else NEVER_STARTED
+            step.write(launch.ranks[0], "stderr", lost.format(node=self.node).encode())
+            self._signal(step, signal.SIGKILL)
+            codes = {rank: -signal.SIGKILL if pid else EXEC_FAILED for rank in launch.ranks}
+        if self._read_output(step):
+            self._notify()
         # the worst task: the highest exit code, 128+N for a signal N
-        worst = max(codes, key=lambda c: c if c >= 0 else 128 - c)
+        worst = max(codes.values(), key=lambda c: c if c >= 0 else 128 - c)
         if step.group:  # kills what the tasks left in it; reads its OOM kills
-            killed = any(c == -signal.SIGKILL for c in codes)
+            killed = any(c == -signal.SIGKILL for c in codes.values())
             memory = await asyncio.to_thread(self.isolation.collect, step.group, killed)
             step.oom = step.oom or memory.oom
             self._release(job, step)
         self._ended(step, worst if worst >= 0 else 128 - worst, max(0, -worst))
+
+    def _found_tasks(self, step: _NodeStep) -> None:
+        tasks = read_tasks(step.folder)
+        if not tasks:
+            return
+        step.tasks = tasks
+        if step.stopped:  # the job was suspended before its tasks started
+            self._signal(step, signal.SIGSTOP)
+        if step.doomed:
+            self._signal(step, step.doomed)
+
+    def _read_output(self, step: _NodeStep) -> bool:
+        """Append what the tasks wrote since the last read; whether there was any."""
+        got = False
+        for rank in step.launch.ranks:
+            for stream in ("stdout", "stderr"):
+                buf = step.streams.setdefault((rank, stream), _Stream())
+                try:
+                    fd = os.open(output_path(step.folder, rank, stream), os.O_RDONLY)
+                except OSError:
+                    continue
+                try:
+                    while data := os.pread(fd, READ_BYTES, buf.sent + len(buf.data)):
+                        buf.data.extend(data)
+                        got = True
+                finally:
+                    os.close(fd)
+        return got
 
     def _release(self, job: tuple[int, int], ending: _NodeStep) -> None:
         """Remove the job's cgroup made here for its steps once none of them runs."""
@@ -307,7 +486,7 @@ class StepTasks:
         limit = step.launch.launch.memory_bytes
         interval = 0.02  # frequent at first: a memory hog grows fast after start
         while True:
-            pids = [p.pid for p in step.procs.values() if p.returncode is None]
+            pids = [pid for _, pid in step.live_tasks()]
             used = await asyncio.to_thread(_rss_bytes, pids)
             if used > limit:
                 step.oom = True
@@ -315,77 +494,6 @@ class StepTasks:
                 return
             await asyncio.sleep(interval)
             interval = min(interval * 2, WATCHDOG_MAX_SECONDS)
-
-    async def _run_task(
-        self,
-        step: _NodeStep,
-        rank: int,
-        local: int,
-        env: dict[str, str],
-        user: tuple[int | None, int | None, tuple[int, ...] | None, int],
-    ) -> int:
-        launch = step.launch
-        task_env = {
-            **env,
-            "SLURM_PROCID": str(rank),
-            "SLURM_LOCALID": str(local),
-            MARKER: _marker(self.agent, launch, rank).split("=", 1)[1],
-        }
-        uid, gid, groups, umask = user
-        enter = _Enter(self.isolation, step.group, launch, uid, gid, groups)
-        try:
-            # subprocess, not asyncio's: uvloop's cannot switch users (Popen returns once
-            # the child has exec'd: about a millisecond)
-            proc = subprocess.Popen(  # noqa: ASYNC220 - fast; see above
-                launch.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=launch.launch.workdir,
-                env=task_env,
-                start_new_session=True,  # its own session and group: killed as one
-                umask=umask,
-                preexec_fn=enter if enter.needed else None,  # noqa: PLW1509 - see _Enter
-            )
-        except (OSError, subprocess.SubprocessError) as err:
-            message = (
-                f"srun: error: {self.node}: task {rank}: cannot run {launch.argv[0]} in "
-                f"{launch.launch.workdir}: {getattr(err, 'strerror', None) or err}\n"
-            )
-            step.write(rank, "stderr", message.encode())
-            self._notify()
-            return EXEC_FAILED
-        step.procs[rank] = proc
-        if step.stopped:  # the job was suspended before this task started
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, signal.SIGSTOP)
-        assert proc.stdout is not None and proc.stderr is not None
-        readers = [
-            asyncio.ensure_future(self._pump(step, rank, "stdout", proc.stdout)),
-            asyncio.ensure_future(self._pump(step, rank, "stderr", proc.stderr)),
-        ]
-        code = await _exited(proc)
-        # what the task left in its session goes with it (Slurm ends a task's leftovers)
-        for pid in processes_of(proc.pid, _marker(self.agent, launch, rank)):
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        _, late = await asyncio.wait(readers, timeout=DRAIN_SECONDS)
-        for reader in late:  # a process that left the session holds the pipe
-            reader.cancel()
-        return code  # -N: killed by signal N
-
-    async def _pump(self, step: _NodeStep, rank: int, stream: str, pipe: IO[bytes]) -> None:
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=READ_BYTES)
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), pipe
-        )
-        try:
-            while data := await reader.read(READ_BYTES):
-                step.write(rank, stream, data)
-                self._notify()
-        finally:
-            transport.close()
 
     def _environment(
         self, launch: StepLaunch
@@ -409,7 +517,6 @@ class StepTasks:
     def _ended(self, step: _NodeStep, exit_code: int, exit_signal: int = 0) -> None:
         step.exit_code = exit_code
         step.exit_signal = exit_signal
-        step.procs.clear()
         self._notify()
 
     # -- what the syncs carry --------------------------------------------------------------
@@ -470,73 +577,60 @@ class StepTasks:
                 del buf.data[: end - buf.sent]
                 buf.sent = end
         for done in sent.ends:
-            if self._steps.pop((done.job_id, done.step_id), None) is not None:
+            step = self._steps.pop((done.job_id, done.step_id), None)
+            if step is not None:
                 self._done.append((done.job_id, done.step_id))
+                shutil.rmtree(step.folder, ignore_errors=True)  # nothing left to report
 
 
-async def _exited(proc: subprocess.Popen[bytes]) -> int:
-    """Wait for ``proc`` without blocking the loop: its pidfd (Linux 5.3+), else polling."""
-    pidfd = open_pidfd(proc.pid)
-    if pidfd is None:
-        while proc.poll() is None:  # noqa: ASYNC110 - nothing to wake on without a pidfd
-            await asyncio.sleep(POLL_SECONDS)
-        return proc.returncode
-    loop = asyncio.get_running_loop()
-    ready = asyncio.Event()
-    loop.add_reader(pidfd, ready.set)
+def _drain(loop: asyncio.AbstractEventLoop, fd: int, woken: asyncio.Event) -> None:
+    """The keeper's "started" pipe: read what it says; at its end (the keeper closed it
+    after starting the tasks, or died) stop watching it."""
+    woken.set()
     try:
-        await ready.wait()
-    finally:
-        loop.remove_reader(pidfd)
-        os.close(pidfd)
-    return proc.wait()
+        data = os.read(fd, 64)
+    except BlockingIOError:
+        return
+    except OSError:
+        data = b""
+    if not data:
+        loop.remove_reader(fd)
+        os.close(fd)
+
+
+def _write_folder(step: _NodeStep, plan: KeeperPlan, made: bool) -> None:
+    """The step's folder, before its keeper is forked: a few small files, as the batch
+    path writes a job's folder (in the loop: a worker thread would cost more)."""
+    os.makedirs(step.folder, mode=0o700, exist_ok=True)
+    with open(os.path.join(step.folder, LAUNCH_FILE), "w") as f:
+        f.write(step.launch.model_dump_json())
+    if made:
+        open(os.path.join(step.folder, MADE_FILE), "w").close()
+    _mark_stopped(step)
+    with open(os.path.join(step.folder, KEEPER_PLAN), "w") as f:
+        f.write(plan.to_json())
+
+
+def _mark_stopped(step: _NodeStep) -> None:
+    """``STOPPED_FILE`` in the step's folder while its job is suspended: the keeper's
+    tasks that start then stop themselves before they run."""
+    path = os.path.join(step.folder, STOPPED_FILE)
+    if step.stopped:
+        with contextlib.suppress(OSError):  # (no folder yet: ``_write_folder`` marks it)
+            open(path, "w").close()
+    else:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def _rss_bytes(pids: list[int]) -> int:
     return sum(tree_rss_bytes(pid) for pid in pids)
 
 
-class _Enter:
-    """What a task does between ``fork`` and ``exec``, as root: join the step's cgroup
-    (or take the rlimit backend's address-space backstop), then become the job's user.
-    Before the switch, because the cgroup's files are root's; and before ``exec``, so
-    that nothing the task allocates or forks escapes its cgroup, which moving it after
-    ``Popen`` returned would allow.
-
-    Run by ``subprocess`` in the forked child of a process with threads (the agent's
-    ``to_thread`` workers), so it only makes system calls through ``os`` and
-    ``resource`` (as ``supervisor._exec_job`` does): no imports, logging or locks."""
-
-    def __init__(
-        self,
-        isolation: Isolation,
-        group: str,
-        launch: StepLaunch,
-        uid: int | None,
-        gid: int | None,
-        groups: tuple[int, ...] | None,
-    ) -> None:
-        self.isolation = isolation
-        self.group = group
-        self.memory_bytes = launch.launch.memory_bytes
-        self.gpus = bool(launch.launch.gpu_ids)
-        self.uid, self.gid, self.groups = uid, gid, groups
-        rlimit = isolation.kind == "rlimit" and self.memory_bytes > 0
-        self.needed = bool(group) or rlimit or uid is not None or gid is not None
-
-    def __call__(self) -> None:
-        self.isolation.enter(self.group, self.memory_bytes, gpus=self.gpus)
-        if self.groups is not None:
-            os.setgroups(list(self.groups))
-        if self.gid is not None:
-            os.setgid(self.gid)
-        if self.uid is not None:
-            os.setuid(self.uid)
-
-
-def _marker(agent: str, launch: StepLaunch, rank: int) -> str:
-    """``HAL_JOB_MARKER=...`` of one task, as ``processes_of`` looks for it: the job's
-    marker with the step id and rank after it, so the cleanup after one task's end spares
-    its neighbours (and the batch job's own marker matches none)."""
+def _marker(agent: str, launch: StepLaunch) -> str:
+    """``HAL_JOB_MARKER=...`` of the step's tasks here, as ``processes_of`` looks for it
+    with ``.<rank>`` after it: the job's marker with the step id and the rank, so the
+    cleanup after one task's end spares its neighbours (and the batch job's own marker
+    matches none)."""
     job = job_marker(agent, launch.job_id, launch.launch.attempt)
-    return f"{MARKER}={job}.{launch.step_id}.{rank}"
+    return f"{MARKER}={job}.{launch.step_id}"

@@ -185,6 +185,10 @@ def kill_leftovers(config: AgentConfig) -> None:
     for started in config.state_dir.glob("jobs/*/started"):
         with contextlib.suppress(OSError, ValueError):
             os.killpg(int(started.read_text().split()[0]), signal.SIGKILL)
+    for tasks in config.state_dir.glob("steps/*/tasks"):  # step tasks outlive agents too
+        for line in tasks.read_text().splitlines():
+            with contextlib.suppress(OSError, ValueError):
+                os.killpg(int(line.split()[1]), signal.SIGKILL)
     isolation = detect_isolation("auto", agent_cgroup_name(config.node, str(config.state_dir)))
     deadline = time.monotonic() + 5
     while isolation.base and os.path.isdir(isolation.base) and time.monotonic() < deadline:

@@ -59,7 +59,13 @@ def test_tasks_run_with_their_ranks_and_the_highest_exit_code_ends_the_node(
     tmp_path: Path,
 ) -> None:
     async def scenario() -> None:
-        tasks = StepTasks("a2", agent="t", unknown_users_as_agent=True, notify=lambda: None)
+        tasks = StepTasks(
+            "a2",
+            agent="t",
+            unknown_users_as_agent=True,
+            notify=lambda: None,
+            steps_dir=str(tmp_path / "steps"),
+        )
         runner = asyncio.ensure_future(tasks.run())
         # rank 3 outlives rank 2, whose cleanup must spare it (it once killed every
         # task of the step: they shared one marker)
@@ -95,7 +101,13 @@ def test_a_signal_ends_the_task_and_its_session(tmp_path: Path) -> None:
     and the node's exit code says which signal ended the task (128 + 15)."""
 
     async def scenario() -> None:
-        tasks = StepTasks("a2", agent="t", unknown_users_as_agent=True, notify=lambda: None)
+        tasks = StepTasks(
+            "a2",
+            agent="t",
+            unknown_users_as_agent=True,
+            notify=lambda: None,
+            steps_dir=str(tmp_path / "steps"),
+        )
         runner = asyncio.ensure_future(tasks.run())
         script = "sleep 300 & echo $! > child; exec sleep 300"
         tasks.launch(step(tmp_path, script, [0], step_id=4))
@@ -123,16 +135,22 @@ def test_a_step_stopped_before_its_tasks_start_starts_them_stopped(tmp_path: Pat
     and end as they would have once SIGCONT comes."""
 
     async def scenario() -> None:
-        tasks = StepTasks("a2", agent="t", unknown_users_as_agent=True, notify=lambda: None)
+        tasks = StepTasks(
+            "a2",
+            agent="t",
+            unknown_users_as_agent=True,
+            notify=lambda: None,
+            steps_dir=str(tmp_path / "steps"),
+        )
         runner = asyncio.ensure_future(tasks.run())
         tasks.launch(step(tmp_path, "sleep 0.2; echo ran; exit 3", [0], step_id=5))
         tasks.signal(StepSignal(job_id=12, step_id=5, signal=signal.SIGSTOP))
-        procs = tasks._steps[(12, 5)].procs
+        part = tasks._steps[(12, 5)]
         for _ in range(500):
-            if procs and tree_stopped(procs[0].pid):
+            if part.tasks and tree_stopped(part.tasks[0][0]):
                 break
             await asyncio.sleep(0.01)
-        assert procs and tree_stopped(procs[0].pid)
+        assert part.tasks and tree_stopped(part.tasks[0][0])
         assert not tasks.outgoing().ends and not tasks.outgoing().output
         tasks.signal(StepSignal(job_id=12, step_id=5, signal=signal.SIGCONT))
         sent = await until_ended(tasks)

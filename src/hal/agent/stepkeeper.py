@@ -1,0 +1,269 @@
+"""The step keeper: one node's tasks of a job step, kept running across agent restarts.
+
+What the step supervisor (``supervisor``) is for a batch script, and Slurm's slurmstepd
+for a step, the keeper is for a step's tasks on one node (ADR 0012)::
+
+    step launcher ──fork──▶ keeper (setsid; own session; the tasks' subreaper)
+                              │ waits for "go" (the launcher has recorded its pid)
+                              ├──fork──▶ task per rank: setsid, join the step's cgroup,
+                              │          setgroups/setgid/setuid, umask, chdir,
+                              │          stdout/stderr → out.<rank>/err.<rank>, execvpe
+                              │ (stops each at once while the job is suspended)
+                              │ writes ``tasks`` (rank pid start-ticks), says "T"
+                              │ waits for each task (exact status), kills what it left
+                              │ (its session, its HAL_JOB_MARKER), then its orphans
+                              └ writes ``status.json`` ({rank: code, -N for signal N})
+
+The keeper owns nothing of the agent: its own session, the signals an agent's stop sends
+ignored, every inherited descriptor closed, and the tasks' output in files of its folder
+rather than pipes to the agent. So the agent can stop or crash while the tasks run on;
+the next agent finds the folder, follows the files from where they are, and reads the
+exact exit codes in ``status.json``.
+
+Runs in a fork of the step launcher (single-threaded, light): between ``fork`` and
+``exec`` the tasks run Python, which is safe here, but it imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass
+from typing import NoReturn
+
+from hal.agent.isolation import Isolation
+from hal.agent.prctl import PR_SET_CHILD_SUBREAPER, prctl
+from hal.agent.procfs import descendants, processes_of, start_ticks
+from hal.agent.supervisor import (
+    GO,
+    SUPERVISOR_IGNORES,
+    _keep_only,
+    _supervisor_signals,
+    _write_atomic,
+)
+
+KEEPER_PLAN = "plan.json"
+TASKS_FILE = "tasks"
+STATUS_FILE = "status.json"
+STOPPED_FILE = "stopped"  # the agent's: the job is suspended, a task starting stops
+STARTED = b"T"
+EXEC_FAILED = 2  # a task that could not start, as Slurm's srun reports it
+KILL_ROUNDS = 50  # x 20 ms: orphans stuck in the kernel are left to init
+
+
+@dataclass(frozen=True, slots=True)
+class KeeperPlan:
+    """What the keeper and its tasks need, computed by the agent before the launch."""
+
+    node: str
+    folder: str
+    argv: tuple[str, ...]
+    env: dict[str, str]  # every rank's; SLURM_PROCID, SLURM_LOCALID and the marker added
+    ranks: tuple[int, ...]
+    marker: str  # ``HAL_JOB_MARKER=<job's>.<step>``: each task's gets ``.<rank>``
+    workdir: str
+    group: str  # the step's cgroup ("" without cgroups)
+    memory_bytes: int
+    gpus: bool
+    uid: int | None = None
+    gid: int | None = None
+    groups: tuple[int, ...] | None = None
+    umask: int = -1  # -1: the agent's
+
+    def to_json(self) -> str:
+        return json.dumps({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
+
+    @classmethod
+    def from_json(cls, text: str) -> KeeperPlan:
+        data = json.loads(text)
+        data["argv"] = tuple(data["argv"])
+        data["ranks"] = tuple(data["ranks"])
+        if data["groups"] is not None:
+            data["groups"] = tuple(data["groups"])
+        return cls(**data)
+
+    def task_marker(self, rank: int) -> str:
+        return f"{self.marker}.{rank}"
+
+
+def output_path(folder: str, rank: int, stream: str) -> str:
+    return os.path.join(folder, f"{'out' if stream == 'stdout' else 'err'}.{rank}")
+
+
+def read_tasks(folder: str) -> dict[int, tuple[int, int]] | None:
+    """rank → (pid, start ticks) of the tasks the keeper started; ``None`` before it
+    wrote them (a task that could not start has pid 0)."""
+    try:
+        with open(os.path.join(folder, TASKS_FILE)) as f:
+            lines = f.read().split("\n")
+    except OSError:
+        return None
+    tasks: dict[int, tuple[int, int]] = {}
+    for line in lines:
+        if line:
+            rank, pid, ticks = (int(x) for x in line.split())
+            tasks[rank] = (pid, ticks)
+    return tasks
+
+
+def read_codes(folder: str) -> dict[int, int] | None:
+    """rank → exit code (-N: killed by signal N) once every task has ended."""
+    try:
+        with open(os.path.join(folder, STATUS_FILE)) as f:
+            return {int(k): int(v) for k, v in json.load(f)["codes"].items()}
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def spawn_keeper(plan: KeeperPlan, isolation: Isolation, started_w: int) -> tuple[int, int]:
+    """Fork the keeper; its pid and the fd on which to send ``GO`` once it is recorded."""
+    go_r, go_w = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(go_r)
+        os.close(go_w)
+        raise
+    if pid == 0:  # pragma: no cover - runs in the child; its effects are tested
+        _keeper_main(plan, isolation, go_r, started_w)
+    os.close(go_r)
+    return pid, go_w
+
+
+def _keeper_main(plan: KeeperPlan, isolation: Isolation, go_r: int, started_w: int) -> NoReturn:
+    code = 70
+    try:
+        os.setsid()
+        with contextlib.suppress(OSError):  # the tasks' orphans: ours, killed at the end
+            prctl(PR_SET_CHILD_SUBREAPER, 1)
+        _supervisor_signals()
+        _keep_only(go_r, started_w)
+        if os.read(go_r, 1) != GO:
+            os._exit(75)  # the agent died before recording us: start nothing
+        os.close(go_r)
+        code = _keep(plan, isolation, started_w)
+    except BaseException:
+        code = 71
+    os._exit(code)
+
+
+def _keep(plan: KeeperPlan, isolation: Isolation, started_w: int) -> int:
+    running: dict[int, int] = {}  # pid → rank
+    codes: dict[int, int] = {}
+    lines = []
+    for local, rank in enumerate(plan.ranks):
+        pid = _start_task(plan, isolation, rank, local)
+        if pid:
+            running[pid] = rank
+        else:
+            codes[rank] = EXEC_FAILED
+        ticks = (start_ticks(pid) or 0) if pid else 0  # (an exited task: a zombie yet)
+        lines.append(f"{rank} {pid} {ticks}\n")
+    _write_atomic(plan.folder, TASKS_FILE, "".join(lines))
+    with contextlib.suppress(OSError):  # the agent may be gone; the file is the truth
+        os.write(started_w, STARTED)
+    os.close(started_w)
+    while running:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        rank = running.pop(pid, -1)
+        if rank < 0:
+            continue  # an orphan reparented to us
+        codes[rank] = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        # what the task left in its session, or with its marker, goes with it (Slurm
+        # ends a task's leftovers); its neighbours' markers differ
+        for left in processes_of(pid, plan.task_marker(rank)):
+            with contextlib.suppress(OSError):
+                os.kill(left, signal.SIGKILL)
+    _end_orphans()
+    _write_atomic(plan.folder, STATUS_FILE, json.dumps({"codes": codes}))
+    return 0
+
+
+def _start_task(plan: KeeperPlan, isolation: Isolation, rank: int, local: int) -> int:
+    """Start one rank's task; its pid, or 0 when it could not start (the reason is in
+    its stderr file, as srun shows it)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+    out = os.open(output_path(plan.folder, rank, "stdout"), flags, 0o600)
+    err = os.open(output_path(plan.folder, rank, "stderr"), flags, 0o600)
+    env = {**plan.env, "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(local)}
+    name, value = plan.task_marker(rank).split("=", 1)
+    env[name] = value
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the task, until exec
+        os.close(err_r)
+        _exec_task(plan, isolation, env, out, err, err_w)
+    os.close(err_w)
+    failure = b""
+    while chunk := os.read(err_r, 4096):
+        failure += chunk
+    os.close(err_r)
+    if failure:
+        os.waitpid(pid, 0)
+        message = (
+            f"srun: error: {plan.node}: task {rank}: cannot run {plan.argv[0]} in "
+            f"{plan.workdir}: {failure.decode(errors='replace')}\n"
+        )
+        os.write(err, message.encode())
+        pid = 0
+    elif os.path.exists(os.path.join(plan.folder, STOPPED_FILE)):
+        # its job is suspended: the agent stops the tasks it knows, and this one it does
+        # not know yet (the agent's SIGCONT to its group lets it go on)
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGSTOP)
+    os.close(out)
+    os.close(err)
+    return pid
+
+
+def _exec_task(
+    plan: KeeperPlan, isolation: Isolation, env: dict[str, str], out: int, err: int, err_w: int
+) -> NoReturn:
+    try:
+        os.setsid()  # its own session and group: signalled and killed as one
+        isolation.enter(plan.group, plan.memory_bytes, gpus=plan.gpus)
+        if plan.groups is not None:
+            os.setgroups(list(plan.groups))
+        if plan.gid is not None:
+            os.setgid(plan.gid)
+        if plan.uid is not None:
+            os.setuid(plan.uid)
+        if plan.umask >= 0:
+            os.umask(plan.umask)
+        os.chdir(plan.workdir)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(out, 1)
+        os.dup2(err, 2)
+        for signum in SUPERVISOR_IGNORES:
+            signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        os.execvpe(plan.argv[0], plan.argv, env)  # noqa: S606 - the user's own command
+    except OSError as error:
+        message = error.strerror or str(error)
+    except BaseException as error:
+        message = repr(error)
+    with contextlib.suppress(BaseException):
+        os.write(err_w, message.encode()[:4000])
+    os._exit(127)
+
+
+def _end_orphans() -> None:
+    """SIGKILL and reap every process left below the keeper (its subreaper's catch)."""
+    for _ in range(KILL_ROUNDS):
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            return
+        for pid in descendants(os.getpid()):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
