@@ -199,6 +199,7 @@ class HalServer:
         self._stop = asyncio.Event()
         await asyncio.to_thread(self.claim)
         await self.cluster.load()
+        await self.ctx.steps.restore()  # the steps that ran on while it was away
         await self.predictions.start()
         await self.priority.start()
         await self.observe.start()
@@ -324,6 +325,7 @@ class HalServer:
         polls, followed event streams) answer now, so shutting down does not wait
         ``timeout_graceful_shutdown`` for them and then cancel them with a traceback."""
         self.observe.output_relay.close()
+        self.ctx.steps.release_waiters()
         await self.cluster.release_waiters()
 
 

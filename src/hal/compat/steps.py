@@ -14,7 +14,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, BinaryIO
 
 from hal.compat.seam import Client, Console
-from hal.core.errors import HalError, NotFound, PermissionDenied
+from hal.core.errors import HalError, NotFound, PermissionDenied, Unavailable
 from hal.core.job_variables import describes_a_job
 from hal.core.steps import StepRequest
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from hal.compat.srun import Invocation
 
 POLL_WAIT_SECONDS = 10.0  # the server holds a read this long when there is nothing new
+AWAY_RETRY_SECONDS = 1.0  # between polls while the server does not answer
 # signals srun passes on to its tasks, local or a step's (Slurm's srun forwards these)
 FORWARDED = (
     signal.SIGINT,
@@ -146,12 +147,25 @@ def run_step(
     previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
     writer = _Writer(console, call.label)
     after = 0
+    away = False  # the control plane is restarting: its step runs on, and srun waits
     try:
         while True:
             try:
                 page = console.client.step_output(
                     job_id, step.step_id, after=after, wait=POLL_WAIT_SECONDS
                 )
+                away = False
+            except Unavailable as err:
+                # as sbatch --wait: the step goes on (its tasks outlive the server, which
+                # takes it up again), and srun follows it once the server answers
+                if not away:
+                    console.err(
+                        f"srun: the control plane is away ({err.message}); still following "
+                        f"step {job_id}.{step.step_id}"
+                    )
+                away = True
+                console.sleep(AWAY_RETRY_SECONDS)
+                continue
             except HalError as err:
                 return console.error(f"lost step {job_id}.{step.step_id}: {err.message}")
             for chunk in page.chunks:

@@ -100,6 +100,12 @@ def _v10_step_signals(conn: Connection) -> None:
         )
 
 
+def _v11_running_steps(conn: Connection) -> None:
+    # running_steps: steps that run while the server restarts go on (ADR 0012); their
+    # agents, registering again, keep them
+    schema.running_steps.create(conn, checkfirst=True)
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -111,6 +117,7 @@ STEPS: tuple[Step, ...] = (
     _v8_agent_tokens,
     _v9_job_steps,
     _v10_step_signals,
+    _v11_running_steps,
 )
 
 

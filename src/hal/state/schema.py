@@ -165,3 +165,20 @@ job_steps = Table(
     # the signal that ended the step's worst task (sacct's ``0:N``); 0: it exited
     Column("exit_signal", Integer, nullable=False, default=0),
 )
+
+# job steps still running (ADR 0012), so that a restarted server still knows them when
+# their agents register again: written when a step starts, deleted when it is recorded
+# in ``job_steps``
+running_steps = Table(
+    "running_steps",
+    metadata,
+    Column("job_id", BigInteger, primary_key=True),
+    Column("step_id", Integer, primary_key=True),
+    Column("attempt", Integer, nullable=False),  # the job's restarts when it started
+    Column("name", Text, nullable=False),
+    Column("nodes", Text, nullable=False),  # its nodes, comma-separated, in job order
+    Column("tasks", Text, nullable=False),  # each node's task count, comma-separated
+    Column("start_time", Float, nullable=False),
+    # nodes whose part has ended: {node: [exit code, signal, oom]} (JSON)
+    Column("ended", Text, nullable=False, default="{}"),
+)

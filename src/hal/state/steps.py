@@ -8,15 +8,18 @@ Life of a step::
                        StepEnd per node ─▶ all nodes ended ─▶ COMPLETED / FAILED / CANCELLED
     job leaves RUNNING (cancel, time limit, node failure) ─▶ StepSignal(SIGTERM, KillWait)
     job SUSPENDED (scontrol suspend, preemption) ─▶ StepSignal(SIGSTOP); RUNNING again ─▶ SIGCONT
-    agent registers again (restart: its step tasks died with it) ─▶ its part ends, exit 1
+    agent registers again, listing the steps it holds ─▶ those go on; a part it does
+        not list ends (exit 1); one whose job ended meanwhile is ended by the agent
 
 A step srun runs on the batch node itself (a one-node job's ``srun cmd``) is a **local
 step**: srun opens it here (``open_local``: numbered with the others, no agent told),
 runs the tasks itself and reports their end (``end_local``). A job that leaves RUNNING
 with a local step open ends it CANCELLED (0:15), as its tasks die with the job.
 
-Steps live in memory: a server restart forgets running ones (srun then says its step is
-gone). Their ends are written to accounting (``job_steps``, sacct's ``JOB.N`` rows).
+Running steps live in memory and in ``running_steps``, so a restarted server takes them
+up again (``restore``, ``hal.state.step_restore``); a local step lives in memory only (a
+restarted server forgets it, and srun says its end was not recorded). Their ends are
+written to accounting (``job_steps``, sacct's ``JOB.N`` rows).
 Output waits here until srun has read it, at most ``MAX_BUFFERED_BYTES`` per step (the
 oldest is dropped past that, and srun says so).
 """
@@ -39,7 +42,8 @@ from hal.core.states import JobState
 from hal.core.steps import StepLayout, StepRequest, refused, step_layout
 from hal.state.cluster import Caller, Cluster
 from hal.state.launch import build_launch
-from hal.state.store import DatabaseUnavailable, StepRow
+from hal.state.step_restore import cursor_base, ended_of, layout_of, running_row
+from hal.state.store import DatabaseUnavailable, RunningStepRow, StepRow
 from hal.wire.agent import StepEnd, StepLaunch, StepOutput, StepSignal, StepTaskUsage
 
 log = logging.getLogger("hal.steps")
@@ -78,6 +82,7 @@ class Step:
     stopped: bool = False  # its job is suspended: its tasks were sent SIGSTOP
     local: bool = False  # srun runs its tasks on the batch node and reports their end
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    restored: bool = False  # taken up by a restarted server: a stream starts where it is
 
     @property
     def done(self) -> bool:
@@ -85,7 +90,7 @@ class Step:
 
     def take(self, rank: int, stream: str, offset: int, data: bytes) -> None:
         """Bytes ``offset..`` of a task's stream; what was taken before is skipped."""
-        have = self.received.get((rank, stream), 0)
+        have = self.received.get((rank, stream), offset if self.restored else 0)
         if offset > have or offset + len(data) <= have:
             return  # a gap (cannot happen: the agent sends in order) or a repeat
         data = data[have - offset :]
@@ -121,6 +126,7 @@ class StepTable:
         self.cluster = cluster
         self.steps: dict[Key, Step] = {}
         self._ending: set[asyncio.Task[None]] = set()  # local steps ended by their job
+        self.closing = False  # the server stops: srun's reads answer at once
         cluster.on_jobs_changed(self._on_jobs)
 
     # -- srun's side -------------------------------------------------------------------
@@ -163,6 +169,7 @@ class StepTable:
         step_id = max(step_id, stored + 1)
         now = cluster.clock.now()
         step = Step(job_id, step_id, job.restarts, name or argv[0], layout, now)
+        await cluster.db(cluster.store.keep_running_step, _row(step))  # for a restart
         self.steps[(job_id, step_id)] = step
         base = build_launch(job, cluster.config.cluster_name)
         base = base.model_copy(update={"script": "", "environment": {**base.environment}})
@@ -243,7 +250,7 @@ class StepTable:
         if step is None:
             raise NotFound(
                 f"job {job_id} has no step {step_id} running or recently ended (a "
-                "restarted server forgets its running steps); see sacct -j "
+                "restarted server forgets the steps srun ran on the batch node); see sacct -j "
                 f"{job_id} for ended ones"
             )
         return step
@@ -251,12 +258,18 @@ class StepTable:
     async def read(self, step: Step, after: int, wait: float) -> list[tuple[int, int, str, bytes]]:
         """Output past ``after``, waiting up to ``wait`` s for some (or the step's end)."""
         chunks = step.read(after)
-        if chunks or step.done or wait <= 0:
+        if chunks or step.done or wait <= 0 or self.closing:
             return chunks
         step.changed.clear()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(step.changed.wait(), timeout=wait)
         return step.read(after)
+
+    def release_waiters(self) -> None:
+        """The server stops: srun's held reads answer now (srun asks the next server)."""
+        self.closing = True
+        for step in self.steps.values():
+            step.changed.set()
 
     def signal(self, step: Step, signum: int) -> None:
         """Deliver ``signum`` to the step's tasks on every node where they still run."""
@@ -307,18 +320,22 @@ class StepTable:
         )
 
     async def node_registered(self, node: str, running: set[tuple[int, int]]) -> list[Key]:
-        """``node``'s agent registered, its step tasks still ``running`` there (job, step).
-        A part not among them ended with the agent before it (step tasks do not outlive
-        their agent: ``hal.agent.steps``); the steps it runs that this server does not
-        (it restarted, and forgot them) are returned, for the agent to end."""
-        unknown = [
-            key
-            for key in sorted(running)
-            if (step := self.steps.get(key)) is None
-            or step.done
-            or node not in step.layout.nodes
-            or node in step.ended
-        ]
+        """``node``'s agent registered, holding the parts of steps ``running`` there (job,
+        step): their tasks run, or their end is on its way. Those go on. A part not among
+        them is lost (its tasks died with the node, or their agent's state). Returned, for
+        the agent to end: the steps this server does not know, and those whose job ended
+        or that srun cancelled while the agent was away (that signal went nowhere); a
+        suspended job's step is stopped again."""
+        unknown = []
+        for key in sorted(running):
+            step = self.steps.get(key)
+            if step is None or step.done or node not in step.layout.nodes or node in step.ended:
+                unknown.append(key)
+            elif step.cancelled or not self._live(step):
+                step.cancelled = True
+                unknown.append(key)
+            elif step.stopped:
+                self._push(step, signal.SIGSTOP, only=node)
         for key, step in list(self.steps.items()):
             if key in running or step.local:  # (a local step's tasks are srun's)
                 continue
@@ -328,8 +345,8 @@ class StepTable:
                     rank,
                     "stderr",
                     step.received.get((rank, "stderr"), 0),
-                    f"srun: error: {node}: the node's agent restarted; its tasks of "
-                    f"step {step.job_id}.{step.step_id} ended with it\n".encode(),
+                    f"srun: error: {node}: the node's agent registered without its tasks "
+                    f"of step {step.job_id}.{step.step_id}; they are gone\n".encode(),
                 )
                 await self._node_ended(step, node, LOST_EXIT_CODE)
         return unknown
@@ -341,13 +358,16 @@ class StepTable:
         step.oom = step.oom or oom
         step.changed.set()
         if len(step.ended) < len(step.layout.nodes):
+            try:  # a restarted server must not take this node's part for lost
+                await self.cluster.db(self.cluster.store.keep_running_step, _row(step))
+            except DatabaseUnavailable as err:
+                log.warning(
+                    "step %d.%d: %s's end not kept: %s", step.job_id, step.step_id, node, err
+                )
             return
         now = self.cluster.clock.now()
-        job = self.cluster.jobs.get(step.job_id)
         step.exit_code, step.exit_signal = max(step.ended.values())
-        live = (JobState.RUNNING, JobState.SUSPENDED)
-        over = job is None or job.state not in live or job.restarts != step.attempt
-        if step.cancelled or over:
+        if step.cancelled or not self._live(step):
             step.state = JobState.CANCELLED.value
         elif step.oom:  # a task killed for the job's memory limit, as Slurm's cgroup sees it
             step.state = JobState.OUT_OF_MEMORY.value
@@ -410,14 +430,14 @@ class StepTable:
         self._ending.add(task)
         task.add_done_callback(self._ending.discard)
 
-    def _push(self, step: Step, signum: int, kill_wait: int | None = None) -> None:
-        """``signum`` to the step's tasks on each node where they still run (a local
-        step's are srun's: the agent stops and ends them with the batch script's)."""
+    def _push(self, step: Step, signum: int, kill_wait: int | None = None, only: str = "") -> None:
+        """``signum`` to the step's tasks on each node (or ``only``) where they still run
+        (a local step's are srun's: the agent stops and ends them with the batch script's)."""
         if step.local:
             return
         for node in step.layout.nodes:
             session = self.cluster.agent_sessions.get(node)
-            if node not in step.ended and session is not None:
+            if node not in step.ended and session is not None and only in ("", node):
                 session.push(
                     StepSignal(
                         job_id=step.job_id,
@@ -426,6 +446,35 @@ class StepTable:
                         kill_wait_seconds=kill_wait,
                     )
                 )
+
+    async def restore(self) -> int:
+        """Take up the steps a stopped server left running (at start, before any agent
+        registers); returns how many. One whose job has ended since is ended by its
+        agents when they register; one whose job is gone is recorded CANCELLED."""
+        rows = await self.cluster.db(self.cluster.store.running_steps)
+        now = self.cluster.clock.now()
+        for row in rows:
+            layout = layout_of(row)
+            step = Step(row.job_id, row.step_id, row.attempt, row.name, layout, row.start_time)
+            step.ended, step.oom = ended_of(row)
+            step.restored, step.cursor = True, cursor_base(now)
+            job = self.cluster.jobs.get(row.job_id)
+            self.steps[(row.job_id, row.step_id)] = step
+            step.cancelled = not self._live(step)
+            step.stopped = job is not None and job.state is JobState.SUSPENDED
+            if job is None:  # purged meanwhile: nothing will report it
+                for node in step.layout.nodes:
+                    if node not in step.ended:
+                        await self._node_ended(step, node, LOST_EXIT_CODE)
+        if rows:
+            log.info("took up %d running step(s) of the previous server", len(rows))
+        return len(rows)
+
+    def _live(self, step: Step) -> bool:
+        """Whether the step's job (this attempt of it) still runs, or is suspended."""
+        job = self.cluster.jobs.get(step.job_id)
+        live = (JobState.RUNNING, JobState.SUSPENDED)
+        return job is not None and job.state in live and job.restarts == step.attempt
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -445,6 +494,19 @@ class StepTable:
         for key, step in list(self.steps.items()):
             if step.end_time is not None and now - step.end_time > KEEP_ENDED_SECONDS:
                 del self.steps[key]
+
+
+def _row(step: Step) -> RunningStepRow:
+    return running_row(
+        step.job_id,
+        step.step_id,
+        step.attempt,
+        step.name,
+        step.layout,
+        step.start_time,
+        step.ended,
+        step.oom,
+    )
 
 
 def _step_environment(step: Step) -> dict[str, str]:

@@ -111,6 +111,20 @@ class StepRow:
 
 
 @dataclass(frozen=True, slots=True)
+class RunningStepRow:
+    """A running job step, kept for a server restart (``schema.running_steps``)."""
+
+    job_id: int
+    step_id: int
+    attempt: int
+    name: str
+    nodes: str  # comma-separated
+    tasks: str  # comma-separated counts
+    start_time: float
+    ended: str = "{}"  # JSON: {node: [exit code, signal, oom]}
+
+
+@dataclass(frozen=True, slots=True)
 class StoredEvent:
     id: int
     time: float
@@ -475,9 +489,25 @@ class SqlStateStore:
     def record_step(self, row: StepRow) -> None:
         """Keep an ended step for sacct (again: the same row once)."""
         t = schema.job_steps
+        r = schema.running_steps
         with self.engine.begin() as conn:
             conn.execute(delete(t).where(t.c.job_id == row.job_id, t.c.step_id == row.step_id))
             conn.execute(insert(t).values({f: getattr(row, f) for f in StepRow.__slots__}))
+            conn.execute(delete(r).where(r.c.job_id == row.job_id, r.c.step_id == row.step_id))
+
+    def keep_running_step(self, row: RunningStepRow) -> None:
+        """Keep a running step (again: its nodes' ends so far) for a server restart."""
+        r = schema.running_steps
+        with self.engine.begin() as conn:
+            conn.execute(delete(r).where(r.c.job_id == row.job_id, r.c.step_id == row.step_id))
+            conn.execute(insert(r).values({f: getattr(row, f) for f in RunningStepRow.__slots__}))
+
+    def running_steps(self) -> list[RunningStepRow]:
+        """The steps kept running (``keep_running_step``), by job and step id."""
+        r = schema.running_steps
+        with self.engine.connect() as conn:
+            found = conn.execute(select(r).order_by(r.c.job_id, r.c.step_id))
+            return [RunningStepRow(**row._mapping) for row in found]
 
     def last_step_id(self, job_id: int) -> int:
         """The highest step id recorded for ``job_id``, -1 when none."""

@@ -1,0 +1,61 @@
+"""Running job steps across a server restart (ADR 0012).
+
+A step's tasks outlive the server (and their agents: ``hal.agent.steps``), so the server
+keeps each running step in ``running_steps`` — its layout, its job's attempt, and the
+nodes whose part has ended — and a restarted server takes them up again
+(``StepTable.restore``) before any agent registers. Agents registering again list the
+steps they still hold and keep them.
+
+What a restart loses: the output the old server held unread (srun gets what the agents
+send after it), and the cursor srun had, so a restored step numbers its output from a
+base above any earlier server's (microseconds of the wall clock: a server hands out far
+fewer than a million chunks a second), and takes each task's bytes from the first offset
+an agent sends rather than from 0.
+"""
+
+from __future__ import annotations
+
+import json
+
+from hal.core.steps import StepLayout
+from hal.state.store import RunningStepRow
+
+
+def running_row(
+    job_id: int,
+    step_id: int,
+    attempt: int,
+    name: str,
+    layout: StepLayout,
+    start_time: float,
+    ended: dict[str, tuple[int, int]],
+    oom: bool,
+) -> RunningStepRow:
+    """What ``running_steps`` keeps of a step (``oom``: a node's part ended for memory;
+    kept with the first ended node, as the step's flag)."""
+    return RunningStepRow(
+        job_id=job_id,
+        step_id=step_id,
+        attempt=attempt,
+        name=name,
+        nodes=",".join(layout.nodes),
+        tasks=",".join(str(n) for n in layout.tasks),
+        start_time=start_time,
+        ended=json.dumps({node: [code, sig, oom] for node, (code, sig) in ended.items()}),
+    )
+
+
+def layout_of(row: RunningStepRow) -> StepLayout:
+    return StepLayout(tuple(row.nodes.split(",")), tuple(int(n) for n in row.tasks.split(",")))
+
+
+def ended_of(row: RunningStepRow) -> tuple[dict[str, tuple[int, int]], bool]:
+    """The nodes' ends kept, and whether one of them was out of memory."""
+    data: dict[str, list[int]] = json.loads(row.ended or "{}")
+    ended = {node: (int(v[0]), int(v[1])) for node, v in data.items()}
+    return ended, any(bool(v[2]) for v in data.values())
+
+
+def cursor_base(now: float) -> int:
+    """The first output cursor of a restored step: above any an earlier server gave."""
+    return int(now * 1_000_000)

@@ -1,0 +1,113 @@
+"""Running steps outlive a server restart (ADR 0012): the server keeps them in the
+database, a restarted one takes them up before any agent registers, and agents that
+register again with their step tasks keep them — a control-plane restart must not kill
+an MPI job's ``srun`` tasks, as a slurmctld restart does not. A node's end that came
+before the restart still counts, and a step whose job ended while its agent was away is
+ended by that agent when it registers."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import httpx
+
+from hal.testing.live import LiveServer, wait_until
+from hal.wire.submit import JobSubmit
+
+
+def post(live: LiveServer, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    auth = {"Authorization": f"Bearer {live.token}"}
+    r = httpx.post(live.url + path, json=body, headers=auth, timeout=30)
+    assert r.status_code in (200, 201), r.text
+    reply: dict[str, Any] = r.json()
+    return reply
+
+
+def register(live: LiveServer, node: str, steps: list[tuple[int, int]]) -> list[list[int]]:
+    body = {
+        "node": node,
+        "cpus": 2,
+        "memory_bytes": 2**31,
+        "steps": [{"job_id": j, "step_id": s} for j, s in steps],
+    }
+    kill = post(live, "/v1/agent/register", body)["kill_steps"]
+    return [[k["job_id"], k["step_id"]] for k in kill]
+
+
+def ops(live: LiveServer, node: str) -> list[str]:
+    reply = post(live, f"/v1/agent/{node}/sync", {"wait_seconds": 0})
+    return [i["op"] for i in reply["instructions"]]
+
+
+def step_end(live: LiveServer, node: str, job: int, code: int, output: bytes = b"") -> None:
+    chunk = {"job_id": job, "step_id": 0, "rank": 0 if node == "n1" else 1, "stream": "stdout"}
+    body: dict[str, Any] = {
+        "wait_seconds": 0,
+        "step_ends": [{"job_id": job, "step_id": 0, "exit_code": code}],
+    }
+    if output:  # sent from offset 100: what the earlier server took is not sent again
+        chunk.update(offset=100, data_b64=base64.b64encode(output).decode())
+        body["step_output"] = [chunk]
+    post(live, f"/v1/agent/{node}/sync", body)
+
+
+def page(live: LiveServer, job: int, after: int = 0) -> dict[str, Any]:
+    auth = {"Authorization": f"Bearer {live.token}"}
+    url = f"{live.url}/v1/jobs/{job}/steps/0/output?after={after}"
+    r = httpx.get(url, headers=auth, timeout=30)
+    assert r.status_code == 200, r.text
+    found: dict[str, Any] = r.json()
+    return found
+
+
+def running_job_with_step(live: LiveServer) -> int:
+    for node in ("n1", "n2"):
+        register(live, node, [])
+    with live.client() as admin:
+        job = admin.submit(JobSubmit(script="#!/bin/sh\nsleep 600\n", nodes_min=2)).job_id
+    wait_until(lambda: "launch" in ops(live, "n1"), message="the launch on n1")
+    started = {"seq": 1, "job_id": job, "attempt": 0, "kind": "started", "time": 1.0}
+    post(live, "/v1/agent/n1/sync", {"wait_seconds": 0, "reports": [started]})
+    post(live, f"/v1/jobs/{job}/steps", {"argv": ["sleep", "600"]})
+    return job
+
+
+def restart(live: LiveServer) -> None:
+    live.stop()
+    live.start()  # same database, same port
+
+
+def test_a_running_step_is_taken_up_by_a_restarted_server(each_store: LiveServer) -> None:
+    live = each_store
+    job = running_job_with_step(live)
+    step_end(live, "n1", job, 4)  # n1's part ends before the restart
+    restart(live)
+    before = page(live, job)
+    assert before["state"] == "RUNNING" and before["chunks"] == []
+    assert register(live, "n2", [(job, 0)]) == []  # its tasks run on: kept
+    assert register(live, "n1", []) == []  # its part ended before: not lost
+    step_end(live, "n2", job, 0, output=b"late line\n")
+    # srun's cursor from the earlier server (500) must not hide the new server's output
+    after = page(live, job, after=500)
+    assert after["state"] == "FAILED" and after["exit_code"] == 4, after
+    text = "".join(base64.b64decode(c["data_b64"]).decode() for c in after["chunks"])
+    assert text == "late line\n"
+    acct = live.cli("sacct", "-j", f"{job}.0", "-n", "-P", "-o", "JobID,State,ExitCode")
+    assert acct.stdout.strip() == f"{job}.0|FAILED|4:0", acct.stdout + acct.stderr
+
+
+def test_a_step_whose_job_ended_while_its_agent_was_away_is_ended_by_it(
+    each_store: LiveServer,
+) -> None:
+    live = each_store
+    job = running_job_with_step(live)
+    assert "step_launch" in ops(live, "n2")
+    restart(live)
+    register(live, "n1", [(job, 0)])
+    with live.client() as admin:
+        admin.cancel(job)  # n2 has not registered with the new server yet
+    assert register(live, "n2", [(job, 0)]) == [[job, 0]]  # its agent ends the tasks
+    step_end(live, "n1", job, 143)
+    step_end(live, "n2", job, 143)
+    assert page(live, job)["state"] == "CANCELLED"
