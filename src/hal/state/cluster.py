@@ -1107,18 +1107,12 @@ class Cluster:
                         held.add(job.id)
                 elif fields.get("priority") is not None:
                     priority = int(fields["priority"])  # type: ignore[call-overload]
-                    # Slurm: "only the Slurm administrator or root can increase job's
-                    # priority"; its owner may lower it (0 holds it: above)
-                    if not caller.admin and not 0 < priority <= job.priority:
-                        raise PermissionDenied(
-                            f"job {job.display_id}'s priority is {job.priority}: its owner "
-                            f"may lower it (1 to {job.priority}, or 0 to hold it), only an "
-                            "administrator may raise it"
+                    check_priority_update(job, priority, caller)
+                    if caller.admin:  # (an owner's own value again changes nothing)
+                        new = new.evolve(
+                            priority=priority,
+                            priority_fixed=True,  # kept, not recalculated (Slurm)
                         )
-                    new = new.evolve(
-                        priority=priority,
-                        priority_fixed=True,  # kept, not recalculated (Slurm)
-                    )
                 spec_changes: dict[str, object] = {}
                 for key in ("name", "comment", "nice"):
                     if fields.get(key) is not None:
@@ -1496,6 +1490,31 @@ def requeued(job: Job, now: float, after: str | None = None) -> Job:
         exit_signal=0,
         launched=False,
         extra=extra,
+    )
+
+
+def check_priority_update(job: Job, priority: int, caller: Caller) -> None:
+    """Refuse ``Priority=priority`` (not 0: a hold) of ``job`` as Slurm 22.05.8 does
+    (docs/slurm-checks.md): a held job's priority stays 0 until it is released, for
+    administrators too; only an administrator sets a priority, its owner may give only
+    the one it has (lower: "not persistent", higher: permission denied)."""
+    if job.held and job.state is JobState.PENDING:
+        raise Conflict(
+            f"Job is in held state, pending scheduler release for job {job.display_id}: "
+            f"release it first (scontrol release {job.display_id}), then set its priority"
+        )
+    if caller.admin or priority == job.priority:
+        return
+    if priority < job.priority:
+        raise InvalidRequest(
+            f"Changes to job priority are not persistent, change nice instead for job "
+            f"{job.display_id}: e.g. scontrol update jobid={job.display_id} "
+            f"nice={job.priority - priority} (only an administrator sets a priority)",
+            field="priority",
+        )
+    raise PermissionDenied(
+        f"job {job.display_id}'s priority is {job.priority}: only an administrator may "
+        "raise it (its owner may lower it with a nice, or hold it with 0)"
     )
 
 

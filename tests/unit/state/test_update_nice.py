@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from hal.core.errors import PermissionDenied
+from hal.core.errors import Conflict, InvalidRequest, PermissionDenied
 from hal.state.cluster import Caller, Cluster
 from hal.testing import make_job
 from hal.testing.mirror import store
@@ -31,15 +31,33 @@ def test_a_user_cannot_give_their_own_job_a_negative_nice(cluster: Cluster) -> N
     assert (lowered.spec.nice, lowered.priority) == (-10, 1010)
 
 
-def test_a_user_may_lower_their_own_jobs_priority_but_not_raise_it(cluster: Cluster) -> None:
-    """Slurm: only an administrator can increase a job's priority; its owner may lower
-    it, and the value is then kept (not recalculated), as an administrator's is."""
+def test_a_user_may_not_set_their_own_jobs_priority(cluster: Cluster) -> None:
+    """Slurm 22.05.8 (docs/slurm-checks.md): an owner lowering his job's priority is
+    refused with "Changes to job priority are not persistent, change nice instead" and
+    the priority stays; raising it is "Access/permission denied"; an administrator may
+    set either way."""
     store(cluster, make_job(1).priority(1000).build())  # alice's
     alice = Caller("alice")
-    (lowered,) = asyncio.run(cluster.update("1", alice, priority=400))
-    assert (lowered.priority, lowered.priority_fixed) == (400, True)
+    with pytest.raises(InvalidRequest, match=r"^Changes to job priority are not persistent"):
+        asyncio.run(cluster.update("1", alice, priority=400))
+    assert (cluster.jobs[1].priority, cluster.jobs[1].priority_fixed) == (1000, False)
     with pytest.raises(PermissionDenied, match="only an administrator may raise it"):
-        asyncio.run(cluster.update("1", alice, priority=401))  # (0 holds it)
-    assert cluster.jobs[1].priority == 400
+        asyncio.run(cluster.update("1", alice, priority=1001))
+    (same,) = asyncio.run(cluster.update("1", alice, priority=1000))  # accepted, as Slurm
+    assert same.priority == 1000
     (raised,) = asyncio.run(cluster.update("1", Caller("root", admin=True), priority=5000))
     assert raised.priority == 5000
+    (lowered,) = asyncio.run(cluster.update("1", Caller("root", admin=True), priority=10))
+    assert (lowered.priority, lowered.priority_fixed) == (10, True)
+
+
+@pytest.mark.parametrize("admin_hold", [False, True])
+def test_the_priority_of_a_held_job_does_not_change(cluster: Cluster, admin_hold: bool) -> None:
+    """Slurm 22.05.8: ``update Priority=500`` of a held job, by root or its owner, is
+    refused "Job is in held state, pending scheduler release"; the job stays held."""
+    builder = make_job(1).priority(1000)
+    store(cluster, (builder.admin_hold() if admin_hold else builder.hold()).build())
+    for caller in (Caller("root", admin=True), Caller("alice")):
+        with pytest.raises(Conflict, match=r"^Job is in held state, pending scheduler release"):
+            asyncio.run(cluster.update("1", caller, priority=500))
+        assert cluster.jobs[1].held and cluster.jobs[1].priority == 1000
