@@ -81,7 +81,7 @@ def _job(draw: st.DrawFn, job_id: int) -> Job:
         .gpus(draw(st.integers(0, 2)))
         .mem_gib(draw(st.integers(0, 4)))
         .nodes(draw(st.integers(1, 2)))
-        .limit(draw(st.sampled_from([0, 60, 1800, 7200])))
+        .asked_limit(draw(st.sampled_from([0, 60, 1800, 7200])))
         .priority(draw(st.integers(0, 3)))
     )
     qos = draw(st.sampled_from(QOS))
@@ -193,7 +193,7 @@ def test_quota_limits_are_never_exceeded(case: tuple[PriorityPolicy, ClusterSnap
             mem = job.spec.request_per_node(n).memory_bytes * n
         cpus = job.spec.cpus_per_node(n) * n
         for whose, per, wall in _per_job_caps(policy, limits, job):
-            if wall is not None:
+            if wall is not None and job.spec.time_limit_s is not None:  # -t (only)
                 assert 0 < job.time_limit_s <= wall, (whose, job.time_limit_s, wall)
             for have, cap in ((cpus, per.cpus), (gpus, per.gpus), (mem, per.mem_bytes)):
                 assert cap is None or have <= cap, (whose, have, cap)

@@ -180,6 +180,11 @@ class JobBuilder:
         self._job["time_limit_s"] = seconds
         return self
 
+    def asked_limit(self, seconds: int) -> JobBuilder:
+        """A time limit the job asked for (``-t``; 0 = unlimited), resolved to the same."""
+        self._spec["time_limit_s"] = seconds
+        return self.limit(seconds)
+
     def time_min(self, seconds: int) -> JobBuilder:
         """``--time-min``: backfill may lower the limit to no less than this."""
         self._spec["time_min_s"] = seconds

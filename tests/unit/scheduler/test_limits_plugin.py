@@ -24,7 +24,7 @@ def _sched(policy: PriorityPolicy) -> Scheduler:
 
 
 def J(job_id: int) -> JobBuilder:
-    return make_job(job_id).limit(600)
+    return make_job(job_id).asked_limit(600)  # as with -t 10
 
 
 def _run(
@@ -41,7 +41,7 @@ QOS_CASES: list[tuple[str, Qos, JobBuilder, R]] = [
     (
         "MaxWall, unlimited job",
         Qos("q", max_wall_s=300),
-        J(1).qos("q").limit(0),
+        J(1).qos("q").asked_limit(0),
         R.QOS_MAX_WALL_PER_JOB,
     ),
     (
@@ -170,7 +170,7 @@ def test_account_max_jobs_is_per_user() -> None:
 
 ACCOUNT_PER_JOB_CASES: list[tuple[str, dict[str, object], JobBuilder, R]] = [
     ("MaxWall", {"max_wall_s": 300}, J(1), R.ASSOC_MAX_WALL_PER_JOB),
-    ("MaxWall, unlimited job", {"max_wall_s": 300}, J(1).limit(0), R.ASSOC_MAX_WALL_PER_JOB),
+    ("MaxWall, unlimited job", {"max_wall_s": 300}, J(1).asked_limit(0), R.ASSOC_MAX_WALL_PER_JOB),
     (
         "MaxTRES cpus",
         {"max_tres_per_job": TresLimits(cpus=4)},
@@ -372,3 +372,17 @@ def test_config_reads_the_limits() -> None:
 def test_config_refuses_bad_limits(bad: dict[str, object]) -> None:
     with pytest.raises(InvalidRequest):
         priority_from_dict(bad)
+
+
+@pytest.mark.parametrize("limit", [1200, 0], ids=["limit from another QoS", "unlimited"])
+def test_max_wall_leaves_a_limit_the_job_did_not_ask_for(limit: int) -> None:
+    """Slurm 22.05.8 (docs/slurm-checks.md): a job whose limit came from its first QoS's
+    MaxWall (20 min) or from nowhere (UNLIMITED), moved to a QoS or account with a
+    10 min MaxWall by ``scontrol update``, keeps its limit and runs; one whose ``-t 20``
+    the user gave pends with QOSMaxWallDurationPerJobLimit."""
+    qos = PriorityPolicy(qos=(Qos("q", max_wall_s=600),))
+    placed, why = _run(qos, make_job(1).qos("q").limit(limit), J(2).qos("q").asked_limit(1200))
+    assert (placed, why) == ({1}, {2: R.QOS_MAX_WALL_PER_JOB})
+    account = _tree(max_wall_s=600)
+    placed, why = _run(account, make_job(1).limit(limit), J(2).asked_limit(1200))
+    assert (placed, why) == ({1}, {2: R.ASSOC_MAX_WALL_PER_JOB})

@@ -43,7 +43,12 @@ from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
 from hal.scheduler.framework.request import PlacementKey
 from hal.scheduler.framework.runtime import MAX_NODES, PLACEMENT_KEY
 from hal.scheduler.framework.status import SUCCESS, Status, unschedulable
-from hal.scheduler.plugins.limits.perjob import AccountPerJob, per_job_caps, whole_node_memory_over
+from hal.scheduler.plugins.limits.perjob import (
+    AccountPerJob,
+    over_max_wall,
+    per_job_caps,
+    whole_node_memory_over,
+)
 
 NAME = "limits"
 
@@ -266,7 +271,7 @@ class Limits:
         """QoS ``qos_name``'s MaxWall and MaxTRESPerJob verdict (None: within them)."""
         qos = self._qos[qos_name]
         wall = qos.max_wall_s
-        if wall is not None and (job.time_limit_s == 0 or job.time_limit_s > wall):
+        if wall is not None and over_max_wall(job, wall):
             return _held(R.QOS_MAX_WALL_PER_JOB, f"time limit above MaxWall {wall}s")
         for i, cap, reason in self._per_job_caps[qos_name]:
             if tres[i] > cap:

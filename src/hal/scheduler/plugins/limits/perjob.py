@@ -69,7 +69,7 @@ class AccountPerJob:
             if rules is None:
                 continue
             wall, caps = rules
-            if wall is not None and (job.time_limit_s == 0 or job.time_limit_s > wall):
+            if wall is not None and over_max_wall(job, wall):
                 return (
                     R.ASSOC_MAX_WALL_PER_JOB,
                     f"time limit above MaxWall {wall}s of account {name}",
@@ -78,6 +78,17 @@ class AccountPerJob:
                 if tres[i] > cap:
                     return reason, f"{tres[i]} asked, MaxTRES {cap} of account {name}"
         return None
+
+
+def over_max_wall(job: Job, wall: int) -> bool:
+    """Whether the time limit ``job`` asked for (``-t``) is over MaxWall ``wall``. A limit
+    it did not ask for is never over: at submit it was capped at the MaxWall of its QoS
+    and accounts (``hal.state.associations``), and Slurm 22.05.8 does not hold it when
+    ``scontrol update`` moves the job to a QoS or account with a smaller MaxWall (the
+    limit stays, the job runs; docs/slurm-checks.md), as it does a user's ``-t``."""
+    if job.spec.time_limit_s is None:
+        return False
+    return job.time_limit_s == 0 or job.time_limit_s > wall
 
 
 def whole_node_memory_over(
