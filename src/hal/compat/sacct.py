@@ -75,10 +75,27 @@ Column = Callable[[JobInfo, str, float], str]
 ColumnT = TypeVar("ColumnT")
 
 
+# ends that Slurm 22.05.8 records for the job before its script has exited, with 0:0
+# (docs/slurm-checks.md)
+_ENDED_FROM_OUTSIDE = (JobState.CANCELLED, JobState.TIMEOUT)
+# job states whose batch step, ended by a signal, reads CANCELLED in Slurm's sacct
+_SIGNALLED_BATCH = (JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT)
+
+
 def _state(job: JobInfo, step: str, now: float) -> str:
     if job.state == JobState.CANCELLED and job.cancelled_by and not step:
         return f"CANCELLED by {_uid(job.cancelled_by)}"
+    if step == "batch" and job.exit_signal and job.state in _SIGNALLED_BATCH:
+        return JobState.CANCELLED.value  # a step a signal ended, as Slurm records it
     return job.state
+
+
+def _exit_code(job: JobInfo, step: str, now: float) -> str:
+    """``code:signal``; a job's own line of a cancelled or timed-out job reads 0:0 (its
+    batch step's line has the signal), as Slurm's accounting records it."""
+    if not step and job.state in _ENDED_FROM_OUTSIDE:
+        return "0:0"
+    return f"{job.exit_code}:{job.exit_signal}"
 
 
 def _uid(user: str) -> str:
@@ -154,7 +171,7 @@ FIELDS: dict[str, tuple[str, int, Column]] = {
     "alloccpus": ("AllocCPUS", 10, lambda j, s, n: str(_alloc_cpus(j, s))),
     "reqcpus": ("ReqCPUS", 8, lambda j, s, n: str(j.cpus)),
     "state": ("State", 10, _state),
-    "exitcode": ("ExitCode", 8, lambda j, s, n: f"{j.exit_code}:{j.exit_signal}"),
+    "exitcode": ("ExitCode", 8, _exit_code),
     "elapsed": ("Elapsed", 10, lambda j, s, n: duration_long(time_used(j, n))),
     "elapsedraw": ("ElapsedRaw", 10, lambda j, s, n: str(int(time_used(j, n)))),
     "start": ("Start", 19, lambda j, s, n: timestamp(j.start_time, "Unknown")),

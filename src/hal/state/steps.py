@@ -371,6 +371,8 @@ class StepTable:
             step.state = JobState.CANCELLED.value
         elif step.oom:  # a task killed for the job's memory limit, as Slurm's cgroup sees it
             step.state = JobState.OUT_OF_MEMORY.value
+        elif step.exit_signal:  # a task a signal ended: Slurm 22.05.8 records CANCELLED
+            step.state = JobState.CANCELLED.value
         else:
             step.state = (JobState.COMPLETED if step.exit_code == 0 else JobState.FAILED).value
         step.end_time = now

@@ -192,13 +192,14 @@ def test_a_step_killed_by_a_signal_shows_it_in_sacct_as_slurm_does(
     server: LiveServer, tmp_path: Path
 ) -> None:
     """A task ended by SIGSEGV: sacct's ExitCode is ``0:11`` (the signal in the second
-    field, as for a job), not ``139:0``; srun itself exits 139."""
+    field, as for a job), not ``139:0``, and the step is CANCELLED, as Slurm 22.05.8
+    records a step a signal ended (docs/slurm-checks.md); srun itself exits 139."""
     job_id = submit(server, tmp_path, f"{SRUN} sh -c 'kill -SEGV $$'\necho srun exit=$?\n", "-N2")
     wait_until(lambda: state(server, job_id) == "COMPLETED", 60, message="the job to end")
     out = (tmp_path / f"slurm-{job_id}.out").read_text()
     assert "srun exit=139" in out, out
     acct = server.cli("sacct", "-j", f"{job_id}.0", "-n", "-P", "-o", "JobID,State,ExitCode")
-    assert acct.stdout.strip() == f"{job_id}.0|FAILED|0:11", acct.stdout + acct.stderr
+    assert acct.stdout.strip() == f"{job_id}.0|CANCELLED|0:11", acct.stdout + acct.stderr
 
 
 def test_sstat_shows_a_running_steps_tasks_on_both_nodes(

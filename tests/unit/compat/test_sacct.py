@@ -55,7 +55,7 @@ def test_default_fields_and_steps() -> None:
         "------------ ---------- ---------- ---------- ---------- ---------- -------- ",
         "1                failer      debug       proj          1     FAILED      3:0 ",
         "1.batch           batch                  proj          1     FAILED      3:0 ",
-        "2                killed      debug                     1 CANCELLED+     0:15 ",
+        "2                killed      debug                     1 CANCELLED+      0:0 ",
         "2.batch           batch                                1  CANCELLED     0:15 ",
         "3                runner      debug                     4    RUNNING      0:0 ",
         "3.batch           batch                                2    RUNNING      0:0 ",
@@ -66,7 +66,7 @@ def test_default_fields_and_steps() -> None:
 def test_allocations_only_brief() -> None:
     assert call(history(), "sacct", "-X", "--brief", "-n").lines == [
         "1                FAILED      3:0 ",
-        "2            CANCELLED+     0:15 ",
+        "2            CANCELLED+      0:0 ",
         "3               RUNNING      0:0 ",
         "4               PENDING      0:0 ",
     ]
@@ -223,4 +223,28 @@ def test_usage_and_tres_fields() -> None:
         "billing=4,cpu=4,gres/gpu=2,mem=8G,node=2|4|2|2",
         "7.batch|3172K|3172K|n1|0|00:12.500|00:02:52|172||cpu=2,mem=4G,node=1|2||1",
         "8|||||00:00.000|00:00:00|0|billing=1,cpu=1,mem=50M,node=1||0|1|0",
+    ]
+
+
+def test_ends_by_a_signal_as_slurm_22_05_8_records_them() -> None:
+    """docs/slurm-checks.md: a job's own line keeps 0:0 when it was cancelled or ran out
+    of time (slurmctld records the job's end before its script's); a batch step that a
+    signal ended is CANCELLED with 0:N, also under a FAILED job (``kill -SEGV $$``)."""
+    ended = {"start_time": T0, "end_time": T0 + 60, "nodes": ["vm"]}
+    jobs = [
+        job(1, name="seg", state="FAILED", exit_signal=11, **ended),
+        job(2, name="tlimit", state="TIMEOUT", exit_signal=15, **ended),
+        job(3, name="cancelme", state="CANCELLED", exit_signal=15, cancelled_by="0", **ended),
+        job(4, name="ex3", state="FAILED", exit_code=3, **ended),
+    ]
+    lines = call(FakeClient(job_list=jobs), "sacct", "-P", "-n", "-o", "JobID,State,ExitCode")
+    assert lines.lines == [
+        "1|FAILED|0:11",
+        "1.batch|CANCELLED|0:11",
+        "2|TIMEOUT|0:0",
+        "2.batch|CANCELLED|0:15",
+        "3|CANCELLED by 0|0:0",
+        "3.batch|CANCELLED|0:15",
+        "4|FAILED|3:0",
+        "4.batch|FAILED|3:0",
     ]
