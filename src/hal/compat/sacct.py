@@ -329,6 +329,13 @@ def parse_request(argv: list[str], now: float, env_format: str | None) -> Reques
             "No fields requested: --format needs field names, e.g. --format=JobID,State",
             field="format",
         )
+    if request.states and not request.ids:
+        # Slurm 22.05.8 (docs/slurm-checks.md): with -s the window is the moment -S
+        # (default now) unless -E widens it: `sacct -s R` is the jobs running now
+        if request.start is None:
+            request.start = now
+        if request.end is None:
+            request.end = request.start
     if request.start is None and not request.ids:
         # sacct's default window starts at 00:00 today
         midnight = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
@@ -391,9 +398,31 @@ def parse_columns(
     return columns
 
 
+def _was_in(job: JobInfo, state: str, start: float, end: float) -> bool:
+    """Whether ``job`` was in ``state`` at some moment of [start, end]: waiting from its
+    submission to its start, running from its start to its end, an end state at its
+    end (Slurm's ``sacct -s X -S start -E end``)."""
+    if state == JobState.PENDING:
+        return job.submit_time <= end and (job.start_time is None or job.start_time >= start)
+    if state in (JobState.RUNNING, JobState.SUSPENDED):
+        return (
+            job.start_time is not None
+            and job.start_time <= end
+            and (job.end_time is None or job.end_time >= start)
+        )
+    return job.state == state and job.end_time is not None and start <= job.end_time <= end
+
+
 def _wanted(job: JobInfo, request: Request, now: float) -> bool:
-    if request.states and job.state not in request.states:
-        return False
+    if request.states:
+        if request.ids:  # -j with -s: the state now (not checked against Slurm)
+            if job.state not in request.states:
+                return False
+        else:
+            start = request.start if request.start is not None else now
+            end = request.end if request.end is not None else start
+            if not any(_was_in(job, state, start, end) for state in request.states):
+                return False
     if request.accounts and (job.account or "") not in request.accounts:
         return False
     if request.names and job.name not in request.names:

@@ -138,12 +138,33 @@ def test_end_time_excludes_later_submissions() -> None:
     assert lines == ["9"]
 
 
-@pytest.mark.parametrize(
-    ("states", "ids"), [("F", ["1"]), ("CA,R", ["2", "3"]), ("pending", ["4"])]
-)
-def test_state_filter(states: str, ids: list[str]) -> None:
+@pytest.mark.parametrize(("states", "ids"), [("F", []), ("CA,R", ["3"]), ("pending", ["4"])])
+def test_state_filter_without_a_window_is_the_state_now(states: str, ids: list[str]) -> None:
+    """Slurm 22.05.8 (docs/slurm-checks.md): ``-s`` without ``-S`` looks at this moment
+    only: ``sacct -s R`` lists the jobs running now, ``sacct -s CD`` lists none."""
     lines = call(history(), "sacct", "-X", "-P", "-n", "-o", "JobID", "-s", states).lines
     assert lines == ids
+
+
+@pytest.mark.parametrize(
+    ("window", "states", "ids"),
+    [
+        (("-S", "21:30:00", "-E", "21:31:50"), "F", ["1"]),  # ended inside the window
+        (("-S", "21:30:00", "-E", "21:31:00"), "F", []),  # ended after it
+        (("-S", "21:30:00"), "F", []),  # no -E: the window ends where it starts
+        (("-S", "21:30:00", "-E", "21:30:25"), "R", ["1", "2"]),  # 3 started at :30
+        (("-S", "21:30:00", "-E", "21:30:25"), "PD", ["1", "2", "3", "4"]),
+        (("-S", "21:30:40", "-E", "21:30:50"), "R,CA", ["1", "3"]),  # 2 ended at :25
+    ],
+)
+def test_state_filter_is_the_state_during_the_window(
+    window: tuple[str, ...], states: str, ids: list[str]
+) -> None:
+    """Slurm 22.05.8: ``-s X -S a -E b`` lists the jobs that were in state X at some
+    moment of [a, b] (PD: waiting, R: running, an end state: ended then), whatever
+    their state now; without ``-E`` the window is the moment ``-S``."""
+    argv = ("-X", "-P", "-n", "-o", "JobID", "-s", states, *window)
+    assert call(history(), "sacct", *argv).lines == ids
 
 
 def test_default_user_is_the_caller_unless_admin() -> None:
