@@ -48,7 +48,7 @@ def sacct(server: LiveServer, job_id: int, fields: str) -> list[str]:
 
 def test_each_srun_of_a_one_node_job_is_a_step_in_sacct(server: LiveServer, tmp_path: Path) -> None:
     """`srun true; srun false; srun sh -c 'kill -SEGV $$'` in a one-node job: steps 0, 1
-    and 2 with Slurm's states and exit codes (a signal as 0:N), the node and task count,
+    and 2 with Slurm's states and exit codes (a signal: CANCELLED 0:N), the node and task count,
     start and end times within the job's; each srun's exit code is the shell's."""
     job_id = submit(
         server,
@@ -69,7 +69,7 @@ def test_each_srun_of_a_one_node_job_is_a_step_in_sacct(server: LiveServer, tmp_
         f"{job_id}.batch|batch|COMPLETED|0:0|node1|1",
         f"{job_id}.0|true|COMPLETED|0:0|node1|1",
         f"{job_id}.1|false|FAILED|1:0|node1|1",
-        f"{job_id}.2|sh|FAILED|0:11|node1|1",
+        f"{job_id}.2|sh|CANCELLED|0:11|node1|1",
         f"{job_id}.3|sh|COMPLETED|0:0|node1|1",
     ], lines
     times = sacct(server, job_id, "JobID,Start,End")
