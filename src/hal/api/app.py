@@ -23,6 +23,7 @@ from hal.api import (
     routes_priority,
     routes_reservations,
     routes_steps,
+    slurmrest,
 )
 from hal.api.context import ServerContext
 
@@ -80,6 +81,7 @@ def create_app(
     ):
         app.include_router(module.router)
     app.include_router(routes_steps.listing)
+    slurmrest.install(app, ctx)
     return app
 
 
