@@ -1,0 +1,59 @@
+"""``job_desc_msg`` → HAL's submission (``hal.api.slurmrest.desc``): units (minutes, MiB),
+no_val structs, the two environment shapes, GPUs, and refusals named by field."""
+
+from __future__ import annotations
+
+from hal.api.slurmrest.desc import read_submit, read_update
+
+
+def test_units_no_val_and_gpus_are_mapped() -> None:
+    req, parsed = read_submit(
+        {
+            "script": "#!/bin/sh\ntrue\n",
+            "job": {
+                "nodes": "2-4",
+                "time_limit": {"set": True, "infinite": False, "number": 90},
+                "memory_per_cpu": 512,
+                "tres_per_node": "gres/gpu:a100:2",
+                "environment": ["A=1", "B=x=y"],
+                "begin_time": {"set": True, "number": 1_900_000_000},
+                "excluded_nodes": ["n[1-2]"],
+                "time_minimum": {"set": False, "infinite": False, "number": 0},
+            },
+        }
+    )
+    assert parsed.errors == [] and req is not None
+    assert (req.nodes_min, req.nodes_max) == (2, 4)
+    assert req.time_limit_seconds == 5400
+    assert req.memory_per_cpu_bytes == 512 * 1024 * 1024
+    assert (req.gpus_per_node, req.gpu_type) == (2, "a100")
+    assert req.environment == {"A": "1", "B": "x=y"}
+    assert req.begin_time == 1_900_000_000.0
+    assert req.exclude == ["n1", "n2"]
+    assert req.time_min_seconds is None
+
+
+def test_infinite_time_is_no_limit_and_a_dict_environment_is_read() -> None:
+    req, _ = read_submit(
+        {"script": "x", "job": {"time_limit": {"infinite": True}, "environment": {"K": "v"}}}
+    )
+    assert req is not None and req.time_limit_seconds == 0 and req.environment == {"K": "v"}
+
+
+def test_refusals_name_their_fields() -> None:
+    req, parsed = read_submit(
+        {"job": {"x11": ["BATCH"], "tasks": "many", "environment": ["NOEQUALS"]}}
+    )
+    assert req is None
+    assert sorted(e["source"] for e in parsed.errors) == [
+        "job.environment",
+        "job.tasks",
+        "job.x11",
+        "script",
+    ]
+
+
+def test_update_takes_only_what_scontrol_update_changes() -> None:
+    parsed = read_update({"job_id": 5, "priority": {"set": True, "number": 7}, "tasks": 2})
+    assert parsed.fields == {"priority": 7}
+    assert [e["source"] for e in parsed.errors] == ["job.tasks"]
