@@ -1,11 +1,19 @@
 """The ``sprio`` command (also ``hal prio``): pending jobs' multifactor priority factors.
 
-Columns as Slurm 22.05 prints them: weighted factors are rounded to integers, normalised
-ones (``-n``) have seven decimals; ``-w`` prints the weights in the same columns.
+Columns as Slurm 22.05.8 prints them (checked, docs/slurm-checks.md): the default layout
+has ``JOBID PARTITION PRIORITY SITE`` and then only the factors whose weight is not 0
+(HAL's ``[priority]`` weights, sent with the jobs); ``-u`` adds USER; ``-l`` prints every
+factor, ASSOC, NICE and TRES whatever the weights. Weighted factors are rounded to
+integers; normalised ones (``-n``) have seven decimals, and ``-n`` has no SITE column. The
+normalised priority (``%y``) is the weighted factors' sum less the nice, at least 1, over
+2^32-1 with 14 decimals (``-n`` cuts it to its 10 characters), and an administrator's
+priority as it is (``4242.00000``). ``-w`` prints the weights in the same columns.
 Formats (``-o``) use sprio's letters: ``%i`` job, ``%r`` partition, ``%u`` user, ``%Y``
-priority, ``%S`` site, ``%A`` age, ``%F`` fair share, ``%J`` job size, ``%P`` partition,
-``%Q`` QOS, ``%N`` nice; lower case gives the normalised value. HAL has no association or
-TRES factors: ``%B`` and ``%T`` print 0 and empty.
+priority, ``%S`` site, ``%A`` age, ``%B`` association, ``%F`` fair share, ``%J`` job size,
+``%P`` partition, ``%Q`` QOS, ``%N`` nice, ``%T`` TRES, ``%c`` cluster; lower case gives
+the normalised value. HAL has no association or TRES factors (no PriorityWeightAssoc or
+PriorityWeightTRES): ``%B`` prints 0 and ``%T`` nothing (its weight ``(null)``), as Slurm
+does with those weights unset; ``%c`` is ``(null)``, as outside a federation.
 """
 
 from __future__ import annotations
@@ -23,10 +31,9 @@ from hal.wire.priority import FactorValues
 if TYPE_CHECKING:
     from hal.wire.priority import JobPriorityInfo, PriorityList, PriorityWeightsInfo
 
-DEFAULT_FORMAT = "%.15i %9r %.10Y %.10S %.10A %.10F %.10J %.10P %.10Q %.6N"
-LONG_FORMAT = "%.15i %9r %.8u %.10Y %.10S %.10A %.10F %.10J %.10P %.10Q %.6N"
-NORMALIZED_FORMAT = "%.15i %9r %.10y %.10S %.10a %.10f %.10j %.10p %.10q %.6N"
-NORMALIZED_LONG_FORMAT = "%.15i %9r %.8u %.10y %.10S %.10a %.10f %.10j %.10p %.10q %.6N"
+# Slurm 22.05.8's sprio (its binary's strings): -l and -n -l print every column
+LONG_FORMAT = "%.15i %9r %.8u %.10Y %.10S %.10A %.10B %.10F %.10J %.10P %.10Q %.11N %.20T"
+NORMALIZED_LONG_FORMAT = "%.15i %9r %.8u %10y %10a %10b %10f %10j %10p %10q %20t"
 
 TITLES = {
     "i": "JOBID",
@@ -53,6 +60,7 @@ TITLES = {
     "t": "TRES",
 }
 PRIORITY_SCALE = float(0xFFFFFFFF)  # %y: the priority as a fraction of its range
+NULL = "(null)"  # what Slurm prints for %c outside a federation and for unset TRES weights
 _JOB_ID = re.compile(r"^\d+(?:_\d+)?$")  # 123 or an array element 123_4
 
 OPTIONS = (
@@ -91,31 +99,62 @@ def _norm(value: float) -> str:
     return f"{value:.7f}"
 
 
-JobColumn = Callable[["JobPriorityInfo", str], str]
+def _norm_priority(job: JobPriorityInfo) -> str:
+    """``%y``: an administrator's priority as it is, else the weighted sum less the nice
+    (at least 1, as the priority) over 2^32-1, unrounded, as Slurm 22.05.8 prints it."""
+    if job.fixed:
+        return f"{float(job.priority):.14f}"
+    w = job.weighted
+    total = w.site + w.age + w.fairshare + w.job_size + w.partition + w.qos - job.nice
+    return f"{max(total, 1.0) / PRIORITY_SCALE:.14f}"
+
+
+JobColumn = Callable[["JobPriorityInfo"], str]
 LETTERS: dict[str, JobColumn] = {
-    "i": lambda j, _c: j.display_id,
-    "r": lambda j, _c: j.partition,
-    "u": lambda j, _c: j.user,
-    "c": lambda _j, c: c,
-    "Y": lambda j, _c: str(j.priority),
-    "y": lambda j, _c: _norm(j.priority / PRIORITY_SCALE),
-    "S": lambda j, _c: _whole(j.weighted.site),
-    "A": lambda j, _c: _whole(j.weighted.age),
-    "a": lambda j, _c: _norm(j.normalized.age),
-    "B": lambda _j, _c: "0",
-    "b": lambda _j, _c: _norm(0.0),
-    "F": lambda j, _c: _whole(j.weighted.fairshare),
-    "f": lambda j, _c: _norm(j.normalized.fairshare),
-    "J": lambda j, _c: _whole(j.weighted.job_size),
-    "j": lambda j, _c: _norm(j.normalized.job_size),
-    "P": lambda j, _c: _whole(j.weighted.partition),
-    "p": lambda j, _c: _norm(j.normalized.partition),
-    "Q": lambda j, _c: _whole(j.weighted.qos),
-    "q": lambda j, _c: _norm(j.normalized.qos),
-    "N": lambda j, _c: str(j.nice),
-    "T": lambda _j, _c: "",
-    "t": lambda _j, _c: "",
+    "i": lambda j: j.display_id,
+    "r": lambda j: j.partition,
+    "u": lambda j: j.user,
+    "c": lambda _j: NULL,
+    "Y": lambda j: str(j.priority),
+    "y": _norm_priority,
+    "S": lambda j: _whole(j.weighted.site),
+    "A": lambda j: _whole(j.weighted.age),
+    "a": lambda j: _norm(j.normalized.age),
+    "B": lambda _j: "0",
+    "b": lambda _j: _norm(0.0),
+    "F": lambda j: _whole(j.weighted.fairshare),
+    "f": lambda j: _norm(j.normalized.fairshare),
+    "J": lambda j: _whole(j.weighted.job_size),
+    "j": lambda j: _norm(j.normalized.job_size),
+    "P": lambda j: _whole(j.weighted.partition),
+    "p": lambda j: _norm(j.normalized.partition),
+    "Q": lambda j: _whole(j.weighted.qos),
+    "q": lambda j: _norm(j.normalized.qos),
+    "N": lambda j: str(j.nice),
+    "T": lambda _j: "",
+    "t": lambda _j: "",
 }
+
+
+def default_format(weights: PriorityWeightsInfo, *, normalized: bool, user: bool) -> str:
+    """sprio's layout without ``-l`` or ``-o``: Slurm 22.05.8 builds it from the weights,
+    a column for each factor whose weight is not 0, in this order (A B F J P Q T; HAL
+    has no association or TRES weight), after SITE (weighted only) and USER (with ``-u``)."""
+    factors = (
+        ("A", weights.age),
+        ("F", weights.fairshare),
+        ("J", weights.job_size),
+        ("P", weights.partition),
+        ("Q", weights.qos),
+    )
+    parts = ["%.15i", "%9r"] + (["%.8u"] if user else [])
+    if normalized:
+        parts.append("%10y")
+        parts += [f"%10{letter.lower()}" for letter, weight in factors if weight]
+    else:
+        parts += ["%.10Y", "%.10S"]
+        parts += [f"%.10{letter}" for letter, weight in factors if weight]
+    return " ".join(parts)
 
 
 def _as_listed(job: JobPriorityInfo) -> JobPriorityInfo:
@@ -129,8 +168,10 @@ def _as_listed(job: JobPriorityInfo) -> JobPriorityInfo:
 
 
 def _weights_row(w: PriorityWeightsInfo) -> dict[str, str]:
-    """``sprio -w``: the weights, under the factor columns they multiply."""
-    row = {"i": "Weights", "S": "1", "B": "0", "b": "0"}
+    """``sprio -w``: the weights, under the factor columns they multiply (in either case
+    of the letter); the priority, nice, user and partition blank, TRES ``(null)`` as
+    Slurm's with no PriorityWeightTRES."""
+    row = {"i": "Weights", "S": "1", "B": "0", "b": "0", "T": NULL}
     for upper, value in (
         ("A", w.age),
         ("F", w.fairshare),
@@ -159,20 +200,19 @@ def sprio(argv: list[str], console: Console) -> int:
     for job_id in (opts.get("jobs") or "").split(","):
         if job_id and not _JOB_ID.match(job_id):  # sprio's own check, before any request
             return console.error(f"Invalid job id: {job_id}; write 123 or 123_4, comma-separated")
+    fmt: str | None = None  # None: the default layouts, which depend on the weights
     if "format" in opts:
         fmt = opts["format"] or ""
         if not fmt.strip():
             return console.error(
                 "Format option lacks specification: -o needs fields, e.g. -o '%i %u %Y'"
             )
-    elif "norm" in opts:
-        fmt = NORMALIZED_LONG_FORMAT if "long" in opts else NORMALIZED_FORMAT
-    else:
-        fmt = LONG_FORMAT if "long" in opts else DEFAULT_FORMAT
-    layout = parse_format(fmt)
-    for part in layout:
-        if isinstance(part, Field) and part.letter not in LETTERS:
-            return console.error(f"Invalid job format specification: {part.letter}")
+    elif "long" in opts:
+        fmt = NORMALIZED_LONG_FORMAT if "norm" in opts else LONG_FORMAT
+    if fmt is not None:
+        for part in parse_format(fmt):
+            if isinstance(part, Field) and part.letter not in LETTERS:
+                return console.error(f"Invalid job format specification: {part.letter}")
 
     def split(key: str) -> list[str] | None:
         text = opts.get(key)
@@ -186,7 +226,9 @@ def sprio(argv: list[str], console: Console) -> int:
         )
     except HalError as err:
         return console.error(err.message)
-    cluster = console.environ.get("SLURM_CLUSTER_NAME", "hal")
+    if fmt is None:
+        fmt = default_format(found.weights, normalized="norm" in opts, user="users" in opts)
+    layout = parse_format(fmt)
     letters = {p.letter for p in layout if isinstance(p, Field)}
     titles = {letter: TITLES[letter] for letter in letters}
     if "weights" in opts:
@@ -196,10 +238,8 @@ def sprio(argv: list[str], console: Console) -> int:
         console.out("Unable to find jobs matching user/id(s) specified")
         return 0
     else:
-        rows = [
-            {letter: LETTERS[letter](listed, cluster) for letter in letters}
-            for listed in map(_as_listed, found.jobs)
-        ]
+        listed = sorted(found.jobs, key=lambda j: j.job_id)  # Slurm's default sort: by id
+        rows = [{letter: LETTERS[letter](_as_listed(j)) for letter in letters} for j in listed]
     for line in render_rows(layout, titles, rows, header="noheader" not in opts):
         console.out(line)
     return 0

@@ -89,9 +89,9 @@ def test_fair_share_orders_the_queue_and_sprio_shows_why(cluster: Cluster, tmp_p
         out = cluster.live.cli("prio", "-j", str(theirs), token=cluster.tokens["alice"])
         assert out.returncode == 0, out.stderr
         header, line = out.stdout.splitlines()
+        # the factors with a weight (no partition or QoS weight here), as Slurm's
         assert header.split() == [
             "JOBID", "PARTITION", "PRIORITY", "SITE", "AGE", "FAIRSHARE", "JOBSIZE",
-            "PARTITION", "QOS", "NICE",
         ]  # fmt: skip
         assert line.split()[0] == str(theirs)
         assert int(line.split()[2]) == found[theirs].priority
@@ -245,8 +245,9 @@ def test_sprio_leaves_out_a_job_waiting_on_its_dependency_and_zeroes_a_set_prior
             assert out.returncode == 0, out.stderr
             rows = {line.split()[0]: line.split() for line in out.stdout.splitlines()}
             assert str(waiting) not in rows
-            # JOBID PARTITION USER PRIORITY SITE AGE FAIRSHARE JOBSIZE PARTITION QOS NICE
-            assert rows[str(pinned)][3:] == ["4242", "0", "0", "0", "0", "0", "0", "0"]
+            # JOBID PARTITION USER PRIORITY SITE AGE ASSOC FAIRSHARE JOBSIZE PARTITION QOS
+            # NICE (TRES blank)
+            assert rows[str(pinned)][3:] == ["4242"] + ["0"] * 8
         finally:
             alice.cancel(str(waiting))
             alice.cancel(str(pinned))

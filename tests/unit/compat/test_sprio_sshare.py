@@ -93,16 +93,43 @@ class PrioClient(FakeClient):
 
 
 def test_sprio_prints_slurms_default_columns_with_weighted_integers() -> None:
+    """Every weight set: Slurm 22.05.8's default columns with age, fair share, job size,
+    partition and QoS weights (no NICE; ASSOC and TRES only with their weights)."""
     r = call(PrioClient(), "sprio")
     assert r.rc == 0, r.err
     assert r.lines == [
         "          JOBID PARTITION   PRIORITY       SITE        AGE  FAIRSHARE    JOBSIZE"
-        "  PARTITION        QOS   NICE",
+        "  PARTITION        QOS",
         "              7 debug           5015          0         12       5000          3"
-        "          0          0      0",
+        "          0          0",
         "              8 debug           2515          0         12       2500          3"
-        "          0          0      0",
+        "          0          0",
     ]
+
+
+@dataclass
+class ZeroWeights(PrioClient):
+    def priorities(self, **query: Any) -> PriorityList:
+        found = super().priorities(**query)
+        zero = WEIGHTS.model_copy(
+            update={"age": 0, "fairshare": 0, "job_size": 0, "partition": 0, "qos": 0}
+        )
+        return found.model_copy(update={"weights": zero})
+
+
+def test_sprio_with_every_weight_0_has_no_factor_columns() -> None:
+    """Slurm 22.05.8 with ``priority/multifactor`` and every weight 0: ``sprio`` prints
+    ``JOBID PARTITION PRIORITY SITE``, ``-n`` only the priority, and ``-l`` every
+    column still."""
+    assert call(ZeroWeights(), "sprio", "-w").lines == [
+        "          JOBID PARTITION   PRIORITY       SITE",
+        "        Weights                               1",
+    ]
+    assert call(ZeroWeights(), "sprio", "-w", "-n").lines == [
+        "          JOBID PARTITION PRIORITY  ",
+        "        Weights                     ",
+    ]
+    assert call(ZeroWeights(), "sprio", "-l").lines[0].split()[-3:] == ["QOS", "NICE", "TRES"]
 
 
 def test_sprio_normalised_weights_and_filters() -> None:
