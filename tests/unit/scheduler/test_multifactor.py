@@ -152,7 +152,7 @@ def test_each_factor_and_the_weighted_sum() -> None:
     job = job.evolve(spec=job.spec.with_changes(qos="high", nice=7))
     f = calc.factors(job, now=5 * DAY, fairshare=0.5, cluster_size=(10, 40))
     assert (f.age, f.fairshare, f.partition, f.qos) == (0.5, 0.5, 1.0, 1.0)
-    assert f.job_size == pytest.approx(0.1)  # max(1/10 nodes, 4/40 cpus)
+    assert f.job_size == pytest.approx(0.1)  # mean of 1/10 nodes and 4/40 cpus
     w = calc.weigh(f)
     assert w.priority == (500 + 5000 + 10 + 1000 + 500) - 7
 
@@ -182,11 +182,24 @@ def test_favor_small_turns_the_job_size_factor_around() -> None:
     calc = MultifactorPriority(small, PARTITIONS)
     one = make_job(1).build()
     big = make_job(2).nodes(8).build()
+    whole = make_job(3).nodes(8).cpus(8).build()
     assert (
         calc.factors(one, 0.0, 1.0, (8, 64)).job_size
         > calc.factors(big, 0.0, 1.0, (8, 64)).job_size
     )
-    assert calc.factors(big, 0.0, 1.0, (8, 64)).job_size == 0.0
+    # Slurm's: the mean of the node and CPU shares left, (0/8 + 56/64) / 2
+    assert calc.factors(big, 0.0, 1.0, (8, 64)).job_size == pytest.approx(0.4375)
+    assert calc.factors(whole, 0.0, 1.0, (8, 64)).job_size == 0.0
+
+
+def test_the_job_size_factor_is_the_mean_of_the_node_and_cpu_shares() -> None:
+    """As Slurm 22.05.8 computes it on a one-node, four-CPU cluster: 1, 2 and 3 CPUs
+    give 0.625, 0.75 and 0.875 (docs/slurm-checks.md); HAL took the larger share, 1."""
+    calc = MultifactorPriority(POLICY, PARTITIONS)
+    sizes = [
+        calc.factors(make_job(n).cpus(n).build(), 0.0, 1.0, (1, 4)).job_size for n in (1, 2, 3)
+    ]
+    assert sizes == [0.625, 0.75, 0.875]
 
 
 def test_the_priority_never_drops_below_one() -> None:

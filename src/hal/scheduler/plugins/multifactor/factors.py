@@ -3,8 +3,8 @@
     priority = site
              + weight_age       · age          (time eligible / max_age, at most 1)
              + weight_fairshare · fairshare    (the user's fair-share factor, see fairshare)
-             + weight_job_size  · job_size     (share of the cluster asked for; favor_small
-                                                turns it around)
+             + weight_job_size  · job_size     (mean of the node and CPU shares of the cluster
+                                                asked for; favor_small turns it around)
              + weight_partition · partition    (PriorityJobFactor / the largest one)
              + weight_qos       · qos          (QoS priority / the largest one)
              − nice
@@ -77,10 +77,12 @@ class MultifactorPriority:
         nodes, cpus = cluster_size
         wanted_nodes = max(spec.nodes_min, 1)
         wanted_cpus = spec.cpus_per_node(wanted_nodes) * wanted_nodes
-        fraction = max(
-            wanted_nodes / nodes if nodes > 0 else 0.0, wanted_cpus / cpus if cpus > 0 else 0.0
-        )
-        fraction = min(fraction, 1.0)
+        # as Slurm's (priority/multifactor without SMALL_RELATIVE_TO_TIME): the mean of
+        # the node and the CPU shares (1 CPU of 4 on the one node: 0.625, checked against
+        # Slurm 22.05.8, docs/slurm-checks.md)
+        node_share = min(wanted_nodes / nodes, 1.0) if nodes > 0 else 0.0
+        cpu_share = min(wanted_cpus / cpus, 1.0) if cpus > 0 else 0.0
+        fraction = (node_share + cpu_share) / 2
         size = 1.0 - fraction if self.policy.favor_small else fraction
         return Factors(
             age=age,
