@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hal.api.slurmrest.envelope import (
-    EINVAL,
+    JOB_SCRIPT_MISSING,
     REST_FAIL_PARSING,
     error_entry,
     warning_entry,
@@ -59,7 +59,9 @@ class Parsed:
     errors: list[dict[str, object]] = field(default_factory=list)
     warnings: list[dict[str, object]] = field(default_factory=list)
 
-    def refuse(self, name: str, description: str, errno: tuple[int, str] = EINVAL) -> None:
+    def refuse(
+        self, name: str, description: str, errno: tuple[int, str] = REST_FAIL_PARSING
+    ) -> None:
         self.errors.append(error_entry(errno, f"job.{name}: {description}", f"job.{name}"))
 
 
@@ -319,12 +321,14 @@ def read_submit(body: object) -> tuple[JobSubmit | None, Parsed]:
     _read(job, SUBMIT, out)
     script = body.get("script")
     if script is not None and not isinstance(script, str):
-        out.errors.append(error_entry(EINVAL, "script: expected a string", "script"))
+        out.errors.append(error_entry(REST_FAIL_PARSING, "script: expected a string", "script"))
     elif isinstance(script, str) and script:
         out.fields["script"] = script
     if "script" not in out.fields:
         out.errors.append(
-            error_entry(EINVAL, "script: the batch script is missing or empty", "script")
+            error_entry(
+                JOB_SCRIPT_MISSING, "script: the batch script is missing or empty", "script"
+            )
         )
     if out.errors:
         return None, out

@@ -1,8 +1,11 @@
 """The response envelope every slurmrestd answer carries, no_val numbers, and the Slurm
 error numbers the facade answers with.
 
-Slurm's error numbers and texts below are ``slurm_errno.h``'s as remembered, not checked
-against a running slurmrestd; clients read ``error_number`` and show ``description``.
+The numbers and texts below are libslurm 22.05.8's ``slurm_strerror()`` (checked, see
+docs/slurm-checks.md "slurmrestd"); clients read ``error_number`` and show
+``description``. The HTTP status follows what slurmrestd 22.05.8 answered: 400 for a
+request its REST layer could not read (9000-9999), 500 for a refusal from slurmctld
+(any other Slurm error number).
 """
 
 from __future__ import annotations
@@ -18,12 +21,15 @@ EINVAL = (22, "Invalid argument")
 PROTOCOL_AUTHENTICATION_ERROR = (1007, "Protocol authentication error")
 INVALID_PARTITION_NAME = (2000, "Invalid partition name specified")
 ACCESS_DENIED = (2002, "Access/permission denied")
+JOB_SCRIPT_MISSING = (2009, "Job script not specified")
 REQUESTED_NODE_CONFIG_UNAVAILABLE = (2014, "Requested node configuration is not available")
 INVALID_JOB_ID = (2017, "Invalid job id specified")
 INVALID_NODE_NAME = (2018, "Invalid node name specified")
 ALREADY_DONE = (2021, "Job/step already completing or completed")
+JOB_FINISHED = (2084, "Job has already finished")
 REST_INVALID_QUERY = (9000, "Query empty or not RFC7320 compliant")
 REST_FAIL_PARSING = (9001, "Failure during parsing")
+REST_INVALID_JOBS_DESC = (9002, "Jobs description entry not found, empty or not dictionary or list")
 REST_EMPTY_RESULT = (9003, "Nothing found with query")
 SLURM_ERROR = (-1, "Unspecified error")
 
@@ -40,17 +46,33 @@ V45 = ApiVersion("v0.0.45", ("26", "11", "0"))
 V44 = ApiVersion("v0.0.44", ("25", "11", "0"))
 
 
+def http_status(errors: list[dict[str, object]]) -> int:
+    """slurmrestd's status for an answer with these ``errors``: 400 when only its REST
+    layer refused (9000-9999: a query or body it could not read), else 500 (slurmctld
+    refused: an unknown job or partition, a missing script, ...)."""
+    numbers = [e.get("error_number") for e in errors]
+    rest = all(isinstance(n, int) and 9000 <= n < 10000 for n in numbers)
+    return 400 if rest else 500
+
+
 class SlurmRestError(Exception):
-    """A refusal answered as an envelope with one ``errors`` entry and ``status``."""
+    """A refusal answered as an envelope with one ``errors`` entry and ``status``
+    (``body``: the route's data that comes with it, as slurmrestd's ``"jobs": []``)."""
 
     def __init__(
-        self, status: int, errno: tuple[int, str], description: str, source: str = ""
+        self,
+        status: int,
+        errno: tuple[int, str],
+        description: str,
+        source: str = "",
+        body: dict[str, object] | None = None,
     ) -> None:
         super().__init__(description)
         self.status = status
         self.errno = errno
         self.description = description
         self.source = source
+        self.body = body or {}
 
     def entry(self) -> dict[str, object]:
         return error_entry(self.errno, self.description, self.source)
