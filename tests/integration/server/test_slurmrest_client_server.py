@@ -82,7 +82,7 @@ def test_cancel_update_and_refusals(api: Any, tmp_path: Path) -> None:
     bad = m.V0044JobSubmitReq(script="#!/bin/sh\ntrue\n", job=_desc(tmp_path, partition="nosuch"))
     with pytest.raises(ApiException) as refused:
         api.slurm_v0044_post_job_submit(v0044_job_submit_req=bad)
-    assert refused.value.status == 400
+    assert refused.value.status == 500
     errors = m.V0044OpenapiJobSubmitResponse.from_json(refused.value.body).errors
     assert errors[0].error_number == 2000
 

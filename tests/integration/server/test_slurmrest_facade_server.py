@@ -135,9 +135,9 @@ def test_delete_cancels_and_signal_only_signals(rest: httpx.Client, tmp_path: Pa
     assert got.status_code == 200, got.text
     _envelope(got.json())
     wait_until(lambda: _state(rest, sleeper) == ["CANCELLED"], message="the cancel")
-    again = rest.delete(f"/job/{sleeper}")
-    assert again.status_code == 409
-    assert again.json()["errors"][0]["error_number"] == 2021
+    again = rest.delete(f"/job/{sleeper}")  # slurmrestd: an ended job's cancel succeeds
+    assert again.status_code == 200 and again.json()["errors"] == []
+    assert again.json()["status"][0]["error"]["code"] == 2021
 
 
 def test_update_time_limit_and_hold_of_a_pending_job(rest: httpx.Client, tmp_path: Path) -> None:
@@ -161,7 +161,7 @@ def test_unknown_partition_and_unsupported_fields_are_errors(
     before = len(rest.get("/jobs/").json()["jobs"])
     job = {"current_working_directory": str(tmp_path), "partition": "nosuch"}
     got = rest.post("/job/submit", json={"script": "#!/bin/sh\ntrue\n", "job": job})
-    assert got.status_code == 400
+    assert got.status_code == 500  # slurmctld's refusal, as slurmrestd answers it
     body = got.json()
     _envelope(body)
     assert body["errors"][0]["error_number"] == 2000
@@ -188,7 +188,7 @@ def test_gpu_and_environment_as_a_v0038_dict_are_read(rest: httpx.Client, tmp_pa
         "tres_per_node": "gres/gpu:2",
     }
     got = rest.post("/job/submit", json={"script": "#!/bin/sh\ntrue\n", "job": job})
-    assert got.status_code == 400, got.text
+    assert got.status_code == 500, got.text
     assert got.json()["errors"][0]["error_number"] in (2014, 22)
     job_id = _submit(rest, tmp_path, 'test "$ENVDICT" = ok', environment={"ENVDICT": "ok"})
     wait_until(lambda: _state(rest, job_id) == ["COMPLETED"], message="the dict-env job")
@@ -220,7 +220,7 @@ def test_cluster_views(rest: httpx.Client, live: LiveServer) -> None:
     assert node["cpus"] == 4 and node["state"][0] in ("IDLE", "MIXED", "ALLOCATED")
     assert rest.get(f"/node/{node['name']}").json()["nodes"][0]["name"] == node["name"]
     missing = rest.get("/node/nosuch")
-    assert missing.status_code == 404 and missing.json()["errors"][0]["error_number"] == 2018
+    assert missing.status_code == 500 and missing.json()["errors"][0]["error_number"] == 2018
     parts = rest.get("/partitions/").json()["partitions"]
     assert parts and parts[0]["nodes"]["total"] == 1 and parts[0]["cpus"]["total"] == 4
     name = parts[0]["name"]

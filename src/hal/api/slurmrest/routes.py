@@ -34,17 +34,21 @@ from hal.api.slurmrest.envelope import (
     INVALID_JOB_ID,
     INVALID_NODE_NAME,
     INVALID_PARTITION_NAME,
+    JOB_FINISHED,
     PROTOCOL_AUTHENTICATION_ERROR,
     REQUESTED_NODE_CONFIG_UNAVAILABLE,
     REST_FAIL_PARSING,
+    REST_INVALID_JOBS_DESC,
     REST_INVALID_QUERY,
     SLURM_ERROR,
     ApiVersion,
     SlurmRestError,
     envelope,
+    http_status,
     no_val,
 )
 from hal.core.errors import (
+    Conflict,
     HalError,
     InvalidRequest,
     NotFound,
@@ -92,26 +96,30 @@ def answer(request: Request, body: dict[str, Any], **kw: Any) -> JSONResponse:
 
 
 def _refusal(err: HalError) -> SlurmRestError:
+    """A refusal of HAL's cluster is slurmctld's: HTTP 500 with Slurm's number, as
+    slurmrestd answers (docs/slurm-checks.md "slurmrestd")."""
     if isinstance(err, Unauthenticated):
         return SlurmRestError(401, PROTOCOL_AUTHENTICATION_ERROR, err.message)
     if isinstance(err, PermissionDenied):
-        return SlurmRestError(403, ACCESS_DENIED, err.message)
+        return SlurmRestError(500, ACCESS_DENIED, err.message)
     if isinstance(err, NotFound):
-        return SlurmRestError(404, INVALID_JOB_ID, err.message)
+        return SlurmRestError(500, INVALID_JOB_ID, err.message)
+    if isinstance(err, Conflict) and "already completing or completed" in err.message:
+        return SlurmRestError(500, JOB_FINISHED, err.message, "job_id")
     if isinstance(err, InvalidRequest):
         field = err.field or ""
         if field.endswith("partition"):
-            return SlurmRestError(400, INVALID_PARTITION_NAME, err.message, f"job.{field}")
+            return SlurmRestError(500, INVALID_PARTITION_NAME, err.message, f"job.{field}")
         if err.message.startswith("Requested node configuration"):
-            return SlurmRestError(400, REQUESTED_NODE_CONFIG_UNAVAILABLE, err.message)
-        return SlurmRestError(400, EINVAL, err.message, f"job.{field}" if field else "")
-    return SlurmRestError(err.http_status, SLURM_ERROR, err.message)
+            return SlurmRestError(500, REQUESTED_NODE_CONFIG_UNAVAILABLE, err.message)
+        return SlurmRestError(500, EINVAL, err.message, f"job.{field}" if field else "")
+    return SlurmRestError(500, SLURM_ERROR, err.message)
 
 
 def _install_errors(app: FastAPI) -> None:
     async def slurm_error(request: Request, err: Exception) -> JSONResponse:
         assert isinstance(err, SlurmRestError)
-        found = answer(request, {}, errors=[err.entry()], status=err.status)
+        found = answer(request, err.body, errors=[err.entry()], status=err.status)
         if err.status == 401:
             found.headers["WWW-Authenticate"] = "Bearer"
         return found
@@ -198,7 +206,8 @@ async def submit(request: Request, caller: Who) -> JSONResponse:
     ctx = _ctx(request)
     req, parsed = desc.read_submit(await _body(request))
     if req is None:
-        return answer(request, {}, errors=parsed.errors, warnings=parsed.warnings, status=400)
+        status = http_status(parsed.errors)
+        return answer(request, {}, errors=parsed.errors, warnings=parsed.warnings, status=status)
     spec = to_spec(
         req, caller.name, max_array_size=ctx.config.max_array_size, datasets=ctx.config.datasets
     )
@@ -216,10 +225,14 @@ async def _jobs_of(ctx: ServerContext, ident: str) -> list[Job]:
     except NotFound:
         pass
     except InvalidRequest as err:
-        raise SlurmRestError(400, INVALID_JOB_ID, err.message, "job_id") from err
+        # slurmrestd 22.05.8 answers a job id it cannot read so (``GET /job/abc``)
+        raise SlurmRestError(400, REST_INVALID_JOBS_DESC, err.message, "job_id") from err
     found = await ctx.history([ident], set(), set(), None, set(), None, None, 10_000)
     if not found:
-        raise SlurmRestError(404, INVALID_JOB_ID, f"Invalid job id specified: {ident}", "job_id")
+        # slurmrestd 22.05.8's answer, word for word, with its empty list
+        raise SlurmRestError(
+            500, INVALID_JOB_ID, f"Unable to find JobId={ident}", "job_id", {"jobs": []}
+        )
     return found
 
 
@@ -255,26 +268,29 @@ async def cancel_job(
     flags: str | None = None,
 ) -> JSONResponse:
     """Cancel, or with ``signal`` (a name or number) signal; ``flags=BATCH_JOB`` signals
-    only the batch script."""
+    only the batch script. A job that already ended is a success, as slurmrestd answers;
+    its ``status`` entry carries Slurm's 2021."""
     ctx = _ctx(request)
+    try:
+        number = parse_signal_name(signal) if signal else None
+    except InvalidRequest as err:
+        raise SlurmRestError(400, REST_INVALID_QUERY, err.message, "signal") from err
     jobs = await _jobs_of(ctx, job_id)
     if not any(j.state.is_active or j.state.value == "PENDING" for j in jobs):
-        raise SlurmRestError(
-            409, ALREADY_DONE, f"Kill job error on job id {job_id}: job already ended", "job_id"
-        )
-    number = parse_signal_name(signal) if signal else None
+        code, text = ALREADY_DONE
+        return answer(request, {"status": [_kill_status(j.id, code, text) for j in jobs]})
     wanted = {f.strip().upper() for f in (flags or "").split(",") if f.strip()}
     done = await ctx.cluster.cancel(job_id, caller, number, batch_only="BATCH_JOB" in wanted)
-    status = [
-        {
-            "job_id": no_val(i),
-            "step_id": "",
-            "error": {"string": "", "code": 0, "message": ""},
-            "federation": {"sibling": ""},
-        }
-        for i in done
-    ]
-    return answer(request, {"status": status})
+    return answer(request, {"status": [_kill_status(i) for i in done]})
+
+
+def _kill_status(job_id: int, code: int = 0, text: str = "") -> dict[str, object]:
+    return {
+        "job_id": no_val(job_id),
+        "step_id": "",
+        "error": {"string": text, "code": code, "message": text},
+        "federation": {"sibling": ""},
+    }
 
 
 async def update_job(request: Request, job_id: str, caller: Who) -> JSONResponse:
@@ -282,7 +298,8 @@ async def update_job(request: Request, job_id: str, caller: Who) -> JSONResponse
     ctx = _ctx(request)
     parsed = desc.read_update(await _body(request))
     if parsed.errors:
-        return answer(request, {}, errors=parsed.errors, warnings=parsed.warnings, status=400)
+        status = http_status(parsed.errors)
+        return answer(request, {}, errors=parsed.errors, warnings=parsed.warnings, status=status)
     fields = dict(parsed.fields)
     hold = fields.pop("hold", None)
     ids = [j.id for j in await _jobs_of(ctx, job_id)]
@@ -292,7 +309,9 @@ async def update_job(request: Request, job_id: str, caller: Who) -> JSONResponse
         except ValidationError as err:
             first = err.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
-            raise SlurmRestError(400, EINVAL, f"job.{where}: {first['msg']}", where) from err
+            raise SlurmRestError(
+                400, REST_FAIL_PARSING, f"job.{where}: {first['msg']}", where
+            ) from err
         ids = [j.id for j in await ctx.cluster.update(job_id, caller, **checked)]
     if hold is not None:
         ids = await ctx.cluster.set_hold(job_id, caller, hold, user_hold=not caller.admin)
@@ -317,7 +336,7 @@ async def list_nodes(request: Request, _caller: Who) -> JSONResponse:
 async def show_node(request: Request, node_name: str, _caller: Who) -> JSONResponse:
     if node_name not in _ctx(request).cluster.nodes:
         raise SlurmRestError(
-            404, INVALID_NODE_NAME, f"Invalid node name specified: {node_name}", "node_name"
+            500, INVALID_NODE_NAME, f"Invalid node name specified: {node_name}", "node_name"
         )
     return _nodes(request, [node_name])
 
@@ -340,7 +359,7 @@ async def list_partitions(request: Request, _caller: Who) -> JSONResponse:
 async def show_partition(request: Request, partition_name: str, _caller: Who) -> JSONResponse:
     if partition_name not in _ctx(request).cluster.partitions:
         raise SlurmRestError(
-            404,
+            500,
             INVALID_PARTITION_NAME,
             f"Invalid partition name specified: {partition_name}",
             "partition_name",
