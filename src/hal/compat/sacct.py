@@ -340,10 +340,11 @@ def parse_request(argv: list[str], now: float, env_format: str | None) -> Reques
         # sacct's default window starts at 00:00 today
         midnight = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
         request.start = midnight.timestamp()
-    if request.start is not None and request.end is not None and request.start > request.end:
+    end = request.end if request.end is not None else now  # sacct's default end: now
+    if request.start is not None and request.start > end:
         raise InvalidRequest(
             f"Start time ({timestamp(request.start)}) requested is after end time "
-            f"({timestamp(request.end)}).",
+            f"({timestamp(end)}).",
             field="starttime",
         )
     return request

@@ -332,8 +332,8 @@ def parse_begin(text: str, now: float, *, field: str = "begin", past: bool = Fal
     time zone as sbatch does. A bare time of day that has already passed today means
     tomorrow; ``midnight``/``noon``/``fika``/``teatime`` behave likewise, and so does a
     month/day already past this year (next year). With ``past`` (sacct, Slurm's
-    ``parse_time(..., past=1)``) they look back instead: the latest such moment not after
-    ``now``. ``today`` is 00:00 today and ``tomorrow`` 00:00 tomorrow. ``now-2days`` is
+    ``parse_time(..., past=1)``) a time of day is today's, even one still ahead, and a
+    month/day of a later month than this one last year's. ``today`` is 00:00 today and ``tomorrow`` 00:00 tomorrow. ``now-2days`` is
     allowed (sacct uses it)."""
     raw = text.strip().lower()
     base = datetime.fromtimestamp(now)
@@ -382,7 +382,9 @@ def parse_begin(text: str, now: float, *, field: str = "begin", past: bool = Fal
         when = _local((year, month, day, 0, 0, 0), text, field)
         if not m.group(3) and not past and when < midnight:  # MM/DD past this year: next
             when = _local((year + 1, month, day, 0, 0, 0), text, field)
-        elif not m.group(3) and past and when > base:  # MM/DD still ahead: last year's
+        elif not m.group(3) and past and month > base.month:  # a later month: last year's
+            # (Slurm 22.05.8's sacct compares the month only: 11/27 on 26 November is this
+            # year's, 12/01 last year's; docs/slurm-checks.md)
             when = _local((year - 1, month, day, 0, 0, 0), text, field)
         return when.timestamp()
     raise InvalidRequest(f"invalid {_option(field)} {text!r}: {_BEGIN_HINT}", field=field)
@@ -398,10 +400,9 @@ def _local(fields: tuple[int, int, int, int, int, int], text: str, field: str) -
 
 def _time_of_day(base: datetime, when: datetime, past: bool) -> float:
     # Slurm: a time of day without a date that has already passed means that time
-    # tomorrow; looking back (sacct), one still ahead today means that time yesterday.
-    if past and when > base:
-        when -= timedelta(days=1)
-    elif not past and when < base:
+    # tomorrow; looking back (sacct) it is always today's, even one still ahead (Slurm
+    # 22.05.8's sacct refuses ``-S 23:59`` at 02:56 as after the end; docs/slurm-checks.md)
+    if not past and when < base:
         when += timedelta(days=1)
     return when.timestamp()
 

@@ -162,6 +162,17 @@ def test_sacct_start_after_end_is_slurms_error() -> None:
     )
 
 
+def test_sacct_start_time_of_day_ahead_is_todays() -> None:
+    """Slurm 22.05.8: ``sacct -S 02:44`` typed at 02:43:57 is refused, the start after
+    the end (now): a time of day is today's, even one still ahead, not yesterday's."""
+    result = call(history(), "sacct", "-X", "-S", "22:00")  # typed at 21:32:00
+    assert result.rc == 1
+    assert result.err == (
+        "sacct: error: Start time (2026-11-21T22:00:00) requested is after end time "
+        "(2026-11-21T21:32:00).\n"
+    )
+
+
 @pytest.mark.parametrize("fields", ["", ",", " , "])
 def test_sacct_no_fields_is_refused(fields: str) -> None:
     """An empty --format printed one blank line per job."""

@@ -274,15 +274,22 @@ def test_begin_forms(text: str, expected: float) -> None:
     ("text", "expected"),
     [
         ("09:00", _at(2026, 11, 21, 9, 0)),  # already past today: today
-        ("16:00", _at(2026, 11, 20, 16, 0)),  # still ahead today: yesterday
+        ("16:00", _at(2026, 11, 21, 16, 0)),  # still ahead today: today too
+        ("11:59pm", _at(2026, 11, 21, 23, 59)),
+        ("teatime", _at(2026, 11, 21, 16)),
         ("midnight", _at(2026, 11, 21)),
-        ("12/25", _at(2025, 12, 25)),  # still ahead this year: last year
+        ("12/25", _at(2025, 12, 25)),  # a later month: last year
         ("11/01", _at(2026, 11, 1)),
+        ("11/28", _at(2026, 11, 28)),  # this month, still ahead: this year
         ("now-2days", NOW - 2 * 86400),
     ],
 )
 def test_begin_forms_looking_back(text: str, expected: float) -> None:
-    """sacct's -S/-E: a time without a date is the latest such moment not after now."""
+    """sacct's -S/-E (Slurm's parse_time with ``past``), as Slurm 22.05.8's sacct read
+    them (docs/slurm-checks.md): a time of day is today's, even one still ahead (``-S
+    23:59`` at 02:56 is refused as after the end, now); a month/day is this year's unless
+    its month is later than this one (``12/01`` on 26 November is last year's, ``11/27``
+    this year's)."""
     assert parse_begin(text, NOW, past=True) == expected
 
 
