@@ -98,6 +98,18 @@ def _exit_code(job: JobInfo, step: str, now: float) -> str:
     return f"{job.exit_code}:{job.exit_signal}"
 
 
+def _derived_exit_code(job: JobInfo) -> str:
+    """DerivedExitCode: the highest exit code of the job's srun steps (not its batch
+    script's), compared as wait statuses, so an exit code outranks a signal: steps
+    ending 2:0 and 0:15 give 2:0, 0:15 alone 0:15, none 0:0 (Slurm 22.05.8's
+    ``scontrol -d show job``, docs/slurm-checks.md)."""
+    ended = [s for s in job.steps if s.end_time is not None]
+    if not ended:
+        return "0:0"
+    worst = max(ended, key=lambda s: s.exit_signal or s.exit_code << 8)
+    return f"0:{worst.exit_signal}" if worst.exit_signal else f"{worst.exit_code}:0"
+
+
 def _uid(user: str) -> str:
     if user.isdigit():
         return user
@@ -172,6 +184,7 @@ FIELDS: dict[str, tuple[str, int, Column]] = {
     "reqcpus": ("ReqCPUS", 8, lambda j, s, n: str(j.cpus)),
     "state": ("State", 10, _state),
     "exitcode": ("ExitCode", 8, _exit_code),
+    "derivedexitcode": ("DerivedExitCode", 15, _job_only(_derived_exit_code)),
     "elapsed": ("Elapsed", 10, lambda j, s, n: duration_long(time_used(j, n))),
     "elapsedraw": ("ElapsedRaw", 10, lambda j, s, n: str(int(time_used(j, n)))),
     "start": ("Start", 19, lambda j, s, n: timestamp(j.start_time, "Unknown")),

@@ -158,3 +158,20 @@ def test_a_local_step_spans_its_command(server: LiveServer, tmp_path: Path) -> N
     ended = float((tmp_path / "ended").read_text())
     assert step.end_time is not None
     assert step.start_time <= began and ended <= step.end_time, (step, began, ended)
+
+
+def test_derived_exit_code_is_the_worst_srun_step(server: LiveServer, tmp_path: Path) -> None:
+    """The job Slurm 22.05.8 was checked with (docs/slurm-checks.md): a script running
+    `srun sh -c 'exit 2'` and a srun killed by SIGTERM, then exiting 7, is FAILED 7:0
+    with DerivedExitCode 2:0 (its steps' highest code, not the script's)."""
+    job_id = submit(
+        server, tmp_path, f"{SRUN} sh -c 'exit 2'\n{SRUN} sh -c 'kill -TERM $$'\nexit 7\n"
+    )
+    wait_until(lambda: state(server, job_id) == "FAILED", 60, message="the job to end")
+    lines = sacct(server, job_id, "JobID,State,ExitCode,DerivedExitCode")
+    assert lines == [
+        f"{job_id}|FAILED|7:0|2:0",
+        f"{job_id}.batch|FAILED|7:0|",
+        f"{job_id}.0|FAILED|2:0|",
+        f"{job_id}.1|CANCELLED|0:15|",
+    ], lines

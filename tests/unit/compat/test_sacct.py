@@ -6,6 +6,7 @@ import pytest
 from compat_fakes import T0, FakeClient, MiB, call, job, running
 
 from hal.compat.sacct import FIELDS
+from hal.wire.jobs import StepRecord
 
 
 def history() -> FakeClient:
@@ -269,3 +270,43 @@ def test_ends_by_a_signal_as_slurm_22_05_8_records_them() -> None:
         "4|FAILED|3:0",
         "4.batch|FAILED|3:0",
     ]
+
+
+def _step(step_id: int, state: str, code: int, signal: int = 0) -> StepRecord:
+    return StepRecord(
+        step_id=step_id,
+        name="sh",
+        nodelist="vm",
+        ntasks=1,
+        state=state,
+        exit_code=128 + signal if signal else code,
+        exit_signal=signal,
+        start_time=T0 + 1,
+        end_time=T0 + 2,
+    )
+
+
+@pytest.mark.parametrize(
+    ("steps", "derived"),
+    [
+        ([], "0:0"),  # no srun: the script's own exit 7 does not count
+        ([_step(0, "FAILED", 2), _step(1, "CANCELLED", 0, 15), _step(2, "COMPLETED", 0)], "2:0"),
+        ([_step(0, "CANCELLED", 0, 15)], "0:15"),  # a signal alone
+        ([_step(0, "FAILED", 5), _step(1, "FAILED", 2)], "5:0"),  # the highest code
+    ],
+)
+def test_derived_exit_code_is_the_highest_of_the_srun_steps(
+    steps: list[StepRecord], derived: str
+) -> None:
+    """DerivedExitCode (sacct.1: "the highest exit code returned by the job's job
+    steps (srun invocations)"), as Slurm 22.05.8 derived it (``scontrol -d show job``,
+    docs/slurm-checks.md): a job whose script exits 7 after `srun sh -c 'exit 2'` and a
+    srun killed by SIGTERM reads 2:0 (an exit code outranks a signal); the job's line only."""
+    done = job(
+        6, state="FAILED", exit_code=7, start_time=T0, end_time=T0 + 3, nodes=["vm"], steps=steps
+    )
+    lines = call(
+        FakeClient(job_list=[done]), "sacct", "-P", "-n", "-o", "JobID,ExitCode,DerivedExitCode"
+    ).lines
+    assert lines[:2] == [f"6|7:0|{derived}", "6.batch|7:0|"]
+    assert all(line.endswith("|") for line in lines[2:])
