@@ -333,8 +333,8 @@ def parse_begin(text: str, now: float, *, field: str = "begin", past: bool = Fal
     tomorrow; ``midnight``/``noon``/``fika``/``teatime`` behave likewise, and so does a
     month/day already past this year (next year). With ``past`` (sacct, Slurm's
     ``parse_time(..., past=1)``) a time of day is today's, even one still ahead, and a
-    month/day of a later month than this one last year's. ``today`` is 00:00 today and ``tomorrow`` 00:00 tomorrow. ``now-2days`` is
-    allowed (sacct uses it)."""
+    month/day of a later month than this one last year's. ``today`` is 00:00 today and
+    ``tomorrow`` 00:00 tomorrow. ``now-2days`` is allowed (sacct uses it)."""
     raw = text.strip().lower()
     base = datetime.fromtimestamp(now)
     midnight = base.replace(hour=0, minute=0, second=0, microsecond=0)
