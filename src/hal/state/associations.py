@@ -12,7 +12,8 @@ and ``[[users]]`` of ``hal.toml`` (Slurm refuses both at submit, ``docs/priority
   specified". A user listed in ``[[users]]`` may use the accounts of their associations
   (``default_account`` and ``accounts``); any other user may use every configured account
   and ``root`` (HAL gives them an association, with 1 share, where their jobs are
-  charged). A job naming no account is charged to the default account as before.
+  charged). A job naming no account gets its user's default account at submit
+  (``with_defaults``), stored with it; one naming no QoS gets ``normal``.
   Without an ``[[accounts]]`` list any name is accepted (every job is charged to ``root``).
 * MaxWall: a job naming no time limit gets its partition's default capped at the
   ``max_wall`` of its QoS and of its account and the ancestors (``max_wall``), as Slurm's
@@ -61,6 +62,18 @@ class Associations:
         }
         self._known_accounts = frozenset(walls)
         self._defaults = policy.default_accounts
+
+    def with_defaults(self, spec: JobSpec) -> JobSpec:
+        """``spec`` with the account and QoS it is charged to where it names none, stored
+        with the job as Slurm's slurmctld stores them (docs/slurm-checks.md): the user's
+        default account (``[[users]]`` ``default_account``; a user without one keeps
+        none, and is charged to ``root`` as before) and QoS ``normal``, which HAL always
+        has (``sacctmgr show qos`` lists it), as slurmdbd's always exists."""
+        account = spec.account or self._defaults.get(spec.user)
+        qos = spec.qos or DEFAULT_QOS
+        if account == spec.account and qos == spec.qos:
+            return spec
+        return spec.with_changes(account=account, qos=qos)
 
     def time_limit(self, spec: JobSpec, default: int) -> int:
         """The time limit of a job naming none: its partition's ``default`` (0:

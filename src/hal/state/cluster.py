@@ -525,6 +525,8 @@ class Cluster:
                 )
             size = len(specs)
             specs = [s.with_changes(het=HetSpec(0, i, size)) for i, s in enumerate(specs)]
+        # the account and QoS a job naming none is charged to, stored with it (Slurm's)
+        specs = [self._associations.with_defaults(s) for s in specs]
         prepared = [self.admit(spec, i if len(specs) > 1 else None) for i, spec in enumerate(specs)]
         built: list[Job] = []  # the jobs ``work`` wrote, in doubt if its COMMIT is lost
 

@@ -181,7 +181,7 @@ def test_qos_and_account_only_those_the_user_may_use(db_url: str) -> None:
         other = await submitted(cluster)
         with pytest.raises(InvalidRequest, match="job submit limit"):
             await cluster.update(str(other), ALICE, qos="one")
-        assert cluster.jobs[other].spec.qos is None
+        assert cluster.jobs[other].spec.qos == "normal"  # the QoS it got at submit
 
     scenario(db_url, body, HalConfig(priority=policy))
 
