@@ -73,6 +73,8 @@ class KeeperPlan:
     gid: int | None = None
     groups: tuple[int, ...] | None = None
     umask: int = -1  # -1: the agent's
+    # srun --multi-prog: each rank's own command line, in ``ranks``' order (): ``argv``)
+    rank_argv: tuple[tuple[str, ...], ...] = ()
 
     def to_json(self) -> str:
         return json.dumps({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
@@ -82,9 +84,16 @@ class KeeperPlan:
         data = json.loads(text)
         data["argv"] = tuple(data["argv"])
         data["ranks"] = tuple(data["ranks"])
+        data["rank_argv"] = tuple(tuple(a) for a in data.get("rank_argv", ()))
         if data["groups"] is not None:
             data["groups"] = tuple(data["groups"])
         return cls(**data)
+
+    def command(self, rank: int) -> tuple[str, ...]:
+        """What rank ``rank`` runs: its multi-prog line's command, or the step's."""
+        if self.rank_argv:
+            return self.rank_argv[self.ranks.index(rank)]
+        return self.argv
 
     def task_marker(self, rank: int) -> str:
         return f"{self.marker}.{rank}"
@@ -199,7 +208,7 @@ def _start_task(plan: KeeperPlan, isolation: Isolation, rank: int, local: int) -
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the task, until exec
         os.close(err_r)
-        _exec_task(plan, isolation, env, out, err, err_w)
+        _exec_task(plan, isolation, plan.command(rank), env, (out, err, err_w))
     os.close(err_w)
     failure = b""
     while chunk := os.read(err_r, 4096):
@@ -208,7 +217,7 @@ def _start_task(plan: KeeperPlan, isolation: Isolation, rank: int, local: int) -
     if failure:
         os.waitpid(pid, 0)
         message = (
-            f"srun: error: {plan.node}: task {rank}: cannot run {plan.argv[0]} in "
+            f"srun: error: {plan.node}: task {rank}: cannot run {plan.command(rank)[0]} in "
             f"{plan.workdir}: {failure.decode(errors='replace')}\n"
         )
         os.write(err, message.encode())
@@ -224,8 +233,13 @@ def _start_task(plan: KeeperPlan, isolation: Isolation, rank: int, local: int) -
 
 
 def _exec_task(
-    plan: KeeperPlan, isolation: Isolation, env: dict[str, str], out: int, err: int, err_w: int
+    plan: KeeperPlan,
+    isolation: Isolation,
+    argv: tuple[str, ...],
+    env: dict[str, str],
+    fds: tuple[int, int, int],  # its stdout, its stderr, the pipe for an exec failure
 ) -> NoReturn:
+    out, err, err_w = fds
     try:
         os.setsid()  # its own session and group: signalled and killed as one
         isolation.enter(plan.group, plan.memory_bytes, gpus=plan.gpus)
@@ -245,7 +259,7 @@ def _exec_task(
         for signum in SUPERVISOR_IGNORES:
             signal.signal(signum, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
-        os.execvpe(plan.argv[0], plan.argv, env)  # noqa: S606 - the user's own command
+        os.execvpe(argv[0], argv, env)  # noqa: S606 - the user's own command
     except OSError as error:
         message = error.strerror or str(error)
     except BaseException as error:

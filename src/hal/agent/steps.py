@@ -335,6 +335,7 @@ class StepTasks:
             argv=tuple(launch.argv),
             env=env,
             ranks=tuple(launch.ranks),
+            rank_argv=tuple(tuple(a) for a in launch.rank_argv),
             marker=_marker(self.agent, launch),
             workdir=launch.launch.workdir,
             group=step.group,

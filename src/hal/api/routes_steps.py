@@ -12,7 +12,9 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from hal.api.context import ServerContext, caller_dep, context_dep
 from hal.api.convert import nul_field
 from hal.api.fastpath import body_schema, json_response, read_body
+from hal.core.distribution import parse_distribution
 from hal.core.errors import InvalidRequest
+from hal.core.multi_prog import parse_multi_prog
 from hal.core.steps import StepRequest
 from hal.state.cluster import Caller
 from hal.state.steps import Step
@@ -83,9 +85,17 @@ async def create_step(job_id: int, request: Request, ctx: Ctx, caller: Who) -> R
             job_id, caller, body.nodelist[0], body.ntasks or 1, body.name or body.argv[0]
         )
         return json_response(_info(local), 201)
-    wanted = StepRequest(body.nodes, body.ntasks, body.ntasks_per_node, tuple(body.nodelist))
+    wanted = StepRequest(
+        body.nodes,
+        body.ntasks,
+        body.ntasks_per_node,
+        tuple(body.nodelist),
+        parse_distribution(body.distribution),
+    )
+    mpmd = body.multi_prog
+    programs = None if mpmd is None else parse_multi_prog(mpmd.text, mpmd.name)
     step = await ctx.steps.create(
-        job_id, caller, wanted, body.argv, body.environment, name=body.name
+        job_id, caller, wanted, body.argv, body.environment, name=body.name, multi_prog=programs
     )
     return json_response(_info(step), 201)
 

@@ -26,6 +26,7 @@ from types import FrameType
 from hal.compat.seam import Console
 from hal.compat.steps import FORWARDED
 from hal.core.errors import HalError
+from hal.core.steps import StepLayout
 
 CANCELLING = (signal.SIGINT, signal.SIGTERM)  # forwarded, they make the step CANCELLED
 EXEC_FAILED = 2  # a task that could not start, as Slurm's srun (and HAL's agents) report it
@@ -39,9 +40,18 @@ class TasksEnd:
     cancelled: bool  # srun passed SIGINT/SIGTERM on to the tasks
 
 
-def run_local(job_id: int, node: str, ntasks: int, command: list[str], console: Console) -> int:
-    """Run the step's ``ntasks`` tasks here, recorded as step ``job_id``.N; the highest
-    task's exit code (128+N for a signal N)."""
+def run_local(
+    job_id: int,
+    layout: StepLayout,
+    command: list[str],
+    console: Console,
+    *,
+    commands: list[list[str]] | None = None,
+) -> int:
+    """Run the step's tasks here (``layout``: one node, this one), recorded as step
+    ``job_id``.N; the highest task's exit code (128+N for a signal N). ``commands``:
+    each rank's own (``--multi-prog``)."""
+    node, ntasks = layout.nodes[0], layout.ntasks
     name = os.path.basename(command[0])
     step_id: int | None = None
     try:
@@ -51,8 +61,11 @@ def run_local(job_id: int, node: str, ntasks: int, command: list[str], console: 
     except HalError as err:
         _not_recorded(console, err)
     step_env = {} if step_id is None else _step_environment(step_id, node, ntasks)
+    step_env["SLURM_DISTRIBUTION"] = layout.distribution or "block"
+    if layout.plane_size:
+        step_env["SLURM_DIST_PLANESIZE"] = str(layout.plane_size)
     oom_before = oom_kills(job_id)
-    end = run_tasks(command, ntasks, console, step_env)
+    end = run_tasks(commands or [command] * ntasks, console, step_env)
     if end.exit_signal:
         console.err(f"srun: error: {node}: task {end.rank}: {_signal_name(end.exit_signal)}")
     if step_id is not None:
@@ -61,12 +74,11 @@ def run_local(job_id: int, node: str, ntasks: int, command: list[str], console: 
     return end.exit_code
 
 
-def run_tasks(
-    command: list[str], ntasks: int, console: Console, step_env: dict[str, str]
-) -> TasksEnd:
-    """Start ``ntasks`` copies, pass srun's signals on to them, wait for all. A command
-    that cannot start is said on stderr, those started are killed, and it ends as a task
-    that exits ``EXEC_FAILED``."""
+def run_tasks(commands: list[list[str]], console: Console, step_env: dict[str, str]) -> TasksEnd:
+    """Start a task per rank (``commands[rank]``), pass srun's signals on to them, wait
+    for all. A command that cannot start is said on stderr, those started are killed,
+    and it ends as a task that exits ``EXEC_FAILED``."""
+    ntasks = len(commands)
     procs: list[subprocess.Popen[bytes]] = []
     forwarded: set[int] = set()
 
@@ -86,6 +98,7 @@ def run_tasks(
                 "SLURM_LOCALID": str(rank),
                 "SLURM_STEP_NUM_TASKS": str(ntasks),
             }
+            command = commands[rank]
             try:
                 procs.append(subprocess.Popen(command, env=env, cwd=console.cwd or None))
             except OSError as err:

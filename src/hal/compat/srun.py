@@ -43,13 +43,16 @@ task, as Slurm's srun forwards them, so no task outlives it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from hal.compat.names import SALLOC_JOB_VARIABLE
 from hal.compat.options import RESOURCE_OPTIONS, Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
+from hal.compat.srun_inputs import multi_prog_tasks, read_multi_prog, step_job
+from hal.core.distribution import parse_distribution
 from hal.core.errors import HalError, InvalidRequest
+from hal.core.multi_prog import MultiProg
 from hal.core.slurm_syntax import (
     expand_hostlist,
     parse_gpus,
@@ -86,6 +89,9 @@ OPTIONS = (
     Opt("pty", ("pty",), arg=Arg.NONE),  # known, to refuse it with a reason
     Opt("nodelist", ("nodelist",), "w"),
     Opt("jobid", ("jobid",)),
+    Opt("distribution", ("distribution",), "m"),
+    Opt("multi_prog", ("multi-prog",), arg=Arg.NONE),
+    Opt("het_group", ("het-group",)),
 )
 _COUNTS = frozenset({"ntasks", "cpus_per_task", "ntasks_per_node"})  # positive integers
 
@@ -97,6 +103,9 @@ class Invocation:
     label: bool  # -l: prefix each line with its task's rank
     node_range: tuple[int, int] | None = None  # -N MIN-MAX
     jobid: int | None = None  # --jobid: the running job to run the step in
+    multi_prog: bool = False  # --multi-prog: command[0] is the file of each rank's program
+    het_group: int | None = None  # --het-group: the het job component to run in
+    programs: MultiProg | None = None  # --multi-prog's file, once read
 
     def within(self, allocated: int) -> StepRequest:
         """The request with ``-N MIN-MAX`` made a count: as many of the job's nodes as
@@ -108,25 +117,38 @@ class Invocation:
         return dataclasses.replace(self.request, nodes=count)
 
 
-def parse_command(argv: list[str]) -> Invocation:
-    """What srun was asked; raises ``OptionError`` or ``InvalidRequest``."""
+def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invocation:
+    """What srun was asked; raises ``OptionError`` or ``InvalidRequest``. ``env``:
+    srun's input variables (``SLURM_DISTRIBUTION``, ``SLURM_HOSTFILE``)."""
+    env = env or {}
     parsed = parse_options(argv, OPTIONS, stop_at_positional=True)
     counts: dict[str, int] = {}
     node_range: tuple[int, int] | None = None
-    nodelist: tuple[str, ...] = ()
-    label = False
+    nodelist = ""
+    label = multi_prog = False
     jobid: int | None = None
+    het_group: int | None = None
+    distribution = env.get("SLURM_DISTRIBUTION", "")
     for dest, value, spelled in parsed.values:
         if dest == "pty":
             raise InvalidRequest(
                 "--pty is not supported: HAL's srun has no interactive terminal sessions; "
                 "run the command without --pty"
             )
-        if dest == "label":
-            label = True
+        label = label or dest == "label"
+        multi_prog = multi_prog or dest == "multi_prog"
         if value is None:
             continue
-        if dest in _COUNTS or dest == "jobid":
+        if dest == "het_group":
+            if not value.strip().isdigit():
+                raise InvalidRequest(
+                    f"--het-group={value}: HAL's srun runs a step in one component of a het "
+                    "job; give its number (--het-group=1), one srun per component"
+                )
+            het_group = int(value)
+        elif dest == "distribution":
+            distribution = value
+        elif dest in _COUNTS or dest == "jobid":
             if not value.strip().isdigit() or int(value) < 1:
                 raise InvalidRequest(f"{spelled} needs a positive integer, got {value!r}")
             if dest == "jobid":
@@ -136,7 +158,7 @@ def parse_command(argv: list[str]) -> Invocation:
         elif dest == "nodes":
             node_range = parse_nodes(value)
         elif dest == "nodelist":
-            nodelist = tuple(expand_hostlist(value, field="nodelist"))
+            nodelist = value
         elif dest in _CHECKS:
             _CHECKS[dest](value)
     command = list(parsed.positionals)
@@ -144,28 +166,53 @@ def parse_command(argv: list[str]) -> Invocation:
         raise InvalidRequest(
             "no command to run: write srun [options] COMMAND [ARGS], e.g. srun -n2 hostname"
         )
+    dist = parse_distribution(distribution)
+    arbitrary = dist.kind == "arbitrary"
+    if arbitrary and not nodelist and env.get("SLURM_HOSTFILE"):
+        nodelist = _hostfile(env["SLURM_HOSTFILE"])
     request = StepRequest(
         nodes=node_range[0] if node_range else None,
         ntasks=counts.get("ntasks"),
         ntasks_per_node=counts.get("ntasks_per_node"),
-        nodelist=nodelist,
+        nodelist=tuple(expand_hostlist(nodelist, field="nodelist", duplicates=arbitrary)),
+        distribution=dist,
     )
-    return Invocation(request, command, label, node_range, jobid)
+    return Invocation(request, command, label, node_range, jobid, multi_prog, het_group)
+
+
+def _hostfile(path: str) -> str:
+    """``SLURM_HOSTFILE`` (``-m arbitrary`` without ``-w``): a node per task, one a line
+    or comma-separated."""
+    try:
+        with open(path) as f:
+            return ",".join(f.read().split())
+    except OSError as err:
+        raise InvalidRequest(f"cannot read SLURM_HOSTFILE {path}: {err.strerror}") from None
 
 
 def srun(argv: list[str], console: Console) -> int:
     env = console.environ
     try:
-        call = parse_command(argv)
+        call = parse_command(argv, env)
     except OptionError as err:
         return console.error(err.for_command("srun"))
     except HalError as err:
         return console.error(err.message)
-    if call.jobid is not None and env.get("SLURM_JOB_ID") != str(call.jobid):
+    jobid = call.jobid
+    if jobid is not None and env.get("SLURM_JOB_ID") != str(jobid):
         # another job than the one srun runs in (if any): a step of it from outside
         from hal.compat.steps import run_in_job
 
-        return run_in_job(call.jobid, call, console)
+        if call.het_group is not None:
+            return console.error(
+                "--het-group picks a component of the het job srun runs in; from outside "
+                "it, name the component's own job id in --jobid (squeue -j N shows them)"
+            )
+        try:
+            call = with_multi_prog(call, console, 1)
+        except HalError as err:
+            return console.error(err.message)
+        return run_in_job(jobid, call, console)
     if "SLURM_JOB_ID" not in env:
         return console.error(
             "HAL's srun runs a command inside a batch job or an allocation only (it "
@@ -174,26 +221,34 @@ def srun(argv: list[str], console: Console) -> int:
             "the work with `sbatch`"
         )
     under_salloc = env.get(SALLOC_JOB_VARIABLE) == env["SLURM_JOB_ID"]
-    job_tasks = env.get("SLURM_NTASKS", "")
     here = env.get("SLURMD_NODENAME", "")
     try:
-        job_id = int(env["SLURM_JOB_ID"])
-        nodes = expand_hostlist(env.get("SLURM_JOB_NODELIST", ""), field="SLURM_JOB_NODELIST")
-        nodes = nodes or [here]
-        layout = step_layout(
-            call.within(len(nodes)),
-            job_id,
-            nodes,
-            int(job_tasks) if job_tasks.isdigit() and int(job_tasks) > 0 else 1,
-        )
+        job = step_job(env, call.het_group)
+        call = with_multi_prog(call, console, job.ntasks)
+        request = call.within(len(job.nodes))
+        layout = step_layout(request, job.job_id, job.nodes, job.ntasks)
+        commands = None
+        if call.programs is not None:  # (every rank covered, before anything starts)
+            commands = call.programs.argv(layout.ntasks, call.command[1:])
     except ValueError:
         return console.error(f"SLURM_JOB_ID={env['SLURM_JOB_ID']!r} is no job id")
     except HalError as err:
         return console.error(err.message)
-    if under_salloc or (len(nodes) > 1 and layout.nodes != (here,)):
+    away = len(job.nodes) > 1 and layout.nodes != (here,)
+    if under_salloc or away or job.component:  # (another component's nodes: never here)
         from hal.compat.steps import run_step
 
-        return run_step(job_id, call.within(len(nodes)), call, console)
+        return run_step(job.job_id, request, call, console)
     from hal.compat.local_step import run_local
 
-    return run_local(job_id, layout.nodes[0], layout.ntasks, call.command, console)
+    return run_local(job.job_id, layout, call.command, console, commands=commands)
+
+
+def with_multi_prog(call: Invocation, console: Console, job_ntasks: int) -> Invocation:
+    """``call`` with ``--multi-prog``'s file read (and the task count it implies)."""
+    if not call.multi_prog:
+        return call
+    programs = read_multi_prog(call.command[0], console)
+    ntasks = multi_prog_tasks(programs, call.request.ntasks, job_ntasks)
+    request = dataclasses.replace(call.request, ntasks=ntasks)
+    return dataclasses.replace(call, request=request, programs=programs)

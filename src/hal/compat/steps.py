@@ -113,8 +113,9 @@ def run_step(
     """The step, its output relayed and srun's signals forwarded; its exit code.
     ``environment``: the tasks' (default srun's own); ``confirm``: a refusal of the
     caller (not the job's owner) reads as srun --jobid's."""
-    from hal.wire.steps import StepCreate
+    from hal.wire.steps import MultiProgFile, StepCreate
 
+    programs = call.programs
     body = StepCreate(
         argv=call.command,
         nodes=request.nodes,
@@ -123,6 +124,10 @@ def run_step(
         nodelist=list(request.nodelist),
         name=os.path.basename(call.command[0]),
         environment=dict(console.environ if environment is None else environment),
+        distribution=request.distribution.spec,
+        multi_prog=None
+        if programs is None
+        else MultiProgFile(name=programs.name, text=programs.text),
     )
     try:
         step = console.client.create_step(job_id, body)

@@ -480,10 +480,12 @@ def parse_nodes(text: str, *, field: str = "nodes") -> tuple[int, int]:
 # -- host lists ---------------------------------------------------------------------------
 
 
-def expand_hostlist(text: str, *, field: str = "nodelist") -> list[str]:
-    """``n[1-3],gpu7`` → ``["n1", "n2", "n3", "gpu7"]`` (order kept, as Slurm does)."""
+def expand_hostlist(text: str, *, field: str = "nodelist", duplicates: bool = False) -> list[str]:
+    """``n[1-3],gpu7`` → ``["n1", "n2", "n3", "gpu7"]`` (order kept, as Slurm does); a
+    name given twice is kept twice only with ``duplicates`` (``srun -m arbitrary``)."""
     try:
-        return cast(list[str], hostlist.expand_hostlist(text.strip()))
+        names = hostlist.expand_hostlist(text.strip(), allow_duplicates=duplicates)
+        return cast(list[str], names)
     except hostlist.BadHostlist as err:
         raise InvalidRequest(
             f"invalid {_option(field)} host list {text!r} ({err}); "

@@ -4,8 +4,10 @@
 ``step_layout`` answers with the step's nodes and tasks per node, or refuses with what
 Slurm's srun would say ("Unable to create step ..."). Both srun (to tell a step that
 stays on the batch node from one that needs the control plane) and the server (which
-decides) call it. Ranks are dealt in blocks, Slurm's default distribution: node 0 runs
-ranks 0..k-1, node 1 the next, and so on.
+decides) call it. Ranks are dealt in blocks, Slurm's default distribution (node 0 runs
+ranks 0..k-1, node 1 the next, and so on), or as ``-m`` says (``hal.core.distribution``):
+cyclic and block put as many tasks on each node, plane=S and arbitrary decide the counts
+too.
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from hal.core.distribution import Distribution, deal
 from hal.core.errors import InvalidRequest
+
+DEFAULT_DISTRIBUTION = Distribution()  # srun's, without -m
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,20 +28,27 @@ class StepRequest:
     nodes: int | None = None  # -N
     ntasks: int | None = None  # -n
     ntasks_per_node: int | None = None  # --ntasks-per-node
-    nodelist: tuple[str, ...] = ()  # -w, expanded
+    nodelist: tuple[str, ...] = ()  # -w, expanded (-m arbitrary: a name per task)
+    distribution: Distribution = DEFAULT_DISTRIBUTION  # -m
 
 
 @dataclass(frozen=True, slots=True)
 class StepLayout:
     nodes: tuple[str, ...]  # in the job's node order
     tasks: tuple[int, ...]  # tasks on each node, same order
+    # each node's ranks, when not dealt in blocks (-m cyclic, plane, arbitrary)
+    rank_sets: tuple[tuple[int, ...], ...] = ()
+    distribution: str = ""  # SLURM_DISTRIBUTION ("": srun's default, block)
+    plane_size: int = 0  # SLURM_DIST_PLANESIZE (-m plane=S)
 
     @property
     def ntasks(self) -> int:
         return sum(self.tasks)
 
-    def ranks(self, index: int) -> range:
+    def ranks(self, index: int) -> Sequence[int]:
         """The global ranks (``SLURM_PROCID``) of node ``index``'s tasks."""
+        if self.rank_sets:
+            return self.rank_sets[index]
         first = sum(self.tasks[:index])
         return range(first, first + self.tasks[index])
 
@@ -90,6 +102,7 @@ def step_layout(
     1"). With ``cpus_per_node`` (the job's CPUs on each node), a node may not run more
     tasks than its CPUs hold ("More processors requested than permitted")."""
     allocated = list(job_nodes)
+    dist = request.distribution
     for name in request.nodelist:
         if name not in allocated:
             raise refused(
@@ -97,6 +110,15 @@ def step_layout(
                 f"Requested node configuration is not available: node {name} is not in "
                 f"the job's allocation ({','.join(allocated)}); name nodes of the job in -w",
             )
+    if dist.kind == "arbitrary":
+        chosen, tasks, placed = _arbitrary(request, job_id, allocated)
+        return _checked(
+            StepLayout(tuple(chosen), tuple(tasks), placed, "arbitrary"),
+            job_id,
+            allocated,
+            cpus_per_node,
+            cpus_per_task,
+        )
     count = request.nodes
     if count is None:
         count = len(request.nodelist) or len(allocated)
@@ -144,8 +166,62 @@ def step_layout(
     else:
         q, r = divmod(ntasks, count)
         tasks = [q + 1 if i < r else q for i in range(count)]
+    rank_sets: tuple[tuple[int, ...], ...] = ()
+    if dist.kind == "cyclic":  # as many on each node as block puts there
+        rank_sets = tuple(tuple(r) for r in deal(ntasks, tasks))
+    elif dist.kind == "plane":  # the planes decide the counts (a node left none goes)
+        dealt = deal(ntasks, [per_node or ntasks] * len(chosen), dist.plane_size)
+        chosen = [name for name, r in zip(chosen, dealt, strict=True) if r]
+        rank_sets = tuple(tuple(r) for r in dealt if r)
+        tasks = [len(r) for r in rank_sets]
+    variable = dist.variable(ntasks, len(chosen))
+    layout = StepLayout(tuple(chosen), tuple(tasks), rank_sets, variable, dist.plane_size)
+    return _checked(layout, job_id, allocated, cpus_per_node, cpus_per_task)
+
+
+def _arbitrary(
+    request: StepRequest, job_id: int, allocated: list[str]
+) -> tuple[list[str], list[int], tuple[tuple[int, ...], ...]]:
+    """``-m arbitrary``: rank i on the i-th name of ``-w``, a node named once per task."""
+    names = request.nodelist
+    if not names:
+        raise InvalidRequest(
+            "-m arbitrary places each task on the node named for it: list one node per "
+            "task in order with -w (-w n1,n1,n2 for three tasks) or in SLURM_HOSTFILE"
+        )
+    if request.ntasks is not None and request.ntasks != len(names):
+        raise InvalidRequest(
+            f"You asked for {request.ntasks} tasks but hostlist specified {len(names)} "
+            "nodes; with -m arbitrary name one node per task in -w, or leave -n out"
+        )
+    chosen = sorted(set(names), key=allocated.index)
+    if request.nodes is not None and request.nodes != len(chosen):
+        raise refused(
+            job_id,
+            f"-N asks for {request.nodes} nodes and -w names {len(chosen)} for -m "
+            "arbitrary; leave -N out or make it match",
+        )
+    rank_sets = tuple(tuple(i for i, n in enumerate(names) if n == name) for name in chosen)
+    per_node = request.ntasks_per_node
+    if per_node and any(len(r) > per_node for r in rank_sets):
+        raise refused(
+            job_id,
+            f"-w names a node more than --ntasks-per-node={per_node} times; "
+            "raise --ntasks-per-node or name that node less often",
+        )
+    return chosen, [len(r) for r in rank_sets], rank_sets
+
+
+def _checked(
+    layout: StepLayout,
+    job_id: int,
+    allocated: list[str],
+    cpus_per_node: Sequence[int],
+    cpus_per_task: int,
+) -> StepLayout:
+    """``layout``, unless a node of it runs more tasks than the job's CPUs there hold."""
     if cpus_per_node:
-        for name, n in zip(chosen, tasks, strict=True):
+        for name, n in zip(layout.nodes, layout.tasks, strict=True):
             have = cpus_per_node[allocated.index(name)]
             if n * cpus_per_task > have:
                 raise refused(
@@ -154,4 +230,4 @@ def step_layout(
                     f"{cpus_per_task} CPU(s) on {name}, where the job has {have} CPU(s); "
                     "ask for fewer tasks (-n) or spread them over more nodes (-N)",
                 )
-    return StepLayout(tuple(chosen), tuple(tasks))
+    return layout

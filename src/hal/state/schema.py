@@ -177,7 +177,7 @@ running_steps = Table(
     Column("attempt", Integer, nullable=False),  # the job's restarts when it started
     Column("name", Text, nullable=False),
     Column("nodes", Text, nullable=False),  # its nodes, comma-separated, in job order
-    Column("tasks", Text, nullable=False),  # each node's task count, comma-separated
+    Column("tasks", Text, nullable=False),  # counts per node "2,1", or "ranks:0 2,1" (step_restore)
     Column("start_time", Float, nullable=False),
     # nodes whose part has ended: {node: [exit code, signal, oom]} (JSON)
     Column("ended", Text, nullable=False, default="{}"),

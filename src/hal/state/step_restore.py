@@ -1,7 +1,8 @@
 """Running job steps across a server restart (ADR 0012).
 
 A step's tasks outlive the server (and their agents: ``hal.agent.steps``), so the server
-keeps each running step in ``running_steps`` — its layout, its job's attempt, and the
+keeps each running step in ``running_steps`` — its layout (each node's ranks where they
+are not dealt in blocks), its job's attempt, and the
 nodes whose part has ended — and a restarted server takes them up again
 (``StepTable.restore``) before any agent registers. Agents registering again list the
 steps they still hold and keep them.
@@ -39,14 +40,26 @@ def running_row(
         attempt=attempt,
         name=name,
         nodes=",".join(layout.nodes),
-        tasks=",".join(str(n) for n in layout.tasks),
+        tasks=_tasks_text(layout),
         start_time=start_time,
         ended=json.dumps({node: [code, sig, oom] for node, (code, sig) in ended.items()}),
     )
 
 
+def _tasks_text(layout: StepLayout) -> str:
+    """``tasks``: each node's task count (ranks in blocks), or, for ranks dealt otherwise
+    (``-m cyclic``...), ``ranks:`` and each node's ranks (``ranks:0 2,1``)."""
+    if layout.rank_sets:
+        return "ranks:" + ",".join(" ".join(map(str, r)) for r in layout.rank_sets)
+    return ",".join(str(n) for n in layout.tasks)
+
+
 def layout_of(row: RunningStepRow) -> StepLayout:
-    return StepLayout(tuple(row.nodes.split(",")), tuple(int(n) for n in row.tasks.split(",")))
+    nodes = tuple(row.nodes.split(","))
+    if row.tasks.startswith("ranks:"):
+        rank_sets = tuple(tuple(int(r) for r in part.split()) for part in row.tasks[6:].split(","))
+        return StepLayout(nodes, tuple(len(r) for r in rank_sets), rank_sets)
+    return StepLayout(nodes, tuple(int(n) for n in row.tasks.split(",")))
 
 
 def ended_of(row: RunningStepRow) -> tuple[dict[str, tuple[int, int]], bool]:

@@ -38,6 +38,7 @@ import hostlist
 
 from hal.core.errors import InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import Job
+from hal.core.multi_prog import MultiProg
 from hal.core.states import JobState
 from hal.core.steps import StepLayout, StepRequest, refused, step_layout
 from hal.state.cluster import Caller, Cluster
@@ -139,7 +140,11 @@ class StepTable:
         argv: list[str],
         environment: dict[str, str],
         name: str = "",
+        multi_prog: MultiProg | None = None,
     ) -> Step:
+        """``multi_prog`` (``srun --multi-prog``): ``argv`` is its file's name and the
+        arguments after it; each rank runs its line's command, and a rank without one
+        refuses the step before anything starts."""
         cluster = self.cluster
         job = self._job(job_id, caller)
         if job.state is not JobState.RUNNING or job.allocation is None:
@@ -156,6 +161,7 @@ class StepTable:
             cpus_per_node=[r.cpus for r in alloc.per_node],
             cpus_per_task=job.spec.cpus_per_task,
         )
+        commands = [] if multi_prog is None else multi_prog.argv(layout.ntasks, argv[1:])
         missing = [n for n in layout.nodes if n not in cluster.agent_sessions]
         if missing:
             raise refused(
@@ -193,6 +199,7 @@ class StepTable:
                     launch=launch,
                     argv=argv,
                     ranks=list(layout.ranks(index)),
+                    rank_argv=[commands[r] for r in layout.ranks(index)] if commands else [],
                     step_node_index=index,
                     environment=common,
                 )
@@ -527,7 +534,10 @@ def _step_environment(step: Step) -> dict[str, str]:
         "SLURM_NNODES": str(len(layout.nodes)),
         "SLURM_NODELIST": nodelist,
         "SLURM_TASKS_PER_NODE": layout.tasks_per_node(),
+        "SLURM_DISTRIBUTION": layout.distribution or "block",
     }
+    if layout.plane_size:
+        values["SLURM_DIST_PLANESIZE"] = str(layout.plane_size)
     return values
 
 

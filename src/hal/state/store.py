@@ -119,7 +119,7 @@ class RunningStepRow:
     attempt: int
     name: str
     nodes: str  # comma-separated
-    tasks: str  # comma-separated counts
+    tasks: str  # comma-separated counts, or each node's ranks (``step_restore``)
     start_time: float
     ended: str = "{}"  # JSON: {node: [exit code, signal, oom]}
 

@@ -233,6 +233,8 @@ class StepLaunch(WireModel):
     launch: Launch
     argv: list[str] = Field(min_length=1)
     ranks: list[int] = Field(min_length=1)
+    # srun --multi-prog: each rank's own command line, in ``ranks``' order ([]: ``argv``)
+    rank_argv: list[list[str]] = Field(default_factory=list)
     step_node_index: int = Field(ge=0)  # SLURM_NODEID: the node's place in the step
     environment: dict[str, str] = Field(default_factory=dict)
 

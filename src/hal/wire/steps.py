@@ -13,6 +13,13 @@ from hal.wire.bounds import INT32_MAX
 MAX_WAIT_SECONDS = 25.0  # under the clients' 30 s timeout
 
 
+class MultiProgFile(WireModel):
+    """``srun --multi-prog CONF``'s file: its name (for messages) and its text."""
+
+    name: str = Field(max_length=4096)
+    text: str = Field(max_length=1 << 20)
+
+
 class StepCreate(WireModel):
     """srun's request: what to run and where (``None``: srun's defaults in a job)."""
 
@@ -24,6 +31,9 @@ class StepCreate(WireModel):
     name: str = Field(default="", max_length=256)
     # srun's environment, which the tasks get (the node-local variables each agent sets)
     environment: dict[str, str] = Field(default_factory=dict)
+    distribution: str = Field(default="", max_length=64)  # -m, as written
+    # srun --multi-prog: the file srun read (``argv``: its name and the arguments after it)
+    multi_prog: MultiProgFile | None = None
     # a step srun runs on the batch node itself: only recorded (numbered, its end kept for
     # sacct), no agent runs it; ``nodelist`` names that node, ``ntasks`` its tasks
     local: bool = False
