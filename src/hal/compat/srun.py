@@ -19,6 +19,11 @@ does, its tasks laid out by ``hal.core.steps.step_layout`` from ``-N``, ``-n``,
   with the highest task's exit code (128+N for a signal N). A step the allocation cannot
   hold is refused as Slurm's srun refuses it ("srun: error: Unable to create step ...").
 
+``-m``/``--distribution`` (or ``SLURM_DISTRIBUTION``) deals the ranks to the nodes
+(``hal.core.distribution``); ``--multi-prog CONF`` runs each rank's own line of CONF
+(``hal.core.multi_prog``: a rank without one is refused before anything starts); in a
+het job, ``--het-group=N`` runs the step in component N (``hal.compat.srun_inputs``).
+
 Under ``salloc`` (``HAL_SALLOC_JOB_ID`` equal to ``SLURM_JOB_ID``) srun runs on the host
 salloc was started on, not on the allocation's first node: every step, one-node ones
 too, is a job step created through the control plane.
@@ -197,7 +202,8 @@ def srun(argv: list[str], console: Console) -> int:
     except OptionError as err:
         return console.error(err.for_command("srun"))
     except HalError as err:
-        return console.error(err.message)
+        code = console.error(err.message)
+        return 255 if err.field == "distribution" else code  # (as Slurm's srun exits)
     jobid = call.jobid
     if jobid is not None and env.get("SLURM_JOB_ID") != str(jobid):
         # another job than the one srun runs in (if any): a step of it from outside

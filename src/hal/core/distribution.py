@@ -53,20 +53,22 @@ def parse_distribution(text: str) -> Distribution:
         return Distribution()
     value, comma, option = value.partition(",")
     if comma and option not in _OPTIONS:
-        raise InvalidRequest(INVALID)
+        raise InvalidRequest(INVALID, field="distribution")
     head, *lower = value.split(":")
     if len(lower) > 2 or any(part not in _LOWER for part in lower):
-        raise InvalidRequest(INVALID)
+        raise InvalidRequest(INVALID, field="distribution")
     plane_size = 0
     if head.startswith("plane"):
         size = head.removeprefix("plane").removeprefix("=")
         if not head.startswith("plane=") or not size.isdigit() or int(size) < 1:
-            raise InvalidRequest(f"Invalid plane size or size not specified\n{INVALID}")
+            raise InvalidRequest(
+                f"Invalid plane size or size not specified\n{INVALID}", field="distribution"
+            )
         head, plane_size = "plane", int(size)
     elif head == "*":
         head = ""
     elif head not in KINDS:
-        raise InvalidRequest(INVALID)
+        raise InvalidRequest(INVALID, field="distribution")
     # Slurm writes a part left to its default ("*") as that default: cyclic
     tail = "".join(":" + ("cyclic" if part == "*" else part) for part in lower)
     if comma:

@@ -95,7 +95,7 @@ def test_without_n_the_file_s_highest_rank_sets_the_task_count(tmp_path: Path) -
 def test_tasks_see_the_distribution(tmp_path: Path) -> None:
     """SLURM_DISTRIBUTION as Slurm's srun sets it: -m as given, SLURM_DISTRIBUTION read
     when -m is not, and srun's default (cyclic for no more tasks than nodes, else block)."""
-    show = "echo \"$SLURM_DISTRIBUTION ${SLURM_DIST_PLANESIZE:-}\" > out.$SLURM_PROCID"
+    show = 'echo "$SLURM_DISTRIBUTION ${SLURM_DIST_PLANESIZE:-}" > out.$SLURM_PROCID'
     cases = [
         (["-n1"], {}, "cyclic \n"),
         (["-n2"], {}, "block \n"),
@@ -111,7 +111,7 @@ def test_tasks_see_the_distribution(tmp_path: Path) -> None:
 
 def test_a_bad_distribution_is_refused(tmp_path: Path) -> None:
     rc, err = srun(tmp_path, "-m", "plane", "true")
-    assert rc == 1
+    assert rc == 255
     assert err.splitlines() == [
         "srun: error: Invalid plane size or size not specified",
         "srun: error: Invalid --distribution specification",
