@@ -100,7 +100,9 @@ def step_layout(
     per node unless ``-n``/``--ntasks-per-node`` say otherwise. Fewer tasks than nodes
     use fewer nodes, as srun does ("can't run 1 processes on 2 nodes, setting nnodes to
     1"). With ``cpus_per_node`` (the job's CPUs on each node), a node may not run more
-    tasks than its CPUs hold ("More processors requested than permitted")."""
+    tasks than its CPUs hold ("More processors requested than permitted"). The ranks
+    go to the nodes as ``request.distribution`` (``-m``) deals them: cyclic keeps
+    block's counts, plane=S decides them, and arbitrary takes a ``-w`` name per task."""
     allocated = list(job_nodes)
     dist = request.distribution
     for name in request.nodelist:
