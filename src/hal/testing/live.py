@@ -302,8 +302,9 @@ class LiveServer:
 
 def tree_stopped(pid: int) -> bool:
     """Whether ``pid`` and every process below it are stopped (SIGSTOP, state ``T`` in
-    ``/proc``; an exited child not yet reaped counts too): none of them can make progress.
-    False while one of them runs, or once ``pid`` is gone."""
+    ``/proc``; an exited child not yet reaped counts too, and ``pid`` waiting in state
+    ``D`` on a stopped vfork child): none of them can make progress. False while one of
+    them runs, or once ``pid`` is gone."""
     from hal.agent.procfs import descendants
 
     def state(p: int) -> str:
@@ -312,10 +313,13 @@ def tree_stopped(pid: int) -> bool:
         except (OSError, IndexError):
             return "gone"
 
-    if state(pid) not in ("T", "t"):
-        return False
+    below = descendants(pid)
     # a child that has exited (a zombie, or reaped meanwhile) runs no more either
-    return all(state(p) in ("T", "t", "Z", "gone") for p in descendants(pid))
+    if not all(state(p) in ("T", "t", "Z", "gone") for p in below):
+        return False
+    # a shell that vforked a child which was stopped before its exec waits in state D
+    # (uninterruptible) until the child goes on: stopped too, its SIGSTOP pending
+    return state(pid) in ("T", "t") or (state(pid) == "D" and bool(below))
 
 
 def stop_process(
