@@ -1,0 +1,143 @@
+"""Job mail's words, as Slurm's slurmctld writes them (``hal.core.mail``): what users' mail
+filters match on, so a changed space or comma breaks them."""
+
+from __future__ import annotations
+
+import pytest
+
+from hal.core.errors import InvalidRequest
+from hal.core.mail import (
+    ALL,
+    MailFacts,
+    MailType,
+    duration_text,
+    mail_environment,
+    mail_recipient,
+    mail_type_names,
+    parse_mail_type,
+    subject,
+)
+
+JOB = MailFacts(job_id=12, name="foo", user="alice", state="COMPLETED", queued_s=5, run_s=62)
+
+
+@pytest.mark.parametrize(
+    ("event", "facts", "expected"),
+    [
+        (MailType.BEGIN, JOB, "Slurm Job_id=12 Name=foo Began, Queued time 00:00:05"),
+        (
+            MailType.END,
+            JOB,
+            "Slurm Job_id=12 Name=foo Ended, Run time 00:01:02, COMPLETED, ExitCode 0",
+        ),
+        (
+            MailType.FAIL,
+            MailFacts(12, "foo", "alice", "FAILED", 5, 62, exit_codes=(3, 3)),
+            "Slurm Job_id=12 Name=foo Failed, Run time 00:01:02, FAILED, ExitCode 3",
+        ),
+        (
+            MailType.REQUEUE,
+            JOB,
+            "Slurm Job_id=12 Name=foo Requeued, Run time 00:01:02",
+        ),
+        (
+            MailType.TIME_LIMIT_80,
+            MailFacts(12, "foo", "alice", "RUNNING", 5, 48),
+            "Slurm Job_id=12 Name=foo Reached 80% of time limit, Run time 00:00:48",
+        ),
+        (
+            MailType.TIME_LIMIT,
+            MailFacts(12, "foo", "alice", "RUNNING", 5, 60),
+            "Slurm Job_id=12 Name=foo Reached time limit, Run time 00:01:00",
+        ),
+        (
+            MailType.INVALID_DEPEND,
+            MailFacts(12, "foo", "alice", "PENDING"),
+            "Slurm Job_id=12 Name=foo Invalid dependency",
+        ),
+        (  # an end without a start (cancelled while pending): no run time
+            MailType.END,
+            MailFacts(12, "foo", "alice", "CANCELLED"),
+            "Slurm Job_id=12 Name=foo Ended, CANCELLED, ExitCode 0",
+        ),
+        (  # a day and more: D-HH:MM:SS
+            MailType.END,
+            MailFacts(12, "foo", "alice", "TIMEOUT", 0, 90_061),
+            "Slurm Job_id=12 Name=foo Ended, Run time 1-01:01:01, TIMEOUT, ExitCode 0",
+        ),
+    ],
+)
+def test_a_jobs_subject(event: MailType, facts: MailFacts, expected: str) -> None:
+    assert subject(event, facts) == expected
+
+
+def test_an_array_task_and_summary() -> None:
+    task = MailFacts(15, "foo", "alice", "COMPLETED", 0, 3, array_job_id=12, task_id=3)
+    assert subject(MailType.END, task) == (
+        "Slurm Array Task Job_id=12_3 (15) Name=foo Ended, Run time 00:00:03, COMPLETED, ExitCode 0"
+    )
+    summary = MailFacts(
+        12, "foo", "alice", "COMPLETED", 0, 3, array_job_id=12, summary=True, task_count=4
+    )
+    assert subject(MailType.END, summary) == (
+        "Slurm Array Summary Job_id=12_* (12) Name=foo Ended, Run time 00:00:03, COMPLETED, "
+        "ExitCode [0-0]"
+    )
+    assert subject(MailType.BEGIN, summary) == (
+        "Slurm Array Summary Job_id=12_* (12) Name=foo Began, Queued time 00:00:00"
+    )
+
+
+def test_a_summary_of_mixed_ends() -> None:
+    """Some elements exited 0, some did not: Slurm says Mixed, and the range."""
+    mixed = MailFacts(12, "foo", "a", "FAILED", 0, 1, (0, 2), array_job_id=12, summary=True)
+    assert subject(MailType.END, mixed).endswith("Ended, Run time 00:00:01, Mixed, ExitCode [0-2]")
+    failed = MailFacts(12, "foo", "a", "FAILED", 0, 1, (1, 2), array_job_id=12, summary=True)
+    assert subject(MailType.FAIL, failed).endswith(", FAILED, ExitCode [1-2]")
+    killed = MailFacts(12, "foo", "a", "CANCELLED", 0, 1, (0, 0), 9, array_job_id=12, summary=True)
+    assert subject(MailType.END, killed).endswith(", Mixed, MaxSignal [9]")
+
+
+def test_mail_type_words() -> None:
+    assert parse_mail_type("begin,END") == MailType.BEGIN | MailType.END
+    assert parse_mail_type("NONE") == 0
+    assert parse_mail_type("BEGIN,NONE") == 0  # NONE anywhere: none, as Slurm
+    assert parse_mail_type("ALL") == ALL
+    assert mail_type_names(ALL) == "INVALID_DEPEND,BEGIN,END,FAIL,REQUEUE,STAGE_OUT"
+    assert mail_type_names(parse_mail_type("TIME_LIMIT,TIME_LIMIT_80,ARRAY_TASKS,END")) == (
+        "END,TIME_LIMIT_80,TIME_LIMIT,ARRAY_TASKS"
+    )
+    assert mail_type_names(0) == "NONE"
+
+
+@pytest.mark.parametrize("text", ["BEGN", "", "BEGIN,", "begin,bogus"])
+def test_an_unknown_mail_type_is_refused(text: str) -> None:
+    with pytest.raises(InvalidRequest) as err:
+        parse_mail_type(text)
+    assert err.value.message == f"--mail-type={text} invalid"
+
+
+def test_recipient_and_durations() -> None:
+    assert mail_recipient("alice", None, "") == "alice"
+    assert mail_recipient("alice", "", "example.org") == "alice@example.org"
+    assert mail_recipient("alice", "bob@x.org", "example.org") == "bob@x.org"
+    assert duration_text(0) == "00:00:00"
+    assert duration_text(3599.9) == "00:59:59"
+    assert duration_text(86_400) == "1-00:00:00"
+
+
+def test_mail_program_environment() -> None:
+    env = mail_environment(MailType.END, JOB, "hal")
+    assert env == {
+        "SLURM_JOB_ID": "12",
+        "SLURM_JOB_USER": "alice",
+        "SLURM_JOB_MAIL_TYPE": "Ended",
+        "SLURM_JOB_NAME": "foo",
+        "SLURM_JOB_STATE": "COMPLETED",
+        "SLURM_JOB_EXIT_CODE_MAX": "0",
+        "SLURM_JOB_QUEUED_TIME": "00:00:05",
+        "SLURM_JOB_RUN_TIME": "00:01:02",
+        "SLURM_CLUSTER_NAME": "hal",
+    }
+    task = MailFacts(15, "foo", "alice", "RUNNING", 0, 3, array_job_id=12, task_id=3)
+    assert mail_environment(MailType.BEGIN, task, "hal")["SLURM_ARRAY_TASK_ID"] == "3"
