@@ -11,6 +11,7 @@ from hal.core.data import expand_datasets, parse_data_keys
 from hal.core.errors import InvalidRequest
 from hal.core.filenames import FilenameFields, output_paths
 from hal.core.job import Job, JobSpec
+from hal.core.mail import mail_recipient, mail_type_names, parse_mail_type
 from hal.core.node import Node, Partition
 from hal.core.partition_list import shown_partition
 from hal.core.slurm_syntax import (
@@ -64,8 +65,10 @@ def to_spec(
     max_array_size: int,
     where: str = "",
     datasets: Mapping[str, tuple[str, ...]] | None = None,
+    mail_domain: str = "",
 ) -> JobSpec:
-    """Validate one submission and resolve it into a ``JobSpec``."""
+    """Validate one submission and resolve it into a ``JobSpec`` (``mail_domain``: the
+    cluster's ``[mail] domain``, for the default ``--mail-user``)."""
 
     def bad(message: str, field: str) -> InvalidRequest:
         return InvalidRequest(f"{where}{field}: {message}", field=where + field)
@@ -116,6 +119,7 @@ def to_spec(
         data = expand_datasets(data, datasets or {})
         umask = parse_umask(req.umask) if req.umask is not None else None
         licenses = parse_licenses(req.licenses) if req.licenses else ()
+        mail_type = parse_mail_type(req.mail_type) if req.mail_type is not None else 0
     except InvalidRequest as err:
         raise InvalidRequest(f"{where}{err.message}", field=where + (err.field or "")) from err
     for term in dependency.terms if dependency else ():
@@ -175,6 +179,8 @@ def to_spec(
         data=data,
         reservation=req.reservation.strip(),
         licenses=licenses,
+        mail_type=mail_type,
+        mail_user=mail_recipient(user, (req.mail_user or "").strip(), mail_domain),
     )
 
 
@@ -296,6 +302,8 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         reservation=spec.reservation,
         licenses=format_licenses(spec.licenses),
         time_min_seconds=spec.time_min_s,
+        mail_type=mail_type_names(spec.mail_type),
+        mail_user=spec.mail_user,
     )
 
 

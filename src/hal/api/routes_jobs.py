@@ -62,6 +62,7 @@ async def submit(
         caller.name,
         max_array_size=ctx.config.max_array_size,
         datasets=ctx.config.datasets,
+        mail_domain=ctx.config.mail.domain,
     )
     _check_nice(spec, caller, "")
     if spec.data and ctx.data is not None:  # [data]: locate the inputs for the first pass
@@ -139,6 +140,7 @@ async def _specs(
             max_array_size=ctx.config.max_array_size,
             where=f"{field}[{i}].",
             datasets=ctx.config.datasets,
+            mail_domain=ctx.config.mail.domain,
         )
         for i, item in enumerate(items)
     ]
@@ -190,6 +192,7 @@ async def test_only(body: JobSubmit, ctx: Ctx, caller: Who) -> WillRun:
         caller.name,
         max_array_size=ctx.config.max_array_size,
         datasets=ctx.config.datasets,
+        mail_domain=ctx.config.mail.domain,
     )
     if spec.data and ctx.data is not None:  # [data]: the estimate sees where inputs are
         await ctx.data.prime(spec.data)

@@ -99,6 +99,8 @@ async def show_config(ctx: Ctx, _caller: Who) -> ClusterConfig:
             # slurmdbd.conf's names and spelling ("90days", "12months"); NONE: kept forever
             "PurgeEventAfter": str(cfg.accounting.purge_events_after or "NONE"),
             "PurgeJobAfter": str(cfg.accounting.purge_jobs_after or "NONE"),
+            "MailProg": cfg.mail.prog,
+            "MailDomain": cfg.mail.domain or "(null)",
         },
     )
 

@@ -6,8 +6,9 @@ directives. Directives are read until the first line that is neither a comment n
 Every option outside HAL's compatibility set is an error naming the option: silently
 ignoring ``--gres`` or ``--mem`` is how a scheduler loses its users' trust.
 
-Accepted but without effect (documented, so nobody is surprised): ``--mail-type`` and
-``--mail-user`` (HAL sends no mail yet) and ``-v`` beyond printing the parsed request.
+Accepted but without effect (documented, so nobody is surprised): ``-v`` beyond printing
+the parsed request. ``--mail-type``/``--mail-user`` are checked here (sbatch's words for an
+unknown type) and sent; the control plane runs the mail program (docs/mail.md).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from hal.compat.options import RESOURCE_OPTIONS, Arg, Opt, OptionError, Parsed, parse_options
 from hal.core.data import parse_data_keys
 from hal.core.errors import InvalidRequest, UnsupportedOption
+from hal.core.mail import parse_mail_type
 from hal.core.slurm_syntax import (
     expand_hostlist,
     format_umask,
@@ -627,6 +629,13 @@ def _scheduling(settings: dict[str, Setting], fields: dict[str, object], now: fl
     data = text("data")
     if data is not None:
         fields["data"] = list(parse_data_keys(data))
+    mail_type = text("mail_type")
+    if mail_type is not None:
+        parse_mail_type(mail_type)  # sbatch's own refusal, before any round trip
+        fields["mail_type"] = mail_type.strip()
+    mail_user = text("mail_user")
+    if mail_user is not None and mail_user.strip():
+        fields["mail_user"] = mail_user.strip()
     kill = text("kill_on_invalid_dep")
     if kill is not None:
         if kill.lower() not in ("yes", "no"):
@@ -762,7 +771,9 @@ Options HAL accepts (anything else is refused with an error):
       --data=key[,key...]    input cache keys: placed near them, staged ahead (HAL)
       --reservation=name     run in this advance reservation (scontrol show res)
   -L, --licenses=list        licenses held while the job runs, e.g. matlab:2,ansys
-      --mail-type=type  --mail-user=user   (accepted; HAL sends no mail)
+      --mail-type=type       mail on BEGIN, END, FAIL, REQUEUE, INVALID_DEPEND, ALL,
+                             TIME_LIMIT[_90|_80|_50], ARRAY_TASKS (comma list; NONE)
+      --mail-user=user       where it goes (default: you, @ the cluster's mail domain)
       --wrap=command         --parsable  -W, --wait    --test-only
   -Q, --quiet  -v, --verbose  -h, --help  -V, --version
 """

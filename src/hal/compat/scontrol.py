@@ -337,6 +337,7 @@ def job_record(job: JobInfo, now: float) -> list[str]:
         f"StdErr={job.stderr}",
         "StdIn=/dev/null",
         f"StdOut={job.stdout}",
+        f"MailUser={job.mail_user or '(null)'} MailType={job.mail_type}",
     ]
 
 

@@ -32,6 +32,10 @@ Example::
     purge_events_after = "90days"  # the event log; hours, days or months (docs/accounting.md)
     purge_jobs_after = "12months"  # finished jobs (sacct); none: kept forever
 
+    [mail]                         # optional: job mail (docs/mail.md), Slurm's MailProg
+    prog = "/bin/mail"             # run as `prog -s SUBJECT RECIPIENT`; missing: no mail
+    domain = ""                    # MailDomain: user@domain when --mail-user is not given
+
     [licenses]                     # optional: Slurm's Licenses= (docs/licenses.md)
     matlab = 10                    # jobs hold them with sbatch -L matlab:2
 
@@ -60,6 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from hal.config.accounting import AccountingConfig, accounting_from_table
+from hal.config.mail import MailConfig, mail_from_table
 from hal.config.preemption import preemption_from_table
 from hal.config.priority import (
     LONGEST_S,
@@ -153,6 +158,8 @@ class HalConfig:
     licenses: Mapping[str, int] = field(default_factory=dict)
     # [accounting]: how long events and finished jobs are kept (default: forever)
     accounting: AccountingConfig = field(default_factory=AccountingConfig)
+    # [mail]: the program that sends job mail (Slurm's MailProg, MailDomain)
+    mail: MailConfig = field(default_factory=MailConfig)
 
     @property
     def datasets(self) -> Mapping[str, tuple[str, ...]]:
@@ -186,6 +193,7 @@ _TOP_KEYS = {
     "preemption",
     "licenses",
     "accounting",
+    "mail",
     *PRIORITY_KEYS,
 }
 # integer settings and their least value (max_array_size 0: no arrays, as Slurm's
@@ -314,6 +322,8 @@ def config_from_dict(
             policy=kwargs["priority"],
             min_job_age_s=kwargs.get("min_job_age_seconds", HalConfig().min_job_age_seconds),
         )
+    if "mail" in raw:
+        kwargs["mail"] = mail_from_table(raw["mail"], source)
     return HalConfig(**kwargs)
 
 

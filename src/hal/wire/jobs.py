@@ -131,6 +131,8 @@ class JobInfo(WireModel):
     reservation: str = ""  # --reservation
     licenses: str = ""  # -L, as "ansys:1,matlab:2"
     time_min_seconds: int | None = None  # --time-min (None: none)
+    mail_type: str = "NONE"  # --mail-type as Slurm shows it ("BEGIN,END"; "NONE")
+    mail_user: str = ""  # where job mail goes (docs/mail.md)
     # its job steps (srun in the job, ADR 0012): filled for history queries (sacct) only
     steps: list[StepRecord] = Field(default_factory=list)
 

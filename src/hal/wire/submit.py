@@ -97,6 +97,10 @@ class JobSubmit:
     # the submitter's umask, 3-4 octal digits ("0022"): the job runs with it and finds it
     # in SLURM_UMASK (sbatch sends that variable itself, as Slurm's does); None: the node's
     umask: Annotated[str | None, MaxLen(4)] = None
+    # --mail-type as Slurm writes it ("BEGIN,END", "ALL", "NONE"), parsed by the server;
+    # --mail-user (None: the submitting user, @ the cluster's [mail] domain when it has one)
+    mail_type: Annotated[str | None, MaxLen(256)] = None
+    mail_user: Annotated[str | None, MaxLen(256)] = None
 
 
 @dataclass(slots=True)

@@ -170,13 +170,13 @@ def test_unknown_partition_and_unsupported_fields_are_errors(
         "current_working_directory": str(tmp_path),
         "burst_buffer": "#DW jobdw capacity=1GB",
         "partiton": "debug",
-        "mail_user": "me@example.org",
+        "wckey": "proj",
     }
     got = rest.post("/job/submit", json={"script": "#!/bin/sh\ntrue\n", "job": job})
     assert got.status_code == 400
     sources = sorted(e["source"] for e in got.json()["errors"])
     assert sources == ["job.burst_buffer", "job.partiton"]
-    assert [w["source"] for w in got.json()["warnings"]] == ["job.mail_user"]
+    assert [w["source"] for w in got.json()["warnings"]] == ["job.wckey"]
     assert len(rest.get("/jobs/").json()["jobs"]) == before
 
 

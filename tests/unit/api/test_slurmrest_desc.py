@@ -57,3 +57,18 @@ def test_update_takes_only_what_scontrol_update_changes() -> None:
     parsed = read_update({"job_id": 5, "priority": {"set": True, "number": 7}, "tasks": 2})
     assert parsed.fields == {"priority": 7}
     assert [e["source"] for e in parsed.errors] == ["job.tasks"]
+
+
+def test_mail_flags_become_sbatchs_words() -> None:
+    """slurmrestd's mail_type flags (``TIME=80%``, ``INVALID_DEPENDENCY``) are sbatch's
+    ``--mail-type`` words; an unknown flag is refused by name, not ignored."""
+    req, parsed = read_submit(
+        {
+            "script": "x",
+            "job": {"mail_type": ["BEGIN", "TIME=80%", "INVALID_DEPENDENCY"], "mail_user": "a@b"},
+        }
+    )
+    assert parsed.errors == [] and parsed.warnings == [] and req is not None
+    assert (req.mail_type, req.mail_user) == ("BEGIN,TIME_LIMIT_80,INVALID_DEPEND", "a@b")
+    req, parsed = read_submit({"script": "x", "job": {"mail_type": ["SOMETIMES"]}})
+    assert req is None and "job.mail_type" in str(parsed.errors), parsed.errors

@@ -86,7 +86,7 @@ def job_fields(*argv: str, script: str = SCRIPT) -> dict[str, Any]:
         (["--comment=run 7"], {"comment": "run 7"}),
         (["--nice"], {"nice": 100}),
         (["--nice=-5"], {"nice": -5}),
-        (["--mail-type=END", "--mail-user=a@b"], {}),  # accepted, no mail is sent
+        (["--mail-type=END", "--mail-user=a@b"], {"mail_type": "END", "mail_user": "a@b"}),
     ],
 )
 def test_option_maps_to_field(argv: list[str], expected: dict[str, Any]) -> None:

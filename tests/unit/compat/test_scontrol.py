@@ -35,7 +35,8 @@ def test_show_job_like_the_reference() -> None:
     assert "   Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=3:0" in lines
     assert "   RunTime=00:00:00 TimeLimit=UNLIMITED TimeMin=N/A" in lines
     assert "   TRES=cpu=1,mem=50M,node=1" in lines
-    assert lines[-1] == "   StdOut=/home/root/slurm-2.out"
+    assert lines[-2] == "   StdOut=/home/root/slurm-2.out"
+    assert lines[-1] == "   MailUser=(null) MailType=NONE"  # a job without mail settings
 
 
 def test_show_array_element_and_all_jobs_separated() -> None:

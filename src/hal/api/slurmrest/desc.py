@@ -2,7 +2,7 @@
 (``hal.wire.jobs.JobUpdate`` fields), field by field.
 
 Every field a client sends is accounted for: mapped, ignored with a ``warnings`` entry
-(it changes nothing about where or how the job runs: mail, accounting labels, binding
+(it changes nothing about where or how the job runs: accounting labels, binding
 hints), or refused with an ``errors`` entry (unknown, or something HAL does not do, such
 as X11 or burst buffers). A refused field stops the request: a job that runs without
 what its user asked for is worse than no job. Empty values (``null``, ``""``, ``[]``,
@@ -23,6 +23,7 @@ from hal.api.slurmrest.envelope import (
     warning_entry,
 )
 from hal.core.errors import InvalidRequest
+from hal.core.mail import parse_mail_type
 from hal.core.slurm_syntax import expand_hostlist, parse_gres, parse_nodes
 from hal.wire.submit import JobSubmit
 
@@ -39,8 +40,6 @@ IGNORED = frozenset(
         "flags",
         "group_id",
         "kill_on_node_fail",
-        "mail_type",
-        "mail_user",
         "memory_binding",
         "memory_binding_type",
         "open_mode",
@@ -183,6 +182,26 @@ def _stdin(value: object) -> None:
         raise ValueError("HAL jobs read no standard input; send /dev/null or nothing")
 
 
+# slurmrestd's mail_type flags (job_desc_msg) → sbatch's --mail-type words
+_MAIL_FLAGS = {
+    "TIME=100%": "TIME_LIMIT",
+    "TIME=90%": "TIME_LIMIT_90",
+    "TIME=80%": "TIME_LIMIT_80",
+    "TIME=50%": "TIME_LIMIT_50",
+    "INVALID_DEPENDENCY": "INVALID_DEPEND",
+}
+
+
+def _mail_type(value: object) -> str:
+    """``["BEGIN", "TIME=80%"]`` (or sbatch's comma list) → ``BEGIN,TIME_LIMIT_80``."""
+    words = value.split(",") if isinstance(value, str) else value
+    if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+        raise ValueError('a list of mail flags, e.g. ["BEGIN", "END"]')
+    text = ",".join(_MAIL_FLAGS.get(w.strip().upper(), w.strip()) for w in words)
+    parse_mail_type(text)
+    return text
+
+
 # name → (reader, HAL's field or fields); a reader raises ValueError or InvalidRequest
 Reader = Callable[[object], Any]
 SUBMIT: dict[str, tuple[Reader, str]] = {
@@ -196,6 +215,8 @@ SUBMIT: dict[str, tuple[Reader, str]] = {
     "licenses": (_text, "licenses"),
     "dependency": (_text, "dependency"),
     "array": (_text, "array"),
+    "mail_type": (_mail_type, "mail_type"),
+    "mail_user": (_text, "mail_user"),
     "hold": (_flag, "hold"),
     "requeue": (_flag, "requeue"),
     "nice": (_signed, "nice"),

@@ -209,7 +209,11 @@ async def submit(request: Request, caller: Who) -> JSONResponse:
         status = http_status(parsed.errors)
         return answer(request, {}, errors=parsed.errors, warnings=parsed.warnings, status=status)
     spec = to_spec(
-        req, caller.name, max_array_size=ctx.config.max_array_size, datasets=ctx.config.datasets
+        req,
+        caller.name,
+        max_array_size=ctx.config.max_array_size,
+        datasets=ctx.config.datasets,
+        mail_domain=ctx.config.mail.domain,
     )
     if spec.nice < 0 and not caller.admin:
         raise PermissionDenied("job.nice: only an administrator may give a negative nice")
