@@ -29,6 +29,8 @@ from hal.api.app import create_app
 from hal.api.auth import TokenCache, new_token, token_hash
 from hal.api.context import ServerContext
 from hal.api.data import DataAwareRunner, DataService
+from hal.api.job_mail import JobMail
+from hal.api.mail_program import MailProgram
 from hal.api.predictions import MODEL_FILE, PredictionService
 from hal.api.priority import PriorityService
 from hal.api.profile import server_profile
@@ -151,6 +153,14 @@ class HalServer:
         if config.accounting.purges:
             self.purge = RecordPurge(self.cluster, config.accounting)
             self.purge.on_purged = self.observe.metrics.observe_purge
+        # job mail (--mail-type): [mail] prog, run off the hot paths (docs/mail.md)
+        self.mail = JobMail(
+            self.cluster,
+            MailProgram(
+                config.mail, lambda result: self.observe.metrics.job_mail.labels(result).inc()
+            ),
+            self.cluster.clock,
+        )
         self.ctx = ServerContext(
             config=config,
             cluster=self.cluster,
@@ -203,6 +213,7 @@ class HalServer:
         await self.predictions.start()
         await self.priority.start()
         await self.observe.start()
+        self.mail.seed(self.cluster.jobs.values())
         if self.cache_plane is not None:
             await self.cache_plane.start()
         if self.data is not None:
@@ -211,6 +222,7 @@ class HalServer:
             asyncio.create_task(self.priority.run(self._stop), name="hal-priority"),
             asyncio.create_task(self.service.run(self._stop), name="hal-scheduler"),
             asyncio.create_task(self._housekeeping(), name="hal-housekeeping"),
+            asyncio.create_task(self.mail.run(self._stop), name="hal-mail"),
         ]
         if self.purge is not None:
             self._tasks.append(asyncio.create_task(self.purge.run(self._stop), name="hal-purge"))

@@ -174,6 +174,10 @@ class HalMetrics:
             "hal_alert_notifications", "Webhook deliveries by result (sent/failed).",
             ["result"], registry=r,
         )  # fmt: skip
+        self.job_mail = Counter(
+            "hal_job_mail", "Job mail ([mail] prog) by result: sent, failed, timeout,"
+            " missing (no such program), dropped (too many waiting).", ["result"], registry=r,
+        )  # fmt: skip
         self.purged = Counter(
             "hal_accounting_purged_records",
             "Records deleted by the [accounting] purge, by record (events, jobs).",
