@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -23,6 +23,7 @@ from hal.state.cluster import Caller, Cluster, array_indices
 from hal.state.steps import StepTable
 from hal.wire.bounds import INT64_MAX
 from hal.wire.jobs import WillRun
+from hal.wire.nodes import Reconfigured
 
 log = logging.getLogger("hal.api")
 
@@ -45,6 +46,8 @@ class ServerContext:
     scheduler: Any  # hal.scheduler.framework.Scheduler (will_run)
     predictions: PredictionService | None = None
     data: DataService | None = None  # [data]: the data plane (hal.api.data)
+    # ``scontrol reconfigure`` (``HalServer.reconfigure``; None: an app without a server)
+    reconfigure: Callable[[str], Awaitable[Reconfigured]] | None = None
     steps: StepTable = field(init=False)  # job steps (ADR 0012), made from ``cluster``
     # administrators whose token an agent used, each warned about once (``agent_dep``)
     admins_as_agents: set[str] = field(default_factory=set)

@@ -72,16 +72,27 @@ class JobPriority:
 class PriorityService:
     def __init__(self, cluster: Cluster, policy: PriorityPolicy) -> None:
         self.cluster = cluster
-        self.policy = policy
-        # classic or fair tree ([priority] fairshare_algorithm): the factor jobs get and
-        # the rows sshare shows both come from this tree's standing
-        self.tree = ShareTree(policy.accounts, policy.users, policy.fairshare_algorithm)
-        self.calculator = MultifactorPriority(policy, tuple(cluster.partitions.values()))
         self.ledger = UsageLedger(policy.decay_half_life_s)
+        self.configure(policy)
         self.standing: Standing = self.tree.standing({})
         self._running: dict[int, tuple[Assoc, float, float]] = {}  # id → (assoc, rate, start)
         self._paused: set[int] = set()  # suspended jobs charged up to their suspension
         cluster.on_jobs_changed(self._on_jobs)
+
+    def configure(self, policy: PriorityPolicy) -> None:
+        """Take ``policy`` (and the cluster's partitions, for PriorityJobFactor): at
+        start, and at ``scontrol reconfigure`` (then ``recalculate``). The usage charged
+        so far is kept, under the associations it was charged to, as Slurm keeps an
+        association's usage across a reconfigure; from now on it decays with the new
+        half-life, and runs that start from now on are charged at the new GPU weight."""
+        self.policy = policy
+        # classic or fair tree ([priority] fairshare_algorithm): the factor jobs get and
+        # the rows sshare shows both come from this tree's standing
+        self.tree = ShareTree(policy.accounts, policy.users, policy.fairshare_algorithm)
+        self.calculator = MultifactorPriority(policy, tuple(self.cluster.partitions.values()))
+        if policy.decay_half_life_s != self.ledger.half_life_s:
+            self.ledger.advance(self.cluster.clock.now())  # decayed at the old rate so far
+            self.ledger.half_life_s = policy.decay_half_life_s
 
     @property
     def enabled(self) -> bool:

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hal.config.model import HalConfig
+from hal.core.errors import InvalidRequest
 from hal.scheduler.framework import ProfileError
 from hal.scheduler.plugins import LICENSES, LIMITS, PREEMPTION, default_profile
 
@@ -109,3 +110,12 @@ def require_enforcers(plugins: list[object], config: HalConfig) -> None:
             "and give only plugin_args/score_weights to tune the default profile",
             field="scheduler.plugins",
         )
+
+
+def config_error(err: ProfileError, source: str) -> InvalidRequest:
+    """A profile ``build_profile`` refused, as a mistake in the configuration file
+    ``source`` (``FILE: scheduler.FIELD: ...``), like every other one: `hal server`
+    prints it at start, ``scontrol reconfigure`` when it re-reads the file."""
+    field = err.field or "scheduler"
+    field = field if field.startswith("scheduler") else f"scheduler.{field}"
+    return InvalidRequest(f"{source}: {field}: {err.message}", field=field)

@@ -1,5 +1,5 @@
 """``/v1/nodes``, ``/v1/partitions``, ``/v1/topology``, ``/v1/licenses``, ``/v1/config``,
-``/v1/users``."""
+``/v1/reconfigure``, ``/v1/users``."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from hal.wire.nodes import (
     NodeList,
     NodeUpdate,
     PartitionList,
+    Reconfigured,
     TopologyInfo,
     UserCreated,
     UserInfo,
@@ -103,6 +104,17 @@ async def show_config(ctx: Ctx, _caller: Who) -> ClusterConfig:
             "MailDomain": cfg.mail.domain or "(null)",
         },
     )
+
+
+@router.post("/reconfigure", response_model=Reconfigured)
+async def reconfigure(ctx: Ctx, admin: Admin) -> Reconfigured:
+    """``scontrol reconfigure``: the server re-reads the hal.toml it started with and
+    takes what may change while it runs (docs/adr/0014-reconfigure.md); a file with a
+    mistake is refused (400) with the error a start would print, a partition still in
+    use (409), both changing nothing."""
+    if ctx.reconfigure is None:
+        raise Conflict("this control plane cannot re-read its configuration")
+    return await ctx.reconfigure(admin.name)
 
 
 USER_NAME = r"^[a-z_][a-z0-9_.-]{0,63}$"

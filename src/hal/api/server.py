@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import errno
 import logging
+import signal
 import socket
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -33,22 +34,32 @@ from hal.api.job_mail import JobMail
 from hal.api.mail_program import MailProgram
 from hal.api.predictions import MODEL_FILE, PredictionService
 from hal.api.priority import PriorityService
-from hal.api.profile import server_profile
+from hal.api.profile import config_error, server_profile
+from hal.api.reconfigure import (
+    added_partitions,
+    config_changes,
+    removed_partitions,
+    restart_only,
+)
 from hal.cache.app import CacheControlPlane
-from hal.config.model import HalConfig
+from hal.config.model import HalConfig, load_config
 from hal.core.clock import Clock, SystemClock
-from hal.core.errors import Conflict, InvalidRequest
+from hal.core.errors import Conflict, HalError, InvalidRequest
 from hal.core.tasks import cancel_tasks
 from hal.observe.logging import uvicorn_log_config
 from hal.observe.plane import ObservePlane
-from hal.predict import CONFIGURABLE, SharedPredictor, make_predictor
+from hal.predict import CONFIGURABLE, Predictor, SharedPredictor, make_predictor
+from hal.scheduler.framework import ProfileError
+from hal.scheduler.framework.scheduler import Scheduler
 from hal.scheduler.plugins import BACKFILL, build_scheduler, default_registry
 from hal.scheduler.service import PacedScheduler, PassRunner, SchedulerService
 from hal.state import agents, preempt, reservations
 from hal.state.cluster import Cluster
+from hal.state.config_change import take_config
 from hal.state.retention import RecordPurge
 from hal.state.server_lock import ServerLock
 from hal.state.store import SqlStateStore
+from hal.wire.nodes import Reconfigured
 
 log = logging.getLogger("hal.server")
 HOUSEKEEPING_S = 1.0
@@ -81,6 +92,24 @@ def predictor_name(profile: Mapping[str, object], config: HalConfig) -> str:
     return named if isinstance(named, str) and named in CONFIGURABLE else config.scheduler_predictor
 
 
+def server_scheduler(
+    config: HalConfig, profile: Mapping[str, object], predictor: Predictor
+) -> Scheduler:
+    """The scheduler for ``config`` with ``profile`` (``server_profile``), planning with
+    the server's ``predictor``: at start and at every reconfigure. Raises
+    ``ProfileError`` naming the field for a profile it cannot build."""
+    return build_scheduler(
+        profile,
+        default_registry(
+            predictor=predictor,
+            policy=config.priority,
+            preemption_policy=config.preemption,
+            partitions=config.partition_objects(),
+            licenses=config.licenses,
+        ),
+    )
+
+
 CACHE_PREFIX = "/cache"  # where --cache-control-plane mounts the cache control plane
 
 
@@ -102,8 +131,14 @@ class HalServer:
         *,
         data_dir: str | Path | None = None,
         cache_plane: bool = False,
+        config_path: str | Path | None = None,
     ) -> None:
         self.config = config
+        # the file ``scontrol reconfigure`` re-reads (``reconfigure``): the one this
+        # config came from, or where it would have (then absent: the defaults again)
+        self.config_path = Path(config_path) if config_path is not None else None
+        self._config_was_read = self.config_path is not None and self.config_path.exists()
+        self._reconfiguring = asyncio.Lock()
         self.store = SqlStateStore(db_url)
         self.cluster = Cluster(self.store, config, clock or SystemClock())
         self.data_dir = Path(data_dir).expanduser() if data_dir else sqlite_dir(db_url)
@@ -111,16 +146,7 @@ class HalServer:
         profile = server_profile(config)
         data = config.data
         self.predictor = SharedPredictor(make_predictor(predictor_name(profile, config)))
-        self.scheduler = build_scheduler(
-            profile,
-            default_registry(
-                predictor=self.predictor,
-                policy=config.priority,
-                preemption_policy=config.preemption,
-                partitions=config.partition_objects(),
-                licenses=config.licenses,
-            ),
-        )
+        self.scheduler = server_scheduler(config, profile, self.predictor)
         self.predictions = PredictionService(
             self.cluster,
             self.predictor,
@@ -137,9 +163,10 @@ class HalServer:
         self.observe.metrics.declare_predictor(self.predictor.name)
         # [data]: the data plane's view goes into each pass's snapshot (DataAwareRunner)
         self.data = DataService(data, self.cluster) if data is not None else None
-        runner: PassRunner = PacedScheduler(
+        self.paced = PacedScheduler(
             self.scheduler, time_plugins_every_s=self.observe.plugin_timing_every_s
         )
+        runner: PassRunner = self.paced
         if self.data is not None:
             runner = DataAwareRunner(runner, self.data)
         self.service = SchedulerService(
@@ -169,6 +196,7 @@ class HalServer:
             scheduler=self.scheduler,
             predictions=self.predictions,
             data=self.data,
+            reconfigure=self.reconfigure,
         )
         if self.data is not None:
             self.observe.metrics.data_stats = self.data.status
@@ -186,6 +214,7 @@ class HalServer:
         self._releasing: asyncio.Task[None] | None = None  # held: a task only weakly held
         self._server_lock: ServerLock | None = None
         self._uvicorn: uvicorn.Server | None = None  # while ``serve`` runs
+        self._hangup: asyncio.Task[None] | None = None  # held: a task only weakly held
         # why this server stopped itself: another took the database's lock (PostgreSQL)
         # while its session was gone (``_keep_claim``); "" while it has not
         self.fenced = ""
@@ -241,6 +270,91 @@ class HalServer:
         await self.predictions.stop()
         await self.cluster.close()
         self.unclaim()  # after the last write
+
+    # -- scontrol reconfigure -------------------------------------------------------
+    async def reconfigure(self, by: str = "") -> Reconfigured:
+        """Re-read ``config_path``, validate it whole as start-up does, and take it
+        (``hal.api.reconfigure``, ADR 0014). A mistake raises the start-up error
+        (``FILE: key: what to write``) and changes nothing; a partition still in use
+        is refused (``hal.state.config_change``). ``by``: who asked, for the log."""
+        async with self._reconfiguring:
+            path = self.config_path
+            if path is None:
+                raise InvalidRequest(
+                    "this server was started without a configuration file; start it with "
+                    "--config FILE (or DATA_DIR/hal.toml) to reconfigure it",
+                    field="config",
+                )
+            if path.exists() or self._config_was_read:
+                new = await asyncio.to_thread(load_config, path)
+            else:  # as at start: no file there, the defaults
+                new = HalConfig()
+            running = self.config
+
+            def predictor_of(config: HalConfig) -> str:
+                return predictor_name(server_profile(config), config)
+
+            try:
+                new, kept = restart_only(running, new, predictor_of)
+                scheduler = server_scheduler(new, server_profile(new), self.predictor)
+            except ProfileError as err:
+                raise config_error(err, str(path)) from None
+            changed = config_changes(running, new)
+            removed = removed_partitions(running, new)
+            data = {
+                "changed": changed,
+                "kept": kept,
+                "partitions_added": added_partitions(running, new),
+                "partitions_removed": removed,
+                "by": by,
+            }
+            await take_config(
+                self.cluster, new, removed, data, lambda: self._configure(new, scheduler)
+            )
+            for key in kept:
+                log.warning("reconfigure: %s changes only at restart; kept", key)
+            log.info(
+                "reconfigured from %s by %s: %s",
+                path,
+                by or "?",
+                ", ".join(changed) or "nothing changed",
+                extra={"changed": changed, "kept": kept},
+            )
+            return Reconfigured(changed=changed, kept=kept)
+
+    def _configure(self, config: HalConfig, scheduler: Scheduler) -> None:
+        """The server's parts take ``config`` (the cluster has already): each through
+        the method its constructor used, so start and reconfigure share one path."""
+        self.config = self.ctx.config = config
+        self.priority.configure(config.priority)
+        self.priority.recalculate()  # sprio and the queue order at once
+        # a pass in flight finishes with the old scheduler; its plan is checked against
+        # the new partitions when it is applied
+        self.scheduler = self.ctx.scheduler = self.paced.scheduler = scheduler
+        self.service.interval_s = config.scheduler_interval_seconds
+        if self.purge is not None:
+            self.purge.config = config.accounting
+        elif config.accounting.purges:
+            self.purge = RecordPurge(self.cluster, config.accounting)
+            self.purge.on_purged = self.observe.metrics.observe_purge
+            if self._tasks:  # started: its loop starts now
+                self._tasks.append(
+                    asyncio.create_task(self.purge.run(self._stop), name="hal-purge")
+                )
+
+    def _reconfigure_on_hangup(self) -> None:
+        """SIGHUP (from the event loop): reconfigure as ``scontrol reconfigure`` does;
+        the outcome is logged, a refusal with its reason."""
+
+        async def run() -> None:
+            try:
+                await self.reconfigure(by="SIGHUP")
+            except HalError as err:
+                log.error("reconfigure (SIGHUP) refused: %s", err.message)
+            except Exception:
+                log.exception("reconfigure (SIGHUP) failed")
+
+        self._hangup = asyncio.get_running_loop().create_task(run(), name="hal-reconfigure")
 
     async def _housekeeping(self) -> None:
         ticks = 0
@@ -319,8 +433,14 @@ class HalServer:
             loop.call_soon_threadsafe(start)
 
         if stop is None:
+            # `hal server`: SIGHUP re-reads the configuration, as slurmctld's
+            # (`hal up` and embedders own their signals: there it means stop)
+            loop.add_signal_handler(signal.SIGHUP, self._reconfigure_on_hangup)
             self._uvicorn = _Server(config, release)
-            await self._uvicorn.serve(sockets)
+            try:
+                await self._uvicorn.serve(sockets)
+            finally:
+                loop.remove_signal_handler(signal.SIGHUP)
             return
         server = self._uvicorn = _EmbeddedServer(config, release)
         serving = asyncio.create_task(server.serve(sockets))

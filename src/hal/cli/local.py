@@ -81,15 +81,22 @@ def _server(
 ) -> HalServer:
     """The control plane; a scheduler profile it cannot build is named as a mistake in
     the configuration file (exit 2, ``FILE: scheduler.FIELD: ...``) like any other."""
+    from hal.api.profile import config_error
     from hal.api.server import HalServer
     from hal.scheduler.framework import ProfileError
 
+    # what `scontrol reconfigure` and SIGHUP re-read: --config, else DATA_DIR/hal.toml
+    path = Path(ns.config) if ns.config else data_dir / "hal.toml"
     try:
-        return HalServer(config, db_url, data_dir=data_dir, cache_plane=ns.cache_control_plane)
+        return HalServer(
+            config,
+            db_url,
+            data_dir=data_dir,
+            cache_plane=ns.cache_control_plane,
+            config_path=path,
+        )
     except ProfileError as err:
-        field = err.field or "scheduler"
-        field = field if field.startswith("scheduler") else f"scheduler.{field}"
-        raise InvalidRequest(f"{source}: {field}: {err.message}", field=field) from None
+        raise config_error(err, source) from None
 
 
 LOCAL_AGENTS = "local-agents"  # the user whose agent token `hal up`'s agents hold

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         LicenseInfo,
         NodeInfo,
         PartitionInfo,
+        Reconfigured,
         TopologyInfo,
         UserCreated,
         UserInfo,
@@ -435,6 +436,13 @@ class HalClient:
         from hal.wire.nodes import ClusterConfig
 
         return ClusterConfig.model_validate_json(self._request("GET", "/v1/config").body)
+
+    def reconfigure(self) -> Reconfigured:
+        """``scontrol reconfigure`` (administrators): the server re-reads its hal.toml."""
+        from hal.wire.nodes import Reconfigured
+
+        r = self._request("POST", "/v1/reconfigure")
+        return Reconfigured.model_validate_json(r.body)
 
     # -- advance reservations ------------------------------------------------------------
     def reservations(self) -> list[ReservationInfo]:

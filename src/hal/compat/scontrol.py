@@ -1,7 +1,7 @@
 """The ``scontrol`` command: ``show job|step|node|partition|reservation|topology|config|
 hostnames``, ``hold``, ``uhold`` (a hold the owner may release), ``release``,
-``requeue``, ``update job``, ``update NodeName=... State=...`` (drain, down, resume,
-undrain), and
+``requeue``, ``reconfigure`` (administrators: the server re-reads hal.toml),
+``update job``, ``update NodeName=... State=...`` (drain, down, resume, undrain), and
 ``create|update|delete reservation`` (the reservation words are read and printed by
 ``compat/reservations.py``).
 
@@ -43,7 +43,7 @@ from hal.wire.jobs import JobInfo, JobUpdate
 from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo, TopologyInfo
 
 INVALID_JOB_ID = "slurm_load_jobs error: Invalid job id specified"
-COMMANDS = "show, hold, release, suspend, resume, requeue, update, create and delete"
+COMMANDS = "show, hold, release, suspend, resume, requeue, update, create, delete and reconfigure"
 UPDATABLE = (
     "TimeLimit, TimeMin, Priority, Nice, JobName, Comment, Partition, Reservation, and of a "
     "pending job StartTime, Dependency, QOS, Account, Features, ExcNodeList, ReqNodeList, "
@@ -83,6 +83,8 @@ def scontrol(argv: list[str], console: Console) -> int:
             return _create(args, console)
         if command == "delete":
             return _delete(args, console)
+        if command == "reconfigure":
+            return _reconfigure(args, console)
     except HalError as err:
         return console.error(err.message)
     return console.error(f"invalid command {words[0]!r}; HAL's scontrol knows {COMMANDS}")
@@ -91,6 +93,17 @@ def scontrol(argv: list[str], console: Console) -> int:
 def _is_reservation_update(args: list[str]) -> bool:
     first = args[0].lower()
     return first in ("reservation", "res") or first.startswith("reservationname=")
+
+
+def _reconfigure(args: list[str], console: Console) -> int:
+    """``scontrol reconfigure``: silent on success, as Slurm's; a setting that changes
+    only at restart is named on stderr (its running value kept)."""
+    if args:
+        return console.error("reconfigure takes no arguments: scontrol reconfigure")
+    done = console.client.reconfigure()
+    for key in done.kept:
+        console.err(f"reconfigure: {key} changes only at restart; kept")
+    return 0
 
 
 def _create(args: list[str], console: Console) -> int:

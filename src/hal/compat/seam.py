@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # pydantic schemas: not imported on sbatch's path (see hal.wi
         LicenseInfo,
         NodeInfo,
         PartitionInfo,
+        Reconfigured,
         TopologyInfo,
         UserInfo,
     )
@@ -81,6 +82,8 @@ class Client(Protocol):
     def partitions(self) -> list[PartitionInfo]: ...
 
     def cluster_config(self) -> ClusterConfig: ...
+
+    def reconfigure(self) -> Reconfigured: ...
 
     def licenses(self) -> list[LicenseInfo]: ...
 

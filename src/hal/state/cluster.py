@@ -108,9 +108,7 @@ class Cluster:
         clock: Clock | None = None,
     ) -> None:
         self.store = store
-        self.config = config
         self.clock: Clock = clock or SystemClock()
-        self.partitions: dict[str, Partition] = {p.name: p for p in config.partition_objects()}
         self.jobs: dict[int, Job] = {}
         # the pending and running subset of ``jobs``: what a scheduling pass looks at, so
         # its cost does not grow with the finished jobs kept for MinJobAge
@@ -145,6 +143,15 @@ class Cluster:
         self.in_doubt: set[int] = set()
         self.others_in_doubt = False
         self._listeners: list[Callable[[Sequence[Job]], None]] = []
+        self.configure(config)
+
+    def configure(self, config: HalConfig) -> None:
+        """Take ``config``: at start, and again at ``scontrol reconfigure``
+        (``hal.api.reconfigure``), which has checked that no pending or running job is in
+        a partition ``config`` drops. Everything else reads ``self.config`` when it
+        needs it, so the next submit and the next pass see the new values."""
+        self.config = config
+        self.partitions: dict[str, Partition] = {p.name: p for p in config.partition_objects()}
         # the QoS and accounts jobs may name (``hal.state.associations``)
         self._associations = Associations(config.priority)
 

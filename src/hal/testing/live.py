@@ -58,6 +58,7 @@ class LiveServer:
         db_url: str | None = None,
         config_overrides: dict[str, object] | None = None,
         port: int | None = None,
+        config_file: Path | None = None,
     ) -> None:
         from hal.api.server import sqlite_url
 
@@ -67,6 +68,9 @@ class LiveServer:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.config_overrides = config_overrides or {}
+        # a hal.toml the server starts from (and re-reads on ``scontrol reconfigure``), as
+        # `hal server --config FILE`; the overrides apply over it at start only
+        self.config_file = config_file
         self.token = ""
         # the agents' token (``start_agent``): an agent token, as a real node holds; ""
         # when this server was given the token of another on the same database (a
@@ -93,10 +97,10 @@ class LiveServer:
 
     def start(self) -> None:
         from hal.api.server import HalServer, ensure_user
-        from hal.config.model import HalConfig
+        from hal.config.model import HalConfig, load_config
         from hal.state.store import SqlStateStore
 
-        base = HalConfig()
+        base = HalConfig() if self.config_file is None else load_config(self.config_file)
         fields = {f: getattr(base, f) for f in base.__slots__}
         fields.update(self.config_overrides)
         config = HalConfig(**fields)
@@ -121,7 +125,9 @@ class LiveServer:
                 loop = asyncio.new_event_loop()
             self._loop = loop
             self._stop = asyncio.Event()
-            server = HalServer(config, self.db_url, data_dir=self.data_dir)
+            server = HalServer(
+                config, self.db_url, data_dir=self.data_dir, config_path=self.config_file
+            )
             self.server = server
             ready.set()
             try:

@@ -103,6 +103,15 @@ class ClusterConfig(WireModel):
     settings: dict[str, str] = Field(default_factory=dict)
 
 
+class Reconfigured(WireModel):
+    """What ``scontrol reconfigure`` did (``POST /v1/reconfigure``): the hal.toml keys
+    whose new values the server took, and those that change only at a restart, whose
+    running values it kept."""
+
+    changed: list[str] = Field(default_factory=list)
+    kept: list[str] = Field(default_factory=list)
+
+
 class SwitchInfo(WireModel):
     """One switch of the tree (``GET /v1/topology``)."""
 
