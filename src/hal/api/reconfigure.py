@@ -34,6 +34,23 @@ RESTART_ONLY: dict[str, str] = {
     "scheduler_predictor": "scheduler.predictor",
     "drain_anomalous_nodes": "scheduler.drain_anomalous_nodes",
 }
+# HalConfig fields a reconfigure takes: read where used (``Cluster.config``, the request
+# context), or given to the part that uses them through its ``configure``
+LIVE = frozenset(
+    {
+        "min_job_age_seconds",
+        "kill_wait_seconds",
+        "max_array_size",
+        "max_batch_jobs",
+        "scheduler_interval_seconds",
+        "scheduler_profile",
+        "partitions",
+        "priority",
+        "preemption",
+        "licenses",
+        "accounting",
+    }
+)
 # the other fields' hal.toml names, where they differ
 _KEYS = {
     "scheduler_interval_seconds": "scheduler.interval_seconds",

@@ -36,6 +36,9 @@ min_job_age_seconds = 120
 kill_wait_seconds = 2
 cluster_name = "renamed"
 
+[priority]
+weight_partition = 1000
+
 [[partitions]]
 name = "debug"
 default = true
@@ -73,8 +76,8 @@ def test_reconfigure_adds_a_partition_and_lowers_max_time(live: LiveServer, tmp_
     """The job running on node1 asked 50 minutes and runs on under the new 20-minute
     MaxTime (Slurm does not end running jobs at a reconfigure); the pending one that
     asked 30 now waits on PartitionTimeLimit; node2, in no partition before, takes a
-    job of the new partition at once; show config, show partition and sinfo show the
-    new values; cluster_name is reported as kept."""
+    job of the new partition at once; show config, show partition, sinfo and sprio (the
+    new [priority] weight) show the new values; cluster_name is reported as kept."""
     running = _sbatch(live, tmp_path, "-t", "50")
     with live.client() as c:
         wait_until(lambda: c.job(running).state == "RUNNING", message="the running job")
@@ -95,6 +98,8 @@ def test_reconfigure_adds_a_partition_and_lowers_max_time(live: LiveServer, tmp_
         assert sinfo.stdout.split("\n")[:2] == ["debug* 20:00 node1", "extra 30:00 node2"]
         shown = live.cli("scontrol", "show", "partition", "debug").stdout
         assert "MaxTime=00:20:00" in shown
+        sprio = live.cli("sprio", "-h", "-o", "%i %Y %P")
+        assert sprio.stdout.split() == [str(waiting), "1000", "1000"]  # the new weight
         config = live.cli("scontrol", "show", "config").stdout
         assert "MinJobAge               = 120 sec" in config
         assert "ClusterName             = hal" in config
@@ -122,6 +127,7 @@ def test_a_file_with_a_mistake_changes_nothing(live: LiveServer, tmp_path: Path)
     assert "write minutes (60)" in done.stderr
     sinfo = live.cli("sinfo", "-h", "-o", "%P %l")
     assert sinfo.stdout.strip() == "debug* 1:00:00"
+    assert live.cli("sprio", "-h", "-o", "%i").stdout == ""  # [priority] not taken
     with live.client() as c:
         assert not [e for e in c.events(follow=False) if e.kind == "config.reconfigured"]
 

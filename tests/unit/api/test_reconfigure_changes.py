@@ -3,7 +3,11 @@ bound at start that it leaves as they run (``hal.api.reconfigure``)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from hal.api.reconfigure import (
+    LIVE,
+    RESTART_ONLY,
     added_partitions,
     config_changes,
     removed_partitions,
@@ -78,3 +82,11 @@ def test_a_backfill_predictor_argument_is_named_when_it_alone_changes() -> None:
     new = _config(scheduler={"plugin_args": {"backfill": {"predictor": "avg2"}}})
     _, kept = restart_only(_config(), new, by_args)
     assert kept == ["scheduler.plugin_args.backfill.predictor"]
+
+
+def test_every_setting_is_either_taken_live_or_kept_until_a_restart() -> None:
+    """A new hal.toml setting must be classified (ADR 0014): else a reconfigure would
+    take it into a config no part of the server reads again, silently."""
+    fields = {f.name for f in dataclasses.fields(HalConfig)}
+    assert not LIVE & set(RESTART_ONLY)
+    assert fields == LIVE | set(RESTART_ONLY)
