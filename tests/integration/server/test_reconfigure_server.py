@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from hal.client import HalClient
@@ -160,6 +161,26 @@ def test_only_an_administrator_may_reconfigure(live: LiveServer) -> None:
     assert done.returncode == 1
     assert "user alice is not an administrator" in done.stderr
     assert "extra" not in live.cli("sinfo", "-h", "-o", "%P").stdout
+
+
+def test_the_slurmrest_facade_reconfigures_for_an_administrator(live: LiveServer) -> None:
+    """slurmrestd's ``GET /reconfigure/``: an administrator's takes the file and warns
+    about what waits for a restart; a user's is refused with ACCESS_DENIED."""
+    base = f"{live.url}/slurm/v0.0.45/reconfigure/"
+    token = live.add_users("bob")["bob"]
+    _toml(live).write_text(AFTER)
+    refused = httpx.get(base, headers={"X-SLURM-USER-TOKEN": token}, timeout=30)
+    assert refused.status_code == 403
+    assert "not an administrator" in refused.json()["errors"][0]["description"]
+    done = httpx.get(base, headers={"X-SLURM-USER-TOKEN": live.token}, timeout=30)
+    assert done.status_code == 200, done.text
+    assert done.json()["errors"] == []
+    assert [w["source"] for w in done.json()["warnings"]] == ["cluster_name"]
+    assert "extra" in live.cli("sinfo", "-h", "-o", "%P").stdout
+    _toml(live).write_text("nonsense = 1\n")
+    bad = httpx.get(base, headers={"X-SLURM-USER-TOKEN": live.token}, timeout=30)
+    assert bad.status_code == 400
+    assert "unknown key(s) ['nonsense']" in bad.json()["errors"][0]["description"]
 
 
 def test_sighup_to_hal_server_reconfigures_it(tmp_path: Path) -> None:

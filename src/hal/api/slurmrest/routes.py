@@ -459,6 +459,26 @@ async def diag(request: Request, _caller: Who) -> JSONResponse:
     return answer(request, {"statistics": stats})
 
 
+async def reconfigure(request: Request, caller: Who) -> JSONResponse:
+    """``scontrol reconfigure`` (administrators): the server re-reads its hal.toml. A
+    file with a mistake or a partition still in use: the error, nothing changed; a
+    setting that changes only at restart: a warning naming it."""
+    ctx = _ctx(request)
+    if not caller.admin:
+        raise PermissionDenied(f"user {caller.name} is not an administrator")
+    if ctx.reconfigure is None:
+        raise SlurmRestError(503, SLURM_ERROR, "this server cannot re-read its configuration")
+    try:
+        done = await ctx.reconfigure(caller.name)
+    except HalError as err:  # about the file, not a job: no job.FIELD source
+        raise SlurmRestError(err.http_status, SLURM_ERROR, err.message) from None
+    warnings: list[dict[str, object]] = [
+        {"description": f"reconfigure: {key} changes only at restart; kept", "source": key}
+        for key in done.kept
+    ]
+    return answer(request, {}, warnings=warnings)
+
+
 # (path, handler, methods); slurmrestd's paths end in "/" where they list
 ROUTES: list[tuple[str, Any, list[str]]] = [
     ("/job/submit", submit, ["POST"]),
@@ -473,4 +493,5 @@ ROUTES: list[tuple[str, Any, list[str]]] = [
     ("/licenses/", licenses, ["GET"]),
     ("/ping/", ping, ["GET"]),
     ("/diag/", diag, ["GET"]),
+    ("/reconfigure/", reconfigure, ["GET"]),
 ]
