@@ -227,3 +227,18 @@ def _answers(client: HalClient) -> bool:
     except HalError:
         return False
     return True
+
+
+def test_reconfigure_on_postgresql(pg_url: str, tmp_path: Path) -> None:
+    """The same on PostgreSQL, where the event's data is a JSON column: stored, and the
+    new partition shown."""
+    toml = tmp_path / "hal.toml"
+    toml.write_text(BEFORE)
+    with LiveServer(tmp_path / "state", db_url=pg_url, config_file=toml) as live:
+        toml.write_text(AFTER)
+        done = live.cli("scontrol", "reconfigure")
+        assert done.returncode == 0, done.stderr
+        assert live.cli("sinfo", "-h", "-o", "%P").stdout.split() == ["debug*", "extra"]
+        with live.client() as c:
+            kinds = [e.kind for e in c.events(follow=False)]
+            assert kinds.count("config.reconfigured") == 1
