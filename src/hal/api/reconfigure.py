@@ -49,6 +49,7 @@ LIVE = frozenset(
         "preemption",
         "licenses",
         "accounting",
+        "mail",
     }
 )
 # the other fields' hal.toml names, where they differ

@@ -332,6 +332,7 @@ class HalServer:
         # the new partitions when it is applied
         self.scheduler = self.ctx.scheduler = self.paced.scheduler = scheduler
         self.service.interval_s = config.scheduler_interval_seconds
+        self.mail.program.config = config.mail  # read at each mail sent
         if self.purge is not None:
             self.purge.config = config.accounting
         elif config.accounting.purges:

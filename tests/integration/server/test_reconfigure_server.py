@@ -46,6 +46,9 @@ default = true
 nodes = "node1"
 max_time = 20
 
+[mail]
+domain = "example.org"
+
 [[partitions]]
 name = "extra"
 nodes = "node2"
@@ -104,6 +107,7 @@ def test_reconfigure_adds_a_partition_and_lowers_max_time(live: LiveServer, tmp_
         config = live.cli("scontrol", "show", "config").stdout
         assert "MinJobAge               = 120 sec" in config
         assert "ClusterName             = hal" in config
+        assert "MailDomain              = example.org" in config
         extra = _sbatch(live, tmp_path, "-p", "extra", "-t", "5")
         wait_until(lambda: c.job(extra).state == "RUNNING", message="the job in extra")
         assert c.job(extra).nodes == ["node2"]
@@ -170,7 +174,8 @@ def test_the_slurmrest_facade_reconfigures_for_an_administrator(live: LiveServer
     token = live.add_users("bob")["bob"]
     _toml(live).write_text(AFTER)
     refused = httpx.get(base, headers={"X-SLURM-USER-TOKEN": token}, timeout=30)
-    assert refused.status_code == 403
+    assert refused.status_code == 500  # slurmctld's refusals are 500 (slurm-checks.md)
+    assert refused.json()["errors"][0]["error_number"] == 2002  # ESLURM_ACCESS_DENIED
     assert "not an administrator" in refused.json()["errors"][0]["description"]
     done = httpx.get(base, headers={"X-SLURM-USER-TOKEN": live.token}, timeout=30)
     assert done.status_code == 200, done.text
@@ -179,7 +184,7 @@ def test_the_slurmrest_facade_reconfigures_for_an_administrator(live: LiveServer
     assert "extra" in live.cli("sinfo", "-h", "-o", "%P").stdout
     _toml(live).write_text("nonsense = 1\n")
     bad = httpx.get(base, headers={"X-SLURM-USER-TOKEN": live.token}, timeout=30)
-    assert bad.status_code == 400
+    assert bad.status_code == 500
     assert "unknown key(s) ['nonsense']" in bad.json()["errors"][0]["description"]
 
 

@@ -470,8 +470,8 @@ async def reconfigure(request: Request, caller: Who) -> JSONResponse:
         raise SlurmRestError(503, SLURM_ERROR, "this server cannot re-read its configuration")
     try:
         done = await ctx.reconfigure(caller.name)
-    except HalError as err:  # about the file, not a job: no job.FIELD source
-        raise SlurmRestError(err.http_status, SLURM_ERROR, err.message) from None
+    except HalError as err:  # slurmctld's refusal (500), about the file: no job.FIELD source
+        raise SlurmRestError(500, SLURM_ERROR, err.message) from None
     warnings: list[dict[str, object]] = [
         {"description": f"reconfigure: {key} changes only at restart; kept", "source": key}
         for key in done.kept
