@@ -14,6 +14,7 @@ from hal import __version__
 from hal.api import (
     errors,
     routes_agent,
+    routes_crontab,
     routes_data,
     routes_events,
     routes_htc,
@@ -78,6 +79,7 @@ def create_app(
         routes_data,
         routes_reservations,
         routes_steps,
+        routes_crontab,
     ):
         app.include_router(module.router)
     app.include_router(routes_steps.listing)

@@ -304,6 +304,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         time_min_seconds=spec.time_min_s,
         mail_type=mail_type_names(spec.mail_type),
         mail_user=spec.mail_user,
+        cron=spec.cron.schedule if spec.cron is not None else None,
     )
 
 

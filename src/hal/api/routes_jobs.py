@@ -64,7 +64,7 @@ async def submit(
         datasets=ctx.config.datasets,
         mail_domain=ctx.config.mail.domain,
     )
-    _check_nice(spec, caller, "")
+    check_nice(spec, caller, "")
     if spec.data and ctx.data is not None:  # [data]: locate the inputs for the first pass
         await ctx.data.prime(spec.data)
     key = await submit_key(request, caller, idempotency_key)
@@ -145,13 +145,13 @@ async def _specs(
         for i, item in enumerate(items)
     ]
     for i, spec in enumerate(specs):
-        _check_nice(spec, caller, f"{field}[{i}].")
+        check_nice(spec, caller, f"{field}[{i}].")
     if ctx.data is not None:
         await ctx.data.prime(k for s in specs for k in s.data)
     return specs
 
 
-def _check_nice(spec: JobSpec, caller: Caller, where: str) -> None:
+def check_nice(spec: JobSpec, caller: Caller, where: str) -> None:
     """A negative nice raises a job's priority above everyone's: administrators only (as
     in Slurm, and as for ``scontrol update Nice=``)."""
     if spec.nice < 0 and not caller.admin:

@@ -19,6 +19,7 @@ from hal.wire.submit import JobSubmit, SubmitResult, WillRun, from_dict, non_def
 # them, and importing pydantic would cost it more than the whole command's budget.
 if TYPE_CHECKING:
     from hal.wire.accounts import AssociationList
+    from hal.wire.crontab import CrontabInfo, CrontabRemoved
     from hal.wire.diag import SchedulerDiag
     from hal.wire.jobs import JobEvent, JobInfo, JobUpdate
     from hal.wire.nodes import (
@@ -554,6 +555,27 @@ class HalClient:
         r = self._request("GET", f"/v1/jobs/{segment(job_id)}/explain")
         return ExplainInfo.model_validate_json(r.body)
 
+    # -- crontabs (scrontab, docs/scrontab.md) -------------------------------------------
+    def crontab(self, user: str) -> CrontabInfo:
+        from hal.wire.crontab import CrontabInfo
+
+        r = self._request("GET", _crontab_path(user))
+        return CrontabInfo.model_validate_json(r.body)
+
+    def put_crontab(self, user: str, text: str, jobs: list[JobSubmit]) -> CrontabInfo:
+        """Replace ``user``'s crontab: ``jobs`` holds one job per entry, in order."""
+        from hal.wire.crontab import CrontabInfo
+
+        body = {"text": text, "jobs": [non_defaults(j) for j in jobs]}
+        r = self._request("PUT", _crontab_path(user), json_body=body)
+        return CrontabInfo.model_validate_json(r.body)
+
+    def delete_crontab(self, user: str) -> CrontabRemoved:
+        from hal.wire.crontab import CrontabRemoved
+
+        r = self._request("DELETE", _crontab_path(user))
+        return CrontabRemoved.model_validate_json(r.body)
+
     # -- users ------------------------------------------------------------------------
     def whoami(self) -> UserInfo:
         from hal.wire.nodes import UserInfo
@@ -672,6 +694,10 @@ def error_from_payload(status: int, payload: bytes, reason: str = "") -> HalErro
         cls = next((c for c in ERRORS_BY_CODE.values() if c.http_status == status), HalError)
     field = body.get("field")
     return cls(detail, field=str(field) if field else None)
+
+
+def _crontab_path(user: str) -> str:
+    return f"/v1/crontab/{segment(user, 'user name', 'hal users')}"
 
 
 def _reservation_path(name: str) -> str:

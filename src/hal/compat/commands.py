@@ -37,6 +37,7 @@ COMMANDS: dict[str, str] = {
     "sstat": "hal.compat.sstat:sstat",
     "sacctmgr": "hal.compat.sacctmgr:sacctmgr",
     "sdiag": "hal.compat.sdiag:sdiag",
+    "scrontab": "hal.compat.scrontab:scrontab",
 }
 
 

@@ -18,6 +18,7 @@ SLURM_COMMANDS = (
     "sstat",
     "sacctmgr",
     "sdiag",
+    "scrontab",
 )
 
 # salloc sets it in its command's environment (the allocation's job id); srun there runs

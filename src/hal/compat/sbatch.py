@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -253,6 +253,46 @@ def job_from_options(
     ``SALLOC_*``), checked and built as sbatch builds its own; ``script`` is what runs."""
     settings = _merge([env_settings, _settings(parsed)[0]])
     job = _build_job(settings, script, environ=environ, cwd=cwd, now=now)
+    return _submitted_from(job, cwd, hostname, umask)
+
+
+def job_from_directives(
+    directives: Sequence[tuple[int, str]],
+    script: BatchScript,
+    *,
+    environ: Mapping[str, str],
+    cwd: str,
+    now: float,
+    hostname: str = "",
+    umask: int | None = None,
+    refused: Collection[str] = (),
+    line: int = 0,
+) -> JobSubmit:
+    """One job from option lines ((line number, the options' text), scrontab's
+    ``#SCRON`` lines, later lines winning), checked and built as sbatch builds its own.
+    A line's mistake, or an option whose name is in ``refused``, raises ``InvalidRequest``
+    starting "line N: "; a mistake of the options together names ``line`` (the entry's)."""
+    levels: list[dict[str, Setting]] = []
+    for number, text in directives:
+        where = f"line {number}: "
+        try:
+            parsed = _parse(split_directive(text), stop_at_positional=False, where="")
+        except InvalidRequest as err:
+            raise type(err)(where + err.message, field=err.field) from None
+        if parsed.positionals:
+            raise InvalidRequest(
+                f"{where}unexpected {parsed.positionals[0]!r}: only options go there",
+                field="crontab",
+            )
+        level, _ = _settings(parsed)
+        for dest, (_, spelled) in level.items():
+            if dest in refused:
+                raise UnsupportedOption(f"{where}{spelled} is not allowed here", field=dest)
+        levels.append(level)
+    try:
+        job = _build_job(_merge(levels), script, environ=environ, cwd=cwd, now=now)
+    except InvalidRequest as err:
+        raise type(err)(f"line {line}: {err.message}", field=err.field) from None
     return _submitted_from(job, cwd, hostname, umask)
 
 

@@ -326,6 +326,9 @@ def job_record(job: JobInfo, now: float) -> list[str]:
         f"Dependency={job.dependency or '(null)'}",
         f"Requeue={int(job.requeue)} Restarts={job.restarts} BatchFlag=1 Reboot=0 "
         f"ExitCode={job.exit_code}:{job.exit_signal}",
+        # a scrontab entry's job (Slurm 20.11's cron jobs; written from memory of Slurm's
+        # output: docs/scrontab.md)
+        *([f"CronJob=Yes CrontabSpec={job.cron}"] if job.cron is not None else []),
         f"RunTime={duration_long(time_used(job, now))} "
         f"TimeLimit={limit_long(job.time_limit_seconds)} "
         f"TimeMin={duration_long(job.time_min_seconds) if job.time_min_seconds else 'N/A'}",

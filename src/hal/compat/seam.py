@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol, TextIO
 from hal.wire.submit import JobSubmit, SubmitResult, WillRun
 
 if TYPE_CHECKING:  # pydantic schemas: not imported on sbatch's path (see hal.wire.submit)
+    from hal.wire.crontab import CrontabInfo, CrontabRemoved
     from hal.wire.jobs import JobInfo, JobUpdate
     from hal.wire.nodes import (
         ClusterConfig,
@@ -125,6 +126,12 @@ class Client(Protocol):
     ) -> None: ...
 
     def running_steps(self) -> list[StepInfo]: ...
+
+    def crontab(self, user: str) -> CrontabInfo: ...
+
+    def put_crontab(self, user: str, text: str, jobs: list[JobSubmit]) -> CrontabInfo: ...
+
+    def delete_crontab(self, user: str) -> CrontabRemoved: ...
 
     def close(self) -> None: ...
 

@@ -35,8 +35,10 @@ DISABLED_PREFIX = "#DISABLED: "  # what scancel of a cron job puts before its li
 # (L, W, #, ?) are not crontab(5)'s nor Slurm's
 _FIELD = re.compile(r"^[0-9A-Za-z*,/-]+$")
 _NAME = re.compile(r"[A-Za-z]+")
-_MONTHS = frozenset("jan feb mar apr may jun jul aug sep oct nov dec".split())
-_DAYS = frozenset("sun mon tue wed thu fri sat".split())
+_MONTHS = frozenset(
+    ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+)
+_DAYS = frozenset(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])
 _FIELD_NAMES = ("minute", "hour", "day-of-month", "month", "day-of-week")
 
 

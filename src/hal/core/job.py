@@ -104,6 +104,17 @@ class HetSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class CronSpec:
+    """The scrontab entry a cron job runs (docs/scrontab.md): its schedule as written
+    (``*/5 * * * *``, ``@daily``) and where it is in its user's file, from its first
+    ``#SCRON`` line to its command's line (what scancel comments out)."""
+
+    schedule: str
+    first_line: int
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
 class JobSpec:
     """A complete, validated job request. Per-node quantities are per node."""
 
@@ -162,6 +173,9 @@ class JobSpec:
     # user, or user@MailDomain, when --mail-user was not given: resolved at submission)
     mail_type: int = 0
     mail_user: str = ""
+    # a scrontab entry's job: when a run ends it is queued again for the next time its
+    # schedule names, under the same id (docs/scrontab.md); None for any other job
+    cron: CronSpec | None = None
 
     def cpus_per_node(self, nodes: int) -> int:
         """CPUs each node must give when the job runs on ``nodes`` nodes."""

@@ -42,7 +42,7 @@ from hal.core.reservation import Reservation
 from hal.core.states import JobState, NodeState, PendingReason
 from hal.core.topology_labels import label_path
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
-from hal.state import pending_update, preempt, resync
+from hal.state import crontabs, pending_update, preempt, resync
 from hal.state import reservations as advance_reservations
 from hal.state.applier import NodeUsage, check_placement, hold, release
 from hal.state.associations import Associations
@@ -513,13 +513,19 @@ class Cluster:
         return await self.db(self.store.forget_submit_keys, before)
 
     async def submit(
-        self, specs: Sequence[JobSpec], *, het: bool = False, key: SubmitKey | None = None
+        self,
+        specs: Sequence[JobSpec],
+        *,
+        het: bool = False,
+        key: SubmitKey | None = None,
+        along: Callable[[], crontabs.Changes] | None = None,
     ) -> list[Submitted]:
         """Admit and store jobs (one transaction for the whole batch). ``het``: the specs
         are the components of one heterogeneous job, given consecutive ids; the first
         id is the het job id (docs/hetjobs.md). ``key``: the submission's
         ``Idempotency-Key``; sent again, it answers with the jobs it gave the first time
-        (``hal.state.resync``)."""
+        (``hal.state.resync``). ``along``: other changes, worked out under the lock and
+        committed in the same transaction (a new crontab's: ``hal.state.crontabs``)."""
         if key is not None:  # a resend is answered first: the checks may no longer pass
             found = await self.db(self.store.find_submit_key, key.user, key.key)
             if found is not None:
@@ -536,9 +542,11 @@ class Cluster:
         specs = [self._associations.with_defaults(s) for s in specs]
         prepared = [self.admit(spec, i if len(specs) > 1 else None) for i, spec in enumerate(specs)]
         built: list[Job] = []  # the jobs ``work`` wrote, in doubt if its COMMIT is lost
+        other = crontabs.Changes()
 
         def work() -> tuple[list[Job], list[Submitted], list[StoredEvent]]:
             with self.store.transaction() as tx:
+                other.write_to(tx)
                 count = sum(len(s.array.indices) if s.array else 1 for s in specs)
                 next_id = tx.reserve_job_ids(count)
                 if het:  # the het job id is component 0's id
@@ -615,10 +623,12 @@ class Cluster:
             for i, spec in enumerate(specs):
                 self.check_dependency_targets(spec, known_ids, i if len(specs) > 1 else None)
             self.check_submit_limits(specs)
+            if along is not None:
+                other = along()
             try:
                 jobs, results, added = await self.db(work)
             except CommitOutcomeUnknown:
-                resync.doubt(self, (j.id for j in built))
+                resync.doubt(self, itertools.chain((j.id for j in built), other.ids()))
                 raise
             except SubmitKeyTaken:
                 # the same key sent twice at once: the first stored it, this transaction
@@ -627,6 +637,7 @@ class Cluster:
                 found = await self.db(self.store.find_submit_key, key.user, key.key)
                 assert found is not None
                 return resync.replayed(key, found)
+            jobs = [*other.jobs, *jobs]
             for job in jobs:
                 self._put(job)
             await self._published(added, jobs)
@@ -956,7 +967,8 @@ class Cluster:
                             data={"by": caller.name},
                         )
                     )
-            await self._commit(changed, events)
+            # a cron job's entry is commented out in its user's crontab, as Slurm's
+            await self._commit(changed, events, crontabs.disabling(changed))
             for job in changed:
                 if job.state is JobState.COMPLETING:
                     agents.send_cancel(self, job, JobState.CANCELLED)
@@ -1339,6 +1351,8 @@ class Cluster:
             return new, EventRow(
                 now, "job.requeued", job_id=job.id, state="PENDING", data={"after": state.value}
             )
+        if crontabs.runs_again(job, state):  # the run of a cron job: queued for the next
+            return crontabs.queued_again(job, state, now, exit_code, exit_signal)
         reason = FINISH_REASONS.get(state, PendingReason.NONE)
         new = job.evolve(
             state=state, reason=reason, end_time=now, exit_code=exit_code, exit_signal=exit_signal

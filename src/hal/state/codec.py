@@ -8,6 +8,7 @@ from typing import Any
 from hal.core.job import (
     Allocation,
     ArraySpec,
+    CronSpec,
     Dependency,
     DependencyKind,
     DependencyTerm,
@@ -49,6 +50,8 @@ def spec_to_json(spec: JobSpec) -> str:
             value = [value.level, value.required]
         elif name == "het" and value is not None:
             value = [value.job_id, value.offset, value.size]
+        elif name == "cron" and value is not None:
+            value = [value.schedule, value.first_line, value.line]
         elif name in _TUPLE_FIELDS:
             value = list(value)
         elif name == "licenses":
@@ -81,6 +84,8 @@ def spec_from_json(text: str, script: str) -> JobSpec:
         d["topology"] = TopologyConstraint(level, required)
     if d.get("het") is not None:
         d["het"] = HetSpec(*d["het"])
+    if d.get("cron") is not None:
+        d["cron"] = CronSpec(*d["cron"])
     known = set(JobSpec.__slots__)
     return JobSpec(**{k: v for k, v in d.items() if k in known})
 

@@ -106,6 +106,11 @@ def _v11_running_steps(conn: Connection) -> None:
     schema.running_steps.create(conn, checkfirst=True)
 
 
+def _v12_crontabs(conn: Connection) -> None:
+    # crontabs: each user's scrontab file (docs/scrontab.md)
+    schema.crontabs.create(conn, checkfirst=True)
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -118,6 +123,7 @@ STEPS: tuple[Step, ...] = (
     _v9_job_steps,
     _v10_step_signals,
     _v11_running_steps,
+    _v12_crontabs,
 )
 
 

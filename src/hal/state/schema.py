@@ -182,3 +182,13 @@ running_steps = Table(
     # nodes whose part has ended: {node: [exit code, signal, oom]} (JSON)
     Column("ended", Text, nullable=False, default="{}"),
 )
+
+# each user's scrontab file as they last saved it (docs/scrontab.md); its entries' jobs
+# are ordinary job rows whose spec names the entry (``JobSpec.cron``)
+crontabs = Table(
+    "crontabs",
+    metadata,
+    Column("user_name", String(256), primary_key=True),
+    Column("text", Text, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)

@@ -133,6 +133,9 @@ class JobInfo(WireModel):
     time_min_seconds: int | None = None  # --time-min (None: none)
     mail_type: str = "NONE"  # --mail-type as Slurm shows it ("BEGIN,END"; "NONE")
     mail_user: str = ""  # where job mail goes (docs/mail.md)
+    # a scrontab entry's job (docs/scrontab.md): its schedule as written ("*/5 * * * *",
+    # "@daily"); scontrol shows CronJob=Yes CrontabSpec=...; None for any other job
+    cron: str | None = None
     # its job steps (srun in the job, ADR 0012): filled for history queries (sacct) only
     steps: list[StepRecord] = Field(default_factory=list)
 
