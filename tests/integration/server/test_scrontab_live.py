@@ -158,9 +158,7 @@ def test_scancel_of_a_cron_job_comments_its_entry_out(
     with HalClient(server.url, token) as c:
         c.cancel(first)
     listed = scrontab(server, token, "-l")[1]
-    assert listed == (
-        f"#DISABLED: #SCRON -t 1\n#DISABLED: {FAR} echo gone\n{FAR} echo stays\n"
-    )
+    assert listed == (f"#DISABLED: #SCRON -t 1\n#DISABLED: {FAR} echo gone\n{FAR} echo stays\n")
     assert cron_jobs(server, "dave")[first][0] == "CANCELLED"
 
 
@@ -182,18 +180,25 @@ def test_an_every_minute_entry_runs_at_the_minute_and_pends_again_under_its_id(
     job runs once it passes, and then waits for the following minute under its id."""
     with LiveServer(tmp_path / "srv") as live, live.agents(1):
         marker = tmp_path / "ran"
-        rc, _, err = scrontab(live, live.token, "-", stdin=f"* * * * * date +%s >> {marker}\n")
+        line = f"* * * * * date +%s >> {marker}\n"
+        rc, _, err = scrontab(live, live.token, "-", stdin=line, env={"HOME": str(tmp_path)})
         assert rc == 0, err
         ((job_id, (state, _, begin)),) = cron_jobs(live, "admin").items()
         now = time.time()
         assert state == "PENDING"
         assert begin is not None and begin % 60 == 0 and now < begin <= now + 60
-        wait_until(marker.exists, timeout=begin - time.time() + 30, message="the cron run")
+        wait_until(
+            lambda: marker.exists() and marker.read_text().endswith("\n"),
+            timeout=begin - time.time() + 30,
+            message="the cron run",
+        )
         ran_at = int(marker.read_text().split()[0])
         assert ran_at >= begin
         wait_until(
-            lambda: cron_jobs(live, "admin")[job_id][0] == "PENDING"
-            and (cron_jobs(live, "admin")[job_id][2] or 0) > begin,
+            lambda: (
+                cron_jobs(live, "admin")[job_id][0] == "PENDING"
+                and (cron_jobs(live, "admin")[job_id][2] or 0) > begin
+            ),
             message="the job to be queued again for the next minute",
         )
         state, _, again = cron_jobs(live, "admin")[job_id]
