@@ -204,3 +204,19 @@ def test_an_every_minute_entry_runs_at_the_minute_and_pends_again_under_its_id(
         state, _, again = cron_jobs(live, "admin")[job_id]
         assert again == begin + 60 or again == begin + 120  # the run may end past :00
         assert set(cron_jobs(live, "admin")) == {job_id}
+
+
+def test_the_crontab_and_its_jobs_outlive_a_server_restart(each_store: LiveServer) -> None:
+    """On SQLite and PostgreSQL: the file and its entry's pending job (with its entry)
+    are read back after a restart, and scancel then still finds the entry to disable."""
+    text = f"#SCRON -t 2\n{FAR} echo kept\n"
+    assert scrontab(each_store, each_store.token, "-", stdin=text)[0] == 0
+    (job_id,) = cron_jobs(each_store, "admin")
+    each_store.stop()
+    each_store.start()
+    assert scrontab(each_store, each_store.token, "-l")[1] == text
+    with each_store.client() as c:
+        assert c.job(job_id).cron == FAR
+        c.cancel(job_id)
+    listed = scrontab(each_store, each_store.token, "-l")[1]
+    assert listed == f"#DISABLED: #SCRON -t 2\n#DISABLED: {FAR} echo kept\n"
