@@ -165,12 +165,14 @@ def test_scancel_of_a_cron_job_comments_its_entry_out(
 def test_only_an_administrator_uses_another_users_crontab(
     server: LiveServer, tokens: dict[str, str]
 ) -> None:
+    rc, _, err = scrontab(server, tokens["alice"], "-", stdin=f"{FAR} echo mine\n")
+    assert rc == 0, err
     rc, _, err = scrontab(server, tokens["dave"], "-u", "alice", "-l")
     assert rc == 1
     assert "only an administrator" in err
     rc, out, _ = scrontab(server, server.token, "-u", "alice", "-l")
     assert rc == 0
-    assert "echo one" in out
+    assert "echo mine" in out
 
 
 def test_an_every_minute_entry_runs_at_the_minute_and_pends_again_under_its_id(
