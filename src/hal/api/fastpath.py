@@ -69,6 +69,14 @@ async def read_body(request: Request, cls: type[T]) -> T:
     return value
 
 
+def validate(cls: type[T], value: object) -> T:
+    """``value`` (Python objects: a body another edge translated, as the slurmrestd
+    facade's ``job_desc_msg``) validated with the adapter ``read_body`` uses, so its
+    bounds apply the same way; raises pydantic's ``ValidationError``."""
+    found: T = _adapter(cls).validate_python(value)
+    return found
+
+
 def json_response(value: Any, status_code: int = 200) -> Response:
     body = _adapter(type(value)).dump_json(value)
     return Response(body, status_code=status_code, media_type="application/json")

@@ -180,6 +180,40 @@ def test_unknown_partition_and_unsupported_fields_are_errors(
     assert len(rest.get("/jobs/").json()["jobs"]) == before
 
 
+@pytest.mark.parametrize(
+    ("native", "facade", "field"),
+    [
+        ({"ntasks": 0}, {"tasks": 0}, "tasks"),
+        ({"nice": 20_000}, {"nice": 20_000}, "nice"),
+        ({"name": "n" * 300}, {"name": "n" * 300}, "name"),
+    ],
+)
+def test_hals_wire_bounds_refuse_what_v1_refuses(
+    rest: httpx.Client,
+    live: LiveServer,
+    tmp_path: Path,
+    native: dict[str, Any],
+    facade: dict[str, Any],
+    field: str,
+) -> None:
+    """The same out-of-bounds request through ``POST /v1/jobs`` and the facade: both
+    refuse it (400), with the same words; the facade's entry is 9001 naming the
+    job_desc_msg field. The facade had submitted them (no pydantic on its path)."""
+    before = len(rest.get("/jobs/").json()["jobs"])
+    body = {"script": "#!/bin/sh\ntrue\n", "workdir": str(tmp_path), **native}
+    headers = {"Authorization": f"Bearer {live.token}"}
+    got = httpx.post(live.url + "/v1/jobs", json=body, headers=headers, timeout=10)
+    assert got.status_code == 400, got.text
+    why = got.json()["detail"].split(": ", 1)[1]
+    job = {"current_working_directory": str(tmp_path), **facade}
+    got = rest.post("/job/submit", json={"script": "#!/bin/sh\ntrue\n", "job": job})
+    assert got.status_code == 400, got.text
+    (entry,) = got.json()["errors"]
+    assert (entry["error_number"], entry["source"]) == (9001, f"job.{field}")
+    assert entry["description"] == f"job.{field}: {why}"
+    assert len(rest.get("/jobs/").json()["jobs"]) == before
+
+
 def test_gpu_and_environment_as_a_v0038_dict_are_read(rest: httpx.Client, tmp_path: Path) -> None:
     """A GPU the only node lacks is refused as Slurm does; the v0.0.38 dict environment
     (drift the reference verified) is still accepted."""

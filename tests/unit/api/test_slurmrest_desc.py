@@ -72,3 +72,24 @@ def test_mail_flags_become_sbatchs_words() -> None:
     assert (req.mail_type, req.mail_user) == ("BEGIN,TIME_LIMIT_80,INVALID_DEPEND", "a@b")
     req, parsed = read_submit({"script": "x", "job": {"mail_type": ["SOMETIMES"]}})
     assert req is None and "job.mail_type" in str(parsed.errors), parsed.errors
+
+
+def test_the_wire_bounds_of_hals_api_apply() -> None:
+    """``tasks: 0``, a nice beyond ±10000 and a 300-character name were submitted by the
+    facade (it built ``JobSubmit`` without pydantic) though ``POST /v1/jobs`` refuses
+    them: each is now a 9001 entry naming the job_desc_msg field, and nothing is built."""
+    for job, source, words in [
+        ({"tasks": 0}, "job.tasks", "greater than or equal to 1"),
+        ({"nice": 100_000}, "job.nice", "less than or equal to 10000"),
+        ({"nice": {"set": True, "number": -20_000}}, "job.nice", "greater than or equal to"),
+        ({"name": "n" * 300}, "job.name", "at most 256 characters"),
+        ({"current_working_directory": "/" + "d" * 5000}, "job.current_working_directory", ""),
+        ({"nodes": 0}, "job.nodes", "greater than or equal to 1"),
+    ]:
+        req, parsed = read_submit({"script": "#!/bin/sh\ntrue\n", "job": job})
+        assert req is None, job
+        (entry,) = parsed.errors
+        assert entry["source"] == source, entry
+        assert entry["error_number"] == 9001, entry
+        assert str(entry["description"]).startswith(f"{source}: "), entry
+        assert words in str(entry["description"]), entry

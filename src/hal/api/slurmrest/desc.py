@@ -16,6 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
+from hal.api.fastpath import validate
 from hal.api.slurmrest.envelope import (
     JOB_SCRIPT_MISSING,
     REST_FAIL_PARSING,
@@ -57,6 +60,9 @@ class Parsed:
     fields: dict[str, Any] = field(default_factory=dict)
     errors: list[dict[str, object]] = field(default_factory=list)
     warnings: list[dict[str, object]] = field(default_factory=list)
+    # HAL's field → the request's field that set it (``job.tasks`` for ``ntasks``), for
+    # naming what HAL's wire bounds refuse
+    sources: dict[str, str] = field(default_factory=dict)
 
     def refuse(
         self, name: str, description: str, errno: tuple[int, str] = REST_FAIL_PARSING
@@ -296,6 +302,7 @@ def _read(desc: dict[str, Any], table: dict[str, tuple[Reader, str]], out: Parse
             continue
         if dest:
             out.fields[dest] = got
+            out.sources[dest] = f"job.{name}"
 
 
 def _special(name: str, value: object, out: Parsed) -> None:
@@ -304,12 +311,15 @@ def _special(name: str, value: object, out: Parsed) -> None:
         if name == "nodes":
             low, high = _nodes(value)
             out.fields["nodes_min"], out.fields["nodes_max"] = low, high
+            out.sources["nodes_min"] = out.sources["nodes_max"] = "job.nodes"
             return
         gpu_type, count = _gpus(value, name)
         dest = {"tres_per_node": "gpus_per_node", "tres_per_job": "gpus"}.get(name, "gpus_per_task")
         out.fields[dest] = count
+        out.sources[dest] = f"job.{name}"
         if gpu_type is not None:
             out.fields["gpu_type"] = gpu_type
+            out.sources["gpu_type"] = f"job.{name}"
     except ValueError as err:
         out.refuse(name, f"expected {err}")
     except InvalidRequest as err:
@@ -345,6 +355,7 @@ def read_submit(body: object) -> tuple[JobSubmit | None, Parsed]:
         out.errors.append(error_entry(REST_FAIL_PARSING, "script: expected a string", "script"))
     elif isinstance(script, str) and script:
         out.fields["script"] = script
+        out.sources["script"] = "script"
     if "script" not in out.fields:
         out.errors.append(
             error_entry(
@@ -354,9 +365,24 @@ def read_submit(body: object) -> tuple[JobSubmit | None, Parsed]:
     if out.errors:
         return None, out
     try:
-        return JobSubmit(**out.fields), out
-    except TypeError as err:  # a bug: a table names a field JobSubmit lacks
-        raise AssertionError(f"SUBMIT maps to an unknown JobSubmit field: {err}") from err
+        return validate(JobSubmit, out.fields), out
+    except ValidationError as err:
+        _refuse_invalid(err, out)
+        return None, out
+
+
+def _refuse_invalid(err: ValidationError, out: Parsed) -> None:
+    """HAL's wire bounds (``POST /v1/jobs``'s: ``tasks`` 1 or more, ``nice`` within
+    ±10000, names and paths of bounded length) refused a value: a 9001 entry naming the
+    field the client sent, with pydantic's words, as ``/v1`` says them."""
+    for problem in err.errors():
+        dest = str(problem["loc"][0]) if problem["loc"] else ""
+        if problem["type"] == "extra_forbidden":  # a bug: a table names a field JobSubmit lacks
+            raise AssertionError(f"SUBMIT maps to an unknown JobSubmit field: {dest}") from err
+        source = out.sources.get(dest, f"job.{dest}")
+        entry = error_entry(REST_FAIL_PARSING, f"{source}: {problem['msg']}", source)
+        if entry not in out.errors:  # ``nodes: 0`` is both HAL's minimum and maximum
+            out.errors.append(entry)
 
 
 def read_update(body: object) -> Parsed:
