@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import Header, Request
 
 from hal.api.auth import TokenCache
+from hal.api.convert import to_spec
 from hal.api.data import DataService, with_view
 from hal.api.predictions import PredictionService
 from hal.config.model import HalConfig
@@ -22,7 +23,7 @@ from hal.scheduler.service import SchedulerService
 from hal.state.cluster import Caller, Cluster, array_indices
 from hal.state.steps import StepTable
 from hal.wire.bounds import INT64_MAX
-from hal.wire.jobs import WillRun
+from hal.wire.jobs import JobSubmit, WillRun
 from hal.wire.nodes import Reconfigured
 
 log = logging.getLogger("hal.api")
@@ -54,6 +55,41 @@ class ServerContext:
 
     def __post_init__(self) -> None:
         self.steps = StepTable(self.cluster)
+
+    def spec_of(self, body: JobSubmit, user: str, where: str = "") -> JobSpec:
+        """One submission validated and resolved with this cluster's settings (the
+        largest array, ``[data]``'s datasets, ``[mail] domain``); errors name
+        ``where + field``."""
+        return to_spec(
+            body,
+            user,
+            max_array_size=self.config.max_array_size,
+            where=where,
+            datasets=self.config.datasets,
+            mail_domain=self.config.mail.domain,
+        )
+
+    async def submission(
+        self, items: Sequence[JobSubmit], caller: Caller, field: str = ""
+    ) -> list[JobSpec]:
+        """What every user's submission goes through before ``Cluster.submit``, whichever
+        API it came by: each item resolved (``spec_of``; with ``field``, errors name
+        ``field[i].``), a negative nice refused for non-administrators, and with
+        ``[data]`` the inputs located for the first pass."""
+        specs = []
+        for i, item in enumerate(items):
+            where = f"{field}[{i}]." if field else ""
+            spec = self.spec_of(item, caller.name, where)
+            check_nice(spec, caller, where)
+            specs.append(spec)
+        await self.prime(specs)
+        return specs
+
+    async def prime(self, specs: Iterable[JobSpec]) -> None:
+        """With ``[data]``: locate the jobs' inputs, so the first pass sees where they are."""
+        keys = [k for s in specs for k in s.data]
+        if keys and self.data is not None:
+            await self.data.prime(keys)
 
     async def history(
         self,
@@ -216,6 +252,16 @@ class ServerContext:
         ]
 
 
+def check_nice(spec: JobSpec, caller: Caller, where: str = "") -> None:
+    """A negative nice raises a job's priority above everyone's: administrators only (as
+    in Slurm, and as for ``scontrol update Nice=``)."""
+    if spec.nice < 0 and not caller.admin:
+        raise PermissionDenied(
+            f"{where}nice: only an administrator may give a negative nice (it raises the "
+            "job's priority over other users' jobs); use 0 or more"
+        )
+
+
 # Dependencies are ``async`` on purpose: FastAPI runs plain ``def`` dependencies in a
 # thread pool, a thread hop per request that cost the submit path ~1 ms.
 async def context_dep(request: Request) -> ServerContext:
@@ -228,7 +274,7 @@ async def context_dep(request: Request) -> ServerContext:
 async def caller_dep(
     request: Request, authorization: Annotated[str | None, Header()] = None
 ) -> Caller:
-    caller = await _authenticated(request, authorization)
+    caller = await authenticated(request, authorization)
     if caller.agent:
         raise PermissionDenied(
             f"{caller.name}'s token is an agent token: only the agent channel (/v1/agent) "
@@ -237,7 +283,9 @@ async def caller_dep(
     return caller
 
 
-async def _authenticated(request: Request, authorization: str | None) -> Caller:
+async def authenticated(request: Request, authorization: str | None) -> Caller:
+    """The caller of ``authorization`` (``Bearer <token>``), any kind (agents included);
+    refuses a missing or unknown token (``Unauthenticated``)."""
     tokens: TokenCache = request.app.state.ctx.tokens
     known = tokens.known(authorization)
     if known is not None:
@@ -261,7 +309,7 @@ async def agent_dep(
     as before agent tokens existed, an administrator's, which still works (logged once
     per administrator: whoever reads a node's token then administers the cluster).
     Handlers check the node they serve with ``check_agent_node``."""
-    caller = await _authenticated(request, authorization)
+    caller = await authenticated(request, authorization)
     if caller.agent:
         return caller
     if not caller.admin:

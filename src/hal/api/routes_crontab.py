@@ -10,9 +10,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from hal.api.context import ServerContext, caller_dep, context_dep
-from hal.api.convert import to_spec
-from hal.api.routes_jobs import check_nice
+from hal.api.context import ServerContext, caller_dep, check_nice, context_dep
 from hal.core.crontab import next_run, parse_crontab
 from hal.core.errors import HalError, InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import CronSpec, JobSpec
@@ -65,14 +63,7 @@ async def put_crontab(user: str, body: CrontabPut, ctx: Ctx, caller: Who) -> Cro
     with _naming_lines(lines):
         for i, (entry, job) in enumerate(zip(entries, body.jobs, strict=True)):
             where = f"jobs[{i}]."
-            spec = to_spec(
-                job,
-                user,
-                max_array_size=ctx.config.max_array_size,
-                where=where,
-                datasets=ctx.config.datasets,
-                mail_domain=ctx.config.mail.domain,
-            )
+            spec = ctx.spec_of(job, user, where)
             check_nice(spec, caller, where)
             if spec.array is not None:
                 raise InvalidRequest("a cron job cannot be a job array", field=where + "array")

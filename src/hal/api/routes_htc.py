@@ -21,7 +21,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, FastAPI, Header, Request
 
 from hal.api.context import ServerContext, caller_dep, context_dep
-from hal.api.convert import to_spec
 from hal.core.errors import (
     ERRORS_BY_CODE,
     Conflict,
@@ -235,7 +234,7 @@ async def sync_workers(
             comment=f"HTC worker for session {launch.session}",
         )
         try:
-            spec = to_spec(job, launch.user, max_array_size=ctx.config.max_array_size)
+            spec = ctx.spec_of(job, launch.user)
             done = await cluster.submit([spec])
             reply.launched.append(done[0].job_id)
             reply.errors.append("")

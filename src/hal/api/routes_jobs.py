@@ -5,7 +5,6 @@ update, script."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
@@ -14,10 +13,10 @@ from fastapi.responses import PlainTextResponse
 from pydantic import ValidationError
 
 from hal.api.context import ServerContext, caller_dep, context_dep
-from hal.api.convert import job_info, nul_field, to_spec
+from hal.api.convert import job_info, nul_field
 from hal.api.fastpath import body_schema, is_json, json_response, not_json, read_body
 from hal.core.errors import InvalidRequest, NotFound, PermissionDenied
-from hal.core.job import Job, JobSpec
+from hal.core.job import Job
 from hal.core.partition_list import partitions_of
 from hal.core.slurm_syntax import compress_hostlist
 from hal.core.states import STATES_BY_CODE, JobState
@@ -57,18 +56,9 @@ async def submit(
     request: Request, ctx: Ctx, caller: Who, idempotency_key: IdempotencyKey = None
 ) -> Response:
     body = await read_body(request, JobSubmit)
-    spec = to_spec(
-        body,
-        caller.name,
-        max_array_size=ctx.config.max_array_size,
-        datasets=ctx.config.datasets,
-        mail_domain=ctx.config.mail.domain,
-    )
-    check_nice(spec, caller, "")
-    if spec.data and ctx.data is not None:  # [data]: locate the inputs for the first pass
-        await ctx.data.prime(spec.data)
+    specs = await ctx.submission([body], caller)
     key = await submit_key(request, caller, idempotency_key)
-    done = await ctx.cluster.submit([spec], key=key)
+    done = await ctx.cluster.submit(specs, key=key)
     result = SubmitResult(job_id=done[0].job_id, task_ids=list(done[0].task_ids))
     return json_response(result, 201)
 
@@ -103,7 +93,7 @@ async def submit_batch(
         raise InvalidRequest(
             f"a batch holds at most {ctx.config.max_batch_jobs} jobs; split it", field="jobs"
         )
-    specs = await _specs(ctx, caller, body.jobs, "jobs")
+    specs = await ctx.submission(body.jobs, caller, "jobs")
     key = await submit_key(request, caller, idempotency_key)
     done = await ctx.cluster.submit(specs, key=key)
     result = BatchSubmitResult(
@@ -128,39 +118,6 @@ async def submit_key(request: Request, caller: Caller, key: str | None) -> Submi
     return SubmitKey(caller.name, key, digest.hexdigest())
 
 
-async def _specs(
-    ctx: ServerContext, caller: Caller, items: Sequence[JobSubmit], field: str
-) -> list[JobSpec]:
-    """Each submission of a batch or het job resolved into a ``JobSpec`` (errors name
-    ``field[i]``); with ``[data]``, the inputs are located for the first pass."""
-    specs = [
-        to_spec(
-            item,
-            caller.name,
-            max_array_size=ctx.config.max_array_size,
-            where=f"{field}[{i}].",
-            datasets=ctx.config.datasets,
-            mail_domain=ctx.config.mail.domain,
-        )
-        for i, item in enumerate(items)
-    ]
-    for i, spec in enumerate(specs):
-        check_nice(spec, caller, f"{field}[{i}].")
-    if ctx.data is not None:
-        await ctx.data.prime(k for s in specs for k in s.data)
-    return specs
-
-
-def check_nice(spec: JobSpec, caller: Caller, where: str) -> None:
-    """A negative nice raises a job's priority above everyone's: administrators only (as
-    in Slurm, and as for ``scontrol update Nice=``)."""
-    if spec.nice < 0 and not caller.admin:
-        raise PermissionDenied(
-            f"{where}nice: only an administrator may give a negative nice (it raises the "
-            "job's priority over other users' jobs); use 0 or more"
-        )
-
-
 @router.post("/het", status_code=201, response_model=HetSubmitResult)
 async def submit_het(
     request: Request,
@@ -171,7 +128,7 @@ async def submit_het(
 ) -> HetSubmitResult:
     """A heterogeneous job (Slurm's hetjob): its components get consecutive ids, the
     first is the het job id; the scheduler starts all of them together or none."""
-    specs = await _specs(ctx, caller, body.components, "components")
+    specs = await ctx.submission(body.components, caller, "components")
     key = await submit_key(request, caller, idempotency_key)
     done = await ctx.cluster.submit(specs, het=True, key=key)
     return HetSubmitResult(job_id=done[0].job_id, component_ids=[d.job_id for d in done])
@@ -181,21 +138,14 @@ async def submit_het(
 async def test_only_het(body: HetSubmit, ctx: Ctx, caller: Who) -> list[WillRun]:
     """``sbatch --test-only`` of a het job: where and when every component would start
     (one start time for all), without submitting."""
-    return await ctx.will_run_het(await _specs(ctx, caller, body.components, "components"))
+    return await ctx.will_run_het(await ctx.submission(body.components, caller, "components"))
 
 
 @router.post("/test", response_model=WillRun)
 async def test_only(body: JobSubmit, ctx: Ctx, caller: Who) -> WillRun:
     """``sbatch --test-only``: validate and estimate the start without submitting."""
-    spec = to_spec(
-        body,
-        caller.name,
-        max_array_size=ctx.config.max_array_size,
-        datasets=ctx.config.datasets,
-        mail_domain=ctx.config.mail.domain,
-    )
-    if spec.data and ctx.data is not None:  # [data]: the estimate sees where inputs are
-        await ctx.data.prime(spec.data)
+    spec = ctx.spec_of(body, caller.name)
+    await ctx.prime([spec])  # [data]: the estimate sees where inputs are
     return await ctx.will_run(spec)
 
 

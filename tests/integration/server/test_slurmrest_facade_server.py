@@ -214,6 +214,34 @@ def test_hals_wire_bounds_refuse_what_v1_refuses(
     assert len(rest.get("/jobs/").json()["jobs"]) == before
 
 
+def test_a_users_negative_nice_is_refused_as_v1_refuses_it(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    """A negative nice raises a job over everyone's: an administrator's only. The facade
+    checks it with ``/v1``'s own rule and words (it had its own copy of the check)."""
+    token = live.add_users("nicer")["nicer"]
+    headers = {"Authorization": f"Bearer {token}"}
+    body = {"script": "#!/bin/sh\ntrue\n", "workdir": str(tmp_path), "nice": -5}
+    got = httpx.post(live.url + "/v1/jobs", json=body, headers=headers, timeout=10)
+    assert got.status_code == 403, got.text
+    job = {"current_working_directory": str(tmp_path), "nice": -5}
+    got = httpx.post(
+        live.url + BASE + "/job/submit",
+        json={"script": "#!/bin/sh\ntrue\n", "job": job},
+        headers={"X-SLURM-USER-TOKEN": token},
+        timeout=10,
+    )
+    assert got.status_code == 500, got.text  # slurmctld's refusal
+    (entry,) = got.json()["errors"]
+    assert entry["error_number"] == 2002
+    assert (
+        entry["description"]
+        == httpx.post(live.url + "/v1/jobs", json=body, headers=headers, timeout=10).json()[
+            "detail"
+        ]
+    )
+
+
 def test_gpu_and_environment_as_a_v0038_dict_are_read(rest: httpx.Client, tmp_path: Path) -> None:
     """A GPU the only node lacks is refused as Slurm does; the v0.0.38 dict environment
     (drift the reference verified) is still accepted."""

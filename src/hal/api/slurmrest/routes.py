@@ -11,7 +11,6 @@ Bearer``; every route takes it, as every ``/v1`` route does.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import socket
@@ -24,8 +23,8 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from hal.api.context import ServerContext
-from hal.api.convert import job_info, node_info, partition_info, to_spec
+from hal.api.context import ServerContext, authenticated
+from hal.api.convert import job_info, node_info, partition_info
 from hal.api.slurmrest import desc, views
 from hal.api.slurmrest.envelope import (
     ACCESS_DENIED,
@@ -154,7 +153,6 @@ def _install_errors(app: FastAPI) -> None:
 
 
 async def caller_dep(request: Request) -> Caller:
-    ctx: ServerContext = request.app.state.ctx
     token = request.headers.get("x-slurm-user-token")
     authorization = f"Bearer {token}" if token else request.headers.get("authorization")
     if not authorization:
@@ -164,9 +162,7 @@ async def caller_dep(request: Request) -> Caller:
             "missing token: send a HAL token as X-SLURM-USER-TOKEN (with X-SLURM-USER-NAME) "
             "or 'Authorization: Bearer <token>'; `hal user token NAME` makes one",
         )
-    who = ctx.tokens.known(authorization)
-    if who is None:
-        who = await asyncio.to_thread(ctx.tokens.caller, authorization)
+    who = await authenticated(request, authorization)  # /v1's: the same tokens, cached
     if who.agent:
         raise SlurmRestError(
             403, ACCESS_DENIED, f"{who.name}'s token is an agent token; use a user's token"
@@ -208,16 +204,8 @@ async def submit(request: Request, caller: Who) -> JSONResponse:
     if req is None:
         status = http_status(parsed.errors)
         return answer(request, {}, errors=parsed.errors, warnings=parsed.warnings, status=status)
-    spec = to_spec(
-        req,
-        caller.name,
-        max_array_size=ctx.config.max_array_size,
-        datasets=ctx.config.datasets,
-        mail_domain=ctx.config.mail.domain,
-    )
-    if spec.nice < 0 and not caller.admin:
-        raise PermissionDenied("job.nice: only an administrator may give a negative nice")
-    done = await ctx.cluster.submit([spec])
+    specs = await ctx.submission([req], caller)  # as POST /v1/jobs: nice, [data]
+    done = await ctx.cluster.submit(specs)
     body = {"job_id": done[0].job_id, "step_id": "batch", "job_submit_user_msg": ""}
     return answer(request, body, warnings=parsed.warnings)
 
