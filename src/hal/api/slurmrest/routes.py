@@ -56,6 +56,7 @@ from hal.core.errors import (
 )
 from hal.core.job import Job, licenses_held
 from hal.core.slurm_syntax import parse_signal_name
+from hal.core.states import JobState
 from hal.state.cluster import Caller
 from hal.wire.jobs import JobUpdate
 
@@ -268,7 +269,7 @@ async def cancel_job(
     except InvalidRequest as err:
         raise SlurmRestError(400, REST_INVALID_QUERY, err.message, "signal") from err
     jobs = await _jobs_of(ctx, job_id)
-    if not any(j.state.is_active or j.state.value == "PENDING" for j in jobs):
+    if not any(j.state.is_active or j.state is JobState.PENDING for j in jobs):
         code, text = ALREADY_DONE
         return answer(request, {"status": [_kill_status(j.id, code, text) for j in jobs]})
     wanted = {f.strip().upper() for f in (flags or "").split(",") if f.strip()}
@@ -459,7 +460,7 @@ async def reconfigure(request: Request, caller: Who) -> JSONResponse:
     try:
         done = await ctx.reconfigure(caller.name)
     except HalError as err:  # slurmctld's refusal (500), about the file: no job.FIELD source
-        raise SlurmRestError(500, SLURM_ERROR, err.message) from None
+        raise SlurmRestError(500, SLURM_ERROR, err.message) from err
     warnings: list[dict[str, object]] = [
         {"description": f"reconfigure: {key} changes only at restart; kept", "source": key}
         for key in done.kept
