@@ -1,5 +1,5 @@
 """A real third-party Slurm REST client against HAL's facade: ``slurmrestapi`` (PyPI), the
-Python client OpenAPI Generator makes from SchedMD's Slurm 25.11 spec. Its newest data
+Python client OpenAPI Generator makes from SchedMD's Slurm 25.11.4 spec. Its newest data
 parser is v0.0.44, which the facade also serves; its pydantic models are strict and check
 enum values (``job_state``, node ``state``, ``exit_code.status``), so every answer below
 was parsed against Slurm's own schema."""
@@ -99,3 +99,19 @@ def test_cluster_views_parse(api: Any, live: LiveServer) -> None:
     with pytest.raises(ApiException) as refused:
         anonymous.slurm_v0044_get_jobs()
     assert refused.value.status == 401
+
+
+def test_meta_names_the_slurm_release_of_the_clients_spec(api: Any) -> None:
+    """v0.0.44 is the data parser of the spec this client was generated from (its
+    OpenAPI version "Slurm-25.11.4", the package's 25.11.4.0): ``meta.slurm`` says that
+    release, not a 25.11.0 nobody checked."""
+    from importlib.metadata import version
+
+    major, minor, micro = version("slurmrestapi").split(".")[:3]
+    slurm = api.slurm_v0044_get_ping().meta.slurm
+    assert (slurm.version.major, slurm.version.minor, slurm.version.micro) == (
+        major,
+        minor,
+        micro,
+    )
+    assert slurm.release.startswith(f"{major}.{minor}.{micro} ")

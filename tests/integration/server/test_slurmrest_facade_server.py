@@ -37,7 +37,10 @@ def rest(live: LiveServer) -> Iterator[httpx.Client]:
 def _envelope(body: dict[str, Any]) -> None:
     assert set(body) >= {"meta", "errors", "warnings"}
     assert body["meta"]["plugin"]["data_parser"] == "data_parser/v0.0.45"
-    assert body["meta"]["slurm"]["version"]["major"] == "26"
+    # v0.0.45's spec is Slurm 26.11-rc1's (the reference, slurm-conventions.md §1.6)
+    version = body["meta"]["slurm"]["version"]
+    assert (version["major"], version["minor"], version["micro"]) == ("26", "11", "0")
+    assert body["meta"]["slurm"]["release"].startswith("26.11.0-0rc1 (HAL ")
 
 
 def _submit(rest: httpx.Client, tmp: Path, script: str, **job: Any) -> int:

@@ -36,14 +36,20 @@ SLURM_ERROR = (-1, "Unspecified error")
 
 @dataclass(frozen=True, slots=True)
 class ApiVersion:
-    """One data_parser version the facade is mounted at, and the Slurm release of it."""
+    """One data_parser version the facade is mounted at, and the Slurm release whose
+    OpenAPI spec HAL follows for it (``meta.slurm``)."""
 
     data_parser: str  # "v0.0.45"
     slurm: tuple[str, str, str]  # (major, minor, micro)
+    release: str  # Slurm's version string, "25.11.4"
 
 
-V45 = ApiVersion("v0.0.45", ("26", "11", "0"))
-V44 = ApiVersion("v0.0.44", ("25", "11", "0"))
+# v0.0.45: the spec of Slurm 26.11-rc1 (the reference, slurm-conventions.md §1.6); a
+# release candidate's version string is "26.11.0-0rc1" (Slurm's tags, from memory)
+V45 = ApiVersion("v0.0.45", ("26", "11", "0"), "26.11.0-0rc1")
+# v0.0.44: the spec of Slurm 25.11.4, which the ``slurmrestapi`` client HAL's tests
+# drive was generated from (its OpenAPI version "Slurm-25.11.4")
+V44 = ApiVersion("v0.0.44", ("25", "11", "4"), "25.11.4")
 
 
 def http_status(errors: list[dict[str, object]]) -> int:
@@ -104,7 +110,7 @@ def meta(version: ApiVersion, cluster: str, user: str = "", source: str = "") ->
         "command": [],
         "slurm": {
             "version": {"major": major, "minor": minor, "micro": micro},
-            "release": f"{major}.{minor}.{micro} (HAL {__version__})",
+            "release": f"{version.release} (HAL {__version__})",
             "cluster": cluster,
         },
     }
