@@ -122,6 +122,7 @@ def test_exit_3_and_a_signal_in_the_exit_code_struct(rest: httpx.Client, tmp_pat
     code = _job(rest, killed)["exit_code"]
     assert code["status"] == ["SIGNALED"]
     assert code["signal"]["id"]["number"] == 9 and code["signal"]["name"] == "KILL"
+    assert code["return_code"] == {"set": True, "infinite": False, "number": 0}  # sacct's 0:9
 
 
 def test_delete_cancels_and_signal_only_signals(rest: httpx.Client, tmp_path: Path) -> None:

@@ -6,9 +6,11 @@ the ``meta/errors/warnings`` envelope, no_val number structs, ``job_state`` arra
 ``exit_code`` struct. It maps requests onto the calls HAL's ``/v1`` routes make
 (``hal.state.cluster``) and never owns state of its own.
 
-Modules: ``envelope`` (the envelope, no_val numbers, Slurm's error numbers), ``desc``
-(``job_desc_msg`` → ``hal.wire`` submission/update), ``views`` (HAL's views → Slurm's
-``job_info``, node, partition), ``routes`` (the mounted application and its routes).
+Modules: ``envelope`` (the envelope, Slurm's error numbers), ``desc`` (``job_desc_msg``
+→ ``hal.wire`` submission/update), ``views`` (HAL's views → Slurm's ``job_info``, node,
+partition), ``routes`` (the mounted application and its routes). ``job_info``, ``meta``,
+the versions and no_val numbers are ``hal.wire.slurm_json``'s, which ``squeue --json``
+writes too.
 
 It may import ``hal.api``'s context, conversion and auth, ``hal.state``, ``hal.core`` and
 ``hal.wire``; nothing outside ``hal.api`` imports it but ``hal.api.app``.
@@ -19,7 +21,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from hal.api.context import ServerContext
-from hal.api.slurmrest.envelope import V44, V45
+from hal.wire.slurm_json import V44, V45
 
 
 def install(app: FastAPI, ctx: ServerContext) -> None:

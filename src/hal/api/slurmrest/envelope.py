@@ -1,5 +1,6 @@
-"""The response envelope every slurmrestd answer carries, no_val numbers, and the Slurm
-error numbers the facade answers with.
+"""The response envelope every slurmrestd answer carries (its ``meta``, the versions and
+no_val numbers are ``hal.wire.slurm_json``'s), and the Slurm error numbers the facade
+answers with.
 
 The numbers and texts below are libslurm 22.05.8's ``slurm_strerror()`` (checked, see
 docs/slurm-checks.md "slurmrestd"); clients read ``error_number`` and show
@@ -10,11 +11,9 @@ request its REST layer could not read (9000-9999), 500 for a refusal from slurmc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from fastapi.responses import JSONResponse
 
-from hal import __version__
+from hal.wire.slurm_json import ApiVersion, meta
 
 # (error_number, error): Slurm's number and its slurm_strerror() text
 EINVAL = (22, "Invalid argument")
@@ -33,23 +32,7 @@ REST_INVALID_JOBS_DESC = (9002, "Jobs description entry not found, empty or not 
 REST_EMPTY_RESULT = (9003, "Nothing found with query")
 SLURM_ERROR = (-1, "Unspecified error")
 
-
-@dataclass(frozen=True, slots=True)
-class ApiVersion:
-    """One data_parser version the facade is mounted at, and the Slurm release whose
-    OpenAPI spec HAL follows for it (``meta.slurm``)."""
-
-    data_parser: str  # "v0.0.45"
-    slurm: tuple[str, str, str]  # (major, minor, micro)
-    release: str  # Slurm's version string, "25.11.4"
-
-
-# v0.0.45: the spec of Slurm 26.11-rc1 (the reference, slurm-conventions.md §1.6); a
-# release candidate's version string is "26.11.0-0rc1" (Slurm's tags, from memory)
-V45 = ApiVersion("v0.0.45", ("26", "11", "0"), "26.11.0-0rc1")
-# v0.0.44: the spec of Slurm 25.11.4, which the ``slurmrestapi`` client HAL's tests
-# drive was generated from (its OpenAPI version "Slurm-25.11.4")
-V44 = ApiVersion("v0.0.44", ("25", "11", "4"), "25.11.4")
+PLUGIN = ("openapi/slurmctld", "HAL slurmrestd facade")  # meta.plugin's type and name
 
 
 def http_status(errors: list[dict[str, object]]) -> int:
@@ -97,25 +80,6 @@ def warning_entry(description: str, source: str = "") -> dict[str, object]:
     return {"description": description, "source": source}
 
 
-def meta(version: ApiVersion, cluster: str, user: str = "", source: str = "") -> dict[str, object]:
-    major, minor, micro = version.slurm
-    return {
-        "plugin": {
-            "type": "openapi/slurmctld",
-            "name": "HAL slurmrestd facade",
-            "data_parser": f"data_parser/{version.data_parser}",
-            "accounting_storage": "",
-        },
-        "client": {"source": source, "user": user, "group": ""},
-        "command": [],
-        "slurm": {
-            "version": {"major": major, "minor": minor, "micro": micro},
-            "release": f"{version.release} (HAL {__version__})",
-            "cluster": cluster,
-        },
-    }
-
-
 def envelope(
     version: ApiVersion,
     cluster: str,
@@ -130,18 +94,9 @@ def envelope(
     return JSONResponse(
         {
             **body,
-            "meta": meta(version, cluster, user, source),
+            "meta": meta(version, cluster, user=user, source=source, plugin=PLUGIN),
             "errors": errors or [],
             "warnings": warnings or [],
         },
         status_code=status,
     )
-
-
-def no_val(number: float | int | None, *, infinite: bool = False) -> dict[str, object]:
-    """Slurm's no_val struct: ``None`` is unset, ``infinite`` is unlimited."""
-    if infinite:
-        return {"set": False, "infinite": True, "number": 0}
-    if number is None:
-        return {"set": False, "infinite": False, "number": 0}
-    return {"set": True, "infinite": False, "number": int(number)}

@@ -40,11 +40,9 @@ from hal.api.slurmrest.envelope import (
     REST_INVALID_JOBS_DESC,
     REST_INVALID_QUERY,
     SLURM_ERROR,
-    ApiVersion,
     SlurmRestError,
     envelope,
     http_status,
-    no_val,
 )
 from hal.core.errors import (
     Conflict,
@@ -59,6 +57,7 @@ from hal.core.slurm_syntax import parse_signal_name
 from hal.core.states import JobState
 from hal.state.cluster import Caller
 from hal.wire.jobs import JobUpdate
+from hal.wire.slurm_json import ApiVersion, no_val
 
 log = logging.getLogger("hal.api.slurmrest")
 

@@ -1,6 +1,7 @@
 """HAL's views (``hal.wire``'s ``JobInfo``, ``NodeInfo``, ``PartitionInfo``) in Slurm's
-v0.0.45 shapes: ``job_info``, ``node``, ``partition_info``. Times are UNIX seconds in
-no_val structs, time limits minutes, memory MiB, as slurmrestd sends them.
+v0.0.45 shapes: ``job_info`` (``hal.wire.slurm_json``'s, shared with ``squeue --json``),
+``node``, ``partition_info``. Times are UNIX seconds in no_val structs, time limits
+minutes, memory MiB, as slurmrestd sends them.
 
 Fields HAL has no value for are left out rather than made up (a client reading an absent
 field gets its default); ``docs/slurmrest.md`` lists what is filled.
@@ -8,16 +9,13 @@ field gets its default); ``docs/slurmrest.md`` lists what is filled.
 
 from __future__ import annotations
 
-import signal
-
 from hal import __version__
-from hal.api.slurmrest.envelope import no_val
 from hal.core.slurm_syntax import compress_hostlist
-from hal.wire.jobs import JobInfo
 from hal.wire.nodes import NodeInfo, PartitionInfo
+from hal.wire.slurm_json import MIB, job_info, minutes, no_val
 
-MIB = 1024 * 1024
-UNFINISHED = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING")
+__all__ = ["job_info", "node", "partition"]
+
 # sinfo's state → Slurm's node state array (base state, then flags)
 NODE_STATES = {
     "idle": ["IDLE"],
@@ -26,99 +24,6 @@ NODE_STATES = {
     "down": ["DOWN"],
     "drain": ["IDLE", "DRAIN"],
 }
-
-
-def _minutes(seconds: int | None) -> dict[str, object]:
-    """A limit in seconds (0: none) → Slurm's minutes, infinite when unlimited."""
-    if seconds is None:
-        return no_val(None)
-    if seconds == 0:
-        return no_val(None, infinite=True)
-    return no_val(-(-seconds // 60))
-
-
-def _time(when: float | None) -> dict[str, object]:
-    return no_val(None if when is None else int(when))
-
-
-def signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name.removeprefix("SIG")
-    except ValueError:
-        return str(number)
-
-
-def exit_code(info: JobInfo) -> dict[str, object]:
-    """``{status, return_code, signal}``: PENDING until the job ends, then SUCCESS (exit 0),
-    ERROR (non-zero) or SIGNALED (a signal ended it; its return code is 0, sacct's 0:N)."""
-    no_signal = {"id": no_val(None), "name": ""}
-    if info.state in UNFINISHED:
-        return {"status": ["PENDING"], "return_code": no_val(None), "signal": no_signal}
-    if info.exit_signal:
-        return {
-            "status": ["SIGNALED"],
-            "return_code": no_val(0),
-            "signal": {"id": no_val(info.exit_signal), "name": signal_name(info.exit_signal)},
-        }
-    status = "SUCCESS" if info.exit_code == 0 else "ERROR"
-    return {"status": [status], "return_code": no_val(info.exit_code), "signal": no_signal}
-
-
-def job_info(info: JobInfo, cluster: str) -> dict[str, object]:
-    per_node = max(1, info.node_count)
-    out: dict[str, object] = {
-        "job_id": info.id,
-        "name": info.name,
-        "user_name": info.user,
-        "account": info.account or "",
-        "qos": info.qos or "",
-        "partition": info.partition,
-        "cluster": cluster,
-        "job_state": [info.state],
-        "state_reason": info.reason,
-        "state_description": "",
-        "hold": info.held,
-        "priority": no_val(info.priority),
-        "nice": info.nice,
-        "batch_flag": True,
-        "command": info.script_path or "",
-        "comment": info.comment,
-        "current_working_directory": info.workdir,
-        "standard_output": info.stdout,
-        "standard_error": info.stderr,
-        "standard_input": "/dev/null",
-        "stdout_expanded": info.stdout,
-        "stderr_expanded": info.stderr,
-        "dependency": info.dependency or "",
-        "features": "&".join(info.constraint),
-        "licenses": info.licenses,
-        "resv_name": info.reservation,
-        "requeue": info.requeue,
-        "restart_cnt": info.restarts,
-        "nodes": compress_hostlist(info.nodes) if info.nodes else "",
-        "node_count": no_val(info.node_count),
-        "cpus": no_val(info.cpus),
-        "tasks": no_val(info.ntasks),
-        "cpus_per_task": no_val(info.cpus_per_task),
-        "memory_per_node": no_val(info.memory_bytes // per_node // MIB),
-        "tres_per_node": f"gres/gpu:{info.gpus // per_node}" if info.gpus else "",
-        "time_limit": _minutes(info.time_limit_seconds),
-        "time_minimum": _minutes(info.time_min_seconds or None),
-        "submit_time": _time(info.submit_time),
-        "eligible_time": _time(info.eligible_time),
-        # a pending job's expected start, as Slurm's start_time
-        "start_time": _time(info.start_time if info.start_time else info.expected_start),
-        "end_time": _time(info.end_time),
-        "preempt_time": _time(info.preempt_time),
-        "exit_code": exit_code(info),
-        "array_job_id": no_val(info.array_job_id or 0),
-        "array_task_id": no_val(info.array_task_id),
-        "het_job_id": no_val(info.het_job_id or 0),
-        "het_job_offset": no_val(info.het_job_offset),
-        "het_job_id_set": info.het_job_id_set or "",
-        "flags": [],
-    }
-    return out
 
 
 def node(info: NodeInfo, cluster: str) -> dict[str, object]:
@@ -178,11 +83,11 @@ def partition(info: PartitionInfo, cpus: int, cluster: str) -> dict[str, object]
         "partition": {"state": ["UP"] if info.up else ["DOWN"]},
         "priority": {"tier": info.priority_tier, "job_factor": 1},
         "maximums": {
-            "time": _minutes(info.max_time_seconds),
+            "time": minutes(info.max_time_seconds),
             "nodes": no_val(None, infinite=True) if not info.max_nodes else no_val(info.max_nodes),
         },
         "defaults": {
-            "time": _minutes(info.default_time_seconds)
+            "time": minutes(info.default_time_seconds)
             if info.default_time_seconds
             else no_val(None),
             "job": "",
