@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import hostlist
 
 from hal.core.errors import InvalidRequest, NotFound, PermissionDenied
-from hal.core.job import Job
+from hal.core.job import Allocation, Job
 from hal.core.multi_prog import MultiProg
 from hal.core.states import JobState
 from hal.core.steps import StepLayout, StepRequest, refused, step_layout
@@ -127,6 +127,7 @@ class StepTable:
         self.cluster = cluster
         self.steps: dict[Key, Step] = {}
         self._ending: set[asyncio.Task[None]] = set()  # local steps ended by their job
+        self._last_ids: dict[int, int] = {}  # job → its last step id given (_next_step_id)
         self.closing = False  # the server stops: srun's reads answer at once
         cluster.on_jobs_changed(self._on_jobs)
 
@@ -146,13 +147,7 @@ class StepTable:
         arguments after it; each rank runs its line's command, and a rank without one
         refuses the step before anything starts."""
         cluster = self.cluster
-        job = self._job(job_id, caller)
-        if job.state is not JobState.RUNNING or job.allocation is None:
-            raise InvalidRequest(
-                f"Unable to create step for job {job_id}: the job is {job.state.value}, "
-                "not RUNNING; steps run inside a running job only"
-            )
-        alloc = job.allocation
+        job, alloc = self._running_job(job_id, caller)
         layout = step_layout(
             request,
             job_id,
@@ -170,9 +165,7 @@ class StepTable:
                 "node is up (hal sinfo)",
             )
         self._prune()
-        step_id = 1 + max((s for j, s in self.steps if j == job_id), default=-1)
-        stored = await cluster.db(cluster.store.last_step_id, job_id)
-        step_id = max(step_id, stored + 1)
+        step_id = await self._next_step_id(job_id)
         now = cluster.clock.now()
         step = Step(job_id, step_id, job.restarts, name or argv[0], layout, now)
         await cluster.db(cluster.store.keep_running_step, _row(step))  # for a restart
@@ -212,18 +205,11 @@ class StepTable:
         """A step srun runs on ``node``, the batch node, itself: numbered in the job's
         sequence and shown running until srun reports its end (``end_local``). Nothing is
         pushed to an agent, so no agent need be connected."""
-        job = self._job(job_id, caller)
-        if job.state is not JobState.RUNNING or job.allocation is None:
-            raise InvalidRequest(
-                f"Unable to create step for job {job_id}: the job is {job.state.value}, "
-                "not RUNNING; steps run inside a running job only"
-            )
-        if node not in job.allocation.nodes:
+        job, alloc = self._running_job(job_id, caller)
+        if node not in alloc.nodes:
             raise refused(job_id, f"node {node} is not in the job's allocation")
         self._prune()
-        step_id = 1 + max((s for j, s in self.steps if j == job_id), default=-1)
-        stored = await self.cluster.db(self.cluster.store.last_step_id, job_id)
-        step_id = max(step_id, stored + 1)
+        step_id = await self._next_step_id(job_id)
         layout = StepLayout((node,), (ntasks,))
         now = self.cluster.clock.now()
         step = Step(job_id, step_id, job.restarts, name, layout, now, local=True)
@@ -498,11 +484,38 @@ class StepTable:
             )
         return job
 
+    def _running_job(self, job_id: int, caller: Caller) -> tuple[Job, Allocation]:
+        """The job a new step runs in, and its allocation: a RUNNING job only."""
+        job = self._job(job_id, caller)
+        if job.state is not JobState.RUNNING or job.allocation is None:
+            raise InvalidRequest(
+                f"Unable to create step for job {job_id}: the job is {job.state.value}, "
+                "not RUNNING; steps run inside a running job only"
+            )
+        return job, job.allocation
+
+    async def _next_step_id(self, job_id: int) -> int:
+        """The job's next step id, reserved: above its steps here and those recorded in
+        accounting (read once per job). Sruns started together (``srun a & srun b &``)
+        get one each: nothing awaits between reading the last id and reserving the next."""
+        if job_id not in self._last_ids:
+            stored = await self.cluster.db(self.cluster.store.last_step_id, job_id)
+            self._last_ids.setdefault(job_id, stored)  # (another srun's may be in first)
+        here = max((s for j, s in self.steps if j == job_id), default=-1)
+        step_id = max(self._last_ids[job_id], here) + 1
+        self._last_ids[job_id] = step_id
+        return step_id
+
     def _prune(self) -> None:
         now = self.cluster.clock.now()
         for key, step in list(self.steps.items()):
             if step.end_time is not None and now - step.end_time > KEEP_ENDED_SECONDS:
                 del self.steps[key]
+        live = (JobState.RUNNING, JobState.SUSPENDED)
+        for job_id in list(self._last_ids):  # a job that runs again reads them anew
+            job = self.cluster.jobs.get(job_id)
+            if job is None or job.state not in live:
+                del self._last_ids[job_id]
 
 
 def _row(step: Step) -> RunningStepRow:
