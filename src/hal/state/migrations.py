@@ -111,6 +111,17 @@ def _v12_crontabs(conn: Connection) -> None:
     schema.crontabs.create(conn, checkfirst=True)
 
 
+def _v13_local_running_steps(conn: Connection) -> None:
+    # running_steps.local: the steps srun runs on the batch node are kept for a restart
+    # too, so the next srun does not reuse a running one's id and srun's end report finds
+    # it (ADR 0012)
+    columns = {c["name"] for c in inspect(conn).get_columns("running_steps")}
+    if "local" not in columns:
+        conn.execute(
+            text("ALTER TABLE running_steps ADD COLUMN local BOOLEAN NOT NULL DEFAULT FALSE")
+        )
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -124,6 +135,7 @@ STEPS: tuple[Step, ...] = (
     _v10_step_signals,
     _v11_running_steps,
     _v12_crontabs,
+    _v13_local_running_steps,
 )
 
 

@@ -181,6 +181,8 @@ running_steps = Table(
     Column("start_time", Float, nullable=False),
     # nodes whose part has ended: {node: [exit code, signal, oom]} (JSON)
     Column("ended", Text, nullable=False, default="{}"),
+    # srun runs its tasks on the batch node and reports their end (migration 13)
+    Column("local", Boolean, nullable=False, default=False, server_default=false()),
 )
 
 # each user's scrontab file as they last saved it (docs/scrontab.md); its entries' jobs

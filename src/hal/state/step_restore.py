@@ -2,10 +2,10 @@
 
 A step's tasks outlive the server (and their agents: ``hal.agent.steps``), so the server
 keeps each running step in ``running_steps`` — its layout (each node's ranks where they
-are not dealt in blocks), its job's attempt, and the
-nodes whose part has ended — and a restarted server takes them up again
-(``StepTable.restore``) before any agent registers. Agents registering again list the
-steps they still hold and keep them.
+are not dealt in blocks), its job's attempt, the nodes whose part has ended, and whether
+srun runs it on the batch node (``local``: no agent holds it, srun reports its end) —
+and a restarted server takes them up again (``StepTable.restore``) before any agent
+registers. Agents registering again list the steps they still hold and keep them.
 
 What a restart loses: the output the old server held unread (srun gets what the agents
 send after it), and the cursor srun had, so a restored step numbers its output from a
@@ -31,9 +31,11 @@ def running_row(
     start_time: float,
     ended: dict[str, tuple[int, int]],
     oom: bool,
+    local: bool = False,
 ) -> RunningStepRow:
     """What ``running_steps`` keeps of a step (``oom``: a node's part ended for memory;
-    kept with the first ended node, as the step's flag)."""
+    kept with the first ended node, as the step's flag; ``local``: srun runs it on the
+    batch node)."""
     return RunningStepRow(
         job_id=job_id,
         step_id=step_id,
@@ -43,6 +45,7 @@ def running_row(
         tasks=_tasks_text(layout),
         start_time=start_time,
         ended=json.dumps({node: [code, sig, oom] for node, (code, sig) in ended.items()}),
+        local=local,
     )
 
 

@@ -16,10 +16,10 @@ step**: srun opens it here (``open_local``: numbered with the others, no agent t
 runs the tasks itself and reports their end (``end_local``). A job that leaves RUNNING
 with a local step open ends it CANCELLED (0:15), as its tasks die with the job.
 
-Running steps live in memory and in ``running_steps``, so a restarted server takes them
-up again (``restore``, ``hal.state.step_restore``); a local step lives in memory only (a
-restarted server forgets it, and srun says its end was not recorded). Their ends are
-written to accounting (``job_steps``, sacct's ``JOB.N`` rows).
+Running steps live in memory and in ``running_steps``, local ones too, so a restarted
+server takes them up again (``restore``, ``hal.state.step_restore``): a local step as
+local (no agent holds it; srun's end report still finds it). Their ends are written to
+accounting (``job_steps``, sacct's ``JOB.N`` rows).
 Output waits here until srun has read it, at most ``MAX_BUFFERED_BYTES`` per step (the
 oldest is dropped past that, and srun says so).
 """
@@ -213,6 +213,7 @@ class StepTable:
         layout = StepLayout((node,), (ntasks,))
         now = self.cluster.clock.now()
         step = Step(job_id, step_id, job.restarts, name, layout, now, local=True)
+        await self.cluster.db(self.cluster.store.keep_running_step, _row(step))  # for a restart
         self.steps[(job_id, step_id)] = step
         return step
 
@@ -242,8 +243,7 @@ class StepTable:
         step = self.steps.get((job_id, step_id))
         if step is None:
             raise NotFound(
-                f"job {job_id} has no step {step_id} running or recently ended (a "
-                "restarted server forgets the steps srun ran on the batch node); see sacct -j "
+                f"job {job_id} has no step {step_id} running or recently ended; see sacct -j "
                 f"{job_id} for ended ones"
             )
         return step
@@ -451,13 +451,16 @@ class StepTable:
         for row in rows:
             layout = layout_of(row)
             step = Step(row.job_id, row.step_id, row.attempt, row.name, layout, row.start_time)
+            step.local = row.local  # srun still holds its tasks, and reports their end
             step.ended, step.oom = ended_of(row)
             step.restored, step.cursor = True, cursor_base(now)
             job = self.cluster.jobs.get(row.job_id)
             self.steps[(row.job_id, row.step_id)] = step
             step.cancelled = not self._live(step)
             step.stopped = job is not None and job.state is JobState.SUSPENDED
-            if job is None:  # purged meanwhile: nothing will report it
+            if step.local and step.cancelled:  # its job ended meanwhile: its tasks with it
+                await self._end_local_part(step, 128 + signal.SIGTERM, signal.SIGTERM)
+            elif job is None:  # purged meanwhile: nothing will report it
                 for node in step.layout.nodes:
                     if node not in step.ended:
                         await self._node_ended(step, node, LOST_EXIT_CODE)
@@ -528,6 +531,7 @@ def _row(step: Step) -> RunningStepRow:
         step.start_time,
         step.ended,
         step.oom,
+        step.local,
     )
 
 

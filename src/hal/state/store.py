@@ -122,6 +122,7 @@ class RunningStepRow:
     tasks: str  # comma-separated counts, or each node's ranks (``step_restore``)
     start_time: float
     ended: str = "{}"  # JSON: {node: [exit code, signal, oom]}
+    local: bool = False  # srun runs it on the batch node (``StepTable.open_local``)
 
 
 @dataclass(frozen=True, slots=True)

@@ -111,3 +111,29 @@ def test_a_step_whose_job_ended_while_its_agent_was_away_is_ended_by_it(
     step_end(live, "n1", job, 143)
     step_end(live, "n2", job, 143)
     assert page(live, job)["state"] == "CANCELLED"
+
+
+def test_a_local_step_is_taken_up_by_a_restarted_server(each_store: LiveServer) -> None:
+    """srun running a step on the batch node (``srun ./a &`` in a one-node job) while the
+    server restarts: the new server still shows it running, gives the next srun the next
+    id (not the running step's), does not end it when the batch node's agent registers
+    without it (srun holds its tasks), and takes srun's end report for it."""
+    live = each_store
+    register(live, "n1", [])
+    with live.client() as admin:
+        job = admin.submit(JobSubmit(script="#!/bin/sh\nsleep 600\n")).job_id
+    wait_until(lambda: "launch" in ops(live, "n1"), message="the launch on n1")
+    started = {"seq": 1, "job_id": job, "attempt": 0, "kind": "started", "time": 1.0}
+    post(live, "/v1/agent/n1/sync", {"wait_seconds": 0, "reports": [started]})
+    local = {"argv": ["./a"], "local": True, "nodelist": ["n1"], "ntasks": 1}
+    assert post(live, f"/v1/jobs/{job}/steps", local)["step_id"] == 0
+    restart(live)
+    assert register(live, "n1", []) == []
+    with live.client() as c:
+        running = [(s.step_id, s.local, s.state) for s in c.running_steps()]
+    assert running == [(0, True, "RUNNING")], running
+    assert post(live, f"/v1/jobs/{job}/steps", local)["step_id"] == 1
+    ended = post(live, f"/v1/jobs/{job}/steps/0/end", {"exit_code": 3})
+    assert ended["state"] == "FAILED", ended
+    acct = live.cli("sacct", "-j", f"{job}.0", "-n", "-P", "-o", "JobID,State,ExitCode")
+    assert acct.stdout.strip() == f"{job}.0|FAILED|3:0", acct.stdout + acct.stderr
