@@ -134,7 +134,8 @@ async def step_output(
 async def signal_step(
     job_id: int, step_id: int, request: Request, ctx: Ctx, caller: Who
 ) -> Response:
-    """Send a signal to the step's tasks on every node (srun forwards SIGINT/SIGTERM)."""
+    """Send a signal to the step's tasks on every node (srun forwards SIGINT/SIGTERM);
+    409 for a step srun runs on the batch node (its tasks are srun's to signal)."""
     body = await read_body(request, StepSignalRequest)
     step = ctx.steps.get(job_id, step_id, caller)
     ctx.steps.signal(step, body.signal)

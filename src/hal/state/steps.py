@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import hostlist
 
-from hal.core.errors import InvalidRequest, NotFound, PermissionDenied
+from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import Allocation, Job
 from hal.core.multi_prog import MultiProg
 from hal.core.states import JobState
@@ -265,7 +265,13 @@ class StepTable:
             step.changed.set()
 
     def signal(self, step: Step, signum: int) -> None:
-        """Deliver ``signum`` to the step's tasks on every node where they still run."""
+        """Deliver ``signum`` to the step's tasks on every node where they still run. A
+        local step's tasks are srun's children, out of the server's reach: refused."""
+        if step.local:
+            raise Conflict(
+                f"srun runs step {step.job_id}.{step.step_id} on the batch node itself; "
+                "signal srun (or scancel the job)"
+            )
         if step.done:
             return
         if signum in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):

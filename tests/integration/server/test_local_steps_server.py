@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from hal.testing.live import LiveServer, free_port, wait_until
@@ -175,3 +176,25 @@ def test_derived_exit_code_is_the_worst_srun_step(server: LiveServer, tmp_path: 
         f"{job_id}.0|FAILED|2:0|",
         f"{job_id}.1|CANCELLED|0:15|",
     ], lines
+
+
+def test_signalling_a_local_step_is_refused(server: LiveServer, tmp_path: Path) -> None:
+    """The server cannot reach the tasks of a step srun runs on the batch node (they are
+    srun's children): a signal for it is refused (409), saying to signal srun instead,
+    rather than answered as delivered."""
+    job_id = submit(server, tmp_path, f"{SRUN} sleep 30\n")
+    wait_until(
+        lambda: f"{job_id}.0" in server.cli("squeue", "-s", "-h").stdout,
+        30,
+        message="the step in squeue -s",
+    )
+    auth = {"Authorization": f"Bearer {server.token}"}
+    url = f"{server.url}/v1/jobs/{job_id}/steps/0/signal"
+    r = httpx.post(url, json={"signal": 10}, headers=auth, timeout=30)
+    assert r.status_code == 409, r.text
+    assert (
+        f"srun runs step {job_id}.0 on the batch node itself; signal srun (or scancel the job)"
+        in r.json()["detail"]
+    ), r.text
+    assert server.cli("scancel", str(job_id)).returncode == 0
+    wait_until(lambda: state(server, job_id) == "CANCELLED", 30, message="the job to end")
