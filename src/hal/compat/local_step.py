@@ -26,7 +26,7 @@ from types import FrameType
 from hal.compat.seam import Console
 from hal.compat.steps import FORWARDED
 from hal.core.errors import HalError
-from hal.core.steps import StepLayout
+from hal.core.steps import StepLayout, step_environment
 
 CANCELLING = (signal.SIGINT, signal.SIGTERM)  # forwarded, they make the step CANCELLED
 EXEC_FAILED = 2  # a task that could not start, as Slurm's srun (and HAL's agents) report it
@@ -60,10 +60,7 @@ def run_local(
         )
     except HalError as err:
         _not_recorded(console, err)
-    step_env = {} if step_id is None else _step_environment(step_id, node, ntasks)
-    step_env["SLURM_DISTRIBUTION"] = layout.distribution or "block"
-    if layout.plane_size:
-        step_env["SLURM_DIST_PLANESIZE"] = str(layout.plane_size)
+    step_env = step_environment(step_id, layout)
     oom_before = oom_kills(job_id)
     end = run_tasks(commands or [command] * ntasks, console, step_env)
     if end.exit_signal:
@@ -96,7 +93,6 @@ def run_tasks(commands: list[list[str]], console: Console, step_env: dict[str, s
                 **step_env,
                 "SLURM_PROCID": str(rank),
                 "SLURM_LOCALID": str(rank),
-                "SLURM_STEP_NUM_TASKS": str(ntasks),
             }
             command = commands[rank]
             try:
@@ -144,17 +140,6 @@ def _keyed(path: str) -> dict[str, int]:
             return {p[0]: int(p[1]) for p in pairs if len(p) == 2 and p[1].isdigit()}
     except OSError:
         return {}
-
-
-def _step_environment(step_id: int, node: str, ntasks: int) -> dict[str, str]:
-    """The step's variables, as a step through the control plane gets them."""
-    return {
-        "SLURM_STEP_ID": str(step_id),
-        "SLURM_STEPID": str(step_id),
-        "SLURM_STEP_NUM_NODES": "1",
-        "SLURM_STEP_NODELIST": node,
-        "SLURM_STEP_TASKS_PER_NODE": str(ntasks),
-    }
 
 
 def _report(console: Console, job_id: int, step_id: int, end: TasksEnd, *, oom: bool) -> None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import hostlist
+
 from hal.core.distribution import Distribution, deal
 from hal.core.errors import InvalidRequest
 
@@ -61,6 +63,35 @@ class StepLayout:
             else:
                 runs.append((n, 1))
         return ",".join(f"{n}(x{k})" if k > 1 else str(n) for n, k in runs)
+
+
+def step_environment(step_id: int | None, layout: StepLayout) -> dict[str, str]:
+    """The step's variables for its tasks, as srun sets them: its id, ``SLURM_STEP_*``,
+    and the step's counts, nodes and tasks per node in place of the job's (``SLURM_NTASKS``
+    ...), its distribution. One set for a step srun runs on the batch node
+    (``hal.compat.local_step``) and one the agents run (``hal.state.steps``); ``step_id``
+    None: srun could not reach the server to number the step. Each task adds its own
+    ``SLURM_PROCID``, ``SLURM_LOCALID`` and node's."""
+    nodelist = hostlist.collect_hostlist(list(layout.nodes))
+    per_node = layout.tasks_per_node()
+    values = {} if step_id is None else {"SLURM_STEP_ID": str(step_id)}
+    if step_id is not None:
+        values["SLURM_STEPID"] = str(step_id)
+    values |= {
+        "SLURM_STEP_NUM_TASKS": str(layout.ntasks),
+        "SLURM_STEP_NUM_NODES": str(len(layout.nodes)),
+        "SLURM_STEP_NODELIST": nodelist,
+        "SLURM_STEP_TASKS_PER_NODE": per_node,
+        "SLURM_NTASKS": str(layout.ntasks),
+        "SLURM_NPROCS": str(layout.ntasks),
+        "SLURM_NNODES": str(len(layout.nodes)),
+        "SLURM_NODELIST": nodelist,
+        "SLURM_TASKS_PER_NODE": per_node,
+        "SLURM_DISTRIBUTION": layout.distribution or "block",
+    }
+    if layout.plane_size:
+        values["SLURM_DIST_PLANESIZE"] = str(layout.plane_size)
+    return values
 
 
 def tasks_per_node(ntasks: int, ntasks_per_node: int | None, nodes: int) -> str:

@@ -40,7 +40,7 @@ from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import Allocation, Job
 from hal.core.multi_prog import MultiProg
 from hal.core.states import JobState
-from hal.core.steps import StepLayout, StepRequest, refused, step_layout
+from hal.core.steps import StepLayout, StepRequest, refused, step_environment, step_layout
 from hal.state.cluster import Caller, Cluster
 from hal.state.launch import build_launch
 from hal.state.step_restore import cursor_base, ended_of, layout_of, running_row
@@ -172,7 +172,7 @@ class StepTable:
         self.steps[(job_id, step_id)] = step
         base = build_launch(job, cluster.config.cluster_name)
         base = base.model_copy(update={"script": "", "environment": {**base.environment}})
-        common = _step_environment(step)
+        common = step_environment(step_id, layout)
         for index, node in enumerate(layout.nodes):
             at = list(alloc.nodes).index(node)
             res = alloc.per_node[at]
@@ -539,29 +539,6 @@ def _row(step: Step) -> RunningStepRow:
         step.oom,
         step.local,
     )
-
-
-def _step_environment(step: Step) -> dict[str, str]:
-    """The step's ``SLURM_STEP_*`` and the step-wide values srun sets for its tasks."""
-    layout = step.layout
-    nodelist = hostlist.collect_hostlist(list(layout.nodes))
-    values = {
-        "SLURM_STEP_ID": str(step.step_id),
-        "SLURM_STEPID": str(step.step_id),
-        "SLURM_STEP_NUM_TASKS": str(layout.ntasks),
-        "SLURM_STEP_NUM_NODES": str(len(layout.nodes)),
-        "SLURM_STEP_NODELIST": nodelist,
-        "SLURM_STEP_TASKS_PER_NODE": layout.tasks_per_node(),
-        "SLURM_NTASKS": str(layout.ntasks),
-        "SLURM_NPROCS": str(layout.ntasks),
-        "SLURM_NNODES": str(len(layout.nodes)),
-        "SLURM_NODELIST": nodelist,
-        "SLURM_TASKS_PER_NODE": layout.tasks_per_node(),
-        "SLURM_DISTRIBUTION": layout.distribution or "block",
-    }
-    if layout.plane_size:
-        values["SLURM_DIST_PLANESIZE"] = str(layout.plane_size)
-    return values
 
 
 def _decode(text: str) -> bytes:

@@ -153,3 +153,18 @@ def test_het_group_runs_in_the_component_s_nodes(tmp_path: Path) -> None:
     assert list(written(tmp_path)) == ["out.0"]
     rc, err = srun(tmp_path, "--het-group=2", "true", **het)
     assert rc == 1 and "has components 0 to 1" in err, err
+
+
+def test_tasks_see_the_step_not_the_job(tmp_path: Path) -> None:
+    """`srun -n2` in a job of four tasks: the tasks see the step's task and node counts,
+    node list and tasks per node (SLURM_NTASKS 2, not the job's 4), as a step the agents
+    run does, even when the server could not number the step."""
+    show = (
+        'echo "$SLURM_NTASKS $SLURM_NPROCS $SLURM_NNODES $SLURM_NODELIST '
+        "$SLURM_TASKS_PER_NODE $SLURM_STEP_NUM_TASKS $SLURM_STEP_NUM_NODES "
+        '$SLURM_STEP_NODELIST $SLURM_STEP_TASKS_PER_NODE ${SLURM_STEP_ID:-none}" '
+        "> out.$SLURM_PROCID"
+    )
+    rc, err = srun(tmp_path, "-n2", "sh", "-c", show, SLURM_NODELIST="node1")
+    assert rc == 0 and err.startswith(NOT_RECORDED), err
+    assert written(tmp_path)["out.1"] == "2 2 1 node1 2 2 1 node1 2 none\n"
