@@ -45,13 +45,13 @@ from hal.agent.supervisor import (
     _supervisor_signals,
     _write_atomic,
 )
+from hal.core.steps import EXEC_FAILED
 
 KEEPER_PLAN = "plan.json"
 TASKS_FILE = "tasks"
 STATUS_FILE = "status.json"
 STOPPED_FILE = "stopped"  # the agent's: the job is suspended, a task starting stops
 STARTED = b"T"
-EXEC_FAILED = 2  # a task that could not start, as Slurm's srun reports it
 KILL_ROUNDS = 50  # x 20 ms: orphans stuck in the kernel are left to init
 
 
@@ -197,39 +197,66 @@ def _keep(plan: KeeperPlan, isolation: Isolation, started_w: int) -> int:
 
 def _start_task(plan: KeeperPlan, isolation: Isolation, rank: int, local: int) -> int:
     """Start one rank's task; its pid, or 0 when it could not start (the reason is in
-    its stderr file, as srun shows it)."""
+    its stderr file, as srun shows it). A task the system refuses (no descriptor or
+    process left: ``pipe2``/``fork`` fail) is one that could not start: the keeper goes
+    on, so the ranks started before are recorded and waited for."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
-    out = os.open(output_path(plan.folder, rank, "stdout"), flags, 0o600)
-    err = os.open(output_path(plan.folder, rank, "stderr"), flags, 0o600)
-    env = {**plan.env, "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(local)}
-    name, value = plan.task_marker(rank).split("=", 1)
-    env[name] = value
+    out = err = -1
+    try:
+        out = os.open(output_path(plan.folder, rank, "stdout"), flags, 0o600)
+        err = os.open(output_path(plan.folder, rank, "stderr"), flags, 0o600)
+        env = {**plan.env, "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(local)}
+        name, value = plan.task_marker(rank).split("=", 1)
+        env[name] = value
+        pid, failure = _fork_task(plan, isolation, rank, env, out, err)
+    except OSError as error:
+        pid, failure = 0, (error.strerror or str(error)).encode()
+    try:
+        if failure and err >= 0:
+            message = (
+                f"srun: error: {plan.node}: task {rank}: cannot run {plan.command(rank)[0]} "
+                f"in {plan.workdir}: {failure.decode(errors='replace')}\n"
+            )
+            with contextlib.suppress(OSError):  # (the exit code says it all the same)
+                os.write(err, message.encode())
+    finally:
+        for fd in (out, err):
+            if fd >= 0:
+                os.close(fd)
+    if failure:
+        return 0
+    if os.path.exists(os.path.join(plan.folder, STOPPED_FILE)):
+        # its job is suspended: the agent stops the tasks it knows, and this one it does
+        # not know yet (the agent's SIGCONT to its group lets it go on)
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGSTOP)
+    return pid
+
+
+def _fork_task(
+    plan: KeeperPlan, isolation: Isolation, rank: int, env: dict[str, str], out: int, err: int
+) -> tuple[int, bytes]:
+    """Fork the task: its pid, and why its exec failed (b"": it runs)."""
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(err_r)
+        os.close(err_w)
+        raise
     if pid == 0:  # pragma: no cover - the task, until exec
         os.close(err_r)
         _exec_task(plan, isolation, plan.command(rank), env, (out, err, err_w))
     os.close(err_w)
     failure = b""
-    while chunk := os.read(err_r, 4096):
-        failure += chunk
-    os.close(err_r)
+    try:
+        while chunk := os.read(err_r, 4096):
+            failure += chunk
+    finally:
+        os.close(err_r)
     if failure:
         os.waitpid(pid, 0)
-        message = (
-            f"srun: error: {plan.node}: task {rank}: cannot run {plan.command(rank)[0]} in "
-            f"{plan.workdir}: {failure.decode(errors='replace')}\n"
-        )
-        os.write(err, message.encode())
-        pid = 0
-    elif os.path.exists(os.path.join(plan.folder, STOPPED_FILE)):
-        # its job is suspended: the agent stops the tasks it knows, and this one it does
-        # not know yet (the agent's SIGCONT to its group lets it go on)
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGSTOP)
-    os.close(out)
-    os.close(err)
-    return pid
+    return pid, failure
 
 
 def _exec_task(

@@ -55,7 +55,6 @@ from hal.agent.launcher import LaunchReply, StepLauncher
 from hal.agent.plan import LaunchError, job_umask, resolve_user
 from hal.agent.procfs import open_pidfd, processes_of, start_ticks, tree_rss_bytes
 from hal.agent.stepkeeper import (
-    EXEC_FAILED,
     KEEPER_PLAN,
     STOPPED_FILE,
     KeeperPlan,
@@ -64,6 +63,7 @@ from hal.agent.stepkeeper import (
     read_tasks,
 )
 from hal.agent.supervisor import read_supervisor
+from hal.core.steps import EXEC_FAILED
 from hal.wire.agent import (
     RunningStep,
     StepEnd,

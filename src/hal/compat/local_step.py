@@ -26,10 +26,9 @@ from types import FrameType
 from hal.compat.seam import Console
 from hal.compat.steps import FORWARDED
 from hal.core.errors import HalError
-from hal.core.steps import StepLayout, step_environment
+from hal.core.steps import EXEC_FAILED, StepLayout, step_environment
 
 CANCELLING = (signal.SIGINT, signal.SIGTERM)  # forwarded, they make the step CANCELLED
-EXEC_FAILED = 2  # a task that could not start, as Slurm's srun (and HAL's agents) report it
 
 
 @dataclass(frozen=True, slots=True)

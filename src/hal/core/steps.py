@@ -21,6 +21,7 @@ from hal.core.distribution import Distribution, deal
 from hal.core.errors import InvalidRequest
 
 DEFAULT_DISTRIBUTION = Distribution()  # srun's, without -m
+EXEC_FAILED = 2  # a task that could not start, as Slurm's srun reports it (srun and agents)
 
 
 @dataclass(frozen=True, slots=True)

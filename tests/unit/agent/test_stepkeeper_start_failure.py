@@ -1,0 +1,77 @@
+"""A step keeper that cannot start one of its tasks (``fork`` refused: the user's process
+limit is reached) goes on as slurmstepd does: that rank ends as a task that could not
+start (exit 2, pid 0), the ranks already started are recorded and waited for, and the
+keeper leaks no descriptor. It used to exit before writing its tasks file, leaving the
+started ranks orphaned and unrecorded."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hal.agent.isolation import Isolation
+from hal.agent.stepkeeper import KeeperPlan, _keep, read_codes, read_tasks
+
+UNUSED_UID = 54_321  # no process runs as it: RLIMIT_NPROC counts only the keeper's
+
+
+@pytest.fixture
+def folder() -> Iterator[Path]:
+    # outside pytest's root-only tmp directory, open to the unprivileged keeper
+    made = Path(tempfile.mkdtemp(prefix="hal-keeper-"))
+    made.chmod(0o777)
+    yield made
+    shutil.rmtree(made, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the keeper as another uid")
+def test_a_task_that_cannot_be_forked_ends_as_not_started(folder: Path) -> None:
+    plan = KeeperPlan(
+        node="n1",
+        folder=str(folder),
+        argv=("sh", "-c", "exit 3"),
+        env={"PATH": "/usr/bin:/bin"},
+        ranks=(0, 1),
+        marker="HAL_JOB_MARKER=t.12.0.0",
+        workdir=str(folder),
+        group="",
+        memory_bytes=0,
+        gpus=False,
+    )
+    started_r, started_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the keeper, as an unprivileged user allowed two processes
+        result: dict[str, object] = {}
+        try:
+            os.close(started_r)
+            resource.setrlimit(resource.RLIMIT_NPROC, (2, 2))  # itself and one task
+            os.setgid(UNUSED_UID)
+            os.setuid(UNUSED_UID)
+            before = sorted(set(os.listdir("/proc/self/fd")) - {str(started_w)})
+            result["code"] = _keep(plan, Isolation("none"), started_w)
+            result["leaked"] = sorted(set(os.listdir("/proc/self/fd")) - set(before))
+        except BaseException as err:
+            result["raised"] = repr(err)
+        with open(folder / "result.json", "w") as f:
+            json.dump(result, f)
+        os._exit(0)
+    os.close(started_w)
+    said = os.read(started_r, 1)
+    os.close(started_r)
+    os.waitpid(pid, 0)
+    result = json.loads((folder / "result.json").read_text())
+    assert result == {"code": 0, "leaked": []}, result
+    assert said == b"T"  # the agent is told the tasks are recorded
+    tasks = read_tasks(str(folder))
+    assert tasks is not None and tasks[0][0] > 0 and tasks[1] == (0, 0), tasks
+    assert read_codes(str(folder)) == {0: 3, 1: 2}
+    said = (folder / "err.1").read_text()
+    assert said.startswith("srun: error: n1: task 1: cannot run sh in "), said
+    assert said.endswith(": Resource temporarily unavailable\n"), said
