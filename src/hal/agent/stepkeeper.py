@@ -43,7 +43,7 @@ from hal.agent.supervisor import (
     SUPERVISOR_IGNORES,
     _keep_only,
     _supervisor_signals,
-    _write_atomic,
+    write_atomic,
 )
 from hal.core.steps import EXEC_FAILED
 
@@ -172,7 +172,7 @@ def _keep(plan: KeeperPlan, isolation: Isolation, started_w: int) -> int:
             codes[rank] = EXEC_FAILED
         ticks = (start_ticks(pid) or 0) if pid else 0  # (an exited task: a zombie yet)
         lines.append(f"{rank} {pid} {ticks}\n")
-    _write_atomic(plan.folder, TASKS_FILE, "".join(lines))
+    write_atomic(plan.folder, TASKS_FILE, "".join(lines))
     with contextlib.suppress(OSError):  # the agent may be gone; the file is the truth
         os.write(started_w, STARTED)
     os.close(started_w)
@@ -191,7 +191,7 @@ def _keep(plan: KeeperPlan, isolation: Isolation, started_w: int) -> int:
             with contextlib.suppress(OSError):
                 os.kill(left, signal.SIGKILL)
     _end_orphans()
-    _write_atomic(plan.folder, STATUS_FILE, json.dumps({"codes": codes}))
+    write_atomic(plan.folder, STATUS_FILE, json.dumps({"codes": codes}))
     return 0
 
 

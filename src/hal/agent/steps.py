@@ -62,7 +62,7 @@ from hal.agent.stepkeeper import (
     read_codes,
     read_tasks,
 )
-from hal.agent.supervisor import read_supervisor
+from hal.agent.supervisor import read_supervisor, write_atomic
 from hal.core.steps import EXEC_FAILED
 from hal.wire.agent import (
     RunningStep,
@@ -204,6 +204,8 @@ class StepTasks:
             names = sorted(os.listdir(self.steps_dir))
         except FileNotFoundError:
             return 0
+        with contextlib.suppress(OSError):  # (an older agent made it 0755)
+            os.chmod(self.steps_dir, 0o700)
         for name in names:
             folder = os.path.join(self.steps_dir, name)
             try:
@@ -601,15 +603,16 @@ def _drain(loop: asyncio.AbstractEventLoop, fd: int, woken: asyncio.Event) -> No
 
 def _write_folder(step: _NodeStep, plan: KeeperPlan, made: bool) -> None:
     """The step's folder, before its keeper is forked: a few small files, as the batch
-    path writes a job's folder (in the loop: a worker thread would cost more)."""
+    path writes a job's folder (in the loop: a worker thread would cost more). The
+    launch and the plan hold the job's environment: root's only, and whole or absent
+    for the next agent (``adopt``)."""
+    os.makedirs(os.path.dirname(step.folder), mode=0o700, exist_ok=True)  # steps/
     os.makedirs(step.folder, mode=0o700, exist_ok=True)
-    with open(os.path.join(step.folder, LAUNCH_FILE), "w") as f:
-        f.write(step.launch.model_dump_json())
+    write_atomic(step.folder, LAUNCH_FILE, step.launch.model_dump_json())
     if made:
         open(os.path.join(step.folder, MADE_FILE), "w").close()
     _mark_stopped(step)
-    with open(os.path.join(step.folder, KEEPER_PLAN), "w") as f:
-        f.write(plan.to_json())
+    write_atomic(step.folder, KEEPER_PLAN, plan.to_json())
 
 
 def _mark_stopped(step: _NodeStep) -> None:

@@ -239,7 +239,7 @@ def _supervise(plan: StepPlan, isolation: Isolation, started_w: int) -> int:
         return _launch_failed(plan, started_w, failure.decode(errors="replace"))
     started = time.time()
     inherited_rss = _own_rss_bytes()
-    _write_atomic(plan.job_dir, STARTED_FILE, f"{pid} {started!r}")
+    write_atomic(plan.job_dir, STARTED_FILE, f"{pid} {started!r}")
     with contextlib.suppress(OSError):  # the agent may be gone; the file is the truth
         os.write(started_w, f"S {pid} {started!r}\n".encode())
     os.close(started_w)
@@ -263,7 +263,7 @@ def _supervise(plan: StepPlan, isolation: Isolation, started_w: int) -> int:
         "cpu_seconds": usage.ru_utime + usage.ru_stime + orphans.cpu_seconds,
         "end_time": time.time(),
     }
-    _write_atomic(plan.job_dir, STATUS_FILE, json.dumps(result))
+    write_atomic(plan.job_dir, STATUS_FILE, json.dumps(result))
     return 0
 
 
@@ -354,19 +354,23 @@ def _own_rss_bytes() -> int:
 
 
 def _launch_failed(plan: StepPlan, started_w: int, message: str) -> int:
-    _write_atomic(plan.job_dir, STATUS_FILE, json.dumps({"error": message}))
+    write_atomic(plan.job_dir, STATUS_FILE, json.dumps({"error": message}))
     with contextlib.suppress(OSError):
         os.write(started_w, f"F {message}\n".encode()[:4000])
     os.close(started_w)
     return 0
 
 
-def _write_atomic(directory: str, name: str, text: str) -> None:
+def write_atomic(directory: str, name: str, text: str) -> None:
+    """``directory/name`` holds ``text``, readable by its owner only: a reader sees the
+    old file or the whole new one, never a part."""
     # No fsync: an agent crash keeps the page cache, and a node crash ends the jobs too.
     tmp = os.path.join(directory, f".{name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
-        os.write(fd, text.encode())
+        data = text.encode()
+        while data:
+            data = data[os.write(fd, data) :]
     finally:
         os.close(fd)
     os.replace(tmp, os.path.join(directory, name))
