@@ -52,7 +52,7 @@ def main() -> None:
                 f.write(plan.to_json())
             r, w = os.pipe()
             t = time.thread_time()
-            reply = launch({"job_id": i, "attempt": 0, "job_dir": job_dir}, w, isolation)
+            reply = launch({"job_id": i, "key": 0, "job_dir": job_dir}, w, isolation)
             launch_cpu += time.thread_time() - t
             os.close(w)
             if "error" in reply:

@@ -8,11 +8,11 @@ and a single-threaded parent makes the fork safe by construction.
 
 Protocol, over a ``SOCK_SEQPACKET`` socket pair (one message per request or reply)::
 
-    agent → launcher   {"job_id", "attempt", "job_dir"[, "kind": "step"]}  + the "started"
+    agent → launcher   {"job_id", "key", "job_dir"[, "kind": "step"]}  + the "started"
                        pipe's write end (SCM_RIGHTS); the plan is in <job_dir>/plan.json
-                       (a step keeper's, ``stepkeeper``, for a step: "attempt" is then
-                       the step's id)
-    launcher → agent   {"job_id", "attempt", "pid", "ticks"}  or  {..., "error": "..."}
+                       (a step keeper's, ``stepkeeper``, for a step); "key" tells the
+                       job's launches apart: the batch job's attempt, or the step's id
+    launcher → agent   {"job_id", "key", "pid", "ticks"}  or  {..., "error": "..."}
 
 Before it replies, the launcher records the supervisor's pid and start time in the job's
 folder and only then lets the supervisor go, so a job never runs unrecorded. It exits
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def launch(request: dict[str, object], started_w: int, isolation: Isolation) -> dict[str, object]:
-    reply: dict[str, object] = {"job_id": request["job_id"], "attempt": request["attempt"]}
+    reply: dict[str, object] = {"job_id": request["job_id"], "key": request["key"]}
     job_dir = str(request["job_dir"])
     try:
         text = _read(os.path.join(job_dir, PLAN_FILE))

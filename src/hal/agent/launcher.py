@@ -31,15 +31,15 @@ RESTART_INTERVAL_SECONDS = 1.0  # a launcher that keeps dying is not restarted i
 @dataclass(frozen=True, slots=True)
 class LaunchReply:
     job_id: int
-    attempt: int
+    key: int  # which of the job's launches: its attempt, or (kind "step") the step's id
     pid: int = 0  # the supervisor
     ticks: int = 0  # its start time (clock ticks since boot)
     error: str = ""
 
 
 class StepLauncher:
-    """``kind`` "step": it launches step keepers (``stepkeeper``), whose ``attempt`` is
-    the step's id; else batch jobs' supervisors."""
+    """``kind`` "step": it launches step keepers (``stepkeeper``), each launch keyed by
+    its step's id; else batch jobs' supervisors, keyed by the job's attempt."""
 
     def __init__(
         self, isolation: Isolation, on_reply: Callable[[LaunchReply], None], kind: str = ""
@@ -69,8 +69,9 @@ class StepLauncher:
         self._sock = ours
         loop.add_reader(ours.fileno(), self._read)
 
-    def launch(self, job_id: int, attempt: int, job_dir: str, started_w: int) -> None:
-        """Queue a launch; ``started_w`` is handed over (closed here once sent)."""
+    def launch(self, job_id: int, key: int, job_dir: str, started_w: int) -> None:
+        """Queue a launch (``key``: the job's attempt, or the step's id for a step
+        keeper); ``started_w`` is handed over (closed here once sent)."""
         if (
             self._sock is None
             and self._loop is not None
@@ -79,13 +80,13 @@ class StepLauncher:
             self.start(self._loop)
         if self._sock is None:
             os.close(started_w)
-            self._on_reply(LaunchReply(job_id, attempt, error="the step launcher is not running"))
+            self._on_reply(LaunchReply(job_id, key, error="the step launcher is not running"))
             return
-        request = {"job_id": job_id, "attempt": attempt, "job_dir": job_dir}
+        request = {"job_id": job_id, "key": key, "job_dir": job_dir}
         if self.kind:
             request["kind"] = self.kind
         message = json.dumps(request)
-        self._outgoing.append((message.encode(), started_w, LaunchReply(job_id, attempt)))
+        self._outgoing.append((message.encode(), started_w, LaunchReply(job_id, key)))
         self._write()
 
     def stop(self) -> None:
@@ -156,12 +157,12 @@ class StepLauncher:
             expected = self._in_flight.popleft()
             reply = LaunchReply(
                 job_id=int(data["job_id"]),
-                attempt=int(data["attempt"]),
+                key=int(data["key"]),
                 pid=int(data.get("pid", 0)),
                 ticks=int(data.get("ticks", 0)),
                 error=str(data.get("error", "")),
             )
-            if (reply.job_id, reply.attempt) != (expected.job_id, expected.attempt):
+            if (reply.job_id, reply.key) != (expected.job_id, expected.key):
                 raise RuntimeError(f"step launcher replied out of order: {reply} for {expected}")
             self._on_reply(reply)
 
@@ -181,6 +182,4 @@ class StepLauncher:
         ):
             self.start(self._loop)
         for reply in pending:
-            self._on_reply(
-                LaunchReply(reply.job_id, reply.attempt, error="the step launcher exited")
-            )
+            self._on_reply(LaunchReply(reply.job_id, reply.key, error="the step launcher exited"))

@@ -619,7 +619,7 @@ class AgentShell:
 
     def _on_launch_reply(self, reply: LaunchReply) -> None:
         watch = self._watches.get(reply.job_id)
-        if watch is None or watch.attempt != reply.attempt:
+        if watch is None or watch.attempt != reply.key:
             return
         if reply.error:
             # The launcher may have recorded and started a supervisor before failing.

@@ -385,7 +385,7 @@ class StepTasks:
         return await reply
 
     def _launched(self, reply: LaunchReply) -> None:
-        future = self._replies.pop((reply.job_id, reply.attempt), None)
+        future = self._replies.pop((reply.job_id, reply.key), None)
         if future is not None and not future.done():
             future.set_result(reply)
 

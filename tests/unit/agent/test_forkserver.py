@@ -14,11 +14,11 @@ from hal.agent.supervisor import PLAN_FILE, StepPlan, read_supervisor
 def test_missing_plan_is_an_error_reply_not_a_crash(tmp_path: Path) -> None:
     r, w = os.pipe()
     try:
-        reply = launch({"job_id": 3, "attempt": 1, "job_dir": str(tmp_path)}, w, Isolation("none"))
+        reply = launch({"job_id": 3, "key": 1, "job_dir": str(tmp_path)}, w, Isolation("none"))
     finally:
         os.close(r)
         os.close(w)
-    assert reply["job_id"] == 3 and reply["attempt"] == 1
+    assert reply["job_id"] == 3 and reply["key"] == 1
     assert "plan.json" in str(reply["error"])
     assert not (tmp_path / "supervisor").exists()
 
@@ -60,7 +60,7 @@ def test_launch_records_the_supervisor_pid_and_start_ticks(tmp_path: Path) -> No
     (tmp_path / PLAN_FILE).write_text(plan.to_json())
     r, w = os.pipe()
     try:
-        reply = launch({"job_id": 5, "attempt": 0, "job_dir": str(tmp_path)}, w, Isolation("none"))
+        reply = launch({"job_id": 5, "key": 0, "job_dir": str(tmp_path)}, w, Isolation("none"))
     finally:
         os.close(w)
     with os.fdopen(r, "rb") as started:
