@@ -11,7 +11,7 @@ from hal.core.data import expand_datasets, parse_data_keys
 from hal.core.errors import InvalidRequest
 from hal.core.filenames import FilenameFields, output_paths
 from hal.core.job import Job, JobSpec
-from hal.core.mail import mail_recipient, mail_type_names, parse_mail_type
+from hal.core.mail import check_mail_user, mail_recipient, mail_type_names, parse_mail_type
 from hal.core.node import Node, Partition
 from hal.core.partition_list import shown_partition
 from hal.core.slurm_syntax import (
@@ -120,6 +120,7 @@ def to_spec(
         umask = parse_umask(req.umask) if req.umask is not None else None
         licenses = parse_licenses(req.licenses) if req.licenses else ()
         mail_type = parse_mail_type(req.mail_type) if req.mail_type is not None else 0
+        mail_user = check_mail_user(req.mail_user.strip()) if req.mail_user is not None else ""
     except InvalidRequest as err:
         raise InvalidRequest(f"{where}{err.message}", field=where + (err.field or "")) from err
     for term in dependency.terms if dependency else ():
@@ -180,7 +181,7 @@ def to_spec(
         reservation=req.reservation.strip(),
         licenses=licenses,
         mail_type=mail_type,
-        mail_user=mail_recipient(user, (req.mail_user or "").strip(), mail_domain),
+        mail_user=mail_recipient(user, mail_user, mail_domain),
     )
 
 

@@ -6,6 +6,11 @@
 Posting never waits: a full queue drops the mail (counted). A missing program drops
 mail too, logged once until it is back; a program that fails or outlives
 ``timeout_seconds`` (killed) is logged and counted. No job state depends on any of it.
+
+The recipient is an argument after the subject with no ``--`` before it: bsd-mailx and
+GNU mailutils take ``--`` as the end of options, but s-nail reads what follows ``--`` as
+options for its MTA and then finds no recipient. So ``check_mail_user`` (at submission and
+again here) is what keeps a recipient from being read as an option.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from hal.config.mail import MailConfig
+from hal.core.errors import InvalidRequest
+from hal.core.mail import check_mail_user
 
 log = logging.getLogger("hal.mail")
 QUEUE_LIMIT = 10_000  # mails waiting for the program; past it, new ones are dropped
@@ -81,6 +88,13 @@ class MailProgram:
                 self._missing_logged = True
             return "missing"
         self._missing_logged = False
+        try:
+            check_mail_user(mail.recipient)
+        except InvalidRequest as err:
+            # submissions are checked; a job stored before they were, or a user whose
+            # name starts with '-', must still not hand the program an option
+            log.warning("job mail not sent (%s): %s", err.message, mail.subject)
+            return "failed"
         # Slurm gives MailProg only its SLURM_* variables; PATH too, so a script finds
         # sendmail and its tools
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **mail.environment}

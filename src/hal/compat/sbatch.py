@@ -23,7 +23,7 @@ from pathlib import Path
 from hal.compat.options import RESOURCE_OPTIONS, Arg, Opt, OptionError, Parsed, parse_options
 from hal.core.data import parse_data_keys
 from hal.core.errors import InvalidRequest, UnsupportedOption
-from hal.core.mail import parse_mail_type
+from hal.core.mail import check_mail_user, parse_mail_type
 from hal.core.slurm_syntax import (
     expand_hostlist,
     format_umask,
@@ -674,8 +674,8 @@ def _scheduling(settings: dict[str, Setting], fields: dict[str, object], now: fl
         parse_mail_type(mail_type)  # sbatch's own refusal, before any round trip
         fields["mail_type"] = mail_type.strip()
     mail_user = text("mail_user")
-    if mail_user is not None and mail_user.strip():
-        fields["mail_user"] = mail_user.strip()
+    if mail_user is not None:
+        fields["mail_user"] = check_mail_user(mail_user.strip())
     kill = text("kill_on_invalid_dep")
     if kill is not None:
         if kill.lower() not in ("yes", "no"):

@@ -109,6 +109,23 @@ def mail_type_names(flags: int) -> str:
     return ",".join(names) or "NONE"
 
 
+def check_mail_user(text: str) -> str:
+    """``--mail-user`` as given, refused when the mail program could take it for anything
+    but an address: empty, starting with ``-`` (``[mail] prog`` gets it as an argument
+    after ``-s SUBJECT``, so ``-Ssendmail=...`` would be one of its options), or holding
+    whitespace or control characters. Not all ``mail`` programs take ``--`` before the
+    recipient (s-nail reads what follows it as options for its MTA), so this is the guard."""
+    if not text:
+        reason = "give an address"
+    elif text.startswith("-"):
+        reason = "an address may not start with '-'"
+    elif any(ch.isspace() or not ch.isprintable() for ch in text):
+        reason = "an address may not hold spaces or control characters"
+    else:
+        return text
+    raise InvalidRequest(f"--mail-user={text!r} invalid: {reason}", field="mail-user")
+
+
 def mail_recipient(user: str, mail_user: str | None, domain: str) -> str:
     """``--mail-user``, else the submitting user, with MailDomain appended when the
     cluster has one (slurmctld resolves this at submission and keeps it)."""

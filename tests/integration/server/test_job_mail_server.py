@@ -226,6 +226,31 @@ def test_an_unknown_mail_type_is_refused(mailed: tuple[LiveServer, Mails], tmp_p
         c.submit(JobSubmit(script="#!/bin/sh\ntrue\n", workdir=str(tmp_path), mail_type="BOGUS"))
 
 
+def test_a_mail_user_the_program_would_read_as_an_option_is_refused(
+    mailed: tuple[LiveServer, Mails], tmp_path: Path
+) -> None:
+    """``[mail] prog -s SUBJECT -Ssendmail=/x`` would run /x as the server's user under
+    s-nail: such a --mail-user is refused at submission, by sbatch and by the REST API."""
+    live, _ = mailed
+    evil = tmp_path / "evil"
+    out = live.cli(
+        "sbatch", f"--mail-user=-Ssendmail={evil}", "--mail-type=ALL", "--wrap", "true",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 1
+    assert out.stderr.strip() == (
+        f"sbatch: error: --mail-user='-Ssendmail={evil}' invalid: an address may not start with '-'"
+    ), out.stderr
+    for bad in ("--exec=/bin/true", "", "a b@x.org"):
+        submit = JobSubmit(
+            script="#!/bin/sh\ntrue\n", workdir=str(tmp_path), mail_type="ALL", mail_user=bad
+        )
+        with live.client() as c, pytest.raises(Exception, match=r"--mail-user=.* invalid: "):
+            c.submit(submit)
+    with live.client() as c:
+        assert not [j for j in c.jobs() if j.mail_user in ("--exec=/bin/true", "a b@x.org")]
+
+
 def _metric(live: LiveServer, result: str) -> float:
     text = httpx.get(f"{live.url}/metrics", timeout=10).text
     found = re.search(rf'^hal_job_mail_total{{result="{result}"}} (\S+)$', text, re.MULTILINE)

@@ -35,3 +35,12 @@ def test_an_unknown_type_is_refused_before_submitting(value: str) -> None:
 def test_help_describes_mail() -> None:
     assert "HAL sends no mail" not in HELP
     assert "--mail-type=type" in HELP and "TIME_LIMIT" in HELP and "ARRAY_TASKS" in HELP
+
+
+@pytest.mark.parametrize("value", ["-Ssendmail=/tmp/evil", "", "bob @x.org"])
+def test_a_mail_user_that_is_no_address_is_refused_before_submitting(value: str) -> None:
+    """An option-like, empty or spaced --mail-user never reaches the server (which refuses
+    it too): the mail program would read ``-S...`` as its own option."""
+    with pytest.raises(InvalidRequest) as err:
+        parse(f"--mail-user={value}")
+    assert err.value.message.startswith(f"--mail-user={value!r} invalid: ")

@@ -10,6 +10,7 @@ from hal.core.mail import (
     ALL,
     MailFacts,
     MailType,
+    check_mail_user,
     duration_text,
     mail_environment,
     mail_recipient,
@@ -141,3 +142,23 @@ def test_mail_program_environment() -> None:
     }
     task = MailFacts(15, "foo", "alice", "RUNNING", 0, 3, array_job_id=12, task_id=3)
     assert mail_environment(MailType.BEGIN, task, "hal")["SLURM_ARRAY_TASK_ID"] == "3"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["-Ssendmail=/tmp/evil", "--exec=/tmp/evil", "-", "", " ", "bob @x.org", "bob\t@x", "a\nb",
+     "a\x00b", "a\x7fb", "a\u2028b"],
+)  # fmt: skip
+def test_a_mail_user_the_mail_program_could_read_as_an_option_is_refused(text: str) -> None:
+    """[mail] prog gets the recipient as an argument after ``-s SUBJECT``: one starting
+    with ``-`` would be an option of the program (``-Ssendmail=...`` runs a program as the
+    server's user), and spaces or control characters are no address either."""
+    with pytest.raises(InvalidRequest) as err:
+        check_mail_user(text)
+    assert err.value.message.startswith(f"--mail-user={text!r} invalid: "), err.value.message
+    assert err.value.field == "mail-user"
+
+
+@pytest.mark.parametrize("text", ["bob", "bob@x.org", "a@x.org,b@y.org", "Bob.O'Neil+jobs@x"])
+def test_an_address_is_kept_as_written(text: str) -> None:
+    assert check_mail_user(text) == text

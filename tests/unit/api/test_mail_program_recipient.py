@@ -1,0 +1,32 @@
+"""``MailProgram`` runs ``[mail] prog -s SUBJECT RECIPIENT``: a recipient that the program
+would read as an option (a job stored before submissions were checked, a user named
+``-x``) is never handed to it, and the program is left alone."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from hal.api.mail_program import Mail, MailProgram
+from hal.config.mail import MailConfig
+
+
+def _program(tmp_path: Path) -> tuple[MailProgram, Path]:
+    log = tmp_path / "argv.log"
+    prog = tmp_path / "mailprog"
+    prog.write_text(f'#!/bin/sh\nprintf "%s|" "$@" >> {log}\necho >> {log}\n')
+    prog.chmod(0o755)
+    return MailProgram(MailConfig(prog=str(prog)), lambda _: None), log
+
+
+def test_an_option_like_recipient_never_reaches_the_program(tmp_path: Path) -> None:
+    program, log = _program(tmp_path)
+    result = asyncio.run(program.send(Mail("-Ssendmail=/tmp/evil", "Slurm Job_id=1", {})))
+    assert result == "failed"
+    assert not log.exists()
+
+
+def test_an_address_does(tmp_path: Path) -> None:
+    program, log = _program(tmp_path)
+    assert asyncio.run(program.send(Mail("bob@x.org", "Slurm Job_id=1", {}))) == "sent"
+    assert log.read_text() == "-s|Slurm Job_id=1|bob@x.org|\n"
