@@ -98,11 +98,13 @@ class HalClient:
         json_body: Any = None,
         key: bool = False,
         retry: bool = True,
+        timeout: float | None = None,
     ) -> Response:
         """Send one request; ``key``: a submission, sent with a new ``Idempotency-Key``,
         so that it may be sent again whenever it is unknown whether it landed (its answer
         lost, or the server's database lost at the COMMIT): the server answers a resend
-        with the jobs of the first."""
+        with the jobs of the first. ``timeout``: this request's limit, where it is not the
+        client's."""
         body = content.encode() if content is not None else None
         if json_body is not None:
             body = json.dumps(json_body).encode()
@@ -114,7 +116,7 @@ class HalClient:
             left = deadline - time.monotonic()
             try:
                 response = self._http.request(
-                    method, path, params=params, body=body, headers=headers
+                    method, path, params=params, body=body, headers=headers, timeout=timeout
                 )
             except TransportError as err:
                 if key and err.sent and not doubt:
@@ -285,12 +287,8 @@ class HalClient:
         self._record("POST", f"/v1/jobs/{job_id}/steps/{step_id}/end", body)
 
     def _record(self, method: str, path: str, body: dict[str, Any]) -> Response:
-        saved = self._http.timeout
-        self._http.timeout = min(saved, RECORD_TIMEOUT_SECONDS)
-        try:
-            return self._request(method, path, json_body=body, retry=False)
-        finally:
-            self._http.timeout = saved
+        limit = min(self._http.timeout, RECORD_TIMEOUT_SECONDS)
+        return self._request(method, path, json_body=body, retry=False, timeout=limit)
 
     def running_steps(self) -> list[StepInfo]:
         """Every job's running steps, by job and step id (``squeue -s``)."""

@@ -60,8 +60,8 @@ class Transport:
             self._sock = None
         self._buf = b""
 
-    def _open(self) -> Any:
-        sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+    def _open(self, timeout: float) -> Any:
+        sock = socket.create_connection((self.host, self.port), timeout=timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.https:
             import ssl
@@ -77,7 +77,13 @@ class Transport:
         params: dict[str, str] | None = None,
         body: bytes | None = None,
         headers: dict[str, str] | None = None,
+        timeout: float | None = None,
     ) -> Response:
+        """Send one request and read its answer. ``timeout``: this request's limit on the
+        connect and on each send and read (default ``self.timeout``), on a fresh or a
+        kept-alive connection alike; the connection goes back to ``self.timeout`` after,
+        so a short limit never outlives its request."""
+        limit = self.timeout if timeout is None else timeout
         url = self.prefix + path + ("?" + _query(params) if params else "")
         head = [f"{method} {url} HTTP/1.1", f"Host: {self.host}:{self.port}"]
         head += [
@@ -99,10 +105,14 @@ class Transport:
             fresh = self._sock is None
             try:
                 if fresh:
-                    self._sock = self._open()
+                    self._sock = self._open(limit)
+                self._sock.settimeout(limit)
                 self._sock.sendall(payload)
                 sent = True
-                return self._read_response(method)
+                response = self._read_response(method)
+                if self._sock is not None:
+                    self._sock.settimeout(self.timeout)
+                return response
             except (OSError, TransportError) as err:
                 self.close()
                 stale = attempt == 0 and not fresh and not isinstance(err, TimeoutError)
