@@ -214,7 +214,9 @@ class HalServer:
         self._releasing: asyncio.Task[None] | None = None  # held: a task only weakly held
         self._server_lock: ServerLock | None = None
         self._uvicorn: uvicorn.Server | None = None  # while ``serve`` runs
-        self._hangup: asyncio.Task[None] | None = None  # held: a task only weakly held
+        # SIGHUP reconfigures, one task each (held: a task is only weakly held); they
+        # wait their turn on ``_reconfiguring`` and are cancelled at stop
+        self._hangups: set[asyncio.Task[None]] = set()
         # why this server stopped itself: another took the database's lock (PostgreSQL)
         # while its session was gone (``_keep_claim``); "" while it has not
         self.fenced = ""
@@ -260,8 +262,9 @@ class HalServer:
     async def stop(self) -> None:
         self._stop.set()
         self.cluster.changed.set()
-        await cancel_tasks(self._tasks)
+        await cancel_tasks([*self._tasks, *self._hangups])
         self._tasks = []
+        await self.ctx.steps.stop()  # local steps their jobs ended: written before close
         if self.data is not None:
             await self.data.stop()
         if self.cache_plane is not None:
@@ -355,7 +358,9 @@ class HalServer:
             except Exception:
                 log.exception("reconfigure (SIGHUP) failed")
 
-        self._hangup = asyncio.get_running_loop().create_task(run(), name="hal-reconfigure")
+        task = asyncio.get_running_loop().create_task(run(), name="hal-reconfigure")
+        self._hangups.add(task)
+        task.add_done_callback(self._hangups.discard)
 
     async def _housekeeping(self) -> None:
         ticks = 0

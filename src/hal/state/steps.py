@@ -264,6 +264,12 @@ class StepTable:
         for step in self.steps.values():
             step.changed.set()
 
+    async def stop(self) -> None:
+        """The server stops, before the store closes: the ends of local steps whose job
+        ended (``_end_with_job``) are written, not dropped with the loop."""
+        while pending := [task for task in self._ending if not task.done()]:
+            await asyncio.gather(*pending, return_exceptions=True)
+
     def signal(self, step: Step, signum: int) -> None:
         """Deliver ``signum`` to the step's tasks on every node where they still run. A
         local step's tasks are srun's children, out of the server's reach: refused."""
