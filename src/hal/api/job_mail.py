@@ -35,24 +35,15 @@ from hal.api.mail_program import Mail, MailProgram
 from hal.core.clock import Clock
 from hal.core.job import Job
 from hal.core.mail import TIME_SHARES, TIME_WARNINGS, MailFacts, MailType, mail_environment, subject
-from hal.core.states import JobState, PendingReason
+from hal.core.states import TERMINAL_STATES, JobState, PendingReason
 from hal.core.suspension import suspended_seconds
 from hal.state.cluster import Cluster
 
 log = logging.getLogger("hal.mail")
 TICK_S = 1.0
-# the end states that FAIL mail is for (Slurm: a base state from JOB_FAILED on)
-FAILED_STATES = frozenset(
-    {
-        JobState.FAILED,
-        JobState.TIMEOUT,
-        JobState.NODE_FAIL,
-        JobState.PREEMPTED,
-        JobState.BOOT_FAIL,
-        JobState.DEADLINE,
-        JobState.OUT_OF_MEMORY,
-    }
-)
+# the end states that FAIL mail is for (Slurm: a base state from JOB_FAILED on, so every
+# end but COMPLETED and CANCELLED)
+FAILED_STATES = TERMINAL_STATES - {JobState.COMPLETED, JobState.CANCELLED}
 
 
 @dataclass(slots=True)
@@ -76,7 +67,8 @@ class JobMail:
         # pending jobs with INVALID_DEPEND and a dependency: a pass's verdict on it is
         # kept in memory only (Cluster.apply_plan), so the tick looks for it
         self._depending: set[int] = set()
-        self._began_arrays: set[int] = set()  # arrays whose BEGIN summary went
+        # arrays whose BEGIN summary went, until their last element ends
+        self._began_arrays: set[int] = set()
         # arrays whose end summary went in this batch of changes: several elements that
         # end in one commit each find the whole array ended
         self._summed: set[int] = set()
@@ -86,8 +78,10 @@ class JobMail:
         """The jobs the server loaded at start: their next change is a transition."""
         now = self.clock.now()
         for job in jobs:
-            if job.array_job_id is not None and job.start_time is not None:
-                self._began_arrays.add(job.array_job_id)
+            if self._array_summary(job, MailType.BEGIN) and job.start_time is not None:
+                array = job.array_job_id
+                if array is not None and self._array_ended(array) is None:
+                    self._began_arrays.add(array)
             if not job.spec.mail_type or job.state.is_terminal:
                 continue
             seen = _Seen(job.state, job.restarts, job.reason, job.start_time)
@@ -185,6 +179,9 @@ class JobMail:
             if job.state.is_terminal:
                 self._seen.pop(job.id, None)
                 self._timed.discard(job.id)
+                array = job.array_job_id
+                if array in self._began_arrays and self._array_ended(array) is not None:
+                    self._began_arrays.discard(array)
             else:
                 warned = prev.warned if prev is not None and prev.restarts == job.restarts else 0
                 self._seen[job.id] = _Seen(
@@ -202,11 +199,29 @@ class JobMail:
         if not job.spec.mail_type & MailType.BEGIN:
             return
         array = job.array_job_id
-        if array is not None and not job.spec.mail_type & MailType.ARRAY_TASKS:
+        if array is not None and self._array_summary(job, MailType.BEGIN):
             if array in self._began_arrays:
                 return  # Slurm mails an array's first start only
             self._began_arrays.add(array)
         self._send(MailType.BEGIN, job)
+
+    @staticmethod
+    def _array_summary(job: Job, event: MailType) -> bool:
+        """Whether ``job`` is an array element whose ``event`` mail is the array's."""
+        flags = job.spec.mail_type
+        return (
+            job.array_job_id is not None
+            and bool(flags & event)
+            and not (flags & MailType.ARRAY_TASKS)
+        )
+
+    def _array_ended(self, array: int) -> list[Job] | None:
+        """The array's elements when every one has ended; None while one has not (the
+        last ones are looked at first: they are the ones still running)."""
+        elements = [self.cluster.jobs[i] for i in self.cluster.arrays.get(array, ())]
+        if any(not e.state.is_terminal for e in reversed(elements)):
+            return None
+        return elements
 
     def _ended(self, job: Job, prev: _Seen, now: float) -> None:
         flags = job.spec.mail_type
@@ -223,10 +238,8 @@ class JobMail:
         if array is None or flags & MailType.ARRAY_TASKS:
             self._send(event, job)
             return
-        elements = [self.cluster.jobs[i] for i in self.cluster.arrays.get(array, ())]
-        if array not in self._summed and all(e.state.is_terminal for e in elements):
+        if array not in self._summed and (elements := self._array_ended(array)) is not None:
             self._summed.add(array)
-            self._began_arrays.discard(array)
             self._send(event, job, elements=elements)
 
     # -- the mail --------------------------------------------------------------------------

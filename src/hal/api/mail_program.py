@@ -113,6 +113,13 @@ class MailProgram:
         try:
             async with asyncio.timeout(self.config.timeout_seconds):
                 _, err_out = await proc.communicate()
+        except asyncio.CancelledError:
+            # the server stops: the program (its own session, so the server's signal
+            # never reached it) goes with the worker rather than outliving it
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+            raise
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
