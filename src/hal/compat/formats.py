@@ -10,8 +10,10 @@ values longer than the width are cut, as squeue does.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
 SLURM_COMPAT_VERSION = "22.05.8"  # the Slurm release whose output these commands copy
 UNLIMITED = "UNLIMITED"
@@ -214,3 +216,97 @@ def compress_indices(indices: list[int]) -> str:
             start = index
         prev = index
     return ",".join(ranges)
+
+
+# -- Slurm's print_fields tables (sacct, sstat, sshare, sacctmgr) ------------------------
+# ``Name%W`` picks a field and a width; a value too long for its column is cut with a
+# ``+`` in its last place; a negative width left-aligns; ``-P`` ("plain") joins values
+# with ``|``, ``-p`` ("trailing") ends each line with one too (src/common/print_fields.c,
+# as remembered).
+T = TypeVar("T")
+
+
+def parsable_mode(opts: Container[str]) -> str:
+    """``-p`` → "trailing", ``-P`` → "plain", neither → "" (a table)."""
+    return "trailing" if "parsable" in opts else "plain" if "parsable2" in opts else ""
+
+
+def parse_print_fields(
+    text: str,
+    find: Callable[[str], T | None],
+    width_of: Callable[[T], int],
+    *,
+    unknown: Callable[[str], str],
+    signed: bool = False,
+) -> list[tuple[T, int]]:
+    """``JobID,JobName%30`` → (field, width) per name (``find`` looks a name up; none
+    found: ``ValueError(unknown(name))``). ``%W`` sets the width: for sacct, sstat and
+    sshare a positive W that keeps the default's alignment; ``signed`` (sacctmgr) as
+    Slurm's atoi there, a negative W left-aligning and 0 keeping the default."""
+    columns: list[tuple[T, int]] = []
+    for raw in text.split(","):
+        item = raw.strip()
+        name, _, width_text = item.partition("%")
+        name = name.strip()
+        if not name:
+            continue
+        found = find(name)
+        if found is None:
+            raise ValueError(unknown(name))
+        width = width_of(found)
+        if width_text and signed:
+            try:
+                width = int(width_text) or width
+            except ValueError:
+                raise ValueError(f"Bad field width in '{item}': write e.g. {name}%20") from None
+        elif width_text:
+            if not width_text.isdigit() or int(width_text) < 1:
+                raise ValueError(
+                    f"Invalid field width in {item!r}: write a positive width, e.g. {name}%20"
+                )
+            width = int(width_text) * (-1 if width < 0 else 1)
+        columns.append((found, width))
+    return columns
+
+
+def fixed_cell(value: str, width: int) -> str:
+    """One value in ``abs(width)`` places: right-aligned (left for a negative width),
+    one too long cut with a ``+`` in its last place."""
+    size = abs(width)
+    if len(value) > size:
+        value = value[: size - 1] + "+"
+    return value.ljust(size) if width < 0 else value.rjust(size)
+
+
+def print_fields(
+    columns: Sequence[tuple[str, int]],
+    rows: Iterable[Sequence[str]],
+    *,
+    header: bool,
+    parsable: str = "",
+    titles_as_values: bool = False,
+    trailing_blank: bool = False,
+) -> list[str]:
+    """The lines of a table of ``columns`` (title, width) and ``rows`` (a value per
+    column): fixed-width columns under a dashed rule, or ``|``-separated (``parsable``,
+    see ``parsable_mode``). A title is right-aligned and cut to its width, unless
+    ``titles_as_values`` (sacct's: aligned and cut as the values are). Lines carry no
+    trailing blanks unless ``trailing_blank`` (sacct's: a blank after every column)."""
+    titles = [title for title, _ in columns]
+    if parsable:
+        tail = "|" if parsable == "trailing" else ""
+        lines = ["|".join(titles) + tail] if header else []
+        return lines + ["|".join(row) + tail for row in rows]
+
+    def line(cells: Iterable[str]) -> str:
+        text = " ".join(cells)
+        return text + " " if trailing_blank else text.rstrip()
+
+    widths = [width for _, width in columns]
+    lines = []
+    if header:
+        cut = fixed_cell if titles_as_values else lambda t, w: t[: abs(w)].rjust(abs(w))
+        lines.append(line(cut(t, w) for t, w in zip(titles, widths, strict=True)))
+        lines.append(line("-" * abs(w) for w in widths))
+    lines += [line(fixed_cell(v, w) for v, w in zip(row, widths, strict=True)) for row in rows]
+    return lines

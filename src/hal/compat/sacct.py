@@ -23,6 +23,8 @@ from hal.compat.formats import (
     limit_long,
     memory_kib,
     memory_mib,
+    parse_print_fields,
+    print_fields,
     timestamp,
 )
 from hal.compat.job_fields import reason_name, time_used
@@ -387,29 +389,19 @@ def parse_columns(
     text: str, known: dict[str, tuple[str, int, ColumnT]], command: str
 ) -> list[tuple[str, int, ColumnT]]:
     """``parse_fields`` for any kind of column (sstat's read its own lines)."""
-    columns = []
-    for item in text.split(","):
-        name, _, width_text = item.strip().partition("%")
-        if not name:
-            continue
-        spec = known.get(name.lower())
-        if spec is None:
-            raise InvalidRequest(
-                f'Invalid field requested: "{name}" (HAL\'s {command} knows: '
-                + ", ".join(title for title, _, _ in known.values())
-                + ")",
-                field="format",
-            )
-        title, width, column = spec
-        if width_text:
-            if not width_text.isdigit() or int(width_text) < 1:
-                raise InvalidRequest(
-                    f"Invalid field width in {item!r}: write a positive width, e.g. {name}%20",
-                    field="format",
-                )
-            width = int(width_text) * (-1 if width < 0 else 1)
-        columns.append((title, width, column))
-    return columns
+    titles = ", ".join(title for title, _, _ in known.values())
+    try:
+        found = parse_print_fields(
+            text,
+            lambda name: known.get(name.lower()),
+            lambda spec: spec[1],
+            unknown=lambda name: (
+                f'Invalid field requested: "{name}" (HAL\'s {command} knows: {titles})'
+            ),
+        )
+    except ValueError as err:
+        raise InvalidRequest(str(err), field="format") from err
+    return [(title, width, column) for (title, _, column), width in found]
 
 
 def _was_in(job: JobInfo, state: str, start: float, end: float) -> bool:
@@ -450,13 +442,6 @@ def _wanted(job: JobInfo, request: Request, now: float) -> bool:
     return not (
         request.start is not None and job.end_time is not None and job.end_time < request.start
     )
-
-
-def _fixed(value: str, width: int) -> str:
-    size = abs(width)
-    if len(value) > size:
-        value = value[: size - 1] + "+"  # sacct marks a cut value with "+"
-    return (value.ljust(size) if width < 0 else value.rjust(size)) + " "
 
 
 def _steps_asked(request: Request, job: JobInfo) -> set[str] | None:
@@ -518,19 +503,9 @@ def table_lines(
     parsable: str,
     header: bool,
 ) -> list[str]:
-    """sacct's (and sstat's) output: fixed-width columns under a dashed rule, or
-    ``|``-separated (``parsable``: "trailing" with a last ``|``, "plain" without)."""
-    titles = [title for title, _, _ in fields]
-    lines = []
-    if parsable:
-        tail = "|" if parsable == "trailing" else ""
-        if header:
-            lines.append("|".join(titles) + tail)
-        lines += ["|".join(row) + tail for row in rows]
-        return lines
-    widths = [width for _, width, _ in fields]
-    if header:
-        lines.append("".join(_fixed(t, w) for t, w in zip(titles, widths, strict=True)))
-        lines.append("".join("-" * abs(w) + " " for w in widths))
-    lines += ["".join(_fixed(v, w) for v, w in zip(row, widths, strict=True)) for row in rows]
-    return lines
+    """sacct's (and sstat's) output: Slurm's print_fields, the titles aligned and cut
+    as the values are and a blank after every column."""
+    columns = [(title, width) for title, width, _ in fields]
+    return print_fields(
+        columns, rows, header=header, parsable=parsable, titles_as_values=True, trailing_blank=True
+    )

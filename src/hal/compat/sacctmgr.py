@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol, cast
 
 from hal.compat import sacctmgr_fields as fields
+from hal.compat.formats import parsable_mode
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
 from hal.core.errors import HalError
@@ -340,8 +341,8 @@ def sacctmgr(argv: list[str], console: Console) -> int:
         return console.error(str(err))
     except HalError as err:
         return console.error(err.message)
-    sep = "|+" if "parsable" in opts else "|" if "parsable2" in opts else None
+    parsable = parsable_mode(opts)
     rows = rows_for(found, request)
-    for line in fields.table(rows, columns, header="noheader" not in opts, sep=sep):
+    for line in fields.table(rows, columns, header="noheader" not in opts, parsable=parsable):
         console.out(line)
     return 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hal.compat.formats import duration_long
+from hal.compat.formats import duration_long, parse_print_fields, print_fields
 from hal.wire.priority import TresInfo
 
 
@@ -99,22 +99,10 @@ def find_field(name: str) -> Field | None:
 def parse_format(text: str) -> list[Column]:
     """``format=Account%256,User`` → columns; ``%N`` sets the width (Slurm's atoi: a
     negative one left-aligns). An unknown name is a ``ValueError`` naming it."""
-    columns: list[Column] = []
-    for item in text.split(","):
-        name, _, width_text = item.partition("%")
-        if not name.strip():
-            continue
-        found = find_field(name)
-        if found is None:
-            raise ValueError(f"Unknown field '{name.strip()}'")
-        width = found.width
-        if width_text:
-            try:
-                width = int(width_text) or width
-            except ValueError:
-                raise ValueError(f"Bad field width in '{item}': write e.g. {name}%20") from None
-        columns.append((found, width))
-    return columns
+    return parse_print_fields(
+        text, find_field, lambda f: f.width, unknown=lambda name: f"Unknown field '{name}'",
+        signed=True,
+    )  # fmt: skip
 
 
 def default_columns(keys: str, *, tree: bool = False) -> list[Column]:
@@ -127,32 +115,14 @@ def default_columns(keys: str, *, tree: bool = False) -> list[Column]:
     return columns
 
 
-def _cell(value: str, width: int) -> str:
-    size = abs(width)
-    if len(value) > size:
-        value = value[: size - 1] + "+"
-    return value.ljust(size) if width < 0 else value.rjust(size)
-
-
 def table(
-    rows: list[dict[str, str]], columns: list[Column], *, header: bool, sep: str | None
+    rows: list[dict[str, str]], columns: list[Column], *, header: bool, parsable: str
 ) -> list[str]:
-    """The lines to print: a table (``sep`` None), or ``|``-separated (``sep`` "|", or
-    "|+" for -p's trailing bar). A key a row lacks prints empty."""
-    lines: list[str] = []
-    if sep is not None:
-        trail = "|" if sep == "|+" else ""
-        if header:
-            lines.append("|".join(f.title for f, _ in columns) + trail)
-        for row in rows:
-            lines.append("|".join(row.get(f.key, "") for f, _ in columns) + trail)
-        return lines
-    if header:
-        lines.append(" ".join(f.title[: abs(w)].rjust(abs(w)) for f, w in columns).rstrip())
-        lines.append(" ".join("-" * abs(w) for _, w in columns))
-    for row in rows:
-        lines.append(" ".join(_cell(row.get(f.key, ""), w) for f, w in columns).rstrip())
-    return lines
+    """The lines to print (``parsable``: ``formats.parsable_mode``). A key a row lacks
+    prints empty."""
+    shown = [(f.title, width) for f, width in columns]
+    values = [[row.get(f.key, "") for f, _ in columns] for row in rows]
+    return print_fields(shown, values, header=header, parsable=parsable)
 
 
 def count(value: int | None) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, cast
 
+from hal.compat.formats import parsable_mode, parse_print_fields, print_fields
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
 from hal.core.errors import HalError
@@ -74,27 +75,16 @@ TRES_ORDER = ("cpu", "mem", "node", "billing", "gres/gpu")
 def parse_fields(text: str) -> list[Column]:
     """``-o Account,User%12,TRESRunMins%60`` → columns; ``%N`` sets the width. An unknown
     name or a bad width is a ``ValueError`` saying what to write."""
-    columns: list[Column] = []
-    for item in text.split(","):
-        name, _, width_text = item.strip().partition("%")
-        if not name:
-            continue
-        spec = FIELDS.get(name.lower())
-        if spec is None:
-            known = ", ".join(title for title, _ in FIELDS.values())
-            raise ValueError(f'Invalid field requested: "{name}" (HAL\'s sshare knows: {known})')
-        title, width = spec
-        if width_text:
-            if not width_text.isdigit() or int(width_text) < 1:
-                raise ValueError(
-                    f"Invalid field width in {item.strip()!r}: write a positive width, "
-                    f"e.g. {name}%20"
-                )
-            width = int(width_text) * (-1 if width < 0 else 1)
-        columns.append((title, width))
-    if not columns:
+    known = ", ".join(title for title, _ in FIELDS.values())
+    found = parse_print_fields(
+        text,
+        lambda name: FIELDS.get(name.lower()),
+        lambda spec: spec[1],
+        unknown=lambda name: f'Invalid field requested: "{name}" (HAL\'s sshare knows: {known})',
+    )
+    if not found:
         raise ValueError("-o needs fields, e.g. -o Account,User,RawUsage,FairShare")
-    return columns
+    return [(title, width) for (title, _), width in found]
 
 
 class ShareClient(Protocol):
@@ -138,36 +128,17 @@ def _values(row: ShareInfo) -> dict[str, str]:
     }
 
 
-def _cell(value: str, width: int) -> str:
-    """One column as Slurm's print_fields: cut with a ``+`` at the end when too long."""
-    size = abs(width)
-    if len(value) > size:
-        value = value[: size - 1] + "+"
-    return value.ljust(size) if width < 0 else value.rjust(size)
-
-
 def sshare_lines(
-    rows: list[ShareInfo], columns: list[Column], *, header: bool, sep: str | None
+    rows: list[ShareInfo], columns: list[Column], *, header: bool, parsable: str
 ) -> list[str]:
-    """The table (``sep`` None) or parsable lines (``sep`` "|", or "|+" for a trailing
-    one)."""
-    lines: list[str] = []
-    if sep is not None:
-        trail = "|" if sep == "|+" else ""
-        if header:
-            lines.append("|".join(title for title, _ in columns) + trail)
-        for row in rows:
-            values = _values(row)
-            values["Account"] = row.account
-            lines.append("|".join(values[title] for title, _ in columns) + trail)
-        return lines
-    if header:
-        lines.append(" ".join(title.rjust(abs(width)) for title, width in columns))
-        lines.append(" ".join("-" * abs(width) for _, width in columns))
+    """The table, or parsable lines (``parsable``: ``formats.parsable_mode``)."""
+    values = []
     for row in rows:
-        values = _values(row)
-        lines.append(" ".join(_cell(values[title], width) for title, width in columns).rstrip())
-    return lines
+        shown = _values(row)
+        if parsable:
+            shown["Account"] = row.account  # as is, not indented as the table's
+        values.append([shown[title] for title, _ in columns])
+    return print_fields(columns, values, header=header, parsable=parsable)
 
 
 def _help_format() -> list[str]:
@@ -217,7 +188,7 @@ def sshare(argv: list[str], console: Console) -> int:
     rows = found.rows
     if "users_only" in opts:  # -U: the user associations, without the accounts above them
         rows = [row for row in rows if row.user]
-    sep = "|+" if "parsable" in opts else "|" if "parsable2" in opts else None
-    for line in sshare_lines(rows, columns, header="noheader" not in opts, sep=sep):
+    parsable = parsable_mode(opts)
+    for line in sshare_lines(rows, columns, header="noheader" not in opts, parsable=parsable):
         console.out(line)
     return 0

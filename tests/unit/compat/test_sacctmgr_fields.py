@@ -39,7 +39,7 @@ def test_a_width_and_an_unknown_name() -> None:
 
 def test_titles_and_values_are_cut_to_the_width() -> None:
     columns = parse_format("grptresrunmins,user%4")
-    lines = table([{"user": "alexandra"}], columns, header=True, sep=None)
+    lines = table([{"user": "alexandra"}], columns, header=True, parsable="")
     assert lines == ["GrpTRESRunMin User", "------------- ----", "              ale+"]
 
 
