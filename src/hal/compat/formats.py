@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 
+# re-exported: the commands print durations as job mail does
+from hal.core.slurm_syntax import duration_long as duration_long  # noqa: PLC0414
+
 SLURM_COMPAT_VERSION = "22.05.8"  # the Slurm release whose output these commands copy
 UNLIMITED = "UNLIMITED"
 
@@ -35,14 +38,6 @@ def duration_short(seconds: float) -> str:
     if hours:
         return f"{hours}:{minutes:02d}:{secs:02d}"
     return f"{minutes}:{secs:02d}"
-
-
-def duration_long(seconds: float) -> str:
-    """scontrol/sacct style: ``HH:MM:SS`` or ``D-HH:MM:SS``."""
-    days, hours, minutes, secs = _parts(int(seconds))
-    if days:
-        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
-    return f"{hours:02d}:{minutes:02d}:{secs:02d}"
 
 
 def limit_short(seconds: int) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import IntFlag
 
 from hal.core.errors import InvalidRequest
+from hal.core.slurm_syntax import duration_long
 
 
 class MailType(IntFlag):
@@ -134,16 +135,6 @@ def mail_recipient(user: str, mail_user: str | None, domain: str) -> str:
     return f"{user}@{domain}" if domain else user
 
 
-def duration_text(seconds: float) -> str:
-    """Slurm's secs2time_str: ``HH:MM:SS``, ``D-HH:MM:SS`` from a day on."""
-    total = max(0, int(seconds))
-    days, rest = divmod(total, 86_400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
-    return f"{days}-{clock}" if days else clock
-
-
 @dataclass(frozen=True, slots=True)
 class MailFacts:
     """What one mail says of a job (or, for an array's summary, of the array).
@@ -184,10 +175,10 @@ def subject(event: MailType, facts: MailFacts) -> str:
 def _times(event: MailType, facts: MailFacts) -> str:
     """_set_job_time: the queued time of a start, the run time of an end or a warning."""
     if event is MailType.BEGIN and facts.queued_s is not None:
-        return f", Queued time {duration_text(facts.queued_s)}"
+        return f", Queued time {duration_long(facts.queued_s)}"
     shown = MailType.END | MailType.FAIL | MailType.REQUEUE | TIME_WARNINGS
     if event & shown and facts.run_s is not None:
-        return f", Run time {duration_text(facts.run_s)}"
+        return f", Run time {duration_long(facts.run_s)}"
     return ""
 
 
@@ -213,8 +204,8 @@ def mail_environment(event: MailType, facts: MailFacts, cluster_name: str) -> di
         "SLURM_JOB_NAME": facts.name,
         "SLURM_JOB_STATE": facts.state,
         "SLURM_JOB_EXIT_CODE_MAX": str(facts.exit_codes[1]),
-        "SLURM_JOB_QUEUED_TIME": duration_text(facts.queued_s or 0),
-        "SLURM_JOB_RUN_TIME": duration_text(facts.run_s or 0),
+        "SLURM_JOB_QUEUED_TIME": duration_long(facts.queued_s or 0),
+        "SLURM_JOB_RUN_TIME": duration_long(facts.run_s or 0),
         "SLURM_CLUSTER_NAME": cluster_name,
     }
     if facts.array_job_id is not None:

@@ -499,6 +499,16 @@ def compress_hostlist(names: list[str] | tuple[str, ...]) -> str:
     return cast(str, hostlist.collect_hostlist(list(names)))
 
 
+def duration_long(seconds: float) -> str:
+    """Slurm's secs2time_str (scontrol, sacct, job mail): ``HH:MM:SS``, ``D-HH:MM:SS``
+    from a day on; a negative time reads as 0."""
+    days, rest = divmod(max(0, int(seconds)), 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{days}-{clock}" if days else clock
+
+
 # -- topology -----------------------------------------------------------------------------
 
 _SWITCHES_HINT = "write --switches=COUNT or --switches=COUNT@MAX-WAIT, e.g. --switches=2@1:00:00"

@@ -11,13 +11,13 @@ from hal.core.mail import (
     MailFacts,
     MailType,
     check_mail_user,
-    duration_text,
     mail_environment,
     mail_recipient,
     mail_type_names,
     parse_mail_type,
     subject,
 )
+from hal.core.slurm_syntax import duration_long
 
 JOB = MailFacts(job_id=12, name="foo", user="alice", state="COMPLETED", queued_s=5, run_s=62)
 
@@ -122,9 +122,9 @@ def test_recipient_and_durations() -> None:
     assert mail_recipient("alice", None, "") == "alice"
     assert mail_recipient("alice", "", "example.org") == "alice@example.org"
     assert mail_recipient("alice", "bob@x.org", "example.org") == "bob@x.org"
-    assert duration_text(0) == "00:00:00"
-    assert duration_text(3599.9) == "00:59:59"
-    assert duration_text(86_400) == "1-00:00:00"
+    assert duration_long(0) == "00:00:00"
+    assert duration_long(3599.9) == "00:59:59"
+    assert duration_long(86_400) == "1-00:00:00"
 
 
 def test_mail_program_environment() -> None:
