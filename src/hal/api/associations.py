@@ -5,16 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Container
 
+from hal.api.limits import tres_info
 from hal.config.model import HalConfig
-from hal.core.priority import DEFAULT_QOS, ROOT_ACCOUNT, Account, Qos, TresLimits
+from hal.core.priority import DEFAULT_QOS, ROOT_ACCOUNT, Account, Qos
 from hal.wire.accounts import AccountRecord, AssociationList, QosRecord, UserAssociation
-from hal.wire.priority import TresInfo
-
-
-def _tres(limits: TresLimits) -> TresInfo:
-    return TresInfo(
-        cpus=limits.cpus, gpus=limits.gpus, memory_bytes=limits.mem_bytes, nodes=limits.nodes
-    )
 
 
 def _account(a: Account) -> AccountRecord:
@@ -26,8 +20,8 @@ def _account(a: Account) -> AccountRecord:
         grp_jobs=a.grp_jobs,
         max_submit_jobs=a.max_submit_jobs,
         grp_submit_jobs=a.grp_submit_jobs,
-        grp_tres=_tres(a.grp_tres),
-        max_tres_per_job=_tres(a.max_tres_per_job),
+        grp_tres=tres_info(a.grp_tres),
+        max_tres_per_job=tres_info(a.max_tres_per_job),
         max_wall_seconds=a.max_wall_s,
         cohort=a.cohort,
     )
@@ -40,8 +34,8 @@ def _qos(q: Qos, default_grace_s: float) -> QosRecord:
         max_jobs_per_user=q.max_jobs_per_user,
         max_submit_jobs_per_user=q.max_submit_jobs_per_user,
         max_wall_seconds=q.max_wall_s,
-        max_tres_per_job=_tres(q.max_tres_per_job),
-        grp_tres=_tres(q.grp_tres),
+        max_tres_per_job=tres_info(q.max_tres_per_job),
+        grp_tres=tres_info(q.grp_tres),
         grp_jobs=q.grp_jobs,
         preempt=list(q.preempt),
         preempt_mode=q.preempt_mode,

@@ -12,7 +12,8 @@ from hal.scheduler.plugins.limits.limits import Limits
 from hal.wire.priority import LimitInfo, LimitList, TresInfo
 
 
-def _tres(limits: TresLimits) -> TresInfo:
+def tres_info(limits: TresLimits) -> TresInfo:
+    """A TRES limit as the wire shows it (``/v1/limits``, ``/v1/associations``)."""
     return TresInfo(
         cpus=limits.cpus, gpus=limits.gpus, memory_bytes=limits.mem_bytes, nodes=limits.nodes
     )
@@ -40,8 +41,8 @@ def limit_list(policy: PriorityPolicy, running: Iterable[Job]) -> LimitList:
                 max_jobs_per_user=q.max_jobs_per_user,
                 max_submit_jobs_per_user=q.max_submit_jobs_per_user,
                 grp_jobs=q.grp_jobs,
-                grp_tres=_tres(q.grp_tres),
-                max_tres_per_job=_tres(q.max_tres_per_job),
+                grp_tres=tres_info(q.grp_tres),
+                max_tres_per_job=tres_info(q.max_tres_per_job),
                 max_wall_seconds=q.max_wall_s,
                 running_jobs=usage.qos_jobs[q.name],
                 used=_used(usage.qos_tres.get(q.name)),
@@ -61,8 +62,8 @@ def limit_list(policy: PriorityPolicy, running: Iterable[Job]) -> LimitList:
                 max_submit_jobs_per_user=a.max_submit_jobs,
                 grp_submit_jobs=a.grp_submit_jobs,
                 grp_jobs=a.grp_jobs,
-                grp_tres=_tres(a.grp_tres),
-                max_tres_per_job=_tres(a.max_tres_per_job),
+                grp_tres=tres_info(a.grp_tres),
+                max_tres_per_job=tres_info(a.max_tres_per_job),
                 max_wall_seconds=a.max_wall_s,
                 running_jobs=usage.acct_jobs[a.name],
                 used=_used(usage.acct_tres.get(a.name)),
