@@ -1,4 +1,5 @@
-"""squeue's field letters (``-o %i``) and long names (``-O JobArrayID``) over ``JobInfo``.
+"""squeue's field letters (``-o %i``) and long names (``-O JobArrayID``) over ``JobInfo``,
+and what scontrol's records share with squeue's steps (``user_field``, ``print_records``).
 
 Each letter has Slurm's column title and a function of (job, now). Times shown for pending
 jobs come from HAL's planner (``expected_start``), which is what Slurm's backfill estimate
@@ -10,8 +11,9 @@ job's nodes, so per-node columns (``%m``, ``%b``) divide by ``node_count``.
 
 from __future__ import annotations
 
+import pwd
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from hal.compat.formats import (
     UNLIMITED,
@@ -20,6 +22,7 @@ from hal.compat.formats import (
     memory_mib,
     timestamp,
 )
+from hal.compat.seam import Console
 from hal.core.slurm_syntax import compress_hostlist
 from hal.wire.jobs import JobInfo
 
@@ -229,3 +232,26 @@ LONG_FIELDS: dict[str, str] = {
     **{name: name for name in JOB_LETTERS if len(name) > 1},
 }
 LONG_FIELD_WIDTH = 20
+
+
+def user_field(name: str) -> str:
+    """``UserId=`` of scontrol's records: ``alice(1000)``."""
+    try:
+        entry = pwd.getpwnam(name)
+        return f"{name}({entry.pw_uid})"
+    except KeyError:
+        return f"{name}(4294967294)"  # Slurm's NO_VAL: the name is not a local account
+
+
+def print_records(records: Sequence[list[str]], console: Console, *, oneliner: bool) -> None:
+    """scontrol's ``show`` records: the first line of each flush left, the rest indented
+    by three, a blank line between records; ``-o``: each record on one line."""
+    for index, record in enumerate(records):
+        if oneliner:
+            console.out(" ".join(record))
+            continue
+        if index:
+            console.out("")
+        console.out(record[0])
+        for line in record[1:]:
+            console.out("   " + line)

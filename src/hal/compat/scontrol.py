@@ -12,7 +12,6 @@ filled with made-up numbers.
 
 from __future__ import annotations
 
-import pwd
 import re
 import time
 from collections.abc import Callable
@@ -26,11 +25,12 @@ from hal.compat.formats import (
     memory_mib,
     timestamp,
 )
-from hal.compat.job_fields import batch_command, time_used
+from hal.compat.job_fields import batch_command, print_records, time_used, user_field
 from hal.compat.node_gres import gres, gres_used
 from hal.compat.node_states import scontrol_flags
 from hal.compat.sbatch import parse_constraint
 from hal.compat.seam import Console
+from hal.compat.squeue_steps import show_step
 from hal.core.errors import HalError, InvalidRequest, NotFound
 from hal.core.slurm_syntax import (
     compress_hostlist,
@@ -204,8 +204,6 @@ def _show(args: list[str], console: Console, *, oneliner: bool, details: bool) -
             console.out(line)
         return 0
     elif what in ("step", "steps"):
-        from hal.compat.squeue_steps import show_step
-
         return show_step(target, console, oneliner=oneliner)
     elif what == "hostnames":
         text = target or console.environ.get("SLURM_JOB_NODELIST", "")
@@ -222,15 +220,7 @@ def _show(args: list[str], console: Console, *, oneliner: bool, details: bool) -
             f"cannot show {args[0]!r}; HAL shows job, step, node, partition, reservation, "
             "licenses, topology, config and hostnames"
         )
-    for index, record in enumerate(records):
-        if oneliner:
-            console.out(" ".join(record))
-            continue
-        if index:
-            console.out("")
-        console.out(record[0])
-        for line in record[1:]:
-            console.out("   " + line)
+    print_records(records, console, oneliner=oneliner)
     return 0
 
 
@@ -291,14 +281,6 @@ def topology_lines(info: TopologyInfo, name: str | None = None) -> list[str]:
         return named
     wanted = set(expand_hostlist(name, field="topology"))
     return [line for _, nodes, line in records if wanted <= set(nodes)]
-
-
-def user_field(name: str) -> str:
-    try:
-        entry = pwd.getpwnam(name)
-        return f"{name}({entry.pw_uid})"
-    except KeyError:
-        return f"{name}(4294967294)"  # Slurm's NO_VAL: the name is not a local account
 
 
 def job_record(job: JobInfo, now: float) -> list[str]:

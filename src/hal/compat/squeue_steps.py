@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from hal.compat.formats import Field, duration_short, render_rows, timestamp
+from hal.compat.job_fields import print_records, user_field
 from hal.compat.seam import Console
 from hal.core.slurm_syntax import compress_hostlist
 from hal.wire.jobs import JobInfo
@@ -75,24 +76,13 @@ def show_step(target: str | None, console: Console, *, oneliner: bool) -> int:
     if not found:
         console.out("No job steps in the system")
         return 0
-    for index, (step, job) in enumerate(found):
-        record = step_record(step, job)
-        if oneliner:
-            console.out(" ".join(record))
-            continue
-        if index:
-            console.out("")
-        console.out(record[0])
-        for line in record[1:]:
-            console.out("   " + line)
+    print_records([step_record(step, job) for step, job in found], console, oneliner=oneliner)
     return 0
 
 
 def step_record(step: StepInfo, job: JobInfo) -> list[str]:
     """A step as ``scontrol show step`` prints it, a line each: the fields HAL knows
     (Slurm's also has CPUs, TRES, Network, ResvPorts, CPUFreqReq, Dist, SrunHost:Pid)."""
-    from hal.compat.scontrol import user_field
-
     return [
         f"StepId={job.display_id}.{step.step_id} UserId={user_field(job.user)} "
         f"StartTime={timestamp(step.start_time, 'Unknown')} TimeLimit=UNLIMITED",
