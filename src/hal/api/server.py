@@ -59,7 +59,7 @@ from hal.state.config_change import take_config
 from hal.state.retention import RecordPurge
 from hal.state.server_lock import ServerLock
 from hal.state.store import SqlStateStore
-from hal.wire.nodes import Reconfigured
+from hal.wire.nodes import Reconfigured, kept_warning
 
 log = logging.getLogger("hal.server")
 HOUSEKEEPING_S = 1.0
@@ -315,7 +315,7 @@ class HalServer:
                 self.cluster, new, removed, data, lambda: self._configure(new, scheduler)
             )
             for key in kept:
-                log.warning("reconfigure: %s changes only at restart; kept", key)
+                log.warning(kept_warning(key))
             log.info(
                 "reconfigured from %s by %s: %s",
                 path,

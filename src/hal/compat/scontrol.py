@@ -40,7 +40,7 @@ from hal.core.slurm_syntax import (
     parse_time_limit,
 )
 from hal.wire.jobs import JobInfo, JobUpdate
-from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo, TopologyInfo
+from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo, TopologyInfo, kept_warning
 
 INVALID_JOB_ID = "slurm_load_jobs error: Invalid job id specified"
 COMMANDS = "show, hold, release, suspend, resume, requeue, update, create, delete and reconfigure"
@@ -102,7 +102,7 @@ def _reconfigure(args: list[str], console: Console) -> int:
         return console.error("reconfigure takes no arguments: scontrol reconfigure")
     done = console.client.reconfigure()
     for key in done.kept:
-        console.err(f"reconfigure: {key} changes only at restart; kept")
+        console.err(kept_warning(key))
     return 0
 
 

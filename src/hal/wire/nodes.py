@@ -112,6 +112,12 @@ class Reconfigured(WireModel):
     kept: list[str] = Field(default_factory=list)
 
 
+def kept_warning(key: str) -> str:
+    """What the server's log, ``scontrol reconfigure`` and slurmrestd's warnings say of
+    a setting ``Reconfigured.kept`` names."""
+    return f"reconfigure: {key} changes only at restart; kept"
+
+
 class SwitchInfo(WireModel):
     """One switch of the tree (``GET /v1/topology``)."""
 

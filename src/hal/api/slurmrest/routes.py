@@ -57,6 +57,7 @@ from hal.core.slurm_syntax import parse_signal_name
 from hal.core.states import JobState
 from hal.state.cluster import Caller
 from hal.wire.jobs import JobUpdate
+from hal.wire.nodes import kept_warning
 from hal.wire.slurm_json import ApiVersion, no_val
 
 log = logging.getLogger("hal.api.slurmrest")
@@ -461,8 +462,7 @@ async def reconfigure(request: Request, caller: Who) -> JSONResponse:
     except HalError as err:  # slurmctld's refusal (500), about the file: no job.FIELD source
         raise SlurmRestError(500, SLURM_ERROR, err.message) from err
     warnings: list[dict[str, object]] = [
-        {"description": f"reconfigure: {key} changes only at restart; kept", "source": key}
-        for key in done.kept
+        {"description": kept_warning(key), "source": key} for key in done.kept
     ]
     return answer(request, {}, warnings=warnings)
 
