@@ -1,6 +1,6 @@
 """The ``sdiag`` command: the scheduler's statistics in Slurm 22.05's layout, compared
 line by line with the real sdiag of a private Slurm 22.05 (``hal.bench.slurm_peer``):
-times in microseconds, means as integer divisions and only once there was a cycle,
+times in microseconds, means (the server's, integer divisions) only once there was a cycle,
 ``Last cycle when: N/A`` before the first backfill cycle; the ``Cycles per minute``
 line only after a minute (from memory of ``sdiag.c``). From ``GET /v1/diag``.
 
@@ -75,8 +75,8 @@ def sdiag_lines(d: SchedulerDiag) -> list[str]:
         f"\tTotal cycles: {d.cycles}",
     ]
     if d.cycles > 0:
-        lines.append(f"\tMean cycle:   {_us(d.total_cycle_s) // d.cycles}")
-        lines.append(f"\tMean depth cycle:  {d.total_depth // d.cycles}")
+        lines.append(f"\tMean cycle:   {d.mean_cycle_us}")
+        lines.append(f"\tMean depth cycle:  {d.mean_depth}")
     minutes = (int(d.now) - int(d.since)) // 60
     if int(d.now) - int(d.since) > 60 and minutes > 0:
         lines.append(f"\tCycles per minute: {d.cycles // minutes}")
@@ -93,10 +93,10 @@ def sdiag_lines(d: SchedulerDiag) -> list[str]:
         f"\tMax cycle:  {_us(d.backfill_max_cycle_s)}",
     ]
     if d.backfill_cycles > 0:
-        lines.append(f"\tMean cycle: {_us(d.backfill_total_cycle_s) // d.backfill_cycles}")
+        lines.append(f"\tMean cycle: {d.backfill_mean_cycle_us}")
     lines.append(f"\tLast depth cycle: {d.backfill_last_depth}")
     if d.backfill_cycles > 0:
-        lines.append(f"\tDepth Mean: {d.backfill_total_depth // d.backfill_cycles}")
+        lines.append(f"\tDepth Mean: {d.backfill_mean_depth}")
     return lines
 
 

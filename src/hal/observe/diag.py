@@ -47,6 +47,10 @@ def scheduler_diag(plane: ObservePlane) -> SchedulerDiag:
         return int(sum(_sum(m.finished, "_total", state=s) for s in states))
 
     sample = plane.sample(now)
+    cycles = int(_sum(m.cycle, "_count"))
+    total_cycle_s = _sum(m.cycle, "_sum")
+    backfill_cycles = int(_sum(m.backfill_cycles, "_total"))
+    backfill_total_cycle_s = _sum(m.backfill_duration, "_sum")
     return SchedulerDiag(
         now=now,
         since=plane.started_at,
@@ -57,18 +61,31 @@ def scheduler_diag(plane: ObservePlane) -> SchedulerDiag:
         jobs_failed=ended(FAILED),
         jobs_pending=sample.pending,
         jobs_running=sample.running,
-        cycles=int(_sum(m.cycle, "_count")),
+        cycles=cycles,
         last_cycle_s=plane.last_cycle_s,
         max_cycle_s=m.cycle_max_s,
-        total_cycle_s=_sum(m.cycle, "_sum"),
+        total_cycle_s=total_cycle_s,
         total_depth=m.cycle_depth_total,
         last_queue_length=m.last_queue_length,
         backfill_jobs=int(_sum(m.backfill_started, "_total")),
-        backfill_cycles=int(_sum(m.backfill_cycles, "_total")),
+        backfill_cycles=backfill_cycles,
         backfill_last_when=m.backfill_last_time,
         backfill_last_cycle_s=_sum(m.backfill_last_duration, ""),
         backfill_max_cycle_s=m.backfill_max_s,
-        backfill_total_cycle_s=_sum(m.backfill_duration, "_sum"),
+        backfill_total_cycle_s=backfill_total_cycle_s,
         backfill_last_depth=int(_sum(m.backfill_depth, "")),
         backfill_total_depth=m.backfill_depth_total,
+        mean_cycle_us=_mean(_us(total_cycle_s), cycles),
+        mean_depth=_mean(m.cycle_depth_total, cycles),
+        backfill_mean_cycle_us=_mean(_us(backfill_total_cycle_s), backfill_cycles),
+        backfill_mean_depth=_mean(m.backfill_depth_total, backfill_cycles),
     )
+
+
+def _us(seconds: float) -> int:
+    return int(seconds * 1_000_000)
+
+
+def _mean(total: int, count: int) -> int:
+    """sdiag's mean: an integer division, 0 before the first cycle."""
+    return total // count if count else 0

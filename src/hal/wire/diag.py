@@ -36,3 +36,9 @@ class SchedulerDiag(WireModel):
     backfill_total_cycle_s: float
     backfill_last_depth: int  # jobs handed to the last stage
     backfill_total_depth: int
+    # the means, once for sdiag and any other reader: Slurm's integer divisions of the
+    # microsecond sums (and of the depths) by the cycles; 0 before the first cycle
+    mean_cycle_us: int = 0
+    mean_depth: int = 0
+    backfill_mean_cycle_us: int = 0
+    backfill_mean_depth: int = 0

@@ -134,3 +134,19 @@ def test_a_fresh_server_shows_no_means_and_no_backfill_time(tmp_path: Path) -> N
     assert _value(backfill, "Total cycles") == 0
     assert "\tLast cycle when: N/A" in backfill.splitlines()
     assert "Mean" not in backfill
+
+
+def test_the_means_come_with_the_counts(live: LiveServer) -> None:
+    """``GET /v1/diag`` carries the means sdiag prints (computed once, on the server):
+    Slurm's integer divisions of the microsecond sums by the cycles."""
+    with live.client() as c:
+        d = c.diag()
+
+    def mean(total: int, count: int) -> int:
+        return total // count if count else 0
+
+    assert d.mean_cycle_us == mean(int(d.total_cycle_s * 1_000_000), d.cycles)
+    assert d.mean_depth == mean(d.total_depth, d.cycles)
+    backfill_us = int(d.backfill_total_cycle_s * 1_000_000)
+    assert d.backfill_mean_cycle_us == mean(backfill_us, d.backfill_cycles)
+    assert d.backfill_mean_depth == mean(d.backfill_total_depth, d.backfill_cycles)
