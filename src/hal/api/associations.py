@@ -1,5 +1,6 @@
 """``GET /v1/associations``: hal.toml's accounts, user associations and QoS, as
-``sacctmgr show`` lists them. Read-only: they change only with the config, at start."""
+``sacctmgr show`` lists them. Read-only here: they change with hal.toml, at a start or
+at ``scontrol reconfigure``."""
 
 from __future__ import annotations
 

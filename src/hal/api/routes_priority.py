@@ -131,7 +131,8 @@ async def limits(service: Service, _caller: Who) -> LimitList:
 @router.get("/associations", response_model=AssociationList)
 async def associations(ctx: Ctx, _caller: Who) -> AssociationList:
     """The accounts, user associations and QoS of hal.toml (``sacctmgr show``), as the
-    server read them at start; any user may read them, as in Slurm without PrivateData."""
+    server read them at start or at the last ``scontrol reconfigure``; any user may read
+    them, as in Slurm without PrivateData."""
     users = await ctx.cluster.db(ctx.cluster.store.users)
     return association_list(ctx.config, {u.name for u in users if u.admin})
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol, cast
 
 from hal.compat import sacctmgr_fields as fields
-from hal.compat.formats import parsable_mode
+from hal.compat.formats import SLURM_COMPAT_VERSION, parsable_mode
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
 from hal.core.errors import HalError
@@ -49,8 +49,8 @@ USAGE = (
 )
 READ_ONLY = (
     "HAL's sacctmgr only shows: accounts, users and QOS are configured in hal.toml "
-    "([[accounts]], [[users]], [[qos]]; docs/priority.md) and read at server start. "
-    "Edit hal.toml and restart the server to change them."
+    "([[accounts]], [[users]], [[qos]]; docs/priority.md). Edit hal.toml and run "
+    "`scontrol reconfigure` (an administrator) to change them."
 )
 WRITES = {
     "add", "create", "modify", "update", "delete", "remove", "archive", "load", "dump",
@@ -320,7 +320,7 @@ def sacctmgr(argv: list[str], console: Console) -> int:
     words = list(parsed.positionals)
     verb = words[0].lower() if words else ""
     if "version" in opts or verb == "version":
-        console.out("slurm 22.05 (HAL)")
+        console.out(f"slurm {SLURM_COMPAT_VERSION} (HAL)")
         return 0
     if {"help", "usage"} & opts.keys() or verb == "help":
         console.out(USAGE)

@@ -1,5 +1,6 @@
 """REST schema of ``GET /v1/associations`` (``sacctmgr show assoc/user/account/qos``):
-the accounts, user associations and QoS of hal.toml, as the server read them at start.
+the accounts, user associations and QoS of hal.toml, as the server read them at start or
+at the last ``scontrol reconfigure``.
 
 Limits are the configured ones (``None``: no limit); nothing here says what running jobs
 hold against them (that is ``GET /v1/limits``)."""

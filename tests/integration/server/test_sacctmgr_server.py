@@ -4,7 +4,7 @@ hal.toml's ``[[accounts]]``/``[[users]]``/``[[qos]]`` in Slurm's layout.
 Snakemake's Slurm executor asks ``sacctmgr -nP show user names=$USER
 format=defaultaccount`` for the account to charge and ``sacctmgr -n -s list user $USER
 format=account%256`` for the accounts a user may name; both must answer from the config.
-Changing anything is refused: the config is read at server start."""
+Changing anything is refused: edit hal.toml and run ``scontrol reconfigure``."""
 
 from __future__ import annotations
 
@@ -186,4 +186,10 @@ def test_changing_anything_is_refused(live: LiveServer, argv: tuple[str, ...]) -
     assert out.returncode == 1
     assert out.stdout == ""
     assert "hal.toml" in out.stderr and "[[accounts]]" in out.stderr
-    assert "server start" in out.stderr
+    assert "scontrol reconfigure" in out.stderr and "restart" not in out.stderr
+
+
+def test_version_is_the_slurm_release_the_commands_copy(live: LiveServer) -> None:
+    for argv in (("-V",), ("version",)):
+        out = live.cli("sacctmgr", *argv)
+        assert out.returncode == 0 and out.stdout == "slurm 22.05.8 (HAL)\n", out
