@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import dataclasses
 import itertools
 import logging
 import signal
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from signal import SIGKILL
@@ -280,6 +281,16 @@ class Cluster:
             self.unfinished.pop(job.id, None)
         if job.array_job_id is not None and old is None:
             self.arrays.setdefault(job.array_job_id, []).append(job.id)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[ClusterChange]:
+        """A change made by a module beside this class (``hal.state.command_exit``,
+        ``config_change``): it holds the cluster's lock (what is in doubt reconciled
+        first), reads the mirror, checks (``authorise``), and commits through the
+        handle, whose commit persists jobs and events in one store transaction and then
+        mirrors them. No other change runs meanwhile; nothing else may write the mirror."""
+        async with self._lock:
+            yield ClusterChange(self)
 
     async def _commit(
         self,
@@ -916,7 +927,7 @@ class Cluster:
 
         async with self._lock:
             jobs = self.resolve(ident)
-            self._authorise(jobs, caller)
+            self.authorise(jobs, caller)
             now = self.clock.now()
             signalled: list[int] = []
             if signal is not None:
@@ -982,7 +993,7 @@ class Cluster:
         ``user_hold`` (``scontrol uhold``: a hold its owner may release)."""
         async with self._lock:
             found = self.resolve(ident)
-            self._authorise(found, caller)  # whatever their state, as Slurm refuses
+            self.authorise(found, caller)  # whatever their state, as Slurm refuses
             jobs = [j for j in found if j.state is JobState.PENDING]
             now = self.clock.now()
             changed: list[Job] = []
@@ -1016,7 +1027,7 @@ class Cluster:
         async with self._lock:
             # a het job goes back to the queue whole: its components start together
             jobs = self.with_het_components(self.resolve(ident))
-            self._authorise(jobs, caller)
+            self.authorise(jobs, caller)
             now = self.clock.now()
             changed: list[Job] = []
             events: list[EventRow] = []
@@ -1082,7 +1093,7 @@ class Cluster:
 
         async with self._lock:
             jobs = self.resolve(ident)
-            self._authorise(jobs, caller)
+            self.authorise(jobs, caller)
             now = self.clock.now()
             changed: list[Job] = []
             held: set[int] = set()  # by ``Priority=0``
@@ -1195,7 +1206,8 @@ class Cluster:
             return changed
 
     @staticmethod
-    def _authorise(jobs: Iterable[Job], caller: Caller) -> None:
+    def authorise(jobs: Iterable[Job], caller: Caller) -> None:
+        """Refuse (``PermissionDenied``) unless ``caller`` may change every one of ``jobs``."""
         for job in jobs:
             if not caller.may_modify(job):
                 raise PermissionDenied(
@@ -1567,3 +1579,20 @@ def array_indices(text: str) -> list[range]:
         elif part:
             out.append(range(int(part), int(part) + 1))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterChange:
+    """The handle ``Cluster.transaction`` yields: valid while its block holds the lock."""
+
+    cluster: Cluster
+
+    async def commit(
+        self,
+        jobs: Sequence[Job],
+        events: Sequence[EventRow],
+        extra: Callable[[Transaction], None] | None = None,
+    ) -> None:
+        """Persist ``jobs`` and ``events`` (and ``extra``'s writes) in one store
+        transaction, then mirror them and tell the listeners."""
+        await self.cluster._commit(jobs, events, extra)

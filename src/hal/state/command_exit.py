@@ -33,9 +33,9 @@ async def record(
         raise InvalidRequest(f"exit code {exit_code} is not 0..255", field="exit_code")
     if not 0 <= signal <= 64:
         raise InvalidRequest(f"invalid signal number {signal}", field="signal")
-    async with cluster._lock:
+    async with cluster.transaction() as change:
         jobs = cluster.resolve(ident)
-        cluster._authorise(jobs, caller)
+        cluster.authorise(jobs, caller)
         live = [j for j in jobs if j.state in (JobState.RUNNING, JobState.SUSPENDED)]
         if not live:
             states = ", ".join(sorted({j.state.value for j in jobs}))
@@ -52,7 +52,7 @@ async def record(
             )
             for j in live
         ]
-        await cluster._commit(changed, events)
+        await change.commit(changed, events)
         return [j.id for j in changed]
 
 

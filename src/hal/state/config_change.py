@@ -61,10 +61,10 @@ async def take_config(
     """Give ``cluster`` and, through ``apply``, the rest of the server ``config``, with
     the ``config.reconfigured`` event (``data``: what changed), once no partition in
     ``removed`` is in use."""
-    async with cluster._lock:
+    async with cluster.transaction() as change:
         check_partitions_unused(cluster, removed)
         event = EventRow(cluster.clock.now(), RECONFIGURED, data=dict(data))
-        await cluster._commit([], [event])
+        await change.commit([], [event])
         cluster.configure(config)
         apply()
         cluster.changed.set()  # a pass with the new partitions and limits at once
