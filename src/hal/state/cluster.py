@@ -47,6 +47,15 @@ from hal.state import crontabs, pending_update, preempt, resync
 from hal.state import reservations as advance_reservations
 from hal.state.applier import NodeUsage, check_placement, hold, release
 from hal.state.associations import Associations
+from hal.state.job_changes import (
+    LIMIT_BEFORE_TIME_MIN,
+    basic_priority,
+    check_priority_update,
+    check_time_min,
+    held_by,
+    lowered_limit,
+    requeued,
+)
 from hal.state.store import (
     CommitOutcomeUnknown,
     DatabaseUnavailable,
@@ -58,7 +67,7 @@ from hal.state.store import (
     Transaction,
 )
 from hal.state.submit_limits import AccountSubmitLimits
-from hal.state.suspension import SUSPENDED_AT, SUSPENDED_S, suspension
+from hal.state.suspension import suspension
 from hal.state.topology_levels import check_topology_level
 
 if TYPE_CHECKING:
@@ -67,8 +76,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 log = logging.getLogger("hal.state")
 RECENT_EVENTS = 100_000
-# job.extra: the time limit a job had before backfill lowered it within its --time-min
-LIMIT_BEFORE_TIME_MIN = "limit_before_time_min"
 
 FINISH_REASONS = {
     JobState.COMPLETED: PendingReason.NONE,
@@ -999,7 +1006,7 @@ class Cluster:
             changed: list[Job] = []
             for job in jobs:
                 if held:
-                    new = _held_by(job, caller, user_hold=user_hold)
+                    new = held_by(job, caller, user_hold=user_hold)
                 else:
                     if job.held_by_admin and not caller.admin:
                         raise PermissionDenied(
@@ -1135,7 +1142,7 @@ class Cluster:
                             f"{job.state.value}; only a pending job can be held"
                         )
                     if job.state is JobState.PENDING:
-                        new = _held_by(new, caller, user_hold=False)
+                        new = held_by(new, caller, user_hold=False)
                         held.add(job.id)
                 elif fields.get("priority") is not None:
                     priority = int(fields["priority"])  # type: ignore[call-overload]
@@ -1430,17 +1437,6 @@ class Cluster:
         return len(old)
 
 
-def _held_by(job: Job, caller: Caller, *, user_hold: bool) -> Job:
-    """``job`` held by ``caller`` (``scontrol hold``, or ``update Priority=0``): an
-    administrator's hold only an administrator releases, unless ``user_hold``
-    (``scontrol uhold``); a user's a hold the owner may release. Also of the
-    administrator's own job, as Slurm 22.05.8 makes root's hold of root's job
-    ``JobHeldAdmin`` (docs/slurm-checks.md)."""
-    if caller.admin and not user_hold:
-        return job.evolve(held_by_admin=True, reason=PendingReason.JOB_HELD_ADMIN)
-    return job.evolve(spec=job.spec.with_changes(hold=True), reason=PendingReason.JOB_HELD_USER)
-
-
 def _partly_started_het_jobs(cluster: Cluster, started: list[Job]) -> set[int]:
     """Het job ids of which ``started`` holds some components but not all."""
     counts: Counter[int] = Counter(j.spec.het.job_id for j in started if j.spec.het is not None)
@@ -1478,85 +1474,6 @@ def _refused_het_jobs(cluster: Cluster, plan: Plan, scratch: dict[str, NodeUsage
             continue
         hold(trial, job.evolve(allocation=placement.allocation))
     return refused
-
-
-def check_time_min(time_min: int | None, limit: int, where: str = "") -> None:
-    """``--time-min`` may not exceed the job's time limit (0: unlimited), as in Slurm."""
-    if time_min and limit and time_min > limit:
-        raise InvalidRequest(
-            f"Invalid time-min specification (exceeds job's time or other limits): "
-            f"time-min {time_min}s is more than the time limit {limit}s; give a "
-            "--time-min no longer than --time (or raise --time)",
-            field=where + "time_min",
-        )
-
-
-def lowered_limit(job: Job, limit: int) -> Job:
-    """``job`` starting with ``limit``, which backfill chose within its ``--time-min``;
-    the limit it had is kept (``LIMIT_BEFORE_TIME_MIN``) for a new run after a requeue."""
-    extra = {**job.extra, LIMIT_BEFORE_TIME_MIN: str(job.time_limit_s)}
-    return job.evolve(time_limit_s=limit, extra=extra)
-
-
-def requeued(job: Job, now: float, after: str | None = None) -> Job:
-    """``job`` back in the queue at ``now`` for a new run; ``after``: the state the server
-    ended its last run in (``preempt.REQUEUED_AFTER``; None: an administrator's requeue).
-    A limit backfill lowered within ``--time-min`` was for that run's start: the job's own
-    is back, for backfill to lower again if it must. It is eligible anew from ``now``
-    (Slurm 22.05.8 moves SubmitTime and EligibleTime to the requeue, EligibleTime with a
-    121 s delay that HAL does not add: docs/slurm-checks.md)."""
-    dropped = (
-        preempt.REQUEUE, SUSPENDED_AT, SUSPENDED_S, preempt.REQUEUED_AFTER, LIMIT_BEFORE_TIME_MIN
-    )  # start afresh  # fmt: skip
-    extra = preempt.cleared({k: v for k, v in job.extra.items() if k not in dropped})
-    if after is not None:
-        extra[preempt.REQUEUED_AFTER] = after
-    if LIMIT_BEFORE_TIME_MIN in job.extra:
-        job = job.evolve(time_limit_s=int(job.extra[LIMIT_BEFORE_TIME_MIN]))
-    return job.evolve(
-        state=JobState.PENDING,
-        reason=PendingReason.WAITING_FOR_SCHEDULING,
-        start_time=None,
-        end_time=None,
-        allocation=None,
-        restarts=job.restarts + 1,
-        eligible_time=now,
-        exit_code=0,
-        exit_signal=0,
-        launched=False,
-        extra=extra,
-    )
-
-
-def check_priority_update(job: Job, priority: int, caller: Caller) -> None:
-    """Refuse ``Priority=priority`` (not 0: a hold) of ``job`` as Slurm 22.05.8 does
-    (docs/slurm-checks.md): a held job's priority stays 0 until it is released, for
-    administrators too; only an administrator sets a priority, its owner may give only
-    the one it has (lower: "not persistent", higher: permission denied)."""
-    if job.held and job.state is JobState.PENDING:
-        raise Conflict(
-            f"Job is in held state, pending scheduler release for job {job.display_id}: "
-            f"release it first (scontrol release {job.display_id}), then set its priority"
-        )
-    if caller.admin or priority == job.priority:
-        return
-    if priority < job.priority:
-        raise InvalidRequest(
-            f"Changes to job priority are not persistent, change nice instead for job "
-            f"{job.display_id}: e.g. scontrol update jobid={job.display_id} "
-            f"nice={job.priority - priority} (only an administrator sets a priority)",
-            field="priority",
-        )
-    raise PermissionDenied(
-        f"job {job.display_id}'s priority is {job.priority}: only an administrator may "
-        "raise it (its owner may lower it with a nice, or hold it with 0)"
-    )
-
-
-def basic_priority(partition: Partition, nice: int) -> int:
-    """A job's priority without the multifactor plugin: its partition's tier, less its
-    nice (the multifactor service recomputes it when configured)."""
-    return max(0, 1_000_000 + 10_000 * partition.priority_tier - nice)
 
 
 def array_indices(text: str) -> list[range]:

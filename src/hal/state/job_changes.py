@@ -1,0 +1,112 @@
+"""What one job becomes when a change to it is allowed: held, given a lowered limit,
+requeued, and the checks of ``--time-min`` and ``Priority=`` (Slurm 22.05.8's rules,
+docs/slurm-checks.md). Pure functions over ``Job``; ``hal.state.cluster`` commits what
+they return under its lock.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hal.core.errors import Conflict, InvalidRequest, PermissionDenied
+from hal.core.job import Job
+from hal.core.node import Partition
+from hal.core.states import JobState, PendingReason
+from hal.state import preempt
+from hal.state.suspension import SUSPENDED_AT, SUSPENDED_S
+
+if TYPE_CHECKING:
+    from hal.state.cluster import Caller
+
+# job.extra: the time limit a job had before backfill lowered it within its --time-min
+LIMIT_BEFORE_TIME_MIN = "limit_before_time_min"
+
+
+def held_by(job: Job, caller: Caller, *, user_hold: bool) -> Job:
+    """``job`` held by ``caller`` (``scontrol hold``, or ``update Priority=0``): an
+    administrator's hold only an administrator releases, unless ``user_hold``
+    (``scontrol uhold``); a user's a hold the owner may release. Also of the
+    administrator's own job, as Slurm 22.05.8 makes root's hold of root's job
+    ``JobHeldAdmin`` (docs/slurm-checks.md)."""
+    if caller.admin and not user_hold:
+        return job.evolve(held_by_admin=True, reason=PendingReason.JOB_HELD_ADMIN)
+    return job.evolve(spec=job.spec.with_changes(hold=True), reason=PendingReason.JOB_HELD_USER)
+
+
+def check_time_min(time_min: int | None, limit: int, where: str = "") -> None:
+    """``--time-min`` may not exceed the job's time limit (0: unlimited), as in Slurm."""
+    if time_min and limit and time_min > limit:
+        raise InvalidRequest(
+            f"Invalid time-min specification (exceeds job's time or other limits): "
+            f"time-min {time_min}s is more than the time limit {limit}s; give a "
+            "--time-min no longer than --time (or raise --time)",
+            field=where + "time_min",
+        )
+
+
+def lowered_limit(job: Job, limit: int) -> Job:
+    """``job`` starting with ``limit``, which backfill chose within its ``--time-min``;
+    the limit it had is kept (``LIMIT_BEFORE_TIME_MIN``) for a new run after a requeue."""
+    extra = {**job.extra, LIMIT_BEFORE_TIME_MIN: str(job.time_limit_s)}
+    return job.evolve(time_limit_s=limit, extra=extra)
+
+
+def requeued(job: Job, now: float, after: str | None = None) -> Job:
+    """``job`` back in the queue at ``now`` for a new run; ``after``: the state the server
+    ended its last run in (``preempt.REQUEUED_AFTER``; None: an administrator's requeue).
+    A limit backfill lowered within ``--time-min`` was for that run's start: the job's own
+    is back, for backfill to lower again if it must. It is eligible anew from ``now``
+    (Slurm 22.05.8 moves SubmitTime and EligibleTime to the requeue, EligibleTime with a
+    121 s delay that HAL does not add: docs/slurm-checks.md)."""
+    dropped = (
+        preempt.REQUEUE, SUSPENDED_AT, SUSPENDED_S, preempt.REQUEUED_AFTER, LIMIT_BEFORE_TIME_MIN
+    )  # start afresh  # fmt: skip
+    extra = preempt.cleared({k: v for k, v in job.extra.items() if k not in dropped})
+    if after is not None:
+        extra[preempt.REQUEUED_AFTER] = after
+    if LIMIT_BEFORE_TIME_MIN in job.extra:
+        job = job.evolve(time_limit_s=int(job.extra[LIMIT_BEFORE_TIME_MIN]))
+    return job.evolve(
+        state=JobState.PENDING,
+        reason=PendingReason.WAITING_FOR_SCHEDULING,
+        start_time=None,
+        end_time=None,
+        allocation=None,
+        restarts=job.restarts + 1,
+        eligible_time=now,
+        exit_code=0,
+        exit_signal=0,
+        launched=False,
+        extra=extra,
+    )
+
+
+def check_priority_update(job: Job, priority: int, caller: Caller) -> None:
+    """Refuse ``Priority=priority`` (not 0: a hold) of ``job`` as Slurm 22.05.8 does
+    (docs/slurm-checks.md): a held job's priority stays 0 until it is released, for
+    administrators too; only an administrator sets a priority, its owner may give only
+    the one it has (lower: "not persistent", higher: permission denied)."""
+    if job.held and job.state is JobState.PENDING:
+        raise Conflict(
+            f"Job is in held state, pending scheduler release for job {job.display_id}: "
+            f"release it first (scontrol release {job.display_id}), then set its priority"
+        )
+    if caller.admin or priority == job.priority:
+        return
+    if priority < job.priority:
+        raise InvalidRequest(
+            f"Changes to job priority are not persistent, change nice instead for job "
+            f"{job.display_id}: e.g. scontrol update jobid={job.display_id} "
+            f"nice={job.priority - priority} (only an administrator sets a priority)",
+            field="priority",
+        )
+    raise PermissionDenied(
+        f"job {job.display_id}'s priority is {job.priority}: only an administrator may "
+        "raise it (its owner may lower it with a nice, or hold it with 0)"
+    )
+
+
+def basic_priority(partition: Partition, nice: int) -> int:
+    """A job's priority without the multifactor plugin: its partition's tier, less its
+    nice (the multifactor service recomputes it when configured)."""
+    return max(0, 1_000_000 + 10_000 * partition.priority_tier - nice)
