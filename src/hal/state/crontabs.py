@@ -28,6 +28,7 @@ from hal.core.crontab import disable_entry, next_run
 from hal.core.job import Job, JobSpec
 from hal.core.states import JobState, PendingReason
 from hal.state import schema
+from hal.state.job_changes import requeued
 from hal.state.store import EventRow, Transaction
 
 if TYPE_CHECKING:
@@ -160,8 +161,6 @@ def queued_again(
 ) -> tuple[Job, EventRow]:
     """``job``, whose run ended in ``state`` at ``now``, back in the queue under its id
     until the next time its schedule names (Slurm's requeue of a cron job)."""
-    from hal.state.cluster import requeued
-
     assert job.spec.cron is not None
     begin = next_run(job.spec.cron.schedule, now)
     new = requeued(job, now).evolve(spec=job.spec.with_changes(begin_time=begin))
