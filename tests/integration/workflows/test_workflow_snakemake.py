@@ -63,7 +63,10 @@ def run_snakemake(
             "--jobs",
             "2",
             "--default-resources",
-            "mem_mb=200",
+            # the job holds two snakemake processes (the jobstep and the one its srun
+            # runs, ~120 MB resident each, libraries shared) and srun waiting beside its
+            # step (~11 MB): 200 MB was at the edge once srun stopped exec'ing its task
+            "mem_mb=400",
             "runtime=5",
             "--slurm-init-seconds-before-status-checks",
             "1",  # default 40 s; only the first wait changes, not the commands
