@@ -43,6 +43,7 @@ from hal.agent.supervisor import (
     SUPERVISOR_IGNORES,
     _keep_only,
     _supervisor_signals,
+    fork_with_go,
     write_atomic,
 )
 from hal.core.steps import EXEC_FAILED
@@ -130,17 +131,7 @@ def read_codes(folder: str) -> dict[int, int] | None:
 
 def spawn_keeper(plan: KeeperPlan, isolation: Isolation, started_w: int) -> tuple[int, int]:
     """Fork the keeper; its pid and the fd on which to send ``GO`` once it is recorded."""
-    go_r, go_w = os.pipe()
-    try:
-        pid = os.fork()
-    except OSError:
-        os.close(go_r)
-        os.close(go_w)
-        raise
-    if pid == 0:  # pragma: no cover - runs in the child; its effects are tested
-        _keeper_main(plan, isolation, go_r, started_w)
-    os.close(go_r)
-    return pid, go_w
+    return fork_with_go(lambda go_r: _keeper_main(plan, isolation, go_r, started_w))
 
 
 def _keeper_main(plan: KeeperPlan, isolation: Isolation, go_r: int, started_w: int) -> NoReturn:

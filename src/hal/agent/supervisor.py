@@ -40,6 +40,7 @@ import resource
 import select
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -102,9 +103,9 @@ class StepPlan:
         return cls(**data)
 
 
-def spawn_step(plan: StepPlan, isolation: Isolation, started_w: int) -> tuple[int, int]:
-    """Fork the supervisor; returns its pid and the fd on which to send ``GO`` (then
-    close it) once the pid is recorded. ``started_w`` is where it announces the job."""
+def fork_with_go(main: Callable[[int], NoReturn]) -> tuple[int, int]:
+    """Fork a child that runs ``main(go_r)``; returns its pid and the fd on which to send
+    ``GO`` (then close it) once the pid is recorded (a batch supervisor, a step keeper)."""
     go_r, go_w = os.pipe()
     try:
         pid = os.fork()
@@ -113,9 +114,15 @@ def spawn_step(plan: StepPlan, isolation: Isolation, started_w: int) -> tuple[in
         os.close(go_w)
         raise
     if pid == 0:  # pragma: no cover - runs in the child; its effects are tested
-        _supervisor_main(plan, isolation, go_r, started_w)
+        main(go_r)
     os.close(go_r)
     return pid, go_w
+
+
+def spawn_step(plan: StepPlan, isolation: Isolation, started_w: int) -> tuple[int, int]:
+    """Fork the supervisor (``fork_with_go``); ``started_w`` is where it announces the
+    job."""
+    return fork_with_go(lambda go_r: _supervisor_main(plan, isolation, go_r, started_w))
 
 
 def parse_started(message: bytes) -> tuple[int, float] | str | None:
