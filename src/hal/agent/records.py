@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from hal.core.job import SignalSpec
+from hal.wire.jobs import GpuUsage
 
 
 class Phase(StrEnum):
@@ -104,6 +105,7 @@ class ExitOutcome:
     oom: bool = False  # the isolation backend saw the job hit its memory limit
     max_rss_bytes: int = 0
     cpu_seconds: float = 0.0
+    gpu: GpuUsage | None = None  # the agent's GPU samples of the job (``agent.gpuusage``)
     lost: bool = False  # the supervisor vanished without writing the status
     message: str = ""
 

@@ -35,7 +35,7 @@ import random
 import signal
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hal import __version__
 from hal.agent.channel import (
@@ -68,6 +68,7 @@ from hal.agent.events import (
     Tick,
 )
 from hal.agent.gpus import GpuInventory, configured_gpus
+from hal.agent.gpuusage import GpuSampler, GpuTally, ProcessGpu, use_of
 from hal.agent.instructions import InstructionStream
 from hal.agent.isolation import Isolation, agent_cgroup_name, detect_isolation
 from hal.agent.launcher import LaunchReply, StepLauncher
@@ -176,6 +177,9 @@ class AgentShell:
         self._watches: dict[int, _Watch] = {}
         self._polled: dict[int, _Watch] = {}  # supervisors without a pidfd
         self._peaks: dict[tuple[int, int], int] = {}  # (job, attempt) → most RSS sampled
+        # NVML per-process GPU use, once GPUs are found (run); tests may set their own
+        self.gpu_sampler: GpuSampler | None = None
+        self._gpu_tallies: dict[tuple[int, int], GpuTally] = {}  # jobs given GPUs
         self._sampled_at = -USAGE_MIN_INTERVAL_S  # monotonic time of the last sample
         self._registered = False
         self._instructions = InstructionStream()  # each instruction once, in order
@@ -218,6 +222,8 @@ class AgentShell:
             )
             if self._gpus is None:
                 self._gpus = configured_gpus(self.config)
+            if self._gpus.count and self.gpu_sampler is None:
+                self.gpu_sampler = GpuSampler.open()
             self.capacity = Capacity(
                 self.config.cpus or host_cpus(),
                 self.config.memory_bytes or host_memory_bytes(),
@@ -250,6 +256,8 @@ class AgentShell:
             if self._launcher is not None:
                 self._launcher.stop()
             self._detach()
+            if self.gpu_sampler is not None:
+                self.gpu_sampler.close()
             self.isolation.release()
             self.store.close()
         log.info("agent %s stopped; %d job(s) keep running", self.config.node, running)
@@ -436,10 +444,20 @@ class AgentShell:
             if w.supervisor_pid > 0
         ]
         tasks = self.steps.usage_targets()  # checked by start time: no recycled pids
+        sampler = self.gpu_sampler
+        on_gpus = {job_id for job_id, _, _, _ in watched if self._holds_gpus(job_id)}
 
-        def sample() -> list[tuple[int, int, tuple[int, float]]]:
+        def sample() -> list[tuple[int, int, tuple[int, float], ProcessGpu | None]]:
+            gpu = sampler.sample() if sampler is not None and on_gpus else None
             return [
-                (job_id, attempt, job_usage(pid))
+                (
+                    job_id,
+                    attempt,
+                    job_usage(pid),
+                    use_of(descendants(pid), gpu)
+                    if gpu is not None and job_id in on_gpus
+                    else None,
+                )
                 for job_id, attempt, pid, ticks in watched
                 if start_ticks(pid) == ticks  # still our supervisor, not a recycled pid
             ]
@@ -451,8 +469,9 @@ class AgentShell:
         step_usage = self.steps.usage(await asyncio.to_thread(sample_tasks) if tasks else [])
         peaks: dict[tuple[int, int], int] = {}
         usage: list[JobUsage] = []
-        for job_id, attempt, (rss, cpu) in sampled:
+        for job_id, attempt, (rss, cpu), gpu_use in sampled:
             peak = peaks[(job_id, attempt)] = max(rss, self._peaks.get((job_id, attempt), 0))
+            tally = self._gpu_tally(job_id, attempt, gpu_use)
             usage.append(
                 JobUsage(
                     job_id=job_id,
@@ -460,10 +479,27 @@ class AgentShell:
                     rss_bytes=rss,
                     max_rss_bytes=peak,
                     cpu_seconds=cpu,
+                    gpu=tally.usage() if tally is not None else None,
                 )
             )
         self._peaks = peaks  # (ended jobs' go)
         return usage, step_usage
+
+    def _holds_gpus(self, job_id: int) -> bool:
+        record = self.machine.jobs.get(job_id)
+        return record is not None and record.gpus > 0
+
+    def _gpu_tally(self, job_id: int, attempt: int, use: ProcessGpu | None) -> GpuTally | None:
+        """Add a job's GPU sample to its tally; ended jobs' tallies go (``_end_event``
+        takes a job's as it ends, so one left here without a watch is stale)."""
+        current = {(w.job_id, w.attempt) for w in self._watches.values()}
+        for key in self._gpu_tallies.keys() - current:
+            del self._gpu_tallies[key]
+        if use is None or (job_id, attempt) not in current:
+            return None
+        tally = self._gpu_tallies.setdefault((job_id, attempt), GpuTally())
+        tally.add(use)
+        return tally
 
     def _sync_request(
         self,
@@ -689,13 +725,14 @@ class AgentShell:
 
     def _end_event(self, watch: _Watch, status: ExitOutcome | str | None) -> Event:
         now = self.clock.now()
-        if isinstance(status, ExitOutcome):
-            return ProcessExited(watch.job_id, watch.attempt, status, now)
         if isinstance(status, str):
             return LaunchFailed(watch.job_id, watch.attempt, status, now)
-        return ProcessExited(
-            watch.job_id, watch.attempt, ExitOutcome(lost=True, message=LOST_MESSAGE), now
-        )
+        if status is None:
+            status = ExitOutcome(lost=True, message=LOST_MESSAGE)
+        tally = self._gpu_tallies.pop((watch.job_id, watch.attempt), None)
+        if tally is not None:
+            status = replace(status, gpu=tally.usage())
+        return ProcessExited(watch.job_id, watch.attempt, status, now)
 
     def _close_fds(self, watch: _Watch) -> None:
         assert self._loop is not None

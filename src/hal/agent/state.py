@@ -223,6 +223,7 @@ class AgentState:
             exit_signal=out.exit_signal,
             max_rss_bytes=out.max_rss_bytes,
             cpu_seconds=out.cpu_seconds,
+            gpu=out.gpu,
             message=message,
         )
         self._finish_bookkeeping(job, report)

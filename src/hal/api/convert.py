@@ -317,6 +317,7 @@ def usage_fields(job: Job, cluster: Cluster) -> dict[str, Any]:
         return {
             "max_rss_bytes": int(job.extra.get("max_rss", 0)),
             "cpu_seconds": float(job.extra.get("cpu_seconds", 0.0)),
+            "gpu_usage": agents.gpu_usage_measured(job),
         }
     at, usage = sample
     return {
@@ -324,6 +325,7 @@ def usage_fields(job: Job, cluster: Cluster) -> dict[str, Any]:
         "cpu_seconds": usage.cpu_seconds,
         "rss_bytes": usage.rss_bytes,
         "usage_time": at,
+        "gpu_usage": usage.gpu,
     }
 
 

@@ -83,6 +83,21 @@ def _exact_units(value: float, units: str) -> str:
     return f"{value:.2f}{units[index]}"
 
 
+def tres_usage(
+    cpu_seconds: float, mem_bytes: int, gpu_mem_bytes: int | None, gpu_util: float | None
+) -> str:
+    """``TRESUsageIn*`` as sacct and sstat print them, with the TRES HAL measures in
+    Slurm's order: ``cpu=00:00:07,gres/gpumem=4G,gres/gpuutil=120,mem=81920K``; the gres
+    only for a job given GPUs whose agent read them (None: not measured)."""
+    items = [f"cpu={duration_long(int(cpu_seconds))}"]
+    if gpu_mem_bytes is not None:
+        items.append(f"gres/gpumem={memory_kib(gpu_mem_bytes)}")
+    if gpu_util is not None:
+        items.append(f"gres/gpuutil={round(gpu_util)}")
+    items.append(f"mem={memory_kib(mem_bytes)}")
+    return ",".join(items)
+
+
 def cpu_time(seconds: float) -> str:
     """sacct's TotalCPU: ``MM:SS.mmm`` under an hour, else ``HH:MM:SS`` or
     ``D-HH:MM:SS``."""

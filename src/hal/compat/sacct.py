@@ -26,6 +26,7 @@ from hal.compat.formats import (
     parse_print_fields,
     print_fields,
     timestamp,
+    tres_usage,
 )
 from hal.compat.job_fields import reason_name, time_used
 from hal.compat.options import Arg, Opt, OptionError, parse_options
@@ -157,6 +158,18 @@ def _measured(job: JobInfo, step: str, value: str) -> str:
     return value if step == "batch" and job.max_rss_bytes and job.end_time is not None else ""
 
 
+def _usage(job: JobInfo, step: str, *, mean: bool) -> str:
+    """TRESUsageInMax (``mean``: TRESUsageInAve) of the batch step, its one task's: its
+    CPU time, most memory and, for a job given GPUs, their memory and utilisation (the
+    most, or the mean of the samples)."""
+    gpu = job.gpu_usage
+    util = None if gpu is None else gpu.ave_util if mean else gpu.max_util
+    figures = tres_usage(
+        job.cpu_seconds, job.max_rss_bytes, gpu.max_mem_bytes if gpu else None, util
+    )
+    return _measured(job, step, figures)
+
+
 def _tres(job: JobInfo, *, step: str) -> str:
     """ReqTRES/AllocTRES as sacct prints them: ``billing=4,cpu=4,mem=8G,node=2``; a
     batch step holds the first node's share and no billing."""
@@ -205,6 +218,8 @@ FIELDS: dict[str, tuple[str, int, Column]] = {
     "maxrssnode": ("MaxRSSNode", 10, lambda j, s, n: _measured(j, s, ",".join(j.nodes[:1]))),
     "maxrsstask": ("MaxRSSTask", 10, lambda j, s, n: _measured(j, s, "0")),
     "totalcpu": ("TotalCPU", 10, lambda j, s, n: cpu_time(j.cpu_seconds)),
+    "tresusageinmax": ("TRESUsageInMax", 14, lambda j, s, n: _usage(j, s, mean=False)),
+    "tresusageinave": ("TRESUsageInAve", 14, lambda j, s, n: _usage(j, s, mean=True)),
     "cputime": ("CPUTime", 10, lambda j, s, n: duration_long(_cpu_time(j, s, n))),
     "cputimeraw": ("CPUTimeRAW", 10, lambda j, s, n: str(int(_cpu_time(j, s, n)))),
     "reqtres": ("ReqTRES", 10, _job_only(lambda j: _tres(j, step=""))),

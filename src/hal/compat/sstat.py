@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hal.compat.formats import cpu_time, memory_kib
+from hal.compat.formats import cpu_time, memory_kib, tres_usage
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.sacct import parse_columns, table_lines
 from hal.compat.seam import Console
@@ -63,6 +63,30 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
+def _usage_max(tasks: list[TaskUsage]) -> str:
+    """TRESUsageInMax: each TRES's most over the tasks (and over the samples)."""
+    gpus = [t.gpu for t in tasks if t.gpu is not None]
+    return tres_usage(
+        max(t.cpu_seconds for t in tasks),
+        max(t.max_rss_bytes for t in tasks),
+        max(g.max_mem_bytes for g in gpus) if gpus else None,
+        max(g.max_util for g in gpus) if gpus else None,
+    )
+
+
+def _usage_ave(tasks: list[TaskUsage]) -> str:
+    """TRESUsageInAve: each TRES's mean over the tasks (the batch step's one task: its
+    most memory, as Slurm's); a task's GPU utilisation is the mean of its samples (how
+    busy its GPUs were since it started; Slurm averages over tasks only)."""
+    gpus = [t.gpu for t in tasks if t.gpu is not None]
+    return tres_usage(
+        _mean([t.cpu_seconds for t in tasks]),
+        int(_mean([float(t.rss_bytes) for t in tasks])),
+        int(_mean([float(g.max_mem_bytes) for g in gpus])) if gpus else None,
+        _mean([g.ave_util for g in gpus]) if gpus else None,
+    )
+
+
 FIELDS: dict[str, tuple[str, int, LineColumn]] = {
     "jobid": ("JobID", -12, lambda line: line.jobid),
     "maxrss": ("MaxRSS", 10, _sampled(lambda t: memory_kib(_most_rss(t).max_rss_bytes))),
@@ -78,6 +102,8 @@ FIELDS: dict[str, tuple[str, int, LineColumn]] = {
     "mincputask": ("MinCPUTask", 10, _sampled(lambda t: str(_least_cpu(t).rank))),
     "avecpu": ("AveCPU", 10, _sampled(lambda t: cpu_time(_mean([u.cpu_seconds for u in t])))),
     "ntasks": ("NTasks", 8, lambda line: str(line.ntasks)),
+    "tresusageinmax": ("TRESUsageInMax", 14, _sampled(_usage_max)),
+    "tresusageinave": ("TRESUsageInAve", 14, _sampled(_usage_ave)),
 }
 
 OPTIONS = (
@@ -182,6 +208,7 @@ def _batch(job: JobInfo) -> Line:
                 rss_bytes=job.max_rss_bytes,
                 max_rss_bytes=job.max_rss_bytes,
                 cpu_seconds=job.cpu_seconds,
+                gpu=job.gpu_usage,
             )
         ]
     return Line(f"{job.display_id}.batch", 1, tasks)

@@ -49,8 +49,10 @@ from hal.wire.agent import (
     Limit,
     Signal,
 )
+from hal.wire.jobs import GpuUsage
 
 RESEND_AFTER_S = 5.0
+GPU_USAGE = "gpu_usage"  # job.extra mark: the agent's GPU use at the end (JSON GpuUsage)
 FINISHED_STATES = {s.value: s for s in JobState if s.is_terminal}
 
 
@@ -108,6 +110,13 @@ def usage_of(cluster: Cluster, job: Job) -> tuple[float, JobUsage] | None:
     session = _session_for(cluster, job)
     found = session.usage.get(job.id) if session is not None else None
     return found if found is not None and found[1].attempt == job.restarts else None
+
+
+def gpu_usage_measured(job: Job) -> GpuUsage | None:
+    """What an ended job's processes did with its GPUs, as its agent reported at the end
+    (a mark kept with the job); None for a job without GPUs or sampled none."""
+    text = job.extra.get(GPU_USAGE)
+    return GpuUsage.model_validate_json(text) if text else None
 
 
 def send_launch(cluster: Cluster, job: Job) -> None:
@@ -385,13 +394,10 @@ async def apply_reports(cluster: Cluster, node: str, reports: list[JobReport]) -
                     state = JobState.CANCELLED
                 new, event = cluster.finish(job, state, r.time, exit_code=code, exit_signal=sig)
                 usage.append((job.id, r.max_rss_bytes, r.cpu_seconds))
-                new = new.evolve(
-                    extra={
-                        **new.extra,
-                        "max_rss": str(r.max_rss_bytes),
-                        "cpu_seconds": str(r.cpu_seconds),
-                    }
-                )
+                measured = {"max_rss": str(r.max_rss_bytes), "cpu_seconds": str(r.cpu_seconds)}
+                if r.gpu is not None:  # a mark: kept with the job (jobs.marks)
+                    measured[GPU_USAGE] = r.gpu.model_dump_json()
+                new = new.evolve(extra={**new.extra, **measured})
             changed[job.id] = new
             events.append(event)
 

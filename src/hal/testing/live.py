@@ -162,7 +162,7 @@ class LiveServer:
             self._loop.call_soon_threadsafe(self._stop.set)
         if self._thread is not None:
             self._thread.join(20)
-        self._thread = None
+        self._thread = self._loop = None  # stopped: a second stop does nothing
 
     def client(self, token: str | None = None) -> HalClient:
         return HalClient(self.url, token or self.token)
@@ -202,8 +202,10 @@ class LiveServer:
         memory: str = "2G",
         extra: list[str] | None = None,
         token: str | None = None,
+        env: dict[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
-        """``hal agent`` for node ``name`` with ``token`` (default: ``agent_token``)."""
+        """``hal agent`` for node ``name`` with ``token`` (default: ``agent_token``), and
+        ``env`` added to its environment."""
         state_dir = self.data_dir / "agents" / name
         cmd = [
             sys.executable,
@@ -226,9 +228,13 @@ class LiveServer:
             *(extra or []),
         ]
         log = open(self.data_dir / f"agent-{name}.log", "ab")  # noqa: SIM115 - owned by proc
-        env = {**self.env(), "HAL_TOKEN": token or self.agent_token or self.token}
+        environ = {
+            **self.env(),
+            **(env or {}),
+            "HAL_TOKEN": token or self.agent_token or self.token,
+        }
         proc = subprocess.Popen(
-            cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            cmd, env=environ, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
         self._agents.append(proc)
         return proc

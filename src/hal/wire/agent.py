@@ -30,6 +30,7 @@ from pydantic import Field
 
 from hal.wire.base import WireModel
 from hal.wire.bounds import INT32_MAX, INT64_MAX
+from hal.wire.jobs import GpuUsage
 
 NODE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"  # what a node may be called
 
@@ -94,6 +95,7 @@ class JobReport(WireModel):
     exit_signal: int = 0
     max_rss_bytes: int = 0
     cpu_seconds: float = 0.0
+    gpu: GpuUsage | None = None  # a job given GPUs: its samples' (``JobUsage.gpu``)
     message: str = ""
 
 
@@ -106,6 +108,7 @@ class JobUsage(WireModel):
     rss_bytes: int = Field(ge=0)  # resident memory now
     max_rss_bytes: int = Field(ge=0)  # the most of the samples so far
     cpu_seconds: float = Field(ge=0)  # user + system time so far
+    gpu: GpuUsage | None = None  # a job given GPUs on an NVML node (``agent.gpuusage``)
 
 
 class StepTaskUsage(WireModel):

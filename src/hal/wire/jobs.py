@@ -12,6 +12,7 @@ bind_limits()  # pydantic evaluates JobSubmit's annotations below
 
 __all__ = [
     "BatchSubmitResult",
+    "GpuUsage",
     "HetSubmit",
     "HetSubmitResult",
     "JobBatchSubmit",
@@ -23,6 +24,18 @@ __all__ = [
     "SubmitResult",
     "WillRun",
 ]
+
+
+class GpuUsage(WireModel):
+    """What a job's processes do with its GPUs, read through NVML per process and summed
+    over the GPUs (Slurm's ``gres/gpumem`` and ``gres/gpuutil``): now, the most of the
+    samples so far, and their mean utilisation."""
+
+    mem_bytes: int = Field(ge=0, le=INT64_MAX)  # GPU memory held now
+    max_mem_bytes: int = Field(ge=0, le=INT64_MAX)
+    util: int = Field(ge=0, le=INT64_MAX)  # percent of one GPU's SMs, summed: 2 busy = 200
+    max_util: int = Field(ge=0, le=INT64_MAX)
+    ave_util: float = Field(ge=0)
 
 
 class JobBatchSubmit(WireModel):
@@ -101,6 +114,8 @@ class JobInfo(WireModel):
     cpu_seconds: float = 0.0
     rss_bytes: int | None = None
     usage_time: float | None = None
+    # the same of its GPUs, for a job given GPUs once its agent sampled them (None: none)
+    gpu_usage: GpuUsage | None = None
     workdir: str
     # the script's file and arguments as submitted (``scontrol show job``'s Command=);
     # None: read from stdin, ``--wrap`` or sent without a path

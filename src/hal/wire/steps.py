@@ -9,6 +9,7 @@ from pydantic import Field
 
 from hal.wire.base import WireModel
 from hal.wire.bounds import INT32_MAX
+from hal.wire.jobs import GpuUsage
 
 MAX_WAIT_SECONDS = 25.0  # under the clients' 30 s timeout
 
@@ -47,6 +48,7 @@ class TaskUsage(WireModel):
     rss_bytes: int
     max_rss_bytes: int
     cpu_seconds: float
+    gpu: GpuUsage | None = None  # the batch step of a job given GPUs (``JobInfo.gpu_usage``)
 
 
 class StepInfo(WireModel):

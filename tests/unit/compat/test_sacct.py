@@ -6,7 +6,7 @@ import pytest
 from compat_fakes import T0, FakeClient, MiB, call, job, running
 
 from hal.compat.sacct import FIELDS
-from hal.wire.jobs import StepRecord
+from hal.wire.jobs import GpuUsage, StepRecord
 
 
 def history() -> FakeClient:
@@ -246,6 +246,31 @@ def test_usage_and_tres_fields() -> None:
         "7.batch|3172K|3172K|n1|0|00:12.500|00:02:52|172||cpu=2,mem=4G,node=1|2||1",
         "8|||||00:00.000|00:00:00|0|billing=1,cpu=1,mem=50M,node=1||0|1|0",
     ]
+
+
+def test_tres_usage_of_the_batch_step_with_and_without_gpus() -> None:
+    """TRESUsageInMax/Ave as Slurm 22.05.8 prints them (job line blank, the batch step
+    its one task's: cpu as a time, memory in K, TRES sorted by name), with gres/gpumem
+    and gres/gpuutil for a job whose agent read its GPUs: the most memory, the most and
+    the mean utilisation; none while the job runs; cut at 14 columns with '+'."""
+    gpu = GpuUsage(mem_bytes=0, max_mem_bytes=81 << 30, util=0, max_util=100, ave_util=72.5)
+    ended = {"state": "COMPLETED", "start_time": T0, "end_time": T0 + 86, "nodes": ["g1"]}
+    trained = job(7, gpus=1, max_rss_bytes=12304 << 10, cpu_seconds=8.5, gpu_usage=gpu, **ended)
+    plain = job(8, max_rss_bytes=2 << 20, cpu_seconds=0.01, **ended)
+    client = FakeClient(job_list=[trained, plain, running(9, gpus=1)])
+    fmt = "JobID,TRESUsageInMax,TRESUsageInAve"
+    assert call(client, "sacct", "-P", "-n", "-o", fmt).lines == [
+        "7||",
+        "7.batch|cpu=00:00:08,gres/gpumem=81G,gres/gpuutil=100,mem=12304K"
+        "|cpu=00:00:08,gres/gpumem=81G,gres/gpuutil=72,mem=12304K",
+        "8||",
+        "8.batch|cpu=00:00:00,mem=2M|cpu=00:00:00,mem=2M",
+        "9||",
+        "9.batch||",
+    ]
+    table = call(client, "sacct", "-j", "7", "-o", "JobID,TRESUsageInMax").lines
+    assert table[0] == "JobID        TRESUsageInMax "
+    assert table[3] == "7.batch      cpu=00:00:08,+ "
 
 
 def test_ends_by_a_signal_as_slurm_22_05_8_records_them() -> None:

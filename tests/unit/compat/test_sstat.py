@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from compat_fakes import T0, FakeClient, MiB, call, job, running
 
+from hal.wire.jobs import GpuUsage
 from hal.wire.steps import StepInfo, TaskUsage
 
 
@@ -92,3 +93,24 @@ def test_a_job_running_steps_shows_its_lowest_numbered_step_as_slurms_does() -> 
     assert every.lines == ["5.batch|307204K|1", "5.2|31M|3", "5.3||3"]
     one = call(_with_steps(), "sstat", "-P", "-n", "-j", "5.3,5.batch", "-o", "JobID")
     assert one.lines == ["5.batch", "5.3"]
+
+
+def test_tres_usage_of_a_gpu_job_and_of_steps_without_gpus() -> None:
+    """TRESUsageInMax/Ave in Slurm's shape (its TRES names, sorted, cpu as a time, memory
+    in K): the batch step of a job given GPUs adds gres/gpumem and gres/gpuutil, the
+    mean utilisation in Ave; steps without GPU samples show cpu and mem only; the
+    default width of 14 cuts with a '+' as Slurm's."""
+    gpu = GpuUsage(mem_bytes=3 << 30, max_mem_bytes=4 << 30, util=95, max_util=120, ave_util=60.4)
+    client = _with_steps()
+    client.job_list[0] = client.job_list[0].model_copy(update={"gpu_usage": gpu})
+    out = call(
+        client, "sstat", "-P", "-n", "-a", "-j", "5", "-o", "JobID,TRESUsageInMax,TRESUsageInAve"
+    )
+    assert out.lines == [
+        "5.batch|cpu=00:01:15,gres/gpumem=4G,gres/gpuutil=120,mem=307204K"
+        "|cpu=00:01:15,gres/gpumem=4G,gres/gpuutil=60,mem=307204K",
+        "5.2|cpu=00:00:04,mem=31M|cpu=00:00:02,mem=20M",
+        "5.3||",
+    ], out.err
+    wide = call(client, "sstat", "-j", "5.batch", "-o", "JobID,TRESUsageInMax")
+    assert wide.lines[2] == "5.batch      cpu=00:01:15,+ "
