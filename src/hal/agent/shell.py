@@ -729,7 +729,13 @@ class AgentShell:
             return LaunchFailed(watch.job_id, watch.attempt, status, now)
         if status is None:
             status = ExitOutcome(lost=True, message=LOST_MESSAGE)
-        tally = self._gpu_tallies.pop((watch.job_id, watch.attempt), None)
+        key = (watch.job_id, watch.attempt)
+        # MaxRSS is the most any sample saw, as Slurm's (sstat showed it: sacct must not
+        # show less), or the supervisor's figure where that is more
+        sampled = self._peaks.get(key, 0)
+        if sampled > status.max_rss_bytes:
+            status = replace(status, max_rss_bytes=sampled)
+        tally = self._gpu_tallies.pop(key, None)
         if tally is not None:
             status = replace(status, gpu=tally.usage())
         return ProcessExited(watch.job_id, watch.attempt, status, now)
