@@ -52,6 +52,8 @@ class AgentConfig:
     state_dir: Path = field(default_factory=default_state_dir)
     isolation: str = "auto"  # auto | cgroup2 | cgroup1 | rlimit | none
     heartbeat_interval_seconds: float = 10.0  # the long poll's length (each sync is a beat)
+    # how often the GPUs' health is read (hal.agent.gpuhealth); 0 = never
+    gpu_health_interval_seconds: float = 60.0
     max_backoff_seconds: float = 30.0  # cap of the retry delay while the server is away
     validate: bool = False  # check the state machine's whole state after every step
     # Prometheus /metrics of this agent (hal.agent.metrics): PORT, :PORT or HOST:PORT;

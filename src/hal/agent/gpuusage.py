@@ -18,9 +18,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from hal.agent import gpuhealth
 from hal.wire.jobs import GpuUsage
 
 log = logging.getLogger("hal.agent")
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceGpu:
+    """One GPU as a whole: the percent of the last sample period a kernel ran, and its
+    memory in use (every process's and the driver's) and in all."""
+
+    index: int
+    util: int
+    mem_used_bytes: int
+    mem_total_bytes: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +78,24 @@ class GpuSampler:
             self._nvml.nvmlShutdown()
         except Exception:
             log.debug("nvmlShutdown failed", exc_info=True)
+
+    def health(self) -> list[str]:
+        """The GPUs' problems now (``gpuhealth``); the count found at start expected."""
+        return gpuhealth.problems(self._nvml, self._handles, len(self._handles))
+
+    def devices(self) -> list[DeviceGpu]:
+        """Each GPU's utilisation and memory now, as the device reports them (all its
+        processes, HAL's jobs or not): the agent's ``/metrics``. A GPU that does not
+        answer is left out."""
+        found: list[DeviceGpu] = []
+        for index, handle in enumerate(self._handles):
+            try:
+                memory = self._nvml.nvmlDeviceGetMemoryInfo(handle)
+                util = self._nvml.nvmlDeviceGetUtilizationRates(handle)
+                found.append(DeviceGpu(index, int(util.gpu), int(memory.used), int(memory.total)))
+            except Exception as err:
+                log.debug("NVML device read of GPU %d: %s", index, err)
+        return found
 
     def sample(self) -> dict[int, ProcessGpu]:
         """Every process on a GPU now: pid → its memory and utilisation over all GPUs."""

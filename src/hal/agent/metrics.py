@@ -22,12 +22,19 @@ node's own view, worth scraping when the control plane's is in doubt:
 ``hal_agent_channel_reconnects_total``      counter  ``node``: syncs that succeeded after
                                                      a failure
 ``hal_agent_last_sync_timestamp_seconds``   gauge    ``node``
+``hal_agent_gpu_utilization_percent``       gauge    ``node``, ``gpu``: the percent of NVML's
+                                                     last sample period a kernel ran
+``hal_agent_gpu_memory_bytes``              gauge    ``node``, ``gpu``, ``state`` (used,
+                                                     total): any process's, the driver's
+``hal_agent_gpu_problems``                  gauge    ``node``: problems at the last GPU
+                                                     health read (``gpuhealth``); 0 healthy
 ``process_*``                                        the agent process (prometheus-client)
 ==========================================  =======  ===============================
 
 Everything is read on the event loop: the listener is an asyncio server on the agent's
-own loop, so a scrape never sees the state machine mid-step. Counters count from the
-agent process's start.
+own loop, so a scrape never sees the state machine mid-step. The GPU families are there
+on a node whose GPUs NVML found (read at the scrape, a few NVML calls per GPU). Counters
+count from the agent process's start.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from hal import __version__
+from hal.agent.gpuusage import DeviceGpu
 from hal.agent.records import JobRecord, Phase
 from hal.wire.agent import JobReport
 
@@ -88,11 +96,15 @@ class AgentCollector(Collector):
         counters: AgentCounters,
         jobs: Callable[[], Iterable[JobRecord]],
         capacity: Capacity,
+        gpus: Callable[[], list[DeviceGpu]] = list,
+        gpu_problems: Callable[[], list[str] | None] = lambda: None,
     ) -> None:
         self.node = node
         self.counters = counters
         self.jobs = jobs
         self.capacity = capacity
+        self.gpus = gpus
+        self.gpu_problems = gpu_problems
 
     def describe(self) -> Iterable[Metric]:
         return []  # unchecked collector: families are known at collect time
@@ -168,6 +180,37 @@ class AgentCollector(Collector):
         )
         last.add_metric([node], c.last_sync)
         yield last
+        yield from self._gpu_families()
+
+    def _gpu_families(self) -> Iterable[Metric]:
+        node, devices = self.node, self.gpus()
+        if devices:
+            util = GaugeMetricFamily(
+                "hal_agent_gpu_utilization_percent",
+                "Percent of NVML's last sample period in which a kernel ran on the GPU.",
+                labels=["node", "gpu"],
+            )
+            memory = GaugeMetricFamily(
+                "hal_agent_gpu_memory_bytes",
+                "GPU memory in use (any process's and the driver's) and in all.",
+                labels=["node", "gpu", "state"],
+            )
+            for d in devices:
+                util.add_metric([node, str(d.index)], d.util)
+                memory.add_metric([node, str(d.index), "used"], d.mem_used_bytes)
+                memory.add_metric([node, str(d.index), "total"], d.mem_total_bytes)
+            yield util
+            yield memory
+        problems = self.gpu_problems()
+        if problems is not None:
+            health = GaugeMetricFamily(
+                "hal_agent_gpu_problems",
+                "GPU problems at the last health read (a lost GPU, uncorrectable ECC "
+                "errors, a pending row remap); 0 = healthy. The node is drained meanwhile.",
+                labels=["node"],
+            )
+            health.add_metric([node], len(problems))
+            yield health
 
 
 def agent_registry(collector: AgentCollector) -> CollectorRegistry:

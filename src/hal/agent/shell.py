@@ -180,6 +180,8 @@ class AgentShell:
         # NVML per-process GPU use, once GPUs are found (run); tests may set their own
         self.gpu_sampler: GpuSampler | None = None
         self._gpu_tallies: dict[tuple[int, int], GpuTally] = {}  # jobs given GPUs
+        self._gpu_problems: list[str] | None = None  # the last health read's (gpuhealth)
+        self._health_read_at = 0.0  # monotonic time of that read
         self._sampled_at = -USAGE_MIN_INTERVAL_S  # monotonic time of the last sample
         self._registered = False
         self._instructions = InstructionStream()  # each instruction once, in order
@@ -271,8 +273,14 @@ class AgentShell:
         if not listen:
             return None
         # the capacity is fixed before this runs (run: after GPU discovery)
+        sampler = self.gpu_sampler
         collector = AgentCollector(
-            self.config.node, self.counters, self.machine.jobs.values, self.capacity
+            self.config.node,
+            self.counters,
+            self.machine.jobs.values,
+            self.capacity,
+            gpus=sampler.devices if sampler is not None else list,
+            gpu_problems=lambda: self._gpu_problems,
         )
         try:
             server = await start_metrics_server(listen, agent_registry(collector))
@@ -301,6 +309,7 @@ class AgentShell:
                 if not self._registered:
                     await self._register()
                 usage, step_usage = await self._sample_usage()  # every heartbeat
+                await self._read_gpu_health()
                 # the host's free memory and load ride on every heartbeat (two small
                 # /proc reads): sinfo's FREE_MEM and CPU_LOAD
                 request, sent = self._sync_request(
@@ -485,6 +494,24 @@ class AgentShell:
         self._peaks = peaks  # (ended jobs' go)
         return usage, step_usage
 
+    async def _read_gpu_health(self) -> None:
+        """Every ``gpu_health_interval_seconds``, the GPUs' problems (``gpuhealth``),
+        read off the event loop; each sync carries the last read's."""
+        sampler, interval = self.gpu_sampler, self.config.gpu_health_interval_seconds
+        now = time.monotonic()
+        if sampler is None or interval <= 0:
+            return
+        if self._gpu_problems is not None and now - self._health_read_at < interval:
+            return
+        self._health_read_at = now
+        problems = await asyncio.to_thread(sampler.health)
+        if problems != self._gpu_problems:
+            if problems:
+                log.warning("GPU health: %s", "; ".join(problems))
+            elif self._gpu_problems:
+                log.info("GPU health: no problem left")
+        self._gpu_problems = problems
+
     def _holds_gpus(self, job_id: int) -> bool:
         record = self.machine.jobs.get(job_id)
         return record is not None and record.gpus > 0
@@ -524,6 +551,7 @@ class AgentShell:
             step_output=steps.output,
             step_usage=step_usage or [],
             step_ends=steps.ends,
+            gpu_problems=self._gpu_problems,
         )
         return request, steps
 

@@ -390,6 +390,13 @@ def cmd_agent(ns: argparse.Namespace) -> int:
         kwargs["topology_labels"] = tuple(dict(map(parse_label, ns.topology_label)).items())
     if ns.nvlink_domain:
         kwargs["nvlink_domain"] = ns.nvlink_domain
+    if ns.gpu_health_interval is not None:
+        if ns.gpu_health_interval < 0:
+            raise InvalidRequest(
+                "--gpu-health-interval: seconds, at least 0 (0 = never)",
+                field="gpu_health_interval",
+            )
+        kwargs["gpu_health_interval_seconds"] = ns.gpu_health_interval
     if ns.features:
         kwargs["features"] = parse_features(ns.features)
     if ns.state_dir:

@@ -119,6 +119,14 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         "(default: from NVML's GPU fabric info, none without)",
     )
     ag.add_argument(
+        "--gpu-health-interval",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="read the GPUs' health through NVML this often (lost GPUs, uncorrectable ECC "
+        "errors, pending row remaps drain the node; default 60, 0 = never)",
+    )
+    ag.add_argument(
         "--features",
         default="",
         help="comma-separated node features a job's --constraint names (letters, digits, _.:+=/-)",

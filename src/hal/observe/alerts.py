@@ -13,6 +13,8 @@ alert                  fires when                                               
                        waited ``queue_stuck_s``, CPUs are idle on UP nodes, and no
                        job started in that time
 ``HalSchedulerSlow``   the last scheduling pass took longer than ``cycle_slow_s``  warning
+``HalGpuUnhealthy``    a node is drained by its GPUs' health read (a lost GPU,     critical
+                       uncorrectable ECC errors, a pending row remap)
 =====================  ==========================================================  ========
 
 More findings come from ``sources`` (each a function of ``now``): the anomaly detector
@@ -44,6 +46,7 @@ import httpx
 
 from hal.core.states import JobState, NodeState, PendingReason
 from hal.observe.config import ObserveConfig
+from hal.state.agents import GPU_HEALTH
 from hal.state.cluster import Cluster
 
 log = logging.getLogger("hal.observe.alerts")
@@ -130,6 +133,7 @@ class AlertEvaluator:
         self._watch_agents(now)
         found = [*self._node_down(now), *self._flapping(now), *self._queue_stuck(now)]
         found.extend(self._scheduler_slow())
+        found.extend(self._gpu_unhealthy())
         for source in self.sources:
             found.extend(source(now))
         changed: list[Alert] = []
@@ -177,6 +181,17 @@ class AlertEvaluator:
                     "HalNodeDown",
                     "critical",
                     f"node {name} is DOWN ({node.reason or 'no reason'}) for {now - since:.0f} s",
+                    {"node": name},
+                )
+
+    def _gpu_unhealthy(self) -> Iterable[Finding]:
+        for name, node in self.cluster.nodes.items():
+            if node.state is NodeState.DRAIN and node.reason.startswith(GPU_HEALTH):
+                problems = node.reason.removeprefix(GPU_HEALTH)
+                yield Finding(
+                    "HalGpuUnhealthy",
+                    "critical",
+                    f"node {name}: {problems}; the node is drained",
                     {"node": name},
                 )
 

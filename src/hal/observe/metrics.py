@@ -438,6 +438,12 @@ def _node_gauges(cluster: Cluster, now: float) -> Iterable[Metric]:
         "Seconds since the node's agent last synced.",
         labels=["node"],
     )
+    gpu_problems = GaugeMetricFamily(
+        "hal_node_gpu_problems",
+        "Problems the node's agent found at its last GPU health read (a lost GPU, "
+        "uncorrectable ECC errors, a pending row remap); 0 = healthy. Drained meanwhile.",
+        labels=["node"],
+    )
     sessions = cluster.agent_sessions
     for name in sorted(cluster.nodes):
         node = cluster.nodes[name]
@@ -457,6 +463,8 @@ def _node_gauges(cluster: Cluster, now: float) -> Iterable[Metric]:
         session = sessions.get(name)
         seen = max(node.last_heartbeat, session.last_seen if session else 0.0)
         age.add_metric([name], max(0.0, now - seen))
+        if session is not None and session.gpu_problems is not None:
+            gpu_problems.add_metric([name], len(session.gpu_problems))
     nodes = GaugeMetricFamily("hal_nodes", "Nodes by display state.", labels=["state"])
     for state in ("idle", "mix", "alloc", "drain", "drng", "down"):
         nodes.add_metric([state], states.get(state, 0))
@@ -466,6 +474,7 @@ def _node_gauges(cluster: Cluster, now: float) -> Iterable[Metric]:
     yield gpus
     yield up
     yield age
+    yield gpu_problems
 
 
 def _anomaly_gauges(detector: AnomalyDetector, cluster: Cluster) -> Iterable[Metric]:

@@ -52,6 +52,7 @@ from hal.wire.agent import (
 from hal.wire.jobs import GpuUsage
 
 RESEND_AFTER_S = 5.0
+GPU_HEALTH = "gpu health: "  # the start of a drain reason the GPUs' health check wrote
 GPU_USAGE = "gpu_usage"  # job.extra mark: the agent's GPU use at the end (JSON GpuUsage)
 FINISHED_STATES = {s.value: s for s in JobState if s.is_terminal}
 
@@ -82,6 +83,7 @@ class AgentSession:
     # reported yet); memory only, as ``usage``
     free_memory_bytes: int | None = None
     cpu_load: float | None = None
+    gpu_problems: list[str] | None = None  # the agent's last GPU health read; None: none
 
     def push(self, instruction: Instruction) -> None:
         self.outbox.append(instruction)
@@ -295,6 +297,9 @@ async def sync(cluster: Cluster, node: str, request: AgentSync) -> AgentInstruct
             session.acked_seq = max(r.seq for r in fresh)
         # (only once its reports are in: a job it finished is not in ``running``)
         await _check_lost(cluster, session, set(request.running), now)
+        if request.gpu_problems is not None:
+            session.gpu_problems = request.gpu_problems
+            await _gpu_health(cluster, node, request.gpu_problems)
     except (DatabaseUnavailable, CommitOutcomeUnknown):
         # The agent keeps what is not acknowledged and sends it again with its next sync
         # (at the latest when the database is back: ``Cluster._database_back``). The
@@ -506,6 +511,21 @@ def _het_leaders_to_stop(cluster: Cluster, ended: list[Job]) -> list[Job]:
         done.add(leader.id)
         out.append(leader.evolve(state=JobState.COMPLETING))
     return out
+
+
+async def _gpu_health(cluster: Cluster, name: str, problems: list[str]) -> None:
+    """Drain a node whose agent reads problems on its GPUs, with them as the reason (as a
+    site's health check does with ``scontrol update State=DRAIN``); resume it once none
+    are left, if that drain is still the node's (an operator's drain or down stays)."""
+    node = cluster.nodes.get(name)
+    if node is None:
+        return
+    ours = node.state is NodeState.DRAIN and node.reason.startswith(GPU_HEALTH)
+    reason = (GPU_HEALTH + "; ".join(problems))[:1024]
+    if problems and (node.state is NodeState.UP or (ours and node.reason != reason)):
+        await set_node_state(cluster, name, "DRAIN", reason)
+    elif not problems and ours:
+        await set_node_state(cluster, name, "RESUME", "")
 
 
 def _last_seen(cluster: Cluster, node: str) -> float:

@@ -24,7 +24,7 @@ applies each once, in the order the server gave them. An agent that sends no ``a
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -140,6 +140,12 @@ class AgentSync(WireModel):
     step_output: list[StepOutput] = Field(default_factory=list)
     step_ends: list[StepEnd] = Field(default_factory=list)
     step_usage: list[StepTaskUsage] = Field(default_factory=list)  # running step tasks'
+    # the GPUs' problems at the agent's last health read (``agent.gpuhealth``): the
+    # server drains the node with them and resumes it when none are left; None: not
+    # read (no NVML GPUs, checks off, or not read yet)
+    gpu_problems: list[Annotated[str, Field(max_length=512)]] | None = Field(
+        default=None, max_length=64
+    )
 
 
 class StepOutput(WireModel):
