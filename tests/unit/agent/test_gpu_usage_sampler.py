@@ -136,3 +136,21 @@ def test_a_real_cuda_process_is_seen_with_its_memory_and_work() -> None:
         sampler.close()
         busy.kill()
         busy.wait()
+
+
+@pytest.mark.skipif(
+    shutil.which("nvidia-smi") is None,
+    reason="needs an NVIDIA GPU with its driver (the device machine has one)",
+)
+def test_a_healthy_real_gpu_reads_no_problem_and_its_device_figures() -> None:
+    sampler = GpuSampler.open()
+    assert sampler is not None
+    try:
+        assert sampler.health() == []  # ECC, row remapping: read or not supported, all 0
+        devices = sampler.devices()
+        assert devices and devices[0].index == 0
+        assert devices[0].mem_total_bytes >= 8 << 30
+        assert 0 <= devices[0].mem_used_bytes <= devices[0].mem_total_bytes
+        assert 0 <= devices[0].util <= 100
+    finally:
+        sampler.close()
