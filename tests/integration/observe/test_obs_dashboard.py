@@ -589,3 +589,34 @@ def test_a_node_whose_agent_is_silent_is_marked_on_the_map(  # type: ignore[no-u
         finally:
             page.close()
             stop_process(agent)
+
+
+def test_a_gpu_jobs_detail_shows_what_it_does_with_its_gpus(  # type: ignore[no-untyped-def]
+    browser, tmp_path: Path, shots: Path
+) -> None:
+    """A running job whose process holds 3 GiB at 80 % of its GPU (the stand-in NVML of
+    ``tests/data/nvml``): its detail shows its GPU use, as sstat's TRESUsageInMax."""
+    stand_in = str(Path(__file__).parents[2] / "data" / "nvml")
+    path = os.pathsep.join(p for p in (stand_in, os.environ.get("PYTHONPATH", "")) if p)
+    with LiveServer(tmp_path / "srv") as server:
+        agent = server.start_agent("gpu1", cpus=2, env={"PYTHONPATH": path})
+        with server.client() as c:
+            wait_until(lambda: any(n.name == "gpu1" and n.gpus == 1 for n in c.nodes()))
+            script = "#!/bin/sh\nHAL_TEST_GPU_USE=3221225472:80 exec sleep 60\n"
+            job_id = c.submit(
+                JobSubmit(script=script, workdir=str(tmp_path), gpus_per_node=1)
+            ).job_id
+            wait_until(lambda: c.job(job_id).gpu_usage is not None, 30, message="a GPU sample")
+        page = open_dashboard(browser, server)
+        try:
+            page.click('nav a[data-tab="queue"]')
+            page.click(f'#queue-table tr[data-job="{job_id}"]')
+            page.wait_for_function(
+                "() => document.querySelector('#d-fields').textContent.includes('GPU use')"
+            )
+            fields = page.inner_text("#d-fields")
+            assert "GPU use\n3.0 GiB most, 80 % most, 80 % mean" in fields, fields
+            page.screenshot(path=str(shots / "job-detail-gpu.png"))
+        finally:
+            page.close()
+            stop_process(agent)

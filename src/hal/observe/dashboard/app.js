@@ -248,6 +248,9 @@ async function renderDetail(id, withLog) {
     ["CPUs / GPUs", `${j.cpus} / ${j.gpus}`], ["Memory", fmtBytes(j.memory_bytes)],
     ["Max RSS", fmtBytes(j.max_rss_bytes)], ["CPU time", `${j.cpu_seconds.toFixed(2)} s`],
     ["Exit code", j.exit_code], ["Restarts", j.restarts], ["Working dir", j.workdir]];
+  const g = j.gpu_usage;  // its GPUs' memory and utilisation, read through NVML
+  if (g) fields.splice(10, 0, ["GPU use", `${fmtBytes(g.max_mem_bytes)} most, ` +
+    `${g.max_util} % most, ${g.ave_util} % mean`]);
   $("#d-fields").replaceChildren(...fields.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
   $("#d-timeline").replaceChildren(...j.timeline.map((e) =>
     el("li", {}, el("b", {}, e.event), ` ${fmtTime(e.time)} `, e.detail)));
