@@ -242,6 +242,11 @@ async def _add_steps(ctx: ServerContext, infos: list[JobInfo]) -> None:
             start_time=row.start_time,
             end_time=row.end_time,
             exit_signal=row.exit_signal,
+            max_rss_bytes=row.max_rss_bytes,
+            max_rss_node=row.max_rss_node,
+            max_rss_task=row.max_rss_task,
+            ave_rss_bytes=row.ave_rss_bytes,
+            total_cpu_seconds=row.total_cpu_seconds,
         )
     wanted = {i.id for i in infos}
     for (job_id, step_id), step in ctx.steps.steps.items():

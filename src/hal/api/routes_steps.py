@@ -149,11 +149,16 @@ async def signal_step(
 )
 async def end_step(job_id: int, step_id: int, request: Request, ctx: Ctx, caller: Who) -> Response:
     """srun's report that a step it ran on the batch node (``local``) has ended: its
-    exit code and signal, kept for sacct as an agent's report is."""
+    exit code and signal, and what its tasks used, kept for sacct as an agent's report is."""
     body = await read_body(request, StepClose)
     step = ctx.steps.get(job_id, step_id, caller)
     await ctx.steps.end_local(
-        step, body.exit_code, body.exit_signal, oom=body.oom, cancelled=body.cancelled
+        step,
+        body.exit_code,
+        body.exit_signal,
+        oom=body.oom,
+        cancelled=body.cancelled,
+        tasks=body.tasks,
     )
     return json_response(_info(step))
 

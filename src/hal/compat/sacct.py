@@ -153,21 +153,48 @@ def _cpu_time(job: JobInfo, step: str, now: float) -> float:
 
 
 def _measured(job: JobInfo, step: str, value: str) -> str:
-    """A memory figure of the batch step, once its agent measured it at its end (blank
-    elsewhere, as sacct's)."""
+    """A memory figure of the batch step, once its agent measured it at its end, or of a
+    numbered step, once it ended with its tasks' measured (blank elsewhere, as sacct's)."""
+    if step and step != "batch":
+        return value if _step_used(job, step) is not None else ""
     return value if step == "batch" and job.max_rss_bytes and job.end_time is not None else ""
 
 
 def _usage(job: JobInfo, step: str, *, mean: bool) -> str:
-    """TRESUsageInMax (``mean``: TRESUsageInAve) of the batch step, its one task's: its
-    CPU time, most memory and, for a job given GPUs, their memory and utilisation (the
-    most, or the mean of the samples)."""
+    """TRESUsageInMax (``mean``: TRESUsageInAve) of the batch step (its one task's) or of
+    an ended numbered step (over its tasks): CPU time, most memory and, for a job given
+    GPUs, the batch step's GPU memory and utilisation (the most, or the samples' mean)."""
     gpu = job.gpu_usage
     util = None if gpu is None else gpu.ave_util if mean else gpu.max_util
     figures = tres_usage(
         job.cpu_seconds, job.max_rss_bytes, gpu.max_mem_bytes if gpu else None, util
     )
     return _measured(job, step, figures)
+
+
+def _step_used(job: JobInfo, step: str) -> StepRecord | None:
+    """A numbered step's record, once it ended with its tasks' memory measured."""
+    for record in job.steps:
+        if str(record.step_id) == step:
+            ended = record.end_time is not None and record.max_rss_bytes > 0
+            return record if ended else None
+    return None
+
+
+def _ave_rss(job: JobInfo, step: str, now: float) -> str:
+    record = _step_used(job, step)
+    size = record.ave_rss_bytes if record is not None else job.max_rss_bytes
+    return _measured(job, step, memory_kib(size))
+
+
+def _max_rss_node(job: JobInfo, step: str, now: float) -> str:
+    record = _step_used(job, step)
+    return _measured(job, step, record.max_rss_node if record else ",".join(job.nodes[:1]))
+
+
+def _max_rss_task(job: JobInfo, step: str, now: float) -> str:
+    record = _step_used(job, step)
+    return _measured(job, step, str(record.max_rss_task) if record else "0")
 
 
 def _tres(job: JobInfo, *, step: str) -> str:
@@ -211,12 +238,13 @@ FIELDS: dict[str, tuple[str, int, Column]] = {
         10,
         _job_only(lambda j: memory_mib(j.memory_bytes // max(j.node_count, 1))),
     ),
-    # Usage is measured by the agent for the batch step when it ends (the job line's
-    # memory fields are blank, as sacct's; its TotalCPU sums its steps, here one).
+    # Usage is measured by the agent for the batch step when it ends, and for a numbered
+    # step by its nodes (or srun) when it ends (the job line's memory fields are blank,
+    # as sacct's; its TotalCPU is the batch step's).
     "maxrss": ("MaxRSS", 10, lambda j, s, n: _measured(j, s, memory_kib(j.max_rss_bytes))),
-    "averss": ("AveRSS", 10, lambda j, s, n: _measured(j, s, memory_kib(j.max_rss_bytes))),
-    "maxrssnode": ("MaxRSSNode", 10, lambda j, s, n: _measured(j, s, ",".join(j.nodes[:1]))),
-    "maxrsstask": ("MaxRSSTask", 10, lambda j, s, n: _measured(j, s, "0")),
+    "averss": ("AveRSS", 10, _ave_rss),
+    "maxrssnode": ("MaxRSSNode", 10, _max_rss_node),
+    "maxrsstask": ("MaxRSSTask", 10, _max_rss_task),
     "totalcpu": ("TotalCPU", 10, lambda j, s, n: cpu_time(j.cpu_seconds)),
     "tresusageinmax": ("TRESUsageInMax", 14, lambda j, s, n: _usage(j, s, mean=False)),
     "tresusageinave": ("TRESUsageInAve", 14, lambda j, s, n: _usage(j, s, mean=True)),
@@ -505,8 +533,9 @@ def _step_view(job: JobInfo, step: StepRecord) -> JobInfo:
             "ntasks": step.ntasks,
             "start_time": step.start_time,
             "end_time": step.end_time,
-            "max_rss_bytes": 0,
-            "cpu_seconds": 0.0,
+            "max_rss_bytes": step.max_rss_bytes,
+            "cpu_seconds": step.total_cpu_seconds,
+            "gpu_usage": None,  # the job's GPU samples are its batch step's
         }
     )
 

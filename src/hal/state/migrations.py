@@ -122,6 +122,22 @@ def _v13_local_running_steps(conn: Connection) -> None:
         )
 
 
+def _v14_step_usage(conn: Connection) -> None:
+    # job_steps.max_rss_bytes ... total_cpu_seconds: what an ended step's tasks used
+    # (sacct's MaxRSS, AveRSS, MaxRSSNode, MaxRSSTask, TotalCPU of JOB.N); the steps
+    # recorded before read as not measured
+    columns = {c["name"] for c in inspect(conn).get_columns("job_steps")}
+    for name, sql in (
+        ("max_rss_bytes", "BIGINT NOT NULL DEFAULT 0"),
+        ("max_rss_node", "TEXT NOT NULL DEFAULT ''"),
+        ("max_rss_task", "INTEGER NOT NULL DEFAULT 0"),
+        ("ave_rss_bytes", "BIGINT NOT NULL DEFAULT 0"),
+        ("total_cpu_seconds", "FLOAT NOT NULL DEFAULT 0"),
+    ):
+        if name not in columns:
+            conn.execute(text(f"ALTER TABLE job_steps ADD COLUMN {name} {sql}"))
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -136,6 +152,7 @@ STEPS: tuple[Step, ...] = (
     _v11_running_steps,
     _v12_crontabs,
     _v13_local_running_steps,
+    _v14_step_usage,
 )
 
 

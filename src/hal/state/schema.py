@@ -164,6 +164,14 @@ job_steps = Table(
     Column("end_time", Float, nullable=False),
     # the signal that ended the step's worst task (sacct's ``0:N``); 0: it exited
     Column("exit_signal", Integer, nullable=False, default=0),
+    # what its tasks used (migration 14; 0 and "": not measured, a step from before):
+    # the most resident memory of one task, where (node, rank), the tasks' mean of their
+    # most, and their CPU seconds together (sacct's MaxRSS..., AveRSS, TotalCPU)
+    Column("max_rss_bytes", BigInteger, nullable=False, default=0, server_default="0"),
+    Column("max_rss_node", Text, nullable=False, default="", server_default=""),
+    Column("max_rss_task", Integer, nullable=False, default=0, server_default="0"),
+    Column("ave_rss_bytes", BigInteger, nullable=False, default=0, server_default="0"),
+    Column("total_cpu_seconds", Float, nullable=False, default=0.0, server_default="0"),
 )
 
 # job steps still running (ADR 0012), so that a restarted server still knows them when
@@ -179,7 +187,8 @@ running_steps = Table(
     Column("nodes", Text, nullable=False),  # its nodes, comma-separated, in job order
     Column("tasks", Text, nullable=False),  # counts per node "2,1", or "ranks:0 2,1" (step_restore)
     Column("start_time", Float, nullable=False),
-    # nodes whose part has ended: {node: [exit code, signal, oom]} (JSON)
+    # nodes whose part has ended: {node: [exit code, signal, oom, {rank: [most RSS,
+    # CPU seconds]}]} (JSON; the last from HAL with step usage, migration 14)
     Column("ended", Text, nullable=False, default="{}"),
     # srun runs its tasks on the batch node and reports their end (migration 13)
     Column("local", Boolean, nullable=False, default=False, server_default=false()),

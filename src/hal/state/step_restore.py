@@ -2,9 +2,9 @@
 
 A step's tasks outlive the server (and their agents: ``hal.agent.steps``), so the server
 keeps each running step in ``running_steps`` — its layout (each node's ranks where they
-are not dealt in blocks), its job's attempt, the nodes whose part has ended, and whether
-srun runs it on the batch node (``local``: no agent holds it, srun reports its end) —
-and a restarted server takes them up again (``StepTable.restore``) before any agent
+are not dealt in blocks), its job's attempt, the nodes whose part has ended (with what
+their tasks used, ``hal.state.step_usage``), and whether srun runs it on the batch node
+(``local``: no agent holds it, srun reports its end) — and a restarted server takes them up again (``StepTable.restore``) before any agent
 registers. Agents registering again list the steps they still hold and keep them.
 
 What a restart loses: the output the old server held unread (srun gets what the agents
@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 
 from hal.core.steps import StepLayout
+from hal.state.step_usage import Totals
 from hal.state.store import RunningStepRow
 
 
@@ -32,10 +33,15 @@ def running_row(
     ended: dict[str, tuple[int, int]],
     oom: bool,
     local: bool = False,
+    totals: Totals | None = None,
 ) -> RunningStepRow:
     """What ``running_steps`` keeps of a step (``oom``: a node's part ended for memory;
     kept with the first ended node, as the step's flag; ``local``: srun runs it on the
-    batch node)."""
+    batch node; ``totals``: what the ended nodes' tasks used, with each node's end)."""
+    used: dict[str, dict[str, list[float]]] = {node: {} for node in ended}
+    for rank, (node, rss, cpu) in (totals or {}).items():
+        if node in used:
+            used[node][str(rank)] = [rss, cpu]
     return RunningStepRow(
         job_id=job_id,
         step_id=step_id,
@@ -44,7 +50,9 @@ def running_row(
         nodes=",".join(layout.nodes),
         tasks=_tasks_text(layout),
         start_time=start_time,
-        ended=json.dumps({node: [code, sig, oom] for node, (code, sig) in ended.items()}),
+        ended=json.dumps(
+            {node: [code, sig, oom, used[node]] for node, (code, sig) in ended.items()}
+        ),
         local=local,
     )
 
@@ -70,6 +78,18 @@ def ended_of(row: RunningStepRow) -> tuple[dict[str, tuple[int, int]], bool]:
     data: dict[str, list[int]] = json.loads(row.ended or "{}")
     ended = {node: (int(v[0]), int(v[1])) for node, v in data.items()}
     return ended, any(bool(v[2]) for v in data.values())
+
+
+def totals_of(row: RunningStepRow) -> dict[int, tuple[str, int, float]]:
+    """What the ended nodes' tasks used (``running_row``'s ``totals``; none from a
+    server before step usage)."""
+    data: dict[str, list[object]] = json.loads(row.ended or "{}")
+    found: dict[int, tuple[str, int, float]] = {}
+    for node, v in data.items():
+        used = v[3] if len(v) > 3 and isinstance(v[3], dict) else {}
+        for rank, (rss, cpu) in used.items():
+            found[int(rank)] = (node, int(rss), float(cpu))
+    return found
 
 
 def cursor_base(now: float) -> int:

@@ -19,7 +19,8 @@ with a local step open ends it CANCELLED (0:15), as its tasks die with the job.
 Running steps live in memory and in ``running_steps``, local ones too, so a restarted
 server takes them up again (``restore``, ``hal.state.step_restore``): a local step as
 local (no agent holds it; srun's end report still finds it). Their ends are written to
-accounting (``job_steps``, sacct's ``JOB.N`` rows).
+accounting (``job_steps``, sacct's ``JOB.N`` rows), with what their tasks used as each
+node's end (or srun's) reported it (``hal.state.step_usage``).
 Output waits here until srun has read it, at most ``MAX_BUFFERED_BYTES`` per step (the
 oldest is dropped past that, and srun says so).
 """
@@ -43,9 +44,11 @@ from hal.core.states import JobState
 from hal.core.steps import StepLayout, StepRequest, refused, step_environment, step_layout
 from hal.state.cluster import Caller, Cluster
 from hal.state.launch import build_launch
-from hal.state.step_restore import cursor_base, ended_of, layout_of, running_row
+from hal.state.step_restore import cursor_base, ended_of, layout_of, running_row, totals_of
+from hal.state.step_usage import summary
 from hal.state.store import DatabaseUnavailable, RunningStepRow, StepRow
 from hal.wire.agent import StepEnd, StepLaunch, StepOutput, StepSignal, StepTaskUsage
+from hal.wire.steps import TaskTotals
 
 log = logging.getLogger("hal.steps")
 
@@ -73,6 +76,8 @@ class Step:
     oom: bool = False  # a node's part ended for the job's memory limit
     # running tasks' latest samples by rank, with their node (sstat; memory only)
     usage: dict[int, tuple[str, StepTaskUsage]] = field(default_factory=dict)
+    # ended tasks' node, most RSS and CPU seconds by rank, from their node's end (sacct)
+    totals: dict[int, tuple[str, int, float]] = field(default_factory=dict)
     # unread output: (cursor, rank, stream, bytes), cursor increasing from 1
     chunks: list[tuple[int, int, str, bytes]] = field(default_factory=list)
     cursor: int = 0
@@ -218,25 +223,37 @@ class StepTable:
         return step
 
     async def end_local(
-        self, step: Step, exit_code: int, exit_signal: int, *, oom: bool, cancelled: bool
+        self,
+        step: Step,
+        exit_code: int,
+        exit_signal: int,
+        *,
+        oom: bool,
+        cancelled: bool,
+        tasks: Sequence[TaskTotals] = (),
     ) -> None:
         """srun's report of its local step's end (``cancelled``: srun passed SIGINT or
-        SIGTERM on to its tasks). A step already ended (its job ended first) keeps what
-        it has."""
+        SIGTERM on to its tasks; ``tasks``: what they used, as srun measured its
+        children). A step already ended (its job ended first) keeps what it has."""
         if not step.local:
             raise InvalidRequest(
                 f"step {step.job_id}.{step.step_id} runs through the job's agents, which "
                 "report its end; only a step srun runs on the batch node is ended by srun"
             )
         step.cancelled = step.cancelled or cancelled
-        await self._end_local_part(step, exit_code, exit_signal, oom)
+        await self._end_local_part(step, exit_code, exit_signal, oom, tasks)
 
     async def _end_local_part(
-        self, step: Step, exit_code: int, exit_signal: int, oom: bool = False
+        self,
+        step: Step,
+        exit_code: int,
+        exit_signal: int,
+        oom: bool = False,
+        tasks: Sequence[TaskTotals] = (),
     ) -> None:
         node = step.layout.nodes[0]
         if node not in step.ended:  # (checked and set with no await between: once)
-            await self._node_ended(step, node, exit_code, exit_signal, oom)
+            await self._node_ended(step, node, exit_code, exit_signal, oom, tasks)
 
     def get(self, job_id: int, step_id: int, caller: Caller) -> Step:
         self._job(job_id, caller)
@@ -300,7 +317,9 @@ class StepTable:
         for end in ends:
             step = self.steps.get((end.job_id, end.step_id))
             if step is not None and node in step.layout.nodes and node not in step.ended:
-                await self._node_ended(step, node, end.exit_code, end.exit_signal, end.oom)
+                await self._node_ended(
+                    step, node, end.exit_code, end.exit_signal, end.oom, end.tasks
+                )
 
     def sampled(self, node: str, usage: Sequence[StepTaskUsage]) -> None:
         """``node``'s agent's latest samples of its step tasks (``sstat``): a sample
@@ -357,10 +376,20 @@ class StepTable:
         return unknown
 
     async def _node_ended(
-        self, step: Step, node: str, exit_code: int, exit_signal: int = 0, oom: bool = False
+        self,
+        step: Step,
+        node: str,
+        exit_code: int,
+        exit_signal: int = 0,
+        oom: bool = False,
+        tasks: Sequence[TaskTotals] = (),
     ) -> None:
         step.ended[node] = (exit_code, exit_signal)
         step.oom = step.oom or oom
+        ranks = step.layout.ranks(step.layout.nodes.index(node))
+        for task in tasks:  # (only the node's own ranks)
+            if task.rank in ranks:
+                step.totals[task.rank] = (node, task.max_rss_bytes, task.cpu_seconds)
         step.changed.set()
         if len(step.ended) < len(step.layout.nodes):
             try:  # a restarted server must not take this node's part for lost
@@ -381,6 +410,7 @@ class StepTable:
         else:
             step.state = (JobState.COMPLETED if step.exit_code == 0 else JobState.FAILED).value
         step.end_time = now
+        used = summary(step.totals)
         row = StepRow(
             job_id=step.job_id,
             step_id=step.step_id,
@@ -392,6 +422,11 @@ class StepTable:
             start_time=step.start_time,
             end_time=now,
             exit_signal=step.exit_signal,
+            max_rss_bytes=used.max_rss_bytes,
+            max_rss_node=used.max_rss_node,
+            max_rss_task=used.max_rss_task,
+            ave_rss_bytes=used.ave_rss_bytes,
+            total_cpu_seconds=used.total_cpu_seconds,
         )
         try:
             await self.cluster.db(self.cluster.store.record_step, row)
@@ -465,6 +500,7 @@ class StepTable:
             step = Step(row.job_id, row.step_id, row.attempt, row.name, layout, row.start_time)
             step.local = row.local  # srun still holds its tasks, and reports their end
             step.ended, step.oom = ended_of(row)
+            step.totals = totals_of(row)
             step.restored, step.cursor = True, cursor_base(now)
             job = self.cluster.jobs.get(row.job_id)
             self.steps[(row.job_id, row.step_id)] = step
@@ -544,6 +580,7 @@ def _row(step: Step) -> RunningStepRow:
         step.ended,
         step.oom,
         step.local,
+        step.totals,
     )
 
 

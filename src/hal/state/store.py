@@ -108,6 +108,12 @@ class StepRow:
     start_time: float
     end_time: float
     exit_signal: int = 0  # the signal that ended its worst task (0: it exited)
+    # what its tasks used (``hal.state.step_usage``; 0 and "": not measured)
+    max_rss_bytes: int = 0  # the most of one task
+    max_rss_node: str = ""  # ... its node
+    max_rss_task: int = 0  # ... its rank
+    ave_rss_bytes: int = 0  # the tasks' mean of their most
+    total_cpu_seconds: float = 0.0  # user and system, all its tasks
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +127,7 @@ class RunningStepRow:
     nodes: str  # comma-separated
     tasks: str  # comma-separated counts, or each node's ranks (``step_restore``)
     start_time: float
-    ended: str = "{}"  # JSON: {node: [exit code, signal, oom]}
+    ended: str = "{}"  # JSON: {node: [exit code, signal, oom, {rank: [rss, cpu]}]}
     local: bool = False  # srun runs it on the batch node (``StepTable.open_local``)
 
 

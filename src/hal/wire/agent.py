@@ -31,6 +31,7 @@ from pydantic import Field
 from hal.wire.base import WireModel
 from hal.wire.bounds import INT32_MAX, INT64_MAX
 from hal.wire.jobs import GpuUsage
+from hal.wire.steps import TaskTotals
 
 NODE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"  # what a node may be called
 
@@ -169,6 +170,8 @@ class StepEnd(WireModel):
     # sends none, and its 128+N reads as an exit code
     exit_signal: int = Field(default=0, ge=0, le=127)
     oom: bool = False  # a task was killed for the job's memory limit on this node
+    # what each task here used, by rank (sacct's MaxRSS, TotalCPU); an older agent: none
+    tasks: list[TaskTotals] = Field(default_factory=list, max_length=1 << 16)
 
 
 class Launch(WireModel):

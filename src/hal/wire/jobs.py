@@ -167,6 +167,12 @@ class StepRecord(WireModel):
     start_time: float
     end_time: float | None = None  # None: running
     exit_signal: int = 0  # the signal N that ended the worst task (sacct's 0:N); 0: exited
+    # what its tasks used, once ended (0 and "": not measured; running: see sstat)
+    max_rss_bytes: int = 0  # the most resident memory of one task (sacct's MaxRSS)
+    max_rss_node: str = ""  # ... its node (MaxRSSNode)
+    max_rss_task: int = 0  # ... its rank (MaxRSSTask)
+    ave_rss_bytes: int = 0  # the tasks' mean of their most (AveRSS)
+    total_cpu_seconds: float = 0.0  # user and system seconds of all its tasks (TotalCPU)
 
 
 class JobList(WireModel):

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from hal.wire.base import WireModel
-from hal.wire.bounds import INT32_MAX
+from hal.wire.bounds import INT32_MAX, INT64_MAX
 from hal.wire.jobs import GpuUsage
 
 MAX_WAIT_SECONDS = 25.0  # under the clients' 30 s timeout
@@ -49,6 +49,16 @@ class TaskUsage(WireModel):
     max_rss_bytes: int
     cpu_seconds: float
     gpu: GpuUsage | None = None  # the batch step of a job given GPUs (``JobInfo.gpu_usage``)
+
+
+class TaskTotals(WireModel):
+    """What one ended task of a step used (sacct's MaxRSS, TotalCPU of ``JOB.N``): its
+    process tree's most resident memory (0: not measured) and its CPU seconds, user and
+    system, of it and the children it waited for."""
+
+    rank: int = Field(ge=0, le=INT32_MAX)
+    max_rss_bytes: int = Field(default=0, ge=0, le=INT64_MAX)
+    cpu_seconds: float = Field(default=0.0, ge=0, le=1e15)
 
 
 class StepInfo(WireModel):
@@ -92,10 +102,12 @@ class StepSignalRequest(WireModel):
 class StepClose(WireModel):
     """srun's report of a step it ran on the batch node itself (``StepCreate.local``):
     its highest task exit code (128+N for a signal N), that signal, whether the job's
-    cgroup counted an OOM kill while it ran, and whether srun passed SIGINT/SIGTERM on
-    to its tasks (the step was cancelled, as a forwarded one is)."""
+    cgroup counted an OOM kill while it ran, whether srun passed SIGINT/SIGTERM on to
+    its tasks (the step was cancelled, as a forwarded one is), and what each task used
+    (``wait4`` of srun's children; an older srun sends none)."""
 
     exit_code: int = Field(ge=0, le=255)
     exit_signal: int = Field(default=0, ge=0, le=64)
     oom: bool = False
     cancelled: bool = False
+    tasks: list[TaskTotals] = Field(default_factory=list, max_length=1 << 16)  # by rank
