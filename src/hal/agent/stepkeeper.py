@@ -10,9 +10,11 @@ for a step, the keeper is for a step's tasks on one node (ADR 0012)::
                               │          stdout/stderr → out.<rank>/err.<rank>, execvpe
                               │ (stops each at once while the job is suspended)
                               │ writes ``tasks`` (rank pid start-ticks), says "T"
-                              │ waits for each task (exact status), kills what it left
-                              │ (its session, its HAL_JOB_MARKER), then its orphans
-                              └ writes ``status.json`` ({rank: code, -N for signal N})
+                              │ waits for each task (exact status, its rusage), kills
+                              │ what it left (its session, its HAL_JOB_MARKER), then
+                              │ its orphans
+                              └ writes ``status.json`` ({rank: code, -N for signal N},
+                                and each task's most RSS and CPU seconds)
 
 The keeper owns nothing of the agent: its own session, the signals an agent's stop sends
 ignored, every inherited descriptor closed, and the tasks' output in files of its folder
@@ -30,6 +32,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import resource
 import signal
 import time
 from dataclasses import dataclass
@@ -41,6 +44,7 @@ from hal.agent.procfs import descendants, processes_of, start_ticks
 from hal.agent.supervisor import (
     GO,
     SUPERVISOR_IGNORES,
+    _job_max_rss,
     _keep_only,
     _supervisor_signals,
     fork_with_go,
@@ -129,6 +133,25 @@ def read_codes(folder: str) -> dict[int, int] | None:
         return None
 
 
+def read_usage(folder: str) -> dict[int, tuple[int, float]]:
+    """rank → (most resident bytes, 0 when not measured; CPU seconds) of each ended
+    task, as the keeper's ``wait4`` saw it; empty before (or from an older keeper)."""
+    try:
+        with open(os.path.join(folder, STATUS_FILE)) as f:
+            found = json.load(f).get("usage", {})
+        return {int(k): (int(v[0]), float(v[1])) for k, v in found.items()}
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
+        return {}
+
+
+def task_usage(usage: resource.struct_rusage, inherited: int) -> tuple[int, float]:
+    """A reaped task's (most resident bytes, CPU seconds): ``ru_maxrss`` counts what
+    the task had at its fork (Linux carries it across exec), so a peak not above what its
+    parent held then is not the task's own: 0, unknown. The CPU time is the task's and
+    that of the children it waited for."""
+    return _job_max_rss(usage.ru_maxrss, inherited), usage.ru_utime + usage.ru_stime
+
+
 def spawn_keeper(plan: KeeperPlan, isolation: Isolation, started_w: int) -> tuple[int, int]:
     """Fork the keeper; its pid and the fd on which to send ``GO`` once it is recorded."""
     return fork_with_go(lambda go_r: _keeper_main(plan, isolation, go_r, started_w))
@@ -154,6 +177,9 @@ def _keeper_main(plan: KeeperPlan, isolation: Isolation, go_r: int, started_w: i
 def _keep(plan: KeeperPlan, isolation: Isolation, started_w: int) -> int:
     running: dict[int, int] = {}  # pid → rank
     codes: dict[int, int] = {}
+    usage: dict[int, tuple[int, float]] = {}
+    # what a task inherits of ours at its fork: our peak, at most (``task_usage``)
+    inherited = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     lines = []
     for local, rank in enumerate(plan.ranks):
         pid = _start_task(plan, isolation, rank, local)
@@ -169,20 +195,21 @@ def _keep(plan: KeeperPlan, isolation: Isolation, started_w: int) -> int:
     os.close(started_w)
     while running:
         try:
-            pid, status = os.waitpid(-1, 0)
+            pid, status, rusage = os.wait4(-1, 0)
         except ChildProcessError:
             break
         rank = running.pop(pid, -1)
         if rank < 0:
             continue  # an orphan reparented to us
         codes[rank] = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        usage[rank] = task_usage(rusage, inherited)
         # what the task left in its session, or with its marker, goes with it (Slurm
         # ends a task's leftovers); its neighbours' markers differ
         for left in processes_of(pid, plan.task_marker(rank)):
             with contextlib.suppress(OSError):
                 os.kill(left, signal.SIGKILL)
     _end_orphans()
-    write_atomic(plan.folder, STATUS_FILE, json.dumps({"codes": codes}))
+    write_atomic(plan.folder, STATUS_FILE, json.dumps({"codes": codes, "usage": usage}))
     return 0
 
 

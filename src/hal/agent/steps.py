@@ -10,7 +10,8 @@ the job's environment for this node (``environment.job_environment``) plus the s
 files of the step's folder (``<state dir>/steps/<job>.<step>``), which the agent follows;
 the bytes wait in memory, by offset, until a sync that carried them was answered (the
 server takes each byte once), and the node's end (the highest exit code, 128+N for a
-signal N, from the keeper's ``status.json``) goes after the last byte. A suspended job's
+signal N, from the keeper's ``status.json``, with what each task used: ``_totals``) goes
+after the last byte. A suspended job's
 steps get ``StepSignal(SIGSTOP)`` and later ``SIGCONT``: a stopped task has not ended,
 and one that starts while its step is stopped is stopped at once.
 
@@ -61,6 +62,7 @@ from hal.agent.stepkeeper import (
     output_path,
     read_codes,
     read_tasks,
+    read_usage,
 )
 from hal.agent.supervisor import read_supervisor, write_atomic
 from hal.core.steps import EXEC_FAILED
@@ -72,6 +74,7 @@ from hal.wire.agent import (
     StepSignal,
     StepTaskUsage,
 )
+from hal.wire.steps import TaskTotals
 
 log = logging.getLogger("hal.agent")
 
@@ -139,6 +142,9 @@ class _NodeStep:
     # its job is suspended (SIGSTOP came, no SIGCONT since): a task started now stops too
     stopped: bool = False
     doomed: int = 0  # a signal to end it that came before its tasks were known
+    # rank → (most RSS, CPU seconds) of the agent's latest sample of each running task
+    sampled: dict[int, tuple[int, float]] = field(default_factory=dict)
+    totals: list[TaskTotals] = field(default_factory=list)  # what each used, once ended
     woken: asyncio.Event = field(default_factory=asyncio.Event)
 
     def write(self, rank: int, stream: str, data: bytes) -> None:
@@ -251,6 +257,8 @@ class StepTasks:
         for (job_id, step_id, rank, _), (rss, cpu) in sampled:
             key = (job_id, step_id, rank)
             peak = peaks[key] = max(rss, self._peaks.get(key, 0))
+            if (part := self._steps.get((job_id, step_id))) is not None:
+                part.sampled[rank] = (peak, cpu)  # for its end (``_totals``)
             out.append(
                 StepTaskUsage(
                     job_id=job_id,
@@ -442,6 +450,7 @@ class StepTasks:
             memory = await asyncio.to_thread(self.isolation.collect, step.group, killed)
             step.oom = step.oom or memory.oom
             self._release(job, step)
+        step.totals = _totals(step)
         self._ended(step, worst if worst >= 0 else 128 - worst, max(0, -worst))
 
     def _found_tasks(self, step: _NodeStep) -> None:
@@ -567,6 +576,7 @@ class StepTasks:
                         exit_code=step.exit_code,
                         exit_signal=step.exit_signal,
                         oom=step.oom,
+                        tasks=step.totals,
                     )
                 )
         return Outgoing(output, ends, upto)
@@ -625,6 +635,20 @@ def _mark_stopped(step: _NodeStep) -> None:
     else:
         with contextlib.suppress(OSError):
             os.unlink(path)
+
+
+def _totals(step: _NodeStep) -> list[TaskTotals]:
+    """What each ended task used: the most of what the keeper's ``wait4`` saw (one
+    process's peak, and the CPU of the children it waited for) and the agent's latest
+    sample (its whole tree's memory; lost with an agent restart)."""
+    waited = read_usage(step.folder)
+    totals = []
+    for rank in step.launch.ranks:
+        seen = [u for u in (waited.get(rank), step.sampled.get(rank)) if u is not None]
+        if seen:
+            rss, cpu = max(u[0] for u in seen), max(u[1] for u in seen)
+            totals.append(TaskTotals(rank=rank, max_rss_bytes=rss, cpu_seconds=cpu))
+    return totals
 
 
 def _rss_bytes(pids: list[int]) -> int:

@@ -1,0 +1,71 @@
+"""What a step's tasks on a node used, in the node's end (``StepEnd.tasks``): the step
+keeper waits for each task with ``wait4`` (its most resident memory, past what it
+inherited from the keeper's fork, and its CPU seconds with its children's), and the
+agent's samples while it ran (``StepTasks.usage``) count too."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from test_step_tasks import step, until_ended
+
+from hal.agent.steps import StepTasks
+
+MiB = 1 << 20
+# 60 MiB, every page written, then about 0.3 s of CPU
+HOG = (
+    f"{sys.executable} -c 'import time; x = bytearray(60 << 20); x[::4096] = b\"y\" * (15360); "
+    "t = time.process_time()\nwhile time.process_time() - t < 0.3: pass'"
+)
+
+
+def tasks_of(tmp_path: Path) -> StepTasks:
+    return StepTasks(
+        "a2",
+        agent="t",
+        unknown_users_as_agent=True,
+        notify=lambda: None,
+        steps_dir=str(tmp_path / "steps"),
+    )
+
+
+def test_each_task_ends_with_its_most_memory_and_cpu(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        tasks = tasks_of(tmp_path)
+        runner = asyncio.ensure_future(tasks.run())
+        script = f'if [ "$SLURM_PROCID" = 2 ]; then {HOG}; fi'
+        tasks.launch(step(tmp_path, script, [2, 3]))
+        (end,) = (await until_ended(tasks)).ends
+        used = {t.rank: t for t in end.tasks}
+        assert sorted(used) == [2, 3], end
+        assert used[2].max_rss_bytes >= 60 * MiB, used
+        assert used[2].cpu_seconds >= 0.25, used
+        assert used[3].max_rss_bytes < 60 * MiB and used[3].cpu_seconds < 0.25, used
+        runner.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_a_sample_above_what_wait4_saw_is_kept(tmp_path: Path) -> None:
+    """The tree of a task is summed by the agent's samples (several processes), where
+    ``wait4`` sees one process's most: the larger one is the task's."""
+
+    async def scenario() -> None:
+        tasks = tasks_of(tmp_path)
+        runner = asyncio.ensure_future(tasks.run())
+        tasks.launch(step(tmp_path, "sleep 0.5", [0]))
+        for _ in range(200):
+            if targets := tasks.usage_targets():
+                break
+            await asyncio.sleep(0.01)
+        (target,) = targets
+        tasks.usage([(target, (500 * MiB, 0.125))])
+        (end,) = (await until_ended(tasks)).ends
+        (used,) = end.tasks
+        assert (used.rank, used.max_rss_bytes) == (0, 500 * MiB), used
+        assert used.cpu_seconds >= 0.125, used
+        runner.cancel()
+
+    asyncio.run(scenario())
