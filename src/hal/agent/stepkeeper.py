@@ -44,13 +44,12 @@ from hal.agent.procfs import descendants, processes_of, start_ticks
 from hal.agent.supervisor import (
     GO,
     SUPERVISOR_IGNORES,
-    _job_max_rss,
     _keep_only,
     _supervisor_signals,
     fork_with_go,
     write_atomic,
 )
-from hal.core.steps import EXEC_FAILED
+from hal.core.steps import EXEC_FAILED, own_max_rss
 
 KEEPER_PLAN = "plan.json"
 TASKS_FILE = "tasks"
@@ -144,14 +143,6 @@ def read_usage(folder: str) -> dict[int, tuple[int, float]]:
         return {}
 
 
-def task_usage(usage: resource.struct_rusage, inherited: int) -> tuple[int, float]:
-    """A reaped task's (most resident bytes, CPU seconds): ``ru_maxrss`` counts what
-    the task had at its fork (Linux carries it across exec), so a peak not above what its
-    parent held then is not the task's own: 0, unknown. The CPU time is the task's and
-    that of the children it waited for."""
-    return _job_max_rss(usage.ru_maxrss, inherited), usage.ru_utime + usage.ru_stime
-
-
 def spawn_keeper(plan: KeeperPlan, isolation: Isolation, started_w: int) -> tuple[int, int]:
     """Fork the keeper; its pid and the fd on which to send ``GO`` once it is recorded."""
     return fork_with_go(lambda go_r: _keeper_main(plan, isolation, go_r, started_w))
@@ -202,7 +193,8 @@ def _keep(plan: KeeperPlan, isolation: Isolation, started_w: int) -> int:
         if rank < 0:
             continue  # an orphan reparented to us
         codes[rank] = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-        usage[rank] = task_usage(rusage, inherited)
+        cpu = rusage.ru_utime + rusage.ru_stime  # with its waited-for children's
+        usage[rank] = (own_max_rss(rusage.ru_maxrss, inherited), cpu)
         # what the task left in its session, or with its marker, goes with it (Slurm
         # ends a task's leftovers); its neighbours' markers differ
         for left in processes_of(pid, plan.task_marker(rank)):

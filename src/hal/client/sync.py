@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -276,13 +276,18 @@ class HalClient:
         exit_signal: int = 0,
         oom: bool = False,
         cancelled: bool = False,
+        tasks: Sequence[tuple[int, int, float]] = (),
     ) -> None:
-        """Report the end of a step ``open_local_step`` recorded (one try, as it)."""
+        """Report the end of a step ``open_local_step`` recorded (one try, as it), with
+        what its tasks used (``tasks``: rank, most resident bytes, CPU seconds)."""
         body = {
             "exit_code": exit_code,
             "exit_signal": exit_signal,
             "oom": oom,
             "cancelled": cancelled,
+            "tasks": [
+                {"rank": rank, "max_rss_bytes": rss, "cpu_seconds": cpu} for rank, rss, cpu in tasks
+            ],
         }
         self._record("POST", f"/v1/jobs/{job_id}/steps/{step_id}/end", body)
 

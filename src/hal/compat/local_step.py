@@ -12,21 +12,25 @@ srun waits beside its tasks (it no longer becomes a lone task by ``exec``), so t
 report the end: it passes SIGINT, SIGTERM, SIGUSR1... on to every task, as Slurm's srun
 forwards them, and takes ~10 MB of the job's memory while it waits. A task the job's
 cgroup killed for memory (its ``oom_kill`` count rose while the step ran and the task died
-of SIGKILL) makes the step ``OUT_OF_MEMORY``.
+of SIGKILL) makes the step ``OUT_OF_MEMORY``. srun reaps each task with ``wait4``, and its
+end report carries what each used (sacct's MaxRSS, TotalCPU of ``JOB.N``): its most
+resident memory, when above what it inherited of srun (``own_max_rss``), and its CPU
+seconds with those of the children it waited for.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
 
 from hal.compat.seam import Console
 from hal.compat.steps import FORWARDED
 from hal.core.errors import HalError
-from hal.core.steps import EXEC_FAILED, StepLayout, step_environment
+from hal.core.steps import EXEC_FAILED, StepLayout, own_max_rss, step_environment
 
 CANCELLING = (signal.SIGINT, signal.SIGTERM)  # forwarded, they make the step CANCELLED
 
@@ -37,6 +41,8 @@ class TasksEnd:
     exit_signal: int  # the signal N that ended that task (0: it exited)
     rank: int  # that task's
     cancelled: bool  # srun passed SIGINT/SIGTERM on to the tasks
+    # what each task used: (rank, most resident bytes (0: unknown), CPU seconds)
+    tasks: list[tuple[int, int, float]] = field(default_factory=list)
 
 
 def run_local(
@@ -85,6 +91,7 @@ def run_tasks(commands: list[list[str]], console: Console, step_env: dict[str, s
                 proc.send_signal(signum)
 
     previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    inherited = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # (own_max_rss)
     try:
         for rank in range(ntasks):
             env = {
@@ -102,15 +109,32 @@ def run_tasks(commands: list[list[str]], console: Console, step_env: dict[str, s
                     p.wait()
                 console.error(f"cannot run {command[0]}: {err.strerror}")
                 return TasksEnd(EXEC_FAILED, 0, rank, False)
-        codes = [p.wait() for p in procs]
+        reaped = [_reap(p) for p in procs]
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    codes = [code for code, _ in reaped]
     # the highest code (128+N for a signal N), the first task of it
     code, signum, rank = max(
         (c if c >= 0 else 128 - c, max(-c, 0), -r) for r, c in enumerate(codes)
     )
-    return TasksEnd(code, signum, -rank, bool(forwarded & set(CANCELLING)))
+    tasks = [
+        (r, own_max_rss(usage.ru_maxrss, inherited), usage.ru_utime + usage.ru_stime)
+        for r, (_, usage) in enumerate(reaped)
+        if usage is not None
+    ]
+    return TasksEnd(code, signum, -rank, bool(forwarded & set(CANCELLING)), tasks)
+
+
+def _reap(proc: subprocess.Popen[bytes]) -> tuple[int, resource.struct_rusage | None]:
+    """Wait for a task: its exit code (-N for a signal N) and its rusage (``None``
+    when a forwarded signal's ``send_signal`` reaped it first, which keeps none)."""
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+    except ChildProcessError:
+        return proc.wait(), None
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage
 
 
 def oom_kills(job_id: int) -> int:
@@ -150,6 +174,7 @@ def _report(console: Console, job_id: int, step_id: int, end: TasksEnd, *, oom: 
             exit_signal=end.exit_signal,
             oom=oom,
             cancelled=end.cancelled,
+            tasks=end.tasks,
         )
     except HalError as err:
         _not_recorded(console, err, f"{job_id}.{step_id}")

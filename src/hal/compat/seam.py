@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TextIO
 
@@ -123,6 +123,7 @@ class Client(Protocol):
         exit_signal: int = 0,
         oom: bool = False,
         cancelled: bool = False,
+        tasks: Sequence[tuple[int, int, float]] = (),
     ) -> None: ...
 
     def running_steps(self) -> list[StepInfo]: ...

@@ -22,6 +22,7 @@ from hal.core.errors import InvalidRequest
 
 DEFAULT_DISTRIBUTION = Distribution()  # srun's, without -m
 EXEC_FAILED = 2  # a task that could not start, as Slurm's srun reports it (srun and agents)
+INHERITED_RSS_MARGIN = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,3 +266,13 @@ def _checked(
                     "ask for fewer tasks (-n) or spread them over more nodes (-N)",
                 )
     return layout
+
+
+def own_max_rss(ru_maxrss_kib: int, inherited: int) -> int:
+    """A reaped task's most resident bytes, from its ``wait4`` ``ru_maxrss``, or 0 when
+    unknown. Linux counts what the task held at its fork (its parent's resident memory;
+    after a ``vfork``, its parent's peak) in ``ru_maxrss`` across exec, so a peak not
+    above ``inherited`` (what its parent, srun or the step keeper, held then) is not the
+    task's own."""
+    peak = ru_maxrss_kib * 1024
+    return peak if peak > inherited + INHERITED_RSS_MARGIN else 0

@@ -4,8 +4,9 @@ A step's tasks outlive the server (and their agents: ``hal.agent.steps``), so th
 keeps each running step in ``running_steps`` — its layout (each node's ranks where they
 are not dealt in blocks), its job's attempt, the nodes whose part has ended (with what
 their tasks used, ``hal.state.step_usage``), and whether srun runs it on the batch node
-(``local``: no agent holds it, srun reports its end) — and a restarted server takes them up again (``StepTable.restore``) before any agent
-registers. Agents registering again list the steps they still hold and keep them.
+(``local``: no agent holds it, srun reports its end) — and a restarted server takes
+them up again (``StepTable.restore``) before any agent registers. Agents registering
+again list the steps they still hold and keep them.
 
 What a restart loses: the output the old server held unread (srun gets what the agents
 send after it), and the cursor srun had, so a restored step numbers its output from a

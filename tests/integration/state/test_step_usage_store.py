@@ -102,9 +102,7 @@ def test_a_step_ends_with_its_nodes_usage_across_a_server_restart(db_url: str) -
             )
             restarted = StepTable(cluster)
             assert await restarted.restore() == 1
-            await restarted.received(
-                "n2", [], [ended(job_id, (2, 50 * MiB, 0.5), (3, 0, 0.25))]
-            )
+            await restarted.received("n2", [], [ended(job_id, (2, 50 * MiB, 0.5), (3, 0, 0.25))])
             (row,) = await cluster.db(cluster.store.steps_of, [job_id])
             assert row.state == "COMPLETED"
             assert [getattr(row, c) for c in USAGE] == [50 * MiB, "n2", 2, 80 * MiB // 3, 3.75]

@@ -16,7 +16,7 @@ from hal.agent.steps import StepTasks
 MiB = 1 << 20
 # 60 MiB, every page written, then about 0.3 s of CPU
 HOG = (
-    f"{sys.executable} -c 'import time; x = bytearray(60 << 20); x[::4096] = b\"y\" * (15360); "
+    f'{sys.executable} -c \'import time; x = bytearray(60 << 20); x[::4096] = b"y" * (15360); '
     "t = time.process_time()\nwhile time.process_time() - t < 0.3: pass'"
 )
 

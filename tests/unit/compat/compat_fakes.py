@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -120,6 +121,8 @@ class FakeClient:
     # (job, step, exit code, signal, cancelled) in local_ends when reported
     local_steps: list[tuple[int, int, str, int, str]] = field(default_factory=list)
     local_ends: list[tuple[int, int, int, int, bool]] = field(default_factory=list)
+    # each end's tasks: (rank, most resident bytes, CPU seconds)
+    local_tasks: list[list[tuple[int, int, float]]] = field(default_factory=list)
 
     def job_steps(self, job_id: int) -> list[StepInfo]:
         return list(self.step_list.get(job_id, []))
@@ -143,8 +146,10 @@ class FakeClient:
         exit_signal: int = 0,
         oom: bool = False,
         cancelled: bool = False,
+        tasks: Sequence[tuple[int, int, float]] = (),
     ) -> None:
         self.local_ends.append((job_id, step_id, exit_code, exit_signal, cancelled))
+        self.local_tasks.append(list(tasks))
 
     def submit(self, job: JobSubmit) -> SubmitResult:
         if self.submit_error is not None:
