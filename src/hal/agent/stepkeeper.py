@@ -169,7 +169,7 @@ def _keep(plan: KeeperPlan, isolation: Isolation, started_w: int) -> int:
     running: dict[int, int] = {}  # pid → rank
     codes: dict[int, int] = {}
     usage: dict[int, tuple[int, float]] = {}
-    # what a task inherits of ours at its fork: our peak, at most (``task_usage``)
+    # what a task inherits of ours at its fork: our peak, at most (``own_max_rss``)
     inherited = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     lines = []
     for local, rank in enumerate(plan.ranks):

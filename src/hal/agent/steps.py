@@ -11,9 +11,9 @@ files of the step's folder (``<state dir>/steps/<job>.<step>``), which the agent
 the bytes wait in memory, by offset, until a sync that carried them was answered (the
 server takes each byte once), and the node's end (the highest exit code, 128+N for a
 signal N, from the keeper's ``status.json``, with what each task used: ``_totals``) goes
-after the last byte. A suspended job's
-steps get ``StepSignal(SIGSTOP)`` and later ``SIGCONT``: a stopped task has not ended,
-and one that starts while its step is stopped is stopped at once.
+after the last byte. A suspended job's steps get ``StepSignal(SIGSTOP)`` and later
+``SIGCONT``: a stopped task has not ended, and one that starts while its step is stopped
+is stopped at once.
 
 Step tasks survive an agent restart, as batch jobs do: the keeper, not the agent, is
 their parent and records their ends, and the folder holds the launch, the keeper's pid
