@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from compat_fakes import T0, FakeClient, MiB, call, job
 
-from hal.wire.jobs import StepRecord
+from hal.wire.jobs import GpuUsage, StepRecord
 
 FIELDS = "JobID,MaxRSS,AveRSS,MaxRSSNode,MaxRSSTask,TotalCPU,CPUTimeRAW"
 
@@ -55,4 +55,30 @@ def test_a_step_line_shows_what_its_tasks_used() -> None:
         "5.0|70M|40.50M|n2|3|00:12.250|20",
         "5.1|||||00:00.000|20",  # recorded before: nothing measured
         "5.2|||||00:00.000|" + lines[4].rsplit("|", 1)[1],  # running: see sstat
+    ]
+
+
+def test_tres_usage_of_a_gpu_jobs_steps_is_theirs_and_the_gpu_the_batch_steps() -> None:
+    """TRESUsageInMax on step lines: the step's own CPU time and most memory; the job's
+    GPU samples belong to its batch step's line only."""
+    gpu = GpuUsage(mem_bytes=0, max_mem_bytes=2 << 30, util=0, max_util=90, ave_util=45.0)
+    measured = step(0, max_rss_bytes=70 * MiB, total_cpu_seconds=12.25)
+    done = job(
+        5,
+        state="COMPLETED",
+        start_time=T0,
+        end_time=T0 + 20,
+        nodes=["n1"],
+        gpus=1,
+        max_rss_bytes=3 * MiB,
+        cpu_seconds=0.5,
+        gpu_usage=gpu,
+        steps=[measured, step(1)],
+    )
+    out = call(FakeClient(job_list=[done]), "sacct", "-P", "-n", "-o", "JobID,TRESUsageInMax")
+    assert out.lines == [
+        "5|",
+        "5.batch|cpu=00:00:00,gres/gpumem=2G,gres/gpuutil=90,mem=3M",
+        "5.0|cpu=00:00:12,mem=70M",
+        "5.1|",
     ]
