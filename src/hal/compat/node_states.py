@@ -83,6 +83,27 @@ def _state(node: NodeInfo, base: str, *, long: bool = False) -> str:
     return base + star
 
 
+# Slurm's node state numbers (slurm.h): the base state and the flags on top of it
+_SLURM_BASE = {"down": 1, "idle": 2, "alloc": 3, "mix": 5, "comp": 3 | 0x400, "fail": 2 | 0x2000}
+_SLURM_FLAGS = {RESERVED: 0x20, NOT_RESPONDING: 0x800, MAINTENANCE: 0x8000}
+_DRAIN = 0x200
+
+
+def slurm_state_number(node: NodeInfo) -> int:
+    """The number Slurm keeps for this node's state (``MIXED+DRAIN`` is 0x205): sinfo's
+    default sort ``-t`` puts the highest first (draining, drained, down ...)."""
+    state = node.display_state
+    if state == "drng":
+        number = (3 if node.cpus_alloc >= node.cpus else 5) | _DRAIN
+    elif state == "drain":
+        number = 2 | _DRAIN
+    else:
+        number = _SLURM_BASE.get(state, 0)
+    for flag in node.state_flags:
+        number |= _SLURM_FLAGS.get(flag, 0)
+    return number
+
+
 def scontrol_flags(node: NodeInfo) -> str:
     """``+NOT_RESPONDING+MAINTENANCE``: the flags as ``scontrol show node`` appends them to
     ``State=``."""

@@ -8,7 +8,13 @@ States carry Slurm's suffixes (``idle*``: the agent missed heartbeats; ``node_st
 ``-O NodeList,StateLong:10,FreeMem`` takes Slurm's field names (``LONG_FIELDS``) with
 squeue's ``:[.]size[suffix]``. ``%e``/``FreeMem`` and ``%O``/``CPUsLoad`` are what the
 agents measured with their latest heartbeat, ``N/A`` while unknown and ``min-max`` over a
-group of nodes unless ``-e``.
+group of nodes unless ``-e``. A format without a partition column (``-o "%N %t"``) groups
+nodes across partitions, each node once, as Slurm does.
+
+``-R`` (``--list-reasons``) lists the nodes down, drained, draining or failing (unless
+``-t`` names other states) with why, who said so and when (``%E %u %H``), each node once,
+the highest node state first as Slurm's default sort ``-t`` (``slurm_state_number``).
+Checked against Slurm 22.05.8 (docs/slurm-checks.md "sinfo -R").
 """
 
 from __future__ import annotations
@@ -22,10 +28,13 @@ from hal.compat.formats import (
     parse_format,
     parse_long_names,
     render_rows,
+    timestamp,
 )
+from hal.compat.job_fields import user_field
 from hal.compat.node_gres import NO_GRES, gres, gres_used
 from hal.compat.node_states import (
     parse_node_states,
+    slurm_state_number,
     state_compact,
     state_long,
     state_matches,
@@ -39,14 +48,19 @@ from hal.wire.nodes import NodeInfo, PartitionInfo
 DEFAULT_FORMAT = "%#P %.5a %.10l %.6D %.6t %N"
 SUMMARIZE_FORMAT = "%#P %.5a %.10l %.16F  %N"
 LONG_FORMAT = "%#P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %N"
-NODE_FORMAT = "%#N %.6D %#P %6t"
-NODE_LONG_FORMAT = "%#N %.6D %#P %.11T %.4c %.8z %.6m %.8d %.6w %.8f %20E"
+# -N: the partition right-aligned, CPUS left-aligned (as Slurm 22.05.8 prints them)
+NODE_FORMAT = "%#N %.6D %.#P %6t"
+NODE_LONG_FORMAT = "%#N %.6D %.#P %.11T %4c %.8z %.6m %.8d %.6w %.8f %20E"
+REASONS_FORMAT = "%20E %9u %19H %N"
+REASONS_LONG_FORMAT = "%20E %12U %19H %6t %N"
+REASON_STATES = "down,drain,fail"  # what -R lists without -t
 
 _ALLOCATED = {"alloc", "mix", "comp"}
 
 OPTIONS = (
     Opt("noheader", ("noheader",), "h", Arg.NONE),
     Opt("summarize", ("summarize",), "s", Arg.NONE),
+    Opt("list_reasons", ("list-reasons",), "R", Arg.NONE),
     Opt("node", ("Node",), "N", Arg.NONE),
     Opt("long", ("long",), "l", Arg.NONE),
     Opt("format", ("format",), "o"),
@@ -108,6 +122,16 @@ def _mib(size: int) -> str:
     return str(size // (1024 * 1024))
 
 
+def _reason_user(node: NodeInfo) -> str:
+    """``%u``: who set the reason; ``Unknown`` for one stored before HAL recorded it."""
+    return node.reason_user or "Unknown"
+
+
+def _reason_user_long(node: NodeInfo) -> str:
+    """``%U``: ``root(0)``; a name that is no local account has Slurm's NO_VAL uid."""
+    return user_field(node.reason_user) if node.reason_user else "Unknown"
+
+
 # Per-node columns; the aggregate ones (AGGREGATE_TITLES) are computed over a group of
 # nodes. Keys longer than a letter are -O fields that have no -o letter.
 NODE_LETTERS: dict[str, tuple[str, NodeColumn]] = {
@@ -128,6 +152,9 @@ NODE_LETTERS: dict[str, tuple[str, NodeColumn]] = {
     "gres_used": ("GRES_USED", _gres_used),
     "f": ("AVAIL_FEATURES", _node(lambda n: ",".join(n.features) or "(null)")),
     "E": ("REASON", _node(lambda n: n.reason or "none")),
+    "u": ("USER", _node(_reason_user)),
+    "U": ("USER", _node(_reason_user_long)),
+    "H": ("TIMESTAMP", _node(lambda n: timestamp(n.reason_time, "Unknown"))),
     # A node configured with CPUs only reports that many sockets of one core (slurm.conf).
     "z": ("S:C:T", _node(lambda n: f"{n.cpus}:1:1")),
     "d": ("TMP_DISK", lambda p, n: "0"),
@@ -135,6 +162,8 @@ NODE_LETTERS: dict[str, tuple[str, NodeColumn]] = {
     "L": ("DEFAULTTIME", _default_time),
     "I": ("PRIO_TIER", lambda p, n: str(p.priority_tier) if p else "n/a"),
 }
+# the letters a partition decides: without any, a row spans partitions
+PARTITION_LETTERS = frozenset("PRalsrhgLI")
 AGGREGATE_TITLES = {
     "D": "NODES",
     "N": "NODELIST",
@@ -180,7 +209,10 @@ LONG_FIELDS: dict[str, str] = {
     "statelong": "T",
     "time": "l",
     "timelimit": "l",
+    "timestamp": "H",
     "tmpdisk": "d",
+    "user": "u",
+    "userlong": "U",
     "weight": "w",
 }
 LONG_FIELD_WIDTH = 20  # sinfo -O: a field without a size is 20 wide
@@ -193,11 +225,14 @@ def sinfo(argv: list[str], console: Console) -> int:
         return console.error(err.for_command("sinfo"))
     opts = {dest: value for dest, value, _ in parsed.values}
     if {"help", "usage", "version"} & opts.keys():
-        console.out("Usage: sinfo [-h] [-s] [-N] [-l] [-o format] [-p partition] [-n nodes]")
+        console.out(
+            "Usage: sinfo [-h] [-s] [-N] [-R] [-l] [-o format] [-p partition] [-n nodes]"
+        )
         return 0
     if parsed.positionals:
         return console.error(f"Unrecognized option: {parsed.positionals[0]}")
     node_mode = "node" in opts
+    reasons = "list_reasons" in opts
     try:
         layout = _layout(parsed.values, opts, node_mode=node_mode)
     except ValueError as err:
@@ -212,7 +247,10 @@ def sinfo(argv: list[str], console: Console) -> int:
         return console.error(err.message)
     wanted_parts = set((opts.get("partition") or "").split(",")) if "partition" in opts else None
     try:
-        wanted_states = parse_node_states(opts["states"] or "") if "states" in opts else None
+        if "states" in opts:
+            wanted_states = parse_node_states(opts["states"] or "")
+        else:
+            wanted_states = parse_node_states(REASON_STATES) if reasons else None
     except ValueError as err:
         return console.error(str(err))
     partitions = [p for p in partitions if wanted_parts is None or p.name in wanted_parts]
@@ -229,7 +267,16 @@ def sinfo(argv: list[str], console: Console) -> int:
         node_mode=node_mode,
         filtered=wanted_nodes is not None or wanted_states is not None,
         exact="exact" in opts,
+        once=reasons,
     )
+    if reasons and not node_mode:  # Slurm's default sort "#P,-t"
+        order = {p.name: i for i, p in enumerate(partitions)}
+        groups.sort(
+            key=lambda g: (
+                order.get(g[0].name, 0) if g[0] else 0,
+                -slurm_state_number(g[1][0]) if g[1] else 0,
+            )
+        )
     if "long" in opts and "noheader" not in opts:
         console.out(time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(console.clock())))
     for line in sinfo_lines(layout, groups, header="noheader" not in opts):
@@ -241,7 +288,7 @@ def _layout(
     given: tuple[tuple[str, str | None, str], ...], opts: dict[str, str | None], *, node_mode: bool
 ) -> list[Field | str]:
     """The columns: the last ``-o``/``-O`` given, else the format of ``-s``, ``-N``,
-    ``-l``. A ``ValueError`` says what is wrong with a format."""
+    ``-R``, ``-l``. A ``ValueError`` says what is wrong with a format."""
     formats = [
         (dest, text or "", spelled) for dest, text, spelled in given if dest in ("format", "Format")
     ]
@@ -259,6 +306,8 @@ def _layout(
         fmt = SUMMARIZE_FORMAT
     elif node_mode:
         fmt = NODE_LONG_FORMAT if "long" in opts else NODE_FORMAT
+    elif "list_reasons" in opts:
+        fmt = REASONS_LONG_FORMAT if "long" in opts else REASONS_FORMAT
     else:
         fmt = LONG_FORMAT if "long" in opts else DEFAULT_FORMAT
     layout = parse_format(fmt)
@@ -282,10 +331,13 @@ def _groups(
     node_mode: bool,
     filtered: bool,
     exact: bool = False,
+    once: bool = False,
 ) -> list[tuple[PartitionInfo | None, list[NodeInfo]]]:
     """Groups of nodes that print on one line, in partition order then node order. Free
     memory and CPU load change all the time: they split groups only with ``exact``
-    (``-e``), else they print as ranges."""
+    (``-e``), else they print as ranges. Without a partition column a group spans
+    partitions and a node is in one only; ``once`` (``-R``) puts each node in one group
+    whatever the columns, under its first partition."""
     shown = [p.letter for p in layout if isinstance(p, Field)]
     per_node = [letter for letter in shown if letter in NODE_LETTERS]
     if exact:
@@ -297,17 +349,28 @@ def _groups(
             for partition in [p for p in partitions if node in _members(p, by_name)]:
                 groups.append((partition, [node]))
         return groups
+    spans = not PARTITION_LETTERS & set(shown)
+    once = once or spans
+    placed: set[str] = set()
+    slots: dict[tuple[str, tuple[str, ...]], list[NodeInfo]] = {}
     for partition in partitions:
         members = _members(partition, by_name)
         if not members:
             if not filtered:  # an empty partition still shows, with zero nodes
                 groups.append((partition, []))
             continue
-        keyed: dict[tuple[str, ...], list[NodeInfo]] = {}
+        if once:
+            members = [n for n in members if n.name not in placed]
+            placed.update(n.name for n in members)
         for node in members:
             key = tuple(_column(letter, partition, node) for letter in per_node)
-            keyed.setdefault(key, []).append(node)
-        groups += [(partition, group) for group in keyed.values()]
+            slot = ("" if spans else partition.name, key)
+            if slot not in slots:
+                slots[slot] = []
+                groups.append((partition, slots[slot]))
+            slots[slot].append(node)
+    for _, members in groups:
+        members.sort(key=lambda n: n.name)
     return groups
 
 

@@ -15,6 +15,10 @@ class NodeInfo(WireModel):
     # NOT_RESPONDING, MAINTENANCE, RESERVED
     state_flags: list[str] = Field(default_factory=list)
     reason: str = ""
+    # who set the reason (an operator's name, or the server's account for its own) and
+    # when; "" and None for a reason stored before HAL recorded them (sinfo -R, %u %H)
+    reason_user: str = ""
+    reason_time: float | None = None
     cpus: int
     cpus_alloc: int
     memory_bytes: int

@@ -68,16 +68,16 @@ def test_node_long() -> None:
     assert lines[1:] == [
         "NODELIST  NODES PARTITION       STATE CPUS    S:C:T MEMORY TMP_DISK WEIGHT AVAIL_FE "
         "REASON              ",
-        "g1            1 gpu           drained    2    2:1:1   1000        0      1  a100,ib "
+        "g1            1       gpu     drained 2       2:1:1   1000        0      1  a100,ib "
         "bad fan             ",
-        "vm            1 debug*           idle    2    2:1:1   1000        0      1   (null) "
+        "vm            1    debug*        idle 2       2:1:1   1000        0      1   (null) "
         "none                ",
     ]
 
 
 def test_node_view() -> None:
     assert call(cluster(), "sinfo", "-N", "-h", "-p", "gpu").lines == [
-        "g1            1 gpu       drain "
+        "g1            1       gpu drain "
     ]
 
 
