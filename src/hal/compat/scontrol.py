@@ -367,7 +367,11 @@ def node_record(node: NodeInfo, *, details: bool = False) -> list[str]:
         + (f",gres/gpu={node.gpus_alloc}" if node.gpus_alloc else ""),
     ]
     if node.reason:
-        lines.append(f"Reason={node.reason}")
+        # Slurm's: who set it and when, when it knows when (a reason HAL stored before
+        # it recorded them prints bare)
+        when = node.reason_time
+        by = "" if when is None else f" [{node.reason_user or 'Unknown'}@{timestamp(when)}]"
+        lines.append(f"Reason={node.reason}{by}")
     return lines
 
 

@@ -66,6 +66,21 @@ def test_show_node() -> None:
     assert not [line for line in lines if "GresUsed" in line]  # only with -d, as Slurm's
 
 
+def test_show_node_reason_names_who_and_when() -> None:
+    """Slurm 22.05.8: ``Reason=maint window [root@2026-11-26T06:10:01]``; a reason stored
+    before HAL recorded who set it and when prints bare, as Slurm's without a time."""
+    when = 1795673401.0  # 2026-11-26T06:10:01 UTC
+    client = FakeClient(
+        node_list=[
+            node("vm", reason="maint window", reason_user="root", reason_time=when),
+            node("old", reason="fan"),
+        ]
+    )
+    lines = call(client, "scontrol", "show", "node", "vm").lines
+    assert lines[-1] == "   Reason=maint window [root@2026-11-26T06:10:01]"
+    assert call(client, "scontrol", "show", "node", "old").lines[-1] == "   Reason=fan"
+
+
 def test_show_node_details_name_the_gpus_in_use() -> None:
     """``scontrol -d show node``: Slurm's ``GresUsed=`` line under ``Gres=``, as sinfo's
     GresUsed prints it; a node without GPUs has none (HAL printed no GresUsed at all)."""
