@@ -340,6 +340,8 @@ def node_info(node: Node, cluster: Cluster) -> NodeInfo:
         display_state=cluster.node_display_state(node),
         state_flags=node_state_flags(cluster, node),
         reason=node.reason,
+        reason_user=node.reason_user,
+        reason_time=node.reason_time,
         cpus=node.resources.cpus,
         cpus_alloc=alloc.cpus if alloc else 0,
         memory_bytes=node.resources.memory_bytes,

@@ -19,6 +19,7 @@ from hal.core.job import licenses_held
 from hal.core.slurm_syntax import compress_hostlist, expand_hostlist
 from hal.state import agents, users
 from hal.state.cluster import Caller
+from hal.state.node_reasons import server_user
 from hal.wire.nodes import (
     ClusterConfig,
     LicenseInfo,
@@ -54,8 +55,8 @@ async def show_node(name: str, ctx: Ctx, _caller: Who) -> NodeInfo:
 
 
 @router.patch("/nodes/{name}", response_model=NodeInfo)
-async def update_node(name: str, body: NodeUpdate, ctx: Ctx, _admin: Admin) -> NodeInfo:
-    node = await agents.set_node_state(ctx.cluster, name, body.state, body.reason)
+async def update_node(name: str, body: NodeUpdate, ctx: Ctx, admin: Admin) -> NodeInfo:
+    node = await agents.set_node_state(ctx.cluster, name, body.state, body.reason, user=admin.name)
     return node_info(node, ctx.cluster)
 
 
@@ -95,6 +96,8 @@ async def show_config(ctx: Ctx, _caller: Who) -> ClusterConfig:
         scheduler_interval_seconds=cfg.scheduler_interval_seconds,
         settings={
             "MaxArraySize": str(cfg.max_array_size),
+            # the account the server runs as: the user of its own node reasons
+            "SlurmUser": server_user(),
             "SlurmctldTimeout": f"{int(cfg.node_timeout_seconds)} sec",
             "SelectType": "hal/noderesources",
             # slurmdbd.conf's names and spelling ("90days", "12months"); NONE: kept forever

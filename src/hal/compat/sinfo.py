@@ -225,9 +225,7 @@ def sinfo(argv: list[str], console: Console) -> int:
         return console.error(err.for_command("sinfo"))
     opts = {dest: value for dest, value, _ in parsed.values}
     if {"help", "usage", "version"} & opts.keys():
-        console.out(
-            "Usage: sinfo [-h] [-s] [-N] [-R] [-l] [-o format] [-p partition] [-n nodes]"
-        )
+        console.out("Usage: sinfo [-h] [-s] [-N] [-R] [-l] [-o format] [-p partition] [-n nodes]")
         return 0
     if parsed.positionals:
         return console.error(f"Unrecognized option: {parsed.positionals[0]}")

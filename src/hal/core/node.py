@@ -23,6 +23,11 @@ class Node:
     resources: ResourceVector  # what the node offers to jobs
     state: NodeState = NodeState.UP
     reason: str = ""  # why DOWN or DRAIN, as an operator or the server wrote it
+    # who wrote the reason (an operator's name; the server's own account for its own
+    # reasons, state.agents.server_user) and when; "" and None for a reason stored before
+    # HAL recorded them (migration 15)
+    reason_user: str = ""
+    reason_time: float | None = None
     features: tuple[str, ...] = ()
     gpu_model: str = ""
     gpu_islands: tuple[tuple[int, ...], ...] = ()  # NVLink islands (core.gpu_islands)

@@ -206,6 +206,7 @@ class AnomalyDetector:
 
     async def _drain_nodes(self) -> None:
         from hal.state.agents import set_node_state
+        from hal.state.node_reasons import server_user
 
         for name, a in self.nodes.items():
             node = self.cluster.nodes.get(name)
@@ -217,7 +218,7 @@ class AnomalyDetector:
                 f"{DRAIN_PREFIX}{a.failed}/{a.jobs} jobs failed in {hours:g} h, "
                 f"peers' median {a.peer_median:.0%}"
             )
-            await set_node_state(self.cluster, name, "DRAIN", reason)
+            await set_node_state(self.cluster, name, "DRAIN", reason, user=server_user())
             log.warning("node drained", extra={"node": name, "reason": reason})
 
     # -- what /metrics shows (hal.observe.metrics) ----------------------------------------

@@ -29,6 +29,7 @@ from hal.core.topology_labels import check_labels
 from hal.state import command_exit, preempt
 from hal.state.cluster import Cluster
 from hal.state.launch import build_launch
+from hal.state.node_reasons import NOT_RESPONDING, server_user
 from hal.state.store import (
     CommitOutcomeUnknown,
     DatabaseUnavailable,
@@ -177,13 +178,14 @@ def send_signal(cluster: Cluster, job: Job, signum: int, *, batch_only: bool = F
 async def register(cluster: Cluster, reg: AgentRegister) -> AgentRegistered:
     now = cluster.clock.now()
     old = cluster.nodes.get(reg.node)
-    state, reason = NodeState.UP, ""
+    state, reason, reason_user, reason_time = NodeState.UP, "", "", None
     # an operator's drain or down outlives the agent's restart; a timeout's DOWN does not
     if old is not None and (
         old.state is NodeState.DRAIN
         or (old.state is NodeState.DOWN and old.reason.startswith("admin:"))
     ):
         state, reason = old.state, old.reason
+        reason_user, reason_time = old.reason_user, old.reason_time
     check_labels(reg.topology_labels)  # a bad label is refused, not silently dropped
     check_features(reg.features)
     labels = cluster.node_labels(reg.node, reg.topology_labels)
@@ -192,6 +194,8 @@ async def register(cluster: Cluster, reg: AgentRegister) -> AgentRegistered:
         resources=ResourceVector(reg.cpus, reg.memory_bytes, reg.gpus),
         state=state,
         reason=reason,
+        reason_user=reason_user,
+        reason_time=reason_time,
         features=tuple(reg.features),
         gpu_model=reg.gpu_model,
         gpu_islands=complete_islands(tuple(tuple(i) for i in reg.gpu_islands), reg.gpus)
@@ -446,14 +450,19 @@ async def check_nodes(cluster: Cluster) -> list[str]:
             return []
         # an operator's DOWN stays as it is; its jobs are lost all the same
         nodes = [
-            n.evolve(state=NodeState.DOWN, reason="Not responding")
+            n.evolve(
+                state=NodeState.DOWN,
+                reason=NOT_RESPONDING,
+                reason_user=server_user(),
+                reason_time=now,
+            )
             for n in dead
             if n.state is not NodeState.DOWN
         ]
         names = {n.name for n in dead}
         changed: list[Job] = []
         events = [
-            EventRow(now, "node.down", node=n.name, state="DOWN", data={"reason": "Not responding"})
+            EventRow(now, "node.down", node=n.name, state="DOWN", data={"reason": NOT_RESPONDING})
             for n in nodes
         ]
         for job in cluster.unfinished.values():
@@ -523,9 +532,9 @@ async def _gpu_health(cluster: Cluster, name: str, problems: list[str]) -> None:
     ours = node.state is NodeState.DRAIN and node.reason.startswith(GPU_HEALTH)
     reason = (GPU_HEALTH + "; ".join(problems))[:1024]
     if problems and (node.state is NodeState.UP or (ours and node.reason != reason)):
-        await set_node_state(cluster, name, "DRAIN", reason)
+        await set_node_state(cluster, name, "DRAIN", reason, user=server_user())
     elif not problems and ours:
-        await set_node_state(cluster, name, "RESUME", "")
+        await set_node_state(cluster, name, "RESUME", "", user=server_user())
 
 
 def _last_seen(cluster: Cluster, node: str) -> float:
@@ -533,8 +542,12 @@ def _last_seen(cluster: Cluster, node: str) -> float:
     return session.last_seen if session else 0.0
 
 
-async def set_node_state(cluster: Cluster, name: str, state: str, reason: str) -> Node:
-    """Operator drain / resume / down."""
+async def set_node_state(
+    cluster: Cluster, name: str, state: str, reason: str, *, user: str
+) -> Node:
+    """Operator drain / resume / down; ``user`` set the reason (an operator's name, or
+    ``server_user()`` for the server's own). A node resumed without an agent stays down,
+    not responding, in the server's name."""
     from hal.core.errors import InvalidRequest, NotFound
 
     node = cluster.nodes.get(name)
@@ -544,14 +557,19 @@ async def set_node_state(cluster: Cluster, name: str, state: str, reason: str) -
     if state in ("DRAIN", "DOWN") and not reason:
         raise InvalidRequest(f"{state.lower()} needs a reason (--reason)", field="reason")
     if state == "DRAIN":
-        new = node.evolve(state=NodeState.DRAIN, reason=reason)
+        new = node.evolve(state=NodeState.DRAIN, reason=reason, reason_user=user, reason_time=now)
     elif state == "DOWN":
-        new = node.evolve(state=NodeState.DOWN, reason="admin: " + reason)
-    else:  # UP / RESUME
-        alive = name in cluster.agent_sessions
         new = node.evolve(
-            state=NodeState.UP if alive else NodeState.DOWN,
-            reason="" if alive else "Not responding",
+            state=NodeState.DOWN, reason="admin: " + reason, reason_user=user, reason_time=now
+        )
+    elif name in cluster.agent_sessions:  # UP / RESUME
+        new = node.evolve(state=NodeState.UP, reason="", reason_user="", reason_time=None)
+    else:
+        new = node.evolve(
+            state=NodeState.DOWN,
+            reason=NOT_RESPONDING,
+            reason_user=server_user(),
+            reason_time=now,
         )
     async with cluster._lock:
 
@@ -566,7 +584,7 @@ async def set_node_state(cluster: Cluster, name: str, state: str, reason: str) -
                     "node.updated",
                     node=name,
                     state=new.state.value,
-                    data={"reason": new.reason},
+                    data={"reason": new.reason, "user": user},
                 )
             ],
             extra,

@@ -138,6 +138,18 @@ def _v14_step_usage(conn: Connection) -> None:
             conn.execute(text(f"ALTER TABLE job_steps ADD COLUMN {name} {sql}"))
 
 
+def _v15_node_reasons(conn: Connection) -> None:
+    # nodes.reason_user / reason_time: who set a node's reason and when (sinfo -R,
+    # scontrol show node's "Reason=... [user@time]"); older reasons keep no one, no time
+    columns = {c["name"] for c in inspect(conn).get_columns("nodes")}
+    for name, sql in (
+        ("reason_user", "VARCHAR(256) NOT NULL DEFAULT ''"),
+        ("reason_time", "DOUBLE PRECISION"),
+    ):
+        if name not in columns:
+            conn.execute(text(f"ALTER TABLE nodes ADD COLUMN {name} {sql}"))
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -153,6 +165,7 @@ STEPS: tuple[Step, ...] = (
     _v12_crontabs,
     _v13_local_running_steps,
     _v14_step_usage,
+    _v15_node_reasons,
 )
 
 

@@ -81,7 +81,12 @@ async def reconcile(cluster: Cluster) -> None:
         for stored in nodes:  # their state (drained, down); the rest is the agents'
             node = cluster.nodes.get(stored.name)
             if node is not None:
-                cluster.nodes[stored.name] = node.evolve(state=stored.state, reason=stored.reason)
+                cluster.nodes[stored.name] = node.evolve(
+                    state=stored.state,
+                    reason=stored.reason,
+                    reason_user=stored.reason_user,
+                    reason_time=stored.reason_time,
+                )
         cluster.others_in_doubt = False
     ids = sorted(cluster.in_doubt)
     stored_jobs = await cluster.db(cluster.store.jobs_by_id, ids)

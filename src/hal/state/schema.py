@@ -105,6 +105,10 @@ nodes = Table(
     Column("topology_labels", Text, nullable=False, default="{}"),
     Column("nvlink_domain", String(256), nullable=False, default=""),
     Column("gpu_islands", Text, nullable=False, default="[]"),
+    # who set the reason and when (migration v15): sinfo -R, scontrol show node; "" and
+    # NULL for a reason stored before
+    Column("reason_user", String(256), nullable=False, default="", server_default=""),
+    Column("reason_time", Float, nullable=True),
 )
 
 users = Table(
