@@ -16,6 +16,7 @@ import pytest
 
 from hal.core.job import Job, JobSpec
 from hal.core.states import JobState
+from hal.state.node_reasons import server_user
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobSubmit
 
@@ -163,6 +164,7 @@ def test_a_node_failing_every_job_is_flagged_and_drained(
         node1, node2 = c.node("node1"), c.node("node2")
     # 6 failed of its jobs ended within the hour (the other test's job may be one more)
     assert re.fullmatch(r"HAL anomaly: 6/[67] jobs failed in 1 h, peers' median 0%", node1.reason)
+    assert node1.reason_user == server_user() and node1.reason_time is not None  # sinfo -R
     assert node2.state == "UP"
     (alert,) = firing(server, "NodeFailureRateAnomalous")
     assert alert["labels"] == {"node": "node1"}

@@ -48,6 +48,8 @@ def node(info: NodeInfo, cluster: str) -> dict[str, object]:
         "cluster_name": cluster,
         "state": state,
         "reason": info.reason or "",
+        "reason_set_by_user": info.reason_user,
+        "reason_changed_at": no_val(info.reason_time),
         "cpus": info.cpus,
         "effective_cpus": info.cpus,
         "alloc_cpus": info.cpus_alloc,
