@@ -448,7 +448,9 @@ async def check_nodes(cluster: Cluster) -> list[str]:
         dead = silent()  # again: an agent may have registered while this waited
         if not dead:
             return []
-        # an operator's DOWN stays as it is; its jobs are lost all the same
+        # an operator's DOWN or DRAIN stays as it is, with its reason (Slurm's drained
+        # node that stops answering is `drain*`, still drained when it comes back); its
+        # jobs are lost all the same
         nodes = [
             n.evolve(
                 state=NodeState.DOWN,
@@ -457,7 +459,7 @@ async def check_nodes(cluster: Cluster) -> list[str]:
                 reason_time=now,
             )
             for n in dead
-            if n.state is not NodeState.DOWN
+            if n.state is NodeState.UP
         ]
         names = {n.name for n in dead}
         changed: list[Job] = []
@@ -497,9 +499,9 @@ async def check_nodes(cluster: Cluster) -> list[str]:
 
 
 def _watched(cluster: Cluster, node: Node) -> bool:
-    """Whether ``node``'s agent must keep heartbeating: any node not DOWN, and one an
-    operator set DOWN while its jobs run on (or its agent is still connected)."""
-    if node.state is not NodeState.DOWN:
+    """Whether ``node``'s agent must keep heartbeating: any node UP, and one an operator
+    drained or set DOWN while its jobs run on (or its agent is still connected)."""
+    if node.state is NodeState.UP:
         return True
     usage = cluster.usage.get(node.name)
     return node.name in cluster.agent_sessions or (usage is not None and bool(usage.jobs))

@@ -27,14 +27,15 @@ def test_who_and_when_are_set_cleared_and_reloaded(db_url: str) -> None:
         clock = VirtualClock(1000.0)
         cluster = Cluster(SqlStateStore(db_url), config, clock)
         await cluster.load()
-        for name in ("n1", "n2", "n3"):
+        for name in ("n1", "n2", "n3", "n4"):
             await agents.register(cluster, AgentRegister(node=name, cpus=2, memory_bytes=1 << 30))
         await agents.set_node_state(cluster, "n1", "DRAIN", "maint window", user="alice")
         clock.advance(5)
-        await agents._gpu_health(cluster, "n2", ["GPU 0 lost"])
+        await agents._gpu_health(cluster, "n4", ["GPU 0 lost"])
         await agents.set_node_state(cluster, "n3", "DRAIN", "cable", user="bob")
         await agents.set_node_state(cluster, "n3", "RESUME", "", user="bob")
         cluster.agent_sessions.pop("n2")
+        cluster.agent_sessions.pop("n4")  # drained, then silent: it stays drained
         clock.advance(config.node_timeout_seconds + 1)
         cluster.nodes["n1"] = cluster.nodes["n1"].evolve(last_heartbeat=clock.now())
         cluster.nodes["n3"] = cluster.nodes["n3"].evolve(last_heartbeat=clock.now())
@@ -50,14 +51,20 @@ def test_who_and_when_are_set_cleared_and_reloaded(db_url: str) -> None:
         return reloaded, back, resumed
 
     nodes, back, resumed = asyncio.run(scenario())
-    n1, n2, n3 = nodes["n1"], nodes["n2"], nodes["n3"]
+    n1, n2, n3, n4 = nodes["n1"], nodes["n2"], nodes["n3"], nodes["n4"]
     assert (n1.state, n1.reason, n1.reason_user, n1.reason_time) == (
         NodeState.DRAIN,
         "maint window",
         "alice",
         1000.0,
     )
-    # the GPU health drain, then the silence: the server's own reasons, in its name
+    # the GPU health drain and the silence: the server's own reasons, in its name
+    assert (n4.state, n4.reason, n4.reason_user, n4.reason_time) == (
+        NodeState.DRAIN,
+        "gpu health: GPU 0 lost",
+        server_user(),
+        1005.0,
+    )
     timeout_at = 1005.0 + HalConfig().node_timeout_seconds + 1
     assert (n2.state, n2.reason, n2.reason_user, n2.reason_time) == (
         NodeState.DOWN,

@@ -77,3 +77,31 @@ def test_a_requeued_attempt_is_sent_to_an_agent_that_still_runs_the_old_one(
 
     kill, sent = asyncio.run(scenario())
     assert len(kill) == 1 and sent == [(kill[0], 1)]
+
+
+def test_a_drained_node_whose_agent_goes_silent_stays_drained(db_url: str) -> None:
+    """An operator drains n1 for maintenance and its agent stops: n1 stays DRAIN with the
+    operator's reason (sinfo's `drain*`), not DOWN "Not responding", so the agent coming
+    back does not put it UP and the scheduler does not send jobs into the maintenance;
+    the check does not find it again and again."""
+
+    async def scenario() -> tuple[list[str], list[str], Node, Node]:
+        clock = VirtualClock(1000.0)
+        cluster = Cluster(SqlStateStore(db_url), HalConfig(), clock)
+        await cluster.load()
+        reg = AgentRegister(node="n1", cpus=2, memory_bytes=GiB)
+        await agents.register(cluster, reg)
+        await agents.set_node_state(cluster, "n1", "DRAIN", "maint", user="alice")
+        clock.advance(HalConfig().node_timeout_seconds + 1)
+        first = await agents.check_nodes(cluster)
+        again = await agents.check_nodes(cluster)
+        silent = cluster.nodes["n1"]
+        await agents.register(cluster, reg)  # the agent is back
+        back = cluster.nodes["n1"]
+        await cluster.close()
+        return first, again, silent, back
+
+    first, again, silent, back = asyncio.run(scenario())
+    assert (first, again) == (["n1"], [])
+    assert (silent.state, silent.reason, silent.reason_user) == (NodeState.DRAIN, "maint", "alice")
+    assert (back.state, back.reason) == (NodeState.DRAIN, "maint")
