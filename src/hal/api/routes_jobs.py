@@ -21,7 +21,7 @@ from hal.core.partition_list import partitions_of
 from hal.core.slurm_syntax import compress_hostlist
 from hal.core.states import STATES_BY_CODE, JobState
 from hal.state.cluster import Caller
-from hal.state.store import SubmitKey
+from hal.state.store import StepRow, SubmitKey
 from hal.wire.jobs import (
     BatchSubmitResult,
     HetSubmit,
@@ -31,6 +31,7 @@ from hal.wire.jobs import (
     JobList,
     JobSubmit,
     JobUpdate,
+    StepGpuUsage,
     StepRecord,
     SubmitResult,
     WillRun,
@@ -227,6 +228,18 @@ async def list_jobs(
     return JobList(jobs=infos)
 
 
+def _step_gpu(row: StepRow) -> StepGpuUsage | None:
+    """A recorded step's GPU use, None where its tasks were not read for GPUs."""
+    if row.gpu_max_mem_bytes is None:
+        return None
+    return StepGpuUsage(
+        max_mem_bytes=row.gpu_max_mem_bytes,
+        ave_mem_bytes=row.gpu_ave_mem_bytes or 0,
+        max_util=row.gpu_max_util or 0,
+        ave_util=row.gpu_ave_util or 0.0,
+    )
+
+
 async def _add_steps(ctx: ServerContext, infos: list[JobInfo]) -> None:
     """The jobs' steps for sacct: those ended (accounting) and those running (memory)."""
     rows = await ctx.cluster.db(ctx.cluster.store.steps_of, [i.id for i in infos])
@@ -247,6 +260,7 @@ async def _add_steps(ctx: ServerContext, infos: list[JobInfo]) -> None:
             max_rss_task=row.max_rss_task,
             ave_rss_bytes=row.ave_rss_bytes,
             total_cpu_seconds=row.total_cpu_seconds,
+            gpu=_step_gpu(row),
         )
     wanted = {i.id for i in infos}
     for (job_id, step_id), step in ctx.steps.steps.items():

@@ -54,6 +54,7 @@ def _info(step: Step) -> StepInfo:
                 rss_bytes=u.rss_bytes,
                 max_rss_bytes=u.max_rss_bytes,
                 cpu_seconds=u.cpu_seconds,
+                gpu=u.gpu,
             )
             for rank, (node, u) in sorted(step.usage.items())
         ],

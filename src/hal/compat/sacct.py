@@ -162,14 +162,27 @@ def _measured(job: JobInfo, step: str, value: str) -> str:
 
 def _usage(job: JobInfo, step: str, *, mean: bool) -> str:
     """TRESUsageInMax (``mean``: TRESUsageInAve) of the batch step (its one task's) or of
-    an ended numbered step (over its tasks): CPU time, most memory and, for a job given
-    GPUs, the batch step's GPU memory and utilisation (the most, or the samples' mean)."""
-    gpu = job.gpu_usage
-    util = None if gpu is None else gpu.ave_util if mean else gpu.max_util
-    figures = tres_usage(
-        job.cpu_seconds, job.max_rss_bytes, gpu.max_mem_bytes if gpu else None, util
-    )
+    an ended numbered step (over its tasks): CPU time, most memory and, where its tasks
+    were read for GPUs, their GPU memory and utilisation (``_gpu_figures``)."""
+    gpu_mem, gpu_util = _gpu_figures(job, step, mean=mean)
+    figures = tres_usage(job.cpu_seconds, job.max_rss_bytes, gpu_mem, gpu_util)
     return _measured(job, step, figures)
+
+
+def _gpu_figures(job: JobInfo, step: str, *, mean: bool) -> tuple[int | None, float | None]:
+    """(GPU memory, utilisation) of a step's line: the batch step's samples (its most
+    memory; the most utilisation, or their mean), or a numbered step's tasks' (the most
+    of one task, or the mean over them); (None, None) where none were read."""
+    if step and step != "batch":
+        record = _step_used(job, step)
+        used = record.gpu if record is not None else None
+        if used is None:
+            return None, None
+        return (used.ave_mem_bytes, used.ave_util) if mean else (used.max_mem_bytes, used.max_util)
+    gpu = job.gpu_usage
+    if gpu is None:
+        return None, None
+    return gpu.max_mem_bytes, gpu.ave_util if mean else gpu.max_util
 
 
 def _step_used(job: JobInfo, step: str) -> StepRecord | None:
@@ -535,7 +548,7 @@ def _step_view(job: JobInfo, step: StepRecord) -> JobInfo:
             "end_time": step.end_time,
             "max_rss_bytes": step.max_rss_bytes,
             "cpu_seconds": step.total_cpu_seconds,
-            "gpu_usage": None,  # the job's GPU samples are its batch step's
+            "gpu_usage": None,  # the job's GPU samples are its batch step's (the step's: _usage)
         }
     )
 

@@ -150,6 +150,21 @@ def _v15_node_reasons(conn: Connection) -> None:
             conn.execute(text(f"ALTER TABLE nodes ADD COLUMN {name} {sql}"))
 
 
+def _v16_step_gpu_usage(conn: Connection) -> None:
+    # job_steps.gpu_*: what an ended step's tasks did with their GPUs (sacct's
+    # gres/gpumem and gres/gpuutil of JOB.N); NULL, as for the steps recorded before:
+    # not read for GPUs
+    columns = {c["name"] for c in inspect(conn).get_columns("job_steps")}
+    for name, sql in (
+        ("gpu_max_mem_bytes", "BIGINT"),
+        ("gpu_ave_mem_bytes", "BIGINT"),
+        ("gpu_max_util", "BIGINT"),
+        ("gpu_ave_util", "FLOAT"),
+    ):
+        if name not in columns:
+            conn.execute(text(f"ALTER TABLE job_steps ADD COLUMN {name} {sql}"))
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -166,6 +181,7 @@ STEPS: tuple[Step, ...] = (
     _v13_local_running_steps,
     _v14_step_usage,
     _v15_node_reasons,
+    _v16_step_gpu_usage,
 )
 
 

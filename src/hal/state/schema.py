@@ -176,6 +176,13 @@ job_steps = Table(
     Column("max_rss_task", Integer, nullable=False, default=0, server_default="0"),
     Column("ave_rss_bytes", BigInteger, nullable=False, default=0, server_default="0"),
     Column("total_cpu_seconds", Float, nullable=False, default=0.0, server_default="0"),
+    # its tasks' GPU use (migration 16; NULL: not read for GPUs, a step given none or one
+    # from before): the most of one task and the tasks' mean, of GPU memory and of SM
+    # utilisation (sacct's gres/gpumem, gres/gpuutil in TRESUsageInMax/Ave)
+    Column("gpu_max_mem_bytes", BigInteger, nullable=True),
+    Column("gpu_ave_mem_bytes", BigInteger, nullable=True),
+    Column("gpu_max_util", BigInteger, nullable=True),
+    Column("gpu_ave_util", Float, nullable=True),
 )
 
 # job steps still running (ADR 0012), so that a restarted server still knows them when
@@ -192,7 +199,8 @@ running_steps = Table(
     Column("tasks", Text, nullable=False),  # counts per node "2,1", or "ranks:0 2,1" (step_restore)
     Column("start_time", Float, nullable=False),
     # nodes whose part has ended: {node: [exit code, signal, oom, {rank: [most RSS,
-    # CPU seconds]}]} (JSON; the last from HAL with step usage, migration 14)
+    # CPU seconds]}, {rank: [most GPU memory, most util, mean util]}]} (JSON; the fourth
+    # from HAL with step usage, migration 14, the fifth with step GPU use)
     Column("ended", Text, nullable=False, default="{}"),
     # srun runs its tasks on the batch node and reports their end (migration 13)
     Column("local", Boolean, nullable=False, default=False, server_default=false()),

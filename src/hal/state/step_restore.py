@@ -3,10 +3,10 @@
 A step's tasks outlive the server (and their agents: ``hal.agent.steps``), so the server
 keeps each running step in ``running_steps`` — its layout (each node's ranks where they
 are not dealt in blocks), its job's attempt, the nodes whose part has ended (with what
-their tasks used, ``hal.state.step_usage``), and whether srun runs it on the batch node
-(``local``: no agent holds it, srun reports its end) — and a restarted server takes
-them up again (``StepTable.restore``) before any agent registers. Agents registering
-again list the steps they still hold and keep them.
+their tasks used, their GPUs included, ``hal.state.step_usage``), and whether srun runs
+it on the batch node (``local``: no agent holds it, srun reports its end) — and a
+restarted server takes them up again (``StepTable.restore``) before any agent
+registers. Agents registering again list the steps they still hold and keep them.
 
 What a restart loses: the output the old server held unread (srun gets what the agents
 send after it), and the cursor srun had, so a restored step numbers its output from a
@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 
 from hal.core.steps import StepLayout
-from hal.state.step_usage import Totals
+from hal.state.step_usage import GpuTotals, Totals
 from hal.state.store import RunningStepRow
 
 
@@ -35,14 +35,19 @@ def running_row(
     oom: bool,
     local: bool = False,
     totals: Totals | None = None,
+    gpus: GpuTotals | None = None,
 ) -> RunningStepRow:
     """What ``running_steps`` keeps of a step (``oom``: a node's part ended for memory;
     kept with the first ended node, as the step's flag; ``local``: srun runs it on the
-    batch node; ``totals``: what the ended nodes' tasks used, with each node's end)."""
+    batch node; ``totals``: what the ended nodes' tasks used, with each node's end;
+    ``gpus``: those tasks' GPU use, where read, after it)."""
     used: dict[str, dict[str, list[float]]] = {node: {} for node in ended}
+    on_gpus: dict[str, dict[str, list[float]]] = {node: {} for node in ended}
     for rank, (node, rss, cpu) in (totals or {}).items():
         if node in used:
             used[node][str(rank)] = [rss, cpu]
+            if gpus and rank in gpus:
+                on_gpus[node][str(rank)] = list(gpus[rank])
     return RunningStepRow(
         job_id=job_id,
         step_id=step_id,
@@ -52,7 +57,10 @@ def running_row(
         tasks=_tasks_text(layout),
         start_time=start_time,
         ended=json.dumps(
-            {node: [code, sig, oom, used[node]] for node, (code, sig) in ended.items()}
+            {
+                node: [code, sig, oom, used[node], on_gpus[node]]
+                for node, (code, sig) in ended.items()
+            }
         ),
         local=local,
     )
@@ -90,6 +98,18 @@ def totals_of(row: RunningStepRow) -> dict[int, tuple[str, int, float]]:
         used = v[3] if len(v) > 3 and isinstance(v[3], dict) else {}
         for rank, (rss, cpu) in used.items():
             found[int(rank)] = (node, int(rss), float(cpu))
+    return found
+
+
+def gpus_of(row: RunningStepRow) -> dict[int, tuple[int, int, float]]:
+    """The ended nodes' tasks' GPU use (``running_row``'s ``gpus``; none from a server
+    before step GPU use)."""
+    data: dict[str, list[object]] = json.loads(row.ended or "{}")
+    found: dict[int, tuple[int, int, float]] = {}
+    for v in data.values():
+        used = v[4] if len(v) > 4 and isinstance(v[4], dict) else {}
+        for rank, (mem, most, mean) in used.items():
+            found[int(rank)] = (int(mem), int(most), float(mean))
     return found
 
 

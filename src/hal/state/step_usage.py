@@ -5,7 +5,8 @@ ran on the batch node) carries each task's most resident memory and CPU seconds.
 every node has ended, the step's record (``job_steps``) keeps what Slurm's sacct shows of
 a step: MaxRSS (the most of one task), MaxRSSNode and MaxRSSTask (where: the lowest rank
 of those with the most), AveRSS (the mean over the tasks whose memory was measured) and
-TotalCPU (user and system seconds of all its tasks).
+TotalCPU (user and system seconds of all its tasks). A task of a step given GPUs on its
+node also carries what its agent's NVML samples saw (``gpu_summary``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from dataclasses import dataclass
 
 # rank → (its node, its most resident bytes (0: not measured), its CPU seconds)
 Totals = Mapping[int, tuple[str, int, float]]
+# rank → (its most GPU memory, its most utilisation, its samples' mean utilisation): the
+# tasks read for GPUs (their step was given GPUs on their node, whose NVML answered)
+GpuTotals = Mapping[int, tuple[int, int, float]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,3 +40,28 @@ def summary(totals: Totals) -> StepUsage:
     node, most, _ = measured[rank]
     mean = sum(t[1] for t in measured.values()) // len(measured)
     return StepUsage(most, node, rank, mean, cpu)
+
+
+@dataclass(frozen=True, slots=True)
+class StepGpu:
+    """A step's GPU use over its tasks, as Slurm's gpu/nvml: ``TRESUsageInMax``'s
+    ``gres/gpumem`` and ``gres/gpuutil`` are the most of one task, ``TRESUsageInAve``'s
+    the mean over the tasks (of each one's most memory, and of its mean utilisation)."""
+
+    max_mem_bytes: int
+    ave_mem_bytes: int
+    max_util: int
+    ave_util: float
+
+
+def gpu_summary(gpus: GpuTotals) -> StepGpu | None:
+    """The step's GPU use from its tasks'; None when no task was read for GPUs."""
+    if not gpus:
+        return None
+    used = list(gpus.values())
+    return StepGpu(
+        max_mem_bytes=max(u[0] for u in used),
+        ave_mem_bytes=sum(u[0] for u in used) // len(used),
+        max_util=max(u[1] for u in used),
+        ave_util=round(sum(u[2] for u in used) / len(used), 1),
+    )

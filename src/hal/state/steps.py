@@ -19,8 +19,9 @@ with a local step open ends it CANCELLED (0:15), as its tasks die with the job.
 Running steps live in memory and in ``running_steps``, local ones too, so a restarted
 server takes them up again (``restore``, ``hal.state.step_restore``): a local step as
 local (no agent holds it; srun's end report still finds it). Their ends are written to
-accounting (``job_steps``, sacct's ``JOB.N`` rows), with what their tasks used as each
-node's end (or srun's) reported it (``hal.state.step_usage``).
+accounting (``job_steps``, sacct's ``JOB.N`` rows), with what their tasks used (their
+GPUs too, where given) as each node's end (or srun's) reported it
+(``hal.state.step_usage``).
 Output waits here until srun has read it, at most ``MAX_BUFFERED_BYTES`` per step (the
 oldest is dropped past that, and srun says so).
 """
@@ -44,8 +45,15 @@ from hal.core.states import JobState
 from hal.core.steps import StepLayout, StepRequest, refused, step_environment, step_layout
 from hal.state.cluster import Caller, Cluster
 from hal.state.launch import build_launch
-from hal.state.step_restore import cursor_base, ended_of, layout_of, running_row, totals_of
-from hal.state.step_usage import summary
+from hal.state.step_restore import (
+    cursor_base,
+    ended_of,
+    gpus_of,
+    layout_of,
+    running_row,
+    totals_of,
+)
+from hal.state.step_usage import gpu_summary, summary
 from hal.state.store import DatabaseUnavailable, RunningStepRow, StepRow
 from hal.wire.agent import StepEnd, StepLaunch, StepOutput, StepSignal, StepTaskUsage
 from hal.wire.steps import TaskTotals
@@ -78,6 +86,9 @@ class Step:
     usage: dict[int, tuple[str, StepTaskUsage]] = field(default_factory=dict)
     # ended tasks' node, most RSS and CPU seconds by rank, from their node's end (sacct)
     totals: dict[int, tuple[str, int, float]] = field(default_factory=dict)
+    # ended tasks' most GPU memory, most and mean utilisation by rank, where their node
+    # read them (a step given GPUs there)
+    gpus: dict[int, tuple[int, int, float]] = field(default_factory=dict)
     # unread output: (cursor, rank, stream, bytes), cursor increasing from 1
     chunks: list[tuple[int, int, str, bytes]] = field(default_factory=list)
     cursor: int = 0
@@ -390,6 +401,9 @@ class StepTable:
         for task in tasks:  # (only the node's own ranks)
             if task.rank in ranks:
                 step.totals[task.rank] = (node, task.max_rss_bytes, task.cpu_seconds)
+                if task.gpu is not None:
+                    gpu = task.gpu
+                    step.gpus[task.rank] = (gpu.max_mem_bytes, gpu.max_util, gpu.ave_util)
         step.changed.set()
         if len(step.ended) < len(step.layout.nodes):
             try:  # a restarted server must not take this node's part for lost
@@ -411,6 +425,7 @@ class StepTable:
             step.state = (JobState.COMPLETED if step.exit_code == 0 else JobState.FAILED).value
         step.end_time = now
         used = summary(step.totals)
+        gpus = gpu_summary(step.gpus)
         row = StepRow(
             job_id=step.job_id,
             step_id=step.step_id,
@@ -427,6 +442,10 @@ class StepTable:
             max_rss_task=used.max_rss_task,
             ave_rss_bytes=used.ave_rss_bytes,
             total_cpu_seconds=used.total_cpu_seconds,
+            gpu_max_mem_bytes=gpus.max_mem_bytes if gpus else None,
+            gpu_ave_mem_bytes=gpus.ave_mem_bytes if gpus else None,
+            gpu_max_util=gpus.max_util if gpus else None,
+            gpu_ave_util=gpus.ave_util if gpus else None,
         )
         try:
             await self.cluster.db(self.cluster.store.record_step, row)
@@ -501,6 +520,7 @@ class StepTable:
             step.local = row.local  # srun still holds its tasks, and reports their end
             step.ended, step.oom = ended_of(row)
             step.totals = totals_of(row)
+            step.gpus = gpus_of(row)
             step.restored, step.cursor = True, cursor_base(now)
             job = self.cluster.jobs.get(row.job_id)
             self.steps[(row.job_id, row.step_id)] = step
@@ -581,6 +601,7 @@ def _row(step: Step) -> RunningStepRow:
         step.oom,
         step.local,
         step.totals,
+        step.gpus,
     )
 
 

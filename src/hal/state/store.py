@@ -114,6 +114,12 @@ class StepRow:
     max_rss_task: int = 0  # ... its rank
     ave_rss_bytes: int = 0  # the tasks' mean of their most
     total_cpu_seconds: float = 0.0  # user and system, all its tasks
+    # its tasks' GPU use (``step_usage.gpu_summary``; None: not read for GPUs): the most
+    # of one task and the tasks' mean, of memory and of utilisation
+    gpu_max_mem_bytes: int | None = None
+    gpu_ave_mem_bytes: int | None = None
+    gpu_max_util: int | None = None
+    gpu_ave_util: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +133,9 @@ class RunningStepRow:
     nodes: str  # comma-separated
     tasks: str  # comma-separated counts, or each node's ranks (``step_restore``)
     start_time: float
-    ended: str = "{}"  # JSON: {node: [exit code, signal, oom, {rank: [rss, cpu]}]}
+    # JSON: {node: [exit code, signal, oom, {rank: [rss, cpu]}, {rank: [GPU memory, most
+    # util, mean util]}]} (``step_restore``)
+    ended: str = "{}"
     local: bool = False  # srun runs it on the batch node (``StepTable.open_local``)
 
 

@@ -114,7 +114,8 @@ class JobUsage(WireModel):
 
 class StepTaskUsage(WireModel):
     """What one task of a job step on this node uses now (``sstat -j JOB.N``), sampled
-    with the jobs' usage (``JobUsage``): its process tree's memory and CPU time."""
+    with the jobs' usage (``JobUsage``): its process tree's memory and CPU time, and, for
+    a step given GPUs on this node, what the tree does with them."""
 
     job_id: int
     step_id: int = Field(ge=0)
@@ -122,6 +123,7 @@ class StepTaskUsage(WireModel):
     rss_bytes: int = Field(ge=0, le=INT64_MAX)
     max_rss_bytes: int = Field(ge=0, le=INT64_MAX)  # the most of the samples so far
     cpu_seconds: float = Field(ge=0)
+    gpu: GpuUsage | None = None  # its GPU samples' tally (as ``JobUsage.gpu``); None: not read
 
 
 class AgentSync(WireModel):

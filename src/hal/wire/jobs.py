@@ -38,6 +38,18 @@ class GpuUsage(WireModel):
     ave_util: float = Field(ge=0)
 
 
+class StepGpuUsage(WireModel):
+    """What an ended step's tasks did with their GPUs (sacct's ``gres/gpumem`` and
+    ``gres/gpuutil`` of ``JOB.N``, as Slurm's gpu/nvml per task): the most of one task
+    (TRESUsageInMax) and the mean over the tasks (TRESUsageInAve) of each one's most
+    memory and of its mean utilisation."""
+
+    max_mem_bytes: int = Field(ge=0, le=INT64_MAX)
+    ave_mem_bytes: int = Field(ge=0, le=INT64_MAX)
+    max_util: int = Field(ge=0, le=INT64_MAX)
+    ave_util: float = Field(ge=0)
+
+
 class JobBatchSubmit(WireModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
     jobs: list[JobSubmit] = Field(min_length=1, max_length=100_000)
@@ -173,6 +185,7 @@ class StepRecord(WireModel):
     max_rss_task: int = 0  # ... its rank (MaxRSSTask)
     ave_rss_bytes: int = 0  # the tasks' mean of their most (AveRSS)
     total_cpu_seconds: float = 0.0  # user and system seconds of all its tasks (TotalCPU)
+    gpu: StepGpuUsage | None = None  # its tasks' GPU use; None: not read for GPUs
 
 
 class JobList(WireModel):

@@ -48,17 +48,22 @@ class TaskUsage(WireModel):
     rss_bytes: int
     max_rss_bytes: int
     cpu_seconds: float
-    gpu: GpuUsage | None = None  # the batch step of a job given GPUs (``JobInfo.gpu_usage``)
+    # the batch step of a job given GPUs (``JobInfo.gpu_usage``), or a step task given
+    # GPUs on its node (``StepTaskUsage.gpu``)
+    gpu: GpuUsage | None = None
 
 
 class TaskTotals(WireModel):
     """What one ended task of a step used (sacct's MaxRSS, TotalCPU of ``JOB.N``): its
     process tree's most resident memory (0: not measured) and its CPU seconds, user and
-    system, of it and the children it waited for."""
+    system, of it and the children it waited for; and its GPU use where it had GPUs."""
 
     rank: int = Field(ge=0, le=INT32_MAX)
     max_rss_bytes: int = Field(default=0, ge=0, le=INT64_MAX)
     cpu_seconds: float = Field(default=0.0, ge=0, le=1e15)
+    # a task of a step given GPUs on its node, whose agent read them: its samples' tally
+    # (the most memory and utilisation, the mean utilisation); None: not read
+    gpu: GpuUsage | None = None
 
 
 class StepInfo(WireModel):
