@@ -5,7 +5,9 @@ As Slurm's ``gpu/nvml`` plugin does, use is read per process and summed over the
 the memory each process holds (``nvmlDeviceGetComputeRunningProcesses``'
 ``usedGpuMemory``) and its streaming-multiprocessor utilisation (``smUtil`` of
 ``nvmlDeviceGetProcessUtilization``, the newest sample since the last read). A job's use
-is that of the processes in its tree, so two busy GPUs read ``gpuutil=200``. NVML names
+is that of the processes in its tree, so two busy GPUs read ``gpuutil=200``, and so is
+a job step task's (``srun``'s, through the step keeper: the task and the processes below
+it) where its step was given GPUs on the node; one read serves both. NVML names
 processes by the pid it sees: an agent in another pid namespace than its jobs' (a
 container on a host driver) attributes nothing.
 """

@@ -140,6 +140,15 @@ class _Watch:
     started_fd: int | None = None
 
 
+# one usage sample: the jobs' (job, attempt, (RSS, CPU), GPU use), the step tasks'
+# ((job, step, rank, pid), (RSS, CPU)) and those tasks' GPU use by (job, step, rank)
+_Sampled = tuple[
+    list[tuple[int, int, tuple[int, float], ProcessGpu | None]],
+    list[tuple[tuple[int, int, int, int], tuple[int, float]]],
+    dict[tuple[int, int, int], ProcessGpu],
+]
+
+
 class _Backoff:
     def __init__(self, cap: float, seed: str) -> None:
         self.cap = cap
@@ -442,7 +451,9 @@ class AgentShell:
     async def _sample_usage(self) -> tuple[list[JobUsage], list[StepTaskUsage]]:
         """What the running jobs and step tasks use now (``procfs.job_usage``,
         ``tree_usage``, read off the event loop), with the most memory each one's samples
-        have shown; nothing when the last sample is under ``USAGE_MIN_INTERVAL_S`` old."""
+        have shown, and for those given GPUs here their tallies of one NVML read
+        (``gpuusage``); nothing when the last sample is under ``USAGE_MIN_INTERVAL_S``
+        old."""
         now = time.monotonic()
         if now - self._sampled_at < USAGE_MIN_INTERVAL_S:
             return [], []
@@ -455,10 +466,13 @@ class AgentShell:
         tasks = self.steps.usage_targets()  # checked by start time: no recycled pids
         sampler = self.gpu_sampler
         on_gpus = {job_id for job_id, _, _, _ in watched if self._holds_gpus(job_id)}
+        gpu_steps = self.steps.gpu_steps()
+        gpu_tasks = [t for t in tasks if (t[0], t[1]) in gpu_steps]
 
-        def sample() -> list[tuple[int, int, tuple[int, float], ProcessGpu | None]]:
-            gpu = sampler.sample() if sampler is not None and on_gpus else None
-            return [
+        def sample() -> _Sampled:
+            # one NVML read for the jobs and the step tasks given GPUs here
+            gpu = sampler.sample() if sampler is not None and (on_gpus or gpu_tasks) else None
+            jobs = [
                 (
                     job_id,
                     attempt,
@@ -470,12 +484,19 @@ class AgentShell:
                 for job_id, attempt, pid, ticks in watched
                 if start_ticks(pid) == ticks  # still our supervisor, not a recycled pid
             ]
+            step_tasks = [(task, tree_usage(task[3])) for task in tasks]
+            # a task's tree is the task and the processes below it, as ``tree_usage``'s
+            task_gpu = {
+                (job_id, step_id, rank): use_of([pid, *descendants(pid)], gpu)
+                for job_id, step_id, rank, pid in gpu_tasks
+                if gpu is not None
+            }
+            return jobs, step_tasks, task_gpu
 
-        def sample_tasks() -> list[tuple[tuple[int, int, int, int], tuple[int, float]]]:
-            return [(task, tree_usage(task[3])) for task in tasks]
-
-        sampled = await asyncio.to_thread(sample) if watched else []
-        step_usage = self.steps.usage(await asyncio.to_thread(sample_tasks) if tasks else [])
+        sampled, step_tasks, task_gpu = (
+            await asyncio.to_thread(sample) if watched or tasks else ([], [], {})
+        )
+        step_usage = self.steps.usage(step_tasks, task_gpu)
         peaks: dict[tuple[int, int], int] = {}
         usage: list[JobUsage] = []
         for job_id, attempt, (rss, cpu), gpu_use in sampled:

@@ -47,10 +47,11 @@ import os
 import shutil
 import signal
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from hal.agent.environment import MARKER, job_environment, job_marker
+from hal.agent.gpuusage import GpuTally, ProcessGpu
 from hal.agent.isolation import Isolation, remove_group
 from hal.agent.launcher import LaunchReply, StepLauncher
 from hal.agent.plan import LaunchError, job_umask, resolve_user
@@ -144,6 +145,8 @@ class _NodeStep:
     doomed: int = 0  # a signal to end it that came before its tasks were known
     # rank → (most RSS, CPU seconds) of the agent's latest sample of each running task
     sampled: dict[int, tuple[int, float]] = field(default_factory=dict)
+    # rank → its GPU samples' tally (a step given GPUs here, on a node NVML answers)
+    gpu: dict[int, GpuTally] = field(default_factory=dict)
     totals: list[TaskTotals] = field(default_factory=list)  # what each used, once ended
     woken: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -247,18 +250,34 @@ class StepTasks:
             for rank, pid in step.live_tasks()
         ]
 
+    def gpu_steps(self) -> set[Key]:
+        """The running steps given GPUs on this node: their tasks are read for GPU use."""
+        return {
+            key
+            for key, step in self._steps.items()
+            if step.exit_code is None and step.launch.launch.gpu_ids
+        }
+
     def usage(
-        self, sampled: list[tuple[tuple[int, int, int, int], tuple[int, float]]]
+        self,
+        sampled: list[tuple[tuple[int, int, int, int], tuple[int, float]]],
+        gpu: Mapping[tuple[int, int, int], ProcessGpu] | None = None,
     ) -> list[StepTaskUsage]:
         """The tasks' samples (``procfs.tree_usage`` of ``usage_targets``) with the most
-        memory each task's samples have shown (ended tasks' peaks go)."""
+        memory each task's samples have shown (ended tasks' peaks go); ``gpu``: (job,
+        step, rank) → what the task's tree does with the GPUs now, for the tasks of
+        ``gpu_steps`` (``gpuusage.use_of``), added to each one's tally."""
         peaks: dict[tuple[int, int, int], int] = {}
         out: list[StepTaskUsage] = []
         for (job_id, step_id, rank, _), (rss, cpu) in sampled:
             key = (job_id, step_id, rank)
             peak = peaks[key] = max(rss, self._peaks.get(key, 0))
+            tally = None
             if (part := self._steps.get((job_id, step_id))) is not None:
                 part.sampled[rank] = (peak, cpu)  # for its end (``_totals``)
+                if gpu is not None and key in gpu:
+                    tally = part.gpu.setdefault(rank, GpuTally())
+                    tally.add(gpu[key])
             out.append(
                 StepTaskUsage(
                     job_id=job_id,
@@ -267,6 +286,7 @@ class StepTasks:
                     rss_bytes=rss,
                     max_rss_bytes=peak,
                     cpu_seconds=cpu,
+                    gpu=tally.usage() if tally is not None else None,
                 )
             )
         self._peaks = peaks
@@ -640,14 +660,17 @@ def _mark_stopped(step: _NodeStep) -> None:
 def _totals(step: _NodeStep) -> list[TaskTotals]:
     """What each ended task used: the most of what the keeper's ``wait4`` saw (one
     process's peak, and the CPU of the children it waited for) and the agent's latest
-    sample (its whole tree's memory; lost with an agent restart)."""
+    sample (its whole tree's memory; lost with an agent restart), and its GPU samples'
+    tally (the same)."""
     waited = read_usage(step.folder)
     totals = []
     for rank in step.launch.ranks:
         seen = [u for u in (waited.get(rank), step.sampled.get(rank)) if u is not None]
         if seen:
             rss, cpu = max(u[0] for u in seen), max(u[1] for u in seen)
-            totals.append(TaskTotals(rank=rank, max_rss_bytes=rss, cpu_seconds=cpu))
+            tally = step.gpu.get(rank)
+            gpu = tally.usage() if tally is not None else None
+            totals.append(TaskTotals(rank=rank, max_rss_bytes=rss, cpu_seconds=cpu, gpu=gpu))
     return totals
 
 
