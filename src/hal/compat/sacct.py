@@ -165,8 +165,11 @@ def _usage(job: JobInfo, step: str, *, mean: bool) -> str:
     an ended numbered step (over its tasks): CPU time, most memory and, where its tasks
     were read for GPUs, their GPU memory and utilisation (``_gpu_figures``)."""
     gpu_mem, gpu_util = _gpu_figures(job, step, mean=mean)
-    figures = tres_usage(job.cpu_seconds, job.max_rss_bytes, gpu_mem, gpu_util)
-    return _measured(job, step, figures)
+    cpu, memory = job.cpu_seconds, job.max_rss_bytes
+    record = _step_used(job, step) if step != "batch" else None
+    if record is not None and mean:  # a step's mean task (its Max cpu: all its tasks')
+        cpu, memory = record.total_cpu_seconds / max(record.ntasks, 1), record.ave_rss_bytes
+    return _measured(job, step, tres_usage(cpu, memory, gpu_mem, gpu_util))
 
 
 def _gpu_figures(job: JobInfo, step: str, *, mean: bool) -> tuple[int | None, float | None]:

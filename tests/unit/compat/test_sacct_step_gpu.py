@@ -50,7 +50,8 @@ def test_a_gpu_steps_line_shows_its_tasks_gpu_use() -> None:
     assert out.lines[1:] == [
         "5.batch|cpu=00:00:00,gres/gpumem=0,gres/gpuutil=0,mem=3M"
         "|cpu=00:00:00,gres/gpumem=0,gres/gpuutil=0,mem=3M",
+        # Ave: the mean task's (its CPU time 12.25 s over 2 tasks, AveRSS 50M)
         "5.0|cpu=00:00:12,gres/gpumem=3G,gres/gpuutil=95,mem=70M"
-        "|cpu=00:00:12,gres/gpumem=2G,gres/gpuutil=63,mem=70M",
-        "5.1|cpu=00:00:12,mem=70M|cpu=00:00:12,mem=70M",  # not read for GPUs
+        "|cpu=00:00:06,gres/gpumem=2G,gres/gpuutil=63,mem=50M",
+        "5.1|cpu=00:00:12,mem=70M|cpu=00:00:06,mem=50M",  # not read for GPUs
     ], out.err
