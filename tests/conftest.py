@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -23,10 +24,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 PG_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
 
 
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    """A fresh database on the machine's PostgreSQL for one test, dropped afterwards
-    (the state-store tests override it with one database per run)."""
+@contextmanager
+def _fresh_pg_database() -> Iterator[str]:
+    """A new database on the machine's PostgreSQL, dropped on exit; skips when that
+    server is not reachable."""
     try:
         import psycopg
 
@@ -42,3 +43,18 @@ def pg_url() -> Iterator[str]:
     finally:
         with psycopg.connect(PG_DSN, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh database on the machine's PostgreSQL for one test, dropped afterwards
+    (the state-store tests override it with one database per run)."""
+    with _fresh_pg_database() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def module_pg_url() -> Iterator[str]:
+    """``pg_url`` shared by a module's tests, for a server they share."""
+    with _fresh_pg_database() as url:
+        yield url

@@ -1,6 +1,6 @@
 """A control plane on each of the two stores, for behaviour that differs between SQLite
-and PostgreSQL (what a column can hold); the Slurm shims installed for a module's
-``server``."""
+and PostgreSQL (what a column can hold), fresh for each test or shared by a module's;
+the Slurm shims installed for a module's ``server``."""
 
 from __future__ import annotations
 
@@ -16,6 +16,18 @@ from hal.testing.live import LiveServer
 def each_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LiveServer]:
     db_url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
     with LiveServer(tmp_path, db_url=db_url) as live:
+        yield live
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def each_store_shared(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveServer]:
+    """``each_store``, one server per store for all of a module's tests: for tests that
+    need no fresh state and leave none that another could trip on."""
+    postgresql = request.param == "postgresql"
+    db_url = request.getfixturevalue("module_pg_url") if postgresql else None
+    with LiveServer(tmp_path_factory.mktemp(request.param), db_url=db_url) as live:
         yield live
 
 

@@ -5,10 +5,15 @@ job's --constraint could name (empty, with a space or an &, a NUL) or too many o
 
 from __future__ import annotations
 
+import itertools
+
 import httpx
 import pytest
 
 from hal.testing.live import LiveServer
+
+# one server per store serves every case (``each_store_shared``): each registers its own node
+NODE_NUMBERS = itertools.count(1)
 
 
 @pytest.mark.parametrize(
@@ -27,15 +32,17 @@ from hal.testing.live import LiveServer
     ],
 )
 def test_a_registration_that_cannot_be_stored_is_refused(
-    each_store: LiveServer, extra: dict[str, object], field: str
+    each_store_shared: LiveServer, extra: dict[str, object], field: str
 ) -> None:
-    auth = {"Authorization": f"Bearer {each_store.token}"}
-    body = {"node": "n1", "cpus": 2, "memory_bytes": 2**31, **extra}
-    r = httpx.post(each_store.url + "/v1/agent/register", json=body, headers=auth, timeout=10)
+    live = each_store_shared
+    name = f"n{next(NODE_NUMBERS)}"  # a node the server has not seen, as on a fresh one
+    auth = {"Authorization": f"Bearer {live.token}"}
+    body = {"node": name, "cpus": 2, "memory_bytes": 2**31, **extra}
+    r = httpx.post(live.url + "/v1/agent/register", json=body, headers=auth, timeout=10)
     assert (r.status_code, r.json()["field"]) == (400, field)
-    ok = {"node": "n1", "cpus": 2**31 - 1, "memory_bytes": 2**31, "gpus": 1, "gpu_model": "x" * 256}
+    ok = {"node": name, "cpus": 2**31 - 1, "memory_bytes": 2**31, "gpus": 1, "gpu_model": "x" * 256}
     ok["features"] = ["a100", "ib", "nvme:3.2T", "x" * 128]
-    registered = httpx.post(each_store.url + "/v1/agent/register", json=ok, headers=auth)
+    registered = httpx.post(live.url + "/v1/agent/register", json=ok, headers=auth)
     assert registered.status_code == 200
-    node = httpx.get(each_store.url + "/v1/nodes/n1", headers=auth).json()
+    node = httpx.get(f"{live.url}/v1/nodes/{name}", headers=auth).json()
     assert node["features"] == ok["features"]
