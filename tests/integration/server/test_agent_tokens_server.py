@@ -90,9 +90,11 @@ def test_an_admin_token_still_serves_agents_with_a_warning_once(
     assert len(warnings) == 1 and "hal user add NAME --agent" in warnings[0]
 
 
-def test_a_plain_users_token_is_refused_by_the_agent_channel(each_store: LiveServer) -> None:
-    bob = each_store.add_users("bob")["bob"]
-    r = post(each_store, "/v1/agent/register", bob, {"node": "n1", **NODE})
+def test_a_plain_users_token_is_refused_by_the_agent_channel(
+    each_store_shared: LiveServer,
+) -> None:
+    bob = each_store_shared.add_users("bob")["bob"]
+    r = post(each_store_shared, "/v1/agent/register", bob, {"node": "n1", **NODE})
     assert r.status_code == 403 and "user bob is no agent" in r.json()["detail"]
 
 
@@ -143,9 +145,9 @@ def test_an_agent_token_is_refused_everywhere_but_the_agent_channel(tmp_path: An
     ],
 )
 def test_an_agent_user_that_makes_no_sense_is_refused(
-    each_store: LiveServer, body: dict[str, Any], field: str, message: str
+    each_store_shared: LiveServer, body: dict[str, Any], field: str, message: str
 ) -> None:
-    r = post(each_store, "/v1/users", each_store.token, {"name": "x", **body})
+    r = post(each_store_shared, "/v1/users", each_store_shared.token, {"name": "x", **body})
     assert (r.status_code, r.json()["field"]) == (400, field)
     assert message in r.json()["detail"]
 
