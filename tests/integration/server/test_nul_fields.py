@@ -24,17 +24,18 @@ SCRIPT = "#!/bin/sh\necho hi\n"
     ],
 )
 def test_a_nul_in_a_submission_is_refused_naming_the_field(
-    each_store: LiveServer, body: dict[str, object], field: str
+    each_store_shared: LiveServer, body: dict[str, object], field: str
 ) -> None:
-    auth = {"Authorization": f"Bearer {each_store.token}"}
-    r = httpx.post(each_store.url + "/v1/jobs", json=body, headers=auth, timeout=10)
+    live = each_store_shared  # its tests store no job: each is refused
+    auth = {"Authorization": f"Bearer {live.token}"}
+    r = httpx.post(live.url + "/v1/jobs", json=body, headers=auth, timeout=10)
     assert r.status_code == 400, r.text
     problem = r.json()
     assert problem["field"] == field
     assert "NUL character" in problem["detail"]
-    batch = httpx.post(each_store.url + "/v1/jobs/batch", json={"jobs": [body]}, headers=auth)
+    batch = httpx.post(live.url + "/v1/jobs/batch", json={"jobs": [body]}, headers=auth)
     assert (batch.status_code, batch.json()["field"]) == (400, f"jobs[0].{field}")
-    listed = httpx.get(each_store.url + "/v1/jobs", headers=auth).json()
+    listed = httpx.get(live.url + "/v1/jobs", headers=auth).json()
     assert listed["jobs"] == []  # nothing half-stored
 
 
@@ -51,12 +52,12 @@ def test_a_nul_in_an_update_is_refused(each_store: LiveServer) -> None:
 
 @pytest.mark.parametrize("name", ["", "A=B"])
 def test_an_environment_name_a_process_cannot_take_is_refused(
-    each_store: LiveServer, name: str
+    each_store_shared: LiveServer, name: str
 ) -> None:
     """A name that is empty or holds '=' cannot reach the job's environment; the job
     failed on the node."""
-    auth = {"Authorization": f"Bearer {each_store.token}"}
+    auth = {"Authorization": f"Bearer {each_store_shared.token}"}
     body = {"script": SCRIPT, "environment": {name: "x"}}
-    r = httpx.post(each_store.url + "/v1/jobs", json=body, headers=auth, timeout=10)
+    r = httpx.post(each_store_shared.url + "/v1/jobs", json=body, headers=auth, timeout=10)
     assert (r.status_code, r.json()["field"]) == (400, "environment")
     assert repr(name) in r.json()["detail"]
