@@ -68,8 +68,13 @@ def run_snakemake(
             # step (~11 MB): 200 MB was at the edge once srun stopped exec'ing its task
             "mem_mb=400",
             "runtime=5",
+            # the wait before a status check while no check has seen a job end, and after
+            # one that has (default 40 s; only the waits change, not the commands); a
+            # check that sees none end waits 10 s more. A rule's job takes ~5 s (Snakemake
+            # starting inside it): after 1 s the first check found none ended, and the
+            # next came 11 s later, in each of the workflow's two rounds
             "--slurm-init-seconds-before-status-checks",
-            "1",  # default 40 s; only the first wait changes, not the commands
+            "6",
             "--latency-wait",
             "10",
             "--nolock",
