@@ -124,16 +124,17 @@ def processes_of(session: int, variable: str) -> list[int]:
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def job_usage(supervisor: int) -> tuple[int, float]:
+def job_usage(supervisor: int, below: list[int] | None = None) -> tuple[int, float]:
     """(resident bytes, CPU seconds) of the job under step supervisor ``supervisor``: the
     memory of its live processes, and the user and system time they and the processes
     that already ended used (``/proc/<pid>/stat``: a live process's own time plus its
     reaped children's; the supervisor's reaped children, the job's orphans included,
     through its ``cutime``/``cstime``). Like Slurm's ``jobacct_gather/linux``, memory is
-    the sum of the processes' RSS."""
+    the sum of the processes' RSS. ``below``: its ``descendants``, where the caller has
+    them already."""
     rss_pages = 0
     ticks = _stat_fields(supervisor, 13, 15)  # the supervisor: its reaped children only
-    for pid in descendants(supervisor):
+    for pid in descendants(supervisor) if below is None else below:
         fields = _stat_fields(pid, 11, 22)
         if len(fields) == 11:
             ticks += fields[:4]
@@ -141,13 +142,14 @@ def job_usage(supervisor: int) -> tuple[int, float]:
     return rss_pages * PAGE_SIZE, sum(ticks) / CLOCK_TICKS
 
 
-def tree_usage(root: int) -> tuple[int, float]:
+def tree_usage(root: int, below: list[int] | None = None) -> tuple[int, float]:
     """(resident bytes, CPU seconds) of ``root`` (a job step's task) and the processes
-    below it, as ``job_usage`` counts them: (0, 0.0) once it is gone."""
+    below it (``below``, where the caller has them), as ``job_usage`` counts them: (0,
+    0.0) once it is gone."""
     own = _stat_fields(root, 11, 22)
     if len(own) != 11:
         return 0, 0.0
-    rss, cpu = job_usage(root)  # its descendants, and the children it reaped
+    rss, cpu = job_usage(root, below)  # its descendants, and the children it reaped
     return rss + own[10] * PAGE_SIZE, cpu + (own[0] + own[1]) / CLOCK_TICKS
 
 

@@ -467,30 +467,29 @@ class AgentShell:
         sampler = self.gpu_sampler
         on_gpus = {job_id for job_id, _, _, _ in watched if self._holds_gpus(job_id)}
         gpu_steps = self.steps.gpu_steps()
-        gpu_tasks = [t for t in tasks if (t[0], t[1]) in gpu_steps]
+        read_gpus = sampler is not None and bool(
+            on_gpus or any((t[0], t[1]) in gpu_steps for t in tasks)
+        )
 
         def sample() -> _Sampled:
-            # one NVML read for the jobs and the step tasks given GPUs here
-            gpu = sampler.sample() if sampler is not None and (on_gpus or gpu_tasks) else None
-            jobs = [
-                (
-                    job_id,
-                    attempt,
-                    job_usage(pid),
-                    use_of(descendants(pid), gpu)
-                    if gpu is not None and job_id in on_gpus
-                    else None,
-                )
-                for job_id, attempt, pid, ticks in watched
-                if start_ticks(pid) == ticks  # still our supervisor, not a recycled pid
-            ]
-            step_tasks = [(task, tree_usage(task[3])) for task in tasks]
-            # a task's tree is the task and the processes below it, as ``tree_usage``'s
-            task_gpu = {
-                (job_id, step_id, rank): use_of([pid, *descendants(pid)], gpu)
-                for job_id, step_id, rank, pid in gpu_tasks
-                if gpu is not None
-            }
+            # one NVML read for the jobs and the step tasks given GPUs here, and one walk
+            # of each process tree for its memory, CPU and GPU use
+            gpu = sampler.sample() if sampler is not None and read_gpus else None
+            jobs: list[tuple[int, int, tuple[int, float], ProcessGpu | None]] = []
+            for job_id, attempt, pid, ticks in watched:
+                if start_ticks(pid) != ticks:
+                    continue  # not our supervisor any more: a recycled pid
+                below = descendants(pid)
+                use = use_of(below, gpu) if gpu is not None and job_id in on_gpus else None
+                jobs.append((job_id, attempt, job_usage(pid, below), use))
+            step_tasks = []
+            task_gpu = {}
+            for job_id, step_id, rank, root in tasks:
+                below = descendants(root)
+                step_tasks.append(((job_id, step_id, rank, root), tree_usage(root, below)))
+                if gpu is not None and (job_id, step_id) in gpu_steps:
+                    # a task's tree is the task and the processes below it
+                    task_gpu[(job_id, step_id, rank)] = use_of([root, *below], gpu)
             return jobs, step_tasks, task_gpu
 
         sampled, step_tasks, task_gpu = (
@@ -499,9 +498,15 @@ class AgentShell:
         step_usage = self.steps.usage(step_tasks, task_gpu)
         peaks: dict[tuple[int, int], int] = {}
         usage: list[JobUsage] = []
+        current = {(w.job_id, w.attempt) for w in self._watches.values()}
+        for key in self._gpu_tallies.keys() - current:  # ended (``_end_event`` took it)
+            del self._gpu_tallies[key]
         for job_id, attempt, (rss, cpu), gpu_use in sampled:
             peak = peaks[(job_id, attempt)] = max(rss, self._peaks.get((job_id, attempt), 0))
-            tally = self._gpu_tally(job_id, attempt, gpu_use)
+            tally = None
+            if gpu_use is not None and (job_id, attempt) in current:
+                tally = self._gpu_tallies.setdefault((job_id, attempt), GpuTally())
+                tally.add(gpu_use)
             usage.append(
                 JobUsage(
                     job_id=job_id,
@@ -536,18 +541,6 @@ class AgentShell:
     def _holds_gpus(self, job_id: int) -> bool:
         record = self.machine.jobs.get(job_id)
         return record is not None and record.gpus > 0
-
-    def _gpu_tally(self, job_id: int, attempt: int, use: ProcessGpu | None) -> GpuTally | None:
-        """Add a job's GPU sample to its tally; ended jobs' tallies go (``_end_event``
-        takes a job's as it ends, so one left here without a watch is stale)."""
-        current = {(w.job_id, w.attempt) for w in self._watches.values()}
-        for key in self._gpu_tallies.keys() - current:
-            del self._gpu_tallies[key]
-        if use is None or (job_id, attempt) not in current:
-            return None
-        tally = self._gpu_tallies.setdefault((job_id, attempt), GpuTally())
-        tally.add(use)
-        return tally
 
     def _sync_request(
         self,
