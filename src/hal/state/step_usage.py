@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from hal.wire.jobs import StepGpuUsage
+
 # rank → (its node, its most resident bytes (0: not measured), its CPU seconds)
 Totals = Mapping[int, tuple[str, int, float]]
 # rank → (its most GPU memory, its most utilisation, its samples' mean utilisation): the
@@ -42,24 +44,15 @@ def summary(totals: Totals) -> StepUsage:
     return StepUsage(most, node, rank, mean, cpu)
 
 
-@dataclass(frozen=True, slots=True)
-class StepGpu:
-    """A step's GPU use over its tasks, as Slurm's gpu/nvml: ``TRESUsageInMax``'s
-    ``gres/gpumem`` and ``gres/gpuutil`` are the most of one task, ``TRESUsageInAve``'s
-    the mean over the tasks (of each one's most memory, and of its mean utilisation)."""
-
-    max_mem_bytes: int
-    ave_mem_bytes: int
-    max_util: int
-    ave_util: float
-
-
-def gpu_summary(gpus: GpuTotals) -> StepGpu | None:
-    """The step's GPU use from its tasks'; None when no task was read for GPUs."""
+def gpu_summary(gpus: GpuTotals) -> StepGpuUsage | None:
+    """The step's GPU use from its tasks', as Slurm's gpu/nvml: ``TRESUsageInMax``'s
+    ``gres/gpumem`` and ``gres/gpuutil`` the most of one task, ``TRESUsageInAve``'s the
+    mean over the tasks (of each one's most memory, and of its mean utilisation); None
+    when no task was read for GPUs."""
     if not gpus:
         return None
     used = list(gpus.values())
-    return StepGpu(
+    return StepGpuUsage(
         max_mem_bytes=max(u[0] for u in used),
         ave_mem_bytes=sum(u[0] for u in used) // len(used),
         max_util=max(u[1] for u in used),

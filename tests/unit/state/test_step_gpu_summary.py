@@ -5,7 +5,8 @@ of their mean utilisation); a step whose tasks were not read for GPUs has none."
 
 from __future__ import annotations
 
-from hal.state.step_usage import StepGpu, gpu_summary
+from hal.state.step_usage import gpu_summary
+from hal.wire.jobs import StepGpuUsage
 
 GiB = 1 << 30
 
@@ -17,7 +18,7 @@ def test_the_most_of_one_task_and_the_mean_over_the_tasks() -> None:
         2: (2 * GiB, 95, 80.0),  # the most utilisation
         3: (0, 0, 0.0),  # on the step's GPUs, but touched none: counts in the mean
     }
-    assert gpu_summary(gpus) == StepGpu(
+    assert gpu_summary(gpus) == StepGpuUsage(
         max_mem_bytes=3 * GiB, ave_mem_bytes=GiB + GiB // 2, max_util=95, ave_util=43.9
     )
 
