@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from sqlalchemy import text
-from test_step_usage_store import ANN, two_node_job
+from test_step_usage_store import ANN, step_row_at_version, two_node_job
 
 from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
@@ -44,17 +43,7 @@ def test_a_step_record_keeps_its_gpu_use(db_url: str) -> None:
 def test_a_database_from_before_keeps_its_steps_as_not_read_for_gpus(db_url: str) -> None:
     store = SqlStateStore(db_url)
     store.migrate()
-    with store.engine.begin() as conn:  # back to what version 14 had
-        for column in GPU:
-            conn.execute(text(f"ALTER TABLE job_steps DROP COLUMN {column}"))
-        conn.execute(
-            text(
-                "INSERT INTO job_steps (job_id, step_id, name, nodelist, ntasks, state, "
-                "exit_code, start_time, end_time, exit_signal) "
-                "VALUES (7, 0, 'a.out', 'n1', 1, 'COMPLETED', 0, 1.0, 2.0, 0)"
-            )
-        )
-        conn.execute(text("UPDATE hal_meta SET value = 14 WHERE key = 'schema_version'"))
+    step_row_at_version(store, 15, GPU)  # before migration 16's GPU columns
     assert store.migrate() == len(STEPS)
     (old,) = store.steps_of([7])
     assert (old.name, old.end_time) == ("a.out", 2.0)

@@ -44,8 +44,19 @@ def test_a_step_record_keeps_what_its_tasks_used(db_url: str) -> None:
 def test_a_version_13_database_keeps_its_steps_as_not_measured(db_url: str) -> None:
     store = SqlStateStore(db_url)
     store.migrate()
-    with store.engine.begin() as conn:  # back to what version 13 had
-        for column in USAGE:
+    step_row_at_version(store, 13, USAGE)
+    assert store.migrate() == len(STEPS)
+    (old,) = store.steps_of([7])
+    assert (old.name, old.state, old.end_time) == ("a.out", "COMPLETED", 2.0)
+    assert [getattr(old, c) for c in USAGE] == [0, "", 0, 0, 0.0]
+    store.close()
+
+
+def step_row_at_version(store: SqlStateStore, version: int, columns: tuple[str, ...]) -> None:
+    """Make ``store`` a database of schema ``version``, before ``job_steps``' ``columns``,
+    holding one ended step 7.0 (``a.out`` on n1, ended at 2.0)."""
+    with store.engine.begin() as conn:
+        for column in columns:
             conn.execute(text(f"ALTER TABLE job_steps DROP COLUMN {column}"))
         conn.execute(
             text(
@@ -54,12 +65,9 @@ def test_a_version_13_database_keeps_its_steps_as_not_measured(db_url: str) -> N
                 "VALUES (7, 0, 'a.out', 'n1', 1, 'COMPLETED', 0, 1.0, 2.0, 0)"
             )
         )
-        conn.execute(text("UPDATE hal_meta SET value = 13 WHERE key = 'schema_version'"))
-    assert store.migrate() == len(STEPS)
-    (old,) = store.steps_of([7])
-    assert (old.name, old.state, old.end_time) == ("a.out", "COMPLETED", 2.0)
-    assert [getattr(old, c) for c in USAGE] == [0, "", 0, 0, 0.0]
-    store.close()
+        conn.execute(
+            text("UPDATE hal_meta SET value = :v WHERE key = 'schema_version'"), {"v": version}
+        )
 
 
 async def two_node_job(cluster: Cluster) -> int:
