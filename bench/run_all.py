@@ -43,8 +43,9 @@ def _cache() -> dict[str, Any]:
 
 def _sim() -> dict[str, Any]:
     from hal.bench.sim import CASES, run_sim_bench
+    from hal.sim.parallel import default_workers
 
-    return run_sim_bench(list(CASES))
+    return run_sim_bench(list(CASES), workers=default_workers())
 
 
 def _predict() -> dict[str, Any]:

@@ -49,16 +49,17 @@ print("WALL", time.perf_counter() - t)
 """
 
 
-def run_hal(case: str, first_jobs: int = 0) -> dict[str, Any]:
+def run_hal(case: str, first_jobs: int = 0, workers: int = 1) -> dict[str, Any]:
     from hal.sim import Cleaning, SimOptions, load_workload, run_workload
 
     name, procs, cores, target = CASES[case]
     t0 = time.perf_counter()
     workload = load_workload(TRACES / name, Cleaning(procs=procs, first_jobs=first_jobs))
     load_s = time.perf_counter() - t0
-    _, summary = run_workload(
-        workload, SimOptions(policy="easy", cores_per_node=cores, exclude_first_fraction=0.01)
+    options = SimOptions(
+        policy="easy", cores_per_node=cores, exclude_first_fraction=0.01, workers=workers
     )
+    _, summary = run_workload(workload, options)
     total = time.perf_counter() - t0
     return {
         "trace": name,
@@ -68,6 +69,10 @@ def run_hal(case: str, first_jobs: int = 0) -> dict[str, Any]:
         "load_s": round(load_s, 2),
         "simulate_s": round(summary["wall_s"], 2),
         "wall_s": round(total, 2),
+        # processes the replay ran on, where they handed over, the CPU they all spent
+        "workers": summary["workers"],
+        "handovers": summary.get("handovers", []),
+        "simulate_cpu_s": round(summary.get("cpu_s", summary["wall_s"]), 2),
         "jobs_per_s": round(len(workload.jobs) / total, 1),
         "target_s": target,
         "meets_target": total <= target if not first_jobs else None,  # whole traces only
@@ -159,11 +164,11 @@ def run_accasim(case: str, first_jobs: int = 0, timeout_s: float = 900.0) -> dic
 
 
 def run_sim_bench(
-    cases: list[str], with_accasim: bool = True, first_jobs: int = 0
+    cases: list[str], with_accasim: bool = True, first_jobs: int = 0, workers: int = 1
 ) -> dict[str, Any]:
     result: dict[str, Any] = {"python": sys.version.split()[0], "cases": {}}
     for case in cases:
-        entry: dict[str, Any] = {"hal": run_hal(case, first_jobs)}
+        entry: dict[str, Any] = {"hal": run_hal(case, first_jobs, workers)}
         if with_accasim:
             entry["accasim"] = run_accasim(case, first_jobs)
             acc = entry["accasim"]
@@ -179,11 +184,19 @@ def add_commands(bsub: Any) -> None:
     p.add_argument("--cases", type=names_from(CASES), default=list(CASES))
     p.add_argument("--skip-accasim", action="store_true")
     p.add_argument("--first-jobs", type=int, default=0, help="cut traces (smoke runs)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        help="processes HAL replays on (default: one per core, at most 4; see hal sim run)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd)
 
 
 def _cmd(ns: Any) -> int:
-    result = run_sim_bench(ns.cases, not ns.skip_accasim, ns.first_jobs)
+    from hal.sim.parallel import default_workers
+
+    workers = default_workers() if ns.workers is None else ns.workers
+    result = run_sim_bench(ns.cases, not ns.skip_accasim, ns.first_jobs, workers)
     print(json.dumps(result, indent=2))
     return 0

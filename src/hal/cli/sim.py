@@ -91,10 +91,18 @@ def _common(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="drop jobs larger than the machine instead of capping them",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="processes to replay on, split where the machine empties (default: one per "
+        "core, at most 4; the user and perfect predictors only); the result is the same",
+    )
 
 
 def _options(ns: argparse.Namespace, policy: str) -> tuple[Any, Any]:
     from hal.sim import Cleaning, SimOptions
+    from hal.sim.parallel import default_workers
 
     cleaning = Cleaning(
         drop_invalid=not ns.keep_invalid,
@@ -111,6 +119,7 @@ def _options(ns: argparse.Namespace, policy: str) -> tuple[Any, Any]:
         exclude_first_fraction=ns.exclude_first_fraction,
         topology=ns.topology,
         correction=ns.correction,
+        workers=default_workers() if ns.workers is None else ns.workers,
     )
     return cleaning, options
 

@@ -64,7 +64,7 @@ from __future__ import annotations
 import gc
 import heapq
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -91,6 +91,10 @@ from hal.sim.fitscreen import FitScreen, Need
 from hal.sim.workload import TraceJob
 
 FloatArray = npt.NDArray[np.float64]
+# Told, at each instant where jobs arrive, before they do: the index (in the whole trace)
+# of the first of them, whether nothing runs or waits then, and the passes run and
+# skipped so far; True stops the replay there (``hal.sim.parallel``).
+Watch = Callable[[int, bool, int, int], bool]
 
 # Plugins whose verdicts on the simulator's jobs do not depend on when they are asked:
 # ``hold`` reads the clock only for a begin time and ``reservation`` only for advance
@@ -150,6 +154,8 @@ class Simulation:
         explain: bool = False,
         data: CacheModel | None = None,
         inputs: Mapping[int, tuple[str, ...]] | None = None,
+        first: int = 0,
+        watch: Watch | None = None,
     ) -> None:
         self.jobs = jobs
         self.cluster = cluster
@@ -167,6 +173,11 @@ class Simulation:
         # run that much longer; each pass sees the caches' contents.
         self.data = data
         self.inputs = inputs or {}
+        # ``jobs`` start at this index of the whole trace (what ``watch`` is told), and
+        # ``watch`` may stop the replay before an instant where jobs arrive: the run then
+        # has the outcomes of the jobs before them only.
+        self.first = first
+        self.watch = watch
 
     def run(self) -> SimRun:
         """Replay the jobs. Python's cyclic garbage collector is off meanwhile, as it is
@@ -229,6 +240,7 @@ class Simulation:
         passes = skipped = 0
         revision = 0
         i, n_jobs = 0, len(self.jobs)
+        watch, first = self.watch, self.first
 
         while i < n_jobs or ends:
             t_next = self.jobs[i].submit if i < n_jobs else np.inf
@@ -277,6 +289,14 @@ class Simulation:
                 if predictor is not None:
                     predictor.observe(job.evolve(state=state, end_time=now), now - job.start_time)
             # 2. arrivals
+            if (
+                watch is not None
+                and i < n_jobs
+                and self.jobs[i].submit <= now
+                and watch(first + i, not running and not pending, passes, skipped)
+            ):
+                n_jobs = i  # the replay stops before these jobs arrive
+                break
             first_new = i
             while i < n_jobs and self.jobs[i].submit <= now:
                 tj = self.jobs[i]
@@ -386,7 +406,7 @@ class Simulation:
                 break  # nothing will ever free resources for what is left
         for jid in pending:
             outcomes[jid] = JobOutcome(by_id[jid], np.nan, np.nan, JobState.PENDING)
-        ordered = tuple(outcomes[j.id] for j in self.jobs)
+        ordered = tuple(outcomes[j.id] for j in self.jobs[:n_jobs])
         return SimRun(
             ordered,
             self.cluster.total_cpus,

@@ -20,6 +20,7 @@ from hal.predict.learned import SIM_TRAIN_LAG, UNDER_RATE_OWN_CORRECTION
 from hal.sim.cluster import ClusterModel
 from hal.sim.engine import SimRun, Simulation
 from hal.sim.metrics import check_exclusion, summarize
+from hal.sim.parallel import parallel_ok, replay
 from hal.sim.policies import scheduler_for
 from hal.sim.swf import SwfHeader, SwfRecord, write_swf
 from hal.sim.topology import leaf_summary, with_topology
@@ -43,9 +44,17 @@ class SimOptions:
     # (the predictor's own correction: learned's, else steps) or "default" (learned:
     # model; avg2: steps, Tsafrir's EASY++)
     correction: str = "default"
+    # Processes to replay on (``hal.sim.parallel``): the same result, split where the
+    # simulated machine empties; only for replays that keep no state (``parallel_ok``:
+    # the user or perfect predictor, no topology), the others use one.
+    workers: int = 1
 
     def __post_init__(self) -> None:
         check_exclusion(self.exclude_first_fraction)
+        if self.workers < 1:
+            raise InvalidRequest(
+                f"--workers must be 1 or more, not {self.workers}", field="workers"
+            )
 
 
 def effective_correction(predictor: str, correction: str) -> str:
@@ -102,14 +111,29 @@ def run_workload(workload: Workload, options: SimOptions) -> tuple[SimRun, dict[
             cluster, scheduler, options.topology, aware=options.topology_aware
         )
         scheduler = recorder
-    sim = Simulation(
-        workload.jobs,
-        cluster,
-        scheduler,
-        predictor=predictor,
-        check_tables=options.check_tables,
-    )
-    run = sim.run()
+    split = None
+    if (
+        options.workers > 1
+        and recorder is None
+        and not options.check_tables
+        and parallel_ok(predictor)
+    ):
+        run, split = replay(
+            workload.jobs,
+            cluster,
+            lambda: scheduler_for(options.policy, predictor),
+            predictor,
+            options.workers,
+        )
+    if split is None:
+        sim = Simulation(
+            workload.jobs,
+            cluster,
+            scheduler,
+            predictor=predictor,
+            check_tables=options.check_tables,
+        )
+        run = sim.run()
     summary = summarize(run, options.exclude_first_fraction)
     summary.update(
         policy=options.policy,
@@ -122,7 +146,11 @@ def run_workload(workload: Workload, options: SimOptions) -> tuple[SimRun, dict[
         capped=workload.capped,
         passes=run.passes,
         skipped_passes=run.skipped_passes,
+        workers=1 if split is None else len(split.starts),
     )
+    if split is not None:
+        # where the result's parts came from, and the CPU all workers spent
+        summary.update(handovers=[first for _, first, _ in split.chain[1:]], cpu_s=split.cpu_s)
     if options.predictor in ("avg2", "learned"):
         summary["correction"] = effective_correction(options.predictor, options.correction)
     if recorder is not None:

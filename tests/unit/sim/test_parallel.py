@@ -1,0 +1,134 @@
+"""A replay split over several processes (``hal.sim.parallel``) gives the replay of one,
+to the last digit: every job's start, end and state, the time series and the pass
+counts; where the machine never empties it still does, with one worker doing it all."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from hal.core.errors import InvalidRequest
+from hal.predict import UserPredictor
+from hal.scheduler.framework.scheduler import Scheduler
+from hal.sim import (
+    Cleaning,
+    ClusterModel,
+    SimOptions,
+    SimRun,
+    Simulation,
+    load_workload,
+    run_workload,
+)
+from hal.sim.parallel import replay, split_starts
+from hal.sim.policies import scheduler_for
+from hal.sim.swf import SwfRecord
+from hal.sim.traces import traces_dir
+from hal.sim.workload import TraceJob
+
+SDSC = traces_dir() / "SDSC-SP2-1998-4.2-cln.swf.gz"
+needs_trace = pytest.mark.skipif(not SDSC.exists(), reason="traces not available")
+
+
+def assert_same(one: SimRun, many: SimRun) -> None:
+    assert [(o.job.id, o.start, o.end, o.state) for o in one.outcomes] == [
+        (o.job.id, o.start, o.end, o.state) for o in many.outcomes
+    ]
+    for a, b in (
+        (one.series_t, many.series_t),
+        (one.series_queue, many.series_queue),
+        (one.series_busy, many.series_busy),
+    ):
+        assert np.array_equal(a, b)
+    assert (one.passes, one.skipped_passes) == (many.passes, many.skipped_passes)
+
+
+@needs_trace
+@pytest.mark.parametrize(
+    ("policy", "predictor", "workers"),
+    [("easy", "user", 2), ("easy", "user", 3), ("easy-sjbf", "perfect", 2)],
+)
+def test_split_replay_is_the_replay(policy: str, predictor: str, workers: int) -> None:
+    """SDSC-SP2's first 6,000 jobs (its machine empties before jobs 5,304 and 5,306):
+    the workers hand over where both machines were empty, and the result is the
+    one-process replay's."""
+    workload = load_workload(SDSC, Cleaning(first_jobs=6000))
+    options = SimOptions(policy=policy, predictor=predictor)
+    one, summary_one = run_workload(workload, options)
+    many, summary = run_workload(workload, replace(options, workers=workers))
+    assert summary["workers"] == workers
+    assert summary["handovers"], "no hand-over: the test would not test the split"
+    assert all(3000 <= h <= 6000 for h in summary["handovers"])
+    assert_same(one, many)
+    for key in ("mean_wait_s", "mean_bsld", "utilization", "makespan_s", "passes"):
+        assert summary[key] == summary_one[key]
+    assert summary["cpu_s"] > 0
+
+
+def busy_forever(n: int) -> tuple[TraceJob, ...]:
+    """One long job holds a CPU of 2 from the start until after the last arrival."""
+
+    def job(i: int, submit: float, run: float, procs: int) -> TraceJob:
+        rec = SwfRecord(i, submit, 0, run, procs, -1, -1, procs, run, -1, 1, 1 + i % 3,
+                        1, -1, 1, 1, -1, -1)  # fmt: skip
+        return TraceJob(i, submit, run, procs, run, 1 + i % 3, rec)
+
+    jobs = [job(1, 0.0, 10.0 * n + 100, 1)]
+    jobs += [job(i, 5.0 * i, 7.0 + i % 5, 1 + i % 2) for i in range(2, n)]
+    return tuple(jobs)
+
+
+def test_a_machine_that_never_empties_is_replayed_by_the_first_worker() -> None:
+    jobs = busy_forever(400)
+    cluster = ClusterModel.for_procs(2)
+
+    def make() -> Scheduler:
+        return scheduler_for("easy", UserPredictor())
+
+    one = Simulation(jobs, cluster, make()).run()
+    many, split = replay(jobs, cluster, make, UserPredictor(), 2)
+    assert split.starts == (0, len(jobs) // 2)
+    assert split.chain == ((0, 0, len(jobs)),)  # no hand-over: worker 0 did it all
+    assert_same(one, many)
+
+
+def test_split_starts_at_the_traces_own_empty_instants() -> None:
+    """Where the recorded schedule emptied (every earlier job waited and ran before
+    the next submission), nearest to equal shares; without recorded waits, at equal
+    shares, at the first job of an instant."""
+
+    def job(i: int, submit: float, wait: float, run: float) -> TraceJob:
+        rec = SwfRecord(i, submit, wait, run, 1, -1, -1, 1, run, -1, 1, 1, 1, -1, 1, 1, -1, -1)
+        return TraceJob(i, submit, run, 1, run, 1, rec)
+
+    # a job every 10 s running 100 s: busy, except before jobs 30 and 70 (long gaps)
+    jobs = []
+    t = 0.0
+    for i in range(100):
+        t += 1000.0 if i in (30, 70) else 10.0
+        jobs.append(job(i, t, 0.0, 100.0))
+    assert split_starts(jobs, 1) == [0]
+    assert split_starts(jobs, 2) == [0, 30]  # 30 is nearer to 50 than 70 is
+    assert split_starts(jobs, 3) == [0, 30, 70]
+    assert split_starts(jobs, 4) == [0, 30, 70]  # 25 and 75 both near ones taken
+    unknown = [replace(j, record=replace(j.record, wait=-1.0)) for j in jobs]
+    assert split_starts(unknown, 2) == [0, 50]
+    # equal submit times: a worker starts at the first job of its instant
+    tied = [replace(j, submit=float(j.id // 2)) for j in unknown]
+    assert split_starts(tied, 2) == [0, 50]
+    assert split_starts(tied[:99], 2) == [0, 48]
+
+
+def test_workers_below_one_are_refused() -> None:
+    with pytest.raises(InvalidRequest, match="--workers must be 1 or more"):
+        SimOptions(workers=0)
+
+
+@needs_trace
+def test_a_learning_predictor_replays_on_one_process() -> None:
+    """``avg2`` keeps what it learnt: a split replay could not be the same one."""
+    workload = load_workload(SDSC, Cleaning(first_jobs=300))
+    _, summary = run_workload(workload, SimOptions(policy="easy-sjbf", predictor="avg2", workers=2))
+    assert summary["workers"] == 1
+    assert "handovers" not in summary
