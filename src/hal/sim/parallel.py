@@ -37,7 +37,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,7 @@ from hal.sim.engine import JobOutcome, SimRun, Simulation, Watch
 from hal.sim.workload import TraceJob
 
 _STATES = list(JobState)
+_WAIT_S = 0.001
 MAX_DEFAULT_WORKERS = 4
 
 
@@ -109,13 +110,15 @@ class Split:
 
 class _Shared:
     """What the workers tell each other: per worker, whether it was empty before each
-    job's instant, the last instant it reached, and where it stopped and for whom."""
+    job's instant, the last instant it reached, where it stopped and for whom, and
+    whether it has ended."""
 
     def __init__(self, ctx: Any, workers: int, n: int) -> None:
         self.empty = [ctx.RawArray("b", n) for _ in range(workers)]
         self.progress = ctx.RawArray("q", [-1] * workers)
         self.stopped = ctx.RawArray("q", [-1] * workers)
         self.handed = ctx.RawArray("q", [-1] * workers)
+        self.ended = ctx.RawArray("b", workers)
 
 
 def _watcher(
@@ -138,15 +141,28 @@ def _watcher(
         for v in later:
             if starts[v] > p:
                 break
-            if 0 <= stopped[v] <= p:
-                continue  # it handed over before p: a later one goes on from there
-            if progress[v] >= p and empty[v][p]:
+            if _reaches(shared, v, p) and empty[v][p]:
                 handed[w] = v
                 stopped[w] = p
                 return True
         return False
 
     return watch
+
+
+def _reaches(shared: _Shared, v: int, p: int) -> bool:
+    """Whether worker ``v`` gets to job ``p``'s instant (waiting for it if it has not
+    yet: it started nearer, so it is seldom behind, and only by its start-up); False
+    when it handed over before, or ended without getting there."""
+    stopped, progress, ended = shared.stopped, shared.progress, shared.ended
+    while True:
+        if 0 <= stopped[v] <= p:
+            return False  # it handed over before p: a later one goes on from there
+        if progress[v] >= p:
+            return True
+        if ended[v]:
+            return False
+        time.sleep(_WAIT_S)
 
 
 def _work(
@@ -187,6 +203,7 @@ def _work(
     except BaseException:
         conn.send({"error": traceback.format_exc()})
     finally:
+        shared.ended[w] = 1
         conn.close()
 
 
@@ -223,18 +240,14 @@ def replay(
         procs.append(proc)
         conns.append(mine)
     results: dict[int, dict[str, Any]] = {}
-    chain: list[tuple[int, int, int]] = []
     try:
-        w, first = 0, 0
-        while True:
-            results[w] = _receive(w, conns[w])
-            procs[w].join()
-            stop = shared.stopped[w]
-            if stop < 0:
-                chain.append((w, first, len(jobs)))
-                break
-            chain.append((w, first, stop))
-            w, first = shared.handed[w], stop
+        while (chain := _chain(shared, results, len(jobs))) is None:
+            waiting = [w for w in range(len(starts)) if w not in results]
+            ready = wait([conns[w] for w in waiting])
+            for w in waiting:
+                if conns[w] in ready:
+                    results[w] = _receive(conns[w])
+                    shared.ended[w] = 1  # (also for one that died before saying so)
     finally:
         for proc in procs:
             if proc.is_alive():
@@ -251,14 +264,34 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _receive(w: int, conn: Connection) -> dict[str, Any]:
+def _receive(conn: Connection) -> dict[str, Any]:
+    """A worker's result, or ``{"error": why}``."""
     try:
         result: dict[str, Any] = conn.recv()
     except EOFError:
-        raise RuntimeError(f"simulation worker {w} ended without a result") from None
-    if "error" in result:
-        raise RuntimeError(f"simulation worker {w} failed:\n{result['error']}")
+        return {"error": "it ended without a result"}
     return result
+
+
+def _chain(
+    shared: _Shared, results: dict[int, dict[str, Any]], n: int
+) -> list[tuple[int, int, int]] | None:
+    """The hand-overs from worker 0 to one that replayed to the last job: (worker, first
+    job it gives, first it does not); None while a result on the way is still to come."""
+    chain: list[tuple[int, int, int]] = []
+    w, first = 0, 0
+    while True:
+        result = results.get(w)
+        if result is None:
+            return None
+        if "error" in result:
+            raise RuntimeError(f"simulation worker {w} failed: {result['error']}")
+        stop = shared.stopped[w]
+        if stop < 0:
+            chain.append((w, first, n))
+            return chain
+        chain.append((w, first, stop))
+        w, first = shared.handed[w], stop
 
 
 def _merge(

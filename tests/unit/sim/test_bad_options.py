@@ -24,6 +24,7 @@ from hal.cli.main import main
         ),
         (["--cores-per-node", "3"], "--cores-per-node 3 does not divide the machine's 4"),
         (["--drop-oversize"], "no job is left to replay: the cleaning dropped the trace's 2"),
+        (["--workers", "0"], "--workers must be 1 or more, not 0"),
     ],
 )
 @pytest.mark.parametrize("command", [["run", "--policy", "easy"], ["compare"]])

@@ -4,11 +4,16 @@ counts; where the machine never empties it still does, with one worker doing it 
 
 from __future__ import annotations
 
+import json
+import multiprocessing
+import os
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
 
+from hal.cli.main import main
 from hal.core.errors import InvalidRequest
 from hal.predict import UserPredictor
 from hal.scheduler.framework.scheduler import Scheduler
@@ -132,3 +137,56 @@ def test_a_learning_predictor_replays_on_one_process() -> None:
     _, summary = run_workload(workload, SimOptions(policy="easy-sjbf", predictor="avg2", workers=2))
     assert summary["workers"] == 1
     assert "handovers" not in summary
+
+
+def test_the_command_splits_by_default_and_says_where(write_trace: Any, capsys: Any) -> None:
+    """``hal sim run`` on two workers: the summary of one (but for the time taken and
+    where the parts met), the hand-over at an instant where both machines were empty."""
+    # bursts of four 1-CPU jobs every 100 s, each running 30 s: empty before every burst
+    jobs = [(i, 100.0 * (i // 4), 30, 1, 60) for i in range(1, 200)]
+    trace = write_trace(jobs, procs=4)
+    assert main(["sim", "run", str(trace), "--workers", "2", "--json"]) == 0
+    split = json.loads(capsys.readouterr().out)
+    assert main(["sim", "run", str(trace), "--workers", "1", "--json"]) == 0
+    single = json.loads(capsys.readouterr().out)
+    assert (split["workers"], single["workers"]) == (2, 1)
+    # the second worker starts at the burst nearest half the jobs (job 100, index 99),
+    # where the first one's machine is empty too
+    assert split["handovers"] == [99]
+    for key in ("wall_s", "jobs_per_wall_s", "workers", "handovers", "cpu_s"):
+        split.pop(key, None)
+        single.pop(key, None)
+    assert split == single
+
+
+@needs_trace
+@pytest.mark.parametrize("death", ["raises", "exits"])
+def test_a_worker_that_dies_leaves_the_replay_to_the_others(death: str) -> None:
+    """The second worker fails as it starts (an exception, or its process gone without a
+    word): the first never hands over to it and replays everything itself."""
+    workload = load_workload(SDSC, Cleaning(first_jobs=6000))
+    cluster = ClusterModel.for_procs(128)
+
+    def make() -> Scheduler:
+        if multiprocessing.current_process().name == "hal-sim-1":
+            if death == "exits":
+                os._exit(3)
+            raise RuntimeError("a broken worker")
+        return scheduler_for("easy", UserPredictor())
+
+    one = Simulation(workload.jobs, cluster, make()).run()
+    many, split = replay(workload.jobs, cluster, make, UserPredictor(), 2)
+    assert split.chain == ((0, 0, len(workload.jobs)),)
+    assert_same(one, many)
+
+
+def test_a_failing_replay_says_which_worker_and_why() -> None:
+    jobs = busy_forever(100)
+
+    def make() -> Scheduler:
+        raise RuntimeError("no scheduler today")
+
+    with pytest.raises(
+        RuntimeError, match=r"worker 0 failed: (?s:.*)RuntimeError: no scheduler today"
+    ):
+        replay(jobs, ClusterModel.for_procs(2), make, UserPredictor(), 2)
