@@ -248,13 +248,6 @@ def run_backfill(
             if owed:
                 deferred.append(job)
             continue
-        if not spec.time_min_s and not planner.nodes_free_now(job):
-            # its nodes are not free now, so in no window from now either: what its cycle
-            # would find in any window (Filter), without making the reservations first
-            failed_now[key] = now
-            if owed:
-                deferred.append(job)
-            continue
         planner.flush()  # earlier reservations first: they constrain this job
         stage = planner.start_now(job, runtime, screened=screened)
         if stage is Stage.DONE:
@@ -318,8 +311,6 @@ class _Planner:
         self.licenses: LicenseProfile | None = None
         self._runtimes: dict[int, float] = {}
         self._free: dict[str, int] = {}  # partition → free CPUs now (cleared on a start)
-        # partition → per CPU count c, the nodes with c CPUs free now (cleared on a start)
-        self._at_least: dict[str, npt.NDArray[np.int64]] = {}
         self._min_cpus: dict[int, int] = {}  # id(spec) → ``_min_cpus`` (specs are shared)
         # some job names several partitions (``run_backfill``'s ``listed``)
         self.listed = False
@@ -449,29 +440,6 @@ class _Planner:
             found = self._min_cpus[id(job.spec)] = _min_cpus(job)
         return found
 
-    def nodes_free_now(self, job: Job) -> bool:
-        """Whether ``job`` finds as many nodes as it needs (one count: no range, no named
-        nodes) UP, holding no exclusive job and with its CPUs per node free right now.
-        Every window from now holds less, so a job that does not cannot start now,
-        whatever its window (the screen of ``hal.sim.fitscreen``, per job)."""
-        spec = job.spec
-        if spec.nodes_min != spec.nodes_max or spec.nodelist:
-            return True  # not judged
-        at_least = self._at_least.get(job.partition)
-        if at_least is None:
-            table = self.ctx.nodes
-            usable = table.partition_mask(job.partition) & table.up & (table.exclusive_on == 0)
-            free = np.maximum(table.free_cpus[usable], 0)
-            at_least = self._at_least[job.partition] = np.cumsum(np.bincount(free)[::-1])[::-1]
-        n = max(spec.nodes_min, 1)
-        cpus = max(spec.cpus_per_node(n), 0)
-        return cpus < len(at_least) and int(at_least[cpus]) >= n
-
-    def started(self) -> None:
-        """A job started: what is free now changed."""
-        self._free.clear()
-        self._at_least.clear()
-
     def free_now(self, partition: str) -> int:
         """CPUs free on the partition's nodes right now: a job needing more cannot start
         now (the profile's windows never hold more than the table does now)."""
@@ -523,7 +491,7 @@ class _Planner:
                 _hold_licenses(ctx, self.profile, job.spec.licenses, ctx.now, end)
             self.result.placements.append((job, out.allocation))
             self.result.statuses[job.id] = out.status
-        self.started()
+        self._free.clear()
         return True
 
     def flush(self) -> None:
@@ -595,7 +563,7 @@ class _Planner:
             stage = _start_now(self.framework, ctx, profile, shortened, float(limit), needs, result)
             if stage is Stage.DONE:
                 result.limits[job.id] = limit
-                self.started()
+                self._free.clear()
                 return True
         return False
 
@@ -631,7 +599,7 @@ class _Planner:
         for form in self.forms(job):
             tried = BackfillResult()
             if self._start_form(form, failed_now, tried, bool(time_min)):
-                self.started()
+                self._free.clear()
                 self.result.placements.extend(tried.placements)
                 self.result.statuses.update(tried.statuses)
                 self.result.limits.update(tried.limits)
@@ -714,7 +682,7 @@ class _Planner:
             self.plan_licenses()
         stage = _start_now(self.framework, self.ctx, self.profile, job, runtime, needs, self.result)
         if stage is Stage.DONE:
-            self.started()
+            self._free.clear()
         return stage
 
 
