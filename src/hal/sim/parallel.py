@@ -10,8 +10,9 @@ such instant go on identically.
 ``replay`` starts worker ``w`` at job ``starts[w]`` on an empty machine (worker 0 at the
 first job: the real replay). At each instant where jobs arrive, a worker notes in shared
 memory whether it was empty there. A worker empty at such an instant at or after the
-next worker's start looks for a later-starting worker that was empty there too, and
-stops if it finds one: that worker's replay is the real one from there on. Following
+next worker's start looks for a later-starting worker that was empty there too (waiting
+for it to get there, which it seldom has not: it started nearer), and stops if it finds
+one: that worker's replay is the real one from there on. Following
 these hand-overs from worker 0 gives each job's outcome, the passes and the time series
 of a replay on one core. A later worker that falls behind (or is never handed over to)
 is stopped once the chain reaches the last job; the work it did is the price of not
@@ -88,11 +89,11 @@ def split_starts(jobs: Sequence[TraceJob], workers: int) -> list[int]:
 def _recorded_empty(jobs: Sequence[TraceJob], submit: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """The jobs before whose submission every earlier job had ended in the trace's own
     schedule (none when the trace does not record waits)."""
-    wait = np.fromiter((j.record.wait for j in jobs), dtype=np.float64, count=len(jobs))
-    if (wait < 0).any():
+    waited = np.fromiter((j.record.wait for j in jobs), dtype=np.float64, count=len(jobs))
+    if (waited < 0).any():
         return np.empty(0, dtype=np.intp)
     ran = np.fromiter((j.run for j in jobs), dtype=np.float64, count=len(jobs))
-    ended = np.maximum.accumulate(submit + wait + ran)
+    ended = np.maximum.accumulate(submit + waited + ran)
     empty = (ended[:-1] <= submit[1:]) & (submit[1:] > submit[:-1])
     return np.flatnonzero(empty) + 1
 

@@ -4,6 +4,7 @@ counts; where the machine never empties it still does, with one worker doing it 
 
 from __future__ import annotations
 
+import functools
 import json
 import multiprocessing
 import os
@@ -30,10 +31,22 @@ from hal.sim.parallel import replay, split_starts
 from hal.sim.policies import scheduler_for
 from hal.sim.swf import SwfRecord
 from hal.sim.traces import traces_dir
-from hal.sim.workload import TraceJob
+from hal.sim.workload import TraceJob, Workload
 
 SDSC = traces_dir() / "SDSC-SP2-1998-4.2-cln.swf.gz"
 needs_trace = pytest.mark.skipif(not SDSC.exists(), reason="traces not available")
+
+
+@functools.cache
+def sdsc_6000() -> Workload:
+    """SDSC-SP2's first 6,000 jobs: its machine empties before jobs 5,304 and 5,306."""
+    return load_workload(SDSC, Cleaning(first_jobs=6000))
+
+
+@functools.cache
+def one_process(policy: str, predictor: str) -> tuple[SimRun, dict[str, Any]]:
+    """The one-process replay of ``sdsc_6000`` (asked by several tests)."""
+    return run_workload(sdsc_6000(), SimOptions(policy=policy, predictor=predictor))
 
 
 def assert_same(one: SimRun, many: SimRun) -> None:
@@ -55,13 +68,11 @@ def assert_same(one: SimRun, many: SimRun) -> None:
     [("easy", "user", 2), ("easy", "user", 3), ("easy-sjbf", "perfect", 2)],
 )
 def test_split_replay_is_the_replay(policy: str, predictor: str, workers: int) -> None:
-    """SDSC-SP2's first 6,000 jobs (its machine empties before jobs 5,304 and 5,306):
-    the workers hand over where both machines were empty, and the result is the
+    """The workers hand over where both machines were empty, and the result is the
     one-process replay's."""
-    workload = load_workload(SDSC, Cleaning(first_jobs=6000))
-    options = SimOptions(policy=policy, predictor=predictor)
-    one, summary_one = run_workload(workload, options)
-    many, summary = run_workload(workload, replace(options, workers=workers))
+    one, summary_one = one_process(policy, predictor)
+    options = SimOptions(policy=policy, predictor=predictor, workers=workers)
+    many, summary = run_workload(sdsc_6000(), options)
     assert summary["workers"] == workers
     assert summary["handovers"], "no hand-over: the test would not test the split"
     assert all(3000 <= h <= 6000 for h in summary["handovers"])
@@ -164,7 +175,6 @@ def test_the_command_splits_by_default_and_says_where(write_trace: Any, capsys: 
 def test_a_worker_that_dies_leaves_the_replay_to_the_others(death: str) -> None:
     """The second worker fails as it starts (an exception, or its process gone without a
     word): the first never hands over to it and replays everything itself."""
-    workload = load_workload(SDSC, Cleaning(first_jobs=6000))
     cluster = ClusterModel.for_procs(128)
 
     def make() -> Scheduler:
@@ -174,10 +184,10 @@ def test_a_worker_that_dies_leaves_the_replay_to_the_others(death: str) -> None:
             raise RuntimeError("a broken worker")
         return scheduler_for("easy", UserPredictor())
 
-    one = Simulation(workload.jobs, cluster, make()).run()
-    many, split = replay(workload.jobs, cluster, make, UserPredictor(), 2)
-    assert split.chain == ((0, 0, len(workload.jobs)),)
-    assert_same(one, many)
+    jobs = sdsc_6000().jobs
+    many, split = replay(jobs, cluster, make, UserPredictor(), 2)
+    assert split.chain == ((0, 0, len(jobs)),)
+    assert_same(one_process("easy", "user")[0], many)
 
 
 def test_a_failing_replay_says_which_worker_and_why() -> None:
