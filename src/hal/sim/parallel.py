@@ -67,20 +67,19 @@ def parallel_ok(predictor: Predictor | None) -> bool:
 
 
 def split_starts(jobs: Sequence[TraceJob], workers: int) -> list[int]:
-    """Where workers 1.. start: the first job of an instant, at the trace's recorded
-    empty instants nearest to equal shares of the jobs (else at those shares), in
-    order, without repeats."""
+    """Where each worker starts (worker 0 at job 0): the first job of an instant, at the
+    trace's recorded empty instants nearest to equal shares of the jobs (else at those
+    shares), in order, without repeats (so perhaps fewer than ``workers``)."""
     n = len(jobs)
     if workers < 2 or n < 2:
         return [0]
     submit = np.fromiter((j.submit for j in jobs), dtype=np.float64, count=n)
-    firsts = np.flatnonzero(np.concatenate(([True], submit[1:] > submit[:-1])))
-    candidates = _recorded_empty(jobs, submit)
+    pool = _recorded_empty(jobs, submit)
+    if not len(pool):  # the first job of each instant
+        pool = np.flatnonzero(np.concatenate(([True], submit[1:] > submit[:-1])))
     starts = [0]
     for w in range(1, workers):
-        target = w * n // workers
-        pool = candidates if len(candidates) else firsts
-        at = int(pool[np.argmin(np.abs(pool - target))])
+        at = int(pool[np.argmin(np.abs(pool - w * n // workers))])
         if at > starts[-1]:
             starts.append(at)
     return starts

@@ -82,16 +82,19 @@ def test_split_replay_is_the_replay(policy: str, predictor: str, workers: int) -
     assert summary["cpu_s"] > 0
 
 
+def trace_job(i: int, submit: float, run: float, procs: int = 1, wait: float = 0) -> TraceJob:
+    """Job ``i`` of user 1 + i % 3, asking exactly its run time, recorded as waiting
+    ``wait`` (-1: not recorded)."""
+    user = 1 + i % 3
+    rec = SwfRecord(i, submit, wait, run, procs, -1, -1, procs, run, -1, 1, user,
+                    1, -1, 1, 1, -1, -1)  # fmt: skip
+    return TraceJob(i, submit, run, procs, run, user, rec)
+
+
 def busy_forever(n: int) -> tuple[TraceJob, ...]:
     """One long job holds a CPU of 2 from the start until after the last arrival."""
-
-    def job(i: int, submit: float, run: float, procs: int) -> TraceJob:
-        rec = SwfRecord(i, submit, 0, run, procs, -1, -1, procs, run, -1, 1, 1 + i % 3,
-                        1, -1, 1, 1, -1, -1)  # fmt: skip
-        return TraceJob(i, submit, run, procs, run, 1 + i % 3, rec)
-
-    jobs = [job(1, 0.0, 10.0 * n + 100, 1)]
-    jobs += [job(i, 5.0 * i, 7.0 + i % 5, 1 + i % 2) for i in range(2, n)]
+    jobs = [trace_job(1, 0.0, 10.0 * n + 100)]
+    jobs += [trace_job(i, 5.0 * i, 7.0 + i % 5, 1 + i % 2) for i in range(2, n)]
     return tuple(jobs)
 
 
@@ -114,21 +117,17 @@ def test_split_starts_at_the_traces_own_empty_instants() -> None:
     the next submission), nearest to equal shares; without recorded waits, at equal
     shares, at the first job of an instant."""
 
-    def job(i: int, submit: float, wait: float, run: float) -> TraceJob:
-        rec = SwfRecord(i, submit, wait, run, 1, -1, -1, 1, run, -1, 1, 1, 1, -1, 1, 1, -1, -1)
-        return TraceJob(i, submit, run, 1, run, 1, rec)
-
     # a job every 10 s running 100 s: busy, except before jobs 30 and 70 (long gaps)
     jobs = []
     t = 0.0
     for i in range(100):
         t += 1000.0 if i in (30, 70) else 10.0
-        jobs.append(job(i, t, 0.0, 100.0))
+        jobs.append(trace_job(i, t, 100.0))
     assert split_starts(jobs, 1) == [0]
     assert split_starts(jobs, 2) == [0, 30]  # 30 is nearer to 50 than 70 is
     assert split_starts(jobs, 3) == [0, 30, 70]
     assert split_starts(jobs, 4) == [0, 30, 70]  # 25 and 75 both near ones taken
-    unknown = [replace(j, record=replace(j.record, wait=-1.0)) for j in jobs]
+    unknown = [trace_job(j.id, j.submit, j.run, wait=-1) for j in jobs]
     assert split_starts(unknown, 2) == [0, 50]
     # equal submit times: a worker starts at the first job of its instant
     tied = [replace(j, submit=float(j.id // 2)) for j in unknown]
