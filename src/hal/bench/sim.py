@@ -188,7 +188,7 @@ def add_commands(bsub: Any) -> None:
     p.add_argument(
         "--workers",
         type=int,
-        help="processes HAL replays on (default: one per core, at most 4; see hal sim run)",
+        help="most processes HAL replays on (default 4 with two cores or more; see hal sim run)",
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd)

@@ -95,8 +95,9 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--workers",
         type=int,
         metavar="N",
-        help="processes to replay on, split where the machine empties (default: one per "
-        "core, at most 4; the user and perfect predictors only); the result is the same",
+        help="at most N processes to replay on, split where the machine empties, as many as "
+        "end it soonest on this machine's cores (default 4 with two cores or more, else "
+        "1; the user and perfect predictors only); the result is the same",
     )
 
 

@@ -19,10 +19,14 @@ is stopped once the chain reaches the last job; the work it did is the price of 
 knowing in advance where the machine empties.
 
 Where to start the workers: at instants where the trace's own recorded schedule was
-empty (every earlier job submitted, waited and ran before it), nearest to equal shares
-of the jobs; the real scheduler's machine is usually empty there too (on CEA-Curie, 107
-of the 109 such instants; on SDSC-SP2, all 37). A trace without recorded waits splits
-at equal shares, and the workers meet at the first instant where both machines empty.
+empty (every earlier job submitted, waited and ran before it); the real scheduler's
+machine is usually empty there too (on CEA-Curie, 107 of the 109 such instants; on
+SDSC-SP2, all 37). Such instants come in clusters, seldom at equal shares, so the starts
+are the ones whose parts would end soonest on the cores there are, all workers sharing
+them (``split_starts``): on two cores SDSC-SP2 gets three workers (parts of 24, 45 and
+31 % of the jobs) rather than two (69 and 31 %). A trace without recorded waits splits
+at the first job of an instant, and the workers meet at the first instant where both
+machines empty.
 
 Only for replays whose scheduler and predictor keep no state that decides: ``user`` or
 ``perfect``, no data plane, no topology recorder (``parallel_ok``). Workers are forked
@@ -31,6 +35,7 @@ Only for replays whose scheduler and predictor keep no state that decides: ``use
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 import resource
@@ -53,12 +58,17 @@ from hal.sim.workload import TraceJob
 _STATES = list(JobState)
 _WAIT_S = 0.001
 MAX_DEFAULT_WORKERS = 4
+_GRID = 32  # candidate starts: the pool's instants nearest to this many equal shares
 
 
 def default_workers() -> int:
-    """One worker per core this process may run on, at most ``MAX_DEFAULT_WORKERS``
-    (more rarely find instants to hand over at, and each costs a replay's memory)."""
-    return max(1, min(MAX_DEFAULT_WORKERS, len(os.sched_getaffinity(0))))
+    """``MAX_DEFAULT_WORKERS`` where this process may run on two cores or more (how many
+    of them a replay uses, ``split_starts`` chooses), else one."""
+    return MAX_DEFAULT_WORKERS if available_cores() > 1 else 1
+
+
+def available_cores() -> int:
+    return len(os.sched_getaffinity(0))
 
 
 def parallel_ok(predictor: Predictor | None) -> bool:
@@ -66,10 +76,14 @@ def parallel_ok(predictor: Predictor | None) -> bool:
     return predictor is None or isinstance(predictor, UserPredictor | PerfectPredictor)
 
 
-def split_starts(jobs: Sequence[TraceJob], workers: int) -> list[int]:
-    """Where each worker starts (worker 0 at job 0): the first job of an instant, at the
-    trace's recorded empty instants nearest to equal shares of the jobs (else at those
-    shares), in order, without repeats (so perhaps fewer than ``workers``)."""
+def split_starts(jobs: Sequence[TraceJob], workers: int, cores: int) -> list[int]:
+    """Where each of at most ``workers`` workers starts (worker 0 at job 0): the first
+    job of an instant, at the trace's recorded empty instants (else at any instant),
+    chosen so that the parts, as many jobs each, would all end soonest when every
+    worker starts at once on ``cores`` CPUs shared equally (``shared_makespan``); of
+    splits that end as soon, the one with fewest workers. The candidates are the pool's
+    instants nearest to ``_GRID`` equal shares (each part's length counted in jobs: the
+    per-job cost is about even along the traces measured)."""
     n = len(jobs)
     if workers < 2 or n < 2:
         return [0]
@@ -77,12 +91,27 @@ def split_starts(jobs: Sequence[TraceJob], workers: int) -> list[int]:
     pool = _recorded_empty(jobs, submit)
     if not len(pool):  # the first job of each instant
         pool = np.flatnonzero(np.concatenate(([True], submit[1:] > submit[:-1])))
-    starts = [0]
-    for w in range(1, workers):
-        at = int(pool[np.argmin(np.abs(pool - w * n // workers))])
-        if at > starts[-1]:
-            starts.append(at)
-    return starts
+    grid = _GRID if workers <= MAX_DEFAULT_WORKERS else _GRID // 2
+    near = {int(pool[np.argmin(np.abs(pool - g * n / grid))]) for g in range(1, grid)}
+    candidates = sorted(at for at in near if 0 < at < n)
+    best: tuple[float, int, tuple[int, ...]] = (float(n), 0, ())
+    for extra in range(1, min(workers, len(candidates) + 1)):
+        for cuts in itertools.combinations(candidates, extra):
+            bounds = (0, *cuts, n)
+            parts = [b - a for a, b in itertools.pairwise(bounds)]
+            best = min(best, (shared_makespan(parts, cores), extra, cuts))
+    return [0, *best[2]]
+
+
+def shared_makespan(parts: Sequence[float], cores: int) -> float:
+    """When the last of ``parts`` (amounts of work) is done, all started at once on
+    ``cores`` CPUs shared equally among those not done, none faster than one CPU."""
+    t = done = 0.0
+    for i, part in enumerate(sorted(parts)):
+        rate = min(1.0, cores / (len(parts) - i))
+        t += (part - done) / rate
+        done = part
+    return t
 
 
 def _recorded_empty(jobs: Sequence[TraceJob], submit: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
@@ -213,11 +242,13 @@ def replay(
     make_scheduler: Callable[[], Scheduler],
     predictor: Predictor | None,
     workers: int,
+    cores: int | None = None,
 ) -> tuple[SimRun, Split]:
     """The replay of ``jobs`` that ``Simulation(...).run()`` gives, on up to ``workers``
-    processes (see the module's text). ``make_scheduler`` builds each worker's own."""
+    processes (see the module's text) sharing ``cores`` CPUs (default: those this process
+    may run on). ``make_scheduler`` builds each worker's own."""
     wall0 = time.perf_counter()
-    starts = split_starts(jobs, workers)
+    starts = split_starts(jobs, workers, available_cores() if cores is None else cores)
     if len(starts) == 1:
         sim = Simulation(jobs, cluster, make_scheduler(), predictor=predictor)
         began = time.process_time()

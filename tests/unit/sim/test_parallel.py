@@ -25,9 +25,10 @@ from hal.sim import (
     SimRun,
     Simulation,
     load_workload,
+    parallel,
     run_workload,
 )
-from hal.sim.parallel import replay, split_starts
+from hal.sim.parallel import replay, shared_makespan, split_starts
 from hal.sim.policies import scheduler_for
 from hal.sim.swf import SwfRecord
 from hal.sim.traces import traces_dir
@@ -67,9 +68,12 @@ def assert_same(one: SimRun, many: SimRun) -> None:
     ("policy", "predictor", "workers"),
     [("easy", "user", 2), ("easy", "user", 3), ("easy-sjbf", "perfect", 2)],
 )
-def test_split_replay_is_the_replay(policy: str, predictor: str, workers: int) -> None:
+def test_split_replay_is_the_replay(
+    policy: str, predictor: str, workers: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The workers hand over where both machines were empty, and the result is the
     one-process replay's."""
+    monkeypatch.setattr(parallel, "available_cores", lambda: workers)  # one each
     one, summary_one = one_process(policy, predictor)
     options = SimOptions(policy=policy, predictor=predictor, workers=workers)
     many, summary = run_workload(sdsc_6000(), options)
@@ -106,33 +110,53 @@ def test_a_machine_that_never_empties_is_replayed_by_the_first_worker() -> None:
         return scheduler_for("easy", UserPredictor())
 
     one = Simulation(jobs, cluster, make()).run()
-    many, split = replay(jobs, cluster, make, UserPredictor(), 2)
+    many, split = replay(jobs, cluster, make, UserPredictor(), 2, cores=2)
     assert split.starts == (0, len(jobs) // 2)
     assert split.chain == ((0, 0, len(jobs)),)  # no hand-over: worker 0 did it all
     assert_same(one, many)
 
 
-def test_split_starts_at_the_traces_own_empty_instants() -> None:
-    """Where the recorded schedule emptied (every earlier job waited and ran before
-    the next submission), nearest to equal shares; without recorded waits, at equal
-    shares, at the first job of an instant."""
-
-    # a job every 10 s running 100 s: busy, except before jobs 30 and 70 (long gaps)
+def gaps_before(n: int, gaps: tuple[int, ...]) -> list[TraceJob]:
+    """A job every 10 s running 100 s: busy, but for a long gap before each of ``gaps``."""
     jobs = []
     t = 0.0
-    for i in range(100):
-        t += 1000.0 if i in (30, 70) else 10.0
+    for i in range(n):
+        t += 1000.0 if i in gaps else 10.0
         jobs.append(trace_job(i, t, 100.0))
-    assert split_starts(jobs, 1) == [0]
-    assert split_starts(jobs, 2) == [0, 30]  # 30 is nearer to 50 than 70 is
-    assert split_starts(jobs, 3) == [0, 30, 70]
-    assert split_starts(jobs, 4) == [0, 30, 70]  # 25 and 75 both near ones taken
+    return jobs
+
+
+def test_split_starts_at_the_traces_own_empty_instants() -> None:
+    """Where the recorded schedule emptied (every earlier job waited and ran before
+    the next submission); without recorded waits, at the first job of any instant."""
+    jobs = gaps_before(100, (30, 70))
+    assert split_starts(jobs, 1, 2) == [0]
+    assert split_starts(jobs, 2, 2) == [0, 30]  # parts of 30 and 70 jobs (or 70 and 30)
+    assert split_starts(jobs, 3, 3) == [0, 30, 70]
+    assert split_starts(jobs, 4, 4) == [0, 30, 70]  # no other empty instant
     unknown = [trace_job(j.id, j.submit, j.run, wait=-1) for j in jobs]
-    assert split_starts(unknown, 2) == [0, 50]
+    assert split_starts(unknown, 2, 2) == [0, 50]
     # equal submit times: a worker starts at the first job of its instant
     tied = [replace(j, submit=float(j.id // 2)) for j in unknown]
-    assert split_starts(tied, 2) == [0, 50]
-    assert split_starts(tied[:99], 2) == [0, 48]
+    assert split_starts(tied, 2, 2) == [0, 50]
+    assert split_starts(tied[:99], 2, 2) == [0, 50]  # 50 and 49 jobs, not 48 and 51
+
+
+def test_split_takes_more_workers_than_cores_where_they_end_sooner() -> None:
+    """Empty instants before jobs 25 and 70 of 100: on two cores, three workers (25, 45
+    and 30 jobs) end at 57.5 jobs' time, two (70 and 30) at 70; one core gains nothing
+    from a split, so it gets one worker; a worker that would not end the replay sooner
+    is not started."""
+    jobs = gaps_before(100, (25, 70))
+    assert split_starts(jobs, 2, 2) == [0, 70]
+    assert split_starts(jobs, 4, 2) == [0, 25, 70]
+    assert split_starts(jobs, 4, 1) == [0]
+    # a third worker (30, 5 and 65 jobs: 67.5) would slow the longest part (65)
+    assert split_starts(gaps_before(100, (30, 35)), 4, 2) == [0, 35]
+    assert shared_makespan([25, 45, 30], 2) == 57.5
+    assert shared_makespan([70, 30], 2) == 70
+    assert shared_makespan([70, 30], 1) == 100
+    assert shared_makespan([25, 45, 30], 3) == 45
 
 
 def test_workers_below_one_are_refused() -> None:
@@ -149,12 +173,15 @@ def test_a_learning_predictor_replays_on_one_process() -> None:
     assert "handovers" not in summary
 
 
-def test_the_command_splits_by_default_and_says_where(write_trace: Any, capsys: Any) -> None:
+def test_the_command_splits_by_default_and_says_where(
+    write_trace: Any, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``hal sim run`` on two workers: the summary of one (but for the time taken and
     where the parts met), the hand-over at an instant where both machines were empty."""
     # bursts of four 1-CPU jobs every 100 s, each running 30 s: empty before every burst
     jobs = [(i, 100.0 * (i // 4), 30, 1, 60) for i in range(1, 200)]
     trace = write_trace(jobs, procs=4)
+    monkeypatch.setattr(parallel, "available_cores", lambda: 2)
     assert main(["sim", "run", str(trace), "--workers", "2", "--json"]) == 0
     split = json.loads(capsys.readouterr().out)
     assert main(["sim", "run", str(trace), "--workers", "1", "--json"]) == 0
@@ -184,7 +211,7 @@ def test_a_worker_that_dies_leaves_the_replay_to_the_others(death: str) -> None:
         return scheduler_for("easy", UserPredictor())
 
     jobs = sdsc_6000().jobs
-    many, split = replay(jobs, cluster, make, UserPredictor(), 2)
+    many, split = replay(jobs, cluster, make, UserPredictor(), 2, cores=2)
     assert split.chain == ((0, 0, len(jobs)),)
     assert_same(one_process("easy", "user")[0], many)
 
@@ -198,4 +225,4 @@ def test_a_failing_replay_says_which_worker_and_why() -> None:
     with pytest.raises(
         RuntimeError, match=r"worker 0 failed: (?s:.*)RuntimeError: no scheduler today"
     ):
-        replay(jobs, ClusterModel.for_procs(2), make, UserPredictor(), 2)
+        replay(jobs, ClusterModel.for_procs(2), make, UserPredictor(), 2, cores=2)
