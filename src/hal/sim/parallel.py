@@ -22,11 +22,12 @@ Where to start the workers: at instants where the trace's own recorded schedule 
 empty (every earlier job submitted, waited and ran before it); the real scheduler's
 machine is usually empty there too (on CEA-Curie, 107 of the 109 such instants; on
 SDSC-SP2, all 37). Such instants come in clusters, seldom at equal shares, so the starts
-are the ones whose parts would end soonest on the cores there are, all workers sharing
-them (``split_starts``): on two cores SDSC-SP2 gets three workers (parts of 24, 45 and
-31 % of the jobs) rather than two (69 and 31 %). A trace without recorded waits splits
-at the first job of an instant, and the workers meet at the first instant where both
-machines empty.
+are the ones whose parts would be done soonest on the cores there are, no more workers
+running at once than cores, the last part first (``split_starts``): on two cores
+SDSC-SP2 gets three workers (parts of 24, 45 and 31 % of the jobs; the first starts when
+the last is done: all done at 55 %) rather than two (69 and 31 %). A trace without
+recorded waits splits at the first job of an instant, and the workers meet at the first
+instant where both machines empty.
 
 Only for replays whose scheduler and predictor keep no state that decides: ``user`` or
 ``perfect``, no data plane, no topology recorder (``parallel_ok``). Workers are forked
@@ -35,6 +36,7 @@ Only for replays whose scheduler and predictor keep no state that decides: ``use
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import multiprocessing
 import os
@@ -79,11 +81,11 @@ def parallel_ok(predictor: Predictor | None) -> bool:
 def split_starts(jobs: Sequence[TraceJob], workers: int, cores: int) -> list[int]:
     """Where each of at most ``workers`` workers starts (worker 0 at job 0): the first
     job of an instant, at the trace's recorded empty instants (else at any instant),
-    chosen so that the parts, as many jobs each, would all end soonest when every
-    worker starts at once on ``cores`` CPUs shared equally (``shared_makespan``); of
-    splits that end as soon, the one with fewest workers. The candidates are the pool's
-    instants nearest to ``_GRID`` equal shares (each part's length counted in jobs: the
-    per-job cost is about even along the traces measured)."""
+    chosen so that the parts, as many jobs each, would be done soonest on ``cores`` CPUs
+    as ``replay`` runs them (``makespan``); of splits done as soon, the one with fewest
+    workers. The candidates are the pool's instants nearest to ``_GRID`` equal shares
+    (each part's length counted in jobs: the per-job cost is about even along the
+    traces measured)."""
     n = len(jobs)
     if workers < 2 or n < 2:
         return [0]
@@ -99,19 +101,17 @@ def split_starts(jobs: Sequence[TraceJob], workers: int, cores: int) -> list[int
         for cuts in itertools.combinations(candidates, extra):
             bounds = (0, *cuts, n)
             parts = [b - a for a, b in itertools.pairwise(bounds)]
-            best = min(best, (shared_makespan(parts, cores), extra, cuts))
+            best = min(best, (makespan(parts, cores), extra, cuts))
     return [0, *best[2]]
 
 
-def shared_makespan(parts: Sequence[float], cores: int) -> float:
-    """When the last of ``parts`` (amounts of work) is done, all started at once on
-    ``cores`` CPUs shared equally among those not done, none faster than one CPU."""
-    t = done = 0.0
-    for i, part in enumerate(sorted(parts)):
-        rate = min(1.0, cores / (len(parts) - i))
-        t += (part - done) / rate
-        done = part
-    return t
+def makespan(parts: Sequence[float], cores: int) -> float:
+    """When the last of ``parts`` (amounts of work, in worker order) is done, each
+    started, the last first, as soon as one of ``cores`` CPUs is free."""
+    free = [0.0] * max(cores, 1)
+    for part in reversed(parts):
+        heapq.heappush(free, heapq.heappop(free) + part)
+    return max(free)
 
 
 def _recorded_empty(jobs: Sequence[TraceJob], submit: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
@@ -245,10 +245,13 @@ def replay(
     cores: int | None = None,
 ) -> tuple[SimRun, Split]:
     """The replay of ``jobs`` that ``Simulation(...).run()`` gives, on up to ``workers``
-    processes (see the module's text) sharing ``cores`` CPUs (default: those this process
-    may run on). ``make_scheduler`` builds each worker's own."""
+    processes (see the module's text), at most ``cores`` at a time (default: the CPUs
+    this process may run on), the last part first: a worker is started before the one
+    that hands over to it, which never waits for one not yet started. ``make_scheduler``
+    builds each worker's own."""
     wall0 = time.perf_counter()
-    starts = split_starts(jobs, workers, available_cores() if cores is None else cores)
+    cores = available_cores() if cores is None else cores
+    starts = split_starts(jobs, workers, cores)
     if len(starts) == 1:
         sim = Simulation(jobs, cluster, make_scheduler(), predictor=predictor)
         began = time.process_time()
@@ -257,8 +260,10 @@ def replay(
     children0 = _children_cpu()
     ctx = multiprocessing.get_context("fork")
     shared = _Shared(ctx, len(starts), len(jobs))
-    procs, conns = [], []
-    for w in range(len(starts)):
+    procs: dict[int, Any] = {}
+    conns: dict[int, Connection] = {}
+
+    def launch(w: int) -> None:
         mine, theirs = ctx.Pipe(duplex=False)
         proc = ctx.Process(
             target=_work,
@@ -268,19 +273,22 @@ def replay(
         )
         proc.start()
         theirs.close()
-        procs.append(proc)
-        conns.append(mine)
+        procs[w], conns[w] = proc, mine
+
+    queued = list(range(len(starts) - 1, -1, -1))
     results: dict[int, dict[str, Any]] = {}
     try:
         while (chain := _chain(shared, results, len(jobs))) is None:
-            waiting = [w for w in range(len(starts)) if w not in results]
-            ready = wait([conns[w] for w in waiting])
-            for w in waiting:
+            while queued and len(procs) - len(results) < cores:
+                launch(queued.pop(0))
+            running = [w for w in procs if w not in results]
+            ready = wait([conns[w] for w in running])
+            for w in running:
                 if conns[w] in ready:
                     results[w] = _receive(conns[w])
                     shared.ended[w] = 1  # (also for one that died before saying so)
     finally:
-        for proc in procs:
+        for proc in procs.values():
             if proc.is_alive():
                 proc.terminate()
             proc.join()

@@ -28,7 +28,7 @@ from hal.sim import (
     parallel,
     run_workload,
 )
-from hal.sim.parallel import replay, shared_makespan, split_starts
+from hal.sim.parallel import makespan, replay, split_starts
 from hal.sim.policies import scheduler_for
 from hal.sim.swf import SwfRecord
 from hal.sim.traces import traces_dir
@@ -143,20 +143,37 @@ def test_split_starts_at_the_traces_own_empty_instants() -> None:
 
 
 def test_split_takes_more_workers_than_cores_where_they_end_sooner() -> None:
-    """Empty instants before jobs 25 and 70 of 100: on two cores, three workers (25, 45
-    and 30 jobs) end at 57.5 jobs' time, two (70 and 30) at 70; one core gains nothing
-    from a split, so it gets one worker; a worker that would not end the replay sooner
-    is not started."""
+    """Empty instants before jobs 25 and 70 of 100: on two cores, three workers (the
+    parts of 30 and 45 jobs at once, then that of 25) are done at 55 jobs' time, two
+    (70 and 30) at 70; one core gains nothing from a split, so it gets one worker; a
+    worker that would not end the replay sooner is not started."""
     jobs = gaps_before(100, (25, 70))
     assert split_starts(jobs, 2, 2) == [0, 70]
     assert split_starts(jobs, 4, 2) == [0, 25, 70]
     assert split_starts(jobs, 4, 1) == [0]
-    # a third worker (30, 5 and 65 jobs: 67.5) would slow the longest part (65)
+    # a third worker (30, 5 and 65 jobs) ends no sooner than two (35 and 65)
     assert split_starts(gaps_before(100, (30, 35)), 4, 2) == [0, 35]
-    assert shared_makespan([25, 45, 30], 2) == 57.5
-    assert shared_makespan([70, 30], 2) == 70
-    assert shared_makespan([70, 30], 1) == 100
-    assert shared_makespan([25, 45, 30], 3) == 45
+    assert makespan([25, 45, 30], 2) == 55
+    assert makespan([70, 30], 2) == 70
+    assert makespan([70, 30], 1) == 100
+    assert makespan([25, 45, 30], 3) == 45
+
+
+@pytest.mark.timeout(120)  # (a worker waiting for one never started would hang)
+def test_workers_beyond_the_cores_wait_for_one_to_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three workers on one core at a time: each starts when the one before it (the
+    last part first) is done, and the result is still the one-process replay."""
+    jobs = tuple(gaps_before(120, (40, 80)))
+    cluster = ClusterModel.for_procs(4)
+    monkeypatch.setattr(parallel, "split_starts", lambda *_: [0, 40, 80])
+
+    def make() -> Scheduler:
+        return scheduler_for("easy", UserPredictor())
+
+    one = Simulation(jobs, cluster, make()).run()
+    many, split = replay(jobs, cluster, make, UserPredictor(), 3, cores=1)
+    assert split.chain == ((0, 0, 40), (1, 40, 80), (2, 80, 120))
+    assert_same(one, many)
 
 
 def test_workers_below_one_are_refused() -> None:
