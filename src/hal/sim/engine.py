@@ -359,7 +359,11 @@ class Simulation:
                 if self.check_tables:
                     _check(table, snap)
                 result = self.scheduler.run_pass(
-                    snap, nodes=table.copy(), backfill=do_backfill, explain=self.explain
+                    snap,
+                    nodes=table.copy(),
+                    backfill=do_backfill,
+                    explain=self.explain,
+                    updates=False,  # no pending job's reason is kept
                 )
                 passes += 1
                 settled = result.settled if rule4 else None
@@ -392,11 +396,6 @@ class Simulation:
                     job = pending.pop(term.job_id)
                     screen.remove(job)
                     outcomes[job.id] = JobOutcome(by_id[job.id], np.nan, np.nan, term.state)
-                for update in result.plan.updates:
-                    job = pending[update.job_id]
-                    pending[job.id] = job.evolve(
-                        reason=update.reason, expected_start=update.expected_start
-                    )
             elif pending:
                 skipped += 1
             series_t.append(now)

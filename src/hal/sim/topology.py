@@ -63,10 +63,16 @@ class PlacementRecorder(Scheduler):
         nodes: NodeTable | None = None,
         backfill: bool = True,
         explain: bool = True,
+        updates: bool = True,
         time_plugins: bool = False,
     ) -> PassResult:
         result = super().run_pass(
-            snapshot, nodes=nodes, backfill=backfill, explain=explain, time_plugins=time_plugins
+            snapshot,
+            nodes=nodes,
+            backfill=backfill,
+            explain=explain,
+            updates=updates,
+            time_plugins=time_plugins,
         )
         for p in result.plan.placements:
             self.placed[p.job_id] = p.allocation.nodes

@@ -262,6 +262,24 @@ def test_the_pass_decides_as_pinned(case: str, digests: dict[str, str]) -> None:
     assert digests[case] == PINNED[case]
 
 
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("mutate", [False, True])
+def test_a_pass_without_updates_decides_the_same(kind: str, mutate: bool) -> None:
+    """``updates=False`` (the simulator's) leaves out the pending jobs' reasons and
+    expected starts, and nothing else."""
+    workload = build_workload(1500, 120, 1)
+    snap = mutated(workload, 1) if mutate else workload.snapshot()
+    full = scheduler(kind).run_pass(snap, explain=False)
+    bare = scheduler(kind).run_pass(snap, explain=False, updates=False)
+    assert full.plan.updates and not bare.plan.updates
+    assert bare.plan.placements == full.plan.placements
+    assert bare.plan.terminations == full.plan.terminations
+    assert bare.plan.preemptions == full.plan.preemptions
+    assert bare.statuses == full.statuses
+    assert bare.reservations == full.reservations
+    assert sum(bare.rejections.values()) == len(full.plan.terminations)
+
+
 @pytest.fixture(scope="module")
 def digests() -> dict[str, str]:
     return case_digests()

@@ -155,6 +155,7 @@ class Scheduler:
         nodes: NodeTable | None = None,
         backfill: bool = True,
         explain: bool = True,
+        updates: bool = True,
         time_plugins: bool = False,
     ) -> PassResult:
         """One pass. ``nodes``: the snapshot's table, kept up to date by the caller (see
@@ -167,6 +168,11 @@ class Scheduler:
         its PreFilter cycle and shows ``Priority`` unless backfill runs its cycle. The
         backfill stage runs the full cycle before placing or reserving any job, so
         nothing is started or reserved that PreFilter would refuse.
+
+        ``updates=False`` (the simulator, which keeps no pending reasons) decides the
+        same placements, terminations and reservations, but the plan carries no
+        ``PendingUpdate`` (reason, expected start) and the rejection counts only the
+        terminations: no walk over the waiting jobs after the pass.
 
         ``time_plugins=True`` runs the pass with every plugin call timed and returns the
         seconds per (plugin, extension point) in ``plugin_seconds`` (``timing.py``): same
@@ -183,11 +189,11 @@ class Scheduler:
         # Reference counting still frees everything at once. Left alone when the caller
         # already turned it off.
         if not gc.isenabled():
-            result = self._run_pass(framework, snapshot, nodes, backfill, explain)
+            result = self._run_pass(framework, snapshot, nodes, backfill, explain, updates)
         else:
             gc.disable()
             try:
-                result = self._run_pass(framework, snapshot, nodes, backfill, explain)
+                result = self._run_pass(framework, snapshot, nodes, backfill, explain, updates)
             finally:
                 gc.enable()
         return result if times is None else dataclasses.replace(result, plugin_seconds=times)
@@ -199,6 +205,7 @@ class Scheduler:
         nodes: NodeTable | None,
         backfill: bool,
         explain: bool,
+        want_updates: bool,
     ) -> PassResult:
         ctx = PassContext.from_snapshot(snapshot, nodes)
         # queue → the verdict of every later job there (Priority, naming the blocker)
@@ -383,7 +390,7 @@ class Scheduler:
         # (a plain dict: a Counter's ``+=`` goes through its subclass lookups, per job)
         rejections: dict[tuple[str, PendingReason], int] = {}
         updates: list[PendingUpdate] = []
-        for job in waiting:
+        for job in waiting if want_updates else ():
             st = statuses[job.id]
             code = st.code
             if code is _SUCCESS:
