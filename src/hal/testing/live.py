@@ -158,8 +158,14 @@ class LiveServer:
     def stop(self) -> None:
         self.stop_agents()
         self.end_fork_servers()
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
+        loop = self._loop
+        if loop is not None and self._stop is not None:
+            try:
+                loop.call_soon_threadsafe(self._stop.set)
+            except RuntimeError:
+                # a server that stopped by itself (fenced, failed) has closed its loop
+                if not loop.is_closed():
+                    raise
         if self._thread is not None:
             self._thread.join(20)
         self._thread = self._loop = None  # stopped: a second stop does nothing

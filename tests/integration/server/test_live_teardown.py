@@ -27,3 +27,15 @@ def test_a_stopped_live_server_leaves_no_job_running(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
         wait_until(lambda: bool(_running(f"sleep {seconds}")), message="the job to start")
     assert _running(f"sleep {seconds}") == []
+
+
+def test_stopping_a_server_that_stopped_by_itself_is_quiet(tmp_path: Path) -> None:
+    """A server may stop on its own (fenced off its database, say) and close its event
+    loop before the test's teardown asks it to stop; that teardown must not fail."""
+    live = LiveServer(tmp_path)
+    live.start()
+    assert live._loop is not None and live._stop is not None and live._thread is not None
+    live._loop.call_soon_threadsafe(live._stop.set)  # as if the server ended its serve()
+    live._thread.join(20)
+    assert live._loop.is_closed()
+    live.stop()
