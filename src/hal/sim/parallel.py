@@ -11,9 +11,9 @@ such instant go on identically.
 first job: the real replay). At each instant where jobs arrive, a worker notes in shared
 memory whether it was empty there. A worker empty at such an instant at or after the
 next worker's start looks for a later-starting worker that was empty there too (waiting
-for it to get there, which it seldom has not: it started nearer), and stops if it finds
-one: that worker's replay is the real one from there on. Following
-these hand-overs from worker 0 gives each job's outcome, the passes and the time series
+for it to get there, which it seldom has not: it was launched first and started
+nearer), and stops if it finds one: that worker's replay is the real one from there on.
+Following these hand-overs from worker 0 gives each job's outcome, the passes and the time series
 of a replay on one core. A later worker that falls behind (or is never handed over to)
 is stopped once the chain reaches the last job; the work it did is the price of not
 knowing in advance where the machine empties.
@@ -181,7 +181,7 @@ def _watcher(
 
 def _reaches(shared: _Shared, v: int, p: int) -> bool:
     """Whether worker ``v`` gets to job ``p``'s instant (waiting for it if it has not
-    yet: it started nearer, so it is seldom behind, and only by its start-up); False
+    yet: it was launched first and started nearer, so it is seldom behind); False
     when it handed over before, or ended without getting there."""
     stopped, progress, ended = shared.stopped, shared.progress, shared.ended
     while True:
