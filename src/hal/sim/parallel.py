@@ -275,12 +275,12 @@ def replay(
         theirs.close()
         procs[w], conns[w] = proc, mine
 
-    queued = list(range(len(starts) - 1, -1, -1))
+    queued = list(range(len(starts)))  # launched from the end: the last part first
     results: dict[int, dict[str, Any]] = {}
     try:
         while (chain := _chain(shared, results, len(jobs))) is None:
             while queued and len(procs) - len(results) < cores:
-                launch(queued.pop(0))
+                launch(queued.pop())
             running = [w for w in procs if w not in results]
             ready = wait([conns[w] for w in running])
             for w in running:
