@@ -159,6 +159,10 @@ class PredictionService:
         # Called (on the worker) with (predictor, predicted at start, actual run time) of
         # each job that ends while the server runs and had an estimate: the metrics.
         self.on_finished: Callable[[str, float, float], None] | None = None
+        # Called (on the worker) with (job, predicted at start, model version then, actual
+        # run time) of each run that ends while the server runs and whose start was
+        # recorded: the anomaly detector's run-time inflation rule.
+        self.on_run_finished: Callable[[Job, float, int, float], None] | None = None
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self._history: Future[list[Job]] = Future()
         self._stop = threading.Event()
@@ -402,6 +406,9 @@ class PredictionService:
             report = self.on_finished
             if report is not None and predicted < UNLIMITED_S:  # as ``accuracy`` leaves out
                 report(self.predictor.name, predicted, runtime)
+            tell = self.on_run_finished
+            if tell is not None and start is not None:
+                tell(job, start.runtime_s, start.model_version, runtime)
             self.observed += 1  # last: tests wait on it
             if after != before:
                 self.model_time = self.clock.now()

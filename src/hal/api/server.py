@@ -160,6 +160,7 @@ class HalServer:
             predicted_at_start=self.predictions.start_prediction,
         )
         self.predictions.on_finished = self.observe.metrics.observe_prediction
+        self.predictions.on_run_finished = self.observe.anomalies.run_finished
         self.observe.metrics.declare_predictor(self.predictor.name)
         # [data]: the data plane's view goes into each pass's snapshot (DataAwareRunner)
         self.data = DataService(data, self.cluster) if data is not None else None

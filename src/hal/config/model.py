@@ -26,7 +26,8 @@ Example::
     interval_seconds = 1.0
     predictor = "learned"          # run times for backfill planning and expected starts:
                                    # "user" (requested time, as Slurm), "avg2" or "learned"
-    drain_anomalous_nodes = false  # drain nodes whose jobs fail far more than their peers'
+    drain_anomalous_nodes = false  # drain nodes whose jobs fail, or run slow, far more
+                                   # than their peers'
 
     [accounting]                   # optional: slurmdbd's PurgeEventAfter / PurgeJobAfter
     purge_events_after = "90days"  # the event log; hours, days or months (docs/accounting.md)
@@ -143,8 +144,9 @@ class HalConfig:
     # after 200 finished jobs, it answers like "avg2"), "avg2" or "user" (Slurm's choice:
     # the requested time). Predictions never kill or shorten a job; see docs/prediction.md.
     scheduler_predictor: str = "learned"
-    # Drain a node whose jobs fail far more often than its peers' (the anomaly detector's
-    # NodeFailureRateAnomalous, docs/observability.md); off: only the alert and an event.
+    # Drain a node whose jobs fail far more often, or run far longer than predicted, than
+    # its peers' (the anomaly detector's NodeFailureRateAnomalous and NodeRuntimeInflated,
+    # docs/observability.md); off: only the alert and an event.
     drain_anomalous_nodes: bool = False
     partitions: tuple[PartitionConfig, ...] = (PartitionConfig(name="debug", default=True),)
     topology: Topology | None = None  # the switch tree; None: no topology-aware placement

@@ -14,14 +14,23 @@ Every ``anomaly_interval_s`` (5 s) the observe plane's tick calls ``check(now)``
   ``[scheduler] drain_anomalous_nodes = true`` the node is drained (once per episode;
   the reason, shown by ``hal nodes`` and ``scontrol show node``, says why). An
   operator resumes it.
+* each node on which at least 5 jobs that completed (or reached their time limit) in
+  the last 6 hours ran, in median, over 2 × their model's prediction at start, against
+  the peers' median ratio and beyond chance (``InflationRule``), has its *run time
+  inflated*: a ``node.runtime_inflated`` event, the alert ``NodeRuntimeInflated``, and
+  the same drain. The prediction service reports each finished run to ``run_finished``
+  (from its worker thread; the check takes them on the event loop).
 
 The per-node counts come from the cluster's job listener (O(changed jobs)); a check costs
-one pass over the unfinished jobs and O(n log n) over the n nodes with recent jobs.
+one pass over the unfinished jobs and O(n log n) over the n nodes with recent jobs, and,
+when runs ended or left the window since the last one, O(N log N) over the N runs in
+the inflation window.
 """
 
 from __future__ import annotations
 
 import logging
+import statistics
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -34,8 +43,10 @@ from hal.observe.config import ObserveConfig
 from hal.predict.anomaly import (
     FAILED_STATES,
     FailureRateRule,
+    InflationRule,
     NodeAnomaly,
     NodeFailures,
+    NodeInflation,
     OverrunRule,
 )
 from hal.state.cluster import Cluster
@@ -44,8 +55,12 @@ from hal.state.store import EventRow
 log = logging.getLogger("hal.observe.anomalies")
 OVERRUNNING = "JobOverrunningPrediction"
 NODE_FAILING = "NodeFailureRateAnomalous"
+NODE_SLOW = "NodeRuntimeInflated"
 DRAIN_PREFIX = "HAL anomaly: "
 _IN_RUN = (JobState.RUNNING, JobState.SUSPENDED)
+# runs whose length says something about the node: the job's own end or its time limit
+# (a failed job's shortness is the failure rule's business)
+_TIMED = frozenset({JobState.COMPLETED, JobState.TIMEOUT})
 
 # job id → (run time predicted when it started, the predictor's model version then: 0 =
 # no model), or None when no prediction was recorded for it
@@ -78,6 +93,16 @@ class AnomalyDetector:
         self.overrun_rule = OverrunRule(settings.overrun_factor, settings.overrun_margin_s)
         self.failure_rule = FailureRateRule(min_jobs=settings.node_fail_min_jobs)
         self.window_s = settings.node_fail_window_s
+        self.inflation_rule = InflationRule(
+            min_jobs=settings.node_slow_min_jobs, factor=settings.node_slow_factor
+        )
+        self.slow_window_s = settings.node_slow_window_s
+        self.slow: dict[str, NodeInflation] = {}  # as of the last check
+        self.node_ratios: dict[str, float] = {}  # node → median ratio, as of the last check
+        # (end time, nodes, run time / prediction) of finished runs: appended by the
+        # prediction service's worker, taken by the check; then kept within the window
+        self._inbox: deque[tuple[float, tuple[str, ...], float]] = deque()
+        self._runs: deque[tuple[float, tuple[str, ...], float]] = deque()
         self.overruns: dict[int, Overrun] = {}  # as of the last check
         self.nodes: dict[str, NodeAnomaly] = {}  # as of the last check
         self._reported: set[tuple[int, float]] = set()  # (job, start) with an event
@@ -120,12 +145,28 @@ class AnomalyDetector:
                 if count[0] <= 0:
                     del self._counts[node]
 
+    def run_finished(
+        self, job: Job, predicted_s: float, model_version: int, runtime_s: float
+    ) -> None:
+        """A run ended that started with ``predicted_s`` from model ``model_version`` (0:
+        none) and lasted ``runtime_s`` (any thread). Kept when a model predicted it and
+        it completed or reached its time limit."""
+        alloc = job.allocation
+        if model_version <= 0 or predicted_s <= 0 or job.state not in _TIMED:
+            return
+        if job.end_time is None or alloc is None or not alloc.nodes:
+            return
+        self._inbox.append((job.end_time, tuple(alloc.nodes), runtime_s / predicted_s))
+
     # -- a check (the observe tick) -------------------------------------------------------
     async def check(self, now: float) -> None:
         events = self._check_jobs(now)
         events.extend(self._check_nodes(now))
+        events.extend(self._check_slow(now))
         if events:
             await self.cluster.record_events(events)
+        # an episode that ended (under both rules) may drain again next time
+        self._drained &= set(self.nodes) | set(self.slow)
         if self.drain:
             await self._drain_nodes()
 
@@ -201,23 +242,77 @@ class AnomalyDetector:
         for event in events:
             log.warning("node failure rate anomalous", extra={"node": event.node})
         self.nodes = found
-        self._drained &= set(found)  # an episode that ended may drain again next time
         return events
+
+    def _check_slow(self, now: float) -> list[EventRow]:
+        runs, inbox = self._runs, self._inbox
+        changed = bool(inbox)
+        while inbox:
+            runs.append(inbox.popleft())
+        horizon = now - self.slow_window_s
+        while runs and runs[0][0] < horizon:
+            runs.popleft()
+            changed = True
+        if not changed:
+            return []  # the same runs: the same verdicts
+        ratios: dict[str, list[float]] = {}
+        for end, nodes, ratio in runs:
+            if end >= horizon:  # (reports arrive about in end order, not exactly)
+                for node in nodes:
+                    ratios.setdefault(node, []).append(ratio)
+        found = {a.node: a for a in self.inflation_rule.anomalous(ratios)}
+        self.node_ratios = {node: statistics.median(r) for node, r in ratios.items()}
+        events = [
+            EventRow(
+                now,
+                "node.runtime_inflated",
+                node=node,
+                data={
+                    "jobs": a.jobs,
+                    "over": a.over,
+                    "ratio": round(a.ratio, 3),
+                    "peer_ratio": round(a.peer_ratio, 3),
+                    "p_value": float(f"{a.p_value:.3g}"),
+                },
+            )
+            for node, a in found.items()
+            if node not in self.slow
+        ]
+        for event in events:
+            log.warning("node run times inflated", extra={"node": event.node})
+        self.slow = found
+        return events
+
+    def _reasons(self) -> Iterable[tuple[str, str]]:
+        """(node, drain reason) of each anomalous node, a node's first rule first."""
+        hours = self.window_s / 3600
+        for name, a in self.nodes.items():
+            yield (
+                name,
+                (
+                    f"{DRAIN_PREFIX}{a.failed}/{a.jobs} jobs failed in {hours:g} h, "
+                    f"peers' median {a.peer_median:.0%}"
+                ),
+            )
+        hours = self.slow_window_s / 3600
+        for name, s in self.slow.items():
+            yield (
+                name,
+                (
+                    f"{DRAIN_PREFIX}jobs ran {s.ratio:.2g}× their predicted time ({s.jobs} in "
+                    f"{hours:g} h), peers' {s.peer_ratio:.2g}×"
+                ),
+            )
 
     async def _drain_nodes(self) -> None:
         from hal.state.agents import set_node_state
         from hal.state.node_reasons import server_user
 
-        for name, a in self.nodes.items():
+        for name, reason in self._reasons():
             node = self.cluster.nodes.get(name)
             if name in self._drained or node is None or node.state is not NodeState.UP:
                 continue
             self._drained.add(name)
-            hours = self.window_s / 3600
-            reason = (
-                f"{DRAIN_PREFIX}{a.failed}/{a.jobs} jobs failed in {hours:g} h, "
-                f"peers' median {a.peer_median:.0%}"
-            )
             await set_node_state(self.cluster, name, "DRAIN", reason, user=server_user())
             log.warning("node drained", extra={"node": name, "reason": reason})
 
@@ -244,4 +339,15 @@ class AnomalyDetector:
                 f"node {a.node}: {a.failed} of its last {a.jobs} jobs failed "
                 f"({a.rate:.0%}; peers' median {a.peer_median:.0%})",
                 {"node": a.node},
+            )
+        hours = self.slow_window_s / 3600
+        for s in self.slow.values():
+            yield Finding(
+                NODE_SLOW,
+                "warning",
+                f"node {s.node}: its {s.jobs} jobs of the last {hours:g} h ran "
+                f"{s.ratio:.2g}× their predicted time in median, its peers' "
+                f"{s.peer_ratio:.2g}× ({s.over} over {self.inflation_rule.factor:g}× the "
+                f"peers'; p = {s.p_value:.2g})",
+                {"node": s.node},
             )

@@ -27,6 +27,10 @@ containers and CI:
 ``HAL_ALERT_NODE_FAIL_MIN_JOBS``  a node with at least MIN_JOBS jobs ended within
                                   WINDOW (default 5 in 3600 s) failing over 3 × its peers'
 ``HAL_ALERT_NODE_FAIL_WINDOW_S``  median + 0.2 → ``NodeFailureRateAnomalous``
+``HAL_ALERT_NODE_SLOW_FACTOR``    a node with at least MIN_JOBS jobs ended within WINDOW
+``HAL_ALERT_NODE_SLOW_MIN_JOBS``  (default 5 in 21600 s) that ran, in median, over
+``HAL_ALERT_NODE_SLOW_WINDOW_S``  FACTOR (default 2) × their predicted time, against the
+                                  peers' median, beyond chance → ``NodeRuntimeInflated``
 ``HAL_ANOMALY_INTERVAL_S``        how often the anomaly detector looks (default 5)
 ``HAL_PLUGIN_TIMING_INTERVAL_S``  one scheduling pass in this many seconds runs with its
                                   plugin calls timed (``hal_scheduler_plugin_duration_
@@ -75,6 +79,9 @@ class ObserveConfig:
     overrun_margin_s: float = 3600.0
     node_fail_min_jobs: int = 5
     node_fail_window_s: float = 3600.0
+    node_slow_factor: float = 2.0
+    node_slow_min_jobs: int = 5
+    node_slow_window_s: float = 21_600.0
     anomaly_interval_s: float = 5.0  # how often the anomaly detector looks
     output_relay_timeout_s: float = 10.0  # one read of job output through its agent
     plugin_timing_interval_s: float = 10.0  # one timed pass per this many seconds; <0 never
@@ -106,6 +113,11 @@ class ObserveConfig:
             overrun_margin_s=number("HAL_ALERT_OVERRUN_MARGIN_S", base.overrun_margin_s),
             node_fail_min_jobs=_count(e, "HAL_ALERT_NODE_FAIL_MIN_JOBS", base.node_fail_min_jobs),
             node_fail_window_s=number("HAL_ALERT_NODE_FAIL_WINDOW_S", base.node_fail_window_s),
+            node_slow_factor=number(
+                "HAL_ALERT_NODE_SLOW_FACTOR", base.node_slow_factor, minimum=1.0
+            ),
+            node_slow_min_jobs=_count(e, "HAL_ALERT_NODE_SLOW_MIN_JOBS", base.node_slow_min_jobs),
+            node_slow_window_s=number("HAL_ALERT_NODE_SLOW_WINDOW_S", base.node_slow_window_s),
             anomaly_interval_s=number("HAL_ANOMALY_INTERVAL_S", base.anomaly_interval_s),
             output_relay_timeout_s=number(
                 "HAL_OUTPUT_RELAY_TIMEOUT_S", base.output_relay_timeout_s

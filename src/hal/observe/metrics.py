@@ -514,6 +514,25 @@ def _anomaly_gauges(detector: AnomalyDetector, cluster: Cluster) -> Iterable[Met
     for node in sorted(set(cluster.nodes) | set(counts)):
         anomalous.add_metric([node], 1 if node in detector.nodes else 0)
     yield anomalous
+    ratios = detector.node_ratios
+    ratio = GaugeMetricFamily(
+        "hal_node_runtime_ratio",
+        "Median of run time / predicted run time (a model's, at start) of the jobs that "
+        "completed on the node within HAL_ALERT_NODE_SLOW_WINDOW_S.",
+        labels=["node"],
+    )
+    for node in sorted(ratios):
+        ratio.add_metric([node], ratios[node])
+    yield ratio
+    inflated = GaugeMetricFamily(
+        "hal_node_runtime_inflated",
+        "1 while the node's recent jobs run far longer than predicted against its peers' "
+        "(NodeRuntimeInflated), else 0.",
+        labels=["node"],
+    )
+    for node in sorted(set(cluster.nodes) | set(ratios)):
+        inflated.add_metric([node], 1 if node in detector.slow else 0)
+    yield inflated
 
 
 # -- data plane (hal.api.data) --------------------------------------------------------------

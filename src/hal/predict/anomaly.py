@@ -11,11 +11,24 @@ feeds them and acts on their answers; nothing here kills or drains anything).
   finished jobs: on a small cluster the node's own rate would drag the median towards
   itself (two nodes, one failing every job: the median of both is 50 %, and a rule
   against it could never fire). Without a peer to compare with, no node is anomalous.
+* **A node on which jobs run far longer than predicted, against its peers** (run-time
+  inflation: a throttled CPU, a failing disk, a noisy neighbour): each job that
+  completed (or reached its time limit) with a model's prediction gives the ratio of its
+  run time to that prediction. Predictions are often wrong by a factor of two either
+  way, so one node's ratios are not compared with 1 but with the ratios of the jobs that
+  ended on its peers (the other nodes with at least ``min_jobs`` such jobs) in the same
+  window: a node is inflated when its median ratio is over ``factor`` × the peers'
+  median, and so many of its jobs ran over that line that chance cannot explain it
+  (a one-sided sign test: under the peers' own rate of crossing it, at least that
+  many crossings of its ``n`` jobs has a probability under ``alpha``). A job that ran
+  on several nodes counts on each of them. A whole cluster running slow flags no node.
 """
 
 from __future__ import annotations
 
 import bisect
+import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -97,3 +110,72 @@ def _median_without(ordered: Sequence[float], skip: int) -> float:
     if m % 2:
         return at(m // 2)
     return (at(m // 2 - 1) + at(m // 2)) / 2
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInflation:
+    node: str
+    jobs: int
+    over: int  # of its jobs, those that ran over ``factor`` × the peers' median ratio
+    ratio: float  # the median of run time / prediction of its jobs
+    peer_ratio: float  # the same over its peers' jobs
+    p_value: float
+
+
+@dataclass(frozen=True, slots=True)
+class InflationRule:
+    min_jobs: int = 5
+    factor: float = 2.0
+    alpha: float = 1e-4
+
+    def anomalous(self, ratios: Mapping[str, Sequence[float]]) -> list[NodeInflation]:
+        """The nodes whose jobs' ratios (run time / predicted run time, per node) are
+        inflated against their peers', by name. O(N log N) for N ratios in all: the
+        peers' figures are read off all ratios, sorted once, less the node's own."""
+        judged = {n: sorted(r) for n, r in ratios.items() if len(r) >= self.min_jobs}
+        pool = sorted(x for r in judged.values() for x in r)
+        out: list[NodeInflation] = []
+        for node in sorted(judged):
+            mine = judged[node]
+            peers = len(pool) - len(mine)
+            if peers == 0:
+                continue
+            peer_ratio = _median_less(pool, mine)
+            line = self.factor * peer_ratio
+            ratio = statistics.median(mine)
+            if ratio <= line:
+                continue
+            over = len(mine) - bisect.bisect_right(mine, line)
+            peers_over = len(pool) - bisect.bisect_right(pool, line) - over
+            # the peers' own rate of crossing the line (+1 / +2: none of a few peers'
+            # jobs crossing it is no proof that crossing it is impossible)
+            p = binomial_tail(len(mine), over, (peers_over + 1) / (peers + 2))
+            if p < self.alpha:
+                out.append(NodeInflation(node, len(mine), over, ratio, peer_ratio, p))
+        return out
+
+
+def _median_less(pool: Sequence[float], mine: Sequence[float]) -> float:
+    """The median of sorted ``pool`` less the sorted values ``mine`` (all in it)."""
+    m = len(pool) - len(mine)
+
+    def kth(k: int) -> float:  # the k-th smallest (from 0) of the pool less mine
+        lo, hi = 0, len(pool) - 1
+        while lo < hi:  # the first index whose value has more than k peers' values ≤ it
+            mid = (lo + hi) // 2
+            if bisect.bisect_right(pool, pool[mid]) - bisect.bisect_right(mine, pool[mid]) > k:
+                hi = mid
+            else:
+                lo = mid + 1
+        return pool[lo]
+
+    if m % 2:
+        return kth(m // 2)
+    return (kth(m // 2 - 1) + kth(m // 2)) / 2
+
+
+def binomial_tail(n: int, k: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p)."""
+    if k <= 0:
+        return 1.0
+    return min(1.0, sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1)))

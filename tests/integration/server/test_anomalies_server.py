@@ -183,3 +183,65 @@ def test_a_node_failing_every_job_is_flagged_and_drained(
         time.sleep(1.5)
         assert c.job(pending).state == "PENDING"
         c.cancel(str(pending))
+
+
+def test_a_node_running_jobs_slowly_is_flagged_and_drained(tmp_path: Path) -> None:
+    """The injected fault: on node1 every job runs 6 s, on node2 1 s. alice's `quick`
+    jobs were learned at 1-2 s, so node1's ran about 4 times their prediction, node2's
+    about as predicted: node1's run times are inflated against its peer's."""
+    from hal.api.server import sqlite_url
+
+    data = tmp_path / "hal"
+    data.mkdir()
+    seed_quick_jobs(sqlite_url(data))
+    script = '#!/bin/sh\nif [ "$SLURMD_NODENAME" = node1 ]; then sleep 6; else sleep 1; fi\n'
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("HAL_ANOMALY_INTERVAL_S", "0.5")
+        overrides = {"drain_anomalous_nodes": True}
+        with LiveServer(data, config_overrides=overrides) as live:
+            with live.client() as c:
+                wait_until(
+                    lambda: not c.predict_status().replaying and c.predict_status().model_version,
+                    timeout=60,
+                    message="the model from the history",
+                )
+                token = c.add_user("alice").token
+            # six CPUs a node: every job starts at once, predicted from the history alone
+            with live.agents(2, cpus=6, memory="1G"), live.client(token) as c:
+                ids = [
+                    c.submit(
+                        JobSubmit(
+                            script=script,
+                            name="quick",
+                            workdir=str(tmp_path),
+                            nodelist=[node],
+                            time_limit_seconds=600,
+                        )
+                    ).job_id
+                    for node in ("node1", "node2") * 6
+                ]
+                wait_until(
+                    lambda: all(c.job(i).state == "COMPLETED" for i in ids),
+                    timeout=60,
+                    message="the jobs to end",
+                )
+                wait_until(lambda: c.node("node1").state == "DRAIN", message="node1 drained")
+                node1, node2 = c.node("node1"), c.node("node2")
+                assert node2.state == "UP"
+                (alert,) = firing(live, "NodeRuntimeInflated")
+                assert alert["labels"] == {"node": "node1"}
+                (event,) = events(live, "node.runtime_inflated")
+                assert event.node == "node1" and event.data["jobs"] == event.data["over"] == 6
+                ratio, peers = float(event.data["ratio"]), float(event.data["peer_ratio"])
+                assert ratio > 2 * peers
+                assert not events(live, "node.anomalous")  # nothing failed
+                listed = live.cli("nodes")
+    match = re.fullmatch(
+        r"HAL anomaly: jobs ran ([\d.]+)× their predicted time \(6 in 6 h\), peers' ([\d.]+)×",
+        node1.reason,
+    )
+    assert match, node1.reason
+    assert float(match[1]) == pytest.approx(ratio, rel=0.05)
+    assert float(match[2]) == pytest.approx(peers, rel=0.05)
+    (row,) = [line for line in listed.stdout.splitlines() if line.startswith("node1 ")]
+    assert "drain" in row and row.endswith(node1.reason)

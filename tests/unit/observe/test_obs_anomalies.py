@@ -9,7 +9,7 @@ from hal.core.clock import VirtualClock
 from hal.core.job import Job
 from hal.core.states import JobState
 from hal.observe.alerts import AlertEvaluator
-from hal.observe.anomalies import NODE_FAILING, OVERRUNNING, AnomalyDetector
+from hal.observe.anomalies import NODE_FAILING, NODE_SLOW, OVERRUNNING, AnomalyDetector
 from hal.observe.config import ObserveConfig
 from hal.state.cluster import Cluster
 from hal.testing.builders import make_job
@@ -131,5 +131,47 @@ def test_suspending_an_overrunning_job_neither_resolves_nor_repeats_it(
         assert ev.evaluate(t + 110) == []
         assert [e.kind for e in cluster.recent_events] == ["job.overrunning"]
         assert det.overruns[1].elapsed_s == 3716.0  # 3811 s since the start, 95 s suspended
+
+    asyncio.run(scenario())
+
+
+def test_a_node_running_jobs_four_times_slower_is_flagged_then_ages_out(
+    cluster: Cluster, clock: VirtualClock
+) -> None:
+    """Jobs predicted at 100 s by a model: on "slow" six of them ran 380-420 s, on two
+    peers 80-120 s. Runs a baseline predicted, failed runs and a second report of nothing
+    new do not count; after the window the node is calm again."""
+    t = clock.now()
+
+    async def scenario() -> None:
+        await cluster.load()
+        det = AnomalyDetector(cluster, CONFIG)
+        ev = AlertEvaluator(cluster, CONFIG, last_start=lambda: 0.0, last_cycle_s=lambda: 0.0)
+        ev.sources.append(det.findings)
+        for i in range(6):
+            det.run_finished(ended(i, "slow", JobState.COMPLETED, t - 60), 100.0, 2, 380 + 8 * i)
+            for k, peer in enumerate(("a", "b")):
+                job = ended(100 * (k + 1) + i, peer, JobState.COMPLETED, t - 60)
+                det.run_finished(job, 100.0, 2, 80 + 8 * i)
+        det.run_finished(ended(50, "a", JobState.COMPLETED, t - 60), 100.0, 0, 900)  # no model
+        det.run_finished(ended(51, "b", JobState.FAILED, t - 60), 100.0, 2, 900)  # failed
+        await det.check(t)
+        (slow,) = det.slow.values()
+        assert (slow.node, slow.jobs, slow.over) == ("slow", 6, 6)
+        assert det.node_ratios["slow"] == 4.0 and det.node_ratios["a"] == 1.0
+        assert slow.peer_ratio == 1.0  # the other 12 runs: 0.8 ... 1.2
+        assert [(a.name, a.labels) for a in ev.evaluate(t)] == [(NODE_SLOW, {"node": "slow"})]
+        (event,) = cluster.recent_events
+        assert (event.kind, event.node, event.data["ratio"]) == (
+            "node.runtime_inflated",
+            "slow",
+            4.0,
+        )
+        await det.check(t + 5)
+        assert len(cluster.recent_events) == 1  # one event per episode
+        await det.check(t + CONFIG.node_slow_window_s)  # the runs have left the window
+        assert det.slow == {} and det.node_ratios == {}
+        assert [a.name for a in ev.evaluate(t + CONFIG.node_slow_window_s)] == [NODE_SLOW]
+        assert ev.firing() == []
 
     asyncio.run(scenario())

@@ -1,6 +1,6 @@
-"""The predictor's anomalies on /metrics: what the JobOverrunningPrediction and
-NodeFailureRateAnomalous rules of deploy/prometheus/hal-alerts.yml read, exported from the
-control plane's own detector, in an exposition promtool accepts."""
+"""The predictor's anomalies on /metrics: what the JobOverrunningPrediction,
+NodeFailureRateAnomalous and NodeRuntimeInflated rules of deploy/prometheus/hal-alerts.yml
+read, exported from the control plane's own detector, in an exposition promtool accepts."""
 
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ def samples(m: HalMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], floa
 
 def anomalous_cluster(cluster: Cluster, clock: VirtualClock) -> HalMetrics:
     """Node ``bad`` failed 4 of its 5 recent jobs, ``good`` none of 6; job 50 (partition
-    gpu, on ``good``) runs 3701 s against a model's 100 s prediction."""
+    gpu, on ``good``) runs 3701 s against a model's 100 s prediction; ``bad``'s jobs also
+    ran 5 times their prediction, ``good``'s as predicted."""
     t = clock.now()
     predictions = {50: (100.0, 3)}
 
@@ -58,6 +59,10 @@ def anomalous_cluster(cluster: Cluster, clock: VirtualClock) -> HalMetrics:
         det._on_jobs([ended(i, "bad", s, t - 100 + i) for i, s in enumerate(states)])
         det._on_jobs([ended(4, "bad", JobState.COMPLETED, t - 90)])
         det._on_jobs([ended(10 + i, "good", JobState.COMPLETED, t - 100 + i) for i in range(6)])
+        for i in range(6):  # runs a model predicted at 100 s: 5 times that on bad
+            det.run_finished(ended(20 + i, "good", JobState.COMPLETED, t - 50), 100.0, 3, 100.0)
+            if i < 5:
+                det.run_finished(ended(30 + i, "bad", JobState.COMPLETED, t - 50), 100.0, 3, 500.0)
         await det.check(t)
         m = HalMetrics(cluster, clock)
         m.anomalies = det
@@ -80,6 +85,10 @@ def test_the_detectors_findings_are_gauges_without_job_ids(
     assert got[("hal_node_recent_jobs", (("node", "good"), ("result", "ok")))] == 6
     assert got[("hal_node_failure_rate_anomalous", (("node", "bad"),))] == 1
     assert got[("hal_node_failure_rate_anomalous", (("node", "good"),))] == 0
+    assert got[("hal_node_runtime_ratio", (("node", "bad"),))] == 5.0
+    assert got[("hal_node_runtime_ratio", (("node", "good"),))] == 1.0
+    assert got[("hal_node_runtime_inflated", (("node", "bad"),))] == 1
+    assert got[("hal_node_runtime_inflated", (("node", "good"),))] == 0
     assert not any("job_id" in dict(labels) for _, labels in got)
 
 
@@ -91,6 +100,7 @@ def test_a_calm_cluster_exports_zero_and_no_overruns(cluster: Cluster, clock: Vi
     m.anomalies = AnomalyDetector(cluster, CONFIG)
     got = samples(m)
     assert got[("hal_node_failure_rate_anomalous", (("node", "n1"),))] == 0
+    assert got[("hal_node_runtime_inflated", (("node", "n1"),))] == 0
     assert not [k for k in got if k[0] in ("hal_jobs_overrunning_prediction",
                                             "hal_node_recent_jobs")]  # fmt: skip
 
@@ -112,7 +122,11 @@ def test_every_metric_the_alert_rules_use_is_exported(
     for group in yaml.safe_load(RULES.read_text())["groups"]:
         for rule in group["rules"]:
             used |= set(re.findall(r"\bhal_[a-z_]+", rule["expr"]))
-    assert {"hal_jobs_overrunning_prediction", "hal_node_failure_rate_anomalous"} <= used
+    assert {
+        "hal_jobs_overrunning_prediction",
+        "hal_node_failure_rate_anomalous",
+        "hal_node_runtime_inflated",
+    } <= used
     assert used <= exported, sorted(used - exported)
 
 

@@ -18,12 +18,15 @@ def test_defaults_and_overrides() -> None:
             "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/",
             "HAL_ALERT_WEBHOOKS": "http://a/hook, http://b/hook",
             "HAL_ALERT_NODE_DOWN_S": "5",
+            "HAL_ALERT_NODE_SLOW_FACTOR": "3",
+            "HAL_ALERT_NODE_SLOW_WINDOW_S": "3600",
         }
     )
     assert not cfg.metrics and cfg.tracing
     assert cfg.otlp_endpoint == "http://collector:4318/v1/traces"
     assert cfg.webhooks == ("http://a/hook", "http://b/hook")
     assert cfg.node_down_s == 5.0
+    assert (cfg.node_slow_factor, cfg.node_slow_min_jobs, cfg.node_slow_window_s) == (3, 5, 3600)
 
 
 def test_the_traces_specific_endpoint_is_used_as_is() -> None:
@@ -36,6 +39,9 @@ def test_the_traces_specific_endpoint_is_used_as_is() -> None:
     [
         ("HAL_ALERT_FLAP_COUNT", "3.5", "whole number of at least 1"),
         ("HAL_ALERT_NODE_FAIL_MIN_JOBS", "0", "whole number of at least 1"),
+        ("HAL_ALERT_NODE_SLOW_MIN_JOBS", "2.5", "whole number of at least 1"),
+        ("HAL_ALERT_NODE_SLOW_FACTOR", "0.5", "number of at least 1"),  # would flag fast nodes
+        ("HAL_ALERT_NODE_SLOW_WINDOW_S", "6h", "number of at least 0"),
         ("HAL_ALERT_NODE_DOWN_S", "1m", "number of at least 0"),
         ("HAL_ALERT_QUEUE_STUCK_S", "-5", "number of at least 0"),
         ("HAL_OUTPUT_RELAY_TIMEOUT_S", "nan", "number of at least 0"),
