@@ -27,10 +27,10 @@ containers and CI:
 ``HAL_ALERT_NODE_FAIL_MIN_JOBS``  a node with at least MIN_JOBS jobs ended within
                                   WINDOW (default 5 in 3600 s) failing over 3 × its peers'
 ``HAL_ALERT_NODE_FAIL_WINDOW_S``  median + 0.2 → ``NodeFailureRateAnomalous``
-``HAL_ALERT_NODE_SLOW_FACTOR``    a node with at least MIN_JOBS jobs ended within WINDOW
-``HAL_ALERT_NODE_SLOW_MIN_JOBS``  (default 5 in 21600 s) that ran, in median, over
-``HAL_ALERT_NODE_SLOW_WINDOW_S``  FACTOR (default 2) × their predicted time, against the
-                                  peers' median, beyond chance → ``NodeRuntimeInflated``
+``HAL_ALERT_NODE_SLOW_FACTOR``    a node with at least MIN_JOBS runs ended within WINDOW
+``HAL_ALERT_NODE_SLOW_MIN_JOBS``  (default 5 in 21600 s) whose median ratio of run time
+``HAL_ALERT_NODE_SLOW_WINDOW_S``  to prediction is over FACTOR (default 1.5) × that of
+                                  the runs elsewhere, beyond chance → ``NodeRuntimeInflated``
 ``HAL_ANOMALY_INTERVAL_S``        how often the anomaly detector looks (default 5)
 ``HAL_PLUGIN_TIMING_INTERVAL_S``  one scheduling pass in this many seconds runs with its
                                   plugin calls timed (``hal_scheduler_plugin_duration_
@@ -79,7 +79,7 @@ class ObserveConfig:
     overrun_margin_s: float = 3600.0
     node_fail_min_jobs: int = 5
     node_fail_window_s: float = 3600.0
-    node_slow_factor: float = 2.0
+    node_slow_factor: float = 1.5
     node_slow_min_jobs: int = 5
     node_slow_window_s: float = 21_600.0
     anomaly_interval_s: float = 5.0  # how often the anomaly detector looks

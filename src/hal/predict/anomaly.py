@@ -11,17 +11,18 @@ feeds them and acts on their answers; nothing here kills or drains anything).
   finished jobs: on a small cluster the node's own rate would drag the median towards
   itself (two nodes, one failing every job: the median of both is 50 %, and a rule
   against it could never fire). Without a peer to compare with, no node is anomalous.
-* **A node on which jobs run far longer than predicted, against its peers** (run-time
-  inflation: a throttled CPU, a failing disk, a noisy neighbour): each job that
-  completed (or reached its time limit) with a model's prediction gives the ratio of its
-  run time to that prediction. Predictions are often wrong by a factor of two either
-  way, so one node's ratios are not compared with 1 but with the ratios of the jobs that
-  ended on its peers (the other nodes with at least ``min_jobs`` such jobs) in the same
-  window: a node is inflated when its median ratio is over ``factor`` × the peers'
-  median, and so many of its jobs ran over that line that chance cannot explain it
-  (a one-sided sign test: under the peers' own rate of crossing it, at least that
-  many crossings of its ``n`` jobs has a probability under ``alpha``). A job that ran
-  on several nodes counts on each of them. A whole cluster running slow flags no node.
+* **A node on which jobs run far longer than predicted** (run-time inflation: a
+  throttled CPU, a failing disk, a noisy neighbour): each job that completed (or reached
+  its time limit) with a model's prediction gives the ratio of its run time to that
+  prediction. Predictions are often wrong by a factor of two either way, so a node's
+  runs are not compared with 1 but with the runs of the same window that did not touch
+  it (a job waits for its slowest node: a wide job slowed by one node shows the same
+  ratio on all of its nodes, so the slow node's partners must not be its yardstick).
+  A node with at least ``min_jobs`` runs is inflated when their median ratio is over
+  ``factor`` × the others' median (an effect large enough to act on) and a one-sided
+  rank-sum test (Mann-Whitney U) says its ratios are larger than the others' with a
+  p-value under ``alpha`` (chance does not explain it). A whole cluster running slow
+  flags no node.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from __future__ import annotations
 import bisect
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hal.core.states import JobState
@@ -113,46 +114,86 @@ def _median_without(ordered: Sequence[float], skip: int) -> float:
 
 
 @dataclass(frozen=True, slots=True)
+class Run:
+    """A finished run: its run time / its predicted run time, its nodes, its user."""
+
+    ratio: float
+    nodes: Sequence[str]
+    user: str
+
+
+def by_node(runs: Iterable[Run]) -> dict[str, list[float]]:
+    """The ratios of ``runs`` per node they ran on."""
+    out: dict[str, list[float]] = {}
+    for run in runs:
+        for node in run.nodes:
+            out.setdefault(node, []).append(run.ratio)
+    return out
+
+
+def _users_by_node(runs: Iterable[Run]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for run in runs:
+        for node in run.nodes:
+            out.setdefault(node, set()).add(run.user)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
 class NodeInflation:
     node: str
     jobs: int
-    over: int  # of its jobs, those that ran over ``factor`` × the peers' median ratio
     ratio: float  # the median of run time / prediction of its jobs
-    peer_ratio: float  # the same over its peers' jobs
-    p_value: float
+    peer_ratio: float  # the same over the runs that did not touch it
+    p_value: float  # of its ratios being no larger than those (rank-sum test)
 
 
 @dataclass(frozen=True, slots=True)
 class InflationRule:
     min_jobs: int = 5
-    factor: float = 2.0
-    alpha: float = 1e-4
+    factor: float = 1.5
+    alpha: float = 1e-5
+    min_users: int = 2
 
-    def anomalous(self, ratios: Mapping[str, Sequence[float]]) -> list[NodeInflation]:
-        """The nodes whose jobs' ratios (run time / predicted run time, per node) are
-        inflated against their peers', by name. O(N log N) for N ratios in all: the
-        peers' figures are read off all ratios, sorted once, less the node's own."""
-        judged = {n: sorted(r) for n, r in ratios.items() if len(r) >= self.min_jobs}
-        pool = sorted(x for r in judged.values() for x in r)
+    def anomalous(self, runs: Iterable[Run]) -> list[NodeInflation]:
+        """The nodes whose runs are inflated against the runs that did not touch them, by
+        name. Each run counts once; O(N log N) for N runs and their nodes."""
+        runs = list(runs)
+        mine = by_node(runs)
+        users = _users_by_node(runs)
+        pool = sorted(r.ratio for r in runs)
         out: list[NodeInflation] = []
-        for node in sorted(judged):
-            mine = judged[node]
-            peers = len(pool) - len(mine)
-            if peers == 0:
+        for node in sorted(mine):
+            own = sorted(mine[node])
+            if len(own) < self.min_jobs or len(pool) - len(own) < self.min_jobs:
+                continue  # too few runs on it, or too few elsewhere to compare with
+            if len(users[node]) < self.min_users:
+                continue  # one user's jobs, all mispredicted alike, say nothing of the node
+            peer_ratio = _median_less(pool, own)
+            ratio = statistics.median(own)
+            if ratio <= self.factor * peer_ratio:
                 continue
-            peer_ratio = _median_less(pool, mine)
-            line = self.factor * peer_ratio
-            ratio = statistics.median(mine)
-            if ratio <= line:
-                continue
-            over = len(mine) - bisect.bisect_right(mine, line)
-            peers_over = len(pool) - bisect.bisect_right(pool, line) - over
-            # the peers' own rate of crossing the line (+1 / +2: none of a few peers'
-            # jobs crossing it is no proof that crossing it is impossible)
-            p = binomial_tail(len(mine), over, (peers_over + 1) / (peers + 2))
+            p = rank_sum_p(pool, own)
             if p < self.alpha:
-                out.append(NodeInflation(node, len(mine), over, ratio, peer_ratio, p))
+                out.append(NodeInflation(node, len(own), ratio, peer_ratio, p))
         return out
+
+
+def rank_sum_p(pool: Sequence[float], mine: Sequence[float]) -> float:
+    """One-sided p-value of the Mann-Whitney U test that ``mine`` is no larger than the
+    rest of sorted ``pool`` (which holds ``mine``, also sorted), by its normal
+    approximation with continuity correction. Each of ``mine`` is ranked among the
+    others by bisection: O(n log N)."""
+    n, m = len(mine), len(pool) - len(mine)
+    u = 0.0
+    for x in mine:
+        below = bisect.bisect_left(pool, x) - bisect.bisect_left(mine, x)
+        ties = bisect.bisect_right(pool, x) - bisect.bisect_left(pool, x)
+        ties -= bisect.bisect_right(mine, x) - bisect.bisect_left(mine, x)
+        u += below + ties / 2
+    sd = math.sqrt(n * m * (n + m + 1) / 12)
+    z = (u - n * m / 2 - 0.5) / sd
+    return 0.5 * math.erfc(z / math.sqrt(2))
 
 
 def _median_less(pool: Sequence[float], mine: Sequence[float]) -> float:
@@ -161,7 +202,7 @@ def _median_less(pool: Sequence[float], mine: Sequence[float]) -> float:
 
     def kth(k: int) -> float:  # the k-th smallest (from 0) of the pool less mine
         lo, hi = 0, len(pool) - 1
-        while lo < hi:  # the first index whose value has more than k peers' values ≤ it
+        while lo < hi:  # the first index whose value has more than k others ≤ it
             mid = (lo + hi) // 2
             if bisect.bisect_right(pool, pool[mid]) - bisect.bisect_right(mine, pool[mid]) > k:
                 hi = mid
@@ -172,10 +213,3 @@ def _median_less(pool: Sequence[float], mine: Sequence[float]) -> float:
     if m % 2:
         return kth(m // 2)
     return (kth(m // 2 - 1) + kth(m // 2)) / 2
-
-
-def binomial_tail(n: int, k: int, p: float) -> float:
-    """P(X >= k) for X ~ Binomial(n, p)."""
-    if k <= 0:
-        return 1.0
-    return min(1.0, sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1)))

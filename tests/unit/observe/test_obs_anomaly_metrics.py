@@ -29,7 +29,8 @@ CONFIG = ObserveConfig(node_fail_min_jobs=5, node_fail_window_s=3600.0)
 
 
 def ended(job_id: int, node: str, state: JobState, end: float) -> Job:
-    job = make_job(job_id).running_on(node, start=end - 10).build()
+    """Job ``job_id`` that ended on ``node`` at ``end``, of user u0, u1 or u2 by its id."""
+    job = make_job(job_id).user(f"u{job_id % 3}").running_on(node, start=end - 10).build()
     return job.evolve(state=state, end_time=end)
 
 
@@ -59,9 +60,9 @@ def anomalous_cluster(cluster: Cluster, clock: VirtualClock) -> HalMetrics:
         det._on_jobs([ended(i, "bad", s, t - 100 + i) for i, s in enumerate(states)])
         det._on_jobs([ended(4, "bad", JobState.COMPLETED, t - 90)])
         det._on_jobs([ended(10 + i, "good", JobState.COMPLETED, t - 100 + i) for i in range(6)])
-        for i in range(6):  # runs a model predicted at 100 s: 5 times that on bad
-            det.run_finished(ended(20 + i, "good", JobState.COMPLETED, t - 50), 100.0, 3, 100.0)
-            if i < 5:
+        for i in range(40):  # runs a model predicted at 100 s: 5 times that on bad
+            det.run_finished(ended(100 + i, "good", JobState.COMPLETED, t - 50), 100.0, 3, 100.0)
+            if i < 8:
                 det.run_finished(ended(30 + i, "bad", JobState.COMPLETED, t - 50), 100.0, 3, 500.0)
         await det.check(t)
         m = HalMetrics(cluster, clock)

@@ -11,7 +11,8 @@ from hal.predict.anomaly import (
     InflationRule,
     NodeFailures,
     OverrunRule,
-    binomial_tail,
+    Run,
+    rank_sum_p,
 )
 
 
@@ -57,48 +58,76 @@ def test_the_peer_median_equals_the_plain_median_of_the_others() -> None:
             assert found.peer_median == statistics.median(others)
 
 
+def runs_on(node: str, ratios: list[float]) -> list[Run]:
+    return [Run(r, (node,), f"u{i % 3}") for i, r in enumerate(ratios)]
+
+
 def test_a_node_whose_jobs_run_four_times_their_prediction_stands_out() -> None:
-    """The peers' jobs ran about as predicted (ratios 0.5-1.5); the slow node's six all
-    ran about 4 times theirs."""
-    rule = InflationRule()
-    ratios = {
-        "slow": [3.8, 4.1, 4.4, 3.9, 4.0, 4.2],
-        "a": [0.5, 0.9, 1.1, 1.4, 0.8, 1.0],
-        "b": [1.5, 0.7, 1.2, 0.9, 1.0, 0.6],
-    }
-    (found,) = rule.anomalous(ratios)
-    assert (found.node, found.jobs, found.over) == ("slow", 6, 6)
-    assert found.ratio == statistics.median(ratios["slow"])
-    assert found.peer_ratio == statistics.median(ratios["a"] + ratios["b"])
-    assert found.p_value == binomial_tail(6, 6, 1 / 14)  # no peer job over 2 × 0.95
+    """Forty runs elsewhere went about as predicted (ratios 0.5-1.5); the slow node's
+    eight all ran about 4 times theirs."""
+    rng = random.Random(2)
+    slow = [3.8, 4.1, 4.4, 3.9, 4.0, 4.2, 3.7, 4.5]
+    others = [rng.uniform(0.5, 1.5) for _ in range(40)]
+    runs = runs_on("slow", slow) + [Run(r, (f"n{i % 4}",), "u") for i, r in enumerate(others)]
+    (found,) = InflationRule().anomalous(runs)
+    assert (found.node, found.jobs) == ("slow", 8)
+    assert found.ratio == statistics.median(slow)
+    assert found.peer_ratio == statistics.median(others)
+    # all 8 above all 40: U = 320, its mean 160 and sd sqrt(8 * 40 * 49 / 12)
+    z = (320 - 160 - 0.5) / math.sqrt(8 * 40 * 49 / 12)
+    assert math.isclose(found.p_value, 0.5 * math.erfc(z / math.sqrt(2)))
 
 
-def test_inflation_needs_enough_jobs_a_peer_and_more_than_chance() -> None:
+def test_a_wide_job_slowed_by_one_node_does_not_flag_its_partners() -> None:
+    """Every run that touched ``slow`` ran 4 times longer, also those it shared with
+    ``partner``; ``partner``'s own runs went as predicted: only ``slow`` is flagged."""
+    rng = random.Random(4)
+    runs = [Run(4 * rng.uniform(0.8, 1.2), ("slow", "partner"), "u1") for _ in range(6)]
+    runs += [Run(4 * rng.uniform(0.8, 1.2), ("slow",), "u2") for _ in range(6)]
+    runs += [Run(rng.uniform(0.8, 1.2), ("partner",), "u3") for _ in range(6)]
+    runs += [Run(rng.uniform(0.8, 1.2), (f"n{i % 5}",), "u4") for i in range(40)]
+    assert [f.node for f in InflationRule().anomalous(runs)] == ["slow"]
+
+
+def test_inflation_needs_enough_runs_on_both_sides_and_more_than_chance() -> None:
     rule = InflationRule()
-    peer = [1.0] * 10
-    assert rule.anomalous({"slow": [5.0] * 4, "a": peer}) == []  # 4 < min_jobs
-    assert rule.anomalous({"slow": [5.0] * 9}) == []  # nobody to compare with
-    # over the line in median, but the peers cross it often too: chance
-    noisy = [0.2, 0.3, 0.5, 1.0, 1.0, 1.2, 3.0, 4.0, 5.0, 6.0]
-    assert rule.anomalous({"slow": [2.5, 2.6, 2.7, 2.8, 2.9], "a": noisy}) == []
+    usual = [Run(1.0, (f"n{i}",), "u") for i in range(40)]
+    assert rule.anomalous(runs_on("slow", [5.0] * 4) + usual) == []  # 4 < min_jobs
+    assert rule.anomalous(runs_on("slow", [5.0] * 9) + usual[:4]) == []  # 4 to compare with
+    # five runs with a median 2.7 times the others', but the others spread as widely
+    rng = random.Random(6)
+    noisy = [Run(rng.lognormvariate(0, 1.5), ("a",), "u") for _ in range(40)]
+    assert rule.anomalous(runs_on("slow", [0.5, 0.9, 2.7, 9.0, 12.0]) + noisy) == []
     # a whole cluster running slow (a bad software release) flags no node
-    assert rule.anomalous({f"n{i}": [4.0 + i / 10] * 6 for i in range(8)}) == []
+    assert rule.anomalous([Run(4.0 + i / 100, (f"n{i % 8}",), "u") for i in range(80)]) == []
+    # one user's jobs, all mispredicted alike, landed on one node: nothing about the node
+    alone = [Run(5.0, ("busy",), "burst") for _ in range(10)]
+    assert rule.anomalous(alone + usual) == []
+    assert [f.node for f in rule.anomalous(alone + runs_on("busy", [5.0]) + usual)] == ["busy"]
 
 
-def test_the_peer_median_is_the_median_of_the_other_nodes_jobs() -> None:
+def test_the_yardstick_is_the_median_of_the_runs_that_did_not_touch_the_node() -> None:
     rng = random.Random(5)
-    for n in range(2, 9):
-        ratios = {f"n{i}": [rng.lognormvariate(0, 1) for _ in range(rng.randrange(5, 12))]
-                  for i in range(n)}  # fmt: skip
-        everyone = InflationRule(factor=0.0, alpha=2.0)  # flags every node: see each median
-        found = everyone.anomalous(ratios)
-        assert len(found) == n
-        for f in found:
-            others = [x for name, r in ratios.items() if name != f.node for x in r]
-            assert f.peer_ratio == statistics.median(others)
+    names = [f"n{i}" for i in range(6)]
+    runs = [Run(rng.lognormvariate(0, 1), tuple(rng.sample(names, rng.randrange(1, 4))),
+                f"u{i % 5}") for i in range(60)]  # fmt: skip
+    everyone = InflationRule(factor=0.0, alpha=2.0)  # flags every node: see each median
+    found = everyone.anomalous(runs)
+    assert {f.node for f in found} == set(names)
+    for f in found:
+        elsewhere = [r.ratio for r in runs if f.node not in r.nodes]
+        assert f.peer_ratio == statistics.median(elsewhere)
+        assert f.jobs == len(runs) - len(elsewhere)
 
 
-def test_binomial_tail() -> None:
-    assert binomial_tail(5, 0, 0.3) == 1.0
-    assert math.isclose(binomial_tail(5, 5, 0.5), 1 / 32)
-    assert math.isclose(binomial_tail(3, 2, 0.5), 0.5)
+def test_the_rank_sum_p_value_is_mann_whitney_s() -> None:
+    """Against scipy's asymptotic Mann-Whitney U (no ties, so no tie correction)."""
+    from scipy.stats import mannwhitneyu
+
+    rng = random.Random(7)
+    for _ in range(20):
+        mine = sorted(rng.lognormvariate(0.4, 1) for _ in range(rng.randrange(5, 15)))
+        others = [rng.lognormvariate(0, 1) for _ in range(rng.randrange(5, 200))]
+        got = rank_sum_p(sorted(mine + others), mine)
+        want = mannwhitneyu(mine, others, alternative="greater", method="asymptotic").pvalue
+        assert math.isclose(got, want, rel_tol=1e-9)
