@@ -21,7 +21,7 @@ More findings come from ``sources`` (each a function of ``now``): the anomaly de
 (``hal.observe.anomalies``) adds ``JobOverrunningPrediction`` (a running job far past
 its predicted run time: a possible hang), ``NodeFailureRateAnomalous`` (a node whose
 jobs fail far more often than its peers' do) and ``NodeRuntimeInflated`` (a node whose
-jobs run far longer than predicted, against its peers'), all warnings.
+jobs run far longer than predicted, against the runs elsewhere), all warnings.
 
 ``evaluate(now)`` is called about once a second by ``ObservePlane``; it is a pure function
 of what it observed, so tests drive it with explicit times. A firing alert's summary is

@@ -518,7 +518,8 @@ def _anomaly_gauges(detector: AnomalyDetector, cluster: Cluster) -> Iterable[Met
     ratio = GaugeMetricFamily(
         "hal_node_runtime_ratio",
         "Median of run time / predicted run time (a model's, at start) of the jobs that "
-        "completed on the node within HAL_ALERT_NODE_SLOW_WINDOW_S.",
+        "completed (or reached their time limit) on the node within "
+        "HAL_ALERT_NODE_SLOW_WINDOW_S.",
         labels=["node"],
     )
     for node in sorted(ratios):
@@ -526,8 +527,8 @@ def _anomaly_gauges(detector: AnomalyDetector, cluster: Cluster) -> Iterable[Met
     yield ratio
     inflated = GaugeMetricFamily(
         "hal_node_runtime_inflated",
-        "1 while the node's recent jobs run far longer than predicted against its peers' "
-        "(NodeRuntimeInflated), else 0.",
+        "1 while the node's recent jobs run far longer than predicted, against the runs "
+        "elsewhere (NodeRuntimeInflated), else 0.",
         labels=["node"],
     )
     for node in sorted(set(cluster.nodes) | set(ratios)):

@@ -18,11 +18,12 @@ feeds them and acts on their answers; nothing here kills or drains anything).
   runs are not compared with 1 but with the runs of the same window that did not touch
   it (a job waits for its slowest node: a wide job slowed by one node shows the same
   ratio on all of its nodes, so the slow node's partners must not be its yardstick).
-  A node with at least ``min_jobs`` runs is inflated when their median ratio is over
-  ``factor`` × the others' median (an effect large enough to act on) and a one-sided
-  rank-sum test (Mann-Whitney U) says its ratios are larger than the others' with a
-  p-value under ``alpha`` (chance does not explain it). A whole cluster running slow
-  flags no node.
+  A node with at least ``min_jobs`` runs (of ``min_users`` users at least: one user's
+  burst, all mispredicted alike, says nothing of the node it landed on) is inflated
+  when their median ratio is over ``factor`` × the others' median (an effect large
+  enough to act on) and a one-sided rank-sum test (Mann-Whitney U) says its ratios
+  are larger than the others' with a p-value under ``alpha`` (chance does not explain
+  it). A whole cluster running slow flags no node.
 """
 
 from __future__ import annotations
