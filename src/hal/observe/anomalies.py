@@ -14,8 +14,9 @@ Every ``anomaly_interval_s`` (5 s) the observe plane's tick calls ``check(now)``
   ``[scheduler] drain_anomalous_nodes = true`` the node is drained (once per episode;
   the reason, shown by ``hal nodes`` and ``scontrol show node``, says why). An
   operator resumes it.
-* each node on which at least 5 runs that a model predicted at start completed (or
-  reached their time limit) in the last 6 hours, of at least 2 users, with a median
+* each node on which at least 5 runs on at most 4 nodes that a model predicted at
+  start completed (or reached their time limit) in the last 6 hours, of at least 2
+  users, with a median
   ratio of run time to prediction over 1.5 × that of the runs elsewhere and larger
   beyond chance (``InflationRule``), has its *run time inflated*: a
   ``node.runtime_inflated`` event, the alert ``NodeRuntimeInflated``, and the same
@@ -260,7 +261,7 @@ class AnomalyDetector:
         if not changed:
             return []  # the same runs: the same verdicts
         # (reports arrive about in end order, not exactly)
-        window = [run for end, run in runs if end >= horizon]
+        window = self.inflation_rule.judged(run for end, run in runs if end >= horizon)
         found = {a.node: a for a in self.inflation_rule.anomalous(window)}
         self.node_ratios = {node: statistics.median(r) for node, r in by_node(window).items()}
         events = [

@@ -517,8 +517,8 @@ def _anomaly_gauges(detector: AnomalyDetector, cluster: Cluster) -> Iterable[Met
     ratios = detector.node_ratios
     ratio = GaugeMetricFamily(
         "hal_node_runtime_ratio",
-        "Median of run time / predicted run time (a model's, at start) of the jobs that "
-        "completed (or reached their time limit) on the node within "
+        "Median of run time / predicted run time (a model's, at start) of the jobs on at "
+        "most 4 nodes that completed (or reached their time limit) on the node within "
         "HAL_ALERT_NODE_SLOW_WINDOW_S.",
         labels=["node"],
     )

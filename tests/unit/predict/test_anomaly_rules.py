@@ -89,6 +89,19 @@ def test_a_wide_job_slowed_by_one_node_does_not_flag_its_partners() -> None:
     assert [f.node for f in InflationRule().anomalous(runs)] == ["slow"]
 
 
+def test_runs_on_many_nodes_cannot_say_which_node_slowed_them() -> None:
+    """Ten mispredicted jobs each on the same 100 nodes (ratios near 5) beside narrow
+    runs going as predicted: no node of the hundred is to blame, none is flagged; the
+    same jobs on 4 nodes each do point at those 4."""
+    rng = random.Random(8)
+    wide = tuple(f"w{i}" for i in range(100))
+    usual = [Run(rng.uniform(0.8, 1.2), (f"n{i % 10}",), f"u{i % 4}") for i in range(60)]
+    bad = [Run(5.0 + i / 10, wide, f"u{i % 2}") for i in range(10)]
+    assert InflationRule().anomalous(bad + usual) == []
+    narrow = [Run(r.ratio, wide[:4], r.user) for r in bad]
+    assert [f.node for f in InflationRule().anomalous(narrow + usual)] == list(wide[:4])
+
+
 def test_inflation_needs_enough_runs_on_both_sides_and_more_than_chance() -> None:
     rule = InflationRule()
     usual = [Run(1.0, (f"n{i}",), "u") for i in range(40)]
