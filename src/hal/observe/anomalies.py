@@ -36,6 +36,7 @@ import statistics
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from hal.core.job import Job
 from hal.core.states import JobState, NodeState
@@ -229,25 +230,18 @@ class AnomalyDetector:
         self._expire(now)
         counts = self.window_counts()
         found = {a.node: a for a in self.failure_rule.anomalous(counts)}
-        events = [
-            EventRow(
-                now,
-                "node.anomalous",
-                node=node,
-                data={
-                    "jobs": a.jobs,
-                    "failed": a.failed,
-                    "failure_rate": round(a.rate, 4),
-                    "peer_median": round(a.peer_median, 4),
-                },
-            )
+        new = {
+            node: {
+                "jobs": a.jobs,
+                "failed": a.failed,
+                "failure_rate": round(a.rate, 4),
+                "peer_median": round(a.peer_median, 4),
+            }
             for node, a in found.items()
             if node not in self.nodes
-        ]
-        for event in events:
-            log.warning("node failure rate anomalous", extra={"node": event.node})
+        }
         self.nodes = found
-        return events
+        return _node_events(now, "node.anomalous", new, "node failure rate anomalous")
 
     def _check_slow(self, now: float) -> list[EventRow]:
         runs, inbox = self._runs, self._inbox
@@ -264,25 +258,18 @@ class AnomalyDetector:
         window = self.inflation_rule.judged(run for end, run in runs if end >= horizon)
         found = {a.node: a for a in self.inflation_rule.anomalous(window)}
         self.node_ratios = {node: statistics.median(r) for node, r in by_node(window).items()}
-        events = [
-            EventRow(
-                now,
-                "node.runtime_inflated",
-                node=node,
-                data={
-                    "jobs": a.jobs,
-                    "ratio": round(a.ratio, 3),
-                    "peer_ratio": round(a.peer_ratio, 3),
-                    "p_value": float(f"{a.p_value:.3g}"),
-                },
-            )
+        new = {
+            node: {
+                "jobs": a.jobs,
+                "ratio": round(a.ratio, 3),
+                "peer_ratio": round(a.peer_ratio, 3),
+                "p_value": float(f"{a.p_value:.3g}"),
+            }
             for node, a in found.items()
             if node not in self.slow
-        ]
-        for event in events:
-            log.warning("node run times inflated", extra={"node": event.node})
+        }
         self.slow = found
-        return events
+        return _node_events(now, "node.runtime_inflated", new, "node run times inflated")
 
     def _reasons(self) -> Iterable[tuple[str, str]]:
         """(node, drain reason) of each anomalous node, a node's first rule first."""
@@ -351,3 +338,12 @@ class AnomalyDetector:
                 f"{s.peer_ratio:.2g}× (rank-sum test p = {s.p_value:.2g})",
                 {"node": s.node},
             )
+
+
+def _node_events(
+    now: float, kind: str, new: dict[str, dict[str, Any]], message: str
+) -> list[EventRow]:
+    """One ``kind`` event (logged as ``message``) per node that ``new`` maps to its data."""
+    for node in new:
+        log.warning(message, extra={"node": node})
+    return [EventRow(now, kind, node=node, data=data) for node, data in new.items()]

@@ -52,6 +52,16 @@ def seed_quick_jobs(db_url: str, count: int = 300) -> None:
         store.close()
 
 
+def wait_for_model(server: LiveServer) -> None:
+    """Until the predictor has replayed the seeded history into a model."""
+    with server.client() as c:
+        wait_until(
+            lambda: not c.predict_status().replaying and c.predict_status().model_version,
+            timeout=60,
+            message="the model from the history",
+        )
+
+
 def alerts(server: LiveServer) -> dict[str, Any]:
     r = httpx.get(
         server.url + "/v1/alerts", headers={"Authorization": f"Bearer {server.token}"}, timeout=5
@@ -82,12 +92,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         env.setenv("HAL_ANOMALY_INTERVAL_S", "0.5")
         overrides = {"kill_wait_seconds": 2, "drain_anomalous_nodes": True}
         with LiveServer(data, config_overrides=overrides) as live:
-            with live.client() as c:
-                wait_until(
-                    lambda: not c.predict_status().replaying and c.predict_status().model_version,
-                    timeout=60,
-                    message="the model from the history",
-                )
+            wait_for_model(live)
             with live.agents(2, cpus=2, memory="1G"):
                 yield live
 
@@ -202,12 +207,8 @@ def test_a_node_running_jobs_slowly_is_flagged_and_drained(tmp_path: Path) -> No
         env.setenv("HAL_ANOMALY_INTERVAL_S", "0.5")
         overrides = {"drain_anomalous_nodes": True}
         with LiveServer(data, config_overrides=overrides) as live:
+            wait_for_model(live)
             with live.client() as c:
-                wait_until(
-                    lambda: not c.predict_status().replaying and c.predict_status().model_version,
-                    timeout=60,
-                    message="the model from the history",
-                )
                 tokens = [c.add_user(user).token for user in ("alice", "bob")]
             # node1's jobs start at once, predicted from the history alone
             with live.agents(2, cpus=10, memory="1G"), live.client() as c:
