@@ -4,6 +4,7 @@ node, and how soon it finds a slow one::
 
     python bench/node_inflation.py sdsc-sp2 kth-sp2 ctc-sp2 hpc2n cea-curie:30000 \
         [--windows-h 6,24] [--alphas 1e-5] [--json FILE]
+    python bench/node_inflation.py --cost      # the rule's own time, and the loop's wait
 
 Each job of the trace is predicted by ``learned`` (the server's settings) when it
 started, knowing the jobs that had ended by then, as the server does; only predictions
@@ -28,11 +29,14 @@ run many jobs (HTC-like), which is where a per-node rule has the runs to judge.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import heapq
 import itertools
 import json
+import math
 import random
 import statistics
+import time
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -120,9 +124,55 @@ def scan(
     return out
 
 
+def cost(nodes: int, runs: int) -> dict[str, Any]:
+    """The rule's time on ``runs`` one-node runs over ``nodes`` nodes (best of 3), and the
+    event loop's longest wait for a 1 ms timer while it runs inline and, as the detector
+    runs it, on a worker thread."""
+    rng = random.Random(1)
+    window = [
+        Run(rng.lognormvariate(0, 1), (f"n{rng.randrange(nodes)}",), f"u{rng.randrange(200)}")
+        for _ in range(runs)
+    ]
+    rule = InflationRule()
+    best = math.inf
+    for _ in range(3):
+        t = time.perf_counter()
+        rule.anomalous(window)
+        best = min(best, time.perf_counter() - t)
+
+    async def stall(threaded: bool) -> float:
+        worst, done = 0.0, False
+
+        async def ticker() -> None:
+            nonlocal worst
+            while not done:
+                t = time.perf_counter()
+                await asyncio.sleep(0.001)
+                worst = max(worst, time.perf_counter() - t)
+
+        task = asyncio.create_task(ticker())
+        await asyncio.sleep(0.01)
+        if threaded:
+            await asyncio.to_thread(rule.anomalous, window)
+        else:
+            rule.anomalous(window)
+            await asyncio.sleep(0)
+        done = True
+        await task
+        return worst
+
+    return {
+        "nodes": nodes,
+        "runs": runs,
+        "rule_ms": round(best * 1e3, 1),
+        "loop_stall_inline_ms": round(asyncio.run(stall(False)) * 1e3, 1),
+        "loop_stall_threaded_ms": round(asyncio.run(stall(True)) * 1e3, 1),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("cases", nargs="+", help="traces, CASE or CASE:FIRST_JOBS")
+    parser.add_argument("cases", nargs="*", help="traces, CASE or CASE:FIRST_JOBS")
     parser.add_argument("--windows-h", default="6", help="windows to try, in hours")
     parser.add_argument("--alphas", default="1e-5", help="the rule's alphas to try")
     parser.add_argument("--min-users", default="2", help="the rule's min_users to try")
@@ -131,7 +181,14 @@ def main() -> None:
         "--nodes", type=int, default=0, help="each job on one of NODES nodes (a small HTC pool)"
     )
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--cost", action="store_true", help="time the rule itself (no trace needed)"
+    )
     args = parser.parse_args()
+    if args.cost:
+        for nodes, runs in ((100, 5_000), (1_000, 50_000), (4_000, 200_000)):
+            print(json.dumps(cost(nodes, runs)), flush=True)
+        return
     results: dict[str, Any] = {}
     for arg in args.cases:
         case, _, first = arg.partition(":")

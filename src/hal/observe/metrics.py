@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import platform
 from collections import Counter as Tally
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import prometheus_client
@@ -505,35 +505,42 @@ def _anomaly_gauges(detector: AnomalyDetector, cluster: Cluster) -> Iterable[Met
         recent.add_metric([node, "failed"], c.failed)
         recent.add_metric([node, "ok"], c.jobs - c.failed)
     yield recent
-    anomalous = GaugeMetricFamily(
+    yield _node_flags(
         "hal_node_failure_rate_anomalous",
         "1 while the node's recent jobs fail far more often than its peers' "
         "(NodeFailureRateAnomalous), else 0.",
-        labels=["node"],
+        set(cluster.nodes) | set(counts),
+        detector.nodes,
     )
-    for node in sorted(set(cluster.nodes) | set(counts)):
-        anomalous.add_metric([node], 1 if node in detector.nodes else 0)
-    yield anomalous
     ratios = detector.node_ratios
     ratio = GaugeMetricFamily(
         "hal_node_runtime_ratio",
         "Median of run time / predicted run time (a model's, at start) of the jobs on at "
-        "most 4 nodes that completed (or reached their time limit) on the node within "
-        "HAL_ALERT_NODE_SLOW_WINDOW_S.",
+        f"most {detector.inflation_rule.max_nodes} nodes that completed (or reached their "
+        "time limit) on the node within HAL_ALERT_NODE_SLOW_WINDOW_S.",
         labels=["node"],
     )
     for node in sorted(ratios):
         ratio.add_metric([node], ratios[node])
     yield ratio
-    inflated = GaugeMetricFamily(
+    yield _node_flags(
         "hal_node_runtime_inflated",
         "1 while the node's recent jobs run far longer than predicted, against the runs "
         "elsewhere (NodeRuntimeInflated), else 0.",
-        labels=["node"],
+        set(cluster.nodes) | set(ratios),
+        detector.slow,
     )
-    for node in sorted(set(cluster.nodes) | set(ratios)):
-        inflated.add_metric([node], 1 if node in detector.slow else 0)
-    yield inflated
+
+
+def _node_flags(
+    name: str, help_text: str, nodes: Iterable[str], flagged: Container[str]
+) -> GaugeMetricFamily:
+    """A 0/1 gauge per node of ``nodes``: 1 for those in ``flagged`` (a stable series for
+    every known node, so a rule's ``== 1`` has something to turn on and off)."""
+    gauge = GaugeMetricFamily(name, help_text, labels=["node"])
+    for node in sorted(nodes):
+        gauge.add_metric([node], 1 if node in flagged else 0)
+    return gauge
 
 
 # -- data plane (hal.api.data) --------------------------------------------------------------

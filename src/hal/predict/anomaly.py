@@ -126,20 +126,12 @@ class Run:
     user: str
 
 
-def by_node(runs: Iterable[Run]) -> dict[str, list[float]]:
-    """The ratios of ``runs`` per node they ran on."""
-    out: dict[str, list[float]] = {}
+def by_node(runs: Iterable[Run]) -> dict[str, list[Run]]:
+    """``runs`` per node they ran on."""
+    out: dict[str, list[Run]] = {}
     for run in runs:
         for node in run.nodes:
-            out.setdefault(node, []).append(run.ratio)
-    return out
-
-
-def _users_by_node(runs: Iterable[Run]) -> dict[str, set[str]]:
-    out: dict[str, set[str]] = {}
-    for run in runs:
-        for node in run.nodes:
-            out.setdefault(node, set()).add(run.user)
+            out.setdefault(node, []).append(run)
     return out
 
 
@@ -160,28 +152,23 @@ class InflationRule:
     min_users: int = 2
     max_nodes: int = 4
 
-    def judged(self, runs: Iterable[Run]) -> list[Run]:
-        """The runs the rule reads: those on at most ``max_nodes`` nodes."""
-        return [r for r in runs if len(r.nodes) <= self.max_nodes]
-
     def anomalous(self, runs: Iterable[Run]) -> list[NodeInflation]:
         """The nodes whose runs are inflated against the runs that did not touch them, by
-        name. Each run counts once; O(N log N) for N runs and their nodes."""
-        runs = self.judged(runs)
-        mine = by_node(runs)
-        users = _users_by_node(runs)
+        name (runs on more than ``max_nodes`` nodes are left out). Each run counts once;
+        O(N log N) for N runs and their nodes."""
+        runs = [r for r in runs if len(r.nodes) <= self.max_nodes]
         pool = sorted(r.ratio for r in runs)
         out: list[NodeInflation] = []
-        for node in sorted(mine):
-            own = sorted(mine[node])
-            if len(own) < self.min_jobs or len(pool) - len(own) < self.min_jobs:
+        for node, its_runs in sorted(by_node(runs).items()):
+            if len(its_runs) < self.min_jobs or len(pool) - len(its_runs) < self.min_jobs:
                 continue  # too few runs on it, or too few elsewhere to compare with
-            if len(users[node]) < self.min_users:
-                continue  # one user's jobs, all mispredicted alike, say nothing of the node
+            own = sorted(r.ratio for r in its_runs)
             peer_ratio = _median_less(pool, own)
             ratio = statistics.median(own)
             if ratio <= self.factor * peer_ratio:
                 continue
+            if len({r.user for r in its_runs}) < self.min_users:
+                continue  # one user's jobs, all mispredicted alike, say nothing of the node
             p = rank_sum_p(pool, own)
             if p < self.alpha:
                 out.append(NodeInflation(node, len(own), ratio, peer_ratio, p))
