@@ -51,6 +51,8 @@ class AgentConfig:
     address: str = ""  # how the server may reach this node, if it ever needs to
     state_dir: Path = field(default_factory=default_state_dir)
     isolation: str = "auto"  # auto | cgroup2 | cgroup1 | rlimit | none
+    # GPU device isolation (hal.agent.devices), Slurm's ConstrainDevices: auto | yes | no
+    constrain_devices: str = "auto"
     heartbeat_interval_seconds: float = 10.0  # the long poll's length (each sync is a beat)
     # how often the GPUs' health is read (hal.agent.gpuhealth); 0 = never
     gpu_health_interval_seconds: float = 60.0

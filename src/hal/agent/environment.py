@@ -31,8 +31,16 @@ def job_marker(agent: str, job_id: int, attempt: int) -> str:
 
 
 def job_environment(
-    launch: Launch, node: str, *, home: str = "", shell: str = "", agent: str = ""
+    launch: Launch,
+    node: str,
+    *,
+    home: str = "",
+    shell: str = "",
+    agent: str = "",
+    gpus_isolated: bool = False,
 ) -> dict[str, str]:
+    """The job's environment on ``node``. ``gpus_isolated``: the job can open only its
+    own GPUs' device files (``hal.agent.devices``), so CUDA numbers them from 0."""
     env = dict(launch.environment)
     nodelist = hostlist.collect_hostlist(launch.nodes) if launch.nodes else node
     cpus = str(launch.cpus)
@@ -89,8 +97,10 @@ def job_environment(
         env[MARKER] = job_marker(agent, launch.job_id, launch.attempt)
     if launch.gpu_ids:
         ids = ",".join(str(g) for g in launch.gpu_ids)
-        # No device cgroup hides the other GPUs, so the job sees global ids (gres.shtml).
-        env["CUDA_VISIBLE_DEVICES"] = ids
+        # Where no device cgroup hides the other GPUs the job sees global ids; where one
+        # does, CUDA numbers the GPUs left from 0 (gres.shtml). SLURM_JOB_GPUS stays global.
+        seen = range(len(launch.gpu_ids)) if gpus_isolated else launch.gpu_ids
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in seen)
         env["SLURM_JOB_GPUS"] = ids
         env["HAL_JOB_GPUS"] = ids
         env["SLURM_GPUS_ON_NODE"] = str(len(launch.gpu_ids))

@@ -15,6 +15,10 @@ domain the same cluster UUID and clique id, so ``"<cluster uuid>/<clique id>"`` 
 the domain. No fabric (NotSupported on GPUs without a multi-node NVLink, a zero UUID,
 registration not completed) or GPUs that disagree: no domain. ``hal agent
 --nvlink-domain`` wins over it.
+
+Each GPU's device minor (``nvmlDeviceGetMinorNumber``: GPU ``i`` is
+``/dev/nvidia<minor>``) is what device isolation (``hal.agent.devices``) denies a job
+not given that GPU. With ``--gpus N`` there are none, and no GPU is isolated.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from hal.core.errors import InvalidRequest
 from hal.core.gpu_islands import Islands, complete_islands, islands_from_links
 
 if TYPE_CHECKING:
@@ -39,6 +44,26 @@ class GpuInventory:
     model: str = ""  # of GPU 0; mixed models on one node are reported by the first
     islands: Islands = ()  # NVLink islands; () = one island of all GPUs
     nvlink_domain: str = ""  # multi-node NVLink domain from the fabric info; "" = none
+    minors: tuple[int, ...] = ()  # GPU i is /dev/nvidia<minors[i]>; () = unknown
+
+
+def device_choice(config: AgentConfig, gpus: GpuInventory) -> str:
+    """``config.constrain_devices``, or "no" where there are no device files to deny.
+    Raises ``InvalidRequest`` for ``yes`` with GPUs whose files NVML did not name."""
+    if gpus.minors:
+        return config.constrain_devices
+    if config.constrain_devices == "yes" and gpus.count:
+        raise InvalidRequest(
+            f"constrain_devices=yes, but NVML named no device files for this node's "
+            f"{gpus.count} GPUs (given with --gpus?); use constrain_devices=auto or no",
+            field="constrain_devices",
+        )
+    return "no"
+
+
+def denied_minors(gpus: GpuInventory, given: list[int]) -> tuple[int, ...]:
+    """The device minors of the GPUs a job was not given (device isolation denies them)."""
+    return tuple(m for i, m in enumerate(gpus.minors) if i not in given)
 
 
 def discover_gpus() -> GpuInventory:
@@ -78,7 +103,17 @@ def inventory_from_nvml(nvml: Any) -> GpuInventory:
         model=model,
         islands=nvlink_islands(nvml, handles),
         nvlink_domain=fabric_domain(nvml, handles),
+        minors=device_minors(nvml, handles),
     )
+
+
+def device_minors(nvml: Any, handles: list[Any]) -> tuple[int, ...]:
+    """Each GPU's ``/dev/nvidia<minor>``; () where NVML cannot say (no device isolation)."""
+    try:
+        return tuple(int(nvml.nvmlDeviceGetMinorNumber(h)) for h in handles)
+    except Exception as err:
+        log.info("NVML gives no device minor numbers (%s): GPU devices not isolated", err)
+        return ()
 
 
 def fabric_domain(nvml: Any, handles: list[Any]) -> str:

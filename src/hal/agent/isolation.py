@@ -14,6 +14,10 @@ rlimit      no cgroups: the step supervisor samples the job tree's resident memo
 none        nothing is enforced.
 ==========  ==============================================================================
 
+GPU device isolation (``hal.agent.devices``) rides on the cgroup backends: ``devices`` is
+``"bpf"`` (cgroup2: a device filter attached to the job's cgroup), the folder of the job
+cgroups in the cgroup1 ``devices`` hierarchy, or ``""`` (off).
+
 A job step's tasks run in ``job_<id>.<n>/step_<m>`` (``create_step_group``), inside the
 job's cgroup and its limit, made for them on a node where the job has no batch script.
 
@@ -38,10 +42,13 @@ import signal
 import time
 from dataclasses import dataclass
 
+from hal.agent.devices import DeviceControlError, attach_device_filter, deny_lines, load_program
 from hal.core.errors import InvalidRequest
 from hal.core.resources import GiB
 
 CHOICES = ("auto", "cgroup2", "cgroup1", "rlimit", "none")
+DEVICE_CHOICES = ("auto", "yes", "no")
+BPF = "bpf"
 RLIMIT_AS_FACTOR = 4  # backstop: address space is typically 1.5-3x resident memory
 RMDIR_TRIES = 50  # a killed process takes a moment to leave its cgroup
 
@@ -56,6 +63,7 @@ class MemoryOutcome:
 class Isolation:
     kind: str  # cgroup2, cgroup1, rlimit, none
     base: str = ""  # the node's cgroup directory (cgroup backends)
+    devices: str = ""  # GPU device isolation: "bpf", cgroup1's devices folder, or "" (off)
 
     @property
     def watchdog(self) -> bool:
@@ -68,8 +76,11 @@ class Isolation:
         """Where the job's cgroup is ("" without cgroups)."""
         return os.path.join(self.base, f"job_{job_id}.{attempt}") if self.base else ""
 
-    def create_group(self, job_id: int, attempt: int, memory_bytes: int) -> str:
-        """Create the job's cgroup with its limit; returns its path ("" without cgroups)."""
+    def create_group(
+        self, job_id: int, attempt: int, memory_bytes: int, denied_gpus: tuple[int, ...] = ()
+    ) -> str:
+        """Create the job's cgroup with its limit and denied GPU minors; returns its path
+        ("" without cgroups)."""
         path = self.group_path(job_id, attempt)
         if not path:
             return ""
@@ -81,7 +92,28 @@ class Isolation:
             # the batch script of an allocation, are the job's and stay.)
             _kill_procs(path)
         self._limit(path, memory_bytes)
+        self._constrain(path, denied_gpus)
         return path
+
+    def _constrain(self, path: str, denied_gpus: tuple[int, ...]) -> None:
+        """Deny the job (cgroup ``path``) the device files of ``denied_gpus`` (minors)."""
+        if self.devices == BPF:
+            if denied_gpus:
+                attach_device_filter(path, denied_gpus)
+        elif self.devices:
+            devices = self._device_group(path)
+            with contextlib.suppress(FileExistsError):  # an earlier supervisor's: the same
+                os.mkdir(devices)
+            for line in deny_lines(denied_gpus):
+                _write(devices, "devices.deny", line)
+
+    def _device_group(self, group: str) -> str:
+        """The cgroup1 ``devices`` cgroup of the job whose cgroup (or step's) is ``group``
+        ("" where there is none)."""
+        if not self.devices or self.devices == BPF or not group:
+            return ""
+        job = os.path.relpath(group, self.base).split(os.sep)[0]
+        return os.path.join(self.devices, job)
 
     def _limit(self, path: str, memory_bytes: int) -> None:
         if memory_bytes <= 0:
@@ -98,14 +130,22 @@ class Isolation:
     # -- job steps' tasks (in the agent: ``hal.agent.steps``) ------------------------------
 
     def create_step_group(
-        self, job_id: int, attempt: int, step_id: int, memory_bytes: int, *, batch_here: bool
+        self,
+        job_id: int,
+        attempt: int,
+        step_id: int,
+        memory_bytes: int,
+        *,
+        batch_here: bool,
+        denied_gpus: tuple[int, ...] = (),
     ) -> tuple[str, bool]:
         """The cgroup of one job step's tasks on this node, ``job_<id>.<n>/step_<m>``, as
         Slurm's ``job_N/step_M``: inside the job's, so the job's memory limit on this
         node holds for its batch script and all its steps together. On a node without
         the batch script the job's cgroup is made here, with ``memory_bytes`` (the job's
-        memory on this node). Returns the step's path ("" without cgroups) and whether
-        the job's cgroup was made here (``release_job_group`` then removes it)."""
+        memory on this node) and ``denied_gpus``. Returns the step's path ("" without
+        cgroups) and whether the job's cgroup was made here (``release_job_group`` then
+        removes it)."""
         job = self.group_path(job_id, attempt)
         if not job:
             return "", False
@@ -117,6 +157,7 @@ class Isolation:
             pass  # the batch script's (or another step's): its limit is set
         if made:
             self._limit(job, memory_bytes)
+            self._constrain(job, denied_gpus)
         if self.kind == "cgroup2" and not batch_here:
             # the steps' own memory.events (which step hit the limit). Not where the batch
             # script runs in the job's cgroup itself: cgroup2 refuses processes beside
@@ -133,8 +174,18 @@ class Isolation:
     def release_job_group(self, job_id: int, attempt: int) -> None:
         """Remove the job's cgroup made for its steps, if nothing is in it any more (a
         batch script that has started in it since keeps it)."""
+        group = self.group_path(job_id, attempt)
         with contextlib.suppress(OSError):
-            os.rmdir(self.group_path(job_id, attempt))
+            os.rmdir(group)
+            os.rmdir(self._device_group(group))
+
+    def remove_job(self, job_id: int, attempt: int) -> None:
+        """Kill what is left of the job in its cgroups and remove them."""
+        group = self.group_path(job_id, attempt)
+        if group:
+            remove_group(group)
+        if devices := self._device_group(group):
+            remove_group(devices)
 
     def collect(self, group: str, killed_by_sigkill: bool) -> MemoryOutcome:
         """After the batch shell exited: read the OOM counter and peak, kill stragglers,
@@ -153,6 +204,8 @@ class Isolation:
                 oom = killed_by_sigkill and _read_int(group, "memory.failcnt") > 0
             peak = _read_int(group, "memory.max_usage_in_bytes")
         remove_group(group)
+        if os.path.dirname(group) == self.base and (devices := self._device_group(group)):
+            remove_group(devices)  # the job's (a step's collect leaves it to the job)
         return MemoryOutcome(oom=oom, peak_bytes=peak)
 
     # -- in the job process, before exec (still root) ---------------------------------------
@@ -160,6 +213,8 @@ class Isolation:
     def enter(self, group: str, memory_bytes: int, *, gpus: bool) -> None:
         if group:
             _write(group, "cgroup.procs", os.getpid())
+            if devices := self._device_group(group):
+                _write(devices, "cgroup.procs", os.getpid())
         elif self.kind == "rlimit" and memory_bytes > 0 and not gpus:
             # GPU runtimes reserve terabytes of address space; RLIMIT_AS would break them.
             cap = max(memory_bytes * RLIMIT_AS_FACTOR, memory_bytes + GiB)
@@ -167,9 +222,10 @@ class Isolation:
 
     def release(self) -> None:
         """Remove the node's cgroup directory if no job uses it (at agent stop)."""
-        if self.base:
-            with contextlib.suppress(OSError):
-                os.rmdir(self.base)
+        for folder in (self.base, "" if self.devices == BPF else self.devices):
+            if folder:
+                with contextlib.suppress(OSError):
+                    os.rmdir(folder)
 
 
 def remove_group(group: str) -> None:
@@ -197,19 +253,37 @@ def agent_cgroup_name(node: str, state_dir: str) -> str:
     return f"{node}.{digest}"
 
 
-def detect_isolation(choice: str, name: str) -> Isolation:
-    """The best backend for ``choice`` (``auto`` tries cgroup2, cgroup1, rlimit).
+def detect_isolation(choice: str, name: str, devices: str = "no") -> Isolation:
+    """The best backend for ``choice`` (``auto`` tries cgroup2, cgroup1, rlimit), with
+    GPU device isolation for ``devices`` (``auto``: where the backend allows it).
 
-    An explicit cgroup choice the host cannot honour is an operator error and fails the
-    agent's start, rather than quietly running jobs without the promised limits.
+    An explicit choice the host cannot honour is an operator error and fails the agent's
+    start, rather than quietly running jobs without the promised limits.
     """
     if choice not in CHOICES:
         raise InvalidRequest(
             f"unknown isolation {choice!r}; choose one of {', '.join(CHOICES)}",
             field="isolation",
         )
-    if choice in ("rlimit", "none"):
-        return Isolation(choice)
+    if devices not in DEVICE_CHOICES:
+        raise InvalidRequest(
+            f"unknown constrain_devices {devices!r}; choose one of {', '.join(DEVICE_CHOICES)}",
+            field="constrain_devices",
+        )
+    found = Isolation(choice) if choice in ("rlimit", "none") else _cgroup_backend(choice, name)
+    wanted = devices != "no" and found.base
+    control = _prepare_devices(found.kind, name) if wanted else ""
+    if devices == "yes" and not control:
+        raise InvalidRequest(
+            f"constrain_devices=yes needs a cgroup backend that can deny device files "
+            f"(cgroup1 with the devices controller, or cgroup2 with bpf and root); this agent "
+            f"has isolation {found.kind}. Use constrain_devices=auto or no",
+            field="constrain_devices",
+        )
+    return Isolation(found.kind, found.base, control)
+
+
+def _cgroup_backend(choice: str, name: str) -> Isolation:
     for kind in ("cgroup2", "cgroup1") if choice == "auto" else (choice,):
         base = _prepare_cgroup(kind, name)
         if base:
@@ -223,8 +297,28 @@ def detect_isolation(choice: str, name: str) -> Isolation:
     return Isolation("rlimit")
 
 
+def _prepare_devices(kind: str, name: str) -> str:
+    """``"bpf"`` where the kernel loads a device filter (cgroup2), the agent's folder in
+    the cgroup1 ``devices`` hierarchy, or ``""`` where neither works."""
+    if kind == "cgroup2":
+        try:
+            os.close(load_program(()))
+        except DeviceControlError:
+            return ""
+        return BPF
+    mount = _mount_of("cgroup1", "devices")
+    if not mount:
+        return ""
+    base = os.path.join(mount, "hal", name)
+    try:
+        os.makedirs(base, exist_ok=True)
+    except OSError:
+        return ""
+    return base if os.path.exists(os.path.join(base, "devices.deny")) else ""
+
+
 def _prepare_cgroup(kind: str, name: str) -> str:
-    mount = _memory_mount(kind)
+    mount = _mount_of(kind, "memory")
     if not mount:
         return ""
     base = os.path.join(mount, "hal", name)
@@ -248,8 +342,9 @@ def _prepare_cgroup(kind: str, name: str) -> str:
     return base
 
 
-def _memory_mount(kind: str) -> str:
-    """Where the hierarchy for ``kind`` is mounted, from ``/proc/self/mounts``."""
+def _mount_of(kind: str, controller: str) -> str:
+    """Where the hierarchy for ``kind`` is mounted (for cgroup1, the one of
+    ``controller``), from ``/proc/self/mounts``."""
     try:
         with open("/proc/self/mounts") as f:
             lines = f.read().splitlines()
@@ -262,7 +357,7 @@ def _memory_mount(kind: str) -> str:
         mountpoint, fstype, options = parts[1], parts[2], parts[3].split(",")
         if kind == "cgroup2" and fstype == "cgroup2":
             return mountpoint
-        if kind == "cgroup1" and fstype == "cgroup" and "memory" in options:
+        if kind == "cgroup1" and fstype == "cgroup" and controller in options:
             return mountpoint
     return ""
 

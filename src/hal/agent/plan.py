@@ -44,6 +44,7 @@ def build_step_plan(
     job_dir: str,
     agent: str = "",
     unknown_users_as_agent: bool = False,
+    denied_gpus: tuple[int, ...] = (),
 ) -> StepPlan:
     run_as = resolve_user(launch, unknown_users_as_agent=unknown_users_as_agent)
     script_path = os.path.join(job_dir, SCRIPT_FILE)
@@ -63,7 +64,14 @@ def build_step_plan(
         fields,
         array=launch.array_job_id is not None,
     )
-    env = job_environment(launch, node, home=run_as.home, shell=run_as.shell, agent=agent)
+    env = job_environment(
+        launch,
+        node,
+        home=run_as.home,
+        shell=run_as.shell,
+        agent=agent,
+        gpus_isolated=bool(denied_gpus),
+    )
     return StepPlan(
         job_id=launch.job_id,
         attempt=launch.attempt,
@@ -80,6 +88,7 @@ def build_step_plan(
         gid=run_as.gid,
         groups=run_as.groups,
         umask=job_umask(env),
+        denied_gpus=denied_gpus,
     )
 
 

@@ -27,7 +27,7 @@ import signal
 import time
 
 from hal.agent.environment import MARKER, job_marker
-from hal.agent.isolation import Isolation, remove_group
+from hal.agent.isolation import Isolation
 from hal.agent.procfs import processes_of, start_ticks
 
 KILL_ROUNDS = 50  # x 20 ms: a process stuck in the kernel (D state) is left behind
@@ -43,9 +43,7 @@ def end_remains(
     has died without recording its end, and remove its cgroup; returns how many processes
     were found outside the cgroup. Blocks for at most ~1 s (``KILL_ROUNDS``)."""
     job_id, attempt = job
-    group = isolation.group_path(job_id, attempt)
-    if group:
-        remove_group(group)
+    isolation.remove_job(job_id, attempt)
     pid, ticks = supervisor
     # a zombie supervisor (not reaped yet) still has its start time: its session is ours
     session = pid if start_ticks(pid) in (None, ticks) else 0

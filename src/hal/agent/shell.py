@@ -67,7 +67,7 @@ from hal.agent.events import (
     SpawnJob,
     Tick,
 )
-from hal.agent.gpus import GpuInventory, configured_gpus
+from hal.agent.gpus import GpuInventory, configured_gpus, device_choice
 from hal.agent.gpuusage import GpuSampler, GpuTally, ProcessGpu, use_of
 from hal.agent.instructions import InstructionStream
 from hal.agent.isolation import Isolation, agent_cgroup_name, detect_isolation
@@ -222,17 +222,21 @@ class AgentShell:
             kill_wait = self.store.load_kill_wait()
             if kill_wait is not None:
                 self.machine.kill_wait_seconds = kill_wait
-            self.isolation = detect_isolation(self.config.isolation, self.agent_name)
+            if self._gpus is None:
+                self._gpus = configured_gpus(self.config)
+            self.isolation = detect_isolation(
+                self.config.isolation, self.agent_name, device_choice(self.config, self._gpus)
+            )
             self.steps.isolation = self.isolation
+            self.steps.gpus = self._gpus
             log.info(
-                "agent %s: isolation %s %s, state in %s",
+                "agent %s: isolation %s %s, GPU devices %s, state in %s",
                 self.config.node,
                 self.isolation.kind,
                 self.isolation.base,
+                self.isolation.devices or "not isolated",
                 self.config.state_dir,
             )
-            if self._gpus is None:
-                self._gpus = configured_gpus(self.config)
             if self._gpus.count and self.gpu_sampler is None:
                 self.gpu_sampler = GpuSampler.open()
             self.capacity = Capacity(
@@ -679,6 +683,7 @@ class AgentShell:
                 job_dir=job_dir,
                 agent=self.agent_name,
                 unknown_users_as_agent=self.config.unknown_users_as_agent,
+                denied_gpus=self.steps.denied_gpus(launch.gpu_ids),
             )
             owner = (plan.uid, plan.gid) if plan.uid is not None and plan.gid is not None else None
             self.store.create(command.record, launch.script, owner, plan.to_json())

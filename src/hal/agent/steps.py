@@ -51,6 +51,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from hal.agent.environment import MARKER, job_environment, job_marker
+from hal.agent.gpus import GpuInventory, denied_minors
 from hal.agent.gpuusage import GpuTally, ProcessGpu
 from hal.agent.isolation import Isolation, remove_group
 from hal.agent.launcher import LaunchReply, StepLauncher
@@ -188,6 +189,7 @@ class StepTasks:
         self.steps_dir = steps_dir  # a folder per step part (``LAUNCH_FILE``, the keeper's)
         # the agent's backend, known once it started (``AgentShell.run`` sets it)
         self.isolation = isolation or Isolation("none")
+        self.gpus = GpuInventory()  # the node's (its device minors: device isolation)
         self._made_groups: set[tuple[int, int]] = set()  # (job, attempt): job cgroups made here
         self._peaks: dict[tuple[int, int, int], int] = {}  # (job, step, rank) → most RSS
         self._notify = notify  # there is something to send
@@ -350,6 +352,7 @@ class StepTasks:
                 launch.step_id,
                 launch.launch.memory_bytes,
                 batch_here=launch.launch.node_index == 0,
+                denied_gpus=self.denied_gpus(launch.launch.gpu_ids),
             )
         except OSError as err:
             message = f"srun: error: {self.node}: cannot create the step's cgroup: {err}\n"
@@ -538,6 +541,7 @@ class StepTasks:
             self.node,
             home=run_as.home,
             shell=run_as.shell,
+            gpus_isolated=bool(self.denied_gpus(job.gpu_ids)),
         )
         del env["ENVIRONMENT"]  # BATCH is the batch script's
         env.update(launch.environment)
@@ -545,6 +549,10 @@ class StepTasks:
         umask = job_umask(env)
         groups = run_as.groups if run_as.uid is not None else None
         return env, (run_as.uid, run_as.gid, groups, -1 if umask is None else umask)
+
+    def denied_gpus(self, given: list[int]) -> tuple[int, ...]:
+        """The device minors a job (or its step) given GPUs ``given`` may not open."""
+        return denied_minors(self.gpus, given) if self.isolation.devices else ()
 
     def _ended(self, step: _NodeStep, exit_code: int, exit_signal: int = 0) -> None:
         step.exit_code = exit_code

@@ -90,6 +90,7 @@ class StepPlan:
     gid: int | None = None
     groups: tuple[int, ...] = ()
     umask: int | None = None  # the submitter's (SLURM_UMASK); None: the agent's
+    denied_gpus: tuple[int, ...] = ()  # /dev/nvidia<minor>s the job may not open
 
     def to_json(self) -> str:
         # shallow (``asdict`` copies ``env`` and every tuple first): the same JSON
@@ -100,6 +101,7 @@ class StepPlan:
         data = json.loads(text)
         data["argv"] = tuple(data["argv"])
         data["groups"] = tuple(data["groups"])
+        data["denied_gpus"] = tuple(data.get("denied_gpus", ()))
         return cls(**data)
 
 
@@ -225,7 +227,9 @@ def _keep_only(*fds: int) -> None:
 
 def _supervise(plan: StepPlan, isolation: Isolation, started_w: int) -> int:
     try:
-        group = isolation.create_group(plan.job_id, plan.attempt, plan.memory_bytes)
+        group = isolation.create_group(
+            plan.job_id, plan.attempt, plan.memory_bytes, plan.denied_gpus
+        )
     except OSError as err:
         return _launch_failed(plan, started_w, f"cannot create the job's cgroup: {err}")
     err_r, err_w = os.pipe()

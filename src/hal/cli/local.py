@@ -371,6 +371,7 @@ def cmd_agent(ns: argparse.Namespace) -> int:
         "server_url": cfg.url,
         "token": token,
         "isolation": ns.isolation,
+        "constrain_devices": ns.constrain_devices,
         "unknown_users_as_agent": ns.unknown_users_as_agent,
     }
     if ns.name:

@@ -143,6 +143,14 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         "--isolation", default="auto", choices=["auto", "cgroup2", "cgroup1", "rlimit", "none"]
     )
     ag.add_argument(
+        "--constrain-devices",
+        default="auto",
+        choices=["auto", "yes", "no"],
+        help="let a job open only its own GPUs' device files, as Slurm's ConstrainDevices "
+        "(auto: where the cgroup backend can and NVML names the devices; yes: or refuse "
+        "to start)",
+    )
+    ag.add_argument(
         "--unknown-users-as-agent",
         action="store_true",
         help="run the jobs of users without a Unix account on the control plane's host as "

@@ -7,8 +7,10 @@ Put this folder first on an agent's ``PYTHONPATH`` and the agent's real NVML cod
 ``CUDA_VISIBLE_DEVICES`` with that memory and utilisation, as NVML's process lists would
 show a CUDA program. Health comes from the JSON file ``HAL_TEST_NVML_HEALTH`` names, read
 at every call: ``{"ecc": {"0": 2}, "remap_pending": [1], "lost": [1]}`` (uncorrectable
-ECC errors, a pending row remap, a GPU fallen off the bus); no file, healthy. The calls
-and attributes are those HAL uses, with pynvml's names.
+ECC errors, a pending row remap, a GPU fallen off the bus); no file, healthy. GPU ``i``'s
+device file is ``/dev/nvidia<minor>`` with the minor ``HAL_TEST_NVML_MINORS`` gives
+(``"4,5"``: GPU 0 is minor 4); unset, NVML answers "Not Supported" and the agent isolates
+no devices. The calls and attributes are those HAL uses, with pynvml's names.
 """
 
 from __future__ import annotations
@@ -85,6 +87,13 @@ def nvmlDeviceGetHandleByIndex(index: int) -> int:
 
 def nvmlDeviceGetName(handle: int) -> str:
     return "NVIDIA H200"
+
+
+def nvmlDeviceGetMinorNumber(handle: int) -> int:
+    minors = os.environ.get("HAL_TEST_NVML_MINORS", "")
+    if not minors:
+        raise NVMLError(NOT_SUPPORTED, "Not Supported")
+    return int(minors.split(",")[handle])
 
 
 def nvmlDeviceGetP2PStatus(a: int, b: int, index: int) -> int:

@@ -73,3 +73,11 @@ def test_the_agents_marker_wins_over_an_exported_one() -> None:
         launch(attempt=1, environment={"HAL_JOB_MARKER": "other/3.0"}), "a1", agent="n1.abcd"
     )
     assert env["HAL_JOB_MARKER"] == "n1.abcd/12.1"
+
+
+def test_isolated_gpus_are_numbered_from_zero_for_cuda() -> None:
+    """With the other GPUs' device files denied, CUDA sees the job's GPUs as 0..k-1
+    (gres.shtml); SLURM_JOB_GPUS keeps the node's own ids."""
+    env = job_environment(launch(gpu_ids=[2, 3]), "a2", gpus_isolated=True)
+    assert env["CUDA_VISIBLE_DEVICES"] == "0,1"
+    assert env["SLURM_JOB_GPUS"] == env["HAL_JOB_GPUS"] == "2,3"

@@ -39,6 +39,7 @@ def test_config_fields() -> None:
         "address",
         "state_dir",
         "isolation",
+        "constrain_devices",
         "heartbeat_interval_seconds",
         "gpu_health_interval_seconds",
         "max_backoff_seconds",
