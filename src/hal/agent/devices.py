@@ -24,6 +24,7 @@ library only.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import platform
@@ -105,26 +106,34 @@ def attach_device_filter(cgroup: str, minors: tuple[int, ...]) -> None:
 
 
 def load_program(minors: tuple[int, ...]) -> int:
-    """Load the filter; returns the program's fd (the caller closes it)."""
-    insns = ctypes.create_string_buffer(device_program(minors))
+    """Load the filter; returns the program's fd (the caller closes it). Where the
+    kernel refuses it, loads it again with the verifier's log, for the reason."""
+    program = device_program(minors)
+    try:
+        return _load(program)
+    except DeviceControlError as err:
+        log = ctypes.create_string_buffer(1 << 16)
+        with contextlib.suppress(DeviceControlError):
+            os.close(_load(program, log))  # refused again, with the log this time
+        text = log.value.decode(errors="replace").strip()
+        message = f"{err.strerror}: {text[-1000:]}" if text else str(err.strerror)
+        raise DeviceControlError(err.errno, message) from None
+
+
+def _load(program: bytes, log: ctypes.Array[ctypes.c_char] | None = None) -> int:
+    insns = ctypes.create_string_buffer(program, len(program))
     license_ = ctypes.create_string_buffer(b"GPL")
-    log = ctypes.create_string_buffer(4096)
     attr = struct.pack(
         "<IIQQIIQ",
         _BPF_PROG_TYPE_CGROUP_DEVICE,
-        len(insns.raw) // 8,
+        len(program) // 8,  # instructions of 8 bytes
         ctypes.addressof(insns),
         ctypes.addressof(license_),
-        1,  # log level: the verifier says why it refuses
-        len(log),
-        ctypes.addressof(log),
+        1 if log is not None else 0,  # log level
+        len(log) if log is not None else 0,
+        ctypes.addressof(log) if log is not None else 0,
     )
-    try:
-        return _bpf(_BPF_PROG_LOAD, attr, "load the device filter")
-    except DeviceControlError as err:
-        text = log.value.decode(errors="replace").strip()
-        message = f"{err.strerror}: {text}" if text else str(err.strerror)
-        raise DeviceControlError(err.errno, message) from None
+    return _bpf(_BPF_PROG_LOAD, attr, "load the device filter")
 
 
 def _bpf(command: int, attr: bytes, doing: str) -> int:

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from hal.agent import devices
 from hal.agent.config import AgentConfig
-from hal.agent.devices import NVIDIA_MAJOR, load_program
+from hal.agent.devices import NVIDIA_MAJOR, DeviceControlError, load_program
 from hal.agent.gpus import GpuInventory, denied_minors, device_choice
 from hal.agent.isolation import BPF, Isolation, detect_isolation
 from hal.core.errors import InvalidRequest
@@ -185,3 +186,18 @@ def test_constrain_devices_yes_refuses_gpus_without_device_files() -> None:
     assert device_choice(auto, GpuInventory(count=2)) == "no"
     assert device_choice(yes, GpuInventory()) == "no"
     assert device_choice(yes, GpuInventory(count=1, minors=(0,))) == "yes"
+
+
+@needs_root
+def test_a_filter_for_a_large_node_loads_and_a_refused_one_says_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A job given one GPU of 64 (its filter's verifier log outgrew a small log buffer
+    once); a program the verifier refuses is reported with the verifier's own words."""
+    os.close(load_program(tuple(range(63))))
+    monkeypatch.setattr(devices, "device_program", lambda minors: devices._insn(devices._EXIT))
+    with pytest.raises(DeviceControlError) as err:
+        load_program((1,))
+    reason = str(err.value.strerror)
+    assert reason.startswith("cannot load the device filter: Permission denied: "), reason
+    assert "exit" in reason.split(": ", 2)[2], reason  # the verifier's trace
