@@ -55,8 +55,12 @@ RMDIR_TRIES = 50  # a killed process takes a moment to leave its cgroup
 
 @dataclass(frozen=True, slots=True)
 class MemoryOutcome:
-    oom: bool = False
+    oom_kills: int = 0  # processes the kernel killed for the cgroup's memory limit
     peak_bytes: int = 0
+
+    @property
+    def oom(self) -> bool:
+        return self.oom_kills > 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,20 +197,19 @@ class Isolation:
         if not group:
             return MemoryOutcome()
         if self.kind == "cgroup2":
-            events = _read_keyed(group, "memory.events")
-            oom = events.get("oom_kill", 0) > 0
+            kills = _read_keyed(group, "memory.events").get("oom_kill", 0)
             peak = _read_int(group, "memory.peak")
         else:
             control = _read_keyed(group, "memory.oom_control")
             if "oom_kill" in control:  # Linux >= 4.13
-                oom = control["oom_kill"] > 0
+                kills = control["oom_kill"]
             else:
-                oom = killed_by_sigkill and _read_int(group, "memory.failcnt") > 0
+                kills = int(killed_by_sigkill and _read_int(group, "memory.failcnt") > 0)
             peak = _read_int(group, "memory.max_usage_in_bytes")
         remove_group(group)
         if os.path.dirname(group) == self.base and (devices := self._device_group(group)):
             remove_group(devices)  # the job's (a step's collect leaves it to the job)
-        return MemoryOutcome(oom=oom, peak_bytes=peak)
+        return MemoryOutcome(oom_kills=kills, peak_bytes=peak)
 
     # -- in the job process, before exec (still root) ---------------------------------------
 

@@ -54,6 +54,7 @@ from hal.agent.signals import parse_signal_spec, signal_name
 from hal.core.errors import InvalidRequest
 from hal.core.resources import MiB
 from hal.core.states import JobState
+from hal.core.steps import OOM_SIGNAL
 from hal.wire.agent import JobReport, RunningJob
 
 DEFAULT_KILL_WAIT_SECONDS = 30  # until the server tells us its KillWait
@@ -212,6 +213,8 @@ class AgentState:
         del self.jobs[job.job_id]
         state, message = _final_state(job, event.outcome)
         out = event.outcome
+        oom = state == JobState.OUT_OF_MEMORY.value
+        code, sig = (0, OOM_SIGNAL) if oom else (out.exit_code, out.exit_signal)
         report = self._report(
             "finished",
             job.job_id,
@@ -219,8 +222,8 @@ class AgentState:
             event.time,
             pid=job.pid,
             state=state,
-            exit_code=out.exit_code,
-            exit_signal=out.exit_signal,
+            exit_code=code,
+            exit_signal=sig,
             max_rss_bytes=out.max_rss_bytes,
             cpu_seconds=out.cpu_seconds,
             gpu=out.gpu,

@@ -67,7 +67,7 @@ from hal.agent.stepkeeper import (
     read_usage,
 )
 from hal.agent.supervisor import read_supervisor, write_atomic
-from hal.core.steps import EXEC_FAILED
+from hal.core.steps import EXEC_FAILED, oom_message
 from hal.wire.agent import (
     RunningStep,
     StepEnd,
@@ -472,6 +472,10 @@ class StepTasks:
             killed = any(c == -signal.SIGKILL for c in codes.values())
             memory = await asyncio.to_thread(self.isolation.collect, step.group, killed)
             step.oom = step.oom or memory.oom
+            if memory.oom_kills:  # slurmstepd's line, in the step's error output
+                where = f"{launch.job_id}.{launch.step_id}"
+                line = oom_message(self.node, memory.oom_kills, where)
+                step.write(launch.ranks[0], "stderr", line.encode())
             self._release(job, step)
         step.totals = _totals(step)
         self._ended(step, worst if worst >= 0 else 128 - worst, max(0, -worst))

@@ -48,6 +48,7 @@ from hal.agent.isolation import Isolation
 from hal.agent.prctl import PR_SET_CHILD_SUBREAPER, prctl
 from hal.agent.procfs import PAGE_SIZE, children, descendants, open_pidfd, tree_rss_bytes
 from hal.agent.records import ExitOutcome
+from hal.core.steps import oom_message
 
 GO = b"g"
 PLAN_FILE = "plan.json"
@@ -266,6 +267,9 @@ def _supervise(plan: StepPlan, isolation: Isolation, started_w: int) -> int:
     exit_signal = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
     exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 0
     memory = isolation.collect(group, killed_by_sigkill=exit_signal == signal.SIGKILL)
+    if memory.oom_kills:
+        node = plan.env.get("SLURMD_NODENAME", "")
+        _tell_job(plan, oom_message(node, memory.oom_kills, f"{plan.job_id}.batch"))
     result = {
         "exit_code": exit_code,
         "exit_signal": exit_signal,
@@ -276,6 +280,27 @@ def _supervise(plan: StepPlan, isolation: Isolation, started_w: int) -> int:
     }
     write_atomic(plan.job_dir, STATUS_FILE, json.dumps(result))
     return 0
+
+
+def _tell_job(plan: StepPlan, text: str) -> None:
+    """Append slurmstepd's ``text`` to the job's error output, opened as the job opened
+    it: by its user, from its working directory (root never writes where the user
+    could not). Best effort."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            if plan.uid is not None and plan.gid is not None:
+                os.setgroups(list(plan.groups))
+                os.setgid(plan.gid)
+                os.setuid(plan.uid)
+            os.chdir(plan.workdir)
+            fd = os.open(plan.stderr_path or plan.stdout_path, os.O_WRONLY | os.O_APPEND)
+            os.write(fd, text.encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.waitpid(pid, 0)
 
 
 class _Orphans:

@@ -121,7 +121,7 @@ async def step_output(
         ],
         cursor=chunks[-1][0] if chunks else after,
         state=step.state,
-        exit_code=step.exit_code,
+        exit_code=step.srun_exit_code,
         dropped_bytes=step.dropped,
     )
     return json_response(page)

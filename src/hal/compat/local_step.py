@@ -12,10 +12,11 @@ srun waits beside its tasks (it no longer becomes a lone task by ``exec``), so t
 report the end: it passes SIGINT, SIGTERM, SIGUSR1... on to every task, as Slurm's srun
 forwards them, and takes ~10 MB of the job's memory while it waits. A task the job's
 cgroup killed for memory (its ``oom_kill`` count rose while the step ran and the task died
-of SIGKILL) makes the step ``OUT_OF_MEMORY``. srun reaps each task with ``wait4``, and its
-end report carries what each used (sacct's MaxRSS, TotalCPU of ``JOB.N``): its most
-resident memory, when above what it inherited of srun (``own_max_rss``), and its CPU
-seconds with those of the children it waited for.
+of SIGKILL) makes the step ``OUT_OF_MEMORY`` (ExitCode 0:125), with srun's "task N: Out Of
+Memory", slurmstepd's line and srun's exit code 1, as Slurm's. srun reaps each task with
+``wait4``, and its end report carries what each used (sacct's MaxRSS, TotalCPU of
+``JOB.N``): its most resident memory, when above what it inherited of srun
+(``own_max_rss``), and its CPU seconds with those of the children it waited for.
 """
 
 from __future__ import annotations
@@ -30,7 +31,13 @@ from types import FrameType
 from hal.compat.seam import Console
 from hal.compat.steps import FORWARDED
 from hal.core.errors import HalError
-from hal.core.steps import EXEC_FAILED, StepLayout, own_max_rss, step_environment
+from hal.core.steps import (
+    EXEC_FAILED,
+    StepLayout,
+    oom_message,
+    own_max_rss,
+    step_environment,
+)
 
 CANCELLING = (signal.SIGINT, signal.SIGTERM)  # forwarded, they make the step CANCELLED
 
@@ -68,12 +75,15 @@ def run_local(
     step_env = step_environment(step_id, layout)
     oom_before = oom_kills(job_id)
     end = run_tasks(commands or [command] * ntasks, console, step_env)
-    if end.exit_signal:
+    kills = oom_kills(job_id) - oom_before if end.exit_signal == signal.SIGKILL else 0
+    if kills:  # Slurm's srun and slurmstepd, and srun's exit code 1 (docs/slurm-checks.md)
+        console.err(f"srun: error: {node}: task {end.rank}: Out Of Memory")
+        console.err(oom_message(node, kills, f"{job_id}.{step_id}").rstrip("\n"))
+    elif end.exit_signal:
         console.err(f"srun: error: {node}: task {end.rank}: {_signal_name(end.exit_signal)}")
     if step_id is not None:
-        oom = end.exit_signal == signal.SIGKILL and oom_kills(job_id) > oom_before
-        _report(console, job_id, step_id, end, oom=oom)
-    return end.exit_code
+        _report(console, job_id, step_id, end, oom=kills > 0)
+    return 1 if kills else end.exit_code
 
 
 def run_tasks(commands: list[list[str]], console: Console, step_env: dict[str, str]) -> TasksEnd:

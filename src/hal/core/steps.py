@@ -22,6 +22,20 @@ from hal.core.errors import InvalidRequest
 
 DEFAULT_DISTRIBUTION = Distribution()  # srun's, without -m
 EXEC_FAILED = 2  # a task that could not start, as Slurm's srun reports it (srun and agents)
+# A job or step the cgroup killed for memory ends as Slurm's do: ExitCode 0:125 (its
+# SIG_OOM, 253, read as a wait status), whatever the script's own exit code was.
+OOM_SIGNAL = 125
+
+
+def oom_message(node: str, kills: int, step: str) -> str:
+    """slurmstepd's line in the output of a step (``JOB.batch``, ``JOB.N``) that had
+    processes killed for memory (Slurm 22.05.8 with cgroup v1, docs/slurm-checks.md)."""
+    return (
+        f"slurmstepd-{node}: error: Detected {kills} oom-kill event(s) in StepId={step}. "
+        "Some of your processes may have been killed by the cgroup out-of-memory handler.\n"
+    )
+
+
 INHERITED_RSS_MARGIN = 1 << 20
 
 

@@ -42,7 +42,14 @@ from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import Allocation, Job
 from hal.core.multi_prog import MultiProg
 from hal.core.states import JobState
-from hal.core.steps import StepLayout, StepRequest, refused, step_environment, step_layout
+from hal.core.steps import (
+    OOM_SIGNAL,
+    StepLayout,
+    StepRequest,
+    refused,
+    step_environment,
+    step_layout,
+)
 from hal.state.cluster import Caller, Cluster
 from hal.state.launch import build_launch
 from hal.state.step_restore import (
@@ -104,6 +111,12 @@ class Step:
     @property
     def done(self) -> bool:
         return self.end_time is not None
+
+    @property
+    def srun_exit_code(self) -> int:
+        """What srun exits with: the worst task's code (128+N for a signal N), and 1 for
+        a step ended for memory (whose ExitCode is 0:125), as Slurm's srun."""
+        return 1 if self.state == JobState.OUT_OF_MEMORY.value else self.exit_code
 
     def take(self, rank: int, stream: str, offset: int, data: bytes) -> None:
         """Bytes ``offset..`` of a task's stream; what was taken before is skipped."""
@@ -419,6 +432,7 @@ class StepTable:
             step.state = JobState.CANCELLED.value
         elif step.oom:  # a task killed for the job's memory limit, as Slurm's cgroup sees it
             step.state = JobState.OUT_OF_MEMORY.value
+            step.exit_code, step.exit_signal = 0, OOM_SIGNAL
         elif step.exit_signal:  # a task a signal ended: Slurm 22.05.8 records CANCELLED
             step.state = JobState.CANCELLED.value
         else:

@@ -177,15 +177,18 @@ def test_a_step_past_the_jobs_memory_is_out_of_memory_on_every_node(
 ) -> None:
     """``sbatch -N2 --mem=50M``: each node's task touches 200 MB. Both run inside the
     job's cgroup on their node (node2's made for the step, with the job's 50 MiB), so both
-    are killed: the step is OUT_OF_MEMORY with 0:9 in sacct, srun exits 137, and the batch
-    script, which stayed within its memory, runs on to COMPLETED."""
+    are killed: the step is OUT_OF_MEMORY with 0:125 in sacct, each node's slurmstepd line
+    is in the output, srun exits 1, and the batch script, which stayed within its memory,
+    runs on to COMPLETED (Slurm 22.05.8's, docs/slurm-checks.md)."""
     hog = f"{sys.executable} -c \"b = b'x' * 200_000_000; import time; time.sleep(60)\""
     job_id = submit(server, tmp_path, f"{SRUN} {hog}\necho srun exit=$?\n", "-N2", "--mem=50M")
     wait_until(lambda: state(server, job_id) == "COMPLETED", 60, message="the job to end")
     out = (tmp_path / f"slurm-{job_id}.out").read_text()
-    assert "srun exit=137" in out, out
+    assert "srun exit=1\n" in out, out
+    for node in ("node1", "node2"):
+        assert f"slurmstepd-{node}: error: Detected 1 oom-kill event(s) in StepId={job_id}.0." in out
     acct = server.cli("sacct", "-j", f"{job_id}.0", "-n", "-P", "-o", "JobID,State,ExitCode")
-    assert acct.stdout.strip() == f"{job_id}.0|OUT_OF_MEMORY|0:9", acct.stdout + acct.stderr
+    assert acct.stdout.strip() == f"{job_id}.0|OUT_OF_MEMORY|0:125", acct.stdout + acct.stderr
 
 
 def test_a_step_killed_by_a_signal_shows_it_in_sacct_as_slurm_does(

@@ -138,8 +138,10 @@ def test_a_start_that_delivers_pending_work_is_persisted() -> None:
         ({"exit_code": 0}, ("COMPLETED", 0, 0)),
         ({"exit_code": 3}, ("FAILED", 3, 0)),
         ({"exit_signal": 9}, ("FAILED", 0, 9)),
-        ({"exit_code": 137, "oom": True}, ("OUT_OF_MEMORY", 137, 0)),
-        ({"exit_signal": 9, "oom": True}, ("OUT_OF_MEMORY", 0, 9)),
+        # Slurm's SIG_OOM (253) as a wait status: 0:125, whatever the script exited with
+        ({"exit_code": 137, "oom": True}, ("OUT_OF_MEMORY", 0, 125)),
+        ({"exit_signal": 9, "oom": True}, ("OUT_OF_MEMORY", 0, 125)),
+        ({"exit_code": 0, "oom": True}, ("OUT_OF_MEMORY", 0, 125)),
         ({"lost": True}, ("NODE_FAIL", 0, 0)),
     ],
 )

@@ -1,0 +1,70 @@
+"""A job or an srun step the cgroup kills for memory looks as it does under Slurm 22.05.8
+with cgroup v1 (checked against it, docs/slurm-checks.md): state OUT_OF_MEMORY with
+ExitCode 0:125 (Slurm's SIG_OOM) whatever the script exited with, slurmstepd's "Detected
+N oom-kill event(s)" line in the output, and for srun "task N: Out Of Memory" and exit
+code 1. Real server, real agent, the kernel's OOM killer."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_local_steps_server import SRUN, sacct, state, submit
+
+from hal.agent.isolation import detect_isolation
+from hal.testing.live import LiveServer, wait_until
+
+HOG = (
+    f'{sys.executable} -c "import time; x = bytearray(300 << 20); '
+    "x[::4096] = b'y' * (len(x) // 4096); time.sleep(2)\""
+)
+OOM_LINE = "slurmstepd-{node}: error: Detected 1 oom-kill event(s) in StepId={step}."
+
+pytestmark = pytest.mark.skipif(
+    not detect_isolation("auto", "probe-oom").base,
+    reason="needs a writable cgroup memory controller (root; CI has one)",
+)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    data = tmp_path_factory.mktemp("oom")
+    with LiveServer(data) as srv, srv.agents(1, cpus=2, memory="1G"):
+        yield srv
+
+
+def test_a_batch_script_killed_for_memory(server: LiveServer, tmp_path: Path) -> None:
+    job_id = submit(server, tmp_path, f"{HOG}\n", "--mem=100M")
+    wait_until(lambda: state(server, job_id) == "OUT_OF_MEMORY", 60, message="the OOM kill")
+    assert sacct(server, job_id, "JobID,State,ExitCode") == [
+        f"{job_id}|OUT_OF_MEMORY|0:125",
+        f"{job_id}.batch|OUT_OF_MEMORY|0:125",
+    ]
+    out = (tmp_path / f"slurm-{job_id}.out").read_text()
+    assert OOM_LINE.format(node="node1", step=f"{job_id}.batch") in out, out
+
+
+def test_a_child_killed_for_memory_makes_the_job_oom_whatever_it_exits(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    """The script goes on after its child was killed and exits 0: still 0:125."""
+    job_id = submit(server, tmp_path, f"{HOG}\necho after=$?\nexit 0\n", "--mem=100M")
+    wait_until(lambda: state(server, job_id) == "OUT_OF_MEMORY", 60, message="the OOM kill")
+    assert sacct(server, job_id, "JobID,ExitCode") == [f"{job_id}|0:125", f"{job_id}.batch|0:125"]
+    assert "after=137" in (tmp_path / f"slurm-{job_id}.out").read_text()
+
+
+def test_an_srun_step_killed_for_memory(server: LiveServer, tmp_path: Path) -> None:
+    """srun on the batch node: its step is OUT_OF_MEMORY 0:125, the job's
+    DerivedExitCode 0:125, srun says so and exits 1."""
+    job_id = submit(server, tmp_path, f"{SRUN} {HOG}\necho after=$?\n", "--mem=100M")
+    wait_until(lambda: state(server, job_id) not in ("PENDING", "RUNNING"), 60, message="the job")
+    lines = sacct(server, job_id, "JobID,State,ExitCode,DerivedExitCode")
+    assert lines[0].endswith("|0:125"), lines  # DerivedExitCode: the step's
+    assert f"{job_id}.0|OUT_OF_MEMORY|0:125|" in lines, lines
+    out = (tmp_path / f"slurm-{job_id}.out").read_text()
+    assert "srun: error: node1: task 0: Out Of Memory\n" in out, out
+    assert OOM_LINE.format(node="node1", step=f"{job_id}.0") in out, out
+    assert "after=1\n" in out, out
