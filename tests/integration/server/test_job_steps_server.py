@@ -186,7 +186,8 @@ def test_a_step_past_the_jobs_memory_is_out_of_memory_on_every_node(
     out = (tmp_path / f"slurm-{job_id}.out").read_text()
     assert "srun exit=1\n" in out, out
     for node in ("node1", "node2"):
-        assert f"slurmstepd-{node}: error: Detected 1 oom-kill event(s) in StepId={job_id}.0." in out
+        line = f"slurmstepd-{node}: error: Detected 1 oom-kill event(s) in StepId={job_id}.0."
+        assert line in out, out
     acct = server.cli("sacct", "-j", f"{job_id}.0", "-n", "-P", "-o", "JobID,State,ExitCode")
     assert acct.stdout.strip() == f"{job_id}.0|OUT_OF_MEMORY|0:125", acct.stdout + acct.stderr
 
