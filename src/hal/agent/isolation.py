@@ -2,8 +2,8 @@
 
 ==========  ==============================================================================
 cgroup2     unified hierarchy with the memory controller: ``<mount>/hal/<agent>/job_<id>.<n>``,
-            ``memory.max`` (+ ``memory.swap.max=0``, ``memory.oom.group=1``); OOM kills are
-            counted in ``memory.events``.
+            ``memory.max`` (+ ``memory.swap.max=0``), the batch script in its leaf
+            ``batch``; OOM kills are counted in each leaf's ``memory.events``.
 cgroup1     the v1 memory controller: ``/sys/fs/cgroup/memory/hal/<agent>/job_<id>.<n>``,
             ``memory.limit_in_bytes`` (+ ``memory.memsw.limit_in_bytes`` when swap
             accounting is on); OOM kills counted in ``memory.oom_control``.
@@ -49,6 +49,7 @@ from hal.core.resources import GiB
 CHOICES = ("auto", "cgroup2", "cgroup1", "rlimit", "none")
 DEVICE_CHOICES = ("auto", "yes", "no")
 BPF = "bpf"
+BATCH = "batch"  # the batch script's leaf in the job's cgroup2 cgroup
 RLIMIT_AS_FACTOR = 4  # backstop: address space is typically 1.5-3x resident memory
 RMDIR_TRIES = 50  # a killed process takes a moment to leave its cgroup
 
@@ -83,21 +84,23 @@ class Isolation:
     def create_group(
         self, job_id: int, attempt: int, memory_bytes: int, denied_gpus: tuple[int, ...] = ()
     ) -> str:
-        """Create the job's cgroup with its limit and denied GPU minors; returns its path
-        ("" without cgroups)."""
+        """Create the job's cgroup with its limit and denied GPU minors; returns the
+        batch script's cgroup ("" without cgroups): the job's under cgroup1, its leaf
+        ``job_<id>.<n>/batch`` under cgroup2 (which keeps processes out of a cgroup whose
+        children have controllers), so that the steps beside it count their own OOM
+        kills, as Slurm's ``job_N/step_batch``."""
         path = self.group_path(job_id, attempt)
         if not path:
             return ""
-        try:
-            os.mkdir(path)
-        except FileExistsError:
-            # Left by a supervisor that was killed before its cleanup: empty and reuse it.
-            # (Its own members only: a step's tasks in a subgroup, started just before
-            # the batch script of an allocation, are the job's and stay.)
-            _kill_procs(path)
+        _make_group(path)
         self._limit(path, memory_bytes)
         self._constrain(path, denied_gpus)
-        return path
+        if self.kind != "cgroup2":
+            return path
+        _write_optional(path, "cgroup.subtree_control", "+memory")  # the leaves' own events
+        leaf = os.path.join(path, BATCH)
+        _make_group(leaf)
+        return leaf
 
     def _constrain(self, path: str, denied_gpus: tuple[int, ...]) -> None:
         """Deny the job (cgroup ``path``) the device files of ``denied_gpus`` (minors)."""
@@ -116,8 +119,7 @@ class Isolation:
         ("" where there is none)."""
         if not self.devices or self.devices == BPF or not group:
             return ""
-        job = os.path.relpath(group, self.base).split(os.sep)[0]
-        return os.path.join(self.devices, job)
+        return os.path.join(self.devices, _job_part(self.base, group)[0])
 
     def _limit(self, path: str, memory_bytes: int) -> None:
         if memory_bytes <= 0:
@@ -125,7 +127,6 @@ class Isolation:
         if self.kind == "cgroup2":
             _write(path, "memory.max", memory_bytes)
             _write_optional(path, "memory.swap.max", 0)
-            _write_optional(path, "memory.oom.group", 1)  # kill the whole job, not one
         else:
             _write(path, "memory.limit_in_bytes", memory_bytes)
             # memsw bounds memory+swap; it must not be set below limit_in_bytes.
@@ -139,8 +140,6 @@ class Isolation:
         attempt: int,
         step_id: int,
         memory_bytes: int,
-        *,
-        batch_here: bool,
         denied_gpus: tuple[int, ...] = (),
     ) -> tuple[str, bool]:
         """The cgroup of one job step's tasks on this node, ``job_<id>.<n>/step_<m>``, as
@@ -162,11 +161,9 @@ class Isolation:
         if made:
             self._limit(job, memory_bytes)
             self._constrain(job, denied_gpus)
-        if self.kind == "cgroup2" and not batch_here:
-            # the steps' own memory.events (which step hit the limit). Not where the batch
-            # script runs in the job's cgroup itself: cgroup2 refuses processes beside
-            # enabled controllers, so there the steps are charged to the job's cgroup,
-            # which still bounds them (and its memory.oom.group ends the whole job).
+        if self.kind == "cgroup2":
+            # the steps' own memory.events (which step hit the limit); the batch script,
+            # where there is one, has its own leaf beside them (``create_group``)
             _write_optional(job, "cgroup.subtree_control", "+memory")
         path = os.path.join(job, f"step_{step_id}")
         try:
@@ -206,9 +203,13 @@ class Isolation:
             else:
                 kills = int(killed_by_sigkill and _read_int(group, "memory.failcnt") > 0)
             peak = _read_int(group, "memory.max_usage_in_bytes")
-        remove_group(group)
-        if os.path.dirname(group) == self.base and (devices := self._device_group(group)):
-            remove_group(devices)  # the job's (a step's collect leaves it to the job)
+        job, rest = _job_part(self.base, group)
+        if rest in ("", BATCH):  # the batch script's: the whole job's cgroups go with it
+            remove_group(os.path.join(self.base, job))
+            if devices := self._device_group(group):
+                remove_group(devices)
+        else:  # a step's
+            remove_group(group)
         return MemoryOutcome(oom_kills=kills, peak_bytes=peak)
 
     # -- in the job process, before exec (still root) ---------------------------------------
@@ -229,6 +230,22 @@ class Isolation:
             if folder:
                 with contextlib.suppress(OSError):
                     os.rmdir(folder)
+
+
+def _make_group(path: str) -> None:
+    """Make the cgroup ``path``. One left by a supervisor killed before its cleanup is
+    emptied and reused (its own members only: a step's tasks in a subgroup, started just
+    before the batch script of an allocation, are the job's)."""
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        _kill_procs(path)
+
+
+def _job_part(base: str, group: str) -> tuple[str, str]:
+    """``job_<id>.<n>`` and the rest of ``group``'s path below it ("" for the job's)."""
+    job, _, rest = os.path.relpath(group, base).partition(os.sep)
+    return job, rest
 
 
 def remove_group(group: str) -> None:

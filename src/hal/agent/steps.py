@@ -351,7 +351,6 @@ class StepTasks:
                 *job,
                 launch.step_id,
                 launch.launch.memory_bytes,
-                batch_here=launch.launch.node_index == 0,
                 denied_gpus=self.denied_gpus(launch.launch.gpu_ids),
             )
         except OSError as err:

@@ -175,13 +175,15 @@ def _lines(path: Path) -> int:
 def test_a_step_past_the_jobs_memory_is_out_of_memory_on_every_node(
     server: LiveServer, tmp_path: Path
 ) -> None:
-    """``sbatch -N2 --mem=50M``: each node's task touches 200 MB. Both run inside the
-    job's cgroup on their node (node2's made for the step, with the job's 50 MiB), so both
+    """``sbatch -N2 --mem=150M``: each node's task touches 400 MB. Both run inside the
+    job's cgroup on their node (node2's made for the step, with the job's 150 MiB), so both
     are killed: the step is OUT_OF_MEMORY with 0:125 in sacct, each node's slurmstepd line
     is in the output, srun exits 1, and the batch script, which stayed within its memory,
     runs on to COMPLETED (Slurm 22.05.8's, docs/slurm-checks.md)."""
-    hog = f"{sys.executable} -c \"b = b'x' * 200_000_000; import time; time.sleep(60)\""
-    job_id = submit(server, tmp_path, f"{SRUN} {hog}\necho srun exit=$?\n", "-N2", "--mem=50M")
+    # (srun itself, a Python process of some 50 MB, shares the batch node's limit: the
+    # hog must outgrow it clearly before the limit is hit, or the kernel may pick srun)
+    hog = f"{sys.executable} -c \"b = b'x' * 400_000_000; import time; time.sleep(60)\""
+    job_id = submit(server, tmp_path, f"{SRUN} {hog}\necho srun exit=$?\n", "-N2", "--mem=150M")
     wait_until(lambda: state(server, job_id) == "COMPLETED", 60, message="the job to end")
     out = (tmp_path / f"slurm-{job_id}.out").read_text()
     assert "srun exit=1\n" in out, out

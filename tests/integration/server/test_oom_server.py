@@ -36,7 +36,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 
 def test_a_batch_script_killed_for_memory(server: LiveServer, tmp_path: Path) -> None:
-    job_id = submit(server, tmp_path, f"{HOG}\n", "--mem=100M")
+    job_id = submit(server, tmp_path, f"{HOG}\n", "--mem=150M")
     wait_until(lambda: state(server, job_id) == "OUT_OF_MEMORY", 60, message="the OOM kill")
     assert sacct(server, job_id, "JobID,State,ExitCode") == [
         f"{job_id}|OUT_OF_MEMORY|0:125",
@@ -50,7 +50,7 @@ def test_a_child_killed_for_memory_makes_the_job_oom_whatever_it_exits(
     server: LiveServer, tmp_path: Path
 ) -> None:
     """The script goes on after its child was killed and exits 0: still 0:125."""
-    job_id = submit(server, tmp_path, f"{HOG}\necho after=$?\nexit 0\n", "--mem=100M")
+    job_id = submit(server, tmp_path, f"{HOG}\necho after=$?\nexit 0\n", "--mem=150M")
     wait_until(lambda: state(server, job_id) == "OUT_OF_MEMORY", 60, message="the OOM kill")
     assert sacct(server, job_id, "JobID,ExitCode") == [f"{job_id}|0:125", f"{job_id}.batch|0:125"]
     assert "after=137" in (tmp_path / f"slurm-{job_id}.out").read_text()
@@ -59,7 +59,7 @@ def test_a_child_killed_for_memory_makes_the_job_oom_whatever_it_exits(
 def test_an_srun_step_killed_for_memory(server: LiveServer, tmp_path: Path) -> None:
     """srun on the batch node: its step is OUT_OF_MEMORY 0:125, the job's
     DerivedExitCode 0:125, srun says so and exits 1."""
-    job_id = submit(server, tmp_path, f"{SRUN} {HOG}\necho after=$?\n", "--mem=100M")
+    job_id = submit(server, tmp_path, f"{SRUN} {HOG}\necho after=$?\n", "--mem=150M")
     wait_until(lambda: state(server, job_id) not in ("PENDING", "RUNNING"), 60, message="the job")
     lines = sacct(server, job_id, "JobID,State,ExitCode,DerivedExitCode")
     assert lines[0].endswith("|0:125"), lines  # DerivedExitCode: the step's

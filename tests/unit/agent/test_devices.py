@@ -113,7 +113,7 @@ def test_cgroup2_device_filter_denies_the_gpus_not_given(
             free = isolation.create_group(8, 0, 0)  # given every GPU: no filter
             assert opened_by_job(isolation, free, gpu_files) == ["reached", "reached"]
             # a job's steps, in subgroups, are bound by the job's filter
-            step, made = isolation.create_step_group(7, 0, 1, 0, batch_here=True)
+            step, made = isolation.create_step_group(7, 0, 1, 0)
             assert not made
             assert opened_by_job(isolation, step, gpu_files) == ["reached", "denied"]
             for g in (step, group, free):
@@ -143,9 +143,7 @@ def test_cgroup1_devices_controller_denies_the_gpus_not_given(gpu_files: list[st
         assert not os.path.exists(group) and not os.path.exists(devices)
 
         # a step on a node without the batch script makes the job's cgroups itself
-        step, made = isolation.create_step_group(
-            9, 0, 0, 1 << 30, batch_here=False, denied_gpus=(0, 1)
-        )
+        step, made = isolation.create_step_group(9, 0, 0, 1 << 30, denied_gpus=(0, 1))
         assert made
         assert opened_by_job(isolation, step, gpu_files) == ["denied", "denied"]
         isolation.collect(step, killed_by_sigkill=False)
