@@ -82,19 +82,34 @@ class Isolation:
         return os.path.join(self.base, f"job_{job_id}.{attempt}") if self.base else ""
 
     def create_group(
-        self, job_id: int, attempt: int, memory_bytes: int, denied_gpus: tuple[int, ...] = ()
+        self,
+        job_id: int,
+        attempt: int,
+        memory_bytes: int,
+        denied_gpus: tuple[int, ...] = (),
+        owner: tuple[int, int] | None = None,
     ) -> str:
         """Create the job's cgroup with its limit and denied GPU minors; returns the
         batch script's cgroup ("" without cgroups): the job's under cgroup1, its leaf
         ``job_<id>.<n>/batch`` under cgroup2 (which keeps processes out of a cgroup whose
         children have controllers), so that the steps beside it count their own OOM
-        kills, as Slurm's ``job_N/step_batch``."""
+        kills, as Slurm's ``job_N/step_batch``.
+
+        ``owner`` (the job's uid and gid) is given the job's cgroup folder and its
+        ``cgroup.procs``, as systemd delegates a cgroup: srun, running as the job's
+        user, makes a step's cgroup there for the tasks it runs itself
+        (``hal.compat.local_step``). Its limits stay root's, and every subgroup is
+        bounded by them."""
         path = self.group_path(job_id, attempt)
         if not path:
             return ""
         _make_group(path)
         self._limit(path, memory_bytes)
         self._constrain(path, denied_gpus)
+        if owner is not None:
+            files = ("cgroup.procs", "tasks") if self.kind == "cgroup1" else ("cgroup.procs",)
+            for name in ("", *files):
+                os.chown(os.path.join(path, name), *owner)
         if self.kind != "cgroup2":
             return path
         _write_optional(path, "cgroup.subtree_control", "+memory")  # the leaves' own events

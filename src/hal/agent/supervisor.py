@@ -229,7 +229,11 @@ def _keep_only(*fds: int) -> None:
 def _supervise(plan: StepPlan, isolation: Isolation, started_w: int) -> int:
     try:
         group = isolation.create_group(
-            plan.job_id, plan.attempt, plan.memory_bytes, plan.denied_gpus
+            plan.job_id,
+            plan.attempt,
+            plan.memory_bytes,
+            plan.denied_gpus,
+            owner=(plan.uid, plan.gid) if plan.uid is not None and plan.gid is not None else None,
         )
     except OSError as err:
         return _launch_failed(plan, started_w, f"cannot create the job's cgroup: {err}")

@@ -10,10 +10,11 @@ always the tasks'.
 
 srun waits beside its tasks (it no longer becomes a lone task by ``exec``), so that it can
 report the end: it passes SIGINT, SIGTERM, SIGUSR1... on to every task, as Slurm's srun
-forwards them, and takes ~10 MB of the job's memory while it waits. A task the job's
-cgroup killed for memory (its ``oom_kill`` count rose while the step ran and the task died
-of SIGKILL) makes the step ``OUT_OF_MEMORY`` (ExitCode 0:125), with srun's "task N: Out Of
-Memory", slurmstepd's line and srun's exit code 1, as Slurm's. srun reaps each task with
+forwards them, and takes ~10 MB of the job's memory while it waits. The tasks run in the step's own
+cgroup where srun may make one (``step_cgroup``); an OOM kill counted there (or, without
+one, in srun's cgroup while a task died of SIGKILL) makes the step ``OUT_OF_MEMORY``
+(ExitCode 0:125), with srun's "task N: Out Of Memory", slurmstepd's line and srun's exit
+code 1, as Slurm's. srun reaps each task with
 ``wait4``, and its end report carries what each used (sacct's MaxRSS, TotalCPU of
 ``JOB.N``): its most resident memory, when above what it inherited of srun
 (``own_max_rss``), and its CPU seconds with those of the children it waited for.
@@ -26,9 +27,12 @@ import resource
 import signal
 import subprocess
 from dataclasses import dataclass, field
+from functools import partial
 from types import FrameType
 
+from hal.compat import step_cgroup
 from hal.compat.seam import Console
+from hal.compat.step_cgroup import job_cgroup
 from hal.compat.steps import FORWARDED
 from hal.core.errors import HalError
 from hal.core.steps import (
@@ -73,12 +77,19 @@ def run_local(
     except HalError as err:
         _not_recorded(console, err)
     step_env = step_environment(step_id, layout)
-    oom_before = oom_kills(job_id)
-    end = run_tasks(commands or [command] * ntasks, console, step_env)
-    kills = oom_kills(job_id) - oom_before if end.exit_signal == signal.SIGKILL else 0
+    cgroup = job_cgroup(job_id)
+    own = cgroup.make_step(step_id) if step_id is not None else ""
+    counted = own or cgroup.own  # the step's own cgroup, else srun's (shared)
+    before = cgroup.oom_kills(counted)
+    end = run_tasks(commands or [command] * ntasks, console, step_env, own)
+    kills = cgroup.oom_kills(counted) - before
+    if not own and end.exit_signal != signal.SIGKILL:
+        kills = 0  # srun's cgroup is the batch script's too: the kill was not a task's
+    step_cgroup.remove(own)
     if kills:  # Slurm's srun and slurmstepd, and srun's exit code 1 (docs/slurm-checks.md)
         console.err(f"srun: error: {node}: task {end.rank}: Out Of Memory")
-        console.err(oom_message(node, kills, f"{job_id}.{step_id}").rstrip("\n"))
+        where = f"{job_id}.{step_id}" if step_id is not None else str(job_id)
+        console.err(oom_message(node, kills, where).rstrip("\n"))
     elif end.exit_signal:
         console.err(f"srun: error: {node}: task {end.rank}: {_signal_name(end.exit_signal)}")
     if step_id is not None:
@@ -86,10 +97,12 @@ def run_local(
     return 1 if kills else end.exit_code
 
 
-def run_tasks(commands: list[list[str]], console: Console, step_env: dict[str, str]) -> TasksEnd:
-    """Start a task per rank (``commands[rank]``), pass srun's signals on to them, wait
-    for all. A command that cannot start is said on stderr, those started are killed,
-    and it ends as a task that exits ``EXEC_FAILED``."""
+def run_tasks(
+    commands: list[list[str]], console: Console, step_env: dict[str, str], cgroup: str = ""
+) -> TasksEnd:
+    """Start a task per rank (``commands[rank]``), in ``cgroup`` if given, pass srun's
+    signals on to them, wait for all. A command that cannot start is said on stderr,
+    those started are killed, and it ends as a task that exits ``EXEC_FAILED``."""
     ntasks = len(commands)
     procs: list[subprocess.Popen[bytes]] = []
     forwarded: set[int] = set()
@@ -112,7 +125,15 @@ def run_tasks(commands: list[list[str]], console: Console, step_env: dict[str, s
             }
             command = commands[rank]
             try:
-                procs.append(subprocess.Popen(command, env=env, cwd=console.cwd or None))
+                # srun runs no other thread (sync httpx), so a preexec_fn is safe here
+                join = partial(step_cgroup.join, cgroup) if cgroup else None
+                task = subprocess.Popen(
+                    command,
+                    env=env,
+                    cwd=console.cwd or None,
+                    preexec_fn=join,  # noqa: PLW1509
+                )
+                procs.append(task)
             except OSError as err:
                 for p in procs:
                     p.kill()
@@ -145,34 +166,6 @@ def _reap(proc: subprocess.Popen[bytes]) -> tuple[int, resource.struct_rusage | 
         return proc.wait(), None
     proc.returncode = os.waitstatus_to_exitcode(status)
     return proc.returncode, usage
-
-
-def oom_kills(job_id: int) -> int:
-    """How many processes the kernel has killed for memory in srun's own cgroup, when
-    that is the job's (``job_<id>.<n>``, the agent's cgroup backend); 0 otherwise."""
-    try:
-        with open("/proc/self/cgroup") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return 0
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if f"/job_{job_id}." not in path + "/":
-            continue
-        if controllers == "":  # cgroup2
-            return _keyed(f"/sys/fs/cgroup{path}/memory.events").get("oom_kill", 0)
-        if "memory" in controllers.split(","):
-            return _keyed(f"/sys/fs/cgroup/memory{path}/memory.oom_control").get("oom_kill", 0)
-    return 0
-
-
-def _keyed(path: str) -> dict[str, int]:
-    try:
-        with open(path) as f:
-            pairs = (line.split() for line in f)
-            return {p[0]: int(p[1]) for p in pairs if len(p) == 2 and p[1].isdigit()}
-    except OSError:
-        return {}
 
 
 def _report(console: Console, job_id: int, step_id: int, end: TasksEnd, *, oom: bool) -> None:

@@ -12,6 +12,9 @@ import asyncio
 import base64
 import dataclasses
 import os
+import pwd
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -146,3 +149,47 @@ def test_the_rlimit_watchdog_kills_a_step_past_the_jobs_memory(
             assert (end.oom, end.exit_code, end.exit_signal) == (True, 137, 9)
 
     asyncio.run(scenario())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="running a job as another user needs root")
+def test_the_jobs_user_may_make_a_steps_cgroup_but_not_change_the_limit(
+    agent_config: AgentConfig, channel: FakeChannel
+) -> None:
+    """A job run as ``nobody``: the agent gave it the job's cgroup folder, so it makes
+    ``step_0`` there and moves into it (what srun does for the tasks it runs on the batch
+    node, ``hal.compat.step_cgroup``), and the job's memory limit is still root's."""
+    try:
+        nobody = pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("no 'nobody' user on this host")
+    base = Path(tempfile.mkdtemp(prefix="hal-agent-uid-"))  # (pytest's is root's only)
+    base.chmod(0o711)
+    config = dataclasses.replace(agent_config, state_dir=base / "state")
+    isolation = cgroup_backend(config)
+    job = isolation.group_path(1, 0)
+    limit = "memory.max" if isolation.kind == "cgroup2" else "memory.limit_in_bytes"
+    work = base / "work"
+    work.mkdir()
+    work.chmod(0o777)
+    script = (
+        f"mkdir {job}/step_0 && echo 0 > {job}/step_0/cgroup.procs && cat /proc/self/cgroup\n"
+        f"(echo 1 > {job}/{limit}) 2>/dev/null || echo limit kept\n"
+    )
+
+    async def scenario() -> None:
+        async with agent_running(config, channel) as agent:
+            launch = make_launch(
+                1, script, work, uid=nobody.pw_uid, gid=nobody.pw_gid, memory_bytes=100 * MiB
+            )
+            channel.push(launch)
+            report = await agent.finished(1)
+            assert report.state == "COMPLETED", (work / "slurm-1.out").read_text()
+
+    try:
+        asyncio.run(scenario())
+        out = (work / "slurm-1.out").read_text()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert f"/{os.path.basename(job)}/step_0\n" in out, out
+    assert "limit kept" in out, out
+    assert not os.path.exists(job)  # removed with the job, the user's step_0 too

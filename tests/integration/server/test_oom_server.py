@@ -57,13 +57,16 @@ def test_a_child_killed_for_memory_makes_the_job_oom_whatever_it_exits(
 
 
 def test_an_srun_step_killed_for_memory(server: LiveServer, tmp_path: Path) -> None:
-    """srun on the batch node: its step is OUT_OF_MEMORY 0:125, the job's
-    DerivedExitCode 0:125, srun says so and exits 1."""
+    """srun on the batch node: its tasks run in the step's own cgroup (the agent gave the
+    job's to its user), so the step is OUT_OF_MEMORY 0:125 and the job, whose script
+    exits 0, COMPLETED with DerivedExitCode 0:125, as Slurm's; srun says so, exits 1."""
     job_id = submit(server, tmp_path, f"{SRUN} {HOG}\necho after=$?\n", "--mem=150M")
-    wait_until(lambda: state(server, job_id) not in ("PENDING", "RUNNING"), 60, message="the job")
-    lines = sacct(server, job_id, "JobID,State,ExitCode,DerivedExitCode")
-    assert lines[0].endswith("|0:125"), lines  # DerivedExitCode: the step's
-    assert f"{job_id}.0|OUT_OF_MEMORY|0:125|" in lines, lines
+    wait_until(lambda: state(server, job_id) == "COMPLETED", 60, message="the job to end")
+    assert sacct(server, job_id, "JobID,State,ExitCode,DerivedExitCode") == [
+        f"{job_id}|COMPLETED|0:0|0:125",
+        f"{job_id}.batch|COMPLETED|0:0|",
+        f"{job_id}.0|OUT_OF_MEMORY|0:125|",
+    ]
     out = (tmp_path / f"slurm-{job_id}.out").read_text()
     assert "srun: error: node1: task 0: Out Of Memory\n" in out, out
     assert OOM_LINE.format(node="node1", step=f"{job_id}.0") in out, out

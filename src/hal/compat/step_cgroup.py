@@ -1,0 +1,92 @@
+"""The cgroup of a step that srun runs on the batch node itself (``local_step``).
+
+A root agent gives the job's cgroup folder to the job's user (``Isolation.create_group``,
+``owner``), as systemd delegates a cgroup. srun, which runs as that user, makes
+``job_<id>.<n>/step_<m>`` there, and its tasks join it before ``exec``: the step's OOM
+kills are then counted apart from the batch script's, as under Slurm, whose steps each
+have their own cgroup. The job's memory limit, on the folder above, still bounds them.
+Where srun cannot make one (an agent that is not root, the ``rlimit`` backend, an agent
+from before this), the tasks stay in srun's own cgroup and the step's kills are what that
+cgroup's counter gained while they ran.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class JobCgroup:
+    own: str  # srun's own cgroup folder ("" outside a job's)
+    job: str  # the job's cgroup folder, ``job_<id>.<n>``
+    kind: str  # "cgroup2" or "cgroup1" (its memory hierarchy)
+
+    def oom_kills(self, folder: str) -> int:
+        """The kernel's OOM kill count of ``folder`` (0 where unknown)."""
+        name = "memory.events" if self.kind == "cgroup2" else "memory.oom_control"
+        return _keyed(os.path.join(folder, name)).get("oom_kill", 0) if folder else 0
+
+    def make_step(self, step_id: int) -> str:
+        """``job_<id>.<n>/step_<m>``, made by srun; "" where it may not make it."""
+        if not self.job:
+            return ""
+        path = os.path.join(self.job, f"step_{step_id}")
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            pass
+        except OSError:
+            return ""
+        return path
+
+
+def job_cgroup(job_id: int) -> JobCgroup:
+    """srun's own cgroup and the job's, from ``/proc/self/cgroup``."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return JobCgroup("", "", "")
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        parts = path.split("/")
+        mine = [i for i, part in enumerate(parts) if part.startswith(f"job_{job_id}.")]
+        if not mine:
+            continue
+        job = "/".join(parts[: mine[0] + 1])
+        if controllers == "":
+            return JobCgroup(f"/sys/fs/cgroup{path}", f"/sys/fs/cgroup{job}", "cgroup2")
+        if "memory" in controllers.split(","):
+            root = "/sys/fs/cgroup/memory"
+            return JobCgroup(f"{root}{path}", f"{root}{job}", "cgroup1")
+    return JobCgroup("", "", "")
+
+
+def join(folder: str) -> None:
+    """Move the calling process into ``folder`` (a task, between ``fork`` and ``exec``);
+    where it cannot, the task stays in srun's cgroup."""
+    with contextlib.suppress(OSError):
+        fd = os.open(os.path.join(folder, "cgroup.procs"), os.O_WRONLY)
+        try:
+            os.write(fd, b"0")
+        finally:
+            os.close(fd)
+
+
+def remove(folder: str) -> None:
+    """Remove the step's cgroup once its tasks have ended (one a task's orphan still
+    holds goes with the job's)."""
+    if folder:
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
+
+
+def _keyed(path: str) -> dict[str, int]:
+    try:
+        with open(path) as f:
+            pairs = (line.split() for line in f)
+            return {p[0]: int(p[1]) for p in pairs if len(p) == 2 and p[1].isdigit()}
+    except OSError:
+        return {}
