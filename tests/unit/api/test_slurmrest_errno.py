@@ -55,8 +55,13 @@ def test_every_number_the_facade_uses_has_slurms_text() -> None:
 
 
 def _libslurm() -> ctypes.CDLL | None:
+    # libslurm38's library, or the one slurm-wlm's daemons link (which CI installs)
     found = ctypes.util.find_library("slurm") or next(
-        iter(sorted(glob.glob("/usr/lib/*/libslurm.so*"))), None
+        iter(
+            sorted(glob.glob("/usr/lib/*/libslurm.so*"))
+            + sorted(glob.glob("/usr/lib/*/slurm-wlm/libslurmfull.so"))
+        ),
+        None,
     )
     if found is None:
         return None
