@@ -67,7 +67,7 @@ from hal.agent.stepkeeper import (
     read_usage,
 )
 from hal.agent.supervisor import read_supervisor, write_atomic
-from hal.core.steps import EXEC_FAILED, oom_message
+from hal.core.steps import EXEC_FAILED, oom_message, task_errors
 from hal.wire.agent import (
     RunningStep,
     StepEnd,
@@ -467,15 +467,20 @@ class StepTasks:
             self._notify()
         # the worst task: the highest exit code, 128+N for a signal N
         worst = max(codes.values(), key=lambda c: c if c >= 0 else 128 - c)
+        kills = 0
         if step.group:  # kills what the tasks left in it; reads its OOM kills
             killed = any(c == -signal.SIGKILL for c in codes.values())
             memory = await asyncio.to_thread(self.isolation.collect, step.group, killed)
             step.oom = step.oom or memory.oom
-            if memory.oom_kills:  # slurmstepd's line, in the step's error output
-                where = f"{launch.job_id}.{launch.step_id}"
-                line = oom_message(self.node, memory.oom_kills, where)
-                step.write(launch.ranks[0], "stderr", line.encode())
+            kills = memory.oom_kills
             self._release(job, step)
+        # srun's lines for this node's tasks, and slurmstepd's for an OOM kill, in the
+        # step's error output, which srun relays (Slurm's, docs/slurm-checks.md)
+        lines = task_errors(self.node, codes, oom=step.oom)
+        if kills:
+            lines.append(oom_message(self.node, kills, f"{launch.job_id}.{launch.step_id}"))
+        if lines:
+            step.write(launch.ranks[0], "stderr", "".join(f"{x}\n" for x in lines).encode())
         step.totals = _totals(step)
         self._ended(step, worst if worst >= 0 else 128 - worst, max(0, -worst))
 

@@ -273,7 +273,7 @@ def _supervise(plan: StepPlan, isolation: Isolation, started_w: int) -> int:
     memory = isolation.collect(group, killed_by_sigkill=exit_signal == signal.SIGKILL)
     if memory.oom_kills:
         node = plan.env.get("SLURMD_NODENAME", "")
-        _tell_job(plan, oom_message(node, memory.oom_kills, f"{plan.job_id}.batch"))
+        _tell_job(plan, oom_message(node, memory.oom_kills, f"{plan.job_id}.batch") + "\n")
     result = {
         "exit_code": exit_code,
         "exit_signal": exit_signal,

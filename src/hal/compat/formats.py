@@ -213,21 +213,6 @@ def render_rows(
     return lines
 
 
-def compress_indices(indices: list[int]) -> str:
-    """``[1, 2, 3, 7]`` → ``1-3,7`` (how squeue prints the pending part of an array)."""
-    ranges: list[str] = []
-    ordered = sorted(set(indices))
-    start = prev = None
-    for index in [*ordered, None]:
-        if start is not None and (index is None or prev is None or index != prev + 1):
-            ranges.append(str(start) if start == prev else f"{start}-{prev}")
-            start = None
-        if index is not None and start is None:
-            start = index
-        prev = index
-    return ",".join(ranges)
-
-
 # -- Slurm's print_fields tables (sacct, sstat, sshare, sacctmgr) ------------------------
 # ``Name%W`` picks a field and a width; a value too long for its column is cut with a
 # ``+`` in its last place; a negative width left-aligns; ``-P`` ("plain") joins values

@@ -41,6 +41,7 @@ from hal.core.steps import (
     oom_message,
     own_max_rss,
     step_environment,
+    task_errors,
 )
 
 CANCELLING = (signal.SIGINT, signal.SIGTERM)  # forwarded, they make the step CANCELLED
@@ -54,6 +55,7 @@ class TasksEnd:
     cancelled: bool  # srun passed SIGINT/SIGTERM on to the tasks
     # what each task used: (rank, most resident bytes (0: unknown), CPU seconds)
     tasks: list[tuple[int, int, float]] = field(default_factory=list)
+    codes: dict[int, int] = field(default_factory=dict)  # rank → exit code, -N: signal N
 
 
 def run_local(
@@ -86,12 +88,11 @@ def run_local(
     if not own and end.exit_signal != signal.SIGKILL:
         kills = 0  # srun's cgroup is the batch script's too: the kill was not a task's
     step_cgroup.remove(own)
-    if kills:  # Slurm's srun and slurmstepd, and srun's exit code 1 (docs/slurm-checks.md)
-        console.err(f"srun: error: {node}: task {end.rank}: Out Of Memory")
+    for line in task_errors(node, end.codes, oom=kills > 0):
+        console.err(line)
+    if kills:  # slurmstepd's line, and srun's exit code 1 (docs/slurm-checks.md)
         where = f"{job_id}.{step_id}" if step_id is not None else str(job_id)
-        console.err(oom_message(node, kills, where).rstrip("\n"))
-    elif end.exit_signal:
-        console.err(f"srun: error: {node}: task {end.rank}: {_signal_name(end.exit_signal)}")
+        console.err(oom_message(node, kills, where))
     if step_id is not None:
         _report(console, job_id, step_id, end, oom=kills > 0)
     return 1 if kills else end.exit_code
@@ -154,7 +155,8 @@ def run_tasks(
         for r, (_, usage) in enumerate(reaped)
         if usage is not None
     ]
-    return TasksEnd(code, signum, -rank, bool(forwarded & set(CANCELLING)), tasks)
+    cancelled = bool(forwarded & set(CANCELLING))
+    return TasksEnd(code, signum, -rank, cancelled, tasks, dict(enumerate(codes)))
 
 
 def _reap(proc: subprocess.Popen[bytes]) -> tuple[int, resource.struct_rusage | None]:
@@ -191,10 +193,3 @@ def _not_recorded(console: Console, err: HalError, step: str = "") -> None:
             f"srun: warning: job step not recorded ({err.message}); running the command "
             "all the same"
         )
-
-
-def _signal_name(signum: int) -> str:
-    try:
-        return signal.strsignal(signum) or f"Signal {signum}"
-    except ValueError:
-        return f"Signal {signum}"

@@ -5,8 +5,8 @@ show node``): ``gpu:4``, or with the type Slurm names an NVML-detected model
 
 from __future__ import annotations
 
-from hal.compat.formats import compress_indices
 from hal.core.node import gpu_type_name
+from hal.core.slurm_syntax import compress_indices
 from hal.wire.nodes import NodeInfo
 
 NO_GRES = "(null)"

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 
 from hal.compat.formats import (
     Field,
-    compress_indices,
     parse_format,
     parse_long_names,
     render_rows,
@@ -33,7 +32,7 @@ from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
 from hal.compat.squeue_json import jobs_json
 from hal.core.errors import HalError, NotFound
-from hal.core.slurm_syntax import expand_hostlist
+from hal.core.slurm_syntax import compress_indices, expand_hostlist
 from hal.core.states import OTHER_SLURM_STATES, STATES_BY_CODE, JobState
 from hal.wire.jobs import JobInfo
 

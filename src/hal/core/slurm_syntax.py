@@ -611,3 +611,18 @@ def parse_licenses(text: str, *, field: str = "licenses") -> tuple[tuple[str, in
 def format_licenses(licenses: Iterable[tuple[str, int]]) -> str:
     """``matlab:2,ansys:1`` as scontrol and squeue print a job's licenses."""
     return ",".join(f"{name}:{count}" for name, count in licenses)
+
+
+def compress_indices(indices: list[int]) -> str:
+    """``[1, 2, 3, 7]`` → ``1-3,7`` (how squeue prints the pending part of an array)."""
+    ranges: list[str] = []
+    ordered = sorted(set(indices))
+    start = prev = None
+    for index in [*ordered, None]:
+        if start is not None and (index is None or prev is None or index != prev + 1):
+            ranges.append(str(start) if start == prev else f"{start}-{prev}")
+            start = None
+        if index is not None and start is None:
+            start = index
+        prev = index
+    return ",".join(ranges)

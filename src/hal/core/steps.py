@@ -12,13 +12,15 @@ too.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import signal
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import hostlist
 
 from hal.core.distribution import Distribution, deal
 from hal.core.errors import InvalidRequest
+from hal.core.slurm_syntax import compress_indices
 
 DEFAULT_DISTRIBUTION = Distribution()  # srun's, without -m
 EXEC_FAILED = 2  # a task that could not start, as Slurm's srun reports it (srun and agents)
@@ -27,12 +29,41 @@ EXEC_FAILED = 2  # a task that could not start, as Slurm's srun reports it (srun
 OOM_SIGNAL = 125
 
 
+def task_errors(node: str, codes: Mapping[int, int], *, oom: bool = False) -> list[str]:
+    """srun's lines for the tasks of ``node`` that did not exit 0 (``codes``: rank →
+    exit code, -N for a signal N), grouped as Slurm 22.05.8's srun prints them
+    (docs/slurm-checks.md): ``srun: error: n1: task 0: Exited with exit code 2``,
+    ``srun: error: n1: tasks 0-3: Killed``, "Out Of Memory" for a task SIGKILLed where
+    the step's cgroup counted an OOM kill (``oom``)."""
+    ranks: dict[str, list[int]] = {}
+    for rank, code in sorted(codes.items()):
+        if code > 0:
+            why = f"Exited with exit code {code}"
+        elif code < 0:
+            why = "Out Of Memory" if oom and code == -signal.SIGKILL else signal_text(-code)
+        else:
+            continue
+        ranks.setdefault(why, []).append(rank)
+    return [
+        f"srun: error: {node}: task{'s' if len(r) > 1 else ''} {compress_indices(r)}: {why}"
+        for why, r in ranks.items()
+    ]
+
+
+def signal_text(signum: int) -> str:
+    """``strsignal``'s words for a signal ("Killed", "Segmentation fault"), as srun's."""
+    try:
+        return signal.strsignal(signum) or f"Signal {signum}"
+    except ValueError:
+        return f"Signal {signum}"
+
+
 def oom_message(node: str, kills: int, step: str) -> str:
     """slurmstepd's line in the output of a step (``JOB.batch``, ``JOB.N``) that had
     processes killed for memory (Slurm 22.05.8 with cgroup v1, docs/slurm-checks.md)."""
     return (
         f"slurmstepd-{node}: error: Detected {kills} oom-kill event(s) in StepId={step}. "
-        "Some of your processes may have been killed by the cgroup out-of-memory handler.\n"
+        "Some of your processes may have been killed by the cgroup out-of-memory handler."
     )
 
 

@@ -60,8 +60,9 @@ def test_each_srun_of_a_one_node_job_is_a_step_in_sacct(server: LiveServer, tmp_
     )
     wait_until(lambda: state(server, job_id) == "COMPLETED", 60, message="the job to end")
     out = (tmp_path / f"slurm-{job_id}.out").read_text()
-    assert "a=0\nb=1\n" in out and "c=139\n" in out, out
-    assert "srun: error: node1: task 0: Segmentation fault" in out, out
+    # srun's words for a failed task, as Slurm 22.05.8's (docs/slurm-checks.md)
+    assert "a=0\nsrun: error: node1: task 0: Exited with exit code 1\nb=1\n" in out, out
+    assert "srun: error: node1: task 0: Segmentation fault\nc=139\n" in out, out
     assert "step=3 rank=0" in out, out
     assert "warning" not in out, out
     lines = sacct(server, job_id, "JobID,JobName,State,ExitCode,NodeList,NTasks")
@@ -139,7 +140,7 @@ def test_srun_runs_the_command_when_the_server_is_out_of_reach(
     )
     wait_until(lambda: state(server, job_id) == "COMPLETED", 60, message="the job to end")
     out = (tmp_path / f"slurm-{job_id}.out").read_text()
-    assert "ran\nrc=5\n" in out, out
+    assert "ran\nsrun: error: node1: task 0: Exited with exit code 5\nrc=5\n" in out, out
     warnings = [line for line in out.splitlines() if line.startswith("srun: warning")]
     assert len(warnings) == 1 and "job step not recorded" in warnings[0], out
     assert sacct(server, job_id, "JobID")[2:] == [], "no step was recorded"

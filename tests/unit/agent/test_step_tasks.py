@@ -79,7 +79,9 @@ def test_tasks_run_with_their_ranks_and_the_highest_exit_code_ends_the_node(
         assert text(sent) == {
             (2, "stdout"): "2 0 1 a2 4 kept\n",
             (3, "stdout"): "3 1 1 a2 4 kept\n",
-            (2, "stderr"): "oops\n",
+            # and srun's lines for the node's tasks that failed, as Slurm's srun prints
+            (2, "stderr"): "oops\nsrun: error: a2: task 2: Exited with exit code 2\n"
+            "srun: error: a2: task 3: Exited with exit code 3\n",
             (3, "stderr"): "oops\n",
         }
         assert [(e.step_id, e.exit_code) for e in sent.ends] == [(0, 3)]
@@ -155,7 +157,10 @@ def test_a_step_stopped_before_its_tasks_start_starts_them_stopped(tmp_path: Pat
         tasks.signal(StepSignal(job_id=12, step_id=5, signal=signal.SIGCONT))
         sent = await until_ended(tasks)
         assert [(e.step_id, e.exit_code) for e in sent.ends] == [(5, 3)]
-        assert text(sent) == {(0, "stdout"): "ran\n"}
+        assert text(sent) == {
+            (0, "stdout"): "ran\n",
+            (0, "stderr"): "srun: error: a2: task 0: Exited with exit code 3\n",
+        }
         runner.cancel()
 
     asyncio.run(scenario())

@@ -6,13 +6,13 @@ import pytest
 
 from hal.compat.formats import (
     Field,
-    compress_indices,
     duration_long,
     duration_short,
     limit_short,
     memory_mib,
     parse_format,
 )
+from hal.core.slurm_syntax import compress_indices
 
 
 @pytest.mark.parametrize(

@@ -65,7 +65,8 @@ def test_a_step_on_the_batch_node_alone_runs_here(tmp_path: Path) -> None:
     task = 'echo "$SLURM_PROCID" >> ranks; exit 3'
     rc, err = srun(tmp_path, "-N1", "-n2", "sh", "-c", task)
     assert rc == 3, err
-    assert err.startswith(NOT_RECORDED) and err.count("\n") == 1, err
+    assert err.startswith(NOT_RECORDED) and err.count("\n") == 2, err
+    assert err.splitlines()[1] == "srun: error: node1: tasks 0-1: Exited with exit code 3"
     assert sorted((tmp_path / "ranks").read_text().split()) == ["0", "1"]
 
 
