@@ -38,6 +38,13 @@ def time_used(job: JobInfo, now: float) -> float:
     return max(0.0, end - job.start_time - job.suspended_seconds)
 
 
+def total_cpu_seconds(job: JobInfo) -> float:
+    """The job's CPU time over all its steps, the batch script's and every srun's: sacct's
+    TotalCPU on the job line and seff's "CPU Utilized", as Slurm 22.05.8's (checked:
+    docs/slurm-checks.md, "sacct: states and ExitCode")."""
+    return job.cpu_seconds + sum(step.total_cpu_seconds for step in job.steps)
+
+
 def batch_command(job: JobInfo) -> str:
     """Slurm's job command (``scontrol show job``'s ``Command=``, squeue's ``%o``): the batch
     script's full path and its arguments, spaces between (unquoted, as Slurm joins them);

@@ -28,7 +28,7 @@ from hal.compat.formats import (
     timestamp,
     tres_usage,
 )
-from hal.compat.job_fields import reason_name, time_used
+from hal.compat.job_fields import reason_name, time_used, total_cpu_seconds
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
 from hal.core.errors import HalError, InvalidRequest, NotFound
@@ -256,12 +256,16 @@ FIELDS: dict[str, tuple[str, int, Column]] = {
     ),
     # Usage is measured by the agent for the batch step when it ends, and for a numbered
     # step by its nodes (or srun) when it ends (the job line's memory fields are blank,
-    # as sacct's; its TotalCPU is the batch step's).
+    # as sacct's; its TotalCPU is the sum over its steps, the batch step's included).
     "maxrss": ("MaxRSS", 10, lambda j, s, n: _measured(j, s, memory_kib(j.max_rss_bytes))),
     "averss": ("AveRSS", 10, _ave_rss),
     "maxrssnode": ("MaxRSSNode", 10, _max_rss_node),
     "maxrsstask": ("MaxRSSTask", 10, _max_rss_task),
-    "totalcpu": ("TotalCPU", 10, lambda j, s, n: cpu_time(j.cpu_seconds)),
+    "totalcpu": (
+        "TotalCPU",
+        10,
+        lambda j, s, n: cpu_time(total_cpu_seconds(j) if s == "" else j.cpu_seconds),
+    ),
     "tresusageinmax": ("TRESUsageInMax", 14, lambda j, s, n: _usage(j, s, mean=False)),
     "tresusageinave": ("TRESUsageInAve", 14, lambda j, s, n: _usage(j, s, mean=True)),
     "cputime": ("CPUTime", 10, lambda j, s, n: duration_long(_cpu_time(j, s, n))),

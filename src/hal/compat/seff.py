@@ -16,7 +16,7 @@ import pwd
 import re
 
 from hal.compat.formats import duration_long
-from hal.compat.job_fields import time_used
+from hal.compat.job_fields import time_used, total_cpu_seconds
 from hal.compat.seam import Console
 from hal.core.errors import HalError, NotFound
 from hal.wire.jobs import JobInfo
@@ -64,10 +64,10 @@ def report(job: JobInfo, cluster: str, now: float) -> list[str]:
         return lines
     wall = time_used(job, now)
     core_wall = wall * job.cpus
+    cpu = total_cpu_seconds(job)
     lines += [
-        f"CPU Utilized: {duration_long(job.cpu_seconds)}",
-        f"CPU Efficiency: {_percent(job.cpu_seconds, core_wall)} of "
-        f"{duration_long(core_wall)} core-walltime",
+        f"CPU Utilized: {duration_long(cpu)}",
+        f"CPU Efficiency: {_percent(cpu, core_wall)} of {duration_long(core_wall)} core-walltime",
         f"Job Wall-clock time: {duration_long(wall)}",
         f"Memory Utilized: {_size(job.max_rss_bytes)}",
     ]

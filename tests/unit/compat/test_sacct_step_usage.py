@@ -49,7 +49,8 @@ def test_a_step_line_shows_what_its_tasks_used() -> None:
     )
     lines = call(FakeClient(job_list=[done]), "sacct", "-P", "-n", "-o", FIELDS).lines
     assert lines == [
-        "5|||||00:00.500|40",
+        # the job line's TotalCPU is all its steps' (0.5 + 12.25), as Slurm's sacct sums
+        "5|||||00:12.750|40",
         "5.batch|3M|3M|n1|0|00:00.500|20",
         # CPUTime stays the CPUs times the step's elapsed time
         "5.0|70M|40.50M|n2|3|00:12.250|20",

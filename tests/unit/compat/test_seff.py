@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from compat_fakes import T0, FakeClient, MiB, call, job, running
 
+from hal.wire.jobs import StepRecord
+
 GiB = 1024 * MiB
 
 
@@ -83,3 +85,26 @@ def test_bad_and_unknown_ids() -> None:
     assert bad.rc == 1 and "'abc' is not a job id" in bad.err
     assert call(client, "seff").rc == 1  # no id: the usage, as seff prints it
     assert call(client, "seff", "-h").rc == 0
+
+
+def test_cpu_utilized_counts_the_jobs_srun_steps_too() -> None:
+    """A job whose work ran in an srun step: its CPU is the batch script's and the
+    step's together, as Slurm's seff sums its steps."""
+    step = StepRecord(
+        step_id=0,
+        name="python",
+        nodelist="n1",
+        ntasks=1,
+        state="COMPLETED",
+        exit_code=0,
+        start_time=T0,
+        end_time=T0 + 100,
+        total_cpu_seconds=90.0,
+    )
+    done = job(
+        8, state="COMPLETED", start_time=T0, end_time=T0 + 100, nodes=["n1"], cpus=1,
+        cpu_seconds=2.0, steps=[step],
+    )  # fmt: skip
+    lines = call(FakeClient(job_list=[done]), "seff", "8").lines
+    assert "CPU Utilized: 00:01:32" in lines, lines
+    assert "CPU Efficiency: 92.00% of 00:01:40 core-walltime" in lines, lines
