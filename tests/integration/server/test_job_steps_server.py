@@ -187,7 +187,8 @@ def test_a_step_past_the_jobs_memory_is_out_of_memory_on_every_node(
     wait_until(lambda: state(server, job_id) == "COMPLETED", 60, message="the job to end")
     out = (tmp_path / f"slurm-{job_id}.out").read_text()
     assert "srun exit=1\n" in out, out
-    for node in ("node1", "node2"):
+    for rank, node in enumerate(("node1", "node2")):
+        assert f"srun: error: {node}: task {rank}: Out Of Memory\n" in out, out
         line = f"slurmstepd-{node}: error: Detected 1 oom-kill event(s) in StepId={job_id}.0."
         assert line in out, out
     acct = server.cli("sacct", "-j", f"{job_id}.0", "-n", "-P", "-o", "JobID,State,ExitCode")
