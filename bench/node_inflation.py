@@ -125,9 +125,10 @@ def scan(
 
 
 def cost(nodes: int, runs: int) -> dict[str, Any]:
-    """The rule's time on ``runs`` one-node runs over ``nodes`` nodes (best of 3), and the
-    event loop's longest wait for a 1 ms timer while it runs inline and, as the detector
-    runs it, on a worker thread."""
+    """The detector's check (``InflationRule.judge``: the verdicts and every node's median)
+    on ``runs`` one-node runs over ``nodes`` nodes (best of 3), and the event loop's
+    longest wait for a 1 ms timer while it runs inline and, as the detector runs it, on
+    a worker thread."""
     rng = random.Random(1)
     window = [
         Run(rng.lognormvariate(0, 1), (f"n{rng.randrange(nodes)}",), f"u{rng.randrange(200)}")
@@ -137,7 +138,7 @@ def cost(nodes: int, runs: int) -> dict[str, Any]:
     best = math.inf
     for _ in range(3):
         t = time.perf_counter()
-        rule.anomalous(window)
+        rule.judge(window)
         best = min(best, time.perf_counter() - t)
 
     async def stall(threaded: bool) -> float:
@@ -153,9 +154,9 @@ def cost(nodes: int, runs: int) -> dict[str, Any]:
         task = asyncio.create_task(ticker())
         await asyncio.sleep(0.01)
         if threaded:
-            await asyncio.to_thread(rule.anomalous, window)
+            await asyncio.to_thread(rule.judge, window)
         else:
-            rule.anomalous(window)
+            rule.judge(window)
             await asyncio.sleep(0)
         done = True
         await task

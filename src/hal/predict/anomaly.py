@@ -154,17 +154,23 @@ class InflationRule:
 
     def anomalous(self, runs: Iterable[Run]) -> list[NodeInflation]:
         """The nodes whose runs are inflated against the runs that did not touch them, by
-        name (runs on more than ``max_nodes`` nodes are left out). Each run counts once;
-        O(N log N) for N runs and their nodes."""
+        name (runs on more than ``max_nodes`` nodes are left out)."""
+        return self.judge(runs)[0]
+
+    def judge(self, runs: Iterable[Run]) -> tuple[list[NodeInflation], dict[str, float]]:
+        """``anomalous``'s nodes, and every node's median ratio (the detector's gauge),
+        from one grouping of the runs. Each run counts once; O(N log N) for N runs and
+        their nodes."""
         runs = [r for r in runs if len(r.nodes) <= self.max_nodes]
         pool = sorted(r.ratio for r in runs)
         out: list[NodeInflation] = []
+        medians: dict[str, float] = {}
         for node, its_runs in sorted(by_node(runs).items()):
-            if len(its_runs) < self.min_jobs or len(pool) - len(its_runs) < self.min_jobs:
-                continue  # too few runs on it, or too few elsewhere to compare with
             own = sorted(r.ratio for r in its_runs)
+            ratio = medians[node] = statistics.median(own)
+            if len(own) < self.min_jobs or len(pool) - len(own) < self.min_jobs:
+                continue  # too few runs on it, or too few elsewhere to compare with
             peer_ratio = _median_less(pool, own)
-            ratio = statistics.median(own)
             if ratio <= self.factor * peer_ratio:
                 continue
             if len({r.user for r in its_runs}) < self.min_users:
@@ -172,7 +178,7 @@ class InflationRule:
             p = rank_sum_p(pool, own)
             if p < self.alpha:
                 out.append(NodeInflation(node, len(own), ratio, peer_ratio, p))
-        return out
+        return out, medians
 
 
 def rank_sum_p(pool: Sequence[float], mine: Sequence[float]) -> float:
