@@ -67,7 +67,7 @@ from hal.agent.stepkeeper import (
     read_usage,
 )
 from hal.agent.supervisor import read_supervisor, write_atomic
-from hal.core.steps import EXEC_FAILED, oom_message, task_errors
+from hal.core.steps import EXEC_FAILED, oom_message, task_errors, worst_exit
 from hal.wire.agent import (
     RunningStep,
     StepEnd,
@@ -465,8 +465,6 @@ class StepTasks:
             codes = {rank: -signal.SIGKILL if pid else EXEC_FAILED for rank in launch.ranks}
         if self._read_output(step):
             self._notify()
-        # the worst task: the highest exit code, 128+N for a signal N
-        worst = max(codes.values(), key=lambda c: c if c >= 0 else 128 - c)
         kills = 0
         if step.group:  # kills what the tasks left in it; reads its OOM kills
             killed = any(c == -signal.SIGKILL for c in codes.values())
@@ -482,7 +480,7 @@ class StepTasks:
         if lines:
             step.write(launch.ranks[0], "stderr", "".join(f"{x}\n" for x in lines).encode())
         step.totals = _totals(step)
-        self._ended(step, worst if worst >= 0 else 128 - worst, max(0, -worst))
+        self._ended(step, *worst_exit(codes.values()))
 
     def _found_tasks(self, step: _NodeStep) -> None:
         tasks = read_tasks(step.folder)

@@ -10,14 +10,14 @@ always the tasks'.
 
 srun waits beside its tasks (it no longer becomes a lone task by ``exec``), so that it can
 report the end: it passes SIGINT, SIGTERM, SIGUSR1... on to every task, as Slurm's srun
-forwards them, and takes ~10 MB of the job's memory while it waits. The tasks run in the step's own
-cgroup where srun may make one (``step_cgroup``); an OOM kill counted there (or, without
-one, in srun's cgroup while a task died of SIGKILL) makes the step ``OUT_OF_MEMORY``
-(ExitCode 0:125), with srun's "task N: Out Of Memory", slurmstepd's line and srun's exit
-code 1, as Slurm's. srun reaps each task with
-``wait4``, and its end report carries what each used (sacct's MaxRSS, TotalCPU of
-``JOB.N``): its most resident memory, when above what it inherited of srun
-(``own_max_rss``), and its CPU seconds with those of the children it waited for.
+forwards them, and takes ~10 MB of the job's memory while it waits. The tasks run in the
+step's own cgroup where srun may make one (``step_cgroup``); an OOM kill counted there
+(or, without one, in srun's cgroup while a task died of SIGKILL) makes the step
+``OUT_OF_MEMORY`` (ExitCode 0:125), with srun's "task N: Out Of Memory", slurmstepd's
+line and srun's exit code 1, as Slurm's. srun reaps each task with ``wait4``, and its
+end report carries what each used (sacct's MaxRSS, TotalCPU of ``JOB.N``): its most
+resident memory, when above what it inherited of srun (``own_max_rss``), and its CPU
+seconds with those of the children it waited for.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from hal.core.steps import (
     own_max_rss,
     step_environment,
     task_errors,
+    worst_exit,
 )
 
 CANCELLING = (signal.SIGINT, signal.SIGTERM)  # forwarded, they make the step CANCELLED
@@ -51,7 +52,6 @@ CANCELLING = (signal.SIGINT, signal.SIGTERM)  # forwarded, they make the step CA
 class TasksEnd:
     exit_code: int  # the highest task's: its exit code, or 128+N for a signal N
     exit_signal: int  # the signal N that ended that task (0: it exited)
-    rank: int  # that task's
     cancelled: bool  # srun passed SIGINT/SIGTERM on to the tasks
     # what each task used: (rank, most resident bytes (0: unknown), CPU seconds)
     tasks: list[tuple[int, int, float]] = field(default_factory=list)
@@ -140,23 +140,19 @@ def run_tasks(
                     p.kill()
                     p.wait()
                 console.error(f"cannot run {command[0]}: {err.strerror}")
-                return TasksEnd(EXEC_FAILED, 0, rank, False)
+                return TasksEnd(EXEC_FAILED, 0, False)
         reaped = [_reap(p) for p in procs]
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    codes = [code for code, _ in reaped]
-    # the highest code (128+N for a signal N), the first task of it
-    code, signum, rank = max(
-        (c if c >= 0 else 128 - c, max(-c, 0), -r) for r, c in enumerate(codes)
-    )
+    codes = {rank: code for rank, (code, _) in enumerate(reaped)}
     tasks = [
         (r, own_max_rss(usage.ru_maxrss, inherited), usage.ru_utime + usage.ru_stime)
         for r, (_, usage) in enumerate(reaped)
         if usage is not None
     ]
     cancelled = bool(forwarded & set(CANCELLING))
-    return TasksEnd(code, signum, -rank, cancelled, tasks, dict(enumerate(codes)))
+    return TasksEnd(*worst_exit(codes.values()), cancelled, tasks, codes)
 
 
 def _reap(proc: subprocess.Popen[bytes]) -> tuple[int, resource.struct_rusage | None]:

@@ -13,7 +13,7 @@ too.
 from __future__ import annotations
 
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import hostlist
@@ -27,6 +27,14 @@ EXEC_FAILED = 2  # a task that could not start, as Slurm's srun reports it (srun
 # A job or step the cgroup killed for memory ends as Slurm's do: ExitCode 0:125 (its
 # SIG_OOM, 253, read as a wait status), whatever the script's own exit code was.
 OOM_SIGNAL = 125
+
+
+def worst_exit(codes: Iterable[int]) -> tuple[int, int]:
+    """The worst of tasks' exit codes (-N for a signal N), as srun exits with it: the
+    highest code, 128+N for a signal N (a signal before an equal exit code), and that
+    signal (0: the task exited)."""
+    worst = max(codes, key=lambda c: (c if c >= 0 else 128 - c, max(-c, 0)))
+    return (worst if worst >= 0 else 128 - worst), max(0, -worst)
 
 
 def task_errors(node: str, codes: Mapping[int, int], *, oom: bool = False) -> list[str]:
