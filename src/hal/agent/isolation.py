@@ -124,8 +124,7 @@ class Isolation:
                 attach_device_filter(path, denied_gpus)
         elif self.devices:
             devices = self._device_group(path)
-            with contextlib.suppress(FileExistsError):  # an earlier supervisor's: the same
-                os.mkdir(devices)
+            _make_group(devices)
             for line in deny_lines(denied_gpus):
                 _write(devices, "devices.deny", line)
 
@@ -197,9 +196,12 @@ class Isolation:
 
     def remove_job(self, job_id: int, attempt: int) -> None:
         """Kill what is left of the job in its cgroups and remove them."""
-        group = self.group_path(job_id, attempt)
-        if group:
-            remove_group(group)
+        if group := self.group_path(job_id, attempt):
+            self._remove_job(group)
+
+    def _remove_job(self, group: str) -> None:
+        """Remove the job's cgroup ``group``, its steps' and its cgroup1 devices one."""
+        remove_group(group)
         if devices := self._device_group(group):
             remove_group(devices)
 
@@ -220,9 +222,7 @@ class Isolation:
             peak = _read_int(group, "memory.max_usage_in_bytes")
         job, rest = _job_part(self.base, group)
         if rest in ("", BATCH):  # the batch script's: the whole job's cgroups go with it
-            remove_group(os.path.join(self.base, job))
-            if devices := self._device_group(group):
-                remove_group(devices)
+            self._remove_job(os.path.join(self.base, job))
         else:  # a step's
             remove_group(group)
         return MemoryOutcome(oom_kills=kills, peak_bytes=peak)
