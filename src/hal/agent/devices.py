@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import platform
 import struct
@@ -142,9 +143,13 @@ def _bpf(command: int, attr: bytes, doing: str) -> int:
     if number is None:
         raise DeviceControlError(0, f"cannot {doing}: no bpf system call known on {machine}")
     buffer = ctypes.create_string_buffer(attr.ljust(_ATTR_SIZE, b"\0"), _ATTR_SIZE)
-    libc = ctypes.CDLL(None, use_errno=True)
-    result = int(libc.syscall(number, command, buffer, _ATTR_SIZE))
+    result = int(_libc().syscall(number, command, buffer, _ATTR_SIZE))
     if result < 0:
         code = ctypes.get_errno()
         raise DeviceControlError(code, f"cannot {doing}: {os.strerror(code)}")
     return result
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)  # (9 µs a handle: two per job's filter)
