@@ -407,13 +407,18 @@ def parse_request(argv: list[str], now: float, env_format: str | None) -> Reques
             "No fields requested: --format needs field names, e.g. --format=JobID,State",
             field="format",
         )
-    if request.states and not request.ids:
+    if request.states:
         # Slurm 22.05.8 (docs/slurm-checks.md): with -s the window is the moment -S
-        # (default now) unless -E widens it: `sacct -s R` is the jobs running now
+        # unless -E widens it; -S defaults to now (`sacct -s R` is the jobs running now),
+        # with -j to the beginning of time and -E then to now (`sacct -j 9 -s PD`: did 9
+        # ever wait)
         if request.start is None:
-            request.start = now
+            request.start = 0.0 if request.ids else now
+            default_end = now if request.ids else request.start
+        else:
+            default_end = request.start
         if request.end is None:
-            request.end = request.start
+            request.end = default_end
     if request.start is None and not request.ids:
         # sacct's default window starts at 00:00 today
         midnight = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0)
@@ -471,8 +476,12 @@ def _was_in(job: JobInfo, state: str, start: float, end: float) -> bool:
     """Whether ``job`` was in ``state`` at some moment of [start, end]: waiting from its
     submission to its start, running from its start to its end, an end state at its
     end (Slurm's ``sacct -s X -S start -E end``)."""
-    if state == JobState.PENDING:
-        return job.submit_time <= end and (job.start_time is None or job.start_time >= start)
+    if state == JobState.PENDING:  # a job held or waiting on a dependency was not eligible
+        return (
+            job.eligible_time is not None
+            and job.eligible_time < end
+            and (job.start_time is None or job.start_time >= start)
+        )
     if state in (JobState.RUNNING, JobState.SUSPENDED):
         return (
             job.start_time is not None
@@ -483,24 +492,21 @@ def _was_in(job: JobInfo, state: str, start: float, end: float) -> bool:
 
 
 def _wanted(job: JobInfo, request: Request, now: float) -> bool:
-    if request.states:
-        if request.ids:  # -j with -s: the state now (not checked against Slurm)
-            if job.state not in request.states:
-                return False
-        else:
-            start = request.start if request.start is not None else now
-            end = request.end if request.end is not None else start
-            if not any(_was_in(job, state, start, end) for state in request.states):
-                return False
     if request.accounts and (job.account or "") not in request.accounts:
         return False
     if request.names and job.name not in request.names:
         return False
     if request.users and job.user not in request.users:
         return False
-    # A job belongs to the window [start, end] if it existed at any moment of it.
+    if request.states:  # the state's own window stands for the job's
+        assert request.start is not None and request.end is not None  # (parse_request)
+        return any(_was_in(job, s, request.start, request.end) for s in request.states)
+    # A job belongs to the window [start, end] if it existed at any moment of it: from
+    # its submission when -j names it, else from when it became eligible, as Slurm's
+    # accounting, which lists no job held, waiting on a dependency or on its --begin
     end = request.end if request.end is not None else now
-    if job.submit_time > end:
+    since = job.submit_time if request.ids else job.eligible_time
+    if since is None or since >= end:
         return False
     return not (
         request.start is not None and job.end_time is not None and job.end_time < request.start

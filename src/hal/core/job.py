@@ -310,9 +310,10 @@ class Job:
         """When this pending job became eligible to start, which its waits count from
         (priority age, backfill protection, ``--switches`` and data-locality waits, as
         Slurm's EligibleTime): its submit time, its ``--begin``, or when it was released
-        from a hold or its dependency was met (``eligible_time``). ``now`` while it
-        waits on its dependency: the pass that finds it met sets ``eligible_time``."""
-        if self.reason is PendingReason.DEPENDENCY:
+        from a hold or its dependency was met, or its array's throttle let it go
+        (``eligible_time``). ``now`` while it waits on either: the pass that finds it free
+        sets ``eligible_time``."""
+        if self.reason in WAITING_ON_OTHERS:
             return now
         return max(self.submit_time, self.spec.begin_time or 0.0, self.eligible_time or 0.0)
 
@@ -321,8 +322,9 @@ class Job:
         Slurm shows it. A pending job whose begin time (``--begin``, ``StartTime=``) is
         still ahead shows that time, when it becomes eligible (its begin time *is* its
         EligibleTime there); one held, or whose dependency is unmet or not judged yet (no
-        pass has seen it since it was submitted, released or requeued), shows None
-        (Unknown); any other pending job shows when it became eligible (``eligible_since``:
+        pass has seen it since it was submitted, released or requeued), or an array
+        element held back by its array's ``%N`` throttle, shows None (Unknown, as
+        Slurm 22.05.8); any other pending job shows when it became eligible (``eligible_since``:
         its submit time for a plain job). A job past pending shows what was recorded."""
         if self.state is not JobState.PENDING:
             return self.eligible_time
@@ -332,13 +334,15 @@ class Job:
         unjudged = (  # the next pass finds whether its dependency is met
             self.spec.dependency is not None and self.reason is PendingReason.WAITING_FOR_SCHEDULING
         )
-        if self.held or unjudged or self.reason in _DEPENDENCY_UNMET:
+        if self.held or unjudged or self.reason in NOT_ELIGIBLE:
             return None
         return self.eligible_since(now)
 
 
-# a pending job with one of these reasons waits on its dependency: not eligible yet
-_DEPENDENCY_UNMET = frozenset({PendingReason.DEPENDENCY, PendingReason.DEPENDENCY_NEVER_SATISFIED})
+# a pending job with one of these reasons waits on other jobs (its dependency, its array's
+# running elements): not eligible yet, until a pass finds it free
+WAITING_ON_OTHERS = frozenset({PendingReason.DEPENDENCY, PendingReason.JOB_ARRAY_TASK_LIMIT})
+NOT_ELIGIBLE = WAITING_ON_OTHERS | {PendingReason.DEPENDENCY_NEVER_SATISFIED}
 
 
 def licenses_held(jobs: Iterable[Job]) -> Counter[str]:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, TypeVar
 from hal.config.model import HalConfig
 from hal.core.clock import Clock, SystemClock
 from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
-from hal.core.job import HetSpec, Job, JobSpec
+from hal.core.job import NOT_ELIGIBLE, WAITING_ON_OTHERS, HetSpec, Job, JobSpec
 from hal.core.node import Node, Partition, gpu_type_matches, gpu_type_name
 from hal.core.partition_list import in_partition
 from hal.core.preemption import (
@@ -1308,16 +1308,16 @@ class Cluster:
                 )
             # reasons and estimates are advisory: kept in memory, not written per cycle
             # (a job held since the pass read it keeps its hold's reason: no pass sees it
-            # again until it is released); when a dependency was met is written, once
-            # per job, so a restart does not count the job eligible since its submission
+            # again until it is released); when a dependency was met (or an array's
+            # throttle let an element go) is written, once per job, so a restart does
+            # not count the job eligible since its submission
             met: list[Job] = []
             for update in plan.updates:
                 current = self.jobs.get(update.job_id)
                 if current is not None and current.state is JobState.PENDING and not current.held:
-                    now_met = current.reason is PendingReason.DEPENDENCY and update.reason not in (
-                        PendingReason.DEPENDENCY,
-                        PendingReason.DEPENDENCY_NEVER_SATISFIED,
-                    )  # its dependency was met in this pass: eligible from now on
+                    now_met = (
+                        current.reason in WAITING_ON_OTHERS and update.reason not in NOT_ELIGIBLE
+                    )  # what it waited on was met in this pass: eligible from now on
                     current = current.evolve(
                         reason=update.reason,
                         expected_start=update.expected_start,

@@ -44,6 +44,7 @@ def job(id: int = 3, **changes: Any) -> JobInfo:
         "stderr": f"/home/root/slurm-{id}.out",
     }
     base.update(changes)
+    base.setdefault("eligible_time", base["submit_time"])  # a plain job's, as the server's
     if "state" in changes and "state_code" not in changes:
         base["state_code"] = JobState(base["state"]).code
     if base.get("array_job_id") is not None and "display_id" not in changes:

@@ -168,6 +168,51 @@ def test_state_filter_is_the_state_during_the_window(
     assert call(history(), "sacct", *argv).lines == ids
 
 
+@pytest.mark.parametrize(
+    ("argv", "ids"),
+    [
+        (("-j", "1,3,4", "-s", "R"), ["1", "3"]),  # 1 ran, now FAILED
+        (("-j", "1,3,4", "-s", "PD"), ["1", "3", "4"]),  # all three waited
+        (("-j", "1,3", "-s", "CD"), []),
+        (("-j", "1,4", "-s", "PD", "-S", "21:31:00"), ["4"]),  # the moment -S
+        (("-j", "1,4", "-s", "PD", "-E", "21:30:00"), []),  # before their submission
+    ],
+)
+def test_ids_with_states_look_back_to_the_beginning_of_time(
+    argv: tuple[str, ...], ids: list[str]
+) -> None:
+    """Slurm 22.05.8 (docs/slurm-checks.md): with -j, ``-s`` asks whether the job was in
+    that state at any moment up to now (-S still narrows it to a moment), not its state
+    now: ``sacct -j 9 -s PD`` lists 9 though it runs now."""
+    lines = call(history(), "sacct", "-X", "-P", "-n", "-o", "JobID", *argv).lines
+    assert lines == ids
+
+
+def test_jobs_never_eligible_are_listed_only_by_id() -> None:
+    """Slurm's accounting lists a job in a time window from when it became eligible: a
+    held job, one waiting on a dependency or on a --begin still ahead is not in
+    ``sacct`` nor ``sacct -s PD -S ... -E ...``, but ``sacct -j`` shows it; once
+    cancelled it is in ``-s CA`` (by its end)."""
+    held = job(5, name="held", eligible_time=None)
+    later = job(6, name="later", eligible_time=T0 + 3600)
+    cancelled = job(7, state="CANCELLED", end_time=T0 + 30, eligible_time=None)
+    client = FakeClient(job_list=[*history().job_list, held, later, cancelled])
+    listed = call(client, "sacct", "-X", "-P", "-n", "-o", "JobID").lines
+    assert listed == ["1", "2", "3", "4"]
+    waited = ("-s", "PD", "-S", "21:00", "-E", "23:59")
+    assert call(client, "sacct", "-X", "-P", "-n", "-o", "JobID", *waited).lines == [
+        "1",
+        "2",
+        "3",
+        "4",
+        "6",
+    ]
+    by_id = call(client, "sacct", "-X", "-P", "-n", "-o", "JobID", "-j", "5,6,7").lines
+    assert by_id == ["5", "6", "7"]
+    ended = ("-s", "CA", "-S", "21:00", "-E", "23:59")
+    assert call(client, "sacct", "-X", "-P", "-n", "-o", "JobID", *ended).lines == ["2", "7"]
+
+
 def test_default_user_is_the_caller_unless_admin() -> None:
     client = history()
     client.user = "alice"

@@ -46,12 +46,20 @@ def test_eligible_time_shown(
         (make_job(1).depends("afterok:9"), PendingReason.DEPENDENCY_NEVER_SATISFIED, None, None),
         (make_job(1).depends("afterok:9"), PendingReason.RESOURCES, 70.0, 70.0),  # met at 70
         (make_job(1).depends("afterok:9"), PendingReason.PRIORITY, None, 10.0),  # met at once
+        (make_job(1), PendingReason.JOB_ARRAY_TASK_LIMIT, None, None),  # an array's %N
+        (make_job(1), PendingReason.RESOURCES, 70.0, 70.0),  # the throttle let it go at 70
     ],
 )
 def test_held_or_waiting_on_a_dependency_is_unknown(
     builder: JobBuilder, reason: PendingReason, eligible: float | None, shown: float | None
 ) -> None:
-    """Slurm shows EligibleTime=Unknown while a job is held or its dependency is unmet;
-    a dependency found met in the job's first pass leaves it eligible since submitted."""
+    """Slurm shows EligibleTime=Unknown while a job is held, its dependency is unmet or
+    its array's throttle holds it back; a dependency found met in the job's first pass
+    leaves it eligible since submitted. Its waits (priority age, backfill protection)
+    count from the same moment: from now while it waits on other jobs."""
     job = builder.submitted(10.0).reason(reason).build().evolve(eligible_time=eligible)
     assert job.shown_eligible_time(100.0) == shown
+    if shown is not None:
+        assert job.eligible_since(100.0) == shown
+    elif reason in (PendingReason.DEPENDENCY, PendingReason.JOB_ARRAY_TASK_LIMIT):
+        assert job.eligible_since(100.0) == 100.0
