@@ -1151,6 +1151,8 @@ class Cluster:
                         new = new.evolve(
                             priority=priority,
                             priority_fixed=True,  # kept, not recalculated (Slurm)
+                            # "clears any previously set nice value" (scontrol.1)
+                            spec=new.spec.with_changes(nice=0),
                         )
                 spec_changes: dict[str, object] = {}
                 for key in ("name", "comment", "nice"):

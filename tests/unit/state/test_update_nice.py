@@ -61,3 +61,17 @@ def test_the_priority_of_a_held_job_does_not_change(cluster: Cluster, admin_hold
         with pytest.raises(Conflict, match=r"^Job is in held state, pending scheduler release"):
             asyncio.run(cluster.update("1", caller, priority=500))
         assert cluster.jobs[1].held and cluster.jobs[1].priority == 1000
+
+
+def test_an_administrators_priority_clears_the_nice(cluster: Cluster) -> None:
+    """scontrol.1: "Explicitly setting a job's priority clears any previously set nice
+    value"; seen on Slurm 22.05.8 (priority/basic): a ``--nice=50`` job reads
+    ``Priority=777 Nice=0`` after root's ``update Priority=777``. A hold (0) keeps it."""
+    job = make_job(1).priority(950).build()
+    store(cluster, job.evolve(spec=job.spec.with_changes(nice=50)))
+    root = Caller("root", admin=True)
+    (held,) = asyncio.run(cluster.update("1", Caller("alice"), priority=0))
+    assert held.spec.nice == 50
+    asyncio.run(cluster.set_hold("1", root, False))
+    (fixed,) = asyncio.run(cluster.update("1", root, priority=777))
+    assert (fixed.priority, fixed.spec.nice) == (777, 0)
