@@ -106,3 +106,20 @@ def job_environment(
         env["SLURM_GPUS_ON_NODE"] = str(len(launch.gpu_ids))
         env["HAL_GPUS_ON_NODE"] = str(len(launch.gpu_ids))
     return env
+
+
+def step_gpu_environment(
+    env: dict[str, str], job_gpus: list[int], step_gpus: list[int] | None, *, isolated: bool
+) -> None:
+    """A step's GPU variables on this node, as Slurm 22.05.8 sets them
+    (docs/slurm-checks.md): ``SLURM_STEP_GPUS``, the step's GPUs (the job's where it
+    asked for none); a step with its own (``step_gpus``, srun ``--gpus``...) also has
+    them as ``CUDA_VISIBLE_DEVICES`` (from 0 where ``isolated``: its device cgroup
+    hides the others) and ``SLURM_GPUS_ON_NODE``. ``SLURM_JOB_GPUS`` stays the job's."""
+    gpus = job_gpus if step_gpus is None else step_gpus
+    if step_gpus is not None:
+        seen = range(len(gpus)) if isolated else gpus
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in seen)
+        env["SLURM_GPUS_ON_NODE"] = env["HAL_GPUS_ON_NODE"] = str(len(gpus))
+    if gpus:
+        env["SLURM_STEP_GPUS"] = ",".join(str(g) for g in gpus)

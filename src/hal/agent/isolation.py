@@ -118,7 +118,9 @@ class Isolation:
         return leaf
 
     def _constrain(self, path: str, denied_gpus: tuple[int, ...]) -> None:
-        """Deny the job (cgroup ``path``) the device files of ``denied_gpus`` (minors)."""
+        """Deny the job or step (cgroup ``path``) the device files of ``denied_gpus``
+        (minors). A step's filter runs with its job's (``BPF_F_ALLOW_MULTI``), and a
+        cgroup1 devices cgroup holds no device its parent is denied."""
         if self.devices == BPF:
             if denied_gpus:
                 attach_device_filter(path, denied_gpus)
@@ -129,11 +131,11 @@ class Isolation:
                 _write(devices, "devices.deny", line)
 
     def _device_group(self, group: str) -> str:
-        """The cgroup1 ``devices`` cgroup of the job whose cgroup (or step's) is ``group``
-        ("" where there is none)."""
+        """The cgroup1 ``devices`` cgroup of the job or step whose cgroup is ``group``
+        (the same path below the devices folder; "" where there is none)."""
         if not self.devices or self.devices == BPF or not group:
             return ""
-        return os.path.join(self.devices, _job_part(self.base, group)[0])
+        return os.path.join(self.devices, os.path.relpath(group, self.base))
 
     def _limit(self, path: str, memory_bytes: int) -> None:
         if memory_bytes <= 0:
@@ -155,14 +157,17 @@ class Isolation:
         step_id: int,
         memory_bytes: int,
         denied_gpus: tuple[int, ...] = (),
+        step_denied: tuple[int, ...] = (),
     ) -> tuple[str, bool]:
         """The cgroup of one job step's tasks on this node, ``job_<id>.<n>/step_<m>``, as
         Slurm's ``job_N/step_M``: inside the job's, so the job's memory limit on this
         node holds for its batch script and all its steps together. On a node without
         the batch script the job's cgroup is made here, with ``memory_bytes`` (the job's
-        memory on this node) and ``denied_gpus``. Returns the step's path ("" without
-        cgroups) and whether the job's cgroup was made here (``release_job_group`` then
-        removes it)."""
+        memory on this node) and ``denied_gpus``. ``step_denied``: the GPU minors the
+        step may not open besides (a step given fewer GPUs than its job, srun
+        ``--gpus``); the job's denials hold for it whatever it is given. Returns the
+        step's path ("" without cgroups) and whether the job's cgroup was made here
+        (``release_job_group`` then removes it)."""
         job = self.group_path(job_id, attempt)
         if not job:
             return "", False
@@ -184,7 +189,17 @@ class Isolation:
             os.mkdir(path)
         except FileExistsError:
             _kill_procs(path)  # an earlier agent's, killed before its cleanup
+        if self.devices and self.devices != BPF:  # its tasks join a devices cgroup too
+            _make_group(self._device_group(path))
+        self._constrain(path, step_denied)
         return path, made
+
+    def remove_step_group(self, path: str) -> None:
+        """Kill what is left in a step's cgroup and remove it (and its cgroup1 devices
+        cgroup)."""
+        remove_group(path)
+        if devices := self._device_group(path):
+            remove_group(devices)
 
     def release_job_group(self, job_id: int, attempt: int) -> None:
         """Remove the job's cgroup made for its steps, if nothing is in it any more (a
@@ -224,7 +239,7 @@ class Isolation:
         if rest in ("", BATCH):  # the batch script's: the whole job's cgroups go with it
             self._remove_job(os.path.join(self.base, job))
         else:  # a step's
-            remove_group(group)
+            self.remove_step_group(group)
         return MemoryOutcome(oom_kills=kills, peak_bytes=peak)
 
     # -- in the job process, before exec (still root) ---------------------------------------

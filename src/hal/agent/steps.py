@@ -50,10 +50,10 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from hal.agent.environment import MARKER, job_environment, job_marker
+from hal.agent.environment import MARKER, job_environment, job_marker, step_gpu_environment
 from hal.agent.gpus import GpuInventory, denied_minors
 from hal.agent.gpuusage import GpuTally, ProcessGpu
-from hal.agent.isolation import Isolation, remove_group
+from hal.agent.isolation import Isolation
 from hal.agent.launcher import LaunchReply, StepLauncher
 from hal.agent.plan import LaunchError, job_umask, resolve_user
 from hal.agent.procfs import open_pidfd, processes_of, start_ticks, tree_rss_bytes
@@ -107,6 +107,7 @@ NODE_LOCAL = frozenset(
         "SLURM_MEM_PER_NODE",
         "SLURM_GPUS_ON_NODE",
         "SLURM_JOB_GPUS",
+        "SLURM_STEP_GPUS",
         "CUDA_VISIBLE_DEVICES",
         "HAL_NODE",
         "HAL_NODE_INDEX",
@@ -352,6 +353,7 @@ class StepTasks:
                 launch.step_id,
                 launch.launch.memory_bytes,
                 denied_gpus=self.denied_gpus(launch.launch.gpu_ids),
+                step_denied=() if launch.gpu_ids is None else self.denied_gpus(launch.gpu_ids),
             )
         except OSError as err:
             message = f"srun: error: {self.node}: cannot create the step's cgroup: {err}\n"
@@ -388,7 +390,7 @@ class StepTasks:
                 message = f"srun: error: {self.node}: cannot start the step: {reply.error}\n"
                 step.write(launch.ranks[0], "stderr", message.encode())
                 if step.group:
-                    remove_group(step.group)
+                    self.isolation.remove_step_group(step.group)
                 self._release(job, step)
                 self._ended(step, EXEC_FAILED)
                 return
@@ -552,6 +554,9 @@ class StepTasks:
         del env["ENVIRONMENT"]  # BATCH is the batch script's
         env.update(launch.environment)
         env["SLURM_NODEID"] = str(launch.step_node_index)
+        own = launch.gpu_ids
+        isolated = bool(self.denied_gpus(job.gpu_ids if own is None else own))
+        step_gpu_environment(env, job.gpu_ids, own, isolated=isolated)
         umask = job_umask(env)
         groups = run_as.groups if run_as.uid is not None else None
         return env, (run_as.uid, run_as.gid, groups, -1 if umask is None else umask)

@@ -92,6 +92,9 @@ async def create_step(job_id: int, request: Request, ctx: Ctx, caller: Who) -> R
         body.ntasks_per_node,
         tuple(body.nodelist),
         parse_distribution(body.distribution),
+        gpus=body.gpus,
+        gpus_per_node=body.gpus_per_node,
+        gpus_per_task=body.gpus_per_task,
     )
     mpmd = body.multi_prog
     programs = None if mpmd is None else parse_multi_prog(mpmd.text, mpmd.name)

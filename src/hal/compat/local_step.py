@@ -79,6 +79,8 @@ def run_local(
     except HalError as err:
         _not_recorded(console, err)
     step_env = step_environment(step_id, layout)
+    if job_gpus := console.environ.get("SLURM_JOB_GPUS"):  # (a step asking none: the job's)
+        step_env["SLURM_STEP_GPUS"] = job_gpus
     cgroup = job_cgroup(job_id)
     own = cgroup.make_step(step_id) if step_id is not None else ""
     counted = own or cgroup.own  # the step's own cgroup, else srun's (shared)

@@ -39,7 +39,11 @@ allocation of its own; ``salloc`` does (``salloc --no-shell`` leaves one to use 
 ``--jobid``).
 
 Options are parsed as srun's getopt does (``-ln2``, ``--ntasks 2``, ``--`` before the
-command). Values HAL does not act on (``--time``, ``--mem``, ``--gres``...) are still
+command). ``--gpus``, ``--gpus-per-node``, ``--gres=gpu:N`` and ``--gpus-per-task`` give
+the step GPUs of its own among the job's: such a step is always a job step, on the batch
+node too, so that its node's agent binds it to them (srun, the job's user, cannot), and
+while the job's other steps hold them srun waits, as Slurm's ("step creation temporarily
+disabled, retrying"). Values HAL does not act on (``--time``, ``--mem``...) are still
 checked as sbatch checks them, so a typo is an error rather than silently ignored. Signals
 srun receives while local tasks run (SIGINT, SIGTERM, SIGUSR1...) are passed on to every
 task, as Slurm's srun forwards them, so no task outlives it.
@@ -69,15 +73,21 @@ from hal.core.slurm_syntax import (
 from hal.core.steps import StepRequest, step_layout
 
 # dest → how its value is checked; every value is checked even where HAL ignores it
+# (the GPU options below too)
 _CHECKS: dict[str, Callable[[str], object]] = {
     "time": parse_time_limit,
     "mem": lambda v: parse_memory(v, field="mem"),
     "mem_per_cpu": lambda v: parse_memory(v, field="mem-per-cpu"),
     "mem_per_gpu": lambda v: parse_memory(v, field="mem-per-gpu"),
-    "gres": parse_gres,
-    "gpus": parse_gpus,
-    "gpus_per_node": lambda v: parse_gpus(v, field="gpus-per-node"),
-    "gpus_per_task": lambda v: parse_gpus(v, field="gpus-per-task"),
+}
+
+# options giving the step its own GPUs: dest → ``StepRequest``'s field (--gres is per
+# node) and how the value reads, (GPU type, count)
+_GPU_OPTIONS: dict[str, tuple[str, Callable[[str], tuple[str | None, int]]]] = {
+    "gpus": ("gpus", parse_gpus),
+    "gpus_per_node": ("gpus_per_node", lambda v: parse_gpus(v, field="gpus-per-node")),
+    "gres": ("gpus_per_node", parse_gres),
+    "gpus_per_task": ("gpus_per_task", lambda v: parse_gpus(v, field="gpus-per-task")),
 }
 
 OPTIONS = (
@@ -128,6 +138,7 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
     env = env or {}
     parsed = parse_options(argv, OPTIONS, stop_at_positional=True)
     counts: dict[str, int] = {}
+    gpus: dict[str, int] = {}  # the step's own GPUs, where it asks for them
     node_range: tuple[int, int] | None = None
     nodelist = ""
     label = multi_prog = False
@@ -164,6 +175,9 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
             node_range = parse_nodes(value)
         elif dest == "nodelist":
             nodelist = value
+        elif dest in _GPU_OPTIONS:
+            key, parse = _GPU_OPTIONS[dest]
+            gpus[key] = parse(value)[1]
         elif dest in _CHECKS:
             _CHECKS[dest](value)
     command = list(parsed.positionals)
@@ -181,6 +195,9 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
         ntasks_per_node=counts.get("ntasks_per_node"),
         nodelist=tuple(expand_hostlist(nodelist, field="nodelist", duplicates=arbitrary)),
         distribution=dist,
+        gpus=gpus.get("gpus"),
+        gpus_per_node=gpus.get("gpus_per_node"),
+        gpus_per_task=gpus.get("gpus_per_task"),
     )
     return Invocation(request, command, label, node_range, jobid, multi_prog, het_group)
 
@@ -241,7 +258,8 @@ def srun(argv: list[str], console: Console) -> int:
     except HalError as err:
         return console.error(err.message)
     away = len(job.nodes) > 1 and layout.nodes != (here,)
-    if under_salloc or away or job.component:  # (another component's nodes: never here)
+    # a step with GPUs of its own is bound to them by its node's agent, here too
+    if under_salloc or away or job.component or request.asks_gpus:
         from hal.compat.steps import run_step
 
         return run_step(job.job_id, request, call, console)

@@ -10,19 +10,24 @@ from __future__ import annotations
 import base64
 import os
 import signal
+import time
 from types import FrameType
 from typing import TYPE_CHECKING, BinaryIO
 
 from hal.compat.seam import Client, Console
 from hal.core.errors import HalError, NotFound, PermissionDenied, Unavailable
 from hal.core.job_variables import describes_a_job
-from hal.core.steps import StepRequest
+from hal.core.steps import BUSY, StepRequest
 
 if TYPE_CHECKING:
     from hal.compat.srun import Invocation
+    from hal.wire.steps import StepCreate, StepInfo
 
 POLL_WAIT_SECONDS = 10.0  # the server holds a read this long when there is nothing new
 AWAY_RETRY_SECONDS = 1.0  # between polls while the server does not answer
+# a step waiting for GPUs its job's other steps hold asks again after 1, 2, 4, 8, 8... s
+BUSY_RETRY_SECONDS = 1.0
+BUSY_RETRY_MAX_SECONDS = 8.0
 # signals srun passes on to its tasks, local or a step's (Slurm's srun forwards these)
 FORWARDED = (
     signal.SIGINT,
@@ -101,6 +106,32 @@ def run_in_job(job_id: int, call: Invocation, console: Console) -> int:
     return run_step(job_id, request, call, console, environment=environment, confirm=True)
 
 
+def _created(job_id: int, body: StepCreate, console: Console) -> StepInfo:
+    """The step, once the job's GPUs it asks for are free: while its other steps hold
+    them, srun waits and asks again, saying so as Slurm 22.05.8's srun does
+    (docs/slurm-checks.md)."""
+    pause = BUSY_RETRY_SECONDS
+    waited = False
+    while True:
+        try:
+            step = console.client.create_step(job_id, body)
+        except HalError as err:
+            if err.field != BUSY:
+                raise
+            how = "still" if waited else "temporarily"
+            console.err(
+                f"srun: Job {job_id} step creation {how} disabled, retrying "
+                "(Requested nodes are busy)"
+            )
+            waited = True
+            time.sleep(pause)
+            pause = min(pause * 2, BUSY_RETRY_MAX_SECONDS)
+            continue
+        if waited:
+            console.err(f"srun: Step created for job {job_id}")
+        return step
+
+
 def run_step(
     job_id: int,
     request: StepRequest,
@@ -128,9 +159,12 @@ def run_step(
         multi_prog=None
         if programs is None
         else MultiProgFile(name=programs.name, text=programs.text),
+        gpus=request.gpus,
+        gpus_per_node=request.gpus_per_node,
+        gpus_per_task=request.gpus_per_task,
     )
     try:
-        step = console.client.create_step(job_id, body)
+        step = _created(job_id, body, console)
     except PermissionDenied as err:
         if confirm:
             return console.error(

@@ -13,7 +13,7 @@ too.
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import hostlist
@@ -87,6 +87,14 @@ class StepRequest:
     ntasks_per_node: int | None = None  # --ntasks-per-node
     nodelist: tuple[str, ...] = ()  # -w, expanded (-m arbitrary: a name per task)
     distribution: Distribution = DEFAULT_DISTRIBUTION  # -m
+    gpus: int | None = None  # --gpus: the step's GPUs in all
+    gpus_per_node: int | None = None  # --gpus-per-node, --gres=gpu:N
+    gpus_per_task: int | None = None  # --gpus-per-task
+
+    @property
+    def asks_gpus(self) -> bool:
+        """Whether the step asks for GPUs of its own (``--gpus=0`` too: none)."""
+        return any(n is not None for n in (self.gpus, self.gpus_per_node, self.gpus_per_task))
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +175,41 @@ def tasks_per_node(ntasks: int, ntasks_per_node: int | None, nodes: int) -> str:
 
 def refused(job_id: int, why: str) -> InvalidRequest:
     return InvalidRequest(f"Unable to create step for job {job_id}: {why}")
+
+
+BUSY = "step_busy"  # the field of a step refused for now: the GPUs it needs are held
+
+
+def step_gpu_counts(request: StepRequest, layout: StepLayout) -> tuple[int, ...] | None:
+    """The GPUs a step asks for on each of its nodes; None: it asked for none, and it has
+    the job's GPUs there, as Slurm's step without a GPU option has them all (HAL shares
+    them with other steps, as ``--overlap``). ``--gpus=N`` is spread as the tasks are,
+    the first nodes one more where it does not divide."""
+    if request.gpus_per_task is not None:
+        return tuple(request.gpus_per_task * n for n in layout.tasks)
+    if request.gpus_per_node is not None:
+        return (request.gpus_per_node,) * len(layout.nodes)
+    if request.gpus is not None:
+        q, r = divmod(request.gpus, len(layout.nodes))
+        return tuple(q + (i < r) for i in range(len(layout.nodes)))
+    return None
+
+
+def pick_gpus(
+    job_id: int, node: str, job_gpus: Sequence[int], held: Collection[int], want: int
+) -> tuple[int, ...] | None:
+    """The ``want`` first of the job's GPUs on ``node`` that no other step holds, as
+    Slurm gives a step its own (``SLURM_STEP_GPUS``); None while too few are free (srun
+    waits: "Requested nodes are busy"). More than the job has there is refused, as
+    Slurm 22.05.8's srun refuses it (docs/slurm-checks.md)."""
+    if want > len(job_gpus):
+        raise refused(
+            job_id,
+            f"Invalid generic resource (gres) specification: the step requested "
+            f"gres=gpu:{want} on {node}, more than the job's gres=gpu:{len(job_gpus)} there",
+        )
+    free = [g for g in job_gpus if g not in held]
+    return tuple(free[:want]) if len(free) >= want else None
 
 
 def step_layout(

@@ -165,6 +165,16 @@ def _v16_step_gpu_usage(conn: Connection) -> None:
             conn.execute(text(f"ALTER TABLE job_steps ADD COLUMN {name} {sql}"))
 
 
+def _v17_step_gpu_ids(conn: Connection) -> None:
+    # running_steps.gpu_ids: the GPUs a step that asked for its own holds, so a restarted
+    # server gives them to no other step; the steps kept before hold none
+    columns = {c["name"] for c in inspect(conn).get_columns("running_steps")}
+    if "gpu_ids" not in columns:
+        conn.execute(
+            text("ALTER TABLE running_steps ADD COLUMN gpu_ids TEXT NOT NULL DEFAULT '{}'")
+        )
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -182,6 +192,7 @@ STEPS: tuple[Step, ...] = (
     _v14_step_usage,
     _v15_node_reasons,
     _v16_step_gpu_usage,
+    _v17_step_gpu_ids,
 )
 
 

@@ -204,6 +204,9 @@ running_steps = Table(
     Column("ended", Text, nullable=False, default="{}"),
     # srun runs its tasks on the batch node and reports their end (migration 13)
     Column("local", Boolean, nullable=False, default=False, server_default=false()),
+    # the GPUs a step asking for its own (srun --gpus) holds on each node: {node: [ids]}
+    # (JSON, migration 17)
+    Column("gpu_ids", Text, nullable=False, default="{}", server_default="{}"),
 )
 
 # each user's scrontab file as they last saved it (docs/scrontab.md); its entries' jobs

@@ -43,11 +43,14 @@ from hal.core.job import Allocation, Job
 from hal.core.multi_prog import MultiProg
 from hal.core.states import JobState
 from hal.core.steps import (
+    BUSY,
     OOM_SIGNAL,
     StepLayout,
     StepRequest,
+    pick_gpus,
     refused,
     step_environment,
+    step_gpu_counts,
     step_layout,
 )
 from hal.state.cluster import Caller, Cluster
@@ -55,6 +58,7 @@ from hal.state.launch import build_launch
 from hal.state.step_restore import (
     cursor_base,
     ended_of,
+    gpu_ids_of,
     gpus_of,
     layout_of,
     running_row,
@@ -96,6 +100,9 @@ class Step:
     # ended tasks' most GPU memory, most and mean utilisation by rank, where their node
     # read them (a step given GPUs there)
     gpus: dict[int, tuple[int, int, float]] = field(default_factory=dict)
+    # the GPUs it holds on each node, where it asked for its own (srun --gpus...): no
+    # other such step of the job gets them until its part there ends
+    gpu_ids: dict[str, tuple[int, ...]] = field(default_factory=dict)
     # unread output: (cursor, rank, stream, bytes), cursor increasing from 1
     chunks: list[tuple[int, int, str, bytes]] = field(default_factory=list)
     cursor: int = 0
@@ -158,6 +165,7 @@ class StepTable:
         self._ending: set[asyncio.Task[None]] = set()  # local steps ended by their job
         self._last_ids: dict[int, int] = {}  # job → its last step id given (_next_step_id)
         self.closing = False  # the server stops: srun's reads answer at once
+        self._giving_gpus = asyncio.Lock()  # one step at a time picks among free GPUs
         cluster.on_jobs_changed(self._on_jobs)
 
     # -- srun's side -------------------------------------------------------------------
@@ -194,11 +202,14 @@ class StepTable:
                 "node is up (hal sinfo)",
             )
         self._prune()
-        step_id = await self._next_step_id(job_id)
-        now = cluster.clock.now()
-        step = Step(job_id, step_id, job.restarts, name or argv[0], layout, now)
-        await cluster.db(cluster.store.keep_running_step, _row(step))  # for a restart
-        self.steps[(job_id, step_id)] = step
+        async with self._giving_gpus:  # (picked and held before another step picks)
+            gpu_ids = self._step_gpus(job_id, alloc, layout, step_gpu_counts(request, layout))
+            step_id = await self._next_step_id(job_id)
+            now = cluster.clock.now()
+            step = Step(job_id, step_id, job.restarts, name or argv[0], layout, now)
+            step.gpu_ids = gpu_ids or {}
+            await cluster.db(cluster.store.keep_running_step, _row(step))  # for a restart
+            self.steps[(job_id, step_id)] = step
         base = build_launch(job, cluster.config.cluster_name)
         base = base.model_copy(update={"script": "", "environment": {**base.environment}})
         common = step_environment(step_id, layout)
@@ -224,9 +235,43 @@ class StepTable:
                     rank_argv=[commands[r] for r in layout.ranks(index)] if commands else [],
                     step_node_index=index,
                     environment=common,
+                    gpu_ids=None if gpu_ids is None else list(gpu_ids[node]),
                 )
             )
         return step
+
+    def _step_gpus(
+        self,
+        job_id: int,
+        alloc: Allocation,
+        layout: StepLayout,
+        counts: tuple[int, ...] | None,
+    ) -> dict[str, tuple[int, ...]] | None:
+        """The GPUs a step asking for ``counts`` on its nodes gets on each (None: it
+        asked for none); refused for now (``BUSY``) while the job's other steps hold
+        too many of them."""
+        if counts is None:
+            return None
+        given: dict[str, tuple[int, ...]] = {}
+        for node, want in zip(layout.nodes, counts, strict=True):
+            at = list(alloc.nodes).index(node)
+            job_gpus = alloc.gpu_ids[at] if alloc.gpu_ids else ()
+            held = {
+                g
+                for s in self.steps.values()
+                if s.job_id == job_id and not s.done and node not in s.ended
+                for g in s.gpu_ids.get(node, ())
+            }
+            picked = pick_gpus(job_id, node, job_gpus, held, want)
+            if picked is None:
+                raise Conflict(
+                    f"Unable to create step for job {job_id}: Requested nodes are busy "
+                    f"(the job's GPUs on {node} are held by its other steps; srun waits "
+                    "for them)",
+                    field=BUSY,
+                )
+            given[node] = picked
+        return given
 
     async def open_local(
         self, job_id: int, caller: Caller, node: str, ntasks: int, name: str
@@ -535,6 +580,7 @@ class StepTable:
             step.ended, step.oom = ended_of(row)
             step.totals = totals_of(row)
             step.gpus = gpus_of(row)
+            step.gpu_ids = gpu_ids_of(row)
             step.restored, step.cursor = True, cursor_base(now)
             job = self.cluster.jobs.get(row.job_id)
             self.steps[(row.job_id, row.step_id)] = step
@@ -616,6 +662,7 @@ def _row(step: Step) -> RunningStepRow:
         step.local,
         step.totals,
         step.gpus,
+        step.gpu_ids,
     )
 
 

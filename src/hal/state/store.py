@@ -137,6 +137,7 @@ class RunningStepRow:
     # util, mean util]}]} (``step_restore``)
     ended: str = "{}"
     local: bool = False  # srun runs it on the batch node (``StepTable.open_local``)
+    gpu_ids: str = "{}"  # JSON: {node: [GPU ids]} it holds (``step_restore``)
 
 
 @dataclass(frozen=True, slots=True)

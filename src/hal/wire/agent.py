@@ -251,6 +251,8 @@ class StepLaunch(WireModel):
     rank_argv: list[list[str]] = Field(default_factory=list)
     step_node_index: int = Field(ge=0)  # SLURM_NODEID: the node's place in the step
     environment: dict[str, str] = Field(default_factory=dict)
+    # the step's own GPUs on this node, of the job's (srun --gpus...); None: the job's
+    gpu_ids: list[int] | None = None
 
 
 class StepSignal(WireModel):

@@ -35,6 +35,12 @@ class StepCreate(WireModel):
     distribution: str = Field(default="", max_length=64)  # -m, as written
     # srun --multi-prog: the file srun read (``argv``: its name and the arguments after it)
     multi_prog: MultiProgFile | None = None
+    # the step's own GPUs (srun --gpus, --gpus-per-node or --gres=gpu:N, --gpus-per-task;
+    # None: not asked, the job's GPUs on each node); a step whose GPUs are held by other
+    # steps is refused with the field ``step_busy``, and srun asks again
+    gpus: int | None = Field(default=None, ge=0, le=INT32_MAX)
+    gpus_per_node: int | None = Field(default=None, ge=0, le=INT32_MAX)
+    gpus_per_task: int | None = Field(default=None, ge=0, le=INT32_MAX)
     # a step srun runs on the batch node itself: only recorded (numbered, its end kept for
     # sacct), no agent runs it; ``nodelist`` names that node, ``ntasks`` its tasks
     local: bool = False

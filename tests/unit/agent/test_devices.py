@@ -116,7 +116,13 @@ def test_cgroup2_device_filter_denies_the_gpus_not_given(
             step, made = isolation.create_step_group(7, 0, 1, 0)
             assert not made
             assert opened_by_job(isolation, step, gpu_files) == ["reached", "denied"]
-            for g in (step, group, free):
+            # a step given one of its job's two GPUs (srun --gpus=1): its own filter
+            # runs with the job's
+            own, _ = isolation.create_step_group(8, 0, 2, 0, step_denied=(0,))
+            assert opened_by_job(isolation, own, gpu_files) == ["denied", "reached"]
+            none, _ = isolation.create_step_group(7, 0, 3, 0, step_denied=(0,))
+            assert opened_by_job(isolation, none, gpu_files) == ["denied", "denied"]
+            for g in (step, own, none, group, free):
                 isolation.collect(g, killed_by_sigkill=False)
                 assert not os.path.exists(g)
         finally:
@@ -148,6 +154,15 @@ def test_cgroup1_devices_controller_denies_the_gpus_not_given(gpu_files: list[st
         assert opened_by_job(isolation, step, gpu_files) == ["denied", "denied"]
         isolation.collect(step, killed_by_sigkill=False)
         assert os.path.exists(os.path.join(isolation.devices, "job_9.0"))  # the job's
+        # a step given one of the job's GPUs: its own devices cgroup below the job's
+        free = isolation.create_group(10, 0, 1 << 30)
+        own, _ = isolation.create_step_group(10, 0, 1, 1 << 30, step_denied=(1,))
+        own_devices = os.path.join(isolation.devices, "job_10.0", "step_1")
+        assert opened_by_job(isolation, own, gpu_files) == ["reached", "denied"]
+        assert opened_by_job(isolation, free, gpu_files) == ["reached", "reached"]
+        isolation.collect(own, killed_by_sigkill=False)
+        assert not os.path.exists(own) and not os.path.exists(own_devices)
+        isolation.collect(free, killed_by_sigkill=False)
         isolation.release_job_group(9, 0)
         assert not os.path.exists(os.path.join(isolation.devices, "job_9.0"))
     finally:

@@ -16,6 +16,7 @@ import pytest
 from hal.client.sync import HalClient
 from hal.compat.commands import run
 from hal.compat.seam import Console
+from hal.compat.srun import parse_command
 from hal.compat.steps import _Writer
 
 TWO_NODES = {
@@ -106,6 +107,37 @@ def test_a_batch_job_started_from_salloc_runs_its_one_node_steps_in_place(
     """The mark of another job (sbatch run in salloc's shell) does not count."""
     rc, err = srun(tmp_path, "-N1", "-n2", "true", environ={**TWO_NODES, "HAL_SALLOC_JOB_ID": "6"})
     assert rc == 0 and err.startswith(NOT_RECORDED), err
+
+
+@pytest.mark.parametrize(
+    ("option", "field", "count"),
+    [
+        ("--gpus=1", "gpus", 1),
+        ("--gpus=a100:2", "gpus", 2),
+        ("--gres=gpu:2", "gpus_per_node", 2),
+        ("--gpus-per-node=1", "gpus_per_node", 1),
+        ("--gpus-per-task=1", "gpus_per_task", 1),
+        ("--gpus=0", "gpus", 0),
+    ],
+)
+def test_a_step_with_gpus_of_its_own_asks_the_control_plane(
+    tmp_path: Path, option: str, field: str, count: int
+) -> None:
+    """Its node's agent, root, binds it to its GPUs: srun, the job's user, cannot; so
+    even a one-node step on the batch node is a job step (it fails here, the server
+    being out of reach, where a plain one runs)."""
+    assert getattr(parse_command([option, "true"]).request, field) == count
+    rc, err = srun(tmp_path, "-N1", "-n1", option, "true")
+    assert rc == 1 and err.startswith("srun: error: cannot reach the HAL server"), err
+    assert srun(tmp_path, "-N1", "-n1", "true")[0] == 0
+
+
+def test_a_local_step_has_the_jobs_gpus_as_its_own(tmp_path: Path) -> None:
+    """As Slurm's step without a GPU option: ``SLURM_STEP_GPUS`` is the job's GPUs."""
+    environ = {**TWO_NODES, "SLURM_JOB_GPUS": "1,3", "SLURM_STEP_GPUS": "9"}
+    rc, err = srun(tmp_path, "-N1", "-n1", "sh", "-c", "echo $SLURM_STEP_GPUS > g", environ=environ)
+    assert rc == 0, err
+    assert (tmp_path / "g").read_text() == "1,3\n"
 
 
 def test_a_node_outside_the_job_is_refused_before_asking(tmp_path: Path) -> None:
