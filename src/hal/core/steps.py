@@ -183,8 +183,8 @@ BUSY = "step_busy"  # the field of a step refused for now: the GPUs it needs are
 def step_gpu_counts(request: StepRequest, layout: StepLayout) -> tuple[int, ...] | None:
     """The GPUs a step asks for on each of its nodes; None: it asked for none, and it has
     the job's GPUs there, as Slurm's step without a GPU option has them all (HAL shares
-    them with other steps, as ``--overlap``). ``--gpus=N`` is spread as the tasks are,
-    the first nodes one more where it does not divide."""
+    them with other steps, as ``--overlap``). ``--gpus=N`` is spread evenly over the
+    step's nodes, the first ones one more where it does not divide."""
     if request.gpus_per_task is not None:
         return tuple(request.gpus_per_task * n for n in layout.tasks)
     if request.gpus_per_node is not None:

@@ -202,8 +202,10 @@ class StepTable:
                 "node is up (hal sinfo)",
             )
         self._prune()
-        async with self._giving_gpus:  # (picked and held before another step picks)
-            gpu_ids = self._step_gpus(job_id, alloc, layout, step_gpu_counts(request, layout))
+        counts = step_gpu_counts(request, layout)
+        # a step with GPUs of its own holds them before the next such step picks
+        async with self._giving_gpus if counts is not None else contextlib.nullcontext():
+            gpu_ids = self._step_gpus(job_id, alloc, layout, counts)
             step_id = await self._next_step_id(job_id)
             now = cluster.clock.now()
             step = Step(job_id, step_id, job.restarts, name or argv[0], layout, now)
