@@ -35,8 +35,8 @@ for path in sys.argv[1:]:
         seen.append("reached")
     except OSError as err:
         seen.append("denied" if err.errno == errno.EPERM else "reached")
-print(" ".join(seen), os.environ.get("CUDA_VISIBLE_DEVICES", "-"),
-      os.environ.get("SLURM_JOB_GPUS", "-"))
+names = ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_GPUS")
+print(" ".join(seen), *(os.environ.get(n, "-") or "''" for n in names))
 """
 
 

@@ -3,7 +3,7 @@
 others, two such steps running at once get different ones, and one that finds too few
 free waits for them with Slurm's "step creation temporarily disabled" lines
 (docs/slurm-checks.md, "srun steps with GPUs of their own"). A step asking for none
-keeps the job's. The stand-in NVML's two GPUs and look-alike device files of
+keeps the job's. The stand-in NVML's two GPUs, look-alike device files and probe of
 ``test_gpu_isolation``."""
 
 from __future__ import annotations
@@ -13,26 +13,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_gpu_isolation import SRUN, gpu_node, output  # noqa: F401  (gpu_node: a fixture)
+from test_gpu_isolation import (  # noqa: F401  (gpu_node: a fixture)
+    SRUN,
+    gpu_node,
+    host_can_isolate,
+    output,
+)
 
 from hal.testing.live import LiveServer
 
-pytestmark = pytest.mark.usefixtures("gpu_node")
-
-PROBE = """
-import errno, os, sys, time
-seen = []
-for path in sys.argv[3:]:
-    try:
-        os.close(os.open(path, os.O_RDWR))
-        seen.append("reached")
-    except OSError as err:
-        seen.append("denied" if err.errno == errno.EPERM else "reached")
-env = os.environ
-names = ("CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS")
-print(sys.argv[1], *seen, *(env.get(n, "-") or "''" for n in names), flush=True)
-time.sleep(float(sys.argv[2]))
-"""
+pytestmark = pytest.mark.skipif(bool(host_can_isolate()), reason=host_can_isolate() or "-")
 
 
 def test_steps_get_their_own_gpus_and_wait_for_them(
@@ -40,19 +30,23 @@ def test_steps_get_their_own_gpus_and_wait_for_them(
     tmp_path: Path,
 ) -> None:
     server, data = gpu_node
-    (tmp_path / "probe.py").write_text(PROBE)
-    probe = f"{sys.executable} {tmp_path / 'probe.py'}"
-    files = f"{data / 'nvidia0'} {data / 'nvidia1'}"
+    probe = f"{sys.executable} {data / 'probe.py'} {data / 'nvidia0'} {data / 'nvidia1'}"
+
+    def step(options: str, name: str, sleep: int = 0) -> str:
+        """A step printing its name, the probe's line and SLURM_STEP_GPUS, then waiting."""
+        task = f"echo {name} $({probe}) ${{SLURM_STEP_GPUS:--}}; sleep {sleep}"
+        return f"{SRUN} {options} sh -c '{task}'"
+
     script = "\n".join(
         [
-            f"{SRUN} --gpus=1 {probe} A 6 {files} &",
+            step("--gpus=1", "A", 6) + " &",
             "sleep 1",
-            f"{SRUN} --gres=gpu:1 {probe} B 6 {files} &",
+            step("--gres=gpu:1", "B", 6) + " &",
             "sleep 1",
-            f"{SRUN} --gpus-per-task=1 {probe} C 0 {files} &",
+            step("--gpus-per-task=1", "C") + " &",
             "wait",
-            f"{SRUN} {probe} plain 0 {files}",
-            f"{SRUN} --gpus=0 {probe} none 0 {files}",
+            step("", "plain"),
+            step("--gpus=0", "none"),
             f"{SRUN} --gpus=3 true; echo rc=$?",
         ]
     )
@@ -61,17 +55,17 @@ def test_steps_get_their_own_gpus_and_wait_for_them(
     # each sees its own GPU, numbered 0 by CUDA, and is denied the other's file
     given = {}
     for name in ("A", "B", "C"):
-        files0, files1, cuda, step, job = lines[name]
+        files0, files1, cuda, job, own = lines[name]
         assert (cuda, job) == ("0", "0,1")
-        assert [files0, files1] == (["reached", "denied"] if step == "0" else ["denied", "reached"])
-        given[name] = step
+        assert [files0, files1] == (["reached", "denied"] if own == "0" else ["denied", "reached"])
+        given[name] = own
     assert {given["A"], given["B"]} == {"0", "1"}  # at once: one each
     job_id = re.search(r"srun: Job (\d+) step creation temporarily disabled", text)
     assert job_id is not None, text  # C waited for one of them
     assert "retrying (Requested nodes are busy)" in text
     assert f"srun: Step created for job {job_id.group(1)}" in text
     assert lines["plain"] == ["reached", "reached", "0,1", "0,1", "0,1"]
-    assert lines["none"] == ["denied", "denied", "''", "-", "0,1"]  # CUDA told none
+    assert lines["none"] == ["denied", "denied", "''", "0,1", "-"]  # CUDA told none
     assert "Invalid generic resource (gres) specification" in text
     assert "more than the job's gres=gpu:2" in text
     assert "rc=1" in text
