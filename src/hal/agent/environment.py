@@ -123,3 +123,24 @@ def step_gpu_environment(
         env["SLURM_GPUS_ON_NODE"] = env["HAL_GPUS_ON_NODE"] = str(len(gpus))
     if gpus:
         env["SLURM_STEP_GPUS"] = ",".join(str(g) for g in gpus)
+
+
+def task_gpu_environments(
+    step_gpus: list[int], per_task: int, tasks: int, *, isolated: bool
+) -> tuple[dict[str, str], ...]:
+    """Each of a node's ``tasks`` its own GPUs, where the step asked for them per task
+    (srun ``--gpus-per-task=N``), as Slurm binds them (``--gpu-bind=per_task:N``, implied
+    there): the node's i-th task has the step's GPUs i*N..(i+1)*N-1 as its
+    ``CUDA_VISIBLE_DEVICES`` (numbered as the step's are) and ``SLURM_STEP_GPUS``."""
+    found = []
+    for i in range(tasks):
+        first = i * per_task
+        own = step_gpus[first : first + per_task]
+        seen = range(first, first + len(own)) if isolated else own
+        found.append(
+            {
+                "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in seen),
+                "SLURM_STEP_GPUS": ",".join(str(g) for g in own),
+            }
+        )
+    return tuple(found)

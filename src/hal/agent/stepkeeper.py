@@ -79,6 +79,8 @@ class KeeperPlan:
     umask: int = -1  # -1: the agent's
     # srun --multi-prog: each rank's own command line, in ``ranks``' order (): ``argv``)
     rank_argv: tuple[tuple[str, ...], ...] = ()
+    # each rank's own variables, in ``ranks``' order (srun --gpus-per-task: its GPUs)
+    rank_env: tuple[dict[str, str], ...] = ()
 
     def to_json(self) -> str:
         return json.dumps({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
@@ -89,6 +91,7 @@ class KeeperPlan:
         data["argv"] = tuple(data["argv"])
         data["ranks"] = tuple(data["ranks"])
         data["rank_argv"] = tuple(tuple(a) for a in data.get("rank_argv", ()))
+        data["rank_env"] = tuple(data.get("rank_env", ()))
         if data["groups"] is not None:
             data["groups"] = tuple(data["groups"])
         return cls(**data)
@@ -216,6 +219,8 @@ def _start_task(plan: KeeperPlan, isolation: Isolation, rank: int, local: int) -
         out = os.open(output_path(plan.folder, rank, "stdout"), flags, 0o600)
         err = os.open(output_path(plan.folder, rank, "stderr"), flags, 0o600)
         env = {**plan.env, "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(local)}
+        if plan.rank_env:
+            env.update(plan.rank_env[local])
         name, value = plan.task_marker(rank).split("=", 1)
         env[name] = value
         pid, failure = _fork_task(plan, isolation, rank, env, out, err)

@@ -50,7 +50,13 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from hal.agent.environment import MARKER, job_environment, job_marker, step_gpu_environment
+from hal.agent.environment import (
+    MARKER,
+    job_environment,
+    job_marker,
+    step_gpu_environment,
+    task_gpu_environments,
+)
 from hal.agent.gpus import GpuInventory, denied_minors
 from hal.agent.gpuusage import GpuTally, ProcessGpu
 from hal.agent.isolation import Isolation
@@ -370,6 +376,7 @@ class StepTasks:
             env=env,
             ranks=tuple(launch.ranks),
             rank_argv=tuple(tuple(a) for a in launch.rank_argv),
+            rank_env=self._task_environments(launch),
             marker=_marker(self.agent, launch),
             workdir=launch.launch.workdir,
             group=step.group,
@@ -554,12 +561,24 @@ class StepTasks:
         del env["ENVIRONMENT"]  # BATCH is the batch script's
         env.update(launch.environment)
         env["SLURM_NODEID"] = str(launch.step_node_index)
-        own = launch.gpu_ids
-        isolated = bool(self.denied_gpus(job.gpu_ids if own is None else own))
-        step_gpu_environment(env, job.gpu_ids, own, isolated=isolated)
+        step_gpu_environment(env, job.gpu_ids, launch.gpu_ids, isolated=self._isolated(launch))
         umask = job_umask(env)
         groups = run_as.groups if run_as.uid is not None else None
         return env, (run_as.uid, run_as.gid, groups, -1 if umask is None else umask)
+
+    def _isolated(self, launch: StepLaunch) -> bool:
+        """Whether a device cgroup hides GPUs from the step: CUDA numbers its own from 0."""
+        own = launch.gpu_ids
+        return bool(self.denied_gpus(launch.launch.gpu_ids if own is None else own))
+
+    def _task_environments(self, launch: StepLaunch) -> tuple[dict[str, str], ...]:
+        """Each task's own variables (srun --gpus-per-task: its GPUs); () if none."""
+        if launch.gpu_ids is None or not launch.gpus_per_task:
+            return ()
+        tasks = len(launch.ranks)
+        return task_gpu_environments(
+            launch.gpu_ids, launch.gpus_per_task, tasks, isolated=self._isolated(launch)
+        )
 
     def denied_gpus(self, given: list[int]) -> tuple[int, ...]:
         """The device minors a job (or its step) given GPUs ``given`` may not open."""

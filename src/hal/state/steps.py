@@ -238,6 +238,7 @@ class StepTable:
                     step_node_index=index,
                     environment=common,
                     gpu_ids=None if gpu_ids is None else list(gpu_ids[node]),
+                    gpus_per_task=request.gpus_per_task,
                 )
             )
         return step

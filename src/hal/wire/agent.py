@@ -253,6 +253,8 @@ class StepLaunch(WireModel):
     environment: dict[str, str] = Field(default_factory=dict)
     # the step's own GPUs on this node, of the job's (srun --gpus...); None: the job's
     gpu_ids: list[int] | None = None
+    # srun --gpus-per-task: each task is bound to that many of them (None: not per task)
+    gpus_per_task: int | None = None
 
 
 class StepSignal(WireModel):

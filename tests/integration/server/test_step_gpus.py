@@ -39,18 +39,19 @@ def test_steps_get_their_own_gpus_and_wait_for_them(
 
     script = "\n".join(
         [
-            step("--gpus=1", "A", 6) + " &",
+            step("-n1 --gpus=1", "A", 6) + " &",
             "sleep 1",
-            step("--gres=gpu:1", "B", 6) + " &",
+            step("-n1 --gres=gpu:1", "B", 6) + " &",
             "sleep 1",
-            step("--gpus-per-task=1", "C") + " &",
+            step("-n1 --gpus-per-task=1", "C") + " &",
             "wait",
-            step("", "plain"),
-            step("--gpus=0", "none"),
+            step("-n1", "plain"),
+            step("-n1 --gpus=0", "none"),
+            step("-n2 --gpus-per-task=1", "task$SLURM_PROCID"),  # each task its own
             f"{SRUN} --gpus=3 true; echo rc=$?",
         ]
     )
-    text = output(server, tmp_path, script, "--gres=gpu:2")
+    text = output(server, tmp_path, script, "--gres=gpu:2", "-n2")
     lines = {line.split()[0]: line.split()[1:] for line in text.splitlines()}
     # each sees its own GPU, numbered 0 by CUDA, and is denied the other's file
     given = {}
@@ -66,6 +67,8 @@ def test_steps_get_their_own_gpus_and_wait_for_them(
     assert f"srun: Step created for job {job_id.group(1)}" in text
     assert lines["plain"] == ["reached", "reached", "0,1", "0,1", "0,1"]
     assert lines["none"] == ["denied", "denied", "''", "0,1", "-"]  # CUDA told none
+    assert lines["task0"] == ["reached", "reached", "0", "0,1", "0"]
+    assert lines["task1"] == ["reached", "reached", "1", "0,1", "1"]
     assert "Invalid generic resource (gres) specification" in text
     assert "more than the job's gres=gpu:2" in text
     assert "rc=1" in text
