@@ -149,4 +149,15 @@ class SendReport:
     report: JobReport
 
 
-Command = SpawnJob | SignalJob | PersistRecord | ForgetJob | SendReport
+@dataclass(frozen=True, slots=True)
+class TellJob:
+    """Write slurmstepd's line into the job's error output: the job is being ended at
+    ``time``, cancelled (``why`` "") or ``DUE TO TIME LIMIT``."""
+
+    job_id: int
+    attempt: int
+    why: str
+    time: float
+
+
+Command = SpawnJob | SignalJob | PersistRecord | ForgetJob | SendReport | TellJob

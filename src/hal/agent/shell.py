@@ -33,6 +33,7 @@ import logging
 import os
 import random
 import signal
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, replace
@@ -65,6 +66,7 @@ from hal.agent.events import (
     SignalJob,
     SignalRequested,
     SpawnJob,
+    TellJob,
     Tick,
 )
 from hal.agent.gpus import GpuInventory, configured_gpus, device_choice
@@ -94,7 +96,12 @@ from hal.agent.remains import end_remains
 from hal.agent.state import AgentState
 from hal.agent.steps import Outgoing, StepTasks
 from hal.agent.store import JobStore, StoredJob
-from hal.agent.supervisor import parse_started, read_status, read_supervisor
+from hal.agent.supervisor import (
+    parse_started,
+    read_status,
+    read_supervisor,
+    tell_job_from_agent,
+)
 from hal.client.config import load_client_config
 from hal.core.clock import Clock, SystemClock
 from hal.observe.listener import start_metrics_server
@@ -643,7 +650,23 @@ class AgentShell:
                 self.counters.on_report(command.report)
                 if self._reports_ready is not None:
                     self._reports_ready.set()
+            case TellJob():
+                self._tell(command)
         return []
+
+    def _tell(self, command: TellJob) -> None:
+        """slurmstepd's line of why the job ends, in its error output (Slurm 22.05.8:
+        ``slurmstepd-n1: error: *** JOB 7 ON n1 CANCELLED AT 2026-11-26T22:42:26 DUE TO
+        TIME LIMIT ***``), written by a thread as the job's user."""
+        node = self.config.node
+        when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(command.time))
+        why = f" {command.why}" if command.why else ""
+        text = (
+            f"slurmstepd-{node}: error: *** JOB {command.job_id} ON {node} CANCELLED AT "
+            f"{when}{why} ***\n"
+        )
+        job_dir = self.store.job_dir(command.job_id, command.attempt)
+        threading.Thread(target=tell_job_from_agent, args=(job_dir, text), daemon=True).start()
 
     def _send_signal(self, command: SignalJob) -> None:
         try:

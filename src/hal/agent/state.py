@@ -47,6 +47,7 @@ from hal.agent.events import (
     SignalJob,
     SignalRequested,
     SpawnJob,
+    TellJob,
     Tick,
 )
 from hal.agent.records import ExitOutcome, JobRecord, Phase
@@ -58,6 +59,8 @@ from hal.core.steps import OOM_SIGNAL
 from hal.wire.agent import JobReport, RunningJob
 
 DEFAULT_KILL_WAIT_SECONDS = 30  # until the server tells us its KillWait
+# the ends slurmstepd writes into the job's output, and why it says (docs/slurm-checks.md)
+_TOLD = {JobState.CANCELLED.value: "", JobState.TIMEOUT.value: "DUE TO TIME LIMIT"}
 RECENTLY_FINISHED = 4096  # (job, attempt) pairs remembered to ignore a repeated Launch
 
 
@@ -354,7 +357,10 @@ class AgentState:
         job = job.evolve(
             phase=Phase.STOPPING, end_state=state, kill_wait_seconds=wait, kill_at=now + wait
         )
-        commands: list[Command] = [
+        commands: list[Command] = []
+        if state in _TOLD:  # "*** JOB 7 ON n1 CANCELLED AT ... ***", as slurmstepd's
+            commands.append(TellJob(job.job_id, job.attempt, _TOLD[state], now))
+        commands += [
             self._signal_command(job, signal.SIGCONT, group=True),
             self._signal_command(job, signal.SIGTERM, group=True),
         ]

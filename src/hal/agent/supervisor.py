@@ -39,6 +39,7 @@ import os
 import resource
 import select
 import signal
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -305,6 +306,33 @@ def _tell_job(plan: StepPlan, text: str) -> None:
         finally:
             os._exit(code)
     os.waitpid(pid, 0)
+
+
+def tell_job_from_agent(job_dir: str, text: str) -> None:
+    """``_tell_job`` from the agent, whose threads rule out a bare ``fork``: a shell run
+    as the job's user appends ``text`` to the error output of the job whose plan is in
+    ``job_dir``. Best effort: a job already gone, or a file it cannot write, gets none."""
+    try:
+        with open(os.path.join(job_dir, PLAN_FILE)) as f:
+            plan = StepPlan.from_json(f.read())
+        path = plan.stderr_path or plan.stdout_path
+        append = ["/bin/sh", "-c", 'printf "%s" "$1" >> "$2"', "sh", text, path]
+        as_user = plan.uid is not None
+        subprocess.run(
+            append,
+            cwd=plan.workdir,
+            env={"PATH": "/usr/bin:/bin"},
+            user=plan.uid,
+            group=plan.gid,
+            extra_groups=list(plan.groups) if as_user else None,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        pass
 
 
 class _Orphans:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,13 @@ from hal.agent import AgentConfig
 from hal.agent.isolation import agent_cgroup_name, detect_isolation
 from hal.core.errors import InvalidRequest
 from hal.wire.agent import Cancel, Signal
+
+
+def told(output: Path) -> str:
+    """slurmstepd's line in a job's output ("" while there is none)."""
+    text = output.read_text() if output.exists() else ""
+    return next((line for line in text.splitlines() if line.startswith("slurmstepd-")), "")
+
 
 TRAPS_TERM = "trap 'echo got TERM' TERM\nwhile :; do sleep 0.1; done\n"
 HOG = f"{PYTHON} -c \"b = b'x' * 200_000_000; import time; time.sleep(60)\"\n"
@@ -30,6 +38,14 @@ def test_time_limit_sends_sigterm(agent_config: AgentConfig, channel: FakeChanne
             channel.push(make_launch(1, "sleep 60\n", workdir, time_limit_seconds=1))
             report = await agent.finished(1)
             assert (report.state, report.exit_code, report.exit_signal) == ("TIMEOUT", 0, 15)
+            # slurmstepd's line, as Slurm 22.05.8 writes it (docs/slurm-checks.md)
+            node = agent_config.node
+            line = await wait_for(lambda: told(workdir / "slurm-1.out"), "the time-limit line")
+            assert re.fullmatch(
+                rf"slurmstepd-{node}: error: \*\*\* JOB 1 ON {node} CANCELLED AT "
+                r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d DUE TO TIME LIMIT \*\*\*",
+                line,
+            ), line
 
     asyncio.run(scenario())
 
@@ -63,6 +79,10 @@ def test_cancel_ends_the_job_with_the_requested_state(
             assert (first.state, first.exit_signal) == ("CANCELLED", 15)
             second = await agent.finished(2)
             assert (second.state, second.exit_signal) == ("PREEMPTED", 9)
+            line = await wait_for(lambda: told(workdir / "slurm-1.out"), "the cancel line")
+            assert line.startswith(f"slurmstepd-{agent_config.node}: error: *** JOB 1 ON ")
+            assert line.endswith("***") and "DUE TO" not in line
+            assert told(workdir / "slurm-2.out") == ""  # preempted: not checked, none
 
     asyncio.run(scenario())
 

@@ -24,6 +24,7 @@ from hal.agent.events import (
     SignalJob,
     SignalRequested,
     SpawnJob,
+    TellJob,
     Tick,
 )
 from hal.agent.records import ExitOutcome, JobRecord, Phase
@@ -243,6 +244,24 @@ def test_cancel_after_timeout_keeps_timeout_but_shortens_the_grace() -> None:
     assert signals(d.cancel(kill_wait_seconds=1)) == []
     assert signals(d.tick(1)) == [(KILL, True)]
     assert final(d.exit(exit_signal=9))[0] == "TIMEOUT"
+
+
+def told(commands: list[Command]) -> list[tuple[int, str, float]]:
+    return [(c.job_id, c.why, c.time) for c in commands if isinstance(c, TellJob)]
+
+
+def test_a_cancelled_or_timed_out_job_is_told_why_once() -> None:
+    """slurmstepd's "*** JOB N ON node CANCELLED AT T [DUE TO TIME LIMIT] ***" line, as
+    Slurm 22.05.8 writes it (docs/slurm-checks.md): once, when the job is signalled; a
+    preemption or requeue (not checked against Slurm) writes none."""
+    d = Driver()
+    d.run(1, time_limit_seconds=10)
+    d.run(2, pid=200)
+    d.run(3, pid=300)
+    assert told(d.tick(10)) == [(1, "DUE TO TIME LIMIT", 1010.0)]
+    assert told(d.cancel(1)) == []  # already ending
+    assert told(d.cancel(2)) == [(2, "", 1010.0)]
+    assert told(d.cancel(3, state="PREEMPTED")) == told(d.cancel(3, state="PENDING")) == []
 
 
 def test_cancel_while_launching_is_carried_out_at_start() -> None:
