@@ -11,10 +11,12 @@ agents measured with their latest heartbeat, ``N/A`` while unknown and ``min-max
 group of nodes unless ``-e``. A format without a partition column (``-o "%N %t"``) groups
 nodes across partitions, each node once, as Slurm does.
 
-``-R`` (``--list-reasons``) lists the nodes down, drained, draining or failing (unless
-``-t`` names other states) with why, who said so and when (``%E %u %H``), each node once,
-the highest node state first as Slurm's default sort ``-t`` (``slurm_state_number``).
-Checked against Slurm 22.05.8 (docs/slurm-checks.md "sinfo -R").
+Rows go as Slurm's default sort ``#P,-t``: partitions in their order, in each the highest
+node state first (``slurm_state_number``: drained before allocated, idle, down); ``-N``
+by node, then partition name. ``-R`` (``--list-reasons``) lists the nodes down, drained,
+draining or failing (unless ``-t`` names other states) with why, who said so and when
+(``%E %u %H``), each node once. Checked against Slurm 22.05.8 (docs/slurm-checks.md
+"sinfo -R", "sinfo's row order").
 """
 
 from __future__ import annotations
@@ -267,7 +269,7 @@ def sinfo(argv: list[str], console: Console) -> int:
         exact="exact" in opts,
         once=reasons,
     )
-    if reasons and not node_mode:  # Slurm's default sort "#P,-t"
+    if not node_mode:  # Slurm's default sort "#P,-t" (docs/slurm-checks.md)
         order = {p.name: i for i, p in enumerate(partitions)}
         groups.sort(
             key=lambda g: (
@@ -342,10 +344,11 @@ def _groups(
         per_node += [letter for letter in shown if letter in _MEASURED]
     by_name = sorted(nodes, key=lambda n: n.name)
     groups: list[tuple[PartitionInfo | None, list[NodeInfo]]] = []
-    if node_mode:
+    if node_mode:  # Slurm's "N": by node, then by partition name
         for node in by_name:
-            for partition in [p for p in partitions if node in _members(p, by_name)]:
-                groups.append((partition, [node]))
+            for partition in sorted(partitions, key=lambda p: p.name):
+                if node in _members(partition, by_name):
+                    groups.append((partition, [node]))
         return groups
     spans = not PARTITION_LETTERS & set(shown)
     once = once or spans

@@ -43,10 +43,12 @@ def test_reference_layout() -> None:
 
 
 def test_grouped_by_state_with_hostlists() -> None:
+    """Partitions in their order, and in each the highest node state first (Slurm's
+    default sort "#P,-t": mixed 5, allocated 3, idle 2; docs/slurm-checks.md)."""
     assert call(cluster(), "sinfo").lines == [
         "PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST",
-        "debug*       up   infinite      2  alloc n[1-2]",
         "debug*       up   infinite      1    mix n3",
+        "debug*       up   infinite      2  alloc n[1-2]",
         "debug*       up   infinite      1   idle vm",
         "gpu          up    1:00:00      1  drain g1",
         "empty      down 2-00:00:00      0    n/a ",
@@ -98,3 +100,44 @@ def test_state_filter() -> None:
 def test_bad_letter() -> None:
     result = call(cluster(), "sinfo", "-o", "%Q")
     assert result.rc == 1 and "Invalid node format specification: Q" in result.err
+
+
+def test_rows_sort_as_slurms_default() -> None:
+    """Slurm 22.05.8 (docs/slurm-checks.md, "sinfo's row order"): each partition's rows
+    by node state, highest first, with or without a partition column; ``-N`` by node,
+    then by partition name (``aaa`` before ``debug*``), not their configured order."""
+    client = FakeClient(
+        node_list=[
+            node("n1", display_state="alloc", cpus_alloc=4),
+            node("n2"),
+            node("n3", display_state="drain", reason="maint"),
+            node("n4", state="DOWN", display_state="down", reason="broken"),
+            node("n5"),
+        ],
+        partition_list=[
+            partition("debug", default=True, nodes=["n1", "n2", "n3", "n4", "n5"]),
+            partition("other", nodes=["n1", "n4", "n5"]),
+            partition("aaa", nodes=["n2"]),
+        ],
+    )
+    assert call(client, "sinfo", "-h", "-o", "%P %t %N").lines == [
+        "debug* drain n3",
+        "debug* alloc n1",
+        "debug* idle n[2,5]",
+        "debug* down n4",
+        "other alloc n1",
+        "other idle n5",
+        "other down n4",
+        "aaa idle n2",
+    ]
+    assert call(client, "sinfo", "-h", "-o", "%t %N").lines == [
+        "drain n3",
+        "alloc n1",
+        "idle n[2,5]",
+        "down n4",
+    ]
+    by_node = call(client, "sinfo", "-h", "-N", "-o", "%N %P").lines
+    assert by_node == [
+        "n1 debug*", "n1 other", "n2 aaa", "n2 debug*", "n3 debug*", "n4 debug*", "n4 other",
+        "n5 debug*", "n5 other",
+    ]  # fmt: skip

@@ -58,8 +58,8 @@ def test_the_default_view_groups_responding_and_silent_nodes_apart() -> None:
     )
     assert call(client, "sinfo").lines == [
         "PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST",
+        "debug*       up   infinite      1  idle* n2",  # NOT_RESPONDING's flag sorts first
         "debug*       up   infinite      3   idle n[1,3-4]",
-        "debug*       up   infinite      1  idle* n2",
     ]
     # a silent node is still idle for the summary's A/I/O/T, as in Slurm
     assert call(client, "sinfo", "-s", "-h").lines == [
