@@ -245,7 +245,8 @@ FIELDS: dict[str, tuple[str, int, Column]] = {
     "derivedexitcode": ("DerivedExitCode", 15, _job_only(_derived_exit_code)),
     "elapsed": ("Elapsed", 10, lambda j, s, n: duration_long(time_used(j, n))),
     "elapsedraw": ("ElapsedRaw", 10, lambda j, s, n: str(int(time_used(j, n)))),
-    "start": ("Start", 19, lambda j, s, n: timestamp(j.start_time, "Unknown")),
+    # a job that ended without starting (cancelled while pending): "None", as Slurm's
+    "start": ("Start", 19, lambda j, s, n: timestamp(j.start_time, _unstarted(j))),
     "end": ("End", 19, lambda j, s, n: timestamp(j.end_time, "Unknown")),
     "submit": ("Submit", 19, lambda j, s, n: timestamp(j.submit_time, "Unknown")),
     "eligible": ("Eligible", 19, lambda j, s, n: timestamp(j.eligible_time, "Unknown")),
@@ -489,6 +490,10 @@ def _was_in(job: JobInfo, state: str, start: float, end: float) -> bool:
             and (job.end_time is None or job.end_time >= start)
         )
     return job.state == state and job.end_time is not None and start <= job.end_time <= end
+
+
+def _unstarted(job: JobInfo) -> str:
+    return "None" if job.end_time is not None else "Unknown"
 
 
 def _wanted(job: JobInfo, request: Request, now: float) -> bool:

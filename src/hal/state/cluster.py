@@ -307,6 +307,7 @@ class Cluster:
     ) -> None:
         """Persist changed ``jobs`` and ``events`` in one transaction, then mirror them.
         Callers hold ``self._lock``."""
+        jobs = [self._eligible_kept(j) for j in jobs]
 
         def work() -> list[StoredEvent]:
             with self.store.transaction() as tx:
@@ -324,6 +325,21 @@ class Cluster:
         for job in jobs:
             self._put(job)
         await self._published(added, jobs)
+
+    def _eligible_kept(self, job: Job) -> Job:
+        """``job``, which ends while pending (cancelled, its dependency never met), with
+        when it became eligible, as Slurm's accounting keeps it (sacct's Eligible, and
+        its time windows: docs/slurm-checks.md); None where it never was (held, waiting
+        on a dependency or its array's throttle)."""
+        before = self.jobs.get(job.id)
+        if (
+            before is None
+            or before.state is not JobState.PENDING
+            or not job.state.is_terminal
+            or job.eligible_time is not None
+        ):
+            return job
+        return job.evolve(eligible_time=before.shown_eligible_time(self.clock.now()))
 
     async def _published(self, events: Sequence[StoredEvent], jobs: Sequence[Job]) -> None:
         if events:

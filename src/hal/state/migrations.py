@@ -12,6 +12,7 @@ from collections.abc import Callable
 from sqlalchemy import Connection, insert, inspect, select, text, update
 
 from hal.core.errors import Conflict
+from hal.core.states import TERMINAL_STATES
 from hal.state import schema
 
 Step = Callable[[Connection], None]
@@ -175,6 +176,20 @@ def _v17_step_gpu_ids(conn: Connection) -> None:
         )
 
 
+def _v18_eligible_of_ended_pending(conn: Connection) -> None:
+    # sacct lists a job in a time window from its EligibleTime, as Slurm's accounting; a
+    # job that ended while pending now keeps it (Cluster._eligible_kept), one ended before
+    # kept none, so it would drop out of every window: it is taken as eligible from its
+    # submission (a held one, which was not, is listed as before)
+    ended = ", ".join(sorted(f"'{s.value}'" for s in TERMINAL_STATES))
+    conn.execute(
+        text(
+            "UPDATE jobs SET eligible_time = submit_time WHERE eligible_time IS NULL "
+            f"AND start_time IS NULL AND state IN ({ended})"
+        )
+    )
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -193,6 +208,7 @@ STEPS: tuple[Step, ...] = (
     _v15_node_reasons,
     _v16_step_gpu_usage,
     _v17_step_gpu_ids,
+    _v18_eligible_of_ended_pending,
 )
 
 

@@ -469,3 +469,38 @@ def test_a_gather_job_may_wait_on_more_jobs_than_one_statement_takes(db_url: str
         await cluster.close()
 
     asyncio.run(scenario())
+
+
+def test_a_job_ended_while_pending_before_v18_is_taken_as_eligible_from_its_submission(
+    db_url: str,
+) -> None:
+    """sacct's windows go by EligibleTime (docs/slurm-checks.md); a job cancelled while
+    pending before HAL kept it had none, and migration 18 gives it its submission, so it
+    stays listed. A job that ran keeps its own; a pending one keeps none."""
+    from sqlalchemy import text
+
+    store = SqlStateStore(db_url)
+    store.migrate()
+    cluster = Cluster(store, HalConfig(), VirtualClock(1000.0))
+
+    async def scenario() -> list[int]:
+        await cluster.load()
+        done = await cluster.submit([spec(), spec(), spec()])
+        await cluster.cancel(str(done[0].job_id), Caller("root", admin=True))
+        await cluster.close()
+        return [d.job_id for d in done]
+
+    cancelled, ran, waiting = asyncio.run(scenario())
+    with store.engine.begin() as conn:  # as a server before v18 left them
+        conn.execute(text("UPDATE jobs SET eligible_time = NULL"))
+        conn.execute(
+            text("UPDATE jobs SET state = 'COMPLETED', start_time = 1010, eligible_time = 1005 "
+                 f"WHERE id = {ran}")
+        )  # fmt: skip
+        conn.execute(text("UPDATE hal_meta SET value = 17 WHERE key = 'schema_version'"))
+    assert store.migrate() == len(STEPS)
+    by_id = {j.id: j for j in store.history()}
+    assert by_id[cancelled].eligible_time == by_id[cancelled].submit_time
+    assert by_id[ran].eligible_time == 1005
+    assert by_id[waiting].eligible_time is None
+    store.close()

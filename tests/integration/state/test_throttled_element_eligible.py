@@ -18,7 +18,7 @@ from hal.core.resources import GiB, ResourceVector
 from hal.core.states import JobState, NodeState, PendingReason
 from hal.scheduler.plugins import build_scheduler
 from hal.state import agents
-from hal.state.cluster import Cluster
+from hal.state.cluster import Caller, Cluster
 from hal.state.store import SqlStateStore
 from hal.wire.agent import JobReport
 
@@ -89,3 +89,29 @@ def test_a_throttled_element_is_eligible_from_when_the_throttle_lets_it_go(db_ur
         (PendingReason.RESOURCES, released),
         (PendingReason.NONE, released),
     ]
+
+
+def test_a_job_cancelled_while_pending_keeps_when_it_became_eligible(db_url: str) -> None:
+    """Slurm's accounting keeps a cancelled pending job's EligibleTime (its submission
+    for a plain job) and lists it in sacct's windows; a held one was never eligible. The
+    value is stored, so it holds after a restart."""
+
+    async def scenario() -> list[float | None]:
+        clock = VirtualClock(T0)
+        cluster = Cluster(SqlStateStore(db_url), config_from_dict({}), clock)
+        await cluster.load()
+        plain = JobSpec(user="ann", script=SCRIPT)
+        held = JobSpec(user="ann", script=SCRIPT, hold=True)
+        done = await cluster.submit([plain, held])
+        clock.advance(60.0)
+        for submitted in done:
+            await cluster.cancel(str(submitted.job_id), Caller("ann"))
+        await cluster.close()
+        cluster = Cluster(SqlStateStore(db_url), config_from_dict({}), clock)
+        await cluster.load()
+        found = [cluster.jobs[s.job_id] for s in done]
+        await cluster.close()
+        assert [j.state for j in found] == [JobState.CANCELLED, JobState.CANCELLED]
+        return [j.shown_eligible_time(clock.now()) for j in found]
+
+    assert asyncio.run(scenario()) == [T0, None]

@@ -209,6 +209,11 @@ def test_jobs_never_eligible_are_listed_only_by_id() -> None:
     ]
     by_id = call(client, "sacct", "-X", "-P", "-n", "-o", "JobID", "-j", "5,6,7").lines
     assert by_id == ["5", "6", "7"]
+    fields = ("-P", "-n", "-X", "-o", "JobID,Start,NodeList", "-j", "4,7")
+    assert call(client, "sacct", *fields).lines == [
+        "4|Unknown|None assigned",  # pending
+        "7|None|None assigned",  # ended without starting, as Slurm 22.05.8 prints it
+    ]
     ended = ("-s", "CA", "-S", "21:00", "-E", "23:59")
     assert call(client, "sacct", "-X", "-P", "-n", "-o", "JobID", *ended).lines == ["2", "7"]
 
