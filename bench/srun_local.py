@@ -1,8 +1,10 @@
 """What recording a step costs ``srun`` on the batch node (ADR 0012): a one-node job runs
 ``srun true`` N times with the server reachable (each srun opens and closes its step:
 two requests) and N times with ``HAL_URL`` on a closed port (the same srun, whose
-record fails at once: the baseline, in the same job); then the two requests alone, from
-one client, M times in a running job (what srun adds, without its start-up's noise).
+record fails at once: the baseline, in the same job), and N times ``srun --gpus=0 true``
+(a step asking for GPUs: created through the control plane and run by the agent, as
+every GPU step is); then the two requests alone, from one client, M times in a running
+job (what srun adds, without its start-up's noise).
 Prints one JSON object::
 
     python bench/srun_local.py [N [M]]
@@ -25,6 +27,7 @@ srun="{python} -m hal.cli.main srun"
 for i in $(seq {n}); do
   a=$(date +%s%N); $srun true; b=$(date +%s%N); echo recorded $((b - a))
   a=$(date +%s%N); HAL_URL={down} $srun true 2>/dev/null; b=$(date +%s%N); echo baseline $((b - a))
+  a=$(date +%s%N); $srun --gpus=0 true; b=$(date +%s%N); echo agent $((b - a))
 done
 """
 
@@ -46,7 +49,7 @@ def main(n: int, m: int) -> dict[str, object]:
             wait_until(ended, 60 + 2 * n, message="the job to end")
             lines = (work / f"slurm-{job_id}.out").read_text().split()
             requests = _requests(live, work, m)
-    times: dict[str, list[float]] = {"recorded": [], "baseline": []}
+    times: dict[str, list[float]] = {"recorded": [], "baseline": [], "agent": []}
     for kind, value in zip(lines[::2], lines[1::2], strict=True):
         times[kind].append(int(value) / 1e6)
     recorded = statistics.median(times["recorded"])
@@ -56,6 +59,8 @@ def main(n: int, m: int) -> dict[str, object]:
         "srun_true_ms_p50_recorded": round(recorded, 1),
         "srun_true_ms_p50_baseline": round(baseline, 1),
         "added_ms_p50": round(recorded - baseline, 1),
+        # a step asking for GPUs (here none: --gpus=0) is run by the agent, not srun
+        "srun_true_ms_p50_through_agent": round(statistics.median(times["agent"]), 1),
         "open_and_close_ms_p50": round(statistics.median(requests), 2),
         "open_and_close_ms_p95": round(statistics.quantiles(requests, n=20)[-1], 2),
     }
