@@ -274,7 +274,7 @@ def _supervise(plan: StepPlan, isolation: Isolation, started_w: int) -> int:
     memory = isolation.collect(group, killed_by_sigkill=exit_signal == signal.SIGKILL)
     if memory.oom_kills:
         node = plan.env.get("SLURMD_NODENAME", "")
-        _tell_job(plan, oom_message(node, memory.oom_kills, f"{plan.job_id}.batch") + "\n")
+        tell_job(plan, oom_message(node, memory.oom_kills, f"{plan.job_id}.batch") + "\n")
     result = {
         "exit_code": exit_code,
         "exit_signal": exit_signal,
@@ -287,37 +287,16 @@ def _supervise(plan: StepPlan, isolation: Isolation, started_w: int) -> int:
     return 0
 
 
-def _tell_job(plan: StepPlan, text: str) -> None:
-    """Append slurmstepd's ``text`` to the job's error output, opened as the job opened
-    it: by its user, from its working directory (root never writes where the user
-    could not). Best effort."""
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            if plan.uid is not None and plan.gid is not None:
-                os.setgroups(list(plan.groups))
-                os.setgid(plan.gid)
-                os.setuid(plan.uid)
-            os.chdir(plan.workdir)
-            fd = os.open(plan.stderr_path or plan.stdout_path, os.O_WRONLY | os.O_APPEND)
-            os.write(fd, text.encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.waitpid(pid, 0)
-
-
-def tell_job_from_agent(job_dir: str, text: str) -> None:
-    """``_tell_job`` from the agent, whose threads rule out a bare ``fork``: a shell run
-    as the job's user appends ``text`` to the error output of the job whose plan is in
-    ``job_dir``. Best effort: a job already gone, or a file it cannot write, gets none."""
-    try:
-        with open(os.path.join(job_dir, PLAN_FILE)) as f:
-            plan = StepPlan.from_json(f.read())
-        path = plan.stderr_path or plan.stdout_path
-        append = ["/bin/sh", "-c", 'printf "%s" "$1" >> "$2"', "sh", text, path]
-        as_user = plan.uid is not None
+def tell_job(plan: StepPlan, text: str) -> None:
+    """Append slurmstepd's ``text`` to the job's error output as the job opened it: by
+    its user, from its working directory (root never writes where the user could not).
+    A shell run as that user does the writing, so that the agent, whose threads rule out
+    a bare ``fork``, can call it as the supervisor does. Best effort: a file that is gone
+    or that the user cannot write gets nothing."""
+    path = plan.stderr_path or plan.stdout_path
+    append = ["/bin/sh", "-c", 'test -e "$2" && printf "%s" "$1" >> "$2"', "sh", text, path]
+    as_user = plan.uid is not None
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
         subprocess.run(
             append,
             cwd=plan.workdir,
@@ -331,8 +310,16 @@ def tell_job_from_agent(job_dir: str, text: str) -> None:
             timeout=10,
             check=False,
         )
-    except (OSError, ValueError, subprocess.TimeoutExpired):
-        pass
+
+
+def tell_job_from_agent(job_dir: str, text: str) -> None:
+    """``tell_job`` for the job whose plan is in ``job_dir`` (nothing if it is gone)."""
+    try:
+        with open(os.path.join(job_dir, PLAN_FILE)) as f:
+            plan = StepPlan.from_json(f.read())
+    except (OSError, ValueError):
+        return
+    tell_job(plan, text)
 
 
 class _Orphans:
