@@ -97,10 +97,8 @@ def job_environment(
         env[MARKER] = job_marker(agent, launch.job_id, launch.attempt)
     if launch.gpu_ids:
         ids = ",".join(str(g) for g in launch.gpu_ids)
-        # Where no device cgroup hides the other GPUs the job sees global ids; where one
-        # does, CUDA numbers the GPUs left from 0 (gres.shtml). SLURM_JOB_GPUS stays global.
-        seen = range(len(launch.gpu_ids)) if gpus_isolated else launch.gpu_ids
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in seen)
+        # SLURM_JOB_GPUS stays the node's indices whatever CUDA is told
+        env["CUDA_VISIBLE_DEVICES"] = cuda_devices(launch.gpu_ids, isolated=gpus_isolated)
         env["SLURM_JOB_GPUS"] = ids
         env["HAL_JOB_GPUS"] = ids
         env["SLURM_GPUS_ON_NODE"] = str(len(launch.gpu_ids))
@@ -118,8 +116,7 @@ def step_gpu_environment(
     hides the others) and ``SLURM_GPUS_ON_NODE``. ``SLURM_JOB_GPUS`` stays the job's."""
     gpus = job_gpus if step_gpus is None else step_gpus
     if step_gpus is not None:
-        seen = range(len(gpus)) if isolated else gpus
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in seen)
+        env["CUDA_VISIBLE_DEVICES"] = cuda_devices(gpus, isolated=isolated)
         env["SLURM_GPUS_ON_NODE"] = env["HAL_GPUS_ON_NODE"] = str(len(gpus))
     if gpus:
         env["SLURM_STEP_GPUS"] = ",".join(str(g) for g in gpus)
@@ -136,11 +133,18 @@ def task_gpu_environments(
     for i in range(tasks):
         first = i * per_task
         own = step_gpus[first : first + per_task]
-        seen = range(first, first + len(own)) if isolated else own
         found.append(
             {
-                "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in seen),
+                "CUDA_VISIBLE_DEVICES": cuda_devices(own, isolated=isolated, first=first),
                 "SLURM_STEP_GPUS": ",".join(str(g) for g in own),
             }
         )
     return tuple(found)
+
+
+def cuda_devices(gpus: list[int], *, isolated: bool, first: int = 0) -> str:
+    """``CUDA_VISIBLE_DEVICES`` for ``gpus`` (the node's indices): themselves where every
+    GPU is visible; where a device cgroup hides the others, CUDA numbers the ones left
+    from 0 (gres.shtml), so their places among them, from ``first``."""
+    seen = range(first, first + len(gpus)) if isolated else gpus
+    return ",".join(str(g) for g in seen)

@@ -75,6 +75,14 @@ def oom_message(node: str, kills: int, step: str) -> str:
     )
 
 
+def cancelled_message(node: str, job_id: int, when: str, why: str = "") -> str:
+    """slurmstepd's line in the output of a job it ends (Slurm 22.05.8,
+    docs/slurm-checks.md): ``when`` as ``2026-11-26T22:42:26``, ``why`` e.g. ``DUE TO
+    TIME LIMIT`` ("" for a cancel)."""
+    because = f" {why}" if why else ""
+    return f"slurmstepd-{node}: error: *** JOB {job_id} ON {node} CANCELLED AT {when}{because} ***"
+
+
 INHERITED_RSS_MARGIN = 1 << 20
 
 
