@@ -79,13 +79,6 @@ async def create_step(job_id: int, request: Request, ctx: Ctx, caller: Who) -> R
     nul = nul_field(body.model_dump())
     if nul is not None:  # no process argument or environment can hold one
         raise InvalidRequest(f"{nul}: holds a NUL character (\\u0000); remove it", field=nul)
-    if body.local:  # srun runs it on the batch node: numbered and recorded only
-        if len(body.nodelist) != 1:
-            raise InvalidRequest("a local step names its one node in nodelist", field="nodelist")
-        local = await ctx.steps.open_local(
-            job_id, caller, body.nodelist[0], body.ntasks or 1, body.name or body.argv[0]
-        )
-        return json_response(_info(local), 201)
     wanted = StepRequest(
         body.nodes,
         body.ntasks,
@@ -95,7 +88,18 @@ async def create_step(job_id: int, request: Request, ctx: Ctx, caller: Who) -> R
         gpus=body.gpus,
         gpus_per_node=body.gpus_per_node,
         gpus_per_task=body.gpus_per_task,
+        cpus_per_task=body.cpus_per_task,
+        exact=body.exact,
+        overlap=body.overlap,
     )
+    if body.local:  # srun runs it on the batch node: numbered and recorded only
+        if len(body.nodelist) != 1:
+            raise InvalidRequest("a local step names its one node in nodelist", field="nodelist")
+        name = body.name or body.argv[0]
+        local = await ctx.steps.open_local(
+            job_id, caller, body.nodelist[0], body.ntasks or 1, name, wanted
+        )
+        return json_response(_info(local), 201)
     mpmd = body.multi_prog
     programs = None if mpmd is None else parse_multi_prog(mpmd.text, mpmd.name)
     step = await ctx.steps.create(

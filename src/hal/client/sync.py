@@ -18,6 +18,7 @@ from hal.wire.submit import JobSubmit, SubmitResult, WillRun, from_dict, non_def
 # The pydantic-based schemas are imported where they are used: `hal sbatch` needs none of
 # them, and importing pydantic would cost it more than the whole command's budget.
 if TYPE_CHECKING:
+    from hal.core.steps import StepRequest
     from hal.wire.accounts import AssociationList
     from hal.wire.crontab import CrontabInfo, CrontabRemoved
     from hal.wire.diag import SchedulerDiag
@@ -253,17 +254,29 @@ class HalClient:
         return StepList.model_validate_json(r.body).steps
 
     def open_local_step(
-        self, job_id: int, *, node: str, ntasks: int, name: str, argv: list[str]
+        self,
+        job_id: int,
+        *,
+        node: str,
+        ntasks: int,
+        name: str,
+        argv: list[str],
+        request: StepRequest | None = None,
     ) -> int:
         """Record a step srun runs on the batch node ``node`` itself; its step id. One
-        try, within ``RECORD_TIMEOUT_SECONDS``: a record must not hold the command."""
-        body = {
+        try, within ``RECORD_TIMEOUT_SECONDS``: a record must not hold the command.
+        ``request``: the job's CPUs it holds (``-c``, ``--exact``, ``--overlap``)."""
+        body: dict[str, Any] = {
             "argv": argv[:1],  # (the server keeps only the name; the command runs here)
             "ntasks": ntasks,
             "nodelist": [node],
             "name": name,
             "local": True,
         }
+        if request is not None:
+            body.update(
+                cpus_per_task=request.cpus_per_task, exact=request.exact, overlap=request.overlap
+            )
         r = self._record("POST", f"/v1/jobs/{job_id}/steps", body)
         return int(self._json(r)["step_id"])
 

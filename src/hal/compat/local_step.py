@@ -4,9 +4,11 @@
 srun asks the server for a step number first (``open_local_step``: one request), runs the
 tasks here as its children, and reports their end (``end_local_step``: one more), so the
 step shows in ``sacct -j JOB`` as ``JOB.N``, numbered with the job's other steps, and in
-``squeue -s`` while it runs. The record is not a gate: a server that cannot be reached
-(or refuses) is said once on stderr and the command runs all the same, srun's exit code
-always the tasks'.
+``squeue -s`` while it runs. The record is a gate only for the job's CPUs: while its
+other steps hold those the step asks for (all of them without ``--exact``, none with
+``--overlap``), srun waits and asks again, as Slurm's. Otherwise a server that cannot be
+reached (or refuses) is said once on stderr and the command runs all the same, srun's
+exit code always the tasks'.
 
 srun waits beside its tasks (it no longer becomes a lone task by ``exec``), so that it can
 report the end: it passes SIGINT, SIGTERM, SIGUSR1... on to every task, as Slurm's srun
@@ -33,11 +35,12 @@ from types import FrameType
 from hal.compat import step_cgroup
 from hal.compat.seam import Console
 from hal.compat.step_cgroup import job_cgroup
-from hal.compat.steps import FORWARDED
+from hal.compat.steps import FORWARDED, once_free
 from hal.core.errors import HalError
 from hal.core.steps import (
     EXEC_FAILED,
     StepLayout,
+    StepRequest,
     oom_message,
     own_max_rss,
     step_environment,
@@ -65,17 +68,22 @@ def run_local(
     console: Console,
     *,
     commands: list[list[str]] | None = None,
+    request: StepRequest | None = None,
 ) -> int:
     """Run the step's tasks here (``layout``: one node, this one), recorded as step
-    ``job_id``.N; the highest task's exit code (128+N for a signal N). ``commands``:
-    each rank's own (``--multi-prog``)."""
+    ``job_id``.N, once the job's CPUs ``request`` asks for are free; the highest task's
+    exit code (128+N for a signal N). ``commands``: each rank's own (``--multi-prog``)."""
     node, ntasks = layout.nodes[0], layout.ntasks
     name = os.path.basename(command[0])
     step_id: int | None = None
-    try:
-        step_id = console.client.open_local_step(
-            job_id, node=node, ntasks=ntasks, name=name, argv=command
+
+    def opened() -> int:
+        return console.client.open_local_step(
+            job_id, node=node, ntasks=ntasks, name=name, argv=command, request=request
         )
+
+    try:
+        step_id = once_free(job_id, console, opened)
     except HalError as err:
         _not_recorded(console, err)
     step_env = step_environment(step_id, layout)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol, TextIO
 from hal.wire.submit import JobSubmit, SubmitResult, WillRun
 
 if TYPE_CHECKING:  # pydantic schemas: not imported on sbatch's path (see hal.wire.submit)
+    from hal.core.steps import StepRequest
     from hal.wire.crontab import CrontabInfo, CrontabRemoved
     from hal.wire.jobs import JobInfo, JobUpdate
     from hal.wire.nodes import (
@@ -111,7 +112,14 @@ class Client(Protocol):
     def job_steps(self, job_id: int) -> list[StepInfo]: ...
 
     def open_local_step(
-        self, job_id: int, *, node: str, ntasks: int, name: str, argv: list[str]
+        self,
+        job_id: int,
+        *,
+        node: str,
+        ntasks: int,
+        name: str,
+        argv: list[str],
+        request: StepRequest | None = None,
     ) -> int: ...
 
     def end_local_step(

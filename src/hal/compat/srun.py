@@ -43,10 +43,14 @@ command). ``--gpus``, ``--gpus-per-node``, ``--gres=gpu:N`` and ``--gpus-per-tas
 the step GPUs of its own among the job's: such a step is always a job step, on the batch
 node too, so that its node's agent binds it to them (srun, the job's user, cannot), and
 while the job's other steps hold them srun waits, as Slurm's ("step creation temporarily
-disabled, retrying"). Values HAL does not act on (``--time``, ``--mem``...) are still
-checked as sbatch checks them, so a typo is an error rather than silently ignored. Signals
-srun receives while local tasks run (SIGINT, SIGTERM, SIGUSR1...) are passed on to every
-task, as Slurm's srun forwards them, so no task outlives it.
+disabled, retrying"). Every step holds the job's CPUs while it runs, as Slurm 22.05's:
+all of them on its nodes, only its tasks' with ``--exact``, ``--exclusive`` or ``-c``
+(``SRUN_CPUS_PER_TASK``), none with ``--overlap``; srun waits for them the same way,
+on the batch node too (``hal.core.steps.step_cpu_counts``). Values HAL does not act on
+(``--time``, ``--mem``...) are still checked as sbatch checks them, so a typo is an error
+rather than silently ignored. Signals srun receives while local tasks run (SIGINT,
+SIGTERM, SIGUSR1...) are passed on to every task, as Slurm's srun forwards them, so no
+task outlives it.
 """
 
 from __future__ import annotations
@@ -141,7 +145,7 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
     gpus: dict[str, int] = {}  # the step's own GPUs, where it asks for them
     node_range: tuple[int, int] | None = None
     nodelist = ""
-    label = multi_prog = False
+    label = multi_prog = exact = overlap = False
     jobid: int | None = None
     het_group: int | None = None
     distribution = env.get("SLURM_DISTRIBUTION", "")
@@ -153,6 +157,8 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
             )
         label = label or dest == "label"
         multi_prog = multi_prog or dest == "multi_prog"
+        exact = exact or dest in ("exact", "exclusive")
+        overlap = overlap or dest == "overlap"
         if value is None:
             continue
         if dest == "het_group":
@@ -198,8 +204,22 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
         gpus=gpus.get("gpus"),
         gpus_per_node=gpus.get("gpus_per_node"),
         gpus_per_task=gpus.get("gpus_per_task"),
+        cpus_per_task=counts.get("cpus_per_task", _srun_cpus_per_task(env)),
+        exact=exact,
+        overlap=overlap,
     )
     return Invocation(request, command, label, node_range, jobid, multi_prog, het_group)
+
+
+def _srun_cpus_per_task(env: Mapping[str, str]) -> int | None:
+    """``SRUN_CPUS_PER_TASK``, srun's input for ``-c`` (Slurm 22.05's srun no longer reads
+    the job's ``SLURM_CPUS_PER_TASK``)."""
+    value = env.get("SRUN_CPUS_PER_TASK", "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise InvalidRequest(f"SRUN_CPUS_PER_TASK needs a positive integer, got {value!r}")
+    return int(value)
 
 
 def _hostfile(path: str) -> str:
@@ -265,7 +285,7 @@ def srun(argv: list[str], console: Console) -> int:
         return run_step(job.job_id, request, call, console)
     from hal.compat.local_step import run_local
 
-    return run_local(job.job_id, layout, call.command, console, commands=commands)
+    return run_local(job.job_id, layout, call.command, console, commands=commands, request=request)
 
 
 def with_multi_prog(call: Invocation, console: Console, job_ntasks: int) -> Invocation:

@@ -11,8 +11,9 @@ import base64
 import os
 import signal
 import time
+from collections.abc import Callable
 from types import FrameType
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
 from hal.compat.seam import Client, Console
 from hal.core.errors import HalError, NotFound, PermissionDenied, Unavailable
@@ -21,11 +22,11 @@ from hal.core.steps import BUSY, StepRequest
 
 if TYPE_CHECKING:
     from hal.compat.srun import Invocation
-    from hal.wire.steps import StepCreate, StepInfo
 
+T = TypeVar("T")
 POLL_WAIT_SECONDS = 10.0  # the server holds a read this long when there is nothing new
 AWAY_RETRY_SECONDS = 1.0  # between polls while the server does not answer
-# a step waiting for GPUs its job's other steps hold asks again after 1, 2, 4, 8, 8... s
+# a step waiting for CPUs or GPUs its job's other steps hold asks again after 1, 2, 4, 8, 8... s
 BUSY_RETRY_SECONDS = 1.0
 BUSY_RETRY_MAX_SECONDS = 8.0
 # signals srun passes on to its tasks, local or a step's (Slurm's srun forwards these)
@@ -106,15 +107,15 @@ def run_in_job(job_id: int, call: Invocation, console: Console) -> int:
     return run_step(job_id, request, call, console, environment=environment, confirm=True)
 
 
-def _created(job_id: int, body: StepCreate, console: Console) -> StepInfo:
-    """The step, once the job's GPUs it asks for are free: while its other steps hold
-    them, srun waits and asks again, saying so as Slurm 22.05.8's srun does
-    (docs/slurm-checks.md)."""
+def once_free(job_id: int, console: Console, create: Callable[[], T]) -> T:
+    """What ``create`` (a step's creation) gives, once the job's CPUs and GPUs the step
+    asks for are free: while its other steps hold them, srun waits and asks again, saying
+    so as Slurm 22.05.8's srun does (docs/slurm-checks.md)."""
     pause = BUSY_RETRY_SECONDS
     waited = False
     while True:
         try:
-            step = console.client.create_step(job_id, body)
+            step = create()
         except HalError as err:
             if err.field != BUSY:
                 raise
@@ -162,9 +163,12 @@ def run_step(
         gpus=request.gpus,
         gpus_per_node=request.gpus_per_node,
         gpus_per_task=request.gpus_per_task,
+        cpus_per_task=request.cpus_per_task,
+        exact=request.exact,
+        overlap=request.overlap,
     )
     try:
-        step = _created(job_id, body, console)
+        step = once_free(job_id, console, lambda: console.client.create_step(job_id, body))
     except PermissionDenied as err:
         if confirm:
             return console.error(

@@ -98,6 +98,9 @@ class StepRequest:
     gpus: int | None = None  # --gpus: the step's GPUs in all
     gpus_per_node: int | None = None  # --gpus-per-node, --gres=gpu:N
     gpus_per_task: int | None = None  # --gpus-per-task
+    cpus_per_task: int | None = None  # -c (or SRUN_CPUS_PER_TASK): implies --exact
+    exact: bool = False  # --exact, --exclusive: only the CPUs its tasks ask for
+    overlap: bool = False  # --overlap: shares the CPUs other steps hold
 
     @property
     def asks_gpus(self) -> bool:
@@ -185,7 +188,23 @@ def refused(job_id: int, why: str) -> InvalidRequest:
     return InvalidRequest(f"Unable to create step for job {job_id}: {why}")
 
 
-BUSY = "step_busy"  # the field of a step refused for now: the GPUs it needs are held
+BUSY = "step_busy"  # the field of a step refused for now: the CPUs or GPUs it needs are held
+
+
+def step_cpu_counts(
+    request: StepRequest, layout: StepLayout, job_cpus: Sequence[int]
+) -> tuple[int, ...] | None:
+    """The CPUs a step holds on each of its nodes (``job_cpus``: the job's CPUs there, in
+    the step's node order) while it runs, as Slurm 22.05's steps hold them: all the job's
+    CPUs on the node by default, only its tasks' (``-c`` each, else one) with
+    ``--exact``, ``--exclusive`` or ``-c``; None with ``--overlap``, which holds none and
+    waits for none (docs/slurm-checks.md, "Steps wait for the CPUs other steps hold")."""
+    if request.overlap:
+        return None
+    if not (request.exact or request.cpus_per_task is not None):
+        return tuple(job_cpus)
+    per_task = request.cpus_per_task or 1
+    return tuple(n * per_task for n in layout.tasks)
 
 
 def step_gpu_counts(request: StepRequest, layout: StepLayout) -> tuple[int, ...] | None:

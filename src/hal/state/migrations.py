@@ -190,6 +190,15 @@ def _v18_eligible_of_ended_pending(conn: Connection) -> None:
     )
 
 
+def _v19_step_cpus(conn: Connection) -> None:
+    # running_steps.cpus: the job's CPUs a step holds on each node (srun without
+    # --overlap), so a restarted server makes the next step wait for them; the steps kept
+    # before hold none
+    columns = {c["name"] for c in inspect(conn).get_columns("running_steps")}
+    if "cpus" not in columns:
+        conn.execute(text("ALTER TABLE running_steps ADD COLUMN cpus TEXT NOT NULL DEFAULT '{}'"))
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -209,6 +218,7 @@ STEPS: tuple[Step, ...] = (
     _v16_step_gpu_usage,
     _v17_step_gpu_ids,
     _v18_eligible_of_ended_pending,
+    _v19_step_cpus,
 )
 
 

@@ -37,12 +37,13 @@ def running_row(
     totals: Totals | None = None,
     gpus: GpuTotals | None = None,
     gpu_ids: dict[str, tuple[int, ...]] | None = None,
+    cpus: dict[str, int] | None = None,
 ) -> RunningStepRow:
     """What ``running_steps`` keeps of a step (``oom``: a node's part ended for memory;
     kept with the first ended node, as the step's flag; ``local``: srun runs it on the
     batch node; ``totals``: what the ended nodes' tasks used, with each node's end;
     ``gpus``: those tasks' GPU use, where read, after it; ``gpu_ids``: the GPUs it holds
-    on each node, where it asked for its own)."""
+    on each node, where it asked for its own; ``cpus``: the job's CPUs it holds on each)."""
     used: dict[str, dict[str, list[float]]] = {node: {} for node in ended}
     on_gpus: dict[str, dict[str, list[float]]] = {node: {} for node in ended}
     for rank, (node, rss, cpu) in (totals or {}).items():
@@ -66,6 +67,7 @@ def running_row(
         ),
         local=local,
         gpu_ids=json.dumps({node: list(ids) for node, ids in (gpu_ids or {}).items()}),
+        cpus=json.dumps(cpus or {}),
     )
 
 
@@ -120,6 +122,12 @@ def gpu_ids_of(row: RunningStepRow) -> dict[str, tuple[int, ...]]:
     """The GPUs the step holds on each node (``running_row``'s ``gpu_ids``)."""
     data: dict[str, list[int]] = json.loads(row.gpu_ids or "{}")
     return {node: tuple(int(i) for i in ids) for node, ids in data.items()}
+
+
+def cpus_of(row: RunningStepRow) -> dict[str, int]:
+    """The job's CPUs the step holds on each node (``running_row``'s ``cpus``)."""
+    data: dict[str, int] = json.loads(row.cpus or "{}")
+    return {node: int(n) for node, n in data.items()}
 
 
 def cursor_base(now: float) -> int:

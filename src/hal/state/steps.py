@@ -49,6 +49,7 @@ from hal.core.steps import (
     StepRequest,
     pick_gpus,
     refused,
+    step_cpu_counts,
     step_environment,
     step_gpu_counts,
     step_layout,
@@ -56,6 +57,7 @@ from hal.core.steps import (
 from hal.state.cluster import Caller, Cluster
 from hal.state.launch import build_launch
 from hal.state.step_restore import (
+    cpus_of,
     cursor_base,
     ended_of,
     gpu_ids_of,
@@ -73,6 +75,7 @@ log = logging.getLogger("hal.steps")
 
 MAX_BUFFERED_BYTES = 16 << 20  # per step, unread by srun
 PAGE_BYTES = 1 << 20  # per answer to srun
+WHOLE = StepRequest()  # a step without -c, --exact or --overlap: all the job's CPUs
 KEEP_ENDED_SECONDS = 600.0  # an ended step stays readable this long
 LOST_EXIT_CODE = 1  # a node's part whose agent restarted (its tasks died with it)
 Key = tuple[int, int]  # (job id, step id)
@@ -103,6 +106,9 @@ class Step:
     # the GPUs it holds on each node, where it asked for its own (srun --gpus...): no
     # other such step of the job gets them until its part there ends
     gpu_ids: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # the job's CPUs it holds on each node (all of them, or its tasks' with --exact; none
+    # with --overlap): no other step of the job gets them until its part there ends
+    cpus: dict[str, int] = field(default_factory=dict)
     # unread output: (cursor, rank, stream, bytes), cursor increasing from 1
     chunks: list[tuple[int, int, str, bytes]] = field(default_factory=list)
     cursor: int = 0
@@ -165,7 +171,7 @@ class StepTable:
         self._ending: set[asyncio.Task[None]] = set()  # local steps ended by their job
         self._last_ids: dict[int, int] = {}  # job → its last step id given (_next_step_id)
         self.closing = False  # the server stops: srun's reads answer at once
-        self._giving_gpus = asyncio.Lock()  # one step at a time picks among free GPUs
+        self._giving = asyncio.Lock()  # one step at a time takes free CPUs and GPUs
         cluster.on_jobs_changed(self._on_jobs)
 
     # -- srun's side -------------------------------------------------------------------
@@ -203,13 +209,16 @@ class StepTable:
             )
         self._prune()
         counts = step_gpu_counts(request, layout)
-        # a step with GPUs of its own holds them before the next such step picks
-        async with self._giving_gpus if counts is not None else contextlib.nullcontext():
+        # a step holds its CPUs (and GPUs of its own) before the next step looks
+        cpus = self._cpu_counts(job_id, alloc, layout, request)
+        async with self._giving:
             gpu_ids = self._step_gpus(job_id, alloc, layout, counts)
+            self._take_cpus(job_id, alloc, cpus)
             step_id = await self._next_step_id(job_id)
             now = cluster.clock.now()
             step = Step(job_id, step_id, job.restarts, name or argv[0], layout, now)
             step.gpu_ids = gpu_ids or {}
+            step.cpus = cpus
             await cluster.db(cluster.store.keep_running_step, _row(step))  # for a restart
             self.steps[(job_id, step_id)] = step
         base = build_launch(job, cluster.config.cluster_name)
@@ -243,6 +252,47 @@ class StepTable:
             )
         return step
 
+    def _held(self, job_id: int, node: str) -> list[Step]:
+        """The job's steps whose part on ``node`` still runs."""
+        return [
+            s
+            for s in self.steps.values()
+            if s.job_id == job_id and not s.done and node in s.layout.nodes and node not in s.ended
+        ]
+
+    def _cpu_counts(
+        self, job_id: int, alloc: Allocation, layout: StepLayout, request: StepRequest
+    ) -> dict[str, int]:
+        """The job's CPUs a step holds on each of its nodes (``step_cpu_counts``);
+        refused outright where it asks for more than the job has there."""
+        have = [alloc.per_node[list(alloc.nodes).index(n)].cpus for n in layout.nodes]
+        counts = step_cpu_counts(request, layout, have)
+        if counts is None:
+            return {}
+        for node, want, total in zip(layout.nodes, counts, have, strict=True):
+            if want > total:
+                raise refused(
+                    job_id,
+                    f"More processors requested than permitted: the step asks for {want} "
+                    f"CPU(s) on {node}, where the job has {total}; ask for fewer tasks (-n) "
+                    "or CPUs per task (-c)",
+                )
+        return dict(zip(layout.nodes, counts, strict=True))
+
+    def _take_cpus(self, job_id: int, alloc: Allocation, wanted: dict[str, int]) -> None:
+        """Refused for now (``BUSY``) while the job's other steps hold too many of the
+        CPUs ``wanted`` on each node."""
+        for node, want in wanted.items():
+            total = alloc.per_node[list(alloc.nodes).index(node)].cpus
+            held = sum(s.cpus.get(node, 0) for s in self._held(job_id, node))
+            if held + want > total:
+                raise Conflict(
+                    f"Unable to create step for job {job_id}: Requested nodes are busy "
+                    f"(other steps of the job hold {held} of its {total} CPU(s) on {node}; "
+                    "srun waits for them, or runs beside them with --overlap)",
+                    field=BUSY,
+                )
+
     def _step_gpus(
         self,
         job_id: int,
@@ -259,12 +309,7 @@ class StepTable:
         for node, want in zip(layout.nodes, counts, strict=True):
             at = list(alloc.nodes).index(node)
             job_gpus = alloc.gpu_ids[at] if alloc.gpu_ids else ()
-            held = {
-                g
-                for s in self.steps.values()
-                if s.job_id == job_id and not s.done and node not in s.ended
-                for g in s.gpu_ids.get(node, ())
-            }
+            held = {g for s in self._held(job_id, node) for g in s.gpu_ids.get(node, ())}
             picked = pick_gpus(job_id, node, job_gpus, held, want)
             if picked is None:
                 raise Conflict(
@@ -277,21 +322,31 @@ class StepTable:
         return given
 
     async def open_local(
-        self, job_id: int, caller: Caller, node: str, ntasks: int, name: str
+        self,
+        job_id: int,
+        caller: Caller,
+        node: str,
+        ntasks: int,
+        name: str,
+        request: StepRequest = WHOLE,
     ) -> Step:
         """A step srun runs on ``node``, the batch node, itself: numbered in the job's
         sequence and shown running until srun reports its end (``end_local``). Nothing is
-        pushed to an agent, so no agent need be connected."""
+        pushed to an agent, so no agent need be connected. It holds the job's CPUs there
+        as ``request`` asks (``-c``, ``--exact``, ``--overlap``), as any step does."""
         job, alloc = self._running_job(job_id, caller)
         if node not in alloc.nodes:
             raise refused(job_id, f"node {node} is not in the job's allocation")
         self._prune()
-        step_id = await self._next_step_id(job_id)
         layout = StepLayout((node,), (ntasks,))
-        now = self.cluster.clock.now()
-        step = Step(job_id, step_id, job.restarts, name, layout, now, local=True)
-        await self.cluster.db(self.cluster.store.keep_running_step, _row(step))  # for a restart
-        self.steps[(job_id, step_id)] = step
+        cpus = self._cpu_counts(job_id, alloc, layout, request)
+        async with self._giving:
+            self._take_cpus(job_id, alloc, cpus)
+            step_id = await self._next_step_id(job_id)
+            now = self.cluster.clock.now()
+            step = Step(job_id, step_id, job.restarts, name, layout, now, local=True, cpus=cpus)
+            await self.cluster.db(self.cluster.store.keep_running_step, _row(step))  # restart
+            self.steps[(job_id, step_id)] = step
         return step
 
     async def end_local(
@@ -584,6 +639,7 @@ class StepTable:
             step.totals = totals_of(row)
             step.gpus = gpus_of(row)
             step.gpu_ids = gpu_ids_of(row)
+            step.cpus = cpus_of(row)
             step.restored, step.cursor = True, cursor_base(now)
             job = self.cluster.jobs.get(row.job_id)
             self.steps[(row.job_id, row.step_id)] = step
@@ -666,6 +722,7 @@ def _row(step: Step) -> RunningStepRow:
         step.totals,
         step.gpus,
         step.gpu_ids,
+        step.cpus,
     )
 
 

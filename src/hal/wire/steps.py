@@ -41,6 +41,13 @@ class StepCreate(WireModel):
     gpus: int | None = Field(default=None, ge=0, le=INT32_MAX)
     gpus_per_node: int | None = Field(default=None, ge=0, le=INT32_MAX)
     gpus_per_task: int | None = Field(default=None, ge=0, le=INT32_MAX)
+    # the job's CPUs it holds while it runs, as Slurm 22.05's steps: all of them on its
+    # nodes; with ``exact`` (srun --exact, --exclusive) or ``cpus_per_task`` (-c) only
+    # its tasks'; with ``overlap`` none. A step whose CPUs other steps hold is refused
+    # with the field ``step_busy`` too, and srun asks again
+    cpus_per_task: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    exact: bool = False
+    overlap: bool = False
     # a step srun runs on the batch node itself: only recorded (numbered, its end kept for
     # sacct), no agent runs it; ``nodelist`` names that node, ``ntasks`` its tasks
     local: bool = False

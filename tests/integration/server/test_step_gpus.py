@@ -39,11 +39,11 @@ def test_steps_get_their_own_gpus_and_wait_for_them(
 
     script = "\n".join(
         [
-            step("-n1 --gpus=1", "A", 6) + " &",
+            step("-n1 --exact --gpus=1", "A", 6) + " &",
             "sleep 1",
-            step("-n1 --gres=gpu:1", "B", 6) + " &",
+            step("-n1 --exact --gres=gpu:1", "B", 6) + " &",
             "sleep 1",
-            step("-n1 --gpus-per-task=1", "C") + " &",
+            step("-n1 --exact --gpus-per-task=1", "C") + " &",
             "wait",
             step("-n1", "plain"),
             step("-n1 --gpus=0", "none"),

@@ -92,9 +92,10 @@ def test_a_step_whose_job_ended_while_its_agent_was_away_is_ended_by_it(
 
 def test_a_local_step_is_taken_up_by_a_restarted_server(each_store: LiveServer) -> None:
     """srun running a step on the batch node (``srun ./a &`` in a one-node job) while the
-    server restarts: the new server still shows it running, gives the next srun the next
-    id (not the running step's), does not end it when the batch node's agent registers
-    without it (srun holds its tasks), and takes srun's end report for it."""
+    server restarts: the new server still shows it running, still holds the job's CPU
+    for it (the next plain srun waits: 409), gives the next srun the next id (not the
+    running step's), does not end it when the batch node's agent registers without it
+    (srun holds its tasks), and takes srun's end report for it."""
     live = each_store
     register(live, "n1", [])
     with live.client() as admin:
@@ -109,7 +110,11 @@ def test_a_local_step_is_taken_up_by_a_restarted_server(each_store: LiveServer) 
     with live.client() as c:
         running = [(s.step_id, s.local, s.state) for s in c.running_steps()]
     assert running == [(0, True, "RUNNING")], running
-    assert post(live, f"/v1/jobs/{job}/steps", local)["step_id"] == 1
+    auth = {"Authorization": f"Bearer {live.token}"}
+    busy = httpx.post(f"{live.url}/v1/jobs/{job}/steps", json=local, headers=auth, timeout=30)
+    assert busy.status_code == 409 and "Requested nodes are busy" in busy.text, busy.text
+    beside = {**local, "overlap": True}
+    assert post(live, f"/v1/jobs/{job}/steps", beside)["step_id"] == 1
     ended = post(live, f"/v1/jobs/{job}/steps/0/end", {"exit_code": 3})
     assert ended["state"] == "FAILED", ended
     acct = live.cli("sacct", "-j", f"{job}.0", "-n", "-P", "-o", "JobID,State,ExitCode")

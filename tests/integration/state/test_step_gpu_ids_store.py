@@ -28,14 +28,14 @@ from hal.wire.agent import StepEnd, StepLaunch
 
 
 async def gpu_job(cluster: Cluster) -> int:
-    """Two nodes, two tasks and two GPUs (0 and 1) on each."""
+    """Two nodes, two tasks, four CPUs and two GPUs (0 and 1) on each."""
     for name in ("n1", "n2"):
         cluster.nodes[name] = Node(name, ResourceVector(cpus=4, memory_bytes=4 * GiB, gpus=2))
         cluster.agent_sessions[name] = AgentSession(name)
     spec = JobSpec(user="ann", script="#!/bin/sh\nsleep 60\n").with_changes(nodes_min=2, ntasks=4)
     (job,) = await cluster.submit([spec])
-    two = ResourceVector(2, 0, gpus=2)
-    alloc = Allocation(("n1", "n2"), (two, two), ((0, 1), (0, 1)))
+    four = ResourceVector(4, 0, gpus=2)
+    alloc = Allocation(("n1", "n2"), (four, four), ((0, 1), (0, 1)))
     await cluster.apply_plan(Plan(cluster.revision, (Placement(job.job_id, alloc),)))
     return job.job_id
 
@@ -52,10 +52,12 @@ def test_steps_hold_their_own_gpus_until_their_part_ends(db_url: str) -> None:
         try:
             job_id = await gpu_job(cluster)
             table = StepTable(cluster)
-            one_each = StepRequest(gpus_per_node=1)
+            # (one task per node and --exact: each holds one CPU of four there)
+            one_each = StepRequest(ntasks=2, gpus_per_node=1, exact=True)
             first = await table.create(job_id, ANN, one_each, ["train"], {})
-            second = await table.create(job_id, ANN, StepRequest(gpus=2), ["train"], {})
-            plain = await table.create(job_id, ANN, StepRequest(), ["hostname"], {})
+            both = StepRequest(ntasks=2, gpus=2, exact=True)
+            second = await table.create(job_id, ANN, both, ["train"], {})
+            plain = await table.create(job_id, ANN, StepRequest(overlap=True), ["hostname"], {})
             assert first.gpu_ids == {"n1": (0,), "n2": (0,)}
             assert second.gpu_ids == {"n1": (1,), "n2": (1,)}  # --gpus=2: one per node
             assert plain.gpu_ids == {}
@@ -64,6 +66,7 @@ def test_steps_hold_their_own_gpus_until_their_part_ends(db_url: str) -> None:
                 await table.create(job_id, ANN, one_each, ["train"], {})
             assert busy.value.field == BUSY
             assert "Requested nodes are busy" in busy.value.message
+            assert "GPUs on n1 are held" in busy.value.message  # (two CPUs are free)
             with pytest.raises(InvalidRequest, match="Invalid generic resource"):
                 await table.create(job_id, ANN, StepRequest(gpus_per_node=3), ["x"], {})
 
@@ -73,7 +76,7 @@ def test_steps_hold_their_own_gpus_until_their_part_ends(db_url: str) -> None:
                 await restarted.create(job_id, ANN, one_each, ["train"], {})
             end = StepEnd(job_id=job_id, step_id=first.step_id, exit_code=0)
             await restarted.received("n1", [], [end])  # its part on n1 ends: GPU 0 is free
-            on_n1 = StepRequest(nodes=1, nodelist=("n1",), gpus_per_task=1, ntasks=1)
+            on_n1 = StepRequest(nodes=1, nodelist=("n1",), gpus_per_task=1, ntasks=1, exact=True)
             third = await restarted.create(job_id, ANN, on_n1, ["train"], {})
             assert third.gpu_ids == {"n1": (0,)}
         finally:

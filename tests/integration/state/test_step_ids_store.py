@@ -45,8 +45,9 @@ def test_sruns_started_together_get_distinct_step_ids(db_url: str) -> None:
             earlier = StepRow(job_id, 4, "a.out", "n1", 1, "COMPLETED", 0, 1.0, 2.0)
             await cluster.db(cluster.store.record_step, earlier)
             table = StepTable(cluster)
-            agents = [table.create(job_id, ANN, StepRequest(), ["hostname"], {}) for _ in range(8)]
-            local = [table.open_local(job_id, ANN, "n1", 1, "true") for _ in range(8)]
+            beside = StepRequest(overlap=True)  # (else each would wait for the job's CPUs)
+            agents = [table.create(job_id, ANN, beside, ["hostname"], {}) for _ in range(8)]
+            local = [table.open_local(job_id, ANN, "n1", 1, "true", beside) for _ in range(8)]
             steps = await asyncio.gather(*agents, *local)
             ids = sorted(s.step_id for s in steps)
             assert ids == list(range(5, 21)), ids

@@ -11,6 +11,7 @@ from typing import Any
 from hal.compat.commands import run
 from hal.core.errors import NotFound
 from hal.core.states import JobState
+from hal.core.steps import StepRequest
 from hal.wire.jobs import JobInfo, JobSubmit, JobUpdate, SubmitResult, WillRun
 from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo, TopologyInfo, UserInfo
 from hal.wire.steps import StepInfo
@@ -132,7 +133,14 @@ class FakeClient:
         return [s for job in sorted(self.step_list) for s in self.step_list[job]]
 
     def open_local_step(
-        self, job_id: int, *, node: str, ntasks: int, name: str, argv: list[str]
+        self,
+        job_id: int,
+        *,
+        node: str,
+        ntasks: int,
+        name: str,
+        argv: list[str],
+        request: StepRequest | None = None,
     ) -> int:
         step_id = sum(1 for s in self.local_steps if s[0] == job_id)
         self.local_steps.append((job_id, step_id, node, ntasks, name))

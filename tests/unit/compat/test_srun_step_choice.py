@@ -18,6 +18,7 @@ from hal.compat.commands import run
 from hal.compat.seam import Console
 from hal.compat.srun import parse_command
 from hal.compat.steps import _Writer
+from hal.core.errors import InvalidRequest
 
 TWO_NODES = {
     "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -180,3 +181,28 @@ def test_a_bad_jobid_is_refused(tmp_path: Path) -> None:
     rc, err = srun(tmp_path, "--jobid=abc", "true", environ={"PATH": TWO_NODES["PATH"]})
     assert rc == 1
     assert err == "srun: error: --jobid needs a positive integer, got 'abc'\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "want"),
+    [
+        (["true"], {}, (None, False, False)),
+        (["--exact", "true"], {}, (None, True, False)),
+        (["--exclusive", "true"], {}, (None, True, False)),  # a step's --exclusive: exact
+        (["-c2", "true"], {}, (2, False, False)),
+        (["--overlap", "-n1", "true"], {}, (None, False, True)),
+        # Slurm 22.05's srun reads SRUN_CPUS_PER_TASK, not the job's SLURM_CPUS_PER_TASK
+        (["true"], {"SRUN_CPUS_PER_TASK": "3", "SLURM_CPUS_PER_TASK": "4"}, (3, False, False)),
+        (["-c1", "true"], {"SRUN_CPUS_PER_TASK": "3"}, (1, False, False)),  # -c wins
+    ],
+)
+def test_options_that_decide_the_cpus_a_step_holds(
+    argv: list[str], env: dict[str, str], want: tuple[int | None, bool, bool]
+) -> None:
+    request = parse_command(argv, env).request
+    assert (request.cpus_per_task, request.exact, request.overlap) == want
+
+
+def test_a_bad_srun_cpus_per_task_is_refused() -> None:
+    with pytest.raises(InvalidRequest, match="SRUN_CPUS_PER_TASK needs a positive integer"):
+        parse_command(["true"], {"SRUN_CPUS_PER_TASK": "two"})

@@ -1,0 +1,97 @@
+"""Steps wait for the CPUs their job's other steps hold, on a real server with real
+agents, as Slurm 22.05.8's did (docs/slurm-checks.md, "Steps wait for the CPUs other
+steps hold"): ``srun cmd &`` twice in a job runs them one after the other, saying
+"step creation temporarily disabled"; ``--exact`` steps share the job's CPUs, one task's
+worth each; ``--overlap`` waits for nothing. On the batch node (srun runs the tasks)
+and across nodes (the agents do)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_local_steps_server import SRUN, submit
+
+from hal.testing.live import LiveServer, wait_until
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    data = tmp_path_factory.mktemp("stepcpus")
+    with (
+        LiveServer(data, config_overrides={"kill_wait_seconds": 2}) as srv,
+        srv.agents(2, cpus=2, memory="1G"),
+    ):
+        yield srv
+
+
+def step(options: str, name: str, sleep: int = 0) -> str:
+    """A step whose tasks print ``name``, their rank and when they started, then sleep."""
+    return f"{SRUN} {options} sh -c 'echo {name}$SLURM_PROCID $(date +%s.%N); sleep {sleep}'"
+
+
+def run(server: LiveServer, tmp_path: Path, lines: list[str], *args: str) -> tuple[int, str]:
+    job_id = submit(server, tmp_path, "\n".join([*lines, "wait", ""]), *args)
+
+    def ended() -> bool:
+        with server.client() as c:
+            return c.job(job_id).state in ("COMPLETED", "FAILED")
+
+    wait_until(ended, 90, message="the job to end")
+    return job_id, (tmp_path / f"slurm-{job_id}.out").read_text()
+
+
+def started(text: str) -> dict[str, float]:
+    return {m[1]: float(m[2]) for m in re.finditer(r"^(\w+) (\d+\.\d+)$", text, re.M)}
+
+
+def test_steps_on_the_batch_node_wait_for_the_cpus_others_hold(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    """A job of two CPUs on one node: a plain step holds both, so the next waits for it;
+    two ``--exact`` steps of one task run together; ``--overlap`` runs beside them."""
+    job_id, text = run(
+        server,
+        tmp_path,
+        [
+            step("-n1", "A", 3) + " &",
+            "sleep 0.5",
+            step("-n1", "B") + " &",
+            "wait",
+            step("-n1 --exact", "C", 3) + " &",
+            step("-n1 -c1", "D", 3) + " &",  # -c: as --exact
+            "sleep 0.5",
+            step("-n1 --overlap", "E") + " &",
+        ],
+        "-n2",
+    )
+    at = started(text)
+    assert at["B0"] - at["A0"] >= 2.9, text  # B ran once A had ended
+    assert f"srun: Job {job_id} step creation temporarily disabled, retrying " in text
+    assert "(Requested nodes are busy)" in text
+    assert f"srun: Step created for job {job_id}" in text
+    assert abs(at["D0"] - at["C0"]) < 2.5, text  # together, a CPU each
+    assert at["E0"] - at["C0"] < 2.5, text  # beside them
+    assert text.count("temporarily disabled") == 1, text  # only B waited
+
+
+def test_steps_across_nodes_wait_for_the_cpus_others_hold(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    """A job on both nodes: a step across them holds the job's CPUs on each, and the
+    next one, run by the agents too, waits; both end COMPLETED in sacct."""
+    job_id, text = run(
+        server,
+        tmp_path,
+        [step("-N2 -n2", "X", 3) + " &", "sleep 0.5", step("-N2 -n2", "Y") + " &"],
+        "-N2",
+        "-n2",
+    )
+    at = started(text)
+    assert min(at["Y0"], at["Y1"]) - max(at["X0"], at["X1"]) >= 2.5, text
+    assert f"srun: Step created for job {job_id}" in text
+    done = server.cli("sacct", "-j", str(job_id), "-n", "-P", "-o", "JobID,State")
+    assert f"{job_id}.0|COMPLETED" in done.stdout, done.stdout
+    assert f"{job_id}.1|COMPLETED" in done.stdout, done.stdout
