@@ -47,6 +47,7 @@ def _info(step: Step) -> StepInfo:
         exit_code=step.exit_code,
         start_time=step.start_time,
         local=step.local,
+        srun=step.srun,
         usage=[
             TaskUsage(
                 rank=rank,
@@ -97,7 +98,7 @@ async def create_step(job_id: int, request: Request, ctx: Ctx, caller: Who) -> R
             raise InvalidRequest("a local step names its one node in nodelist", field="nodelist")
         name = body.name or body.argv[0]
         local = await ctx.steps.open_local(
-            job_id, caller, body.nodelist[0], body.ntasks or 1, name, wanted
+            job_id, caller, body.nodelist[0], body.ntasks or 1, name, wanted, srun=body.srun
         )
         return json_response(_info(local), 201)
     mpmd = body.multi_prog

@@ -262,16 +262,19 @@ class HalClient:
         name: str,
         argv: list[str],
         request: StepRequest | None = None,
+        srun: str = "",
     ) -> int:
         """Record a step srun runs on the batch node ``node`` itself; its step id. One
         try, within ``RECORD_TIMEOUT_SECONDS``: a record must not hold the command.
-        ``request``: the job's CPUs it holds (``-c``, ``--exact``, ``--overlap``)."""
+        ``request``: the job's CPUs it holds (``-c``, ``--exact``, ``--overlap``);
+        ``srun``: the calling srun process, "PID:START" (``StepCreate.srun``)."""
         body: dict[str, Any] = {
             "argv": argv[:1],  # (the server keeps only the name; the command runs here)
             "ntasks": ntasks,
             "nodelist": [node],
             "name": name,
             "local": True,
+            "srun": srun,
         }
         if request is not None:
             body.update(

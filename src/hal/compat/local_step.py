@@ -35,7 +35,7 @@ from types import FrameType
 from hal.compat import step_cgroup
 from hal.compat.seam import Console
 from hal.compat.step_cgroup import job_cgroup
-from hal.compat.steps import FORWARDED, once_free
+from hal.compat.steps import FORWARDED, once_free, srun_identity
 from hal.core.errors import HalError
 from hal.core.steps import (
     EXEC_FAILED,
@@ -79,7 +79,13 @@ def run_local(
 
     def opened() -> int:
         return console.client.open_local_step(
-            job_id, node=node, ntasks=ntasks, name=name, argv=command, request=request
+            job_id,
+            node=node,
+            ntasks=ntasks,
+            name=name,
+            argv=command,
+            request=request,
+            srun=srun_identity(os.getpid()),
         )
 
     try:

@@ -120,6 +120,7 @@ class Client(Protocol):
         name: str,
         argv: list[str],
         request: StepRequest | None = None,
+        srun: str = "",
     ) -> int: ...
 
     def end_local_step(

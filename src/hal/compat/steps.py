@@ -110,7 +110,8 @@ def run_in_job(job_id: int, call: Invocation, console: Console) -> int:
 def once_free(job_id: int, console: Console, create: Callable[[], T]) -> T:
     """What ``create`` (a step's creation) gives, once the job's CPUs and GPUs the step
     asks for are free: while its other steps hold them, srun waits and asks again, saying
-    so as Slurm 22.05.8's srun does (docs/slurm-checks.md)."""
+    so as Slurm 22.05.8's srun does (docs/slurm-checks.md). Steps held by an srun that is
+    gone from this node are ended first (``release_abandoned``)."""
     pause = BUSY_RETRY_SECONDS
     waited = False
     while True:
@@ -119,6 +120,8 @@ def once_free(job_id: int, console: Console, create: Callable[[], T]) -> T:
         except HalError as err:
             if err.field != BUSY:
                 raise
+            if release_abandoned(job_id, console):
+                continue
             how = "still" if waited else "temporarily"
             console.err(
                 f"srun: Job {job_id} step creation {how} disabled, retrying "
@@ -131,6 +134,47 @@ def once_free(job_id: int, console: Console, create: Callable[[], T]) -> T:
         if waited:
             console.err(f"srun: Step created for job {job_id}")
         return step
+
+
+def srun_identity(pid: int) -> str:
+    """``PID:START`` of a process of this node (its start in clock ticks after boot), ""
+    when it is gone: a PID the kernel gives again later has another start."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return ""
+    return f"{pid}:{fields[19]}" if len(fields) > 19 else ""
+
+
+def release_abandoned(job_id: int, console: Console) -> bool:
+    """Ends the job's steps that an srun of this node ran and that it never reported
+    ended because it is gone (killed with SIGKILL): they would hold the job's CPUs until
+    the job ended. Whether any was ended."""
+    here = console.environ.get("SLURMD_NODENAME", "")
+    try:
+        steps = console.client.job_steps(job_id) if here else []
+    except HalError:
+        return False
+    freed = False
+    for step in steps:
+        if not (step.local and step.srun and step.nodes == [here]):
+            continue
+        pid = step.srun.partition(":")[0]
+        if not pid.isdigit() or srun_identity(int(pid)) == step.srun:
+            continue  # (still there)
+        try:
+            console.client.end_local_step(
+                job_id, step.step_id, exit_code=128 + signal.SIGKILL, exit_signal=signal.SIGKILL
+            )
+        except HalError:
+            continue
+        console.err(
+            f"srun: warning: step {job_id}.{step.step_id} ended: its srun (pid {pid}) is "
+            "gone, so the job's CPUs it held are free"
+        )
+        freed = True
+    return freed
 
 
 def run_step(

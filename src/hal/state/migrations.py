@@ -193,10 +193,13 @@ def _v18_eligible_of_ended_pending(conn: Connection) -> None:
 def _v19_step_cpus(conn: Connection) -> None:
     # running_steps.cpus: the job's CPUs a step holds on each node (srun without
     # --overlap), so a restarted server makes the next step wait for them; the steps kept
-    # before hold none
+    # before hold none. running_steps.srun: a local step's srun process, so another srun
+    # can tell that it is gone
     columns = {c["name"] for c in inspect(conn).get_columns("running_steps")}
     if "cpus" not in columns:
         conn.execute(text("ALTER TABLE running_steps ADD COLUMN cpus TEXT NOT NULL DEFAULT '{}'"))
+    if "srun" not in columns:
+        conn.execute(text("ALTER TABLE running_steps ADD COLUMN srun TEXT NOT NULL DEFAULT ''"))
 
 
 STEPS: tuple[Step, ...] = (

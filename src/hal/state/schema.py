@@ -209,6 +209,8 @@ running_steps = Table(
     Column("gpu_ids", Text, nullable=False, default="{}", server_default="{}"),
     # the job's CPUs it holds on each node: {node: count} (JSON, migration 19)
     Column("cpus", Text, nullable=False, default="{}", server_default="{}"),
+    # a local step's srun process, "PID:START" (migration 19)
+    Column("srun", Text, nullable=False, default="", server_default=""),
 )
 
 # each user's scrontab file as they last saved it (docs/scrontab.md); its entries' jobs

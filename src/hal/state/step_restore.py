@@ -38,12 +38,14 @@ def running_row(
     gpus: GpuTotals | None = None,
     gpu_ids: dict[str, tuple[int, ...]] | None = None,
     cpus: dict[str, int] | None = None,
+    srun: str = "",
 ) -> RunningStepRow:
     """What ``running_steps`` keeps of a step (``oom``: a node's part ended for memory;
     kept with the first ended node, as the step's flag; ``local``: srun runs it on the
     batch node; ``totals``: what the ended nodes' tasks used, with each node's end;
     ``gpus``: those tasks' GPU use, where read, after it; ``gpu_ids``: the GPUs it holds
-    on each node, where it asked for its own; ``cpus``: the job's CPUs it holds on each)."""
+    on each node, where it asked for its own; ``cpus``: the job's CPUs it holds on each;
+    ``srun``: a local step's srun process)."""
     used: dict[str, dict[str, list[float]]] = {node: {} for node in ended}
     on_gpus: dict[str, dict[str, list[float]]] = {node: {} for node in ended}
     for rank, (node, rss, cpu) in (totals or {}).items():
@@ -68,6 +70,7 @@ def running_row(
         local=local,
         gpu_ids=json.dumps({node: list(ids) for node, ids in (gpu_ids or {}).items()}),
         cpus=json.dumps(cpus or {}),
+        srun=srun,
     )
 
 

@@ -118,6 +118,7 @@ class Step:
     cancelled: bool = False
     stopped: bool = False  # its job is suspended: its tasks were sent SIGSTOP
     local: bool = False  # srun runs its tasks on the batch node and reports their end
+    srun: str = ""  # a local step's srun process, "PID:START" (``StepCreate.srun``)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     restored: bool = False  # taken up by a restarted server: a stream starts where it is
 
@@ -329,6 +330,8 @@ class StepTable:
         ntasks: int,
         name: str,
         request: StepRequest = WHOLE,
+        *,
+        srun: str = "",
     ) -> Step:
         """A step srun runs on ``node``, the batch node, itself: numbered in the job's
         sequence and shown running until srun reports its end (``end_local``). Nothing is
@@ -345,6 +348,7 @@ class StepTable:
             step_id = await self._next_step_id(job_id)
             now = self.cluster.clock.now()
             step = Step(job_id, step_id, job.restarts, name, layout, now, local=True, cpus=cpus)
+            step.srun = srun
             await self.cluster.db(self.cluster.store.keep_running_step, _row(step))  # restart
             self.steps[(job_id, step_id)] = step
         return step
@@ -640,6 +644,7 @@ class StepTable:
             step.gpus = gpus_of(row)
             step.gpu_ids = gpu_ids_of(row)
             step.cpus = cpus_of(row)
+            step.srun = row.srun
             step.restored, step.cursor = True, cursor_base(now)
             job = self.cluster.jobs.get(row.job_id)
             self.steps[(row.job_id, row.step_id)] = step
@@ -723,6 +728,7 @@ def _row(step: Step) -> RunningStepRow:
         step.gpus,
         step.gpu_ids,
         step.cpus,
+        step.srun,
     )
 
 

@@ -48,6 +48,10 @@ class StepCreate(WireModel):
     cpus_per_task: int | None = Field(default=None, ge=1, le=INT32_MAX)
     exact: bool = False
     overlap: bool = False
+    # a local step's srun, "PID:START" (its start in clock ticks after boot, as
+    # /proc/PID/stat has it): another srun on the node that finds the step's CPUs held
+    # and that process gone ends the step (its srun was killed before it could)
+    srun: str = Field(default="", max_length=64)
     # a step srun runs on the batch node itself: only recorded (numbered, its end kept for
     # sacct), no agent runs it; ``nodelist`` names that node, ``ntasks`` its tasks
     local: bool = False
@@ -90,6 +94,7 @@ class StepInfo(WireModel):
     usage: list[TaskUsage] = Field(default_factory=list)  # sampled tasks (sstat), by rank
     start_time: float = 0.0
     local: bool = False  # run by srun on the batch node: its tasks are not sampled apart
+    srun: str = ""  # a local step's srun process, "PID:START" (``StepCreate.srun``)
 
 
 class StepList(WireModel):

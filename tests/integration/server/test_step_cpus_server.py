@@ -95,3 +95,27 @@ def test_steps_across_nodes_wait_for_the_cpus_others_hold(
     done = server.cli("sacct", "-j", str(job_id), "-n", "-P", "-o", "JobID,State")
     assert f"{job_id}.0|COMPLETED" in done.stdout, done.stdout
     assert f"{job_id}.1|COMPLETED" in done.stdout, done.stdout
+
+
+def test_a_step_whose_srun_was_killed_does_not_hold_the_cpus_for_ever(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    """srun killed with SIGKILL never reports its step's end; the next srun on the node
+    finds that srun gone, ends the step (CANCELLED 0:9 in sacct) and runs."""
+    job_id, text = run(
+        server,
+        tmp_path,
+        [
+            f"{SRUN} sleep 4 &",
+            "sleep 3",
+            "kill -9 $!",
+            step("-n1", "after"),
+        ],
+        "-n1",
+    )
+    assert f"srun: warning: step {job_id}.0 ended: its srun (pid " in text, text
+    assert "after0" in text, text
+    assert "temporarily disabled" not in text, text  # it did not wait for the dead one
+    done = server.cli("sacct", "-j", str(job_id), "-n", "-P", "-o", "JobID,State,ExitCode")
+    assert f"{job_id}.0|CANCELLED|0:9" in done.stdout, done.stdout
+    assert f"{job_id}.1|COMPLETED|0:0" in done.stdout, done.stdout

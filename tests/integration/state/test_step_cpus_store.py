@@ -3,8 +3,9 @@ SQLite and PostgreSQL: a step without ``--exact`` holds all the job's CPUs on it
 one with ``--exact`` (or ``-c``) its tasks', one with ``--overlap`` none; a step that
 finds too few free is refused for now (``BUSY``: srun waits), on the batch node too
 (a local step); its CPUs come back as its part on a node ends; a restarted server still
-knows who holds what (``running_steps.cpus``, migration 19); more than the job has is
-refused outright (docs/slurm-checks.md, "Steps wait for the CPUs other steps hold")."""
+knows who holds what (``running_steps.cpus``, migration 19) and which srun runs a local
+step (``running_steps.srun``); more than the job has is refused outright
+(docs/slurm-checks.md, "Steps wait for the CPUs other steps hold")."""
 
 from __future__ import annotations
 
@@ -65,13 +66,15 @@ def test_steps_hold_the_jobs_cpus_until_their_part_ends(db_url: str) -> None:
                 await table.open_local(job_id, ANN, "n1", 1, "c")
             beside = await table.create(job_id, ANN, StepRequest(overlap=True), ["d"], {})
             assert beside.cpus == {}
-            local = await table.open_local(job_id, ANN, "n1", 1, "e", StepRequest(overlap=True))
+            beside_local = StepRequest(overlap=True)
+            local = await table.open_local(job_id, ANN, "n1", 1, "e", beside_local, srun="77:901")
             assert local.cpus == {}
             with pytest.raises(InvalidRequest, match="More processors requested than permitted"):
                 await table.create(job_id, ANN, on_n1(cpus_per_task=3), ["f"], {})
 
             restarted = StepTable(cluster)  # a new server: what it finds kept
             assert await restarted.restore() == 3
+            assert restarted.steps[(job_id, local.step_id)].srun == "77:901"  # its srun kept
             with pytest.raises(Conflict):
                 await restarted.create(job_id, ANN, exact, ["b"], {})
             end = StepEnd(job_id=job_id, step_id=whole.step_id, exit_code=0)

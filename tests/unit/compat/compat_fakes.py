@@ -141,6 +141,7 @@ class FakeClient:
         name: str,
         argv: list[str],
         request: StepRequest | None = None,
+        srun: str = "",
     ) -> int:
         step_id = sum(1 for s in self.local_steps if s[0] == job_id)
         self.local_steps.append((job_id, step_id, node, ntasks, name))
