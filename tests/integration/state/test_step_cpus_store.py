@@ -12,17 +12,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from test_step_usage_store import ANN
+from test_step_usage_store import ANN, two_node_job  # (two CPUs of four on n1, n2)
 
 from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
 from hal.core.errors import Conflict, InvalidRequest
-from hal.core.job import Allocation, JobSpec
-from hal.core.node import Node
-from hal.core.resources import GiB, ResourceVector
 from hal.core.steps import BUSY, StepRequest
-from hal.scheduler.framework.snapshot import Placement, Plan
-from hal.state.agents import AgentSession
 from hal.state.cluster import Cluster
 from hal.state.steps import StepTable
 from hal.state.store import SqlStateStore
@@ -32,19 +27,6 @@ from hal.wire.agent import StepEnd
 def on_n1(*, exact: bool = False, cpus_per_task: int | None = None) -> StepRequest:
     """One task on n1."""
     return StepRequest(1, 1, nodelist=("n1",), exact=exact, cpus_per_task=cpus_per_task)
-
-
-async def two_node_job(cluster: Cluster) -> int:
-    """Two nodes with two of the job's CPUs on each, four tasks."""
-    for name in ("n1", "n2"):
-        cluster.nodes[name] = Node(name, ResourceVector(cpus=4, memory_bytes=4 * GiB))
-        cluster.agent_sessions[name] = AgentSession(name)
-    spec = JobSpec(user="ann", script="#!/bin/sh\nsleep 60\n").with_changes(nodes_min=2, ntasks=4)
-    (job,) = await cluster.submit([spec])
-    two = ResourceVector(2, 0)
-    alloc = Allocation(("n1", "n2"), (two, two))
-    await cluster.apply_plan(Plan(cluster.revision, (Placement(job.job_id, alloc),)))
-    return job.job_id
 
 
 def test_steps_hold_the_jobs_cpus_until_their_part_ends(db_url: str) -> None:
