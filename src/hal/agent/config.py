@@ -53,6 +53,8 @@ class AgentConfig:
     isolation: str = "auto"  # auto | cgroup2 | cgroup1 | rlimit | none
     # GPU device isolation (hal.agent.devices), Slurm's ConstrainDevices: auto | yes | no
     constrain_devices: str = "auto"
+    # jobs bound to their own CPUs of the host (hal.agent.cpus): auto | yes | no
+    bind_cpus: str = "auto"
     heartbeat_interval_seconds: float = 10.0  # the long poll's length (each sync is a beat)
     # how often the GPUs' health is read (hal.agent.gpuhealth); 0 = never
     gpu_health_interval_seconds: float = 60.0

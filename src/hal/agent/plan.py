@@ -45,6 +45,7 @@ def build_step_plan(
     agent: str = "",
     unknown_users_as_agent: bool = False,
     denied_gpus: tuple[int, ...] = (),
+    cpu_ids: tuple[int, ...] = (),
 ) -> StepPlan:
     run_as = resolve_user(launch, unknown_users_as_agent=unknown_users_as_agent)
     script_path = os.path.join(job_dir, SCRIPT_FILE)
@@ -89,6 +90,7 @@ def build_step_plan(
         groups=run_as.groups,
         umask=job_umask(env),
         denied_gpus=denied_gpus,
+        cpu_ids=cpu_ids,
     )
 
 

@@ -48,6 +48,7 @@ from hal.agent.channel import (
     OutputChannel,
 )
 from hal.agent.config import AgentConfig, host_cpus, host_memory_bytes
+from hal.agent.cpus import cpu_pool
 from hal.agent.events import (
     CancelRequested,
     Command,
@@ -97,6 +98,8 @@ from hal.agent.state import AgentState
 from hal.agent.steps import Outgoing, StepTasks
 from hal.agent.store import JobStore, StoredJob
 from hal.agent.supervisor import (
+    PLAN_FILE,
+    StepPlan,
     parse_started,
     read_status,
     read_supervisor,
@@ -104,6 +107,7 @@ from hal.agent.supervisor import (
 )
 from hal.client.config import load_client_config
 from hal.core.clock import Clock, SystemClock
+from hal.core.slurm_syntax import compress_indices
 from hal.core.steps import cancelled_message
 from hal.observe.listener import start_metrics_server
 from hal.wire.agent import (
@@ -209,12 +213,16 @@ class AgentShell:
         self._launcher: StepLauncher | None = None
         self.counters = AgentCounters()
         self.capacity = Capacity(0, 0, 0)  # known once the GPUs are discovered (run)
+        # the host CPUs jobs are bound to (hal.agent.cpus): an unknown choice or more CPUs
+        # than the host has with "yes" is refused here, before the agent starts
+        self.cpus = cpu_pool(config.bind_cpus, config.cpus)
         self.steps = StepTasks(
             config.node,
             agent=self.agent_name,
             unknown_users_as_agent=config.unknown_users_as_agent,
             notify=self._step_output,
             steps_dir=str(config.state_dir / "steps"),
+            cpus=self.cpus,
         )
 
     # -- life ---------------------------------------------------------------------------
@@ -238,11 +246,12 @@ class AgentShell:
             self.steps.isolation = self.isolation
             self.steps.gpus = self._gpus
             log.info(
-                "agent %s: isolation %s %s, GPU devices %s, state in %s",
+                "agent %s: isolation %s %s, GPU devices %s, jobs bound to CPUs %s, state in %s",
                 self.config.node,
                 self.isolation.kind,
                 self.isolation.base,
                 self.isolation.devices or "not isolated",
+                compress_indices(list(self.cpus.cpus)) if self.cpus.enabled else "no",
                 self.config.state_dir,
             )
             if self._gpus.count and self.gpu_sampler is None:
@@ -695,6 +704,7 @@ class AgentShell:
     def _spawn(self, command: SpawnJob) -> list[Event]:
         launch = command.launch
         job_dir = self.store.job_dir(launch.job_id, launch.attempt)
+        key = (launch.job_id, launch.attempt)
         try:
             plan = build_step_plan(
                 launch,
@@ -703,11 +713,13 @@ class AgentShell:
                 agent=self.agent_name,
                 unknown_users_as_agent=self.config.unknown_users_as_agent,
                 denied_gpus=self.steps.denied_gpus(launch.gpu_ids),
+                cpu_ids=self.cpus.take(key, launch.cpus),
             )
             owner = (plan.uid, plan.gid) if plan.uid is not None and plan.gid is not None else None
             self.store.create(command.record, launch.script, owner, plan.to_json())
             started_r, started_w = os.pipe()
         except (LaunchError, OSError, ValueError) as err:
+            self.cpus.give(key)
             message = f"cannot launch job {launch.job_id} on {self.config.node}: {err}"
             log.error("%s", message)
             return [LaunchFailed(launch.job_id, launch.attempt, message, self.clock.now())]
@@ -729,6 +741,7 @@ class AgentShell:
             if recorded is None:
                 self._close_fds(watch)
                 self._watches.pop(watch.job_id, None)
+                self.cpus.give((watch.job_id, watch.attempt))
                 self._feed(LaunchFailed(watch.job_id, watch.attempt, reply.error, self.clock.now()))
                 return
             watch.supervisor_pid, watch.supervisor_ticks = recorded
@@ -779,6 +792,7 @@ class AgentShell:
         self._close_fds(watch)
         self._watches.pop(watch.job_id, None)
         self._polled.pop(watch.job_id, None)
+        self.cpus.give((watch.job_id, watch.attempt))
         status = read_status(watch.job_dir)
         if status is None:
             self._end_remains(watch)
@@ -839,6 +853,7 @@ class AgentShell:
             pid, started = stored.started
             self._feed(ProcessStarted(record.job_id, record.attempt, pid, started))
         sup_pid, ticks = stored.supervisor
+        self.cpus.note((record.job_id, record.attempt), _bound_cpus(stored.job_dir))
         watch = _Watch(record.job_id, record.attempt, sup_pid, ticks, stored.job_dir)
         if start_ticks(sup_pid) == ticks:
             log.info("re-adopted job %d (supervisor %d)", record.job_id, sup_pid)
@@ -863,6 +878,15 @@ class AgentShell:
             watch.supervisor_pid,
             strays,
         )
+
+
+def _bound_cpus(job_dir: str) -> tuple[int, ...]:
+    """The host CPUs an adopted job was bound to, from its plan (none if unreadable)."""
+    try:
+        with open(os.path.join(job_dir, PLAN_FILE)) as f:
+            return StepPlan.from_json(f.read()).cpu_ids
+    except (OSError, ValueError, TypeError, KeyError):
+        return ()
 
 
 def _first_refusal(group: BaseExceptionGroup[CredentialRefused]) -> CredentialRefused:

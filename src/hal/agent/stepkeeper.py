@@ -38,6 +38,7 @@ import time
 from dataclasses import dataclass
 from typing import NoReturn
 
+from hal.agent.cpus import bind
 from hal.agent.isolation import Isolation
 from hal.agent.prctl import PR_SET_CHILD_SUBREAPER, prctl
 from hal.agent.procfs import descendants, processes_of, start_ticks
@@ -81,6 +82,7 @@ class KeeperPlan:
     rank_argv: tuple[tuple[str, ...], ...] = ()
     # each rank's own variables, in ``ranks``' order (srun --gpus-per-task: its GPUs)
     rank_env: tuple[dict[str, str], ...] = ()
+    cpu_ids: tuple[int, ...] = ()  # the job's host CPUs on this node (hal.agent.cpus)
 
     def to_json(self) -> str:
         return json.dumps({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
@@ -92,6 +94,7 @@ class KeeperPlan:
         data["ranks"] = tuple(data["ranks"])
         data["rank_argv"] = tuple(tuple(a) for a in data.get("rank_argv", ()))
         data["rank_env"] = tuple(data.get("rank_env", ()))
+        data["cpu_ids"] = tuple(data.get("cpu_ids", ()))
         if data["groups"] is not None:
             data["groups"] = tuple(data["groups"])
         return cls(**data)
@@ -285,6 +288,7 @@ def _exec_task(
     try:
         os.setsid()  # its own session and group: signalled and killed as one
         isolation.enter(plan.group, plan.memory_bytes, gpus=plan.gpus)
+        bind(plan.cpu_ids)
         if plan.groups is not None:
             os.setgroups(list(plan.groups))
         if plan.gid is not None:

@@ -50,6 +50,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from hal.agent.cpus import CpuPool
 from hal.agent.environment import (
     MARKER,
     job_environment,
@@ -189,6 +190,7 @@ class StepTasks:
         notify: Callable[[], None],
         steps_dir: str,
         isolation: Isolation | None = None,
+        cpus: CpuPool | None = None,
     ) -> None:
         self.node = node
         self.agent = agent
@@ -198,6 +200,10 @@ class StepTasks:
         self.isolation = isolation or Isolation("none")
         self.gpus = GpuInventory()  # the node's (its device minors: device isolation)
         self._made_groups: set[tuple[int, int]] = set()  # (job, attempt): job cgroups made here
+        # the host CPUs jobs are bound to (the agent's pool, shared with batch scripts),
+        # and the jobs whose CPUs here a step took (no batch script here holds them)
+        self.cpus = cpus or CpuPool()
+        self._cpu_jobs: set[tuple[int, int]] = set()
         self._peaks: dict[tuple[int, int, int], int] = {}  # (job, step, rank) → most RSS
         self._notify = notify  # there is something to send
         self._steps: dict[Key, _NodeStep] = {}
@@ -237,12 +243,15 @@ class StepTasks:
                 continue
             step = _NodeStep(launch, folder, group=plan.group)
             step.keeper = read_supervisor(folder)
+            job = (launch.job_id, launch.launch.attempt)
             if os.path.exists(os.path.join(folder, MADE_FILE)):
-                self._made_groups.add((launch.job_id, launch.launch.attempt))
+                self._made_groups.add(job)
+            if plan.cpu_ids and not self.cpus.holds(job):  # (a batch script's: noted first)
+                self.cpus.note(job, plan.cpu_ids)
+                self._cpu_jobs.add(job)
             self._steps[(launch.job_id, launch.step_id)] = step
             self._queue.put_nowait((step, False))
-            job, step_id = launch.job_id, launch.step_id
-            log.info("re-adopted step %d.%d (keeper %s)", job, step_id, step.keeper)
+            log.info("re-adopted step %d.%d (keeper %s)", job[0], launch.step_id, step.keeper)
         return len(self._steps)
 
     def running(self) -> list[RunningStep]:
@@ -368,6 +377,9 @@ class StepTasks:
             return
         if made:
             self._made_groups.add(job)
+        if not self.cpus.holds(job):  # no batch script here: the step takes the job's CPUs
+            self._cpu_jobs.add(job)
+        cpu_ids = self.cpus.take(job, launch.launch.cpus)
         uid, gid, groups, umask = user
         plan = KeeperPlan(
             node=self.node,
@@ -386,6 +398,7 @@ class StepTasks:
             gid=gid,
             groups=groups,
             umask=umask,
+            cpu_ids=cpu_ids,
         )
         try:
             reply = await self._start_keeper(step, plan, made)
@@ -480,7 +493,7 @@ class StepTasks:
             memory = await asyncio.to_thread(self.isolation.collect, step.group, killed)
             step.oom = step.oom or memory.oom
             kills = memory.oom_kills
-            self._release(job, step)
+        self._release(job, step)
         # srun's lines for this node's tasks, and slurmstepd's for an OOM kill, in the
         # step's error output, which srun relays (Slurm's, docs/slurm-checks.md)
         lines = task_errors(self.node, codes, oom=step.oom)
@@ -520,15 +533,20 @@ class StepTasks:
         return got
 
     def _release(self, job: tuple[int, int], ending: _NodeStep) -> None:
-        """Remove the job's cgroup made here for its steps once none of them runs."""
-        if job not in self._made_groups:
+        """Remove the job's cgroup made here for its steps, and give back the CPUs they
+        took, once none of them runs."""
+        if job not in self._made_groups and job not in self._cpu_jobs:
             return
         for (job_id, _), other in self._steps.items():
             same = (job_id, other.launch.launch.attempt) == job
             if same and other is not ending and other.exit_code is None:
                 return
-        self._made_groups.discard(job)
-        self.isolation.release_job_group(*job)
+        if job in self._cpu_jobs:
+            self._cpu_jobs.discard(job)
+            self.cpus.give(job)
+        if job in self._made_groups:
+            self._made_groups.discard(job)
+            self.isolation.release_job_group(*job)
 
     async def _watch_memory(self, step: _NodeStep) -> None:
         """rlimit backend: SIGKILL the step's tasks here once their resident memory is

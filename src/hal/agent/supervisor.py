@@ -45,6 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
+from hal.agent.cpus import bind
 from hal.agent.isolation import Isolation
 from hal.agent.prctl import PR_SET_CHILD_SUBREAPER, prctl
 from hal.agent.procfs import PAGE_SIZE, children, descendants, open_pidfd, tree_rss_bytes
@@ -93,6 +94,7 @@ class StepPlan:
     groups: tuple[int, ...] = ()
     umask: int | None = None  # the submitter's (SLURM_UMASK); None: the agent's
     denied_gpus: tuple[int, ...] = ()  # /dev/nvidia<minor>s the job may not open
+    cpu_ids: tuple[int, ...] = ()  # the host CPUs it is bound to (hal.agent.cpus; (): none)
 
     def to_json(self) -> str:
         # shallow (``asdict`` copies ``env`` and every tuple first): the same JSON
@@ -104,6 +106,7 @@ class StepPlan:
         data["argv"] = tuple(data["argv"])
         data["groups"] = tuple(data["groups"])
         data["denied_gpus"] = tuple(data.get("denied_gpus", ()))
+        data["cpu_ids"] = tuple(data.get("cpu_ids", ()))
         return cls(**data)
 
 
@@ -440,6 +443,7 @@ def _exec_job(plan: StepPlan, isolation: Isolation, group: str, err_w: int) -> N
         os.setpgid(0, 0)  # its own group, so that group signals never hit the supervisor
         stage = "enter the job's cgroup or limits"
         isolation.enter(group, plan.memory_bytes, gpus=plan.gpus)
+        bind(plan.cpu_ids)
         if plan.uid is not None and plan.gid is not None:
             stage = f"switch to uid {plan.uid}"
             os.setgroups(list(plan.groups))

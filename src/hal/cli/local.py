@@ -372,6 +372,7 @@ def cmd_agent(ns: argparse.Namespace) -> int:
         "token": token,
         "isolation": ns.isolation,
         "constrain_devices": ns.constrain_devices,
+        "bind_cpus": ns.bind_cpus,
         "unknown_users_as_agent": ns.unknown_users_as_agent,
     }
     if ns.name:

@@ -151,6 +151,13 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         "to start)",
     )
     ag.add_argument(
+        "--bind-cpus",
+        default="auto",
+        choices=["auto", "yes", "no"],
+        help="start each job bound to its own CPUs of this host, as Slurm's task/affinity "
+        "(auto: where the agent serves the host's own CPUs, i.e. without --cpus)",
+    )
+    ag.add_argument(
         "--unknown-users-as-agent",
         action="store_true",
         help="run the jobs of users without a Unix account on the control plane's host as "

@@ -247,10 +247,17 @@ class LiveServer:
 
     @contextmanager
     def agents(
-        self, count: int, *, cpus: int = 2, memory: str = "2G", prefix: str = "node"
+        self,
+        count: int,
+        *,
+        cpus: int = 2,
+        memory: str = "2G",
+        prefix: str = "node",
+        extra: list[str] | None = None,
     ) -> Iterator[list[subprocess.Popen[bytes]]]:
         procs = [
-            self.start_agent(f"{prefix}{i}", cpus=cpus, memory=memory) for i in range(1, count + 1)
+            self.start_agent(f"{prefix}{i}", cpus=cpus, memory=memory, extra=extra)
+            for i in range(1, count + 1)
         ]
         names = {f"{prefix}{i}" for i in range(1, count + 1)}
         with self.client() as c:

@@ -40,6 +40,7 @@ def test_config_fields() -> None:
         "state_dir",
         "isolation",
         "constrain_devices",
+        "bind_cpus",
         "heartbeat_interval_seconds",
         "gpu_health_interval_seconds",
         "max_backoff_seconds",

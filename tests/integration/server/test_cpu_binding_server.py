@@ -1,0 +1,85 @@
+"""Jobs bound to their own CPUs of the host (``hal agent --bind-cpus``, Slurm's
+``task/affinity``), on a real server with real agents: two one-CPU jobs running at once
+on a node get different CPUs and ``nproc`` says 1 in each; a two-CPU job gets both; the
+steps the agents run for a job on other nodes are bound to that job's CPUs there."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_local_steps_server import SRUN, submit
+
+from hal.testing.live import LiveServer, wait_until
+
+pytestmark = pytest.mark.skipif(
+    len(os.sched_getaffinity(0)) < 2, reason="needs a host of at least two CPUs to bind to"
+)
+SHOW = "echo $(grep Cpus_allowed_list /proc/self/status | cut -f2) $(nproc)"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    data = tmp_path_factory.mktemp("cpubind")
+    with (
+        LiveServer(data) as srv,
+        srv.agents(2, cpus=2, memory="1G", extra=["--bind-cpus", "yes"]),
+    ):
+        yield srv
+
+
+def finished(server: LiveServer, tmp_path: Path, job_id: int) -> str:
+    def ended() -> bool:
+        with server.client() as c:
+            return c.job(job_id).state in ("COMPLETED", "FAILED", "CANCELLED")
+
+    wait_until(ended, 60, message=f"job {job_id} to end")
+    return (tmp_path / f"slurm-{job_id}.out").read_text()
+
+
+def test_jobs_sharing_a_node_run_on_cpus_of_their_own(server: LiveServer, tmp_path: Path) -> None:
+    first = submit(server, tmp_path, f"{SHOW}\nsleep 4\n", "-n1", "-w", "node1")
+    second = submit(server, tmp_path, f"{SHOW}\nsleep 1\n", "-n1", "-w", "node1")
+    a, b = finished(server, tmp_path, first).split(), finished(server, tmp_path, second).split()
+    assert a[1] == b[1] == "1", (a, b)  # nproc: the job's one CPU
+    assert a[0] != b[0], (a, b)  # one CPU each, not the same
+    assert {a[0], b[0]} <= {str(c) for c in os.sched_getaffinity(0)}
+    both = submit(server, tmp_path, f"{SHOW}\n", "-n2", "-w", "node1")
+    cpus, count = finished(server, tmp_path, both).split()
+    assert count == "2" and re.fullmatch(r"\d+[-,]\d+", cpus), (cpus, count)
+
+
+def test_steps_on_other_nodes_run_on_the_jobs_cpus_there(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    job_id = submit(server, tmp_path, f"{SRUN} -l sh -c '{SHOW}'\n", "-N2", "-n2")
+    lines = [line.split() for line in finished(server, tmp_path, job_id).splitlines()]
+    assert sorted(line[0] for line in lines) == ["0:", "1:"], lines
+    for _, cpus, count in lines:  # a CPU on each node, the task's job's there
+        assert count == "1" and cpus.isdigit(), lines
+
+
+def test_a_restarted_agent_keeps_its_running_jobs_cpus(server: LiveServer, tmp_path: Path) -> None:
+    """The agent is killed while a job runs bound to a CPU; the agent started again on
+    the same state directory adopts the job with its CPU (read back from its plan), so
+    the next job gets the other one."""
+    binding = ["--bind-cpus", "yes"]
+    agent = server.start_agent("node3", cpus=2, memory="1G", extra=binding)
+    with server.client() as c:
+        wait_until(lambda: any(n.name == "node3" and n.state == "UP" for n in c.nodes()))
+    first = submit(server, tmp_path, f"{SHOW}\nsleep 6\n", "-n1", "-w", "node3")
+    server.wait_job_started("node3", first)
+    agent.kill()
+    agent.wait(10)
+    again = server.start_agent("node3", cpus=2, memory="1G", extra=binding)
+    try:
+        second = submit(server, tmp_path, f"{SHOW}\n", "-n1", "-w", "node3")
+        b = finished(server, tmp_path, second).split()
+        a = finished(server, tmp_path, first).split()
+        assert a[0] != b[0], (a, b)
+    finally:
+        again.kill()
+        again.wait(10)
