@@ -379,7 +379,7 @@ class StepTasks:
             self._made_groups.add(job)
         if not self.cpus.holds(job):  # no batch script here: the step takes the job's CPUs
             self._cpu_jobs.add(job)
-        cpu_ids = self.cpus.take(job, launch.launch.cpus)
+        cpu_ids = own_cpus(self.cpus.take(job, launch.launch.cpus), launch.cpus)
         uid, gid, groups, umask = user
         plan = KeeperPlan(
             node=self.node,
@@ -732,6 +732,15 @@ def _totals(step: _NodeStep) -> list[TaskTotals]:
 
 def _rss_bytes(pids: list[int]) -> int:
     return sum(tree_rss_bytes(pid) for pid in pids)
+
+
+def own_cpus(job_cpus: tuple[int, ...], places: list[int] | None) -> tuple[int, ...]:
+    """The host CPUs a step's tasks are bound to: those of its job's (``job_cpus``, ()
+    where the job is not bound) at the places the control plane gave it (srun --exact:
+    its own; None: all the job's)."""
+    if not job_cpus or places is None:
+        return job_cpus
+    return tuple(job_cpus[p] for p in places if p < len(job_cpus)) or job_cpus
 
 
 def _marker(agent: str, launch: StepLaunch) -> str:

@@ -48,6 +48,7 @@ def _info(step: Step) -> StepInfo:
         start_time=step.start_time,
         local=step.local,
         srun=step.srun,
+        cpus={node: list(held) for node, held in step.cpus.items()},
         usage=[
             TaskUsage(
                 rank=rank,

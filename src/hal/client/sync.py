@@ -263,11 +263,13 @@ class HalClient:
         argv: list[str],
         request: StepRequest | None = None,
         srun: str = "",
-    ) -> int:
+    ) -> tuple[int, tuple[int, ...]]:
         """Record a step srun runs on the batch node ``node`` itself; its step id. One
         try, within ``RECORD_TIMEOUT_SECONDS``: a record must not hold the command.
         ``request``: the job's CPUs it holds (``-c``, ``--exact``, ``--overlap``);
-        ``srun``: the calling srun process, "PID:START" (``StepCreate.srun``)."""
+        ``srun``: the calling srun process, "PID:START" (``StepCreate.srun``). Returns
+        the step's id and the places among the job's CPUs there that it holds (()
+        with ``--overlap``)."""
         body: dict[str, Any] = {
             "argv": argv[:1],  # (the server keeps only the name; the command runs here)
             "ntasks": ntasks,
@@ -281,7 +283,9 @@ class HalClient:
                 cpus_per_task=request.cpus_per_task, exact=request.exact, overlap=request.overlap
             )
         r = self._record("POST", f"/v1/jobs/{job_id}/steps", body)
-        return int(self._json(r)["step_id"])
+        info = self._json(r)
+        places = info.get("cpus", {}).get(node, ())
+        return int(info["step_id"]), tuple(int(p) for p in places)
 
     def end_local_step(
         self,

@@ -24,10 +24,12 @@ seconds with those of the children it waited for.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import signal
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from types import FrameType
@@ -77,7 +79,7 @@ def run_local(
     name = os.path.basename(command[0])
     step_id: int | None = None
 
-    def opened() -> int:
+    def opened() -> tuple[int, tuple[int, ...]]:
         return console.client.open_local_step(
             job_id,
             node=node,
@@ -88,8 +90,9 @@ def run_local(
             srun=srun_identity(os.getpid()),
         )
 
+    places: tuple[int, ...] = ()
     try:
-        step_id = once_free(job_id, console, opened)
+        step_id, places = once_free(job_id, console, opened)
     except HalError as err:
         _not_recorded(console, err)
     step_env = step_environment(step_id, layout)
@@ -99,7 +102,8 @@ def run_local(
     own = cgroup.make_step(step_id) if step_id is not None else ""
     counted = own or cgroup.own  # the step's own cgroup, else srun's (shared)
     before = cgroup.oom_kills(counted)
-    end = run_tasks(commands or [command] * ntasks, console, step_env, own)
+    cpus = bound_cpus(places, console.environ)
+    end = run_tasks(commands or [command] * ntasks, console, step_env, own, cpus)
     kills = cgroup.oom_kills(counted) - before
     if not own and end.exit_signal != signal.SIGKILL:
         kills = 0  # srun's cgroup is the batch script's too: the kill was not a task's
@@ -114,12 +118,43 @@ def run_local(
     return 1 if kills else end.exit_code
 
 
+def bound_cpus(places: tuple[int, ...], env: Mapping[str, str]) -> tuple[int, ...]:
+    """The CPUs a local step's tasks are bound to: of the job's (srun's own affinity, where
+    its agent bound the job: as many CPUs as ``SLURM_CPUS_ON_NODE``), those at the
+    ``places`` the control plane gave the step (srun --exact); () to leave the tasks on
+    all of srun's."""
+    if not places:
+        return ()
+    try:
+        own = sorted(os.sched_getaffinity(0))
+    except OSError:
+        return ()
+    if env.get("SLURM_CPUS_ON_NODE") != str(len(own)):
+        return ()  # the job is not bound (binding off): its CPUs are not srun's
+    picked = tuple(own[p] for p in places if p < len(own))
+    return picked if len(picked) < len(own) else ()
+
+
+def _enter(cgroup: str, cpus: tuple[int, ...]) -> None:
+    """A task, between fork and exec: into the step's cgroup, onto its CPUs."""
+    if cgroup:
+        step_cgroup.join(cgroup)
+    if cpus:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, cpus)
+
+
 def run_tasks(
-    commands: list[list[str]], console: Console, step_env: dict[str, str], cgroup: str = ""
+    commands: list[list[str]],
+    console: Console,
+    step_env: dict[str, str],
+    cgroup: str = "",
+    cpus: tuple[int, ...] = (),
 ) -> TasksEnd:
-    """Start a task per rank (``commands[rank]``), in ``cgroup`` if given, pass srun's
-    signals on to them, wait for all. A command that cannot start is said on stderr,
-    those started are killed, and it ends as a task that exits ``EXEC_FAILED``."""
+    """Start a task per rank (``commands[rank]``), in ``cgroup`` and bound to ``cpus`` if
+    given, pass srun's signals on to them, wait for all. A command that cannot start is
+    said on stderr, those started are killed, and it ends as a task that exits
+    ``EXEC_FAILED``."""
     ntasks = len(commands)
     procs: list[subprocess.Popen[bytes]] = []
     forwarded: set[int] = set()
@@ -143,7 +178,7 @@ def run_tasks(
             command = commands[rank]
             try:
                 # srun runs no other thread (sync httpx), so a preexec_fn is safe here
-                join = partial(step_cgroup.join, cgroup) if cgroup else None
+                join = partial(_enter, cgroup, cpus) if cgroup or cpus else None
                 task = subprocess.Popen(
                     command,
                     env=env,

@@ -121,7 +121,7 @@ class Client(Protocol):
         argv: list[str],
         request: StepRequest | None = None,
         srun: str = "",
-    ) -> int: ...
+    ) -> tuple[int, tuple[int, ...]]: ...
 
     def end_local_step(
         self,

@@ -222,6 +222,14 @@ def step_gpu_counts(request: StepRequest, layout: StepLayout) -> tuple[int, ...]
     return None
 
 
+def pick_cpus(held: Collection[int], total: int, want: int) -> tuple[int, ...] | None:
+    """The ``want`` lowest of a job's ``total`` CPUs on a node (by their place among the
+    job's CPUs there, 0..total-1) that no other step holds; None while too few are free
+    (srun waits)."""
+    free = [c for c in range(total) if c not in held]
+    return tuple(free[:want]) if len(free) >= want else None
+
+
 def pick_gpus(
     job_id: int, node: str, job_gpus: Sequence[int], held: Collection[int], want: int
 ) -> tuple[int, ...] | None:

@@ -207,7 +207,8 @@ running_steps = Table(
     # the GPUs a step asking for its own (srun --gpus) holds on each node: {node: [ids]}
     # (JSON, migration 17)
     Column("gpu_ids", Text, nullable=False, default="{}", server_default="{}"),
-    # the job's CPUs it holds on each node: {node: count} (JSON, migration 19)
+    # the job's CPUs it holds on each node, by their place among the job's there:
+    # {node: [places]} (JSON, migration 19)
     Column("cpus", Text, nullable=False, default="{}", server_default="{}"),
     # a local step's srun process, "PID:START" (migration 19)
     Column("srun", Text, nullable=False, default="", server_default=""),

@@ -37,7 +37,7 @@ def running_row(
     totals: Totals | None = None,
     gpus: GpuTotals | None = None,
     gpu_ids: dict[str, tuple[int, ...]] | None = None,
-    cpus: dict[str, int] | None = None,
+    cpus: dict[str, tuple[int, ...]] | None = None,
     srun: str = "",
 ) -> RunningStepRow:
     """What ``running_steps`` keeps of a step (``oom``: a node's part ended for memory;
@@ -69,7 +69,7 @@ def running_row(
         ),
         local=local,
         gpu_ids=json.dumps({node: list(ids) for node, ids in (gpu_ids or {}).items()}),
-        cpus=json.dumps(cpus or {}),
+        cpus=json.dumps({node: list(held) for node, held in (cpus or {}).items()}),
         srun=srun,
     )
 
@@ -127,10 +127,11 @@ def gpu_ids_of(row: RunningStepRow) -> dict[str, tuple[int, ...]]:
     return {node: tuple(int(i) for i in ids) for node, ids in data.items()}
 
 
-def cpus_of(row: RunningStepRow) -> dict[str, int]:
-    """The job's CPUs the step holds on each node (``running_row``'s ``cpus``)."""
-    data: dict[str, int] = json.loads(row.cpus or "{}")
-    return {node: int(n) for node, n in data.items()}
+def cpus_of(row: RunningStepRow) -> dict[str, tuple[int, ...]]:
+    """The job's CPUs the step holds on each node, by their place among the job's there
+    (``running_row``'s ``cpus``)."""
+    data: dict[str, list[int]] = json.loads(row.cpus or "{}")
+    return {node: tuple(int(c) for c in held) for node, held in data.items()}
 
 
 def cursor_base(now: float) -> int:

@@ -47,6 +47,7 @@ from hal.core.steps import (
     OOM_SIGNAL,
     StepLayout,
     StepRequest,
+    pick_cpus,
     pick_gpus,
     refused,
     step_cpu_counts,
@@ -106,9 +107,10 @@ class Step:
     # the GPUs it holds on each node, where it asked for its own (srun --gpus...): no
     # other such step of the job gets them until its part there ends
     gpu_ids: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    # the job's CPUs it holds on each node (all of them, or its tasks' with --exact; none
-    # with --overlap): no other step of the job gets them until its part there ends
-    cpus: dict[str, int] = field(default_factory=dict)
+    # the job's CPUs it holds on each node, by their place among the job's CPUs there
+    # (all of them, or its tasks' with --exact; none with --overlap): no other step of
+    # the job gets them until its part there ends
+    cpus: dict[str, tuple[int, ...]] = field(default_factory=dict)
     # unread output: (cursor, rank, stream, bytes), cursor increasing from 1
     chunks: list[tuple[int, int, str, bytes]] = field(default_factory=list)
     cursor: int = 0
@@ -211,10 +213,10 @@ class StepTable:
         self._prune()
         counts = step_gpu_counts(request, layout)
         # a step holds its CPUs (and GPUs of its own) before the next step looks
-        cpus = self._cpu_counts(job_id, alloc, layout, request)
+        wanted = self._cpu_counts(job_id, alloc, layout, request)
         async with self._giving:
             gpu_ids = self._step_gpus(job_id, alloc, layout, counts)
-            self._take_cpus(job_id, alloc, cpus)
+            cpus = self._take_cpus(job_id, alloc, wanted)
             step_id = await self._next_step_id(job_id)
             now = cluster.clock.now()
             step = Step(job_id, step_id, job.restarts, name or argv[0], layout, now)
@@ -248,6 +250,7 @@ class StepTable:
                     step_node_index=index,
                     environment=common,
                     gpu_ids=None if gpu_ids is None else list(gpu_ids[node]),
+                    cpus=list(step.cpus[node]) if node in step.cpus else None,
                     gpus_per_task=request.gpus_per_task,
                 )
             )
@@ -280,19 +283,26 @@ class StepTable:
                 )
         return dict(zip(layout.nodes, counts, strict=True))
 
-    def _take_cpus(self, job_id: int, alloc: Allocation, wanted: dict[str, int]) -> None:
-        """Refused for now (``BUSY``) while the job's other steps hold too many of the
-        CPUs ``wanted`` on each node."""
+    def _take_cpus(
+        self, job_id: int, alloc: Allocation, wanted: dict[str, int]
+    ) -> dict[str, tuple[int, ...]]:
+        """Which of the job's CPUs on each node a step ``wanted`` that many of gets (the
+        lowest free, by their place among the job's there); refused for now (``BUSY``)
+        while the job's other steps hold too many of them."""
+        given: dict[str, tuple[int, ...]] = {}
         for node, want in wanted.items():
             total = alloc.per_node[list(alloc.nodes).index(node)].cpus
-            held = sum(s.cpus.get(node, 0) for s in self._held(job_id, node))
-            if held + want > total:
+            held = {c for s in self._held(job_id, node) for c in s.cpus.get(node, ())}
+            picked = pick_cpus(held, total, want)
+            if picked is None:
                 raise Conflict(
                     f"Unable to create step for job {job_id}: Requested nodes are busy "
-                    f"(other steps of the job hold {held} of its {total} CPU(s) on {node}; "
-                    "srun waits for them, or runs beside them with --overlap)",
+                    f"(other steps of the job hold {len(held)} of its {total} CPU(s) on "
+                    f"{node}; srun waits for them, or runs beside them with --overlap)",
                     field=BUSY,
                 )
+            given[node] = picked
+        return given
 
     def _step_gpus(
         self,
@@ -342,9 +352,9 @@ class StepTable:
             raise refused(job_id, f"node {node} is not in the job's allocation")
         self._prune()
         layout = StepLayout((node,), (ntasks,))
-        cpus = self._cpu_counts(job_id, alloc, layout, request)
+        wanted = self._cpu_counts(job_id, alloc, layout, request)
         async with self._giving:
-            self._take_cpus(job_id, alloc, cpus)
+            cpus = self._take_cpus(job_id, alloc, wanted)
             step_id = await self._next_step_id(job_id)
             now = self.cluster.clock.now()
             step = Step(job_id, step_id, job.restarts, name, layout, now, local=True, cpus=cpus)

@@ -138,7 +138,7 @@ class RunningStepRow:
     ended: str = "{}"
     local: bool = False  # srun runs it on the batch node (``StepTable.open_local``)
     gpu_ids: str = "{}"  # JSON: {node: [GPU ids]} it holds (``step_restore``)
-    cpus: str = "{}"  # JSON: {node: the job's CPUs it holds there} (``step_restore``)
+    cpus: str = "{}"  # JSON: {node: [the job's CPUs it holds there]} (``step_restore``)
     srun: str = ""  # a local step's srun process, "PID:START" (``StepCreate.srun``)
 
 

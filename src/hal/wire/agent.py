@@ -255,6 +255,9 @@ class StepLaunch(WireModel):
     gpu_ids: list[int] | None = None
     # srun --gpus-per-task: each task is bound to that many of them (None: not per task)
     gpus_per_task: int | None = None
+    # the job's CPUs on this node the step holds, by their place among them (the agent
+    # binds its tasks to those of the job's bound CPUs); None: all the job's (--overlap)
+    cpus: list[int] | None = None
 
 
 class StepSignal(WireModel):

@@ -95,6 +95,9 @@ class StepInfo(WireModel):
     start_time: float = 0.0
     local: bool = False  # run by srun on the batch node: its tasks are not sampled apart
     srun: str = ""  # a local step's srun process, "PID:START" (``StepCreate.srun``)
+    # the job's CPUs it holds on each node, by their place among the job's CPUs there
+    # (srun binds a local step's tasks to them); a node not listed: all (--overlap)
+    cpus: dict[str, list[int]] = Field(default_factory=dict)
 
 
 class StepList(WireModel):

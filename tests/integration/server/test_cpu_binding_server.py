@@ -1,7 +1,8 @@
 """Jobs bound to their own CPUs of the host (``hal agent --bind-cpus``, Slurm's
 ``task/affinity``), on a real server with real agents: two one-CPU jobs running at once
 on a node get different CPUs and ``nproc`` says 1 in each; a two-CPU job gets both; the
-steps the agents run for a job on other nodes are bound to that job's CPUs there."""
+steps the agents run for a job on other nodes are bound to that job's CPUs there, and
+``--exact`` steps to CPUs of their own among the job's."""
 
 from __future__ import annotations
 
@@ -60,6 +61,39 @@ def test_steps_on_other_nodes_run_on_the_jobs_cpus_there(
     assert sorted(line[0] for line in lines) == ["0:", "1:"], lines
     for _, cpus, count in lines:  # a CPU on each node, the task's job's there
         assert count == "1" and cpus.isdigit(), lines
+
+
+def test_exact_steps_run_on_cpus_of_their_own_within_the_jobs(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    """Two ``srun -n1 --exact`` at once in a two-CPU job get a CPU each of the job's (srun
+    runs them on the batch node); a plain step runs on both; across nodes the agents bind
+    an ``--exact`` step's tasks to their own CPU of the job's on each node."""
+    here = submit(
+        server,
+        tmp_path,
+        "\n".join(
+            [
+                f"{SRUN} -n1 --exact sh -c '{SHOW}; sleep 2' &",
+                f"{SRUN} -n1 --exact sh -c '{SHOW}; sleep 2' &",
+                "wait",
+                f"{SRUN} -n1 sh -c 'echo plain $({SHOW})'",
+                "",
+            ]
+        ),
+        "-n2",
+        "-w",
+        "node1",
+    )
+    lines = [line.split() for line in finished(server, tmp_path, here).splitlines()]
+    exact = [line for line in lines if line[0] != "plain"]
+    assert len(exact) == 2 and all(count == "1" for _, count in exact), lines
+    assert exact[0][0] != exact[1][0], lines  # not the same CPU
+    assert ["plain", "2"] == [lines[-1][0], lines[-1][2]], lines
+    across = submit(server, tmp_path, f"{SRUN} -l -N2 -n2 --exact sh -c '{SHOW}'\n", "-N2", "-n4")
+    tasks = [line.split() for line in finished(server, tmp_path, across).splitlines()]
+    assert sorted(t[0] for t in tasks) == ["0:", "1:"], tasks
+    assert all(t[2] == "1" for t in tasks), tasks  # one CPU of the job's two on each node
 
 
 def test_a_restarted_agent_keeps_its_running_jobs_cpus(server: LiveServer, tmp_path: Path) -> None:

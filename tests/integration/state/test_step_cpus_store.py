@@ -21,7 +21,7 @@ from hal.core.steps import BUSY, StepRequest
 from hal.state.cluster import Cluster
 from hal.state.steps import StepTable
 from hal.state.store import SqlStateStore
-from hal.wire.agent import StepEnd
+from hal.wire.agent import StepEnd, StepLaunch
 
 
 def on_n1(*, exact: bool = False, cpus_per_task: int | None = None) -> StepRequest:
@@ -37,7 +37,9 @@ def test_steps_hold_the_jobs_cpus_until_their_part_ends(db_url: str) -> None:
             job_id = await two_node_job(cluster)
             table = StepTable(cluster)
             whole = await table.create(job_id, ANN, StepRequest(), ["a.out"], {})
-            assert whole.cpus == {"n1": 2, "n2": 2}  # all of the job's, one task or four
+            assert whole.cpus == {"n1": (0, 1), "n2": (0, 1)}  # all the job's, one task or four
+            sent = [m for m in cluster.agent_sessions["n2"].outbox if isinstance(m, StepLaunch)]
+            assert [m.cpus for m in sent] == [[0, 1]]  # the agent binds its tasks to them
             exact = on_n1(exact=True)
             with pytest.raises(Conflict) as busy:
                 await table.create(job_id, ANN, exact, ["b"], {})
@@ -62,10 +64,10 @@ def test_steps_hold_the_jobs_cpus_until_their_part_ends(db_url: str) -> None:
             end = StepEnd(job_id=job_id, step_id=whole.step_id, exit_code=0)
             await restarted.received("n1", [], [end])  # its part on n1 ends: n1's CPUs free
             first = await restarted.create(job_id, ANN, exact, ["b"], {})
-            assert first.cpus == {"n1": 1}
+            assert first.cpus == {"n1": (0,)}  # the first of the job's two there
             one_cpu = on_n1(cpus_per_task=1)
             second = await restarted.open_local(job_id, ANN, "n1", 1, "g", one_cpu)  # -c: exact
-            assert second.cpus == {"n1": 1}
+            assert second.cpus == {"n1": (1,)}
             with pytest.raises(Conflict):  # both of n1's CPUs held again
                 await restarted.create(job_id, ANN, exact, ["b"], {})
             on_n2 = StepRequest(nodes=1, nodelist=("n2",), ntasks=1, exact=True)
@@ -73,7 +75,7 @@ def test_steps_hold_the_jobs_cpus_until_their_part_ends(db_url: str) -> None:
                 await restarted.create(job_id, ANN, on_n2, ["h"], {})
             await restarted.end_local(second, 0, 0, oom=False, cancelled=False)
             third = await restarted.create(job_id, ANN, exact, ["b"], {})
-            assert third.cpus == {"n1": 1}
+            assert third.cpus == {"n1": (1,)}  # the one the local step gave back
         finally:
             await cluster.close()
 

@@ -10,6 +10,8 @@ import os
 import pytest
 
 from hal.agent.cpus import CpuPool, bind, cpu_pool
+from hal.agent.steps import own_cpus
+from hal.compat.local_step import bound_cpus
 from hal.core.errors import InvalidRequest
 
 
@@ -58,3 +60,21 @@ def test_bind_sets_the_affinity_of_the_calling_process() -> None:
     assert os.waitstatus_to_exitcode(status) == 0
     bind((10_000,))  # no such CPU: left as it was, not an error
     assert os.sched_getaffinity(0) == before
+
+
+def test_a_steps_tasks_run_on_its_places_among_the_jobs_cpus() -> None:
+    assert own_cpus((4, 5, 6), [1]) == (5,)  # srun --exact: its own of the job's
+    assert own_cpus((4, 5, 6), None) == (4, 5, 6)  # --overlap: all the job's
+    assert own_cpus((), [1]) == ()  # the job is not bound: neither is the step
+    assert own_cpus((4, 5), [7]) == (4, 5)  # a place the job does not have: all
+
+
+def test_srun_binds_a_local_steps_tasks_only_inside_a_bound_job() -> None:
+    own = sorted(os.sched_getaffinity(0))
+    bound = {"SLURM_CPUS_ON_NODE": str(len(own))}
+    if len(own) > 1:
+        assert bound_cpus((1,), bound) == (own[1],)
+    assert bound_cpus((), bound) == ()
+    assert bound_cpus(tuple(range(len(own))), bound) == ()  # all of them: nothing to do
+    # a job the agent did not bind: srun's CPUs are not the job's
+    assert bound_cpus((0,), {"SLURM_CPUS_ON_NODE": str(len(own) + 1)}) == ()

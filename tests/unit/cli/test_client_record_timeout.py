@@ -90,7 +90,7 @@ def _client(url: str) -> HalClient:
 
 
 def _open_step(c: HalClient) -> int:
-    return c.open_local_step(1, node="n1", ntasks=1, name="x", argv=["x"])
+    return c.open_local_step(1, node="n1", ntasks=1, name="x", argv=["x"])[0]
 
 
 def test_a_record_on_a_kept_alive_connection_gives_up_at_its_limit(silent: Silent) -> None:

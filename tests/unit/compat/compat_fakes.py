@@ -142,10 +142,10 @@ class FakeClient:
         argv: list[str],
         request: StepRequest | None = None,
         srun: str = "",
-    ) -> int:
+    ) -> tuple[int, tuple[int, ...]]:
         step_id = sum(1 for s in self.local_steps if s[0] == job_id)
         self.local_steps.append((job_id, step_id, node, ntasks, name))
-        return step_id
+        return step_id, ()
 
     def end_local_step(
         self,

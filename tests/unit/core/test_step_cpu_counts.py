@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from hal.core.steps import StepLayout, StepRequest, step_cpu_counts
+from hal.core.steps import StepLayout, StepRequest, pick_cpus, step_cpu_counts
 
 TWO = StepLayout(("n1", "n2"), (3, 1))
 JOB_CPUS = (8, 4)
@@ -27,3 +27,10 @@ JOB_CPUS = (8, 4)
 )
 def test_cpus_held_on_each_node(request_: StepRequest, counts: tuple[int, ...] | None) -> None:
     assert step_cpu_counts(request_, TWO, JOB_CPUS) == counts
+
+
+def test_a_step_gets_the_lowest_free_places_among_its_jobs_cpus() -> None:
+    assert pick_cpus(set(), 4, 4) == (0, 1, 2, 3)  # a plain step: all of them
+    assert pick_cpus({0, 2}, 4, 2) == (1, 3)
+    assert pick_cpus({0, 2}, 4, 3) is None  # waits
+    assert pick_cpus({0, 1, 2, 3}, 4, 0) == ()
