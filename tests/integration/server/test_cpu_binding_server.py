@@ -89,7 +89,7 @@ def test_exact_steps_run_on_cpus_of_their_own_within_the_jobs(
     exact = [line for line in lines if line[0] != "plain"]
     assert len(exact) == 2 and all(count == "1" for _, count in exact), lines
     assert exact[0][0] != exact[1][0], lines  # not the same CPU
-    assert ["plain", "2"] == [lines[-1][0], lines[-1][2]], lines
+    assert [lines[-1][0], lines[-1][2]] == ["plain", "2"], lines
     across = submit(server, tmp_path, f"{SRUN} -l -N2 -n2 --exact sh -c '{SHOW}'\n", "-N2", "-n4")
     tasks = [line.split() for line in finished(server, tmp_path, across).splitlines()]
     assert sorted(t[0] for t in tasks) == ["0:", "1:"], tasks
