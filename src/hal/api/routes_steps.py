@@ -49,6 +49,7 @@ def _info(step: Step) -> StepInfo:
         local=step.local,
         srun=step.srun,
         cpus={node: list(held) for node, held in step.cpus.items()},
+        cpu_count=step.cpu_count,
         usage=[
             TaskUsage(
                 rank=rank,

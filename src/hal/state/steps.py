@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import logging
 import signal
 from collections.abc import Sequence
@@ -111,6 +112,9 @@ class Step:
     # (all of them, or its tasks' with --exact; none with --overlap): no other step of
     # the job gets them until its part there ends
     cpus: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # its CPUs in all, as scontrol show step counts them: those it holds, or, with
+    # --overlap, those it would hold without it
+    cpu_count: int = 0
     # unread output: (cursor, rank, stream, bytes), cursor increasing from 1
     chunks: list[tuple[int, int, str, bytes]] = field(default_factory=list)
     cursor: int = 0
@@ -216,12 +220,12 @@ class StepTable:
         wanted = self._cpu_counts(job_id, alloc, layout, request)
         async with self._giving:
             gpu_ids = self._step_gpus(job_id, alloc, layout, counts)
-            cpus = self._take_cpus(job_id, alloc, wanted)
+            cpus = {} if request.overlap else self._take_cpus(job_id, alloc, wanted)
             step_id = await self._next_step_id(job_id)
             now = cluster.clock.now()
             step = Step(job_id, step_id, job.restarts, name or argv[0], layout, now)
             step.gpu_ids = gpu_ids or {}
-            step.cpus = cpus
+            step.cpus, step.cpu_count = cpus, sum(wanted.values())
             await cluster.db(cluster.store.keep_running_step, _row(step))  # for a restart
             self.steps[(job_id, step_id)] = step
         base = build_launch(job, cluster.config.cluster_name)
@@ -267,12 +271,12 @@ class StepTable:
     def _cpu_counts(
         self, job_id: int, alloc: Allocation, layout: StepLayout, request: StepRequest
     ) -> dict[str, int]:
-        """The job's CPUs a step holds on each of its nodes (``step_cpu_counts``);
-        refused outright where it asks for more than the job has there."""
+        """The job's CPUs a step asks for on each of its nodes (``step_cpu_counts``, as if
+        without ``--overlap``); refused outright where it asks for more than the job has
+        there."""
         have = [alloc.per_node[list(alloc.nodes).index(n)].cpus for n in layout.nodes]
-        counts = step_cpu_counts(request, layout, have)
-        if counts is None:
-            return {}
+        counts = step_cpu_counts(dataclasses.replace(request, overlap=False), layout, have)
+        assert counts is not None
         for node, want, total in zip(layout.nodes, counts, have, strict=True):
             if want > total:
                 raise refused(
@@ -354,11 +358,11 @@ class StepTable:
         layout = StepLayout((node,), (ntasks,))
         wanted = self._cpu_counts(job_id, alloc, layout, request)
         async with self._giving:
-            cpus = self._take_cpus(job_id, alloc, wanted)
+            cpus = {} if request.overlap else self._take_cpus(job_id, alloc, wanted)
             step_id = await self._next_step_id(job_id)
             now = self.cluster.clock.now()
             step = Step(job_id, step_id, job.restarts, name, layout, now, local=True, cpus=cpus)
-            step.srun = srun
+            step.srun, step.cpu_count = srun, sum(wanted.values())
             await self.cluster.db(self.cluster.store.keep_running_step, _row(step))  # restart
             self.steps[(job_id, step_id)] = step
         return step
@@ -654,6 +658,7 @@ class StepTable:
             step.gpus = gpus_of(row)
             step.gpu_ids = gpu_ids_of(row)
             step.cpus = cpus_of(row)
+            step.cpu_count = sum(len(c) for c in step.cpus.values())  # (--overlap's: 0)
             step.srun = row.srun
             step.restored, step.cursor = True, cursor_base(now)
             job = self.cluster.jobs.get(row.job_id)

@@ -98,6 +98,7 @@ class StepInfo(WireModel):
     # the job's CPUs it holds on each node, by their place among the job's CPUs there
     # (srun binds a local step's tasks to them); a node not listed: all (--overlap)
     cpus: dict[str, list[int]] = Field(default_factory=dict)
+    cpu_count: int = 0  # its CPUs in all (scontrol show step's CPUs=)
 
 
 class StepList(WireModel):

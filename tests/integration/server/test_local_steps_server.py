@@ -101,7 +101,9 @@ def test_a_running_local_step_shows_in_squeue_and_scontrol(
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.startswith(f"StepId={job_id}.0 UserId="), shown.stdout
     assert "State=RUNNING Partition=debug NodeList=node1" in shown.stdout, shown.stdout
-    assert "Nodes=1 Tasks=1 Name=sleep" in shown.stdout, shown.stdout
+    # the job's one CPU, which the step holds (docs/slurm-checks.md)
+    assert "Nodes=1 CPUs=1 Tasks=1 Name=sleep" in shown.stdout, shown.stdout
+    assert "TRES=cpu=1,mem=0,node=1" in shown.stdout, shown.stdout
     missing = server.cli("scontrol", "show", "step", f"{job_id}.7")
     assert missing.returncode == 1 and f"Job step {job_id}.7 not found" in missing.stdout
     assert server.cli("scancel", str(job_id)).returncode == 0

@@ -50,6 +50,8 @@ def test_steps_hold_the_jobs_cpus_until_their_part_ends(db_url: str) -> None:
                 await table.open_local(job_id, ANN, "n1", 1, "c")
             beside = await table.create(job_id, ANN, StepRequest(overlap=True), ["d"], {})
             assert beside.cpus == {}
+            # scontrol show step's CPUs=: what it holds, or with --overlap would hold
+            assert (whole.cpu_count, beside.cpu_count) == (4, 4)
             beside_local = StepRequest(overlap=True)
             local = await table.open_local(job_id, ANN, "n1", 1, "e", beside_local, srun="77:901")
             assert local.cpus == {}
@@ -65,6 +67,7 @@ def test_steps_hold_the_jobs_cpus_until_their_part_ends(db_url: str) -> None:
             await restarted.received("n1", [], [end])  # its part on n1 ends: n1's CPUs free
             first = await restarted.create(job_id, ANN, exact, ["b"], {})
             assert first.cpus == {"n1": (0,)}  # the first of the job's two there
+            assert first.cpu_count == 1
             one_cpu = on_n1(cpus_per_task=1)
             second = await restarted.open_local(job_id, ANN, "n1", 1, "g", one_cpu)  # -c: exact
             assert second.cpus == {"n1": (1,)}

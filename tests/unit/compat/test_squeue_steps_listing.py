@@ -18,6 +18,7 @@ def step(job_id: int, step_id: int, name: str, nodes: list[str], tasks: list[int
         state="RUNNING",
         exit_code=0,
         start_time=T0 + 40,
+        cpu_count=sum(tasks),
     )
 
 
@@ -60,7 +61,8 @@ def test_scontrol_show_step_prints_its_record() -> None:
     assert lines[0].startswith("StepId=6.0 UserId=bob(") and "TimeLimit=UNLIMITED" in lines[0]
     assert lines[1:] == [
         "   State=RUNNING Partition=gpu NodeList=n[2-3]",
-        "   Nodes=2 Tasks=8 Name=mpi_app",
+        "   Nodes=2 CPUs=8 Tasks=8 Name=mpi_app",
+        "   TRES=cpu=8,mem=0,node=2",  # (as Slurm 22.05.8's: a step holds no memory)
     ]
     missing = call(cluster(), "scontrol", "show", "step", "6.4")
     assert (missing.rc, missing.out) == (1, "Job step 6.4 not found\n")
