@@ -191,20 +191,27 @@ def refused(job_id: int, why: str) -> InvalidRequest:
 BUSY = "step_busy"  # the field of a step refused for now: the CPUs or GPUs it needs are held
 
 
-def step_cpu_counts(
+def step_cpu_asks(
     request: StepRequest, layout: StepLayout, job_cpus: Sequence[int]
-) -> tuple[int, ...] | None:
-    """The CPUs a step holds on each of its nodes (``job_cpus``: the job's CPUs there, in
-    the step's node order) while it runs, as Slurm 22.05's steps hold them: all the job's
-    CPUs on the node by default, only its tasks' (``-c`` each, else one) with
-    ``--exact``, ``--exclusive`` or ``-c``; None with ``--overlap``, which holds none and
-    waits for none (docs/slurm-checks.md, "Steps wait for the CPUs other steps hold")."""
-    if request.overlap:
-        return None
+) -> tuple[int, ...]:
+    """The CPUs a step is given on each of its nodes (``job_cpus``: the job's CPUs there,
+    in the step's node order), as Slurm 22.05's steps are: all the job's CPUs on the node
+    by default, only its tasks' (``-c`` each, else one) with ``--exact``, ``--exclusive``
+    or ``-c``; with ``--overlap`` too (scontrol show step counts them), though it holds
+    none of them (``step_cpu_counts``)."""
     if not (request.exact or request.cpus_per_task is not None):
         return tuple(job_cpus)
     per_task = request.cpus_per_task or 1
     return tuple(n * per_task for n in layout.tasks)
+
+
+def step_cpu_counts(
+    request: StepRequest, layout: StepLayout, job_cpus: Sequence[int]
+) -> tuple[int, ...] | None:
+    """The CPUs a step holds on each of its nodes while it runs (``step_cpu_asks``); None
+    with ``--overlap``, which holds none and waits for none (docs/slurm-checks.md, "Steps
+    wait for the CPUs other steps hold")."""
+    return None if request.overlap else step_cpu_asks(request, layout, job_cpus)
 
 
 def step_gpu_counts(request: StepRequest, layout: StepLayout) -> tuple[int, ...] | None:

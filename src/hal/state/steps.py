@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import dataclasses
 import logging
 import signal
 from collections.abc import Sequence
@@ -51,7 +50,7 @@ from hal.core.steps import (
     pick_cpus,
     pick_gpus,
     refused,
-    step_cpu_counts,
+    step_cpu_asks,
     step_environment,
     step_gpu_counts,
     step_layout,
@@ -260,23 +259,18 @@ class StepTable:
             )
         return step
 
-    def _held(self, job_id: int, node: str) -> list[Step]:
-        """The job's steps whose part on ``node`` still runs."""
-        return [
-            s
-            for s in self.steps.values()
-            if s.job_id == job_id and not s.done and node in s.layout.nodes and node not in s.ended
-        ]
+    def _running(self, job_id: int) -> list[Step]:
+        """The job's steps that still run (on some of their nodes, ``Step.ended`` says)."""
+        return [s for s in self.steps.values() if s.job_id == job_id and not s.done]
 
     def _cpu_counts(
         self, job_id: int, alloc: Allocation, layout: StepLayout, request: StepRequest
     ) -> dict[str, int]:
-        """The job's CPUs a step asks for on each of its nodes (``step_cpu_counts``, as if
-        without ``--overlap``); refused outright where it asks for more than the job has
+        """The job's CPUs a step asks for on each of its nodes (``step_cpu_asks``, with
+        ``--overlap`` too); refused outright where it asks for more than the job has
         there."""
-        have = [alloc.per_node[list(alloc.nodes).index(n)].cpus for n in layout.nodes]
-        counts = step_cpu_counts(dataclasses.replace(request, overlap=False), layout, have)
-        assert counts is not None
+        have = [_cpus_on(alloc, n) for n in layout.nodes]
+        counts = step_cpu_asks(request, layout, have)
         for node, want, total in zip(layout.nodes, counts, have, strict=True):
             if want > total:
                 raise refused(
@@ -294,9 +288,10 @@ class StepTable:
         lowest free, by their place among the job's there); refused for now (``BUSY``)
         while the job's other steps hold too many of them."""
         given: dict[str, tuple[int, ...]] = {}
+        running = self._running(job_id)
         for node, want in wanted.items():
-            total = alloc.per_node[list(alloc.nodes).index(node)].cpus
-            held = {c for s in self._held(job_id, node) for c in s.cpus.get(node, ())}
+            total = _cpus_on(alloc, node)
+            held = {c for s in running if node not in s.ended for c in s.cpus.get(node, ())}
             picked = pick_cpus(held, total, want)
             if picked is None:
                 raise Conflict(
@@ -321,10 +316,11 @@ class StepTable:
         if counts is None:
             return None
         given: dict[str, tuple[int, ...]] = {}
+        running = self._running(job_id)
         for node, want in zip(layout.nodes, counts, strict=True):
             at = list(alloc.nodes).index(node)
             job_gpus = alloc.gpu_ids[at] if alloc.gpu_ids else ()
-            held = {g for s in self._held(job_id, node) for g in s.gpu_ids.get(node, ())}
+            held = {g for s in running if node not in s.ended for g in s.gpu_ids.get(node, ())}
             picked = pick_gpus(job_id, node, job_gpus, held, want)
             if picked is None:
                 raise Conflict(
@@ -726,6 +722,11 @@ class StepTable:
             job = self.cluster.jobs.get(job_id)
             if job is None or job.state not in live:
                 del self._last_ids[job_id]
+
+
+def _cpus_on(alloc: Allocation, node: str) -> int:
+    """The job's CPUs on ``node``, one of its allocation's."""
+    return alloc.per_node[alloc.nodes.index(node)].cpus
 
 
 def _row(step: Step) -> RunningStepRow:
