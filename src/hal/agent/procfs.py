@@ -10,32 +10,6 @@ import os
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 
-def start_ticks(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22),
-    or ``None`` when there is no such process.
-
-    Together with the pid it names one process for the machine's uptime: a recycled pid
-    gets a new start time. Zombies still have their stat file, so a finished but unreaped
-    supervisor is still recognised.
-    """
-    try:  # raw system calls: no buffered file object per launch
-        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        data = os.read(fd, 4096)  # procfs returns the whole (sub-page) line in one read
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    # The command name (field 2) may hold spaces and parentheses: split after the last ")".
-    fields = data[data.rfind(b")") + 2 :].split()
-    try:
-        return int(fields[19])  # field 22 overall; 20th after "pid (comm)"
-    except (IndexError, ValueError):
-        return None
-
-
 def open_pidfd(pid: int) -> int | None:
     """A pidfd (readable once the process exits), or ``None`` if the process is gone or
     the kernel is older than 5.3."""

@@ -89,7 +89,6 @@ from hal.agent.procfs import (
     job_usage,
     node_load,
     open_pidfd,
-    start_ticks,
     tree_usage,
 )
 from hal.agent.records import ExitOutcome, Phase
@@ -107,6 +106,7 @@ from hal.agent.supervisor import (
 )
 from hal.client.config import load_client_config
 from hal.core.clock import Clock, SystemClock
+from hal.core.process import start_ticks
 from hal.core.slurm_syntax import compress_indices
 from hal.core.steps import cancelled_message
 from hal.observe.listener import start_metrics_server

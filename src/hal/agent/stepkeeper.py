@@ -41,7 +41,7 @@ from typing import NoReturn
 from hal.agent.cpus import bind
 from hal.agent.isolation import Isolation
 from hal.agent.prctl import PR_SET_CHILD_SUBREAPER, prctl
-from hal.agent.procfs import descendants, processes_of, start_ticks
+from hal.agent.procfs import descendants, processes_of
 from hal.agent.supervisor import (
     GO,
     SUPERVISOR_IGNORES,
@@ -50,6 +50,7 @@ from hal.agent.supervisor import (
     fork_with_go,
     write_atomic,
 )
+from hal.core.process import start_ticks
 from hal.core.steps import EXEC_FAILED, own_max_rss
 
 KEEPER_PLAN = "plan.json"

@@ -63,7 +63,7 @@ from hal.agent.gpuusage import GpuTally, ProcessGpu
 from hal.agent.isolation import Isolation
 from hal.agent.launcher import LaunchReply, StepLauncher
 from hal.agent.plan import LaunchError, job_umask, resolve_user
-from hal.agent.procfs import open_pidfd, processes_of, start_ticks, tree_rss_bytes
+from hal.agent.procfs import open_pidfd, processes_of, tree_rss_bytes
 from hal.agent.stepkeeper import (
     KEEPER_PLAN,
     STOPPED_FILE,
@@ -74,6 +74,7 @@ from hal.agent.stepkeeper import (
     read_usage,
 )
 from hal.agent.supervisor import read_supervisor, write_atomic
+from hal.core.process import start_ticks
 from hal.core.steps import EXEC_FAILED, oom_message, task_errors, worst_exit
 from hal.wire.agent import (
     RunningStep,

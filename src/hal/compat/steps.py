@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, BinaryIO, TypeVar
 from hal.compat.seam import Client, Console
 from hal.core.errors import HalError, NotFound, PermissionDenied, Unavailable
 from hal.core.job_variables import describes_a_job
+from hal.core.process import start_ticks
 from hal.core.steps import BUSY, StepRequest
 
 if TYPE_CHECKING:
@@ -139,12 +140,8 @@ def once_free(job_id: int, console: Console, create: Callable[[], T]) -> T:
 def srun_identity(pid: int) -> str:
     """``PID:START`` of a process of this node (its start in clock ticks after boot), ""
     when it is gone: a PID the kernel gives again later has another start."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rpartition(")")[2].split()
-    except OSError:
-        return ""
-    return f"{pid}:{fields[19]}" if len(fields) > 19 else ""
+    ticks = start_ticks(pid)
+    return "" if ticks is None else f"{pid}:{ticks}"
 
 
 def release_abandoned(job_id: int, console: Console) -> bool:

@@ -21,9 +21,10 @@ from test_step_tasks import step
 from hal.agent.channel import AgentChannel
 from hal.agent.config import AgentConfig
 from hal.agent.gpuusage import ProcessGpu
-from hal.agent.procfs import children, start_ticks
+from hal.agent.procfs import children
 from hal.agent.shell import AgentShell, _Watch
 from hal.agent.steps import _NodeStep, _totals
+from hal.core.process import start_ticks
 
 GiB = 1 << 30
 
