@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from test_local_steps_server import SRUN, submit
+from test_step_cpus_server import finished
 
 from hal.testing.live import LiveServer, wait_until
 
@@ -30,15 +31,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         srv.agents(2, cpus=2, memory="1G", extra=["--bind-cpus", "yes"]),
     ):
         yield srv
-
-
-def finished(server: LiveServer, tmp_path: Path, job_id: int) -> str:
-    def ended() -> bool:
-        with server.client() as c:
-            return c.job(job_id).state in ("COMPLETED", "FAILED", "CANCELLED")
-
-    wait_until(ended, 60, message=f"job {job_id} to end")
-    return (tmp_path / f"slurm-{job_id}.out").read_text()
 
 
 def test_jobs_sharing_a_node_run_on_cpus_of_their_own(server: LiveServer, tmp_path: Path) -> None:

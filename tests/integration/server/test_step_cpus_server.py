@@ -8,23 +8,15 @@ and across nodes (the agents do)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from test_local_steps_server import SRUN, submit
+from test_local_steps_server import (
+    SRUN,
+    server,  # noqa: F401  (a fixture: the server and its two 2-CPU agents)
+    submit,
+)
 
 from hal.testing.live import LiveServer, wait_until
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    data = tmp_path_factory.mktemp("stepcpus")
-    with (
-        LiveServer(data, config_overrides={"kill_wait_seconds": 2}) as srv,
-        srv.agents(2, cpus=2, memory="1G"),
-    ):
-        yield srv
 
 
 def step(options: str, name: str, sleep: int = 0) -> str:
@@ -32,15 +24,20 @@ def step(options: str, name: str, sleep: int = 0) -> str:
     return f"{SRUN} {options} sh -c 'echo {name}$SLURM_PROCID $(date +%s.%N); sleep {sleep}'"
 
 
-def run(server: LiveServer, tmp_path: Path, lines: list[str], *args: str) -> tuple[int, str]:
-    job_id = submit(server, tmp_path, "\n".join([*lines, "wait", ""]), *args)
+def finished(live: LiveServer, tmp_path: Path, job_id: int) -> str:
+    """The job's output once it has ended."""
 
     def ended() -> bool:
-        with server.client() as c:
-            return c.job(job_id).state in ("COMPLETED", "FAILED")
+        with live.client() as c:
+            return c.job(job_id).state in ("COMPLETED", "FAILED", "CANCELLED")
 
-    wait_until(ended, 90, message="the job to end")
-    return job_id, (tmp_path / f"slurm-{job_id}.out").read_text()
+    wait_until(ended, 90, message=f"job {job_id} to end")
+    return (tmp_path / f"slurm-{job_id}.out").read_text()
+
+
+def run(live: LiveServer, tmp_path: Path, lines: list[str], *args: str) -> tuple[int, str]:
+    job_id = submit(live, tmp_path, "\n".join([*lines, "wait", ""]), *args)
+    return job_id, finished(live, tmp_path, job_id)
 
 
 def started(text: str) -> dict[str, float]:
@@ -48,7 +45,8 @@ def started(text: str) -> dict[str, float]:
 
 
 def test_steps_on_the_batch_node_wait_for_the_cpus_others_hold(
-    server: LiveServer, tmp_path: Path
+    server: LiveServer,  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     """A job of two CPUs on one node: a plain step holds both, so the next waits for it;
     two ``--exact`` steps of one task run together; ``--overlap`` runs beside them."""
@@ -79,7 +77,8 @@ def test_steps_on_the_batch_node_wait_for_the_cpus_others_hold(
 
 
 def test_steps_across_nodes_wait_for_the_cpus_others_hold(
-    server: LiveServer, tmp_path: Path
+    server: LiveServer,  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     """A job on both nodes: a step across them holds the job's CPUs on each, and the
     next one, run by the agents too, waits; both end COMPLETED in sacct."""
@@ -99,7 +98,8 @@ def test_steps_across_nodes_wait_for_the_cpus_others_hold(
 
 
 def test_a_step_whose_srun_was_killed_does_not_hold_the_cpus_for_ever(
-    server: LiveServer, tmp_path: Path
+    server: LiveServer,  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     """srun killed with SIGKILL never reports its step's end; the next srun on the node
     finds that srun gone, ends the step (CANCELLED 0:9 in sacct) and runs."""
