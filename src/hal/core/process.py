@@ -1,7 +1,7 @@
 """Which process a pid names: its start time, read from ``/proc`` (Linux).
 
-Plain system calls, safe in a freshly forked child (the agent's supervisors) and cheap
-enough for srun (``hal.compat.steps.srun_identity``).
+Plain system calls, safe in a freshly forked child (the agent's supervisors); srun
+names itself with it too (``hal.compat.steps.srun_identity``).
 """
 
 from __future__ import annotations
