@@ -177,7 +177,8 @@ class StepTable:
         self._ending: set[asyncio.Task[None]] = set()  # local steps ended by their job
         self._last_ids: dict[int, int] = {}  # job → its last step id given (_next_step_id)
         self.closing = False  # the server stops: srun's reads answer at once
-        self._giving = asyncio.Lock()  # one step at a time takes free CPUs and GPUs
+        # per job: one of its steps at a time takes free CPUs and GPUs (its DB write in)
+        self._giving: dict[int, asyncio.Lock] = {}
         cluster.on_jobs_changed(self._on_jobs)
 
     # -- srun's side -------------------------------------------------------------------
@@ -217,7 +218,7 @@ class StepTable:
         counts = step_gpu_counts(request, layout)
         # a step holds its CPUs (and GPUs of its own) before the next step looks
         wanted = self._cpu_counts(job_id, alloc, layout, request)
-        async with self._giving:
+        async with self._giving.setdefault(job_id, asyncio.Lock()):
             gpu_ids = self._step_gpus(job_id, alloc, layout, counts)
             cpus = {} if request.overlap else self._take_cpus(job_id, alloc, wanted)
             step_id = await self._next_step_id(job_id)
@@ -353,7 +354,7 @@ class StepTable:
         self._prune()
         layout = StepLayout((node,), (ntasks,))
         wanted = self._cpu_counts(job_id, alloc, layout, request)
-        async with self._giving:
+        async with self._giving.setdefault(job_id, asyncio.Lock()):
             cpus = {} if request.overlap else self._take_cpus(job_id, alloc, wanted)
             step_id = await self._next_step_id(job_id)
             now = self.cluster.clock.now()
@@ -722,6 +723,10 @@ class StepTable:
             job = self.cluster.jobs.get(job_id)
             if job is None or job.state not in live:
                 del self._last_ids[job_id]
+        for job_id, lock in list(self._giving.items()):
+            job = self.cluster.jobs.get(job_id)
+            if not lock.locked() and (job is None or job.state not in live):
+                del self._giving[job_id]
 
 
 def _cpus_on(alloc: Allocation, node: str) -> int:
