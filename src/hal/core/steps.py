@@ -214,11 +214,15 @@ def step_cpu_counts(
     return None if request.overlap else step_cpu_asks(request, layout, job_cpus)
 
 
-def step_gpu_counts(request: StepRequest, layout: StepLayout) -> tuple[int, ...] | None:
-    """The GPUs a step asks for on each of its nodes; None: it asked for none, and it has
-    the job's GPUs there, as Slurm's step without a GPU option has them all (HAL shares
-    them with other steps, as ``--overlap``). ``--gpus=N`` is spread evenly over the
-    step's nodes, the first ones one more where it does not divide."""
+def step_gpu_counts(
+    request: StepRequest, layout: StepLayout, job_gpus: Sequence[int] = ()
+) -> tuple[int, ...] | None:
+    """The GPUs a step holds on each of its nodes (``job_gpus``: the job's GPU count
+    there, in the step's node order). ``--gpus=N`` is spread evenly over the step's
+    nodes, the first ones one more where it does not divide. A step without a GPU option
+    holds all the job's GPUs there, as Slurm 22.05.8's does (a second such step, or one
+    with ``--gpus``, waits for them: docs/slurm-checks.md, "srun steps with GPUs of their
+    own"); None where it holds none: with ``--overlap``, or in a job without GPUs."""
     if request.gpus_per_task is not None:
         return tuple(request.gpus_per_task * n for n in layout.tasks)
     if request.gpus_per_node is not None:
@@ -226,7 +230,9 @@ def step_gpu_counts(request: StepRequest, layout: StepLayout) -> tuple[int, ...]
     if request.gpus is not None:
         q, r = divmod(request.gpus, len(layout.nodes))
         return tuple(q + (i < r) for i in range(len(layout.nodes)))
-    return None
+    if request.overlap or not any(job_gpus):
+        return None
+    return tuple(job_gpus)
 
 
 def pick_cpus(held: Collection[int], total: int, want: int) -> tuple[int, ...] | None:

@@ -215,11 +215,10 @@ class StepTable:
                 "node is up (hal sinfo)",
             )
         self._prune()
-        counts = step_gpu_counts(request, layout)
-        # a step holds its CPUs (and GPUs of its own) before the next step looks
+        # a step holds its CPUs and GPUs before the next step looks
         wanted = self._cpu_counts(job_id, alloc, layout, request)
         async with self._giving.setdefault(job_id, asyncio.Lock()):
-            gpu_ids = self._step_gpus(job_id, alloc, layout, counts)
+            gpu_ids = self._step_gpus(job_id, alloc, layout, request)
             cpus = {} if request.overlap else self._take_cpus(job_id, alloc, wanted)
             step_id = await self._next_step_id(job_id)
             now = cluster.clock.now()
@@ -305,29 +304,25 @@ class StepTable:
         return given
 
     def _step_gpus(
-        self,
-        job_id: int,
-        alloc: Allocation,
-        layout: StepLayout,
-        counts: tuple[int, ...] | None,
+        self, job_id: int, alloc: Allocation, layout: StepLayout, request: StepRequest
     ) -> dict[str, tuple[int, ...]] | None:
-        """The GPUs a step asking for ``counts`` on its nodes gets on each (None: it
-        asked for none); refused for now (``BUSY``) while the job's other steps hold
-        too many of them."""
+        """The GPUs a step holds on each of its nodes (``step_gpu_counts``; None: it
+        holds none); refused for now (``BUSY``) while the job's other steps hold too
+        many of them."""
+        job_gpus = {n: _gpus_on(alloc, n) for n in layout.nodes}
+        counts = step_gpu_counts(request, layout, [len(job_gpus[n]) for n in layout.nodes])
         if counts is None:
             return None
         given: dict[str, tuple[int, ...]] = {}
         running = self._running(job_id)
         for node, want in zip(layout.nodes, counts, strict=True):
-            at = list(alloc.nodes).index(node)
-            job_gpus = alloc.gpu_ids[at] if alloc.gpu_ids else ()
             held = {g for s in running if node not in s.ended for g in s.gpu_ids.get(node, ())}
-            picked = pick_gpus(job_id, node, job_gpus, held, want)
+            picked = pick_gpus(job_id, node, job_gpus[node], held, want)
             if picked is None:
                 raise Conflict(
                     f"Unable to create step for job {job_id}: Requested nodes are busy "
                     f"(the job's GPUs on {node} are held by its other steps; srun waits "
-                    "for them)",
+                    "for them, or runs beside them with --overlap)",
                     field=BUSY,
                 )
             given[node] = picked
@@ -346,8 +341,8 @@ class StepTable:
     ) -> Step:
         """A step srun runs on ``node``, the batch node, itself: numbered in the job's
         sequence and shown running until srun reports its end (``end_local``). Nothing is
-        pushed to an agent, so no agent need be connected. It holds the job's CPUs there
-        as ``request`` asks (``-c``, ``--exact``, ``--overlap``), as any step does."""
+        pushed to an agent, so no agent need be connected. It holds the job's CPUs and GPUs
+        there as ``request`` asks (``-c``, ``--exact``, ``--overlap``), as any step does."""
         job, alloc = self._running_job(job_id, caller)
         if node not in alloc.nodes:
             raise refused(job_id, f"node {node} is not in the job's allocation")
@@ -355,11 +350,13 @@ class StepTable:
         layout = StepLayout((node,), (ntasks,))
         wanted = self._cpu_counts(job_id, alloc, layout, request)
         async with self._giving.setdefault(job_id, asyncio.Lock()):
+            gpu_ids = self._step_gpus(job_id, alloc, layout, request)
             cpus = {} if request.overlap else self._take_cpus(job_id, alloc, wanted)
             step_id = await self._next_step_id(job_id)
             now = self.cluster.clock.now()
             step = Step(job_id, step_id, job.restarts, name, layout, now, local=True, cpus=cpus)
             step.srun, step.cpu_count = srun, sum(wanted.values())
+            step.gpu_ids = gpu_ids or {}
             await self.cluster.db(self.cluster.store.keep_running_step, _row(step))  # restart
             self.steps[(job_id, step_id)] = step
         return step
@@ -727,6 +724,11 @@ class StepTable:
             job = self.cluster.jobs.get(job_id)
             if not lock.locked() and (job is None or job.state not in live):
                 del self._giving[job_id]
+
+
+def _gpus_on(alloc: Allocation, node: str) -> tuple[int, ...]:
+    """The job's GPUs on ``node``."""
+    return tuple(alloc.gpu_ids[alloc.nodes.index(node)]) if alloc.gpu_ids else ()
 
 
 def _cpus_on(alloc: Allocation, node: str) -> int:

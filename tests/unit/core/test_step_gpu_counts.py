@@ -1,7 +1,8 @@
-"""How many GPUs a step asks for on each of its nodes, and which of its job's it gets
+"""How many GPUs a step holds on each of its nodes, and which of its job's it gets
 (``hal.core.steps``): srun's ``--gpus`` (spread over the nodes), ``--gpus-per-node`` /
-``--gres=gpu:N``, ``--gpus-per-task``; the first free ones, None while too few are free,
-refused past what the job has."""
+``--gres=gpu:N``, ``--gpus-per-task``, without any all the job's (none with
+``--overlap``); the first free ones, None while too few are free, refused past what the
+job has."""
 
 from __future__ import annotations
 
@@ -25,8 +26,25 @@ THREE = StepLayout(("n1", "n2", "n3"), (2, 1, 1))
     ],
 )
 def test_gpus_asked_on_each_node(request_: StepRequest, counts: tuple[int, ...] | None) -> None:
-    assert step_gpu_counts(request_, THREE) == counts
+    assert step_gpu_counts(request_, THREE) == counts  # in a job without GPUs
     assert request_.asks_gpus == (counts is not None)
+    if counts is not None:  # what it asks for, whatever the job has
+        assert step_gpu_counts(request_, THREE, (4, 4, 4)) == counts
+
+
+@pytest.mark.parametrize(
+    ("request_", "counts"),
+    [
+        (StepRequest(), (2, 1, 0)),  # all the job's on each node
+        (StepRequest(exact=True), (2, 1, 0)),
+        (StepRequest(overlap=True), None),  # shares them: holds none
+        (StepRequest(overlap=True, gpus=2), (1, 1, 0)),
+    ],
+)
+def test_a_step_without_a_gpu_option_holds_the_jobs(
+    request_: StepRequest, counts: tuple[int, ...] | None
+) -> None:
+    assert step_gpu_counts(request_, THREE, (2, 1, 0)) == counts
 
 
 def test_a_step_gets_the_first_free_gpus_of_its_job() -> None:
