@@ -50,6 +50,7 @@ def _info(step: Step) -> StepInfo:
         srun=step.srun,
         cpus={node: list(held) for node, held in step.cpus.items()},
         cpu_count=step.cpu_count,
+        memory_bytes=step.memory_bytes,
         usage=[
             TaskUsage(
                 rank=rank,
@@ -94,6 +95,8 @@ async def create_step(job_id: int, request: Request, ctx: Ctx, caller: Who) -> R
         cpus_per_task=body.cpus_per_task,
         exact=body.exact,
         overlap=body.overlap,
+        mem_per_node=body.mem_per_node,
+        mem_per_cpu=body.mem_per_cpu,
     )
     if body.local:  # srun runs it on the batch node: numbered and recorded only
         if len(body.nodelist) != 1:

@@ -280,7 +280,11 @@ class HalClient:
         }
         if request is not None:
             body.update(
-                cpus_per_task=request.cpus_per_task, exact=request.exact, overlap=request.overlap
+                cpus_per_task=request.cpus_per_task,
+                exact=request.exact,
+                overlap=request.overlap,
+                mem_per_node=request.mem_per_node,
+                mem_per_cpu=request.mem_per_cpu,
             )
         r = self._record("POST", f"/v1/jobs/{job_id}/steps", body)
         info = self._json(r)

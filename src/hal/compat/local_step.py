@@ -6,9 +6,10 @@ tasks here as its children, and reports their end (``end_local_step``: one more)
 step shows in ``sacct -j JOB`` as ``JOB.N``, numbered with the job's other steps, and in
 ``squeue -s`` while it runs. The record is a gate only for the job's CPUs: while its
 other steps hold those the step asks for (all of them without ``--exact``, none with
-``--overlap``), srun waits and asks again, as Slurm's. Otherwise a server that cannot be
-reached (or refuses) is said once on stderr and the command runs all the same, srun's
-exit code always the tasks'.
+``--overlap``, and the job's memory), srun waits and asks again, as Slurm's; one that
+asks for more than the job has is refused, srun's exit code 1, as Slurm's. Otherwise a
+server that cannot be reached (or refuses for another reason) is said once on stderr and
+the command runs all the same, srun's exit code the tasks'.
 
 srun waits beside its tasks (it no longer becomes a lone task by ``exec``), so that it can
 report the end: it passes SIGINT, SIGTERM, SIGUSR1... on to every task, as Slurm's srun
@@ -38,7 +39,7 @@ from hal.compat import step_cgroup
 from hal.compat.seam import Console
 from hal.compat.step_cgroup import job_cgroup
 from hal.compat.steps import FORWARDED, once_free, srun_identity
-from hal.core.errors import HalError
+from hal.core.errors import HalError, InvalidRequest
 from hal.core.steps import (
     EXEC_FAILED,
     StepLayout,
@@ -73,8 +74,9 @@ def run_local(
     request: StepRequest | None = None,
 ) -> int:
     """Run the step's tasks here (``layout``: one node, this one), recorded as step
-    ``job_id``.N, once the job's CPUs ``request`` asks for are free; the highest task's
-    exit code (128+N for a signal N). ``commands``: each rank's own (``--multi-prog``)."""
+    ``job_id``.N, once the job's CPUs and memory ``request`` asks for are free; the
+    highest task's exit code (128+N for a signal N). ``commands``: each rank's own
+    (``--multi-prog``)."""
     node, ntasks = layout.nodes[0], layout.ntasks
     name = os.path.basename(command[0])
     step_id: int | None = None
@@ -93,6 +95,8 @@ def run_local(
     places: tuple[int, ...] = ()
     try:
         step_id, places = once_free(job_id, console, opened)
+    except InvalidRequest as err:  # more CPUs or memory than the job has: as Slurm's
+        return console.error(err.message)
     except HalError as err:
         _not_recorded(console, err)
     step_env = step_environment(step_id, layout)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from hal.compat.formats import Field, duration_short, render_rows, timestamp
+from hal.compat.formats import Field, duration_short, memory_mib, render_rows, timestamp
 from hal.compat.job_fields import print_records, user_field
 from hal.compat.seam import Console
 from hal.core.slurm_syntax import compress_hostlist
@@ -83,13 +83,13 @@ def show_step(target: str | None, console: Console, *, oneliner: bool) -> int:
 def step_record(step: StepInfo, job: JobInfo) -> list[str]:
     """A step as ``scontrol show step`` prints it, a line each: the fields HAL knows
     (Slurm's also has Network, ResvPorts, CPUFreqReq, Dist, SrunHost:Pid). ``CPUs`` and
-    ``TRES`` count the job's CPUs the step holds (with ``--overlap``: would hold), as
-    Slurm 22.05.8's; a step holds no memory (``mem=0``, as Slurm's without ``--mem``)."""
+    ``TRES`` count the job's CPUs and memory the step holds (with ``--overlap``: would
+    hold), as Slurm 22.05.8's."""
     nodes = len(step.nodes)
     return [
         f"StepId={job.display_id}.{step.step_id} UserId={user_field(job.user)} "
         f"StartTime={timestamp(step.start_time, 'Unknown')} TimeLimit=UNLIMITED",
         f"State={step.state} Partition={job.partition} NodeList={compress_hostlist(step.nodes)}",
         f"Nodes={nodes} CPUs={step.cpu_count} Tasks={sum(step.tasks)} Name={step.name}",
-        f"TRES=cpu={step.cpu_count},mem=0,node={nodes}",
+        f"TRES=cpu={step.cpu_count},mem={memory_mib(step.memory_bytes)},node={nodes}",
     ]

@@ -46,8 +46,10 @@ while the job's other steps hold them srun waits, as Slurm's ("step creation tem
 disabled, retrying"). Every step holds the job's CPUs while it runs, as Slurm 22.05's:
 all of them on its nodes, only its tasks' with ``--exact``, ``--exclusive`` or ``-c``
 (``SRUN_CPUS_PER_TASK``), none with ``--overlap``; srun waits for them the same way,
-on the batch node too (``hal.core.steps.step_cpu_counts``). Values HAL does not act on
-(``--time``, ``--mem``...) are still checked as sbatch checks them, so a typo is an error
+on the batch node too (``hal.core.steps.step_cpu_counts``), and the job's memory
+(``--mem``, ``--mem-per-cpu``, else all of it or the job's ``--mem-per-cpu`` for each of
+its CPUs: ``step_memory_asks``). Values HAL does not act on (``--time``,
+``--mem-per-gpu``...) are still checked as sbatch checks them, so a typo is an error
 rather than silently ignored. Signals srun receives while local tasks run (SIGINT,
 SIGTERM, SIGUSR1...) are passed on to every task, as Slurm's srun forwards them, so no
 task outlives it.
@@ -80,10 +82,11 @@ from hal.core.steps import StepRequest, step_layout
 # (the GPU options below too)
 _CHECKS: dict[str, Callable[[str], object]] = {
     "time": parse_time_limit,
-    "mem": lambda v: parse_memory(v, field="mem"),
-    "mem_per_cpu": lambda v: parse_memory(v, field="mem-per-cpu"),
     "mem_per_gpu": lambda v: parse_memory(v, field="mem-per-gpu"),
 }
+
+# the step's memory (``StepRequest``'s field of the same name), in bytes
+_MEMORY_OPTIONS = {"mem": "mem_per_node", "mem_per_cpu": "mem_per_cpu"}
 
 # options giving the step its own GPUs: dest → ``StepRequest``'s field (--gres is per
 # node) and how the value reads, (GPU type, count)
@@ -143,6 +146,7 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
     parsed = parse_options(argv, OPTIONS, stop_at_positional=True)
     counts: dict[str, int] = {}
     gpus: dict[str, int] = {}  # the step's own GPUs, where it asks for them
+    memory: dict[str, int] = {}  # its memory, where it asks for it
     node_range: tuple[int, int] | None = None
     nodelist = ""
     label = multi_prog = exact = overlap = False
@@ -184,6 +188,8 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
         elif dest in _GPU_OPTIONS:
             key, parse = _GPU_OPTIONS[dest]
             gpus[key] = parse(value)[1]
+        elif dest in _MEMORY_OPTIONS:
+            memory[_MEMORY_OPTIONS[dest]] = parse_memory(value, field=dest.replace("_", "-"))
         elif dest in _CHECKS:
             _CHECKS[dest](value)
     command = list(parsed.positionals)
@@ -191,6 +197,9 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
         raise InvalidRequest(
             "no command to run: write srun [options] COMMAND [ARGS], e.g. srun -n2 hostname"
         )
+    per_gpu = any(dest == "mem_per_gpu" for dest, _, _ in parsed.values)
+    if len(memory) + per_gpu > 1:
+        raise InvalidRequest("--mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.")
     dist = parse_distribution(distribution)
     arbitrary = dist.kind == "arbitrary"
     if arbitrary and not nodelist and env.get("SLURM_HOSTFILE"):
@@ -207,6 +216,8 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
         cpus_per_task=counts.get("cpus_per_task", _srun_cpus_per_task(env)),
         exact=exact,
         overlap=overlap,
+        mem_per_node=memory.get("mem_per_node"),
+        mem_per_cpu=memory.get("mem_per_cpu"),
     )
     return Invocation(request, command, label, node_range, jobid, multi_prog, het_group)
 

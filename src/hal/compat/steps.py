@@ -168,7 +168,7 @@ def release_abandoned(job_id: int, console: Console) -> bool:
             continue
         console.err(
             f"srun: warning: step {job_id}.{step.step_id} ended: its srun (pid {pid}) is "
-            "gone, so the job's CPUs it held are free"
+            "gone, so the job's CPUs and memory it held are free"
         )
         freed = True
     return freed
@@ -207,6 +207,8 @@ def run_step(
         cpus_per_task=request.cpus_per_task,
         exact=request.exact,
         overlap=request.overlap,
+        mem_per_node=request.mem_per_node,
+        mem_per_cpu=request.mem_per_cpu,
     )
     try:
         step = once_free(job_id, console, lambda: console.client.create_step(job_id, body))

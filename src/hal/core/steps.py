@@ -101,6 +101,8 @@ class StepRequest:
     cpus_per_task: int | None = None  # -c (or SRUN_CPUS_PER_TASK): implies --exact
     exact: bool = False  # --exact, --exclusive: only the CPUs its tasks ask for
     overlap: bool = False  # --overlap: shares the CPUs other steps hold
+    mem_per_node: int | None = None  # --mem, bytes (0: all the job's there)
+    mem_per_cpu: int | None = None  # --mem-per-cpu, bytes
 
     @property
     def asks_gpus(self) -> bool:
@@ -212,6 +214,30 @@ def step_cpu_counts(
     with ``--overlap``, which holds none and waits for none (docs/slurm-checks.md, "Steps
     wait for the CPUs other steps hold")."""
     return None if request.overlap else step_cpu_asks(request, layout, job_cpus)
+
+
+def step_memory_asks(
+    request: StepRequest,
+    cpu_asks: Sequence[int],
+    job_memory: Sequence[int],
+    job_mem_per_cpu: int | None,
+) -> tuple[int, ...]:
+    """The memory a step is given on each of its nodes, in bytes (``cpu_asks``: its CPUs
+    there, ``step_cpu_asks``; ``job_memory``: the job's memory there), as Slurm 22.05.8
+    gives it with memory a consumable resource (docs/slurm-checks.md, "Steps hold their
+    job's memory"): ``--mem`` on each node (0: all the job's, though it holds none of
+    it), ``--mem-per-cpu`` for each of its CPUs; without either, the job's
+    ``--mem-per-cpu`` for each of its CPUs, else all the job's memory there."""
+    per_cpu = request.mem_per_cpu
+    if request.mem_per_node is not None:
+        if request.mem_per_node:
+            return (request.mem_per_node,) * len(job_memory)
+        return tuple(job_memory)
+    if per_cpu is None and job_mem_per_cpu is not None:
+        per_cpu = job_mem_per_cpu
+    if per_cpu is not None:
+        return tuple(per_cpu * n for n in cpu_asks)
+    return tuple(job_memory)
 
 
 def step_gpu_counts(

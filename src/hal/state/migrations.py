@@ -202,6 +202,14 @@ def _v19_step_cpus(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE running_steps ADD COLUMN srun TEXT NOT NULL DEFAULT ''"))
 
 
+def _v20_step_memory(conn: Connection) -> None:
+    # running_steps.memory: the job's memory a step holds on each node, so a restarted
+    # server makes the next step wait for it; the steps kept before hold none
+    columns = {c["name"] for c in inspect(conn).get_columns("running_steps")}
+    if "memory" not in columns:
+        conn.execute(text("ALTER TABLE running_steps ADD COLUMN memory TEXT NOT NULL DEFAULT '{}'"))
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -222,6 +230,7 @@ STEPS: tuple[Step, ...] = (
     _v17_step_gpu_ids,
     _v18_eligible_of_ended_pending,
     _v19_step_cpus,
+    _v20_step_memory,
 )
 
 

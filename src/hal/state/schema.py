@@ -212,6 +212,8 @@ running_steps = Table(
     Column("cpus", Text, nullable=False, default="{}", server_default="{}"),
     # a local step's srun process, "PID:START" (migration 19)
     Column("srun", Text, nullable=False, default="", server_default=""),
+    # the job's memory it holds on each node, in bytes: {node: bytes} (JSON, migration 20)
+    Column("memory", Text, nullable=False, default="{}", server_default="{}"),
 )
 
 # each user's scrontab file as they last saved it (docs/scrontab.md); its entries' jobs

@@ -39,13 +39,15 @@ def running_row(
     gpu_ids: dict[str, tuple[int, ...]] | None = None,
     cpus: dict[str, tuple[int, ...]] | None = None,
     srun: str = "",
+    memory: dict[str, int] | None = None,
 ) -> RunningStepRow:
     """What ``running_steps`` keeps of a step (``oom``: a node's part ended for memory;
     kept with the first ended node, as the step's flag; ``local``: srun runs it on the
     batch node; ``totals``: what the ended nodes' tasks used, with each node's end;
     ``gpus``: those tasks' GPU use, where read, after it; ``gpu_ids``: the GPUs it holds
     on each node, where it asked for its own; ``cpus``: the job's CPUs it holds on each;
-    ``srun``: a local step's srun process)."""
+    ``srun``: a local step's srun process; ``memory``: the job's memory it holds on
+    each, in bytes)."""
     used: dict[str, dict[str, list[float]]] = {node: {} for node in ended}
     on_gpus: dict[str, dict[str, list[float]]] = {node: {} for node in ended}
     for rank, (node, rss, cpu) in (totals or {}).items():
@@ -71,6 +73,7 @@ def running_row(
         gpu_ids=json.dumps({node: list(ids) for node, ids in (gpu_ids or {}).items()}),
         cpus=json.dumps({node: list(held) for node, held in (cpus or {}).items()}),
         srun=srun,
+        memory=json.dumps(memory or {}),
     )
 
 
@@ -132,6 +135,13 @@ def cpus_of(row: RunningStepRow) -> dict[str, tuple[int, ...]]:
     (``running_row``'s ``cpus``)."""
     data: dict[str, list[int]] = json.loads(row.cpus or "{}")
     return {node: tuple(int(c) for c in held) for node, held in data.items()}
+
+
+def memory_of(row: RunningStepRow) -> dict[str, int]:
+    """The job's memory the step holds on each node, in bytes (``running_row``'s
+    ``memory``)."""
+    data: dict[str, int] = json.loads(row.memory or "{}")
+    return {node: int(size) for node, size in data.items()}
 
 
 def cursor_base(now: float) -> int:

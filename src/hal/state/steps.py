@@ -54,6 +54,7 @@ from hal.core.steps import (
     step_environment,
     step_gpu_counts,
     step_layout,
+    step_memory_asks,
 )
 from hal.state.cluster import Caller, Cluster
 from hal.state.launch import build_launch
@@ -64,6 +65,7 @@ from hal.state.step_restore import (
     gpu_ids_of,
     gpus_of,
     layout_of,
+    memory_of,
     running_row,
     totals_of,
 )
@@ -114,6 +116,10 @@ class Step:
     # its CPUs in all, as scontrol show step counts them: those it holds, or, with
     # --overlap, those it would hold without it
     cpu_count: int = 0
+    # the job's memory it holds on each node, in bytes (none with --overlap, or in a job
+    # that asked for no memory), and its memory in all as scontrol show step counts it
+    memory: dict[str, int] = field(default_factory=dict)
+    memory_bytes: int = 0
     # unread output: (cursor, rank, stream, bytes), cursor increasing from 1
     chunks: list[tuple[int, int, str, bytes]] = field(default_factory=list)
     cursor: int = 0
@@ -215,16 +221,19 @@ class StepTable:
                 "node is up (hal sinfo)",
             )
         self._prune()
-        # a step holds its CPUs and GPUs before the next step looks
+        # a step holds its CPUs, memory and GPUs before the next step looks
         wanted = self._cpu_counts(job_id, alloc, layout, request)
+        memory = self._memory_asks(job, alloc, request, wanted)
         async with self._giving.setdefault(job_id, asyncio.Lock()):
             gpu_ids = self._step_gpus(job_id, alloc, layout, request)
             cpus = {} if request.overlap else self._take_cpus(job_id, alloc, wanted)
+            held = self._take_memory(job, alloc, request, memory)
             step_id = await self._next_step_id(job_id)
             now = cluster.clock.now()
             step = Step(job_id, step_id, job.restarts, name or argv[0], layout, now)
             step.gpu_ids = gpu_ids or {}
             step.cpus, step.cpu_count = cpus, sum(wanted.values())
+            step.memory, step.memory_bytes = held, sum(memory.values())
             await cluster.db(cluster.store.keep_running_step, _row(step))  # for a restart
             self.steps[(job_id, step_id)] = step
         base = build_launch(job, cluster.config.cluster_name)
@@ -303,6 +312,51 @@ class StepTable:
             given[node] = picked
         return given
 
+    def _memory_asks(
+        self, job: Job, alloc: Allocation, request: StepRequest, cpus: dict[str, int]
+    ) -> dict[str, int]:
+        """The job's memory a step asks for on each of its nodes (``step_memory_asks``;
+        ``cpus``: its CPUs there), in bytes; refused outright where it asks for more than
+        the job has there, as Slurm 22.05.8 refuses it. A job that asked for no memory
+        (or ``--mem=0``) holds none of its own: its steps are given its memory, if any,
+        and hold none of it."""
+        nodes = list(cpus)
+        have = [_memory_on(alloc, n) for n in nodes]
+        asks = step_memory_asks(request, list(cpus.values()), have, job.spec.memory_per_cpu_bytes)
+        if not _holds_memory(job, alloc):
+            return dict(zip(nodes, have, strict=True))
+        for node, want, total in zip(nodes, asks, have, strict=True):
+            if want > total:
+                raise refused(
+                    job.id,
+                    f"Memory required by task is not available: the step asks for "
+                    f"{want >> 20} MiB on {node}, where the job has {total >> 20} MiB; "
+                    "ask for less with srun --mem or --mem-per-cpu",
+                )
+        return dict(zip(nodes, asks, strict=True))
+
+    def _take_memory(
+        self, job: Job, alloc: Allocation, request: StepRequest, asks: dict[str, int]
+    ) -> dict[str, int]:
+        """The memory a step that ``asks`` for it holds on each node: all it asks for,
+        or none with ``--overlap``, ``--mem=0`` (Slurm 22.05.8's holds none) or where the
+        job holds none; refused for now (``BUSY``) while the job's other steps hold too
+        much of it."""
+        if request.overlap or request.mem_per_node == 0 or not _holds_memory(job, alloc):
+            return {}
+        running = self._running(job.id)
+        for node, want in asks.items():
+            held = sum(s.memory.get(node, 0) for s in running if node not in s.ended)
+            total = _memory_on(alloc, node)
+            if held + want > total:
+                raise Conflict(
+                    f"Unable to create step for job {job.id}: Requested nodes are busy "
+                    f"(other steps of the job hold {held >> 20} of its {total >> 20} MiB of "
+                    f"memory on {node}; srun waits for it, or asks for less with --mem)",
+                    field=BUSY,
+                )
+        return asks
+
     def _step_gpus(
         self, job_id: int, alloc: Allocation, layout: StepLayout, request: StepRequest
     ) -> dict[str, tuple[int, ...]] | None:
@@ -349,14 +403,17 @@ class StepTable:
         self._prune()
         layout = StepLayout((node,), (ntasks,))
         wanted = self._cpu_counts(job_id, alloc, layout, request)
+        memory = self._memory_asks(job, alloc, request, wanted)
         async with self._giving.setdefault(job_id, asyncio.Lock()):
             gpu_ids = self._step_gpus(job_id, alloc, layout, request)
             cpus = {} if request.overlap else self._take_cpus(job_id, alloc, wanted)
+            held = self._take_memory(job, alloc, request, memory)
             step_id = await self._next_step_id(job_id)
             now = self.cluster.clock.now()
             step = Step(job_id, step_id, job.restarts, name, layout, now, local=True, cpus=cpus)
             step.srun, step.cpu_count = srun, sum(wanted.values())
             step.gpu_ids = gpu_ids or {}
+            step.memory, step.memory_bytes = held, sum(memory.values())
             await self.cluster.db(self.cluster.store.keep_running_step, _row(step))  # restart
             self.steps[(job_id, step_id)] = step
         return step
@@ -653,6 +710,8 @@ class StepTable:
             step.gpu_ids = gpu_ids_of(row)
             step.cpus = cpus_of(row)
             step.cpu_count = sum(len(c) for c in step.cpus.values())  # (--overlap's: 0)
+            step.memory = memory_of(row)
+            step.memory_bytes = sum(step.memory.values())
             step.srun = row.srun
             step.restored, step.cursor = True, cursor_base(now)
             job = self.cluster.jobs.get(row.job_id)
@@ -731,6 +790,17 @@ def _gpus_on(alloc: Allocation, node: str) -> tuple[int, ...]:
     return tuple(alloc.gpu_ids[alloc.nodes.index(node)]) if alloc.gpu_ids else ()
 
 
+def _memory_on(alloc: Allocation, node: str) -> int:
+    """The job's memory on ``node``, in bytes."""
+    return alloc.per_node[alloc.nodes.index(node)].memory_bytes
+
+
+def _holds_memory(job: Job, alloc: Allocation) -> bool:
+    """Whether the job holds memory of its own that its steps share out (it asked for
+    some: not ``--mem=0``, which Slurm's steps do not hold)."""
+    return job.spec.memory_per_node_bytes != 0 and any(r.memory_bytes for r in alloc.per_node)
+
+
 def _cpus_on(alloc: Allocation, node: str) -> int:
     """The job's CPUs on ``node``, one of its allocation's."""
     return alloc.per_node[alloc.nodes.index(node)].cpus
@@ -752,6 +822,7 @@ def _row(step: Step) -> RunningStepRow:
         step.gpu_ids,
         step.cpus,
         step.srun,
+        step.memory,
     )
 
 

@@ -140,6 +140,7 @@ class RunningStepRow:
     gpu_ids: str = "{}"  # JSON: {node: [GPU ids]} it holds (``step_restore``)
     cpus: str = "{}"  # JSON: {node: [the job's CPUs it holds there]} (``step_restore``)
     srun: str = ""  # a local step's srun process, "PID:START" (``StepCreate.srun``)
+    memory: str = "{}"  # JSON: {node: bytes of the job's memory it holds} (``step_restore``)
 
 
 @dataclass(frozen=True, slots=True)

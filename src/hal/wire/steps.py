@@ -48,6 +48,12 @@ class StepCreate(WireModel):
     cpus_per_task: int | None = Field(default=None, ge=1, le=INT32_MAX)
     exact: bool = False
     overlap: bool = False
+    # the job's memory it holds on each node, in bytes (srun --mem; 0: all the job's
+    # there) or per CPU it holds (--mem-per-cpu); neither: the job's --mem-per-cpu for
+    # each of its CPUs, else all the job's memory. Held unless ``overlap``; a step whose
+    # memory other steps hold is refused with the field ``step_busy`` too
+    mem_per_node: int | None = Field(default=None, ge=0, lt=1 << 63)
+    mem_per_cpu: int | None = Field(default=None, ge=1, lt=1 << 63)
     # a local step's srun, "PID:START" (its start in clock ticks after boot, as
     # /proc/PID/stat has it): another srun on the node that finds the step's CPUs held
     # and that process gone ends the step (its srun was killed before it could)
@@ -99,6 +105,7 @@ class StepInfo(WireModel):
     # (srun binds a local step's tasks to them); a node not listed: all (--overlap)
     cpus: dict[str, list[int]] = Field(default_factory=dict)
     cpu_count: int = 0  # its CPUs in all (scontrol show step's CPUs=)
+    memory_bytes: int = 0  # its memory in all (scontrol show step's TRES mem=)
 
 
 class StepList(WireModel):

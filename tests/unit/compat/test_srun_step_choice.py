@@ -206,3 +206,34 @@ def test_options_that_decide_the_cpus_a_step_holds(
 def test_a_bad_srun_cpus_per_task_is_refused() -> None:
     with pytest.raises(InvalidRequest, match="SRUN_CPUS_PER_TASK needs a positive integer"):
         parse_command(["true"], {"SRUN_CPUS_PER_TASK": "two"})
+
+
+@pytest.mark.parametrize(
+    ("argv", "want"),
+    [
+        (["true"], (None, None)),
+        (["--mem=150M", "true"], (150 << 20, None)),
+        (["--mem", "2G", "true"], (2 << 30, None)),
+        (["--mem=0", "true"], (0, None)),  # all the job's
+        (["--mem-per-cpu=100", "true"], (None, 100 << 20)),  # MiB by default
+    ],
+)
+def test_options_that_decide_the_memory_a_step_holds(
+    argv: list[str], want: tuple[int | None, int | None]
+) -> None:
+    request = parse_command(argv, {}).request
+    assert (request.mem_per_node, request.mem_per_cpu) == want
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--mem=150M", "--mem-per-cpu=1G", "true"], "are mutually exclusive"),
+        (["--mem-per-cpu=1G", "--mem-per-gpu=1G", "true"], "are mutually exclusive"),
+        (["--mem=lots", "true"], "invalid --mem value 'lots'"),
+        (["--mem-per-cpu=-1", "true"], "invalid --mem-per-cpu value"),
+    ],
+)
+def test_bad_step_memory_is_refused(argv: list[str], message: str) -> None:
+    with pytest.raises(InvalidRequest, match=message):
+        parse_command(argv, {})
