@@ -43,6 +43,7 @@ import time
 from dataclasses import dataclass
 
 from hal.agent.devices import DeviceControlError, attach_device_filter, deny_lines, load_program
+from hal.core.cgroup_memory import limit_memory, write
 from hal.core.errors import InvalidRequest
 from hal.core.resources import GiB
 
@@ -128,7 +129,7 @@ class Isolation:
             devices = self._device_group(path)
             _make_group(devices)
             for line in deny_lines(denied_gpus):
-                _write(devices, "devices.deny", line)
+                write(devices, "devices.deny", line)
 
     def _device_group(self, group: str) -> str:
         """The cgroup1 ``devices`` cgroup of the job or step whose cgroup is ``group``
@@ -138,15 +139,7 @@ class Isolation:
         return os.path.join(self.devices, os.path.relpath(group, self.base))
 
     def _limit(self, path: str, memory_bytes: int) -> None:
-        if memory_bytes <= 0:
-            return
-        if self.kind == "cgroup2":
-            _write(path, "memory.max", memory_bytes)
-            _write_optional(path, "memory.swap.max", 0)
-        else:
-            _write(path, "memory.limit_in_bytes", memory_bytes)
-            # memsw bounds memory+swap; it must not be set below limit_in_bytes.
-            _write_optional(path, "memory.memsw.limit_in_bytes", memory_bytes)
+        limit_memory(path, self.kind, memory_bytes)
 
     # -- job steps' tasks (in the agent: ``hal.agent.steps``) ------------------------------
 
@@ -158,6 +151,7 @@ class Isolation:
         memory_bytes: int,
         denied_gpus: tuple[int, ...] = (),
         step_denied: tuple[int, ...] = (),
+        step_memory_bytes: int = 0,
     ) -> tuple[str, bool]:
         """The cgroup of one job step's tasks on this node, ``job_<id>.<n>/step_<m>``, as
         Slurm's ``job_N/step_M``: inside the job's, so the job's memory limit on this
@@ -165,7 +159,9 @@ class Isolation:
         the batch script the job's cgroup is made here, with ``memory_bytes`` (the job's
         memory on this node) and ``denied_gpus``. ``step_denied``: the GPU minors the
         step may not open besides (a step given fewer GPUs than its job, srun
-        ``--gpus``); the job's denials hold for it whatever it is given. Returns the
+        ``--gpus``); the job's denials hold for it whatever it is given.
+        ``step_memory_bytes``: the step's own memory limit (srun ``--mem``; 0: the
+        job's alone), as Slurm's task/cgroup limits each step to its memory. Returns the
         step's path ("" without cgroups) and whether the job's cgroup was made here
         (``release_job_group`` then removes it)."""
         job = self.group_path(job_id, attempt)
@@ -192,6 +188,7 @@ class Isolation:
         if self.devices and self.devices != BPF:  # its tasks join a devices cgroup too
             _make_group(self._device_group(path))
         self._constrain(path, step_denied)
+        self._limit(path, step_memory_bytes)
         return path, made
 
     def remove_step_group(self, path: str) -> None:
@@ -246,9 +243,9 @@ class Isolation:
 
     def enter(self, group: str, memory_bytes: int, *, gpus: bool) -> None:
         if group:
-            _write(group, "cgroup.procs", os.getpid())
+            write(group, "cgroup.procs", os.getpid())
             if devices := self._device_group(group):
-                _write(devices, "cgroup.procs", os.getpid())
+                write(devices, "cgroup.procs", os.getpid())
         elif self.kind == "rlimit" and memory_bytes > 0 and not gpus:
             # GPU runtimes reserve terabytes of address space; RLIMIT_AS would break them.
             cap = max(memory_bytes * RLIMIT_AS_FACTOR, memory_bytes + GiB)
@@ -379,10 +376,10 @@ def _prepare_cgroup(kind: str, name: str) -> str:
                 return ""
             level = mount
             for part in ("hal", name):
-                _write(level, "cgroup.subtree_control", "+memory")
+                write(level, "cgroup.subtree_control", "+memory")
                 level = os.path.join(level, part)
                 os.makedirs(level, exist_ok=True)
-            _write(base, "cgroup.subtree_control", "+memory")
+            write(base, "cgroup.subtree_control", "+memory")
         else:
             os.makedirs(base, exist_ok=True)
             if not os.path.exists(os.path.join(base, "memory.limit_in_bytes")):
@@ -415,7 +412,7 @@ def _mount_of(kind: str, controller: str) -> str:
 def _kill_members(group: str) -> None:
     with contextlib.suppress(OSError):
         if os.path.exists(os.path.join(group, "cgroup.kill")):  # cgroup2, Linux >= 5.14
-            _write(group, "cgroup.kill", 1)  # (its subgroups' too)
+            write(group, "cgroup.kill", 1)  # (its subgroups' too)
             return
     _kill_procs(group)
 
@@ -428,17 +425,9 @@ def _kill_procs(group: str) -> None:
                 os.kill(int(pid), signal.SIGKILL)
 
 
-def _write(directory: str, name: str, value: object) -> None:
-    fd = os.open(os.path.join(directory, name), os.O_WRONLY)
-    try:
-        os.write(fd, str(value).encode())
-    finally:
-        os.close(fd)
-
-
 def _write_optional(directory: str, name: str, value: object) -> None:
     with contextlib.suppress(OSError):
-        _write(directory, name, value)
+        write(directory, name, value)
 
 
 def _read_text(directory: str, name: str) -> str:

@@ -370,6 +370,7 @@ class StepTasks:
                 launch.launch.memory_bytes,
                 denied_gpus=self.denied_gpus(launch.launch.gpu_ids),
                 step_denied=() if launch.gpu_ids is None else self.denied_gpus(launch.gpu_ids),
+                step_memory_bytes=launch.memory_bytes,
             )
         except OSError as err:
             message = f"srun: error: {self.node}: cannot create the step's cgroup: {err}\n"

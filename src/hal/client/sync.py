@@ -18,7 +18,7 @@ from hal.wire.submit import JobSubmit, SubmitResult, WillRun, from_dict, non_def
 # The pydantic-based schemas are imported where they are used: `hal sbatch` needs none of
 # them, and importing pydantic would cost it more than the whole command's budget.
 if TYPE_CHECKING:
-    from hal.core.steps import StepRequest
+    from hal.core.steps import LocalStep, StepRequest
     from hal.wire.accounts import AssociationList
     from hal.wire.crontab import CrontabInfo, CrontabRemoved
     from hal.wire.diag import SchedulerDiag
@@ -263,13 +263,12 @@ class HalClient:
         argv: list[str],
         request: StepRequest | None = None,
         srun: str = "",
-    ) -> tuple[int, tuple[int, ...]]:
-        """Record a step srun runs on the batch node ``node`` itself; its step id. One
-        try, within ``RECORD_TIMEOUT_SECONDS``: a record must not hold the command.
-        ``request``: the job's CPUs it holds (``-c``, ``--exact``, ``--overlap``);
-        ``srun``: the calling srun process, "PID:START" (``StepCreate.srun``). Returns
-        the step's id and the places among the job's CPUs there that it holds (()
-        with ``--overlap``)."""
+    ) -> LocalStep:
+        """Record a step srun runs on the batch node ``node`` itself. One try, within
+        ``RECORD_TIMEOUT_SECONDS``: a record must not hold the command. ``request``:
+        the job's CPUs and memory it holds (``-c``, ``--exact``, ``--overlap``,
+        ``--mem``); ``srun``: the calling srun process, "PID:START"
+        (``StepCreate.srun``)."""
         body: dict[str, Any] = {
             "argv": argv[:1],  # (the server keeps only the name; the command runs here)
             "ntasks": ntasks,
@@ -289,7 +288,10 @@ class HalClient:
         r = self._record("POST", f"/v1/jobs/{job_id}/steps", body)
         info = self._json(r)
         places = info.get("cpus", {}).get(node, ())
-        return int(info["step_id"]), tuple(int(p) for p in places)
+        memory = int(info.get("memory_bytes", 0))
+        from hal.core.steps import LocalStep
+
+        return LocalStep(int(info["step_id"]), tuple(int(p) for p in places), memory)
 
     def end_local_step(
         self,

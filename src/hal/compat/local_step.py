@@ -42,6 +42,7 @@ from hal.compat.steps import FORWARDED, once_free, srun_identity
 from hal.core.errors import HalError, InvalidRequest
 from hal.core.steps import (
     EXEC_FAILED,
+    LocalStep,
     StepLayout,
     StepRequest,
     oom_message,
@@ -81,7 +82,7 @@ def run_local(
     name = os.path.basename(command[0])
     step_id: int | None = None
 
-    def opened() -> tuple[int, tuple[int, ...]]:
+    def opened() -> LocalStep:
         return console.client.open_local_step(
             job_id,
             node=node,
@@ -93,8 +94,9 @@ def run_local(
         )
 
     places: tuple[int, ...] = ()
+    memory = 0  # the step's memory limit (0: the job's)
     try:
-        step_id, places = once_free(job_id, console, opened)
+        step_id, places, memory = once_free(job_id, console, opened)
     except InvalidRequest as err:  # more CPUs or memory than the job has: as Slurm's
         return console.error(err.message)
     except HalError as err:
@@ -103,7 +105,7 @@ def run_local(
     if job_gpus := console.environ.get("SLURM_JOB_GPUS"):  # (a step asking none: the job's)
         step_env["SLURM_STEP_GPUS"] = job_gpus
     cgroup = job_cgroup(job_id)
-    own = cgroup.make_step(step_id) if step_id is not None else ""
+    own = cgroup.make_step(step_id, memory) if step_id is not None else ""
     counted = own or cgroup.own  # the step's own cgroup, else srun's (shared)
     before = cgroup.oom_kills(counted)
     cpus = bound_cpus(places, console.environ)

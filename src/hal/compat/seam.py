@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol, TextIO
 from hal.wire.submit import JobSubmit, SubmitResult, WillRun
 
 if TYPE_CHECKING:  # pydantic schemas: not imported on sbatch's path (see hal.wire.submit)
-    from hal.core.steps import StepRequest
+    from hal.core.steps import LocalStep, StepRequest
     from hal.wire.crontab import CrontabInfo, CrontabRemoved
     from hal.wire.jobs import JobInfo, JobUpdate
     from hal.wire.nodes import (
@@ -121,7 +121,7 @@ class Client(Protocol):
         argv: list[str],
         request: StepRequest | None = None,
         srun: str = "",
-    ) -> tuple[int, tuple[int, ...]]: ...
+    ) -> LocalStep: ...
 
     def end_local_step(
         self,

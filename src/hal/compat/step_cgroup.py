@@ -2,9 +2,10 @@
 
 A root agent gives the job's cgroup folder to the job's user (``Isolation.create_group``,
 ``owner``), as systemd delegates a cgroup. srun, which runs as that user, makes
-``job_<id>.<n>/step_<m>`` there, and its tasks join it before ``exec``: the step's OOM
-kills are then counted apart from the batch script's, as under Slurm, whose steps each
-have their own cgroup. The job's memory limit, on the folder above, still bounds them.
+``job_<id>.<n>/step_<m>`` there, limited to the step's memory (``srun --mem``...), and
+its tasks join it before ``exec``: the step's OOM kills are then counted apart from the
+batch script's, as under Slurm, whose steps each have their own cgroup and limit. The
+job's memory limit, on the folder above, still bounds them.
 Where srun cannot make one (an agent that is not root, the ``rlimit`` backend, an agent
 from before this), the tasks stay in srun's own cgroup and the step's kills are what that
 cgroup's counter gained while they ran.
@@ -15,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass
+
+from hal.core.cgroup_memory import limit_memory
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,8 +31,10 @@ class JobCgroup:
         name = "memory.events" if self.kind == "cgroup2" else "memory.oom_control"
         return _keyed(os.path.join(folder, name)).get("oom_kill", 0) if folder else 0
 
-    def make_step(self, step_id: int) -> str:
-        """``job_<id>.<n>/step_<m>``, made by srun; "" where it may not make it."""
+    def make_step(self, step_id: int, memory_bytes: int = 0) -> str:
+        """``job_<id>.<n>/step_<m>``, made by srun, limited to the step's
+        ``memory_bytes`` (0: the job's limit alone), as Slurm's task/cgroup limits each
+        step to its memory; "" where it may not make it."""
         if not self.job:
             return ""
         path = os.path.join(self.job, f"step_{step_id}")
@@ -39,6 +44,9 @@ class JobCgroup:
             pass
         except OSError:
             return ""
+        if memory_bytes > 0:  # (where srun may not write it, the job's limit holds)
+            with contextlib.suppress(OSError):
+                limit_memory(path, self.kind, memory_bytes)
         return path
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import hostlist
 
@@ -108,6 +109,15 @@ class StepRequest:
     def asks_gpus(self) -> bool:
         """Whether the step asks for GPUs of its own (``--gpus=0`` too: none)."""
         return any(n is not None for n in (self.gpus, self.gpus_per_node, self.gpus_per_task))
+
+
+class LocalStep(NamedTuple):
+    """A step srun runs on the batch node, as the control plane recorded it (srun's
+    view of ``StepInfo``)."""
+
+    step_id: int
+    cpus: tuple[int, ...]  # the places among the job's CPUs there it holds (() all)
+    memory_bytes: int  # its memory there, its cgroup's limit (0: the job's)
 
 
 @dataclass(frozen=True, slots=True)

@@ -263,6 +263,7 @@ class StepTable:
                     environment=common,
                     gpu_ids=None if gpu_ids is None else list(gpu_ids[node]),
                     cpus=list(step.cpus[node]) if node in step.cpus else None,
+                    memory_bytes=memory[node],
                     gpus_per_task=request.gpus_per_task,
                 )
             )
@@ -315,16 +316,16 @@ class StepTable:
     def _memory_asks(
         self, job: Job, alloc: Allocation, request: StepRequest, cpus: dict[str, int]
     ) -> dict[str, int]:
-        """The job's memory a step asks for on each of its nodes (``step_memory_asks``;
-        ``cpus``: its CPUs there), in bytes; refused outright where it asks for more than
-        the job has there, as Slurm 22.05.8 refuses it. A job that asked for no memory
-        (or ``--mem=0``) holds none of its own: its steps are given its memory, if any,
-        and hold none of it."""
+        """The memory a step asks for on each of its nodes (``step_memory_asks``;
+        ``cpus``: its CPUs there), in bytes: its cgroup's limit there (0: the job's
+        alone). Refused outright where it asks for more than the job has there, as
+        Slurm 22.05.8 refuses it, unless the job asked for no memory (or ``--mem=0``):
+        it holds none of its own for its steps to share, as Slurm's."""
         nodes = list(cpus)
         have = [_memory_on(alloc, n) for n in nodes]
         asks = step_memory_asks(request, list(cpus.values()), have, job.spec.memory_per_cpu_bytes)
         if not _holds_memory(job, alloc):
-            return dict(zip(nodes, have, strict=True))
+            return dict(zip(nodes, asks, strict=True))
         for node, want, total in zip(nodes, asks, have, strict=True):
             if want > total:
                 raise refused(

@@ -258,6 +258,8 @@ class StepLaunch(WireModel):
     # the job's CPUs on this node the step holds, by their place among them (the agent
     # binds its tasks to those of the job's bound CPUs); None: all the job's (--overlap)
     cpus: list[int] | None = None
+    # the step's memory on this node, its cgroup's limit (srun --mem...); 0: the job's
+    memory_bytes: int = Field(default=0, ge=0)
 
 
 class StepSignal(WireModel):

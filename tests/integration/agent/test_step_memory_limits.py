@@ -156,8 +156,9 @@ def test_the_jobs_user_may_make_a_steps_cgroup_but_not_change_the_limit(
     agent_config: AgentConfig, channel: FakeChannel
 ) -> None:
     """A job run as ``nobody``: the agent gave it the job's cgroup folder, so it makes
-    ``step_0`` there and moves into it (what srun does for the tasks it runs on the batch
-    node, ``hal.compat.step_cgroup``), and the job's memory limit is still root's."""
+    ``step_0`` there, limits it to the step's memory and moves into it (what srun does
+    for the tasks it runs on the batch node, ``hal.compat.step_cgroup``), and the job's
+    memory limit is still root's."""
     try:
         nobody = pwd.getpwnam("nobody")
     except KeyError:
@@ -174,6 +175,7 @@ def test_the_jobs_user_may_make_a_steps_cgroup_but_not_change_the_limit(
     script = (
         f"mkdir {job}/step_0 && echo 0 > {job}/step_0/cgroup.procs && cat /proc/self/cgroup\n"
         f"(echo 1 > {job}/{limit}) 2>/dev/null || echo limit kept\n"
+        f"(echo {50 * MiB} > {job}/step_0/{limit}) && cat {job}/step_0/{limit}\n"
     )
 
     async def scenario() -> None:
@@ -192,4 +194,5 @@ def test_the_jobs_user_may_make_a_steps_cgroup_but_not_change_the_limit(
         shutil.rmtree(base, ignore_errors=True)
     assert f"/{os.path.basename(job)}/step_0\n" in out, out
     assert "limit kept" in out, out
+    assert f"\n{50 * MiB}\n" in out, out  # the step's own limit, under the job's
     assert not os.path.exists(job)  # removed with the job, the user's step_0 too

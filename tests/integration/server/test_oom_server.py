@@ -6,6 +6,7 @@ code 1. Real server, real agent, the kernel's OOM killer."""
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,3 +72,28 @@ def test_an_srun_step_killed_for_memory(server: LiveServer, tmp_path: Path) -> N
     assert "srun: error: node1: task 0: Out Of Memory\n" in out, out
     assert OOM_LINE.format(node="node1", step=f"{job_id}.0") in out, out
     assert "after=1\n" in out, out
+
+
+def test_a_step_is_held_to_its_own_memory(server: LiveServer, tmp_path: Path) -> None:
+    """As Slurm 22.05.8's task/cgroup (docs/slurm-checks.md, "Steps hold their job's
+    memory"): in a job of 600 MB, a step of ``--mem=100M`` is killed for memory at 300 MB
+    (its own cgroup's limit) and one without ``--mem`` is not; srun on the batch node and
+    a step the agent runs (``srun --jobid`` from outside the job) alike."""
+    script = f"{SRUN} --mem=100M {HOG}; echo small=$?\n{SRUN} {HOG}; echo whole=$?\nsleep 30\n"
+    job_id = submit(server, tmp_path, script, "--mem=600M")
+    out = tmp_path / f"slurm-{job_id}.out"
+    wait_until(lambda: out.exists() and "whole=" in out.read_text(), 60, message="the steps")
+    text = out.read_text()
+    assert "srun: error: node1: task 0: Out Of Memory\n" in text, text
+    assert "small=1\n" in text and "whole=0\n" in text, text
+    outside = server.cli("srun", f"--jobid={job_id}", "--mem=100M", *shlex.split(HOG))
+    assert outside.returncode == 1, outside.stderr
+    assert "task 0: Out Of Memory" in outside.stderr, outside.stderr
+    assert server.cli("srun", f"--jobid={job_id}", *shlex.split(HOG)).returncode == 0
+    assert sacct(server, job_id, "JobID,State")[2:] == [
+        f"{job_id}.0|OUT_OF_MEMORY",
+        f"{job_id}.1|COMPLETED",
+        f"{job_id}.2|OUT_OF_MEMORY",
+        f"{job_id}.3|COMPLETED",
+    ]
+    assert server.cli("scancel", str(job_id)).returncode == 0

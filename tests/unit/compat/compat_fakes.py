@@ -11,7 +11,7 @@ from typing import Any
 from hal.compat.commands import run
 from hal.core.errors import NotFound
 from hal.core.states import JobState
-from hal.core.steps import StepRequest
+from hal.core.steps import LocalStep, StepRequest
 from hal.wire.jobs import JobInfo, JobSubmit, JobUpdate, SubmitResult, WillRun
 from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo, TopologyInfo, UserInfo
 from hal.wire.steps import StepInfo
@@ -142,10 +142,10 @@ class FakeClient:
         argv: list[str],
         request: StepRequest | None = None,
         srun: str = "",
-    ) -> tuple[int, tuple[int, ...]]:
+    ) -> LocalStep:
         step_id = sum(1 for s in self.local_steps if s[0] == job_id)
         self.local_steps.append((job_id, step_id, node, ntasks, name))
-        return step_id, ()
+        return LocalStep(step_id, (), 0)
 
     def end_local_step(
         self,
