@@ -419,10 +419,20 @@ def _kill_members(group: str) -> None:
 
 def _kill_procs(group: str) -> None:
     """SIGKILL the processes in ``group`` itself, not those of its subgroups."""
-    with contextlib.suppress(OSError):
-        for pid in _read_text(group, "cgroup.procs").split():
-            with contextlib.suppress(OSError):
-                os.kill(int(pid), signal.SIGKILL)
+    signal_procs(group, signal.SIGKILL)
+
+
+def signal_procs(group: str, signum: int) -> int:
+    """Send ``signum`` to the processes in ``group`` itself (not its subgroups'); how
+    many there were (0 for no such cgroup)."""
+    try:
+        pids = _read_text(group, "cgroup.procs").split()
+    except OSError:
+        return 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(int(pid), signum)
+    return len(pids)
 
 
 def _write_optional(directory: str, name: str, value: object) -> None:

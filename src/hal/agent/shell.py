@@ -108,7 +108,7 @@ from hal.client.config import load_client_config
 from hal.core.clock import Clock, SystemClock
 from hal.core.process import start_ticks
 from hal.core.slurm_syntax import compress_indices
-from hal.core.steps import cancelled_message
+from hal.core.steps import cancelled_message, stamp
 from hal.observe.listener import start_metrics_server
 from hal.wire.agent import (
     AgentInstructions,
@@ -668,7 +668,7 @@ class AgentShell:
         """slurmstepd's line of why the job ends, in its error output (Slurm 22.05.8:
         ``slurmstepd-n1: error: *** JOB 7 ON n1 CANCELLED AT 2026-11-26T22:42:26 DUE TO
         TIME LIMIT ***``), written by a thread as the job's user."""
-        when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(command.time))
+        when = stamp(command.time)
         text = cancelled_message(self.config.node, command.job_id, when, command.why) + "\n"
         job_dir = self.store.job_dir(command.job_id, command.attempt)
         threading.Thread(target=tell_job_from_agent, args=(job_dir, text), daemon=True).start()

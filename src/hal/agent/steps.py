@@ -60,7 +60,7 @@ from hal.agent.environment import (
 )
 from hal.agent.gpus import GpuInventory, denied_minors
 from hal.agent.gpuusage import GpuTally, ProcessGpu
-from hal.agent.isolation import Isolation
+from hal.agent.isolation import Isolation, signal_procs
 from hal.agent.launcher import LaunchReply, StepLauncher
 from hal.agent.plan import LaunchError, job_umask, resolve_user
 from hal.agent.procfs import open_pidfd, processes_of, tree_rss_bytes
@@ -75,7 +75,14 @@ from hal.agent.stepkeeper import (
 )
 from hal.agent.supervisor import read_supervisor, write_atomic
 from hal.core.process import start_ticks
-from hal.core.steps import EXEC_FAILED, oom_message, task_errors, worst_exit
+from hal.core.steps import (
+    EXEC_FAILED,
+    cancelled_message,
+    oom_message,
+    stamp,
+    task_errors,
+    worst_exit,
+)
 from hal.wire.agent import (
     RunningStep,
     StepEnd,
@@ -312,16 +319,38 @@ class StepTasks:
         return out
 
     def signal(self, request: StepSignal) -> None:
+        if request.local:
+            self._signal_local(request)
+            return
         loop = asyncio.get_running_loop()
         for (job_id, step_id), step in self._steps.items():
             if job_id != request.job_id or request.step_id not in (None, step_id):
                 continue
             if step.exit_code is not None:
                 continue
+            if request.cancelled_at is not None:  # scancel JOB.STEP: slurmstepd's line
+                where = f"{job_id}.{step_id}"
+                line = cancelled_message(self.node, where, stamp(request.cancelled_at), kind="STEP")
+                step.write(step.launch.ranks[0], "stderr", f"{line}\n".encode())
             if request.kill_wait_seconds is not None:
                 self._signal(step, signal.SIGCONT)
                 loop.call_later(request.kill_wait_seconds, self._signal, step, signal.SIGKILL)
             self._signal(step, request.signal)
+
+    def _signal_local(self, request: StepSignal) -> None:
+        """A step srun runs on the batch node: its tasks are srun's children in the
+        step's cgroup srun made there (``hal.compat.step_cgroup``), which get the signal;
+        where srun could make none, srun does (it passes the signal on, SIGTERM in place
+        of a SIGKILL it could not pass)."""
+        job = self.isolation.group_path(request.job_id, request.attempt)
+        group = os.path.join(job, f"step_{request.step_id}") if job else ""
+        if group and signal_procs(group, request.signal):
+            return
+        pid, _, ticks = request.srun.partition(":")
+        if pid.isdigit() and ticks.isdigit() and start_ticks(int(pid)) == int(ticks):
+            signum = signal.SIGTERM if request.signal == signal.SIGKILL else request.signal
+            with contextlib.suppress(OSError):
+                os.kill(int(pid), signum)
 
     def _signal(self, step: _NodeStep, signum: int) -> None:
         if signum in (signal.SIGSTOP, signal.SIGCONT):

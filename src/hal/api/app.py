@@ -119,7 +119,7 @@ def _document_fast_bodies(app: FastAPI) -> None:
     from hal.api.fastpath import add_schemas
     from hal.wire.agent import AgentRegister, AgentSync
     from hal.wire.jobs import JobBatchSubmit, JobSubmit
-    from hal.wire.steps import StepClose, StepCreate, StepSignalRequest
+    from hal.wire.steps import StepCancelRequest, StepClose, StepCreate, StepSignalRequest
 
     build = app.openapi
 
@@ -135,6 +135,7 @@ def _document_fast_bodies(app: FastAPI) -> None:
                     StepCreate,
                     StepClose,
                     StepSignalRequest,
+                    StepCancelRequest,
                 ],
             )
         return app.openapi_schema or build()

@@ -20,6 +20,7 @@ from hal.state.cluster import Caller
 from hal.state.steps import Step
 from hal.wire.steps import (
     MAX_WAIT_SECONDS,
+    StepCancelRequest,
     StepChunk,
     StepClose,
     StepCreate,
@@ -51,6 +52,7 @@ def _info(step: Step) -> StepInfo:
         cpus={node: list(held) for node, held in step.cpus.items()},
         cpu_count=step.cpu_count,
         memory_bytes=step.memory_bytes,
+        cancelled_at=step.cancelled_at,
         usage=[
             TaskUsage(
                 rank=rank,
@@ -136,6 +138,7 @@ async def step_output(
         state=step.state,
         exit_code=step.srun_exit_code,
         dropped_bytes=step.dropped,
+        cancelled_at=step.cancelled_at,
     )
     return json_response(page)
 
@@ -153,6 +156,23 @@ async def signal_step(
     body = await read_body(request, StepSignalRequest)
     step = ctx.steps.get(job_id, step_id, caller)
     ctx.steps.signal(step, body.signal)
+    return json_response(_info(step))
+
+
+@router.post(
+    "/{job_id}/steps/{step_id}/cancel",
+    response_model=StepInfo,
+    openapi_extra=body_schema("StepCancelRequest"),
+)
+async def cancel_step(
+    job_id: int, step_id: int, request: Request, ctx: Ctx, caller: Who
+) -> Response:
+    """``scancel JOB.STEP``: kill the step's tasks on every node, on the batch node too
+    (it ends CANCELLED); with ``signal`` (``scancel -s SIG JOB.STEP``) only send that.
+    409 for a step that has ended."""
+    body = await read_body(request, StepCancelRequest)
+    step = ctx.steps.get(job_id, step_id, caller)
+    ctx.steps.cancel(step, body.signal)
     return json_response(_info(step))
 
 

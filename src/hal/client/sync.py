@@ -332,6 +332,11 @@ class HalClient:
         path = f"/v1/jobs/{job_id}/steps/{step_id}/signal"
         self._request("POST", path, json_body={"signal": signum})
 
+    def cancel_step(self, job_id: int, step_id: int, signum: int | None = None) -> None:
+        """``scancel JOB.STEP`` (with ``signum``: ``scancel -s SIG JOB.STEP``)."""
+        path = f"/v1/jobs/{job_id}/steps/{step_id}/cancel"
+        self._request("POST", path, json_body={"signal": signum})
+
     def job_script(self, job_id: int | str) -> str:
         return self._request("GET", f"/v1/jobs/{segment(job_id)}/script").text
 

@@ -42,11 +42,14 @@ from hal.compat.steps import FORWARDED, once_free, srun_identity
 from hal.core.errors import HalError, InvalidRequest
 from hal.core.steps import (
     EXEC_FAILED,
+    STEP_ABORTED,
     LocalStep,
     StepLayout,
     StepRequest,
+    cancelled_message,
     oom_message,
     own_max_rss,
+    stamp,
     step_environment,
     task_errors,
     worst_exit,
@@ -114,6 +117,9 @@ def run_local(
     if not own and end.exit_signal != signal.SIGKILL:
         kills = 0  # srun's cgroup is the batch script's too: the kill was not a task's
     step_cgroup.remove(own)
+    if step_id is not None and any(code < 0 for code in end.codes.values()):
+        for line in _cancel_lines(console, job_id, step_id, node):  # scancel JOB.STEP
+            console.err(line)
     for line in task_errors(node, end.codes, oom=kills > 0):
         console.err(line)
     if kills:  # slurmstepd's line, and srun's exit code 1 (docs/slurm-checks.md)
@@ -122,6 +128,20 @@ def run_local(
     if step_id is not None:
         _report(console, job_id, step_id, end, oom=kills > 0)
     return 1 if kills else end.exit_code
+
+
+def _cancel_lines(console: Console, job_id: int, step_id: int, node: str) -> list[str]:
+    """srun's and slurmstepd's lines for a step whose tasks a signal ended, where
+    ``scancel JOB.STEP`` did it (Slurm 22.05.8's, docs/slurm-checks.md); [] otherwise."""
+    try:
+        steps = console.client.job_steps(job_id)
+    except HalError:
+        return []
+    when = next((s.cancelled_at for s in steps if s.step_id == step_id), None)
+    if when is None:
+        return []
+    where = f"{job_id}.{step_id}"
+    return [STEP_ABORTED, cancelled_message(node, where, stamp(when), kind="STEP")]
 
 
 def bound_cpus(places: tuple[int, ...], env: Mapping[str, str]) -> tuple[int, ...]:

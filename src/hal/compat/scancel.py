@@ -1,7 +1,9 @@
 """The ``scancel`` command.
 
-Ids may be ``123`` (a job, or a whole array), ``123_4`` (an element) or ``123_[1-3,7]``
-(elements, indices below the cluster's MaxArraySize as in Slurm). Filters (``-u``,
+Ids may be ``123`` (a job, or a whole array), ``123_4`` (an element), ``123_[1-3,7]``
+(elements, indices below the cluster's MaxArraySize as in Slurm) or ``123.4`` (a step:
+its tasks are killed on every node and it ends CANCELLED; with ``-s``, they get the
+signal). Filters (``-u``,
 ``--me``, ``-n``, ``-p``, ``-t``, ``-A``) select jobs on their own or narrow the given ids.
 ``-s SIG`` sends a signal instead of cancelling. ``-b`` sends it to the batch shell
 only, not to the processes it started (Slurm's "signal only the batch step"; a shell
@@ -49,6 +51,7 @@ OPTIONS = (
 CANCELLABLE_STATES = {"PENDING", "RUNNING", "SUSPENDED"}
 _ID = re.compile(r"^(\d+)(?:_(\d+|\[[^\]]+\])|\+\d+)?$")  # 123, 123_4, 123_[1-3], 123+1
 _STEP_ID = re.compile(r"^\d+(?:_\d+)?\.\w+$")  # 123.0, 123.batch: a job step
+_NUMBERED_STEP = re.compile(r"^(\d+)\.(\d+)$")  # 123.4: a step scancel ends
 
 
 @dataclass
@@ -142,16 +145,16 @@ def _signal(text: str) -> int:
 
 
 def _check_id(item: str) -> None:
-    if not _ID.match(item):
+    if not (_ID.match(item) or _NUMBERED_STEP.match(item)):
         raise _id_error(item)
 
 
 def _id_error(item: str) -> InvalidRequest:
-    if _STEP_ID.match(item):
-        job = item.partition(".")[0]
+    if _STEP_ID.match(item):  # (123.batch, 123.extern; 123_4.0: Slurm 22.05's refuses
+        job = item.partition(".")[0]  # the first two as well)
         return InvalidRequest(
-            f"Invalid job id {item}: HAL cancels and signals whole jobs, not job steps; "
-            f"use scancel {job} or scancel -s SIG {job}",
+            f"Invalid job id {item}; name a step by its job's number and the step's "
+            f"(123.4: squeue -s lists them), or the batch shell with scancel -b {job}",
             field="job_id",
         )
     return InvalidRequest(
@@ -219,11 +222,12 @@ def _cancel(request: Request, console: Console) -> int:
     client = console.client
     if request.me:
         request.users.append(console.current_user())
-    targets = request.targets
+    steps = [t for t in request.targets if _NUMBERED_STEP.match(t)]  # (filters: jobs only)
+    targets = [t for t in request.targets if t not in steps]
     if any("[" in target for target in targets):
         limit = _max_array_size(console)
         targets = [t for target in targets for t in expand_target(target, limit)]
-    if request.filtered:
+    if request.filtered and (targets or not steps):
         jobs = client.jobs(
             ids=targets or None,
             users=request.users or None,
@@ -246,7 +250,31 @@ def _cancel(request: Request, console: Console) -> int:
     rc = 0
     for target in targets:
         rc = max(rc, _cancel_one(target, request, console))
+    for target in steps:
+        rc = max(rc, _cancel_step(target, request, console))
     return rc
+
+
+def _cancel_step(target: str, request: Request, console: Console) -> int:
+    """``scancel JOB.STEP``: the step ends CANCELLED (its tasks killed); with ``-s``,
+    its tasks get the signal. A step that is not running is an error for a cancel and
+    nothing for a signal, as Slurm 22.05.8's scancel (docs/slurm-checks.md)."""
+    job_id, _, step_id = target.partition(".")
+    try:
+        console.client.cancel_step(int(job_id), int(step_id), request.signal)
+        if request.verbose:
+            console.err(f"scancel: Terminating step {target}")
+        return 0
+    except (NotFound, Conflict):
+        if request.signal is None and not request.quiet:
+            return console.error(
+                f"Kill job error on job step id {target}: Invalid job id specified"
+            )
+        return 0
+    except PermissionDenied:
+        return console.error(f"Kill job error on job step id {target}: Access/permission denied")
+    except HalError as err:
+        return console.error(err.message)
 
 
 def _cancel_one(target: str, request: Request, console: Console) -> int:

@@ -19,7 +19,7 @@ from hal.compat.seam import Client, Console
 from hal.core.errors import HalError, NotFound, PermissionDenied, Unavailable
 from hal.core.job_variables import describes_a_job
 from hal.core.process import start_ticks
-from hal.core.steps import BUSY, StepRequest
+from hal.core.steps import BUSY, STEP_ABORTED, StepRequest
 
 if TYPE_CHECKING:
     from hal.compat.srun import Invocation
@@ -234,6 +234,7 @@ def run_step(
     writer = _Writer(console, call.label)
     after = 0
     away = False  # the control plane is restarting: its step runs on, and srun waits
+    aborted = False  # scancel ended the step: said once
     try:
         while True:
             try:
@@ -254,6 +255,9 @@ def run_step(
                 continue
             except HalError as err:
                 return console.error(f"lost step {job_id}.{step.step_id}: {err.message}")
+            if page.cancelled_at is not None and not aborted:  # scancel JOB.STEP
+                aborted = True
+                console.err(STEP_ABORTED)
             for chunk in page.chunks:
                 writer.write(chunk.rank, chunk.stream, base64.b64decode(chunk.data_b64))
             after = page.cursor

@@ -13,6 +13,7 @@ too.
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -76,12 +77,25 @@ def oom_message(node: str, kills: int, step: str) -> str:
     )
 
 
-def cancelled_message(node: str, job_id: int, when: str, why: str = "") -> str:
-    """slurmstepd's line in the output of a job it ends (Slurm 22.05.8,
-    docs/slurm-checks.md): ``when`` as ``2026-11-26T22:42:26``, ``why`` e.g. ``DUE TO
-    TIME LIMIT`` ("" for a cancel)."""
+def cancelled_message(
+    node: str, job_id: int | str, when: str, why: str = "", kind: str = "JOB"
+) -> str:
+    """slurmstepd's line in the output of a job (or, ``kind`` "STEP", a step ``J.S``) it
+    ends (Slurm 22.05.8, docs/slurm-checks.md): ``when`` as ``2026-11-26T22:42:26``
+    (``stamp``), ``why`` e.g. ``DUE TO TIME LIMIT`` ("" for a cancel)."""
     because = f" {why}" if why else ""
-    return f"slurmstepd-{node}: error: *** JOB {job_id} ON {node} CANCELLED AT {when}{because} ***"
+    return (
+        f"slurmstepd-{node}: error: *** {kind} {job_id} ON {node} CANCELLED AT {when}{because} ***"
+    )
+
+
+def stamp(when: float) -> str:
+    """A time as slurmstepd's lines write it, local: ``2026-11-26T22:42:26``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(when))
+
+
+# srun's line when scancel ends its step (Slurm 22.05.8, docs/slurm-checks.md)
+STEP_ABORTED = "srun: Job step aborted: Waiting up to 32 seconds for job step to finish."
 
 
 INHERITED_RSS_MARGIN = 1 << 20

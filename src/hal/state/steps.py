@@ -127,6 +127,7 @@ class Step:
     dropped: int = 0  # bytes dropped unread (MAX_BUFFERED_BYTES)
     received: dict[tuple[int, str], int] = field(default_factory=dict)  # bytes per stream
     cancelled: bool = False
+    cancelled_at: float | None = None  # scancel JOB.STEP ended it then
     stopped: bool = False  # its job is suspended: its tasks were sent SIGSTOP
     local: bool = False  # srun runs its tasks on the batch node and reports their end
     srun: str = ""  # a local step's srun process, "PID:START" (``StepCreate.srun``)
@@ -484,6 +485,51 @@ class StepTable:
         while pending := [task for task in self._ending if not task.done()]:
             await asyncio.gather(*pending, return_exceptions=True)
 
+    def cancel(self, step: Step, signum: int | None) -> None:
+        """``scancel JOB.STEP``: the step's tasks are killed on every node where they
+        still run and it ends CANCELLED, each node's output saying so in slurmstepd's
+        words and srun in its own ("Job step aborted"), as Slurm 22.05.8's; with
+        ``signum`` (``scancel -s``), only that signal. A step srun runs on the batch
+        node is the batch node's agent's to reach (its cgroup, else srun)."""
+        if step.done:
+            raise Conflict(
+                f"step {step.job_id}.{step.step_id} has already ended ({step.state})",
+                field="state",
+            )
+        if signum is not None:
+            if step.local:
+                self._push_local(step, signum)
+            else:
+                self.signal(step, signum)
+            return
+        now = self.cluster.clock.now()
+        step.cancelled, step.cancelled_at = True, now
+        if step.local:
+            self._push_local(step, signal.SIGKILL, now)
+        else:
+            self._push(step, signal.SIGKILL, cancelled_at=now)
+        step.changed.set()  # srun, waiting for output, learns it now
+
+    def _push_local(self, step: Step, signum: int, cancelled_at: float | None = None) -> None:
+        node = step.layout.nodes[0]
+        session = self.cluster.agent_sessions.get(node)
+        if session is None:
+            raise Conflict(
+                f"the agent of {node}, where srun runs step {step.job_id}.{step.step_id}, is "
+                "not connected; try again once the node is up (hal sinfo)"
+            )
+        session.push(
+            StepSignal(
+                job_id=step.job_id,
+                step_id=step.step_id,
+                signal=signum,
+                cancelled_at=cancelled_at,
+                local=True,
+                srun=step.srun,
+                attempt=step.attempt,
+            )
+        )
+
     def signal(self, step: Step, signum: int) -> None:
         """Deliver ``signum`` to the step's tasks on every node where they still run. A
         local step's tasks are srun's children, out of the server's reach: refused."""
@@ -678,9 +724,17 @@ class StepTable:
         self._ending.add(task)
         task.add_done_callback(self._ending.discard)
 
-    def _push(self, step: Step, signum: int, kill_wait: int | None = None, only: str = "") -> None:
+    def _push(
+        self,
+        step: Step,
+        signum: int,
+        kill_wait: int | None = None,
+        only: str = "",
+        cancelled_at: float | None = None,
+    ) -> None:
         """``signum`` to the step's tasks on each node (or ``only``) where they still run
-        (a local step's are srun's: the agent stops and ends them with the batch script's)."""
+        (a local step's are srun's: the agent stops and ends them with the batch
+        script's); ``cancelled_at``: scancel ended the step then (``StepSignal``)."""
         if step.local:
             return
         for node in step.layout.nodes:
@@ -692,6 +746,7 @@ class StepTable:
                         step_id=step.step_id,
                         signal=signum,
                         kill_wait_seconds=kill_wait,
+                        cancelled_at=cancelled_at,
                     )
                 )
 

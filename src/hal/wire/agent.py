@@ -272,6 +272,15 @@ class StepSignal(WireModel):
     step_id: int | None = None
     signal: int = Field(ge=1, le=64)
     kill_wait_seconds: int | None = Field(default=None, ge=0)
+    # scancel ended the step at this time (slurmstepd's "*** STEP J.S ON node CANCELLED
+    # AT ... ***" line, which the agent writes into the step's output); "": not that
+    cancelled_at: float | None = None
+    # a step srun runs on the batch node (its tasks are srun's children, in the step's
+    # cgroup the agent kills or signals), and that srun, "PID:START" (without the cgroup
+    # the agent signals srun, which passes the signal on)
+    local: bool = False
+    srun: str = Field(default="", max_length=64)
+    attempt: int = Field(default=0, ge=0)  # a local step's job's run (its cgroup's name)
 
 
 Instruction = Launch | Signal | Cancel | Limit | StepLaunch | StepSignal

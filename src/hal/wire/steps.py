@@ -106,6 +106,7 @@ class StepInfo(WireModel):
     cpus: dict[str, list[int]] = Field(default_factory=dict)
     cpu_count: int = 0  # its CPUs in all (scontrol show step's CPUs=)
     memory_bytes: int = 0  # its memory in all (scontrol show step's TRES mem=)
+    cancelled_at: float | None = None  # when scancel ended it
 
 
 class StepList(WireModel):
@@ -127,10 +128,19 @@ class StepOutputPage(WireModel):
     state: str
     exit_code: int
     dropped_bytes: int = 0  # output dropped unread (the server keeps 16 MiB per step)
+    # scancel ended it: srun says "Job step aborted", as Slurm's does
+    cancelled_at: float | None = None
 
 
 class StepSignalRequest(WireModel):
     signal: int = Field(ge=1, le=64)
+
+
+class StepCancelRequest(WireModel):
+    """``scancel JOB.STEP``: end the step (its tasks are killed, it ends CANCELLED), or
+    with ``signal`` (``scancel -s SIG JOB.STEP``) only send that to its tasks."""
+
+    signal: int | None = Field(default=None, ge=1, le=64)
 
 
 class StepClose(WireModel):

@@ -204,7 +204,12 @@ def test_filters_narrow_the_queue(page, hal: LiveServer) -> None:  # type: ignor
             c.submit(JobSubmit(script="#!/bin/sh\ntrue\n", workdir="/tmp", name=name, hold=True))
     page.click('nav a[data-tab="queue"]')
     page.fill("#f-text", "alpha")
-    page.wait_for_function("document.querySelectorAll('#queue-table tbody tr').length === 2")
+    # (two rows may show before the filter has been applied: wait for its rows)
+    page.wait_for_function(
+        "[...document.querySelectorAll('#queue-table tbody tr td:nth-child(2)')]"
+        ".map(c => c.textContent).sort().join() === 'alpha-1,alpha-2'",
+        timeout=15000,
+    )
     names = page.eval_on_selector_all("#queue-table tbody tr td:nth-child(2)",
                                       "cells => cells.map(c => c.textContent)")  # fmt: skip
     assert sorted(names) == ["alpha-1", "alpha-2"]

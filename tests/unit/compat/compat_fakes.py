@@ -225,6 +225,12 @@ class FakeClient:
             self.batch_only.append(str(job_id))
         return found
 
+    def cancel_step(self, job_id: int, step_id: int, signum: int | None = None) -> None:
+        running = [s.step_id for s in self.step_list.get(job_id, [])]
+        if step_id not in running:
+            raise NotFound(f"Job step {job_id}.{step_id} not found")
+        self.cancelled.append((f"{job_id}.{step_id}", signum))
+
     def _action(self, name: str, job_id: int | str) -> list[int]:
         found = [j.id for j in self.job_list if _matches(j, str(job_id))]
         if not found:

@@ -267,11 +267,14 @@ def test_scancel_bad_index_names_the_id_not_an_option() -> None:
 
 
 @pytest.mark.parametrize(("word", "job_id"), [("20.batch", "20"), ("20_1.0", "20_1")])
-def test_scancel_step_ids_say_what_to_do(word: str, job_id: str) -> None:
+def test_scancel_step_ids_it_cannot_take_say_what_to_do(word: str, job_id: str) -> None:
+    """Slurm 22.05.8's scancel refuses ``20.batch`` and ``20.extern`` too ("Invalid job
+    id"); HAL takes a step as ``JOB.STEP``, both numbers."""
     client = arrays()
     result = call(client, "scancel", word)
     assert result.rc == 1
-    assert "not job steps" in result.err and f"scancel {job_id}" in result.err
+    assert result.err.startswith(f"scancel: error: Invalid job id {word}; ")
+    assert f"scancel -b {job_id}" in result.err and "(123.4" in result.err
     assert client.cancelled == []
 
 

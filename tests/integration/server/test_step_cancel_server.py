@@ -1,0 +1,94 @@
+"""``scancel JOB.STEP`` on a real server with real agents, as Slurm 22.05.8's
+(docs/slurm-checks.md, "scancel of a step, and what srun and slurmstepd say"): the
+step's tasks are killed on every node, srun says "Job step aborted", each node's
+slurmstepd line says the step was cancelled, the step is CANCELLED in sacct and the job
+goes on; ``scancel -s USR1 JOB.STEP`` only signals its tasks. On the batch node (srun
+runs the tasks, in the step's cgroup the agent reaches) and across nodes (the agents
+run them)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from test_local_steps_server import (
+    SRUN,
+    sacct,
+    server,  # noqa: F401  (a fixture: the server and its two 2-CPU agents)
+    state,
+    submit,
+)
+
+from hal.core.steps import STEP_ABORTED
+from hal.testing.live import LiveServer, wait_until
+
+STEP_LINE = r"slurmstepd-{node}: error: \*\*\* STEP {step} ON {node} CANCELLED AT \S+ \*\*\*\n"
+
+
+def running_step(live: LiveServer, job_id: int) -> None:
+    def started() -> bool:
+        with live.client() as c:
+            return any(s.step_id == 0 for s in c.job_steps(job_id))
+
+    wait_until(started, 60, message=f"step {job_id}.0 to run")
+
+
+def output_once_ended(live: LiveServer, tmp_path: Path, job_id: int) -> str:
+    wait_until(lambda: state(live, job_id) == "COMPLETED", 60, message="the job to end")
+    return (tmp_path / f"slurm-{job_id}.out").read_text()
+
+
+def test_a_step_on_the_batch_node_is_cancelled(
+    server: LiveServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    job_id = submit(
+        server, tmp_path, f"{SRUN} sleep 100; echo after=$?\n{SRUN} true; echo next=$?\n"
+    )
+    running_step(server, job_id)
+    done = server.cli("scancel", f"{job_id}.0")
+    assert done.returncode == 0, done.stderr
+    text = output_once_ended(server, tmp_path, job_id)
+    line = STEP_LINE.format(node="node1", step=f"{job_id}.0")
+    expected = f"{STEP_ABORTED}\n{line}srun: error: node1: task 0: Killed\nafter=137\nnext=0\n"
+    assert re.fullmatch(expected, text), text
+    assert sacct(server, job_id, "JobID,State,ExitCode")[2:] == [
+        f"{job_id}.0|CANCELLED|0:9",
+        f"{job_id}.1|COMPLETED|0:0",
+    ]
+    again = server.cli("scancel", f"{job_id}.0")
+    assert again.returncode == 1
+    assert "Kill job error on job step id" in again.stderr
+
+
+def test_a_step_across_nodes_is_cancelled(
+    server: LiveServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    job_id = submit(server, tmp_path, f"{SRUN} sleep 100; echo after=$?\n", "-N2", "-n2")
+    running_step(server, job_id)
+    assert server.cli("scancel", f"{job_id}.0").returncode == 0
+    text = output_once_ended(server, tmp_path, job_id)
+    assert text.startswith(f"{STEP_ABORTED}\n"), text
+    for node in ("node1", "node2"):
+        assert re.search(STEP_LINE.format(node=node, step=f"{job_id}.0"), text), text
+    assert "srun: error: node1: task 0: Killed\n" in text, text
+    assert "srun: error: node2: task 1: Killed\n" in text, text
+    assert text.endswith("after=137\n"), text
+    assert sacct(server, job_id, "JobID,State")[2:] == [f"{job_id}.0|CANCELLED"]
+
+
+def test_scancel_s_signals_a_steps_tasks(
+    server: LiveServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """On the batch node, where srun's children are out of the server's reach: the
+    agent signals the step's cgroup."""
+    task = "trap 'echo got usr1; exit 3' USR1; echo ready; sleep 100 & wait"
+    job_id = submit(server, tmp_path, f'{SRUN} bash -c "{task}"; echo after=$?\n')
+    out = tmp_path / f"slurm-{job_id}.out"
+    wait_until(lambda: out.exists() and "ready" in out.read_text(), 60, message="the trap")
+    assert server.cli("scancel", "-s", "USR1", f"{job_id}.0").returncode == 0
+    text = output_once_ended(server, tmp_path, job_id)
+    assert "got usr1\n" in text and text.endswith("after=3\n"), text
+    assert "aborted" not in text and "CANCELLED" not in text, text
