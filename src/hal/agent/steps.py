@@ -46,6 +46,7 @@ import logging
 import os
 import shutil
 import signal
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -77,7 +78,9 @@ from hal.agent.supervisor import read_supervisor, write_atomic
 from hal.core.process import start_ticks
 from hal.core.steps import (
     EXEC_FAILED,
+    TIME_LIMIT,
     cancelled_message,
+    force_terminated,
     oom_message,
     stamp,
     task_errors,
@@ -160,6 +163,7 @@ class _NodeStep:
     # its job is suspended (SIGSTOP came, no SIGCONT since): a task started now stops too
     stopped: bool = False
     doomed: int = 0  # a signal to end it that came before its tasks were known
+    timed_out: bool = False  # its own time limit (srun -t) ended it
     # rank → (most RSS, CPU seconds) of the agent's latest sample of each running task
     sampled: dict[int, tuple[int, float]] = field(default_factory=dict)
     # rank → its GPU samples' tally (a step given GPUs here, on a node NVML answers)
@@ -329,13 +333,30 @@ class StepTasks:
             if step.exit_code is not None:
                 continue
             if request.cancelled_at is not None:  # scancel JOB.STEP: slurmstepd's line
-                where = f"{job_id}.{step_id}"
-                line = cancelled_message(self.node, where, stamp(request.cancelled_at), kind="STEP")
-                step.write(step.launch.ranks[0], "stderr", f"{line}\n".encode())
+                self._tell(step, request.cancelled_at)
             if request.kill_wait_seconds is not None:
                 self._signal(step, signal.SIGCONT)
                 loop.call_later(request.kill_wait_seconds, self._signal, step, signal.SIGKILL)
             self._signal(step, request.signal)
+
+    def _tell(self, step: _NodeStep, when: float, why: str = "") -> None:
+        """slurmstepd's ``*** STEP J.S ON node CANCELLED AT ... ***`` line, in the step's
+        error output on this node."""
+        where = f"{step.launch.job_id}.{step.launch.step_id}"
+        line = cancelled_message(self.node, where, stamp(when), why, kind="STEP")
+        step.write(step.launch.ranks[0], "stderr", f"{line}\n".encode())
+
+    def _time_out(self, step: _NodeStep) -> None:
+        """The step's own time limit (srun ``-t``) has come: slurmstepd's line, SIGTERM
+        to its tasks, SIGKILL KillWait later, as Slurm's."""
+        if step.exit_code is not None:
+            return
+        step.timed_out = True
+        self._tell(step, time.time(), TIME_LIMIT)
+        self._signal(step, signal.SIGCONT)
+        self._signal(step, signal.SIGTERM)
+        loop = asyncio.get_running_loop()
+        loop.call_later(step.launch.kill_wait_seconds, self._signal, step, signal.SIGKILL)
 
     def _signal_local(self, request: StepSignal) -> None:
         """A step srun runs on the batch node: its tasks are srun's children in the
@@ -447,6 +468,8 @@ class StepTasks:
                 return
         else:
             step.keeper = (reply.pid, reply.ticks)
+        if launch.time_limit_seconds:
+            asyncio.get_running_loop().call_later(launch.time_limit_seconds, self._time_out, step)
         await self._follow(step)
 
     async def _start_keeper(self, step: _NodeStep, plan: KeeperPlan, made: bool) -> LaunchReply:
@@ -530,6 +553,8 @@ class StepTasks:
         lines = task_errors(self.node, codes, oom=step.oom)
         if kills:
             lines.append(oom_message(self.node, kills, f"{launch.job_id}.{launch.step_id}"))
+        if step.timed_out and launch.step_node_index == 0:  # srun's, once
+            lines.append(force_terminated(f"{launch.job_id}.{launch.step_id}"))
         if lines:
             step.write(launch.ranks[0], "stderr", "".join(f"{x}\n" for x in lines).encode())
         step.totals = _totals(step)

@@ -99,6 +99,7 @@ async def create_step(job_id: int, request: Request, ctx: Ctx, caller: Who) -> R
         overlap=body.overlap,
         mem_per_node=body.mem_per_node,
         mem_per_cpu=body.mem_per_cpu,
+        time_limit_s=body.time_limit_seconds,
     )
     if body.local:  # srun runs it on the batch node: numbered and recorded only
         if len(body.nodelist) != 1:

@@ -30,6 +30,7 @@ import os
 import resource
 import signal
 import subprocess
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -43,10 +44,12 @@ from hal.core.errors import HalError, InvalidRequest
 from hal.core.steps import (
     EXEC_FAILED,
     STEP_ABORTED,
+    TIME_LIMIT,
     LocalStep,
     StepLayout,
     StepRequest,
     cancelled_message,
+    force_terminated,
     oom_message,
     own_max_rss,
     stamp,
@@ -56,6 +59,7 @@ from hal.core.steps import (
 )
 
 CANCELLING = (signal.SIGINT, signal.SIGTERM)  # forwarded, they make the step CANCELLED
+DEFAULT_KILL_WAIT = 30  # Slurm's KillWait, where the server cannot say its own
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +70,18 @@ class TasksEnd:
     # what each task used: (rank, most resident bytes (0: unknown), CPU seconds)
     tasks: list[tuple[int, int, float]] = field(default_factory=list)
     codes: dict[int, int] = field(default_factory=dict)  # rank → exit code, -N: signal N
+    timed_out: bool = False  # its own time limit (srun -t) ended it
+
+
+@dataclass(frozen=True, slots=True)
+class TimeLimit:
+    """A local step's own time limit (srun ``-t``): at ``seconds`` its tasks get SIGTERM
+    and slurmstepd's line for ``step`` on ``node`` is said; SIGKILL ``kill_wait`` later."""
+
+    seconds: int
+    kill_wait: int
+    step: str
+    node: str
 
 
 def run_local(
@@ -112,7 +128,11 @@ def run_local(
     counted = own or cgroup.own  # the step's own cgroup, else srun's (shared)
     before = cgroup.oom_kills(counted)
     cpus = bound_cpus(places, console.environ)
-    end = run_tasks(commands or [command] * ntasks, console, step_env, own, cpus)
+    limit = None
+    if request is not None and request.time_limit_s:
+        where = f"{job_id}.{step_id}" if step_id is not None else str(job_id)
+        limit = TimeLimit(request.time_limit_s, _kill_wait(console), where, node)
+    end = run_tasks(commands or [command] * ntasks, console, step_env, own, cpus, limit)
     kills = cgroup.oom_kills(counted) - before
     if not own and end.exit_signal != signal.SIGKILL:
         kills = 0  # srun's cgroup is the batch script's too: the kill was not a task's
@@ -122,12 +142,22 @@ def run_local(
             console.err(line)
     for line in task_errors(node, end.codes, oom=kills > 0):
         console.err(line)
+    if end.timed_out:
+        console.err(force_terminated(limit.step if limit else str(job_id)))
     if kills:  # slurmstepd's line, and srun's exit code 1 (docs/slurm-checks.md)
         where = f"{job_id}.{step_id}" if step_id is not None else str(job_id)
         console.err(oom_message(node, kills, where))
     if step_id is not None:
         _report(console, job_id, step_id, end, oom=kills > 0)
     return 1 if kills else end.exit_code
+
+
+def _kill_wait(console: Console) -> int:
+    """The cluster's KillWait: how long a step's tasks have between SIGTERM and SIGKILL."""
+    try:
+        return console.client.cluster_config().kill_wait_seconds
+    except HalError:
+        return DEFAULT_KILL_WAIT
 
 
 def _cancel_lines(console: Console, job_id: int, step_id: int, node: str) -> list[str]:
@@ -176,14 +206,16 @@ def run_tasks(
     step_env: dict[str, str],
     cgroup: str = "",
     cpus: tuple[int, ...] = (),
+    limit: TimeLimit | None = None,
 ) -> TasksEnd:
     """Start a task per rank (``commands[rank]``), in ``cgroup`` and bound to ``cpus`` if
-    given, pass srun's signals on to them, wait for all. A command that cannot start is
-    said on stderr, those started are killed, and it ends as a task that exits
-    ``EXEC_FAILED``."""
+    given, pass srun's signals on to them, wait for all, ending them at ``limit``. A
+    command that cannot start is said on stderr, those started are killed, and it ends
+    as a task that exits ``EXEC_FAILED``."""
     ntasks = len(commands)
     procs: list[subprocess.Popen[bytes]] = []
     forwarded: set[int] = set()
+    expired: list[int] = []  # the signals the time limit has sent
 
     def forward(signum: int, _frame: FrameType | None) -> None:
         forwarded.add(signum)
@@ -191,7 +223,22 @@ def run_tasks(
             if proc.poll() is None:
                 proc.send_signal(signum)
 
+    def time_out(_signum: int, _frame: FrameType | None) -> None:
+        # (a timer signal, not a thread: the tasks are forked with a preexec_fn)
+        assert limit is not None
+        signum = signal.SIGKILL if expired else signal.SIGTERM
+        if not expired:
+            when = stamp(time.time())
+            console.err(cancelled_message(limit.node, limit.step, when, TIME_LIMIT, kind="STEP"))
+            signal.setitimer(signal.ITIMER_REAL, max(limit.kill_wait, 0.01))
+        expired.append(signum)
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signum)
+
     previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    if limit is not None:
+        previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, time_out)
     inherited = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # (own_max_rss)
     try:
         for rank in range(ntasks):
@@ -218,8 +265,12 @@ def run_tasks(
                     p.wait()
                 console.error(f"cannot run {command[0]}: {err.strerror}")
                 return TasksEnd(EXEC_FAILED, 0, False)
+        if limit is not None:
+            signal.setitimer(signal.ITIMER_REAL, limit.seconds)
         reaped = [_reap(p) for p in procs]
     finally:
+        if limit is not None:
+            signal.setitimer(signal.ITIMER_REAL, 0)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     codes = {rank: code for rank, (code, _) in enumerate(reaped)}
@@ -229,7 +280,7 @@ def run_tasks(
         if usage is not None
     ]
     cancelled = bool(forwarded & set(CANCELLING))
-    return TasksEnd(*worst_exit(codes.values()), cancelled, tasks, codes)
+    return TasksEnd(*worst_exit(codes.values()), cancelled, tasks, codes, bool(expired))
 
 
 def _reap(proc: subprocess.Popen[bytes]) -> tuple[int, resource.struct_rusage | None]:

@@ -48,9 +48,10 @@ all of them on its nodes, only its tasks' with ``--exact``, ``--exclusive`` or `
 (``SRUN_CPUS_PER_TASK``), none with ``--overlap``; srun waits for them the same way,
 on the batch node too (``hal.core.steps.step_cpu_counts``), and the job's memory
 (``--mem``, ``--mem-per-cpu``, else all of it or the job's ``--mem-per-cpu`` for each of
-its CPUs: ``step_memory_asks``). Values HAL does not act on (``--time``,
-``--mem-per-gpu``...) are still checked as sbatch checks them, so a typo is an error
-rather than silently ignored. Signals srun receives while local tasks run (SIGINT,
+its CPUs: ``step_memory_asks``), and ends at its own ``-t`` (SIGTERM, SIGKILL KillWait
+later, slurmstepd's and srun's lines). Values HAL does not act on (``--mem-per-gpu``...)
+are still checked as sbatch checks them, so a typo is an error rather than silently
+ignored. Signals srun receives while local tasks run (SIGINT,
 SIGTERM, SIGUSR1...) are passed on to every task, as Slurm's srun forwards them, so no
 task outlives it.
 """
@@ -81,7 +82,6 @@ from hal.core.steps import StepRequest, step_layout
 # dest → how its value is checked; every value is checked even where HAL ignores it
 # (the GPU options below too)
 _CHECKS: dict[str, Callable[[str], object]] = {
-    "time": parse_time_limit,
     "mem_per_gpu": lambda v: parse_memory(v, field="mem-per-gpu"),
 }
 
@@ -147,6 +147,7 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
     counts: dict[str, int] = {}
     gpus: dict[str, int] = {}  # the step's own GPUs, where it asks for them
     memory: dict[str, int] = {}  # its memory, where it asks for it
+    time_limit = 0  # -t, seconds (0: the job's alone)
     node_range: tuple[int, int] | None = None
     nodelist = ""
     label = multi_prog = exact = overlap = False
@@ -188,6 +189,8 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
         elif dest in _GPU_OPTIONS:
             key, parse = _GPU_OPTIONS[dest]
             gpus[key] = parse(value)[1]
+        elif dest == "time":
+            time_limit = parse_time_limit(value)
         elif dest in _MEMORY_OPTIONS:
             memory[_MEMORY_OPTIONS[dest]] = parse_memory(value, field=dest.replace("_", "-"))
         elif dest in _CHECKS:
@@ -218,6 +221,7 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
         overlap=overlap,
         mem_per_node=memory.get("mem_per_node"),
         mem_per_cpu=memory.get("mem_per_cpu"),
+        time_limit_s=time_limit,
     )
     return Invocation(request, command, label, node_range, jobid, multi_prog, het_group)
 

@@ -209,6 +209,7 @@ def run_step(
         overlap=request.overlap,
         mem_per_node=request.mem_per_node,
         mem_per_cpu=request.mem_per_cpu,
+        time_limit_seconds=request.time_limit_s,
     )
     try:
         step = once_free(job_id, console, lambda: console.client.create_step(job_id, body))

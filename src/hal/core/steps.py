@@ -96,6 +96,12 @@ def stamp(when: float) -> str:
 
 # srun's line when scancel ends its step (Slurm 22.05.8, docs/slurm-checks.md)
 STEP_ABORTED = "srun: Job step aborted: Waiting up to 32 seconds for job step to finish."
+TIME_LIMIT = "DUE TO TIME LIMIT"  # slurmstepd's reason for a step (or job) past its limit
+
+
+def force_terminated(step: str) -> str:
+    """srun's last line for a step ended at its own time limit (``srun -t``)."""
+    return f"srun: Force Terminated StepId={step}"
 
 
 INHERITED_RSS_MARGIN = 1 << 20
@@ -118,6 +124,7 @@ class StepRequest:
     overlap: bool = False  # --overlap: shares the CPUs other steps hold
     mem_per_node: int | None = None  # --mem, bytes (0: all the job's there)
     mem_per_cpu: int | None = None  # --mem-per-cpu, bytes
+    time_limit_s: int = 0  # -t: the step's own time limit (0: the job's alone)
 
     @property
     def asks_gpus(self) -> bool:

@@ -265,6 +265,8 @@ class StepTable:
                     gpu_ids=None if gpu_ids is None else list(gpu_ids[node]),
                     cpus=list(step.cpus[node]) if node in step.cpus else None,
                     memory_bytes=memory[node],
+                    time_limit_seconds=request.time_limit_s,
+                    kill_wait_seconds=cluster.config.kill_wait_seconds,
                     gpus_per_task=request.gpus_per_task,
                 )
             )

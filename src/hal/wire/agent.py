@@ -260,6 +260,10 @@ class StepLaunch(WireModel):
     cpus: list[int] | None = None
     # the step's memory on this node, its cgroup's limit (srun --mem...); 0: the job's
     memory_bytes: int = Field(default=0, ge=0)
+    # srun -t: its own time limit (0: none), after which its tasks get SIGTERM, and
+    # SIGKILL ``kill_wait_seconds`` later
+    time_limit_seconds: int = Field(default=0, ge=0)
+    kill_wait_seconds: int = Field(default=30, ge=0)
 
 
 class StepSignal(WireModel):

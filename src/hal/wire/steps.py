@@ -54,6 +54,9 @@ class StepCreate(WireModel):
     # memory other steps hold is refused with the field ``step_busy`` too
     mem_per_node: int | None = Field(default=None, ge=0, lt=1 << 63)
     mem_per_cpu: int | None = Field(default=None, ge=1, lt=1 << 63)
+    # srun -t: the step's own time limit in seconds (0: the job's alone); its tasks get
+    # SIGTERM there, SIGKILL KillWait later, as Slurm's
+    time_limit_seconds: int = Field(default=0, ge=0, le=INT32_MAX)
     # a local step's srun, "PID:START" (its start in clock ticks after boot, as
     # /proc/PID/stat has it): another srun on the node that finds the step's CPUs held
     # and that process gone ends the step (its srun was killed before it could)

@@ -2,9 +2,9 @@
 (docs/slurm-checks.md, "scancel of a step, and what srun and slurmstepd say"): the
 step's tasks are killed on every node, srun says "Job step aborted", each node's
 slurmstepd line says the step was cancelled, the step is CANCELLED in sacct and the job
-goes on; ``scancel -s USR1 JOB.STEP`` only signals its tasks. On the batch node (srun
-runs the tasks, in the step's cgroup the agent reaches) and across nodes (the agents
-run them)."""
+goes on; ``scancel -s USR1 JOB.STEP`` only signals its tasks; ``srun -t`` ends a step
+at its own time limit. On the batch node (srun runs the tasks, in the step's cgroup the
+agent reaches) and across nodes (the agents run them)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,12 @@ from test_local_steps_server import (
 from hal.core.steps import STEP_ABORTED
 from hal.testing.live import LiveServer, wait_until
 
-STEP_LINE = r"slurmstepd-{node}: error: \*\*\* STEP {step} ON {node} CANCELLED AT \S+ \*\*\*\n"
+
+def step_line(node: str, step: str, why: str = "") -> str:
+    """slurmstepd's line for a step it ended, as a pattern (any time)."""
+    because = f" {why}" if why else ""
+    what = rf"STEP {step} ON {node} CANCELLED AT \S+{because}"
+    return rf"slurmstepd-{node}: error: \*\*\* {what} \*\*\*\n"
 
 
 def running_step(live: LiveServer, job_id: int) -> None:
@@ -49,7 +54,7 @@ def test_a_step_on_the_batch_node_is_cancelled(
     done = server.cli("scancel", f"{job_id}.0")
     assert done.returncode == 0, done.stderr
     text = output_once_ended(server, tmp_path, job_id)
-    line = STEP_LINE.format(node="node1", step=f"{job_id}.0")
+    line = step_line("node1", f"{job_id}.0")
     expected = f"{STEP_ABORTED}\n{line}srun: error: node1: task 0: Killed\nafter=137\nnext=0\n"
     assert re.fullmatch(expected, text), text
     assert sacct(server, job_id, "JobID,State,ExitCode")[2:] == [
@@ -71,7 +76,7 @@ def test_a_step_across_nodes_is_cancelled(
     text = output_once_ended(server, tmp_path, job_id)
     assert text.startswith(f"{STEP_ABORTED}\n"), text
     for node in ("node1", "node2"):
-        assert re.search(STEP_LINE.format(node=node, step=f"{job_id}.0"), text), text
+        assert re.search(step_line(node, f"{job_id}.0"), text), text
     assert "srun: error: node1: task 0: Killed\n" in text, text
     assert "srun: error: node2: task 1: Killed\n" in text, text
     assert text.endswith("after=137\n"), text
@@ -92,3 +97,32 @@ def test_scancel_s_signals_a_steps_tasks(
     text = output_once_ended(server, tmp_path, job_id)
     assert "got usr1\n" in text and text.endswith("after=3\n"), text
     assert "aborted" not in text and "CANCELLED" not in text, text
+
+
+def test_a_step_on_the_batch_node_ends_at_its_own_time_limit(
+    server: LiveServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """``srun -t``: SIGTERM at the step's limit, slurmstepd's line "DUE TO TIME LIMIT"
+    and srun's "Force Terminated", as Slurm 22.05.8's; the job goes on."""
+    job_id = submit(server, tmp_path, f"{SRUN} -t 0:02 sleep 100; echo after=$?\n")
+    text = output_once_ended(server, tmp_path, job_id)
+    line = step_line("node1", f"{job_id}.0", "DUE TO TIME LIMIT")
+    expected = (
+        f"{line}srun: error: node1: task 0: Terminated\n"
+        f"srun: Force Terminated StepId={job_id}.0\nafter=143\n"
+    )
+    assert re.fullmatch(expected, text), text
+
+
+def test_a_step_across_nodes_ends_at_its_own_time_limit(
+    server: LiveServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    job_id = submit(server, tmp_path, f"{SRUN} -t 0:02 sleep 100; echo after=$?\n", "-N2", "-n2")
+    text = output_once_ended(server, tmp_path, job_id)
+    for node in ("node1", "node2"):
+        assert re.search(step_line(node, f"{job_id}.0", "DUE TO TIME LIMIT"), text), text
+    assert "srun: error: node1: task 0: Terminated\n" in text, text
+    assert text.count(f"srun: Force Terminated StepId={job_id}.0\n") == 1, text
+    assert text.endswith("after=143\n"), text

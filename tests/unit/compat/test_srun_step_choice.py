@@ -237,3 +237,11 @@ def test_options_that_decide_the_memory_a_step_holds(
 def test_bad_step_memory_is_refused(argv: list[str], message: str) -> None:
     with pytest.raises(InvalidRequest, match=message):
         parse_command(argv, {})
+
+
+def test_a_steps_own_time_limit_is_read() -> None:
+    assert parse_command(["-t", "0:30", "true"], {}).request.time_limit_s == 30
+    assert parse_command(["--time=2", "true"], {}).request.time_limit_s == 120
+    assert parse_command(["true"], {}).request.time_limit_s == 0
+    with pytest.raises(InvalidRequest, match="time"):
+        parse_command(["-t", "soon", "true"], {})
