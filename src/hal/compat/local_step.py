@@ -4,10 +4,10 @@
 srun asks the server for a step number first (``open_local_step``: one request), runs the
 tasks here as its children, and reports their end (``end_local_step``: one more), so the
 step shows in ``sacct -j JOB`` as ``JOB.N``, numbered with the job's other steps, and in
-``squeue -s`` while it runs. The record is a gate only for the job's CPUs: while its
-other steps hold those the step asks for (all of them without ``--exact``, none with
-``--overlap``, and the job's memory), srun waits and asks again, as Slurm's; one that
-asks for more than the job has is refused, srun's exit code 1, as Slurm's. Otherwise a
+``squeue -s`` while it runs. The record is a gate for the job's CPUs, memory and GPUs:
+while its other steps hold what the step asks for (all the CPUs without ``--exact``,
+nothing with ``--overlap``), srun waits and asks again, as Slurm's; one that asks for
+more than the job has is refused, srun's exit code 1, as Slurm's. Otherwise a
 server that cannot be reached (or refuses for another reason) is said once on stderr and
 the command runs all the same, srun's exit code the tasks'.
 

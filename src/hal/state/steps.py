@@ -399,8 +399,9 @@ class StepTable:
     ) -> Step:
         """A step srun runs on ``node``, the batch node, itself: numbered in the job's
         sequence and shown running until srun reports its end (``end_local``). Nothing is
-        pushed to an agent, so no agent need be connected. It holds the job's CPUs and GPUs
-        there as ``request`` asks (``-c``, ``--exact``, ``--overlap``), as any step does."""
+        pushed to an agent, so no agent need be connected. It holds the job's CPUs, memory
+        and GPUs there as ``request`` asks (``-c``, ``--exact``, ``--overlap``, ``--mem``),
+        as any step does."""
         job, alloc = self._running_job(job_id, caller)
         if node not in alloc.nodes:
             raise refused(job_id, f"node {node} is not in the job's allocation")
@@ -505,11 +506,11 @@ class StepTable:
                 self.signal(step, signum)
             return
         now = self.cluster.clock.now()
-        step.cancelled, step.cancelled_at = True, now
-        if step.local:
+        if step.local:  # (first: it is refused while the node's agent is away)
             self._push_local(step, signal.SIGKILL, now)
         else:
             self._push(step, signal.SIGKILL, cancelled_at=now)
+        step.cancelled, step.cancelled_at = True, now
         step.changed.set()  # srun, waiting for output, learns it now
 
     def _push_local(self, step: Step, signum: int, cancelled_at: float | None = None) -> None:
