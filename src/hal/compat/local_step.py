@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from types import FrameType
+from typing import NamedTuple
 
 from hal.compat import step_cgroup
 from hal.compat.seam import Console
@@ -73,8 +74,7 @@ class TasksEnd:
     timed_out: bool = False  # its own time limit (srun -t) ended it
 
 
-@dataclass(frozen=True, slots=True)
-class TimeLimit:
+class TimeLimit(NamedTuple):  # (a NamedTuple: cheaper than a dataclass at srun's start)
     """A local step's own time limit (srun ``-t``): at ``seconds`` its tasks get SIGTERM
     and slurmstepd's line for ``step`` on ``node`` is said; SIGKILL ``kill_wait`` later."""
 
