@@ -261,6 +261,8 @@ async def _add_steps(ctx: ServerContext, infos: list[JobInfo]) -> None:
             ave_rss_bytes=row.ave_rss_bytes,
             total_cpu_seconds=row.total_cpu_seconds,
             gpu=_step_gpu(row),
+            cpus=row.cpus,
+            memory_bytes=row.memory_bytes,
         )
     wanted = {i.id for i in infos}
     for (job_id, step_id), step in ctx.steps.steps.items():
@@ -273,6 +275,8 @@ async def _add_steps(ctx: ServerContext, infos: list[JobInfo]) -> None:
                 state=step.state,
                 exit_code=0,
                 start_time=step.start_time,
+                cpus=step.cpu_count,
+                memory_bytes=step.memory_bytes,
             )
     for info in infos:
         info.steps = [found[info.id][n] for n in sorted(found.get(info.id, {}))]

@@ -141,10 +141,22 @@ def _job_only(get: Callable[[JobInfo], str]) -> Column:
 
 
 def _alloc_cpus(job: JobInfo, step: str) -> int:
-    """The CPUs the job (or its batch step, on the first node) was given; 0 unstarted."""
+    """The CPUs the job (or its batch step, on the first node; or a numbered step, those
+    it was given) was given; 0 unstarted."""
     if not _started(job):
         return 0
+    if given := _given(job, step):
+        return given.cpus
     return job.cpus // max(job.node_count, 1) if step == "batch" else job.cpus
+
+
+def _given(job: JobInfo, step: str) -> StepRecord | None:
+    """A numbered step's record where it says what the step was given (a step recorded
+    before HAL kept that does not: the job's figures stand in)."""
+    for record in job.steps:
+        if str(record.step_id) == step and record.cpus:
+            return record
+    return None
 
 
 def _cpu_time(job: JobInfo, step: str, now: float) -> float:
@@ -219,6 +231,9 @@ def _tres(job: JobInfo, *, step: str) -> str:
     nodes = max(job.node_count, 1)
     if step == "batch":
         cpus, memory, count = job.cpus // nodes, job.memory_bytes // nodes, 1
+    elif given := _given(job, step):  # as scontrol show step's TRES
+        cpus, memory = given.cpus, given.memory_bytes
+        count = len(expand_hostlist(given.nodelist, field="nodelist"))
     else:
         cpus, memory, count = job.cpus, job.memory_bytes, job.node_count
     items = [] if step else [f"billing={cpus}"]

@@ -210,6 +210,18 @@ def _v20_step_memory(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE running_steps ADD COLUMN memory TEXT NOT NULL DEFAULT '{}'"))
 
 
+def _v21_step_allocation(conn: Connection) -> None:
+    # job_steps.cpus, job_steps.memory_bytes: what an ended step was given, for sacct's
+    # AllocCPUS and AllocTRES of JOB.N; the steps recorded before show the job's
+    columns = {c["name"] for c in inspect(conn).get_columns("job_steps")}
+    if "cpus" not in columns:
+        conn.execute(text("ALTER TABLE job_steps ADD COLUMN cpus INTEGER NOT NULL DEFAULT 0"))
+    if "memory_bytes" not in columns:
+        conn.execute(
+            text("ALTER TABLE job_steps ADD COLUMN memory_bytes BIGINT NOT NULL DEFAULT 0")
+        )
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -231,6 +243,7 @@ STEPS: tuple[Step, ...] = (
     _v18_eligible_of_ended_pending,
     _v19_step_cpus,
     _v20_step_memory,
+    _v21_step_allocation,
 )
 
 

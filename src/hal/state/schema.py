@@ -183,6 +183,10 @@ job_steps = Table(
     Column("gpu_ave_mem_bytes", BigInteger, nullable=True),
     Column("gpu_max_util", BigInteger, nullable=True),
     Column("gpu_ave_util", Float, nullable=True),
+    # the job's CPUs and memory it was given (migration 21; 0: a step from before), as
+    # scontrol show step counted them (sacct's AllocCPUS, AllocTRES of JOB.N)
+    Column("cpus", Integer, nullable=False, default=0, server_default="0"),
+    Column("memory_bytes", BigInteger, nullable=False, default=0, server_default="0"),
 )
 
 # job steps still running (ADR 0012), so that a restarted server still knows them when

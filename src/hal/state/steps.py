@@ -682,6 +682,8 @@ class StepTable:
             gpu_ave_mem_bytes=gpus.ave_mem_bytes if gpus else None,
             gpu_max_util=gpus.max_util if gpus else None,
             gpu_ave_util=gpus.ave_util if gpus else None,
+            cpus=step.cpu_count,
+            memory_bytes=step.memory_bytes,
         )
         try:
             await self.cluster.db(self.cluster.store.record_step, row)

@@ -120,6 +120,8 @@ class StepRow:
     gpu_ave_mem_bytes: int | None = None
     gpu_max_util: int | None = None
     gpu_ave_util: float | None = None
+    cpus: int = 0  # the job's CPUs it was given (0: not recorded)
+    memory_bytes: int = 0  # ... and memory
 
 
 @dataclass(frozen=True, slots=True)

@@ -186,6 +186,9 @@ class StepRecord(WireModel):
     ave_rss_bytes: int = 0  # the tasks' mean of their most (AveRSS)
     total_cpu_seconds: float = 0.0  # user and system seconds of all its tasks (TotalCPU)
     gpu: StepGpuUsage | None = None  # its tasks' GPU use; None: not read for GPUs
+    # the job's CPUs and memory it was given (AllocCPUS, AllocTRES); 0: not recorded
+    cpus: int = 0
+    memory_bytes: int = 0
 
 
 class JobList(WireModel):

@@ -51,6 +51,12 @@ def test_steps_on_the_batch_node_wait_for_the_memory_others_hold(
     assert re.search(r"TRES=cpu=1,mem=100M,node=1", text), text  # C or D, step 2
     assert "F0" not in text and "rc=1" in text, text
     assert f"Unable to create step for job {job_id}: Memory required by task is not" in text
+    # sacct's AllocCPUS and AllocTRES of each step: what it was given, as scontrol's TRES
+    done = server.cli("sacct", "-j", str(job_id), "-n", "-P", "-o", "JobID,AllocCPUS,AllocTRES")
+    steps = done.stdout.splitlines()[2:]
+    assert steps[0] == f"{job_id}.0|1|cpu=1,mem=200M,node=1", done.stdout
+    assert steps[2] == f"{job_id}.2|1|cpu=1,mem=100M,node=1", done.stdout
+    assert steps[4] == f"{job_id}.4|2|cpu=2,mem=200M,node=1", done.stdout  # --overlap's
 
 
 def test_steps_across_nodes_hold_the_jobs_memory_per_cpu(

@@ -385,3 +385,28 @@ def test_derived_exit_code_is_the_highest_of_the_srun_steps(
     ).lines
     assert lines[:2] == [f"6|7:0|{derived}", "6.batch|7:0|"]
     assert all(line.endswith("|") for line in lines[2:])
+
+
+def test_a_steps_alloc_cpus_and_tres_are_what_it_was_given() -> None:
+    """A numbered step shows the CPUs and memory it was given, as ``scontrol show step``
+    counts them (an ``--exact --mem=100M`` step of one task in a job of 4 CPUs and 8G);
+    a step recorded before HAL kept them shows the job's."""
+    given = _step(0, "COMPLETED", 0).model_copy(
+        update={"cpus": 1, "memory_bytes": 100 * MiB, "nodelist": "n2"}
+    )
+    old = _step(1, "COMPLETED", 0)
+    done = job(
+        9,
+        state="COMPLETED",
+        start_time=T0,
+        end_time=T0 + 10,
+        nodes=["n1", "n2"],
+        node_count=2,
+        cpus=4,
+        memory_bytes=8 * 1024 * MiB,
+        steps=[given, old],
+    )
+    lines = call(
+        FakeClient(job_list=[done]), "sacct", "-P", "-n", "-o", "JobID,AllocCPUS,AllocTRES"
+    ).lines
+    assert lines[2:] == ["9.0|1|cpu=1,mem=100M,node=1", "9.1|4|cpu=4,mem=8G,node=1"]
