@@ -55,12 +55,12 @@ from hal.agent.signals import parse_signal_spec, signal_name
 from hal.core.errors import InvalidRequest
 from hal.core.resources import MiB
 from hal.core.states import JobState
-from hal.core.steps import OOM_SIGNAL
+from hal.core.steps import OOM_SIGNAL, TIME_LIMIT
 from hal.wire.agent import JobReport, RunningJob
 
 DEFAULT_KILL_WAIT_SECONDS = 30  # until the server tells us its KillWait
 # the ends slurmstepd writes into the job's output, and why it says (docs/slurm-checks.md)
-_TOLD = {JobState.CANCELLED.value: "", JobState.TIMEOUT.value: "DUE TO TIME LIMIT"}
+_TOLD = {JobState.CANCELLED.value: "", JobState.TIMEOUT.value: TIME_LIMIT}
 RECENTLY_FINISHED = 4096  # (job, attempt) pairs remembered to ignore a repeated Launch
 
 

@@ -128,9 +128,9 @@ def run_local(
     counted = own or cgroup.own  # the step's own cgroup, else srun's (shared)
     before = cgroup.oom_kills(counted)
     cpus = bound_cpus(places, console.environ)
+    where = f"{job_id}.{step_id}" if step_id is not None else str(job_id)  # its lines'
     limit = None
     if request is not None and request.time_limit_s:
-        where = f"{job_id}.{step_id}" if step_id is not None else str(job_id)
         limit = TimeLimit(request.time_limit_s, _kill_wait(console), where, node)
     end = run_tasks(commands or [command] * ntasks, console, step_env, own, cpus, limit)
     kills = cgroup.oom_kills(counted) - before
@@ -143,9 +143,8 @@ def run_local(
     for line in task_errors(node, end.codes, oom=kills > 0):
         console.err(line)
     if end.timed_out:
-        console.err(force_terminated(limit.step if limit else str(job_id)))
+        console.err(force_terminated(where))
     if kills:  # slurmstepd's line, and srun's exit code 1 (docs/slurm-checks.md)
-        where = f"{job_id}.{step_id}" if step_id is not None else str(job_id)
         console.err(oom_message(node, kills, where))
     if step_id is not None:
         _report(console, job_id, step_id, end, oom=kills > 0)

@@ -150,13 +150,16 @@ def _alloc_cpus(job: JobInfo, step: str) -> int:
     return job.cpus // max(job.node_count, 1) if step == "batch" else job.cpus
 
 
+def _record(job: JobInfo, step: str) -> StepRecord | None:
+    """The record of the job's numbered step ``step`` (None: the job, its batch step)."""
+    return next((r for r in job.steps if str(r.step_id) == step), None)
+
+
 def _given(job: JobInfo, step: str) -> StepRecord | None:
     """A numbered step's record where it says what the step was given (a step recorded
     before HAL kept that does not: the job's figures stand in)."""
-    for record in job.steps:
-        if str(record.step_id) == step and record.cpus:
-            return record
-    return None
+    record = _record(job, step)
+    return record if record is not None and record.cpus else None
 
 
 def _cpu_time(job: JobInfo, step: str, now: float) -> float:
@@ -202,11 +205,9 @@ def _gpu_figures(job: JobInfo, step: str, *, mean: bool) -> tuple[int | None, fl
 
 def _step_used(job: JobInfo, step: str) -> StepRecord | None:
     """A numbered step's record, once it ended with its tasks' memory measured."""
-    for record in job.steps:
-        if str(record.step_id) == step:
-            ended = record.end_time is not None and record.max_rss_bytes > 0
-            return record if ended else None
-    return None
+    record = _record(job, step)
+    ended = record is not None and record.end_time is not None and record.max_rss_bytes > 0
+    return record if ended else None
 
 
 def _ave_rss(job: JobInfo, step: str, now: float) -> str:

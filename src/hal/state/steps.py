@@ -327,10 +327,8 @@ class StepTable:
         nodes = list(cpus)
         have = [_memory_on(alloc, n) for n in nodes]
         asks = step_memory_asks(request, list(cpus.values()), have, job.spec.memory_per_cpu_bytes)
-        if not _holds_memory(job, alloc):
-            return dict(zip(nodes, asks, strict=True))
         for node, want, total in zip(nodes, asks, have, strict=True):
-            if want > total:
+            if want > total and _holds_memory(job, alloc):
                 raise refused(
                     job.id,
                     f"Memory required by task is not available: the step asks for "
