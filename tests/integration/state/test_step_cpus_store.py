@@ -12,15 +12,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from test_step_usage_store import ANN, two_node_job  # (two CPUs of four on n1, n2)
+from test_step_usage_store import ANN, loaded, two_node_job  # (two CPUs of four on n1, n2)
 
-from hal.config.model import HalConfig
-from hal.core.clock import VirtualClock
 from hal.core.errors import Conflict, InvalidRequest
 from hal.core.steps import BUSY, StepRequest
-from hal.state.cluster import Cluster
 from hal.state.steps import StepTable
-from hal.state.store import SqlStateStore
 from hal.wire.agent import StepEnd, StepLaunch
 
 
@@ -31,9 +27,7 @@ def on_n1(*, exact: bool = False, cpus_per_task: int | None = None) -> StepReque
 
 def test_steps_hold_the_jobs_cpus_until_their_part_ends(db_url: str) -> None:
     async def main() -> None:
-        cluster = Cluster(SqlStateStore(db_url), HalConfig(), VirtualClock(1000.0))
-        await cluster.load()
-        try:
+        async with loaded(db_url) as cluster:
             job_id = await two_node_job(cluster)
             table = StepTable(cluster)
             whole = await table.create(job_id, ANN, StepRequest(), ["a.out"], {})
@@ -79,7 +73,5 @@ def test_steps_hold_the_jobs_cpus_until_their_part_ends(db_url: str) -> None:
             await restarted.end_local(second, 0, 0, oom=False, cancelled=False)
             third = await restarted.create(job_id, ANN, exact, ["b"], {})
             assert third.cpus == {"n1": (1,)}  # the one the local step gave back
-        finally:
-            await cluster.close()
 
     asyncio.run(main())

@@ -12,10 +12,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from test_step_usage_store import ANN, two_node_job  # (two CPUs, no memory, on n1, n2)
+from test_step_usage_store import ANN, loaded, two_node_job  # (two CPUs, no memory, on n1, n2)
 
-from hal.config.model import HalConfig
-from hal.core.clock import VirtualClock
 from hal.core.errors import Conflict, InvalidRequest
 from hal.core.job import Allocation, JobSpec
 from hal.core.resources import ResourceVector
@@ -23,7 +21,6 @@ from hal.core.steps import BUSY, StepRequest
 from hal.scheduler.framework.snapshot import Placement, Plan
 from hal.state.cluster import Cluster
 from hal.state.steps import StepTable
-from hal.state.store import SqlStateStore
 from hal.wire.agent import StepEnd
 
 M = 1 << 20
@@ -52,9 +49,7 @@ async def memory_job(cluster: Cluster) -> int:
 
 def test_steps_hold_the_jobs_memory_until_their_part_ends(db_url: str) -> None:
     async def main() -> None:
-        cluster = Cluster(SqlStateStore(db_url), HalConfig(), VirtualClock(1000.0))
-        await cluster.load()
-        try:
+        async with loaded(db_url) as cluster:
             job_id = await memory_job(cluster)
             table = StepTable(cluster)
             first = await table.create(job_id, ANN, on_n1(), ["a"], {})
@@ -89,8 +84,6 @@ def test_steps_hold_the_jobs_memory_until_their_part_ends(db_url: str) -> None:
             await restarted.received("n1", [], [end])
             per_cpu = await restarted.create(job_id, ANN, on_n1(mem_per_cpu=300 * M), ["i"], {})
             assert per_cpu.memory == {"n1": 300 * M}  # beside one's 400 of 800
-        finally:
-            await cluster.close()
 
     asyncio.run(main())
 
@@ -99,16 +92,12 @@ def test_a_job_without_memory_holds_none_for_its_steps(db_url: str) -> None:
     """As Slurm's job without ``--mem``: its ``--exact`` steps run together."""
 
     async def main() -> None:
-        cluster = Cluster(SqlStateStore(db_url), HalConfig(), VirtualClock(1000.0))
-        await cluster.load()
-        try:
+        async with loaded(db_url) as cluster:
             job_id = await two_node_job(cluster)
             table = StepTable(cluster)
             one = await table.create(job_id, ANN, on_n1(), ["a"], {})
             two = await table.create(job_id, ANN, on_n1(mem_per_node=500 * M), ["b"], {})
             assert one.memory == two.memory == {}
             assert one.memory_bytes == 0  # scontrol show step: mem=0
-        finally:
-            await cluster.close()
 
     asyncio.run(main())

@@ -7,6 +7,8 @@ two nodes' ends, and a local step with srun's."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 from sqlalchemy import text
 
@@ -68,6 +70,17 @@ def step_row_at_version(store: SqlStateStore, version: int, columns: tuple[str, 
         conn.execute(
             text("UPDATE hal_meta SET value = :v WHERE key = 'schema_version'"), {"v": version}
         )
+
+
+@contextlib.asynccontextmanager
+async def loaded(db_url: str) -> AsyncIterator[Cluster]:
+    """A cluster on ``db_url``'s store, loaded, and closed after."""
+    cluster = Cluster(SqlStateStore(db_url), HalConfig(), VirtualClock(1000.0))
+    await cluster.load()
+    try:
+        yield cluster
+    finally:
+        await cluster.close()
 
 
 async def two_node_job(cluster: Cluster) -> int:
