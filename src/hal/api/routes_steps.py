@@ -173,7 +173,7 @@ async def cancel_step(
     409 for a step that has ended."""
     body = await read_body(request, StepCancelRequest)
     step = ctx.steps.get(job_id, step_id, caller)
-    ctx.steps.cancel(step, body.signal)
+    await ctx.steps.cancel(step, body.signal)
     return json_response(_info(step))
 
 

@@ -222,6 +222,14 @@ def _v21_step_allocation(conn: Connection) -> None:
         )
 
 
+def _v22_step_cancel(conn: Connection) -> None:
+    # running_steps.cancelled_at: when scancel ended a running step, so a restarted
+    # server still ends it (its agent may not have had the kill) and srun still says so
+    columns = {c["name"] for c in inspect(conn).get_columns("running_steps")}
+    if "cancelled_at" not in columns:
+        conn.execute(text("ALTER TABLE running_steps ADD COLUMN cancelled_at DOUBLE PRECISION"))
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -244,6 +252,7 @@ STEPS: tuple[Step, ...] = (
     _v19_step_cpus,
     _v20_step_memory,
     _v21_step_allocation,
+    _v22_step_cancel,
 )
 
 

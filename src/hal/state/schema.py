@@ -218,6 +218,8 @@ running_steps = Table(
     Column("srun", Text, nullable=False, default="", server_default=""),
     # the job's memory it holds on each node, in bytes: {node: bytes} (JSON, migration 20)
     Column("memory", Text, nullable=False, default="{}", server_default="{}"),
+    # when scancel ended it (migration 22; null: not cancelled by scancel)
+    Column("cancelled_at", Float, nullable=True),
 )
 
 # each user's scrontab file as they last saved it (docs/scrontab.md); its entries' jobs

@@ -3,8 +3,9 @@
 A step's tasks outlive the server (and their agents: ``hal.agent.steps``), so the server
 keeps each running step in ``running_steps`` — its layout (each node's ranks where they
 are not dealt in blocks), its job's attempt, the nodes whose part has ended (with what
-their tasks used, their GPUs included, ``hal.state.step_usage``), and whether srun runs
-it on the batch node (``local``: no agent holds it, srun reports its end) — and a
+their tasks used, their GPUs included, ``hal.state.step_usage``), whether srun runs
+it on the batch node (``local``: no agent holds it, srun reports its end), and when
+scancel ended it (its kill is sent again to each agent that registers holding it) — and a
 restarted server takes them up again (``StepTable.restore``) before any agent
 registers. Agents registering again list the steps they still hold and keep them.
 
@@ -40,6 +41,7 @@ def running_row(
     cpus: dict[str, tuple[int, ...]] | None = None,
     srun: str = "",
     memory: dict[str, int] | None = None,
+    cancelled_at: float | None = None,
 ) -> RunningStepRow:
     """What ``running_steps`` keeps of a step (``oom``: a node's part ended for memory;
     kept with the first ended node, as the step's flag; ``local``: srun runs it on the
@@ -47,7 +49,7 @@ def running_row(
     ``gpus``: those tasks' GPU use, where read, after it; ``gpu_ids``: the GPUs it holds
     on each node, where it asked for its own; ``cpus``: the job's CPUs it holds on each;
     ``srun``: a local step's srun process; ``memory``: the job's memory it holds on
-    each, in bytes)."""
+    each, in bytes; ``cancelled_at``: when scancel ended it)."""
     used: dict[str, dict[str, list[float]]] = {node: {} for node in ended}
     on_gpus: dict[str, dict[str, list[float]]] = {node: {} for node in ended}
     for rank, (node, rss, cpu) in (totals or {}).items():
@@ -74,6 +76,7 @@ def running_row(
         cpus=json.dumps({node: list(held) for node, held in (cpus or {}).items()}),
         srun=srun,
         memory=json.dumps(memory or {}),
+        cancelled_at=cancelled_at,
     )
 
 

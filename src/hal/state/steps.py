@@ -486,12 +486,14 @@ class StepTable:
         while pending := [task for task in self._ending if not task.done()]:
             await asyncio.gather(*pending, return_exceptions=True)
 
-    def cancel(self, step: Step, signum: int | None) -> None:
+    async def cancel(self, step: Step, signum: int | None) -> None:
         """``scancel JOB.STEP``: the step's tasks are killed on every node where they
         still run and it ends CANCELLED, each node's output saying so in slurmstepd's
         words and srun in its own ("Job step aborted"), as Slurm 22.05.8's; with
         ``signum`` (``scancel -s``), only that signal. A step srun runs on the batch
-        node is the batch node's agent's to reach (its cgroup, else srun)."""
+        node is the batch node's agent's to reach (its cgroup, else srun). The cancel is
+        kept for a restart: a restarted server kills the step again where its agent
+        had not done it (``node_registered``), and srun still says so."""
         if step.done:
             raise Conflict(
                 f"step {step.job_id}.{step.step_id} has already ended ({step.state})",
@@ -510,6 +512,10 @@ class StepTable:
             self._push(step, signal.SIGKILL, cancelled_at=now)
         step.cancelled, step.cancelled_at = True, now
         step.changed.set()  # srun, waiting for output, learns it now
+        try:
+            await self.cluster.db(self.cluster.store.keep_running_step, _row(step))
+        except DatabaseUnavailable as err:  # (the kill is on its way all the same)
+            log.warning("step %d.%d: its cancel not kept: %s", step.job_id, step.step_id, err)
 
     def _push_local(self, step: Step, signum: int, cancelled_at: float | None = None) -> None:
         node = step.layout.nodes[0]
@@ -599,11 +605,17 @@ class StepTable:
             step = self.steps.get(key)
             if step is None or step.done or node not in step.layout.nodes or node in step.ended:
                 unknown.append(key)
+            elif step.cancelled_at is not None:  # scancel'd before a server restart
+                self._push(step, signal.SIGKILL, only=node, cancelled_at=step.cancelled_at)
             elif step.cancelled or not self._live(step):
                 step.cancelled = True
                 unknown.append(key)
             elif step.stopped:
                 self._push(step, signal.SIGSTOP, only=node)
+        for step in self.steps.values():  # the same for a step srun runs on this node
+            batch = step.layout.nodes[0] == node and self._live(step) and not step.done
+            if step.local and step.cancelled_at is not None and batch:
+                self._push_local(step, signal.SIGKILL, step.cancelled_at)
         for key, step in list(self.steps.items()):
             if key in running or step.local:  # (a local step's tasks are srun's)
                 continue
@@ -771,13 +783,14 @@ class StepTable:
             step.cpu_count = sum(len(c) for c in step.cpus.values())  # (--overlap's: 0)
             step.memory = memory_of(row)
             step.memory_bytes = sum(step.memory.values())
-            step.srun = row.srun
+            step.srun, step.cancelled_at = row.srun, row.cancelled_at
             step.restored, step.cursor = True, cursor_base(now)
             job = self.cluster.jobs.get(row.job_id)
             self.steps[(row.job_id, row.step_id)] = step
-            step.cancelled = not self._live(step)
+            live = self._live(step)
+            step.cancelled = row.cancelled_at is not None or not live
             step.stopped = job is not None and job.state is JobState.SUSPENDED
-            if step.local and step.cancelled:  # its job ended meanwhile: its tasks with it
+            if step.local and not live:  # its job ended meanwhile: its tasks with it
                 await self._end_local_part(step, 128 + signal.SIGTERM, signal.SIGTERM)
             elif job is None:  # purged meanwhile: nothing will report it
                 for node in step.layout.nodes:
@@ -882,6 +895,7 @@ def _row(step: Step) -> RunningStepRow:
         step.cpus,
         step.srun,
         step.memory,
+        step.cancelled_at,
     )
 
 

@@ -143,6 +143,7 @@ class RunningStepRow:
     cpus: str = "{}"  # JSON: {node: [the job's CPUs it holds there]} (``step_restore``)
     srun: str = ""  # a local step's srun process, "PID:START" (``StepCreate.srun``)
     memory: str = "{}"  # JSON: {node: bytes of the job's memory it holds} (``step_restore``)
+    cancelled_at: float | None = None  # scancel ended it then (``StepTable.cancel``)
 
 
 @dataclass(frozen=True, slots=True)

@@ -119,3 +119,59 @@ def test_a_local_step_is_taken_up_by_a_restarted_server(each_store: LiveServer) 
     assert ended["state"] == "FAILED", ended
     acct = live.cli("sacct", "-j", f"{job}.0", "-n", "-P", "-o", "JobID,State,ExitCode")
     assert acct.stdout.strip() == f"{job}.0|FAILED|3:0", acct.stdout + acct.stderr
+
+
+def instructions(live: LiveServer, node: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = post(live, f"/v1/agent/{node}/sync", {"wait_seconds": 0})[
+        "instructions"
+    ]
+    return found
+
+
+def test_a_cancelled_step_is_killed_again_by_a_restarted_server(each_store: LiveServer) -> None:
+    """``scancel JOB.STEP`` and the server restarts before the agents had the kill: the
+    new server sends it again to each agent that registers holding the step (SIGKILL,
+    with the cancel's time, for slurmstepd's line), srun still learns it was cancelled,
+    and it ends CANCELLED."""
+    live = each_store
+    job = running_job_with_step(live)
+    assert "step_launch" in ops(live, "n2")
+    cancelled = post(live, f"/v1/jobs/{job}/steps/0/cancel", {})["cancelled_at"]
+    assert isinstance(cancelled, float)
+    restart(live)  # neither agent synced since: the kills went nowhere
+    assert page(live, job)["cancelled_at"] == cancelled  # srun's "Job step aborted"
+    for node in ("n1", "n2"):
+        assert register(live, node, [(job, 0)]) == []  # not left to a plain SIGTERM
+        kills = [i for i in instructions(live, node) if i["op"] == "step_signal"]
+        assert [(k["job_id"], k["step_id"], k["signal"], k["cancelled_at"]) for k in kills] == [
+            (job, 0, 9, cancelled)
+        ], kills
+        step_end(live, node, job, 137)
+    assert page(live, job)["state"] == "CANCELLED"
+    with live.client() as admin:
+        assert admin.job(job).state == "RUNNING"  # the job goes on
+
+
+def test_a_cancelled_local_step_is_killed_again_by_a_restarted_server(
+    each_store: LiveServer,
+) -> None:
+    """The same for a step srun runs on the batch node: the batch node's agent, on
+    registering with the new server, is told again to kill the step's cgroup."""
+    live = each_store
+    register(live, "n1", [])
+    with live.client() as admin:
+        job = admin.submit(JobSubmit(script="#!/bin/sh\nsleep 600\n")).job_id
+    wait_until(lambda: "launch" in ops(live, "n1"), message="the launch on n1")
+    started = {"seq": 1, "job_id": job, "attempt": 0, "kind": "started", "time": 1.0}
+    post(live, "/v1/agent/n1/sync", {"wait_seconds": 0, "reports": [started]})
+    local = {"argv": ["./a"], "local": True, "nodelist": ["n1"], "ntasks": 1, "srun": "7:8"}
+    assert post(live, f"/v1/jobs/{job}/steps", local)["step_id"] == 0
+    cancelled = post(live, f"/v1/jobs/{job}/steps/0/cancel", {})["cancelled_at"]
+    restart(live)
+    assert register(live, "n1", []) == []
+    kills = [i for i in instructions(live, "n1") if i["op"] == "step_signal"]
+    assert [(k["signal"], k["local"], k["srun"], k["cancelled_at"]) for k in kills] == [
+        (9, True, "7:8", cancelled)
+    ], kills
+    ended = post(live, f"/v1/jobs/{job}/steps/0/end", {"exit_code": 137, "exit_signal": 9})
+    assert ended["state"] == "CANCELLED" and ended["cancelled_at"] == cancelled, ended
