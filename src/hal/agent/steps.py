@@ -106,6 +106,7 @@ FOLLOW_MAX_SECONDS = 0.25  # ... once they have been quiet a while
 WATCHDOG_MAX_SECONDS = 0.5  # rlimit backend: between memory samples once settled
 LAUNCH_FILE = "launch.json"  # the StepLaunch, for the next agent
 MADE_FILE = "made-job-group"  # this step made its job's cgroup here (no batch script)
+TIMED_OUT_FILE = "timed-out"  # its own time limit (srun -t) came: SIGTERM sent then
 KEEPER_LOST = (
     "srun: error: {node}: the step's keeper on this node died without recording its "
     "tasks' ends (killed by an operator or the OOM killer); its tasks were killed\n"
@@ -172,7 +173,40 @@ class _NodeStep:
     woken: asyncio.Event = field(default_factory=asyncio.Event)
 
     def write(self, rank: int, stream: str, data: bytes) -> None:
-        self.streams.setdefault((rank, stream), _Stream()).data.extend(data)
+        """The agent's own lines (srun's and slurmstepd's), added to the task's output
+        file as its output is (``O_APPEND``): what the agent sends stays at the file's
+        offsets, so an agent restarted later reads them there again, and the server,
+        which keeps what it took by offset, takes neither less nor twice."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+        try:
+            _make_folder(self.folder)
+            fd = os.open(output_path(self.folder, rank, stream), flags, 0o600)
+        except OSError as err:  # (the agent's disk: the line is sent, not kept)
+            log.warning("step output folder %s: %s", self.folder, err)
+            self.streams.setdefault((rank, stream), _Stream()).data.extend(data)
+            return
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        self.read(rank, stream)
+
+    def read(self, rank: int, stream: str) -> bool:
+        """Append what the task's output file has gained since the last read; whether it
+        had anything."""
+        buf = self.streams.setdefault((rank, stream), _Stream())
+        try:
+            fd = os.open(output_path(self.folder, rank, stream), os.O_RDONLY)
+        except OSError:
+            return False
+        got = False
+        try:
+            while data := os.pread(fd, READ_BYTES, buf.sent + len(buf.data)):
+                buf.data.extend(data)
+                got = True
+        finally:
+            os.close(fd)
+        return got
 
     def live_tasks(self) -> list[tuple[int, int]]:
         """(rank, pid) of the tasks still running or not yet reaped by the keeper."""
@@ -332,7 +366,9 @@ class StepTasks:
                 continue
             if step.exit_code is not None:
                 continue
-            if request.cancelled_at is not None:  # scancel JOB.STEP: slurmstepd's line
+            if request.cancelled_at is not None and (not step.tasks or step.live_tasks()):
+                # scancel JOB.STEP: slurmstepd's line (not again where its tasks are gone:
+                # a restarted server repeats the kill, ``StepTable.node_registered``)
                 self._tell(step, request.cancelled_at)
             if request.kill_wait_seconds is not None:
                 self._signal(step, signal.SIGCONT)
@@ -346,12 +382,35 @@ class StepTasks:
         line = cancelled_message(self.node, where, stamp(when), why, kind="STEP")
         step.write(step.launch.ranks[0], "stderr", f"{line}\n".encode())
 
+    def _arm_time_limit(self, step: _NodeStep) -> None:
+        """srun ``-t``: the step's own limit, counted from when its folder was written, so
+        an agent that restarts meanwhile (``adopt``) keeps it; a step whose limit came
+        before the restart (``TIMED_OUT_FILE``) only waits for its SIGKILL."""
+        limit = step.launch.time_limit_seconds
+        if not limit or step.exit_code is not None:
+            return
+        loop, now = asyncio.get_running_loop(), time.time()
+        try:
+            came = os.stat(os.path.join(step.folder, TIMED_OUT_FILE)).st_mtime
+        except OSError:
+            try:
+                began = os.stat(os.path.join(step.folder, LAUNCH_FILE)).st_mtime
+            except OSError:
+                began = now
+            loop.call_later(max(0.0, began + limit - now), self._time_out, step)
+            return
+        step.timed_out = True
+        wait = max(0.0, came + step.launch.kill_wait_seconds - now)
+        loop.call_later(wait, self._signal, step, signal.SIGKILL)
+
     def _time_out(self, step: _NodeStep) -> None:
         """The step's own time limit (srun ``-t``) has come: slurmstepd's line, SIGTERM
         to its tasks, SIGKILL KillWait later, as Slurm's."""
         if step.exit_code is not None:
             return
         step.timed_out = True
+        with contextlib.suppress(OSError):  # for a restarted agent (``_arm_time_limit``)
+            open(os.path.join(step.folder, TIMED_OUT_FILE), "w").close()
         self._tell(step, time.time(), TIME_LIMIT)
         self._signal(step, signal.SIGCONT)
         self._signal(step, signal.SIGTERM)
@@ -468,8 +527,6 @@ class StepTasks:
                 return
         else:
             step.keeper = (reply.pid, reply.ticks)
-        if launch.time_limit_seconds:
-            asyncio.get_running_loop().call_later(launch.time_limit_seconds, self._time_out, step)
         await self._follow(step)
 
     async def _start_keeper(self, step: _NodeStep, plan: KeeperPlan, made: bool) -> LaunchReply:
@@ -508,6 +565,7 @@ class StepTasks:
             pidfd = None
         if pidfd is not None:
             loop.add_reader(pidfd, step.woken.set)
+        self._arm_time_limit(step)
         watchdog = None
         if self.isolation.watchdog and launch.launch.memory_bytes > 0:
             watchdog = asyncio.ensure_future(self._watch_memory(step))
@@ -575,17 +633,7 @@ class StepTasks:
         got = False
         for rank in step.launch.ranks:
             for stream in ("stdout", "stderr"):
-                buf = step.streams.setdefault((rank, stream), _Stream())
-                try:
-                    fd = os.open(output_path(step.folder, rank, stream), os.O_RDONLY)
-                except OSError:
-                    continue
-                try:
-                    while data := os.pread(fd, READ_BYTES, buf.sent + len(buf.data)):
-                        buf.data.extend(data)
-                        got = True
-                finally:
-                    os.close(fd)
+                got = step.read(rank, stream) or got
         return got
 
     def _release(self, job: tuple[int, int], ending: _NodeStep) -> None:
@@ -748,13 +796,17 @@ def _write_folder(step: _NodeStep, plan: KeeperPlan, made: bool) -> None:
     path writes a job's folder (in the loop: a worker thread would cost more). The
     launch and the plan hold the job's environment: root's only, and whole or absent
     for the next agent (``adopt``)."""
-    os.makedirs(os.path.dirname(step.folder), mode=0o700, exist_ok=True)  # steps/
-    os.makedirs(step.folder, mode=0o700, exist_ok=True)
+    _make_folder(step.folder)
     write_atomic(step.folder, LAUNCH_FILE, step.launch.model_dump_json())
     if made:
         open(os.path.join(step.folder, MADE_FILE), "w").close()
     _mark_stopped(step)
     write_atomic(step.folder, KEEPER_PLAN, plan.to_json())
+
+
+def _make_folder(folder: str) -> None:
+    os.makedirs(os.path.dirname(folder), mode=0o700, exist_ok=True)  # steps/
+    os.makedirs(folder, mode=0o700, exist_ok=True)
 
 
 def _mark_stopped(step: _NodeStep) -> None:

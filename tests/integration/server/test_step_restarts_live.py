@@ -78,6 +78,66 @@ def test_a_step_outlives_the_restart_of_an_agent(tmp_path: Path) -> None:
         stop_process(node1)
 
 
+def test_a_steps_own_time_limit_outlives_the_restart_of_an_agent(tmp_path: Path) -> None:
+    """``srun -t``: an agent restarted while the step runs still ends its tasks at the
+    step's limit (counted from the step's start, not the new agent's), with slurmstepd's
+    line once per node; without it node2's task would run its 100 s."""
+    with LiveServer(tmp_path / "srv", config_overrides={"kill_wait_seconds": 2}) as server:
+        node1 = server.start_agent("node1", memory="1G")
+        node2 = server.start_agent("node2", memory="1G")
+        with server.client() as c:
+            wait_until(lambda: sum(n.state == "UP" for n in c.nodes()) == 2, message="agents")
+        script = tmp_path / "job.sh"
+        task = "echo $$ > pid.$SLURM_NODEID; exec sleep 100"
+        script.write_text(f"#!/bin/bash\n{SRUN} -t 0:08 sh -c '{task}'\necho srun exit=$?\n")
+        done = server.cli("sbatch", "--parsable", "-N2", str(script), cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        job_id = int(done.stdout.strip())
+        pid = second_task(tmp_path)
+        stop_process(node2)
+        assert alive(pid)
+        server.start_agent("node2", memory="1G")
+        wait_until(lambda: state(server, job_id) == "COMPLETED", 60, message="the job's end")
+        out = (tmp_path / f"slurm-{job_id}.out").read_text()
+        for node in ("node1", "node2"):
+            line = f"STEP {job_id}.0 ON {node} CANCELLED AT "
+            assert out.count(line) == 1 and "DUE TO TIME LIMIT" in out, out
+        assert out.endswith("srun exit=143\n"), out
+        assert not alive(pid)
+        stop_process(node1)
+
+
+def test_an_agent_restarted_after_a_steps_time_limit_only_kills_it(tmp_path: Path) -> None:
+    """The step's limit came (SIGTERM, which its tasks ignore) and its agent restarts
+    before KillWait is over: the new agent sends the SIGKILL when KillWait ends, and
+    neither SIGTERMs again nor repeats slurmstepd's line."""
+    overrides = {"kill_wait_seconds": 5}
+    with LiveServer(tmp_path / "srv", config_overrides=overrides) as server:
+        node1 = server.start_agent("node1", memory="1G")
+        node2 = server.start_agent("node2", memory="1G")
+        with server.client() as c:
+            wait_until(lambda: sum(n.state == "UP" for n in c.nodes()) == 2, message="agents")
+        script = tmp_path / "job.sh"
+        task = 'trap "" TERM; echo $$ > pid.$SLURM_NODEID; exec sleep 100'
+        script.write_text(f"#!/bin/bash\n{SRUN} -t 0:03 sh -c '{task}'\necho srun exit=$?\n")
+        done = server.cli("sbatch", "--parsable", "-N2", str(script), cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        job_id = int(done.stdout.strip())
+        pid = second_task(tmp_path)
+        out = tmp_path / f"slurm-{job_id}.out"
+        line = f"STEP {job_id}.0 ON node2 CANCELLED AT "
+        wait_until(lambda: out.exists() and line in out.read_text(), 30, message="the limit")
+        stop_process(node2)
+        assert alive(pid)  # it ignored the SIGTERM
+        server.start_agent("node2", memory="1G")
+        wait_until(lambda: state(server, job_id) == "COMPLETED", 60, message="the job's end")
+        text = out.read_text()
+        assert text.count(line) == 1, text
+        assert "srun: error: node2: task 1: Killed" in text, text
+        assert not alive(pid)
+        stop_process(node1)
+
+
 def test_a_step_outlives_the_restart_of_the_server(tmp_path: Path) -> None:
     data = tmp_path / "srv"
     first = LiveServer(data, config_overrides={"kill_wait_seconds": 2})
