@@ -55,6 +55,9 @@ class AgentConfig:
     constrain_devices: str = "auto"
     # jobs bound to their own CPUs of the host (hal.agent.cpus): auto | yes | no
     bind_cpus: str = "auto"
+    # bound jobs fenced to their CPUs by the cpuset controller (hal.agent.cpusets),
+    # Slurm's ConstrainCores: auto | yes | no
+    constrain_cores: str = "auto"
     heartbeat_interval_seconds: float = 10.0  # the long poll's length (each sync is a beat)
     # how often the GPUs' health is read (hal.agent.gpuhealth); 0 = never
     gpu_health_interval_seconds: float = 60.0

@@ -89,6 +89,25 @@ def cpu_pool(choice: str, node_cpus: int | None) -> CpuPool:
     return CpuPool(host[:count])
 
 
+def fence_choice(choice: str, pool: CpuPool) -> str:
+    """What ``--constrain-cores CHOICE`` asks of the isolation backend for an agent
+    binding jobs to ``pool``'s CPUs: only bound jobs are fenced, so "no" where none is,
+    and ``yes`` there is refused (nothing would be fenced)."""
+    if choice not in CHOICES:
+        raise InvalidRequest(
+            f"--constrain-cores must be one of {', '.join(CHOICES)}, got {choice!r}"
+        )
+    if pool.enabled:
+        return choice
+    if choice == "yes":
+        raise InvalidRequest(
+            "--constrain-cores yes fences jobs to the CPUs they are bound to, and this agent "
+            "binds none (--bind-cpus no, or auto with --cpus); use --bind-cpus yes, or "
+            "--constrain-cores auto"
+        )
+    return "no"
+
+
 def bind(cpus: Sequence[int]) -> None:
     """Bind the calling process (a job's first process, before exec) to ``cpus``; a
     failure leaves it unbound rather than failing the job."""

@@ -1,7 +1,7 @@
 """The step launcher process: forks step supervisors on the agent's behalf.
 
 Run as ``python -P -m hal.agent.forkserver <socket fd> <isolation kind> [<cgroup base>
-[<devices>]]``
+[<devices> [<cores>]]]``
 by ``StepLauncher``. Why a separate process: ``fork`` copies the page tables of the whole
 parent, so forking the agent (httpx, pydantic, an event loop, thousands of records) costs
 milliseconds, while forking this small single-threaded process costs a fraction of that —
@@ -44,7 +44,7 @@ MAX_MESSAGE = 64 * 1024
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     sock = socket.socket(fileno=int(args[0]))
-    isolation = Isolation(*args[1:4])
+    isolation = Isolation(*args[1:5])
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the agent says when: EOF on the socket
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # exited supervisors are reaped for us
     while True:

@@ -16,7 +16,9 @@ none        nothing is enforced.
 
 GPU device isolation (``hal.agent.devices``) rides on the cgroup backends: ``devices`` is
 ``"bpf"`` (cgroup2: a device filter attached to the job's cgroup), the folder of the job
-cgroups in the cgroup1 ``devices`` hierarchy, or ``""`` (off).
+cgroups in the cgroup1 ``devices`` hierarchy, or ``""`` (off). So does the CPU fence
+(``hal.agent.cpusets``): ``cores`` is ``"cgroup2"`` (the job's own cgroup), the folder of
+the job cgroups in the cgroup1 ``cpuset`` hierarchy, or ``""`` (off).
 
 A job step's tasks run in ``job_<id>.<n>/step_<m>`` (``create_step_group``), inside the
 job's cgroup and its limit, made for them on a node where the job has no batch script.
@@ -42,6 +44,8 @@ import signal
 import time
 from dataclasses import dataclass
 
+from hal.agent import cpusets
+from hal.agent.cpusets import CPUSET_V2
 from hal.agent.devices import DeviceControlError, attach_device_filter, deny_lines, load_program
 from hal.core.cgroup_memory import limit_memory, write
 from hal.core.errors import InvalidRequest
@@ -70,6 +74,7 @@ class Isolation:
     kind: str  # cgroup2, cgroup1, rlimit, none
     base: str = ""  # the node's cgroup directory (cgroup backends)
     devices: str = ""  # GPU device isolation: "bpf", cgroup1's devices folder, or "" (off)
+    cores: str = ""  # the CPU fence: "cgroup2", cgroup1's cpuset folder, or "" (off)
 
     @property
     def watchdog(self) -> bool:
@@ -89,12 +94,15 @@ class Isolation:
         memory_bytes: int,
         denied_gpus: tuple[int, ...] = (),
         owner: tuple[int, int] | None = None,
+        cpus: tuple[int, ...] = (),
     ) -> str:
         """Create the job's cgroup with its limit and denied GPU minors; returns the
         batch script's cgroup ("" without cgroups): the job's under cgroup1, its leaf
         ``job_<id>.<n>/batch`` under cgroup2 (which keeps processes out of a cgroup whose
         children have controllers), so that the steps beside it count their own OOM
         kills, as Slurm's ``job_N/step_batch``.
+
+        ``cpus``: the host CPUs the job is bound to here, its fence where ``cores``.
 
         ``owner`` (the job's uid and gid) is given the job's cgroup folder and its
         ``cgroup.procs``, as systemd delegates a cgroup: srun, running as the job's
@@ -107,6 +115,7 @@ class Isolation:
         _make_group(path)
         self._limit(path, memory_bytes)
         self._constrain(path, denied_gpus)
+        self._fence(path, cpus)
         if owner is not None:
             files = ("cgroup.procs", "tasks") if self.kind == "cgroup1" else ("cgroup.procs",)
             for name in ("", *files):
@@ -131,12 +140,32 @@ class Isolation:
             for line in deny_lines(denied_gpus):
                 write(devices, "devices.deny", line)
 
+    def _fence(self, path: str, cpus: tuple[int, ...]) -> None:
+        """Confine the job or step (cgroup ``path``) to the host CPUs ``cpus``, where the
+        agent fences jobs and this one is bound (``hal.agent.cpusets``)."""
+        if not self.cores or not cpus:
+            return
+        if self.cores == CPUSET_V2:
+            cpusets.fence(path, cpus, v1=False)
+            return
+        group = self._cpuset_group(path)
+        _make_group(group)
+        cpusets.fence(group, cpus, v1=True)
+
     def _device_group(self, group: str) -> str:
         """The cgroup1 ``devices`` cgroup of the job or step whose cgroup is ``group``
         (the same path below the devices folder; "" where there is none)."""
-        if not self.devices or self.devices == BPF or not group:
-            return ""
-        return os.path.join(self.devices, os.path.relpath(group, self.base))
+        return _mirror(self.devices, self.base, group)
+
+    def _cpuset_group(self, group: str) -> str:
+        """The cgroup1 ``cpuset`` cgroup of the job or step whose cgroup is ``group``
+        (the same path below the cpuset folder; "" where there is none)."""
+        return _mirror(self.cores, self.base, group)
+
+    def _mirrors(self, group: str) -> list[str]:
+        """The job's or step's cgroup1 devices and cpuset cgroups that exist."""
+        found = [self._device_group(group), self._cpuset_group(group)]
+        return [m for m in found if m and os.path.isdir(m)]
 
     def _limit(self, path: str, memory_bytes: int) -> None:
         limit_memory(path, self.kind, memory_bytes)
@@ -152,6 +181,8 @@ class Isolation:
         denied_gpus: tuple[int, ...] = (),
         step_denied: tuple[int, ...] = (),
         step_memory_bytes: int = 0,
+        cpus: tuple[int, ...] = (),
+        step_cpus: tuple[int, ...] = (),
     ) -> tuple[str, bool]:
         """The cgroup of one job step's tasks on this node, ``job_<id>.<n>/step_<m>``, as
         Slurm's ``job_N/step_M``: inside the job's, so the job's memory limit on this
@@ -161,7 +192,9 @@ class Isolation:
         step may not open besides (a step given fewer GPUs than its job, srun
         ``--gpus``); the job's denials hold for it whatever it is given.
         ``step_memory_bytes``: the step's own memory limit (srun ``--mem``; 0: the
-        job's alone), as Slurm's task/cgroup limits each step to its memory. Returns the
+        job's alone), as Slurm's task/cgroup limits each step to its memory. ``cpus``,
+        ``step_cpus``: the job's bound CPUs here and the step's among them, the job's
+        and the step's fences where ``cores`` (as Slurm's ConstrainCores). Returns the
         step's path ("" without cgroups) and whether the job's cgroup was made here
         (``release_job_group`` then removes it)."""
         job = self.group_path(job_id, attempt)
@@ -176,10 +209,13 @@ class Isolation:
         if made:
             self._limit(job, memory_bytes)
             self._constrain(job, denied_gpus)
+            self._fence(job, cpus)
         if self.kind == "cgroup2":
             # the steps' own memory.events (which step hit the limit); the batch script,
             # where there is one, has its own leaf beside them (``create_group``)
             _write_optional(job, "cgroup.subtree_control", "+memory")
+            if self.cores and step_cpus:  # the steps' own cpuset.cpus
+                write(job, "cgroup.subtree_control", "+cpuset")
         path = os.path.join(job, f"step_{step_id}")
         try:
             os.mkdir(path)
@@ -189,14 +225,15 @@ class Isolation:
             _make_group(self._device_group(path))
         self._constrain(path, step_denied)
         self._limit(path, step_memory_bytes)
+        self._fence(path, step_cpus)
         return path, made
 
     def remove_step_group(self, path: str) -> None:
         """Kill what is left in a step's cgroup and remove it (and its cgroup1 devices
         cgroup)."""
         remove_group(path)
-        if devices := self._device_group(path):
-            remove_group(devices)
+        for mirror in self._mirrors(path):
+            remove_group(mirror)
 
     def release_job_group(self, job_id: int, attempt: int) -> None:
         """Remove the job's cgroup made for its steps, if nothing is in it any more (a
@@ -204,7 +241,8 @@ class Isolation:
         group = self.group_path(job_id, attempt)
         with contextlib.suppress(OSError):
             os.rmdir(group)
-            os.rmdir(self._device_group(group))
+            for mirror in self._mirrors(group):
+                os.rmdir(mirror)
 
     def remove_job(self, job_id: int, attempt: int) -> None:
         """Kill what is left of the job in its cgroups and remove them."""
@@ -212,10 +250,12 @@ class Isolation:
             self._remove_job(group)
 
     def _remove_job(self, group: str) -> None:
-        """Remove the job's cgroup ``group``, its steps' and its cgroup1 devices one."""
+        """Remove the job's cgroup ``group``, its steps' and its cgroup1 devices and
+        cpuset ones."""
+        mirrors = self._mirrors(group)
         remove_group(group)
-        if devices := self._device_group(group):
-            remove_group(devices)
+        for mirror in mirrors:
+            remove_group(mirror)
 
     def collect(self, group: str, killed_by_sigkill: bool) -> MemoryOutcome:
         """After the batch shell exited: read the OOM counter and peak, kill stragglers,
@@ -246,6 +286,9 @@ class Isolation:
             write(group, "cgroup.procs", os.getpid())
             if devices := self._device_group(group):
                 write(devices, "cgroup.procs", os.getpid())
+            cpuset = self._cpuset_group(group)  # (none for a job not bound)
+            if cpuset and os.path.isdir(cpuset):
+                write(cpuset, "cgroup.procs", os.getpid())
         elif self.kind == "rlimit" and memory_bytes > 0 and not gpus:
             # GPU runtimes reserve terabytes of address space; RLIMIT_AS would break them.
             cap = max(memory_bytes * RLIMIT_AS_FACTOR, memory_bytes + GiB)
@@ -253,8 +296,9 @@ class Isolation:
 
     def release(self) -> None:
         """Remove the node's cgroup directory if no job uses it (at agent stop)."""
-        for folder in (self.base, "" if self.devices == BPF else self.devices):
-            if folder:
+        mirrors = ("" if self.devices == BPF else self.devices, self.cores)
+        for folder in (self.base, *mirrors):
+            if folder and folder != CPUSET_V2:
                 with contextlib.suppress(OSError):
                     os.rmdir(folder)
 
@@ -267,6 +311,14 @@ def _make_group(path: str) -> None:
         os.mkdir(path)
     except FileExistsError:
         _kill_procs(path)
+
+
+def _mirror(folder: str, base: str, group: str) -> str:
+    """``group``'s path below the cgroup1 hierarchy folder ``folder`` ("" where there is
+    none: off, or cgroup2's)."""
+    if not folder or folder in (BPF, CPUSET_V2) or not group:
+        return ""
+    return os.path.join(folder, os.path.relpath(group, base))
 
 
 def _job_part(base: str, group: str) -> tuple[str, str]:
@@ -300,9 +352,10 @@ def agent_cgroup_name(node: str, state_dir: str) -> str:
     return f"{node}.{digest}"
 
 
-def detect_isolation(choice: str, name: str, devices: str = "no") -> Isolation:
+def detect_isolation(choice: str, name: str, devices: str = "no", cores: str = "no") -> Isolation:
     """The best backend for ``choice`` (``auto`` tries cgroup2, cgroup1, rlimit), with
-    GPU device isolation for ``devices`` (``auto``: where the backend allows it).
+    GPU device isolation for ``devices`` and the CPU fence for ``cores`` (``auto``:
+    where the backend allows it).
 
     An explicit choice the host cannot honour is an operator error and fails the agent's
     start, rather than quietly running jobs without the promised limits.
@@ -312,11 +365,12 @@ def detect_isolation(choice: str, name: str, devices: str = "no") -> Isolation:
             f"unknown isolation {choice!r}; choose one of {', '.join(CHOICES)}",
             field="isolation",
         )
-    if devices not in DEVICE_CHOICES:
-        raise InvalidRequest(
-            f"unknown constrain_devices {devices!r}; choose one of {', '.join(DEVICE_CHOICES)}",
-            field="constrain_devices",
-        )
+    for option, value in (("constrain_devices", devices), ("constrain_cores", cores)):
+        if value not in DEVICE_CHOICES:
+            raise InvalidRequest(
+                f"unknown {option} {value!r}; choose one of {', '.join(DEVICE_CHOICES)}",
+                field=option,
+            )
     found = Isolation(choice) if choice in ("rlimit", "none") else _cgroup_backend(choice, name)
     wanted = devices != "no" and found.base
     control = _prepare_devices(found.kind, name) if wanted else ""
@@ -327,7 +381,16 @@ def detect_isolation(choice: str, name: str, devices: str = "no") -> Isolation:
             f"has isolation {found.kind}. Use constrain_devices=auto or no",
             field="constrain_devices",
         )
-    return Isolation(found.kind, found.base, control)
+    mount = _mount_of(found.kind, "cpuset") if cores != "no" and found.base else ""
+    fence = cpusets.prepare(found.kind, mount, name)
+    if cores == "yes" and not fence:
+        raise InvalidRequest(
+            f"constrain_cores=yes needs a cgroup backend with the cpuset controller (cgroup1's "
+            f"cpuset hierarchy, or cgroup2 with cpuset in cgroup.controllers); this agent has "
+            f"isolation {found.kind}. Use constrain_cores=auto or no",
+            field="constrain_cores",
+        )
+    return Isolation(found.kind, found.base, control, fence)
 
 
 def _cgroup_backend(choice: str, name: str) -> Isolation:

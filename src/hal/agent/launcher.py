@@ -62,7 +62,8 @@ class StepLauncher:
         # -P: no current directory on sys.path; the environment (PYTHONPATH) is the
         # agent's, so the launcher imports the same hal.
         args = [sys.executable, "-P", "-m", "hal.agent.forkserver", str(theirs.fileno())]
-        args += [self.isolation.kind, self.isolation.base, self.isolation.devices]
+        iso = self.isolation
+        args += [iso.kind, iso.base, iso.devices, iso.cores]
         self._process = subprocess.Popen(args, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
         theirs.close()
         ours.setblocking(False)

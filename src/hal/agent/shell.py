@@ -48,7 +48,7 @@ from hal.agent.channel import (
     OutputChannel,
 )
 from hal.agent.config import AgentConfig, host_cpus, host_memory_bytes
-from hal.agent.cpus import cpu_pool
+from hal.agent.cpus import cpu_pool, fence_choice
 from hal.agent.events import (
     CancelRequested,
     Command,
@@ -241,17 +241,22 @@ class AgentShell:
             if self._gpus is None:
                 self._gpus = configured_gpus(self.config)
             self.isolation = detect_isolation(
-                self.config.isolation, self.agent_name, device_choice(self.config, self._gpus)
+                self.config.isolation,
+                self.agent_name,
+                device_choice(self.config, self._gpus),
+                fence_choice(self.config.constrain_cores, self.cpus),
             )
             self.steps.isolation = self.isolation
             self.steps.gpus = self._gpus
             log.info(
-                "agent %s: isolation %s %s, GPU devices %s, jobs bound to CPUs %s, state in %s",
+                "agent %s: isolation %s %s, GPU devices %s, jobs bound to CPUs %s (fenced: "
+                "%s), state in %s",
                 self.config.node,
                 self.isolation.kind,
                 self.isolation.base,
                 self.isolation.devices or "not isolated",
                 compress_indices(list(self.cpus.cpus)) if self.cpus.enabled else "no",
+                self.isolation.cores or "no",
                 self.config.state_dir,
             )
             if self._gpus.count and self.gpu_sampler is None:

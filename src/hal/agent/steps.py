@@ -472,6 +472,10 @@ class StepTasks:
             self._ended(step, EXEC_FAILED)
             return
         job = (launch.job_id, launch.launch.attempt)
+        if not self.cpus.holds(job):  # no batch script here: the step takes the job's CPUs
+            self._cpu_jobs.add(job)
+        job_cpus = self.cpus.take(job, launch.launch.cpus)
+        cpu_ids = own_cpus(job_cpus, launch.cpus)
         try:
             step.group, made = self.isolation.create_step_group(
                 *job,
@@ -480,17 +484,17 @@ class StepTasks:
                 denied_gpus=self.denied_gpus(launch.launch.gpu_ids),
                 step_denied=() if launch.gpu_ids is None else self.denied_gpus(launch.gpu_ids),
                 step_memory_bytes=launch.memory_bytes,
+                cpus=job_cpus,
+                step_cpus=cpu_ids,
             )
         except OSError as err:
             message = f"srun: error: {self.node}: cannot create the step's cgroup: {err}\n"
             step.write(launch.ranks[0], "stderr", message.encode())
+            self._release(job, step)
             self._ended(step, EXEC_FAILED)
             return
         if made:
             self._made_groups.add(job)
-        if not self.cpus.holds(job):  # no batch script here: the step takes the job's CPUs
-            self._cpu_jobs.add(job)
-        cpu_ids = own_cpus(self.cpus.take(job, launch.launch.cpus), launch.cpus)
         uid, gid, groups, umask = user
         plan = KeeperPlan(
             node=self.node,

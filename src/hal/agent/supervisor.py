@@ -238,6 +238,7 @@ def _supervise(plan: StepPlan, isolation: Isolation, started_w: int) -> int:
             plan.memory_bytes,
             plan.denied_gpus,
             owner=(plan.uid, plan.gid) if plan.uid is not None and plan.gid is not None else None,
+            cpus=plan.cpu_ids,
         )
     except OSError as err:
         return _launch_failed(plan, started_w, f"cannot create the job's cgroup: {err}")

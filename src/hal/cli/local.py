@@ -373,6 +373,7 @@ def cmd_agent(ns: argparse.Namespace) -> int:
         "isolation": ns.isolation,
         "constrain_devices": ns.constrain_devices,
         "bind_cpus": ns.bind_cpus,
+        "constrain_cores": ns.constrain_cores,
         "unknown_users_as_agent": ns.unknown_users_as_agent,
     }
     if ns.name:

@@ -158,6 +158,14 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         "(auto: where the agent serves the host's own CPUs, i.e. without --cpus)",
     )
     ag.add_argument(
+        "--constrain-cores",
+        default="auto",
+        choices=["auto", "yes", "no"],
+        help="fence each bound job to its CPUs with the cpuset cgroup controller, so it "
+        "cannot widen its affinity, as Slurm's ConstrainCores (auto: where the cgroup "
+        "backend has cpuset and jobs are bound; yes: or refuse to start)",
+    )
+    ag.add_argument(
         "--unknown-users-as-agent",
         action="store_true",
         help="run the jobs of users without a Unix account on the control plane's host as "

@@ -15,6 +15,7 @@ import pytest
 from test_local_steps_server import SRUN, submit
 from test_step_cpus_server import finished
 
+from hal.agent.isolation import detect_isolation
 from hal.testing.live import LiveServer, wait_until
 
 pytestmark = pytest.mark.skipif(
@@ -109,3 +110,57 @@ def test_a_restarted_agent_keeps_its_running_jobs_cpus(server: LiveServer, tmp_p
     finally:
         again.kill()
         again.wait(10)
+
+
+def fence_available() -> bool:
+    """Whether this host lets an agent fence jobs with cpusets (root, and the cpuset
+    controller: cgroup1's hierarchy, or cgroup2's delegated)."""
+    try:
+        probe = detect_isolation("auto", "fence-probe", cores="auto")
+    except OSError:
+        return False
+    probe.release()
+    return bool(probe.cores)
+
+
+WIDEN = (
+    "python3 -c 'import os, sys; os.sched_setaffinity(0, os.sched_getaffinity(0) | "
+    "{int(c) for c in sys.argv[1:]}); print(*sorted(os.sched_getaffinity(0)))'"
+)
+
+
+CPUSET = "grep -E '^[0-9]+:(cpuset)?:' /proc/self/cgroup | sort | tail -1"
+
+
+def cpuset_folder(line: str) -> Path:
+    """The folder of ``/proc/self/cgroup``'s cpuset line (cgroup1), or unified one."""
+    _, controllers, path = line.split(":", 2)
+    return Path("/sys/fs/cgroup/cpuset" if controllers else "/sys/fs/cgroup", path.lstrip("/"))
+
+
+@pytest.mark.skipif(not fence_available(), reason="no cpuset controller the agent may use")
+def test_a_job_cannot_widen_its_cpus_past_its_fence(server: LiveServer, tmp_path: Path) -> None:
+    """As Slurm's ``ConstrainCores=yes`` (docs/slurm-checks.md): a one-CPU job asking
+    for every CPU of the host keeps its one, in its batch script and in the steps the
+    agents run for it; the kernel narrows the request and nobody sees an error. An
+    agent with ``--constrain-cores no`` binds the job the same way but lets it widen.
+    The job's cpuset cgroup goes with it."""
+    every = " ".join(str(c) for c in sorted(os.sched_getaffinity(0)))
+    script = f"{CPUSET}\n{WIDEN} {every}\n{SRUN} -l -N2 -n2 {WIDEN} {every}\n"
+    job_id = submit(server, tmp_path, script, "-N2", "-n2")
+    where, *lines = finished(server, tmp_path, job_id).splitlines()
+    assert f"/job_{job_id}." in where, where
+    assert len(lines) == 3 and all(len(line.split()) == 1 for line in lines[:1]), lines
+    assert sorted(line.split()[0] for line in lines[1:]) == ["0:", "1:"], lines
+    assert all(len(line.split()) == 2 for line in lines[1:]), lines  # one CPU each
+    assert not cpuset_folder(where).exists()
+    binding = ["--bind-cpus", "yes", "--constrain-cores", "no"]
+    agent = server.start_agent("node4", cpus=2, memory="1G", extra=binding)
+    try:
+        with server.client() as c:
+            wait_until(lambda: any(n.name == "node4" and n.state == "UP" for n in c.nodes()))
+        loose = submit(server, tmp_path, f"{WIDEN} {every}\n", "-n1", "-w", "node4")
+        assert finished(server, tmp_path, loose).split() == every.split()
+    finally:
+        agent.kill()
+        agent.wait(10)

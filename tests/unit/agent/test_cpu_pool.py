@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from hal.agent.cpus import CpuPool, bind, cpu_pool
+from hal.agent.cpus import CpuPool, bind, cpu_pool, fence_choice
 from hal.agent.steps import own_cpus
 from hal.compat.local_step import bound_cpus
 from hal.core.errors import InvalidRequest
@@ -47,6 +47,18 @@ def test_the_agents_choice() -> None:
         cpu_pool("yes", len(host) + 1)
     with pytest.raises(InvalidRequest, match="--bind-cpus must be one of"):
         cpu_pool("maybe", None)
+
+
+def test_only_bound_jobs_are_fenced() -> None:
+    """``--constrain-cores``: an agent that binds no job fences none (``auto``), and
+    refuses ``yes``, saying how to bind them."""
+    bound = CpuPool((0, 1))
+    assert fence_choice("auto", bound) == "auto" and fence_choice("yes", bound) == "yes"
+    assert fence_choice("auto", CpuPool()) == "no"
+    with pytest.raises(InvalidRequest, match="--bind-cpus yes"):
+        fence_choice("yes", CpuPool())
+    with pytest.raises(InvalidRequest, match="must be one of"):
+        fence_choice("maybe", bound)
 
 
 def test_bind_sets_the_affinity_of_the_calling_process() -> None:

@@ -37,3 +37,15 @@ def test_each_agent_has_its_own_cgroup_folder() -> None:
     assert a == agent_cgroup_name("node1", "/var/lib/hal/a")
     assert a.startswith("node1.")
     assert a != agent_cgroup_name("node1", "/var/lib/hal/b")
+
+
+def test_the_cpu_fence_needs_a_cgroup_backend() -> None:
+    """``--constrain-cores yes`` on an agent without cgroups is refused, naming the
+    option; ``auto`` there fences nothing; an unknown value is refused."""
+    with pytest.raises(InvalidRequest) as err:
+        detect_isolation("rlimit", "n1", cores="yes")
+    assert err.value.field == "constrain_cores" and "cpuset" in err.value.message
+    assert detect_isolation("rlimit", "n1", cores="auto").cores == ""
+    with pytest.raises(InvalidRequest) as unknown:
+        detect_isolation("rlimit", "n1", cores="always")
+    assert unknown.value.field == "constrain_cores"

@@ -41,6 +41,7 @@ def test_config_fields() -> None:
         "isolation",
         "constrain_devices",
         "bind_cpus",
+        "constrain_cores",
         "heartbeat_interval_seconds",
         "gpu_health_interval_seconds",
         "max_backoff_seconds",
