@@ -160,4 +160,16 @@ class TellJob:
     time: float
 
 
-Command = SpawnJob | SignalJob | PersistRecord | ForgetJob | SendReport | TellJob
+@dataclass(frozen=True, slots=True)
+class MarkStopping:
+    """The job is being ended: SIGTERM now, SIGKILL at ``kill_at``. Tells its step
+    supervisor, so that what its batch shell leaves behind gets the same time to end on
+    the SIGTERM (``supervisor.STOPPING_FILE``), as Slurm gives every process of a job
+    KillWait, instead of a SIGKILL the moment the shell has gone."""
+
+    job_id: int
+    attempt: int
+    kill_at: float
+
+
+Command = SpawnJob | SignalJob | PersistRecord | ForgetJob | SendReport | TellJob | MarkStopping

@@ -58,6 +58,7 @@ from hal.agent.events import (
     LaunchFailed,
     LaunchRequested,
     LimitRequested,
+    MarkStopping,
     PersistRecord,
     ProcessExited,
     ProcessStarted,
@@ -98,11 +99,13 @@ from hal.agent.steps import Outgoing, StepTasks
 from hal.agent.store import JobStore, StoredJob
 from hal.agent.supervisor import (
     PLAN_FILE,
+    STOPPING_FILE,
     StepPlan,
     parse_started,
     read_status,
     read_supervisor,
     tell_job_from_agent,
+    write_atomic,
 )
 from hal.client.config import load_client_config
 from hal.core.clock import Clock, SystemClock
@@ -667,6 +670,10 @@ class AgentShell:
                     self._reports_ready.set()
             case TellJob():
                 self._tell(command)
+            case MarkStopping():
+                job_dir = self.store.job_dir(command.job_id, command.attempt)
+                with contextlib.suppress(OSError):  # (its folder is gone: it has ended)
+                    write_atomic(job_dir, STOPPING_FILE, repr(command.kill_at))
         return []
 
     def _tell(self, command: TellJob) -> None:

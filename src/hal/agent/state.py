@@ -38,6 +38,7 @@ from hal.agent.events import (
     LaunchFailed,
     LaunchRequested,
     LimitRequested,
+    MarkStopping,
     PersistRecord,
     ProcessExited,
     ProcessStarted,
@@ -55,12 +56,12 @@ from hal.agent.signals import parse_signal_spec, signal_name
 from hal.core.errors import InvalidRequest
 from hal.core.resources import MiB
 from hal.core.states import JobState
-from hal.core.steps import OOM_SIGNAL, TIME_LIMIT
+from hal.core.steps import ENDED_SAYING, OOM_SIGNAL
 from hal.wire.agent import JobReport, RunningJob
 
 DEFAULT_KILL_WAIT_SECONDS = 30  # until the server tells us its KillWait
 # the ends slurmstepd writes into the job's output, and why it says (docs/slurm-checks.md)
-_TOLD = {JobState.CANCELLED.value: "", JobState.TIMEOUT.value: TIME_LIMIT}
+_TOLD = {state.value: why for state, why in ENDED_SAYING.items()}
 RECENTLY_FINISHED = 4096  # (job, attempt) pairs remembered to ignore a repeated Launch
 
 
@@ -358,6 +359,8 @@ class AgentState:
             phase=Phase.STOPPING, end_state=state, kill_wait_seconds=wait, kill_at=now + wait
         )
         commands: list[Command] = []
+        if wait > 0:  # (first: the batch shell may end on the SIGTERM at once)
+            commands.append(MarkStopping(job.job_id, job.attempt, job.kill_at))
         if state in _TOLD:  # "*** JOB 7 ON n1 CANCELLED AT ... ***", as slurmstepd's
             commands.append(TellJob(job.job_id, job.attempt, _TOLD[state], now))
         commands += [

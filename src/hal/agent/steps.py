@@ -367,17 +367,17 @@ class StepTasks:
             if step.exit_code is not None:
                 continue
             if request.cancelled_at is not None and (not step.tasks or step.live_tasks()):
-                # scancel JOB.STEP: slurmstepd's line (not again where its tasks are gone:
-                # a restarted server repeats the kill, ``StepTable.node_registered``)
-                self._tell(step, request.cancelled_at)
+                # scancel JOB.STEP or the job's end: slurmstepd's line (not again where
+                # its tasks are gone: a restarted server repeats a scancel's kill)
+                self._tell(step, request.cancelled_at, request.reason)
             if request.kill_wait_seconds is not None:
                 self._signal(step, signal.SIGCONT)
                 loop.call_later(request.kill_wait_seconds, self._signal, step, signal.SIGKILL)
             self._signal(step, request.signal)
 
     def _tell(self, step: _NodeStep, when: float, why: str = "") -> None:
-        """slurmstepd's ``*** STEP J.S ON node CANCELLED AT ... ***`` line, in the step's
-        error output on this node."""
+        """slurmstepd's ``*** STEP J.S ON node CANCELLED AT ... ***`` line (scancel, its
+        job's end, its own limit: ``why``), in the step's error output on this node."""
         where = f"{step.launch.job_id}.{step.launch.step_id}"
         line = cancelled_message(self.node, where, stamp(when), why, kind="STEP")
         step.write(step.launch.ranks[0], "stderr", f"{line}\n".encode())

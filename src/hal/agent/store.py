@@ -35,6 +35,7 @@ from hal.agent.supervisor import (
     PLAN_FILE,
     STARTED_FILE,
     STATUS_FILE,
+    STOPPING_FILE,
     SUPERVISOR_FILE,
     read_started,
     read_status,
@@ -45,7 +46,9 @@ from hal.core.errors import Conflict
 RECORD_FILE = "record.json"
 SCRIPT_FILE = "script"
 KILL_WAIT_FILE = "kill_wait"
-JOB_FILES = (SCRIPT_FILE, RECORD_FILE, PLAN_FILE, SUPERVISOR_FILE, STARTED_FILE, STATUS_FILE)
+JOB_FILES = (
+    SCRIPT_FILE, RECORD_FILE, PLAN_FILE, SUPERVISOR_FILE, STARTED_FILE, STATUS_FILE, STOPPING_FILE
+)  # fmt: skip
 
 
 class StateDirLocked(Conflict):

@@ -57,6 +57,7 @@ PLAN_FILE = "plan.json"
 SUPERVISOR_FILE = "supervisor"
 STARTED_FILE = "started"
 STATUS_FILE = "status.json"
+STOPPING_FILE = "stopping"  # the agent is ending the job: when its SIGKILL is due
 # Signals the supervisor ignores: it must outlive the agent's stop, a terminal hangup and
 # a "kill the agent's process group". SIGKILL remains, for an operator who means it.
 SUPERVISOR_IGNORES = (
@@ -70,6 +71,7 @@ SUPERVISOR_IGNORES = (
 )
 INHERITED_RSS_MARGIN = 1 << 20
 ORPHAN_KILL_TRIES = 50  # x 20 ms: a process in uninterruptible sleep is left to init
+LINGER_POLL_S = 0.05  # while a job being ended has processes left after its shell
 WATCHDOG_MAX_INTERVAL = 0.5  # seconds between memory samples once the job is settled
 _RESETTABLE = tuple(s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP))
 
@@ -267,6 +269,8 @@ def _supervise(plan: StepPlan, isolation: Isolation, started_w: int) -> int:
 
     orphans = _Orphans(pid)
     watchdog_killed = _wait_for_exit(pid, plan, isolation, orphans)
+    if (kill_at := _stopping(plan)) is not None:
+        orphans.linger(kill_at)  # its processes have until then to end on the SIGTERM
     # The batch shell is a zombie now, so its pid still names the process group: kill
     # what it left behind (Slurm ends all of a job's processes with its script).
     with contextlib.suppress(OSError):
@@ -344,6 +348,23 @@ class _Orphans:
             self._reaped(os.wait4(info.si_pid, 0)[2])
         return False
 
+    def linger(self, kill_at: float) -> None:
+        """The job is being ended (SIGTERM sent, SIGKILL due at ``kill_at``) and its batch
+        shell has exited: until then, or until none is left, reap the processes it left
+        behind as they end on the SIGTERM (a task saving its work, srun waiting for its
+        step's tasks and printing their ends), rather than SIGKILL them now."""
+        me = os.getpid()
+        while time.time() < kill_at:
+            left = [pid for pid in children(me) if pid != self.shell]
+            for pid in left:
+                with contextlib.suppress(ChildProcessError):
+                    done, _, usage = os.wait4(pid, os.WNOHANG)
+                    if done:
+                        self._reaped(usage)
+            if not any(pid != self.shell for pid in descendants(me)):
+                return
+            time.sleep(LINGER_POLL_S)
+
     def end_all(self) -> None:
         """After the batch shell was reaped: SIGKILL every process left below the
         supervisor and reap them (bounded: one stuck in the kernel is left to init)."""
@@ -386,6 +407,16 @@ def _wait_for_exit(pid: int, plan: StepPlan, isolation: Isolation, orphans: _Orp
             time.sleep(interval)
         interval = min(interval * 2, WATCHDOG_MAX_INTERVAL)
     return killed
+
+
+def _stopping(plan: StepPlan) -> float | None:
+    """When the agent's SIGKILL of the job is due, if it is ending the job (None: the
+    batch script ended by itself)."""
+    try:
+        with open(os.path.join(plan.job_dir, STOPPING_FILE)) as f:
+            return float(f.read())
+    except (OSError, ValueError):
+        return None
 
 
 def _job_rss_bytes() -> int:
@@ -456,7 +487,9 @@ def _exec_job(plan: StepPlan, isolation: Isolation, group: str, err_w: int) -> N
         # writes where the user could not, and the files are as private as the user's own.
         stage = f"enter the working directory {plan.workdir}"
         os.chdir(plan.workdir)
-        mode = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if plan.append else os.O_TRUNC)
+        # O_APPEND either way: slurmstepd's lines (``tell_job``) are added to the same
+        # file by another open, and a job's processes write on after them while it ends
+        mode = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if plan.append else os.O_TRUNC)
         stage = f"open the output file {plan.stdout_path}"
         out = os.open(plan.stdout_path, mode, 0o644)
         os.dup2(out, 1)

@@ -53,6 +53,7 @@ def _info(step: Step) -> StepInfo:
         cpu_count=step.cpu_count,
         memory_bytes=step.memory_bytes,
         cancelled_at=step.cancelled_at,
+        cancel_reason=step.cancel_reason,
         usage=[
             TaskUsage(
                 rank=rank,
@@ -130,6 +131,7 @@ async def step_output(
     step's state; what srun has read (up to ``after``) is dropped."""
     step = ctx.steps.get(job_id, step_id, caller)
     chunks = await ctx.steps.read(step, after, wait)
+    ctx.steps.time_up(step)  # its job's time is up: srun says the step is ending for it
     page = StepOutputPage(
         chunks=[
             StepChunk(rank=rank, stream=stream, data_b64=base64.b64encode(data).decode())  # type: ignore[arg-type]
@@ -140,6 +142,7 @@ async def step_output(
         exit_code=step.srun_exit_code,
         dropped_bytes=step.dropped,
         cancelled_at=step.cancelled_at,
+        cancel_reason=step.cancel_reason,
     )
     return json_response(page)
 

@@ -40,11 +40,10 @@ from typing import NamedTuple
 from hal.compat import step_cgroup
 from hal.compat.seam import Console
 from hal.compat.step_cgroup import job_cgroup
-from hal.compat.steps import FORWARDED, once_free, srun_identity
+from hal.compat.steps import FORWARDED, GOT_SIGCONT, kill_wait, once_free, srun_identity
 from hal.core.errors import HalError, InvalidRequest
 from hal.core.steps import (
     EXEC_FAILED,
-    STEP_ABORTED,
     TIME_LIMIT,
     LocalStep,
     StepLayout,
@@ -54,13 +53,13 @@ from hal.core.steps import (
     oom_message,
     own_max_rss,
     stamp,
+    step_aborted,
     step_environment,
     task_errors,
     worst_exit,
 )
 
 CANCELLING = (signal.SIGINT, signal.SIGTERM)  # forwarded, they make the step CANCELLED
-DEFAULT_KILL_WAIT = 30  # Slurm's KillWait, where the server cannot say its own
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +130,7 @@ def run_local(
     where = f"{job_id}.{step_id}" if step_id is not None else str(job_id)  # its lines'
     limit = None
     if request is not None and request.time_limit_s:
-        limit = TimeLimit(request.time_limit_s, _kill_wait(console), where, node)
+        limit = TimeLimit(request.time_limit_s, kill_wait(console), where, node)
     end = run_tasks(commands or [command] * ntasks, console, step_env, own, cpus, limit)
     kills = cgroup.oom_kills(counted) - before
     if not own and end.exit_signal != signal.SIGKILL:
@@ -151,26 +150,20 @@ def run_local(
     return 1 if kills else end.exit_code
 
 
-def _kill_wait(console: Console) -> int:
-    """The cluster's KillWait: how long a step's tasks have between SIGTERM and SIGKILL."""
-    try:
-        return console.client.cluster_config().kill_wait_seconds
-    except HalError:
-        return DEFAULT_KILL_WAIT
-
-
 def _cancel_lines(console: Console, job_id: int, step_id: int, node: str) -> list[str]:
     """srun's and slurmstepd's lines for a step whose tasks a signal ended, where
-    ``scancel JOB.STEP`` did it (Slurm 22.05.8's, docs/slurm-checks.md); [] otherwise."""
+    ``scancel JOB.STEP`` or its job's end (cancelled, out of time) did it (Slurm
+    22.05.8's, docs/slurm-checks.md); [] otherwise. (The step may have ended already
+    on the server, with its job: its page is there a while after.)"""
     try:
-        steps = console.client.job_steps(job_id)
+        page = console.client.step_output(job_id, step_id, after=0, wait=0)
     except HalError:
         return []
-    when = next((s.cancelled_at for s in steps if s.step_id == step_id), None)
-    if when is None:
+    if page.cancelled_at is None:
         return []
-    where = f"{job_id}.{step_id}"
-    return [STEP_ABORTED, cancelled_message(node, where, stamp(when), kind="STEP")]
+    where, when = f"{job_id}.{step_id}", stamp(page.cancelled_at)
+    line = cancelled_message(node, where, when, page.cancel_reason, kind="STEP")
+    return [step_aborted(kill_wait(console)), line]
 
 
 def bound_cpus(places: tuple[int, ...], env: Mapping[str, str]) -> tuple[int, ...]:
@@ -218,6 +211,8 @@ def run_tasks(
 
     def forward(signum: int, _frame: FrameType | None) -> None:
         forwarded.add(signum)
+        if signum == signal.SIGCONT:
+            console.err(GOT_SIGCONT)
         for proc in procs:
             if proc.poll() is None:
                 proc.send_signal(signum)

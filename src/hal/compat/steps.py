@@ -19,12 +19,13 @@ from hal.compat.seam import Client, Console
 from hal.core.errors import HalError, NotFound, PermissionDenied, Unavailable
 from hal.core.job_variables import describes_a_job
 from hal.core.process import start_ticks
-from hal.core.steps import BUSY, STEP_ABORTED, StepRequest
+from hal.core.steps import BUSY, StepRequest, step_aborted
 
 if TYPE_CHECKING:
     from hal.compat.srun import Invocation
 
 T = TypeVar("T")
+DEFAULT_KILL_WAIT = 30  # Slurm's KillWait, where the server cannot say its own
 POLL_WAIT_SECONDS = 10.0  # the server holds a read this long when there is nothing new
 AWAY_RETRY_SECONDS = 1.0  # between polls while the server does not answer
 # a step waiting for CPUs or GPUs its job's other steps hold asks again after 1, 2, 4, 8, 8... s
@@ -40,6 +41,7 @@ FORWARDED = (
     signal.SIGUSR2,
     signal.SIGCONT,
 )
+GOT_SIGCONT = "srun: got SIGCONT"  # Slurm's srun says so at each SIGCONT (a job ending too)
 
 
 class _Writer:
@@ -77,6 +79,14 @@ class _Writer:
             raw.flush()
         else:
             text.write(data.decode(errors="replace"))
+
+
+def kill_wait(console: Console) -> int:
+    """The cluster's KillWait: how long a step's tasks have between SIGTERM and SIGKILL."""
+    try:
+        return console.client.cluster_config().kill_wait_seconds
+    except HalError:
+        return DEFAULT_KILL_WAIT
 
 
 def run_in_job(job_id: int, call: Invocation, console: Console) -> int:
@@ -224,6 +234,8 @@ def run_step(
     signaller: list[Client] = []  # its own connection: the main one waits in a read
 
     def forward(signum: int, _frame: FrameType | None) -> None:
+        if signum == signal.SIGCONT:
+            console.err(GOT_SIGCONT)
         if not signaller:
             signaller.append(console.client_factory())
         try:
@@ -258,7 +270,7 @@ def run_step(
                 return console.error(f"lost step {job_id}.{step.step_id}: {err.message}")
             if page.cancelled_at is not None and not aborted:  # scancel JOB.STEP
                 aborted = True
-                console.err(STEP_ABORTED)
+                console.err(step_aborted(kill_wait(console)))
             for chunk in page.chunks:
                 writer.write(chunk.rank, chunk.stream, base64.b64decode(chunk.data_b64))
             after = page.cursor

@@ -23,6 +23,7 @@ import hostlist
 from hal.core.distribution import Distribution, deal
 from hal.core.errors import InvalidRequest
 from hal.core.slurm_syntax import compress_indices
+from hal.core.states import JobState
 
 DEFAULT_DISTRIBUTION = Distribution()  # srun's, without -m
 EXEC_FAILED = 2  # a task that could not start, as Slurm's srun reports it (srun and agents)
@@ -95,8 +96,16 @@ def stamp(when: float) -> str:
 
 
 # srun's line when scancel ends its step (Slurm 22.05.8, docs/slurm-checks.md)
-STEP_ABORTED = "srun: Job step aborted: Waiting up to 32 seconds for job step to finish."
+def step_aborted(kill_wait: int) -> str:
+    """srun's line for a step scancel or its job's end is ending (Slurm 22.05.8 waits
+    KillWait + 2 s: "32 seconds" with the default 30)."""
+    return f"srun: Job step aborted: Waiting up to {kill_wait + 2} seconds for job step to finish."
+
+
 TIME_LIMIT = "DUE TO TIME LIMIT"  # slurmstepd's reason for a step (or job) past its limit
+# the job states slurmstepd's "*** JOB (and STEP) ... CANCELLED AT ... ***" lines are
+# written for, with their reason
+ENDED_SAYING = {JobState.CANCELLED: "", JobState.TIMEOUT: TIME_LIMIT}
 
 
 def force_terminated(step: str) -> str:

@@ -44,7 +44,9 @@ from hal.core.multi_prog import MultiProg
 from hal.core.states import JobState
 from hal.core.steps import (
     BUSY,
+    ENDED_SAYING,
     OOM_SIGNAL,
+    TIME_LIMIT,
     StepLayout,
     StepRequest,
     pick_cpus,
@@ -56,6 +58,7 @@ from hal.core.steps import (
     step_layout,
     step_memory_asks,
 )
+from hal.core.suspension import suspended_seconds
 from hal.state.cluster import Caller, Cluster
 from hal.state.launch import build_launch
 from hal.state.step_restore import (
@@ -127,7 +130,8 @@ class Step:
     dropped: int = 0  # bytes dropped unread (MAX_BUFFERED_BYTES)
     received: dict[tuple[int, str], int] = field(default_factory=dict)  # bytes per stream
     cancelled: bool = False
-    cancelled_at: float | None = None  # scancel JOB.STEP ended it then
+    cancelled_at: float | None = None  # scancel JOB.STEP, or its job's end, ended it then
+    cancel_reason: str = ""  # slurmstepd's words for why: "" or "DUE TO TIME LIMIT"
     stopped: bool = False  # its job is suspended: its tasks were sent SIGSTOP
     local: bool = False  # srun runs its tasks on the batch node and reports their end
     srun: str = ""  # a local step's srun process, "PID:START" (``StepCreate.srun``)
@@ -549,7 +553,27 @@ class StepTable:
             return
         if signum in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
             step.cancelled = True
+        if signum == signal.SIGTERM and self.time_up(step):  # srun passing its job's end on
+            self._push(step, signum, cancelled_at=step.cancelled_at, reason=TIME_LIMIT)
+            return
         self._push(step, signum)
+
+    def time_up(self, step: Step) -> bool:
+        """Whether the step's job has run out of time: its agent is ending it (agents
+        enforce time limits, and the server hears of it once the job has ended), so the
+        step ends for the limit, as slurmstepd's line and srun say (``cancelled_at``,
+        ``cancel_reason``: set here)."""
+        if step.cancelled_at is not None or step.done:
+            return step.cancel_reason == TIME_LIMIT
+        job = self.cluster.jobs.get(step.job_id)
+        if job is None or job.state is not JobState.RUNNING or job.start_time is None:
+            return False
+        now = self.cluster.clock.now()
+        due = job.start_time + job.time_limit_s + suspended_seconds(job, now)
+        if not job.time_limit_s or now < due:
+            return False
+        step.cancelled_at, step.cancel_reason = due, TIME_LIMIT
+        return True
 
     # -- the agents' side --------------------------------------------------------------
 
@@ -605,11 +629,12 @@ class StepTable:
             step = self.steps.get(key)
             if step is None or step.done or node not in step.layout.nodes or node in step.ended:
                 unknown.append(key)
-            elif step.cancelled_at is not None:  # scancel'd before a server restart
-                self._push(step, signal.SIGKILL, only=node, cancelled_at=step.cancelled_at)
             elif step.cancelled or not self._live(step):
-                step.cancelled = True
-                unknown.append(key)
+                if self._live(step) and step.cancelled_at is not None:  # scancel'd
+                    self._push(step, signal.SIGKILL, only=node, cancelled_at=step.cancelled_at)
+                else:
+                    step.cancelled = True
+                    unknown.append(key)
             elif step.stopped:
                 self._push(step, signal.SIGSTOP, only=node)
         for step in self.steps.values():  # the same for a step srun runs on this node
@@ -721,10 +746,20 @@ class StepTable:
                         self._push(step, signal.SIGCONT)
                 elif not step.cancelled:
                     step.cancelled = True  # the agent sends SIGCONT first: stopped or not
+                    if (words := _ending_words(job)) is not None:  # slurmstepd's, srun's
+                        step.cancelled_at = job.end_time or self.cluster.clock.now()
+                        step.cancel_reason = words
+                        step.changed.set()
                     if step.local:
                         self._end_with_job(step)
                     else:
-                        self._push(step, signal.SIGTERM, kill_wait=wait)
+                        self._push(
+                            step,
+                            signal.SIGTERM,
+                            kill_wait=wait,
+                            cancelled_at=step.cancelled_at,
+                            reason=step.cancel_reason,
+                        )
 
     def _end_with_job(self, step: Step) -> None:
         """A local step whose job ended: its tasks die with the job's (the agent ends
@@ -746,6 +781,7 @@ class StepTable:
         kill_wait: int | None = None,
         only: str = "",
         cancelled_at: float | None = None,
+        reason: str = "",
     ) -> None:
         """``signum`` to the step's tasks on each node (or ``only``) where they still run
         (a local step's are srun's: the agent stops and ends them with the batch
@@ -762,6 +798,7 @@ class StepTable:
                         signal=signum,
                         kill_wait_seconds=kill_wait,
                         cancelled_at=cancelled_at,
+                        reason=reason,
                     )
                 )
 
@@ -876,6 +913,14 @@ def _holds_memory(job: Job, alloc: Allocation) -> bool:
 def _cpus_on(alloc: Allocation, node: str) -> int:
     """The job's CPUs on ``node``, one of its allocation's."""
     return alloc.per_node[alloc.nodes.index(node)].cpus
+
+
+def _ending_words(job: Job) -> str | None:
+    """slurmstepd's reason on the ``STEP`` lines of a job ending now ("" for a cancel,
+    ``DUE TO TIME LIMIT``), or None where it writes none (a requeue, a preemption)."""
+    if job.state is JobState.COMPLETING:  # scancel's, until the agent has ended it
+        return "" if job.cancelled_by is not None else None
+    return ENDED_SAYING.get(job.state)
 
 
 def _row(step: Step) -> RunningStepRow:

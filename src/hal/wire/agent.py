@@ -279,6 +279,7 @@ class StepSignal(WireModel):
     # scancel ended the step at this time (slurmstepd's "*** STEP J.S ON node CANCELLED
     # AT ... ***" line, which the agent writes into the step's output); "": not that
     cancelled_at: float | None = None
+    reason: str = Field(default="", max_length=64)  # the line's "DUE TO TIME LIMIT"
     # a step srun runs on the batch node (its tasks are srun's children, in the step's
     # cgroup the agent kills or signals), and that srun, "PID:START" (without the cgroup
     # the agent signals srun, which passes the signal on)

@@ -109,7 +109,9 @@ class StepInfo(WireModel):
     cpus: dict[str, list[int]] = Field(default_factory=dict)
     cpu_count: int = 0  # its CPUs in all (scontrol show step's CPUs=)
     memory_bytes: int = 0  # its memory in all (scontrol show step's TRES mem=)
-    cancelled_at: float | None = None  # when scancel ended it
+    cancelled_at: float | None = None  # when scancel, or its job's end, ended it
+    # why, in slurmstepd's words: "" (cancelled) or "DUE TO TIME LIMIT" (its job's)
+    cancel_reason: str = ""
 
 
 class StepList(WireModel):
@@ -131,8 +133,9 @@ class StepOutputPage(WireModel):
     state: str
     exit_code: int
     dropped_bytes: int = 0  # output dropped unread (the server keeps 16 MiB per step)
-    # scancel ended it: srun says "Job step aborted", as Slurm's does
+    # scancel or its job's end ended it: srun says "Job step aborted", as Slurm's does
     cancelled_at: float | None = None
+    cancel_reason: str = ""  # "" or "DUE TO TIME LIMIT" (slurmstepd's STEP line)
 
 
 class StepSignalRequest(WireModel):

@@ -19,7 +19,7 @@ from test_local_steps_server import (
     submit,
 )
 
-from hal.core.steps import STEP_ABORTED
+from hal.core.steps import step_aborted
 from hal.testing.live import LiveServer, wait_until
 
 
@@ -55,7 +55,7 @@ def test_a_step_on_the_batch_node_is_cancelled(
     assert done.returncode == 0, done.stderr
     text = output_once_ended(server, tmp_path, job_id)
     line = step_line("node1", f"{job_id}.0")
-    expected = f"{STEP_ABORTED}\n{line}srun: error: node1: task 0: Killed\nafter=137\nnext=0\n"
+    expected = f"{step_aborted(2)}\n{line}srun: error: node1: task 0: Killed\nafter=137\nnext=0\n"
     assert re.fullmatch(expected, text), text
     assert sacct(server, job_id, "JobID,State,ExitCode")[2:] == [
         f"{job_id}.0|CANCELLED|0:9",
@@ -74,7 +74,7 @@ def test_a_step_across_nodes_is_cancelled(
     running_step(server, job_id)
     assert server.cli("scancel", f"{job_id}.0").returncode == 0
     text = output_once_ended(server, tmp_path, job_id)
-    assert text.startswith(f"{STEP_ABORTED}\n"), text
+    assert text.startswith(f"{step_aborted(2)}\n"), text
     for node in ("node1", "node2"):
         assert re.search(step_line(node, f"{job_id}.0"), text), text
     assert "srun: error: node1: task 0: Killed\n" in text, text

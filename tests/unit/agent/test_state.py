@@ -15,6 +15,7 @@ from hal.agent.events import (
     LaunchFailed,
     LaunchRequested,
     LimitRequested,
+    MarkStopping,
     PersistRecord,
     ProcessExited,
     ProcessStarted,
@@ -262,6 +263,21 @@ def test_a_cancelled_or_timed_out_job_is_told_why_once() -> None:
     assert told(d.cancel(1)) == []  # already ending
     assert told(d.cancel(2)) == [(2, "", 1010.0)]
     assert told(d.cancel(3, state="PREEMPTED")) == told(d.cancel(3, state="PENDING")) == []
+
+
+def test_the_supervisor_is_told_when_a_stopping_jobs_sigkill_is_due() -> None:
+    """Before its SIGTERM (its batch shell may end on it at once), so that what the shell
+    leaves behind has KillWait too; not for a stop without a grace (SIGKILL at once)."""
+    d = Driver(kill_wait=30)
+    d.run(1, time_limit_seconds=10)
+    d.run(2, pid=200)
+    commands = d.tick(10)
+    marks = [i for i, c in enumerate(commands) if isinstance(c, MarkStopping)]
+    first_signal = next(i for i, c in enumerate(commands) if isinstance(c, SignalJob))
+    assert len(marks) == 1 and marks[0] < first_signal, commands
+    mark = commands[marks[0]]
+    assert isinstance(mark, MarkStopping) and (mark.job_id, mark.kill_at) == (1, 1040.0)
+    assert not [c for c in d.cancel(2, kill_wait_seconds=0) if isinstance(c, MarkStopping)]
 
 
 def test_cancel_while_launching_is_carried_out_at_start() -> None:
