@@ -760,6 +760,7 @@ class StepTasks:
                         exit_code=step.exit_code,
                         exit_signal=step.exit_signal,
                         oom=step.oom,
+                        timed_out=step.timed_out,
                         tasks=step.totals,
                     )
                 )

@@ -263,6 +263,8 @@ async def _add_steps(ctx: ServerContext, infos: list[JobInfo]) -> None:
             gpu=_step_gpu(row),
             cpus=row.cpus,
             memory_bytes=row.memory_bytes,
+            cancelled_by=row.cancelled_by,
+            with_job=row.with_job,
         )
     wanted = {i.id for i in infos}
     for (job_id, step_id), step in ctx.steps.steps.items():

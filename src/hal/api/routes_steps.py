@@ -176,7 +176,7 @@ async def cancel_step(
     409 for a step that has ended."""
     body = await read_body(request, StepCancelRequest)
     step = ctx.steps.get(job_id, step_id, caller)
-    await ctx.steps.cancel(step, body.signal)
+    await ctx.steps.cancel(step, body.signal, caller.name)
     return json_response(_info(step))
 
 
@@ -196,6 +196,7 @@ async def end_step(job_id: int, step_id: int, request: Request, ctx: Ctx, caller
         body.exit_signal,
         oom=body.oom,
         cancelled=body.cancelled,
+        timed_out=body.timed_out,
         tasks=body.tasks,
     )
     return json_response(_info(step))

@@ -302,6 +302,7 @@ class HalClient:
         exit_signal: int = 0,
         oom: bool = False,
         cancelled: bool = False,
+        timed_out: bool = False,
         tasks: Sequence[tuple[int, int, float]] = (),
     ) -> None:
         """Report the end of a step ``open_local_step`` recorded (one try, as it), with
@@ -311,6 +312,7 @@ class HalClient:
             "exit_signal": exit_signal,
             "oom": oom,
             "cancelled": cancelled,
+            "timed_out": timed_out,
             "tasks": [
                 {"rank": rank, "max_rss_bytes": rss, "cpu_seconds": cpu} for rank, rss, cpu in tasks
             ],

@@ -297,6 +297,7 @@ def _report(console: Console, job_id: int, step_id: int, end: TasksEnd, *, oom: 
             exit_signal=end.exit_signal,
             oom=oom,
             cancelled=end.cancelled,
+            timed_out=end.timed_out,
             tasks=end.tasks,
         )
     except HalError as err:

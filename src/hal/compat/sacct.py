@@ -86,7 +86,9 @@ _SIGNALLED_BATCH = (JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT)
 
 
 def _state(job: JobInfo, step: str, now: float) -> str:
-    if job.state == JobState.CANCELLED and job.cancelled_by and not step:
+    """The state; a job cancelled, or a step scancel'd alone (``JOB.N``: the step's view
+    carries who did it), says by whom, as Slurm 22.05.8's accounting."""
+    if job.state == JobState.CANCELLED and job.cancelled_by and step != "batch":
         return f"CANCELLED by {_uid(job.cancelled_by)}"
     if step == "batch" and job.exit_signal and job.state in _SIGNALLED_BATCH:
         return JobState.CANCELLED.value  # a step a signal ended, as Slurm records it
@@ -105,8 +107,9 @@ def _derived_exit_code(job: JobInfo) -> str:
     """DerivedExitCode: the highest exit code of the job's srun steps (not its batch
     script's), compared as wait statuses, so an exit code outranks a signal: steps
     ending 2:0 and 0:15 give 2:0, 0:15 alone 0:15, none 0:0 (Slurm 22.05.8's
-    ``scontrol -d show job``, docs/slurm-checks.md)."""
-    ended = [s for s in job.steps if s.end_time is not None]
+    ``scontrol -d show job``, docs/slurm-checks.md). A step its job's end ended (a
+    cancel, the time limit) does not count: Slurm's ends after the job's record."""
+    ended = [s for s in job.steps if s.end_time is not None and not s.with_job]
     if not ended:
         return "0:0"
     worst = max(ended, key=lambda s: s.exit_signal or s.exit_code << 8)
@@ -574,7 +577,7 @@ def _step_view(job: JobInfo, step: StepRecord) -> JobInfo:
             # a signalled step reads 0:N, as a job does (its 128+N is srun's exit code)
             "exit_code": 0 if step.exit_signal else step.exit_code,
             "exit_signal": step.exit_signal,
-            "cancelled_by": None,
+            "cancelled_by": step.cancelled_by,  # scancel JOB.N's
             "nodes": nodes,
             "node_count": len(nodes),
             "ntasks": step.ntasks,

@@ -134,6 +134,7 @@ class Client(Protocol):
         exit_signal: int = 0,
         oom: bool = False,
         cancelled: bool = False,
+        timed_out: bool = False,
         tasks: Sequence[tuple[int, int, float]] = (),
     ) -> None: ...
 

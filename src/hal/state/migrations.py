@@ -230,6 +230,21 @@ def _v22_step_cancel(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE running_steps ADD COLUMN cancelled_at DOUBLE PRECISION"))
 
 
+def _v23_step_endings(conn: Connection) -> None:
+    # job_steps.cancelled_by: who scancel'd the step alone (sacct's "CANCELLED by UID");
+    # job_steps.with_job: its job's end ended it (its exit does not count in the job's
+    # DerivedExitCode); running_steps.cancelled_by, kept for a restart
+    columns = {c["name"] for c in inspect(conn).get_columns("job_steps")}
+    if "cancelled_by" not in columns:
+        conn.execute(text("ALTER TABLE job_steps ADD COLUMN cancelled_by TEXT"))
+    if "with_job" not in columns:
+        conn.execute(
+            text("ALTER TABLE job_steps ADD COLUMN with_job BOOLEAN NOT NULL DEFAULT FALSE")
+        )
+    if "cancelled_by" not in {c["name"] for c in inspect(conn).get_columns("running_steps")}:
+        conn.execute(text("ALTER TABLE running_steps ADD COLUMN cancelled_by TEXT"))
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -253,6 +268,7 @@ STEPS: tuple[Step, ...] = (
     _v20_step_memory,
     _v21_step_allocation,
     _v22_step_cancel,
+    _v23_step_endings,
 )
 
 

@@ -187,6 +187,10 @@ job_steps = Table(
     # scontrol show step counted them (sacct's AllocCPUS, AllocTRES of JOB.N)
     Column("cpus", Integer, nullable=False, default=0, server_default="0"),
     Column("memory_bytes", BigInteger, nullable=False, default=0, server_default="0"),
+    # who scancel'd the step alone (migration 23; NULL: nobody), and whether its job's end
+    # ended it (not counted in the job's DerivedExitCode)
+    Column("cancelled_by", Text, nullable=True),
+    Column("with_job", Boolean, nullable=False, default=False, server_default=false()),
 )
 
 # job steps still running (ADR 0012), so that a restarted server still knows them when
@@ -220,6 +224,7 @@ running_steps = Table(
     Column("memory", Text, nullable=False, default="{}", server_default="{}"),
     # when scancel ended it (migration 22; null: not cancelled by scancel)
     Column("cancelled_at", Float, nullable=True),
+    Column("cancelled_by", Text, nullable=True),  # who, by name (migration 23)
 )
 
 # each user's scrontab file as they last saved it (docs/scrontab.md); its entries' jobs

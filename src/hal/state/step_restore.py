@@ -42,6 +42,7 @@ def running_row(
     srun: str = "",
     memory: dict[str, int] | None = None,
     cancelled_at: float | None = None,
+    cancelled_by: str | None = None,
 ) -> RunningStepRow:
     """What ``running_steps`` keeps of a step (``oom``: a node's part ended for memory;
     kept with the first ended node, as the step's flag; ``local``: srun runs it on the
@@ -49,7 +50,8 @@ def running_row(
     ``gpus``: those tasks' GPU use, where read, after it; ``gpu_ids``: the GPUs it holds
     on each node, where it asked for its own; ``cpus``: the job's CPUs it holds on each;
     ``srun``: a local step's srun process; ``memory``: the job's memory it holds on
-    each, in bytes; ``cancelled_at``: when scancel ended it)."""
+    each, in bytes; ``cancelled_at``, ``cancelled_by``: when scancel ended it, for
+    whom)."""
     used: dict[str, dict[str, list[float]]] = {node: {} for node in ended}
     on_gpus: dict[str, dict[str, list[float]]] = {node: {} for node in ended}
     for rank, (node, rss, cpu) in (totals or {}).items():
@@ -77,6 +79,7 @@ def running_row(
         srun=srun,
         memory=json.dumps(memory or {}),
         cancelled_at=cancelled_at,
+        cancelled_by=cancelled_by,
     )
 
 

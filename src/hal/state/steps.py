@@ -132,6 +132,9 @@ class Step:
     cancelled: bool = False
     cancelled_at: float | None = None  # scancel JOB.STEP, or its job's end, ended it then
     cancel_reason: str = ""  # slurmstepd's words for why: "" or "DUE TO TIME LIMIT"
+    cancelled_by: str | None = None  # who scancel'd it alone (sacct's "CANCELLED by UID")
+    with_job: bool = False  # its job's end (cancel, time limit, requeue...) ends it
+    timed_out: bool = False  # its own time limit (srun -t) ended it (sacct's TIMEOUT)
     stopped: bool = False  # its job is suspended: its tasks were sent SIGSTOP
     local: bool = False  # srun runs its tasks on the batch node and reports their end
     srun: str = ""  # a local step's srun process, "PID:START" (``StepCreate.srun``)
@@ -433,17 +436,20 @@ class StepTable:
         *,
         oom: bool,
         cancelled: bool,
+        timed_out: bool = False,
         tasks: Sequence[TaskTotals] = (),
     ) -> None:
         """srun's report of its local step's end (``cancelled``: srun passed SIGINT or
-        SIGTERM on to its tasks; ``tasks``: what they used, as srun measured its
-        children). A step already ended (its job ended first) keeps what it has."""
+        SIGTERM on to its tasks; ``timed_out``: its own time limit ended it; ``tasks``:
+        what they used, as srun measured its children). A step already ended (its job
+        ended first) keeps what it has."""
         if not step.local:
             raise InvalidRequest(
                 f"step {step.job_id}.{step.step_id} runs through the job's agents, which "
                 "report its end; only a step srun runs on the batch node is ended by srun"
             )
         step.cancelled = step.cancelled or cancelled
+        step.timed_out = step.timed_out or timed_out
         await self._end_local_part(step, exit_code, exit_signal, oom, tasks)
 
     async def _end_local_part(
@@ -490,14 +496,15 @@ class StepTable:
         while pending := [task for task in self._ending if not task.done()]:
             await asyncio.gather(*pending, return_exceptions=True)
 
-    async def cancel(self, step: Step, signum: int | None) -> None:
+    async def cancel(self, step: Step, signum: int | None, by: str | None = None) -> None:
         """``scancel JOB.STEP``: the step's tasks are killed on every node where they
         still run and it ends CANCELLED, each node's output saying so in slurmstepd's
         words and srun in its own ("Job step aborted"), as Slurm 22.05.8's; with
         ``signum`` (``scancel -s``), only that signal. A step srun runs on the batch
         node is the batch node's agent's to reach (its cgroup, else srun). The cancel is
         kept for a restart: a restarted server kills the step again where its agent
-        had not done it (``node_registered``), and srun still says so."""
+        had not done it (``node_registered``), and srun still says so. ``by``: who asked
+        (sacct's "CANCELLED by UID")."""
         if step.done:
             raise Conflict(
                 f"step {step.job_id}.{step.step_id} has already ended ({step.state})",
@@ -514,7 +521,7 @@ class StepTable:
             self._push_local(step, signal.SIGKILL, now)
         else:
             self._push(step, signal.SIGKILL, cancelled_at=now)
-        step.cancelled, step.cancelled_at = True, now
+        step.cancelled, step.cancelled_at, step.cancelled_by = True, now, by
         step.changed.set()  # srun, waiting for output, learns it now
         try:
             await self.cluster.db(self.cluster.store.keep_running_step, _row(step))
@@ -572,7 +579,7 @@ class StepTable:
         due = job.start_time + job.time_limit_s + suspended_seconds(job, now)
         if not job.time_limit_s or now < due:
             return False
-        step.cancelled_at, step.cancel_reason = due, TIME_LIMIT
+        step.cancelled_at, step.cancel_reason, step.with_job = due, TIME_LIMIT, True
         return True
 
     # -- the agents' side --------------------------------------------------------------
@@ -591,6 +598,7 @@ class StepTable:
         for end in ends:
             step = self.steps.get((end.job_id, end.step_id))
             if step is not None and node in step.layout.nodes and node not in step.ended:
+                step.timed_out = step.timed_out or end.timed_out
                 await self._node_ended(
                     step, node, end.exit_code, end.exit_signal, end.oom, end.tasks
                 )
@@ -685,8 +693,11 @@ class StepTable:
             return
         now = self.cluster.clock.now()
         step.exit_code, step.exit_signal = max(step.ended.values())
-        if step.cancelled or not self._live(step):
+        step.with_job = step.with_job or not self._live(step)
+        if step.cancelled or step.with_job:
             step.state = JobState.CANCELLED.value
+        elif step.timed_out:  # its own limit (srun -t), as Slurm 22.05.8 records it
+            step.state = JobState.TIMEOUT.value
         elif step.oom:  # a task killed for the job's memory limit, as Slurm's cgroup sees it
             step.state = JobState.OUT_OF_MEMORY.value
             step.exit_code, step.exit_signal = 0, OOM_SIGNAL
@@ -719,6 +730,8 @@ class StepTable:
             gpu_ave_util=gpus.ave_util if gpus else None,
             cpus=step.cpu_count,
             memory_bytes=step.memory_bytes,
+            cancelled_by=step.cancelled_by,
+            with_job=step.with_job,
         )
         try:
             await self.cluster.db(self.cluster.store.record_step, row)
@@ -745,7 +758,7 @@ class StepTable:
                         step.stopped = False
                         self._push(step, signal.SIGCONT)
                 elif not step.cancelled:
-                    step.cancelled = True  # the agent sends SIGCONT first: stopped or not
+                    step.cancelled = step.with_job = True  # (SIGCONT first: stopped or not)
                     if (words := _ending_words(job)) is not None:  # slurmstepd's, srun's
                         step.cancelled_at = job.end_time or self.cluster.clock.now()
                         step.cancel_reason = words
@@ -820,7 +833,11 @@ class StepTable:
             step.cpu_count = sum(len(c) for c in step.cpus.values())  # (--overlap's: 0)
             step.memory = memory_of(row)
             step.memory_bytes = sum(step.memory.values())
-            step.srun, step.cancelled_at = row.srun, row.cancelled_at
+            step.srun, step.cancelled_at, step.cancelled_by = (
+                row.srun,
+                row.cancelled_at,
+                row.cancelled_by,
+            )
             step.restored, step.cursor = True, cursor_base(now)
             job = self.cluster.jobs.get(row.job_id)
             self.steps[(row.job_id, row.step_id)] = step
@@ -941,6 +958,7 @@ def _row(step: Step) -> RunningStepRow:
         step.srun,
         step.memory,
         step.cancelled_at,
+        step.cancelled_by,
     )
 
 

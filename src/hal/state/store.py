@@ -122,6 +122,8 @@ class StepRow:
     gpu_ave_util: float | None = None
     cpus: int = 0  # the job's CPUs it was given (0: not recorded)
     memory_bytes: int = 0  # ... and memory
+    cancelled_by: str | None = None  # who scancel'd it alone (sacct's "CANCELLED by UID")
+    with_job: bool = False  # its job's end ended it (not in the job's DerivedExitCode)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +146,7 @@ class RunningStepRow:
     srun: str = ""  # a local step's srun process, "PID:START" (``StepCreate.srun``)
     memory: str = "{}"  # JSON: {node: bytes of the job's memory it holds} (``step_restore``)
     cancelled_at: float | None = None  # scancel ended it then (``StepTable.cancel``)
+    cancelled_by: str | None = None  # ... at the request of (a user name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -172,6 +172,7 @@ class StepEnd(WireModel):
     # sends none, and its 128+N reads as an exit code
     exit_signal: int = Field(default=0, ge=0, le=127)
     oom: bool = False  # a task was killed for the job's memory limit on this node
+    timed_out: bool = False  # its own time limit (srun -t) ended it here
     # what each task here used, by rank (sacct's MaxRSS, TotalCPU); an older agent: none
     tasks: list[TaskTotals] = Field(default_factory=list, max_length=1 << 16)
 

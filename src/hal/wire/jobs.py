@@ -189,6 +189,8 @@ class StepRecord(WireModel):
     # the job's CPUs and memory it was given (AllocCPUS, AllocTRES); 0: not recorded
     cpus: int = 0
     memory_bytes: int = 0
+    cancelled_by: str | None = None  # who scancel'd it alone (sacct's "CANCELLED by UID")
+    with_job: bool = False  # its job's end ended it (not in the job's DerivedExitCode)
 
 
 class JobList(WireModel):

@@ -160,4 +160,5 @@ class StepClose(WireModel):
     exit_signal: int = Field(default=0, ge=0, le=64)
     oom: bool = False
     cancelled: bool = False
+    timed_out: bool = False  # its own time limit (srun -t) ended it (sacct's TIMEOUT)
     tasks: list[TaskTotals] = Field(default_factory=list, max_length=1 << 16)  # by rank

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_local_steps_server import SRUN, submit
+from test_local_steps_server import SRUN, sacct, submit
 from test_step_cancel_server import step_line
 
 from hal.core.steps import step_aborted
@@ -93,6 +93,10 @@ def test_a_cancelled_jobs_steps_say_so(
     for node, rank in (("node1", 0), ("node2", 1)):
         assert re.search(step_line(node, f"{across}.0"), text), text
         assert f"srun: error: {node}: task {rank}: Terminated\n" in text, text
+    for job_id in (here, across):  # as Slurm 22.05.8's accounting (docs/slurm-checks.md)
+        rows = sacct(server, job_id, "JobID,State,ExitCode,DerivedExitCode")
+        assert re.fullmatch(rf"{job_id}\|CANCELLED by \S+\|0:0\|0:0", rows[0]), rows
+        assert rows[1:] == [f"{job_id}.batch|CANCELLED|0:15|", f"{job_id}.0|CANCELLED|0:15|"]
 
 
 def test_a_job_out_of_time_says_so_for_its_steps(
@@ -107,3 +111,6 @@ def test_a_job_out_of_time_says_so_for_its_steps(
             assert re.search(step_line(node, f"{job_id}.0", "DUE TO TIME LIMIT"), text), text
         job_line = rf"\*\*\* JOB {job_id} ON node1 CANCELLED AT \S+ DUE TO TIME LIMIT \*\*\*"
         assert re.search(job_line, text), text
+        rows = sacct(server, job_id, "JobID,State,ExitCode,DerivedExitCode")
+        assert rows[0] == f"{job_id}|TIMEOUT|0:0|0:0", rows  # the step its end killed: not counted
+        assert rows[2] == f"{job_id}.0|CANCELLED|0:15|", rows

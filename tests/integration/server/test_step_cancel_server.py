@@ -57,10 +57,11 @@ def test_a_step_on_the_batch_node_is_cancelled(
     line = step_line("node1", f"{job_id}.0")
     expected = f"{step_aborted(2)}\n{line}srun: error: node1: task 0: Killed\nafter=137\nnext=0\n"
     assert re.fullmatch(expected, text), text
-    assert sacct(server, job_id, "JobID,State,ExitCode")[2:] == [
-        f"{job_id}.0|CANCELLED|0:9",
-        f"{job_id}.1|COMPLETED|0:0",
-    ]
+    # as Slurm 22.05.8's: who cancelled the step, and its signal in the job's derived code
+    rows = sacct(server, job_id, "JobID,State,ExitCode,DerivedExitCode")
+    assert rows[0] == f"{job_id}|COMPLETED|0:0|0:9", rows
+    assert re.fullmatch(rf"{job_id}\.0\|CANCELLED by \S+\|0:9\|", rows[2]), rows
+    assert rows[3] == f"{job_id}.1|COMPLETED|0:0|", rows
     again = server.cli("scancel", f"{job_id}.0")
     assert again.returncode == 1
     assert "Kill job error on job step id" in again.stderr
@@ -80,7 +81,7 @@ def test_a_step_across_nodes_is_cancelled(
     assert "srun: error: node1: task 0: Killed\n" in text, text
     assert "srun: error: node2: task 1: Killed\n" in text, text
     assert text.endswith("after=137\n"), text
-    assert sacct(server, job_id, "JobID,State")[2:] == [f"{job_id}.0|CANCELLED"]
+    assert re.fullmatch(rf"{job_id}\.0\|CANCELLED by \S+", sacct(server, job_id, "JobID,State")[2])
 
 
 def test_scancel_s_signals_a_steps_tasks(
@@ -113,6 +114,11 @@ def test_a_step_on_the_batch_node_ends_at_its_own_time_limit(
         f"srun: Force Terminated StepId={job_id}.0\nafter=143\n"
     )
     assert re.fullmatch(expected, text), text
+    assert sacct(server, job_id, "JobID,State,ExitCode,DerivedExitCode") == [
+        f"{job_id}|COMPLETED|0:0|0:15",  # as Slurm 22.05.8's (docs/slurm-checks.md)
+        f"{job_id}.batch|COMPLETED|0:0|",
+        f"{job_id}.0|TIMEOUT|0:15|",
+    ]
 
 
 def test_a_step_across_nodes_ends_at_its_own_time_limit(

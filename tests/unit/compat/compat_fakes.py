@@ -156,6 +156,7 @@ class FakeClient:
         exit_signal: int = 0,
         oom: bool = False,
         cancelled: bool = False,
+        timed_out: bool = False,
         tasks: Sequence[tuple[int, int, float]] = (),
     ) -> None:
         self.local_ends.append((job_id, step_id, exit_code, exit_signal, cancelled))
