@@ -21,6 +21,7 @@ from hal.core.partition_list import partitions_of
 from hal.core.slurm_syntax import compress_hostlist
 from hal.core.states import STATES_BY_CODE, JobState
 from hal.state.cluster import Caller
+from hal.state.codec import allocation_from_json
 from hal.state.store import StepRow, SubmitKey
 from hal.wire.jobs import (
     BatchSubmitResult,
@@ -29,6 +30,7 @@ from hal.wire.jobs import (
     JobBatchSubmit,
     JobInfo,
     JobList,
+    JobRun,
     JobSubmit,
     JobUpdate,
     StepGpuUsage,
@@ -225,7 +227,34 @@ async def list_jobs(
     infos = [job_info(j, ctx.cluster) for j in jobs]
     if history and infos:
         await _add_steps(ctx, infos)
+        await _add_runs(ctx, infos)
     return JobList(jobs=infos)
+
+
+async def _add_runs(ctx: ServerContext, infos: list[JobInfo]) -> None:
+    """The earlier runs of the requeued jobs among ``infos`` (sacct -D)."""
+    requeued = [i.id for i in infos if i.restarts]
+    if not requeued:
+        return
+    by_id = {i.id: i for i in infos}
+    for row in await ctx.cluster.db(ctx.cluster.store.runs_of, requeued):
+        allocation = allocation_from_json(row.allocation)
+        by_id[row.job_id].runs.append(
+            JobRun(
+                attempt=row.attempt,
+                state=row.state,
+                exit_code=row.exit_code,
+                exit_signal=row.exit_signal,
+                partition=row.partition,
+                submit_time=row.submit_time,
+                eligible_time=row.eligible_time,
+                start_time=row.start_time,
+                end_time=row.end_time,
+                nodes=list(allocation.nodes) if allocation is not None else [],
+                max_rss_bytes=row.max_rss,
+                cpu_seconds=row.cpu_seconds,
+            )
+        )
 
 
 def _step_gpu(row: StepRow) -> StepGpuUsage | None:

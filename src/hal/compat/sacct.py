@@ -30,6 +30,7 @@ from hal.compat.formats import (
 )
 from hal.compat.job_fields import reason_name, time_used, total_cpu_seconds
 from hal.compat.options import Arg, Opt, OptionError, parse_options
+from hal.compat.sacct_runs import records
 from hal.compat.seam import Console
 from hal.core.errors import HalError, InvalidRequest, NotFound
 from hal.core.slurm_syntax import compress_hostlist, expand_hostlist, parse_begin
@@ -65,7 +66,7 @@ OPTIONS = (
     Opt("accounts", ("accounts",), "A"),
     Opt("clusters", ("clusters",), "M"),  # HAL is one cluster; `--clusters all` selects it
     Opt("allclusters", ("allclusters",), "L", Arg.NONE),
-    Opt("duplicates", ("duplicates",), "D", Arg.NONE),  # HAL keeps one record per job
+    Opt("duplicates", ("duplicates",), "D", Arg.NONE),
     Opt("helpformat", ("helpformat",), "e", Arg.NONE),
     Opt("help", ("help",), "h", Arg.NONE),
     Opt("usage", ("usage",), arg=Arg.NONE),
@@ -80,9 +81,10 @@ ColumnT = TypeVar("ColumnT")
 
 # ends that Slurm 22.05.8 records for the job before its script has exited, with 0:0
 # (docs/slurm-checks.md)
-_ENDED_FROM_OUTSIDE = (JobState.CANCELLED, JobState.TIMEOUT)
+# (a run a requeue ended, ``sacct -D``: REQUEUED, or PREEMPTED; Slurm 22.05.8's slurmdbd)
+_ENDED_FROM_OUTSIDE = (JobState.CANCELLED, JobState.TIMEOUT, JobState.PREEMPTED, "REQUEUED")
 # job states whose batch step, ended by a signal, reads CANCELLED in Slurm's sacct
-_SIGNALLED_BATCH = (JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT)
+_SIGNALLED_BATCH = (*_ENDED_FROM_OUTSIDE, JobState.FAILED)
 
 
 def _state(job: JobInfo, step: str, now: float) -> str:
@@ -321,6 +323,7 @@ FIELDS: dict[str, tuple[str, int, Column]] = {
 class Request:
     fields: list[tuple[str, int, Column]] = field(default_factory=list)
     steps: bool = True
+    duplicates: bool = False  # -D: a requeued job's earlier runs too (``sacct_runs``)
     parsable: str = ""  # "", "trailing" (--parsable) or "plain" (--parsable2)
     header: bool = True
     ids: list[str] = field(default_factory=list)
@@ -380,6 +383,8 @@ def parse_request(argv: list[str], now: float, env_format: str | None) -> Reques
             return None
         if dest == "allocations":
             request.steps = False
+        elif dest == "duplicates":
+            request.duplicates = True
         elif dest == "brief":
             fields_text = BRIEF_FIELDS
         elif dest == "long":
@@ -549,7 +554,7 @@ def _steps_asked(request: Request, job: JobInfo) -> set[str] | None:
 
 def sacct_lines(request: Request, jobs: list[JobInfo], now: float) -> list[str]:
     rows: list[list[str]] = []
-    for job in jobs:
+    for job in (r for j in jobs for r in records(j, duplicates=request.duplicates)):
         wanted = _steps_asked(request, job)
         whole = wanted is None or "*" in wanted
         if whole:

@@ -56,6 +56,7 @@ from hal.state.job_changes import (
     lowered_limit,
     requeued,
 )
+from hal.state.job_runs import ended_runs
 from hal.state.store import (
     CommitOutcomeUnknown,
     DatabaseUnavailable,
@@ -308,10 +309,12 @@ class Cluster:
         """Persist changed ``jobs`` and ``events`` in one transaction, then mirror them.
         Callers hold ``self._lock``."""
         jobs = [self._eligible_kept(j) for j in jobs]
+        runs = ended_runs(self.jobs, jobs)  # requeued: the runs they ended (sacct -D)
 
         def work() -> list[StoredEvent]:
             with self.store.transaction() as tx:
                 tx.update_jobs(jobs)
+                tx.add_runs(runs)
                 tx.add_events(events)
                 if extra is not None:
                     extra(tx)
@@ -1066,8 +1069,10 @@ class Cluster:
                     events.append(
                         EventRow(now, "job.requeueing", job_id=job.id, state="COMPLETING")
                     )
-                elif job.state.is_terminal:
-                    changed.append(requeued(job, now))
+                elif job.state.is_terminal:  # its run keeps how it ended
+                    changed.append(
+                        requeued(job, now, run=(job.state.value, job.exit_code, job.exit_signal))
+                    )
                     events.append(EventRow(now, "job.requeued", job_id=job.id, state="PENDING"))
             if not changed:
                 raise Conflict("only running or finished jobs can be requeued")
@@ -1384,7 +1389,9 @@ class Cluster:
             state is JobState.NODE_FAIL and job.spec.requeue
         ):
             # PENDING: an administrator's requeue (scontrol requeue) ending its run
-            new = requeued(job, now, after=None if state is JobState.PENDING else state.value)
+            after = None if state is JobState.PENDING else state.value
+            run = (after or "REQUEUED", exit_code, exit_signal)
+            new = requeued(job, now, after=after, run=run)
             return new, EventRow(
                 now, "job.requeued", job_id=job.id, state="PENDING", data={"after": state.value}
             )

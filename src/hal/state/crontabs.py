@@ -163,7 +163,8 @@ def queued_again(
     until the next time its schedule names (Slurm's requeue of a cron job)."""
     assert job.spec.cron is not None
     begin = next_run(job.spec.cron.schedule, now)
-    new = requeued(job, now).evolve(spec=job.spec.with_changes(begin_time=begin))
+    run = (state.value, exit_code, exit_signal)
+    new = requeued(job, now, run=run).evolve(spec=job.spec.with_changes(begin_time=begin))
     data: dict[str, object] = {
         "after": state.value,
         "exit_code": exit_code,

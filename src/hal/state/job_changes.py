@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 LIMIT_BEFORE_TIME_MIN = "limit_before_time_min"
 
 
+# how a requeued job's last run ended ("STATE CODE SIGNAL"), for its accounting record
+RUN_END = "run_end"
+
+
 def held_by(job: Job, caller: Caller, *, user_hold: bool) -> Job:
     """``job`` held by ``caller`` (``scontrol hold``, or ``update Priority=0``): an
     administrator's hold only an administrator releases, unless ``user_hold``
@@ -51,9 +55,13 @@ def lowered_limit(job: Job, limit: int) -> Job:
     return job.evolve(time_limit_s=limit, extra=extra)
 
 
-def requeued(job: Job, now: float, after: str | None = None) -> Job:
+def requeued(
+    job: Job, now: float, after: str | None = None, run: tuple[str, int, int] | None = None
+) -> Job:
     """``job`` back in the queue at ``now`` for a new run; ``after``: the state the server
     ended its last run in (``preempt.REQUEUED_AFTER``; None: an administrator's requeue).
+    ``run``: how that run ended for accounting (state, exit code, signal; default
+    ``after`` or REQUEUED, 0:0), kept as ``RUN_END`` for ``hal.state.job_runs``.
     A limit backfill lowered within ``--time-min`` was for that run's start: the job's own
     is back, for backfill to lower again if it must. It is eligible anew from ``now``
     (Slurm 22.05.8 moves SubmitTime and EligibleTime to the requeue, EligibleTime with a
@@ -64,6 +72,8 @@ def requeued(job: Job, now: float, after: str | None = None) -> Job:
     extra = preempt.cleared({k: v for k, v in job.extra.items() if k not in dropped})
     if after is not None:
         extra[preempt.REQUEUED_AFTER] = after
+    state, code, sig = run or (after or "REQUEUED", 0, 0)
+    extra[RUN_END] = f"{state} {code} {sig}"
     if LIMIT_BEFORE_TIME_MIN in job.extra:
         job = job.evolve(time_limit_s=int(job.extra[LIMIT_BEFORE_TIME_MIN]))
     return job.evolve(

@@ -245,6 +245,11 @@ def _v23_step_endings(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE running_steps ADD COLUMN cancelled_by TEXT"))
 
 
+def _v24_job_runs(conn: Connection) -> None:
+    # job_runs: a requeued job's earlier runs, for sacct -D; jobs requeued before have none
+    schema.job_runs.create(conn, checkfirst=True)
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -269,6 +274,7 @@ STEPS: tuple[Step, ...] = (
     _v21_step_allocation,
     _v22_step_cancel,
     _v23_step_endings,
+    _v24_job_runs,
 )
 
 

@@ -142,6 +142,8 @@ def _delete(conn: Connection, doomed: Sequence[Any]) -> None:
     for chunk in _chunks([int(row.id) for row in doomed]):
         conn.execute(delete(t).where(t.c.id.in_(chunk)))
         conn.execute(delete(steps).where(steps.c.job_id.in_(chunk)))  # its steps go with it
+        runs = schema.job_runs  # and its earlier runs
+        conn.execute(delete(runs).where(runs.c.job_id.in_(chunk)))
         running = schema.running_steps  # (one left by a server that stopped meanwhile)
         conn.execute(delete(running).where(running.c.job_id.in_(chunk)))
     scripts = sorted({int(row.script_id) for row in doomed})

@@ -193,6 +193,27 @@ job_steps = Table(
     Column("with_job", Boolean, nullable=False, default=False, server_default=false()),
 )
 
+# the earlier runs of requeued jobs (a requeue, a preemption, a node failure ending a
+# run), written when the job goes back to the queue: sacct -D's lines before the job's
+# own (migration 24). The job's row holds its latest run.
+job_runs = Table(
+    "job_runs",
+    metadata,
+    Column("job_id", BigInteger, primary_key=True),
+    Column("attempt", Integer, primary_key=True),  # the run's restart count (0: the first)
+    Column("state", String(32), nullable=False),  # how it ended: REQUEUED, PREEMPTED, ...
+    Column("exit_code", Integer, nullable=False),
+    Column("exit_signal", Integer, nullable=False),
+    Column("partition", Text, nullable=False),
+    Column("submit_time", Float, nullable=False),
+    Column("eligible_time", Float, nullable=True),
+    Column("start_time", Float, nullable=True),
+    Column("end_time", Float, nullable=False),
+    Column("allocation", Text, nullable=True),  # JSON (hal.state.codec)
+    Column("max_rss", BigInteger, nullable=False),
+    Column("cpu_seconds", Float, nullable=False),
+)
+
 # job steps still running (ADR 0012), so that a restarted server still knows them when
 # their agents register again: written when a step starts, deleted when it is recorded
 # in ``job_steps``

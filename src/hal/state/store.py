@@ -127,6 +127,25 @@ class StepRow:
 
 
 @dataclass(frozen=True, slots=True)
+class RunRow:
+    """An earlier run of a requeued job (``schema.job_runs``), as sacct -D shows it."""
+
+    job_id: int
+    attempt: int
+    state: str
+    exit_code: int
+    exit_signal: int
+    partition: str
+    submit_time: float
+    eligible_time: float | None
+    start_time: float | None
+    end_time: float
+    allocation: str | None  # JSON (``codec.allocation_to_json``)
+    max_rss: int
+    cpu_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
 class RunningStepRow:
     """A running job step, kept for a server restart (``schema.running_steps``)."""
 
@@ -328,6 +347,13 @@ class Transaction:
                 for j in jobs
             ],
         )
+
+    def add_runs(self, runs: Sequence[RunRow]) -> None:
+        """Keep the runs requeued jobs have just ended (again: the same row once)."""
+        r = schema.job_runs
+        for run in runs:
+            self.conn.execute(delete(r).where(r.c.job_id == run.job_id, r.c.attempt == run.attempt))
+            self.conn.execute(insert(r).values({f: getattr(run, f) for f in RunRow.__slots__}))
 
     def record_usage(self, usage: Sequence[tuple[int, int, float]]) -> None:
         """Store ``(job_id, max_rss, cpu_seconds)`` of finished jobs: one statement for the
@@ -543,6 +569,17 @@ class SqlStateStore:
             found = conn.execute(select(func.max(t.c.step_id)).where(t.c.job_id == job_id))
             value = found.scalar_one()
         return -1 if value is None else int(value)
+
+    def runs_of(self, job_ids: Sequence[int]) -> list[RunRow]:
+        """The earlier runs of ``job_ids`` (``add_runs``), by job and attempt."""
+        r = schema.job_runs
+        rows: list[RunRow] = []
+        with self.engine.connect() as conn:
+            for at in range(0, len(job_ids), IN_LIST):
+                chunk = list(job_ids[at : at + IN_LIST])
+                found = conn.execute(select(r).where(r.c.job_id.in_(chunk)))
+                rows += [RunRow(**row._mapping) for row in found]
+        return sorted(rows, key=lambda x: (x.job_id, x.attempt))
 
     def steps_of(self, job_ids: Sequence[int]) -> list[StepRow]:
         """The recorded steps of ``job_ids``, by job and step id."""

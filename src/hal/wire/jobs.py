@@ -165,6 +165,8 @@ class JobInfo(WireModel):
     cron: str | None = None
     # its job steps (srun in the job, ADR 0012): filled for history queries (sacct) only
     steps: list[StepRecord] = Field(default_factory=list)
+    # the runs a requeue ended, oldest first: filled for history queries (sacct -D) only
+    runs: list[JobRun] = Field(default_factory=list)
 
 
 class StepRecord(WireModel):
@@ -191,6 +193,23 @@ class StepRecord(WireModel):
     memory_bytes: int = 0
     cancelled_by: str | None = None  # who scancel'd it alone (sacct's "CANCELLED by UID")
     with_job: bool = False  # its job's end ended it (not in the job's DerivedExitCode)
+
+
+class JobRun(WireModel):
+    """An earlier run of a requeued job (``sacct -D``'s lines before the job's own)."""
+
+    attempt: int  # the restart count it ran under (0: the first run)
+    state: str  # how it ended: REQUEUED, PREEMPTED, NODE_FAIL, or its own end state
+    exit_code: int
+    exit_signal: int = 0
+    partition: str
+    submit_time: float
+    eligible_time: float | None = None
+    start_time: float | None = None
+    end_time: float
+    nodes: list[str] = Field(default_factory=list)
+    max_rss_bytes: int = 0  # what its batch script used (0: not measured)
+    cpu_seconds: float = 0.0
 
 
 class JobList(WireModel):

@@ -1,0 +1,65 @@
+"""sacct's records of a requeued job's earlier runs (``sacct -D``, ``--duplicates``).
+
+Slurm's accounting keeps one record per run of a job: a requeue (``scontrol requeue``, a
+preemption, a node failure) ends one record and the job's next run is a new one under the
+same id. sacct shows the latest only; ``-D`` shows the earlier ones too, before it, each
+with its own steps (Slurm 22.05.8, docs/slurm-checks.md). The server keeps the runs a
+requeue ended (``JobInfo.runs``); a step belongs to the run it started in.
+"""
+
+from __future__ import annotations
+
+from hal.core.states import STATES_BY_CODE
+from hal.wire.jobs import JobInfo, JobRun, StepRecord
+
+_CODES = {state.value: code for code, state in STATES_BY_CODE.items()} | {"REQUEUED": "RQ"}
+
+
+def records(job: JobInfo, *, duplicates: bool) -> list[JobInfo]:
+    """The records sacct shows of ``job``: its latest run, after its earlier ones with
+    ``duplicates``; each with the steps that started in it."""
+    runs = sorted(job.runs, key=lambda r: r.attempt)
+    if not runs:
+        return [job]
+    latest = job.model_copy(update={"steps": _started(job.steps, runs[-1].end_time, None)})
+    if not duplicates:
+        return [latest]
+    earlier, since = [], None
+    for run in runs:
+        earlier.append(_view(job, run, _started(job.steps, since, run.end_time)))
+        since = run.end_time
+    return [*earlier, latest]
+
+
+def _started(steps: list[StepRecord], since: float | None, until: float | None) -> list[StepRecord]:
+    """The steps that started in [``since``, ``until``) (None: without that bound)."""
+    return [
+        s
+        for s in steps
+        if (since is None or s.start_time >= since) and (until is None or s.start_time < until)
+    ]
+
+
+def _view(job: JobInfo, run: JobRun, steps: list[StepRecord]) -> JobInfo:
+    """``job`` as it was in ``run``."""
+    return job.model_copy(
+        update={
+            "state": run.state,
+            "state_code": _CODES.get(run.state, ""),
+            "exit_code": run.exit_code,
+            "exit_signal": run.exit_signal,
+            "partition": run.partition,
+            "submit_time": run.submit_time,
+            "eligible_time": run.eligible_time,
+            "start_time": run.start_time,
+            "end_time": run.end_time,
+            "nodes": run.nodes,
+            "node_count": len(run.nodes),
+            "max_rss_bytes": run.max_rss_bytes,
+            "cpu_seconds": run.cpu_seconds,
+            "restarts": run.attempt,
+            "cancelled_by": None,
+            "steps": steps,
+            "runs": [],
+        }
+    )

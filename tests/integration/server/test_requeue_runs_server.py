@@ -1,0 +1,54 @@
+"""``sacct -D`` on a real server with a real agent: a job requeued while it runs keeps its
+first run as a record of its own, ``REQUEUED 0:0`` with its batch step ``CANCELLED 0:15``
+and the step that ran in it, before its latest run; plain ``sacct`` shows the latest
+run alone, as Slurm 22.05.8's slurmdbd (docs/slurm-checks.md, "sacct -D")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from test_local_steps_server import (
+    SRUN,
+    sacct,
+    server,  # noqa: F401  (a fixture: the server and its two 2-CPU agents)
+    state,
+    submit,
+)
+
+from hal.testing.live import LiveServer, wait_until
+
+
+def test_a_requeued_jobs_first_run_is_its_own_record(
+    server: LiveServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    job_id = submit(server, tmp_path, f"{SRUN} true\nsleep 300\n", "--requeue", "-w", "node1")
+
+    def runs(restarts: int) -> bool:
+        with server.client() as c:
+            job = c.job(job_id)
+        return job.state == "RUNNING" and job.restarts == restarts
+
+    def stepped(count: int) -> bool:  # the run's job, batch and step lines
+        return len(sacct(server, job_id, "JobID")) == count
+
+    wait_until(lambda: runs(0) and stepped(3), 60, message="its first run's step")
+    assert server.cli("scontrol", "requeue", str(job_id)).returncode == 0
+    wait_until(lambda: runs(1) and stepped(3), 60, message="its second run's step")
+    assert server.cli("scancel", str(job_id)).returncode == 0
+    wait_until(lambda: state(server, job_id) == "CANCELLED", 60, message="its end")
+    fields = "JobID,State,ExitCode,NodeList"
+    plain = sacct(server, job_id, fields)
+    assert [line.split("|")[:3] for line in plain] == [
+        [str(job_id), plain[0].split("|")[1], "0:0"],
+        [f"{job_id}.batch", "CANCELLED", "0:15"],
+        [f"{job_id}.1", "COMPLETED", "0:0"],  # its own step only
+    ]
+    assert plain[0].split("|")[1].startswith("CANCELLED by ")
+    done = server.cli("sacct", "-j", str(job_id), "-D", "-n", "-P", "-o", fields)
+    assert done.stdout.splitlines() == [
+        f"{job_id}|REQUEUED|0:0|node1",
+        f"{job_id}.batch|CANCELLED|0:15|node1",
+        f"{job_id}.0|COMPLETED|0:0|node1",
+        *plain,
+    ]
