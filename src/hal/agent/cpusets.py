@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from hal.agent.cgroup_tree import delegate, read
 from hal.core.cgroup_memory import write
 
 CPUSET_V2 = "cgroup2"  # ``Isolation.cores`` when the job's own cgroup2 cgroup is the fence
@@ -36,25 +37,17 @@ def prepare(kind: str, mount: str, name: str) -> str:
     if not mount:
         return ""
     base = os.path.join(mount, "hal", name)
+    if kind == "cgroup2":
+        return CPUSET_V2 if delegate(mount, name, "cpuset") else ""
     try:
-        if kind == "cgroup2":
-            if "cpuset" not in _read(mount, "cgroup.controllers").split():
-                return ""
-            level = mount
-            for part in ("hal", name):
-                write(level, "cgroup.subtree_control", "+cpuset")
-                level = os.path.join(level, part)
-                os.makedirs(level, exist_ok=True)
-            write(base, "cgroup.subtree_control", "+cpuset")
-            return CPUSET_V2
         level = mount
         for part in ("hal", name):
             level = os.path.join(level, part)
             os.makedirs(level, exist_ok=True)
             inherit(level)
+        return base if read(base, "cpuset.cpus").strip() else ""
     except OSError:
         return ""
-    return base if _read(base, "cpuset.cpus").strip() else ""
 
 
 def inherit(group: str) -> None:
@@ -62,17 +55,12 @@ def inherit(group: str) -> None:
     from its parent's where unset."""
     parent = os.path.dirname(group)
     for name in ("cpuset.mems", "cpuset.cpus"):
-        if not _read(group, name).strip():
-            write(group, name, _read(parent, name).strip())
+        if not read(group, name).strip():
+            write(group, name, read(parent, name).strip())
 
 
 def fence(group: str, cpus: Sequence[int], *, v1: bool) -> None:
     """Confine the cpuset cgroup ``group`` (made already) to the host CPUs ``cpus``."""
     if v1:
-        write(group, "cpuset.mems", _read(os.path.dirname(group), "cpuset.mems").strip())
+        write(group, "cpuset.mems", read(os.path.dirname(group), "cpuset.mems").strip())
     write(group, "cpuset.cpus", ",".join(str(c) for c in cpus))
-
-
-def _read(directory: str, name: str) -> str:
-    with open(os.path.join(directory, name)) as f:
-        return f.read()

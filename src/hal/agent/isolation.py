@@ -45,6 +45,7 @@ import time
 from dataclasses import dataclass
 
 from hal.agent import cpusets
+from hal.agent.cgroup_tree import delegate, read
 from hal.agent.cpusets import CPUSET_V2
 from hal.agent.devices import DeviceControlError, attach_device_filter, deny_lines, load_program
 from hal.core.cgroup_memory import limit_memory, write
@@ -432,24 +433,13 @@ def _prepare_cgroup(kind: str, name: str) -> str:
     if not mount:
         return ""
     base = os.path.join(mount, "hal", name)
+    if kind == "cgroup2":  # each level must delegate the memory controller to its children
+        return base if delegate(mount, name, "memory") else ""
     try:
-        if kind == "cgroup2":
-            # Each level must delegate the memory controller to its children.
-            if "memory" not in _read_text(mount, "cgroup.controllers").split():
-                return ""
-            level = mount
-            for part in ("hal", name):
-                write(level, "cgroup.subtree_control", "+memory")
-                level = os.path.join(level, part)
-                os.makedirs(level, exist_ok=True)
-            write(base, "cgroup.subtree_control", "+memory")
-        else:
-            os.makedirs(base, exist_ok=True)
-            if not os.path.exists(os.path.join(base, "memory.limit_in_bytes")):
-                return ""
+        os.makedirs(base, exist_ok=True)
     except OSError:
         return ""
-    return base
+    return base if os.path.exists(os.path.join(base, "memory.limit_in_bytes")) else ""
 
 
 def _mount_of(kind: str, controller: str) -> str:
@@ -489,7 +479,7 @@ def signal_procs(group: str, signum: int) -> int:
     """Send ``signum`` to the processes in ``group`` itself (not its subgroups'); how
     many there were (0 for no such cgroup)."""
     try:
-        pids = _read_text(group, "cgroup.procs").split()
+        pids = read(group, "cgroup.procs").split()
     except OSError:
         return 0
     for pid in pids:
@@ -503,14 +493,9 @@ def _write_optional(directory: str, name: str, value: object) -> None:
         write(directory, name, value)
 
 
-def _read_text(directory: str, name: str) -> str:
-    with open(os.path.join(directory, name)) as f:
-        return f.read()
-
-
 def _read_int(directory: str, name: str) -> int:
     try:
-        return int(_read_text(directory, name).split()[0])
+        return int(read(directory, name).split()[0])
     except (OSError, ValueError, IndexError):
         return 0
 
@@ -518,7 +503,7 @@ def _read_int(directory: str, name: str) -> int:
 def _read_keyed(directory: str, name: str) -> dict[str, int]:
     out: dict[str, int] = {}
     try:
-        text = _read_text(directory, name)
+        text = read(directory, name)
     except OSError:
         return out
     for line in text.splitlines():

@@ -23,6 +23,7 @@ from sqlalchemy import (
     Engine,
     Executable,
     Select,
+    Table,
     and_,
     bindparam,
     delete,
@@ -572,25 +573,23 @@ class SqlStateStore:
 
     def runs_of(self, job_ids: Sequence[int]) -> list[RunRow]:
         """The earlier runs of ``job_ids`` (``add_runs``), by job and attempt."""
-        r = schema.job_runs
-        rows: list[RunRow] = []
-        with self.engine.connect() as conn:
-            for at in range(0, len(job_ids), IN_LIST):
-                chunk = list(job_ids[at : at + IN_LIST])
-                found = conn.execute(select(r).where(r.c.job_id.in_(chunk)))
-                rows += [RunRow(**row._mapping) for row in found]
+        rows = [RunRow(**m) for m in self._rows_of(schema.job_runs, job_ids)]
         return sorted(rows, key=lambda x: (x.job_id, x.attempt))
 
     def steps_of(self, job_ids: Sequence[int]) -> list[StepRow]:
         """The recorded steps of ``job_ids``, by job and step id."""
-        t = schema.job_steps
-        rows: list[StepRow] = []
+        rows = [StepRow(**m) for m in self._rows_of(schema.job_steps, job_ids)]
+        return sorted(rows, key=lambda r: (r.job_id, r.step_id))
+
+    def _rows_of(self, table: Table, job_ids: Sequence[int]) -> list[dict[str, Any]]:
+        """The rows of ``table`` whose ``job_id`` is among ``job_ids`` (in chunks)."""
+        found: list[dict[str, Any]] = []
         with self.engine.connect() as conn:
             for at in range(0, len(job_ids), IN_LIST):
                 chunk = list(job_ids[at : at + IN_LIST])
-                found = conn.execute(select(t).where(t.c.job_id.in_(chunk)))
-                rows += [StepRow(**row._mapping) for row in found]
-        return sorted(rows, key=lambda r: (r.job_id, r.step_id))
+                rows = conn.execute(select(table).where(table.c.job_id.in_(chunk)))
+                found += [dict(row._mapping) for row in rows]
+        return found
 
     def revision(self) -> int:
         with self.engine.connect() as conn:

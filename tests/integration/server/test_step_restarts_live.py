@@ -5,6 +5,7 @@ work. Real server, two real agents, real srun inside the batch script."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,11 +21,23 @@ TASK = (
 
 
 def submit(server: LiveServer, tmp_path: Path, code: int) -> int:
+    return sbatch_n2(server, tmp_path, TASK.format(code=code))
+
+
+def sbatch_n2(server: LiveServer, tmp_path: Path, task: str, srun: str = "") -> int:
+    """A two-node job whose script runs ``srun [srun] sh -c 'task'`` and says its exit."""
     script = tmp_path / "job.sh"
-    script.write_text(f"#!/bin/bash\n{SRUN} sh -c '{TASK.format(code=code)}'\necho srun exit=$?\n")
+    script.write_text(f"#!/bin/bash\n{SRUN} {srun}sh -c '{task}'\necho srun exit=$?\n")
     done = server.cli("sbatch", "--parsable", "-N2", str(script), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     return int(done.stdout.strip())
+
+
+def two_agents(server: LiveServer) -> list[subprocess.Popen[bytes]]:
+    agents = [server.start_agent(f"node{i}", memory="1G") for i in (1, 2)]
+    with server.client() as c:
+        wait_until(lambda: sum(n.state == "UP" for n in c.nodes()) == 2, message="agents")
+    return agents
 
 
 def state(server: LiveServer, job_id: int) -> str:
@@ -83,16 +96,9 @@ def test_a_steps_own_time_limit_outlives_the_restart_of_an_agent(tmp_path: Path)
     step's limit (counted from the step's start, not the new agent's), with slurmstepd's
     line once per node; without it node2's task would run its 100 s."""
     with LiveServer(tmp_path / "srv", config_overrides={"kill_wait_seconds": 2}) as server:
-        node1 = server.start_agent("node1", memory="1G")
-        node2 = server.start_agent("node2", memory="1G")
-        with server.client() as c:
-            wait_until(lambda: sum(n.state == "UP" for n in c.nodes()) == 2, message="agents")
-        script = tmp_path / "job.sh"
+        node1, node2 = two_agents(server)
         task = "echo $$ > pid.$SLURM_NODEID; exec sleep 100"
-        script.write_text(f"#!/bin/bash\n{SRUN} -t 0:08 sh -c '{task}'\necho srun exit=$?\n")
-        done = server.cli("sbatch", "--parsable", "-N2", str(script), cwd=tmp_path)
-        assert done.returncode == 0, done.stderr
-        job_id = int(done.stdout.strip())
+        job_id = sbatch_n2(server, tmp_path, task, "-t 0:08 ")
         pid = second_task(tmp_path)
         stop_process(node2)
         assert alive(pid)
@@ -113,16 +119,9 @@ def test_an_agent_restarted_after_a_steps_time_limit_only_kills_it(tmp_path: Pat
     neither SIGTERMs again nor repeats slurmstepd's line."""
     overrides = {"kill_wait_seconds": 5}
     with LiveServer(tmp_path / "srv", config_overrides=overrides) as server:
-        node1 = server.start_agent("node1", memory="1G")
-        node2 = server.start_agent("node2", memory="1G")
-        with server.client() as c:
-            wait_until(lambda: sum(n.state == "UP" for n in c.nodes()) == 2, message="agents")
-        script = tmp_path / "job.sh"
+        node1, node2 = two_agents(server)
         task = 'trap "" TERM; echo $$ > pid.$SLURM_NODEID; exec sleep 100'
-        script.write_text(f"#!/bin/bash\n{SRUN} -t 0:03 sh -c '{task}'\necho srun exit=$?\n")
-        done = server.cli("sbatch", "--parsable", "-N2", str(script), cwd=tmp_path)
-        assert done.returncode == 0, done.stderr
-        job_id = int(done.stdout.strip())
+        job_id = sbatch_n2(server, tmp_path, task, "-t 0:03 ")
         pid = second_task(tmp_path)
         out = tmp_path / f"slurm-{job_id}.out"
         line = f"STEP {job_id}.0 ON node2 CANCELLED AT "

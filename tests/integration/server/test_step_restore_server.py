@@ -50,6 +50,17 @@ def running_job_with_step(live: LiveServer) -> int:
     return job
 
 
+def running_one_node_job(live: LiveServer) -> int:
+    """A one-node job running on n1, whose agent said it started."""
+    register(live, "n1", [])
+    with live.client() as admin:
+        job = admin.submit(JobSubmit(script="#!/bin/sh\nsleep 600\n")).job_id
+    wait_until(lambda: "launch" in ops(live, "n1"), message="the launch on n1")
+    started = {"seq": 1, "job_id": job, "attempt": 0, "kind": "started", "time": 1.0}
+    post(live, "/v1/agent/n1/sync", {"wait_seconds": 0, "reports": [started]})
+    return job
+
+
 def restart(live: LiveServer) -> None:
     live.stop()
     live.start()  # same database, same port
@@ -97,12 +108,7 @@ def test_a_local_step_is_taken_up_by_a_restarted_server(each_store: LiveServer) 
     running step's), does not end it when the batch node's agent registers without it
     (srun holds its tasks), and takes srun's end report for it."""
     live = each_store
-    register(live, "n1", [])
-    with live.client() as admin:
-        job = admin.submit(JobSubmit(script="#!/bin/sh\nsleep 600\n")).job_id
-    wait_until(lambda: "launch" in ops(live, "n1"), message="the launch on n1")
-    started = {"seq": 1, "job_id": job, "attempt": 0, "kind": "started", "time": 1.0}
-    post(live, "/v1/agent/n1/sync", {"wait_seconds": 0, "reports": [started]})
+    job = running_one_node_job(live)
     local = {"argv": ["./a"], "local": True, "nodelist": ["n1"], "ntasks": 1}
     assert post(live, f"/v1/jobs/{job}/steps", local)["step_id"] == 0
     restart(live)
@@ -158,12 +164,7 @@ def test_a_cancelled_local_step_is_killed_again_by_a_restarted_server(
     """The same for a step srun runs on the batch node: the batch node's agent, on
     registering with the new server, is told again to kill the step's cgroup."""
     live = each_store
-    register(live, "n1", [])
-    with live.client() as admin:
-        job = admin.submit(JobSubmit(script="#!/bin/sh\nsleep 600\n")).job_id
-    wait_until(lambda: "launch" in ops(live, "n1"), message="the launch on n1")
-    started = {"seq": 1, "job_id": job, "attempt": 0, "kind": "started", "time": 1.0}
-    post(live, "/v1/agent/n1/sync", {"wait_seconds": 0, "reports": [started]})
+    job = running_one_node_job(live)
     local = {"argv": ["./a"], "local": True, "nodelist": ["n1"], "ntasks": 1, "srun": "7:8"}
     assert post(live, f"/v1/jobs/{job}/steps", local)["step_id"] == 0
     cancelled = post(live, f"/v1/jobs/{job}/steps/0/cancel", {})["cancelled_at"]
