@@ -833,11 +833,8 @@ class StepTable:
             step.cpu_count = sum(len(c) for c in step.cpus.values())  # (--overlap's: 0)
             step.memory = memory_of(row)
             step.memory_bytes = sum(step.memory.values())
-            step.srun, step.cancelled_at, step.cancelled_by = (
-                row.srun,
-                row.cancelled_at,
-                row.cancelled_by,
-            )
+            step.srun = row.srun
+            step.cancelled_at, step.cancelled_by = row.cancelled_at, row.cancelled_by
             step.restored, step.cursor = True, cursor_base(now)
             job = self.cluster.jobs.get(row.job_id)
             self.steps[(row.job_id, row.step_id)] = step
