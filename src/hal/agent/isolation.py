@@ -108,22 +108,26 @@ class Isolation:
         ``owner`` (the job's uid and gid) is given the job's cgroup folder and its
         ``cgroup.procs``, as systemd delegates a cgroup: srun, running as the job's
         user, makes a step's cgroup there for the tasks it runs itself
-        (``hal.compat.local_step``). Its limits stay root's, and every subgroup is
-        bounded by them."""
+        (``hal.compat.local_step``), fenced to the step's CPUs where the job is (on
+        cgroup1 in the job's cpuset cgroup, given to the user the same way). Its limits
+        and fence stay root's, and every subgroup is bounded by them."""
         path = self.group_path(job_id, attempt)
         if not path:
             return ""
         _make_group(path)
         self._limit(path, memory_bytes)
         self._constrain(path, denied_gpus)
-        self._fence(path, cpus)
+        fenced = self._fence(path, cpus)
         if owner is not None:
             files = ("cgroup.procs", "tasks") if self.kind == "cgroup1" else ("cgroup.procs",)
-            for name in ("", *files):
-                os.chown(os.path.join(path, name), *owner)
+            for folder in {path, fenced or path}:  # (cgroup1's cpuset cgroup besides)
+                for name in ("", *files):
+                    os.chown(os.path.join(folder, name), *owner)
         if self.kind != "cgroup2":
             return path
         _write_optional(path, "cgroup.subtree_control", "+memory")  # the leaves' own events
+        if fenced:  # srun's steps' own cpuset.cpus
+            write(path, "cgroup.subtree_control", "+cpuset")
         leaf = os.path.join(path, BATCH)
         _make_group(leaf)
         return leaf
@@ -141,17 +145,19 @@ class Isolation:
             for line in deny_lines(denied_gpus):
                 write(devices, "devices.deny", line)
 
-    def _fence(self, path: str, cpus: tuple[int, ...]) -> None:
+    def _fence(self, path: str, cpus: tuple[int, ...]) -> str:
         """Confine the job or step (cgroup ``path``) to the host CPUs ``cpus``, where the
-        agent fences jobs and this one is bound (``hal.agent.cpusets``)."""
+        agent fences jobs and this one is bound (``hal.agent.cpusets``); returns the
+        cgroup that holds the fence (``path`` itself on cgroup2), or ""."""
         if not self.cores or not cpus:
-            return
+            return ""
         if self.cores == CPUSET_V2:
             cpusets.fence(path, cpus, v1=False)
-            return
+            return path
         group = self._cpuset_group(path)
         _make_group(group)
         cpusets.fence(group, cpus, v1=True)
+        return group
 
     def _device_group(self, group: str) -> str:
         """The cgroup1 ``devices`` cgroup of the job or step whose cgroup is ``group``

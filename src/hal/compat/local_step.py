@@ -127,15 +127,18 @@ def run_local(
     counted = own or cgroup.own  # the step's own cgroup, else srun's (shared)
     before = cgroup.oom_kills(counted)
     cpus = bound_cpus(places, console.environ)
+    fence = cgroup.fence_step(step_id, own, cpus) if step_id is not None else ""
     where = f"{job_id}.{step_id}" if step_id is not None else str(job_id)  # its lines'
     limit = None
     if request is not None and request.time_limit_s:
         limit = TimeLimit(request.time_limit_s, kill_wait(console), where, node)
-    end = run_tasks(commands or [command] * ntasks, console, step_env, own, cpus, limit)
+    groups = tuple(g for g in (own, fence) if g)
+    end = run_tasks(commands or [command] * ntasks, console, step_env, groups, cpus, limit)
     kills = cgroup.oom_kills(counted) - before
     if not own and end.exit_signal != signal.SIGKILL:
         kills = 0  # srun's cgroup is the batch script's too: the kill was not a task's
-    step_cgroup.remove(own)
+    for group in groups:
+        step_cgroup.remove(group)
     if step_id is not None and any(code < 0 for code in end.codes.values()):
         for line in _cancel_lines(console, job_id, step_id, node):  # scancel JOB.STEP
             console.err(line)
@@ -183,9 +186,10 @@ def bound_cpus(places: tuple[int, ...], env: Mapping[str, str]) -> tuple[int, ..
     return picked if len(picked) < len(own) else ()
 
 
-def _enter(cgroup: str, cpus: tuple[int, ...]) -> None:
-    """A task, between fork and exec: into the step's cgroup, onto its CPUs."""
-    if cgroup:
+def _enter(cgroups: tuple[str, ...], cpus: tuple[int, ...]) -> None:
+    """A task, between fork and exec: into the step's cgroups (its memory one, and on
+    cgroup1 its cpuset one), onto its CPUs."""
+    for cgroup in cgroups:
         step_cgroup.join(cgroup)
     if cpus:
         with contextlib.suppress(OSError):
@@ -196,11 +200,11 @@ def run_tasks(
     commands: list[list[str]],
     console: Console,
     step_env: dict[str, str],
-    cgroup: str = "",
+    cgroups: tuple[str, ...] = (),
     cpus: tuple[int, ...] = (),
     limit: TimeLimit | None = None,
 ) -> TasksEnd:
-    """Start a task per rank (``commands[rank]``), in ``cgroup`` and bound to ``cpus`` if
+    """Start a task per rank (``commands[rank]``), in ``cgroups`` and bound to ``cpus`` if
     given, pass srun's signals on to them, wait for all, ending them at ``limit``. A
     command that cannot start is said on stderr, those started are killed, and it ends
     as a task that exits ``EXEC_FAILED``."""
@@ -245,7 +249,7 @@ def run_tasks(
             command = commands[rank]
             try:
                 # srun runs no other thread (sync httpx), so a preexec_fn is safe here
-                join = partial(_enter, cgroup, cpus) if cgroup or cpus else None
+                join = partial(_enter, cgroups, cpus) if cgroups or cpus else None
                 task = subprocess.Popen(
                     command,
                     env=env,

@@ -9,6 +9,11 @@ job's memory limit, on the folder above, still bounds them.
 Where srun cannot make one (an agent that is not root, the ``rlimit`` backend, an agent
 from before this), the tasks stay in srun's own cgroup and the step's kills are what that
 cgroup's counter gained while they ran.
+
+Where the agent fences the job to its CPUs (``hal agent --constrain-cores``), srun fences
+a step given CPUs of its own (``--exact``) to them, as Slurm's ``step_M`` cpuset: in the
+step's cgroup on cgroup2, in ``job_<id>.<n>/step_<m>`` of the cpuset hierarchy, which the
+agent gave the user too, on cgroup1.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import contextlib
 import os
 from dataclasses import dataclass
 
-from hal.core.cgroup_memory import limit_memory
+from hal.core.cgroup_memory import limit_memory, write
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +30,7 @@ class JobCgroup:
     own: str  # srun's own cgroup folder ("" outside a job's)
     job: str  # the job's cgroup folder, ``job_<id>.<n>``
     kind: str  # "cgroup2" or "cgroup1" (its memory hierarchy)
+    cpuset: str = ""  # cgroup1: the job's folder in the cpuset hierarchy ("": none)
 
     def oom_kills(self, folder: str) -> int:
         """The kernel's OOM kill count of ``folder`` (0 where unknown)."""
@@ -49,6 +55,33 @@ class JobCgroup:
                 limit_memory(path, self.kind, memory_bytes)
         return path
 
+    def fence_step(self, step_id: int, step: str, cpus: tuple[int, ...]) -> str:
+        """Fence the step (its cgroup ``step``, from ``make_step``) to the host ``cpus``
+        where the job is fenced; returns the cgroup1 cpuset cgroup its tasks must join
+        besides ("" on cgroup2, where ``step`` holds the fence, or where there is none:
+        the job's fence holds)."""
+        if not cpus:
+            return ""
+        text = ",".join(str(c) for c in cpus)
+        if self.kind == "cgroup2":
+            if step:
+                with contextlib.suppress(OSError):  # (no cpuset there: the job is unfenced)
+                    write(step, "cpuset.cpus", text)
+            return ""
+        if not self.cpuset:
+            return ""
+        path = os.path.join(self.cpuset, f"step_{step_id}")
+        try:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(path)
+            with open(os.path.join(self.cpuset, "cpuset.mems")) as f:
+                write(path, "cpuset.mems", f.read().strip())
+            write(path, "cpuset.cpus", text)
+        except OSError:
+            remove(path)
+            return ""
+        return path
+
 
 def job_cgroup(job_id: int) -> JobCgroup:
     """srun's own cgroup and the job's, from ``/proc/self/cgroup``."""
@@ -57,19 +90,27 @@ def job_cgroup(job_id: int) -> JobCgroup:
             lines = f.read().splitlines()
     except OSError:
         return JobCgroup("", "", "")
+    found: dict[str, tuple[str, str]] = {}  # controllers → (srun's own, the job's)
     for line in lines:
         _, controllers, path = line.split(":", 2)
         parts = path.split("/")
         mine = [i for i, part in enumerate(parts) if part.startswith(f"job_{job_id}.")]
-        if not mine:
-            continue
-        job = "/".join(parts[: mine[0] + 1])
-        if controllers == "":
-            return JobCgroup(f"/sys/fs/cgroup{path}", f"/sys/fs/cgroup{job}", "cgroup2")
-        if "memory" in controllers.split(","):
-            root = "/sys/fs/cgroup/memory"
-            return JobCgroup(f"{root}{path}", f"{root}{job}", "cgroup1")
-    return JobCgroup("", "", "")
+        if mine:
+            found[controllers] = (path, "/".join(parts[: mine[0] + 1]))
+    if "" in found:
+        own, job = found[""]
+        return JobCgroup(f"/sys/fs/cgroup{own}", f"/sys/fs/cgroup{job}", "cgroup2")
+    memory = next((v for k, v in found.items() if "memory" in k.split(",")), None)
+    if memory is None:
+        return JobCgroup("", "", "")
+    cpuset = next((v[1] for k, v in found.items() if "cpuset" in k.split(",")), "")
+    root = "/sys/fs/cgroup/memory"
+    return JobCgroup(
+        f"{root}{memory[0]}",
+        f"{root}{memory[1]}",
+        "cgroup1",
+        f"/sys/fs/cgroup/cpuset{cpuset}" if cpuset else "",
+    )
 
 
 def join(folder: str) -> None:

@@ -142,7 +142,8 @@ def cpuset_folder(line: str) -> Path:
 def test_a_job_cannot_widen_its_cpus_past_its_fence(server: LiveServer, tmp_path: Path) -> None:
     """As Slurm's ``ConstrainCores=yes`` (docs/slurm-checks.md): a one-CPU job asking
     for every CPU of the host keeps its one, in its batch script and in the steps the
-    agents run for it; the kernel narrows the request and nobody sees an error. An
+    agents run for it, and two ``--exact`` steps srun runs at once keep one CPU each; the
+    kernel narrows the request and nobody sees an error. An
     agent with ``--constrain-cores no`` binds the job the same way but lets it widen.
     The job's cpuset cgroup goes with it."""
     every = " ".join(str(c) for c in sorted(os.sched_getaffinity(0)))
@@ -154,6 +155,11 @@ def test_a_job_cannot_widen_its_cpus_past_its_fence(server: LiveServer, tmp_path
     assert sorted(line.split()[0] for line in lines[1:]) == ["0:", "1:"], lines
     assert all(len(line.split()) == 2 for line in lines[1:]), lines  # one CPU each
     assert not cpuset_folder(where).exists()
+    # srun's --exact steps on the batch node: each fenced to its own CPU of the job's two
+    exact = f"{SRUN} -n1 --exact {WIDEN} {every} &\n"
+    steps = submit(server, tmp_path, f"{exact}{exact}wait\n", "-n2", "-w", "node1")
+    each = finished(server, tmp_path, steps).split()
+    assert len(each) == 2 and each[0] != each[1], each
     binding = ["--bind-cpus", "yes", "--constrain-cores", "no"]
     agent = server.start_agent("node4", cpus=2, memory="1G", extra=binding)
     try:
