@@ -71,7 +71,7 @@ SUPERVISOR_IGNORES = (
 )
 INHERITED_RSS_MARGIN = 1 << 20
 ORPHAN_KILL_TRIES = 50  # x 20 ms: a process in uninterruptible sleep is left to init
-LINGER_POLL_S = 0.05  # while a job being ended has processes left after its shell
+LINGER_POLL_S = 0.1  # at most between looks at what a job being ended has left
 WATCHDOG_MAX_INTERVAL = 0.5  # seconds between memory samples once the job is settled
 _RESETTABLE = tuple(s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP))
 
@@ -354,16 +354,23 @@ class _Orphans:
         behind as they end on the SIGTERM (a task saving its work, srun waiting for its
         step's tasks and printing their ends), rather than SIGKILL them now."""
         me = os.getpid()
-        while time.time() < kill_at:
-            left = [pid for pid in children(me) if pid != self.shell]
-            for pid in left:
+        while (left := time.time()) < kill_at:
+            kids = [pid for pid in children(me) if pid != self.shell]
+            for pid in kids:
                 with contextlib.suppress(ChildProcessError):
                     done, _, usage = os.wait4(pid, os.WNOHANG)
                     if done:
                         self._reaped(usage)
             if not any(pid != self.shell for pid in descendants(me)):
                 return
-            time.sleep(LINGER_POLL_S)
+            # woken as soon as one of them exits (srun, once its step's end is relayed)
+            pidfds = [fd for pid in kids if (fd := open_pidfd(pid)) is not None]
+            poller = select.poll()
+            for fd in pidfds:
+                poller.register(fd, select.POLLIN)
+            poller.poll(min(kill_at - left, LINGER_POLL_S) * 1000)
+            for fd in pidfds:
+                os.close(fd)
 
     def end_all(self) -> None:
         """After the batch shell was reaped: SIGKILL every process left below the

@@ -166,7 +166,7 @@ def _cancel_lines(console: Console, job_id: int, step_id: int, node: str) -> lis
         return []
     where, when = f"{job_id}.{step_id}", stamp(page.cancelled_at)
     line = cancelled_message(node, where, when, page.cancel_reason, kind="STEP")
-    return [step_aborted(kill_wait(console)), line]
+    return [step_aborted(page.kill_wait_seconds), line]
 
 
 def bound_cpus(places: tuple[int, ...], env: Mapping[str, str]) -> tuple[int, ...]:

@@ -270,7 +270,7 @@ def run_step(
                 return console.error(f"lost step {job_id}.{step.step_id}: {err.message}")
             if page.cancelled_at is not None and not aborted:  # scancel JOB.STEP
                 aborted = True
-                console.err(step_aborted(kill_wait(console)))
+                console.err(step_aborted(page.kill_wait_seconds))
             for chunk in page.chunks:
                 writer.write(chunk.rank, chunk.stream, base64.b64decode(chunk.data_b64))
             after = page.cursor
