@@ -366,7 +366,7 @@ def sacct(argv: list[str], console: Console) -> int:
         jobs = []
     except HalError as err:
         return console.error(err.message)
-    jobs = sorted((j for j in jobs if _wanted(j, request, now)), key=lambda j: j.id)
+    jobs = sorted(jobs, key=lambda j: j.id)
     for line in sacct_lines(request, jobs, now):
         console.out(line)
     return 0
@@ -462,6 +462,8 @@ def _state_name(text: str) -> str:
     upper = text.upper()
     if upper in STATES_BY_CODE:
         return STATES_BY_CODE[upper].value
+    if upper == "RQ":  # (a run a requeue ended: sacct -D)
+        return "REQUEUED"
     if upper in JobState.__members__ or upper in OTHER_SLURM_STATES:
         return upper
     raise InvalidRequest(
@@ -553,8 +555,11 @@ def _steps_asked(request: Request, job: JobInfo) -> set[str] | None:
 
 
 def sacct_lines(request: Request, jobs: list[JobInfo], now: float) -> list[str]:
+    """The lines of the records of ``jobs`` the request selects (each run of a requeued
+    job on its own with ``-D``: ``-s PR`` finds a preempted run, ``-S``/``-E`` its times)."""
     rows: list[list[str]] = []
-    for job in (r for j in jobs for r in records(j, duplicates=request.duplicates)):
+    every = (r for j in jobs for r in records(j, duplicates=request.duplicates))
+    for job in (r for r in every if _wanted(r, request, now)):
         wanted = _steps_asked(request, job)
         whole = wanted is None or "*" in wanted
         if whole:

@@ -32,6 +32,7 @@ def run(attempt: int, state: str, start: float, end: float, node: str) -> JobRun
         exit_signal=15,
         partition="batch",
         submit_time=T0,
+        eligible_time=T0,
         start_time=start,
         end_time=end,
         nodes=[node],
@@ -85,3 +86,19 @@ def test_without_duplicates_the_latest_run_alone() -> None:
     assert lines == ["7|COMPLETED|n3", "7.batch|COMPLETED|n3", "7.2|COMPLETED|n1"]
     allocations = call(requeued_twice(), "sacct", "-D", "-X", "-P", "-n", "-o", "JobID,State")
     assert allocations.lines == ["7|REQUEUED", "7|PREEMPTED", "7|COMPLETED"]
+
+
+def test_state_and_time_select_runs() -> None:
+    """``-s`` and ``-S``/``-E`` select each run by its own state and times: a preempted
+    run is found by ``-s PR``, an administrator's requeue by ``-s RQ``; without ``-D``
+    the latest run alone is looked at."""
+
+    def ids(*args: str) -> list[str]:
+        argv = ("-j", "7", "-X", "-P", "-n", "-o", "State", *args)
+        return call(requeued_twice(), "sacct", *argv, now=T0 + 1000).lines
+
+    assert ids("-D", "-s", "PR") == ["PREEMPTED"]
+    assert ids("-D", "-s", "RQ,CD") == ["REQUEUED", "COMPLETED"]
+    assert ids("-s", "PR") == []  # the latest run completed
+    # the first run ended before -S: left out; the others were there at some moment
+    assert ids("-D", "-S", stamp(110), "-E", stamp(250)) == ["PREEMPTED", "COMPLETED"]
