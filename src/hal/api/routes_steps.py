@@ -143,6 +143,7 @@ async def step_output(
         dropped_bytes=step.dropped,
         cancelled_at=step.cancelled_at,
         cancel_reason=step.cancel_reason,
+        job_cancelled=step.with_job and step.cancelled_at is not None and not step.cancel_reason,
         kill_wait_seconds=ctx.cluster.config.kill_wait_seconds,
     )
     return json_response(page)

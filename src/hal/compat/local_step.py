@@ -44,6 +44,7 @@ from hal.compat.steps import FORWARDED, GOT_SIGCONT, kill_wait, once_free, srun_
 from hal.core.errors import HalError, InvalidRequest
 from hal.core.steps import (
     EXEC_FAILED,
+    FORCING_TERMINATION,
     TIME_LIMIT,
     LocalStep,
     StepLayout,
@@ -166,7 +167,8 @@ def _cancel_lines(console: Console, job_id: int, step_id: int, node: str) -> lis
         return []
     where, when = f"{job_id}.{step_id}", stamp(page.cancelled_at)
     line = cancelled_message(node, where, when, page.cancel_reason, kind="STEP")
-    return [step_aborted(page.kill_wait_seconds), line]
+    forcing = [FORCING_TERMINATION] if page.job_cancelled else []
+    return [step_aborted(page.kill_wait_seconds), *forcing, line]
 
 
 def bound_cpus(places: tuple[int, ...], env: Mapping[str, str]) -> tuple[int, ...]:

@@ -19,7 +19,7 @@ from hal.compat.seam import Client, Console
 from hal.core.errors import HalError, NotFound, PermissionDenied, Unavailable
 from hal.core.job_variables import describes_a_job
 from hal.core.process import start_ticks
-from hal.core.steps import BUSY, StepRequest, step_aborted
+from hal.core.steps import BUSY, FORCING_TERMINATION, StepRequest, step_aborted
 
 if TYPE_CHECKING:
     from hal.compat.srun import Invocation
@@ -271,6 +271,8 @@ def run_step(
             if page.cancelled_at is not None and not aborted:  # scancel JOB.STEP
                 aborted = True
                 console.err(step_aborted(page.kill_wait_seconds))
+                if page.job_cancelled:
+                    console.err(FORCING_TERMINATION)
             for chunk in page.chunks:
                 writer.write(chunk.rank, chunk.stream, base64.b64decode(chunk.data_b64))
             after = page.cursor

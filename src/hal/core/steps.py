@@ -96,6 +96,9 @@ def stamp(when: float) -> str:
 
 
 # srun's line when scancel ends its step (Slurm 22.05.8, docs/slurm-checks.md)
+FORCING_TERMINATION = "srun: forcing job termination"  # srun's, when its job is cancelled
+
+
 def step_aborted(kill_wait: int) -> str:
     """srun's line for a step scancel or its job's end is ending (Slurm 22.05.8 waits
     KillWait + 2 s: "32 seconds" with the default 30)."""

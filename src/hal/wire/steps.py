@@ -136,6 +136,7 @@ class StepOutputPage(WireModel):
     # scancel or its job's end ended it: srun says "Job step aborted", as Slurm's does
     cancelled_at: float | None = None
     cancel_reason: str = ""  # "" or "DUE TO TIME LIMIT" (slurmstepd's STEP line)
+    job_cancelled: bool = False  # its job was cancelled (srun's "forcing job termination")
     kill_wait_seconds: int = 30  # the cluster's KillWait (srun's "Waiting up to N seconds")
 
 

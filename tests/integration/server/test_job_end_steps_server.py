@@ -2,8 +2,9 @@
 agents, as Slurm 22.05.8 (docs/slurm-checks.md, "scancel of a step, and what srun and
 slurmstepd say"): every process of the job has KillWait to end on the SIGTERM (a task
 saving its work survives its batch shell's end), and srun says the step is ending —
-"Job step aborted", slurmstepd's ``STEP`` line on each of its nodes (with "DUE TO TIME
-LIMIT" for the job's limit), the tasks' ends — on the batch node and across nodes."""
+"Job step aborted", "forcing job termination" for a cancel, slurmstepd's ``STEP`` line
+on each of its nodes (with "DUE TO TIME LIMIT" for the job's limit), the tasks' ends —
+on the batch node and across nodes."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 from test_local_steps_server import SRUN, sacct, submit
 from test_step_cancel_server import step_line
 
-from hal.core.steps import step_aborted
+from hal.core.steps import FORCING_TERMINATION, step_aborted
 from hal.testing.live import LiveServer, wait_until
 
 # KillWait: srun has this long to relay its step's last lines once the job is ending (the
@@ -83,13 +84,13 @@ def test_a_cancelled_jobs_steps_say_so(
     cancel_when_ready(server, tmp_path, here)
     text = ended(server, tmp_path, here)
     assert "srun: got SIGCONT\n" in text, text
-    assert f"{step_aborted(KILL_WAIT)}\n" in text, text
+    assert f"{step_aborted(KILL_WAIT)}\n{FORCING_TERMINATION}\n" in text, text
     assert re.search(step_line("node1", f"{here}.0"), text), text
     assert text.endswith("srun: error: node1: task 0: Terminated\n"), text
     across = submit(server, tmp_path, f"{SRUN} sh -c '{task}'\n", "-N2", "-n2")
     cancel_when_ready(server, tmp_path, across)
     text = ended(server, tmp_path, across)
-    assert text.count(f"{step_aborted(KILL_WAIT)}\n") == 1, text
+    assert text.count(f"{step_aborted(KILL_WAIT)}\n{FORCING_TERMINATION}\n") == 1, text
     for node, rank in (("node1", 0), ("node2", 1)):
         assert re.search(step_line(node, f"{across}.0"), text), text
         assert f"srun: error: {node}: task {rank}: Terminated\n" in text, text
@@ -107,6 +108,7 @@ def test_a_job_out_of_time_says_so_for_its_steps(
         job_id = submit(server, tmp_path, f"{SRUN} sleep 100\n", "-t", "0:03", *args)
         text = ended(server, tmp_path, job_id)
         assert f"{step_aborted(KILL_WAIT)}\n" in text, text
+        assert FORCING_TERMINATION not in text, text  # (a cancel's only)
         for node in ("node1", "node2")[: len(args) // 2 + 1]:
             assert re.search(step_line(node, f"{job_id}.0", "DUE TO TIME LIMIT"), text), text
         job_line = rf"\*\*\* JOB {job_id} ON node1 CANCELLED AT \S+ DUE TO TIME LIMIT \*\*\*"
