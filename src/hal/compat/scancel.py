@@ -75,6 +75,9 @@ class Request:
         )
 
 
+NO_SUCH_STEP_EXIT = 2017 & 0xFF  # 225: scancel of a step its (known) job does not run
+
+
 def scancel(argv: list[str], console: Console) -> int:
     try:
         request = parse_request(argv)
@@ -266,15 +269,28 @@ def _cancel_step(target: str, request: Request, console: Console) -> int:
             console.err(f"scancel: Terminating step {target}")
         return 0
     except (NotFound, Conflict):
-        if request.signal is None and not request.quiet:
+        if request.signal is not None or request.quiet:
+            return 0
+        if not _known(console, job_id):
             return console.error(
                 f"Kill job error on job step id {target}: Invalid job id specified"
             )
-        return 0
+        # the job is there, its step is not: Slurm names the job alone and exits with
+        # ESLURM_INVALID_JOB_ID (2017) as a byte
+        console.error(f"Kill job error on job step id {job_id}: Invalid job id specified")
+        return NO_SUCH_STEP_EXIT
     except PermissionDenied:
         return console.error(f"Kill job error on job step id {target}: Access/permission denied")
     except HalError as err:
         return console.error(err.message)
+
+
+def _known(console: Console, job_id: str) -> bool:
+    try:
+        console.client.job(job_id)
+    except HalError:
+        return False
+    return True
 
 
 def _cancel_one(target: str, request: Request, console: Console) -> int:

@@ -26,12 +26,19 @@ def test_a_step_is_cancelled_or_signalled() -> None:
 
 
 def test_a_step_not_running_is_an_error_for_a_cancel_only() -> None:
+    """As Slurm 22.05.8's: a step its job does not run names the job alone and exits
+    225 (ESLURM_INVALID_JOB_ID as a byte); a job that is not there, the step, exit 1."""
     client = cluster()
     missing = call(client, "scancel", "5.3")
-    assert missing.rc == 1
+    assert missing.rc == 225
     assert (
-        missing.err
-        == "scancel: error: Kill job error on job step id 5.3: Invalid job id specified\n"
+        missing.err == "scancel: error: Kill job error on job step id 5: Invalid job id specified\n"
+    )
+    unknown = call(client, "scancel", "99.0")
+    assert unknown.rc == 1
+    assert (
+        unknown.err
+        == "scancel: error: Kill job error on job step id 99.0: Invalid job id specified\n"
     )
     assert call(client, "scancel", "-Q", "5.3").err == ""
     quiet = call(client, "scancel", "-s", "USR1", "5.3")
