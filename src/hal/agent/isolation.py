@@ -126,8 +126,8 @@ class Isolation:
         if self.kind != "cgroup2":
             return path
         _write_optional(path, "cgroup.subtree_control", "+memory")  # the leaves' own events
-        if fenced:  # srun's steps' own cpuset.cpus
-            write(path, "cgroup.subtree_control", "+cpuset")
+        if fenced:  # srun's steps' own cpuset.cpus (where it cannot, the job's holds)
+            _write_optional(path, "cgroup.subtree_control", "+cpuset")
         leaf = os.path.join(path, BATCH)
         _make_group(leaf)
         return leaf
