@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import pwd
 import signal
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -149,6 +151,21 @@ async def agent_running(config: AgentConfig, channel: FakeChannel) -> Any:
     finally:
         agent.stop.set()
         await asyncio.wait_for(agent.task, WAIT)
+
+
+def as_nobody(prefix: str) -> tuple[pwd.struct_passwd, Path]:
+    """``nobody`` (skipped where there is none), and a folder it may reach (pytest's is
+    root's only) for the agent's state and the job's work, which the caller removes."""
+    try:
+        nobody = pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("no 'nobody' user on this host")
+    base = Path(tempfile.mkdtemp(prefix=prefix))
+    base.chmod(0o711)
+    work = base / "work"
+    work.mkdir()
+    work.chmod(0o777)
+    return nobody, base
 
 
 def make_launch(job_id: int, script: str, workdir: Path, **changes: Any) -> Launch:

@@ -10,14 +10,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import pwd
 import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import FakeChannel, agent_running, make_launch
+from conftest import FakeChannel, agent_running, as_nobody, make_launch
 from hal.agent import AgentConfig
 from hal.agent.isolation import agent_cgroup_name, detect_isolation
 
@@ -27,12 +25,7 @@ def test_the_jobs_user_may_fence_a_step_but_not_widen_the_job(
 ) -> None:
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs a host of at least two CPUs to bind to")
-    try:
-        nobody = pwd.getpwnam("nobody")
-    except KeyError:
-        pytest.skip("no 'nobody' user on this host")
-    base = Path(tempfile.mkdtemp(prefix="hal-agent-fence-"))  # (pytest's is root's only)
-    base.chmod(0o711)
+    nobody, base = as_nobody("hal-agent-fence-")
     config = dataclasses.replace(agent_config, state_dir=base / "state", bind_cpus="yes")
     name = agent_cgroup_name(config.node, str(config.state_dir))
     isolation = detect_isolation(config.isolation, name, cores="auto")
@@ -42,8 +35,6 @@ def test_the_jobs_user_may_fence_a_step_but_not_widen_the_job(
     job = Path(isolation.cores) / "job_1.0"
     two = sorted(os.sched_getaffinity(0))[:2]
     work = base / "work"
-    work.mkdir()
-    work.chmod(0o777)
     script = (
         f"grep Cpus_allowed_list /proc/self/status\n"
         f"mkdir {job}/step_0 && cat {job}/cpuset.mems > {job}/step_0/cpuset.mems\n"

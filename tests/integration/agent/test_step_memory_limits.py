@@ -12,15 +12,13 @@ import asyncio
 import base64
 import dataclasses
 import os
-import pwd
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON, FakeChannel, agent_running, make_launch, wait_for
+from conftest import PYTHON, FakeChannel, agent_running, as_nobody, make_launch, wait_for
 from hal.agent import AgentConfig
 from hal.agent.isolation import Isolation, agent_cgroup_name, detect_isolation
 from hal.wire.agent import AgentInstructions, AgentSync, Cancel, StepEnd, StepLaunch
@@ -159,19 +157,12 @@ def test_the_jobs_user_may_make_a_steps_cgroup_but_not_change_the_limit(
     ``step_0`` there, limits it to the step's memory and moves into it (what srun does
     for the tasks it runs on the batch node, ``hal.compat.step_cgroup``), and the job's
     memory limit is still root's."""
-    try:
-        nobody = pwd.getpwnam("nobody")
-    except KeyError:
-        pytest.skip("no 'nobody' user on this host")
-    base = Path(tempfile.mkdtemp(prefix="hal-agent-uid-"))  # (pytest's is root's only)
-    base.chmod(0o711)
+    nobody, base = as_nobody("hal-agent-uid-")
     config = dataclasses.replace(agent_config, state_dir=base / "state")
     isolation = cgroup_backend(config)
     job = isolation.group_path(1, 0)
     limit = "memory.max" if isolation.kind == "cgroup2" else "memory.limit_in_bytes"
     work = base / "work"
-    work.mkdir()
-    work.chmod(0o777)
     script = (
         f"mkdir {job}/step_0 && echo 0 > {job}/step_0/cgroup.procs && cat /proc/self/cgroup\n"
         f"(echo 1 > {job}/{limit}) 2>/dev/null || echo limit kept\n"
