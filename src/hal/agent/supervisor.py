@@ -43,6 +43,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import NoReturn
 
 from hal.agent.cpus import bind
@@ -269,8 +270,9 @@ def _supervise(plan: StepPlan, isolation: Isolation, started_w: int) -> int:
 
     orphans = _Orphans(pid)
     watchdog_killed = _wait_for_exit(pid, plan, isolation, orphans)
-    if (kill_at := _stopping(plan)) is not None:
-        orphans.linger(kill_at)  # its processes have until then to end on the SIGTERM
+    if (kill_at := _stopping(plan)) is not None:  # they have until then to end on SIGTERM
+        watched = isolation.watchdog and plan.memory_bytes > 0  # (rlimit: no cgroup limit)
+        orphans.linger(kill_at, partial(_over, plan.memory_bytes) if watched else None)
     # The batch shell is a zombie now, so its pid still names the process group: kill
     # what it left behind (Slurm ends all of a job's processes with its script).
     with contextlib.suppress(OSError):
@@ -348,13 +350,14 @@ class _Orphans:
             self._reaped(os.wait4(info.si_pid, 0)[2])
         return False
 
-    def linger(self, kill_at: float) -> None:
+    def linger(self, kill_at: float, over: Callable[[], bool] | None = None) -> None:
         """The job is being ended (SIGTERM sent, SIGKILL due at ``kill_at``) and its batch
         shell has exited: until then, or until none is left, reap the processes it left
         behind as they end on the SIGTERM (a task saving its work, srun waiting for its
-        step's tasks and printing their ends), rather than SIGKILL them now."""
+        step's tasks and printing their ends), rather than SIGKILL them now; no longer
+        once ``over`` (the rlimit backend's memory watchdog) says they use too much."""
         me = os.getpid()
-        while (left := time.time()) < kill_at:
+        while (left := time.time()) < kill_at and not (over is not None and over()):
             kids = [pid for pid in children(me) if pid != self.shell]
             for pid in kids:
                 with contextlib.suppress(ChildProcessError):
@@ -424,6 +427,11 @@ def _stopping(plan: StepPlan) -> float | None:
             return float(f.read())
     except (OSError, ValueError):
         return None
+
+
+def _over(memory_bytes: int) -> bool:
+    """Whether the job's processes use more than ``memory_bytes`` (the rlimit watchdog)."""
+    return _job_rss_bytes() > memory_bytes
 
 
 def _job_rss_bytes() -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -231,6 +232,34 @@ def test_rlimit_watchdog_counts_processes_that_left_the_job_tree(
             channel.push(make_launch(1, script, workdir, memory_bytes=50 << 20))
             report = await agent.finished(1)
             assert report.state == "OUT_OF_MEMORY", report
+
+    asyncio.run(scenario())
+
+
+def test_the_rlimit_watchdog_watches_a_job_being_ended_too(
+    agent_config: AgentConfig, channel: FakeChannel, workdir: Path
+):
+    """Cancelled, the job's batch shell ends at once and what it started has KillWait to
+    end on the SIGTERM; a program that grows past the job's memory meanwhile is killed
+    then, without a cgroup to stop it, as it would have been while the job ran (not at
+    the end of KillWait)."""
+    config = dataclasses.replace(agent_config, isolation="rlimit")
+    grows = (
+        f'{PYTHON} -c "import signal, time; '
+        "signal.signal(signal.SIGTERM, lambda *_: (bytearray(200_000_000), time.sleep(60))); "
+        "open('ready', 'w').close(); time.sleep(60)\"\n"
+    )
+
+    async def scenario() -> None:
+        async with agent_running(config, channel) as agent:
+            channel.push(make_launch(1, grows, workdir, memory_bytes=50 << 20))
+            await agent.started(1)
+            await wait_for((workdir / "ready").exists, "the program to start")
+            began = time.monotonic()
+            channel.push(Cancel(job_id=1, kill_wait_seconds=30))
+            report = await agent.finished(1)
+            assert report.state == "CANCELLED", report
+            assert time.monotonic() - began < 15, "killed at KillWait's end, not for memory"
 
     asyncio.run(scenario())
 
