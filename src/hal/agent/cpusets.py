@@ -23,7 +23,6 @@ supervisor and the keeper, after ``fork``.)
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 
 from hal.agent.cgroup_tree import delegate, read
 from hal.core.cgroup_memory import write
@@ -57,10 +56,3 @@ def inherit(group: str) -> None:
     for name in ("cpuset.mems", "cpuset.cpus"):
         if not read(group, name).strip():
             write(group, name, read(parent, name).strip())
-
-
-def fence(group: str, cpus: Sequence[int], *, v1: bool) -> None:
-    """Confine the cpuset cgroup ``group`` (made already) to the host CPUs ``cpus``."""
-    if v1:
-        write(group, "cpuset.mems", read(os.path.dirname(group), "cpuset.mems").strip())
-    write(group, "cpuset.cpus", ",".join(str(c) for c in cpus))

@@ -48,7 +48,7 @@ from hal.agent import cpusets
 from hal.agent.cgroup_tree import delegate, read
 from hal.agent.cpusets import CPUSET_V2
 from hal.agent.devices import DeviceControlError, attach_device_filter, deny_lines, load_program
-from hal.core.cgroup_memory import limit_memory, write
+from hal.core.cgroup_memory import fence_cpus, limit_memory, write
 from hal.core.errors import InvalidRequest
 from hal.core.resources import GiB
 
@@ -152,11 +152,11 @@ class Isolation:
         if not self.cores or not cpus:
             return ""
         if self.cores == CPUSET_V2:
-            cpusets.fence(path, cpus, v1=False)
+            fence_cpus(path, cpus, v1=False)
             return path
         group = self._cpuset_group(path)
         _make_group(group)
-        cpusets.fence(group, cpus, v1=True)
+        fence_cpus(group, cpus, v1=True)
         return group
 
     def _device_group(self, group: str) -> str:

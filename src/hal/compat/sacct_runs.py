@@ -9,10 +9,10 @@ requeue ended (``JobInfo.runs``); a step belongs to the run it started in.
 
 from __future__ import annotations
 
-from hal.core.states import STATES_BY_CODE
+from hal.core.states import STATE_CODES
 from hal.wire.jobs import JobInfo, JobRun, StepRecord
 
-_CODES = {state.value: code for code, state in STATES_BY_CODE.items()} | {"REQUEUED": "RQ"}
+_CODES = {state.value: code for state, code in STATE_CODES.items()} | {"REQUEUED": "RQ"}
 
 
 def records(job: JobInfo, *, duplicates: bool) -> list[JobInfo]:

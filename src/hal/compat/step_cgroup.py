@@ -22,7 +22,7 @@ import contextlib
 import os
 from dataclasses import dataclass
 
-from hal.core.cgroup_memory import limit_memory, write
+from hal.core.cgroup_memory import fence_cpus, limit_memory
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,11 +62,10 @@ class JobCgroup:
         the job's fence holds)."""
         if not cpus:
             return ""
-        text = ",".join(str(c) for c in cpus)
         if self.kind == "cgroup2":
             if step:
                 with contextlib.suppress(OSError):  # (no cpuset there: the job is unfenced)
-                    write(step, "cpuset.cpus", text)
+                    fence_cpus(step, cpus, v1=False)
             return ""
         if not self.cpuset:
             return ""
@@ -74,9 +73,7 @@ class JobCgroup:
         try:
             with contextlib.suppress(FileExistsError):
                 os.mkdir(path)
-            with open(os.path.join(self.cpuset, "cpuset.mems")) as f:
-                write(path, "cpuset.mems", f.read().strip())
-            write(path, "cpuset.cpus", text)
+            fence_cpus(path, cpus, v1=True)
         except OSError:
             remove(path)
             return ""
