@@ -116,3 +116,23 @@ def test_a_job_out_of_time_says_so_for_its_steps(
         rows = sacct(server, job_id, "JobID,State,ExitCode,DerivedExitCode")
         assert rows[0] == f"{job_id}|TIMEOUT|0:0|0:0", rows  # the step its end killed: not counted
         assert rows[2] == f"{job_id}.0|CANCELLED|0:15|", rows
+
+
+def test_a_script_trapping_sigterm_goes_on_after_its_step_until_killwait(
+    server: LiveServer,
+    tmp_path: Path,
+) -> None:
+    """Slurm 22.05.8 at the time limit (docs/slurm-checks.md): the steps and the batch
+    script get SIGTERM, and a script that traps it goes on once srun returns 143 (to copy
+    its results, say) until the SIGKILL KillWait later."""
+    body = (
+        "trap 'echo batch got TERM' TERM\n"
+        f"{SRUN} sleep 100\necho after=$?\necho late1\nsleep 60\necho late2\n"
+    )
+    job_id = submit(server, tmp_path, body, "-t", "0:03")
+    text = ended(server, tmp_path, job_id)  # within a minute: "sleep 60" was killed
+    assert sacct(server, job_id, "State")[0] == "TIMEOUT"
+    assert "batch got TERM\n" in text, text
+    assert "after=143\nlate1\n" in text, text
+    assert "late2" not in text, text
+    assert re.search(step_line("node1", f"{job_id}.0", "DUE TO TIME LIMIT"), text), text
