@@ -175,13 +175,7 @@ class StepLayout:
 
     def tasks_per_node(self) -> str:
         """``SLURM_STEP_TASKS_PER_NODE``: ``2(x3),1`` as Slurm writes runs of equal counts."""
-        runs: list[tuple[int, int]] = []
-        for n in self.tasks:
-            if runs and runs[-1][0] == n:
-                runs[-1] = (n, runs[-1][1] + 1)
-            else:
-                runs.append((n, 1))
-        return ",".join(f"{n}(x{k})" if k > 1 else str(n) for n, k in runs)
+        return per_node_counts(self.tasks)
 
 
 def step_environment(step_id: int | None, layout: StepLayout) -> dict[str, str]:
@@ -211,6 +205,18 @@ def step_environment(step_id: int | None, layout: StepLayout) -> dict[str, str]:
     if layout.plane_size:
         values["SLURM_DIST_PLANESIZE"] = str(layout.plane_size)
     return values
+
+
+def per_node_counts(counts: Iterable[int]) -> str:
+    """Counts per node as Slurm writes them (``SLURM_TASKS_PER_NODE``,
+    ``SLURM_JOB_CPUS_PER_NODE``): a run of equal counts ``N(xK)``, ``2(x3),1``."""
+    runs: list[tuple[int, int]] = []
+    for n in counts:
+        if runs and runs[-1][0] == n:
+            runs[-1] = (n, runs[-1][1] + 1)
+        else:
+            runs.append((n, 1))
+    return ",".join(f"{n}(x{k})" if k > 1 else str(n) for n, k in runs)
 
 
 def tasks_per_node(ntasks: int, ntasks_per_node: int | None, nodes: int) -> str:

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 
 import hostlist
 
-from hal.core.job import Job
+from hal.core.job import Allocation, Job
 from hal.core.job_variables import describes_a_job
 from hal.core.resources import MiB
-from hal.core.steps import tasks_per_node
+from hal.core.steps import per_node_counts, tasks_per_node
 from hal.observe.traceids import traceparent
 from hal.wire.agent import Launch
 
@@ -32,6 +32,14 @@ def unix_ids(user: str) -> tuple[int, int] | None:
     except KeyError:
         return None
     return pw.pw_uid, pw.pw_gid
+
+
+def cpus_per_node(allocation: Allocation) -> str:
+    """``SLURM_JOB_CPUS_PER_NODE``: the job's CPUs on each node in node-list order, as
+    Slurm writes them (``2(x2)``, ``2,1``)."""
+    cpus = dict(zip(allocation.nodes, (r.cpus for r in allocation.per_node), strict=True))
+    order = hostlist.expand_hostlist(hostlist.collect_hostlist(list(allocation.nodes)))
+    return per_node_counts(cpus[n] for n in order)
 
 
 def het_environment(components: Sequence[Job]) -> dict[str, str]:
@@ -60,7 +68,7 @@ def het_environment(components: Sequence[Job]) -> dict[str, str]:
             "SLURM_JOB_PARTITION": job.partition,
         }
         if job.allocation is not None and job.allocation.per_node:
-            group["SLURM_JOB_CPUS_PER_NODE"] = str(job.allocation.per_node[0].cpus)
+            group["SLURM_JOB_CPUS_PER_NODE"] = cpus_per_node(job.allocation)
             mem = job.allocation.per_node[0].memory_bytes
             if mem:
                 group["SLURM_MEM_PER_NODE"] = str(mem // MiB)
@@ -115,6 +123,8 @@ def job_environment(job: Job, cluster_name: str, het: Sequence[Job] = ()) -> dic
             common["ARRAY_TASK_MAX"] = str(max(idx))
             steps = {b - a for a, b in itertools.pairwise(idx)}
             common["ARRAY_TASK_STEP"] = str(steps.pop() if len(steps) == 1 else 1)
+    if job.allocation is not None and job.allocation.per_node:
+        common["JOB_CPUS_PER_NODE"] = cpus_per_node(job.allocation)
     for key, value in common.items():
         env.setdefault("SLURM_" + key, value)
         env.setdefault("HAL_" + key, value)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from hal.core.job import JobSpec
+from hal.core.job import Allocation, JobSpec
+from hal.core.resources import ResourceVector
 from hal.state.launch import job_environment
 from hal.testing.builders import make_job
 
@@ -53,3 +54,19 @@ def test_tasks_per_node_add_up_to_the_tasks() -> None:
     two = make_job(4).running_on("n1", "n2").build()
     spec = JobSpec(user="ana", script="#!/bin/sh\n", ntasks=3)
     assert job_environment(two.evolve(spec=spec), "hal")["SLURM_TASKS_PER_NODE"] == "2,1"
+
+
+def test_job_cpus_per_node_lists_every_node_in_node_list_order() -> None:
+    """sbatch.1: SLURM_JOB_CPUS_PER_NODE is the CPUs of each node of the job, in node-list
+    order, as Slurm 22.05.8 gave `-N2 -c2 --ntasks-per-node=1` ("2(x2)") and `-n3 -N2`
+    on two-CPU nodes ("2,1"). It was the batch node's count alone ("2")."""
+    job = make_job(3).running_on("n1").build()
+    for nodes, cpus, expected in (
+        (("n1", "n2"), (2, 2), "2(x2)"),
+        (("n2", "n1"), (1, 2), "2,1"),  # (rank order n2 first; the node list sorts n1 first)
+        (("n10", "n9", "n2"), (4, 4, 3), "3,4(x2)"),
+        (("n1",), (8,), "8"),
+    ):
+        allocation = Allocation(nodes, tuple(ResourceVector(cpus=c) for c in cpus))
+        env = job_environment(job.evolve(allocation=allocation), "hal")
+        assert env["SLURM_JOB_CPUS_PER_NODE"] == expected
