@@ -414,13 +414,32 @@ def _script(
     else:
         path, *args = cli.positionals
         try:
-            text = Path(cwd, path).read_text()
-        except (OSError, UnicodeDecodeError) as err:
+            data = Path(cwd, path).read_bytes()
+        except OSError as err:
             raise InvalidRequest(f"Unable to open file {path}: {err}", field="script") from None
+        text = script_text(data, path)
         full = os.path.normpath(os.path.join(cwd, path))
         script = BatchScript(text, Path(path).name, full, tuple(args))
     _check_script(script.text)
     return script
+
+
+def script_text(data: bytes, path: str | None) -> str:
+    """A script's text as it is, byte for byte (no newline translation: a ``\r`` inside a
+    line stays one, and DOS line breaks are refused as Slurm refuses them). HAL carries
+    scripts as UTF-8 text; another encoding is refused with how to convert it (``path``:
+    the file, None for stdin)."""
+    try:
+        return data.decode()
+    except UnicodeDecodeError as err:
+        what = f"file {path}" if path else "the script on stdin"
+        name = path or "SCRIPT"
+        raise InvalidRequest(
+            f"Unable to read {what}: it is not UTF-8 text (byte 0x{data[err.start]:02x} at "
+            f"offset {err.start}); HAL carries batch scripts as UTF-8: convert it, e.g. "
+            f"iconv -f latin1 -t utf-8 {name} > {name}.utf8",
+            field="script",
+        ) from None
 
 
 def _check_script(script: str) -> None:

@@ -10,7 +10,7 @@ import socket
 from typing import TYPE_CHECKING
 
 from hal.compat.formats import SLURM_COMPAT_VERSION, timestamp
-from hal.compat.sbatch import HELP, SbatchRequest, parse_sbatch, process_umask
+from hal.compat.sbatch import HELP, SbatchRequest, parse_sbatch, process_umask, script_text
 from hal.compat.seam import Console
 from hal.core.errors import HalError, Unavailable
 from hal.core.slurm_syntax import compress_hostlist
@@ -24,13 +24,22 @@ WAIT_FIRST_POLL_S = 1.0
 WAIT_MAX_POLL_S = 10.0  # a polling loop should stay gentle on the server (squeue.1 warns)
 
 
+def _stdin_script(console: Console) -> str:
+    """The script sbatch reads from stdin, byte for byte where stdin has bytes (a text
+    stream would turn ``\r\n`` into ``\n`` and hide DOS line breaks)."""
+    raw = getattr(console.stdin, "buffer", None)
+    if raw is None:
+        return console.stdin.read()
+    return script_text(raw.read(), None)
+
+
 def sbatch(argv: list[str], console: Console) -> int:
     try:
         request = parse_sbatch(
             argv,
             environ=console.environ,
             cwd=console.cwd,
-            read_stdin=console.stdin.read,
+            read_stdin=lambda: _stdin_script(console),
             now=console.clock(),
             hostname=socket.gethostname(),
             umask=process_umask(),

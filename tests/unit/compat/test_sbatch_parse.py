@@ -190,6 +190,21 @@ def test_missing_script_file(tmp_path: Path) -> None:
         parse("nope.sh", cwd=str(tmp_path))
 
 
+def test_a_script_file_is_sent_byte_for_byte(tmp_path: Path) -> None:
+    """Slurm 22.05.8 refuses a file with DOS line breaks and keeps a carriage return
+    inside a line (`echo "a<CR>b"` printed it); HAL read files as text with newline
+    translation, so it did neither. A file that is not UTF-8 is refused saying how to
+    convert it (Slurm sends bytes; HAL carries scripts as UTF-8 text)."""
+    (tmp_path / "cr.sh").write_bytes(b'#!/bin/sh\necho "a\rb"\n')
+    assert parse("cr.sh", cwd=str(tmp_path)).job.script == '#!/bin/sh\necho "a\rb"\n'
+    (tmp_path / "dos.sh").write_bytes(b"#!/bin/sh\r\necho\r\n")
+    with pytest.raises(InvalidRequest, match="DOS line breaks"):
+        parse("dos.sh", cwd=str(tmp_path))
+    (tmp_path / "latin1.sh").write_bytes(b"#!/bin/sh\n# caf\xe9\ntrue\n")
+    with pytest.raises(InvalidRequest, match=r"not UTF-8 text \(byte 0xe9 at offset 15\).*iconv"):
+        parse("latin1.sh", cwd=str(tmp_path))
+
+
 def test_words_after_the_script_are_its_arguments(tmp_path: Path) -> None:
     """``sbatch job.sh in.dat 'two words'``: Slurm passes them to the script as $1, $2
     and shows ``Command=`` with the script's full path and them."""
