@@ -42,7 +42,7 @@ class JobRecord:
     kill_wait_seconds: int = 0  # the grace between SIGTERM and SIGKILL for that stop
     kill_at: float = 0.0  # when SIGKILL is due (STOPPING only)
     killed: bool = False  # SIGKILL was sent
-    hal_signals: tuple[int, ...] = ()  # signals HAL delivered: dying of one is not a failure
+    hal_signals: tuple[int, ...] = ()  # signals HAL delivered (dying of its SIGKILL: CANCELLED)
     pending_signals: tuple[tuple[int, bool], ...] = ()  # (signum, whole group) while launching
     # ``scontrol suspend``: when HAL stopped the job (SIGSTOP; 0: not suspended), and the
     # seconds it spent suspended before; suspended time does not count toward the limit

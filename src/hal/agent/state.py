@@ -511,7 +511,9 @@ def _final_state(job: JobRecord, out: ExitOutcome) -> tuple[str, str]:
         limit = f" of {job.memory_bytes // MiB} MiB" if job.memory_bytes else ""
         return JobState.OUT_OF_MEMORY.value, f"memory limit{limit} exceeded; {how}"
     if out.exit_signal:
-        if out.exit_signal in job.hal_signals:
+        # Slurm's: a job that dies of ``scancel -s KILL`` (or ``-b``) is CANCELLED, of any
+        # other signal, whoever sent it (``scancel -f -s USR1``, ``--signal``), FAILED
+        if out.exit_signal == signal.SIGKILL and signal.SIGKILL in job.hal_signals:
             return JobState.CANCELLED.value, f"{how} sent by HAL"
         return JobState.FAILED.value, how
     if out.exit_code:

@@ -5,6 +5,7 @@ update, script."""
 from __future__ import annotations
 
 import hashlib
+from signal import SIGKILL
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
@@ -358,11 +359,33 @@ async def script(job_id: str, ctx: Ctx, caller: Who) -> str:
 
 @router.delete("/{job_id}")
 async def cancel(
-    job_id: str, ctx: Ctx, caller: Who, signal: int | None = None, batch_only: bool = False
+    job_id: str,
+    ctx: Ctx,
+    caller: Who,
+    signal: int | None = None,
+    batch_only: bool = False,
+    steps_only: bool = False,
 ) -> dict[str, object]:
+    """Cancel, or with ``signal`` signal: every process of the job, its batch shell
+    alone (``batch_only``), or its steps alone (``steps_only``: scancel's default for a
+    signal other than SIGKILL, which leaves the batch shell be)."""
     if signal is not None and not 1 <= signal <= 64:
         raise InvalidRequest(f"invalid signal number {signal}", field="signal")
+    if steps_only and signal is not None and signal != SIGKILL:
+        return {"job_ids": await _signal_steps(ctx, job_id, caller, signal)}
     return {"job_ids": await ctx.cluster.cancel(job_id, caller, signal, batch_only=batch_only)}
+
+
+async def _signal_steps(ctx: ServerContext, ident: str, caller: Caller, signum: int) -> list[int]:
+    """``signum`` to the running steps of the jobs ``ident`` names (none: nothing, as
+    Slurm's scancel of a job with no step); the ids of those running."""
+    jobs = ctx.cluster.resolve(ident)
+    ctx.cluster.authorise(jobs, caller)
+    live = {j.id for j in jobs if j.state.is_active}
+    running = [s for (j, _), s in ctx.steps.steps.items() if j in live and not s.done]
+    for step in running:
+        await ctx.steps.cancel(step, signum)
+    return sorted(live)
 
 
 @router.post("/{job_id}/command-exit")

@@ -343,14 +343,21 @@ class HalClient:
         return self._request("GET", f"/v1/jobs/{segment(job_id)}/script").text
 
     def cancel(
-        self, job_id: int | str, *, signal: int | None = None, batch_only: bool = False
+        self,
+        job_id: int | str,
+        *,
+        signal: int | None = None,
+        batch_only: bool = False,
+        steps_only: bool = False,
     ) -> list[int]:
         """Cancel a job, an array element (``100_7``) or a whole array (``100``); with
-        ``signal``, only send that signal (to the batch shell alone with ``batch_only``).
-        Returns the ids affected."""
+        ``signal``, only send that signal (to the batch shell alone with ``batch_only``,
+        to the job's steps alone with ``steps_only``). Returns the ids affected."""
         params = {"signal": str(signal)} if signal is not None else {}
         if batch_only:
             params["batch_only"] = "true"
+        if steps_only:
+            params["steps_only"] = "true"
         r = self._request("DELETE", f"/v1/jobs/{segment(job_id)}", params=params)
         return list(self._json(r).get("job_ids", []))
 

@@ -5,7 +5,10 @@ Ids may be ``123`` (a job, or a whole array), ``123_4`` (an element), ``123_[1-3
 its tasks are killed on every node and it ends CANCELLED; with ``-s``, they get the
 signal). Filters (``-u``,
 ``--me``, ``-n``, ``-p``, ``-t``, ``-A``) select jobs on their own or narrow the given ids.
-``-s SIG`` sends a signal instead of cancelling. ``-b`` sends it to the batch shell
+``-s SIG`` sends a signal instead of cancelling: to the job's steps (what srun runs)
+and not to the batch shell, as Slurm's scancel does with any signal but SIGKILL, so a
+step trapping it (to checkpoint, say) goes on and so does its job. ``-f`` sends it to
+the batch shell and every process of the job too. ``-b`` sends it to the batch shell
 only, not to the processes it started (Slurm's "signal only the batch step"; a shell
 that traps the signal can then act on it); without ``-s``, ``-b`` sends SIGKILL, as
 Slurm's scancel does (the job ends: the agent kills what the shell leaves behind, and a
@@ -65,6 +68,7 @@ class Request:
     accounts: list[str] = field(default_factory=list)
     signal: int | None = None
     batch: bool = False  # -b: the batch shell only
+    full: bool = False  # -f: the batch shell and its children too, and every step
     quiet: bool = False
     verbose: bool = False
 
@@ -123,6 +127,8 @@ def parse_request(argv: list[str]) -> Request | None:
             request.signal = _signal(text)
         elif dest == "batch":
             request.batch = True
+        elif dest == "full":
+            request.full = True
         elif dest == "quiet":
             request.quiet = True
         elif dest == "verbose":
@@ -134,6 +140,13 @@ def parse_request(argv: list[str]) -> Request | None:
     if request.batch and request.signal is None:
         request.signal = signals.SIGKILL  # scancel(1): SIGKILL unless -s says otherwise
     return request
+
+
+def steps_only(request: Request) -> bool:
+    """Whether the signal goes to the job's steps alone: scancel(1) sends signals other
+    than SIGKILL to the batch shell only with ``-b`` (it alone) or ``-f`` (it and its
+    children, and every step)."""
+    return request.signal not in (None, signals.SIGKILL) and not request.batch and not request.full
 
 
 def _signal(text: str) -> int:
@@ -295,7 +308,12 @@ def _known(console: Console, job_id: str) -> bool:
 
 def _cancel_one(target: str, request: Request, console: Console) -> int:
     try:
-        console.client.cancel(target, signal=request.signal, batch_only=request.batch)
+        console.client.cancel(
+            target,
+            signal=request.signal,
+            batch_only=request.batch,
+            steps_only=steps_only(request),
+        )
         if request.verbose:
             console.err(f"scancel: Terminating job {target}")
         return 0

@@ -58,7 +58,12 @@ class Client(Protocol):
     def job(self, job_id: int | str) -> JobInfo: ...
 
     def cancel(
-        self, job_id: int | str, *, signal: int | None = None, batch_only: bool = False
+        self,
+        job_id: int | str,
+        *,
+        signal: int | None = None,
+        batch_only: bool = False,
+        steps_only: bool = False,
     ) -> list[int]: ...
 
     def set_command_exit(self, job_id: int | str, exit_code: int, signal: int = 0) -> list[int]: ...

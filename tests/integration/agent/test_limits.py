@@ -108,7 +108,8 @@ def test_batch_signal_arrives_before_the_time_limit(
 def test_signal_instruction_reaches_the_job(
     agent_config: AgentConfig, channel: FakeChannel, workdir: Path
 ):
-    """`scancel -s USR2`: delivered; a job that dies of it was cancelled, not failed."""
+    """`scancel -s USR2`: delivered; a job that dies of `scancel -f -s TERM` FAILED, as
+    Slurm 22.05.8's did of `scancel -f -s USR1` (only `-s KILL` reads CANCELLED)."""
     script = (
         "trap 'echo usr2 > got_usr2' USR2\nwhile [ ! -f got_usr2 ]; do sleep 0.1; done\nsleep 60\n"
     )
@@ -121,7 +122,7 @@ def test_signal_instruction_reaches_the_job(
             await wait_for((workdir / "got_usr2").exists, "USR2 to arrive")
             channel.push(Signal(job_id=1, signal=15))
             report = await agent.finished(1)
-            assert (report.state, report.exit_signal) == ("CANCELLED", 15)
+            assert (report.state, report.exit_signal) == ("FAILED", 15)
 
     asyncio.run(scenario())
 

@@ -100,6 +100,33 @@ def test_scancel_s_signals_a_steps_tasks(
     assert "aborted" not in text and "CANCELLED" not in text, text
 
 
+def test_scancel_s_of_a_job_signals_its_steps_not_its_batch_shell(
+    server: LiveServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Slurm 22.05.8's scancel sends a signal other than SIGKILL to the job's steps and
+    not to its batch shell (docs/slurm-checks.md): a step checkpointing on USR1 ends
+    well and the script goes on to COMPLETED; a script running no step gets nothing;
+    ``-f`` signals the batch shell and its children too. HAL signalled the batch shell,
+    which died of it (the job CANCELLED)."""
+    task = "trap 'echo got usr1; exit 0' USR1; echo ready; sleep 100 & wait"
+    job_id = submit(server, tmp_path, f'{SRUN} bash -c "{task}"; echo after=$?\n')
+    out = tmp_path / f"slurm-{job_id}.out"
+    wait_until(lambda: out.exists() and "ready" in out.read_text(), 60, message="the trap")
+    assert server.cli("scancel", "-s", "USR1", str(job_id)).returncode == 0
+    text = output_once_ended(server, tmp_path, job_id)
+    assert text.endswith("got usr1\nafter=0\n"), text
+    plain = submit(server, tmp_path, "echo ready; sleep 100\n")
+    out = tmp_path / f"slurm-{plain}.out"
+    wait_until(lambda: out.exists() and "ready" in out.read_text(), 60, message="its start")
+    assert server.cli("scancel", "-s", "USR1", str(plain)).returncode == 0
+    assert server.cli("scancel", "-s", "USR2", "-f", str(plain)).returncode == 0
+    wait_until(lambda: state(server, plain) == "FAILED", 30, message="USR2 to end it")
+    assert out.read_text() == "ready\n"
+    rows = sacct(server, plain, "JobID,State,ExitCode")
+    assert rows[0] == f"{plain}|FAILED|0:12", rows  # (USR1 was never sent: 0:10)
+
+
 def test_a_step_on_the_batch_node_ends_at_its_own_time_limit(
     server: LiveServer,  # noqa: F811
     tmp_path: Path,

@@ -208,12 +208,15 @@ def test_group_signal_longer_than_the_limit_is_sent_at_start() -> None:
     assert signals(d.start()) == [(USR1, True)]
 
 
-def test_job_killed_by_the_signal_hal_sent_is_cancelled() -> None:
-    d = Driver()
-    d.run()
-    sent = d.machine.handle(SignalRequested(Signal(job_id=1, signal=USR1), d.clock.now()))
-    assert signals(sent) == [(USR1, True)]
-    assert final(d.exit(exit_signal=USR1)) == ("CANCELLED", 0, USR1)
+def test_a_job_killed_by_a_signal_hal_sent_fails_unless_it_was_sigkill() -> None:
+    """As Slurm 22.05.8's: a job that dies of `scancel -f -s USR1` is FAILED 0:10 (HAL
+    said CANCELLED), of `scancel -s KILL` CANCELLED."""
+    for signum, state in ((USR1, "FAILED"), (KILL, "CANCELLED")):
+        d = Driver()
+        d.run()
+        sent = d.machine.handle(SignalRequested(Signal(job_id=1, signal=signum), d.clock.now()))
+        assert signals(sent) == [(signum, True)]
+        assert final(d.exit(exit_signal=signum)) == (state, 0, signum)
 
 
 def test_bad_signal_spec_fails_the_launch() -> None:

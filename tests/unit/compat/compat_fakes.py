@@ -108,6 +108,7 @@ class FakeClient:
     submitted: list[JobSubmit] = field(default_factory=list)
     cancelled: list[tuple[str, int | None]] = field(default_factory=list)
     batch_only: list[str] = field(default_factory=list)  # cancel(batch_only=True)'s ids
+    steps_only: list[str] = field(default_factory=list)  # cancel(steps_only=True)'s ids
     command_exits: list[tuple[str, int, int]] = field(default_factory=list)  # set_command_exit
     actions: list[tuple[str, str]] = field(default_factory=list)
     updates: list[tuple[str, JobUpdate]] = field(default_factory=list)
@@ -216,7 +217,12 @@ class FakeClient:
         return found
 
     def cancel(
-        self, job_id: int | str, *, signal: int | None = None, batch_only: bool = False
+        self,
+        job_id: int | str,
+        *,
+        signal: int | None = None,
+        batch_only: bool = False,
+        steps_only: bool = False,
     ) -> list[int]:
         found = [j.id for j in self.job_list if _matches(j, str(job_id))]
         if not found:
@@ -224,6 +230,8 @@ class FakeClient:
         self.cancelled.append((str(job_id), signal))
         if batch_only:
             self.batch_only.append(str(job_id))
+        if steps_only:
+            self.steps_only.append(str(job_id))
         return found
 
     def cancel_step(self, job_id: int, step_id: int, signum: int | None = None) -> None:

@@ -66,7 +66,12 @@ def test_unknown_id_prints_but_exits_zero() -> None:
 def test_already_finished_is_silent_for_plain_cancel() -> None:
     class Done(FakeClient):
         def cancel(
-            self, job_id: int | str, *, signal: int | None = None, batch_only: bool = False
+            self,
+            job_id: int | str,
+            *,
+            signal: int | None = None,
+            batch_only: bool = False,
+            steps_only: bool = False,
         ) -> list[int]:
             raise Conflict("job already completed")
 
@@ -78,7 +83,12 @@ def test_already_finished_is_silent_for_plain_cancel() -> None:
 def test_permission_denied_exits_one() -> None:
     class Denied(FakeClient):
         def cancel(
-            self, job_id: int | str, *, signal: int | None = None, batch_only: bool = False
+            self,
+            job_id: int | str,
+            *,
+            signal: int | None = None,
+            batch_only: bool = False,
+            steps_only: bool = False,
         ) -> list[int]:
             raise PermissionDenied("not yours")
 
@@ -133,13 +143,18 @@ def test_batch_signals_the_batch_shell_only() -> None:
     client = cluster()
     assert call(client, "scancel", "-b", "--signal=USR1", "4").rc == 0
     assert call(client, "scancel", "--batch", "4").rc == 0
-    assert call(client, "scancel", "-s", "USR2", "4").rc == 0  # all of the job's processes
+    assert call(client, "scancel", "-s", "USR2", "4").rc == 0  # the job's steps only
+    assert call(client, "scancel", "-f", "-s", "USR2", "4").rc == 0  # all of its processes
+    assert call(client, "scancel", "-s", "KILL", "4").rc == 0  # (all of them, as -f)
     assert client.cancelled == [
         ("4", signal.SIGUSR1),
         ("4", signal.SIGKILL),
         ("4", signal.SIGUSR2),
+        ("4", signal.SIGUSR2),
+        ("4", signal.SIGKILL),
     ]
     assert client.batch_only == ["4", "4"]
+    assert client.steps_only == ["4"]
 
 
 def test_bad_signal() -> None:
