@@ -467,11 +467,17 @@ async def check_nodes(cluster: Cluster) -> list[str]:
             EventRow(now, "node.down", node=n.name, state="DOWN", data={"reason": NOT_RESPONDING})
             for n in nodes
         ]
+        # the jobs whose batch node lives on: their scripts must be stopped there, as
+        # Slurm ends a job on all its nodes when one fails (else the script ran on,
+        # untracked, on CPUs the scheduler gives to others)
+        orphaned: list[Job] = []
         for job in cluster.unfinished.values():
             if job.state.is_active and job.allocation and names & set(job.allocation.nodes):
                 new, event = cluster.finish(job, JobState.NODE_FAIL, now)
                 changed.append(new)
                 events.append(event)
+                if job.allocation.nodes[0] not in names:
+                    orphaned.append(job)
         followers, ends = cluster.het_followers_end(changed, now)
         ids = {j.id for j in changed}
         changed.extend(j for j in followers if j.id not in ids)
@@ -489,8 +495,8 @@ async def check_nodes(cluster: Cluster) -> list[str]:
                 tx.upsert_node(n)
 
         await cluster._commit(changed, events, extra)
-        for leader in stopping:
-            send_cancel(cluster, leader, JobState.NODE_FAIL)
+        for job in (*stopping, *orphaned):
+            send_cancel(cluster, job, JobState.NODE_FAIL)
         for n in nodes:
             cluster.nodes[n.name] = n
         for name in names:

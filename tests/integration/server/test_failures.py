@@ -176,6 +176,51 @@ def test_silent_node_goes_down_and_its_job_is_requeued(tmp_path: Path) -> None:
         stop_process(agent)
 
 
+def test_a_job_that_loses_one_of_its_nodes_is_stopped_on_its_batch_node(
+    tmp_path: Path,
+) -> None:
+    """A two-node job whose second node falls silent ends NODE_FAIL, and its batch
+    script on the first node, alive, is stopped there, as Slurm ends a job on all its
+    nodes. Before, it ran on to its end, untracked, on CPUs given to other jobs."""
+    with LiveServer(tmp_path / "srv", config_overrides=QUICK_TIMEOUT) as server:
+        first = server.start_agent("node1", cpus=2)
+        second = server.start_agent("node2", cpus=2)
+        ticks = tmp_path / "ticks"
+        body = f"while :; do echo tick >> {ticks}; sleep 0.2; done"
+        try:
+            with server.client() as c:
+                wait_until(lambda: len(c.nodes()) == 2, message="both agents up")
+                job = c.submit(
+                    JobSubmit(
+                        script=script(body),
+                        workdir=str(tmp_path),
+                        nodes_min=2,
+                        requeue=False,
+                        nodelist=["node1", "node2"],
+                    )
+                )
+                wait_until(ticks.exists, message="the script to run on node1")
+                second.send_signal(signal.SIGSTOP)
+                try:
+                    wait_until(
+                        lambda: state(server, job.job_id) == "NODE_FAIL",
+                        timeout=30,
+                        message="NODE_FAIL",
+                    )
+
+                    def stopped() -> bool:
+                        before = ticks.read_text()
+                        threading.Event().wait(1.0)
+                        return ticks.read_text() == before
+
+                    wait_until(stopped, timeout=20, message="the script on node1 to stop")
+                finally:
+                    second.send_signal(signal.SIGCONT)
+        finally:
+            stop_process(first)
+            stop_process(second)
+
+
 def test_silent_agent_of_a_node_set_down_still_loses_its_jobs(tmp_path: Path) -> None:
     """An operator sets a failing node DOWN (its jobs run on), then its agent dies: the
     jobs end NODE_FAIL or go back to the queue as on any silent node, instead of showing
