@@ -210,6 +210,7 @@ class AgentShell:
         self._registered = False
         self._instructions = InstructionStream()  # each instruction once, in order
         self._wait_seconds = min(config.heartbeat_interval_seconds, MAX_WAIT_SECONDS)
+        self._retry_cap = config.max_backoff_seconds  # (the server's timeout lowers it)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._reports_ready: asyncio.Event | None = None
@@ -384,6 +385,7 @@ class AgentShell:
                 await asyncio.sleep(delay)
                 continue
             backoff.reset()
+            backoff.cap = self._retry_cap
             counters.last_sync = self.clock.now()
             if failing:
                 counters.reconnects += 1
@@ -462,6 +464,10 @@ class AgentShell:
             MAX_WAIT_SECONDS,
         )
         self._registered = True
+        # while the server is away, try again well within its node timeout: it gives a
+        # node one timeout of grace after its own restart, and an agent backing off for
+        # up to 30 s (the default cap) behind a 15 s timeout was declared dead there
+        self._retry_cap = min(self.config.max_backoff_seconds, reply.node_timeout_seconds / 3)
         self._instructions.registered(reply.instructions_from)
         self.counters.registrations += 1
         if reply.kill_wait_seconds != self.machine.kill_wait_seconds:

@@ -10,6 +10,8 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from hal.agent.procfs import processes_of
 from hal.client.sync import HalClient
 from hal.testing.live import LiveServer, stop_process, wait_until
@@ -272,6 +274,47 @@ def test_server_restart_resumes_queue_and_running_jobs(tmp_path: Path) -> None:
         assert sorted(p.name for p in marks.iterdir()) == sorted(str(j) for j in ids)
         with second.client() as c:
             assert all(c.job(j).restarts == 0 for j in ids)
+    finally:
+        stop_process(agent)
+        second.stop()
+
+
+@pytest.mark.slow
+def test_agents_come_back_within_the_node_timeout_after_a_long_server_outage(
+    tmp_path: Path,
+) -> None:
+    """The control plane is away for 30 s; its agents back off meanwhile, but never
+    longer than a third of the node timeout it gave them, so after its restart they
+    register within its one timeout of grace: the node stays UP and its job runs on.
+    Before, an agent waiting up to 30 s between tries behind a 6 s timeout was declared
+    dead, and its job lost."""
+    data = tmp_path / "srv"
+    timeout = {"node_timeout_seconds": 6.0}
+    first = LiveServer(data, config_overrides=timeout)
+    first.start()
+    agent = first.start_agent("node1", cpus=1)
+    with first.client() as c:
+        wait_until(lambda: any(n.state == "UP" for n in c.nodes()), message="agent up")
+        job = c.submit(JobSubmit(script=script("sleep 120"), workdir=str(tmp_path))).job_id
+        wait_until(lambda: state(first, job) == "RUNNING", message="the job")
+    first._agents.remove(agent)
+    first.stop()
+    # the agent's tries meanwhile: 0.5, 1, 2, 2, 2... s apart (before: 0.4, 1.4, 3.4, 5.4,
+    # 10.3, 23.3, 49.5 s after the stop, so the first after the restart came too late)
+    threading.Event().wait(30.0)
+    second = LiveServer(data, port=first.port, config_overrides=timeout)
+    second.token = first.token
+    second.start()
+    try:
+        with second.client() as c:
+            wait_until(
+                lambda: c.node("node1").state == "UP" and c.node("node1").reason == "",
+                message="the agent to register",
+            )
+            threading.Event().wait(8.0)  # past the timeout of grace
+            assert c.node("node1").state == "UP"
+            assert (c.job(job).state, c.job(job).restarts) == ("RUNNING", 0)
+            c.cancel(job)
     finally:
         stop_process(agent)
         second.stop()
