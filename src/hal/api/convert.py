@@ -108,6 +108,16 @@ def to_spec(
                 field=where + "nodes",
             )
         nodes_min, nodes_max = max(nodes_min, needed), max(nodes_max, needed)
+    # sbatch.1: without -N, "enough nodes to satisfy the request" (-n 3 on two-CPU nodes:
+    # two); at most one per task
+    fewest_nodes = (
+        req.nodes_max is None
+        and not req.ntasks_per_node
+        and nodes_min == nodes_max == 1
+        and (req.ntasks or 1) > 1
+    )
+    if fewest_nodes:
+        nodes_max = req.ntasks or 1
     ntasks = req.ntasks or (req.ntasks_per_node * nodes_min if req.ntasks_per_node else 1)
     try:
         array = parse_array(req.array, max_array_size) if req.array else None
@@ -146,6 +156,7 @@ def to_spec(
         partitions=partitions,
         nodes_min=nodes_min,
         nodes_max=nodes_max,
+        fewest_nodes=fewest_nodes,
         ntasks=ntasks,
         ntasks_per_node=req.ntasks_per_node,
         cpus_per_task=req.cpus_per_task,

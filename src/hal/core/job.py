@@ -130,6 +130,10 @@ class JobSpec:
     partitions: tuple[str, ...] = ()  # empty → the default partition
     nodes_min: int = 1
     nodes_max: int = 1
+    # no -N: the job gets as few nodes as its tasks fit on, up to ``nodes_max`` (one per
+    # task), as Slurm's "enough nodes to satisfy the request"; an explicit -N min-max
+    # gets as many as it can (False)
+    fewest_nodes: bool = False
     ntasks: int = 1
     ntasks_per_node: int | None = None
     cpus_per_task: int = 1

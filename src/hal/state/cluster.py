@@ -902,15 +902,21 @@ class Cluster:
                 f"asked for, the partition has {len(nodes)}{typed}",
                 field=where + "nodes",
             )
-        fitting = [
-            n
-            for n in nodes
-            if spec.request_per_node(spec.nodes_min, n.resources.memory_bytes).fits_in(n.resources)
-            and set(spec.constraint) <= set(n.features)
-        ]
-        if len(fitting) < spec.nodes_min:
+
+        def fitting(count: int) -> int:
+            return sum(
+                1
+                for n in nodes
+                if spec.request_per_node(count, n.resources.memory_bytes).fits_in(n.resources)
+                and set(spec.constraint) <= set(n.features)
+            )
+
+        # a range (-N 1-2, or no -N: up to a node per task) fits if one count in it does
+        counts = range(spec.nodes_min, min(max(spec.nodes_max, spec.nodes_min), len(nodes)) + 1)
+        if not any(fitting(count) >= count for count in counts):
             biggest = max(nodes, key=lambda n: (n.resources.cpus, n.resources.memory_bytes))
-            want = spec.request_per_node(spec.nodes_min, biggest.resources.memory_bytes)
+            most = max(counts, default=spec.nodes_min)  # (spread the widest it may be)
+            want = spec.request_per_node(most, biggest.resources.memory_bytes)
             raise InvalidRequest(
                 "Requested node configuration is not available: each node would need "
                 f"{want.cpus} CPUs, {want.memory_bytes // (1024 * 1024)} MiB and {want.gpus} "

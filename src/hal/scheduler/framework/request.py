@@ -82,6 +82,18 @@ class NodeRequest:
 PlacementKey = tuple[object, ...]
 
 
+def node_counts(spec: JobSpec, table: NodeTable) -> range:
+    """The node counts a job may run on: ``nodes_min..nodes_max`` (at least its
+    ``--nodelist``), and for a job without -N (``fewest_nodes``) none below what its
+    CPUs need on the cluster's largest node (``-n 1000`` need not try 1..15 nodes of 64)."""
+    lo = max(spec.nodes_min, len(spec.nodelist), 1)
+    hi = max(spec.nodes_max, lo)
+    if spec.fewest_nodes and len(table.cap_cpus):
+        widest = max(int(table.cap_cpus.max()), 1)
+        lo = max(lo, -(-spec.ntasks * spec.cpus_per_task // widest))
+    return range(lo, hi + 1)
+
+
 def placement_key(job: Job) -> PlacementKey:
     """Everything in a job that the default Filter plugins read.
 

@@ -52,7 +52,12 @@ from hal.scheduler.framework.interfaces import (
 )
 from hal.scheduler.framework.node_table import BoolArray, NodeTable
 from hal.scheduler.framework.profile import Profile
-from hal.scheduler.framework.request import NodeRequest, PlacementKey, placement_key
+from hal.scheduler.framework.request import (
+    NodeRequest,
+    PlacementKey,
+    node_counts,
+    placement_key,
+)
 from hal.scheduler.framework.status import SUCCESS, Code, Status, error, unschedulable
 
 
@@ -403,12 +408,13 @@ class Framework:
         post_filter: bool = False,
     ) -> tuple[Status, IndexArray | None, NodeRequest | None]:
         """The feasible rows for the largest node count in ``nodes_min..nodes_max`` (at
-        most ``MAX_NODES``) that fits (all-or-nothing), or the reason none does.
+        most ``MAX_NODES``; the smallest for a job without -N, ``fewest_nodes``) that
+        fits (all-or-nothing), or the reason none does.
         ``post_filter``: on a shortage, let the PostFilter plugins try (the main pass
         only)."""
         spec = job.spec
-        lo = max(spec.nodes_min, len(spec.nodelist), 1)
-        hi = max(spec.nodes_max, lo)
+        counts = node_counts(spec, ctx.nodes)
+        lo, hi = counts.start, counts.stop - 1
         if hi > lo:
             cap = state.get(MAX_NODES)
             if cap is not None:
@@ -419,10 +425,11 @@ class Framework:
         if requests is None:
             requests = {}
             ctx.data.write(_REQUESTS, requests)
-        sizes = range(hi, lo - 1, -1)
+        sizes = range(lo, hi + 1) if spec.fewest_nodes else range(hi, lo - 1, -1)
         for retry in (False, True):
-            # Most jobs have nodes_min == nodes_max; a range is tried from the top
-            # because Slurm gives a job as many nodes as it asked for when it can.
+            # Most jobs have nodes_min == nodes_max; a range (-N 2-4) is tried from the
+            # top because Slurm gives a job as many nodes as it asked for when it can,
+            # a job without -N from the bottom (enough nodes for its tasks).
             for n in sizes:
                 request = requests.get((key, n))
                 if request is None:

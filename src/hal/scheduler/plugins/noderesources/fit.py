@@ -42,6 +42,7 @@ from hal.scheduler.framework.request import (
     PlacementKey,
     big_enough,
     matching_nodes,
+    node_counts,
     placement_key,
 )
 from hal.scheduler.framework.runtime import PLACEMENT_KEY
@@ -166,10 +167,10 @@ class NodeResourcesFit:
             )
 
         # Could it ever fit? Node state is ignored: a DOWN node may come back.
-        lo = max(spec.nodes_min, len(spec.nodelist), 1)
-        hi = max(spec.nodes_max, lo)
+        counts = node_counts(spec, table)
+        lo = counts.start
         possible = False
-        for n in range(lo, hi + 1):
+        for n in counts:
             fits = candidates & big_enough(table, NodeRequest.for_job(spec, n))
             if np.count_nonzero(fits) >= n and not (required & ~fits).any():
                 possible = True
