@@ -108,6 +108,7 @@ class ExitOutcome:
     gpu: GpuUsage | None = None  # the agent's GPU samples of the job (``agent.gpuusage``)
     lost: bool = False  # the supervisor vanished without writing the status
     message: str = ""
+    end_time: float = 0.0  # when the supervisor saw the script end (0: not known)
 
 
 _RECORD_FIELDS = tuple(f.name for f in fields(JobRecord))

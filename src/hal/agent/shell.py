@@ -823,6 +823,10 @@ class AgentShell:
 
     def _end_event(self, watch: _Watch, status: ExitOutcome | str | None) -> Event:
         now = self.clock.now()
+        if isinstance(status, ExitOutcome) and 0 < status.end_time < now:
+            # when the supervisor saw the script end: it may have ended while no agent
+            # ran (a restarted agent's "now" counted its downtime into Elapsed)
+            now = status.end_time
         if isinstance(status, str):
             return LaunchFailed(watch.job_id, watch.attempt, status, now)
         if status is None:

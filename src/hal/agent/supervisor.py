@@ -182,6 +182,7 @@ def read_status(job_dir: str) -> ExitOutcome | str | None:
         oom=bool(data["oom"]),
         max_rss_bytes=int(data["max_rss_bytes"]),
         cpu_seconds=float(data["cpu_seconds"]),
+        end_time=float(data.get("end_time") or 0.0),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 from pathlib import Path
@@ -63,10 +64,13 @@ def test_job_that_ends_while_no_agent_runs(
             await first.started(1)
         status = agent_config.state_dir / "jobs" / "1.0" / "status.json"
         await wait_for(status.exists, "the supervisor to record the exit")
+        ended = json.loads(status.read_text())["end_time"]
+        await asyncio.sleep(1.0)  # the agent's downtime: not the job's
         async with agent_running(agent_config, channel) as second:
             report = await second.finished(1)
             assert (report.state, report.exit_code) == ("FAILED", 4)
             assert channel.registrations[-1].running[0].job_id == 1
+            assert report.time == ended  # when it ended, not when the agent came back
 
     asyncio.run(scenario())
 
