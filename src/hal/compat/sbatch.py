@@ -781,8 +781,9 @@ def _nodelist(text: str) -> list[str]:
 
 def export_environment(spec: str, environ: Mapping[str, str]) -> dict[str, str]:
     """``--export``: ``ALL`` sends the submitter's whole environment; ``NONE`` only its
-    ``SLURM_*`` variables; ``[ALL,]NAME[=value],...`` the ``SLURM_*`` variables (or all,
-    with ``ALL``) plus those listed. A listed name without a value takes the submitter's.
+    ``SLURM_*`` variables; ``[ALL|NONE,]NAME[=value],...`` the ``SLURM_*`` variables (or
+    all, with ``ALL``) plus those listed. A listed name without a value takes the
+    submitter's.
     A comma inside a value is kept when the next piece is not a ``NAME``/``NAME=``."""
     items: list[str] = []
     for piece in spec.split(","):
@@ -795,9 +796,7 @@ def export_environment(spec: str, environ: Mapping[str, str]) -> dict[str, str]:
         return {k: v for k, v in environ.items() if k.startswith("SLURM_")}
     if "ALL" in upper:
         env = dict(environ)
-    elif "NONE" in upper:
-        raise InvalidRequest("--export=NONE cannot be combined with variables", field="export")
-    else:
+    else:  # (NONE,NAME=value: the names alone, as Slurm 22.05.8 runs it)
         env = {k: v for k, v in environ.items() if k.startswith("SLURM_")}
     for item in items:
         if item.upper() in ("ALL", "NONE"):
