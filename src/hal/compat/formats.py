@@ -61,9 +61,10 @@ def memory_mib(size_bytes: int) -> str:
     """Slurm's ``convert_num_unit`` from MiB: ``50M``, ``4G``, ``1.50G``, ``0``.
 
     Slurm moves to the next unit while the value is at least 1024 and a multiple of 512,
-    so 1536 MiB prints as 1.50G but 1000 MiB stays 1000M.
+    so 1536 MiB prints as 1.50G but 1000 MiB stays 1000M. Slurm counts whole MiB: a
+    node's memory that is not a multiple (24105.56 MiB) prints 24105M.
     """
-    return _exact_units(size_bytes / (1024 * 1024), "MGTPE")
+    return _exact_units(float(size_bytes // (1024 * 1024)), "MGTPE")
 
 
 def memory_kib(size_bytes: int) -> str:

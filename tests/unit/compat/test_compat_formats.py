@@ -65,3 +65,10 @@ def test_parse_format() -> None:
 def test_compress_indices() -> None:
     assert compress_indices([3, 1, 2, 7, 9, 10]) == "1-3,7,9-10"
     assert compress_indices([5]) == "5"
+
+
+def test_memory_counts_whole_mib() -> None:
+    """A node's memory is rarely a whole number of MiB; Slurm prints RealMemory and
+    CfgTRES mem= in whole MiB (24105M), not 24105.56M."""
+    assert memory_mib((24105 << 20) + 590_000) == "24105M"
+    assert memory_mib((2048 << 20) + 1) == "2G"
