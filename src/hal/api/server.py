@@ -374,6 +374,7 @@ class HalServer:
                 if not await self.cluster.database_ok() or not await self._keep_claim():
                     continue
                 await self.cluster.reconcile()
+                await self.ctx.steps.record_unrecorded()
                 await agents.check_nodes(self.cluster)
                 await preempt.end_graced(self.cluster)
                 await preempt.resume_freed(self.cluster)

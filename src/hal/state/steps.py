@@ -193,6 +193,9 @@ class StepTable:
         self.closing = False  # the server stops: srun's reads answer at once
         # per job: one of its steps at a time takes free CPUs and GPUs (its DB write in)
         self._giving: dict[int, asyncio.Lock] = {}
+        # ended steps the database could not take: written again at housekeeping (a
+        # step that ended during an outage was missing from sacct for good)
+        self._unrecorded: dict[Key, StepRow] = {}
         cluster.on_jobs_changed(self._on_jobs)
 
     # -- srun's side -------------------------------------------------------------------
@@ -736,7 +739,23 @@ class StepTable:
         try:
             await self.cluster.db(self.cluster.store.record_step, row)
         except DatabaseUnavailable as err:  # srun still gets its exit code
-            log.warning("step %d.%d not recorded for sacct: %s", step.job_id, step.step_id, err)
+            log.warning(
+                "step %d.%d not recorded for sacct yet (again when the database is back): %s",
+                step.job_id,
+                step.step_id,
+                err,
+            )
+            self._unrecorded[(step.job_id, step.step_id)] = row
+
+    async def record_unrecorded(self) -> None:
+        """Write the ended steps a database outage kept from accounting (housekeeping,
+        once the database answers again)."""
+        for key, row in list(self._unrecorded.items()):
+            try:
+                await self.cluster.db(self.cluster.store.record_step, row)
+            except DatabaseUnavailable:
+                return
+            self._unrecorded.pop(key, None)
 
     def _on_jobs(self, jobs: Sequence[Job]) -> None:
         """Each step follows its job, as Slurm's do: a suspended job's steps stop (SIGSTOP

@@ -13,6 +13,7 @@ from test_step_usage_store import ANN, loaded, two_node_job
 
 from hal.core.steps import StepRequest
 from hal.state.steps import StepTable
+from hal.state.store import DatabaseUnavailable
 from hal.wire.agent import StepEnd
 
 
@@ -46,5 +47,36 @@ def test_how_steps_ended_is_kept(db_url: str) -> None:
                 (1, "TIMEOUT", 15, None, False),
                 (2, "CANCELLED", 15, None, True),
             ]
+
+    asyncio.run(main())
+
+
+def test_a_step_that_ends_during_a_database_outage_is_recorded_after_it(db_url: str) -> None:
+    """The database refuses the ended step: it is kept and written at the next
+    housekeeping that finds the database back (it was missing from sacct for good)."""
+
+    async def main() -> None:
+        async with loaded(db_url) as cluster:
+            job_id = await two_node_job(cluster)
+            table = StepTable(cluster)
+            one = StepRequest(1, 1, nodelist=("n1",), exact=True)
+            step = await table.create(job_id, ANN, one, ["a"], {})
+            store = cluster.store
+            record = store.record_step
+
+            def refused(row: object) -> None:
+                raise DatabaseUnavailable("the database is unavailable (outage)")
+
+            store.record_step = refused  # type: ignore[method-assign]
+            done = StepEnd(job_id=job_id, step_id=step.step_id, exit_code=3)
+            await table.received("n1", [], [done])
+            assert await cluster.db(store.steps_of, [job_id]) == []
+            await table.record_unrecorded()  # still down: kept
+            store.record_step = record  # type: ignore[method-assign]
+            await table.record_unrecorded()
+            rows = await cluster.db(store.steps_of, [job_id])
+            assert [(r.step_id, r.state, r.exit_code) for r in rows] == [(0, "FAILED", 3)]
+            await table.record_unrecorded()  # (once)
+            assert len(await cluster.db(store.steps_of, [job_id])) == 1
 
     asyncio.run(main())
