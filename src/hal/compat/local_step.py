@@ -41,7 +41,7 @@ from hal.compat import step_cgroup
 from hal.compat.seam import Console
 from hal.compat.step_cgroup import job_cgroup
 from hal.compat.steps import FORWARDED, GOT_SIGCONT, kill_wait, once_free, srun_identity
-from hal.core.errors import HalError, InvalidRequest
+from hal.core.errors import HalError, InvalidRequest, Unavailable
 from hal.core.steps import (
     EXEC_FAILED,
     FORCING_TERMINATION,
@@ -294,20 +294,38 @@ def _reap(proc: subprocess.Popen[bytes]) -> tuple[int, resource.struct_rusage | 
     return proc.returncode, usage
 
 
+# How long srun keeps trying to report its step's end to a server it cannot reach (one
+# restarting): slurmstepd retries a step's completion until slurmctld answers; srun, in
+# the batch script's way, stops after this and the restarted server ends the step with
+# its job.
+END_RETRY_S = 60.0
+
+
 def _report(console: Console, job_id: int, step_id: int, end: TasksEnd, *, oom: bool) -> None:
-    try:
-        console.client.end_local_step(
-            job_id,
-            step_id,
-            exit_code=min(end.exit_code, 255),
-            exit_signal=end.exit_signal,
-            oom=oom,
-            cancelled=end.cancelled,
-            timed_out=end.timed_out,
-            tasks=end.tasks,
-        )
-    except HalError as err:
-        _not_recorded(console, err, f"{job_id}.{step_id}")
+    deadline = time.monotonic() + END_RETRY_S
+    delay = 1.0
+    while True:
+        try:
+            console.client.end_local_step(
+                job_id,
+                step_id,
+                exit_code=min(end.exit_code, 255),
+                exit_signal=end.exit_signal,
+                oom=oom,
+                cancelled=end.cancelled,
+                timed_out=end.timed_out,
+                tasks=end.tasks,
+            )
+            return
+        except Unavailable as err:  # (a report the server took twice counts once)
+            if time.monotonic() + delay > deadline:
+                _not_recorded(console, err, f"{job_id}.{step_id}")
+                return
+            console.sleep(delay)
+            delay = min(delay * 2, 10.0)
+        except HalError as err:
+            _not_recorded(console, err, f"{job_id}.{step_id}")
+            return
 
 
 def _not_recorded(console: Console, err: HalError, step: str = "") -> None:

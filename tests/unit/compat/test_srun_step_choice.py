@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 from hal.client.sync import HalClient
+from hal.compat import local_step
 from hal.compat.commands import run
 from hal.compat.seam import Console
 from hal.compat.srun import parse_command
 from hal.compat.steps import _Writer
-from hal.core.errors import InvalidRequest
+from hal.core.errors import InvalidRequest, Unavailable
 
 TWO_NODES = {
     "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -245,3 +246,32 @@ def test_a_steps_own_time_limit_is_read() -> None:
     assert parse_command(["true"], {}).request.time_limit_s == 0
     with pytest.raises(InvalidRequest, match="time"):
         parse_command(["-t", "soon", "true"], {})
+
+
+def test_srun_reports_its_steps_end_to_a_restarting_server_until_it_answers() -> None:
+    """The server is away when the step ends (a restart): srun tries again for a while,
+    as slurmstepd retries a step's completion, and the step is recorded as it ended
+    (before: one warning, and the restarted server ended it CANCELLED with its job);
+    one that stays away past END_RETRY_S gets the warning."""
+
+    class Restarting:
+        def __init__(self, away: int) -> None:
+            self.away, self.tries = away, 0
+
+        def end_local_step(self, job_id: int, step_id: int, **fields: object) -> None:
+            self.tries += 1
+            if self.tries <= self.away:
+                raise Unavailable("cannot reach the HAL server at http://x (refused)")
+
+    for away, warned in ((3, False), (1000, True)):
+        client, err, naps = Restarting(away), io.StringIO(), []
+        console = Console(
+            "srun", lambda c=client: c, io.StringIO(), err, io.StringIO(), sleep=naps.append
+        )
+        clock = iter(range(0, 10_000, 5))  # five seconds a try
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(local_step.time, "monotonic", lambda c=clock: float(next(c)))
+            local_step._report(console, 7, 0, local_step.TasksEnd(0, 0, False), oom=False)
+        assert ("was not recorded" in err.getvalue()) == warned, err.getvalue()
+        if not warned:
+            assert client.tries == 4 and naps == [1.0, 2.0, 4.0]
