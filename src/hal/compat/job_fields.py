@@ -11,6 +11,8 @@ job's nodes, so per-node columns (``%m``, ``%b``) divide by ``node_count``.
 
 from __future__ import annotations
 
+import functools
+import grp
 import pwd
 import re
 from collections.abc import Callable, Sequence
@@ -139,6 +141,24 @@ def _het(value: int | str | None) -> str:
 
 JobColumn = Callable[[JobInfo, float], str]
 
+NO_VAL = "4294967294"  # Slurm's: an id it does not know
+
+
+@functools.lru_cache(maxsize=256)
+def _unix(user: str) -> tuple[str, str, str]:
+    """The user's uid, gid and group name on this host (Slurm's NO_VAL where it has
+    none)."""
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        return NO_VAL, NO_VAL, NO_VAL
+    try:
+        group = grp.getgrgid(entry.pw_gid).gr_name
+    except KeyError:
+        group = str(entry.pw_gid)
+    return str(entry.pw_uid), str(entry.pw_gid), group
+
+
 JOB_LETTERS: dict[str, tuple[str, JobColumn]] = {
     "i": ("JOBID", lambda j, n: j.display_id),
     "A": ("JOBID", lambda j, n: str(j.id)),
@@ -176,6 +196,21 @@ JOB_LETTERS: dict[str, tuple[str, JobColumn]] = {
     "h": ("OVER_SUBSCRIBE", lambda j, n: "NO" if j.exclusive else "OK"),
     "v": ("RESERVATION", lambda j, n: _null(j.reservation)),
     "W": ("LICENSES", lambda j, n: _null(j.licenses)),
+    # as Slurm 22.05.8 prints them (docs/slurm-checks.md): %p is %Q / 2^32
+    "p": ("PRIORITY", lambda j, n: f"{j.priority / 2**32:.14f}"),
+    "c": ("MIN_CPUS", lambda j, n: str(j.cpus_per_task)),
+    "d": ("MIN_TMP_DISK", lambda j, n: "0"),  # (HAL takes no --tmp)
+    "U": ("UID", lambda j, n: _unix(j.user)[0]),
+    "G": ("GROUP", lambda j, n: _unix(j.user)[1]),
+    "g": ("GROUP", lambda j, n: _unix(j.user)[2]),
+    "H": ("SOCKETS_PER_NODE", lambda j, n: "*"),
+    "I": ("CORES_PER_SOCKET", lambda j, n: "*"),
+    "J": ("THREADS_PER_CORE", lambda j, n: "*"),
+    "z": ("S:C:T", lambda j, n: "*:*:*"),
+    "O": ("CONTIGUOUS", lambda j, n: "0"),
+    "w": ("WCKEY", lambda j, n: "(null)"),
+    "X": ("CORE_SPEC", lambda j, n: "N/A"),
+    "s": ("", lambda j, n: ""),  # the select plugin's data: none with cons_tres
     # -O names without a -o letter: keyed by their -O name
     "stdout": ("STDOUT", lambda j, n: j.stdout),
     "stderr": ("STDERR", lambda j, n: j.stderr),
@@ -235,6 +270,17 @@ LONG_FIELDS: dict[str, str] = {
     "oversubscribe": "h",
     "reservation": "v",
     "licenses": "W",
+    "mincpus": "c",
+    "mintmpdisk": "d",
+    "userid": "U",
+    "groupid": "G",
+    "groupname": "g",
+    "sockets": "H",
+    "cores": "I",
+    "threads": "J",
+    "contiguous": "O",
+    "wckey": "w",
+    "corespec": "X",
     "timemin": "mintime",  # HAL's first name for MinTime (Slurm refuses this one)
     **{name: name for name in JOB_LETTERS if len(name) > 1},
 }

@@ -253,9 +253,21 @@ def test_command_is_the_script_path_and_its_arguments() -> None:
 
 
 def test_unsupported_letter() -> None:
-    result = call(cluster(), "squeue", "-o", "%i %X")
+    result = call(cluster(), "squeue", "-o", "%i %x")
     assert result.rc == 1
-    assert "Invalid job format specification: X" in result.err
+    assert "Invalid job format specification: x" in result.err
+
+
+def test_letters_for_what_hal_does_not_track_print_as_slurms_defaults() -> None:
+    """Slurm 22.05.8 (docs/slurm-checks.md): %p is %Q / 2^32 with 14 decimals, %c the
+    CPUs per task, %U/%G/%g the user's ids; %d %H %I %J %z %O %w %X %s what a job that
+    asked for none of them shows. HAL refused each, failing a site's whole format."""
+    fmt = "%i|%p|%c|%U|%G|%g|%d|%H|%I|%J|%z|%O|%w|%X|%s|"
+    result = call(cluster(), "squeue", "-h", "-j", "3", "-o", fmt)
+    assert result.rc == 0, result.err
+    assert result.lines == ["3|0.00000002328306|1|0|0|root|0|*|*|*|*:*:*|0|(null)|N/A||"]
+    header = call(cluster(), "squeue", "-j", "3", "-o", "%p %c %U %G %g %z").lines[0]
+    assert header == "PRIORITY MIN_CPUS UID GROUP GROUP S:C:T"
 
 
 def test_long_format_option() -> None:
