@@ -140,6 +140,7 @@ class PendingReason(StrEnum):
     RESERVATION_DELETED = "ReservationDeleted"
     # reasons recorded on finished jobs
     NON_ZERO_EXIT_CODE = "NonZeroExitCode"
+    JOB_LAUNCH_FAILURE = "JobLaunchFailure"  # its script could not start (output file...)
     TIME_LIMIT = "TimeLimit"
     OUT_OF_MEMORY = "OutOfMemory"
     # a job ended NODE_FAIL: Slurm's FAIL_DOWN_NODE, whose name is NodeDown (PSI/J checks

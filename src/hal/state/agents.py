@@ -24,7 +24,7 @@ from hal.core.gpu_islands import complete_islands
 from hal.core.job import Job
 from hal.core.node import Node, check_features
 from hal.core.resources import ResourceVector
-from hal.core.states import JobState, NodeState
+from hal.core.states import JobState, NodeState, PendingReason
 from hal.core.topology_labels import check_labels
 from hal.state import command_exit, preempt
 from hal.state.cluster import Cluster
@@ -388,6 +388,8 @@ async def apply_reports(cluster: Cluster, node: str, reports: list[JobReport]) -
                 ended = JobState.CANCELLED if cancelled else JobState.FAILED
                 new, event = cluster.finish(job, ended, r.time, exit_code=1)
                 event.data["message"] = r.message  # type: ignore[index]
+                if new.state is JobState.FAILED:  # Slurm's reason: its script never ran
+                    new = new.evolve(reason=PendingReason.JOB_LAUNCH_FAILURE)
             else:
                 state = FINISHED_STATES.get(r.state)
                 if r.state == JobState.PENDING.value and job.extra.get(preempt.REQUEUE) == "1":
