@@ -381,11 +381,11 @@ async def _signal_steps(ctx: ServerContext, ident: str, caller: Caller, signum: 
     Slurm's scancel of a job with no step); the ids of those running."""
     jobs = ctx.cluster.resolve(ident)
     ctx.cluster.authorise(jobs, caller)
-    live = {j.id for j in jobs if j.state.is_active}
-    running = [s for (j, _), s in ctx.steps.steps.items() if j in live and not s.done]
-    for step in running:
-        await ctx.steps.cancel(step, signum)
-    return sorted(live)
+    live = sorted(j.id for j in jobs if j.state.is_active)
+    for job_id in live:
+        for step in ctx.steps.of_job(job_id, caller):
+            await ctx.steps.cancel(step, signum)
+    return live
 
 
 @router.post("/{job_id}/command-exit")

@@ -226,13 +226,11 @@ def tasks_per_node(ntasks: int, ntasks_per_node: int | None, nodes: int) -> str:
     evenly, the first nodes one more when they do not divide (``-N 2 -n 3``: ``2,1``), as
     the CPUs given per node are (``JobSpec.cpus_per_node``, rounded up)."""
     if ntasks_per_node:
-        runs = [(ntasks_per_node, nodes)]
-    elif ntasks < nodes:
-        runs = [(1, nodes)]  # (fewer tasks than nodes: one CPU's worth on each)
-    else:
-        q, r = divmod(ntasks, nodes)
-        runs = [(q + 1, r), (q, nodes - r)]
-    return ",".join(f"{n}(x{k})" if k > 1 else str(n) for n, k in runs if k)
+        return per_node_counts([ntasks_per_node] * nodes)
+    if ntasks < nodes:
+        return per_node_counts([1] * nodes)  # (fewer tasks than nodes: one CPU's worth on each)
+    q, r = divmod(ntasks, nodes)
+    return per_node_counts([q + 1] * r + [q] * (nodes - r))
 
 
 def refused(job_id: int, why: str) -> InvalidRequest:
