@@ -304,6 +304,8 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         comment=spec.comment,
         cancelled_by=job.cancelled_by,
         constraint=list(spec.constraint),
+        req_nodes=list(spec.nodelist),
+        exc_nodes=list(spec.exclude),
         exclusive=spec.exclusive,
         held=job.held,
         submit_host=spec.submit_host,

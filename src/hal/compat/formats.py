@@ -190,11 +190,16 @@ def render_rows(
     rows: list[dict[str, str]],
     *,
     header: bool = True,
+    whole: Container[str] = (),
+    whole_titles: Container[str] = (),
 ) -> list[str]:
     """Lay out rows (letter → value) under ``layout``, with a title row first if ``header``.
 
     ``auto`` widths (sinfo's ``%#P``) fit the widest value or title; the title counts even
-    without ``header`` so columns do not shift when ``-h`` is given.
+    without ``header`` so columns do not shift when ``-h`` is given. A node list in a
+    column of ``whole`` letters is not cut when right-aligned (``%.5N``), only padded, as
+    squeue prints node lists (Slurm 22.05.8; a pending job's ``(Reason)`` is cut), nor is
+    the title of a ``whole_titles`` letter (``NODELIST``, but ``REQ_NODES`` is cut).
     """
     widths: dict[int, int] = {}
     for index, part in enumerate(layout):
@@ -203,13 +208,18 @@ def render_rows(
             widths[index] = max(len(c) for c in cells)
     lines = []
     for row in ([titles] if header else []) + rows:
+        uncut = whole_titles if row is titles else whole
         out = []
         for index, part in enumerate(layout):
             if isinstance(part, str):
                 out.append(part)
             else:
                 width = widths.get(index, part.width)
-                out.append(cell(row.get(part.letter, ""), width, part.right))
+                value = row.get(part.letter, "")
+                if part.right and part.letter in uncut and not value.startswith("("):
+                    out.append(value.rjust(width))
+                else:
+                    out.append(cell(value, width, part.right))
         lines.append("".join(out))
     return lines
 

@@ -179,6 +179,8 @@ JOB_LETTERS: dict[str, tuple[str, JobColumn]] = {
     "m": ("MIN_MEMORY", lambda j, n: memory_mib(_per_node(j.memory_bytes, j))),
     "b": ("TRES_PER_NODE", _gres),
     "N": ("NODELIST", lambda j, n: compress_hostlist(j.nodes)),
+    "n": ("REQ_NODES", lambda j, n: compress_hostlist(j.req_nodes)),
+    "x": ("EXC_NODES", lambda j, n: compress_hostlist(j.exc_nodes)),
     "R": ("NODELIST(REASON)", _reason_list),
     "r": ("REASON", lambda j, n: reason_name(j.reason)),
     "S": ("START_TIME", _start),
@@ -251,6 +253,7 @@ LONG_FIELDS: dict[str, str] = {
     "minmemory": "m",
     "tres-per-node": "b",
     "nodelist": "N",
+    "reqnodes": "n",  # (22.05.8 has no -O name for %x: it refuses ExcNodes)
     "reasonlist": "R",
     "reason": "r",
     "starttime": "S",

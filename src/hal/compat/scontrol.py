@@ -294,7 +294,6 @@ def job_record(job: JobInfo, now: float) -> list[str]:
             f" HetJobIdSet={job.het_job_id_set}"
         )
     per_node_mem = memory_mib(job.memory_bytes // max(job.node_count, 1))
-    nodes = compress_hostlist(job.nodes) if job.nodes else "(null)"
     tres = f"cpu={job.cpus},mem={memory_mib(job.memory_bytes)},node={job.node_count}"
     if job.gpus:
         tres += f",gres/gpu={job.gpus}"
@@ -321,8 +320,10 @@ def job_record(job: JobInfo, now: float) -> list[str]:
         f"PreemptTime={timestamp(job.preempt_time, 'None')}",
         f"Partition={job.partition} AllocNode:Sid={job.submit_host or '(null)'}:0"
         + (f" Reservation={job.reservation}" if job.reservation else ""),
-        f"NodeList={nodes}",
-        f"BatchHost={job.nodes[0] if job.nodes else '(null)'}",
+        f"ReqNodeList={_hostlist(job.req_nodes)} ExcNodeList={_hostlist(job.exc_nodes)}",
+        # a job without nodes: "NodeList=" and no BatchHost line (Slurm 22.05.8)
+        f"NodeList={compress_hostlist(job.nodes)}",
+        *([f"BatchHost={job.nodes[0]}"] if job.nodes else []),
         f"NumNodes={job.node_count} NumCPUs={job.cpus} NumTasks={job.ntasks} "
         f"CPUs/Task={job.cpus_per_task}",
         f"TRES={tres}",
@@ -337,6 +338,10 @@ def job_record(job: JobInfo, now: float) -> list[str]:
         f"StdOut={job.stdout}",
         f"MailUser={job.mail_user or '(null)'} MailType={job.mail_type}",
     ]
+
+
+def _hostlist(names: list[str]) -> str:
+    return compress_hostlist(names) if names else "(null)"
 
 
 def node_record(node: NodeInfo, *, details: bool = False) -> list[str]:

@@ -369,13 +369,21 @@ def _id_matches(job: JobInfo, item: str) -> bool:
     return number in (job.id, job.array_job_id, job.het_job_id)
 
 
+# squeue's node-list columns: a right-aligned one is padded, never cut (Slurm 22.05.8
+# prints %.3N of a running job as "localhost"; %3N cuts it); of their titles only these
+_NODE_LISTS = frozenset("NnxR")
+_NODE_LIST_TITLES = frozenset("NR")
+
+
 def job_lines(
     layout: list[Field | str], jobs: list[JobInfo], now: float, *, header: bool
 ) -> list[str]:
     letters = {part.letter for part in layout if isinstance(part, Field)}
     titles = {letter: JOB_LETTERS[letter][0] for letter in letters}
     rows = [{letter: JOB_LETTERS[letter][1](job, now) for letter in letters} for job in jobs]
-    return render_rows(layout, titles, rows, header=header)
+    return render_rows(
+        layout, titles, rows, header=header, whole=_NODE_LISTS, whole_titles=_NODE_LIST_TITLES
+    )
 
 
 def fold_arrays(jobs: list[JobInfo]) -> list[JobInfo]:

@@ -48,7 +48,7 @@ def step_lines(
         {letter: STEP_LETTERS[letter][1](step, job, now) for letter in letters}
         for step, job in steps
     ]
-    return render_rows(layout, titles, rows, header=header)
+    return render_rows(layout, titles, rows, header=header, whole=("N",), whole_titles=("N",))
 
 
 def running_steps(console: Console) -> list[tuple[StepInfo, JobInfo]]:

@@ -148,6 +148,8 @@ class JobInfo(WireModel):
     comment: str = ""
     cancelled_by: str | None = None
     constraint: list[str] = Field(default_factory=list)
+    req_nodes: list[str] = Field(default_factory=list)  # -w/--nodelist (ReqNodeList)
+    exc_nodes: list[str] = Field(default_factory=list)  # -x/--exclude (ExcNodeList)
     exclusive: bool = False
     held: bool = False
     submit_host: str = ""

@@ -220,3 +220,21 @@ def test_a_started_job_keeps_the_eligible_time_it_had_and_a_requeue_starts_anew(
         with live.client() as admin:
             for one in (job, blocker):
                 admin.cancel(one)
+
+
+def test_requested_and_excluded_nodes_show_as_submitted_and_updated(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    """squeue's %n/%x and scontrol's ReqNodeList/ExcNodeList read the job's -w and -x
+    through the server, after an update too (they were not shown at all)."""
+    with live.client() as admin:
+        (node,) = [n.name for n in admin.nodes()]
+    job = submit(live, tmp_path, QUICK, hold=True, nodelist=[node])
+    shown = live.cli("squeue", "-h", "-j", job, "-o", "%n|%x")
+    assert shown.stdout.strip() == f"{node}|", shown.stderr
+    update(live, job, "ReqNodeList=", f"ExcNodeList={node}")
+    record = live.cli("scontrol", "show", "job", job).stdout
+    assert f"ReqNodeList=(null) ExcNodeList={node}\n" in record
+    assert "\n   NodeList=\n" in record and "BatchHost" not in record
+    with live.client() as admin:
+        admin.cancel(job)

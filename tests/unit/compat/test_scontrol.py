@@ -46,6 +46,22 @@ def test_show_array_element_and_all_jobs_separated() -> None:
     assert "   Partition=debug AllocNode:Sid=login1:0" in lines
 
 
+def test_show_job_node_lines_as_slurm_22_05_8() -> None:
+    """-w and -x as ReqNodeList/ExcNodeList (between Partition and NodeList); a job without
+    nodes has ``NodeList=`` and no BatchHost line (it had ``(null)`` in both)."""
+    pending = job(7, req_nodes=["n1", "n2"], exc_nodes=["n4"])
+    lines = call(FakeClient(job_list=[pending]), "scontrol", "show", "job", "7").lines
+    at = lines.index("   ReqNodeList=n[1-2] ExcNodeList=n4")
+    assert lines[at - 1].startswith("   Partition=debug ")
+    assert lines[at + 1 : at + 3] == [
+        "   NodeList=",
+        "   NumNodes=1 NumCPUs=1 NumTasks=1 CPUs/Task=1",
+    ]
+    lines = call(cluster(), "scontrol", "show", "job", "5").lines
+    assert "   ReqNodeList=(null) ExcNodeList=(null)" in lines
+    assert lines.index("   NodeList=vm") + 1 == lines.index("   BatchHost=vm")
+
+
 def test_show_job_oneliner() -> None:
     (line,) = call(cluster(), "scontrol", "-o", "show", "job", "2").lines
     assert line.startswith("JobId=2 JobName=failer UserId=root(0)")

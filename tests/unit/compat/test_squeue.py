@@ -252,10 +252,33 @@ def test_command_is_the_script_path_and_its_arguments() -> None:
     ]
 
 
-def test_unsupported_letter() -> None:
-    result = call(cluster(), "squeue", "-o", "%i %x")
-    assert result.rc == 1
-    assert "Invalid job format specification: x" in result.err
+def test_requested_and_excluded_nodes_and_node_lists_are_never_cut_right_aligned() -> None:
+    """As Slurm 22.05.8 prints them (docs/slurm-checks.md, session 41): %n and %x are the
+    -w and -x node lists; a right-aligned node list (%.3N, %.3n, %.3x, a running job's
+    %.3R) is padded but not cut, nor are the titles NODELIST and NODELIST(REASON); a
+    pending job's reason, REQ_NODES/EXC_NODES titles and other columns are cut, and a
+    left-aligned column (%3N) cuts everything."""
+    jobs = [
+        job(
+            1, name="wrap", exc_nodes=["nonode", "other1", "other2", "other3"], reason="JobHeldUser"
+        ),
+        running(2, name="averyveryverylongname", nodes=["localhost"], req_nodes=["localhost"]),
+    ]
+    fmt = "%.3i|%.3N|%.3R|%.3B|%.3j|%.3x|%.3n"
+    assert call(FakeClient(job_list=jobs), "squeue", "-o", fmt).lines == [
+        "JOB|NODELIST|NODELIST(REASON)|EXE|NAM|EXC|REQ",
+        "  1|   |(Jo|n/a|wra|nonode,other[1-3]|   ",
+        "  2|localhost|localhost|loc|ave|   |localhost",
+    ]
+    assert call(FakeClient(job_list=jobs), "squeue", "-o", "%3N|%3R|%3x|%3n").lines == [
+        "NOD|NOD|EXC|REQ",
+        "   |(Jo|non|   ",
+        "loc|loc|   |loc",
+    ]
+    assert call(FakeClient(job_list=jobs), "squeue", "-h", "-O", "ReqNodes").lines == [
+        "".ljust(20),
+        "localhost".ljust(20),
+    ]
 
 
 def test_letters_for_what_hal_does_not_track_print_as_slurms_defaults() -> None:
