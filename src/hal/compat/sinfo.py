@@ -453,4 +453,4 @@ def sinfo_lines(
             O=_cpu_load(members),
         )
         rows.append(row)
-    return render_rows(layout, titles, rows, header=header)
+    return render_rows(layout, titles, rows, header=header, whole_titles=("N",))

@@ -90,6 +90,13 @@ def test_format_letters() -> None:
     assert lines == ["gpu|up|1:00:00|1|drain|drained|g1|2|1000|gpu:a100:4|a100,ib|bad fan|0/0/2/2"]
 
 
+def test_a_right_aligned_node_list_title_is_not_cut_its_nodes_are() -> None:
+    """Slurm 22.05.8: ``sinfo -o '%.3N|%3N|%.3P'`` prints ``NODELIST|NOD|PAR`` over
+    ``loc|loc|de*`` (squeue cuts neither; docs/slurm-checks.md, session 41)."""
+    lines = call(cluster(), "sinfo", "-p", "gpu", "-o", "%.1N|%1N|%.1P").lines
+    assert lines == ["NODELIST|N|P", "g|g|g"]
+
+
 def test_state_filter() -> None:
     assert call(cluster(), "sinfo", "-h", "-t", "idle,mixed", "-o", "%N %t").lines == [
         "n3 mix",
