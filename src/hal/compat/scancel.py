@@ -14,9 +14,9 @@ that traps the signal can then act on it); without ``-s``, ``-b`` sends SIGKILL,
 Slurm's scancel does (the job ends: the agent kills what the shell leaves behind, and a
 pending job is cancelled).
 
-Exit codes follow Slurm 22.05: an id that does not exist prints
-``scancel: error: Kill job error on job id N: Invalid job id specified`` (nothing with
-``-Q``) and still exits 0; cancelling a job that already ended is silent, as Slurm ignores
+Exit codes follow Slurm 22.05.8: an id that does not exist is silent and exits 0 (with
+``-v``: ``scancel: error: Kill job error on job id N: Invalid job id specified``, checked
+against it in session 41); cancelling a job that already ended is silent, as Slurm ignores
 that error for a plain cancel. Other failures (permission, server down) exit 1.
 """
 
@@ -318,7 +318,8 @@ def _cancel_one(target: str, request: Request, console: Console) -> int:
             console.err(f"scancel: Terminating job {target}")
         return 0
     except NotFound:
-        if not request.quiet:
+        if request.verbose:
+            console.err(f"scancel: Terminating job {target}")
             console.error(f"Kill job error on job id {target}: Invalid job id specified")
         return 0
     except Conflict:

@@ -29,7 +29,7 @@ from hal.compat.formats import (
 )
 from hal.compat.job_fields import JOB_LETTERS, LONG_FIELD_WIDTH, LONG_FIELDS
 from hal.compat.options import Arg, Opt, OptionError, parse_options
-from hal.compat.seam import Console
+from hal.compat.seam import Client, Console
 from hal.compat.squeue_json import jobs_json
 from hal.core.errors import HalError, NotFound
 from hal.core.slurm_syntax import compress_indices, expand_hostlist
@@ -290,15 +290,15 @@ def _show(query: Query, console: Console) -> int:
     if query.steps is not None:
         return _show_steps(query, console)
     if query.ids:
-        # Ask only by id, then filter here: an id that exists but is filtered away must
-        # print nothing, while an id that does not exist is an error (Slurm's behaviour).
-        try:
-            jobs = client.jobs(ids=query.ids, include_finished=True)
-        except NotFound:  # a server may answer an unknown id with 404 rather than []
-            jobs = []
+        # Ask only by id, then filter here: an id that exists but is filtered away (a job
+        # that has ended, without -t) prints nothing, while an id that does not exist is
+        # an error, as Slurm's; an element an existing array does not have is no error.
+        jobs = _by_ids(client, query.ids)
         if not jobs and len(query.ids) == 1:
-            console.err(INVALID_JOB_ID)
-            return 1
+            (item,) = query.ids
+            if "_" not in item or not _by_ids(client, [item.split("_")[0]]):
+                console.err(INVALID_JOB_ID)
+                return 1
     else:
         finished = query.states is not None and any(
             s in JobState.__members__ and JobState(s).is_terminal for s in query.states
@@ -341,11 +341,18 @@ def _show_steps(query: Query, console: Console) -> int:
     return 0
 
 
+def _by_ids(client: Client, ids: list[str]) -> list[JobInfo]:
+    try:
+        return client.jobs(ids=ids, include_finished=True)
+    except NotFound:  # a server may answer an unknown id with 404 rather than []
+        return []
+
+
 def _wanted(job: JobInfo, query: Query) -> bool:
     if query.states is not None:
         if job.state not in query.states:
             return False
-    elif not query.ids and job.state not in DEFAULT_STATES:
+    elif job.state not in DEFAULT_STATES:  # (with -j too: Slurm 22.05.8 needs -t all)
         return False
     if query.ids and not any(_id_matches(job, item) for item in query.ids):
         return False
