@@ -8,7 +8,9 @@ Rules, from sbatch(1) "FILENAME PATTERN":
 - ``%j`` job id, ``%A`` array master id (the job id outside an array), ``%a`` array index
   (4294967294, Slurm's NO_VAL, outside an array), ``%x`` job name, ``%u`` user, ``%N``
   short host name, ``%n`` node index, ``%t`` task rank, ``%s`` step (``batch`` for a batch
-  script), ``%J`` ``jobid.step``, ``%%`` a literal ``%``.
+  script), ``%J`` ``jobid.step`` (the job id alone for a batch script: Slurm 22.05.8 names
+  ``-o x_%J.txt`` ``x_62.txt``), ``%%`` a literal ``%``. srun ``-o``/``-e`` use the same
+  rules with the step's id and each task's rank (``hal.compat.srun_output``).
 - A number between ``%`` and the letter zero-pads numeric values: ``%4j`` → ``0128``.
 - A backslash anywhere turns expansion off; the backslashes are removed.
 - Unknown letters are left as written, so a typo shows up in the file name.
@@ -34,6 +36,8 @@ class FilenameFields:
     node_index: int = 0
     array_job_id: int | None = None
     array_task_id: int | None = None
+    step: int | None = None  # a step's id (srun -o); None: the batch script
+    task: int = 0  # the task's rank (a batch script is task 0)
 
     def value(self, letter: str) -> tuple[str, bool] | None:
         """The text for ``%letter`` and whether it is a number (and so may be padded)."""
@@ -42,7 +46,7 @@ class FilenameFields:
             "A": self.array_job_id if self.array_job_id is not None else self.job_id,
             "a": self.array_task_id if self.array_task_id is not None else NO_VAL_ARRAY_INDEX,
             "n": self.node_index,
-            "t": 0,  # a batch script is task 0
+            "t": self.task,
         }
         if letter in numbers:
             return str(numbers[letter]), True
@@ -50,8 +54,8 @@ class FilenameFields:
             "x": self.name,
             "u": self.user,
             "N": self.node.split(".")[0],
-            "s": BATCH_STEP,
-            "J": f"{self.job_id}.{BATCH_STEP}",
+            "s": BATCH_STEP if self.step is None else str(self.step),
+            "J": str(self.job_id) if self.step is None else f"{self.job_id}.{self.step}",
         }
         if letter in texts:
             return texts[letter], False

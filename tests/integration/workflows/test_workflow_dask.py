@@ -85,8 +85,8 @@ def test_scale_runs_a_worker_job_that_computes_then_close_cancels_it(
         30,
         message="scancel to end the worker job",
     )
-    # `-e logs/dask-hal-%J.err`: %J is jobid.stepid; for the batch script HAL, like recent
-    # Slurm, writes `<id>.batch`.
-    (err_log,) = (tmp_path / "logs").glob(f"dask-hal-{job_id}.*err")
+    # `-e logs/dask-hal-%J.err`: %J is jobid.stepid, and for the batch script the job id
+    # alone, as Slurm 22.05.8 names it
+    err_log = tmp_path / "logs" / f"dask-hal-{job_id}.err"
     text = err_log.read_text(errors="replace")
     assert "Registered to:" in text and "tcp://127.0.0.1:" in text, text[-2000:]

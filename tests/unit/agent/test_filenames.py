@@ -21,7 +21,7 @@ ELEMENT = FilenameFields(
         ("%A_%a.out", JOB, "128_4294967294.out"),
         ("%A_%a.out", ELEMENT, "100_7.out"),
         ("%A_%3a.out", ELEMENT, "100_007.out"),
-        ("%J-%s.out", JOB, "128.batch-batch.out"),
+        ("%J-%s.out", JOB, "128-batch.out"),  # (Slurm 22.05.8: no .batch in %J)
         ("100%%-%j", JOB, "100%-128"),
         ("%12x", JOB, "train"),  # padding applies to numbers only
         ("%20j", JOB, "0000000128"),  # width capped at 10
