@@ -9,8 +9,8 @@ tools work (../shared/reference/slurm-conventions.md §1.5).
 from __future__ import annotations
 
 import functools
-import itertools
 import pwd
+import re
 from collections.abc import Sequence
 
 import hostlist
@@ -121,14 +121,18 @@ def job_environment(job: Job, cluster_name: str, het: Sequence[Job] = ()) -> dic
             common["ARRAY_TASK_COUNT"] = str(len(idx))
             common["ARRAY_TASK_MIN"] = str(min(idx))
             common["ARRAY_TASK_MAX"] = str(max(idx))
-            steps = {b - a for a, b in itertools.pairwise(idx)}
-            common["ARRAY_TASK_STEP"] = str(steps.pop() if len(steps) == 1 else 1)
+            # the step written in the spec (its first ``:N``), else 1, as Slurm 22.05.8:
+            # ``1,3,7-9:2`` → 2, ``1,3,5`` → 1 (not the gap the indices happen to share)
+            written = re.search(r":(\d+)", spec.array.text)
+            common["ARRAY_TASK_STEP"] = written.group(1) if written else "1"
     if job.allocation is not None and job.allocation.per_node:
         common["JOB_CPUS_PER_NODE"] = cpus_per_node(job.allocation)
     for key, value in common.items():
         env.setdefault("SLURM_" + key, value)
         env.setdefault("HAL_" + key, value)
     env["SLURM_JOBID"] = str(job.id)
+    if spec.open_mode:  # sbatch --open-mode, for the job's sruns (Slurm's a or t)
+        env["SLURM_OPEN_MODE"] = spec.open_mode[0]
     # W3C trace context for whatever the job runs (OTel's environment carrier): the
     # attempt's ``job.run`` span. A TRACEPARENT exported from the submitter's shell is
     # replaced (the job span links to it); its TRACESTATE belongs to that trace, so it goes.
@@ -159,6 +163,7 @@ def build_launch(job: Job, cluster_name: str, het: Sequence[Job] = ()) -> Launch
         environment=job_environment(job, cluster_name, het),
         stdout=spec.stdout or "",  # "" → Slurm's default name, applied by the agent
         stderr=spec.stderr,
+        open_mode=spec.open_mode,
         time_limit_seconds=job.time_limit_s,
         memory_bytes=first.memory_bytes,
         cpus=first.cpus,

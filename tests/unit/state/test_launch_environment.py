@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hal.core.job import Allocation, JobSpec
 from hal.core.resources import ResourceVector
+from hal.core.slurm_syntax import parse_array
 from hal.state.launch import job_environment
 from hal.testing.builders import make_job
 
@@ -70,3 +71,17 @@ def test_job_cpus_per_node_lists_every_node_in_node_list_order() -> None:
         allocation = Allocation(nodes, tuple(ResourceVector(cpus=c) for c in cpus))
         env = job_environment(job.evolve(allocation=allocation), "hal")
         assert env["SLURM_JOB_CPUS_PER_NODE"] == expected
+
+
+def test_array_task_step_is_the_step_written_and_open_mode_is_passed_to_sruns() -> None:
+    """Slurm 22.05.8 (session 41): SLURM_ARRAY_TASK_STEP is the spec's ``:N`` (else 1), not
+    the gap its indices share (``1,3,5`` is 1, ``1,3,7-9:2`` is 2); ``--open-mode=append``
+    sets SLURM_OPEN_MODE=a for the job's sruns, and a job without it has none."""
+    base = make_job(3).running_on("n1").build().evolve(array_job_id=3, array_task_id=1)
+    for text, step in (("1,3,5", "1"), ("1,3,7-9:2", "2"), ("0-4:2,7-9", "2"), ("0-3", "1")):
+        spec = JobSpec(user="ana", script="#!/bin/sh\n", array=parse_array(text))
+        env = job_environment(base.evolve(spec=spec), "hal")
+        assert env["SLURM_ARRAY_TASK_STEP"] == step, text
+        assert "SLURM_OPEN_MODE" not in env
+    spec = JobSpec(user="ana", script="#!/bin/sh\n", open_mode="append")
+    assert job_environment(base.evolve(spec=spec), "hal")["SLURM_OPEN_MODE"] == "a"
