@@ -82,7 +82,7 @@ def build_step_plan(
         workdir=launch.workdir,
         stdout_path=stdout,
         stderr_path=stderr,
-        append=launch.attempt > 0,
+        append=launch.open_mode == "append",
         memory_bytes=launch.memory_bytes,
         gpus=bool(launch.gpu_ids),
         uid=run_as.uid,

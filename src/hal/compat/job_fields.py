@@ -210,7 +210,7 @@ JOB_LETTERS: dict[str, tuple[str, JobColumn]] = {
     "J": ("THREADS_PER_CORE", lambda j, n: "*"),
     "z": ("S:C:T", lambda j, n: "*:*:*"),
     "O": ("CONTIGUOUS", lambda j, n: "0"),
-    "w": ("WCKEY", lambda j, n: "(null)"),
+    "w": ("WCKEY", lambda j, n: _null(j.wckey)),
     "X": ("CORE_SPEC", lambda j, n: "N/A"),
     "s": ("", lambda j, n: ""),  # the select plugin's data: none with cons_tres
     # -O names without a -o letter: keyed by their -O name

@@ -32,13 +32,14 @@ import signal
 import subprocess
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from types import FrameType
 from typing import NamedTuple
 
 from hal.compat import step_cgroup
 from hal.compat.seam import Console
+from hal.compat.srun_output import OutputRequest, TaskFiles, job_node_index
 from hal.compat.step_cgroup import job_cgroup
 from hal.compat.steps import FORWARDED, GOT_SIGCONT, kill_wait, once_free, srun_identity
 from hal.core.errors import HalError, InvalidRequest, Unavailable
@@ -92,11 +93,12 @@ def run_local(
     *,
     commands: list[list[str]] | None = None,
     request: StepRequest | None = None,
+    files: OutputRequest | None = None,
 ) -> int:
     """Run the step's tasks here (``layout``: one node, this one), recorded as step
     ``job_id``.N, once the job's CPUs and memory ``request`` asks for are free; the
     highest task's exit code (128+N for a signal N). ``commands``: each rank's own
-    (``--multi-prog``)."""
+    (``--multi-prog``); ``files``: srun -o/-e, the tasks' output files."""
     node, ntasks = layout.nodes[0], layout.ntasks
     name = os.path.basename(command[0])
     step_id: int | None = None
@@ -134,7 +136,20 @@ def run_local(
     if request is not None and request.time_limit_s:
         limit = TimeLimit(request.time_limit_s, kill_wait(console), where, node)
     groups = tuple(g for g in (own, fence) if g)
-    end = run_tasks(commands or [command] * ntasks, console, step_env, groups, cpus, limit)
+    outputs = None
+    if files is not None:
+        outputs = files.files(console.environ, console.cwd, step_id, node)
+        outputs.fields = replace(outputs.fields, node_index=job_node_index(console.environ, node))
+    try:
+        end = run_tasks(
+            commands or [command] * ntasks, console, step_env, groups, cpus, limit, outputs
+        )
+    except InvalidRequest as err:  # an output file that cannot be opened: no task ran
+        end = TasksEnd(EXEC_FAILED, 0, False)
+        console.error(err.message)
+    finally:
+        if outputs is not None:
+            outputs.close()
     kills = cgroup.oom_kills(counted) - before
     if not own and end.exit_signal != signal.SIGKILL:
         kills = 0  # srun's cgroup is the batch script's too: the kill was not a task's
@@ -205,11 +220,18 @@ def run_tasks(
     cgroups: tuple[str, ...] = (),
     cpus: tuple[int, ...] = (),
     limit: TimeLimit | None = None,
+    files: TaskFiles | None = None,
 ) -> TasksEnd:
     """Start a task per rank (``commands[rank]``), in ``cgroups`` and bound to ``cpus`` if
     given, pass srun's signals on to them, wait for all, ending them at ``limit``. A
     command that cannot start is said on stderr, those started are killed, and it ends
-    as a task that exits ``EXEC_FAILED``."""
+    as a task that exits ``EXEC_FAILED``. ``files``: each task's stdout and stderr (srun
+    -o/-e; its files are opened before any task starts, ``InvalidRequest`` if one cannot
+    be)."""
+    streams = [
+        (files.fd(rank, "stdout"), files.fd(rank, "stderr")) if files else (None, None)
+        for rank in range(len(commands))
+    ]
     ntasks = len(commands)
     procs: list[subprocess.Popen[bytes]] = []
     forwarded: set[int] = set()
@@ -257,6 +279,8 @@ def run_tasks(
                     env=env,
                     cwd=console.cwd or None,
                     preexec_fn=join,  # noqa: PLW1509
+                    stdout=streams[rank][0],
+                    stderr=streams[rank][1],
                 )
                 procs.append(task)
             except OSError as err:

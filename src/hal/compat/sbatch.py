@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hal.compat.options import RESOURCE_OPTIONS, Arg, Opt, OptionError, Parsed, parse_options
+from hal.compat.srun_output import parse_open_mode
 from hal.core.data import parse_data_keys
 from hal.core.errors import InvalidRequest, UnsupportedOption
 from hal.core.mail import check_mail_user, parse_mail_type
@@ -69,6 +70,8 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("topology", ("topology",)),
     Opt("data", ("data",)),
     Opt("comment", ("comment",)),
+    Opt("open_mode", ("open-mode",)),
+    Opt("wckey", ("wckey",)),
     Opt("reservation", ("reservation",)),
     Opt("licenses", ("licenses",), "L"),
     Opt("nice", ("nice",), arg=OPT),
@@ -147,6 +150,8 @@ JOB_WIDE = (
     "no_requeue",
     "signal",
     "comment",
+    "open_mode",
+    "wckey",
     "nice",
     "mail_type",
     "mail_user",
@@ -692,6 +697,12 @@ def _scheduling(settings: dict[str, Setting], fields: dict[str, object], now: fl
     if mail_type is not None:
         parse_mail_type(mail_type)  # sbatch's own refusal, before any round trip
         fields["mail_type"] = mail_type.strip()
+    open_mode = text("open_mode")
+    if open_mode is not None:
+        fields["open_mode"] = parse_open_mode(open_mode)
+    wckey = text("wckey")
+    if wckey is not None:
+        fields["wckey"] = wckey.strip()
     mail_user = text("mail_user")
     if mail_user is not None:
         fields["mail_user"] = check_mail_user(mail_user.strip())

@@ -66,6 +66,7 @@ from hal.compat.names import SALLOC_JOB_VARIABLE
 from hal.compat.options import RESOURCE_OPTIONS, Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
 from hal.compat.srun_inputs import multi_prog_tasks, read_multi_prog, step_job
+from hal.compat.srun_output import OutputRequest, parse_open_mode
 from hal.core.distribution import parse_distribution
 from hal.core.errors import HalError, InvalidRequest
 from hal.core.multi_prog import MultiProg
@@ -114,6 +115,9 @@ OPTIONS = (
     Opt("distribution", ("distribution",), "m"),
     Opt("multi_prog", ("multi-prog",), arg=Arg.NONE),
     Opt("het_group", ("het-group",)),
+    Opt("output", ("output",), "o"),
+    Opt("error", ("error",), "e"),
+    Opt("open_mode", ("open-mode",)),
 )
 _COUNTS = frozenset({"ntasks", "cpus_per_task", "ntasks_per_node"})  # positive integers
 
@@ -128,6 +132,7 @@ class Invocation:
     multi_prog: bool = False  # --multi-prog: command[0] is the file of each rank's program
     het_group: int | None = None  # --het-group: the het job component to run in
     programs: MultiProg | None = None  # --multi-prog's file, once read
+    files: OutputRequest | None = None  # -o/-e: the tasks' output files (None: srun's)
 
     def within(self, allocated: int) -> StepRequest:
         """The request with ``-N MIN-MAX`` made a count: as many of the job's nodes as
@@ -154,6 +159,7 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
     jobid: int | None = None
     het_group: int | None = None
     distribution = env.get("SLURM_DISTRIBUTION", "")
+    files: dict[str, str] = {}
     for dest, value, spelled in parsed.values:
         if dest == "pty":
             raise InvalidRequest(
@@ -175,6 +181,10 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
             het_group = int(value)
         elif dest == "distribution":
             distribution = value
+        elif dest in ("output", "error"):
+            files[dest] = value
+        elif dest == "open_mode":
+            files[dest] = parse_open_mode(value)
         elif dest in _COUNTS or dest == "jobid":
             if not value.strip().isdigit() or int(value) < 1:
                 raise InvalidRequest(f"{spelled} needs a positive integer, got {value!r}")
@@ -223,7 +233,10 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
         mem_per_cpu=memory.get("mem_per_cpu"),
         time_limit_s=time_limit,
     )
-    return Invocation(request, command, label, node_range, jobid, multi_prog, het_group)
+    output = OutputRequest(**files) if "output" in files or "error" in files else None
+    return Invocation(
+        request, command, label, node_range, jobid, multi_prog, het_group, files=output
+    )
 
 
 def _srun_cpus_per_task(env: Mapping[str, str]) -> int | None:
@@ -300,7 +313,15 @@ def srun(argv: list[str], console: Console) -> int:
         return run_step(job.job_id, request, call, console)
     from hal.compat.local_step import run_local
 
-    return run_local(job.job_id, layout, call.command, console, commands=commands, request=request)
+    return run_local(
+        job.job_id,
+        layout,
+        call.command,
+        console,
+        commands=commands,
+        request=request,
+        files=call.files,
+    )
 
 
 def with_multi_prog(call: Invocation, console: Console, job_ntasks: int) -> Invocation:

@@ -16,7 +16,8 @@ from types import FrameType
 from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
 from hal.compat.seam import Client, Console
-from hal.core.errors import HalError, NotFound, PermissionDenied, Unavailable
+from hal.compat.srun_output import TaskFiles, job_node_index, node_of_rank
+from hal.core.errors import HalError, InvalidRequest, NotFound, PermissionDenied, Unavailable
 from hal.core.job_variables import describes_a_job
 from hal.core.process import start_ticks
 from hal.core.steps import BUSY, FORCING_TERMINATION, StepRequest, step_aborted
@@ -46,14 +47,28 @@ GOT_SIGCONT = "srun: got SIGCONT"  # Slurm's srun says so at each SIGCONT (a job
 
 class _Writer:
     """The tasks' bytes to srun's stdout/stderr; with ``label``, whole lines, each
-    prefixed with its rank."""
+    prefixed with its rank; with ``files`` (srun -o/-e), to each task's file, ``place``
+    naming its node and the node's index in the job."""
 
-    def __init__(self, console: Console, label: bool) -> None:
+    def __init__(
+        self,
+        console: Console,
+        label: bool,
+        files: TaskFiles | None = None,
+        place: Callable[[int], tuple[str, int]] | None = None,
+    ) -> None:
         self.console = console
         self.label = label
+        self.files = files
+        self.place = place or (lambda rank: ("", 0))
         self.partial: dict[tuple[int, str], bytes] = {}
 
     def write(self, rank: int, stream: str, data: bytes) -> None:
+        if self.files is not None:
+            fd = self.files.fd(rank, stream, *self.place(rank))
+            if fd is not None:
+                os.write(fd, data)
+                return
         if self.label:
             data = self.partial.pop((rank, stream), b"") + data
             whole, newline, rest = data.rpartition(b"\n")
@@ -243,8 +258,17 @@ def run_step(
         except HalError as err:
             console.err(f"srun: error: cannot forward signal {signum}: {err.message}")
 
+    files = None
+    if call.files is not None:
+        env = console.environ
+        files = call.files.files(env, console.cwd, step.step_id, "")
+
+    def place(rank: int) -> tuple[str, int]:
+        node, _ = node_of_rank(step.nodes, step.tasks, rank)
+        return node, job_node_index(env, node)
+
     previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
-    writer = _Writer(console, call.label)
+    writer = _Writer(console, call.label, files, place)
     after = 0
     away = False  # the control plane is restarting: its step runs on, and srun waits
     aborted = False  # scancel ended the step: said once
@@ -273,8 +297,12 @@ def run_step(
                 console.err(step_aborted(page.kill_wait_seconds))
                 if page.job_cancelled:
                     console.err(FORCING_TERMINATION)
-            for chunk in page.chunks:
-                writer.write(chunk.rank, chunk.stream, base64.b64decode(chunk.data_b64))
+            try:
+                for chunk in page.chunks:
+                    writer.write(chunk.rank, chunk.stream, base64.b64decode(chunk.data_b64))
+            except InvalidRequest as err:  # an output file that cannot be opened
+                console.error(err.message)
+                writer.files = None  # (said once; the rest goes to srun's own output)
             after = page.cursor
             if page.state != "RUNNING" and not page.chunks:  # (ended: all output is in)
                 break
@@ -283,6 +311,8 @@ def run_step(
             signal.signal(sig, handler)
         for client in signaller:
             client.close()
+        if files is not None:
+            files.close()
     writer.close()
     if page.dropped_bytes:
         console.err(

@@ -162,6 +162,8 @@ class JobSpec:
     signal: SignalSpec | None = None
     exclusive: bool = False
     comment: str = ""
+    open_mode: str = ""  # --open-mode: "append", "truncate"; "": truncate (Slurm's default)
+    wckey: str = ""
     nice: int = 0
     export_env: bool = True  # --export=ALL (the submitter's env is in ``environment``)
     submit_host: str = ""

@@ -194,6 +194,7 @@ class Launch(WireModel):
     environment: dict[str, str]  # the job's own variables (submitter's env + HAL/SLURM_*)
     stdout: str  # pattern ("" = Slurm's default), expanded on the node (%N, %n need it)
     stderr: str | None
+    open_mode: str = ""  # "append": keep what earlier runs wrote; else truncate (Slurm's)
     time_limit_seconds: int  # 0 = unlimited
     memory_bytes: int  # on this node; 0 = not limited
     cpus: int  # on this node

@@ -146,6 +146,7 @@ class JobInfo(WireModel):
     # leave them out, as Slurm's do
     suspended_seconds: float = 0.0
     comment: str = ""
+    wckey: str = ""
     cancelled_by: str | None = None
     constraint: list[str] = Field(default_factory=list)
     req_nodes: list[str] = Field(default_factory=list)  # -w/--nodelist (ReqNodeList)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
 
 from hal.wire.bounds import LATEST_SECONDS
 
@@ -87,6 +87,10 @@ class JobSubmit:
     signal: Annotated[str | None, MaxLen(64)] = None
     exclusive: bool = False
     comment: Annotated[str, MaxLen(4096)] = ""
+    # --open-mode: "append" to the output files (a requeued run's output follows the
+    # earlier runs') or "truncate" them; None: truncate, Slurm's default (JobFileAppend=0)
+    open_mode: Literal["append", "truncate"] | None = None
+    wckey: Annotated[str, MaxLen(256)] = ""  # --wckey, shown by squeue %w and sacct
     nice: Annotated[int, Ge(-10000), Le(10000)] = 0
     submit_host: Annotated[str, MaxLen(256)] = ""
     switches: Annotated[str | None, MaxLen(64)] = None  # "count[@max-time]"

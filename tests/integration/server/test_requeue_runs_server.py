@@ -52,3 +52,37 @@ def test_a_requeued_jobs_first_run_is_its_own_record(
         f"{job_id}.0|COMPLETED|0:0|node1",
         *plain,
     ]
+
+
+def test_a_requeued_run_truncates_its_output_unless_open_mode_append(
+    server: LiveServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """As Slurm 22.05.8 (session 41): a requeued run starts its output file anew, unless
+    the job asked for ``--open-mode=append`` (submitit does, so that a checkpointed job's
+    runs share one log); HAL appended always, and refused ``--open-mode``."""
+    body = 'echo "run $SLURM_RESTART_COUNT"\n[ "$SLURM_RESTART_COUNT" = 0 ] && sleep 300\ntrue\n'
+    jobs = {
+        mode: submit(server, tmp_path, body, "-o", f"{mode}.out", *flags)
+        for mode, flags in (
+            ("default", ()),
+            ("append", ("--open-mode=append",)),
+            ("truncate", ("--open-mode=t",)),
+        )
+    }
+
+    def restarts(job_id: int) -> int:
+        with server.client() as c:
+            job = c.job(job_id)
+        return job.restarts if job.state == "RUNNING" else -1
+
+    for job_id in jobs.values():
+        wait_until(lambda j=job_id: restarts(j) == 0, 60, message=f"job {job_id} running")
+        assert server.cli("scontrol", "requeue", str(job_id)).returncode == 0
+    for job_id in jobs.values():
+        wait_until(lambda j=job_id: state(server, j) == "COMPLETED", 60, message="its rerun")
+    read = {mode: (tmp_path / f"{mode}.out").read_text() for mode in jobs}
+    assert read["default"] == read["truncate"] == "run 1\n"
+    assert read["append"].startswith("run 0\n") and read["append"].endswith("run 1\n")
+    refused = server.cli("sbatch", "--open-mode=bogus", "--wrap", "true", cwd=tmp_path)
+    assert refused.returncode != 0 and "Invalid --open-mode specification" in refused.stderr

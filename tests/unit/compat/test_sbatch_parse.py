@@ -84,6 +84,8 @@ def job_fields(*argv: str, script: str = SCRIPT) -> dict[str, Any]:
         (["--signal=B:USR2@30"], {"signal": "B:USR2@30"}),
         (["--exclusive"], {"exclusive": True}),
         (["--comment=run 7"], {"comment": "run 7"}),
+        (["--open-mode=append", "--wckey=submitit"], {"open_mode": "append", "wckey": "submitit"}),
+        (["--open-mode=t"], {"open_mode": "truncate"}),
         (["--nice"], {"nice": 100}),
         (["--nice=-5"], {"nice": -5}),
         (["--mail-type=END", "--mail-user=a@b"], {"mail_type": "END", "mail_user": "a@b"}),
@@ -319,7 +321,7 @@ def test_directive_lines_and_words() -> None:
     [
         (["--tmp=x"], SCRIPT, "unrecognized option '--tmp'"),
         (["-k"], SCRIPT, "invalid option -- 'k'"),
-        (["--open-mode=append"], SCRIPT, "--open-mode"),
+        (["--deadline=now+1hour"], SCRIPT, "--deadline"),
         ([], "#!/bin/sh\n#SBATCH --tmp=x\ntrue\n", "script line 2"),
         ([], "#!/bin/sh\n#SBATCH stray\ntrue\n", "reads only options"),
     ],
