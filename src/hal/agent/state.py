@@ -373,14 +373,17 @@ class AgentState:
         return job, commands
 
     def _deadlines(self, job: JobRecord, now: float) -> list[Command]:
-        """Whatever is due for ``job`` at ``now``: --signal, the time limit, SIGKILL."""
+        """Whatever is due for ``job`` at ``now``: --signal=B:, the time limit, SIGKILL.
+        (``--signal`` without ``B:`` goes to the job's steps, not its batch shell: the
+        server sends it, ``hal.state.step_signal``.)"""
         commands: list[Command] = []
         start = job
         deadline = job.deadline
         if job.phase is Phase.RUNNING and deadline is not None:
             spec = job.signal
-            if spec is not None and not job.signal_sent and now >= deadline - spec.seconds_before:
-                job, sent = self._deliver(job, spec.signum, group=not spec.batch_only)
+            due = spec is not None and now >= deadline - spec.seconds_before
+            if spec is not None and spec.batch_only and not job.signal_sent and due:
+                job, sent = self._deliver(job, spec.signum, group=False)
                 job = job.evolve(signal_sent=True)
                 commands.append(sent)
             if now >= deadline:

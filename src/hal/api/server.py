@@ -53,7 +53,7 @@ from hal.scheduler.framework import ProfileError
 from hal.scheduler.framework.scheduler import Scheduler
 from hal.scheduler.plugins import BACKFILL, build_scheduler, default_registry
 from hal.scheduler.service import PacedScheduler, PassRunner, SchedulerService
-from hal.state import agents, preempt, reservations
+from hal.state import agents, preempt, reservations, step_signal
 from hal.state.cluster import Cluster
 from hal.state.config_change import take_config
 from hal.state.retention import RecordPurge
@@ -375,6 +375,7 @@ class HalServer:
                     continue
                 await self.cluster.reconcile()
                 await self.ctx.steps.record_unrecorded()
+                await step_signal.signal_due(self.ctx.steps)
                 await agents.check_nodes(self.cluster)
                 await preempt.end_graced(self.cluster)
                 await preempt.resume_freed(self.cluster)

@@ -196,6 +196,8 @@ class StepTable:
         # ended steps the database could not take: written again at housekeeping (a
         # step that ended during an outage was missing from sacct for good)
         self._unrecorded: dict[Key, StepRow] = {}
+        # the runs (job, restarts) whose steps got their --signal (hal.state.step_signal)
+        self.signalled: set[tuple[int, int]] = set()
         cluster.on_jobs_changed(self._on_jobs)
 
     # -- srun's side -------------------------------------------------------------------
@@ -925,6 +927,10 @@ class StepTable:
             job = self.cluster.jobs.get(job_id)
             if not lock.locked() and (job is None or job.state not in live):
                 del self._giving[job_id]
+        for job_id, restarts in list(self.signalled):
+            job = self.cluster.jobs.get(job_id)
+            if job is None or job.state not in live or job.restarts != restarts:
+                self.signalled.discard((job_id, restarts))
 
 
 def _gpus_on(alloc: Allocation, node: str) -> tuple[int, ...]:

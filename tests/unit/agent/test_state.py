@@ -202,10 +202,18 @@ def test_batch_signal_goes_to_the_shell_before_the_limit() -> None:
     assert final(d.exit(exit_code=0)) == ("COMPLETED", 0, 0)
 
 
-def test_group_signal_longer_than_the_limit_is_sent_at_start() -> None:
+def test_batch_signal_longer_than_the_limit_is_sent_at_start() -> None:
     d = Driver()
-    d.launch(time_limit_seconds=10, signal="USR1@60")
-    assert signals(d.start()) == [(USR1, True)]
+    d.launch(time_limit_seconds=10, signal="B:USR1@60")
+    assert signals(d.start()) == [(USR1, False)]
+
+
+def test_a_signal_without_b_is_not_the_agents_to_send() -> None:
+    """``--signal=USR1@30`` goes to the job's steps, not its batch shell, as Slurm's: the
+    server sends it (hal.state.step_signal); the agent sent it to the whole group."""
+    d = Driver()
+    d.run(time_limit_seconds=100, signal="USR1@30")
+    assert signals(d.tick(75)) == []
 
 
 def test_a_job_killed_by_a_signal_hal_sent_fails_unless_it_was_sigkill() -> None:
