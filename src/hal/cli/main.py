@@ -7,6 +7,7 @@ their flags and output match Slurm's exactly; native commands parse with argpars
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -50,9 +51,22 @@ def main(argv: list[str] | None = None) -> int:
         return 141
 
 
+def _outlive_own_requeue(args: list[str]) -> None:
+    """A job that requeues itself (submitit's checkpoint runs ``scontrol requeue
+    $SLURM_JOB_ID`` and checks its exit code) gets the requeue's SIGTERM while scontrol
+    still waits for the answer. Slurm's C scontrol has exited by then; HAL's died of it
+    (-15) and the job took its own requeue for a failure. So scontrol inside a job
+    ignores SIGTERM while it requeues: the SIGKILL after KillWait still ends it."""
+    if any(word.lower() in ("requeue", "requeuehold") for word in args[1:]):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def _dispatch(args: list[str]) -> int:
     if args and args[0] in SLURM_COMMANDS:
         from hal.compat.commands import run
+
+        if args[0] == "scontrol" and "SLURM_JOB_ID" in os.environ:
+            _outlive_own_requeue(args)
 
         return run(args[0], args[1:])
     from hal.cli.parser import build_parser
