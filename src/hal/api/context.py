@@ -67,6 +67,7 @@ class ServerContext:
             where=where,
             datasets=self.config.datasets,
             mail_domain=self.config.mail.domain,
+            element=self.cluster.element_id,
         )
 
     async def submission(

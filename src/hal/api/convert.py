@@ -66,9 +66,11 @@ def to_spec(
     where: str = "",
     datasets: Mapping[str, tuple[str, ...]] | None = None,
     mail_domain: str = "",
+    element: Callable[[int, int], int] | None = None,
 ) -> JobSpec:
     """Validate one submission and resolve it into a ``JobSpec`` (``mail_domain``: the
-    cluster's ``[mail] domain``, for the default ``--mail-user``)."""
+    cluster's ``[mail] domain``, for the default ``--mail-user``; ``element``: an array
+    element's job id, for dependencies on ``123_4``)."""
 
     def bad(message: str, field: str) -> InvalidRequest:
         return InvalidRequest(f"{where}{field}: {message}", field=where + field)
@@ -121,7 +123,7 @@ def to_spec(
     ntasks = req.ntasks or (req.ntasks_per_node * nodes_min if req.ntasks_per_node else 1)
     try:
         array = parse_array(req.array, max_array_size) if req.array else None
-        dependency = parse_dependency(req.dependency) if req.dependency else None
+        dependency = parse_dependency(req.dependency, element=element) if req.dependency else None
         signal = parse_signal(req.signal) if req.signal else None
         switches, switch_wait = parse_switches(req.switches) if req.switches else (0, None)
         topology = parse_topology(req.topology) if req.topology else None

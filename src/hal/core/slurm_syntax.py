@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import signal as _signal
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import cast
 
@@ -181,13 +181,20 @@ _DEP_HINT = (
 _DEP_KINDS = {k.value: k for k in DependencyKind}
 
 
-def parse_dependency(text: str, *, field: str = "dependency") -> Dependency:
+def parse_dependency(
+    text: str,
+    *,
+    field: str = "dependency",
+    element: Callable[[int, int], int] | None = None,
+) -> Dependency:
     """``--dependency``. Terms are joined by ``,`` (all must hold) or ``?`` (any may hold);
     mixing both is rejected, as Slurm does. A term without a type (``123``) means
     ``afterany``, Slurm's default.
 
-    HAL takes plain integer job ids only. Slurm also accepts ``after:123+10`` (start plus
-    minutes) and array element ids ``123_4``; both are rejected with a message saying so.
+    An array element ``123_4`` is the element's own job id, which ``element(123, 4)``
+    gives (the server's; raising ``InvalidRequest`` when the array has no such element);
+    without it (a client checking the syntax) the array's id stands in. Slurm's
+    ``after:123+10`` (start plus minutes) is rejected with a message saying so.
     """
     raw = text.strip()
     if not raw:
@@ -201,11 +208,13 @@ def parse_dependency(text: str, *, field: str = "dependency") -> Dependency:
     any_of = "?" in raw
     terms: list[DependencyTerm] = []
     for term in raw.split("?" if any_of else ","):
-        terms.append(_dependency_term(term.strip(), raw, field))
+        terms.append(_dependency_term(term.strip(), raw, field, element))
     return Dependency(terms=tuple(terms), any_of=any_of)
 
 
-def _dependency_term(term: str, raw: str, field: str) -> DependencyTerm:
+def _dependency_term(
+    term: str, raw: str, field: str, element: Callable[[int, int], int] | None
+) -> DependencyTerm:
     head, _, tail = term.partition(":")
     kind_text = head.lower()
     if kind_text == "singleton":
@@ -242,12 +251,11 @@ def _dependency_term(term: str, raw: str, field: str) -> DependencyTerm:
                 field=field,
             )
         if "_" in id_text:
-            raise InvalidRequest(
-                f"invalid {_option(field)} term {term!r}: HAL takes plain job ids in "
-                "dependencies, not array element ids like 123_4; use the element's own job id "
-                "(squeue -r -o %A shows it) or the whole array's id",
-                field=field,
-            )
+            array_text, _, index_text = id_text.partition("_")
+            array = _int(array_text, "job id", field, _DEP_HINT)
+            index = _int(index_text, "array index", field, _DEP_HINT)
+            ids.append(array if element is None else element(array, index))
+            continue
         ids.append(_int(id_text, "job id", field, _DEP_HINT))
     return DependencyTerm(kind, tuple(ids))
 

@@ -370,6 +370,19 @@ class Cluster:
         return list(itertools.islice(recent, start, start + limit))
 
     # -- lookups ----------------------------------------------------------------------
+    def element_id(self, array: int, index: int) -> int:
+        """The job id of element ``index`` of array ``array`` (a dependency on ``123_4``);
+        ``InvalidRequest`` when there is none, as Slurm's "Job dependency problem"."""
+        for job_id in self.arrays.get(array, ()):
+            job = self.jobs.get(job_id)
+            if job is not None and job.array_task_id == index:
+                return job_id
+        raise InvalidRequest(
+            f"Job dependency problem: array job {array} has no element {index} "
+            f"(squeue -r -j {array} lists its elements)",
+            field="dependency",
+        )
+
     def resolve(self, ident: str | int) -> list[Job]:
         """``123`` (a job or a whole array), ``100_7`` or ``100_[1-3]`` → jobs in the mirror."""
         text = str(ident).strip()

@@ -56,7 +56,7 @@ async def request_changes(
         if value is None:
             continue
         if name == "dependency":  # "": none
-            value = parse_dependency(str(value)) if value else None
+            value = parse_dependency(str(value), element=cluster.element_id) if value else None
         elif name in ("constraint", "exclude", "nodelist"):
             value = tuple(dict.fromkeys(str(v) for v in value))  # type: ignore[attr-defined]
         elif name in ("qos", "account"):

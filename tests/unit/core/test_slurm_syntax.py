@@ -189,12 +189,21 @@ def test_dependency_without_type_is_afterany() -> None:
     assert parse_dependency("7:8").terms == (DependencyTerm(DependencyKind.AFTERANY, (7, 8)),)
 
 
+def test_dependency_on_an_array_element_is_its_own_job_id() -> None:
+    """``afterok:12_3`` (Slurm accepts it; HAL refused it): the element's job id, which the
+    server knows; a client checking the syntax gets the array's id in its place."""
+    elements = {(12, 3): 15}
+    dep = parse_dependency("afterok:12_3:9", element=lambda a, i: elements[(a, i)])
+    assert dep.terms == (DependencyTerm(DependencyKind.AFTEROK, (15, 9)),)
+    assert parse_dependency("afterok:12_3").terms[0].job_ids == (12,)
+
+
 @pytest.mark.parametrize(
     ("text", "words"),
     [
         ("afterok:1,afterany:2?afterok:3", "not both"),
         ("after:12+5", "+minutes"),
-        ("afterok:12_3", "array element"),
+        ("afterok:12_x", "array index"),
         ("afterok", "at least one job id"),
         ("afterok:", "job id"),
         ("singleton:4", "no job ids"),
