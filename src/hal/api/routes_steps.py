@@ -113,7 +113,14 @@ async def create_step(job_id: int, request: Request, ctx: Ctx, caller: Who) -> R
     mpmd = body.multi_prog
     programs = None if mpmd is None else parse_multi_prog(mpmd.text, mpmd.name)
     step = await ctx.steps.create(
-        job_id, caller, wanted, body.argv, body.environment, name=body.name, multi_prog=programs
+        job_id,
+        caller,
+        wanted,
+        body.argv,
+        body.environment,
+        name=body.name,
+        multi_prog=programs,
+        workdir=body.workdir,
     )
     return json_response(_info(step), 201)
 

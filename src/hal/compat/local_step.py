@@ -30,19 +30,28 @@ import os
 import resource
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from types import FrameType
-from typing import NamedTuple
+from typing import IO, NamedTuple
 
 from hal.compat import step_cgroup
 from hal.compat.seam import Console
-from hal.compat.srun_output import OutputRequest, TaskFiles, job_node_index
+from hal.compat.srun_output import OutputRequest, TaskFiles, step_fields
 from hal.compat.step_cgroup import job_cgroup
-from hal.compat.steps import FORWARDED, GOT_SIGCONT, kill_wait, once_free, srun_identity
+from hal.compat.steps import (
+    FORWARDED,
+    GOT_SIGCONT,
+    OutputWriter,
+    kill_wait,
+    once_free,
+    srun_identity,
+)
 from hal.core.errors import HalError, InvalidRequest, Unavailable
+from hal.core.filenames import FilenameFields, expand_filename
 from hal.core.steps import (
     EXEC_FAILED,
     FORCING_TERMINATION,
@@ -73,6 +82,17 @@ class TasksEnd:
     tasks: list[tuple[int, int, float]] = field(default_factory=list)
     codes: dict[int, int] = field(default_factory=dict)  # rank → exit code, -N: signal N
     timed_out: bool = False  # its own time limit (srun -t) ended it
+    failed_first: int | None = None  # -K: the task whose failure ended the others
+
+
+class BadExit(NamedTuple):
+    """srun -K (``--kill-on-bad-exit``): the first task to fail ends the others (SIGTERM,
+    SIGKILL ``kill_wait`` later), with srun's and slurmstepd's lines for ``step`` on
+    ``node`` (Slurm 22.05.8, session 41)."""
+
+    node: str
+    step: str
+    kill_wait: int
 
 
 class TimeLimit(NamedTuple):  # (a NamedTuple: cheaper than a dataclass at srun's start)
@@ -94,13 +114,18 @@ def run_local(
     commands: list[list[str]] | None = None,
     request: StepRequest | None = None,
     files: OutputRequest | None = None,
+    name: str = "",
+    kill_on_bad_exit: bool = False,
+    label: bool = False,
+    stdin: str = "all",
 ) -> int:
     """Run the step's tasks here (``layout``: one node, this one), recorded as step
     ``job_id``.N, once the job's CPUs and memory ``request`` asks for are free; the
     highest task's exit code (128+N for a signal N). ``commands``: each rank's own
-    (``--multi-prog``); ``files``: srun -o/-e, the tasks' output files."""
+    (``--multi-prog``); ``files``: srun -o/-e, the tasks' output files; ``name``: -J's
+    (default: the command's); ``kill_on_bad_exit``: -K; ``label``: -l; ``stdin``: -i."""
     node, ntasks = layout.nodes[0], layout.ntasks
-    name = os.path.basename(command[0])
+    name = name or os.path.basename(command[0])
     step_id: int | None = None
 
     def opened() -> LocalStep:
@@ -136,13 +161,23 @@ def run_local(
     if request is not None and request.time_limit_s:
         limit = TimeLimit(request.time_limit_s, kill_wait(console), where, node)
     groups = tuple(g for g in (own, fence) if g)
+    bad_exit = BadExit(node, where, kill_wait(console)) if kill_on_bad_exit else None
+    fields = step_fields(console.environ, step_id, node)
     outputs = None
     if files is not None:
         outputs = files.files(console.environ, console.cwd, step_id, node)
-        outputs.fields = replace(outputs.fields, node_index=job_node_index(console.environ, node))
     try:
         end = run_tasks(
-            commands or [command] * ntasks, console, step_env, groups, cpus, limit, outputs
+            commands or [command] * ntasks,
+            console,
+            step_env,
+            groups,
+            cpus,
+            limit,
+            outputs,
+            bad_exit,
+            label,
+            (stdin, fields),
         )
     except InvalidRequest as err:  # an output file that cannot be opened: no task ran
         end = TasksEnd(EXEC_FAILED, 0, False)
@@ -158,9 +193,10 @@ def run_local(
     if step_id is not None and any(code < 0 for code in end.codes.values()):
         for line in _cancel_lines(console, job_id, step_id, node):  # scancel JOB.STEP
             console.err(line)
-    for line in task_errors(node, end.codes, oom=kills > 0):
+    later = {r: c for r, c in end.codes.items() if r != end.failed_first}  # (said at once)
+    for line in task_errors(node, later, oom=kills > 0):
         console.err(line)
-    if end.timed_out:
+    if end.timed_out or end.failed_first is not None:
         console.err(force_terminated(where))
     if kills:  # slurmstepd's line, and srun's exit code 1 (docs/slurm-checks.md)
         console.err(oom_message(node, kills, where))
@@ -221,17 +257,31 @@ def run_tasks(
     cpus: tuple[int, ...] = (),
     limit: TimeLimit | None = None,
     files: TaskFiles | None = None,
+    bad_exit: BadExit | None = None,
+    label: bool = False,
+    stdin: tuple[str, FilenameFields] | None = None,
 ) -> TasksEnd:
     """Start a task per rank (``commands[rank]``), in ``cgroups`` and bound to ``cpus`` if
     given, pass srun's signals on to them, wait for all, ending them at ``limit``. A
     command that cannot start is said on stderr, those started are killed, and it ends
     as a task that exits ``EXEC_FAILED``. ``files``: each task's stdout and stderr (srun
     -o/-e; its files are opened before any task starts, ``InvalidRequest`` if one cannot
-    be)."""
+    be). ``bad_exit``: srun -K. ``label``: srun -l, each line of a task's output that goes
+    to srun's own prefixed with its rank (read from pipes, a thread each). ``stdin``
+    (srun -i, and the step's file-name letters): ``all`` srun's own input (inherited: the
+    tasks share it, where Slurm's srun copies it to each), ``none`` nothing, a rank that
+    task alone, else a file name pattern (``%t``...: -o's rules)."""
+    pipe = subprocess.PIPE if label else None
     streams = [
-        (files.fd(rank, "stdout"), files.fd(rank, "stderr")) if files else (None, None)
+        (
+            (files.fd(rank, "stdout") if files else None) or pipe,
+            (files.fd(rank, "stderr") if files else None) or pipe,
+        )
         for rank in range(len(commands))
     ]
+    relays: list[threading.Thread] = []
+    mode, fields = stdin or ("all", FilenameFields(0, "", "", ""))
+    inputs = [_task_input(mode, rank, fields, console.cwd) for rank in range(len(commands))]
     ntasks = len(commands)
     procs: list[subprocess.Popen[bytes]] = []
     forwarded: set[int] = set()
@@ -279,6 +329,7 @@ def run_tasks(
                     env=env,
                     cwd=console.cwd or None,
                     preexec_fn=join,  # noqa: PLW1509
+                    stdin=inputs[rank],
                     stdout=streams[rank][0],
                     stderr=streams[rank][1],
                 )
@@ -289,10 +340,21 @@ def run_tasks(
                     p.wait()
                 console.error(f"cannot run {command[0]}: {err.strerror}")
                 return TasksEnd(EXEC_FAILED, 0, False)
+        for fd in inputs:  # (each task has its own copy of an input file now)
+            if fd is not None and fd >= 0:
+                os.close(fd)
+        if label:  # (threads only now: every task is forked)
+            relays = _relay_labelled(procs, console)
         if limit is not None:
             signal.setitimer(signal.ITIMER_REAL, limit.seconds)
-        reaped = [_reap(p) for p in procs]
+        failed_first: int | None = None
+        if bad_exit is None:
+            reaped = [_reap(p) for p in procs]
+        else:
+            reaped, failed_first = _reap_ending_the_rest(procs, console, bad_exit)
     finally:
+        for relay in relays:
+            relay.join()
         if limit is not None:
             signal.setitimer(signal.ITIMER_REAL, 0)
         for sig, handler in previous.items():
@@ -304,10 +366,100 @@ def run_tasks(
         if usage is not None
     ]
     cancelled = bool(forwarded & set(CANCELLING))
-    return TasksEnd(*worst_exit(codes.values()), cancelled, tasks, codes, bool(expired))
+    return TasksEnd(
+        *worst_exit(codes.values()), cancelled, tasks, codes, bool(expired), failed_first
+    )
 
 
-def _reap(proc: subprocess.Popen[bytes]) -> tuple[int, resource.struct_rusage | None]:
+Reaped = tuple[int, resource.struct_rusage | None]
+
+
+def _task_input(mode: str, rank: int, fields: FilenameFields, cwd: str) -> int | None:
+    """Task ``rank``'s stdin for srun ``-i MODE`` (None: srun's own, inherited)."""
+    if mode.lower() == "all":
+        return None
+    if mode.lower() == "none" or (mode.isdigit() and int(mode) != rank):
+        return subprocess.DEVNULL
+    if mode.isdigit():
+        return None
+    path = os.path.join(cwd, expand_filename(mode, replace(fields, task=rank)))
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as err:
+        raise InvalidRequest(f"Could not open stdin file {path}: {err.strerror}") from None
+
+
+def _relay_labelled(
+    procs: list[subprocess.Popen[bytes]], console: Console
+) -> list[threading.Thread]:
+    """srun -l: a thread per task pipe, writing whole lines prefixed ``RANK: `` to srun's
+    stdout or stderr (``OutputWriter``, as for a step on other nodes)."""
+    writer = OutputWriter(console, label=True)
+    lock = threading.Lock()
+
+    def relay(rank: int, stream: str, source: IO[bytes]) -> None:
+        with source:
+            for chunk in iter(lambda: source.read1(65536), b""):  # type: ignore[attr-defined]
+                with lock:
+                    writer.write(rank, stream, chunk)
+        with lock:
+            writer.flush(rank, stream)
+
+    threads = []
+    for rank, proc in enumerate(procs):
+        for stream, source in (("stdout", proc.stdout), ("stderr", proc.stderr)):
+            if source is not None:
+                thread = threading.Thread(target=relay, args=(rank, stream, source), daemon=True)
+                thread.start()
+                threads.append(thread)
+    return threads
+
+
+def _reap_ending_the_rest(
+    procs: list[subprocess.Popen[bytes]], console: Console, bad: BadExit
+) -> tuple[list[Reaped], int | None]:
+    """srun -K: each task's end as it comes (polled every 50 ms, with its rusage); at the
+    first that fails, its line and slurmstepd's are said and the rest get SIGTERM, then
+    SIGKILL ``bad.kill_wait`` later. The ends by rank, and that first task's rank."""
+    done: dict[int, Reaped] = {}
+    failed: int | None = None
+    kill_at = 0.0
+    while True:
+        for rank, proc in enumerate(procs):
+            if rank in done:
+                continue
+            try:
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            except ChildProcessError:  # a forwarded signal's send_signal reaped it
+                done[rank] = (proc.wait(), None)
+                continue
+            if pid:
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                done[rank] = (proc.returncode, usage)
+                if proc.returncode != 0 and failed is None:
+                    failed, kill_at = rank, time.monotonic() + bad.kill_wait
+                    for line in task_errors(bad.node, {rank: proc.returncode}):
+                        console.err(line)
+                    console.err(f"srun: launch/slurm: _step_signal: Terminating StepId={bad.step}")
+                    console.err(
+                        cancelled_message(bad.node, bad.step, stamp(time.time()), kind="STEP")
+                    )
+                    _signal_running(procs, signal.SIGTERM)
+        if len(done) == len(procs):
+            return [done[r] for r in range(len(procs))], failed
+        if failed is not None and time.monotonic() >= kill_at:
+            _signal_running(procs, signal.SIGKILL)
+        time.sleep(0.05)
+
+
+def _signal_running(procs: list[subprocess.Popen[bytes]], signum: int) -> None:
+    for proc in procs:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signum)
+
+
+def _reap(proc: subprocess.Popen[bytes]) -> Reaped:
     """Wait for a task: its exit code (-N for a signal N) and its rusage (``None``
     when a forwarded signal's ``send_signal`` reaped it first, which keeps none)."""
     try:

@@ -59,8 +59,10 @@ task outlives it.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from hal.compat.names import SALLOC_JOB_VARIABLE
 from hal.compat.options import RESOURCE_OPTIONS, Arg, Opt, OptionError, parse_options
@@ -98,10 +100,40 @@ _GPU_OPTIONS: dict[str, tuple[str, Callable[[str], tuple[str | None, int]]]] = {
     "gpus_per_task": ("gpus_per_task", lambda v: parse_gpus(v, field="gpus-per-task")),
 }
 
+# Accepted with no effect on a step in a job, for the MPI launchers and scripts that pass
+# them (Slurm 22.05.8 takes each inside a job, session 41): what shapes a new allocation
+# (HAL's srun makes none), srun's own chatter and status, and defaults HAL already has
+# (tasks inherit srun's limits: --propagate; no task is ended for another's exit: -W 0).
+NO_EFFECT = (
+    Opt("partition", ("partition",), "p"),
+    Opt("account", ("account",), "A"),
+    Opt("qos", ("qos",), "q"),
+    Opt("reservation", ("reservation",)),
+    Opt("dependency", ("dependency",), "d"),
+    Opt("begin", ("begin",), "b"),
+    Opt("immediate", ("immediate",), "I", Arg.OPTIONAL),
+    Opt("comment", ("comment",)),
+    Opt("verbose", ("verbose",), "v", Arg.NONE),
+    Opt("wait", ("wait",), "W"),
+    Opt("disable_status", ("disable-status",), "X", Arg.NONE),
+    Opt("propagate", ("propagate",), arg=Arg.OPTIONAL),
+    Opt("hint", ("hint",)),
+    Opt("mem_bind", ("mem-bind", "mem_bind")),
+    Opt("overcommit", ("overcommit",), "O", Arg.NONE),
+    Opt("oversubscribe", ("oversubscribe",), "s", Arg.NONE),
+    Opt("cpu_freq", ("cpu-freq",)),
+    Opt("network", ("network",)),
+    Opt("spread_job", ("spread-job",), arg=Arg.NONE),
+    Opt("contiguous", ("contiguous",), arg=Arg.NONE),
+)
+
 OPTIONS = (
     *RESOURCE_OPTIONS,
+    *NO_EFFECT,
     Opt("mpi", ("mpi",)),
-    Opt("cpu_bind", ("cpu-bind",)),
+    Opt("cpu_bind", ("cpu-bind", "cpu_bind")),  # (Open MPI 4 spells it cpu_bind)
+    Opt("chdir", ("chdir",), "D"),
+    Opt("input", ("input",), "i"),
     Opt("label", ("label",), "l", Arg.NONE),
     Opt("unbuffered", ("unbuffered",), "u", Arg.NONE),
     Opt("exclusive", ("exclusive",), arg=Arg.OPTIONAL),
@@ -133,6 +165,14 @@ class Invocation:
     het_group: int | None = None  # --het-group: the het job component to run in
     programs: MultiProg | None = None  # --multi-prog's file, once read
     files: OutputRequest | None = None  # -o/-e: the tasks' output files (None: srun's)
+    name: str = ""  # -J: the step's name (default: its command's)
+    chdir: str = ""  # -D: the tasks' working directory (default: srun's)
+    kill_on_bad_exit: bool = False  # -K: a task that fails ends the others
+    input: str = "all"  # -i: all, none, a task's rank, or a file name pattern
+
+    @property
+    def step_name(self) -> str:
+        return self.name or os.path.basename(self.command[0])
 
     def within(self, allocated: int) -> StepRequest:
         """The request with ``-N MIN-MAX`` made a count: as many of the job's nodes as
@@ -160,6 +200,7 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
     het_group: int | None = None
     distribution = env.get("SLURM_DISTRIBUTION", "")
     files: dict[str, str] = {}
+    extra: dict[str, Any] = {}
     for dest, value, spelled in parsed.values:
         if dest == "pty":
             raise InvalidRequest(
@@ -185,6 +226,13 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
             files[dest] = value
         elif dest == "open_mode":
             files[dest] = parse_open_mode(value)
+        elif dest == "job_name":
+            extra["name"] = value
+        elif dest == "chdir":
+            extra["chdir"] = value
+        elif dest == "input":
+            extra["input"] = value.strip() or "all"
+
         elif dest in _COUNTS or dest == "jobid":
             if not value.strip().isdigit() or int(value) < 1:
                 raise InvalidRequest(f"{spelled} needs a positive integer, got {value!r}")
@@ -234,8 +282,11 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
         time_limit_s=time_limit,
     )
     output = OutputRequest(**files) if "output" in files or "error" in files else None
+    for dest, value, _ in parsed.values:
+        if dest == "kill_on_bad_exit":  # -K, -K1; -K0 turns it off
+            extra["kill_on_bad_exit"] = value is None or value.strip() != "0"
     return Invocation(
-        request, command, label, node_range, jobid, multi_prog, het_group, files=output
+        request, command, label, node_range, jobid, multi_prog, het_group, files=output, **extra
     )
 
 
@@ -248,6 +299,24 @@ def _srun_cpus_per_task(env: Mapping[str, str]) -> int | None:
     if not value.isdigit() or int(value) < 1:
         raise InvalidRequest(f"SRUN_CPUS_PER_TASK needs a positive integer, got {value!r}")
     return int(value)
+
+
+def _as_step(call: Invocation, console: Console) -> str:
+    """What -J, -c and -D change for the tasks, as Slurm's srun: ``SLURM_JOB_NAME`` is the
+    step's name, ``SLURM_CPUS_PER_TASK`` the step's -c, and they run in -D (relative to
+    srun's directory). Why -D cannot be used, or ""."""
+    env = dict(console.environ)
+    if call.name:
+        env["SLURM_JOB_NAME"] = call.name
+    if call.request.cpus_per_task is not None:
+        env["SLURM_CPUS_PER_TASK"] = str(call.request.cpus_per_task)
+    console.environ = env
+    if call.chdir:
+        path = os.path.normpath(os.path.join(console.cwd or os.getcwd(), call.chdir))
+        if not os.path.isdir(path):
+            return f"--chdir={call.chdir}: {path} is not a directory"
+        console.cwd = path
+    return ""
 
 
 def _hostfile(path: str) -> str:
@@ -269,6 +338,10 @@ def srun(argv: list[str], console: Console) -> int:
     except HalError as err:
         code = console.error(err.message)
         return 255 if err.field == "distribution" else code  # (as Slurm's srun exits)
+    refused = _as_step(call, console)
+    if refused:
+        return console.error(refused)
+    env = console.environ
     jobid = call.jobid
     if jobid is not None and env.get("SLURM_JOB_ID") != str(jobid):
         # another job than the one srun runs in (if any): a step of it from outside
@@ -310,6 +383,11 @@ def srun(argv: list[str], console: Console) -> int:
     if under_salloc or away or job.component or request.asks_gpus:
         from hal.compat.steps import run_step
 
+        if call.input.lower() not in ("all", "none"):
+            return console.error(
+                f"--input={call.input}: HAL passes no input to a step's tasks on other nodes "
+                "(they read none, as with --input=none); read the file in the task instead"
+            )
         return run_step(job.job_id, request, call, console)
     from hal.compat.local_step import run_local
 
@@ -321,6 +399,10 @@ def srun(argv: list[str], console: Console) -> int:
         commands=commands,
         request=request,
         files=call.files,
+        name=call.name,
+        kill_on_bad_exit=call.kill_on_bad_exit,
+        label=call.label,
+        stdin=call.input,
     )
 
 

@@ -87,21 +87,28 @@ class OutputRequest:
     open_mode: str = ""
 
     def files(self, env: Mapping[str, str], cwd: str, step_id: int | None, node: str) -> TaskFiles:
-        """The step's files; the job's letters from srun's environment (its ``SLURM_*``)."""
+        """The step's files."""
         mode = self.open_mode or {"a": "append", "t": "truncate"}.get(
             env.get("SLURM_OPEN_MODE", ""), ""
         )
-        array_job, array_task = env.get("SLURM_ARRAY_JOB_ID"), env.get("SLURM_ARRAY_TASK_ID")
-        fields = FilenameFields(
-            job_id=int(env.get("SLURM_JOB_ID", "0") or 0),
-            name=env.get("SLURM_JOB_NAME", ""),
-            user=env.get("SLURM_JOB_USER", env.get("USER", "")),
-            node=node,
-            array_job_id=int(array_job) if array_job and array_job.isdigit() else None,
-            array_task_id=int(array_task) if array_task and array_task.isdigit() else None,
-            step=step_id,
-        )
+        fields = step_fields(env, step_id, node)
         return TaskFiles(self.output, self.error, cwd, fields, append=mode == "append")
+
+
+def step_fields(env: Mapping[str, str], step_id: int | None, node: str) -> FilenameFields:
+    """A step's file-name letters: the job's from srun's environment (its ``SLURM_*``),
+    the step's id, ``node`` and its place among the job's nodes."""
+    array_job, array_task = env.get("SLURM_ARRAY_JOB_ID"), env.get("SLURM_ARRAY_TASK_ID")
+    return FilenameFields(
+        job_id=int(env.get("SLURM_JOB_ID", "0") or 0),
+        name=env.get("SLURM_JOB_NAME", ""),
+        user=env.get("SLURM_JOB_USER", env.get("USER", "")),
+        node=node,
+        node_index=job_node_index(env, node) if node else 0,
+        array_job_id=int(array_job) if array_job and array_job.isdigit() else None,
+        array_task_id=int(array_task) if array_task and array_task.isdigit() else None,
+        step=step_id,
+    )
 
 
 def parse_open_mode(text: str) -> str:

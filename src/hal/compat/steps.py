@@ -45,7 +45,7 @@ FORWARDED = (
 GOT_SIGCONT = "srun: got SIGCONT"  # Slurm's srun says so at each SIGCONT (a job ending too)
 
 
-class _Writer:
+class OutputWriter:
     """The tasks' bytes to srun's stdout/stderr; with ``label``, whole lines, each
     prefixed with its rank; with ``files`` (srun -o/-e), to each task's file, ``place``
     naming its node and the node's index in the job."""
@@ -81,9 +81,15 @@ class _Writer:
         self._emit(stream, data)
 
     def close(self) -> None:
-        for (rank, stream), rest in self.partial.items():
+        for rank, stream in list(self.partial):
+            self.flush(rank, stream)
+
+    def flush(self, rank: int, stream: str) -> None:
+        """The last line of a task's stream, without its newline (-l: labelled all the
+        same)."""
+        rest = self.partial.pop((rank, stream), None)
+        if rest:
             self._emit(stream, f"{rank}: ".encode() + rest + b"\n")
-        self.partial.clear()
 
     def _emit(self, stream: str, data: bytes) -> None:
         text = self.console.stdout if stream == "stdout" else self.console.stderr
@@ -220,7 +226,8 @@ def run_step(
         ntasks=request.ntasks,
         ntasks_per_node=request.ntasks_per_node,
         nodelist=list(request.nodelist),
-        name=os.path.basename(call.command[0]),
+        name=call.step_name,
+        workdir=console.cwd,
         environment=dict(console.environ if environment is None else environment),
         distribution=request.distribution.spec,
         multi_prog=None
@@ -268,7 +275,7 @@ def run_step(
         return node, job_node_index(env, node)
 
     previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
-    writer = _Writer(console, call.label, files, place)
+    writer = OutputWriter(console, call.label, files, place)
     after = 0
     away = False  # the control plane is restarting: its step runs on, and srun waits
     aborted = False  # scancel ended the step: said once

@@ -211,10 +211,12 @@ class StepTable:
         environment: dict[str, str],
         name: str = "",
         multi_prog: MultiProg | None = None,
+        workdir: str = "",
     ) -> Step:
         """``multi_prog`` (``srun --multi-prog``): ``argv`` is its file's name and the
         arguments after it; each rank runs its line's command, and a rank without one
-        refuses the step before anything starts."""
+        refuses the step before anything starts. ``workdir``: the tasks' (srun's; "":
+        the job's)."""
         cluster = self.cluster
         job, alloc = self._running_job(job_id, caller)
         layout = step_layout(
@@ -250,7 +252,13 @@ class StepTable:
             await cluster.db(cluster.store.keep_running_step, _row(step))  # for a restart
             self.steps[(job_id, step_id)] = step
         base = build_launch(job, cluster.config.cluster_name)
-        base = base.model_copy(update={"script": "", "environment": {**base.environment}})
+        base = base.model_copy(
+            update={
+                "script": "",
+                "environment": {**base.environment},
+                "workdir": workdir or base.workdir,
+            }
+        )
         common = step_environment(step_id, layout)
         for index, node in enumerate(layout.nodes):
             at = list(alloc.nodes).index(node)
@@ -415,6 +423,9 @@ class StepTable:
         job, alloc = self._running_job(job_id, caller)
         if node not in alloc.nodes:
             raise refused(job_id, f"node {node} is not in the job's allocation")
+        if ntasks * (request.cpus_per_task or 1) > alloc.per_node[alloc.nodes.index(node)].cpus:
+            # as Slurm 22.05.8 refuses `srun -n3` in a 2-CPU job (HAL ran three tasks)
+            raise refused(job_id, "More processors requested than permitted")
         self._prune()
         layout = StepLayout((node,), (ntasks,))
         wanted = self._cpu_counts(job_id, alloc, layout, request)

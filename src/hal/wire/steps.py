@@ -30,6 +30,8 @@ class StepCreate(WireModel):
     ntasks_per_node: int | None = Field(default=None, ge=1, le=INT32_MAX)
     nodelist: list[str] = Field(default_factory=list)  # -w, expanded
     name: str = Field(default="", max_length=256)
+    # the tasks' working directory: srun's (or its -D); "" (an older srun): the job's
+    workdir: str = Field(default="", max_length=4096)
     # srun's environment, which the tasks get (the node-local variables each agent sets)
     environment: dict[str, str] = Field(default_factory=dict)
     distribution: str = Field(default="", max_length=64)  # -m, as written

@@ -347,7 +347,7 @@ def test_unsupported_options_are_errors(argv: list[str], script: str, message: s
         (["-C", "a|b"], SCRIPT, "all be present"),
         (["--exclusive=user"], SCRIPT, "without a value"),
         (["-a", "5-1"], SCRIPT, "ranges go up"),
-        (["-d", "afterok:1_2"], SCRIPT, "array element"),
+        (["-d", "afterok:1_x"], SCRIPT, "array index"),
         (["--signal=NOPE"], SCRIPT, "unknown signal"),
         (["--nice=x"], SCRIPT, "integer"),
         (["-p", ","], SCRIPT, "partition name"),

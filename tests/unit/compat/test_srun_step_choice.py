@@ -18,7 +18,7 @@ from hal.compat import local_step
 from hal.compat.commands import run
 from hal.compat.seam import Console
 from hal.compat.srun import parse_command
-from hal.compat.steps import _Writer
+from hal.compat.steps import OutputWriter
 from hal.core.errors import InvalidRequest, Unavailable
 
 TWO_NODES = {
@@ -154,7 +154,7 @@ def test_labels_prefix_whole_lines_with_the_rank() -> None:
     its task's rank, and a last line without a newline at the end."""
     out = io.StringIO()
     console = Console("srun", no_client, out, io.StringIO(), io.StringIO())  # type: ignore[arg-type]
-    writer = _Writer(console, label=True)
+    writer = OutputWriter(console, label=True)
     writer.write(0, "stdout", b"hel")
     writer.write(1, "stdout", b"one\ntw")
     writer.write(0, "stdout", b"lo\nbye")

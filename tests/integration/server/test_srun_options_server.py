@@ -1,0 +1,88 @@
+"""srun's options as MPI launchers and scripts pass them, on a real server with real
+agents, as Slurm 22.05.8's srun behaves (session 41, compared on its peer): ``-l`` labels a
+step on the batch node too, ``-K`` ends the other tasks when one fails, ``-J`` names the
+step and its ``SLURM_JOB_NAME``, ``-D`` is its tasks' directory (on other nodes too, where
+they ran in the job's), ``-c`` its ``SLURM_CPUS_PER_TASK``, and options with no effect on a
+step in a job (``-p -A -v -X --cpu_bind --mem_bind``...) are taken, not refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from test_local_steps_server import (
+    SRUN,
+    sacct,
+    server,  # noqa: F401  (a fixture: the server and its two 2-CPU agents)
+    state,
+    submit,
+)
+
+from hal.testing.live import LiveServer, wait_until
+
+
+def run(server: LiveServer, tmp_path: Path, body: str, *args: str) -> tuple[str, str]:
+    job_id = submit(server, tmp_path, body, "-o", "out.txt", "-e", "err.txt", *args)
+    wait_until(lambda: state(server, job_id) not in ("PENDING", "RUNNING"), 60, message="end")
+    return (tmp_path / "out.txt").read_text(), (tmp_path / "err.txt").read_text()
+
+
+def test_label_on_the_batch_node(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
+    out, err = run(server, tmp_path, f"{SRUN} -n2 -l sh -c 'echo a; echo b >&2'\n", "-N1", "-n2")
+    assert sorted(out.splitlines()) == ["0: a", "1: a"]
+    assert sorted(err.splitlines()) == ["0: b", "1: b"]
+
+
+def test_kill_on_bad_exit_ends_the_other_tasks(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
+    body = (
+        f"{SRUN} -n2 -K sh -c '[ $SLURM_PROCID = 1 ] && exit 4; sleep 20; echo survived'\n"
+        "echo rc=$?\n"
+    )
+    out, err = run(server, tmp_path, body, "-N1", "-n2")
+    assert "survived" not in out and "rc=143" in out, (out, err)
+    lines = err.splitlines()
+    assert lines[0].endswith(": task 1: Exited with exit code 4"), err
+    assert lines[1].startswith("srun: launch/slurm: _step_signal: Terminating StepId=")
+    assert "CANCELLED AT" in lines[2]
+    assert lines[3].endswith(": task 0: Terminated")
+    assert lines[4].startswith("srun: Force Terminated StepId=")
+
+
+def test_name_directory_and_cpus_of_the_step(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
+    (tmp_path / "sub").mkdir()
+    body = (
+        f"{SRUN} -n1 -J stepname -D sub -c 2 sh -c 'pwd; echo $SLURM_JOB_NAME $SLURM_CPUS_PER_TASK'\n"
+        f"{SRUN} -N2 -n2 -D sub pwd\n"
+        f"{SRUN} -n1 -p any -A any -q any -v -X -W 0 --cpu_bind=none --mem_bind=local true\n"
+        "echo rc=$?\n"
+    )
+    job_id = submit(server, tmp_path, body, "-N2", "-n2", "-c2", "-o", "out.txt")
+    wait_until(lambda: state(server, job_id) == "COMPLETED", 60, message="its end")
+    out = (tmp_path / "out.txt").read_text().splitlines()
+    assert out == [str(tmp_path / "sub"), "stepname 2", *[str(tmp_path / "sub")] * 2, "rc=0"]
+    steps = sacct(server, job_id, "JobID,JobName")
+    assert f"{job_id}.0|stepname" in steps
+
+
+def test_more_tasks_than_the_jobs_cpus_on_the_node_is_refused(
+    server: LiveServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Slurm 22.05.8: ``srun -n3`` in a 2-CPU one-node job is refused, rc 1; HAL ran three
+    tasks on two CPUs."""
+    out, err = run(server, tmp_path, f"{SRUN} -n3 true\necho rc=$?\n", "-N1", "-n2")
+    assert out == "rc=1\n"
+    assert "More processors requested than permitted" in err, err
+
+
+def test_input_none_a_rank_or_a_file_per_task(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
+    """srun -i: ``none`` (what MPICH's hydra passes), one rank, or a file per task (``%t``);
+    HAL refused ``-i``."""
+    (tmp_path / "in.0").write_text("zero\n")
+    (tmp_path / "in.1").write_text("one\n")
+    body = (
+        f"echo given | {SRUN} -n2 -l -i 1 sh -c 'cat; echo .'\n"
+        f"{SRUN} -n2 -l -i 'in.%t' cat\n"
+        f"echo dropped | {SRUN} -n1 --input=none cat\n"
+    )
+    out, err = run(server, tmp_path, body, "-N1", "-n2")
+    assert sorted(out.splitlines()) == ["0: .", "0: zero", "1: .", "1: given", "1: one"], err
