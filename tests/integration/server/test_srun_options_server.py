@@ -20,9 +20,9 @@ from test_local_steps_server import (
 from hal.testing.live import LiveServer, wait_until
 
 
-def run(server: LiveServer, tmp_path: Path, body: str, *args: str) -> tuple[str, str]:
-    job_id = submit(server, tmp_path, body, "-o", "out.txt", "-e", "err.txt", *args)
-    wait_until(lambda: state(server, job_id) not in ("PENDING", "RUNNING"), 60, message="end")
+def run(live: LiveServer, tmp_path: Path, body: str, *args: str) -> tuple[str, str]:
+    job_id = submit(live, tmp_path, body, "-o", "out.txt", "-e", "err.txt", *args)
+    wait_until(lambda: state(live, job_id) not in ("PENDING", "RUNNING"), 60, message="end")
     return (tmp_path / "out.txt").read_text(), (tmp_path / "err.txt").read_text()
 
 
@@ -50,7 +50,8 @@ def test_kill_on_bad_exit_ends_the_other_tasks(server: LiveServer, tmp_path: Pat
 def test_name_directory_and_cpus_of_the_step(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
     (tmp_path / "sub").mkdir()
     body = (
-        f"{SRUN} -n1 -J stepname -D sub -c 2 sh -c 'pwd; echo $SLURM_JOB_NAME $SLURM_CPUS_PER_TASK'\n"
+        f"{SRUN} -n1 -J stepname -D sub -c 2 "
+        "sh -c 'pwd; echo $SLURM_JOB_NAME $SLURM_CPUS_PER_TASK'\n"
         f"{SRUN} -N2 -n2 -D sub pwd\n"
         f"{SRUN} -n1 -p any -A any -q any -v -X -W 0 --cpu_bind=none --mem_bind=local true\n"
         "echo rc=$?\n"

@@ -81,10 +81,9 @@ def test_launcher_options_parse_and_those_without_effect_are_taken() -> None:
     """Options MPI launchers and scripts pass (Slurm 22.05.8 takes each in a job): -K,
     -J, -D, -i and -c act; -p -A -q -v -X -W --cpu_bind --mem_bind... have no effect on
     a step in a job and were refused ("HAL's srun does not support it")."""
-    parsed = parse_command(
-        ["-K", "-J", "s1", "-D", "sub", "-i", "none", "-p", "x", "-A", "y", "-q", "z", "-v"]
-        + ["-X", "-W", "0", "--cpu_bind=none", "--mem_bind=local", "-O", "--propagate", "true"]
-    )
+    acting = ["-K", "-J", "s1", "-D", "sub", "-i", "none"]
+    idle = ["-p", "x", "-A", "y", "-q", "z", "-v", "-X", "-W", "0", "--cpu_bind=none"]
+    parsed = parse_command([*acting, *idle, "--mem_bind=local", "-O", "--propagate", "true"])
     assert (parsed.kill_on_bad_exit, parsed.name, parsed.chdir, parsed.input) == (
         True,
         "s1",
