@@ -502,7 +502,16 @@ def _exec_job(plan: StepPlan, isolation: Isolation, group: str, err_w: int) -> N
         # Output files are opened as the job's user and with its umask, so root never
         # writes where the user could not, and the files are as private as the user's own.
         stage = f"enter the working directory {plan.workdir}"
-        os.chdir(plan.workdir)
+        moved = b""
+        try:
+            os.chdir(plan.workdir)
+        except OSError as err:  # as slurmstepd: said in the job's output, run in /tmp
+            node = plan.env.get("SLURMD_NODENAME", "")
+            moved = (
+                f"slurmstepd-{node}: error: couldn't chdir to `{plan.workdir}': "
+                f"{err.strerror}: going to /tmp instead\n"
+            ).encode()
+            os.chdir("/tmp")
         # O_APPEND either way: slurmstepd's lines (``tell_job``) are added to the same
         # file by another open, and a job's processes write on after them while it ends
         mode = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if plan.append else os.O_TRUNC)
@@ -517,6 +526,8 @@ def _exec_job(plan: StepPlan, isolation: Isolation, group: str, err_w: int) -> N
         else:
             os.dup2(out, 2)
         os.close(out)
+        if moved:
+            os.write(2, moved)
         stage = "reset signals"
         # Ignored dispositions survive exec (handlers do not). The supervisor set every
         # signal to SIG_DFL but SUPERVISOR_IGNORES, so only those need restoring: 7

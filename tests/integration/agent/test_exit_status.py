@@ -72,18 +72,30 @@ def test_shebang_is_honoured(agent_config: AgentConfig, channel: FakeChannel, wo
     run(scenario())
 
 
-def test_missing_workdir_is_a_launch_failure(
+def test_missing_workdir_runs_in_tmp_saying_so_unless_its_output_is_there(
     agent_config: AgentConfig, channel: FakeChannel, tmp_path: Path
 ):
-    """The job cannot run where it asked to: the server hears launch_failed and why."""
+    """As slurmstepd (Slurm 22.05.8, session 41): a job whose -D is missing runs in /tmp,
+    with "couldn't chdir to `DIR': No such file or directory: going to /tmp instead" in
+    its output (HAL failed it, and its output said nothing); one whose output file would
+    be in that directory cannot start: the server hears launch_failed and why."""
 
     async def scenario() -> None:
         async with agent_running(agent_config, channel) as agent:
-            channel.push(make_launch(1, "true\n", tmp_path / "nowhere"))
+            out = tmp_path / "out.txt"
+            channel.push(make_launch(1, "pwd\n", tmp_path / "nowhere", stdout=str(out)))
             report = await agent.finished(1)
+            assert (report.state, report.exit_code) == ("COMPLETED", 0)
+            missing = tmp_path / "nowhere"
+            assert out.read_text() == (
+                f"slurmstepd-{agent_config.node}: error: couldn't chdir to `{missing}': "
+                "No such file or directory: going to /tmp instead\n/tmp\n"
+            )
+            channel.push(make_launch(2, "true\n", tmp_path / "nowhere"))
+            report = await agent.finished(2)
             assert report.kind == "launch_failed"
-            assert "working directory" in report.message and "nowhere" in report.message
-            assert not channel.of(1, "started")
+            assert "output file" in report.message and "nowhere" in report.message
+            assert not channel.of(2, "started")
 
     run(scenario())
 
