@@ -98,6 +98,8 @@ def reason_name(reason: str) -> str:
 
 
 def _reason_list(job: JobInfo, now: float) -> str:
+    if job.state == "CANCELLED" and not job.nodes:
+        return ""  # cancelled while pending: nothing, as Slurm 22.05.8's squeue -t all
     if job.state in _REASON_STATES or not job.nodes:
         return f"({job.reason})"
     return compress_hostlist(job.nodes)

@@ -288,6 +288,8 @@ def job_record(job: JobInfo, now: float) -> list[str]:
     array = ""
     if job.array_job_id is not None:
         array = f" ArrayJobId={job.array_job_id} ArrayTaskId={job.array_task_id}"
+        if job.array_max_running:  # (only with a %N limit, as Slurm 22.05.8 prints it)
+            array += f" ArrayTaskThrottle={job.array_max_running}"
     if job.het_job_id is not None:
         array += (
             f" HetJobId={job.het_job_id} HetJobOffset={job.het_job_offset}"

@@ -143,9 +143,9 @@ def parse_array(
     max_running = 0
     if throttle_text:
         max_running = _int(throttle_text, "limit after %", field, _ARRAY_HINT)
-        if max_running < 1:
+        if max_running < 0:  # (%0: no limit, as Slurm 22.05.8 takes it)
             raise InvalidRequest(
-                f"invalid --{field} {raw!r}: the %N limit must be at least 1", field=field
+                f"invalid --{field} {raw!r}: the %N limit must be at least 0", field=field
             )
     if not spec:
         raise InvalidRequest(f"invalid --{field} {raw!r}: {_ARRAY_HINT}", field=field)

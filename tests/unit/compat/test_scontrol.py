@@ -42,6 +42,9 @@ def test_show_job_like_the_reference() -> None:
 def test_show_array_element_and_all_jobs_separated() -> None:
     lines = call(cluster(), "scontrol", "show", "jobs").lines
     assert "JobId=5 ArrayJobId=4 ArrayTaskId=1 JobName=sleeper" in lines
+    throttled = running(8, array_job_id=4, array_task_id=2, array_max_running=1)
+    (first, *_) = call(FakeClient(job_list=[throttled]), "scontrol", "show", "job", "8").lines
+    assert first == "JobId=8 ArrayJobId=4 ArrayTaskId=2 ArrayTaskThrottle=1 JobName=sleeper"
     assert "" in lines
     assert "   Partition=debug AllocNode:Sid=login1:0" in lines
 

@@ -95,6 +95,9 @@ def test_unfolded_with_r_and_finished_with_t_all() -> None:
 def test_finished_jobs_show_reason_or_nodes() -> None:
     lines = call(cluster(), "squeue", "-h", "-t", "F,CA", "-o", "%i %R").lines
     assert lines == ["11 vm", "1 (NonZeroExitCode)"]
+    never_ran = job(12, state="CANCELLED", reason="DependencyNeverSatisfied")
+    shown = call(FakeClient(job_list=[never_ran]), "squeue", "-h", "-t", "all", "-o", "%i|%R|")
+    assert shown.lines == ["12||"]  # (Slurm 22.05.8: a job cancelled while pending)
 
 
 @pytest.mark.parametrize(
