@@ -505,11 +505,11 @@ def _exec_job(plan: StepPlan, isolation: Isolation, group: str, err_w: int) -> N
         moved = b""
         try:
             os.chdir(plan.workdir)
-        except OSError as err:  # as slurmstepd: said in the job's output, run in /tmp
+        except OSError as missing:  # as slurmstepd: said in the job's output, run in /tmp
             node = plan.env.get("SLURMD_NODENAME", "")
             moved = (
                 f"slurmstepd-{node}: error: couldn't chdir to `{plan.workdir}': "
-                f"{err.strerror}: going to /tmp instead\n"
+                f"{missing.strerror}: going to /tmp instead\n"
             ).encode()
             os.chdir("/tmp")
         # O_APPEND either way: slurmstepd's lines (``tell_job``) are added to the same
