@@ -617,6 +617,10 @@ def _resources(settings: dict[str, Setting], fields: dict[str, object]) -> None:
         number = _positive(settings, dest)
         if number is not None:
             fields[dest] = number
+    if "cpus_per_task" in fields:  # as Slurm's sbatch: set only where -c was given
+        environment = fields["environment"]
+        assert isinstance(environment, dict)
+        environment["SLURM_CPUS_PER_TASK"] = str(fields["cpus_per_task"])
     for dest, target in (
         ("mem", "memory_per_node_bytes"),
         ("mem_per_cpu", "memory_per_cpu_bytes"),

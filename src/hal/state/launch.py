@@ -101,8 +101,18 @@ def job_environment(job: Job, cluster_name: str, het: Sequence[Job] = ()) -> dic
         "PRIO_PROCESS": "0",
         "JOB_TIME_LIMIT": str(job.time_limit_s),
         "RESTART_COUNT": str(job.restarts),
-        "CPUS_PER_TASK": str(spec.cpus_per_task),
     }
+    # only where -c and --ntasks-per-node were given, as Slurm 22.05.8 sets them: a
+    # script's ${SLURM_CPUS_PER_TASK:-4} got 1 (session 41). sbatch sends -c's value in
+    # the environment; a client that does not, any -c above 1.
+    cpus_per_task = str(spec.cpus_per_task)
+    if (
+        spec.cpus_per_task != 1
+        or dict(spec.environment).get("SLURM_CPUS_PER_TASK") == cpus_per_task
+    ):
+        common["CPUS_PER_TASK"] = cpus_per_task
+    if spec.ntasks_per_node:
+        common["NTASKS_PER_NODE"] = str(spec.ntasks_per_node)
     # --mem-per-cpu and --mem-per-gpu as Slurm exports them, in MiB (the agent adds the
     # node's total, SLURM_MEM_PER_NODE)
     if spec.memory_per_cpu_bytes:

@@ -51,7 +51,7 @@ def test_output_and_error_patterns_are_expanded(
                 assert (await agent.finished(job)).state == "COMPLETED"
             out = workdir / f"o-sim-0007-7_4294967294-{agent_config.node}-0-0-tester-%.log"
             assert out.read_text() == "to-out\n"
-            assert (workdir / "e-7.batch.log").read_text() == "to-err\n"
+            assert (workdir / "e-7.log").read_text() == "to-err\n"
             assert (workdir / "slurm-5_2.out").read_text() == "element\n"
             assert (workdir / "raw%j.log").read_text() == "raw\n"
 

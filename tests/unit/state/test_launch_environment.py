@@ -85,3 +85,22 @@ def test_array_task_step_is_the_step_written_and_open_mode_is_passed_to_sruns() 
         assert "SLURM_OPEN_MODE" not in env
     spec = JobSpec(user="ana", script="#!/bin/sh\n", open_mode="append")
     assert job_environment(base.evolve(spec=spec), "hal")["SLURM_OPEN_MODE"] == "a"
+
+
+def test_cpus_per_task_and_ntasks_per_node_only_where_given() -> None:
+    """Slurm 22.05.8 (session 41) sets SLURM_CPUS_PER_TASK only where -c was given (sbatch
+    sends its value), and SLURM_NTASKS_PER_NODE where --ntasks-per-node was; HAL set
+    SLURM_CPUS_PER_TASK=1 always, so a script's ${SLURM_CPUS_PER_TASK:-4} got 1."""
+    job = make_job(3).running_on("n1").build()
+
+    def env(**kw: object) -> dict[str, str]:
+        return job_environment(
+            job.evolve(spec=JobSpec(user="ana", script="#!/bin/sh\n", **kw)), "hal"
+        )  # type: ignore[arg-type]
+
+    assert "SLURM_CPUS_PER_TASK" not in env() and "SLURM_NTASKS_PER_NODE" not in env()
+    assert env(cpus_per_task=2)["SLURM_CPUS_PER_TASK"] == "2"
+    given = env(environment=(("SLURM_CPUS_PER_TASK", "1"),))  # sbatch -c 1
+    assert given["SLURM_CPUS_PER_TASK"] == "1"
+    assert "SLURM_CPUS_PER_TASK" not in env(environment=(("SLURM_CPUS_PER_TASK", "4"),))
+    assert env(ntasks_per_node=2, ntasks=2)["SLURM_NTASKS_PER_NODE"] == "2"
