@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from hal.api.dependency_view import dependency_shown
 from hal.api.errors import field_path
 from hal.core.data import expand_datasets, parse_data_keys
 from hal.core.errors import InvalidRequest
@@ -298,6 +299,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         stdout=stdout,
         stderr=stderr,
         dependency=str(spec.dependency) if spec.dependency else None,
+        dependency_state=dependency_shown(job, cluster),
         requeue=spec.requeue,
         restarts=job.restarts,
         requeued_after=job.extra.get(preempt.REQUEUED_AFTER),

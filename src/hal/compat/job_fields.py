@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import grp
 import pwd
-import re
 from collections.abc import Callable, Sequence
 
 from hal.compat.formats import (
@@ -64,29 +63,11 @@ def _null(value: str | None) -> str:
     return value if value else "(null)"
 
 
-_DEPENDENCY_STATUS = {"Dependency": "unfulfilled", "DependencyNeverSatisfied": "failed"}
-
-
 def _dependency(job: JobInfo) -> str:
-    """Slurm's ``%E``: each term of a pending job's dependency with its status,
-    ``afterok:5(unfulfilled),afterok:6(unfulfilled)``; ``(null)`` once it started."""
-    text = job.dependency
-    if not text or job.state != "PENDING":
-        return "(null)"
-    if job.reason in ("Resources", "Priority"):
-        return "(null)"  # past its dependency (checked first): met, as Slurm clears it
-    status = _DEPENDENCY_STATUS.get(job.reason)
-    if status is None or "(" in text:
-        return text  # held, or waiting to begin: not judged yet
-    out: list[str] = []
-    for part in re.split(r"([,?])", text):
-        if part in (",", "?"):
-            out.append(part)
-            continue
-        kind, _, ids = part.partition(":")
-        terms = [f"{kind}:{i}" for i in ids.split(":")] if ids else [kind]
-        out.append(",".join(f"{t}({status})" for t in terms))
-    return "".join(out)
+    """Slurm's ``%E``: what is left of a pending job's dependency, each condition with its
+    status (``afterok:5(unfulfilled),afterok:6(failed)``, the server's); ``(null)`` once
+    it holds."""
+    return job.dependency_state or "(null)"
 
 
 def reason_name(reason: str) -> str:

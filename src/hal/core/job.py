@@ -32,6 +32,9 @@ class DependencyKind(StrEnum):
 class DependencyTerm:
     kind: DependencyKind
     job_ids: tuple[int, ...] = ()  # empty for singleton
+    # the ids that name one array element (``afterok:12_0``), though an array has that id:
+    # element 0's id is its array's, which alone stands for every element
+    elements: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -243,6 +243,7 @@ def _dependency_term(
             field=field,
         )
     ids: list[int] = []
+    elements: list[int] = []
     for id_text in id_texts:
         if "+" in id_text:
             raise InvalidRequest(
@@ -255,9 +256,10 @@ def _dependency_term(
             array = _int(array_text, "job id", field, _DEP_HINT)
             index = _int(index_text, "array index", field, _DEP_HINT)
             ids.append(array if element is None else element(array, index))
+            elements.append(ids[-1])
             continue
         ids.append(_int(id_text, "job id", field, _DEP_HINT))
-    return DependencyTerm(kind, tuple(ids))
+    return DependencyTerm(kind, tuple(ids), tuple(elements))
 
 
 # -- signals ------------------------------------------------------------------------------

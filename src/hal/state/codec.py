@@ -42,7 +42,10 @@ def spec_to_json(spec: JobSpec) -> str:
         elif name == "dependency" and value is not None:
             value = {
                 "any_of": value.any_of,
-                "terms": [[t.kind.value, list(t.job_ids)] for t in value.terms],
+                "terms": [
+                    [t.kind.value, list(t.job_ids), *([list(t.elements)] if t.elements else [])]
+                    for t in value.terms
+                ],
             }
         elif name == "signal" and value is not None:
             value = [value.signum, value.seconds_before, value.batch_only]
@@ -73,7 +76,10 @@ def spec_from_json(text: str, script: str) -> JobSpec:
     if d.get("dependency") is not None:
         dep = d["dependency"]
         d["dependency"] = Dependency(
-            terms=tuple(DependencyTerm(DependencyKind(k), tuple(ids)) for k, ids in dep["terms"]),
+            terms=tuple(
+                DependencyTerm(DependencyKind(t[0]), tuple(t[1]), tuple(t[2] if len(t) > 2 else ()))
+                for t in dep["terms"]
+            ),
             any_of=dep["any_of"],
         )
     if d.get("signal") is not None:

@@ -136,6 +136,9 @@ class JobInfo(WireModel):
     stdout: str
     stderr: str
     dependency: str | None = None
+    # what is left of a pending job's dependency, each condition with its status, as
+    # Slurm shows it: "afterok:5(unfulfilled),afterok:6(failed)"; None once it holds
+    dependency_state: str | None = None
     requeue: bool = True
     restarts: int = 0
     # the state its last run ended in when the server put it back in the queue (PREEMPTED,

@@ -243,20 +243,22 @@ def test_requested_and_excluded_nodes_show_as_submitted_and_updated(
 def test_a_dependency_on_an_array_element_waits_for_that_element(
     live: LiveServer, tmp_path: Path
 ) -> None:
-    """``sbatch -d afterok:A_1`` (HAL refused element ids; Slurm takes them): the job waits
-    for element 1 alone, as its own job id; an element the array lacks is refused."""
+    """``sbatch -d afterok:A_0`` (HAL refused element ids; Slurm takes them): the job waits
+    for element 0 alone (whose job id is the array's, which alone stands for all of
+    them), shown as Slurm shows it; an element the array lacks is refused."""
     array = submit(live, tmp_path, QUICK, array="0-1", hold=True)
     sbatch = ("sbatch", "--parsable", "--wrap", "true")
-    done = live.cli(*sbatch, "-d", f"afterok:{array}_1", cwd=tmp_path)
+    done = live.cli(*sbatch, "-d", f"afterok:{array}_0", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     job = done.stdout.strip()
+    wait_for(live, job, "waiting on element 0", lambda j: j.reason == "Dependency")
+    record = live.cli("scontrol", "show", "job", job).stdout
+    assert f"Dependency=afterok:{array}_0(unfulfilled)\n" in record, record
     with live.client() as admin:
-        (element,) = [j for j in admin.jobs(ids=[f"{array}_1"]) if j.array_task_id == 1]
-        assert admin.job(job).dependency == f"afterok:{element.id}"
-        admin.release(f"{array}_1")
-    wait_for(live, job, "to run once element 1 has", lambda j: j.state == "COMPLETED")
+        admin.release(f"{array}_0")
+    wait_for(live, job, "to run once element 0 has", lambda j: j.state == "COMPLETED")
     with live.client() as admin:
-        assert admin.job(f"{array}_0").state == "PENDING"
+        assert admin.job(f"{array}_1").state == "PENDING"
         admin.cancel(array)
     missing = live.cli(*sbatch, "-d", f"afterok:{array}_7", cwd=tmp_path)
     assert missing.returncode != 0

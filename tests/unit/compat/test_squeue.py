@@ -235,7 +235,13 @@ def test_format_letters(fmt: str, title: str, value: str) -> None:
 
 
 def test_pending_letters() -> None:
-    info = job(5, expected_start=T0 + 3600, dependency="afterok:4", reason="Dependency")
+    info = job(
+        5,
+        expected_start=T0 + 3600,
+        dependency="afterok:4",
+        dependency_state="afterok:4(unfulfilled)",
+        reason="Dependency",
+    )
     layout = parse_format("%S|%e|%M|%L|%N|%K|%E")
     assert job_lines(layout, [info], T0, header=False) == [
         "2026-11-21T22:30:20|N/A|0:00|UNLIMITED||N/A|afterok:4(unfulfilled)"
@@ -395,24 +401,10 @@ def test_server_404_for_an_id_is_the_slurm_error() -> None:
     assert (result.rc, result.err) == (1, "slurm_load_jobs error: Invalid job id specified\n")
 
 
-@pytest.mark.parametrize(
-    ("reason", "state", "dependency", "shown"),
-    [
-        (
-            "Dependency",
-            "PENDING",
-            "afterok:4:5?singleton",
-            "afterok:4(unfulfilled),afterok:5(unfulfilled)?singleton(unfulfilled)",
-        ),
-        ("DependencyNeverSatisfied", "PENDING", "afterok:4", "afterok:4(failed)"),
-        ("Resources", "PENDING", "afterany:4", "(null)"),  # met: waits for nodes
-        ("JobHeldUser", "PENDING", "afterany:4", "afterany:4"),  # not judged while held
-        ("None", "RUNNING", "afterok:4", "(null)"),  # started: nothing left to wait for
-    ],
-)
-def test_dependency_letter_shows_each_terms_status_as_slurm(
-    reason: str, state: str, dependency: str, shown: str
-) -> None:
-    """The reference: the dependent job showed, with ``%E``, ``afterok:5(unfulfilled)``."""
-    info = job(6, reason=reason, state=state, dependency=dependency)
-    assert job_lines(parse_format("%E"), [info], T0, header=False) == [shown]
+def test_dependency_letter_is_what_the_server_says_is_left() -> None:
+    """%E prints what is left of the dependency with each condition's status (the
+    server's: tests/unit/state/test_dependency_view.py), ``(null)`` once it holds."""
+    left = "afterok:4(failed),afterok:5(unfulfilled)"
+    waiting = job(6, reason="Dependency", dependency="afterok:4:5", dependency_state=left)
+    met = job(7, reason="Resources", dependency="afterok:4")
+    assert job_lines(parse_format("%E"), [waiting, met], T0, header=False) == [left, "(null)"]

@@ -194,7 +194,7 @@ def test_dependency_on_an_array_element_is_its_own_job_id() -> None:
     server knows; a client checking the syntax gets the array's id in its place."""
     elements = {(12, 3): 15}
     dep = parse_dependency("afterok:12_3:9", element=lambda a, i: elements[(a, i)])
-    assert dep.terms == (DependencyTerm(DependencyKind.AFTEROK, (15, 9)),)
+    assert dep.terms == (DependencyTerm(DependencyKind.AFTEROK, (15, 9), elements=(15,)),)
     assert parse_dependency("afterok:12_3").terms[0].job_ids == (12,)
 
 

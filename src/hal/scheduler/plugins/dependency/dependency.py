@@ -113,9 +113,14 @@ class DependencyCheck:
         return arrays
 
     def _condition(
-        self, ctx: PassContext, job: Job, kind: DependencyKind, target_id: int
+        self, ctx: PassContext, job: Job, kind: DependencyKind, target_id: int, one: bool
     ) -> Verdict:
+        """``one``: ``target_id`` names one array element (``afterok:12_0``), not the array
+        that has the same id."""
         related = ctx.snapshot.related
+        if one:
+            target = related.get(target_id)
+            return Verdict.NEVER if target is None else judge(kind, target)
         if kind is DependencyKind.AFTERCORR and job.array_task_id is not None:
             element = self._elements(ctx).get((target_id, job.array_task_id))
             if element is not None:
@@ -145,7 +150,8 @@ class DependencyCheck:
                 verdicts.append(("singleton", Verdict.WAITING if busy else Verdict.MET))
                 continue
             for target_id in term.job_ids:
-                verdict = self._condition(ctx, job, term.kind, target_id)
+                one = target_id in term.elements
+                verdict = self._condition(ctx, job, term.kind, target_id, one)
                 verdicts.append((f"{term.kind.value}:{target_id}", verdict))
         found = {v for _, v in verdicts}
         if dep.any_of:
