@@ -301,10 +301,14 @@ FIELDS: dict[str, tuple[str, int, Column]] = {
         10,
         lambda j, s, n: ("1" if s == "batch" else str(j.node_count)) if _started(j) else "0",
     ),
-    "nodelist": (
+    "nodelist": (  # the batch step's: its node alone (Slurm 22.05.8, session 41)
         "NodeList",
         15,
-        lambda j, s, n: compress_hostlist(j.nodes) if j.nodes else "None assigned",
+        lambda j, s, n: (
+            (j.nodes[0] if s == "batch" else compress_hostlist(j.nodes))
+            if j.nodes
+            else "None assigned"
+        ),
     ),
     "nnodes": ("NNodes", 8, lambda j, s, n: "1" if s == "batch" else str(j.node_count)),
     # tasks of a step (the batch step runs one); blank on the job's line, as sacct's
