@@ -301,7 +301,7 @@ FIELDS: dict[str, tuple[str, int, Column]] = {
         10,
         lambda j, s, n: ("1" if s == "batch" else str(j.node_count)) if _started(j) else "0",
     ),
-    "nodelist": (  # the batch step's: its node alone (Slurm 22.05.8, session 41)
+    "nodelist": (  # the batch step's: its node alone, as Slurm's batch step runs there
         "NodeList",
         15,
         lambda j, s, n: (

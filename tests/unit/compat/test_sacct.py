@@ -103,7 +103,7 @@ def test_all_listed_fields() -> None:
         "2026-11-21T21:31:46|2026-11-21T21:30:20|||vm||",
         "3|3|runner|debug||4|RUNNING|0:0|00:01:30|2026-11-21T21:30:30|Unknown|"
         "2026-11-21T21:30:20|25M||n[1-2]|root|01:00:00",
-        # the batch step runs on the job's first node alone (Slurm 22.05.8, session 41)
+        # the batch step runs on the job's first node alone, as Slurm lists it
         "3.batch|3.batch|batch|||2|RUNNING|0:0|00:01:30|2026-11-21T21:30:30|Unknown|"
         "2026-11-21T21:30:20|||n1||",
     ]
