@@ -26,13 +26,14 @@ seconds with those of the children it waited for.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import resource
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from types import FrameType
@@ -70,7 +71,8 @@ from hal.core.steps import (
     worst_exit,
 )
 
-CANCELLING = (signal.SIGINT, signal.SIGTERM)  # forwarded, they make the step CANCELLED
+CANCELLING = (signal.SIGINT, signal.SIGTERM)
+PR_SET_PDEATHSIG = 1  # prctl(2)  # forwarded, they make the step CANCELLED
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,9 +241,11 @@ def bound_cpus(places: tuple[int, ...], env: Mapping[str, str]) -> tuple[int, ..
     return picked if len(picked) < len(own) else ()
 
 
-def _enter(cgroups: tuple[str, ...], cpus: tuple[int, ...]) -> None:
-    """A task, between fork and exec: into the step's cgroups (its memory one, and on
-    cgroup1 its cpuset one), onto its CPUs."""
+def _enter(cgroups: tuple[str, ...], cpus: tuple[int, ...], prctl: Callable[..., int]) -> None:
+    """A task, between fork and exec: killed if srun dies (SIGKILL'd, it cannot end its
+    tasks, which slurmstepd would; they ran on, holding the job's CPUs), into the step's
+    cgroups (its memory one, and on cgroup1 its cpuset one), onto its CPUs."""
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     for cgroup in cgroups:
         step_cgroup.join(cgroup)
     if cpus:
@@ -281,6 +285,7 @@ def run_tasks(
     ]
     relays: list[threading.Thread] = []
     mode, fields = stdin or ("all", FilenameFields(0, "", "", ""))
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # (loaded before any fork)
     inputs = [_task_input(mode, rank, fields, console.cwd) for rank in range(len(commands))]
     ntasks = len(commands)
     procs: list[subprocess.Popen[bytes]] = []
@@ -323,7 +328,7 @@ def run_tasks(
             command = commands[rank]
             try:
                 # srun runs no other thread (sync httpx), so a preexec_fn is safe here
-                join = partial(_enter, cgroups, cpus) if cgroups or cpus else None
+                join = partial(_enter, cgroups, cpus, prctl)
                 task = subprocess.Popen(
                     command,
                     env=env,

@@ -59,6 +59,7 @@ task outlives it.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -168,6 +169,7 @@ class Invocation:
     name: str = ""  # -J: the step's name (default: its command's)
     chdir: str = ""  # -D: the tasks' working directory (default: srun's)
     kill_on_bad_exit: bool = False  # -K: a task that fails ends the others
+    pty: bool = False  # --pty: refused on a terminal, disregarded without one (as Slurm)
     input: str = "all"  # -i: all, none, a task's rank, or a file name pattern
 
     @property
@@ -203,10 +205,7 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
     extra: dict[str, Any] = {}
     for dest, value, spelled in parsed.values:
         if dest == "pty":
-            raise InvalidRequest(
-                "--pty is not supported: HAL's srun has no interactive terminal sessions; "
-                "run the command without --pty"
-            )
+            extra["pty"] = True
         label = label or dest == "label"
         multi_prog = multi_prog or dest == "multi_prog"
         exact = exact or dest in ("exact", "exclusive")
@@ -329,8 +328,16 @@ def _hostfile(path: str) -> str:
         raise InvalidRequest(f"cannot read SLURM_HOSTFILE {path}: {err.strerror}") from None
 
 
+# srun --mpi=list: HAL starts tasks with no PMI server of its own; MPI libraries that
+# bootstrap themselves (Open MPI's, MPICH's over srun with --mpi=none) work
+MPI_TYPES = "MPI plugin types are...\n\tnone"
+
+
 def srun(argv: list[str], console: Console) -> int:
     env = console.environ
+    if "--mpi=list" in argv or ("--mpi", "list") in itertools.pairwise(argv):
+        console.out(MPI_TYPES)
+        return 0
     try:
         call = parse_command(argv, env)
     except OptionError as err:
@@ -341,6 +348,15 @@ def srun(argv: list[str], console: Console) -> int:
     refused = _as_step(call, console)
     if refused:
         return console.error(refused)
+    if call.pty:
+        if console.stdin.isatty():
+            return console.error(
+                "--pty is not supported: HAL's srun has no interactive terminal sessions; "
+                "run the command without --pty"
+            )
+        # as Slurm 22.05.8's srun without a terminal (session 41): said, and run
+        console.error("ioctl(TIOCGWINSZ): Inappropriate ioctl for device")
+        console.error("Not using a pseudo-terminal, disregarding --pty option")
     env = console.environ
     jobid = call.jobid
     if jobid is not None and env.get("SLURM_JOB_ID") != str(jobid):

@@ -87,3 +87,16 @@ def test_input_none_a_rank_or_a_file_per_task(server: LiveServer, tmp_path: Path
     )
     out, err = run(server, tmp_path, body, "-N1", "-n2")
     assert sorted(out.splitlines()) == ["0: .", "0: zero", "1: .", "1: given", "1: one"], err
+
+
+def test_tasks_end_with_a_killed_srun(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
+    """srun SIGKILLed (it cannot end its tasks): its tasks on the batch node die with it,
+    as slurmstepd ends them in Slurm; HAL's ran on, holding the job's CPUs."""
+    body = (
+        f"{SRUN} -n1 sh -c 'echo $$ > task.pid; exec sleep 300' &\n"
+        "while [ ! -s task.pid ]; do sleep 0.1; done\n"
+        "kill -KILL $!\nsleep 1\n"
+        'if kill -0 "$(cat task.pid)" 2>/dev/null; then echo alive; else echo gone; fi\n'
+    )
+    out, err = run(server, tmp_path, body, "-N1", "-n1")
+    assert out == "gone\n", (out, err)

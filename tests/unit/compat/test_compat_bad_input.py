@@ -364,13 +364,48 @@ def test_srun_parses_options_as_getopt(tmp_path: Path) -> None:
         ([], "srun: error: no command to run: write srun [options] COMMAND"),
         (["-n", "2"], "srun: error: no command to run"),
         (["-n"], "srun: error: option requires an argument -- 'n'"),
-        (["--pty", "bash"], "srun: error: --pty is not supported"),
     ],
 )
 def test_srun_usage_errors(args: list[str], message: str, tmp_path: Path) -> None:
     result = call(FakeClient(), "srun", *args, environ=IN_JOB, cwd=str(tmp_path))
     assert result.rc == 1
     assert result.err.startswith(message)
+
+
+def test_srun_pty_is_refused_on_a_terminal_and_disregarded_without_one(tmp_path: Path) -> None:
+    """Slurm 22.05.8's srun --pty without a terminal says so and runs the command (session
+    41; HAL refused it); on a terminal HAL still refuses (no interactive sessions)."""
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out, err = io.StringIO(), io.StringIO()
+    args = ["--pty", "true"]
+    assert (
+        run(
+            "srun",
+            args,
+            client_factory=FakeClient,
+            stdout=out,
+            stderr=err,
+            stdin=Terminal(),
+            environ=IN_JOB,
+            cwd=str(tmp_path),
+        )
+        == 1
+    )
+    assert err.getvalue().startswith("srun: error: --pty is not supported")
+    result = call(FakeClient(), "srun", "--pty", "--jobid=99", "true", environ=IN_JOB)
+    assert result.err.startswith(
+        "srun: error: ioctl(TIOCGWINSZ): Inappropriate ioctl for device\n"
+        "srun: error: Not using a pseudo-terminal, disregarding --pty option\n"
+    )
+
+
+def test_srun_mpi_list_names_what_hal_has() -> None:
+    result = call(FakeClient(), "srun", "--mpi=list")
+    assert (result.rc, result.out) == (0, "MPI plugin types are...\n\tnone\n")
 
 
 # SIGINT back to its default first (a background shell starts us with it ignored, and an
