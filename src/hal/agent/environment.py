@@ -68,6 +68,13 @@ def job_environment(
         "HAL_NODE_INDEX": str(launch.node_index),
         "HAL_JOB_NODELIST": nodelist,
         "HAL_CPUS_ON_NODE": cpus,
+        # as slurmstepd sets them (Slurm 22.05.8, session 41): the node's task ids (the
+        # batch script is 0; a step's own, set where its tasks start), the node's place
+        # in the topology (flat), a TMPDIR where the job's environment has none
+        "SLURM_GTIDS": "0",
+        "SLURM_TOPOLOGY_ADDR": node,
+        "SLURM_TOPOLOGY_ADDR_PATTERN": "node",
+        "TMPDIR": "/tmp",
     }
     if launch.memory_bytes:
         local["SLURM_MEM_PER_NODE"] = str(launch.memory_bytes // MiB)

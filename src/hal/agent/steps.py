@@ -123,6 +123,8 @@ NODE_LOCAL = frozenset(
         "SLURM_TASK_PID",
         "SLURM_CPUS_ON_NODE",
         "SLURM_JOB_CPUS_PER_NODE",
+        "SLURM_GTIDS",
+        "SLURM_TOPOLOGY_ADDR",
         "SLURM_MEM_PER_NODE",
         "SLURM_GPUS_ON_NODE",
         "SLURM_JOB_GPUS",
@@ -687,6 +689,7 @@ class StepTasks:
         del env["ENVIRONMENT"]  # BATCH is the batch script's
         env.update(launch.environment)
         env["SLURM_NODEID"] = str(launch.step_node_index)
+        env["SLURM_GTIDS"] = ",".join(str(rank) for rank in launch.ranks)
         step_gpu_environment(env, job.gpu_ids, launch.gpu_ids, isolated=self._isolated(launch))
         umask = job_umask(env)
         groups = run_as.groups if run_as.uid is not None else None

@@ -150,6 +150,7 @@ def run_local(
     except HalError as err:
         _not_recorded(console, err)
     step_env = step_environment(step_id, layout)
+    step_env["SLURM_GTIDS"] = ",".join(str(rank) for rank in range(ntasks))
     if job_gpus := console.environ.get("SLURM_JOB_GPUS"):  # (a step asking none: the job's)
         step_env["SLURM_STEP_GPUS"] = job_gpus
     cgroup = job_cgroup(job_id)

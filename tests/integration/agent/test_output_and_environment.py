@@ -107,6 +107,11 @@ def test_environment_has_slurm_and_hal_variables(
                 "SLURM_GPUS_ON_NODE": "2",
                 "ENVIRONMENT": "BATCH",
                 "MY_VAR": "kept",
+                # as slurmstepd sets them (session 41; HAL had none of them)
+                "SLURM_GTIDS": "0",
+                "SLURM_TOPOLOGY_ADDR": agent_config.node,
+                "SLURM_TOPOLOGY_ADDR_PATTERN": "node",
+                "TMPDIR": "/tmp",
             }
             assert {k: env.get(k) for k in expected} == expected
             assert "SLURM_ARRAY_JOB_ID" not in env

@@ -100,3 +100,17 @@ def test_tasks_end_with_a_killed_srun(server: LiveServer, tmp_path: Path) -> Non
     )
     out, err = run(server, tmp_path, body, "-N1", "-n1")
     assert out == "gone\n", (out, err)
+
+
+def test_each_node_knows_its_tasks_ids(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
+    """SLURM_GTIDS: the step's ranks on the task's node (the batch script's: 0), on the
+    batch node and on others, as slurmstepd sets it (HAL set none)."""
+    body = (
+        "echo batch $SLURM_GTIDS\n"
+        f"{SRUN} -N1 -n2 sh -c 'echo local $SLURM_GTIDS'\n"
+        f"{SRUN} -N2 -n4 sh -c 'echo $SLURMD_NODENAME $SLURM_GTIDS'\n"
+    )
+    out, err = run(server, tmp_path, body, "-N2", "-n4")
+    assert sorted(out.splitlines()) == sorted(
+        ["batch 0", *["local 0,1"] * 2, *["node1 0,1"] * 2, *["node2 2,3"] * 2]
+    ), err
