@@ -52,7 +52,6 @@ from hal.compat.sbatch import process_umask
 from hal.compat.seam import Console
 from hal.compat.steps import FORWARDED as STEP_FORWARDED
 from hal.core.errors import HalError, InvalidRequest, NotFound, PermissionDenied
-from hal.core.slurm_syntax import compress_hostlist
 from hal.core.states import JobState, PendingReason
 from hal.wire.submit import non_defaults
 
@@ -66,6 +65,10 @@ IMMEDIATE_VERDICT_SECONDS = 10.0
 _UNSEEN = PendingReason.WAITING_FOR_SCHEDULING.value  # a job no cycle has looked at yet
 QUEUED_AFTER_SECONDS = 0.5  # pending longer than this: "queued and waiting for resources"
 WATCH_SECONDS = 2.0  # how often the allocation is checked while the command runs
+# SIGINT or SIGTERM to salloc while its command runs revokes the allocation, and salloc
+# exits 0 (Slurm 22.05.8, session 41); other signals go to the command's group
+REVOKING = (signal.SIGINT, signal.SIGTERM)
+USER_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGKILL)
 KILL_GRACE_SECONDS = 10.0  # a revoked command's time to end before SIGKILL
 RELINQUISH_SECONDS = 10.0  # how long the holding script may take to end before scancel
 RESEND_SECONDS = 0.5  # its signal again (the first may come before its traps are set)
@@ -115,40 +118,66 @@ def salloc(argv: list[str], console: Console) -> int:
         job_id = console.client.submit(request.job).job_id
     except HalError as err:
         return console.error(f"Job submit/allocate failed: {err.message}")
-    info(f"Pending job allocation {job_id}")
+    # "Pending job allocation N" only for an allocation that is not granted at once (as
+    # Slurm 22.05.8's salloc says it only when it must wait: session 41), or before saying
+    # that it never was
+    pending = _Pending(job_id, info)
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        granted = _wait_granted(job_id, console, info, request.immediate)
+        granted = _wait_granted(job_id, console, pending, request.immediate)
     except (KeyboardInterrupt, _Interrupted):
         _cancel(job_id, console)
+        pending.say()
         console.err(f"salloc: Job allocation {job_id} has been revoked.")
         return 1
     except _NotGranted:
         _cancel(job_id, console)
+        pending.say()
         return console.error("Unable to allocate resources: Requested nodes are busy")
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if granted is None:  # cancelled (or failed) before it ran
+        pending.say()
         console.err(f"salloc: Job allocation {job_id} has been revoked.")
         return 1
-    info(f"Granted job allocation {job_id}")
-    info(f"Nodes {compress_hostlist(list(granted.nodes))} are ready for job")
     if request.no_shell:  # the allocation stays until its time limit or scancel
+        info(f"Granted job allocation {job_id}")
         return 0
+    interrupted: list[int] = []  # SIGINT/SIGTERM from now on revoke the allocation
+    original = {sig: signal.signal(sig, lambda n, _f: interrupted.append(n)) for sig in REVOKING}
+    info(f"Granted job allocation {job_id}")
     try:
-        cluster_name = console.client.cluster_config().cluster_name
-    except HalError:
-        cluster_name = ""
-    env = allocation_environment(
-        console.environ,
-        granted,
-        request.job,
-        cluster_name=cluster_name,
-        submit_dir=console.cwd,
-        hostname=hostname,
-    )
-    return _run_command(job_id, request, env, console, info)
+        try:
+            cluster_name = console.client.cluster_config().cluster_name
+        except HalError:
+            cluster_name = ""
+        env = allocation_environment(
+            console.environ,
+            granted,
+            request.job,
+            cluster_name=cluster_name,
+            submit_dir=console.cwd,
+            hostname=hostname,
+        )
+        return _run_command(job_id, request, env, console, info, interrupted)
+    finally:
+        for sig, handler in original.items():
+            signal.signal(sig, handler)
+
+
+class _Pending:
+    """salloc's "Pending job allocation N", said once, when it is known to wait."""
+
+    def __init__(self, job_id: int, info: Callable[[str], None]) -> None:
+        self.job_id, self.info, self.said = job_id, info, False
+
+    def say(self, then: str = "") -> None:
+        if not self.said:
+            self.said = True
+            self.info(f"Pending job allocation {self.job_id}")
+        if then:
+            self.info(then)
 
 
 def _interrupt(_signum: int, _frame: FrameType | None) -> None:
@@ -156,7 +185,7 @@ def _interrupt(_signum: int, _frame: FrameType | None) -> None:
 
 
 def _wait_granted(
-    job_id: int, console: Console, info: Callable[[str], None], immediate: float | None
+    job_id: int, console: Console, info: _Pending, immediate: float | None
 ) -> Granted | None:
     """Poll until the job runs (its allocation) or ends without running (None). With
     ``immediate`` (``-I``) raise ``_NotGranted`` once that many seconds have gone by,
@@ -168,7 +197,7 @@ def _wait_granted(
         state, job = _state(job_id, console)
         if job is not None and state is JobState.RUNNING:
             if queued:
-                info(f"job {job_id} has been allocated resources")
+                info.say(f"job {job_id} has been allocated resources")
             return Granted(
                 job_id=job_id,
                 name=job.name,
@@ -187,7 +216,7 @@ def _wait_granted(
         ):
             raise _NotGranted
         if not queued and now - start >= QUEUED_AFTER_SECONDS:
-            info(f"job {job_id} queued and waiting for resources")
+            info.say(f"job {job_id} queued and waiting for resources")
             queued = True
         wait = delay if deadline is None else max(0.0, min(delay, deadline - now))
         console.sleep(wait)
@@ -222,7 +251,10 @@ def _run_command(
     env: dict[str, str],
     console: Console,
     info: Callable[[str], None],
+    interrupted: list[int],
 ) -> int:
+    """Run the command in the allocation; salloc's exit code. SIGINT or SIGTERM to salloc
+    (``interrupted``, also before the command started) revokes the allocation."""
     tty = _terminal(console)
     kill_signal = request.kill_signal or default_kill_signal(interactive=tty is not None)
     console.stdout.flush()
@@ -236,17 +268,22 @@ def _run_command(
         return 1
 
     def forward(signum: int, _frame: FrameType | None) -> None:
-        _signal_group(proc, signum)
+        if signum in REVOKING:  # salloc's own: it gives the allocation up (Slurm's does)
+            interrupted.append(signum)
+        else:
+            _signal_group(proc, signum)
 
     previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
     revoked: JobState | None = None
     try:
         while True:
             try:
-                code = proc.wait(timeout=WATCH_SECONDS)
+                code = proc.wait(timeout=0.2 if interrupted else WATCH_SECONDS)
                 break
             except subprocess.TimeoutExpired:
                 pass
+            if interrupted:
+                _cancel(job_id, console)
             state, _ = _state(job_id, console)
             if state is not None and state not in _HOLDING:
                 revoked = state
@@ -257,11 +294,13 @@ def _run_command(
             signal.signal(sig, handler)
         if tty is not None:
             _take_terminal(tty)
-    rc = code if code >= 0 else 128 - code
+    # a command ended by a signal: 0 for those a user sends (HUP, INT, QUIT, KILL), else
+    # 1, as Slurm's salloc exits (HAL exited 128+N)
+    rc = code if code >= 0 else (0 if -code in USER_SIGNALS else 1)
     if revoked is not None:
         if not revoked.is_terminal:  # requeued: it must not run again without salloc
             _cancel(job_id, console)
-        return rc or 1
+        return 0 if interrupted else rc or 1
     info(f"Relinquishing job allocation {job_id}")
     _relinquish(job_id, (code, 0) if code >= 0 else (0, -code), console)
     return rc
