@@ -288,6 +288,9 @@ def run_tasks(
     mode, fields = stdin or ("all", FilenameFields(0, "", "", ""))
     prctl = ctypes.CDLL(None, use_errno=True).prctl  # (loaded before any fork)
     inputs = [_task_input(mode, rank, fields, console.cwd) for rank in range(len(commands))]
+    copied = mode.lower() == "all" and len(commands) > 1  # srun's input to every task
+    if copied:
+        inputs = [subprocess.PIPE] * len(commands)
     ntasks = len(commands)
     procs: list[subprocess.Popen[bytes]] = []
     forwarded: set[int] = set()
@@ -351,6 +354,8 @@ def run_tasks(
                 os.close(fd)
         if label:  # (threads only now: every task is forked)
             relays = _relay_labelled(procs, console)
+        if copied:
+            _copy_input(procs)
         if limit is not None:
             signal.setitimer(signal.ITIMER_REAL, limit.seconds)
         failed_first: int | None = None
@@ -378,6 +383,31 @@ def run_tasks(
 
 
 Reaped = tuple[int, resource.struct_rusage | None]
+
+
+def _copy_input(procs: list[subprocess.Popen[bytes]]) -> None:
+    """srun -i all (the default) of a step of several tasks: what srun reads on its stdin
+    goes to every task, as Slurm's srun sends it (HAL's tasks shared srun's stdin, so one
+    of them read it all), on a daemon thread until srun's input ends; each task's pipe is
+    closed then, or when it stops reading."""
+    pipes = [proc.stdin for proc in procs if proc.stdin is not None]
+
+    def copy() -> None:
+        try:
+            while chunk := os.read(0, 65536):
+                for pipe in list(pipes):
+                    try:
+                        pipe.write(chunk)
+                        pipe.flush()
+                    except OSError:  # (BrokenPipeError: the task has gone)
+                        pipes.remove(pipe)
+        except OSError:
+            pass
+        for pipe in pipes:
+            with contextlib.suppress(OSError):
+                pipe.close()
+
+    threading.Thread(target=copy, name="srun-input", daemon=True).start()
 
 
 def _task_input(mode: str, rank: int, fields: FilenameFields, cwd: str) -> int | None:

@@ -76,17 +76,27 @@ def test_more_tasks_than_the_jobs_cpus_on_the_node_is_refused(
 
 
 def test_input_none_a_rank_or_a_file_per_task(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
-    """srun -i: ``none`` (what MPICH's hydra passes), one rank, or a file per task (``%t``);
-    HAL refused ``-i``."""
+    """srun -i: ``none`` (what MPICH's hydra passes), one rank, a file per task (``%t``), or
+    ``all``, srun's input copied to every task (HAL refused ``-i``, and its tasks shared
+    srun's input: one of them read it all)."""
     (tmp_path / "in.0").write_text("zero\n")
     (tmp_path / "in.1").write_text("one\n")
     body = (
         f"echo given | {SRUN} -n2 -l -i 1 sh -c 'cat; echo .'\n"
         f"{SRUN} -n2 -l -i 'in.%t' cat\n"
         f"echo dropped | {SRUN} -n1 --input=none cat\n"
+        f"echo both | {SRUN} -n2 -l cat\n"  # -i all, the default: every task reads it
     )
     out, err = run(server, tmp_path, body, "-N1", "-n2")
-    assert sorted(out.splitlines()) == ["0: .", "0: zero", "1: .", "1: given", "1: one"], err
+    assert sorted(out.splitlines()) == [
+        "0: .",
+        "0: both",
+        "0: zero",
+        "1: .",
+        "1: both",
+        "1: given",
+        "1: one",
+    ], err
 
 
 def test_tasks_end_with_a_killed_srun(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
