@@ -71,8 +71,8 @@ from hal.core.steps import (
     worst_exit,
 )
 
-CANCELLING = (signal.SIGINT, signal.SIGTERM)
-PR_SET_PDEATHSIG = 1  # prctl(2)  # forwarded, they make the step CANCELLED
+CANCELLING = (signal.SIGINT, signal.SIGTERM)  # forwarded, they make the step CANCELLED
+PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,8 +273,8 @@ def run_tasks(
     -o/-e; its files are opened before any task starts, ``InvalidRequest`` if one cannot
     be). ``bad_exit``: srun -K. ``label``: srun -l, each line of a task's output that goes
     to srun's own prefixed with its rank (read from pipes, a thread each). ``stdin``
-    (srun -i, and the step's file-name letters): ``all`` srun's own input (inherited: the
-    tasks share it, where Slurm's srun copies it to each), ``none`` nothing, a rank that
+    (srun -i, and the step's file-name letters): ``all`` srun's own input (one task
+    inherits it; several get a copy each, ``_copy_input``), ``none`` nothing, a rank that
     task alone, else a file name pattern (``%t``...: -o's rules)."""
     pipe = subprocess.PIPE if label else None
     streams = [

@@ -328,8 +328,8 @@ def _hostfile(path: str) -> str:
         raise InvalidRequest(f"cannot read SLURM_HOSTFILE {path}: {err.strerror}") from None
 
 
-# srun --mpi=list: HAL starts tasks with no PMI server of its own; MPI libraries that
-# bootstrap themselves (Open MPI's, MPICH's over srun with --mpi=none) work
+# srun --mpi=list: HAL starts tasks with no PMI server of its own (--mpi=pmi2 or pmix is
+# taken and not acted on), so it names none other
 MPI_TYPES = "MPI plugin types are...\n\tnone"
 
 
