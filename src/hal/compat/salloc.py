@@ -275,6 +275,7 @@ def _run_command(
 
     previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
     revoked: JobState | None = None
+    cancelling = False
     try:
         while True:
             try:
@@ -282,7 +283,8 @@ def _run_command(
                 break
             except subprocess.TimeoutExpired:
                 pass
-            if interrupted:
+            if interrupted and not cancelling:  # (once)
+                cancelling = True
                 _cancel(job_id, console)
             state, _ = _state(job_id, console)
             if state is not None and state not in _HOLDING:
