@@ -46,6 +46,7 @@ from hal.compat.step_cgroup import job_cgroup
 from hal.compat.steps import (
     FORWARDED,
     GOT_SIGCONT,
+    CtrlC,
     OutputWriter,
     kill_wait,
     once_free,
@@ -181,6 +182,7 @@ def run_local(
             bad_exit,
             label,
             (stdin, fields),
+            where,
         )
     except InvalidRequest as err:  # an output file that cannot be opened: no task ran
         end = TasksEnd(EXEC_FAILED, 0, False)
@@ -265,6 +267,7 @@ def run_tasks(
     bad_exit: BadExit | None = None,
     label: bool = False,
     stdin: tuple[str, FilenameFields] | None = None,
+    step: str = "",
 ) -> TasksEnd:
     """Start a task per rank (``commands[rank]``), in ``cgroups`` and bound to ``cpus`` if
     given, pass srun's signals on to them, wait for all, ending them at ``limit``. A
@@ -275,7 +278,8 @@ def run_tasks(
     to srun's own prefixed with its rank (read from pipes, a thread each). ``stdin``
     (srun -i, and the step's file-name letters): ``all`` srun's own input (one task
     inherits it; several get a copy each, ``_copy_input``), ``none`` nothing, a rank that
-    task alone, else a file name pattern (``%t``...: -o's rules)."""
+    task alone, else a file name pattern (``%t``...: -o's rules). ``step``: ``J.S``, for
+    srun's lines (a SIGINT's: ``steps.CtrlC``)."""
     pipe = subprocess.PIPE if label else None
     streams = [
         (
@@ -296,7 +300,13 @@ def run_tasks(
     forwarded: set[int] = set()
     expired: list[int] = []  # the signals the time limit has sent
 
+    ctrl_c = CtrlC(console, step, kill_wait(console))
+
     def forward(signum: int, _frame: FrameType | None) -> None:
+        if signum == signal.SIGINT:
+            running = [r for r, p in enumerate(procs) if p.returncode is None]
+            if not ctrl_c.passes_on(running):
+                return
         forwarded.add(signum)
         if signum == signal.SIGCONT:
             console.err(GOT_SIGCONT)

@@ -11,7 +11,7 @@ import base64
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
@@ -20,6 +20,7 @@ from hal.compat.srun_output import TaskFiles, job_node_index, node_of_rank
 from hal.core.errors import HalError, InvalidRequest, NotFound, PermissionDenied, Unavailable
 from hal.core.job_variables import describes_a_job
 from hal.core.process import start_ticks
+from hal.core.slurm_syntax import compress_indices
 from hal.core.steps import BUSY, FORCING_TERMINATION, StepRequest, step_aborted
 
 if TYPE_CHECKING:
@@ -100,6 +101,31 @@ class OutputWriter:
             raw.flush()
         else:
             text.write(data.decode(errors="replace"))
+
+
+class CtrlC:
+    """srun's SIGINT, as Slurm 22.05.8's (session 41): the first only says which tasks run
+    (``srun: interrupt (one more within 1 sec to abort)``, ``srun: StepId=J.S task 0:
+    running``); a second within a second goes on to the tasks, with srun's lines for a
+    step being ended. HAL passed the first on: a Ctrl-C to see how a step did ended it."""
+
+    def __init__(self, console: Console, step: str, kill_wait: int) -> None:
+        self.console, self.step, self.kill_wait = console, step, kill_wait
+        self.last = -1e9
+
+    def passes_on(self, running: Sequence[int]) -> bool:
+        now = time.monotonic()
+        if now - self.last > 1.0:
+            self.last = now
+            self.console.err("srun: interrupt (one more within 1 sec to abort)")
+            if running:
+                tasks = f"task{'s' if len(running) > 1 else ''} {compress_indices(list(running))}"
+                self.console.err(f"srun: StepId={self.step} {tasks}: running")
+            return False
+        self.console.err(f"srun: sending Ctrl-C to StepId={self.step}")
+        self.console.err(FORCING_TERMINATION)
+        self.console.err(step_aborted(self.kill_wait))
+        return True
 
 
 def kill_wait(console: Console) -> int:
@@ -255,9 +281,13 @@ def run_step(
         return console.error(err.message)
     signaller: list[Client] = []  # its own connection: the main one waits in a read
 
+    ctrl_c = CtrlC(console, f"{job_id}.{step.step_id}", kill_wait(console))
+
     def forward(signum: int, _frame: FrameType | None) -> None:
         if signum == signal.SIGCONT:
             console.err(GOT_SIGCONT)
+        if signum == signal.SIGINT and not ctrl_c.passes_on(range(sum(step.tasks))):
+            return
         if not signaller:
             signaller.append(console.client_factory())
         try:

@@ -124,3 +124,24 @@ def test_each_node_knows_its_tasks_ids(server: LiveServer, tmp_path: Path) -> No
     assert sorted(out.splitlines()) == sorted(
         ["batch 0", *["local 0,1"] * 2, *["node1 0,1"] * 2, *["node2 2,3"] * 2]
     ), err
+
+
+def test_ctrl_c_once_says_how_the_tasks_are_twice_ends_them(
+    server: LiveServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """As Slurm 22.05.8's srun (session 41), for a step on other nodes too: a SIGINT says
+    ``srun: interrupt (one more within 1 sec to abort)`` and which tasks run; a second
+    within a second sends it to them (srun's lines for an ended step, rc 130). HAL ended
+    the step at the first."""
+    body = (
+        f"{SRUN} -N2 -n2 sh -c 'sleep 20; echo survived' & pid=$!\n"
+        "sleep 3\nkill -INT $pid\nsleep 1.5\nkill -INT $pid\nsleep 0.3\nkill -INT $pid\n"
+        "wait $pid\necho rc=$?\n"
+    )
+    out, err = run(server, tmp_path, body, "-N2", "-n2")
+    assert out == "rc=130\n", (out, err)
+    lines = err.splitlines()
+    assert lines.count("srun: interrupt (one more within 1 sec to abort)") == 2, err
+    assert any(line.endswith(" tasks 0-1: running") for line in lines), err
+    assert any(line.startswith("srun: sending Ctrl-C to StepId=") for line in lines), err

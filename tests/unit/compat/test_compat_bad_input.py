@@ -423,7 +423,9 @@ def _hal() -> str:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGUSR1])
 def test_srun_passes_signals_to_its_tasks(sig: signal.Signals, tmp_path: Path) -> None:
     """A signal to srun killed srun alone (SIGINT with a traceback) and left its tasks
-    running; now each task gets it and srun exits 128 + N."""
+    running; now each task gets it and srun exits 128 + N. SIGINT as Slurm 22.05.8's srun
+    takes it (session 41): the first only says how the tasks are, a second within a
+    second goes on to them."""
     script = 'echo $$ > "pid.$SLURM_PROCID"; exec sleep 30'
     env: dict[str, Any] = {**os.environ, **IN_JOB}
     proc = subprocess.Popen(
@@ -442,9 +444,24 @@ def test_srun_passes_signals_to_its_tasks(sig: signal.Signals, tmp_path: Path) -
             time.sleep(0.05)
         assert len(pids) == 2, "the tasks did not start"
         proc.send_signal(sig)
+        if sig == signal.SIGINT:
+            time.sleep(0.3)
+            for pid in pids:
+                os.kill(pid, 0)  # the first Ctrl-C ended nothing
+            proc.send_signal(sig)
         _, err = proc.communicate(timeout=20)
         assert proc.returncode == 128 + int(sig)
         assert b"Traceback" not in err
+        if sig == signal.SIGINT:
+            lines = [line for line in err.decode().splitlines() if "not recorded" not in line]
+            assert lines[:2] == [
+                "srun: interrupt (one more within 1 sec to abort)",
+                "srun: StepId=7 tasks 0-1: running",
+            ], err
+            assert lines[2:4] == [
+                "srun: sending Ctrl-C to StepId=7",
+                "srun: forcing job termination",
+            ]
         for pid in pids:
             with pytest.raises(ProcessLookupError):
                 os.kill(pid, 0)
