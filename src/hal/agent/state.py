@@ -486,8 +486,8 @@ def _next_time(job: JobRecord) -> float | None:
     deadline = job.deadline
     if deadline is None:
         return None
-    if job.signal is not None and not job.signal_sent:
-        return deadline - job.signal.seconds_before
+    if job.signal is not None and job.signal.batch_only and not job.signal_sent:
+        return deadline - job.signal.seconds_before  # (without B: the server's to send)
     return deadline
 
 

@@ -213,6 +213,8 @@ def test_a_signal_without_b_is_not_the_agents_to_send() -> None:
     server sends it (hal.state.step_signal); the agent sent it to the whole group."""
     d = Driver()
     d.run(time_limit_seconds=100, signal="USR1@30")
+    # nothing due before the time limit (a past signal time would wake the agent at once)
+    assert d.machine.next_deadline() == d.clock.now() + 100
     assert signals(d.tick(75)) == []
 
 
