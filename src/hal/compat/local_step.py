@@ -150,6 +150,9 @@ def run_local(
         return console.error(err.message)
     except HalError as err:
         _not_recorded(console, err)
+    # the step is open: a scancel of it may come now, before srun can pass it on; held
+    # until run_tasks can (its tasks then get it as they start)
+    signal.pthread_sigmask(signal.SIG_BLOCK, CANCELLING)
     step_env = step_environment(step_id, layout)
     step_env["SLURM_GTIDS"] = ",".join(str(rank) for rank in range(ntasks))
     if job_gpus := console.environ.get("SLURM_JOB_GPUS"):  # (a step asking none: the job's)
@@ -188,6 +191,7 @@ def run_local(
         end = TasksEnd(EXEC_FAILED, 0, False)
         console.error(err.message)
     finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, CANCELLING)
         if outputs is not None:
             outputs.close()
     kills = cgroup.oom_kills(counted) - before
@@ -301,6 +305,11 @@ def run_tasks(
     expired: list[int] = []  # the signals the time limit has sent
 
     ctrl_c = CtrlC(console, step, kill_wait(console))
+    # signals that came while the tasks were being started, and how many had started:
+    # scancel of a step just opened reaches srun before its task exists (the task then
+    # ran its whole course)
+    early: list[tuple[int, int]] = []
+    spawning = True
 
     def forward(signum: int, _frame: FrameType | None) -> None:
         if signum == signal.SIGINT:
@@ -313,6 +322,8 @@ def run_tasks(
         for proc in procs:
             if proc.poll() is None:
                 proc.send_signal(signum)
+        if spawning:  # the tasks not started yet get it once they are
+            early.append((signum, len(procs)))
 
     def time_out(_signum: int, _frame: FrameType | None) -> None:
         # (a timer signal, not a thread: the tasks are forked with a preexec_fn)
@@ -328,6 +339,7 @@ def run_tasks(
                 proc.send_signal(signum)
 
     previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, CANCELLING)  # (held since the step opened)
     if limit is not None:
         previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, time_out)
     inherited = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # (own_max_rss)
@@ -359,6 +371,11 @@ def run_tasks(
                     p.wait()
                 console.error(f"cannot run {command[0]}: {err.strerror}")
                 return TasksEnd(EXEC_FAILED, 0, False)
+        spawning = False
+        for signum, started in early:
+            for proc in procs[started:]:
+                if proc.poll() is None:
+                    proc.send_signal(signum)
         for fd in inputs:  # (each task has its own copy of an input file now)
             if fd is not None and fd >= 0:
                 os.close(fd)
