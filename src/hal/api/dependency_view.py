@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from hal.core.job import DependencyKind, Job
 from hal.core.states import JobState, PendingReason
-from hal.scheduler.plugins.dependency.dependency import Verdict, judge, judge_array
+from hal.scheduler.plugins.dependency.dependency import Verdict, condition
 from hal.state.cluster import Cluster
-
-_BUSY = (JobState.RUNNING, JobState.SUSPENDED)
 
 
 def dependency_shown(job: Job, cluster: Cluster) -> str | None:
@@ -24,11 +22,7 @@ def dependency_shown(job: Job, cluster: Cluster) -> str | None:
     met = False
     for term in dep.terms:
         if term.kind is DependencyKind.SINGLETON:
-            key = (job.spec.name, job.spec.user)
-            busy = any(
-                (j.spec.name, j.spec.user) == key and j.state in _BUSY
-                for j in cluster.unfinished.values()
-            )
+            busy = cluster.busy_names()[(job.spec.name, job.spec.user)] > 0
             met = met or not busy
             if busy:
                 shown.append("singleton(unfulfilled)")
@@ -51,17 +45,17 @@ def _judged(
     in ``ones`` names one element, element 0 of the array with its id among them)."""
     whole = () if target_id in ones else cluster.arrays.get(target_id, ())
     elements = [cluster.jobs[e] for e in whole if e in cluster.jobs]
-    if kind is DependencyKind.AFTERCORR and job.array_task_id is not None:
-        for element in elements:
-            if element.array_task_id == job.array_task_id:
-                return judge(kind, element), f"{target_id}_*"
-    if elements:
-        return judge_array(kind, elements), f"{target_id}_*"
     target = cluster.jobs.get(target_id)
+    if elements:
+        corresponding = None
+        if kind is DependencyKind.AFTERCORR and job.array_task_id is not None:
+            found = (e for e in elements if e.array_task_id == job.array_task_id)
+            corresponding = next(found, None)
+        return condition(kind, target, elements, corresponding), f"{target_id}_*"
     if target is None:  # ended long ago, out of the mirror: the scheduler's word stands
         never = job.reason is PendingReason.DEPENDENCY_NEVER_SATISFIED
         return (Verdict.NEVER if never else Verdict.WAITING), str(target_id)
     name = str(target_id)
     if target_id in ones and target.array_job_id is not None:
         name = f"{target.array_job_id}_{target.array_task_id}"
-    return judge(kind, target), name
+    return condition(kind, target, ()), name

@@ -138,6 +138,9 @@ class Cluster:
         self.recent_events: deque[StoredEvent] = deque(maxlen=RECENT_EVENTS)
         self.revision = 0
         self.started_at = 0.0
+        # (name, user) of the running and suspended jobs, for what a singleton dependency
+        # shows (``busy_names``); None: counted again at the next ask (any job changed)
+        self._busy_names: Counter[tuple[str, str]] | None = None
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hal-db")
         self._lock = resync.ReconcilingLock(self)  # reconciles what is in doubt first
         self.changed = asyncio.Event()  # the scheduler waits on this
@@ -264,7 +267,20 @@ class Cluster:
         self._db.shutdown(wait=True)
         self.store.close()
 
+    def busy_names(self) -> Counter[tuple[str, str]]:
+        """(name, user) of the jobs running or suspended: what a ``singleton`` dependency
+        waits on. Counted once until a job changes, so a listing of many singleton jobs
+        does not scan the queue for each."""
+        if self._busy_names is None:
+            self._busy_names = Counter(
+                (j.spec.name, j.spec.user)
+                for j in self.unfinished.values()
+                if j.state in (JobState.RUNNING, JobState.SUSPENDED)
+            )
+        return self._busy_names
+
     def _put(self, job: Job) -> None:
+        self._busy_names = None
         old = self.jobs.get(job.id)
         was = old is not None and old.state.is_active
         # a job suspended or resumed for preemption gives back or takes again its CPUs

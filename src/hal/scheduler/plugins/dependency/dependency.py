@@ -13,7 +13,7 @@ for all its elements, as in Slurm: the condition is met when every element meets
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import Enum
 
 from hal.core.job import Allocation, DependencyKind, Job
@@ -68,7 +68,7 @@ def judge(kind: DependencyKind, target: Job) -> Verdict:
     raise ValueError(f"judge() does not handle {kind}")
 
 
-def judge_array(kind: DependencyKind, elements: list[Job]) -> Verdict:
+def judge_array(kind: DependencyKind, elements: Sequence[Job]) -> Verdict:
     """One condition against a whole array (Slurm: on all of its elements)."""
     if kind is DependencyKind.AFTERNOTOK:
         if not all(e.state.is_terminal for e in elements):
@@ -78,6 +78,27 @@ def judge_array(kind: DependencyKind, elements: list[Job]) -> Verdict:
     if Verdict.NEVER in verdicts:
         return Verdict.NEVER
     return Verdict.WAITING if Verdict.WAITING in verdicts else Verdict.MET
+
+
+def condition(
+    kind: DependencyKind,
+    target: Job | None,
+    elements: Sequence[Job],
+    corresponding: Job | None = None,
+) -> Verdict:
+    """One ``kind:id`` condition: on the elements of the array ``id`` names (``elements``;
+    empty: ``id`` names the one job ``target``, None when no such job is known, which can
+    never satisfy anything). ``corresponding`` (aftercorr): the target's element of the
+    dependent job's own index, judged alone when there is one."""
+    if kind is DependencyKind.AFTERCORR and corresponding is not None:
+        return judge(kind, corresponding)
+    # aftercorr with no element of our index (or from a job that is no element) is judged
+    # on the whole target, like afterok: Slurm's test_job_dependency() falls back to the
+    # target array's finished/completed tests when find_job_array_rec() finds no
+    # corresponding task. It is never judged on one other element.
+    if elements:
+        return judge_array(kind, elements)
+    return Verdict.NEVER if target is None else judge(kind, target)
 
 
 class DependencyCheck:
@@ -117,25 +138,13 @@ class DependencyCheck:
     ) -> Verdict:
         """``one``: ``target_id`` names one array element (``afterok:12_0``), not the array
         that has the same id."""
-        related = ctx.snapshot.related
+        target = ctx.snapshot.related.get(target_id)
         if one:
-            target = related.get(target_id)
-            return Verdict.NEVER if target is None else judge(kind, target)
+            return condition(kind, target, ())
+        corresponding = None
         if kind is DependencyKind.AFTERCORR and job.array_task_id is not None:
-            element = self._elements(ctx).get((target_id, job.array_task_id))
-            if element is not None:
-                return judge(kind, element)
-        # aftercorr with no element of our index (or from a job that is no element) is
-        # judged on the whole target, like afterok: Slurm's test_job_dependency() falls
-        # back to the target array's finished/completed tests when find_job_array_rec()
-        # finds no corresponding task. It is never judged on one other element.
-        elements = self._arrays(ctx).get(target_id)
-        if elements:
-            return judge_array(kind, elements)
-        target = related.get(target_id)
-        if target is None:
-            return Verdict.NEVER
-        return judge(kind, target)
+            corresponding = self._elements(ctx).get((target_id, job.array_task_id))
+        return condition(kind, target, self._arrays(ctx).get(target_id, ()), corresponding)
 
     def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
         dep = job.spec.dependency
