@@ -37,11 +37,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from types import FrameType
-from typing import IO, NamedTuple
+from typing import IO, TYPE_CHECKING, NamedTuple
 
 from hal.compat import step_cgroup
 from hal.compat.seam import Console
-from hal.compat.srun_output import OutputRequest, TaskFiles, step_fields
+from hal.compat.srun_output import TaskFiles, step_fields
 from hal.compat.step_cgroup import job_cgroup
 from hal.compat.steps import (
     FORWARDED,
@@ -71,6 +71,9 @@ from hal.core.steps import (
     task_errors,
     worst_exit,
 )
+
+if TYPE_CHECKING:
+    from hal.compat.srun import Invocation
 
 CANCELLING = (signal.SIGINT, signal.SIGTERM)  # forwarded, they make the step CANCELLED
 PR_SET_PDEATHSIG = 1  # prctl(2)
@@ -111,24 +114,19 @@ class TimeLimit(NamedTuple):  # (a NamedTuple: cheaper than a dataclass at srun'
 def run_local(
     job_id: int,
     layout: StepLayout,
-    command: list[str],
+    call: Invocation,
     console: Console,
     *,
     commands: list[list[str]] | None = None,
     request: StepRequest | None = None,
-    files: OutputRequest | None = None,
-    name: str = "",
-    kill_on_bad_exit: bool = False,
-    label: bool = False,
-    stdin: str = "all",
 ) -> int:
-    """Run the step's tasks here (``layout``: one node, this one), recorded as step
-    ``job_id``.N, once the job's CPUs and memory ``request`` asks for are free; the
-    highest task's exit code (128+N for a signal N). ``commands``: each rank's own
-    (``--multi-prog``); ``files``: srun -o/-e, the tasks' output files; ``name``: -J's
-    (default: the command's); ``kill_on_bad_exit``: -K; ``label``: -l; ``stdin``: -i."""
+    """Run ``call``'s command as the step's tasks here (``layout``: one node, this one),
+    recorded as step ``job_id``.N, once the job's CPUs and memory ``request`` asks for
+    are free; the highest task's exit code (128+N for a signal N). ``commands``: each
+    rank's own (``--multi-prog``). ``call`` names the step (-J), its tasks' files (-o,
+    -e, -i), labels (-l) and whether one failing ends the rest (-K)."""
     node, ntasks = layout.nodes[0], layout.ntasks
-    name = name or os.path.basename(command[0])
+    command, name = call.command, call.step_name
     step_id: int | None = None
 
     def opened() -> LocalStep:
@@ -168,11 +166,10 @@ def run_local(
     if request is not None and request.time_limit_s:
         limit = TimeLimit(request.time_limit_s, kill_wait(console), where, node)
     groups = tuple(g for g in (own, fence) if g)
-    bad_exit = BadExit(node, where, kill_wait(console)) if kill_on_bad_exit else None
-    fields = step_fields(console.environ, step_id, node)
+    bad_exit = BadExit(node, where, kill_wait(console)) if call.kill_on_bad_exit else None
     outputs = None
-    if files is not None:
-        outputs = files.files(console.environ, console.cwd, step_id, node)
+    if call.files is not None:
+        outputs = call.files.files(console.environ, console.cwd, step_id, node)
     try:
         end = run_tasks(
             commands or [command] * ntasks,
@@ -181,11 +178,12 @@ def run_local(
             groups,
             cpus,
             limit,
-            outputs,
-            bad_exit,
-            label,
-            (stdin, fields),
-            where,
+            files=outputs,
+            bad_exit=bad_exit,
+            label=call.label,
+            stdin=call.input,
+            fields=step_fields(console.environ, step_id, node),
+            step=where,
         )
     except InvalidRequest as err:  # an output file that cannot be opened: no task ran
         end = TasksEnd(EXEC_FAILED, 0, False)
@@ -267,10 +265,12 @@ def run_tasks(
     cgroups: tuple[str, ...] = (),
     cpus: tuple[int, ...] = (),
     limit: TimeLimit | None = None,
+    *,
     files: TaskFiles | None = None,
     bad_exit: BadExit | None = None,
     label: bool = False,
-    stdin: tuple[str, FilenameFields] | None = None,
+    stdin: str = "all",
+    fields: FilenameFields | None = None,
     step: str = "",
 ) -> TasksEnd:
     """Start a task per rank (``commands[rank]``), in ``cgroups`` and bound to ``cpus`` if
@@ -280,10 +280,10 @@ def run_tasks(
     -o/-e; its files are opened before any task starts, ``InvalidRequest`` if one cannot
     be). ``bad_exit``: srun -K. ``label``: srun -l, each line of a task's output that goes
     to srun's own prefixed with its rank (read from pipes, a thread each). ``stdin``
-    (srun -i, and the step's file-name letters): ``all`` srun's own input (one task
-    inherits it; several get a copy each, ``_copy_input``), ``none`` nothing, a rank that
-    task alone, else a file name pattern (``%t``...: -o's rules). ``step``: ``J.S``, for
-    srun's lines (a SIGINT's: ``steps.CtrlC``)."""
+    (srun -i): ``all`` srun's own input (one task inherits it; several get a copy each,
+    ``_copy_input``), ``none`` nothing, a rank that task alone, else a file name pattern
+    (``%t``...: -o's rules, with the step's ``fields``). ``step``: ``J.S``, for srun's
+    lines (a SIGINT's: ``steps.CtrlC``)."""
     pipe = subprocess.PIPE if label else None
     streams = [
         (
@@ -293,10 +293,10 @@ def run_tasks(
         for rank in range(len(commands))
     ]
     relays: list[threading.Thread] = []
-    mode, fields = stdin or ("all", FilenameFields(0, "", "", ""))
+    fields = fields or FilenameFields(0, "", "", "")
     prctl = ctypes.CDLL(None, use_errno=True).prctl  # (loaded before any fork)
-    inputs = [_task_input(mode, rank, fields, console.cwd) for rank in range(len(commands))]
-    copied = mode.lower() == "all" and len(commands) > 1  # srun's input to every task
+    inputs = [_task_input(stdin, rank, fields, console.cwd) for rank in range(len(commands))]
+    copied = stdin.lower() == "all" and len(commands) > 1  # srun's input to every task
     if copied:
         inputs = [subprocess.PIPE] * len(commands)
     ntasks = len(commands)

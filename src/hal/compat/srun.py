@@ -407,19 +407,7 @@ def srun(argv: list[str], console: Console) -> int:
         return run_step(job.job_id, request, call, console)
     from hal.compat.local_step import run_local
 
-    return run_local(
-        job.job_id,
-        layout,
-        call.command,
-        console,
-        commands=commands,
-        request=request,
-        files=call.files,
-        name=call.name,
-        kill_on_bad_exit=call.kill_on_bad_exit,
-        label=call.label,
-        stdin=call.input,
-    )
+    return run_local(job.job_id, layout, call, console, commands=commands, request=request)
 
 
 def with_multi_prog(call: Invocation, console: Console, job_ntasks: int) -> Invocation:
