@@ -304,7 +304,7 @@ def run_tasks(
     forwarded: set[int] = set()
     expired: list[int] = []  # the signals the time limit has sent
 
-    ctrl_c = CtrlC(console, step, kill_wait(console))
+    ctrl_c = CtrlC(console, step)
     # signals that came while the tasks were being started, and how many had started:
     # scancel of a step just opened reaches srun before its task exists (the task then
     # ran its whole course)

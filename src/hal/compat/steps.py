@@ -109,8 +109,8 @@ class CtrlC:
     running``); a second within a second goes on to the tasks, with srun's lines for a
     step being ended. HAL passed the first on: a Ctrl-C to see how a step did ended it."""
 
-    def __init__(self, console: Console, step: str, kill_wait: int) -> None:
-        self.console, self.step, self.kill_wait = console, step, kill_wait
+    def __init__(self, console: Console, step: str) -> None:
+        self.console, self.step = console, step
         self.last = -1e9
 
     def passes_on(self, running: Sequence[int]) -> bool:
@@ -124,7 +124,8 @@ class CtrlC:
             return False
         self.console.err(f"srun: sending Ctrl-C to StepId={self.step}")
         self.console.err(FORCING_TERMINATION)
-        self.console.err(step_aborted(self.kill_wait))
+        # (KillWait asked for only now: the question costs srun's start ~0.1 s)
+        self.console.err(step_aborted(kill_wait(self.console)))
         return True
 
 
@@ -281,7 +282,7 @@ def run_step(
         return console.error(err.message)
     signaller: list[Client] = []  # its own connection: the main one waits in a read
 
-    ctrl_c = CtrlC(console, f"{job_id}.{step.step_id}", kill_wait(console))
+    ctrl_c = CtrlC(console, f"{job_id}.{step.step_id}")
 
     def forward(signum: int, _frame: FrameType | None) -> None:
         if signum == signal.SIGCONT:
