@@ -304,7 +304,8 @@ def run_tasks(
     forwarded: set[int] = set()
     expired: list[int] = []  # the signals the time limit has sent
 
-    ctrl_c = CtrlC(console, step)
+    # (srun's client is idle while it waits for its tasks: it may ask for KillWait)
+    ctrl_c = CtrlC(console, step, partial(kill_wait, console))
     # signals that came while the tasks were being started, and how many had started:
     # scancel of a step just opened reaches srun before its task exists (the task then
     # ran its whole course)

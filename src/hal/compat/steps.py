@@ -109,8 +109,11 @@ class CtrlC:
     running``); a second within a second goes on to the tasks, with srun's lines for a
     step being ended. HAL passed the first on: a Ctrl-C to see how a step did ended it."""
 
-    def __init__(self, console: Console, step: str) -> None:
-        self.console, self.step = console, step
+    def __init__(self, console: Console, step: str, kill_wait: Callable[[], int]) -> None:
+        # ``kill_wait``: the cluster's KillWait, asked only for a second Ctrl-C's line
+        # (asking at every start cost srun ~0.1 s); never with the client a signal may
+        # have interrupted mid-request
+        self.console, self.step, self.kill_wait = console, step, kill_wait
         self.last = -1e9
 
     def passes_on(self, running: Sequence[int]) -> bool:
@@ -124,8 +127,7 @@ class CtrlC:
             return False
         self.console.err(f"srun: sending Ctrl-C to StepId={self.step}")
         self.console.err(FORCING_TERMINATION)
-        # (KillWait asked for only now: the question costs srun's start ~0.1 s)
-        self.console.err(step_aborted(kill_wait(self.console)))
+        self.console.err(step_aborted(self.kill_wait()))
         return True
 
 
@@ -282,7 +284,8 @@ def run_step(
         return console.error(err.message)
     signaller: list[Client] = []  # its own connection: the main one waits in a read
 
-    ctrl_c = CtrlC(console, f"{job_id}.{step.step_id}")
+    waits = [30]  # KillWait, as each output page says it (srun polls them)
+    ctrl_c = CtrlC(console, f"{job_id}.{step.step_id}", lambda: waits[0])
 
     def forward(signum: int, _frame: FrameType | None) -> None:
         if signum == signal.SIGCONT:
@@ -330,6 +333,7 @@ def run_step(
                 continue
             except HalError as err:
                 return console.error(f"lost step {job_id}.{step.step_id}: {err.message}")
+            waits[0] = page.kill_wait_seconds
             if page.cancelled_at is not None and not aborted:  # scancel JOB.STEP
                 aborted = True
                 console.err(step_aborted(page.kill_wait_seconds))
