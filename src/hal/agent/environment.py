@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import hostlist
 
+from hal.core.job_variables import DEFAULT_PATH
 from hal.core.resources import MiB
 from hal.wire.agent import Launch
 
-DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 MARKER = "HAL_JOB_MARKER"
 
 

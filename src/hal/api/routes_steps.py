@@ -121,6 +121,7 @@ async def create_step(job_id: int, request: Request, ctx: Ctx, caller: Who) -> R
         name=body.name,
         multi_prog=programs,
         workdir=body.workdir,
+        only_environment=body.only_environment,
     )
     return json_response(_info(step), 201)
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hal.compat.exports import EXPORT_VARIABLE, export_environment
 from hal.compat.options import RESOURCE_OPTIONS, Arg, Opt, OptionError, Parsed, parse_options
 from hal.compat.srun_output import parse_open_mode
 from hal.core.data import parse_data_keys
@@ -572,7 +573,11 @@ def _build_job(
     }
     chdir = value("chdir")
     fields["workdir"] = os.path.normpath(os.path.join(cwd, chdir)) if chdir else cwd
-    fields["environment"] = export_environment(value("export") or "ALL", environ)
+    export = value("export")
+    environment = export_environment(export or "ALL", environ)
+    if export is not None:  # (Slurm's sbatch tells the job's steps, srun's default)
+        environment[EXPORT_VARIABLE] = export
+    fields["environment"] = environment
     for dest in ("output", "error", "account", "qos", "comment", "reservation"):
         text = value(dest)
         if text is not None:
@@ -792,36 +797,6 @@ def _nodelist(text: str) -> list[str]:
             names.extend(expand_hostlist(word))
         return names
     return expand_hostlist(text)
-
-
-def export_environment(spec: str, environ: Mapping[str, str]) -> dict[str, str]:
-    """``--export``: ``ALL`` sends the submitter's whole environment; ``NONE`` only its
-    ``SLURM_*`` variables; ``[ALL|NONE,]NAME[=value],...`` the ``SLURM_*`` variables (or
-    all, with ``ALL``) plus those listed. A listed name without a value takes the
-    submitter's.
-    A comma inside a value is kept when the next piece is not a ``NAME``/``NAME=``."""
-    items: list[str] = []
-    for piece in spec.split(","):
-        if items and not re.match(r"^([A-Za-z_][A-Za-z0-9_]*(=|$))", piece):
-            items[-1] += "," + piece
-        elif piece:
-            items.append(piece)
-    upper = [item.upper() for item in items]
-    if upper == ["NONE"]:
-        return {k: v for k, v in environ.items() if k.startswith("SLURM_")}
-    if "ALL" in upper:
-        env = dict(environ)
-    else:  # (NONE,NAME=value: the names alone, as Slurm 22.05.8 runs it)
-        env = {k: v for k, v in environ.items() if k.startswith("SLURM_")}
-    for item in items:
-        if item.upper() in ("ALL", "NONE"):
-            continue
-        name, eq, val = item.partition("=")
-        if eq:
-            env[name] = val
-        elif name in environ:
-            env[name] = environ[name]
-    return env
 
 
 HELP = """\

@@ -19,6 +19,9 @@ does, its tasks laid out by ``hal.core.steps.step_layout`` from ``-N``, ``-n``,
   with the highest task's exit code (128+N for a signal N). A step the allocation cannot
   hold is refused as Slurm's srun refuses it ("srun: error: Unable to create step ...").
 
+``--export`` (or ``SLURM_EXPORT_ENV``, which ``sbatch --export`` sets) picks which of
+srun's variables the tasks get, as Slurm's srun reads it (``hal.compat.exports``).
+
 ``-m``/``--distribution`` (or ``SLURM_DISTRIBUTION``) deals the ranks to the nodes
 (``hal.core.distribution``); ``--multi-prog CONF`` runs each rank's own line of CONF
 (``hal.core.multi_prog``: a rank without one is refused before anything starts); in a
@@ -65,6 +68,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from hal.compat.exports import EXPORT_VARIABLE, step_environment
 from hal.compat.names import SALLOC_JOB_VARIABLE
 from hal.compat.options import RESOURCE_OPTIONS, Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
@@ -171,6 +175,8 @@ class Invocation:
     kill_on_bad_exit: bool = False  # -K: a task that fails ends the others
     pty: bool = False  # --pty: refused on a terminal, disregarded without one (as Slurm)
     input: str = "all"  # -i: all, none, a task's rank, or a file name pattern
+    # --export (else SLURM_EXPORT_ENV): which of srun's variables the tasks get (None: all)
+    export: str | None = None
 
     @property
     def step_name(self) -> str:
@@ -231,6 +237,8 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
             extra["chdir"] = value
         elif dest == "input":
             extra["input"] = value.strip() or "all"
+        elif dest == "export":
+            extra["export"] = value
 
         elif dest in _COUNTS or dest == "jobid":
             if not value.strip().isdigit() or int(value) < 1:
@@ -301,10 +309,13 @@ def _srun_cpus_per_task(env: Mapping[str, str]) -> int | None:
 
 
 def _as_step(call: Invocation, console: Console) -> str:
-    """What -J, -c and -D change for the tasks, as Slurm's srun: ``SLURM_JOB_NAME`` is the
-    step's name, ``SLURM_CPUS_PER_TASK`` the step's -c, and they run in -D (relative to
-    srun's directory). Why -D cannot be used, or ""."""
+    """What --export, -J, -c and -D change for the tasks, as Slurm's srun: they get the
+    variables --export keeps (``hal.compat.exports``), ``SLURM_JOB_NAME`` is the step's
+    name, ``SLURM_CPUS_PER_TASK`` the step's -c, and they run in -D (relative to srun's
+    directory). Why -D cannot be used, or ""."""
     env = dict(console.environ)
+    if call.export is not None:
+        env = step_environment(call.export, env)
     if call.name:
         env["SLURM_JOB_NAME"] = call.name
     if call.request.cpus_per_task is not None:
@@ -345,6 +356,8 @@ def srun(argv: list[str], console: Console) -> int:
     except HalError as err:
         code = console.error(err.message)
         return 255 if err.field == "distribution" else code  # (as Slurm's srun exits)
+    if call.export is None and EXPORT_VARIABLE in env:  # srun's input variable
+        call = dataclasses.replace(call, export=env[EXPORT_VARIABLE])
     refused = _as_step(call, console)
     if refused:
         return console.error(refused)

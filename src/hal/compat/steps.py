@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
+from hal.compat.exports import exports_all
 from hal.compat.seam import Client, Console
 from hal.compat.srun_output import TaskFiles, job_node_index, node_of_rank
 from hal.core.errors import HalError, InvalidRequest, NotFound, PermissionDenied, Unavailable
@@ -258,6 +259,7 @@ def run_step(
         name=call.step_name,
         workdir=console.cwd,
         environment=dict(console.environ if environment is None else environment),
+        only_environment=call.export is not None and not exports_all(call.export),
         distribution=request.distribution.spec,
         multi_prog=None
         if programs is None

@@ -4,6 +4,10 @@ own, by the server (``hal.state.launch``) and by ``salloc`` (``hal.compat.salloc
 
 from __future__ import annotations
 
+# A login-like minimum PATH: a job or step given none of the caller's variables
+# (``--export=NONE``) still finds ``sh`` and the usual commands.
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
 # What HAL sets for each job, in ``hal.state.launch`` and (node-local) in
 # ``hal.agent.environment``, and what ``salloc`` sets for its command. A copy exported
 # from the submitter's shell (sbatch run inside another job; even --export=NONE

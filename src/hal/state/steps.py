@@ -212,11 +212,14 @@ class StepTable:
         name: str = "",
         multi_prog: MultiProg | None = None,
         workdir: str = "",
+        only_environment: bool = False,
     ) -> Step:
         """``multi_prog`` (``srun --multi-prog``): ``argv`` is its file's name and the
         arguments after it; each rank runs its line's command, and a rank without one
         refuses the step before anything starts. ``workdir``: the tasks' (srun's; "":
-        the job's)."""
+        the job's). ``only_environment`` (srun ``--export`` other than ALL): of the
+        job's own environment the tasks get only its ``SLURM*``/``HAL_*`` variables
+        besides ``environment``, not what the job's submitter exported."""
         cluster = self.cluster
         job, alloc = self._running_job(job_id, caller)
         layout = step_layout(
@@ -252,12 +255,11 @@ class StepTable:
             await cluster.db(cluster.store.keep_running_step, _row(step))  # for a restart
             self.steps[(job_id, step_id)] = step
         base = build_launch(job, cluster.config.cluster_name)
+        job_env = base.environment
+        if only_environment:
+            job_env = {k: v for k, v in job_env.items() if k.startswith(("SLURM", "HAL_"))}
         base = base.model_copy(
-            update={
-                "script": "",
-                "environment": {**base.environment},
-                "workdir": workdir or base.workdir,
-            }
+            update={"script": "", "environment": job_env, "workdir": workdir or base.workdir}
         )
         common = step_environment(step_id, layout)
         for index, node in enumerate(layout.nodes):

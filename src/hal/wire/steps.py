@@ -34,6 +34,9 @@ class StepCreate(WireModel):
     workdir: str = Field(default="", max_length=4096)
     # srun's environment, which the tasks get (the node-local variables each agent sets)
     environment: dict[str, str] = Field(default_factory=dict)
+    # srun --export other than ALL: ``environment`` is all the tasks get of srun's and the
+    # submitter's variables (the job's SLURM_*/HAL_* ones still come from the job)
+    only_environment: bool = False
     distribution: str = Field(default="", max_length=64)  # -m, as written
     # srun --multi-prog: the file srun read (``argv``: its name and the arguments after it)
     multi_prog: MultiProgFile | None = None

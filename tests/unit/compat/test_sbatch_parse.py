@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from hal.compat.exports import export_environment
 from hal.compat.sbatch import (
     SbatchRequest,
     directive_lines,
-    export_environment,
     parse_sbatch,
     split_directive,
 )
@@ -409,7 +409,17 @@ def test_export_option_applies() -> None:
         "SLURM_X": "1",
         "SLURM_SUBMIT_DIR": "/work",
         "HAL_SUBMIT_DIR": "/work",
+        "SLURM_EXPORT_ENV": "NONE",  # srun's default in the job, as Slurm's sbatch sets it
     }
+
+
+def test_export_env_is_set_only_where_export_was_given() -> None:
+    """Slurm 22.05.8 (session 42): no SLURM_EXPORT_ENV without --export; SBATCH_EXPORT
+    counts as --export."""
+    assert "SLURM_EXPORT_ENV" not in parse(environ={"PATH": "/bin"}).job.environment
+    given = parse(environ={"PATH": "/bin", "SBATCH_EXPORT": "ALL,A=1"}).job.environment
+    assert given["SLURM_EXPORT_ENV"] == "ALL,A=1"
+    assert given["A"] == "1"
 
 
 def test_help_and_version_need_no_script() -> None:
