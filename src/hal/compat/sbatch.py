@@ -89,7 +89,10 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("version", ("version",), "V", N),
 )
 
-# Slurm's input environment variables worth honouring (sbatch.1, INPUT ENVIRONMENT VARIABLES).
+# Slurm's input environment variables (sbatch.1, INPUT ENVIRONMENT VARIABLES) of the
+# options HAL has; a value counts as the option's (a flag's value is not read). Before
+# session 42 SBATCH_WAIT, SBATCH_OUTPUT, SBATCH_ARRAY_INX and the others from
+# SBATCH_ERROR on were ignored: `SBATCH_WAIT=1 sbatch ...` returned at once with rc 0.
 ENV_OPTIONS = {
     "SBATCH_ACCOUNT": "account",
     "SBATCH_CONSTRAINT": "constraint",
@@ -108,7 +111,36 @@ ENV_OPTIONS = {
     "SBATCH_SIGNAL": "signal",
     "SBATCH_TIMELIMIT": "time",
     "SBATCH_TIME_MIN": "time_min",
+    "SBATCH_ERROR": "error",
+    "SBATCH_OUTPUT": "output",
+    "SBATCH_ARRAY_INX": "array",
+    "SBATCH_EXCLUSIVE": "exclusive",
+    "SBATCH_NO_REQUEUE": "no_requeue",
+    "SBATCH_REQUEUE": "requeue",
+    "SBATCH_OPEN_MODE": "open_mode",
+    "SBATCH_GPUS_PER_NODE": "gpus_per_node",
+    "SBATCH_GPUS_PER_TASK": "gpus_per_task",
+    "SBATCH_WAIT": "wait",
+    "SBATCH_WCKEY": "wckey",
 }
+# SBATCH_* variables that change nothing HAL does, so none is worth a warning
+_ENV_HARMLESS = frozenset({"SBATCH_DEBUG", "SBATCH_IGNORE_PBS"})
+# flags whose variable's value is not read (SBATCH_WAIT=1, SBATCH_NO_REQUEUE=yes)
+_ENV_FLAGS = frozenset({"no_requeue", "requeue", "wait"})
+
+
+def ignored_variables(environ: Mapping[str, str]) -> list[str]:
+    """The ``SBATCH_*`` variables set for options HAL does not have (SBATCH_HINT,
+    SBATCH_CPUS_PER_GPU...): Slurm's sbatch would act on them, so sbatch says it does not."""
+    return sorted(
+        var
+        for var, value in environ.items()
+        if var.startswith("SBATCH_")
+        and value
+        and var not in ENV_OPTIONS
+        and var not in _ENV_HARMLESS
+    )
+
 
 # At most one of each group per source; a higher-precedence source resets the others
 # (Slurm's slurm_opt.c does the same, so `sbatch --mem-per-cpu=2G job.sh` works when
@@ -209,7 +241,9 @@ def parse_sbatch(
     script = _script(last, {**cli_levels[-1], **cli_settings}, cwd, read_stdin)
     directive_levels = _settings_from_directives(script.text)
     env_settings: dict[str, Setting] = {
-        dest: (environ[var], var) for var, dest in ENV_OPTIONS.items() if environ.get(var)
+        dest: (None if dest in _ENV_FLAGS else environ[var], var)
+        for var, dest in ENV_OPTIONS.items()
+        if environ.get(var)
     }
     count = max(len(cli_levels), len(directive_levels))
     components: list[dict[str, Setting]] = []
@@ -740,7 +774,7 @@ def _scheduling(settings: dict[str, Setting], fields: dict[str, object], now: fl
         fields["requeue"] = False
     if "exclusive" in settings:
         mode = text("exclusive")
-        if mode is not None:
+        if mode is not None and mode.strip().lower() != "exclusive":  # (Slurm's plain word)
             raise UnsupportedOption(
                 f"--exclusive={mode} is not supported by HAL; write --exclusive without a value",
                 field="exclusive",

@@ -10,7 +10,14 @@ import socket
 from typing import TYPE_CHECKING
 
 from hal.compat.formats import SLURM_COMPAT_VERSION, timestamp
-from hal.compat.sbatch import HELP, SbatchRequest, parse_sbatch, process_umask, script_text
+from hal.compat.sbatch import (
+    HELP,
+    SbatchRequest,
+    ignored_variables,
+    parse_sbatch,
+    process_umask,
+    script_text,
+)
 from hal.compat.seam import Console
 from hal.core.errors import HalError, Unavailable
 from hal.core.slurm_syntax import compress_hostlist
@@ -52,6 +59,8 @@ def sbatch(argv: list[str], console: Console) -> int:
     if request.version:
         console.out(f"slurm {SLURM_COMPAT_VERSION} (HAL)")
         return 0
+    for var in ignored_variables(console.environ):
+        console.err(f"sbatch: warning: {var} is not supported by HAL: ignored")
     if request.verbose:
         _describe(request, console)
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -102,6 +103,23 @@ def test_wait_returns_the_job_exit_code(cluster: LiveServer, tmp_path: Path) -> 
     """`sbatch --wait --wrap "exit 7"` exits 7, as with Slurm."""
     done = cluster.cli("sbatch", "--wait", "--wrap", "exit 7", cwd=tmp_path)
     assert done.returncode == 7, (done.stdout, done.stderr)
+
+
+def test_sbatch_wait_from_the_environment(cluster: LiveServer, tmp_path: Path) -> None:
+    """``SBATCH_WAIT=1`` is ``--wait`` (Slurm 22.05.8; HAL returned at once, rc 0), and a
+    variable of an option HAL lacks is named rather than silently ignored."""
+    env = {**cluster.env(), "SBATCH_WAIT": "1", "SBATCH_HINT": "nomultithread"}
+    done = subprocess.run(
+        [sys.executable, "-m", "hal.cli.main", "sbatch", "--wrap", "exit 3"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 3, (done.stdout, done.stderr)
+    assert "SBATCH_HINT is not supported by HAL: ignored" in done.stderr
 
 
 def test_unknown_partition_is_refused_like_slurm(cluster: LiveServer, tmp_path: Path) -> None:

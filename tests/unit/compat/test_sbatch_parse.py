@@ -12,6 +12,7 @@ from hal.compat.exports import export_environment
 from hal.compat.sbatch import (
     SbatchRequest,
     directive_lines,
+    ignored_variables,
     parse_sbatch,
     split_directive,
 )
@@ -297,6 +298,38 @@ def test_environment_beats_directives_and_cli_beats_environment() -> None:
     job = parse_sbatch(["-t", "9"], environ=env, cwd="/", read_stdin=lambda: script, now=NOW).job
     assert job.partition == "envp"
     assert job.time_limit_seconds == 540
+
+
+def test_more_input_variables_as_slurm_reads_them() -> None:
+    """Slurm 22.05.8 (session 42): SBATCH_WAIT blocks and returns the job's exit code,
+    SBATCH_OUTPUT/ERROR name the files, SBATCH_ARRAY_INX makes an array,
+    SBATCH_EXCLUSIVE=exclusive and SBATCH_NO_REQUEUE=1 act; HAL ignored all of them."""
+    env = {
+        "SBATCH_WAIT": "1",
+        "SBATCH_OUTPUT": "env_%j.out",
+        "SBATCH_ERROR": "e_%j.err",
+        "SBATCH_ARRAY_INX": "1-3",
+        "SBATCH_EXCLUSIVE": "exclusive",
+        "SBATCH_NO_REQUEUE": "1",
+        "SBATCH_OPEN_MODE": "append",
+        "SBATCH_GPUS_PER_NODE": "2",
+        "SBATCH_WCKEY": "w",
+    }
+    request = parse(environ=env)
+    job = request.job
+    assert request.wait
+    assert (job.stdout, job.stderr) == ("env_%j.out", "e_%j.err")
+    assert job.array == "1-3"
+    assert job.exclusive and job.requeue is False
+    assert (job.open_mode, job.gpus_per_node, job.wckey) == ("append", 2, "w")
+    # the command line wins, as for the other variables
+    cli = parse("--requeue", "-o", "cli.out", environ=env).job
+    assert cli.requeue is True and cli.stdout == "cli.out"
+
+
+def test_input_variables_of_options_hal_lacks_are_named() -> None:
+    env = {"SBATCH_HINT": "nomultithread", "SBATCH_DEBUG": "1", "SBATCH_WAIT": "1", "X": "1"}
+    assert ignored_variables(env) == ["SBATCH_HINT"]
 
 
 def test_directive_values_are_literal() -> None:
