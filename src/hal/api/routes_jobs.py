@@ -422,8 +422,9 @@ async def resume_job(job_id: str, ctx: Ctx, caller: Who) -> dict[str, object]:
 
 
 @router.post("/{job_id}/requeue")
-async def requeue_job(job_id: str, ctx: Ctx, caller: Who) -> dict[str, object]:
-    return {"job_ids": await ctx.cluster.requeue(job_id, caller)}
+async def requeue_job(job_id: str, ctx: Ctx, caller: Who, hold: bool = False) -> dict[str, object]:
+    """``hold`` (``scontrol requeuehold``): the job comes back held by its owner."""
+    return {"job_ids": await ctx.cluster.requeue(job_id, caller, hold=hold)}
 
 
 @router.patch("/{job_id}", response_model=JobInfo)

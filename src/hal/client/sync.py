@@ -389,8 +389,10 @@ class HalClient:
             self._json(self._request("POST", f"/v1/jobs/{segment(job_id)}/resume"))["job_ids"]
         )
 
-    def requeue(self, job_id: int | str) -> list[int]:
-        r = self._request("POST", f"/v1/jobs/{segment(job_id)}/requeue")
+    def requeue(self, job_id: int | str, *, hold: bool = False) -> list[int]:
+        """``hold`` (``scontrol requeuehold``): back in the queue held by its owner."""
+        params = {"hold": "true"} if hold else {}
+        r = self._request("POST", f"/v1/jobs/{segment(job_id)}/requeue", params=params)
         return list(self._json(r).get("job_ids", []))
 
     def update_job(self, job_id: int | str, update: JobUpdate) -> JobInfo:

@@ -92,12 +92,18 @@ def _start(job: JobInfo, now: float) -> str:
     return timestamp(job.expected_start)
 
 
-def _end(job: JobInfo, now: float) -> str:
+def planned_end(job: JobInfo, start: float | None) -> float | None:
+    """When the job ended, else when it must end if it starts (started) at ``start``: then
+    plus its time limit, as Slurm's EndTime; None without a start or a limit."""
     if job.end_time is not None:
-        return timestamp(job.end_time)
-    if job.start_time is not None and job.time_limit_seconds > 0:
-        return timestamp(job.start_time + job.time_limit_seconds)
-    return "N/A"
+        return job.end_time
+    if start is not None and job.time_limit_seconds > 0:
+        return start + job.time_limit_seconds
+    return None
+
+
+def _end(job: JobInfo, now: float) -> str:
+    return timestamp(planned_end(job, job.start_time))
 
 
 def _time_left(job: JobInfo, now: float) -> str:

@@ -1,6 +1,7 @@
 """The ``scontrol`` command: ``show job|step|node|partition|reservation|topology|config|
 hostnames``, ``hold``, ``uhold`` (a hold the owner may release), ``release``,
-``requeue``, ``reconfigure`` (administrators: the server re-reads hal.toml),
+``requeue``, ``requeuehold`` (back in the queue, held by its owner), ``reconfigure``
+(administrators: the server re-reads hal.toml),
 ``update job``, ``update NodeName=... State=...`` (drain, down, resume, undrain), and
 ``create|update|delete reservation`` (the reservation words are read and printed by
 ``compat/reservations.py``).
@@ -25,13 +26,19 @@ from hal.compat.formats import (
     memory_mib,
     timestamp,
 )
-from hal.compat.job_fields import batch_command, print_records, time_used, user_field
+from hal.compat.job_fields import (
+    batch_command,
+    planned_end,
+    print_records,
+    time_used,
+    user_field,
+)
 from hal.compat.node_gres import gres, gres_used
 from hal.compat.node_states import scontrol_flags
 from hal.compat.sbatch import parse_constraint
 from hal.compat.seam import Console
 from hal.compat.squeue_steps import show_step
-from hal.core.errors import HalError, InvalidRequest, NotFound
+from hal.core.errors import HalError, InvalidRequest, NotFound, UnsupportedOption
 from hal.core.slurm_syntax import (
     compress_hostlist,
     expand_hostlist,
@@ -43,7 +50,10 @@ from hal.wire.jobs import JobInfo, JobUpdate
 from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo, TopologyInfo, kept_warning
 
 INVALID_JOB_ID = "slurm_load_jobs error: Invalid job id specified"
-COMMANDS = "show, hold, release, suspend, resume, requeue, update, create, delete and reconfigure"
+COMMANDS = (
+    "show, hold, uhold, release, suspend, resume, requeue, requeuehold, update, create, delete "
+    "and reconfigure"
+)
 UPDATABLE = (
     "TimeLimit, TimeMin, Priority, Nice, JobName, Comment, Partition, Reservation, and of a "
     "pending job StartTime, Dependency, QOS, Account, Features, ExcNodeList, ReqNodeList, "
@@ -71,7 +81,7 @@ def scontrol(argv: list[str], console: Console) -> int:
     try:
         if command == "show":
             return _show(args, console, oneliner=oneliner, details=details)
-        if command in ("hold", "uhold", "release", "requeue", "suspend", "resume"):
+        if command in ("hold", "uhold", "release", "requeue", "requeuehold", "suspend", "resume"):
             return _job_action(command, args, console)
         if command == "update":
             if args and _is_reservation_update(args):
@@ -296,6 +306,7 @@ def job_record(job: JobInfo, now: float) -> list[str]:
             f" HetJobIdSet={job.het_job_id_set}"
         )
     per_node_mem = memory_mib(job.memory_bytes // max(job.node_count, 1))
+    start = job.start_time or job.expected_start
     tres = f"cpu={job.cpus},mem={memory_mib(job.memory_bytes)},node={job.node_count}"
     if job.gpus:
         tres += f",gres/gpu={job.gpus}"
@@ -317,8 +328,8 @@ def job_record(job: JobInfo, now: float) -> list[str]:
         f"TimeMin={duration_long(job.time_min_seconds) if job.time_min_seconds else 'N/A'}",
         f"SubmitTime={timestamp(job.submit_time, 'Unknown')} "
         f"EligibleTime={timestamp(job.eligible_time, 'Unknown')}",
-        f"StartTime={timestamp(job.start_time or job.expected_start, 'Unknown')} "
-        f"EndTime={timestamp(job.end_time, 'Unknown')} Deadline=N/A",
+        f"StartTime={timestamp(start, 'Unknown')} "
+        f"EndTime={timestamp(planned_end(job, start), 'Unknown')} Deadline=N/A",
         f"PreemptTime={timestamp(job.preempt_time, 'None')}",
         f"Partition={job.partition} AllocNode:Sid={job.submit_host or '(null)'}:0"
         + (f" Reservation={job.reservation}" if job.reservation else ""),
@@ -431,10 +442,16 @@ def _job_action(command: str, args: list[str], console: Console) -> int:
         "uhold": partial(client.hold, user=True),  # a hold the owner may release
         "release": client.release,
         "requeue": client.requeue,
+        "requeuehold": partial(client.requeue, hold=True),
         "suspend": client.suspend,
         "resume": client.resume,
     }
     action = actions[command]
+    if command == "requeuehold" and any(a.lower().startswith("state=") for a in args):
+        raise UnsupportedOption(
+            "requeuehold State=SpecialExit is not supported by HAL; requeuehold without it "
+            "requeues the job held (scontrol release lets it run)"
+        )
     rc = 0
     for job_id in _job_ids(args):
         try:

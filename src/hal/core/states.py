@@ -138,6 +138,9 @@ class PendingReason(StrEnum):
     # a pending job whose reservation was deleted: held (its owner releases it) with
     # the reservation cleared, as Slurm does (``hal.state.reservations.delete``)
     RESERVATION_DELETED = "ReservationDeleted"
+    # ``scontrol requeuehold``: back in the queue, held until its owner releases it
+    # (Slurm's WAIT_HELD_USER with this description, which its commands show)
+    REQUEUED_HELD = "job requeued in held state"
     # reasons recorded on finished jobs
     NON_ZERO_EXIT_CODE = "NonZeroExitCode"
     JOB_LAUNCH_FAILURE = "JobLaunchFailure"  # its script could not start (output file...)

@@ -53,6 +53,7 @@ from hal.state.job_changes import (
     check_priority_update,
     check_time_min,
     held_by,
+    held_on_requeue,
     lowered_limit,
     requeued,
 )
@@ -1082,7 +1083,11 @@ class Cluster:
             await self._commit(changed, events)
             return [j.id for j in changed]
 
-    async def requeue(self, ident: str, caller: Caller) -> list[int]:
+    async def requeue(self, ident: str, caller: Caller, *, hold: bool = False) -> list[int]:
+        """``scontrol requeue``: running jobs end their run and go back to the queue,
+        finished ones go back at once. ``hold`` (``scontrol requeuehold``): they come
+        back held, as their owner's hold (``REQUEUED_HELD``), so none starts again
+        before someone releases it."""
         from hal.state import agents
 
         async with self._lock:
@@ -1096,18 +1101,18 @@ class Cluster:
                 if job.state in (JobState.RUNNING, JobState.SUSPENDED):
                     # ends on the agent first; the finish report puts it back in the queue
                     # (components 1.. of a het job: with component 0's report)
+                    flags = {preempt.REQUEUE: "1", **({preempt.REQUEUE_HOLD: "1"} if hold else {})}
                     changed.append(
-                        job.evolve(
-                            state=JobState.COMPLETING, extra={**job.extra, preempt.REQUEUE: "1"}
-                        )
+                        job.evolve(state=JobState.COMPLETING, extra={**job.extra, **flags})
                     )
                     events.append(
                         EventRow(now, "job.requeueing", job_id=job.id, state="COMPLETING")
                     )
                 elif job.state.is_terminal:  # its run keeps how it ended
-                    changed.append(
-                        requeued(job, now, run=(job.state.value, job.exit_code, job.exit_signal))
+                    again = requeued(
+                        job, now, run=(job.state.value, job.exit_code, job.exit_signal)
                     )
+                    changed.append(held_on_requeue(again) if hold else again)
                     events.append(EventRow(now, "job.requeued", job_id=job.id, state="PENDING"))
             if not changed:
                 raise Conflict("only running or finished jobs can be requeued")
@@ -1427,6 +1432,8 @@ class Cluster:
             after = None if state is JobState.PENDING else state.value
             run = (after or "REQUEUED", exit_code, exit_signal)
             new = requeued(job, now, after=after, run=run)
+            if job.extra.get(preempt.REQUEUE_HOLD) == "1":
+                new = held_on_requeue(new)
             return new, EventRow(
                 now, "job.requeued", job_id=job.id, state="PENDING", data={"after": state.value}
             )

@@ -37,6 +37,12 @@ def held_by(job: Job, caller: Caller, *, user_hold: bool) -> Job:
     return job.evolve(spec=job.spec.with_changes(hold=True), reason=PendingReason.JOB_HELD_USER)
 
 
+def held_on_requeue(job: Job) -> Job:
+    """``job`` just requeued by ``scontrol requeuehold``: held as its owner's hold (its
+    owner may release it), with Slurm's reason."""
+    return job.evolve(spec=job.spec.with_changes(hold=True), reason=PendingReason.REQUEUED_HELD)
+
+
 def check_time_min(time_min: int | None, limit: int, where: str = "") -> None:
     """``--time-min`` may not exceed the job's time limit (0: unlimited), as in Slurm."""
     if time_min and limit and time_min > limit:
@@ -67,7 +73,8 @@ def requeued(
     (Slurm 22.05.8 moves SubmitTime and EligibleTime to the requeue, EligibleTime with a
     121 s delay that HAL does not add: docs/slurm-checks.md)."""
     dropped = (
-        preempt.REQUEUE, SUSPENDED_AT, SUSPENDED_S, preempt.REQUEUED_AFTER, LIMIT_BEFORE_TIME_MIN
+        preempt.REQUEUE, preempt.REQUEUE_HOLD, SUSPENDED_AT, SUSPENDED_S,
+        preempt.REQUEUED_AFTER, LIMIT_BEFORE_TIME_MIN,
     )  # start afresh  # fmt: skip
     extra = preempt.cleared({k: v for k, v in job.extra.items() if k not in dropped})
     if after is not None:

@@ -61,6 +61,8 @@ REQUEUED_AFTER = "requeued_after"
 # on a COMPLETING job ("1"): its end puts it back in the queue (``scontrol requeue``, or a
 # victim in requeue mode)
 REQUEUE = "requeue"
+# with it ("1"): the job comes back held (``scontrol requeuehold``)
+REQUEUE_HOLD = "requeue_hold"
 # With no configured grace time a --signal victim gets its @SECS to checkpoint, at most
 # this long: the preemptor waits meanwhile (--signal allows up to 65535 s).
 SIGNAL_GRACE_MAX_S = 300.0

@@ -5,6 +5,8 @@ run alone, as Slurm 22.05.8's slurmdbd (docs/slurm-checks.md, "sacct -D")."""
 
 from __future__ import annotations
 
+import time
+from datetime import datetime
 from pathlib import Path
 
 from test_local_steps_server import (
@@ -86,3 +88,49 @@ def test_a_requeued_run_truncates_its_output_unless_open_mode_append(
     assert read["append"].startswith("run 0\n") and read["append"].endswith("run 1\n")
     refused = server.cli("sbatch", "--open-mode=bogus", "--wrap", "true", cwd=tmp_path)
     assert refused.returncode != 0 and "Invalid --open-mode specification" in refused.stderr
+
+
+def show(live: LiveServer, job_id: int) -> dict[str, str]:
+    done = live.cli("scontrol", "show", "job", str(job_id), "-o")
+    assert done.returncode == 0, done.stderr
+    return dict(word.split("=", 1) for word in done.stdout.split() if "=" in word)
+
+
+def test_requeuehold_brings_a_job_back_held_until_released(
+    server: LiveServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """``scontrol requeuehold`` (Slurm 22.05.8, session 42; HAL refused the command): a
+    running job ends its run and comes back PENDING with Reason
+    ``job_requeued_in_held_state`` and priority 0, and does not run until ``scontrol
+    release``; a finished job comes back the same way. While the job runs, its EndTime is
+    its start plus its limit, as Slurm's (HAL showed Unknown)."""
+    job_id = submit(server, tmp_path, "sleep 300\n", "--requeue", "-t", "10")
+    wait_until(lambda: state(server, job_id) == "RUNNING", 60, message="its start")
+    running = show(server, job_id)
+    start, end = (datetime.fromisoformat(running[k]) for k in ("StartTime", "EndTime"))
+    assert (end - start).total_seconds() == 600
+    assert server.cli("scontrol", "requeuehold", str(job_id)).returncode == 0
+    wait_until(lambda: state(server, job_id) == "PENDING", 60, message="its requeue")
+    held = show(server, job_id)
+    assert (held["Reason"], held["Priority"], held["Restarts"]) == (
+        "job_requeued_in_held_state",
+        "0",
+        "1",
+    )
+    reason = server.cli("squeue", "-h", "-j", str(job_id), "-o", "%r").stdout.strip()
+    assert reason == "job requeued in held state"
+    time.sleep(2)  # passes run every second while jobs wait: none starts it held
+    assert state(server, job_id) == "PENDING"
+    assert server.cli("scontrol", "release", str(job_id)).returncode == 0
+    wait_until(lambda: state(server, job_id) == "RUNNING", 60, message="its second run")
+    assert server.cli("scancel", str(job_id)).returncode == 0
+    wait_until(lambda: state(server, job_id) == "CANCELLED", 60, message="its end")
+    assert server.cli("scontrol", "requeuehold", str(job_id)).returncode == 0
+    again = show(server, job_id)
+    assert (again["JobState"], again["Reason"], again["Restarts"]) == (
+        "PENDING",
+        "job_requeued_in_held_state",
+        "2",
+    )
+    assert server.cli("scancel", str(job_id)).returncode == 0

@@ -253,8 +253,8 @@ class FakeClient:
     def release(self, job_id: int | str) -> list[int]:
         return self._action("release", job_id)
 
-    def requeue(self, job_id: int | str) -> list[int]:
-        return self._action("requeue", job_id)
+    def requeue(self, job_id: int | str, *, hold: bool = False) -> list[int]:
+        return self._action("requeuehold" if hold else "requeue", job_id)
 
     def suspend(self, job_id: int | str) -> list[int]:
         return self._action("suspend", job_id)

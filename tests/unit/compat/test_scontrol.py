@@ -158,13 +158,17 @@ def test_hold_release_requeue() -> None:
     assert call(client, "scontrol", "release", "2").rc == 0
     assert call(client, "scontrol", "requeue", "JobId=5").rc == 0
     assert call(client, "scontrol", "uhold", "2").rc == 0  # a hold the owner may release
+    assert call(client, "scontrol", "requeuehold", "5").rc == 0
     assert client.actions == [
         ("hold", "2"),
         ("hold", "5"),
         ("release", "2"),
         ("requeue", "5"),
         ("uhold", "2"),
+        ("requeuehold", "5"),
     ]
+    special = call(client, "scontrol", "requeuehold", "State=SpecialExit", "5")
+    assert special.rc == 1 and "SpecialExit is not supported" in special.err
     missing = call(client, "scontrol", "hold", "77")
     assert (missing.rc, missing.err) == (1, "Invalid job id specified for job 77\n")
 
