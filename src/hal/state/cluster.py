@@ -88,6 +88,8 @@ FINISH_REASONS = {
     JobState.CANCELLED: PendingReason.NONE,
     JobState.PREEMPTED: PendingReason.NONE,
 }
+# jobs scontrol hold/release act on: a running job's hold keeps it held once requeued
+_HOLDABLE = (JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -1050,16 +1052,23 @@ class Cluster:
     async def set_hold(
         self, ident: str, caller: Caller, held: bool, *, user_hold: bool = False
     ) -> list[int]:
-        """Hold (``scontrol hold``) or release pending jobs. An administrator's hold,
-        of any job, is an admin hold (only an administrator releases it), unless
-        ``user_hold`` (``scontrol uhold``: a hold its owner may release)."""
+        """Hold (``scontrol hold``) or release jobs that have not ended. An
+        administrator's hold, of any job, is an admin hold (only an administrator
+        releases it), unless ``user_hold`` (``scontrol uhold``: a hold its owner may
+        release). A running job's hold shows (priority 0, its reason) and keeps it from
+        running again once requeued, as in Slurm 22.05.8 (HAL dropped it); jobs that
+        have all ended are refused with Slurm's words."""
         async with self._lock:
             found = self.resolve(ident)
             self.authorise(found, caller)  # whatever their state, as Slurm refuses
-            jobs = [j for j in found if j.state is JobState.PENDING]
+            # a running job's hold waits for its requeue, as Slurm 22.05.8 keeps it
+            jobs = [j for j in found if j.state in _HOLDABLE]
+            if found and not jobs:
+                raise Conflict(f"Job has already finished for job {found[0].display_id}")
             now = self.clock.now()
             changed: list[Job] = []
             for job in jobs:
+                pending = job.state is JobState.PENDING
                 if held:
                     new = held_by(job, caller, user_hold=user_hold)
                 else:
@@ -1071,9 +1080,11 @@ class Cluster:
                     new = job.evolve(
                         held_by_admin=False,
                         spec=job.spec.with_changes(hold=False),
-                        reason=PendingReason.WAITING_FOR_SCHEDULING,
+                        reason=PendingReason.WAITING_FOR_SCHEDULING
+                        if pending
+                        else PendingReason.NONE,
                         # eligible from now on (its --switches wait starts now)
-                        eligible_time=now if job.held else job.eligible_time,
+                        eligible_time=now if job.held and pending else job.eligible_time,
                     )
                 changed.append(new)
             events = [

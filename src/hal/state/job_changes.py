@@ -83,9 +83,12 @@ def requeued(
     extra[RUN_END] = f"{state} {code} {sig}"
     if LIMIT_BEFORE_TIME_MIN in job.extra:
         job = job.evolve(time_limit_s=int(job.extra[LIMIT_BEFORE_TIME_MIN]))
+    reason = PendingReason.WAITING_FOR_SCHEDULING
+    if job.held:  # held while it ran (scontrol hold): it stays held
+        reason = PendingReason.JOB_HELD_ADMIN if job.held_by_admin else PendingReason.JOB_HELD_USER
     return job.evolve(
         state=JobState.PENDING,
-        reason=PendingReason.WAITING_FOR_SCHEDULING,
+        reason=reason,
         start_time=None,
         end_time=None,
         allocation=None,

@@ -134,3 +134,34 @@ def test_requeuehold_brings_a_job_back_held_until_released(
         "2",
     )
     assert server.cli("scancel", str(job_id)).returncode == 0
+
+
+def test_a_hold_on_a_running_job_keeps_it_from_running_again(
+    server: LiveServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Slurm 22.05.8 (session 42): ``scontrol hold`` of a running job shows Priority=0 and
+    Reason=JobHeldAdmin, and after ``scontrol requeue`` the job waits, held, until
+    released; HAL answered rc 0 and dropped the hold, so the requeued job ran again at
+    once. A hold of a job that has ended is refused with Slurm's words."""
+    job_id = submit(server, tmp_path, "sleep 300\n", "--requeue")
+    wait_until(lambda: state(server, job_id) == "RUNNING", 60, message="its start")
+    assert server.cli("scontrol", "hold", str(job_id)).returncode == 0
+    running = show(server, job_id)
+    assert (running["JobState"], running["Priority"], running["Reason"]) == (
+        "RUNNING",
+        "0",
+        "JobHeldAdmin",
+    )
+    assert server.cli("scontrol", "requeue", str(job_id)).returncode == 0
+    wait_until(lambda: state(server, job_id) == "PENDING", 60, message="its requeue")
+    time.sleep(2)  # passes run every second while jobs wait: none starts it held
+    assert show(server, job_id)["Reason"] == "JobHeldAdmin"
+    assert state(server, job_id) == "PENDING"
+    assert server.cli("scontrol", "release", str(job_id)).returncode == 0
+    wait_until(lambda: state(server, job_id) == "RUNNING", 60, message="its second run")
+    assert server.cli("scancel", str(job_id)).returncode == 0
+    wait_until(lambda: state(server, job_id) == "CANCELLED", 60, message="its end")
+    done = server.cli("scontrol", "hold", str(job_id))
+    assert done.returncode == 1
+    assert f"Job has already finished for job {job_id}" in done.stderr
