@@ -190,16 +190,17 @@ def render_rows(
     rows: list[dict[str, str]],
     *,
     header: bool = True,
-    whole: Container[str] = (),
+    uncut: Callable[[str, str], bool] | None = None,
     whole_titles: Container[str] = (),
 ) -> list[str]:
     """Lay out rows (letter → value) under ``layout``, with a title row first if ``header``.
 
     ``auto`` widths (sinfo's ``%#P``) fit the widest value or title; the title counts even
-    without ``header`` so columns do not shift when ``-h`` is given. A node list in a
-    column of ``whole`` letters is not cut when right-aligned (``%.5N``), only padded, as
-    squeue prints node lists (Slurm 22.05.8; a pending job's ``(Reason)`` is cut), nor is
-    the title of a ``whole_titles`` letter (``NODELIST``, but ``REQ_NODES`` is cut).
+    without ``header`` so columns do not shift when ``-h`` is given. A right-aligned value
+    for which ``uncut(letter, value)`` holds is padded but not cut, as squeue prints node
+    lists and durations (``%.5N``, ``%.2l``: Slurm 22.05.8's print.c passes them with
+    cut_output false), nor is the title of a ``whole_titles`` letter (``NODELIST``, but
+    ``REQ_NODES`` is cut). Left-aligned columns cut every value.
     """
     widths: dict[int, int] = {}
     for index, part in enumerate(layout):
@@ -208,7 +209,6 @@ def render_rows(
             widths[index] = max(len(c) for c in cells)
     lines = []
     for row in ([titles] if header else []) + rows:
-        uncut = whole_titles if row is titles else whole
         out = []
         for index, part in enumerate(layout):
             if isinstance(part, str):
@@ -216,7 +216,11 @@ def render_rows(
             else:
                 width = widths.get(index, part.width)
                 value = row.get(part.letter, "")
-                if part.right and part.letter in uncut and not value.startswith("("):
+                if row is titles:
+                    whole = part.letter in whole_titles
+                else:
+                    whole = uncut is not None and uncut(part.letter, value)
+                if part.right and whole:
                     out.append(value.rjust(width))
                 else:
                     out.append(cell(value, width, part.right))

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
+from hal.compat.version import VERSION_LINE
 from hal.core.errors import Conflict, HalError, InvalidRequest, NotFound, PermissionDenied
 from hal.core.slurm_syntax import DEFAULT_MAX_ARRAY_SIZE, parse_array, parse_signal_name
 from hal.core.states import STATES_BY_CODE
@@ -71,6 +72,7 @@ class Request:
     full: bool = False  # -f: the batch shell and its children too, and every step
     quiet: bool = False
     verbose: bool = False
+    version: bool = False  # -V: print the version line alone
 
     @property
     def filtered(self) -> bool:
@@ -95,6 +97,9 @@ def scancel(argv: list[str], console: Console) -> int:
             "[-t state] [job_id[_array_id]]..."
         )
         return 0
+    if request.version:
+        console.out(VERSION_LINE)
+        return 0
     if not request.targets and not request.filtered:
         return console.error("No job identification provided")
     try:
@@ -109,8 +114,10 @@ def parse_request(argv: list[str]) -> Request | None:
     for dest, value, _spelled in parsed.values:
         text = value or ""
         items = [item.strip() for item in text.split(",") if item.strip()]
-        if dest in ("help", "usage", "version"):
+        if dest in ("help", "usage"):
             return None
+        if dest == "version":
+            return Request(version=True)  # (as Slurm's getopt loop: at once)
         if dest == "user":
             request.users += items
         elif dest == "me":

@@ -38,6 +38,7 @@ from hal.compat.node_states import scontrol_flags
 from hal.compat.sbatch import parse_constraint
 from hal.compat.seam import Console
 from hal.compat.squeue_steps import show_step
+from hal.compat.version import VERSION_LINE
 from hal.core.errors import HalError, InvalidRequest, NotFound, UnsupportedOption
 from hal.core.slurm_syntax import (
     compress_hostlist,
@@ -70,8 +71,11 @@ def scontrol(argv: list[str], console: Console) -> int:
     oneliner = bool(flags & {"-o", "--oneliner"})
     details = bool(flags & {"-d", "--details"})
     unknown = flags - {"-o", "--oneliner", "-d", "--details", "-Q", "--quiet", "-a", "--all"}
-    if flags & {"-V", "--version"}:
-        console.out(f"slurm {SLURM_COMPAT_VERSION} (HAL)")
+    if flags & {"-V", "--version"} or [word.lower() for word in words[:1]] == ["version"]:
+        console.out(VERSION_LINE)  # (``scontrol version`` as well: Slurm's command word)
+        if len(words) > 1 and not flags & {"-V", "--version"}:
+            console.err("too many arguments for version keyword")  # (Slurm's, said after)
+            return 1
         return 0
     if unknown:
         return console.error(f"option {sorted(unknown)[0]} is not supported by HAL's scontrol")

@@ -43,6 +43,7 @@ from hal.compat.node_states import (
 )
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
+from hal.compat.version import VERSION_LINE
 from hal.core.errors import HalError
 from hal.core.slurm_syntax import compress_hostlist, expand_hostlist
 from hal.wire.nodes import NodeInfo, PartitionInfo
@@ -226,7 +227,10 @@ def sinfo(argv: list[str], console: Console) -> int:
     except OptionError as err:
         return console.error(err.for_command("sinfo"))
     opts = {dest: value for dest, value, _ in parsed.values}
-    if {"help", "usage", "version"} & opts.keys():
+    if "version" in opts:
+        console.out(VERSION_LINE)
+        return 0
+    if {"help", "usage"} & opts.keys():
         console.out("Usage: sinfo [-h] [-s] [-N] [-R] [-l] [-o format] [-p partition] [-n nodes]")
         return 0
     if parsed.positionals:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import string
 import time
 from dataclasses import dataclass, field
 
@@ -27,10 +28,12 @@ from hal.compat.formats import (
     parse_long_names,
     render_rows,
 )
-from hal.compat.job_fields import JOB_LETTERS, LONG_FIELD_WIDTH, LONG_FIELDS
+from hal.compat.job_fields import JOB_LETTERS, LONG_FIELD_WIDTH, LONG_FIELDS, time_used
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Client, Console
 from hal.compat.squeue_json import jobs_json
+from hal.compat.user_names import resolve_user
+from hal.compat.version import VERSION_LINE
 from hal.core.errors import HalError, NotFound
 from hal.core.slurm_syntax import compress_indices, expand_hostlist
 from hal.core.states import OTHER_SLURM_STATES, STATES_BY_CODE, JobState
@@ -40,6 +43,8 @@ DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 LONG_FORMAT = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
 START_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"
 DEFAULT_SORT = "P,t,-p"
+# -o %all (exactly that): every letter, a to z then A to Z, between bars, as Slurm's squeue
+ALL_FORMAT = "|".join(f"%{letter}" for letter in string.ascii_letters)
 
 DEFAULT_STATES = frozenset(
     {JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING}
@@ -93,6 +98,7 @@ class Query:
     sort: str = DEFAULT_SORT
     iterate: int = 0  # -i: seconds between reports; 0 reports once
     steps: list[str] | None = None  # -s: list steps (these JOB.N, or all when empty)
+    version: bool = False  # -V: print the version line alone
 
 
 class UsageError(Exception):
@@ -109,6 +115,14 @@ def squeue(argv: list[str], console: Console) -> int:
     if query is None:
         console.out("Usage: squeue [-h] [-l] [-r] [-t states] [-u users] [--me] [-j ids] ...")
         return 0
+    if query.version:
+        console.out(VERSION_LINE)
+        return 0
+    try:
+        if not _check_query(query, console):
+            return 1
+    except HalError as err:
+        return console.error(err.message)
     while True:
         try:
             rc = _show(query, console)
@@ -126,10 +140,13 @@ def parse_query(argv: list[str]) -> Query | None:
     query = Query()
     jobs_flag = False
     fmt: str | None = None
+    given: set[str] = set()  # of -o and -O, which came
     for dest, value, spelled in parsed.values:
         text = value or ""
-        if dest in ("help", "usage", "version"):
+        if dest in ("help", "usage"):
             return None
+        if dest == "version":
+            return Query(version=True)  # (as Slurm's getopt loop: at once, nothing else read)
         if dest == "noheader":
             query.noheader = True
         elif dest == "states":
@@ -162,8 +179,10 @@ def parse_query(argv: list[str]) -> Query | None:
             query.long = True
             fmt = fmt or LONG_FORMAT
         elif dest == "format":
-            fmt = _format_text(text, spelled)
+            _one_format(given, dest)
+            fmt = ALL_FORMAT if text == "%all" else _format_text(text, spelled)
         elif dest == "Format":
+            _one_format(given, dest)
             query.layout = parse_long_format(_format_text(text, spelled))
             fmt = None
         elif dest == "sort":
@@ -187,7 +206,7 @@ def parse_query(argv: list[str]) -> Query | None:
                 f"Invalid job format specification: {part.letter} "
                 f"(HAL does not support %{part.letter})"
             )
-    check_sort(query.sort)
+    sort_keys(query.sort)
     return query
 
 
@@ -205,6 +224,15 @@ def _step_query(query: Query, fmt: str | None) -> Query:
         if not re.fullmatch(r"\d+(_\d+)?\.\d+", item):
             raise UsageError(f"Invalid job step id: {item} (write JOB.STEP, e.g. 12.0)")
     return query
+
+
+def _one_format(given: set[str], dest: str) -> None:
+    """``-o`` and ``-O`` both: refused, as Slurm's squeue, naming the one given second."""
+    given.add(dest)
+    if given == {"format", "Format"}:
+        if dest == "Format":
+            raise UsageError("-O (--Format) is incompatible with -o (--format)")
+        raise UsageError("-o (--format) is incompatible with -O (--Format)")
 
 
 def _format_text(text: str, spelled: str) -> str:
@@ -227,16 +255,31 @@ def _iterate(text: str) -> int:
     return int(text)
 
 
-def check_sort(spec: str) -> None:
-    """Every ``--sort`` key must be a job field letter, checked before any job is read (an
-    empty queue must not hide the mistake)."""
-    for key in _list(spec):
-        letter = key.lstrip("+-")
-        if len(letter) != 1 or (letter not in JOB_LETTERS and letter not in NUMERIC_SORT_KEYS):
-            raise UsageError(
-                f"Invalid sort specification: {key} (use field letters as in -o, e.g. "
-                "--sort=-p,i or --sort=t,-S)"
-            )
+# The -S letters Slurm 22.05.8's squeue sorts jobs by (each letter tried against it); it
+# refuses every other letter, and says so of ``b`` but goes on without it
+SORT_LETTERS = frozenset("cdefghijlmnptuvzBCDGHIJLMNOPQSTUV")
+_IGNORED_SORT_LETTERS = frozenset("b")
+
+
+def sort_keys(spec: str) -> list[tuple[str, bool]]:
+    """``--sort`` as (letter, descending) pairs, read as Slurm's squeue reads it: letter
+    by letter, commas and signs between (``-l,i``; ``il`` is ``i,l``), a ``-`` reversing
+    the letter after it; ``cluster`` (HAL is one) sorts nothing. Refused, before any job is
+    read (an empty queue must not hide the mistake): a letter it does not sort by."""
+    keys: list[tuple[str, bool]] = []
+    for item in _list(spec):
+        if item.lstrip("+-") == "cluster":
+            continue
+        for index, letter in enumerate(item):
+            if letter in "+-":
+                continue
+            if letter not in SORT_LETTERS and letter not in _IGNORED_SORT_LETTERS:
+                raise UsageError(
+                    f"Invalid sort specification: {letter} (sort by "
+                    f"{', '.join(sorted(SORT_LETTERS))}, e.g. --sort=-p,i or --sort=t,-S)"
+                )
+            keys.append((letter, index > 0 and item[index - 1] == "-"))
+    return keys
 
 
 def _list(text: str) -> list[str]:
@@ -280,6 +323,30 @@ def parse_long_format(text: str) -> list[Field | str]:
 
 
 # -- showing ------------------------------------------------------------------------------
+
+
+def _check_query(query: Query, console: Console) -> bool:
+    """What squeue checks against the cluster once, before its first report, as Slurm's:
+    a ``-w`` node it does not have ends it (``Invalid node name``, exit 1); a ``-u`` user
+    it does not know is said and left out (the report goes on, exit 0); a ``-S b`` is
+    said and not sorted by."""
+    if query.nodes:
+        known = {node.name for node in console.client.nodes()}
+        missing = sorted(query.nodes - known)
+        if missing:
+            console.error(f"Invalid node name {missing[0]}")
+            return False
+    users = []
+    for text in query.users:
+        name = resolve_user(console.client, text)
+        if name is None:
+            console.error(f"Invalid user: {text}")
+        users.append(name or text)  # (an unknown name matches no job)
+    query.users = users
+    for letter, _ in sort_keys(query.sort):
+        if letter in _IGNORED_SORT_LETTERS:
+            console.err(f"squeue: Invalid sort specification: {letter}")
+    return True
 
 
 def _show(query: Query, console: Console) -> int:
@@ -376,10 +443,19 @@ def _id_matches(job: JobInfo, item: str) -> bool:
     return number in (job.id, job.array_job_id, job.het_job_id)
 
 
-# squeue's node-list columns: a right-aligned one is padded, never cut (Slurm 22.05.8
-# prints %.3N of a running job as "localhost"; %3N cuts it); of their titles only these
+# squeue's columns Slurm 22.05.8's print.c passes with cut_output false: right-aligned, a
+# node list or a duration is padded, never cut (%.3N of a running job is "localhost",
+# %.2l of two days "2-00:00:00"); left-aligned (%3N, %2l) it is cut, as are a pending
+# job's "(Reason)", UNLIMITED (%.2l: "UN"), every other column and the titles but these
 _NODE_LISTS = frozenset("NnxR")
+_DURATIONS = frozenset("lLM")  # TIME_LIMIT, TIME_LEFT, TIME (-O TimeLimit, TimeLeft, TimeUsed)
 _NODE_LIST_TITLES = frozenset("NR")
+
+
+def _uncut(letter: str, value: str) -> bool:
+    if letter in _NODE_LISTS:
+        return not value.startswith("(")
+    return letter in _DURATIONS and value[:1].isdigit()
 
 
 def job_lines(
@@ -389,7 +465,7 @@ def job_lines(
     titles = {letter: JOB_LETTERS[letter][0] for letter in letters}
     rows = [{letter: JOB_LETTERS[letter][1](job, now) for letter in letters} for job in jobs]
     return render_rows(
-        layout, titles, rows, header=header, whole=_NODE_LISTS, whole_titles=_NODE_LIST_TITLES
+        layout, titles, rows, header=header, uncut=_uncut, whole_titles=_NODE_LIST_TITLES
     )
 
 
@@ -427,8 +503,9 @@ _STATE_ORDER = {
 }  # fmt: skip
 
 
-# --sort letters compared as numbers; ``p`` (priority) is one that -o has no letter for
-NUMERIC_SORT_KEYS = frozenset("iAtTpQDCVlS")
+def _limit(seconds: float) -> float:
+    """A time limit to sort by: none (UNLIMITED) is the longest, as Slurm's INFINITE."""
+    return seconds if seconds > 0 else float("inf")
 
 
 def _sort_value(job: JobInfo, key: str, now: float) -> tuple[float, str]:
@@ -442,7 +519,9 @@ def _sort_value(job: JobInfo, key: str, now: float) -> tuple[float, str]:
         "D": job.node_count,
         "C": job.cpus,
         "V": job.submit_time,
-        "l": job.time_limit_seconds,
+        "l": _limit(job.time_limit_seconds),
+        "L": _limit(job.time_limit_seconds) - time_used(job, now),
+        "M": time_used(job, now),
         "S": job.start_time or job.expected_start or float("inf"),
     }
     if key in number:
@@ -453,11 +532,12 @@ def _sort_value(job: JobInfo, key: str, now: float) -> tuple[float, str]:
 
 
 def sort_jobs(jobs: list[JobInfo], spec: str, now: float) -> list[JobInfo]:
-    """``--sort`` keys (``P,t,-p``); ``-`` reverses a key. Ties keep job-id order."""
+    """``--sort`` keys (``P,t,-p``, see ``sort_keys``); ``-`` reverses a key. Ties keep
+    job-id order."""
     ordered = sorted(jobs, key=lambda j: (j.array_job_id or j.id, j.array_task_id or 0))
-    for key in reversed(_list(spec)):
-        descending = key.startswith("-")
-        letter = key.lstrip("+-")
+    for letter, descending in reversed(sort_keys(spec)):
+        if letter in _IGNORED_SORT_LETTERS:
+            continue
 
         def value(job: JobInfo, letter: str = letter) -> tuple[float, str]:
             return _sort_value(job, letter, now)

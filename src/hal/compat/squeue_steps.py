@@ -48,7 +48,13 @@ def step_lines(
         {letter: STEP_LETTERS[letter][1](step, job, now) for letter in letters}
         for step, job in steps
     ]
-    return render_rows(layout, titles, rows, header=header, whole=("N",), whole_titles=("N",))
+    return render_rows(layout, titles, rows, header=header, uncut=_uncut, whole_titles=("N",))
+
+
+def _uncut(letter: str, value: str) -> bool:
+    """A right-aligned node list or run time is padded, never cut (``%.3N``, ``%.2M``), as
+    Slurm 22.05.8's squeue prints a step's (print.c passes them with cut_output false)."""
+    return letter == "N" or (letter == "M" and value[:1].isdigit())
 
 
 def running_steps(console: Console) -> list[tuple[StepInfo, JobInfo]]:

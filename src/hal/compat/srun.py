@@ -74,6 +74,7 @@ from hal.compat.options import RESOURCE_OPTIONS, Arg, Opt, OptionError, parse_op
 from hal.compat.seam import Console
 from hal.compat.srun_inputs import multi_prog_tasks, read_multi_prog, step_job
 from hal.compat.srun_output import OutputRequest, parse_open_mode
+from hal.compat.version import VERSION_LINE, asks_version
 from hal.core.distribution import parse_distribution
 from hal.core.errors import HalError, InvalidRequest
 from hal.core.multi_prog import MultiProg
@@ -348,6 +349,9 @@ def srun(argv: list[str], console: Console) -> int:
     env = console.environ
     if "--mpi=list" in argv or ("--mpi", "list") in itertools.pairwise(argv):
         console.out(MPI_TYPES)
+        return 0
+    if asks_version(argv, OPTIONS):
+        console.out(VERSION_LINE)
         return 0
     try:
         call = parse_command(argv, env)
