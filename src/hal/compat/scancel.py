@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
+from hal.compat.user_names import resolve_user
 from hal.compat.version import VERSION_LINE
 from hal.core.errors import Conflict, HalError, InvalidRequest, NotFound, PermissionDenied
 from hal.core.slurm_syntax import DEFAULT_MAX_ARRAY_SIZE, parse_array, parse_signal_name
@@ -243,6 +244,11 @@ def _split_ids(word: str) -> list[str]:
 
 def _cancel(request: Request, console: Console) -> int:
     client = console.client
+    users = [resolve_user(client, text) for text in request.users]
+    for text, name in zip(request.users, users, strict=True):
+        if name is None:  # before any cancel, as Slurm's scancel reads its options
+            return console.error(f"Invalid user name: {text}")
+    request.users = [name for name in users if name is not None]
     if request.me:
         request.users.append(console.current_user())
     steps = [t for t in request.targets if _NUMBERED_STEP.match(t)]  # (filters: jobs only)

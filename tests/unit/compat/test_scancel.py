@@ -164,3 +164,17 @@ def test_batch_signals_the_batch_shell_only() -> None:
 def test_bad_signal() -> None:
     result = call(cluster(), "scancel", "-s", "NOPE", "4")
     assert result.rc == 1 and "Unknown job signal: NOPE" in result.err
+
+
+@pytest.mark.parametrize("user", ["nosuchuser", "99999"])
+def test_unknown_user_is_an_error_and_cancels_nothing(user: str) -> None:
+    """Slurm 22.05.8: ``scancel: error: Invalid user name: nosuchuser``, rc 1 (HAL was
+    silent, rc 0, so a script's typo passed). Known: a name or uid of this host, or a
+    name the server holds jobs of (alice here, as HAL's token users)."""
+    client = cluster()
+    result = call(client, "scancel", "-u", user, "3")
+    assert (result.rc, result.out) == (1, "")
+    assert result.err == f"scancel: error: Invalid user name: {user}\n"
+    assert client.cancelled == []
+    assert call(client, "scancel", "-u", "0", "3").rc == 0  # root's uid
+    assert [t for t, _ in client.cancelled] == ["3"]
