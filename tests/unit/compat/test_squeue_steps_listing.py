@@ -66,3 +66,11 @@ def test_scontrol_show_step_prints_its_record() -> None:
     ]
     missing = call(cluster(), "scontrol", "show", "step", "6.4")
     assert (missing.rc, missing.out) == (1, "Job step 6.4 not found\n")
+
+
+def test_right_aligned_step_time_is_padded_never_cut() -> None:
+    """Slurm 22.05.8's ``squeue -s -o '%.2M|%.3N|%2M'`` printed ``0:01|localhost|0:``: a
+    right-aligned TIME or NODELIST keeps its whole value, a left-aligned one is cut (HAL
+    cut %.2M to ``1:``)."""
+    result = call(cluster(), "squeue", "-s", "-j", "6", "-o", "%.2M|%.3N|%2M")
+    assert result.lines == ["TI|NODELIST|TI", "1:00|n[2-3]|1:"]
