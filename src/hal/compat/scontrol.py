@@ -36,6 +36,7 @@ from hal.compat.job_fields import (
 from hal.compat.node_gres import gres, gres_used
 from hal.compat.node_states import scontrol_flags
 from hal.compat.sbatch import parse_constraint
+from hal.compat.scontrol_write import write
 from hal.compat.seam import Console
 from hal.compat.squeue_steps import show_step
 from hal.compat.version import VERSION_LINE
@@ -52,8 +53,8 @@ from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo, TopologyInfo,
 
 INVALID_JOB_ID = "slurm_load_jobs error: Invalid job id specified"
 COMMANDS = (
-    "show, hold, uhold, release, suspend, resume, requeue, requeuehold, update, create, delete "
-    "and reconfigure"
+    "show, hold, uhold, release, suspend, resume, requeue, requeuehold, update, create, delete, "
+    "write batch_script and reconfigure"
 )
 UPDATABLE = (
     "TimeLimit, TimeMin, Priority, Nice, JobName, Comment, Partition, Reservation, and of a "
@@ -66,8 +67,8 @@ NODE_STATES = {"DRAIN": "DRAIN", "DOWN": "DOWN", "RESUME": "RESUME", "UNDRAIN": 
 
 
 def scontrol(argv: list[str], console: Console) -> int:
-    flags = {arg for arg in argv if arg.startswith("-")}
-    words = [arg for arg in argv if not arg.startswith("-")]
+    flags = {arg for arg in argv if arg.startswith("-") and arg != "-"}  # ("-": stdout)
+    words = [arg for arg in argv if not arg.startswith("-") or arg == "-"]
     oneliner = bool(flags & {"-o", "--oneliner"})
     details = bool(flags & {"-d", "--details"})
     unknown = flags - {"-o", "--oneliner", "-d", "--details", "-Q", "--quiet", "-a", "--all"}
@@ -99,6 +100,8 @@ def scontrol(argv: list[str], console: Console) -> int:
             return _delete(args, console)
         if command == "reconfigure":
             return _reconfigure(args, console)
+        if command == "write":
+            return write(args, console)
     except HalError as err:
         return console.error(err.message)
     return console.error(f"invalid command {words[0]!r}; HAL's scontrol knows {COMMANDS}")

@@ -253,6 +253,10 @@ class FakeClient:
     def release(self, job_id: int | str) -> list[int]:
         return self._action("release", job_id)
 
+    def job_script(self, job_id: int | str) -> str:
+        self._action("job_script", job_id)
+        return f"#!/bin/sh\necho {job_id}\n"
+
     def requeue(self, job_id: int | str, *, hold: bool = False) -> list[int]:
         return self._action("requeuehold" if hold else "requeue", job_id)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from compat_fakes import T0, FakeClient, call, job, node, partition, running
 
 from hal.wire.nodes import BlockInfo, TopologyInfo
@@ -171,6 +173,25 @@ def test_hold_release_requeue() -> None:
     assert special.rc == 1 and "SpecialExit is not supported" in special.err
     missing = call(client, "scontrol", "hold", "77")
     assert (missing.rc, missing.err) == (1, "Invalid job id specified for job 77\n")
+
+
+def test_write_batch_script(tmp_path: Path) -> None:
+    """Slurm 22.05.8's words and exit codes (session 42; HAL refused ``write``)."""
+    client = cluster()
+    done = call(client, "scontrol", "write", "batch_script", "2", cwd=str(tmp_path))
+    assert (done.rc, done.out) == (0, "batch script for job 2 written to slurm-2.sh\n")
+    assert (tmp_path / "slurm-2.sh").read_text() == "#!/bin/sh\necho 2\n"
+    named = call(client, "scontrol", "write", "batch_script", "2", "x.sh", cwd=str(tmp_path))
+    assert named.out == "batch script for job 2 written to x.sh\n"
+    assert (tmp_path / "x.sh").exists()
+    assert call(client, "scontrol", "write", "batch_script", "2", "-").out == "#!/bin/sh\necho 2\n"
+    missing = call(client, "scontrol", "write", "batch_script", "77")
+    assert (missing.rc, missing.err) == (
+        0,
+        "job script retrieval failed: Invalid job id specified\n",
+    )
+    bogus = call(client, "scontrol", "write", "bogus", "2")
+    assert (bogus.rc, bogus.err) == (1, "invalid write argument:bogus\n")
 
 
 def test_suspend_and_resume() -> None:
