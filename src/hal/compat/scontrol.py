@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable
 from functools import partial
 
+from pydantic import ValidationError
+
 from hal.compat import reservations
 from hal.compat.formats import (
     SLURM_COMPAT_VERSION,
@@ -432,13 +434,20 @@ def config_lines(config: ClusterConfig, now: float) -> list[str]:
     return [f"Configuration data as of {when}"] + [f"{k:<23} = {v}" for k, v in pairs]
 
 
-def _job_ids(args: list[str]) -> list[str]:
+def _job_ids(args: list[str], console: Console | None = None) -> list[str]:
+    """The jobs ``args`` name: ids, ``JobId=`` lists, and (with ``console``) ``JobName=x``,
+    the caller's jobs named x that have not ended (Slurm 22.05.8's hold/release)."""
     ids = []
     for arg in args:
+        if console is not None and arg.lower().startswith("jobname="):
+            named = console.client.jobs(names=[arg.split("=", 1)[1]])
+            me = console.current_user()
+            ids += [str(job.id) for job in named if job.user == me]
+            continue
         value = arg.split("=", 1)[1] if arg.lower().startswith("jobid=") else arg
         ids += [item for item in value.split(",") if item]
     if not ids:
-        raise InvalidRequest("give one or more job ids")
+        raise InvalidRequest("give one or more job ids (or JobName=NAME)")
     return ids
 
 
@@ -460,7 +469,7 @@ def _job_action(command: str, args: list[str], console: Console) -> int:
             "requeues the job held (scontrol release lets it run)"
         )
     rc = 0
-    for job_id in _job_ids(args):
+    for job_id in _job_ids(args, console):
         try:
             action(job_id)
         except NotFound:
@@ -473,9 +482,13 @@ _KEY = re.compile(r"^([A-Za-z]+)=(.*)$")
 
 
 def _update(args: list[str], console: Console) -> int:
-    """``update JobId=12 TimeLimit=2:00:00`` or ``update job 12 TimeLimit=2:00:00``."""
+    """``update JobId=12 TimeLimit=2:00:00`` or ``update job 12 TimeLimit=2:00:00``; as in
+    Slurm 22.05.8 ``JobId=12,13`` updates both, ``JobName=x`` without a JobId every job
+    named x (of the caller's that have not ended), and ``TimeLimit=+5``/``-5`` moves each
+    job's limit by that much (session 42; HAL refused all three)."""
     job_id = None
     changes: dict[str, object] = {}
+    relative: tuple[int, int] | None = None  # (+1 or -1, seconds) of TimeLimit=+/-...
     rest = list(args)
     if len(rest) >= 2 and rest[0].lower() == "job":
         job_id, rest = rest[1], rest[2:]
@@ -486,11 +499,10 @@ def _update(args: list[str], console: Console) -> int:
         key, value = m.group(1).lower(), m.group(2)
         if key in ("jobid", "job"):
             job_id = value
+        elif key == "timelimit" and value.startswith(("+", "-")):
+            sign = 1 if value[0] == "+" else -1
+            relative = (sign, parse_time_limit(value[1:], field="TimeLimit", unlimited=False))
         elif key == "timelimit":
-            if value.startswith(("+", "-")):
-                raise InvalidRequest(
-                    "relative TimeLimit (+/-) is not supported; give the new limit"
-                )
             changes["time_limit_seconds"] = parse_time_limit(value, field="TimeLimit")
         elif key == "timemin":
             changes["time_min_seconds"] = parse_time_limit(value, field="TimeMin", unlimited=False)
@@ -508,20 +520,46 @@ def _update(args: list[str], console: Console) -> int:
             raise InvalidRequest(
                 f"Update of {m.group(1)} is not supported by HAL; it can update {UPDATABLE}"
             )
-    if job_id is None:
+    if job_id is None and "name" in changes:  # JobName=x selects the jobs named x
+        named = console.client.jobs(names=[str(changes.pop("name"))])
+        ids = [str(job.id) for job in named if job.user == console.current_user()]
+        if not ids:
+            console.err("No jobs with name found")  # (Slurm's error for no match)
+            return 1
+    elif job_id is None:
         raise InvalidRequest("give the job: scontrol update JobId=<id> Key=Value ...")
-    if not changes:
+    else:
+        ids = [item for item in job_id.split(",") if item]
+    if not changes and relative is None:
         raise InvalidRequest(f"nothing to update; give Key=Value pairs for {UPDATABLE}")
+    rc = 0
+    for one in ids:
+        try:
+            if relative is not None:
+                changes["time_limit_seconds"] = _moved_limit(console, one, *relative)
+            console.client.update_job(one, _job_update(changes))
+        except NotFound:
+            console.err(f"Invalid job id specified for job {one}")
+            rc = 1
+    return rc
+
+
+def _job_update(changes: dict[str, object]) -> JobUpdate:
     try:
-        update = JobUpdate.model_validate(changes)
-    except ValueError as err:
-        raise InvalidRequest(f"invalid update: {err}") from None
-    try:
-        console.client.update_job(job_id, update)
-    except NotFound:
-        console.err(f"Invalid job id specified for job {job_id}")
-        return 1
-    return 0
+        return JobUpdate.model_validate(changes)
+    except ValidationError as err:  # each field's own words, not pydantic's whole report
+        said = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors())
+        raise InvalidRequest(f"invalid update: {said}") from None
+
+
+def _moved_limit(console: Console, job_id: str, sign: int, seconds: int) -> int:
+    """``TimeLimit=+T``/``-T``: the job's limit moved by T (at least a minute left)."""
+    now = console.client.job(job_id).time_limit_seconds
+    if now <= 0:
+        raise InvalidRequest(
+            f"job {job_id} has no time limit to move; give the new limit (TimeLimit=2:00:00)"
+        )
+    return max(now + sign * seconds, 60)
 
 
 # the keys of what only a pending job may change, by the JobUpdate field each sets

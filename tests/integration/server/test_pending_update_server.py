@@ -263,3 +263,37 @@ def test_a_dependency_on_an_array_element_waits_for_that_element(
     missing = live.cli(*sbatch, "-d", f"afterok:{array}_7", cwd=tmp_path)
     assert missing.returncode != 0
     assert f"array job {array} has no element 7" in missing.stderr
+
+
+def test_update_several_jobs_by_ids_or_name_and_relative_limits(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    """Slurm 22.05.8 (session 42; HAL refused each): ``update JobId=a,b`` updates both,
+    ``update JobName=x ...`` every job named x, ``TimeLimit=+5``/``-2`` moves the limit,
+    ``hold``/``release JobName=x`` act on the jobs named x; a bad Nice says which field,
+    without pydantic's report."""
+    a, b = (
+        submit(live, tmp_path, SLEEPER, name="sel", hold=True, time_limit_seconds=300) for _ in "ab"
+    )
+    other = submit(live, tmp_path, SLEEPER, name="other", hold=True, time_limit_seconds=300)
+
+    def limits() -> list[int]:
+        with live.client() as admin:
+            return [admin.job(j).time_limit_seconds for j in (a, b, other)]
+
+    assert live.cli("scontrol", "update", f"JobId={a},{b}", "TimeLimit=7").returncode == 0
+    assert limits() == [420, 420, 300]
+    assert live.cli("scontrol", "update", "JobName=sel", "TimeLimit=6").returncode == 0
+    assert limits() == [360, 360, 300]
+    assert live.cli("scontrol", "update", f"JobId={a}", "TimeLimit=+5").returncode == 0
+    assert live.cli("scontrol", "update", f"JobId={b}", "TimeLimit=-2").returncode == 0
+    assert limits() == [660, 240, 300]
+    assert live.cli("scontrol", "release", "JobName=sel").returncode == 0
+    with live.client() as admin:
+        assert [admin.job(j).priority > 0 for j in (a, b, other)] == [True, True, False]
+    assert live.cli("scontrol", "hold", "JobName=sel").returncode == 0
+    with live.client() as admin:
+        assert [admin.job(j).priority for j in (a, b)] == [0, 0]
+    bad = live.cli("scontrol", "update", f"JobId={a}", "Nice=20000")
+    assert bad.returncode == 1 and "nice" in bad.stderr and "pydantic" not in bad.stderr
+    live.cli("scancel", a, b, other)

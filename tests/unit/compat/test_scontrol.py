@@ -220,7 +220,12 @@ def test_update_refuses_unknown_keys() -> None:
 def test_update_needs_job_and_changes() -> None:
     assert "give the job" in call(cluster(), "scontrol", "update", "TimeLimit=5").err
     assert "nothing to update" in call(cluster(), "scontrol", "update", "JobId=2").err
-    assert "relative" in call(cluster(), "scontrol", "update", "JobId=2", "TimeLimit=+5").err
+
+
+def test_relative_time_limit_needs_a_limit_to_move() -> None:
+    """(The move itself: test_pending_update_server.py.)"""
+    done = call(cluster(), "scontrol", "update", "JobId=2", "TimeLimit=+5")
+    assert done.rc == 1 and "job 2 has no time limit to move" in done.err
 
 
 def test_update_bad_time_limit_quotes_it_whole() -> None:
