@@ -103,6 +103,8 @@ def planned_end(job: JobInfo, start: float | None) -> float | None:
 
 
 def _end(job: JobInfo, now: float) -> str:
+    if job.end_time is None and job.start_time is not None and job.time_limit_seconds <= 0:
+        return "NONE"  # running without a limit: Slurm 22.05.8's squeue %e
     return timestamp(planned_end(job, job.start_time))
 
 

@@ -21,9 +21,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol, cast
 
 from hal.compat import sacctmgr_fields as fields
-from hal.compat.formats import SLURM_COMPAT_VERSION, parsable_mode
+from hal.compat.formats import parsable_mode
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
+from hal.compat.version import VERSION_LINE
 from hal.core.errors import HalError
 
 if TYPE_CHECKING:
@@ -320,7 +321,7 @@ def sacctmgr(argv: list[str], console: Console) -> int:
     words = list(parsed.positionals)
     verb = words[0].lower() if words else ""
     if "version" in opts or verb == "version":
-        console.out(f"slurm {SLURM_COMPAT_VERSION} (HAL)")
+        console.out(VERSION_LINE)
         return 0
     if {"help", "usage"} & opts.keys() or verb == "help":
         console.out(USAGE)

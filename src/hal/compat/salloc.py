@@ -39,7 +39,6 @@ from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from hal.compat.formats import SLURM_COMPAT_VERSION
 from hal.compat.salloc_options import (
     HELP,
     Granted,
@@ -51,6 +50,7 @@ from hal.compat.salloc_options import (
 from hal.compat.sbatch import process_umask
 from hal.compat.seam import Console
 from hal.compat.steps import FORWARDED as STEP_FORWARDED
+from hal.compat.version import VERSION_LINE
 from hal.core.errors import HalError, InvalidRequest, NotFound, PermissionDenied
 from hal.core.states import JobState, PendingReason
 from hal.wire.submit import non_defaults
@@ -103,7 +103,7 @@ def salloc(argv: list[str], console: Console) -> int:
         console.stdout.write(HELP)
         return 0
     if request.version:
-        console.out(f"slurm {SLURM_COMPAT_VERSION} (HAL)")
+        console.out(VERSION_LINE)
         return 0
 
     def info(line: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import socket
 from typing import TYPE_CHECKING
 
-from hal.compat.formats import SLURM_COMPAT_VERSION, timestamp
+from hal.compat.formats import timestamp
 from hal.compat.sbatch import (
     HELP,
     SbatchRequest,
@@ -19,6 +19,7 @@ from hal.compat.sbatch import (
     script_text,
 )
 from hal.compat.seam import Console
+from hal.compat.version import VERSION_LINE
 from hal.core.errors import HalError, Unavailable
 from hal.core.slurm_syntax import compress_hostlist
 from hal.core.states import JobState
@@ -57,7 +58,7 @@ def sbatch(argv: list[str], console: Console) -> int:
         console.stdout.write(HELP)
         return 0
     if request.version:
-        console.out(f"slurm {SLURM_COMPAT_VERSION} (HAL)")
+        console.out(VERSION_LINE)
         return 0
     for var in ignored_variables(console.environ):
         console.err(f"sbatch: warning: {var} is not supported by HAL: ignored")

@@ -248,6 +248,12 @@ def test_pending_letters() -> None:
     ]
 
 
+def test_end_of_a_running_job_without_a_limit_is_none() -> None:
+    """Slurm 22.05.8's squeue %e (session 42): NONE, where HAL printed N/A."""
+    layout = parse_format("%e")
+    assert job_lines(layout, [running(6, time_limit_seconds=0)], T0, header=False) == ["NONE"]
+
+
 def test_widths_alignment_and_cutting() -> None:
     info = job(123456, name="a-very-long-name")
     layout = parse_format("%.10i|%-10j|%5j|%.3j|%20Y|")
