@@ -248,11 +248,14 @@ def parse_print_fields(
     *,
     unknown: Callable[[str], str],
     signed: bool = False,
+    exact: bool = False,
 ) -> list[tuple[T, int]]:
     """``JobID,JobName%30`` → (field, width) per name (``find`` looks a name up; none
-    found: ``ValueError(unknown(name))``). ``%W`` sets the width: for sacct, sstat and
-    sshare a positive W that keeps the default's alignment; ``signed`` (sacctmgr) as
-    Slurm's atoi there, a negative W left-aligning and 0 keeping the default."""
+    found: ``ValueError(unknown(name))``). ``%W`` sets the width: for sshare a positive W
+    that keeps the default's alignment; ``signed`` (sacctmgr) as Slurm's atoi there, a
+    negative W left-aligning and 0 keeping the default; ``exact`` (sacct, sstat) W as
+    written, as Slurm 22.05.8's sacct: ``%20`` right-aligns, ``%-20`` left-aligns and
+    ``%0`` is a column of no width (its values show only with -p/-P)."""
     columns: list[tuple[T, int]] = []
     for raw in text.split(","):
         item = raw.strip()
@@ -264,7 +267,14 @@ def parse_print_fields(
         if found is None:
             raise ValueError(unknown(name))
         width = width_of(found)
-        if width_text and signed:
+        if width_text and exact:
+            if not re.fullmatch(r"-?\d+", width_text):
+                raise ValueError(
+                    f"Invalid field width in {item!r}: write a width, e.g. {name}%20 "
+                    f"(right-aligned) or {name}%-20 (left-aligned)"
+                )
+            width = int(width_text)
+        elif width_text and signed:
             try:
                 width = int(width_text) or width
             except ValueError:
@@ -281,11 +291,18 @@ def parse_print_fields(
 
 def fixed_cell(value: str, width: int) -> str:
     """One value in ``abs(width)`` places: right-aligned (left for a negative width),
-    one too long cut with a ``+`` in its last place."""
+    one too long cut with a ``+`` in its last place; nothing in none (sacct's ``%0``)."""
     size = abs(width)
+    if size == 0:
+        return ""
     if len(value) > size:
         value = value[: size - 1] + "+"
     return value.ljust(size) if width < 0 else value.rjust(size)
+
+
+def _title_cell(title: str, width: int) -> str:
+    """A sacct title: aligned as its column's values, cut to the width without a ``+``."""
+    return fixed_cell(title[: abs(width)], width)
 
 
 def print_fields(
@@ -296,17 +313,19 @@ def print_fields(
     parsable: str = "",
     titles_as_values: bool = False,
     trailing_blank: bool = False,
+    delimiter: str = "|",
 ) -> list[str]:
     """The lines of a table of ``columns`` (title, width) and ``rows`` (a value per
-    column): fixed-width columns under a dashed rule, or ``|``-separated (``parsable``,
-    see ``parsable_mode``). A title is right-aligned and cut to its width, unless
-    ``titles_as_values`` (sacct's: aligned and cut as the values are). Lines carry no
-    trailing blanks unless ``trailing_blank`` (sacct's: a blank after every column)."""
+    column): fixed-width columns under a dashed rule, or ``delimiter``-separated
+    (``parsable``, see ``parsable_mode``; sacct's ``--delimiter``). A title is
+    right-aligned and cut to its width, unless ``titles_as_values`` (sacct's: aligned as
+    the values are, cut without a ``+``: ``Nod``, as Slurm 22.05.8's sacct). Lines carry
+    no trailing blanks unless ``trailing_blank`` (sacct's: a blank after every column)."""
     titles = [title for title, _ in columns]
     if parsable:
-        tail = "|" if parsable == "trailing" else ""
-        lines = ["|".join(titles) + tail] if header else []
-        return lines + ["|".join(row) + tail for row in rows]
+        tail = delimiter if parsable == "trailing" else ""
+        lines = [delimiter.join(titles) + tail] if header else []
+        return lines + [delimiter.join(row) + tail for row in rows]
 
     def line(cells: Iterable[str]) -> str:
         text = " ".join(cells)
@@ -315,7 +334,7 @@ def print_fields(
     widths = [width for _, width in columns]
     lines = []
     if header:
-        cut = fixed_cell if titles_as_values else lambda t, w: t[: abs(w)].rjust(abs(w))
+        cut = _title_cell if titles_as_values else lambda t, w: t[: abs(w)].rjust(abs(w))
         lines.append(line(cut(t, w) for t, w in zip(titles, widths, strict=True)))
         lines.append(line("-" * abs(w) for w in widths))
     lines += [line(fixed_cell(v, w) for v, w in zip(row, widths, strict=True)) for row in rows]

@@ -30,8 +30,11 @@ from hal.compat.formats import (
 )
 from hal.compat.job_fields import reason_name, time_used, total_cpu_seconds
 from hal.compat.options import Arg, Opt, OptionError, parse_options
+from hal.compat.sacct_names import full_names
 from hal.compat.sacct_runs import records
+from hal.compat.sacct_style import TimeStyle, in_unit, parse_units, time_style
 from hal.compat.seam import Console
+from hal.compat.version import VERSION_LINE
 from hal.core.errors import HalError, InvalidRequest, NotFound
 from hal.core.slurm_syntax import compress_hostlist, expand_hostlist, parse_begin
 from hal.core.states import OTHER_SLURM_STATES, STATES_BY_CODE, JobState
@@ -54,6 +57,8 @@ OPTIONS = (
     Opt("parsable", ("parsable",), "p", Arg.NONE),
     Opt("parsable2", ("parsable2",), "P", Arg.NONE),
     Opt("noheader", ("noheader",), "n", Arg.NONE),
+    Opt("delimiter", ("delimiter",), arg=Arg.REQUIRED),  # with -p/-P, for the "|"
+    Opt("units", ("units",), arg=Arg.REQUIRED),
     Opt("format", ("format", "fields"), "o"),
     Opt("jobs", ("jobs",), "j"),
     Opt("user", ("user", "uid"), "u"),
@@ -128,13 +133,12 @@ def _uid(user: str) -> str:
 
 
 def _user_name(text: str) -> str:
-    """``-u`` takes user names or numeric uids (sacct.1); jobs carry names."""
-    if not text.isdigit():
-        return text
+    """``-u`` takes user names or numeric uids (sacct.1); jobs carry names. One this
+    machine does not know is refused, as Slurm 22.05.8's sacct refuses it."""
     try:
-        return pwd.getpwuid(int(text)).pw_name
+        return pwd.getpwuid(int(text)).pw_name if text.isdigit() else pwd.getpwnam(text).pw_name
     except (KeyError, OverflowError):
-        return text
+        raise InvalidRequest(f"Invalid user id: {text}", field="user") from None
 
 
 def _started(job: JobInfo) -> bool:
@@ -216,9 +220,17 @@ def _step_used(job: JobInfo, step: str) -> StepRecord | None:
 
 
 def _ave_rss(job: JobInfo, step: str, now: float) -> str:
+    return _measured(job, step, memory_kib(int(_ave_rss_kib(job, step) * 1024)))
+
+
+def _ave_rss_kib(job: JobInfo, step: str) -> float:
     record = _step_used(job, step)
-    size = record.ave_rss_bytes if record is not None else job.max_rss_bytes
-    return _measured(job, step, memory_kib(size))
+    return (record.ave_rss_bytes if record is not None else job.max_rss_bytes) / 1024
+
+
+def _req_mem_mib(job: JobInfo) -> int:
+    """ReqMem: the memory asked per node, in whole MiB as Slurm counts it."""
+    return job.memory_bytes // max(job.node_count, 1) // (1024 * 1024)
 
 
 def _max_rss_node(job: JobInfo, step: str, now: float) -> str:
@@ -266,16 +278,11 @@ FIELDS: dict[str, tuple[str, int, Column]] = {
     "derivedexitcode": ("DerivedExitCode", 15, _job_only(_derived_exit_code)),
     "elapsed": ("Elapsed", 10, lambda j, s, n: duration_long(time_used(j, n))),
     "elapsedraw": ("ElapsedRaw", 10, lambda j, s, n: str(int(time_used(j, n)))),
-    # a job that ended without starting (cancelled while pending): "None", as Slurm's
-    "start": ("Start", 19, lambda j, s, n: timestamp(j.start_time, _unstarted(j))),
+    "start": ("Start", 19, lambda j, s, n: timestamp(_start(j), "Unknown")),
     "end": ("End", 19, lambda j, s, n: timestamp(j.end_time, "Unknown")),
     "submit": ("Submit", 19, lambda j, s, n: timestamp(j.submit_time, "Unknown")),
     "eligible": ("Eligible", 19, lambda j, s, n: timestamp(j.eligible_time, "Unknown")),
-    "reqmem": (
-        "ReqMem",
-        10,
-        _job_only(lambda j: memory_mib(j.memory_bytes // max(j.node_count, 1))),
-    ),
+    "reqmem": ("ReqMem", 10, _job_only(lambda j: memory_mib(_req_mem_mib(j) * 1024 * 1024))),
     # Usage is measured by the agent for the batch step when it ends, and for a numbered
     # step by its nodes (or srun) when it ends (the job line's memory fields are blank,
     # as sacct's; its TotalCPU is the sum over its steps, the batch step's included).
@@ -323,9 +330,35 @@ FIELDS: dict[str, tuple[str, int, Column]] = {
 }
 
 
+def styled_fields(units: str, times: TimeStyle) -> dict[str, tuple[str, int, Column]]:
+    """``FIELDS`` with sizes in ``units`` ("": each in its own, as sacct's default) and
+    times in ``times`` (``SLURM_TIME_FORMAT``; module ``sacct_style``)."""
+
+    def when(get: Callable[[JobInfo], float | None]) -> Column:
+        return lambda j, s, n: times.text(get(j), "Unknown", n)
+
+    def size(text: str, value: float, base: str) -> str:  # blank stays blank (unmeasured)
+        return in_unit(value, base, units) if units and text else text
+
+    rss = FIELDS["maxrss"][2]
+    ave = FIELDS["averss"][2]
+    req = FIELDS["reqmem"][2]
+    return FIELDS | {
+        "start": ("Start", 19, when(_start)),
+        "end": ("End", 19, when(lambda j: j.end_time)),
+        "submit": ("Submit", 19, when(lambda j: j.submit_time)),
+        "eligible": ("Eligible", 19, when(lambda j: j.eligible_time)),
+        "maxrss": ("MaxRSS", 10, lambda j, s, n: size(rss(j, s, n), j.max_rss_bytes / 1024, "K")),
+        "averss": ("AveRSS", 10, lambda j, s, n: size(ave(j, s, n), _ave_rss_kib(j, s), "K")),
+        "reqmem": ("ReqMem", 10, lambda j, s, n: size(req(j, s, n), _req_mem_mib(j), "M")),
+    }
+
+
 @dataclass
 class Request:
     fields: list[tuple[str, int, Column]] = field(default_factory=list)
+    delimiter: str = "|"  # --delimiter, between the values of -p/-P lines
+    version: bool = False
     steps: bool = True
     duplicates: bool = False  # -D: a requeued job's earlier runs too (``sacct_runs``)
     parsable: str = ""  # "", "trailing" (--parsable) or "plain" (--parsable2)
@@ -345,14 +378,20 @@ class Request:
 
 def sacct(argv: list[str], console: Console) -> int:
     now = console.clock()
+    times, bad_format = time_style(console.environ.get("SLURM_TIME_FORMAT"))
+    if bad_format:  # Slurm says so and prints the standard form
+        console.error(bad_format)
     try:
-        request = parse_request(argv, now, console.environ.get("SACCT_FORMAT"))
+        request = parse_request(argv, now, console.environ.get("SACCT_FORMAT"), times)
     except OptionError as err:
         return console.error(err.for_command("sacct"))
     except HalError as err:
         return console.error(err.message)
     if request is None:
         console.out(" ".join(title for title, _, _ in FIELDS.values()))
+        return 0
+    if request.version:  # as HAL's other commands print it (compat.version)
+        console.out(VERSION_LINE)
         return 0
     try:
         if not request.users and not request.all_users and not request.ids:
@@ -376,31 +415,44 @@ def sacct(argv: list[str], console: Console) -> int:
     return 0
 
 
-def parse_request(argv: list[str], now: float, env_format: str | None) -> Request | None:
+def parse_request(
+    argv: list[str], now: float, env_format: str | None, times: TimeStyle | None = None
+) -> Request | None:
+    """The request ``argv`` makes; None for --help, --usage or --helpformat (the field
+    list). Fields: every -o/--format, in order (Slurm joins them), then -b's or -l's;
+    none of these: SACCT_FORMAT or the default."""
     parsed = parse_options(argv, OPTIONS)
     request = Request()
-    fields_text = env_format or DEFAULT_FIELDS
+    formats: list[str] = []
+    preset = ""
+    units = ""
     for dest, value, _spelled in parsed.values:
         text = value or ""
         items = [item.strip() for item in text.split(",") if item.strip()]
-        if dest in ("help", "usage", "version", "helpformat"):
+        if dest in ("help", "usage", "helpformat"):
             return None
-        if dest == "allocations":
+        if dest == "version":
+            request.version = True
+        elif dest == "allocations":
             request.steps = False
         elif dest == "duplicates":
             request.duplicates = True
         elif dest == "brief":
-            fields_text = BRIEF_FIELDS
+            preset = BRIEF_FIELDS
         elif dest == "long":
-            fields_text = LONG_FIELDS
+            preset = LONG_FIELDS
         elif dest == "parsable":
             request.parsable = "trailing"
         elif dest == "parsable2":
             request.parsable = "plain"
+        elif dest == "delimiter":
+            request.delimiter = text
+        elif dest == "units":
+            units = parse_units(text)
         elif dest == "noheader":
             request.header = False
         elif dest == "format":
-            fields_text = text
+            formats.append(text)
         elif dest == "jobs":
             for item in items:  # 123, 123.batch or 123.4
                 base, _, step = item.partition(".")
@@ -430,12 +482,23 @@ def parse_request(argv: list[str], now: float, env_format: str | None) -> Reques
             request.accounts += items
     if parsed.positionals:
         raise InvalidRequest(f"Unrecognized option: {parsed.positionals[0]}")
-    request.fields = parse_fields(fields_text)
+    if formats and preset == LONG_FIELDS:
+        raise InvalidRequest(
+            "Options -o(--format) and -l(--long) are mutually exclusive. Please remove one "
+            "and retry.",
+            field="format",
+        )
+    fields_text = ",".join(
+        [*formats, preset] if formats or preset else [env_format or DEFAULT_FIELDS]
+    )
+    request.fields = parse_fields(fields_text, styled_fields(units, times or TimeStyle()))
     if not request.fields:
         raise InvalidRequest(
             "No fields requested: --format needs field names, e.g. --format=JobID,State",
             field="format",
         )
+    if "REQUEUED" in request.states:  # a requeued run is an earlier record: Slurm's -D
+        request.duplicates = True
     if request.states:
         # Slurm 22.05.8 (docs/slurm-checks.md): with -s the window is the moment -S
         # unless -E widens it; -S defaults to now (`sacct -s R` is the jobs running now),
@@ -480,14 +543,16 @@ def _state_name(text: str) -> str:
 def parse_fields(
     text: str, known: dict[str, tuple[str, int, Column]] = FIELDS, command: str = "sacct"
 ) -> list[tuple[str, int, Column]]:
-    """``JobID,JobName%30,State`` → columns of ``known``; ``%N`` sets the width."""
-    return parse_columns(text, known, command)
+    """``JobID,JobName%30,State`` → columns of ``known``; names as Slurm's sacct reads
+    them, any prefix (``sacct_names``); ``%N`` sets the width, ``%-N`` left-aligns it."""
+    return parse_columns(full_names(text, known), known, command, exact=True)
 
 
 def parse_columns(
-    text: str, known: dict[str, tuple[str, int, ColumnT]], command: str
+    text: str, known: dict[str, tuple[str, int, ColumnT]], command: str, *, exact: bool = False
 ) -> list[tuple[str, int, ColumnT]]:
-    """``parse_fields`` for any kind of column (sstat's read its own lines)."""
+    """``parse_fields`` for any kind of column (sstat's read its own lines); ``exact``:
+    widths as sacct's (``parse_print_fields``)."""
     titles = ", ".join(title for title, _, _ in known.values())
     try:
         found = parse_print_fields(
@@ -497,6 +562,7 @@ def parse_columns(
             unknown=lambda name: (
                 f'Invalid field requested: "{name}" (HAL\'s {command} knows: {titles})'
             ),
+            exact=exact,
         )
     except ValueError as err:
         raise InvalidRequest(str(err), field="format") from err
@@ -508,11 +574,14 @@ def _was_in(job: JobInfo, state: str, start: float, end: float) -> bool:
     submission to its start, running from its start to its end, an end state at its
     end (Slurm's ``sacct -s X -S start -E end``)."""
     if state == JobState.PENDING:  # a job held or waiting on a dependency was not eligible
+        started = _start(job)  # a job cancelled while pending waited until then
         return (
             job.eligible_time is not None
             and job.eligible_time < end
-            and (job.start_time is None or job.start_time >= start)
+            and (started is None or started >= start)
         )
+    if state == JobState.SUSPENDED and not _was_suspended(job):
+        return False
     if state in (JobState.RUNNING, JobState.SUSPENDED):
         return (
             job.start_time is not None
@@ -522,8 +591,16 @@ def _was_in(job: JobInfo, state: str, start: float, end: float) -> bool:
     return job.state == state and job.end_time is not None and start <= job.end_time <= end
 
 
-def _unstarted(job: JobInfo) -> str:
-    return "None" if job.end_time is not None else "Unknown"
+def _was_suspended(job: JobInfo) -> bool:
+    """Whether the job is suspended or ever was (Slurm's ``-s S`` lists no other job; HAL
+    keeps how long, not when, so the window is that of its run)."""
+    return job.state == JobState.SUSPENDED or job.suspended_seconds > 0
+
+
+def _start(job: JobInfo) -> float | None:
+    """When the job started; for a job that ended without starting (cancelled while
+    pending) its end, as Slurm 22.05.8 records such a job (Start = End, Elapsed 0)."""
+    return job.start_time if job.start_time is not None else job.end_time
 
 
 def _wanted(job: JobInfo, request: Request, now: float) -> bool:
@@ -578,7 +655,13 @@ def sacct_lines(request: Request, jobs: list[JobInfo], now: float) -> list[str]:
                 rows.append(
                     [column(view, str(step.step_id), now) for _, _, column in request.fields]
                 )
-    return table_lines(request.fields, rows, parsable=request.parsable, header=request.header)
+    return table_lines(
+        request.fields,
+        rows,
+        parsable=request.parsable,
+        header=request.header,
+        delimiter=request.delimiter,
+    )
 
 
 def _step_view(job: JobInfo, step: StepRecord) -> JobInfo:
@@ -610,10 +693,17 @@ def table_lines(
     *,
     parsable: str,
     header: bool,
+    delimiter: str = "|",
 ) -> list[str]:
     """sacct's (and sstat's) output: Slurm's print_fields, the titles aligned and cut
     as the values are and a blank after every column."""
     columns = [(title, width) for title, width, _ in fields]
     return print_fields(
-        columns, rows, header=header, parsable=parsable, titles_as_values=True, trailing_blank=True
+        columns,
+        rows,
+        header=header,
+        parsable=parsable,
+        titles_as_values=True,
+        trailing_blank=True,
+        delimiter=delimiter,
     )

@@ -183,11 +183,17 @@ def test_sacct_no_fields_is_refused(fields: str) -> None:
     assert result.err.startswith("sacct: error: No fields requested")
 
 
-def test_sacct_zero_width_is_refused() -> None:
-    """``JobID%0`` printed cut garbage (``JobI+``)."""
-    result = call(history(), "sacct", "--format=JobID%0")
-    assert result.rc == 1
-    assert "Invalid field width in 'JobID%0'" in result.err
+def test_sacct_zero_width_is_an_empty_column_and_a_word_is_refused() -> None:
+    """``JobID%0`` printed cut garbage (``JobI+``); Slurm 22.05.8's sacct prints a column
+    of no width (its blank alone), the values whole with -P. HAL refuses ``JobID%x``,
+    which Slurm's atoi also takes as 0: a typo would hide the column."""
+    result = call(history(), "sacct", "-X", "-n", "--format=JobID%0,State")
+    assert (result.rc, result.out) == (0, "  COMPLETED \n")
+    parsable = call(history(), "sacct", "-X", "-n", "-P", "--format=JobID%0,State")
+    assert parsable.out == "3|COMPLETED\n"
+    refused = call(history(), "sacct", "--format=JobID%x")
+    assert refused.rc == 1
+    assert "Invalid field width in 'JobID%x'" in refused.err
 
 
 @pytest.mark.parametrize("state", ["requeued", "RQ", "resizing", "CF"])
