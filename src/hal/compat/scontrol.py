@@ -13,6 +13,7 @@ filled with made-up numbers.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable
@@ -43,11 +44,14 @@ from hal.compat.seam import Console
 from hal.compat.squeue_steps import show_step
 from hal.compat.version import VERSION_LINE
 from hal.core.errors import HalError, InvalidRequest, NotFound, UnsupportedOption
+from hal.core.mail import check_mail_user, parse_mail_type
 from hal.core.slurm_syntax import (
     compress_hostlist,
     expand_hostlist,
     parse_begin,
     parse_dependency,
+    parse_memory,
+    parse_nodes,
     parse_time_limit,
 )
 from hal.wire.jobs import JobInfo, JobUpdate
@@ -59,9 +63,10 @@ COMMANDS = (
     "write batch_script and reconfigure"
 )
 UPDATABLE = (
-    "TimeLimit, TimeMin, Priority, Nice, JobName, Comment, Partition, Reservation, and of a "
-    "pending job StartTime, Dependency, QOS, Account, Features, ExcNodeList, ReqNodeList, "
-    "ArrayTaskThrottle"
+    "TimeLimit, TimeMin, Priority, Nice, JobName, Comment, Partition, Reservation, Requeue, "
+    "and of a pending job StartTime, Dependency, QOS, Account, Features, ExcNodeList, "
+    "ReqNodeList, ArrayTaskThrottle, NumNodes, NumTasks, MinMemoryNode, MinMemoryCPU, "
+    "WorkDir, StdOut, StdErr, MailUser, MailType"
 )
 NO_TOPOLOGY = "No topology information available"
 # State= of ``update NodeName=...``: what ``hal drain`` / ``hal resume`` send for it
@@ -514,6 +519,10 @@ def _update(args: list[str], console: Console) -> int:
             changes["name"] = value
         elif key in ("comment", "partition", "reservation"):
             changes[key] = value
+        elif key == "requeue":
+            if value not in ("0", "1"):
+                raise InvalidRequest(f"Requeue needs 0 or 1, got {value!r}")
+            changes["requeue"] = value == "1"
         elif key in PENDING_KEYS:
             changes.update(_pending_change(m.group(1), PENDING_KEYS[key], value, console))
         else:
@@ -573,6 +582,15 @@ PENDING_KEYS = {
     "excnodelist": "exclude",
     "reqnodelist": "nodelist",
     "arraytaskthrottle": "array_max_running",
+    "numnodes": "nodes_min",
+    "numtasks": "ntasks",
+    "minmemorynode": "memory_per_node_bytes",
+    "minmemorycpu": "memory_per_cpu_bytes",
+    "workdir": "workdir",
+    "stdout": "stdout",
+    "stderr": "stderr",
+    "mailuser": "mail_user",
+    "mailtype": "mail_type",
 }
 
 
@@ -586,6 +604,21 @@ def _pending_change(key: str, field: str, value: str, console: Console) -> dict[
         if not value.isdigit():
             raise InvalidRequest(f"{key} needs a count of 0 or more (0: no limit), got {value!r}")
         return {field: int(value)}
+    if field == "nodes_min":  # NumNodes=MIN[-MAX], as sbatch -N
+        low, high = parse_nodes(value)
+        return {"nodes_min": low, "nodes_max": high}
+    if field == "ntasks":
+        if not value.isdigit() or int(value) < 1:
+            raise InvalidRequest(f"{key} needs a positive count, got {value!r}")
+        return {field: int(value)}
+    if field.startswith("memory_"):
+        return {field: parse_memory(value, field=key)}
+    if field == "workdir":  # relative to where scontrol runs, as sbatch -D
+        return {field: os.path.normpath(os.path.join(console.cwd, value))}
+    if field == "mail_type":
+        return {field: parse_mail_type(value)}
+    if field == "mail_user":
+        return {field: check_mail_user(value)}
     if field == "dependency" and value:
         parse_dependency(value, field=key)
     if field == "constraint":

@@ -1227,7 +1227,7 @@ class Cluster:
                             spec=new.spec.with_changes(nice=0),
                         )
                 spec_changes: dict[str, object] = {}
-                for key in ("name", "comment", "nice"):
+                for key in ("name", "comment", "nice", "requeue"):
                     if fields.get(key) is not None:
                         spec_changes[key] = fields[key]
                 if "nice" in spec_changes:

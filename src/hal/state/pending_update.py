@@ -2,7 +2,9 @@
 
 ``Cluster.update`` calls these under its lock for ``JobUpdate``'s request fields
 (``REQUEST_FIELDS``: StartTime, Dependency, QOS, Account, Features, ExcNodeList,
-ReqNodeList) and ``array_max_running`` (ArrayTaskThrottle):
+ReqNodeList, and since session 42 NumNodes, NumTasks, MinMemoryNode, MinMemoryCPU,
+WorkDir, StdOut, StdErr, MailUser and MailType) and ``array_max_running``
+(ArrayTaskThrottle):
 
 * only a pending job's request changes, as in Slurm ("Job is no longer pending
   execution"); of an array, its elements still pending (none pending: refused);
@@ -41,7 +43,19 @@ REQUEST_FIELDS = {
     "constraint": "Features",
     "exclude": "ExcNodeList",
     "nodelist": "ReqNodeList",
+    "nodes_min": "NumNodes",
+    "nodes_max": "NumNodes",
+    "ntasks": "NumTasks",
+    "memory_per_node_bytes": "MinMemoryNode",
+    "memory_per_cpu_bytes": "MinMemoryCPU",
+    "workdir": "WorkDir",
+    "stdout": "StdOut",
+    "stderr": "StdErr",
+    "mail_user": "MailUser",
+    "mail_type": "MailType",
 }
+# one memory request replaces the others, as sbatch's --mem/--mem-per-cpu/--mem-per-gpu
+_MEMORY = ("memory_per_node_bytes", "memory_per_cpu_bytes", "memory_per_gpu_bytes")
 
 
 async def request_changes(
@@ -66,17 +80,41 @@ async def request_changes(
         return changes
     if all(j.state is not JobState.PENDING for j in jobs):
         job = jobs[0]
-        keys = ", ".join(REQUEST_FIELDS[name] for name in changes)
+        keys = ", ".join(dict.fromkeys(REQUEST_FIELDS[name] for name in changes))
         raise Conflict(
             f"Job is no longer pending execution: job {job.display_id} is {job.state.value}; "
             f"its {keys} may change only while it is pending"
         )
+    _shape(jobs, changes)
     dependency = changes.get("dependency")
     if isinstance(dependency, Dependency):
         probe = jobs[0].spec.with_changes(dependency=dependency)
         cluster.check_dependency_targets(probe, await cluster.known_ids([probe]), None)
         check_no_cycle(cluster, jobs, dependency)
     return changes
+
+
+def _shape(jobs: Sequence[Job], changes: dict[str, object]) -> None:
+    """The rest of the request that NumNodes, NumTasks and a memory request imply: an
+    explicit node count (as ``-N``), no fewer nodes than asked, and one memory request."""
+    if "nodes_min" in changes:
+        low = int(changes["nodes_min"])  # type: ignore[call-overload]
+        high = int(changes.setdefault("nodes_max", low))  # type: ignore[call-overload]
+        if high < low:
+            raise InvalidRequest(f"NumNodes: the most nodes, {high}, is below the fewest, {low}")
+        changes["fewest_nodes"] = False  # given, as -N: the job gets as many as it can
+    given = [memory for memory in _MEMORY if changes.get(memory) is not None]
+    if given:
+        changes.update({other: None for other in _MEMORY if other != given[0]})
+    workdir = changes.get("workdir")
+    if workdir is not None and not str(workdir).startswith("/"):
+        raise InvalidRequest(f"WorkDir must be an absolute path, got {workdir!r}")
+    if (
+        "ntasks" in changes
+        and all(j.spec.fewest_nodes for j in jobs)
+        and "nodes_min" not in changes
+    ):
+        changes["nodes_max"] = changes["ntasks"]  # no -N: up to a node per task, as at submit
 
 
 def with_request(cluster: Cluster, job: Job, changes: Mapping[str, object]) -> Job:

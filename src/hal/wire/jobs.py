@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import ConfigDict, Field
 
 from hal.wire.base import WireModel
-from hal.wire.bounds import INT64_MAX, LATEST_SECONDS
+from hal.wire.bounds import INT32_MAX, INT64_MAX, LATEST_SECONDS
 from hal.wire.submit import JobSubmit, SubmitResult, WillRun, bind_limits
 
 bind_limits()  # pydantic evaluates JobSubmit's annotations below
@@ -245,6 +245,19 @@ class JobUpdate(WireModel):
     nodelist: list[str] | None = Field(default=None, max_length=100_000)  # ReqNodeList
     # ArrayTaskThrottle: the array's %N, for all its elements (0: no limit)
     array_max_running: int | None = Field(default=None, ge=0, le=2**31 - 1)  # an INTEGER column
+    # more of a pending job's request (NumNodes=MIN[-MAX], NumTasks, MinMemoryNode,
+    # MinMemoryCPU, WorkDir, StdOut, StdErr, MailUser, MailType), checked as at submit
+    nodes_min: int | None = Field(default=None, ge=1, le=100_000)
+    nodes_max: int | None = Field(default=None, ge=1, le=100_000)
+    ntasks: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    memory_per_node_bytes: int | None = Field(default=None, ge=0, le=INT64_MAX)
+    memory_per_cpu_bytes: int | None = Field(default=None, ge=0, le=INT64_MAX)
+    workdir: str | None = Field(default=None, min_length=1, max_length=4096)
+    stdout: str | None = Field(default=None, min_length=1, max_length=4096)
+    stderr: str | None = Field(default=None, min_length=1, max_length=4096)
+    mail_user: str | None = Field(default=None, max_length=1024)
+    mail_type: int | None = Field(default=None, ge=0, le=2**31 - 1)
+    requeue: bool | None = None  # Requeue=0|1: of a job that has not ended
 
 
 class JobEvent(WireModel):

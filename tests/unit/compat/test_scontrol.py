@@ -222,6 +222,23 @@ def test_update_needs_job_and_changes() -> None:
     assert "nothing to update" in call(cluster(), "scontrol", "update", "JobId=2").err
 
 
+def test_update_reads_a_pending_jobs_shape_and_files_as_sbatch_does() -> None:
+    """NumNodes, NumTasks, MinMemoryCPU, WorkDir (relative to scontrol's directory),
+    StdErr, MailType and Requeue, as Slurm 22.05.8 takes them (HAL refused each)."""
+    client = cluster()
+    words = ["NumNodes=1-2", "NumTasks=3", "MinMemoryCPU=1G", "WorkDir=sub", "StdErr=e.txt"]
+    words += ["MailType=END,FAIL", "Requeue=0"]
+    done = call(client, "scontrol", "update", "JobId=2", *words, cwd="/home/a")
+    assert done.rc == 0, done.err
+    update = client.updates[-1][1]
+    assert (update.nodes_min, update.nodes_max, update.ntasks) == (1, 2, 3)
+    assert update.memory_per_cpu_bytes == 1 << 30
+    assert (update.workdir, update.stderr) == ("/home/a/sub", "e.txt")
+    assert update.mail_type and update.requeue is False
+    bad = call(client, "scontrol", "update", "JobId=2", "NumTasks=0")
+    assert bad.rc == 1 and "NumTasks needs a positive count" in bad.err
+
+
 def test_relative_time_limit_needs_a_limit_to_move() -> None:
     """(The move itself: test_pending_update_server.py.)"""
     done = call(cluster(), "scontrol", "update", "JobId=2", "TimeLimit=+5")
