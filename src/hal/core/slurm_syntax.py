@@ -33,6 +33,7 @@ from hal.core.job import (
     SignalSpec,
     TopologyConstraint,
 )
+from hal.core.resources import MiB
 
 DEFAULT_MAX_ARRAY_SIZE = 1001  # Slurm's default MaxArraySize
 DEFAULT_SIGNAL_SECONDS = 60  # --signal without @secs
@@ -112,7 +113,11 @@ _UNIT_SHIFT = {"K": 10, "M": 20, "G": 30, "T": 40}
 def parse_memory(text: str, *, field: str = "mem") -> int:
     """``--mem`` and friends in bytes: an integer in MiB by default, or with a ``K``, ``M``,
     ``G`` or ``T`` suffix (binary units, an optional trailing ``B``). ``0`` is returned as 0;
-    for ``--mem`` it means "all the memory of the node"."""
+    for ``--mem`` it means "all the memory of the node".
+
+    Slurm counts memory in whole MiB and rounds a ``K`` value up (str_to_mbytes:
+    ``--mem=100K`` is ``MinMemoryNode=1M``, ``1025K`` is ``2M``); so does HAL. Rounding down
+    would turn ``--mem=100K`` into ``--mem=0``, a request for the whole node."""
     m = _MEMORY.match(text.strip())
     if not m:
         raise InvalidRequest(
@@ -122,6 +127,7 @@ def parse_memory(text: str, *, field: str = "mem") -> int:
         )
     unit = (m.group(2) or "M").upper()
     value = int(m.group(1)) << _UNIT_SHIFT[unit]
+    value = -(-value // MiB) * MiB  # whole MiB, rounded up (0K stays 0)
     if value >= 1 << 63:
         raise InvalidRequest(f"--{field} value {text!r} is too large", field=field)
     return value

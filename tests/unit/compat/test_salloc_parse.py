@@ -38,6 +38,13 @@ def test_sbatch_resource_options_build_the_holding_job() -> None:
     assert request.command == ("hostname",)
 
 
+def test_memory_in_kib_is_whole_mib() -> None:
+    """Slurm 22.05.8: ``salloc --mem=100K`` gets ``MinMemoryNode=1M`` (SLURM_MEM_PER_NODE=1),
+    not all of a node's memory (``--mem=0``), which 100 KiB floored to MiB would be."""
+    assert parse("--mem=100K", "true").job.memory_per_node_bytes == 1 * MiB
+    assert parse("--mem-per-cpu=500K", "true").job.memory_per_cpu_bytes == 1 * MiB
+
+
 def test_the_command_starts_at_the_first_word_that_is_no_option() -> None:
     request = parse("-N1", "sh", "-c", "srun -N2 true", "-x")
     assert request.command == ("sh", "-c", "srun -N2 true", "-x")

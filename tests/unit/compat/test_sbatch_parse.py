@@ -399,6 +399,24 @@ def test_cli_memory_option_resets_script_one() -> None:
     assert job.memory_per_cpu_bytes == 1 << 30
 
 
+@pytest.mark.parametrize(
+    ("argv", "field", "size"),
+    [
+        (["--mem=100K"], "memory_per_node_bytes", 1 << 20),
+        (["--mem=500K"], "memory_per_node_bytes", 1 << 20),
+        (["--mem=1025K"], "memory_per_node_bytes", 2 << 20),
+        (["--mem=0K"], "memory_per_node_bytes", 0),  # all the node's memory, as --mem=0
+        (["--mem-per-cpu=100K"], "memory_per_cpu_bytes", 1 << 20),
+        (["--mem-per-gpu=100K"], "memory_per_gpu_bytes", 1 << 20),
+    ],
+)
+def test_memory_in_kib_is_whole_mib(argv: list[str], field: str, size: int) -> None:
+    """Slurm 22.05.8: ``sbatch --mem=100K`` gives ``MinMemoryNode=1M`` (sacct ReqMem 1M),
+    ``--mem-per-cpu=100K`` ``MinMemoryCPU=1M``. HAL sent 102400 bytes, 0 MiB to the
+    server: the same as ``--mem=0``, every byte of the node."""
+    assert getattr(parse(*argv).job, field) == size
+
+
 def test_cli_gpus_per_node_resets_script_gres() -> None:
     job = parse("--gpus-per-node=3", script="#!/bin/sh\n#SBATCH --gres=gpu:1\ntrue\n").job
     assert job.gpus_per_node == 3

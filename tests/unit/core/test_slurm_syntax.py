@@ -116,12 +116,23 @@ def test_switches_wait_error_quotes_the_whole_value(text: str) -> None:
         ("16G", 16 << 30),
         ("16g", 16 << 30),
         ("2T", 2 << 40),
-        ("512K", 512 << 10),
+        ("1024K", 1 << 20),
+        ("0K", 0),  # still "all the node's memory" for --mem, as in Slurm
         ("4GB", 4 << 30),
         ("10MB", 10 << 20),
     ],
 )
 def test_memory_units(text: str, size: int) -> None:
+    assert parse_memory(text) == size
+
+
+@pytest.mark.parametrize(
+    ("text", "size"), [("100K", 1 << 20), ("500K", 1 << 20), ("512k", 1 << 20), ("1025K", 2 << 20)]
+)
+def test_memory_in_kib_rounds_up_to_whole_mib(text: str, size: int) -> None:
+    """Slurm 22.05.8 takes ``--mem=100K`` as ``MinMemoryNode=1M`` and ``--mem=1025K`` as
+    ``2M``: memory is counted in whole MiB, rounded up. HAL kept the bytes, which the server
+    floored to 0 MiB: the request read as ``--mem=0``, all of a node's memory."""
     assert parse_memory(text) == size
 
 
