@@ -15,6 +15,7 @@ from hal.core.job import Job, JobSpec
 from hal.core.mail import check_mail_user, mail_recipient, mail_type_names, parse_mail_type
 from hal.core.node import Node, Partition
 from hal.core.partition_list import shown_partition
+from hal.core.preemption import PreemptionPolicy
 from hal.core.slurm_syntax import (
     format_licenses,
     format_umask,
@@ -442,15 +443,21 @@ def _switch_info(cluster: Cluster) -> TopologyInfo:
     )
 
 
-def partition_info(p: Partition, cluster: Cluster) -> PartitionInfo:
+def partition_info(
+    p: Partition, cluster: Cluster, preemption: PreemptionPolicy | None = None
+) -> PartitionInfo:
+    """``preemption``: the server's ``[preemption]``, whose mode is every partition's
+    PreemptMode (None: off)."""
     nodes = [n for n in sorted(cluster.nodes) if p.contains(n)]
     return PartitionInfo(
         name=p.name,
         default=p.default or p.name == cluster.default_partition(),
         up=p.up,
         max_time_seconds=p.max_time_s,
-        default_time_seconds=p.default_limit_s,
+        default_time_seconds=p.default_time_s,  # as configured: Slurm shows NONE for 0
         max_nodes=p.max_nodes,
         nodes=nodes,
         priority_tier=p.priority_tier,
+        priority_job_factor=p.priority_job_factor,
+        preempt_mode=preemption.mode.upper() if preemption and preemption.enabled else "OFF",
     )

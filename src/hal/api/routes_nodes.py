@@ -63,7 +63,9 @@ async def update_node(name: str, body: NodeUpdate, ctx: Ctx, admin: Admin) -> No
 @router.get("/partitions", response_model=PartitionList)
 async def list_partitions(ctx: Ctx, _caller: Who) -> PartitionList:
     c = ctx.cluster
-    return PartitionList(partitions=[partition_info(p, c) for p in c.partitions.values()])
+    return PartitionList(
+        partitions=[partition_info(p, c, ctx.config.preemption) for p in c.partitions.values()]
+    )
 
 
 @router.get("/topology", response_model=TopologyInfo)

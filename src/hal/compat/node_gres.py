@@ -1,10 +1,12 @@
 """How a node's GPUs print in Slurm's ``Gres`` and ``GresUsed`` (``sinfo`` and ``scontrol
 show node``): ``gpu:4``, or with the type Slurm names an NVML-detected model
 ``gpu:nvidia_h100_80gb_hbm3:8``; in use, the count and the indices (``gpu:2(IDX:0-1)``,
-``gpu:0(IDX:N/A)`` when none is). A node without GPUs has ``(null)``."""
+``gpu:0(IDX:N/A)`` when none is). A node without GPUs has ``(null)``. Also the TRES
+strings ``scontrol show node`` prints (``CfgTRES``, ``AllocTRES``)."""
 
 from __future__ import annotations
 
+from hal.compat.formats import memory_mib
 from hal.core.node import gpu_type_name
 from hal.core.slurm_syntax import compress_indices
 from hal.wire.nodes import NodeInfo
@@ -27,3 +29,14 @@ def gres_used(node: NodeInfo) -> str:
     if not node.gpus:
         return NO_GRES
     return f"{_gpus(node, node.gpus_alloc)}(IDX:{compress_indices(node.gpu_ids_alloc) or 'N/A'})"
+
+
+def tres(cpus: int, memory_bytes: int, gpus: int) -> str:
+    """``cpu=2,mem=100M,gres/gpu=1`` as Slurm 22.05.8's node TRES strings: a part that is
+    0 is left out (``AllocTRES=cpu=2`` for a job without memory, empty when idle)."""
+    parts = [
+        f"cpu={cpus}" if cpus else "",
+        f"mem={memory_mib(memory_bytes)}" if memory_bytes else "",
+        f"gres/gpu={gpus}" if gpus else "",
+    ]
+    return ",".join(part for part in parts if part)

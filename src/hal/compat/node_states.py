@@ -104,10 +104,20 @@ def slurm_state_number(node: NodeInfo) -> int:
     return number
 
 
-def scontrol_flags(node: NodeInfo) -> str:
-    """``+NOT_RESPONDING+MAINTENANCE``: the flags as ``scontrol show node`` appends them to
-    ``State=``."""
-    return "".join("+" + flag for flag in node.state_flags)
+# scontrol's base states (Slurm's node_state_string_complete); a drained node is its base
+# state plus DRAIN: ``IDLE+DRAIN``, ``MIXED+DRAIN`` while its jobs run (Slurm 22.05.8)
+_SCONTROL_BASE = {"alloc": "ALLOCATED", "mix": "MIXED", "drain": "IDLE+DRAIN"}
+
+
+def scontrol_state(node: NodeInfo) -> str:
+    """``scontrol show node``'s ``State=``: ``IDLE``, ``IDLE+DRAIN``,
+    ``MIXED+DRAIN+NOT_RESPONDING``: the base state, then DRAIN and the flags in Slurm's
+    order (alphabetical: MAINTENANCE, NOT_RESPONDING, RESERVED)."""
+    if node.display_state == "drng":
+        state = ("ALLOCATED" if node.cpus_alloc >= node.cpus else "MIXED") + "+DRAIN"
+    else:
+        state = _SCONTROL_BASE.get(node.display_state, node.display_state.upper())
+    return state + "".join("+" + flag for flag in sorted(node.state_flags))
 
 
 def node_tags(node: NodeInfo) -> frozenset[str]:

@@ -36,8 +36,8 @@ from hal.compat.job_fields import (
     time_used,
     user_field,
 )
-from hal.compat.node_gres import gres, gres_used
-from hal.compat.node_states import scontrol_flags
+from hal.compat.node_gres import gres, gres_used, tres
+from hal.compat.node_states import scontrol_state
 from hal.compat.sbatch import parse_constraint
 from hal.compat.scontrol_write import write
 from hal.compat.seam import Console
@@ -372,31 +372,34 @@ def _hostlist(names: list[str]) -> str:
 
 
 def node_record(node: NodeInfo, *, details: bool = False) -> list[str]:
-    """``scontrol show node``; ``details`` (``-d``) adds Slurm's ``GresUsed=`` line on a
-    node with GPUs."""
+    """``scontrol show node`` in Slurm 22.05.8's order and lines; ``details`` (``-d``)
+    adds Slurm's ``GresUsed=`` line on a node with GPUs.
+
+    A HAL node is its CPU count, as a slurm.conf node given ``CPUs=`` alone: Slurm shows
+    that as one-core sockets (``Sockets=CPUs CoresPerSocket=1 ThreadsPerCore=1``, sinfo's
+    ``%z``), every CPU usable (``CPUEfctv``), ``Weight=1``, ``TmpDisk=0``, no owner.
+    What the agents do not report (Arch, OS, Version, BootTime, energy) is left out.
+    """
     features = ",".join(node.features) or "(null)"
-    state = {"alloc": "ALLOCATED", "mix": "MIXED", "drng": "DRAINING", "drain": "DRAINED"}.get(
-        node.display_state, node.display_state.upper()
-    )
     mem_mib = node.memory_bytes // (1024 * 1024)
     load = "N/A" if node.cpu_load is None else f"{node.cpu_load:.2f}"
     free = "N/A" if node.free_memory_bytes is None else node.free_memory_bytes // (1024 * 1024)
     lines = [
-        f"NodeName={node.name}",
-        f"CPUAlloc={node.cpus_alloc} CPUTot={node.cpus} CPULoad={load}",
+        f"NodeName={node.name} CoresPerSocket=1",
+        f"CPUAlloc={node.cpus_alloc} CPUEfctv={node.cpus} CPUTot={node.cpus} CPULoad={load}",
         f"AvailableFeatures={features}",
         f"ActiveFeatures={features}",
         f"Gres={gres(node)}",
         *([f"GresUsed={gres_used(node)}"] if details and node.gpus else []),
         f"NodeAddr={node.address or node.name} NodeHostName={node.name}",
-        f"RealMemory={mem_mib} AllocMem={node.memory_alloc_bytes // (1024 * 1024)} FreeMem={free}",
-        f"State={state}{scontrol_flags(node)}",
+        f"RealMemory={mem_mib} AllocMem={node.memory_alloc_bytes // (1024 * 1024)} "
+        f"FreeMem={free} Sockets={node.cpus} Boards=1",
+        f"State={scontrol_state(node)} ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A",
         f"Partitions={','.join(node.partitions) or '(null)'}",
         f"LastHeartbeat={timestamp(node.last_heartbeat or None, 'Unknown')}",
-        f"CfgTRES=cpu={node.cpus},mem={memory_mib(node.memory_bytes)}"
-        + (f",gres/gpu={node.gpus}" if node.gpus else ""),
-        f"AllocTRES=cpu={node.cpus_alloc},mem={memory_mib(node.memory_alloc_bytes)}"
-        + (f",gres/gpu={node.gpus_alloc}" if node.gpus_alloc else ""),
+        "CfgTRES=" + tres(node.cpus, node.memory_bytes, node.gpus),
+        # Slurm leaves out what is not allocated: "cpu=2" with no memory, "" when idle
+        "AllocTRES=" + tres(node.cpus_alloc, node.memory_alloc_bytes, node.gpus_alloc),
     ]
     if node.reason:
         # Slurm's: who set it and when, when it knows when (a reason HAL stored before
@@ -408,18 +411,36 @@ def node_record(node: NodeInfo, *, details: bool = False) -> list[str]:
 
 
 def partition_record(partition: PartitionInfo, nodes: list[NodeInfo]) -> list[str]:
+    """``scontrol show partition`` in Slurm 22.05.8's order and lines. The keys whose
+    value holds for every HAL partition by construction are printed as Slurm prints a
+    partition that sets none of them: HAL has no group, account or QoS lists per
+    partition, no hidden or root-only partitions, no per-partition CPU, memory or node
+    minimum limits, no job defaults, no over-time allowance. Left out: GraceTime,
+    DefMemPerNode (a job without ``--mem`` holds no memory in HAL, neither Slurm's
+    whole node nor a per-CPU default) and TRES billing (weighted by GPUs in HAL)."""
     members = [n for n in nodes if n.name in partition.nodes]
     default_time = limit_long(partition.default_time_seconds)
+    memory = sum(n.memory_bytes for n in members)
+    tres = [f"cpu={sum(n.cpus for n in members)}", f"mem={memory_mib(memory)}" if memory else ""]
+    tres += [f"node={len(members)}"]
     return [
         f"PartitionName={partition.name}",
-        f"Default={'YES' if partition.default else 'NO'} "
-        f"DefaultTime={'NONE' if not partition.default_time_seconds else default_time}",
+        "AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL",
+        f"AllocNodes=ALL Default={'YES' if partition.default else 'NO'} QoS=N/A",
+        f"DefaultTime={'NONE' if not partition.default_time_seconds else default_time} "
+        "DisableRootJobs=NO ExclusiveUser=NO Hidden=NO",
         f"MaxNodes={partition.max_nodes or 'UNLIMITED'} "
-        f"MaxTime={limit_long(partition.max_time_seconds)}",
+        f"MaxTime={limit_long(partition.max_time_seconds)} MinNodes=0 LLN=NO "
+        "MaxCPUsPerNode=UNLIMITED",
         f"Nodes={compress_hostlist([n.name for n in members]) or '(null)'}",
-        f"PriorityTier={partition.priority_tier}",
+        f"PriorityJobFactor={partition.priority_job_factor} "
+        f"PriorityTier={partition.priority_tier} RootOnly=NO ReqResv=NO OverSubscribe=NO",
+        f"OverTimeLimit=NONE PreemptMode={partition.preempt_mode}",
         f"State={'UP' if partition.up else 'DOWN'} TotalCPUs={sum(n.cpus for n in members)} "
-        f"TotalNodes={len(members)}",
+        f"TotalNodes={len(members)} SelectTypeParameters=NONE",
+        "JobDefaults=(null)",
+        "MaxMemPerNode=UNLIMITED",
+        "TRES=" + ",".join(t for t in tres if t),
     ]
 
 

@@ -56,10 +56,14 @@ class PartitionInfo(WireModel):
     default: bool
     up: bool
     max_time_seconds: int  # 0 = unlimited
-    default_time_seconds: int
+    default_time_seconds: int  # DefaultTime as configured; 0 = none (jobs get MaxTime)
     max_nodes: int  # 0 = unlimited
     nodes: list[str]  # the registered nodes it holds ([]: none, not every node)
     priority_tier: int = 1
+    priority_job_factor: int = 1  # Slurm's PriorityJobFactor
+    # Slurm's PreemptMode: OFF without preemption, else [preemption]'s mode (REQUEUE,
+    # CANCEL, SUSPEND); a QoS may still override it per job
+    preempt_mode: str = "OFF"
 
 
 class PartitionList(WireModel):

@@ -104,7 +104,7 @@ def test_bad_long_formats_are_refused_with_what_to_write() -> None:
 
 def test_scontrol_show_node_has_load_and_free_memory() -> None:
     out = call(cluster(), "scontrol", "show", "node", "n1").out
-    assert "CPUAlloc=0 CPUTot=2 CPULoad=0.05" in out
+    assert "CPUAlloc=0 CPUEfctv=2 CPUTot=2 CPULoad=0.05" in out
     assert "RealMemory=1000 AllocMem=0 FreeMem=700" in out
     out = call(cluster(), "scontrol", "show", "node", "n3").out
     assert "CPULoad=N/A" in out and "FreeMem=N/A" in out

@@ -339,7 +339,7 @@ def _partitions(request: Request, names: list[str]) -> JSONResponse:
     c = ctx.cluster
     out = []
     for name in names:
-        info = partition_info(c.partitions[name], c)
+        info = partition_info(c.partitions[name], c, ctx.config.preemption)
         cpus = sum(c.nodes[n].resources.cpus for n in info.nodes if n in c.nodes)
         out.append(views.partition(info, cpus, ctx.config.cluster_name))
     return answer(request, {"partitions": out, "last_update": no_val(int(c.clock.now()))})
