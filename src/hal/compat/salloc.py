@@ -111,6 +111,8 @@ def salloc(argv: list[str], console: Console) -> int:
             console.err(f"salloc: {line}")
             console.stderr.flush()
 
+    for warning in request.warnings:
+        info(warning)
     if request.verbose:
         for key, value in non_defaults(request.job, exclude=("script", "environment")).items():
             console.err(f"salloc: {key:<20}: {value}")

@@ -112,6 +112,9 @@ class SallocRequest:
     verbose: int = 0
     help: bool = False
     version: bool = False
+    # what salloc says on stderr (not with -Q) about a request it changed before sending
+    # it: sbatch's warnings (``SbatchRequest.warnings``), salloc's words the same
+    warnings: tuple[str, ...] = ()
 
 
 def parse_salloc(
@@ -161,6 +164,7 @@ def parse_salloc(
     # -J, else "interactive" whatever the command: salloc.1 says the command's name, but
     # Slurm 22.05.8 names `salloc hostname` "interactive" too, and `salloc --no-shell`
     # "no-shell" (docs/slurm-checks.md)
+    warnings: list[str] = []
     job = job_from_options(
         parsed,
         env_settings,
@@ -170,6 +174,7 @@ def parse_salloc(
         now=now,
         hostname=hostname,
         umask=umask,
+        warnings=warnings,
     )
     # nothing to keep from the holding script; an allocation is never requeued (its
     # command has gone by then)
@@ -182,6 +187,7 @@ def parse_salloc(
         no_shell=no_shell,
         quiet="quiet" in given,
         verbose=sum(dest == "verbose" for dest, _, _ in parsed.values),
+        warnings=tuple(warnings),
     )
 
 

@@ -212,6 +212,9 @@ class SbatchRequest:
     verbose: int = 0
     help: bool = False
     version: bool = False
+    # what Slurm's sbatch says on stderr (through info(), so not with -Q) about a request
+    # it changed before sending it, e.g. "Warning: can't run 1 processes on 2 nodes, ..."
+    warnings: tuple[str, ...] = ()
 
 
 Setting = tuple[str | None, str]  # (value, the option as the user spelled it)
@@ -259,13 +262,14 @@ def parse_sbatch(
     if count > 1 and "array" in merged:
         raise InvalidRequest("a heterogeneous job cannot be a job array", field="array")
     jobs = []
+    warnings: list[str] = []
     for i, settings in enumerate(components):
         if i > 0:
             if "array" in settings:
                 raise InvalidRequest("a heterogeneous job cannot be a job array", field="array")
             own = {k: v for k, v in settings.items() if k not in JOB_WIDE}
             settings = {**own, **{k: v for k, v in merged.items() if k in JOB_WIDE}}
-        job = _build_job(settings, script, environ=environ, cwd=cwd, now=now)
+        job = _build_job(settings, script, environ=environ, cwd=cwd, now=now, warnings=warnings)
         jobs.append(_submitted_from(job, cwd, hostname, umask))
     return SbatchRequest(
         job=jobs[0],
@@ -275,6 +279,7 @@ def parse_sbatch(
         test_only="test_only" in merged,
         quiet="quiet" in merged,
         verbose=verbose,
+        warnings=tuple(warnings),
     )
 
 
@@ -288,11 +293,13 @@ def job_from_options(
     now: float,
     hostname: str = "",
     umask: int | None = None,
+    warnings: list[str] | None = None,
 ) -> JobSubmit:
     """One job from command-line options over input environment variables (``salloc``'s
-    ``SALLOC_*``), checked and built as sbatch builds its own; ``script`` is what runs."""
+    ``SALLOC_*``), checked and built as sbatch builds its own; ``script`` is what runs.
+    What sbatch would warn of (``SbatchRequest.warnings``) is appended to ``warnings``."""
     settings = _merge([env_settings, _settings(parsed)[0]])
-    job = _build_job(settings, script, environ=environ, cwd=cwd, now=now)
+    job = _build_job(settings, script, environ=environ, cwd=cwd, now=now, warnings=warnings)
     return _submitted_from(job, cwd, hostname, umask)
 
 
@@ -594,6 +601,7 @@ def _build_job(
     environ: Mapping[str, str],
     cwd: str,
     now: float,
+    warnings: list[str] | None = None,
 ) -> JobSubmit:
     def value(dest: str) -> str | None:
         entry = settings.get(dest)
@@ -622,7 +630,7 @@ def _build_job(
         if not names:
             raise InvalidRequest("--partition needs a partition name", field="partition")
         fields["partition"] = ",".join(names)
-    _resources(settings, fields)
+    _resources(settings, fields, [] if warnings is None else warnings)
     _scheduling(settings, fields, now)
     try:
         job = JobSubmit(**fields)  # type: ignore[arg-type]
@@ -642,7 +650,9 @@ def _positive(settings: dict[str, Setting], dest: str) -> int | None:
     return int(text)
 
 
-def _resources(settings: dict[str, Setting], fields: dict[str, object]) -> None:
+def _resources(
+    settings: dict[str, Setting], fields: dict[str, object], warnings: list[str]
+) -> None:
     def text(dest: str) -> str | None:
         entry = settings.get(dest)
         return entry[0] if entry else None
@@ -656,6 +666,7 @@ def _resources(settings: dict[str, Setting], fields: dict[str, object]) -> None:
         number = _positive(settings, dest)
         if number is not None:
             fields[dest] = number
+    _fit_nodes_to_tasks(fields, warnings)
     if "cpus_per_task" in fields:  # as Slurm's sbatch: set only where -c was given
         environment = fields["environment"]
         assert isinstance(environment, dict)
@@ -694,6 +705,24 @@ def _resources(settings: dict[str, Setting], fields: dict[str, object]) -> None:
         )
     if gpu_types:
         fields["gpu_type"] = gpu_types.pop()
+
+
+def _fit_nodes_to_tasks(fields: dict[str, object], warnings: list[str]) -> None:
+    """No more nodes than tasks, as Slurm 22.05.8's sbatch, salloc and srun decide before
+    sending: ``-N 2 -n 1`` is one node ("Warning: can't run 1 processes on 2 nodes, setting
+    nnodes to 1"), ``-N 3 -n 2`` two, ``-N 2-4 -n 1`` 1-1 (the warning names the minimum)
+    and ``-N 1-4 -n 2`` quietly 1-2. Without this HAL allocated (and charged) a node no
+    task would use."""
+    ntasks, low, high = fields.get("ntasks"), fields.get("nodes_min"), fields.get("nodes_max")
+    if not (isinstance(ntasks, int) and isinstance(low, int) and isinstance(high, int)):
+        return
+    high = min(high, ntasks)
+    if ntasks < low:
+        warnings.append(
+            f"Warning: can't run {ntasks} processes on {low} nodes, setting nnodes to {ntasks}"
+        )
+        low = ntasks
+    fields["nodes_min"], fields["nodes_max"] = low, max(low, high)
 
 
 def _scheduling(settings: dict[str, Setting], fields: dict[str, object], now: float) -> None:

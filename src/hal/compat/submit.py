@@ -62,6 +62,9 @@ def sbatch(argv: list[str], console: Console) -> int:
         return 0
     for var in ignored_variables(console.environ):
         console.err(f"sbatch: warning: {var} is not supported by HAL: ignored")
+    if not request.quiet:  # (Slurm prints these through info(), which -Q silences)
+        for warning in request.warnings:
+            console.err(f"sbatch: {warning}")
     if request.verbose:
         _describe(request, console)
     try:

@@ -227,3 +227,16 @@ def test_help_and_bad_options_touch_no_server() -> None:
     assert call(client, "salloc", "--help").out.startswith("Usage: salloc [OPTIONS...]")
     result = call(client, "salloc", "--output=x", "true")
     assert result.rc == 1 and result.err.startswith("salloc: error: unrecognized option")
+
+
+def test_fewer_tasks_than_nodes_is_warned_of_and_fewer_nodes_asked_for() -> None:
+    """Slurm 22.05.8: ``salloc -N 2 -n 1`` says "salloc: Warning: can't run 1 processes on 2
+    nodes, setting nnodes to 1" and is granted one node (SLURM_NNODES=1)."""
+    client = FakeClient()
+    result = call(client, "salloc", "-N", "2", "-n", "1", "true")
+    assert result.err.splitlines()[0] == (
+        "salloc: Warning: can't run 1 processes on 2 nodes, setting nnodes to 1"
+    )
+    assert (client.submitted[0].nodes_min, client.submitted[0].nodes_max) == (1, 1)
+    quiet = call(FakeClient(), "salloc", "-Q", "-N", "2", "-n", "1", "true")
+    assert "Warning" not in quiet.err

@@ -147,3 +147,13 @@ def test_bad_time_quotes_what_was_written() -> None:
         assert f"invalid --time value '{value}'" in result.err
         for form in ("MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM", "D-HH:MM:SS", "UNLIMITED"):
             assert form in result.err
+
+
+def test_fewer_tasks_than_nodes_is_warned_of_and_fewer_nodes_sent() -> None:
+    """Slurm 22.05.8 prints this line on stderr and submits a 1-node job; -Q silences it."""
+    client = FakeClient()
+    result = call(client, "sbatch", "-N", "2", "-n", "1", *WRAP)
+    assert result.rc == 0
+    assert result.err == "sbatch: Warning: can't run 1 processes on 2 nodes, setting nnodes to 1\n"
+    assert (client.submitted[0].nodes_min, client.submitted[0].nodes_max) == (1, 1)
+    assert call(FakeClient(), "sbatch", "-Q", "-N", "2", "-n", "1", *WRAP).err == ""

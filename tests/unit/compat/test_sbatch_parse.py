@@ -417,6 +417,39 @@ def test_memory_in_kib_is_whole_mib(argv: list[str], field: str, size: int) -> N
     assert getattr(parse(*argv).job, field) == size
 
 
+@pytest.mark.parametrize(
+    ("argv", "script", "nodes", "warning"),
+    [
+        (["-N", "2", "-n", "1"], SCRIPT, (1, 1), (1, 2)),
+        (["-N", "3", "-n", "2"], SCRIPT, (2, 2), (2, 3)),
+        (["-N", "2-4", "-n", "1"], SCRIPT, (1, 1), (1, 2)),
+        (["-N", "4", "-n", "2", "-c", "2"], SCRIPT, (2, 2), (2, 4)),
+        (["-N", "2", "-n", "1", "--ntasks-per-node=1"], SCRIPT, (1, 1), (1, 2)),
+        (["-n", "1"], "#!/bin/sh\n#SBATCH -N 2\ntrue\n", (1, 1), (1, 2)),
+        (["-N", "1-4", "-n", "2"], SCRIPT, (1, 2), None),  # the maximum only: no warning
+        (["-N", "2-4", "-n", "3"], SCRIPT, (2, 3), None),
+        (["-N", "2", "-n", "2"], SCRIPT, (2, 2), None),
+        (["-N", "2", "-n", "8"], SCRIPT, (2, 2), None),
+    ],
+)
+def test_no_more_nodes_than_tasks(
+    argv: list[str], script: str, nodes: tuple[int, int], warning: tuple[int, int] | None
+) -> None:
+    """Slurm 22.05.8: ``sbatch -N 2 -n 1`` prints "sbatch: Warning: can't run 1 processes on
+    2 nodes, setting nnodes to 1" and the job has NumNodes=1; ``-N 3 -n 2`` gets 2 nodes,
+    ``-N 2-4 -n 1`` NumNodes=1-1, ``-N 1-4 -n 2`` 1-2 without a word. HAL allocated 2.
+    (``warning``: the tasks and the nodes the warning names.)"""
+    request = parse(*argv, script=script)
+    assert (request.job.nodes_min, request.job.nodes_max) == nodes
+    expected: tuple[str, ...] = ()
+    if warning:
+        tasks, on = warning
+        expected = (
+            f"Warning: can't run {tasks} processes on {on} nodes, setting nnodes to {tasks}",
+        )
+    assert request.warnings == expected
+
+
 def test_cli_gpus_per_node_resets_script_gres() -> None:
     job = parse("--gpus-per-node=3", script="#!/bin/sh\n#SBATCH --gres=gpu:1\ntrue\n").job
     assert job.gpus_per_node == 3
