@@ -10,6 +10,7 @@ on the batch node itself or across the job's nodes (ADR 0012).
 
 from __future__ import annotations
 
+import grp
 import pwd
 import re
 from collections.abc import Callable, Sequence
@@ -31,7 +32,7 @@ from hal.compat.formats import (
 from hal.compat.job_fields import reason_name, time_used, total_cpu_seconds
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.sacct_names import full_names
-from hal.compat.sacct_runs import records
+from hal.compat.sacct_runs import SUSPENSION_UNKNOWN, records
 from hal.compat.sacct_style import TimeStyle, in_unit, parse_units, time_style
 from hal.compat.seam import Console
 from hal.compat.version import VERSION_LINE
@@ -264,6 +265,123 @@ def _tres(job: JobInfo, *, step: str) -> str:
     return ",".join(items)
 
 
+def _passwd(user: str) -> pwd.struct_passwd | None:
+    """The job's user in this machine's user database, as ``-u`` reads it (None: unknown
+    here)."""
+    try:
+        return pwd.getpwuid(int(user)) if user.isdigit() else pwd.getpwnam(user)
+    except (KeyError, OverflowError):
+        return None
+
+
+def _uid_of(job: JobInfo) -> str:
+    """UID: the job's user's number (blank for a name this machine does not know)."""
+    found = _passwd(job.user)
+    return str(found.pw_uid) if found else job.user if job.user.isdigit() else ""
+
+
+def _gid_of(job: JobInfo) -> str:
+    """GID: the group the job ran under: its agent starts it with the user's primary
+    group (``state.launch``), which this machine's user database names too."""
+    found = _passwd(job.user)
+    return str(found.pw_gid) if found else ""
+
+
+def _group_of(job: JobInfo) -> str:
+    gid = _gid_of(job)
+    if not gid:
+        return ""
+    try:
+        return grp.getgrgid(int(gid)).gr_name
+    except KeyError:
+        return gid  # a group without a name: its number
+
+
+def _cluster_unset(job: JobInfo, step: str, now: float) -> str:
+    """Cluster, before ``sacct`` asked the server its name (``_with_cluster``)."""
+    return ""
+
+
+def _limit_minutes(job: JobInfo) -> str:
+    """TimelimitRaw: the limit in whole minutes, as Slurm keeps it (a limit in seconds
+    rounds up, as sbatch's ``-t 0:30`` is 1 minute); UNLIMITED without one."""
+    if job.time_limit_seconds <= 0:
+        return "UNLIMITED"
+    return str(-(-job.time_limit_seconds // 60))
+
+
+def _suspended(job: JobInfo, step: str, now: float) -> str:
+    """Suspended: the time the job (and its batch step, which runs through it) spent
+    suspended, as Slurm 22.05.8's sacct counts it (a job suspended now: so far). HAL
+    keeps the sum, not when: a numbered step of a job ever suspended, or one run of a
+    requeued job suspended in some run (``sacct_runs``), reads blank, not a guess."""
+    seconds = job.suspended_seconds
+    if seconds == SUSPENSION_UNKNOWN or (seconds and step not in ("", "batch")):
+        return ""
+    return duration_long(seconds)
+
+
+def _task_cpu(job: JobInfo, step: str, *, least: bool) -> float | None:
+    """The CPU seconds of the step's mean task (``least``: of its least task) once
+    measured: the batch step's one task, a numbered step's tasks' sum over their count.
+    HAL records a step's sum, not each task's: the least of several is unknown (None)."""
+    if not _measured(job, step, "x"):
+        return None
+    if step == "batch":
+        return job.cpu_seconds
+    if least and job.ntasks > 1:
+        return None
+    return job.cpu_seconds / max(job.ntasks, 1)  # a step's view: its tasks' (_step_view)
+
+
+def _cpu_column(least: bool, show: Callable[[JobInfo, float], str]) -> Column:
+    def column(job: JobInfo, step: str, now: float) -> str:
+        seconds = _task_cpu(job, step, least=least)
+        return "" if seconds is None else show(job, seconds)
+
+    return column
+
+
+_INT32 = 1 << 32
+
+
+def _reserved(job: JobInfo, now: float) -> int | None:
+    """Reserved, as Slurm 22.05.8's sacct computes it: from when the job became eligible
+    to its start, or to now while it waits (negative while a --begin is ahead, which
+    Slurm prints INVALID); 0 for a job never eligible (held). None: ended without
+    starting, whose figure Slurm takes from a start of 0 (INVALID, and an overflowed
+    ResvCPU HAL does not copy)."""
+    if job.eligible_time is None:
+        return 0
+    if job.start_time is None and job.end_time is not None:
+        return None
+    until = job.start_time if job.start_time is not None else now
+    return int(until) - int(job.eligible_time)
+
+
+def _int32_time(value: int) -> str:
+    """A time Slurm holds in 32 bits: INVALID where it reads negative."""
+    signed = (value + _INT32 // 2) % _INT32 - _INT32 // 2
+    return "INVALID" if signed < 0 else duration_long(signed)
+
+
+def _reserved_text(job: JobInfo, step: str, now: float) -> str:
+    if step:
+        return ""
+    seconds = _reserved(job, now)
+    return "INVALID" if seconds is None else _int32_time(seconds)
+
+
+def _resv_cpu(job: JobInfo, step: str, now: float) -> str:
+    seconds = _reserved(job, now)
+    return "" if step or seconds is None else _int32_time(seconds * job.cpus)
+
+
+def _resv_cpu_raw(job: JobInfo, step: str, now: float) -> str:
+    seconds = _reserved(job, now)
+    return "" if step or seconds is None else str(seconds * job.cpus % _INT32)
+
+
 # name (lower case) → (title, width, column); a negative width aligns left, as sacct.c.
 FIELDS: dict[str, tuple[str, int, Column]] = {
     "jobid": ("JobID", -12, lambda j, s, n: j.display_id + (f".{s}" if s else "")),
@@ -327,6 +445,25 @@ FIELDS: dict[str, tuple[str, int, Column]] = {
     "qos": ("QOS", 10, _job_only(lambda j: j.qos or "")),
     "comment": ("Comment", 15, _job_only(lambda j: j.comment)),
     "workdir": ("WorkDir", -15, _job_only(lambda j: j.workdir)),
+    # the job's user and the group it ran under, as this machine's user database says
+    "uid": ("UID", 6, _job_only(_uid_of)),
+    "gid": ("GID", 6, _job_only(_gid_of)),
+    "group": ("Group", 9, _job_only(_group_of)),
+    "cluster": ("Cluster", 10, _cluster_unset),  # every line (``_with_cluster``)
+    "timelimitraw": ("TimelimitRaw", 10, _job_only(_limit_minutes)),
+    "suspended": ("Suspended", 10, _suspended),
+    "constraints": ("Constraints", 19, _job_only(lambda j: "&".join(j.constraint))),
+    "reservation": ("Reservation", 20, _job_only(lambda j: j.reservation)),
+    "wckey": ("WCKey", 10, _job_only(lambda j: j.wckey)),
+    # CPU time of a step's tasks (HH:MM:SS, as Slurm's TRES cpu), the job line blank
+    "avecpu": ("AveCPU", 10, _cpu_column(False, lambda j, t: duration_long(t))),
+    "mincpu": ("MinCPU", 10, _cpu_column(True, lambda j, t: duration_long(t))),
+    "mincpunode": ("MinCPUNode", 10, _cpu_column(True, lambda j, t: ",".join(j.nodes[:1]))),
+    "mincputask": ("MinCPUTask", 10, _cpu_column(True, lambda j, t: "0")),
+    # the time the job waited once eligible, alone and times its CPUs: the job line
+    "reserved": ("Reserved", 10, _reserved_text),
+    "resvcpu": ("ResvCPU", 10, _resv_cpu),
+    "resvcpuraw": ("ResvCPURAW", 10, _resv_cpu_raw),
 }
 
 
@@ -398,6 +535,7 @@ def sacct(argv: list[str], console: Console) -> int:
             me = console.client.whoami()
             if not me.admin:
                 request.users = [me.name]
+        request.fields = _with_cluster(request.fields, console)
         jobs = console.client.jobs(
             history=True,
             ids=request.ids or None,
@@ -413,6 +551,21 @@ def sacct(argv: list[str], console: Console) -> int:
     for line in sacct_lines(request, jobs, now):
         console.out(line)
     return 0
+
+
+def _with_cluster(
+    fields: list[tuple[str, int, Column]], console: Console
+) -> list[tuple[str, int, Column]]:
+    """``fields`` with the server's cluster name (``scontrol show config``'s ClusterName)
+    in any Cluster column, asked only when one is wanted."""
+    if all(column is not _cluster_unset for _, _, column in fields):
+        return fields
+    name = console.client.cluster_config().cluster_name
+
+    def cluster(job: JobInfo, step: str, now: float) -> str:
+        return name
+
+    return [(t, w, cluster if c is _cluster_unset else c) for t, w, c in fields]
 
 
 def parse_request(
@@ -594,7 +747,7 @@ def _was_in(job: JobInfo, state: str, start: float, end: float) -> bool:
 def _was_suspended(job: JobInfo) -> bool:
     """Whether the job is suspended or ever was (Slurm's ``-s S`` lists no other job; HAL
     keeps how long, not when, so the window is that of its run)."""
-    return job.state == JobState.SUSPENDED or job.suspended_seconds > 0
+    return job.state == JobState.SUSPENDED or job.suspended_seconds != 0  # (or unknown: -1)
 
 
 def _start(job: JobInfo) -> float | None:

@@ -54,8 +54,9 @@ def full_names(text: str, known: Collection[str]) -> str:
         found = next((n for n in SLURM_FIELD_ORDER if n.lower().startswith(lower)), None)
         if found is not None and found.lower() not in known:
             raise InvalidRequest(
-                f"Invalid field requested: \"{name}\" is Slurm's {found}, which HAL's sacct "
-                "does not print; run sacct --helpformat for the fields it does",
+                f'Invalid field requested: "{name}" is Slurm\'s {found}, which HAL does '
+                "not record, so its sacct cannot print it; run sacct --helpformat for the "
+                "fields it does",
                 field="format",
             )
         out.append(f"{found or name}{percent}{width}")

@@ -13,6 +13,9 @@ from hal.core.states import STATE_CODES
 from hal.wire.jobs import JobInfo, JobRun, StepRecord
 
 _CODES = {state.value: code for state, code in STATE_CODES.items()} | {"REQUEUED": "RQ"}
+# a record's ``suspended_seconds`` where its own is unknown: the server keeps one sum for
+# all of a job's runs, so a requeued job suspended in any of them has no figure per run
+SUSPENSION_UNKNOWN = -1.0
 
 
 def records(job: JobInfo, *, duplicates: bool) -> list[JobInfo]:
@@ -21,12 +24,19 @@ def records(job: JobInfo, *, duplicates: bool) -> list[JobInfo]:
     runs = sorted(job.runs, key=lambda r: r.attempt)
     if not runs:
         return [job]
-    latest = job.model_copy(update={"steps": _started(job.steps, runs[-1].end_time, None)})
+    suspended = SUSPENSION_UNKNOWN if job.suspended_seconds else 0.0
+    latest = job.model_copy(
+        update={
+            "steps": _started(job.steps, runs[-1].end_time, None),
+            "suspended_seconds": suspended,
+        }
+    )
     if not duplicates:
         return [latest]
     earlier, since = [], None
     for run in runs:
-        earlier.append(_view(job, run, _started(job.steps, since, run.end_time)))
+        view = _view(job, run, _started(job.steps, since, run.end_time))
+        earlier.append(view.model_copy(update={"suspended_seconds": suspended}))
         since = run.end_time
     return [*earlier, latest]
 

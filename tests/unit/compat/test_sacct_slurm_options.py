@@ -65,12 +65,13 @@ def test_repeated_formats_are_joined_and_brief_follows_them() -> None:
 
 
 def test_abbreviated_names_are_the_first_field_in_slurms_order() -> None:
-    """``jobn,sta,exit`` → JobName, Start (before State), ExitCode; ``c`` is Cluster,
-    which HAL does not print; ``a`` is ALL."""
+    """``jobn,sta,exit`` → JobName, Start (before State), ExitCode; ``c`` is Cluster;
+    ``consu`` is ConsumedEnergy, which HAL does not record; ``a`` is ALL."""
     out = call(history(), "sacct", "-X", "-P", "-o", "jobn,sta,exit", "-j", "1").lines
     assert out == ["JobName|Start|ExitCode", "failer|2026-11-21T21:30:20|3:0"]
-    cluster = call(history(), "sacct", "-o", "c")
-    assert cluster.rc == 1 and "Slurm's Cluster" in cluster.err
+    assert call(history(), "sacct", "-X", "-P", "-o", "c", "-j", "1").lines == ["Cluster", "hal"]
+    energy = call(history(), "sacct", "-o", "consu")
+    assert energy.rc == 1 and "Slurm's ConsumedEnergy, which HAL does not record" in energy.err
     every = call(history(), "sacct", "-X", "-P", "-o", "a", "-j", "1").lines[0].split("|")
     assert every[:3] == ["Account", "AllocCPUS", "AllocNodes"] and len(every) > 30
 
