@@ -15,8 +15,9 @@ Rows go as Slurm's default sort ``#P,-t``: partitions in their order, in each th
 node state first (``slurm_state_number``: drained before allocated, idle, down); ``-N``
 by node, then partition name. ``-R`` (``--list-reasons``) lists the nodes down, drained,
 draining or failing (unless ``-t`` names other states) with why, who said so and when
-(``%E %u %H``), each node once. Checked against Slurm 22.05.8 (docs/slurm-checks.md
-"sinfo -R", "sinfo's row order").
+(``%E %u %H``), each node once. ``-r``/``-d`` keep the nodes that answer / do not.
+``-o %all`` (``-O All``) prints every letter in Slurm's order. Checked against Slurm
+22.05.8 (docs/slurm-checks.md "sinfo -R", "sinfo's row order", "sinfo's letters").
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ from hal.compat.formats import (
 from hal.compat.job_fields import user_field
 from hal.compat.node_gres import NO_GRES, gres, gres_used
 from hal.compat.node_states import (
+    NOT_RESPONDING,
     parse_node_states,
+    scontrol_state,
     slurm_state_number,
     state_compact,
     state_long,
@@ -49,7 +52,7 @@ from hal.core.slurm_syntax import compress_hostlist, expand_hostlist
 from hal.wire.nodes import NodeInfo, PartitionInfo
 
 DEFAULT_FORMAT = "%#P %.5a %.10l %.6D %.6t %N"
-SUMMARIZE_FORMAT = "%#P %.5a %.10l %.16F  %N"
+SUMMARIZE_FORMAT = "%#P %.5a %.10l %.16F %N"
 LONG_FORMAT = "%#P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %N"
 # -N: the partition right-aligned, CPUS left-aligned (as Slurm 22.05.8 prints them)
 NODE_FORMAT = "%#N %.6D %.#P %6t"
@@ -57,6 +60,13 @@ NODE_LONG_FORMAT = "%#N %.6D %.#P %.11T %4c %.8z %.6m %.8d %.6w %.8f %20E"
 REASONS_FORMAT = "%20E %9u %19H %N"
 REASONS_LONG_FORMAT = "%20E %12U %19H %6t %N"
 REASON_STATES = "down,drain,fail"  # what -R lists without -t
+# -o %all and -O All: every letter, as Slurm 22.05.8 prints them (the capitals with a
+# space before the bar, the last one's trailing)
+ALL_FORMAT = (
+    "%a|%b|%c|%d|%e|%f|%g|%h|%l|%m|%n|%o|%p|%r|%s|%t|%u|%v|%w|%z|"
+    + " |".join(f"%{letter}" for letter in "ABCDEFGHILMNOPRSTUVXYZ")
+    + " "
+)
 
 _ALLOCATED = {"alloc", "mix", "comp"}
 
@@ -75,6 +85,9 @@ OPTIONS = (
     # HAL already groups only nodes that print alike; -e also splits free memory and CPU
     # load (otherwise shown as min-max ranges over the group)
     Opt("exact", ("exact",), "e", Arg.NONE),
+    # nodes whose agent answers / has missed its heartbeats (``*``: NOT_RESPONDING)
+    Opt("responding", ("responding",), "r", Arg.NONE),
+    Opt("dead", ("dead",), "d", Arg.NONE),
     Opt("clusters", ("clusters",), "M"),
     Opt("help", ("help",), arg=Arg.NONE),
     Opt("usage", ("usage",), arg=Arg.NONE),
@@ -125,6 +138,10 @@ def _mib(size: int) -> str:
     return str(size // (1024 * 1024))
 
 
+def _features(node: NodeInfo) -> str:
+    return ",".join(node.features) or "(null)"
+
+
 def _reason_user(node: NodeInfo) -> str:
     """``%u``: who set the reason; ``Unknown`` for one stored before HAL recorded it."""
     return node.reason_user or "Unknown"
@@ -144,7 +161,7 @@ NODE_LETTERS: dict[str, tuple[str, NodeColumn]] = {
     "l": ("TIMELIMIT", _limit),
     "s": ("JOB_SIZE", _job_size),
     "r": ("ROOT", lambda p, n: "no"),
-    "h": ("OVERSUBS", lambda p, n: "NO"),
+    "h": ("OVERSUBSCRIBE", lambda p, n: "NO"),
     "g": ("GROUPS", lambda p, n: "all"),
     "t": ("STATE", _node(state_compact)),
     "T": ("STATE", _node(state_long)),
@@ -153,20 +170,35 @@ NODE_LETTERS: dict[str, tuple[str, NodeColumn]] = {
     "alloc_mem": ("ALLOCMEM", _node(lambda n: _mib(n.memory_alloc_bytes))),
     "G": ("GRES", _gres),
     "gres_used": ("GRES_USED", _gres_used),
-    "f": ("AVAIL_FEATURES", _node(lambda n: ",".join(n.features) or "(null)")),
+    "f": ("AVAIL_FEATURES", _node(_features)),
+    "b": ("ACTIVE_FEATURES", _node(_features)),  # HAL's features are always active
     "E": ("REASON", _node(lambda n: n.reason or "none")),
     "u": ("USER", _node(_reason_user)),
     "U": ("USER", _node(_reason_user_long)),
     "H": ("TIMESTAMP", _node(lambda n: timestamp(n.reason_time, "Unknown"))),
     # A node configured with CPUs only reports that many sockets of one core (slurm.conf).
     "z": ("S:C:T", _node(lambda n: f"{n.cpus}:1:1")),
+    "X": ("SOCKETS", _node(lambda n: str(n.cpus))),
+    "Y": ("CORES", lambda p, n: "1"),
+    "Z": ("THREADS", lambda p, n: "1"),
+    "state_complete": ("STATECOMPLETE", _node(lambda n: scontrol_state(n).lower())),
     "d": ("TMP_DISK", lambda p, n: "0"),
     "w": ("WEIGHT", lambda p, n: "1"),
     "L": ("DEFAULTTIME", _default_time),
-    "I": ("PRIO_TIER", lambda p, n: str(p.priority_tier) if p else "n/a"),
+    "p": ("PRIO_TIER", lambda p, n: str(p.priority_tier) if p else "n/a"),
+    "I": ("PRIO_JOB_FACTOR", lambda p, n: str(p.priority_job_factor) if p else "n/a"),
+    "M": ("PREEMPT_MODE", lambda p, n: p.preempt_mode if p else "n/a"),
+    # what holds for every HAL partition and node: any host may submit, no per-node CPU
+    # cap, no federation; the agents' versions are not reported to clients
+    "S": ("ALLOCNODES", lambda p, n: "all"),
+    "B": ("MAX_CPUS_PER_NODE", lambda p, n: "UNLIMITED"),
+    "V": ("CLUSTER", lambda p, n: "N/A"),
+    "v": ("VERSION", lambda p, n: "N/A"),
+    "comment": ("COMMENT", lambda p, n: "(null)"),
+    "extra": ("EXTRA", lambda p, n: "(null)"),
 }
 # the letters a partition decides: without any, a row spans partitions
-PARTITION_LETTERS = frozenset("PRalsrhgLI")
+PARTITION_LETTERS = frozenset("PRalsrhgLIpMSB")
 AGGREGATE_TITLES = {
     "D": "NODES",
     "N": "NODELIST",
@@ -182,17 +214,24 @@ AGGREGATE_TITLES = {
 # HAL's alias of Slurm's ``Time``, after the column's title.
 LONG_FIELDS: dict[str, str] = {
     "allocmem": "alloc_mem",
+    "allocnodes": "S",
     "available": "a",
+    "cluster": "V",
+    "comment": "comment",
+    "cores": "Y",
     "cpus": "c",
     "cpusload": "O",
     "cpusstate": "C",
     "defaulttime": "L",
     "disk": "d",
+    "extra": "extra",
     "features": "f",
+    "features_act": "b",
     "freemem": "e",
     "gres": "G",
     "gresused": "gres_used",
     "groups": "g",
+    "maxcpuspernode": "B",
     "memory": "m",
     "nodeaddr": "o",
     "nodeai": "A",
@@ -203,19 +242,25 @@ LONG_FIELDS: dict[str, str] = {
     "oversubscribe": "h",
     "partition": "P",
     "partitionname": "R",
-    "prioritytier": "I",
+    "preemptmode": "M",
+    "priorityjobfactor": "I",
+    "prioritytier": "p",
     "reason": "E",
     "root": "r",
     "size": "s",
     "socketcorethread": "z",
+    "sockets": "X",
     "statecompact": "t",
+    "statecomplete": "state_complete",
     "statelong": "T",
+    "threads": "Z",
     "time": "l",
     "timelimit": "l",
     "timestamp": "H",
     "tmpdisk": "d",
     "user": "u",
     "userlong": "U",
+    "version": "v",
     "weight": "w",
 }
 LONG_FIELD_WIDTH = 20  # sinfo -O: a field without a size is 20 wide
@@ -263,13 +308,17 @@ def sinfo(argv: list[str], console: Console) -> int:
         for n in nodes
         if (wanted_nodes is None or n.name in wanted_nodes)
         and (wanted_states is None or state_matches(n, wanted_states))
+        and ("responding" not in opts or NOT_RESPONDING not in n.state_flags)
+        and ("dead" not in opts or NOT_RESPONDING in n.state_flags)
     ]
     groups = _groups(
         layout,
         partitions,
         nodes,
         node_mode=node_mode,
-        filtered=wanted_nodes is not None or wanted_states is not None,
+        filtered=wanted_nodes is not None
+        or wanted_states is not None
+        or bool({"responding", "dead"} & opts.keys()),
         exact="exact" in opts,
         once=reasons,
     )
@@ -303,7 +352,9 @@ def _layout(
                 f"Format option lacks specification: {spelled} needs fields, e.g. "
                 "-o '%P %t %N' or -O NodeList,StateLong"
             )
-        if dest == "Format":
+        if text.strip().lower() == ("all" if dest == "Format" else "%all"):
+            text, dest = ALL_FORMAT, "format"
+        elif dest == "Format":
             return parse_long_names(text, LONG_FIELDS, LONG_FIELD_WIDTH, what="node")
         fmt = text
     elif "summarize" in opts:

@@ -56,11 +56,12 @@ def test_grouped_by_state_with_hostlists() -> None:
 
 
 def test_summarize() -> None:
+    """One space before NODELIST, as Slurm 22.05.8 prints ``-s`` (HAL printed two)."""
     assert call(cluster(), "sinfo", "-s").lines == [
-        "PARTITION AVAIL  TIMELIMIT   NODES(A/I/O/T)  NODELIST",
-        "debug*       up   infinite          3/1/0/4  n[1-3],vm",
-        "gpu          up    1:00:00          0/0/1/1  g1",
-        "empty      down 2-00:00:00          0/0/0/0  ",
+        "PARTITION AVAIL  TIMELIMIT   NODES(A/I/O/T) NODELIST",
+        "debug*       up   infinite          3/1/0/4 n[1-3],vm",
+        "gpu          up    1:00:00          0/0/1/1 g1",
+        "empty      down 2-00:00:00          0/0/0/0 ",
     ]
 
 

@@ -63,7 +63,7 @@ def test_the_default_view_groups_responding_and_silent_nodes_apart() -> None:
     ]
     # a silent node is still idle for the summary's A/I/O/T, as in Slurm
     assert call(client, "sinfo", "-s", "-h").lines == [
-        "debug*       up   infinite          0/4/0/4  n[1-4]"
+        "debug*       up   infinite          0/4/0/4 n[1-4]"
     ]
 
 
