@@ -396,7 +396,8 @@ FIELDS: dict[str, tuple[str, int, Column]] = {
     "derivedexitcode": ("DerivedExitCode", 15, _job_only(_derived_exit_code)),
     "elapsed": ("Elapsed", 10, lambda j, s, n: duration_long(time_used(j, n))),
     "elapsedraw": ("ElapsedRaw", 10, lambda j, s, n: str(int(time_used(j, n)))),
-    "start": ("Start", 19, lambda j, s, n: timestamp(_start(j), "Unknown")),
+    # a job that ended without starting (cancelled while pending): "None", as Slurm's
+    "start": ("Start", 19, lambda j, s, n: timestamp(j.start_time, _unstarted(j))),
     "end": ("End", 19, lambda j, s, n: timestamp(j.end_time, "Unknown")),
     "submit": ("Submit", 19, lambda j, s, n: timestamp(j.submit_time, "Unknown")),
     "eligible": ("Eligible", 19, lambda j, s, n: timestamp(j.eligible_time, "Unknown")),
@@ -481,7 +482,7 @@ def styled_fields(units: str, times: TimeStyle) -> dict[str, tuple[str, int, Col
     ave = FIELDS["averss"][2]
     req = FIELDS["reqmem"][2]
     return FIELDS | {
-        "start": ("Start", 19, when(_start)),
+        "start": ("Start", 19, lambda j, s, n: times.text(j.start_time, _unstarted(j), n)),
         "end": ("End", 19, when(lambda j: j.end_time)),
         "submit": ("Submit", 19, when(lambda j: j.submit_time)),
         "eligible": ("Eligible", 19, when(lambda j: j.eligible_time)),
@@ -751,9 +752,15 @@ def _was_suspended(job: JobInfo) -> bool:
 
 
 def _start(job: JobInfo) -> float | None:
-    """When the job started; for a job that ended without starting (cancelled while
-    pending) its end, as Slurm 22.05.8 records such a job (Start = End, Elapsed 0)."""
+    """When the job stopped pending: its start, or for a job that ended without starting
+    (cancelled while pending) its end. Slurm 22.05.8 shows such a job's Start as
+    ``None`` and lists it under ``-s PD`` only in windows before its end (checked with
+    slurmdbd, session 42); HAL listed it in every window."""
     return job.start_time if job.start_time is not None else job.end_time
+
+
+def _unstarted(job: JobInfo) -> str:
+    return "None" if job.end_time is not None else "Unknown"
 
 
 def _wanted(job: JobInfo, request: Request, now: float) -> bool:
