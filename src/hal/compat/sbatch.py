@@ -513,43 +513,54 @@ def _check_script(script: str) -> None:
 def directive_lines(script: str) -> list[tuple[int, str]]:
     """(line number, text after ``#SBATCH`` or ``#HAL``) for each directive before the first
     command. ``#HAL`` lines take the same options; HAL's own (``--data``) read better there
-    in a script that also runs under Slurm."""
+    in a script that also runs under Slurm.
+
+    As Slurm 22.05.8, whatever follows ``#SBATCH`` is the directive's text, space or not:
+    ``#SBATCH-J x`` names the job x, and ``#SBATCHX -J x`` is refused ("Invalid directive
+    found in batch script: X"), where HAL ignored both. ``#HAL`` (HAL's own) still needs a
+    space after it, so a ``#HALT`` comment stays a comment."""
     found = []
     for number, line in enumerate(script.splitlines(), start=1):
         stripped = line.strip()
         if stripped and not stripped.startswith("#"):
             break  # Slurm stops at the first line that is neither blank nor a comment
-        prefix = re.match(r"#(SBATCH|HAL)(\s|$)", line)
+        prefix = re.match(r"#SBATCH|#HAL(?=\s|$)", line)
         if prefix:
-            found.append((number, line[len(prefix.group(1)) + 1 :]))
+            found.append((number, line[prefix.end() :]))
     return found
 
 
 def split_directive(text: str) -> list[str]:
-    """Words of a directive: whitespace-separated, with ``"..."``/``'...'`` quoting and
-    backslash escapes; an unquoted word starting with ``#`` begins a comment. Nothing is
-    expanded (``$HOME`` stays literal, as Slurm documents)."""
+    """Words of a directive, split as Slurm 22.05.8's sbatch splits them (_get_argument):
+    whitespace outside ``"..."``/``'...'`` ends a word; a backslash takes the next character
+    as it is, in quotes too (``"a\\"b"`` is ``a"b``), except that unquoted whitespace ends
+    the word all the same (``a\\ b`` is two words, ``a`` and ``b``: write ``"a b"``); an
+    unquoted ``#``, even inside a word, begins a comment (``--comment=x#y`` is ``x``).
+    Nothing is expanded (``$HOME`` stays literal, as Slurm documents)."""
     words: list[str] = []
     word: list[str] = []
     in_word = False
     quote = ""
-    chars = iter(text)
-    for ch in chars:
-        if quote:
+    escaped = False
+    for ch in text:
+        if not quote and ch.isspace():
+            if in_word:
+                words.append("".join(word))
+                word, in_word = [], False
+            escaped = False  # (Slurm drops a backslash before the space that ends a word)
+        elif escaped:
+            word.append(ch)
+            escaped, in_word = False, True
+        elif ch == "\\":
+            escaped = True
+        elif quote:
             if ch == quote:
                 quote = ""
             else:
                 word.append(ch)
         elif ch in "\"'":
             quote, in_word = ch, True
-        elif ch == "\\":
-            word.append(next(chars, ""))
-            in_word = True
-        elif ch.isspace():
-            if in_word:
-                words.append("".join(word))
-                word, in_word = [], False
-        elif ch == "#" and not in_word:
+        elif ch == "#":
             break
         else:
             word.append(ch)
@@ -573,10 +584,11 @@ def _settings_from_directives(script: str) -> list[dict[str, Setting]]:
         if positionals and positionals[0] in _HETJOB_WORDS:
             components.append({})
             positionals = positionals[1:]
-        if positionals:
+        if positionals:  # Slurm's words first ("b" for `--comment=a\ b`; rc 255 there)
             raise UnsupportedOption(
-                f"script line {number}: unexpected {positionals[0]!r} in #SBATCH "
-                "directive; HAL reads only options there (#SBATCH --name=value)",
+                f"Invalid directive found in batch script: {positionals[0]} (script line "
+                f"{number}: HAL reads only options there, as Slurm does; quote a value with "
+                'spaces: #SBATCH --comment="two words")',
                 field="script",
             )
         level, _ = _settings(parsed)

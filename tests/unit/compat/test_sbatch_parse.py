@@ -343,10 +343,68 @@ def test_directive_lines_and_words() -> None:
         (2, " -N 1"),
         (4, ""),
     ]
-    assert split_directive(" -J 'a b' --comment=x#y # note") == ["-J", "a b", "--comment=x#y"]
-    assert split_directive(r' -o a\ b "-e" c') == ["-o", "a b", "-e", "c"]
+    assert split_directive(" -J 'a b' --comment=x # note") == ["-J", "a b", "--comment=x"]
+    assert split_directive(r' -o "a\ b" "-e" c') == ["-o", "a b", "-e", "c"]
     with pytest.raises(InvalidRequest, match="unbalanced quote"):
         split_directive(' -J "oops')
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        (r"--comment=a\ b", ["--comment=a", "b"]),
+        ('--comment="a b"', ["--comment=a b"]),
+        ("--comment='a b'", ["--comment=a b"]),
+        ('--comment=a" "b', ["--comment=a b"]),
+        (r'--comment="a\ b"', ["--comment=a b"]),
+        (r'--comment="a\"b"', ['--comment=a"b']),
+        (r"--comment=a\"b", ['--comment=a"b']),
+        ("--comment='a\"b'", ['--comment=a"b']),
+        (r"--comment=a\\b", [r"--comment=a\b"]),
+        ("--comment=a\\", ["--comment=a"]),
+        ("--comment=a#b", ["--comment=a"]),
+        ("-J x#y --comment=zz", ["-J", "x"]),
+        ('--comment="a#b"', ["--comment=a#b"]),
+        (r"--comment=a\#b", ["--comment=a#b"]),
+        ('--comment="a  b" # c d', ["--comment=a  b"]),
+        ('--comment ""', ["--comment", ""]),
+    ],
+)
+def test_directive_words_split_as_slurm_splits_them(text: str, words: list[str]) -> None:
+    """Each case as Slurm 22.05.8's sbatch took it (scontrol show job's Comment/JobName).
+    HAL took ``a\\ b`` as one word, kept ``x#y`` whole, and read no backslash in quotes."""
+    assert split_directive(" " + text) == words
+
+
+def test_a_backslash_space_does_not_join_words() -> None:
+    """Slurm 22.05.8: ``#SBATCH -H --comment=a\\ b`` fails with "Invalid directive found in
+    batch script: b"; HAL submitted the comment "a b"."""
+    script = "#!/bin/sh\n#SBATCH -H --comment=a\\ b\ntrue\n"
+    with pytest.raises(UnsupportedOption, match=r"^Invalid directive found in batch script: b "):
+        parse(script=script)
+
+
+@pytest.mark.parametrize(
+    ("line", "name"),
+    [
+        ("#SBATCH-J nospace", "nospace"),
+        ("#SBATCH--job-name=x2", "x2"),
+        ("#SBATCH-Jx3", "x3"),
+        ("#SBATCH\t-J tab", "tab"),
+        ("#sbatch -J lower", "sbatch"),  # not a directive: the prefix is upper case
+        (" #SBATCH -J lead", "sbatch"),  # nor one that does not start the line
+        ("#HALT -J halt", "sbatch"),  # #HAL needs a space after it
+    ],
+)
+def test_a_directive_needs_no_space_after_sbatch(line: str, name: str) -> None:
+    """Slurm 22.05.8 applies ``#SBATCH-J nospace`` (JobName=nospace); HAL ignored it."""
+    assert parse(script=f"#!/bin/sh\n{line}\ntrue\n").job.name == name
+
+
+def test_a_word_stuck_to_sbatch_is_refused() -> None:
+    """Slurm 22.05.8: ``#SBATCHX -J x`` is "Invalid directive found in batch script: X"."""
+    with pytest.raises(UnsupportedOption, match=r"^Invalid directive found in batch script: X "):
+        parse(script="#!/bin/sh\n#SBATCHX -J x\ntrue\n")
 
 
 @pytest.mark.parametrize(
