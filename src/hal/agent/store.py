@@ -44,7 +44,9 @@ from hal.agent.supervisor import (
 from hal.core.errors import Conflict
 
 RECORD_FILE = "record.json"
-SCRIPT_FILE = "script"
+# Slurm's name for the spooled copy (its $0 is <spool>/job<ID>/slurm_script): scripts
+# that test `basename $0` find the same word under HAL
+SCRIPT_FILE = "slurm_script"
 KILL_WAIT_FILE = "kill_wait"
 JOB_FILES = (
     SCRIPT_FILE, RECORD_FILE, PLAN_FILE, SUPERVISOR_FILE, STARTED_FILE, STATUS_FILE, STOPPING_FILE
