@@ -292,13 +292,13 @@ def user_field(name: str) -> str:
 
 def print_records(records: Sequence[list[str]], console: Console, *, oneliner: bool) -> None:
     """scontrol's ``show`` records: the first line of each flush left, the rest indented
-    by three, a blank line between records; ``-o``: each record on one line."""
-    for index, record in enumerate(records):
+    by three, a blank line after each record, the last too, as Slurm 22.05.8 prints them
+    (session 42; HAL printed none after the last); ``-o``: each record on one line."""
+    for record in records:
         if oneliner:
             console.out(" ".join(record))
             continue
-        if index:
-            console.out("")
         console.out(record[0])
         for line in record[1:]:
             console.out("   " + line)
+        console.out("")

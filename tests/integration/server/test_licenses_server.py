@@ -41,7 +41,7 @@ def test_a_license_is_held_by_one_job_at_a_time(live: LiveServer, tmp_path: Path
     two = second.stdout.strip()
     wait_until(lambda: _state(live, two) == ("PENDING", "Licenses"), message="the Licenses wait")
     shown = live.cli("scontrol", "show", "licenses").stdout.splitlines()
-    assert shown == ["LicenseName=matlab", "   Total=1 Used=1 Free=0 Reserved=0 Remote=no"]
+    assert shown == ["LicenseName=matlab", "   Total=1 Used=1 Free=0 Reserved=0 Remote=no", ""]
     queue = live.cli("squeue", "-h", "-j", two, "-O", "JobID:6,Licenses:12,Reason:10")
     assert queue.stdout.split() == [two, "matlab:1", "Licenses"], queue
     assert "Licenses=matlab:1" in live.cli("scontrol", "show", "job", two).stdout

@@ -39,7 +39,7 @@ def test_an_administrators_drain_is_listed_by_sinfo_r(
             assert match, line
             when = time.mktime(time.strptime(match[1], "%Y-%m-%dT%H:%M:%S"))
             assert before - 1 <= when <= time.time()
-            reason = command("scontrol", "show", "node", "node1")[-1]
+            reason = command("scontrol", "show", "node", "node1")[-2]
             assert reason == f"   Reason=maint window [admin@{match[1]}]"
             long = command("sinfo", "-R", "-h", "-o", "%U|%t|%N")
             assert long == [f"{user_field('admin')}|drain|node1"]

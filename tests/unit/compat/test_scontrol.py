@@ -37,8 +37,9 @@ def test_show_job_like_the_reference() -> None:
     assert "   Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=3:0" in lines
     assert "   RunTime=00:00:00 TimeLimit=UNLIMITED TimeMin=N/A" in lines
     assert "   TRES=cpu=1,mem=50M,node=1" in lines
-    assert lines[-2] == "   StdOut=/home/root/slurm-2.out"
-    assert lines[-1] == "   MailUser=(null) MailType=NONE"  # a job without mail settings
+    assert lines[-3] == "   StdOut=/home/root/slurm-2.out"
+    assert lines[-2] == "   MailUser=(null) MailType=NONE"  # a job without mail settings
+    assert lines[-1] == ""  # a blank line after every record, the last too, as Slurm's
 
 
 def test_show_array_element_and_all_jobs_separated() -> None:
@@ -98,8 +99,8 @@ def test_show_node_reason_names_who_and_when() -> None:
         ]
     )
     lines = call(client, "scontrol", "show", "node", "vm").lines
-    assert lines[-1] == "   Reason=maint window [root@2026-11-26T06:10:01]"
-    assert call(client, "scontrol", "show", "node", "old").lines[-1] == "   Reason=fan"
+    assert lines[-2] == "   Reason=maint window [root@2026-11-26T06:10:01]"
+    assert call(client, "scontrol", "show", "node", "old").lines[-2] == "   Reason=fan"
 
 
 def test_show_node_details_name_the_gpus_in_use() -> None:

@@ -42,6 +42,7 @@ def test_partition_record_as_slurm_22_05_8() -> None:
         "   JobDefaults=(null)",
         "   MaxMemPerNode=UNLIMITED",
         "   TRES=cpu=4,mem=2000M,node=2",
+        "",  # (a blank line after every record, as Slurm's)
     ]
 
 
@@ -77,6 +78,7 @@ def test_node_record_as_slurm_22_05_8() -> None:
         "   LastHeartbeat=Unknown",
         "   CfgTRES=cpu=2,mem=1000M",
         "   AllocTRES=",
+        "",
     ]
 
 

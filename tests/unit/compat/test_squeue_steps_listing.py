@@ -63,6 +63,7 @@ def test_scontrol_show_step_prints_its_record() -> None:
         "   State=RUNNING Partition=gpu NodeList=n[2-3]",
         "   Nodes=2 CPUs=8 Tasks=8 Name=mpi_app",
         "   TRES=cpu=8,mem=0,node=2",  # (as Slurm 22.05.8's: a step holds no memory)
+        "",
     ]
     missing = call(cluster(), "scontrol", "show", "step", "6.4")
     assert (missing.rc, missing.out) == (1, "Job step 6.4 not found\n")
