@@ -12,14 +12,9 @@ from test_local_steps_server import (
     state,
     submit,
 )
+from test_requeue_runs_server import show
 
 from hal.testing.live import LiveServer, wait_until
-
-
-def show(live: LiveServer, job_id: int) -> dict[str, str]:
-    done = live.cli("scontrol", "show", "job", str(job_id), "-o")
-    assert done.returncode == 0, done.stderr
-    return dict(word.split("=", 1) for word in done.stdout.split() if "=" in word)
 
 
 def test_a_pending_jobs_shape_and_files_change_and_it_runs_so(

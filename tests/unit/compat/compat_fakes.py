@@ -12,7 +12,7 @@ from hal.compat.commands import run
 from hal.core.errors import NotFound
 from hal.core.states import JobState
 from hal.core.steps import LocalStep, StepRequest
-from hal.wire.jobs import JobInfo, JobSubmit, JobUpdate, SubmitResult, WillRun
+from hal.wire.jobs import JobInfo, JobRun, JobSubmit, JobUpdate, SubmitResult, WillRun
 from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo, TopologyInfo, UserInfo
 from hal.wire.steps import StepInfo
 
@@ -62,6 +62,21 @@ def running(id: int, **changes: Any) -> JobInfo:
     }
     values.update(changes)
     return job(id, **values)
+
+
+def requeued_run(node: str = "vm") -> JobRun:
+    """A job's first run, ended by a requeue 50 s before ``T0`` (sacct -D's earlier run)."""
+    return JobRun(
+        attempt=0,
+        state="REQUEUED",
+        exit_code=0,
+        partition="debug",
+        submit_time=T0 - 60,
+        eligible_time=T0 - 60,
+        start_time=T0 - 50,
+        end_time=T0 - 40,
+        nodes=[node],
+    )
 
 
 def node(name: str = "vm", **changes: Any) -> NodeInfo:

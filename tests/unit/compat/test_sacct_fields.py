@@ -7,9 +7,9 @@ the time it waited once eligible (Reserved, ResvCPU, ResvCPURAW)."""
 from __future__ import annotations
 
 import pytest
-from compat_fakes import T0, FakeClient, call, job, running
+from compat_fakes import T0, FakeClient, call, job, requeued_run, running
 
-from hal.wire.jobs import JobInfo, JobRun, StepRecord
+from hal.wire.jobs import JobInfo, StepRecord
 
 ENDED = {"state": "COMPLETED", "start_time": T0, "end_time": T0 + 60, "nodes": ["n1"]}
 
@@ -96,17 +96,7 @@ def test_suspended_is_the_jobs_and_its_batch_steps() -> None:
 def test_suspended_of_a_requeued_jobs_runs_is_unknown() -> None:
     """The server keeps one sum for all of a job's runs: with ``-D`` neither run of a
     requeued job that was suspended gets a figure; one never suspended reads 0."""
-    run = JobRun(
-        attempt=0,
-        state="REQUEUED",
-        exit_code=0,
-        partition="debug",
-        submit_time=T0 - 60,
-        eligible_time=T0 - 60,
-        start_time=T0 - 50,
-        end_time=T0 - 40,
-        nodes=["n1"],
-    )
+    run = requeued_run("n1")
     paused = job(1, restarts=1, runs=[run], suspended_seconds=9, **ENDED)
     calm = job(2, restarts=1, runs=[run], **ENDED)
     assert lines([paused, calm], "JobID,State,Suspended") == [

@@ -6,10 +6,8 @@ SLURM_TIME_FORMAT and an unknown -u."""
 from __future__ import annotations
 
 import pytest
-from compat_fakes import T0, FakeClient, GiB, MiB, call, job
+from compat_fakes import T0, FakeClient, GiB, MiB, call, job, requeued_run
 from test_sacct import history
-
-from hal.wire.jobs import JobRun
 
 
 def test_delimiter_separates_parsable_values() -> None:
@@ -84,17 +82,7 @@ def test_suspended_lists_only_jobs_that_were_suspended() -> None:
 
 def test_requeued_runs_are_listed_without_duplicates() -> None:
     """``sacct -X -s RQ`` prints the run a requeue ended (``94 req REQUEUED``)."""
-    run = JobRun(
-        attempt=0,
-        state="REQUEUED",
-        exit_code=0,
-        partition="debug",
-        submit_time=T0 - 60,
-        eligible_time=T0 - 60,
-        start_time=T0 - 50,
-        end_time=T0 - 40,
-        nodes=["vm"],
-    )
+    run = requeued_run()
     requeued = job(94, name="req", state="COMPLETED", start_time=T0, end_time=T0 + 5, runs=[run])
     client = FakeClient(job_list=[requeued])
     argv = ("-X", "-P", "-n", "-o", "JobID,JobName,State", "-s", "RQ", "-S", "21:00", "-E", "now")
