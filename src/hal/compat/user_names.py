@@ -5,7 +5,8 @@ Slurm's commands turn each name into a uid with the host's account database
 does not know: squeue says ``Invalid user: NAME`` and goes on, scancel says ``Invalid user
 name: NAME`` and exits 1. HAL's jobs carry user names that the agents' hosts run them as
 and its tokens name, which the host running the command may not have as accounts, so a
-name the server holds jobs of counts as known too.
+name the server holds jobs of (pending, running, or ended within MinJobAge) counts as
+known too.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ def resolve_user(client: Client, text: str) -> str | None:
     try:
         pwd.getpwnam(text)
     except KeyError:
-        # asked only for names this host lacks: one request, any job, past ones too
-        if not client.jobs(users=[text], include_finished=True, history=True):
+        # asked only for names this host lacks: one request, of the jobs squeue and
+        # scancel act on (not the user's whole history, which may be a million jobs)
+        if not client.jobs(users=[text], include_finished=True):
             return None
     return text
