@@ -133,13 +133,27 @@ def _uid(user: str) -> str:
         return user
 
 
-def _user_name(text: str) -> str:
-    """``-u`` takes user names or numeric uids (sacct.1); jobs carry names. One this
-    machine does not know is refused, as Slurm 22.05.8's sacct refuses it."""
+def _user_name(text: str, request: Request) -> str:
+    """``-u`` takes user names or numeric uids (sacct.1); jobs carry names. A uid this
+    machine does not know is refused, as Slurm 22.05.8's sacct refuses it; so is a name,
+    once the server has shown it no job of that user either (``_unknown_user``): HAL's
+    users need not be accounts on the machine sacct runs on."""
     try:
         return pwd.getpwuid(int(text)).pw_name if text.isdigit() else pwd.getpwnam(text).pw_name
     except (KeyError, OverflowError):
-        raise InvalidRequest(f"Invalid user id: {text}", field="user") from None
+        if text.isdigit():
+            raise InvalidRequest(f"Invalid user id: {text}", field="user") from None
+    request.unknown_users.append(text)
+    return text
+
+
+def _unknown_user(request: Request, jobs: list[JobInfo], console: Console) -> str | None:
+    """The first ``-u`` name that neither this machine, the caller, nor a job knows."""
+    seen = {job.user for job in jobs}
+    unknown = [name for name in request.unknown_users if name not in seen]
+    if unknown and console.current_user() in unknown:
+        unknown.remove(console.current_user())
+    return unknown[0] if unknown else None
 
 
 def _started(job: JobInfo) -> bool:
@@ -505,6 +519,7 @@ class Request:
     # job id → steps asked for with ``-j 12.batch`` / ``-j 12.3`` ("*" = the whole job)
     job_steps: dict[str, set[str]] = field(default_factory=dict)
     users: list[str] = field(default_factory=list)
+    unknown_users: list[str] = field(default_factory=list)  # -u names this host lacks
     all_users: bool = False
     names: list[str] = field(default_factory=list)
     partitions: list[str] = field(default_factory=list)
@@ -544,10 +559,13 @@ def sacct(argv: list[str], console: Console) -> int:
             names=request.names or None,
             partitions=request.partitions or None,
         )
+        unknown = _unknown_user(request, jobs, console) if request.unknown_users else None
     except NotFound:  # unknown ids: sacct prints just the header
-        jobs = []
+        jobs, unknown = [], None
     except HalError as err:
         return console.error(err.message)
+    if unknown is not None:
+        return console.error(f"Invalid user id: {unknown}")
     jobs = sorted(jobs, key=lambda j: j.id)
     for line in sacct_lines(request, jobs, now):
         console.out(line)
@@ -619,7 +637,7 @@ def parse_request(
                 request.ids.append(base)
                 request.job_steps.setdefault(base, set()).add(step or "*")
         elif dest == "user":
-            request.users += [_user_name(item) for item in items]
+            request.users += [_user_name(item, request) for item in items]
         elif dest == "allusers":
             request.all_users = True
         elif dest == "starttime":

@@ -137,3 +137,13 @@ def test_unknown_user_is_refused(user: str) -> None:
     result = call(history(), "sacct", "-u", user)
     assert (result.rc, result.out) == (1, "")
     assert result.err == f"sacct: error: Invalid user id: {user}\n"
+
+
+def test_a_user_the_server_knows_is_not_refused() -> None:
+    """HAL's users need not be accounts here: a name with jobs on the server, or the
+    caller's own, is taken (only a name neither knows is refused)."""
+    client = FakeClient(job_list=[job(9, user="halonly", state="COMPLETED", end_time=T0)])
+    listed = call(client, "sacct", "-X", "-n", "-P", "-o", "JobID,User", "-u", "halonly")
+    assert (listed.rc, listed.lines) == (0, ["9|halonly"])
+    client.user = "meonly"
+    assert call(client, "sacct", "-u", "meonly").rc == 0
