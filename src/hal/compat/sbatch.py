@@ -728,13 +728,19 @@ def _fit_nodes_to_tasks(fields: dict[str, object], warnings: list[str]) -> None:
     ntasks, low, high = fields.get("ntasks"), fields.get("nodes_min"), fields.get("nodes_max")
     if not (isinstance(ntasks, int) and isinstance(low, int) and isinstance(high, int)):
         return
+    fields["nodes_min"], fields["nodes_max"], warning = nodes_for_tasks(ntasks, low, high)
+    if warning:
+        warnings.append(warning)
+
+
+def nodes_for_tasks(ntasks: int, low: int, high: int) -> tuple[int, int, str]:
+    """``-N low-high`` fitted to ``-n ntasks`` (``_fit_nodes_to_tasks``), and the warning
+    Slurm prints when it lowers the minimum ("" when it does not)."""
     high = min(high, ntasks)
-    if ntasks < low:
-        warnings.append(
-            f"Warning: can't run {ntasks} processes on {low} nodes, setting nnodes to {ntasks}"
-        )
-        low = ntasks
-    fields["nodes_min"], fields["nodes_max"] = low, max(low, high)
+    if ntasks >= low:
+        return low, max(low, high), ""
+    warning = f"Warning: can't run {ntasks} processes on {low} nodes, setting nnodes to {ntasks}"
+    return ntasks, ntasks, warning
 
 
 def _scheduling(settings: dict[str, Setting], fields: dict[str, object], now: float) -> None:

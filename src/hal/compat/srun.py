@@ -71,6 +71,7 @@ from typing import Any
 from hal.compat.exports import EXPORT_VARIABLE, step_environment
 from hal.compat.names import SALLOC_JOB_VARIABLE
 from hal.compat.options import RESOURCE_OPTIONS, Arg, Opt, OptionError, parse_options
+from hal.compat.sbatch import nodes_for_tasks
 from hal.compat.seam import Console
 from hal.compat.srun_inputs import multi_prog_tasks, read_multi_prog, step_job
 from hal.compat.srun_output import OutputRequest, parse_open_mode
@@ -178,6 +179,7 @@ class Invocation:
     input: str = "all"  # -i: all, none, a task's rank, or a file name pattern
     # --export (else SLURM_EXPORT_ENV): which of srun's variables the tasks get (None: all)
     export: str | None = None
+    warning: str = ""  # said before the step starts (-N above -n: "Warning: can't run ...")
 
     @property
     def step_name(self) -> str:
@@ -269,6 +271,11 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
     per_gpu = any(dest == "mem_per_gpu" for dest, _, _ in parsed.values)
     if len(memory) + per_gpu > 1:
         raise InvalidRequest("--mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.")
+    if node_range is not None and "ntasks" in counts:  # as sbatch: no node without a task
+        low, high, warning = nodes_for_tasks(counts["ntasks"], *node_range)
+        node_range = (low, high)
+        if warning:
+            extra["warning"] = warning
     dist = parse_distribution(distribution)
     arbitrary = dist.kind == "arbitrary"
     if arbitrary and not nodelist and env.get("SLURM_HOSTFILE"):
@@ -362,6 +369,8 @@ def srun(argv: list[str], console: Console) -> int:
         return 255 if err.field == "distribution" else code  # (as Slurm's srun exits)
     if call.export is None and EXPORT_VARIABLE in env:  # srun's input variable
         call = dataclasses.replace(call, export=env[EXPORT_VARIABLE])
+    if call.warning:
+        console.err(f"srun: {call.warning}")
     refused = _as_step(call, console)
     if refused:
         return console.error(refused)

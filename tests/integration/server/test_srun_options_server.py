@@ -145,3 +145,14 @@ def test_ctrl_c_once_says_how_the_tasks_are_twice_ends_them(
     assert lines.count("srun: interrupt (one more within 1 sec to abort)") == 2, err
     assert any(line.endswith(" tasks 0-1: running") for line in lines), err
     assert any(line.startswith("srun: sending Ctrl-C to StepId=") for line in lines), err
+
+
+def test_more_nodes_than_tasks_is_one_node_with_slurms_warning(
+    server: LiveServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Slurm 22.05.8 (session 42): ``srun -N2 -n1`` in a two-node job warns and runs one
+    task on one node; HAL asked for a step on both nodes."""
+    out, err = run(server, tmp_path, f"{SRUN} -N2 -n1 hostname\necho rc=$?\n", "-N2", "-n2")
+    assert out.splitlines()[-1] == "rc=0" and len(out.splitlines()) == 2, (out, err)
+    assert "srun: Warning: can't run 1 processes on 2 nodes, setting nnodes to 1" in err

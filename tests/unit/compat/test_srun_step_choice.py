@@ -275,3 +275,13 @@ def test_srun_reports_its_steps_end_to_a_restarting_server_until_it_answers() ->
         assert ("was not recorded" in err.getvalue()) == warned, err.getvalue()
         if not warned:
             assert client.tries == 4 and naps == [1.0, 2.0, 4.0]
+
+
+def test_no_more_nodes_than_tasks() -> None:
+    """Slurm 22.05.8's srun, as its sbatch (session 42): ``-N 2 -n 1`` warns and runs on
+    one node, ``-N 1-4 -n 2`` quietly on at most two."""
+    one = parse_command(["-N2", "-n1", "true"], {})
+    assert (one.node_range, one.request.nodes) == ((1, 1), 1)
+    assert one.warning == "Warning: can't run 1 processes on 2 nodes, setting nnodes to 1"
+    quiet = parse_command(["-N", "1-4", "-n", "2", "true"], {})
+    assert (quiet.node_range, quiet.warning) == ((1, 2), "")
