@@ -37,7 +37,12 @@ from hal.compat.sacct_style import TimeStyle, in_unit, parse_units, time_style
 from hal.compat.seam import Console
 from hal.compat.version import VERSION_LINE
 from hal.core.errors import HalError, InvalidRequest, NotFound
-from hal.core.slurm_syntax import compress_hostlist, expand_hostlist, parse_begin
+from hal.core.slurm_syntax import (
+    compress_hostlist,
+    expand_hostlist,
+    parse_begin,
+    parse_time_limit,
+)
 from hal.core.states import OTHER_SLURM_STATES, STATES_BY_CODE, JobState
 from hal.wire.jobs import JobInfo, StepRecord
 
@@ -70,6 +75,21 @@ OPTIONS = (
     Opt("name", ("name",), arg=Arg.REQUIRED),
     Opt("partition", ("partition",), "r"),
     Opt("accounts", ("accounts",), "A"),
+    Opt("qos", ("qos",), "q"),
+    Opt("nodelist", ("nodelist",), "N"),
+    Opt("group", ("gid", "group"), "g"),
+    Opt("nnodes", ("nnodes",), "i"),
+    Opt("ncpus", ("ncpus",), "I"),
+    Opt("timelimit_min", ("timelimit-min",), "k"),
+    Opt("timelimit_max", ("timelimit-max",), "K"),
+    Opt("truncate", ("truncate",), "T", Arg.NONE),
+    Opt("batch_script", ("batch-script",), "B", Arg.NONE),
+    # refused with a reason (``_REFUSED``): HAL keeps no such data, or Slurm 22.05.8 has no
+    # such option
+    Opt("associations", ("associations",), "x"),
+    Opt("completion", ("completion",), "c", Arg.NONE),
+    Opt("json", ("json",), arg=Arg.NONE),
+    Opt("array", ("array",), arg=Arg.NONE),
     Opt("clusters", ("clusters",), "M"),  # HAL is one cluster; `--clusters all` selects it
     Opt("allclusters", ("allclusters",), "L", Arg.NONE),
     Opt("duplicates", ("duplicates",), "D", Arg.NONE),
@@ -78,6 +98,19 @@ OPTIONS = (
     Opt("usage", ("usage",), arg=Arg.NONE),
     Opt("version", ("version",), "V", Arg.NONE),
 )
+
+_REFUSED = {
+    "associations": "-x/--associations selects by association id, which HAL does not "
+    "keep: select with -A/--accounts and -u/--user instead",
+    "completion": "-c/--completion reads a job completion log (JobCompType), which HAL "
+    "does not keep: its sacct always reads HAL's own job history",
+    "json": "--json is not supported by HAL's sacct: use -P/--parsable2 with "
+    "--format=... for machine-readable output",
+    "array": "unrecognized option '--array': Slurm 22.05.8's sacct has no --array either; "
+    "HAL already prints each array element on its own line (123_4)",
+}
+# Slurm's INFINITE time limit, in minutes (-k/-K compare TimelimitRaw's minutes)
+_NO_LIMIT_MINUTES = 0xFFFFFFFE
 
 # (job, the step of the line: "" for the job's, "batch", or a step id "0"..., now); a
 # numbered step's line gets a copy of its job with the step's values (``_step_view``)
@@ -527,6 +560,15 @@ class Request:
     states: set[str] = field(default_factory=set)
     start: float | None = None
     end: float | None = None
+    qos: set[str] = field(default_factory=set)  # -q, lower case (Slurm's QoS names are)
+    nodes: set[str] = field(default_factory=set)  # -N: jobs that ran on any of these
+    gids: set[str] = field(default_factory=set)  # -g: numeric, as ``_gid_of``
+    nnodes: tuple[int, int] | None = None  # -i min[-max]: allocated nodes
+    ncpus: tuple[int, int] | None = None  # -I min[-max]: allocated CPUs
+    limit_min: int | None = None  # -k, minutes (-K alone is ignored, as Slurm's)
+    limit_max: int | None = None  # -K
+    truncate: bool = False  # -T: start and end cut to the -S/-E window
+    batch_script: bool = False  # -B: print the scripts of the -j jobs instead
 
 
 def sacct(argv: list[str], console: Console) -> int:
@@ -567,8 +609,30 @@ def sacct(argv: list[str], console: Console) -> int:
     if unknown is not None:
         return console.error(f"Invalid user id: {unknown}")
     jobs = sorted(jobs, key=lambda j: j.id)
+    if request.batch_script:
+        return _print_scripts(request, jobs, now, console)
     for line in sacct_lines(request, jobs, now):
         console.out(line)
+    return 0
+
+
+_RULE = "-" * 80
+
+
+def _print_scripts(request: Request, jobs: list[JobInfo], now: float, console: Console) -> int:
+    """``sacct -B -j ...``: each selected job's batch script under ``Batch Script for
+    ID`` and a rule of 80 dashes, then a blank line (Slurm 22.05.8 prints the script
+    with a newline after it); ``NONE`` for a job without one (salloc's, srun's)."""
+    for job in (j for j in jobs if _wanted(j, request, now)):
+        try:
+            script = console.client.job_script(job.id)
+        except NotFound:
+            script = ""
+        except HalError as err:
+            return console.error(err.message)
+        console.out(f"Batch Script for {job.display_id}")
+        console.out(_RULE)
+        console.out(script or "NONE")
     return 0
 
 
@@ -652,8 +716,33 @@ def parse_request(
             request.partitions += items
         elif dest == "accounts":
             request.accounts += items
+        elif dest in _REFUSED:
+            raise InvalidRequest(_REFUSED[dest], field=dest)
+        elif dest == "qos":
+            request.qos |= {item.lower() for item in items}
+        elif dest == "nodelist":
+            request.nodes |= set(expand_hostlist(text, field="nodelist"))
+        elif dest == "group":
+            request.gids |= {_group_id(item) for item in items}
+        elif dest == "nnodes":
+            request.nnodes = _count_range(text, "node")
+        elif dest == "ncpus":
+            request.ncpus = _count_range(text, "cpu")
+        elif dest == "timelimit_min":
+            request.limit_min = _limit_minutes_of(text)
+        elif dest == "timelimit_max":
+            request.limit_max = _limit_minutes_of(text)
+        elif dest == "truncate":
+            request.truncate = True
+        elif dest == "batch_script":
+            request.batch_script = True
     if parsed.positionals:
         raise InvalidRequest(f"Unrecognized option: {parsed.positionals[0]}")
+    if request.batch_script and not request.ids:
+        raise InvalidRequest(
+            "When requesting job scripts you must also request specific jobs with the '-j' option.",
+            field="jobs",
+        )
     if formats and preset == LONG_FIELDS:
         raise InvalidRequest(
             "Options -o(--format) and -l(--long) are mutually exclusive. Please remove one "
@@ -695,6 +784,41 @@ def parse_request(
             field="starttime",
         )
     return request
+
+
+def _group_id(text: str) -> str:
+    """A ``-g`` group name or gid, as the gid ``_gid_of`` gives a job; one this machine's
+    group database does not know is refused, as Slurm 22.05.8's sacct refuses it."""
+    try:
+        return str(grp.getgrgid(int(text)).gr_gid if text.isdigit() else grp.getgrnam(text).gr_gid)
+    except (KeyError, OverflowError):
+        raise InvalidRequest(f"Invalid group id: {text}", field="group") from None
+
+
+def _count_range(text: str, what: str) -> tuple[int, int]:
+    """``-i``/``-I``'s ``min[-max]``: ``2`` is exactly 2, ``1-4`` from 1 to 4."""
+    low, dash, high = text.strip().partition("-")
+    if not low.isdigit() or (dash and not high.isdigit()):
+        raise InvalidRequest(
+            f'Invalid numeric value "{text}" for requested {what} range.', field=f"n{what}s"
+        )
+    return int(low), int(high) if dash else int(low)
+
+
+def _limit_minutes_of(text: str) -> int:
+    """``-k``/``-K``'s time limit in whole minutes (seconds round up, as Slurm keeps
+    limits); UNLIMITED/INFINITE is Slurm's INFINITE."""
+    if text.strip().lower() in ("unlimited", "infinite", "-1"):
+        return _NO_LIMIT_MINUTES
+    try:
+        seconds = parse_time_limit(text, field="timelimit")
+    except InvalidRequest:
+        raise InvalidRequest(
+            f"Invalid time limit specification: {text!r}; write minutes, MM:SS, HH:MM:SS, "
+            "D-HH, D-HH:MM or D-HH:MM:SS",
+            field="timelimit",
+        ) from None
+    return -(-seconds // 60)
 
 
 def _state_name(text: str) -> str:
@@ -781,8 +905,41 @@ def _unstarted(job: JobInfo) -> str:
     return "None" if job.end_time is not None else "Unknown"
 
 
+def _selected(job: JobInfo, request: Request) -> bool:
+    """What the job is, as -q, -N, -g, -i, -I and -k/-K select it: its QoS, the nodes,
+    node and CPU counts it was allocated (none before it started: a pending job is
+    ``-i 0``, as Slurm's accounting), its user's group (``_gid_of``), its limit in whole
+    minutes (-k alone: exactly that; -K alone is ignored, as Slurm 22.05.8's sacct)."""
+    if request.qos and (job.qos or "").lower() not in request.qos:
+        return False
+    if request.nodes and not request.nodes.intersection(job.nodes):
+        return False
+    if request.gids and _gid_of(job) not in request.gids:
+        return False
+    if request.nnodes and not _within(job.node_count if _started(job) else 0, request.nnodes):
+        return False
+    if request.ncpus and not _within(_alloc_cpus(job, ""), request.ncpus):
+        return False
+    if request.limit_min is not None:
+        high = request.limit_min if request.limit_max is None else request.limit_max
+        return _within(_limit_of(job), (request.limit_min, high))
+    return True
+
+
+def _within(value: int, bounds: tuple[int, int]) -> bool:
+    return bounds[0] <= value <= bounds[1]
+
+
+def _limit_of(job: JobInfo) -> int:
+    """The job's limit in whole minutes, as -k/-K compare it (Slurm's INFINITE: none)."""
+    limit = _limit_minutes(job)
+    return _NO_LIMIT_MINUTES if limit == "UNLIMITED" else int(limit)
+
+
 def _wanted(job: JobInfo, request: Request, now: float) -> bool:
     if request.accounts and (job.account or "") not in request.accounts:
+        return False
+    if not _selected(job, request):
         return False
     if request.names and job.name not in request.names:
         return False
@@ -818,18 +975,21 @@ def sacct_lines(request: Request, jobs: list[JobInfo], now: float) -> list[str]:
     job on its own with ``-D``: ``-s PR`` finds a preempted run, ``-S``/``-E`` its times)."""
     rows: list[list[str]] = []
     every = (r for j in jobs for r in records(j, duplicates=request.duplicates))
-    for job in (r for r in every if _wanted(r, request, now)):
+    for record in (r for r in every if _wanted(r, request, now)):
+        job = _truncated(record, request, now)
         wanted = _steps_asked(request, job)
         whole = wanted is None or "*" in wanted
         if whole:
             rows.append([column(job, "", now) for _, _, column in request.fields])
         batch = request.steps if whole else "batch" in (wanted or ())
         batch = batch and not job.het_job_offset  # a het job's script runs in component 0
-        if batch and job.start_time is not None:
+        if batch and _step_in_window(record.start_time, request, now):
             rows.append([column(job, "batch", now) for _, _, column in request.fields])
-        for step in job.steps:
+        for step in record.steps:
+            if not _step_in_window(step.start_time, request, now):
+                continue
             if (request.steps and whole) or str(step.step_id) in (wanted or ()):
-                view = _step_view(job, step)
+                view = _truncated(_step_view(record, step), request, now)
                 rows.append(
                     [column(view, str(step.step_id), now) for _, _, column in request.fields]
                 )
@@ -840,6 +1000,30 @@ def sacct_lines(request: Request, jobs: list[JobInfo], now: float) -> list[str]:
         header=request.header,
         delimiter=request.delimiter,
     )
+
+
+def _step_in_window(start: float | None, request: Request, now: float) -> bool:
+    """Whether a step that started at ``start`` gets a line: one that started, and with
+    -T not after the window's end (Slurm 22.05.8 leaves such steps out)."""
+    if start is None:
+        return False
+    return not request.truncate or start <= (request.end if request.end is not None else now)
+
+
+def _truncated(job: JobInfo, request: Request, now: float) -> JobInfo:
+    """``job`` (or a step's view) with -T: its start raised to -S and its end (a running
+    one's too) lowered to -E (now without -E), as Slurm 22.05.8's accounting cuts them,
+    so Elapsed and CPUTime count only the window (0 where the job started after it
+    ended). A job that never started keeps its times (Slurm prints the window's end as
+    both: a difference HAL leaves)."""
+    if not request.truncate or job.start_time is None:
+        return job
+    end = request.end if request.end is not None else now
+    start = job.start_time
+    if request.start is not None and start < request.start:
+        start = request.start
+    stop = end if job.end_time is None or job.end_time > end else job.end_time
+    return job.model_copy(update={"start_time": start, "end_time": stop})
 
 
 def _step_view(job: JobInfo, step: StepRecord) -> JobInfo:
