@@ -14,6 +14,10 @@ that traps the signal can then act on it); without ``-s``, ``-b`` sends SIGKILL,
 Slurm's scancel does (the job ends: the agent kills what the shell leaves behind, and a
 pending job is cancelled).
 
+``-i`` asks for each job on stdout (``Cancel job_id=13_[3] name=arr partition=debug
+[y/n]? ``) and cancels those answered y. A signal other than SIGKILL to a pending job is
+tried again 10 times, 5 to 14 s apart, then fails with exit 228, as Slurm's.
+
 Exit codes follow Slurm 22.05.8: an id that does not exist is silent and exits 0 (with
 ``-v``: ``scancel: error: Kill job error on job id N: Invalid job id specified``, checked
 against it in session 41); cancelling a job that already ended is silent, as Slurm ignores
@@ -25,14 +29,23 @@ from __future__ import annotations
 import re
 import signal as signals
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
 from hal.compat.user_names import resolve_user
 from hal.compat.version import VERSION_LINE
 from hal.core.errors import Conflict, HalError, InvalidRequest, NotFound, PermissionDenied
-from hal.core.slurm_syntax import DEFAULT_MAX_ARRAY_SIZE, parse_array, parse_signal_name
+from hal.core.slurm_syntax import (
+    DEFAULT_MAX_ARRAY_SIZE,
+    compress_indices,
+    parse_array,
+    parse_signal_name,
+)
 from hal.core.states import STATES_BY_CODE
+
+if TYPE_CHECKING:
+    from hal.wire.jobs import JobInfo
 
 OPTIONS = (
     Opt("user", ("user",), "u"),
@@ -46,6 +59,7 @@ OPTIONS = (
     Opt("quiet", ("quiet",), "Q", Arg.NONE),
     Opt("verbose", ("verbose",), "v", Arg.NONE),
     Opt("full", ("full",), "f", Arg.NONE),
+    Opt("interactive", ("interactive",), "i", Arg.NONE),
     Opt("clusters", ("clusters",), "M"),
     Opt("help", ("help",), arg=Arg.NONE),
     Opt("usage", ("usage",), arg=Arg.NONE),
@@ -69,8 +83,10 @@ class Request:
     states: set[str] = field(default_factory=set)
     accounts: list[str] = field(default_factory=list)
     signal: int | None = None
+    signal_given: bool = False  # -s named it (-b alone sends SIGKILL, yet "Terminating")
     batch: bool = False  # -b: the batch shell only
     full: bool = False  # -f: the batch shell and its children too, and every step
+    interactive: bool = False  # -i: ask for each job on stdout, read the answer on stdin
     quiet: bool = False
     verbose: bool = False
     version: bool = False  # -V: print the version line alone
@@ -83,6 +99,10 @@ class Request:
 
 
 NO_SUCH_STEP_EXIT = 2017 & 0xFF  # 225: scancel of a step its (known) job does not run
+# scancel -s SIG of a pending job: Slurm's ESLURM_TRANSITION_STATE_NO_UPDATE (2020) as a
+# byte, after MAX_CANCEL_RETRY tries 5, 6, .. 14 seconds apart (the job may start meanwhile)
+NOT_NOW_EXIT = 2020 & 0xFF  # 228
+MAX_CANCEL_RETRY = 10
 
 
 def scancel(argv: list[str], console: Console) -> int:
@@ -133,10 +153,13 @@ def parse_request(argv: list[str]) -> Request | None:
             request.states |= {_state(item) for item in items}
         elif dest == "signal":
             request.signal = _signal(text)
+            request.signal_given = True
         elif dest == "batch":
             request.batch = True
         elif dest == "full":
             request.full = True
+        elif dest == "interactive":
+            request.interactive = True
         elif dest == "quiet":
             request.quiet = True
         elif dest == "verbose":
@@ -244,6 +267,7 @@ def _split_ids(word: str) -> list[str]:
 
 def _cancel(request: Request, console: Console) -> int:
     client = console.client
+    given_users = list(request.users)
     users = [resolve_user(client, text) for text in request.users]
     for text, name in zip(request.users, users, strict=True):
         if name is None:  # before any cancel, as Slurm's scancel reads its options
@@ -276,12 +300,90 @@ def _cancel(request: Request, console: Console) -> int:
             )
             and job.state in CANCELLABLE_STATES
         ]
+        if not targets and request.verbose:
+            console.error(_no_match(request, given_users))
     rc = 0
+    if request.interactive:
+        targets, steps, rc = _confirm(targets, steps, console)
     for target in targets:
         rc = max(rc, _cancel_one(target, request, console))
     for target in steps:
         rc = max(rc, _cancel_step(target, request, console))
     return rc
+
+
+def _no_match(request: Request, given_users: list[str]) -> str:
+    """Slurm's ``-v`` line when the filters leave no job, its filters in its order and as
+    written (``-t R``: ``state=RUNNING``), with its trailing space."""
+    users = given_users + ([request.users[-1]] if request.me else [])
+    words = [
+        ("account", ",".join(request.accounts)),
+        ("job_name", ",".join(request.names)),
+        ("partition", ",".join(request.partitions)),
+        ("state", ",".join(sorted(request.states))),
+        ("user_name", ",".join(users)),
+    ]
+    listed = "".join(f"{key}={value} " for key, value in words if value)
+    return f"No active jobs match ALL job filters, including: {listed}"
+
+
+def _confirm(
+    targets: list[str], steps: list[str], console: Console
+) -> tuple[list[str], list[str], int]:
+    """``-i``: Slurm's question for each job (an array's pending elements are one, as its
+    pending record: ``13_[3-5]``) and step, on stdout, answered on stdin: a line starting
+    with y cancels, with n spares, anything else asks again. At the end of input Slurm
+    asks forever; HAL spares the job. A job that is not there is an error (exit 1), as
+    Slurm's, which looks jobs up before asking."""
+    rc = 0
+    answers: dict[str, bool] = {}
+    chosen: list[str] = []
+    for target in targets:
+        jobs = console.client.jobs(ids=[target])
+        if not jobs:
+            rc = console.error(f"Kill job error on job id {target}: Invalid job id specified")
+        for job in jobs:
+            label = _pending_label(job, console) or job.display_id
+            if label not in answers:
+                answers[label] = _ask(console, f"job_id={label}", job)
+            if answers[label]:
+                chosen.append(job.display_id)
+    kept: list[str] = []
+    for target in steps:
+        job_id = target.partition(".")[0]
+        try:
+            job = console.client.job(job_id)
+        except HalError:
+            kept.append(target)  # (its error as without -i)
+            continue
+        if _ask(console, f"step_id={target}", job):
+            kept.append(target)
+    return list(dict.fromkeys(chosen)), kept, rc
+
+
+def _pending_label(job: JobInfo, console: Console) -> str | None:
+    """``13_[3-5]`` for a pending array element: the array's pending elements, as
+    Slurm's pending array record names them (``13_[3]`` for one)."""
+    if job.array_job_id is None or job.state != "PENDING":
+        return None
+    elements = console.client.jobs(ids=[str(job.array_job_id)])
+    indices = [
+        j.array_task_id for j in elements if j.state == "PENDING" and j.array_task_id is not None
+    ]
+    return f"{job.array_job_id}_[{compress_indices(indices)}]" if indices else None
+
+
+def _ask(console: Console, what: str, job: JobInfo) -> bool:
+    while True:
+        console.stdout.write(f"Cancel {what} name={job.name} partition={job.partition} [y/n]? ")
+        console.stdout.flush()
+        line = console.stdin.readline()
+        if not line:
+            return False
+        if line[0] in "yY":
+            return True
+        if line[0] in "nN":
+            return False
 
 
 def _cancel_step(target: str, request: Request, console: Console) -> int:
@@ -319,20 +421,49 @@ def _known(console: Console, job_id: str) -> bool:
     return True
 
 
+def _verbose_line(target: str, request: Request) -> str:
+    """Slurm 22.05.8's ``-v`` line: ``Signal 10 to batch job 29`` (``full job`` with
+    ``-f``, which wins over ``-b``); without ``-s``, ``Terminating job 29`` (``full``,
+    ``batch`` likewise: ``-b`` alone sends SIGKILL, yet terminates)."""
+    whose = "full job" if request.full else "batch job" if request.batch else "job"
+    if not request.signal_given or request.signal is None:
+        return f"scancel: Terminating {whose} {target}"
+    return f"scancel: Signal {request.signal} to {whose} {target}"
+
+
+def _pending(target: str, console: Console) -> str | None:
+    """How Slurm names ``target`` if it is pending (an array element: the array's
+    pending record, ``13_[3-5]``); None if it is not."""
+    for job in console.client.jobs(ids=[target]):
+        if job.state == "PENDING":
+            return _pending_label(job, console) or job.display_id
+    return None
+
+
 def _cancel_one(target: str, request: Request, console: Console) -> int:
+    if request.verbose:
+        console.err(_verbose_line(target, request))
     try:
-        console.client.cancel(
-            target,
-            signal=request.signal,
-            batch_only=request.batch,
-            steps_only=steps_only(request),
+        signalled = _send(target, request, console)
+        if signalled or request.signal in (None, signals.SIGKILL):
+            return 0
+        label = _pending(target, console)
+        if label is None:
+            return 0
+        # a signal other than SIGKILL to a pending job: Slurm's server refuses (the job
+        # is in a transitional state) and its scancel tries again, then gives up
+        for attempt in range(MAX_CANCEL_RETRY):
+            if request.verbose:
+                console.err("scancel: Job is in transitional state, retrying")
+            console.sleep(5 + attempt)
+            if _send(target, request, console):
+                return 0
+        console.error(  # (-Q too, as Slurm's)
+            f"Kill job error on job id {label}: Job can not be altered now, try again later"
         )
-        if request.verbose:
-            console.err(f"scancel: Terminating job {target}")
-        return 0
+        return NOT_NOW_EXIT
     except NotFound:
         if request.verbose:
-            console.err(f"scancel: Terminating job {target}")
             console.error(f"Kill job error on job id {target}: Invalid job id specified")
         return 0
     except Conflict:
@@ -344,3 +475,13 @@ def _cancel_one(target: str, request: Request, console: Console) -> int:
     except PermissionDenied:
         console.error(f"Kill job error on job id {target}: Access/permission denied")
         return 1
+
+
+def _send(target: str, request: Request, console: Console) -> list[int]:
+    """The ids the server signalled or cancelled (none for a signal to a pending job)."""
+    return console.client.cancel(
+        target,
+        signal=request.signal,
+        batch_only=request.batch,
+        steps_only=steps_only(request),
+    )
