@@ -22,6 +22,7 @@ draining or failing (unless ``-t`` names other states) with why, who said so and
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 
@@ -39,13 +40,13 @@ from hal.compat.node_states import (
     NOT_RESPONDING,
     parse_node_states,
     scontrol_state,
-    slurm_state_number,
     state_compact,
     state_long,
     state_matches,
 )
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
+from hal.compat.sinfo_sort import DEFAULT_SORT, NODE_SORT, sort_rows
 from hal.compat.version import VERSION_LINE
 from hal.core.errors import HalError
 from hal.core.slurm_syntax import compress_hostlist, expand_hostlist
@@ -81,6 +82,7 @@ OPTIONS = (
     Opt("partition", ("partition",), "p"),
     Opt("nodes", ("nodes",), "n"),
     Opt("states", ("states",), "t"),
+    Opt("sort", ("sort",), "S"),  # Slurm's sort list (sinfo_sort)
     Opt("all", ("all",), "a", Arg.NONE),  # hidden partitions: HAL has none
     # HAL already groups only nodes that print alike; -e also splits free memory and CPU
     # load (otherwise shown as min-max ranges over the group)
@@ -283,9 +285,11 @@ def sinfo(argv: list[str], console: Console) -> int:
     node_mode = "node" in opts
     reasons = "list_reasons" in opts
     try:
-        layout = _layout(parsed.values, opts, node_mode=node_mode)
+        layout, unknown = _layout(parsed.values, opts, node_mode=node_mode)
     except ValueError as err:
         return console.error(str(err))
+    for letter in unknown:  # Slurm 22.05.8 says so, prints the text and goes on
+        console.err(f"Invalid node format specification: {letter}")
     try:
         partitions = console.client.partitions()
         nodes = console.client.nodes()
@@ -316,20 +320,12 @@ def sinfo(argv: list[str], console: Console) -> int:
         partitions,
         nodes,
         node_mode=node_mode,
-        filtered=wanted_nodes is not None
-        or wanted_states is not None
-        or bool({"responding", "dead"} & opts.keys()),
         exact="exact" in opts,
         once=reasons,
     )
-    if not node_mode:  # Slurm's default sort "#P,-t" (docs/slurm-checks.md)
-        order = {p.name: i for i, p in enumerate(partitions)}
-        groups.sort(
-            key=lambda g: (
-                order.get(g[0].name, 0) if g[0] else 0,
-                -slurm_state_number(g[1][0]) if g[1] else 0,
-            )
-        )
+    # -S, else Slurm's defaults (docs/slurm-checks.md "sinfo's row order")
+    default_sort = NODE_SORT if node_mode else DEFAULT_SORT
+    sort_rows(groups, opts["sort"] or "" if "sort" in opts else default_sort, partitions)
     if "long" in opts and "noheader" not in opts:
         console.out(time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(console.clock())))
     for line in sinfo_lines(layout, groups, header="noheader" not in opts):
@@ -339,9 +335,11 @@ def sinfo(argv: list[str], console: Console) -> int:
 
 def _layout(
     given: tuple[tuple[str, str | None, str], ...], opts: dict[str, str | None], *, node_mode: bool
-) -> list[Field | str]:
+) -> tuple[list[Field | str], list[str]]:
     """The columns: the last ``-o``/``-O`` given, else the format of ``-s``, ``-N``,
-    ``-R``, ``-l``. A ``ValueError`` says what is wrong with a format."""
+    ``-R``, ``-l``; and the ``-o`` letters sinfo does not know, which print as the text
+    they were given (``%Q``), as Slurm 22.05.8 prints them. A ``ValueError`` says what is
+    wrong with a format."""
     formats = [
         (dest, text or "", spelled) for dest, text, spelled in given if dest in ("format", "Format")
     ]
@@ -355,7 +353,7 @@ def _layout(
         if text.strip().lower() == ("all" if dest == "Format" else "%all"):
             text, dest = ALL_FORMAT, "format"
         elif dest == "Format":
-            return parse_long_names(text, LONG_FIELDS, LONG_FIELD_WIDTH, what="node")
+            return parse_long_names(text, LONG_FIELDS, LONG_FIELD_WIDTH, what="node"), []
         fmt = text
     elif "summarize" in opts:
         fmt = SUMMARIZE_FORMAT
@@ -365,11 +363,20 @@ def _layout(
         fmt = REASONS_LONG_FORMAT if "long" in opts else REASONS_FORMAT
     else:
         fmt = LONG_FORMAT if "long" in opts else DEFAULT_FORMAT
-    layout = parse_format(fmt)
-    for part in layout:
+    layout: list[Field | str] = []
+    unknown: list[str] = []
+    for part in parse_format(fmt):
         if isinstance(part, Field) and part.letter not in NODE_LETTERS | AGGREGATE_TITLES:
-            raise ValueError(f"Invalid node format specification: {part.letter}")
-    return layout
+            unknown.append(part.letter)
+            part = _spelled(part)
+        layout.append(part)
+    return layout, unknown
+
+
+def _spelled(field: Field) -> str:
+    """A field as it was written: ``%.5Q``."""
+    width = str(field.width) if field.width else ""
+    return f"%{'.' if field.right else ''}{'#' if field.auto else ''}{width}{field.letter}"
 
 
 def _members(partition: PartitionInfo, nodes: list[NodeInfo]) -> list[NodeInfo]:
@@ -384,7 +391,6 @@ def _groups(
     nodes: list[NodeInfo],
     *,
     node_mode: bool,
-    filtered: bool,
     exact: bool = False,
     once: bool = False,
 ) -> list[tuple[PartitionInfo | None, list[NodeInfo]]]:
@@ -392,7 +398,9 @@ def _groups(
     memory and CPU load change all the time: they split groups only with ``exact``
     (``-e``), else they print as ranges. Without a partition column a group spans
     partitions and a node is in one only; ``once`` (``-R``) puts each node in one group
-    whatever the columns, under its first partition."""
+    whatever the columns, under its first partition. With a partition column (``%P``,
+    ``%R``) a partition no node is left in still has its row, of no nodes, as Slurm
+    22.05.8 prints it after ``-t``, ``-n``, ``-r``, ``-d`` (and none without one)."""
     shown = [p.letter for p in layout if isinstance(p, Field)]
     per_node = [letter for letter in shown if letter in NODE_LETTERS]
     if exact:
@@ -406,13 +414,14 @@ def _groups(
                     groups.append((partition, [node]))
         return groups
     spans = not PARTITION_LETTERS & set(shown)
+    every_partition = bool({"P", "R"} & set(shown))
     once = once or spans
     placed: set[str] = set()
     slots: dict[tuple[str, tuple[str, ...]], list[NodeInfo]] = {}
     for partition in partitions:
         members = _members(partition, by_name)
         if not members:
-            if not filtered:  # an empty partition still shows, with zero nodes
+            if every_partition:
                 groups.append((partition, []))
             continue
         if once:
@@ -478,14 +487,58 @@ def _counts(nodes: list[NodeInfo]) -> tuple[str, str]:
     )
 
 
+# A row of no nodes (a partition a filter emptied), as Slurm 22.05.8 prints its node
+# columns: zeros, the reason fields of uid 0, ``n/a`` only for the state
+EMPTY_ROW = {
+    "c": "0",
+    "m": "0",
+    "d": "0",
+    "w": "0",
+    "e": "0",
+    "O": "0.00",
+    "z": "0:0:0",
+    "X": "0",
+    "Y": "0",
+    "Z": "0",
+    "f": "(null)",
+    "b": "(null)",
+    "G": "(null)",
+    "E": "none",
+    "u": "root",
+    "U": "root(0)",
+    "H": "Unknown",
+    "A": "0/0",
+}
+
+
+def _cut_partition(value: str, width: int) -> str:
+    """``%5P`` of the default partition: ``debu*``, the mark kept (Slurm 22.05.8)."""
+    if width and value.endswith("*") and len(value) > width:
+        return value[: width - 1] + "*"
+    return value
+
+
 def sinfo_lines(
     layout: list[Field | str],
     groups: list[tuple[PartitionInfo | None, list[NodeInfo]]],
     *,
     header: bool,
 ) -> list[str]:
-    letters = {p.letter for p in layout if isinstance(p, Field)}
+    # each sized partition column its own key: its value is cut before render_rows cuts it
+    cut = {
+        index: f"P{part.width}"
+        for index, part in enumerate(layout)
+        if isinstance(part, Field) and part.letter == "P" and part.width and not part.auto
+    }
+    layout = [
+        dataclasses.replace(part, letter=cut[index])
+        if isinstance(part, Field) and index in cut
+        else part
+        for index, part in enumerate(layout)
+    ]
+    letters = {p.letter for p in layout if isinstance(p, Field)} - set(cut.values())
     titles = {letter: AGGREGATE_TITLES.get(letter) or NODE_LETTERS[letter][0] for letter in letters}
+    titles.update({key: NODE_LETTERS["P"][0] for key in cut.values()})
     rows = []
     for partition, members in groups:
         first = members[0] if members else None
@@ -507,5 +560,9 @@ def sinfo_lines(
             e=_free_mem(members),
             O=_cpu_load(members),
         )
+        if not members:
+            row.update({letter: EMPTY_ROW[letter] for letter in letters & EMPTY_ROW.keys()})
+        partition_name = _partition_name(partition, first)
+        row.update({key: _cut_partition(partition_name, int(key[1:])) for key in cut.values()})
         rows.append(row)
     return render_rows(layout, titles, rows, header=header, whole_titles=("N",))

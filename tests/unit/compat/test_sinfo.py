@@ -105,9 +105,16 @@ def test_state_filter() -> None:
     ]
 
 
-def test_bad_letter() -> None:
-    result = call(cluster(), "sinfo", "-o", "%Q")
-    assert result.rc == 1 and "Invalid node format specification: Q" in result.err
+def test_an_unknown_letter_prints_as_written_and_is_no_error() -> None:
+    """Slurm 22.05.8: ``sinfo -o "%Q|%D"`` prints ``%Q|NODES`` over ``%Q|4``, says
+    ``Invalid node format specification: Q`` on stderr and exits 0 (HAL refused, rc 1)."""
+    result = call(cluster(), "sinfo", "-o", "%Q|%.3q|%D")
+    assert result.rc == 0
+    assert result.lines == ["%Q|%.3q|NODES", "%Q|%.3q|5"]
+    assert result.err.splitlines() == [
+        "Invalid node format specification: Q",
+        "Invalid node format specification: q",
+    ]
 
 
 def test_rows_sort_as_slurms_default() -> None:
