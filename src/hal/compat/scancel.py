@@ -337,13 +337,19 @@ def _confirm(
     Slurm's, which looks jobs up before asking."""
     rc = 0
     answers: dict[str, bool] = {}
+    labels: dict[int, str | None] = {}  # array → its pending record's name (one request)
     chosen: list[str] = []
     for target in targets:
         jobs = console.client.jobs(ids=[target])
         if not jobs:
             rc = console.error(f"Kill job error on job id {target}: Invalid job id specified")
         for job in jobs:
-            label = _pending_label(job, console) or job.display_id
+            label = None
+            if job.array_job_id is not None and job.state == "PENDING":
+                if job.array_job_id not in labels:
+                    labels[job.array_job_id] = _pending_label(job, console)
+                label = labels[job.array_job_id]
+            label = label or job.display_id
             if label not in answers:
                 answers[label] = _ask(console, f"job_id={label}", job)
             if answers[label]:
