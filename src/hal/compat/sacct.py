@@ -10,6 +10,7 @@ on the batch node itself or across the job's nodes (ADR 0012).
 
 from __future__ import annotations
 
+import functools
 import grp
 import pwd
 import re
@@ -158,12 +159,8 @@ def _derived_exit_code(job: JobInfo) -> str:
 
 
 def _uid(user: str) -> str:
-    if user.isdigit():
-        return user
-    try:
-        return str(pwd.getpwnam(user).pw_uid)
-    except KeyError:
-        return user
+    found = _passwd(user)
+    return str(found.pw_uid) if found else user
 
 
 def _user_name(text: str, request: Request) -> str:
@@ -171,11 +168,11 @@ def _user_name(text: str, request: Request) -> str:
     machine does not know is refused, as Slurm 22.05.8's sacct refuses it; so is a name,
     once the server has shown it no job of that user either (``_unknown_user``): HAL's
     users need not be accounts on the machine sacct runs on."""
-    try:
-        return pwd.getpwuid(int(text)).pw_name if text.isdigit() else pwd.getpwnam(text).pw_name
-    except (KeyError, OverflowError):
-        if text.isdigit():
-            raise InvalidRequest(f"Invalid user id: {text}", field="user") from None
+    found = _passwd(text)
+    if found:
+        return found.pw_name
+    if text.isdigit():
+        raise InvalidRequest(f"Invalid user id: {text}", field="user")
     request.unknown_users.append(text)
     return text
 
@@ -312,6 +309,7 @@ def _tres(job: JobInfo, *, step: str) -> str:
     return ",".join(items)
 
 
+@functools.cache  # (a listing asks it for every line's UID, GID and Group)
 def _passwd(user: str) -> pwd.struct_passwd | None:
     """The job's user in this machine's user database, as ``-u`` reads it (None: unknown
     here)."""
@@ -336,12 +334,15 @@ def _gid_of(job: JobInfo) -> str:
 
 def _group_of(job: JobInfo) -> str:
     gid = _gid_of(job)
-    if not gid:
-        return ""
+    return _group_name(int(gid)) if gid else ""
+
+
+@functools.cache
+def _group_name(gid: int) -> str:
     try:
-        return grp.getgrgid(int(gid)).gr_name
+        return grp.getgrgid(gid).gr_name
     except KeyError:
-        return gid  # a group without a name: its number
+        return str(gid)  # a group without a name: its number
 
 
 def _cluster_unset(job: JobInfo, step: str, now: float) -> str:
