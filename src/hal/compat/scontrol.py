@@ -194,7 +194,8 @@ def _show(args: list[str], console: Console, *, oneliner: bool, details: bool) -
             if not parts:
                 console.out(f"Partition {target} not found")
                 return 1
-        records = [partition_record(p, client.nodes()) for p in parts]
+        members = client.nodes()  # (once, not once per partition)
+        records = [partition_record(p, members) for p in parts]
     elif what in ("reservation", "reservations", "res"):
         found = client.reservations()
         if target:
@@ -460,15 +461,19 @@ def config_lines(config: ClusterConfig, now: float) -> list[str]:
     return [f"Configuration data as of {when}"] + [f"{k:<23} = {v}" for k, v in pairs]
 
 
-def _job_ids(args: list[str], console: Console | None = None) -> list[str]:
-    """The jobs ``args`` name: ids, ``JobId=`` lists, and (with ``console``) ``JobName=x``,
-    the caller's jobs named x that have not ended (Slurm 22.05.8's hold/release)."""
+def _named_jobs(console: Console, name: str) -> list[str]:
+    """``JobName=x``: the ids of the caller's jobs named x that have not ended (Slurm
+    22.05.8's hold, release and update)."""
+    me = console.current_user()
+    return [str(job.id) for job in console.client.jobs(names=[name]) if job.user == me]
+
+
+def _job_ids(args: list[str], console: Console) -> list[str]:
+    """The jobs ``args`` name: ids, ``JobId=`` lists and ``JobName=x`` (``_named_jobs``)."""
     ids = []
     for arg in args:
-        if console is not None and arg.lower().startswith("jobname="):
-            named = console.client.jobs(names=[arg.split("=", 1)[1]])
-            me = console.current_user()
-            ids += [str(job.id) for job in named if job.user == me]
+        if arg.lower().startswith("jobname="):
+            ids += _named_jobs(console, arg.split("=", 1)[1])
             continue
         value = arg.split("=", 1)[1] if arg.lower().startswith("jobid=") else arg
         ids += [item for item in value.split(",") if item]
@@ -551,8 +556,7 @@ def _update(args: list[str], console: Console) -> int:
                 f"Update of {m.group(1)} is not supported by HAL; it can update {UPDATABLE}"
             )
     if job_id is None and "name" in changes:  # JobName=x selects the jobs named x
-        named = console.client.jobs(names=[str(changes.pop("name"))])
-        ids = [str(job.id) for job in named if job.user == console.current_user()]
+        ids = _named_jobs(console, str(changes.pop("name")))
         if not ids:
             console.err("No jobs with name found")  # (Slurm's error for no match)
             return 1
