@@ -123,9 +123,13 @@ def fence_available() -> bool:
     return bool(probe.cores)
 
 
+# one write of the whole line: with PYTHONUNBUFFERED (CI's environment, which jobs
+# inherit) print() writes each word and the newline apart, and two steps writing at
+# once interleaved as "01\n\n"
 WIDEN = (
     "python3 -c 'import os, sys; os.sched_setaffinity(0, os.sched_getaffinity(0) | "
-    "{int(c) for c in sys.argv[1:]}); print(*sorted(os.sched_getaffinity(0)))'"
+    "{int(c) for c in sys.argv[1:]}); "
+    "os.write(1, (\" \".join(map(str, sorted(os.sched_getaffinity(0)))) + \"\\n\").encode())'"
 )
 
 
