@@ -129,7 +129,7 @@ def fence_available() -> bool:
 WIDEN = (
     "python3 -c 'import os, sys; os.sched_setaffinity(0, os.sched_getaffinity(0) | "
     "{int(c) for c in sys.argv[1:]}); "
-    "os.write(1, (\" \".join(map(str, sorted(os.sched_getaffinity(0)))) + \"\\n\").encode())'"
+    'os.write(1, (" ".join(map(str, sorted(os.sched_getaffinity(0)))) + "\\n").encode())\''
 )
 
 
