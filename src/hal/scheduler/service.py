@@ -153,6 +153,12 @@ class SchedulerService:
         plan = await loop.run_in_executor(None, self.decide, snap)
         self.stats.last_duration_s = time.perf_counter() - started
         applied = await self.host.apply_plan(plan)
+        if plan.forecast is not None:  # after the starts: only shown (squeue --start)
+            began = time.perf_counter()
+            updates = await loop.run_in_executor(None, plan.forecast)
+            self.stats.last_duration_s += time.perf_counter() - began
+            if updates:
+                await self.host.apply_plan(Plan(plan.revision, updates=updates))
         self.stats.cycles += 1
         self.stats.last_pending = len(snap.pending)
         self.stats.last_started = len(applied)

@@ -29,7 +29,13 @@ from hal.testing.fakes import (
     RecordingReserve,
     RejectingPermit,
 )
-from hal.testing.harness import allocations, placed_nodes, reasons, scheduler_with
+from hal.testing.harness import (
+    allocations,
+    expected_starts,
+    placed_nodes,
+    reasons,
+    scheduler_with,
+)
 
 __all__ = [
     "ClusterBuilder",
@@ -46,6 +52,7 @@ __all__ = [
     "RejectingPermit",
     "allocations",
     "cluster",
+    "expected_starts",
     "make_job",
     "make_node",
     "parse_dependency",

@@ -22,6 +22,15 @@ def placed_nodes(plan: Plan) -> dict[int, tuple[str, ...]]:
     return {p.job_id: p.allocation.nodes for p in plan.placements}
 
 
+def expected_starts(plan: Plan) -> dict[int, float | None]:
+    """job id → expected start, for every update, the forecast's (``Plan.forecast``,
+    as the server applies it after the plan) included."""
+    found = {u.job_id: u.expected_start for u in plan.updates}
+    if plan.forecast is not None:
+        found.update((u.job_id, u.expected_start) for u in plan.forecast())
+    return found
+
+
 def allocations(plan: Plan) -> dict[int, Allocation]:
     return {p.job_id: p.allocation for p in plan.placements}
 

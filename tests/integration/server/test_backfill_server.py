@@ -84,3 +84,34 @@ def test_a_blocked_job_gets_an_expected_start_and_a_short_one_backfills(
         c.cancel(str(wide))
         c.cancel(str(long))
         wait_until(lambda: c.job(long).state not in ("RUNNING", "COMPLETING"), message="cleanup")
+
+
+def test_every_waiting_job_gets_a_forecast_start_behind_the_blocked_one(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    """EASY reserves for the first blocked job only; the jobs behind it get a forecast
+    start (Slurm's squeue --start shows one for every job its backfill tests): a second
+    two-node job after the first one's planned end, in `squeue --start` and REST."""
+    with server.client() as c:
+        long = c.submit(_job(tmp_path, "sleep 300", limit=300)).job_id
+        wait_until(lambda: c.job(long).state == "RUNNING", message="the long job to start")
+        wide = c.submit(_job(tmp_path, "true", limit=120, nodes=2)).job_id
+        behind = c.submit(_job(tmp_path, "true", limit=60, nodes=2)).job_id
+        wait_until(
+            lambda: c.job(behind).expected_start is not None,
+            message="backfill to forecast the job behind the blocked one",
+        )
+        first, second = c.job(wide), c.job(behind)
+        assert (first.reason, second.reason) == ("Resources", "Priority")
+        assert first.expected_start is not None and second.expected_start is not None
+        # the first holds both nodes for its 120 s limit; the second starts after it
+        assert second.expected_start >= first.expected_start + 120
+    sq = server.cli("squeue", "--start", "-h", "-o", "%i %S %r")
+    assert sq.returncode == 0, sq.stderr
+    rows = {line.split()[0]: line.split()[1:] for line in sq.stdout.splitlines()}
+    when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(second.expected_start))
+    assert rows[str(behind)] == [when, "Priority"], sq.stdout
+    with server.client() as c:
+        for job in (behind, wide, long):
+            c.cancel(str(job))
+        wait_until(lambda: c.job(long).state not in ("RUNNING", "COMPLETING"), message="cleanup")

@@ -13,7 +13,7 @@ from hal.core.suspension import SUSPENDED_S
 from hal.predict import UserPredictor, planned_runtime
 from hal.scheduler.framework import ProfileError, Scheduler
 from hal.scheduler.plugins import backfill, build_scheduler, default_profile
-from hal.testing import JobBuilder, cluster, make_job, placed_nodes
+from hal.testing import JobBuilder, cluster, expected_starts, make_job, placed_nodes
 
 NOW = 1000.0
 
@@ -52,7 +52,40 @@ def test_easy_fills_the_hole_before_the_head_starts() -> None:
     updates = {u.job_id: u for u in result.plan.updates}
     assert updates[10].expected_start == 1090
     assert updates[10].reason is PendingReason.RESOURCES
-    assert updates[13].expected_start is None  # EASY reserves for the head only
+    # EASY reserves for the head only; job 13's start is a forecast after it (squeue
+    # --start), planned as conservative backfilling would, after the plan, holding nothing
+    assert updates[13].expected_start is None
+    assert expected_starts(result.plan)[13] == 1190
+    assert set(result.reservations) == {10}
+
+
+def test_easy_forecasts_starts_in_priority_order_without_holding_them() -> None:
+    """Behind the head (all four nodes at 1090), each waiting job is planned where it
+    would start after the jobs before it: the 3-node job after the head, the 2-node one in
+    the hole job 12 (started now) leaves at 1060. A pass that does not explain (the
+    simulator) forecasts nothing, and both start the same jobs."""
+    snap = half_busy(make_job(10).nodes(4).limit(100), make_job(11).nodes(3).limit(60),
+                     make_job(12).limit(60), make_job(13).nodes(2).limit(30))  # fmt: skip
+    sched = with_backfill(mode="easy")
+    shown = sched.run_pass(snap)
+    assert set(placed_nodes(shown.plan)) == {12}
+    assert expected_starts(shown.plan) == {10: 1090, 11: 1190, 13: 1060}
+    quiet = sched.run_pass(snap, explain=False)
+    assert quiet.plan.forecast is None
+    assert placed_nodes(shown.plan) == placed_nodes(quiet.plan)
+
+
+def test_a_forecast_keeps_the_last_one_until_it_comes() -> None:
+    """A job whose last forecast was 1190 keeps it in the plan (not None, then 1190 again,
+    each pass); the forecast, after the plan, updates only the starts that moved."""
+    pending = (make_job(10).nodes(4).limit(100), make_job(11).nodes(3).limit(60))
+    sched = with_backfill(mode="easy")
+    result = sched.run_pass(half_busy(*pending[:1], pending[1].expected_start(1190.0)))
+    assert {u.job_id: u.expected_start for u in result.plan.updates}[11] == 1190
+    assert result.plan.forecast is not None and result.plan.forecast() == ()
+    moved = sched.run_pass(half_busy(*pending[:1], pending[1].expected_start(1500.0)))
+    assert moved.plan.forecast is not None
+    assert [(u.job_id, u.expected_start) for u in moved.plan.forecast()] == [(11, 1190)]
 
 
 def test_conservative_gives_every_waiting_job_a_start_time() -> None:

@@ -63,8 +63,9 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -106,6 +107,10 @@ class BackfillResult:
     settled: SettledStage | None = None
     # job id → the time limit it starts with, lowered within its ``--time-min``
     limits: dict[int, int] = field(default_factory=dict)
+    # the expected starts of the jobs in ``forecasting``, planned when called (after the
+    # pass: ``_Planner.forecast``); None: nothing to forecast (or not explaining)
+    forecast: Callable[[], dict[int, float | None]] | None = None
+    forecasting: frozenset[int] = frozenset()
 
 
 def _held_for(job: Job, runtime: float, protected: bool) -> float:
@@ -259,6 +264,13 @@ def run_backfill(
         planner.defer(job)
     if explain:
         planner.flush()
+        wanted = planner.to_forecast(jobs)
+        if wanted:  # (a copy, as below: the planner's own result must not point back at it)
+            return dataclasses.replace(
+                planner.result,
+                forecast=functools.partial(planner.forecast, wanted),
+                forecasting=frozenset(j.id for j in wanted),
+            )
     elif (
         settled is not None
         and not placed_now
@@ -673,6 +685,57 @@ class _Planner:
         _hold(self.ctx, profile, form, start, runtime, allocation, self.result)
         for name in partitions_of(job):
             self.reservations[name] = self.reservations.get(name, 0) + 1
+
+    def to_forecast(self, jobs: Sequence[Job]) -> list[Job]:
+        """The jobs of EASY partitions this stage left without a start (``jobs``: priority
+        order), up to ``max_job_test`` per partition; a het job's components and a job
+        naming several partitions are left out."""
+        result = self.result
+        started = {job.id for job, _ in result.placements}
+        seen: dict[str, int] = {}
+        wanted: list[Job] = []
+        for job in jobs:
+            policy = self.policies[job.partition]
+            if policy is None or policy.mode is not BackfillMode.EASY:
+                continue
+            count = seen[job.partition] = seen.get(job.partition, 0) + 1
+            if policy.max_job_test and count > policy.max_job_test:
+                continue
+            spec = job.spec
+            if not (
+                job.id in result.expected_start
+                or job.id in started
+                or spec.het is not None
+                or len(spec.partitions) > 1
+            ):
+                wanted.append(job)
+        return wanted
+
+    def forecast(self, jobs: Sequence[Job]) -> dict[int, float | None]:
+        """Expected starts of ``jobs`` (``to_forecast``'s; ``squeue --start``: Slurm's
+        backfill gives one to every job it tests): each planned in turn on the stage's
+        profile after its decisions, as conservative backfilling would reserve it; None
+        where none fits within the window. Only shown: nothing starts from these plans
+        and no reservation is recorded. Called once, after the pass (``Plan.forecast``):
+        it uses the profile up."""
+        profile = self.profile
+        starts: dict[int, float | None] = {}
+        for job in jobs:
+            spec = job.spec
+            if spec.licenses:
+                self.plan_licenses()
+            runtime = self.runtime(job)
+            found = _reserve(self.framework, self.ctx, profile, job, runtime, None)
+            if found is None:
+                starts[job.id] = None
+                continue
+            start = starts[job.id] = profile.times[found[0]]
+            profile.reserve(
+                start, start + runtime, self.ctx.nodes.rows_of(found[1]), spec.exclusive
+            )
+            if spec.licenses:
+                _hold_licenses(self.ctx, profile, spec.licenses, start, start + runtime)
+        return starts
 
     def start_now(self, job: Job, runtime: float, *, screened: bool = False) -> Stage | None:
         """``screened``: the caller knows the job's CPUs are free all through its run

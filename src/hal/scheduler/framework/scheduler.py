@@ -47,7 +47,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hal.core.job import Allocation, Job
@@ -364,6 +364,8 @@ class Scheduler:
         expected: dict[int, float] = {}
         reservations: dict[int, tuple[float, float, Allocation]] = {}
         limits: dict[int, int] = {}  # backfill lowered these jobs' limits (--time-min)
+        forecast = None  # backfill's forecast of the starts of ``forecasting``
+        forecasting: frozenset[int] = frozenset()
         cycle = None
         settled = None
         if backfill and plugin is not None and held:
@@ -379,6 +381,7 @@ class Scheduler:
             expected = bf.expected_start
             reservations = bf.reservations
             limits = bf.limits
+            forecast, forecasting = bf.forecast, bf.forecasting
             if not terminations:
                 settled = bf.settled
         elif not backfill and plugin is not None:
@@ -400,6 +403,8 @@ class Scheduler:
             if code is _ERROR:
                 continue
             start = expected.get(job.id, st.earliest_start)
+            if start is None and job.id in forecasting:
+                start = job.expected_start  # its last forecast stands until this one's
             if st.reason != job.reason or start != job.expected_start:
                 updates.append(PendingUpdate(job.id, st.reason, start))
         placements = [Placement(job.id, alloc, job.partition) for job, alloc in placed]
@@ -419,6 +424,7 @@ class Scheduler:
             updates=tuple(updates),
             terminations=tuple(terminations),
             preemptions=tuple(nominated.values()) if nominated else (),
+            forecast=_Forecast(forecast, waiting, statuses) if forecast and want_updates else None,
         )
         return PassResult(plan, statuses, rejections, reservations, cycle, settled=settled)
 
@@ -511,3 +517,24 @@ class Scheduler:
         if out.status.is_success and out.allocation is not None:
             return out.allocation
         return out.status
+
+
+class _Forecast:
+    """``Plan.forecast``: the pass's forecast starts (``backfill._Planner.forecast``) as
+    updates of the jobs whose start it changes, with the reasons the pass gave them."""
+
+    def __init__(
+        self,
+        starts: Callable[[], dict[int, float | None]],
+        waiting: Sequence[Job],
+        statuses: Mapping[int, Status],
+    ) -> None:
+        self.starts, self.waiting, self.statuses = starts, waiting, statuses
+
+    def __call__(self) -> tuple[PendingUpdate, ...]:
+        starts = self.starts()
+        return tuple(
+            PendingUpdate(job.id, self.statuses[job.id].reason, starts[job.id])
+            for job in self.waiting
+            if job.id in starts and starts[job.id] != job.expected_start
+        )

@@ -7,7 +7,7 @@ writes state: it returns a ``Plan`` stamped with the revision it read, and the p
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -95,3 +95,10 @@ class Plan:
     updates: tuple[PendingUpdate, ...] = ()
     terminations: tuple[Termination, ...] = ()
     preemptions: tuple[Preemption, ...] = ()
+    # Expected starts of the waiting jobs EASY backfill gives no reservation (``squeue
+    # --start``), worked out when called, after the plan is applied: not part of the
+    # decisions, and not worth delaying them for (``backfill._Planner.forecast``). Call
+    # it once; None: nothing to forecast.
+    forecast: Callable[[], tuple[PendingUpdate, ...]] | None = field(
+        default=None, compare=False, repr=False
+    )
