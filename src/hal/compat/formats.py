@@ -155,7 +155,12 @@ def parse_format(text: str) -> list[Field | str]:
 
 
 def parse_long_names(
-    text: str, fields: dict[str, str], default_width: int, *, what: str
+    text: str,
+    fields: dict[str, str],
+    default_width: int,
+    *,
+    what: str,
+    unknown: list[str] | None = None,
 ) -> list[Field | str]:
     """squeue's and sinfo's ``-O``: ``JobArrayID,StateCompact:10,Reason:.5|`` → fields.
 
@@ -163,14 +168,15 @@ def parse_long_names(
     letters). Each item is Slurm's ``type[:[.][size][suffix]]``: ``.`` right-aligns, no
     size is ``default_width``, and any text after the size (``|``, a space) is printed
     after the column, as is. An unknown name is a ``ValueError`` naming it and ``what``
-    ("job", "node")."""
+    ("job", "node"); given ``unknown``, it is added there (as written) and dropped, only
+    its suffix printed, as Slurm 22.05.8's sinfo drops it (``format_add_invalid``)."""
     layout: list[Field | str] = []
     for item in text.split(","):
         name, _, size = item.partition(":")
         if not name.strip():
             continue
         key = fields.get(name.strip().lower())
-        if key is None:
+        if key is None and unknown is None:
             raise ValueError(
                 f"Invalid {what} format specification: {name.strip()} (HAL does not support it)"
             )
@@ -178,7 +184,11 @@ def parse_long_names(
         rest = size[1:] if right else size
         suffix = rest.lstrip("0123456789")
         digits = rest[: len(rest) - len(suffix)]
-        layout.append(Field(key, int(digits) if digits else default_width, right))
+        if key is None:
+            assert unknown is not None
+            unknown.append(name.strip())
+        else:
+            layout.append(Field(key, int(digits) if digits else default_width, right))
         if suffix:
             layout.append(suffix)
     return layout

@@ -288,8 +288,8 @@ def sinfo(argv: list[str], console: Console) -> int:
         layout, unknown = _layout(parsed.values, opts, node_mode=node_mode)
     except ValueError as err:
         return console.error(str(err))
-    for letter in unknown:  # Slurm 22.05.8 says so, prints the text and goes on
-        console.err(f"Invalid node format specification: {letter}")
+    for line in unknown:  # Slurm 22.05.8 says so and goes on, exit code 0
+        console.err(line)
     try:
         partitions = console.client.partitions()
         nodes = console.client.nodes()
@@ -337,9 +337,11 @@ def _layout(
     given: tuple[tuple[str, str | None, str], ...], opts: dict[str, str | None], *, node_mode: bool
 ) -> tuple[list[Field | str], list[str]]:
     """The columns: the last ``-o``/``-O`` given, else the format of ``-s``, ``-N``,
-    ``-R``, ``-l``; and the ``-o`` letters sinfo does not know, which print as the text
-    they were given (``%Q``), as Slurm 22.05.8 prints them. A ``ValueError`` says what is
-    wrong with a format."""
+    ``-R``, ``-l``; and the lines for stderr about the fields sinfo does not know, as
+    Slurm 22.05.8 prints them: a ``-o`` letter prints as the text it was given (``%Q``,
+    ``Invalid node format specification: Q``), a ``-O`` name is dropped, only its suffix
+    printed (``sinfo: error: Invalid job format specification: Bogus``, Slurm's "job").
+    A ``ValueError`` says what is wrong with a format."""
     formats = [
         (dest, text or "", spelled) for dest, text, spelled in given if dest in ("format", "Format")
     ]
@@ -353,7 +355,11 @@ def _layout(
         if text.strip().lower() == ("all" if dest == "Format" else "%all"):
             text, dest = ALL_FORMAT, "format"
         elif dest == "Format":
-            return parse_long_names(text, LONG_FIELDS, LONG_FIELD_WIDTH, what="node"), []
+            names: list[str] = []
+            layout = parse_long_names(
+                text, LONG_FIELDS, LONG_FIELD_WIDTH, what="node", unknown=names
+            )
+            return layout, [f"sinfo: error: Invalid job format specification: {n}" for n in names]
         fmt = text
     elif "summarize" in opts:
         fmt = SUMMARIZE_FORMAT
@@ -363,11 +369,11 @@ def _layout(
         fmt = REASONS_LONG_FORMAT if "long" in opts else REASONS_FORMAT
     else:
         fmt = LONG_FORMAT if "long" in opts else DEFAULT_FORMAT
-    layout: list[Field | str] = []
+    layout = []
     unknown: list[str] = []
     for part in parse_format(fmt):
         if isinstance(part, Field) and part.letter not in NODE_LETTERS | AGGREGATE_TITLES:
-            unknown.append(part.letter)
+            unknown.append(f"Invalid node format specification: {part.letter}")
             part = _spelled(part)
         layout.append(part)
     return layout, unknown

@@ -94,10 +94,27 @@ def test_the_last_format_given_wins() -> None:
     assert call(client, "sinfo", "-h", "-p", "spare", "-O", "StateLong", "-o", "%N").lines == ["n3"]
 
 
-def test_bad_long_formats_are_refused_with_what_to_write() -> None:
-    bad = call(cluster(), "sinfo", "-O", "NodeList,Bogus")
-    assert bad.rc == 1
-    assert "Invalid node format specification: Bogus (HAL does not support it)" in bad.err
+def test_unknown_long_names_are_dropped_with_slurms_warning() -> None:
+    """Slurm 22.05.8: ``sinfo: error: Invalid job format specification: NAME`` (as
+    written, and "job") on stderr for each, rc 0; the field is dropped, its width too,
+    and only its suffix is printed (session 43; HAL refused, rc 1)."""
+    bad = call(cluster(), "sinfo", "-p", "spare", "-O", "Partition:.4|,Bogus:.3xyz,nodes:3")
+    assert bad.rc == 0
+    assert bad.err == "sinfo: error: Invalid job format specification: Bogus\n"
+    assert bad.lines == ["PART|xyzNOD", "spar|xyz1  "]
+    dropped = call(cluster(), "sinfo", "-N", "-n", "n3", "-O", "NodeList:10,xx:2^,foo")
+    assert dropped.rc == 0
+    assert dropped.err.splitlines() == [
+        "sinfo: error: Invalid job format specification: xx",
+        "sinfo: error: Invalid job format specification: foo",
+    ]
+    assert dropped.lines == ["NODELIST  ^", "n3        ^"]
+    # nothing known: an empty line for the title and for the row
+    none = call(cluster(), "sinfo", "-p", "spare", "-O", "bogus")
+    assert none.rc == 0 and none.out == "\n\n"
+
+
+def test_an_empty_long_format_is_refused_with_what_to_write() -> None:
     empty = call(cluster(), "sinfo", "-O", "")
     assert empty.rc == 1 and "-O NodeList,StateLong" in empty.err
 
