@@ -288,6 +288,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         node_count=node_count,
         cpus=cpus,
         memory_bytes=mem,
+        memory_whole_node=spec.memory_per_node_bytes == 0,
         gpus=gpus,
         ntasks=spec.ntasks,
         cpus_per_task=spec.cpus_per_task,

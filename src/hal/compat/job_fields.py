@@ -59,6 +59,12 @@ def _per_node(total: int, job: JobInfo) -> int:
     return total // max(job.node_count, 1)
 
 
+def _min_memory(job: JobInfo) -> str:
+    """squeue's MIN_MEMORY: the memory per node, ``0`` for ``--mem=0`` (all of it), as
+    Slurm 22.05.8 shows what was asked (its TRES the node's memory)."""
+    return "0" if job.memory_whole_node else memory_mib(_per_node(job.memory_bytes, job))
+
+
 def _null(value: str | None) -> str:
     return value if value else "(null)"
 
@@ -167,7 +173,7 @@ JOB_LETTERS: dict[str, tuple[str, JobColumn]] = {
     "L": ("TIME_LEFT", _time_left),
     "D": ("NODES", lambda j, n: str(j.node_count)),
     "C": ("CPUS", lambda j, n: str(j.cpus)),
-    "m": ("MIN_MEMORY", lambda j, n: memory_mib(_per_node(j.memory_bytes, j))),
+    "m": ("MIN_MEMORY", lambda j, n: _min_memory(j)),
     "b": ("TRES_PER_NODE", _gres),
     "N": ("NODELIST", lambda j, n: compress_hostlist(j.nodes)),
     "n": ("REQ_NODES", lambda j, n: compress_hostlist(j.req_nodes)),

@@ -691,8 +691,10 @@ def _resources(
         mem = text(dest)
         if mem is not None:
             size = parse_memory(mem, field=dest.replace("_", "-"))
-            if size == 0 and dest != "mem":
+            if size == 0 and dest == "mem_per_gpu":
                 raise InvalidRequest(f"--{dest.replace('_', '-')} must be more than 0", field=dest)
+            if size == 0:  # --mem-per-cpu=0 is --mem=0, all of each node's memory, as
+                target = "memory_per_node_bytes"  # Slurm 22.05.8 takes it: MinMemoryNode=0
             fields[target] = size
     gpu_types: set[str] = set()
     gres = text("gres")

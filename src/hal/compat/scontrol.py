@@ -321,6 +321,8 @@ def job_record(job: JobInfo, now: float) -> list[str]:
             f" HetJobIdSet={job.het_job_id_set}"
         )
     per_node_mem = memory_mib(job.memory_bytes // max(job.node_count, 1))
+    if job.memory_whole_node:  # --mem=0: Slurm 22.05.8 shows the 0 asked (TRES the memory)
+        per_node_mem = "0"
     start = job.start_time or job.expected_start
     tres = f"cpu={job.cpus},mem={memory_mib(job.memory_bytes)},node={job.node_count}"
     if job.gpus:

@@ -271,6 +271,8 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
     per_gpu = any(dest == "mem_per_gpu" for dest, _, _ in parsed.values)
     if len(memory) + per_gpu > 1:
         raise InvalidRequest("--mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.")
+    if memory.get("mem_per_cpu") == 0:  # as --mem=0 (Slurm 22.05.8: all the job's memory
+        memory = {"mem_per_node": 0}  # there, SLURM_MEM_PER_NODE the job's, none held)
     if node_range is not None and "ntasks" in counts:  # as sbatch: no node without a task
         low, high, warning = nodes_for_tasks(counts["ntasks"], *node_range)
         node_range = (low, high)

@@ -114,6 +114,8 @@ class JobInfo(WireModel):
     node_count: int
     cpus: int
     memory_bytes: int
+    # --mem=0 (or --mem-per-cpu=0): all of each node's memory, shown as MinMemoryNode=0
+    memory_whole_node: bool = False
     gpus: int
     ntasks: int
     cpus_per_task: int

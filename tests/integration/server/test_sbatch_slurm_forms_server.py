@@ -1,10 +1,11 @@
 """sbatch forms a real Slurm 22.05.8 took differently, on a real server with real agents:
 ``--mem=100K`` (1 MiB, not a whole node), ``-N 2 -n 1`` (one node, with sbatch's warning),
-``#SBATCH-J name`` (applied with no space) and the batch script's ``$0``
-(``.../slurm_script``)."""
+``#SBATCH-J name`` (applied with no space), the batch script's ``$0``
+(``.../slurm_script``) and ``--mem-per-cpu=0`` (all of the node's memory, as ``--mem=0``)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,3 +63,25 @@ def test_a_directive_without_a_space_and_the_scripts_name(
     script = '#!/bin/sh\n#SBATCH-J nospace\necho "$SLURM_JOB_NAME $(basename "$0")"\n'
     _, _, out = run(server, tmp_path, script)
     assert out == "nospace slurm_script\n"
+
+
+def test_mem_per_cpu_zero_is_all_of_the_nodes_memory(server: LiveServer, tmp_path: Path) -> None:
+    """Slurm 22.05.8 (session 43) takes ``--mem-per-cpu=0`` as ``--mem=0``: the job runs
+    with all of its node's memory (``TRES=cpu=2,mem=<the node's>``, ``MinMemoryNode=0``),
+    and so does a step's: it gets all of the job's memory and holds none of it (an
+    ``--exact --mem=800`` step runs beside it). HAL refused both (sbatch: "must be more
+    than 0"; srun: "mem_per_cpu: Input should be greater than or equal to 1")."""
+    srun = f"{sys.executable} -m hal.cli.main srun"
+    script = (
+        "#!/bin/sh\n"
+        f"{srun} -n1 --exact --mem-per-cpu=0 sh -c 'echo step ran; sleep 3' &\n"
+        "sleep 1\n"
+        f"{srun} -n1 --exact --mem=800 sh -c 'echo beside it'\n"
+        "wait\n"
+    )
+    job, _, out = run(server, tmp_path, script, "-N1", "-n2", "--mem-per-cpu=0")
+    assert out == "step ran\nbeside it\n", out  # (no "step creation temporarily disabled")
+    shown = server.cli("scontrol", "show", "job", str(job))
+    assert shown.returncode == 0, shown.stderr
+    assert "TRES=cpu=2,mem=1G,node=1" in shown.stdout, shown.stdout
+    assert "MinMemoryNode=0 " in shown.stdout, shown.stdout

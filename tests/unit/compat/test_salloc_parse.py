@@ -45,6 +45,14 @@ def test_memory_in_kib_is_whole_mib() -> None:
     assert parse("--mem-per-cpu=500K", "true").job.memory_per_cpu_bytes == 1 * MiB
 
 
+def test_mem_per_cpu_zero_is_all_of_the_nodes_memory() -> None:
+    """Slurm 22.05.8's ``salloc --mem-per-cpu=0``: ``MinMemoryNode=0`` and all of the
+    node's memory, as ``--mem=0`` (session 43; HAL refused it)."""
+    for request in (parse("--mem-per-cpu=0", "true"), parse("true", SALLOC_MEM_PER_CPU="0")):
+        assert request.job.memory_per_node_bytes == 0
+        assert request.job.memory_per_cpu_bytes is None
+
+
 def test_the_command_starts_at_the_first_word_that_is_no_option() -> None:
     request = parse("-N1", "sh", "-c", "srun -N2 true", "-x")
     assert request.command == ("sh", "-c", "srun -N2 true", "-x")

@@ -433,7 +433,8 @@ def test_unsupported_options_are_errors(argv: list[str], script: str, message: s
         (["--gres=gpu:a100:1", "--gpus=h100:2"], SCRIPT, "GPU types disagree"),
         (["-c", "0"], SCRIPT, "positive integer"),
         (["-n", "x"], SCRIPT, "positive integer"),
-        (["--mem-per-cpu=0"], SCRIPT, "more than 0"),
+        (["--mem-per-gpu=0"], SCRIPT, "more than 0"),
+        (["--mem=1G", "--mem-per-cpu=0"], SCRIPT, "mutually exclusive"),
         (["--kill-on-invalid-dep=maybe"], SCRIPT, "yes or no"),
         (["-C", "a|b"], SCRIPT, "all be present"),
         (["--exclusive=user"], SCRIPT, "without a value"),
@@ -455,6 +456,26 @@ def test_cli_memory_option_resets_script_one() -> None:
     job = parse("--mem-per-cpu=1G", script=script).job
     assert job.memory_per_node_bytes is None
     assert job.memory_per_cpu_bytes == 1 << 30
+
+
+@pytest.mark.parametrize(
+    ("argv", "script", "environ"),
+    [
+        (["--mem-per-cpu=0"], SCRIPT, {}),
+        (["--mem-per-cpu", "0K", "-n2"], SCRIPT, {}),
+        ([], "#!/bin/sh\n#SBATCH --mem-per-cpu=0\ntrue\n", {}),
+        ([], SCRIPT, {"SBATCH_MEM_PER_CPU": "0"}),
+    ],
+)
+def test_mem_per_cpu_zero_is_all_of_the_nodes_memory(
+    argv: list[str], script: str, environ: dict[str, str]
+) -> None:
+    """Slurm 22.05.8 takes ``--mem-per-cpu=0`` as ``--mem=0``: ``MinMemoryNode=0``, no
+    MinMemoryCPU, ``TRES=...,mem=<the node's>`` and the job runs holding all of it
+    (session 43; HAL refused it)."""
+    job = parse(*argv, script=script, environ={"PATH": "/bin", **environ}).job
+    assert job.memory_per_node_bytes == 0
+    assert job.memory_per_cpu_bytes is None
 
 
 @pytest.mark.parametrize(

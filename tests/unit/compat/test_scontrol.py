@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from compat_fakes import T0, FakeClient, call, job, node, partition, running
+from compat_fakes import T0, FakeClient, MiB, call, job, node, partition, running
 
 from hal.wire.nodes import BlockInfo, TopologyInfo
 
@@ -322,3 +322,15 @@ def test_show_topology_of_blocks() -> None:
         1,
         "scontrol: error: Topology information contains no block or node named g[3-4]\n",
     )
+
+
+def test_all_of_the_nodes_memory_shows_as_the_zero_asked() -> None:
+    """Slurm 22.05.8 (session 43): a job of ``--mem=0`` or ``--mem-per-cpu=0`` shows
+    ``MinMemoryNode=0`` (and squeue's MIN_MEMORY ``0``), its TRES the node's memory; HAL
+    showed the node's memory in both."""
+    whole = running(9, cpus=2, memory_bytes=2000 * MiB, memory_whole_node=True)
+    client = FakeClient(job_list=[whole])
+    lines = call(client, "scontrol", "show", "job", "9").lines
+    assert "   TRES=cpu=2,mem=2000M,node=1" in lines
+    assert "   MinMemoryNode=0 OverSubscribe=OK Licenses=(null)" in lines
+    assert call(client, "squeue", "-h", "-o", "%m").lines == ["0"]

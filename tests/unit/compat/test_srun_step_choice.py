@@ -217,6 +217,10 @@ def test_a_bad_srun_cpus_per_task_is_refused() -> None:
         (["--mem", "2G", "true"], (2 << 30, None)),
         (["--mem=0", "true"], (0, None)),  # all the job's
         (["--mem-per-cpu=100", "true"], (None, 100 << 20)),  # MiB by default
+        # as --mem=0 in Slurm 22.05.8: the step's TRES mem= the job's, SLURM_MEM_PER_NODE
+        # the job's, and a second --exact step runs beside it (session 43; HAL: 0 per CPU)
+        (["--mem-per-cpu=0", "true"], (0, None)),
+        (["--mem-per-cpu", "0K", "true"], (0, None)),
     ],
 )
 def test_options_that_decide_the_memory_a_step_holds(
@@ -231,6 +235,7 @@ def test_options_that_decide_the_memory_a_step_holds(
     [
         (["--mem=150M", "--mem-per-cpu=1G", "true"], "are mutually exclusive"),
         (["--mem-per-cpu=1G", "--mem-per-gpu=1G", "true"], "are mutually exclusive"),
+        (["--mem=1G", "--mem-per-cpu=0", "true"], "are mutually exclusive"),
         (["--mem=lots", "true"], "invalid --mem value 'lots'"),
         (["--mem-per-cpu=-1", "true"], "invalid --mem-per-cpu value"),
     ],
