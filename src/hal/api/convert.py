@@ -199,6 +199,7 @@ def to_spec(
         licenses=licenses,
         mail_type=mail_type,
         mail_user=mail_recipient(user, mail_user, mail_domain),
+        interactive=req.interactive,
     )
 
 
@@ -328,6 +329,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         mail_type=mail_type_names(spec.mail_type),
         mail_user=spec.mail_user,
         cron=spec.cron.schedule if spec.cron is not None else None,
+        interactive=spec.interactive,
     )
 
 

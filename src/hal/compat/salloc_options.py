@@ -177,8 +177,8 @@ def parse_salloc(
         warnings=warnings,
     )
     # nothing to keep from the holding script; an allocation is never requeued (its
-    # command has gone by then)
-    job = dataclasses.replace(job, stdout="/dev/null", requeue=False)
+    # command has gone by then); BatchFlag=0 in scontrol show job, as Slurm's
+    job = dataclasses.replace(job, stdout="/dev/null", requeue=False, interactive=True)
     return SallocRequest(
         job=job,
         command=command,

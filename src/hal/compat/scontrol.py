@@ -335,7 +335,8 @@ def job_record(job: JobInfo, now: float) -> list[str]:
         # a description's spaces become underscores, as Slurm writes them "for easier parsing"
         f"JobState={job.state} Reason={job.reason.replace(' ', '_')} "
         f"Dependency={job.dependency_state or '(null)'}",
-        f"Requeue={int(job.requeue)} Restarts={job.restarts} BatchFlag=1 Reboot=0 "
+        f"Requeue={int(job.requeue)} Restarts={job.restarts} "
+        f"BatchFlag={0 if job.interactive else 1} Reboot=0 "
         f"ExitCode={job.exit_code}:{job.exit_signal}",
         # a scrontab entry's job (Slurm 20.11's cron jobs; written from memory of Slurm's
         # output: docs/scrontab.md)

@@ -185,6 +185,8 @@ class JobSpec:
     # a scrontab entry's job: when a run ends it is queued again for the next time its
     # schedule names, under the same id (docs/scrontab.md); None for any other job
     cron: CronSpec | None = None
+    # an allocation salloc made (its script only holds the nodes): Slurm's BatchFlag=0
+    interactive: bool = False
 
     def cpus_per_node(self, nodes: int) -> int:
         """CPUs each node must give when the job runs on ``nodes`` nodes."""

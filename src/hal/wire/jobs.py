@@ -171,6 +171,8 @@ class JobInfo(WireModel):
     # a scrontab entry's job (docs/scrontab.md): its schedule as written ("*/5 * * * *",
     # "@daily"); scontrol shows CronJob=Yes CrontabSpec=...; None for any other job
     cron: str | None = None
+    # an allocation salloc made (its script only holds the nodes): BatchFlag=0, as Slurm's
+    interactive: bool = False
     # its job steps (srun in the job, ADR 0012): filled for history queries (sacct) only
     steps: list[StepRecord] = Field(default_factory=list)
     # the runs a requeue ended, oldest first: filled for history queries (sacct -D) only

@@ -152,7 +152,7 @@ def job_info(info: JobInfo, cluster: str) -> Json:
         "hold": info.held,
         "priority": no_val(info.priority),
         "nice": info.nice,
-        "batch_flag": True,
+        "batch_flag": not info.interactive,
         "command": info.script_path or "",
         "comment": info.comment,
         "current_working_directory": info.workdir,

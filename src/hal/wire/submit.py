@@ -105,6 +105,9 @@ class JobSubmit:
     # --mail-user (None: the submitting user, @ the cluster's [mail] domain when it has one)
     mail_type: Annotated[str | None, MaxLen(256)] = None
     mail_user: Annotated[str | None, MaxLen(256)] = None
+    # salloc's allocation: its script only holds the nodes while salloc's command runs
+    # on the submit host; ``scontrol show job`` shows it as Slurm does, BatchFlag=0
+    interactive: bool = False
 
 
 @dataclass(slots=True)

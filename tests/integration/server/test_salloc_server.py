@@ -122,6 +122,19 @@ def test_salloc_exits_with_the_commands_code_and_srun_there_is_always_a_step(
     assert acct.stdout.strip() == "interactive|3:0", acct.stdout + acct.stderr
 
 
+def test_an_allocation_shows_batch_flag_0(server: LiveServer, shims: Path, tmp_path: Path) -> None:
+    """Slurm 22.05.8 (session 43): ``scontrol show job`` of salloc's job, from its
+    command, says ``BatchFlag=0`` (a batch job's 1); HAL said 1, its allocation being a
+    job whose script holds the nodes."""
+    command = "scontrol show job $SLURM_JOB_ID"
+    done = salloc(server, shims, tmp_path, "-N1", "sh", "-c", command)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert " BatchFlag=0 " in done.stdout, done.stdout
+    batch = server.cli("sbatch", "--parsable", "--wrap", "true", cwd=tmp_path)
+    shown = server.cli("scontrol", "show", "job", batch.stdout.strip())
+    assert " BatchFlag=1 " in shown.stdout, shown.stdout + shown.stderr
+
+
 def test_scancel_revokes_the_allocation_and_ends_the_command(
     server: LiveServer, shims: Path, tmp_path: Path
 ) -> None:

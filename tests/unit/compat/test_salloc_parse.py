@@ -45,6 +45,11 @@ def test_memory_in_kib_is_whole_mib() -> None:
     assert parse("--mem-per-cpu=500K", "true").job.memory_per_cpu_bytes == 1 * MiB
 
 
+def test_the_allocation_is_no_batch_job() -> None:
+    """Slurm 22.05.8 shows salloc's job with ``BatchFlag=0`` (session 43)."""
+    assert parse("true").job.interactive
+
+
 def test_mem_per_cpu_zero_is_all_of_the_nodes_memory() -> None:
     """Slurm 22.05.8's ``salloc --mem-per-cpu=0``: ``MinMemoryNode=0`` and all of the
     node's memory, as ``--mem=0`` (session 43; HAL refused it)."""

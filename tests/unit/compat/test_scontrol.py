@@ -334,3 +334,14 @@ def test_all_of_the_nodes_memory_shows_as_the_zero_asked() -> None:
     assert "   TRES=cpu=2,mem=2000M,node=1" in lines
     assert "   MinMemoryNode=0 OverSubscribe=OK Licenses=(null)" in lines
     assert call(client, "squeue", "-h", "-o", "%m").lines == ["0"]
+
+
+def test_an_allocation_salloc_made_shows_batch_flag_0() -> None:
+    """Slurm 22.05.8 (session 43): ``BatchFlag=0`` for salloc's job, 1 for sbatch's."""
+    client = FakeClient(job_list=[running(9, interactive=True), running(10)])
+    assert "   Requeue=1 Restarts=0 BatchFlag=0 Reboot=0 ExitCode=0:0" in (
+        call(client, "scontrol", "show", "job", "9").lines
+    )
+    assert "   Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0" in (
+        call(client, "scontrol", "show", "job", "10").lines
+    )
