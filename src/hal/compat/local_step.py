@@ -33,7 +33,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from types import FrameType
@@ -249,8 +249,11 @@ def bound_cpus(places: tuple[int, ...], env: Mapping[str, str]) -> tuple[int, ..
 def _enter(cgroups: tuple[str, ...], cpus: tuple[int, ...], prctl: Callable[..., int]) -> None:
     """A task, between fork and exec: killed if srun dies (SIGKILL'd, it cannot end its
     tasks, which slurmstepd would; they ran on, holding the job's CPUs), into the step's
-    cgroups (its memory one, and on cgroup1 its cpuset one), onto its CPUs."""
+    cgroups (its memory one, and on cgroup1 its cpuset one), onto its CPUs, with its own
+    pid in ``SLURM_TASK_PID``, as slurmstepd sets it (Slurm 22.05.8: the task's ``$$``)."""
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    # (into the environment the task inherits: it is forked with srun's, ``_environment``)
+    os.putenv("SLURM_TASK_PID", str(os.getpid()))
     for cgroup in cgroups:
         step_cgroup.join(cgroup)
     if cpus:
@@ -356,15 +359,16 @@ def run_tasks(
             try:
                 # srun runs no other thread (sync httpx), so a preexec_fn is safe here
                 join = partial(_enter, cgroups, cpus, prctl)
-                task = subprocess.Popen(
-                    command,
-                    env=env,
-                    cwd=console.cwd or None,
-                    preexec_fn=join,  # noqa: PLW1509
-                    stdin=inputs[rank],
-                    stdout=streams[rank][0],
-                    stderr=streams[rank][1],
-                )
+                with _environment(env):  # (the task's, and the PATH its command is found on)
+                    task = subprocess.Popen(
+                        command,
+                        env=None,  # srun's own: _enter adds the task's pid to it
+                        cwd=console.cwd or None,
+                        preexec_fn=join,  # noqa: PLW1509
+                        stdin=inputs[rank],
+                        stdout=streams[rank][0],
+                        stderr=streams[rank][1],
+                    )
                 procs.append(task)
             except OSError as err:
                 for p in procs:
@@ -411,6 +415,29 @@ def run_tasks(
 
 
 Reaped = tuple[int, resource.struct_rusage | None]
+
+
+@contextlib.contextmanager
+def _environment(env: Mapping[str, str]) -> Iterator[None]:
+    """srun's own environment is ``env`` while a task is forked, and is restored after.
+
+    The task inherits it (``Popen`` without ``env``: ``execv``), so that between fork and
+    exec it can add its own pid, ``SLURM_TASK_PID`` (``_enter``); an environment given
+    to ``Popen`` is fixed before the fork. Only the variables that differ are changed."""
+    saved = dict(os.environ)
+    try:
+        _replace_environment(saved, env)
+        yield
+    finally:
+        _replace_environment(dict(os.environ), saved)
+
+
+def _replace_environment(now: Mapping[str, str], wanted: Mapping[str, str]) -> None:
+    for name in now.keys() - wanted.keys():
+        os.environ.pop(name, None)
+    for name, value in wanted.items():
+        if now.get(name) != value:
+            os.environ[name] = value
 
 
 def _copy_input(procs: list[subprocess.Popen[bytes]]) -> None:

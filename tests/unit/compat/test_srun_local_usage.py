@@ -51,3 +51,50 @@ def test_the_end_report_has_each_tasks_memory_and_cpu(tmp_path: Path) -> None:
     assert sorted(used) == [0, 1], tasks
     assert used[1][0] >= size, tasks
     assert used[1][1] >= 0.25 > used[0][1], tasks
+
+
+def test_each_task_has_its_own_pid_in_slurm_task_pid(tmp_path: Path) -> None:
+    """Slurm 22.05.8 (session 43): in ``srun -n2 sh -c 'echo $SLURM_TASK_PID $$ $PPID'``
+    inside a batch job each task's SLURM_TASK_PID is its own pid (``$$``), its parent
+    slurmstepd; HAL's tasks had the batch script's. srun's own environment is as it was."""
+    before = dict(os.environ)
+    client = FakeClient()
+    done = call(
+        client,
+        "srun",
+        "-n2",
+        "sh",
+        "-c",
+        'echo "$SLURM_TASK_PID $$ $PPID $SLURM_PROCID $ONLY_HERE" > "task-$SLURM_PROCID"',
+        environ={**ONE_NODE, "SLURM_TASK_PID": "1", "ONLY_HERE": "yes"},
+        cwd=str(tmp_path),
+    )
+    assert done.rc == 0, done.err
+    pids = set()
+    for rank in (0, 1):
+        task_pid, own, parent, procid, only_here = (tmp_path / f"task-{rank}").read_text().split()
+        assert task_pid == own != "1", (rank, task_pid, own)
+        assert (parent, procid, only_here) == (str(os.getpid()), str(rank), "yes")
+        pids.add(own)
+    assert len(pids) == 2
+    assert dict(os.environ) == before
+
+
+def test_a_command_is_found_on_the_tasks_path(tmp_path: Path) -> None:
+    """The task's PATH (srun's input environment), not the caller's, finds its command;
+    one found nowhere is said as before and srun exits as for a task that cannot start."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "only-on-task-path"
+    tool.write_text('#!/bin/sh\necho "found $SLURM_PROCID" > "$1"\n')
+    tool.chmod(0o755)
+    environ = {**ONE_NODE, "PATH": f"{bin_dir}:{ONE_NODE['PATH']}", "SLURM_NTASKS": "1"}
+    out = tmp_path / "out"
+    done = call(
+        FakeClient(), "srun", "only-on-task-path", str(out), environ=environ, cwd=str(tmp_path)
+    )
+    assert done.rc == 0, done.err
+    assert out.read_text() == "found 0\n"
+    missing = call(FakeClient(), "srun", "no-such-command-x", environ=ONE_NODE, cwd=str(tmp_path))
+    assert missing.rc != 0
+    assert "cannot run no-such-command-x: No such file or directory" in missing.err
