@@ -600,6 +600,7 @@ class AgentShell:
             step_output=steps.output,
             step_usage=step_usage or [],
             step_ends=steps.ends,
+            step_bad_exits=steps.bad_exits,
             gpu_problems=self._gpu_problems,
         )
         return request, steps

@@ -10,7 +10,8 @@ for a step, the keeper is for a step's tasks on one node (ADR 0012)::
                               │          stdout/stderr → out.<rank>/err.<rank>, execvpe
                               │ (stops each at once while the job is suspended)
                               │ writes ``tasks`` (rank pid start-ticks), says "T"
-                              │ waits for each task (exact status, its rusage), kills
+                              │ waits for each task (exact status, its rusage; a line
+                              │ in ``ends`` as each ends), kills
                               │ what it left (its session, its HAL_JOB_MARKER), then
                               │ its orphans
                               └ writes ``status.json`` ({rank: code, -N for signal N},
@@ -56,6 +57,7 @@ from hal.core.steps import EXEC_FAILED, own_max_rss
 KEEPER_PLAN = "plan.json"
 TASKS_FILE = "tasks"
 STATUS_FILE = "status.json"
+ENDS_FILE = "ends"  # "rank code" a line, as each task ends (srun -K reads it meanwhile)
 STOPPED_FILE = "stopped"  # the agent's: the job is suspended, a task starting stops
 STARTED = b"T"
 KILL_ROUNDS = 50  # x 20 ms: orphans stuck in the kernel are left to init
@@ -139,6 +141,33 @@ def read_codes(folder: str) -> dict[int, int] | None:
         return None
 
 
+def read_ends(folder: str) -> list[tuple[int, int]]:
+    """(rank, exit code (-N: signal N)) of the tasks ended so far, in the order they
+    ended (``ENDS_FILE``; a line being written is left for the next read)."""
+    try:
+        with open(os.path.join(folder, ENDS_FILE)) as f:
+            text = f.read()
+    except OSError:
+        return []
+    ends = []
+    for line in text.split("\n")[:-1]:
+        with contextlib.suppress(ValueError):
+            rank, code = line.split()
+            ends.append((int(rank), int(code)))
+    return ends
+
+
+def _note_end(folder: str, rank: int, code: int) -> None:
+    """A task's end, as it comes, in ``ENDS_FILE`` (one append of one line)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+    with contextlib.suppress(OSError):  # (status.json has it all the same, at the end)
+        fd = os.open(os.path.join(folder, ENDS_FILE), flags, 0o600)
+        try:
+            os.write(fd, f"{rank} {code}\n".encode())
+        finally:
+            os.close(fd)
+
+
 def read_usage(folder: str) -> dict[int, tuple[int, float]]:
     """rank → (most resident bytes, 0 when not measured; CPU seconds) of each ended
     task, as the keeper's ``wait4`` saw it; empty before (or from an older keeper)."""
@@ -185,6 +214,7 @@ def _keep(plan: KeeperPlan, isolation: Isolation, started_w: int) -> int:
             running[pid] = rank
         else:
             codes[rank] = EXEC_FAILED
+            _note_end(plan.folder, rank, EXEC_FAILED)
         ticks = (start_ticks(pid) or 0) if pid else 0  # (an exited task: a zombie yet)
         lines.append(f"{rank} {pid} {ticks}\n")
     write_atomic(plan.folder, TASKS_FILE, "".join(lines))
@@ -200,6 +230,7 @@ def _keep(plan: KeeperPlan, isolation: Isolation, started_w: int) -> int:
         if rank < 0:
             continue  # an orphan reparented to us
         codes[rank] = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        _note_end(plan.folder, rank, codes[rank])
         cpu = rusage.ru_utime + rusage.ru_stime  # with its waited-for children's
         usage[rank] = (own_max_rss(rusage.ru_maxrss, inherited), cpu)
         # what the task left in its session, or with its marker, goes with it (Slurm

@@ -71,6 +71,7 @@ from hal.agent.stepkeeper import (
     KeeperPlan,
     output_path,
     read_codes,
+    read_ends,
     read_tasks,
     read_usage,
 )
@@ -84,10 +85,12 @@ from hal.core.steps import (
     oom_message,
     stamp,
     task_errors,
+    terminating,
     worst_exit,
 )
 from hal.wire.agent import (
     RunningStep,
+    StepBadExit,
     StepEnd,
     StepLaunch,
     StepOutput,
@@ -107,6 +110,7 @@ WATCHDOG_MAX_SECONDS = 0.5  # rlimit backend: between memory samples once settle
 LAUNCH_FILE = "launch.json"  # the StepLaunch, for the next agent
 MADE_FILE = "made-job-group"  # this step made its job's cgroup here (no batch script)
 TIMED_OUT_FILE = "timed-out"  # its own time limit (srun -t) came: SIGTERM sent then
+BAD_EXIT_FILE = "bad-exit"  # srun -K: "rank code" of the task whose failure was said
 KEEPER_LOST = (
     "srun: error: {node}: the step's keeper on this node died without recording its "
     "tasks' ends (killed by an operator or the OOM killer); its tasks were killed\n"
@@ -167,6 +171,12 @@ class _NodeStep:
     stopped: bool = False
     doomed: int = 0  # a signal to end it that came before its tasks were known
     timed_out: bool = False  # its own time limit (srun -t) ended it
+    # srun -K: (rank, exit code; -N: signal N) of its task here whose failure was said,
+    # reported to the server until a reply came (``failed_sent``); and whether it is
+    # ending already (its time limit, scancel, srun's SIGINT/SIGTERM): no failure then
+    failed: tuple[int, int] | None = None
+    failed_sent: bool = False
+    ending: bool = False
     # rank → (most RSS, CPU seconds) of the agent's latest sample of each running task
     sampled: dict[int, tuple[int, float]] = field(default_factory=dict)
     # rank → its GPU samples' tally (a step given GPUs here, on a node NVML answers)
@@ -226,6 +236,7 @@ class Outgoing:
     output: list[StepOutput]
     ends: list[StepEnd]
     upto: dict[tuple[int, int, int, str], int]  # (job, step, rank, stream) → end offset
+    bad_exits: list[StepBadExit] = field(default_factory=list)  # srun -K's failures
 
 
 class StepTasks:
@@ -291,6 +302,7 @@ class StepTasks:
                 continue
             step = _NodeStep(launch, folder, group=plan.group)
             step.keeper = read_supervisor(folder)
+            step.failed = _read_bad_exit(folder)
             job = (launch.job_id, launch.launch.attempt)
             if os.path.exists(os.path.join(folder, MADE_FILE)):
                 self._made_groups.add(job)
@@ -368,6 +380,10 @@ class StepTasks:
                 continue
             if step.exit_code is not None:
                 continue
+            if request.cancelled_at is not None or request.kill_wait_seconds is not None:
+                step.ending = True  # (its tasks' deaths now are no srun -K failure)
+            elif request.signal in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+                step.ending = True
             if request.cancelled_at is not None and (not step.tasks or step.live_tasks()):
                 # scancel JOB.STEP or the job's end: slurmstepd's line (not again where
                 # its tasks are gone: a restarted server repeats a scancel's kill)
@@ -401,7 +417,7 @@ class StepTasks:
                 began = now
             loop.call_later(max(0.0, began + limit - now), self._time_out, step)
             return
-        step.timed_out = True
+        step.timed_out = step.ending = True
         wait = max(0.0, came + step.launch.kill_wait_seconds - now)
         loop.call_later(wait, self._signal, step, signal.SIGKILL)
 
@@ -410,7 +426,7 @@ class StepTasks:
         to its tasks, SIGKILL KillWait later, as Slurm's."""
         if step.exit_code is not None:
             return
-        step.timed_out = True
+        step.timed_out = step.ending = True
         with contextlib.suppress(OSError):  # for a restarted agent (``_arm_time_limit``)
             open(os.path.join(step.folder, TIMED_OUT_FILE), "w").close()
         self._tell(step, time.time(), TIME_LIMIT)
@@ -586,6 +602,7 @@ class StepTasks:
                     interval = FOLLOW_MIN_SECONDS
                 else:
                     interval = min(interval * 2, FOLLOW_MAX_SECONDS)
+                self._check_bad_exit(step)
                 if gone:
                     break
                 step.woken.clear()
@@ -605,6 +622,7 @@ class StepTasks:
             codes = {rank: -signal.SIGKILL if pid else EXEC_FAILED for rank in launch.ranks}
         if self._read_output(step):
             self._notify()
+        self._check_bad_exit(step, codes)
         kills = 0
         if step.group:  # kills what the tasks left in it; reads its OOM kills
             killed = any(c == -signal.SIGKILL for c in codes.values())
@@ -614,7 +632,8 @@ class StepTasks:
         self._release(job, step)
         # srun's lines for this node's tasks, and slurmstepd's for an OOM kill, in the
         # step's error output, which srun relays (Slurm's, docs/slurm-checks.md)
-        lines = task_errors(self.node, codes, oom=step.oom)
+        said = step.failed[0] if step.failed is not None else None  # (srun -K's, at once)
+        lines = task_errors(self.node, {r: c for r, c in codes.items() if r != said}, oom=step.oom)
         if kills:
             lines.append(oom_message(self.node, kills, f"{launch.job_id}.{launch.step_id}"))
         if step.timed_out and launch.step_node_index == 0:  # srun's, once
@@ -623,6 +642,27 @@ class StepTasks:
             step.write(launch.ranks[0], "stderr", "".join(f"{x}\n" for x in lines).encode())
         step.totals = _totals(step)
         self._ended(step, *worst_exit(codes.values()))
+
+    def _check_bad_exit(self, step: _NodeStep, codes: Mapping[int, int] | None = None) -> None:
+        """srun -K: the first of the step's tasks here to fail (the keeper's ``ends`` as
+        they come, or its final ``codes``), unless the step is ending already: srun's line
+        for it and its "Terminating StepId" in the task's error output, as Slurm 22.05.8's
+        srun says them, and the failure reported to the server, which ends the step's
+        other tasks on every node (``StepTable.bad_exit``)."""
+        launch = step.launch
+        if not launch.kill_on_bad_exit or step.failed is not None or step.ending:
+            return
+        ends = [*read_ends(step.folder), *sorted((codes or {}).items())]  # (as they came)
+        for rank, code in ends:
+            if code != 0 and rank in launch.ranks:
+                step.failed = (rank, code)
+                with contextlib.suppress(OSError):  # (for a restarted agent: said once)
+                    write_atomic(step.folder, BAD_EXIT_FILE, f"{rank} {code}\n")
+                where = f"{launch.job_id}.{launch.step_id}"
+                lines = [*task_errors(self.node, {rank: code}, oom=step.oom), terminating(where)]
+                step.write(rank, "stderr", "".join(f"{x}\n" for x in lines).encode())
+                self._notify()
+                return
 
     def _found_tasks(self, step: _NodeStep) -> None:
         tasks = read_tasks(step.folder)
@@ -722,7 +762,9 @@ class StepTasks:
 
     def pending(self) -> bool:
         return any(
-            s.exit_code is not None or any(b.data for b in s.streams.values())
+            s.exit_code is not None
+            or (s.failed is not None and not s.failed_sent)
+            or any(b.data for b in s.streams.values())
             for s in self._steps.values()
         )
 
@@ -731,6 +773,7 @@ class StepTasks:
         steps whose output is all in it."""
         output: list[StepOutput] = []
         ends: list[StepEnd] = []
+        bad_exits: list[StepBadExit] = []
         upto: dict[tuple[int, int, int, str], int] = {}
         budget = MAX_SYNC_BYTES
         for (job_id, step_id), step in self._steps.items():
@@ -755,6 +798,11 @@ class StepTasks:
                     )
                 )
                 upto[(job_id, step_id, rank, stream)] = buf.sent + len(part)
+            if step.failed is not None and not step.failed_sent and complete:
+                rank, code = step.failed  # (after its lines: they go in this sync too)
+                bad_exits.append(
+                    StepBadExit(job_id=job_id, step_id=step_id, rank=rank, exit_code=code)
+                )
             if step.exit_code is not None and complete:
                 ends.append(
                     StepEnd(
@@ -767,7 +815,7 @@ class StepTasks:
                         tasks=step.totals,
                     )
                 )
-        return Outgoing(output, ends, upto)
+        return Outgoing(output, ends, upto, bad_exits)
 
     def delivered(self, sent: Outgoing) -> None:
         """A sync carrying ``sent`` was answered: the server has it."""
@@ -777,6 +825,10 @@ class StepTasks:
             if buf is not None and end > buf.sent:
                 del buf.data[: end - buf.sent]
                 buf.sent = end
+        for bad in sent.bad_exits:
+            step = self._steps.get((bad.job_id, bad.step_id))
+            if step is not None:
+                step.failed_sent = True
         for done in sent.ends:
             step = self._steps.pop((done.job_id, done.step_id), None)
             if step is not None:
@@ -797,6 +849,16 @@ def _drain(loop: asyncio.AbstractEventLoop, fd: int, woken: asyncio.Event) -> No
     if not data:
         loop.remove_reader(fd)
         os.close(fd)
+
+
+def _read_bad_exit(folder: str) -> tuple[int, int] | None:
+    """srun -K: the task whose failure an earlier agent said (``BAD_EXIT_FILE``)."""
+    try:
+        with open(os.path.join(folder, BAD_EXIT_FILE)) as f:
+            rank, code = f.read().split()
+        return int(rank), int(code)
+    except (OSError, ValueError):
+        return None
 
 
 def _write_folder(step: _NodeStep, plan: KeeperPlan, made: bool) -> None:

@@ -122,6 +122,7 @@ async def create_step(job_id: int, request: Request, ctx: Ctx, caller: Who) -> R
         multi_prog=programs,
         workdir=body.workdir,
         only_environment=body.only_environment,
+        kill_on_bad_exit=body.kill_on_bad_exit,
     )
     return json_response(_info(step), 201)
 
@@ -153,6 +154,7 @@ async def step_output(
         cancel_reason=step.cancel_reason,
         job_cancelled=step.with_job and step.cancelled_at is not None and not step.cancel_reason,
         kill_wait_seconds=ctx.cluster.config.kill_wait_seconds,
+        bad_exit=step.bad_exit,
     )
     return json_response(page)
 

@@ -69,6 +69,7 @@ from hal.core.steps import (
     step_aborted,
     step_environment,
     task_errors,
+    terminating,
     worst_exit,
 )
 
@@ -531,7 +532,7 @@ def _reap_ending_the_rest(
                     failed, kill_at = rank, time.monotonic() + bad.kill_wait
                     for line in task_errors(bad.node, {rank: proc.returncode}):
                         console.err(line)
-                    console.err(f"srun: launch/slurm: _step_signal: Terminating StepId={bad.step}")
+                    console.err(terminating(bad.step))
                     console.err(
                         cancelled_message(bad.node, bad.step, stamp(time.time()), kind="STEP")
                     )

@@ -22,7 +22,13 @@ from hal.core.errors import HalError, InvalidRequest, NotFound, PermissionDenied
 from hal.core.job_variables import describes_a_job
 from hal.core.process import start_ticks
 from hal.core.slurm_syntax import compress_indices
-from hal.core.steps import BUSY, FORCING_TERMINATION, StepRequest, step_aborted
+from hal.core.steps import (
+    BUSY,
+    FORCING_TERMINATION,
+    StepRequest,
+    force_terminated,
+    step_aborted,
+)
 
 if TYPE_CHECKING:
     from hal.compat.srun import Invocation
@@ -273,6 +279,7 @@ def run_step(
         mem_per_node=request.mem_per_node,
         mem_per_cpu=request.mem_per_cpu,
         time_limit_seconds=request.time_limit_s,
+        kill_on_bad_exit=call.kill_on_bad_exit,
     )
     try:
         step = once_free(job_id, console, lambda: console.client.create_step(job_id, body))
@@ -338,7 +345,8 @@ def run_step(
             waits[0] = page.kill_wait_seconds
             if page.cancelled_at is not None and not aborted:  # scancel JOB.STEP
                 aborted = True
-                console.err(step_aborted(page.kill_wait_seconds))
+                if not page.bad_exit:  # (srun -K's lines are in the output: the agent's)
+                    console.err(step_aborted(page.kill_wait_seconds))
                 if page.job_cancelled:
                     console.err(FORCING_TERMINATION)
             try:
@@ -363,4 +371,6 @@ def run_step(
             f"srun: warning: {page.dropped_bytes} bytes of the step's output were dropped "
             "unread (the server keeps 16 MiB per step)"
         )
+    if page.bad_exit:  # srun -K: a task's failure ended the others (Slurm 22.05.8's line)
+        console.err(force_terminated(f"{job_id}.{step.step_id}"))
     return page.exit_code

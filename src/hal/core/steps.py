@@ -112,8 +112,15 @@ ENDED_SAYING = {JobState.CANCELLED: "", JobState.TIMEOUT: TIME_LIMIT}
 
 
 def force_terminated(step: str) -> str:
-    """srun's last line for a step ended at its own time limit (``srun -t``)."""
+    """srun's last line for a step ended at its own time limit (``srun -t``), or by a
+    task's failure (``srun -K``)."""
     return f"srun: Force Terminated StepId={step}"
+
+
+def terminating(step: str) -> str:
+    """srun -K's line once a task of step ``J.S`` has failed, before the others are ended
+    (Slurm 22.05.8, session 41)."""
+    return f"srun: launch/slurm: _step_signal: Terminating StepId={step}"
 
 
 INHERITED_RSS_MARGIN = 1 << 20

@@ -5,6 +5,7 @@ Life of a step::
 
     POST /v1/jobs/{id}/steps ── layout (core.steps) ── StepLaunch to each node's agent
         agents' syncs: StepOutput (by offset, each byte once) ─▶ Step.chunks ─▶ srun polls
+                       StepBadExit (srun -K: a task failed) ─▶ the step's other tasks end
                        StepEnd per node ─▶ all nodes ended ─▶ COMPLETED / FAILED / CANCELLED
     job leaves RUNNING (cancel, time limit, node failure) ─▶ StepSignal(SIGTERM, KillWait)
     job SUSPENDED (scontrol suspend, preemption) ─▶ StepSignal(SIGSTOP); RUNNING again ─▶ SIGCONT
@@ -74,7 +75,14 @@ from hal.state.step_restore import (
 )
 from hal.state.step_usage import gpu_summary, summary
 from hal.state.store import DatabaseUnavailable, RunningStepRow, StepRow
-from hal.wire.agent import StepEnd, StepLaunch, StepOutput, StepSignal, StepTaskUsage
+from hal.wire.agent import (
+    StepBadExit,
+    StepEnd,
+    StepLaunch,
+    StepOutput,
+    StepSignal,
+    StepTaskUsage,
+)
 from hal.wire.steps import TaskTotals
 
 log = logging.getLogger("hal.steps")
@@ -134,6 +142,10 @@ class Step:
     cancel_reason: str = ""  # slurmstepd's words for why: "" or "DUE TO TIME LIMIT"
     cancelled_by: str | None = None  # who scancel'd it alone (sacct's "CANCELLED by UID")
     with_job: bool = False  # its job's end (cancel, time limit, requeue...) ends it
+    # srun -K: a task's failure ended it (``cancelled_at``: then), as srun's "_step_signal"
+    # does in Slurm; its state stays its tasks' (a task a signal ended: CANCELLED), as
+    # that of a local step srun -K ended
+    bad_exit: bool = False
     timed_out: bool = False  # its own time limit (srun -t) ended it (sacct's TIMEOUT)
     stopped: bool = False  # its job is suspended: its tasks were sent SIGSTOP
     local: bool = False  # srun runs its tasks on the batch node and reports their end
@@ -213,13 +225,16 @@ class StepTable:
         multi_prog: MultiProg | None = None,
         workdir: str = "",
         only_environment: bool = False,
+        kill_on_bad_exit: bool = False,
     ) -> Step:
         """``multi_prog`` (``srun --multi-prog``): ``argv`` is its file's name and the
         arguments after it; each rank runs its line's command, and a rank without one
         refuses the step before anything starts. ``workdir``: the tasks' (srun's; "":
         the job's). ``only_environment`` (srun ``--export`` other than ALL): of the
         job's own environment the tasks get only its ``SLURM*``/``HAL_*`` variables
-        besides ``environment``, not what the job's submitter exported."""
+        besides ``environment``, not what the job's submitter exported.
+        ``kill_on_bad_exit`` (srun ``-K``): the first task to fail ends the others, on
+        every node (its agent reports it: ``bad_exit``)."""
         cluster = self.cluster
         job, alloc = self._running_job(job_id, caller)
         layout = step_layout(
@@ -290,6 +305,7 @@ class StepTable:
                     time_limit_seconds=request.time_limit_s,
                     kill_wait_seconds=cluster.config.kill_wait_seconds,
                     gpus_per_task=request.gpus_per_task,
+                    kill_on_bad_exit=kill_on_bad_exit,
                 )
             )
         return step
@@ -546,6 +562,25 @@ class StepTable:
         except DatabaseUnavailable as err:  # (the kill is on its way all the same)
             log.warning("step %d.%d: its cancel not kept: %s", step.job_id, step.step_id, err)
 
+    async def bad_exit(self, step: Step) -> None:
+        """srun -K: a task of the step failed (its agent said so, and wrote srun's lines
+        for it): its other tasks are ended on every node where they run, as its job's end
+        ends them (SIGTERM, SIGKILL KillWait later; slurmstepd's STEP CANCELLED line
+        where they run), whether srun follows the step or not. Once; not for a step
+        ending already (scancel, srun's signal, its job's end). Unlike a scancel it is
+        not CANCELLED for it: its state is its tasks' ends', as a local step's."""
+        if step.done or step.bad_exit or step.cancelled or step.cancelled_at is not None:
+            return
+        now = self.cluster.clock.now()
+        step.bad_exit, step.cancelled_at = True, now
+        wait = self.cluster.config.kill_wait_seconds
+        self._push(step, signal.SIGTERM, kill_wait=wait, cancelled_at=now)
+        step.changed.set()  # srun, waiting for output, learns it now
+        try:  # a restarted server ends it again where its agent had not (node_registered)
+            await self.cluster.db(self.cluster.store.keep_running_step, _row(step))
+        except DatabaseUnavailable as err:  # (the signal is on its way all the same)
+            log.warning("step %d.%d: its -K end not kept: %s", step.job_id, step.step_id, err)
+
     def _push_local(self, step: Step, signum: int, cancelled_at: float | None = None) -> None:
         node = step.layout.nodes[0]
         session = self.cluster.agent_sessions.get(node)
@@ -603,9 +638,14 @@ class StepTable:
     # -- the agents' side --------------------------------------------------------------
 
     async def received(
-        self, node: str, output: Sequence[StepOutput], ends: Sequence[StepEnd]
+        self,
+        node: str,
+        output: Sequence[StepOutput],
+        ends: Sequence[StepEnd],
+        bad_exits: Sequence[StepBadExit] = (),
     ) -> None:
-        """A sync's step output and ends from ``node``'s agent (repeats are ignored)."""
+        """A sync's step output, srun -K failures and ends from ``node``'s agent (repeats
+        are ignored)."""
         for chunk in output:
             step = self.steps.get((chunk.job_id, chunk.step_id))
             if step is None or node not in step.layout.nodes or step.done:
@@ -613,6 +653,10 @@ class StepTable:
             nodes_ranks = step.layout.ranks(step.layout.nodes.index(node))
             if chunk.rank in nodes_ranks:
                 step.take(chunk.rank, chunk.stream, chunk.offset, _decode(chunk.data_b64))
+        for bad in bad_exits:  # (before the ends: the node's end may come with it)
+            step = self.steps.get((bad.job_id, bad.step_id))
+            if step is not None and node in step.layout.nodes and not step.local:
+                await self.bad_exit(step)
         for end in ends:
             step = self.steps.get((end.job_id, end.step_id))
             if step is not None and node in step.layout.nodes and node not in step.ended:
@@ -655,7 +699,7 @@ class StepTable:
             step = self.steps.get(key)
             if step is None or step.done or node not in step.layout.nodes or node in step.ended:
                 unknown.append(key)
-            elif step.cancelled or not self._live(step):
+            elif step.cancelled or step.bad_exit or not self._live(step):
                 if self._live(step) and step.cancelled_at is not None:  # scancel'd
                     self._push(step, signal.SIGKILL, only=node, cancelled_at=step.cancelled_at)
                 else:

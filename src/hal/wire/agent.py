@@ -142,6 +142,9 @@ class AgentSync(WireModel):
     # so the server takes each byte once by its offset, and each end once
     step_output: list[StepOutput] = Field(default_factory=list)
     step_ends: list[StepEnd] = Field(default_factory=list)
+    # srun -K steps whose task here failed (each sent until a reply comes): the server
+    # ends the step's other tasks on every node; an older agent sends none
+    step_bad_exits: list[StepBadExit] = Field(default_factory=list)
     step_usage: list[StepTaskUsage] = Field(default_factory=list)  # running step tasks'
     # the GPUs' problems at the agent's last health read (``agent.gpuhealth``): the
     # server drains the node with them and resumes it when none are left; None: not
@@ -160,6 +163,17 @@ class StepOutput(WireModel):
     stream: Literal["stdout", "stderr"]
     offset: int = Field(ge=0)
     data_b64: str
+
+
+class StepBadExit(WireModel):
+    """srun -K (``--kill-on-bad-exit``): a task of the step here exited non-zero or was
+    killed by a signal (``exit_code``: -N for a signal N) while the step ran; the agent
+    has written srun's lines for it into the step's output, sent before."""
+
+    job_id: int
+    step_id: int = Field(ge=0)
+    rank: int = Field(ge=0)
+    exit_code: int = Field(ge=-127, le=255)
 
 
 class StepEnd(WireModel):
@@ -266,6 +280,9 @@ class StepLaunch(WireModel):
     # SIGKILL ``kill_wait_seconds`` later
     time_limit_seconds: int = Field(default=0, ge=0)
     kill_wait_seconds: int = Field(default=30, ge=0)
+    # srun -K: the first task of the step to fail (on any node) ends the others: the
+    # agent reports it at once (``AgentSync.step_bad_exits``) and the server ends the step
+    kill_on_bad_exit: bool = False
 
 
 class StepSignal(WireModel):

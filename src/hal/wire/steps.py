@@ -62,6 +62,9 @@ class StepCreate(WireModel):
     # srun -t: the step's own time limit in seconds (0: the job's alone); its tasks get
     # SIGTERM there, SIGKILL KillWait later, as Slurm's
     time_limit_seconds: int = Field(default=0, ge=0, le=INT32_MAX)
+    # srun -K: a task that exits non-zero (or is killed by a signal) on any node ends the
+    # step's other tasks (SIGTERM, SIGKILL KillWait later), as Slurm's
+    kill_on_bad_exit: bool = False
     # a local step's srun, "PID:START" (its start in clock ticks after boot, as
     # /proc/PID/stat has it): another srun on the node that finds the step's CPUs held
     # and that process gone ends the step (its srun was killed before it could)
@@ -142,6 +145,9 @@ class StepOutputPage(WireModel):
     cancelled_at: float | None = None
     cancel_reason: str = ""  # "" or "DUE TO TIME LIMIT" (slurmstepd's STEP line)
     job_cancelled: bool = False  # its job was cancelled (srun's "forcing job termination")
+    # srun -K: a task's failure ended it (``cancelled_at``): srun's lines for that are in
+    # the output; srun ends with "Force Terminated", not "Job step aborted"
+    bad_exit: bool = False
     kill_wait_seconds: int = 30  # the cluster's KillWait (srun's "Waiting up to N seconds")
 
 

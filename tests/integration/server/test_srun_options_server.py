@@ -7,6 +7,7 @@ step in a job (``-p -A -v -X --cpu_bind --mem_bind``...) are taken, not refused.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from test_local_steps_server import (
@@ -45,6 +46,8 @@ def test_kill_on_bad_exit_ends_the_other_tasks(server: LiveServer, tmp_path: Pat
     assert "CANCELLED AT" in lines[2]
     assert lines[3].endswith(": task 0: Terminated")
     assert lines[4].startswith("srun: Force Terminated StepId=")
+    job_id = int(lines[4].rpartition("=")[2].split(".")[0])
+    assert f"{job_id}.0|CANCELLED|0:15" in sacct(server, job_id, "JobID,State,ExitCode")
 
 
 def test_name_directory_and_cpus_of_the_step(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
@@ -156,3 +159,98 @@ def test_more_nodes_than_tasks_is_one_node_with_slurms_warning(
     out, err = run(server, tmp_path, f"{SRUN} -N2 -n1 hostname\necho rc=$?\n", "-N2", "-n2")
     assert out.splitlines()[-1] == "rc=0" and len(out.splitlines()) == 2, (out, err)
     assert "srun: Warning: can't run 1 processes on 2 nodes, setting nnodes to 1" in err
+
+
+# srun -K across nodes (session 43): task 1 (node2) fails, task 0 (node1) would run 60 s
+FAILING = "sh -c 'if [ $SLURM_PROCID = 1 ]; then exit 3; fi; sleep 60; echo survived'"
+TIMED = "start=$(date +%s)\n{srun}\necho rc=$? took=$(( $(date +%s) - start ))\n"
+
+
+def test_kill_on_bad_exit_ends_the_tasks_on_other_nodes(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
+    """``srun -K`` of a step on other nodes, as on the batch node: the first task to fail
+    ends the others on every node (SIGTERM; KillWait 2 s here), srun says the failed
+    task's line, "Terminating StepId", slurmstepd's STEP CANCELLED line of the node whose
+    task it ended, that task's line and "Force Terminated", and exits 143 (the highest:
+    128+SIGTERM), the step CANCELLED 0:15 in sacct, as srun -K's on the batch node. HAL
+    ran task 0 its 60 s."""
+    body = TIMED.format(srun=f"{SRUN} -K -N2 -n2 {FAILING}")
+    job_id = submit(server, tmp_path, body, "-N2", "-n2", "-o", "out.txt", "-e", "err.txt")
+    wait_until(lambda: state(server, job_id) == "COMPLETED", 60, message="its end")
+    out, err = (tmp_path / "out.txt").read_text(), (tmp_path / "err.txt").read_text()
+    rc, took = out.split()
+    assert rc == "rc=143" and int(took.split("=")[1]) < 15, (out, err)
+    lines = err.splitlines()
+    assert lines[:2] == [
+        "srun: error: node2: task 1: Exited with exit code 3",
+        f"srun: launch/slurm: _step_signal: Terminating StepId={job_id}.0",
+    ], err
+    assert re.fullmatch(
+        rf"slurmstepd-node1: error: \*\*\* STEP {job_id}\.0 ON node1 CANCELLED AT "
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d \*\*\*",
+        lines[2],
+    ), err
+    assert lines[3:] == [
+        "srun: error: node1: task 0: Terminated",
+        f"srun: Force Terminated StepId={job_id}.0",
+    ], err
+    assert f"{job_id}.0|CANCELLED|0:15" in sacct(server, job_id, "JobID,State,ExitCode")
+
+
+def test_kill_on_bad_exit_ends_the_failed_tasks_neighbours_too(
+    server: LiveServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Two tasks a node: task 1 fails on node1; task 0 beside it and tasks 2, 3 on node2
+    are ended, each node saying its STEP CANCELLED line."""
+    body = TIMED.format(srun=f"{SRUN} -K -N2 -n4 {FAILING}")
+    job_id = submit(server, tmp_path, body, "-N2", "-n4", "-o", "out.txt", "-e", "err.txt")
+    wait_until(lambda: state(server, job_id) == "COMPLETED", 60, message="its end")
+    out, err = (tmp_path / "out.txt").read_text(), (tmp_path / "err.txt").read_text()
+    rc, took = out.split()
+    assert rc == "rc=143" and int(took.split("=")[1]) < 15, (out, err)
+    lines = err.splitlines()
+    assert lines[0] == "srun: error: node1: task 1: Exited with exit code 3", err
+    assert lines[1] == f"srun: launch/slurm: _step_signal: Terminating StepId={job_id}.0"
+    assert sorted(line.split()[0] for line in lines if "CANCELLED AT" in line) == [
+        "slurmstepd-node1:",
+        "slurmstepd-node2:",
+    ], err
+    assert "srun: error: node1: task 0: Terminated" in lines, err
+    assert "srun: error: node2: tasks 2-3: Terminated" in lines, err
+    assert lines[-1] == f"srun: Force Terminated StepId={job_id}.0", err
+    assert lines.count("srun: error: node1: task 1: Exited with exit code 3") == 1, err
+
+
+def test_without_kill_on_bad_exit_the_other_tasks_run_on(
+    server: LiveServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """``srun -K0`` and no ``-K`` (Slurm's default): a failed task ends nothing else;
+    srun exits with its code once the others end."""
+    short = FAILING.replace("sleep 60", "sleep 2")
+    body = f"{SRUN} -K0 -N2 -n2 {short}\necho rc=$?\n{SRUN} -N2 -n2 {short}\necho rc=$?\n"
+    out, err = run(server, tmp_path, body, "-N2", "-n2")
+    assert out == "survived\nrc=3\nsurvived\nrc=3\n", (out, err)
+    assert err == "srun: error: node2: task 1: Exited with exit code 3\n" * 2, err
+
+
+def test_kill_on_bad_exit_needs_no_srun_watching(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
+    """The failure ends the step's other tasks while srun is stopped (its agent tells the
+    server, which ends them), not only when srun reads it; srun, continued, says it all."""
+    task = (
+        "sh -c 'if [ $SLURM_PROCID = 1 ]; then while [ ! -e stopped ]; do sleep 0.1; done; "
+        'exit 3; fi; trap "echo ended > ended.txt; exit 1" TERM; touch started; '
+        "sleep 60 & wait'"
+    )
+    body = (
+        f"{SRUN} -K -N2 -n2 {task} & pid=$!\n"
+        "while [ ! -e started ]; do sleep 0.1; done\n"
+        "kill -STOP $pid; touch stopped\n"
+        "for i in $(seq 150); do [ -e ended.txt ] && break; sleep 0.1; done\n"
+        'cat ended.txt 2>/dev/null || echo "not ended"\n'
+        "kill -CONT $pid; wait $pid; echo rc=$?\n"
+    )
+    out, err = run(server, tmp_path, body, "-N2", "-n2")
+    assert out == "ended\nrc=3\n", (out, err)
+    assert "srun: launch/slurm: _step_signal: Terminating StepId=" in err, err
+    assert err.splitlines()[-1].startswith("srun: Force Terminated StepId="), err

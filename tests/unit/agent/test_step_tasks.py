@@ -164,3 +164,67 @@ def test_a_step_stopped_before_its_tasks_start_starts_them_stopped(tmp_path: Pat
         runner.cancel()
 
     asyncio.run(scenario())
+
+
+def test_kill_on_bad_exit_says_the_first_failure_and_reports_it_at_once(tmp_path: Path) -> None:
+    """srun -K: the first task here to fail, while its neighbour runs, is said at once in
+    its error output (srun's line and "Terminating StepId") and reported in the next sync
+    until one is answered; the server's SIGTERM then ends the neighbour, and the node's
+    end says only the neighbour's line (the failed task's was said)."""
+
+    async def scenario() -> None:
+        tasks = StepTasks(
+            "a2",
+            agent="t",
+            unknown_users_as_agent=True,
+            notify=lambda: None,
+            steps_dir=str(tmp_path / "steps"),
+        )
+        runner = asyncio.ensure_future(tasks.run())
+        script = "[ $SLURM_PROCID = 3 ] && { echo oops >&2; exit 4; }; exec sleep 300"
+        tasks.launch(step(tmp_path, script, [2, 3]).model_copy(update={"kill_on_bad_exit": True}))
+        for _ in range(500):
+            sent = tasks.outgoing()
+            if sent.bad_exits:
+                break
+            await asyncio.sleep(0.01)
+        assert [(b.step_id, b.rank, b.exit_code) for b in sent.bad_exits] == [(0, 3, 4)]
+        assert not sent.ends
+        assert text(sent)[(3, "stderr")] == (
+            "oops\nsrun: error: a2: task 3: Exited with exit code 4\n"
+            "srun: launch/slurm: _step_signal: Terminating StepId=12.0\n"
+        )
+        assert tasks.outgoing().bad_exits == sent.bad_exits  # (not answered yet)
+        tasks.delivered(sent)
+        assert not tasks.outgoing().bad_exits
+        tasks.signal(
+            StepSignal(job_id=12, step_id=0, signal=15, kill_wait_seconds=5, cancelled_at=1e9)
+        )
+        ended = await until_ended(tasks)
+        assert [(e.step_id, e.exit_code, e.exit_signal) for e in ended.ends] == [(0, 143, 15)]
+        said = text(ended)[(2, "stderr")].splitlines()
+        assert said[0].startswith("slurmstepd-a2: error: *** STEP 12.0 ON a2 CANCELLED AT ")
+        assert said[1:] == ["srun: error: a2: task 2: Terminated"]
+        assert (3, "stderr") not in text(ended)  # (its line once)
+        runner.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_without_kill_on_bad_exit_nothing_is_reported_before_the_end(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        tasks = StepTasks(
+            "a2",
+            agent="t",
+            unknown_users_as_agent=True,
+            notify=lambda: None,
+            steps_dir=str(tmp_path / "steps"),
+        )
+        runner = asyncio.ensure_future(tasks.run())
+        tasks.launch(step(tmp_path, "[ $SLURM_PROCID = 3 ] && exit 4; sleep 0.5", [2, 3]))
+        sent = await until_ended(tasks)
+        assert not sent.bad_exits
+        assert text(sent)[(2, "stderr")] == "srun: error: a2: task 3: Exited with exit code 4\n"
+        runner.cancel()
+
+    asyncio.run(scenario())
