@@ -70,6 +70,15 @@ def test_a_job_of_one_partition_is_planned_there_only() -> None:
     assert expected_starts(result.plan)[15] == 1190
 
 
+def test_a_job_of_two_partitions_is_forecast_where_it_starts_first() -> None:
+    """A 4-node job naming ``b`` then ``a`` fits in neither now: its forecast is after
+    ``a``'s head (1190), not after ``b``'s, the partition it names first (1300)."""
+    result = _holes(make_job(16).partitions("b", "a").nodes(4).limit(100))
+    assert result.plan.placements == ()
+    assert expected_starts(result.plan)[16] == 1190
+    assert set(result.reservations) == {10, 12}  # (a forecast holds nothing)
+
+
 @pytest.mark.parametrize(
     ("listed", "a_until", "b_until", "start", "nodes"),
     [

@@ -688,8 +688,8 @@ class _Planner:
 
     def to_forecast(self, jobs: Sequence[Job]) -> list[Job]:
         """The jobs of EASY partitions this stage left without a start (``jobs``: priority
-        order), up to ``max_job_test`` per partition; a het job's components and a job
-        naming several partitions are left out."""
+        order), up to ``max_job_test`` per partition; a het job's components are left
+        out."""
         result = self.result
         started = {job.id for job, _ in result.placements}
         seen: dict[str, int] = {}
@@ -702,39 +702,39 @@ class _Planner:
             if policy.max_job_test and count > policy.max_job_test:
                 continue
             spec = job.spec
-            if not (
-                job.id in result.expected_start
-                or job.id in started
-                or spec.het is not None
-                or len(spec.partitions) > 1
-            ):
+            if not (job.id in result.expected_start or job.id in started or spec.het is not None):
                 wanted.append(job)
         return wanted
 
     def forecast(self, jobs: Sequence[Job]) -> dict[int, float | None]:
         """Expected starts of ``jobs`` (``to_forecast``'s; ``squeue --start``: Slurm's
         backfill gives one to every job it tests): each planned in turn on the stage's
-        profile after its decisions, as conservative backfilling would reserve it; None
-        where none fits within the window. Only shown: nothing starts from these plans
-        and no reservation is recorded. Called once, after the pass (``Plan.forecast``):
-        it uses the profile up."""
+        profile after its decisions, as conservative backfilling would reserve it (a job
+        naming several partitions: in the one where it starts first); None where none
+        fits within the window. Only shown: nothing starts from these plans and no
+        reservation is recorded. Called once, after the pass (``Plan.forecast``): it uses
+        the profile up."""
         profile = self.profile
         starts: dict[int, float | None] = {}
         for job in jobs:
-            spec = job.spec
-            if spec.licenses:
-                self.plan_licenses()
-            runtime = self.runtime(job)
-            found = _reserve(self.framework, self.ctx, profile, job, runtime, None)
-            if found is None:
+            listed = len(job.spec.partitions) > 1 and job.partition in job.spec.partitions
+            best: tuple[float, Job, float, Allocation] | None = None
+            for form in self.forms(job) if listed else [job]:
+                if form.spec.licenses:
+                    self.plan_licenses()
+                runtime = self.runtime_in(form) if listed else self.runtime(form)
+                found = _reserve(self.framework, self.ctx, profile, form, runtime, None)
+                if found is not None and (best is None or profile.times[found[0]] < best[0]):
+                    best = (profile.times[found[0]], form, runtime, found[1])
+            if best is None:
                 starts[job.id] = None
                 continue
-            start = starts[job.id] = profile.times[found[0]]
-            profile.reserve(
-                start, start + runtime, self.ctx.nodes.rows_of(found[1]), spec.exclusive
-            )
-            if spec.licenses:
-                _hold_licenses(self.ctx, profile, spec.licenses, start, start + runtime)
+            start, form, runtime, allocation = best
+            starts[job.id] = start
+            rows = self.ctx.nodes.rows_of(allocation)
+            profile.reserve(start, start + runtime, rows, form.spec.exclusive)
+            if form.spec.licenses:
+                _hold_licenses(self.ctx, profile, form.spec.licenses, start, start + runtime)
         return starts
 
     def start_now(self, job: Job, runtime: float, *, screened: bool = False) -> Stage | None:
