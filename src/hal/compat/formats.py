@@ -155,38 +155,29 @@ def parse_format(text: str) -> list[Field | str]:
 
 
 def parse_long_names(
-    text: str,
-    fields: dict[str, str],
-    default_width: int,
-    *,
-    what: str,
-    unknown: list[str] | None = None,
+    text: str, fields: dict[str, str], default_width: int, *, unknown: list[str]
 ) -> list[Field | str]:
     """squeue's and sinfo's ``-O``: ``JobArrayID,StateCompact:10,Reason:.5|`` → fields.
 
     ``fields`` maps lower-case names to the keys the rows are read by (the ``-o``
     letters). Each item is Slurm's ``type[:[.][size][suffix]]``: ``.`` right-aligns, no
     size is ``default_width``, and any text after the size (``|``, a space) is printed
-    after the column, as is. An unknown name is a ``ValueError`` naming it and ``what``
-    ("job", "node"); given ``unknown``, it is added there (as written) and dropped, only
-    its suffix printed, as Slurm 22.05.8's sinfo drops it (``format_add_invalid``)."""
+    after the column, as is. A name not in ``fields`` is added to ``unknown`` as written
+    and dropped, its width with it, only its suffix printed, as Slurm 22.05.8's squeue
+    and sinfo drop it (``format_add_invalid``) after saying ``Invalid job format
+    specification: NAME``."""
     layout: list[Field | str] = []
     for item in text.split(","):
         name, _, size = item.partition(":")
         if not name.strip():
             continue
         key = fields.get(name.strip().lower())
-        if key is None and unknown is None:
-            raise ValueError(
-                f"Invalid {what} format specification: {name.strip()} (HAL does not support it)"
-            )
         right = size.startswith(".")
         rest = size[1:] if right else size
         suffix = rest.lstrip("0123456789")
         digits = rest[: len(rest) - len(suffix)]
         if key is None:
-            assert unknown is not None
-            unknown.append(name.strip())
+            unknown.append(name)
         else:
             layout.append(Field(key, int(digits) if digits else default_width, right))
         if suffix:

@@ -356,9 +356,7 @@ def _layout(
             text, dest = ALL_FORMAT, "format"
         elif dest == "Format":
             names: list[str] = []
-            layout = parse_long_names(
-                text, LONG_FIELDS, LONG_FIELD_WIDTH, what="node", unknown=names
-            )
+            layout = parse_long_names(text, LONG_FIELDS, LONG_FIELD_WIDTH, unknown=names)
             return layout, [f"sinfo: error: Invalid job format specification: {n}" for n in names]
         fmt = text
     elif "summarize" in opts:

@@ -99,6 +99,8 @@ class Query:
     iterate: int = 0  # -i: seconds between reports; 0 reports once
     steps: list[str] | None = None  # -s: list steps (these JOB.N, or all when empty)
     version: bool = False  # -V: print the version line alone
+    # -O names squeue does not know, as written: each said on stderr, as Slurm's, and dropped
+    unknown: list[str] = field(default_factory=list)
 
 
 class UsageError(Exception):
@@ -118,6 +120,8 @@ def squeue(argv: list[str], console: Console) -> int:
     if query.version:
         console.out(VERSION_LINE)
         return 0
+    for name in query.unknown:  # Slurm 22.05.8 says so and goes on, exit code 0
+        console.err(f"squeue: error: Invalid job format specification: {name}")
     try:
         if not _check_query(query, console):
             return 1
@@ -183,7 +187,10 @@ def parse_query(argv: list[str]) -> Query | None:
             fmt = ALL_FORMAT if text == "%all" else _format_text(text, spelled)
         elif dest == "Format":
             _one_format(given, dest)
-            query.layout = parse_long_format(_format_text(text, spelled))
+            query.unknown = []  # (the last -O is the one shown)
+            query.layout = parse_long_names(
+                _format_text(text, spelled), LONG_FIELDS, LONG_FIELD_WIDTH, unknown=query.unknown
+            )
             fmt = None
         elif dest == "sort":
             query.sort = text
@@ -214,6 +221,7 @@ def _step_query(query: Query, fmt: str | None) -> Query:
     from hal.compat.squeue_steps import STEP_FORMAT, STEP_LETTERS
 
     query.layout = parse_format(fmt or STEP_FORMAT)
+    query.unknown = []  # -O's, unused: HAL lists steps in -o's fields only
     for part in query.layout:
         if isinstance(part, Field) and part.letter not in STEP_LETTERS:
             raise UsageError(
@@ -311,15 +319,6 @@ def parse_job_ids(text: str) -> list[str]:
         if not _JOB_ID.match(item):
             raise UsageError(f"Invalid job id: {item}")
     return ids
-
-
-def parse_long_format(text: str) -> list[Field | str]:
-    """``-O JobArrayID,StateCompact:10,Reason:.5`` → 20-wide left-aligned columns
-    (``formats.parse_long_names``)."""
-    try:
-        return parse_long_names(text, LONG_FIELDS, LONG_FIELD_WIDTH, what="job")
-    except ValueError as err:
-        raise UsageError(str(err)) from None
 
 
 # -- showing ------------------------------------------------------------------------------

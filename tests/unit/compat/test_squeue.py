@@ -332,9 +332,24 @@ def test_long_format_suffix_follows_its_column() -> None:
     assert lines == ["   2|runne RUN"]
 
 
-def test_long_format_unknown_field() -> None:
-    result = call(cluster(), "squeue", "-O", "JobID,Bogus")
-    assert result.rc == 1 and "Bogus" in result.err
+def test_long_format_unknown_names_are_dropped_with_slurms_warning() -> None:
+    """Slurm 22.05.8 (session 43): ``squeue -O jobid,bogus:5x`` says ``squeue: error:
+    Invalid job format specification: bogus`` on stderr (the name as written), drops the
+    field and its width, prints only its suffix, rc 0 (HAL refused it, rc 1)."""
+    result = call(cluster(), "squeue", "-O", "JobID,bogus:5x", "-j", "2")
+    assert result.rc == 0
+    assert result.err == "squeue: error: Invalid job format specification: bogus\n"
+    assert result.lines == ["JOBID               x", "2                   x"]
+    several = call(cluster(), "squeue", "-h", "-O", "xx:2^,JobID:.3|,Bogus", "-j", "2")
+    assert several.rc == 0
+    assert several.err.splitlines() == [
+        "squeue: error: Invalid job format specification: xx",
+        "squeue: error: Invalid job format specification: Bogus",
+    ]
+    assert several.lines == ["^  2|"]
+    # nothing known: an empty line for the title and for each job
+    none = call(cluster(), "squeue", "-O", "bogus", "-j", "2")
+    assert (none.rc, none.out) == (0, "\n\n")
 
 
 def test_start_uses_the_planner_estimate() -> None:
