@@ -162,16 +162,17 @@ def parse_long_names(
     ``fields`` maps lower-case names to the keys the rows are read by (the ``-o``
     letters). Each item is Slurm's ``type[:[.][size][suffix]]``: ``.`` right-aligns, no
     size is ``default_width``, and any text after the size (``|``, a space) is printed
-    after the column, as is. A name not in ``fields`` is added to ``unknown`` as written
-    and dropped, its width with it, only its suffix printed, as Slurm 22.05.8's squeue
-    and sinfo drop it (``format_add_invalid``) after saying ``Invalid job format
-    specification: NAME``."""
+    after the column, as is. Empty items (``a,,b``, an empty ``-O``) are nothing, as
+    Slurm's ``strtok`` skips them. A name not in ``fields`` (a blank one too) is added to
+    ``unknown`` as written and dropped, its width with it, only its suffix printed, as
+    Slurm 22.05.8's squeue and sinfo drop it (``format_add_invalid``) after saying
+    ``Invalid job format specification: NAME``."""
     layout: list[Field | str] = []
     for item in text.split(","):
-        name, _, size = item.partition(":")
-        if not name.strip():
+        if not item:
             continue
-        key = fields.get(name.strip().lower())
+        name, _, size = item.partition(":")
+        key = fields.get(name.strip().lower()) if name.strip() else None
         right = size.startswith(".")
         rest = size[1:] if right else size
         suffix = rest.lstrip("0123456789")

@@ -189,7 +189,7 @@ def parse_query(argv: list[str]) -> Query | None:
             _one_format(given, dest)
             query.unknown = []  # (the last -O is the one shown)
             query.layout = parse_long_names(
-                _format_text(text, spelled), LONG_FIELDS, LONG_FIELD_WIDTH, unknown=query.unknown
+                text, LONG_FIELDS, LONG_FIELD_WIDTH, unknown=query.unknown
             )
             fmt = None
         elif dest == "sort":
@@ -244,8 +244,8 @@ def _one_format(given: set[str], dest: str) -> None:
 
 
 def _format_text(text: str, spelled: str) -> str:
-    """An empty ``-o``/``-O`` would print a blank line per job: refused, as Slurm refuses a
-    format with no specification."""
+    """An empty ``-o`` would print a blank line per job: refused, as a mistake (Slurm
+    22.05.8 prints the blank lines; an empty ``-O`` prints them here too, as Slurm's)."""
     if not text.strip():
         raise UsageError(
             f"Format option lacks specification: {spelled} needs fields, e.g. -o '%i %t' "

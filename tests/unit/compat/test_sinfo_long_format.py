@@ -114,9 +114,17 @@ def test_unknown_long_names_are_dropped_with_slurms_warning() -> None:
     assert none.rc == 0 and none.out == "\n\n"
 
 
-def test_an_empty_long_format_is_refused_with_what_to_write() -> None:
-    empty = call(cluster(), "sinfo", "-O", "")
-    assert empty.rc == 1 and "-O NodeList,StateLong" in empty.err
+def test_an_empty_long_format_prints_empty_lines() -> None:
+    """Slurm 22.05.8 (session 43): ``sinfo -O ''`` prints an empty line for the title and
+    for each row, rc 0, with no warning; ``-O ' '`` the same after ``sinfo: error:
+    Invalid job format specification:  `` (a blank name). HAL refused an empty ``-O``;
+    an empty ``-o`` it still refuses (test_compat_bad_input.py)."""
+    empty = call(cluster(), "sinfo", "-p", "spare", "-O", "")
+    assert (empty.rc, empty.out, empty.err) == (0, "\n\n", "")
+    assert call(cluster(), "sinfo", "-h", "-p", "spare", "--Format=").out == "\n"
+    blank = call(cluster(), "sinfo", "-p", "spare", "-O", " ")
+    assert (blank.rc, blank.out) == (0, "\n\n")
+    assert blank.err == "sinfo: error: Invalid job format specification:  \n"
 
 
 def test_scontrol_show_node_has_load_and_free_memory() -> None:

@@ -352,6 +352,26 @@ def test_long_format_unknown_names_are_dropped_with_slurms_warning() -> None:
     assert (none.rc, none.out) == (0, "\n\n")
 
 
+def test_an_empty_long_format_prints_empty_lines() -> None:
+    """Slurm 22.05.8 (session 43): ``squeue -O ''`` (and ``-O ,``) prints an empty line
+    for the title and one for each job, rc 0, with no warning; ``-O ' '`` the same after
+    ``squeue: error: Invalid job format specification:  `` (a blank name), as a name
+    missing before ``:3x`` is; empty items between commas are skipped. HAL refused an
+    empty ``-O``."""
+    for spec in ("", ","):
+        empty = call(cluster(), "squeue", "-O", spec, "-j", "2")
+        assert (empty.rc, empty.out, empty.err) == (0, "\n\n", "")
+    assert call(cluster(), "squeue", "-h", "--Format=", "-j", "2").out == "\n"
+    blank = call(cluster(), "squeue", "-O", " ", "-j", "2")
+    assert (blank.rc, blank.out) == (0, "\n\n")
+    assert blank.err == "squeue: error: Invalid job format specification:  \n"
+    skipped = call(cluster(), "squeue", "-O", "JobID:5,,Name:6", "-j", "2")
+    assert (skipped.err, skipped.lines) == ("", ["JOBIDNAME  ", "2    runner"])
+    nameless = call(cluster(), "squeue", "-O", "JobID:5,:3x", "-j", "2")  # Slurm's too
+    assert nameless.err == "squeue: error: Invalid job format specification: \n"
+    assert nameless.lines == ["JOBIDx", "2    x"]
+
+
 def test_start_uses_the_planner_estimate() -> None:
     client = FakeClient(job_list=[job(5, expected_start=T0 + 600), job(6), running(7)])
     lines = call(client, "squeue", "--start").lines
