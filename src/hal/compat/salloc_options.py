@@ -176,9 +176,11 @@ def parse_salloc(
         umask=umask,
         warnings=warnings,
     )
-    # nothing to keep from the holding script; an allocation is never requeued (its
-    # command has gone by then); BatchFlag=0 in scontrol show job, as Slurm's
-    job = dataclasses.replace(job, stdout="/dev/null", requeue=False, interactive=True)
+    # nothing to keep from the holding script; BatchFlag=0 in scontrol show job, and
+    # Requeue=1 (the cluster's default, Slurm's JobRequeue=1), as Slurm 22.05.8 shows
+    # them; a node failure still ends it NODE_FAIL (Cluster.finish): as in Slurm, only a
+    # batch job is requeued, an allocation's command has gone by then
+    job = dataclasses.replace(job, stdout="/dev/null", requeue=True, interactive=True)
     return SallocRequest(
         job=job,
         command=command,

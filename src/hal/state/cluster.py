@@ -1434,10 +1434,11 @@ class Cluster:
     def finish(
         self, job: Job, state: JobState, now: float, *, exit_code: int = 0, exit_signal: int = 0
     ) -> tuple[Job, EventRow]:
-        """The ended version of ``job`` (or, for NODE_FAIL with requeue, the requeued one)."""
+        """The ended version of ``job`` (or, for NODE_FAIL with requeue, the requeued one:
+        a batch job only, as Slurm's; salloc's allocation, ``Requeue=1`` too, ends)."""
         state = preempt.ended_as(job, state)
         if job.extra.get(preempt.REQUEUE) == "1" or (
-            state is JobState.NODE_FAIL and job.spec.requeue
+            state is JobState.NODE_FAIL and job.spec.requeue and not job.spec.interactive
         ):
             # PENDING: an administrator's requeue (scontrol requeue) ending its run
             after = None if state is JobState.PENDING else state.value

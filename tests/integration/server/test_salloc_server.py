@@ -125,11 +125,13 @@ def test_salloc_exits_with_the_commands_code_and_srun_there_is_always_a_step(
 def test_an_allocation_shows_batch_flag_0(server: LiveServer, shims: Path, tmp_path: Path) -> None:
     """Slurm 22.05.8 (session 43): ``scontrol show job`` of salloc's job, from its
     command, says ``BatchFlag=0`` (a batch job's 1); HAL said 1, its allocation being a
-    job whose script holds the nodes."""
+    job whose script holds the nodes. And ``Requeue=1``, the cluster's default, as a
+    batch job's (HAL said 0)."""
     command = "scontrol show job $SLURM_JOB_ID"
     done = salloc(server, shims, tmp_path, "-N1", "sh", "-c", command)
     assert done.returncode == 0, done.stdout + done.stderr
     assert " BatchFlag=0 " in done.stdout, done.stdout
+    assert "   Requeue=1 Restarts=0 BatchFlag=0 Reboot=0 ExitCode=0:0" in done.stdout.splitlines()
     batch = server.cli("sbatch", "--parsable", "--wrap", "true", cwd=tmp_path)
     shown = server.cli("scontrol", "show", "job", batch.stdout.strip())
     assert " BatchFlag=1 " in shown.stdout, shown.stdout + shown.stderr

@@ -33,8 +33,10 @@ def test_sbatch_resource_options_build_the_holding_job() -> None:
     assert job.memory_per_node_bytes == 1024 * MiB and job.time_limit_seconds == 3600
     assert (job.partition, job.account) == ("gpu", "proj")
     assert job.script == HOLD_SCRIPT and job.workdir == "/home/u"
-    # nothing written beside the user's files; a revoked allocation never runs again
-    assert (job.stdout, job.requeue) == ("/dev/null", False)
+    # nothing written beside the user's files; Requeue=1, the cluster's default, as
+    # Slurm 22.05.8 shows an allocation (session 43; HAL: 0); a node failure ends it
+    # all the same (tests/unit/state/test_allocation_node_fail.py)
+    assert (job.stdout, job.requeue) == ("/dev/null", True)
     assert request.command == ("hostname",)
 
 
