@@ -6,6 +6,7 @@ Everything here is plain system calls, safe to run in a freshly forked child.
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
@@ -98,33 +99,52 @@ def processes_of(session: int, variable: str) -> list[int]:
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def job_usage(supervisor: int, below: list[int] | None = None) -> tuple[int, float]:
-    """(resident bytes, CPU seconds) of the job under step supervisor ``supervisor``: the
-    memory of its live processes, and the user and system time they and the processes
-    that already ended used (``/proc/<pid>/stat``: a live process's own time plus its
-    reaped children's; the supervisor's reaped children, the job's orphans included,
-    through its ``cutime``/``cstime``). Like Slurm's ``jobacct_gather/linux``, memory is
-    the sum of the processes' RSS. ``below``: its ``descendants``, where the caller has
-    them already."""
+class Usage(NamedTuple):
+    """A sample of what processes use: resident bytes, and user and system seconds."""
+
+    rss_bytes: int
+    user_seconds: float
+    system_seconds: float
+
+    @property
+    def cpu_seconds(self) -> float:
+        return self.user_seconds + self.system_seconds
+
+
+def job_usage(supervisor: int, below: list[int] | None = None) -> Usage:
+    """What the job under step supervisor ``supervisor`` uses: the memory of its live
+    processes, and the user and system time they and the processes that already ended
+    used (``/proc/<pid>/stat``: a live process's own time plus its reaped children's;
+    the supervisor's reaped children, the job's orphans included, through its
+    ``cutime``/``cstime``). Like Slurm's ``jobacct_gather/linux``, memory is the sum of
+    the processes' RSS. ``below``: its ``descendants``, where the caller has them
+    already."""
     rss_pages = 0
-    ticks = _stat_fields(supervisor, 13, 15)  # the supervisor: its reaped children only
+    user = system = 0
+    reaped = _stat_fields(supervisor, 13, 15)  # the supervisor: its reaped children only
+    if len(reaped) == 2:
+        user, system = reaped
     for pid in descendants(supervisor) if below is None else below:
-        fields = _stat_fields(pid, 11, 22)
+        fields = _stat_fields(pid, 11, 22)  # utime, stime, cutime, cstime ... rss
         if len(fields) == 11:
-            ticks += fields[:4]
+            user += fields[0] + fields[2]
+            system += fields[1] + fields[3]
             rss_pages += fields[10]
-    return rss_pages * PAGE_SIZE, sum(ticks) / CLOCK_TICKS
+    return Usage(rss_pages * PAGE_SIZE, user / CLOCK_TICKS, system / CLOCK_TICKS)
 
 
-def tree_usage(root: int, below: list[int] | None = None) -> tuple[int, float]:
-    """(resident bytes, CPU seconds) of ``root`` (a job step's task) and the processes
-    below it (``below``, where the caller has them), as ``job_usage`` counts them: (0,
-    0.0) once it is gone."""
+def tree_usage(root: int, below: list[int] | None = None) -> Usage:
+    """What ``root`` (a job step's task) and the processes below it (``below``, where
+    the caller has them) use, as ``job_usage`` counts it: nothing once it is gone."""
     own = _stat_fields(root, 11, 22)
     if len(own) != 11:
-        return 0, 0.0
-    rss, cpu = job_usage(root, below)  # its descendants, and the children it reaped
-    return rss + own[10] * PAGE_SIZE, cpu + (own[0] + own[1]) / CLOCK_TICKS
+        return Usage(0, 0.0, 0.0)
+    rss, user, system = job_usage(root, below)  # its descendants, the children it reaped
+    return Usage(
+        rss + own[10] * PAGE_SIZE,
+        user + own[0] / CLOCK_TICKS,
+        system + own[1] / CLOCK_TICKS,
+    )
 
 
 def _stat_fields(pid: int, first: int, stop: int) -> list[int]:

@@ -104,7 +104,9 @@ class ExitOutcome:
     exit_signal: int = 0
     oom: bool = False  # the isolation backend saw the job hit its memory limit
     max_rss_bytes: int = 0
-    cpu_seconds: float = 0.0
+    cpu_seconds: float = 0.0  # user + system
+    user_cpu_seconds: float | None = None  # ... apart (None: a supervisor before them)
+    system_cpu_seconds: float | None = None
     gpu: GpuUsage | None = None  # the agent's GPU samples of the job (``agent.gpuusage``)
     lost: bool = False  # the supervisor vanished without writing the status
     message: str = ""

@@ -86,6 +86,7 @@ from hal.agent.outputfiles import read_chunk
 from hal.agent.outputwire import OutputChunk, OutputPoll, OutputRead
 from hal.agent.plan import LaunchError, build_step_plan
 from hal.agent.procfs import (
+    Usage,
     descendants,
     job_usage,
     node_load,
@@ -158,8 +159,8 @@ class _Watch:
 # one usage sample: the jobs' (job, attempt, (RSS, CPU), GPU use), the step tasks'
 # ((job, step, rank, pid), (RSS, CPU)) and those tasks' GPU use by (job, step, rank)
 _Sampled = tuple[
-    list[tuple[int, int, tuple[int, float], ProcessGpu | None]],
-    list[tuple[tuple[int, int, int, int], tuple[int, float]]],
+    list[tuple[int, int, Usage, ProcessGpu | None]],
+    list[tuple[tuple[int, int, int, int], Usage]],
     dict[tuple[int, int, int], ProcessGpu],
 ]
 
@@ -510,7 +511,7 @@ class AgentShell:
             # one NVML read for the jobs and the step tasks given GPUs here, and one walk
             # of each process tree for its memory, CPU and GPU use
             gpu = sampler.sample() if sampler is not None and read_gpus else None
-            jobs: list[tuple[int, int, tuple[int, float], ProcessGpu | None]] = []
+            jobs: list[tuple[int, int, Usage, ProcessGpu | None]] = []
             for job_id, attempt, pid, ticks in watched:
                 if start_ticks(pid) != ticks:
                     continue  # not our supervisor any more: a recycled pid
@@ -536,7 +537,7 @@ class AgentShell:
         current = {(w.job_id, w.attempt) for w in self._watches.values()}
         for key in self._gpu_tallies.keys() - current:  # ended (``_end_event`` took it)
             del self._gpu_tallies[key]
-        for job_id, attempt, (rss, cpu), gpu_use in sampled:
+        for job_id, attempt, (rss, user, system), gpu_use in sampled:
             peak = peaks[(job_id, attempt)] = max(rss, self._peaks.get((job_id, attempt), 0))
             tally = None
             if gpu_use is not None and (job_id, attempt) in current:
@@ -548,7 +549,9 @@ class AgentShell:
                     attempt=attempt,
                     rss_bytes=rss,
                     max_rss_bytes=peak,
-                    cpu_seconds=cpu,
+                    cpu_seconds=user + system,
+                    user_cpu_seconds=user,
+                    system_cpu_seconds=system,
                     gpu=tally.usage() if tally is not None else None,
                 )
             )

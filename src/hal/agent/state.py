@@ -230,6 +230,8 @@ class AgentState:
             exit_signal=sig,
             max_rss_bytes=out.max_rss_bytes,
             cpu_seconds=out.cpu_seconds,
+            user_cpu_seconds=out.user_cpu_seconds,
+            system_cpu_seconds=out.system_cpu_seconds,
             gpu=out.gpu,
             message=message,
         )

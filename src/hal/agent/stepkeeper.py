@@ -179,6 +179,17 @@ def read_usage(folder: str) -> dict[int, tuple[int, float]]:
         return {}
 
 
+def read_times(folder: str) -> dict[int, tuple[float, float]]:
+    """rank → (user, system) CPU seconds of each ended task, the parts of ``read_usage``'s
+    CPU seconds (sacct's UserCPU, SystemCPU); empty before (or from an older keeper)."""
+    try:
+        with open(os.path.join(folder, STATUS_FILE)) as f:
+            found = json.load(f).get("times", {})
+        return {int(k): (float(v[0]), float(v[1])) for k, v in found.items()}
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
+        return {}
+
+
 def spawn_keeper(plan: KeeperPlan, isolation: Isolation, started_w: int) -> tuple[int, int]:
     """Fork the keeper; its pid and the fd on which to send ``GO`` once it is recorded."""
     return fork_with_go(lambda go_r: _keeper_main(plan, isolation, go_r, started_w))
@@ -205,6 +216,7 @@ def _keep(plan: KeeperPlan, isolation: Isolation, started_w: int) -> int:
     running: dict[int, int] = {}  # pid → rank
     codes: dict[int, int] = {}
     usage: dict[int, tuple[int, float]] = {}
+    times: dict[int, tuple[float, float]] = {}  # rank → its user and system seconds
     # what a task inherits of ours at its fork: our peak, at most (``own_max_rss``)
     inherited = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     lines = []
@@ -233,13 +245,15 @@ def _keep(plan: KeeperPlan, isolation: Isolation, started_w: int) -> int:
         _note_end(plan.folder, rank, codes[rank])
         cpu = rusage.ru_utime + rusage.ru_stime  # with its waited-for children's
         usage[rank] = (own_max_rss(rusage.ru_maxrss, inherited), cpu)
+        times[rank] = (rusage.ru_utime, rusage.ru_stime)
         # what the task left in its session, or with its marker, goes with it (Slurm
         # ends a task's leftovers); its neighbours' markers differ
         for left in processes_of(pid, plan.task_marker(rank)):
             with contextlib.suppress(OSError):
                 os.kill(left, signal.SIGKILL)
     _end_orphans()
-    write_atomic(plan.folder, STATUS_FILE, json.dumps({"codes": codes, "usage": usage}))
+    ended = {"codes": codes, "usage": usage, "times": times}
+    write_atomic(plan.folder, STATUS_FILE, json.dumps(ended))
     return 0
 
 

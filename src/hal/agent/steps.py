@@ -64,7 +64,7 @@ from hal.agent.gpuusage import GpuTally, ProcessGpu
 from hal.agent.isolation import Isolation, signal_procs
 from hal.agent.launcher import LaunchReply, StepLauncher
 from hal.agent.plan import LaunchError, job_umask, resolve_user
-from hal.agent.procfs import open_pidfd, processes_of, tree_rss_bytes
+from hal.agent.procfs import Usage, open_pidfd, processes_of, tree_rss_bytes
 from hal.agent.stepkeeper import (
     KEEPER_PLAN,
     STOPPED_FILE,
@@ -73,6 +73,7 @@ from hal.agent.stepkeeper import (
     read_codes,
     read_ends,
     read_tasks,
+    read_times,
     read_usage,
 )
 from hal.agent.supervisor import read_supervisor, write_atomic
@@ -177,8 +178,10 @@ class _NodeStep:
     failed: tuple[int, int] | None = None
     failed_sent: bool = False
     ending: bool = False
-    # rank → (most RSS, CPU seconds) of the agent's latest sample of each running task
+    # rank → (most RSS, CPU seconds) of the agent's latest sample of each running task,
+    # and that CPU time's user and system parts
     sampled: dict[int, tuple[int, float]] = field(default_factory=dict)
+    sampled_times: dict[int, tuple[float, float]] = field(default_factory=dict)
     # rank → its GPU samples' tally (a step given GPUs here, on a node NVML answers)
     gpu: dict[int, GpuTally] = field(default_factory=dict)
     totals: list[TaskTotals] = field(default_factory=list)  # what each used, once ended
@@ -338,7 +341,7 @@ class StepTasks:
 
     def usage(
         self,
-        sampled: list[tuple[tuple[int, int, int, int], tuple[int, float]]],
+        sampled: list[tuple[tuple[int, int, int, int], Usage]],
         gpu: Mapping[tuple[int, int, int], ProcessGpu] | None = None,
     ) -> list[StepTaskUsage]:
         """The tasks' samples (``procfs.tree_usage`` of ``usage_targets``) with the most
@@ -347,12 +350,14 @@ class StepTasks:
         ``gpu_steps`` (``gpuusage.use_of``), added to each one's tally."""
         peaks: dict[tuple[int, int, int], int] = {}
         out: list[StepTaskUsage] = []
-        for (job_id, step_id, rank, _), (rss, cpu) in sampled:
+        for (job_id, step_id, rank, _), (rss, user, system) in sampled:
             key = (job_id, step_id, rank)
             peak = peaks[key] = max(rss, self._peaks.get(key, 0))
+            cpu = user + system
             tally = None
             if (part := self._steps.get((job_id, step_id))) is not None:
                 part.sampled[rank] = (peak, cpu)  # for its end (``_totals``)
+                part.sampled_times[rank] = (user, system)
                 if gpu is not None and key in gpu:
                     tally = part.gpu.setdefault(rank, GpuTally())
                     tally.add(gpu[key])
@@ -364,6 +369,8 @@ class StepTasks:
                     rss_bytes=rss,
                     max_rss_bytes=peak,
                     cpu_seconds=cpu,
+                    user_cpu_seconds=user,
+                    system_cpu_seconds=system,
                     gpu=tally.usage() if tally is not None else None,
                 )
             )
@@ -895,8 +902,10 @@ def _totals(step: _NodeStep) -> list[TaskTotals]:
     """What each ended task used: the most of what the keeper's ``wait4`` saw (one
     process's peak, and the CPU of the children it waited for) and the agent's latest
     sample (its whole tree's memory; lost with an agent restart), and its GPU samples'
-    tally (the same)."""
+    tally (the same). The CPU seconds' user and system parts are those of the figure
+    taken, ``wait4``'s or the sample's."""
     waited = read_usage(step.folder)
+    times = read_times(step.folder)
     totals = []
     for rank in step.launch.ranks:
         seen = [u for u in (waited.get(rank), step.sampled.get(rank)) if u is not None]
@@ -904,7 +913,21 @@ def _totals(step: _NodeStep) -> list[TaskTotals]:
             rss, cpu = max(u[0] for u in seen), max(u[1] for u in seen)
             tally = step.gpu.get(rank)
             gpu = tally.usage() if tally is not None else None
-            totals.append(TaskTotals(rank=rank, max_rss_bytes=rss, cpu_seconds=cpu, gpu=gpu))
+            user = system = None
+            if rank in waited and waited[rank][1] >= cpu:
+                user, system = times.get(rank, (None, None))  # (an older keeper: none)
+            elif rank in step.sampled_times:
+                user, system = step.sampled_times[rank]
+            totals.append(
+                TaskTotals(
+                    rank=rank,
+                    max_rss_bytes=rss,
+                    cpu_seconds=cpu,
+                    user_cpu_seconds=user,
+                    system_cpu_seconds=system,
+                    gpu=gpu,
+                )
+            )
     return totals
 
 

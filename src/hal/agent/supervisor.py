@@ -182,8 +182,15 @@ def read_status(job_dir: str) -> ExitOutcome | str | None:
         oom=bool(data["oom"]),
         max_rss_bytes=int(data["max_rss_bytes"]),
         cpu_seconds=float(data["cpu_seconds"]),
+        user_cpu_seconds=_optional_float(data.get("user_cpu_seconds")),
+        system_cpu_seconds=_optional_float(data.get("system_cpu_seconds")),
         end_time=float(data.get("end_time") or 0.0),
     )
+
+
+def _optional_float(value: object) -> float | None:
+    """A figure of ``status.json`` that a supervisor before it did not write: None."""
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 # -- the supervisor (child of the agent) ---------------------------------------------------
@@ -286,12 +293,18 @@ def _supervise(plan: StepPlan, isolation: Isolation, started_w: int) -> int:
     if memory.oom_kills:
         node = plan.env.get("SLURMD_NODENAME", "")
         tell_job(plan, oom_message(node, memory.oom_kills, f"{plan.job_id}.batch") + "\n")
+    user = usage.ru_utime + orphans.user_seconds
+    system = usage.ru_stime + orphans.system_seconds
     result = {
         "exit_code": exit_code,
         "exit_signal": exit_signal,
         "oom": memory.oom or watchdog_killed,
         "max_rss_bytes": memory.peak_bytes or _job_max_rss(usage.ru_maxrss, inherited_rss),
-        "cpu_seconds": usage.ru_utime + usage.ru_stime + orphans.cpu_seconds,
+        # the script's and its waited-for children's (wait4's rusage), and its orphans'
+        # (``_Orphans``): user and system apart too (sacct's UserCPU, SystemCPU)
+        "cpu_seconds": user + system,
+        "user_cpu_seconds": user,
+        "system_cpu_seconds": system,
         "end_time": time.time(),
     }
     write_atomic(plan.job_dir, STATUS_FILE, json.dumps(result))
@@ -339,7 +352,8 @@ class _Orphans:
 
     def __init__(self, shell: int) -> None:
         self.shell = shell
-        self.cpu_seconds = 0.0
+        self.user_seconds = 0.0
+        self.system_seconds = 0.0
 
     def reap(self, *, block: bool) -> bool:
         """Reap exited orphans (waiting for one with ``block``) until the batch shell
@@ -391,7 +405,8 @@ class _Orphans:
             time.sleep(0.02)
 
     def _reaped(self, usage: resource.struct_rusage) -> None:
-        self.cpu_seconds += usage.ru_utime + usage.ru_stime
+        self.user_seconds += usage.ru_utime
+        self.system_seconds += usage.ru_stime
 
 
 def _wait_for_exit(pid: int, plan: StepPlan, isolation: Isolation, orphans: _Orphans) -> bool:

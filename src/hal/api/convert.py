@@ -30,6 +30,7 @@ from hal.core.slurm_syntax import (
 from hal.core.suspension import suspended_seconds
 from hal.state import agents, preempt
 from hal.state.cluster import Cluster
+from hal.state.codec import SYSTEM_CPU, USER_CPU
 from hal.state.node_flags import node_state_flags
 from hal.wire.bounds import INT64_MAX
 from hal.wire.jobs import JobInfo, JobSubmit
@@ -335,18 +336,24 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
 
 def usage_fields(job: Job, cluster: Cluster) -> dict[str, Any]:
     """What the job used: measured when it ended, or so far while it runs (its agent's
-    latest sample, ``sstat``)."""
+    latest sample, ``sstat``), the CPU seconds' user and system parts too where its
+    agent said them (None: an older agent's)."""
     sample = agents.usage_of(cluster, job)
     if sample is None:
+        user, system = job.extra.get(USER_CPU), job.extra.get(SYSTEM_CPU)
         return {
             "max_rss_bytes": int(job.extra.get("max_rss", 0)),
             "cpu_seconds": float(job.extra.get("cpu_seconds", 0.0)),
+            "user_cpu_seconds": float(user) if user is not None else None,
+            "system_cpu_seconds": float(system) if system is not None else None,
             "gpu_usage": agents.gpu_usage_measured(job),
         }
     at, usage = sample
     return {
         "max_rss_bytes": usage.max_rss_bytes,
         "cpu_seconds": usage.cpu_seconds,
+        "user_cpu_seconds": usage.user_cpu_seconds,
+        "system_cpu_seconds": usage.system_cpu_seconds,
         "rss_bytes": usage.rss_bytes,
         "usage_time": at,
         "gpu_usage": usage.gpu,

@@ -290,6 +290,8 @@ async def _add_steps(ctx: ServerContext, infos: list[JobInfo]) -> None:
             max_rss_task=row.max_rss_task,
             ave_rss_bytes=row.ave_rss_bytes,
             total_cpu_seconds=row.total_cpu_seconds,
+            user_cpu_seconds=row.user_cpu_seconds,
+            system_cpu_seconds=row.system_cpu_seconds,
             gpu=_step_gpu(row),
             cpus=row.cpus,
             memory_bytes=row.memory_bytes,

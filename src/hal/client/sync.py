@@ -303,10 +303,11 @@ class HalClient:
         oom: bool = False,
         cancelled: bool = False,
         timed_out: bool = False,
-        tasks: Sequence[tuple[int, int, float]] = (),
+        tasks: Sequence[tuple[int, int, float, float, float]] = (),
     ) -> None:
         """Report the end of a step ``open_local_step`` recorded (one try, as it), with
-        what its tasks used (``tasks``: rank, most resident bytes, CPU seconds)."""
+        what its tasks used (``tasks``: rank, most resident bytes, CPU seconds, and their
+        user and system parts)."""
         body = {
             "exit_code": exit_code,
             "exit_signal": exit_signal,
@@ -314,7 +315,14 @@ class HalClient:
             "cancelled": cancelled,
             "timed_out": timed_out,
             "tasks": [
-                {"rank": rank, "max_rss_bytes": rss, "cpu_seconds": cpu} for rank, rss, cpu in tasks
+                {
+                    "rank": rank,
+                    "max_rss_bytes": rss,
+                    "cpu_seconds": cpu,
+                    "user_cpu_seconds": user,
+                    "system_cpu_seconds": system,
+                }
+                for rank, rss, cpu, user, system in tasks
             ],
         }
         self._record("POST", f"/v1/jobs/{job_id}/steps/{step_id}/end", body)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import grp
+import math
 import pwd
 from collections.abc import Callable, Sequence
 
@@ -44,6 +45,36 @@ def total_cpu_seconds(job: JobInfo) -> float:
     TotalCPU on the job line and seff's "CPU Utilized", as Slurm 22.05.8's (checked:
     docs/slurm-checks.md, "sacct: states and ExitCode")."""
     return job.cpu_seconds + sum(step.total_cpu_seconds for step in job.steps)
+
+
+def cpu_parts(
+    cpu_seconds: float, user: float | None, system: float | None
+) -> tuple[float, float] | None:
+    """The (user, system) parts of a batch step's or step's CPU seconds: as measured,
+    (0, 0) for none used, None where they are not known (an older agent or srun
+    measured only their sum; parts that are not this sum's, as a copy of the job for an
+    earlier run of it holds, its latest run's)."""
+    if (
+        user is not None
+        and system is not None
+        and math.isclose(user + system, cpu_seconds, rel_tol=1e-9, abs_tol=1e-6)
+    ):
+        return user, system
+    return (0.0, 0.0) if cpu_seconds == 0 else None
+
+
+def total_cpu_parts(job: JobInfo) -> tuple[float, float] | None:
+    """The job line's UserCPU and SystemCPU: the sums over its steps, the batch
+    script's and every srun's, as ``total_cpu_seconds`` sums TotalCPU; None where a
+    step's parts are not known (a sum without them would not be the job's)."""
+    parts = [cpu_parts(job.cpu_seconds, job.user_cpu_seconds, job.system_cpu_seconds)]
+    parts += [
+        cpu_parts(s.total_cpu_seconds, s.user_cpu_seconds, s.system_cpu_seconds) for s in job.steps
+    ]
+    known = [p for p in parts if p is not None]
+    if len(known) < len(parts):
+        return None
+    return sum(p[0] for p in known), sum(p[1] for p in known)
 
 
 def batch_command(job: JobInfo) -> str:

@@ -40,7 +40,7 @@ from types import FrameType
 from typing import IO, TYPE_CHECKING, NamedTuple
 
 from hal.compat import step_cgroup
-from hal.compat.seam import Console
+from hal.compat.seam import Console, TaskUse
 from hal.compat.srun_output import TaskFiles, step_fields
 from hal.compat.step_cgroup import job_cgroup
 from hal.compat.steps import (
@@ -85,8 +85,9 @@ class TasksEnd:
     exit_code: int  # the highest task's: its exit code, or 128+N for a signal N
     exit_signal: int  # the signal N that ended that task (0: it exited)
     cancelled: bool  # srun passed SIGINT/SIGTERM on to the tasks
-    # what each task used: (rank, most resident bytes (0: unknown), CPU seconds)
-    tasks: list[tuple[int, int, float]] = field(default_factory=list)
+    # what each task used: (rank, most resident bytes (0: unknown), CPU seconds, and
+    # their user and system parts)
+    tasks: list[TaskUse] = field(default_factory=list)
     codes: dict[int, int] = field(default_factory=dict)  # rank → exit code, -N: signal N
     timed_out: bool = False  # its own time limit (srun -t) ended it
     failed_first: int | None = None  # -K: the task whose failure ended the others
@@ -405,7 +406,13 @@ def run_tasks(
             signal.signal(sig, handler)
     codes = {rank: code for rank, (code, _) in enumerate(reaped)}
     tasks = [
-        (r, own_max_rss(usage.ru_maxrss, inherited), usage.ru_utime + usage.ru_stime)
+        (
+            r,
+            own_max_rss(usage.ru_maxrss, inherited),
+            usage.ru_utime + usage.ru_stime,
+            usage.ru_utime,
+            usage.ru_stime,
+        )
         for r, (_, usage) in enumerate(reaped)
         if usage is not None
     ]

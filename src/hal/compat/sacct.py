@@ -30,7 +30,13 @@ from hal.compat.formats import (
     timestamp,
     tres_usage,
 )
-from hal.compat.job_fields import reason_name, time_used, total_cpu_seconds
+from hal.compat.job_fields import (
+    cpu_parts,
+    reason_name,
+    time_used,
+    total_cpu_parts,
+    total_cpu_seconds,
+)
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.sacct_names import full_names
 from hal.compat.sacct_runs import SUSPENSION_UNKNOWN, records
@@ -382,6 +388,21 @@ def _task_cpu(job: JobInfo, step: str, *, least: bool) -> float | None:
     return job.cpu_seconds / max(job.ntasks, 1)  # a step's view: its tasks' (_step_view)
 
 
+def _cpu_part(part: int) -> Column:
+    """UserCPU (``part`` 0) or SystemCPU (1): TotalCPU's parts, of the line's step (the
+    job's: the sums over its steps, as TotalCPU's), in TotalCPU's format; blank where
+    they are not known (an older agent or srun recorded only the sum)."""
+
+    def column(job: JobInfo, step: str, now: float) -> str:
+        if step == "":
+            parts = total_cpu_parts(job)
+        else:
+            parts = cpu_parts(job.cpu_seconds, job.user_cpu_seconds, job.system_cpu_seconds)
+        return "" if parts is None else cpu_time(parts[part])
+
+    return column
+
+
 def _cpu_column(least: bool, show: Callable[[JobInfo, float], str]) -> Column:
     def column(job: JobInfo, step: str, now: float) -> str:
         seconds = _task_cpu(job, step, least=least)
@@ -462,6 +483,9 @@ FIELDS: dict[str, tuple[str, int, Column]] = {
         10,
         lambda j, s, n: cpu_time(total_cpu_seconds(j) if s == "" else j.cpu_seconds),
     ),
+    # its user and system parts, as TotalCPU is taken and printed
+    "usercpu": ("UserCPU", 10, _cpu_part(0)),
+    "systemcpu": ("SystemCPU", 10, _cpu_part(1)),
     "tresusageinmax": ("TRESUsageInMax", 14, lambda j, s, n: _usage(j, s, mean=False)),
     "tresusageinave": ("TRESUsageInAve", 14, lambda j, s, n: _usage(j, s, mean=True)),
     "cputime": ("CPUTime", 10, lambda j, s, n: duration_long(_cpu_time(j, s, n))),
@@ -1045,6 +1069,8 @@ def _step_view(job: JobInfo, step: StepRecord) -> JobInfo:
             "end_time": step.end_time,
             "max_rss_bytes": step.max_rss_bytes,
             "cpu_seconds": step.total_cpu_seconds,
+            "user_cpu_seconds": step.user_cpu_seconds,
+            "system_cpu_seconds": step.system_cpu_seconds,
             "gpu_usage": None,  # the job's GPU samples are its batch step's (the step's: _usage)
         }
     )

@@ -15,6 +15,10 @@ from typing import TYPE_CHECKING, Protocol, TextIO
 
 from hal.wire.submit import JobSubmit, SubmitResult, WillRun
 
+# what a task of a step srun ran itself used: (rank, most resident bytes (0: unknown),
+# CPU seconds, and their user and system parts), as its ``wait4`` saw it
+TaskUse = tuple[int, int, float, float, float]
+
 if TYPE_CHECKING:  # pydantic schemas: not imported on sbatch's path (see hal.wire.submit)
     from hal.core.steps import LocalStep, StepRequest
     from hal.wire.crontab import CrontabInfo, CrontabRemoved
@@ -142,7 +146,7 @@ class Client(Protocol):
         oom: bool = False,
         cancelled: bool = False,
         timed_out: bool = False,
-        tasks: Sequence[tuple[int, int, float]] = (),
+        tasks: Sequence[TaskUse] = (),
     ) -> None: ...
 
     def running_steps(self) -> list[StepInfo]: ...

@@ -28,12 +28,14 @@ from hal.core.states import JobState, NodeState, PendingReason
 from hal.core.topology_labels import check_labels
 from hal.state import command_exit, preempt
 from hal.state.cluster import Cluster
+from hal.state.codec import SYSTEM_CPU, USER_CPU
 from hal.state.launch import build_launch
 from hal.state.node_reasons import NOT_RESPONDING, server_user
 from hal.state.store import (
     CommitOutcomeUnknown,
     DatabaseUnavailable,
     EventRow,
+    JobUse,
     StoredEvent,
     Transaction,
 )
@@ -369,7 +371,7 @@ async def apply_reports(cluster: Cluster, node: str, reports: list[JobReport]) -
     async with cluster._lock:
         changed: dict[int, Job] = {}
         events: list[EventRow] = []
-        usage: list[tuple[int, int, float]] = []
+        usage: list[JobUse] = []
         for r in sorted(reports, key=lambda r: r.seq):
             job = changed.get(r.job_id) or cluster.jobs.get(r.job_id)
             if session is not None and r.kind in ("started", "finished", "launch_failed"):
@@ -404,11 +406,18 @@ async def apply_reports(cluster: Cluster, node: str, reports: list[JobReport]) -
                 if job.state is JobState.COMPLETING and job.cancelled_by:
                     state = JobState.CANCELLED
                 new, event = cluster.finish(job, state, r.time, exit_code=code, exit_signal=sig)
-                usage.append((job.id, r.max_rss_bytes, r.cpu_seconds))
+                user, system = r.user_cpu_seconds, r.system_cpu_seconds
+                if user is None or system is None:  # an older agent's: not known
+                    user = system = None
+                usage.append((job.id, r.max_rss_bytes, r.cpu_seconds, user, system))
                 measured = {"max_rss": str(r.max_rss_bytes), "cpu_seconds": str(r.cpu_seconds)}
+                if user is not None and system is not None:
+                    measured |= {USER_CPU: str(user), SYSTEM_CPU: str(system)}
                 if r.gpu is not None:  # a mark: kept with the job (jobs.marks)
                     measured[GPU_USAGE] = r.gpu.model_dump_json()
-                new = new.evolve(extra={**new.extra, **measured})
+                # (an earlier run's parts go: this run's are these, or not known)
+                kept = {k: v for k, v in new.extra.items() if k not in (USER_CPU, SYSTEM_CPU)}
+                new = new.evolve(extra={**kept, **measured})
             changed[job.id] = new
             events.append(event)
 

@@ -120,8 +120,12 @@ def allocation_from_json(text: str | None) -> Allocation | None:
     )
 
 
+# job.extra's CPU seconds' user and system parts, where its agent said them (columns
+# ``user_cpu_seconds``, ``system_cpu_seconds``; absent: not known)
+USER_CPU = "user_cpu_seconds"
+SYSTEM_CPU = "system_cpu_seconds"
 # job.extra keys that columns of their own hold (not written to ``jobs.marks``)
-MARK_FREE = frozenset({"script_id", "max_rss", "cpu_seconds"})
+MARK_FREE = frozenset({"script_id", "max_rss", "cpu_seconds", USER_CPU, SYSTEM_CPU})
 
 
 def marks_to_json(extra: dict[str, str]) -> str:
@@ -198,5 +202,14 @@ def job_from_row(row: Any, script: str, specs: dict[tuple[str, str], JobSpec] | 
             "script_id": str(row.script_id),
             "max_rss": str(row.max_rss),
             "cpu_seconds": str(row.cpu_seconds),
+            **_cpu_parts(row),
         },
     )
+
+
+def _cpu_parts(row: Any) -> dict[str, str]:
+    """``USER_CPU`` and ``SYSTEM_CPU`` of a ``jobs`` row that has them (not NULL)."""
+    user, system = row.user_cpu_seconds, row.system_cpu_seconds
+    if user is None or system is None:
+        return {}
+    return {USER_CPU: str(user), SYSTEM_CPU: str(system)}

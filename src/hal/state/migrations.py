@@ -250,6 +250,17 @@ def _v24_job_runs(conn: Connection) -> None:
     schema.job_runs.create(conn, checkfirst=True)
 
 
+def _v25_cpu_parts(conn: Connection) -> None:
+    # jobs.user_cpu_seconds / system_cpu_seconds, and job_steps' the same: the user and
+    # system parts of the CPU time the batch script, and a step's tasks, used (sacct's
+    # UserCPU and SystemCPU); NULL, as for what was recorded before: not known
+    for table in ("jobs", "job_steps"):
+        columns = {c["name"] for c in inspect(conn).get_columns(table)}
+        for name in ("user_cpu_seconds", "system_cpu_seconds"):
+            if name not in columns:
+                conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {name} FLOAT"))
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -275,6 +286,7 @@ STEPS: tuple[Step, ...] = (
     _v22_step_cancel,
     _v23_step_endings,
     _v24_job_runs,
+    _v25_cpu_parts,
 )
 
 

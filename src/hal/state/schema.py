@@ -55,6 +55,10 @@ jobs = Table(
     Column("launched", Boolean, nullable=False, default=False),  # the agent confirmed start
     Column("max_rss", BigInteger, nullable=False, default=0),
     Column("cpu_seconds", Float, nullable=False, default=0.0),
+    # cpu_seconds' user and system parts (migration 25; NULL: not known, an older
+    # agent's end or a job from before): sacct's UserCPU, SystemCPU of the batch step
+    Column("user_cpu_seconds", Float, nullable=True),
+    Column("system_cpu_seconds", Float, nullable=True),
     # JSON of job.extra less what the columns above hold (codec.MARK_FREE): the marks
     # a run carries (preemption, suspension, requeue), kept over a server restart
     Column("marks", Text, nullable=False, default="{}", server_default="{}"),
@@ -191,6 +195,10 @@ job_steps = Table(
     # ended it (not counted in the job's DerivedExitCode)
     Column("cancelled_by", Text, nullable=True),
     Column("with_job", Boolean, nullable=False, default=False, server_default=false()),
+    # total_cpu_seconds' user and system parts (migration 25; NULL: not known, a task's
+    # end without them or a step from before): sacct's UserCPU, SystemCPU of JOB.N
+    Column("user_cpu_seconds", Float, nullable=True),
+    Column("system_cpu_seconds", Float, nullable=True),
 )
 
 # the earlier runs of requeued jobs (a requeue, a preemption, a node failure ending a

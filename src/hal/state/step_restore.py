@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 
 from hal.core.steps import StepLayout
-from hal.state.step_usage import GpuTotals, Totals
+from hal.state.step_usage import CpuTimes, GpuTotals, Totals
 from hal.state.store import RunningStepRow
 
 
@@ -43,6 +43,7 @@ def running_row(
     memory: dict[str, int] | None = None,
     cancelled_at: float | None = None,
     cancelled_by: str | None = None,
+    times: CpuTimes | None = None,
 ) -> RunningStepRow:
     """What ``running_steps`` keeps of a step (``oom``: a node's part ended for memory;
     kept with the first ended node, as the step's flag; ``local``: srun runs it on the
@@ -51,14 +52,18 @@ def running_row(
     on each node, where it asked for its own; ``cpus``: the job's CPUs it holds on each;
     ``srun``: a local step's srun process; ``memory``: the job's memory it holds on
     each, in bytes; ``cancelled_at``, ``cancelled_by``: when scancel ended it, for
-    whom)."""
+    whom; ``times``: the ended tasks' user and system CPU seconds, where said, after
+    their GPU use)."""
     used: dict[str, dict[str, list[float]]] = {node: {} for node in ended}
     on_gpus: dict[str, dict[str, list[float]]] = {node: {} for node in ended}
+    parts: dict[str, dict[str, list[float]]] = {node: {} for node in ended}
     for rank, (node, rss, cpu) in (totals or {}).items():
         if node in used:
             used[node][str(rank)] = [rss, cpu]
             if gpus and rank in gpus:
                 on_gpus[node][str(rank)] = list(gpus[rank])
+            if times and rank in times:
+                parts[node][str(rank)] = list(times[rank])
     return RunningStepRow(
         job_id=job_id,
         step_id=step_id,
@@ -69,7 +74,7 @@ def running_row(
         start_time=start_time,
         ended=json.dumps(
             {
-                node: [code, sig, oom, used[node], on_gpus[node]]
+                node: [code, sig, oom, used[node], on_gpus[node], parts[node]]
                 for node, (code, sig) in ended.items()
             }
         ),
@@ -127,6 +132,18 @@ def gpus_of(row: RunningStepRow) -> dict[int, tuple[int, int, float]]:
         used = v[4] if len(v) > 4 and isinstance(v[4], dict) else {}
         for rank, (mem, most, mean) in used.items():
             found[int(rank)] = (int(mem), int(most), float(mean))
+    return found
+
+
+def times_of(row: RunningStepRow) -> dict[int, tuple[float, float]]:
+    """The ended nodes' tasks' user and system CPU seconds (``running_row``'s ``times``;
+    none from a server before them)."""
+    data: dict[str, list[object]] = json.loads(row.ended or "{}")
+    found: dict[int, tuple[float, float]] = {}
+    for v in data.values():
+        parts = v[5] if len(v) > 5 and isinstance(v[5], dict) else {}
+        for rank, (user, system) in parts.items():
+            found[int(rank)] = (float(user), float(system))
     return found
 
 

@@ -5,8 +5,10 @@ ran on the batch node) carries each task's most resident memory and CPU seconds.
 every node has ended, the step's record (``job_steps``) keeps what Slurm's sacct shows of
 a step: MaxRSS (the most of one task), MaxRSSNode and MaxRSSTask (where: the lowest rank
 of those with the most), AveRSS (the mean over the tasks whose memory was measured) and
-TotalCPU (user and system seconds of all its tasks). A task of a step given GPUs on its
-node also carries what its agent's NVML samples saw (``gpu_summary``).
+TotalCPU (user and system seconds of all its tasks), and UserCPU and SystemCPU, its user
+and system parts, where every task's end said them apart (``cpu_times``). A task of a
+step given GPUs on its node also carries what its agent's NVML samples saw
+(``gpu_summary``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ Totals = Mapping[int, tuple[str, int, float]]
 # rank → (its most GPU memory, its most utilisation, its samples' mean utilisation): the
 # tasks read for GPUs (their step was given GPUs on their node, whose NVML answered)
 GpuTotals = Mapping[int, tuple[int, int, float]]
+# rank → (its user, its system CPU seconds): the tasks whose end said its CPU seconds'
+# parts (an agent or srun before them did not)
+CpuTimes = Mapping[int, tuple[float, float]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +47,16 @@ def summary(totals: Totals) -> StepUsage:
     node, most, _ = measured[rank]
     mean = sum(t[1] for t in measured.values()) // len(measured)
     return StepUsage(most, node, rank, mean, cpu)
+
+
+def cpu_times(totals: Totals, times: CpuTimes) -> tuple[float, float] | None:
+    """The step's user and system CPU seconds (sacct's UserCPU and SystemCPU): its
+    tasks' sums, their TotalCPU's parts; None, not known, where a task that used CPU
+    did not say its parts (a task without CPU seconds has none to say)."""
+    if any(used[2] > 0 and rank not in times for rank, used in totals.items()):
+        return None
+    parts = [times[rank] for rank in totals if rank in times]
+    return sum(p[0] for p in parts), sum(p[1] for p in parts)
 
 
 def gpu_summary(gpus: GpuTotals) -> StepGpuUsage | None:

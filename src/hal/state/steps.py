@@ -71,9 +71,10 @@ from hal.state.step_restore import (
     layout_of,
     memory_of,
     running_row,
+    times_of,
     totals_of,
 )
-from hal.state.step_usage import gpu_summary, summary
+from hal.state.step_usage import cpu_times, gpu_summary, summary
 from hal.state.store import DatabaseUnavailable, RunningStepRow, StepRow
 from hal.wire.agent import (
     StepBadExit,
@@ -114,6 +115,8 @@ class Step:
     usage: dict[int, tuple[str, StepTaskUsage]] = field(default_factory=dict)
     # ended tasks' node, most RSS and CPU seconds by rank, from their node's end (sacct)
     totals: dict[int, tuple[str, int, float]] = field(default_factory=dict)
+    # ... their user and system CPU seconds by rank, where their node's end said them
+    times: dict[int, tuple[float, float]] = field(default_factory=dict)
     # ended tasks' most GPU memory, most and mean utilisation by rank, where their node
     # read them (a step given GPUs there)
     gpus: dict[int, tuple[int, int, float]] = field(default_factory=dict)
@@ -741,6 +744,11 @@ class StepTable:
         for task in tasks:  # (only the node's own ranks)
             if task.rank in ranks:
                 step.totals[task.rank] = (node, task.max_rss_bytes, task.cpu_seconds)
+                user, system = task.user_cpu_seconds, task.system_cpu_seconds
+                if user is not None and system is not None:
+                    step.times[task.rank] = (user, system)
+                else:  # (a task's part sent again, now without them)
+                    step.times.pop(task.rank, None)
                 if task.gpu is not None:
                     gpu = task.gpu
                     step.gpus[task.rank] = (gpu.max_mem_bytes, gpu.max_util, gpu.ave_util)
@@ -770,6 +778,7 @@ class StepTable:
         step.end_time = now
         used = summary(step.totals)
         gpus = gpu_summary(step.gpus)
+        parts = cpu_times(step.totals, step.times)
         row = StepRow(
             job_id=step.job_id,
             step_id=step.step_id,
@@ -786,6 +795,8 @@ class StepTable:
             max_rss_task=used.max_rss_task,
             ave_rss_bytes=used.ave_rss_bytes,
             total_cpu_seconds=used.total_cpu_seconds,
+            user_cpu_seconds=parts[0] if parts is not None else None,
+            system_cpu_seconds=parts[1] if parts is not None else None,
             gpu_max_mem_bytes=gpus.max_mem_bytes if gpus else None,
             gpu_ave_mem_bytes=gpus.ave_mem_bytes if gpus else None,
             gpu_max_util=gpus.max_util if gpus else None,
@@ -905,6 +916,7 @@ class StepTable:
             step.local = row.local  # srun still holds its tasks, and reports their end
             step.ended, step.oom = ended_of(row)
             step.totals = totals_of(row)
+            step.times = times_of(row)
             step.gpus = gpus_of(row)
             step.gpu_ids = gpu_ids_of(row)
             step.cpus = cpus_of(row)
@@ -1038,6 +1050,7 @@ def _row(step: Step) -> RunningStepRow:
         step.memory,
         step.cancelled_at,
         step.cancelled_by,
+        step.times,
     )
 
 

@@ -95,6 +95,11 @@ class EventRow:
     data: dict[str, Any] | None = None
 
 
+# what a finished job's batch script used: (job id, max RSS, CPU seconds, and their user
+# and system parts, None where its agent did not say them)
+JobUse = tuple[int, int, float, float | None, float | None]
+
+
 @dataclass(frozen=True, slots=True)
 class StepRow:
     """An ended job step, as accounting keeps it (``schema.job_steps``)."""
@@ -125,6 +130,10 @@ class StepRow:
     memory_bytes: int = 0  # ... and memory
     cancelled_by: str | None = None  # who scancel'd it alone (sacct's "CANCELLED by UID")
     with_job: bool = False  # its job's end ended it (not in the job's DerivedExitCode)
+    # total_cpu_seconds' user and system parts (``step_usage.cpu_times``; None: not
+    # known, a task's end without them, or a step from before)
+    user_cpu_seconds: float | None = None
+    system_cpu_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +251,12 @@ def _record_usage() -> Executable:
     return (
         update(t)
         .where(t.c.id == bindparam("b_id"))
-        .values(max_rss=bindparam("b_rss"), cpu_seconds=bindparam("b_cpu"))
+        .values(
+            max_rss=bindparam("b_rss"),
+            cpu_seconds=bindparam("b_cpu"),
+            user_cpu_seconds=bindparam("b_user"),
+            system_cpu_seconds=bindparam("b_system"),
+        )
     )
 
 
@@ -356,14 +370,17 @@ class Transaction:
             self.conn.execute(delete(r).where(r.c.job_id == run.job_id, r.c.attempt == run.attempt))
             self.conn.execute(insert(r).values({f: getattr(run, f) for f in RunRow.__slots__}))
 
-    def record_usage(self, usage: Sequence[tuple[int, int, float]]) -> None:
-        """Store ``(job_id, max_rss, cpu_seconds)`` of finished jobs: one statement for the
-        whole batch (an agent's sync reports many jobs at once)."""
+    def record_usage(self, usage: Sequence[JobUse]) -> None:
+        """Store what finished jobs used (``JobUse``): one statement for the whole batch
+        (an agent's sync reports many jobs at once)."""
         if not usage:
             return
         self.conn.execute(
             _record_usage(),
-            [{"b_id": job_id, "b_rss": rss, "b_cpu": cpu} for job_id, rss, cpu in usage],
+            [
+                {"b_id": u[0], "b_rss": u[1], "b_cpu": u[2], "b_user": u[3], "b_system": u[4]}
+                for u in usage
+            ],
         )
 
     def add_events(self, rows: Sequence[EventRow]) -> None:

@@ -96,6 +96,10 @@ class JobReport(WireModel):
     exit_signal: int = 0
     max_rss_bytes: int = 0
     cpu_seconds: float = 0.0
+    # cpu_seconds' user and system parts (sacct's UserCPU, SystemCPU); None: not known
+    # (an older agent measured only their sum)
+    user_cpu_seconds: float | None = Field(default=None, ge=0, le=1e15)
+    system_cpu_seconds: float | None = Field(default=None, ge=0, le=1e15)
     gpu: GpuUsage | None = None  # a job given GPUs: its samples' (``JobUsage.gpu``)
     message: str = ""
 
@@ -109,6 +113,9 @@ class JobUsage(WireModel):
     rss_bytes: int = Field(ge=0)  # resident memory now
     max_rss_bytes: int = Field(ge=0)  # the most of the samples so far
     cpu_seconds: float = Field(ge=0)  # user + system time so far
+    # ... apart (sacct's UserCPU, SystemCPU of a running job); None: an older agent's
+    user_cpu_seconds: float | None = Field(default=None, ge=0, le=1e15)
+    system_cpu_seconds: float | None = Field(default=None, ge=0, le=1e15)
     gpu: GpuUsage | None = None  # a job given GPUs on an NVML node (``agent.gpuusage``)
 
 
@@ -123,6 +130,10 @@ class StepTaskUsage(WireModel):
     rss_bytes: int = Field(ge=0, le=INT64_MAX)
     max_rss_bytes: int = Field(ge=0, le=INT64_MAX)  # the most of the samples so far
     cpu_seconds: float = Field(ge=0)
+    # ... apart (its end's UserCPU, SystemCPU where this sample is its most); None: an
+    # older agent's
+    user_cpu_seconds: float | None = Field(default=None, ge=0, le=1e15)
+    system_cpu_seconds: float | None = Field(default=None, ge=0, le=1e15)
     gpu: GpuUsage | None = None  # its GPU samples' tally (as ``JobUsage.gpu``); None: not read
 
 

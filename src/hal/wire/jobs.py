@@ -126,6 +126,10 @@ class JobInfo(WireModel):
     # resident memory at that sample (``sstat``)
     max_rss_bytes: int = 0
     cpu_seconds: float = 0.0
+    # cpu_seconds' user and system parts (sacct's UserCPU and SystemCPU of the batch
+    # step), at its end or so far; None: not known (an older agent said only the sum)
+    user_cpu_seconds: float | None = None
+    system_cpu_seconds: float | None = None
     rss_bytes: int | None = None
     usage_time: float | None = None
     # the same of its GPUs, for a job given GPUs once its agent sampled them (None: none)
@@ -197,6 +201,9 @@ class StepRecord(WireModel):
     max_rss_task: int = 0  # ... its rank (MaxRSSTask)
     ave_rss_bytes: int = 0  # the tasks' mean of their most (AveRSS)
     total_cpu_seconds: float = 0.0  # user and system seconds of all its tasks (TotalCPU)
+    # ... apart (UserCPU, SystemCPU); None: not known (a task's end without them)
+    user_cpu_seconds: float | None = None
+    system_cpu_seconds: float | None = None
     gpu: StepGpuUsage | None = None  # its tasks' GPU use; None: not read for GPUs
     # the job's CPUs and memory it was given (AllocCPUS, AllocTRES); 0: not recorded
     cpus: int = 0

@@ -95,6 +95,10 @@ class TaskTotals(WireModel):
     rank: int = Field(ge=0, le=INT32_MAX)
     max_rss_bytes: int = Field(default=0, ge=0, le=INT64_MAX)
     cpu_seconds: float = Field(default=0.0, ge=0, le=1e15)
+    # cpu_seconds' user and system parts (sacct's UserCPU, SystemCPU); None: not known
+    # (an older agent or srun, or a figure taken from the agent's samples)
+    user_cpu_seconds: float | None = Field(default=None, ge=0, le=1e15)
+    system_cpu_seconds: float | None = Field(default=None, ge=0, le=1e15)
     # a task of a step given GPUs on its node, whose agent read them: its samples' tally
     # (the most memory and utilisation, the mean utilisation); None: not read
     gpu: GpuUsage | None = None

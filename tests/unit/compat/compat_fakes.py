@@ -139,8 +139,8 @@ class FakeClient:
     # (job, step, exit code, signal, cancelled) in local_ends when reported
     local_steps: list[tuple[int, int, str, int, str]] = field(default_factory=list)
     local_ends: list[tuple[int, int, int, int, bool]] = field(default_factory=list)
-    # each end's tasks: (rank, most resident bytes, CPU seconds)
-    local_tasks: list[list[tuple[int, int, float]]] = field(default_factory=list)
+    # each end's tasks: (rank, most resident bytes, CPU seconds, its user and system parts)
+    local_tasks: list[list[tuple[int, int, float, float, float]]] = field(default_factory=list)
 
     def job_steps(self, job_id: int) -> list[StepInfo]:
         return list(self.step_list.get(job_id, []))
@@ -173,7 +173,7 @@ class FakeClient:
         oom: bool = False,
         cancelled: bool = False,
         timed_out: bool = False,
-        tasks: Sequence[tuple[int, int, float]] = (),
+        tasks: Sequence[tuple[int, int, float, float, float]] = (),
     ) -> None:
         self.local_ends.append((job_id, step_id, exit_code, exit_signal, cancelled))
         self.local_tasks.append(list(tasks))

@@ -1,6 +1,7 @@
 """srun's end report of a step it ran on the batch node carries what each task used
 (``StepClose.tasks``): ``wait4`` of its child gives the task's most resident memory,
-when it is above what the task inherited of srun at its fork, and its CPU seconds."""
+when it is above what the task inherited of srun at its fork, and its CPU seconds, user
+and system apart too (sacct's UserCPU and SystemCPU)."""
 
 from __future__ import annotations
 
@@ -47,10 +48,38 @@ def test_the_end_report_has_each_tasks_memory_and_cpu(tmp_path: Path) -> None:
     assert done.rc == 0, done.err
     assert client.local_ends == [(7, 0, 0, 0, False)]
     (tasks,) = client.local_tasks
-    used = {rank: (rss, cpu) for rank, rss, cpu in tasks}
+    used = {rank: (rss, cpu) for rank, rss, cpu, _, _ in tasks}
     assert sorted(used) == [0, 1], tasks
     assert used[1][0] >= size, tasks
     assert used[1][1] >= 0.25 > used[0][1], tasks
+
+
+# rank 0 about 0.4 s of user time (a loop that asks for its CPU time rarely: each ask is
+# a system call), rank 1 about 0.4 s of system time (the kernel filling a buffer from
+# /dev/zero, again and again)
+SPLIT = (
+    "import os, time\n"
+    "t = time.process_time()\n"
+    "if os.environ['SLURM_PROCID'] == '0':\n"
+    "    while time.process_time() - t < 0.4: sum(range(10000))\n"
+    "else:\n"
+    "    fd, buf = os.open('/dev/zero', os.O_RDONLY), bytearray(1 << 20)\n"
+    "    while time.process_time() - t < 0.4: os.readv(fd, [buf])\n"
+)
+
+
+def test_the_end_report_has_each_tasks_user_and_system_time_apart(tmp_path: Path) -> None:
+    client = FakeClient()
+    argv = ["srun", "-n2", sys.executable, "-c", SPLIT]
+    done = call(client, *argv, environ=ONE_NODE, cwd=str(tmp_path))
+    assert done.rc == 0, done.err
+    (tasks,) = client.local_tasks
+    used = {rank: (cpu, user, system) for rank, _, cpu, user, system in tasks}
+    assert sorted(used) == [0, 1], tasks
+    for cpu, user, system in used.values():
+        assert user + system == cpu, tasks
+    assert used[0][1] >= 0.3 > used[0][2], tasks  # the loop: user time
+    assert used[1][2] >= 0.2 > used[1][1], tasks  # the reads: system time
 
 
 def test_each_task_has_its_own_pid_in_slurm_task_pid(tmp_path: Path) -> None:
