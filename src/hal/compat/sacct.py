@@ -1007,7 +1007,9 @@ def sacct_lines(request: Request, jobs: list[JobInfo], now: float) -> list[str]:
         if whole:
             rows.append([column(job, "", now) for _, _, column in request.fields])
         batch = request.steps if whole else "batch" in (wanted or ())
-        batch = batch and not job.het_job_offset  # a het job's script runs in component 0
+        # a het job's script runs in component 0; salloc's allocation has no batch step
+        # (its command runs on the submit host), as Slurm 22.05.8 lists it
+        batch = batch and not job.het_job_offset and not job.interactive
         if batch and _step_in_window(record.start_time, request, now):
             rows.append([column(job, "batch", now) for _, _, column in request.fields])
         for step in record.steps:

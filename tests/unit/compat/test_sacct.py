@@ -414,3 +414,44 @@ def test_a_steps_alloc_cpus_and_tres_are_what_it_was_given() -> None:
         FakeClient(job_list=[done]), "sacct", "-P", "-n", "-o", "JobID,AllocCPUS,AllocTRES"
     ).lines
     assert lines[2:] == ["9.0|1|cpu=1,mem=100M,node=1", "9.1|4|cpu=4,mem=8G,node=1"]
+
+
+def test_an_allocation_has_no_batch_step() -> None:
+    """Slurm 22.05.8 (session 43): sacct of salloc's job (``salloc -N1 sh -c 'srun true;
+    srun -n1 hostname'``) lists the job's line and its steps' lines, no ``.batch`` (its
+    command runs on the submit host); ``-j ID.batch`` lists nothing, rc 0. A batch job
+    keeps its ``.batch`` line."""
+    steps = [_step(0, "COMPLETED", 0), _step(1, "COMPLETED", 0)]
+    alloc = job(
+        3,
+        name="interactive",
+        interactive=True,
+        state="COMPLETED",
+        start_time=T0,
+        end_time=T0 + 5,
+        nodes=["vm"],
+        node_count=1,
+        steps=steps,
+    )
+    batch = job(
+        4,
+        name="wrap",
+        state="COMPLETED",
+        start_time=T0,
+        end_time=T0 + 5,
+        nodes=["vm"],
+        node_count=1,
+    )
+    client = FakeClient(job_list=[alloc, batch])
+    out = call(client, "sacct", "-j", "3,4", "-P", "-o", "JobID,JobName,State,ExitCode")
+    assert (out.rc, out.err) == (0, "")
+    assert out.lines == [
+        "JobID|JobName|State|ExitCode",
+        "3|interactive|COMPLETED|0:0",
+        "3.0|sh|COMPLETED|0:0",
+        "3.1|sh|COMPLETED|0:0",
+        "4|wrap|COMPLETED|0:0",
+        "4.batch|batch|COMPLETED|0:0",
+    ]
+    only = call(client, "sacct", "-j", "3.batch", "-n", "-P", "-o", "JobID")
+    assert (only.rc, only.out) == (0, "")
