@@ -102,3 +102,27 @@ def test_state_and_time_select_runs() -> None:
     assert ids("-s", "PR") == []  # the latest run completed
     # the first run ended before -S: left out; the others were there at some moment
     assert ids("-D", "-S", stamp(110), "-E", stamp(250)) == ["PREEMPTED", "COMPLETED"]
+
+
+def test_an_earlier_run_has_no_user_and_system_split() -> None:
+    """The job's split of its CPU time (UserCPU, SystemCPU) is its latest run's; an
+    earlier run keeps only the sum (TotalCPU), so its parts are blank, not the latest's
+    (even when the sums are the same)."""
+    earlier = run(0, "REQUEUED", T0 + 10, T0 + 100, "n1").model_copy(update={"cpu_seconds": 4.0})
+    latest = job(
+        7,
+        state="COMPLETED",
+        start_time=T0 + 300,
+        end_time=T0 + 400,
+        nodes=["n3"],
+        node_count=1,
+        restarts=1,
+        cpu_seconds=4.0,
+        user_cpu_seconds=3.0,
+        system_cpu_seconds=1.0,
+        runs=[earlier],
+    )
+    out = call(FakeClient(job_list=[latest]), "sacct", "-D", "-P", "-n", "-o",
+               "JobID,UserCPU,SystemCPU,TotalCPU")  # fmt: skip
+    assert out.lines[1] == "7.batch|||00:04.000", out.lines
+    assert out.lines[3] == "7.batch|00:03.000|00:01.000|00:04.000", out.lines
