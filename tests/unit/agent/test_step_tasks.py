@@ -51,6 +51,17 @@ async def until_ended(tasks: StepTasks) -> Outgoing:
     raise AssertionError("the step did not end")
 
 
+def node_tasks(tmp_path: Path) -> StepTasks:
+    """A node's step runner for the tests' steps (as the agent, not a job user)."""
+    return StepTasks(
+        "a2",
+        agent="t",
+        unknown_users_as_agent=True,
+        notify=lambda: None,
+        steps_dir=str(tmp_path / "steps"),
+    )
+
+
 def text(sent: Outgoing) -> dict[tuple[int, str], str]:
     return {(o.rank, o.stream): base64.b64decode(o.data_b64).decode() for o in sent.output}
 
@@ -59,13 +70,7 @@ def test_tasks_run_with_their_ranks_and_the_highest_exit_code_ends_the_node(
     tmp_path: Path,
 ) -> None:
     async def scenario() -> None:
-        tasks = StepTasks(
-            "a2",
-            agent="t",
-            unknown_users_as_agent=True,
-            notify=lambda: None,
-            steps_dir=str(tmp_path / "steps"),
-        )
+        tasks = node_tasks(tmp_path)
         runner = asyncio.ensure_future(tasks.run())
         # rank 3 outlives rank 2, whose cleanup must spare it (it once killed every
         # task of the step: they shared one marker)
@@ -103,13 +108,7 @@ def test_a_signal_ends_the_task_and_its_session(tmp_path: Path) -> None:
     and the node's exit code says which signal ended the task (128 + 15)."""
 
     async def scenario() -> None:
-        tasks = StepTasks(
-            "a2",
-            agent="t",
-            unknown_users_as_agent=True,
-            notify=lambda: None,
-            steps_dir=str(tmp_path / "steps"),
-        )
+        tasks = node_tasks(tmp_path)
         runner = asyncio.ensure_future(tasks.run())
         script = "sleep 300 & echo $! > child; exec sleep 300"
         tasks.launch(step(tmp_path, script, [0], step_id=4))
@@ -137,13 +136,7 @@ def test_a_step_stopped_before_its_tasks_start_starts_them_stopped(tmp_path: Pat
     and end as they would have once SIGCONT comes."""
 
     async def scenario() -> None:
-        tasks = StepTasks(
-            "a2",
-            agent="t",
-            unknown_users_as_agent=True,
-            notify=lambda: None,
-            steps_dir=str(tmp_path / "steps"),
-        )
+        tasks = node_tasks(tmp_path)
         runner = asyncio.ensure_future(tasks.run())
         tasks.launch(step(tmp_path, "sleep 0.2; echo ran; exit 3", [0], step_id=5))
         tasks.signal(StepSignal(job_id=12, step_id=5, signal=signal.SIGSTOP))
@@ -173,13 +166,7 @@ def test_kill_on_bad_exit_says_the_first_failure_and_reports_it_at_once(tmp_path
     end says only the neighbour's line (the failed task's was said)."""
 
     async def scenario() -> None:
-        tasks = StepTasks(
-            "a2",
-            agent="t",
-            unknown_users_as_agent=True,
-            notify=lambda: None,
-            steps_dir=str(tmp_path / "steps"),
-        )
+        tasks = node_tasks(tmp_path)
         runner = asyncio.ensure_future(tasks.run())
         script = "[ $SLURM_PROCID = 3 ] && { echo oops >&2; exit 4; }; exec sleep 300"
         tasks.launch(step(tmp_path, script, [2, 3]).model_copy(update={"kill_on_bad_exit": True}))
@@ -213,13 +200,7 @@ def test_kill_on_bad_exit_says_the_first_failure_and_reports_it_at_once(tmp_path
 
 def test_without_kill_on_bad_exit_nothing_is_reported_before_the_end(tmp_path: Path) -> None:
     async def scenario() -> None:
-        tasks = StepTasks(
-            "a2",
-            agent="t",
-            unknown_users_as_agent=True,
-            notify=lambda: None,
-            steps_dir=str(tmp_path / "steps"),
-        )
+        tasks = node_tasks(tmp_path)
         runner = asyncio.ensure_future(tasks.run())
         tasks.launch(step(tmp_path, "[ $SLURM_PROCID = 3 ] && exit 4; sleep 0.5", [2, 3]))
         sent = await until_ended(tasks)
