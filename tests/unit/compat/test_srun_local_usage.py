@@ -51,7 +51,9 @@ def test_the_end_report_has_each_tasks_memory_and_cpu(tmp_path: Path) -> None:
     used = {rank: (rss, cpu) for rank, rss, cpu, _, _ in tasks}
     assert sorted(used) == [0, 1], tasks
     assert used[1][0] >= size, tasks
-    assert used[1][1] >= 0.25 > used[0][1], tasks
+    # (both ranks pay the fork from this test process and their exec; from a pytest grown
+    # to hundreds of MiB that alone took rank 0 0.31 s of system time in a full CI run)
+    assert used[1][1] >= 0.25 and used[1][1] - used[0][1] >= 0.2, tasks
 
 
 # rank 0 about 0.4 s of user time (a loop that asks for its CPU time rarely: each ask is
@@ -78,8 +80,10 @@ def test_the_end_report_has_each_tasks_user_and_system_time_apart(tmp_path: Path
     assert sorted(used) == [0, 1], tasks
     for cpu, user, system in used.values():
         assert user + system == cpu, tasks
-    assert used[0][1] >= 0.3 > used[0][2], tasks  # the loop: user time
-    assert used[1][2] >= 0.2 > used[1][1], tasks  # the reads: system time
+    # (each rank against the other: both pay the same fork and exec, which from a large
+    # test process is itself a good part of a second of system time)
+    assert used[0][1] >= 0.3 and used[0][1] > used[1][1] + 0.2, tasks  # the loop: user time
+    assert used[1][2] >= 0.2 and used[1][2] > used[0][2] + 0.1, tasks  # the reads: system
 
 
 def test_each_task_has_its_own_pid_in_slurm_task_pid(tmp_path: Path) -> None:
