@@ -10,10 +10,9 @@ import asyncio
 import sys
 from pathlib import Path
 
-from test_step_tasks import step, until_ended
+from test_step_tasks import node_tasks, step, until_ended
 
 from hal.agent.procfs import Usage
-from hal.agent.steps import StepTasks
 
 MiB = 1 << 20
 # 60 MiB, every page written, then about 0.3 s of CPU
@@ -36,19 +35,9 @@ SYSTEM_BURN = (
 )
 
 
-def tasks_of(tmp_path: Path) -> StepTasks:
-    return StepTasks(
-        "a2",
-        agent="t",
-        unknown_users_as_agent=True,
-        notify=lambda: None,
-        steps_dir=str(tmp_path / "steps"),
-    )
-
-
 def test_each_task_ends_with_its_most_memory_and_cpu(tmp_path: Path) -> None:
     async def scenario() -> None:
-        tasks = tasks_of(tmp_path)
+        tasks = node_tasks(tmp_path)
         runner = asyncio.ensure_future(tasks.run())
         script = f'if [ "$SLURM_PROCID" = 2 ]; then {HOG}; fi'
         tasks.launch(step(tmp_path, script, [2, 3]))
@@ -68,7 +57,7 @@ def test_a_sample_above_what_wait4_saw_is_kept(tmp_path: Path) -> None:
     ``wait4`` sees one process's most: the larger one is the task's."""
 
     async def scenario() -> None:
-        tasks = tasks_of(tmp_path)
+        tasks = node_tasks(tmp_path)
         runner = asyncio.ensure_future(tasks.run())
         tasks.launch(step(tmp_path, "sleep 0.5", [0]))
         for _ in range(200):
@@ -92,7 +81,7 @@ def test_each_task_ends_with_its_user_and_system_time_apart(tmp_path: Path) -> N
     """Rank 2 burns user time, rank 3 system time: each task's end says which."""
 
     async def scenario() -> None:
-        tasks = tasks_of(tmp_path)
+        tasks = node_tasks(tmp_path)
         runner = asyncio.ensure_future(tasks.run())
         script = f'if [ "$SLURM_PROCID" = 2 ]; then {USER_BURN}; else {SYSTEM_BURN}; fi'
         tasks.launch(step(tmp_path, script, [2, 3]))
