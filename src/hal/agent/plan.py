@@ -9,16 +9,16 @@ from __future__ import annotations
 import os
 import pwd
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from hal.agent.environment import job_environment
 from hal.agent.store import SCRIPT_FILE
 from hal.agent.supervisor import StepPlan
 from hal.core.errors import InvalidRequest
-from hal.core.filenames import FilenameFields, output_paths
+from hal.core.filenames import FilenameFields, expand_filename, output_paths
 from hal.core.slurm_syntax import parse_umask
-from hal.wire.agent import Launch
+from hal.wire.agent import Launch, StepLaunch
 
 DEFAULT_SHELL = "/bin/sh"
 
@@ -91,6 +91,30 @@ def build_step_plan(
         umask=job_umask(env),
         denied_gpus=denied_gpus,
         cpu_ids=cpu_ids,
+    )
+
+
+def task_inputs(step: StepLaunch, node: str) -> tuple[str, ...]:
+    """srun ``-i FILE``: each of ``step``'s ranks' stdin file on ``node``, in its ranks'
+    order, the pattern expanded as Slurm's slurmstepd does (``%t`` the rank, ``%n`` the
+    node's place in the job, ``%N`` the node, ``%s`` the step) from the tasks' working
+    directory; () when the tasks read none."""
+    if not step.input:
+        return ()
+    job = step.launch
+    fields = FilenameFields(
+        job_id=step.job_id,
+        name=job.name,
+        user=job.user,
+        node=node,
+        node_index=job.node_index,
+        array_job_id=job.array_job_id,
+        array_task_id=job.array_task_id,
+        step=step.step_id,
+    )
+    return tuple(
+        os.path.join(job.workdir, expand_filename(step.input, replace(fields, task=rank)))
+        for rank in step.ranks
     )
 
 

@@ -57,6 +57,7 @@ from hal.core.steps import EXEC_FAILED, own_max_rss
 KEEPER_PLAN = "plan.json"
 TASKS_FILE = "tasks"
 STATUS_FILE = "status.json"
+NO_INPUT = "Could not open stdin file"  # how a task's stdin failure starts (Slurm's words)
 ENDS_FILE = "ends"  # "rank code" a line, as each task ends (srun -K reads it meanwhile)
 STOPPED_FILE = "stopped"  # the agent's: the job is suspended, a task starting stops
 STARTED = b"T"
@@ -86,6 +87,8 @@ class KeeperPlan:
     # each rank's own variables, in ``ranks``' order (srun --gpus-per-task: its GPUs)
     rank_env: tuple[dict[str, str], ...] = ()
     cpu_ids: tuple[int, ...] = ()  # the job's host CPUs on this node (hal.agent.cpus)
+    # srun -i FILE: each rank's stdin file, in ``ranks``' order (): /dev/null for all)
+    rank_input: tuple[str, ...] = ()
 
     def to_json(self) -> str:
         return json.dumps({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
@@ -98,6 +101,7 @@ class KeeperPlan:
         data["rank_argv"] = tuple(tuple(a) for a in data.get("rank_argv", ()))
         data["rank_env"] = tuple(data.get("rank_env", ()))
         data["cpu_ids"] = tuple(data.get("cpu_ids", ()))
+        data["rank_input"] = tuple(data.get("rank_input", ()))
         if data["groups"] is not None:
             data["groups"] = tuple(data["groups"])
         return cls(**data)
@@ -107,6 +111,10 @@ class KeeperPlan:
         if self.rank_argv:
             return self.rank_argv[self.ranks.index(rank)]
         return self.argv
+
+    def stdin(self, rank: int) -> str:
+        """The file rank ``rank`` reads as its stdin."""
+        return self.rank_input[self.ranks.index(rank)] if self.rank_input else os.devnull
 
     def task_marker(self, rank: int) -> str:
         return f"{self.marker}.{rank}"
@@ -277,10 +285,10 @@ def _start_task(plan: KeeperPlan, isolation: Isolation, rank: int, local: int) -
         pid, failure = 0, (error.strerror or str(error)).encode()
     try:
         if failure and err >= 0:
-            message = (
-                f"srun: error: {plan.node}: task {rank}: cannot run {plan.command(rank)[0]} "
-                f"in {plan.workdir}: {failure.decode(errors='replace')}\n"
-            )
+            reason = failure.decode(errors="replace")
+            if not reason.startswith(NO_INPUT):
+                reason = f"cannot run {plan.command(rank)[0]} in {plan.workdir}: {reason}"
+            message = f"srun: error: {plan.node}: task {rank}: {reason}\n"
             with contextlib.suppress(OSError):  # (the exit code says it all the same)
                 os.write(err, message.encode())
     finally:
@@ -310,7 +318,7 @@ def _fork_task(
         raise
     if pid == 0:  # pragma: no cover - the task, until exec
         os.close(err_r)
-        _exec_task(plan, isolation, plan.command(rank), env, (out, err, err_w))
+        _exec_task(plan, isolation, rank, env, (out, err, err_w))
     os.close(err_w)
     failure = b""
     try:
@@ -323,14 +331,26 @@ def _fork_task(
     return pid, failure
 
 
+class _NoInput(OSError):
+    """The task's stdin file (srun -i FILE) cannot be opened."""
+
+
+def _open_input(path: str) -> int:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # (dup2 to 0 keeps it open)
+    except OSError as error:
+        raise _NoInput(f"{NO_INPUT} {path}: {error.strerror}") from None
+
+
 def _exec_task(
     plan: KeeperPlan,
     isolation: Isolation,
-    argv: tuple[str, ...],
+    rank: int,
     env: dict[str, str],
     fds: tuple[int, int, int],  # its stdout, its stderr, the pipe for an exec failure
 ) -> NoReturn:
     out, err, err_w = fds
+    argv = plan.command(rank)
     try:
         os.setsid()  # its own session and group: signalled and killed as one
         isolation.enter(plan.group, plan.memory_bytes, gpus=plan.gpus)
@@ -344,14 +364,15 @@ def _exec_task(
         if plan.umask >= 0:
             os.umask(plan.umask)
         os.chdir(plan.workdir)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
+        os.dup2(_open_input(plan.stdin(rank)), 0)  # as the task's user
         os.dup2(out, 1)
         os.dup2(err, 2)
         for signum in SUPERVISOR_IGNORES:
             signal.signal(signum, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
         os.execvpe(argv[0], argv, env)  # noqa: S606 - the user's own command
+    except _NoInput as error:
+        message = str(error)
     except OSError as error:
         message = error.strerror or str(error)
     except BaseException as error:

@@ -63,7 +63,7 @@ from hal.agent.gpus import GpuInventory, denied_minors
 from hal.agent.gpuusage import GpuTally, ProcessGpu
 from hal.agent.isolation import Isolation, signal_procs
 from hal.agent.launcher import LaunchReply, StepLauncher
-from hal.agent.plan import LaunchError, job_umask, resolve_user
+from hal.agent.plan import LaunchError, job_umask, resolve_user, task_inputs
 from hal.agent.procfs import Usage, open_pidfd, processes_of, tree_rss_bytes
 from hal.agent.stepkeeper import (
     KEEPER_PLAN,
@@ -539,6 +539,7 @@ class StepTasks:
             groups=groups,
             umask=umask,
             cpu_ids=cpu_ids,
+            rank_input=task_inputs(launch, self.node),
         )
         try:
             reply = await self._start_keeper(step, plan, made)

@@ -123,6 +123,7 @@ async def create_step(job_id: int, request: Request, ctx: Ctx, caller: Who) -> R
         workdir=body.workdir,
         only_environment=body.only_environment,
         kill_on_bad_exit=body.kill_on_bad_exit,
+        stdin=body.input,
     )
     return json_response(_info(step), 201)
 

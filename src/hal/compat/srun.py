@@ -427,11 +427,6 @@ def srun(argv: list[str], console: Console) -> int:
     if under_salloc or away or job.component or request.asks_gpus:
         from hal.compat.steps import run_step
 
-        if call.input.lower() not in ("all", "none"):
-            return console.error(
-                f"--input={call.input}: HAL passes no input to a step's tasks on other nodes "
-                "(they read none, as with --input=none); read the file in the task instead"
-            )
         return run_step(job.job_id, request, call, console)
     from hal.compat.local_step import run_local
 

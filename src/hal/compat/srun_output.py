@@ -14,12 +14,18 @@ stderr; a step on other nodes (``steps.run_step``) has its tasks' output relayed
 written here, so the files are written on srun's node (the same files on a shared
 filesystem). There ``%N``/``%n`` name a task's node as block distribution places ranks
 (the step's first ranks on its first node).
+
+``-i``/``--input`` of a step on other nodes (``step_input``): a file pattern is sent to
+the agents, which open each task's file on its node as the task's user (Slurm's
+slurmstepd does the same); a pattern naming no task, node or step is opened by srun
+first, so a missing file refuses the step before it starts, with Slurm's words.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -28,6 +34,7 @@ from hal.core.filenames import FilenameFields, expand_filename
 from hal.core.slurm_syntax import expand_hostlist
 
 OPEN_MODES = ("append", "truncate")
+PER_TASK = re.compile(r"%[0-9]*[tnNsJ]")  # letters only a task's node can expand
 
 
 @dataclass
@@ -141,3 +148,24 @@ def job_node_index(env: Mapping[str, str], node: str) -> int:
         return expand_hostlist(listed, field="nodelist").index(node) if listed else 0
     except (ValueError, InvalidRequest):
         return 0
+
+
+def step_input(mode: str, env: Mapping[str, str], cwd: str) -> str:
+    """srun ``-i MODE`` of a step on other nodes: the pattern the agents open for each
+    task ("": none, as ``all``, srun's own stdin, is not relayed there); raises
+    ``InvalidRequest`` for a rank (srun's input to one task, not relayed either) and for
+    a file srun itself cannot open."""
+    if mode.lower() in ("all", "none"):
+        return ""
+    if mode.isdigit():
+        raise InvalidRequest(
+            f"--input={mode}: HAL relays no input to a step's tasks on other nodes; give "
+            "the task a file instead (-i FILE, with %t for each task's own)"
+        )
+    if not PER_TASK.search(mode.replace("%%", "")):
+        path = os.path.join(cwd, expand_filename(mode, step_fields(env, None, "")))
+        try:
+            os.close(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+        except OSError as err:
+            raise InvalidRequest(f"Could not open stdin file: {err.strerror}") from None
+    return mode

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
 from hal.compat.exports import exports_all
 from hal.compat.seam import Client, Console
-from hal.compat.srun_output import TaskFiles, job_node_index, node_of_rank
+from hal.compat.srun_output import TaskFiles, job_node_index, node_of_rank, step_input
 from hal.core.errors import HalError, InvalidRequest, NotFound, PermissionDenied, Unavailable
 from hal.core.job_variables import describes_a_job
 from hal.core.process import start_ticks
@@ -256,6 +256,10 @@ def run_step(
     from hal.wire.steps import MultiProgFile, StepCreate
 
     programs = call.programs
+    try:
+        stdin = step_input(call.input, console.environ, console.cwd)
+    except InvalidRequest as err:
+        return console.error(err.message)
     body = StepCreate(
         argv=call.command,
         nodes=request.nodes,
@@ -280,6 +284,7 @@ def run_step(
         mem_per_cpu=request.mem_per_cpu,
         time_limit_seconds=request.time_limit_s,
         kill_on_bad_exit=call.kill_on_bad_exit,
+        input=stdin,
     )
     try:
         step = once_free(job_id, console, lambda: console.client.create_step(job_id, body))

@@ -229,6 +229,7 @@ class StepTable:
         workdir: str = "",
         only_environment: bool = False,
         kill_on_bad_exit: bool = False,
+        stdin: str = "",
     ) -> Step:
         """``multi_prog`` (``srun --multi-prog``): ``argv`` is its file's name and the
         arguments after it; each rank runs its line's command, and a rank without one
@@ -237,7 +238,8 @@ class StepTable:
         job's own environment the tasks get only its ``SLURM*``/``HAL_*`` variables
         besides ``environment``, not what the job's submitter exported.
         ``kill_on_bad_exit`` (srun ``-K``): the first task to fail ends the others, on
-        every node (its agent reports it: ``bad_exit``)."""
+        every node (its agent reports it: ``bad_exit``). ``stdin`` (srun ``-i FILE``):
+        the pattern of each task's input file, opened on its node ("": none)."""
         cluster = self.cluster
         job, alloc = self._running_job(job_id, caller)
         layout = step_layout(
@@ -309,6 +311,7 @@ class StepTable:
                     kill_wait_seconds=cluster.config.kill_wait_seconds,
                     gpus_per_task=request.gpus_per_task,
                     kill_on_bad_exit=kill_on_bad_exit,
+                    input=stdin,
                 )
             )
         return step

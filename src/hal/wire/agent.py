@@ -294,6 +294,8 @@ class StepLaunch(WireModel):
     # srun -K: the first task of the step to fail (on any node) ends the others: the
     # agent reports it at once (``AgentSync.step_bad_exits``) and the server ends the step
     kill_on_bad_exit: bool = False
+    # srun -i FILE: the pattern of each task's stdin file (``StepCreate.input``; "": none)
+    input: str = Field(default="", max_length=4096)
 
 
 class StepSignal(WireModel):

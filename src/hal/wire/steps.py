@@ -65,6 +65,9 @@ class StepCreate(WireModel):
     # srun -K: a task that exits non-zero (or is killed by a signal) on any node ends the
     # step's other tasks (SIGTERM, SIGKILL KillWait later), as Slurm's
     kill_on_bad_exit: bool = False
+    # srun -i FILE: the file-name pattern each task reads as its stdin, expanded (%t, %n,
+    # %N, %s, %j...) and opened on the task's node as its user; "": none (/dev/null)
+    input: str = Field(default="", max_length=4096)
     # a local step's srun, "PID:START" (its start in clock ticks after boot, as
     # /proc/PID/stat has it): another srun on the node that finds the step's CPUs held
     # and that process gone ends the step (its srun was killed before it could)

@@ -18,6 +18,7 @@ from test_local_steps_server import (
     submit,
 )
 
+from hal.core.steps import EXEC_FAILED
 from hal.testing.live import LiveServer, wait_until
 
 
@@ -100,6 +101,42 @@ def test_input_none_a_rank_or_a_file_per_task(server: LiveServer, tmp_path: Path
         "1: given",
         "1: one",
     ], err
+
+
+def test_input_file_of_each_task_on_other_nodes(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
+    """srun -i FILE of a step across nodes: each node's agent opens its tasks' files
+    (``%t`` the rank, ``%N`` the node), as slurmstepd does; a missing file fails its task
+    with Slurm's words, one srun itself would open refuses the step, and a rank is
+    refused with the reason (HAL refused every -i but ``all``/``none`` there)."""
+    (tmp_path / "in.0").write_text("zero\n")
+    (tmp_path / "in.1").write_text("one\n")
+    (tmp_path / "node1.txt").write_text("on node1\n")
+    (tmp_path / "node2.txt").write_text("on node2\n")
+    body = (
+        f"{SRUN} -N2 -n2 -l -i 'in.%t' cat\n"
+        f"{SRUN} -N2 -n2 -l -i '%N.txt' cat\n"
+        f"{SRUN} -N2 -n2 -l -i in.0 cat\n"
+        f"{SRUN} -N2 -n2 -i 'gone.%t' cat; echo rc=$?\n"
+        f"{SRUN} -N2 -n2 -i gone cat; echo rc=$?\n"
+        f"{SRUN} -N2 -n2 -i 1 cat; echo rc=$?\n"
+    )
+    out, err = run(server, tmp_path, body, "-N2", "-n2")
+    lines = out.splitlines()
+    assert sorted(lines[:6]) == [
+        "0: on node1",
+        "0: zero",
+        "0: zero",
+        "1: on node2",
+        "1: one",
+        "1: zero",
+    ], (out, err)
+    # the failed tasks' code is a launch failure's, as when a local task's file is missing
+    assert lines[6:] == [f"rc={EXEC_FAILED}", "rc=1", "rc=1"], (out, err)
+    for rank in (0, 1):
+        missing = tmp_path / f"gone.{rank}"
+        assert f": task {rank}: Could not open stdin file {missing}: No such file" in err, err
+    assert "srun: error: Could not open stdin file: No such file or directory" in err, err
+    assert "--input=1: HAL relays no input to a step's tasks on other nodes" in err, err
 
 
 def test_tasks_end_with_a_killed_srun(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811

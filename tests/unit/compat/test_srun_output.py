@@ -12,7 +12,7 @@ import pytest
 from compat_fakes import call
 
 from hal.compat.srun import parse_command
-from hal.compat.srun_output import OutputRequest, node_of_rank
+from hal.compat.srun_output import OutputRequest, node_of_rank, step_input
 from hal.core.errors import InvalidRequest
 
 ENV = {"SLURM_JOB_ID": "1", "SLURM_JOB_NAME": "wrap", "SLURM_JOB_USER": "ana"}
@@ -94,3 +94,19 @@ def test_launcher_options_parse_and_those_without_effect_are_taken() -> None:
     assert not parse_command(["-K0", "true"]).kill_on_bad_exit
     refused = call(None, "srun", "--gpu-bind=closest", "true")
     assert refused.rc == 1 and "unrecognized option '--gpu-bind'" in refused.err
+
+
+def test_step_input_of_a_step_on_other_nodes(tmp_path: Path) -> None:
+    """-i of a step on other nodes: the agents open per-task patterns; srun opens a plain
+    file first (Slurm's words when it cannot); srun's own input is relayed to none."""
+    env = {"SLURM_JOB_ID": "7", "SLURM_JOB_NAME": "j"}
+    assert step_input("all", env, str(tmp_path)) == ""
+    assert step_input("NONE", env, str(tmp_path)) == ""
+    assert step_input("in.%t", env, str(tmp_path)) == "in.%t"  # (not opened here)
+    assert step_input("%N.txt", env, str(tmp_path)) == "%N.txt"
+    with pytest.raises(InvalidRequest, match=r"^Could not open stdin file: No such file"):
+        step_input("in.%j", env, str(tmp_path))
+    (tmp_path / "in.7").write_text("x")
+    assert step_input("in.%j", env, str(tmp_path)) == "in.%j"
+    with pytest.raises(InvalidRequest, match=r"^--input=0: HAL relays no input"):
+        step_input("0", env, str(tmp_path))
