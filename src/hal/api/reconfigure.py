@@ -44,6 +44,7 @@ LIVE = frozenset(
         "max_batch_jobs",
         "scheduler_interval_seconds",
         "scheduler_profile",
+        "enable_user_top",
         "partitions",
         "priority",
         "preemption",
@@ -56,6 +57,7 @@ LIVE = frozenset(
 _KEYS = {
     "scheduler_interval_seconds": "scheduler.interval_seconds",
     "scheduler_profile": "scheduler",
+    "enable_user_top": "scheduler.enable_user_top",
 }
 _PARTITION_KEYS = {"max_time_s": "max_time", "default_time_s": "default_time"}
 

@@ -1,5 +1,6 @@
-"""``/v1/priority`` (sprio), ``/v1/shares`` (sshare), ``/v1/limits``,
-``/v1/associations`` (sacctmgr show), ``/v1/jobs/{id}/explain``."""
+"""``/v1/priority`` (sprio), ``/v1/priority/top`` (scontrol top), ``/v1/shares``
+(sshare), ``/v1/limits``, ``/v1/associations`` (sacctmgr show),
+``/v1/jobs/{id}/explain``."""
 
 from __future__ import annotations
 
@@ -89,6 +90,16 @@ async def priorities(
         calc_period_seconds=policy.calc_period_s,
     )
     return PriorityList(plugin=MULTIFACTOR, weights=weights, jobs=rows)
+
+
+@router.post("/priority/top")
+async def top(ctx: Ctx, caller: Who, jobs: str) -> dict[str, object]:
+    """Move the pending jobs ``jobs`` ("12,15") ahead of their owner's other jobs of the
+    same partition, account and QoS (``scontrol top``, ``hal.state.job_top``): the ids
+    of the jobs whose priority changed."""
+    from hal.state.job_top import set_top
+
+    return {"job_ids": await set_top(ctx.cluster, jobs, caller)}
 
 
 @router.get("/shares", response_model=ShareList)

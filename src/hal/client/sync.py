@@ -383,6 +383,12 @@ class HalClient:
         r = self._request("POST", f"/v1/jobs/{segment(job_id)}/hold", params=params)
         return list(self._json(r)["job_ids"])
 
+    def top(self, jobs: str) -> list[int]:
+        """Move pending jobs ("12,15") to the top of their owner's queue (``scontrol
+        top``): the ids of the jobs whose priority changed."""
+        r = self._request("POST", "/v1/priority/top", params={"jobs": jobs})
+        return list(self._json(r)["job_ids"])
+
     def release(self, job_id: int | str) -> list[int]:
         r = self._request("POST", f"/v1/jobs/{segment(job_id)}/release")
         return list(self._json(r).get("job_ids", []))

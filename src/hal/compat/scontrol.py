@@ -39,6 +39,7 @@ from hal.compat.job_fields import (
 from hal.compat.node_gres import gres, gres_used, tres
 from hal.compat.node_states import scontrol_state
 from hal.compat.sbatch import parse_constraint
+from hal.compat.scontrol_top import top
 from hal.compat.scontrol_write import write
 from hal.compat.seam import Console
 from hal.compat.squeue_steps import show_step
@@ -59,8 +60,8 @@ from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo, TopologyInfo,
 
 INVALID_JOB_ID = "slurm_load_jobs error: Invalid job id specified"
 COMMANDS = (
-    "show, hold, uhold, release, suspend, resume, requeue, requeuehold, update, create, delete, "
-    "write batch_script and reconfigure"
+    "show, hold, uhold, release, suspend, resume, requeue, requeuehold, top, update, create, "
+    "delete, write batch_script and reconfigure"
 )
 UPDATABLE = (
     "TimeLimit, TimeMin, Priority, Nice, JobName, Comment, Partition, Reservation, Requeue, "
@@ -109,6 +110,8 @@ def scontrol(argv: list[str], console: Console) -> int:
             return _reconfigure(args, console)
         if command == "write":
             return write(args, console)
+        if command == "top":
+            return top(args, console)
     except HalError as err:
         return console.error(err.message)
     return console.error(f"invalid command {words[0]!r}; HAL's scontrol knows {COMMANDS}")

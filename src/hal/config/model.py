@@ -28,6 +28,8 @@ Example::
                                    # "user" (requested time, as Slurm), "avg2" or "learned"
     drain_anomalous_nodes = false  # drain nodes whose jobs fail, or run slow, far more
                                    # than their peers'
+    enable_user_top = false        # let users `scontrol top` their own jobs (Slurm's
+                                   # SchedulerParameters=enable_user_top); else admins only
 
     [accounting]                   # optional: slurmdbd's PurgeEventAfter / PurgeJobAfter
     purge_events_after = "90days"  # the event log; hours, days or months (docs/accounting.md)
@@ -148,6 +150,9 @@ class HalConfig:
     # its peers' (the anomaly detector's NodeFailureRateAnomalous and NodeRuntimeInflated,
     # docs/observability.md); off: only the alert and an event.
     drain_anomalous_nodes: bool = False
+    # Users may move their own pending jobs to the top (``scontrol top``, Slurm's
+    # SchedulerParameters=enable_user_top); off: only administrators.
+    enable_user_top: bool = False
     partitions: tuple[PartitionConfig, ...] = (PartitionConfig(name="debug", default=True),)
     topology: Topology | None = None  # the switch tree; None: no topology-aware placement
     # [priority], [[accounts]], [[users]], [[qos]] (hal.config.priority)
@@ -208,7 +213,7 @@ _TOP_WHOLE = {
     "max_request_bytes": 1,
 }
 # [scheduler] keys that are server settings; the rest of the table is the profile
-_SCHEDULER_SETTINGS = {"interval_seconds", "predictor", "drain_anomalous_nodes"}
+_SCHEDULER_SETTINGS = {"interval_seconds", "predictor", "drain_anomalous_nodes", "enable_user_top"}
 # ... and the profile's own (``hal.scheduler.framework.profile``, which checks them again;
 # a test keeps the two lists equal)
 PROFILE_KEYS = {"name", "plugins", "score_weights", "plugin_args"}
@@ -289,14 +294,15 @@ def config_from_dict(
                 field="scheduler.predictor",
             )
         kwargs["scheduler_predictor"] = name
-    if "drain_anomalous_nodes" in scheduler:
-        drain = scheduler["drain_anomalous_nodes"]
-        if not isinstance(drain, bool):
-            raise InvalidRequest(
-                f"{source}: [scheduler] drain_anomalous_nodes must be true or false",
-                field="scheduler.drain_anomalous_nodes",
-            )
-        kwargs["drain_anomalous_nodes"] = drain
+    for key in ("drain_anomalous_nodes", "enable_user_top"):
+        if key in scheduler:
+            value = scheduler[key]
+            if not isinstance(value, bool):
+                raise InvalidRequest(
+                    f"{source}: [scheduler] {key} must be true or false",
+                    field=f"scheduler.{key}",
+                )
+            kwargs[key] = value
     kwargs["scheduler_profile"] = {
         k: v for k, v in scheduler.items() if k not in _SCHEDULER_SETTINGS
     }

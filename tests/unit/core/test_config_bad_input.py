@@ -198,3 +198,11 @@ def test_a_key_close_to_none_gets_no_guess() -> None:
     with pytest.raises(InvalidRequest) as caught:
         config_from_dict({"colour": "blue"}, source="hal.toml")
     assert "did you mean" not in caught.value.message
+
+
+def test_enable_user_top_is_a_scheduler_switch() -> None:
+    assert not config_from_dict({}).enable_user_top  # Slurm's default: administrators only
+    assert config_from_dict({"scheduler": {"enable_user_top": True}}).enable_user_top
+    with pytest.raises(InvalidRequest, match="enable_user_top must be true or false") as err:
+        config_from_dict({"scheduler": {"enable_user_top": "yes"}})
+    assert err.value.field == "scheduler.enable_user_top"
