@@ -31,7 +31,9 @@ RESTART_INTERVAL_SECONDS = 1.0  # a launcher that keeps dying is not restarted i
 @dataclass(frozen=True, slots=True)
 class LaunchReply:
     job_id: int
-    key: int  # which of the job's launches: its attempt, or (kind "step") the step's id
+    # which of the job's launches: its attempt, or (kind "step") the step's run and id
+    # (``steps._launch_key``)
+    key: int
     pid: int = 0  # the supervisor
     ticks: int = 0  # its start time (clock ticks since boot)
     error: str = ""
@@ -39,7 +41,7 @@ class LaunchReply:
 
 class StepLauncher:
     """``kind`` "step": it launches step keepers (``stepkeeper``), each launch keyed by
-    its step's id; else batch jobs' supervisors, keyed by the job's attempt."""
+    its step's run and id; else batch jobs' supervisors, keyed by the job's attempt."""
 
     def __init__(
         self, isolation: Isolation, on_reply: Callable[[LaunchReply], None], kind: str = ""
@@ -71,8 +73,8 @@ class StepLauncher:
         loop.add_reader(ours.fileno(), self._read)
 
     def launch(self, job_id: int, key: int, job_dir: str, started_w: int) -> None:
-        """Queue a launch (``key``: the job's attempt, or the step's id for a step
-        keeper); ``started_w`` is handed over (closed here once sent)."""
+        """Queue a launch (``key``: the job's attempt, or the step's run and id for a
+        step keeper); ``started_w`` is handed over (closed here once sent)."""
         if (
             self._sock is None
             and self._loop is not None

@@ -96,7 +96,8 @@ from hal.agent.procfs import (
 from hal.agent.records import ExitOutcome, Phase
 from hal.agent.remains import end_remains
 from hal.agent.state import AgentState
-from hal.agent.steps import Outgoing, StepTasks
+from hal.agent.steps import Key as StepKey
+from hal.agent.steps import Outgoing, StepTasks, TaskRef
 from hal.agent.store import JobStore, StoredJob
 from hal.agent.supervisor import (
     PLAN_FILE,
@@ -157,11 +158,11 @@ class _Watch:
 
 
 # one usage sample: the jobs' (job, attempt, (RSS, CPU), GPU use), the step tasks'
-# ((job, step, rank, pid), (RSS, CPU)) and those tasks' GPU use by (job, step, rank)
+# ((job, run, step, rank, pid), (RSS, CPU)) and those tasks' GPU use by (step, rank)
 _Sampled = tuple[
     list[tuple[int, int, Usage, ProcessGpu | None]],
-    list[tuple[tuple[int, int, int, int], Usage]],
-    dict[tuple[int, int, int], ProcessGpu],
+    list[tuple[TaskRef, Usage]],
+    dict[tuple[StepKey, int], ProcessGpu],
 ]
 
 
@@ -479,6 +480,7 @@ class AgentShell:
             end = StepSignal(
                 job_id=ref.job_id,
                 step_id=ref.step_id,
+                attempt=ref.attempt or 0,
                 signal=signal.SIGTERM,
                 kill_wait_seconds=reply.kill_wait_seconds,
             )
@@ -504,7 +506,7 @@ class AgentShell:
         on_gpus = {job_id for job_id, _, _, _ in watched if self._holds_gpus(job_id)}
         gpu_steps = self.steps.gpu_steps()
         read_gpus = sampler is not None and bool(
-            on_gpus or any((t[0], t[1]) in gpu_steps for t in tasks)
+            on_gpus or any((t[0], t[1], t[2]) in gpu_steps for t in tasks)
         )
 
         def sample() -> _Sampled:
@@ -520,12 +522,13 @@ class AgentShell:
                 jobs.append((job_id, attempt, job_usage(pid, below), use))
             step_tasks = []
             task_gpu = {}
-            for job_id, step_id, rank, root in tasks:
+            for job_id, attempt, step_id, rank, root in tasks:
+                key = (job_id, attempt, step_id)
                 below = descendants(root)
-                step_tasks.append(((job_id, step_id, rank, root), tree_usage(root, below)))
-                if gpu is not None and (job_id, step_id) in gpu_steps:
+                step_tasks.append(((*key, rank, root), tree_usage(root, below)))
+                if gpu is not None and key in gpu_steps:
                     # a task's tree is the task and the processes below it
-                    task_gpu[(job_id, step_id, rank)] = use_of([root, *below], gpu)
+                    task_gpu[(key, rank)] = use_of([root, *below], gpu)
             return jobs, step_tasks, task_gpu
 
         sampled, step_tasks, task_gpu = (

@@ -145,7 +145,8 @@ NODE_LOCAL = frozenset(
     }
 )
 
-Key = tuple[int, int]  # (job id, step id)
+Key = tuple[int, int, int]  # (job id, its run: the job's restarts, step id)
+TaskRef = tuple[int, int, int, int, int]  # (job id, run, step id, rank, pid)
 
 
 @dataclass(slots=True)
@@ -238,7 +239,7 @@ class Outgoing:
 
     output: list[StepOutput]
     ends: list[StepEnd]
-    upto: dict[tuple[int, int, int, str], int]  # (job, step, rank, stream) → end offset
+    upto: dict[tuple[Key, int, str], int]  # (step, rank, stream) → end offset
     bad_exits: list[StepBadExit] = field(default_factory=list)  # srun -K's failures
 
 
@@ -266,20 +267,23 @@ class StepTasks:
         # and the jobs whose CPUs here a step took (no batch script here holds them)
         self.cpus = cpus or CpuPool()
         self._cpu_jobs: set[tuple[int, int]] = set()
-        self._peaks: dict[tuple[int, int, int], int] = {}  # (job, step, rank) → most RSS
+        self._peaks: dict[tuple[Key, int], int] = {}  # (step, rank) → most RSS
         self._notify = notify  # there is something to send
         self._steps: dict[Key, _NodeStep] = {}
         self._done: deque[Key] = deque(maxlen=RECENTLY_ENDED)  # a repeated launch: ignored
         self._queue: asyncio.Queue[tuple[_NodeStep, bool]] = asyncio.Queue()  # (step, new)
         self._launcher: StepLauncher | None = None  # started with the first step
-        self._replies: dict[Key, asyncio.Future[LaunchReply]] = {}
+        self._replies: dict[tuple[int, int], asyncio.Future[LaunchReply]] = {}  # _launch_key
 
     # -- instructions ----------------------------------------------------------------------
 
     def launch(self, launch: StepLaunch) -> None:
-        key = (launch.job_id, launch.step_id)
+        key = _key(launch)
         if key not in self._steps and key not in self._done:
-            folder = os.path.join(self.steps_dir, f"{launch.job_id}.{launch.step_id}")
+            # (a requeued job's next run numbers its steps from 0 again: its run in the
+            # name, where an earlier run's part of the same id may still be ending)
+            name = f"{launch.job_id}.{launch.launch.attempt}.{launch.step_id}"
+            folder = os.path.join(self.steps_dir, name)
             step = self._steps[key] = _NodeStep(launch, folder)
             self._queue.put_nowait((step, True))
 
@@ -312,7 +316,7 @@ class StepTasks:
             if plan.cpu_ids and not self.cpus.holds(job):  # (a batch script's: noted first)
                 self.cpus.note(job, plan.cpu_ids)
                 self._cpu_jobs.add(job)
-            self._steps[(launch.job_id, launch.step_id)] = step
+            self._steps[_key(launch)] = step
             self._queue.put_nowait((step, False))
             log.info("re-adopted step %d.%d (keeper %s)", job[0], launch.step_id, step.keeper)
         return len(self._steps)
@@ -320,13 +324,13 @@ class StepTasks:
     def running(self) -> list[RunningStep]:
         """The steps this node holds, their tasks running or their end not yet answered
         for (told to the server at registration: it keeps those it knows)."""
-        return [RunningStep(job_id=job_id, step_id=step_id) for job_id, step_id in self._steps]
+        return [RunningStep(job_id=j, attempt=a, step_id=s) for j, a, s in self._steps]
 
-    def usage_targets(self) -> list[tuple[int, int, int, int]]:
-        """(job, step, rank, pid) of every task running here, for ``sample_usage``."""
+    def usage_targets(self) -> list[TaskRef]:
+        """(job, run, step, rank, pid) of every task running here, for ``sample_usage``."""
         return [
-            (job_id, step_id, rank, pid)
-            for (job_id, step_id), step in self._steps.items()
+            (job_id, attempt, step_id, rank, pid)
+            for (job_id, attempt, step_id), step in self._steps.items()
             if step.exit_code is None
             for rank, pid in step.live_tasks()
         ]
@@ -341,21 +345,21 @@ class StepTasks:
 
     def usage(
         self,
-        sampled: list[tuple[tuple[int, int, int, int], Usage]],
-        gpu: Mapping[tuple[int, int, int], ProcessGpu] | None = None,
+        sampled: list[tuple[TaskRef, Usage]],
+        gpu: Mapping[tuple[Key, int], ProcessGpu] | None = None,
     ) -> list[StepTaskUsage]:
         """The tasks' samples (``procfs.tree_usage`` of ``usage_targets``) with the most
-        memory each task's samples have shown (ended tasks' peaks go); ``gpu``: (job,
-        step, rank) → what the task's tree does with the GPUs now, for the tasks of
+        memory each task's samples have shown (ended tasks' peaks go); ``gpu``: (step's
+        key, rank) → what the task's tree does with the GPUs now, for the tasks of
         ``gpu_steps`` (``gpuusage.use_of``), added to each one's tally."""
-        peaks: dict[tuple[int, int, int], int] = {}
+        peaks: dict[tuple[Key, int], int] = {}
         out: list[StepTaskUsage] = []
-        for (job_id, step_id, rank, _), (rss, user, system) in sampled:
-            key = (job_id, step_id, rank)
+        for (job_id, attempt, step_id, rank, _), (rss, user, system) in sampled:
+            key = ((job_id, attempt, step_id), rank)
             peak = peaks[key] = max(rss, self._peaks.get(key, 0))
             cpu = user + system
             tally = None
-            if (part := self._steps.get((job_id, step_id))) is not None:
+            if (part := self._steps.get(key[0])) is not None:
                 part.sampled[rank] = (peak, cpu)  # for its end (``_totals``)
                 part.sampled_times[rank] = (user, system)
                 if gpu is not None and key in gpu:
@@ -365,6 +369,7 @@ class StepTasks:
                 StepTaskUsage(
                     job_id=job_id,
                     step_id=step_id,
+                    attempt=attempt,
                     rank=rank,
                     rss_bytes=rss,
                     max_rss_bytes=peak,
@@ -382,9 +387,7 @@ class StepTasks:
             self._signal_local(request)
             return
         loop = asyncio.get_running_loop()
-        for (job_id, step_id), step in self._steps.items():
-            if job_id != request.job_id or request.step_id not in (None, step_id):
-                continue
+        for step in self._signalled(request):
             if step.exit_code is not None:
                 continue
             if request.cancelled_at is not None or request.kill_wait_seconds is not None:
@@ -399,6 +402,20 @@ class StepTasks:
                 self._signal(step, signal.SIGCONT)
                 loop.call_later(request.kill_wait_seconds, self._signal, step, signal.SIGKILL)
             self._signal(step, request.signal)
+
+    def _signalled(self, request: StepSignal) -> list[_NodeStep]:
+        """The parts ``request`` names: the job's step of its run (every step of the
+        job: ``step_id`` None). A server from before it sent the run for local steps
+        only, so a step id of one part alone here is that part, whatever its run."""
+        if request.step_id is None:
+            return [s for (j, _, _), s in self._steps.items() if j == request.job_id]
+        exact = self._steps.get((request.job_id, request.attempt, request.step_id))
+        if exact is not None:
+            return [exact]
+        same = [
+            s for (j, _, n), s in self._steps.items() if (j, n) == (request.job_id, request.step_id)
+        ]
+        return same if len(same) == 1 else []
 
     def _tell(self, step: _NodeStep, when: float, why: str = "") -> None:
         """slurmstepd's ``*** STEP J.S ON node CANCELLED AT ... ***`` line (scancel, its
@@ -567,14 +584,14 @@ class StepTasks:
         if self._launcher is None:
             self._launcher = StepLauncher(self.isolation, self._launched, kind="step")
             self._launcher.start(loop)
-        key = (launch.job_id, launch.step_id)
+        key = (launch.job_id, _launch_key(launch))
         reply: asyncio.Future[LaunchReply] = loop.create_future()
         self._replies[key] = reply
         started_r, started_w = os.pipe()
         # the keeper says "T" once its tasks are started, then closes: a wake-up only
         os.set_blocking(started_r, False)
         loop.add_reader(started_r, _drain, loop, started_r, step.woken)
-        self._launcher.launch(launch.job_id, launch.step_id, step.folder, started_w)
+        self._launcher.launch(launch.job_id, _launch_key(launch), step.folder, started_w)
         return await reply
 
     def _launched(self, reply: LaunchReply) -> None:
@@ -695,7 +712,7 @@ class StepTasks:
         took, once none of them runs."""
         if job not in self._made_groups and job not in self._cpu_jobs:
             return
-        for (job_id, _), other in self._steps.items():
+        for (job_id, _, _), other in self._steps.items():
             same = (job_id, other.launch.launch.attempt) == job
             if same and other is not ending and other.exit_code is None:
                 return
@@ -782,9 +799,9 @@ class StepTasks:
         output: list[StepOutput] = []
         ends: list[StepEnd] = []
         bad_exits: list[StepBadExit] = []
-        upto: dict[tuple[int, int, int, str], int] = {}
+        upto: dict[tuple[Key, int, str], int] = {}
         budget = MAX_SYNC_BYTES
-        for (job_id, step_id), step in self._steps.items():
+        for (job_id, attempt, step_id), step in self._steps.items():
             complete = True
             for (rank, stream), buf in step.streams.items():
                 if not buf.data:
@@ -799,23 +816,27 @@ class StepTasks:
                     StepOutput(
                         job_id=job_id,
                         step_id=step_id,
+                        attempt=attempt,
                         rank=rank,
                         stream=stream,  # type: ignore[arg-type]
                         offset=buf.sent,
                         data_b64=base64.b64encode(part).decode(),
                     )
                 )
-                upto[(job_id, step_id, rank, stream)] = buf.sent + len(part)
+                upto[((job_id, attempt, step_id), rank, stream)] = buf.sent + len(part)
             if step.failed is not None and not step.failed_sent and complete:
                 rank, code = step.failed  # (after its lines: they go in this sync too)
                 bad_exits.append(
-                    StepBadExit(job_id=job_id, step_id=step_id, rank=rank, exit_code=code)
+                    StepBadExit(
+                        job_id=job_id, step_id=step_id, attempt=attempt, rank=rank, exit_code=code
+                    )
                 )
             if step.exit_code is not None and complete:
                 ends.append(
                     StepEnd(
                         job_id=job_id,
                         step_id=step_id,
+                        attempt=attempt,
                         exit_code=step.exit_code,
                         exit_signal=step.exit_signal,
                         oom=step.oom,
@@ -827,20 +848,21 @@ class StepTasks:
 
     def delivered(self, sent: Outgoing) -> None:
         """A sync carrying ``sent`` was answered: the server has it."""
-        for (job_id, step_id, rank, stream), end in sent.upto.items():
-            step = self._steps.get((job_id, step_id))
+        for (key, rank, stream), end in sent.upto.items():
+            step = self._steps.get(key)
             buf = step.streams.get((rank, stream)) if step is not None else None
             if buf is not None and end > buf.sent:
                 del buf.data[: end - buf.sent]
                 buf.sent = end
         for bad in sent.bad_exits:
-            step = self._steps.get((bad.job_id, bad.step_id))
+            step = self._steps.get((bad.job_id, bad.attempt or 0, bad.step_id))
             if step is not None:
                 step.failed_sent = True
         for done in sent.ends:
-            step = self._steps.pop((done.job_id, done.step_id), None)
+            key = (done.job_id, done.attempt or 0, done.step_id)
+            step = self._steps.pop(key, None)
             if step is not None:
-                self._done.append((done.job_id, done.step_id))
+                self._done.append(key)
                 shutil.rmtree(step.folder, ignore_errors=True)  # nothing left to report
 
 
@@ -943,6 +965,16 @@ def own_cpus(job_cpus: tuple[int, ...], places: list[int] | None) -> tuple[int, 
     if not job_cpus or places is None:
         return job_cpus
     return tuple(job_cpus[p] for p in places if p < len(job_cpus)) or job_cpus
+
+
+def _key(launch: StepLaunch) -> Key:
+    return (launch.job_id, launch.launch.attempt, launch.step_id)
+
+
+def _launch_key(launch: StepLaunch) -> int:
+    """The step launcher's key of a step's launch, one per (run, step) of the job (the
+    launcher keys a job's launches by one number)."""
+    return launch.launch.attempt << 32 | launch.step_id
 
 
 def _marker(agent: str, launch: StepLaunch) -> str:

@@ -38,9 +38,9 @@ async def register(request: Request, ctx: Ctx, agent: Agent) -> Response:
     if nul is not None:  # PostgreSQL's text columns cannot store one: a 500, not a 400
         raise InvalidRequest(f"{nul}: holds a NUL character (\\u0000); remove it", field=nul)
     registered = await agents.register(ctx.cluster, body)
-    running = {(s.job_id, s.step_id) for s in body.steps}
+    running = ctx.steps.held(body.node, body.steps)
     unknown = await ctx.steps.node_registered(body.node, running)
-    registered.kill_steps = [RunningStep(job_id=j, step_id=s) for j, s in unknown]
+    registered.kill_steps = [RunningStep(job_id=j, attempt=a, step_id=s) for j, a, s in unknown]
     return json_response(registered)
 
 

@@ -273,10 +273,11 @@ def _step_gpu(row: StepRow) -> StepGpuUsage | None:
 async def _add_steps(ctx: ServerContext, infos: list[JobInfo]) -> None:
     """The jobs' steps for sacct: those ended (accounting) and those running (memory)."""
     rows = await ctx.cluster.db(ctx.cluster.store.steps_of, [i.id for i in infos])
-    found: dict[int, dict[int, StepRecord]] = {}
+    found: dict[int, dict[tuple[int, int], StepRecord]] = {}  # job → (run, step) → it
     for row in rows:
-        found.setdefault(row.job_id, {})[row.step_id] = StepRecord(
+        found.setdefault(row.job_id, {})[(row.attempt, row.step_id)] = StepRecord(
             step_id=row.step_id,
+            attempt=row.attempt,
             name=row.name,
             nodelist=row.nodelist,
             ntasks=row.ntasks,
@@ -299,10 +300,11 @@ async def _add_steps(ctx: ServerContext, infos: list[JobInfo]) -> None:
             with_job=row.with_job,
         )
     wanted = {i.id for i in infos}
-    for (job_id, step_id), step in ctx.steps.steps.items():
+    for (job_id, attempt, step_id), step in ctx.steps.steps.items():
         if job_id in wanted and not step.done:
-            found.setdefault(job_id, {})[step_id] = StepRecord(
+            found.setdefault(job_id, {})[(attempt, step_id)] = StepRecord(
                 step_id=step_id,
+                attempt=attempt,
                 name=step.name,
                 nodelist=compress_hostlist(list(step.layout.nodes)),
                 ntasks=step.layout.ntasks,

@@ -219,8 +219,5 @@ async def end_step(job_id: int, step_id: int, request: Request, ctx: Ctx, caller
 async def running_steps(ctx: Ctx, caller: Who) -> Response:
     """Every job's running steps, by job and step id (``squeue -s``; no usage)."""
     del caller  # any authenticated user sees the queue's steps, as squeue's jobs
-    steps = sorted(
-        (s for s in ctx.steps.steps.values() if not s.done),
-        key=lambda s: (s.job_id, s.step_id),
-    )
+    steps = ctx.steps.current()
     return json_response(StepList(steps=[_info(s).model_copy(update={"usage": []}) for s in steps]))

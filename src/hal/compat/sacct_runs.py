@@ -4,7 +4,10 @@ Slurm's accounting keeps one record per run of a job: a requeue (``scontrol requ
 preemption, a node failure) ends one record and the job's next run is a new one under the
 same id. sacct shows the latest only; ``-D`` shows the earlier ones too, before it, each
 with its own steps (Slurm 22.05.8, docs/slurm-checks.md). The server keeps the runs a
-requeue ended (``JobInfo.runs``); a step belongs to the run it started in.
+requeue ended (``JobInfo.runs``); a step belongs to the run it started in
+(``StepRecord.attempt``: each run numbers its steps from 0, as Slurm's, so ``-D`` shows
+``J.0`` under each run; a server from before that sends no run, and a step then belongs
+to the run its start falls in).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ def records(job: JobInfo, *, duplicates: bool) -> list[JobInfo]:
     suspended = SUSPENSION_UNKNOWN if job.suspended_seconds else 0.0
     latest = job.model_copy(
         update={
-            "steps": _started(job.steps, runs[-1].end_time, None),
+            "steps": _of_run(job.steps, job.restarts, runs[-1].end_time, None),
             "suspended_seconds": suspended,
         }
     )
@@ -35,18 +38,26 @@ def records(job: JobInfo, *, duplicates: bool) -> list[JobInfo]:
         return [latest]
     earlier, since = [], None
     for run in runs:
-        view = _view(job, run, _started(job.steps, since, run.end_time))
+        view = _view(job, run, _of_run(job.steps, run.attempt, since, run.end_time))
         earlier.append(view.model_copy(update={"suspended_seconds": suspended}))
         since = run.end_time
     return [*earlier, latest]
 
 
-def _started(steps: list[StepRecord], since: float | None, until: float | None) -> list[StepRecord]:
-    """The steps that started in [``since``, ``until``) (None: without that bound)."""
+def _of_run(
+    steps: list[StepRecord], attempt: int, since: float | None, until: float | None
+) -> list[StepRecord]:
+    """The steps of run ``attempt``, which ran in [``since``, ``until``) (None: without
+    that bound): by their run, or (none sent) by their start."""
     return [
         s
         for s in steps
-        if (since is None or s.start_time >= since) and (until is None or s.start_time < until)
+        if s.attempt == attempt
+        or (
+            s.attempt is None
+            and (since is None or s.start_time >= since)
+            and (until is None or s.start_time < until)
+        )
     ]
 
 

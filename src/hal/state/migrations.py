@@ -261,6 +261,45 @@ def _v25_cpu_parts(conn: Connection) -> None:
                 conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {name} FLOAT"))
 
 
+# the run a step recorded before migration 26 started in: the job's latest run less the
+# earlier runs (``job_runs``) that ended after it started, as sacct -D placed it by its
+# start (a job requeued before ``job_runs`` existed has no earlier runs: its latest)
+_RUN_OF_STEP = (
+    "COALESCE((SELECT restarts FROM jobs WHERE jobs.id = job_steps.job_id), 0) - "
+    "(SELECT COUNT(*) FROM job_runs WHERE job_runs.job_id = job_steps.job_id "
+    "AND job_runs.end_time > job_steps.start_time)"
+)
+_STEP_KEY = ["job_id", "attempt", "step_id"]
+
+
+def _v26_step_runs(conn: Connection) -> None:
+    # job_steps.attempt, and the run in both step tables' keys: each run of a requeued
+    # job numbers its steps from 0, as Slurm's (an earlier run's may still be ending)
+    if "attempt" not in {c["name"] for c in inspect(conn).get_columns("job_steps")}:
+        conn.execute(text("ALTER TABLE job_steps ADD COLUMN attempt INTEGER NOT NULL DEFAULT 0"))
+        run = _RUN_OF_STEP
+        conn.execute(
+            text(f"UPDATE job_steps SET attempt = CASE WHEN {run} > 0 THEN {run} ELSE 0 END")
+        )
+    for table in (schema.job_steps, schema.running_steps):
+        key = inspect(conn).get_pk_constraint(table.name)
+        if key["constrained_columns"] == _STEP_KEY:
+            continue  # (made by this release: its first step created it so)
+        if conn.dialect.name == "postgresql":
+            conn.execute(text(f'ALTER TABLE {table.name} DROP CONSTRAINT "{key["name"]}"'))
+            conn.execute(
+                text(f"ALTER TABLE {table.name} ADD PRIMARY KEY (job_id, attempt, step_id)")
+            )
+        else:  # SQLite changes no key in place: the table is made again
+            names = ", ".join(f'"{c.name}"' for c in table.columns)
+            conn.execute(text(f"ALTER TABLE {table.name} RENAME TO {table.name}_v25"))
+            table.create(conn)
+            conn.execute(
+                text(f"INSERT INTO {table.name} ({names}) SELECT {names} FROM {table.name}_v25")
+            )
+            conn.execute(text(f"DROP TABLE {table.name}_v25"))
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -287,6 +326,7 @@ STEPS: tuple[Step, ...] = (
     _v23_step_endings,
     _v24_job_runs,
     _v25_cpu_parts,
+    _v26_step_runs,
 )
 
 

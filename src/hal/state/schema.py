@@ -162,6 +162,10 @@ job_steps = Table(
     "job_steps",
     metadata,
     Column("job_id", BigInteger, primary_key=True),
+    # the run of the job it started in (the job's restarts then; migration 26): each run
+    # numbers its steps from 0, as Slurm's; steps recorded before have the run sacct -D
+    # showed them under (``migrations._v26_step_runs``)
+    Column("attempt", Integer, primary_key=True, default=0, server_default="0"),
     Column("step_id", Integer, primary_key=True),
     Column("name", Text, nullable=False),
     Column("nodelist", Text, nullable=False),
@@ -229,8 +233,10 @@ running_steps = Table(
     "running_steps",
     metadata,
     Column("job_id", BigInteger, primary_key=True),
+    # the job's restarts when it started (a key since migration 26: each run numbers its
+    # steps from 0, and an earlier run's may still be ending)
+    Column("attempt", Integer, primary_key=True),
     Column("step_id", Integer, primary_key=True),
-    Column("attempt", Integer, nullable=False),  # the job's restarts when it started
     Column("name", Text, nullable=False),
     Column("nodes", Text, nullable=False),  # its nodes, comma-separated, in job order
     Column("tasks", Text, nullable=False),  # counts per node "2,1", or "ranks:0 2,1" (step_restore)

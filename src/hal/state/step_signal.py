@@ -25,7 +25,7 @@ LATE_S = 60.0
 
 async def signal_due(table: StepTable) -> None:
     now = table.cluster.clock.now()
-    for job_id in sorted({job_id for (job_id, _), step in table.steps.items() if not step.done}):
+    for job_id in sorted({job_id for (job_id, _, _), s in table.steps.items() if not s.done}):
         job = table.cluster.jobs.get(job_id)
         if job is None or job.state is not JobState.RUNNING or job.start_time is None:
             continue
@@ -38,7 +38,7 @@ async def signal_due(table: StepTable) -> None:
         if due <= now <= due + LATE_S and run not in table.signalled:
             table.signalled.add(run)
             for step in sorted(
-                (s for (j, _), s in table.steps.items() if j == job_id and not s.done),
+                (s for (j, a, _), s in table.steps.items() if (j, a) == run and not s.done),
                 key=lambda s: s.step_id,
             ):
                 await table.cancel(step, wanted.signum)

@@ -77,6 +77,7 @@ from hal.state.step_restore import (
 from hal.state.step_usage import cpu_times, gpu_summary, summary
 from hal.state.store import DatabaseUnavailable, RunningStepRow, StepRow
 from hal.wire.agent import (
+    RunningStep,
     StepBadExit,
     StepEnd,
     StepLaunch,
@@ -93,7 +94,7 @@ PAGE_BYTES = 1 << 20  # per answer to srun
 WHOLE = StepRequest()  # a step without -c, --exact or --overlap: all the job's CPUs
 KEEP_ENDED_SECONDS = 600.0  # an ended step stays readable this long
 LOST_EXIT_CODE = 1  # a node's part whose agent restarted (its tasks died with it)
-Key = tuple[int, int]  # (job id, step id)
+Key = tuple[int, int, int]  # (job id, its run: the job's restarts, step id)
 
 
 @dataclass(slots=True)
@@ -204,7 +205,8 @@ class StepTable:
         self.cluster = cluster
         self.steps: dict[Key, Step] = {}
         self._ending: set[asyncio.Task[None]] = set()  # local steps ended by their job
-        self._last_ids: dict[int, int] = {}  # job → its last step id given (_next_step_id)
+        # (job, run) → the last step id given in that run (_next_step_id)
+        self._last_ids: dict[tuple[int, int], int] = {}
         self.closing = False  # the server stops: srun's reads answer at once
         # per job: one of its steps at a time takes free CPUs and GPUs (its DB write in)
         self._giving: dict[int, asyncio.Lock] = {}
@@ -266,14 +268,14 @@ class StepTable:
             gpu_ids = self._step_gpus(job_id, alloc, layout, request)
             cpus = {} if request.overlap else self._take_cpus(job_id, alloc, wanted)
             held = self._take_memory(job, alloc, request, memory)
-            step_id = await self._next_step_id(job_id)
+            step_id = await self._next_step_id(job_id, job.restarts)
             now = cluster.clock.now()
             step = Step(job_id, step_id, job.restarts, name or argv[0], layout, now)
             step.gpu_ids = gpu_ids or {}
             step.cpus, step.cpu_count = cpus, sum(wanted.values())
             step.memory, step.memory_bytes = held, sum(memory.values())
             await cluster.db(cluster.store.keep_running_step, _row(step))  # for a restart
-            self.steps[(job_id, step_id)] = step
+            self.steps[_key(step)] = step
         base = build_launch(job, cluster.config.cluster_name)
         job_env = base.environment
         if only_environment:
@@ -458,14 +460,14 @@ class StepTable:
             gpu_ids = self._step_gpus(job_id, alloc, layout, request)
             cpus = {} if request.overlap else self._take_cpus(job_id, alloc, wanted)
             held = self._take_memory(job, alloc, request, memory)
-            step_id = await self._next_step_id(job_id)
+            step_id = await self._next_step_id(job_id, job.restarts)
             now = self.cluster.clock.now()
             step = Step(job_id, step_id, job.restarts, name, layout, now, local=True, cpus=cpus)
             step.srun, step.cpu_count = srun, sum(wanted.values())
             step.gpu_ids = gpu_ids or {}
             step.memory, step.memory_bytes = held, sum(memory.values())
             await self.cluster.db(self.cluster.store.keep_running_step, _row(step))  # restart
-            self.steps[(job_id, step_id)] = step
+            self.steps[_key(step)] = step
         return step
 
     async def end_local(
@@ -505,8 +507,10 @@ class StepTable:
             await self._node_ended(step, node, exit_code, exit_signal, oom, tasks)
 
     def get(self, job_id: int, step_id: int, caller: Caller) -> Step:
-        self._job(job_id, caller)
-        step = self.steps.get((job_id, step_id))
+        """Step ``step_id`` of the job's latest run (srun's, scancel's, scontrol's: each
+        run numbers its steps from 0, as Slurm's)."""
+        job = self._job(job_id, caller)
+        step = self.steps.get((job_id, job.restarts, step_id))
         if step is None:
             raise NotFound(
                 f"job {job_id} has no step {step_id} running or recently ended; see sacct -j "
@@ -653,18 +657,18 @@ class StepTable:
         """A sync's step output, srun -K failures and ends from ``node``'s agent (repeats
         are ignored)."""
         for chunk in output:
-            step = self.steps.get((chunk.job_id, chunk.step_id))
+            step = self._reported(node, chunk.job_id, chunk.attempt, chunk.step_id)
             if step is None or node not in step.layout.nodes or step.done:
                 continue
             nodes_ranks = step.layout.ranks(step.layout.nodes.index(node))
             if chunk.rank in nodes_ranks:
                 step.take(chunk.rank, chunk.stream, chunk.offset, _decode(chunk.data_b64))
         for bad in bad_exits:  # (before the ends: the node's end may come with it)
-            step = self.steps.get((bad.job_id, bad.step_id))
+            step = self._reported(node, bad.job_id, bad.attempt, bad.step_id)
             if step is not None and node in step.layout.nodes and not step.local:
                 await self.bad_exit(step)
         for end in ends:
-            step = self.steps.get((end.job_id, end.step_id))
+            step = self._reported(node, end.job_id, end.attempt, end.step_id)
             if step is not None and node in step.layout.nodes and node not in step.ended:
                 step.timed_out = step.timed_out or end.timed_out
                 await self._node_ended(
@@ -674,28 +678,76 @@ class StepTable:
     def sampled(self, node: str, usage: Sequence[StepTaskUsage]) -> None:
         """``node``'s agent's latest samples of its step tasks (``sstat``): a sample
         covers all the node's tasks, so a task of it not in it has ended there."""
-        fresh = {(u.job_id, u.step_id, u.rank): u for u in usage}
-        for (job_id, step_id), step in self.steps.items():
+        fresh: dict[tuple[int, int, int, int], StepTaskUsage] = {}
+        for u in usage:
+            step = self._reported(node, u.job_id, u.attempt, u.step_id)
+            if step is not None:
+                fresh[(*_key(step), u.rank)] = u
+        for key, step in self.steps.items():
             if step.done or node not in step.layout.nodes:
                 continue
             for rank in step.layout.ranks(step.layout.nodes.index(node)):
-                found = fresh.get((job_id, step_id, rank))
+                found = fresh.get((*key, rank))
                 if found is not None:
                     step.usage[rank] = (node, found)
                 else:
                     step.usage.pop(rank, None)
 
     def of_job(self, job_id: int, caller: Caller) -> list[Step]:
-        """The job's running steps, by step id."""
-        self._job(job_id, caller)
+        """The running steps of the job's latest run, by step id (an earlier run's,
+        still ending after a requeue, would repeat its ids: it is no longer the job's)."""
+        job = self._job(job_id, caller)
         return sorted(
-            (s for (j, _), s in self.steps.items() if j == job_id and not s.done),
+            (
+                s
+                for (j, a, _), s in self.steps.items()
+                if (j, a) == (job_id, job.restarts) and not s.done
+            ),
             key=lambda s: s.step_id,
         )
 
-    async def node_registered(self, node: str, running: set[tuple[int, int]]) -> list[Key]:
+    def current(self) -> list[Step]:
+        """The running steps of every job's latest run, by job and step id (``squeue
+        -s``: an earlier run's, still ending after a requeue, would repeat its ids)."""
+        jobs = self.cluster.jobs
+        return sorted(
+            (
+                s
+                for (j, a, _), s in self.steps.items()
+                if not s.done and (job := jobs.get(j)) is not None and job.restarts == a
+            ),
+            key=lambda s: (s.job_id, s.step_id),
+        )
+
+    def held(self, node: str, parts: Sequence[RunningStep]) -> set[Key]:
+        """The steps whose parts ``node``'s agent says it holds, by their keys (a part of
+        an agent from before runs were sent: the step of that id running there)."""
+        keys = set()
+        for part in parts:
+            if part.attempt is not None:
+                keys.add((part.job_id, part.attempt, part.step_id))
+            elif (step := self._reported(node, part.job_id, None, part.step_id)) is not None:
+                keys.add(_key(step))
+            else:
+                keys.add((part.job_id, 0, part.step_id))  # (unknown: the agent ends it)
+        return keys
+
+    def _reported(self, node: str, job_id: int, attempt: int | None, step_id: int) -> Step | None:
+        """The step an agent's report names: by its run, or (``attempt`` None: an agent
+        from before runs were sent) the one with that id still running on ``node``, the
+        latest run's first."""
+        if attempt is not None:
+            return self.steps.get((job_id, attempt, step_id))
+        found = [
+            s
+            for (j, _, n), s in self.steps.items()
+            if (j, n) == (job_id, step_id) and node in s.layout.nodes and node not in s.ended
+        ]
+        return max(found, key=lambda s: s.attempt, default=None)
+
+    async def node_registered(self, node: str, running: set[Key]) -> list[Key]:
         """``node``'s agent registered, holding the parts of steps ``running`` there (job,
-        step): their tasks run, or their end is on its way. Those go on. A part not among
+        run, step): their tasks run, or their end is on its way. Those go on. A part not among
         them is lost (its tasks died with the node, or their agent's state). Returned, for
         the agent to end: the steps this server does not know, and those whose job ended
         or that srun cancelled while the agent was away (that signal went nowhere); a
@@ -808,6 +860,7 @@ class StepTable:
             memory_bytes=step.memory_bytes,
             cancelled_by=step.cancelled_by,
             with_job=step.with_job,
+            attempt=step.attempt,
         )
         try:
             await self.cluster.db(self.cluster.store.record_step, row)
@@ -818,7 +871,7 @@ class StepTable:
                 step.step_id,
                 err,
             )
-            self._unrecorded[(step.job_id, step.step_id)] = row
+            self._unrecorded[_key(step)] = row
 
     async def record_unrecorded(self) -> None:
         """Write the ended steps a database outage kept from accounting (housekeeping,
@@ -904,6 +957,7 @@ class StepTable:
                         kill_wait_seconds=kill_wait,
                         cancelled_at=cancelled_at,
                         reason=reason,
+                        attempt=step.attempt,
                     )
                 )
 
@@ -930,7 +984,7 @@ class StepTable:
             step.cancelled_at, step.cancelled_by = row.cancelled_at, row.cancelled_by
             step.restored, step.cursor = True, cursor_base(now)
             job = self.cluster.jobs.get(row.job_id)
-            self.steps[(row.job_id, row.step_id)] = step
+            self.steps[_key(step)] = step
             live = self._live(step)
             step.cancelled = row.cancelled_at is not None or not live
             step.stopped = job is not None and job.state is JobState.SUSPENDED
@@ -973,16 +1027,19 @@ class StepTable:
             )
         return job, job.allocation
 
-    async def _next_step_id(self, job_id: int) -> int:
-        """The job's next step id, reserved: above its steps here and those recorded in
-        accounting (read once per job). Sruns started together (``srun a & srun b &``)
-        get one each: nothing awaits between reading the last id and reserving the next."""
-        if job_id not in self._last_ids:
-            stored = await self.cluster.db(self.cluster.store.last_step_id, job_id)
-            self._last_ids.setdefault(job_id, stored)  # (another srun's may be in first)
-        here = max((s for j, s in self.steps if j == job_id), default=-1)
-        step_id = max(self._last_ids[job_id], here) + 1
-        self._last_ids[job_id] = step_id
+    async def _next_step_id(self, job_id: int, attempt: int) -> int:
+        """The next step id of the job's run ``attempt``, reserved: above its steps here
+        and those recorded in accounting (read once per run); each run numbers from 0,
+        as Slurm's (a requeued job's new run has ``JOB.0`` again). Sruns started together
+        (``srun a & srun b &``) get one each: nothing awaits between reading the last id
+        and reserving the next."""
+        run = (job_id, attempt)
+        if run not in self._last_ids:
+            stored = await self.cluster.db(self.cluster.store.last_step_id, job_id, attempt)
+            self._last_ids.setdefault(run, stored)  # (another srun's may be in first)
+        here = max((s for j, a, s in self.steps if (j, a) == run), default=-1)
+        step_id = max(self._last_ids[run], here) + 1
+        self._last_ids[run] = step_id
         return step_id
 
     def _prune(self) -> None:
@@ -991,10 +1048,10 @@ class StepTable:
             if step.end_time is not None and now - step.end_time > KEEP_ENDED_SECONDS:
                 del self.steps[key]
         live = (JobState.RUNNING, JobState.SUSPENDED)
-        for job_id in list(self._last_ids):  # a job that runs again reads them anew
+        for job_id, attempt in list(self._last_ids):  # a job that runs again reads anew
             job = self.cluster.jobs.get(job_id)
-            if job is None or job.state not in live:
-                del self._last_ids[job_id]
+            if job is None or job.state not in live or job.restarts != attempt:
+                del self._last_ids[(job_id, attempt)]
         for job_id, lock in list(self._giving.items()):
             job = self.cluster.jobs.get(job_id)
             if not lock.locked() and (job is None or job.state not in live):
@@ -1032,6 +1089,10 @@ def _ending_words(job: Job) -> str | None:
     if job.state is JobState.COMPLETING:  # scancel's, until the agent has ended it
         return "" if job.cancelled_by is not None else None
     return ENDED_SAYING.get(job.state)
+
+
+def _key(step: Step) -> Key:
+    return (step.job_id, step.attempt, step.step_id)
 
 
 def _row(step: Step) -> RunningStepRow:

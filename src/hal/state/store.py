@@ -134,6 +134,7 @@ class StepRow:
     # known, a task's end without them, or a step from before)
     user_cpu_seconds: float | None = None
     system_cpu_seconds: float | None = None
+    attempt: int = 0  # the job's run it started in (its restarts then; 0: the first)
 
 
 @dataclass(frozen=True, slots=True)
@@ -562,29 +563,31 @@ class SqlStateStore:
         t = schema.job_steps
         r = schema.running_steps
         with self.engine.begin() as conn:
-            conn.execute(delete(t).where(t.c.job_id == row.job_id, t.c.step_id == row.step_id))
+            conn.execute(delete(t).where(*_step_key(t, row.job_id, row.attempt, row.step_id)))
             conn.execute(insert(t).values({f: getattr(row, f) for f in StepRow.__slots__}))
-            conn.execute(delete(r).where(r.c.job_id == row.job_id, r.c.step_id == row.step_id))
+            conn.execute(delete(r).where(*_step_key(r, row.job_id, row.attempt, row.step_id)))
 
     def keep_running_step(self, row: RunningStepRow) -> None:
         """Keep a running step (again: its nodes' ends so far) for a server restart."""
         r = schema.running_steps
         with self.engine.begin() as conn:
-            conn.execute(delete(r).where(r.c.job_id == row.job_id, r.c.step_id == row.step_id))
+            conn.execute(delete(r).where(*_step_key(r, row.job_id, row.attempt, row.step_id)))
             conn.execute(insert(r).values({f: getattr(row, f) for f in RunningStepRow.__slots__}))
 
     def running_steps(self) -> list[RunningStepRow]:
-        """The steps kept running (``keep_running_step``), by job and step id."""
+        """The steps kept running (``keep_running_step``), by job, run and step id."""
         r = schema.running_steps
         with self.engine.connect() as conn:
-            found = conn.execute(select(r).order_by(r.c.job_id, r.c.step_id))
+            found = conn.execute(select(r).order_by(r.c.job_id, r.c.attempt, r.c.step_id))
             return [RunningStepRow(**row._mapping) for row in found]
 
-    def last_step_id(self, job_id: int) -> int:
-        """The highest step id recorded for ``job_id``, -1 when none."""
+    def last_step_id(self, job_id: int, attempt: int) -> int:
+        """The highest step id recorded for run ``attempt`` of ``job_id``, -1 when none
+        (each run numbers its steps from 0, as Slurm's)."""
         t = schema.job_steps
         with self.engine.connect() as conn:
-            found = conn.execute(select(func.max(t.c.step_id)).where(t.c.job_id == job_id))
+            where = (t.c.job_id == job_id, t.c.attempt == attempt)
+            found = conn.execute(select(func.max(t.c.step_id)).where(*where))
             value = found.scalar_one()
         return -1 if value is None else int(value)
 
@@ -594,9 +597,9 @@ class SqlStateStore:
         return sorted(rows, key=lambda x: (x.job_id, x.attempt))
 
     def steps_of(self, job_ids: Sequence[int]) -> list[StepRow]:
-        """The recorded steps of ``job_ids``, by job and step id."""
+        """The recorded steps of ``job_ids``, by job, run and step id."""
         rows = [StepRow(**m) for m in self._rows_of(schema.job_steps, job_ids)]
-        return sorted(rows, key=lambda r: (r.job_id, r.step_id))
+        return sorted(rows, key=lambda r: (r.job_id, r.attempt, r.step_id))
 
     def _rows_of(self, table: Table, job_ids: Sequence[int]) -> list[dict[str, Any]]:
         """The rows of ``table`` whose ``job_id`` is among ``job_ids`` (in chunks)."""
@@ -851,3 +854,9 @@ def _finished_page(stmt: Select[Any], limit: int, before: tuple[float, int] | No
         # take: with the OR alone SQLite read every job that ended before, then sorted
         cond = and_(cond, t.c.end_time <= end, after)
     return stmt.where(cond).order_by(t.c.end_time.desc(), t.c.id.desc()).limit(limit)
+
+
+def _step_key(table: Table, job_id: int, attempt: int, step_id: int) -> tuple[Any, ...]:
+    """The conditions that pick one step of one run of a job in ``table``."""
+    c = table.c
+    return (c.job_id == job_id, c.attempt == attempt, c.step_id == step_id)

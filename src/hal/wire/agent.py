@@ -65,6 +65,9 @@ class RunningJob(WireModel):
 class RunningStep(WireModel):
     job_id: int
     step_id: int
+    # the job's run the step belongs to (its restarts; each run numbers its steps from
+    # 0): None from an agent before it was sent, whose step ids never repeat in a job
+    attempt: int | None = Field(default=None, ge=0)
 
 
 class AgentRegistered(WireModel):
@@ -126,6 +129,9 @@ class StepTaskUsage(WireModel):
 
     job_id: int
     step_id: int = Field(ge=0)
+    # the job's run the step belongs to (its restarts; each run numbers its steps from
+    # 0): None from an agent before it was sent, whose step ids never repeat in a job
+    attempt: int | None = Field(default=None, ge=0)
     rank: int = Field(ge=0)
     rss_bytes: int = Field(ge=0, le=INT64_MAX)
     max_rss_bytes: int = Field(ge=0, le=INT64_MAX)  # the most of the samples so far
@@ -170,6 +176,9 @@ class StepOutput(WireModel):
 
     job_id: int
     step_id: int = Field(ge=0)
+    # the job's run the step belongs to (its restarts; each run numbers its steps from
+    # 0): None from an agent before it was sent, whose step ids never repeat in a job
+    attempt: int | None = Field(default=None, ge=0)
     rank: int = Field(ge=0)
     stream: Literal["stdout", "stderr"]
     offset: int = Field(ge=0)
@@ -183,6 +192,9 @@ class StepBadExit(WireModel):
 
     job_id: int
     step_id: int = Field(ge=0)
+    # the job's run the step belongs to (its restarts; each run numbers its steps from
+    # 0): None from an agent before it was sent, whose step ids never repeat in a job
+    attempt: int | None = Field(default=None, ge=0)
     rank: int = Field(ge=0)
     exit_code: int = Field(ge=-127, le=255)
 
@@ -192,6 +204,9 @@ class StepEnd(WireModel):
 
     job_id: int
     step_id: int = Field(ge=0)
+    # the job's run the step belongs to (its restarts; each run numbers its steps from
+    # 0): None from an agent before it was sent, whose step ids never repeat in a job
+    attempt: int | None = Field(default=None, ge=0)
     exit_code: int = Field(ge=0, le=255)  # the highest task's; 128+N for a signal N
     # the signal N that ended the task of ``exit_code`` (0: it exited); an older agent
     # sends none, and its 128+N reads as an exit code
@@ -317,7 +332,10 @@ class StepSignal(WireModel):
     # the agent signals srun, which passes the signal on)
     local: bool = False
     srun: str = Field(default="", max_length=64)
-    attempt: int = Field(default=0, ge=0)  # a local step's job's run (its cgroup's name)
+    # the job's run the step belongs to (its restarts: step ids repeat across runs; a
+    # local step's cgroup's name); a server before runs keyed steps sent it for local
+    # steps only, and its step ids never repeat in a job
+    attempt: int = Field(default=0, ge=0)
 
 
 Instruction = Launch | Signal | Cancel | Limit | StepLaunch | StepSignal

@@ -187,6 +187,10 @@ class StepRecord(WireModel):
     """A job step as accounting shows it (``sacct``'s ``JOB.N`` line)."""
 
     step_id: int
+    # the job's run it started in (its restarts then; each run numbers its steps from
+    # 0, as Slurm's); None from a server before it was sent, whose step ids go on across
+    # runs (sacct then places a step by its start)
+    attempt: int | None = None
     name: str
     nodelist: str  # Slurm's compressed form
     ntasks: int

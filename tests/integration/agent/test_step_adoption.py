@@ -96,7 +96,7 @@ def test_step_tasks_outlive_their_agent_and_the_next_one_reports_their_end(
         await asyncio.sleep(0.3)
         assert all(alive(pid) for pid in pids) and not server.ends
         async with agent_running(agent_config, server):
-            assert server.registrations[-1].steps == [RunningStep(job_id=12, step_id=0)]
+            assert server.registrations[-1].steps == [RunningStep(job_id=12, step_id=0, attempt=0)]
             (workdir / "go").touch()
             ends = await wait_for(lambda: server.ends, "the step's end")
             # (two syncs in flight may both carry it: the server takes it once)
@@ -158,7 +158,7 @@ def test_the_step_folder_is_private(agent_config: AgentConfig, workdir: Path) ->
     async def scenario() -> None:
         async with agent_running(agent_config, server):
             server.push(a_step(workdir, "exec sleep 600"))  # type: ignore[arg-type]
-            folder = agent_config.state_dir / "steps" / "12.0"
+            folder = agent_config.state_dir / "steps" / "12.0.0"  # job, run, step
             await wait_for((folder / "tasks").exists, "the tasks to start")
             assert os.stat(folder).st_mode & 0o777 == 0o700
             server.push(StepSignal(job_id=12, step_id=0, signal=signal.SIGKILL))  # type: ignore[arg-type]

@@ -44,7 +44,7 @@ def test_a_requeued_jobs_first_run_is_its_own_record(
     assert [line.split("|")[:3] for line in plain] == [
         [str(job_id), plain[0].split("|")[1], "0:0"],
         [f"{job_id}.batch", "CANCELLED", "0:15"],
-        [f"{job_id}.1", "COMPLETED", "0:0"],  # its own step only
+        [f"{job_id}.0", "COMPLETED", "0:0"],  # its own step only, numbered from 0 again
     ]
     assert plain[0].split("|")[1].startswith("CANCELLED by ")
     done = server.cli("sacct", "-j", str(job_id), "-D", "-n", "-P", "-o", fields)
@@ -53,6 +53,61 @@ def test_a_requeued_jobs_first_run_is_its_own_record(
         f"{job_id}.batch|CANCELLED|0:15|node1",
         f"{job_id}.0|COMPLETED|0:0|node1",
         *plain,
+    ]
+
+
+def test_a_requeued_jobs_next_run_numbers_its_steps_from_0_again(
+    server: LiveServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """`srun -N2 printenv SLURM_STEP_ID; srun -N2 sleep 300` requeued while its step 1
+    runs on both agents: the next run's steps are 0 and 1 again (their tasks say 0), while
+    the first run's step 1 may still be ending on the same nodes; `squeue -s` lists the
+    new run's; sacct shows the latest run's steps, `sacct -D` each run's, as Slurm
+    22.05.8's (docs/slurm-checks.md, "sacct -D: a requeued job's runs")."""
+    body = f"{SRUN} -N2 -l printenv SLURM_STEP_ID\n{SRUN} -N2 sleep 300\n"
+    job_id = submit(server, tmp_path, body, "-N2", "--requeue", "--open-mode=append")
+
+    def sleeping(restarts: int) -> bool:
+        with server.client() as c:
+            job = c.job(job_id)
+        listed = server.cli("squeue", "-s", "-h").stdout.split()
+        return job.restarts == restarts and f"{job_id}.1" in listed
+
+    wait_until(lambda: sleeping(0), 60, message="its first run's step 1")
+    assert server.cli("scontrol", "requeue", str(job_id)).returncode == 0
+    wait_until(lambda: sleeping(1), 60, message="its second run's step 1")
+    assert f"{job_id}.0" not in server.cli("squeue", "-s", "-h").stdout.split()
+    out = (tmp_path / f"slurm-{job_id}.out").read_text()
+    said = sorted(line for line in out.splitlines() if line[:1].isdigit())  # (srun -l)
+    assert said == ["0: 0", "0: 0", "1: 0", "1: 0"], out
+    plain = sacct(server, job_id, "JobID,State")
+    assert plain == [
+        f"{job_id}|RUNNING",
+        f"{job_id}.batch|RUNNING",
+        f"{job_id}.0|COMPLETED",
+        f"{job_id}.1|RUNNING",
+    ]
+    assert server.cli("scancel", str(job_id)).returncode == 0
+    wait_until(lambda: state(server, job_id) == "CANCELLED", 60, message="its end")
+
+    def all_ended() -> list[str]:
+        done = server.cli("sacct", "-j", str(job_id), "-D", "-n", "-P", "-o", "JobID,State")
+        return done.stdout.splitlines()
+
+    wait_until(lambda: "RUNNING" not in " ".join(all_ended()), 30, message="steps ended")
+    lines = [
+        line if "CANCELLED by" not in line else line[: line.index(" by")] for line in all_ended()
+    ]
+    assert lines == [
+        f"{job_id}|REQUEUED",
+        f"{job_id}.batch|CANCELLED",
+        f"{job_id}.0|COMPLETED",
+        f"{job_id}.1|CANCELLED",
+        f"{job_id}|CANCELLED",
+        f"{job_id}.batch|CANCELLED",
+        f"{job_id}.0|COMPLETED",
+        f"{job_id}.1|CANCELLED",
     ]
 
 

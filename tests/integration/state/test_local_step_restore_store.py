@@ -60,13 +60,13 @@ def test_a_local_step_of_a_job_that_ended_meanwhile_ends_at_restore(db_url: str)
                 await cluster.db(cluster.store.keep_running_step, row)
             table = StepTable(cluster)
             assert await table.restore() == 2
-            gone = table.steps[(ended.job_id, 0)]
+            gone = table.steps[(ended.job_id, 0, 0)]
             assert gone.local and (gone.state, gone.exit_code, gone.exit_signal) == (
                 "CANCELLED",
                 143,
                 15,
             )
-            assert table.steps[(running.job_id, 0)].state == "RUNNING"
+            assert table.steps[(running.job_id, 0, 0)].state == "RUNNING"
             (kept,) = await cluster.db(cluster.store.running_steps)
             assert (kept.job_id, kept.local) == (running.job_id, True)
             (recorded,) = await cluster.db(cluster.store.steps_of, [ended.job_id])

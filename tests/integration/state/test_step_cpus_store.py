@@ -54,7 +54,7 @@ def test_steps_hold_the_jobs_cpus_until_their_part_ends(db_url: str) -> None:
 
             restarted = StepTable(cluster)  # a new server: what it finds kept
             assert await restarted.restore() == 3
-            assert restarted.steps[(job_id, local.step_id)].srun == "77:901"  # its srun kept
+            assert restarted.steps[(job_id, 0, local.step_id)].srun == "77:901"  # its srun kept
             with pytest.raises(Conflict):
                 await restarted.create(job_id, ANN, exact, ["b"], {})
             end = StepEnd(job_id=job_id, step_id=whole.step_id, exit_code=0)

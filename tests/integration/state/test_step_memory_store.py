@@ -68,7 +68,7 @@ def test_steps_hold_the_jobs_memory_until_their_part_ends(db_url: str) -> None:
 
             restarted = StepTable(cluster)  # a new server: what it finds kept
             assert await restarted.restore() == 2
-            assert restarted.steps[(job_id, first.step_id)].memory_bytes == 800 * M
+            assert restarted.steps[(job_id, 0, first.step_id)].memory_bytes == 800 * M
             with pytest.raises(Conflict):
                 await restarted.create(job_id, ANN, on_n1(mem_per_node=M), ["b"], {})
             end = StepEnd(job_id=job_id, step_id=first.step_id, exit_code=0)

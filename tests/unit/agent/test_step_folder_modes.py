@@ -62,7 +62,7 @@ def test_the_step_folder_is_private(tmp_path: Path) -> None:
         asyncio.run(scenario())
     finally:
         os.umask(old)
-    folder = steps / "21.0"
+    folder = steps / "21.0.0"  # job 21, its first run, step 0
     assert mode(steps) == 0o700
     assert mode(folder) == 0o700
     assert mode(folder / LAUNCH_FILE) == 0o600

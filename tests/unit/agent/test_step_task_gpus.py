@@ -71,7 +71,7 @@ def add_step(agent: AgentShell, tmp_path: Path, step_id: int, pid: int, gpus: li
     launch.launch.gpu_ids = gpus
     part = _NodeStep(launch, str(tmp_path / f"12.{step_id}"))
     part.tasks = {step_id: (pid, start_ticks(pid))}  # rank = step id: one task each
-    agent.steps._steps[(12, step_id)] = part
+    agent.steps._steps[(12, 0, step_id)] = part  # (job, run, step)
 
 
 def test_one_nvml_read_for_jobs_and_step_tasks_summed_over_each_tree(
@@ -120,11 +120,11 @@ def test_one_nvml_read_for_jobs_and_step_tasks_summed_over_each_tree(
     )
     assert sampler.reads == 2
 
-    ended = agent.steps._steps[(12, 0)]
+    ended = agent.steps._steps[(12, 0, 0)]
     (total,) = _totals(ended)  # what goes with the node's end
     assert total.gpu is not None
     assert (total.gpu.max_mem_bytes, total.gpu.max_util, total.gpu.ave_util) == (6 * GiB, 70, 55.0)
-    (plain_total,) = _totals(agent.steps._steps[(12, 1)])
+    (plain_total,) = _totals(agent.steps._steps[(12, 0, 1)])
     assert plain_total.gpu is None
 
 

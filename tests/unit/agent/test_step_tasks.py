@@ -140,7 +140,7 @@ def test_a_step_stopped_before_its_tasks_start_starts_them_stopped(tmp_path: Pat
         runner = asyncio.ensure_future(tasks.run())
         tasks.launch(step(tmp_path, "sleep 0.2; echo ran; exit 3", [0], step_id=5))
         tasks.signal(StepSignal(job_id=12, step_id=5, signal=signal.SIGSTOP))
-        part = tasks._steps[(12, 5)]
+        part = tasks._steps[(12, 0, 5)]
         for _ in range(500):
             if part.tasks and tree_stopped(part.tasks[0][0]):
                 break
