@@ -149,3 +149,45 @@ def test_will_run_gives_one_start_for_all_components(sched: Scheduler) -> None:
         snap, [make_job(10).het(10, 0, 2).build(), make_job(11).het(10, 1, 2).nodes(5).build()]
     )
     assert isinstance(never, Status) and not never.is_success
+
+
+def test_a_component_that_needs_the_node_an_earlier_one_took_is_placed_first(
+    sched: Scheduler,
+) -> None:
+    """``-c1 : -w n0001 -c2`` on two free 2-CPU nodes: component 0 took n0001 and left
+    component 1 nothing, so the job waited for ever on an idle cluster (found by a
+    session's exploratory testing). Tried again with component 1 first, both start."""
+    snap = (
+        cluster(NOW)
+        .uniform_nodes(2, cpus=2)
+        .pending(
+            make_job(10).het(10, 0, 2).cpus(1),
+            make_job(11).het(10, 1, 2).cpus(2).nodelist("n0001"),
+        )
+        .build()
+    )
+    placed = placed_nodes(sched.schedule(snap))
+    assert placed == {10: ("n0002",), 11: ("n0001",)}
+    backfilled = placed_nodes(with_backfill(mode="easy").schedule(snap))
+    assert backfilled == placed
+    fits = sched.will_run_group(snap, [j for j in snap.pending])
+    assert isinstance(fits, list) and [r.start_time for r in fits] == [NOW, NOW]
+
+
+def test_a_blocked_component_is_named_whatever_order_was_tried(sched: Scheduler) -> None:
+    """Component 1 can never fit (3 nodes of 2): the verdicts name it, not whichever
+    component the retry placed first."""
+    snap = (
+        cluster(NOW)
+        .uniform_nodes(2, cpus=2)
+        .pending(
+            make_job(10).het(10, 0, 3).cpus(1),
+            make_job(11).het(10, 1, 3).cpus(2).nodelist("n0001"),
+            make_job(12).het(10, 2, 3).nodes(3),
+        )
+        .build()
+    )
+    result = sched.run_pass(snap)
+    assert placed_nodes(result.plan) == {}
+    assert result.statuses[12].code.name in ("UNSCHEDULABLE", "UNRESOLVABLE")
+    assert "10+2" in result.statuses[10].message and "10+2" in result.statuses[11].message

@@ -215,17 +215,33 @@ class Framework:
         left placed. Returns the outcomes so far and the index of the component that
         failed (None: all placed; the outcomes then hold every allocation).
 
+        A component that does not fit on what the earlier ones left is tried again
+        first, once per component: an earlier one may have taken the only nodes it can
+        use (``-c1 : -w node1 -c2`` on two free nodes: component 0 on node1 left the
+        second nothing, though node2 would have done for the first). Outcomes and the
+        failed index are in ``jobs``' order whatever order placed them.
+
         ``within`` (backfill) is copied, and each placed component taken out of the
         copy, for the same reason the table is: a window is read-only and shared.
         ``HET_GROUP`` in ``ctx.data`` holds ``jobs`` meanwhile, for plugins that judge
         what the components hold together (licenses)."""
-        window = within.copy() if within is not None else None
         original = ctx.nodes
-        if mode is _TEST_ONLY and window is None:
-            ctx.nodes = original.copy()  # a scratch table the components are taken from
         ctx.data.write(HET_GROUP, tuple(jobs))
+        order = list(range(len(jobs)))
         try:
-            return self._place_group(ctx, jobs, mode, gate, window)
+            for attempt in range(len(jobs)):
+                window = within.copy() if within is not None else None
+                if mode is _TEST_ONLY and window is None:
+                    ctx.nodes = original.copy()  # a scratch table the components are taken from
+                tried, failed = self._place_group(ctx, [jobs[i] for i in order], mode, gate, window)
+                ctx.nodes = original
+                if not failed or attempt == len(jobs) - 1:  # (0: the first tried fails)
+                    break
+                order.insert(0, order.pop(failed))  # the one that failed first next time
+            outcomes = [tried[0]] * len(jobs)  # (only the failed one's is read then)
+            for place, out in zip(order, tried, strict=False):
+                outcomes[place] = out
+            return outcomes, None if failed is None else order[failed]
         finally:
             ctx.data.delete(HET_GROUP)
             ctx.nodes = original
