@@ -1171,8 +1171,13 @@ class Cluster:
         from hal.state import agents
 
         async with self._lock:
-            jobs = self.resolve(ident)
-            self.authorise(jobs, caller)
+            found = self.resolve(ident)
+            self.authorise(found, caller)
+            # nothing of an ended job changes, whatever the key (Slurm 22.05.8 refuses
+            # each with "Job has already finished"); an array's ended tasks are left
+            jobs = [j for j in found if not j.state.is_terminal]
+            if not jobs:
+                raise Conflict(f"Job has already finished for job {found[0].display_id}")
             now = self.clock.now()
             changed: list[Job] = []
             held: set[int] = set()  # by ``Priority=0``

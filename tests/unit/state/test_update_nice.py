@@ -11,6 +11,7 @@ import asyncio
 import pytest
 
 from hal.core.errors import Conflict, InvalidRequest, PermissionDenied
+from hal.core.states import JobState
 from hal.state.cluster import Caller, Cluster
 from hal.testing import make_job
 from hal.testing.mirror import store
@@ -75,3 +76,28 @@ def test_an_administrators_priority_clears_the_nice(cluster: Cluster) -> None:
     asyncio.run(cluster.set_hold("1", root, False))
     (fixed,) = asyncio.run(cluster.update("1", root, priority=777))
     assert (fixed.priority, fixed.spec.nice) == (777, 0)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"nice": -5},
+        {"nice": 5},
+        {"priority": 5},
+        {"priority": 0},
+        {"name": "x"},
+        {"comment": "c"},
+        {"requeue": False},
+        {"partition": "debug"},
+        {"time_limit_seconds": 300},
+    ],
+)
+def test_nothing_of_an_ended_job_changes(cluster: Cluster, change: dict[str, object]) -> None:
+    """Slurm 22.05.8 refuses every update of an ended job with "Job has already finished
+    for job N" (its peer, session 44); HAL took Nice=, Priority=, JobName=, Comment= and
+    Requeue= silently, and said other things for Partition= and TimeLimit=."""
+    store(cluster, make_job(2).priority(1000).state(JobState.CANCELLED).build())
+    with pytest.raises(Conflict, match=r"^Job has already finished for job 2$"):
+        asyncio.run(cluster.update("2", Caller("root", admin=True), **change))
+    job = cluster.jobs[2]
+    assert (job.spec.nice, job.priority, job.spec.name) == (0, 1000, make_job(2).build().spec.name)
