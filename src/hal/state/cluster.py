@@ -934,6 +934,14 @@ class Cluster:
                 f"asked for, the partition has {len(nodes)}{typed}",
                 field=where + "nodes",
             )
+        unknown = sorted(set(spec.constraint) - {f for n in nodes for f in n.features})
+        if unknown:  # (Slurm's words; a size message would hide the reason)
+            known = sorted({f for n in nodes for f in n.features})
+            raise InvalidRequest(
+                f"Invalid feature specification: no node of the partition has "
+                f"{', '.join(unknown)} (its nodes' features: {', '.join(known) or 'none'})",
+                field=where + "constraint",
+            )
 
         def fitting(count: int) -> int:
             return sum(
