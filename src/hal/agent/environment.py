@@ -77,8 +77,9 @@ def job_environment(
         "TMPDIR": "/tmp",
     }
     if launch.memory_bytes:
-        local["SLURM_MEM_PER_NODE"] = str(launch.memory_bytes // MiB)
         local["HAL_MEM_PER_NODE"] = str(launch.memory_bytes // MiB)
+    if launch.memory_bytes and launch.mem_per_node_variable:
+        local["SLURM_MEM_PER_NODE"] = str(launch.memory_bytes // MiB)
     if launch.attempt:
         local["SLURM_RESTART_COUNT"] = str(launch.attempt)
     if launch.uid is not None:

@@ -98,6 +98,9 @@ def to_spec(
     ]
     if len(mems) > 1:
         raise bad("--mem, --mem-per-cpu and --mem-per-gpu are mutually exclusive", "memory")
+    # 0 of any of them is all of each node's memory (Slurm 22.05.8's --mem=0,
+    # --mem-per-cpu=0, --mem-per-gpu=0), kept one way: memory_per_node_bytes=0
+    whole_memory = mems == [0]
     nodes_min, nodes_max = req.nodes_min, req.nodes_max or req.nodes_min
     if nodes_max < nodes_min:
         raise bad(f"nodes max {nodes_max} is below min {nodes_min}", "nodes")
@@ -165,9 +168,9 @@ def to_spec(
         ntasks=ntasks,
         ntasks_per_node=req.ntasks_per_node,
         cpus_per_task=req.cpus_per_task,
-        memory_per_node_bytes=req.memory_per_node_bytes,
-        memory_per_cpu_bytes=req.memory_per_cpu_bytes,
-        memory_per_gpu_bytes=req.memory_per_gpu_bytes,
+        memory_per_node_bytes=0 if whole_memory else req.memory_per_node_bytes,
+        memory_per_cpu_bytes=None if whole_memory else req.memory_per_cpu_bytes,
+        memory_per_gpu_bytes=None if whole_memory else req.memory_per_gpu_bytes,
         gpus_per_node=req.gpus_per_node,
         gpus_total=req.gpus,
         gpus_per_task=req.gpus_per_task,

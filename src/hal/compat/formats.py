@@ -163,7 +163,8 @@ def parse_long_names(
     letters). Each item is Slurm's ``type[:[.][size][suffix]]``: ``.`` right-aligns, no
     size is ``default_width``, and any text after the size (``|``, a space) is printed
     after the column, as is. Empty items (``a,,b``, an empty ``-O``) are nothing, as
-    Slurm's ``strtok`` skips them. A name not in ``fields`` (a blank one too) is added to
+    Slurm's ``strtok`` skips them. A name not in ``fields`` (a blank one, and one with
+    spaces around it: ``'jobid, name'`` has `` name``) is added to
     ``unknown`` as written and dropped, its width with it, only its suffix printed, as
     Slurm 22.05.8's squeue and sinfo drop it (``format_add_invalid``) after saying
     ``Invalid job format specification: NAME``."""
@@ -172,7 +173,7 @@ def parse_long_names(
         if not item:
             continue
         name, _, size = item.partition(":")
-        key = fields.get(name.strip().lower()) if name.strip() else None
+        key = fields.get(name.lower())  # (as written: Slurm knows no ' name')
         right = size.startswith(".")
         rest = size[1:] if right else size
         suffix = rest.lstrip("0123456789")

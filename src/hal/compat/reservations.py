@@ -8,7 +8,13 @@ import re
 
 from hal.compat.formats import duration_long, timestamp
 from hal.core.errors import InvalidRequest
-from hal.core.slurm_syntax import compress_hostlist, expand_hostlist, parse_begin, parse_time_limit
+from hal.core.slurm_syntax import (
+    compress_hostlist,
+    expand_hostlist,
+    parse_begin,
+    parse_time_limit,
+    whole_minutes,
+)
 from hal.wire.reservations import ReservationCreate, ReservationInfo, ReservationUpdate
 
 KEYS = (
@@ -63,7 +69,7 @@ def parse_words(words: list[str], now: float) -> dict[str, object]:
         elif dest in ("start", "end"):
             fields[dest + "_time"] = parse_begin(value, now, field=key)
         elif dest == "duration":
-            seconds = parse_time_limit(value, field="Duration", unlimited=False)
+            seconds = whole_minutes(parse_time_limit(value, field="Duration", unlimited=False))
             if seconds <= 0:
                 raise InvalidRequest("Duration must be a positive time, e.g. Duration=2:00:00")
             fields["duration_seconds"] = float(seconds)

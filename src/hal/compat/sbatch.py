@@ -23,6 +23,7 @@ from pathlib import Path
 from hal.compat.exports import EXPORT_VARIABLE, export_environment
 from hal.compat.options import RESOURCE_OPTIONS, Arg, Opt, OptionError, Parsed, parse_options
 from hal.compat.srun_output import parse_open_mode
+from hal.compat.time_limits import command_time_limit
 from hal.core.data import parse_data_keys
 from hal.core.errors import InvalidRequest, UnsupportedOption
 from hal.core.mail import check_mail_user, parse_mail_type
@@ -39,7 +40,6 @@ from hal.core.slurm_syntax import (
     parse_nodes,
     parse_signal,
     parse_switches,
-    parse_time_limit,
     parse_topology,
 )
 from hal.wire.submit import JobSubmit, check
@@ -643,7 +643,7 @@ def _build_job(
             raise InvalidRequest("--partition needs a partition name", field="partition")
         fields["partition"] = ",".join(names)
     _resources(settings, fields, [] if warnings is None else warnings)
-    _scheduling(settings, fields, now)
+    _scheduling(settings, fields, now, environ)
     try:
         job = JobSubmit(**fields)  # type: ignore[arg-type]
         check(job)  # the server's range checks (e.g. -c 0), before anything is sent
@@ -691,10 +691,10 @@ def _resources(
         mem = text(dest)
         if mem is not None:
             size = parse_memory(mem, field=dest.replace("_", "-"))
-            if size == 0 and dest == "mem_per_gpu":
-                raise InvalidRequest(f"--{dest.replace('_', '-')} must be more than 0", field=dest)
-            if size == 0:  # --mem-per-cpu=0 is --mem=0, all of each node's memory, as
-                target = "memory_per_node_bytes"  # Slurm 22.05.8 takes it: MinMemoryNode=0
+            if size == 0:  # --mem-per-cpu=0 and --mem-per-gpu=0 are --mem=0, all of each
+                # node's memory, as Slurm 22.05.8 takes them: MinMemoryNode=0, TRES mem=
+                # the node's (--mem-per-gpu=0 with --gpus=1 too)
+                target = "memory_per_node_bytes"
             fields[target] = size
     gpu_types: set[str] = set()
     gres = text("gres")
@@ -745,17 +745,19 @@ def nodes_for_tasks(ntasks: int, low: int, high: int) -> tuple[int, int, str]:
     return ntasks, ntasks, warning
 
 
-def _scheduling(settings: dict[str, Setting], fields: dict[str, object], now: float) -> None:
+def _scheduling(
+    settings: dict[str, Setting], fields: dict[str, object], now: float, environ: Mapping[str, str]
+) -> None:
     def text(dest: str) -> str | None:
         entry = settings.get(dest)
         return entry[0] if entry else None
 
     limit = text("time")
     if limit is not None:
-        fields["time_limit_seconds"] = parse_time_limit(limit)
+        fields["time_limit_seconds"] = command_time_limit(limit, environ)
     time_min = text("time_min")
     if time_min is not None:
-        fields["time_min_seconds"] = _time_min(time_min, fields.get("time_limit_seconds"))
+        fields["time_min_seconds"] = _time_min(time_min, fields.get("time_limit_seconds"), environ)
     # array, dependency and signal travel as text (the server parses them with the same
     # functions); checking the syntax here gives the error before any network round trip.
     array = text("array")
@@ -837,10 +839,10 @@ def _scheduling(settings: dict[str, Setting], fields: dict[str, object], now: fl
         fields["nice"] = int(nice)
 
 
-def _time_min(text: str, limit: object) -> int:
+def _time_min(text: str, limit: object, environ: Mapping[str, str]) -> int:
     """``--time-min`` in seconds (0: none), no longer than ``--time`` when that is given
     (without one, the server compares it with the limit the partition gives)."""
-    seconds = parse_time_limit(text, field="time-min", unlimited=False)
+    seconds = command_time_limit(text, environ, field="time-min", unlimited=False)
     if seconds and isinstance(limit, int) and limit and seconds > limit:
         raise InvalidRequest(
             f"Invalid time-min specification (exceeds job's time or other limits): "

@@ -43,6 +43,7 @@ from hal.compat.scontrol_top import top
 from hal.compat.scontrol_write import write
 from hal.compat.seam import Console
 from hal.compat.squeue_steps import show_step
+from hal.compat.time_limits import command_time_limit
 from hal.compat.version import VERSION_LINE
 from hal.core.errors import HalError, InvalidRequest, NotFound, UnsupportedOption
 from hal.core.mail import check_mail_user, parse_mail_type
@@ -53,7 +54,6 @@ from hal.core.slurm_syntax import (
     parse_dependency,
     parse_memory,
     parse_nodes,
-    parse_time_limit,
 )
 from hal.wire.jobs import JobInfo, JobUpdate
 from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo, TopologyInfo, kept_warning
@@ -538,11 +538,18 @@ def _update(args: list[str], console: Console) -> int:
             job_id = value
         elif key == "timelimit" and value.startswith(("+", "-")):
             sign = 1 if value[0] == "+" else -1
-            relative = (sign, parse_time_limit(value[1:], field="TimeLimit", unlimited=False))
+            moved = command_time_limit(
+                value[1:], console.environ, field="TimeLimit", unlimited=False
+            )
+            relative = (sign, moved)
         elif key == "timelimit":
-            changes["time_limit_seconds"] = parse_time_limit(value, field="TimeLimit")
+            changes["time_limit_seconds"] = command_time_limit(
+                value, console.environ, field="TimeLimit"
+            )
         elif key == "timemin":
-            changes["time_min_seconds"] = parse_time_limit(value, field="TimeMin", unlimited=False)
+            changes["time_min_seconds"] = command_time_limit(
+                value, console.environ, field="TimeMin", unlimited=False
+            )
         elif key in ("priority", "nice"):
             if not re.match(r"^-?\d+$", value):
                 raise InvalidRequest(f"{m.group(1)} needs an integer, got {value!r}")

@@ -340,22 +340,18 @@ def _layout(
     ``-R``, ``-l``; and the lines for stderr about the fields sinfo does not know, as
     Slurm 22.05.8 prints them: a ``-o`` letter prints as the text it was given (``%Q``,
     ``Invalid node format specification: Q``), a ``-O`` name is dropped, only its suffix
-    printed (``sinfo: error: Invalid job format specification: Bogus``, Slurm's "job");
-    an empty ``-O`` has no columns (an empty line for the title and each row, rc 0, as
-    Slurm's). A ``ValueError`` says what is wrong with a format (an empty ``-o``)."""
-    formats = [
-        (dest, text or "", spelled) for dest, text, spelled in given if dest in ("format", "Format")
-    ]
+    printed (``sinfo: error: Invalid job format specification: Bogus``, Slurm's "job").
+    As Slurm's, sinfo keeps one format and a mark that ``-O`` came: with a ``-O``
+    anywhere, the last value given is read as a ``-O`` list, an ``-o`` after it too
+    (``-O NodeList -o %N``: ``Invalid job format specification: %N``). An empty ``-o``
+    or ``-O`` has no columns: an empty line for the title and each row, rc 0."""
+    formats = [(dest, text or "") for dest, text, _ in given if dest in ("format", "Format")]
     if formats:
-        dest, text, spelled = formats[-1]
-        if dest == "format" and not text.strip():
-            raise ValueError(
-                f"Format option lacks specification: {spelled} needs fields, e.g. "
-                "-o '%P %t %N' or -O NodeList,StateLong"
-            )
-        if text.strip().lower() == ("all" if dest == "Format" else "%all"):
-            text, dest = ALL_FORMAT, "format"
-        elif dest == "Format":  # an empty one prints an empty line for each, as Slurm's
+        text = formats[-1][1]
+        long_names = any(dest == "Format" for dest, _ in formats)
+        if text.strip().lower() == ("all" if long_names else "%all"):
+            text = ALL_FORMAT
+        elif long_names:
             names: list[str] = []
             layout = parse_long_names(text, LONG_FIELDS, LONG_FIELD_WIDTH, unknown=names)
             return layout, [f"sinfo: error: Invalid job format specification: {n}" for n in names]

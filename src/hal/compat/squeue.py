@@ -145,7 +145,7 @@ def parse_query(argv: list[str]) -> Query | None:
     jobs_flag = False
     fmt: str | None = None
     given: set[str] = set()  # of -o and -O, which came
-    for dest, value, spelled in parsed.values:
+    for dest, value, _ in parsed.values:
         text = value or ""
         if dest in ("help", "usage"):
             return None
@@ -181,10 +181,12 @@ def parse_query(argv: list[str]) -> Query | None:
             query.json = True
         elif dest == "long":
             query.long = True
-            fmt = fmt or LONG_FORMAT
+            fmt = LONG_FORMAT if fmt is None else fmt
         elif dest == "format":
             _one_format(given, dest)
-            fmt = ALL_FORMAT if text == "%all" else _format_text(text, spelled)
+            # an empty one has no columns: an empty line for the title and each job,
+            # rc 0, as Slurm 22.05.8 prints it (HAL refused it as a likely mistake)
+            fmt = ALL_FORMAT if text == "%all" else text
         elif dest == "Format":
             _one_format(given, dest)
             query.unknown = []  # (the last -O is the one shown)
@@ -220,7 +222,7 @@ def parse_query(argv: list[str]) -> Query | None:
 def _step_query(query: Query, fmt: str | None) -> Query:
     from hal.compat.squeue_steps import STEP_FORMAT, STEP_LETTERS
 
-    query.layout = parse_format(fmt or STEP_FORMAT)
+    query.layout = parse_format(STEP_FORMAT if fmt is None else fmt)
     query.unknown = []  # -O's, unused: HAL lists steps in -o's fields only
     for part in query.layout:
         if isinstance(part, Field) and part.letter not in STEP_LETTERS:
@@ -241,17 +243,6 @@ def _one_format(given: set[str], dest: str) -> None:
         if dest == "Format":
             raise UsageError("-O (--Format) is incompatible with -o (--format)")
         raise UsageError("-o (--format) is incompatible with -O (--Format)")
-
-
-def _format_text(text: str, spelled: str) -> str:
-    """An empty ``-o`` would print a blank line per job: refused, as a mistake (Slurm
-    22.05.8 prints the blank lines; an empty ``-O`` prints them here too, as Slurm's)."""
-    if not text.strip():
-        raise UsageError(
-            f"Format option lacks specification: {spelled} needs fields, e.g. -o '%i %t' "
-            "or -O JobID,State"
-        )
-    return text
 
 
 def _iterate(text: str) -> int:

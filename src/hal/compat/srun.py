@@ -75,6 +75,7 @@ from hal.compat.sbatch import nodes_for_tasks
 from hal.compat.seam import Console
 from hal.compat.srun_inputs import multi_prog_tasks, read_multi_prog, step_job
 from hal.compat.srun_output import OutputRequest, parse_open_mode
+from hal.compat.time_limits import command_time_limit
 from hal.compat.version import VERSION_LINE, asks_version
 from hal.core.distribution import parse_distribution
 from hal.core.errors import HalError, InvalidRequest
@@ -85,7 +86,6 @@ from hal.core.slurm_syntax import (
     parse_gres,
     parse_memory,
     parse_nodes,
-    parse_time_limit,
 )
 from hal.core.steps import StepRequest, step_layout
 
@@ -258,7 +258,7 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
             key, parse = _GPU_OPTIONS[dest]
             gpus[key] = parse(value)[1]
         elif dest == "time":
-            time_limit = parse_time_limit(value)
+            time_limit = command_time_limit(value, env)
         elif dest in _MEMORY_OPTIONS:
             memory[_MEMORY_OPTIONS[dest]] = parse_memory(value, field=dest.replace("_", "-"))
         elif dest in _CHECKS:

@@ -7,7 +7,9 @@ and ``POST /v1/jobs`` on the server reject the same input with the same words.
 
 Deliberate differences from Slurm, each documented at its parser:
 
-- ``parse_time_limit`` keeps seconds exact; Slurm rounds a limit up to whole minutes.
+- ``parse_time_limit`` keeps seconds exact, for HAL's own API and config; the
+  Slurm-compatible commands round what it returns up to whole minutes
+  (``whole_minutes``), as Slurm keeps every job, step and reservation time.
 - ``parse_dependency`` takes plain integer job ids only (no ``123_4``, no ``after:1+5``).
 - ``parse_gres`` knows only the ``gpu`` gres.
 
@@ -69,8 +71,9 @@ def parse_time_limit(text: str, *, field: str = "time", unlimited: bool = True) 
 
     Accepts ``M``, ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M``, ``D-H:M:S`` and
     ``0``/``UNLIMITED``/``infinite``. Slurm's resolution is one minute and it rounds seconds
-    up (``--time=0:30`` becomes 1:00); HAL keeps the seconds exact because its timers are
-    finer and short test jobs benefit. Fields are not range-checked, as in Slurm
+    up (``--time=0:30`` becomes 1:00): the Slurm-compatible commands pass what this returns
+    through ``whole_minutes``; HAL's own API and config keep the seconds, as HAL's timers
+    are finer and short test jobs benefit. Fields are not range-checked, as in Slurm
     (``90`` and ``0:90:00`` both mean 90 minutes).
 
     ``unlimited=False`` is for a duration that must end (a reservation, a wait): the
@@ -102,6 +105,15 @@ def parse_time_limit(text: str, *, field: str = "time", unlimited: bool = True) 
     else:  # H:M:S
         hours, minutes, seconds = nums
     return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+
+
+def whole_minutes(seconds: int) -> int:
+    """``seconds`` rounded up to a whole minute, as Slurm 22.05.8 keeps a time limit
+    (``time_str2mins``): ``sbatch -t 5:30`` is ``TimeLimit=00:06:00``, ``-t 0:0:1`` and
+    ``-t 0:59`` are ``00:01:00``; so are ``--time-min``, ``srun -t``, ``scontrol update
+    TimeLimit=``/``TimeMin=`` (``TimeLimit=+0:30`` adds a minute) and a reservation's
+    ``Duration=``. 0 (no limit) stays 0."""
+    return -(-seconds // 60) * 60
 
 
 # -- memory -------------------------------------------------------------------------------

@@ -173,6 +173,7 @@ def build_launch(job: Job, cluster_name: str, het: Sequence[Job] = ()) -> Launch
         open_mode=spec.open_mode,
         time_limit_seconds=job.time_limit_s,
         memory_bytes=first.memory_bytes,
+        mem_per_node_variable=bool(spec.memory_per_node_bytes),
         cpus=first.cpus,
         gpu_ids=list(job.allocation.gpu_ids[0]) if job.allocation.gpu_ids else [],
         nodes=list(job.allocation.nodes),

@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any
 
 from hal.client import HalClient
+from hal.compat.time_limits import EXACT_SECONDS_VARIABLE
 
 
 def free_port() -> int:
@@ -174,7 +175,15 @@ class LiveServer:
         return HalClient(self.url, token or self.token)
 
     def env(self) -> dict[str, str]:
-        return {**os.environ, "HAL_URL": self.url, "HAL_TOKEN": self.token}
+        """The commands' environment. ``HAL_EXACT_TIME_LIMITS=1``: ``-t 0:03`` is 3 s, not
+        Slurm's whole minute (``hal.compat.time_limits``), so a test waits out a limit in
+        seconds; a test of the rounding drops it."""
+        return {
+            **os.environ,
+            "HAL_URL": self.url,
+            "HAL_TOKEN": self.token,
+            EXACT_SECONDS_VARIABLE: "1",
+        }
 
     def cli(
         self,

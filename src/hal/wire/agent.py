@@ -237,6 +237,9 @@ class Launch(WireModel):
     open_mode: str = ""  # "append": keep what earlier runs wrote; else truncate (Slurm's)
     time_limit_seconds: int  # 0 = unlimited
     memory_bytes: int  # on this node; 0 = not limited
+    # SLURM_MEM_PER_NODE=memory_bytes in the job's environment: only where it asked
+    # --mem=N above 0, as Slurm 22.05.8 (not --mem=0, --mem-per-cpu, --mem-per-gpu)
+    mem_per_node_variable: bool = True
     cpus: int  # on this node
     gpu_ids: list[int] = Field(default_factory=list)  # on this node
     nodes: list[str]  # all nodes of the job, rank order

@@ -64,8 +64,10 @@ class JobSubmit:
     ntasks_per_node: Annotated[int | None, Ge(1), Le(100_000)] = None
     cpus_per_task: Annotated[int, Ge(1), Le(100_000)] = 1
     memory_per_node_bytes: Annotated[int | None, Ge(0)] = None
-    memory_per_cpu_bytes: Annotated[int | None, Ge(1)] = None
-    memory_per_gpu_bytes: Annotated[int | None, Ge(1)] = None
+    # 0 per CPU or per GPU: all of each node's memory, as memory_per_node_bytes=0 (the
+    # server stores it so), as Slurm takes --mem-per-cpu=0 and --mem-per-gpu=0
+    memory_per_cpu_bytes: Annotated[int | None, Ge(0)] = None
+    memory_per_gpu_bytes: Annotated[int | None, Ge(0)] = None
     gpus_per_node: Annotated[int, Ge(0), Le(1024)] = 0
     gpus: Annotated[int, Ge(0), Le(1_000_000)] = 0
     gpus_per_task: Annotated[int, Ge(0), Le(1024)] = 0

@@ -433,7 +433,6 @@ def test_unsupported_options_are_errors(argv: list[str], script: str, message: s
         (["--gres=gpu:a100:1", "--gpus=h100:2"], SCRIPT, "GPU types disagree"),
         (["-c", "0"], SCRIPT, "positive integer"),
         (["-n", "x"], SCRIPT, "positive integer"),
-        (["--mem-per-gpu=0"], SCRIPT, "more than 0"),
         (["--mem=1G", "--mem-per-cpu=0"], SCRIPT, "mutually exclusive"),
         (["--kill-on-invalid-dep=maybe"], SCRIPT, "yes or no"),
         (["-C", "a|b"], SCRIPT, "all be present"),
@@ -465,6 +464,9 @@ def test_cli_memory_option_resets_script_one() -> None:
         (["--mem-per-cpu", "0K", "-n2"], SCRIPT, {}),
         ([], "#!/bin/sh\n#SBATCH --mem-per-cpu=0\ntrue\n", {}),
         ([], SCRIPT, {"SBATCH_MEM_PER_CPU": "0"}),
+        # the same of --mem-per-gpu=0 (session 44: TRES mem=<the node's>; HAL refused it)
+        (["--mem-per-gpu=0", "--gpus=1"], SCRIPT, {}),
+        ([], SCRIPT, {"SBATCH_MEM_PER_GPU": "0"}),
     ],
 )
 def test_mem_per_cpu_zero_is_all_of_the_nodes_memory(
@@ -475,7 +477,7 @@ def test_mem_per_cpu_zero_is_all_of_the_nodes_memory(
     (session 43; HAL refused it)."""
     job = parse(*argv, script=script, environ={"PATH": "/bin", **environ}).job
     assert job.memory_per_node_bytes == 0
-    assert job.memory_per_cpu_bytes is None
+    assert job.memory_per_cpu_bytes is None and job.memory_per_gpu_bytes is None
 
 
 @pytest.mark.parametrize(

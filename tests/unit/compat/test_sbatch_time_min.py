@@ -22,7 +22,7 @@ def submitted(*argv: str, env: dict[str, str] | None = None, script: str = "") -
 
 @pytest.mark.parametrize(
     ("value", "seconds"),
-    [("30", 1800), ("1:30:00", 5400), ("1-0", 86400), ("45:30", 2730), ("0", 0)],
+    [("30", 1800), ("1:30:00", 5400), ("1-0", 86400), ("45:30", 2760), ("0", 0)],
 )
 def test_time_min_takes_the_formats_of_time(value: str, seconds: int) -> None:
     assert submitted(f"--time-min={value}", "-t", "2-0").time_min_seconds == seconds

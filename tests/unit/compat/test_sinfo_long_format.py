@@ -86,12 +86,18 @@ def test_free_memory_and_load_are_ranges_over_a_group_unless_exact() -> None:
     assert call(cluster(), "sinfo", "-h", "-p", "spare", "-o", "%e %O").lines == ["N/A N/A"]
 
 
-def test_the_last_format_given_wins() -> None:
+def test_the_last_format_given_wins_read_as_a_long_list_after_one() -> None:
+    """Slurm 22.05.8 reads an ``-o`` after a ``-O`` as a ``-O`` list (session 44:
+    test_long_format_mixes.py); HAL printed ``n3``."""
     client = cluster()
     assert call(client, "sinfo", "-h", "-p", "spare", "-o", "%N", "-O", "StateLong:6").lines == [
         "idle  "
     ]
-    assert call(client, "sinfo", "-h", "-p", "spare", "-O", "StateLong", "-o", "%N").lines == ["n3"]
+    after = call(client, "sinfo", "-h", "-p", "spare", "-O", "StateLong", "-o", "%N")
+    assert (after.lines, after.err) == (
+        [""],
+        "sinfo: error: Invalid job format specification: %N\n",
+    )
 
 
 def test_unknown_long_names_are_dropped_with_slurms_warning() -> None:

@@ -246,7 +246,7 @@ def test_bad_step_memory_is_refused(argv: list[str], message: str) -> None:
 
 
 def test_a_steps_own_time_limit_is_read() -> None:
-    assert parse_command(["-t", "0:30", "true"], {}).request.time_limit_s == 30
+    assert parse_command(["-t", "0:30", "true"], {}).request.time_limit_s == 60  # (1:00)
     assert parse_command(["--time=2", "true"], {}).request.time_limit_s == 120
     assert parse_command(["true"], {}).request.time_limit_s == 0
     with pytest.raises(InvalidRequest, match="time"):
