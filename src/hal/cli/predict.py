@@ -36,7 +36,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument(
         "--last",
         type=int,
-        default=SERVER_HISTORY,
+        default=None,
         metavar="N",
         help=f"without --trace: the last N runs of the server's history (default {SERVER_HISTORY})",
     )
@@ -175,10 +175,15 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         raise InvalidRequest(
             "--first-jobs cuts a trace: give it with --trace (--last N for the server's history)"
         )
-    if ns.last < 1:
-        raise InvalidRequest(f"--last takes a number of runs (1 or more), not {ns.last}")
+    if ns.last is not None and ns.trace:
+        raise InvalidRequest(
+            "--last counts the server's history: cut a --trace with --first-jobs K instead"
+        )
+    last = SERVER_HISTORY if ns.last is None else ns.last
+    if last < 1:
+        raise InvalidRequest(f"--last takes a number of runs (1 or more), not {last}")
     predictors = [_make(n) for n in names]
-    history = _trace_history(ns.trace, ns.first_jobs) if ns.trace else _server_history(ns.last)
+    history = _trace_history(ns.trace, ns.first_jobs) if ns.trace else _server_history(last)
     results = [evaluate(history, p) for p in predictors]
     if ns.json:
         print(json.dumps({"jobs": len(history), "predictors": results}, indent=2))

@@ -19,6 +19,7 @@ from hal.core.errors import InvalidRequest
 from hal.core.job import Job, JobSpec
 from hal.core.states import JobState
 from hal.scheduler.plugins import default_profile
+from hal.sim.traces import traces_dir
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobSubmit
 
@@ -143,6 +144,11 @@ def test_hal_predict_eval_replays_the_servers_history(server: LiveServer) -> Non
     cut = server.cli("predict", "eval", "--first-jobs", "10")
     assert cut.returncode == 2 and cut.stdout == ""
     assert "--first-jobs cuts a trace: give it with --trace" in cut.stderr
+    # --last with --trace was ignored silently (found by exploratory testing)
+    trace = str(traces_dir() / "SDSC-SP2-1998-4.2-cln.swf.gz")
+    both = server.cli("predict", "eval", "--trace", trace, "--last", "5")
+    assert both.returncode == 2 and both.stdout == ""
+    assert "--last counts the server's history: cut a --trace with --first-jobs" in both.stderr
 
 
 def test_hal_predict_eval_reads_the_last_runs_a_page_at_a_time(server: LiveServer) -> None:
