@@ -57,10 +57,10 @@ def test_a_step_the_server_no_longer_knows_is_ended_at_registration(
         async with agent_running(agent_config, channel):
             channel.push(step)  # type: ignore[arg-type]
             await wait_for(lambda: b"up" in channel.printed, "the step's task to start")
-            channel.kill_steps = [RunningStep(job_id=12, step_id=0)]
+            channel.kill_steps = [RunningStep(job_id=12, step_id=0, attempt=0)]
             channel.forget_node = True  # the server restarted: it registers again
             await wait_for(lambda: len(channel.registrations) >= 2, "a second registration")
-            assert channel.registrations[1].steps == [RunningStep(job_id=12, step_id=0)]
+            assert channel.registrations[1].steps == [RunningStep(job_id=12, step_id=0, attempt=0)]
             ended = await wait_for(lambda: channel.ends, "the step's end")
             assert [(e.job_id, e.step_id, e.exit_code) for e in ended] == [(12, 0, 143)]
 
