@@ -40,7 +40,7 @@ def priority_info(p: JobPriority) -> JobPriorityInfo:
         qos=job.spec.qos or DEFAULT_QOS,
         priority=p.priority,
         fixed=job.priority_fixed,
-        nice=job.spec.nice,
+        nice=f.nice,  # the one its priority was calculated with
         weighted=FactorValues(
             site=w.site,
             age=w.age,
@@ -155,6 +155,25 @@ def _diagnose(
     return diagnose(framework, ctx, job)
 
 
+def _priority(
+    service: PriorityService | None, job: Job
+) -> tuple[JobPriority | None, ShareRow | None]:
+    """A pending job's priority factors and the fair-share row its factor came from,
+    both from its last priority calculation, so that they agree with each other and add
+    up to the priority the queue uses; other jobs (and a pending one whose association
+    the calculation did not know) get their row as ``sshare`` shows it now. Reads only."""
+    if service is None:
+        return None, None
+    prio: JobPriority | None = None
+    if service.enabled and job.state is JobState.PENDING:
+        prio = service.calculated(job)
+    if prio is not None and prio.share is not None:
+        return prio, prio.share
+    account, user = service.assoc(job)
+    now = {(r.account, r.user): r for r in service.shares()}
+    return prio, now.get((account, user))
+
+
 async def explain(ctx: ServerContext, priority: PriorityService | None, ident: str) -> ExplainInfo:
     cluster = ctx.cluster
     job = cluster.resolve(ident)[0]
@@ -184,12 +203,7 @@ async def explain(ctx: ServerContext, priority: PriorityService | None, ident: s
         if job.expected_start is None and not diag.stopped_at_pre_filter:
             found = await loop.run_in_executor(None, scheduler.will_run, snap, job)
             earliest = getattr(found, "start_time", None)
-    prio = priority.evaluate(job) if priority is not None and priority.enabled else None
-    share: ShareRow | None = None
-    if priority is not None:
-        account, user = priority.assoc(job)
-        priority.shares()
-        share = priority.standing.row(account, user)
+    prio, share = _priority(priority, job)
     blocking = ""
     if diag is not None and not diag.status.is_success:
         blocking = diag.status.plugin

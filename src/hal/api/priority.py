@@ -15,7 +15,11 @@ pass only sorts by ``job.priority``. The service
   standing and the priority of every pending job (age grows, usage decays).
 
 Priorities live in the mirror only (like pending reasons): they are recomputed from the
-same inputs after a restart. A job whose priority an administrator set
+same inputs after a restart. Each calculation keeps the factors it used (Slurm's
+``job_ptr->prio_factors``), and ``sprio`` and ``hal explain`` show those, not fresh ones:
+between two calculations age grows and usage moves, and factors computed at the read
+would no longer add up to the priority the queue is ordered by. Reads (``pending``,
+``calculated``, ``shares``) change nothing. A job whose priority an administrator set
 (``priority_fixed``) keeps it. Without ``[priority]`` in the config, priorities are left
 as given at submit (basic); usage and ``sshare`` work either way. The fair-share factor is
 Slurm's classic one or fair tree's rank, as ``[priority] fairshare_algorithm`` says.
@@ -27,7 +31,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hal.core.job import Job
 from hal.core.priority import PriorityPolicy
@@ -55,18 +59,23 @@ HISTORY_PAGE = 5_000
 @dataclass(frozen=True, slots=True)
 class JobPriority:
     """One pending job's priority and where it comes from (a line of ``sprio``, the
-    factors of ``hal explain``)."""
+    factors of ``hal explain``): the factors of the calculation that gave the job its
+    priority, and the fair-share row its factor was read from (None: an association
+    the standing did not have yet, factor 1)."""
 
     job: Job
     account: str
     factors: Factors
     weighted: Weighted
+    share: ShareRow | None = None
 
     @property
     def priority(self) -> int:
-        """What the queue is sorted by: the job's own number (an administrator's, or
-        the last calculation's), not a fresh sum; 0 while the job is held."""
-        return self.job.shown_priority
+        """What the queue is sorted by: an administrator's number, else the sum of these
+        factors, which the calculation stored as ``job.priority``; 0 while held."""
+        if self.job.priority_fixed:
+            return self.job.shown_priority
+        return 0 if self.job.held else self.weighted.priority
 
 
 class PriorityService:
@@ -74,7 +83,9 @@ class PriorityService:
         self.cluster = cluster
         self.ledger = UsageLedger(policy.decay_half_life_s)
         self.configure(policy)
-        self.standing: Standing = self.tree.standing({})
+        self.standing: Standing = self.tree.standing({})  # of the last calculation
+        # pending job id → the calculation that gave it its priority (Slurm's prio_factors)
+        self._calculated: dict[int, JobPriority] = {}
         self._running: dict[int, tuple[Assoc, float, float]] = {}  # id → (assoc, rate, start)
         self._paused: set[int] = set()  # suspended jobs charged up to their suspension
         cluster.on_jobs_changed(self._on_jobs)
@@ -158,39 +169,47 @@ class PriorityService:
         """Fresh fair-share standing; fresh priorities for every pending job."""
         now = self.cluster.clock.now()
         pending = [j for j in self.cluster.unfinished.values() if j.state is JobState.PENDING]
-        self.standing = self.tree.standing(self.usage(now), {self.assoc(j) for j in pending})
+        self.standing = self._standing(now, pending)
+        self._calculated = {}  # the jobs no longer pending drop out
         if self.enabled:
             self._assign(pending, now)
+
+    def _standing(self, now: float, pending: Iterable[Job]) -> Standing:
+        return self.tree.standing(self.usage(now), {self.assoc(j) for j in pending})
 
     def _cluster_size(self) -> tuple[int, int]:
         nodes = self.cluster.nodes.values()
         return len(nodes), sum(n.resources.cpus for n in nodes)
 
     def evaluate(self, job: Job, now: float | None = None) -> JobPriority:
-        """The factors of ``job`` now, with the current fair-share standing."""
+        """The factors ``job`` would get from a calculation at ``now`` (default: the
+        clock) with the last calculation's fair-share standing. Stores nothing."""
         when = self.cluster.clock.now() if now is None else now
+        return self._evaluate(job, when, self._cluster_size())
+
+    def _evaluate(self, job: Job, now: float, size: tuple[int, int]) -> JobPriority:
         account, user = self.assoc(job)
-        factors = self.calculator.factors(
-            job, when, self.standing.factor(account, user), self._cluster_size()
-        )
-        return JobPriority(job, account, factors, self.calculator.weigh(factors))
+        fairshare = self.standing.factor(account, user)
+        factors = self.calculator.factors(job, now, fairshare, size)
+        share = self.standing.row(account, user)
+        return JobPriority(job, account, factors, self.calculator.weigh(factors), share)
 
     def _assign(self, jobs: Iterable[Job], now: float) -> None:
+        """Calculate ``jobs``' priorities: store each one's factors, and its priority
+        as the job's unless an administrator set it (then the factors are only what
+        REST shows with ``fixed``)."""
         mirror, unfinished = self.cluster.jobs, self.cluster.unfinished
         size = self._cluster_size()
         for job in jobs:
             current = mirror.get(job.id)
             if current is None or current.state is not JobState.PENDING:
                 continue
-            if current.priority_fixed:
-                continue
-            account, user = self.assoc(current)
-            factors = self.calculator.factors(
-                current, now, self.standing.factor(account, user), size
-            )
-            value = self.calculator.weigh(factors).priority
-            if value != current.priority:
-                mirror[job.id] = unfinished[job.id] = current.evolve(priority=value)
+            found = self._evaluate(current, now, size)
+            value = found.weighted.priority
+            if not current.priority_fixed and value != current.priority:
+                current = current.evolve(priority=value)
+                mirror[job.id] = unfinished[job.id] = current
+            self._calculated[job.id] = replace(found, job=current)
 
     # -- bookkeeping ----------------------------------------------------------------------
     def _track(self, job: Job, since: float | None = None) -> None:
@@ -220,10 +239,13 @@ class PriorityService:
                     self._paused.add(job.id)
                 continue
             if job.state.is_active:
+                self._calculated.pop(job.id, None)  # started: out of the queue
                 self._track(job, since=now if job.id in self._paused else None)
                 self._paused.discard(job.id)
                 continue
             self._paused.discard(job.id)
+            if job.state is not JobState.PENDING:
+                self._calculated.pop(job.id, None)
             charged = self._running.pop(job.id, None)
             if charged is not None:
                 assoc, rate, start = charged
@@ -233,15 +255,31 @@ class PriorityService:
             if job.state is JobState.PENDING:
                 pending.append(job)
         if pending and self.enabled:
+            if any(self.standing.row(*self.assoc(j)) is None for j in pending):
+                # an association the standing lacks (a user's first job): one with it,
+                # so that its factor and the row ``hal explain`` shows are the same
+                waiting = (
+                    j for j in self.cluster.unfinished.values() if j.state is JobState.PENDING
+                )
+                self.standing = self._standing(now, waiting)
             self._assign(pending, now)
 
-    # -- views ----------------------------------------------------------------------------
+    # -- views (read only) ---------------------------------------------------------------
+    def calculated(self, job: Job) -> JobPriority:
+        """The factors ``job``'s priority was last calculated from (at submit or an
+        update of the job, else the last ``calc_period``), with the job as it is now:
+        they add up to its priority, as Slurm's sprio shows ``prio_factors``. A job not
+        calculated yet (none that is pending should be) gets factors as of now."""
+        found = self._calculated.get(job.id)
+        if found is None:
+            return self.evaluate(job)
+        return replace(found, job=job)
+
     def pending(self, keep: Callable[[Job], bool] | None = None) -> list[JobPriority]:
-        """The pending jobs' priorities, by id; ``keep``: only the jobs it accepts (the
-        filter runs first, so asking for one job does not evaluate the whole queue).
-        Only eligible jobs are listed, as by Slurm's sprio (checked with 22.05.8,
-        docs/slurm-checks.md): one held ("0 means the job is held": no priority to break
-        down until ``scontrol release``), one whose begin time (``--begin``,
+        """The pending jobs' priorities (``calculated``), by id; ``keep``: only the jobs
+        it accepts. Only eligible jobs are listed, as by Slurm's sprio (checked with
+        22.05.8, docs/slurm-checks.md): one held ("0 means the job is held": no priority
+        to break down until ``scontrol release``), one whose begin time (``--begin``,
         ``StartTime=``) is still ahead and one whose dependency is not met (EligibleTime
         Unknown) are left out."""
         now = self.cluster.clock.now()
@@ -254,11 +292,12 @@ class PriorityService:
             and eligible <= now
             and (keep is None or keep(j))
         ]
-        return [self.evaluate(j, now) for j in sorted(jobs, key=lambda j: j.id)]
+        return [self.calculated(j) for j in sorted(jobs, key=lambda j: j.id)]
 
     def shares(self) -> tuple[ShareRow, ...]:
-        """The fair-share standing as of now (recomputed: usage moves continuously)."""
+        """The fair-share standing as of now (usage moves continuously). Computed for
+        the answer only: the standing priorities are calculated with changes only at the
+        next calculation, so an ``sshare`` never changes what ``sprio`` shows."""
         now = self.cluster.clock.now()
         pending = [j for j in self.cluster.unfinished.values() if j.state is JobState.PENDING]
-        self.standing = self.tree.standing(self.usage(now), {self.assoc(j) for j in pending})
-        return self.standing.rows
+        return self._standing(now, pending).rows
