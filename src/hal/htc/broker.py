@@ -48,6 +48,12 @@ POOL_INTERVAL_S = 0.25
 RECORD_INTERVAL_S = 5.0
 ENDED_RETENTION_S = 600.0  # ended sessions stay reattachable (unacked results) this long
 CANCELLED_KEPT = 4096  # worker jobs remembered as cancelled before they connected
+# A session whose client went away without detaching (killed, crashed, its host gone) is
+# ended after this long with no client. Clients do not reconnect by themselves: a person
+# or a supervisor restarts the program and it reattaches by id (``HtcClient.attach``),
+# which takes minutes, not seconds; a vanished host is itself found only after about a
+# minute of TCP keepalive (``protocol.KEEPALIVE_*``). Until then its workers hold CPUs.
+CLIENT_GRACE_S = 300.0
 
 
 class Peer(asyncio.Protocol):
@@ -107,6 +113,7 @@ class Broker:
         wall: Callable[[], float] = time.time,
         pool_size: int = 0,
         journal_dir: str = "",
+        client_grace: float = CLIENT_GRACE_S,
     ) -> None:
         self.address = address  # HOST:PORT workers and clients connect to
         self.control_key = control_key
@@ -116,6 +123,7 @@ class Broker:
         self.wall = wall
         self.pool_size = pool_size  # workers in all; 0 = the cluster's CPU count
         self.journal_dir = journal_dir  # where recoverable sessions keep journals ("": none)
+        self.client_grace = client_grace  # seconds a session waits for a lost client's return
         self.sessions: dict[str, Session] = {}
         self.policy = ReleasePolicy()
         self.control = ControlOps(self)
@@ -214,8 +222,11 @@ class Broker:
             self.mark(session)
         elif kind == p.CANCEL and session is not None and peer.role == "client":
             peer.send([p.CANCEL, self.withdraw(session, message[1])])
+        elif kind == p.CANCEL_SESSION and session is not None and peer.role == "client":
+            self.end(session, "CANCELLED", str(message[1]) or "cancelled by its client")
         elif kind == p.DETACH and session is not None and peer.role == "client":
             session.client = None
+            session.detached = True  # on purpose: it runs on without a client (no reaping)
             peer.session, peer.detached = None, session
             peer.send([p.DETACHED])
         elif kind == p.CONTROL:
@@ -230,6 +241,7 @@ class Broker:
             return
         if peer.role == "client" and session.client is peer:
             session.client = None
+            session.clientless_since = self.clock()  # reaped after the grace (``reap``)
         if worker is not None and worker.conn is peer:
             self.worker_gone(session, worker)
 
@@ -268,6 +280,7 @@ class Broker:
         peer.role = "client"
         peer.session = session
         session.client = peer
+        session.clientless_since = None
         # Results gathered this loop turn are in neither count until the turn's flush,
         # which sends them to this client: count them, or it stops waiting too early.
         outstanding = session.book.unfinished + session.unacked_results + len(session.outbox) // 3
@@ -280,6 +293,8 @@ class Broker:
                     "reason": session.reason,
                     "next_task_id": session.next_task_id,
                     "outstanding": outstanding,
+                    # the client detaches rather than cancels when its block raises
+                    "survives_client": session.survives_client,
                 },
             ]
         )
@@ -452,6 +467,10 @@ class Broker:
             return
         session.state, session.reason, session.ended = state, reason, self.wall()
         self.totals.sessions_ended[state.lower()] += 1
+        # A worker reads STOP only between task frames: one running a long task would
+        # hold its CPUs until the task ends, for a result nobody wants. Its job is
+        # cancelled (the idle ones stop cleanly).
+        busy = [w.job_id for w in session.workers.values() if session.book.load(w.job_id)]
         if state != "DONE":
             session.book.cancel()
         if session.journal is not None:
@@ -460,6 +479,9 @@ class Broker:
         session.flush()
         for worker in list(session.workers.values()):
             self.release(session, worker)
+        for job_id in busy:
+            if job_id > 0:  # (a worker started by hand is not a job)
+                self._cancel_job(job_id)
         if session.client is not None:
             session.client.send([p.ENDED, state, reason])
         self.persist(session)
@@ -525,10 +547,29 @@ class Broker:
         now = self.clock()
         for session in list(self.sessions.values()):
             session.decay_rate(now)
+            self.reap(session, now)
             if session.live:
                 self.persist(session)
             elif session.ended is not None and self.wall() - session.ended > ENDED_RETENTION_S:
                 del self.sessions[session.id]
+
+    def reap(self, session: Session, now: float) -> None:
+        """End ``session`` LOST if it has had no client for ``client_grace`` and is not
+        meant to survive one (``Session.survives_client``): nobody will read its results,
+        and its workers would hold their CPUs for ever. Called every few seconds
+        (``housekeeping``), so it ends up to ``RECORD_INTERVAL_S`` after the grace."""
+        since = session.clientless_since
+        if since is None or session.client is not None or session.survives_client:
+            return
+        if now - since < self.client_grace or not session.live:
+            return
+        self.end(
+            session,
+            "LOST",
+            f"no client for {self.client_grace:.0f} s: its client went away without "
+            "detach() and none reattached (detach() or journal=True keeps a session "
+            "running without a client)",
+        )
 
     async def pool_round(self) -> None:
         now = self.clock()

@@ -70,6 +70,7 @@ class ControlOps:
             book=TaskBook(retries=options.retries, max_worker_deaths=options.max_worker_deaths),
         )
         session.last_activity = b.clock()
+        session.clientless_since = b.clock()  # its client connects next (or is reaped)
         if options.journal:
             if not b.journal_dir:
                 raise ControlError(

@@ -5,7 +5,9 @@ Configuration comes from the environment the control plane sets:
 ``HAL_HTC_BIND`` (default 127.0.0.1), ``HAL_HTC_ADVERTISE`` (the host workers and clients
 dial; default the bind address), ``HAL_HTC_PORT`` (default 0: any free port) and
 ``HAL_HTC_POOL_SIZE`` (workers in all; default the cluster's CPUs) and
-``HAL_HTC_JOURNAL_DIR`` (journals of recoverable sessions; none: ``journal=True`` refused).
+``HAL_HTC_JOURNAL_DIR`` (journals of recoverable sessions; none: ``journal=True`` refused)
+and ``HAL_HTC_CLIENT_GRACE`` (seconds a session whose client went away without detaching
+waits for a reattach before it ends LOST; default ``broker.CLIENT_GRACE_S``).
 Journaled sessions an earlier broker left open are reopened at start; the others are
 marked LOST.
 
@@ -22,7 +24,7 @@ import os
 import signal
 import sys
 
-from hal.htc.broker import Broker, Peer
+from hal.htc.broker import CLIENT_GRACE_S, Broker, Peer
 from hal.htc.controlplane import HttpControlPlane
 from hal.htc.records import SessionRecords
 
@@ -42,6 +44,7 @@ async def serve() -> None:
         records=records,
         pool_size=int(env.get("HAL_HTC_POOL_SIZE", "0")),
         journal_dir=env.get("HAL_HTC_JOURNAL_DIR", ""),
+        client_grace=client_grace(env.get("HAL_HTC_CLIENT_GRACE", "")),
     )
     recovered = broker.recover()
     if records is not None:
@@ -74,6 +77,21 @@ async def serve() -> None:
         broker.close()
         if records is not None:
             records.close()
+
+
+def client_grace(text: str) -> float:
+    """``HAL_HTC_CLIENT_GRACE``; a bad value stops the start with a message the control
+    plane shows (its first line of output), not a traceback it cannot."""
+    if not text:
+        return CLIENT_GRACE_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:  # (NaN too); inf: such sessions are never ended
+        print(f"HAL_HTC_CLIENT_GRACE={text!r}: give seconds, 0 or more, or inf", flush=True)
+        sys.exit(2)
+    return seconds
 
 
 def main() -> int:

@@ -7,8 +7,10 @@
         for fut in htc.as_completed(s.submit_many([(1,), (2,)])):
             print(fut.task_id, fut.result())
 
-Sessions outlive the client: ``s.detach()`` (or a crash) leaves the session running, and
-``HtcClient().attach(session_id).results()`` collects what it produced meanwhile.
+Sessions can outlive the client: ``s.detach()`` leaves the session running (a crash, for
+the broker's grace, 300 s by default), and ``HtcClient().attach(session_id).results()``
+collects what it produced meanwhile. An exception out of the ``with`` block cancels the
+session, unless it was opened with ``journal=True`` or detached once: then it detaches.
 
 Two channels: REST (through the control plane) opens, attaches, lists and cancels
 sessions; tasks and results go over one TCP connection straight to the broker. A

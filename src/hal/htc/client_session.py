@@ -26,6 +26,7 @@ from hal.htc.rest import SessionTicket
 
 CONNECT_TIMEOUT_S = 30.0
 CANCEL_TIMEOUT_S = 30.0  # a future's cancel() waits this long for the broker's answer
+LEAVE_TIMEOUT_S = 10.0  # cancel() and detach() wait this long for the broker's answer
 WAIT_SLICE_S = 0.5  # how often a blocked consumer re-checks whether the session ended
 DEFAULT_WINDOW = 65_536  # tasks a map keeps in flight: bounds memory on both sides
 DEFAULT_CHUNK = 2_048  # tasks per SUBMIT frame
@@ -67,6 +68,9 @@ class Session:
             self._stopped = "closed"
         self._next_id = int(welcome["next_task_id"])
         self.outstanding_at_attach = int(welcome.get("outstanding", 0))
+        # recoverable (journal=True) or detached on purpose once: leaving the block
+        # through an exception detaches it rather than cancel it
+        self.survives_client = bool(welcome.get("survives_client", False))
         sock.settimeout(None)
         self._reader = threading.Thread(
             target=self._read_loop, args=(early,), name=f"htc-{self.id}", daemon=True
@@ -83,9 +87,23 @@ class Session:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        """Normal exit: ``close()`` (wait for the tasks, DONE). An exception (Ctrl-C, a
+        bug in the block): nobody will read the results, so the session is cancelled and
+        its workers freed, unless it is meant to survive its client (``journal=True``,
+        or detached before): then it is detached, to be reattached by id. It used to be
+        left OPEN with no client, its workers holding their CPUs for ever."""
         if exc_type is None:
             self.close()
-        else:
+            return
+        try:
+            if self._ended is None and self._stopped in ("", "closed"):
+                if self.survives_client:
+                    self.detach()
+                else:
+                    self.cancel(f"its client left the session's block with {exc_type.__name__}")
+        except (Unavailable, OSError):
+            pass  # the broker ends a session whose client is gone (after its grace)
+        finally:
             self.disconnect()
 
     # -- submitting -------------------------------------------------------------------
@@ -216,12 +234,26 @@ class Session:
         self.disconnect()
         return self._ended[0] if self._ended else "DONE"
 
+    def cancel(self, reason: str = "") -> str:
+        """End the session now (CANCELLED, with ``reason``): queued tasks are dropped,
+        open futures raise ``SessionEnded`` and the workers are released, as with
+        ``HtcClient.cancel(id)``. Returns the final state (the last one known if the
+        broker did not answer within ``LEAVE_TIMEOUT_S``)."""
+        self._stopped = "closed"
+        if self._ended is None:
+            self._send([p.CANCEL_SESSION, reason])
+            self._ended_event.wait(LEAVE_TIMEOUT_S)
+        state = self._ended[0] if self._ended is not None else self.state
+        self.disconnect()
+        return state
+
     def detach(self) -> None:
-        """Leave the session running (reattach by id later)."""
+        """Leave the session running (reattach by id later). From here on it runs with
+        no client for as long as it has work, also after a later client's crash."""
         self._stopped = self._stopped or "detached"
         if self._ended is None:
             self._send([p.DETACH])
-            self._detached.wait(10)
+            self._detached.wait(LEAVE_TIMEOUT_S)
         self.disconnect()
 
     def disconnect(self) -> None:

@@ -12,6 +12,7 @@ arguments and results are msgpack values (numbers, strings, bytes, lists, dicts)
     client -> broker   HELLO_CLIENT [sid, secret]     SUBMIT [flat id,payload]
                        COMMON [bytes]   ACK [seq]      CLOSE []   DETACH []
                        CANCEL [ids]  (withdraw tasks no worker holds yet)
+                       CANCEL_SESSION [reason]  (end it CANCELLED: the client gives up)
     broker -> client   WELCOME [info]   RESULTS [seq, flat id,status,payload]
                        ENDED [state, reason]   DETACHED []   ERROR [message]
                        CANCEL [ids]  (the answer: those withdrawn; they never run)
@@ -91,6 +92,7 @@ DETACH = 16
 DETACHED = 17
 ERROR = 18
 CANCEL = 19
+CANCEL_SESSION = 20
 
 # Task outcomes (the status item of a result).
 OK = 0  # payload: the packed return value

@@ -59,6 +59,10 @@ class Session:
     book: TaskBook = field(default_factory=TaskBook)
     common: bytes | None = None
     client: Connection | None = None
+    # since when no client is attached (clock), None while one is: a session whose client
+    # went away without DETACH is ended after the broker's grace (``Broker.reap``)
+    clientless_since: float | None = None
+    detached: bool = False  # a client detached on purpose: it may run with none, for ever
     workers: dict[int, Worker] = field(default_factory=dict)
     target_workers: int = 0
     outbox: list[Any] = field(default_factory=list)  # results gathered this loop turn
@@ -81,6 +85,12 @@ class Session:
     @property
     def live(self) -> bool:
         return self.state in ("OPEN", "CLOSED")
+
+    @property
+    def survives_client(self) -> bool:
+        """Meant to run on without a client: recoverable (journal) or detached on purpose.
+        Any other session ends when its client goes (``Broker.reap``, ``CANCEL_SESSION``)."""
+        return self.options.journal or self.detached
 
     @property
     def paused(self) -> bool:

@@ -508,3 +508,140 @@ def test_a_cancel_withdraws_waiting_tasks_journaled_before_the_answer(tmp_path: 
         broker.close()
 
     asyncio.run(main())
+
+
+class CancelledJobs:
+    """A control plane that keeps the worker jobs the broker asked it to cancel."""
+
+    def __init__(self) -> None:
+        self.cancelled: list[int] = []
+
+    async def sync(self, request: WorkerSync) -> WorkerSyncReply:
+        self.cancelled += request.cancel
+        return WorkerSyncReply(capacity_cpus=4)
+
+    async def close(self) -> None:
+        pass
+
+
+class Clock:
+    """The broker's monotonic clock, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_session_whose_client_went_away_ends_lost_after_the_grace() -> None:
+    """A client killed with SIGKILL sends nothing: its session stayed OPEN for ever and
+    its workers held their CPUs. After ``client_grace`` with no client it ends LOST, the
+    client-less moment counted from the connection's loss; a worker running a task has
+    its job cancelled (it reads STOP only between tasks)."""
+
+    async def main() -> None:
+        clock, plane = Clock(), CancelledJobs()
+        broker = Broker(clock=clock, client_grace=300, control_plane=plane)
+        session = open_session(broker)
+        peer, _ = attach_client(broker, session)
+        broker.on_message(peer, [p.SUBMIT, tasks(1)])
+        worker_transport = ready_worker(broker, session, job_id=5)
+        await turn()
+        clock.now += 1000  # a client attached is never reaped, however long
+        broker.housekeeping()
+        peer.connection_lost(None)
+        clock.now += 299
+        broker.housekeeping()
+        assert session.state == "OPEN"
+        clock.now += 1
+        broker.housekeeping()
+        assert session.state == "LOST" and "no client for 300 s" in session.reason
+        assert worker_transport.kinds()[-1] == p.STOP
+        await broker.pool_round()
+        assert plane.cancelled == [5]
+
+    asyncio.run(main())
+
+
+def test_a_client_that_reattaches_within_the_grace_keeps_its_session() -> None:
+    async def main() -> None:
+        clock = Clock()
+        broker = Broker(clock=clock, client_grace=300)
+        session = open_session(broker)
+        peer, _ = attach_client(broker, session)
+        peer.connection_lost(None)
+        clock.now += 299
+        attach_client(broker, session)
+        clock.now += 1000
+        broker.housekeeping()
+        assert session.state == "OPEN"
+
+    asyncio.run(main())
+
+
+def test_a_session_opened_but_never_connected_to_is_reaped_too() -> None:
+    """The client died between the REST open and its connection to the broker."""
+
+    async def main() -> None:
+        clock = Clock()
+        broker = Broker(clock=clock, client_grace=300, control_key="k")
+        control, transport = connect(broker)
+        options = SessionOptions(service=ServiceSpec(target="m:f")).model_dump()
+        broker.on_message(control, [p.CONTROL, "k", "open", {"user": "ann", "options": options}])
+        session = broker.sessions[transport.sent[0][2]["session"]]
+        clock.now += 300
+        broker.housekeeping()
+        assert session.state == "LOST"
+
+    asyncio.run(main())
+
+
+def test_journaled_and_detached_sessions_run_on_without_a_client(tmp_path: Path) -> None:
+    """Sessions meant to survive their client are never reaped, and say so in WELCOME
+    (their client detaches rather than cancels when its block raises); a detach is for
+    good, also when a later client of the session is killed."""
+
+    async def main() -> None:
+        clock = Clock()
+        broker = Broker(clock=clock, client_grace=300, journal_dir=str(tmp_path))
+        journaled = open_session(broker, journal_dir=str(tmp_path))
+        peer, transport = attach_client(broker, journaled)
+        assert transport.sent[0][1]["survives_client"] is True
+        peer.connection_lost(None)
+        options = SessionOptions(service=ServiceSpec(target="m:f"))
+        plain = Session(id="s2", user="ann", options=options, created=0.0)
+        broker.sessions["s2"] = plain
+        first, transport = attach_client(broker, plain)
+        assert transport.sent[0][1]["survives_client"] is False
+        broker.on_message(first, [p.DETACH])
+        first.connection_lost(None)
+        second, transport = attach_client(broker, plain)
+        assert transport.sent[0][1]["survives_client"] is True
+        second.connection_lost(None)
+        clock.now += 10_000
+        broker.housekeeping()
+        assert journaled.state == plain.state == "OPEN"
+        assert journaled.journal is not None
+        journaled.journal.remove()
+
+    asyncio.run(main())
+
+
+def test_a_client_that_gives_up_cancels_its_session_and_is_told() -> None:
+    """``CANCEL_SESSION``: what ``Session.__exit__`` sends when its block raises."""
+
+    async def main() -> None:
+        broker = Broker()
+        session = open_session(broker)
+        peer, transport = attach_client(broker, session)
+        broker.on_message(peer, [p.SUBMIT, tasks(1, 2)])
+        broker.on_message(peer, [p.CANCEL_SESSION, "its client left with KeyboardInterrupt"])
+        assert session.state == "CANCELLED" and session.book.unfinished == 0
+        assert transport.sent[-1] == [
+            p.ENDED,
+            "CANCELLED",
+            "its client left with KeyboardInterrupt",
+        ]
+
+    asyncio.run(main())
