@@ -49,15 +49,7 @@ def build_step_plan(
 ) -> StepPlan:
     run_as = resolve_user(launch, unknown_users_as_agent=unknown_users_as_agent)
     script_path = os.path.join(job_dir, SCRIPT_FILE)
-    fields = FilenameFields(
-        job_id=launch.job_id,
-        name=launch.name,
-        user=launch.user,
-        node=node,
-        node_index=launch.node_index,
-        array_job_id=launch.array_job_id,
-        array_task_id=launch.array_task_id,
-    )
+    fields = filename_fields(launch, node)
     stdout, stderr = output_paths(
         launch.stdout,
         launch.stderr,
@@ -101,20 +93,23 @@ def task_inputs(step: StepLaunch, node: str) -> tuple[str, ...]:
     directory; () when the tasks read none."""
     if not step.input:
         return ()
-    job = step.launch
-    fields = FilenameFields(
-        job_id=step.job_id,
-        name=job.name,
-        user=job.user,
-        node=node,
-        node_index=job.node_index,
-        array_job_id=job.array_job_id,
-        array_task_id=job.array_task_id,
-        step=step.step_id,
-    )
+    fields = replace(filename_fields(step.launch, node), step=step.step_id)
     return tuple(
-        os.path.join(job.workdir, expand_filename(step.input, replace(fields, task=rank)))
+        os.path.join(step.launch.workdir, expand_filename(step.input, replace(fields, task=rank)))
         for rank in step.ranks
+    )
+
+
+def filename_fields(launch: Launch, node: str) -> FilenameFields:
+    """The job's file-name letters on ``node`` (a batch script's: no step, task 0)."""
+    return FilenameFields(
+        job_id=launch.job_id,
+        name=launch.name,
+        user=launch.user,
+        node=node,
+        node_index=launch.node_index,
+        array_job_id=launch.array_job_id,
+        array_task_id=launch.array_task_id,
     )
 
 

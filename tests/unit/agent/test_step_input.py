@@ -5,68 +5,32 @@ the user may not read is refused as it would be to the user's own ``cat``."""
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from test_step_tasks import step
+from test_stepkeeper_start_failure import UNUSED_UID, folder  # noqa: F401  (a fixture)
 
 from hal.agent.isolation import Isolation
 from hal.agent.plan import task_inputs
 from hal.agent.stepkeeper import KeeperPlan, _keep, read_codes
 from hal.core.steps import EXEC_FAILED
-from hal.wire.agent import Launch, StepLaunch
-
-UNUSED_UID = 54_321
+from hal.wire.agent import StepLaunch
 
 
-def launch(workdir: str, pattern: str) -> StepLaunch:
-    job = Launch(
-        job_id=12,
-        attempt=0,
-        name="j",
-        user="ana",
-        script="",
-        workdir=workdir,
-        environment={},
-        stdout="",
-        stderr=None,
-        time_limit_seconds=0,
-        memory_bytes=0,
-        cpus=2,
-        nodes=["a1", "a2"],
-        node_index=1,
-    )
-    return StepLaunch(
-        job_id=12,
-        step_id=5,
-        launch=job,
-        argv=["cat"],
-        ranks=[2, 3],
-        step_node_index=0,
-        input=pattern,
-    )
+def launch(workdir: Path, pattern: str) -> StepLaunch:
+    return step(workdir, "cat", [2, 3], step_id=5).model_copy(update={"input": pattern})
 
 
-def test_each_tasks_file_is_its_pattern_expanded_on_its_node() -> None:
-    made = task_inputs(launch("/w", "in.%t.%N.%n.%s.%j.%x"), "a2.example")
-    assert made == ("/w/in.2.a2.1.5.12.j", "/w/in.3.a2.1.5.12.j")
-    assert task_inputs(launch("/w", "/abs/%2t"), "a2") == ("/abs/02", "/abs/03")
-    assert task_inputs(launch("/w", ""), "a2") == ()
-
-
-@pytest.fixture
-def folder() -> Iterator[Path]:
-    # outside pytest's root-only tmp directory, open to the tasks' unprivileged user
-    made = Path(tempfile.mkdtemp(prefix="hal-input-"))
-    made.chmod(0o777)
-    yield made
-    shutil.rmtree(made, ignore_errors=True)
+def test_each_tasks_file_is_its_pattern_expanded_on_its_node(tmp_path: Path) -> None:
+    made = task_inputs(launch(tmp_path, "in.%t.%N.%n.%s.%j.%x"), "a2.example")
+    assert made == (f"{tmp_path}/in.2.a2.1.5.12.j", f"{tmp_path}/in.3.a2.1.5.12.j")
+    assert task_inputs(launch(tmp_path, "/abs/%2t"), "a2") == ("/abs/02", "/abs/03")
+    assert task_inputs(launch(tmp_path, ""), "a2") == ()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the tasks as another uid")
-def test_the_task_opens_its_file_as_its_user(folder: Path) -> None:
+def test_the_task_opens_its_file_as_its_user(folder: Path) -> None:  # noqa: F811
     (folder / "open.txt").write_text("for all\n")
     (folder / "open.txt").chmod(0o644)
     (folder / "secret.txt").write_text("root's\n")
