@@ -123,6 +123,7 @@ from hal.wire.agent import (
     JobUsage,
     Launch,
     Limit,
+    StepInput,
     StepLaunch,
     StepSignal,
     StepTaskUsage,
@@ -607,6 +608,7 @@ class AgentShell:
             step_usage=step_usage or [],
             step_ends=steps.ends,
             step_bad_exits=steps.bad_exits,
+            step_input_fed=steps.input_fed,
             gpu_problems=self._gpu_problems,
         )
         return request, steps
@@ -629,6 +631,8 @@ class AgentShell:
                 self._feed(LimitRequested(instruction, now))
             elif isinstance(instruction, StepLaunch):
                 self.steps.launch(instruction)  # steps live beside the machine (steps.py)
+            elif isinstance(instruction, StepInput):
+                self.steps.input(instruction)  # srun's stdin for the step's tasks here
             elif isinstance(instruction, StepSignal):
                 self.steps.signal(instruction)
             else:

@@ -7,7 +7,9 @@ for a step, the keeper is for a step's tasks on one node (ADR 0012)::
                               │ waits for "go" (the launcher has recorded its pid)
                               ├──fork──▶ task per rank: setsid, join the step's cgroup,
                               │          setgroups/setgid/setuid, umask, chdir,
-                              │          stdout/stderr → out.<rank>/err.<rank>, execvpe
+                              │          stdout/stderr → out.<rank>/err.<rank>,
+                              │          stdin: /dev/null, -i FILE, or a pipe, execvpe
+                              ├──fork──▶ feeder (srun's relayed stdin: input → pipes)
                               │ (stops each at once while the job is suspended)
                               │ writes ``tasks`` (rank pid start-ticks), says "T"
                               │ waits for each task (exact status, its rusage; a line
@@ -43,6 +45,7 @@ from hal.agent.cpus import bind
 from hal.agent.isolation import Isolation
 from hal.agent.prctl import PR_SET_CHILD_SUBREAPER, prctl
 from hal.agent.procfs import descendants, processes_of
+from hal.agent.step_input import feed
 from hal.agent.supervisor import (
     GO,
     SUPERVISOR_IGNORES,
@@ -89,6 +92,9 @@ class KeeperPlan:
     cpu_ids: tuple[int, ...] = ()  # the job's host CPUs on this node (hal.agent.cpus)
     # srun -i FILE: each rank's stdin file, in ``ranks``' order (): /dev/null for all)
     rank_input: tuple[str, ...] = ()
+    # the ranks that read srun's own stdin, relayed (``step_input``): a pipe the keeper's
+    # feeder fills from the folder's input file
+    relayed: tuple[int, ...] = ()
 
     def to_json(self) -> str:
         return json.dumps({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
@@ -102,6 +108,7 @@ class KeeperPlan:
         data["rank_env"] = tuple(data.get("rank_env", ()))
         data["cpu_ids"] = tuple(data.get("cpu_ids", ()))
         data["rank_input"] = tuple(data.get("rank_input", ()))
+        data["relayed"] = tuple(data.get("relayed", ()))
         if data["groups"] is not None:
             data["groups"] = tuple(data["groups"])
         return cls(**data)
@@ -228,8 +235,10 @@ def _keep(plan: KeeperPlan, isolation: Isolation, started_w: int) -> int:
     # what a task inherits of ours at its fork: our peak, at most (``own_max_rss``)
     inherited = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     lines = []
+    pipes = {rank: os.pipe2(os.O_CLOEXEC) for rank in plan.relayed if rank in plan.ranks}
     for local, rank in enumerate(plan.ranks):
-        pid = _start_task(plan, isolation, rank, local)
+        stdin = pipes[rank][0] if rank in pipes else -1
+        pid = _start_task(plan, isolation, rank, local, stdin)
         if pid:
             running[pid] = rank
         else:
@@ -238,6 +247,7 @@ def _keep(plan: KeeperPlan, isolation: Isolation, started_w: int) -> int:
         ticks = (start_ticks(pid) or 0) if pid else 0  # (an exited task: a zombie yet)
         lines.append(f"{rank} {pid} {ticks}\n")
     write_atomic(plan.folder, TASKS_FILE, "".join(lines))
+    _start_feeder(plan.folder, pipes)
     with contextlib.suppress(OSError):  # the agent may be gone; the file is the truth
         os.write(started_w, STARTED)
     os.close(started_w)
@@ -265,7 +275,29 @@ def _keep(plan: KeeperPlan, isolation: Isolation, started_w: int) -> int:
     return 0
 
 
-def _start_task(plan: KeeperPlan, isolation: Isolation, rank: int, local: int) -> int:
+def _start_feeder(folder: str, pipes: dict[int, tuple[int, int]]) -> None:
+    """Fork the feeder of the relayed tasks' stdin pipes (``step_input.feed``), which
+    alone keeps their write ends: a task sees EOF once the feeder closes its pipe (or
+    dies with the tasks' other leftovers, ``_end_orphans``); the feeder keeps no read
+    end, so a task that ends makes its writes fail instead of fill."""
+    if not pipes:
+        return
+    try:
+        pid = os.fork()
+    except OSError:
+        pid = -1  # (no feeder: the tasks read EOF at once)
+    if pid == 0:  # pragma: no cover - the feeder
+        for read_end, _ in pipes.values():
+            os.close(read_end)
+        feed(folder, {rank: write_end for rank, (_, write_end) in pipes.items()})
+    for read_end, write_end in pipes.values():
+        os.close(read_end)
+        os.close(write_end)
+
+
+def _start_task(
+    plan: KeeperPlan, isolation: Isolation, rank: int, local: int, stdin: int = -1
+) -> int:
     """Start one rank's task; its pid, or 0 when it could not start (the reason is in
     its stderr file, as srun shows it). A task the system refuses (no descriptor or
     process left: ``pipe2``/``fork`` fail) is one that could not start: the keeper goes
@@ -280,7 +312,7 @@ def _start_task(plan: KeeperPlan, isolation: Isolation, rank: int, local: int) -
             env.update(plan.rank_env[local])
         name, value = plan.task_marker(rank).split("=", 1)
         env[name] = value
-        pid, failure = _fork_task(plan, isolation, rank, env, out, err)
+        pid, failure = _fork_task(plan, isolation, rank, env, (out, err, stdin))
     except OSError as error:
         pid, failure = 0, (error.strerror or str(error)).encode()
     try:
@@ -306,9 +338,14 @@ def _start_task(plan: KeeperPlan, isolation: Isolation, rank: int, local: int) -
 
 
 def _fork_task(
-    plan: KeeperPlan, isolation: Isolation, rank: int, env: dict[str, str], out: int, err: int
+    plan: KeeperPlan,
+    isolation: Isolation,
+    rank: int,
+    env: dict[str, str],
+    fds: tuple[int, int, int],  # its stdout, its stderr, its stdin pipe (-1: none)
 ) -> tuple[int, bytes]:
     """Fork the task: its pid, and why its exec failed (b"": it runs)."""
+    out, err, stdin = fds
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
     try:
         pid = os.fork()
@@ -318,7 +355,7 @@ def _fork_task(
         raise
     if pid == 0:  # pragma: no cover - the task, until exec
         os.close(err_r)
-        _exec_task(plan, isolation, rank, env, (out, err, err_w))
+        _exec_task(plan, isolation, rank, env, (out, err, err_w, stdin))
     os.close(err_w)
     failure = b""
     try:
@@ -347,9 +384,10 @@ def _exec_task(
     isolation: Isolation,
     rank: int,
     env: dict[str, str],
-    fds: tuple[int, int, int],  # its stdout, its stderr, the pipe for an exec failure
+    # its stdout, its stderr, the pipe for an exec failure, its relayed stdin (-1: none)
+    fds: tuple[int, int, int, int],
 ) -> NoReturn:
-    out, err, err_w = fds
+    out, err, err_w, stdin = fds
     argv = plan.command(rank)
     try:
         os.setsid()  # its own session and group: signalled and killed as one
@@ -364,7 +402,7 @@ def _exec_task(
         if plan.umask >= 0:
             os.umask(plan.umask)
         os.chdir(plan.workdir)
-        os.dup2(_open_input(plan.stdin(rank)), 0)  # as the task's user
+        os.dup2(stdin if stdin >= 0 else _open_input(plan.stdin(rank)), 0)  # as its user
         os.dup2(out, 1)
         os.dup2(err, 2)
         for signum in SUPERVISOR_IGNORES:

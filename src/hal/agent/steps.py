@@ -65,6 +65,7 @@ from hal.agent.isolation import Isolation, signal_procs
 from hal.agent.launcher import LaunchReply, StepLauncher
 from hal.agent.plan import LaunchError, job_umask, resolve_user, task_inputs
 from hal.agent.procfs import Usage, open_pidfd, processes_of, tree_rss_bytes
+from hal.agent.step_input import end_input, read_fed, write_input
 from hal.agent.stepkeeper import (
     KEEPER_PLAN,
     STOPPED_FILE,
@@ -93,6 +94,8 @@ from hal.wire.agent import (
     RunningStep,
     StepBadExit,
     StepEnd,
+    StepInput,
+    StepInputFed,
     StepLaunch,
     StepOutput,
     StepSignal,
@@ -186,6 +189,10 @@ class _NodeStep:
     # rank → its GPU samples' tally (a step given GPUs here, on a node NVML answers)
     gpu: dict[int, GpuTally] = field(default_factory=dict)
     totals: list[TaskTotals] = field(default_factory=list)  # what each used, once ended
+    # srun's relayed stdin: rank → how far its task got (``step_input.read_fed``; -1: it
+    # takes no more) as last read, and as the server has it (a sync was answered)
+    fed: dict[int, int] = field(default_factory=dict)
+    fed_sent: dict[int, int] = field(default_factory=dict)
     woken: asyncio.Event = field(default_factory=asyncio.Event)
 
     def write(self, rank: int, stream: str, data: bytes) -> None:
@@ -241,6 +248,8 @@ class Outgoing:
     ends: list[StepEnd]
     upto: dict[tuple[Key, int, str], int]  # (step, rank, stream) → end offset
     bad_exits: list[StepBadExit] = field(default_factory=list)  # srun -K's failures
+    fed: dict[tuple[Key, int], int] = field(default_factory=dict)  # (step, rank) → told
+    input_fed: list[StepInputFed] = field(default_factory=list)  # ``fed``, as sent
 
 
 class StepTasks:
@@ -403,6 +412,23 @@ class StepTasks:
                 loop.call_later(request.kill_wait_seconds, self._signal, step, signal.SIGKILL)
             self._signal(step, request.signal)
 
+    def input(self, request: StepInput) -> None:
+        """srun's stdin for the tasks here that read it: into the step folder's input
+        file, which the keeper's feeder copies into their pipes (``step_input``)."""
+        step = self._steps.get((request.job_id, request.attempt, request.step_id))
+        if step is None or not step.launch.relay_ranks or step.exit_code is not None:
+            return  # (its tasks ended: what they did not read goes nowhere)
+        data = base64.b64decode(request.data_b64)
+        try:
+            _make_folder(step.folder)  # (the launch in the same reply: not started yet)
+            have = write_input(step.folder, request.offset, data)
+            if request.lost:
+                end_input(step.folder)
+            elif request.eof and have >= request.offset + len(data):
+                end_input(step.folder, request.offset + len(data))
+        except OSError as err:  # (the agent's disk: the server sends it again)
+            log.warning("step input of %s: %s", step.folder, err)
+
     def _signalled(self, request: StepSignal) -> list[_NodeStep]:
         """The parts ``request`` names: the job's step of its run (every step of the
         job: ``step_id`` None). A server from before it sent the run for local steps
@@ -557,6 +583,7 @@ class StepTasks:
             umask=umask,
             cpu_ids=cpu_ids,
             rank_input=task_inputs(launch, self.node),
+            relayed=tuple(r for r in launch.relay_ranks if r in launch.ranks),
         )
         try:
             reply = await self._start_keeper(step, plan, made)
@@ -622,7 +649,7 @@ class StepTasks:
                 gone = not pid or start_ticks(pid) != ticks
                 if not step.tasks:
                     self._found_tasks(step)
-                if self._read_output(step):
+                if self._read_output(step) | self._read_fed(step):
                     self._notify()
                     interval = FOLLOW_MIN_SECONDS
                 else:
@@ -707,6 +734,15 @@ class StepTasks:
                 got = step.read(rank, stream) or got
         return got
 
+    def _read_fed(self, step: _NodeStep) -> bool:
+        """How far the keeper's feeder got with srun's input; whether it moved."""
+        if not step.launch.relay_ranks:
+            return False
+        fed = read_fed(step.folder)
+        moved = fed != step.fed
+        step.fed = fed
+        return moved
+
     def _release(self, job: tuple[int, int], ending: _NodeStep) -> None:
         """Remove the job's cgroup made here for its steps, and give back the CPUs they
         took, once none of them runs."""
@@ -790,6 +826,7 @@ class StepTasks:
             s.exit_code is not None
             or (s.failed is not None and not s.failed_sent)
             or any(b.data for b in s.streams.values())
+            or (s.exit_code is None and s.fed != s.fed_sent)
             for s in self._steps.values()
         )
 
@@ -800,8 +837,23 @@ class StepTasks:
         ends: list[StepEnd] = []
         bad_exits: list[StepBadExit] = []
         upto: dict[tuple[Key, int, str], int] = {}
+        fed: dict[tuple[Key, int], int] = {}
+        input_fed: list[StepInputFed] = []
         budget = MAX_SYNC_BYTES
         for (job_id, attempt, step_id), step in self._steps.items():
+            for rank, offset in step.fed.items():  # srun's input: how far each task got
+                if step.exit_code is None and step.fed_sent.get(rank) != offset:
+                    fed[((job_id, attempt, step_id), rank)] = offset
+                    input_fed.append(
+                        StepInputFed(
+                            job_id=job_id,
+                            step_id=step_id,
+                            attempt=attempt,
+                            rank=rank,
+                            offset=max(offset, 0),
+                            closed=offset < 0,
+                        )
+                    )
             complete = True
             for (rank, stream), buf in step.streams.items():
                 if not buf.data:
@@ -844,7 +896,7 @@ class StepTasks:
                         tasks=step.totals,
                     )
                 )
-        return Outgoing(output, ends, upto, bad_exits)
+        return Outgoing(output, ends, upto, bad_exits, fed, input_fed)
 
     def delivered(self, sent: Outgoing) -> None:
         """A sync carrying ``sent`` was answered: the server has it."""
@@ -854,6 +906,9 @@ class StepTasks:
             if buf is not None and end > buf.sent:
                 del buf.data[: end - buf.sent]
                 buf.sent = end
+        for (key, rank), offset in sent.fed.items():
+            if (step := self._steps.get(key)) is not None:
+                step.fed_sent[rank] = offset
         for bad in sent.bad_exits:
             step = self._steps.get((bad.job_id, bad.attempt or 0, bad.step_id))
             if step is not None:

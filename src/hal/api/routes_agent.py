@@ -50,8 +50,10 @@ async def register(request: Request, ctx: Ctx, agent: Agent) -> Response:
 async def sync(node: str, request: Request, ctx: Ctx, agent: Agent) -> Response:
     check_agent_node(agent, node)
     body = await read_body(request, AgentSync)
-    if body.step_output or body.step_ends or body.step_bad_exits:
-        await ctx.steps.received(node, body.step_output, body.step_ends, body.step_bad_exits)
+    if body.step_output or body.step_ends or body.step_bad_exits or body.step_input_fed:
+        await ctx.steps.received(
+            node, body.step_output, body.step_ends, body.step_bad_exits, body.step_input_fed
+        )
     if body.usage or body.step_usage:  # a heartbeat's sample (flushes carry none)
         ctx.steps.sampled(node, body.step_usage)
     return json_response(await agents.sync(ctx.cluster, node, body))

@@ -25,12 +25,15 @@ from hal.wire.steps import (
     StepClose,
     StepCreate,
     StepInfo,
+    StepInputChunk,
+    StepInputReply,
     StepList,
     StepOutputPage,
     StepSignalRequest,
     TaskUsage,
 )
 
+INPUT_WAIT_SECONDS = 10.0  # srun's input request, while the step's buffer is full
 router = APIRouter(prefix="/v1/jobs", tags=["steps"])
 listing = APIRouter(prefix="/v1/steps", tags=["steps"])  # every job's (squeue -s)
 Ctx = Annotated[ServerContext, Depends(context_dep)]
@@ -124,6 +127,8 @@ async def create_step(job_id: int, request: Request, ctx: Ctx, caller: Who) -> R
         only_environment=body.only_environment,
         kill_on_bad_exit=body.kill_on_bad_exit,
         stdin=body.input,
+        relay_input=body.relay_input,
+        input_rank=body.input_rank,
     )
     return json_response(_info(step), 201)
 
@@ -158,6 +163,29 @@ async def step_output(
         bad_exit=step.bad_exit,
     )
     return json_response(page)
+
+
+@router.post(
+    "/{job_id}/steps/{step_id}/input",
+    response_model=StepInputReply,
+    openapi_extra=body_schema("StepInputChunk"),
+)
+async def step_input(
+    job_id: int, step_id: int, request: Request, ctx: Ctx, caller: Who
+) -> Response:
+    """srun's stdin for the step's tasks (``StepCreate.relay_input``), by offset: a resend
+    is skipped; held up to ``INPUT_WAIT_SECONDS`` while the step's buffer is full. The
+    reply says from where srun sends on."""
+    body = await read_body(request, StepInputChunk)
+    try:
+        data = base64.b64decode(body.data_b64, validate=True)
+    except ValueError:
+        raise InvalidRequest("data_b64: not base64", field="data_b64") from None
+    step = ctx.steps.get(job_id, step_id, caller)
+    offset, closed, lost = await ctx.steps.take_input(
+        step, body.offset, data, body.eof, INPUT_WAIT_SECONDS
+    )
+    return json_response(StepInputReply(offset=offset, closed=closed, lost=lost))
 
 
 @router.post(

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from hal.wire.predict import FinishedPredictionList, PredictStatus
     from hal.wire.priority import ExplainInfo, PriorityList, ShareList
     from hal.wire.reservations import ReservationCreate, ReservationInfo, ReservationUpdate
-    from hal.wire.steps import StepCreate, StepInfo, StepOutputPage
+    from hal.wire.steps import StepCreate, StepInfo, StepInputReply, StepOutputPage
 
 
 # srun's records of the steps it runs itself wait this long for the server, once: the
@@ -245,6 +245,21 @@ class HalClient:
         params = {"after": str(after), "wait": str(wait)}
         r = self._request("GET", f"/v1/jobs/{job_id}/steps/{step_id}/output", params=params)
         return StepOutputPage.model_validate_json(r.body)
+
+    def send_step_input(
+        self, job_id: int, step_id: int, offset: int, data: bytes, *, eof: bool = False
+    ) -> StepInputReply:
+        """srun's stdin bytes ``offset..`` (and its end) for a step's tasks; the server
+        may hold the request while the step's buffer is full. Not retried here: a resend
+        is harmless, and srun sends again from the reply's offset."""
+        import base64
+
+        from hal.wire.steps import StepInputReply
+
+        body = {"offset": offset, "data_b64": base64.b64encode(data).decode(), "eof": eof}
+        path = f"/v1/jobs/{job_id}/steps/{step_id}/input"
+        r = self._request("POST", path, json_body=body, retry=False)
+        return StepInputReply.model_validate_json(r.body)
 
     def job_steps(self, job_id: int) -> list[StepInfo]:
         """The job's running steps with their tasks' latest usage (``sstat``)."""

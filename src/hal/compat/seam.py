@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # pydantic schemas: not imported on sbatch's path (see hal.wi
         UserInfo,
     )
     from hal.wire.reservations import ReservationCreate, ReservationInfo, ReservationUpdate
-    from hal.wire.steps import StepCreate, StepInfo, StepOutputPage
+    from hal.wire.steps import StepCreate, StepInfo, StepInputReply, StepOutputPage
 
 
 class Client(Protocol):
@@ -121,6 +121,10 @@ class Client(Protocol):
     ) -> StepOutputPage: ...
 
     def cancel_step(self, job_id: int, step_id: int, signum: int | None = None) -> None: ...
+
+    def send_step_input(
+        self, job_id: int, step_id: int, offset: int, data: bytes, *, eof: bool = False
+    ) -> StepInputReply: ...
 
     def signal_step(self, job_id: int, step_id: int, signum: int) -> None: ...
 

@@ -15,10 +15,11 @@ written here, so the files are written on srun's node (the same files on a share
 filesystem). There ``%N``/``%n`` name a task's node as block distribution places ranks
 (the step's first ranks on its first node).
 
-``-i``/``--input`` of a step on other nodes (``step_input``): a file pattern is sent to
-the agents, which open each task's file on its node as the task's user (Slurm's
-slurmstepd does the same); a pattern naming no task, node or step is opened by srun
-first, so a missing file refuses the step before it starts, with Slurm's words.
+``-i``/``--input`` of a step on other nodes (``step_input``; ``all`` and a rank are
+srun's own stdin, relayed by ``srun_input``): a file pattern is sent to the agents, which
+open each task's file on its node as the task's user (Slurm's slurmstepd does the same);
+a pattern naming no task, node or step is opened by srun first, so a missing file
+refuses the step before it starts, with Slurm's words.
 """
 
 from __future__ import annotations
@@ -152,16 +153,10 @@ def job_node_index(env: Mapping[str, str], node: str) -> int:
 
 def step_input(mode: str, env: Mapping[str, str], cwd: str) -> str:
     """srun ``-i MODE`` of a step on other nodes: the pattern the agents open for each
-    task ("": none, as ``all``, srun's own stdin, is not relayed there); raises
-    ``InvalidRequest`` for a rank (srun's input to one task, not relayed either) and for
-    a file srun itself cannot open."""
-    if mode.lower() in ("all", "none"):
+    task ("": none; ``all`` and a rank are srun's own stdin, relayed: ``srun_input``);
+    raises ``InvalidRequest`` for a file srun itself cannot open."""
+    if mode.lower() in ("all", "none") or mode.isdigit():
         return ""
-    if mode.isdigit():
-        raise InvalidRequest(
-            f"--input={mode}: HAL relays no input to a step's tasks on other nodes; give "
-            "the task a file instead (-i FILE, with %t for each task's own)"
-        )
     if not PER_TASK.search(mode.replace("%%", "")):
         path = os.path.join(cwd, expand_filename(mode, step_fields(env, None, "")))
         try:

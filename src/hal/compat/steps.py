@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
 from hal.compat.exports import exports_all
 from hal.compat.seam import Client, Console
+from hal.compat.srun_input import InputSender, input_target, relays_stdin
 from hal.compat.srun_output import TaskFiles, job_node_index, node_of_rank, step_input
 from hal.core.errors import HalError, InvalidRequest, NotFound, PermissionDenied, Unavailable
 from hal.core.job_variables import describes_a_job
@@ -260,6 +261,8 @@ def run_step(
         stdin = step_input(call.input, console.environ, console.cwd)
     except InvalidRequest as err:
         return console.error(err.message)
+    relay, input_rank = input_target(call.input)
+    relay = relay and relays_stdin()  # (/dev/null, a closed stdin: the tasks read /dev/null)
     body = StepCreate(
         argv=call.command,
         nodes=request.nodes,
@@ -285,6 +288,8 @@ def run_step(
         time_limit_seconds=request.time_limit_s,
         kill_on_bad_exit=call.kill_on_bad_exit,
         input=stdin,
+        relay_input=relay,
+        input_rank=input_rank if relay else None,
     )
     try:
         step = once_free(job_id, console, lambda: console.client.create_step(job_id, body))
@@ -323,6 +328,10 @@ def run_step(
         return node, job_node_index(env, node)
 
     previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    sender = None
+    if relay:  # srun's stdin to the tasks, beside the output relay (its own thread)
+        sender = InputSender(job_id, step.step_id, console, console.client_factory)
+        sender.start()
     writer = OutputWriter(console, call.label, files, place)
     after = 0
     away = False  # the control plane is restarting: its step runs on, and srun waits
@@ -364,6 +373,8 @@ def run_step(
             if page.state != "RUNNING" and not page.chunks:  # (ended: all output is in)
                 break
     finally:
+        if sender is not None:
+            sender.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         for client in signaller:

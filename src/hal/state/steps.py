@@ -62,6 +62,7 @@ from hal.core.steps import (
 from hal.core.suspension import suspended_seconds
 from hal.state.cluster import Caller, Cluster
 from hal.state.launch import build_launch
+from hal.state.step_input import InputRelay, readers
 from hal.state.step_restore import (
     cpus_of,
     cursor_base,
@@ -80,6 +81,7 @@ from hal.wire.agent import (
     RunningStep,
     StepBadExit,
     StepEnd,
+    StepInputFed,
     StepLaunch,
     StepOutput,
     StepSignal,
@@ -156,6 +158,8 @@ class Step:
     srun: str = ""  # a local step's srun process, "PID:START" (``StepCreate.srun``)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     restored: bool = False  # taken up by a restarted server: a stream starts where it is
+    relay: InputRelay | None = None  # srun's stdin for its tasks (``step_input``)
+    input_lost: bool = False  # restored: srun's input it had is gone, the tasks got EOF
 
     @property
     def done(self) -> bool:
@@ -232,6 +236,8 @@ class StepTable:
         only_environment: bool = False,
         kill_on_bad_exit: bool = False,
         stdin: str = "",
+        relay_input: bool = False,
+        input_rank: int | None = None,
     ) -> Step:
         """``multi_prog`` (``srun --multi-prog``): ``argv`` is its file's name and the
         arguments after it; each rank runs its line's command, and a rank without one
@@ -241,7 +247,9 @@ class StepTable:
         besides ``environment``, not what the job's submitter exported.
         ``kill_on_bad_exit`` (srun ``-K``): the first task to fail ends the others, on
         every node (its agent reports it: ``bad_exit``). ``stdin`` (srun ``-i FILE``):
-        the pattern of each task's input file, opened on its node ("": none)."""
+        the pattern of each task's input file, opened on its node ("": none).
+        ``relay_input``: srun sends its own stdin (``take_input``), for every task, or
+        for rank ``input_rank`` alone (srun ``-i N``); the others read /dev/null."""
         cluster = self.cluster
         job, alloc = self._running_job(job_id, caller)
         layout = step_layout(
@@ -253,6 +261,12 @@ class StepTable:
             cpus_per_task=job.spec.cpus_per_task,
         )
         commands = [] if multi_prog is None else multi_prog.argv(layout.ntasks, argv[1:])
+        if relay_input and input_rank is not None and input_rank >= layout.ntasks:
+            raise refused(
+                job_id,
+                f"--input={input_rank}: the step has tasks 0 to {layout.ntasks - 1}; "
+                "name one of them, or leave -i out for all",
+            )
         missing = [n for n in layout.nodes if n not in cluster.agent_sessions]
         if missing:
             raise refused(
@@ -274,6 +288,10 @@ class StepTable:
             step.gpu_ids = gpu_ids or {}
             step.cpus, step.cpu_count = cpus, sum(wanted.values())
             step.memory, step.memory_bytes = held, sum(memory.values())
+            if relay_input:
+                ranks = [tuple(layout.ranks(i)) for i in range(len(layout.nodes))]
+                found = readers(layout.nodes, ranks, input_rank)
+                step.relay = InputRelay(job_id, step_id, job.restarts, found)
             await cluster.db(cluster.store.keep_running_step, _row(step))  # for a restart
             self.steps[_key(step)] = step
         base = build_launch(job, cluster.config.cluster_name)
@@ -314,9 +332,58 @@ class StepTable:
                     gpus_per_task=request.gpus_per_task,
                     kill_on_bad_exit=kill_on_bad_exit,
                     input=stdin,
+                    relay_ranks=list(step.relay.readers.get(node, ())) if step.relay else [],
                 )
             )
         return step
+
+    async def take_input(
+        self, step: Step, offset: int, data: bytes, eof: bool, wait: float
+    ) -> tuple[int, bool, bool]:
+        """srun's stdin bytes ``offset..`` (and its end) for the step's tasks, passed on
+        to their agents; waits up to ``wait`` s while the step holds ``RELAY_BYTES`` of
+        it. Returns the offset srun sends on from, whether no task reads more (srun
+        stops), and whether a restarted server lost it (the tasks were given its end)."""
+        relay = step.relay
+        taken = offset + len(data)
+        if relay is None:
+            if step.done:
+                return taken, True, False
+            if step.restored and not step.local:  # (its input was in the old server's memory)
+                if not step.input_lost:
+                    step.input_lost = True
+                    lost = InputRelay(step.job_id, step.step_id, step.attempt, {}).lost()
+                    for node in step.layout.nodes:
+                        if (session := self.cluster.agent_sessions.get(node)) is not None:
+                            session.push(lost)
+                return taken, True, True
+            raise InvalidRequest(
+                f"step {step.job_id}.{step.step_id} takes no input from srun (its srun "
+                "did not ask to relay its stdin)"
+            )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while True:
+            if step.done or relay.done:
+                return taken, True, False
+            top = relay.take(offset, data, eof)
+            self._push_input(step, relay)
+            left = deadline - loop.time()
+            if (top >= taken and (not eof or relay.end is not None)) or left <= 0:
+                return top, False, False
+            if self.closing:
+                return top, False, False
+            relay.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(relay.changed.wait(), timeout=left)
+
+    def _push_input(self, step: Step, relay: InputRelay, only: str = "") -> None:
+        """What each reading node's agent was not sent yet of srun's input."""
+        for node in relay.readers:
+            session = self.cluster.agent_sessions.get(node)
+            if session is not None and only in ("", node) and node not in step.ended:
+                for instruction in relay.pushes(node):
+                    session.push(instruction)
 
     def _running(self, job_id: int) -> list[Step]:
         """The job's steps that still run (on some of their nodes, ``Step.ended`` says)."""
@@ -533,6 +600,8 @@ class StepTable:
         self.closing = True
         for step in self.steps.values():
             step.changed.set()
+            if step.relay is not None:
+                step.relay.changed.set()
 
     async def stop(self) -> None:
         """The server stops, before the store closes: the ends of local steps whose job
@@ -653,9 +722,14 @@ class StepTable:
         output: Sequence[StepOutput],
         ends: Sequence[StepEnd],
         bad_exits: Sequence[StepBadExit] = (),
+        input_fed: Sequence[StepInputFed] = (),
     ) -> None:
-        """A sync's step output, srun -K failures and ends from ``node``'s agent (repeats
-        are ignored)."""
+        """A sync's step output, srun -K failures and ends from ``node``'s agent, and how
+        far its tasks got with srun's relayed stdin (repeats are ignored)."""
+        for fed in input_fed:
+            step = self.steps.get((fed.job_id, fed.attempt, fed.step_id))
+            if step is not None and step.relay is not None and not step.done:
+                step.relay.progress(node, fed.rank, fed.offset, fed.closed)
         for chunk in output:
             step = self._reported(node, chunk.job_id, chunk.attempt, chunk.step_id)
             if step is None or node not in step.layout.nodes or step.done:
@@ -765,6 +839,9 @@ class StepTable:
                     unknown.append(key)
             elif step.stopped:
                 self._push(step, signal.SIGSTOP, only=node)
+            if step is not None and step.relay is not None and node in step.relay.readers:
+                step.relay.registered(node)  # (its instructions of before are dropped)
+                self._push_input(step, step.relay, only=node)
         for step in self.steps.values():  # the same for a step srun runs on this node
             batch = step.layout.nodes[0] == node and self._live(step) and not step.done
             if step.local and step.cancelled_at is not None and batch:
@@ -795,6 +872,8 @@ class StepTable:
     ) -> None:
         step.ended[node] = (exit_code, exit_signal)
         step.oom = step.oom or oom
+        if step.relay is not None:  # its tasks there read no more of srun's input
+            step.relay.node_ended(node)
         ranks = step.layout.ranks(step.layout.nodes.index(node))
         for task in tasks:  # (only the node's own ranks)
             if task.rank in ranks:

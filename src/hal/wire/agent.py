@@ -162,6 +162,8 @@ class AgentSync(WireModel):
     # srun -K steps whose task here failed (each sent until a reply comes): the server
     # ends the step's other tasks on every node; an older agent sends none
     step_bad_exits: list[StepBadExit] = Field(default_factory=list)
+    # srun's relayed stdin: how far each reading task got (sent until a reply comes)
+    step_input_fed: list[StepInputFed] = Field(default_factory=list)
     step_usage: list[StepTaskUsage] = Field(default_factory=list)  # running step tasks'
     # the GPUs' problems at the agent's last health read (``agent.gpuhealth``): the
     # server drains the node with them and resumes it when none are left; None: not
@@ -183,6 +185,18 @@ class StepOutput(WireModel):
     stream: Literal["stdout", "stderr"]
     offset: int = Field(ge=0)
     data_b64: str
+
+
+class StepInputFed(WireModel):
+    """How far one task of a step has been given srun's relayed stdin (``offset``);
+    ``closed``: it takes no more (it ended, or closed its stdin)."""
+
+    job_id: int
+    step_id: int = Field(ge=0)
+    attempt: int = Field(ge=0)
+    rank: int = Field(ge=0)
+    offset: int = Field(ge=0)
+    closed: bool = False
 
 
 class StepBadExit(WireModel):
@@ -314,6 +328,8 @@ class StepLaunch(WireModel):
     kill_on_bad_exit: bool = False
     # srun -i FILE: the pattern of each task's stdin file (``StepCreate.input``; "": none)
     input: str = Field(default="", max_length=4096)
+    # the ranks here that read srun's relayed stdin (``StepInput``; []: none, /dev/null)
+    relay_ranks: list[int] = Field(default_factory=list)
 
 
 class StepSignal(WireModel):
@@ -341,7 +357,23 @@ class StepSignal(WireModel):
     attempt: int = Field(default=0, ge=0)
 
 
-Instruction = Launch | Signal | Cancel | Limit | StepLaunch | StepSignal
+class StepInput(WireModel):
+    """srun's stdin for the step's tasks here that read it (``StepLaunch.relay_ranks``):
+    bytes ``offset..`` (what the agent has is skipped: a repeat is harmless), ``eof``: the
+    input ends after them; ``lost``: it ends where the agent has it (a restarted server
+    lost the rest)."""
+
+    op: Literal["step_input"] = "step_input"
+    job_id: int
+    step_id: int = Field(ge=0)
+    attempt: int = Field(default=0, ge=0)
+    offset: int = Field(default=0, ge=0, le=INT64_MAX)
+    data_b64: str = ""
+    eof: bool = False
+    lost: bool = False
+
+
+Instruction = Launch | Signal | Cancel | Limit | StepLaunch | StepInput | StepSignal
 
 
 class AgentInstructions(WireModel):

@@ -68,6 +68,11 @@ class StepCreate(WireModel):
     # srun -i FILE: the file-name pattern each task reads as its stdin, expanded (%t, %n,
     # %N, %s, %j...) and opened on the task's node as its user; "": none (/dev/null)
     input: str = Field(default="", max_length=4096)
+    # srun's own standard input, relayed to the tasks (``-i all``, the default, or ``-i
+    # N``: ``input_rank``): srun sends it (``StepInputChunk``) where there is something to
+    # relay (its stdin is not /dev/null or closed); False: the tasks read /dev/null
+    relay_input: bool = False
+    input_rank: int | None = Field(default=None, ge=0, le=INT32_MAX)
     # a local step's srun, "PID:START" (its start in clock ticks after boot, as
     # /proc/PID/stat has it): another srun on the node that finds the step's CPUs held
     # and that process gone ends the step (its srun was killed before it could)
@@ -182,3 +187,26 @@ class StepClose(WireModel):
     cancelled: bool = False
     timed_out: bool = False  # its own time limit (srun -t) ended it (sacct's TIMEOUT)
     tasks: list[TaskTotals] = Field(default_factory=list, max_length=1 << 16)  # by rank
+
+
+MAX_INPUT_CHUNK = 1 << 20  # srun's input per request, in bytes (before base64)
+
+
+class StepInputChunk(WireModel):
+    """``POST .../steps/{n}/input``: srun's stdin bytes ``offset..`` (a resend of bytes
+    the server has is skipped), and with ``eof`` its end after them."""
+
+    offset: int = Field(ge=0, le=INT64_MAX)
+    data_b64: str = Field(default="", max_length=(MAX_INPUT_CHUNK // 3 + 1) * 4)
+    eof: bool = False
+
+
+class StepInputReply(WireModel):
+    """What the server has of srun's input: every byte before ``offset`` (srun sends on
+    from there; the server holds the request while its buffer is full). ``closed``: no
+    task reads more of it (they ended or closed their stdin), srun stops sending;
+    ``lost``: a restarted server no longer has it, and the tasks got its end."""
+
+    offset: int
+    closed: bool = False
+    lost: bool = False
