@@ -119,7 +119,13 @@ def _document_fast_bodies(app: FastAPI) -> None:
     from hal.api.fastpath import add_schemas
     from hal.wire.agent import AgentRegister, AgentSync
     from hal.wire.jobs import JobBatchSubmit, JobSubmit
-    from hal.wire.steps import StepCancelRequest, StepClose, StepCreate, StepSignalRequest
+    from hal.wire.steps import (
+        StepCancelRequest,
+        StepClose,
+        StepCreate,
+        StepInputChunk,
+        StepSignalRequest,
+    )
 
     build = app.openapi
 
@@ -136,6 +142,7 @@ def _document_fast_bodies(app: FastAPI) -> None:
                     StepClose,
                     StepSignalRequest,
                     StepCancelRequest,
+                    StepInputChunk,
                 ],
             )
         return app.openapi_schema or build()
