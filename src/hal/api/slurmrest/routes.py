@@ -104,7 +104,10 @@ def _refusal(err: HalError) -> SlurmRestError:
         return SlurmRestError(500, ACCESS_DENIED, err.message)
     if isinstance(err, NotFound):
         return SlurmRestError(500, INVALID_JOB_ID, err.message)
-    if isinstance(err, Conflict) and "already completing or completed" in err.message:
+    if isinstance(err, Conflict) and (
+        "already completing or completed" in err.message
+        or err.message.startswith("Job has already finished")
+    ):
         return SlurmRestError(500, JOB_FINISHED, err.message, "job_id")
     if isinstance(err, InvalidRequest):
         field = err.field or ""
