@@ -81,9 +81,8 @@ def test_only_a_pending_job_changes_its_request(db_url: str) -> None:
         ):
             with pytest.raises(Conflict) as err:
                 await cluster.update(str(job), ALICE, **{field: value})
-            assert str(err.value).startswith(
-                f"Job is no longer pending execution: job {job} is CANCELLED"
-            )
+            # every key of an ended job, as Slurm 22.05.8 (session 44)
+            assert str(err.value) == f"Job has already finished for job {job}"
 
     scenario(db_url, body)
 
@@ -201,7 +200,7 @@ def test_features_and_node_lists_the_job_can_have(db_url: str) -> None:
             ("n2",),
         )
         assert (await stored(cluster, job)).constraint == ("ib",)
-        with pytest.raises(InvalidRequest, match="Requested node configuration is not available"):
+        with pytest.raises(InvalidRequest, match=r"^Invalid feature specification: .* gpu"):
             await cluster.update(str(job), ALICE, constraint=["gpu"])
         with pytest.raises(InvalidRequest, match="Invalid node name specified: nosuch"):
             await cluster.update(str(job), ALICE, nodelist=["nosuch"])
