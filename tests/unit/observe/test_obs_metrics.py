@@ -214,9 +214,10 @@ def test_node_usage_helper_matches_cluster_accounting(cluster: Cluster) -> None:
 def test_a_finished_job_changed_again_is_not_counted_traced_or_logged_twice(
     cluster: Cluster, clock: VirtualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """``hal update 1 --comment ...`` on a finished job commits it again, still COMPLETED:
-    that is no second end (hal_jobs_finished_total, the run-duration histogram, a second
-    exported trace and a second "job finished" log line all said it was)."""
+    """A finished job committed again, still COMPLETED (once by ``hal update 1 --comment``,
+    refused since session 44, and by any later change of its record): that is no second
+    end (hal_jobs_finished_total, the run-duration histogram, a second exported trace and
+    a second "job finished" log line all said it was)."""
     import asyncio
 
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -241,7 +242,8 @@ def test_a_finished_job_changed_again_is_not_counted_traced_or_logged_twice(
         clock.advance(120)
         with caplog.at_level("INFO", logger="hal.observe"):
             caplog.clear()  # (the end itself was logged if a test before set INFO)
-            (updated,) = await cluster.update("1", Caller("root", admin=True), comment="seen")
+            updated = cluster.jobs[1].evolve(spec=cluster.jobs[1].spec.with_changes(comment="seen"))
+            await cluster._commit([updated], [])
         assert updated.state is JobState.COMPLETED and updated.spec.comment == "seen"
         m = plane.metrics
         assert value(m, "hal_jobs_finished_total", partition="debug", state="completed") == 1
@@ -258,11 +260,12 @@ def test_a_finished_job_changed_again_is_not_counted_traced_or_logged_twice(
         )
         await cluster._commit([again], [])
         assert value(m, "hal_jobs_finished_total", partition="debug", state="completed") == 2
-        # a server started after the job ended: an update is no end either
+        # a server started after the job ended: a change of its record is no end either
         later = ObservePlane(HalConfig(cluster_name="test"), cluster, clock, ObserveConfig())
         await later.start()
         try:
-            await cluster.update("1", Caller("root", admin=True), comment="again")
+            job = cluster.jobs[1]
+            await cluster._commit([job.evolve(spec=job.spec.with_changes(comment="again"))], [])
         finally:
             await later.stop()
         assert value(later.metrics, "hal_jobs_finished_total", partition="debug",
