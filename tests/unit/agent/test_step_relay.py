@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from test_step_tasks import node_tasks, step
 
 from hal.agent.isolation import Isolation
 from hal.agent.step_input import (
@@ -25,8 +26,7 @@ from hal.agent.step_input import (
     write_input,
 )
 from hal.agent.stepkeeper import KeeperPlan, _keep, read_codes, read_ends
-from hal.agent.steps import StepTasks
-from hal.wire.agent import Launch, StepInput, StepLaunch
+from hal.wire.agent import StepInput, StepLaunch
 
 
 def wait_for(predicate: object, what: str) -> None:
@@ -132,32 +132,8 @@ def test_tasks_that_read_nothing_of_an_endless_input_end(tmp_path: Path, keeper:
     assert not os.path.exists(tmp_path / INPUT_END)
 
 
-def launch(relay: list[int]) -> StepLaunch:
-    job = Launch(
-        job_id=12,
-        attempt=0,
-        name="j",
-        user="ana",
-        script="",
-        workdir="/",
-        environment={},
-        stdout="",
-        stderr=None,
-        time_limit_seconds=0,
-        memory_bytes=0,
-        cpus=2,
-        nodes=["a1"],
-        node_index=0,
-    )
-    return StepLaunch(
-        job_id=12,
-        step_id=5,
-        launch=job,
-        argv=["cat"],
-        ranks=[0, 1],
-        step_node_index=0,
-        relay_ranks=relay,
-    )
+def launch(tmp_path: Path, relay: list[int]) -> StepLaunch:
+    return step(tmp_path, "cat", [0, 1], step_id=5).model_copy(update={"relay_ranks": relay})
 
 
 def given(offset: int, data: bytes, eof: bool = False) -> StepInput:
@@ -168,11 +144,9 @@ def given(offset: int, data: bytes, eof: bool = False) -> StepInput:
 def test_the_agent_writes_what_comes_and_reports_how_far_tasks_got(tmp_path: Path) -> None:
     """``StepInput`` into the input file (before the keeper made the folder too), the end
     once all before it is in; the feeder's places reported until a sync is answered."""
-    tasks = StepTasks(
-        "a1", agent="t", unknown_users_as_agent=True, notify=lambda: None, steps_dir=str(tmp_path)
-    )
-    tasks.launch(launch([1]))
-    folder = tmp_path / "12.0.5"
+    tasks = node_tasks(tmp_path)
+    tasks.launch(launch(tmp_path, [1]))
+    folder = tmp_path / "steps" / "12.0.5"
     tasks.input(given(0, b"ab"))
     tasks.input(given(0, b"ab"))  # (a repeat: a reply overtaken, a session's resend)
     tasks.input(given(2, b"c", eof=True))
@@ -192,9 +166,7 @@ def test_the_agent_writes_what_comes_and_reports_how_far_tasks_got(tmp_path: Pat
 
 
 def test_a_step_without_relayed_ranks_takes_no_input(tmp_path: Path) -> None:
-    tasks = StepTasks(
-        "a1", agent="t", unknown_users_as_agent=True, notify=lambda: None, steps_dir=str(tmp_path)
-    )
-    tasks.launch(launch([]))
+    tasks = node_tasks(tmp_path)
+    tasks.launch(launch(tmp_path, []))
     tasks.input(given(0, b"ab"))
-    assert not (tmp_path / "12.0.5" / "input").exists()
+    assert not (tmp_path / "steps" / "12.0.5" / "input").exists()
