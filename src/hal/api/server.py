@@ -28,6 +28,7 @@ from starlette.types import ASGIApp
 
 from hal.api.app import create_app
 from hal.api.auth import TokenCache, new_token, token_hash
+from hal.api.cloud import CloudService, cloud_service
 from hal.api.context import ServerContext
 from hal.api.data import DataAwareRunner, DataService
 from hal.api.job_mail import JobMail
@@ -218,6 +219,9 @@ class HalServer:
         # SIGHUP reconfigures, one task each (held: a task is only weakly held); they
         # wait their turn on ``_reconfiguring`` and are cancelled at stop
         self._hangups: set[asyncio.Task[None]] = set()
+        # [cloud]: the autoscaler, made at start (it needs the URL ``serve`` listens on)
+        self.cloud: CloudService | None = None
+        self.url = ""
         # why this server stopped itself: another took the database's lock (PostgreSQL)
         # while its session was gone (``_keep_claim``); "" while it has not
         self.fenced = ""
@@ -258,6 +262,11 @@ class HalServer:
         ]
         if self.purge is not None:
             self._tasks.append(asyncio.create_task(self.purge.run(self._stop), name="hal-purge"))
+        if self.config.cloud.groups:
+            self.cloud = await asyncio.to_thread(
+                cloud_service, self.cluster, self.config.cloud, self.data_dir, self.url
+            )
+            self._tasks.append(asyncio.create_task(self.cloud.run(self._stop), name="hal-cloud"))
         log.info("control plane started", extra={"revision": self.cluster.revision})
 
     async def stop(self) -> None:
@@ -423,6 +432,7 @@ class HalServer:
         """Serve HTTP until ``stop`` is set (or the process gets SIGINT/SIGTERM), on
         ``sock`` when given (bound by ``listen_socket``), else on ``host``:``port``."""
         sockets = [sock if sock is not None else listen_socket(host, port)]
+        self.url = own_url(host, port)
         config = uvicorn.Config(
             self.app,
             host=host,
@@ -468,6 +478,14 @@ class HalServer:
         self.observe.output_relay.close()
         self.ctx.steps.release_waiters()
         await self.cluster.release_waiters()
+
+
+def own_url(host: str, port: int) -> str:
+    """The URL agents reach this server at: ``host``, or this machine's name where
+    the server listens on every address."""
+    if host in ("", "0.0.0.0", "::"):
+        host = socket.getfqdn()
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def listen_socket(host: str, port: int) -> socket.socket:

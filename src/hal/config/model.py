@@ -39,6 +39,8 @@ Example::
     prog = "/bin/mail"             # run as `prog -s SUBJECT RECIPIENT`; missing: no mail
     domain = ""                    # MailDomain: user@domain when --mail-user is not given
 
+    [cloud]                        # optional: nodes made on demand (config/cloud.py, docs/cloud.md)
+
     [licenses]                     # optional: Slurm's Licenses= (docs/licenses.md)
     matlab = 10                    # jobs hold them with sbatch -L matlab:2
 
@@ -67,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from hal.config.accounting import AccountingConfig, accounting_from_table
+from hal.config.cloud import CloudConfig, cloud_from_table
 from hal.config.mail import MailConfig, mail_from_table
 from hal.config.preemption import preemption_from_table
 from hal.config.priority import (
@@ -167,6 +170,8 @@ class HalConfig:
     accounting: AccountingConfig = field(default_factory=AccountingConfig)
     # [mail]: the program that sends job mail (Slurm's MailProg, MailDomain)
     mail: MailConfig = field(default_factory=MailConfig)
+    # [cloud]: node groups the autoscaler creates nodes in for waiting jobs (docs/cloud.md)
+    cloud: CloudConfig = field(default_factory=CloudConfig)
 
     @property
     def datasets(self) -> Mapping[str, tuple[str, ...]]:
@@ -201,6 +206,7 @@ _TOP_KEYS = {
     "licenses",
     "accounting",
     "mail",
+    "cloud",
     *PRIORITY_KEYS,
 }
 # integer settings and their least value (max_array_size 0: no arrays, as Slurm's
@@ -332,6 +338,8 @@ def config_from_dict(
         )
     if "mail" in raw:
         kwargs["mail"] = mail_from_table(raw["mail"], source)
+    if "cloud" in raw:
+        kwargs["cloud"] = cloud_from_table(raw["cloud"], source)
     return HalConfig(**kwargs)
 
 

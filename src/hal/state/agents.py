@@ -610,3 +610,29 @@ async def set_node_state(
         )
         cluster.nodes[name] = new
     return new
+
+
+async def forget_node(cluster: Cluster, name: str, reason: str) -> bool:
+    """Remove a node the compute control plane (``hal.api.cloud``) deleted: its record
+    and its agent's session, as Slurm's ``scontrol delete nodename`` does. False, and
+    nothing changed, while a job holds it. Its instance will not sync again; if it did,
+    it would register as a new node."""
+    async with cluster._lock:
+        usage = cluster.usage.get(name)
+        if name not in cluster.nodes or (usage is not None and usage.jobs):
+            return False
+        now = cluster.clock.now()
+
+        def extra(tx: Transaction) -> None:
+            tx.delete_node(name)
+
+        await cluster._commit(
+            [], [EventRow(now, "node.removed", node=name, data={"reason": reason})], extra
+        )
+        cluster.nodes.pop(name, None)
+        cluster.usage.pop(name, None)
+        session = cluster.agent_sessions.pop(name, None)
+        if session is not None:
+            session.wake.set()  # a held sync answers now
+        cluster.changed.set()
+    return True

@@ -167,6 +167,11 @@ class Cluster:
         needs it, so the next submit and the next pass see the new values."""
         self.config = config
         self.partitions: dict[str, Partition] = {p.name: p for p in config.partition_objects()}
+        # the nodes [cloud] groups may create, as each will be once joined: a job that
+        # fits one of them is taken at submit while it fits no joined node
+        self.cloud_templates: dict[str, Node] = {
+            name: group.template(name) for group in config.cloud.groups for name in group.nodes
+        }
         # the QoS and accounts jobs may name (``hal.state.associations``)
         self._associations = Associations(config.priority)
 
@@ -825,6 +830,11 @@ class Cluster:
         for name in names:
             partition = self.partitions[name]
             candidates = [n for n in self.nodes.values() if partition.contains(n.name)]
+            candidates += [
+                t
+                for name, t in self.cloud_templates.items()
+                if name not in self.nodes and partition.contains(name)
+            ]
             if not candidates:
                 return
             try:
@@ -849,6 +859,7 @@ class Cluster:
         if not spec.nodelist and not spec.exclude:
             return
         configured = {n for p in self.partitions.values() for n in p.nodes}
+        configured.update(self.cloud_templates)
         for field, names in (("nodelist", spec.nodelist), ("exclude", spec.exclude)):
             unknown = [n for n in names if n not in self.nodes and n not in configured]
             if unknown:

@@ -434,6 +434,9 @@ class Transaction:
         if done.rowcount == 0:
             self.conn.execute(insert(t).values(name=node.name, **values))
 
+    def delete_node(self, name: str) -> None:
+        self.conn.execute(delete(schema.nodes).where(schema.nodes.c.name == name))
+
     def touch_nodes(self, beats: Sequence[tuple[str, float]]) -> None:
         if beats:
             t = schema.nodes

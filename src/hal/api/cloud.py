@@ -1,0 +1,327 @@
+"""The server's side of the compute control plane: the autoscaler's loop.
+
+Each pass (``[cloud] interval_seconds``) lists every group's instances from its
+provider, then:
+
+- an instance whose agent has not joined within the group's ``boot_timeout_seconds``
+  is removed, and the group rests as long (Slurm's ResumeTimeout);
+- a second instance for one node name is removed (the older one is kept);
+- a joined node without a job for its group's ``idle_seconds`` is drained, removed
+  from its provider and forgotten (Slurm's SuspendTime);
+- a node of a group whose instance is gone, and whose agent no longer answers, is
+  forgotten;
+- the waiting jobs, in priority order, are packed into booting nodes and, where they
+  do not fit, into new nodes of the cheapest group that holds them
+  (``hal.cloud.autoscaler``).
+
+Nothing is remembered between passes that the providers and the cluster do not say
+again, except how long each node has been idle and which groups rest; a restarted
+server starts those afresh. Provider calls block and run in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hal.cloud.autoscaler import Waiting, idle_to_remove, plan_scale_up
+from hal.cloud.provider import STOPPING, Instance, Launch, Provider, ProviderError
+from hal.cloud.providers import make_provider
+from hal.config.cloud import CloudConfig
+from hal.core.errors import InvalidRequest
+from hal.core.job import Job
+from hal.core.node import Partition
+from hal.core.node_groups import NodeGroup
+from hal.core.states import JobState, NodeState, PendingReason
+from hal.state.agents import forget_node, set_node_state
+from hal.state.cluster import Cluster
+from hal.state.node_reasons import server_user
+from hal.state.store import EventRow
+
+log = logging.getLogger(__name__)
+
+# the reasons of a job waiting for nodes: no node has room, or none joined is big enough
+DEMAND = {
+    PendingReason.NONE,
+    PendingReason.WAITING_FOR_SCHEDULING,
+    PendingReason.PRIORITY,
+    PendingReason.RESOURCES,
+    PendingReason.BAD_CONSTRAINTS,
+}
+IDLE_REASON = "cloud: idle, being removed"
+
+
+@dataclass(slots=True)
+class GroupState:
+    """What the last pass saw of a group, for ``GET /v1/cloud`` and ``hal cloud``."""
+
+    instances: list[Instance] = field(default_factory=list)
+    resting_until: float = 0.0
+    error: str = ""  # the provider's last failure ("" after a pass without one)
+    created: int = 0  # nodes created since the server started
+    removed: int = 0
+    boot_failures: int = 0
+
+
+class CloudService:
+    def __init__(
+        self,
+        cluster: Cluster,
+        config: CloudConfig,
+        providers: Mapping[str, Provider],
+        launch: Callable[[], Launch],
+    ) -> None:
+        self.cluster = cluster
+        self.launch = launch
+        self.idle_since: dict[str, float] = {}
+        self.groups: dict[str, GroupState] = {}
+        self.configure(config, providers)
+
+    def configure(self, config: CloudConfig, providers: Mapping[str, Provider]) -> None:
+        self.config = config
+        self.providers = dict(providers)
+        self.groups = {g.name: self.groups.get(g.name, GroupState()) for g in config.groups}
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                if await self.cluster.database_ok():
+                    await self.step()
+            except Exception:
+                log.exception("the autoscaler's pass failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.config.interval_seconds)
+
+    async def step(self) -> None:
+        listed = await self._list()
+        booting: dict[str, str] = {}
+        joined: dict[str, str] = {}
+        for name, instances in listed.items():
+            group = self._group(name)
+            b, j = await self._sort(group, instances)
+            booting.update(b)
+            joined.update(j)
+        await self._forget_lost(listed)
+        await self._scale_down(joined)
+        await self._scale_up(listed, booting)
+
+    def _group(self, name: str) -> NodeGroup:
+        return next(g for g in self.config.groups if g.name == name)
+
+    async def _list(self) -> dict[str, list[Instance]]:
+        listed: dict[str, list[Instance]] = {}
+        for group in self.config.groups:
+            state = self.groups[group.name]
+            try:
+                found = await asyncio.to_thread(self.providers[group.name].instances)
+            except ProviderError as err:
+                state.error = f"listing instances: {err}"
+                log.warning("cloud group %s: %s", group.name, state.error)
+                continue
+            state.instances = found
+            listed[group.name] = found
+        return listed
+
+    async def _sort(
+        self, group: NodeGroup, instances: list[Instance]
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """(booting, joined): node → group; removes second instances of a name and
+        instances that did not join in time."""
+        now = self.cluster.clock.now()
+        seen: set[str] = set()
+        booting: dict[str, str] = {}
+        joined: dict[str, str] = {}
+        doomed: list[Instance] = []
+        for inst in sorted(instances, key=lambda i: (i.created_at, i.id)):
+            if inst.state == STOPPING:
+                continue
+            if inst.node in seen:
+                doomed.append(inst)
+                continue
+            seen.add(inst.node)
+            session = self.cluster.agent_sessions.get(inst.node)
+            if inst.node in self.cluster.nodes and session and session.last_seen >= inst.created_at:
+                joined[inst.node] = group.name
+            elif now - inst.created_at > group.boot_timeout_seconds:
+                doomed.append(inst)
+                await self._boot_failed(group, inst, now)
+            else:
+                booting[inst.node] = group.name
+        if doomed:
+            await self._remove(group, doomed)
+        return booting, joined
+
+    async def _boot_failed(self, group: NodeGroup, inst: Instance, now: float) -> None:
+        state = self.groups[group.name]
+        state.boot_failures += 1
+        state.resting_until = now + group.boot_timeout_seconds
+        state.error = (
+            f"node {inst.node} (instance {inst.id}) did not join within "
+            f"{group.boot_timeout_seconds:g} s; the group rests until then"
+        )
+        log.warning("cloud group %s: %s", group.name, state.error)
+        await self._event("cloud.boot_failed", inst.node, group, instance=inst.id)
+
+    async def _remove(self, group: NodeGroup, instances: Sequence[Instance]) -> bool:
+        try:
+            await asyncio.to_thread(self.providers[group.name].remove, instances)
+        except ProviderError as err:
+            self.groups[group.name].error = f"removing instances: {err}"
+            log.warning("cloud group %s: %s", group.name, self.groups[group.name].error)
+            return False
+        self.groups[group.name].removed += len(instances)
+        return True
+
+    async def _forget_lost(self, listed: Mapping[str, list[Instance]]) -> None:
+        """Forget the nodes of a group whose instance is gone and whose agent is silent
+        (a node a person started by hand under such a name, and that answers, stays)."""
+        now = self.cluster.clock.now()
+        timeout = self.cluster.config.node_timeout_seconds
+        for name, instances in listed.items():
+            group = self._group(name)
+            have = {i.node for i in instances}
+            for node in group.nodes:
+                if node in have or node not in self.cluster.nodes:
+                    continue
+                session = self.cluster.agent_sessions.get(node)
+                silent = session is None or now - session.last_seen > timeout
+                if silent and await forget_node(self.cluster, node, "cloud: its instance is gone"):
+                    self.idle_since.pop(node, None)
+
+    async def _scale_down(self, joined: Mapping[str, str]) -> None:
+        now = self.cluster.clock.now()
+        for node in list(self.idle_since):
+            if node not in joined:
+                del self.idle_since[node]
+        for node in joined:
+            usage = self.cluster.usage.get(node)
+            if usage is not None and usage.jobs:
+                self.idle_since.pop(node, None)
+            else:
+                self.idle_since.setdefault(node, now)
+        for node in idle_to_remove(self.idle_since, self.config.groups, now):
+            await self._remove_idle(node, self._group(joined[node]))
+
+    async def _remove_idle(self, node: str, group: NodeGroup) -> None:
+        current = self.cluster.nodes.get(node)
+        if current is None:
+            return
+        if current.state is not NodeState.DRAIN:
+            await set_node_state(self.cluster, node, "DRAIN", IDLE_REASON, user=server_user())
+        usage = self.cluster.usage.get(node)
+        if usage is not None and usage.jobs:
+            return  # a job started before the drain: removed once it ends and idles
+        inst = next(i for i in self.groups[group.name].instances if i.node == node)
+        if await self._remove(group, [inst]):
+            await forget_node(self.cluster, node, IDLE_REASON)
+            self.idle_since.pop(node, None)
+            await self._event("cloud.node_removed", node, group, instance=inst.id)
+
+    async def _scale_up(
+        self, listed: Mapping[str, list[Instance]], booting: Mapping[str, str]
+    ) -> None:
+        now = self.cluster.clock.now()
+        groups = [
+            g
+            for g in self.config.groups
+            if g.name in listed and self.groups[g.name].resting_until <= now
+        ]
+        if not groups:
+            return
+        waiting = self._waiting(now)
+        if not waiting:
+            return
+        existing = set(self.cluster.nodes) | {i.node for v in listed.values() for i in v}
+        for up in plan_scale_up(waiting, groups, existing, booting):
+            group = self._group(up.group)
+            state = self.groups[group.name]
+            try:
+                made = await asyncio.to_thread(
+                    self.providers[group.name].create, up.names, self.launch()
+                )
+            except ProviderError as err:
+                state.resting_until = now + min(group.boot_timeout_seconds, 300.0)
+                state.error = f"creating {', '.join(up.names)}: {err}"
+                log.warning("cloud group %s: %s", group.name, state.error)
+                await self._event("cloud.create_failed", None, group, error=str(err))
+                continue
+            state.created += len(made)
+            state.instances.extend(made)
+            for inst in made:
+                await self._event(
+                    "cloud.node_created", inst.node, group, instance=inst.id, jobs=list(up.jobs)
+                )
+
+    def _waiting(self, now: float) -> list[Waiting]:
+        jobs = [
+            j
+            for j in self.cluster.unfinished.values()
+            if j.state is JobState.PENDING
+            and j.reason in DEMAND
+            and now - j.submit_time >= self.config.pending_seconds
+        ]
+        jobs.sort(key=lambda j: (-j.priority, j.submit_time, j.id))
+        return [Waiting(j.id, j.spec, self._partitions(j)) for j in jobs]
+
+    def _partitions(self, job: Job) -> tuple[Partition, ...]:
+        names = job.partition.split(",") if job.partition else list(job.spec.partitions)
+        known = self.cluster.partitions
+        return tuple(known[n] for n in names or [self.cluster.default_partition()] if n in known)
+
+    async def _event(self, kind: str, node: str | None, group: NodeGroup, **data: object) -> None:
+        await self.cluster.record_events(
+            [
+                EventRow(
+                    self.cluster.clock.now(), kind, node=node, data={"group": group.name, **data}
+                )
+            ]
+        )
+
+
+CLOUD_AGENT = "hal-cloud"  # the agent user whose token new nodes join with
+
+
+def cloud_service(
+    cluster: Cluster, config: CloudConfig, data_dir: Path | None, url: str
+) -> CloudService:
+    """The autoscaler for ``config``'s groups. Its state (the agent token its nodes
+    join with, the local provider's records) lives under ``data_dir/cloud``, so that a
+    restarted server's nodes still join and are found again."""
+    if data_dir is None:
+        raise InvalidRequest(
+            "[cloud] needs a data directory for its nodes' token and records: start the "
+            "server with --data-dir"
+        )
+    folder = data_dir / "cloud"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    providers = {
+        g.name: make_provider(g, cluster.config.cluster_name, folder) for g in config.groups
+    }
+    token = _token(cluster, folder / "agent-token")
+    server_url = config.server_url or url
+    return CloudService(cluster, config, providers, lambda: Launch(server_url, token))
+
+
+def _token(cluster: Cluster, path: Path) -> str:
+    """The token of ``CLOUD_AGENT``: the one kept in ``path`` while it still is the
+    user's, else a new one, written there (mode 0600) before any node is given it."""
+    from hal.api.auth import token_hash
+    from hal.api.server import ensure_user, reset_token
+
+    store = cluster.store
+    now = cluster.clock.now()
+    token = ensure_user(store, CLOUD_AGENT, admin=False, now=now, agent=True)
+    if token is None:
+        with contextlib.suppress(OSError):
+            kept = path.read_text().strip()
+            user = store.user_by_token_hash(token_hash(kept))
+            if user is not None and user.name == CLOUD_AGENT and user.agent:
+                return kept
+        token = reset_token(store, CLOUD_AGENT, admin=False)
+    path.touch(mode=0o600)
+    path.write_text(token + "\n")
+    return token

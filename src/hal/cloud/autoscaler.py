@@ -1,0 +1,159 @@
+"""The autoscaler's decisions, as pure functions: which nodes to create for the waiting
+jobs, and which idle nodes to remove. ``hal.api.cloud`` reads the cluster, calls these
+and carries the decisions out through the providers.
+
+Scale-up is Kubernetes' cluster autoscaler's shape: each pass starts from what exists,
+so a decision is never remembered, only re-derived. Waiting jobs, in priority order, are
+packed first into nodes already booting (their whole size is free: no job is on them
+yet), then into nodes this pass opens, and only then into new nodes, from the group
+whose new nodes cost least an hour (ties: the smaller machine, then config order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from hal.core.job import JobSpec
+from hal.core.node import Partition, gpu_type_matches
+from hal.core.node_groups import NodeGroup
+from hal.core.resources import ResourceVector
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A job waiting for nodes, with the partitions it may run in."""
+
+    job_id: int
+    spec: JobSpec
+    partitions: tuple[Partition, ...]
+
+
+@dataclass(slots=True)
+class _Bin:
+    name: str
+    free: ResourceVector
+    whole: bool = False  # taken by an --exclusive job
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleUp:
+    group: str
+    names: tuple[str, ...]  # the nodes to create
+    jobs: tuple[int, ...]  # the jobs they are made for, in priority order
+
+
+@dataclass(slots=True)
+class _Plan:
+    bins: dict[str, list[_Bin]] = field(default_factory=dict)  # group → booting and new
+    new: dict[str, list[str]] = field(default_factory=dict)  # group → names to create
+    jobs: dict[str, list[int]] = field(default_factory=dict)
+
+
+def plan_scale_up(
+    waiting: Iterable[Waiting],
+    groups: Sequence[NodeGroup],
+    existing: Iterable[str],
+    booting: Mapping[str, str],
+) -> list[ScaleUp]:
+    """The nodes to create for ``waiting``. ``existing``: every node name that has an
+    instance or a registered node (not to be created again); ``booting``: node → group
+    of the instances whose agents have not joined yet. Groups left out of ``groups``
+    (resting after a failure) open nothing, and their booting nodes still count."""
+    taken = set(existing) | set(booting)
+    by_name = {g.name: g for g in groups}
+    plan = _Plan()
+    for node, of in sorted(booting.items()):
+        if of in by_name:
+            plan.bins.setdefault(of, []).append(_Bin(node, by_name[of].resources))
+    for job in waiting:
+        best: tuple[tuple[float, int, int], NodeGroup, list[_Bin], list[str]] | None = None
+        for order, group in enumerate(groups):
+            fit = _fit(job, group, plan.bins.get(group.name, []), taken)
+            if fit is None:
+                continue
+            reuse, new = fit
+            key = (len(new) * group.price_per_hour, group.resources.cpus, order)
+            if best is None or key < best[0]:
+                best = (key, group, reuse, new)
+        if best is None:
+            continue
+        _, chosen, reuse, new = best
+        want = _want(job.spec, chosen)
+        for b in reuse:
+            _take(b, want, job.spec.exclusive)
+        for name in new:
+            b = _Bin(name, chosen.resources)
+            _take(b, want, job.spec.exclusive)
+            plan.bins.setdefault(chosen.name, []).append(b)
+            plan.new.setdefault(chosen.name, []).append(name)
+            taken.add(name)
+        plan.jobs.setdefault(chosen.name, []).append(job.job_id)
+    return [
+        ScaleUp(g.name, tuple(plan.new[g.name]), tuple(plan.jobs[g.name]))
+        for g in groups
+        if plan.new.get(g.name)
+    ]
+
+
+def _want(spec: JobSpec, group: NodeGroup) -> ResourceVector:
+    return spec.request_per_node(max(1, spec.nodes_min), group.resources.memory_bytes)
+
+
+def _take(b: _Bin, want: ResourceVector, exclusive: bool) -> None:
+    b.free = b.free - want
+    b.whole = b.whole or exclusive
+
+
+def _fit(
+    job: Waiting, group: NodeGroup, bins: list[_Bin], taken: set[str]
+) -> tuple[list[_Bin], list[str]] | None:
+    """The group's nodes ``job`` would take: booting or planned ones with room, then
+    new names; None where the group cannot hold it."""
+    spec = job.spec
+    if spec.nodelist or spec.reservation or spec.het is not None:
+        return None  # named nodes, a reservation's or a het job's: not the autoscaler's
+    if not set(spec.constraint) <= set(group.features):
+        return None
+    if spec.typed_gpus is not None and not gpu_type_matches(spec.typed_gpus, group.gpu_model):
+        return None
+    want = _want(spec, group)
+    if not want.fits_in(group.resources):
+        return None
+
+    def usable(name: str) -> bool:
+        return name not in spec.exclude and any(p.contains(name) for p in job.partitions)
+
+    count = max(1, spec.nodes_min)
+    reuse = [
+        b
+        for b in bins
+        if usable(b.name)
+        and not b.whole
+        and want.fits_in(b.free)
+        and (not spec.exclusive or b.free == group.resources)
+    ][:count]
+    new: list[str] = []
+    if len(reuse) < count:
+        for name in group.nodes:
+            if name not in taken and usable(name):
+                new.append(name)
+                if len(reuse) + len(new) == count:
+                    break
+        else:
+            return None
+    return reuse, new
+
+
+def idle_to_remove(
+    idle_since: Mapping[str, float], groups: Sequence[NodeGroup], now: float
+) -> list[str]:
+    """The joined nodes idle past their group's ``idle_seconds`` (0: kept), longest
+    idle first. ``idle_since``: node → when it last had no job (running nodes absent)."""
+    limit = {n: g.idle_seconds for g in groups for n in g.nodes}
+    due = [
+        (since, node)
+        for node, since in idle_since.items()
+        if limit.get(node) and now - since >= limit[node]
+    ]
+    return [node for _, node in sorted(due)]

@@ -1,0 +1,151 @@
+"""The local provider: each node is a ``hal agent`` process on this machine.
+
+Made for trying the autoscaler out (``make up`` with a ``[cloud]`` group) and for tests:
+the agent offers the group's CPUs, memory, GPUs and features, whatever the host has, so
+a laptop can stand in for a group of large machines. Each instance's record (pid, start
+time) is a JSON file in the provider's state folder, so a restarted server finds its
+processes again, as EC2's tags let the EC2 provider do. A record whose process is gone
+(or whose pid now belongs to another process) is dropped when the instances are listed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import psutil
+
+from hal.cloud.provider import RUNNING, Instance, Launch, ProviderError
+from hal.core.node_groups import NodeGroup
+
+log = logging.getLogger(__name__)
+STOP_WAIT_S = 10.0  # SIGTERM, then SIGKILL after this
+
+
+class LocalProvider:
+    def __init__(self, group: NodeGroup, cluster: str, state_dir: Path) -> None:
+        self.group = group
+        self.cluster = cluster
+        self.state_dir = state_dir
+        self._records = state_dir / "instances"
+
+    def create(self, names: Sequence[str], launch: Launch) -> list[Instance]:
+        self._records.mkdir(parents=True, exist_ok=True)
+        started: list[Instance] = []
+        for name in names:
+            try:
+                started.append(self._start(name, launch))
+            except OSError as err:
+                log.warning("local provider: could not start node %s: %s", name, err)
+                failure = ProviderError(f"could not start an agent for {name}: {err}")
+        if names and not started:
+            raise failure
+        return started
+
+    def _start(self, name: str, launch: Launch) -> Instance:
+        node_dir = self.state_dir / "nodes" / name
+        node_dir.mkdir(parents=True, exist_ok=True)
+        res = self.group.resources
+        cmd = [
+            sys.executable, "-m", "hal.cli.main", "agent",
+            "--server", launch.server_url,
+            "--name", name,
+            "--cpus", str(res.cpus),
+            "--memory", f"{max(1, res.memory_bytes >> 20)}M",
+            "--gpus", str(res.gpus),
+            "--state-dir", str(node_dir),
+        ]  # fmt: skip
+        if self.group.features:
+            cmd += ["--features", ",".join(self.group.features)]
+        env = {**os.environ, "HAL_TOKEN": launch.token, "HAL_URL": launch.server_url}
+        with open(node_dir / "agent.log", "ab") as out:
+            proc = subprocess.Popen(
+                cmd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # not the server's signals; outlives a restart
+            )
+        created = time.time()
+        record = {
+            "pid": proc.pid,
+            "started": psutil.Process(proc.pid).create_time(),
+            "cluster": self.cluster,
+            "group": self.group.name,
+            "node": name,
+            "created_at": created,
+        }
+        tmp = self._records / f".{name}.json"
+        tmp.write_text(json.dumps(record))
+        tmp.replace(self._records / f"{name}.json")
+        return Instance(str(proc.pid), name, self.group.name, RUNNING, created)
+
+    def instances(self) -> list[Instance]:
+        found: list[Instance] = []
+        for path in sorted(self._records.glob("*.json")):
+            record = _read(path)
+            if record is None or record["cluster"] != self.cluster:
+                continue
+            if record["group"] != self.group.name:
+                continue
+            if _alive(record):
+                found.append(
+                    Instance(
+                        str(record["pid"]),
+                        str(record["node"]),
+                        self.group.name,
+                        RUNNING,
+                        float(str(record["created_at"])),
+                    )
+                )
+            else:
+                path.unlink(missing_ok=True)
+        return found
+
+    def remove(self, instances: Sequence[Instance]) -> None:
+        records = {}
+        for inst in instances:
+            path = self._records / f"{inst.node}.json"
+            record = _read(path)
+            if record is None or str(record["pid"]) != inst.id:
+                continue  # gone, or the name's record is a newer instance's
+            records[path] = record
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(int(str(record["pid"])), signal.SIGTERM)
+        deadline = time.monotonic() + STOP_WAIT_S
+        for path, record in records.items():
+            while _alive(record) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if _alive(record):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(int(str(record["pid"])), signal.SIGKILL)
+            path.unlink(missing_ok=True)
+
+
+def _read(path: Path) -> dict[str, object] | None:
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _alive(record: dict[str, object]) -> bool:
+    """The record's process is still the one it started (a pid may be reused)."""
+    try:
+        proc = psutil.Process(int(str(record["pid"])))
+        return (
+            abs(proc.create_time() - float(str(record["started"]))) < 0.01
+            and proc.status() != psutil.STATUS_ZOMBIE
+        )
+    except (psutil.Error, KeyError, ValueError):
+        return False

@@ -1,0 +1,64 @@
+"""The Provider protocol: what the autoscaler asks of a place nodes come from.
+
+A provider serves one node group (``hal.core.node_groups.NodeGroup``, from ``[cloud]``):
+it creates one instance per node name, lists the group's instances of this cluster, and
+removes instances. The provider's own records (EC2's tags, the local
+provider's state folder) are the truth: the server keeps no table of instances, so a
+restarted server finds its instances again by listing them, as Kubernetes' cluster
+autoscaler does. Calls block (boto3 does); the server runs them in a worker thread.
+
+Every provider passes the conformance suite in ``hal.testing.cloud``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from hal.core.node_groups import NodeGroup
+
+# what an instance is doing, as far as its provider says
+PENDING = "pending"  # asked for, not yet running
+RUNNING = "running"  # running (its agent may not have joined yet)
+STOPPING = "stopping"  # being removed
+
+
+class ProviderError(Exception):
+    """A provider could not do what was asked (refused, out of capacity, unreachable).
+    The message says what the provider said; the autoscaler logs it, raises an event
+    and rests the group."""
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    id: str  # the provider's id (an EC2 instance id; the local provider's pid)
+    node: str  # the node name its agent joins as
+    group: str
+    state: str  # PENDING, RUNNING or STOPPING
+    created_at: float  # Unix time
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """What an instance's agent needs to join: the control plane's URL and a token."""
+
+    server_url: str
+    token: str
+
+
+class Provider(Protocol):
+    group: NodeGroup
+
+    def create(self, names: Sequence[str], launch: Launch) -> list[Instance]:
+        """Start one instance per name, each running an agent that joins as that name.
+        Returns the instances started; raises ``ProviderError`` when none could be."""
+        ...
+
+    def instances(self) -> list[Instance]:
+        """The group's instances in this cluster that are not yet gone."""
+        ...
+
+    def remove(self, instances: Sequence[Instance]) -> None:
+        """Stop and delete the instances (those already gone are skipped)."""
+        ...

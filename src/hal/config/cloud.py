@@ -1,0 +1,187 @@
+"""``[cloud]`` of ``hal.toml``: node groups the autoscaler creates nodes in on demand.
+
+Example (Slurm's cloud nodes, ``State=CLOUD`` with ``ResumeProgram``/``SuspendTime``,
+as groups of one machine kind each)::
+
+    [cloud]
+    interval_seconds = 10          # how often the autoscaler looks (default 10)
+    pending_seconds = 10           # a job waits this long before nodes are made for it
+    server_url = ""                # the URL new nodes' agents join (default: the server's)
+
+    [[cloud.groups]]
+    name = "burst"
+    provider = "local"             # "local" (agent processes here) or "ec2"
+    nodes = "burst[1-8]"           # the names its nodes take: at most 8 nodes
+    cpus = 4
+    memory = "16G"                 # as --mem: MiB, or with K, M, G or T
+    gpus = 0
+    gpu_type = ""                  # e.g. "nvidia_a100" for --gres=gpu:a100:1
+    features = ["cloud"]           # for --constraint
+    price_per_hour = 0.17          # the cheapest group that fits a job is opened
+    idle_seconds = 300             # an idle node is removed (Slurm's SuspendTime)
+    boot_timeout_seconds = 300     # a node not joined by then is removed (ResumeTimeout)
+    [cloud.groups.ec2]             # the provider's own settings (docs/cloud.md)
+    region = "eu-west-1"
+    image_id = "ami-0abc"
+    instance_type = "c7i.xlarge"
+
+A group's nodes belong to the partitions whose ``nodes`` name them (or that take every
+node), as configured nodes that have not joined yet do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hal.config.priority import fail, positive_seconds, unknown_key, whole_number
+from hal.core.errors import InvalidRequest
+from hal.core.node import check_features
+from hal.core.node_groups import PROVIDERS, NodeGroup
+from hal.core.resources import ResourceVector
+
+CLOUD_KEYS = ("interval_seconds", "pending_seconds", "server_url", "groups")
+GROUP_KEYS = (
+    "name",
+    "provider",
+    "nodes",
+    "cpus",
+    "memory",
+    "gpus",
+    "gpu_type",
+    "features",
+    "price_per_hour",
+    "idle_seconds",
+    "boot_timeout_seconds",
+    *PROVIDERS,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CloudConfig:
+    groups: tuple[NodeGroup, ...] = ()
+    interval_seconds: float = 10.0
+    pending_seconds: float = 10.0
+    server_url: str = ""  # "": the server's own URL
+
+
+def cloud_from_table(table: Any, source: str) -> CloudConfig:
+    if not isinstance(table, dict):
+        raise fail(source, "cloud", "[cloud] must be a table")
+    for key in table:
+        if key not in CLOUD_KEYS:
+            raise fail(source, f"cloud.{key}", unknown_key(key, CLOUD_KEYS))
+    kwargs: dict[str, Any] = {}
+    for key in ("interval_seconds", "pending_seconds"):
+        if key in table:
+            kwargs[key] = _seconds(table[key], source, f"cloud.{key}")
+    url = table.get("server_url", "")
+    if not isinstance(url, str) or (url and not url.startswith(("http://", "https://"))):
+        raise fail(
+            source, "cloud.server_url", f'must be a URL like "http://head:8080" (got {url!r})'
+        )
+    kwargs["server_url"] = url.rstrip("/")
+    items = table.get("groups", [])
+    if not isinstance(items, list):
+        raise fail(source, "cloud.groups", "write each group as a [[cloud.groups]] table")
+    groups = tuple(_group(item, i, source) for i, item in enumerate(items))
+    _check_unique(groups, source)
+    return CloudConfig(groups=groups, **kwargs)
+
+
+def _seconds(value: Any, source: str, field: str) -> float:
+    if value == 0 and not isinstance(value, bool):
+        return 0.0
+    return positive_seconds(value, source, field)
+
+
+def _group(item: Any, i: int, source: str) -> NodeGroup:
+    from hal.config.model import _node_names
+    from hal.core.slurm_syntax import parse_memory
+
+    where = f"cloud.groups[{i}]"
+    if not isinstance(item, dict):
+        raise fail(source, where, "write each group as a [[cloud.groups]] table")
+    for key in item:
+        if key not in GROUP_KEYS:
+            raise fail(source, f"{where}.{key}", unknown_key(key, GROUP_KEYS))
+    for key in ("name", "provider", "nodes", "cpus", "memory"):
+        if key not in item:
+            raise fail(source, f"{where}.{key}", "is required (docs/cloud.md has an example)")
+    name = item["name"]
+    if not isinstance(name, str) or not name.isidentifier():
+        raise fail(source, f"{where}.name", f'must be a name like "burst" (got {name!r})')
+    provider = item["provider"]
+    if provider not in PROVIDERS:
+        raise fail(
+            source, f"{where}.provider", f"must be one of {', '.join(PROVIDERS)} (got {provider!r})"
+        )
+    memory = item["memory"]
+    try:
+        memory_bytes = parse_memory(str(memory), field="memory")
+    except InvalidRequest as err:
+        raise fail(source, f"{where}.memory", err.message) from None
+    if memory_bytes <= 0:
+        raise fail(source, f"{where}.memory", "must be more than 0")
+    features = item.get("features", [])
+    if isinstance(features, str):
+        features = [f for f in features.split(",") if f]
+    if not isinstance(features, list) or not all(isinstance(f, str) for f in features):
+        raise fail(source, f"{where}.features", 'must be a list like ["cloud", "c7i"]')
+    try:
+        check_features(features)
+    except InvalidRequest as err:
+        raise fail(source, f"{where}.features", err.message) from None
+    gpu_type = item.get("gpu_type", "")
+    if not isinstance(gpu_type, str):
+        raise fail(
+            source, f"{where}.gpu_type", f'must be a name like "nvidia_a100" (got {gpu_type!r})'
+        )
+    price = item.get("price_per_hour", 0.0)
+    if isinstance(price, bool) or not isinstance(price, int | float) or not 0 <= price < 1e6:
+        raise fail(source, f"{where}.price_per_hour", f"must be a number >= 0 (got {price!r})")
+    settings = item.get(provider, {})
+    if not isinstance(settings, dict) or not all(
+        isinstance(v, str | int | float) and not isinstance(v, bool) for v in settings.values()
+    ):
+        raise fail(
+            source, f"{where}.{provider}", "must be a table of settings (strings or numbers)"
+        )
+    other = [p for p in PROVIDERS if p != provider and p in item]
+    if other:
+        raise fail(source, f"{where}.{other[0]}", f"the group's provider is {provider!r}")
+    return NodeGroup(
+        name=name,
+        provider=provider,
+        nodes=_node_names(item["nodes"], source, f"{where}.nodes"),
+        resources=ResourceVector(
+            cpus=whole_number(item["cpus"], source, f"{where}.cpus", 1),
+            memory_bytes=memory_bytes,
+            gpus=whole_number(item.get("gpus", 0), source, f"{where}.gpus"),
+        ),
+        features=tuple(features),
+        gpu_model=gpu_type,
+        price_per_hour=float(price),
+        idle_seconds=_seconds(item.get("idle_seconds", 300), source, f"{where}.idle_seconds"),
+        boot_timeout_seconds=positive_seconds(
+            item.get("boot_timeout_seconds", 300), source, f"{where}.boot_timeout_seconds"
+        ),
+        settings={str(k): str(v) for k, v in settings.items()},
+    )
+
+
+def _check_unique(groups: tuple[NodeGroup, ...], source: str) -> None:
+    names: dict[str, str] = {}
+    seen: set[str] = set()
+    for i, group in enumerate(groups):
+        if group.name in seen:
+            raise fail(source, f"cloud.groups[{i}].name", f"group {group.name!r} is named twice")
+        seen.add(group.name)
+        for node in group.nodes:
+            if node in names:
+                raise fail(
+                    source,
+                    f"cloud.groups[{i}].nodes",
+                    f"node {node} is also in group {names[node]!r}: give each group its own names",
+                )
+            names[node] = group.name
