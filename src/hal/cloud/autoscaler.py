@@ -34,6 +34,7 @@ class _Bin:
     name: str
     free: ResourceVector
     whole: bool = False  # taken by an --exclusive job
+    new: bool = False  # to be created by this pass (else booting)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,12 +84,13 @@ def plan_scale_up(
         for b in reuse:
             _take(b, want, job.spec.exclusive)
         for name in new:
-            b = _Bin(name, chosen.resources)
+            b = _Bin(name, chosen.resources, new=True)
             _take(b, want, job.spec.exclusive)
             plan.bins.setdefault(chosen.name, []).append(b)
             plan.new.setdefault(chosen.name, []).append(name)
             taken.add(name)
-        plan.jobs.setdefault(chosen.name, []).append(job.job_id)
+        if new or any(b.new for b in reuse):
+            plan.jobs.setdefault(chosen.name, []).append(job.job_id)
     return [
         ScaleUp(g.name, tuple(plan.new[g.name]), tuple(plan.jobs[g.name]))
         for g in groups

@@ -10,7 +10,7 @@ as groups of one machine kind each)::
 
     [[cloud.groups]]
     name = "burst"
-    provider = "local"             # "local" (agent processes here) or "ec2"
+    provider = "ec2"               # "ec2", or "local" (agent processes on this host)
     nodes = "burst[1-8]"           # the names its nodes take: at most 8 nodes
     cpus = 4
     memory = "16G"                 # as --mem: MiB, or with K, M, G or T

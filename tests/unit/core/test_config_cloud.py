@@ -1,0 +1,95 @@
+"""``[cloud]`` of hal.toml (hal.config.cloud): its groups, and clear refusals."""
+
+from __future__ import annotations
+
+import tomllib
+from typing import Any
+
+import pytest
+
+from hal.config import cloud
+from hal.config.model import config_from_dict
+from hal.core.errors import InvalidRequest
+from hal.core.resources import GiB
+
+
+def example() -> dict[str, Any]:
+    """The module docstring's example, so the documented config is the tested one."""
+    doc = cloud.__doc__ or ""
+    block = []
+    for line in doc.split("::", 1)[1].splitlines()[1:]:
+        if line and not line.startswith("    "):
+            break
+        block.append(line[4:])
+    return tomllib.loads("\n".join(block))
+
+
+def test_the_documented_example_reads() -> None:
+    config = config_from_dict(example()).cloud
+    assert (config.interval_seconds, config.pending_seconds, config.server_url) == (10, 10, "")
+    (burst,) = config.groups
+    assert burst.name == "burst" and burst.provider == "ec2"
+    assert burst.nodes == tuple(f"burst{i}" for i in range(1, 9))
+    assert (burst.resources.cpus, burst.resources.memory_bytes) == (4, 16 * GiB)
+    assert burst.features == ("cloud",) and burst.price_per_hour == 0.17
+    assert burst.settings == {
+        "region": "eu-west-1",
+        "image_id": "ami-0abc",
+        "instance_type": "c7i.xlarge",
+    }
+    assert burst.template("burst3").resources == burst.resources
+
+
+def test_no_cloud_section_means_no_groups() -> None:
+    assert config_from_dict({}).cloud.groups == ()
+
+
+def refusal(table: dict[str, Any]) -> str:
+    with pytest.raises(InvalidRequest) as err:
+        config_from_dict({"cloud": table})
+    return err.value.message
+
+
+def group(**changes: Any) -> dict[str, Any]:
+    base = {"name": "g", "provider": "local", "nodes": "g[1-2]", "cpus": 2, "memory": "4G"}
+    return {k: v for k, v in {**base, **changes}.items() if v is not None}
+
+
+@pytest.mark.parametrize(
+    ("table", "says"),
+    [
+        ({"groups": [group(cpu=2)]}, "cloud.groups[0].cpu: unknown key (did you mean 'cpus'?)"),
+        ({"intervall_seconds": 1}, "cloud.intervall_seconds: unknown key"),
+        ({"groups": [group(memory=None)]}, "cloud.groups[0].memory: is required"),
+        ({"groups": [group(provider="gcp")]}, "must be one of local, ec2 (got 'gcp')"),
+        ({"groups": [group(memory="lots")]}, "invalid --memory value 'lots'"),
+        ({"groups": [group(cpus=0)]}, "cloud.groups[0].cpus: must be a whole number >= 1"),
+        ({"groups": [group(features=["a b"])]}, "cloud.groups[0].features"),
+        ({"groups": [group(price_per_hour=-1)]}, "must be a number >= 0"),
+        ({"groups": [group(ec2={"region": "x"})]}, "the group's provider is 'local'"),
+        ({"groups": [group(), group()]}, "group 'g' is named twice"),
+        (
+            {"groups": [group(), group(name="h", nodes="g2,h1")]},
+            "node g2 is also in group 'g'",
+        ),
+        ({"server_url": "head:8080"}, 'must be a URL like "http://head:8080"'),
+        ({"pending_seconds": -1}, "must be a number of seconds > 0"),
+        ({"groups": {"name": "g"}}, "write each group as a [[cloud.groups]] table"),
+    ],
+)
+def test_bad_groups_are_refused_saying_what_to_write(table: dict[str, Any], says: str) -> None:
+    assert says in refusal(table)
+
+
+def test_zero_waits_and_a_url_are_taken() -> None:
+    config = config_from_dict(
+        {
+            "cloud": {
+                "pending_seconds": 0,
+                "server_url": "http://head:8080/",
+                "groups": [group(idle_seconds=0)],
+            }
+        }
+    ).cloud
+    assert config.pending_seconds == 0 and config.server_url == "http://head:8080"
+    assert config.groups[0].idle_seconds == 0
