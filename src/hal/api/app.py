@@ -14,6 +14,7 @@ from hal import __version__
 from hal.api import (
     errors,
     routes_agent,
+    routes_cloud,
     routes_crontab,
     routes_data,
     routes_events,
@@ -80,6 +81,7 @@ def create_app(
         routes_reservations,
         routes_steps,
         routes_crontab,
+        routes_cloud,
     ):
         app.include_router(module.router)
     app.include_router(routes_steps.listing)

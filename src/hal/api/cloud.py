@@ -41,6 +41,7 @@ from hal.state.agents import forget_node, set_node_state
 from hal.state.cluster import Cluster
 from hal.state.node_reasons import server_user
 from hal.state.store import EventRow
+from hal.wire.cloud import CloudGroupInfo, CloudNodeInfo, CloudStatus
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,61 @@ class CloudService:
         await self._forget_lost(listed)
         await self._scale_down(joined)
         await self._scale_up(listed, booting)
+
+    def stop_local_nodes(self) -> None:
+        """Stop the local provider's agent processes (``hal up`` does as it stops: its
+        nodes are this machine's processes, and end with it). Blocks."""
+        for group in self.config.groups:
+            if group.provider == "local":
+                provider = self.providers[group.name]
+                provider.remove(provider.instances())
+
+    def status(self) -> CloudStatus:
+        now = self.cluster.clock.now()
+        return CloudStatus(
+            interval_seconds=self.config.interval_seconds,
+            pending_seconds=self.config.pending_seconds,
+            groups=[self._group_info(g, now) for g in self.config.groups],
+        )
+
+    def _group_info(self, group: NodeGroup, now: float) -> CloudGroupInfo:
+        state = self.groups[group.name]
+        return CloudGroupInfo(
+            name=group.name,
+            provider=group.provider,
+            nodes=list(group.nodes),
+            cpus=group.resources.cpus,
+            memory_bytes=group.resources.memory_bytes,
+            gpus=group.resources.gpus,
+            gpu_type=group.gpu_model,
+            features=list(group.features),
+            price_per_hour=group.price_per_hour,
+            idle_seconds=group.idle_seconds,
+            boot_timeout_seconds=group.boot_timeout_seconds,
+            instances=[self._node_info(i) for i in state.instances],
+            resting_until=state.resting_until if state.resting_until > now else None,
+            last_error=state.error,
+            created=state.created,
+            removed=state.removed,
+            boot_failures=state.boot_failures,
+        )
+
+    def _node_info(self, inst: Instance) -> CloudNodeInfo:
+        idle = self.idle_since.get(inst.node)
+        session = self.cluster.agent_sessions.get(inst.node)
+        if inst.state == STOPPING:
+            state = "stopping"
+        elif session is None or session.last_seen < inst.created_at:
+            state = "booting"
+        else:
+            state = "joined" if idle is None else "idle"
+        return CloudNodeInfo(
+            node=inst.node,
+            instance=inst.id,
+            state=state,
+            created_at=inst.created_at,
+            idle_since=idle,
+        )
 
     def _group(self, name: str) -> NodeGroup:
         return next(g for g in self.config.groups if g.name == name)

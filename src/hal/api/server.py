@@ -266,6 +266,7 @@ class HalServer:
             self.cloud = await asyncio.to_thread(
                 cloud_service, self.cluster, self.config.cloud, self.data_dir, self.url
             )
+            self.app.state.cloud = self.cloud  # GET /v1/cloud
             self._tasks.append(asyncio.create_task(self.cloud.run(self._stop), name="hal-cloud"))
         log.info("control plane started", extra={"revision": self.cluster.revision})
 

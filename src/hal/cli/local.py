@@ -167,6 +167,8 @@ def cmd_up(ns: argparse.Namespace) -> int:
                     await asyncio.to_thread(proc.wait, 15)
                 except subprocess.TimeoutExpired:
                     proc.kill()
+            if server.cloud is not None:  # the [cloud] nodes it made here end with it
+                await asyncio.to_thread(server.cloud.stop_local_nodes)
             stop.set()
             with contextlib.suppress(asyncio.CancelledError):
                 await serving

@@ -9,6 +9,7 @@ from hal import __version__
 from hal.cli import (
     bench,
     cache,
+    cloud,
     data,
     explain,
     htc,
@@ -179,6 +180,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     cache.add_commands(sub)
     sim.add_commands(sub)
     predict.add_commands(sub)
+    cloud.add_commands(sub)
     observe.add_commands(sub)
     htc.add_commands(sub)
     topology.add_commands(sub)

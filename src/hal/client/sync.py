@@ -20,6 +20,7 @@ from hal.wire.submit import JobSubmit, SubmitResult, WillRun, from_dict, non_def
 if TYPE_CHECKING:
     from hal.core.steps import LocalStep, StepRequest
     from hal.wire.accounts import AssociationList
+    from hal.wire.cloud import CloudStatus
     from hal.wire.crontab import CrontabInfo, CrontabRemoved
     from hal.wire.diag import SchedulerDiag
     from hal.wire.jobs import JobEvent, JobInfo, JobUpdate
@@ -548,6 +549,14 @@ class HalClient:
 
     def delete_reservation(self, name: str) -> None:
         self._request("DELETE", _reservation_path(name))
+
+    # -- the compute control plane -------------------------------------------------------
+    def cloud_status(self) -> CloudStatus:
+        """The node groups of ``[cloud]`` and the nodes the autoscaler made."""
+        from hal.wire.cloud import CloudStatus
+
+        r = self._request("GET", "/v1/cloud")
+        return CloudStatus.model_validate_json(r.body)
 
     # -- the run-time predictor ----------------------------------------------------------
     def predict_status(self) -> PredictStatus:

@@ -1,0 +1,24 @@
+"""``/v1/cloud``: the node groups and the nodes the autoscaler made (``hal cloud``)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+
+from hal.api.context import ServerContext, caller_dep, context_dep
+from hal.state.cluster import Caller
+from hal.wire.cloud import CloudStatus
+
+router = APIRouter(prefix="/v1/cloud", tags=["cloud"])
+Ctx = Annotated[ServerContext, Depends(context_dep)]
+Who = Annotated[Caller, Depends(caller_dep)]
+
+
+@router.get("", response_model=CloudStatus)
+async def cloud_status(request: Request, _ctx: Ctx, _caller: Who) -> CloudStatus:
+    """Each group with its nodes: booting, joined, idle (since when) or stopping; and
+    what it made, removed and failed to start since the server started. No groups
+    where hal.toml has no ``[cloud]``."""
+    service = getattr(request.app.state, "cloud", None)
+    return CloudStatus() if service is None else service.status()
