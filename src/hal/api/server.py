@@ -267,6 +267,7 @@ class HalServer:
                 cloud_service, self.cluster, self.config.cloud, self.data_dir, self.url
             )
             self.app.state.cloud = self.cloud  # GET /v1/cloud
+            self.observe.metrics.cloud_stats = self.cloud.status
             self._tasks.append(asyncio.create_task(self.cloud.run(self._stop), name="hal-cloud"))
         log.info("control plane started", extra={"revision": self.cluster.revision})
 

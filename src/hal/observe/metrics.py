@@ -32,11 +32,13 @@ from hal.core.job import Job
 from hal.core.preemption import PREEMPT_MODE, PREEMPTED_BY
 from hal.core.states import JobState, PendingReason
 from hal.observe.cachemetrics import cache_node_metrics
+from hal.observe.cloudmetrics import cloud_metrics
 from hal.scheduler.framework.scheduler import PassResult
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.scheduler.service import CycleStats, PassRunner
 from hal.state.cluster import Cluster
 from hal.state.retention import Purged
+from hal.wire.cloud import CloudStatus
 
 if TYPE_CHECKING:
     from hal.observe.anomalies import AnomalyDetector
@@ -206,6 +208,9 @@ class HalMetrics:
         # The data service's counters (``hal.api.data.DataService.status``), set by the
         # server when hal.toml has a [data] table; None: no hal_data_* series.
         self.data_stats: Callable[[], Mapping[str, Any] | None] = lambda: None
+        # the autoscaler's state (``hal.api.cloud.CloudService.status``), set by the
+        # server when hal.toml has [cloud] groups; None: no hal_cloud_* series
+        self.cloud_stats: Callable[[], CloudStatus | None] = lambda: None
         # The predictor's anomaly detector (set by ObservePlane); its last check is
         # exported for the JobOverrunningPrediction/NodeFailureRateAnomalous rules.
         self.anomalies: AnomalyDetector | None = None
@@ -392,6 +397,7 @@ class _StateCollector(Collector):
             yield from _anomaly_gauges(m.anomalies, cluster)
         yield from _htc_metrics(m.htc_stats())
         yield from _data_metrics(m.data_stats())
+        yield from cloud_metrics(m.cloud_stats())
 
 
 def _job_gauges(cluster: Cluster) -> Iterable[Metric]:

@@ -23,9 +23,23 @@ from hal.observe.config import ObserveConfig
 from hal.observe.metrics import HalMetrics
 from hal.state.cluster import Cluster
 from hal.testing.builders import make_job, make_node
+from hal.wire.cloud import CloudGroupInfo, CloudStatus
 
 RULES = Path(__file__).resolve().parents[3] / "deploy" / "prometheus" / "hal-alerts.yml"
 CONFIG = ObserveConfig(node_fail_min_jobs=5, node_fail_window_s=3600.0)
+
+
+def resting_group() -> CloudGroupInfo:
+    return CloudGroupInfo(
+        name="burst",
+        provider="local",
+        nodes=["b1"],
+        cpus=4,
+        memory_bytes=1 << 30,
+        idle_seconds=300,
+        boot_timeout_seconds=300,
+        resting_until=1e10,
+    )
 
 
 def ended(job_id: int, node: str, state: JobState, end: float) -> Job:
@@ -112,6 +126,7 @@ def test_every_metric_the_alert_rules_use_is_exported(
     """A rule on a metric nobody exports never fires: each ``hal_*`` name in the shipped
     rules must appear in the control plane's exposition (histograms by their base name)."""
     m = anomalous_cluster(cluster, clock)
+    m.cloud_stats = lambda: CloudStatus(groups=[resting_group()])
     m.observe_registration("bad")
     m.cycle.observe(0.01)
     m.started.labels("batch").inc()
@@ -127,6 +142,7 @@ def test_every_metric_the_alert_rules_use_is_exported(
         "hal_jobs_overrunning_prediction",
         "hal_node_failure_rate_anomalous",
         "hal_node_runtime_inflated",
+        "hal_cloud_group_resting",
     } <= used
     assert used <= exported, sorted(used - exported)
 
