@@ -341,22 +341,32 @@ class CloudService:
 CLOUD_AGENT = "hal-cloud"  # the agent user whose token new nodes join with
 
 
-def cloud_service(
-    cluster: Cluster, config: CloudConfig, data_dir: Path | None, url: str
-) -> CloudService:
-    """The autoscaler for ``config``'s groups. Its state (the agent token its nodes
-    join with, the local provider's records) lives under ``data_dir/cloud``, so that a
-    restarted server's nodes still join and are found again."""
+def cloud_providers(
+    config: CloudConfig, cluster: str, data_dir: Path | None
+) -> dict[str, Provider]:
+    """Each group's provider, its settings checked (``InvalidRequest``): made when the
+    server is built, so a mistake stops it before it serves. Their records live under
+    ``data_dir/cloud``."""
+    if not config.groups:
+        return {}
     if data_dir is None:
         raise InvalidRequest(
             "[cloud] needs a data directory for its nodes' token and records: start the "
             "server with --data-dir"
         )
     folder = data_dir / "cloud"
+    return {g.name: make_provider(g, cluster, folder) for g in config.groups}
+
+
+def cloud_service(
+    cluster: Cluster, providers: Mapping[str, Provider], data_dir: Path, url: str
+) -> CloudService:
+    """The autoscaler over ``providers`` (``cloud_providers``). The agent token its
+    nodes join with is kept in ``data_dir/cloud``, so that a restarted server's nodes
+    still join. Blocks (the token is read or written)."""
+    config = cluster.config.cloud
+    folder = data_dir / "cloud"
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    providers = {
-        g.name: make_provider(g, cluster.config.cluster_name, folder) for g in config.groups
-    }
     token = _token(cluster, folder / "agent-token")
     server_url = config.server_url or url
     return CloudService(cluster, config, providers, lambda: Launch(server_url, token))

@@ -28,7 +28,7 @@ from starlette.types import ASGIApp
 
 from hal.api.app import create_app
 from hal.api.auth import TokenCache, new_token, token_hash
-from hal.api.cloud import CloudService, cloud_service
+from hal.api.cloud import CloudService, cloud_providers, cloud_service
 from hal.api.context import ServerContext
 from hal.api.data import DataAwareRunner, DataService
 from hal.api.job_mail import JobMail
@@ -219,7 +219,9 @@ class HalServer:
         # SIGHUP reconfigures, one task each (held: a task is only weakly held); they
         # wait their turn on ``_reconfiguring`` and are cancelled at stop
         self._hangups: set[asyncio.Task[None]] = set()
-        # [cloud]: the autoscaler, made at start (it needs the URL ``serve`` listens on)
+        # [cloud]: each group's provider (its settings checked now), and the autoscaler
+        # over them, made at start (it needs the URL ``serve`` listens on)
+        self.cloud_providers = cloud_providers(config.cloud, config.cluster_name, self.data_dir)
         self.cloud: CloudService | None = None
         self.url = ""
         # why this server stopped itself: another took the database's lock (PostgreSQL)
@@ -262,9 +264,9 @@ class HalServer:
         ]
         if self.purge is not None:
             self._tasks.append(asyncio.create_task(self.purge.run(self._stop), name="hal-purge"))
-        if self.config.cloud.groups:
+        if self.cloud_providers and self.data_dir is not None:
             self.cloud = await asyncio.to_thread(
-                cloud_service, self.cluster, self.config.cloud, self.data_dir, self.url
+                cloud_service, self.cluster, self.cloud_providers, self.data_dir, self.url
             )
             self.app.state.cloud = self.cloud  # GET /v1/cloud
             self.observe.metrics.cloud_stats = self.cloud.status

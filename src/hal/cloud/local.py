@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -24,10 +25,13 @@ from pathlib import Path
 import psutil
 
 from hal.cloud.provider import RUNNING, Instance, Launch, ProviderError
+from hal.core.errors import InvalidRequest
 from hal.core.node_groups import NodeGroup
 
 log = logging.getLogger(__name__)
 STOP_WAIT_S = 10.0  # SIGTERM, then SIGKILL after this
+# [cloud.groups.local]: more `hal agent` options, e.g. "--unknown-users-as-agent"
+SETTINGS = ("agent_args",)
 
 
 class LocalProvider:
@@ -36,6 +40,20 @@ class LocalProvider:
         self.cluster = cluster
         self.state_dir = state_dir
         self._records = state_dir / "instances"
+        unknown = sorted(set(group.settings) - set(SETTINGS))
+        if unknown:
+            raise InvalidRequest(
+                f"[cloud.groups.local] of group {group.name!r}: unknown setting "
+                f"{unknown[0]!r}; it takes {', '.join(SETTINGS)}",
+                field=f"cloud.groups.{group.name}.local.{unknown[0]}",
+            )
+        try:
+            self.agent_args = shlex.split(group.settings.get("agent_args", ""))
+        except ValueError as err:
+            raise InvalidRequest(
+                f"[cloud.groups.local] agent_args of group {group.name!r}: {err}",
+                field=f"cloud.groups.{group.name}.local.agent_args",
+            ) from None
 
     def create(self, names: Sequence[str], launch: Launch) -> list[Instance]:
         self._records.mkdir(parents=True, exist_ok=True)
@@ -65,6 +83,7 @@ class LocalProvider:
         ]  # fmt: skip
         if self.group.features:
             cmd += ["--features", ",".join(self.group.features)]
+        cmd += self.agent_args
         env = {**os.environ, "HAL_TOKEN": launch.token, "HAL_URL": launch.server_url}
         with open(node_dir / "agent.log", "ab") as out:
             proc = subprocess.Popen(
