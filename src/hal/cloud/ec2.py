@@ -1,0 +1,273 @@
+"""The EC2 provider: one EC2 instance per node, found again by its tags.
+
+Each instance carries the tags ``hal:cluster``, ``hal:group``, ``hal:node`` and ``Name``;
+listing filters on them, so the tags are the only record (a restarted server finds its
+instances by listing). The instance's user data is a shell script that starts
+``hal agent`` joining as the node's name (``DEFAULT_USER_DATA``, or the group's
+``user_data`` template). Credentials come from boto3's usual chain (environment
+variables, ``~/.aws``, an instance role); each provider has its own boto3 session, so
+nothing is shared between providers or with other code.
+
+The user data holds the agent token: anyone who may call ``DescribeInstanceAttribute``
+or reach the instance's metadata service can read it. Give the group an agent token of
+its own (``hal user add NAME --agent``) and keep the IAM policy narrow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, cast
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+from hal.cloud.provider import PENDING, RUNNING, STOPPING, Instance, Launch, ProviderError
+from hal.core.errors import InvalidRequest, did_you_mean
+from hal.core.node_groups import NodeGroup
+
+if TYPE_CHECKING:
+    from mypy_boto3_ec2 import EC2Client
+    from mypy_boto3_ec2.literals import InstanceTypeType
+    from mypy_boto3_ec2.type_defs import (
+        FilterTypeDef,
+        InstanceTypeDef,
+        RunInstancesRequestTypeDef,
+    )
+
+log = logging.getLogger("hal.cloud.ec2")
+
+REQUIRED = ("region", "image_id", "instance_type")
+OPTIONAL = (
+    "endpoint_url",  # another EC2 endpoint (a VPC endpoint, moto in tests)
+    "subnet_id",
+    "security_group_ids",  # comma-separated
+    "key_name",
+    "iam_instance_profile",  # the profile's name
+    "user_data",  # a template with PLACEHOLDERS; default: DEFAULT_USER_DATA
+)
+KNOWN = REQUIRED + OPTIONAL
+PLACEHOLDERS = (
+    "server_url",
+    "node",
+    "token",
+    "cpus",
+    "memory_mib",
+    "gpus",
+    "features",
+    "gpu_type",
+)
+# states of instances not yet gone; "terminated" ones are gone
+LIVE_STATES = ("pending", "running", "shutting-down", "stopping", "stopped")
+
+DEFAULT_USER_DATA = """\
+#!/bin/sh
+# written by HAL: run the agent that joins the control plane as node {node}
+export HAL_TOKEN={token}
+exec hal agent --server {server_url} --name {node} --cpus {cpus} --memory {memory_mib}M \
+--gpus {gpus}\
+"""
+
+
+def default_user_data(group: NodeGroup) -> str:
+    """``DEFAULT_USER_DATA``, with ``--features`` when the group has features. The node
+    offers what the group says, as the autoscaler planned (``--gpus 0`` too: without it
+    the agent would offer the GPUs NVML finds)."""
+    text = DEFAULT_USER_DATA
+    if group.features:
+        text += " --features {features}"
+    return text + "\n"
+
+
+class Ec2Provider:
+    """Creates, lists and removes the EC2 instances of one node group of one cluster."""
+
+    def __init__(self, group: NodeGroup, cluster: str) -> None:
+        self.group = group
+        self.cluster = cluster
+        self.settings = _checked_settings(group)
+        self.user_data = self.settings.get("user_data") or default_user_data(group)
+        _check_template(group, self.user_data)
+        session = boto3.session.Session()
+        # a few quick retries: the autoscaler tries again on its next pass anyway
+        config = Config(
+            retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=5, read_timeout=30
+        )
+        self._where = f"EC2 {self.settings['region']} (group {group.name})"
+        self.client: EC2Client = session.client(
+            "ec2",
+            region_name=self.settings["region"],
+            endpoint_url=self.settings.get("endpoint_url") or None,
+            config=config,
+        )
+
+    def create(self, names: Sequence[str], launch: Launch) -> list[Instance]:
+        """One ``RunInstances`` per name. A failure stops the rest (capacity or quota
+        would refuse them too): the instances already started are returned and the
+        failure logged; it is raised only when none started."""
+        started: list[Instance] = []
+        for name in names:
+            try:
+                reply = self.client.run_instances(**self._request(name, launch))
+            except (ClientError, BotoCoreError) as err:
+                error = _provider_error(f"{self._where}: could not start node {name}", err)
+                if not started:
+                    raise error from err
+                log.warning("%s; %d of %d started", error, len(started), len(names))
+                break
+            started += [self._instance(i) for i in reply["Instances"]]
+        return started
+
+    def instances(self) -> list[Instance]:
+        """The group's instances of this cluster, from their tags."""
+        filters: list[FilterTypeDef] = [
+            {"Name": "tag:hal:cluster", "Values": [self.cluster]},
+            {"Name": "tag:hal:group", "Values": [self.group.name]},
+            {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
+        ]
+        found: list[Instance] = []
+        try:
+            for page in self.client.get_paginator("describe_instances").paginate(Filters=filters):
+                for reservation in page["Reservations"]:
+                    found += [self._instance(i) for i in reservation["Instances"]]
+        except (ClientError, BotoCoreError) as err:
+            raise _provider_error(f"{self._where}: could not list instances", err) from err
+        return found
+
+    def remove(self, instances: Sequence[Instance]) -> None:
+        """Terminate the instances in one call. EC2 refuses the whole call when one id
+        is unknown (gone long ago); then each is terminated alone, skipping the gone."""
+        ids = [i.id for i in instances]
+        if not ids:
+            return
+        try:
+            self._terminate(ids)
+        except _Gone:
+            if len(ids) > 1:
+                for instance_id in ids:
+                    with contextlib.suppress(_Gone):
+                        self._terminate([instance_id])
+
+    def _terminate(self, ids: list[str]) -> None:
+        try:
+            self.client.terminate_instances(InstanceIds=ids)
+        except ClientError as err:
+            if _code(err) == "InvalidInstanceID.NotFound":
+                raise _Gone from err
+            raise _provider_error(f"{self._where}: could not remove {', '.join(ids)}", err) from err
+        except BotoCoreError as err:
+            raise _provider_error(f"{self._where}: could not remove {', '.join(ids)}", err) from err
+
+    def _request(self, name: str, launch: Launch) -> RunInstancesRequestTypeDef:
+        tags = {"hal:cluster": self.cluster, "hal:group": self.group.name, "hal:node": name}
+        request: RunInstancesRequestTypeDef = {
+            "ImageId": self.settings["image_id"],
+            # any name: EC2 judges it (the stubs list only the types known when built)
+            "InstanceType": cast("InstanceTypeType", self.settings["instance_type"]),
+            "MinCount": 1,
+            "MaxCount": 1,
+            "UserData": self.render(name, launch),  # boto3 encodes it in base64
+            "TagSpecifications": [
+                {
+                    "ResourceType": "instance",
+                    "Tags": [{"Key": k, "Value": v} for k, v in {**tags, "Name": name}.items()],
+                }
+            ],
+        }
+        settings = self.settings
+        if settings.get("subnet_id"):
+            request["SubnetId"] = settings["subnet_id"]
+        groups = [g.strip() for g in settings.get("security_group_ids", "").split(",")]
+        if any(groups):
+            request["SecurityGroupIds"] = [g for g in groups if g]
+        if settings.get("key_name"):
+            request["KeyName"] = settings["key_name"]
+        if settings.get("iam_instance_profile"):
+            request["IamInstanceProfile"] = {"Name": settings["iam_instance_profile"]}
+        return request
+
+    def render(self, name: str, launch: Launch) -> str:
+        """The user data for node ``name``: the template with every value shell-quoted."""
+        return self.user_data.format_map(_values(self.group, name, launch))
+
+    def _instance(self, raw: InstanceTypeDef) -> Instance:
+        tags = {t.get("Key", ""): t.get("Value", "") for t in raw.get("Tags", [])}
+        state = raw.get("State", {}).get("Name", "pending")
+        launched = raw.get("LaunchTime")
+        return Instance(
+            id=raw.get("InstanceId", ""),
+            node=tags.get("hal:node", ""),
+            group=tags.get("hal:group", self.group.name),
+            state=PENDING if state == "pending" else RUNNING if state == "running" else STOPPING,
+            created_at=launched.timestamp() if launched is not None else 0.0,
+        )
+
+
+def _values(group: NodeGroup, name: str, launch: Launch) -> dict[str, str]:
+    values = {
+        "server_url": launch.server_url,
+        "node": name,
+        "token": launch.token,
+        "cpus": str(group.resources.cpus),
+        "memory_mib": str(group.resources.memory_bytes // 2**20),
+        "gpus": str(group.resources.gpus),
+        "features": ",".join(group.features),
+        "gpu_type": group.gpu_model,
+    }
+    return {k: shlex.quote(v) for k, v in values.items()}
+
+
+def _checked_settings(group: NodeGroup) -> Mapping[str, str]:
+    where = f"[cloud.groups.ec2] of group {group.name!r}"
+    if group.provider != "ec2":
+        raise InvalidRequest(f"group {group.name!r} has provider {group.provider!r}, not ec2")
+    for key in group.settings:
+        if key not in KNOWN:
+            raise InvalidRequest(
+                f"{where}: unknown setting {key!r}{did_you_mean(key, KNOWN)}; "
+                f"it takes {', '.join(KNOWN)}",
+                field=f"cloud.groups.{group.name}.ec2.{key}",
+            )
+    for key in REQUIRED:
+        if not group.settings.get(key, "").strip():
+            raise InvalidRequest(
+                f"{where}: {key!r} is required (required: {', '.join(REQUIRED)}; "
+                f"optional: {', '.join(OPTIONAL)})",
+                field=f"cloud.groups.{group.name}.ec2.{key}",
+            )
+    return dict(group.settings)
+
+
+def _check_template(group: NodeGroup, template: str) -> None:
+    """Refuse a ``user_data`` template with an unknown placeholder now, not at launch."""
+    try:
+        template.format_map(_values(group, "node", Launch(server_url="http://x", token="t")))
+    except (KeyError, IndexError, ValueError) as err:
+        raise InvalidRequest(
+            f"[cloud.groups.ec2] of group {group.name!r}: user_data has a bad placeholder "
+            f"({err}); known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)} "
+            "(write {{ and }} for literal braces)",
+            field=f"cloud.groups.{group.name}.ec2.user_data",
+        ) from None
+
+
+class _Gone(Exception):
+    """EC2 knows none or only some of the ids (``InvalidInstanceID.NotFound``)."""
+
+
+def _code(err: ClientError) -> str:
+    return str(err.response.get("Error", {}).get("Code", ""))
+
+
+def _provider_error(what: str, err: Exception) -> ProviderError:
+    """The AWS code and message (or botocore's, when AWS was not reached), with a hint."""
+    if isinstance(err, ClientError):
+        message = err.response.get("Error", {}).get("Message", str(err))
+        return ProviderError(f"{what}: {_code(err)}: {message}")
+    hint = ""
+    if isinstance(err, NoCredentialsError):
+        hint = " (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or a role)"
+    return ProviderError(f"{what}: {type(err).__name__}: {err}{hint}")
