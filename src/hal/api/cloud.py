@@ -34,12 +34,13 @@ from hal.cloud.providers import make_provider
 from hal.config.cloud import CloudConfig
 from hal.core.errors import InvalidRequest
 from hal.core.job import Job
-from hal.core.node import Partition
+from hal.core.node import Node, Partition
 from hal.core.node_groups import NodeGroup
+from hal.core.resources import ResourceVector
 from hal.core.states import JobState, NodeState, PendingReason
 from hal.state.agents import forget_node, set_node_state
 from hal.state.cluster import Cluster
-from hal.state.node_reasons import server_user
+from hal.state.node_reasons import NOT_RESPONDING, server_user
 from hal.state.store import EventRow
 from hal.wire.cloud import CloudGroupInfo, CloudNodeInfo, CloudStatus
 
@@ -80,6 +81,7 @@ class CloudService:
         self.launch = launch
         self.idle_since: dict[str, float] = {}
         self.groups: dict[str, GroupState] = {}
+        self.started_at = cluster.clock.now()
         self.configure(config, providers)
 
     def configure(self, config: CloudConfig, providers: Mapping[str, Provider]) -> None:
@@ -108,7 +110,23 @@ class CloudService:
             joined.update(j)
         await self._forget_lost(listed)
         await self._scale_down(joined)
-        await self._scale_up(listed, booting)
+        await self._scale_up(listed, self._spare(booting, joined))
+
+    def _spare(
+        self, booting: Mapping[str, str], joined: Mapping[str, str]
+    ) -> dict[str, tuple[str, ResourceVector]]:
+        """node → (group, room) of the group nodes made: a booting node's whole size,
+        a joined schedulable node's room left (a job that fits it still waits only
+        until the scheduler's next pass)."""
+        spare = {n: (g, self._group(g).resources) for n, g in booting.items()}
+        for node, group in joined.items():
+            current = self.cluster.nodes.get(node)
+            usage = self.cluster.usage.get(node)
+            if current is None or not current.schedulable or (usage and usage.exclusive):
+                continue
+            used = usage.allocated if usage else ResourceVector()
+            spare[node] = (group, current.resources - used)
+        return spare
 
     def stop_local_nodes(self) -> None:
         """Stop the local provider's agent processes (``hal up`` does as it stops: its
@@ -199,11 +217,18 @@ class CloudService:
                 doomed.append(inst)
                 continue
             seen.add(inst.node)
+            node = self.cluster.nodes.get(inst.node)
             session = self.cluster.agent_sessions.get(inst.node)
-            if inst.node in self.cluster.nodes and session and session.last_seen >= inst.created_at:
+            if session is not None and session.last_seen >= inst.created_at:
                 joined[inst.node] = group.name
-            elif now - inst.created_at > group.boot_timeout_seconds:
-                doomed.append(inst)
+            elif node is not None and node.last_heartbeat >= inst.created_at:
+                # it joined, and its agent is silent: a restarted server's node not yet
+                # back, or a dead one, removed once down past the group's boot timeout
+                if _down_since(node) + group.boot_timeout_seconds < now:
+                    doomed.append(inst)
+                    await self._event("cloud.node_lost", inst.node, group, instance=inst.id)
+            elif max(inst.created_at, self.started_at) + group.boot_timeout_seconds < now:
+                doomed.append(inst)  # (the boot clock starts again with the server)
                 await self._boot_failed(group, inst, now)
             else:
                 booting[inst.node] = group.name
@@ -278,7 +303,9 @@ class CloudService:
             await self._event("cloud.node_removed", node, group, instance=inst.id)
 
     async def _scale_up(
-        self, listed: Mapping[str, list[Instance]], booting: Mapping[str, str]
+        self,
+        listed: Mapping[str, list[Instance]],
+        spare: Mapping[str, tuple[str, ResourceVector]],
     ) -> None:
         now = self.cluster.clock.now()
         groups = [
@@ -292,7 +319,7 @@ class CloudService:
         if not waiting:
             return
         existing = set(self.cluster.nodes) | {i.node for v in listed.values() for i in v}
-        for up in plan_scale_up(waiting, groups, existing, booting):
+        for up in plan_scale_up(waiting, groups, existing, spare):
             group = self._group(up.group)
             state = self.groups[group.name]
             try:
@@ -336,6 +363,13 @@ class CloudService:
                 )
             ]
         )
+
+
+def _down_since(node: Node) -> float:
+    """When the server declared ``node`` not responding (infinity: it has not)."""
+    if node.state is NodeState.DOWN and node.reason == NOT_RESPONDING:
+        return node.reason_time or 0.0
+    return float("inf")
 
 
 CLOUD_AGENT = "hal-cloud"  # the agent user whose token new nodes join with

@@ -4,9 +4,10 @@ and carries the decisions out through the providers.
 
 Scale-up is Kubernetes' cluster autoscaler's shape: each pass starts from what exists,
 so a decision is never remembered, only re-derived. Waiting jobs, in priority order, are
-packed first into nodes already booting (their whole size is free: no job is on them
-yet), then into nodes this pass opens, and only then into new nodes, from the group
-whose new nodes cost least an hour (ties: the smaller machine, then config order).
+packed first into the group nodes already made (booting ones, whose whole size is free,
+and joined ones with room the scheduler has not yet used), then into nodes this pass
+opens, and only then into new nodes, from the group whose new nodes cost least an hour
+(ties: the smaller machine, then config order).
 """
 
 from __future__ import annotations
@@ -55,18 +56,19 @@ def plan_scale_up(
     waiting: Iterable[Waiting],
     groups: Sequence[NodeGroup],
     existing: Iterable[str],
-    booting: Mapping[str, str],
+    spare: Mapping[str, tuple[str, ResourceVector]],
 ) -> list[ScaleUp]:
     """The nodes to create for ``waiting``. ``existing``: every node name that has an
-    instance or a registered node (not to be created again); ``booting``: node → group
-    of the instances whose agents have not joined yet. Groups left out of ``groups``
-    (resting after a failure) open nothing, and their booting nodes still count."""
-    taken = set(existing) | set(booting)
-    by_name = {g.name: g for g in groups}
+    instance or a registered node (not to be created again); ``spare``: node → (group,
+    room left) of the group's nodes already made: booting ones (all their size) and
+    joined ones the scheduler may not yet have filled. Groups left out of ``groups``
+    (resting after a failure) open nothing; their spare nodes still count."""
+    taken = set(existing) | set(spare)
+    known = {g.name for g in groups}
     plan = _Plan()
-    for node, of in sorted(booting.items()):
-        if of in by_name:
-            plan.bins.setdefault(of, []).append(_Bin(node, by_name[of].resources))
+    for node, (of, room) in sorted(spare.items()):
+        if of in known:
+            plan.bins.setdefault(of, []).append(_Bin(node, room))
     for job in waiting:
         best: tuple[tuple[float, int, int], NodeGroup, list[_Bin], list[str]] | None = None
         for order, group in enumerate(groups):

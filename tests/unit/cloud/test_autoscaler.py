@@ -30,9 +30,14 @@ def waiting(*builders: JobBuilder, partitions: tuple[Partition, ...] = EVERY) ->
     return [Waiting(j.id, j.spec, partitions) for j in jobs]
 
 
-def plan(jobs: list[Waiting], groups: list[NodeGroup], existing=(), booting=None):  # type: ignore[no-untyped-def]
+def plan(jobs: list[Waiting], groups: list[NodeGroup], existing=(), booting=None, room=None):  # type: ignore[no-untyped-def]
+    """``booting``: node → group of booting nodes (all their size free); ``room``:
+    node → (group, room left) of joined ones."""
+    by_name = {g.name: g for g in groups}
+    spare = {n: (g, by_name[g].resources) for n, g in (booting or {}).items()}
     return {
-        up.group: (up.names, up.jobs) for up in plan_scale_up(jobs, groups, existing, booting or {})
+        up.group: (up.names, up.jobs)
+        for up in plan_scale_up(jobs, groups, existing, {**spare, **(room or {})})
     }
 
 
@@ -64,6 +69,17 @@ def test_booting_nodes_are_filled_before_new_ones() -> None:
         booting={"g1": "g"},
     )
     assert got == {"g": (("g2",), (2,))}
+
+
+def test_joined_nodes_with_room_take_jobs_before_new_nodes() -> None:
+    """A -N 2 job whose first node joined while its second boots gets no third."""
+    g = group("g", 4, 4, 1.0)
+    job = waiting(make_job(1).cpus(4).nodes(2))
+    joined = {"g1": ("g", ResourceVector(4, 16 * GiB))}
+    assert plan(job, [g], existing={"g1"}, booting={"g2": "g"}, room=joined) == {}
+    full = {"g1": ("g", ResourceVector(0, 0))}  # the scheduler filled it
+    got = plan(job, [g], existing={"g1"}, booting={"g2": "g"}, room=full)
+    assert got == {"g": (("g3",), (1,))}
 
 
 def test_existing_names_are_not_created_again_and_a_full_group_opens_nothing() -> None:

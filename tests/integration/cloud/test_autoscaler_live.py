@@ -1,0 +1,521 @@
+"""The compute control plane live: a real control plane (``LiveServer``) with ``[cloud]``
+groups of the local provider, whose nodes are real ``hal agent`` processes the server
+starts for waiting jobs and stops once idle. One static node of 1 CPU, so that a job of
+more CPUs can run only on a group's node.
+
+Nothing is mocked: the jobs are submitted with ``hal sbatch``, the nodes, events and
+jobs read back over the server's REST API (``GET /v1/nodes``, ``/v1/events``,
+``/v1/jobs``) and ``hal sacct``, and the agents' processes found with psutil through
+the local provider's records (``DATA/cloud/GROUP/instances/NODE.json``). The autoscaler
+looks every half second and makes nodes for a job at once (``pending_seconds = 0``), so
+the file runs in well under a minute.
+
+The jobs are submitted as the HAL user named after the Unix user running the tests: a
+root agent runs a job only as the user's own account, and the group's agents, unlike
+``LiveServer``'s, are not started with ``--unknown-users-as-agent``, as a group's are by
+default.
+
+A node is "in the nodes list" here once its agent registered: ``GET /v1/nodes`` may also
+list a group's names that have no node, as Slurm lists its powered-down cloud nodes
+(flagged ``POWERED_DOWN``, or ``POWERING_UP`` while booting); those are left out.
+
+Where the autoscaler makes one node too many for a job now and then (the bug that
+``test_a_multi_node_job_whose_nodes_join_apart_gets_no_third_node`` shows), the other
+tests check the nodes made for their jobs, not that no other was made.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import signal
+import stat
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from hal.core.slurm_syntax import compress_hostlist
+from hal.testing.live import LiveServer, free_port, wait_until
+from hal.wire.jobs import JobEvent, JobInfo
+
+INTERVAL = 0.5  # [cloud] interval_seconds: how often the autoscaler looks
+IDLE_REASON = "cloud: idle, being removed"
+NOT_AVAILABLE = "Requested node configuration is not available"
+NOT_REGISTERED = {"POWERED_DOWN", "POWERING_UP"}  # a group's name with no node (yet)
+DONE = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
+
+
+def group_toml(
+    name: str,
+    nodes: str,
+    *,
+    cpus: int = 4,
+    memory: str = "2G",
+    price: float = 0.0,
+    idle: float = 300,
+    boot: float = 30,
+) -> str:
+    return f"""
+[[cloud.groups]]
+name = "{name}"
+provider = "local"
+nodes = "{nodes}"
+cpus = {cpus}
+memory = "{memory}"
+price_per_hour = {price}
+idle_seconds = {idle}
+boot_timeout_seconds = {boot}
+"""
+
+
+def config_toml(*groups: str, server_url: str = "") -> str:
+    url = f'server_url = "{server_url}"\n' if server_url else ""
+    head = f"kill_wait_seconds = 2\n\n[cloud]\ninterval_seconds = {INTERVAL}\npending_seconds = 0\n"
+    return head + url + "".join(groups)
+
+
+@dataclass
+class Cloud:
+    """A control plane with ``[cloud]`` groups and a static 1-CPU node ``node1``."""
+
+    server: LiveServer
+    toml: Path
+    workdir: Path
+    user_token: str = ""
+    urls: set[str] = field(default_factory=set)  # the URLs its agents were given
+
+    @property
+    def data(self) -> Path:
+        return self.server.data_dir
+
+    def sbatch(self, *args: str) -> int:
+        done = self.submit(*args)
+        assert done.returncode == 0, done.stderr
+        return int(done.stdout.strip().split(";")[0])
+
+    def submit(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return self.server.cli(
+            "sbatch", "--parsable", *args, token=self.user_token, cwd=self.workdir
+        )
+
+    def job(self, job_id: int) -> JobInfo:
+        with self.server.client() as c:
+            return c.job(job_id)
+
+    def wait_done(self, job_id: int, timeout: float = 30) -> JobInfo:
+        wait_until(lambda: self.job(job_id).state in DONE, timeout, message=f"job {job_id} to end")
+        return self.job(job_id)
+
+    def events(self, after: int = 0) -> list[JobEvent]:
+        with self.server.client() as c:
+            return list(c.events(after, follow=False))
+
+    def kinds(self, kind: str, after: int = 0) -> list[JobEvent]:
+        return [e for e in self.events(after) if e.kind == kind]
+
+    def last_event_id(self) -> int:
+        return max((e.id for e in self.events()), default=0)
+
+    def nodes(self) -> dict[str, str]:
+        """Registered node name → state, from ``GET /v1/nodes`` (not a group's names
+        without a registered node, which Slurm lists as powered down or powering up)."""
+        with self.server.client() as c:
+            return {n.name: n.state for n in c.nodes() if not NOT_REGISTERED & set(n.state_flags)}
+
+    def sacct(self, job_id: int) -> str:
+        done = self.server.cli("sacct", "-X", "-n", "-P", "-j", str(job_id), "-o", "NodeList,State")
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    def record_path(self, group: str, node: str) -> Path:
+        return self.data / "cloud" / group / "instances" / f"{node}.json"
+
+    def record(self, group: str, node: str) -> dict[str, Any]:
+        data = json.loads(self.record_path(group, node).read_text())
+        assert isinstance(data, dict)
+        return data
+
+    def records(self, group: str) -> list[str]:
+        folder = self.data / "cloud" / group / "instances"
+        return sorted(p.stem for p in folder.glob("*.json")) if folder.exists() else []
+
+    def restart(self) -> None:
+        """Stop the control plane (its static agent too) and start a new one on the same
+        data directory, database, port and hal.toml; the group's agents run on."""
+        first = self.server
+        first.stop()
+        second = LiveServer(first.data_dir, port=first.port, config_file=self.toml)
+        second.token = first.token
+        second.start()
+        self.server = second
+
+
+def created_nodes(cloud: Cloud, after: int = 0) -> list[tuple[str, str, list[int]]]:
+    """(node, group, jobs) of each ``cloud.node_created`` event, in order."""
+    found = []
+    for e in cloud.kinds("cloud.node_created", after):
+        jobs, group = e.data["jobs"], e.data["group"]
+        assert e.node is not None and isinstance(group, str) and isinstance(jobs, list)
+        found.append((e.node, group, [int(j) for j in jobs]))
+    return found
+
+
+def agent_alive(record: dict[str, Any]) -> bool:
+    """The record's agent process still runs (the same process: pid and start time)."""
+    try:
+        proc = psutil.Process(int(record["pid"]))
+        return (
+            abs(proc.create_time() - float(record["started"])) < 0.01
+            and proc.status() != psutil.STATUS_ZOMBIE
+        )
+    except psutil.Error:
+        return False
+
+
+def agents_named(node: str, data: Path) -> list[int]:
+    """The pids of the running ``hal agent --name NODE`` processes of this data dir."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmd = proc.info["cmdline"] or []
+        if proc.info["status"] == psutil.STATUS_ZOMBIE or "agent" not in cmd:
+            continue
+        if "--name" in cmd and cmd[cmd.index("--name") + 1] == node and str(data) in " ".join(cmd):
+            found.append(proc.pid)
+    return found
+
+
+def leftovers(root: Path, urls: set[str]) -> list[psutil.Process]:
+    """Processes of a test's cluster still running: a command line under its folder
+    (agents, their state dirs), or started for one of its URLs (``HAL_URL``: agents,
+    their step launchers)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        if proc.pid == os.getpid() or proc.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        try:
+            if str(root) in " ".join(proc.info["cmdline"] or ()) or (
+                proc.environ().get("HAL_URL") in urls
+            ):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+@pytest.fixture
+def start_cloud(tmp_path: Path) -> Iterator[Callable[[str], Cloud]]:
+    """``start_cloud(HAL_TOML)``: the cluster, its static node registered and the Unix
+    user's HAL user added. Afterwards: the control plane stopped, the group nodes it
+    left (as a stopped server does, by design) stopped, and nothing of the test's
+    cluster left running."""
+    made: list[Cloud] = []
+
+    def start(toml_text: str) -> Cloud:
+        toml = tmp_path / "hal.toml"
+        toml.write_text(toml_text)
+        workdir = tmp_path / "work"
+        workdir.mkdir(exist_ok=True)
+        server = LiveServer(tmp_path / "data", config_file=toml)
+        cloud = Cloud(server, toml, workdir)
+        made.append(cloud)
+        server.start()
+        cloud.urls.add(server.url)
+        for line in toml_text.splitlines():
+            if line.startswith("server_url"):
+                cloud.urls.add(line.split('"')[1])
+        server.start_agent("node1", cpus=1, memory="1G")
+        wait_until(lambda: cloud.nodes().get("node1") == "UP", message="node1 to register")
+        user = getpass.getuser()
+        cloud.user_token = server.add_users(user)[user]
+        return cloud
+
+    yield start
+    for cloud in made:
+        cloud.server.stop()
+        for path in (cloud.data / "cloud").glob("*/instances/*.json"):
+            with suppress(ValueError, OSError):
+                record = json.loads(path.read_text())
+                if agent_alive(record):
+                    with suppress(ProcessLookupError):
+                        os.killpg(int(record["pid"]), signal.SIGKILL)
+        for proc in leftovers(tmp_path, cloud.urls):
+            with suppress(psutil.Error):
+                for member in [*proc.children(recursive=True), proc]:
+                    member.kill()
+        wait_until(
+            lambda: not leftovers(tmp_path, cloud.urls),  # noqa: B023 - used at once
+            10,
+            message="the test's agents and step launchers to be gone",
+        )
+
+
+def test_a_job_too_big_for_the_static_nodes_gets_a_group_node_that_goes_once_idle(
+    start_cloud: Callable[[str], Cloud],
+) -> None:
+    idle = 1.0
+    cloud = start_cloud(config_toml(group_toml("burst", "burst[1-2]", cpus=4, idle=idle)))
+    job = cloud.sbatch("-c", "4", "-o", "out.txt", "--wrap", "echo on $SLURMD_NODENAME")
+    # accepted at submit although no joined node has 4 CPUs; runs on the group's node
+    info = cloud.wait_done(job)
+    assert (info.state, info.nodes) == ("COMPLETED", ["burst1"])
+    assert cloud.sacct(job) == "burst1|COMPLETED"
+    assert (cloud.workdir / "out.txt").read_text() == "on burst1\n"
+    assert created_nodes(cloud)[0] == ("burst1", "burst", [job])
+    record = cloud.record("burst", "burst1")
+    assert str(record["pid"]) == cloud.kinds("cloud.node_created")[0].data["instance"]
+    assert agents_named("burst1", cloud.data) == [record["pid"]]
+
+    wait_until(lambda: "burst1" not in cloud.nodes(), 15, message="burst1 to be removed")
+    assert not cloud.record_path("burst", "burst1").exists()
+    wait_until(lambda: not agent_alive(record), 5, message="burst1's agent to stop")
+    assert agents_named("burst1", cloud.data) == []
+    events = cloud.events()
+    finished = next(e for e in events if e.kind == "job.finished" and e.job_id == job)
+    after = [(e.kind, e.state, e.data.get("reason")) for e in events if e.node == "burst1"]
+    assert after[-3:] == [
+        ("node.updated", "DRAIN", IDLE_REASON),
+        ("node.removed", None, IDLE_REASON),
+        ("cloud.node_removed", None, None),
+    ]
+    drained = next(e for e in events if e.kind == "node.updated" and e.node == "burst1")
+    assert drained.id > finished.id
+    assert drained.time - finished.time >= idle - 0.05  # not before its idle time
+    assert [node for node, _, _ in created_nodes(cloud)].count("burst1") == 1
+    assert cloud.nodes()["node1"] == "UP"  # (a static node is never removed)
+
+
+def test_the_cheapest_group_that_holds_a_job_is_opened(
+    start_cloud: Callable[[str], Cloud],
+) -> None:
+    """The big, dear group comes first in hal.toml: config order alone would open it."""
+    cloud = start_cloud(
+        config_toml(
+            group_toml("big", "big[1-2]", cpus=4, price=1.0),
+            group_toml("small", "small[1-2]", cpus=2, price=0.1),
+        )
+    )
+    fits_both = cloud.sbatch("-c", "2", "--wrap", "true")
+    assert cloud.wait_done(fits_both).nodes == ["small1"]
+    only_big = cloud.sbatch("-c", "4", "--wrap", "true")
+    assert cloud.wait_done(only_big).nodes == ["big1"]
+    made = created_nodes(cloud)
+    assert made[0] == ("small1", "small", [fits_both])
+    assert ("big1", "big", [only_big]) in made
+    assert {group for _, group, jobs in made if fits_both in jobs} == {"small"}
+    assert {group for _, group, jobs in made if only_big in jobs} == {"big"}
+    assert "small1" in cloud.records("small") and cloud.records("big")[:1] == ["big1"]
+
+
+def test_a_multi_node_job_gets_as_many_nodes_of_the_group(
+    start_cloud: Callable[[str], Cloud],
+) -> None:
+    """Both nodes made in one pass. (How many in all is the next test's: the bug it
+    shows makes a third node now and then here, when burst1 joins a pass before
+    burst2.)"""
+    cloud = start_cloud(config_toml(group_toml("burst", "burst[1-3]", cpus=2)))
+    job = cloud.sbatch("-N", "2", "-c", "2", "--wrap", "true")
+    info = cloud.wait_done(job)
+    assert info.state == "COMPLETED"
+    created = cloud.kinds("cloud.node_created")
+    assert [(e.node, e.data["jobs"]) for e in created[:2]] == [("burst1", [job]), ("burst2", [job])]
+    assert created[0].time == pytest.approx(created[1].time, abs=INTERVAL / 2)
+    assert len(set(info.nodes)) == 2 and set(info.nodes) <= {e.node for e in created}
+    assert cloud.sacct(job) == f"{compress_hostlist(sorted(info.nodes))}|COMPLETED"
+
+
+def test_a_multi_node_job_whose_nodes_join_apart_gets_no_third_node(
+    start_cloud: Callable[[str], Cloud],
+) -> None:
+    """Machines boot in their own time: burst2's agent is held (SIGSTOP) from its start
+    until burst1 has joined and the autoscaler has looked a few times."""
+    cloud = start_cloud(config_toml(group_toml("burst", "burst[1-3]", cpus=2)))
+    job = cloud.sbatch("-N", "2", "-c", "2", "--wrap", "true")
+    late = cloud.record_path("burst", "burst2")
+    wait_until(late.exists, 10, 0.002, message="burst2's agent to start")
+    pid = int(cloud.record("burst", "burst2")["pid"])
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: cloud.nodes().get("burst1") == "UP", 15, message="burst1 to join")
+        if "burst2" in cloud.nodes():  # (not the bug: a failure, not an expected one)
+            raise RuntimeError("burst2 joined before it was held")
+        time.sleep(3 * INTERVAL)  # passes while the job waits for its second node
+        created = [e.node for e in cloud.kinds("cloud.node_created")]
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert created == ["burst1", "burst2"]
+    info = cloud.wait_done(job)
+    assert sorted(info.nodes) == ["burst1", "burst2"]
+
+
+def test_a_node_that_never_joins_is_removed_and_its_group_rests(
+    start_cloud: Callable[[str], Cloud],
+) -> None:
+    """The nodes are told a URL where nothing listens: they never join."""
+    boot = 1.5
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    cloud = start_cloud(
+        config_toml(group_toml("burst", "burst[1-2]", cpus=4, boot=boot), server_url=nowhere)
+    )
+    job = cloud.sbatch("-c", "4", "--wrap", "true")
+    wait_until(lambda: bool(cloud.kinds("cloud.node_created")), 10, message="a node")
+    first = cloud.record("burst", "burst1")
+    wait_until(lambda: bool(cloud.kinds("cloud.boot_failed")), 10, message="the boot failure")
+    (failed,) = cloud.kinds("cloud.boot_failed")
+    created = cloud.kinds("cloud.node_created")[0]
+    assert (failed.node, failed.data) == (
+        "burst1",
+        {"group": "burst", "instance": str(first["pid"])},
+    )
+    assert failed.time - float(first["created_at"]) >= boot
+    assert created.node == "burst1"
+    wait_until(lambda: not agent_alive(first), 15, message="the first node's agent to stop")
+    # tried again once it has rested (the job still waits), not before
+    wait_until(
+        lambda: len(cloud.kinds("cloud.node_created")) >= 2, 15, message="a node after the rest"
+    )
+    again = cloud.kinds("cloud.node_created")[1]
+    # (unrested, the same pass would make the next node, with the job still waiting)
+    assert again.time - failed.time >= boot - INTERVAL / 2, "made while the group rested"
+    assert again.data["instance"] != str(first["pid"])
+    assert cloud.job(job).state == "PENDING"
+    assert "burst1" not in cloud.nodes()
+
+
+def test_a_busy_node_stays_past_its_idle_time_and_goes_after_its_job(
+    start_cloud: Callable[[str], Cloud],
+) -> None:
+    idle, runs = 1.0, 3.5
+    cloud = start_cloud(config_toml(group_toml("burst", "burst[1-2]", cpus=4, idle=idle)))
+    job = cloud.sbatch("-c", "4", "--wrap", f"sleep {runs}")
+    wait_until(lambda: cloud.job(job).state == "RUNNING", 15, message="the job to run")
+    started = time.monotonic()
+    record = cloud.record("burst", "burst1")
+    # well past idle_seconds (and several passes), with the job still running
+    while time.monotonic() - started < idle + 3 * INTERVAL:
+        time.sleep(INTERVAL / 2)
+        assert cloud.nodes().get("burst1") == "UP" or cloud.job(job).state != "RUNNING"
+    assert cloud.job(job).state == "RUNNING", "the job should still run: raise `runs`"
+    assert [e.kind for e in cloud.events() if e.node == "burst1"] == [
+        "cloud.node_created",
+        "node.registered",
+    ]
+    assert agent_alive(record)
+    info = cloud.wait_done(job)
+    assert (info.state, info.nodes) == ("COMPLETED", ["burst1"])
+    wait_until(lambda: "burst1" not in cloud.nodes(), 15, message="burst1 to be removed")
+    wait_until(lambda: not agent_alive(record), 5, message="burst1's agent to stop")
+    events = cloud.events()
+    finished = next(e for e in events if e.kind == "job.finished" and e.job_id == job)
+    drained = next(e for e in events if e.kind == "node.updated" and e.node == "burst1")
+    assert drained.id > finished.id and drained.state == "DRAIN"
+    assert [e.kind for e in events if e.node == "burst1"][-2:] == [
+        "node.removed",
+        "cloud.node_removed",
+    ]
+
+
+def test_a_job_no_node_or_group_can_hold_is_refused_at_submit(
+    start_cloud: Callable[[str], Cloud],
+) -> None:
+    cloud = start_cloud(config_toml(group_toml("burst", "burst[1-2]", cpus=4, memory="2G")))
+    refused = cloud.submit("-c", "8", "--wrap", "true")
+    assert refused.returncode != 0
+    assert NOT_AVAILABLE in refused.stderr
+    assert "the largest node has 4 CPUs, 2048 MiB and 0 GPUs" in refused.stderr
+    with cloud.server.client() as c:
+        assert c.jobs(include_finished=True) == []
+    assert cloud.kinds("cloud.node_created") == []
+    assert cloud.records("burst") == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="bug: sbatch --test-only (POST /v1/jobs/test) refuses a job only a group's node "
+    "can hold, which sbatch takes and the autoscaler runs: the scheduler's will_run knows "
+    "the joined nodes only",
+)
+def test_test_only_answers_for_a_job_only_a_group_node_can_hold(
+    start_cloud: Callable[[str], Cloud],
+) -> None:
+    cloud = start_cloud(config_toml(group_toml("burst", "burst[1-2]", cpus=4)))
+    estimate = cloud.submit("--test-only", "-c", "4", "--wrap", "true")
+    assert estimate.returncode == 0, estimate.stderr
+    assert cloud.records("burst") == []  # (a question only: no node is made for it)
+
+
+def test_a_restarted_server_takes_back_its_group_node_and_token(
+    start_cloud: Callable[[str], Cloud],
+) -> None:
+    cloud = start_cloud(config_toml(group_toml("burst", "burst[1-2]", cpus=4, idle=300)))
+    first_job = cloud.sbatch("-c", "4", "--wrap", "true")
+    assert cloud.wait_done(first_job).nodes == ["burst1"]
+    record = cloud.record("burst", "burst1")
+    token = (cloud.data / "cloud" / "agent-token").read_text()
+
+    mark = cloud.last_event_id()
+    cloud.restart()
+    # burst1's agent (the same process) registers again, with its token
+    wait_until(
+        lambda: any(e.node == "burst1" for e in cloud.kinds("node.registered", mark)),
+        20,
+        message="burst1 to register with the new server",
+    )
+    assert agent_alive(record)
+    kept = cloud.data / "cloud" / "agent-token"
+    assert kept.read_text() == token
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+    second_job = cloud.sbatch("-c", "4", "--wrap", "true")
+    assert cloud.wait_done(second_job).nodes == ["burst1"]
+    time.sleep(2 * INTERVAL)  # passes that could wrongly make a second instance
+    assert [e.node for e in cloud.kinds("cloud.node_created", mark)].count("burst1") == 0
+    assert cloud.kinds("cloud.boot_failed", mark) == []
+    assert cloud.record("burst", "burst1") == record
+    assert agents_named("burst1", cloud.data) == [record["pid"]]
+    assert cloud.nodes().get("burst1") == "UP"
+
+
+def test_a_restarted_server_keeps_an_old_node_whose_agent_is_slow_to_sync(
+    start_cloud: Callable[[str], Cloud],
+) -> None:
+    """The node joined long ago (longer than the group's boot timeout: 300 s by default,
+    so nearly every node of a server restarted in production); its agent is paused over
+    the restart, as one that backs off while the server is away, and syncs a second
+    after the new server's first pass. It is a joined node, not one that did not boot."""
+    boot = 2.0
+    cloud = start_cloud(config_toml(group_toml("burst", "burst[1-2]", idle=300, boot=boot)))
+    job = cloud.sbatch("-c", "4", "--wrap", "true")
+    assert cloud.wait_done(job).nodes == ["burst1"]
+    record = cloud.record("burst", "burst1")
+    wait_until(
+        lambda: time.time() - float(record["created_at"]) > boot + INTERVAL,
+        10,
+        message="burst1 to be older than the boot timeout",
+    )
+    agent = int(record["pid"])
+    os.kill(agent, signal.SIGSTOP)
+    mark = cloud.last_event_id()
+    try:
+        cloud.restart()
+        time.sleep(2 * INTERVAL)  # the new server's first passes, its agent not synced
+    finally:
+        os.kill(agent, signal.SIGCONT)
+    wait_until(
+        lambda: (
+            any(e.node == "burst1" for e in cloud.kinds("node.registered", mark))
+            or not agent_alive(record)
+        ),
+        20,
+        message="burst1 to register again, or be removed",
+    )
+    assert cloud.kinds("cloud.boot_failed", mark) == []
+    assert agent_alive(record)
+    assert cloud.nodes().get("burst1") == "UP"
