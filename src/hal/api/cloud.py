@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hal.cloud.autoscaler import Waiting, idle_to_remove, plan_scale_up
@@ -254,7 +254,12 @@ class CloudService:
             self.groups[group.name].error = f"removing instances: {err}"
             log.warning("cloud group %s: %s", group.name, self.groups[group.name].error)
             return False
-        self.groups[group.name].removed += len(instances)
+        state = self.groups[group.name]
+        state.removed += len(instances)
+        gone = {i.id for i in instances}  # stopping until the next listing says otherwise
+        state.instances = [
+            replace(i, state=STOPPING) if i.id in gone else i for i in state.instances
+        ]
         return True
 
     async def _forget_lost(self, listed: Mapping[str, list[Instance]]) -> None:

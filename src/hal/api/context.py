@@ -202,10 +202,10 @@ class ServerContext:
             priority=priority,
             submit_time=now,
         )
-        result = self.scheduler.will_run(with_view(cluster.snapshot(), self.data), probe)
+        result = self.scheduler.will_run(with_view(cluster.snapshot(made=True), self.data), probe)
         if isinstance(result, Status):
             raise InvalidRequest(
-                f"Requested node configuration is not available: {result.message or result}",
+                f"Requested node configuration is not available: {result.message or result.reason}",
                 field="resources",
             )
         return WillRun(
@@ -235,11 +235,11 @@ class ServerContext:
                     submit_time=now,
                 )
             )
-        snap = with_view(cluster.snapshot(), self.data)
+        snap = with_view(cluster.snapshot(made=True), self.data)
         result = self.scheduler.will_run_group(snap, probes)
         if isinstance(result, Status):
             raise InvalidRequest(
-                f"Requested node configuration is not available: {result.message or result}",
+                f"Requested node configuration is not available: {result.message or result.reason}",
                 field="resources",
             )
         return [

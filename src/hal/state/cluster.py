@@ -78,6 +78,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 log = logging.getLogger("hal.state")
 RECENT_EVENTS = 100_000
+NOT_MADE = "cloud: not made yet"  # the reason of a [cloud] node that does not exist yet
 
 FINISH_REASONS = {
     JobState.COMPLETED: PendingReason.NONE,
@@ -170,7 +171,9 @@ class Cluster:
         # the nodes [cloud] groups may create, as each will be once joined: a job that
         # fits one of them is taken at submit while it fits no joined node
         self.cloud_templates: dict[str, Node] = {
-            name: group.template(name) for group in config.cloud.groups for name in group.nodes
+            name: group.template(name).evolve(state=NodeState.DOWN, reason=NOT_MADE)
+            for group in config.cloud.groups
+            for name in group.nodes
         }
         # the QoS and accounts jobs may name (``hal.state.associations``)
         self._associations = Associations(config.priority)
@@ -499,7 +502,9 @@ class Cluster:
         full = used.exclusive or not (used.allocated.cpus < node.resources.cpus)
         return "alloc" if full else "mix"
 
-    def snapshot(self) -> ClusterSnapshot:
+    def snapshot(self, *, made: bool = False) -> ClusterSnapshot:
+        """The scheduler's view. ``made``: [cloud] nodes not made yet as if they were
+        (idle), for ``--test-only``, as Slurm's answers count powered-down cloud nodes."""
         pending: list[Job] = []
         running: list[Job] = []
         for job in self.unfinished.values():
@@ -528,10 +533,15 @@ class Cluster:
                     for element in elements:
                         related[element] = self.jobs[element]
         now = self.clock.now()
+        # [cloud] nodes not made yet, as nodes that are down: a job only they could hold
+        # waits for Resources (the autoscaler makes them), not BadConstraints
+        unmade = [t for name, t in self.cloud_templates.items() if name not in self.nodes]
+        if made:
+            unmade = [t.evolve(state=NodeState.UP, reason="") for t in unmade]
         return ClusterSnapshot(
             revision=self.revision,
             now=now,
-            nodes=tuple(sorted(self.nodes.values(), key=lambda n: n.name)),
+            nodes=tuple(sorted([*self.nodes.values(), *unmade], key=lambda n: n.name)),
             partitions=tuple(self.partitions.values()),
             pending=tuple(pending),
             running=tuple(running),
