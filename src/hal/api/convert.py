@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hal.api.dependency_view import dependency_shown
 from hal.api.errors import field_path
@@ -35,6 +35,9 @@ from hal.state.node_flags import node_state_flags
 from hal.wire.bounds import INT64_MAX
 from hal.wire.jobs import JobInfo, JobSubmit
 from hal.wire.nodes import BlockInfo, NodeInfo, PartitionInfo, SwitchInfo, TopologyInfo
+
+if TYPE_CHECKING:
+    from hal.api.cloud_nodes import CloudNodes
 
 MAX_ENV_BYTES = 1024 * 1024
 MAX_SCRIPT_ARGS_BYTES = 128 * 1024
@@ -363,16 +366,21 @@ def usage_fields(job: Job, cluster: Cluster) -> dict[str, Any]:
     }
 
 
-def node_info(node: Node, cluster: Cluster) -> NodeInfo:
+def node_info(node: Node, cluster: Cluster, cloud: CloudNodes | None = None) -> NodeInfo:
+    """A registered node; ``cloud``: the ``[cloud]`` groups' names, whose nodes carry
+    Slurm's ``CLOUD`` flag (``hal.api.cloud_nodes``)."""
     used = cluster.usage.get(node.name)
     alloc = used.allocated if used else None
     partitions = [p.name for p in cluster.partitions.values() if p.contains(node.name)]
     session = cluster.agent_sessions.get(node.name)
+    display, flags = cluster.node_display_state(node), node_state_flags(cluster, node)
+    if cloud is not None:
+        display, flags = cloud.registered(node, display, flags)
     return NodeInfo(
         name=node.name,
         state=node.state.value,
-        display_state=cluster.node_display_state(node),
-        state_flags=node_state_flags(cluster, node),
+        display_state=display,
+        state_flags=flags,
         reason=node.reason,
         reason_user=node.reason_user,
         reason_time=node.reason_time,
@@ -457,11 +465,16 @@ def _switch_info(cluster: Cluster) -> TopologyInfo:
 
 
 def partition_info(
-    p: Partition, cluster: Cluster, preemption: PreemptionPolicy | None = None
+    p: Partition,
+    cluster: Cluster,
+    preemption: PreemptionPolicy | None = None,
+    cloud: CloudNodes | None = None,
 ) -> PartitionInfo:
     """``preemption``: the server's ``[preemption]``, whose mode is every partition's
-    PreemptMode (None: off)."""
-    nodes = [n for n in sorted(cluster.nodes) if p.contains(n)]
+    PreemptMode (None: off); ``cloud``: the ``[cloud]`` groups' names, which a partition
+    holds whether or not their nodes exist yet (as Slurm's holds its cloud nodes)."""
+    names = set(cluster.nodes) | set(cloud.groups if cloud is not None else ())
+    nodes = [n for n in sorted(names) if p.contains(n)]
     return PartitionInfo(
         name=p.name,
         default=p.default or p.name == cluster.default_partition(),

@@ -6,12 +6,13 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from hal import __version__
 from hal.api.auth import new_token, token_hash
+from hal.api.cloud_nodes import cloud_nodes, cloud_of, cluster_nodes, one_node
 from hal.api.context import ServerContext, admin_dep, caller_dep, context_dep
 from hal.api.convert import node_info, partition_info, topology_info
 from hal.core.errors import Conflict, InvalidRequest, NotFound
@@ -41,30 +42,42 @@ Admin = Annotated[Caller, Depends(admin_dep)]
 
 
 @router.get("/nodes", response_model=NodeList)
-async def list_nodes(ctx: Ctx, _caller: Who) -> NodeList:
-    c = ctx.cluster
-    return NodeList(nodes=[node_info(c.nodes[n], c) for n in sorted(c.nodes)])
+async def list_nodes(request: Request, ctx: Ctx, _caller: Who) -> NodeList:
+    """The registered nodes and the ``[cloud]`` groups' nodes not created yet, each with
+    Slurm's flags (``CLOUD``, ``POWERED_DOWN`` ...; ``hal.api.cloud_nodes``)."""
+    return NodeList(nodes=cluster_nodes(ctx.cluster, cloud_nodes(cloud_of(request))))
 
 
 @router.get("/nodes/{name}", response_model=NodeInfo)
-async def show_node(name: str, ctx: Ctx, _caller: Who) -> NodeInfo:
-    node = ctx.cluster.nodes.get(name)
-    if node is None:
+async def show_node(name: str, request: Request, ctx: Ctx, _caller: Who) -> NodeInfo:
+    info = one_node(name, ctx.cluster, cloud_nodes(cloud_of(request)))
+    if info is None:
         raise NotFound(f"Invalid node name specified: {name}")
-    return node_info(node, ctx.cluster)
+    return info
 
 
 @router.patch("/nodes/{name}", response_model=NodeInfo)
-async def update_node(name: str, body: NodeUpdate, ctx: Ctx, admin: Admin) -> NodeInfo:
+async def update_node(
+    name: str, body: NodeUpdate, request: Request, ctx: Ctx, admin: Admin
+) -> NodeInfo:
+    cloud = cloud_nodes(cloud_of(request))
+    if name not in ctx.cluster.nodes and name in cloud.groups:
+        raise Conflict(
+            f"node {name} of cloud group {cloud.groups[name].name} does not exist yet (it is "
+            "made when a job needs it): HAL sets the state of registered nodes only"
+        )
     node = await agents.set_node_state(ctx.cluster, name, body.state, body.reason, user=admin.name)
-    return node_info(node, ctx.cluster)
+    return node_info(node, ctx.cluster, cloud)
 
 
 @router.get("/partitions", response_model=PartitionList)
-async def list_partitions(ctx: Ctx, _caller: Who) -> PartitionList:
+async def list_partitions(request: Request, ctx: Ctx, _caller: Who) -> PartitionList:
     c = ctx.cluster
+    cloud = cloud_nodes(cloud_of(request))
     return PartitionList(
-        partitions=[partition_info(p, c, ctx.config.preemption) for p in c.partitions.values()]
+        partitions=[
+            partition_info(p, c, ctx.config.preemption, cloud) for p in c.partitions.values()
+        ]
     )
 
 

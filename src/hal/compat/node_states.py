@@ -5,13 +5,19 @@ and flags (``NodeInfo.state_flags``, the server's ``state/node_flags.py``). As S
 ``node_state_string_compact``, one flag shows as a suffix, maintenance first:
 
 - ``$`` in a maintenance reservation open now; an idle node shows ``maint`` instead;
-- ``*`` not responding (its agent missed heartbeats; ``down*`` once declared down);
+- ``#`` a ``[cloud]`` group's node powering up (its instance boots);
+- ``%`` one powering down (its instance is being removed);
+- ``~`` one powered down (not created);
+- ``*`` not responding (its agent missed heartbeats; ``down*`` once declared down; a
+  node powering up is not responding too, and shows ``idle#``);
 - an idle node in another reservation open now shows ``resv``.
 
+A registered group node has the ``CLOUD`` flag alone, which shows no suffix.
 ``%t`` and ``%T`` (``StateCompact``/``StateLong``) carry the suffix alike (``idle*``,
-``allocated$``). A suffix does not change the base state: ``sinfo -t idle`` lists
-``idle*`` nodes, ``-t no_respond`` only those, ``-t maint`` / ``-t resv`` the nodes in
-reservations.
+``allocated$``, ``mixed#``). A suffix does not change the base state: ``sinfo -t idle``
+lists ``idle*`` and ``idle~`` nodes, ``-t no_respond`` only those not responding,
+``-t maint`` / ``-t resv`` the nodes in reservations, ``-t cloud`` the groups' nodes,
+``-t powered_down`` / ``powering_up`` / ``powering_down`` those so (Slurm 22.05.8).
 """
 
 from __future__ import annotations
@@ -21,6 +27,23 @@ from hal.wire.nodes import NodeInfo
 NOT_RESPONDING = "NOT_RESPONDING"
 MAINTENANCE = "MAINTENANCE"
 RESERVED = "RESERVED"
+CLOUD = "CLOUD"
+POWERED_DOWN = "POWERED_DOWN"
+POWERING_UP = "POWERING_UP"
+POWERING_DOWN = "POWERING_DOWN"
+# the power flags' suffixes, in Slurm's order of precedence (after maintenance's ``$``,
+# before not responding's ``*``)
+POWER_SUFFIXES = ((POWERING_UP, "#"), (POWERING_DOWN, "%"), (POWERED_DOWN, "~"))
+# -t names of flags: the tag a node with the flag gets (``node_tags``)
+FLAG_TAGS = {
+    NOT_RESPONDING: "no_respond",
+    MAINTENANCE: "maint",
+    RESERVED: "resv",
+    CLOUD: "cloud",
+    POWERED_DOWN: "powered_down",
+    POWERING_UP: "powering_up",
+    POWERING_DOWN: "powering_down",
+}
 
 LONG_STATES = {
     "idle": "idle",
@@ -45,13 +68,14 @@ STATE_FILTERS: dict[str, frozenset[str]] = {
     "maintenance": frozenset({"maint"}),
     "no_respond": frozenset({"no_respond"}),
     "not_responding": frozenset({"no_respond"}),
+    **{name: frozenset({name}) for name in ("cloud", "powered_down", "powering_up",
+                                            "powering_down")},
     **{
         name: frozenset()
         for name in (
-            "boot", "booting", "cloud", "failing", "future", "futr", "inval", "invalid",
-            "npc", "perfctrs", "planned", "power_down", "powered_down",
-            "powering_down", "powering_up", "pow_dn", "pow_up", "reboot", "reboot_issued",
-            "reboot_requested", "unk", "unknown", "blocked",
+            "boot", "booting", "failing", "future", "futr", "inval", "invalid",
+            "npc", "perfctrs", "planned", "power_down", "pow_dn", "pow_up", "reboot",
+            "reboot_issued", "reboot_requested", "unk", "unknown", "blocked",
         )
     },
 }  # fmt: skip
@@ -70,22 +94,31 @@ def state_long(node: NodeInfo) -> str:
 def _state(node: NodeInfo, base: str, *, long: bool = False) -> str:
     flags = set(node.state_flags)
     star = "*" if NOT_RESPONDING in flags else ""
+    power = next((mark for flag, mark in POWER_SUFFIXES if flag in flags), "")
     if node.display_state == "idle":
         if MAINTENANCE in flags:
             return "maint" + star
-        if star:
-            return base + star
+        if power or star:
+            return base + (power or star)
         if RESERVED in flags:
             return "reserved" if long else "resv"
         return base
     if MAINTENANCE in flags:
         return base + "$"
-    return base + star
+    return base + (power or star)
 
 
 # Slurm's node state numbers (slurm.h): the base state and the flags on top of it
 _SLURM_BASE = {"down": 1, "idle": 2, "alloc": 3, "mix": 5, "comp": 3 | 0x400, "fail": 2 | 0x2000}
-_SLURM_FLAGS = {RESERVED: 0x20, NOT_RESPONDING: 0x800, MAINTENANCE: 0x8000}
+_SLURM_FLAGS = {
+    RESERVED: 0x20,
+    CLOUD: 0x80,
+    NOT_RESPONDING: 0x800,
+    POWERED_DOWN: 0x1000,
+    POWERING_UP: 0x4000,
+    MAINTENANCE: 0x8000,
+    POWERING_DOWN: 0x40000,
+}
 _DRAIN = 0x200
 
 
@@ -105,31 +138,30 @@ def slurm_state_number(node: NodeInfo) -> int:
 
 
 # scontrol's base states (Slurm's node_state_string_complete); a drained node is its base
-# state plus DRAIN: ``IDLE+DRAIN``, ``MIXED+DRAIN`` while its jobs run (Slurm 22.05.8)
-_SCONTROL_BASE = {"alloc": "ALLOCATED", "mix": "MIXED", "drain": "IDLE+DRAIN"}
+# state with the DRAIN flag: ``IDLE+DRAIN``, ``MIXED+DRAIN`` while its jobs run (Slurm
+# 22.05.8)
+_SCONTROL_BASE = {"alloc": "ALLOCATED", "mix": "MIXED", "drain": "IDLE"}
+_DRAINED = ("drain", "drng")
 
 
 def scontrol_state(node: NodeInfo) -> str:
     """``scontrol show node``'s ``State=``: ``IDLE``, ``IDLE+DRAIN``,
-    ``MIXED+DRAIN+NOT_RESPONDING``: the base state, then DRAIN and the flags in Slurm's
-    order (alphabetical: MAINTENANCE, NOT_RESPONDING, RESERVED)."""
+    ``MIXED+DRAIN+NOT_RESPONDING``, ``IDLE+CLOUD+POWERED_DOWN``,
+    ``MIXED+CLOUD+DRAIN``: the base state, then DRAIN and the flags in Slurm's order
+    (alphabetical: CLOUD, DRAIN, MAINTENANCE, NOT_RESPONDING, POWERED_DOWN,
+    POWERING_DOWN, POWERING_UP, RESERVED)."""
     if node.display_state == "drng":
-        state = ("ALLOCATED" if node.cpus_alloc >= node.cpus else "MIXED") + "+DRAIN"
+        state = "ALLOCATED" if node.cpus_alloc >= node.cpus else "MIXED"
     else:
         state = _SCONTROL_BASE.get(node.display_state, node.display_state.upper())
-    return state + "".join("+" + flag for flag in sorted(node.state_flags))
+    flags = set(node.state_flags) | ({"DRAIN"} if node.display_state in _DRAINED else set())
+    return state + "".join("+" + flag for flag in sorted(flags))
 
 
 def node_tags(node: NodeInfo) -> frozenset[str]:
     """What ``-t`` names match on this node: its base state and one tag per flag."""
     tags = {node.display_state}
-    flags = set(node.state_flags)
-    if NOT_RESPONDING in flags:
-        tags.add("no_respond")
-    if MAINTENANCE in flags:
-        tags.add("maint")
-    if RESERVED in flags:
-        tags.add("resv")
+    tags.update(FLAG_TAGS[flag] for flag in node.state_flags if flag in FLAG_TAGS)
     return frozenset(tags)
 
 
@@ -150,8 +182,9 @@ def parse_node_states(text: str) -> list[list[frozenset[str]]] | None:
             if states is None:
                 raise ValueError(
                     f"Invalid node state specified: {name.strip()}; use idle, alloc, mix, "
-                    "drain, drng, down, comp, resv, maint, no_respond, fail (or their long "
-                    "names), comma-separated, or all"
+                    "drain, drng, down, comp, resv, maint, no_respond, fail, cloud, "
+                    "powered_down, powering_up, powering_down (or their long names), "
+                    "comma-separated, or all"
                 )
             terms.append(states)
         choices.append(terms)

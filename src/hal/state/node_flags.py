@@ -13,7 +13,12 @@ HAL knows three of Slurm's flags:
 - ``RESERVED`` (the state ``resv`` for an idle node): the node is in another reservation
   whose window is open now.
 
-HAL has no power saving, reboot requests or cloud nodes, so Slurm's ``~ # % ! @`` never
+The nodes of ``[cloud]`` groups carry Slurm's flags of cloud nodes, which the API adds
+(``hal.api.cloud_nodes``; the node model knows no groups): ``CLOUD`` on each of them,
+and on a name with no registered node ``POWERED_DOWN`` (``~``, no instance),
+``POWERING_UP`` (``#``, an instance whose agent has not joined yet, also
+``NOT_RESPONDING`` as in Slurm 22.05.8) or ``POWERING_DOWN`` (``%``, an instance being
+removed). HAL has no reboot requests or manual power-downs, so Slurm's ``! @ ^`` never
 appear.
 """
 
@@ -30,6 +35,10 @@ if TYPE_CHECKING:
 NOT_RESPONDING = "NOT_RESPONDING"
 MAINTENANCE = "MAINTENANCE"
 RESERVED = "RESERVED"
+CLOUD = "CLOUD"
+POWERED_DOWN = "POWERED_DOWN"
+POWERING_UP = "POWERING_UP"
+POWERING_DOWN = "POWERING_DOWN"
 
 
 def not_responding_after(config: HalConfig) -> float:

@@ -9,10 +9,13 @@ from hal.wire.base import WireModel
 
 class NodeInfo(WireModel):
     name: str
-    state: str  # UP, DOWN, DRAIN (stored state)
+    # UP, DOWN, DRAIN (stored state); UP for a [cloud] group's node not created yet
+    state: str
     display_state: str  # sinfo's: idle, mix, alloc, drain, drng, down
-    # Slurm's flags on top of it (sinfo's suffixes: idle*, alloc$; state/node_flags.py):
-    # NOT_RESPONDING, MAINTENANCE, RESERVED
+    # Slurm's flags on top of it (sinfo's suffixes: idle*, alloc$, idle~; node_flags.py):
+    # NOT_RESPONDING, MAINTENANCE, RESERVED; on a [cloud] group's node CLOUD, and on one
+    # with no registered node POWERED_DOWN, POWERING_UP or POWERING_DOWN
+    # (hal.api.cloud_nodes)
     state_flags: list[str] = Field(default_factory=list)
     reason: str = ""
     # who set the reason (an operator's name, or the server's account for its own) and
@@ -58,7 +61,9 @@ class PartitionInfo(WireModel):
     max_time_seconds: int  # 0 = unlimited
     default_time_seconds: int  # DefaultTime as configured; 0 = none (jobs get MaxTime)
     max_nodes: int  # 0 = unlimited
-    nodes: list[str]  # the registered nodes it holds ([]: none, not every node)
+    # the nodes it holds ([]: none, not every node): the registered ones and the names of
+    # the [cloud] groups' nodes, created or not
+    nodes: list[str]
     priority_tier: int = 1
     priority_job_factor: int = 1  # Slurm's PriorityJobFactor
     # Slurm's PreemptMode: OFF without preemption, else [preemption]'s mode (REQUEUE,

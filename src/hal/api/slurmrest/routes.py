@@ -23,8 +23,9 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
+from hal.api.cloud_nodes import CloudNodes, cloud_nodes, cluster_nodes, one_node
 from hal.api.context import ServerContext, authenticated
-from hal.api.convert import job_info, node_info, partition_info
+from hal.api.convert import job_info, partition_info
 from hal.api.slurmrest import desc, views
 from hal.api.slurmrest.envelope import (
     ACCESS_DENIED,
@@ -57,7 +58,7 @@ from hal.core.slurm_syntax import parse_signal_name
 from hal.core.states import JobState
 from hal.state.cluster import Caller
 from hal.wire.jobs import JobUpdate
-from hal.wire.nodes import kept_warning
+from hal.wire.nodes import NodeInfo, kept_warning
 from hal.wire.slurm_json import ApiVersion, no_val
 
 log = logging.getLogger("hal.api.slurmrest")
@@ -318,32 +319,47 @@ async def update_job(request: Request, job_id: str, caller: Who) -> JSONResponse
 # -- nodes, partitions, licenses, ping, diag ------------------------------------------------
 
 
-def _nodes(request: Request, names: list[str]) -> JSONResponse:
+def _cloud(request: Request) -> CloudNodes:
+    """The ``[cloud]`` groups' nodes (``hal.api.cloud_nodes``): the autoscaler is the
+    parent application's."""
+    return cloud_nodes(getattr(request.app.state.parent.state, "cloud", None))
+
+
+def _nodes(request: Request, infos: list[NodeInfo]) -> JSONResponse:
     c = _ctx(request).cluster
     cluster = _ctx(request).config.cluster_name
-    nodes = [views.node(node_info(c.nodes[n], c), cluster) for n in names]
+    nodes = [views.node(info, cluster) for info in infos]
     return answer(request, {"nodes": nodes, "last_update": no_val(int(c.clock.now()))})
 
 
 async def list_nodes(request: Request, _caller: Who) -> JSONResponse:
-    return _nodes(request, sorted(_ctx(request).cluster.nodes))
+    """The registered nodes and the ``[cloud]`` groups' nodes not created yet
+    (``state: ["IDLE", "CLOUD", "POWERED_DOWN"]``), as ``GET /v1/nodes``."""
+    return _nodes(request, cluster_nodes(_ctx(request).cluster, _cloud(request)))
 
 
 async def show_node(request: Request, node_name: str, _caller: Who) -> JSONResponse:
-    if node_name not in _ctx(request).cluster.nodes:
+    info = one_node(node_name, _ctx(request).cluster, _cloud(request))
+    if info is None:
         raise SlurmRestError(
             500, INVALID_NODE_NAME, f"Invalid node name specified: {node_name}", "node_name"
         )
-    return _nodes(request, [node_name])
+    return _nodes(request, [info])
 
 
 def _partitions(request: Request, names: list[str]) -> JSONResponse:
     ctx = _ctx(request)
     c = ctx.cluster
+    cloud = _cloud(request)
     out = []
     for name in names:
-        info = partition_info(c.partitions[name], c, ctx.config.preemption)
-        cpus = sum(c.nodes[n].resources.cpus for n in info.nodes if n in c.nodes)
+        info = partition_info(c.partitions[name], c, ctx.config.preemption, cloud)
+        # (a group's node not created yet counts its group's CPUs, as Slurm's cloud nodes)
+        cpus = sum(
+            c.nodes[n].resources.cpus if n in c.nodes else cloud.groups[n].resources.cpus
+            for n in info.nodes
+            if n in c.nodes or n in cloud.groups
+        )
         out.append(views.partition(info, cpus, ctx.config.cluster_name))
     return answer(request, {"partitions": out, "last_update": no_val(int(c.clock.now()))})
 

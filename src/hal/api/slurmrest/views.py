@@ -26,13 +26,20 @@ NODE_STATES = {
 }
 
 
-def node(info: NodeInfo, cluster: str) -> dict[str, object]:
+def node_state(info: NodeInfo) -> list[str]:
+    """The base state, then the flags in scontrol's order: ``["IDLE", "DRAIN"]``,
+    ``["IDLE", "CLOUD", "POWERED_DOWN"]`` (a ``[cloud]`` group's node not created yet),
+    ``["MIXED", "CLOUD", "DRAIN"]``."""
     if info.display_state == "drng":
         busy = "ALLOCATED" if info.cpus_alloc >= info.cpus else "MIXED"
         state = [busy, "DRAIN"]
     else:
         state = list(NODE_STATES.get(info.display_state, ["UNKNOWN"]))
-    state += [f for f in info.state_flags if f not in state]
+    return state[:1] + sorted(set(state[1:]) | set(info.state_flags))
+
+
+def node(info: NodeInfo, cluster: str) -> dict[str, object]:
+    state = node_state(info)
     gres = ""
     if info.gpus:
         gres = f"gpu:{info.gpu_model}:{info.gpus}" if info.gpu_model else f"gpu:{info.gpus}"
