@@ -412,19 +412,40 @@ def cloud_service(
 
 
 def _token(cluster: Cluster, path: Path) -> str:
-    """The token of ``CLOUD_AGENT``: the one kept in ``path`` while it still is the
-    user's, else a new one, written there (mode 0600) before any node is given it."""
-    from hal.api.auth import token_hash
-    from hal.api.server import ensure_user, reset_token
+    """The token of ``CLOUD_AGENT``, bound to the groups' node names (a stolen one serves
+    no other node): the one kept in ``path`` while it still is the user's, else a new
+    one, written there (mode 0600) before any node is given it."""
+    from hal.api.auth import new_token, token_hash
+    from hal.api.server import reset_token
+    from hal.core.slurm_syntax import compress_hostlist
 
     store = cluster.store
-    now = cluster.clock.now()
-    token = ensure_user(store, CLOUD_AGENT, admin=False, now=now, agent=True)
-    if token is None:
+    nodes = compress_hostlist(sorted(cluster.cloud_templates))
+    user = next((u for u in store.users() if u.name == CLOUD_AGENT), None)
+    if user is not None and not user.agent:
+        raise InvalidRequest(
+            f"user {CLOUD_AGENT} exists and is no agent, but [cloud] nodes join under that "
+            f"name: delete it (`hal user delete {CLOUD_AGENT}`) and start again"
+        )
+    if user is None:
+        token = new_token()
+        with store.transaction() as tx:
+            tx.add_user(
+                CLOUD_AGENT,
+                token_hash(token),
+                False,
+                cluster.clock.now(),
+                agent=True,
+                agent_nodes=nodes,
+            )
+    else:
+        if user.agent_nodes != nodes:  # the groups changed since
+            with store.transaction() as tx:
+                tx.set_agent_nodes(CLOUD_AGENT, nodes)
         with contextlib.suppress(OSError):
             kept = path.read_text().strip()
-            user = store.user_by_token_hash(token_hash(kept))
-            if user is not None and user.name == CLOUD_AGENT and user.agent:
+            found = store.user_by_token_hash(token_hash(kept))
+            if found is not None and found.name == CLOUD_AGENT:
                 return kept
         token = reset_token(store, CLOUD_AGENT, admin=False)
     path.touch(mode=0o600)

@@ -468,6 +468,11 @@ class Transaction:
             )
         )
 
+    def set_agent_nodes(self, name: str, agent_nodes: str) -> None:
+        """The nodes agent ``name``'s token may serve (a host list; "" any)."""
+        t = schema.users
+        self.conn.execute(update(t).where(t.c.name == name).values(agent_nodes=agent_nodes))
+
     def set_user_token(self, name: str, token_sha256: str, admin: bool | None = None) -> bool:
         """Replace ``name``'s token hash (and its admin flag, unless ``admin`` is None);
         False when there is no such user."""

@@ -457,6 +457,9 @@ def test_a_restarted_server_takes_back_its_group_node_and_token(
     assert cloud.wait_done(first_job).nodes == ["burst1"]
     record = cloud.record("burst", "burst1")
     token = (cloud.data / "cloud" / "agent-token").read_text()
+    # the nodes' token serves the group's names only
+    users = cloud.server.cli("user", "list")
+    assert "hal-cloud (agent: burst[1-2])" in users.stdout, users.stdout
 
     mark = cloud.last_event_id()
     cloud.restart()
