@@ -187,10 +187,13 @@ def cmd_nodes(ns: argparse.Namespace) -> int:
         f"{'NODE':<16} {'STATE':<8} {'CPUS(A/T)':>10} {'MEM GiB(A/T)':>14} {'GPUS(A/T)':>10}"
         f"  REASON"
     )
+    from hal.compat.node_states import state_compact
+
     for n in nodes:
         gib = 1024**3
+        # sinfo's state, with its suffixes: idle~ for a [cloud] node not made yet ...
         print(
-            f"{n.name:<16} {n.display_state:<8} {f'{n.cpus_alloc}/{n.cpus}':>10} "
+            f"{n.name:<16} {state_compact(n):<8} {f'{n.cpus_alloc}/{n.cpus}':>10} "
             f"{f'{n.memory_alloc_bytes / gib:.1f}/{n.memory_bytes / gib:.1f}':>14} "
             f"{f'{n.gpus_alloc}/{n.gpus}':>10}  {n.reason}"
         )

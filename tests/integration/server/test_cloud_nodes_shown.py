@@ -175,6 +175,9 @@ def test_group_nodes_are_powered_down_then_up_then_down_again(
         "burst2 idle~ idle~ 4 2048 cloud,c7i",
         "node1 idle idle 1 1024 (null)",
     ]
+    # hal nodes shows sinfo's state, suffix and all
+    listed = {line.split()[0]: line.split()[1] for line in hal(server, "nodes")[1:]}
+    assert listed == {"burst1": "idle~", "burst2": "idle~", "node1": "idle"}
     shown_node = hal(server, "scontrol", "show", "node", "burst1")
     assert shown_node[:2] == [
         "NodeName=burst1 CoresPerSocket=1",
