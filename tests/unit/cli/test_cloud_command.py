@@ -1,0 +1,55 @@
+"""``hal cloud``'s table (hal.cli.cloud.render)."""
+
+from __future__ import annotations
+
+from hal.cli.cloud import render
+from hal.wire.cloud import CloudGroupInfo, CloudNodeInfo, CloudStatus
+
+
+def test_groups_then_each_groups_nodes_with_age_and_idle_time() -> None:
+    burst = CloudGroupInfo(
+        name="burst",
+        provider="local",
+        nodes=["burst1", "burst2", "burst3"],
+        cpus=8,
+        memory_bytes=4 << 30,
+        price_per_hour=0.5,
+        idle_seconds=300,
+        boot_timeout_seconds=300,
+        instances=[
+            CloudNodeInfo(
+                node="burst2", instance="i-2", state="idle", created_at=0.0, idle_since=40.0
+            ),
+            CloudNodeInfo(node="burst1", instance="i-1", state="booting", created_at=95.0),
+        ],
+        created=3,
+        removed=1,
+        boot_failures=1,
+        resting_until=160.0,
+        last_error="node burst3 (instance i-3) did not join within 300 s",
+    )
+    gpu = CloudGroupInfo(
+        name="gpu", provider="ec2", nodes=["g1"], cpus=16, memory_bytes=1536 << 20, gpus=4,
+        price_per_hour=3.06, idle_seconds=0, boot_timeout_seconds=600,
+    )  # fmt: skip
+    assert render(CloudStatus(groups=[burst, gpu]), now=100.0).splitlines() == [
+        "GROUP        PROVIDER    NODES  CPUS   MEMORY GPUS  $/HOUR",
+        "burst        local         2/3     8       4G    0   0.500",
+        "gpu          ec2           0/1    16    1536M    4   3.060",
+        "",
+        "burst: NODE           STATE          AGE     IDLE  INSTANCE",
+        "       burst1         booting    0:00:05        -  i-1",
+        "       burst2         idle       0:01:40  0:01:00  i-2",
+        "",
+        "burst: made 3, removed 1, failed to join 1 (since the server started)",
+        "burst: resting for 0:01:00",
+        "burst: last error: node burst3 (instance i-3) did not join within 300 s",
+        "",
+        "gpu: made 0, removed 0, failed to join 0 (since the server started)",
+    ]
+
+
+def test_no_groups_says_where_to_look() -> None:
+    assert render(CloudStatus(), now=0.0) == (
+        "no node groups: hal.toml has no [cloud] groups (docs/cloud.md)\n"
+    )
