@@ -63,7 +63,7 @@ class GroupState:
 
     instances: list[Instance] = field(default_factory=list)
     resting_until: float = 0.0
-    error: str = ""  # the provider's last failure ("" after a pass without one)
+    error: str = ""  # the last failure since the server started (kept until the next)
     created: int = 0  # nodes created since the server started
     removed: int = 0
     boot_failures: int = 0
@@ -78,16 +78,12 @@ class CloudService:
         launch: Callable[[], Launch],
     ) -> None:
         self.cluster = cluster
+        self.config = config  # read at start only: [cloud] is restart-only
+        self.providers = dict(providers)
         self.launch = launch
         self.idle_since: dict[str, float] = {}
-        self.groups: dict[str, GroupState] = {}
+        self.groups = {g.name: GroupState() for g in config.groups}
         self.started_at = cluster.clock.now()
-        self.configure(config, providers)
-
-    def configure(self, config: CloudConfig, providers: Mapping[str, Provider]) -> None:
-        self.config = config
-        self.providers = dict(providers)
-        self.groups = {g.name: self.groups.get(g.name, GroupState()) for g in config.groups}
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
