@@ -66,6 +66,9 @@ class AgentConfig:
     # Prometheus /metrics of this agent (hal.agent.metrics): PORT, :PORT or HOST:PORT;
     # "" = off (the default: agents sharing a host would collide on a fixed port).
     metrics_listen: str = field(default_factory=lambda: os.environ.get(METRICS_ENV, ""))
+    # the GPUs' model as jobs name their type (--gres=gpu:TYPE:N), e.g. "nvidia_a100";
+    # "": NVML's (a [cloud] group's nodes are told their group's gpu_type)
+    gpu_model: str = ""
     # NVLink islands, e.g. ((0, 1, 2, 3), (4, 5, 6, 7)); None: NVML's (one island without)
     gpu_islands: tuple[tuple[int, ...], ...] | None = None
     # rack/zone/region/site (--topology-label rack=r1) and a multi-node NVLink domain

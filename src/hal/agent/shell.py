@@ -448,7 +448,7 @@ class AgentShell:
             cpus=self.capacity.cpus,
             memory_bytes=self.capacity.memory_bytes,
             gpus=self.capacity.gpus,
-            gpu_model=gpus.model,
+            gpu_model=self.config.gpu_model or gpus.model,
             gpu_islands=[list(i) for i in gpus.islands],
             topology_labels=dict(self.config.topology_labels),
             # --nvlink-domain wins over what NVML's fabric info says

@@ -386,6 +386,8 @@ def cmd_agent(ns: argparse.Namespace) -> int:
         kwargs["memory_bytes"] = parse_memory(ns.memory)
     if ns.gpus is not None:
         kwargs["gpus"] = ns.gpus
+    if ns.gpu_type:
+        kwargs["gpu_model"] = ns.gpu_type
     if ns.gpu_islands:
         islands = parse_gpu_islands(ns.gpu_islands)
         if ns.gpus is not None:

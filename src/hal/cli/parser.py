@@ -100,6 +100,13 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     ag.add_argument("--memory", default=None, help="memory to offer, e.g. 16G")
     ag.add_argument("--gpus", type=_at_least(0), default=None)
     ag.add_argument(
+        "--gpu-type",
+        default=None,
+        metavar="TYPE",
+        help="the GPUs' type as jobs name it (--gres=gpu:TYPE:N), e.g. nvidia_a100 "
+        "(default: the model NVML reports)",
+    )
+    ag.add_argument(
         "--gpu-islands",
         default=None,
         metavar="ISLANDS",

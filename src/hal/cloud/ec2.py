@@ -73,12 +73,15 @@ exec hal agent --server {server_url} --name {node} --cpus {cpus} --memory {memor
 
 
 def default_user_data(group: NodeGroup) -> str:
-    """``DEFAULT_USER_DATA``, with ``--features`` when the group has features. The node
-    offers what the group says, as the autoscaler planned (``--gpus 0`` too: without it
-    the agent would offer the GPUs NVML finds)."""
+    """``DEFAULT_USER_DATA``, with ``--features`` and ``--gpu-type`` where the group has
+    them. The node offers what the group says, as the autoscaler planned (``--gpus 0``
+    too: without it the agent would offer the GPUs NVML finds; ``--gpu-type``: a job's
+    ``--gres=gpu:TYPE`` must match the node made for it, whatever NVML calls it)."""
     text = DEFAULT_USER_DATA
     if group.features:
         text += " --features {features}"
+    if group.gpu_model:
+        text += " --gpu-type {gpu_type}"
     return text + "\n"
 
 

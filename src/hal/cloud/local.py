@@ -83,6 +83,8 @@ class LocalProvider:
         ]  # fmt: skip
         if self.group.features:
             cmd += ["--features", ",".join(self.group.features)]
+        if self.group.gpu_model:
+            cmd += ["--gpu-type", self.group.gpu_model]
         cmd += self.agent_args
         env = {**os.environ, "HAL_TOKEN": launch.token, "HAL_URL": launch.server_url}
         with open(node_dir / "agent.log", "ab") as out:

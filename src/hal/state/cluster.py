@@ -927,7 +927,8 @@ class Cluster:
         here = sorted(
             {gpu_type_name(n.gpu_model) for n in nodes if n.gpu_model and n.resources.gpus}
         )
-        gpu_nodes = [n for n in self.nodes.values() if n.gpu_model and n.resources.gpus]
+        known = [*self.nodes.values(), *self.cloud_templates.values()]
+        gpu_nodes = [n for n in known if n.gpu_model and n.resources.gpus]
         anywhere = sorted({gpu_type_name(n.gpu_model) for n in gpu_nodes})
         if any(gpu_type_matches(wanted, n.gpu_model) for n in gpu_nodes):
             # on nodes, but not this partition's

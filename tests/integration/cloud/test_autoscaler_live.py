@@ -519,3 +519,19 @@ def test_a_restarted_server_keeps_an_old_node_whose_agent_is_slow_to_sync(
     assert cloud.kinds("cloud.boot_failed", mark) == []
     assert agent_alive(record)
     assert cloud.nodes().get("burst1") == "UP"
+
+
+def test_a_typed_gpu_job_runs_on_the_node_made_for_it(
+    start_cloud: Callable[[str], Cloud],
+) -> None:
+    """The node is told its group's GPU type: a --gres=gpu:a100:1 job fits the node made
+    for it (before, it joined untyped, the job could not use it, and the group made and
+    removed nodes for it for ever)."""
+    gpu = group_toml("gpu", "gpu[1-2]", cpus=4, idle=1) + 'gpus = 2\ngpu_type = "nvidia_a100"\n'
+    cloud = start_cloud(config_toml(gpu))
+    refused = cloud.submit("--gres=gpu:h100:1", "--wrap", "true")
+    assert refused.returncode != 0
+    assert "the cluster's types: nvidia_a100" in refused.stderr, refused.stderr
+    job = cloud.sbatch("--gres=gpu:a100:1", "--wrap", "true")
+    assert cloud.wait_done(job).nodes == ["gpu1"]
+    assert [e.node for e in cloud.kinds("cloud.node_created")] == ["gpu1"]

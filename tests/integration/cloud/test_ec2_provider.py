@@ -137,6 +137,8 @@ def test_user_data_starts_the_agent(
         "1",
         "--features",
         "cloud,c7i",
+        "--gpu-type",
+        "nvidia_a100",
     ]
     args = build_parser(argv).parse_args(argv)
     assert (args.server, args.name, args.cpus, args.memory) == (
@@ -145,7 +147,7 @@ def test_user_data_starts_the_agent(
         4,
         "16384M",
     )
-    assert (args.gpus, args.features) == (1, "cloud,c7i")
+    assert (args.gpus, args.features, args.gpu_type) == (1, "cloud,c7i", "nvidia_a100")
 
 
 def test_default_user_data_offers_no_gpus_and_features_the_group_lacks(
@@ -153,9 +155,9 @@ def test_default_user_data_offers_no_gpus_and_features_the_group_lacks(
 ) -> None:
     """``--gpus 0``, so the agent does not offer the GPUs it finds; no ``--features``."""
     small = ResourceVector(cpus=2, memory_bytes=1 << 30)
-    group = replace(make_group(**settings), features=(), resources=small)
+    group = replace(make_group(**settings), features=(), resources=small, gpu_model="")
     script = Ec2Provider(group, cluster).render("burst1", launch)
-    assert "--features" not in script
+    assert "--features" not in script and "--gpu-type" not in script
     assert script.endswith("--cpus 2 --memory 1024M --gpus 0\n")
 
 
@@ -334,3 +336,15 @@ def test_unknown_or_missing_settings_are_refused(
 def test_a_group_of_another_provider_is_refused(make_group: MakeGroup, cluster: str) -> None:
     with pytest.raises(InvalidRequest, match="provider 'local', not ec2"):
         Ec2Provider(make_group(provider="local"), cluster)
+
+
+def test_default_user_data_gives_the_groups_gpu_type(
+    make_group: MakeGroup, settings: dict[str, str], cluster: str, launch: Launch
+) -> None:
+    """A job's ``--gres=gpu:a100:1`` must match the node made for it, whatever NVML
+    calls the GPU: the agent is told the group's type."""
+    group = replace(make_group(**settings), gpu_model="nvidia_a100")
+    script = Ec2Provider(group, cluster).render("burst1", launch)
+    argv = shlex.split(script.splitlines()[-1])[2:]  # (after `exec hal`)
+    args = build_parser(argv).parse_args(argv)
+    assert (args.gpus, args.gpu_type) == (1, "nvidia_a100")
