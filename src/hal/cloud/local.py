@@ -133,13 +133,19 @@ class LocalProvider:
         return found
 
     def remove(self, instances: Sequence[Instance]) -> None:
+        """Stop each instance as a machine's termination would: its agent, and every
+        process the agent started (its fork server and jobs, in sessions of their own,
+        which an agent's SIGTERM leaves running for its successor to adopt)."""
         records = {}
+        spawned: list[psutil.Process] = []
         for inst in instances:
             path = self._records / f"{inst.node}.json"
             record = _read(path)
             if record is None or str(record["pid"]) != inst.id:
                 continue  # gone, or the name's record is a newer instance's
             records[path] = record
+            with contextlib.suppress(psutil.Error):
+                spawned += psutil.Process(int(str(record["pid"]))).children(recursive=True)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(int(str(record["pid"])), signal.SIGTERM)
         deadline = time.monotonic() + STOP_WAIT_S
@@ -150,6 +156,18 @@ class LocalProvider:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(int(str(record["pid"])), signal.SIGKILL)
             path.unlink(missing_ok=True)
+        _kill_all(spawned)
+
+
+def _kill_all(processes: list[psutil.Process]) -> None:
+    """SIGKILL ``processes`` and whatever they started meanwhile."""
+    for proc in processes:
+        with contextlib.suppress(psutil.Error):
+            processes += [c for c in proc.children(recursive=True) if c not in processes]
+    for proc in processes:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(processes, timeout=5)
 
 
 def _read(path: Path) -> dict[str, object] | None:

@@ -535,3 +535,29 @@ def test_a_typed_gpu_job_runs_on_the_node_made_for_it(
     job = cloud.sbatch("--gres=gpu:a100:1", "--wrap", "true")
     assert cloud.wait_done(job).nodes == ["gpu1"]
     assert [e.node for e in cloud.kinds("cloud.node_created")] == ["gpu1"]
+
+
+def test_a_removed_local_node_takes_its_running_job_with_it(
+    start_cloud: Callable[[str], Cloud],
+) -> None:
+    """As a terminated instance would: the agent's fork server and the job, in sessions
+    of their own that an agent's SIGTERM leaves for its successor, go too (`hal up`'s
+    Ctrl-C left them running, and the requeued job ran twice at once)."""
+    cloud = start_cloud(config_toml(group_toml("burst", "burst[1-2]", cpus=4)))
+    marker = cloud.workdir / "started"
+    job = cloud.sbatch("-c", "4", "--wrap", f"touch {marker}; exec sleep 300")
+    wait_until(marker.exists, 20, message="the job to start on burst1")
+    agent = psutil.Process(int(cloud.record("burst", "burst1")["pid"]))
+    spawned = agent.children(recursive=True)
+    assert any("sleep" in " ".join(p.cmdline()) for p in spawned), spawned
+    service = cloud.server.server.cloud  # type: ignore[attr-defined]
+    service.stop_local_nodes()
+
+    def alive(p: psutil.Process) -> bool:
+        with suppress(psutil.Error):
+            return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+        return False
+
+    assert not alive(agent)
+    assert [p for p in spawned if alive(p)] == []
+    assert cloud.job(job).state == "RUNNING"  # (until its node times out: NODE_FAIL)
