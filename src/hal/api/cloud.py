@@ -4,10 +4,12 @@ Each pass (``[cloud] interval_seconds``) lists every group's instances from its
 provider, then:
 
 - an instance whose agent has not joined within the group's ``boot_timeout_seconds``
-  is removed, and the group rests as long (Slurm's ResumeTimeout);
+  is removed, and the group rests as long, twice as long after each failure in a row
+  (at most an hour; Slurm's ResumeTimeout);
 - a second instance for one node name is removed (the older one is kept);
 - a joined node without a job for its group's ``idle_seconds`` is drained, removed
-  from its provider and forgotten (Slurm's SuspendTime);
+  from its provider and forgotten (Slurm's SuspendTime), unless an operator drained or
+  downed it;
 - a node of a group whose instance is gone, and whose agent no longer answers, is
   forgotten;
 - the waiting jobs, in priority order, are packed into booting nodes and, where they
@@ -55,6 +57,7 @@ DEMAND = {
     PendingReason.BAD_CONSTRAINTS,
 }
 IDLE_REASON = "cloud: idle, being removed"
+MAX_REST_S = 3600.0  # the longest a failing group rests
 
 
 @dataclass(slots=True)
@@ -67,6 +70,7 @@ class GroupState:
     created: int = 0  # nodes created since the server started
     removed: int = 0
     boot_failures: int = 0
+    failing: int = 0  # boot failures since a node of the group last joined
 
 
 class CloudService:
@@ -217,6 +221,7 @@ class CloudService:
             session = self.cluster.agent_sessions.get(inst.node)
             if session is not None and session.last_seen >= inst.created_at:
                 joined[inst.node] = group.name
+                self.groups[group.name].failing = 0
             elif node is not None and node.last_heartbeat >= inst.created_at:
                 # it joined, and its agent is silent: a restarted server's node not yet
                 # back, or a dead one, removed once down past the group's boot timeout
@@ -233,12 +238,16 @@ class CloudService:
         return booting, joined
 
     async def _boot_failed(self, group: NodeGroup, inst: Instance, now: float) -> None:
+        """The group rests its boot timeout, twice as long after each failure in a row
+        (at most an hour), as the cluster autoscaler backs off a failing node group."""
         state = self.groups[group.name]
         state.boot_failures += 1
-        state.resting_until = now + group.boot_timeout_seconds
+        state.failing += 1
+        rest = min(group.boot_timeout_seconds * 2 ** (state.failing - 1), MAX_REST_S)
+        state.resting_until = now + rest
         state.error = (
             f"node {inst.node} (instance {inst.id}) did not join within "
-            f"{group.boot_timeout_seconds:g} s; the group rests until then"
+            f"{group.boot_timeout_seconds:g} s; the group makes no nodes for {rest:g} s"
         )
         log.warning("cloud group %s: %s", group.name, state.error)
         await self._event("cloud.boot_failed", inst.node, group, instance=inst.id)
@@ -281,7 +290,7 @@ class CloudService:
                 del self.idle_since[node]
         for node in joined:
             usage = self.cluster.usage.get(node)
-            if usage is not None and usage.jobs:
+            if (usage is not None and usage.jobs) or _kept_by_operator(self.cluster.nodes[node]):
                 self.idle_since.pop(node, None)
             else:
                 self.idle_since.setdefault(node, now)
@@ -364,6 +373,14 @@ class CloudService:
                 )
             ]
         )
+
+
+def _kept_by_operator(node: Node) -> bool:
+    """Drained or downed by someone (``scontrol update``), not by the autoscaler: kept
+    until resumed, as Slurm leaves such a cloud node alone."""
+    if node.state is NodeState.DRAIN:
+        return node.reason != IDLE_REASON
+    return node.state is NodeState.DOWN and node.reason.startswith("admin:")
 
 
 def _down_since(node: Node) -> float:

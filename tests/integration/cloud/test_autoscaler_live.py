@@ -385,6 +385,12 @@ def test_a_node_that_never_joins_is_removed_and_its_group_rests(
     # (unrested, the same pass would make the next node, with the job still waiting)
     assert again.time - failed.time >= boot - INTERVAL / 2, "made while the group rested"
     assert again.data["instance"] != str(first["pid"])
+    # a second failure in a row: the group rests twice as long before its third try
+    wait_until(lambda: len(cloud.kinds("cloud.boot_failed")) >= 2, 15, message="a second failure")
+    second = cloud.kinds("cloud.boot_failed")[1]
+    wait_until(lambda: len(cloud.kinds("cloud.node_created")) >= 3, 20, message="a third try")
+    third = cloud.kinds("cloud.node_created")[2]
+    assert third.time - second.time >= 2 * boot - INTERVAL / 2, "the rest did not grow"
     waiting = cloud.job(job)
     # waiting for a node to be made, not "can never run" (BadConstraints)
     assert (waiting.state, waiting.reason) == ("PENDING", "Resources")
@@ -561,3 +567,22 @@ def test_a_removed_local_node_takes_its_running_job_with_it(
     assert not alive(agent)
     assert [p for p in spawned if alive(p)] == []
     assert cloud.job(job).state == "RUNNING"  # (until its node times out: NODE_FAIL)
+
+
+def test_a_node_an_operator_drained_is_kept_until_resumed(
+    start_cloud: Callable[[str], Cloud],
+) -> None:
+    cloud = start_cloud(config_toml(group_toml("burst", "burst[1-2]", cpus=4, idle=1)))
+    job = cloud.sbatch("-c", "4", "--wrap", "sleep 2")
+    wait_until(lambda: cloud.job(job).state == "RUNNING", 20, message="the job to start")
+    drained = cloud.server.cli(
+        "scontrol", "update", "nodename=burst1", "state=drain", "reason=maint"
+    )
+    assert drained.returncode == 0, drained.stderr
+    cloud.wait_done(job)
+    time.sleep(1 + 4 * INTERVAL)  # past its idle_seconds: kept, drained, with its reason
+    assert cloud.nodes().get("burst1") == "DRAIN"
+    assert cloud.kinds("cloud.node_removed") == []
+    resumed = cloud.server.cli("scontrol", "update", "nodename=burst1", "state=resume")
+    assert resumed.returncode == 0, resumed.stderr
+    wait_until(lambda: "burst1" not in cloud.nodes(), 10, message="burst1 to idle out")
