@@ -105,12 +105,14 @@ class AlertEvaluator:
         last_start: Callable[[], float],
         last_cycle_s: Callable[[], float],
         on_registration: Callable[[str], None] = lambda _node: None,
+        on_forgotten: Callable[[str], None] = lambda _node: None,
     ) -> None:
         self.cluster = cluster
         self.config = config
         self.last_start = last_start  # when a job last started (0: never)
         self.last_cycle_s = last_cycle_s  # duration of the last scheduling pass
         self.on_registration = on_registration
+        self.on_forgotten = on_forgotten
         self.active: dict[tuple[str, tuple[tuple[str, str], ...]], Alert] = {}
         self.resolved: deque[Alert] = deque(maxlen=MAX_RESOLVED)
         self.changes: asyncio.Queue[Alert] | None = None
@@ -164,6 +166,12 @@ class AlertEvaluator:
         return changed
 
     def _watch_agents(self, now: float) -> None:
+        # A node removed (a [cloud] node the autoscaler deleted) takes its registrations
+        # with it: the next node of that name is a new machine, not a flapping agent.
+        for node in [n for n in self._registrations if n not in self.cluster.nodes]:
+            del self._registrations[node]
+            self._sessions.pop(node, None)
+            self.on_forgotten(node)
         # A new session object for a node means its agent (re-)registered.
         for node, session in self.cluster.agent_sessions.items():
             if self._sessions.get(node) is not session:

@@ -16,6 +16,7 @@ Everything lives on a private ``CollectorRegistry`` so several servers in one pr
 
 from __future__ import annotations
 
+import contextlib
 import platform
 from collections import Counter as Tally
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
@@ -342,6 +343,11 @@ class HalMetrics:
 
     def observe_registration(self, node: str) -> None:
         self.registrations.labels(node).inc()
+
+    def forget_node(self, node: str) -> None:
+        """A removed node's series go (its name's next node starts afresh)."""
+        with contextlib.suppress(KeyError):
+            self.registrations.remove(node)
 
 
 def instrumented_decide(

@@ -91,6 +91,7 @@ class ObservePlane:
             last_start=lambda: self.last_start,
             last_cycle_s=lambda: self.last_cycle_s,
             on_registration=self.metrics.observe_registration,
+            on_forgotten=self.metrics.forget_node,
         )
         self.metrics.alerts_firing = self.alerts.firing_labels
         self.anomalies = AnomalyDetector(

@@ -48,6 +48,7 @@ def test_an_agent_that_keeps_re_registering_is_flapping(
     ev = AlertEvaluator(cluster, CONFIG, last_start=lambda: 0.0, last_cycle_s=lambda: 0.0,
                         on_registration=seen.append)  # fmt: skip
     t = clock.now()
+    cluster.nodes["n1"] = make_node("n1").build()
     for i in range(3):
         cluster.agent_sessions["n1"] = AgentSession(node="n1")
         ev.evaluate(t + 60 * i)
@@ -55,6 +56,25 @@ def test_an_agent_that_keeps_re_registering_is_flapping(
     assert names(ev) == ["HalAgentFlapping"]
     ev.evaluate(t + 2000)
     assert names(ev) == []
+
+
+def test_a_removed_node_of_that_name_is_a_new_machine_not_a_flapping_agent(
+    cluster: Cluster, clock: VirtualClock
+) -> None:
+    """The autoscaler removes an idle cloud node and makes it again for the next job:
+    each registration follows the node's removal."""
+    forgotten: list[str] = []
+    ev = AlertEvaluator(cluster, CONFIG, last_start=lambda: 0.0, last_cycle_s=lambda: 0.0,
+                        on_forgotten=forgotten.append)  # fmt: skip
+    t = clock.now()
+    for i in range(3):
+        cluster.nodes["burst1"] = make_node("burst1").build()
+        cluster.agent_sessions["burst1"] = AgentSession(node="burst1")
+        ev.evaluate(t + 60 * i)
+        del cluster.nodes["burst1"], cluster.agent_sessions["burst1"]  # forget_node
+        ev.evaluate(t + 60 * i + 30)
+    assert names(ev) == []
+    assert forgotten == ["burst1"] * 3
 
 
 def test_runnable_jobs_idle_cpus_and_no_start_make_a_stuck_queue(
