@@ -36,7 +36,7 @@ from hal.cloud.providers import make_provider
 from hal.config.cloud import CloudConfig
 from hal.core.errors import InvalidRequest
 from hal.core.job import Job
-from hal.core.node import Node, Partition
+from hal.core.node import Node, Partition, gpu_type_matches
 from hal.core.node_groups import NodeGroup
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState, NodeState, PendingReason
@@ -358,7 +358,37 @@ class CloudService:
             and now - j.submit_time >= self.config.pending_seconds
         ]
         jobs.sort(key=lambda j: (-j.priority, j.submit_time, j.id))
-        return [Waiting(j.id, j.spec, self._partitions(j)) for j in jobs]
+        waiting = []
+        for job in jobs:
+            partitions = self._partitions(job)
+            others = self._others(job, partitions) if job.spec.nodes_min > 1 else 0
+            waiting.append(Waiting(job.id, job.spec, partitions, others))
+        return waiting
+
+    def _others(self, job: Job, partitions: tuple[Partition, ...]) -> int:
+        """The joined nodes outside the groups that have room for a multi-node job's
+        share now: the groups make up the rest of its count. (Not worked out for a
+        single-node job: it starts on such a node at the scheduler's next pass.)"""
+        spec = job.spec
+        count = 0
+        for node in self.cluster.nodes.values():
+            if node.name in self.cluster.cloud_templates or not node.schedulable:
+                continue
+            if not any(p.contains(node.name) for p in partitions) or node.name in spec.exclude:
+                continue
+            if not set(spec.constraint) <= set(node.features):
+                continue
+            if spec.typed_gpus is not None and not gpu_type_matches(
+                spec.typed_gpus, node.gpu_model
+            ):
+                continue
+            usage = self.cluster.usage.get(node.name)
+            if usage is not None and (usage.exclusive or (spec.exclusive and usage.jobs)):
+                continue
+            free = node.resources - (usage.allocated if usage else ResourceVector())
+            if spec.request_per_node(spec.nodes_min, node.resources.memory_bytes).fits_in(free):
+                count += 1
+        return count
 
     def _partitions(self, job: Job) -> tuple[Partition, ...]:
         names = job.partition.split(",") if job.partition else list(job.spec.partitions)

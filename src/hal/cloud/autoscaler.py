@@ -7,7 +7,9 @@ so a decision is never remembered, only re-derived. Waiting jobs, in priority or
 packed first into the group nodes already made (booting ones, whose whole size is free,
 and joined ones with room the scheduler has not yet used), then into nodes this pass
 opens, and only then into new nodes, from the group whose new nodes cost least an hour
-(ties: the smaller machine, then config order).
+(ties: the smaller machine, then config order). A multi-node job takes what the cheapest
+group has, then the next group's; nodes outside the groups with room for it count
+towards its count.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ class Waiting:
     job_id: int
     spec: JobSpec
     partitions: tuple[Partition, ...]
+    # of a multi-node job, the nodes outside the groups that can take its share now:
+    # the groups make up the rest of its count
+    others: int = 0
 
 
 @dataclass(slots=True)
@@ -70,29 +75,24 @@ def plan_scale_up(
         if of in known:
             plan.bins.setdefault(of, []).append(_Bin(node, room))
     for job in waiting:
-        best: tuple[tuple[float, int, int], NodeGroup, list[_Bin], list[str]] | None = None
-        for order, group in enumerate(groups):
-            fit = _fit(job, group, plan.bins.get(group.name, []), taken)
-            if fit is None:
-                continue
-            reuse, new = fit
-            key = (len(new) * group.price_per_hour, group.resources.cpus, order)
-            if best is None or key < best[0]:
-                best = (key, group, reuse, new)
-        if best is None:
+        placed = _place(job, groups, plan.bins, taken)
+        if placed is None:
             continue
-        _, chosen, reuse, new = best
-        want = _want(job.spec, chosen)
-        for b in reuse:
-            _take(b, want, job.spec.exclusive)
-        for name in new:
-            b = _Bin(name, chosen.resources, new=True)
-            _take(b, want, job.spec.exclusive)
-            plan.bins.setdefault(chosen.name, []).append(b)
-            plan.new.setdefault(chosen.name, []).append(name)
+        reuse, new = placed
+        touched: set[str] = set()
+        for group, b in reuse:
+            _take(b, _want(job.spec, group), job.spec.exclusive)
+            if b.new:
+                touched.add(group.name)
+        for group, name in new:
+            b = _Bin(name, group.resources, new=True)
+            _take(b, _want(job.spec, group), job.spec.exclusive)
+            plan.bins.setdefault(group.name, []).append(b)
+            plan.new.setdefault(group.name, []).append(name)
             taken.add(name)
-        if new or any(b.new for b in reuse):
-            plan.jobs.setdefault(chosen.name, []).append(job.job_id)
+            touched.add(group.name)
+        for name in touched:
+            plan.jobs.setdefault(name, []).append(job.job_id)
     return [
         ScaleUp(g.name, tuple(plan.new[g.name]), tuple(plan.jobs[g.name]))
         for g in groups
@@ -109,44 +109,55 @@ def _take(b: _Bin, want: ResourceVector, exclusive: bool) -> None:
     b.whole = b.whole or exclusive
 
 
-def _fit(
-    job: Waiting, group: NodeGroup, bins: list[_Bin], taken: set[str]
-) -> tuple[list[_Bin], list[str]] | None:
-    """The group's nodes ``job`` would take: booting or planned ones with room, then
-    new names; None where the group cannot hold it."""
+def _holds(spec: JobSpec, group: NodeGroup) -> bool:
+    """Whether one of the group's nodes can hold the job's share of a node."""
+    if not set(spec.constraint) <= set(group.features):
+        return False
+    if spec.typed_gpus is not None and not gpu_type_matches(spec.typed_gpus, group.gpu_model):
+        return False
+    return _want(spec, group).fits_in(group.resources)
+
+
+def _place(
+    job: Waiting, groups: Sequence[NodeGroup], bins: Mapping[str, list[_Bin]], taken: set[str]
+) -> tuple[list[tuple[NodeGroup, _Bin]], list[tuple[NodeGroup, str]]] | None:
+    """The nodes ``job`` would take beyond the ``others`` it has: nodes already made with
+    room, then new names, each from the cheapest group first (a multi-node job may mix
+    groups); None where they cannot make up its count."""
     spec = job.spec
     if spec.nodelist or spec.reservation or spec.het is not None:
         return None  # named nodes, a reservation's or a het job's: not the autoscaler's
-    if not set(spec.constraint) <= set(group.features):
-        return None
-    if spec.typed_gpus is not None and not gpu_type_matches(spec.typed_gpus, group.gpu_model):
-        return None
-    want = _want(spec, group)
-    if not want.fits_in(group.resources):
-        return None
+    need = max(1, spec.nodes_min) - job.others
+    if need <= 0:
+        return None  # it waits for nodes that exist
+    fitting = sorted(
+        ((g.price_per_hour, g.resources.cpus, i), g)
+        for i, g in enumerate(groups)
+        if _holds(spec, g)
+    )
 
     def usable(name: str) -> bool:
         return name not in spec.exclude and any(p.contains(name) for p in job.partitions)
 
-    count = max(1, spec.nodes_min)
-    reuse = [
-        b
-        for b in bins
-        if usable(b.name)
-        and not b.whole
-        and want.fits_in(b.free)
-        and (not spec.exclusive or b.free == group.resources)
-    ][:count]
-    new: list[str] = []
-    if len(reuse) < count:
+    reuse: list[tuple[NodeGroup, _Bin]] = []
+    for _, group in fitting:
+        want = _want(spec, group)
+        for b in bins.get(group.name, []):
+            if len(reuse) < need and usable(b.name) and _room(b, want, spec, group):
+                reuse.append((group, b))
+    new: list[tuple[NodeGroup, str]] = []
+    for _, group in fitting:
         for name in group.nodes:
-            if name not in taken and usable(name):
-                new.append(name)
-                if len(reuse) + len(new) == count:
-                    break
-        else:
-            return None
+            if len(reuse) + len(new) < need and name not in taken and usable(name):
+                new.append((group, name))
+    if len(reuse) + len(new) < need:
+        return None
     return reuse, new
+
+
+def _room(b: _Bin, want: ResourceVector, spec: JobSpec, group: NodeGroup) -> bool:
+    exclusive_ok = not spec.exclusive or b.free == group.resources
+    return not b.whole and want.fits_in(b.free) and exclusive_ok
 
 
 def idle_to_remove(

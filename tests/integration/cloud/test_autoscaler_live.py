@@ -586,3 +586,16 @@ def test_a_node_an_operator_drained_is_kept_until_resumed(
     resumed = cloud.server.cli("scontrol", "update", "nodename=burst1", "state=resume")
     assert resumed.returncode == 0, resumed.stderr
     wait_until(lambda: "burst1" not in cloud.nodes(), 10, message="burst1 to idle out")
+
+
+def test_a_multi_node_job_takes_a_static_node_and_makes_the_rest(
+    start_cloud: Callable[[str], Cloud],
+) -> None:
+    """-N 3 on the idle static node1 and two groups: one node of each group is made,
+    the cheaper first (before, a job needing nodes of several kinds waited for ever)."""
+    cheap = group_toml("cheap", "cheap1", cpus=2, price=0.5)
+    dear = group_toml("dear", "dear[1-2]", cpus=2, price=2.0)
+    cloud = start_cloud(config_toml(dear, cheap))
+    job = cloud.sbatch("-N", "3", "--wrap", "true")
+    assert sorted(cloud.wait_done(job).nodes) == ["cheap1", "dear1", "node1"]
+    assert sorted(e.node or "" for e in cloud.kinds("cloud.node_created")) == ["cheap1", "dear1"]

@@ -141,3 +141,19 @@ def test_idle_nodes_past_their_groups_limit_go_longest_idle_first() -> None:
     keep = group("k", 1, 4, 1.0, idle_seconds=0.0)  # 0: never removed
     idle = {"g1": 100.0, "g2": 10.0, "g3": 150.0, "k1": 0.0}
     assert idle_to_remove(idle, [g, keep], now=165.0) == ["g2", "g1"]
+
+
+def test_a_multi_node_job_mixes_groups_cheapest_first() -> None:
+    cheap, dear = group("cheap", 2, 4, 0.5), group("dear", 4, 4, 2.0)
+    got = plan(waiting(make_job(1).cpus(4).nodes(3)), [dear, cheap])
+    assert got == {"cheap": (("cheap1", "cheap2"), (1,)), "dear": (("dear1",), (1,))}
+
+
+def test_nodes_outside_the_groups_make_up_part_of_the_count() -> None:
+    """-N 5 on node1 (room for it now) and burst[1-4]: four nodes are made, not none."""
+    g = group("burst", 4, 4, 1.0)
+    job = make_job(1).cpus(4).nodes(5).build()
+    (up,) = plan_scale_up([Waiting(1, job.spec, EVERY, others=1)], [g], (), {})
+    assert up.names == ("burst1", "burst2", "burst3", "burst4")
+    # it waits for the nodes that exist when they are enough
+    assert plan_scale_up([Waiting(1, job.spec, EVERY, others=5)], [g], (), {}) == []
