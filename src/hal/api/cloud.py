@@ -88,6 +88,7 @@ class CloudService:
         self.idle_since: dict[str, float] = {}
         self.groups = {g.name: GroupState() for g in config.groups}
         self.started_at = cluster.clock.now()
+        self._strangers: set[str] = set()  # group names taken by agents it did not start
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -282,6 +283,15 @@ class CloudService:
                 silent = session is None or now - session.last_seen > timeout
                 if silent and await forget_node(self.cluster, node, "cloud: its instance is gone"):
                     self.idle_since.pop(node, None)
+                elif not silent and node not in self._strangers:
+                    self._strangers.add(node)  # (said once per node and server)
+                    log.warning(
+                        "node %s answers under a name of cloud group %s but is none of its "
+                        "instances (an agent started by hand?): the group will not make it, "
+                        "nor remove it; give the group other names",
+                        node,
+                        group.name,
+                    )
 
     async def _scale_down(self, joined: Mapping[str, str]) -> None:
         now = self.cluster.clock.now()

@@ -63,8 +63,9 @@ async def update_node(
     cloud = cloud_nodes(cloud_of(request))
     if name not in ctx.cluster.nodes and name in cloud.groups:
         raise Conflict(
-            f"node {name} of cloud group {cloud.groups[name].name} does not exist yet (it is "
-            "made when a job needs it): HAL sets the state of registered nodes only"
+            f"node {name} of cloud group {cloud.groups[name].name} has not joined yet (the "
+            "autoscaler makes it when a job needs it): HAL sets the state of joined nodes "
+            "only; drain it once it shows in `hal nodes` without ~ or #"
         )
     node = await agents.set_node_state(ctx.cluster, name, body.state, body.reason, user=admin.name)
     return node_info(node, ctx.cluster, cloud)
