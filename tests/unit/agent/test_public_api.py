@@ -47,6 +47,7 @@ def test_config_fields() -> None:
         "max_backoff_seconds",
         "validate",
         "metrics_listen",
+        "gpu_model",
         "gpu_islands",
         "topology_labels",
         "nvlink_domain",
