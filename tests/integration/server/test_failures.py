@@ -102,6 +102,8 @@ def test_jobs_whose_supervisor_is_killed_end_as_node_fail(tmp_path: Path) -> Non
                     supervisor = (jobs / f"{job.job_id}.0" / "supervisor").read_text()
                     os.kill(int(supervisor.split()[0]), signal.SIGKILL)
                 wait_until(lambda: state(server, lose.job_id) == "NODE_FAIL", message="NODE_FAIL")
+                # (each job's end comes in its own report: the other's may come a sync later)
+                wait_until(lambda: c.job(keep.job_id).restarts == 1, message="the requeue")
                 requeued = c.job(keep.job_id)
                 assert (requeued.restarts, requeued.requeued_after) == (1, "NODE_FAIL")
                 assert requeued.state in ("PENDING", "RUNNING")  # and may run again at once
