@@ -30,13 +30,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from hal.cloud.autoscaler import Waiting, idle_to_remove, plan_scale_up
+from hal.cloud.autoscaler import Waiting, holds, idle_to_remove, plan_scale_up
 from hal.cloud.provider import STOPPING, Instance, Launch, Provider, ProviderError
 from hal.cloud.providers import make_provider
 from hal.config.cloud import CloudConfig
 from hal.core.errors import InvalidRequest
 from hal.core.job import Job
-from hal.core.node import Node, Partition, gpu_type_matches
+from hal.core.node import Node, Partition
 from hal.core.node_groups import NodeGroup
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState, NodeState, PendingReason
@@ -87,6 +87,7 @@ class CloudService:
         self.launch = launch
         self.idle_since: dict[str, float] = {}
         self.groups = {g.name: GroupState() for g in config.groups}
+        self._by_name = {g.name: g for g in config.groups}
         self.started_at = cluster.clock.now()
         self._strangers: set[str] = set()  # group names taken by agents it did not start
 
@@ -169,10 +170,9 @@ class CloudService:
 
     def _node_info(self, inst: Instance) -> CloudNodeInfo:
         idle = self.idle_since.get(inst.node)
-        session = self.cluster.agent_sessions.get(inst.node)
         if inst.state == STOPPING:
             state = "stopping"
-        elif session is None or session.last_seen < inst.created_at:
+        elif not self._joined(inst):
             state = "booting"
         else:
             state = "joined" if idle is None else "idle"
@@ -184,8 +184,13 @@ class CloudService:
             idle_since=idle,
         )
 
+    def _joined(self, inst: Instance) -> bool:
+        """Its agent has been heard from since the instance began."""
+        session = self.cluster.agent_sessions.get(inst.node)
+        return session is not None and session.last_seen >= inst.created_at
+
     def _group(self, name: str) -> NodeGroup:
-        return next(g for g in self.config.groups if g.name == name)
+        return self._by_name[name]
 
     async def _list(self) -> dict[str, list[Instance]]:
         listed: dict[str, list[Instance]] = {}
@@ -219,8 +224,7 @@ class CloudService:
                 continue
             seen.add(inst.node)
             node = self.cluster.nodes.get(inst.node)
-            session = self.cluster.agent_sessions.get(inst.node)
-            if session is not None and session.last_seen >= inst.created_at:
+            if self._joined(inst):
                 joined[inst.node] = group.name
                 self.groups[group.name].failing = 0
             elif node is not None and node.last_heartbeat >= inst.created_at:
@@ -386,17 +390,11 @@ class CloudService:
                 continue
             if not any(p.contains(node.name) for p in partitions) or node.name in spec.exclude:
                 continue
-            if not set(spec.constraint) <= set(node.features):
-                continue
-            if spec.typed_gpus is not None and not gpu_type_matches(
-                spec.typed_gpus, node.gpu_model
-            ):
-                continue
             usage = self.cluster.usage.get(node.name)
             if usage is not None and (usage.exclusive or (spec.exclusive and usage.jobs)):
                 continue
             free = node.resources - (usage.allocated if usage else ResourceVector())
-            if spec.request_per_node(spec.nodes_min, node.resources.memory_bytes).fits_in(free):
+            if holds(spec, node, free):
                 count += 1
         return count
 

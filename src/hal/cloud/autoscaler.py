@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hal.core.job import JobSpec
-from hal.core.node import Partition, gpu_type_matches
+from hal.core.node import Node, Partition, gpu_type_matches
 from hal.core.node_groups import NodeGroup
 from hal.core.resources import ResourceVector
 
@@ -109,13 +109,15 @@ def _take(b: _Bin, want: ResourceVector, exclusive: bool) -> None:
     b.whole = b.whole or exclusive
 
 
-def _holds(spec: JobSpec, group: NodeGroup) -> bool:
-    """Whether one of the group's nodes can hold the job's share of a node."""
-    if not set(spec.constraint) <= set(group.features):
+def holds(spec: JobSpec, node: Node, room: ResourceVector | None = None) -> bool:
+    """Whether ``node`` (a joined one, or a group's template), or ``room`` of it, can
+    hold the job's share of a node: its features, GPU type and size."""
+    if not set(spec.constraint) <= set(node.features):
         return False
-    if spec.typed_gpus is not None and not gpu_type_matches(spec.typed_gpus, group.gpu_model):
+    if spec.typed_gpus is not None and not gpu_type_matches(spec.typed_gpus, node.gpu_model):
         return False
-    return _want(spec, group).fits_in(group.resources)
+    want = spec.request_per_node(max(1, spec.nodes_min), node.resources.memory_bytes)
+    return want.fits_in(node.resources if room is None else room)
 
 
 def _place(
@@ -133,7 +135,7 @@ def _place(
     fitting = sorted(
         ((g.price_per_hour, g.resources.cpus, i), g)
         for i, g in enumerate(groups)
-        if _holds(spec, g)
+        if holds(spec, g.template(g.name))
     )
 
     def usable(name: str) -> bool:
