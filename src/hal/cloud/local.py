@@ -161,13 +161,14 @@ class LocalProvider:
 
 def _kill_all(processes: list[psutil.Process]) -> None:
     """SIGKILL ``processes`` and whatever they started meanwhile."""
+    everyone = list(processes)
     for proc in processes:
         with contextlib.suppress(psutil.Error):
-            processes += [c for c in proc.children(recursive=True) if c not in processes]
-    for proc in processes:
+            everyone += proc.children(recursive=True)
+    for proc in dict.fromkeys(everyone):
         with contextlib.suppress(psutil.Error):
             proc.kill()
-    psutil.wait_procs(processes, timeout=5)
+    psutil.wait_procs(everyone, timeout=5)
 
 
 def _read(path: Path) -> dict[str, object] | None:
