@@ -229,17 +229,20 @@ def test_a_node_running_jobs_slowly_is_flagged_and_drained(tmp_path: Path) -> No
                 (alert,) = firing(live, "NodeRuntimeInflated")
                 assert alert["labels"] == {"node": "node1"}
                 (event,) = events(live, "node.runtime_inflated")
-                assert event.node == "node1" and event.data["jobs"] == 10
+                # node1's jobs end within a moment of each other: the check that flags the
+                # node may come before the last of them has ended
+                assert event.node == "node1" and 5 <= event.data["jobs"] <= 10
                 ratio, peers = float(event.data["ratio"]), float(event.data["peer_ratio"])
                 assert ratio > 2 * peers
                 assert not events(live, "node.anomalous")  # nothing failed
                 listed = live.cli("nodes")
     match = re.fullmatch(
-        r"HAL anomaly: jobs ran ([\d.]+)× their predicted time \(10 in 6 h\), others' ([\d.]+)×",
+        r"HAL anomaly: jobs ran ([\d.]+)× their predicted time \((\d+) in 6 h\), others' ([\d.]+)×",
         node1.reason,
     )
     assert match, node1.reason
+    assert int(match[2]) == event.data["jobs"]
     assert float(match[1]) == pytest.approx(ratio, rel=0.05)
-    assert float(match[2]) == pytest.approx(peers, rel=0.05)
+    assert float(match[3]) == pytest.approx(peers, rel=0.05)
     (row,) = [line for line in listed.stdout.splitlines() if line.startswith("node1 ")]
     assert "drain" in row and row.endswith(node1.reason)
