@@ -10,6 +10,7 @@ Example::
     max_array_size = 1001          # Slurm's MaxArraySize (0: no job arrays)
     max_batch_jobs = 100000        # jobs in one POST /v1/jobs/batch
     max_request_bytes = 67108864   # the largest request body the server reads
+    max_artifact_bytes = 2147483648 # the largest artifact one may publish (docs/artifacts.md)
 
     [[partitions]]                 # none: one partition "debug" with every node
     name = "debug"
@@ -142,6 +143,7 @@ class HalConfig:
     max_array_size: int = 1001
     max_batch_jobs: int = 100_000
     max_request_bytes: int = 64 * 1024 * 1024
+    max_artifact_bytes: int = 2 * 1024**3
     scheduler_interval_seconds: float = 1.0
     scheduler_profile: dict[str, Any] = field(default_factory=dict)
     # The run-time predictor the backfill plugin plans with (unless its plugin_args name
@@ -198,6 +200,7 @@ _TOP_KEYS = {
     "max_array_size",
     "max_batch_jobs",
     "max_request_bytes",
+    "max_artifact_bytes",
     "partitions",
     "scheduler",
     "topology",
@@ -217,6 +220,7 @@ _TOP_WHOLE = {
     "max_array_size": 0,
     "max_batch_jobs": 1,
     "max_request_bytes": 1,
+    "max_artifact_bytes": 1,
 }
 # [scheduler] keys that are server settings; the rest of the table is the profile
 _SCHEDULER_SETTINGS = {"interval_seconds", "predictor", "drain_anomalous_nodes", "enable_user_top"}

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from hal.core.artifacts import ArtifactRef
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState, PendingReason
 
@@ -187,6 +188,8 @@ class JobSpec:
     cron: CronSpec | None = None
     # an allocation salloc made (its script only holds the nodes): Slurm's BatchFlag=0
     interactive: bool = False
+    # --artifact: pinned software its nodes deploy before it runs (docs/artifacts.md)
+    artifacts: tuple[ArtifactRef, ...] = ()
 
     def cpus_per_node(self, nodes: int) -> int:
         """CPUs each node must give when the job runs on ``nodes`` nodes."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hal.core.artifacts import ArtifactRef
 from hal.core.job import (
     Allocation,
     ArraySpec,
@@ -59,6 +60,8 @@ def spec_to_json(spec: JobSpec) -> str:
             value = list(value)
         elif name == "licenses":
             value = [list(pair) for pair in value]
+        elif name == "artifacts":
+            value = [[a.name, a.version, a.sha256] for a in value]
         d[name] = value
     return json.dumps(d, separators=(",", ":"))
 
@@ -68,6 +71,7 @@ def spec_from_json(text: str, script: str) -> JobSpec:
     d["script"] = script
     d["environment"] = tuple((k, v) for k, v in d.get("environment", ()))
     d["licenses"] = tuple((str(n), int(c)) for n, c in d.get("licenses", ()))
+    d["artifacts"] = tuple(ArtifactRef(*a) for a in d.get("artifacts", ()))
     for name in _TUPLE_FIELDS:
         d[name] = tuple(d.get(name, ()))
     if d.get("array") is not None:

@@ -300,6 +300,12 @@ def _v26_step_runs(conn: Connection) -> None:
             conn.execute(text(f"DROP TABLE {table.name}_v25"))
 
 
+def _v27_artifacts(conn: Connection) -> None:
+    # artifacts, artifact_blobs: the artifact registry (docs/artifacts.md)
+    schema.artifacts.create(conn, checkfirst=True)
+    schema.artifact_blobs.create(conn, checkfirst=True)
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -327,6 +333,7 @@ STEPS: tuple[Step, ...] = (
     _v24_job_runs,
     _v25_cpu_parts,
     _v26_step_runs,
+    _v27_artifacts,
 )
 
 

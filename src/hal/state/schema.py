@@ -9,6 +9,7 @@ from sqlalchemy import (
     Float,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -270,4 +271,27 @@ crontabs = Table(
     Column("user_name", String(256), primary_key=True),
     Column("text", Text, nullable=False),
     Column("updated_at", Float, nullable=False),
+)
+
+# published artifacts (``hal artifact push``, docs/artifacts.md): one row per version, its
+# content in ``artifact_blobs`` under its SHA-256 (versions with the same content share it)
+artifacts = Table(
+    "artifacts",
+    metadata,
+    Column("name", String(128), primary_key=True),
+    Column("version", String(128), primary_key=True),
+    Column("sha256", String(64), nullable=False),
+    Column("size", BigInteger, nullable=False),
+    Column("owner", String(256), nullable=False),
+    Column("created", Float, nullable=False),
+)
+
+# the content, in pieces of at most ``hal.state.artifacts.PIECE`` bytes, in order;
+# ``sha256`` is "upload:ID" while an upload is under way
+artifact_blobs = Table(
+    "artifact_blobs",
+    metadata,
+    Column("sha256", String(72), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("data", LargeBinary, nullable=False),
 )

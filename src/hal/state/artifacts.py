@@ -1,0 +1,222 @@
+"""The artifact registry (docs/artifacts.md, ADR 0020): published versions and their
+content, in the state store.
+
+Content lives in ``artifact_blobs`` in pieces of ``PIECE`` bytes under its SHA-256, so
+every server of a cluster reads the same registry from the one database, as it reads
+the jobs. An upload is written piece by piece under a name of its own ("upload:ID") while
+it is hashed, then renamed to its digest in the transaction that adds the version's row;
+an upload that fails or is cut off leaves nothing (and a server that died in the middle
+of one deletes its pieces at the next start).
+
+The versions are also kept in memory (``index``), as the jobs are: a submission pins its
+artifacts from there without a query.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import asdict
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Connection, delete, func, insert, select, update
+
+from hal.core.artifacts import LATEST, Artifact, ArtifactRef, check_name, check_version
+from hal.core.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, PermissionDenied
+from hal.state import schema
+
+if TYPE_CHECKING:
+    from hal.state.cluster import Caller, Cluster
+
+PIECE = 4 * 1024 * 1024
+UPLOAD = "upload:"
+
+
+class Registry:
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.index: dict[tuple[str, str], Artifact] = {}
+
+    async def load(self) -> None:
+        """Read the versions, and delete the pieces of uploads a stopped server left."""
+
+        def work() -> list[Artifact]:
+            with self.cluster.store.engine.begin() as conn:
+                t, b = schema.artifacts, schema.artifact_blobs
+                conn.execute(delete(b).where(b.c.sha256.like(UPLOAD + "%")))
+                return [Artifact(*row) for row in conn.execute(select(*t.c))]
+
+        self.index = {(a.name, a.version): a for a in await self.cluster.db(work)}
+
+    # -- reading --------------------------------------------------------------------------
+
+    def listing(self, name: str | None = None) -> list[Artifact]:
+        """Every version (of ``name``), by name, the newest version first."""
+        found = [a for a in self.index.values() if name is None or a.name == name]
+        return sorted(found, key=lambda a: (a.name, -a.created, a.version))
+
+    def find(self, name: str, version: str) -> Artifact:
+        """One version; ``latest``: the newest one. NotFound says what there is."""
+        if version == LATEST:
+            versions = self.listing(name)
+            if versions:
+                return versions[0]
+        elif (found := self.index.get((name, version))) is not None:
+            return found
+        versions = self.listing(name)
+        if not versions:
+            raise NotFound(
+                f"no artifact {name!r}: publish it first (hal artifact push {name}@VERSION "
+                "FILE), or see what there is with hal artifact list"
+            )
+        listed = ", ".join(a.version for a in versions[:10])
+        raise NotFound(f"artifact {name!r} has no version {version!r}; it has {listed}")
+
+    def pin(self, refs: Iterable[ArtifactRef], where: str = "") -> tuple[ArtifactRef, ...]:
+        """A submission's artifacts (versions as asked for) pinned to their content."""
+        try:
+            return tuple(self.find(r.name, r.version).ref() for r in refs)
+        except NotFound as err:
+            raise NotFound(err.message, field=where + "artifacts") from err
+
+    async def pieces(self, sha256: str) -> AsyncIterator[bytes]:
+        """The content with that digest, piece by piece (one query each)."""
+        b = schema.artifact_blobs
+
+        def piece(seq: int) -> bytes | None:
+            with self.cluster.store.engine.connect() as conn:
+                query = select(b.c.data).where(b.c.sha256 == sha256, b.c.seq == seq)
+                data: bytes | None = conn.execute(query).scalar_one_or_none()
+                return data
+
+        seq = 0
+        while (data := await self.cluster.db(piece, seq)) is not None:
+            yield data
+            seq += 1
+
+    # -- changing -------------------------------------------------------------------------
+
+    def check_owner(self, name: str, caller: Caller) -> None:
+        """A name belongs to whoever published its first version (and administrators)."""
+        owners = {a.owner for a in self.listing(name)}
+        if owners and caller.name not in owners and not caller.admin:
+            raise PermissionDenied(
+                f"artifact {name!r} is {sorted(owners)[0]}'s: only they or an administrator "
+                "may publish or remove its versions; choose another name"
+            )
+
+    async def publish(
+        self,
+        name: str,
+        version: str,
+        caller: Caller,
+        chunks: AsyncIterator[bytes],
+        expect: str | None = None,
+    ) -> tuple[Artifact, bool]:
+        """Store ``chunks`` as ``name@version``; (the version, whether it is new). The same
+        content again is no change; other content under a published version is refused:
+        versions are pinned. ``expect``: the digest the sender computed."""
+        check_name(name)
+        check_version(version)
+        self.check_owner(name, caller)
+        upload = UPLOAD + secrets.token_hex(16)
+        try:
+            sha256, size = await self._write(upload, chunks)
+            if size == 0:
+                raise InvalidRequest("the artifact is empty: send the file's content")
+            if expect is not None and expect != sha256:
+                raise InvalidRequest(
+                    f"the content's sha256 is {sha256}, not {expect} as sent: it was changed "
+                    "on the way; send it again"
+                )
+            found = self.index.get((name, version))
+            if found is None:
+                found = Artifact(name, version, sha256, size, caller.name, self.cluster.clock.now())
+                await self.cluster.db(self._add, found, upload)
+                self.index[(name, version)] = found
+                return found, True
+        finally:
+            await self.cluster.db(self._drop_upload, upload)
+        if found.sha256 != sha256:
+            raise Conflict(
+                f"{name}@{version} is published with other content (sha256 "
+                f"{found.sha256[:12]}…): versions never change; publish a new version"
+            )
+        return found, False
+
+    async def _write(self, upload: str, chunks: AsyncIterator[bytes]) -> tuple[str, int]:
+        digest, size, seq, buffer = hashlib.sha256(), 0, 0, bytearray()
+        b = schema.artifact_blobs
+
+        def put(seq: int, data: bytes) -> None:
+            with self.cluster.store.engine.begin() as conn:
+                conn.execute(insert(b).values(sha256=upload, seq=seq, data=data))
+
+        limit = self.cluster.config.max_artifact_bytes  # (scontrol reconfigure changes it)
+        async for chunk in chunks:
+            size += len(chunk)
+            if size > limit:
+                raise PayloadTooLarge(
+                    f"the artifact is over this cluster's limit of {limit:,} bytes "
+                    "(max_artifact_bytes in hal.toml); split it, or ask an administrator "
+                    "to raise the limit"
+                )
+            digest.update(chunk)
+            buffer += chunk
+            while len(buffer) >= PIECE:
+                await self.cluster.db(put, seq, bytes(buffer[:PIECE]))
+                del buffer[:PIECE]
+                seq += 1
+        if buffer:
+            await self.cluster.db(put, seq, bytes(buffer))
+        return digest.hexdigest(), size
+
+    def _add(self, artifact: Artifact, upload: str) -> None:
+        """The version's row, and its content under its digest (unless another version
+        has that content already), in one transaction."""
+        t, b = schema.artifacts, schema.artifact_blobs
+        with self.cluster.store.engine.begin() as conn:
+            if _stored(conn, artifact.sha256):
+                conn.execute(delete(b).where(b.c.sha256 == upload))
+            else:
+                conn.execute(update(b).where(b.c.sha256 == upload).values(sha256=artifact.sha256))
+            conn.execute(insert(t).values(**asdict(artifact)))
+
+    def _drop_upload(self, upload: str) -> None:
+        b = schema.artifact_blobs
+        with self.cluster.store.engine.begin() as conn:
+            conn.execute(delete(b).where(b.c.sha256 == upload))
+
+    async def remove(self, name: str, version: str, caller: Caller) -> Artifact:
+        """Delete a version, unless a job that has not ended pins it (its nodes may still
+        have to fetch it). Its content goes with the last version that has it."""
+        found = self.find(name, version)
+        self.check_owner(name, caller)
+        pinning = sorted(
+            j.id
+            for j in self.cluster.unfinished.values()
+            if any((a.name, a.version) == (found.name, found.version) for a in j.spec.artifacts)
+        )
+        if pinning:
+            shown = ", ".join(map(str, pinning[:10])) + (" …" if len(pinning) > 10 else "")
+            raise Conflict(
+                f"{found.name}@{found.version} is pinned by jobs that have not ended "
+                f"({shown}); remove it once they have, or cancel them"
+            )
+        t, b = schema.artifacts, schema.artifact_blobs
+
+        def work() -> None:
+            with self.cluster.store.engine.begin() as conn:
+                conn.execute(delete(t).where(t.c.name == found.name, t.c.version == found.version))
+                if not conn.execute(select(t.c.name).where(t.c.sha256 == found.sha256)).first():
+                    conn.execute(delete(b).where(b.c.sha256 == found.sha256))
+
+        await self.cluster.db(work)
+        self.index.pop((found.name, found.version), None)
+        return found
+
+
+def _stored(conn: Connection, sha256: str) -> bool:
+    b = schema.artifact_blobs
+    return bool(conn.execute(select(func.count()).where(b.c.sha256 == sha256)).scalar_one())
