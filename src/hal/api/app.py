@@ -14,6 +14,7 @@ from hal import __version__
 from hal.api import (
     errors,
     routes_agent,
+    routes_artifacts,
     routes_cloud,
     routes_crontab,
     routes_data,
@@ -82,11 +83,16 @@ def create_app(
         routes_steps,
         routes_crontab,
         routes_cloud,
+        routes_artifacts,
     ):
         app.include_router(module.router)
+    app.include_router(routes_artifacts.agent_router)
     app.include_router(routes_steps.listing)
     slurmrest.install(app, ctx)
     return app
+
+
+ARTIFACTS = "/v1/artifacts/"  # uploads: the registry has its own limit, and streams them
 
 
 class SizeGuard:
@@ -101,7 +107,7 @@ class SizeGuard:
         self.limit = limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        if scope["type"] == "http" and not scope["path"].startswith(ARTIFACTS):
             for name, value in scope.get("headers", ()):
                 if name == b"content-length" and value.isdigit() and int(value) > self.limit:
                     response = errors.problem(

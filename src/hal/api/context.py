@@ -20,6 +20,7 @@ from hal.core.errors import InvalidRequest, PermissionDenied
 from hal.core.job import Job, JobSpec
 from hal.core.states import JobState
 from hal.scheduler.service import SchedulerService
+from hal.state.artifacts import Registry
 from hal.state.cluster import Caller, Cluster, array_indices
 from hal.state.steps import StepTable
 from hal.wire.bounds import INT64_MAX
@@ -53,14 +54,17 @@ class ServerContext:
     # administrators whose token an agent used, each warned about once (``agent_dep``)
     admins_as_agents: set[str] = field(default_factory=set)
 
+    artifacts: Registry = field(init=False)  # published artifacts (docs/artifacts.md)
+
     def __post_init__(self) -> None:
         self.steps = StepTable(self.cluster)
+        self.artifacts = Registry(self.cluster)
 
     def spec_of(self, body: JobSubmit, user: str, where: str = "") -> JobSpec:
         """One submission validated and resolved with this cluster's settings (the
         largest array, ``[data]``'s datasets, ``[mail] domain``); errors name
         ``where + field``."""
-        return to_spec(
+        spec = to_spec(
             body,
             user,
             max_array_size=self.config.max_array_size,
@@ -69,6 +73,9 @@ class ServerContext:
             mail_domain=self.config.mail.domain,
             element=self.cluster.element_id,
         )
+        if spec.artifacts:  # pinned: NAME@VERSION (or the newest) → its content's digest
+            spec = spec.with_changes(artifacts=self.artifacts.pin(spec.artifacts, where))
+        return spec
 
     async def submission(
         self, items: Sequence[JobSubmit], caller: Caller, field: str = ""

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from hal.api.dependency_view import dependency_shown
 from hal.api.errors import field_path
+from hal.core.artifacts import ArtifactRef, parse_requests
 from hal.core.data import expand_datasets, parse_data_keys
 from hal.core.errors import InvalidRequest
 from hal.core.filenames import FilenameFields, output_paths
@@ -138,6 +139,7 @@ def to_spec(
         topology = parse_topology(req.topology) if req.topology else None
         data = parse_data_keys(req.data) if req.data else ()
         data = expand_datasets(data, datasets or {})
+        artifacts = tuple(ArtifactRef(n, v, "") for n, v in parse_requests(req.artifacts))
         umask = parse_umask(req.umask) if req.umask is not None else None
         licenses = parse_licenses(req.licenses) if req.licenses else ()
         mail_type = parse_mail_type(req.mail_type) if req.mail_type is not None else 0
@@ -207,6 +209,7 @@ def to_spec(
         mail_type=mail_type,
         mail_user=mail_recipient(user, mail_user, mail_domain),
         interactive=req.interactive,
+        artifacts=artifacts,
     )
 
 
@@ -330,6 +333,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         switch_wait_seconds=spec.switch_wait_s,
         topology=str(spec.topology) if spec.topology else None,
         data=list(spec.data),
+        artifacts=[f"{a}" for a in spec.artifacts],
         reservation=spec.reservation,
         licenses=format_licenses(spec.licenses),
         time_min_seconds=spec.time_min_s,

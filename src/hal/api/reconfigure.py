@@ -44,6 +44,7 @@ LIVE = frozenset(
         "kill_wait_seconds",
         "max_array_size",
         "max_batch_jobs",
+        "max_artifact_bytes",
         "scheduler_interval_seconds",
         "scheduler_profile",
         "enable_user_top",

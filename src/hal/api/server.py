@@ -247,6 +247,7 @@ class HalServer:
         self._stop = asyncio.Event()
         await asyncio.to_thread(self.claim)
         await self.cluster.load()
+        await self.ctx.artifacts.load()
         await self.ctx.steps.restore()  # the steps that ran on while it was away
         await self.predictions.start()
         await self.priority.start()

@@ -20,7 +20,7 @@ from hal.core.job_variables import describes_a_job
 from hal.core.resources import MiB
 from hal.core.steps import per_node_counts, tasks_per_node
 from hal.observe.traceids import traceparent
-from hal.wire.agent import Launch
+from hal.wire.agent import ArtifactPin, Launch
 
 
 @functools.lru_cache(maxsize=1024)
@@ -186,4 +186,7 @@ def build_launch(job: Job, cluster_name: str, het: Sequence[Job] = ()) -> Launch
         ),
         array_job_id=job.array_job_id,
         array_task_id=job.array_task_id,
+        artifacts=[
+            ArtifactPin(name=a.name, version=a.version, sha256=a.sha256) for a in spec.artifacts
+        ],
     )

@@ -231,6 +231,15 @@ class StepEnd(WireModel):
     tasks: list[TaskTotals] = Field(default_factory=list, max_length=1 << 16)
 
 
+class ArtifactPin(WireModel):
+    """A job's artifact: the agent fetches its content by ``sha256`` (GET
+    /v1/agent/artifacts/SHA256), once per node, and checks it."""
+
+    name: str
+    version: str
+    sha256: str
+
+
 class Launch(WireModel):
     """Run a job's batch script on this node (the job's first node)."""
 
@@ -261,6 +270,8 @@ class Launch(WireModel):
     signal: str | None = None  # "[B:]SIG[@secs]" as submitted
     array_job_id: int | None = None
     array_task_id: int | None = None
+    # --artifact: what the node deploys before it runs the job or a step of it
+    artifacts: list[ArtifactPin] = Field(default_factory=list)
 
 
 class Signal(WireModel):

@@ -167,6 +167,7 @@ class JobInfo(WireModel):
     switch_wait_seconds: int | None = None  # --switches ...@max-time (None: the default)
     topology: str | None = None  # --topology, e.g. "required=leaf"
     data: list[str] = Field(default_factory=list)  # --data: input cache keys
+    artifacts: list[str] = Field(default_factory=list)  # --artifact, pinned: NAME@VERSION
     reservation: str = ""  # --reservation
     licenses: str = ""  # -L, as "ansys:1,matlab:2"
     time_min_seconds: int | None = None  # --time-min (None: none)

@@ -98,6 +98,9 @@ class JobSubmit:
     switches: Annotated[str | None, MaxLen(64)] = None  # "count[@max-time]"
     topology: Annotated[str | None, MaxLen(256)] = None  # "required=LEVEL|preferred=LEVEL"
     data: list[str] = field(default_factory=list)  # --data: input cache keys
+    # --artifact: "NAME[@VERSION]" (each may list several, comma-separated); pinned to
+    # their content at submission (docs/artifacts.md)
+    artifacts: list[Annotated[str, MaxLen(4096)]] = field(default_factory=list)
     reservation: Annotated[str, MaxLen(256)] = ""  # --reservation: run in this reservation
     licenses: Annotated[str | None, MaxLen(4096)] = None  # -L "matlab:2,ansys" (Slurm's)
     # the submitter's umask, 3-4 octal digits ("0022"): the job runs with it and finds it

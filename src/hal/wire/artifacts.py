@@ -1,0 +1,22 @@
+"""The artifact registry over REST (``/v1/artifacts``; docs/artifacts.md)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from hal.wire.base import WireModel
+
+SHA256_HEADER = "X-HAL-SHA256"  # an upload's digest as the client computed it; a download's
+
+
+class ArtifactInfo(WireModel):
+    name: str
+    version: str
+    sha256: str  # of the content; what jobs pin
+    size: int  # bytes
+    owner: str  # who published it
+    created: float  # Unix time
+
+
+class ArtifactList(WireModel):
+    artifacts: list[ArtifactInfo] = Field(default_factory=list)  # by name, newest first
