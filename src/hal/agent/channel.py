@@ -18,10 +18,12 @@ runs the relay only for such channels.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import httpx
 
+from hal.agent.artifacts import ArtifactMissing
 from hal.agent.outputwire import OutputPoll, OutputReads
 from hal.wire.agent import AgentInstructions, AgentRegister, AgentRegistered, AgentSync
 
@@ -29,6 +31,7 @@ from hal.wire.agent import AgentInstructions, AgentRegister, AgentRegistered, Ag
 SYNC_GRACE_SECONDS = 10.0
 CONNECT_TIMEOUT_SECONDS = 5.0
 REQUEST_TIMEOUT_SECONDS = 15.0
+ARTIFACT_READ_TIMEOUT_SECONDS = 60.0  # between two pieces of an artifact's content
 
 
 class AgentChannelError(Exception):
@@ -105,6 +108,28 @@ class HttpAgentChannel:
         timeout = request.wait_seconds + SYNC_GRACE_SECONDS
         body = await self._post(f"/v1/agent/{node}/output", request.model_dump_json(), timeout)
         return OutputReads.model_validate_json(body)
+
+    async def artifact(self, sha256: str, write: Callable[[bytes], object]) -> None:
+        """``ArtifactChannel``: the content a job pinned, streamed to ``write``."""
+        path = f"/v1/agent/artifacts/{sha256}"
+        timeout = httpx.Timeout(ARTIFACT_READ_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS)
+        try:
+            async with self._http.stream("GET", path, timeout=timeout) as response:
+                if response.status_code == 404:
+                    await response.aread()
+                    raise ArtifactMissing(f"the server has no such artifact: {_detail(response)}")
+                if response.status_code in (401, 403):
+                    await response.aread()
+                    raise CredentialRefused(response.status_code, _detail(response))
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise ChannelUnavailable(f"{path}: HTTP {response.status_code}")
+                async for data in response.aiter_bytes():
+                    write(data)
+        except httpx.HTTPError as err:
+            raise ChannelUnavailable(
+                f"cannot read {self.server_url}{path}: {err.__class__.__name__}: {err}"
+            ) from err
 
     async def aclose(self) -> None:
         await self._http.aclose()

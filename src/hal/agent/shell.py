@@ -39,6 +39,7 @@ from collections import deque
 from dataclasses import dataclass, replace
 
 from hal import __version__
+from hal.agent.artifacts import ArtifactCache, ArtifactChannel, ArtifactError
 from hal.agent.channel import (
     AgentChannel,
     AgentChannelError,
@@ -223,6 +224,14 @@ class AgentShell:
         # the host CPUs jobs are bound to (hal.agent.cpus): an unknown choice or more CPUs
         # than the host has with "yes" is refused here, before the agent starts
         self.cpus = cpu_pool(config.bind_cpus, config.cpus)
+        # the node's copies of the jobs' artifacts (docs/artifacts.md)
+        self.artifacts = ArtifactCache(
+            config.state_dir / "artifacts",
+            channel if isinstance(channel, ArtifactChannel) else None,
+            config.artifact_cache_bytes,
+            live_jobs=self._live_jobs,
+        )
+        self._deploying: set[asyncio.Task[None]] = set()
         self.steps = StepTasks(
             config.node,
             agent=self.agent_name,
@@ -230,6 +239,7 @@ class AgentShell:
             notify=self._step_output,
             steps_dir=str(config.state_dir / "steps"),
             cpus=self.cpus,
+            artifacts=self.artifacts,
         )
 
     # -- life ---------------------------------------------------------------------------
@@ -730,7 +740,38 @@ class AgentShell:
 
     # -- processes ------------------------------------------------------------------------
 
+    def _live_jobs(self) -> set[int]:
+        return {*self.machine.jobs, *(s.job_id for s in self.steps.running())}
+
     def _spawn(self, command: SpawnJob) -> list[Event]:
+        if command.launch.artifacts:  # the job's artifacts first (a task: they may download)
+            task = asyncio.ensure_future(self._deploy_then_spawn(command))
+            self._deploying.add(task)
+            task.add_done_callback(self._deploying.discard)
+            return []
+        return self._spawn_now(command)
+
+    async def _deploy_then_spawn(self, command: SpawnJob) -> None:
+        launch = command.launch
+        try:
+            env = await self.artifacts.deploy(launch.job_id, launch.artifacts, launch.environment)
+        except (ArtifactError, AgentChannelError) as err:
+            message = f"cannot launch job {launch.job_id} on {self.config.node}: artifact: {err}"
+            log.error("%s", message)
+            self._feed(LaunchFailed(launch.job_id, launch.attempt, message, self.clock.now()))
+            return
+        job = self.machine.jobs.get(launch.job_id)
+        if job is None or job.attempt != launch.attempt or job.phase is not Phase.LAUNCHING:
+            return  # ended meanwhile
+        if job.end_state:  # cancelled meanwhile: it never starts (the server ends it so)
+            why = f"job {launch.job_id} ended while its artifacts were deployed"
+            self._feed(LaunchFailed(launch.job_id, launch.attempt, why, self.clock.now()))
+            return
+        launch = launch.model_copy(update={"environment": env})
+        for event in self._spawn_now(SpawnJob(launch, command.record)):
+            self._feed(event)
+
+    def _spawn_now(self, command: SpawnJob) -> list[Event]:
         launch = command.launch
         job_dir = self.store.job_dir(launch.job_id, launch.attempt)
         key = (launch.job_id, launch.attempt)

@@ -51,6 +51,8 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from hal.agent.artifacts import ArtifactCache, ArtifactError
+from hal.agent.channel import AgentChannelError
 from hal.agent.cpus import CpuPool
 from hal.agent.environment import (
     MARKER,
@@ -263,8 +265,10 @@ class StepTasks:
         steps_dir: str,
         isolation: Isolation | None = None,
         cpus: CpuPool | None = None,
+        artifacts: ArtifactCache | None = None,
     ) -> None:
         self.node = node
+        self.artifacts = artifacts  # the jobs' artifacts, deployed before a step starts
         self.agent = agent
         self.unknown_users_as_agent = unknown_users_as_agent
         self.steps_dir = steps_dir  # a folder per step part (``LAUNCH_FILE``, the keeper's)
@@ -535,8 +539,12 @@ class StepTasks:
         launch = step.launch
         try:
             env, user = self._environment(launch)
-        except LaunchError as err:
-            step.write(launch.ranks[0], "stderr", f"srun: error: {self.node}: {err}\n".encode())
+            pins = launch.launch.artifacts
+            if pins and self.artifacts is not None:
+                env = await self.artifacts.deploy(launch.job_id, pins, env)
+        except (LaunchError, ArtifactError, AgentChannelError) as err:
+            why = f"artifact: {err}" if not isinstance(err, LaunchError) else str(err)
+            step.write(launch.ranks[0], "stderr", f"srun: error: {self.node}: {why}\n".encode())
             self._ended(step, EXEC_FAILED)
             return
         job = (launch.job_id, launch.launch.attempt)

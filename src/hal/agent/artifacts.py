@@ -1,0 +1,266 @@
+"""The node's copies of artifacts (docs/artifacts.md, ADR 0020).
+
+Before a job's batch script or a step of it starts on this node, ``ArtifactCache.deploy``
+makes sure each artifact the job pinned is here: fetched once per node by its SHA-256
+(``GET /v1/agent/artifacts/SHA256``), checked against it, and installed read-only under
+``STATE_DIR/artifacts/SHA256``:
+
+- an archive (tar, compressed or not, or zip) is unpacked into ``tree/``; when all its
+  entries sit in one top folder, that folder is the artifact's root;
+- any other file is ``file`` (executable), with ``bin/NAME`` linking to it.
+
+The job then finds each artifact's root (or file) in ``HAL_ARTIFACT_<NAME>``, and its
+``bin`` folder first in ``PATH``. Jobs that run at once share one download; a copy is
+kept until the cache is over its size and no job on the node holds it (least recently
+deployed first).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import secrets
+import shutil
+import stat
+import tarfile
+import zipfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from hal.core.artifacts import variable_of
+from hal.wire.agent import ArtifactPin
+
+log = logging.getLogger("hal.agent")
+
+READY = "ready"  # written last: the copy is whole
+TRIES = 3  # fetches of one artifact before the job's launch fails
+RETRY_SECONDS = 1.0  # then 2, 4 ...
+
+
+class ArtifactError(Exception):
+    """An artifact could not be deployed; the job's launch fails with this message."""
+
+
+class ArtifactMissing(ArtifactError):
+    """The server has no such content (removed since the job was submitted)."""
+
+
+@runtime_checkable
+class ArtifactChannel(Protocol):
+    async def artifact(self, sha256: str, write: Callable[[bytes], object]) -> None:
+        """``GET /v1/agent/artifacts/{sha256}``: hand the content to ``write`` piece by
+        piece. Raises ``ArtifactMissing`` where the server has none, ``ArtifactError``
+        (or the channel's own errors) where it cannot be read now."""
+        ...
+
+
+class ArtifactCache:
+    def __init__(
+        self,
+        root: Path,
+        channel: ArtifactChannel | None,
+        limit_bytes: int,
+        live_jobs: Callable[[], Iterable[int]],
+    ) -> None:
+        self.root = root
+        self.channel = channel
+        self.limit_bytes = limit_bytes
+        self._live_jobs = live_jobs  # the jobs with processes (or records) on this node
+        self._fetching: dict[str, asyncio.Future[Path]] = {}
+        self._held: dict[int, set[str]] = {}  # job → the digests it deployed
+        self.fetches = 0  # downloads made (metrics, tests)
+        self.fetched_bytes = 0
+
+    async def deploy(
+        self, job_id: int, pins: Iterable[ArtifactPin], environment: dict[str, str]
+    ) -> dict[str, str]:
+        """``environment`` with the job's artifacts in it, each one here first."""
+        pins = list(pins)
+        self._held.setdefault(job_id, set()).update(p.sha256 for p in pins)
+        places = await asyncio.gather(*(self._ensure(p.sha256) for p in pins))
+        return _environment(pins, places, environment)
+
+    async def _ensure(self, sha256: str) -> Path:
+        place = self.root / sha256
+        if (place / READY).exists():
+            with contextlib.suppress(OSError):
+                os.utime(place / READY)  # recently deployed: evicted last
+            return place
+        running = self._fetching.get(sha256)
+        if running is None:
+            running = asyncio.ensure_future(self._fetch(sha256))
+            self._fetching[sha256] = running
+            running.add_done_callback(lambda _: self._fetching.pop(sha256, None))
+        return await asyncio.shield(running)
+
+    async def _fetch(self, sha256: str) -> Path:
+        if self.channel is None:
+            raise ArtifactError("this agent's channel to the server cannot fetch artifacts")
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.root.chmod(0o711)  # the jobs' users reach their copies, not the list of them
+        part = self.root / f".{sha256}.{secrets.token_hex(4)}.part"
+        try:
+            for attempt in range(TRIES):
+                try:
+                    size = await self._download(sha256, part)
+                    break
+                except ArtifactMissing:
+                    raise
+                except Exception as err:
+                    if attempt == TRIES - 1:
+                        raise ArtifactError(f"cannot fetch it from the server: {err}") from err
+                    log.warning("artifact %s: fetch failed (%s); retrying", sha256[:12], err)
+                    await asyncio.sleep(RETRY_SECONDS * 2**attempt)
+            place = await asyncio.to_thread(_install, part, self.root / sha256)
+        finally:
+            with contextlib.suppress(OSError):
+                part.unlink()
+        self.fetches += 1
+        self.fetched_bytes += size
+        await asyncio.to_thread(self._evict)
+        return place
+
+    async def _download(self, sha256: str, part: Path) -> int:
+        assert self.channel is not None
+        digest, size = hashlib.sha256(), 0
+        with await asyncio.to_thread(open, part, "wb") as f:
+
+            def write(data: bytes) -> None:
+                nonlocal size
+                digest.update(data)
+                size += len(data)
+                f.write(data)
+
+            await self.channel.artifact(sha256, write)
+        if digest.hexdigest() != sha256:
+            raise ArtifactError(f"the content received has sha256 {digest.hexdigest()}")
+        return size
+
+    def _evict(self) -> None:
+        """Remove the least recently deployed copies no live job holds, while the cache
+        is over its limit."""
+        live = set(self._live_jobs())
+        self._held = {j: s for j, s in self._held.items() if j in live}
+        held = set().union(*self._held.values()) if self._held else set()
+        copies = []
+        for place in self.root.iterdir():
+            with contextlib.suppress(OSError):
+                ready = (place / READY).stat()
+                copies.append((ready.st_mtime, place, int((place / READY).read_text() or 0)))
+        total = sum(size for _, _, size in copies)
+        for _, place, size in sorted(copies):
+            if total <= self.limit_bytes:
+                break
+            if place.name in held:
+                continue
+            _remove(place)
+            total -= size
+            log.info("artifact copy %s removed: the cache is over its limit", place.name[:12])
+
+
+def _environment(
+    pins: list[ArtifactPin], places: list[Path], environment: dict[str, str]
+) -> dict[str, str]:
+    env = dict(environment)
+    bins: list[str] = []
+    for pin, place in zip(pins, places, strict=True):
+        root = _root_of(place, pin.name)
+        env[variable_of(pin.name)] = str(root)
+        folder = place / "bin" if root.is_file() else root / "bin"
+        if folder.is_dir():
+            bins.append(str(folder))
+    # another node's copies (srun's environment came from the batch node) give way
+    shas = {f"/{p.sha256}/" for p in pins}
+    path = [p for p in env.get("PATH", "").split(":") if p and not any(s in p for s in shas)]
+    env["PATH"] = ":".join(bins + path)
+    return env
+
+
+def _root_of(place: Path, name: str) -> Path:
+    """What ``HAL_ARTIFACT_<NAME>`` names: the unpacked tree (its one top folder, if it
+    has only that), or the file; ``bin/NAME`` is made for a file."""
+    if (place / "file").exists():
+        link = place / "bin" / name
+        if not link.is_symlink():
+            (place / "bin").chmod(0o755)  # (read by the jobs' users)
+            with contextlib.suppress(FileExistsError):
+                link.symlink_to("../file")
+            _read_only(place / "bin")
+        return place / "file"
+    tree = place / "tree"
+    entries = list(tree.iterdir())
+    return entries[0] if len(entries) == 1 and entries[0].is_dir() else tree
+
+
+def _install(part: Path, place: Path) -> Path:
+    """Unpack or place the downloaded file in a new folder, then rename it to ``place``."""
+    if (place / READY).exists():
+        return place  # (another agent sharing the folder did it meanwhile)
+    if place.exists():
+        _remove(place)  # a copy left half-made
+    building = place.with_name(f".{place.name}.{secrets.token_hex(4)}.building")
+    building.mkdir(mode=0o755)
+    try:
+        size = _unpack(part, building)
+        (building / READY).write_text(str(size))
+        _read_only(building)
+        os.rename(building, place)
+    except BaseException:
+        _remove(building)
+        raise
+    return place
+
+
+def _unpack(part: Path, into: Path) -> int:
+    """The content into ``into``; returns the bytes it takes there."""
+    try:
+        if tarfile.is_tarfile(part):
+            with tarfile.open(part) as archive:
+                archive.extractall(into / "tree", filter="data")  # no links out, no devices
+        elif zipfile.is_zipfile(part):
+            with zipfile.ZipFile(part) as archive:
+                _unzip(archive, into / "tree")
+        else:
+            shutil.copyfile(part, into / "file")
+            os.chmod(into / "file", 0o755)  # noqa: S103 (run by the jobs' users)
+            (into / "bin").mkdir(mode=0o755)
+            return part.stat().st_size
+    except (tarfile.TarError, zipfile.BadZipFile, OSError, ValueError) as err:
+        raise ArtifactError(f"cannot unpack it: {err}") from err
+    return sum(f.stat().st_size for f in (into / "tree").rglob("*") if f.is_file())
+
+
+def _unzip(archive: zipfile.ZipFile, into: Path) -> None:
+    """zipfile keeps no modes: an entry's Unix mode (x bits) is restored from its
+    external attributes, and no entry may land outside ``into``."""
+    into.mkdir(mode=0o755)
+    top = into.resolve()
+    for member in archive.infolist():
+        target = (into / member.filename).resolve()
+        if top not in target.parents and target != top:
+            raise ArtifactError(f"cannot unpack it: {member.filename!r} is outside the archive")
+        archive.extract(member, into)
+        mode = member.external_attr >> 16
+        if not member.is_dir() and mode & 0o111:
+            os.chmod(target, 0o755)  # noqa: S103 (as it was packed)
+
+
+def _read_only(top: Path) -> None:
+    """Files and folders lose their write bits: a job cannot change what another runs."""
+    for path in [*top.rglob("*"), top]:
+        if path.is_symlink():
+            continue
+        mode = path.stat().st_mode
+        path.chmod(stat.S_IMODE(mode) & ~0o222 | (0o555 if path.is_dir() else 0o444))
+
+
+def _remove(top: Path) -> None:
+    for path in [top, *top.rglob("*")]:
+        if path.is_dir() and not path.is_symlink():
+            with contextlib.suppress(OSError):
+                path.chmod(0o755)
+    shutil.rmtree(top, ignore_errors=True)
