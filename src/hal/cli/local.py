@@ -386,6 +386,8 @@ def cmd_agent(ns: argparse.Namespace) -> int:
         kwargs["memory_bytes"] = parse_memory(ns.memory)
     if ns.gpus is not None:
         kwargs["gpus"] = ns.gpus
+    if ns.artifact_cache:
+        kwargs["artifact_cache_bytes"] = parse_memory(ns.artifact_cache)
     if ns.gpu_type:
         kwargs["gpu_model"] = ns.gpu_type
     if ns.gpu_islands:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 
 from hal import __version__
 from hal.cli import (
+    artifacts,
     bench,
     cache,
     cloud,
@@ -100,6 +101,13 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     ag.add_argument("--memory", default=None, help="memory to offer, e.g. 16G")
     ag.add_argument("--gpus", type=_at_least(0), default=None)
     ag.add_argument(
+        "--artifact-cache",
+        default=None,
+        metavar="SIZE",
+        help="keep this node's copies of artifacts within SIZE, e.g. 20G (default 10G); "
+        "copies a running job holds are never removed",
+    )
+    ag.add_argument(
         "--gpu-type",
         default=None,
         metavar="TYPE",
@@ -188,6 +196,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     sim.add_commands(sub)
     predict.add_commands(sub)
     cloud.add_commands(sub)
+    artifacts.add_commands(sub)
     observe.add_commands(sub)
     htc.add_commands(sub)
     topology.add_commands(sub)

@@ -18,8 +18,11 @@ from hal.wire.submit import JobSubmit, SubmitResult, WillRun, from_dict, non_def
 # The pydantic-based schemas are imported where they are used: `hal sbatch` needs none of
 # them, and importing pydantic would cost it more than the whole command's budget.
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from hal.core.steps import LocalStep, StepRequest
     from hal.wire.accounts import AssociationList
+    from hal.wire.artifacts import ArtifactInfo
     from hal.wire.cloud import CloudStatus
     from hal.wire.crontab import CrontabInfo, CrontabRemoved
     from hal.wire.diag import SchedulerDiag
@@ -557,6 +560,40 @@ class HalClient:
 
         r = self._request("GET", "/v1/cloud")
         return CloudStatus.model_validate_json(r.body)
+
+    # -- artifacts (docs/artifacts.md) -------------------------------------------------
+    def artifacts(self, name: str | None = None) -> list[ArtifactInfo]:
+        from hal.wire.artifacts import ArtifactList
+
+        r = self._request("GET", "/v1/artifacts", params={"name": name} if name else None)
+        return ArtifactList.model_validate_json(r.body).artifacts
+
+    def artifact(self, name: str, version: str = "latest") -> ArtifactInfo:
+        from hal.client.artifacts import path_of
+        from hal.wire.artifacts import ArtifactInfo
+
+        return ArtifactInfo.model_validate_json(self._request("GET", path_of(name, version)).body)
+
+    def push_artifact(self, name: str, version: str, path: Path) -> tuple[ArtifactInfo, bool]:
+        """Publish the file as ``name@version``; (the version, whether it is new)."""
+        from hal.client.artifacts import push
+        from hal.wire.artifacts import ArtifactInfo
+
+        body, new = push(self, name, version, path)
+        return ArtifactInfo.model_validate_json(body), new
+
+    def pull_artifact(self, name: str, version: str, dest: Path) -> str:
+        """Download a version's content to ``dest``; returns its (checked) sha256."""
+        from hal.client.artifacts import pull
+
+        return pull(self, name, version, dest)
+
+    def remove_artifact(self, name: str, version: str) -> ArtifactInfo:
+        from hal.client.artifacts import path_of
+        from hal.wire.artifacts import ArtifactInfo
+
+        r = self._request("DELETE", path_of(name, version))
+        return ArtifactInfo.model_validate_json(r.body)
 
     # -- the run-time predictor ----------------------------------------------------------
     def predict_status(self) -> PredictStatus:

@@ -24,6 +24,7 @@ from hal.compat.exports import EXPORT_VARIABLE, export_environment
 from hal.compat.options import RESOURCE_OPTIONS, Arg, Opt, OptionError, Parsed, parse_options
 from hal.compat.srun_output import parse_open_mode
 from hal.compat.time_limits import command_time_limit
+from hal.core.artifacts import parse_requests
 from hal.core.data import parse_data_keys
 from hal.core.errors import InvalidRequest, UnsupportedOption
 from hal.core.mail import check_mail_user, parse_mail_type
@@ -70,6 +71,7 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("switches", ("switches",)),
     Opt("topology", ("topology",)),
     Opt("data", ("data",)),
+    Opt("artifact", ("artifact",)),
     Opt("comment", ("comment",)),
     Opt("open_mode", ("open-mode",)),
     Opt("wckey", ("wckey",)),
@@ -413,15 +415,20 @@ def _settings(parsed: Parsed) -> tuple[dict[str, Setting], int]:
             # the later of the pair wins, so keep a single key
             settings.pop("requeue", None)
             settings.pop("no_requeue", None)
-        if dest == "data" and "data" in settings:
-            value = _more_data(settings["data"][0], value)
+        if dest in ADDS_UP and dest in settings:
+            value = _more_data(settings[dest][0], value)
         settings[dest] = (value, spelled)
     return settings, verbose
 
 
+# HAL's lists: ``--data`` and ``--artifact`` add up when repeated
+ADDS_UP = ("data", "artifact")
+
+
 def _more_data(before: str | None, value: str | None) -> str | None:
-    """HAL's ``--data`` adds up when repeated (a job's inputs are a list), where Slurm's own
-    options keep the last; the command line still replaces the script's."""
+    """HAL's ``--data`` and ``--artifact`` add up when repeated (a job's inputs are a
+    list), where Slurm's own options keep the last; the command line still replaces the
+    script's."""
     return f"{before},{value}" if before and value else value or before
 
 
@@ -593,8 +600,9 @@ def _settings_from_directives(script: str) -> list[dict[str, Setting]]:
             )
         level, _ = _settings(parsed)
         settings = components[-1]
-        if "data" in level and "data" in settings:
-            level["data"] = (_more_data(settings["data"][0], level["data"][0]), level["data"][1])
+        for dest in ADDS_UP:
+            if dest in level and dest in settings:
+                level[dest] = (_more_data(settings[dest][0], level[dest][0]), level[dest][1])
         for dest in level:
             if dest in ("requeue", "no_requeue"):
                 settings.pop("requeue", None)
@@ -787,6 +795,10 @@ def _scheduling(
     data = text("data")
     if data is not None:
         fields["data"] = list(parse_data_keys(data))
+    artifacts = text("artifact")
+    if artifacts is not None:
+        parse_requests([artifacts])  # sbatch's own refusal, before any round trip
+        fields["artifacts"] = [artifacts.strip()]
     mail_type = text("mail_type")
     if mail_type is not None:
         parse_mail_type(mail_type)  # sbatch's own refusal, before any round trip
@@ -902,6 +914,7 @@ Options HAL accepts (anything else is refused with an error):
       --signal=[B:]sig[@secs]  --exclusive  --comment=text  --nice[=adj]
       --switches=N[@max-wait]  --topology=required=LEVEL|preferred=LEVEL
       --data=key[,key...]    input cache keys: placed near them, staged ahead (HAL)
+      --artifact=name[@version][,...]  published software the job runs (HAL)
       --reservation=name     run in this advance reservation (scontrol show res)
   -L, --licenses=list        licenses held while the job runs, e.g. matlab:2,ansys
       --mail-type=type       mail on BEGIN, END, FAIL, REQUEUE, INVALID_DEPEND, ALL,

@@ -1,0 +1,144 @@
+"""``hal artifact``: publish, list, fetch and remove artifacts (docs/artifacts.md)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from hal.core.artifacts import parse_request
+from hal.core.errors import InvalidRequest
+from hal.wire.artifacts import ArtifactInfo
+
+
+def add_commands(sub: Any) -> None:
+    p = sub.add_parser(
+        "artifact", help="pinned software for jobs (--artifact): push, list, pull, rm"
+    )
+    verbs = p.add_subparsers(dest="verb", required=True, metavar="{push,list,show,pull,rm}")
+    push = verbs.add_parser("push", help="publish FILE as NAME@VERSION (versions never change)")
+    push.add_argument("artifact", metavar="NAME@VERSION")
+    push.add_argument("file", type=Path, metavar="FILE", help="a tar or zip archive, or a program")
+    push.add_argument("--json", action="store_true")
+    push.set_defaults(func=cmd_push)
+    listing = verbs.add_parser("list", help="the published versions (of NAME), newest first")
+    listing.add_argument("name", nargs="?", default=None, metavar="NAME")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(func=cmd_list)
+    show = verbs.add_parser("show", help="one version (NAME alone: the newest)")
+    show.add_argument("artifact", metavar="NAME[@VERSION]")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=cmd_show)
+    pull = verbs.add_parser("pull", help="download a version's file")
+    pull.add_argument("artifact", metavar="NAME[@VERSION]")
+    pull.add_argument(
+        "-o", "--output", type=Path, default=None, help="where (default: ./NAME-VERSION)"
+    )
+    pull.set_defaults(func=cmd_pull)
+    rm = verbs.add_parser("rm", help="remove a version no unfinished job pins")
+    rm.add_argument("artifact", metavar="NAME@VERSION")
+    rm.set_defaults(func=cmd_rm)
+
+
+def _pinned(text: str) -> tuple[str, str]:
+    name, version = parse_request(text)
+    if "@" not in text:
+        raise InvalidRequest(f"give the version: {name}@VERSION", field="artifact")
+    return name, version
+
+
+def cmd_push(ns: argparse.Namespace) -> int:
+    from hal.client import HalClient
+
+    name, version = _pinned(ns.artifact)
+    with HalClient() as client:
+        artifact, new = client.push_artifact(name, version, ns.file)
+    if ns.json:
+        print(artifact.model_dump_json(indent=2))
+    else:
+        said = "published" if new else "already published with this content:"
+        print(f"{said} {artifact.name}@{artifact.version} ({_facts(artifact)})")
+    return 0
+
+
+def cmd_list(ns: argparse.Namespace) -> int:
+    from hal.client import HalClient
+
+    with HalClient() as client:
+        found = client.artifacts(ns.name)
+    if ns.json:
+        print("[" + ",".join(a.model_dump_json() for a in found) + "]")
+        return 0
+    print(render(found), end="")
+    return 0
+
+
+def cmd_show(ns: argparse.Namespace) -> int:
+    from hal.client import HalClient
+
+    name, version = parse_request(ns.artifact)
+    with HalClient() as client:
+        artifact = client.artifact(name, version)
+    if ns.json:
+        print(artifact.model_dump_json(indent=2))
+        return 0
+    a = artifact
+    print(
+        f"Name={a.name} Version={a.version} Size={a.size} Owner={a.owner}\n"
+        f"   Published={_when(a.created)} Sha256={a.sha256}"
+    )
+    return 0
+
+
+def cmd_pull(ns: argparse.Namespace) -> int:
+    from hal.client import HalClient
+
+    name, version = parse_request(ns.artifact)
+    with HalClient() as client:
+        artifact = client.artifact(name, version)
+        dest = ns.output or Path(f"{artifact.name}-{artifact.version}")
+        client.pull_artifact(artifact.name, artifact.version, dest)
+    print(f"{dest} ({_facts(artifact)})")
+    return 0
+
+
+def cmd_rm(ns: argparse.Namespace) -> int:
+    from hal.client import HalClient
+
+    name, version = _pinned(ns.artifact)
+    with HalClient() as client:
+        artifact = client.remove_artifact(name, version)
+    print(f"removed {artifact.name}@{artifact.version}")
+    return 0
+
+
+def render(found: list[ArtifactInfo]) -> str:
+    if not found:
+        return "no artifacts: publish one with hal artifact push NAME@VERSION FILE\n"
+    lines = [f"{'NAME':<20} {'VERSION':<14} {'SIZE':>9}  {'PUBLISHED':<19}  {'OWNER':<10} SHA256"]
+    for a in found:
+        lines.append(
+            f"{a.name:<20} {a.version:<14} {_size(a.size):>9}  {_when(a.created):<19}  "
+            f"{a.owner:<10} {a.sha256[:12]}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _facts(a: ArtifactInfo) -> str:
+    return f"{_size(a.size)}, sha256 {a.sha256}"
+
+
+def _size(size: int) -> str:
+    if size < 1024:
+        return f"{size}B"
+    scaled = float(size)
+    for unit in ("K", "M", "G", "T"):
+        scaled /= 1024
+        if scaled < 1024 or unit == "T":
+            break
+    return f"{scaled:.1f}{unit}"
+
+
+def _when(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))

@@ -1,0 +1,102 @@
+"""Publishing and fetching artifacts' content (docs/artifacts.md): streamed with httpx,
+as files may be far larger than the rest of the API's bodies (``HalClient``'s own
+transport reads whole bodies)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+import httpx
+
+from hal.client.transport import Response
+from hal.core.errors import InvalidRequest, Unavailable
+from hal.wire.artifacts import SHA256_HEADER
+
+if TYPE_CHECKING:
+    from hal.client.sync import HalClient
+
+PIECE = 1024 * 1024
+TIMEOUT = httpx.Timeout(300.0, connect=10.0)  # between two pieces, not for the whole file
+
+
+def path_of(name: str, version: str) -> str:
+    return f"/v1/artifacts/{quote(name, safe='')}/{quote(version, safe='')}"
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while piece := f.read(PIECE):
+            digest.update(piece)
+    return digest.hexdigest()
+
+
+def push(client: HalClient, name: str, version: str, path: Path) -> tuple[bytes, bool]:
+    """PUT the file, with its sha256; (the version's JSON, whether it is new)."""
+    if not path.is_file():
+        raise InvalidRequest(
+            f"{path} is no file: give the file to publish (a tar or zip archive, or a program)"
+        )
+    headers = {SHA256_HEADER: file_sha256(path), "Content-Type": "application/octet-stream"}
+    with _http(client) as http, open(path, "rb") as f:
+        try:
+            response = http.put(path_of(name, version), content=f, headers=headers)
+        except httpx.HTTPError as err:
+            raise _away(client, err) from err
+    _check(response, response.content)
+    return response.content, response.status_code == 201
+
+
+def pull(client: HalClient, name: str, version: str, dest: Path) -> str:
+    """GET the content into ``dest`` (written beside it, then renamed); returns its
+    sha256, checked against the server's."""
+    part = dest.with_name(f".{dest.name}.part")
+    digest = hashlib.sha256()
+    with _http(client) as http:
+        try:
+            with http.stream("GET", path_of(name, version) + "/content") as response:
+                if response.status_code >= 400:
+                    _check(response, response.read())
+                with open(part, "wb") as f:
+                    for piece in response.iter_bytes(PIECE):
+                        digest.update(piece)
+                        f.write(piece)
+                expected = str(response.headers.get(SHA256_HEADER, ""))
+        except httpx.HTTPError as err:
+            part.unlink(missing_ok=True)
+            raise _away(client, err) from err
+    if digest.hexdigest() != expected:
+        part.unlink(missing_ok=True)
+        raise Unavailable(
+            f"the content received is not what the server holds (sha256 {expected}); fetch it again"
+        )
+    os.replace(part, dest)
+    return expected
+
+
+def _http(client: HalClient) -> httpx.Client:
+    headers = {"User-Agent": "hal-client"}
+    if client.config.token:
+        headers["Authorization"] = f"Bearer {client.config.token}"
+    return httpx.Client(base_url=client.config.url, headers=headers, timeout=TIMEOUT)
+
+
+def _away(client: HalClient, err: httpx.HTTPError) -> Unavailable:
+    return Unavailable(
+        f"lost the HAL server at {client.config.url} ({err}); is it running? "
+        "Send the file again: a version is stored whole or not at all"
+    )
+
+
+def _check(response: httpx.Response, body: bytes) -> None:
+    from hal.client.sync import error_from_response
+
+    if response.status_code >= 400:
+        headers = dict(response.headers)
+        raise error_from_response(
+            Response(response.status_code, response.reason_phrase, headers, body)
+        )
