@@ -37,6 +37,7 @@ from hal.wire.agent import ArtifactPin
 log = logging.getLogger("hal.agent")
 
 READY = "ready"  # written last: the copy is whole
+HOLDS = ".holds"  # which jobs hold which copies
 TRIES = 3  # fetches of one artifact before the job's launch fails
 RETRY_SECONDS = 1.0  # then 2, 4 ...
 
@@ -71,7 +72,9 @@ class ArtifactCache:
         self.limit_bytes = limit_bytes
         self._live_jobs = live_jobs  # the jobs with processes (or records) on this node
         self._fetching: dict[str, asyncio.Future[Path]] = {}
-        self._held: dict[int, set[str]] = {}  # job → the digests it deployed
+        # job → the digests it deployed, one file per job (``HOLDS``/JOB): a restarted
+        # agent adopts running jobs, and their copies stay held
+        self.holds = root / HOLDS
         self.fetches = 0  # downloads made (metrics, tests)
         self.fetched_bytes = 0
 
@@ -80,9 +83,18 @@ class ArtifactCache:
     ) -> dict[str, str]:
         """``environment`` with the job's artifacts in it, each one here first."""
         pins = list(pins)
-        self._held.setdefault(job_id, set()).update(p.sha256 for p in pins)
-        places = await asyncio.gather(*(self._ensure(p.sha256) for p in pins))
-        return _environment(pins, places, environment)
+        try:
+            self._hold(job_id, [p.sha256 for p in pins])
+            places = await asyncio.gather(*(self._ensure(p.sha256) for p in pins))
+            return _environment(pins, places, environment)
+        except OSError as err:  # this node's disk, not the artifact
+            raise ArtifactError(f"cannot keep a copy on this node: {err}") from err
+
+    def _hold(self, job_id: int, shas: list[str]) -> None:
+        self.holds.mkdir(parents=True, exist_ok=True)
+        self.root.chmod(0o711)  # the jobs' users reach their copies, not the list of them
+        with open(self.holds / str(job_id), "a") as f:
+            f.write("".join(f"{sha}\n" for sha in shas))
 
     async def _ensure(self, sha256: str) -> Path:
         place = self.root / sha256
@@ -100,8 +112,6 @@ class ArtifactCache:
     async def _fetch(self, sha256: str) -> Path:
         if self.channel is None:
             raise ArtifactError("this agent's channel to the server cannot fetch artifacts")
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.root.chmod(0o711)  # the jobs' users reach their copies, not the list of them
         part = self.root / f".{sha256}.{secrets.token_hex(4)}.part"
         try:
             for attempt in range(TRIES):
@@ -121,7 +131,7 @@ class ArtifactCache:
                 part.unlink()
         self.fetches += 1
         self.fetched_bytes += size
-        await asyncio.to_thread(self._evict)
+        await asyncio.to_thread(self._evict, set(self._live_jobs()))
         return place
 
     async def _download(self, sha256: str, part: Path) -> int:
@@ -140,12 +150,16 @@ class ArtifactCache:
             raise ArtifactError(f"the content received has sha256 {digest.hexdigest()}")
         return size
 
-    def _evict(self) -> None:
-        """Remove the least recently deployed copies no live job holds, while the cache
-        is over its limit."""
-        live = set(self._live_jobs())
-        self._held = {j: s for j, s in self._held.items() if j in live}
-        held = set().union(*self._held.values()) if self._held else set()
+    def _evict(self, live: set[int]) -> None:
+        """Remove the least recently deployed copies no ``live`` job holds, while the
+        cache is over its limit; forget the holds of jobs no longer live."""
+        held: set[str] = set()
+        for hold in self.holds.iterdir():
+            with contextlib.suppress(OSError, ValueError):
+                if int(hold.name) in live:
+                    held.update(hold.read_text().split())
+                else:
+                    hold.unlink()
         copies = []
         for place in self.root.iterdir():
             with contextlib.suppress(OSError):
@@ -175,8 +189,9 @@ def _environment(
             bins.append(str(folder))
     # another node's copies (srun's environment came from the batch node) give way
     shas = {f"/{p.sha256}/" for p in pins}
-    path = [p for p in env.get("PATH", "").split(":") if p and not any(s in p for s in shas)]
-    env["PATH"] = ":".join(bins + path)
+    if "PATH" in env or bins:
+        path = env["PATH"].split(":") if env.get("PATH") else []
+        env["PATH"] = ":".join(bins + [p for p in path if not any(s in p for s in shas)])
     return env
 
 
@@ -220,7 +235,7 @@ def _unpack(part: Path, into: Path) -> int:
     try:
         if tarfile.is_tarfile(part):
             with tarfile.open(part) as archive:
-                archive.extractall(into / "tree", filter="data")  # no links out, no devices
+                _untar(archive, into / "tree")
         elif zipfile.is_zipfile(part):
             with zipfile.ZipFile(part) as archive:
                 _unzip(archive, into / "tree")
@@ -232,6 +247,24 @@ def _unpack(part: Path, into: Path) -> int:
     except (tarfile.TarError, zipfile.BadZipFile, OSError, ValueError) as err:
         raise ArtifactError(f"cannot unpack it: {err}") from err
     return sum(f.stat().st_size for f in (into / "tree").rglob("*") if f.is_file())
+
+
+def _untar(archive: tarfile.TarFile, into: Path) -> None:
+    """Python's ``data`` filter: no absolute paths, nothing outside ``into``, no links
+    out, no devices. A Python without it (3.11 before 3.11.4, as Debian 12's may be) gets
+    the same checks here, more strictly: links and special files are refused."""
+    if hasattr(tarfile, "data_filter"):
+        archive.extractall(into, filter="data")
+        return
+    into.mkdir(mode=0o755)
+    top = into.resolve()
+    for member in archive.getmembers():
+        target = (into / member.name.lstrip("/")).resolve()
+        if top not in target.parents and target != top:
+            raise ArtifactError(f"cannot unpack it: {member.name!r} is outside the archive")
+        if not (member.isfile() or member.isdir()):
+            raise ArtifactError(f"cannot unpack it: {member.name!r} is a link or a device")
+    archive.extractall(into)  # noqa: S202 (every member checked above)
 
 
 def _unzip(archive: zipfile.ZipFile, into: Path) -> None:

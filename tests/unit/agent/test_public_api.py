@@ -52,6 +52,7 @@ def test_config_fields() -> None:
         "topology_labels",
         "nvlink_domain",
         "unknown_users_as_agent",
+        "artifact_cache_bytes",
     ]
 
 
