@@ -76,7 +76,7 @@ async def remove_artifact(name: str, version: str, ctx: Ctx, caller: Who) -> Art
 
 @router.get("/{name}/{version}/content")
 async def download_artifact(name: str, version: str, ctx: Ctx, _caller: Who) -> StreamingResponse:
-    return _stream(ctx, ctx.artifacts.find(name, version))
+    return await _stream(ctx, ctx.artifacts.find(name, version))
 
 
 @agent_router.get("/{sha256}")
@@ -85,10 +85,12 @@ async def agent_download(sha256: str, ctx: Ctx, _agent: Agent) -> StreamingRespo
     found = next((a for a in ctx.artifacts.index.values() if a.sha256 == sha256), None)
     if found is None:
         raise NotFound(f"no artifact has the content {sha256}: it was removed")
-    return _stream(ctx, found)
+    return await _stream(ctx, found)
 
 
-def _stream(ctx: ServerContext, artifact: Artifact) -> StreamingResponse:
+async def _stream(ctx: ServerContext, artifact: Artifact) -> StreamingResponse:
+    await ctx.artifacts.check_content(artifact)
+
     async def body() -> AsyncIterator[bytes]:
         async for piece in ctx.artifacts.pieces(artifact.sha256):
             yield piece

@@ -365,6 +365,8 @@ def job_record(job: JobInfo, now: float) -> list[str]:
         f"Licenses={job.licenses or '(null)'}",
         f"Features={'&'.join(job.constraint) or '(null)'}",
         f"Comment={job.comment or '(null)'}",
+        # HAL's --artifact, pinned (docs/artifacts.md): only on the jobs that name some
+        *([f"Artifacts={','.join(job.artifacts)}"] if job.artifacts else []),
         f"Command={batch_command(job)}",
         f"WorkDir={job.workdir}",
         f"StdErr={job.stderr}",

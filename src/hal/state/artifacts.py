@@ -80,6 +80,22 @@ class Registry:
         except NotFound as err:
             raise NotFound(err.message, field=where + "artifacts") from err
 
+    async def check_content(self, artifact: Artifact) -> None:
+        """NotFound unless every piece of ``artifact``'s content is stored (before a
+        download starts: once it has, a missing piece can only cut it short)."""
+        b = schema.artifact_blobs
+
+        def count() -> int:
+            with self.cluster.store.engine.connect() as conn:
+                query = select(func.count()).where(b.c.sha256 == artifact.sha256)
+                return int(conn.execute(query).scalar_one())
+
+        if await self.cluster.db(count) != -(-artifact.size // PIECE):
+            raise NotFound(
+                f"the content of {artifact.name}@{artifact.version} is missing from the "
+                "database; publish it again under a new version"
+            )
+
     async def pieces(self, sha256: str) -> AsyncIterator[bytes]:
         """The content with that digest, piece by piece (one query each)."""
         b = schema.artifact_blobs
