@@ -21,6 +21,9 @@ node's own view, worth scraping when the control plane's is in doubt:
                                                      failed (unreachable, 5xx, 404)
 ``hal_agent_channel_reconnects_total``      counter  ``node``: syncs that succeeded after
                                                      a failure
+``hal_agent_artifact_fetches_total``        counter  ``node``: artifacts fetched (docs/
+                                                     artifacts.md); a copy here is none
+``hal_agent_artifact_fetched_bytes_total``  counter  ``node``
 ``hal_agent_last_sync_timestamp_seconds``   gauge    ``node``
 ``hal_agent_gpu_utilization_percent``       gauge    ``node``, ``gpu``: the percent of NVML's
                                                      last sample period a kernel ran
@@ -51,6 +54,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from hal import __version__
+from hal.agent.artifacts import ArtifactCache
 from hal.agent.gpuusage import DeviceGpu
 from hal.agent.records import JobRecord, Phase
 from hal.wire.agent import JobReport
@@ -98,7 +102,9 @@ class AgentCollector(Collector):
         capacity: Capacity,
         gpus: Callable[[], list[DeviceGpu]] = list,
         gpu_problems: Callable[[], list[str] | None] = lambda: None,
+        artifacts: ArtifactCache | None = None,
     ) -> None:
+        self.artifacts = artifacts
         self.node = node
         self.counters = counters
         self.jobs = jobs
@@ -168,6 +174,16 @@ class AgentCollector(Collector):
                 "hal_agent_channel_reconnects",
                 "Syncs that succeeded after the channel had failed.",
                 c.reconnects,
+            ),
+            (
+                "hal_agent_artifact_fetches",
+                "Artifacts fetched from the control plane (a copy already here is no fetch).",
+                self.artifacts.fetches if self.artifacts else 0,
+            ),
+            (
+                "hal_agent_artifact_fetched_bytes",
+                "Bytes of artifacts fetched from the control plane.",
+                self.artifacts.fetched_bytes if self.artifacts else 0,
             ),
         ):
             counter = CounterMetricFamily(name, text, labels=["node"])

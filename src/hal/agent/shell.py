@@ -333,6 +333,7 @@ class AgentShell:
             self.capacity,
             gpus=sampler.devices if sampler is not None else list,
             gpu_problems=lambda: self._gpu_problems,
+            artifacts=self.artifacts,
         )
         try:
             server = await start_metrics_server(listen, agent_registry(collector))

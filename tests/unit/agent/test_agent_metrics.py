@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import shutil
 import subprocess
+from pathlib import Path
 
 import httpx
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from hal.agent.artifacts import ArtifactCache
 from hal.agent.metrics import (
     AgentCollector,
     AgentCounters,
@@ -133,3 +135,17 @@ def test_the_listener_answers_metrics_and_nothing_else() -> None:
             await server.wait_closed()
 
     asyncio.run(scenario())
+
+
+def test_artifact_fetches_are_counted(tmp_path: Path) -> None:
+    cache = ArtifactCache(tmp_path, None, 10**9, set)
+    counters, jobs = scene()
+    metrics = AgentCollector("n1", counters, lambda: jobs, Capacity(8, 16 * GIB, 2))
+    assert samples(metrics)[("hal_agent_artifact_fetches_total", (("node", "n1"),))] == 0
+    cache.fetches, cache.fetched_bytes = 3, 4096
+    metrics = AgentCollector(
+        "n1", counters, lambda: jobs, Capacity(8, 16 * GIB, 2), artifacts=cache
+    )
+    got = samples(metrics)
+    assert got[("hal_agent_artifact_fetches_total", (("node", "n1"),))] == 3
+    assert got[("hal_agent_artifact_fetched_bytes_total", (("node", "n1"),))] == 4096
