@@ -319,6 +319,7 @@ Options HAL accepts (anything else is refused with an error):
       --signal=[B:]sig[@secs]  --exclusive  --comment=text  --nice[=adj]
       --switches=N[@max-wait]  --topology=required=LEVEL|preferred=LEVEL
       --data=key[,key...]    --reservation=name        -L, --licenses=list
+      --artifact=name[@version][,...]  published software on the nodes (HAL)
   -K, --kill-command[=signal]  the signal for the command when the allocation is
                              revoked (default: SIGHUP, or SIGTERM without a terminal)
   -I, --immediate[=secs]     give up (exit 1) unless granted within secs (alone: at
