@@ -90,6 +90,8 @@ class CloudService:
         self._by_name = {g.name: g for g in config.groups}
         self.started_at = cluster.clock.now()
         self._strangers: set[str] = set()  # group names taken by agents it did not start
+        # node → the jobs it was made for (``hal explain``); since the server started
+        self.made_for: dict[str, tuple[int, ...]] = {}
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -183,6 +185,18 @@ class CloudService:
             created_at=inst.created_at,
             idle_since=idle,
         )
+
+    def making_for(self, job_id: int) -> list[tuple[str, str, float]]:
+        """(node, group, when asked) of each node being made for the job: created for
+        it, its agent not heard from yet (``hal explain``)."""
+        return [
+            (inst.node, name, inst.created_at)
+            for name, state in self.groups.items()
+            for inst in state.instances
+            if inst.state != STOPPING
+            and job_id in self.made_for.get(inst.node, ())
+            and not self._joined(inst)
+        ]
 
     def _joined(self, inst: Instance) -> bool:
         """Its agent has been heard from since the instance began."""
@@ -359,6 +373,7 @@ class CloudService:
             state.created += len(made)
             state.instances.extend(made)
             for inst in made:
+                self.made_for[inst.node] = up.per_node.get(inst.node, ())
                 await self._event(
                     "cloud.node_created", inst.node, group, instance=inst.id, jobs=list(up.jobs)
                 )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
+from hal.api.cloud import CloudService
 from hal.api.context import ServerContext
 from hal.api.data import with_view
 from hal.api.priority import JobPriority, PriorityService
@@ -174,7 +175,12 @@ def _priority(
     return prio, now.get((account, user))
 
 
-async def explain(ctx: ServerContext, priority: PriorityService | None, ident: str) -> ExplainInfo:
+async def explain(
+    ctx: ServerContext,
+    priority: PriorityService | None,
+    ident: str,
+    cloud: CloudService | None = None,
+) -> ExplainInfo:
     cluster = ctx.cluster
     job = cluster.resolve(ident)[0]
     scheduler: Scheduler = ctx.scheduler
@@ -207,12 +213,22 @@ async def explain(ctx: ServerContext, priority: PriorityService | None, ident: s
     blocking = ""
     if diag is not None and not diag.status.is_success:
         blocking = diag.status.plugin
+    detail = _detail(job, diag, ahead, _victims(cluster.unfinished.values(), job))
+    pending = job.state is JobState.PENDING
+    making = cloud.making_for(job.id) if cloud is not None and pending else []
+    if making:
+        now = cluster.clock.now()
+        nodes = ", ".join(
+            f"{node} (group {group}, {now - at:.0f} s ago)" for node, group, at in making
+        )
+        detail += f"; [cloud] made node(s) for it: {nodes}; it can start once they join"
     return ExplainInfo(
         job_id=job.id,
         display_id=job.display_id,
         state=job.state.value,
         reason=job.reason.value,
-        detail=_detail(job, diag, ahead, _victims(cluster.unfinished.values(), job)),
+        detail=detail,
+        cloud_nodes=[node for node, _, _ in making],
         blocking_plugin=blocking,
         nodes_total=diag.nodes_total if diag else 0,
         nodes_available=diag.nodes_available if diag else 0,

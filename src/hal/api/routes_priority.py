@@ -152,4 +152,7 @@ async def associations(ctx: Ctx, _caller: Who) -> AssociationList:
 async def explain_job(job_id: str, ctx: Ctx, request: Request, _caller: Who) -> ExplainInfo:
     """Why the job is pending: reason, node histogram, queue ahead, priority, fair share
     and expected start."""
-    return await explain(ctx, getattr(request.app.state, "priority", None), job_id)
+    state = request.app.state
+    return await explain(
+        ctx, getattr(state, "priority", None), job_id, getattr(state, "cloud", None)
+    )

@@ -48,6 +48,8 @@ class ScaleUp:
     group: str
     names: tuple[str, ...]  # the nodes to create
     jobs: tuple[int, ...]  # the jobs they are made for, in priority order
+    # each node's own jobs of those (``hal explain`` names the nodes made for a job)
+    per_node: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -55,6 +57,7 @@ class _Plan:
     bins: dict[str, list[_Bin]] = field(default_factory=dict)  # group → booting and new
     new: dict[str, list[str]] = field(default_factory=dict)  # group → names to create
     jobs: dict[str, list[int]] = field(default_factory=dict)
+    per_node: dict[str, list[int]] = field(default_factory=dict)  # new node → its jobs
 
 
 def plan_scale_up(
@@ -84,17 +87,24 @@ def plan_scale_up(
             _take(b, _want(job.spec, group), job.spec.exclusive)
             if b.new:
                 touched.add(group.name)
+                plan.per_node[b.name].append(job.job_id)
         for group, name in new:
             b = _Bin(name, group.resources, new=True)
             _take(b, _want(job.spec, group), job.spec.exclusive)
             plan.bins.setdefault(group.name, []).append(b)
             plan.new.setdefault(group.name, []).append(name)
+            plan.per_node[name] = [job.job_id]
             taken.add(name)
             touched.add(group.name)
         for name in touched:
             plan.jobs.setdefault(name, []).append(job.job_id)
     return [
-        ScaleUp(g.name, tuple(plan.new[g.name]), tuple(plan.jobs[g.name]))
+        ScaleUp(
+            g.name,
+            tuple(plan.new[g.name]),
+            tuple(plan.jobs[g.name]),
+            {n: tuple(plan.per_node[n]) for n in plan.new[g.name]},
+        )
         for g in groups
         if plan.new.get(g.name)
     ]

@@ -156,3 +156,5 @@ class ExplainInfo(WireModel):
     # a het job: the component (``123+1``) whose request keeps the whole job waiting; the
     # node histogram and blocking plugin are that component's
     het_blocking_component: str | None = None
+    # [cloud]: the nodes the autoscaler made for this job that have not joined yet
+    cloud_nodes: list[str] = Field(default_factory=list)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -599,3 +600,26 @@ def test_a_multi_node_job_takes_a_static_node_and_makes_the_rest(
     job = cloud.sbatch("-N", "3", "--wrap", "true")
     assert sorted(cloud.wait_done(job).nodes) == ["cheap1", "dear1", "node1"]
     assert sorted(e.node or "" for e in cloud.kinds("cloud.node_created")) == ["cheap1", "dear1"]
+
+
+def test_explain_names_the_node_being_made_for_a_job(start_cloud: Callable[[str], Cloud]) -> None:
+    """While the node made for a job boots (here: never joins), `hal explain` says so."""
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    cloud = start_cloud(
+        config_toml(group_toml("burst", "burst[1-2]", cpus=4, boot=60), server_url=nowhere)
+    )
+    other = cloud.sbatch("-c", "1", "--wrap", "sleep 30")  # fits node1: nothing is made for it
+    wait_until(lambda: cloud.job(other).state == "RUNNING", 10, message="the small job to start")
+    job = cloud.sbatch("-c", "4", "--wrap", "true")
+    wait_until(lambda: bool(cloud.kinds("cloud.node_created")), 10, message="a node")
+    with cloud.server.client() as c:
+        info = c.explain(job)
+        assert info.cloud_nodes == ["burst1"]
+        assert c.explain(other).cloud_nodes == []
+    assert re.search(
+        r"\[cloud\] made node\(s\) for it: burst1 \(group burst, \d+ s ago\); it can start "
+        "once they join",
+        info.detail,
+    ), info.detail
+    shown = cloud.server.cli("explain", str(job)).stdout
+    assert "made node(s) for it: burst1" in shown

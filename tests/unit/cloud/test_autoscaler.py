@@ -157,3 +157,10 @@ def test_nodes_outside_the_groups_make_up_part_of_the_count() -> None:
     assert up.names == ("burst1", "burst2", "burst3", "burst4")
     # it waits for the nodes that exist when they are enough
     assert plan_scale_up([Waiting(1, job.spec, EVERY, others=5)], [g], (), {}) == []
+
+
+def test_each_new_node_knows_the_jobs_it_is_made_for() -> None:
+    """(``hal explain`` names the nodes made for a job, not every node of the pass.)"""
+    jobs = waiting(make_job(1).cpus(3), make_job(2).cpus(1), make_job(3).cpus(1))
+    (up,) = plan_scale_up(jobs, [group("g", 4, 4, 1.0)], (), {})
+    assert up.per_node == {"g1": (1, 2), "g2": (3,)}
