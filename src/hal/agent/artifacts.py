@@ -3,16 +3,16 @@
 Before a job's batch script or a step of it starts on this node, ``ArtifactCache.deploy``
 makes sure each artifact the job pinned is here: fetched once per node by its SHA-256
 (``GET /v1/agent/artifacts/SHA256``), checked against it, and installed read-only under
-``STATE_DIR/artifacts/SHA256``:
+``STATE_DIR/artifacts/SHA256`` (``SHA256.program`` for a program):
 
 - an archive (tar, compressed or not, or zip) is unpacked into ``tree/``; when all its
-  entries sit in one top folder, that folder is the artifact's root;
-- any other file is ``file`` (executable), with ``bin/NAME`` linking to it.
+  entries sit in one top folder (other than ``bin``), that folder is the artifact's root;
+- a program is ``file`` (executable), with ``by-name/NAME/NAME`` linking to it.
 
 The job then finds each artifact's root (or file) in ``HAL_ARTIFACT_<NAME>``, and its
-``bin`` folder first in ``PATH``. Jobs that run at once share one download; a copy is
-kept until the cache is over its size and no job on the node holds it (least recently
-deployed first).
+``bin`` folder (a program's ``by-name/NAME``) first in ``PATH``. Jobs that run at once
+share one download; a copy is kept until the cache is over its size and no job on the
+node holds it (least recently deployed first).
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from hal.core.artifacts import variable_of
+from hal.core.artifacts import ARCHIVE, variable_of
+from hal.core.job_variables import DEFAULT_PATH
 from hal.wire.agent import ArtifactPin
 
 log = logging.getLogger("hal.agent")
@@ -84,32 +85,33 @@ class ArtifactCache:
         """``environment`` with the job's artifacts in it, each one here first."""
         pins = list(pins)
         try:
-            self._hold(job_id, [p.sha256 for p in pins])
-            places = await asyncio.gather(*(self._ensure(p.sha256) for p in pins))
+            self._hold(job_id, [copy_name(p) for p in pins])
+            places = await asyncio.gather(*(self._ensure(p) for p in pins))
             return _environment(pins, places, environment)
         except OSError as err:  # this node's disk, not the artifact
             raise ArtifactError(f"cannot keep a copy on this node: {err}") from err
 
-    def _hold(self, job_id: int, shas: list[str]) -> None:
+    def _hold(self, job_id: int, copies: list[str]) -> None:
         self.holds.mkdir(parents=True, exist_ok=True)
         self.root.chmod(0o711)  # the jobs' users reach their copies, not the list of them
         with open(self.holds / str(job_id), "a") as f:
-            f.write("".join(f"{sha}\n" for sha in shas))
+            f.write("".join(f"{name}\n" for name in copies))
 
-    async def _ensure(self, sha256: str) -> Path:
-        place = self.root / sha256
+    async def _ensure(self, pin: ArtifactPin) -> Path:
+        name = copy_name(pin)
+        place = self.root / name
         if (place / READY).exists():
             with contextlib.suppress(OSError):
                 os.utime(place / READY)  # recently deployed: evicted last
             return place
-        running = self._fetching.get(sha256)
+        running = self._fetching.get(name)
         if running is None:
-            running = asyncio.ensure_future(self._fetch(sha256))
-            self._fetching[sha256] = running
-            running.add_done_callback(lambda _: self._fetching.pop(sha256, None))
+            running = asyncio.ensure_future(self._fetch(pin.sha256, place, pin.kind))
+            self._fetching[name] = running
+            running.add_done_callback(lambda _: self._fetching.pop(name, None))
         return await asyncio.shield(running)
 
-    async def _fetch(self, sha256: str) -> Path:
+    async def _fetch(self, sha256: str, place: Path, kind: str) -> Path:
         if self.channel is None:
             raise ArtifactError("this agent's channel to the server cannot fetch artifacts")
         part = self.root / f".{sha256}.{secrets.token_hex(4)}.part"
@@ -125,7 +127,7 @@ class ArtifactCache:
                         raise ArtifactError(f"cannot fetch it from the server: {err}") from err
                     log.warning("artifact %s: fetch failed (%s); retrying", sha256[:12], err)
                     await asyncio.sleep(RETRY_SECONDS * 2**attempt)
-            place = await asyncio.to_thread(_install, part, self.root / sha256)
+            place = await asyncio.to_thread(_install, part, place, kind)
         finally:
             with contextlib.suppress(OSError):
                 part.unlink()
@@ -176,42 +178,52 @@ class ArtifactCache:
             log.info("artifact copy %s removed: the cache is over its limit", place.name[:12])
 
 
+def copy_name(pin: ArtifactPin) -> str:
+    """The folder of a copy: its digest, and ``.program`` for content kept as a program
+    (the same bytes may be published as an archive too)."""
+    return pin.sha256 if pin.kind == ARCHIVE else f"{pin.sha256}.program"
+
+
 def _environment(
     pins: list[ArtifactPin], places: list[Path], environment: dict[str, str]
 ) -> dict[str, str]:
     env = dict(environment)
     bins: list[str] = []
     for pin, place in zip(pins, places, strict=True):
-        root = _root_of(place, pin.name)
+        root, folder = _root_of(place, pin.name)
         env[variable_of(pin.name)] = str(root)
-        folder = place / "bin" if root.is_file() else root / "bin"
-        if folder.is_dir():
+        if folder is not None:
             bins.append(str(folder))
-    # another node's copies (srun's environment came from the batch node) give way
-    shas = {f"/{p.sha256}/" for p in pins}
-    if "PATH" in env or bins:
-        path = env["PATH"].split(":") if env.get("PATH") else []
+    # another node's copies (srun's environment came from the batch node) give way; a
+    # job without PATH (--export=NONE) gets the one it would have had, after them
+    shas = {f"/{p.sha256}" for p in pins}
+    if bins or "PATH" in env:
+        path = env.get("PATH", DEFAULT_PATH).split(":")
         env["PATH"] = ":".join(bins + [p for p in path if not any(s in p for s in shas)])
     return env
 
 
-def _root_of(place: Path, name: str) -> Path:
-    """What ``HAL_ARTIFACT_<NAME>`` names: the unpacked tree (its one top folder, if it
-    has only that), or the file; ``bin/NAME`` is made for a file."""
+def _root_of(place: Path, name: str) -> tuple[Path, Path | None]:
+    """(what ``HAL_ARTIFACT_<NAME>`` names, the folder for PATH): a program's file and
+    ``by-name/NAME`` (a link NAME to it, made now: each name its own folder); an archive's
+    tree (its one top folder, if it has only that and it is not ``bin``) and its ``bin``."""
     if (place / "file").exists():
-        link = place / "bin" / name
-        if not link.is_symlink():
-            (place / "bin").chmod(0o755)  # (read by the jobs' users)
+        folder = place / "by-name" / name
+        if not folder.is_dir():
+            (place / "by-name").chmod(0o755)  # (read by the jobs' users)
             with contextlib.suppress(FileExistsError):
-                link.symlink_to("../file")
-            _read_only(place / "bin")
-        return place / "file"
+                folder.mkdir(mode=0o755)
+                (folder / name).symlink_to("../../file")
+            _read_only(place / "by-name")
+        return place / "file", folder
     tree = place / "tree"
     entries = list(tree.iterdir())
-    return entries[0] if len(entries) == 1 and entries[0].is_dir() else tree
+    one = len(entries) == 1 and entries[0].is_dir() and entries[0].name != "bin"
+    root = entries[0] if one else tree
+    return root, root / "bin" if (root / "bin").is_dir() else None
 
 
-def _install(part: Path, place: Path) -> Path:
+def _install(part: Path, place: Path, kind: str) -> Path:
     """Unpack or place the downloaded file in a new folder, then rename it to ``place``."""
     if (place / READY).exists():
         return place  # (another agent sharing the folder did it meanwhile)
@@ -220,7 +232,7 @@ def _install(part: Path, place: Path) -> Path:
     building = place.with_name(f".{place.name}.{secrets.token_hex(4)}.building")
     building.mkdir(mode=0o755)
     try:
-        size = _unpack(part, building)
+        size = _unpack(part, building, kind)
         (building / READY).write_text(str(size))
         _read_only(building)
         os.rename(building, place)
@@ -230,8 +242,14 @@ def _install(part: Path, place: Path) -> Path:
     return place
 
 
-def _unpack(part: Path, into: Path) -> int:
-    """The content into ``into``; returns the bytes it takes there."""
+def _unpack(part: Path, into: Path, kind: str) -> int:
+    """The content into ``into``: an archive unpacked into ``tree``, a program kept as
+    ``file``; returns the bytes it takes there."""
+    if kind != ARCHIVE:
+        shutil.copyfile(part, into / "file")
+        os.chmod(into / "file", 0o755)  # noqa: S103 (run by the jobs' users)
+        (into / "by-name").mkdir(mode=0o755)
+        return part.stat().st_size
     try:
         if tarfile.is_tarfile(part):
             with tarfile.open(part) as archive:
@@ -240,12 +258,14 @@ def _unpack(part: Path, into: Path) -> int:
             with zipfile.ZipFile(part) as archive:
                 _unzip(archive, into / "tree")
         else:
-            shutil.copyfile(part, into / "file")
-            os.chmod(into / "file", 0o755)  # noqa: S103 (run by the jobs' users)
-            (into / "bin").mkdir(mode=0o755)
-            return part.stat().st_size
-    except (tarfile.TarError, zipfile.BadZipFile, OSError, ValueError) as err:
-        raise ArtifactError(f"cannot unpack it: {err}") from err
+            raise ArtifactError(
+                "cannot unpack it: it is no tar or zip archive (publish a program with "
+                "hal artifact push --kind program)"
+            )
+    except ArtifactError:
+        raise
+    except Exception as err:  # a cut-off stream (EOFError), zlib's and lzma's own errors
+        raise ArtifactError(f"cannot unpack it: {err.__class__.__name__}: {err}") from err
     return sum(f.stat().st_size for f in (into / "tree").rglob("*") if f.is_file())
 
 

@@ -756,7 +756,9 @@ class AgentShell:
         launch = command.launch
         try:
             env = await self.artifacts.deploy(launch.job_id, launch.artifacts, launch.environment)
-        except (ArtifactError, AgentChannelError) as err:
+        except Exception as err:  # whatever it was, the job fails saying so, never hangs
+            if not isinstance(err, ArtifactError | AgentChannelError):
+                log.exception("deploying job %d's artifacts", launch.job_id)
             message = f"cannot launch job {launch.job_id} on {self.config.node}: artifact: {err}"
             log.error("%s", message)
             self._feed(LaunchFailed(launch.job_id, launch.attempt, message, self.clock.now()))

@@ -542,7 +542,9 @@ class StepTasks:
             pins = launch.launch.artifacts
             if pins and self.artifacts is not None:
                 env = await self.artifacts.deploy(launch.job_id, pins, env)
-        except (LaunchError, ArtifactError, AgentChannelError) as err:
+        except Exception as err:  # whatever it was, the step fails saying so, never hangs
+            if not isinstance(err, LaunchError | ArtifactError | AgentChannelError):
+                log.exception("starting step %d.%d", launch.job_id, launch.step_id)
             why = f"artifact: {err}" if not isinstance(err, LaunchError) else str(err)
             step.write(launch.ranks[0], "stderr", f"srun: error: {self.node}: {why}\n".encode())
             self._ended(step, EXEC_FAILED)

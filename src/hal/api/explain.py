@@ -24,6 +24,7 @@ from hal.scheduler.framework.runtime import HET_GROUP
 from hal.scheduler.framework.snapshot import ClusterSnapshot
 from hal.scheduler.plugins.multifactor import DEFAULT_QOS, ShareRow
 from hal.scheduler.plugins.topology import NAME as TOPOLOGY
+from hal.state.agents import LAUNCH_ERROR
 from hal.wire.priority import ExplainInfo, FactorValues, JobPriorityInfo, NodeRejection, ShareInfo
 
 AHEAD_SHOWN = 5
@@ -91,6 +92,9 @@ def _queue_ahead(scheduler: Scheduler, snap: ClusterSnapshot, job: Job) -> list[
 
 def _detail(job: Job, diag: Diagnosis | None, ahead: list[Job], victims: list[Job]) -> str:
     if job.state is not JobState.PENDING:
+        failed = job.extra.get(LAUNCH_ERROR)
+        if failed and job.reason is PendingReason.JOB_LAUNCH_FAILURE:
+            return f"job is {job.state.value}, not pending: it never started: {failed}"
         return f"job is {job.state.value}, not pending"
     if victims:
         ids = ", ".join(v.display_id for v in victims)

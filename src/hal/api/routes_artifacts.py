@@ -30,7 +30,7 @@ Agent = Annotated[Caller, Depends(agent_dep)]
 def info(a: Artifact) -> ArtifactInfo:
     return ArtifactInfo(
         name=a.name, version=a.version, sha256=a.sha256, size=a.size, owner=a.owner,
-        created=a.created,
+        created=a.created, kind=a.kind,
     )  # fmt: skip
 
 
@@ -54,15 +54,20 @@ async def publish_artifact(
     ctx: Ctx,
     caller: Who,
     sha256: Annotated[str | None, Header(alias=SHA256_HEADER)] = None,
+    kind: str | None = None,
 ) -> ArtifactInfo:
     """Publish ``name@version`` from the request body (the file, as it is). 201: a new
     version; 200: that version with the same content was there already; 409: it is there
     with other content (versions never change). With ``X-HAL-SHA256`` the content must
-    have that digest, or nothing is stored."""
+    have that digest, or nothing is stored. ``kind``: ``archive`` (the nodes unpack it)
+    or ``program`` (kept as it is); without it, a tar, zip or compressed file is an
+    archive."""
     if sha256 is not None and not SHA256.fullmatch(sha256):
         message = f"{SHA256_HEADER} must be 64 lower-case hex digits"
         raise InvalidRequest(message, field=SHA256_HEADER)
-    artifact, new = await ctx.artifacts.publish(name, version, caller, request.stream(), sha256)
+    artifact, new = await ctx.artifacts.publish(
+        name, version, caller, request.stream(), sha256, kind
+    )
     if not new:
         response.status_code = 200
     return info(artifact)

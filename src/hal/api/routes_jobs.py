@@ -427,7 +427,10 @@ async def resume_job(job_id: str, ctx: Ctx, caller: Who) -> dict[str, object]:
 
 @router.post("/{job_id}/requeue")
 async def requeue_job(job_id: str, ctx: Ctx, caller: Who, hold: bool = False) -> dict[str, object]:
-    """``hold`` (``scontrol requeuehold``): the job comes back held by its owner."""
+    """``hold`` (``scontrol requeuehold``): the job comes back held by its owner. A job
+    whose pinned artifacts were removed since it ended is refused: it could not start."""
+    for job in ctx.cluster.resolve(job_id):
+        ctx.artifacts.check_still_there(job)
     return {"job_ids": await ctx.cluster.requeue(job_id, caller, hold=hold)}
 
 

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hal.core.artifacts import parse_request
+from hal.core.artifacts import LATEST, parse_request
 from hal.core.errors import InvalidRequest
 from hal.wire.artifacts import ArtifactInfo
 
@@ -20,6 +20,13 @@ def add_commands(sub: Any) -> None:
     push = verbs.add_parser("push", help="publish FILE as NAME@VERSION (versions never change)")
     push.add_argument("artifact", metavar="NAME@VERSION")
     push.add_argument("file", type=Path, metavar="FILE", help="a tar or zip archive, or a program")
+    push.add_argument(
+        "--kind",
+        choices=("archive", "program"),
+        default=None,
+        help="archive: the nodes unpack it; program: kept as it is (default: an archive "
+        "when FILE ends .tar, .tar.gz, .tgz, .tar.bz2, .tbz2, .tar.xz, .txz or .zip)",
+    )
     push.add_argument("--json", action="store_true")
     push.set_defaults(func=cmd_push)
     listing = verbs.add_parser("list", help="the published versions (of NAME), newest first")
@@ -33,7 +40,7 @@ def add_commands(sub: Any) -> None:
     pull = verbs.add_parser("pull", help="download a version's file")
     pull.add_argument("artifact", metavar="NAME[@VERSION]")
     pull.add_argument(
-        "-o", "--output", type=Path, default=None, help="where (default: ./NAME-VERSION)"
+        "-o", "--output", default=None, help="the file, or a folder (default: ./NAME-VERSION)"
     )
     pull.set_defaults(func=cmd_pull)
     rm = verbs.add_parser("rm", help="remove a version no unfinished job pins")
@@ -43,7 +50,7 @@ def add_commands(sub: Any) -> None:
 
 def _pinned(text: str) -> tuple[str, str]:
     name, version = parse_request(text)
-    if "@" not in text:
+    if "@" not in text or version.lower() == LATEST:
         raise InvalidRequest(f"give the version: {name}@VERSION", field="artifact")
     return name, version
 
@@ -53,7 +60,7 @@ def cmd_push(ns: argparse.Namespace) -> int:
 
     name, version = _pinned(ns.artifact)
     with HalClient() as client:
-        artifact, new = client.push_artifact(name, version, ns.file)
+        artifact, new = client.push_artifact(name, version, ns.file, ns.kind)
     if ns.json:
         print(artifact.model_dump_json(indent=2))
     else:
@@ -85,7 +92,7 @@ def cmd_show(ns: argparse.Namespace) -> int:
         return 0
     a = artifact
     print(
-        f"Name={a.name} Version={a.version} Size={a.size} Owner={a.owner}\n"
+        f"Name={a.name} Version={a.version} Kind={a.kind} Size={a.size} Owner={a.owner}\n"
         f"   Published={_when(a.created)} Sha256={a.sha256}"
     )
     return 0
@@ -97,7 +104,11 @@ def cmd_pull(ns: argparse.Namespace) -> int:
     name, version = parse_request(ns.artifact)
     with HalClient() as client:
         artifact = client.artifact(name, version)
-        dest = ns.output or Path(f"{artifact.name}-{artifact.version}")
+        file = f"{artifact.name}-{artifact.version}"
+        output: str = ns.output or file
+        dest = Path(output)
+        if output.endswith("/") or dest.is_dir():
+            dest = dest / file
         client.pull_artifact(artifact.name, artifact.version, dest)
     print(f"{dest} ({_facts(artifact)})")
     return 0

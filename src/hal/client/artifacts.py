@@ -13,6 +13,7 @@ from urllib.parse import quote
 import httpx
 
 from hal.client.transport import Response
+from hal.core.artifacts import check_kind, kind_of_name
 from hal.core.errors import InvalidRequest, Unavailable
 from hal.wire.artifacts import SHA256_HEADER
 
@@ -35,46 +36,58 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def push(client: HalClient, name: str, version: str, path: Path) -> tuple[bytes, bool]:
-    """PUT the file, with its sha256; (the version's JSON, whether it is new)."""
+def push(
+    client: HalClient, name: str, version: str, path: Path, kind: str | None = None
+) -> tuple[bytes, bool]:
+    """PUT the file, with its sha256 and kind (None: an archive by its suffix, else a
+    program); (the version's JSON, whether it is new)."""
     if not path.is_file():
         raise InvalidRequest(
-            f"{path} is no file: give the file to publish (a tar or zip archive, or a program)"
+            f"{path} is no file: give the file to publish (a tar or zip archive, or a "
+            "program); pack a folder first (tar czf NAME.tgz FOLDER)"
         )
     headers = {SHA256_HEADER: file_sha256(path), "Content-Type": "application/octet-stream"}
+    params = {"kind": check_kind(kind) if kind else kind_of_name(path.name)}
     with _http(client) as http, open(path, "rb") as f:
         try:
-            response = http.put(path_of(name, version), content=f, headers=headers)
+            url = path_of(name, version)
+            response = http.put(url, content=f, headers=headers, params=params)
         except httpx.HTTPError as err:
             raise _away(client, err) from err
     _check(response, response.content)
     return response.content, response.status_code == 201
 
 
-def pull(client: HalClient, name: str, version: str, dest: Path) -> str:
-    """GET the content into ``dest`` (written beside it, then renamed); returns its
-    sha256, checked against the server's."""
+def pull(client: HalClient, name: str, version: str, dest: Path, executable: bool) -> str:
+    """GET the content into ``dest`` (written beside it, then renamed; executable for a
+    program); returns its sha256, checked against the server's."""
+    if not dest.parent.is_dir():
+        raise InvalidRequest(f"cannot write {dest}: folder {dest.parent} does not exist")
     part = dest.with_name(f".{dest.name}.part")
     digest = hashlib.sha256()
-    with _http(client) as http:
-        try:
-            with http.stream("GET", path_of(name, version) + "/content") as response:
-                if response.status_code >= 400:
-                    _check(response, response.read())
-                with open(part, "wb") as f:
-                    for piece in response.iter_bytes(PIECE):
-                        digest.update(piece)
-                        f.write(piece)
-                expected = str(response.headers.get(SHA256_HEADER, ""))
-        except httpx.HTTPError as err:
-            part.unlink(missing_ok=True)
-            raise _away(client, err) from err
-    if digest.hexdigest() != expected:
+    try:
+        with _http(client) as http:
+            try:
+                with http.stream("GET", path_of(name, version) + "/content") as response:
+                    if response.status_code >= 400:
+                        _check(response, response.read())
+                    with open(part, "wb") as f:
+                        for piece in response.iter_bytes(PIECE):
+                            digest.update(piece)
+                            f.write(piece)
+                    expected = str(response.headers.get(SHA256_HEADER, ""))
+            except httpx.HTTPError as err:
+                raise _away(client, err) from err
+        if digest.hexdigest() != expected:
+            raise Unavailable(
+                f"the content received is not what the server holds (sha256 {expected}); "
+                "fetch it again"
+            )
+        if executable:
+            part.chmod(0o755)  # (a program, as published)
+        os.replace(part, dest)
+    finally:
         part.unlink(missing_ok=True)
-        raise Unavailable(
-            f"the content received is not what the server holds (sha256 {expected}); fetch it again"
-        )
-    os.replace(part, dest)
     return expected
 
 

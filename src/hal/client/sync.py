@@ -574,19 +574,25 @@ class HalClient:
 
         return ArtifactInfo.model_validate_json(self._request("GET", path_of(name, version)).body)
 
-    def push_artifact(self, name: str, version: str, path: Path) -> tuple[ArtifactInfo, bool]:
-        """Publish the file as ``name@version``; (the version, whether it is new)."""
+    def push_artifact(
+        self, name: str, version: str, path: Path, kind: str | None = None
+    ) -> tuple[ArtifactInfo, bool]:
+        """Publish the file as ``name@version``; (the version, whether it is new).
+        ``kind``: archive or program (None: an archive by the file's suffix)."""
         from hal.client.artifacts import push
         from hal.wire.artifacts import ArtifactInfo
 
-        body, new = push(self, name, version, path)
+        body, new = push(self, name, version, path, kind)
         return ArtifactInfo.model_validate_json(body), new
 
     def pull_artifact(self, name: str, version: str, dest: Path) -> str:
-        """Download a version's content to ``dest``; returns its (checked) sha256."""
+        """Download a version's content to ``dest`` (a program made executable);
+        returns its (checked) sha256."""
         from hal.client.artifacts import pull
+        from hal.core.artifacts import PROGRAM
 
-        return pull(self, name, version, dest)
+        program = self.artifact(name, version).kind == PROGRAM
+        return pull(self, name, version, dest, executable=program)
 
     def remove_artifact(self, name: str, version: str) -> ArtifactInfo:
         from hal.client.artifacts import path_of

@@ -21,6 +21,13 @@ MAX_ARTIFACTS = 16  # per job
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
 SHA256 = re.compile(r"[0-9a-f]{64}")
 LATEST = "latest"  # a version no one may publish: "the newest one, pinned at submission"
+# what a version's file is: an archive the nodes unpack (tar, compressed or not, or zip),
+# or a program they keep as it is
+ARCHIVE, PROGRAM = "archive", "program"
+KINDS = (ARCHIVE, PROGRAM)
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".zip")
+# the first bytes of each: gzip, bzip2, xz, zip (a local file header), tar ("ustar" at 257)
+_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"PK\x03\x04")
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +37,7 @@ class ArtifactRef:
     name: str
     version: str
     sha256: str
+    kind: str = PROGRAM  # ARCHIVE (unpacked on the node) or PROGRAM
 
     def __str__(self) -> str:
         return f"{self.name}@{self.version}"
@@ -49,9 +57,34 @@ class Artifact:
     size: int
     owner: str  # who published it
     created: float
+    kind: str = PROGRAM
 
     def ref(self) -> ArtifactRef:
-        return ArtifactRef(self.name, self.version, self.sha256)
+        return ArtifactRef(self.name, self.version, self.sha256, self.kind)
+
+
+def kind_of_name(file_name: str) -> str:
+    """What ``hal artifact push`` calls a file: an archive by its suffix, else a program
+    (a Python zipapp ``.pyz`` or a self-extracting installer is a program)."""
+    return ARCHIVE if file_name.lower().endswith(ARCHIVE_SUFFIXES) else PROGRAM
+
+
+def kind_of_content(head: bytes) -> str:
+    """The server's guess where a client did not say (REST without ``kind``), from the
+    first 512 bytes: a compressed file, a zip or a tar is an archive."""
+    if head.startswith(_MAGIC) or head[257:262] == b"ustar":
+        return ARCHIVE
+    return PROGRAM
+
+
+def check_kind(kind: str) -> str:
+    if kind not in KINDS:
+        raise InvalidRequest(
+            f"artifact kind {kind!r} is not known: use archive (unpacked on the nodes) or "
+            "program (kept as it is)",
+            field="kind",
+        )
+    return kind
 
 
 def variable_of(name: str) -> str:
@@ -72,7 +105,7 @@ def check_name(name: str, what: str = "artifact name") -> str:
 
 def check_version(version: str) -> str:
     check_name(version, "artifact version")
-    if version == LATEST:
+    if version.lower() == LATEST:
         raise InvalidRequest(
             f"{LATEST!r} is not a version one may publish: it means the newest version, "
             "pinned at submission; give a version such as 1.0",
@@ -100,6 +133,11 @@ def parse_requests(texts: list[str]) -> list[tuple[str, str]]:
     """A job's ``--artifact`` values (each may list several, comma-separated)."""
     out: list[tuple[str, str]] = []
     for text in texts:
+        if not text.strip():
+            raise InvalidRequest(
+                "--artifact needs NAME[@VERSION] (hal artifact list shows them)",
+                field="artifacts",
+            )
         out.extend(parse_request(part) for part in text.split(",") if part.strip())
     if len(out) > MAX_ARTIFACTS:
         raise InvalidRequest(

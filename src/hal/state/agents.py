@@ -57,6 +57,7 @@ from hal.wire.jobs import GpuUsage
 RESEND_AFTER_S = 5.0
 GPU_HEALTH = "gpu health: "  # the start of a drain reason the GPUs' health check wrote
 GPU_USAGE = "gpu_usage"  # job.extra mark: the agent's GPU use at the end (JSON GpuUsage)
+LAUNCH_ERROR = "launch_error"  # job.extra mark: why a launch failed, as its agent said
 FINISHED_STATES = {s.value: s for s in JobState if s.is_terminal}
 
 
@@ -391,7 +392,10 @@ async def apply_reports(cluster: Cluster, node: str, reports: list[JobReport]) -
                 new, event = cluster.finish(job, ended, r.time, exit_code=1)
                 event.data["message"] = r.message  # type: ignore[index]
                 if new.state is JobState.FAILED:  # Slurm's reason: its script never ran
-                    new = new.evolve(reason=PendingReason.JOB_LAUNCH_FAILURE)
+                    why = {LAUNCH_ERROR: r.message[:2000]}  # for hal explain (a mark, kept)
+                    new = new.evolve(
+                        reason=PendingReason.JOB_LAUNCH_FAILURE, extra={**new.extra, **why}
+                    )
             else:
                 state = FINISHED_STATES.get(r.state)
                 if r.state == JobState.PENDING.value and job.extra.get(preempt.REQUEUE) == "1":

@@ -22,14 +22,24 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, delete, func, insert, select, update
 
-from hal.core.artifacts import LATEST, Artifact, ArtifactRef, check_name, check_version
+from hal.core.artifacts import (
+    LATEST,
+    Artifact,
+    ArtifactRef,
+    check_kind,
+    check_name,
+    check_version,
+    kind_of_content,
+)
 from hal.core.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, PermissionDenied
 from hal.state import schema
 
 if TYPE_CHECKING:
+    from hal.core.job import Job
     from hal.state.cluster import Caller, Cluster
 
 PIECE = 4 * 1024 * 1024
+HEAD = 512  # the bytes that tell an archive (``kind_of_content``)
 UPLOAD = "upload:"
 
 
@@ -37,17 +47,20 @@ class Registry:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self.index: dict[tuple[str, str], Artifact] = {}
+        self.owners: dict[str, str] = {}  # name → who published its first version
 
     async def load(self) -> None:
         """Read the versions, and delete the pieces of uploads a stopped server left."""
 
-        def work() -> list[Artifact]:
+        def work() -> tuple[list[Artifact], dict[str, str]]:
             with self.cluster.store.engine.begin() as conn:
-                t, b = schema.artifacts, schema.artifact_blobs
+                t, n, b = schema.artifacts, schema.artifact_names, schema.artifact_blobs
                 conn.execute(delete(b).where(b.c.sha256.like(UPLOAD + "%")))
-                return [Artifact(*row) for row in conn.execute(select(*t.c))]
+                found = [Artifact(**row._mapping) for row in conn.execute(select(*t.c))]
+                return found, {r.name: r.owner for r in conn.execute(select(*n.c))}
 
-        self.index = {(a.name, a.version): a for a in await self.cluster.db(work)}
+        found, self.owners = await self.cluster.db(work)
+        self.index = {(a.name, a.version): a for a in found}
 
     # -- reading --------------------------------------------------------------------------
 
@@ -111,15 +124,28 @@ class Registry:
             yield data
             seq += 1
 
+    def check_still_there(self, job: Job) -> None:
+        """Conflict unless every artifact ``job`` pinned is still published (a job run
+        again must find what it pinned)."""
+        for ref in job.spec.artifacts:
+            found = self.index.get((ref.name, ref.version))
+            if found is None or found.sha256 != ref.sha256:
+                raise Conflict(
+                    f"job {job.display_id} pins {ref}, which has been removed since: it could "
+                    f"not start again; submit it anew with a version there is "
+                    f"(hal artifact list {ref.name})"
+                )
+
     # -- changing -------------------------------------------------------------------------
 
     def check_owner(self, name: str, caller: Caller) -> None:
-        """A name belongs to whoever published its first version (and administrators)."""
-        owners = {a.owner for a in self.listing(name)}
-        if owners and caller.name not in owners and not caller.admin:
+        """A name belongs to whoever published its first version (and administrators),
+        even once its versions are all removed."""
+        owner = self.owners.get(name)
+        if owner is not None and caller.name != owner and not caller.admin:
             raise PermissionDenied(
-                f"artifact {name!r} is {sorted(owners)[0]}'s: only they or an administrator "
-                "may publish or remove its versions; choose another name"
+                f"artifact {name!r} is {owner}'s: only they or an administrator may publish "
+                "or remove its versions; choose another name"
             )
 
     async def publish(
@@ -129,16 +155,20 @@ class Registry:
         caller: Caller,
         chunks: AsyncIterator[bytes],
         expect: str | None = None,
+        kind: str | None = None,
     ) -> tuple[Artifact, bool]:
         """Store ``chunks`` as ``name@version``; (the version, whether it is new). The same
         content again is no change; other content under a published version is refused:
-        versions are pinned. ``expect``: the digest the sender computed."""
+        versions are pinned. ``expect``: the digest the sender computed; ``kind``: archive
+        or program (None: guessed from the first bytes)."""
         check_name(name)
         check_version(version)
+        if kind is not None:
+            check_kind(kind)
         self.check_owner(name, caller)
         upload = UPLOAD + secrets.token_hex(16)
         try:
-            sha256, size = await self._write(upload, chunks)
+            sha256, size, head = await self._write(upload, chunks)
             if size == 0:
                 raise InvalidRequest("the artifact is empty: send the file's content")
             if expect is not None and expect != sha256:
@@ -146,14 +176,15 @@ class Registry:
                     f"the content's sha256 is {sha256}, not {expect} as sent: it was changed "
                     "on the way; send it again"
                 )
-            found = self.index.get((name, version))
-            if found is None:
-                found = Artifact(name, version, sha256, size, caller.name, self.cluster.clock.now())
-                await self.cluster.db(self._add, found, upload)
-                self.index[(name, version)] = found
-                return found, True
+            now, what = self.cluster.clock.now(), kind or kind_of_content(head)
+            new = Artifact(name, version, sha256, size, caller.name, now, what)
+            found, added = await self.cluster.db(self._add, new, upload)
         finally:
             await self.cluster.db(self._drop_upload, upload)
+        self.index[(name, version)] = found
+        self.owners.setdefault(name, found.owner)
+        if added:
+            return found, True
         if found.sha256 != sha256:
             raise Conflict(
                 f"{name}@{version} is published with other content (sha256 "
@@ -161,8 +192,9 @@ class Registry:
             )
         return found, False
 
-    async def _write(self, upload: str, chunks: AsyncIterator[bytes]) -> tuple[str, int]:
-        digest, size, seq, buffer = hashlib.sha256(), 0, 0, bytearray()
+    async def _write(self, upload: str, chunks: AsyncIterator[bytes]) -> tuple[str, int, bytes]:
+        """(sha256, size, the first bytes) of what was stored under ``upload``."""
+        digest, size, seq, buffer, head = hashlib.sha256(), 0, 0, bytearray(), b""
         b = schema.artifact_blobs
 
         def put(seq: int, data: bytes) -> None:
@@ -179,6 +211,8 @@ class Registry:
                     "to raise the limit"
                 )
             digest.update(chunk)
+            if len(head) < HEAD:
+                head += chunk[: HEAD - len(head)]
             buffer += chunk
             while len(buffer) >= PIECE:
                 await self.cluster.db(put, seq, bytes(buffer[:PIECE]))
@@ -186,18 +220,28 @@ class Registry:
                 seq += 1
         if buffer:
             await self.cluster.db(put, seq, bytes(buffer))
-        return digest.hexdigest(), size
+        return digest.hexdigest(), size, head
 
-    def _add(self, artifact: Artifact, upload: str) -> None:
-        """The version's row, and its content under its digest (unless another version
-        has that content already), in one transaction."""
-        t, b = schema.artifacts, schema.artifact_blobs
+    def _add(self, artifact: Artifact, upload: str) -> tuple[Artifact, bool]:
+        """The version's row, its name's owner if it is new, and its content under its
+        digest (unless another version has that content already), in one transaction;
+        (the version stored, whether it is this one). A version published meanwhile (two
+        pushes at once) is kept and returned."""
+        t, n, b = schema.artifacts, schema.artifact_names, schema.artifact_blobs
         with self.cluster.store.engine.begin() as conn:
+            there = conn.execute(
+                select(*t.c).where(t.c.name == artifact.name, t.c.version == artifact.version)
+            ).first()
+            if there is not None:
+                return Artifact(**there._mapping), False
+            if not conn.execute(select(n.c.owner).where(n.c.name == artifact.name)).first():
+                conn.execute(insert(n).values(name=artifact.name, owner=artifact.owner))
             if _stored(conn, artifact.sha256):
                 conn.execute(delete(b).where(b.c.sha256 == upload))
             else:
                 conn.execute(update(b).where(b.c.sha256 == upload).values(sha256=artifact.sha256))
             conn.execute(insert(t).values(**asdict(artifact)))
+        return artifact, True
 
     def _drop_upload(self, upload: str) -> None:
         b = schema.artifact_blobs
@@ -207,6 +251,10 @@ class Registry:
     async def remove(self, name: str, version: str, caller: Caller) -> Artifact:
         """Delete a version, unless a job that has not ended pins it (its nodes may still
         have to fetch it). Its content goes with the last version that has it."""
+        if version.lower() == LATEST:
+            raise InvalidRequest(
+                f"name the version to remove ({name}@VERSION), not {version!r}", field="version"
+            )
         found = self.find(name, version)
         self.check_owner(name, caller)
         pinning = sorted(

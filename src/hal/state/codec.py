@@ -61,7 +61,7 @@ def spec_to_json(spec: JobSpec) -> str:
         elif name == "licenses":
             value = [list(pair) for pair in value]
         elif name == "artifacts":
-            value = [[a.name, a.version, a.sha256] for a in value]
+            value = [[a.name, a.version, a.sha256, a.kind] for a in value]
         d[name] = value
     return json.dumps(d, separators=(",", ":"))
 

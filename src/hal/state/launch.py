@@ -187,6 +187,7 @@ def build_launch(job: Job, cluster_name: str, het: Sequence[Job] = ()) -> Launch
         array_job_id=job.array_job_id,
         array_task_id=job.array_task_id,
         artifacts=[
-            ArtifactPin(name=a.name, version=a.version, sha256=a.sha256) for a in spec.artifacts
+            ArtifactPin(name=a.name, version=a.version, sha256=a.sha256, kind=a.kind)
+            for a in spec.artifacts
         ],
     )

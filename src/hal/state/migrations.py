@@ -301,9 +301,9 @@ def _v26_step_runs(conn: Connection) -> None:
 
 
 def _v27_artifacts(conn: Connection) -> None:
-    # artifacts, artifact_blobs: the artifact registry (docs/artifacts.md)
-    schema.artifacts.create(conn, checkfirst=True)
-    schema.artifact_blobs.create(conn, checkfirst=True)
+    # artifacts, artifact_names, artifact_blobs: the artifact registry (docs/artifacts.md)
+    for table in (schema.artifacts, schema.artifact_names, schema.artifact_blobs):
+        table.create(conn, checkfirst=True)
 
 
 STEPS: tuple[Step, ...] = (

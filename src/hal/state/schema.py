@@ -284,6 +284,16 @@ artifacts = Table(
     Column("size", BigInteger, nullable=False),
     Column("owner", String(256), nullable=False),
     Column("created", Float, nullable=False),
+    Column("kind", String(16), nullable=False),  # "archive" or "program"
+)
+
+# who a name belongs to: whoever published its first version (kept when its versions go,
+# so a name cannot change hands by being emptied)
+artifact_names = Table(
+    "artifact_names",
+    metadata,
+    Column("name", String(128), primary_key=True),
+    Column("owner", String(256), nullable=False),
 )
 
 # the content, in pieces of at most ``hal.state.artifacts.PIECE`` bytes, in order;

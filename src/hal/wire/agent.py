@@ -238,6 +238,7 @@ class ArtifactPin(WireModel):
     name: str
     version: str
     sha256: str
+    kind: str = "program"  # "archive": unpacked; "program": kept as it is
 
 
 class Launch(WireModel):

@@ -16,6 +16,7 @@ class ArtifactInfo(WireModel):
     size: int  # bytes
     owner: str  # who published it
     created: float  # Unix time
+    kind: str  # "archive": unpacked on the nodes; "program": kept as it is
 
 
 class ArtifactList(WireModel):

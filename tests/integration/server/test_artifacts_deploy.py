@@ -5,6 +5,7 @@ fetches a copy once, and a copy that cannot be fetched fails the launch with the
 from __future__ import annotations
 
 import io
+import os
 import sys
 import tarfile
 import zipfile
@@ -46,6 +47,11 @@ def _run(live: LiveServer, tmp_path: Path, script: str, *args: str) -> tuple[str
         state = c.job(job_id).state
     out = tmp_path / "out.txt"
     return state, out.read_text() if out.exists() else ""
+
+
+def _last_job(live: LiveServer) -> int:
+    with live.client() as c:
+        return max(j.id for j in c.jobs(include_finished=True))
 
 
 def _copies(live: LiveServer, node: str) -> dict[str, int]:
@@ -140,3 +146,38 @@ def test_content_that_cannot_be_fetched_fails_the_launch_saying_why(
         ]
     assert ended.data["message"].startswith(f"cannot launch job {job.id} on node1: artifact: ")
     assert "lost@1 is missing from the database" in ended.data["message"]
+    # hal explain says why it never started, beyond Slurm's bare JobLaunchFailure
+    explained = server.cli("explain", str(job.id)).stdout
+    assert "it never started: cannot launch job" in explained
+    assert "missing from the database" in explained
+
+
+def test_a_cut_off_archive_fails_the_job_and_frees_the_node(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    """(The agent's deploy task died on the decompressor's EOFError: the job hung RUNNING,
+    and after scancel COMPLETING, holding its CPUs.)"""
+    whole = _tarball(tmp_path / "whole.tgz", {"t/bin/t": os.urandom(20_000)}).read_bytes()
+    cut = tmp_path / "cut.tgz"
+    cut.write_bytes(whole[:200])
+    with server.client() as c:
+        c.push_artifact("cut", "1", cut)
+    state, _ = _run(server, tmp_path, "#!/bin/sh\necho ran\n", "-w", "node1", "--artifact=cut")
+    assert state == "FAILED"
+    explained = server.cli("explain", "--json", str(_last_job(server))).stdout
+    assert "cannot unpack it" in explained
+    state, out = _run(server, tmp_path, "#!/bin/sh\necho ran\n", "-w", "node1")
+    assert (state, out) == ("COMPLETED", "ran\n")  # the node is free
+
+
+def test_a_job_without_the_submitters_environment_keeps_the_default_path(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    """(--export=NONE: PATH held only the artifacts' folders: no ls, no hostname.)"""
+    program = tmp_path / "greet"
+    program.write_text("#!/bin/sh\necho greetings\n")
+    with server.client() as c:
+        c.push_artifact("greet", "1", program)
+    script = "#!/bin/sh\ngreet\nls / > /dev/null && echo ls-found\n"
+    state, out = _run(server, tmp_path, script, "--export=NONE", "--artifact=greet")
+    assert (state, out) == ("COMPLETED", "greetings\nls-found\n")

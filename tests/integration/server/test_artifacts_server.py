@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tarfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -167,3 +169,82 @@ def test_the_registry_outlives_a_restart(tmp_path: Path) -> None:
         assert (found.name, found.version, found.size) == ("tool", "1.0", 4)
         c.pull_artifact("tool", "1.0", tmp_path / "back")
         assert (tmp_path / "back").read_bytes() == b"kept"
+
+
+def test_two_pushes_of_one_new_version_at_once_both_succeed(tmp_path: Path) -> None:
+    """(One of them was a 500: the database refused the second row.)"""
+    with LiveServer(tmp_path / "hal") as live:
+        path = _file(tmp_path, "p", b"same" * 100_000)
+        with ThreadPoolExecutor(4) as pool:
+            done = list(
+                pool.map(lambda _: live.cli("artifact", "push", "race@1", str(path)), range(4))
+            )
+        assert [d.returncode for d in done] == [0, 0, 0, 0], [d.stderr for d in done]
+        assert sum(d.stdout.startswith("published") for d in done) == 1
+        assert _pieces(live) == 1
+
+
+def test_a_name_stays_its_publishers_once_emptied_and_latest_is_no_version(
+    tmp_path: Path,
+) -> None:
+    with LiveServer(tmp_path / "hal") as live:
+        with live.client() as c:
+            alice, bob = c.add_user("alice").token, c.add_user("bob").token
+        with live.client(alice) as a:
+            a.push_artifact("mine", "1", _file(tmp_path, "m", b"v1"))
+            a.remove_artifact("mine", "1")
+        with live.client(bob) as b, pytest.raises(PermissionDenied, match="'mine' is alice's"):
+            b.push_artifact("mine", "2", _file(tmp_path, "m2", b"v2"))
+        with live.client() as c:
+            c.push_artifact("x", "1", _file(tmp_path, "x", b"x"))
+            with pytest.raises(InvalidRequest, match="'latest' is not a version one may publish"):
+                c.push_artifact("x", "LATEST", _file(tmp_path, "y", b"y"))
+        refused = live.cli("artifact", "rm", "x@latest")
+        assert refused.returncode != 0 and "give the version: x@VERSION" in refused.stderr
+        r = httpx.delete(
+            f"{live.url}/v1/artifacts/x/latest", headers={"Authorization": f"Bearer {live.token}"}
+        )
+        assert r.status_code == 400 and "name the version to remove" in r.json()["detail"]
+
+
+def test_kinds_pull_and_requeue_after_removal(tmp_path: Path) -> None:
+    with LiveServer(tmp_path / "hal") as live:
+        app = _file(tmp_path, "app.pyz", b"PK\x03\x04 a zipapp, as far as a sniff goes")
+        tarball = tmp_path / "t.tgz"
+        with tarfile.open(tarball, "w:gz") as t:
+            t.add(app, "app.pyz")
+        with live.client() as c:
+            assert c.push_artifact("app", "1", app)[0].kind == "program"  # by its suffix
+            assert c.push_artifact("bundle", "1", tarball)[0].kind == "archive"
+            assert c.push_artifact("forced", "1", tarball, "program")[0].kind == "program"
+        # REST without a kind: the server looks at the first bytes
+        headers = {"Authorization": f"Bearer {live.token}"}
+        r = httpx.put(
+            f"{live.url}/v1/artifacts/sniffed/1", content=tarball.read_bytes(), headers=headers
+        )
+        assert r.status_code == 201 and r.json()["kind"] == "archive"
+        assert "Kind=program" in live.cli("artifact", "show", "app").stdout
+        # pull: into a folder, made executable for a program; a missing folder is refused
+        (tmp_path / "into").mkdir()
+        done = live.cli("artifact", "pull", "app", "-o", str(tmp_path / "into"))
+        assert done.returncode == 0, done.stderr
+        assert (tmp_path / "into" / "app-1").stat().st_mode & 0o111
+        missing = live.cli("artifact", "pull", "app", "-o", str(tmp_path / "nowhere" / "x"))
+        assert missing.returncode != 0 and "does not exist" in missing.stderr
+        assert sorted(p.name for p in (tmp_path / "into").iterdir()) == ["app-1"]
+        # a job that ended, its version removed since: requeuing it is refused
+        with live.client() as c:
+            job = c.submit(
+                JobSubmit(
+                    script="#!/bin/sh\ntrue\n",
+                    workdir=str(tmp_path),
+                    artifacts=["app@1"],
+                    hold=True,
+                )
+            ).job_id
+            c.cancel(str(job))
+            c.remove_artifact("app", "1")
+            with pytest.raises(
+                Conflict, match=rf"job {job} pins app@1, which has been removed since"
+            ):
+                c.requeue(job)

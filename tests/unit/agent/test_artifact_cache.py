@@ -22,6 +22,8 @@ import pytest
 
 import hal.agent.artifacts
 from hal.agent.artifacts import HOLDS, ArtifactCache, ArtifactError, ArtifactMissing
+from hal.core.artifacts import kind_of_content
+from hal.core.job_variables import DEFAULT_PATH
 from hal.wire.agent import ArtifactPin
 
 TOOL = b"#!/bin/sh\necho tool 1.0 says $1\n"
@@ -59,8 +61,10 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def pin(name: str, data: bytes) -> ArtifactPin:
-    return ArtifactPin(name=name, version="1.0", sha256=sha(data))
+def pin(name: str, data: bytes, kind: str | None = None) -> ArtifactPin:
+    """As the server pins it: an archive where its first bytes say so, else a program."""
+    kind = kind or kind_of_content(data[:512])
+    return ArtifactPin(name=name, version="1.0", sha256=sha(data), kind=kind)
 
 
 def tar_of(members: dict[str, bytes], gz: bool = False) -> bytes:
@@ -216,27 +220,39 @@ def test_a_tar_member_with_an_absolute_path_stays_inside(tmp_path: Path) -> None
 # -- single programs ----------------------------------------------------------------------
 
 
-def test_a_plain_program_is_linked_as_bin_name(tmp_path: Path) -> None:
+def test_a_plain_program_is_linked_by_its_name(tmp_path: Path) -> None:
     env = deploy(cache_of(tmp_path, Channel({sha(PLAIN): PLAIN})), 1, pin("hello", PLAIN))
-    place = tmp_path / "artifacts" / sha(PLAIN)
+    place = tmp_path / "artifacts" / f"{sha(PLAIN)}.program"
     assert env["HAL_ARTIFACT_HELLO"] == str(place / "file")
-    assert env["PATH"] == f"{place}/bin:{BASE_PATH}"
-    assert os.readlink(place / "bin" / "hello") == "../file"
+    assert env["PATH"] == f"{place}/by-name/hello:{BASE_PATH}"
+    assert os.readlink(place / "by-name" / "hello" / "hello") == "../../file"
     assert stat.S_IMODE((place / "file").stat().st_mode) == 0o555
     assert writable(place) == []
     assert run("hello", env) == "plain program\n"
 
 
-def test_two_names_of_one_content_both_get_their_link(tmp_path: Path) -> None:
+def test_names_of_one_content_each_get_their_own_folder(tmp_path: Path) -> None:
+    """A job naming one of them has that name on PATH, not the others."""
     channel = Channel({sha(PLAIN): PLAIN})
     cache = cache_of(tmp_path, channel)
     env = deploy(cache, 1, pin("one", PLAIN), pin("two", PLAIN))
     later = deploy(cache, 2, pin("three", PLAIN))
-    place = tmp_path / "artifacts" / sha(PLAIN)
-    assert sorted(p.name for p in (place / "bin").iterdir()) == ["one", "three", "two"]
+    place = tmp_path / "artifacts" / f"{sha(PLAIN)}.program"
+    assert sorted(p.name for p in (place / "by-name").iterdir()) == ["one", "three", "two"]
     assert env["HAL_ARTIFACT_ONE"] == env["HAL_ARTIFACT_TWO"] == str(place / "file")
     assert run("one", env) == run("two", env) == run("three", later) == "plain program\n"
+    assert "by-name/one" not in later["PATH"]
     assert channel.calls == 1
+
+
+def test_the_same_bytes_as_an_archive_and_as_a_program_are_two_copies(tmp_path: Path) -> None:
+    data = tar_of({"bin/tool": TOOL})
+    cache = cache_of(tmp_path, Channel({sha(data): data}))
+    env = deploy(cache, 1, pin("unpacked", data, "archive"), pin("kept", data, "program"))
+    root = tmp_path / "artifacts"
+    assert env["HAL_ARTIFACT_UNPACKED"] == str(root / sha(data) / "tree")  # (its top is bin)
+    assert env["HAL_ARTIFACT_KEPT"] == str(root / f"{sha(data)}.program" / "file")
+    assert run("tool", env) == "tool 1.0 says hi\n"
 
 
 # -- digests, sharing, retries ------------------------------------------------------------
@@ -274,7 +290,7 @@ def test_transient_failures_are_retried(tmp_path: Path) -> None:
     env = deploy(cache_of(tmp_path, channel), 1, pin("hello", PLAIN))
     assert channel.calls == 3
     assert run("hello", env) == "plain program\n"  # (not the halves of failed tries)
-    assert (tmp_path / "artifacts" / sha(PLAIN) / "file").read_bytes() == PLAIN
+    assert (tmp_path / "artifacts" / f"{sha(PLAIN)}.program" / "file").read_bytes() == PLAIN
 
 
 def test_failing_every_try_fails_the_deploy(tmp_path: Path) -> None:
@@ -317,6 +333,11 @@ def test_path_entries_of_other_copies_give_way(tmp_path: Path) -> None:
 # -- eviction -----------------------------------------------------------------------------
 
 
+def kept(data: bytes) -> str:
+    """A program's copy's folder name."""
+    return f"{sha(data)}.program"
+
+
 def program(n: int) -> bytes:
     return b"#!/bin/sh\necho %d\n" % n + b"#" * 80  # 100 bytes or so
 
@@ -333,11 +354,11 @@ def test_eviction_spares_held_copies(tmp_path: Path) -> None:
     root = tmp_path / "artifacts"
     deploy(cache, 1, pin("a", a))
     deploy(cache, 2, pin("b", b))
-    assert sorted(copies(root)) == sorted([sha(a), sha(b)])  # at the limit
-    age(root / sha(a), 20)  # a, held by job 1, is the oldest
-    age(root / sha(b), 10)
+    assert sorted(copies(root)) == sorted([kept(a), kept(b)])  # at the limit
+    age(root / kept(a), 20)  # a, held by job 1, is the oldest
+    age(root / kept(b), 10)
     deploy(cache, 3, pin("c", c))
-    assert sorted(copies(root)) == sorted([sha(a), sha(c)])
+    assert sorted(copies(root)) == sorted([kept(a), kept(c)])
 
 
 def test_a_deploy_from_the_cache_makes_a_copy_recent(tmp_path: Path) -> None:
@@ -347,12 +368,12 @@ def test_a_deploy_from_the_cache_makes_a_copy_recent(tmp_path: Path) -> None:
     root = tmp_path / "artifacts"
     deploy(cache, 1, pin("a", a))
     deploy(cache, 2, pin("b", b))
-    age(root / sha(a), 20)
-    age(root / sha(b), 10)
+    age(root / kept(a), 20)
+    age(root / kept(b), 10)
     deploy(cache, 4, pin("a", a))  # from the cache: a is now the most recent
     assert channel.calls == 2
     deploy(cache, 3, pin("c", c))
-    assert sorted(copies(root)) == sorted([sha(a), sha(c)])
+    assert sorted(copies(root)) == sorted([kept(a), kept(c)])
 
 
 def test_held_copies_stay_over_the_limit(tmp_path: Path) -> None:
@@ -361,7 +382,7 @@ def test_held_copies_stay_over_the_limit(tmp_path: Path) -> None:
     deploy(cache, 1, pin("a", a))
     deploy(cache, 2, pin("b", b))
     root = tmp_path / "artifacts"
-    assert sorted(copies(root)) == sorted([sha(a), sha(b)])
+    assert sorted(copies(root)) == sorted([kept(a), kept(b)])
 
 
 def test_a_job_no_longer_live_holds_nothing(tmp_path: Path) -> None:
@@ -370,10 +391,10 @@ def test_a_job_no_longer_live_holds_nothing(tmp_path: Path) -> None:
     cache = cache_of(tmp_path, Channel({sha(a): a, sha(b): b}), len(a) + 10, lambda: live)
     root = tmp_path / "artifacts"
     deploy(cache, 1, pin("a", a))
-    age(root / sha(a), 10)
+    age(root / kept(a), 10)
     live.discard(1)  # job 1 ended
     deploy(cache, 2, pin("b", b))
-    assert copies(root) == [sha(b)]
+    assert copies(root) == [kept(b)]
 
 
 def test_a_restarted_agent_keeps_the_copies_its_adopted_jobs_hold(tmp_path: Path) -> None:
@@ -383,9 +404,9 @@ def test_a_restarted_agent_keeps_the_copies_its_adopted_jobs_hold(tmp_path: Path
     channel = Channel({sha(a): a, sha(b): b})
     deploy(cache_of(tmp_path, channel, len(a) + 10, lambda: {1}), 1, pin("a", a))
     root = tmp_path / "artifacts"
-    age(root / sha(a), 10)
+    age(root / kept(a), 10)
     deploy(cache_of(tmp_path, channel, len(a) + 10, lambda: {1, 2}), 2, pin("b", b))
-    assert copies(root) == sorted([sha(a), sha(b)])
+    assert copies(root) == sorted([kept(a), kept(b)])
 
 
 def test_a_node_disk_that_cannot_keep_a_copy_fails_as_an_artifact_error(tmp_path: Path) -> None:
@@ -404,3 +425,47 @@ def test_path_is_not_made_up_and_its_empty_entries_stay(tmp_path: Path) -> None:
     assert "PATH" not in asyncio.run(cache.deploy(1, [pin("docs", data)], {}))
     env = asyncio.run(cache.deploy(1, [pin("docs", data)], {"PATH": "/bin::."}))
     assert env["PATH"] == "/bin::."
+
+
+@pytest.mark.parametrize("cut", [60, 200])
+def test_a_cut_off_compressed_archive_fails_as_an_artifact_error(tmp_path: Path, cut: int) -> None:
+    """(An EOFError from the decompressor left the launch hanging.)"""
+    whole = tar_of({"tool/bin/tool": TOOL + os.urandom(4000)}, gz=True)
+    data = whole[:cut]
+    assert len(whole) > cut
+    cache = cache_of(tmp_path, Channel({sha(data): data}))
+    with pytest.raises(ArtifactError, match="cannot unpack it"):
+        deploy(cache, 1, pin("tool", data, "archive"))
+    assert copies(tmp_path / "artifacts") == []
+
+
+def test_an_archive_that_is_no_tar_or_zip_is_refused(tmp_path: Path) -> None:
+    cache = cache_of(tmp_path, Channel({sha(PLAIN): PLAIN}))
+    with pytest.raises(ArtifactError, match=r"no tar or zip archive .*--kind program"):
+        deploy(cache, 1, pin("hello", PLAIN, "archive"))
+
+
+def test_a_program_that_looks_like_a_zip_is_kept_as_a_program(tmp_path: Path) -> None:
+    """A Python zipapp (a shebang line, then a zip): published as a program, it runs."""
+    zipapp = io.BytesIO()
+    with zipfile.ZipFile(zipapp, "w") as z:
+        z.writestr("__main__.py", "print('zipapp ran')\n")
+    data = b"#!/usr/bin/env python3\n" + zipapp.getvalue()
+    assert zipfile.is_zipfile(io.BytesIO(data))  # what fooled the node before
+    env = deploy(cache_of(tmp_path, Channel({sha(data): data})), 1, pin("app", data))
+    assert run("app", env) == "zipapp ran\n"
+
+
+def test_an_archive_whose_one_top_folder_is_bin_puts_it_on_path(tmp_path: Path) -> None:
+    data = tar_of({"bin/tool": TOOL})
+    env = deploy(cache_of(tmp_path, Channel({sha(data): data})), 1, pin("tool", data))
+    tree = tmp_path / "artifacts" / sha(data) / "tree"
+    assert env["HAL_ARTIFACT_TOOL"] == str(tree)
+    assert env["PATH"] == f"{tree}/bin:{BASE_PATH}"
+
+
+def test_a_job_without_path_keeps_the_default_after_the_artifacts(tmp_path: Path) -> None:
+    """(--export=NONE: PATH held only the artifacts' folders, and /usr/bin was gone.)"""
+    cache = cache_of(tmp_path, Channel({sha(PLAIN): PLAIN}))
+    env = asyncio.run(cache.deploy(1, [pin("hello", PLAIN)], {}))
+    assert env["PATH"].split(":")[1:] == DEFAULT_PATH.split(":")
