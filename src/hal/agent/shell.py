@@ -36,6 +36,7 @@ import signal
 import threading
 import time
 from collections import deque
+from collections.abc import Coroutine
 from dataclasses import dataclass, replace
 
 from hal import __version__
@@ -124,6 +125,7 @@ from hal.wire.agent import (
     JobUsage,
     Launch,
     Limit,
+    Prefetch,
     StepInput,
     StepLaunch,
     StepSignal,
@@ -646,6 +648,8 @@ class AgentShell:
                 self.steps.input(instruction)  # srun's stdin for the step's tasks here
             elif isinstance(instruction, StepSignal):
                 self.steps.signal(instruction)
+            elif isinstance(instruction, Prefetch):
+                self._track(self._prefetch(instruction))
             else:
                 self._feed(SignalRequested(instruction, now))
 
@@ -746,11 +750,23 @@ class AgentShell:
 
     def _spawn(self, command: SpawnJob) -> list[Event]:
         if command.launch.artifacts:  # the job's artifacts first (a task: they may download)
-            task = asyncio.ensure_future(self._deploy_then_spawn(command))
-            self._deploying.add(task)
-            task.add_done_callback(self._deploying.discard)
+            self._track(self._deploy_then_spawn(command))
             return []
         return self._spawn_now(command)
+
+    def _track(self, work: Coroutine[None, None, None]) -> None:
+        """Run ``work`` as a task the agent keeps (a task nobody holds may vanish)."""
+        task = asyncio.ensure_future(work)
+        self._deploying.add(task)
+        task.add_done_callback(self._deploying.discard)
+
+    async def _prefetch(self, prefetch: Prefetch) -> None:
+        """A job's artifacts on a node of its other than the batch node, fetched now. A
+        failure is only logged: the step that needs them fails saying so."""
+        try:
+            await self.artifacts.deploy(prefetch.job_id, prefetch.artifacts, {})
+        except Exception as err:
+            log.warning("job %d: artifacts not fetched ahead: %s", prefetch.job_id, err)
 
     async def _deploy_then_spawn(self, command: SpawnJob) -> None:
         launch = command.launch

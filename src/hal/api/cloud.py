@@ -320,8 +320,10 @@ class CloudService:
             usage = self.cluster.usage.get(node)
             if (usage is not None and usage.jobs) or _kept_by_operator(self.cluster.nodes[node]):
                 self.idle_since.pop(node, None)
-            else:
-                self.idle_since.setdefault(node, now)
+            else:  # idle since this pass saw it so, or its last job ended (even between two)
+                since = self.idle_since.setdefault(node, now)
+                if usage is not None and usage.released_at > since:
+                    self.idle_since[node] = usage.released_at
         for node in idle_to_remove(self.idle_since, self.config.groups, now):
             await self._remove_idle(node, self._group(joined[node]))
 

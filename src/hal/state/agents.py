@@ -50,6 +50,7 @@ from hal.wire.agent import (
     JobUsage,
     Launch,
     Limit,
+    Prefetch,
     Signal,
 )
 from hal.wire.jobs import GpuUsage
@@ -136,6 +137,11 @@ def send_launch(cluster: Cluster, job: Job) -> None:
     launch = build_launch(job, cluster.config.cluster_name, components)
     session.unconfirmed[job.id] = (launch, cluster.clock.now())
     session.push(launch)
+    if launch.artifacts and job.allocation is not None:  # the other nodes fetch them now
+        for node in job.allocation.nodes[1:]:
+            other = cluster.agent_sessions.get(node)
+            if other is not None:
+                other.push(Prefetch(job_id=job.id, artifacts=launch.artifacts))
 
 
 def send_cancel(

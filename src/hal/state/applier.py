@@ -28,6 +28,9 @@ class NodeUsage:
     gpu_ids: set[int] = field(default_factory=set)
     jobs: set[int] = field(default_factory=set)
     exclusive: bool = False
+    # when its last job to go ended (0: none since the server started): [cloud] counts a
+    # node idle from then, though no pass saw a job shorter than its interval
+    released_at: float = 0.0
 
 
 def check_placement(
@@ -108,6 +111,7 @@ def release(usage: dict[str, NodeUsage], job: Job) -> None:
             continue
         u.allocated = u.allocated - alloc.per_node[i]
         u.jobs.discard(job.id)
+        u.released_at = max(u.released_at, job.end_time or 0.0)
         if exclusive:
             u.exclusive = False
         if i < len(alloc.gpu_ids):

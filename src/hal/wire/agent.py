@@ -385,7 +385,16 @@ class StepInput(WireModel):
     lost: bool = False
 
 
-Instruction = Launch | Signal | Cancel | Limit | StepLaunch | StepInput | StepSignal
+class Prefetch(WireModel):
+    """Fetch a job's artifacts now, on a node of its other than the batch node: its
+    steps there then start without waiting for them (docs/artifacts.md)."""
+
+    op: Literal["prefetch"] = "prefetch"
+    job_id: int
+    artifacts: list[ArtifactPin]
+
+
+Instruction = Launch | Signal | Cancel | Limit | StepLaunch | StepInput | StepSignal | Prefetch
 
 
 class AgentInstructions(WireModel):

@@ -181,3 +181,22 @@ def test_a_job_without_the_submitters_environment_keeps_the_default_path(
     script = "#!/bin/sh\ngreet\nls / > /dev/null && echo ls-found\n"
     state, out = _run(server, tmp_path, script, "--export=NONE", "--artifact=greet")
     assert (state, out) == ("COMPLETED", "greetings\nls-found\n")
+
+
+def test_the_other_nodes_fetch_a_jobs_artifacts_when_it_starts(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    """The second node holds its copy while the batch script still sleeps, before any
+    srun: the first step there does not wait for the fetch."""
+    program = tmp_path / "early"
+    program.write_bytes(b"#!/bin/sh\necho early\n" + os.urandom(1000))
+    with server.client() as c:
+        sha = c.push_artifact("early", "1", program)[0].sha256
+    (tmp_path / "job.sh").write_text("#!/bin/sh\nsleep 3\n")
+    done = server.cli("sbatch", "--parsable", "-N2", "--artifact=early", "job.sh", cwd=tmp_path)
+    job_id = done.stdout.strip()
+    with server.client() as c:
+        wait_until(lambda: c.job(job_id).state == "RUNNING", 10, message="the job to start")
+        other = c.job(job_id).nodes[1]  # (the first is the batch node)
+        wait_until(lambda: f"{sha}.program" in _copies(server, other), 10, message="its copy there")
+        assert c.job(job_id).state == "RUNNING"

@@ -19,6 +19,7 @@ from hal.core.steps import StepRequest
 from hal.scheduler.framework.snapshot import Placement, Plan
 from hal.state import agents, schema
 from hal.state.cluster import Caller, Cluster
+from hal.state.migrations import STEPS
 from hal.state.steps import StepTable
 from hal.state.store import SqlStateStore, StepRow
 
@@ -122,7 +123,7 @@ def test_steps_recorded_before_migration_26_keep_the_run_sacct_showed(db_url: st
                 start_time=1030.0,
             )
         )
-    assert store.migrate() == 26
+    assert store.migrate() == len(STEPS)
     steps = store.steps_of([job_id])
     assert [(r.step_id, r.attempt) for r in steps] == [(0, 0), (1, 1), (2, 2)]
     assert [(r.step_id, r.attempt) for r in store.running_steps()] == [(3, 2)]
