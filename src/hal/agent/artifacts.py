@@ -39,6 +39,7 @@ log = logging.getLogger("hal.agent")
 
 READY = "ready"  # written last: the copy is whole
 HOLDS = ".holds"  # which jobs hold which copies
+PRUNE_EVERY = 64  # deploys between two looks at the holds (a fetch looks too)
 TRIES = 3  # fetches of one artifact before the job's launch fails
 RETRY_SECONDS = 1.0  # then 2, 4 ...
 
@@ -78,6 +79,7 @@ class ArtifactCache:
         self.holds = root / HOLDS
         self.fetches = 0  # downloads made (metrics, tests)
         self.fetched_bytes = 0
+        self._deploys = 0
 
     async def deploy(
         self, job_id: int, pins: Iterable[ArtifactPin], environment: dict[str, str]
@@ -87,6 +89,9 @@ class ArtifactCache:
         try:
             self._hold(job_id, [copy_name(p) for p in pins])
             places = await asyncio.gather(*(self._ensure(p) for p in pins))
+            self._deploys += 1
+            if self._deploys % PRUNE_EVERY == 0:  # ended jobs' holds go, even with no fetch
+                await asyncio.to_thread(self._evict, set(self._live_jobs()))
             return _environment(pins, places, environment)
         except OSError as err:  # this node's disk, not the artifact
             raise ArtifactError(f"cannot keep a copy on this node: {err}") from err

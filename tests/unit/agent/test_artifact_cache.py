@@ -469,3 +469,18 @@ def test_a_job_without_path_keeps_the_default_after_the_artifacts(tmp_path: Path
     cache = cache_of(tmp_path, Channel({sha(PLAIN): PLAIN}))
     env = asyncio.run(cache.deploy(1, [pin("hello", PLAIN)], {}))
     assert env["PATH"].split(":")[1:] == DEFAULT_PATH.split(":")
+
+
+def test_ended_jobs_holds_go_without_a_fetch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deploys from the copy alone (no fetch) still forget the holds of ended jobs."""
+    monkeypatch.setattr(hal.agent.artifacts, "PRUNE_EVERY", 4)
+    live = {1}
+    cache = cache_of(tmp_path, Channel({sha(PLAIN): PLAIN}), live=lambda: live)
+    for job in range(1, 4):
+        deploy(cache, job, pin("hello", PLAIN))
+    holds = tmp_path / "artifacts" / HOLDS
+    assert sorted(p.name for p in holds.iterdir()) == ["1", "2", "3"]
+    deploy(cache, 4, pin("hello", PLAIN))  # the 4th deploy: jobs 2, 3 and 4 are not live
+    assert sorted(p.name for p in holds.iterdir()) == ["1"]
