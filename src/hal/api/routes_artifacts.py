@@ -45,7 +45,17 @@ async def show_artifact(name: str, version: str, ctx: Ctx, _caller: Who) -> Arti
     return info(ctx.artifacts.find(name, version))
 
 
-@router.put("/{name}/{version}", response_model=ArtifactInfo, status_code=201)
+_FILE_BODY = {  # the body is the file itself, streamed (OpenAPI: a binary string)
+    "requestBody": {
+        "required": True,
+        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+    }
+}
+
+
+@router.put(
+    "/{name}/{version}", response_model=ArtifactInfo, status_code=201, openapi_extra=_FILE_BODY
+)
 async def publish_artifact(
     name: str,
     version: str,

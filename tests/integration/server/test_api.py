@@ -118,6 +118,8 @@ def test_openapi_document_lists_the_job_endpoints(server: LiveServer) -> None:
         assert path in paths
     batch = paths["/v1/jobs/batch"]["post"]["requestBody"]["content"]["application/json"]
     assert batch["schema"]["$ref"].endswith("JobBatchSubmit")
+    upload = paths["/v1/artifacts/{name}/{version}"]["put"]["requestBody"]["content"]
+    assert upload["application/octet-stream"]["schema"]["format"] == "binary"  # the file
     refs: set[str] = set()
 
     def walk(node: object) -> None:
