@@ -50,8 +50,14 @@ def add_commands(sub: Any) -> None:
 
 def _pinned(text: str) -> tuple[str, str]:
     name, version = parse_request(text)
-    if "@" not in text or version.lower() == LATEST:
+    if "@" not in text:
         raise InvalidRequest(f"give the version: {name}@VERSION", field="artifact")
+    if version.lower() == LATEST:
+        raise InvalidRequest(
+            f"{version!r} means the newest version when a job names one; here give the "
+            f"version itself: {name}@VERSION (hal artifact list {name})",
+            field="artifact",
+        )
     return name, version
 
 

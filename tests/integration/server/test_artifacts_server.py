@@ -200,7 +200,7 @@ def test_a_name_stays_its_publishers_once_emptied_and_latest_is_no_version(
             with pytest.raises(InvalidRequest, match="'latest' is not a version one may publish"):
                 c.push_artifact("x", "LATEST", _file(tmp_path, "y", b"y"))
         refused = live.cli("artifact", "rm", "x@latest")
-        assert refused.returncode != 0 and "give the version: x@VERSION" in refused.stderr
+        assert refused.returncode != 0 and "give the version itself: x@VERSION" in refused.stderr
         r = httpx.delete(
             f"{live.url}/v1/artifacts/x/latest", headers={"Authorization": f"Bearer {live.token}"}
         )
