@@ -73,12 +73,13 @@ def plan_scale_up(
     (resting after a failure) open nothing; their spare nodes still count."""
     taken = set(existing) | set(spare)
     known = {g.name for g in groups}
+    templates = [(g, g.template(g.name)) for g in groups]  # (once a pass, not once a job)
     plan = _Plan()
     for node, (of, room) in sorted(spare.items()):
         if of in known:
             plan.bins.setdefault(of, []).append(_Bin(node, room))
     for job in waiting:
-        placed = _place(job, groups, plan.bins, taken)
+        placed = _place(job, templates, plan.bins, taken)
         if placed is None:
             continue
         reuse, new = placed
@@ -111,7 +112,12 @@ def plan_scale_up(
 
 
 def _want(spec: JobSpec, group: NodeGroup) -> ResourceVector:
-    return spec.request_per_node(max(1, spec.nodes_min), group.resources.memory_bytes)
+    return _share(spec, group.resources.memory_bytes)
+
+
+def _share(spec: JobSpec, node_memory: int) -> ResourceVector:
+    """The job's request on each of its nodes, on a node of ``node_memory``."""
+    return spec.request_per_node(max(1, spec.nodes_min), node_memory)
 
 
 def _take(b: _Bin, want: ResourceVector, exclusive: bool) -> None:
@@ -126,12 +132,15 @@ def holds(spec: JobSpec, node: Node, room: ResourceVector | None = None) -> bool
         return False
     if spec.typed_gpus is not None and not gpu_type_matches(spec.typed_gpus, node.gpu_model):
         return False
-    want = spec.request_per_node(max(1, spec.nodes_min), node.resources.memory_bytes)
+    want = _share(spec, node.resources.memory_bytes)
     return want.fits_in(node.resources if room is None else room)
 
 
 def _place(
-    job: Waiting, groups: Sequence[NodeGroup], bins: Mapping[str, list[_Bin]], taken: set[str]
+    job: Waiting,
+    groups: Sequence[tuple[NodeGroup, Node]],
+    bins: Mapping[str, list[_Bin]],
+    taken: set[str],
 ) -> tuple[list[tuple[NodeGroup, _Bin]], list[tuple[NodeGroup, str]]] | None:
     """The nodes ``job`` would take beyond the ``others`` it has: nodes already made with
     room, then new names, each from the cheapest group first (a multi-node job may mix
@@ -144,8 +153,8 @@ def _place(
         return None  # it waits for nodes that exist
     fitting = sorted(
         ((g.price_per_hour, g.resources.cpus, i), g)
-        for i, g in enumerate(groups)
-        if holds(spec, g.template(g.name))
+        for i, (g, template) in enumerate(groups)
+        if holds(spec, template)
     )
 
     def usable(name: str) -> bool:
