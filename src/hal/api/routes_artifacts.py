@@ -18,7 +18,7 @@ from hal.api.context import ServerContext, agent_dep, caller_dep, context_dep
 from hal.core.artifacts import SHA256, Artifact
 from hal.core.errors import InvalidRequest, NotFound
 from hal.state.cluster import Caller
-from hal.wire.artifacts import SHA256_HEADER, ArtifactInfo, ArtifactList
+from hal.wire.artifacts import KIND_HEADER, SHA256_HEADER, ArtifactInfo, ArtifactList
 
 router = APIRouter(prefix="/v1/artifacts", tags=["artifacts"])
 agent_router = APIRouter(prefix="/v1/agent/artifacts", tags=["agent"])
@@ -110,5 +110,9 @@ async def _stream(ctx: ServerContext, artifact: Artifact) -> StreamingResponse:
         async for piece in ctx.artifacts.pieces(artifact.sha256):
             yield piece
 
-    headers = {"Content-Length": str(artifact.size), SHA256_HEADER: artifact.sha256}
+    headers = {
+        "Content-Length": str(artifact.size),
+        SHA256_HEADER: artifact.sha256,
+        KIND_HEADER: artifact.kind,
+    }
     return StreamingResponse(body(), media_type="application/octet-stream", headers=headers)

@@ -13,9 +13,9 @@ from urllib.parse import quote
 import httpx
 
 from hal.client.transport import Response
-from hal.core.artifacts import check_kind, kind_of_name
+from hal.core.artifacts import PROGRAM, check_kind, kind_of_name
 from hal.core.errors import InvalidRequest, Unavailable
-from hal.wire.artifacts import SHA256_HEADER
+from hal.wire.artifacts import KIND_HEADER, SHA256_HEADER
 
 if TYPE_CHECKING:
     from hal.client.sync import HalClient
@@ -58,9 +58,9 @@ def push(
     return response.content, response.status_code == 201
 
 
-def pull(client: HalClient, name: str, version: str, dest: Path, executable: bool) -> str:
+def pull(client: HalClient, name: str, version: str, dest: Path) -> str:
     """GET the content into ``dest`` (written beside it, then renamed; executable for a
-    program); returns its sha256, checked against the server's."""
+    program, as the response says); returns its sha256, checked against the server's."""
     if not dest.parent.is_dir():
         raise InvalidRequest(f"cannot write {dest}: folder {dest.parent} does not exist")
     part = dest.with_name(f".{dest.name}.part")
@@ -76,6 +76,7 @@ def pull(client: HalClient, name: str, version: str, dest: Path, executable: boo
                             digest.update(piece)
                             f.write(piece)
                     expected = str(response.headers.get(SHA256_HEADER, ""))
+                    executable = response.headers.get(KIND_HEADER) == PROGRAM
             except httpx.HTTPError as err:
                 raise _away(client, err) from err
         if digest.hexdigest() != expected:

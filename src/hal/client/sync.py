@@ -589,10 +589,8 @@ class HalClient:
         """Download a version's content to ``dest`` (a program made executable);
         returns its (checked) sha256."""
         from hal.client.artifacts import pull
-        from hal.core.artifacts import PROGRAM
 
-        program = self.artifact(name, version).kind == PROGRAM
-        return pull(self, name, version, dest, executable=program)
+        return pull(self, name, version, dest)
 
     def remove_artifact(self, name: str, version: str) -> ArtifactInfo:
         from hal.client.artifacts import path_of

@@ -7,6 +7,7 @@ from pydantic import Field
 from hal.wire.base import WireModel
 
 SHA256_HEADER = "X-HAL-SHA256"  # an upload's digest as the client computed it; a download's
+KIND_HEADER = "X-HAL-Artifact-Kind"  # a download's kind: archive or program
 
 
 class ArtifactInfo(WireModel):
