@@ -153,6 +153,7 @@ def job_info(info: JobInfo, cluster: str) -> Json:
         "priority": no_val(info.priority),
         "nice": info.nice,
         "batch_flag": not info.interactive,
+        "allocating_node": info.submit_host,
         "command": info.script_path or "",
         "comment": info.comment,
         "current_working_directory": info.workdir,

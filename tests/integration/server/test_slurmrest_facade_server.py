@@ -7,6 +7,7 @@ answer in the ``meta/errors/warnings`` envelope."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,8 @@ def test_a_job_runs_then_completes_with_its_request_shown(
     wait_until(lambda: _state(rest, job_id) == ["RUNNING"], message="the job to run")
     job = _in_list(rest, job_id)
     assert job["nodes"] and job["user_name"] == "admin"
+    # submitted through slurmrestd, from slurmrestd's host (Slurm's AllocNode)
+    assert job["allocating_node"] == socket.gethostname()
     assert job["time_limit"] == {"set": True, "infinite": False, "number": 5}
     assert job["cpus_per_task"]["number"] == 2
     assert job["memory_per_node"]["number"] == 64

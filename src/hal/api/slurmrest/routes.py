@@ -11,6 +11,7 @@ Bearer``; every route takes it, as every ``/v1`` route does.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import socket
@@ -209,6 +210,8 @@ async def submit(request: Request, caller: Who) -> JSONResponse:
     if req is None:
         status = http_status(parsed.errors)
         return answer(request, {}, errors=parsed.errors, warnings=parsed.warnings, status=status)
+    # slurmrestd submits from its own host: Slurm's AllocNode is slurmrestd's hostname
+    req = dataclasses.replace(req, submit_host=socket.gethostname())
     specs = await ctx.submission([req], caller)  # as POST /v1/jobs: nice, [data]
     done = await ctx.cluster.submit(specs)
     body = {"job_id": done[0].job_id, "step_id": "batch", "job_submit_user_msg": ""}
