@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from hal.api.cloud_token import agent_token, bind_nodes
 from hal.cloud.autoscaler import Waiting, holds, idle_to_remove, plan_scale_up
 from hal.cloud.provider import STOPPING, Instance, Launch, Provider, ProviderError
 from hal.cloud.providers import make_provider
@@ -57,6 +58,7 @@ DEMAND = {
     PendingReason.BAD_CONSTRAINTS,
 }
 IDLE_REASON = "cloud: idle, being removed"
+RETIRED_REASON = "cloud: group {group} left [cloud], being removed"
 MAX_REST_S = 3600.0  # the longest a failing group rests
 
 
@@ -73,25 +75,68 @@ class GroupState:
     failing: int = 0  # boot failures since a node of the group last joined
 
 
+@dataclass(slots=True)
+class Retiring:
+    """A group taken out of ``[cloud]`` (``scontrol reconfigure``) whose instances are not
+    all gone yet: its provider, kept to remove them, and what the last pass saw."""
+
+    group: NodeGroup
+    provider: Provider
+    state: GroupState = field(default_factory=GroupState)
+
+
 class CloudService:
     def __init__(
         self,
         cluster: Cluster,
         config: CloudConfig,
         providers: Mapping[str, Provider],
-        launch: Callable[[], Launch],
+        url: str,
+        token: str,
     ) -> None:
         self.cluster = cluster
-        self.config = config  # read at start only: [cloud] is restart-only
+        self.url = url  # the server's own, for nodes where [cloud] names no server_url
+        self.token = token  # CLOUD_AGENT's, the nodes join with it
+        self.config = config
         self.providers = dict(providers)
-        self.launch = launch
         self.idle_since: dict[str, float] = {}
         self.groups = {g.name: GroupState() for g in config.groups}
         self._by_name = {g.name: g for g in config.groups}
+        # groups taken out of [cloud] whose nodes are being removed
+        self.retiring: dict[str, Retiring] = {}
         self.started_at = cluster.clock.now()
         self._strangers: set[str] = set()  # group names taken by agents it did not start
         # node → the jobs it was made for (``hal explain``); since the server started
         self.made_for: dict[str, tuple[int, ...]] = {}
+        # drops the token's cached caller once its nodes changed (the server's TokenCache)
+        self.forget_token: Callable[[], None] = lambda: None
+
+    def launch(self) -> Launch:
+        return Launch(self.config.server_url or self.url, self.token)
+
+    def configure(self, config: CloudConfig, providers: Mapping[str, Provider]) -> None:
+        """Take a new ``[cloud]`` (``scontrol reconfigure``; ``providers``: its groups',
+        made and checked by ``cloud_providers``). A group taken out retires: its nodes
+        are drained, and each is removed once it has no job (``_retire``). A group that
+        stays keeps what the passes saw of it; one put back before its nodes were gone
+        takes them back."""
+        names = {g.name for g in config.groups}
+        for group in self.config.groups:
+            if group.name not in names:
+                kept = Retiring(group, self.providers[group.name], self.groups[group.name])
+                self.retiring[group.name] = kept
+        for name in names:
+            self.retiring.pop(name, None)
+        self.groups = {g.name: self.groups.get(g.name) or GroupState() for g in config.groups}
+        self.config = config
+        self.providers = dict(providers)
+        self._by_name = {g.name: g for g in config.groups}
+
+    def agent_nodes(self) -> list[str]:
+        """The node names the nodes' token serves: every group's, the retiring too (their
+        agents report their last jobs' ends)."""
+        groups = [*self.config.groups, *(r.group for r in self.retiring.values())]
+        return sorted({n for g in groups for n in g.nodes})
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -109,10 +154,14 @@ class CloudService:
         joined: dict[str, str] = {}
         for name, instances in listed.items():
             group = self._group(name)
-            b, j = await self._sort(group, instances)
+            names = set(group.nodes)
+            b, j = await self._sort(group, [i for i in instances if i.node in names])
             booting.update(b)
             joined.update(j)
-        await self._forget_lost(listed)
+            # names the group no longer has (a reconfigure shortened its list)
+            await self._retire(group, [i for i in instances if i.node not in names])
+            await self._forget_lost(group, instances)
+        await self._retire_groups()
         await self._scale_down(joined)
         await self._scale_up(listed, self._spare(booting, joined))
 
@@ -135,9 +184,9 @@ class CloudService:
     def stop_local_nodes(self) -> None:
         """Stop the local provider's agent processes (``hal up`` does as it stops: its
         nodes are this machine's processes, and end with it). Blocks."""
-        for group in self.config.groups:
+        groups = [(g, self.providers[g.name]) for g in self.config.groups]
+        for group, provider in [*groups, *((r.group, r.provider) for r in self.retiring.values())]:
             if group.provider == "local":
-                provider = self.providers[group.name]
                 provider.remove(provider.instances())
 
     def status(self) -> CloudStatus:
@@ -145,11 +194,15 @@ class CloudService:
         return CloudStatus(
             interval_seconds=self.config.interval_seconds,
             pending_seconds=self.config.pending_seconds,
-            groups=[self._group_info(g, now) for g in self.config.groups],
+            groups=[
+                *(self._group_info(g, self.groups[g.name], now) for g in self.config.groups),
+                *(self._group_info(r.group, r.state, now, True) for r in self.retiring.values()),
+            ],
         )
 
-    def _group_info(self, group: NodeGroup, now: float) -> CloudGroupInfo:
-        state = self.groups[group.name]
+    def _group_info(
+        self, group: NodeGroup, state: GroupState, now: float, retiring: bool = False
+    ) -> CloudGroupInfo:
         return CloudGroupInfo(
             name=group.name,
             provider=group.provider,
@@ -168,6 +221,7 @@ class CloudService:
             created=state.created,
             removed=state.removed,
             boot_failures=state.boot_failures,
+            retiring=retiring,
         )
 
     def _node_info(self, inst: Instance) -> CloudNodeInfo:
@@ -193,6 +247,7 @@ class CloudService:
             (inst.node, name, inst.created_at)
             for name, state in self.groups.items()
             for inst in state.instances
+            if name in self._by_name
             if inst.state != STOPPING
             and job_id in self.made_for.get(inst.node, ())
             and not self._joined(inst)
@@ -271,14 +326,20 @@ class CloudService:
         log.warning("cloud group %s: %s", group.name, state.error)
         await self._event("cloud.boot_failed", inst.node, group, instance=inst.id)
 
+    def _parts(self, name: str) -> tuple[Provider, GroupState]:
+        """A group's provider and state, a retiring one's too."""
+        if name in self.retiring:
+            return self.retiring[name].provider, self.retiring[name].state
+        return self.providers[name], self.groups[name]
+
     async def _remove(self, group: NodeGroup, instances: Sequence[Instance]) -> bool:
+        provider, state = self._parts(group.name)
         try:
-            await asyncio.to_thread(self.providers[group.name].remove, instances)
+            await asyncio.to_thread(provider.remove, instances)
         except ProviderError as err:
-            self.groups[group.name].error = f"removing instances: {err}"
-            log.warning("cloud group %s: %s", group.name, self.groups[group.name].error)
+            state.error = f"removing instances: {err}"
+            log.warning("cloud group %s: %s", group.name, state.error)
             return False
-        state = self.groups[group.name]
         state.removed += len(instances)
         gone = {i.id for i in instances}  # stopping until the next listing says otherwise
         state.instances = [
@@ -286,30 +347,75 @@ class CloudService:
         ]
         return True
 
-    async def _forget_lost(self, listed: Mapping[str, list[Instance]]) -> None:
+    async def _retire_groups(self) -> None:
+        """Each pass, the groups taken out of ``[cloud]``: their instances removed as
+        their nodes free up; a group is forgotten once none is left, and the nodes'
+        token stops serving its names."""
+        for name, retiring in list(self.retiring.items()):
+            try:
+                found = await asyncio.to_thread(retiring.provider.instances)
+            except ProviderError as err:
+                retiring.state.error = f"listing instances: {err}"
+                log.warning("cloud group %s (retiring): %s", name, retiring.state.error)
+                continue
+            retiring.state.instances = found
+            await self._retire(retiring.group, found)
+            await self._forget_lost(retiring.group, found)
+            if not found:
+                del self.retiring[name]
+                log.info("cloud group %s: its last node is gone", name)
+                await self.rebind()
+
+    async def _retire(self, group: NodeGroup, instances: Sequence[Instance]) -> None:
+        """Instances whose names no group of ``[cloud]`` has any more: each node drained
+        (it takes no new job) and, once it runs none, removed and forgotten."""
+        doomed = []
+        for inst in instances:
+            if inst.state == STOPPING:
+                continue
+            node = self.cluster.nodes.get(inst.node)
+            if node is not None and node.state is not NodeState.DRAIN:
+                reason = RETIRED_REASON.format(group=group.name)
+                await set_node_state(self.cluster, inst.node, "DRAIN", reason, user=server_user())
+            usage = self.cluster.usage.get(inst.node)
+            if usage is None or not usage.jobs:
+                doomed.append(inst)
+        if doomed and await self._remove(group, doomed):
+            for inst in doomed:
+                await forget_node(self.cluster, inst.node, RETIRED_REASON.format(group=group.name))
+                self.idle_since.pop(inst.node, None)
+                self.made_for.pop(inst.node, None)
+                await self._event(
+                    "cloud.node_removed", inst.node, group, instance=inst.id, retired=True
+                )
+
+    async def rebind(self) -> None:
+        """The nodes' token serves the groups' names as they are now (``agent_nodes``)."""
+        await asyncio.to_thread(bind_nodes, self.cluster, self.agent_nodes())
+        self.forget_token()
+
+    async def _forget_lost(self, group: NodeGroup, instances: Sequence[Instance]) -> None:
         """Forget the nodes of a group whose instance is gone and whose agent is silent
         (a node a person started by hand under such a name, and that answers, stays)."""
         now = self.cluster.clock.now()
         timeout = self.cluster.config.node_timeout_seconds
-        for name, instances in listed.items():
-            group = self._group(name)
-            have = {i.node for i in instances}
-            for node in group.nodes:
-                if node in have or node not in self.cluster.nodes:
-                    continue
-                session = self.cluster.agent_sessions.get(node)
-                silent = session is None or now - session.last_seen > timeout
-                if silent and await forget_node(self.cluster, node, "cloud: its instance is gone"):
-                    self.idle_since.pop(node, None)
-                elif not silent and node not in self._strangers:
-                    self._strangers.add(node)  # (said once per node and server)
-                    log.warning(
-                        "node %s answers under a name of cloud group %s but is none of its "
-                        "instances (an agent started by hand?): the group will not make it, "
-                        "nor remove it; give the group other names",
-                        node,
-                        group.name,
-                    )
+        have = {i.node for i in instances}
+        for node in group.nodes:
+            if node in have or node not in self.cluster.nodes:
+                continue
+            session = self.cluster.agent_sessions.get(node)
+            silent = session is None or now - session.last_seen > timeout
+            if silent and await forget_node(self.cluster, node, "cloud: its instance is gone"):
+                self.idle_since.pop(node, None)
+            elif not silent and node not in self._strangers:
+                self._strangers.add(node)  # (said once per node and server)
+                log.warning(
+                    "node %s answers under a name of cloud group %s but is none of its "
+                    "instances (an agent started by hand?): the group will not make it, "
+                    "nor remove it; give the group other names",
+                    node,
+                    group.name,
+                )
 
     async def _scale_down(self, joined: Mapping[str, str]) -> None:
         now = self.cluster.clock.now()
@@ -445,15 +551,16 @@ def _down_since(node: Node) -> float:
     return float("inf")
 
 
-CLOUD_AGENT = "hal-cloud"  # the agent user whose token new nodes join with
-
-
 def cloud_providers(
-    config: CloudConfig, cluster: str, data_dir: Path | None
+    config: CloudConfig,
+    cluster: str,
+    data_dir: Path | None,
+    running: Mapping[str, Provider] | None = None,
 ) -> dict[str, Provider]:
     """Each group's provider, its settings checked (``InvalidRequest``): made when the
-    server is built, so a mistake stops it before it serves. Their records live under
-    ``data_dir/cloud``."""
+    server is built, so a mistake stops it before it serves, and again at ``scontrol
+    reconfigure`` (a group unchanged keeps its ``running`` provider). Their records live
+    under ``data_dir/cloud``."""
     if not config.groups:
         return {}
     if data_dir is None:
@@ -462,7 +569,13 @@ def cloud_providers(
             "server with --data-dir"
         )
     folder = data_dir / "cloud"
-    return {g.name: make_provider(g, cluster, folder) for g in config.groups}
+    running = running or {}
+    return {
+        g.name: p
+        if (p := running.get(g.name)) is not None and p.group == g
+        else make_provider(g, cluster, folder)
+        for g in config.groups
+    }
 
 
 def cloud_service(
@@ -474,48 +587,5 @@ def cloud_service(
     config = cluster.config.cloud
     folder = data_dir / "cloud"
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    token = _token(cluster, folder / "agent-token")
-    server_url = config.server_url or url
-    return CloudService(cluster, config, providers, lambda: Launch(server_url, token))
-
-
-def _token(cluster: Cluster, path: Path) -> str:
-    """The token of ``CLOUD_AGENT``, bound to the groups' node names (a stolen one serves
-    no other node): the one kept in ``path`` while it still is the user's, else a new
-    one, written there (mode 0600) before any node is given it."""
-    from hal.api.auth import new_token, token_hash
-    from hal.api.server import reset_token
-    from hal.core.slurm_syntax import compress_hostlist
-
-    store = cluster.store
-    nodes = compress_hostlist(sorted(cluster.cloud_templates))
-    user = next((u for u in store.users() if u.name == CLOUD_AGENT), None)
-    if user is not None and not user.agent:
-        raise InvalidRequest(
-            f"user {CLOUD_AGENT} exists and is no agent, but [cloud] nodes join under that "
-            f"name: delete it (`hal user delete {CLOUD_AGENT}`) and start again"
-        )
-    if user is None:
-        token = new_token()
-        with store.transaction() as tx:
-            tx.add_user(
-                CLOUD_AGENT,
-                token_hash(token),
-                False,
-                cluster.clock.now(),
-                agent=True,
-                agent_nodes=nodes,
-            )
-    else:
-        if user.agent_nodes != nodes:  # the groups changed since
-            with store.transaction() as tx:
-                tx.set_agent_nodes(CLOUD_AGENT, nodes)
-        with contextlib.suppress(OSError):
-            kept = path.read_text().strip()
-            found = store.user_by_token_hash(token_hash(kept))
-            if found is not None and found.name == CLOUD_AGENT:
-                return kept
-        token = reset_token(store, CLOUD_AGENT, admin=False)
-    path.touch(mode=0o600)
-    path.write_text(token + "\n")
-    return token
+    token = agent_token(cluster, folder / "agent-token", sorted(cluster.cloud_templates))
+    return CloudService(cluster, config, providers, url, token)

@@ -24,7 +24,6 @@ from hal.core.priority import PriorityPolicy
 #  data                the cache control plane's client and its refresh task
 #  scheduler_predictor the trained predictor the server keeps (its model file)
 #  drain_anomalous_nodes  the anomaly detector, built with the observability plane
-#  cloud               the node groups' providers and the autoscaler built on them
 RESTART_ONLY: dict[str, str] = {
     "cluster_name": "cluster_name",
     "node_timeout_seconds": "node_timeout_seconds",
@@ -34,7 +33,6 @@ RESTART_ONLY: dict[str, str] = {
     "data": "data",
     "scheduler_predictor": "scheduler.predictor",
     "drain_anomalous_nodes": "scheduler.drain_anomalous_nodes",
-    "cloud": "cloud",
 }
 # HalConfig fields a reconfigure takes: read where used (``Cluster.config``, the request
 # context), or given to the part that uses them through its ``configure``
@@ -54,6 +52,7 @@ LIVE = frozenset(
         "licenses",
         "accounting",
         "mail",
+        "cloud",
     }
 )
 # the other fields' hal.toml names, where they differ

@@ -29,6 +29,7 @@ from starlette.types import ASGIApp
 from hal.api.app import create_app
 from hal.api.auth import TokenCache, new_token, token_hash
 from hal.api.cloud import CloudService, cloud_providers, cloud_service
+from hal.api.cloud_token import CLOUD_AGENT
 from hal.api.context import ServerContext
 from hal.api.data import DataAwareRunner, DataService
 from hal.api.job_mail import JobMail
@@ -43,6 +44,7 @@ from hal.api.reconfigure import (
     restart_only,
 )
 from hal.cache.app import CacheControlPlane
+from hal.cloud.provider import Provider
 from hal.config.model import HalConfig, load_config
 from hal.core.clock import Clock, SystemClock
 from hal.core.errors import Conflict, HalError, InvalidRequest
@@ -265,14 +267,30 @@ class HalServer:
         ]
         if self.purge is not None:
             self._tasks.append(asyncio.create_task(self.purge.run(self._stop), name="hal-purge"))
-        if self.cloud_providers and self.data_dir is not None:
-            self.cloud = await asyncio.to_thread(
-                cloud_service, self.cluster, self.cloud_providers, self.data_dir, self.url
-            )
-            self.app.state.cloud = self.cloud  # GET /v1/cloud
-            self.observe.metrics.cloud_stats = self.cloud.status
-            self._tasks.append(asyncio.create_task(self.cloud.run(self._stop), name="hal-cloud"))
+        if self.cloud_providers:
+            await self._start_cloud()
         log.info("control plane started", extra={"revision": self.cluster.revision})
+
+    async def _start_cloud(self) -> None:
+        """The autoscaler over ``cloud_providers``: at start, or at the reconfigure that
+        gives ``[cloud]`` its first group."""
+        assert self.data_dir is not None  # (``cloud_providers`` refused [cloud] without)
+        self.cloud = await asyncio.to_thread(
+            cloud_service, self.cluster, self.cloud_providers, self.data_dir, self.url
+        )
+        self.cloud.forget_token = lambda: self.ctx.tokens.forget_user(CLOUD_AGENT)
+        self.app.state.cloud = self.cloud  # GET /v1/cloud
+        self.observe.metrics.cloud_stats = self.cloud.status
+        self._tasks.append(asyncio.create_task(self.cloud.run(self._stop), name="hal-cloud"))
+
+    async def _reconfigure_cloud(self, providers: dict[str, Provider]) -> None:
+        """The autoscaler takes the new ``[cloud]`` (the cluster has its templates)."""
+        self.cloud_providers = providers
+        if self.cloud is not None:
+            self.cloud.configure(self.config.cloud, providers)
+            await self.cloud.rebind()
+        elif providers and self._tasks:  # the first group, in a started server
+            await self._start_cloud()
 
     async def stop(self) -> None:
         self._stop.set()
@@ -317,6 +335,9 @@ class HalServer:
                 scheduler = server_scheduler(new, server_profile(new), self.predictor)
             except ProfileError as err:
                 raise config_error(err, str(path)) from None
+            providers = await asyncio.to_thread(
+                cloud_providers, new.cloud, new.cluster_name, self.data_dir, self.cloud_providers
+            )
             changed = config_changes(running, new)
             removed = removed_partitions(running, new)
             data = {
@@ -329,6 +350,7 @@ class HalServer:
             await take_config(
                 self.cluster, new, removed, data, lambda: self._configure(new, scheduler)
             )
+            await self._reconfigure_cloud(providers)
             for key in kept:
                 log.warning(kept_warning(key))
             log.info(

@@ -55,6 +55,8 @@ def _nodes(g: CloudGroupInfo, now: float) -> list[str]:
             )
     facts = f"made {g.created}, removed {g.removed}, failed to join {g.boot_failures}"
     lines.append(f"\n{g.name}: {facts} (since the server started)")
+    if g.retiring:
+        lines.append(f"{g.name}: taken out of [cloud]; its nodes go as their jobs end")
     if g.resting_until is not None:
         lines.append(f"{g.name}: resting for {_age(g.resting_until - now)}")
     if g.last_error:

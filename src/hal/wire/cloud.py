@@ -33,6 +33,8 @@ class CloudGroupInfo(WireModel):
     created: int = 0  # nodes created since the server started
     removed: int = 0
     boot_failures: int = 0
+    # taken out of [cloud]: its nodes are drained and removed as they free up
+    retiring: bool = False
 
 
 class CloudStatus(WireModel):

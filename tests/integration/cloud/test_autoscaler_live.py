@@ -623,3 +623,72 @@ def test_explain_names_the_node_being_made_for_a_job(start_cloud: Callable[[str]
     ), info.detail
     shown = cloud.server.cli("explain", str(job)).stdout
     assert "made node(s) for it: burst1" in shown
+
+
+def reconfigure(cloud: Cloud, toml_text: str) -> str:
+    """hal.toml rewritten and ``scontrol reconfigure``: its output."""
+    cloud.toml.write_text(toml_text)
+    done = cloud.server.cli("scontrol", "reconfigure")
+    assert done.returncode == 0, done.stderr
+    return done.stdout + done.stderr
+
+
+def test_a_group_added_by_reconfigure_makes_nodes_without_a_restart(
+    start_cloud: Callable[[str], Cloud],
+) -> None:
+    cloud = start_cloud(config_toml())  # [cloud] without a group: no autoscaler
+    refused = cloud.submit("-c", "4", "--wrap", "true")
+    assert refused.returncode != 0 and NOT_AVAILABLE in refused.stderr
+    # a provider setting it does not know: refused, naming it, and nothing taken
+    cloud.toml.write_text(
+        config_toml(group_toml("burst", "burst1") + "[cloud.groups.local]\nx = 1\n")
+    )
+    bad = cloud.server.cli("scontrol", "reconfigure")
+    assert bad.returncode != 0 and "unknown setting 'x'" in bad.stderr, bad.stderr
+    with cloud.server.client() as c:
+        assert c.cloud_status().groups == []
+    shown = reconfigure(cloud, config_toml(group_toml("burst", "burst[1-2]", cpus=4)))
+    assert "kept" not in shown, shown  # [cloud] is taken, not kept until a restart
+    job = cloud.sbatch("-c", "4", "-o", "out.txt", "--wrap", "echo on $SLURMD_NODENAME")
+    assert cloud.wait_done(job, 40).state == "COMPLETED"
+    assert (cloud.workdir / "out.txt").read_text() == "on burst1\n"
+    listed = cloud.server.cli("cloud").stdout
+    assert re.search(r"^burst\s+local\s+1/2\s+4", listed, re.M), listed
+
+
+def test_a_group_taken_out_by_reconfigure_drains_its_node_and_removes_it_after_its_job(
+    start_cloud: Callable[[str], Cloud],
+) -> None:
+    burst = group_toml("burst", "burst[1-2]", cpus=4)  # idle for 300 s: it would stay
+    cloud = start_cloud(config_toml(burst, group_toml("other", "other1", cpus=2)))
+    go = cloud.workdir / "go"
+    job = cloud.sbatch("-c", "4", "--wrap", f"while [ ! -e {go} ]; do sleep 0.1; done")
+    wait_until(lambda: cloud.job(job).state == "RUNNING", 30, message="the job to start")
+    record = cloud.record("burst", "burst1")
+    reconfigure(cloud, config_toml(group_toml("other", "other1", cpus=2)))
+    reason = "cloud: group burst left [cloud], being removed"
+    wait_until(lambda: cloud.nodes().get("burst1") == "DRAIN", 10, message="burst1 drained")
+    with cloud.server.client() as c:
+        node = next(n for n in c.nodes() if n.name == "burst1")
+        assert node.reason == reason
+        groups = {g.name: g.retiring for g in c.cloud_status().groups}
+    assert groups == {"other": False, "burst": True}
+    assert "taken out of [cloud]" in cloud.server.cli("cloud").stdout
+    time.sleep(4 * INTERVAL)
+    assert cloud.job(job).state == "RUNNING"  # its job runs on, on the drained node
+    go.touch()
+    assert cloud.wait_done(job).state == "COMPLETED"
+    wait_until(lambda: "burst1" not in cloud.nodes(), 15, message="burst1 to be removed")
+    wait_until(lambda: not agent_alive(record), 10, message="burst1's agent to stop")
+    removed = [e for e in cloud.kinds("cloud.node_removed") if e.node == "burst1"]
+    assert [e.data.get("retired") for e in removed] == [True]
+    with cloud.server.client() as c:
+        wait_until(
+            lambda: [g.name for g in c.cloud_status().groups] == ["other"], 10, message="gone"
+        )
+    # the group's nodes could still join while it retired; now the token serves "other" only
+    users = cloud.server.cli("user", "list").stdout
+    assert re.search(r"hal-cloud \(agent: other1\)", users), users
+    # a job only the group's nodes could hold is refused now
+    refused = cloud.submit("-c", "4", "--wrap", "true")
+    assert refused.returncode != 0 and NOT_AVAILABLE in refused.stderr
