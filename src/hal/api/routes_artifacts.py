@@ -91,7 +91,7 @@ async def remove_artifact(name: str, version: str, ctx: Ctx, caller: Who) -> Art
 
 @router.get("/{name}/{version}/content")
 async def download_artifact(name: str, version: str, ctx: Ctx, _caller: Who) -> StreamingResponse:
-    return await _stream(ctx, ctx.artifacts.find(name, version))
+    return await _stream(ctx, ctx.artifacts.find(name, version), "user")
 
 
 @agent_router.get("/{sha256}")
@@ -100,14 +100,18 @@ async def agent_download(sha256: str, ctx: Ctx, _agent: Agent) -> StreamingRespo
     found = next((a for a in ctx.artifacts.index.values() if a.sha256 == sha256), None)
     if found is None:
         raise NotFound(f"no artifact has the content {sha256}: it was removed")
-    return await _stream(ctx, found)
+    return await _stream(ctx, found, "agent")
 
 
-async def _stream(ctx: ServerContext, artifact: Artifact) -> StreamingResponse:
-    await ctx.artifacts.check_content(artifact)
+async def _stream(ctx: ServerContext, artifact: Artifact, to: str) -> StreamingResponse:
+    """The content; ``to``: "agent" or "user", for the ``hal_artifact_*`` metrics."""
+    registry = ctx.artifacts
+    await registry.check_content(artifact)
+    registry.downloads[to] += 1
 
     async def body() -> AsyncIterator[bytes]:
-        async for piece in ctx.artifacts.pieces(artifact.sha256):
+        async for piece in registry.pieces(artifact.sha256):
+            registry.served_bytes[to] += len(piece)
             yield piece
 
     headers = {

@@ -204,6 +204,7 @@ class HalServer:
         )
         if self.data is not None:
             self.observe.metrics.data_stats = self.data.status
+        self.observe.metrics.artifacts = self.ctx.artifacts
         self.app = create_app(self.ctx, on_start=self.start, on_stop=self.stop)
         self.app.state.priority = self.priority  # /v1/priority, /v1/shares, explain
         # --cache-control-plane: the cache contract's API under /cache, in this process

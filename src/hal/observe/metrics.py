@@ -32,11 +32,13 @@ from hal.core.clock import Clock
 from hal.core.job import Job
 from hal.core.preemption import PREEMPT_MODE, PREEMPTED_BY
 from hal.core.states import JobState, PendingReason
+from hal.observe.artifactmetrics import artifact_metrics
 from hal.observe.cachemetrics import cache_node_metrics
 from hal.observe.cloudmetrics import cloud_metrics
 from hal.scheduler.framework.scheduler import PassResult
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.scheduler.service import CycleStats, PassRunner
+from hal.state.artifacts import Registry
 from hal.state.cluster import Cluster
 from hal.state.retention import Purged
 from hal.wire.cloud import CloudStatus
@@ -212,6 +214,8 @@ class HalMetrics:
         # the autoscaler's state (``hal.api.cloud.CloudService.status``), set by the
         # server when hal.toml has [cloud] groups; None: no hal_cloud_* series
         self.cloud_stats: Callable[[], CloudStatus | None] = lambda: None
+        # the artifact registry (set by the server); None: no hal_artifact_* series
+        self.artifacts: Registry | None = None
         # The predictor's anomaly detector (set by ObservePlane); its last check is
         # exported for the JobOverrunningPrediction/NodeFailureRateAnomalous rules.
         self.anomalies: AnomalyDetector | None = None
@@ -404,6 +408,7 @@ class _StateCollector(Collector):
         yield from _htc_metrics(m.htc_stats())
         yield from _data_metrics(m.data_stats())
         yield from cloud_metrics(m.cloud_stats())
+        yield from artifact_metrics(m.artifacts)
 
 
 def _job_gauges(cluster: Cluster) -> Iterable[Metric]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections import Counter
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import asdict
 from typing import TYPE_CHECKING
@@ -48,6 +49,11 @@ class Registry:
         self.cluster = cluster
         self.index: dict[tuple[str, str], Artifact] = {}
         self.owners: dict[str, str] = {}  # name → who published its first version
+        # since the server started (``hal_artifact_*`` metrics): versions published, and
+        # downloads and bytes served, to agents ("agent") and to users ("user")
+        self.published = 0
+        self.downloads: Counter[str] = Counter()
+        self.served_bytes: Counter[str] = Counter()
 
     async def load(self) -> None:
         """Read the versions, and delete the pieces of uploads a stopped server left."""
@@ -124,6 +130,10 @@ class Registry:
             yield data
             seq += 1
 
+    def stored_bytes(self) -> int:
+        """The content the published versions hold, each content counted once."""
+        return sum({a.sha256: a.size for a in self.index.values()}.values())
+
     def check_still_there(self, job: Job) -> None:
         """Conflict unless every artifact ``job`` pinned is still published (a job run
         again must find what it pinned)."""
@@ -184,6 +194,7 @@ class Registry:
         self.index[(name, version)] = found
         self.owners.setdefault(name, found.owner)
         if added:
+            self.published += 1
             return found, True
         if found.sha256 != sha256:
             raise Conflict(

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import sys
 import tarfile
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from sqlalchemy import delete
 
@@ -61,6 +63,13 @@ def _copies(live: LiveServer, node: str) -> dict[str, int]:
     return {p.name: (p / "ready").stat().st_ino for p in root.iterdir() if (p / "ready").exists()}
 
 
+def _agent_downloads(live: LiveServer) -> float:
+    text = httpx.get(f"{live.url}/metrics", timeout=10).text
+    found = re.search(r'^hal_artifact_downloads_total\{to="agent"\} (\S+)$', text, re.M)
+    assert found, "no hal_artifact_downloads_total"
+    return float(found.group(1))
+
+
 def test_the_batch_script_and_its_steps_on_both_nodes_run_it(
     server: LiveServer, tmp_path: Path
 ) -> None:
@@ -108,6 +117,7 @@ def test_a_program_and_a_zip_in_one_job_and_a_copy_is_fetched_once(
         "#!/bin/sh\nhello\nrun\ncat $HAL_ARTIFACT_BUNDLE/data/table.csv\n"
         "[ -x $HAL_ARTIFACT_HELLO ] && echo file\n"
     )
+    fetched = _agent_downloads(server)
     state, out = _run(
         server, tmp_path, script, "-w", "node2", "--artifact=hello", "--artifact=bundle"
     )
@@ -117,6 +127,7 @@ def test_a_program_and_a_zip_in_one_job_and_a_copy_is_fetched_once(
     state, again = _run(server, tmp_path, script, "-w", "node2", "--artifact=hello,bundle@2024.1")
     assert (state, again) == ("COMPLETED", out)
     assert _copies(server, "node2") == before  # the same copies: no second fetch
+    assert _agent_downloads(server) == fetched + 2  # the server counts the two fetches
     left = (server.data_dir / "agents" / "node2" / "artifacts").glob(".*.part")
     assert not list(left)  # no download left behind
 

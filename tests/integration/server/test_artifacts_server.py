@@ -248,3 +248,36 @@ def test_kinds_pull_and_requeue_after_removal(tmp_path: Path) -> None:
                 Conflict, match=rf"job {job} pins app@1, which has been removed since"
             ):
                 c.requeue(job)
+
+
+def _metrics(live: LiveServer) -> dict[str, float]:
+    """The ``hal_artifact_*`` samples of ``/metrics``: name{labels} → value."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(f"{live.url}/metrics", timeout=10).text
+    return {
+        s.name + "".join(f"{{{k}={v}}}" for k, v in s.labels.items()): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name.startswith("hal_artifact_")
+    }
+
+
+def test_the_registry_is_measured_in_metrics(tmp_path: Path) -> None:
+    with LiveServer(tmp_path / "hal") as live, live.client() as c:
+        assert _metrics(live)["hal_artifact_versions"] == 0
+        c.push_artifact("tool", "1.0", _file(tmp_path, "a", b"x" * 1000))
+        c.push_artifact("tool", "1.1", _file(tmp_path, "b", b"x" * 1000))  # the same content
+        c.push_artifact("other", "1", _file(tmp_path, "c", b"y" * 10))
+        c.push_artifact("other", "1", _file(tmp_path, "c", b"y" * 10))  # no change
+        c.pull_artifact("tool", "1.0", tmp_path / "back")
+        c.pull_artifact("tool", "1.1", tmp_path / "back")
+        got = _metrics(live)
+        assert got["hal_artifact_versions"] == 3 and got["hal_artifact_names"] == 2
+        assert got["hal_artifact_stored_bytes"] == 1010  # the shared content once
+        assert got["hal_artifact_published_total"] == 3
+        assert got["hal_artifact_downloads_total{to=user}"] == 2
+        assert got["hal_artifact_served_bytes_total{to=user}"] == 2000
+        assert got["hal_artifact_downloads_total{to=agent}"] == 0
+        c.remove_artifact("other", "1")
+        assert _metrics(live)["hal_artifact_stored_bytes"] == 1000
