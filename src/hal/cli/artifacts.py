@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 from typing import Any
 
-from hal.core.artifacts import LATEST, parse_request
+from hal.core.artifacts import ARCHIVE, HEAD, LATEST, parse_request, suffix_of
 from hal.core.errors import InvalidRequest
 from hal.wire.artifacts import ArtifactInfo
 
@@ -113,9 +114,15 @@ def cmd_pull(ns: argparse.Namespace) -> int:
         file = f"{artifact.name}-{artifact.version}"
         output: str = ns.output or file
         dest = Path(output)
+        named = not ns.output  # the name is ours: the suffix is added
         if output.endswith("/") or dest.is_dir():
-            dest = dest / file
+            dest, named = dest / file, True
         client.pull_artifact(artifact.name, artifact.version, dest)
+    if named and artifact.kind == ARCHIVE:  # with the suffix its content says it has
+        with open(dest, "rb") as f:
+            suffixed = dest.with_name(dest.name + suffix_of(f.read(HEAD)))
+        os.replace(dest, suffixed)
+        dest = suffixed
     print(f"{dest} ({_facts(artifact)})")
     return 0
 

@@ -27,6 +27,7 @@ ARCHIVE, PROGRAM = "archive", "program"
 KINDS = (ARCHIVE, PROGRAM)
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".zip")
 # the first bytes of each: gzip, bzip2, xz, zip (a local file header), tar ("ustar" at 257)
+HEAD = 512  # the first bytes, which tell an archive and its kind (``kind_of_content``)
 _MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"PK\x03\x04")
 
 
@@ -75,6 +76,15 @@ def kind_of_content(head: bytes) -> str:
     if head.startswith(_MAGIC) or head[257:262] == b"ustar":
         return ARCHIVE
     return PROGRAM
+
+
+def suffix_of(head: bytes) -> str:
+    """The file-name suffix an archive's first bytes say it has ("" for none known): a
+    pulled archive is named so that tar and unzip take it."""
+    for magic, suffix in zip(_MAGIC, (".tar.gz", ".tar.bz2", ".tar.xz", ".zip"), strict=True):
+        if head.startswith(magic):
+            return suffix
+    return ".tar" if head[257:262] == b"ustar" else ""
 
 
 def check_kind(kind: str) -> str:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection, delete, func, insert, select, update
 
 from hal.core.artifacts import (
+    HEAD,
     LATEST,
     Artifact,
     ArtifactRef,
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
     from hal.state.cluster import Caller, Cluster
 
 PIECE = 4 * 1024 * 1024
-HEAD = 512  # the bytes that tell an archive (``kind_of_content``)
 UPLOAD = "upload:"
 
 

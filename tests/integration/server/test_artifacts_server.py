@@ -232,6 +232,13 @@ def test_kinds_pull_and_requeue_after_removal(tmp_path: Path) -> None:
         missing = live.cli("artifact", "pull", "app", "-o", str(tmp_path / "nowhere" / "x"))
         assert missing.returncode != 0 and "does not exist" in missing.stderr
         assert sorted(p.name for p in (tmp_path / "into").iterdir()) == ["app-1"]
+        # an archive pulled under its own name gets the suffix its content says, so that
+        # tar takes it; a name given with -o is kept as it is
+        done = live.cli("artifact", "pull", "bundle", "-o", str(tmp_path / "into") + "/")
+        assert done.stdout.startswith(str(tmp_path / "into" / "bundle-1.tar.gz")), done.stdout
+        assert tarfile.open(tmp_path / "into" / "bundle-1.tar.gz").getnames() == ["app.pyz"]
+        live.cli("artifact", "pull", "bundle", "-o", str(tmp_path / "mine"))
+        assert (tmp_path / "mine").read_bytes() == tarball.read_bytes()
         # a job that ended, its version removed since: requeuing it is refused
         with live.client() as c:
             job = c.submit(

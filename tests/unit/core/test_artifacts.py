@@ -5,15 +5,21 @@ artifacts are refused with a message that says what is wrong."""
 
 from __future__ import annotations
 
+import io
+import tarfile
+import zipfile
+
 import pytest
 
 from hal.core.artifacts import (
+    HEAD,
     LATEST,
     MAX_ARTIFACTS,
     ArtifactRef,
     check_version,
     parse_request,
     parse_requests,
+    suffix_of,
     variable_of,
 )
 from hal.core.errors import InvalidRequest
@@ -122,3 +128,25 @@ def test_variable_of() -> None:
     ref = ArtifactRef("gromacs-2024", "1.0", "0" * 64)
     assert ref.variable == "HAL_ARTIFACT_GROMACS_2024"
     assert str(ref) == "gromacs-2024@1.0"
+
+
+@pytest.mark.parametrize(
+    ("mode", "suffix"),
+    [("w:gz", ".tar.gz"), ("w:bz2", ".tar.bz2"), ("w:xz", ".tar.xz"), ("w", ".tar")],
+)
+def test_an_archives_first_bytes_give_its_suffix(mode: str, suffix: str) -> None:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode=mode) as archive:  # type: ignore[call-overload]
+        data = b"x"
+        info = tarfile.TarInfo("a")
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+    assert suffix_of(buffer.getvalue()[:HEAD]) == suffix
+
+
+def test_a_zip_and_a_program_give_their_suffix() -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        z.writestr("a", "x")
+    assert suffix_of(buffer.getvalue()[:HEAD]) == ".zip"
+    assert suffix_of(b"#!/bin/sh\necho hi\n") == ""
