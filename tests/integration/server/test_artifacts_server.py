@@ -236,7 +236,8 @@ def test_kinds_pull_and_requeue_after_removal(tmp_path: Path) -> None:
         # tar takes it; a name given with -o is kept as it is
         done = live.cli("artifact", "pull", "bundle", "-o", str(tmp_path / "into") + "/")
         assert done.stdout.startswith(str(tmp_path / "into" / "bundle-1.tar.gz")), done.stdout
-        assert tarfile.open(tmp_path / "into" / "bundle-1.tar.gz").getnames() == ["app.pyz"]
+        with tarfile.open(tmp_path / "into" / "bundle-1.tar.gz") as back:
+            assert back.getnames() == ["app.pyz"]
         live.cli("artifact", "pull", "bundle", "-o", str(tmp_path / "mine"))
         assert (tmp_path / "mine").read_bytes() == tarball.read_bytes()
         # a job that ended, its version removed since: requeuing it is refused
