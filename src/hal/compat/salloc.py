@@ -78,11 +78,11 @@ FORWARDED = tuple(s for s in STEP_FORWARDED if s is not signal.SIGCONT)
 _HOLDING = (JobState.RUNNING, JobState.SUSPENDED)
 
 
-class _NotGranted(Exception):
+class NotGranted(Exception):
     """``-I``: the allocation was not granted in time."""
 
 
-class _Interrupted(Exception):
+class Interrupted(Exception):
     """SIGTERM or SIGHUP while the allocation is pending (Ctrl-C is KeyboardInterrupt)."""
 
 
@@ -123,17 +123,19 @@ def salloc(argv: list[str], console: Console) -> int:
     # "Pending job allocation N" only for an allocation that is not granted at once (as
     # Slurm 22.05.8's salloc says it only when it must wait: session 41), or before saying
     # that it never was
-    pending = _Pending(job_id, info)
-    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    pending = Pending(job_id, info)
+    previous = {
+        sig: signal.signal(sig, raise_interrupted) for sig in (signal.SIGTERM, signal.SIGHUP)
+    }
     try:
-        granted = _wait_granted(job_id, console, pending, request.immediate)
-    except (KeyboardInterrupt, _Interrupted):
-        _cancel(job_id, console)
+        granted = wait_granted(job_id, console, pending, request.immediate)
+    except (KeyboardInterrupt, Interrupted):
+        cancel_allocation(job_id, console)
         pending.say()
         console.err(f"salloc: Job allocation {job_id} has been revoked.")
         return 1
-    except _NotGranted:
-        _cancel(job_id, console)
+    except NotGranted:
+        cancel_allocation(job_id, console)
         pending.say()
         return console.error("Unable to allocate resources: Requested nodes are busy")
     finally:
@@ -168,7 +170,7 @@ def salloc(argv: list[str], console: Console) -> int:
             signal.signal(sig, handler)
 
 
-class _Pending:
+class Pending:
     """salloc's "Pending job allocation N", said once, when it is known to wait."""
 
     def __init__(self, job_id: int, info: Callable[[str], None]) -> None:
@@ -182,15 +184,15 @@ class _Pending:
             self.info(then)
 
 
-def _interrupt(_signum: int, _frame: FrameType | None) -> None:
-    raise _Interrupted
+def raise_interrupted(_signum: int, _frame: FrameType | None) -> None:
+    raise Interrupted
 
 
-def _wait_granted(
-    job_id: int, console: Console, info: _Pending, immediate: float | None
+def wait_granted(
+    job_id: int, console: Console, info: Pending, immediate: float | None
 ) -> Granted | None:
     """Poll until the job runs (its allocation) or ends without running (None). With
-    ``immediate`` (``-I``) raise ``_NotGranted`` once that many seconds have gone by,
+    ``immediate`` (``-I``) raise ``NotGranted`` once that many seconds have gone by,
     or, for 0, once the scheduler has looked at the job and left it pending."""
     delay, queued = POLL_FIRST_SECONDS, False
     start = console.clock()
@@ -216,7 +218,7 @@ def _wait_granted(
         if deadline is not None and (
             now >= deadline or (immediate == 0 and job is not None and job.reason != _UNSEEN)
         ):
-            raise _NotGranted
+            raise NotGranted
         if not queued and now - start >= QUEUED_AFTER_SECONDS:
             info.say(f"job {job_id} queued and waiting for resources")
             queued = True
@@ -240,7 +242,7 @@ def _state(job_id: int, console: Console) -> tuple[JobState | None, JobInfo | No
         return None, None
 
 
-def _cancel(job_id: int, console: Console) -> None:
+def cancel_allocation(job_id: int, console: Console) -> None:
     try:
         console.client.cancel(job_id)
     except HalError as err:
@@ -266,7 +268,7 @@ def _run_command(
     except OSError as err:
         console.error(f"Unable to exec command {request.command[0]!r}: {err.strerror}")
         info(f"Relinquishing job allocation {job_id}")
-        _relinquish(job_id, (1, 0), console)
+        relinquish(job_id, (1, 0), console)
         return 1
 
     def forward(signum: int, _frame: FrameType | None) -> None:
@@ -287,7 +289,7 @@ def _run_command(
                 pass
             if interrupted and not cancelling:  # (once)
                 cancelling = True
-                _cancel(job_id, console)
+                cancel_allocation(job_id, console)
             state, _ = _state(job_id, console)
             if state is not None and state not in _HOLDING:
                 revoked = state
@@ -303,10 +305,10 @@ def _run_command(
     rc = code if code >= 0 else (0 if -code in USER_SIGNALS else 1)
     if revoked is not None:
         if not revoked.is_terminal:  # requeued: it must not run again without salloc
-            _cancel(job_id, console)
+            cancel_allocation(job_id, console)
         return 0 if interrupted else rc or 1
     info(f"Relinquishing job allocation {job_id}")
-    _relinquish(job_id, (code, 0) if code >= 0 else (0, -code), console)
+    relinquish(job_id, (code, 0) if code >= 0 else (0, -code), console)
     return rc
 
 
@@ -333,7 +335,7 @@ def _revoke(
         return proc.wait()
 
 
-def _relinquish(job_id: int, status: tuple[int, int], console: Console) -> None:
+def relinquish(job_id: int, status: tuple[int, int], console: Console) -> None:
     """Record the command's (exit code, signal) as the allocation's (sacct's ExitCode,
     ``hal.state.command_exit``), then end the holding script: SIGWINCH (the command
     succeeded) or SIGURG (it failed: a server that keeps no status ends the job FAILED,
@@ -355,7 +357,7 @@ def _relinquish(job_id: int, status: tuple[int, int], console: Console) -> None:
                         console.client.cancel(job_id, signal=sig, batch_only=True)
             console.sleep(RESEND_SECONDS)
             continue
-        _cancel(job_id, console)
+        cancel_allocation(job_id, console)
         return
 
 

@@ -1,4 +1,5 @@
-"""``srun`` inside a batch job: job steps, on the batch node or across the job's nodes.
+"""``srun``: job steps, on the batch node or across the job's nodes; outside a job, in
+an allocation of its own.
 
 Inside a job (``SLURM_JOB_ID`` set) ``srun [options] CMD ARGS`` runs CMD as Slurm's srun
 does, its tasks laid out by ``hal.core.steps.step_layout`` from ``-N``, ``-n``,
@@ -37,9 +38,8 @@ control plane, laid out within N's allocation (``hal.compat.steps.run_in_job``).
 that is not running, not found or another user's is refused as Slurm's srun refuses it
 (``Unable to confirm allocation for job N: ...``).
 
-Without ``--jobid``, outside a job (or an allocation) it refuses: it does not make an
-allocation of its own; ``salloc`` does (``salloc --no-shell`` leaves one to use with
-``--jobid``).
+Without ``--jobid``, outside a job (or an allocation), it makes an allocation of its own
+and runs the command as its step, as Slurm's srun does (``hal.compat.srun_alloc``).
 
 Options are parsed as srun's getopt does (``-ln2``, ``--ntasks 2``, ``--`` before the
 command). ``--gpus``, ``--gpus-per-node``, ``--gres=gpu:N`` and ``--gpus-per-task`` give
@@ -157,7 +157,13 @@ OPTIONS = (
     Opt("output", ("output",), "o"),
     Opt("error", ("error",), "e"),
     Opt("open_mode", ("open-mode",)),
+    # what only srun's own allocation takes (outside a job: ``hal.compat.srun_alloc``)
+    Opt("constraint", ("constraint",), "C"),
+    Opt("exclude", ("exclude",), "x"),
+    Opt("licenses", ("licenses",), "L"),
+    Opt("artifact", ("artifact",)),
 )
+ALLOCATION_ONLY = frozenset({"constraint", "exclude", "licenses", "artifact"})
 _COUNTS = frozenset({"ntasks", "cpus_per_task", "ntasks_per_node"})  # positive integers
 
 
@@ -180,6 +186,8 @@ class Invocation:
     # --export (else SLURM_EXPORT_ENV): which of srun's variables the tasks get (None: all)
     export: str | None = None
     warning: str = ""  # said before the step starts (-N above -n: "Warning: can't run ...")
+    # options given that shape a new allocation only (-C, -x, -L, --artifact), as typed
+    allocation_only: tuple[str, ...] = ()
 
     @property
     def step_name(self) -> str:
@@ -212,6 +220,7 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
     distribution = env.get("SLURM_DISTRIBUTION", "")
     files: dict[str, str] = {}
     extra: dict[str, Any] = {}
+    extra["allocation_only"] = tuple(s for d, _, s in parsed.values if d in ALLOCATION_ONLY)
     for dest, value, spelled in parsed.values:
         if dest == "pty":
             extra["pty"] = True
@@ -387,6 +396,15 @@ def srun(argv: list[str], console: Console) -> int:
         console.error("Not using a pseudo-terminal, disregarding --pty option")
     env = console.environ
     jobid = call.jobid
+    if jobid is None and "SLURM_JOB_ID" not in env:  # an allocation of its own
+        from hal.compat.srun_alloc import run_allocated
+
+        return run_allocated(argv, call, console)
+    if call.allocation_only:
+        return console.error(
+            f"{', '.join(call.allocation_only)}: shapes the allocation srun makes outside a "
+            f"job; a step runs on its job's nodes (-w names some of them)"
+        )
     if jobid is not None and env.get("SLURM_JOB_ID") != str(jobid):
         # another job than the one srun runs in (if any): a step of it from outside
         from hal.compat.steps import run_in_job
@@ -401,13 +419,6 @@ def srun(argv: list[str], console: Console) -> int:
         except HalError as err:
             return console.error(err.message)
         return run_in_job(jobid, call, console)
-    if "SLURM_JOB_ID" not in env:
-        return console.error(
-            "HAL's srun runs a command inside a batch job or an allocation only (it "
-            "makes none of its own): run it under `salloc -N2 ...`, in a running job of "
-            "yours with `srun --jobid=N ...` (`salloc --no-shell` makes one), or submit "
-            "the work with `sbatch`"
-        )
     under_salloc = env.get(SALLOC_JOB_VARIABLE) == env["SLURM_JOB_ID"]
     here = env.get("SLURMD_NODENAME", "")
     try:

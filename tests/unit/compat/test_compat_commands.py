@@ -20,14 +20,6 @@ def test_unknown_command() -> None:
     assert result.err.startswith("sattach: error: unknown command 'sattach'")
 
 
-def test_srun_outside_a_job_refuses_clearly() -> None:
-    """HAL's srun runs inside a batch job or salloc's allocation; elsewhere it says so."""
-    result = call(FakeClient(), "srun", "hostname")
-    assert result.rc == 1
-    assert "inside a batch job or an allocation only" in result.err
-    assert "salloc -N2" in result.err
-
-
 def test_srun_in_a_job_starts_the_jobs_tasks_by_default(tmp_path: Path) -> None:
     """`#SBATCH -n 3` then `srun cmd`: Slurm's srun takes the task count from the job
     (SLURM_NTASKS, an srun input variable) and runs three tasks; HAL's ran one, so work
