@@ -58,7 +58,7 @@ from hal.wire.submit import non_defaults
 if TYPE_CHECKING:
     from hal.wire.jobs import JobInfo
 
-POLL_FIRST_SECONDS = 0.25  # while pending: the first wait, doubled up to POLL_MAX_SECONDS
+POLL_FIRST_SECONDS = 0.05  # while pending: the first wait, doubled up to POLL_MAX_SECONDS
 POLL_MAX_SECONDS = 5.0
 # -I (at once): how long to wait for the scheduler's first look at the job at most
 IMMEDIATE_VERDICT_SECONDS = 10.0
@@ -72,6 +72,7 @@ USER_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGKILL)
 KILL_GRACE_SECONDS = 10.0  # a revoked command's time to end before SIGKILL
 RELINQUISH_SECONDS = 10.0  # how long the holding script may take to end before scancel
 RESEND_SECONDS = 0.5  # its signal again (the first may come before its traps are set)
+ENDED_POLL_SECONDS = 0.05  # how often the ending allocation is looked at meanwhile
 # signals salloc passes on to its command's process group while it runs (srun's less
 # SIGCONT: a stopped salloc and its command are continued together by the shell)
 FORWARDED = tuple(s for s in STEP_FORWARDED if s is not signal.SIGCONT)
@@ -344,18 +345,21 @@ def relinquish(job_id: int, status: tuple[int, int], console: Console) -> None:
     sig = signal.SIGWINCH if status == (0, 0) else signal.SIGURG
     deadline = console.clock() + RELINQUISH_SECONDS
     recorded = False
+    resend_at = 0.0  # the signal is sent again from then on
     while True:
         state, _ = _state(job_id, console)
         if state is not None and state.is_terminal:
             return
-        if state in (JobState.RUNNING, None) and console.clock() < deadline:
-            if state is JobState.RUNNING:
+        now = console.clock()
+        if state in (JobState.RUNNING, None) and now < deadline:
+            if state is JobState.RUNNING and now >= resend_at:
                 recorded = recorded or _record(job_id, status, console)
                 # (an error: it has just ended, or the server is away; asked again)
                 with contextlib.suppress(HalError):
                     if recorded:
                         console.client.cancel(job_id, signal=sig, batch_only=True)
-            console.sleep(RESEND_SECONDS)
+                        resend_at = now + RESEND_SECONDS
+            console.sleep(ENDED_POLL_SECONDS)  # (its end is seen as soon as it comes)
             continue
         cancel_allocation(job_id, console)
         return
