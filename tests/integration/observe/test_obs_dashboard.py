@@ -11,6 +11,7 @@ the server's own numbers, not placeholders."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -625,3 +626,69 @@ def test_a_gpu_jobs_detail_shows_what_it_does_with_its_gpus(  # type: ignore[no-
         finally:
             page.close()
             stop_process(agent)
+
+
+def test_the_software_tab_lists_the_artifacts_published(  # type: ignore[no-untyped-def]
+    page, hal: LiveServer, tmp_path: Path, shots: Path
+) -> None:
+    page.click('nav a[data-tab="software"]')
+    page.wait_for_selector("#software-artifacts tr.empty")  # nothing published yet
+    tool = tmp_path / "tool"
+    tool.write_bytes(b"#!/bin/sh\necho tool\n")
+    with hal.client() as c:
+        c.push_artifact("tool", "1.0", tool)
+        c.push_artifact("tool", "1.1", tool)  # the same content: stored once
+    page.wait_for_selector('#software-artifacts tr[data-artifact="tool@1.1"]')
+    cells = row_cells(page, '#software-artifacts tr[data-artifact="tool@1.0"]')
+    assert cells[:4] == ["tool", "1.0", "program", "20 B"] and cells[5] == "admin"
+    assert "2\nVersions" in page.inner_text("#software-cards")
+    assert "20 B\nStored" in page.inner_text("#software-cards")
+    page.screenshot(path=str(shots / "software.png"))
+
+
+def test_the_cloud_tab_says_how_to_add_a_node_group(page, shots: Path) -> None:  # type: ignore[no-untyped-def]
+    page.click('nav a[data-tab="cloud"]')
+    page.wait_for_selector("#cloud-off:not([hidden])")
+    assert "[[cloud.groups]]" in page.inner_text("#cloud-off")
+    assert page.is_hidden("#cloud-on")
+
+
+def test_the_cloud_tab_shows_the_groups_and_the_node_made_for_a_job(  # type: ignore[no-untyped-def]
+    browser, tmp_path: Path, shots: Path
+) -> None:
+    """A local group (agent processes on this host) makes a node for a job that no joined
+    node holds; the tab shows the group and the node, booting then joined."""
+    import json
+
+    import psutil
+
+    toml = tmp_path / "hal.toml"
+    toml.write_text(
+        "[cloud]\ninterval_seconds = 0.5\npending_seconds = 0\n"
+        '[[cloud.groups]]\nname = "burst"\nprovider = "local"\nnodes = "burst[1-2]"\n'
+        'cpus = 2\nmemory = "1G"\nprice_per_hour = 0.25\n'
+    )
+    server = LiveServer(tmp_path / "data", config_file=toml)
+    server.start()
+    page = open_dashboard(browser, server)
+    try:
+        with server.client() as c:
+            c.submit(JobSubmit(script="#!/bin/sh\nsleep 30\n", workdir=str(tmp_path)))
+        page.click('nav a[data-tab="cloud"]')
+        page.wait_for_selector('#cloud-groups tr[data-group="burst"]')
+        page.wait_for_selector('#cloud-nodes tr[data-node="burst1"]')
+        joined = '#cloud-nodes tr[data-node="burst1"]:not([data-state="booting"])'
+        page.wait_for_selector(joined, timeout=30_000)  # (idle once its job has ended)
+        assert row_cells(page, joined)[2] in ("joined", "idle")
+        group = row_cells(page, '#cloud-groups tr[data-group="burst"]')
+        assert group[:4] == ["burst", "local", "1 / 2", "2"] and group[-1] == "ready"
+        assert "$0.25\nCost an hour" in page.inner_text("#cloud-cards")
+        page.screenshot(path=str(shots / "cloud.png"))
+    finally:
+        page.close()
+        server.stop()
+        for record in (tmp_path / "data" / "cloud" / "burst" / "instances").glob("*.json"):
+            with contextlib.suppress(ValueError, OSError, psutil.Error):
+                proc = psutil.Process(int(json.loads(record.read_text())["pid"]))
+                for member in [*proc.children(recursive=True), proc]:
+                    member.kill()

@@ -97,6 +97,8 @@ async function refresh() {
     else if (state.tab === "fairshare") await renderFairShare();
     else if (state.tab === "prediction") await renderPrediction();
     else if (state.tab === "data") await renderData();
+    else if (state.tab === "cloud") await renderCloud();
+    else if (state.tab === "software") await renderSoftware();
     if (state.detail !== null) await renderDetail(state.detail, false);
     $("#live").classList.remove("stale");
   } catch (err) {
@@ -612,6 +614,61 @@ function renderCacheNodes(caches) {
     num(fmtBytes(c.bytes_moved.parent || 0)), num(fmtBytes(c.bytes_moved.peer || 0)), num(c.evictions)));
   $("#data-caches tbody").replaceChildren(...rowsOrEmpty(rows, 10,
     "no cache node has reported yet (HAL cache nodes send their counters with each heartbeat)"));
+}
+
+// -- cloud: the node groups and the nodes made for waiting jobs --------------------------
+async function renderCloud() {
+  const c = await api("/v1/cloud");
+  $("#cloud-off").hidden = c.groups.length > 0;
+  $("#cloud-on").hidden = c.groups.length === 0;
+  if (!c.groups.length) return;
+  const now = Date.now() / 1000;
+  const nodes = c.groups.flatMap((g) => g.instances.map((i) => ({ ...i, group: g })));
+  const count = (st) => nodes.filter((n) => n.state === st).length;
+  const live = nodes.filter((n) => n.state !== "stopping");
+  const cost = live.reduce((sum, n) => sum + n.group.price_per_hour, 0);
+  cards("#cloud-cards", [
+    ["Cloud nodes", live.length, `of ${c.groups.reduce((n, g) => n + g.nodes.length, 0)} names`],
+    ["Booting", count("booting"), ""],
+    ["Running a job", count("joined"), ""],
+    ["Idle", count("idle"), ""],
+    ["Cost", `$${cost.toFixed(2)}`, "an hour"],
+  ]);
+  const num = (v) => el("td", { class: "num" }, v);
+  $("#cloud-groups tbody").replaceChildren(...c.groups.map((g) => {
+    const status = g.retiring ? "taken out of [cloud]: its nodes go as their jobs end"
+      : g.resting_until ? `resting ${fmtSeconds(g.resting_until - now)}: ${g.last_error}`
+        : g.last_error ? `last error: ${g.last_error}` : "ready";
+    const tr = el("tr", { "data-group": g.name }, el("td", {}, g.name), el("td", {}, g.provider),
+      num(`${g.instances.length} / ${g.nodes.length}`), num(g.cpus), num(fmtBytes(g.memory_bytes)),
+      num(g.gpus), num(g.price_per_hour.toFixed(3)), num(g.created), num(g.removed),
+      num(g.boot_failures), el("td", {}, status));
+    tr.classList.toggle("bad", Boolean(g.resting_until || g.last_error));
+    return tr;
+  }));
+  const rows = nodes.sort((a, b) => a.node.localeCompare(b.node)).map((n) =>
+    el("tr", { "data-node": n.node, "data-state": n.state }, el("td", {}, n.node),
+      el("td", {}, n.group.name), el("td", {}, n.state), el("td", {}, fmtSeconds(now - n.created_at)),
+      el("td", {}, n.idle_since ? fmtSeconds(now - n.idle_since) : "—"), el("td", {}, n.instance)));
+  $("#cloud-nodes tbody").replaceChildren(...rowsOrEmpty(rows, 6,
+    "no node made: the groups make nodes for jobs that wait (pending_seconds)"));
+}
+
+// -- software: the artifact registry ----------------------------------------------------
+async function renderSoftware() {
+  const list = (await api("/v1/artifacts")).artifacts;
+  const sizes = new Map(list.map((a) => [a.sha256, a.size]));
+  cards("#software-cards", [
+    ["Artifacts", new Set(list.map((a) => a.name)).size, "names"],
+    ["Versions", list.length, ""],
+    ["Stored", fmtBytes([...sizes.values()].reduce((a, b) => a + b, 0)), "in the state store"],
+  ]);
+  const rows = list.map((a) => el("tr", { "data-artifact": `${a.name}@${a.version}` },
+    el("td", {}, a.name), el("td", {}, a.version), el("td", {}, a.kind),
+    el("td", { class: "num" }, fmtBytes(a.size)), el("td", {}, fmtTime(a.created)),
+    el("td", {}, a.owner), el("td", { title: a.sha256 }, el("code", {}, a.sha256.slice(0, 12)))));
+  $("#software-artifacts tbody").replaceChildren(...rowsOrEmpty(rows, 7,
+    "nothing published yet: hal artifact push NAME@VERSION FILE (docs/artifacts.md)"));
 }
 
 // -- start ----------------------------------------------------------------------------
