@@ -43,7 +43,7 @@ from hal.core.resources import ResourceVector
 from hal.core.states import JobState, NodeState, PendingReason
 from hal.state.agents import forget_node, set_node_state
 from hal.state.cluster import Cluster
-from hal.state.node_reasons import NOT_RESPONDING, server_user
+from hal.state.node_reasons import NOT_RESPONDING, server_user, set_down_by_operator
 from hal.state.store import EventRow
 from hal.wire.cloud import CloudGroupInfo, CloudNodeInfo, CloudStatus
 
@@ -541,7 +541,7 @@ def _kept_by_operator(node: Node) -> bool:
     until resumed, as Slurm leaves such a cloud node alone."""
     if node.state is NodeState.DRAIN:
         return node.reason != IDLE_REASON
-    return node.state is NodeState.DOWN and node.reason.startswith("admin:")
+    return set_down_by_operator(node)
 
 
 def _down_since(node: Node) -> float:

@@ -49,6 +49,7 @@ from hal.core.states import JobState, NodeState, PendingReason
 from hal.observe.config import ObserveConfig
 from hal.state.agents import GPU_HEALTH
 from hal.state.cluster import Cluster
+from hal.state.node_reasons import set_down_by_operator
 
 log = logging.getLogger("hal.observe.alerts")
 RUNNABLE = frozenset(
@@ -181,7 +182,7 @@ class AlertEvaluator:
 
     def _node_down(self, now: float) -> Iterable[Finding]:
         for name, node in self.cluster.nodes.items():
-            if node.state is not NodeState.DOWN or node.reason.startswith("admin:"):
+            if node.state is not NodeState.DOWN or set_down_by_operator(node):
                 self._down_since.pop(name, None)
                 continue
             since = self._down_since.setdefault(name, now)

@@ -30,7 +30,7 @@ from hal.state import command_exit, preempt
 from hal.state.cluster import Cluster
 from hal.state.codec import SYSTEM_CPU, USER_CPU
 from hal.state.launch import build_launch
-from hal.state.node_reasons import NOT_RESPONDING, server_user
+from hal.state.node_reasons import NOT_RESPONDING, server_user, set_down_by_operator
 from hal.state.store import (
     CommitOutcomeUnknown,
     DatabaseUnavailable,
@@ -189,10 +189,7 @@ async def register(cluster: Cluster, reg: AgentRegister) -> AgentRegistered:
     old = cluster.nodes.get(reg.node)
     state, reason, reason_user, reason_time = NodeState.UP, "", "", None
     # an operator's drain or down outlives the agent's restart; a timeout's DOWN does not
-    if old is not None and (
-        old.state is NodeState.DRAIN
-        or (old.state is NodeState.DOWN and old.reason.startswith("admin:"))
-    ):
+    if old is not None and (old.state is NodeState.DRAIN or set_down_by_operator(old)):
         state, reason = old.state, old.reason
         reason_user, reason_time = old.reason_user, old.reason_time
     check_labels(reg.topology_labels)  # a bad label is refused, not silently dropped
@@ -483,46 +480,55 @@ async def check_nodes(cluster: Cluster) -> list[str]:
             if n.state is NodeState.UP
         ]
         names = {n.name for n in dead}
-        changed: list[Job] = []
         events = [
             EventRow(now, "node.down", node=n.name, state="DOWN", data={"reason": NOT_RESPONDING})
             for n in nodes
         ]
-        # the jobs whose batch node lives on: their scripts must be stopped there, as
-        # Slurm ends a job on all its nodes when one fails (else the script ran on,
-        # untracked, on CPUs the scheduler gives to others)
-        orphaned: list[Job] = []
-        for job in cluster.unfinished.values():
-            if job.state.is_active and job.allocation and names & set(job.allocation.nodes):
-                new, event = cluster.finish(job, JobState.NODE_FAIL, now)
-                changed.append(new)
-                events.append(event)
-                if job.allocation.nodes[0] not in names:
-                    orphaned.append(job)
-        followers, ends = cluster.het_followers_end(changed, now)
-        ids = {j.id for j in changed}
-        changed.extend(j for j in followers if j.id not in ids)
-        events.extend(ends)
-        # a het job whose component 1.. lost a node ends whole: its script is stopped
-        # (component 0's report then ends or requeues the rest)
-        stopping = _het_leaders_to_stop(cluster, changed)
-        changed.extend(stopping)
-        events.extend(
-            EventRow(now, "job.cancelling", job_id=j.id, state="COMPLETING") for j in stopping
-        )
+        changed, lost, to_stop = _lose_jobs(cluster, names, now)
+        events.extend(lost)
 
         def extra(tx: Transaction) -> None:
             for n in nodes:
                 tx.upsert_node(n)
 
         await cluster._commit(changed, events, extra)
-        for job in (*stopping, *orphaned):
+        for job in to_stop:  # (where the batch node is silent too, no agent hears it)
             send_cancel(cluster, job, JobState.NODE_FAIL)
         for n in nodes:
             cluster.nodes[n.name] = n
         for name in names:
             cluster.agent_sessions.pop(name, None)
     return sorted(names)
+
+
+def _lose_jobs(
+    cluster: Cluster, names: set[str], now: float
+) -> tuple[list[Job], list[EventRow], list[Job]]:
+    """The active jobs on the nodes ``names`` end NODE_FAIL (requeued where they may be),
+    as Slurm ends a job on all its nodes when one fails, with their het job's other
+    components: (the jobs changed, their events, the runs to stop on their agents: each
+    lost job as it ran, and a het job's component 0 whose component 1.. lost a node)."""
+    changed: list[Job] = []
+    events: list[EventRow] = []
+    ran: list[Job] = []
+    for job in cluster.unfinished.values():
+        if job.state.is_active and job.allocation and names & set(job.allocation.nodes):
+            new, event = cluster.finish(job, JobState.NODE_FAIL, now)
+            changed.append(new)
+            events.append(event)
+            ran.append(job)
+    followers, ends = cluster.het_followers_end(changed, now)
+    ids = {j.id for j in changed}
+    changed.extend(j for j in followers if j.id not in ids)
+    events.extend(ends)
+    # a het job whose component 1.. lost a node ends whole: its script is stopped
+    # (component 0's report then ends or requeues the rest)
+    stopping = _het_leaders_to_stop(cluster, changed)
+    changed.extend(stopping)
+    events.extend(
+        EventRow(now, "job.cancelling", job_id=j.id, state="COMPLETING") for j in stopping
+    )
+    return changed, events, [*stopping, *ran]
 
 
 def _watched(cluster: Cluster, node: Node) -> bool:
@@ -588,9 +594,7 @@ async def set_node_state(
     if state == "DRAIN":
         new = node.evolve(state=NodeState.DRAIN, reason=reason, reason_user=user, reason_time=now)
     elif state == "DOWN":
-        new = node.evolve(
-            state=NodeState.DOWN, reason="admin: " + reason, reason_user=user, reason_time=now
-        )
+        new = node.evolve(state=NodeState.DOWN, reason=reason, reason_user=user, reason_time=now)
     elif name in cluster.agent_sessions:  # UP / RESUME
         new = node.evolve(state=NodeState.UP, reason="", reason_user="", reason_time=None)
     else:
@@ -601,24 +605,26 @@ async def set_node_state(
             reason_time=now,
         )
     async with cluster._lock:
+        event = EventRow(
+            now,
+            "node.updated",
+            node=name,
+            state=new.state.value,
+            data={"reason": new.reason, "user": user},
+        )
+        # a node set DOWN loses its jobs, as Slurm's: NODE_FAIL, requeued where they may
+        # be, and their processes ended on every node
+        changed, lost, to_stop = (
+            _lose_jobs(cluster, {name}, now) if state == "DOWN" else ([], [], [])
+        )
 
         def extra(tx: Transaction) -> None:
             tx.upsert_node(new)
 
-        await cluster._commit(
-            [],
-            [
-                EventRow(
-                    now,
-                    "node.updated",
-                    node=name,
-                    state=new.state.value,
-                    data={"reason": new.reason, "user": user},
-                )
-            ],
-            extra,
-        )
+        await cluster._commit(changed, [event, *lost], extra)
         cluster.nodes[name] = new
+        for job in to_stop:
+            send_cancel(cluster, job, JobState.NODE_FAIL)
     return new
 
 

@@ -8,8 +8,10 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from hal.agent.procfs import processes_of
@@ -75,6 +77,13 @@ def _two_running_jobs(
         message="both jobs to run",
     )
     return keep, lose
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _lost(server: LiveServer, c: HalClient, keep: SubmitResult, lose: SubmitResult) -> None:
@@ -225,21 +234,39 @@ def test_a_job_that_loses_one_of_its_nodes_is_stopped_on_its_batch_node(
             stop_process(second)
 
 
-def test_silent_agent_of_a_node_set_down_still_loses_its_jobs(tmp_path: Path) -> None:
-    """An operator sets a failing node DOWN (its jobs run on), then its agent dies: the
-    jobs end NODE_FAIL or go back to the queue as on any silent node, instead of showing
-    RUNNING and holding its CPUs for good; the operator's DOWN and reason stay."""
+def test_a_node_set_down_loses_its_jobs_at_once_and_stays_down_over_a_restart(
+    tmp_path: Path,
+) -> None:
+    """An operator sets node1 DOWN while two jobs run there: as Slurm's, they are lost at
+    once (the requeueable one back in the queue, the --no-requeue one NODE_FAIL) and their
+    processes end. The reason is as typed (`sinfo -R`), and the node stays DOWN with it
+    when its agent dies and comes back. (Before, the jobs ran on, on a DOWN node.)"""
     with LiveServer(tmp_path / "srv", config_overrides=QUICK_TIMEOUT) as server:
         agent = server.start_agent("node1", cpus=2)
         with server.client() as c:
             keep, lose = _two_running_jobs(server, c, tmp_path)
+            jobs = server.data_dir / "agents" / "node1" / "jobs"
+            for job in (keep, lose):
+                wait_until((jobs / f"{job.job_id}.0" / "started").exists, message="started")
+            pids = [
+                int((jobs / f"{j.job_id}.0" / "supervisor").read_text().split()[0])
+                for j in (keep, lose)
+            ]
             c.update_node("node1", "DOWN", "bad DIMM")
-            assert state(server, keep.job_id) == "RUNNING"
+            _lost(server, c, keep, lose)
+            wait_until(lambda: not any(_alive(p) for p in pids), 15, message="their ends")
+            node = c.node("node1")
+            assert (node.state, node.reason, node.cpus_alloc) == ("DOWN", "bad DIMM", 0)
+            assert state(server, keep.job_id) == "PENDING"  # (not on a DOWN node)
+            reasons = server.cli("sinfo", "-R", "-h", "-o", "%E|%u").stdout.strip()
+            assert reasons.startswith("bad DIMM|")
             agent.send_signal(signal.SIGKILL)
             agent.wait(10)
-            _lost(server, c, keep, lose)
+            server.start_agent("node1", cpus=2)
+            wait_until(lambda: "node1" in server.cli("sinfo", "-N", "-h").stdout, message="back")
+            time.sleep(1)
             node = c.node("node1")
-            assert (node.state, node.reason, node.cpus_alloc) == ("DOWN", "admin: bad DIMM", 0)
+            assert (node.state, node.reason) == ("DOWN", "bad DIMM")
 
 
 def test_server_restart_resumes_queue_and_running_jobs(tmp_path: Path) -> None:

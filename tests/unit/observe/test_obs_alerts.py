@@ -30,7 +30,7 @@ def test_a_silent_node_pages_after_the_threshold_and_resolves_when_back(
     t = clock.now()
     down = make_node("n1").down().build().evolve(reason="Not responding")
     cluster.nodes["n1"] = down
-    cluster.nodes["n2"] = make_node("n2").down().build().evolve(reason="admin: disk swap")
+    cluster.nodes["n2"] = make_node("n2").down().build().evolve(reason="disk swap")
     assert ev.evaluate(t) == []
     changed = ev.evaluate(t + 61)
     assert [(a.name, a.labels) for a in changed] == [("HalNodeDown", {"node": "n1"})]
