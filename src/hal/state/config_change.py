@@ -2,7 +2,8 @@
 
 Under the cluster's lock, so no job changes partition or state meanwhile: a partition
 the new configuration drops must be unused (no pending or running job in it or listing
-it, no reservation in it), as Slurm refuses to delete a partition in use; then the
+it, no reservation in it), as Slurm refuses to delete a partition in use, and so must a
+QoS or an account (no pending or running job naming it); then the
 ``config.reconfigured`` event is committed, and only once it is durable does the mirror
 (``Cluster.configure``) and the rest of the server (``apply``) take the configuration.
 A refusal, or a database that cannot take the event, changes nothing.
@@ -14,7 +15,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from hal.config.model import HalConfig
-from hal.core.errors import Conflict
+from hal.core.errors import Conflict, InvalidRequest
+from hal.state.associations import Associations
 from hal.state.store import EventRow
 
 if TYPE_CHECKING:
@@ -36,9 +38,7 @@ def check_partitions_unused(cluster: Cluster, removed: list[str]) -> None:
             if j.partition == name or name in j.spec.partitions
         )
         if ids:
-            shown = ", ".join(map(str, ids[:SHOWN_JOBS]))
-            more = f" and {len(ids) - SHOWN_JOBS} more" if len(ids) > SHOWN_JOBS else ""
-            problems.append(f"partition {name} is in use by job(s) {shown}{more}")
+            problems.append(f"partition {name} is in use by job(s) {_ids(ids)}")
     for r in cluster.reservations.values():
         if r.partition in gone:
             problems.append(f"partition {r.partition} is in use by reservation {r.name}")
@@ -49,6 +49,40 @@ def check_partitions_unused(cluster: Cluster, removed: list[str]) -> None:
             "or keep the partition in the file (up = false stops it starting jobs)",
             field="partitions",
         )
+
+
+def check_associations_kept(cluster: Cluster, config: HalConfig) -> None:
+    """Refuse (``Conflict``) when a pending or running job names a QoS or an account that
+    ``config`` drops, or that its user may no longer use, naming them: as Slurm's
+    sacctmgr refuses to delete them while jobs are active. (Taken, the job would run
+    under a QoS and an account no limit and no share of the new configuration knows.)"""
+    associations = Associations(config.priority)
+    problems: dict[str, list[int]] = {}
+    for job in cluster.unfinished.values():
+        try:
+            associations.check(job.spec, "")
+        except InvalidRequest as err:
+            spec = job.spec
+            what = (
+                f"QoS {spec.qos}"
+                if err.field == "qos"
+                else f"account {spec.account} (of user {spec.user})"
+            )
+            problems.setdefault(what, []).append(job.id)
+    if problems:
+        raise Conflict(
+            "reconfigure: "
+            + "; ".join(f"{what} is in use by job(s) {_ids(ids)}" for what, ids in problems.items())
+            + ". Nothing was changed: let those jobs end, cancel them or move them "
+            "(scontrol update JobId=ID QOS=OTHER or Account=OTHER), or keep them in the file",
+            field="priority",
+        )
+
+
+def _ids(ids: list[int]) -> str:
+    ids = sorted(ids)
+    more = f" and {len(ids) - SHOWN_JOBS} more" if len(ids) > SHOWN_JOBS else ""
+    return ", ".join(map(str, ids[:SHOWN_JOBS])) + more
 
 
 async def take_config(
@@ -63,6 +97,7 @@ async def take_config(
     ``removed`` is in use."""
     async with cluster.transaction() as change:
         check_partitions_unused(cluster, removed)
+        check_associations_kept(cluster, config)
         event = EventRow(cluster.clock.now(), RECONFIGURED, data=dict(data))
         await change.commit([], [event])
         cluster.configure(config)

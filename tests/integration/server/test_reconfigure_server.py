@@ -158,6 +158,51 @@ def test_removing_a_partition_jobs_use_is_refused(live: LiveServer, tmp_path: Pa
     assert live.cli("sinfo", "-h", "-o", "%P %l").stdout.strip() == "debug* 45:00"
 
 
+WITH_QOS = (
+    BEFORE
+    + """
+[[qos]]
+name = "limited"
+max_jobs_per_user = 1
+
+[[qos]]
+name = "high"
+
+[[accounts]]
+name = "chem"
+
+[[accounts]]
+name = "physics"
+"""
+)
+
+
+def test_removing_a_qos_or_an_account_jobs_use_is_refused(live: LiveServer, tmp_path: Path) -> None:
+    """A held job of QoS limited and account chem: a file without that QoS, or without
+    that account, is refused naming the job, and nothing changes (the job keeps its
+    limits); once the job is gone both can go. (Before, the job ran with neither.)"""
+    _toml(live).write_text(WITH_QOS)
+    assert live.cli("scontrol", "reconfigure").returncode == 0
+    job = _sbatch(live, tmp_path, "--qos=limited", "-A", "chem", "--hold")
+    no_qos = WITH_QOS.replace('[[qos]]\nname = "limited"\nmax_jobs_per_user = 1\n', "")
+    no_chem = WITH_QOS.replace('[[accounts]]\nname = "chem"\n', "")
+    for text, named in ((no_qos, "QoS limited"), (no_chem, "account chem (of user admin)")):
+        assert text != WITH_QOS
+        _toml(live).write_text(text.replace("max_time = 60", "max_time = 45"))
+        done = live.cli("scontrol", "reconfigure")
+        assert done.returncode == 1
+        assert f"{named} is in use by job(s) {job}. Nothing was changed" in done.stderr
+        assert live.cli("sinfo", "-h", "-o", "%l").stdout.strip() == "1:00:00"
+    assert "limited" in live.cli("sacctmgr", "-n", "-P", "show", "qos", "format=name").stdout
+    with live.client() as c:
+        c.cancel(str(job))
+    _toml(live).write_text(
+        no_chem.replace('[[qos]]\nname = "limited"\nmax_jobs_per_user = 1\n', "")
+    )
+    done = live.cli("scontrol", "reconfigure")
+    assert done.returncode == 0, done.stderr
+
+
 def test_only_an_administrator_may_reconfigure(live: LiveServer) -> None:
     token = live.add_users("alice")["alice"]
     _toml(live).write_text(AFTER)
