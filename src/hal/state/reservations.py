@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import Job, JobSpec
+from hal.core.priority import ROOT_ACCOUNT
 from hal.core.reservation import Reservation, ReservationFlag, judged_account, windows_clash
 from hal.core.states import JobState, PendingReason
 from hal.state.store import EventRow, Transaction
@@ -110,6 +111,7 @@ async def create(cluster: Cluster, caller: Caller, req: ReservationRequest) -> R
         flags=req.flags or frozenset(),
         partition=req.partition or "",
     )
+    await _check_who(cluster, base)
     r = _validated(cluster, base, req.nodes, req.node_count, now)
     await _save(cluster, r, "reservation.created")
     return r
@@ -134,6 +136,7 @@ async def update(cluster: Cluster, caller: Caller, req: ReservationRequest) -> R
         partition=old.partition if req.partition is None else req.partition,
     )
     nodes = req.nodes if req.nodes is not None or req.node_count is not None else old.nodes
+    await _check_who(cluster, changed)
     r = _validated(cluster, changed, nodes, req.node_count, now)
     await _save(cluster, r, "reservation.updated")
     return r
@@ -276,6 +279,33 @@ def _end(start: float, end: float | None, duration: float | None) -> float:
         return start + duration
     assert end is not None
     return end
+
+
+async def _check_who(cluster: Cluster, r: Reservation) -> None:
+    """Refuse Users= naming no HAL user and Accounts= naming no configured account (with
+    ``[[accounts]]``), as Slurm refuses them: a typo would keep the nodes from everyone
+    for the whole window."""
+    policy = cluster.config.priority
+    if policy.accounts:
+        known = {a.name for a in policy.accounts} | {ROOT_ACCOUNT}
+        for account in r.accounts:
+            if account.lstrip("-") not in known:
+                raise InvalidRequest(
+                    f"Invalid account or account/partition combination specified: "
+                    f"{account!r} is no account (known: {', '.join(sorted(known))})",
+                    field="accounts",
+                )
+    if not r.users:
+        return
+    stored = await cluster.db(cluster.store.users)
+    users = {u.name for u in stored if not u.agent} | {u.user for u in policy.users}
+    for user in r.users:
+        if user.lstrip("-") not in users:
+            raise InvalidRequest(
+                f"Invalid user id: {user!r} is no user of this cluster (`hal user list` "
+                f"lists them; `hal user add {user.lstrip('-')}` adds one)",
+                field="users",
+            )
 
 
 def _validated(

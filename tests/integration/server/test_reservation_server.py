@@ -35,7 +35,15 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 def test_rest_create_list_update_delete(server: LiveServer) -> None:
     now = time.time()
+    server.add_users("alice", "bob", "a")
     with server.client() as c:
+        # a user or an account that does not exist is refused (a typo would keep the
+        # nodes from everyone), as Slurm refuses them
+        with pytest.raises(InvalidRequest, match="Invalid user id: 'opps' is no user"):
+            c.create_reservation(
+                ReservationCreate(name="typo", duration_seconds=60, nodes=["node1"], users=["opps"])
+            )
+        assert c.reservations() == []
         made = c.create_reservation(
             ReservationCreate(
                 name="rest1",

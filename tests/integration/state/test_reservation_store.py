@@ -33,6 +33,9 @@ def spec(**kw: object) -> JobSpec:
     return JobSpec(**base)  # type: ignore[arg-type]
 
 
+USERS = ("alice", "bob", "ann", "carol")
+
+
 def with_cluster(
     db_url: str, body: Callable[[Cluster], Awaitable[None]], config: HalConfig | None = None
 ) -> None:
@@ -41,6 +44,8 @@ def with_cluster(
     with store.transaction() as tx:
         for name in ("node1", "node2", "node3"):
             tx.upsert_node(Node(name, ResourceVector(4, 8 * GiB)))
+        for i, user in enumerate(USERS):  # a reservation names users that exist
+            tx.add_user(user, f"{i:064x}", False, T0)
     cluster = Cluster(store, config or HalConfig(), VirtualClock(T0))
 
     async def run() -> None:
@@ -62,6 +67,32 @@ def req(name: str = "maint", **kw: object) -> ReservationRequest:
     }
     base.update(kw)
     return ReservationRequest(name=name, **base)  # type: ignore[arg-type]
+
+
+def test_unknown_users_and_accounts_are_refused(db_url: str) -> None:
+    """A typo in Users= or Accounts= (with [[accounts]]) is refused, as Slurm refuses
+    them, and nothing is stored; a user with no token but listed in [[users]] is known."""
+    policy = priority_from_dict(
+        {
+            "accounts": [{"name": "physics"}],
+            "users": [{"name": "zoe", "default_account": "physics"}],
+        }
+    )
+
+    async def body(cluster: Cluster) -> None:
+        with pytest.raises(InvalidRequest, match="Invalid user id: 'opps' is no user"):
+            await reservations.create(cluster, ROOT, req(users=("alice", "opps")))
+        with pytest.raises(InvalidRequest, match="'phsyics' is no account .*physics"):
+            await reservations.create(cluster, ROOT, req(users=(), accounts=("phsyics",)))
+        assert cluster.reservations == {}
+        await reservations.create(cluster, ROOT, req(users=("zoe",), accounts=("physics",)))
+        with pytest.raises(InvalidRequest, match="Invalid user id"):
+            await reservations.update(
+                cluster, ROOT, ReservationRequest("maint", users=("nobody-here",))
+            )
+        assert cluster.reservations["maint"].users == ("zoe",)
+
+    with_cluster(db_url, body, HalConfig(priority=policy))
 
 
 def test_reservations_survive_a_restart(db_url: str) -> None:

@@ -171,6 +171,7 @@ def test_a_reservation_changed_unseen_reaches_the_mirror(
         store.migrate()
         with store.transaction() as tx:
             tx.upsert_node(Node("node1", ResourceVector(4, 8 * GiB)))
+            tx.add_user("ann", "0" * 64, False, 0.0)
         cluster = await loaded(db_url)
         maint = ReservationRequest(
             name="maint", start=3_600.0, duration=600.0, nodes=("node1",), users=("ann",)
