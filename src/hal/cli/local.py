@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -149,14 +149,16 @@ def cmd_up(ns: argparse.Namespace) -> int:
             if not await _wait_healthy(url, serving, stop):
                 return  # Ctrl-C during start-up: no agents, no banner; stop the server
             cpus = ns.cpus_per_agent or os.cpu_count() or 1
-            for i in range(1, ns.agents + 1):
-                agents.append(
-                    _spawn_agent(
-                        url, agent_token, f"node{i}", cpus, data_dir / "agents" / f"node{i}"
-                    )
-                )
+
+            def spawn(i: int) -> subprocess.Popen[bytes]:
+                name = f"node{i + 1}"
+                return _spawn_agent(url, agent_token, name, cpus, data_dir / "agents" / name)
+
+            agents.extend(spawn(i) for i in range(ns.agents))
             _banner(url, data_dir, ns.agents)
+            keeper = asyncio.create_task(_keep_agents(agents, spawn, stop))
             await stop.wait()
+            keeper.cancel()
         finally:
             print("\nhal: stopping agents and the control plane ...", file=sys.stderr)
             for proc in agents:
@@ -180,6 +182,48 @@ def cmd_up(ns: argparse.Namespace) -> int:
     ):
         run_loop(run(server, sock, _local_tokens(db_url, url)))
     return 0
+
+
+AGENT_RESTART_MAX_S = 60.0  # the longest wait before starting again an agent that keeps dying
+AGENT_SETTLED_S = 60.0  # an agent that ran this long before it died is started again at once
+
+
+async def _keep_agents(
+    agents: list[subprocess.Popen[bytes]],
+    spawn: Callable[[int], subprocess.Popen[bytes]],
+    stop: asyncio.Event,
+) -> None:
+    """Start again each local agent that exits while `hal up` runs, saying so on stderr,
+    as a service manager restarts a node's slurmd (its successor adopts the node's
+    running jobs). One that dies within ``AGENT_SETTLED_S`` of its start waits 1 s, then
+    twice as long each time, at most ``AGENT_RESTART_MAX_S``."""
+    started = [time.monotonic()] * len(agents)
+    wait = [0.0] * len(agents)
+    due: dict[int, float] = {}  # agent → when it is started again
+    while not stop.is_set():
+        now = time.monotonic()
+        for i, proc in enumerate(agents):
+            code = proc.poll()
+            if code is None or i in due:
+                continue
+            ran = now - started[i]
+            wait[i] = (
+                0.0 if ran >= AGENT_SETTLED_S else min(max(1.0, 2 * wait[i]), AGENT_RESTART_MAX_S)
+            )
+            how = f"signal {signal.Signals(-code).name}" if code < 0 else f"status {code}"
+            print(
+                f"hal: local agent node{i + 1} (pid {proc.pid}) exited with {how} after "
+                f"{ran:.0f} s; starting it again" + (f" in {wait[i]:.0f} s" if wait[i] else ""),
+                file=sys.stderr,
+            )
+            due[i] = now + wait[i]
+        for i, when in list(due.items()):
+            if now >= when:
+                del due[i]
+                agents[i] = spawn(i)
+                started[i] = time.monotonic()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 0.5)
 
 
 async def _wait_healthy(url: str, serving: asyncio.Task[None], stop: asyncio.Event) -> bool:

@@ -34,7 +34,7 @@ def agents_of(data: Path) -> list[psutil.Process]:
 
 
 def start_up(
-    data: Path, port: int, home: Path, host: str = "127.0.0.1"
+    data: Path, port: int, home: Path, host: str = "127.0.0.1", log: Path | None = None
 ) -> tuple[subprocess.Popen[bytes], HalClient]:
     env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
     env.pop("HAL_TOKEN", None)
@@ -44,7 +44,7 @@ def start_up(
         [sys.executable, "-m", "hal.cli.main", "up", *args],
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL if log is None else log.open("wb"),
     )
     url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     credentials = home / ".config" / "hal" / "credentials.json"
@@ -91,6 +91,30 @@ def test_a_killed_hal_up_leaves_no_agent_running(tmp_path: Path) -> None:
             stop_process(up)
         for agent in agents_of(data):
             agent.kill()
+
+
+def test_a_local_agent_that_dies_is_started_again_and_said(tmp_path: Path) -> None:
+    """kill -9 of `hal up`'s agent: `hal up` says so on stderr and starts it again, and
+    node1 comes back UP (it stayed down, its agent a zombie, until `hal up` restarted)."""
+    data, home, port, log = tmp_path / "data", tmp_path / "home", free_port(), tmp_path / "up.log"
+    up, client = start_up(data, port, home, log=log)
+    try:
+        (first,) = agents_of(data)
+        first.kill()
+        wait_until(
+            lambda: [a.pid for a in agents_of(data)] not in ([], [first.pid]), 20, 0.1,
+            message="a new agent",
+        )  # fmt: skip
+        wait_until(
+            lambda: any(n.name == "node1" and n.state == "UP" for n in client.nodes()), 30, 0.2,
+            message="node1 back",
+        )  # fmt: skip
+        said = log.read_text()
+        assert f"hal: local agent node1 (pid {first.pid}) exited with signal SIGKILL" in said
+        assert "starting it again" in said
+        assert first.pid not in [a.pid for a in agents_of(data)]
+    finally:
+        stop_up(up, client, data)
 
 
 class _AnswersEverything(http.server.BaseHTTPRequestHandler):
