@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from hal.config.model import HalConfig, PartitionConfig
 from hal.core.priority import PriorityPolicy
+from hal.state.cluster import Cluster
 
 # HalConfig fields bound at start → the hal.toml key an administrator edits:
 #  cluster_name        the tracer's and the accounting's cluster, the slurmrest facade's
@@ -137,3 +138,18 @@ def _priority_changes(old: PriorityPolicy, new: PriorityPolicy) -> list[str]:
     if dataclasses.replace(new, **same) != old:
         out.insert(0, "priority")
     return out
+
+
+def empty_partitions(cluster: Cluster) -> list[str]:
+    """A warning for each partition that names its nodes and none of which has
+    registered (nor is a ``[cloud]`` group's): a typo in ``nodes`` leaves its jobs
+    waiting for nodes that never come."""
+    from hal.core.slurm_syntax import compress_hostlist
+
+    known = set(cluster.nodes) | set(cluster.cloud_templates)
+    return [
+        f"reconfigure: partition {p.name} names {compress_hostlist(list(p.nodes))}, and no "
+        "such node has registered: its jobs wait until one does (sinfo -N lists the nodes)"
+        for p in cluster.partitions.values()
+        if p.nodes and not known & set(p.nodes)
+    ]

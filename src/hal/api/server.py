@@ -40,6 +40,7 @@ from hal.api.profile import config_error, server_profile
 from hal.api.reconfigure import (
     added_partitions,
     config_changes,
+    empty_partitions,
     removed_partitions,
     restart_only,
 )
@@ -361,7 +362,10 @@ class HalServer:
                 ", ".join(changed) or "nothing changed",
                 extra={"changed": changed, "kept": kept},
             )
-            return Reconfigured(changed=changed, kept=kept)
+            warnings = empty_partitions(self.cluster)
+            for warning in warnings:
+                log.warning(warning)
+            return Reconfigured(changed=changed, kept=kept, warnings=warnings)
 
     def _configure(self, config: HalConfig, scheduler: Scheduler) -> None:
         """The server's parts take ``config`` (the cluster has already): each through

@@ -130,6 +130,8 @@ def _reconfigure(args: list[str], console: Console) -> int:
     done = console.client.reconfigure()
     for key in done.kept:
         console.err(kept_warning(key))
+    for warning in done.warnings:
+        console.err(warning)
     return 0
 
 

@@ -123,6 +123,8 @@ class Reconfigured(WireModel):
 
     changed: list[str] = Field(default_factory=list)
     kept: list[str] = Field(default_factory=list)
+    # what the new file may not mean: a partition none of whose nodes has registered
+    warnings: list[str] = Field(default_factory=list)
 
 
 def kept_warning(key: str) -> str:

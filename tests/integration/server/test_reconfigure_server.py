@@ -203,6 +203,27 @@ def test_removing_a_qos_or_an_account_jobs_use_is_refused(live: LiveServer, tmp_
     assert done.returncode == 0, done.stderr
 
 
+def test_a_partition_whose_nodes_never_registered_is_taken_with_a_warning(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    """A typo in a partition's nodes (nod[1-2]): reconfigure takes it (nodes may join
+    later) but says that none has registered, and a job in it says why it waits."""
+    _toml(live).write_text(BEFORE.replace('nodes = "node1"', 'nodes = "nod[1-2]"'))
+    done = live.cli("scontrol", "reconfigure")
+    assert done.returncode == 0, done.stderr
+    assert "reconfigure: partition debug names nod[1-2], and no such node has registered" in (
+        done.stderr
+    )
+    job = _sbatch(live, tmp_path, "-t", "5")
+    with live.client() as c:
+        wait_until(lambda: c.job(job).reason == "BadConstraints", message="BadConstraints")
+        assert "partition debug has no nodes" in c.explain(job).detail
+        c.cancel(str(job))
+    _toml(live).write_text(BEFORE)
+    done = live.cli("scontrol", "reconfigure")
+    assert done.returncode == 0 and done.stderr == ""
+
+
 def test_only_an_administrator_may_reconfigure(live: LiveServer) -> None:
     token = live.add_users("alice")["alice"]
     _toml(live).write_text(AFTER)

@@ -483,9 +483,9 @@ async def reconfigure(request: Request, caller: Who) -> JSONResponse:
         done = await ctx.reconfigure(caller.name)
     except HalError as err:  # slurmctld's refusal (500), about the file: no job.FIELD source
         raise SlurmRestError(500, SLURM_ERROR, err.message) from err
-    warnings: list[dict[str, object]] = [
-        {"description": kept_warning(key), "source": key} for key in done.kept
-    ]
+    said = [(kept_warning(key), key) for key in done.kept]
+    said += [(text, "partitions") for text in done.warnings]
+    warnings: list[dict[str, object]] = [{"description": d, "source": s} for d, s in said]
     return answer(request, {}, warnings=warnings)
 
 

@@ -166,6 +166,13 @@ class NodeResourcesFit:
                 NAME,
             )
 
+        if not table.partition_mask(job.partition).any():
+            return unresolvable(
+                PendingReason.BAD_CONSTRAINTS,
+                f"partition {job.partition} has no nodes: none of the nodes it names has "
+                "registered (sinfo -N lists the nodes; scontrol show partition its names)",
+                NAME,
+            )
         # Could it ever fit? Node state is ignored: a DOWN node may come back.
         counts = node_counts(spec, table)
         lo = counts.start
