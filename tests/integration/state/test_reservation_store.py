@@ -82,7 +82,7 @@ def test_unknown_users_and_accounts_are_refused(db_url: str) -> None:
     async def body(cluster: Cluster) -> None:
         with pytest.raises(InvalidRequest, match="Invalid user id: 'opps' is no user"):
             await reservations.create(cluster, ROOT, req(users=("alice", "opps")))
-        with pytest.raises(InvalidRequest, match="'phsyics' is no account .*physics"):
+        with pytest.raises(InvalidRequest, match=r"'phsyics' is no account .*physics"):
             await reservations.create(cluster, ROOT, req(users=(), accounts=("phsyics",)))
         assert cluster.reservations == {}
         await reservations.create(cluster, ROOT, req(users=("zoe",), accounts=("physics",)))
