@@ -1135,6 +1135,12 @@ class Cluster:
             # a het job goes back to the queue whole: its components start together
             jobs = self.with_het_components(self.resolve(ident))
             self.authorise(jobs, caller)
+            for job in jobs:  # --no-requeue (Requeue=0): never run again, as Slurm's
+                if not job.spec.requeue:
+                    raise Conflict(
+                        f"Requested operation is presently disabled for job "
+                        f"{job.display_id}: it may not run again (--no-requeue, Requeue=0)"
+                    )
             now = self.clock.now()
             changed: list[Job] = []
             events: list[EventRow] = []

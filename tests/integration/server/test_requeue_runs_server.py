@@ -220,3 +220,21 @@ def test_a_hold_on_a_running_job_keeps_it_from_running_again(
     done = server.cli("scontrol", "hold", str(job_id))
     assert done.returncode == 1
     assert f"Job has already finished for job {job_id}" in done.stderr
+
+
+def test_a_no_requeue_job_is_not_requeued(
+    server: LiveServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """scontrol requeue and requeuehold of a --no-requeue job are refused with Slurm's
+    words, and the job runs on once (before, it ran again: Restarts=1)."""
+    job_id = submit(server, tmp_path, "sleep 300\n", "--no-requeue")
+    wait_until(lambda: state(server, job_id) == "RUNNING", 60, message="it to run")
+    for verb in ("requeue", "requeuehold"):
+        done = server.cli("scontrol", verb, str(job_id))
+        assert done.returncode == 1
+        assert f"Requested operation is presently disabled for job {job_id}" in done.stderr
+    with server.client() as c:
+        job = c.job(job_id)
+        assert (job.state, job.restarts) == ("RUNNING", 0)
+        c.cancel(str(job_id))
