@@ -26,6 +26,7 @@ from hal.compat.srun_output import parse_open_mode
 from hal.compat.time_limits import command_time_limit
 from hal.core.artifacts import parse_requests
 from hal.core.data import parse_data_keys
+from hal.core.distribution import parse_distribution
 from hal.core.errors import InvalidRequest, UnsupportedOption
 from hal.core.mail import check_mail_user, parse_mail_type
 from hal.core.slurm_syntax import (
@@ -46,6 +47,28 @@ from hal.core.slurm_syntax import (
 from hal.wire.submit import JobSubmit, check
 
 N, OPT = Arg.NONE, Arg.OPTIONAL
+
+# Taken, with no effect on what HAL does, as Slurm takes them where they do not apply
+# (hints about hardware threads, binding, frequencies and profiling, on a cluster that
+# has none of them): a script written for a Slurm cluster runs unchanged. The values are
+# still checked (``_check_no_effect``), so a typo is an error.
+HINTS = ("compute_bound", "memory_bound", "multithread", "nomultithread")
+NO_EFFECT = (
+    Opt("get_user_env", ("get-user-env",), arg=OPT),  # the submitter's environment goes
+    Opt("hint", ("hint",)),
+    Opt("ntasks_per_core", ("ntasks-per-core",)),
+    Opt("threads_per_core", ("threads-per-core",)),
+    Opt("cpu_freq", ("cpu-freq",)),
+    Opt("mem_bind", ("mem-bind",)),
+    Opt("gpu_bind", ("gpu-bind",)),
+    Opt("gpu_freq", ("gpu-freq",)),
+    Opt("acctg_freq", ("acctg-freq",)),
+    Opt("profile", ("profile",)),
+    Opt("propagate", ("propagate",), arg=OPT),
+    Opt("oversubscribe", ("oversubscribe",), "s", N),  # (HAL never shares a job's CPUs)
+    Opt("spread_job", ("spread-job",), arg=N),
+    Opt("use_min_nodes", ("use-min-nodes",), arg=N),
+)
 
 OPTIONS: tuple[Opt, ...] = (
     *RESOURCE_OPTIONS,
@@ -80,6 +103,8 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("nice", ("nice",), arg=OPT),
     Opt("mail_type", ("mail-type",)),
     Opt("mail_user", ("mail-user",)),
+    Opt("distribution", ("distribution",), "m"),
+    *NO_EFFECT,
     Opt("wrap", ("wrap",)),
     Opt("parsable", ("parsable",), arg=N),
     Opt("wait", ("wait",), "W", N),
@@ -97,6 +122,12 @@ OPTIONS: tuple[Opt, ...] = (
 # SBATCH_ERROR on were ignored: `SBATCH_WAIT=1 sbatch ...` returned at once with rc 0.
 ENV_OPTIONS = {
     "SBATCH_ACCOUNT": "account",
+    "SBATCH_ACCTG_FREQ": "acctg_freq",
+    "SBATCH_DISTRIBUTION": "distribution",
+    "SBATCH_GPU_BIND": "gpu_bind",
+    "SBATCH_HINT": "hint",
+    "SBATCH_MEM_BIND": "mem_bind",
+    "SBATCH_PROFILE": "profile",
     "SBATCH_CONSTRAINT": "constraint",
     "SBATCH_EXPORT": "export",
     "SBATCH_GPUS": "gpus",
@@ -126,14 +157,14 @@ ENV_OPTIONS = {
     "SBATCH_WCKEY": "wckey",
 }
 # SBATCH_* variables that change nothing HAL does, so none is worth a warning
-_ENV_HARMLESS = frozenset({"SBATCH_DEBUG", "SBATCH_IGNORE_PBS"})
+_ENV_HARMLESS = frozenset({"SBATCH_DEBUG", "SBATCH_IGNORE_PBS", "SBATCH_GET_USER_ENV"})
 # flags whose variable's value is not read (SBATCH_WAIT=1, SBATCH_NO_REQUEUE=yes)
 _ENV_FLAGS = frozenset({"no_requeue", "requeue", "wait"})
 
 
 def ignored_variables(environ: Mapping[str, str]) -> list[str]:
-    """The ``SBATCH_*`` variables set for options HAL does not have (SBATCH_HINT,
-    SBATCH_CPUS_PER_GPU...): Slurm's sbatch would act on them, so sbatch says it does not."""
+    """The ``SBATCH_*`` variables set for options HAL does not have (SBATCH_CPUS_PER_GPU,
+    SBATCH_NO_KILL...): Slurm's sbatch would act on them, so sbatch says it does not."""
     return sorted(
         var
         for var, value in environ.items()
@@ -652,12 +683,28 @@ def _build_job(
         fields["partition"] = ",".join(names)
     _resources(settings, fields, [] if warnings is None else warnings)
     _scheduling(settings, fields, now, environ)
+    _check_no_effect(settings)
+    distribution = value("distribution")
+    if distribution is not None:  # what the job's sruns read (Slurm's sbatch -m)
+        parse_distribution(distribution)
+        environment["SLURM_DISTRIBUTION"] = distribution.strip()
     try:
         job = JobSubmit(**fields)  # type: ignore[arg-type]
         check(job)  # the server's range checks (e.g. -c 0), before anything is sent
     except ValueError as err:
         raise InvalidRequest(f"invalid request: {err}") from None
     return job
+
+
+def _check_no_effect(settings: dict[str, Setting]) -> None:
+    """The values of ``NO_EFFECT``'s options that have a form to check."""
+    hint = settings.get("hint")
+    if hint is not None and (hint[0] or "").strip() not in HINTS:
+        raise InvalidRequest(
+            f"{hint[1]}: {hint[0]!r} is not a hint; use {', '.join(HINTS)}", field="hint"
+        )
+    for dest in ("ntasks_per_core", "threads_per_core"):
+        _positive(settings, dest)
 
 
 def _positive(settings: dict[str, Setting], dest: str) -> int | None:
@@ -773,7 +820,7 @@ def _scheduling(
         parse_array(array, max_array_size=1 << 31)  # the size limit is the server's call
         fields["array"] = array.strip()
     dependency = text("dependency")
-    if dependency is not None:
+    if dependency is not None and dependency.strip():  # (empty: none, as Slurm's sbatch)
         parse_dependency(dependency)
         fields["dependency"] = dependency.strip()
     signal = text("signal")
@@ -820,7 +867,7 @@ def _scheduling(
             )
         fields["kill_on_invalid_dep"] = kill.lower() == "yes"
     constraint = text("constraint")
-    if constraint is not None:
+    if constraint is not None and constraint.strip():  # (empty: none, as Slurm's sbatch)
         fields["constraint"] = parse_constraint(constraint)
     exclude = text("exclude")
     if exclude is not None:

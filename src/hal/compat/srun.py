@@ -132,6 +132,14 @@ NO_EFFECT = (
     Opt("network", ("network",)),
     Opt("spread_job", ("spread-job",), arg=Arg.NONE),
     Opt("contiguous", ("contiguous",), arg=Arg.NONE),
+    Opt("hint", ("hint",)),
+    Opt("ntasks_per_core", ("ntasks-per-core",)),
+    Opt("threads_per_core", ("threads-per-core",)),
+    Opt("gpu_bind", ("gpu-bind",)),
+    Opt("acctg_freq", ("acctg-freq",)),
+    Opt("profile", ("profile",)),
+    # a step's CPUs are all of the job's on its nodes already (Slurm 22.05's default)
+    Opt("whole", ("whole",), arg=Arg.NONE),
 )
 
 OPTIONS = (

@@ -23,6 +23,7 @@ Checks on create and update (Slurm's, with messages that say what to do):
 from __future__ import annotations
 
 import math
+import pwd
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -282,7 +283,8 @@ def _end(start: float, end: float | None, duration: float | None) -> float:
 
 
 async def _check_who(cluster: Cluster, r: Reservation) -> None:
-    """Refuse Users= naming no HAL user and Accounts= naming no configured account (with
+    """Refuse Users= naming no HAL user, ``[[users]]`` entry or account of this host, and
+    Accounts= naming no configured account (with
     ``[[accounts]]``), as Slurm refuses them: a typo would keep the nodes from everyone
     for the whole window."""
     policy = cluster.config.priority
@@ -300,12 +302,22 @@ async def _check_who(cluster: Cluster, r: Reservation) -> None:
     stored = await cluster.db(cluster.store.users)
     users = {u.name for u in stored if not u.agent} | {u.user for u in policy.users}
     for user in r.users:
-        if user.lstrip("-") not in users:
+        if user.lstrip("-") not in users and not _unix_user(user.lstrip("-")):
             raise InvalidRequest(
                 f"Invalid user id: {user!r} is no user of this cluster (`hal user list` "
                 f"lists them; `hal user add {user.lstrip('-')}` adds one)",
                 field="users",
             )
+
+
+def _unix_user(name: str) -> bool:
+    """An account of the server's host (Slurm checks its users against the passwd
+    database; a HAL job runs as the account of its user's name)."""
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
 
 
 def _validated(

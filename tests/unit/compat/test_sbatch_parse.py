@@ -328,8 +328,50 @@ def test_more_input_variables_as_slurm_reads_them() -> None:
 
 
 def test_input_variables_of_options_hal_lacks_are_named() -> None:
-    env = {"SBATCH_HINT": "nomultithread", "SBATCH_DEBUG": "1", "SBATCH_WAIT": "1", "X": "1"}
-    assert ignored_variables(env) == ["SBATCH_HINT"]
+    env = {"SBATCH_NO_KILL": "1", "SBATCH_DEBUG": "1", "SBATCH_WAIT": "1", "X": "1"}
+    assert ignored_variables(env) == ["SBATCH_NO_KILL"]
+    assert ignored_variables({"SBATCH_HINT": "nomultithread", "SBATCH_GET_USER_ENV": "1"}) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--get-user-env"],
+        ["--get-user-env=10L"],
+        ["--hint=nomultithread"],
+        ["--ntasks-per-core=1", "--threads-per-core=1"],
+        ["--cpu-freq=high", "--mem-bind=local", "--gpu-bind=closest", "--acctg-freq=30"],
+        ["--profile=task", "--propagate", "-s", "--spread-job", "--use-min-nodes"],
+        ["--dependency="],  # (a pipeline's first step: DEPS is empty)
+        ["-d", ""],
+        ["--constraint="],
+    ],
+)
+def test_options_slurm_takes_where_they_do_not_apply_are_taken(argv: list[str]) -> None:
+    """A Slurm site's script runs unchanged: hints about threads, binding, frequencies
+    and profiling, and an empty dependency or constraint, change nothing."""
+    fields = job_fields(*argv)
+    assert set(fields) == {"script", "environment", "workdir"}
+
+
+def test_distribution_reaches_the_jobs_sruns() -> None:
+    env = parse("-m", "cyclic").job.environment
+    assert env["SLURM_DISTRIBUTION"] == "cyclic"
+    env = parse(environ={"SBATCH_DISTRIBUTION": "block", "PATH": "/bin"}).job.environment
+    assert env["SLURM_DISTRIBUTION"] == "block"
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--hint=nomultitread"], "'nomultitread' is not a hint"),
+        (["--threads-per-core=0"], "--threads-per-core needs a positive integer"),
+        (["-m", "sideways"], "distribution"),
+    ],
+)
+def test_their_values_are_still_checked(argv: list[str], said: str) -> None:
+    with pytest.raises(InvalidRequest, match=said):
+        parse(*argv)
 
 
 def test_directive_values_are_literal() -> None:
