@@ -50,6 +50,7 @@ from hal.core.mail import check_mail_user, parse_mail_type
 from hal.core.slurm_syntax import (
     compress_hostlist,
     expand_hostlist,
+    hostlist_in_order,
     parse_begin,
     parse_dependency,
     parse_memory,
@@ -74,12 +75,36 @@ NO_TOPOLOGY = "No topology information available"
 NODE_STATES = {"DRAIN": "DRAIN", "DOWN": "DOWN", "RESUME": "RESUME", "UNDRAIN": "RESUME"}
 
 
+# Slurm's scontrol takes any abbreviation of a keyword at least this long, the first
+# in this order that fits (``sho``, ``rel``, ``upd``; ``show part``, ``show j``)
+COMMAND_WORDS = (
+    ("show", 3), ("hold", 2), ("uhold", 2), ("release", 3), ("requeue", 3),
+    ("requeuehold", 8), ("suspend", 2), ("resume", 3), ("reconfigure", 3), ("update", 1),
+    ("create", 2), ("delete", 2), ("write", 1), ("top", 2), ("version", 1),
+)  # fmt: skip
+SHOW_WORDS = (
+    ("jobs", 1), ("jobid", 4), ("steps", 2), ("nodes", 1), ("partitions", 1),
+    ("reservations", 3), ("licenses", 1), ("topology", 2), ("config", 1),
+    ("hostnames", 5), ("hostlist", 5), ("hostlistsorted", 9),
+)  # fmt: skip
+
+
+def keyword(word: str, words: tuple[tuple[str, int], ...]) -> str | None:
+    """The keyword ``word`` abbreviates (case aside), or None."""
+    word = word.lower()
+    for full, shortest in words:
+        if len(word) >= shortest and full.startswith(word):
+            return full
+    return None
+
+
 def scontrol(argv: list[str], console: Console) -> int:
     flags = {arg for arg in argv if arg.startswith("-") and arg != "-"}  # ("-": stdout)
     words = [arg for arg in argv if not arg.startswith("-") or arg == "-"]
     oneliner = bool(flags & {"-o", "--oneliner"})
-    details = bool(flags & {"-d", "--details"})
-    unknown = flags - {"-o", "--oneliner", "-d", "--details", "-Q", "--quiet", "-a", "--all"}
+    details = bool(flags & {"-d", "-dd", "--details"})
+    known = {"-o", "--oneliner", "-d", "-dd", "--details", "-Q", "--quiet", "-a", "--all"}
+    unknown = flags - known
     if flags & {"-V", "--version"} or [word.lower() for word in words[:1]] == ["version"]:
         console.out(VERSION_LINE)  # (``scontrol version`` as well: Slurm's command word)
         if len(words) > 1 and not flags & {"-V", "--version"}:
@@ -90,7 +115,7 @@ def scontrol(argv: list[str], console: Console) -> int:
         return console.error(f"option {sorted(unknown)[0]} is not supported by HAL's scontrol")
     if not words:
         return console.error(f"no command given; HAL's scontrol knows {COMMANDS}")
-    command, args = words[0].lower(), words[1:]
+    command, args = keyword(words[0], COMMAND_WORDS) or words[0].lower(), words[1:]
     try:
         if command == "show":
             return _show(args, console, oneliner=oneliner, details=details)
@@ -170,7 +195,11 @@ def _show(args: list[str], console: Console, *, oneliner: bool, details: bool) -
             "show what? job, step, node, partition, reservation, licenses, topology, config "
             "or hostnames"
         )
-    what, target = args[0].lower(), (args[1] if len(args) > 1 else None)
+    first, _, value = args[0].partition("=")  # (``show job=12``, ``show jobid=12``)
+    what = keyword(first, SHOW_WORDS) or first.lower()
+    target = value or (args[1] if len(args) > 1 else None)
+    what = {"jobid": "job", "jobs": "job", "steps": "step", "nodes": "node"}.get(what, what)
+    what = {"partitions": "partition", "reservations": "reservation"}.get(what, what)
     client = console.client
     records: list[list[str]]
     if what in ("job", "jobs"):
@@ -235,16 +264,8 @@ def _show(args: list[str], console: Console, *, oneliner: bool, details: bool) -
         return 0
     elif what in ("step", "steps"):
         return show_step(target, console, oneliner=oneliner)
-    elif what == "hostnames":
-        text = target or console.environ.get("SLURM_JOB_NODELIST", "")
-        if not text:
-            return console.error("give a host list, or run inside a job (SLURM_JOB_NODELIST)")
-        for name in expand_hostlist(text, field="hostnames"):
-            console.out(name)
-        return 0
-    elif what == "hostlist":
-        console.out(compress_hostlist(target.split(",") if target else []))
-        return 0
+    elif what in ("hostnames", "hostlist", "hostlistsorted"):
+        return _show_hosts(what, target, console)
     else:
         return console.error(
             f"cannot show {args[0]!r}; HAL shows job, step, node, partition, reservation, "
@@ -376,6 +397,36 @@ def job_record(job: JobInfo, now: float) -> list[str]:
         f"StdOut={job.stdout}",
         f"MailUser={job.mail_user or '(null)'} MailType={job.mail_type}",
     ]
+
+
+def _show_hosts(what: str, target: str | None, console: Console) -> int:
+    """``show hostnames`` (one a line), ``hostlist`` (compressed in the order given) and
+    ``hostlistsorted``, as Slurm's: the list may be split by commas, blanks or newlines
+    (``$(cat hostfile)``), repeats are kept, and ``hostnames`` defaults to the job's
+    nodes. Nothing to show: Slurm's "host list is empty", exit 0."""
+    text = target if target is not None else ""
+    if what == "hostnames" and not text:
+        text = console.environ.get("SLURM_JOB_NODELIST", "")
+    names = [
+        name for word in text.split() for name in expand_hostlist(word, field=what, duplicates=True)
+    ]
+    if not names:
+        console.err("scontrol: error: host list is empty")
+        return 0
+    if what == "hostnames":
+        for name in names:
+            console.out(name)
+    elif what == "hostlist":
+        console.out(hostlist_in_order(names))
+    else:
+        console.out(hostlist_in_order(sorted(names, key=_natural)))
+    return 0
+
+
+def _natural(name: str) -> tuple[str, int]:
+    """``n2`` before ``n10``: by prefix, then by the number it ends with."""
+    digits = len(name) - len(name.rstrip("0123456789"))
+    return (name[:-digits], int(name[-digits:])) if digits else (name, -1)
 
 
 def _hostlist(names: list[str]) -> str:

@@ -527,6 +527,42 @@ def compress_hostlist(names: list[str] | tuple[str, ...]) -> str:
     return cast(str, hostlist.collect_hostlist(list(names)))
 
 
+def hostlist_in_order(names: list[str] | tuple[str, ...]) -> str:
+    """Slurm's ``scontrol show hostlist``: names compressed in the order given, duplicates
+    kept (``n2,n1`` → ``n[2,1]``, ``n1,n1,n2`` → ``n[1,1-2]``, ``n3,n1,n2,n10,a1`` →
+    ``n[3,1-2,10],a1``): neighbours of one prefix share a bracket, and numbers that
+    follow each other in it make a range. Order decides rank placement in host files,
+    so it is not sorted."""
+    groups: list[tuple[str, int, list[list[int]]]] = []  # (prefix, width, runs)
+    for name in names:
+        digits = len(name) - len(name.rstrip("0123456789"))
+        if not digits:
+            groups.append((name, -1, []))
+            continue
+        prefix, number = name[:-digits], int(name[-digits:])
+        padded = digits > 1 and name[-digits] == "0"  # (zero-padded names keep their width)
+        last = groups[-1] if groups else None
+        if last is not None and last[0] == prefix and (
+            (last[1] == 0 and not padded) or (last[1] > 0 and last[1] == digits)
+        ):
+            runs = last[2]
+            if runs[-1][1] + 1 == number:
+                runs[-1][1] = number
+            else:
+                runs.append([number, number])
+        else:
+            groups.append((prefix, digits if padded else 0, [[number, number]]))
+    out = []
+    for prefix, width, runs in groups:
+        if width < 0:
+            out.append(prefix)
+            continue
+        text = [f"{a:0{width}d}" if a == b else f"{a:0{width}d}-{b:0{width}d}" for a, b in runs]
+        single = len(runs) == 1 and runs[0][0] == runs[0][1]
+        out.append(prefix + text[0] if single else f"{prefix}[{','.join(text)}]")
+    return ",".join(out)
+
+
 def duration_long(seconds: float) -> str:
     """Slurm's secs2time_str (scontrol, sacct, job mail): ``HH:MM:SS``, ``D-HH:MM:SS``
     from a day on; a negative time reads as 0."""

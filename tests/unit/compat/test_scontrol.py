@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from compat_fakes import T0, FakeClient, MiB, call, job, node, partition, running
 
 from hal.wire.nodes import BlockInfo, TopologyInfo
@@ -149,6 +150,63 @@ def test_show_hostnames() -> None:
         cluster(), "scontrol", "show", "hostnames", environ={"SLURM_JOB_NODELIST": "g[1-2]"}
     )
     assert inside.lines == ["g1", "g2"]
+
+
+@pytest.mark.parametrize(
+    ("what", "given", "shown"),
+    [
+        # as Slurm 22.05.8 (session 47): the order given, repeats kept
+        ("hostlist", "n2,n1", ["n[2,1]"]),
+        ("hostlist", "n3,n1,n2,n10,a1", ["n[3,1-2,10],a1"]),
+        ("hostlist", "n1,n1,n2", ["n[1,1-2]"]),
+        ("hostlist", "n1 n2  n3", ["n[1-3]"]),
+        ("hostlist", "n1\nn2\nn3\n", ["n[1-3]"]),  # (a traceback before)
+        ("hostlist", "node01,node02,node10", ["node[01-02,10]"]),
+        ("hostlistsorted", "n3,n1,n2,n10,a1", ["a1,n[1-3,10]"]),
+        ("hostnames", "n[2,1,1]", ["n2", "n1", "n1"]),
+        ("hostnames", "n1 n2", ["n1", "n2"]),
+    ],
+)
+def test_show_hostlist_as_slurm(what: str, given: str, shown: list[str]) -> None:
+    assert call(cluster(), "scontrol", "show", what, given).lines == shown
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["sho", "job", "2"],
+        ["show", "jobid", "2"],
+        ["show", "jobid", "-dd", "2"],
+        ["-dd", "show", "job", "2"],
+        ["show", "job=2"],
+        ["show", "jobid=2"],
+        ["show", "j", "2"],
+        ["SHOW", "JOB", "2"],
+    ],
+)
+def test_keywords_may_be_abbreviated_as_slurm_takes_them(argv: list[str]) -> None:
+    """Slurm's scontrol takes any long enough abbreviation (`show jobid -dd N` is in
+    many site docs); HAL took only the full words."""
+    wanted = call(cluster(), "scontrol", "show", "job", "2").lines
+    done = call(cluster(), "scontrol", *argv)
+    assert (done.rc, done.lines) == (0, wanted)
+
+
+def test_abbreviated_commands_and_things_to_show() -> None:
+    client = cluster()
+    assert call(client, "scontrol", "rel", "2").rc == 0
+    assert call(client, "scontrol", "requeueh", "2").rc == 0
+    assert client.actions[-2:] == [("release", "2"), ("requeuehold", "2")]
+    assert call(cluster(), "scontrol", "show", "part").lines == call(
+        cluster(), "scontrol", "show", "partition"
+    ).lines
+    assert call(cluster(), "scontrol", "show", "conf").lines[0].startswith("Configuration data")
+    assert call(cluster(), "scontrol", "s", "job", "2").rc == 1  # too short: as Slurm's
+
+
+def test_show_an_empty_hostlist() -> None:
+    done = call(cluster(), "scontrol", "show", "hostnames", environ={})
+    assert (done.rc, done.err) == (0, "scontrol: error: host list is empty\n")
 
 
 def test_hold_release_requeue() -> None:
