@@ -451,10 +451,12 @@ def _cancel_one(target: str, request: Request, console: Console) -> int:
         console.err(_verbose_line(target, request))
     try:
         signalled = _send(target, request, console)
-        if signalled or request.signal in (None, signals.SIGKILL):
+        if signalled or request.signal is None:
             return 0
         label = _pending(target, console)
-        if label is None:
+        if label is None:  # a signal that reached nothing: the job has ended (Slurm's)
+            return _gone(target, request, console)
+        if request.signal == signals.SIGKILL:
             return 0
         # a signal other than SIGKILL to a pending job: Slurm's server refuses (the job
         # is in a transitional state) and its scancel tries again, then gives up
@@ -469,6 +471,8 @@ def _cancel_one(target: str, request: Request, console: Console) -> int:
         )
         return NOT_NOW_EXIT
     except NotFound:
+        if request.signal is not None:
+            return _gone(target, request, console)
         if request.verbose:
             console.error(f"Kill job error on job id {target}: Invalid job id specified")
         return 0
@@ -481,6 +485,15 @@ def _cancel_one(target: str, request: Request, console: Console) -> int:
     except PermissionDenied:
         console.error(f"Kill job error on job id {target}: Access/permission denied")
         return 1
+
+
+def _gone(target: str, request: Request, console: Console) -> int:
+    """A signal (``-s``, ``-b``) for a job that has ended or never was: Slurm 22.05.8's
+    scancel says so and exits 1 (a plain cancel of it is silent), unless ``-Q``."""
+    if request.quiet:
+        return 0
+    console.error(f"Kill job error on job id {target}: Invalid job id specified")
+    return 1
 
 
 def _send(target: str, request: Request, console: Console) -> list[int]:

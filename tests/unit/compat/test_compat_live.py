@@ -217,3 +217,23 @@ def test_squeue_shows_the_output_files_and_het_fields(queue: LiveServer, tmp_pat
     ]  # fmt: skip
     rc, shown = slurm(server, "squeue", "-h", "-j", plain, "-o", "%i %h %v")
     assert (rc, shown) == (0, f"{plain} OK (null)\n")
+
+
+def test_a_signal_to_an_ended_or_unknown_job_is_an_error(queue: LiveServer, tmp_path: Path) -> None:
+    """scancel -s SIG / -b of a job that has ended (or never was): Slurm 22.05.8's scancel
+    says 'Invalid job id specified' and exits 1 (HAL: silent, 0); -Q keeps it quiet, and
+    a plain scancel of it stays silent, as Slurm's."""
+    server = queue
+    job = server.cli("sbatch", "--parsable", "-H", "--wrap", "true", cwd=tmp_path).stdout.strip()
+    assert server.cli("scancel", job).returncode == 0  # (a held job: CANCELLED at once)
+    for args in (["-s", "HUP", job], ["-b", job], ["-s", "USR1", "99999"]):
+        done = server.cli("scancel", *args)
+        target = args[-1]
+        assert done.returncode == 1, args
+        assert done.stderr == (
+            f"scancel: error: Kill job error on job id {target}: Invalid job id specified\n"
+        )
+    quiet = server.cli("scancel", "-Q", "-s", "HUP", job)
+    assert (quiet.returncode, quiet.stderr) == (0, "")
+    plain = server.cli("scancel", job)
+    assert (plain.returncode, plain.stderr) == (0, "")
