@@ -161,7 +161,7 @@ def parse_long_names(
 
     ``fields`` maps lower-case names to the keys the rows are read by (the ``-o``
     letters). Each item is Slurm's ``type[:[.][size][suffix]]``: ``.`` right-aligns, no
-    size is ``default_width``, and any text after the size (``|``, a space) is printed
+    colon is ``default_width``, a colon without a size 0 (as is), and any text after the size (``|``, a space) is printed
     after the column, as is. Empty items (``a,,b``, an empty ``-O``) are nothing, as
     Slurm's ``strtok`` skips them. A name not in ``fields`` (a blank one, and one with
     spaces around it: ``'jobid, name'`` has `` name``) is added to
@@ -172,7 +172,7 @@ def parse_long_names(
     for item in text.split(","):
         if not item:
             continue
-        name, _, size = item.partition(":")
+        name, colon, size = item.partition(":")
         key = fields.get(name.lower())  # (as written: Slurm knows no ' name')
         right = size.startswith(".")
         rest = size[1:] if right else size
@@ -181,7 +181,9 @@ def parse_long_names(
         if key is None:
             unknown.append(name)
         else:
-            layout.append(Field(key, int(digits) if digits else default_width, right))
+            # (Slurm reads the size with strtol after a colon: ``Name:|`` is width 0)
+            width = int(digits) if digits else 0 if colon else default_width
+            layout.append(Field(key, width, right))
         if suffix:
             layout.append(suffix)
     return layout

@@ -332,6 +332,13 @@ def test_long_format_suffix_follows_its_column() -> None:
     assert lines == ["   2|runne RUN"]
 
 
+def test_a_colon_without_a_size_is_width_0() -> None:
+    """``Field:|``: Slurm reads the size after the colon with strtol, so it is 0 and the
+    values come unpadded (`30|short|`); HAL padded them to 20 (session 47)."""
+    lines = call(cluster(), "squeue", "-O", "JobID:|,Name:|,State:", "-j", "2").lines
+    assert lines == ["JOBID|NAME|STATE", "2|runner|RUNNING"]
+
+
 def test_long_format_unknown_names_are_dropped_with_slurms_warning() -> None:
     """Slurm 22.05.8 (session 43): ``squeue -O jobid,bogus:5x`` says ``squeue: error:
     Invalid job format specification: bogus`` on stderr (the name as written), drops the
