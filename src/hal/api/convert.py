@@ -28,6 +28,7 @@ from hal.core.slurm_syntax import (
     parse_topology,
     parse_umask,
 )
+from hal.core.states import JobState
 from hal.core.suspension import suspended_seconds
 from hal.state import agents, preempt
 from hal.state.cluster import Cluster
@@ -293,7 +294,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         eligible_time=job.shown_eligible_time(cluster.clock.now()),
         start_time=job.start_time,
         end_time=job.end_time,
-        expected_start=job.expected_start,
+        expected_start=_expected_start(job, cluster.clock.now()),
         time_limit_seconds=job.time_limit_s,
         nodes=nodes,
         node_count=node_count,
@@ -491,3 +492,12 @@ def partition_info(
         priority_job_factor=p.priority_job_factor,
         preempt_mode=preemption.mode.upper() if preemption and preemption.enabled else "OFF",
     )
+
+
+def _expected_start(job: Job, now: float) -> float | None:
+    """The scheduler's expected start; for a pending job it has none for (held, say)
+    whose begin time is ahead, that begin time, as Slurm's StartTime shows it."""
+    if job.expected_start is not None or job.state is not JobState.PENDING:
+        return job.expected_start
+    begin = job.spec.begin_time
+    return begin if begin is not None and begin > now else None

@@ -151,6 +151,25 @@ def test_a_job_waiting_on_its_begin_time_shows_it_as_its_eligible_time(
             admin.cancel(job)
 
 
+def test_a_held_job_whose_begin_time_is_ahead_shows_it_as_its_start_time(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    """Slurm 22.05.8 shows a held job's begin time ahead as its StartTime (scontrol) and
+    squeue's %S; HAL showed Unknown and N/A (session 47's exploratory testing)."""
+    from hal.compat.formats import timestamp
+
+    begin = float(int(time.time()) + 3600)
+    job = submit(live, tmp_path, QUICK, begin_time=begin, hold=True)
+    try:
+        shown = live.cli("scontrol", "show", "job", job).stdout
+        assert f"StartTime={timestamp(begin)}" in shown, shown
+        queue = live.cli("squeue", "-h", "-j", job, "-o", "%S")
+        assert queue.stdout.strip() == timestamp(begin)
+    finally:
+        with live.client() as admin:
+            admin.cancel(job)
+
+
 def test_an_eligible_pending_job_shows_when_it_became_eligible(
     live: LiveServer, tmp_path: Path
 ) -> None:
