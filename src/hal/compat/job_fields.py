@@ -327,6 +327,12 @@ def user_field(name: str) -> str:
         return f"{name}(4294967294)"  # Slurm's NO_VAL: the name is not a local account
 
 
+def group_field(user: str) -> str:
+    """``GroupId=`` of scontrol's job records: the user's group here, ``root(0)``."""
+    _, gid, group = _unix(user)
+    return "N/A" if gid == NO_VAL else f"{group}({gid})"
+
+
 def print_records(records: Sequence[list[str]], console: Console, *, oneliner: bool) -> None:
     """scontrol's ``show`` records: the first line of each flush left, the rest indented
     by three, a blank line after each record, the last too, as Slurm 22.05.8 prints them

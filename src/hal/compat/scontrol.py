@@ -31,6 +31,7 @@ from hal.compat.formats import (
 )
 from hal.compat.job_fields import (
     batch_command,
+    group_field,
     planned_end,
     print_records,
     time_used,
@@ -355,7 +356,7 @@ def job_record(job: JobInfo, now: float) -> list[str]:
         tres += f",gres/gpu={job.gpus}"
     return [
         f"JobId={job.id}{array} JobName={job.name}",
-        f"UserId={user_field(job.user)} GroupId=N/A MCS_label=N/A",
+        f"UserId={user_field(job.user)} GroupId={group_field(job.user)} MCS_label=N/A",
         f"Priority={job.priority} Nice={job.nice} Account={job.account or '(null)'} "
         f"QOS={job.qos or '(null)'}",
         # a description's spaces become underscores, as Slurm writes them "for easier parsing"

@@ -33,7 +33,7 @@ def cluster() -> FakeClient:
 def test_show_job_like_the_reference() -> None:
     lines = call(cluster(), "scontrol", "show", "job", "2").lines
     assert lines[0] == "JobId=2 JobName=failer"
-    assert lines[1] == "   UserId=root(0) GroupId=N/A MCS_label=N/A"
+    assert lines[1] == "   UserId=root(0) GroupId=root(0) MCS_label=N/A"
     assert "   JobState=FAILED Reason=NonZeroExitCode Dependency=(null)" in lines
     assert "   Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=3:0" in lines
     assert "   RunTime=00:00:00 TimeLimit=UNLIMITED TimeMin=N/A" in lines
@@ -197,9 +197,10 @@ def test_abbreviated_commands_and_things_to_show() -> None:
     assert call(client, "scontrol", "rel", "2").rc == 0
     assert call(client, "scontrol", "requeueh", "2").rc == 0
     assert client.actions[-2:] == [("release", "2"), ("requeuehold", "2")]
-    assert call(cluster(), "scontrol", "show", "part").lines == call(
-        cluster(), "scontrol", "show", "partition"
-    ).lines
+    assert (
+        call(cluster(), "scontrol", "show", "part").lines
+        == call(cluster(), "scontrol", "show", "partition").lines
+    )
     assert call(cluster(), "scontrol", "show", "conf").lines[0].startswith("Configuration data")
     assert call(cluster(), "scontrol", "s", "job", "2").rc == 1  # too short: as Slurm's
 
