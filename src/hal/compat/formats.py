@@ -161,13 +161,13 @@ def parse_long_names(
 
     ``fields`` maps lower-case names to the keys the rows are read by (the ``-o``
     letters). Each item is Slurm's ``type[:[.][size][suffix]]``: ``.`` right-aligns, no
-    colon is ``default_width``, a colon without a size 0 (as is), and any text after the size (``|``, a space) is printed
-    after the column, as is. Empty items (``a,,b``, an empty ``-O``) are nothing, as
-    Slurm's ``strtok`` skips them. A name not in ``fields`` (a blank one, and one with
-    spaces around it: ``'jobid, name'`` has `` name``) is added to
-    ``unknown`` as written and dropped, its width with it, only its suffix printed, as
-    Slurm 22.05.8's squeue and sinfo drop it (``format_add_invalid``) after saying
-    ``Invalid job format specification: NAME``."""
+    colon is ``default_width``, a colon without a size 0 (as is), and any text after the
+    size (``|``, a space) is printed after the column, as is. Empty items (``a,,b``, an
+    empty ``-O``) are nothing, as Slurm's ``strtok`` skips them. A name not in
+    ``fields`` (a blank one, and one with spaces around it: ``'jobid, name'`` has
+    `` name``) is added to ``unknown`` as written and dropped, its width with it, only
+    its suffix printed, as Slurm 22.05.8's squeue and sinfo drop it
+    (``format_add_invalid``) after saying ``Invalid job format specification: NAME``."""
     layout: list[Field | str] = []
     for item in text.split(","):
         if not item:
