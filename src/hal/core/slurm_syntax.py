@@ -542,8 +542,10 @@ def hostlist_in_order(names: list[str] | tuple[str, ...]) -> str:
         prefix, number = name[:-digits], int(name[-digits:])
         padded = digits > 1 and name[-digits] == "0"  # (zero-padded names keep their width)
         last = groups[-1] if groups else None
-        if last is not None and last[0] == prefix and (
-            (last[1] == 0 and not padded) or (last[1] > 0 and last[1] == digits)
+        if (
+            last is not None
+            and last[0] == prefix
+            and ((last[1] == 0 and not padded) or (last[1] > 0 and last[1] == digits))
         ):
             runs = last[2]
             if runs[-1][1] + 1 == number:
