@@ -280,6 +280,8 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
             memory[_MEMORY_OPTIONS[dest]] = parse_memory(value, field=dest.replace("_", "-"))
         elif dest in _CHECKS:
             _CHECKS[dest](value)
+    if parse_distribution(distribution).kind != "arbitrary":  # (-w's names count the tasks)
+        _inherit_ntasks(counts, node_range, env, extra)
     command = list(parsed.positionals)
     if not command:
         raise InvalidRequest(
@@ -322,6 +324,34 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
     return Invocation(
         request, command, label, node_range, jobid, multi_prog, het_group, files=output, **extra
     )
+
+
+def _inherit_ntasks(
+    counts: dict[str, int],
+    node_range: tuple[int, int] | None,
+    env: Mapping[str, str],
+    extra: dict[str, Any],
+) -> None:
+    """Without ``-n``, srun's input variable ``SLURM_NTASKS`` is its task count, as Slurm's
+    srun reads it: in a job of ``-n4`` (or ``-N2 --ntasks-per-node=2``) ``srun -N2 app``
+    starts 4 tasks, not one a node (Slurm sets it only where the job asked a count; HAL's
+    job of one task, or of ``-N2`` alone, has 1: left to the layout's one a node). A
+    ``--ntasks-per-node`` that does not match it is dropped with Slurm's warning."""
+    inherited = env.get("SLURM_NTASKS", "")
+    if "ntasks" in counts or not inherited.isdigit() or int(inherited) < 2:
+        return
+    ntasks = counts["ntasks"] = int(inherited)
+    per_node = counts.get("ntasks_per_node")
+    if per_node is None:
+        return
+    nodes = node_range[0] if node_range else int(env.get("SLURM_NNODES", "1") or 1)
+    if ntasks != nodes * per_node:
+        del counts["ntasks_per_node"]
+        extra["warning"] = (
+            f"Warning: can't honor --ntasks-per-node set to {per_node} which doesn't match "
+            f"the requested tasks {ntasks} with the number of requested nodes {nodes}. "
+            "Ignoring --ntasks-per-node."
+        )
 
 
 def _srun_cpus_per_task(env: Mapping[str, str]) -> int | None:

@@ -362,7 +362,7 @@ def test_srun_parses_options_as_getopt(tmp_path: Path) -> None:
         FakeClient(),
         "srun",
         "-ln2",
-        "--ntasks-per",  # an unambiguous abbreviation of --ntasks-per-node
+        "--ntasks-per-n",  # an unambiguous abbreviation of --ntasks-per-node
         "2",
         "--",
         "sh",

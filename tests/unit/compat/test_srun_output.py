@@ -92,8 +92,9 @@ def test_launcher_options_parse_and_those_without_effect_are_taken() -> None:
     )
     assert parsed.step_name == "s1" and parse_command(["/bin/true"]).step_name == "true"
     assert not parse_command(["-K0", "true"]).kill_on_bad_exit
-    refused = call(None, "srun", "--gpu-bind=closest", "true")
-    assert refused.rc == 1 and "unrecognized option '--gpu-bind'" in refused.err
+    assert parse_command(["--gpu-bind=closest", "--hint=nomultithread", "--whole", "true"])
+    refused = call(None, "srun", "--bcast", "true")
+    assert refused.rc == 1 and "unrecognized option '--bcast'" in refused.err
 
 
 def test_step_input_of_a_step_on_other_nodes(tmp_path: Path) -> None:
