@@ -144,7 +144,8 @@ class HalClient:
                     ) from err
                 raise Unavailable(
                     f"cannot reach the HAL server at {self.config.url} ({err}); "
-                    "is it running? Start it with `hal up`, or set HAL_URL"
+                    "is it running? Start it (`hal up` for a local cluster, `hal server` "
+                    "otherwise), or set HAL_URL to where it runs"
                 ) from err
             if response.status < 400:
                 return response

@@ -585,6 +585,11 @@ def _update(args: list[str], console: Console) -> int:
     rest = list(args)
     if len(rest) >= 2 and rest[0].lower() == "job":
         job_id, rest = rest[1], rest[2:]
+    if rest and rest[0].lower().startswith("partitionname="):
+        raise InvalidRequest(
+            "HAL's partitions are hal.toml's [[partitions]]: edit the partition there "
+            "(up = false stops it starting jobs, as State=DOWN) and run scontrol reconfigure"
+        )
     for word in rest:
         m = _KEY.match(word)
         if not m:

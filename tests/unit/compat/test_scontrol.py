@@ -404,3 +404,11 @@ def test_an_allocation_salloc_made_shows_batch_flag_0() -> None:
     assert "   Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0" in (
         call(client, "scontrol", "show", "job", "10").lines
     )
+
+
+def test_a_partition_update_says_where_partitions_are_changed() -> None:
+    """`scontrol update PartitionName=batch State=DOWN` listed the job keys it can update;
+    it now says partitions are hal.toml's and how to stop one."""
+    done = call(cluster(), "scontrol", "update", "PartitionName=batch", "State=DOWN")
+    assert done.rc == 1
+    assert "up = false" in done.err and "scontrol reconfigure" in done.err
