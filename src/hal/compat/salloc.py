@@ -79,11 +79,11 @@ FORWARDED = tuple(s for s in STEP_FORWARDED if s is not signal.SIGCONT)
 _HOLDING = (JobState.RUNNING, JobState.SUSPENDED)
 
 
-class NotGranted(Exception):
+class _NotGranted(Exception):
     """``-I``: the allocation was not granted in time."""
 
 
-class Interrupted(Exception):
+class _Interrupted(Exception):
     """SIGTERM or SIGHUP while the allocation is pending (Ctrl-C is KeyboardInterrupt)."""
 
 
@@ -125,27 +125,9 @@ def salloc(argv: list[str], console: Console) -> int:
     # Slurm 22.05.8's salloc says it only when it must wait: session 41), or before saying
     # that it never was
     pending = Pending(job_id, info)
-    previous = {
-        sig: signal.signal(sig, raise_interrupted) for sig in (signal.SIGTERM, signal.SIGHUP)
-    }
-    try:
-        granted = wait_granted(job_id, console, pending, request.immediate)
-    except (KeyboardInterrupt, Interrupted):
-        cancel_allocation(job_id, console)
-        pending.say()
-        console.err(f"salloc: Job allocation {job_id} has been revoked.")
-        return 1
-    except NotGranted:
-        cancel_allocation(job_id, console)
-        pending.say()
-        return console.error("Unable to allocate resources: Requested nodes are busy")
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if granted is None:  # cancelled (or failed) before it ran
-        pending.say()
-        console.err(f"salloc: Job allocation {job_id} has been revoked.")
-        return 1
+    granted = await_allocation(job_id, request, console, pending)
+    if isinstance(granted, int):
+        return granted
     if request.no_shell:  # the allocation stays until its time limit or scancel
         info(f"Granted job allocation {job_id}")
         return 0
@@ -153,22 +135,59 @@ def salloc(argv: list[str], console: Console) -> int:
     original = {sig: signal.signal(sig, lambda n, _f: interrupted.append(n)) for sig in REVOKING}
     info(f"Granted job allocation {job_id}")
     try:
-        try:
-            cluster_name = console.client.cluster_config().cluster_name
-        except HalError:
-            cluster_name = ""
-        env = allocation_environment(
-            console.environ,
-            granted,
-            request.job,
-            cluster_name=cluster_name,
-            submit_dir=console.cwd,
-            hostname=hostname,
-        )
+        env = granted_environment(console, granted, request, hostname)
         return _run_command(job_id, request, env, console, info, interrupted)
     finally:
         for sig, handler in original.items():
             signal.signal(sig, handler)
+
+
+def await_allocation(
+    job_id: int, request: SallocRequest, console: Console, pending: Pending
+) -> Granted | int:
+    """The allocation once granted, or the command's exit code when it never is: Ctrl-C
+    (or SIGTERM, SIGHUP) while it waits cancels it, and so does ``-I`` running out;
+    each said as Slurm's salloc and srun say it (``console.command`` names which)."""
+    hangups = (signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, _interrupt) for sig in hangups}
+    revoked = f"{console.command}: Job allocation {job_id} has been revoked."
+    try:
+        granted = _wait_granted(job_id, console, pending, request.immediate)
+    except (KeyboardInterrupt, _Interrupted):
+        _cancel(job_id, console)
+        pending.say()
+        console.err(revoked)
+        return 1
+    except _NotGranted:
+        _cancel(job_id, console)
+        pending.say()
+        return console.error("Unable to allocate resources: Requested nodes are busy")
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if granted is None:  # cancelled (or failed) before it ran
+        pending.say()
+        console.err(revoked)
+        return 1
+    return granted
+
+
+def granted_environment(
+    console: Console, granted: Granted, request: SallocRequest, hostname: str
+) -> dict[str, str]:
+    """What a command run in the allocation gets: ``SLURM_JOB_ID``, the nodes, ..."""
+    try:
+        cluster_name = console.client.cluster_config().cluster_name
+    except HalError:
+        cluster_name = ""
+    return allocation_environment(
+        console.environ,
+        granted,
+        request.job,
+        cluster_name=cluster_name,
+        submit_dir=console.cwd,
+        hostname=hostname,
+    )
 
 
 class Pending:
@@ -185,15 +204,15 @@ class Pending:
             self.info(then)
 
 
-def raise_interrupted(_signum: int, _frame: FrameType | None) -> None:
-    raise Interrupted
+def _interrupt(_signum: int, _frame: FrameType | None) -> None:
+    raise _Interrupted
 
 
-def wait_granted(
+def _wait_granted(
     job_id: int, console: Console, info: Pending, immediate: float | None
 ) -> Granted | None:
     """Poll until the job runs (its allocation) or ends without running (None). With
-    ``immediate`` (``-I``) raise ``NotGranted`` once that many seconds have gone by,
+    ``immediate`` (``-I``) raise ``_NotGranted`` once that many seconds have gone by,
     or, for 0, once the scheduler has looked at the job and left it pending."""
     delay, queued = POLL_FIRST_SECONDS, False
     start = console.clock()
@@ -219,7 +238,7 @@ def wait_granted(
         if deadline is not None and (
             now >= deadline or (immediate == 0 and job is not None and job.reason != _UNSEEN)
         ):
-            raise NotGranted
+            raise _NotGranted
         if not queued and now - start >= QUEUED_AFTER_SECONDS:
             info.say(f"job {job_id} queued and waiting for resources")
             queued = True
@@ -243,7 +262,7 @@ def _state(job_id: int, console: Console) -> tuple[JobState | None, JobInfo | No
         return None, None
 
 
-def cancel_allocation(job_id: int, console: Console) -> None:
+def _cancel(job_id: int, console: Console) -> None:
     try:
         console.client.cancel(job_id)
     except HalError as err:
@@ -290,7 +309,7 @@ def _run_command(
                 pass
             if interrupted and not cancelling:  # (once)
                 cancelling = True
-                cancel_allocation(job_id, console)
+                _cancel(job_id, console)
             state, _ = _state(job_id, console)
             if state is not None and state not in _HOLDING:
                 revoked = state
@@ -306,7 +325,7 @@ def _run_command(
     rc = code if code >= 0 else (0 if -code in USER_SIGNALS else 1)
     if revoked is not None:
         if not revoked.is_terminal:  # requeued: it must not run again without salloc
-            cancel_allocation(job_id, console)
+            _cancel(job_id, console)
         return 0 if interrupted else rc or 1
     info(f"Relinquishing job allocation {job_id}")
     relinquish(job_id, (code, 0) if code >= 0 else (0, -code), console)
@@ -361,7 +380,7 @@ def relinquish(job_id: int, status: tuple[int, int], console: Console) -> None:
                         resend_at = now + RESEND_SECONDS
             console.sleep(ENDED_POLL_SECONDS)  # (its end is seen as soon as it comes)
             continue
-        cancel_allocation(job_id, console)
+        _cancel(job_id, console)
         return
 
 

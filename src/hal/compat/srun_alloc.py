@@ -25,17 +25,9 @@ import signal
 import socket
 
 from hal.compat.options import Arg, Opt, parse_options
-from hal.compat.salloc import (
-    Interrupted,
-    NotGranted,
-    Pending,
-    cancel_allocation,
-    raise_interrupted,
-    relinquish,
-    wait_granted,
-)
+from hal.compat.salloc import Pending, await_allocation, granted_environment, relinquish
 from hal.compat.salloc_options import OPTIONS as SALLOC_OPTIONS
-from hal.compat.salloc_options import allocation_environment, parse_salloc
+from hal.compat.salloc_options import parse_salloc
 from hal.compat.sbatch import process_umask
 from hal.compat.seam import Console
 from hal.compat.srun import OPTIONS, Invocation, with_multi_prog
@@ -102,37 +94,11 @@ def run_allocated(argv: list[str], call: Invocation, console: Console) -> int:
         return console.error(f"Unable to allocate resources: {err.message}")
     pending = Pending(job_id, info)
     pending.said = True  # (srun does not say "Pending job allocation", salloc does)
-    previous = {
-        sig: signal.signal(sig, raise_interrupted) for sig in (signal.SIGTERM, signal.SIGHUP)
-    }
+    granted = await_allocation(job_id, request, console, pending)
+    if isinstance(granted, int):
+        return granted
     try:
-        granted = wait_granted(job_id, console, pending, request.immediate)
-    except (KeyboardInterrupt, Interrupted):
-        cancel_allocation(job_id, console)
-        console.err(f"srun: Job allocation {job_id} has been revoked.")
-        return 1
-    except NotGranted:
-        cancel_allocation(job_id, console)
-        return console.error("Unable to allocate resources: Requested nodes are busy")
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if granted is None:  # cancelled (or failed) before it ran
-        console.err(f"srun: Job allocation {job_id} has been revoked.")
-        return 1
-    try:
-        try:
-            cluster_name = console.client.cluster_config().cluster_name
-        except HalError:
-            cluster_name = ""
-        env = allocation_environment(
-            console.environ,
-            granted,
-            request.job,
-            cluster_name=cluster_name,
-            submit_dir=console.cwd,
-            hostname=hostname,
-        )
+        env = granted_environment(console, granted, request, hostname)
         call = with_multi_prog(call, console, granted.ntasks or len(granted.nodes))
         code = run_step(job_id, call.within(len(granted.nodes)), call, console, environment=env)
     except HalError as err:
