@@ -50,9 +50,10 @@ from hal.wire.cloud import CloudGroupInfo, CloudNodeInfo, CloudStatus
 log = logging.getLogger(__name__)
 
 # the reasons of a job waiting for nodes: no node has room, or none joined is big enough
+# (not WaitingForScheduling: a job the scheduler has not looked at yet may start on a
+# node that has room at its next pass, and a node made for it would go to waste)
 DEMAND = {
     PendingReason.NONE,
-    PendingReason.WAITING_FOR_SCHEDULING,
     PendingReason.PRIORITY,
     PendingReason.RESOURCES,
     PendingReason.BAD_CONSTRAINTS,
