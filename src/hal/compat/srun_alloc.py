@@ -65,7 +65,8 @@ def _spelled(opt: Opt, value: str | None) -> list[str]:
 def run_allocated(argv: list[str], call: Invocation, console: Console) -> int:
     """Allocate, run ``call`` as the allocation's step, give the allocation back; srun's
     exit code."""
-    quiet = any(dest == "quiet" for dest, _, _ in parse_options(argv, OPTIONS).values)
+    parsed = parse_options(argv, OPTIONS, stop_at_positional=True)  # (not the command's)
+    quiet = any(dest == "quiet" for dest, _, _ in parsed.values)
     hostname = socket.gethostname()
     # srun reads no SALLOC_* input variable
     environ = {k: v for k, v in console.environ.items() if not k.startswith("SALLOC_")}
