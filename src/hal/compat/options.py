@@ -56,6 +56,25 @@ RESOURCE_OPTIONS = (
 )
 
 
+# Taken with no effect by sbatch, salloc and srun, as Slurm takes them where they do not
+# apply (hints about hardware threads, binding, frequencies, profiling and sharing, on a
+# cluster that has none of them): a script written for a Slurm site runs unchanged.
+HINT_OPTIONS = (
+    Opt("hint", ("hint",)),
+    Opt("ntasks_per_core", ("ntasks-per-core",)),
+    Opt("threads_per_core", ("threads-per-core",)),
+    Opt("cpu_freq", ("cpu-freq",)),
+    Opt("mem_bind", ("mem-bind", "mem_bind")),
+    Opt("gpu_bind", ("gpu-bind",)),
+    Opt("gpu_freq", ("gpu-freq",)),
+    Opt("acctg_freq", ("acctg-freq",)),
+    Opt("profile", ("profile",)),
+    Opt("propagate", ("propagate",), arg=Arg.OPTIONAL),
+    Opt("oversubscribe", ("oversubscribe",), "s", Arg.NONE),  # (HAL never shares CPUs)
+    Opt("spread_job", ("spread-job",), arg=Arg.NONE),
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Parsed:
     """``values``: (dest, value or None, the spelling the user typed) in command-line order."""

@@ -21,7 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hal.compat.exports import EXPORT_VARIABLE, export_environment
-from hal.compat.options import RESOURCE_OPTIONS, Arg, Opt, OptionError, Parsed, parse_options
+from hal.compat.options import (
+    HINT_OPTIONS,
+    RESOURCE_OPTIONS,
+    Arg,
+    Opt,
+    OptionError,
+    Parsed,
+    parse_options,
+)
 from hal.compat.srun_output import parse_open_mode
 from hal.compat.time_limits import command_time_limit
 from hal.core.artifacts import parse_requests
@@ -48,25 +56,13 @@ from hal.wire.submit import JobSubmit, check
 
 N, OPT = Arg.NONE, Arg.OPTIONAL
 
-# Taken, with no effect on what HAL does, as Slurm takes them where they do not apply
-# (hints about hardware threads, binding, frequencies and profiling, on a cluster that
-# has none of them): a script written for a Slurm cluster runs unchanged. The values are
-# still checked (``_check_no_effect``), so a typo is an error.
+# Taken, with no effect on what HAL does (``HINT_OPTIONS``, and the submitter's
+# environment goes with the job anyway); the values are still checked
+# (``_check_no_effect``), so a typo is an error.
 HINTS = ("compute_bound", "memory_bound", "multithread", "nomultithread")
 NO_EFFECT = (
-    Opt("get_user_env", ("get-user-env",), arg=OPT),  # the submitter's environment goes
-    Opt("hint", ("hint",)),
-    Opt("ntasks_per_core", ("ntasks-per-core",)),
-    Opt("threads_per_core", ("threads-per-core",)),
-    Opt("cpu_freq", ("cpu-freq",)),
-    Opt("mem_bind", ("mem-bind",)),
-    Opt("gpu_bind", ("gpu-bind",)),
-    Opt("gpu_freq", ("gpu-freq",)),
-    Opt("acctg_freq", ("acctg-freq",)),
-    Opt("profile", ("profile",)),
-    Opt("propagate", ("propagate",), arg=OPT),
-    Opt("oversubscribe", ("oversubscribe",), "s", N),  # (HAL never shares a job's CPUs)
-    Opt("spread_job", ("spread-job",), arg=N),
+    Opt("get_user_env", ("get-user-env",), arg=OPT),
+    *HINT_OPTIONS,
     Opt("use_min_nodes", ("use-min-nodes",), arg=N),
 )
 

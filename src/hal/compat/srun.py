@@ -70,7 +70,7 @@ from typing import Any
 
 from hal.compat.exports import EXPORT_VARIABLE, step_environment
 from hal.compat.names import SALLOC_JOB_VARIABLE
-from hal.compat.options import RESOURCE_OPTIONS, Arg, Opt, OptionError, parse_options
+from hal.compat.options import HINT_OPTIONS, RESOURCE_OPTIONS, Arg, Opt, OptionError, parse_options
 from hal.compat.sbatch import nodes_for_tasks
 from hal.compat.seam import Console
 from hal.compat.srun_inputs import multi_prog_tasks, read_multi_prog, step_job
@@ -123,21 +123,10 @@ NO_EFFECT = (
     Opt("verbose", ("verbose",), "v", Arg.NONE),
     Opt("wait", ("wait",), "W"),
     Opt("disable_status", ("disable-status",), "X", Arg.NONE),
-    Opt("propagate", ("propagate",), arg=Arg.OPTIONAL),
-    Opt("hint", ("hint",)),
-    Opt("mem_bind", ("mem-bind", "mem_bind")),
+    *HINT_OPTIONS,
     Opt("overcommit", ("overcommit",), "O", Arg.NONE),
-    Opt("oversubscribe", ("oversubscribe",), "s", Arg.NONE),
-    Opt("cpu_freq", ("cpu-freq",)),
     Opt("network", ("network",)),
-    Opt("spread_job", ("spread-job",), arg=Arg.NONE),
     Opt("contiguous", ("contiguous",), arg=Arg.NONE),
-    Opt("hint", ("hint",)),
-    Opt("ntasks_per_core", ("ntasks-per-core",)),
-    Opt("threads_per_core", ("threads-per-core",)),
-    Opt("gpu_bind", ("gpu-bind",)),
-    Opt("acctg_freq", ("acctg-freq",)),
-    Opt("profile", ("profile",)),
     # a step's CPUs are all of the job's on its nodes already (Slurm 22.05's default)
     Opt("whole", ("whole",), arg=Arg.NONE),
 )
