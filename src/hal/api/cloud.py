@@ -248,7 +248,6 @@ class CloudService:
             (inst.node, name, inst.created_at)
             for name, state in self.groups.items()
             for inst in state.instances
-            if name in self._by_name
             if inst.state != STOPPING
             and job_id in self.made_for.get(inst.node, ())
             and not self._joined(inst)
