@@ -269,7 +269,9 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
             memory[_MEMORY_OPTIONS[dest]] = parse_memory(value, field=dest.replace("_", "-"))
         elif dest in _CHECKS:
             _CHECKS[dest](value)
-    if parse_distribution(distribution).kind != "arbitrary":  # (-w's names count the tasks)
+    dist = parse_distribution(distribution)
+    arbitrary = dist.kind == "arbitrary"
+    if not arbitrary:  # (-m arbitrary: -w's names count the tasks)
         _inherit_ntasks(counts, node_range, env, extra)
     command = list(parsed.positionals)
     if not command:
@@ -286,8 +288,6 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
         node_range = (low, high)
         if warning:
             extra["warning"] = warning
-    dist = parse_distribution(distribution)
-    arbitrary = dist.kind == "arbitrary"
     if arbitrary and not nodelist and env.get("SLURM_HOSTFILE"):
         nodelist = _hostfile(env["SLURM_HOSTFILE"])
     request = StepRequest(

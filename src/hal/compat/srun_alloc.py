@@ -24,7 +24,7 @@ import os
 import signal
 import socket
 
-from hal.compat.options import Arg, Opt, parse_options
+from hal.compat.options import Arg, Opt, Parsed, parse_options
 from hal.compat.salloc import Pending, await_allocation, granted_environment, relinquish
 from hal.compat.salloc_options import OPTIONS as SALLOC_OPTIONS
 from hal.compat.salloc_options import parse_salloc
@@ -40,10 +40,9 @@ _SALLOC_DESTS = frozenset(opt.dest for opt in SALLOC_OPTIONS) - _SRUN_OWN
 _BY_DEST = {opt.dest: opt for opt in OPTIONS}
 
 
-def allocation_argv(argv: list[str], call: Invocation) -> list[str]:
-    """salloc's command line for the allocation srun's ``argv`` asks for: its options
+def allocation_argv(parsed: Parsed, call: Invocation) -> list[str]:
+    """salloc's command line for the allocation srun's options (``parsed``) ask for: those
     that shape a job, spelled out in full, and ``-J`` the command's name by default."""
-    parsed = parse_options(argv, OPTIONS, stop_at_positional=True)
     out: list[str] = []
     for dest, value, _ in parsed.values:
         if dest in _SALLOC_DESTS:
@@ -72,7 +71,7 @@ def run_allocated(argv: list[str], call: Invocation, console: Console) -> int:
     environ = {k: v for k, v in console.environ.items() if not k.startswith("SALLOC_")}
     try:
         request = parse_salloc(
-            allocation_argv(argv, call),
+            allocation_argv(parsed, call),
             environ=environ,
             cwd=console.cwd,
             now=console.clock(),

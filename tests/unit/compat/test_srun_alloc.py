@@ -3,8 +3,9 @@ shape a job, spelled out in full, named after its command (``hal.compat.srun_all
 
 from __future__ import annotations
 
+from hal.compat.options import parse_options
 from hal.compat.salloc_options import parse_salloc
-from hal.compat.srun import parse_command
+from hal.compat.srun import OPTIONS, parse_command
 from hal.compat.srun_alloc import allocation_argv
 
 ARGV = [
@@ -16,7 +17,7 @@ ARGV = [
 
 def test_the_allocation_takes_the_job_shaping_options_and_the_commands_name() -> None:
     call = parse_command(ARGV)
-    argv = allocation_argv(ARGV, call)
+    argv = allocation_argv(parse_options(ARGV, OPTIONS, stop_at_positional=True), call)
     assert argv == [
         "--nodes", "2", "--ntasks", "4", "--cpus-per-task", "2", "--mem", "1G",
         "--time", "5", "--partition", "debug", "--exclude", "node3",
@@ -36,7 +37,8 @@ def test_the_allocation_takes_the_job_shaping_options_and_the_commands_name() ->
 
 def test_j_names_the_job_as_given() -> None:
     argv = ["-J", "mine", "true"]
-    assert allocation_argv(argv, parse_command(argv)) == ["--job-name", "mine"]
+    parsed = parse_options(argv, OPTIONS, stop_at_positional=True)
+    assert allocation_argv(parsed, parse_command(argv)) == ["--job-name", "mine"]
 
 
 def test_inside_a_job_the_allocation_options_are_noted_for_refusal() -> None:
