@@ -90,6 +90,12 @@ SHOW_WORDS = (
 )  # fmt: skip
 
 
+_SINGULAR = {
+    "jobid": "job", "jobs": "job", "steps": "step", "nodes": "node",
+    "partitions": "partition", "reservations": "reservation",
+}  # fmt: skip
+
+
 def keyword(word: str, words: tuple[tuple[str, int], ...]) -> str | None:
     """The keyword ``word`` abbreviates (case aside), or None."""
     word = word.lower()
@@ -199,8 +205,7 @@ def _show(args: list[str], console: Console, *, oneliner: bool, details: bool) -
     first, _, value = args[0].partition("=")  # (``show job=12``, ``show jobid=12``)
     what = keyword(first, SHOW_WORDS) or first.lower()
     target = value or (args[1] if len(args) > 1 else None)
-    what = {"jobid": "job", "jobs": "job", "steps": "step", "nodes": "node"}.get(what, what)
-    what = {"partitions": "partition", "reservations": "reservation"}.get(what, what)
+    what = _SINGULAR.get(what, what)
     client = console.client
     records: list[list[str]]
     if what in ("job", "jobs"):
