@@ -27,16 +27,23 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         yield srv
 
 
-def run(
-    server: LiveServer, shims: Path, cwd: Path, *argv: str, token: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    """A shim as a login shell runs it: no job's variables in the environment."""
+def login_env(server: LiveServer, shims: Path) -> dict[str, str]:
+    """A login shell's environment for ``server``: the shims first in PATH, and no job's
+    variables."""
     env = {
         k: v
         for k, v in server.env().items()
         if not k.startswith(("SLURM_", "SALLOC_", "SBATCH_", "HAL_SALLOC", "HAL_JOB"))
     }
     env["PATH"] = f"{shims}{os.pathsep}{os.environ.get('PATH', '')}"
+    return env
+
+
+def run(
+    server: LiveServer, shims: Path, cwd: Path, *argv: str, token: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """A shim as a login shell runs it: no job's variables in the environment."""
+    env = login_env(server, shims)
     if token is not None:
         env["HAL_TOKEN"] = token
     return subprocess.run(

@@ -3,46 +3,27 @@ the command its step 0 on the allocation's nodes, the job ended with the step's 
 code. A real server with two real agents; srun runs as the installed shim, from a shell
 with no job around it."""
 
+# ruff: noqa: F811  (``server`` is the fixture imported from test_salloc_no_shell_server)
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
+from test_salloc_no_shell_server import (
+    login_env,
+    run,
+    server,  # noqa: F401  (a fixture: the server and its two 2-CPU agents)
+)
 
 from hal.testing.live import LiveServer, wait_until
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    data = tmp_path_factory.mktemp("srun")
-    with (
-        LiveServer(data, config_overrides={"kill_wait_seconds": 2}) as srv,
-        srv.agents(2, cpus=2, memory="1G"),
-    ):
-        yield srv
 
 
 def srun(
     server: LiveServer, shims: Path, cwd: Path, *args: str
 ) -> subprocess.CompletedProcess[str]:
-    env = {**server.env(), "PATH": f"{shims}{os.pathsep}{os.environ.get('PATH', '')}"}
-    for name in [n for n in env if n.startswith(("SLURM_", "HAL_SALLOC"))]:
-        del env[name]  # (no job around it)
-    return subprocess.run(
-        [str(shims / "srun"), *args],
-        env=env,
-        cwd=cwd,
-        text=True,
-        capture_output=True,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-        check=False,
-    )
+    return run(server, shims, cwd, "srun", *args)
 
 
 def sacct(server: LiveServer, job: int, fields: str) -> list[str]:
@@ -109,10 +90,9 @@ def test_immediate_gives_up_on_a_busy_cluster_and_a_waiting_srun_says_so(
     assert "Unable to allocate resources: Requested nodes are busy" in busy.stderr
     with server.client() as c:
         assert c.job(last_job(server)).state == "CANCELLED"
-    env = {**server.env(), "PATH": f"{shims}{os.pathsep}{os.environ.get('PATH', '')}"}
     waiting = subprocess.Popen(
         [str(shims / "srun"), "echo", "at last"],
-        env={k: v for k, v in env.items() if not k.startswith("SLURM_")},
+        env=login_env(server, shims),
         cwd=tmp_path,
         text=True,
         stdout=subprocess.PIPE,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from test_srun_alloc_server import server  # noqa: F401  (two agents of 2 CPUs)
+from test_salloc_no_shell_server import server  # noqa: F401  (two agents of 2 CPUs)
 
 from hal.testing.live import LiveServer, wait_until
 
