@@ -6,10 +6,11 @@ allocation outside a job, against Slurm's, on this machine.
 HAL: a live server (SQLite) and one agent; ``hal srun hostname`` run ROUNDS times, each
 timed from the command's start to its exit (it submits the allocation, waits for it,
 runs the step on the node, prints its output and gives the allocation back). The same
-for ``hal srun -n2 hostname``.
+for ``hal srun -n2 hostname``, and ``hal salloc true`` (an allocation, a command run
+here in it, the allocation given back).
 
 Slurm (the peer, 22.05 from Debian: munged + slurmctld + slurmd in a temporary folder):
-``srun hostname`` and ``srun -n2 hostname`` the same way.
+``srun hostname``, ``srun -n2 hostname`` and ``salloc true`` the same way.
 
 Prints JSON: each side's median and every round.
 """
@@ -28,7 +29,12 @@ from pathlib import Path
 from hal.bench.slurm_peer import SlurmCluster
 from hal.testing.live import LiveServer
 
-CASES = {"one_task": ["hostname"], "two_tasks": ["-n2", "hostname"]}
+# (command, its arguments); salloc runs ``true`` here, in the allocation it gets
+CASES = {
+    "one_task": ("srun", ["hostname"]),
+    "two_tasks": ("srun", ["-n2", "hostname"]),
+    "salloc_true": ("salloc", ["true"]),
+}
 
 
 def _time(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> float:
@@ -41,12 +47,13 @@ def _time(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> float:
 
 
 def _rounds(
-    srun: Sequence[str], env: Mapping[str, str], cwd: Path, rounds: int
+    prefix: Sequence[str], env: Mapping[str, str], cwd: Path, rounds: int
 ) -> dict[str, object]:
     out = {}
-    for case, args in CASES.items():
-        _time([*srun, *args], env, cwd)  # (warm: the first start reads every module)
-        times = [_time([*srun, *args], env, cwd) for _ in range(rounds)]
+    for case, (command, args) in CASES.items():
+        argv = [*prefix, command, *args]
+        _time(argv, env, cwd)  # (warm: the first start reads every module)
+        times = [_time(argv, env, cwd) for _ in range(rounds)]
         out[case] = {"median_s": round(statistics.median(times), 3), "rounds": times}
     return out
 
@@ -57,9 +64,9 @@ def main() -> None:
         work = Path(tmp)
         with LiveServer(work / "hal") as live, live.agents(1, cpus=2):
             env = {k: v for k, v in live.env().items() if not k.startswith("SLURM_")}
-            hal = _rounds([sys.executable, "-m", "hal.cli.main", "srun"], env, work, rounds)
+            hal = _rounds([sys.executable, "-m", "hal.cli.main"], env, work, rounds)
         with SlurmCluster() as slurm:
-            slurm_side = _rounds(["srun"], slurm.env, work, rounds)
+            slurm_side = _rounds([], slurm.env, work, rounds)
     result = {"rounds": rounds, "hal": hal, "slurm": slurm_side}
     for side in (hal, slurm_side):
         for case in side.values():
