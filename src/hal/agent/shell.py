@@ -415,8 +415,9 @@ class AgentShell:
             await self._reports_ready.wait()
             # a few ms lets a short job's "started" and "finished" (and its neighbours')
             # travel in one sync instead of one request each
-            # (step output alone waits a little longer: a chatty task's lines go together)
-            only_output = not self.machine.outbox
+            # (step output alone waits a little longer: a chatty task's lines go together;
+            # not a terminal's, whose echoes a user waits for)
+            only_output = not self.machine.outbox and not self.steps.interactive()
             await asyncio.sleep(STEP_COALESCE_SECONDS if only_output else FLUSH_COALESCE_SECONDS)
             self._reports_ready.clear()
             if not self._registered or not (self.machine.outbox or self.steps.pending()):

@@ -16,15 +16,23 @@ A file between them, not a pipe from the agent, because the tasks outlive their 
 keeper's, never sees the agent go. The server sends more only as the tasks take it
 (``fed``): the file holds at most the server's buffer beyond the slowest task, and what
 every task has read is punched out of it (its disk blocks freed).
+
+With ``srun --pty`` task 0's stdin is a pseudo-terminal instead of a pipe (the keeper
+opens it, ``open_terminal``): the feeder types the input into its master, copies what
+the terminal writes into task 0's stdout file, and follows srun's window size
+(``WINSIZE_FILE``, written by the agent from ``StepInput.winsize``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import os
 import select
 import signal
+import struct
+import termios
 import time
 from typing import NoReturn
 
@@ -36,6 +44,8 @@ FED_FILE = "fed"  # "rank offset" a line: how far each task got; -1: it takes no
 READ_BYTES = 1 << 16
 FEED_MIN_SECONDS = 0.005  # between looks at the file, after input
 FEED_MAX_SECONDS = 0.1  # ... once it has been quiet a while
+PTY_POLL_SECONDS = 0.01  # at most, with a terminal (srun --pty: its keystrokes)
+WINSIZE_FILE = "winsize"  # "rows columns": srun's terminal, resized (srun --pty)
 PUNCH_BYTES = 1 << 20  # free the file's blocks every task has read, a MiB at a time
 CLOSED = -1
 _PUNCH_HOLE = 0x01 | 0x02  # FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE
@@ -100,22 +110,26 @@ def read_fed(folder: str) -> dict[int, int]:
     return fed
 
 
-def feed(folder: str, pipes: dict[int, int]) -> NoReturn:
+def feed(folder: str, pipes: dict[int, int], out: int = -1) -> NoReturn:
     """The feeder (a child of the keeper): copy the input file into each rank's pipe
     (``pipes``: rank → the write end, the task holds the read end) until that task had
     all of it, then close the pipe (its EOF); a task that ended or closed its stdin is
-    given no more. Exits once every pipe is closed; the keeper kills it with the tasks'
-    other leftovers where one never reads."""
+    given no more. With ``out`` (srun --pty), rank 0's "pipe" is the master of its
+    pseudo-terminal: what the terminal writes is copied to ``out`` (the task's stdout
+    file) and the window follows ``WINSIZE_FILE``; srun's EOF does not close it (a
+    terminal has none: its task reads ^D). Exits once every pipe is closed and the
+    terminal's task side is gone; the keeper kills it with the tasks' other leftovers
+    where one never reads."""
     code = 0
     try:
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a gone reader is EPIPE, not death
-        _feed(folder, pipes)
+        _feed(folder, pipes, pipes[0] if out >= 0 else -1, out)
     except BaseException:
         code = 1
     os._exit(code)
 
 
-def _feed(folder: str, pipes: dict[int, int]) -> None:
+def _feed(folder: str, pipes: dict[int, int], terminal: int, out: int) -> None:
     fed = dict.fromkeys(pipes, 0)
     for fd in pipes.values():
         os.set_blocking(fd, False)
@@ -123,16 +137,35 @@ def _feed(folder: str, pipes: dict[int, int]) -> None:
     punched = 0
     said: dict[int, int] = {}
     interval = FEED_MIN_SECONDS
-    while pipes:
+    size_seen = -1
+
+    def close(rank: int) -> None:
+        fd = pipes.pop(rank)
+        if fd != terminal:  # (the terminal stays open for its output)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        fed[rank] = CLOSED
+
+    while pipes or terminal >= 0:
+        moved = False
+        if terminal >= 0:
+            size_seen = _follow_size(folder, terminal, size_seen)
+            copied = _copy_output(terminal, out)
+            if copied is None:  # its task side is closed: the task and its children ended
+                if 0 in pipes:
+                    close(0)
+                with contextlib.suppress(OSError):
+                    os.close(terminal)
+                terminal = -1
+            moved = bool(copied)
         if source is None:
             with contextlib.suppress(OSError):
                 source = os.open(os.path.join(folder, INPUT_FILE), os.O_RDWR | os.O_CLOEXEC)
         end = read_end(folder)
         size = os.fstat(source).st_size if source is not None else 0
-        moved = False
         for rank, fd in list(pipes.items()):
             if end is not None and fed[rank] >= end:
-                _close(pipes, fed, rank)
+                close(rank)
                 continue
             if source is None or fed[rank] >= size:
                 continue
@@ -142,8 +175,8 @@ def _feed(folder: str, pipes: dict[int, int]) -> None:
                 moved = True
             except BlockingIOError:
                 pass
-            except OSError:  # EPIPE: the task ended, or closed its stdin
-                _close(pipes, fed, rank)
+            except OSError:  # EPIPE: the task ended, or closed its stdin (EIO: terminal)
+                close(rank)
         if fed != said:
             write_atomic(folder, FED_FILE, "".join(f"{r} {o}\n" for r, o in sorted(fed.items())))
             said = dict(fed)
@@ -153,21 +186,69 @@ def _feed(folder: str, pipes: dict[int, int]) -> None:
         if moved:
             interval = FEED_MIN_SECONDS
             continue
-        waiting = [fd for rank, fd in pipes.items() if fed[rank] < size]
-        if waiting:  # a full pipe: until its task reads (or ends)
+        events = {fd: select.POLLOUT for rank, fd in pipes.items() if fed[rank] < size}
+        if events or terminal >= 0:  # a full pipe (until its task reads), the terminal's output
+            timeout = FEED_MAX_SECONDS if events else interval
+            if terminal >= 0:
+                events[terminal] = events.get(terminal, 0) | select.POLLIN
+                timeout = min(timeout, PTY_POLL_SECONDS)  # (srun's keystrokes)
             poller = select.poll()
-            for fd in waiting:
-                poller.register(fd, select.POLLOUT)
-            poller.poll(FEED_MAX_SECONDS * 1000)
+            for fd, mask in events.items():
+                poller.register(fd, mask)
+            poller.poll(timeout * 1000)
         else:
             time.sleep(interval)
-            interval = min(interval * 2, FEED_MAX_SECONDS)
+        interval = min(interval * 2, FEED_MAX_SECONDS)
 
 
-def _close(pipes: dict[int, int], fed: dict[int, int], rank: int) -> None:
-    with contextlib.suppress(OSError):
-        os.close(pipes.pop(rank))
-    fed[rank] = CLOSED
+def open_terminal(size: tuple[int, ...]) -> tuple[int, int]:
+    """A pseudo-terminal (master, slave) of ``size`` (rows, columns), close-on-exec."""
+    master, slave = os.openpty()
+    _set_size(master, size)
+    return master, slave
+
+
+def _set_size(fd: int, size: tuple[int, ...]) -> None:
+    with contextlib.suppress(OSError, ValueError, IndexError, struct.error):
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", size[0], size[1], 0, 0))
+
+
+def write_size(folder: str, rows: int, columns: int) -> None:
+    """srun's terminal is now ``rows`` x ``columns``: the feeder resizes the task's."""
+    write_atomic(folder, WINSIZE_FILE, f"{rows} {columns}\n")
+
+
+def _follow_size(folder: str, terminal: int, seen: int) -> int:
+    """Resize the terminal when ``WINSIZE_FILE`` changed since ``seen`` (its mtime, ns;
+    the kernel tells the task's foreground group with SIGWINCH); the mtime now."""
+    path = os.path.join(folder, WINSIZE_FILE)
+    try:
+        mtime = os.stat(path).st_mtime_ns
+        if mtime != seen:
+            with open(path) as f:
+                _set_size(terminal, tuple(int(x) for x in f.read().split()))
+        return mtime
+    except (OSError, ValueError):
+        return seen
+
+
+def _copy_output(terminal: int, out: int) -> int | None:
+    """What the terminal's task side wrote, appended to ``out``: bytes copied, or None
+    once that side is closed (EIO)."""
+    copied = 0
+    while copied < READ_BYTES:
+        try:
+            data = os.read(terminal, READ_BYTES)
+        except BlockingIOError:
+            return copied
+        except OSError:
+            return None
+        if not data:
+            return None
+        with contextlib.suppress(OSError):  # (the agent's disk: the output is lost)
+            os.write(out, data)
+        copied += len(data)
+    return copied
 
 
 def _punch(fd: int, upto: int) -> int:

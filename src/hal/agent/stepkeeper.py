@@ -8,8 +8,10 @@ for a step, the keeper is for a step's tasks on one node (ADR 0012)::
                               ├──fork──▶ task per rank: setsid, join the step's cgroup,
                               │          setgroups/setgid/setuid, umask, chdir,
                               │          stdout/stderr → out.<rank>/err.<rank>,
-                              │          stdin: /dev/null, -i FILE, or a pipe, execvpe
-                              ├──fork──▶ feeder (srun's relayed stdin: input → pipes)
+                              │          stdin: /dev/null, -i FILE, a pipe, or
+                              │          (--pty) a terminal for all three; execvpe
+                              ├──fork──▶ feeder (srun's relayed stdin: input → pipes,
+                              │          or → the terminal, its output → out.0)
                               │ (stops each at once while the job is suspended)
                               │ writes ``tasks`` (rank pid start-ticks), says "T"
                               │ waits for each task (exact status, its rusage; a line
@@ -33,10 +35,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import json
 import os
 import resource
 import signal
+import termios
 import time
 from dataclasses import dataclass
 from typing import NoReturn
@@ -45,7 +49,7 @@ from hal.agent.cpus import bind
 from hal.agent.isolation import Isolation
 from hal.agent.prctl import PR_SET_CHILD_SUBREAPER, prctl
 from hal.agent.procfs import descendants, processes_of
-from hal.agent.step_input import feed
+from hal.agent.step_input import feed, open_terminal
 from hal.agent.supervisor import (
     GO,
     SUPERVISOR_IGNORES,
@@ -64,6 +68,8 @@ NO_INPUT = "Could not open stdin file"  # how a task's stdin failure starts (Slu
 ENDS_FILE = "ends"  # "rank code" a line, as each task ends (srun -K reads it meanwhile)
 STOPPED_FILE = "stopped"  # the agent's: the job is suspended, a task starting stops
 STARTED = b"T"
+OUTPUT_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+PTY_DRAIN_SECONDS = 2.0  # after the tasks, for the feeder to copy the terminal's last output
 KILL_ROUNDS = 50  # x 20 ms: orphans stuck in the kernel are left to init
 
 
@@ -95,6 +101,9 @@ class KeeperPlan:
     # the ranks that read srun's own stdin, relayed (``step_input``): a pipe the keeper's
     # feeder fills from the folder's input file
     relayed: tuple[int, ...] = ()
+    # srun --pty: rank 0 runs in a pseudo-terminal of (rows, columns), its stdin, stdout
+    # and stderr, and its controlling terminal (``step_input.feed`` pumps it); (): none
+    pty: tuple[int, ...] = ()
 
     def to_json(self) -> str:
         return json.dumps({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
@@ -109,9 +118,15 @@ class KeeperPlan:
         data["cpu_ids"] = tuple(data.get("cpu_ids", ()))
         data["rank_input"] = tuple(data.get("rank_input", ()))
         data["relayed"] = tuple(data.get("relayed", ()))
+        data["pty"] = tuple(data.get("pty", ()))
         if data["groups"] is not None:
             data["groups"] = tuple(data["groups"])
         return cls(**data)
+
+    @property
+    def terminal(self) -> bool:
+        """Whether rank 0 is here and runs in a pseudo-terminal (srun --pty)."""
+        return bool(self.pty) and 0 in self.ranks
 
     def command(self, rank: int) -> tuple[str, ...]:
         """What rank ``rank`` runs: its multi-prog line's command, or the step's."""
@@ -235,7 +250,11 @@ def _keep(plan: KeeperPlan, isolation: Isolation, started_w: int) -> int:
     # what a task inherits of ours at its fork: our peak, at most (``own_max_rss``)
     inherited = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     lines = []
-    pipes = {rank: os.pipe2(os.O_CLOEXEC) for rank in plan.relayed if rank in plan.ranks}
+    piped = [r for r in plan.relayed if r in plan.ranks and not (plan.terminal and r == 0)]
+    pipes = {rank: os.pipe2(os.O_CLOEXEC) for rank in piped}
+    if plan.terminal:  # rank 0's stdin is its terminal: (slave, master) for the feeder
+        master, slave = open_terminal(plan.pty)
+        pipes[0] = (slave, master)
     for local, rank in enumerate(plan.ranks):
         stdin = pipes[rank][0] if rank in pipes else -1
         pid = _start_task(plan, isolation, rank, local, stdin)
@@ -247,7 +266,7 @@ def _keep(plan: KeeperPlan, isolation: Isolation, started_w: int) -> int:
         ticks = (start_ticks(pid) or 0) if pid else 0  # (an exited task: a zombie yet)
         lines.append(f"{rank} {pid} {ticks}\n")
     write_atomic(plan.folder, TASKS_FILE, "".join(lines))
-    _start_feeder(plan.folder, pipes)
+    feeder = _start_feeder(plan.folder, pipes, plan.terminal)
     with contextlib.suppress(OSError):  # the agent may be gone; the file is the truth
         os.write(started_w, STARTED)
     os.close(started_w)
@@ -257,6 +276,8 @@ def _keep(plan: KeeperPlan, isolation: Isolation, started_w: int) -> int:
         except ChildProcessError:
             break
         rank = running.pop(pid, -1)
+        if pid == feeder:
+            feeder = 0
         if rank < 0:
             continue  # an orphan reparented to us
         codes[rank] = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
@@ -269,19 +290,23 @@ def _keep(plan: KeeperPlan, isolation: Isolation, started_w: int) -> int:
         for left in processes_of(pid, plan.task_marker(rank)):
             with contextlib.suppress(OSError):
                 os.kill(left, signal.SIGKILL)
+    if feeder > 0 and plan.terminal:
+        _await(feeder, PTY_DRAIN_SECONDS)  # the terminal's last output, into out.0
     _end_orphans()
     ended = {"codes": codes, "usage": usage, "times": times}
     write_atomic(plan.folder, STATUS_FILE, json.dumps(ended))
     return 0
 
 
-def _start_feeder(folder: str, pipes: dict[int, tuple[int, int]]) -> None:
+def _start_feeder(folder: str, pipes: dict[int, tuple[int, int]], terminal: bool) -> int:
     """Fork the feeder of the relayed tasks' stdin pipes (``step_input.feed``), which
     alone keeps their write ends: a task sees EOF once the feeder closes its pipe (or
     dies with the tasks' other leftovers, ``_end_orphans``); the feeder keeps no read
-    end, so a task that ends makes its writes fail instead of fill."""
+    end, so a task that ends makes its writes fail instead of fill. With ``terminal``
+    rank 0's "pipe" is its pseudo-terminal, whose output the feeder copies too. The
+    feeder's pid (0: none)."""
     if not pipes:
-        return
+        return 0
     try:
         pid = os.fork()
     except OSError:
@@ -289,10 +314,21 @@ def _start_feeder(folder: str, pipes: dict[int, tuple[int, int]]) -> None:
     if pid == 0:  # pragma: no cover - the feeder
         for read_end, _ in pipes.values():
             os.close(read_end)
-        feed(folder, {rank: write_end for rank, (_, write_end) in pipes.items()})
+        out = os.open(output_path(folder, 0, "stdout"), OUTPUT_FLAGS, 0o600) if terminal else -1
+        feed(folder, {rank: write_end for rank, (_, write_end) in pipes.items()}, out)
     for read_end, write_end in pipes.values():
         os.close(read_end)
         os.close(write_end)
+    return max(pid, 0)
+
+
+def _await(pid: int, seconds: float) -> None:
+    """Reap child ``pid`` once it exits, waiting at most ``seconds``."""
+    for _ in range(int(seconds / 0.01)):
+        with contextlib.suppress(ChildProcessError):
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                return
+        time.sleep(0.01)
 
 
 def _start_task(
@@ -302,11 +338,10 @@ def _start_task(
     its stderr file, as srun shows it). A task the system refuses (no descriptor or
     process left: ``pipe2``/``fork`` fail) is one that could not start: the keeper goes
     on, so the ranks started before are recorded and waited for."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
     out = err = -1
     try:
-        out = os.open(output_path(plan.folder, rank, "stdout"), flags, 0o600)
-        err = os.open(output_path(plan.folder, rank, "stderr"), flags, 0o600)
+        out = os.open(output_path(plan.folder, rank, "stdout"), OUTPUT_FLAGS, 0o600)
+        err = os.open(output_path(plan.folder, rank, "stderr"), OUTPUT_FLAGS, 0o600)
         env = {**plan.env, "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(local)}
         if plan.rank_env:
             env.update(plan.rank_env[local])
@@ -403,6 +438,9 @@ def _exec_task(
             os.umask(plan.umask)
         os.chdir(plan.workdir)
         os.dup2(stdin if stdin >= 0 else _open_input(plan.stdin(rank)), 0)  # as its user
+        if plan.terminal and rank == 0:  # its pseudo-terminal: all three, and controlling
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+            out = err = 0
         os.dup2(out, 1)
         os.dup2(err, 2)
         for signum in SUPERVISOR_IGNORES:

@@ -67,7 +67,7 @@ from hal.agent.isolation import Isolation, signal_procs
 from hal.agent.launcher import LaunchReply, StepLauncher
 from hal.agent.plan import LaunchError, job_umask, resolve_user, task_inputs
 from hal.agent.procfs import Usage, open_pidfd, processes_of, tree_rss_bytes
-from hal.agent.step_input import end_input, read_fed, write_input
+from hal.agent.step_input import end_input, read_fed, write_input, write_size
 from hal.agent.stepkeeper import (
     KEEPER_PLAN,
     STOPPED_FILE,
@@ -112,6 +112,7 @@ RECENTLY_ENDED = 4096
 MAX_SYNC_BYTES = 1 << 20  # step output per sync; the rest goes with the next
 FOLLOW_MIN_SECONDS = 0.01  # between reads of the tasks' output files, after output
 FOLLOW_MAX_SECONDS = 0.25  # ... once they have been quiet a while
+TERMINAL_FOLLOW_SECONDS = 0.01  # at most, for a step with a terminal (srun --pty: echoes)
 WATCHDOG_MAX_SECONDS = 0.5  # rlimit backend: between memory samples once settled
 LAUNCH_FILE = "launch.json"  # the StepLaunch, for the next agent
 MADE_FILE = "made-job-group"  # this step made its job's cgroup here (no batch script)
@@ -426,6 +427,8 @@ class StepTasks:
         try:
             _make_folder(step.folder)  # (the launch in the same reply: not started yet)
             have = write_input(step.folder, request.offset, data)
+            if len(request.winsize) == 2:
+                write_size(step.folder, *request.winsize)
             if request.lost:
                 end_input(step.folder)
             elif request.eof and have >= request.offset + len(data):
@@ -594,6 +597,7 @@ class StepTasks:
             cpu_ids=cpu_ids,
             rank_input=task_inputs(launch, self.node),
             relayed=tuple(r for r in launch.relay_ranks if r in launch.ranks),
+            pty=tuple(launch.pty),
         )
         try:
             reply = await self._start_keeper(step, plan, made)
@@ -654,6 +658,7 @@ class StepTasks:
         if self.isolation.watchdog and launch.launch.memory_bytes > 0:
             watchdog = asyncio.ensure_future(self._watch_memory(step))
         interval = FOLLOW_MIN_SECONDS
+        most = TERMINAL_FOLLOW_SECONDS if launch.pty else FOLLOW_MAX_SECONDS
         try:
             while True:
                 gone = not pid or start_ticks(pid) != ticks
@@ -663,7 +668,7 @@ class StepTasks:
                     self._notify()
                     interval = FOLLOW_MIN_SECONDS
                 else:
-                    interval = min(interval * 2, FOLLOW_MAX_SECONDS)
+                    interval = min(interval * 2, most)
                 self._check_bad_exit(step)
                 if gone:
                     break
@@ -830,6 +835,10 @@ class StepTasks:
         self._notify()
 
     # -- what the syncs carry --------------------------------------------------------------
+
+    def interactive(self) -> bool:
+        """Whether a step here runs in a terminal (srun --pty): its output goes at once."""
+        return any(s.launch.pty and s.exit_code is None for s in self._steps.values())
 
     def pending(self) -> bool:
         return any(

@@ -129,8 +129,19 @@ async def create_step(job_id: int, request: Request, ctx: Ctx, caller: Who) -> R
         stdin=body.input,
         relay_input=body.relay_input,
         input_rank=body.input_rank,
+        pty=_size(body.pty, "pty"),
     )
     return json_response(_info(step), 201)
+
+
+def _size(given: list[int] | None, field: str) -> tuple[int, int] | None:
+    """A terminal's [rows, columns], each 1 to 65535 (a terminal's own limits)."""
+    if given is None:
+        return None
+    rows, columns = given
+    if not (0 < rows < 1 << 16 and 0 < columns < 1 << 16):
+        raise InvalidRequest(f"{field}: rows and columns are 1 to 65535", field=field)
+    return rows, columns
 
 
 @router.get("/{job_id}/steps/{step_id}/output", response_model=StepOutputPage)
@@ -182,6 +193,9 @@ async def step_input(
     except ValueError:
         raise InvalidRequest("data_b64: not base64", field="data_b64") from None
     step = ctx.steps.get(job_id, step_id, caller)
+    size = _size(body.winsize, "winsize")
+    if size is not None:
+        ctx.steps.resize(step, *size)
     offset, closed, lost = await ctx.steps.take_input(
         step, body.offset, data, body.eof, INPUT_WAIT_SECONDS
     )

@@ -252,16 +252,30 @@ class HalClient:
         return StepOutputPage.model_validate_json(r.body)
 
     def send_step_input(
-        self, job_id: int, step_id: int, offset: int, data: bytes, *, eof: bool = False
+        self,
+        job_id: int,
+        step_id: int,
+        offset: int,
+        data: bytes,
+        *,
+        eof: bool = False,
+        winsize: tuple[int, int] | None = None,
     ) -> StepInputReply:
         """srun's stdin bytes ``offset..`` (and its end) for a step's tasks; the server
         may hold the request while the step's buffer is full. Not retried here: a resend
-        is harmless, and srun sends again from the reply's offset."""
+        is harmless, and srun sends again from the reply's offset. ``winsize`` (srun
+        --pty): srun's terminal is now (rows, columns)."""
         import base64
 
         from hal.wire.steps import StepInputReply
 
-        body = {"offset": offset, "data_b64": base64.b64encode(data).decode(), "eof": eof}
+        body: dict[str, object] = {
+            "offset": offset,
+            "data_b64": base64.b64encode(data).decode(),
+            "eof": eof,
+        }
+        if winsize is not None:
+            body["winsize"] = list(winsize)
         path = f"/v1/jobs/{job_id}/steps/{step_id}/input"
         r = self._request("POST", path, json_body=body, retry=False)
         return StepInputReply.model_validate_json(r.body)

@@ -123,7 +123,14 @@ class Client(Protocol):
     def cancel_step(self, job_id: int, step_id: int, signum: int | None = None) -> None: ...
 
     def send_step_input(
-        self, job_id: int, step_id: int, offset: int, data: bytes, *, eof: bool = False
+        self,
+        job_id: int,
+        step_id: int,
+        offset: int,
+        data: bytes,
+        *,
+        eof: bool = False,
+        winsize: tuple[int, int] | None = None,
     ) -> StepInputReply: ...
 
     def signal_step(self, job_id: int, step_id: int, signum: int) -> None: ...

@@ -75,6 +75,7 @@ from hal.compat.sbatch import nodes_for_tasks
 from hal.compat.seam import Console
 from hal.compat.srun_inputs import multi_prog_tasks, read_multi_prog, step_job
 from hal.compat.srun_output import OutputRequest, parse_open_mode
+from hal.compat.srun_pty import wants_terminal
 from hal.compat.time_limits import command_time_limit
 from hal.compat.version import VERSION_LINE, asks_version
 from hal.core.distribution import parse_distribution
@@ -412,12 +413,8 @@ def srun(argv: list[str], console: Console) -> int:
     refused = _as_step(call, console)
     if refused:
         return console.error(refused)
-    if call.pty:
-        if console.stdin.isatty():
-            return console.error(
-                "--pty is not supported: HAL's srun has no interactive terminal sessions; "
-                "run the command without --pty"
-            )
+    terminal = wants_terminal(call.pty)  # (its step runs through an agent: srun_pty)
+    if call.pty and not terminal:
         # as Slurm 22.05.8's srun without a terminal (session 41): said, and run
         console.error("ioctl(TIOCGWINSZ): Inappropriate ioctl for device")
         console.error("Not using a pseudo-terminal, disregarding --pty option")
@@ -462,7 +459,7 @@ def srun(argv: list[str], console: Console) -> int:
         return console.error(err.message)
     away = len(job.nodes) > 1 and layout.nodes != (here,)
     # a step with GPUs of its own is bound to them by its node's agent, here too
-    if under_salloc or away or job.component or request.asks_gpus:
+    if under_salloc or away or job.component or request.asks_gpus or terminal:
         from hal.compat.steps import run_step
 
         return run_step(job.job_id, request, call, console)

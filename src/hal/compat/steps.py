@@ -8,6 +8,7 @@ each line is prefixed with its task's rank (``3: ...``), lines of one task kept 
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import signal
 import time
@@ -19,6 +20,7 @@ from hal.compat.exports import exports_all
 from hal.compat.seam import Client, Console
 from hal.compat.srun_input import InputSender, input_target, relays_stdin
 from hal.compat.srun_output import TaskFiles, job_node_index, node_of_rank, step_input
+from hal.compat.srun_pty import following_size, raw_terminal, terminal_size, wants_terminal
 from hal.core.errors import HalError, InvalidRequest, NotFound, PermissionDenied, Unavailable
 from hal.core.job_variables import describes_a_job
 from hal.core.process import start_ticks
@@ -51,6 +53,9 @@ FORWARDED = (
     signal.SIGUSR2,
     signal.SIGCONT,
 )
+# srun's own lines, which the agents add to a task's error output: never labelled (-l),
+# as Slurm's srun prints them itself (srun: error: n1: task 0: Exited with exit code 7)
+SRUN_SAYS = b"srun: "
 GOT_SIGCONT = "srun: got SIGCONT"  # Slurm's srun says so at each SIGCONT (a job ending too)
 
 
@@ -65,9 +70,11 @@ class OutputWriter:
         label: bool,
         files: TaskFiles | None = None,
         place: Callable[[int], tuple[str, int]] | None = None,
+        raw: bool = False,
     ) -> None:
         self.console = console
         self.label = label
+        self.raw = raw  # srun's terminal is raw (--pty): lines its stderr gets end CR LF
         self.files = files
         self.place = place or (lambda rank: ("", 0))
         self.partial: dict[tuple[int, str], bytes] = {}
@@ -86,7 +93,12 @@ class OutputWriter:
             if not newline:
                 return
             prefix = f"{rank}: ".encode()
-            data = b"".join(prefix + line + b"\n" for line in whole.split(b"\n"))
+            data = b"".join(
+                (b"" if stream == "stderr" and line.startswith(SRUN_SAYS) else prefix)
+                + line
+                + b"\n"
+                for line in whole.split(b"\n")
+            )
         self._emit(stream, data)
 
     def close(self) -> None:
@@ -101,6 +113,8 @@ class OutputWriter:
             self._emit(stream, f"{rank}: ".encode() + rest + b"\n")
 
     def _emit(self, stream: str, data: bytes) -> None:
+        if self.raw and stream == "stderr":  # (the agents' and srun's lines, not a terminal's)
+            data = data.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
         text = self.console.stdout if stream == "stdout" else self.console.stderr
         text.flush()
         raw: BinaryIO | None = getattr(text, "buffer", None)
@@ -263,6 +277,9 @@ def run_step(
         return console.error(err.message)
     relay, input_rank = input_target(call.input)
     relay = relay and relays_stdin()  # (/dev/null, a closed stdin: the tasks read /dev/null)
+    pty = wants_terminal(call.pty)
+    if pty:  # (task 0 alone reads srun's input, in its terminal)
+        relay, input_rank = True, 0
     body = StepCreate(
         argv=call.command,
         nodes=request.nodes,
@@ -290,6 +307,7 @@ def run_step(
         input=stdin,
         relay_input=relay,
         input_rank=input_rank if relay else None,
+        pty=list(terminal_size()) if pty else None,
     )
     try:
         step = once_free(job_id, console, lambda: console.client.create_step(job_id, body))
@@ -328,11 +346,15 @@ def run_step(
         return node, job_node_index(env, node)
 
     previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    terminal = contextlib.ExitStack()
+    if pty:  # every key to task 0's terminal, as bytes, until the step ends
+        terminal.enter_context(following_size(job_id, step.step_id, console))
+        terminal.enter_context(raw_terminal())
     sender = None
     if relay:  # srun's stdin to the tasks, beside the output relay (its own thread)
         sender = InputSender(job_id, step.step_id, console, console.client_factory)
         sender.start()
-    writer = OutputWriter(console, call.label, files, place)
+    writer = OutputWriter(console, call.label, files, place, raw=pty)
     after = 0
     away = False  # the control plane is restarting: its step runs on, and srun waits
     aborted = False  # scancel ended the step: said once
@@ -365,6 +387,8 @@ def run_step(
                     console.err(FORCING_TERMINATION)
             try:
                 for chunk in page.chunks:
+                    if pty and chunk.rank != 0:
+                        continue  # (Slurm's: the other tasks' output goes to /dev/null)
                     writer.write(chunk.rank, chunk.stream, base64.b64decode(chunk.data_b64))
             except InvalidRequest as err:  # an output file that cannot be opened
                 console.error(err.message)
@@ -373,6 +397,7 @@ def run_step(
             if page.state != "RUNNING" and not page.chunks:  # (ended: all output is in)
                 break
     finally:
+        terminal.close()
         if sender is not None:
             sender.stop()
         for sig, handler in previous.items():

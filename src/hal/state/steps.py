@@ -81,6 +81,7 @@ from hal.wire.agent import (
     RunningStep,
     StepBadExit,
     StepEnd,
+    StepInput,
     StepInputFed,
     StepLaunch,
     StepOutput,
@@ -238,6 +239,7 @@ class StepTable:
         stdin: str = "",
         relay_input: bool = False,
         input_rank: int | None = None,
+        pty: tuple[int, int] | None = None,
     ) -> Step:
         """``multi_prog`` (``srun --multi-prog``): ``argv`` is its file's name and the
         arguments after it; each rank runs its line's command, and a rank without one
@@ -249,8 +251,17 @@ class StepTable:
         every node (its agent reports it: ``bad_exit``). ``stdin`` (srun ``-i FILE``):
         the pattern of each task's input file, opened on its node ("": none).
         ``relay_input``: srun sends its own stdin (``take_input``), for every task, or
-        for rank ``input_rank`` alone (srun ``-i N``); the others read /dev/null."""
+        for rank ``input_rank`` alone (srun ``-i N``); the others read /dev/null.
+        ``pty`` (srun ``--pty``: srun's terminal, rows and columns): rank 0 runs in a
+        pseudo-terminal of that size and reads srun's input, which ``relay_input`` and
+        ``input_rank`` 0 must then ask for."""
         cluster = self.cluster
+        if pty is not None and not (relay_input and input_rank == 0):
+            raise InvalidRequest(
+                "a step with a terminal (pty) relays srun's input to task 0: set "
+                "relay_input and input_rank 0",
+                field="pty",
+            )
         job, alloc = self._running_job(job_id, caller)
         layout = step_layout(
             request,
@@ -333,6 +344,7 @@ class StepTable:
                     kill_on_bad_exit=kill_on_bad_exit,
                     input=stdin,
                     relay_ranks=list(step.relay.readers.get(node, ())) if step.relay else [],
+                    pty=list(pty) if pty is not None and index == 0 else [],
                 )
             )
         return step
@@ -376,6 +388,26 @@ class StepTable:
             relay.changed.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(relay.changed.wait(), timeout=left)
+
+    def resize(self, step: Step, rows: int, columns: int) -> None:
+        """srun's terminal is now ``rows`` x ``columns``: the step's terminal (its task
+        0's, srun ``--pty``) follows; nothing for a step without one."""
+        relay = step.relay
+        if relay is None or step.done or not step.layout.nodes:
+            return
+        node = step.layout.nodes[0]  # (task 0's)
+        session = self.cluster.agent_sessions.get(node)
+        if session is not None and node not in step.ended:
+            size = [rows, columns]
+            session.push(
+                StepInput(
+                    job_id=step.job_id,
+                    step_id=step.step_id,
+                    attempt=step.attempt,
+                    offset=relay.top,
+                    winsize=size,
+                )
+            )
 
     def _push_input(self, step: Step, relay: InputRelay, only: str = "") -> None:
         """What each reading node's agent was not sent yet of srun's input."""

@@ -342,6 +342,9 @@ class StepLaunch(WireModel):
     input: str = Field(default="", max_length=4096)
     # the ranks here that read srun's relayed stdin (``StepInput``; []: none, /dev/null)
     relay_ranks: list[int] = Field(default_factory=list)
+    # srun --pty: rank 0 (when here) runs in a pseudo-terminal of [rows, columns], its
+    # output as its stdout; []: none
+    pty: list[int] = Field(default_factory=list, max_length=2)
 
 
 class StepSignal(WireModel):
@@ -383,6 +386,8 @@ class StepInput(WireModel):
     data_b64: str = ""
     eof: bool = False
     lost: bool = False
+    # srun --pty: srun's terminal is now [rows, columns] (the task's is resized); []: same
+    winsize: list[int] = Field(default_factory=list, max_length=2)
 
 
 class Prefetch(WireModel):

@@ -73,6 +73,9 @@ class StepCreate(WireModel):
     # relay (its stdin is not /dev/null or closed); False: the tasks read /dev/null
     relay_input: bool = False
     input_rank: int | None = Field(default=None, ge=0, le=INT32_MAX)
+    # srun --pty on a terminal: its [rows, columns]; task 0 runs in a pseudo-terminal of
+    # that size (its stdin, stdout and stderr), which needs relay_input and input_rank 0
+    pty: list[int] | None = Field(default=None, min_length=2, max_length=2)
     # a local step's srun, "PID:START" (its start in clock ticks after boot, as
     # /proc/PID/stat has it): another srun on the node that finds the step's CPUs held
     # and that process gone ends the step (its srun was killed before it could)
@@ -199,6 +202,8 @@ class StepInputChunk(WireModel):
     offset: int = Field(ge=0, le=INT64_MAX)
     data_b64: str = Field(default="", max_length=(MAX_INPUT_CHUNK // 3 + 1) * 4)
     eof: bool = False
+    # srun --pty: srun's terminal is now [rows, columns] (SIGWINCH); the step's follows
+    winsize: list[int] | None = Field(default=None, min_length=2, max_length=2)
 
 
 class StepInputReply(WireModel):

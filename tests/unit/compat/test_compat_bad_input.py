@@ -390,30 +390,9 @@ def test_srun_usage_errors(args: list[str], message: str, tmp_path: Path) -> Non
     assert result.err.startswith(message)
 
 
-def test_srun_pty_is_refused_on_a_terminal_and_disregarded_without_one(tmp_path: Path) -> None:
+def test_srun_pty_without_a_terminal_is_disregarded_as_slurms() -> None:
     """Slurm 22.05.8's srun --pty without a terminal says so and runs the command (session
-    41; HAL refused it); on a terminal HAL still refuses (no interactive sessions)."""
-
-    class Terminal(io.StringIO):
-        def isatty(self) -> bool:
-            return True
-
-    out, err = io.StringIO(), io.StringIO()
-    args = ["--pty", "true"]
-    assert (
-        run(
-            "srun",
-            args,
-            client_factory=FakeClient,
-            stdout=out,
-            stderr=err,
-            stdin=Terminal(),
-            environ=IN_JOB,
-            cwd=str(tmp_path),
-        )
-        == 1
-    )
-    assert err.getvalue().startswith("srun: error: --pty is not supported")
+    41). With one it runs task 0 in a terminal of its own (test_srun_pty_server.py)."""
     result = call(FakeClient(), "srun", "--pty", "--jobid=99", "true", environ=IN_JOB)
     assert result.err.startswith(
         "srun: error: ioctl(TIOCGWINSZ): Inappropriate ioctl for device\n"

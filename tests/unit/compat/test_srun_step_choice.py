@@ -162,6 +162,22 @@ def test_labels_prefix_whole_lines_with_the_rank() -> None:
     assert out.getvalue().splitlines() == ["1: one", "0: hello", "1: tw", "0: bye"]
 
 
+def test_srun_lines_in_a_tasks_error_output_are_not_labelled() -> None:
+    """The agents add srun's failure lines to a task's error output; Slurm's srun prints
+    them itself, unlabelled (session 48, on the Slurm peer). With a raw terminal (--pty)
+    those lines end CR LF."""
+    for raw, end in ((False, "\n"), (True, "\r\n")):
+        err = io.StringIO()
+        console = Console("srun", no_client, io.StringIO(), err, io.StringIO())  # type: ignore[arg-type]
+        writer = OutputWriter(console, label=True, raw=raw)
+        writer.write(0, "stderr", b"oops\nsrun: error: n1: tasks 0-1: Exited with exit code 7\n")
+        writer.close()
+        assert (
+            err.getvalue()
+            == f"0: oops{end}srun: error: n1: tasks 0-1: Exited with exit code 7{end}"
+        )
+
+
 def test_jobid_of_the_job_srun_runs_in_changes_nothing(tmp_path: Path) -> None:
     """`srun --jobid=$SLURM_JOB_ID -N1 -n2` in the batch job: still in place."""
     rc, err = srun(tmp_path, "--jobid=7", "-N1", "-n2", "true")
