@@ -4,7 +4,8 @@ Ids may be ``123`` (a job, or a whole array), ``123_4`` (an element), ``123_[1-3
 (elements, indices below the cluster's MaxArraySize as in Slurm) or ``123.4`` (a step:
 its tasks are killed on every node and it ends CANCELLED; with ``-s``, they get the
 signal). Filters (``-u``,
-``--me``, ``-n``, ``-p``, ``-t``, ``-A``) select jobs on their own or narrow the given ids.
+``--me``, ``-n``, ``-p``, ``-t``, ``-A``, ``-q``, ``-R``, and ``-w`` for the jobs running on
+any of its nodes, as Slurm's) select jobs on their own or narrow the given ids.
 ``-s SIG`` sends a signal instead of cancelling: to the job's steps (what srun runs)
 and not to the batch shell, as Slurm's scancel does with any signal but SIGKILL, so a
 step trapping it (to checkpoint, say) goes on and so does its job. ``-f`` sends it to
@@ -39,6 +40,7 @@ from hal.core.errors import Conflict, HalError, InvalidRequest, NotFound, Permis
 from hal.core.slurm_syntax import (
     DEFAULT_MAX_ARRAY_SIZE,
     compress_indices,
+    expand_hostlist,
     parse_array,
     parse_signal_name,
 )
@@ -54,6 +56,10 @@ OPTIONS = (
     Opt("partition", ("partition",), "p"),
     Opt("state", ("state",), "t"),
     Opt("account", ("account",), "A"),
+    Opt("qos", ("qos",), "q"),
+    Opt("reservation", ("reservation",), "R"),
+    Opt("nodelist", ("nodelist",), "w"),
+    Opt("hurry", ("hurry",), arg=Arg.NONE),  # (no burst buffer to skip staging out: none)
     Opt("signal", ("signal",), "s"),
     Opt("batch", ("batch",), "b", Arg.NONE),
     Opt("quiet", ("quiet",), "Q", Arg.NONE),
@@ -82,6 +88,10 @@ class Request:
     partitions: list[str] = field(default_factory=list)
     states: set[str] = field(default_factory=set)
     accounts: list[str] = field(default_factory=list)
+    qos: list[str] = field(default_factory=list)
+    reservations: list[str] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)  # -w, expanded: jobs running on any
+    nodelist: list[str] = field(default_factory=list)  # ... as written (-v's line)
     signal: int | None = None
     signal_given: bool = False  # -s named it (-b alone sends SIGKILL, yet "Terminating")
     batch: bool = False  # -b: the batch shell only
@@ -94,7 +104,15 @@ class Request:
     @property
     def filtered(self) -> bool:
         return bool(
-            self.users or self.me or self.names or self.partitions or self.states or self.accounts
+            self.users
+            or self.me
+            or self.names
+            or self.partitions
+            or self.states
+            or self.accounts
+            or self.qos
+            or self.reservations
+            or self.nodelist
         )
 
 
@@ -149,6 +167,13 @@ def parse_request(argv: list[str]) -> Request | None:
             request.partitions += items
         elif dest == "account":
             request.accounts += items
+        elif dest == "qos":
+            request.qos += items
+        elif dest == "reservation":
+            request.reservations += items
+        elif dest == "nodelist":
+            request.nodelist.append(text)
+            request.nodes += expand_hostlist(text.replace(" ", ","))
         elif dest == "state":
             request.states |= {_state(item) for item in items}
         elif dest == "signal":
@@ -292,6 +317,9 @@ def _cancel(request: Request, console: Console) -> int:
             for job in jobs
             if (not request.states or job.state in request.states)
             and (not request.accounts or (job.account or "") in request.accounts)
+            and (not request.qos or (job.qos or "") in request.qos)
+            and (not request.reservations or job.reservation in request.reservations)
+            and (not request.nodes or not set(job.nodes).isdisjoint(request.nodes))
             and (not request.users or job.user in request.users)
             and (not request.names or job.name in request.names)
             and (
@@ -319,7 +347,10 @@ def _no_match(request: Request, given_users: list[str]) -> str:
     words = [
         ("account", ",".join(request.accounts)),
         ("job_name", ",".join(request.names)),
+        ("nodelist", ",".join(request.nodelist)),
         ("partition", ",".join(request.partitions)),
+        ("qos", ",".join(request.qos)),
+        ("reservation", ",".join(request.reservations)),
         ("state", ",".join(sorted(request.states))),
         ("user_name", ",".join(users)),
     ]

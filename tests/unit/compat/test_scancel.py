@@ -14,8 +14,8 @@ from hal.core.errors import Conflict, InvalidRequest, PermissionDenied
 def cluster() -> FakeClient:
     return FakeClient(
         job_list=[
-            job(3, name="a"),
-            running(4, name="b", user="alice", partition="gpu"),
+            job(3, name="a", qos="high", reservation="maint"),
+            running(4, name="b", user="alice", partition="gpu", nodes=["n1", "n2"]),
             *[job(20 + i, array_job_id=20, array_task_id=i) for i in range(1, 6)],
         ]
     )
@@ -124,6 +124,12 @@ def test_signal_option() -> None:
         (["-t", "running", "-u", "root,alice"], ["4"]),
         (["--me"], ["3", "20_1", "20_2", "20_3", "20_4", "20_5"]),
         (["-u", "alice", "3", "4"], ["4"]),  # filters narrow the given ids
+        # -q, -R and -w (the jobs running on any of its nodes), as Slurm 22.05.8's
+        (["-q", "high"], ["3"]),
+        (["--reservation=maint,other"], ["3"]),
+        (["-w", "n[2-3]"], ["4"]),
+        (["--nodelist=n3,n4"], []),
+        (["--hurry", "-n", "a"], ["3"]),  # (HAL has no burst buffer to skip staging out)
     ],
 )
 def test_filters(argv: list[str], targets: list[str]) -> None:

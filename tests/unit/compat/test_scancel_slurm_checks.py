@@ -140,6 +140,10 @@ def test_signal_to_a_running_job_or_kill_to_a_pending_one_is_not_retried() -> No
             "account=zz job_name=y partition=debug state=PENDING user_name=root ",
         ),
         (["-p", "nope"], "partition=nope "),
+        (  # (checked on the peer in session 48: Slurm's order, -w as written)
+            ["-q", "normal", "-R", "resv1", "-w", "n[1-2]", "-A", "acc", "-n", "nm"],
+            "account=acc job_name=nm nodelist=n[1-2] qos=normal reservation=resv1 ",
+        ),
     ],
 )
 def test_verbose_says_when_the_filters_match_nothing(argv: list[str], listed: str) -> None:
