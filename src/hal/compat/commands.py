@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "sacctmgr": "hal.compat.sacctmgr:sacctmgr",
     "sdiag": "hal.compat.sdiag:sdiag",
     "scrontab": "hal.compat.scrontab:scrontab",
+    "sbcast": "hal.compat.sbcast:sbcast",
 }
 
 

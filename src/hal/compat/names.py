@@ -19,6 +19,7 @@ SLURM_COMMANDS = (
     "sacctmgr",
     "sdiag",
     "scrontab",
+    "sbcast",
 )
 
 # salloc sets it in its command's environment (the allocation's job id); srun there runs

@@ -37,7 +37,7 @@ def hal_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
 # Slurm client commands HAL does not provide; on this machine they would be the real
 # Slurm's, so each is replaced by a stub that fails. (sacctmgr and sdiag are HAL's own
 # shims now: Snakemake's plugin asks sacctmgr which accounts a user may name.)
-UNSHIMMED_SLURM_COMMANDS = ("sattach", "sbcast", "sreport", "strigger")
+UNSHIMMED_SLURM_COMMANDS = ("sattach", "sreport", "strigger")
 
 
 @pytest.fixture(scope="module")
