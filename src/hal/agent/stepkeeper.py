@@ -446,6 +446,7 @@ def _exec_task(
         for signum in SUPERVISOR_IGNORES:
             signal.signal(signum, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        env["SLURM_TASK_PID"] = str(os.getpid())  # (as slurmstepd sets each task's)
         os.execvpe(argv[0], argv, env)  # noqa: S606 - the user's own command
     except _NoInput as error:
         message = str(error)

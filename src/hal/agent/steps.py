@@ -133,7 +133,6 @@ NODE_LOCAL = frozenset(
         "SLURM_LOCALID",
         "SLURM_TASK_PID",
         "SLURM_CPUS_ON_NODE",
-        "SLURM_JOB_CPUS_PER_NODE",
         "SLURM_GTIDS",
         "SLURM_TOPOLOGY_ADDR",
         "SLURM_MEM_PER_NODE",

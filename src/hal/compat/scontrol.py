@@ -356,7 +356,9 @@ def job_record(job: JobInfo, now: float) -> list[str]:
     if job.memory_whole_node:  # --mem=0: Slurm 22.05.8 shows the 0 asked (TRES the memory)
         per_node_mem = "0"
     start = job.start_time or job.expected_start
-    tres = f"cpu={job.cpus},mem={memory_mib(job.memory_bytes)},node={job.node_count}"
+    # (a job of no memory: no mem part, as Slurm's never prints mem=0; session 48)
+    memory = f",mem={memory_mib(job.memory_bytes)}" if job.memory_bytes else ""
+    tres = f"cpu={job.cpus}{memory},node={job.node_count}"
     if job.gpus:
         tres += f",gres/gpu={job.gpus}"
     return [

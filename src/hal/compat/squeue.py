@@ -357,8 +357,9 @@ def _show(query: Query, console: Console) -> int:
                 console.err(INVALID_JOB_ID)
                 return 1
     else:
-        finished = query.states is not None and any(
-            s in JobState.__members__ and JobState(s).is_terminal for s in query.states
+        finished = query.json or (  # (--json: every job the server still lists, as Slurm's)
+            query.states is not None
+            and any(s in JobState.__members__ and JobState(s).is_terminal for s in query.states)
         )
         jobs = client.jobs(
             users=query.users or None,
@@ -409,8 +410,8 @@ def _wanted(job: JobInfo, query: Query) -> bool:
     if query.states is not None:
         if job.state not in query.states:
             return False
-    elif job.state not in DEFAULT_STATES:  # (with -j too: Slurm 22.05.8 needs -t all)
-        return False
+    elif job.state not in DEFAULT_STATES and not query.json:
+        return False  # (with -j too: Slurm 22.05.8 needs -t all; --json lists ended jobs)
     if query.ids and not any(_id_matches(job, item) for item in query.ids):
         return False
     if query.nodes and query.nodes.isdisjoint(job.nodes):

@@ -186,6 +186,8 @@ def run_in_job(job_id: int, call: Invocation, console: Console) -> int:
             f"running job only ({ended}: squeue -j {job_id})"
         )
     environment = {k: v for k, v in console.environ.items() if not describes_a_job(k)}
+    # as Slurm's srun outside the job's environment: its -J, else its command's name
+    environment["SLURM_JOB_NAME"] = call.step_name
     request = call.within(len(job.nodes))
     return run_step(job_id, request, call, console, environment=environment, confirm=True)
 
@@ -278,8 +280,11 @@ def run_step(
     relay, input_rank = input_target(call.input)
     relay = relay and relays_stdin()  # (/dev/null, a closed stdin: the tasks read /dev/null)
     pty = wants_terminal(call.pty)
-    if pty:  # (task 0 alone reads srun's input, in its terminal)
+    tasks_env = dict(console.environ if environment is None else environment)
+    size = terminal_size() if pty else None
+    if size is not None:  # (task 0 alone reads srun's input, in its terminal)
         relay, input_rank = True, 0
+        tasks_env.update(SLURM_PTY_WIN_ROW=str(size[0]), SLURM_PTY_WIN_COL=str(size[1]))
     body = StepCreate(
         argv=call.command,
         nodes=request.nodes,
@@ -288,7 +293,7 @@ def run_step(
         nodelist=list(request.nodelist),
         name=call.step_name,
         workdir=console.cwd,
-        environment=dict(console.environ if environment is None else environment),
+        environment=tasks_env,
         only_environment=call.export is not None and not exports_all(call.export),
         distribution=request.distribution.spec,
         multi_prog=None
@@ -307,7 +312,7 @@ def run_step(
         input=stdin,
         relay_input=relay,
         input_rank=input_rank if relay else None,
-        pty=list(terminal_size()) if pty else None,
+        pty=None if size is None else list(size),
     )
     try:
         step = once_free(job_id, console, lambda: console.client.create_step(job_id, body))

@@ -43,6 +43,8 @@ def test_srun_pty_gives_an_interactive_shell_on_the_node(
         said = term.expect(PROMPTED).decode()
         assert re.search(r"/dev/pts/\d+", said), said  # a terminal, not a pipe
         assert "30 100" in said  # srun's terminal's size
+        term.type(b'echo "win=$SLURM_PTY_WIN_ROW,$SLURM_PTY_WIN_COL"\r')  # (Slurm's too)
+        assert b"win=30,100" in term.expect(PROMPTED)
         job = int(re.search(r"on node2 job (\d+)", said).group(1))  # type: ignore[union-attr]
         # Ctrl-C ends the shell's foreground command, not the session
         term.type(b"sleep 60\r")

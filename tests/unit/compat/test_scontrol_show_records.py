@@ -5,7 +5,7 @@ construction is printed as Slurm prints it."""
 
 from __future__ import annotations
 
-from compat_fakes import FakeClient, call, node, partition
+from compat_fakes import FakeClient, call, node, partition, running
 
 MiB = 1024 * 1024
 
@@ -90,6 +90,13 @@ def test_node_alloc_tres_leaves_out_what_is_not_allocated() -> None:
     client = FakeClient(node_list=[busy, with_mem])
     assert "   AllocTRES=cpu=2" in call(client, "scontrol", "show", "node", "n1").lines
     assert "   AllocTRES=cpu=1,mem=100M" in call(client, "scontrol", "show", "node", "n2").lines
+
+
+def test_job_tres_of_no_memory_has_no_mem_part() -> None:
+    """A job that asked for no memory: Slurm 22.05.8 prints ``TRES=cpu=1,node=1,...``
+    (session 48, on the peer), never ``mem=0``, which HAL printed."""
+    client = FakeClient(job_list=[running(7, memory_bytes=0)])
+    assert "   TRES=cpu=1,node=1" in call(client, "scontrol", "show", "job", "7").lines
 
 
 def test_node_states_as_slurm_22_05_8() -> None:

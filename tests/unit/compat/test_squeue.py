@@ -414,6 +414,18 @@ def test_fold_keeps_single_pending_element_and_running_ones() -> None:
     assert [j.display_id for j in fold_arrays(jobs)] == ["4_1", "4_2", "5_[0,2-3]"]
 
 
+def test_json_lists_ended_jobs_without_t() -> None:
+    """Slurm 22.05.8's ``squeue --json`` lists every job slurmctld holds, ended ones too
+    (session 48, on the peer); HAL's left them out without ``-t``, so a script polling it
+    for its job's end never saw it. (Slurm's ignores every filter with --json; HAL keeps
+    those asked for.)"""
+    listed = json.loads(call(cluster(), "squeue", "--json").out)["jobs"]
+    states = {j["job_id"]: j["job_state"] for j in listed}
+    assert states[1] == ["FAILED"] and states[2] == ["RUNNING"] and states[3] == ["PENDING"]
+    alice = json.loads(call(cluster(), "squeue", "--json", "-u", "alice").out)["jobs"]
+    assert [j["job_id"] for j in alice] == [2]
+
+
 def test_json_has_slurm_shape() -> None:
     result = call(cluster(), "squeue", "--json", "-j", "1", "-t", "all")
     data = json.loads(result.out)
