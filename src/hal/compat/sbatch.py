@@ -82,6 +82,7 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("nodelist", ("nodelist",), "w"),
     Opt("hold", ("hold",), "H", N),
     Opt("begin", ("begin",), "b"),
+    Opt("deadline", ("deadline",)),
     Opt("requeue", ("requeue",), arg=N),
     Opt("no_requeue", ("no-requeue",), arg=N),
     Opt("signal", ("signal",)),
@@ -125,6 +126,7 @@ ENV_OPTIONS = {
     "SBATCH_MEM_BIND": "mem_bind",
     "SBATCH_PROFILE": "profile",
     "SBATCH_CONSTRAINT": "constraint",
+    "SBATCH_DEADLINE": "deadline",
     "SBATCH_EXPORT": "export",
     "SBATCH_GPUS": "gpus",
     "SBATCH_GRES": "gres",
@@ -206,6 +208,7 @@ JOB_WIDE = (
     "kill_on_invalid_dep",
     "hold",
     "begin",
+    "deadline",
     "time",
     "time_min",
     "requeue",
@@ -874,8 +877,18 @@ def _scheduling(
     if "hold" in settings:
         fields["hold"] = True
     begin = text("begin")
-    if begin is not None:
-        fields["begin_time"] = parse_begin(begin, now)
+    begin_time = None if begin is None else parse_begin(begin, now)
+    if begin_time is not None:
+        fields["begin_time"] = begin_time
+    deadline = text("deadline")
+    if deadline is not None:
+        fields["deadline"] = ends_by = parse_begin(deadline, now, field="deadline")
+        if begin_time is not None and ends_by < begin_time:
+            raise InvalidRequest(
+                "Incompatible begin and deadline time specification: the deadline is "
+                "before --begin",
+                field="deadline",
+            )
     if "no_requeue" in settings:
         fields["requeue"] = False
     if "exclusive" in settings:

@@ -381,7 +381,8 @@ def job_record(job: JobInfo, now: float) -> list[str]:
         f"SubmitTime={timestamp(job.submit_time, 'Unknown')} "
         f"EligibleTime={timestamp(job.eligible_time, 'Unknown')}",
         f"StartTime={timestamp(start, 'Unknown')} "
-        f"EndTime={timestamp(planned_end(job, start), 'Unknown')} Deadline=N/A",
+        f"EndTime={timestamp(planned_end(job, start), 'Unknown')} "
+        f"Deadline={timestamp(job.deadline, 'N/A')}",
         f"PreemptTime={timestamp(job.preempt_time, 'None')}",
         f"Partition={job.partition} AllocNode:Sid={job.submit_host or '(null)'}:0"
         + (f" Reservation={job.reservation}" if job.reservation else ""),

@@ -162,6 +162,9 @@ class JobSpec:
     nodelist: tuple[str, ...] = ()  # node names all required
     hold: bool = False
     begin_time: float | None = None
+    # --deadline: a pending job that can no longer end by then (now + its --time-min,
+    # else its time limit) is ended DEADLINE, as Slurm's; None: none
+    deadline: float | None = None
     requeue: bool = True
     signal: SignalSpec | None = None
     exclusive: bool = False

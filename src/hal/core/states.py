@@ -141,6 +141,8 @@ class PendingReason(StrEnum):
     # ``scontrol requeuehold``: back in the queue, held until its owner releases it
     # (Slurm's WAIT_HELD_USER with this description, which its commands show)
     REQUEUED_HELD = "job requeued in held state"
+    # --deadline: it could no longer end by its deadline, and was ended DEADLINE
+    DEADLINE = "DeadLine"
     # reasons recorded on finished jobs
     NON_ZERO_EXIT_CODE = "NonZeroExitCode"
     JOB_LAUNCH_FAILURE = "JobLaunchFailure"  # its script could not start (output file...)

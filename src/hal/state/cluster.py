@@ -56,6 +56,7 @@ from hal.state.job_changes import (
     held_on_requeue,
     lowered_limit,
     requeued,
+    within_deadline,
 )
 from hal.state.job_runs import ended_runs
 from hal.state.store import (
@@ -1375,6 +1376,7 @@ class Cluster:
                     job = in_partition(job, self.partitions, placement.partition)  # -p a,b
                 if lowered is not None:
                     job = lowered_limit(job, lowered)
+                job = within_deadline(job, now)
                 if PREEMPTING in job.extra:  # it no longer goes first in the queue
                     job = job.evolve(extra=preempt.cleared(job.extra))
                 job = job.evolve(

@@ -61,6 +61,21 @@ def lowered_limit(job: Job, limit: int) -> Job:
     return job.evolve(time_limit_s=limit, extra=extra)
 
 
+def within_deadline(job: Job, now: float) -> Job:
+    """``job`` starting at ``now`` with a limit that ends by its ``--deadline``, as
+    Slurm's: cut to the whole minutes left (not below its ``--time-min``) where it would
+    run past it, an unlimited job too."""
+    deadline = job.spec.deadline
+    if deadline is None:
+        return job
+    left = max(int(deadline - now) // 60 * 60, job.spec.time_min_s or 0)
+    if left <= 0 or 0 < job.time_limit_s <= left:
+        return job  # (past it: the scheduler ends such a job instead)
+    if LIMIT_BEFORE_TIME_MIN in job.extra:  # (lowered by backfill already: its own is kept)
+        return job.evolve(time_limit_s=left)
+    return lowered_limit(job, left)
+
+
 def requeued(
     job: Job, now: float, after: str | None = None, run: tuple[str, int, int] | None = None
 ) -> Job:

@@ -85,6 +85,8 @@ class JobSubmit:
     nodelist: list[str] = field(default_factory=list)
     hold: bool = False
     begin_time: Annotated[float | None, Le(LATEST_SECONDS)] = None  # NaN fails Le too
+    # --deadline (epoch seconds): a pending job that cannot end by then is ended DEADLINE
+    deadline: Annotated[float | None, Ge(0), Le(LATEST_SECONDS)] = None
     requeue: bool = True
     signal: Annotated[str | None, MaxLen(64)] = None
     exclusive: bool = False

@@ -17,6 +17,7 @@ def test_units_no_val_and_gpus_are_mapped() -> None:
                 "tres_per_node": "gres/gpu:a100:2",
                 "environment": ["A=1", "B=x=y"],
                 "begin_time": {"set": True, "number": 1_900_000_000},
+                "deadline": 1_900_086_400,
                 "excluded_nodes": ["n[1-2]"],
                 "time_minimum": {"set": False, "infinite": False, "number": 0},
             },
@@ -29,6 +30,7 @@ def test_units_no_val_and_gpus_are_mapped() -> None:
     assert (req.gpus_per_node, req.gpu_type) == (2, "a100")
     assert req.environment == {"A": "1", "B": "x=y"}
     assert req.begin_time == 1_900_000_000.0
+    assert req.deadline == 1_900_086_400.0
     assert req.exclude == ["n1", "n2"]
     assert req.time_min_seconds is None
 

@@ -39,6 +39,15 @@ def job_fields(*argv: str, script: str = SCRIPT) -> dict[str, Any]:
     return non_defaults(parse(*argv, script=script).job)
 
 
+def test_a_deadline_before_begin_is_refused_and_sbatch_deadline_is_read() -> None:
+    """Slurm's sbatch: "Incompatible begin and deadline time specification"; its
+    SBATCH_DEADLINE input variable sets --deadline."""
+    with pytest.raises(InvalidRequest, match="Incompatible begin and deadline"):
+        parse("-b", "now+2hours", "--deadline=now+1hour")
+    env = {"PATH": "/bin", "SBATCH_DEADLINE": "now+30minutes"}
+    assert parse(environ=env).job.deadline == NOW + 1800
+
+
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
@@ -80,6 +89,11 @@ def job_fields(*argv: str, script: str = SCRIPT) -> dict[str, Any]:
         (["-w", "n[3-4],m1"], {"nodelist": ["n3", "n4", "m1"]}),
         (["-H"], {"hold": True}),
         (["-b", "now+60"], {"begin_time": NOW + 60}),
+        (["--deadline=now+2hours"], {"deadline": NOW + 7200}),
+        (
+            ["-b", "now+60", "--deadline", "now+1hour"],
+            {"begin_time": NOW + 60, "deadline": NOW + 3600},
+        ),
         (["--no-requeue"], {"requeue": False}),
         (["--no-requeue", "--requeue"], {}),
         (["--signal=B:USR2@30"], {"signal": "B:USR2@30"}),
@@ -454,7 +468,7 @@ def test_a_word_stuck_to_sbatch_is_refused() -> None:
     [
         (["--tmp=x"], SCRIPT, "unrecognized option '--tmp'"),
         (["-k"], SCRIPT, "invalid option -- 'k'"),
-        (["--deadline=now+1hour"], SCRIPT, "--deadline"),
+        (["--priority=5"], SCRIPT, "--priority"),
         ([], "#!/bin/sh\n#SBATCH --tmp=x\ntrue\n", "script line 2"),
         ([], "#!/bin/sh\n#SBATCH stray\ntrue\n", "reads only options"),
     ],

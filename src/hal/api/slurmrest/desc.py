@@ -241,6 +241,7 @@ SUBMIT: dict[str, tuple[Reader, str]] = {
     "time_limit": (_minutes, "time_limit_seconds"),
     "time_minimum": (_minutes, "time_min_seconds"),
     "begin_time": (_begin, "begin_time"),
+    "deadline": (_begin, "deadline"),
     "constraints": (_constraints, "constraint"),
     "excluded_nodes": (_hosts, "exclude"),
     "required_nodes": (_hosts, "nodelist"),
