@@ -228,7 +228,7 @@ JOB_LETTERS: dict[str, tuple[str, JobColumn]] = {
     "W": ("LICENSES", lambda j, n: _null(j.licenses)),
     # as Slurm 22.05.8 prints them (docs/slurm-checks.md): %p is %Q / 2^32
     "p": ("PRIORITY", lambda j, n: f"{j.priority / 2**32:.14f}"),
-    "c": ("MIN_CPUS", lambda j, n: str(j.cpus_per_task)),
+    "c": ("MIN_CPUS", lambda j, n: str(max(j.cpus_per_task, j.min_cpus_per_node))),
     "d": ("MIN_TMP_DISK", lambda j, n: "0"),  # (HAL takes no --tmp)
     "U": ("UID", lambda j, n: _unix(j.user)[0]),
     "G": ("GROUP", lambda j, n: _unix(j.user)[1]),

@@ -83,6 +83,7 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("hold", ("hold",), "H", N),
     Opt("begin", ("begin",), "b"),
     Opt("deadline", ("deadline",)),
+    Opt("mincpus", ("mincpus",)),
     Opt("requeue", ("requeue",), arg=N),
     Opt("no_requeue", ("no-requeue",), arg=N),
     Opt("signal", ("signal",)),
@@ -732,6 +733,9 @@ def _resources(
         number = _positive(settings, dest)
         if number is not None:
             fields[dest] = number
+    mincpus = _positive(settings, "mincpus")
+    if mincpus is not None:
+        fields["min_cpus_per_node"] = mincpus
     _fit_nodes_to_tasks(fields, warnings)
     if "cpus_per_task" in fields:  # as Slurm's sbatch: set only where -c was given
         environment = fields["environment"]

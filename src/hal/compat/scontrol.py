@@ -393,6 +393,7 @@ def job_record(job: JobInfo, now: float) -> list[str]:
         f"NumNodes={job.node_count} NumCPUs={job.cpus} NumTasks={job.ntasks} "
         f"CPUs/Task={job.cpus_per_task}",
         f"TRES={tres}",
+        f"MinCPUsNode={max(job.cpus_per_task, job.min_cpus_per_node)} "
         f"MinMemoryNode={per_node_mem} OverSubscribe={'NO' if job.exclusive else 'OK'} "
         f"Licenses={job.licenses or '(null)'}",
         f"Features={'&'.join(job.constraint) or '(null)'}",

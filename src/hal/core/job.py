@@ -141,6 +141,7 @@ class JobSpec:
     ntasks: int = 1
     ntasks_per_node: int | None = None
     cpus_per_task: int = 1
+    min_cpus_per_node: int = 0  # --mincpus: each node gives at least this many CPUs
     memory_per_node_bytes: int | None = None  # --mem; 0 means all memory of the node
     memory_per_cpu_bytes: int | None = None
     memory_per_gpu_bytes: int | None = None
@@ -200,7 +201,7 @@ class JobSpec:
             tasks = self.ntasks_per_node
         else:
             tasks = -(-self.ntasks // nodes)  # ceil: tasks spread evenly, first nodes fuller
-        return tasks * self.cpus_per_task
+        return max(tasks * self.cpus_per_task, self.min_cpus_per_node)
 
     @property
     def typed_gpus(self) -> str | None:

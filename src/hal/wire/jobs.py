@@ -120,6 +120,7 @@ class JobInfo(WireModel):
     gpus: int
     ntasks: int
     cpus_per_task: int
+    min_cpus_per_node: int = 0  # --mincpus (scontrol's MinCPUsNode, squeue's %c)
     exit_code: int = 0
     exit_signal: int = 0
     # the batch step's peak resident memory and CPU time: measured at its end, or so far

@@ -63,6 +63,7 @@ class JobSubmit:
     ntasks: Annotated[int | None, Ge(1), Le(10_000_000)] = None
     ntasks_per_node: Annotated[int | None, Ge(1), Le(100_000)] = None
     cpus_per_task: Annotated[int, Ge(1), Le(100_000)] = 1
+    min_cpus_per_node: Annotated[int, Ge(0), Le(100_000)] = 0  # --mincpus
     memory_per_node_bytes: Annotated[int | None, Ge(0)] = None
     # 0 per CPU or per GPU: all of each node's memory, as memory_per_node_bytes=0 (the
     # server stores it so), as Slurm takes --mem-per-cpu=0 and --mem-per-gpu=0

@@ -90,6 +90,7 @@ def test_a_deadline_before_begin_is_refused_and_sbatch_deadline_is_read() -> Non
         (["-H"], {"hold": True}),
         (["-b", "now+60"], {"begin_time": NOW + 60}),
         (["--deadline=now+2hours"], {"deadline": NOW + 7200}),
+        (["--mincpus=4"], {"min_cpus_per_node": 4}),
         (
             ["-b", "now+60", "--deadline", "now+1hour"],
             {"begin_time": NOW + 60, "deadline": NOW + 3600},

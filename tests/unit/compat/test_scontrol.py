@@ -391,7 +391,7 @@ def test_all_of_the_nodes_memory_shows_as_the_zero_asked() -> None:
     client = FakeClient(job_list=[whole])
     lines = call(client, "scontrol", "show", "job", "9").lines
     assert "   TRES=cpu=2,mem=2000M,node=1" in lines
-    assert "   MinMemoryNode=0 OverSubscribe=OK Licenses=(null)" in lines
+    assert "   MinCPUsNode=1 MinMemoryNode=0 OverSubscribe=OK Licenses=(null)" in lines
     assert call(client, "squeue", "-h", "-o", "%m").lines == ["0"]
 
 
