@@ -41,9 +41,6 @@ from hal.htc.stats import BrokerTotals, snapshot
 
 log = logging.getLogger("hal.htc.broker")
 
-TARGET_WINDOW_S = 0.004  # work queued per worker: long enough to hide a round trip
-MIN_WINDOW = 2
-MAX_WINDOW = 4096
 POOL_INTERVAL_S = 0.25
 RECORD_INTERVAL_S = 5.0
 ENDED_RETENTION_S = 600.0  # ended sessions stay reattachable (unacked results) this long
@@ -54,6 +51,23 @@ CANCELLED_KEPT = 4096  # worker jobs remembered as cancelled before they connect
 # which takes minutes, not seconds; a vanished host is itself found only after about a
 # minute of TCP keepalive (``protocol.KEEPALIVE_*``). Until then its workers hold CPUs.
 CLIENT_GRACE_S = 300.0
+# A worker that died running a task about to be failed as poison: the verdict waits this
+# long at most for the control plane to report how its job ended (out of memory, its time
+# limit), so that the error can say so. Other deaths are handled at once.
+VERDICT_WAIT_S = 10.0
+# What a worker job's end state says about its death, for the poison verdict:
+# (cause, advice); ``{memory}`` and ``{limit}`` are filled in from the session's options.
+JOB_END_CAUSES = {
+    "OUT_OF_MEMORY": (
+        "the worker job ran out of memory: memory_per_worker={memory}",
+        "Give the workers more memory (memory_per_worker) or make the task use less",
+    ),
+    "TIMEOUT": (
+        "the worker job reached its time limit (worker_lease + 300 s = {limit} s)",
+        "A task must end within its worker job's time limit: raise worker_lease above "
+        "the task's length, or split the task",
+    ),
+}
 
 
 class Peer(asyncio.Protocol):
@@ -206,6 +220,8 @@ class Broker:
             self.mark(session)
         elif kind == p.LOAD_ERROR and worker is not None and session is not None:
             self.load_error(session, worker, str(message[1]))
+        elif kind == p.SERVICE_EXITED and worker is not None and session is not None:
+            self.service_exited(session, worker, str(message[1]))
         elif kind == p.COMMON and session is not None and peer.role == "client":
             session.common = bytes(message[1])
             if session.journal is not None:
@@ -243,12 +259,43 @@ class Broker:
             session.client = None
             session.clientless_since = self.clock()  # reaped after the grace (``reap``)
         if worker is not None and worker.conn is peer:
-            self.worker_gone(session, worker)
+            self.on_worker_lost(session, worker)
 
-    def worker_gone(self, session: Session, worker: Worker) -> None:
+    def on_worker_lost(self, session: Session, worker: Worker) -> None:
+        """A worker's connection ended. When that fails its task as poison, the verdict
+        waits for the control plane to say how its job ended (``pool_round``, at most
+        ``VERDICT_WAIT_S``): a job killed for its memory or its time limit is reported
+        as such, not as a task that crashes the process. Otherwise at once."""
+        if (
+            worker.job_id > 0
+            and self.control_plane is not None
+            and session.live
+            and not worker.note  # (it said why: its service program exited)
+            and session.book.would_poison(worker.job_id)
+        ):
+            worker.conn = None
+            worker.state = "lost"
+            worker.lost_at = self.clock()
+            return
+        self.worker_gone(session, worker)
+
+    def worker_gone(self, session: Session, worker: Worker, ended: str = "") -> None:
         """``worker``'s connection is over: the tasks it held go back to the queue (as
-        suspects, see ``TaskBook.worker_lost``)."""
+        suspects, see ``TaskBook.worker_lost``). ``ended``: its job's end state, when
+        known."""
         why = f"job {worker.job_id} on {worker.host or '?'} (pid {worker.pid})"
+        cause, advice = JOB_END_CAUSES.get(ended, ("", ""))
+        if cause:
+            o = session.options
+            memory = o.memory_per_worker_bytes
+            cause = cause.format(
+                memory=f"{memory / 2**20:g} MiB" if memory else "not set",
+                limit=int(o.worker_lease_seconds + 300),
+            )
+        elif worker.note:
+            cause = worker.note
+        if cause:
+            why += f": {cause}"
         if worker.state != "draining" and session.live:
             self.totals.worker_failures["lost"] += 1
         if session.workers.get(worker.job_id) is worker:
@@ -256,7 +303,7 @@ class Broker:
         worker.conn = None
         worker.state = "gone"
         retried = session.book.counters.retried
-        lost = session.book.worker_lost(worker.job_id, why)
+        lost = session.book.worker_lost(worker.job_id, why, advice)
         self.totals.tasks_retried += session.book.counters.retried - retried
         if lost:
             self.totals.count_outcomes(lost)
@@ -295,6 +342,8 @@ class Broker:
                     "outstanding": outstanding,
                     # the client detaches rather than cancels when its block raises
                     "survives_client": session.survives_client,
+                    # "exec": the client refuses a task argument that is not bytes or str
+                    "service_kind": session.options.service.kind,
                 },
             ]
         )
@@ -318,6 +367,9 @@ class Broker:
             self._manual_ids -= 1
             job_id = self._manual_ids
         worker = session.workers.get(job_id)
+        if worker is not None and worker.state == "lost":
+            self.worker_gone(session, worker)  # its verdict cannot wait for the job's end
+            worker = None
         if worker is not None and worker.conn is not None:
             # A second connection for a job that is connected (a worker started twice in
             # one job): the tasks sent on the first would wait forever for results that
@@ -362,6 +414,22 @@ class Broker:
                 f"the service failed to start on {session.start_failures} workers; "
                 f"the last one said: {message.strip()}",
             )
+        else:
+            self.mark(session)
+
+    def service_exited(self, session: Session, worker: Worker, message: str) -> None:
+        """The worker's executable died under a task (the worker exits next). Once the
+        session's service has answered a task, that is a worker death like any other (its
+        connection's end gives its tasks back; a task that keeps doing it is poison), and
+        ``message`` goes into the error. Before that, it is a service that cannot serve
+        (``/bin/false``, a program that exits at once): its tasks go back unblamed and it
+        counts as a failure to start, so that ``MAX_START_FAILURES`` such workers fail the
+        session instead of each task killing ``max_worker_deaths`` workers."""
+        worker.note = message.strip()
+        if session.answered:
+            return
+        session.book.requeue(worker.job_id)
+        self.load_error(session, worker, message)
 
     # -- the data path ----------------------------------------------------------------
     def submit(self, session: Session, flat: list[Any]) -> None:
@@ -396,12 +464,11 @@ class Broker:
         now = self.clock()
         n = len(flat) // 3
         if n and worker.last_result_at:
-            per_task = (now - worker.last_result_at) / n
-            s = session.task_seconds
-            session.task_seconds = per_task if s == 0 else 0.7 * s + 0.3 * per_task
-            window = int(TARGET_WINDOW_S / max(session.task_seconds, 1e-7))
-            worker.window = max(MIN_WINDOW, min(MAX_WINDOW, window))
+            session.set_task_seconds((now - worker.last_result_at) / n)
         worker.last_result_at = now
+        if not session.answered:  # a value, or the service's own error
+            statuses = flat[1::3]
+            session.answered = p.OK in statuses or p.FAILED in statuses
         book = session.book
         retried = book.counters.retried
         out = book.complete(worker.job_id, flat)
@@ -438,6 +505,7 @@ class Broker:
         book = session.book
         now = self.clock()
         paused = session.paused  # the client is behind: no new tasks, but drained stop
+        window = session.window  # the same for every worker, also one that just joined
         for worker in session.workers.values():
             if worker.conn is None:
                 continue
@@ -451,11 +519,11 @@ class Broker:
                 continue
             if worker.state != "ready" or not waiting:
                 continue
-            if load > worker.window // 2:
+            if load > window // 2:
                 continue  # still has half a window queued: send more in bigger batches
             ready = sum(1 for w in session.workers.values() if w.state == "ready")
             share = max(1, math.ceil(waiting / max(1, ready)))
-            flat = book.take(worker.job_id, min(worker.window - load, share))
+            flat = book.take(worker.job_id, min(window - load, share))
             if flat:
                 if load == 0:
                     worker.last_result_at = now  # measure from now, not from idle time
@@ -575,6 +643,10 @@ class Broker:
         now = self.clock()
         # (a session left for the next broker gets no more workers here)
         sessions = [s for s in self.sessions.values() if not s.suspended]
+        for session in sessions:  # lost workers whose job's end never came: no cause
+            for lost in [w for w in session.workers.values() if w.state == "lost"]:
+                if now - lost.lost_at >= VERDICT_WAIT_S:
+                    self.worker_gone(session, lost)
         pool = self.pool_size or self._capacity_cpus or 1
         plan = plan_pool(sessions, pool, self.policy, now)
         for session in sessions:
@@ -632,9 +704,11 @@ class Broker:
                         f"worker job {job_id} ended {state} before connecting to the broker "
                         f"(its output is in {owner.options.worker_output})",
                     )
+                elif gone.state == "lost":  # its verdict waited for this
+                    self.worker_gone(owner, gone, ended=state)
                 elif gone.conn is not None:  # its tasks go back to the queue
                     conn = gone.conn
-                    self.worker_gone(owner, gone)
+                    self.worker_gone(owner, gone, ended=state)
                     conn.close()
 
     def start_failed(self, session: Session, reason: str) -> None:

@@ -1,11 +1,12 @@
 """The HTC client API: open a session for a service, send tasks, get results.
 
     from hal import htc
-    with htc.open_session("mypkg.pricing:price", common=curve, max_workers=8) as s:
-        f = s.submit(42)                       # one task -> a future
-        prices = list(s.map(portfolio))       # many tasks, results in order, bounded window
-        for fut in htc.as_completed(s.submit_many([(1,), (2,)])):
-            print(fut.task_id, fut.result())
+    with htc.HtcClient() as hal:              # HAL_URL / HAL_TOKEN, like the SDK
+        with hal.open_session("mypkg.pricing:price", common=curve, max_workers=8) as s:
+            f = s.submit(42)                   # one task -> a future
+            prices = list(s.map(portfolio))   # many tasks, results in order, bounded window
+            for fut in htc.as_completed(s.submit_many([(1,), (2,)])):
+                print(fut.task_id, fut.result())
 
 Sessions can outlive the client: ``s.detach()`` leaves the session running (a crash, for
 the broker's grace, 300 s by default), and ``HtcClient().attach(session_id).results()``
@@ -26,10 +27,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import httpx
+from pydantic import ValidationError
 
 from hal.client.config import ClientConfig, load_client_config
 from hal.client.sync import error_from_response, segment
-from hal.core.errors import Unavailable
+from hal.core.errors import InvalidRequest, Unavailable
 from hal.htc.client_session import Session, pack_common
 from hal.htc.rest import ServiceSpec, SessionInfo, SessionList, SessionOptions, SessionTicket
 
@@ -101,31 +103,41 @@ class HtcClient:
         ``environment`` sets one. With ``journal``, the broker keeps the session's tasks and
         outcomes in a file, and a broker restart reopens the session instead of losing it."""
         if isinstance(service, str):
-            spec = ServiceSpec(kind="python", target=service)
+            kind, argv, target = "python", [], service
+        elif isinstance(service, (list, tuple)) and all(isinstance(a, str) for a in service):
+            kind, argv, target = "exec", list(service), ""
         else:
-            spec = ServiceSpec(kind="exec", argv=list(service))
-        packed = None if common is None else pack_common(common)
+            raise InvalidRequest(
+                f"service: {service!r:.80} ({type(service).__name__}); give a Python "
+                "function as 'package.module:function', or an executable's argv as a list "
+                "of str, e.g. ['./pricer', '--fast']",
+                field="service",
+            )
         env = {"PYTHONPATH": default_pythonpath(), **(environment or {})}
-        options = SessionOptions(
-            service=spec,
-            name=name,
-            priority=priority,
-            min_workers=min_workers,
-            max_workers=max_workers,
-            retries=retries,
-            task_timeout_seconds=task_timeout,
-            max_worker_deaths=max_worker_deaths,
-            cpus_per_worker=cpus_per_worker,
-            memory_per_worker_bytes=memory_per_worker,
-            partition=partition,
-            python=python or sys.executable,
-            workdir=workdir or os.getcwd(),
-            environment=env,
-            worker_output=worker_output,
-            worker_lease_seconds=worker_lease,
-            has_common_data=common is not None,
-            journal=journal,
-        )
+        try:
+            options = SessionOptions(
+                service=ServiceSpec(kind=kind, target=target, argv=argv),
+                name=name,
+                priority=priority,
+                min_workers=min_workers,
+                max_workers=max_workers,
+                retries=retries,
+                task_timeout_seconds=task_timeout,
+                max_worker_deaths=max_worker_deaths,
+                cpus_per_worker=cpus_per_worker,
+                memory_per_worker_bytes=memory_per_worker,
+                partition=partition,
+                python=python or sys.executable,
+                workdir=workdir or os.getcwd(),
+                environment=env,
+                worker_output=worker_output,
+                worker_lease_seconds=worker_lease,
+                has_common_data=common is not None,
+                journal=journal,
+            )
+        except ValidationError as err:
+            raise option_error(err) from None
+        packed = None if common is None else pack_common(common)
         r = self._request("POST", "/v1/htc/sessions", content=options.model_dump_json())
         ticket = SessionTicket.model_validate_json(r.content)
         return Session(ticket, packed)
@@ -147,6 +159,28 @@ class HtcClient:
     def cancel(self, session_id: str) -> SessionInfo:
         r = self._request("DELETE", f"/v1/htc/sessions/{seg(session_id)}")
         return SessionInfo.model_validate_json(r.content)
+
+
+# ``SessionOptions`` fields under the names ``open_session`` takes
+PARAMETERS = {
+    "task_timeout_seconds": "task_timeout",
+    "memory_per_worker_bytes": "memory_per_worker",
+    "worker_lease_seconds": "worker_lease",
+    "service": "service",
+}
+
+
+def option_error(err: ValidationError) -> InvalidRequest:
+    """An option pydantic refused, as the ``InvalidRequest`` the server's own checks
+    raise (code that catches ``HalError`` sees both), naming ``open_session``'s
+    parameter, the value and what it must be."""
+    first = err.errors()[0]
+    loc = [str(part) for part in first["loc"]]
+    field = PARAMETERS.get(loc[0], loc[0]) if loc else "options"
+    path = ".".join([field, *loc[1:]])
+    what = str(first["msg"])
+    what = what[:1].lower() + what[1:]
+    return InvalidRequest(f"{path}: {first.get('input')!r:.80}: {what}", field=field)
 
 
 def seg(session_id: str) -> str:

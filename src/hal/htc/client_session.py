@@ -14,7 +14,8 @@ import itertools
 import socket
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections import deque
+from collections.abc import Iterable, Iterator
 from types import TracebackType
 from typing import Any
 
@@ -68,6 +69,9 @@ class Session:
             self._stopped = "closed"
         self._next_id = int(welcome["next_task_id"])
         self.outstanding_at_attach = int(welcome.get("outstanding", 0))
+        self._outstanding = self.outstanding_at_attach  # of those, not yet from results()
+        # an executable's task takes one bytes or str argument: refused here otherwise
+        self._exec = welcome.get("service_kind") == "exec"
         # recoverable (journal=True) or detached on purpose once: leaving the block
         # through an exception detaches it rather than cancel it
         self.survives_client = bool(welcome.get("survives_client", False))
@@ -88,19 +92,32 @@ class Session:
         tb: TracebackType | None,
     ) -> None:
         """Normal exit: ``close()`` (wait for the tasks, DONE). An exception (Ctrl-C, a
-        bug in the block): nobody will read the results, so the session is cancelled and
-        its workers freed, unless it is meant to survive its client (``journal=True``,
-        or detached before): then it is detached, to be reattached by id. It used to be
-        left OPEN with no client, its workers holding their CPUs for ever."""
+        bug in the block), also one while that ``close()`` waits (Ctrl-C because it takes
+        too long): nobody will read the results, so the session is cancelled and its
+        workers freed, unless it is meant to survive its client (``journal=True``, or
+        detached before): then it is detached, to be reattached by id. It used to be
+        left OPEN with no client, its workers holding their CPUs for ever. A block that
+        detached (or disconnected) the session leaves it as it is."""
         if exc_type is None:
-            self.close()
+            if self._stopped in ("detached", "disconnected"):
+                return
+            try:
+                self.close()
+            except BaseException as err:
+                self._leave(type(err).__name__)
+                raise
             return
+        self._leave(exc_type.__name__)
+
+    def _leave(self, why: str) -> None:
+        """The block is left through the exception ``why``: cancel or detach, then
+        disconnect."""
         try:
             if self._ended is None and self._stopped in ("", "closed"):
                 if self.survives_client:
                     self.detach()
                 else:
-                    self.cancel(f"its client left the session's block with {exc_type.__name__}")
+                    self.cancel(f"its client left the session's block with {why}")
         except (Unavailable, OSError):
             pass  # the broker ends a session whose client is gone (after its grace)
         finally:
@@ -111,10 +128,22 @@ class Session:
         """One task: the service is called with ``args``."""
         return self.submit_many([args])[0]
 
-    def submit_many(self, calls: Iterable[Sequence[Any]]) -> list[TaskFuture]:
-        """Many tasks in one frame per ``DEFAULT_CHUNK``; each item is one call's args."""
+    def submit_many(self, calls: Iterable[tuple[Any, ...] | list[Any]]) -> list[TaskFuture]:
+        """Many tasks in one frame per ``DEFAULT_CHUNK``; each item is one call's
+        arguments, as a tuple: ``[(x,), (y,)]``."""
         self._check_open()
-        payloads = [p.pack(list(args)) for args in calls]
+        items = calls if isinstance(calls, list) else list(calls)
+        if not all(isinstance(args, tuple | list) for args in items):
+            i, bad = next((i, a) for i, a in enumerate(items) if not isinstance(a, tuple | list))
+            raise TypeError(
+                f"submit_many: item {i} is {type(bad).__name__} {bad!r:.60}; each item must "
+                "be a tuple (or list) of arguments, e.g. submit_many([(x,), (y,)]) or "
+                "submit_many([(a, b)])"
+            )
+        if self._exec:
+            for i, args in enumerate(items):
+                check_exec_args(args, i)
+        payloads = [p.pack(list(args)) for args in items]
         sizes = check_sizes(payloads)
         first = self._allocate(len(payloads))
         futures = [TaskFuture(first + i, self._withdraw) for i in range(len(payloads))]
@@ -147,85 +176,135 @@ class Session:
         iterator runs in flat memory (ordered, results held for an earlier one count
         toward ``window``). A failed task raises its ``TaskError`` (ordered: in its
         place, after the results before it), or is yielded as one with
-        ``return_exceptions``."""
+        ``return_exceptions``.
+
+        The options and the session are checked here; tasks are sent as the results
+        are read (lazily, so that ``window`` bounds them). Leaving the map early (a
+        ``break``, the error it raises, closing it) withdraws the tasks it sent that no
+        worker holds yet, as ``Executor.map`` cancels its pending futures; results of
+        those a worker holds are dropped."""
+        for option, n in (("window", window), ("chunk", chunk)):
+            if n < 1:  # window 0 waited forever; chunk 0 read as the end of the items
+                raise InvalidRequest(f"{option}: {n}; it must be at least 1", field=option)
+        self._check_open()
+        return self._map(iter(calls), ordered, star, window, chunk, return_exceptions)
+
+    def _map(
+        self,
+        items: Iterator[Any],
+        ordered: bool,
+        star: bool,
+        window: int,
+        chunk: int,
+        return_exceptions: bool,
+    ) -> Iterator[Any]:
         stream = ResultStream()
-        index_of: dict[int, int] = {}
-        items = iter(calls)
+        index_of: dict[int, int] = {}  # task id -> item index, for tasks not finished
         next_index = 0
         exhausted = False
         buffered: dict[int, Any] = {}
         yield_next = 0
         pack, pending = p.pack, self._pending
-        for option, n in (("window", window), ("chunk", chunk)):
-            if n < 1:  # window 0 waited forever; chunk 0 read as the end of the items
-                raise InvalidRequest(f"{option}: {n}; it must be at least 1", field=option)
-        self._check_open()
-        while True:
-            # results waiting for an earlier one count too: behind a slow task, an ordered
-            # map would otherwise keep submitting and hold every later result
-            room = window - len(index_of) - len(buffered)
-            while not exhausted and room > 0:
-                batch = list(itertools.islice(items, min(chunk, room)))
-                if not batch:
-                    exhausted = True
-                    break
-                payloads = [pack(list(x) if star else [x]) for x in batch]
-                sizes = check_sizes(payloads, next_index)
-                first = self._allocate(len(payloads))
-                for start, end in p.frame_slices(sizes, len(payloads)):
-                    flat: list[Any] = []
-                    for offset in range(start, end):
-                        task_id = first + offset
-                        index_of[task_id] = next_index + offset
-                        pending[task_id] = stream
-                        flat += (task_id, payloads[offset])
-                    self._send([p.SUBMIT, flat])
-                next_index += len(batch)
-                room -= len(batch)
-            if exhausted and not index_of:
+        try:
+            while True:
+                # results waiting for an earlier one count too: behind a slow task, an
+                # ordered map would otherwise keep submitting and hold every later result
+                room = window - len(index_of) - len(buffered)
+                while not exhausted and room > 0:
+                    batch = list(itertools.islice(items, min(chunk, room)))
+                    if not batch:
+                        exhausted = True
+                        break
+                    self._check_open()  # (a map read first after a detach, say)
+                    if star and not all(isinstance(x, (tuple, list)) for x in batch):
+                        i, bad = next(
+                            (i, x) for i, x in enumerate(batch) if not isinstance(x, (tuple, list))
+                        )
+                        raise TypeError(
+                            f"map(star=True): item {next_index + i} is {type(bad).__name__} "
+                            f"{bad!r:.60}; each item must be a tuple of arguments"
+                        )
+                    if self._exec:
+                        for i, x in enumerate(batch, next_index):
+                            check_exec_args(x if star else (x,), i)
+                    payloads = [pack(list(x) if star else [x]) for x in batch]
+                    sizes = check_sizes(payloads, next_index)
+                    first = self._allocate(len(payloads))
+                    for start, end in p.frame_slices(sizes, len(payloads)):
+                        flat: list[Any] = []
+                        for offset in range(start, end):
+                            task_id = first + offset
+                            index_of[task_id] = next_index + offset
+                            pending[task_id] = stream
+                            flat += (task_id, payloads[offset])
+                        self._send([p.SUBMIT, flat])
+                    next_index += len(batch)
+                    room -= len(batch)
+                if exhausted and not index_of:
+                    return
+                self._wait(stream)
+                done = stream.done
+                while done:
+                    task_id, status, payload = done.popleft()
+                    index = index_of.pop(task_id)
+                    outcome = TaskResult.decode(task_id, status, payload)
+                    value: Any = outcome.value
+                    if outcome.error is not None:
+                        if not (return_exceptions or ordered):
+                            raise outcome.error
+                        value = outcome.error
+                    if not ordered:
+                        yield value
+                        continue
+                    buffered[index] = value  # an error too: raised in its place, not before
+                    while yield_next in buffered:
+                        value = buffered.pop(yield_next)
+                        yield_next += 1
+                        if isinstance(value, TaskError) and not return_exceptions:
+                            raise value
+                        yield value
+        finally:
+            if index_of:  # left early: nobody will read these
+                self._abandon(stream, list(index_of))
+
+    def _abandon(self, stream: ResultStream, task_ids: list[int]) -> None:
+        """A map left before its tasks finished: withdraw those no worker holds (the
+        broker's answer removes them from ``_pending``) and drop the results of the
+        others as they come. Never raises: it runs while the map's own exit unwinds."""
+        stream.done = deque(maxlen=0)  # what the reader delivers from now on is dropped
+        if self._ended is not None or self._stopped in ("detached", "disconnected"):
+            return
+        with self._cancels:  # counted as ``_withdraw`` counts: answers come in order
+            try:
+                self._send([p.CANCEL, task_ids])
+            except Unavailable:
                 return
-            self._wait(stream)
-            done = stream.done
-            while done:
-                task_id, status, payload = done.popleft()
-                index = index_of.pop(task_id)
-                outcome = TaskResult.decode(task_id, status, payload)
-                value: Any = outcome.value
-                if outcome.error is not None:
-                    if not (return_exceptions or ordered):
-                        raise outcome.error
-                    value = outcome.error
-                if not ordered:
-                    yield value
-                    continue
-                buffered[index] = value  # an error too: raised in its place, not before
-                while yield_next in buffered:
-                    value = buffered.pop(yield_next)
-                    yield_next += 1
-                    if isinstance(value, TaskError) and not return_exceptions:
-                        raise value
-                    yield value
+            self._cancels_sent += 1
 
     def results(self, timeout: float | None = None) -> Iterator[TaskResult]:
         """Results of tasks submitted by an earlier client of this session (after a
         reattach), until the ones outstanding at attach time are all in."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        expected = self.outstanding_at_attach
         stream = self._orphans
-        while expected > 0:
+        # a count kept across calls: a second call yields only what the first did not
+        # (it used to wait again for all of them: a timeout, or for ever)
+        while self._outstanding > 0:
             if not stream.done:
                 if deadline is not None and time.monotonic() > deadline:
-                    raise TimeoutError(f"{expected} results of session {self.id} still missing")
+                    raise TimeoutError(
+                        f"{self._outstanding} results of session {self.id} still missing"
+                    )
                 self._wait(stream, deadline)
                 continue
             task_id, status, payload = stream.done.popleft()
-            expected -= 1
+            self._outstanding -= 1
             yield TaskResult.decode(task_id, status, payload)
 
     # -- session control --------------------------------------------------------------
     def close(self, timeout: float | None = None) -> str:
         """No more tasks: wait for the ones sent to finish, then end the session (DONE).
         Returns the final state."""
+        self._check_attached("close")
         self._stopped = "closed"
         if self._ended is None:
             self._send([p.CLOSE])
@@ -239,6 +318,7 @@ class Session:
         open futures raise ``SessionEnded`` and the workers are released, as with
         ``HtcClient.cancel(id)``. Returns the final state (the last one known if the
         broker did not answer within ``LEAVE_TIMEOUT_S``)."""
+        self._check_attached("cancel")
         self._stopped = "closed"
         if self._ended is None:
             self._send([p.CANCEL_SESSION, reason])
@@ -250,6 +330,9 @@ class Session:
     def detach(self) -> None:
         """Leave the session running (reattach by id later). From here on it runs with
         no client for as long as it has work, also after a later client's crash."""
+        if self._stopped == "detached":
+            return
+        self._check_attached("detach")
         self._stopped = self._stopped or "detached"
         if self._ended is None:
             self._send([p.DETACH])
@@ -268,6 +351,18 @@ class Session:
         return self._ended
 
     # -- plumbing ---------------------------------------------------------------------
+    def _check_attached(self, action: str) -> None:
+        """``close``, ``cancel`` and ``detach`` need this client's connection: after
+        ``detach()`` or ``disconnect()`` they used to fail with 'Bad file descriptor'."""
+        if self._stopped in ("detached", "disconnected"):
+            hint = f"HtcClient().attach({self.id!r}).{action}()"
+            if action == "cancel":
+                hint += f" or HtcClient().cancel({self.id!r})"
+            raise Conflict(
+                f"this client of session {self.id} is {self._stopped}; to {action} the "
+                f"session, reattach: {hint}"
+            )
+
     def _check_open(self) -> None:
         """Refuse new tasks the broker would not run (they used to wait forever, or fail
         with 'Bad file descriptor')."""
@@ -388,10 +483,12 @@ class Session:
                     sink.wake()
             elif kind == p.CANCEL:
                 for task_id in message[1]:
-                    future = pending.get(task_id)
-                    if isinstance(future, TaskFuture):
-                        del pending[task_id]
-                        future.withdrawn()
+                    withdrawn = pending.get(task_id)
+                    if withdrawn is None:
+                        continue
+                    del pending[task_id]  # (an abandoned map's too: nothing more comes)
+                    if isinstance(withdrawn, TaskFuture):
+                        withdrawn.withdrawn()
                 with self._cancels:
                     self._cancels_answered += 1
                     self._cancels.notify_all()
@@ -438,6 +535,19 @@ def pack_common(value: Any) -> bytes:
         raise TypeError(
             f"common data must be msgpack values (numbers, str, bytes, lists, dicts); {err}"
         ) from err
+
+
+def check_exec_args(args: tuple[Any, ...], index: int) -> None:
+    """An executable service's task takes one argument, bytes or str: anything else is
+    refused before it is sent (an int used to become that many zero bytes)."""
+    if len(args) == 1 and isinstance(args[0], (bytes, str, bytearray, memoryview)):
+        return
+    got = ", ".join(f"{type(a).__name__} {a!r:.40}" for a in args) or "no argument"
+    raise TypeError(
+        f"task {index} (0-based, in this call): an executable service's task takes one "
+        f"argument, bytes or str, not {got}; encode anything richer yourself (msgpack, "
+        "JSON, a struct)"
+    )
 
 
 def check_sizes(payloads: list[bytes], first_index: int = 0) -> list[int]:

@@ -1,7 +1,11 @@
 """Small services used by the docs, the tests and ``hal bench htc``.
 
-session = htc.open_session("hal.htc.examples:square")
-session = htc.open_session(examples.EXECUTABLE)  # an executable (exec_example.py)
+from hal import htc
+from hal.htc import examples
+
+with htc.HtcClient() as hal:
+    session = hal.open_session("hal.htc.examples:square")
+    session = hal.open_session(examples.EXECUTABLE)  # an executable (exec_example.py)
 """
 
 from __future__ import annotations
@@ -30,6 +34,20 @@ def square(x: int) -> int:
 def sleep_ms(ms: float) -> float:
     time.sleep(ms / 1000)
     return ms
+
+
+def sleep_pid(ms: float) -> int:
+    """Sleeps ``ms``, then returns the worker's pid: which worker ran the task."""
+    time.sleep(ms / 1000)
+    return os.getpid()
+
+
+def hold_mib(mib: int, seconds: float = 5.0) -> int:
+    """Holds ``mib`` MiB (written, so resident) for ``seconds``: a task that needs more
+    memory than its worker job has."""
+    block = b"x" * (mib * 2**20)
+    time.sleep(seconds)
+    return len(block)
 
 
 def scaled(x: float) -> Any:

@@ -185,6 +185,8 @@ def restore(replay: Replay, now: float) -> Session:
         book=book,
         common=replay.common,
         next_task_id=replay.next_task_id,
+        # its service answered before (a failure here may also be a poison task's)
+        answered=replay.completed > 0,
     )
     session.last_activity = now
     acked = min(replay.acked, len(replay.outcomes) // 3)

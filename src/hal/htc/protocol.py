@@ -18,6 +18,8 @@ arguments and results are msgpack values (numbers, strings, bytes, lists, dicts)
                        CANCEL [ids]  (the answer: those withdrawn; they never run)
     worker -> broker   HELLO_WORKER [sid, secret, job_id, host, pid]
                        RESULTS [0, flat id,status,payload]   LOAD_ERROR [message]
+                       SERVICE_EXITED [message]  (its executable died under a task;
+                                                  the worker exits next)
     broker -> worker   INIT [service, common, timeout_s]   TASKS [flat id,payload]
                        STOP []
     api    -> broker   CONTROL [key, op, args]   broker -> api   REPLY [ok, data]
@@ -93,6 +95,7 @@ DETACHED = 17
 ERROR = 18
 CANCEL = 19
 CANCEL_SESSION = 20
+SERVICE_EXITED = 21
 
 # Task outcomes (the status item of a result).
 OK = 0  # payload: the packed return value

@@ -12,15 +12,19 @@ A *service* is what a session's tasks call. Two kinds:
   request, writes its reply, and only then reads the next; it exits when stdin closes.
   Its stderr goes to the worker's output (``worker_output``).
 
-  Two situations break the request/reply lock-step, and each is handled so that the next
-  task cannot read a stale reply:
+  Three situations break the request/reply lock-step, and each is handled so that the
+  next task cannot read a stale reply:
 
   - the program exits (or closes stdout) while a task runs: ``ServiceExited``. The worker
     exits too, so the broker sees a worker death and re-runs the worker's tasks elsewhere;
     a task that keeps killing the program is failed as poison like one that kills a
-    Python worker (``tasks.py``);
+    Python worker (``tasks.py``). A program that exits before the session's service ever
+    answered a task (``/bin/false``) counts as a service that failed to start instead;
   - a task is interrupted mid-exchange (its timeout): the program may still answer it
-    later, so it is killed and started again before the next task.
+    later, so it is killed and started again before the next task;
+  - the program writes something else to stdout (a debug line): its first bytes read as
+    a length above any reply's (``MAX_REPLY_BYTES``), so the task fails at once saying
+    so (``ServiceProtocolError``), and the program is killed and started again.
 
 The session's common data is read inside a task with ``hal.htc.common()``.
 """
@@ -34,8 +38,13 @@ import subprocess
 from collections.abc import Callable
 from typing import Any
 
+from hal.htc import protocol as p
+
 LENGTH = struct.Struct("<I")
 FAILURE_MARK = 0xFFFFFFFF
+# A reply longer than this could not travel back as a result: a length prefix above it
+# is output that is not the protocol (text the program printed), not a reply.
+MAX_REPLY_BYTES = p.MAX_ITEM_BYTES
 
 _common: Any = None
 
@@ -56,6 +65,10 @@ class ServiceError(Exception):
 
 class ServiceExited(ServiceError):
     """The executable service exited (or closed its stdout) while a task ran."""
+
+
+class ServiceProtocolError(ServiceError):
+    """The executable service wrote something to stdout that is not a reply frame."""
 
 
 def load(spec: dict[str, Any]) -> tuple[Callable[..., Any], Callable[[], None]]:
@@ -84,6 +97,7 @@ class ExecutableService:
     def __init__(self, argv: list[str]) -> None:
         self.argv = argv
         self._proc: subprocess.Popen[bytes] | None = None
+        self.answered = 0  # replies read (results and failure replies), all starts
         self._start()  # at load time, so a missing program fails the load, not a task
 
     def _start(self) -> subprocess.Popen[bytes]:
@@ -97,16 +111,36 @@ class ExecutableService:
         if len(data) < n:
             status = proc.wait()
             self._proc = None
+            when = "while running a task" if self.answered else "before answering any task"
             raise ServiceExited(
-                f"the service program {self.argv[0]} exited with status {status} "
-                "while running a task"
+                f"the service program {self.argv[0]} exited with status {status} {when}"
             )
         return data
 
-    def call(self, arg: bytes | str = b"") -> bytes:
+    def _read_length(self, proc: subprocess.Popen[bytes], mark_ok: bool) -> int:
+        header = self._read(proc, 4)
+        (size,) = LENGTH.unpack(header)
+        if size > MAX_REPLY_BYTES and not (mark_ok and size == FAILURE_MARK):
+            raise ServiceProtocolError(
+                f"the service program {self.argv[0]} wrote non-protocol output to stdout "
+                f"(it began {header!r}, read as a reply of {size} bytes, over the "
+                f"{MAX_REPLY_BYTES} a reply may have); it must write only length-prefixed "
+                "replies there (write logs to stderr); it was stopped, and starts again for "
+                "the next task"
+            )
+        return int(size)
+
+    def call(self, *args: Any) -> bytes:
+        if len(args) != 1 or not isinstance(args[0], (bytes, bytearray, memoryview, str)):
+            got = ", ".join(type(a).__name__ for a in args) or "none"
+            raise TypeError(
+                "an executable service's task takes exactly one argument, bytes or str "
+                f"(got {got}); encode anything richer yourself"
+            )
+        arg = args[0]
+        data = arg.encode() if isinstance(arg, str) else bytes(arg)
         proc = self._proc or self._start()
         assert proc.stdin is not None  # PIPE in _start
-        data = arg.encode() if isinstance(arg, str) else bytes(arg)
         done = False
         try:
             try:
@@ -114,14 +148,16 @@ class ExecutableService:
                 proc.stdin.flush()
             except BrokenPipeError:
                 self._read(proc, 4)  # reports the exit status as ServiceExited
-            (size,) = LENGTH.unpack(self._read(proc, 4))
+            size = self._read_length(proc, mark_ok=True)
             if size == FAILURE_MARK:
-                (size,) = LENGTH.unpack(self._read(proc, 4))
+                size = self._read_length(proc, mark_ok=False)
                 message = self._read(proc, size).decode(errors="replace")
                 done = True
+                self.answered += 1
                 raise ServiceError(message)
             reply = self._read(proc, size)
             done = True
+            self.answered += 1
             return reply
         finally:
             if not done and self._proc is proc:

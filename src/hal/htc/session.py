@@ -24,6 +24,14 @@ if TYPE_CHECKING:
 # Dispatch pauses when this many results wait for the client: a session whose client is
 # gone (or slow) must not grow the broker's memory without bound.
 MAX_UNACKED_RESULTS = 262_144
+# How many tasks a worker may hold (its *window*): sized so that about TARGET_WINDOW_S of
+# work is queued on it, from the session's measured task length. Until that length is
+# known, a worker holds MIN_WINDOW tasks: a cold session of long tasks must not give them
+# all to the first worker that connects (the later ones would idle, and a task a worker
+# holds can no longer be withdrawn by ``future.cancel()``).
+TARGET_WINDOW_S = 0.004
+MIN_WINDOW = 2
+MAX_WINDOW = 4096
 
 
 class Connection(Protocol):
@@ -38,11 +46,15 @@ class Worker:
     conn: Connection | None = None  # None while the job is pending
     host: str = ""
     pid: int = 0
-    state: str = "pending"  # pending -> loading -> ready -> draining
+    # pending -> loading -> ready -> draining; "lost": its connection ended while it ran
+    # a task that may be failed as poison, and the verdict waits for its job's end state
+    # (``Broker.on_worker_lost``)
+    state: str = "pending"
     launched_at: float = 0.0
     ready_at: float = 0.0
-    window: int = 64  # how many tasks it may hold (adapted to the task length)
     last_result_at: float = 0.0
+    lost_at: float = 0.0
+    note: str = ""  # what the worker said before it died (its service program's exit)
 
 
 @dataclass(slots=True, eq=False)
@@ -76,7 +88,12 @@ class Session:
     rate: float = 0.0  # completions per second, smoothed
     _rate_count: int = 0
     _rate_at: float = 0.0
-    task_seconds: float = 0.0  # smoothed run time of one task (sets worker windows)
+    task_seconds: float = 0.0  # smoothed run time of one task (sets ``window``)
+    window: int = MIN_WINDOW  # tasks each of its workers may hold (``set_task_seconds``)
+    # a worker returned a task's answer (a value or the service's own error): from then
+    # on a service program that dies under a task is the task's doing, not a service that
+    # cannot start (``Broker.service_exited``)
+    answered: bool = False
     journal: Journal | None = None  # recoverable sessions only (options.journal)
     # left for the next broker at shutdown (``Broker.suspend``): nothing more is recorded,
     # so it takes no client and does not end here (its journal stays to be recovered)
@@ -132,6 +149,14 @@ class Session:
             self.rate = current if self.rate == 0 else 0.5 * self.rate + 0.5 * current
             self._rate_count = 0
             self._rate_at = now
+
+    def set_task_seconds(self, per_task: float) -> None:
+        """A measured run time of one task: smoothed into ``task_seconds``, which sets the
+        window of every worker of the session, those that join later included."""
+        s = self.task_seconds
+        self.task_seconds = per_task if s == 0 else 0.7 * s + 0.3 * per_task
+        window = int(TARGET_WINDOW_S / max(self.task_seconds, 1e-7))
+        self.window = max(MIN_WINDOW, min(MAX_WINDOW, window))
 
     def decay_rate(self, now: float) -> None:
         if now - self._rate_at > 2.0:

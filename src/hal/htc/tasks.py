@@ -1,8 +1,8 @@
 """``TaskBook``: one session's tasks between submission and result (pure, no I/O).
 
-Events in (``add``, ``take``, ``complete``, ``worker_lost``, ``withdraw``, ``cancel``), outcomes out
-(flat ``[id, status, payload, ...]`` lists for the client). The broker shell owns sockets
-and calls these; unit tests drive them directly.
+Events in (``add``, ``take``, ``complete``, ``worker_lost``, ``requeue``, ``withdraw``,
+``cancel``), outcomes out (flat ``[id, status, payload, ...]`` lists for the client). The
+broker shell owns sockets and calls these; unit tests drive them directly.
 
 Vocabulary:
 - *backlog*: tasks waiting for a worker, oldest first (retries go to the front);
@@ -153,9 +153,20 @@ class TaskBook:
             self.isolated.discard(worker)
         return out
 
-    def worker_lost(self, worker: int, why: str) -> list[Any]:
+    def would_poison(self, worker: int) -> bool:
+        """Whether ``worker``'s death now would fail its task as poison: it runs one task
+        alone, and that task killed ``max_worker_deaths - 1`` workers before."""
+        flight = self.in_flight.get(worker)
+        if flight is None or len(flight) != 1:
+            return False
+        (task_id,) = flight
+        return self.deaths.get(task_id, 0) + 1 >= self.max_worker_deaths
+
+    def worker_lost(self, worker: int, why: str, advice: str = "") -> list[Any]:
         """``worker`` died or vanished. Its tasks become suspects; a task that was alone
-        on it takes the blame. Returns outcomes for tasks failed as poison."""
+        on it takes the blame. Returns outcomes for tasks failed as poison; their message
+        names the death (``why``) and ends with ``advice`` (by default: run it outside
+        HAL to see why it crashes)."""
         flight = self.in_flight.pop(worker, {})
         self.isolated.discard(worker)
         if not flight:
@@ -171,10 +182,11 @@ class TaskBook:
                 self.deaths.pop(task_id, None)
                 self.attempts.pop(task_id, None)
                 self.counters.failed += 1
+                workers = "worker that" if deaths == 1 else "workers that"
                 message = (
-                    f"task {task_id} was running alone on {deaths} workers that died "
+                    f"task {task_id} was running alone on {deaths} {workers} died "
                     f"(last: {why}); it was failed so that it kills no more workers. "
-                    "Run it outside HAL to see why it crashes the process"
+                    + (advice or "Run it outside HAL to see why it crashes the process")
                 )
                 return [task_id, p.POISON, p.pack(message)]
             self.deaths[task_id] = deaths
@@ -182,6 +194,17 @@ class TaskBook:
         self.suspects.extend(flight.items())
         self.counters.retried += len(flight)
         return out
+
+    def requeue(self, worker: int) -> int:
+        """Give ``worker``'s tasks back without blaming them (it never could run any: its
+        service failed to start). They go first, in their order: a suspect back to the
+        suspects, the others to the backlog. Returns how many."""
+        flight = self.in_flight.pop(worker, {})
+        queue = self.suspects if worker in self.isolated else self.backlog
+        self.isolated.discard(worker)
+        self.in_flight_count -= len(flight)
+        queue.extendleft(reversed(flight.items()))
+        return len(flight)
 
     def withdraw(self, ids: list[Any]) -> list[int]:
         """The client cancels tasks ``ids``: those waiting (no worker holds them) are

@@ -33,11 +33,18 @@ EXIT_SERVICE_DIED = 4  # an executable service exited under a task
 EXIT_BROKER_LOST = 5  # the broker cannot be reached, or its connection broke
 
 
-class TaskTimeout(Exception):
-    pass
+class TaskTimeout(BaseException):
+    """Raised inside a task by its timer (SIGALRM). A ``BaseException``, as
+    ``KeyboardInterrupt`` is: the common ``except Exception:`` in a task must not turn a
+    timeout into a result."""
+
+
+class _Timer:
+    fired = False  # the current task's timer went off (it may have caught TaskTimeout)
 
 
 def _alarm(_signum: int, _frame: object) -> None:
+    _Timer.fired = True
     raise TaskTimeout
 
 
@@ -65,13 +72,12 @@ def run(address: str, session: str, key: str) -> int:
             service.set_common(p.unpack(common_bytes))
         call, close = service.load(spec)
     except BaseException:
-        message = f"the service {spec} failed to load:\n{traceback.format_exc(limit=8)}"
+        # the innermost frames: the user's code, not HAL's and importlib's on the way
+        message = f"the service {spec} failed to load:\n{traceback.format_exc(limit=-12)}"
         sock.sendall(p.frame([p.LOAD_ERROR, message]))
         print(message, file=sys.stderr)
         return EXIT_LOAD_ERROR
     sock.sendall(p.frame([p.WELCOME, os.getpid()]))  # loaded: ready for tasks
-    if timeout_s:
-        signal.signal(signal.SIGALRM, _alarm)
     try:
         return serve(sock, stream, call, float(timeout_s or 0))
     finally:
@@ -79,10 +85,25 @@ def run(address: str, session: str, key: str) -> int:
 
 
 def serve(sock: socket.socket, stream: Any, call: Callable[..., Any], timeout_s: float) -> int:
+    """Run the tasks the broker sends until STOP or its connection ends; returns the exit
+    status. With ``timeout_s``, each task runs under a SIGALRM timer (main thread only)."""
+    if not timeout_s:
+        return _serve(sock, stream, call, timeout_s)
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    try:
+        return _serve(sock, stream, call, timeout_s)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        if previous is not None:  # (None: not set from Python)
+            signal.signal(signal.SIGALRM, previous)
+
+
+def _serve(sock: socket.socket, stream: Any, call: Callable[..., Any], timeout_s: float) -> int:
     unpack, pack, frame = p.unpack, p.pack, p.frame
     clock = time.perf_counter
     ok, failed, timed_out = p.OK, p.FAILED, p.TIMED_OUT
     most, budget = p.MAX_ITEM_BYTES, p.FRAME_BUDGET  # locals: read once per task below
+    getsignal, sigalrm = signal.getsignal, signal.SIGALRM
     while True:
         message = p.read_frame(stream)
         if message is None:
@@ -100,19 +121,33 @@ def serve(sock: socket.socket, stream: Any, call: Callable[..., Any], timeout_s:
             task_id = flat[i]
             try:
                 if timeout_s:
+                    # re-armed per task: a task may have replaced the handler (SIG_IGN),
+                    # which switched timeouts off for every later task on this worker
+                    if getsignal(sigalrm) is not _alarm:
+                        signal.signal(sigalrm, _alarm)
+                    _Timer.fired = False
+                    started = clock()
                     signal.setitimer(signal.ITIMER_REAL, timeout_s)
                     try:
                         result = call(*unpack(flat[i + 1]))
                     finally:
                         signal.setitimer(signal.ITIMER_REAL, 0)
+                    # it caught TaskTimeout and returned anyway, or it switched the timer
+                    # off (SIG_IGN) and ran past it: a result it is not
+                    if _Timer.fired or clock() - started >= timeout_s:
+                        raise TaskTimeout
                 else:
                     result = call(*unpack(flat[i + 1]))
-                packed = pack(result)
-                if len(packed) > most:  # the frame would be refused: say why
-                    out += (task_id, failed, pack(_too_big(task_id, len(packed))))
+                try:
+                    packed = pack(result)
+                except Exception as err:
+                    out += (task_id, failed, pack(_unpackable(task_id, result, err)))
                 else:
-                    out += (task_id, ok, packed)
-                    size += len(packed)
+                    if len(packed) > most:  # the frame would be refused: say why
+                        out += (task_id, failed, pack(_too_big(task_id, len(packed))))
+                    else:
+                        out += (task_id, ok, packed)
+                        size += len(packed)
             except TaskTimeout:
                 text = f"task {task_id} ran past its timeout of {timeout_s:g} s"
                 out += (task_id, timed_out, pack(text))
@@ -120,11 +155,19 @@ def serve(sock: socket.socket, stream: Any, call: Callable[..., Any], timeout_s:
                 # The program died under this task: die with it, so the broker re-runs
                 # this frame's unfinished tasks elsewhere and blames the task that keeps
                 # doing it (poison), instead of failing every later task on a dead pipe.
+                # The broker hears why first: a program that never answered a task of
+                # the session is a service that fails to start, not a poison task.
                 if out:
                     sock.sendall(frame([p.RESULTS, 0, out]))
+                sock.sendall(frame([p.SERVICE_EXITED, str(err)]))
                 print(f"hal-htc-worker: task {task_id}: {err}", file=sys.stderr)
                 return EXIT_SERVICE_DIED
-            except Exception as err:
+            except service.ServiceError as err:  # the program's own failure reply
+                out += (task_id, failed, pack(str(err)))
+            except BaseException as err:
+                # SystemExit and KeyboardInterrupt too: a task that raises them fails,
+                # with the exception as text, and the worker serves on (it used to die,
+                # and the task ended as poison with the cause nowhere)
                 text = "".join(traceback.format_exception_only(err)).strip()
                 out += (task_id, failed, pack(text))
             now = clock()
@@ -134,6 +177,14 @@ def serve(sock: socket.socket, stream: Any, call: Callable[..., Any], timeout_s:
                 last = now
         if out:
             sock.sendall(frame([p.RESULTS, 0, out]))
+
+
+def _unpackable(task_id: int, result: Any, err: Exception) -> str:
+    why = "".join(traceback.format_exception_only(err)).strip()
+    return (
+        f"task {task_id}: its return value ({type(result).__name__}) could not be "
+        f"serialized: {why}; return msgpack values (numbers, str, bytes, lists, dicts)"
+    )
 
 
 def _too_big(task_id: int, size: int) -> str:

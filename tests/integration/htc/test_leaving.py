@@ -5,6 +5,7 @@ broker; the broker's grace for a lost client is 1 s here (``HAL_HTC_CLIENT_GRACE
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -145,3 +146,50 @@ def test_a_killed_clients_session_ends_after_the_grace_unless_meant_to_survive_i
         assert again.survives_client
         assert [r.value for r in again.results(timeout=60)] == [1]
         assert again.close(30) == "DONE"
+
+
+CLOSING_CLIENT = textwrap.dedent(
+    """
+    import sys
+    from hal.htc import HtcClient
+    url, token, gate = sys.argv[1:]
+    with HtcClient(url, token) as hc:
+        with hc.open_session("hal.htc.examples:after_file", max_workers=1) as s:
+            s.submit(gate, 1)
+            print(s.id, flush=True)
+        # the block is left normally: close() waits for the task, which waits for gate
+    """
+)
+
+
+def test_ctrl_c_while_the_block_closes_cancels_the_session(
+    hc: HtcClient, server: LiveServer, tmp_path: Path
+) -> None:
+    """Ctrl-C because the ``with`` block's ``close()`` takes too long: the session was
+    left CLOSED with no client, its worker holding its CPU until the broker's grace (300
+    s by default) ended it LOST. It is cancelled, as Ctrl-C elsewhere in the block does."""
+    gate = tmp_path / "gate"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    client = subprocess.Popen(
+        [sys.executable, "-c", CLOSING_CLIENT, server.url, server.token, str(gate)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert client.stdout is not None
+        session_id = client.stdout.readline().strip()
+        wait_until(lambda: hc.session(session_id).state == "CLOSED", message="close()")
+        client.send_signal(signal.SIGINT)
+        _, err = client.communicate(timeout=60)
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.communicate()
+        gate.touch()
+    assert client.returncode != 0 and "KeyboardInterrupt" in err
+    info = hc.session(session_id)  # at once: not after the grace (LOST)
+    assert info.state == "CANCELLED", info
+    assert info.reason == "its client left the session's block with KeyboardInterrupt"
+    wait_until(lambda: not worker_jobs(server, session_id), timeout=30, message="its worker")

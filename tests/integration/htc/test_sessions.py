@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -277,6 +278,8 @@ def test_an_executable_service_answers_reports_failures_and_survives_a_timeout(
     the 20 tasks queued behind it on the same single worker still get their own replies."""
     with hc.open_session(EXECUTABLE, max_workers=1, task_timeout=0.5) as s:
         assert list(s.map([b"abc", "text"])) == [b"ABC", b"TEXT"]
+        with pytest.raises(TypeError, match="one argument, bytes or str, not int 5"):
+            s.submit(5)  # was sent as bytes(5): five zero bytes
         with pytest.raises(htc.TaskFailed, match="no such trade"):
             s.submit(b"fail:no such trade").result(30)
         slow = s.submit(b"sleep:3000")
@@ -376,7 +379,7 @@ def test_a_cancelled_task_that_no_worker_holds_never_runs(hc: HtcClient, workdir
     try:
         first = s.submit(str(gate), str(tmp / "first"))
         wait_until(lambda: hc.session(s.id).in_flight == 1, timeout=60, message="a worker")
-        # one worker holds at most its window (64) of these: the last ones wait at the broker
+        # one worker holds at most its window (2 here) of these: the others wait at the broker
         queued = s.submit_many([(str(gate), str(tmp / f"q{i}")) for i in range(200)])
         victim = queued[-1]
         assert first.cancel() is False
@@ -391,3 +394,66 @@ def test_a_cancelled_task_that_no_worker_holds_never_runs(hc: HtcClient, workdir
     finally:
         gate.touch()
         s.disconnect()
+
+
+def test_a_cold_session_spreads_long_tasks_over_its_workers(hc: HtcClient) -> None:
+    """A new session's first window was 64 tasks: the first worker to connect took all 8
+    tasks of 0.6 s and the second, ready a moment later, idled (8 x 2 s took 16.6 s on 2
+    workers). Until the task length is known a worker holds 2."""
+    with hc.open_session("hal.htc.examples:sleep_pid", max_workers=2) as s:
+        pids = [f.result(60) for f in s.submit_many([(600,)] * 8)]
+    assert len(set(pids)) == 2, pids
+
+
+def test_an_executable_that_exits_at_once_fails_the_session_after_3_workers(
+    hc: HtcClient, server: LiveServer
+) -> None:
+    """``/bin/false`` never answers: each of 10 tasks killed 3 workers and ended as
+    poison (31 worker jobs). It is a service that fails to start, as a missing program
+    is: the session fails after 3 workers, its tasks unblamed."""
+    with hc.open_session(["/bin/false"], max_workers=1) as s:
+        futures = s.submit_many([(b"x",)] * 10)
+        with pytest.raises(htc.SessionEnded, match="FAILED") as err:
+            futures[0].result(60)
+    assert err.value.reason == (
+        "the service failed to start on 3 workers; the last one said: the service program "
+        "/bin/false exited with status 1 before answering any task"
+    )
+    info = hc.session(s.id)
+    assert info.state == "FAILED" and info.worker_deaths == 0
+    with server.client() as c:
+        assert len(c.jobs(names=[f"htc-{s.id}"], history=True)) == 3
+
+
+def test_leaving_a_map_early_withdraws_the_tasks_it_sent(hc: HtcClient) -> None:
+    """A ``break`` out of a map, or the error it raises, left every task it had sent to
+    run, and ``close()`` waited for them all (here 2 x 200 tasks of 50 ms: 20 s). Those
+    no worker holds yet are withdrawn."""
+    with hc.open_session(SLEEP, min_workers=1, max_workers=1) as s:
+        for value in s.map([50] * 200):
+            assert value == 50
+            break
+        with pytest.raises(htc.TaskFailed, match="TypeError"):
+            list(s.map(["not a number"] + [50] * 200))
+        started = time.monotonic()
+        assert s.close(30) == "DONE"
+        assert time.monotonic() - started < 5
+    info = hc.session(s.id)
+    assert info.submitted == 401 and info.completed + info.failed < 20, info
+
+
+def test_a_task_over_its_workers_memory_is_reported_as_out_of_memory(hc: HtcClient) -> None:
+    """It was failed as poison with "Run it outside HAL to see why it crashes the
+    process", where it works: its worker job was killed for its memory."""
+    with (
+        hc.open_session(
+            "hal.htc.examples:hold_mib",
+            max_workers=1,
+            memory_per_worker=100 * 2**20,
+            max_worker_deaths=1,
+        ) as s,
+        pytest.raises(htc.PoisonTask) as err,
+    ):
+        s.submit(400).result(60)
+    assert "the worker job ran out of memory: memory_per_worker=100 MiB" in str(err.value)
+    assert "Run it outside HAL" not in str(err.value)

@@ -11,6 +11,9 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from hal.htc import broker as broker_module
 from hal.htc import journal, worker
 from hal.htc import protocol as p
 from hal.htc.broker import Broker, Peer
@@ -129,7 +132,7 @@ def test_results_gathered_in_the_turn_of_an_attach_are_counted_as_outstanding() 
         broker.submit(session, tasks(1, 2, 3))
         worker = ready_worker(broker, session, job_id=5)
         await turn()
-        assert worker.sent[-1] == [p.TASKS, tasks(1, 2, 3)]
+        assert worker.sent[-1] == [p.TASKS, tasks(1, 2)]  # a new session's window: 2
         worker_peer = session.workers[5].conn
         assert isinstance(worker_peer, Peer)
         broker.on_message(worker_peer, [p.RESULTS, 0, ok(1, 2)])  # same turn as the attach
@@ -496,7 +499,7 @@ def test_a_cancel_withdraws_waiting_tasks_journaled_before_the_answer(tmp_path: 
         peer, client = attach_client(broker, session)
         broker.on_message(peer, [p.SUBMIT, tasks(1, 2, 3)])
         worker_sends = ready_worker(broker, session, 5)
-        session.workers[5].window = 2
+        session.window = 2
         await turn()
         assert [m[1][::2] for m in worker_sends.sent if m[0] == p.TASKS] == [[1, 2]]
         broker.on_message(peer, [p.CANCEL, [1, 3]])
@@ -643,5 +646,194 @@ def test_a_client_that_gives_up_cancels_its_session_and_is_told() -> None:
             "CANCELLED",
             "its client left with KeyboardInterrupt",
         ]
+
+    asyncio.run(main())
+
+
+def test_a_new_sessions_workers_hold_a_small_window_until_the_task_length_is_known() -> None:
+    """A cold session's first window was 64 whatever its tasks' length: the first worker
+    to connect took 8 tasks of 2 s and the second, ready a moment later, got none (and a
+    task a worker holds cannot be withdrawn by ``future.cancel()``). A worker now holds
+    ``MIN_WINDOW`` tasks until the session's task length is measured, and every worker,
+    one that joins later too, gets the window that length implies."""
+
+    async def main() -> None:
+        clock = Clock()
+        broker = Broker(clock=clock)
+        session = open_session(broker)
+        broker.submit(session, tasks(*range(1, 9)))
+        first = ready_worker(broker, session, job_id=5)
+        await turn()
+        assert [m[1][::2] for m in first.sent if m[0] == p.TASKS] == [[1, 2]]
+        second = ready_worker(broker, session, job_id=6)
+        await turn()
+        assert [m[1][::2] for m in second.sent if m[0] == p.TASKS] == [[3, 4]]
+        clock.now += 2.0  # a task of 2 s: the window stays at its least
+        worker = session.workers[5].conn
+        assert isinstance(worker, Peer)
+        broker.on_message(worker, [p.RESULTS, 0, ok(1)])
+        await turn()
+        assert session.window == 2
+        assert [m[1][::2] for m in first.sent if m[0] == p.TASKS][-1] == [5]
+        # short tasks: the measured length opens the window, for a worker joining now too
+        options = SessionOptions(service=ServiceSpec(target="m:f"))
+        short = Session(id="s2", user="ann", options=options, created=0.0)
+        broker.sessions["s2"] = short
+        broker.submit(short, tasks(*range(1, 1001)))
+        early = ready_worker(broker, short, job_id=7)
+        await turn()
+        clock.now += 0.0001  # 2 tasks in 100 us
+        worker = short.workers[7].conn
+        assert isinstance(worker, Peer)
+        broker.on_message(worker, [p.RESULTS, 0, ok(1, 2)])
+        assert short.window == 80  # 4 ms of 50 us tasks
+        late = ready_worker(broker, short, job_id=8)
+        await turn()
+        assert [len(m[1]) // 2 for m in early.sent if m[0] == p.TASKS] == [2, 80]
+        assert [len(m[1]) // 2 for m in late.sent if m[0] == p.TASKS] == [80]
+
+    asyncio.run(main())
+
+
+def test_an_executable_that_exits_before_answering_fails_the_session_as_a_start_failure() -> None:
+    """``/bin/false`` as a service: each worker's program died under its first task, so
+    every task was blamed for 3 worker deaths (3 worker jobs per task, all failed as
+    poison). Before the session's service ever answered, such a death counts as a
+    failure to start: its tasks go back unblamed, and the third fails the session as a
+    missing program does."""
+
+    async def main() -> None:
+        broker = Broker()
+        session = open_session(broker)
+        client, to_client = attach_client(broker, session)
+        broker.on_message(client, [p.SUBMIT, tasks(1, 2, 3)])
+        said = "the service program /bin/false exited with status 1 before answering any task"
+        for job_id in (5, 6, 7):
+            worker = ready_worker(broker, session, job_id)
+            await turn()
+            assert worker.sent[-1] == [p.TASKS, tasks(1, 2)]
+            peer = session.workers[job_id].conn
+            assert isinstance(peer, Peer)
+            broker.on_message(peer, [p.SERVICE_EXITED, said])
+            peer.connection_lost(None)  # the worker exits next
+            assert worker.closed and job_id not in session.workers
+            assert session.book.counters.worker_deaths == 0
+            assert session.book.deaths == {}
+        assert session.state == "FAILED"
+        assert session.reason == (
+            f"the service failed to start on 3 workers; the last one said: {said}"
+        )
+        assert to_client.sent[-1] == [p.ENDED, "FAILED", session.reason]
+        assert broker.totals.worker_failures == {"start": 3}
+
+    asyncio.run(main())
+
+
+def test_once_the_service_answered_its_programs_exit_is_a_death_and_named_in_the_error() -> None:
+    """A request that kills the program after the service answered others is a poison
+    task, as before; the program's exit (what the worker said) is in its error."""
+
+    async def main() -> None:
+        broker = Broker()
+        options = SessionOptions(
+            service=ServiceSpec(kind="exec", argv=["./pricer"]), max_worker_deaths=1
+        )
+        session = Session(id="s1", user="ann", options=options, created=0.0, book=TaskBook())
+        session.book.max_worker_deaths = 1
+        broker.sessions["s1"] = session
+        client, to_client = attach_client(broker, session)
+        assert to_client.sent[0][1]["service_kind"] == "exec"  # the client checks arguments
+        broker.on_message(client, [p.SUBMIT, tasks(1, 2)])
+        ready_worker(broker, session, job_id=5)
+        await turn()
+        peer = session.workers[5].conn
+        assert isinstance(peer, Peer)
+        broker.on_message(peer, [p.RESULTS, 0, ok(1)])
+        said = "the service program ./pricer exited with status 7 while running a task"
+        broker.on_message(peer, [p.SERVICE_EXITED, said])
+        peer.connection_lost(None)
+        await turn()
+        flat = [x for m in to_client.sent if m[0] == p.RESULTS for x in m[2]]
+        assert flat[0::3] == [1, 2] and flat[1::3] == [p.OK, p.POISON]
+        assert f"(last: job 5 on h (pid 1): {said})" in p.unpack(flat[5])
+        assert "running alone on 1 worker that died" in p.unpack(flat[5])
+        assert session.start_failures == 0 and session.state == "OPEN"
+
+    asyncio.run(main())
+
+
+class Reports:
+    """A control plane that reports the watched jobs ended with ``state`` once
+    ``state`` is set (before: still running)."""
+
+    def __init__(self) -> None:
+        self.state = ""
+
+    async def sync(self, request: WorkerSync) -> WorkerSyncReply:
+        states = {j: self.state for j in request.watch} if self.state else {}
+        return WorkerSyncReply(states=states, capacity_cpus=4)
+
+    async def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("state", "cause", "advice"),
+    [
+        (
+            "OUT_OF_MEMORY",
+            "the worker job ran out of memory: memory_per_worker=100 MiB",
+            "Give the workers more memory (memory_per_worker)",
+        ),
+        (
+            "TIMEOUT",
+            "the worker job reached its time limit (worker_lease + 300 s = 360 s)",
+            "raise worker_lease above the task's length",
+        ),
+        ("FAILED", "", "Run it outside HAL to see why it crashes the process"),
+        ("", "", "Run it outside HAL to see why it crashes the process"),  # never reported
+    ],
+)
+def test_a_worker_job_killed_for_its_memory_or_time_limit_is_reported_as_such(
+    state: str, cause: str, advice: str
+) -> None:
+    """A task whose worker job was killed by its memory limit or its time limit was
+    failed as poison with "Run it outside HAL to see why it crashes the process" (where
+    it works). The verdict now waits for the job's end state (at most
+    ``VERDICT_WAIT_S``) and says what killed it."""
+
+    async def main() -> None:
+        clock, plane = Clock(), Reports()
+        broker = Broker(clock=clock, control_plane=plane)
+        options = SessionOptions(
+            service=ServiceSpec(target="m:f"),
+            max_worker_deaths=1,
+            memory_per_worker_bytes=100 * 2**20,
+            worker_lease_seconds=60,
+        )
+        session = Session(id="s1", user="ann", options=options, created=0.0, book=TaskBook())
+        session.book.max_worker_deaths = 1
+        broker.sessions["s1"] = session
+        client, to_client = attach_client(broker, session)
+        broker.on_message(client, [p.SUBMIT, tasks(1)])
+        ready_worker(broker, session, job_id=5)
+        await turn()
+        peer = session.workers[5].conn
+        assert isinstance(peer, Peer)
+        peer.connection_lost(None)  # killed: nothing said
+        await broker.pool_round()  # the job has not ended yet for the control plane
+        await turn()
+        assert p.RESULTS not in to_client.kinds() and session.book.unfinished == 1
+        plane.state = state
+        clock.now += 0.0 if state else broker_module.VERDICT_WAIT_S
+        await broker.pool_round()
+        await turn()
+        ((_, _, outcome),) = [m for m in to_client.sent if m[0] == p.RESULTS]
+        assert outcome[:2] == [1, p.POISON]
+        message = p.unpack(outcome[2])
+        assert message.startswith("task 1 was running alone on 1 worker that died (last: job 5")
+        assert (f"(pid 1): {cause})" if cause else "(pid 1))") in message
+        assert message.endswith(advice) or advice in message
+        assert 5 not in session.workers and session.book.unfinished == 0
 
     asyncio.run(main())

@@ -5,21 +5,24 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
+import time
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 # helpers of the neighbouring tests (pytest puts this directory on sys.path)
 from test_broker import connect, ok, open_session, ready_worker, tasks, turn
 from test_client_session import scripted_broker
 
 from hal.core.errors import Conflict, InvalidRequest, PayloadTooLarge
+from hal.htc import HtcClient, worker
 from hal.htc import protocol as p
-from hal.htc import worker
 from hal.htc.broker import Broker, Peer
 from hal.htc.client_session import Session as ClientSession
-from hal.htc.errors import SessionEnded
-from hal.htc.rest import ServiceSpec, SessionOptions, check_options
+from hal.htc.errors import SessionEnded, TaskFailed
+from hal.htc.rest import ServiceSpec, SessionOptions, SessionTicket, check_options
 from hal.htc.session import Session
 from hal.htc.tasks import TaskBook
 
@@ -285,3 +288,216 @@ def test_a_worker_whose_broker_is_gone_says_so_in_a_line(
     err = capsys.readouterr().err
     assert rc == worker.EXIT_BROKER_LOST
     assert err == f"hal-htc-worker: lost the HTC broker at 127.0.0.1:{port}: Connection refused\n"
+
+
+EXEC_WELCOME = {**WELCOME, "service_kind": "exec"}
+
+
+def test_an_executables_task_argument_that_is_not_bytes_or_str_is_refused_at_submit() -> None:
+    """``s.submit(5)`` on an executable's session ran the program on 5 zero bytes
+    (``bytes(5)``), a list of ints became bytes, and two arguments failed on the worker
+    naming an internal class. Refused before anything is sent."""
+    with scripted_broker([[p.WELCOME, EXEC_WELCOME]]) as (ticket, received, _):
+        session = ClientSession(ticket)
+        try:
+            for args in [(5,), ([104, 105],), ({"a": 1},), (b"a", b"b"), ()]:
+                with pytest.raises(TypeError, match=r"task 0 .*one argument, bytes or str"):
+                    session.submit(*args)
+            with pytest.raises(TypeError, match=r"task 1 .*bytes or str, not int 7"):
+                session.map([b"fine", 7])
+                next(session.map([b"fine", 7]))
+            session.submit("text")
+            session.submit_many([(b"bytes",)])
+        finally:
+            session.disconnect()
+    assert [m[1] for m in received if m[0] == p.SUBMIT] == [
+        [1, p.pack(["text"])],
+        [2, p.pack([b"bytes"])],
+    ]
+
+
+@pytest.mark.parametrize("items", [["ab"], [1, 2], [(1,), b"x"]])
+def test_submit_many_refuses_items_that_are_not_argument_tuples(items: list[Any]) -> None:
+    """``submit_many(["ab"])`` called the service with ("a", "b"); ``[1, 2]`` gave
+    "'int' object is not iterable"."""
+    with scripted_broker([[p.WELCOME, WELCOME]]) as (ticket, received, _):
+        session = ClientSession(ticket)
+        try:
+            with pytest.raises(TypeError, match=r"each item must be a tuple \(or list\) of"):
+                session.submit_many(items)
+        finally:
+            session.disconnect()
+    assert [m for m in received if m[0] == p.SUBMIT] == []
+
+
+def test_a_star_map_refuses_items_that_are_not_argument_tuples() -> None:
+    with scripted_broker([[p.WELCOME, WELCOME]]) as (ticket, received, _):
+        session = ClientSession(ticket)
+        try:
+            with pytest.raises(TypeError, match=r"item 1 is str 'ab'; each item must be a tuple"):
+                list(session.map([(1,), "ab"], star=True))
+        finally:
+            session.disconnect()
+    assert [m for m in received if m[0] == p.SUBMIT] == []
+
+
+def test_close_and_cancel_after_detach_say_to_reattach() -> None:
+    """They failed with "lost the connection to the HTC broker: [Errno 9] Bad file
+    descriptor" (``Unavailable``)."""
+    replies = [[p.WELCOME, WELCOME], [p.DETACHED]]
+    with scripted_broker(replies) as (ticket, received, _):
+        session = ClientSession(ticket)
+        session.detach()
+        session.detach()  # once is enough: no error
+        with pytest.raises(Conflict, match=r"is detached; to close the session, reattach"):
+            session.close()
+        with pytest.raises(Conflict, match=r"is detached; to cancel .*HtcClient\(\)\.cancel"):
+            session.cancel()
+    assert [m[0] for m in received] == [p.HELLO_CLIENT, p.DETACH]
+    with scripted_broker([[p.WELCOME, WELCOME]]) as (ticket, _, _):
+        session = ClientSession(ticket)
+        results = session.map([1])  # read only after the disconnect
+        session.disconnect()
+        with pytest.raises(Conflict, match="is disconnected"):
+            session.close()
+        with pytest.raises(Conflict, match="is disconnected"):
+            session.detach()
+        with pytest.raises(Conflict, match="is disconnected; to send more tasks, reattach"):
+            next(results)
+
+
+def test_a_second_results_call_does_not_wait_for_results_already_delivered() -> None:
+    """Each call counted down from ``outstanding_at_attach`` again: the second waited
+    for results the first had yielded (a TimeoutError, or for ever)."""
+    welcome = {**WELCOME, "outstanding": 2}
+    resent = [p.RESULTS, 2, [6, p.OK, p.pack(60), 7, p.OK, p.pack(70)]]
+    with scripted_broker([[p.WELCOME, welcome], resent]) as (ticket, _, _):
+        session = ClientSession(ticket)
+        try:
+            first = session.results(timeout=10)
+            assert next(first).value == 60
+            assert [r.value for r in session.results(timeout=1)] == [70]  # the rest
+            assert list(session.results(timeout=1)) == []
+            assert list(first) == []
+        finally:
+            session.disconnect()
+
+
+def answering_broker(stop: threading.Event, failed: str = "") -> tuple[SessionTicket, list[Any]]:
+    """A broker that answers each SUBMIT with the result of its first task only (the
+    others keep running; ``failed``: it failed so) and each CANCEL with every id asked
+    for, and records what it receives."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    received: list[Any] = []
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        listener.close()
+        seq = 0
+        with conn, conn.makefile("rb") as stream:
+            p.read_frame(stream)
+            conn.sendall(p.frame([p.WELCOME, WELCOME]))
+            while (message := p.read_frame(stream)) is not None:
+                received.append(message)
+                if message[0] == p.SUBMIT:
+                    seq += 1
+                    first = message[1][0]
+                    status, value = (p.FAILED, failed) if failed else (p.OK, first)
+                    conn.sendall(p.frame([p.RESULTS, seq, [first, status, p.pack(value)]]))
+                elif message[0] == p.CANCEL:
+                    conn.sendall(p.frame([p.CANCEL, message[1]]))
+                    stop.set()
+
+    threading.Thread(target=serve, daemon=True).start()
+    port = listener.getsockname()[1]
+    return SessionTicket(session="s1", broker=f"127.0.0.1:{port}", key="k"), received
+
+
+@pytest.mark.parametrize("leave", ["break", "close"])
+def test_leaving_a_map_early_withdraws_the_tasks_it_sent(leave: str) -> None:
+    """A ``break`` out of a map left its tasks running, and the ``with`` block's close
+    waited for all of them (``Executor.map`` cancels its pending futures when its
+    generator is closed). The map now withdraws those not finished, and forgets them
+    once the broker has answered."""
+    stop = threading.Event()
+    ticket, received = answering_broker(stop)
+    session = ClientSession(ticket)
+    try:
+        if leave == "break":
+            for value in session.map(range(10)):
+                assert value == 1
+                break
+        else:
+            results = session.map(range(10))
+            assert next(results) == 1
+            results.close()  # type: ignore[attr-defined]  # (a generator)
+        assert stop.wait(10)
+        deadline = time.monotonic() + 10
+        while session._pending and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert session._pending == {}
+    finally:
+        session.disconnect()
+    cancels = [m[1] for m in received if m[0] == p.CANCEL]
+    assert cancels == [list(range(2, 11))]
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+def test_a_map_that_raises_a_tasks_error_withdraws_the_rest(ordered: bool) -> None:
+    """One failure in an unordered map left 65,536 tasks (its window) running."""
+    stop = threading.Event()
+    ticket, received = answering_broker(stop, failed="ValueError: bad")
+    session = ClientSession(ticket)
+    try:
+        with pytest.raises(TaskFailed, match="ValueError: bad"):
+            list(session.map(range(5), ordered=ordered))
+        assert stop.wait(10)
+    finally:
+        session.disconnect()
+    assert [m[1] for m in received if m[0] == p.CANCEL] == [[2, 3, 4, 5]]
+
+
+def test_a_map_checks_its_options_when_called_not_when_first_read() -> None:
+    with scripted_broker([[p.WELCOME, WELCOME]]) as (ticket, _, _):
+        session = ClientSession(ticket)
+        try:
+            with pytest.raises(InvalidRequest, match="window: 0"):
+                session.map([1], window=0)  # not iterated
+        finally:
+            session.disconnect()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_workers": 0}, "max_workers: 0: input should be greater than or equal to 1"),
+        ({"priority": -1}, "priority: -1: input should be greater than or equal to 1"),
+        ({"retries": -1}, "retries: -1: input should be greater than or equal to 0"),
+        ({"cpus_per_worker": 0}, "cpus_per_worker: 0: input should be greater than"),
+        ({"task_timeout": 0}, "task_timeout: 0: input should be greater than 0"),
+        ({"memory_per_worker": 0}, "memory_per_worker: 0: input should be greater than"),
+        ({"environment": {"A": 1}}, "environment.A: 1: input should be a valid string"),
+    ],
+)
+def test_options_pydantic_refuses_raise_invalid_request_naming_the_parameter(
+    options: dict[str, Any], message: str
+) -> None:
+    """They raised pydantic's ``ValidationError`` (with a link to its docs), which code
+    catching ``HalError`` missed, while the server's own checks raise ``InvalidRequest``.
+    Refused before any request (the URL here has no server)."""
+    with HtcClient("http://127.0.0.1:9", "t") as hc, pytest.raises(InvalidRequest) as err:
+        hc.open_session("m:f", **options)
+    assert err.value.message.startswith(message)
+    assert not isinstance(err.value.__cause__, ValidationError)
+
+
+@pytest.mark.parametrize("service", [123, None, b"m:f", ["./pricer", 1]])
+def test_a_service_that_is_neither_a_function_nor_an_argv_is_refused_clearly(
+    service: Any,
+) -> None:
+    """``open_session(123)`` said "'int' object is not iterable"."""
+    with (
+        HtcClient("http://127.0.0.1:9", "t") as hc,
+        pytest.raises(InvalidRequest, match=r"^service: .*'package\.module:function'"),
+    ):
+        hc.open_session(service)

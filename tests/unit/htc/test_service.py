@@ -5,6 +5,7 @@ reply in lock-step when a task times out or the program dies."""
 from __future__ import annotations
 
 import signal
+import sys
 from collections.abc import Iterator
 from types import FrameType
 from typing import Any
@@ -70,3 +71,46 @@ def test_a_program_that_dies_under_a_task_raises_service_exited(
 def test_a_program_that_cannot_start_fails_the_load() -> None:
     with pytest.raises(FileNotFoundError):
         service.load({"kind": "exec", "argv": ["/no/such/program"]})
+
+
+# A program that prints a line to stdout (a debug line, say) on the request "noise",
+# instead of a length-prefixed reply, and echoes any other request.
+NOISY = r"""
+import struct, sys
+stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+while header := stdin.read(4):
+    request = stdin.read(struct.unpack("<I", header)[0])
+    if request == b"noise":
+        stdout.write(b"starting the pricer, version 2\n")
+    else:
+        stdout.write(struct.pack("<I", len(request)) + request)
+    stdout.flush()
+"""
+
+
+def test_output_that_is_not_the_protocol_fails_the_task_at_once() -> None:
+    """Text on stdout was read as the length of a reply (b"star": 1.9 GB), and the task
+    waited for it for ever (or until its timeout, with no word of why). It fails at
+    once, saying what the program did; the program is started again for the next task."""
+    call, close = service.load({"kind": "exec", "argv": [sys.executable, "-c", NOISY]})
+    try:
+        assert call(b"before") == b"before"
+        with pytest.raises(service.ServiceProtocolError) as err:
+            call(b"noise")
+        assert "wrote non-protocol output to stdout (it began b'star'" in str(err.value)
+        assert "write logs to stderr" in str(err.value)
+        assert call(b"after") == b"after"
+    finally:
+        close()
+
+
+@pytest.mark.parametrize("args", [(5,), ([104, 105],), ({"a": 1},), (b"a", b"b"), ()])
+def test_a_task_argument_that_is_not_bytes_or_str_is_refused(
+    program: tuple[Any, Any], args: tuple[Any, ...]
+) -> None:
+    """``bytes(5)`` made five zero bytes of an int; a list of ints became bytes; two
+    arguments named the internal ``ExecutableService.call``."""
+    call, _ = program
+    with pytest.raises(TypeError, match="takes exactly one argument, bytes or str"):
+        call(*args)
+    assert call(bytearray(b"ok")) == b"OK"
