@@ -432,6 +432,9 @@ def _exec_task(
             os.setgroups(list(plan.groups))
         if plan.gid is not None:
             os.setgid(plan.gid)
+        if plan.terminal and rank == 0 and plan.uid is not None:
+            os.fchown(stdin, plan.uid, -1)  # its terminal is its own, as login's
+            os.fchmod(stdin, 0o620)
         if plan.uid is not None:
             os.setuid(plan.uid)
         if plan.umask >= 0:

@@ -10,7 +10,9 @@ import dataclasses
 import os
 from pathlib import Path
 
+import pytest
 from test_step_relay import ended, keeper, keeper_plan, start, wait_for  # noqa: F401
+from test_stepkeeper_start_failure import UNUSED_UID, folder  # noqa: F401  (a fixture)
 
 from hal.agent.step_input import write_input, write_size
 from hal.agent.stepkeeper import KeeperPlan, read_codes
@@ -28,8 +30,8 @@ exit 3
 """
 
 
-def terminal_plan(folder: Path) -> KeeperPlan:
-    plan = keeper_plan(folder, ("sh", "-c", SCRIPT), (0, 1))
+def terminal_plan(where: Path) -> KeeperPlan:
+    plan = keeper_plan(where, ("sh", "-c", SCRIPT), (0, 1))
     return dataclasses.replace(plan, relayed=(0,), pty=(33, 101))
 
 
@@ -72,3 +74,23 @@ def test_a_terminal_without_input_ends_with_its_task(
     assert read_codes(str(tmp_path)) == {0: 0, 1: 0}
     assert (tmp_path / "out.0").read_text().startswith("/dev/pts/")
     assert os.path.exists(tmp_path / "fed")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the task as another uid")
+def test_the_terminal_belongs_to_the_tasks_user(
+    folder: Path,  # noqa: F811  (open to the task's user: pytest's tmp_path is not)
+    keeper: list[int],  # noqa: F811
+) -> None:
+    """As login and sshd hand a session its terminal: owned by the job's user, mode
+    620, so programs that check their tty (``mesg``, ``script``, ``write``) work."""
+    plan = dataclasses.replace(
+        terminal_plan(folder),
+        argv=("sh", "-c", 'stat -c "%u %a" "$(tty)"'),
+        uid=UNUSED_UID,
+        gid=UNUSED_UID,
+        groups=(),
+    )
+    pid = start(plan, keeper)
+    wait_for(lambda: ended(pid), "the keeper's end")
+    keeper.remove(pid)
+    assert (folder / "out.0").read_bytes() == f"{UNUSED_UID} 620\r\n".encode()
