@@ -26,8 +26,9 @@ import shlex
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
 from hal.compat.srun_input import InputSender
+from hal.compat.steps import step_pages
 from hal.compat.version import VERSION_LINE
-from hal.core.errors import HalError, Unavailable
+from hal.core.errors import HalError
 
 OPTIONS = (
     Opt("force", ("force",), "f", Arg.NONE),
@@ -47,8 +48,6 @@ TRY_HELP = 'Try "sbcast --help" for more information'
 NO_JOB = (
     "Need a job id to run this command.  Run from within a Slurm job or use the --jobid option."
 )
-POLL_WAIT_SECONDS = 10.0
-AWAY_RETRY_SECONDS = 1.0
 # what each node's task runs: $1 the destination, $2 its mode (octal), $3 1 to replace
 # it, $4 its modification time ("" to leave it); srun's input is the file
 WRITE = r"""
@@ -128,20 +127,11 @@ def _broadcast(job_id: int, fd: int, dest: str, keep: bool, force: bool, console
     step = client.create_step(job_id, body)
     sender = InputSender(job_id, step.step_id, console, console.client_factory, fd=fd)
     sender.start()
-    after = 0
     try:
-        while True:
-            try:
-                page = client.step_output(job_id, step.step_id, after=after, wait=POLL_WAIT_SECONDS)
-            except Unavailable:
-                console.sleep(AWAY_RETRY_SECONDS)
-                continue
+        for page in step_pages(job_id, step.step_id, console, lambda _why: None):
             for chunk in page.chunks:
                 if chunk.stream == "stderr":
                     _say(console, base64.b64decode(chunk.data_b64))
-            after = page.cursor
-            if page.state != "RUNNING" and not page.chunks:
-                break
     finally:
         sender.stop()
     if page.exit_code and page.exit_code not in (2, 13, 17, 21):  # (not the task's words)

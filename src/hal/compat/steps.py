@@ -12,7 +12,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
@@ -35,6 +35,7 @@ from hal.core.steps import (
 
 if TYPE_CHECKING:
     from hal.compat.srun import Invocation
+    from hal.wire.steps import StepOutputPage
 
 T = TypeVar("T")
 DEFAULT_KILL_WAIT = 30  # Slurm's KillWait, where the server cannot say its own
@@ -190,6 +191,31 @@ def run_in_job(job_id: int, call: Invocation, console: Console) -> int:
     environment["SLURM_JOB_NAME"] = call.step_name
     request = call.within(len(job.nodes))
     return run_step(job_id, request, call, console, environment=environment, confirm=True)
+
+
+def step_pages(
+    job_id: int, step_id: int, console: Console, away: Callable[[str], None]
+) -> Iterator[StepOutputPage]:
+    """The step's output pages, by long poll, until it has ended and all its output is
+    in (the last page). While the control plane is away the step goes on (its tasks
+    outlive the server, which takes it up again), as sbatch --wait: ``away`` is told why
+    once per outage, and the poll goes on once the server answers."""
+    after = 0
+    gone = False
+    while True:
+        try:
+            page = console.client.step_output(job_id, step_id, after=after, wait=POLL_WAIT_SECONDS)
+        except Unavailable as err:
+            if not gone:
+                away(err.message)
+            gone = True
+            console.sleep(AWAY_RETRY_SECONDS)
+            continue
+        gone = False
+        yield page
+        after = page.cursor
+        if page.state != "RUNNING" and not page.chunks:
+            return
 
 
 def once_free(job_id: int, console: Console, create: Callable[[], T]) -> T:
@@ -360,29 +386,15 @@ def run_step(
         sender = InputSender(job_id, step.step_id, console, console.client_factory)
         sender.start()
     writer = OutputWriter(console, call.label, files, place, raw=pty)
-    after = 0
-    away = False  # the control plane is restarting: its step runs on, and srun waits
     aborted = False  # scancel ended the step: said once
+
+    def away(why: str) -> None:
+        console.err(
+            f"srun: the control plane is away ({why}); still following step {job_id}.{step.step_id}"
+        )
+
     try:
-        while True:
-            try:
-                page = console.client.step_output(
-                    job_id, step.step_id, after=after, wait=POLL_WAIT_SECONDS
-                )
-                away = False
-            except Unavailable as err:
-                # as sbatch --wait: the step goes on (its tasks outlive the server, which
-                # takes it up again), and srun follows it once the server answers
-                if not away:
-                    console.err(
-                        f"srun: the control plane is away ({err.message}); still following "
-                        f"step {job_id}.{step.step_id}"
-                    )
-                away = True
-                console.sleep(AWAY_RETRY_SECONDS)
-                continue
-            except HalError as err:
-                return console.error(f"lost step {job_id}.{step.step_id}: {err.message}")
+        for page in step_pages(job_id, step.step_id, console, away):
             waits[0] = page.kill_wait_seconds
             if page.cancelled_at is not None and not aborted:  # scancel JOB.STEP
                 aborted = True
@@ -398,9 +410,8 @@ def run_step(
             except InvalidRequest as err:  # an output file that cannot be opened
                 console.error(err.message)
                 writer.files = None  # (said once; the rest goes to srun's own output)
-            after = page.cursor
-            if page.state != "RUNNING" and not page.chunks:  # (ended: all output is in)
-                break
+    except HalError as err:
+        return console.error(f"lost step {job_id}.{step.step_id}: {err.message}")
     finally:
         terminal.close()
         if sender is not None:
