@@ -33,7 +33,13 @@ from hal.htc import protocol as p
 from hal.htc.broker_control import ControlOps
 from hal.htc.controlplane import ControlPlane
 from hal.htc.fairshare import ReleasePolicy
-from hal.htc.pool import MAX_START_FAILURES, plan_pool, worker_launch
+from hal.htc.pool import (
+    DRAIN_MARGIN_S,
+    MAX_START_FAILURES,
+    plan_pool,
+    worker_launch,
+    worker_time_limit,
+)
 from hal.htc.records import SessionRecords
 from hal.htc.rest import WorkerSync
 from hal.htc.session import Session, Worker
@@ -63,7 +69,7 @@ JOB_END_CAUSES = {
         "Give the workers more memory (memory_per_worker) or make the task use less",
     ),
     "TIMEOUT": (
-        "the worker job reached its time limit (worker_lease + 300 s = {limit} s)",
+        "the worker job reached its time limit (worker_lease + {margin} s = {limit} s)",
         "A task must end within its worker job's time limit: raise worker_lease above "
         "the task's length, or split the task",
     ),
@@ -290,7 +296,8 @@ class Broker:
             memory = o.memory_per_worker_bytes
             cause = cause.format(
                 memory=f"{memory / 2**20:g} MiB" if memory else "not set",
-                limit=int(o.worker_lease_seconds + 300),
+                margin=DRAIN_MARGIN_S,
+                limit=worker_time_limit(o.worker_lease_seconds),
             )
         elif worker.note:
             cause = worker.note

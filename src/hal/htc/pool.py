@@ -94,6 +94,7 @@ def plan_pool(
 
 
 MAX_START_FAILURES = 3
+DRAIN_MARGIN_S = 300  # a worker job's time limit past its lease (``worker_time_limit``)
 
 
 def worker_launch(session: Session, broker_address: str) -> WorkerLaunch:
@@ -109,9 +110,6 @@ def worker_launch(session: Session, broker_address: str) -> WorkerLaunch:
         session.id,
     ]
     script = "#!/bin/sh\n# HAL HTC service worker\nexec " + shlex.join(command) + "\n"
-    # The lease plus a margin to drain: the job's wall time is enforced by the agent,
-    # so a worker that hangs is still reclaimed.
-    limit = int(o.worker_lease_seconds + 300)
     return WorkerLaunch(
         session=session.id,
         user=session.user,
@@ -123,5 +121,12 @@ def worker_launch(session: Session, broker_address: str) -> WorkerLaunch:
         workdir=o.workdir,
         environment={**o.environment, p.WORKER_KEY_ENV: session.worker_key},
         output=o.worker_output,
-        time_limit_seconds=limit,
+        time_limit_seconds=worker_time_limit(o.worker_lease_seconds),
     )
+
+
+def worker_time_limit(lease_seconds: float) -> int:
+    """A worker job's time limit: its lease plus a margin to drain. The agent enforces
+    it, so a worker that hangs is still reclaimed (and a task longer than it is killed
+    with its worker: ``Broker.worker_gone`` says so)."""
+    return int(lease_seconds + DRAIN_MARGIN_S)
