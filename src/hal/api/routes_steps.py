@@ -196,10 +196,13 @@ async def step_input(
     size = _size(body.winsize, "winsize")
     if size is not None:
         ctx.steps.resize(step, *size)
-    offset, closed, lost = await ctx.steps.take_input(
-        step, body.offset, data, body.eof, INPUT_WAIT_SECONDS
+    if size is not None and not data and not body.eof:
+        return json_response(StepInputReply(offset=body.offset))  # (a resize alone)
+    got = await ctx.steps.take_input(
+        step, body.offset, data, body.eof, INPUT_WAIT_SECONDS, body.kept
     )
-    return json_response(StepInputReply(offset=offset, closed=closed, lost=lost))
+    reply = StepInputReply(offset=got.offset, given=got.given, closed=got.closed, lost=got.lost)
+    return json_response(reply)
 
 
 @router.post(

@@ -260,11 +260,13 @@ class HalClient:
         *,
         eof: bool = False,
         winsize: tuple[int, int] | None = None,
+        kept: int | None = None,
     ) -> StepInputReply:
         """srun's stdin bytes ``offset..`` (and its end) for a step's tasks; the server
         may hold the request while the step's buffer is full. Not retried here: a resend
         is harmless, and srun sends again from the reply's offset. ``winsize`` (srun
-        --pty): srun's terminal is now (rows, columns)."""
+        --pty): srun's terminal is now (rows, columns); ``kept``: srun holds its input
+        from there on (``StepInputChunk``)."""
         import base64
 
         from hal.wire.steps import StepInputReply
@@ -276,6 +278,8 @@ class HalClient:
         }
         if winsize is not None:
             body["winsize"] = list(winsize)
+        if kept is not None:
+            body["kept"] = kept
         path = f"/v1/jobs/{job_id}/steps/{step_id}/input"
         r = self._request("POST", path, json_body=body, retry=False)
         return StepInputReply.model_validate_json(r.body)

@@ -131,6 +131,7 @@ class Client(Protocol):
         *,
         eof: bool = False,
         winsize: tuple[int, int] | None = None,
+        kept: int | None = None,
     ) -> StepInputReply: ...
 
     def signal_step(self, job_id: int, step_id: int, signum: int) -> None: ...

@@ -8,6 +8,10 @@ the tasks /dev/null and sends nothing. A thread of its own reads it and posts it
 offset (``POST .../steps/{n}/input``; a resend is harmless) on a connection of its own,
 so neither the output relay nor signal forwarding waits for it; the server holds a
 request while the step's buffer is full, which is how a slow reader slows srun.
+
+srun holds what it sent until the server says every task has been given it, and once
+its stdin has ended asks until no task reads more: a restarted server asks for what it
+lost again (``hal.state.step_input``).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ if TYPE_CHECKING:
 CHUNK_BYTES = 1 << 20  # per request, at most (wire.steps.MAX_INPUT_CHUNK)
 READ_BYTES = 1 << 16
 RETRY_SECONDS = 1.0  # between tries while the server does not answer
+POLL_SECONDS = 2.0  # while stdin is quiet and the tasks were not given all it sent
 
 
 def input_target(mode: str) -> tuple[bool, int | None]:
@@ -105,35 +110,55 @@ class InputSender:
                     client.close()
 
     def _relay(self, client: Client) -> None:
-        offset = 0
+        held = bytearray()  # what srun read from ``kept`` on: not yet given to every task
+        kept = offset = 0  # the server has what is before ``offset``
+        eof = False
         while not self.stopped.is_set():
-            data = self._read()
-            eof = not data
-            pending = data
-            while not self.stopped.is_set():
-                try:
-                    reply = client.send_step_input(
-                        self.job_id, self.step_id, offset, pending, eof=eof
-                    )
-                except Unavailable:  # (the control plane restarts: as the output relay)
-                    self.stopped.wait(RETRY_SECONDS)
-                    continue
-                if reply.lost:
-                    self.console.err(
-                        "srun: warning: the control plane restarted and lost srun's input "
-                        "it held; the tasks were given its end"
-                    )
-                    return
-                if reply.closed:
-                    return  # no task reads more: what srun reads now goes nowhere
-                taken = reply.offset - offset
-                if taken < 0 or taken > len(pending):  # (the server lost bytes: a gap)
-                    raise HalError(f"the server has srun's input up to {reply.offset} only")
-                pending, offset = pending[taken:], reply.offset
-                if not pending:
-                    if not eof:
-                        break
-                    return  # (the server has its end)
+            # (all sent: read more, or, while stdin is quiet and the tasks were not given
+            # all yet, ask what they were given, which a restarted server answers with
+            # where to send again from)
+            quiet = offset == kept + len(held) and not eof
+            if quiet and (kept == offset or self._ready(POLL_SECONDS)):
+                data = self._read()
+                held += data
+                eof = not data
+                continue
+            try:
+                reply = client.send_step_input(
+                    self.job_id,
+                    self.step_id,
+                    offset,
+                    bytes(held[offset - kept :]),
+                    eof=eof,
+                    kept=kept,
+                )
+            except Unavailable:  # (the control plane restarts: as the output relay)
+                self.stopped.wait(RETRY_SECONDS)
+                continue
+            if reply.lost:
+                self.console.err(
+                    "srun: warning: the control plane restarted and lost srun's input "
+                    "it held; the tasks were given its end"
+                )
+                return
+            if reply.closed:
+                return  # no task reads more: what srun reads now goes nowhere
+            if not kept <= reply.offset <= kept + len(held):  # (the server lost bytes)
+                raise HalError(f"the server has srun's input up to {reply.offset} only")
+            offset = reply.offset  # (below srun's: a restarted server asks for it again)
+            given = offset if reply.given is None else min(max(reply.given, kept), offset)
+            del held[: given - kept]
+            kept = given
+            if eof and reply.given is None and offset == kept + len(held):
+                return  # (a server that does not say what was given has its end)
+
+    def _ready(self, wait: float) -> bool:
+        """Whether stdin has something (or its end) to read within ``wait`` s."""
+        try:
+            ready, _, _ = select.select([self.fd], [], [], wait)
+        except (OSError, ValueError):
+            return True  # (the read says what is wrong)
+        return bool(ready)
 
     def _read(self) -> bytes:
         """Up to ``CHUNK_BYTES`` of stdin: what one read gives, and what more is there

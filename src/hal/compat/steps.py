@@ -388,10 +388,12 @@ def run_step(
     writer = OutputWriter(console, call.label, files, place, raw=pty)
     aborted = False  # scancel ended the step: said once
 
+    def say(line: str) -> None:
+        console.err(f"{line}\r" if pty else line)  # (a raw terminal's lines end CR LF)
+
     def away(why: str) -> None:
-        console.err(
-            f"srun: the control plane is away ({why}); still following step {job_id}.{step.step_id}"
-        )
+        where = f"{job_id}.{step.step_id}"
+        say(f"srun: the control plane is away ({why}); still following step {where}")
 
     try:
         for page in step_pages(job_id, step.step_id, console, away):
@@ -399,9 +401,9 @@ def run_step(
             if page.cancelled_at is not None and not aborted:  # scancel JOB.STEP
                 aborted = True
                 if not page.bad_exit:  # (srun -K's lines are in the output: the agent's)
-                    console.err(step_aborted(page.kill_wait_seconds))
+                    say(step_aborted(page.kill_wait_seconds))
                 if page.job_cancelled:
-                    console.err(FORCING_TERMINATION)
+                    say(FORCING_TERMINATION)
             try:
                 for chunk in page.chunks:
                     if pty and chunk.rank != 0:

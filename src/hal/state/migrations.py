@@ -306,6 +306,14 @@ def _v27_artifacts(conn: Connection) -> None:
         table.create(conn, checkfirst=True)
 
 
+def _v28_step_input_readers(conn: Connection) -> None:
+    # running_steps.relay: the ranks that read srun's relayed stdin, so a restarted server
+    # takes the relay up and srun sends again what it lost; steps kept before: none known
+    columns = {c["name"] for c in inspect(conn).get_columns("running_steps")}
+    if "relay" not in columns:
+        conn.execute(text("ALTER TABLE running_steps ADD COLUMN relay TEXT NOT NULL DEFAULT ''"))
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -334,6 +342,7 @@ STEPS: tuple[Step, ...] = (
     _v25_cpu_parts,
     _v26_step_runs,
     _v27_artifacts,
+    _v28_step_input_readers,
 )
 
 

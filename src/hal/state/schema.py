@@ -261,6 +261,9 @@ running_steps = Table(
     # when scancel ended it (migration 22; null: not cancelled by scancel)
     Column("cancelled_at", Float, nullable=True),
     Column("cancelled_by", Text, nullable=True),  # who, by name (migration 23)
+    # the nodes' ranks that read srun's relayed stdin: {node: [ranks]} (JSON; "": none,
+    # or kept before migration 28)
+    Column("relay", Text, nullable=False, default="", server_default=""),
 )
 
 # each user's scrontab file as they last saved it (docs/scrontab.md); its entries' jobs

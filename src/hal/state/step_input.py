@@ -9,6 +9,13 @@ full (backpressure, not loss), so a task that reads slowly slows srun, as a pipe
 one that ended or closed its stdin holds nothing back. Every byte is sent to each node
 once per agent session; an agent that registers again gets all from where its slowest
 task was (it skips what its input file has).
+
+A server restart loses what the relay held, so srun keeps what it sent until every task
+has been given it (the reply's ``given``: ``base``), and says in each request from where
+it still holds (``kept``). A restarted server takes up the relay with the step's readers
+(``running_steps.relay``), unplaced: srun's first request places it at ``kept``, the
+reply sends srun back there, and srun sends again what the old server may not have
+passed on (the agents skip what they have).
 """
 
 from __future__ import annotations
@@ -23,6 +30,19 @@ from hal.wire.agent import StepInput
 RELAY_BYTES = 4 << 20  # a step's input the server holds, from its slowest task's place on
 CHUNK_BYTES = 256 << 10  # per StepInput instruction
 Place = tuple[str, int]  # (node, rank)
+
+
+@dataclass(frozen=True, slots=True)
+class InputTaken:
+    """The answer to srun's input request: it sends on from ``offset`` (below its own:
+    again from there), may drop what is before ``given`` (every task has been given it);
+    ``closed``: no task reads more, srun stops; ``lost``: a server that kept no readers
+    lost it, and the tasks were given its end."""
+
+    offset: int
+    given: int
+    closed: bool = False
+    lost: bool = False
 
 
 @dataclass(slots=True)
@@ -42,6 +62,7 @@ class InputRelay:
     closed: set[Place] = field(default_factory=set)  # tasks that take no more
     gone: set[str] = field(default_factory=set)  # nodes whose part ended
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    placed: bool = True  # False: taken up by a restarted server, srun's ``kept`` not known
 
     @property
     def top(self) -> int:
@@ -56,12 +77,17 @@ class InputRelay:
     def space(self) -> int:
         return max(0, RELAY_BYTES - len(self.data))
 
-    def take(self, offset: int, data: bytes, eof: bool) -> int:
+    def take(self, offset: int, data: bytes, eof: bool, kept: int | None = None) -> int:
         """srun's bytes ``offset..`` (what the server has is skipped; what does not fit
-        waits for srun's next request); returns ``top``. ``eof`` counts once all before
-        it is in."""
+        waits for srun's next request); returns ``top``, below ``offset`` where srun
+        must send again from there. ``eof`` counts once all before it is in. ``kept``:
+        srun holds its input from there on (places a taken-up relay)."""
         if self.done:
             return offset + len(data)  # (nobody reads: taken and dropped)
+        if not self.placed:
+            if kept is None:
+                return self.top  # (a resize alone)
+            self.base, self.placed = kept, True
         if offset <= self.top < offset + len(data):
             fresh = data[self.top - offset :][: self.space()]
             self.data.extend(fresh)

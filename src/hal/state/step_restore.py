@@ -4,10 +4,11 @@ A step's tasks outlive the server (and their agents: ``hal.agent.steps``), so th
 keeps each running step in ``running_steps`` — its layout (each node's ranks where they
 are not dealt in blocks), its job's attempt, the nodes whose part has ended (with what
 their tasks used, their GPUs included, ``hal.state.step_usage``), whether srun runs
-it on the batch node (``local``: no agent holds it, srun reports its end), and when
-scancel ended it (its kill is sent again to each agent that registers holding it) — and a
-restarted server takes them up again (``StepTable.restore``) before any agent
-registers. Agents registering again list the steps they still hold and keep them.
+it on the batch node (``local``: no agent holds it, srun reports its end), when
+scancel ended it (its kill is sent again to each agent that registers holding it), and
+which ranks read srun's relayed stdin (``hal.state.step_input``) — and a restarted
+server takes them up again (``StepTable.restore``) before any agent registers. Agents
+registering again list the steps they still hold and keep them.
 
 What a restart loses: the output the old server held unread (srun gets what the agents
 send after it), and the cursor srun had, so a restored step numbers its output from a
@@ -44,6 +45,7 @@ def running_row(
     cancelled_at: float | None = None,
     cancelled_by: str | None = None,
     times: CpuTimes | None = None,
+    relay: dict[str, tuple[int, ...]] | None = None,
 ) -> RunningStepRow:
     """What ``running_steps`` keeps of a step (``oom``: a node's part ended for memory;
     kept with the first ended node, as the step's flag; ``local``: srun runs it on the
@@ -53,7 +55,8 @@ def running_row(
     ``srun``: a local step's srun process; ``memory``: the job's memory it holds on
     each, in bytes; ``cancelled_at``, ``cancelled_by``: when scancel ended it, for
     whom; ``times``: the ended tasks' user and system CPU seconds, where said, after
-    their GPU use)."""
+    their GPU use; ``relay``: each node's ranks that read srun's relayed stdin, None
+    where srun relays none)."""
     used: dict[str, dict[str, list[float]]] = {node: {} for node in ended}
     on_gpus: dict[str, dict[str, list[float]]] = {node: {} for node in ended}
     parts: dict[str, dict[str, list[float]]] = {node: {} for node in ended}
@@ -85,6 +88,7 @@ def running_row(
         memory=json.dumps(memory or {}),
         cancelled_at=cancelled_at,
         cancelled_by=cancelled_by,
+        relay="" if relay is None else json.dumps({n: list(r) for n, r in relay.items()}),
     )
 
 
@@ -165,6 +169,15 @@ def memory_of(row: RunningStepRow) -> dict[str, int]:
     ``memory``)."""
     data: dict[str, int] = json.loads(row.memory or "{}")
     return {node: int(size) for node, size in data.items()}
+
+
+def relay_of(row: RunningStepRow) -> dict[str, tuple[int, ...]] | None:
+    """Each node's ranks that read srun's relayed stdin (``running_row``'s ``relay``);
+    None where srun relays none, or a server before migration 28 kept the step."""
+    if not row.relay:
+        return None
+    data: dict[str, list[int]] = json.loads(row.relay)
+    return {node: tuple(int(r) for r in ranks) for node, ranks in data.items()}
 
 
 def cursor_base(now: float) -> int:

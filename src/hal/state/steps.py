@@ -62,7 +62,7 @@ from hal.core.steps import (
 from hal.core.suspension import suspended_seconds
 from hal.state.cluster import Caller, Cluster
 from hal.state.launch import build_launch
-from hal.state.step_input import InputRelay, readers
+from hal.state.step_input import InputRelay, InputTaken, readers
 from hal.state.step_restore import (
     cpus_of,
     cursor_base,
@@ -71,6 +71,7 @@ from hal.state.step_restore import (
     gpus_of,
     layout_of,
     memory_of,
+    relay_of,
     running_row,
     times_of,
     totals_of,
@@ -350,17 +351,23 @@ class StepTable:
         return step
 
     async def take_input(
-        self, step: Step, offset: int, data: bytes, eof: bool, wait: float
-    ) -> tuple[int, bool, bool]:
+        self,
+        step: Step,
+        offset: int,
+        data: bytes,
+        eof: bool,
+        wait: float,
+        kept: int | None = None,
+    ) -> InputTaken:
         """srun's stdin bytes ``offset..`` (and its end) for the step's tasks, passed on
         to their agents; waits up to ``wait`` s while the step holds ``RELAY_BYTES`` of
-        it. Returns the offset srun sends on from, whether no task reads more (srun
-        stops), and whether a restarted server lost it (the tasks were given its end)."""
+        it, or, once it has the end, for the tasks to take more (srun, holding its input
+        from ``kept`` on, learns what it may drop)."""
         relay = step.relay
         taken = offset + len(data)
         if relay is None:
             if step.done:
-                return taken, True, False
+                return InputTaken(taken, taken, closed=True)
             if step.restored and not step.local:  # (its input was in the old server's memory)
                 if not step.input_lost:
                     step.input_lost = True
@@ -368,7 +375,7 @@ class StepTable:
                     for node in step.layout.nodes:
                         if (session := self.cluster.agent_sessions.get(node)) is not None:
                             session.push(lost)
-                return taken, True, True
+                return InputTaken(taken, taken, closed=True, lost=True)
             raise InvalidRequest(
                 f"step {step.job_id}.{step.step_id} takes no input from srun (its srun "
                 "did not ask to relay its stdin)"
@@ -377,14 +384,19 @@ class StepTable:
         deadline = loop.time() + wait
         while True:
             if step.done or relay.done:
-                return taken, True, False
-            top = relay.take(offset, data, eof)
+                return InputTaken(taken, taken, closed=True)
+            before = (relay.top, relay.end)
+            top = relay.take(offset, data, eof, kept)
             self._push_input(step, relay)
+            reply = InputTaken(top, min(relay.base, top))
+            if top < offset or deadline <= loop.time() or self.closing:
+                return reply  # (below offset: srun sends again from there)
+            if top >= taken and (not eof or relay.end is not None):
+                news = (relay.top, relay.end) != before or relay.base != kept
+                if news or not eof:
+                    return reply
+                # (srun has sent all, its end too: it waits to learn what it may drop)
             left = deadline - loop.time()
-            if (top >= taken and (not eof or relay.end is not None)) or left <= 0:
-                return top, False, False
-            if self.closing:
-                return top, False, False
             relay.changed.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(relay.changed.wait(), timeout=left)
@@ -1094,6 +1106,10 @@ class StepTable:
             step.srun = row.srun
             step.cancelled_at, step.cancelled_by = row.cancelled_at, row.cancelled_by
             step.restored, step.cursor = True, cursor_base(now)
+            if (found := relay_of(row)) is not None:  # (placed by srun's next request)
+                step.relay = InputRelay(row.job_id, row.step_id, row.attempt, found)
+                step.relay.placed = False
+                step.relay.gone.update(step.ended)
             job = self.cluster.jobs.get(row.job_id)
             self.steps[_key(step)] = step
             live = self._live(step)
@@ -1226,6 +1242,7 @@ def _row(step: Step) -> RunningStepRow:
         step.cancelled_at,
         step.cancelled_by,
         step.times,
+        None if step.relay is None else step.relay.readers,
     )
 
 

@@ -177,6 +177,7 @@ class RunningStepRow:
     memory: str = "{}"  # JSON: {node: bytes of the job's memory it holds} (``step_restore``)
     cancelled_at: float | None = None  # scancel ended it then (``StepTable.cancel``)
     cancelled_by: str | None = None  # ... at the request of (a user name)
+    relay: str = ""  # JSON: {node: [ranks reading srun's stdin]}; "": none (``step_restore``)
 
 
 @dataclass(frozen=True, slots=True)

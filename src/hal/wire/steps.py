@@ -197,21 +197,28 @@ MAX_INPUT_CHUNK = 1 << 20  # srun's input per request, in bytes (before base64)
 
 class StepInputChunk(WireModel):
     """``POST .../steps/{n}/input``: srun's stdin bytes ``offset..`` (a resend of bytes
-    the server has is skipped), and with ``eof`` its end after them."""
+    the server has is skipped), and with ``eof`` its end after them. ``kept``: srun
+    holds its input from there on, so a restarted server can ask for it again; a request
+    with ``eof`` and nothing new waits for the tasks to take more (srun learns, from
+    ``given``, what it may drop)."""
 
     offset: int = Field(ge=0, le=INT64_MAX)
     data_b64: str = Field(default="", max_length=(MAX_INPUT_CHUNK // 3 + 1) * 4)
     eof: bool = False
+    kept: int | None = Field(default=None, ge=0, le=INT64_MAX)
     # srun --pty: srun's terminal is now [rows, columns] (SIGWINCH); the step's follows
     winsize: list[int] | None = Field(default=None, min_length=2, max_length=2)
 
 
 class StepInputReply(WireModel):
     """What the server has of srun's input: every byte before ``offset`` (srun sends on
-    from there; the server holds the request while its buffer is full). ``closed``: no
-    task reads more of it (they ended or closed their stdin), srun stops sending;
-    ``lost``: a restarted server no longer has it, and the tasks got its end."""
+    from there, again from there where it is below srun's; the server holds the request
+    while its buffer is full). ``given``: every task has been given the bytes before it
+    (srun may drop them; None from a server that does not say). ``closed``: no task
+    reads more of it (they ended or closed their stdin), srun stops sending; ``lost``: a
+    restarted server no longer has it, and the tasks got its end."""
 
     offset: int
+    given: int | None = None
     closed: bool = False
     lost: bool = False

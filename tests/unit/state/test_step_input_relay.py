@@ -82,3 +82,18 @@ def test_an_agent_registering_again_gets_all_from_its_slowest_task() -> None:
     r.progress("n2", 2, 4, closed=False)
     r.registered("n2")
     assert joined(r.pushes("n2")) == (4, b"456789", True)
+
+
+def test_a_relay_taken_up_by_a_restarted_server_sends_srun_back_to_what_it_kept() -> None:
+    """The old server had bytes 0..10 and had given every task 0..4 (srun kept 4..);
+    the new one places the relay at srun's ``kept``, sends srun back there, and the
+    nodes get all from it again (their input files skip what they have)."""
+    r = relay()
+    r.placed = False
+    assert r.take(0, b"", eof=False) == 0 and not r.placed  # (a resize alone: no kept)
+    assert r.pushes("n1") == []
+    assert r.take(10, b"abc", eof=False, kept=4) == 4  # (back to 4: srun sends again)
+    assert (r.placed, r.base, r.data) == (True, 4, b"")
+    assert r.take(4, b"456789abc", eof=True, kept=4) == 13
+    for node in ("n1", "n2"):
+        assert joined(r.pushes(node)) == (4, b"456789abc", True)
