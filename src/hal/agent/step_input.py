@@ -21,6 +21,12 @@ With ``srun --pty`` task 0's stdin is a pseudo-terminal instead of a pipe (the k
 opens it, ``open_terminal``): the feeder types the input into its master, copies what
 the terminal writes into task 0's stdout file, and follows srun's window size
 (``WINSIZE_FILE``, written by the agent from ``StepInput.winsize``).
+
+Neither waits for the other's next look: the agent writes a byte into the folder's
+``input.wake`` FIFO after each write, which the feeder waits on, and the feeder into
+``output.wake`` after copying the terminal's output, which the agent waits on (both made
+by the agent with the folder, ``make_wakes``). Each side still looks now and then on its
+own (a keeper or agent from before them, a wake-up lost while an agent restarts).
 """
 
 from __future__ import annotations
@@ -33,7 +39,6 @@ import select
 import signal
 import struct
 import termios
-import time
 from typing import NoReturn
 
 from hal.agent.supervisor import write_atomic
@@ -46,9 +51,51 @@ FEED_MIN_SECONDS = 0.005  # between looks at the file, after input
 FEED_MAX_SECONDS = 0.1  # ... once it has been quiet a while
 PTY_POLL_SECONDS = 0.01  # at most, with a terminal (srun --pty: its keystrokes)
 WINSIZE_FILE = "winsize"  # "rows columns": srun's terminal, resized (srun --pty)
+INPUT_WAKE = "input.wake"  # FIFO: the agent wrote input or a size (the feeder waits on it)
+OUTPUT_WAKE = "output.wake"  # FIFO: the feeder copied the terminal's output (the agent's)
+WAKE_FLAGS = os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC  # the waiting side's: never an EOF
 PUNCH_BYTES = 1 << 20  # free the file's blocks every task has read, a MiB at a time
 CLOSED = -1
 _PUNCH_HOLE = 0x01 | 0x02  # FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE
+
+
+def make_wakes(folder: str, terminal: bool) -> None:
+    """The step folder's wake-up FIFOs: ``INPUT_WAKE``, and ``OUTPUT_WAKE`` with a
+    terminal (root's, as the folder)."""
+    for name in (INPUT_WAKE, OUTPUT_WAKE) if terminal else (INPUT_WAKE,):
+        with contextlib.suppress(FileExistsError):
+            os.mkfifo(os.path.join(folder, name), 0o600)
+
+
+def open_wake(folder: str, name: str) -> int:
+    """The waiting side of a wake-up FIFO (its POLLIN: woken), -1 where there is none."""
+    try:
+        return os.open(os.path.join(folder, name), WAKE_FLAGS)
+    except OSError:
+        return -1
+
+
+def wake(folder: str, name: str, fd: int = -1) -> int:
+    """Wake the side waiting on FIFO ``name``, through ``fd`` (-1: opened here); the
+    descriptor to use next time (-1 where none waits: ENXIO, EPIPE)."""
+    try:
+        if fd < 0:
+            fd = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        os.write(fd, b"!")
+    except BlockingIOError:
+        pass  # (full: the waiting side has wake-ups to read)
+    except OSError:
+        if fd >= 0:
+            os.close(fd)
+        return -1
+    return fd
+
+
+def drain(fd: int) -> None:
+    """Read a wake-up FIFO's pending bytes."""
+    with contextlib.suppress(OSError):
+        while os.read(fd, 4096):
+            pass
 
 
 def write_input(folder: str, offset: int, data: bytes) -> int:
@@ -138,6 +185,8 @@ def _feed(folder: str, pipes: dict[int, int], terminal: int, out: int) -> None:
     said: dict[int, int] = {}
     interval = FEED_MIN_SECONDS
     size_seen = -1
+    woken = open_wake(folder, INPUT_WAKE)  # (the agent wrote input: look now)
+    told = -1  # OUTPUT_WAKE's write end
 
     def close(rank: int) -> None:
         fd = pipes.pop(rank)
@@ -157,6 +206,8 @@ def _feed(folder: str, pipes: dict[int, int], terminal: int, out: int) -> None:
                 with contextlib.suppress(OSError):
                     os.close(terminal)
                 terminal = -1
+            elif copied:
+                told = wake(folder, OUTPUT_WAKE, told)
             moved = bool(copied)
         if source is None:
             with contextlib.suppress(OSError):
@@ -186,18 +237,21 @@ def _feed(folder: str, pipes: dict[int, int], terminal: int, out: int) -> None:
         if moved:
             interval = FEED_MIN_SECONDS
             continue
+        # a full pipe (until its task reads), the terminal's output, the agent's wake-up
         events = {fd: select.POLLOUT for rank, fd in pipes.items() if fed[rank] < size}
-        if events or terminal >= 0:  # a full pipe (until its task reads), the terminal's output
-            timeout = FEED_MAX_SECONDS if events else interval
-            if terminal >= 0:
-                events[terminal] = events.get(terminal, 0) | select.POLLIN
+        timeout = FEED_MAX_SECONDS if events else interval
+        if terminal >= 0:
+            events[terminal] = events.get(terminal, 0) | select.POLLIN
+            if woken < 0:
                 timeout = min(timeout, PTY_POLL_SECONDS)  # (srun's keystrokes)
-            poller = select.poll()
-            for fd, mask in events.items():
-                poller.register(fd, mask)
-            poller.poll(timeout * 1000)
-        else:
-            time.sleep(interval)
+        if woken >= 0:
+            events[woken] = select.POLLIN
+        poller = select.poll()
+        for fd, mask in events.items():
+            poller.register(fd, mask)
+        poller.poll(timeout * 1000)
+        if woken >= 0:
+            drain(woken)
         interval = min(interval * 2, FEED_MAX_SECONDS)
 
 

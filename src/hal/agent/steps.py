@@ -67,7 +67,18 @@ from hal.agent.isolation import Isolation, signal_procs
 from hal.agent.launcher import LaunchReply, StepLauncher
 from hal.agent.plan import LaunchError, job_umask, resolve_user, task_inputs
 from hal.agent.procfs import Usage, open_pidfd, processes_of, tree_rss_bytes
-from hal.agent.step_input import end_input, read_fed, write_input, write_size
+from hal.agent.step_input import (
+    INPUT_WAKE,
+    OUTPUT_WAKE,
+    drain,
+    end_input,
+    make_wakes,
+    open_wake,
+    read_fed,
+    wake,
+    write_input,
+    write_size,
+)
 from hal.agent.stepkeeper import (
     KEEPER_PLAN,
     STOPPED_FILE,
@@ -434,6 +445,8 @@ class StepTasks:
                 end_input(step.folder, request.offset + len(data))
         except OSError as err:  # (the agent's disk: the server sends it again)
             log.warning("step input of %s: %s", step.folder, err)
+        else:
+            wake(step.folder, INPUT_WAKE)  # (the feeder looks now)
 
     def _signalled(self, request: StepSignal) -> list[_NodeStep]:
         """The parts ``request`` names: the job's step of its run (every step of the
@@ -652,12 +665,15 @@ class StepTasks:
             pidfd = None
         if pidfd is not None:
             loop.add_reader(pidfd, step.woken.set)
+        told = open_wake(step.folder, OUTPUT_WAKE) if launch.pty else -1
+        if told >= 0:  # (the feeder copied the terminal's output: read it now)
+            loop.add_reader(told, _woken, told, step.woken)
         self._arm_time_limit(step)
         watchdog = None
         if self.isolation.watchdog and launch.launch.memory_bytes > 0:
             watchdog = asyncio.ensure_future(self._watch_memory(step))
         interval = FOLLOW_MIN_SECONDS
-        most = TERMINAL_FOLLOW_SECONDS if launch.pty else FOLLOW_MAX_SECONDS
+        most = TERMINAL_FOLLOW_SECONDS if launch.pty and told < 0 else FOLLOW_MAX_SECONDS
         try:
             while True:
                 gone = not pid or start_ticks(pid) != ticks
@@ -678,6 +694,9 @@ class StepTasks:
             if pidfd is not None:
                 loop.remove_reader(pidfd)
                 os.close(pidfd)
+            if told >= 0:
+                loop.remove_reader(told)
+                os.close(told)
             if watchdog is not None:
                 watchdog.cancel()
         codes = read_codes(step.folder)
@@ -939,6 +958,11 @@ class StepTasks:
                 shutil.rmtree(step.folder, ignore_errors=True)  # nothing left to report
 
 
+def _woken(fd: int, woken: asyncio.Event) -> None:
+    drain(fd)
+    woken.set()
+
+
 def _drain(loop: asyncio.AbstractEventLoop, fd: int, woken: asyncio.Event) -> None:
     """The keeper's "started" pipe: read what it says; at its end (the keeper closed it
     after starting the tasks, or died) stop watching it."""
@@ -973,6 +997,8 @@ def _write_folder(step: _NodeStep, plan: KeeperPlan, made: bool) -> None:
     write_atomic(step.folder, LAUNCH_FILE, step.launch.model_dump_json())
     if made:
         open(os.path.join(step.folder, MADE_FILE), "w").close()
+    if step.launch.relay_ranks:
+        make_wakes(step.folder, bool(step.launch.pty))
     _mark_stopped(step)
     write_atomic(step.folder, KEEPER_PLAN, plan.to_json())
 

@@ -16,13 +16,17 @@ import pytest
 from test_step_tasks import node_tasks, step
 
 from hal.agent.isolation import Isolation
+from hal.agent import step_input
 from hal.agent.step_input import (
     CLOSED,
     INPUT_END,
+    INPUT_WAKE,
     end_input,
     input_length,
+    make_wakes,
     read_end,
     read_fed,
+    wake,
     write_input,
 )
 from hal.agent.stepkeeper import KeeperPlan, _keep, read_codes, read_ends
@@ -170,3 +174,30 @@ def test_a_step_without_relayed_ranks_takes_no_input(tmp_path: Path) -> None:
     tasks.launch(launch(tmp_path, []))
     tasks.input(given(0, b"ab"))
     assert not (tmp_path / "steps" / "12.0.5" / "input").exists()
+
+
+def test_the_agents_wake_up_not_the_feeders_next_look_brings_input(
+    tmp_path: Path, keeper: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the feeder's looks 30 s apart, a line written with a wake-up (as the agent's
+    ``StepTasks.input`` does) still reaches the task within seconds; one written without
+    waits for the next look."""
+    monkeypatch.setattr(step_input, "FEED_MIN_SECONDS", 30.0)
+    monkeypatch.setattr(step_input, "FEED_MAX_SECONDS", 30.0)
+    make_wakes(str(tmp_path), terminal=False)
+    script = 'while read -r line; do echo "[$line]"; done'
+    pid = start(keeper_plan(tmp_path, ("sh", "-c", script), (0,)), keeper)
+    out = tmp_path / "out.0"
+    wait_for(lambda: (tmp_path / "fed").exists(), "the feeder's start")
+    time.sleep(0.5)  # (the feeder now waits: on its wake-up, or 30 s)
+    write_input(str(tmp_path), 0, b"one\n")
+    time.sleep(1.0)
+    assert not out.exists() or out.read_text() == ""  # (no wake-up: not looked at yet)
+    write_input(str(tmp_path), 4, b"two\n")
+    wake(str(tmp_path), INPUT_WAKE)
+    wait_for(lambda: out.exists() and out.read_text() == "[one]\n[two]\n", "both lines")
+    end_input(str(tmp_path), 8)
+    wake(str(tmp_path), INPUT_WAKE)  # (the end too: the task, the keeper, the feeder end)
+    wait_for(lambda: ended(pid), "the keeper's end")
+    keeper.remove(pid)
+    assert read_codes(str(tmp_path)) == {0: 0}
