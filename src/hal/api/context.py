@@ -87,9 +87,7 @@ class ServerContext:
         specs = []
         for i, item in enumerate(items):
             where = f"{field}[{i}]." if field else ""
-            spec = self.spec_of(item, caller.name, where)
-            check_nice(spec, caller, where)
-            specs.append(spec)
+            specs.append(for_caller(self.spec_of(item, caller.name, where), caller, where))
         await self.prime(specs)
         return specs
 
@@ -260,14 +258,20 @@ class ServerContext:
         ]
 
 
-def check_nice(spec: JobSpec, caller: Caller, where: str = "") -> None:
-    """A negative nice raises a job's priority above everyone's: administrators only (as
-    in Slurm, and as for ``scontrol update Nice=``)."""
+def for_caller(spec: JobSpec, caller: Caller, where: str = "") -> JobSpec:
+    """``spec`` as ``caller`` may submit it. A negative nice raises a job's priority
+    above everyone's: administrators only (as in Slurm, and as for ``scontrol update
+    Nice=``). A ``--priority`` is an administrator's to give: Slurm 22.05.8 drops a plain
+    user's without a word, the job getting the priority it would have had
+    (docs/slurm-checks.md, Session 49), and so does HAL."""
     if spec.nice < 0 and not caller.admin:
         raise PermissionDenied(
             f"{where}nice: only an administrator may give a negative nice (it raises the "
             "job's priority over other users' jobs); use 0 or more"
         )
+    if spec.priority is not None and not caller.admin:
+        return spec.with_changes(priority=None)
+    return spec
 
 
 # Dependencies are ``async`` on purpose: FastAPI runs plain ``def`` dependencies in a

@@ -10,7 +10,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from hal.api.context import ServerContext, caller_dep, check_nice, context_dep
+from hal.api.context import ServerContext, caller_dep, context_dep, for_caller
 from hal.core.crontab import next_run, parse_crontab
 from hal.core.errors import HalError, InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import CronSpec, JobSpec
@@ -63,8 +63,7 @@ async def put_crontab(user: str, body: CrontabPut, ctx: Ctx, caller: Who) -> Cro
     with _naming_lines(lines):
         for i, (entry, job) in enumerate(zip(entries, body.jobs, strict=True)):
             where = f"jobs[{i}]."
-            spec = ctx.spec_of(job, user, where)
-            check_nice(spec, caller, where)
+            spec = for_caller(ctx.spec_of(job, user, where), caller, where)
             if spec.array is not None:
                 raise InvalidRequest("a cron job cannot be a job array", field=where + "array")
             cron = CronSpec(entry.schedule, entry.first_line, entry.line)

@@ -96,6 +96,12 @@ def _min_memory(job: JobInfo) -> str:
     return "0" if job.memory_whole_node else memory_mib(_per_node(job.memory_bytes, job))
 
 
+def over_subscribe(job: JobInfo) -> str:
+    """Slurm's OverSubscribe of a job: ``NO`` (--exclusive), ``USER`` (--exclusive=user),
+    ``OK`` (shared), as ``scontrol show job`` and squeue's ``%h`` print it."""
+    return "NO" if job.exclusive else "USER" if job.exclusive_user else "OK"
+
+
 def _null(value: str | None) -> str:
     return value if value else "(null)"
 
@@ -223,7 +229,7 @@ JOB_LETTERS: dict[str, tuple[str, JobColumn]] = {
     "Y": ("SCHEDNODES", lambda j, n: "(null)"),  # HAL's planner does not expose nodes yet
     "o": ("COMMAND", lambda j, n: batch_command(j)),
     "B": ("EXEC_HOST", lambda j, n: j.nodes[0] if j.nodes else "n/a"),
-    "h": ("OVER_SUBSCRIBE", lambda j, n: "NO" if j.exclusive else "OK"),
+    "h": ("OVER_SUBSCRIBE", lambda j, n: over_subscribe(j)),
     "v": ("RESERVATION", lambda j, n: _null(j.reservation)),
     "W": ("LICENSES", lambda j, n: _null(j.licenses)),
     # as Slurm 22.05.8 prints them (docs/slurm-checks.md): %p is %Q / 2^32

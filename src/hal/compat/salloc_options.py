@@ -29,7 +29,7 @@ from hal.compat.sbatch import BatchScript, Setting, job_from_options
 from hal.core.errors import InvalidRequest, UnsupportedOption
 from hal.core.job_variables import describes_a_job
 from hal.core.resources import MiB
-from hal.core.slurm_syntax import compress_hostlist, parse_signal_name
+from hal.core.slurm_syntax import compress_hostlist, parse_signal, parse_signal_name
 from hal.core.steps import tasks_per_node
 from hal.wire.submit import JobSubmit
 
@@ -60,6 +60,7 @@ OPTIONS: tuple[Opt, ...] = (
 ENV_OPTIONS = {
     "SALLOC_ACCOUNT": "account",
     "SALLOC_CONSTRAINT": "constraint",
+    "SALLOC_EXCLUSIVE": "exclusive",
     "SALLOC_GPUS": "gpus",
     "SALLOC_GPUS_PER_NODE": "gpus_per_node",
     "SALLOC_GPUS_PER_TASK": "gpus_per_task",
@@ -69,6 +70,7 @@ ENV_OPTIONS = {
     "SALLOC_MEM_PER_CPU": "mem_per_cpu",
     "SALLOC_MEM_PER_GPU": "mem_per_gpu",
     "SALLOC_MEM_PER_NODE": "mem",
+    "SALLOC_NO_KILL": "no_kill",
     "SALLOC_PARTITION": "partition",
     "SALLOC_QOS": "qos",
     "SALLOC_REQ_SWITCH": "switches",
@@ -146,6 +148,11 @@ def parse_salloc(
     env_settings: dict[str, Setting] = {
         dest: (environ[var], var) for var, dest in ENV_OPTIONS.items() if environ.get(var)
     }
+    for value, _ in [env_settings.get("signal", (None, ""))] + [
+        (v, s) for d, v, s in parsed.values if d == "signal"
+    ]:
+        if value is not None:
+            parse_signal(value, batch=False)  # (salloc has no batch shell: no B:)
     kill: Setting | None = env_settings.pop("kill_command", None)
     immediate: Setting | None = env_settings.pop("immediate", None)
     for dest, value, spelled in parsed.values:
@@ -316,7 +323,12 @@ Options HAL accepts (anything else is refused with an error):
   -d, --dependency=list      -A, --account=name        -q, --qos=name
   -D, --chdir=dir            -C, --constraint=a&b      -x, --exclude=hosts
   -w, --nodelist=hosts       -H, --hold                -b, --begin=time
-      --signal=[B:]sig[@secs]  --exclusive  --comment=text  --nice[=adj]
+      --signal=[R:]sig[@secs]  signal the allocation's steps secs (default 60)
+                             before its time limit
+      --exclusive[=user]     whole nodes; =user: nodes shared only with your own jobs
+  -k, --no-kill[=off]        taken; HAL still ends the job when one of its nodes fails
+      --priority=N|TOP       the job's priority (administrators; others' is ignored)
+      --comment=text  --nice[=adj]
       --switches=N[@max-wait]  --topology=required=LEVEL|preferred=LEVEL
       --data=key[,key...]    --reservation=name        -L, --licenses=list
       --artifact=name[@version][,...]  published software on the nodes (HAL)

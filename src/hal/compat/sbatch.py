@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hal.compat import job_options
 from hal.compat.exports import EXPORT_VARIABLE, export_environment
 from hal.compat.options import (
     HINT_OPTIONS,
@@ -89,6 +90,8 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("signal", ("signal",)),
     Opt("time_min", ("time-min",)),
     Opt("exclusive", ("exclusive",), arg=OPT),
+    Opt("no_kill", ("no-kill",), "k", OPT),
+    Opt("priority", ("priority",)),
     Opt("switches", ("switches",)),
     Opt("topology", ("topology",)),
     Opt("data", ("data",)),
@@ -147,6 +150,7 @@ ENV_OPTIONS = {
     "SBATCH_OUTPUT": "output",
     "SBATCH_ARRAY_INX": "array",
     "SBATCH_EXCLUSIVE": "exclusive",
+    "SBATCH_NO_KILL": "no_kill",
     "SBATCH_NO_REQUEUE": "no_requeue",
     "SBATCH_REQUEUE": "requeue",
     "SBATCH_OPEN_MODE": "open_mode",
@@ -162,8 +166,8 @@ _ENV_FLAGS = frozenset({"no_requeue", "requeue", "wait"})
 
 
 def ignored_variables(environ: Mapping[str, str]) -> list[str]:
-    """The ``SBATCH_*`` variables set for options HAL does not have (SBATCH_CPUS_PER_GPU,
-    SBATCH_NO_KILL...): Slurm's sbatch would act on them, so sbatch says it does not."""
+    """The ``SBATCH_*`` variables set for options HAL does not have (SBATCH_TMP,
+    SBATCH_CPUS_PER_GPU...): Slurm's sbatch would act on them, so sbatch says it does not."""
     return sorted(
         var
         for var, value in environ.items()
@@ -896,13 +900,17 @@ def _scheduling(
     if "no_requeue" in settings:
         fields["requeue"] = False
     if "exclusive" in settings:
-        mode = text("exclusive")
-        if mode is not None and mode.strip().lower() != "exclusive":  # (Slurm's plain word)
-            raise UnsupportedOption(
-                f"--exclusive={mode} is not supported by HAL; write --exclusive without a value",
-                field="exclusive",
-            )
-        fields["exclusive"] = True
+        sharing = job_options.exclusive(text("exclusive"))
+        fields["exclusive"], fields["exclusive_user"] = sharing.exclusive, sharing.user
+    if "no_kill" in settings:
+        # checked and taken; HAL still ends the job when one of its nodes fails (HAL
+        # cannot yet take the node out of a running job: docs/slurm-checks.md, Session 49)
+        job_options.no_kill(text("no_kill"))
+    priority = text("priority")
+    if priority is not None:
+        # an administrator's sets the job's priority, as scontrol update Priority=; a
+        # user's is dropped by the server, as Slurm 22.05.8 drops it (no error)
+        fields["priority"] = job_options.priority(priority)
     if "nice" in settings:
         nice = text("nice")
         nice = "100" if nice is None else nice  # Slurm's adjustment when none is given
@@ -971,7 +979,12 @@ Options HAL accepts (anything else is refused with an error):
   -D, --chdir=dir            --export=ALL|NONE|VAR=val,...
   -C, --constraint=a&b       -x, --exclude=hosts       -w, --nodelist=hosts
   -H, --hold                 -b, --begin=time          --requeue  --no-requeue
-      --signal=[B:]sig[@secs]  --exclusive  --comment=text  --nice[=adj]
+      --signal=[R:][B:]sig[@secs]  signal the job's steps (B: the batch shell) secs
+                             (default 60) before its time limit
+      --exclusive[=user]     whole nodes; =user: nodes shared only with your own jobs
+  -k, --no-kill[=off]        taken; HAL still ends the job when one of its nodes fails
+      --priority=N|TOP       the job's priority (administrators; others' is ignored)
+      --comment=text  --nice[=adj]
       --switches=N[@max-wait]  --topology=required=LEVEL|preferred=LEVEL
       --data=key[,key...]    input cache keys: placed near them, staged ahead (HAL)
       --artifact=name[@version][,...]  published software the job runs (HAL)

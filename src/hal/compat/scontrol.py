@@ -32,6 +32,7 @@ from hal.compat.formats import (
 from hal.compat.job_fields import (
     batch_command,
     group_field,
+    over_subscribe,
     planned_end,
     print_records,
     time_used,
@@ -394,7 +395,7 @@ def job_record(job: JobInfo, now: float) -> list[str]:
         f"CPUs/Task={job.cpus_per_task}",
         f"TRES={tres}",
         f"MinCPUsNode={max(job.cpus_per_task, job.min_cpus_per_node)} "
-        f"MinMemoryNode={per_node_mem} OverSubscribe={'NO' if job.exclusive else 'OK'} "
+        f"MinMemoryNode={per_node_mem} OverSubscribe={over_subscribe(job)} "
         f"Licenses={job.licenses or '(null)'}",
         f"Features={'&'.join(job.constraint) or '(null)'}",
         f"Comment={job.comment or '(null)'}",

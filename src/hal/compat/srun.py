@@ -41,6 +41,13 @@ that is not running, not found or another user's is refused as Slurm's srun refu
 Without ``--jobid``, outside a job (or an allocation), it makes an allocation of its own
 and runs the command as its step, as Slurm's srun does (``hal.compat.srun_alloc``).
 
+``--signal=[R:]SIG[@secs]`` (``SLURM_SIGNAL``), ``-k``/``--no-kill[=off]``
+(``SLURM_NO_KILL``), ``--priority=N|TOP`` and ``--exclusive=user`` shape that
+allocation as sbatch's do (SIG goes to the step secs before the allocation's time
+limit); in a job they are checked and change nothing, as Slurm 22.05.8's srun takes
+them there (docs/slurm-checks.md, Session 49). ``B:`` is refused, as srun has no batch
+shell.
+
 Options are parsed as srun's getopt does (``-ln2``, ``--ntasks 2``, ``--`` before the
 command). ``--gpus``, ``--gpus-per-node``, ``--gres=gpu:N`` and ``--gpus-per-task`` give
 the step GPUs of its own among the job's: such a step is always a job step, on the batch
@@ -68,6 +75,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from hal.compat import job_options
 from hal.compat.exports import EXPORT_VARIABLE, step_environment
 from hal.compat.names import SALLOC_JOB_VARIABLE
 from hal.compat.options import HINT_OPTIONS, RESOURCE_OPTIONS, Arg, Opt, OptionError, parse_options
@@ -87,6 +95,7 @@ from hal.core.slurm_syntax import (
     parse_gres,
     parse_memory,
     parse_nodes,
+    parse_signal,
 )
 from hal.core.steps import StepRequest, step_layout
 
@@ -94,6 +103,9 @@ from hal.core.steps import StepRequest, step_layout
 # (the GPU options below too)
 _CHECKS: dict[str, Callable[[str], object]] = {
     "mem_per_gpu": lambda v: parse_memory(v, field="mem-per-gpu"),
+    "signal": lambda v: parse_signal(v, batch=False),  # (srun has no B:)
+    "no_kill": job_options.no_kill,
+    "priority": job_options.priority,
 }
 
 # the step's memory (``StepRequest``'s field of the same name), in bytes
@@ -160,7 +172,14 @@ OPTIONS = (
     Opt("exclude", ("exclude",), "x"),
     Opt("licenses", ("licenses",), "L"),
     Opt("artifact", ("artifact",)),
+    # checked, and passed on to srun's own allocation; in a job they change nothing, as
+    # Slurm 22.05.8's srun takes them there (docs/slurm-checks.md, Session 49)
+    Opt("signal", ("signal",)),
+    Opt("no_kill", ("no-kill",), "k", Arg.OPTIONAL),
+    Opt("priority", ("priority",)),
 )
+# srun.1's input variables of those options (a command-line option wins)
+ENV_OPTIONS = {"SLURM_SIGNAL": "signal", "SLURM_NO_KILL": "no_kill"}
 ALLOCATION_ONLY = frozenset({"constraint", "exclude", "licenses", "artifact"})
 _COUNTS = frozenset({"ntasks", "cpus_per_task", "ntasks_per_node"})  # positive integers
 
@@ -219,12 +238,18 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
     files: dict[str, str] = {}
     extra: dict[str, Any] = {}
     extra["allocation_only"] = tuple(s for d, _, s in parsed.values if d in ALLOCATION_ONLY)
-    for dest, value, spelled in parsed.values:
+    for dest, value, spelled in (*env_values(env), *parsed.values):
         if dest == "pty":
             extra["pty"] = True
         label = label or dest == "label"
         multi_prog = multi_prog or dest == "multi_prog"
-        exact = exact or dest in ("exact", "exclusive")
+        # a step's --exclusive is --exact; =user (or =oversubscribe) shapes only srun's
+        # own allocation, as Slurm's srun reads it
+        exact = (
+            exact
+            or dest == "exact"
+            or (dest == "exclusive" and job_options.exclusive(value).exclusive)
+        )
         overlap = overlap or dest == "overlap"
         if value is None:
             continue
@@ -314,6 +339,11 @@ def parse_command(argv: list[str], env: Mapping[str, str] | None = None) -> Invo
     return Invocation(
         request, command, label, node_range, jobid, multi_prog, het_group, files=output, **extra
     )
+
+
+def env_values(env: Mapping[str, str]) -> tuple[tuple[str, str | None, str], ...]:
+    """srun's input variables (``ENV_OPTIONS``) set in ``env``, as parsed options are."""
+    return tuple((dest, env[var], var) for var, dest in ENV_OPTIONS.items() if env.get(var))
 
 
 def _inherit_ntasks(

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+from collections.abc import Mapping
 
 from hal.compat.options import Arg, Opt, Parsed, parse_options
 from hal.compat.salloc import Pending, await_allocation, granted_environment, relinquish
@@ -30,7 +31,7 @@ from hal.compat.salloc_options import OPTIONS as SALLOC_OPTIONS
 from hal.compat.salloc_options import parse_salloc
 from hal.compat.sbatch import process_umask
 from hal.compat.seam import Console
-from hal.compat.srun import OPTIONS, Invocation, with_multi_prog
+from hal.compat.srun import OPTIONS, Invocation, env_values, with_multi_prog
 from hal.compat.steps import run_step
 from hal.core.errors import HalError
 
@@ -40,11 +41,16 @@ _SALLOC_DESTS = frozenset(opt.dest for opt in SALLOC_OPTIONS) - _SRUN_OWN
 _BY_DEST = {opt.dest: opt for opt in OPTIONS}
 
 
-def allocation_argv(parsed: Parsed, call: Invocation) -> list[str]:
-    """salloc's command line for the allocation srun's options (``parsed``) ask for: those
-    that shape a job, spelled out in full, and ``-J`` the command's name by default."""
+def allocation_argv(
+    parsed: Parsed, call: Invocation, env: Mapping[str, str] | None = None
+) -> list[str]:
+    """salloc's command line for the allocation srun's options (``parsed``) and input
+    variables (``env``: ``SLURM_SIGNAL``...) ask for: those that shape a job, spelled out
+    in full, and ``-J`` the command's name by default."""
     out: list[str] = []
-    for dest, value, _ in parsed.values:
+    given = {dest for dest, _, _ in parsed.values}
+    inherited = [v for v in env_values(env or {}) if v[0] not in given]
+    for dest, value, _ in (*inherited, *parsed.values):
         if dest in _SALLOC_DESTS:
             out += _spelled(_BY_DEST[dest], value)
     if not any(dest == "job_name" for dest, _, _ in parsed.values):
@@ -71,7 +77,7 @@ def run_allocated(argv: list[str], call: Invocation, console: Console) -> int:
     environ = {k: v for k, v in console.environ.items() if not k.startswith("SALLOC_")}
     try:
         request = parse_salloc(
-            allocation_argv(parsed, call),
+            allocation_argv(parsed, call, console.environ),
             environ=environ,
             cwd=console.cwd,
             now=console.clock(),

@@ -169,6 +169,12 @@ class JobSpec:
     requeue: bool = True
     signal: SignalSpec | None = None
     exclusive: bool = False
+    # --exclusive=user: its nodes run no other user's job while it holds them, and it
+    # starts only on nodes no other user's job holds (Slurm's OverSubscribe=USER)
+    exclusive_user: bool = False
+    # --priority of an administrator: the job starts with it, fixed as `scontrol update
+    # Priority=` fixes one (None: the priority it would get)
+    priority: int | None = None
     comment: str = ""
     open_mode: str = ""  # --open-mode: "append", "truncate"; "": truncate (Slurm's default)
     wckey: str = ""

@@ -282,7 +282,8 @@ def _dependency_term(
 
 # -- signals ------------------------------------------------------------------------------
 
-_SIGNAL_HINT = "write [B:]SIG[@seconds], e.g. USR1, SIGTERM@120, B:USR2@30 or 10@60"
+_SIGNAL_HINT = "write [R:][B:]SIG[@seconds], e.g. USR1, SIGTERM@120, B:USR2@30 or 10@60"
+_SIGNAL_ERROR = "Invalid --signal specification"  # Slurm 22.05.8's words, whatever is wrong
 
 
 def parse_signal_name(text: str, *, field: str = "signal") -> int:
@@ -307,32 +308,41 @@ def parse_signal_name(text: str, *, field: str = "signal") -> int:
         ) from None
 
 
-def parse_signal(text: str, *, field: str = "signal") -> SignalSpec:
-    """``--signal=[B:]SIG[@secs]``: send SIG that many seconds (default 60) before the time
-    limit; ``B:`` sends it to the batch shell only. Slurm's ``R:`` (reservation end) form is
-    rejected because HAL has no reservations end signal."""
+def parse_signal(text: str, *, field: str = "signal", batch: bool = True) -> SignalSpec:
+    """``--signal=[R:][B:]SIG[@secs]``: send SIG that many seconds (default 60) before the
+    time limit; ``B:`` sends it to the batch shell only (sbatch's alone: ``batch=False``
+    for srun and salloc, which refuse it as Slurm 22.05.8's do). ``R:`` (``RB:``, ``BR:``)
+    lets Slurm start the job in a reservation's ``MaxStartDelay`` window; HAL's
+    reservations have none, so it is taken and changes nothing. Every mistake starts with
+    Slurm's "Invalid --signal specification"."""
+
+    def invalid(why: str) -> InvalidRequest:
+        hint = _SIGNAL_HINT if batch else "write [R:]SIG[@seconds], e.g. USR1, TERM@120 or 10@60"
+        return InvalidRequest(f"{_SIGNAL_ERROR}: {raw!r} {why}; {hint}", field=field)
+
     raw = text.strip()
     body = raw
     batch_only = False
     if ":" in body:
         prefix, _, body = body.partition(":")
-        if prefix.upper() == "B":
-            batch_only = True
-        else:
-            raise InvalidRequest(
-                f"invalid --{field} {raw!r}: HAL supports only the B: prefix; {_SIGNAL_HINT}",
-                field=field,
-            )
+        flags = prefix.upper()
+        allowed = "RB" if batch else "R"
+        if not flags or set(flags) - set(allowed) or len(set(flags)) < len(flags):
+            raise invalid(f"(before ':' only {' or '.join(allowed)})")
+        batch_only = "B" in flags
     sig_text, at, secs_text = body.partition("@")
     seconds = DEFAULT_SIGNAL_SECONDS
     if at:
-        seconds = _int(secs_text, "lead time", field, _SIGNAL_HINT)
-        if seconds > MAX_SIGNAL_SECONDS:
-            raise InvalidRequest(
-                f"invalid --{field} {raw!r}: the lead time is at most {MAX_SIGNAL_SECONDS} s",
-                field=field,
-            )
-    return SignalSpec(parse_signal_name(sig_text, field=field), seconds, batch_only)
+        if not _INT.match(secs_text) or int(secs_text) > MAX_SIGNAL_SECONDS:
+            raise invalid(f"(the lead time is 0 to {MAX_SIGNAL_SECONDS} seconds)")
+        seconds = int(secs_text)
+    try:
+        signum = parse_signal_name(sig_text, field=field)
+    except InvalidRequest:
+        signum = 0
+    if signum == 0:
+        raise invalid(f"({sig_text.strip()!r} is no signal)")
+    return SignalSpec(signum, seconds, batch_only)
 
 
 # -- begin times --------------------------------------------------------------------------

@@ -109,6 +109,7 @@ _CLOCK_FREE = frozenset(
         "arraythrottle",
         "reservation",
         "noderesources",
+        "exclusiveuser",  # (who holds which node: changes only with starts and ends)
         "nvlink",
         "backfill",
     }

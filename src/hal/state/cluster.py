@@ -653,6 +653,8 @@ class Cluster:
                         "partition": partition,
                         "time_limit_s": limit,
                         "priority": priority,
+                        # --priority: kept, not recalculated, as scontrol update's
+                        "priority_fixed": spec.priority is not None,
                         "submit_time": now,
                         "reason": (
                             PendingReason.JOB_HELD_USER
@@ -757,6 +759,8 @@ class Cluster:
         if spec.topology is not None:
             check_topology_level(self, spec.topology, where)
         self._check_licenses(spec, where)
+        if spec.priority is not None:  # --priority, an administrator's (the API drops a user's)
+            return partition.name, limit, spec.priority
         return partition.name, limit, basic_priority(partition, spec.nice)
 
     def check_request(self, spec: JobSpec, partitions: Sequence[str], where: str = "") -> None:

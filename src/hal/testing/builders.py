@@ -86,6 +86,11 @@ class JobBuilder:
         self._spec["exclusive"] = True
         return self
 
+    def exclusive_user(self) -> JobBuilder:
+        """``--exclusive=user``: its nodes are shared only with the same user's jobs."""
+        self._spec["exclusive_user"] = True
+        return self
+
     def constraint(self, *features: str) -> JobBuilder:
         self._spec["constraint"] = features
         return self

@@ -163,6 +163,7 @@ class JobInfo(WireModel):
     req_nodes: list[str] = Field(default_factory=list)  # -w/--nodelist (ReqNodeList)
     exc_nodes: list[str] = Field(default_factory=list)  # -x/--exclude (ExcNodeList)
     exclusive: bool = False
+    exclusive_user: bool = False  # --exclusive=user (OverSubscribe=USER)
     held: bool = False
     submit_host: str = ""
     switches: int = 0  # --switches count (0: no limit)

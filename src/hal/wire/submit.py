@@ -91,6 +91,12 @@ class JobSubmit:
     requeue: bool = True
     signal: Annotated[str | None, MaxLen(64)] = None
     exclusive: bool = False
+    # --exclusive=user: its nodes are shared only with the same user's jobs (Slurm's
+    # OverSubscribe=USER)
+    exclusive_user: bool = False
+    # --priority: the job's priority, kept as `scontrol update Priority=` keeps one; the
+    # server takes it from an administrator only (a user's is dropped, as Slurm's)
+    priority: Annotated[int | None, Ge(1), Le(4294967293)] = None
     comment: Annotated[str, MaxLen(4096)] = ""
     # --open-mode: "append" to the output files (a requeued run's output follows the
     # earlier runs') or "truncate" them; None: truncate, Slurm's default (JobFileAppend=0)

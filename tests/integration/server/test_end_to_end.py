@@ -108,7 +108,7 @@ def test_wait_returns_the_job_exit_code(cluster: LiveServer, tmp_path: Path) -> 
 def test_sbatch_wait_from_the_environment(cluster: LiveServer, tmp_path: Path) -> None:
     """``SBATCH_WAIT=1`` is ``--wait`` (Slurm 22.05.8; HAL returned at once, rc 0), and a
     variable of an option HAL lacks is named rather than silently ignored."""
-    env = {**cluster.env(), "SBATCH_WAIT": "1", "SBATCH_NO_KILL": "1"}
+    env = {**cluster.env(), "SBATCH_WAIT": "1", "SBATCH_CPUS_PER_GPU": "2"}
     done = subprocess.run(
         [sys.executable, "-m", "hal.cli.main", "sbatch", "--wrap", "exit 3"],
         env=env,
@@ -119,7 +119,7 @@ def test_sbatch_wait_from_the_environment(cluster: LiveServer, tmp_path: Path) -
         check=False,
     )
     assert done.returncode == 3, (done.stdout, done.stderr)
-    assert "SBATCH_NO_KILL is not supported by HAL: ignored" in done.stderr
+    assert "SBATCH_CPUS_PER_GPU is not supported by HAL: ignored" in done.stderr
 
 
 def test_unknown_partition_is_refused_like_slurm(cluster: LiveServer, tmp_path: Path) -> None:

@@ -247,7 +247,7 @@ def test_signal_forms(text: str, signum: int, seconds: int, batch: bool) -> None
     assert (spec.signum, spec.seconds_before, spec.batch_only) == (signum, seconds, batch)
 
 
-@pytest.mark.parametrize("text", ["NOPE", "USR1@x", "R:USR1", "999", "USR1@70000", ""])
+@pytest.mark.parametrize("text", ["NOPE", "USR1@x", "X:USR1", "B:R:USR1", "999", "USR1@70000", ""])
 def test_signal_rejects(text: str) -> None:
     with pytest.raises(InvalidRequest) as err:
         parse_signal(text)

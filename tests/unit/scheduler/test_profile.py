@@ -14,18 +14,20 @@ def test_default_profile_wires_every_point() -> None:
     """The default profile puts each plugin at the points it implements, in order."""
     profile = build_scheduler().profile
     assert profile.queue_sort.name == "priority"
-    assert [p.name for p in profile.pre_filter] == [*DEFAULT_PLUGINS[1:], "topology"]
+    pre_filters = [n for n in DEFAULT_PLUGINS[1:] if n != "exclusiveuser"]  # (none)
+    assert [p.name for p in profile.pre_filter] == [*pre_filters, "topology"]
     assert profile.placement_generate is not None
     assert profile.placement_generate.name == "topology"
     assert [p.name for p in profile.filter] == [
         "partition",
         "reservation",
         "noderesources",
+        "exclusiveuser",
         "nvlink",
     ]
     assert [(p.name, w) for p, w in profile.score] == [("noderesources", 1.0), ("nvlink", 2.0)]
     assert [p.name for p in profile.pre_score] == ["nvlink"]
-    assert [p.name for p in profile.reserve] == ["dependency", "arraythrottle"]
+    assert [p.name for p in profile.reserve] == ["dependency", "arraythrottle", "exclusiveuser"]
     assert profile.backfill is not None and profile.backfill.name == "backfill"
 
 

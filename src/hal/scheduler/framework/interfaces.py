@@ -121,7 +121,8 @@ class FilterPlugin(Plugin, Protocol):
         count fall short is the job's reason. A returned array may be shared (the
         runtime never writes it). Must be a pure function of the job's
         ``placement_key`` and the table: the pass reuses a failed fit for every job with
-        the same key.
+        the same key; a plugin whose mask for a job also read something else (its user)
+        writes ``runtime.JOB_BOUND`` to the job's state where that took nodes away.
         """
         ...
 

@@ -111,6 +111,10 @@ PLACEMENT_KEY: StateKey[PlacementKey] = StateKey("framework.placement_key")
 # Written by a PreFilter plugin for a job with a node range (``-N 1-4``): the most nodes
 # its limits let it have (Slurm caps the range so); the runtime tries no more.
 MAX_NODES: StateKey[int] = StateKey("framework.max_nodes")
+# Written by a Filter plugin whose mask for this job depended on more than its placement
+# key (``exclusiveuser``: the job's user): a failed fit then ends at Stage.PLACEMENT, so
+# that neither the pass nor backfill shares it with other jobs of the same key.
+JOB_BOUND: StateKey[bool] = StateKey("framework.job_bound")
 # In ``ctx.data`` while ``place_group`` places a het job: its components, by offset. A
 # plugin that counts something the whole job holds (licenses) judges the group's total
 # at the first component: the cycles of the others see neither each other's Reserve in
@@ -366,6 +370,10 @@ class Framework:
                 ctx, state, job, key, skipped, post_filter=mode is Mode.NOW and within is None
             )
             if rows is None or request is None:
+                if JOB_BOUND in state:
+                    # this job's own (its user's): blocks the partition as a shortage
+                    # does, and is shared with no other job (as a placement failure)
+                    return Outcome(status, Stage.PLACEMENT)
                 # (a failure under a node cap holds for this job only: the cap is its own)
                 if fit_cache is not None and MAX_NODES not in state:
                     fit_cache[key] = status

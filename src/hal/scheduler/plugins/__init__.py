@@ -24,6 +24,9 @@ sees is that of the first plugin that objects)::
     noderesources  PreFilter  BadConstraints / ReqNodeNotAvail (static mask per key)
                    Filter     cpus, memory, gpus, exclusive → Resources
                    Score      best fit
+    exclusiveuser  Filter     --exclusive=user: off nodes other users' jobs hold, and
+                              every job off nodes other users' such jobs hold → Resources
+                   Reserve    who holds each node, for the next job of the pass
 
     nvlink         PreFilter  BadConstraints (no NVLink island as large as the GPUs per node)
                    Filter     --topology required=nvlink: a free island that holds them
@@ -65,6 +68,7 @@ from hal.scheduler.plugins import (
     backfill,
     datalocality,
     dependency,
+    exclusiveuser,
     hold,
     limits,
     noderesources,
@@ -97,6 +101,7 @@ DEFAULT_PLUGINS = (
     arraythrottle.NAME,
     reservation_plugin.NAME,
     noderesources.NAME,
+    exclusiveuser.NAME,
     nvlink.NAME,
 )
 
@@ -150,6 +155,7 @@ def default_registry(
             limits.NAME: new_limits,
             reservation_plugin.NAME: new_reservation,
             noderesources.NAME: noderesources.new,
+            exclusiveuser.NAME: exclusiveuser.new,
             nvlink.NAME: nvlink.new,
             backfill.NAME: new_backfill,
             topology_plugin.NAME: topology_plugin.new,
