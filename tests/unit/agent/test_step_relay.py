@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from test_step_tasks import node_tasks, step
 
-from hal.agent.isolation import Isolation
 from hal.agent import step_input
+from hal.agent.isolation import Isolation
 from hal.agent.step_input import (
     CLOSED,
     INPUT_END,
@@ -188,7 +188,7 @@ def test_the_agents_wake_up_not_the_feeders_next_look_brings_input(
     script = 'while read -r line; do echo "[$line]"; done'
     pid = start(keeper_plan(tmp_path, ("sh", "-c", script), (0,)), keeper)
     out = tmp_path / "out.0"
-    wait_for(lambda: (tmp_path / "fed").exists(), "the feeder's start")
+    wait_for((tmp_path / "fed").exists, "the feeder's start")
     time.sleep(0.5)  # (the feeder now waits: on its wake-up, or 30 s)
     write_input(str(tmp_path), 0, b"one\n")
     time.sleep(1.0)
