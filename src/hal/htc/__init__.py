@@ -2,9 +2,10 @@
 
 Owns: the broker process (``broker``, ``brokerd``), its session and task bookkeeping
 (``session``, ``tasks``), worker-pool planning and fair sharing (``pool``,
-``fairshare``), the worker (``worker``, ``service``), the wire protocol (``protocol``),
+``fairshare``), the worker (``worker``, ``keeper``, ``service``), the wire protocol (``protocol``),
 the REST schemas (``rest``), durable session records (``records``) and the client API
-(``client``, ``client_session``, ``futures``). See README.md in this folder.
+(``client``, ``client_session``, ``futures``, ``sigterm``). See README.md in this
+folder.
 
 Must not import ``hal.state``, ``hal.scheduler`` or ``hal.api``: the broker reaches the
 control plane only over HTTP (``controlplane.ControlPlane``) and workers are HAL jobs.
@@ -19,6 +20,7 @@ from hal.htc.client_session import Session
 from hal.htc.errors import PoisonTask, SessionEnded, TaskError, TaskFailed, TaskTimedOut
 from hal.htc.futures import TaskFuture, TaskResult, as_completed
 from hal.htc.service import common
+from hal.htc.sigterm import Terminated
 
 __all__ = [
     "HtcClient",
@@ -30,6 +32,7 @@ __all__ = [
     "TaskFuture",
     "TaskResult",
     "TaskTimedOut",
+    "Terminated",
     "as_completed",
     "common",
 ]

@@ -33,13 +33,7 @@ from hal.htc import protocol as p
 from hal.htc.broker_control import ControlOps
 from hal.htc.controlplane import ControlPlane
 from hal.htc.fairshare import ReleasePolicy
-from hal.htc.pool import (
-    DRAIN_MARGIN_S,
-    MAX_START_FAILURES,
-    plan_pool,
-    worker_launch,
-    worker_time_limit,
-)
+from hal.htc.pool import MAX_START_FAILURES, plan_pool, worker_launch, worker_time_limit
 from hal.htc.records import SessionRecords
 from hal.htc.rest import WorkerSync
 from hal.htc.session import Session, Worker
@@ -61,6 +55,9 @@ CLIENT_GRACE_S = 300.0
 # long at most for the control plane to report how its job ended (out of memory, its time
 # limit), so that the error can say so. Other deaths are handled at once.
 VERDICT_WAIT_S = 10.0
+# A worker job whose process died (its keeper starts it again, ``keeper.py``) that has
+# not reconnected after this long is cancelled and replaced.
+RESTART_WAIT_S = 60.0
 # What a worker job's end state says about its death, for the poison verdict:
 # (cause, advice); ``{memory}`` and ``{limit}`` are filled in from the session's options.
 JOB_END_CAUSES = {
@@ -222,7 +219,7 @@ class Broker:
             # sent STOP, and tasks sent after that would die with it (and be blamed on it).
             if worker.state == "loading":
                 worker.state = "ready"
-                worker.ready_at = self.clock()
+                worker.ready_at = worker.ready_at or self.clock()  # a restart keeps its lease
             self.mark(session)
         elif kind == p.LOAD_ERROR and worker is not None and session is not None:
             self.load_error(session, worker, str(message[1]))
@@ -296,19 +293,22 @@ class Broker:
             memory = o.memory_per_worker_bytes
             cause = cause.format(
                 memory=f"{memory / 2**20:g} MiB" if memory else "not set",
-                margin=DRAIN_MARGIN_S,
+                margin=worker_time_limit(0),
                 limit=worker_time_limit(o.worker_lease_seconds),
             )
         elif worker.note:
             cause = worker.note
         if cause:
             why += f": {cause}"
-        if worker.state != "draining" and session.live:
-            self.totals.worker_failures["lost"] += 1
-        if session.workers.get(worker.job_id) is worker:
-            del session.workers[worker.job_id]
+        was = worker.state
         worker.conn = None
-        worker.state = "gone"
+        if ended:
+            self.forget(session, worker)
+        elif worker.keeper and was in ("ready", "lost") and session.live:
+            worker.state = "restarting"  # its job's keeper starts its process again
+            worker.lost_at = self.clock()
+        else:
+            self.leaving(session, worker)
         retried = session.book.counters.retried
         lost = session.book.worker_lost(worker.job_id, why, advice)
         self.totals.tasks_retried += session.book.counters.retried - retried
@@ -318,6 +318,27 @@ class Broker:
                 session.journal.append(["R", lost])
         session.outbox += lost
         self.mark(session)
+        if not session.live or was == "draining":
+            return
+        if was == "loading":  # its process died loading the service (an import crashed)
+            self.start_failed(session, f"the worker died while loading the service: {why}")
+        else:
+            self.totals.worker_failures["lost"] += 1
+
+    def leaving(self, session: Session, worker: Worker) -> None:
+        """``worker``'s job is ending: its record stays, counted against max_workers,
+        until the control plane reports the end (``pool_round``). One the control plane
+        does not watch (none, or a worker started by hand) goes at once."""
+        if worker.job_id > 0 and self.control_plane is not None:
+            worker.state = "exiting"
+        else:
+            self.forget(session, worker)
+
+    def forget(self, session: Session, worker: Worker) -> None:
+        if session.workers.get(worker.job_id) is worker:
+            del session.workers[worker.job_id]
+        worker.conn = None
+        worker.state = "gone"
 
     def hello_client(self, peer: Peer, session_id: str, key: str) -> None:
         session = self.sessions.get(session_id)
@@ -360,6 +381,8 @@ class Broker:
 
     def hello_worker(self, peer: Peer, message: list[Any]) -> None:
         _, session_id, key, job_id, host, pid = message[:6]
+        # {"keeper": its job restarts its process, "died": how the last one ended}
+        extra = message[6] if len(message) > 6 and isinstance(message[6], dict) else {}
         session = self.sessions.get(str(session_id))
         if session is None or not secrets.compare_digest(session.worker_key, str(key)):
             peer.send([p.ERROR, f"no session {session_id} with this worker key"])
@@ -374,22 +397,27 @@ class Broker:
             self._manual_ids -= 1
             job_id = self._manual_ids
         worker = session.workers.get(job_id)
-        if worker is not None and worker.state == "lost":
-            self.worker_gone(session, worker)  # its verdict cannot wait for the job's end
-            worker = None
-        if worker is not None and worker.conn is not None:
-            # A second connection for a job that is connected (a worker started twice in
-            # one job): the tasks sent on the first would wait forever for results that
-            # only the first can send. Give them back and end that connection.
+        if worker is not None and (worker.state == "lost" or worker.conn is not None):
+            # The job's last process is over: lost, its verdict need not wait for the
+            # job's end (it says how it died); still connected, this is a second start in
+            # one job, and the tasks sent on the first would wait forever for results
+            # only the first can send. Its tasks go back and that connection ends.
             old = worker.conn
+            worker.note = worker.note or str(extra.get("died", ""))
             self.worker_gone(session, worker)
-            old.close()
-            worker = None
+            if old is not None:
+                old.close()
+            worker = session.workers.get(job_id)
+        if worker is not None and worker.state not in ("pending", "restarting"):
+            peer.send([p.STOP])  # its job is ending (released, drained, failed to start)
+            peer.close()
+            return
         if worker is None:
             worker = Worker(job_id=job_id, session=session.id)
-        session.workers[job_id] = worker
+            session.workers[job_id] = worker
         worker.conn, worker.host, worker.pid = peer, str(host), int(pid)
-        worker.state = "loading"
+        worker.keeper = bool(extra.get("keeper"))
+        worker.state, worker.note = "loading", ""
         peer.role, peer.session, peer.worker = "worker", session, worker
         if session.common is not None or not session.options.has_common_data:
             self.send_init(session, worker)  # else INIT waits for the client's COMMON
@@ -403,15 +431,15 @@ class Broker:
     def send_init(self, session: Session, worker: Worker) -> None:
         if worker.conn is None:
             return
-        spec = session.options.service.model_dump()
-        worker.conn.send([p.INIT, spec, session.common, session.options.task_timeout_seconds])
+        o = session.options
+        spec = o.service.model_dump()
+        worker.conn.send([p.INIT, spec, session.common, o.task_timeout_seconds, o.workdir])
 
     def load_error(self, session: Session, worker: Worker, message: str) -> None:
         session.start_failures += 1
         self.totals.worker_failures["start"] += 1
-        session.workers.pop(worker.job_id, None)
-        worker.state = "gone"
         conn, worker.conn = worker.conn, None  # its close is no second failure ("lost")
+        self.leaving(session, worker)  # a restart of its process is told to stop
         if conn is not None:
             conn.close()
         if session.start_failures >= MAX_START_FAILURES and session.live:
@@ -562,10 +590,10 @@ class Broker:
         self.persist(session)
 
     def release(self, session: Session, worker: Worker) -> None:
-        if worker.conn is None:
-            if worker.state == "pending" and worker.job_id > 0:
+        if worker.conn is None:  # pending, lost or restarting: its job is cancelled
+            if worker.state != "exiting" and worker.job_id > 0:
                 self._cancel_job(worker.job_id)
-            session.workers.pop(worker.job_id, None)
+            self.leaving(session, worker)
             return
         worker.state = "draining"
         if session.book.load(worker.job_id) == 0 or not session.live:
@@ -650,10 +678,13 @@ class Broker:
         now = self.clock()
         # (a session left for the next broker gets no more workers here)
         sessions = [s for s in self.sessions.values() if not s.suspended]
-        for session in sessions:  # lost workers whose job's end never came: no cause
-            for lost in [w for w in session.workers.values() if w.state == "lost"]:
-                if now - lost.lost_at >= VERDICT_WAIT_S:
-                    self.worker_gone(session, lost)
+        for session in sessions:
+            for worker in list(session.workers.values()):
+                waited = now - worker.lost_at
+                if worker.state == "lost" and waited >= VERDICT_WAIT_S:
+                    self.worker_gone(session, worker)  # its job's end never came: no cause
+                elif worker.state == "restarting" and waited >= RESTART_WAIT_S:
+                    self.release(session, worker)  # its keeper did not bring it back
         pool = self.pool_size or self._capacity_cpus or 1
         plan = plan_pool(sessions, pool, self.policy, now)
         for session in sessions:
@@ -694,9 +725,8 @@ class Broker:
                 self._cancel_job(job_id)
                 continue
             # setdefault: the worker may have connected before this reply came back.
-            target.workers.setdefault(
-                job_id, Worker(job_id=job_id, session=target.id, launched_at=now)
-            )
+            worker = target.workers.setdefault(job_id, Worker(job_id=job_id, session=target.id))
+            worker.launched_at = worker.launched_at or now
         for job_id, state in reply.states.items():
             if state not in ENDED_JOB:
                 continue
@@ -705,18 +735,20 @@ class Broker:
                 if gone is None:
                     continue
                 if gone.state == "pending":
-                    del owner.workers[gone.job_id]
+                    self.forget(owner, gone)
                     self.start_failed(
                         owner,
                         f"worker job {job_id} ended {state} before connecting to the broker "
                         f"(its output is in {owner.options.worker_output})",
                     )
-                elif gone.state == "lost":  # its verdict waited for this
-                    self.worker_gone(owner, gone, ended=state)
-                elif gone.conn is not None:  # its tasks go back to the queue
+                elif gone.state == "lost" or gone.conn is not None:
+                    # lost: its verdict waited for this; connected: its tasks go back
                     conn = gone.conn
                     self.worker_gone(owner, gone, ended=state)
-                    conn.close()
+                    if conn is not None:
+                        conn.close()
+                else:  # exiting, or restarting in a job that ended: no longer counted
+                    self.forget(owner, gone)
 
     def start_failed(self, session: Session, reason: str) -> None:
         session.start_failures += 1

@@ -22,6 +22,7 @@ thread.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -137,6 +138,7 @@ class HtcClient:
             )
         except ValidationError as err:
             raise option_error(err) from None
+        check_workdir(options.workdir)
         packed = None if common is None else pack_common(common)
         r = self._request("POST", "/v1/htc/sessions", content=options.model_dump_json())
         ticket = SessionTicket.model_validate_json(r.content)
@@ -181,6 +183,31 @@ def option_error(err: ValidationError) -> InvalidRequest:
     what = str(first["msg"])
     what = what[:1].lower() + what[1:]
     return InvalidRequest(f"{path}: {first.get('input')!r:.80}: {what}", field=field)
+
+
+def check_workdir(path: str) -> None:
+    """Refuse a ``workdir`` this host cannot enter before any worker starts. A worker job
+    whose working directory is missing runs in /tmp, as Slurm's batch step does (it says
+    so only in the job's output, ``worker_output``: /dev/null by default), so the service
+    ran elsewhere without a word. A worker that still cannot enter it (a node without
+    the client's file system) fails to start, saying so (``worker.run``). A relative or
+    malformed path is left to the server's checks, which name it."""
+    if "\x00" in path or not os.path.isabs(path):
+        return
+    if os.path.isdir(path) and os.access(path, os.X_OK):
+        return
+    if not os.path.exists(path):
+        why = "does not exist"
+    elif not os.path.isdir(path):
+        why = "is not a directory"
+    else:
+        why = "cannot be entered (no search permission)"
+    raise InvalidRequest(
+        f"workdir: {path!r} {why} on this host ({socket.gethostname()}); the workers run "
+        "the service there: create it, or pass workdir= a directory the worker nodes "
+        "share",
+        field="workdir",
+    )
 
 
 def seg(session_id: str) -> str:

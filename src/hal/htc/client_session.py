@@ -21,6 +21,7 @@ from typing import Any
 
 from hal.core.errors import Conflict, InvalidRequest, PayloadTooLarge, Unavailable
 from hal.htc import protocol as p
+from hal.htc import sigterm
 from hal.htc.errors import SessionEnded, TaskError
 from hal.htc.futures import ResultStream, Sink, TaskFuture, TaskResult
 from hal.htc.rest import SessionTicket
@@ -60,6 +61,7 @@ class Session:
         self._cancels = threading.Condition()
         self._cancels_sent = 0
         self._cancels_answered = 0
+        self._sigterm = False  # this block set the SIGTERM handler (``sigterm.install``)
         self._send([p.HELLO_CLIENT, ticket.session, ticket.key])
         welcome, early = self._read_welcome()
         if common is not None:
@@ -83,6 +85,7 @@ class Session:
 
     # -- context manager --------------------------------------------------------------
     def __enter__(self) -> Session:
+        self._sigterm = sigterm.install()  # SIGTERM in the block: as Ctrl-C
         return self
 
     def __exit__(
@@ -97,17 +100,22 @@ class Session:
         workers freed, unless it is meant to survive its client (``journal=True``, or
         detached before): then it is detached, to be reattached by id. It used to be
         left OPEN with no client, its workers holding their CPUs for ever. A block that
-        detached (or disconnected) the session leaves it as it is."""
-        if exc_type is None:
-            if self._stopped in ("detached", "disconnected"):
+        detached (or disconnected) the session leaves it as it is. SIGTERM in the block
+        raises ``sigterm.Terminated`` there, so it does the same as Ctrl-C."""
+        try:
+            if exc_type is None:
+                if self._stopped in ("detached", "disconnected"):
+                    return
+                try:
+                    self.close()
+                except BaseException as err:
+                    self._leave(sigterm.exception_name(type(err)))
+                    raise
                 return
-            try:
-                self.close()
-            except BaseException as err:
-                self._leave(type(err).__name__)
-                raise
-            return
-        self._leave(exc_type.__name__)
+            self._leave(sigterm.exception_name(exc_type))
+        finally:
+            if self._sigterm:
+                sigterm.uninstall()
 
     def _leave(self, why: str) -> None:
         """The block is left through the exception ``why``: cancel or detach, then

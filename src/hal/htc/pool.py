@@ -3,14 +3,19 @@
 ``plan_pool`` is pure (sessions and a clock value in, a ``PoolPlan`` out); the broker
 carries the plan out (launching jobs through the control plane, draining workers).
 
-- A session's *held* workers are the ones it can count on: pending jobs, loading and
-  ready workers. Draining workers and workers past their lease are not held, so the
-  session gets a replacement while they finish.
-- Launching is immediate up to the target (``fairshare.allocate``).
+- Every worker job of a session counts against its ``max_workers`` from its launch until
+  the control plane reports it ended (its record's states: ``session.Worker``), so a
+  replacement for a draining worker is launched only within that limit.
+- A session's *held* workers are those it can count on: all but the draining and
+  exiting ones. Launching is immediate up to the target (``fairshare.allocate``).
 - Releasing waits on ``ReleasePolicy``; pending jobs are cancelled before warm workers
   are drained, and among warm workers the least loaded go first.
 - Leases: a worker job is recycled after ``worker_lease_seconds`` so that the batch
   queue gets a turn at its CPUs (no starvation of batch by a session that never ends).
+  Recycling costs a worker start, so it is paced (``recycled``): a worker serves at
+  least ``RECYCLE_COST_FACTOR`` times its own start-up time, and a quarter of a
+  session's workers (at least one) are recycled at a time, never more than
+  ``RECYCLE_DEFER_S`` after their lease.
 """
 
 from __future__ import annotations
@@ -24,6 +29,15 @@ from hal.htc.rest import WorkerLaunch
 from hal.htc.session import Session, Worker
 
 MAX_LAUNCHES_PER_ROUND = 64  # a huge max_workers must not submit thousands of jobs at once
+MAX_START_FAILURES = 3
+DRAIN_MARGIN_S = 300  # a worker's time to finish its tasks once recycled
+# A recycle is put off while it would cost more than a tenth of the time served, or while
+# a quarter of the session's workers are starting or ending, but at most this long past
+# the lease (the job's time limit has room for it: ``worker_time_limit``).
+RECYCLE_DEFER_S = 60
+RECYCLE_COST_FACTOR = 10
+RECYCLE_SHARE = 4
+LEAVING = ("draining", "exiting")
 
 
 @dataclass(slots=True)
@@ -33,13 +47,24 @@ class PoolPlan:
     release: list[Worker] = field(default_factory=list)
 
 
-def held(session: Session, now: float) -> list[Worker]:
+def held(session: Session) -> list[Worker]:
+    return [w for w in session.workers.values() if w.state not in LEAVING]
+
+
+def recycled(session: Session, now: float) -> list[Worker]:
+    """Ready workers to drain for their lease now, oldest first (``RECYCLE_*``)."""
     lease = session.options.worker_lease_seconds
-    return [
-        w
-        for w in session.workers.values()
-        if w.state in ("pending", "loading") or (w.state == "ready" and now - w.ready_at < lease)
-    ]
+    latest = lease + RECYCLE_DEFER_S
+    due = []
+    for w in session.workers.values():
+        served = now - w.ready_at
+        startup = w.ready_at - w.launched_at if w.launched_at else 0.0
+        if w.state == "ready" and served >= min(max(lease, RECYCLE_COST_FACTOR * startup), latest):
+            due.append(w)
+    due.sort(key=lambda w: w.ready_at)
+    changing = sum(1 for w in session.workers.values() if w.state != "ready")
+    room = max(1, len(session.workers) // RECYCLE_SHARE) - changing
+    return [w for i, w in enumerate(due) if i < room or now - w.ready_at >= latest]
 
 
 def plan_pool(
@@ -63,14 +88,12 @@ def plan_pool(
     budget = MAX_LAUNCHES_PER_ROUND
     for s in live:
         target = plan.targets[s.id]
-        mine = held(s, now)
-        # Leased-out ready workers are drained (a replacement is launched below).
-        lease = s.options.worker_lease_seconds
-        plan.release += [
-            w for w in s.workers.values() if w.state == "ready" and now - w.ready_at >= lease
-        ]
+        leaving = recycled(s, now)  # replaced below, within max_workers
+        plan.release += leaving
+        mine = [w for w in held(s) if w not in leaving]
         if target > len(mine):
-            n = min(target - len(mine), budget)
+            room = s.options.max_workers - len(s.workers)  # every job not seen ended
+            n = min(target - len(mine), room, budget)
             if n > 0:
                 plan.launch[s.id] = n
                 budget -= n
@@ -85,16 +108,13 @@ def plan_pool(
             now=now,
         )
         if n:
+            # not serving first (pending, restarting), then loading, then least loaded
             order = sorted(
                 mine,
-                key=lambda w: (w.state != "pending", w.state != "loading", s.book.load(w.job_id)),
+                key=lambda w: (w.state == "ready", w.state == "loading", s.book.load(w.job_id)),
             )
             plan.release += order[:n]
     return plan
-
-
-MAX_START_FAILURES = 3
-DRAIN_MARGIN_S = 300  # a worker job's time limit past its lease (``worker_time_limit``)
 
 
 def worker_launch(session: Session, broker_address: str) -> WorkerLaunch:
@@ -126,7 +146,8 @@ def worker_launch(session: Session, broker_address: str) -> WorkerLaunch:
 
 
 def worker_time_limit(lease_seconds: float) -> int:
-    """A worker job's time limit: its lease plus a margin to drain. The agent enforces
-    it, so a worker that hangs is still reclaimed (and a task longer than it is killed
-    with its worker: ``Broker.worker_gone`` says so)."""
-    return int(lease_seconds + DRAIN_MARGIN_S)
+    """A worker job's time limit: its lease, the most its recycle is put off, and a
+    margin to drain. The agent enforces it, so a worker that hangs is still reclaimed
+    (and a task longer than it is killed with its worker: ``Broker.worker_gone`` says
+    so)."""
+    return int(lease_seconds + RECYCLE_DEFER_S + DRAIN_MARGIN_S)

@@ -16,11 +16,13 @@ arguments and results are msgpack values (numbers, strings, bytes, lists, dicts)
     broker -> client   WELCOME [info]   RESULTS [seq, flat id,status,payload]
                        ENDED [state, reason]   DETACHED []   ERROR [message]
                        CANCEL [ids]  (the answer: those withdrawn; they never run)
-    worker -> broker   HELLO_WORKER [sid, secret, job_id, host, pid]
+    worker -> broker   HELLO_WORKER [sid, secret, job_id, host, pid, {keeper, died}]
+                       (keeper: its job restarts its process when it dies; died: how
+                       the job's previous process ended, "" for the first)
                        RESULTS [0, flat id,status,payload]   LOAD_ERROR [message]
                        SERVICE_EXITED [message]  (its executable died under a task;
                                                   the worker exits next)
-    broker -> worker   INIT [service, common, timeout_s]   TASKS [flat id,payload]
+    broker -> worker   INIT [service, common, timeout_s, workdir]   TASKS [flat id,payload]
                        STOP []
     api    -> broker   CONTROL [key, op, args]   broker -> api   REPLY [ok, data]
 

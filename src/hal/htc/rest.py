@@ -115,7 +115,7 @@ class WorkerInfo(BaseModel):
     job_id: int
     host: str = ""
     pid: int = 0
-    state: str  # pending, loading, ready, draining
+    state: str  # pending, loading, ready, draining, lost, restarting, exiting
     in_flight: int = 0
 
 
@@ -178,7 +178,7 @@ class HtcStats(BaseModel):
     tasks_retried: int = 0
     backlog: int = 0  # tasks waiting for a worker
     in_flight: int = 0  # tasks sent to a worker, result not back yet
-    workers: dict[str, int] = Field(default_factory=dict)  # pending/loading/ready/draining
+    workers: dict[str, int] = Field(default_factory=dict)  # by state (WorkerInfo.state)
     worker_failures: dict[str, int] = Field(default_factory=dict)  # lost/start
 
 

@@ -46,15 +46,19 @@ class Worker:
     conn: Connection | None = None  # None while the job is pending
     host: str = ""
     pid: int = 0
-    # pending -> loading -> ready -> draining; "lost": its connection ended while it ran
-    # a task that may be failed as poison, and the verdict waits for its job's end state
-    # (``Broker.on_worker_lost``)
+    # pending -> loading -> ready -> draining -> exiting. A record stays until the
+    # control plane reports its job ended, so every job counts against max_workers
+    # (``pool.py``). When its connection ends: "lost" while it ran a task that may be
+    # failed as poison (the verdict waits for its job's end state or its restart:
+    # ``Broker.on_worker_lost``); "restarting" while its job's keeper starts its
+    # process again (``keeper.py``); "exiting" once its job is ending.
     state: str = "pending"
     launched_at: float = 0.0
-    ready_at: float = 0.0
+    ready_at: float = 0.0  # first ready (a restarted process keeps its job's lease)
     last_result_at: float = 0.0
-    lost_at: float = 0.0
+    lost_at: float = 0.0  # when its connection ended (lost, restarting)
     note: str = ""  # what the worker said before it died (its service program's exit)
+    keeper: bool = False  # its job starts its process again when a task kills it
 
 
 @dataclass(slots=True, eq=False)

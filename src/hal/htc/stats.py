@@ -19,6 +19,8 @@ from hal.htc.session import Session
 
 # Task statuses as metric label values (``timeout`` as in ``hal_jobs_finished``).
 RESULT_LABEL = {p.OK: "ok", p.FAILED: "failed", p.TIMED_OUT: "timeout", p.POISON: "poison"}
+# A worker job's record from launch to its job's end (``session.Worker``).
+WORKER_STATES = ("pending", "loading", "ready", "draining", "lost", "restarting", "exiting")
 
 
 @dataclass(slots=True)
@@ -63,8 +65,6 @@ def snapshot(totals: BrokerTotals, sessions: Iterable[Session]) -> HtcStats:
         tasks_retried=totals.tasks_retried,
         backlog=backlog,
         in_flight=in_flight,
-        workers={
-            state: workers.get(state, 0) for state in ("pending", "loading", "ready", "draining")
-        },
+        workers={state: workers.get(state, 0) for state in WORKER_STATES},
         worker_failures=dict(totals.worker_failures),
     )

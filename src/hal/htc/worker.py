@@ -3,7 +3,9 @@
 The broker submits one HAL job per worker (see ``pool.py``); its script runs this module,
 which connects back to the broker, loads the service once and then runs tasks until told
 to stop or the broker goes away. One thread, blocking I/O: while a task runs nothing
-else needs doing, and incoming frames wait in the socket buffer.
+else needs doing, and incoming frames wait in the socket buffer. The job's first process
+is a ``keeper``: the worker runs in its child, and a task that kills that process costs
+a new child, not a new job.
 
 Results are sent back when a frame's tasks are all done, or earlier once a millisecond has
 passed since the last send, so a deep batch of no-ops still goes back in one frame. The
@@ -24,12 +26,12 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from hal.htc import keeper, service
 from hal.htc import protocol as p
-from hal.htc import service
 
 FLUSH_AFTER_S = 0.001
 EXIT_LOAD_ERROR = 3
-EXIT_SERVICE_DIED = 4  # an executable service exited under a task
+EXIT_SERVICE_DIED = 4  # an executable service exited under a task: the keeper restarts
 EXIT_BROKER_LOST = 5  # the broker cannot be reached, or its connection broke
 
 
@@ -57,16 +59,34 @@ def connect(address: str) -> socket.socket:
     return sock
 
 
-def run(address: str, session: str, key: str) -> int:
+def run(address: str, session: str, key: str, died: str = "") -> int:
+    """One worker process: connect, load the service, serve. ``died``: how the job's
+    previous worker process ended (``keeper``), for the broker."""
     sock = connect(address)
     stream: Any = sock.makefile("rb", buffering=1 << 20)
     job_id = int(os.environ.get("HAL_JOB_ID", "0"))
-    sock.sendall(p.frame([p.HELLO_WORKER, session, key, job_id, socket.gethostname(), os.getpid()]))
+    host = socket.gethostname()
+    extra = {"keeper": True, "died": died}
+    sock.sendall(p.frame([p.HELLO_WORKER, session, key, job_id, host, os.getpid(), extra]))
     init = p.read_frame(stream)
+    if init is not None and init[0] == p.STOP:
+        return 0  # the broker needs no worker from this job (any more)
     if init is None or init[0] != p.INIT:
         print(f"hal-htc-worker: the broker refused this worker: {init}", file=sys.stderr)
         return 2
     _, spec, common_bytes, timeout_s = init[:4]
+    workdir = init[4] if len(init) > 4 else ""
+    try:
+        os.chdir(workdir or os.curdir)  # its job ran in /tmp if it was missing there
+    except OSError as err:
+        message = (
+            f"the session's workdir {workdir} cannot be entered on {host}: {err.strerror}; "
+            "create it there (on a file system the nodes share), or open the session with "
+            "another workdir"
+        )
+        sock.sendall(p.frame([p.LOAD_ERROR, message]))
+        print(f"hal-htc-worker: {message}", file=sys.stderr)
+        return EXIT_LOAD_ERROR
     try:
         if common_bytes is not None:
             service.set_common(p.unpack(common_bytes))
@@ -205,12 +225,17 @@ def main(argv: list[str] | None = None) -> int:
         "every user of the host can read it)",
     )
     ns = parser.parse_args(argv)
-    try:
-        return run(ns.broker, ns.session, ns.key)
-    except OSError as err:  # refused, reset, or timed out by keepalive: a line, no traceback
-        why = err.strerror or err.__class__.__name__
-        print(f"hal-htc-worker: lost the HTC broker at {ns.broker}: {why}", file=sys.stderr)
-        return EXIT_BROKER_LOST
+
+    def child(died: str) -> int | None:
+        try:
+            code = run(ns.broker, ns.session, ns.key, died)
+        except OSError as err:  # refused, reset, timed out by keepalive: a line, no traceback
+            why = err.strerror or err.__class__.__name__
+            print(f"hal-htc-worker: lost the HTC broker at {ns.broker}: {why}", file=sys.stderr)
+            return EXIT_BROKER_LOST
+        return None if code == EXIT_SERVICE_DIED else code  # None: start a new one
+
+    return keeper.keep(child)
 
 
 if __name__ == "__main__":

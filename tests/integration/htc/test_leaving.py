@@ -193,3 +193,50 @@ def test_ctrl_c_while_the_block_closes_cancels_the_session(
     assert info.state == "CANCELLED", info
     assert info.reason == "its client left the session's block with KeyboardInterrupt"
     wait_until(lambda: not worker_jobs(server, session_id), timeout=30, message="its worker")
+
+
+BLOCK_CLIENT = textwrap.dedent(
+    """
+    import sys
+    from hal.htc import HtcClient
+    url, token, gate = sys.argv[1:]
+    with HtcClient(url, token) as hc:
+        with hc.open_session("hal.htc.examples:after_file", min_workers=2, max_workers=2) as s:
+            waiting = s.submit(gate, 1)
+            print(s.id, flush=True)
+            waiting.result()
+    """
+)
+
+
+def test_sigterm_to_a_client_in_its_block_cancels_the_session_at_once(
+    hc: HtcClient, server: LiveServer, tmp_path: Path
+) -> None:
+    """``kill PID`` ended the client by the signal's default action: its session lost
+    its client without a word and its 2 workers held their CPUs for the broker's grace
+    (measured: 25.4 s with a grace of 20 s; 300 s by default) before it ended LOST. It
+    is cancelled as Ctrl-C does, and the client exits 143, as a shell reports SIGTERM."""
+    gate = tmp_path / "gate"  # never created: the task waits for ever
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    client = subprocess.Popen(
+        [sys.executable, "-c", BLOCK_CLIENT, server.url, server.token, str(gate)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert client.stdout is not None
+        session_id = client.stdout.readline().strip()
+        wait_until(lambda: hc.session(session_id).in_flight == 1, message="the task to run")
+        client.send_signal(signal.SIGTERM)
+        _, err = client.communicate(timeout=60)
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.communicate()
+    assert client.returncode == 143, err
+    info = hc.session(session_id)  # at once: not after the grace (LOST)
+    assert info.state == "CANCELLED", info
+    assert info.reason == "its client left the session's block with SIGTERM"
+    wait_until(lambda: not worker_jobs(server, session_id), timeout=30, message="its workers")

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -276,18 +279,26 @@ def test_big_results_of_one_turn_go_to_the_client_in_frames_it_takes(
     assert client.sent[-1][1:] == [5, [5, p.OK, b"small"]]
 
 
-def test_a_worker_whose_broker_is_gone_says_so_in_a_line(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def test_a_worker_whose_broker_is_gone_says_so_in_a_line() -> None:
     """A worker job started after its broker went away (or whose connection broke) ended
     with a traceback in the job's log; it says what happened and exits 5."""
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    rc = worker.main(["--broker", f"127.0.0.1:{port}", "--session", "s", "--key", "k"])
-    err = capsys.readouterr().err
-    assert rc == worker.EXIT_BROKER_LOST
-    assert err == f"hal-htc-worker: lost the HTC broker at 127.0.0.1:{port}: Connection refused\n"
+    argv = ["--broker", f"127.0.0.1:{port}", "--session", "s", "--key", "k"]
+    # the job's command, keeper and all (a subprocess: the keeper forks)
+    done = subprocess.run(
+        [sys.executable, "-m", "hal.htc.worker", *argv],
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == worker.EXIT_BROKER_LOST  # said: no restart
+    assert (
+        done.stderr
+        == f"hal-htc-worker: lost the HTC broker at 127.0.0.1:{port}: Connection refused\n"
+    )
 
 
 EXEC_WELCOME = {**WELCOME, "service_kind": "exec"}
@@ -501,3 +512,23 @@ def test_a_service_that_is_neither_a_function_nor_an_argv_is_refused_clearly(
         pytest.raises(InvalidRequest, match=r"^service: .*'package\.module:function'"),
     ):
         hc.open_session(service)
+
+
+@pytest.mark.parametrize(("make", "why"), [("", "does not exist"), ("file", "is not a directory")])
+def test_a_workdir_this_host_cannot_enter_is_refused_before_the_session_opens(
+    tmp_path: Path, make: str, why: str
+) -> None:
+    """The session opened, and its workers ran the service in /tmp without a word (their
+    job's "couldn't chdir" line went to ``worker_output``, /dev/null). Refused before any
+    request (the URL here has no server), naming the path and what to do."""
+    path = tmp_path / "nowhere"
+    if make:
+        path.write_text("")
+    with HtcClient("http://127.0.0.1:9", "t") as hc, pytest.raises(InvalidRequest) as err:
+        hc.open_session("m:f", workdir=str(path))
+    assert err.value.field == "workdir"
+    assert err.value.message == (
+        f"workdir: {str(path)!r} {why} on this host ({socket.gethostname()}); the workers "
+        "run the service there: create it, or pass workdir= a directory the worker nodes "
+        "share"
+    )

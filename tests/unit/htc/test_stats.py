@@ -36,7 +36,15 @@ def test_snapshot_sums_live_sessions_only() -> None:
     stats = snapshot(BrokerTotals(tasks_submitted=3), [a, b, gone])
     assert stats.sessions == {"open": 1, "closed": 1}
     assert (stats.backlog, stats.in_flight, stats.tasks_submitted) == (2, 1, 3)
-    assert stats.workers == {"pending": 1, "loading": 0, "ready": 1, "draining": 0}
+    assert stats.workers == {
+        "pending": 1,
+        "loading": 0,
+        "ready": 1,
+        "draining": 0,
+        "lost": 0,
+        "restarting": 0,
+        "exiting": 0,
+    }
 
 
 class _Fixed(Collector):

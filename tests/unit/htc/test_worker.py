@@ -4,6 +4,7 @@ cannot pack) and what the broker hears when an executable service dies."""
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import sys
@@ -162,6 +163,30 @@ deep(3)
 """
 
 
+def run_with(init: list[Any]) -> tuple[int, list[Any], list[Any]]:
+    """``worker.run`` against a broker that answers its HELLO with ``init``; returns the
+    exit status, the HELLO and the frame the worker sent next."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    said: list[Any] = []
+
+    def broker() -> None:
+        conn, _ = listener.accept()
+        with conn, conn.makefile("rb") as stream:
+            said.append(p.read_frame(stream))
+            conn.sendall(p.frame(init))
+            said.append(p.read_frame(stream))
+
+    thread = threading.Thread(target=broker, daemon=True)
+    thread.start()
+    try:
+        rc = worker.run(f"127.0.0.1:{listener.getsockname()[1]}", "s1", "k", "it died")
+    finally:
+        thread.join(10)
+        listener.close()
+    hello, after = said
+    return rc, hello, after
+
+
 def test_a_service_that_fails_to_load_reports_the_users_frames(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -169,27 +194,32 @@ def test_a_service_that_fails_to_load_reports_the_users_frames(
     ``service.load`` and importlib's, never the line of the user's module that failed."""
     (tmp_path / "htc_badmod.py").write_text(BAD_MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))
-    listener = socket.create_server(("127.0.0.1", 0))
-    said: list[Any] = []
-
-    def broker() -> None:
-        conn, _ = listener.accept()
-        with conn, conn.makefile("rb") as stream:
-            assert (p.read_frame(stream) or [None])[0] == p.HELLO_WORKER
-            spec = {"kind": "python", "target": "htc_badmod:f"}
-            conn.sendall(p.frame([p.INIT, spec, None, 0]))
-            said.append(p.read_frame(stream))
-
-    thread = threading.Thread(target=broker, daemon=True)
-    thread.start()
-    try:
-        rc = worker.run(f"127.0.0.1:{listener.getsockname()[1]}", "s1", "k")
-    finally:
-        thread.join(10)
-        listener.close()
+    spec = {"kind": "python", "target": "htc_badmod:f"}
+    rc, hello, (kind, message) = run_with([p.INIT, spec, None, 0])
     assert rc == worker.EXIT_LOAD_ERROR
-    ((kind, message),) = said
+    assert hello[0] == p.HELLO_WORKER and hello[6] == {"keeper": True, "died": "it died"}
     assert kind == p.LOAD_ERROR
     assert 'htc_badmod.py", line 4, in deep' in message
     assert 'htc_badmod.py", line 8, in <module>' in message
     assert message.rstrip().endswith("ImportError: htc_badmod deliberately fails to import")
+
+
+def test_a_workdir_missing_on_the_workers_node_fails_its_start_saying_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its job ran in /tmp instead (as Slurm's batch step does, saying so only in the
+    job's output), and so did the service, without a word. The worker enters the
+    session's workdir itself, and one it cannot enter is a failure to start."""
+    monkeypatch.chdir(tmp_path)  # (the worker changes directory on success)
+    missing = str(tmp_path / "nowhere")
+    spec = {"kind": "python", "target": "hal.htc.examples:square"}
+    rc, _, (kind, message) = run_with([p.INIT, spec, None, 0, missing])
+    assert rc == worker.EXIT_LOAD_ERROR and kind == p.LOAD_ERROR
+    assert message == (
+        f"the session's workdir {missing} cannot be entered on {socket.gethostname()}: "
+        "No such file or directory; create it there (on a file system the nodes share), "
+        "or open the session with another workdir"
+    )
+    (tmp_path / "here").mkdir()
+    rc, _, after = run_with([p.INIT, spec, None, 0, str(tmp_path / "here")])
+    assert after == [p.WELCOME, os.getpid()] and os.getcwd() == str(tmp_path / "here")
