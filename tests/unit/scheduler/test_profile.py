@@ -14,8 +14,7 @@ def test_default_profile_wires_every_point() -> None:
     """The default profile puts each plugin at the points it implements, in order."""
     profile = build_scheduler().profile
     assert profile.queue_sort.name == "priority"
-    pre_filters = [n for n in DEFAULT_PLUGINS[1:] if n != "exclusiveuser"]  # (none)
-    assert [p.name for p in profile.pre_filter] == [*pre_filters, "topology"]
+    assert [p.name for p in profile.pre_filter] == [*DEFAULT_PLUGINS[1:], "topology"]
     assert profile.placement_generate is not None
     assert profile.placement_generate.name == "topology"
     assert [p.name for p in profile.filter] == [

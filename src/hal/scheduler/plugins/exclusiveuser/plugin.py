@@ -16,6 +16,9 @@ get no reservation until those jobs end. Main-pass and backfill starts are exact
 The verdict depends on the job's user, which its placement key leaves out: where this
 filter takes a node away, it writes ``JOB_BOUND`` so that the pass does not reuse the
 failure for another user's job of the same shape.
+
+Its PreFilter answers SKIP (its Filter is not called) for a job without the option
+while no such job holds a node: the usual pass, which pays nothing for the plugin.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from hal.scheduler.framework.node_table import BoolArray
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
 from hal.scheduler.framework.request import NodeRequest
 from hal.scheduler.framework.runtime import JOB_BOUND
-from hal.scheduler.framework.status import SUCCESS, Status
+from hal.scheduler.framework.status import SKIP, SUCCESS, Status
 
 NAME = "exclusiveuser"
 
@@ -95,7 +98,7 @@ class ExclusiveUser:
     name = NAME
 
     def __init__(self) -> None:
-        # every node, for the (usual) job no user rule touches: shared, never written
+        # every node, for a job no user rule touches: shared, never written
         self._every_node: BoolArray = np.ones(0, dtype=np.bool_)
 
     def _holders(self, ctx: PassContext) -> Holders:
@@ -108,6 +111,12 @@ class ExclusiveUser:
                     _count(found.exclusive, job.spec.user, alloc.nodes, 1)
             ctx.data.write(HOLDERS, found)
         return found
+
+    def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
+        """SKIP where no user rule can touch the job (the Filter is not called)."""
+        if job.spec.exclusive_user or self._holders(ctx).exclusive:
+            return SUCCESS
+        return SKIP
 
     def filter(
         self, ctx: PassContext, state: CycleState, job: Job, request: NodeRequest
