@@ -22,6 +22,7 @@ from hal.api import (
     routes_htc,
     routes_jobs,
     routes_nodes,
+    routes_partitions,
     routes_predict,
     routes_priority,
     routes_reservations,
@@ -73,6 +74,7 @@ def create_app(
     for module in (
         routes_jobs,
         routes_nodes,
+        routes_partitions,
         routes_agent,
         routes_events,
         routes_htc,

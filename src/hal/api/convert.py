@@ -28,12 +28,12 @@ from hal.core.slurm_syntax import (
     parse_topology,
     parse_umask,
 )
-from hal.core.states import JobState
+from hal.core.states import JobState, PartitionState
 from hal.core.suspension import suspended_seconds
 from hal.state import agents, preempt
 from hal.state.cluster import Cluster
 from hal.state.codec import SYSTEM_CPU, USER_CPU
-from hal.state.node_flags import node_state_flags
+from hal.state.node_flags import last_contact, node_state_flags
 from hal.wire.bounds import INT64_MAX
 from hal.wire.jobs import JobInfo, JobSubmit
 from hal.wire.nodes import BlockInfo, NodeInfo, PartitionInfo, SwitchInfo, TopologyInfo
@@ -411,7 +411,8 @@ def node_info(node: Node, cluster: Cluster, cloud: CloudNodes | None = None) -> 
         nvlink_domain=node.nvlink_domain,
         features=list(node.features),
         partitions=partitions,
-        last_heartbeat=node.last_heartbeat,
+        # the agent's last contact (its latest sync), not only its registration
+        last_heartbeat=last_contact(cluster, node) or node.last_heartbeat,
         address=node.address,
         jobs=sorted(used.jobs) if used else [],
     )
@@ -490,7 +491,8 @@ def partition_info(
     return PartitionInfo(
         name=p.name,
         default=p.default or p.name == cluster.default_partition(),
-        up=p.up,
+        up=p.state is PartitionState.UP,
+        state=p.state.value,
         max_time_seconds=p.max_time_s,
         default_time_seconds=p.default_time_s,  # as configured: Slurm shows NONE for 0
         max_nodes=p.max_nodes,

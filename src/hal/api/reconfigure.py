@@ -44,6 +44,7 @@ LIVE = frozenset(
         "max_array_size",
         "max_batch_jobs",
         "max_artifact_bytes",
+        "return_to_service",
         "scheduler_interval_seconds",
         "scheduler_profile",
         "enable_user_top",

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Annotated
 
@@ -29,6 +30,7 @@ from hal.wire.nodes import (
     NodeList,
     NodeUpdate,
     PartitionList,
+    PriorityConfig,
     Reconfigured,
     TopologyInfo,
     UserCreated,
@@ -102,8 +104,12 @@ async def list_licenses(ctx: Ctx, _caller: Who) -> LicenseList:
 
 
 @router.get("/config", response_model=ClusterConfig)
-async def show_config(ctx: Ctx, _caller: Who) -> ClusterConfig:
+async def show_config(request: Request, ctx: Ctx, _caller: Who) -> ClusterConfig:
+    """What ``scontrol show config`` prints (``hal.compat.scontrol_config``)."""
     cfg = ctx.config
+    prio = cfg.priority
+    data_dir = getattr(request.app.state, "data_dir", None)
+    observe = getattr(request.app.state, "observe", None)
     return ClusterConfig(
         cluster_name=cfg.cluster_name,
         min_job_age_seconds=cfg.min_job_age_seconds,
@@ -112,16 +118,38 @@ async def show_config(ctx: Ctx, _caller: Who) -> ClusterConfig:
         scheduler_interval_seconds=cfg.scheduler_interval_seconds,
         settings={
             "MaxArraySize": str(cfg.max_array_size),
-            # the account the server runs as: the user of its own node reasons
-            "SlurmUser": server_user(),
-            "SlurmctldTimeout": f"{int(cfg.node_timeout_seconds)} sec",
-            "SelectType": "hal/noderesources",
+            # the account the server runs as (the user of its own node reasons), with
+            # its uid as Slurm prints it: root(0)
+            "SlurmUser": f"{server_user()}({os.geteuid()})",
             # slurmdbd.conf's names and spelling ("90days", "12months"); NONE: kept forever
             "PurgeEventAfter": str(cfg.accounting.purge_events_after or "NONE"),
             "PurgeJobAfter": str(cfg.accounting.purge_jobs_after or "NONE"),
             "MailProg": cfg.mail.prog,
             "MailDomain": cfg.mail.domain or "(null)",
         },
+        node_timeout_seconds=cfg.node_timeout_seconds,
+        return_to_service=cfg.return_to_service,
+        priority=None
+        if not prio.enabled
+        else PriorityConfig(
+            weight_age=prio.weight_age,
+            weight_fairshare=prio.weight_fairshare,
+            weight_job_size=prio.weight_job_size,
+            weight_partition=prio.weight_partition,
+            weight_qos=prio.weight_qos,
+            decay_half_life_seconds=prio.decay_half_life_s,
+            max_age_seconds=prio.max_age_s,
+            calc_period_seconds=prio.calc_period_s,
+            favor_small=prio.favor_small,
+        ),
+        preempt_type=cfg.preemption.type.value,
+        preempt_mode=cfg.preemption.mode.value,
+        preempt_exempt_seconds=cfg.preemption.exempt_time_s,
+        backfill=getattr(ctx.scheduler, "backfill_interval_s", None) is not None,
+        enable_user_top=cfg.enable_user_top,
+        licenses=dict(cfg.licenses),
+        state_save_location=str(data_dir or ""),
+        boot_time=getattr(observe, "started_at", None) or None,
     )
 
 

@@ -1,5 +1,7 @@
 """``/v1/reservations``: advance reservations (``scontrol create|show|update|delete
-reservation``). Anyone may list them; only administrators change them."""
+reservation``). Anyone may list them; only administrators change them. Flags are words
+in Slurm's order, ``PURGE_COMP=<seconds>`` with its time; ``nodes: ["ALL"]`` is every
+node; a create without ``name`` gets one (``root_3``)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from fastapi import APIRouter, Depends, Response
 
 from hal.api.context import ServerContext, caller_dep, context_dep
 from hal.core.errors import InvalidRequest
-from hal.core.reservation import Reservation, ReservationFlag, parse_flags
+from hal.core.reservation import Reservation, ReservationFlag, flag_words, read_flags
 from hal.state import reservations
 from hal.state.cluster import Caller, Cluster
 from hal.state.reservations import ReservationRequest
@@ -38,17 +40,17 @@ def reservation_info(r: Reservation, cluster: Cluster) -> ReservationInfo:
         core_count=cores,
         users=list(r.users),
         accounts=list(r.accounts),
-        flags=sorted(f.value for f in r.flags),
+        flags=flag_words(r),
         partition=r.partition,
         state="ACTIVE" if r.active(now) else "INACTIVE",
     )
 
 
-def _flags(words: list[str] | None) -> frozenset[ReservationFlag] | None:
+def _flags(words: list[str] | None) -> tuple[frozenset[ReservationFlag] | None, float | None]:
     if words is None:
-        return None
+        return None, None
     try:
-        return parse_flags(",".join(words))
+        return read_flags(",".join(words))
     except ValueError as err:
         raise InvalidRequest(str(err), field="flags") from None
 
@@ -71,6 +73,7 @@ async def show_reservation(name: str, ctx: Ctx, _caller: Who) -> ReservationInfo
 
 
 def _request(name: str, body: ReservationCreate | ReservationUpdate) -> ReservationRequest:
+    flags, purge = _flags(body.flags)
     return ReservationRequest(
         name=name,
         start=body.start_time,
@@ -80,8 +83,9 @@ def _request(name: str, body: ReservationCreate | ReservationUpdate) -> Reservat
         node_count=body.node_count,
         users=_names(body.users),
         accounts=_names(body.accounts),
-        flags=_flags(body.flags),
+        flags=flags,
         partition=body.partition,
+        purge_after=purge,
     )
 
 

@@ -208,6 +208,7 @@ class HalServer:
         self.observe.metrics.artifacts = self.ctx.artifacts
         self.app = create_app(self.ctx, on_start=self.start, on_stop=self.stop)
         self.app.state.priority = self.priority  # /v1/priority, /v1/shares, explain
+        self.app.state.data_dir = self.data_dir  # scontrol show config's StateSaveLocation
         # --cache-control-plane: the cache contract's API under /cache, in this process
         self.cache_plane: CacheControlPlane | None = None
         if cache_plane:

@@ -209,7 +209,7 @@ def cmd_partitions(ns: argparse.Namespace) -> int:
     for p in parts:
         star = "*" if p.default else ""
         limit = p.max_time_seconds or "unlimited"
-        print(f"{p.name}{star:<2} up={p.up} max_time={limit} nodes={','.join(p.nodes)}")
+        print(f"{p.name}{star:<2} state={p.state} max_time={limit} nodes={','.join(p.nodes)}")
     return 0
 
 

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         ClusterConfig,
         LicenseInfo,
         NodeInfo,
+        PartitionChange,
         PartitionInfo,
         Reconfigured,
         TopologyInfo,
@@ -518,6 +519,15 @@ class HalClient:
         r = self._request("GET", "/v1/partitions")
         return PartitionList.model_validate_json(r.body).partitions
 
+    def update_partition(self, name: str, change: PartitionChange) -> PartitionInfo:
+        """``scontrol update PartitionName=`` (administrators): set ``change``'s fields."""
+        from hal.wire.nodes import PartitionInfo
+
+        path = f"/v1/partitions/{segment(name, 'partition name', 'hal sinfo')}"
+        body = change.model_dump_json(exclude_none=True)
+        r = self._request("PATCH", path, content=body)
+        return PartitionInfo.model_validate_json(r.body)
+
     def licenses(self) -> list[LicenseInfo]:
         from hal.wire.nodes import LicenseList
 
@@ -690,6 +700,10 @@ class HalClient:
         from hal.wire.diag import SchedulerDiag
 
         return SchedulerDiag.model_validate_json(self._request("GET", "/v1/diag").body)
+
+    def reset_diag(self) -> None:
+        """``sdiag -r`` (administrators): sdiag's counters start again from 0."""
+        self._request("POST", "/v1/diag/reset")
 
     def explain(self, job_id: int | str) -> ExplainInfo:
         """Why a job is pending (``hal explain``)."""

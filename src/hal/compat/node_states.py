@@ -12,12 +12,21 @@ and flags (``NodeInfo.state_flags``, the server's ``state/node_flags.py``). As S
   node powering up is not responding too, and shows ``idle#``);
 - an idle node in another reservation open now shows ``resv``.
 
-A registered group node has the ``CLOUD`` flag alone, which shows no suffix.
+A registered group node has the ``CLOUD`` flag alone, which shows no suffix. A DOWN
+node with the ``DRAIN`` flag (drained, then set down) shows as drained: ``drain``,
+``drained``, ``State=DOWN+DRAIN``.
 ``%t`` and ``%T`` (``StateCompact``/``StateLong``) carry the suffix alike (``idle*``,
 ``allocated$``, ``mixed#``). A suffix does not change the base state: ``sinfo -t idle``
 lists ``idle*`` and ``idle~`` nodes, ``-t no_respond`` only those not responding,
-``-t maint`` / ``-t resv`` the nodes in reservations, ``-t cloud`` the groups' nodes,
-``-t powered_down`` / ``powering_up`` / ``powering_down`` those so (Slurm 22.05.8).
+``-t maint`` / ``-t resv`` the nodes in reservations (a maintenance one is reserved too),
+``-t cloud`` the groups' nodes, ``-t powered_down`` / ``powering_up`` / ``powering_down``
+those so (Slurm 22.05.8).
+
+``-t`` matches Slurm's base states, with drain as a flag on top (``node_tags``; checked
+on Slurm 22.05.8, docs/slurm-checks.md session 49): a drained idle node is ``idle``,
+``drain`` and ``drained``; a draining one ``alloc``, ``drain`` and ``draining`` (not
+``mix``); a mixed one ``mix`` and ``alloc``; a down drained one ``down``, ``drain`` and
+``drained``.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from hal.wire.nodes import NodeInfo
 NOT_RESPONDING = "NOT_RESPONDING"
 MAINTENANCE = "MAINTENANCE"
 RESERVED = "RESERVED"
+DRAIN = "DRAIN"
 CLOUD = "CLOUD"
 POWERED_DOWN = "POWERED_DOWN"
 POWERING_UP = "POWERING_UP"
@@ -58,13 +68,34 @@ LONG_STATES = {
     "fail": "fail",
 }
 
+# a node's tags by its base state (``NodeInfo.display_state``): what ``-t`` names match
+# on it, as Slurm 22.05.8's sinfo matches them (a down node with the DRAIN flag adds
+# ``drain`` and ``drained``: ``node_tags``)
+BASE_TAGS: dict[str, frozenset[str]] = {
+    "idle": frozenset({"idle"}),
+    "mix": frozenset({"mix", "alloc"}),
+    "alloc": frozenset({"alloc"}),
+    "drain": frozenset({"idle", "drain", "drained"}),
+    "drng": frozenset({"alloc", "drain", "draining"}),
+    "down": frozenset({"down"}),
+    "comp": frozenset({"comp"}),
+    "fail": frozenset({"fail"}),
+}
+
 # -t: Slurm's node state names (short and long, any case) → the tags (``node_tags``) they
-# match. ``drain`` is both drained and draining nodes, as Slurm's DRAIN flag; names of
-# states HAL never shows are accepted and match nothing, as on a cluster without such nodes.
+# match. Names of states HAL never shows are accepted and match nothing, as on a cluster
+# without such nodes.
 STATE_FILTERS: dict[str, frozenset[str]] = {
-    **{short: frozenset({short}) for short in LONG_STATES},
-    **{long: frozenset({short}) for short, long in LONG_STATES.items()},
-    "drain": frozenset({"drain", "drng"}),
+    **{
+        name: frozenset({tag})
+        for tag, names in (
+            ("idle", ("idle",)), ("mix", ("mix", "mixed")), ("alloc", ("alloc", "allocated")),
+            ("drain", ("drain",)), ("drained", ("drained",)), ("draining", ("drng", "draining")),
+            ("down", ("down",)), ("comp", ("comp", "completing")), ("fail", ("fail",)),
+            ("resv", ("resv", "reserved")), ("maint", ("maint",)),
+        )
+        for name in names
+    },
     "maintenance": frozenset({"maint"}),
     "no_respond": frozenset({"no_respond"}),
     "not_responding": frozenset({"no_respond"}),
@@ -95,6 +126,8 @@ def _state(node: NodeInfo, base: str, *, long: bool = False) -> str:
     flags = set(node.state_flags)
     star = "*" if NOT_RESPONDING in flags else ""
     power = next((mark for flag, mark in POWER_SUFFIXES if flag in flags), "")
+    if node.display_state == "down" and DRAIN in flags:  # DOWN+DRAIN: drained, as Slurm's
+        base = LONG_STATES["drain"] if long else "drain"
     if node.display_state == "idle":
         if MAINTENANCE in flags:
             return "maint" + star
@@ -118,8 +151,9 @@ _SLURM_FLAGS = {
     POWERING_UP: 0x4000,
     MAINTENANCE: 0x8000,
     POWERING_DOWN: 0x40000,
+    DRAIN: 0x200,
 }
-_DRAIN = 0x200
+_DRAIN = _SLURM_FLAGS[DRAIN]
 
 
 def slurm_state_number(node: NodeInfo) -> int:
@@ -159,9 +193,11 @@ def scontrol_state(node: NodeInfo) -> str:
 
 
 def node_tags(node: NodeInfo) -> frozenset[str]:
-    """What ``-t`` names match on this node: its base state and one tag per flag."""
-    tags = {node.display_state}
+    """What ``-t`` names match on this node: its base state's tags and one per flag."""
+    tags = set(BASE_TAGS.get(node.display_state, {node.display_state}))
     tags.update(FLAG_TAGS[flag] for flag in node.state_flags if flag in FLAG_TAGS)
+    if DRAIN in node.state_flags:
+        tags.update(("drain", "drained"))
     return frozenset(tags)
 
 

@@ -2,7 +2,8 @@
 hostnames``, ``hold``, ``uhold`` (a hold the owner may release), ``release``,
 ``requeue``, ``requeuehold`` (back in the queue, held by its owner), ``reconfigure``
 (administrators: the server re-reads hal.toml),
-``update job``, ``update NodeName=... State=...`` (drain, down, resume, undrain), and
+``update job``, ``update NodeName=... State=...`` (drain, down, resume, undrain), ``ping``
+(the node commands are ``compat/scontrol_nodes.py``'s), and
 ``create|update|delete reservation`` (the reservation words are read and printed by
 ``compat/reservations.py``).
 
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Callable
 from functools import partial
 
@@ -23,7 +23,6 @@ from pydantic import ValidationError
 
 from hal.compat import reservations
 from hal.compat.formats import (
-    SLURM_COMPAT_VERSION,
     duration_long,
     limit_long,
     memory_mib,
@@ -38,9 +37,9 @@ from hal.compat.job_fields import (
     time_used,
     user_field,
 )
-from hal.compat.node_gres import gres, gres_used, tres
-from hal.compat.node_states import scontrol_state
 from hal.compat.sbatch import parse_constraint
+from hal.compat.scontrol_config import config_lines
+from hal.compat.scontrol_nodes import is_node_update, ping, show_nodes, update_nodes
 from hal.compat.scontrol_top import top
 from hal.compat.scontrol_write import write
 from hal.compat.seam import Console
@@ -59,12 +58,12 @@ from hal.core.slurm_syntax import (
     parse_nodes,
 )
 from hal.wire.jobs import JobInfo, JobUpdate
-from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo, TopologyInfo, kept_warning
+from hal.wire.nodes import NodeInfo, PartitionInfo, TopologyInfo, kept_warning
 
 INVALID_JOB_ID = "slurm_load_jobs error: Invalid job id specified"
 COMMANDS = (
     "show, hold, uhold, release, suspend, resume, requeue, requeuehold, top, update, create, "
-    "delete, write batch_script and reconfigure"
+    "delete, write batch_script, reconfigure and ping"
 )
 UPDATABLE = (
     "TimeLimit, TimeMin, Priority, Nice, JobName, Comment, Partition, Reservation, Requeue, "
@@ -73,8 +72,6 @@ UPDATABLE = (
     "WorkDir, StdOut, StdErr, MailUser, MailType"
 )
 NO_TOPOLOGY = "No topology information available"
-# State= of ``update NodeName=...``: what ``hal drain`` / ``hal resume`` send for it
-NODE_STATES = {"DRAIN": "DRAIN", "DOWN": "DOWN", "RESUME": "RESUME", "UNDRAIN": "RESUME"}
 
 
 # Slurm's scontrol takes any abbreviation of a keyword at least this long, the first
@@ -82,7 +79,7 @@ NODE_STATES = {"DRAIN": "DRAIN", "DOWN": "DOWN", "RESUME": "RESUME", "UNDRAIN": 
 COMMAND_WORDS = (
     ("show", 3), ("hold", 2), ("uhold", 2), ("release", 3), ("requeue", 3),
     ("requeuehold", 8), ("suspend", 2), ("resume", 3), ("reconfigure", 3), ("update", 1),
-    ("create", 2), ("delete", 2), ("write", 1), ("top", 2), ("version", 1),
+    ("create", 2), ("delete", 2), ("write", 1), ("top", 2), ("version", 1), ("ping", 3),
 )  # fmt: skip
 SHOW_WORDS = (
     ("jobs", 1), ("jobid", 4), ("steps", 2), ("nodes", 1), ("partitions", 1),
@@ -132,8 +129,15 @@ def scontrol(argv: list[str], console: Console) -> int:
         if command == "update":
             if args and _is_reservation_update(args):
                 return _update_reservation(args, console)
-            if any(word.lower().startswith("nodename=") for word in args):
-                return _update_nodes(args, console)
+            if is_node_update(args):
+                return update_nodes(args, console)
+            if not _names_entity(args):
+                console.err("No valid entity in update command")
+                console.err(
+                    'Input line must include "NodeName", "PartitionName", "Reservation", '
+                    '"JobId", or "SlurmctldDebug"'
+                )
+                return 1
             return _update(args, console)
         if command == "create":
             return _create(args, console)
@@ -145,9 +149,23 @@ def scontrol(argv: list[str], console: Console) -> int:
             return write(args, console)
         if command == "top":
             return top(args, console)
+        if command == "ping":
+            return ping(console)
     except HalError as err:
         return console.error(err.message)
     return console.error(f"invalid command {words[0]!r}; HAL's scontrol knows {COMMANDS}")
+
+
+# what an update must name, as Slurm 22.05.8's (``Nodes=`` alone is refused there too);
+# HAL's ``update job 12 ...`` as well
+_ENTITY_KEYS = ("jobid", "jobname", "partitionname", "reservationname", "slurmctlddebug")
+
+
+def _names_entity(args: list[str]) -> bool:
+    return bool(args) and (
+        args[0].lower() == "job"
+        or any(word.split("=", 1)[0].lower() in _ENTITY_KEYS for word in args)
+    )
 
 
 def _is_reservation_update(args: list[str]) -> bool:
@@ -172,7 +190,10 @@ def _create(args: list[str], console: Console) -> int:
     if not args or args[0].lower() not in ("reservation", "res", "reservations"):
         return console.error("create what? HAL creates reservations: scontrol create reservation")
     body = reservations.create_body(args[1:], console.clock())
-    made = console.client.create_reservation(body)
+    try:
+        made = console.client.create_reservation(body)
+    except HalError as err:
+        return reservations.create_refused(err, console)
     console.out(f"Reservation created: {made.name}")
     return 0
 
@@ -180,21 +201,30 @@ def _create(args: list[str], console: Console) -> int:
 def _update_reservation(args: list[str], console: Console) -> int:
     words = args[1:] if args[0].lower() in ("reservation", "res") else args
     name, body = reservations.update_body(words, console.clock())
-    console.client.update_reservation(name, body)
+    try:
+        console.client.update_reservation(name, body)
+    except HalError as err:
+        return reservations.update_refused(err, console)
     console.out("Reservation updated.")
     return 0
 
 
 def _delete(args: list[str], console: Console) -> int:
-    """``delete ReservationName=NAME`` (also ``delete reservation NAME``)."""
+    """``delete ReservationName=NAME`` (also ``Reservation=NAME``, ``reservation NAME``)."""
     words = args[1:] if args and args[0].lower() in ("reservation", "res") else args
     names = [w.split("=", 1)[1] if "=" in w else w for w in words]
     if len(names) != 1 or not names[0]:
         return console.error("say which reservation: scontrol delete ReservationName=NAME")
-    if "=" in words[0] and not words[0].lower().startswith("reservationname="):
+    if "=" in words[0] and words[0].split("=", 1)[0].lower() not in _RESERVATION_KEYS:
         return console.error("HAL deletes reservations only: scontrol delete ReservationName=NAME")
-    console.client.delete_reservation(names[0])
+    try:
+        console.client.delete_reservation(names[0])
+    except HalError as err:  # (Slurm names its first word as typed: reservationname=p1)
+        return reservations.delete_refused(err, args[0], console)
     return 0
+
+
+_RESERVATION_KEYS = ("reservationname", "reservation")
 
 
 def _show(args: list[str], console: Console, *, oneliner: bool, details: bool) -> int:
@@ -226,8 +256,7 @@ def _show(args: list[str], console: Console, *, oneliner: bool, details: bool) -
             return 0
         records = [job_record(job, console.clock()) for job in jobs]
     elif what in ("node", "nodes"):
-        nodes = [client.node(target)] if target else client.nodes()
-        records = [node_record(node, details=details) for node in nodes]
+        return show_nodes(target, console, oneliner=oneliner, details=details)
     elif what in ("partition", "partitions"):
         parts = client.partitions()
         if target:
@@ -444,45 +473,6 @@ def _hostlist(names: list[str]) -> str:
     return compress_hostlist(names) if names else "(null)"
 
 
-def node_record(node: NodeInfo, *, details: bool = False) -> list[str]:
-    """``scontrol show node`` in Slurm 22.05.8's order and lines; ``details`` (``-d``)
-    adds Slurm's ``GresUsed=`` line on a node with GPUs.
-
-    A HAL node is its CPU count, as a slurm.conf node given ``CPUs=`` alone: Slurm shows
-    that as one-core sockets (``Sockets=CPUs CoresPerSocket=1 ThreadsPerCore=1``, sinfo's
-    ``%z``), every CPU usable (``CPUEfctv``), ``Weight=1``, ``TmpDisk=0``, no owner.
-    What the agents do not report (Arch, OS, Version, BootTime, energy) is left out.
-    """
-    features = ",".join(node.features) or "(null)"
-    mem_mib = node.memory_bytes // (1024 * 1024)
-    load = "N/A" if node.cpu_load is None else f"{node.cpu_load:.2f}"
-    free = "N/A" if node.free_memory_bytes is None else node.free_memory_bytes // (1024 * 1024)
-    lines = [
-        f"NodeName={node.name} CoresPerSocket=1",
-        f"CPUAlloc={node.cpus_alloc} CPUEfctv={node.cpus} CPUTot={node.cpus} CPULoad={load}",
-        f"AvailableFeatures={features}",
-        f"ActiveFeatures={features}",
-        f"Gres={gres(node)}",
-        *([f"GresUsed={gres_used(node)}"] if details and node.gpus else []),
-        f"NodeAddr={node.address or node.name} NodeHostName={node.name}",
-        f"RealMemory={mem_mib} AllocMem={node.memory_alloc_bytes // (1024 * 1024)} "
-        f"FreeMem={free} Sockets={node.cpus} Boards=1",
-        f"State={scontrol_state(node)} ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A",
-        f"Partitions={','.join(node.partitions) or '(null)'}",
-        f"LastHeartbeat={timestamp(node.last_heartbeat or None, 'Unknown')}",
-        "CfgTRES=" + tres(node.cpus, node.memory_bytes, node.gpus),
-        # Slurm leaves out what is not allocated: "cpu=2" with no memory, "" when idle
-        "AllocTRES=" + tres(node.cpus_alloc, node.memory_alloc_bytes, node.gpus_alloc),
-    ]
-    if node.reason:
-        # Slurm's: who set it and when, when it knows when (a reason HAL stored before
-        # it recorded them prints bare)
-        when = node.reason_time
-        by = "" if when is None else f" [{node.reason_user or 'Unknown'}@{timestamp(when)}]"
-        lines.append(f"Reason={node.reason}{by}")
-    return lines
-
-
 def partition_record(partition: PartitionInfo, nodes: list[NodeInfo]) -> list[str]:
     """``scontrol show partition`` in Slurm 22.05.8's order and lines. The keys whose
     value holds for every HAL partition by construction are printed as Slurm prints a
@@ -509,28 +499,12 @@ def partition_record(partition: PartitionInfo, nodes: list[NodeInfo]) -> list[st
         f"PriorityJobFactor={partition.priority_job_factor} "
         f"PriorityTier={partition.priority_tier} RootOnly=NO ReqResv=NO OverSubscribe=NO",
         f"OverTimeLimit=NONE PreemptMode={partition.preempt_mode}",
-        f"State={'UP' if partition.up else 'DOWN'} TotalCPUs={sum(n.cpus for n in members)} "
+        f"State={partition.state} TotalCPUs={sum(n.cpus for n in members)} "
         f"TotalNodes={len(members)} SelectTypeParameters=NONE",
         "JobDefaults=(null)",
         "MaxMemPerNode=UNLIMITED",
         "TRES=" + ",".join(t for t in tres if t),
     ]
-
-
-def config_lines(config: ClusterConfig, now: float) -> list[str]:
-    """``scontrol show config``: ``Key = value`` with keys padded to 23 characters."""
-    pairs = [
-        ("ClusterName", config.cluster_name),
-        ("KillWait", f"{config.kill_wait_seconds} sec"),
-        ("MinJobAge", f"{config.min_job_age_seconds} sec"),
-        ("SchedulerType", "sched/hal"),
-        ("SchedulerTimeSlice", f"{config.scheduler_interval_seconds:g} sec"),
-        ("SLURM_VERSION", SLURM_COMPAT_VERSION),
-        ("HAL_VERSION", config.version),
-        *sorted(config.settings.items()),
-    ]
-    when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now))
-    return [f"Configuration data as of {when}"] + [f"{k:<23} = {v}" for k, v in pairs]
 
 
 def _named_jobs(console: Console, name: str) -> list[str]:
@@ -595,11 +569,10 @@ def _update(args: list[str], console: Console) -> int:
     rest = list(args)
     if len(rest) >= 2 and rest[0].lower() == "job":
         job_id, rest = rest[1], rest[2:]
-    if rest and rest[0].lower().startswith("partitionname="):
-        raise InvalidRequest(
-            "HAL's partitions are hal.toml's [[partitions]]: edit the partition there "
-            "(up = false stops it starting jobs, as State=DOWN) and run scontrol reconfigure"
-        )
+    from hal.compat.scontrol_partition import is_partition_update, update_partition
+
+    if is_partition_update(rest):  # PartitionName=P State=... (docs/slurm-checks.md, s. 49)
+        return update_partition(rest, console)
     for word in rest:
         m = _KEY.match(word)
         if not m:
@@ -735,53 +708,3 @@ def _pending_change(key: str, field: str, value: str, console: Console) -> dict[
     if field in ("exclude", "nodelist"):
         return {field: expand_hostlist(value, field=key) if value else []}
     return {field: value}
-
-
-def _update_nodes(args: list[str], console: Console) -> int:
-    """``update NodeName=n[1-3] State=DRAIN Reason="disk errors"``: the operator's drain,
-    down, resume and undrain (as ``hal drain`` / ``hal resume``). As Slurm, DRAIN and DOWN
-    need a Reason; UNDRAIN resumes only drained nodes and leaves the others as they are."""
-    names: list[str] = []
-    state = reason = ""
-    for word in args:
-        m = _KEY.match(word)
-        if not m:
-            raise InvalidRequest(f"cannot read {word!r}; write Key=Value (e.g. State=DRAIN)")
-        key, value = m.group(1).lower(), m.group(2)
-        if key == "nodename":
-            names = expand_hostlist(value, field="NodeName")
-        elif key == "state":
-            state = value.upper()
-            if state not in NODE_STATES:
-                raise InvalidRequest(
-                    f"Invalid node state specified: State={value}; HAL sets "
-                    f"{', '.join(NODE_STATES)}"
-                )
-        elif key == "reason":
-            reason = value
-        else:
-            raise InvalidRequest(
-                f"Update of node {m.group(1)} is not supported by HAL; it can update State "
-                f"({', '.join(NODE_STATES)}) and Reason"
-            )
-    if not names:
-        raise InvalidRequest("give the nodes: scontrol update NodeName=<nodes> State=DRAIN ...")
-    if not state:
-        raise InvalidRequest(
-            "give the new state: scontrol update NodeName=<nodes> State=DRAIN Reason=<why>; "
-            f"HAL sets {', '.join(NODE_STATES)}"
-        )
-    if state in ("DRAIN", "DOWN") and not reason.strip():
-        raise InvalidRequest(
-            "You must specify a reason when DOWNING or DRAINING a node. Request denied"
-        )
-    client = console.client
-    known = {node.name: node for node in client.nodes()}
-    unknown = [name for name in names if name not in known]
-    if unknown:
-        raise InvalidRequest(f"Invalid node name specified: {','.join(unknown)}")
-    for name in names:
-        if state == "UNDRAIN" and known[name].state != "DRAIN":
-            continue
-        client.update_node(name, NODE_STATES[state], reason)
-    return 0

@@ -1,29 +1,45 @@
 """The ``sdiag`` command: the scheduler's statistics in Slurm 22.05's layout, compared
-line by line with the real sdiag of a private Slurm 22.05 (``hal.bench.slurm_peer``):
-times in microseconds, means (the server's, integer divisions) only once there was a cycle,
-``Last cycle when: N/A`` before the first backfill cycle; the ``Cycles per minute``
-line only after a minute (from memory of ``sdiag.c``). From ``GET /v1/diag``.
+line by line with the real sdiag of a private Slurm 22.05.8 (``hal.bench.slurm_peer``;
+docs/slurm-checks.md, session 49): times in microseconds, means (the server's, integer
+divisions) only once there was a cycle, ``Last cycle when: N/A`` before the first
+backfill cycle; the ``Cycles per minute`` line only after a minute. From ``GET /v1/diag``.
 
-"Data since" is the control plane's start: HAL's counters are never reset (no
-``sdiag -r``). Only lines HAL has a number for are printed; the rest of Slurm's
-(thread and agent counts, the DBD queue, heterogeneous backfilled components, the
-backfill "try sched" depth, queue length and table size, the gettimeofday latency and the
-RPC statistics) are left out rather than printed as made-up zeros (docs/observability.md).
-A main "cycle" is one whole scheduling pass: the backfill stage of the passes that run
-it is in its time too (Slurm's backfill runs in a thread of its own).
+"Data since" is the control plane's start, or the last ``sdiag -r`` (administrators;
+Slurm's ``Reset scheduling statistics``), which zeroes what Slurm's reset zeroes and
+leaves ``/metrics`` alone. The lines HAL has a true number for:
+
+- ``Server thread count``: the requests the server is handling now, this one included
+  (HAL serves them on one event loop, not a thread each, so this is Slurm's meaning, the
+  requests in progress, not a count of threads);
+- ``Agent queue size``: instructions (launch, signal, cancel ...) waiting for their
+  agents to take them; ``DBD Agent queue size`` is 0: HAL commits every change to its
+  database before it answers, and keeps no queue of writes for later;
+- the backfill stage's ``Last queue length`` and ``Queue length mean``: the jobs handed to
+  it (the same numbers as its depth: HAL does not count the jobs it tried apart);
+- the RPC statistics: the server's requests by kind (Slurm's message type where a route
+  has one, else ``METHOD /route`` and 0) and by user (the uid where this host knows the
+  name, else the name), most first; "Pending RPC statistics" only while no instruction
+  waits (HAL does not list waiting instructions as Slurm lists its pending RPCs).
+
+Left out rather than printed as made-up zeros: ``Agent count``, ``Agent thread count``,
+heterogeneous backfilled components, the "try sched" depths, the table sizes and the
+gettimeofday latency (docs/observability.md). A main "cycle" is one whole scheduling
+pass: the backfill stage of the passes that run it is in its time too (Slurm's backfill
+runs in a thread of its own).
 """
 
 from __future__ import annotations
 
+import pwd
 import time
 from typing import TYPE_CHECKING, Protocol, cast
 
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
-from hal.core.errors import HalError
+from hal.core.errors import HalError, PermissionDenied
 
 if TYPE_CHECKING:
-    from hal.wire.diag import SchedulerDiag
+    from hal.wire.diag import RpcCount, SchedulerDiag
 
 OPTIONS = (
     Opt("all", ("all",), "a", Arg.NONE),
@@ -42,6 +58,8 @@ STARS = "*" * 55
 class DiagClient(Protocol):
     def diag(self) -> SchedulerDiag: ...
 
+    def reset_diag(self) -> None: ...
+
 
 def _when(epoch: float) -> str:
     """``Thu Nov 26 02:32:48 2026 (1764124368)``: Slurm's slurm_ctime2, local time."""
@@ -59,6 +77,7 @@ def sdiag_lines(d: SchedulerDiag) -> list[str]:
         f"sdiag output at {_when(d.now)}",
         f"Data since      {_when(d.since)}",
         STARS,
+        *_server_lines(d),
         f"Jobs submitted: {d.jobs_submitted}",
         f"Jobs started:   {d.jobs_started}",
         f"Jobs completed: {d.jobs_completed}",
@@ -97,6 +116,46 @@ def sdiag_lines(d: SchedulerDiag) -> list[str]:
     lines.append(f"\tLast depth cycle: {d.backfill_last_depth}")
     if d.backfill_cycles > 0:
         lines.append(f"\tDepth Mean: {d.backfill_mean_depth}")
+    lines.append(f"\tLast queue length: {d.backfill_last_depth}")
+    if d.backfill_cycles > 0:
+        lines.append(f"\tQueue length mean: {d.backfill_mean_depth}")
+    return lines + _rpc_lines(d)
+
+
+def _server_lines(d: SchedulerDiag) -> list[str]:
+    """The block above the job counts (none from a server too old to count them)."""
+    if d.requests_in_flight is None:
+        return []
+    lines = [f"Server thread count:  {d.requests_in_flight}"]
+    if d.agent_queue_size is not None:
+        lines.append(f"Agent queue size:     {d.agent_queue_size}")
+    return [*lines, "DBD Agent queue size: 0", ""]
+
+
+def _uid(user: str) -> str:
+    try:
+        return str(pwd.getpwnam(user).pw_uid)
+    except KeyError:
+        return user
+
+
+def _rpc_row(row: RpcCount, label: str) -> str:
+    total = _us(row.total_s)
+    ave = total // row.count if row.count else 0
+    return f"\t{label} count:{row.count:<6} ave_time:{ave:<6} total_time:{total}"
+
+
+def _rpc_lines(d: SchedulerDiag) -> list[str]:
+    """Slurm's ``%-40s(%5u)`` and ``%-16s(%8u)`` rows (the exporters' regular expressions
+    read them as sdiag prints them)."""
+    if d.requests_in_flight is None:
+        return []
+    lines = ["", "Remote Procedure Call statistics by message type"]
+    lines += [_rpc_row(r, f"{r.name:<40}({r.id:5})") for r in d.rpc_by_type]
+    lines += ["", "Remote Procedure Call statistics by user"]
+    lines += [_rpc_row(r, f"{r.name:<16}({_uid(r.name):>8})") for r in d.rpc_by_user]
+    if d.agent_queue_size == 0:
+        lines += ["", "Pending RPC statistics", "\tNo pending RPCs"]
     return lines
 
 
@@ -109,15 +168,21 @@ def sdiag(argv: list[str], console: Console) -> int:
     if {"help", "usage", "version"} & opts.keys():
         console.out("Usage: sdiag [-a] [-i|-t|-T] [-M cluster]")
         return 0
-    if "reset" in opts:
-        return console.error(
-            "HAL's statistics count from the server's start and are not reset "
-            "(sdiag -r is not supported); the same counters are on /metrics"
-        )
     if parsed.positionals:
         return console.error(f"Unrecognized argument: {parsed.positionals[0]}")
+    client = cast(DiagClient, console.client)
+    if "reset" in opts:
+        try:
+            client.reset_diag()
+        except PermissionDenied:
+            console.err("slurm_reset_statistics: Access/permission denied")  # Slurm's words
+            return 1
+        except HalError as err:
+            return console.error(err.message)
+        console.out("Reset scheduling statistics")
+        return 0
     try:
-        found = cast(DiagClient, console.client).diag()
+        found = client.diag()
     except HalError as err:
         return console.error(err.message)
     for line in sdiag_lines(found):

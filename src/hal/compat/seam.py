@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # pydantic schemas: not imported on sbatch's path (see hal.wi
         ClusterConfig,
         LicenseInfo,
         NodeInfo,
+        PartitionChange,
         PartitionInfo,
         Reconfigured,
         TopologyInfo,
@@ -95,6 +96,8 @@ class Client(Protocol):
     def update_node(self, name: str, state: str, reason: str = "") -> NodeInfo: ...
 
     def partitions(self) -> list[PartitionInfo]: ...
+
+    def update_partition(self, name: str, change: PartitionChange) -> PartitionInfo: ...
 
     def cluster_config(self) -> ClusterConfig: ...
 

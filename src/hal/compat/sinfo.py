@@ -16,7 +16,8 @@ node state first (``slurm_state_number``: drained before allocated, idle, down);
 by node, then partition name. ``-R`` (``--list-reasons``) lists the nodes down, drained,
 draining or failing (unless ``-t`` names other states) with why, who said so and when
 (``%E %u %H``), each node once. ``-r``/``-d`` keep the nodes that answer / do not.
-``-o %all`` (``-O All``) prints every letter in Slurm's order. Checked against Slurm
+``-o %all`` (``-O All``) prints every letter in Slurm's order. ``-T`` lists the
+reservations instead (``sinfo_reservations``). Checked against Slurm
 22.05.8 (docs/slurm-checks.md "sinfo -R", "sinfo's row order", "sinfo's letters").
 """
 
@@ -46,6 +47,7 @@ from hal.compat.node_states import (
 )
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Console
+from hal.compat.sinfo_reservations import reservation_lines
 from hal.compat.sinfo_sort import DEFAULT_SORT, NODE_SORT, sort_rows
 from hal.compat.version import VERSION_LINE
 from hal.core.errors import HalError
@@ -69,7 +71,10 @@ ALL_FORMAT = (
     + " "
 )
 
-_ALLOCATED = {"alloc", "mix", "comp"}
+# the base states sinfo's A/I/O/T counts as allocated (a draining node's jobs still hold
+# its CPUs: Slurm 22.05.8 counts it allocated, its free CPUs other) and as usable
+_ALLOCATED = {"alloc", "mix", "comp", "drng"}
+_USABLE = {"alloc", "mix", "comp", "idle"}
 
 OPTIONS = (
     Opt("noheader", ("noheader",), "h", Arg.NONE),
@@ -82,6 +87,7 @@ OPTIONS = (
     Opt("partition", ("partition",), "p"),
     Opt("nodes", ("nodes",), "n"),
     Opt("states", ("states",), "t"),
+    Opt("reservation", ("reservation",), "T", Arg.NONE),  # sinfo_reservations
     Opt("sort", ("sort",), "S"),  # Slurm's sort list (sinfo_sort)
     Opt("all", ("all",), "a", Arg.NONE),  # hidden partitions: HAL has none
     # HAL already groups only nodes that print alike; -e also splits free memory and CPU
@@ -159,7 +165,8 @@ def _reason_user_long(node: NodeInfo) -> str:
 NODE_LETTERS: dict[str, tuple[str, NodeColumn]] = {
     "P": ("PARTITION", _partition_name),
     "R": ("PARTITION", lambda p, n: p.name if p else "n/a"),
-    "a": ("AVAIL", lambda p, n: ("up" if p.up else "down") if p else "n/a"),
+    # Slurm's up, down, drain, inact (the State's first five letters)
+    "a": ("AVAIL", lambda p, n: p.state.lower()[:5] if p else "n/a"),
     "l": ("TIMELIMIT", _limit),
     "s": ("JOB_SIZE", _job_size),
     "r": ("ROOT", lambda p, n: "no"),
@@ -282,6 +289,8 @@ def sinfo(argv: list[str], console: Console) -> int:
         return 0
     if parsed.positionals:
         return console.error(f"Unrecognized option: {parsed.positionals[0]}")
+    if "reservation" in opts:
+        return _reservations(console, header="noheader" not in opts, dated="long" in opts)
     node_mode = "node" in opts
     reasons = "list_reasons" in opts
     try:
@@ -327,8 +336,26 @@ def sinfo(argv: list[str], console: Console) -> int:
     default_sort = NODE_SORT if node_mode else DEFAULT_SORT
     sort_rows(groups, opts["sort"] or "" if "sort" in opts else default_sort, partitions)
     if "long" in opts and "noheader" not in opts:
-        console.out(time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(console.clock())))
+        console.out(_date_line(console))
     for line in sinfo_lines(layout, groups, header="noheader" not in opts):
+        console.out(line)
+    return 0
+
+
+def _date_line(console: Console) -> str:
+    """``-l``'s first line: ``Sat Nov 28 17:04:13 2026``."""
+    return time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(console.clock()))
+
+
+def _reservations(console: Console, *, header: bool, dated: bool) -> int:
+    """``-T``: the reservations, whatever the other options ask (as Slurm's)."""
+    try:
+        found = console.client.reservations()
+    except HalError as err:
+        return console.error(err.message)
+    if dated and header:
+        console.out(_date_line(console))
+    for line in reservation_lines(found, header=header):
         console.out(line)
     return 0
 
@@ -478,8 +505,7 @@ def _counts(nodes: list[NodeInfo]) -> tuple[str, str]:
     idle = sum(n.display_state == "idle" for n in nodes)
     other = len(nodes) - alloc - idle
     cpu_alloc = sum(n.cpus_alloc for n in nodes if n.display_state in _ALLOCATED)
-    usable = [n for n in nodes if n.display_state in _ALLOCATED or n.display_state == "idle"]
-    cpu_idle = sum(n.cpus - n.cpus_alloc for n in usable)
+    cpu_idle = sum(n.cpus - n.cpus_alloc for n in nodes if n.display_state in _USABLE)
     cpu_total = sum(n.cpus for n in nodes)
     cpu_other = cpu_total - cpu_alloc - cpu_idle
     return (

@@ -9,7 +9,8 @@ What tools parse, pinned by tests: Parsl's ``squeue --noheader --format='%i %t' 
 Without ``-t``, pending, running, suspended and completing jobs are shown; with ``-j`` and
 no ``-t``, jobs in any state that the server still lists (finished within MinJobAge).
 Pending elements of an array fold into one line (``4_[1-3%2]``) unless ``-r``.
-``-w node[1-3]`` shows only jobs allocated to one of those nodes.
+``-w node[1-3]`` shows only jobs allocated to one of those nodes; ``-R NAME``
+(``--reservation``) only jobs of that reservation (an unknown name: none, rc 0, as Slurm).
 ``-i N`` reprints the report every N seconds (a date line first, a blank line after) until
 interrupted. ``-s``/``--steps[=LIST]`` lists running job steps instead (``squeue_steps``).
 """
@@ -62,6 +63,7 @@ OPTIONS = (
     Opt("account", ("account",), "A"),
     Opt("qos", ("qos",), "q"),
     Opt("nodelist", ("nodelist",), "w"),
+    Opt("reservation", ("reservation",), "R"),
     Opt("array", ("array",), "r", Arg.NONE),
     Opt("start", ("start",), arg=Arg.NONE),
     Opt("json", ("json",), arg=Arg.NONE),
@@ -91,6 +93,7 @@ class Query:
     accounts: list[str] = field(default_factory=list)
     qos: list[str] = field(default_factory=list)
     nodes: set[str] = field(default_factory=set)  # -w: jobs on any of these nodes
+    reservations: list[str] = field(default_factory=list)  # -R
     unfold: bool = False
     json: bool = False
     long: bool = False
@@ -172,6 +175,8 @@ def parse_query(argv: list[str]) -> Query | None:
             query.qos += _list(text)
         elif dest == "nodelist":
             query.nodes |= set(expand_hostlist(text, field="nodelist"))
+        elif dest == "reservation":
+            query.reservations += _list(text)
         elif dest == "array":
             query.unfold = True
         elif dest == "start":
@@ -423,6 +428,7 @@ def _wanted(job: JobInfo, query: Query) -> bool:
         (query.names, job.name),
         (query.accounts, job.account or ""),
         (query.qos, job.qos or ""),
+        (query.reservations, job.reservation or ""),
     )
     return all(not wanted or value in wanted for wanted, value in checks)
 

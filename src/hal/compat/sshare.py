@@ -2,13 +2,15 @@
 
 Accounts are indented one space per level; without ``-a`` only the caller's own user
 associations are listed (with every account), ``-u`` picks users, ``-A`` an account's
-subtree, ``-U`` only the user rows (no account lines). ``-l`` adds ``NormUsage`` and
-``LevelFS``; ``-o`` picks the fields (``Account,User%12,TRESRunMins%60``; ``-e`` lists
-them); ``-P``/``-p`` print ``|``-separated values; ``-n`` drops the header. A value too
-long for its column is cut with a ``+``, as Slurm's print_fields. ``RawUsage`` is decayed
-billing-seconds (CPU-seconds plus weighted GPU-seconds), as an integer; ``TRESRunMins``
-what the running jobs still hold (``api/tres_run.py``); ``GrpTRESMins`` is empty (HAL
-has no TRES-minutes limits).
+subtree, ``-U`` only the user rows (no account lines). ``-l`` adds ``NormUsage``,
+``LevelFS``, ``GrpTRESMins`` and ``TRESRunMins``, as Slurm 22.05.8's; ``-o`` picks the
+fields (``Account,User%12,TRESRunMins%60``; ``-e`` lists them); ``-P``/``-p`` print
+``|``-separated values; ``-n`` drops the header. A value too long for its column is cut
+with a ``+``, as Slurm's print_fields; titles are aligned as their values (``Account``
+to the left) and every line ends with a blank, as Slurm's (checked: session 49).
+``RawUsage`` is decayed billing-seconds (CPU-seconds plus weighted GPU-seconds), as an
+integer; ``TRESRunMins`` what the running jobs still hold (``api/tres_run.py``);
+``GrpTRESMins`` is empty (HAL has no TRES-minutes limits: Slurm's value for none).
 
 ``FairShare`` is the factor of the server's algorithm (``[priority]
 fairshare_algorithm``). With fair tree, ``NormShares`` and ``EffectvUsage`` are relative
@@ -56,8 +58,8 @@ FIELDS: dict[str, tuple[str, int]] = {
     "effectvusage": ("EffectvUsage", 13),
     "fairshare": ("FairShare", 10),
     "levelfs": ("LevelFS", 10),
-    "grptresmins": ("GrpTRESMins", 20),
-    "tresrunmins": ("TRESRunMins", 20),
+    "grptresmins": ("GrpTRESMins", 30),
+    "tresrunmins": ("TRESRunMins", 30),
 }
 Column = tuple[str, int]
 COLUMNS: list[Column] = [
@@ -67,7 +69,8 @@ COLUMNS: list[Column] = [
     )
 ]  # fmt: skip
 LONG_COLUMNS: list[Column] = [
-    *COLUMNS[:5], FIELDS["normusage"], *COLUMNS[5:], FIELDS["levelfs"]
+    *COLUMNS[:5], FIELDS["normusage"], *COLUMNS[5:], FIELDS["levelfs"],
+    FIELDS["grptresmins"], FIELDS["tresrunmins"],
 ]  # fmt: skip
 TRES_ORDER = ("cpu", "mem", "node", "billing", "gres/gpu")
 
@@ -138,7 +141,16 @@ def sshare_lines(
         if parsable:
             shown["Account"] = row.account  # as is, not indented as the table's
         values.append([shown[title] for title, _ in columns])
-    return print_fields(columns, values, header=header, parsable=parsable)
+    # titles aligned as their values (Account to the left) and a blank after every
+    # column, as Slurm 22.05.8's sshare prints them (session 49)
+    return print_fields(
+        columns,
+        values,
+        header=header,
+        parsable=parsable,
+        titles_as_values=True,
+        trailing_blank=True,
+    )
 
 
 def _help_format() -> list[str]:

@@ -8,6 +8,7 @@ Example::
     node_timeout_seconds = 30      # no heartbeat for this long → node DOWN, jobs NODE_FAIL
     heartbeat_interval_seconds = 5 # how often agents report
     max_array_size = 1001          # Slurm's MaxArraySize (0: no job arrays)
+    return_to_service = 1          # Slurm's ReturnToService: 0, 1 or 2 (below)
     max_batch_jobs = 100000        # jobs in one POST /v1/jobs/batch
     max_request_bytes = 67108864   # the largest request body the server reads
     max_artifact_bytes = 2147483648 # the largest artifact one may publish (docs/artifacts.md)
@@ -86,6 +87,7 @@ from hal.core.node import Partition
 from hal.core.preemption import PreemptionPolicy
 from hal.core.priority import PriorityPolicy
 from hal.core.slurm_syntax import LICENSE_NAME
+from hal.core.states import PartitionState
 from hal.core.topology import Topology
 
 
@@ -110,7 +112,7 @@ class PartitionConfig:
             default_time_s=self.default_time_s,
             max_nodes=self.max_nodes,
             priority_tier=self.priority_tier,
-            up=self.up,
+            state=PartitionState.UP if self.up else PartitionState.DOWN,
             priority_job_factor=self.priority_job_factor,
         )
 
@@ -141,6 +143,13 @@ class HalConfig:
     node_timeout_seconds: float = 30.0
     heartbeat_interval_seconds: float = 5.0
     max_array_size: int = 1001
+    # Slurm's ReturnToService: whether a DOWN node whose agent registers goes back to
+    # service (``hal.state.return_to_service``). 0: never, it waits for `scontrol update
+    # State=RESUME`; 1: if the server set it DOWN because its agent went silent; 2:
+    # always. A DRAINED node stays drained. Slurm's default is 0; HAL's is 1, what it
+    # always did: `hal up` restarts a dead agent itself and expects its node back, and
+    # the many sites that set ReturnToService=1 get it without a line.
+    return_to_service: int = 1
     max_batch_jobs: int = 100_000
     max_request_bytes: int = 64 * 1024 * 1024
     max_artifact_bytes: int = 2 * 1024**3
@@ -201,6 +210,7 @@ _TOP_KEYS = {
     "max_batch_jobs",
     "max_request_bytes",
     "max_artifact_bytes",
+    "return_to_service",
     "partitions",
     "scheduler",
     "topology",
@@ -279,6 +289,8 @@ def config_from_dict(
     for key, least in _TOP_WHOLE.items():
         if key in raw:
             kwargs[key] = whole_number(raw[key], source, key, least)
+    if "return_to_service" in raw:
+        kwargs["return_to_service"] = _return_to_service(raw["return_to_service"], source)
     for key in ("node_timeout_seconds", "heartbeat_interval_seconds"):
         if key in raw:  # 0 would call every node DOWN at once, or spin the agents
             kwargs[key] = positive_seconds(raw[key], source, key)
@@ -345,6 +357,20 @@ def config_from_dict(
     if "cloud" in raw:
         kwargs["cloud"] = cloud_from_table(raw["cloud"], source)
     return HalConfig(**kwargs)
+
+
+def _return_to_service(value: object, source: str) -> int:
+    """``return_to_service``: Slurm's ReturnToService, 0, 1 or 2 (3 and up, 22.05's
+    later additions, are not taken)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value not in (0, 1, 2):
+        raise fail(
+            source,
+            "return_to_service",
+            f"must be 0 (a DOWN node stays down until resumed), 1 (back when the server "
+            f"set it DOWN for not responding) or 2 (back whenever its agent registers); "
+            f"got {value!r}",
+        )
+    return value
 
 
 def _licenses(table: object, source: str) -> dict[str, int]:

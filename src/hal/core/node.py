@@ -9,7 +9,7 @@ from functools import lru_cache
 
 from hal.core.errors import InvalidRequest
 from hal.core.resources import ResourceVector
-from hal.core.states import NodeState
+from hal.core.states import NodeState, PartitionState
 
 # A node feature is a word a job's --constraint can name (joined there with & or ,):
 # letters, digits and _.:+=/- only; a node has a bounded number of them.
@@ -28,6 +28,10 @@ class Node:
     # HAL recorded them (migration 15)
     reason_user: str = ""
     reason_time: float | None = None
+    # Slurm's DRAIN flag kept on a DOWN node (a drained node set down: ``DOWN+DRAIN``,
+    # sinfo ``drained``); only with ``state`` DOWN, cleared by a resume. Stored in the
+    # ``state`` column as ``DOWN+DRAIN`` (``state.store``), so no column of its own.
+    drain: bool = False
     features: tuple[str, ...] = ()
     gpu_model: str = ""
     gpu_islands: tuple[tuple[int, ...], ...] = ()  # NVLink islands (core.gpu_islands)
@@ -103,7 +107,8 @@ class Partition:
     default_time_s: int = 0  # 0 → max_time_s (or unlimited)
     max_nodes: int = 0  # 0 → unlimited
     priority_tier: int = 1
-    up: bool = True
+    # hal.toml's ``up`` (UP or DOWN), or an administrator's ``scontrol update`` (any)
+    state: PartitionState = PartitionState.UP
     # PriorityJobFactor: the partition factor of multifactor priority (job factor /
     # the largest of all partitions)
     priority_job_factor: int = 1

@@ -1,52 +1,108 @@
 """Advance reservations (Slurm's ``scontrol create reservation``): the pure model.
 
 A reservation sets nodes aside for some users or accounts over a time window. Recurring
-ones (``DAILY``, ``WEEKLY``, ``HOURLY``) move forward by their period once a window ends,
-so a reservation is a series of windows ``[start + k*period, end + k*period)``, k >= 0.
-Nothing here reads a clock: every question takes the instant it is asked about.
+ones (``HOURLY``, ``DAILY``, ``WEEKDAY``, ``WEEKEND``, ``WEEKLY``) move forward by their
+period once a window ends, so a reservation is a series of windows
+``[start + k*period, end + k*period)``, k >= 0; ``WEEKDAY`` (``WEEKEND``) keeps, after the
+first, only the daily windows starting Monday to Friday (Saturday or Sunday) in the
+server's local time, as slurmctld. Nothing here reads a clock: every question takes the
+instant it is asked about.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 
 class ReservationFlag(StrEnum):
+    """In the order ``scontrol show reservation`` prints them (Slurm 22.05.8's)."""
+
     MAINT = "MAINT"  # maintenance: no ordinary job may use the nodes
     OVERLAP = "OVERLAP"  # may share nodes and time with other reservations
     IGNORE_JOBS = "IGNORE_JOBS"  # created even if running jobs would run into it
-    # at its end, its pending jobs lose it and may run anywhere (else they are held)
-    NO_HOLD_JOBS_AFTER_END = "NO_HOLD_JOBS_AFTER_END"
     HOURLY = "HOURLY"
     DAILY = "DAILY"
+    WEEKDAY = "WEEKDAY"
+    WEEKEND = "WEEKEND"
     WEEKLY = "WEEKLY"
+    SPEC_NODES = "SPEC_NODES"  # implied: the nodes were named (Nodes=), not counted
+    ALL_NODES = "ALL_NODES"  # implied: Nodes=ALL
+    PURGE_COMP = "PURGE_COMP"  # deleted once idle (no unfinished job) for purge_after s
+    # at its end, its pending jobs lose it and may run anywhere (else they are held)
+    NO_HOLD_JOBS_AFTER_END = "NO_HOLD_JOBS_AFTER_END"
 
 
 PERIODS: dict[ReservationFlag, float] = {
     ReservationFlag.HOURLY: 3600.0,
     ReservationFlag.DAILY: 86_400.0,
+    ReservationFlag.WEEKDAY: 86_400.0,
+    ReservationFlag.WEEKEND: 86_400.0,
     ReservationFlag.WEEKLY: 604_800.0,
 }
+# WEEKDAY, WEEKEND: the days (time.struct_time.tm_wday, Monday 0) a later window may start
+_DAYS = {
+    ReservationFlag.WEEKDAY: frozenset(range(5)),
+    ReservationFlag.WEEKEND: frozenset({5, 6}),
+}
+# set by the server from how the nodes were given, never by the user: dropped when given
+IMPLIED = frozenset({ReservationFlag.SPEC_NODES, ReservationFlag.ALL_NODES})
+PURGE_DEFAULT_S = 300.0  # PURGE_COMP without a time: Slurm's five minutes
 
 
 def parse_flags(text: str) -> frozenset[ReservationFlag]:
-    """``MAINT,DAILY`` → flags. Raises ValueError naming the flags HAL knows."""
+    """``MAINT,DAILY`` → flags (``read_flags`` without PURGE_COMP's time)."""
+    return read_flags(text)[0]
+
+
+def read_flags(text: str) -> tuple[frozenset[ReservationFlag], float]:
+    """``MAINT,PURGE_COMP=600`` → (flags, seconds PURGE_COMP waits; 0 without it). The
+    implied flags are dropped. Raises ValueError naming the flags HAL knows."""
     flags: set[ReservationFlag] = set()
-    for word in text.split(","):
-        word = word.strip().upper()
+    purge = 0.0
+    for item in text.split(","):
+        word, _, value = item.strip().upper().partition("=")
         if not word:
             continue
         try:
-            flags.add(ReservationFlag(word))
+            flag = ReservationFlag(word)
         except ValueError:
-            known = ", ".join(f.value for f in ReservationFlag)
+            known = ", ".join(f.value for f in ReservationFlag if f not in IMPLIED)
             raise ValueError(f"unknown reservation flag {word!r}; HAL knows {known}") from None
+        if flag is ReservationFlag.PURGE_COMP:
+            try:
+                purge = float(value) if value else PURGE_DEFAULT_S
+            except ValueError:
+                raise ValueError(f"PURGE_COMP takes seconds, got {value!r}") from None
+            if purge <= 0:
+                raise ValueError("PURGE_COMP needs a positive time")
+        elif value:
+            raise ValueError(f"reservation flag {word} takes no value")
+        if flag not in IMPLIED:
+            flags.add(flag)
     if len(flags & set(PERIODS)) > 1:
-        raise ValueError("give at most one of HOURLY, DAILY and WEEKLY")
-    return frozenset(flags)
+        raise ValueError("give at most one of HOURLY, DAILY, WEEKDAY, WEEKEND and WEEKLY")
+    return frozenset(flags), purge
+
+
+def flag_words(r: Reservation) -> list[str]:
+    """``r``'s flags in Slurm's order, ``PURGE_COMP=<seconds>``: what the store and the
+    REST API carry (``parse_flags`` reads it back, less the implied ones)."""
+    return [
+        f"{f.value}={r.purge_after:g}" if f is ReservationFlag.PURGE_COMP else f.value
+        for f in ReservationFlag
+        if f in r.flags
+    ]
+
+
+def stored_flags(words: list[str]) -> tuple[frozenset[ReservationFlag], float]:
+    """``flag_words`` read back with the implied flags kept."""
+    flags, purge = read_flags(",".join(words))
+    implied = {ReservationFlag(w) for w in words if w in IMPLIED}
+    return flags | implied, purge
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +118,11 @@ class Reservation:
     accounts: tuple[str, ...] = ()
     flags: frozenset[ReservationFlag] = field(default_factory=frozenset)
     partition: str = ""
+    purge_after: float = 0.0  # PURGE_COMP: seconds idle before it is deleted
+
+    def __post_init__(self) -> None:
+        if (ReservationFlag.PURGE_COMP in self.flags) != (self.purge_after > 0):
+            raise ValueError("PURGE_COMP and purge_after go together")
 
     @property
     def duration(self) -> float:
@@ -83,6 +144,18 @@ class Reservation:
     def overlap(self) -> bool:
         return ReservationFlag.OVERLAP in self.flags
 
+    @property
+    def cycle(self) -> float:
+        """Seconds after which the pattern of windows repeats (0: not recurring)."""
+        return 604_800.0 if self._days else self.period
+
+    @property
+    def _days(self) -> frozenset[int] | None:
+        for flag, days in _DAYS.items():
+            if flag in self.flags:
+                return days
+        return None
+
     def window_at(self, t: float) -> tuple[float, float]:
         """The window in force at ``t`` or the next one (the first whose end is after
         ``t``); for a one-off reservation that has ended, its only window."""
@@ -90,6 +163,10 @@ class Reservation:
         if not period or self.end > t:
             return self.start, self.end
         k = math.floor((t - self.end) / period) + 1
+        days = self._days
+        # (the first window stays where it was given, as slurmctld leaves it)
+        while days is not None and time.localtime(self.start + k * period).tm_wday not in days:
+            k += 1
         return self.start + k * period, self.end + k * period
 
     def active(self, t: float) -> bool:
@@ -148,8 +225,8 @@ def windows_clash(a: Reservation, b: Reservation, horizon: float) -> float | Non
     falls within it or never happens). The caller's ``horizon`` bounds the rest."""
     t = max(a.start, b.start)
     stop = horizon
-    if a.period and b.period:
-        stop = min(horizon, t + math.lcm(int(a.period), int(b.period)))
+    if a.cycle and b.cycle:
+        stop = min(horizon, t + math.lcm(int(a.cycle), int(b.cycle)))
     while t < stop and not (a.ended(t) or b.ended(t)):
         wa, wb = a.window_at(t), b.window_at(t)
         lo, hi = max(wa[0], wb[0]), min(wa[1], wb[1])

@@ -94,6 +94,7 @@ class PendingReason(StrEnum):
     PARTITION_TIME_LIMIT = "PartitionTimeLimit"
     PARTITION_NODE_LIMIT = "PartitionNodeLimit"
     PARTITION_DOWN = "PartitionDown"
+    PARTITION_INACTIVE = "PartitionInactive"
     REQ_NODE_NOT_AVAIL = "ReqNodeNotAvail"
     BAD_CONSTRAINTS = "BadConstraints"
     JOB_ARRAY_TASK_LIMIT = "JobArrayTaskLimit"
@@ -169,3 +170,22 @@ class NodeState(StrEnum):
     UP = "UP"
     DOWN = "DOWN"
     DRAIN = "DRAIN"
+
+
+class PartitionState(StrEnum):
+    """A partition's State (Slurm's; ``scontrol update PartitionName=P State=...``):
+    whether it takes new jobs (UP, DOWN) and whether it starts queued ones (UP, DRAIN).
+    INACTIVE does neither. Running jobs run on in every state."""
+
+    UP = "UP"
+    DOWN = "DOWN"
+    DRAIN = "DRAIN"
+    INACTIVE = "INACTIVE"
+
+    @property
+    def takes_jobs(self) -> bool:
+        return self in (PartitionState.UP, PartitionState.DOWN)
+
+    @property
+    def starts_jobs(self) -> bool:
+        return self in (PartitionState.UP, PartitionState.DRAIN)

@@ -33,8 +33,10 @@ from hal.core.tasks import cancel_tasks
 from hal.observe.alerts import Alert, AlertEvaluator, WebhookNotifier
 from hal.observe.anomalies import AnomalyDetector, StartLookup
 from hal.observe.config import ObserveConfig
+from hal.observe.diag import Counted
 from hal.observe.metrics import HalMetrics, instrumented_decide
 from hal.observe.outputrelay import OutputRelay
+from hal.observe.rpc_stats import CountRequests, RequestCounts
 from hal.observe.tracing import JobTracer
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.scheduler.service import CycleStats, PassRunner, SchedulerService
@@ -82,6 +84,11 @@ class ObservePlane:
         if s.tracing and s.otlp_endpoint:
             self.tracer.add_otlp(s.otlp_endpoint)
         self.started_at = 0.0  # when ``start`` ran: what sdiag's counters count from
+        # sdiag -r (``hal.observe.diag.reset_diag``): when, and the counters then
+        self.diag_since = 0.0
+        self.diag_base = Counted()
+        # the HTTP requests by route and by user (sdiag's RPC statistics)
+        self.requests = RequestCounts()
         self.last_start = 0.0
         self.last_cycle_s = 0.0
         self.cycles = 0
@@ -133,6 +140,7 @@ class ObservePlane:
 
         app.state.observe = self
         routes.install(app)
+        app.add_middleware(CountRequests, counts=self.requests, tokens=lambda: app.state.ctx.tokens)
 
     async def start(self) -> None:
         """After ``cluster.load()``: seed what the store already had, start the tick."""

@@ -32,6 +32,7 @@ from hal import __version__
 from hal.agent.outputwire import OutputPoll, OutputReads
 from hal.api.context import (
     ServerContext,
+    admin_dep,
     agent_dep,
     caller_dep,
     check_agent_node,
@@ -42,7 +43,7 @@ from hal.core.errors import InvalidRequest, NotFound, PermissionDenied, Unavaila
 from hal.core.job import Job
 from hal.core.states import STATES_BY_CODE, JobState
 from hal.observe import joboutput, outputrelay, traceids
-from hal.observe.diag import scheduler_diag
+from hal.observe.diag import reset_diag, scheduler_diag
 from hal.observe.plane import ObservePlane
 from hal.state.cluster import Caller
 from hal.state.node_flags import node_state_flags
@@ -54,6 +55,7 @@ router = APIRouter()
 Ctx = Annotated[ServerContext, Depends(context_dep)]
 Who = Annotated[Caller, Depends(caller_dep)]
 Agent = Annotated[Caller, Depends(agent_dep)]
+Admin = Annotated[Caller, Depends(admin_dep)]
 ACTIVE = {JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING}
 
 
@@ -87,10 +89,19 @@ async def alerts(plane: Plane, _caller: Who) -> dict[str, Any]:
 
 
 @router.get("/v1/diag", tags=["observe"], response_model=SchedulerDiag)
-async def diag(plane: Plane, _caller: Who) -> SchedulerDiag:
-    """The scheduler's statistics since the server started (``sdiag``); any user may read
-    them, as Slurm's sdiag (they name no job or user)."""
-    return scheduler_diag(plane)
+async def diag(plane: Plane, ctx: Ctx, _caller: Who) -> SchedulerDiag:
+    """The scheduler's statistics since the server started or ``sdiag -r`` (``sdiag``);
+    any user may read them, as Slurm's sdiag."""
+    queued = sum(len(s.outbox) for s in ctx.cluster.agent_sessions.values())
+    return scheduler_diag(plane, agent_queue_size=queued)
+
+
+@router.post("/v1/diag/reset", tags=["observe"], status_code=204)
+async def diag_reset(plane: Plane, _admin: Admin) -> Response:
+    """``sdiag -r`` (administrators, as Slurm's): sdiag's counters start again from 0;
+    ``/metrics`` goes on (``hal.observe.diag.reset_diag``)."""
+    reset_diag(plane)
+    return Response(status_code=204)
 
 
 # -- dashboard data -----------------------------------------------------------------------

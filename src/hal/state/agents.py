@@ -30,7 +30,8 @@ from hal.state import command_exit, preempt
 from hal.state.cluster import Cluster
 from hal.state.codec import SYSTEM_CPU, USER_CPU
 from hal.state.launch import build_launch
-from hal.state.node_reasons import NOT_RESPONDING, server_user, set_down_by_operator
+from hal.state.node_reasons import NOT_RESPONDING, server_user
+from hal.state.return_to_service import stays_down
 from hal.state.store import (
     CommitOutcomeUnknown,
     DatabaseUnavailable,
@@ -187,10 +188,15 @@ def send_signal(cluster: Cluster, job: Job, signum: int, *, batch_only: bool = F
 async def register(cluster: Cluster, reg: AgentRegister) -> AgentRegistered:
     now = cluster.clock.now()
     old = cluster.nodes.get(reg.node)
-    state, reason, reason_user, reason_time = NodeState.UP, "", "", None
-    # an operator's drain or down outlives the agent's restart; a timeout's DOWN does not
-    if old is not None and (old.state is NodeState.DRAIN or set_down_by_operator(old)):
-        state, reason = old.state, old.reason
+    state, reason, reason_user, reason_time, drain = NodeState.UP, "", "", None, False
+    # an operator's drain outlives the agent's restart; a DOWN node comes back as
+    # ReturnToService says (by default one the timeout set DOWN, not an operator's)
+    rts = cluster.config.return_to_service
+    if old is not None and (old.state is NodeState.DRAIN or stays_down(old, rts)):
+        state, reason, drain = old.state, old.reason, old.drain
+        reason_user, reason_time = old.reason_user, old.reason_time
+    elif old is not None and old.drain:  # DOWN+DRAIN back in service: drained, as Slurm's
+        state, reason = NodeState.DRAIN, old.reason
         reason_user, reason_time = old.reason_user, old.reason_time
     check_labels(reg.topology_labels)  # a bad label is refused, not silently dropped
     check_features(reg.features)
@@ -202,6 +208,7 @@ async def register(cluster: Cluster, reg: AgentRegister) -> AgentRegistered:
         reason=reason,
         reason_user=reason_user,
         reason_time=reason_time,
+        drain=drain,
         features=tuple(reg.features),
         gpu_model=reg.gpu_model,
         gpu_islands=complete_islands(tuple(tuple(i) for i in reg.gpu_islands), reg.gpus)
@@ -582,7 +589,9 @@ async def set_node_state(
 ) -> Node:
     """Operator drain / resume / down; ``user`` set the reason (an operator's name, or
     ``server_user()`` for the server's own). A node resumed without an agent stays down,
-    not responding, in the server's name."""
+    not responding, in the server's name. A drained node set DOWN keeps Slurm's DRAIN
+    flag (``DOWN+DRAIN``, sinfo's ``drained``; ``Node.drain``) until it is resumed, as in
+    Slurm 22.05.8; so does a DOWN+DRAIN node set DOWN again (a new reason)."""
     from hal.core.errors import InvalidRequest, NotFound
 
     node = cluster.nodes.get(name)
@@ -592,17 +601,25 @@ async def set_node_state(
     if state in ("DRAIN", "DOWN") and not reason:
         raise InvalidRequest(f"{state.lower()} needs a reason (--reason)", field="reason")
     if state == "DRAIN":
-        new = node.evolve(state=NodeState.DRAIN, reason=reason, reason_user=user, reason_time=now)
+        new = node.evolve(
+            state=NodeState.DRAIN, reason=reason, reason_user=user, reason_time=now, drain=False
+        )
     elif state == "DOWN":
-        new = node.evolve(state=NodeState.DOWN, reason=reason, reason_user=user, reason_time=now)
+        drain = node.state is NodeState.DRAIN or node.drain
+        new = node.evolve(
+            state=NodeState.DOWN, reason=reason, reason_user=user, reason_time=now, drain=drain
+        )
     elif name in cluster.agent_sessions:  # UP / RESUME
-        new = node.evolve(state=NodeState.UP, reason="", reason_user="", reason_time=None)
+        new = node.evolve(
+            state=NodeState.UP, reason="", reason_user="", reason_time=None, drain=False
+        )
     else:
         new = node.evolve(
             state=NodeState.DOWN,
             reason=NOT_RESPONDING,
             reason_user=server_user(),
             reason_time=now,
+            drain=False,
         )
     async with cluster._lock:
         event = EventRow(

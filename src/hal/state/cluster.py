@@ -51,6 +51,7 @@ from hal.state.job_changes import (
     LIMIT_BEFORE_TIME_MIN,
     basic_priority,
     check_priority_update,
+    check_time_limit_update,
     check_time_min,
     held_by,
     held_on_requeue,
@@ -59,10 +60,12 @@ from hal.state.job_changes import (
     within_deadline,
 )
 from hal.state.job_runs import ended_runs
+from hal.state.partitions import take_overrides
 from hal.state.store import (
     CommitOutcomeUnknown,
     DatabaseUnavailable,
     EventRow,
+    PartitionOverride,
     SqlStateStore,
     StoredEvent,
     SubmitKey,
@@ -169,6 +172,9 @@ class Cluster:
         needs it, so the next submit and the next pass see the new values."""
         self.config = config
         self.partitions: dict[str, Partition] = {p.name: p for p in config.partition_objects()}
+        # scontrol update's changes over them (``hal.state.partitions``): the file's
+        # partitions again here, and in the store (``take_config``)
+        self.partition_overrides: dict[str, PartitionOverride] = {}
         # the nodes [cloud] groups may create, as each will be once joined: a job that
         # fits one of them is taken at submit while it fits no joined node
         self.cloud_templates: dict[str, Node] = {
@@ -260,6 +266,7 @@ class Cluster:
         )
         nodes = await self.db(self.store.load_nodes)
         self.reservations = {r.name: r for r in await self.db(self.store.load_reservations)}
+        take_overrides(self, await self.db(self.store.partition_overrides))
         self.revision = await self.db(self.store.revision)
         for node in nodes:
             # Agents re-register after a server restart; until then give every node a full
@@ -489,6 +496,10 @@ class Cluster:
         return {**agent, **(topo.labels_of(node) if topo is not None else {})}
 
     def default_partition(self) -> str:
+        """hal.toml's default, or the one ``scontrol update Default=YES`` made so."""
+        for p in self.partitions.values():
+            if p.default:
+                return p.name
         return self.config.default_partition
 
     def node_display_state(self, node: Node) -> str:
@@ -741,6 +752,14 @@ class Cluster:
                     f"{', '.join(sorted(self.partitions))})",
                     field=where + "partition",
                 )
+        if not any(self.partitions[name].state.takes_jobs for name in names):
+            # DRAIN or INACTIVE (Slurm 22.05.8's words; with -p a,b, when none takes it)
+            states = ", ".join(f"{n} is {self.partitions[n].state}" for n in names)
+            raise Conflict(
+                f"Required partition not available (inactive or drain): {states}; submit "
+                "to another partition (-p), or ask an administrator to set it UP",
+                field=where + "partition",
+            )
         # queued in the first of its partitions (``hal.core.partition_list``)
         partition = self.partitions[names[0]]
         if spec.time_limit_s is None:
@@ -1236,8 +1255,7 @@ class Cluster:
                             f"{job.display_id} is {job.state.value}; its time limit stays"
                         )
                     limit = int(fields["time_limit_seconds"])  # type: ignore[call-overload]
-                    if not caller.admin and (limit == 0 or 0 < job.time_limit_s < limit):
-                        raise PermissionDenied("only an administrator may raise a job's time limit")
+                    check_time_limit_update(job, limit, caller, self.partitions.get(job.partition))
                     extra = {k: v for k, v in job.extra.items() if k != LIMIT_BEFORE_TIME_MIN}
                     new = new.evolve(time_limit_s=limit, extra=extra)  # its own from now on
                 if fields.get("time_min_seconds") is not None:

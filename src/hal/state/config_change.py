@@ -98,8 +98,13 @@ async def take_config(
     async with cluster.transaction() as change:
         check_partitions_unused(cluster, removed)
         check_associations_kept(cluster, config)
-        event = EventRow(cluster.clock.now(), RECONFIGURED, data=dict(data))
-        await change.commit([], [event])
+        # Slurm 22.05.8's reconfigure puts back slurm.conf's partitions: scontrol
+        # update's changes to them go (``hal.state.partitions``)
+        undone = sorted(cluster.partition_overrides)
+        event = EventRow(
+            cluster.clock.now(), RECONFIGURED, data={**data, "partition_updates_undone": undone}
+        )
+        await change.commit([], [event], extra=lambda tx: tx.clear_partition_overrides())
         cluster.configure(config)
         apply()
         cluster.changed.set()  # a pass with the new partitions and limits at once

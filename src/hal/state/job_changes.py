@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from hal.core.errors import Conflict, InvalidRequest, PermissionDenied
 from hal.core.job import Job
 from hal.core.node import Partition
+from hal.core.slurm_syntax import duration_long
 from hal.core.states import JobState, PendingReason
 from hal.state import preempt
 from hal.state.suspension import SUSPENDED_AT, SUSPENDED_S
@@ -138,6 +139,31 @@ def check_priority_update(job: Job, priority: int, caller: Caller) -> None:
     raise PermissionDenied(
         f"job {job.display_id}'s priority is {job.priority}: only an administrator may "
         "raise it (its owner may lower it with a nice, or hold it with 0)"
+    )
+
+
+def check_time_limit_update(
+    job: Job, limit: int, caller: Caller, partition: Partition | None
+) -> None:
+    """Refuse ``TimeLimit=limit`` (seconds, 0: unlimited) of ``job`` as Slurm 22.05.8's
+    ``update_job`` does (docs/slurm-checks.md, session 49): anyone who may update the
+    job lowers its limit; its owner raises it only while it is pending and up to its
+    partition's MaxTime (``partition``: the one it waits in); an administrator always."""
+    raising = job.time_limit_s != 0 and (limit == 0 or limit > job.time_limit_s)
+    if caller.admin or not raising:
+        return
+    max_time = partition.max_time_s if partition is not None else 0
+    if job.state is JobState.PENDING and (max_time == 0 or 0 < limit <= max_time):
+        return
+    why = (
+        f"its partition's MaxTime is {duration_long(max_time)}"
+        if job.state is JobState.PENDING
+        else f"it is {job.state.value}"
+    )
+    raise PermissionDenied(
+        f"Access/permission denied for job {job.display_id}: {why}, and only an "
+        "administrator may raise the time limit of a job that has started or above "
+        "its partition's MaxTime (its owner may lower it)"
     )
 
 

@@ -314,6 +314,11 @@ def _v28_step_input_readers(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE running_steps ADD COLUMN relay TEXT NOT NULL DEFAULT ''"))
 
 
+def _v29_partition_overrides(conn: Connection) -> None:
+    # partition_overrides: partitions changed by scontrol update, kept over a restart
+    schema.partition_overrides.create(conn, checkfirst=True)
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -343,6 +348,7 @@ STEPS: tuple[Step, ...] = (
     _v26_step_runs,
     _v27_artifacts,
     _v28_step_input_readers,
+    _v29_partition_overrides,
 )
 
 

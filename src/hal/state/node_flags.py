@@ -2,16 +2,20 @@
 ``down`` ...), which ``sinfo`` shows as a suffix (``idle*``, ``alloc$``) and the REST API
 as ``NodeInfo.state_flags``.
 
-HAL knows three of Slurm's flags:
+HAL knows four of Slurm's flags:
 
 - ``NOT_RESPONDING`` (``*``): the node's agent has not synced for ``not_responding_after``
   seconds, or has no session at all (a node declared down for silence, an agent that has
   not registered since the server started). The node keeps its base state until the node
   timeout declares it down (``agents.check_nodes``), then shows ``down*``.
 - ``MAINTENANCE`` (``$``, or the state ``maint`` for an idle node): the node is in a
-  reservation with ``Flags=MAINT`` whose window is open now.
-- ``RESERVED`` (the state ``resv`` for an idle node): the node is in another reservation
-  whose window is open now.
+  reservation with ``Flags=MAINT`` whose window is open now; it is ``RESERVED`` too, as
+  Slurm 22.05.8 shows it (``State=IDLE+MAINTENANCE+RESERVED``, ``sinfo -t resv``).
+- ``RESERVED`` (the state ``resv`` for an idle node): the node is in a reservation whose
+  window is open now.
+- ``DRAIN`` on a DOWN node only: a drained node an operator set DOWN (``Node.drain``),
+  ``State=DOWN+DRAIN`` and sinfo's ``drained``. A drained or draining node that is not
+  down says so in its base state (``drain``, ``drng``), which implies the flag.
 
 The nodes of ``[cloud]`` groups carry Slurm's flags of cloud nodes, which the API adds
 (``hal.api.cloud_nodes``; the node model knows no groups): ``CLOUD`` on each of them,
@@ -27,6 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hal.core.node import Node
+from hal.core.states import NodeState
 
 if TYPE_CHECKING:
     from hal.config.model import HalConfig
@@ -35,6 +40,7 @@ if TYPE_CHECKING:
 NOT_RESPONDING = "NOT_RESPONDING"
 MAINTENANCE = "MAINTENANCE"
 RESERVED = "RESERVED"
+DRAIN = "DRAIN"
 CLOUD = "CLOUD"
 POWERED_DOWN = "POWERED_DOWN"
 POWERING_UP = "POWERING_UP"
@@ -52,6 +58,14 @@ def not_responding_after(config: HalConfig) -> float:
     return min(2 * config.heartbeat_interval_seconds, config.node_timeout_seconds / 2)
 
 
+def last_contact(cluster: Cluster, node: Node) -> float | None:
+    """When the node's agent was last heard from (its registration or its latest sync:
+    ``scontrol show node``'s ``LastHeartbeat=``); None without a session since the server
+    started."""
+    session = cluster.agent_sessions.get(node.name)
+    return max(node.last_heartbeat, session.last_seen) if session is not None else None
+
+
 def node_state_flags(cluster: Cluster, node: Node) -> list[str]:
     """The flags of ``node`` now, in Slurm's order of precedence for the suffix
     (maintenance first)."""
@@ -60,10 +74,11 @@ def node_state_flags(cluster: Cluster, node: Node) -> list[str]:
     open_now = [r for r in cluster.reservations.values() if node.name in r.nodes and r.active(now)]
     if any(r.maintenance for r in open_now):
         flags.append(MAINTENANCE)
-    elif open_now:
+    if open_now:
         flags.append(RESERVED)
-    session = cluster.agent_sessions.get(node.name)
-    seen = max(node.last_heartbeat, session.last_seen) if session is not None else None
+    if node.drain and node.state is NodeState.DOWN:
+        flags.append(DRAIN)
+    seen = last_contact(cluster, node)
     if seen is None or now - seen > not_responding_after(cluster.config):
         flags.append(NOT_RESPONDING)
     return flags

@@ -18,6 +18,11 @@ Checks on create and update (Slurm's, with messages that say what to do):
   has ``OVERLAP``;
 * no running job holds one of its nodes past its start (by its time limit; unlimited
   jobs for ever), unless ``IGNORE_JOBS``.
+
+Slurm's implied flags are kept here: ``SPEC_NODES`` when the nodes were named, with
+``ALL_NODES`` for ``Nodes=ALL``. A reservation that an unfinished job uses cannot be
+deleted (Slurm's "Requested reservation is in use"); one with ``PURGE_COMP`` is deleted
+once it has been idle that long (``end_expired``).
 """
 
 from __future__ import annotations
@@ -33,7 +38,13 @@ from typing import TYPE_CHECKING
 from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import Job, JobSpec
 from hal.core.priority import ROOT_ACCOUNT
-from hal.core.reservation import Reservation, ReservationFlag, judged_account, windows_clash
+from hal.core.reservation import (
+    IMPLIED,
+    Reservation,
+    ReservationFlag,
+    judged_account,
+    windows_clash,
+)
 from hal.core.states import JobState, PendingReason
 from hal.state.store import EventRow, Transaction
 
@@ -42,11 +53,15 @@ if TYPE_CHECKING:
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 CLASH_HORIZON_S = 366 * 86_400.0  # recurring reservations are compared a year ahead
+ALL = "ALL"  # Nodes=ALL: every node of the cluster
+_SUFFIX = re.compile(r"_(\d+)$")
 
 
 @dataclass(frozen=True, slots=True)
 class ReservationRequest:
-    """Fields of a create or an update; ``None``: not given (update: keep)."""
+    """Fields of a create or an update; ``None``: not given (update: keep). A create
+    without a name gets Slurm's ``<first account, else first user>_<n>``; ``nodes``
+    ``("ALL",)`` is every node."""
 
     name: str
     start: float | None = None
@@ -58,6 +73,7 @@ class ReservationRequest:
     accounts: tuple[str, ...] | None = None
     flags: frozenset[ReservationFlag] | None = None
     partition: str | None = None
+    purge_after: float | None = None  # with flags: PURGE_COMP's seconds (0: none)
 
 
 def _when(t: float) -> str:
@@ -88,6 +104,8 @@ def get(cluster: Cluster, name: str) -> Reservation:
 
 async def create(cluster: Cluster, caller: Caller, req: ReservationRequest) -> Reservation:
     _admin(caller, "create")
+    if not req.name:
+        req = replace(req, name=_generated_name(cluster, req))
     if not NAME_PATTERN.match(req.name):
         raise InvalidRequest(
             f"invalid reservation name {req.name!r}: use 1-128 letters, digits, '_', '.', '-'",
@@ -102,6 +120,7 @@ async def create(cluster: Cluster, caller: Caller, req: ReservationRequest) -> R
         )
     start = now if req.start is None else req.start
     end = _end(start, req.end, req.duration)
+    nodes, implied = _named_nodes(cluster, req.nodes)
     base = Reservation(
         name=req.name,
         start=start,
@@ -109,11 +128,12 @@ async def create(cluster: Cluster, caller: Caller, req: ReservationRequest) -> R
         nodes=(),
         users=req.users or (),
         accounts=req.accounts or (),
-        flags=req.flags or frozenset(),
+        flags=(req.flags or frozenset()) | implied,
         partition=req.partition or "",
+        purge_after=req.purge_after or 0.0,
     )
     await _check_who(cluster, base)
-    r = _validated(cluster, base, req.nodes, req.node_count, now)
+    r = _validated(cluster, base, nodes, req.node_count, now)
     await _save(cluster, r, "reservation.created")
     return r
 
@@ -127,16 +147,23 @@ async def update(cluster: Cluster, caller: Caller, req: ReservationRequest) -> R
         end = start + old.duration if req.start is not None else old.end
     else:
         end = _end(start, req.end, req.duration)
+    implied = old.flags & IMPLIED
+    nodes: Sequence[str] | None = old.nodes
+    if req.nodes is not None or req.node_count is not None:
+        nodes, implied = _named_nodes(cluster, req.nodes)
+    flags, purge = old.flags - IMPLIED, old.purge_after
+    if req.flags is not None:
+        flags, purge = req.flags, req.purge_after or 0.0
     changed = replace(
         old,
         start=start,
         end=end,
         users=old.users if req.users is None else req.users,
         accounts=old.accounts if req.accounts is None else req.accounts,
-        flags=old.flags if req.flags is None else req.flags,
+        flags=flags | implied,
         partition=old.partition if req.partition is None else req.partition,
+        purge_after=purge,
     )
-    nodes = req.nodes if req.nodes is not None or req.node_count is not None else old.nodes
     await _check_who(cluster, changed)
     r = _validated(cluster, changed, nodes, req.node_count, now)
     await _save(cluster, r, "reservation.updated")
@@ -144,13 +171,19 @@ async def update(cluster: Cluster, caller: Caller, req: ReservationRequest) -> R
 
 
 async def delete(cluster: Cluster, caller: Caller, name: str) -> None:
-    """Delete reservation ``name``. Its jobs can no longer run in it: as Slurm does, every
-    unfinished one loses the reservation, and a pending one not held by an administrator
-    is held with reason ``ReservationDeleted`` (else it would wait for ever), for its
-    owner to release (``scontrol release``) to run outside it, or to move to another
-    reservation first."""
+    """Delete reservation ``name``, unless an unfinished job (pending or running) uses
+    it: Slurm 22.05.8 refuses that ("Requested reservation is in use"), so a mistaken
+    delete strands no job. Once its jobs have ended it may be deleted."""
     _admin(caller, "delete")
     get(cluster, name)
+    users = sorted(j.id for j in cluster.unfinished.values() if j.spec.reservation == name)
+    if users:
+        shown = ", ".join(str(i) for i in users[:5]) + (", ..." if len(users) > 5 else "")
+        raise Conflict(
+            f"Requested reservation is in use: job{'s' if len(users) > 1 else ''} {shown} "
+            f"(pending or running) use {name}; cancel them, move pending ones (scontrol "
+            "update JobId=ID Reservation=OTHER) or wait for them to end, then delete it"
+        )
     await _drop(cluster, name, "reservation.deleted", hold=True)
 
 
@@ -158,13 +191,36 @@ async def end_expired(cluster: Cluster) -> list[str]:
     """Purge the one-off reservations whose window is over, as slurmctld does: their
     unfinished jobs lose them, and pending ones are held with reason
     ``ReservationDeleted`` (they waited for ever) unless the reservation has
-    ``NO_HOLD_JOBS_AFTER_END``, whose jobs may then run anywhere. Returns their names."""
+    ``NO_HOLD_JOBS_AFTER_END``, whose jobs may then run anywhere. Also deletes the
+    ``PURGE_COMP`` ones idle for their time (``_idle``). Returns their names."""
     now = cluster.clock.now()
     ended = [r for r in cluster.reservations.values() if r.ended(now)]
     for r in ended:
         hold = ReservationFlag.NO_HOLD_JOBS_AFTER_END not in r.flags
         await _drop(cluster, r.name, "reservation.ended", hold=hold)
-    return [r.name for r in ended]
+    idle = [r for r in cluster.reservations.values() if r.purge_after and _idle(cluster, r, now)]
+    for r in idle:
+        await _drop(cluster, r.name, "reservation.deleted", hold=True)
+    return [r.name for r in ended + idle]
+
+
+def _idle(cluster: Cluster, r: Reservation, now: float) -> bool:
+    """``PURGE_COMP``: no unfinished job uses ``r``, and none has for ``r.purge_after``
+    seconds, counted from the start of its window in force (an idle reservation that
+    has started is purged that long after its start, as slurmctld) or from the end of
+    its last job (jobs forgotten after MinJobAge count as long ended)."""
+    start, _ = r.window_at(now)
+    if start > now:
+        return False
+    since = start
+    for job in cluster.jobs.values():
+        if job.spec.reservation != r.name:
+            continue
+        if not job.state.is_terminal:
+            return False
+        if job.end_time is not None:
+            since = max(since, job.end_time)
+    return now - since >= r.purge_after
 
 
 async def _drop(cluster: Cluster, name: str, kind: str, *, hold: bool) -> None:
@@ -262,6 +318,28 @@ def placement_conflict(cluster: Cluster, job: Job, nodes: Sequence[str], now: fl
 
 
 # -- checks ------------------------------------------------------------------------
+
+
+def _generated_name(cluster: Cluster, req: ReservationRequest) -> str:
+    """Slurm's name for an unnamed reservation: its first account, else its first user,
+    ``_`` and a number higher than any other reservation's (``root_7``; slurmctld counts
+    every reservation it made, which HAL does not keep)."""
+    key = (req.accounts or req.users or ("resv",))[0].lstrip("-")
+    found = (_SUFFIX.search(name) for name in cluster.reservations)
+    return f"{key}_{max((int(m.group(1)) for m in found if m), default=0) + 1}"
+
+
+def _named_nodes(
+    cluster: Cluster, nodes: Sequence[str] | None
+) -> tuple[Sequence[str] | None, frozenset[ReservationFlag]]:
+    """The nodes asked for (``ALL``: every node) and the flags that implies."""
+    if nodes is None:
+        return None, frozenset()
+    if [n.upper() for n in nodes] == [ALL] and ALL not in cluster.nodes:
+        return sorted(cluster.nodes), frozenset(
+            {ReservationFlag.SPEC_NODES, ReservationFlag.ALL_NODES}
+        )
+    return nodes, frozenset({ReservationFlag.SPEC_NODES})
 
 
 def _end(start: float, end: float | None, duration: float | None) -> float:
@@ -382,8 +460,9 @@ def _validated(
             job = _busy_past(cluster, name, r)
             if job is not None:
                 raise Conflict(
-                    f"node {name} is busy: job {job} may run past the reservation's start; "
-                    "pick other nodes, a later StartTime, or add Flags=IGNORE_JOBS"
+                    f"Requested nodes are busy: node {name} runs job {job}, which may run "
+                    "past the reservation's start; pick other nodes, a later StartTime, or "
+                    "add Flags=IGNORE_JOBS"
                 )
     return r
 

@@ -308,3 +308,22 @@ artifact_blobs = Table(
     Column("seq", Integer, primary_key=True),
     Column("data", LargeBinary, nullable=False),
 )
+
+# what ``scontrol update PartitionName=P`` changed while the server ran, over hal.toml's
+# [[partitions]] (``hal.state.partitions``): a column is NULL where hal.toml's value holds.
+# Kept over a restart (as slurmctld -R keeps its partitions); ``scontrol reconfigure``
+# empties the table, as Slurm's reconfigure goes back to slurm.conf.
+partition_overrides = Table(
+    "partition_overrides",
+    metadata,
+    Column("name", String(128), primary_key=True),
+    Column("state", String(16)),  # UP, DOWN, DRAIN, INACTIVE
+    Column("max_time_s", BigInteger),  # 0: unlimited
+    Column("default_time_s", BigInteger),  # 0: none (MaxTime)
+    Column("max_nodes", Integer),  # 0: unlimited
+    Column("priority_job_factor", Integer),
+    Column("priority_tier", Integer),
+    Column("is_default", Boolean),
+    Column("updated_by", String(256), nullable=False),
+    Column("updated_at", Float, nullable=False),
+)

@@ -38,7 +38,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from hal.core.errors import Unavailable
 from hal.core.job import Allocation, Job, JobSpec
 from hal.core.node import Node
-from hal.core.reservation import Reservation, ReservationFlag
+from hal.core.reservation import Reservation, flag_words, stored_flags
 from hal.core.resources import ResourceVector
 from hal.core.states import NodeState
 from hal.db import is_sqlite, make_engine, normalise_url, unavailable_reason
@@ -49,6 +49,15 @@ from hal.state.migrations import migrate
 ACTIVE_STATES = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING")
 # values per IN list: PostgreSQL takes at most 65,535 parameters a statement
 IN_LIST = 1000
+# a DOWN node that keeps Slurm's DRAIN flag (``Node.drain``), as its state column holds it
+DOWN_DRAIN = "DOWN+DRAIN"
+
+
+def stored_node_state(node: Node) -> str:
+    """The ``state`` column of ``node``: its state, ``DOWN+DRAIN`` with the drain flag (a
+    server older than this one reads no such value: it is written only for a drained
+    node an operator set DOWN)."""
+    return DOWN_DRAIN if node.drain and node.state is NodeState.DOWN else node.state.value
 
 
 class DatabaseUnavailable(Unavailable):
@@ -178,6 +187,23 @@ class RunningStepRow:
     cancelled_at: float | None = None  # scancel ended it then (``StepTable.cancel``)
     cancelled_by: str | None = None  # ... at the request of (a user name)
     relay: str = ""  # JSON: {node: [ranks reading srun's stdin]}; "": none (``step_restore``)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOverride:
+    """What ``scontrol update PartitionName=P`` set (``schema.partition_overrides``):
+    None where hal.toml's value holds (``hal.state.partitions``)."""
+
+    name: str
+    updated_by: str
+    updated_at: float
+    state: str | None = None
+    max_time_s: int | None = None
+    default_time_s: int | None = None
+    max_nodes: int | None = None
+    priority_job_factor: int | None = None
+    priority_tier: int | None = None
+    is_default: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,7 +447,7 @@ class Transaction:
             "gpus": node.resources.gpus,
             "gpu_model": node.gpu_model,
             "features": json.dumps(list(node.features)),
-            "state": node.state.value,
+            "state": stored_node_state(node),
             "reason": node.reason,
             "reason_user": node.reason_user,
             "reason_time": node.reason_time,
@@ -501,10 +527,22 @@ class Transaction:
                 nodes=json.dumps(list(r.nodes)),
                 users=json.dumps(list(r.users)),
                 accounts=json.dumps(list(r.accounts)),
-                flags=json.dumps(sorted(f.value for f in r.flags)),
+                flags=json.dumps(flag_words(r)),
                 partition=r.partition,
             )
         )
+
+    def put_partition_override(self, row: PartitionOverride) -> None:
+        """Insert or replace the override of partition ``row.name``."""
+        t = schema.partition_overrides
+        self.conn.execute(delete(t).where(t.c.name == row.name))
+        self.conn.execute(
+            insert(t).values({f: getattr(row, f) for f in PartitionOverride.__slots__})
+        )
+
+    def clear_partition_overrides(self) -> None:
+        """``scontrol reconfigure``: every partition is hal.toml's again."""
+        self.conn.execute(delete(schema.partition_overrides))
 
     def delete_reservation(self, name: str) -> int:
         t = schema.reservations
@@ -771,7 +809,8 @@ class SqlStateStore:
                 Node(
                     name=r.name,
                     resources=ResourceVector(r.cpus, r.memory_bytes, r.gpus),
-                    state=NodeState(r.state),
+                    state=NodeState(r.state.partition("+")[0]),
+                    drain=r.state == DOWN_DRAIN,
                     reason=r.reason,
                     reason_user=r.reason_user,
                     reason_time=r.reason_time,
@@ -797,11 +836,19 @@ class SqlStateStore:
                     nodes=tuple(json.loads(r.nodes)),
                     users=tuple(json.loads(r.users)),
                     accounts=tuple(json.loads(r.accounts)),
-                    flags=frozenset(ReservationFlag(f) for f in json.loads(r.flags)),
+                    flags=flags,
                     partition=r.partition,
+                    purge_after=purge,
                 )
                 for r in conn.execute(select(t).order_by(t.c.name))
+                for flags, purge in [stored_flags(json.loads(r.flags))]  # (PURGE_COMP=s)
             ]
+
+    def partition_overrides(self) -> list[PartitionOverride]:
+        t = schema.partition_overrides
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(t).order_by(t.c.name))
+            return [PartitionOverride(**row._mapping) for row in rows]
 
     def events_after(self, after: int, limit: int = 1000) -> list[StoredEvent]:
         t = schema.events

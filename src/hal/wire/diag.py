@@ -3,7 +3,19 @@ control plane started, the numbers its ``/metrics`` counts. Times are seconds.""
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from hal.wire.base import WireModel
+
+
+class RpcCount(WireModel):
+    """One row of sdiag's RPC statistics: a request kind (Slurm's message type and its
+    number, or HAL's route and 0) or a user (number 0), and its requests."""
+
+    name: str
+    id: int = 0
+    count: int
+    total_s: float
 
 
 class SchedulerDiag(WireModel):
@@ -42,3 +54,12 @@ class SchedulerDiag(WireModel):
     mean_depth: int = 0
     backfill_mean_cycle_us: int = 0
     backfill_mean_depth: int = 0
+    # The fields below came later (None or empty from an older server: left out).
+    # requests the server is handling now, this one included (sdiag's "Server thread
+    # count": HAL serves them on one event loop, not a thread each)
+    requests_in_flight: int | None = None
+    # instructions (launch, signal, cancel ...) waiting for their agents to take them
+    # (sdiag's "Agent queue size": Slurm's messages queued to its slurmds)
+    agent_queue_size: int | None = None
+    rpc_by_type: list[RpcCount] = Field(default_factory=list)
+    rpc_by_user: list[RpcCount] = Field(default_factory=list)

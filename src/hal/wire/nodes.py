@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import ConfigDict, Field
+from typing import Any
+
+from pydantic import ConfigDict, Field, model_validator
 
 from hal.wire.base import WireModel
 
@@ -57,7 +59,10 @@ class NodeUpdate(WireModel):
 class PartitionInfo(WireModel):
     name: str
     default: bool
-    up: bool
+    up: bool  # State=UP (a DRAIN partition starts jobs too: ``state`` tells them apart)
+    # UP, DOWN, DRAIN or INACTIVE (Slurm's State=); from a server that sends only ``up``,
+    # UP or DOWN (``_state_of_up``)
+    state: str = "UP"
     max_time_seconds: int  # 0 = unlimited
     default_time_seconds: int  # DefaultTime as configured; 0 = none (jobs get MaxTime)
     max_nodes: int  # 0 = unlimited
@@ -69,6 +74,31 @@ class PartitionInfo(WireModel):
     # Slurm's PreemptMode: OFF without preemption, else [preemption]'s mode (REQUEUE,
     # CANCEL, SUSPEND); a QoS may still override it per job
     preempt_mode: str = "OFF"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _state_of_up(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "state" not in data and data.get("up") is False:
+            return {**data, "state": "DOWN"}
+        return data
+
+
+class PartitionChange(WireModel):
+    """``PATCH /v1/partitions/{name}`` (administrators; ``scontrol update
+    PartitionName=``): the fields to change, the others as they are. Kept over a server
+    restart; ``scontrol reconfigure`` puts hal.toml's partitions back."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+    # UP takes and starts jobs; DOWN takes them (they wait: PartitionDown); DRAIN
+    # starts those queued, refuses new ones; INACTIVE neither (PartitionInactive)
+    state: str | None = Field(default=None, pattern="^(UP|DOWN|DRAIN|INACTIVE)$")
+    max_time_seconds: int | None = Field(default=None, ge=0)  # 0: unlimited
+    default_time_seconds: int | None = Field(default=None, ge=0)  # 0: none (MaxTime)
+    max_nodes: int | None = Field(default=None, ge=0)  # 0: unlimited
+    # Slurm's bounds (22.05.8 refuses 65534 and more, and negative values)
+    priority_job_factor: int | None = Field(default=None, ge=0, le=65533)
+    priority_tier: int | None = Field(default=None, ge=0, le=65533)
+    default: bool | None = None  # True: the default partition (no other is then)
 
 
 class PartitionList(WireModel):
@@ -105,15 +135,43 @@ class UserCreated(WireModel):
     nodes: str = ""
 
 
+class PriorityConfig(WireModel):
+    """``[priority]`` as ``scontrol show config`` shows it (Slurm's multifactor keys)."""
+
+    weight_age: int = 0
+    weight_fairshare: int = 0
+    weight_job_size: int = 0
+    weight_partition: int = 0
+    weight_qos: int = 0
+    decay_half_life_seconds: float = 7 * 86_400.0  # 0: usage never decays
+    max_age_seconds: float = 7 * 86_400.0
+    calc_period_seconds: float = 60.0
+    favor_small: bool = False
+
+
 class ClusterConfig(WireModel):
-    """A few settings tools read (``scontrol show config``)."""
+    """The settings tools read (``scontrol show config``, ``hal.compat.scontrol_config``).
+    The fields with defaults came later: a client reading an older server's answer
+    leaves out what those would have shown."""
 
     cluster_name: str
     min_job_age_seconds: int
     kill_wait_seconds: int
     version: str
     scheduler_interval_seconds: float
+    # Slurm keys whose values the server words itself (MaxArraySize, SlurmUser ...)
     settings: dict[str, str] = Field(default_factory=dict)
+    node_timeout_seconds: float | None = None  # Slurm's SlurmdTimeout
+    return_to_service: int | None = None  # Slurm's ReturnToService (0, 1, 2)
+    priority: PriorityConfig | None = None  # None: priority/basic (no [priority])
+    preempt_type: str = "off"  # off, qos, partition_prio (hal.core.preemption)
+    preempt_mode: str = "requeue"  # requeue, cancel, suspend
+    preempt_exempt_seconds: float = 0.0
+    backfill: bool | None = None  # the profile has a backfill stage (sched/backfill)
+    enable_user_top: bool = False  # SchedulerParameters=enable_user_top
+    licenses: dict[str, int] = Field(default_factory=dict)  # [licenses]
+    state_save_location: str = ""  # the server's data directory ("": none)
+    boot_time: float | None = None  # when the server started
 
 
 class Reconfigured(WireModel):

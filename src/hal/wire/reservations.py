@@ -21,7 +21,7 @@ class ReservationInfo(WireModel):
     core_count: int
     users: list[str] = Field(default_factory=list)
     accounts: list[str] = Field(default_factory=list)
-    flags: list[str] = Field(default_factory=list)
+    flags: list[str] = Field(default_factory=list)  # Slurm's order; PURGE_COMP=<seconds>
     partition: str = ""
     state: str  # ACTIVE while a window is in force, else INACTIVE
 
@@ -32,11 +32,12 @@ class ReservationList(WireModel):
 
 class ReservationCreate(WireModel):
     """``start_time`` absent: now. Exactly one of ``end_time`` and ``duration_seconds``;
-    exactly one of ``nodes`` and ``node_count``; at least one of ``users`` and
-    ``accounts``."""
+    exactly one of ``nodes`` (``["ALL"]``: every node) and ``node_count``; at least one
+    of ``users`` and ``accounts``. ``name`` absent or empty: Slurm's ``<first account,
+    else first user>_<n>``."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
-    name: str = Field(pattern=_NAME)
+    name: str = Field(default="", pattern=r"^$|" + _NAME)
     start_time: float | None = Field(default=None, ge=0, le=LATEST_SECONDS)
     end_time: float | None = Field(default=None, ge=0, le=LATEST_SECONDS)
     duration_seconds: float | None = Field(default=None, gt=0, le=LATEST_SECONDS)

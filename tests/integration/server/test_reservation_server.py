@@ -55,7 +55,7 @@ def test_rest_create_list_update_delete(server: LiveServer) -> None:
             )
         )
         assert made.node_count == 1 and made.core_count == 2 and made.state == "INACTIVE"
-        assert made.flags == ["MAINT"]
+        assert made.flags == ["MAINT", "SPEC_NODES"]  # (implied: nodes named, as Slurm)
         assert [r.name for r in c.reservations()] == ["rest1"]
         changed = c.update_reservation("rest1", ReservationUpdate(duration_seconds=1200))
         assert changed.end_time == pytest.approx(now + 3600 + 1200)
@@ -180,60 +180,62 @@ def test_a_reservation_keeps_ordinary_jobs_off_and_runs_its_own(
                 c.delete_reservation("lab")
 
 
-def test_deleting_a_reservation_holds_its_pending_jobs(server: LiveServer, tmp_path: Path) -> None:
-    """Slurm holds the pending jobs of a deleted reservation (priority 0, reason
-    ``ReservationDeleted``) and clears their reservation, so their owner sees why and
-    releases them, to run outside it or after moving them to another reservation
-    (``scontrol update JobId= Reservation=``); HAL used to leave them pending for ever
-    on a reservation that no longer exists."""
+def test_a_reservation_in_use_cannot_be_deleted(server: LiveServer, tmp_path: Path) -> None:
+    """Slurm 22.05.8 refuses to delete a reservation that a pending or running job uses
+    (``delete_reservation reservationname=p1: Requested reservation is in use``, rc 1)
+    and deletes it once its jobs have ended; HAL deleted it and stranded the jobs
+    (found by an admin's side-by-side run, session 49)."""
     tokens = server.add_users("resvcarol")
     carol_token = tokens["resvcarol"]
     with server.client() as admin, server.client(carol_token) as carol:
-        admin.create_reservation(
-            ReservationCreate(
-                name="soon",
-                start_time=time.time() + 3600,
-                duration_seconds=600,
-                nodes=["node2"],
-                users=["resvcarol"],
+        for name, start in (("soon", time.time() + 3600), ("here", None)):
+            admin.create_reservation(
+                ReservationCreate(
+                    name=name,
+                    start_time=start,
+                    duration_seconds=600,
+                    nodes=["node2" if name == "soon" else "node1"],
+                    users=["resvcarol"],
+                )
             )
-        )
-        job = JobSubmit(
-            script="#!/bin/sh\ntrue\n",
-            workdir=str(tmp_path),
-            time_limit_seconds=60,
-            reservation="soon",
-        )
-        outside, moved = carol.submit(job).job_id, carol.submit(job).job_id
-        wait_until(lambda: carol.job(moved).reason == "Reservation", message="waiting for it")
-        admin.delete_reservation("soon")
-        for held in (carol.job(outside), carol.job(moved)):
-            assert held.state == "PENDING" and held.held and held.reservation == ""
-            assert held.reason == "ReservationDeleted"
-        listed = server.cli("squeue", "--states", "PD", token=carol_token)
-        assert listed.stdout.count("(ReservationDeleted)") == 2, listed.stdout
-        out = server.cli("scontrol", "release", str(outside), token=carol_token)
-        assert out.returncode == 0, out.stderr
-        wait_until(lambda: carol.job(outside).state == "COMPLETED", message="the released job")
 
-        admin.create_reservation(
-            ReservationCreate(
-                name="here", duration_seconds=600, nodes=["node1"], users=["resvcarol"]
+        def job(name: str, seconds: int) -> int:
+            spec = JobSubmit(
+                script=f"#!/bin/sh\nsleep {seconds}\n",
+                workdir=str(tmp_path),
+                time_limit_seconds=60,
+                reservation=name,
             )
+            return carol.submit(spec).job_id
+
+        waiting, running = job("soon", 0), job("here", 3)
+        wait_until(lambda: carol.job(running).state == "RUNNING", message="the running job")
+        with pytest.raises(Conflict, match=f"Requested reservation is in use: job {waiting} "):
+            admin.delete_reservation("soon")
+        for word in ("reservationname=soon", "Reservation=here"):
+            out = server.cli("scontrol", "delete", word)
+            assert out.returncode == 1
+            assert out.stderr.startswith(
+                f"delete_reservation {word}: Requested reservation is in use"
+            )
+        assert carol.job(waiting).reservation == "soon" and carol.job(waiting).state == "PENDING"
+        assert carol.job(running).reservation == "here"
+        wait_until(lambda: carol.job(running).state == "COMPLETED", message="the running job")
+        assert server.cli("scontrol", "delete", "Reservation=here").returncode == 0
+        out = server.cli("scontrol", "delete", "reservationname=here")
+        assert out.returncode == 1
+        assert (
+            out.stderr
+            == "delete_reservation reservationname=here: Requested reservation is invalid\n"
         )
-        try:
-            update = ("scontrol", "update", f"JobId={moved}")
-            bad = server.cli(*update, "Reservation=nope", token=carol_token)
-            assert bad.returncode == 1 and "Requested reservation is invalid" in bad.stderr
-            out = server.cli(*update, "Reservation=here", token=carol_token)
-            assert out.returncode == 0, out.stderr
-            assert carol.job(moved).reason == "ReservationDeleted"  # still held
-            out = server.cli("scontrol", "release", str(moved), token=carol_token)
-            assert out.returncode == 0, out.stderr
-            wait_until(lambda: carol.job(moved).state == "COMPLETED", message="the moved job")
-            assert carol.job(moved).reservation == "here" and carol.job(moved).nodes == ["node1"]
-        finally:
-            admin.delete_reservation("here")
+        upd = server.cli("scontrol", "update", "ReservationName=here", "Duration=10")
+        assert upd.returncode == 1 and upd.stderr == (
+            "Error updating the reservation: Requested reservation is invalid\n"
+            "slurm_update error: Requested reservation is invalid\n"
+        )
+        assert server.cli("scancel", str(waiting), token=carol_token).returncode == 0
+        wait_until(lambda: carol.job(waiting).state == "CANCELLED", message="the cancel")
+        admin.delete_reservation("soon")
 
 
 @pytest.mark.parametrize("flags", [[], ["NO_HOLD_JOBS_AFTER_END"]])

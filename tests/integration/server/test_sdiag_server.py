@@ -110,15 +110,44 @@ def test_sdiag_counts_what_the_server_did_since_it_started(
     assert _value(backfill, "Max cycle") >= _value(backfill, "Last cycle") > 0
     when = re.search(r"^\tLast cycle when: .* \((\d+)\)$", backfill, re.MULTILINE)
     assert when is not None and before - 1 <= int(when.group(1)) <= time.time()
+    assert _value(backfill, "Last queue length") == _value(backfill, "Last depth cycle")
+    # the lines monitoring reads (session 49): sdiag's own request is in flight
+    assert _value(text, "Server thread count") >= 1
+    assert _value(text, "Agent queue size") == 0  # nothing waits for the agent
+    assert _value(text, "DBD Agent queue size") == 0
+    rpc = text.split("Remote Procedure Call statistics by message type\n")[1]
+    by_type, by_user = rpc.split("\n\nRemote Procedure Call statistics by user\n")
+    submits = re.search(r"^\tREQUEST_SUBMIT_BATCH_JOB {16}\( 4003\) count:(\d+) +ave_time:\d+ +"
+                        r"total_time:\d+$", by_type, re.MULTILINE)  # fmt: skip
+    assert submits is not None and int(submits.group(1)) == 3, by_type
+    assert "\tMESSAGE_NODE_REGISTRATION_STATUS        ( 1002) count:1 " in by_type
+    assert re.search(r"^\tadmin {11}\( +admin\) count:\d+ ", by_user, re.MULTILINE), by_user
+    assert text.endswith("Pending RPC statistics\n\tNo pending RPCs\n")
     # Slurm lines HAL has no number for are left out, not printed as zeros
-    for missing in ("Server thread count", "Agent queue size", "Remote Procedure Call"):
+    for missing in ("Agent count", "Agent thread count", "try sched", "table size", "gettime"):
         assert missing not in text
 
 
-def test_sdiag_refuses_options_it_does_not_have(live: LiveServer) -> None:
-    out = live.cli("sdiag", "--reset")
-    assert out.returncode == 1
-    assert "sdiag: error:" in out.stderr
+def test_sdiag_r_resets_what_slurm_resets(live: LiveServer) -> None:
+    """Slurm 22.05.8: ``Reset scheduling statistics`` for an administrator; a plain user
+    is refused (``Access/permission denied``); the counters start again, "Data since"
+    moves, the last cycle stays, ``/metrics`` goes on."""
+    submitted = _metric(live, "hal_jobs_submitted_total")
+    nobody = live.add_users("nobody")["nobody"]
+    refused = live.cli("sdiag", "-r", token=nobody)
+    assert refused.returncode == 1
+    assert refused.stderr == "slurm_reset_statistics: Access/permission denied\n"
+    before = time.time()
+    out = live.cli("sdiag", "-r")
+    assert (out.returncode, out.stdout) == (0, "Reset scheduling statistics\n"), out.stderr
+    text = live.cli("sdiag").stdout
+    since = re.search(r"^Data since .* \((\d+)\)$", text, re.MULTILINE)
+    assert since is not None and int(since.group(1)) >= int(before)
+    assert _value(text, "Jobs submitted") == 0
+    assert _metric(live, "hal_jobs_submitted_total") == submitted
+    by_type = text.split("by message type\n")[1].split("\n\n")[0].splitlines()
+    # only the reset itself, a REQUEST_STATS_INFO as in Slurm (this sdiag counts once answered)
+    assert [line.split()[:3] for line in by_type] == [["REQUEST_STATS_INFO", "(", "2035)"]]
 
 
 def test_a_fresh_server_shows_no_means_and_no_backfill_time(tmp_path: Path) -> None:

@@ -192,7 +192,9 @@ def test_running_jobs_that_would_cross_the_start_block_creation(db_url: str) -> 
         job = cluster.jobs[done.job_id]
         alloc = Allocation(("node1",), (ResourceVector(1, 0),))
         cluster._put(job.evolve(state=JobState.RUNNING, start_time=T0, allocation=alloc))
-        with pytest.raises(Conflict, match=f"node node1 is busy: job {job.id}"):
+        with pytest.raises(
+            Conflict, match=f"Requested nodes are busy: node node1 runs job {job.id}"
+        ):
             await reservations.create(cluster, ROOT, req(nodes=("node1",)))
         await reservations.create(
             cluster, ROOT, req(nodes=("node1",), flags=parse_flags("IGNORE_JOBS"))

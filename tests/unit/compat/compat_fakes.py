@@ -13,7 +13,14 @@ from hal.core.errors import NotFound
 from hal.core.states import JobState
 from hal.core.steps import LocalStep, StepRequest
 from hal.wire.jobs import JobInfo, JobRun, JobSubmit, JobUpdate, SubmitResult, WillRun
-from hal.wire.nodes import ClusterConfig, NodeInfo, PartitionInfo, TopologyInfo, UserInfo
+from hal.wire.nodes import (
+    ClusterConfig,
+    NodeInfo,
+    PartitionChange,
+    PartitionInfo,
+    TopologyInfo,
+    UserInfo,
+)
 from hal.wire.steps import StepInfo
 
 GiB = 1 << 30
@@ -128,6 +135,7 @@ class FakeClient:
     actions: list[tuple[str, str]] = field(default_factory=list)
     updates: list[tuple[str, JobUpdate]] = field(default_factory=list)
     node_updates: list[tuple[str, str, str]] = field(default_factory=list)
+    partition_updates: list[tuple[str, dict[str, object]]] = field(default_factory=list)
     jobs_calls: list[dict[str, Any]] = field(default_factory=list)
     submit_error: Exception | None = None
     closed: bool = False
@@ -297,6 +305,10 @@ class FakeClient:
     def update_node(self, name: str, state: str, reason: str = "") -> NodeInfo:
         self.node_updates.append((name, state, reason))
         return self.node(name)
+
+    def update_partition(self, name: str, change: PartitionChange) -> PartitionInfo:
+        self.partition_updates.append((name, change.model_dump(exclude_none=True)))
+        return next(p for p in self.partition_list if p.name == name)
 
     def partitions(self) -> list[PartitionInfo]:
         """As the server lists them: a partition of every node (configured ``nodes = []``)

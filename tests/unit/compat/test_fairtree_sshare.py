@@ -63,14 +63,15 @@ def test_fair_tree_long_parsable_has_level_fs_and_rank_factors() -> None:
     r = call(ShareClient(), "sshare", "-a", "-l", "-P")
     assert r.rc == 0, r.err
     assert r.lines == [
-        "Account|User|RawShares|NormShares|RawUsage|NormUsage|EffectvUsage|FairShare|LevelFS",
-        "root|||1.000000|70|1.000000|1.000000||",
-        "chem||1|0.333333|10|0.142857|0.142857||2.333333",
-        "chem|bob|1|1.000000|10|0.142857|1.000000|1.000000|1.000000",
-        "physics||2|0.666667|60|0.857143|0.857143||0.777778",
-        "physics|carol|1|0.500000|0|0.000000|0.000000|0.666667|inf",
-        "lattice||1|0.500000|60|0.857143|1.000000||0.500000",
-        "lattice|alice|1|1.000000|60|0.857143|1.000000|0.333333|1.000000",
+        "Account|User|RawShares|NormShares|RawUsage|NormUsage|EffectvUsage|FairShare|LevelFS"
+        "|GrpTRESMins|TRESRunMins",
+        "root|||1.000000|70|1.000000|1.000000||||",
+        "chem||1|0.333333|10|0.142857|0.142857||2.333333||",
+        "chem|bob|1|1.000000|10|0.142857|1.000000|1.000000|1.000000||",
+        "physics||2|0.666667|60|0.857143|0.857143||0.777778||",
+        "physics|carol|1|0.500000|0|0.000000|0.000000|0.666667|inf||",
+        "lattice||1|0.500000|60|0.857143|1.000000||0.500000||",
+        "lattice|alice|1|1.000000|60|0.857143|1.000000|0.333333|1.000000||",
     ]
 
 
@@ -84,8 +85,10 @@ def test_fair_tree_table_without_long_keeps_slurms_default_columns() -> None:
     carol = next(line for line in r.lines if " carol " in line)
     assert carol.split()[-1] == "0.666667"
     long = call(ShareClient(), "sshare", "-a", "-l")
-    assert long.lines[0].split()[-2:] == ["FairShare", "LevelFS"]
-    assert long.lines[1] == " ".join("-" * w for w in (20, 10, 10, 11, 11, 11, 13, 10, 10))
+    # Slurm 22.05.8's -l columns, each line ending in a blank (session 49)
+    assert long.lines[0].split()[-4:] == ["FairShare", "LevelFS", "GrpTRESMins", "TRESRunMins"]
+    widths = (20, 10, 10, 11, 11, 11, 13, 10, 10, 30, 30)
+    assert long.lines[1] == " ".join("-" * w for w in widths) + " "
     assert long.lines[2].split() == ["root", "1.000000", "70", "1.000000", "1.000000"]
     assert long.lines[6].split()[-2:] == ["0.666667", "inf"]  # carol
 

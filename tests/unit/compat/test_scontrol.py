@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from compat_fakes import T0, FakeClient, MiB, call, job, node, partition, running
 
+from hal.compat.scontrol_config import ORDER
 from hal.wire.nodes import BlockInfo, TopologyInfo
 
 
@@ -136,7 +137,13 @@ def test_show_config() -> None:
     assert "KillWait                = 30 sec" in lines
     assert "MinJobAge               = 300 sec" in lines
     assert any(line.startswith("SLURM_VERSION           = ") for line in lines)
-    assert "SchedulerType           = sched/hal" in lines
+    # keys as Slurm 22.05.8 names and orders them (session 49); the fake is an older
+    # server's answer: no SlurmdTimeout or ReturnToService, nor the wrong keys of before
+    assert "SelectType              = select/cons_tres" in lines
+    assert "PriorityType            = priority/basic" in lines
+    assert not any(line.startswith(("SlurmctldTimeout", "SchedulerTimeSlice")) for line in lines)
+    keys = [line.split()[0] for line in lines[1:]]
+    assert keys == sorted(keys, key=ORDER.index)
 
 
 def test_show_hostnames() -> None:
@@ -274,7 +281,15 @@ def test_update_refuses_unknown_keys() -> None:
 
 
 def test_update_needs_job_and_changes() -> None:
-    assert "give the job" in call(cluster(), "scontrol", "update", "TimeLimit=5").err
+    """No entity named (``TimeLimit=5`` alone, ``Nodes=vm``): Slurm 22.05.8's refusal."""
+    for words in (["TimeLimit=5"], ["Nodes=vm", "State=RESUME"]):
+        result = call(cluster(), "scontrol", "update", *words)
+        assert (result.rc, result.out) == (1, "")
+        assert result.err == (
+            "No valid entity in update command\n"
+            'Input line must include "NodeName", "PartitionName", "Reservation", "JobId", '
+            'or "SlurmctldDebug"\n'
+        )
     assert "nothing to update" in call(cluster(), "scontrol", "update", "JobId=2").err
 
 
@@ -339,20 +354,39 @@ def test_update_node_state_as_hal_drain() -> None:
 
 
 def test_update_node_refusals() -> None:
+    """Each refusal worded as Slurm 22.05.8's (session 49), HAL's hint on a later line."""
     client = cluster()
     for state in ("DRAIN", "DOWN"):
         result = call(client, "scontrol", "update", "NodeName=vm", f"State={state}")
         assert result.rc == 1
         assert result.err == (
-            "scontrol: error: You must specify a reason when DOWNING or DRAINING a node. "
-            "Request denied\n"
+            "You must specify a reason when DOWNING or DRAINING a node. Request denied\n"
         )
-    bad_state = call(client, "scontrol", "update", "NodeName=vm", "State=FUTURE")
-    assert "Invalid node state specified: State=FUTURE" in bad_state.err
+    for state in ("FUTURE", "fail", "NoResp", "power_down", "POWER_UP"):
+        other = call(client, "scontrol", "update", "NodeName=vm", f"State={state}", "Reason=x")
+        assert other.rc == 1
+        assert other.err.splitlines()[0] == "slurm_update error: Invalid node state specified"
+    bogus = call(client, "scontrol", "update", "nodename=vm", "state=bogus")
+    assert (bogus.rc, bogus.out) == (1, "")
+    assert bogus.err.splitlines() == [
+        "Invalid input: state=bogus",
+        "Request aborted",
+        "Valid states are: NoResp DRAIN FAIL FUTURE RESUME POWER_DOWN POWER_UP UNDRAIN",
+        "Not all states are valid given a node's prior state",
+    ]
     unknown = call(client, "scontrol", "update", "NodeName=vm,zz", "State=DRAIN", "Reason=x")
-    assert "Invalid node name specified: zz" in unknown.err
-    assert "can update State" in call(client, "scontrol", "update", "NodeName=vm", "Weight=2").err
-    assert "give the new state" in call(client, "scontrol", "update", "NodeName=vm").err
+    assert unknown.rc == 1
+    assert unknown.err.splitlines()[0] == "slurm_update error: Invalid node name specified"
+    assert "no node named zz" in unknown.err
+    weight = call(client, "scontrol", "update", "NodeName=vm", "Weight=2")
+    assert (weight.rc, "Update of node Weight is not supported by HAL" in weight.err) == (1, True)
+    key = call(client, "scontrol", "update", "NodeName=vm", "bogus=1")
+    assert (key.rc, key.err) == (
+        1,
+        "Update of this parameter is not supported: bogus=1\nRequest aborted\n",
+    )
+    nothing = call(client, "scontrol", "update", "NodeName=vm")
+    assert (nothing.rc, nothing.err) == (1, "No changes specified\n")
     assert client.node_updates == []
 
 
@@ -406,9 +440,12 @@ def test_an_allocation_salloc_made_shows_batch_flag_0() -> None:
     )
 
 
-def test_a_partition_update_says_where_partitions_are_changed() -> None:
-    """`scontrol update PartitionName=batch State=DOWN` listed the job keys it can update;
-    it now says partitions are hal.toml's and how to stop one."""
-    done = call(cluster(), "scontrol", "update", "PartitionName=batch", "State=DOWN")
-    assert done.rc == 1
-    assert "up = false" in done.err and "scontrol reconfigure" in done.err
+def test_a_partition_update_changes_the_partition() -> None:
+    """`scontrol update PartitionName=batch State=DOWN` was refused ("HAL's partitions are
+    hal.toml's"); it changes the partition at run time now, silently as Slurm's (session
+    49, ``hal.compat.scontrol_partition``)."""
+    c = cluster()
+    c.partition_list = [partition("batch")]
+    done = call(c, "scontrol", "update", "PartitionName=batch", "State=DOWN", "MaxTime=60")
+    assert (done.rc, done.out, done.err) == (0, "", "")
+    assert c.partition_updates == [("batch", {"state": "DOWN", "max_time_seconds": 3600})]

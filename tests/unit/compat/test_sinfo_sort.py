@@ -95,8 +95,9 @@ def test_node_view_sorts_by_the_list_given() -> None:
 
 
 def test_a_filter_leaves_every_partition_a_row() -> None:
-    """``sinfo -t alloc``: each partition with 0 nodes, ``n/a`` state and an empty list."""
-    assert call(cluster(), "sinfo", "-t", "alloc").lines == [
+    """``sinfo -t comp`` (no node completing): each partition with 0 nodes, ``n/a`` state
+    and an empty list, as Slurm 22.05.8 printed ``-t alloc`` with no node allocated."""
+    assert call(cluster(), "sinfo", "-t", "comp").lines == [
         "PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST",
         "debug*       up   infinite      0    n/a ",
         "zeta         up    1:00:00      0    n/a ",
@@ -109,7 +110,7 @@ def test_a_filter_leaves_every_partition_a_row() -> None:
         "gpu 0",
         "aaa 0",
     ]
-    assert call(cluster(), "sinfo", "-t", "alloc", "-S", "-P", "-h", "-o", "%R").lines == [
+    assert call(cluster(), "sinfo", "-t", "comp", "-S", "-P", "-h", "-o", "%R").lines == [
         "zeta",
         "gpu",
         "debug",
@@ -119,15 +120,17 @@ def test_a_filter_leaves_every_partition_a_row() -> None:
 
 def test_without_a_partition_column_a_filter_leaves_no_rows() -> None:
     """Slurm prints the empty rows only with ``%P`` or ``%R``: ``sinfo -t alloc -o
-    "%a %D"`` is its header alone, and ``-h -t down -o %D`` the one down node."""
-    assert call(cluster(), "sinfo", "-t", "alloc", "-o", "%a %D").lines == ["AVAIL NODES"]
+    "%a %D"`` with no node allocated (here ``-t comp``) is its header alone, and ``-h -t
+    down -o %D`` the one down node."""
+    assert call(cluster(), "sinfo", "-t", "comp", "-o", "%a %D").lines == ["AVAIL NODES"]
     assert call(cluster(), "sinfo", "-t", "down", "-h", "-o", "%D").lines == ["1"]
 
 
 def test_the_node_columns_of_an_empty_row() -> None:
-    """What Slurm 22.05.8 printed for ``sinfo -t alloc -o %all``'s node columns."""
+    """What Slurm 22.05.8 printed for ``sinfo -t alloc -o %all``'s node columns with no
+    node allocated (here ``-t comp``)."""
     fmt = "%P|%D|%N|%t|%T|%c|%m|%d|%w|%e|%O|%z|%X|%Y|%Z|%f|%b|%G|%E|%u|%U|%H|%A|%F|%C"
-    lines = call(cluster(), "sinfo", "-t", "alloc", "-p", "gpu", "-h", "-o", fmt).lines
+    lines = call(cluster(), "sinfo", "-t", "comp", "-p", "gpu", "-h", "-o", fmt).lines
     assert lines == [
         "gpu|0||n/a|n/a|0|0|0|0|0|0.00|0:0:0|0|0|0|(null)|(null)|(null)|none|root|root(0)"
         "|Unknown|0/0|0/0/0/0|0/0/0/0"

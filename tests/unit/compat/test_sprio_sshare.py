@@ -158,7 +158,9 @@ def test_sshare_indents_accounts_and_defaults_to_the_callers_rows() -> None:
     assert r.lines[0].split() == [
         "Account", "User", "RawShares", "NormShares", "RawUsage", "EffectvUsage", "FairShare",
     ]  # fmt: skip
-    assert r.lines[1] == " ".join("-" * w for w in (20, 10, 10, 11, 11, 13, 10))
+    # as Slurm 22.05.8's: Account's title to the left, a blank at each line's end
+    assert r.lines[0].startswith("Account                    User  RawShares")
+    assert r.lines[1] == " ".join("-" * w for w in (20, 10, 10, 11, 11, 13, 10)) + " "
     assert r.lines[2].startswith("root ") and r.lines[2].split() == [
         "root",
         "1.000000",
@@ -176,8 +178,9 @@ def test_sshare_all_long_and_parsable() -> None:
     assert client.share_calls[-1] == {"users": None, "accounts": ["physics"]}
     assert r.lines[0] == (
         "Account|User|RawShares|NormShares|RawUsage|NormUsage|EffectvUsage|FairShare|LevelFS"
+        "|GrpTRESMins|TRESRunMins"
     )
-    assert r.lines[3] == "physics|alice|1|0.500000|800|0.250000|0.250000|0.574349|"
+    assert r.lines[3] == "physics|alice|1|0.500000|800|0.250000|0.250000|0.574349|||"
 
 
 def test_hal_prio_is_sprio(capsys: pytest.CaptureFixture[str]) -> None:

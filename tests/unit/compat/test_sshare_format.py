@@ -63,19 +63,21 @@ def test_format_picks_fields_and_widths() -> None:
     assert r.rc == 0, r.err
     tres = "cpu=120,mem=245760,node=1,billing=120,gres/gpu=0"
     assert r.lines == [
-        "             Account   User    RawUsage " + "TRESRunMins".rjust(48),
-        "-------------------- ------ ----------- " + "-" * 48,
-        "root                               1200 " + tres,
-        " physics                           1200 " + tres,
-        "  physics             alice         800 " + tres,
+        "Account                User    RawUsage " + "TRESRunMins".rjust(48) + " ",
+        "-------------------- ------ ----------- " + "-" * 48 + " ",
+        "root                               1200 " + tres + " ",
+        " physics                           1200 " + tres + " ",
+        "  physics             alice         800 " + tres + " ",
         "  physics               bob         400 "
-        + "cpu=0,mem=0,node=0,billing=0,gres/gpu=0".rjust(48),
+        + "cpu=0,mem=0,node=0,billing=0,gres/gpu=0".rjust(48)
+        + " ",
     ]
 
 
 def test_a_value_too_long_is_cut_with_a_plus() -> None:
     r = call(ShareClient(), "sshare", "-a", "-n", "--format=User,TRESRunMins")
-    assert r.lines[2] == "     alice cpu=120,mem=245760,+"
+    # TRESRunMins is 30 wide, as in Slurm 22.05.8's sshare -l
+    assert r.lines[2] == "     alice cpu=120,mem=245760,node=1,bil+ "
 
 
 def test_format_parsable_with_every_field() -> None:

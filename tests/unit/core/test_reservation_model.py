@@ -177,3 +177,27 @@ def test_blocking_lists_the_windows_meeting_a_run() -> None:
     assert [r.name for r in blocking([a, b], 0, 150)] == ["a"]
     assert [r.name for r in blocking([a, b], 150, math.inf)] == ["a", "b"]
     assert blocking([a, b], 200, 300) == []
+
+
+def test_weekday_and_weekend_skip_the_other_days() -> None:
+    """``Flags=WEEKDAY``/``WEEKEND`` (Slurm 22.05.8, session 49): after the first window,
+    which stays where it was given, the next daily window starting Monday to Friday
+    (Saturday or Sunday). Noon UTC keeps the weekday the same in any time zone."""
+    import calendar
+
+    from hal.core.reservation import flag_words, read_flags
+
+    friday = float(calendar.timegm((2026, 11, 27, 12, 0, 0)))
+    day = 86_400.0
+
+    def resv(flags: str) -> Reservation:
+        found, purge = read_flags(flags)
+        return Reservation("w", friday, friday + 3600, ("n1",), flags=found, purge_after=purge)
+
+    weekday, weekend = resv("WEEKDAY"), resv("WEEKEND,PURGE_COMP=60")
+    assert weekday.window_at(friday)[0] == friday
+    assert weekday.window_at(friday + 3600)[0] == friday + 3 * day  # Monday
+    assert weekend.window_at(friday + 3600)[0] == friday + day  # Saturday
+    assert weekend.window_at(friday + day + 3600)[0] == friday + 2 * day  # Sunday
+    assert weekend.window_at(friday + 2 * day + 3600)[0] == friday + 8 * day
+    assert flag_words(weekend) == ["WEEKEND", "PURGE_COMP=60"]

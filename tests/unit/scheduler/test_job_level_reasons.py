@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hal.core.states import JobState
+from hal.core.states import JobState, PartitionState
 from hal.core.states import PendingReason as R
 from hal.scheduler.framework import Scheduler
 from hal.testing import (
@@ -31,6 +31,12 @@ CASES: list[tuple[str, JobBuilder, R | None]] = [
     ("--begin exactly now is fine", J(1).begin(NOW), None),
     ("partition down", J(1).partition("down"), R.PARTITION_DOWN),
     (
+        "partition inactive (scontrol update State=INACTIVE)",
+        J(1).partition("inactive"),
+        R.PARTITION_INACTIVE,
+    ),
+    ("a drained partition still starts its queued jobs", J(1).partition("drain"), None),
+    (
         "time limit above the partition max",
         J(1).partition("short").limit(7200),
         R.PARTITION_TIME_LIMIT,
@@ -55,7 +61,9 @@ def _cluster() -> ClusterBuilder:
         cluster(NOW)
         .nodes(make_node("a"), make_node("b"))
         .partition("batch", default=True)
-        .partition("down", up=False)
+        .partition("down", state=PartitionState.DOWN)
+        .partition("inactive", state=PartitionState.INACTIVE)
+        .partition("drain", state=PartitionState.DRAIN)
         .partition("short", max_time_s=3600)
         .partition("small", max_nodes=1)
     )

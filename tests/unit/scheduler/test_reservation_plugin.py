@@ -12,7 +12,7 @@ from hal.scheduler.framework import ClusterSnapshot, PassContext
 from hal.scheduler.framework.explain import diagnose
 from hal.scheduler.framework.runtime import WillRunResult
 from hal.scheduler.plugins import build_scheduler, default_registry
-from hal.testing import cluster, make_job
+from hal.testing import cluster, make_job, make_node
 from hal.testing.builders import JobBuilder
 from hal.testing.harness import placed_nodes, reasons
 
@@ -189,3 +189,29 @@ def test_a_job_without_account_uses_its_users_default_account() -> None:
     plan = scheduler.schedule(snap(alice, bob, r=(r,)))
     assert placed_nodes(plan) == {1: (N1,)}
     assert reasons(plan) == {2: PendingReason.RESERVATION}
+
+
+def test_maintenance_is_the_reason_when_only_its_nodes_would_do() -> None:
+    """Slurm 22.05.8 gives ``ReqNodeNotAvail, Reserved for maintenance`` to a job that
+    only a MAINT reservation keeps from running: ``-c 4`` where only the reserved node
+    has 4 CPUs, ``-w`` naming it. HAL said ``Resources`` (the resource filter, after
+    this one, made the count fall short) and ``Priority`` (an admin's run, session 49)."""
+    s = cluster(NOW).nodes(make_node(N1).cpus(4), make_node(N2).cpus(2))
+    wide = make_job(1).cpus(4).user("bob").limit(60)
+    named = make_job(2).cpus(1).user("bob").limit(60).nodelist(N1)
+    snapshot = dataclasses.replace(
+        s.pending(wide, named).build(), reservations=(resv(flags=parse_flags("MAINT")),)
+    )
+    plan = SCHED.schedule(snapshot)
+    maint = PendingReason.RESERVED_FOR_MAINTENANCE
+    assert reasons(plan) == {1: maint, 2: maint}
+
+
+def test_a_job_short_of_resources_anyway_keeps_reason_resources() -> None:
+    busy = tuple(
+        make_job(9 + i).cpus(2).user("carol").limit(6000).running_on(n).build()
+        for i, n in enumerate((N1, N2))
+    )
+    r = resv(flags=parse_flags("MAINT"))
+    plan = SCHED.schedule(snap(make_job(1).cpus(4).user("bob").limit(60), r=(r,), running=busy))
+    assert reasons(plan) == {1: PendingReason.RESOURCES}

@@ -89,7 +89,7 @@ def partition(info: PartitionInfo, cpus: int, cluster: str) -> dict[str, object]
             "allowed_allocation": "",
         },
         "cpus": {"total": cpus, "task_binding": 0},
-        "partition": {"state": ["UP"] if info.up else ["DOWN"]},
+        "partition": {"state": [info.state]},  # UP, DOWN, DRAIN, INACTIVE
         "priority": {"tier": info.priority_tier, "job_factor": 1},
         "maximums": {
             "time": minutes(info.max_time_seconds),

@@ -9,7 +9,8 @@ sees is that of the first plugin that objects)::
 
     priority       QueueSort  priority desc, submit time, id
     hold           PreFilter  JobHeldAdmin / JobHeldUser / BeginTime
-    partition      PreFilter  PartitionDown / PartitionTimeLimit / PartitionNodeLimit
+    partition      PreFilter  PartitionDown / PartitionInactive / PartitionTimeLimit /
+                              PartitionNodeLimit
                    Filter     the partition's nodes
     dependency     PreFilter  Dependency / DependencyNeverSatisfied (+ Termination)
                    Reserve    singleton bookkeeping
@@ -24,7 +25,8 @@ sees is that of the first plugin that objects)::
     noderesources  PreFilter  BadConstraints / ReqNodeNotAvail (static mask per key)
                    Filter     cpus, memory, gpus, exclusive → Resources
                    Score      best fit
-    exclusiveuser  Filter     --exclusive=user: off nodes other users' jobs hold, and
+    exclusiveuser  PreFilter  SKIP unless the job or a job holding a node has --exclusive=user
+                   Filter     --exclusive=user: off nodes other users' jobs hold, and
                               every job off nodes other users' such jobs hold → Resources
                    Reserve    who holds each node, for the next job of the pass
 

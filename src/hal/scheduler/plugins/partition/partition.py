@@ -8,7 +8,7 @@ the limit as the reason, because an operator may raise the limit.
 from __future__ import annotations
 
 from hal.core.job import Job
-from hal.core.states import PendingReason
+from hal.core.states import PartitionState, PendingReason
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
 from hal.scheduler.framework.interfaces import FilterResult
@@ -30,10 +30,13 @@ class PartitionLimits:
             return unresolvable(
                 PendingReason.BAD_CONSTRAINTS, f"partition {job.partition!r} does not exist", NAME
             )
-        if not part.up:
-            return unschedulable(
-                PendingReason.PARTITION_DOWN, f"partition {part.name} is down", NAME
+        if not part.state.starts_jobs:  # DOWN or INACTIVE: its queued jobs wait
+            reason = (
+                PendingReason.PARTITION_DOWN
+                if part.state is PartitionState.DOWN
+                else PendingReason.PARTITION_INACTIVE
             )
+            return unschedulable(reason, f"partition {part.name} is {part.state.lower()}", NAME)
         limit = job.time_limit_s
         if part.max_time_s and (limit == 0 or limit > part.max_time_s):
             asked = "unlimited" if limit == 0 else f"{limit}s"

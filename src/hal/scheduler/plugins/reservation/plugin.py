@@ -6,7 +6,10 @@
   never fits, and the server refuses one at submit).
 * Any other job may not use a node of a reservation whose window meets the job's run,
   ``[start, start + time limit)``; an unlimited job meets every later window (Filter:
-  ``Resources``, or ``ReqNodeNotAvail, Reserved for maintenance`` for ``MAINT``).
+  ``Resources``, or ``ReqNodeNotAvail, Reserved for maintenance`` when a ``MAINT``
+  reservation is what keeps it from running: its ``--nodelist`` names a node of it, or
+  enough nodes have the job's resources free but too few outside it. Slurm 22.05.8 says
+  so then; were the nodes short anyway, the reason stays ``Resources``).
 
 The run starts at ``ctx.now``, or at the instant backfill is planning for
 (``framework.backfill.PLAN_START``), so backfill never plans a job into a window it may
@@ -150,6 +153,8 @@ class Reservations:
         found = results.get((t0, t1))
         if found is None:
             found = results[(t0, t1)] = self._outside(ctx, t0, t1)
+        if found.reason is PendingReason.RESERVED_FOR_MAINTENANCE:
+            return _maintenance(ctx, job, request, found)
         return found
 
     def _outside(self, ctx: PassContext, t0: float, t1: float) -> FilterResult:
@@ -166,6 +171,27 @@ class Reservations:
             return FilterResult(allowed)
         reason = PendingReason.RESERVED_FOR_MAINTENANCE if maintenance else PendingReason.RESOURCES
         return FilterResult(allowed, reason, f"reserved ({', '.join(names)})")
+
+
+def _maintenance(
+    ctx: PassContext, job: Job, request: NodeRequest, outside: FilterResult
+) -> FilterResult:
+    """``outside`` (the nodes of no reservation in the way, a MAINT one among those)
+    with the reason Slurm gives: the maintenance one when it is the cause, so this
+    filter is where the count falls short (the later resource filter would say
+    ``Resources``); ``Resources`` when the nodes are short without it too."""
+    reason = PendingReason.RESERVED_FOR_MAINTENANCE
+    required = job.spec.nodelist
+    if required and not outside.feasible[ctx.nodes.names_mask(required)].all():
+        return FilterResult(np.zeros(len(ctx.nodes), dtype=np.bool_), reason, outside.message)
+    # (judged in the job's partition, as the partition filter before this one does)
+    free = fits(ctx.nodes, request) & ctx.nodes.partition_mask(job.partition)
+    usable = outside.feasible & free
+    if np.count_nonzero(usable) >= request.n_nodes:
+        return outside
+    if np.count_nonzero(free) < request.n_nodes:
+        reason = PendingReason.RESOURCES
+    return FilterResult(usable, reason, outside.message)
 
 
 def new(args: PluginArgs, policy: PriorityPolicy | None = None) -> Reservations:
