@@ -162,6 +162,18 @@ CLOSING_CLIENT = textwrap.dedent(
 )
 
 
+def _client(script: str, server: LiveServer, gate: Path) -> subprocess.Popen[str]:
+    """A client program (``script``) in a process of its own, as a user runs one."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.Popen(
+        [sys.executable, "-c", script, server.url, server.token, str(gate)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
 def test_ctrl_c_while_the_block_closes_cancels_the_session(
     hc: HtcClient, server: LiveServer, tmp_path: Path
 ) -> None:
@@ -169,14 +181,7 @@ def test_ctrl_c_while_the_block_closes_cancels_the_session(
     left CLOSED with no client, its worker holding its CPU until the broker's grace (300
     s by default) ended it LOST. It is cancelled, as Ctrl-C elsewhere in the block does."""
     gate = tmp_path / "gate"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    client = subprocess.Popen(
-        [sys.executable, "-c", CLOSING_CLIENT, server.url, server.token, str(gate)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    client = _client(CLOSING_CLIENT, server, gate)
     try:
         assert client.stdout is not None
         session_id = client.stdout.readline().strip()
@@ -217,14 +222,7 @@ def test_sigterm_to_a_client_in_its_block_cancels_the_session_at_once(
     (measured: 25.4 s with a grace of 20 s; 300 s by default) before it ended LOST. It
     is cancelled as Ctrl-C does, and the client exits 143, as a shell reports SIGTERM."""
     gate = tmp_path / "gate"  # never created: the task waits for ever
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    client = subprocess.Popen(
-        [sys.executable, "-c", BLOCK_CLIENT, server.url, server.token, str(gate)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    client = _client(BLOCK_CLIENT, server, gate)
     try:
         assert client.stdout is not None
         session_id = client.stdout.readline().strip()

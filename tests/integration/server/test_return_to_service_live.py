@@ -7,8 +7,10 @@ session 49)."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,26 @@ def _sinfo(capsys: pytest.CaptureFixture[str]) -> str:
     capsys.readouterr()
     assert run("sinfo", ["-N", "-h", "-o", "%t|%E"]) == 0
     return capsys.readouterr().out.strip()
+
+
+@contextlib.contextmanager
+def _one_node(
+    setting: int,
+    where: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> Iterator[tuple[LiveServer, subprocess.Popen[bytes]]]:
+    """A live server with ``return_to_service = setting`` and node1's agent up."""
+    overrides = {**TIMEOUTS, "return_to_service": setting}
+    with LiveServer(where, config_overrides=overrides) as live:
+        monkeypatch.setenv("HAL_URL", live.url)
+        monkeypatch.setenv("HAL_TOKEN", live.token)
+        agent = live.start_agent("node1", cpus=1)
+        wait_until(lambda: _sinfo(capsys) == "idle|none", message="the agent up")
+        try:
+            yield live, agent
+        finally:
+            live.end_fork_servers()
 
 
 def _kill_and_restart(
@@ -48,12 +70,7 @@ def test_a_node_back_from_not_responding(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    overrides = {**TIMEOUTS, "return_to_service": setting}
-    with LiveServer(tmp_path, config_overrides=overrides) as live:
-        monkeypatch.setenv("HAL_URL", live.url)
-        monkeypatch.setenv("HAL_TOKEN", live.token)
-        agent = live.start_agent("node1", cpus=1)
-        wait_until(lambda: _sinfo(capsys) == "idle|none", message="the agent up")
+    with _one_node(setting, tmp_path, monkeypatch, capsys) as (live, agent):
         again = _kill_and_restart(live, agent, capsys)
         try:
             assert _sinfo(capsys) == after
@@ -62,7 +79,6 @@ def test_a_node_back_from_not_responding(
                 wait_until(lambda: _sinfo(capsys) == "idle|none", timeout=5, message="resumed")
         finally:
             stop_process(again)
-            live.end_fork_servers()
 
 
 @pytest.mark.parametrize(
@@ -82,12 +98,7 @@ def test_an_operators_down_over_an_agent_restart(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    overrides = {**TIMEOUTS, "return_to_service": setting}
-    with LiveServer(tmp_path, config_overrides=overrides) as live:
-        monkeypatch.setenv("HAL_URL", live.url)
-        monkeypatch.setenv("HAL_TOKEN", live.token)
-        agent = live.start_agent("node1", cpus=1)
-        wait_until(lambda: _sinfo(capsys) == "idle|none", message="the agent up")
+    with _one_node(setting, tmp_path, monkeypatch, capsys) as (live, agent):
         if drained:
             drain = ["update", "nodename=node1", "state=drain", "reason=first"]
             assert run("scontrol", drain) == 0
@@ -104,4 +115,3 @@ def test_an_operators_down_over_an_agent_restart(
                 assert _sinfo(capsys) == after
         finally:
             stop_process(again)
-            live.end_fork_servers()
