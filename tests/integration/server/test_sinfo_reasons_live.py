@@ -5,6 +5,7 @@ leaves the list."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
@@ -44,7 +45,7 @@ def test_an_administrators_drain_is_listed_by_sinfo_r(
             long = command("sinfo", "-R", "-h", "-o", "%U|%t|%N")
             assert long == [f"{user_field('admin')}|drain|node1"]
             config = command("scontrol", "show", "config")
-            assert f"SlurmUser               = {server_user()}" in config
+            assert f"SlurmUser               = {server_user()}({os.geteuid()})" in config
 
             command("scontrol", "update", "NodeName=node1", "State=RESUME")
             assert command("sinfo", "-R", "-h") == []
