@@ -51,6 +51,23 @@ from hal.scheduler.plugins.multifactor import (
 )
 from hal.state.cluster import Cluster
 from hal.state.suspension import SUSPENDED_AT
+from hal.wire.priority import PriorityWeightsInfo
+
+
+def weights_info(policy: PriorityPolicy) -> PriorityWeightsInfo:
+    """``policy`` as sprio's header and ``scontrol show config`` show it."""
+    return PriorityWeightsInfo(
+        age=policy.weight_age,
+        fairshare=policy.weight_fairshare,
+        job_size=policy.weight_job_size,
+        partition=policy.weight_partition,
+        qos=policy.weight_qos,
+        max_age_seconds=policy.max_age_s,
+        favor_small=policy.favor_small,
+        decay_half_life_seconds=policy.decay_half_life_s,
+        calc_period_seconds=policy.calc_period_s,
+    )
+
 
 log = logging.getLogger("hal.priority")
 HISTORY_PAGE = 5_000

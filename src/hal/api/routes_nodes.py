@@ -16,6 +16,7 @@ from hal.api.auth import new_token, token_hash
 from hal.api.cloud_nodes import cloud_nodes, cloud_of, cluster_nodes, one_node
 from hal.api.context import ServerContext, admin_dep, caller_dep, context_dep
 from hal.api.convert import node_info, partition_info, topology_info
+from hal.api.priority import weights_info
 from hal.core.errors import Conflict, InvalidRequest, NotFound
 from hal.core.job import licenses_held
 from hal.core.slurm_syntax import compress_hostlist, expand_hostlist
@@ -30,7 +31,6 @@ from hal.wire.nodes import (
     NodeList,
     NodeUpdate,
     PartitionList,
-    PriorityConfig,
     Reconfigured,
     TopologyInfo,
     UserCreated,
@@ -129,19 +129,7 @@ async def show_config(request: Request, ctx: Ctx, _caller: Who) -> ClusterConfig
         },
         node_timeout_seconds=cfg.node_timeout_seconds,
         return_to_service=cfg.return_to_service,
-        priority=None
-        if not prio.enabled
-        else PriorityConfig(
-            weight_age=prio.weight_age,
-            weight_fairshare=prio.weight_fairshare,
-            weight_job_size=prio.weight_job_size,
-            weight_partition=prio.weight_partition,
-            weight_qos=prio.weight_qos,
-            decay_half_life_seconds=prio.decay_half_life_s,
-            max_age_seconds=prio.max_age_s,
-            calc_period_seconds=prio.calc_period_s,
-            favor_small=prio.favor_small,
-        ),
+        priority=None if not prio.enabled else weights_info(prio),
         preempt_type=cfg.preemption.type.value,
         preempt_mode=cfg.preemption.mode.value,
         preempt_exempt_seconds=cfg.preemption.exempt_time_s,

@@ -12,7 +12,7 @@ from hal.api.associations import association_list
 from hal.api.context import ServerContext, caller_dep, context_dep
 from hal.api.explain import explain, priority_info, share_info
 from hal.api.limits import limit_list
-from hal.api.priority import PriorityService
+from hal.api.priority import PriorityService, weights_info
 from hal.api.tres_run import tres_run_minutes
 from hal.core.errors import Conflict, NotFound
 from hal.core.job import Job
@@ -24,7 +24,6 @@ from hal.wire.priority import (
     ExplainInfo,
     LimitList,
     PriorityList,
-    PriorityWeightsInfo,
     ShareList,
 )
 
@@ -77,19 +76,7 @@ async def priorities(
         )
 
     rows = [priority_info(p) for p in service.pending(wanted)]
-    policy = service.policy
-    weights = PriorityWeightsInfo(
-        age=policy.weight_age,
-        fairshare=policy.weight_fairshare,
-        job_size=policy.weight_job_size,
-        partition=policy.weight_partition,
-        qos=policy.weight_qos,
-        max_age_seconds=policy.max_age_s,
-        favor_small=policy.favor_small,
-        decay_half_life_seconds=policy.decay_half_life_s,
-        calc_period_seconds=policy.calc_period_s,
-    )
-    return PriorityList(plugin=MULTIFACTOR, weights=weights, jobs=rows)
+    return PriorityList(plugin=MULTIFACTOR, weights=weights_info(service.policy), jobs=rows)
 
 
 @router.post("/priority/top")

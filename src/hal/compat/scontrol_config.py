@@ -27,7 +27,8 @@ from __future__ import annotations
 import time
 
 from hal.compat.formats import SLURM_COMPAT_VERSION, duration_long, timestamp
-from hal.wire.nodes import ClusterConfig, PriorityConfig
+from hal.wire.nodes import ClusterConfig
+from hal.wire.priority import PriorityWeightsInfo
 
 # Slurm 22.05.8's order of the keys HAL prints (mostly alphabetical, not quite:
 # PreemptExemptTime after PreemptType, PriorityType after PriorityMaxAge, SlurmUser
@@ -77,7 +78,7 @@ _PREEMPT_TYPES = {
 }
 
 
-def _priority(p: PriorityConfig | None) -> dict[str, str]:
+def _priority(p: PriorityWeightsInfo | None) -> dict[str, str]:
     """priority/multifactor's keys; priority/basic (no ``[priority]``) has only its type,
     as Slurm prints no multifactor keys for it."""
     if p is None:
@@ -88,12 +89,12 @@ def _priority(p: PriorityConfig | None) -> dict[str, str]:
         "PriorityCalcPeriod": duration_long(int(p.calc_period_seconds)),
         "PriorityFavorSmall": "Yes" if p.favor_small else "No",
         "PriorityMaxAge": duration_long(int(p.max_age_seconds)),
-        "PriorityWeightAge": str(p.weight_age),
+        "PriorityWeightAge": str(p.age),
         "PriorityWeightAssoc": "0",  # HAL has no association factor
-        "PriorityWeightFairShare": str(p.weight_fairshare),
-        "PriorityWeightJobSize": str(p.weight_job_size),
-        "PriorityWeightPartition": str(p.weight_partition),
-        "PriorityWeightQOS": str(p.weight_qos),
+        "PriorityWeightFairShare": str(p.fairshare),
+        "PriorityWeightJobSize": str(p.job_size),
+        "PriorityWeightPartition": str(p.partition),
+        "PriorityWeightQOS": str(p.qos),
         "PriorityWeightTRES": "(null)",  # nor TRES weights: Slurm's value when unset
     }
 

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import ConfigDict, Field, model_validator
 
 from hal.wire.base import WireModel
+from hal.wire.priority import PriorityWeightsInfo
 
 
 class NodeInfo(WireModel):
@@ -135,20 +136,6 @@ class UserCreated(WireModel):
     nodes: str = ""
 
 
-class PriorityConfig(WireModel):
-    """``[priority]`` as ``scontrol show config`` shows it (Slurm's multifactor keys)."""
-
-    weight_age: int = 0
-    weight_fairshare: int = 0
-    weight_job_size: int = 0
-    weight_partition: int = 0
-    weight_qos: int = 0
-    decay_half_life_seconds: float = 7 * 86_400.0  # 0: usage never decays
-    max_age_seconds: float = 7 * 86_400.0
-    calc_period_seconds: float = 60.0
-    favor_small: bool = False
-
-
 class ClusterConfig(WireModel):
     """The settings tools read (``scontrol show config``, ``hal.compat.scontrol_config``).
     The fields with defaults came later: a client reading an older server's answer
@@ -163,7 +150,7 @@ class ClusterConfig(WireModel):
     settings: dict[str, str] = Field(default_factory=dict)
     node_timeout_seconds: float | None = None  # Slurm's SlurmdTimeout
     return_to_service: int | None = None  # Slurm's ReturnToService (0, 1, 2)
-    priority: PriorityConfig | None = None  # None: priority/basic (no [priority])
+    priority: PriorityWeightsInfo | None = None  # None: priority/basic (no [priority])
     preempt_type: str = "off"  # off, qos, partition_prio (hal.core.preemption)
     preempt_mode: str = "requeue"  # requeue, cancel, suspend
     preempt_exempt_seconds: float = 0.0

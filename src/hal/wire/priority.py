@@ -42,15 +42,18 @@ class JobPriorityInfo(WireModel):
 
 
 class PriorityWeightsInfo(WireModel):
-    age: int
-    fairshare: int
-    job_size: int
-    partition: int
-    qos: int
-    max_age_seconds: float
-    favor_small: bool
-    decay_half_life_seconds: float
-    calc_period_seconds: float
+    """``[priority]``'s multifactor settings, as sprio's header and ``scontrol show
+    config`` show them."""
+
+    age: int = 0
+    fairshare: int = 0
+    job_size: int = 0
+    partition: int = 0
+    qos: int = 0
+    max_age_seconds: float = 7 * 86_400.0
+    favor_small: bool = False
+    decay_half_life_seconds: float = 7 * 86_400.0  # 0: usage never decays
+    calc_period_seconds: float = 60.0
 
 
 class PriorityList(WireModel):

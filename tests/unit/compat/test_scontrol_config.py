@@ -4,7 +4,8 @@ session 49): Slurm's keys in Slurm's order, and only keys whose value HAL honour
 from __future__ import annotations
 
 from hal.compat.scontrol_config import ORDER, config_lines
-from hal.wire.nodes import ClusterConfig, PriorityConfig
+from hal.wire.nodes import ClusterConfig
+from hal.wire.priority import PriorityWeightsInfo
 
 NOW = 1_795_885_281.0
 
@@ -49,7 +50,7 @@ def test_the_node_timeout_is_slurmd_timeout_and_the_wrong_keys_are_gone() -> Non
 
 
 def test_keys_come_in_slurms_order_with_its_padding() -> None:
-    lines = config_lines(config(priority=PriorityConfig(weight_age=1000)), NOW)
+    lines = config_lines(config(priority=PriorityWeightsInfo(age=1000)), NOW)
     keys = [line.split()[0] for line in lines[1:]]
     assert keys == sorted(keys, key=ORDER.index)
     # Slurm 22.05.8's order is not quite alphabetical
@@ -63,7 +64,7 @@ def test_priority_multifactor_shows_its_weights_and_basic_only_its_type() -> Non
     basic = pairs(config())
     assert basic["PriorityType"] == "priority/basic"
     assert not [k for k in basic if k.startswith("PriorityWeight")]
-    prio = PriorityConfig(weight_age=1000, weight_job_size=100, weight_partition=1000)
+    prio = PriorityWeightsInfo(age=1000, job_size=100, partition=1000)
     multi = pairs(config(priority=prio))
     assert multi["PriorityType"] == "priority/multifactor"
     assert multi["PriorityWeightAge"] == "1000"
