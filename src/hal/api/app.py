@@ -29,7 +29,7 @@ from hal.api import (
     routes_steps,
     slurmrest,
 )
-from hal.api.context import ServerContext
+from hal.server.services import Services
 
 # FastAPI (0.16x) hands pydantic (>= 2.12) a plain ``Field(alias=<parameter name>)`` for a
 # request body read whole; pydantic warns that the alias has no effect there, which is
@@ -41,7 +41,7 @@ warnings.filterwarnings(
 
 
 def create_app(
-    ctx: ServerContext,
+    ctx: Services,
     *,
     on_start: Callable[[], Awaitable[None]] | None = None,
     on_stop: Callable[[], Awaitable[None]] | None = None,

@@ -81,9 +81,9 @@ def _server(
 ) -> HalServer:
     """The control plane; a scheduler profile it cannot build is named as a mistake in
     the configuration file (exit 2, ``FILE: scheduler.FIELD: ...``) like any other."""
-    from hal.api.profile import config_error
     from hal.api.server import HalServer
     from hal.scheduler.framework import ProfileError
+    from hal.server.profile import config_error
 
     # what `scontrol reconfigure` and SIGHUP re-read: --config, else DATA_DIR/hal.toml
     path = Path(ns.config) if ns.config else data_dir / "hal.toml"
@@ -107,8 +107,8 @@ def _local_tokens(db_url: str, url: str) -> str:
     new one); return a new agent token for this run's agents: whatever reads an agent's
     environment (a job of the same Unix user) gets the agent channel, not the
     administrator's rights."""
-    from hal.api.auth import token_hash
-    from hal.api.server import agent_token, ensure_user, reset_token
+    from hal.server.auth import token_hash
+    from hal.server.users import agent_token, ensure_user, reset_token
     from hal.state.store import SqlStateStore
 
     user = getpass.getuser()
@@ -130,7 +130,8 @@ def _local_tokens(db_url: str, url: str) -> str:
 
 
 def cmd_up(ns: argparse.Namespace) -> int:
-    from hal.api.server import listen_socket, sqlite_url
+    from hal.api.server import listen_socket
+    from hal.server.control_plane import sqlite_url
 
     data_dir = Path(ns.data_dir).expanduser() if ns.data_dir else default_data_dir()
     port = ns.port or DEFAULT_PORT
@@ -295,7 +296,8 @@ def _banner(url: str, data_dir: Path, agents: int) -> None:
 
 
 def cmd_server(ns: argparse.Namespace) -> int:
-    from hal.api.server import listen_socket, sqlite_url
+    from hal.api.server import listen_socket
+    from hal.server.control_plane import sqlite_url
 
     data_dir = Path(ns.data_dir).expanduser() if ns.data_dir else default_data_dir()
     db_url = ns.db or sqlite_url(_state_dir(data_dir))
@@ -321,7 +323,7 @@ def cmd_server(ns: argparse.Namespace) -> int:
 
 def _prepare_database(db_url: str, init_admin: str | None) -> str | None:
     """Check that the database serves and create ``init_admin``: its token, if new."""
-    from hal.api.server import ensure_user
+    from hal.server.users import ensure_user
     from hal.state.store import SqlStateStore
 
     store = SqlStateStore(db_url)

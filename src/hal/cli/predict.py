@@ -17,7 +17,7 @@ from hal.core.errors import InvalidRequest
 
 PREDICTORS = ("user", "avg2", "learned")
 # the runs read from the server by default: the last ones, as many as its predictor
-# replays at start-up (``hal.api.predictions.HISTORY_LIMIT``)
+# replays at start-up (``hal.server.predictions.HISTORY_LIMIT``)
 SERVER_HISTORY = 50_000
 PAGE = 5000  # runs per request (the server's largest page)
 

@@ -120,7 +120,7 @@ class PartitionConfig:
 @dataclass(frozen=True, slots=True)
 class DataConfig:
     """``[data]``: where the HAL cache's control plane is and how the server uses it
-    (``hal.api.data.DataService``). ``weight`` None: the datalocality plugin's default
+    (``hal.server.data.DataService``). ``weight`` None: the datalocality plugin's default
     (``hal.scheduler.plugins.DATA_WEIGHT``; the config plane does not import plugins)."""
 
     cache_url: str

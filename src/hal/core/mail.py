@@ -1,7 +1,7 @@
 """Job mail as Slurm's slurmctld sends it: ``--mail-type`` flags, the subject line and the
 environment its MailProg gets.
 
-Pure: ``hal.api.job_mail`` decides when a mail is due and ``hal.api.mail_program``
+Pure: ``hal.server.job_mail`` decides when a mail is due and ``hal.server.mail_program``
 runs the program. The words are
 Slurm's (``slurmctld/agent.c``: ``_mail_type_str``, ``_set_job_time``,
 ``_set_job_term_info``, ``mail_job_info``; ``print_mail_type`` and ``parse_mail_type``

@@ -8,14 +8,13 @@ Owns:
                 derived from the job (``traceids``) so ``TRACEPARENT`` is stable;
 - ``logging``   JSON logs (structlog over stdlib) carrying job id, node and trace id;
 - ``alerts``    the built-in rule evaluator and its webhook notifier;
-- ``routes``    ``/metrics``, ``/v1/alerts``, ``/v1/observe/*``, job output, ``/ui``;
-- ``plane``     ``ObservePlane``: wires the above into a running ``HalServer``.
+- ``plane``     ``ObservePlane``: wires the above into a running control plane;
+- ``dashboard`` the dashboard's static files, served with ``/metrics`` and
+                ``/v1/observe/*`` by the HTTP edge (``hal.api.routes_observe``).
 
 May import ``hal.core``, ``hal.config``, ``hal.state``, ``hal.scheduler`` and
-``hal.core.filenames`` (pure output-path rules). Only ``routes`` imports ``hal.api``
-(``hal.api.context``: the API's one authentication path), and only when
-``ObservePlane.install`` mounts it, so ``hal.api.server`` can import ``plane`` without a
-cycle. Nothing here runs per job inside the scheduler pass.
+``hal.core.filenames`` (pure output-path rules); never ``hal.api`` or ``hal.server``.
+Nothing here runs per job inside the scheduler pass.
 
 Nothing is imported here on purpose: ``hal.state.launch`` imports ``traceids`` and must
 not pull in prometheus-client or OpenTelemetry.

@@ -1,6 +1,6 @@
 """The ``hal_cloud_*`` series: the autoscaler's nodes by group and state, what it made,
 removed and failed to start, and what its running nodes cost an hour. Read from
-``hal.api.cloud.CloudService.status`` at each scrape; nothing without [cloud] groups."""
+``hal.server.cloud.CloudService.status`` at each scrape; nothing without [cloud] groups."""
 
 from __future__ import annotations
 

@@ -208,10 +208,10 @@ class HalMetrics:
         # The HTC broker's last report (``hal.htc.rest.HtcStats`` as a dict), set by the
         # /v1/htc router; None while no broker runs.
         self.htc_stats: Callable[[], Mapping[str, Any] | None] = lambda: None
-        # The data service's counters (``hal.api.data.DataService.status``), set by the
+        # The data service's counters (``hal.server.data.DataService.status``), set by the
         # server when hal.toml has a [data] table; None: no hal_data_* series.
         self.data_stats: Callable[[], Mapping[str, Any] | None] = lambda: None
-        # the autoscaler's state (``hal.api.cloud.CloudService.status``), set by the
+        # the autoscaler's state (``hal.server.cloud.CloudService.status``), set by the
         # server when hal.toml has [cloud] groups; None: no hal_cloud_* series
         self.cloud_stats: Callable[[], CloudStatus | None] = lambda: None
         # the artifact registry (set by the server); None: no hal_artifact_* series
@@ -560,7 +560,7 @@ def _node_flags(
     return gauge
 
 
-# -- data plane (hal.api.data) --------------------------------------------------------------
+# -- data plane (hal.server.data) --------------------------------------------------------------
 def _data_metrics(stats: Mapping[str, Any] | None) -> Iterable[Metric]:
     """Pre-staging results, bytes staged into leaf caches, and the data view's age (a
     view older than a few refresh intervals means the cache control plane is unreachable

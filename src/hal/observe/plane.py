@@ -22,8 +22,6 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from fastapi import FastAPI
-
 from hal.config.model import HalConfig
 from hal.core.clock import Clock
 from hal.core.errors import Unavailable
@@ -36,7 +34,7 @@ from hal.observe.config import ObserveConfig
 from hal.observe.diag import Counted
 from hal.observe.metrics import HalMetrics, instrumented_decide
 from hal.observe.outputrelay import OutputRelay
-from hal.observe.rpc_stats import CountRequests, RequestCounts
+from hal.observe.rpc_stats import RequestCounts
 from hal.observe.tracing import JobTracer
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.scheduler.service import CycleStats, PassRunner, SchedulerService
@@ -134,13 +132,6 @@ class ObservePlane:
 
     def attach(self, service: SchedulerService) -> None:
         service.on_cycle.append(self._on_cycle)
-
-    def install(self, app: FastAPI) -> None:
-        from hal.observe import routes
-
-        app.state.observe = self
-        routes.install(app)
-        app.add_middleware(CountRequests, counts=self.requests, tokens=lambda: app.state.ctx.tokens)
 
     async def start(self) -> None:
         """After ``cluster.load()``: seed what the store already had, start the tick."""

@@ -90,7 +90,7 @@ def request_kind(method: str, route: str) -> tuple[str, int]:
 
 
 class KnownTokens(Protocol):
-    """``hal.api.auth.TokenCache`` as this module reads it (the plane imports no API)."""
+    """``hal.server.auth.TokenCache`` as this module reads it (the plane imports no API)."""
 
     def known(self, authorization: str | None) -> Caller | None: ...
 

@@ -646,7 +646,7 @@ async def set_node_state(
 
 
 async def forget_node(cluster: Cluster, name: str, reason: str) -> bool:
-    """Remove a node the compute control plane (``hal.api.cloud``) deleted: its record
+    """Remove a node the compute control plane (``hal.server.cloud``) deleted: its record
     and its agent's session, as Slurm's ``scontrol delete nodename`` does. False, and
     nothing changed, while a job holds it. Its instance will not sync again; if it did,
     it would register as a new node."""

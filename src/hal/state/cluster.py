@@ -167,7 +167,7 @@ class Cluster:
 
     def configure(self, config: HalConfig) -> None:
         """Take ``config``: at start, and again at ``scontrol reconfigure``
-        (``hal.api.reconfigure``), which has checked that no pending or running job is in
+        (``hal.server.reconfigure``), which has checked that no pending or running job is in
         a partition ``config`` drops. Everything else reads ``self.config`` when it
         needs it, so the next submit and the next pass see the new values."""
         self.config = config

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 from cachetree import ControlPlane, Node, registered, start_nodes, wait_for
 
-from hal.api.data import DataService
-from hal.api.data_view import StageTarget
 from hal.config.model import DataConfig, HalConfig
 from hal.core.clock import SystemClock
+from hal.server.data import DataService
+from hal.server.data_view import StageTarget
 from hal.state.cluster import Cluster
 from hal.state.store import SqlStateStore
 from hal.testing.builders import make_job, make_node

@@ -110,7 +110,7 @@ def seed_history(db_url: str) -> None:
 
 @pytest.fixture(scope="module")
 def hal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    from hal.api.server import sqlite_url
+    from hal.server.control_plane import sqlite_url
 
     data = tmp_path_factory.mktemp("hal-ui")
     seed_history(sqlite_url(data))

@@ -196,7 +196,7 @@ def test_a_read_only_database_is_named_before_anything_starts(tmp_path: Path) ->
     """The state's database file read-only (a root-owned file after `sudo hal up`, a
     read-only mount): `hal up` ended in SQLAlchemy's traceback. Now one line says which
     file and what to do, with the exit code of a service unavailable."""
-    from hal.api.server import sqlite_url
+    from hal.server.control_plane import sqlite_url
     from hal.state.store import SqlStateStore
 
     if subprocess.run(["unshare", "-m", "true"], check=False).returncode != 0:

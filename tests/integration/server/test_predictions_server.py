@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from hal.api.predictions import MODEL_FILE
 from hal.core.errors import InvalidRequest
 from hal.core.job import Job, JobSpec
 from hal.core.states import JobState
 from hal.scheduler.plugins import default_profile
+from hal.server.predictions import MODEL_FILE
 from hal.sim.traces import traces_dir
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobSubmit
@@ -74,7 +74,7 @@ def status(server: LiveServer) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    from hal.api.server import sqlite_url
+    from hal.server.control_plane import sqlite_url
 
     data = tmp_path_factory.mktemp("hal")
     seed_history(sqlite_url(data))
@@ -340,8 +340,8 @@ def test_a_model_lightgbm_refuses_does_not_stop_the_replay(tmp_path: Path) -> No
     whose model string LightGBM refuses (another LightGBM's format, a damaged file):
     LightGBM's error left the loader, the worker gave up before the replay, and the
     server ran with no model although its accounting had plenty."""
-    from hal.api.server import sqlite_url
     from hal.predict.features import NAMES
+    from hal.server.control_plane import sqlite_url
 
     data = tmp_path / "hal"
     seed_history(sqlite_url(data))

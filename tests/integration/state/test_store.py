@@ -396,11 +396,11 @@ def test_when_a_dependency_was_met_is_kept_over_a_restart(db_url: str) -> None:
     that moment (its age, backfill protection and switch wait count from it, as Slurm's
     EligibleTime). A server restarted meanwhile forgot it: the time lived in memory only
     and the job counted as eligible since it was submitted, 1000 s earlier."""
-    from hal.api.profile import server_profile
     from hal.core.node import Node
     from hal.core.resources import GiB, ResourceVector
     from hal.core.slurm_syntax import parse_dependency
     from hal.scheduler.plugins import build_scheduler
+    from hal.server.profile import server_profile
 
     config = HalConfig()
     clock = VirtualClock(1000.0)

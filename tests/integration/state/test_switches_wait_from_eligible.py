@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 
-from hal.api.profile import server_profile
 from hal.config.model import config_from_dict
 from hal.core.clock import VirtualClock
 from hal.core.job import JobSpec
@@ -16,6 +15,7 @@ from hal.core.resources import GiB, ResourceVector
 from hal.core.slurm_syntax import parse_dependency
 from hal.core.states import JobState, PendingReason
 from hal.scheduler.plugins import build_scheduler
+from hal.server.profile import server_profile
 from hal.state.cluster import Caller, Cluster
 from hal.state.store import SqlStateStore
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-from hal.api.profile import server_profile
 from hal.config.model import config_from_dict
 from hal.core.clock import VirtualClock
 from hal.core.job import ArraySpec, JobSpec
@@ -17,6 +16,7 @@ from hal.core.node import Node
 from hal.core.resources import GiB, ResourceVector
 from hal.core.states import JobState, NodeState, PendingReason
 from hal.scheduler.plugins import build_scheduler
+from hal.server.profile import server_profile
 from hal.state import agents
 from hal.state.cluster import Caller, Cluster
 from hal.state.store import SqlStateStore

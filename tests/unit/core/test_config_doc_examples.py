@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 import hal.config.model as model
-from hal.api.profile import server_profile
 from hal.config.model import HalConfig, config_from_dict
 from hal.scheduler.plugins import build_scheduler, default_registry
+from hal.server.profile import server_profile
 
 ROOT = Path(__file__).parents[3]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -32,9 +32,9 @@ def agent_token(cluster: Cluster, path: Path, nodes: Sequence[str]) -> str:
     """The token of ``CLOUD_AGENT``, bound to the groups' node names (a stolen one serves
     no other node): the one kept in ``path`` while it still is the user's, else a new
     one, written there (mode 0600) before any node is given it."""
-    from hal.api.auth import new_token, token_hash
-    from hal.api.server import reset_token
     from hal.core.slurm_syntax import compress_hostlist
+    from hal.server.auth import new_token, token_hash
+    from hal.server.users import reset_token
 
     store = cluster.store
     user = next((u for u in store.users() if u.name == CLOUD_AGENT), None)

@@ -13,7 +13,7 @@ current and acts on the scheduler's decisions:
   to date from the cluster's job listener, so a refresh never scans the queue), at most
   ``LOCATE_CONCURRENCY`` at a time. Each refresh builds a new immutable ``DataView`` and
   swaps it in with one assignment: the scheduler's worker thread reads it without a lock
-  (``hal.api.data_view`` turns the answers into the view).
+  (``hal.server.data_view`` turns the answers into the view).
   A control plane that cannot be reached leaves the last view in place (logged once,
   ``status()["stale"]`` and ``hal_data_view_age_seconds`` show it): scheduling never
   waits for the cache.
@@ -51,15 +51,6 @@ import httpx
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from hal.api.data_view import (
-    StageTarget,
-    build_view,
-    cache_stats_from_instances,
-    holders_from_locate,
-    inactive_from_topology,
-    stage_targets,
-    tree_from_topology,
-)
 from hal.config.model import DataConfig
 from hal.core.data import CacheTree, DataView, Transfer
 from hal.core.errors import InvalidRequest, NotFound, Unavailable
@@ -69,6 +60,15 @@ from hal.core.tasks import cancel_tasks
 from hal.scheduler.framework.scheduler import PassResult
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.scheduler.service import PassRunner
+from hal.server.data_view import (
+    StageTarget,
+    build_view,
+    cache_stats_from_instances,
+    holders_from_locate,
+    inactive_from_topology,
+    stage_targets,
+    tree_from_topology,
+)
 from hal.state.cluster import Cluster
 
 log = logging.getLogger("hal.data")

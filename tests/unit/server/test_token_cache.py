@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hal.api.auth import TokenCache, new_token, token_hash
 from hal.core.errors import Unauthenticated
+from hal.server.auth import TokenCache, new_token, token_hash
 from hal.state.cluster import Caller
 from hal.state.store import SqlStateStore, StoredUser
 

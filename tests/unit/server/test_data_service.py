@@ -1,4 +1,4 @@
-"""``hal.api.data``: the server's data view built from the cache control plane's answers,
+"""``hal.server.data``: the server's data view built from the cache control plane's answers,
 what an outage leaves, locate on submit, the runner that puts the view into snapshots,
 and which (job, node) pairs get pre-staged.
 
@@ -19,16 +19,6 @@ from urllib.parse import unquote
 import httpx
 import pytest
 
-from hal.api.data import DataAwareRunner, DataService
-from hal.api.data_view import (
-    PRESTAGE_HORIZON_S,
-    StageTarget,
-    build_view,
-    cache_stats_from_instances,
-    holders_from_locate,
-    stage_targets,
-    tree_from_topology,
-)
 from hal.config.model import DataConfig, HalConfig
 from hal.core.clock import VirtualClock
 from hal.core.data import Link
@@ -37,6 +27,16 @@ from hal.core.resources import ResourceVector
 from hal.core.states import JobState
 from hal.scheduler.framework.scheduler import PassResult
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Placement, Plan
+from hal.server.data import DataAwareRunner, DataService
+from hal.server.data_view import (
+    PRESTAGE_HORIZON_S,
+    StageTarget,
+    build_view,
+    cache_stats_from_instances,
+    holders_from_locate,
+    stage_targets,
+    tree_from_topology,
+)
 from hal.state.cluster import Cluster
 from hal.state.store import SqlStateStore
 from hal.testing.builders import make_job, make_node
@@ -454,7 +454,8 @@ def test_without_a_data_table_the_data_routes_answer_unavailable(tmp_path: Path)
     """``hal data ...`` against a server with no [data]: 503, saying what to configure."""
     from fastapi.testclient import TestClient
 
-    from hal.api.server import HalServer, ensure_user
+    from hal.api.server import HalServer
+    from hal.server.users import ensure_user
 
     server = HalServer(HalConfig(), f"sqlite:///{tmp_path / 'u.db'}")
     try:

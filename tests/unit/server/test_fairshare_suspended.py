@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from hal.api.priority import PriorityService
 from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
 from hal.core.job import Allocation, JobSpec
@@ -15,6 +14,7 @@ from hal.core.node import Node
 from hal.core.priority import Account, PriorityPolicy, UserAccount
 from hal.core.resources import GiB, ResourceVector
 from hal.scheduler.framework.snapshot import Placement, Plan
+from hal.server.priority import PriorityService
 from hal.state import agents
 from hal.state.cluster import Caller, Cluster
 from hal.state.store import SqlStateStore

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from hal.api.priority import JobPriority, PriorityService
 from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
 from hal.core.job import Allocation, JobSpec
@@ -22,6 +21,7 @@ from hal.core.node import Node
 from hal.core.priority import Account, PriorityPolicy, UserAccount
 from hal.core.resources import GiB, ResourceVector
 from hal.scheduler.framework.snapshot import Placement, Plan
+from hal.server.priority import JobPriority, PriorityService
 from hal.state.cluster import Caller, Cluster
 from hal.state.store import SqlStateStore
 

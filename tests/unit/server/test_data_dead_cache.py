@@ -17,11 +17,11 @@ from typing import Any
 import httpx
 import pytest
 
-from hal.api.data import DataService
 from hal.cache.app import CacheControlPlane
 from hal.cache.directory import DirectorySettings
 from hal.config.model import DataConfig, HalConfig
 from hal.core.clock import VirtualClock
+from hal.server.data import DataService
 from hal.state.cluster import Cluster
 from hal.state.store import SqlStateStore
 from hal.testing.builders import make_node

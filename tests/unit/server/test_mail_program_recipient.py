@@ -10,8 +10,8 @@ import os
 import signal
 from pathlib import Path
 
-from hal.api.mail_program import Mail, MailProgram
 from hal.config.mail import MailConfig
+from hal.server.mail_program import Mail, MailProgram
 
 
 def _program(tmp_path: Path) -> tuple[MailProgram, Path]:

@@ -1,4 +1,4 @@
-"""The pure half of the server's data plane link (``hal.api.data``): the scheduler's
+"""The pure half of the server's data plane link (``hal.server.data``): the scheduler's
 ``DataView`` from the cache control plane's JSON answers, and which (job, node) pairs a
 pass's decisions ask to pre-stage. No I/O here."""
 

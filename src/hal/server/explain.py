@@ -11,10 +11,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
-from hal.api.cloud import CloudService
-from hal.api.context import ServerContext
-from hal.api.data import with_view
-from hal.api.priority import JobPriority, PriorityService
 from hal.core.job import Job
 from hal.core.preemption import PREEMPTED_BY
 from hal.core.states import JobState, PendingReason
@@ -24,6 +20,10 @@ from hal.scheduler.framework.runtime import HET_GROUP
 from hal.scheduler.framework.snapshot import ClusterSnapshot
 from hal.scheduler.plugins.multifactor import DEFAULT_QOS, ShareRow
 from hal.scheduler.plugins.topology import NAME as TOPOLOGY
+from hal.server.cloud import CloudService
+from hal.server.data import with_view
+from hal.server.priority import JobPriority, PriorityService
+from hal.server.services import Services
 from hal.state.agents import LAUNCH_ERROR
 from hal.wire.priority import ExplainInfo, FactorValues, JobPriorityInfo, NodeRejection, ShareInfo
 
@@ -180,7 +180,7 @@ def _priority(
 
 
 async def explain(
-    ctx: ServerContext,
+    ctx: Services,
     priority: PriorityService | None,
     ident: str,
     cloud: CloudService | None = None,

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from hal.api.priority import PriorityService
 from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
 from hal.core.priority import Account, FairshareAlgorithm, PriorityPolicy, UserAccount
+from hal.server.priority import PriorityService
 from hal.state.cluster import Cluster
 from hal.state.store import SqlStateStore
 from hal.testing.builders import make_job, make_node

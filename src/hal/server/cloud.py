@@ -30,7 +30,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from hal.api.cloud_token import agent_token, bind_nodes
 from hal.cloud.autoscaler import Waiting, holds, idle_to_remove, plan_scale_up
 from hal.cloud.provider import STOPPING, Instance, Launch, Provider, ProviderError
 from hal.cloud.providers import make_provider
@@ -41,6 +40,7 @@ from hal.core.node import Node, Partition
 from hal.core.node_groups import NodeGroup
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState, NodeState, PendingReason
+from hal.server.cloud_token import agent_token, bind_nodes
 from hal.state.agents import forget_node, set_node_state
 from hal.state.cluster import Cluster
 from hal.state.node_reasons import NOT_RESPONDING, server_user, set_down_by_operator

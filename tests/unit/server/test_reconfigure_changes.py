@@ -1,11 +1,12 @@
 """What a reconfigure reports and keeps: the hal.toml keys that changed, and the settings
-bound at start that it leaves as they run (``hal.api.reconfigure``)."""
+bound at start that it leaves as they run (``hal.server.reconfigure``)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from hal.api.reconfigure import (
+from hal.config.model import HalConfig, config_from_dict
+from hal.server.reconfigure import (
     LIVE,
     RESTART_ONLY,
     added_partitions,
@@ -13,7 +14,6 @@ from hal.api.reconfigure import (
     removed_partitions,
     restart_only,
 )
-from hal.config.model import HalConfig, config_from_dict
 
 BASE = {
     "partitions": [

@@ -4,13 +4,13 @@
 
 from __future__ import annotations
 
-from hal.api.explain import _detail
 from hal.core.job import Job
 from hal.core.states import PendingReason
 from hal.core.topology import Topology
 from hal.scheduler.framework import ClusterSnapshot, Framework, PassContext, Scheduler
 from hal.scheduler.framework.explain import diagnose
 from hal.scheduler.plugins import build_scheduler, default_profile
+from hal.server.explain import _detail
 from hal.testing import cluster, make_job, make_node
 
 SCHED: Scheduler = build_scheduler(default_profile(topology=Topology(level_names=("leaf", "rack"))))

@@ -1,4 +1,4 @@
-"""HTTP surface of the observability plane, mounted by ``ObservePlane.install``:
+"""HTTP surface of the observability plane (``hal.observe``), mounted by ``install``:
 
 * ``GET /metrics``                   Prometheus text exposition (no token, as scrapers
                                      expect; it carries no job ids or user names)
@@ -14,7 +14,7 @@
 * ``POST /v1/agent/{node}/output``   the agents' side of that relay (agent token)
 * ``GET /ui`` and ``/ui/static/*``   the dashboard (hand-written HTML/CSS/JS)
 
-Authentication is the API's own (``hal.api.context``): the dashboard sends the bearer
+Authentication is the API's own (``hal.api.deps``): the dashboard sends the bearer
 token it was given.
 """
 
@@ -24,51 +24,51 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Query
 from fastapi.responses import FileResponse, HTMLResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from hal import __version__
+from hal import __version__, observe
 from hal.agent.outputwire import OutputPoll, OutputReads
-from hal.api.context import (
-    ServerContext,
-    admin_dep,
-    agent_dep,
-    caller_dep,
-    check_agent_node,
-    context_dep,
-)
 from hal.api.convert import usage_fields
+from hal.api.deps import admin_dep, agent_dep, caller_dep, check_agent_node, services_dep
 from hal.core.errors import InvalidRequest, NotFound, PermissionDenied, Unavailable
 from hal.core.job import Job
 from hal.core.states import STATES_BY_CODE, JobState
 from hal.observe import joboutput, outputrelay, traceids
 from hal.observe.diag import reset_diag, scheduler_diag
 from hal.observe.plane import ObservePlane
+from hal.observe.rpc_stats import CountRequests
+from hal.server.history import find_jobs
+from hal.server.services import Services
 from hal.state.cluster import Caller
 from hal.state.node_flags import node_state_flags
 from hal.wire.diag import SchedulerDiag
 
-ASSETS = Path(__file__).parent / "dashboard"
+ASSETS = Path(observe.__file__).parent / "dashboard"
 ASSET_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
 router = APIRouter()
-Ctx = Annotated[ServerContext, Depends(context_dep)]
+Ctx = Annotated[Services, Depends(services_dep)]
 Who = Annotated[Caller, Depends(caller_dep)]
 Agent = Annotated[Caller, Depends(agent_dep)]
 Admin = Annotated[Caller, Depends(admin_dep)]
 ACTIVE = {JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING}
 
 
-def plane_dep(request: Request) -> ObservePlane:
-    plane: ObservePlane = request.app.state.observe
-    return plane
+async def plane_dep(ctx: Ctx) -> ObservePlane:
+    if ctx.observe is None:  # (every HalServer has one; an app made without it has not)
+        raise Unavailable("the observability plane is not running in this server")
+    return ctx.observe
 
 
 Plane = Annotated[ObservePlane, Depends(plane_dep)]
 
 
-def install(app: FastAPI) -> None:
+def install(app: FastAPI, plane: ObservePlane) -> None:
+    """The routes, and ``plane``'s request counts (sdiag's RPC tables) over every route."""
     app.include_router(router)
+    ctx: Services = app.state.ctx
+    app.add_middleware(CountRequests, counts=plane.requests, tokens=lambda: ctx.tokens)
 
 
 # -- metrics and alerts -------------------------------------------------------------------
@@ -254,11 +254,11 @@ def _states(text: str) -> set[JobState]:
     return out
 
 
-async def _find(ctx: ServerContext, job_id: str) -> Job:
+async def _find(ctx: Services, job_id: str) -> Job:
     try:
         return ctx.cluster.resolve(job_id)[0]
     except NotFound:
-        found = await ctx.history([job_id], set(), set(), None, set(), None, None, 1)
+        found = await find_jobs(ctx.cluster, [job_id], set(), set(), None, set(), None, None, 1)
         if not found:
             raise
         return found[0]
