@@ -54,7 +54,7 @@ class ServerContext:
     # administrators whose token an agent used, each warned about once (``agent_dep``)
     admins_as_agents: set[str] = field(default_factory=set)
 
-    artifacts: Registry = field(init=False)  # published artifacts (docs/artifacts.md)
+    artifacts: Registry = field(init=False)  # published artifacts (docs/user/artifacts.md)
 
     def __post_init__(self) -> None:
         self.steps = StepTable(self.cluster)
@@ -335,7 +335,7 @@ async def agent_dep(
         log.warning(
             "an agent authenticates with administrator %s's token: whoever can read it on "
             "the node administers the cluster; give agents an agent token "
-            "(`hal user add NAME --agent`, docs/security.md)",
+            "(`hal user add NAME --agent`, docs/admin/security.md)",
             caller.name,
         )
     return caller
