@@ -1,14 +1,14 @@
-"""The reference pages of the documentation site, written from the code at each build.
+"""The pages of the documentation site written at each build: the reference and the home.
 
 Run by MkDocs' ``gen-files`` plugin (``mkdocs.yml``), so the pages cannot drift from the
 code: the CLI page walks the ``hal`` argparse tree and asks each Slurm command for its
 ``--help``; the REST page renders the control plane's OpenAPI document; the
 configuration page asks the ``hal.toml`` loader which keys each table takes (by feeding
 it an unknown key: its error lists them); the metrics page reads every Prometheus family
-the source declares. Nothing is started: the server object is built on a throw-away
-SQLite file for its OpenAPI document and never served.
+the source declares; the home page is the README. Nothing is started: the server object
+is built on a throw-away SQLite file for its OpenAPI document and never served.
 
-Run alone, ``python scripts/gen_reference.py OUT_DIR`` writes the same pages there.
+Run alone, ``python scripts/gen_pages.py OUT_DIR`` writes the same pages there.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
-log = logging.getLogger("mkdocs.plugins.gen_reference")  # a warning fails --strict
+log = logging.getLogger("mkdocs.plugins.gen_pages")  # a warning fails --strict
 
 
 def cell(text: object) -> str:
@@ -306,15 +306,15 @@ TABLES: list[tuple[str, Callable[[dict[str, Any]], dict[str, Any]]]] = [
     ("[[topology.blocks]]", lambda k: {"topology": {"blocks": [{"name": "b", **k}]}}),
     ("[[topology.labels]]", lambda k: {"topology": {"labels": [{"nodes": "n1", **k}]}}),
 ]  # fmt: skip
-# the module whose docstring introduces each group of tables, and the first table it covers
+# the module whose docstring introduces each group of tables, and the group's title
 MODULE_OF = {
-    "(top level)": "hal.config.model",
-    "[priority]": "hal.config.priority",
-    "[preemption]": "hal.config.preemption",
-    "[accounting]": "hal.config.accounting",
-    "[mail]": "hal.config.mail",
-    "[cloud]": "hal.config.cloud",
-    "[topology]": "hal.config.topology",
+    "(top level)": ("hal.config.model", "The file and its top level"),
+    "[priority]": ("hal.config.priority", "Priority, accounts, users and QoS"),
+    "[preemption]": ("hal.config.preemption", "Preemption"),
+    "[accounting]": ("hal.config.accounting", "Accounting records"),
+    "[mail]": ("hal.config.mail", "Job mail"),
+    "[cloud]": ("hal.config.cloud", "Nodes on demand"),
+    "[topology]": ("hal.config.topology", "Topology"),
 }
 
 
@@ -347,17 +347,12 @@ def config_page() -> str:
         "",
     ]
     for table, document in TABLES:
-        module = MODULE_OF.get(table)
-        if module is not None:
+        if table in MODULE_OF:
+            module, title = MODULE_OF[table]
             doc = importlib.import_module(module).__doc__ or ""
-            lines += [
-                f"## {table if table != '(top level)' else 'hal.toml'}",
-                "",
-                rst_to_md(doc),
-                "",
-            ]
+            lines += [f"## {title}", "", rst_to_md(doc), ""]
         keys = accepted_keys(document({UNKNOWN: 1}))
-        lines += [f"### {table}", "", ", ".join(f"`{k}`" for k in keys), ""]
+        lines += [f"### {table}", "", "Keys: " + ", ".join(f"`{k}`" for k in keys) + ".", ""]
         if table == "[[cloud.groups]]":
             lines += [
                 "#### [cloud.groups.ec2]",
@@ -374,7 +369,7 @@ def config_page() -> str:
                 "",
             ]
     lines += [
-        "## [licenses]",
+        "## Licenses",
         "",
         "One key per license, its count: `matlab = 10` (Slurm's `Licenses=matlab:10`); jobs",
         "hold them with `sbatch -L matlab:2`. See [Licenses](../user/licenses.md).",
@@ -559,9 +554,23 @@ def metrics_page() -> str:
     return "\n".join(lines) + "\n"
 
 
+# -- the home page ---------------------------------------------------------------------------
+
+
+def index_page() -> str:
+    """The README, its links into ``docs/`` made the site's own."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = text.replace("](docs/", "](")
+    for link in re.findall(r"\]\(([^)#]+)", text):
+        if not link.startswith(("http://", "https://")) and not link.endswith(".md"):
+            log.warning("README links to %s, which is not a page of the site", link)
+    return text
+
+
 # -- entry points -----------------------------------------------------------------------------
 
 PAGES: dict[str, Callable[[], str]] = {
+    "index.md": index_page,
     "reference/cli.md": cli_page,
     "reference/rest.md": rest_page,
     "reference/configuration.md": config_page,
@@ -578,7 +587,10 @@ def write_all(open_file: Callable[[str], Any]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    target = Path(argv[0]) if argv else ROOT / "site-reference"
+    if len(argv) != 1:
+        print("usage: python scripts/gen_pages.py OUT_DIR", file=sys.stderr)
+        return 2
+    target = Path(argv[0])
 
     def open_file(page: str) -> Any:
         path = target / page
