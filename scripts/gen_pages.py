@@ -37,7 +37,8 @@ def cell(text: object) -> str:
 
 
 def rst_to_md(text: str) -> str:
-    """A docstring's reST as Markdown: ````x```` → ```x```, ``Example::`` blocks fenced."""
+    """A docstring's reST as Markdown: double backquotes become single ones, and the
+    indented block after a line ending in ``::`` (``Example::``) a fenced TOML block."""
     lines = textwrap.dedent(text).strip("\n").split("\n")
     out: list[str] = []
     i = 0
@@ -215,9 +216,8 @@ def _operation(method: str, path: str, op: dict[str, Any]) -> list[str]:
         lines += ["| Parameter | In | Type | Required |", "|---|---|---|---|"]
         for p in params:
             kind = _schema_type(p.get("schema", {}))
-            lines.append(
-                f"| `{p['name']}` | {p['in']} | {cell(kind)} | {p.get('required', False)} |"
-            )
+            required = "yes" if p.get("required") else ""
+            lines.append(f"| `{p['name']}` | {p['in']} | {cell(kind)} | {required} |")
         lines.append("")
     body = op.get("requestBody", {}).get("content", {})
     for media, content in body.items():
@@ -487,7 +487,11 @@ def _part(node: ast.expr, env: dict[str, ast.AST], parents: dict[ast.AST, ast.AS
 
 
 def metric_families() -> list[tuple[str, str, str, list[str], str]]:
-    """(served by, name, type, labels, help) of every ``hal_*`` family in the source."""
+    """(served by, name, type, labels, help) of every ``hal_*`` family in the source.
+
+    A family's name, help and labels are read where it is made: literals, names bound by a
+    loop over a literal tuple, f-strings of those. A name built any other way is not
+    found, so keep metric names literal."""
     found: dict[tuple[str, str], tuple[str, str, str, list[str], str]] = {}
     for path in sorted((SRC / "hal").rglob("*.py")):
         module = ".".join(path.relative_to(SRC).with_suffix("").parts)
