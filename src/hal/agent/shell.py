@@ -226,7 +226,7 @@ class AgentShell:
         # the host CPUs jobs are bound to (hal.agent.cpus): an unknown choice or more CPUs
         # than the host has with "yes" is refused here, before the agent starts
         self.cpus = cpu_pool(config.bind_cpus, config.cpus)
-        # the node's copies of the jobs' artifacts (docs/artifacts.md)
+        # the node's copies of the jobs' artifacts (docs/user/artifacts.md)
         self.artifacts = ArtifactCache(
             config.state_dir / "artifacts",
             channel if isinstance(channel, ArtifactChannel) else None,

@@ -79,7 +79,7 @@ async def agent_dep(
         log.warning(
             "an agent authenticates with administrator %s's token: whoever can read it on "
             "the node administers the cluster; give agents an agent token "
-            "(`hal user add NAME --agent`, docs/security.md)",
+            "(`hal user add NAME --agent`, docs/admin/security.md)",
             caller.name,
         )
     return caller

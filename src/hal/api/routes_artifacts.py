@@ -1,4 +1,4 @@
-"""``/v1/artifacts``: the artifact registry (docs/artifacts.md, ADR 0020).
+"""``/v1/artifacts``: the artifact registry (docs/user/artifacts.md, ADR 0020).
 
 Anyone may list, read and download; publishing a version streams the request body into
 the state store (``hal.state.artifacts``), within ``max_artifact_bytes`` rather than the

@@ -1,4 +1,4 @@
-"""``/v1/crontab/{user}``: a user's crontab (``scrontab -l|-e|-r|FILE``, docs/scrontab.md).
+"""``/v1/crontab/{user}``: a user's crontab (``scrontab -l|-e|-r|FILE``, docs/user/scrontab.md).
 A user reads and changes their own; an administrator anyone's (``scrontab -u USER``)."""
 
 from __future__ import annotations

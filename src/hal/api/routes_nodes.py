@@ -174,7 +174,7 @@ class NewUser(BaseModel):
         json_schema_extra={"pattern": USER_NAME}
     )
     admin: bool = False
-    # an agent's token: accepted by /v1/agent only (docs/security.md), for the nodes of
+    # an agent's token: accepted by /v1/agent only (docs/admin/security.md), for the nodes of
     # the host list ``nodes`` ("" for any node)
     agent: bool = False
     nodes: str = Field(default="", max_length=4096)

@@ -72,7 +72,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument(
         "--agent",
         action="store_true",
-        help="a token for node agents: accepted by the agent channel only (docs/security.md)",
+        help="a token for node agents: accepted by the agent channel only (docs/admin/security.md)",
     )
     p.add_argument(
         "--nodes",

@@ -24,7 +24,7 @@ from hal.cli import (
 from hal.compat.names import SLURM_COMMANDS
 
 CACHE_PLANE_HELP = (
-    "also serve the cache control plane (docs/cache.md) under /cache: cache nodes use "
+    "also serve the cache control plane (docs/admin/cache.md) under /cache: cache nodes use "
     "--control-plane-events-url http://HOST:PORT/cache/v1/events"
 )
 

@@ -174,7 +174,7 @@ class HalClient:
         return [from_dict(SubmitResult, d) for d in self._json(r)["results"]]
 
     def submit_het(self, components: list[JobSubmit]) -> list[int]:
-        """A heterogeneous job: all components start together (docs/hetjobs.md). The
+        """A heterogeneous job: all components start together (docs/user/hetjobs.md). The
         components' ids, consecutive; the first is the het job id."""
         body = {"components": [non_defaults(c) for c in components]}
         r = self._request("POST", "/v1/jobs/het", json_body=body, key=True)
@@ -590,7 +590,7 @@ class HalClient:
         r = self._request("GET", "/v1/cloud")
         return CloudStatus.model_validate_json(r.body)
 
-    # -- artifacts (docs/artifacts.md) -------------------------------------------------
+    # -- artifacts (docs/user/artifacts.md) -------------------------------------------------
     def artifacts(self, name: str | None = None) -> list[ArtifactInfo]:
         from hal.wire.artifacts import ArtifactList
 
@@ -712,7 +712,7 @@ class HalClient:
         r = self._request("GET", f"/v1/jobs/{segment(job_id)}/explain")
         return ExplainInfo.model_validate_json(r.body)
 
-    # -- crontabs (scrontab, docs/scrontab.md) -------------------------------------------
+    # -- crontabs (scrontab, docs/user/scrontab.md) -------------------------------------------
     def crontab(self, user: str) -> CrontabInfo:
         from hal.wire.crontab import CrontabInfo
 

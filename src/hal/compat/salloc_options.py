@@ -338,6 +338,6 @@ Options HAL accepts (anything else is refused with an error):
                              the scheduler's first look at the request)
       --no-shell             exit once granted, leaving the allocation running until
                              its time limit or scancel; run steps with srun --jobid=N
-      --mail-type=type  --mail-user=user   job mail, as sbatch (docs/mail.md)
+      --mail-type=type  --mail-user=user   job mail, as sbatch (docs/user/mail.md)
   -Q, --quiet  -v, --verbose  -h, --help  -V, --version
 """

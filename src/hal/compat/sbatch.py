@@ -8,7 +8,7 @@ ignoring ``--gres`` or ``--mem`` is how a scheduler loses its users' trust.
 
 Accepted but without effect (documented, so nobody is surprised): ``-v`` beyond printing
 the parsed request. ``--mail-type``/``--mail-user`` are checked here (sbatch's words for an
-unknown type) and sent; the control plane runs the mail program (docs/mail.md).
+unknown type) and sent; the control plane runs the mail program (docs/user/mail.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ``scrontab`` command (Slurm 20.11+): a user's crontab of batch jobs (docs/scrontab.md).
+"""The ``scrontab`` command (Slurm 20.11+): a user's crontab of batch jobs (docs/user/scrontab.md).
 
     scrontab [-u USER] -l | -e | -r | FILE | -
 

@@ -5,7 +5,7 @@ Pure: ``hal.server.job_mail`` decides when a mail is due and ``hal.server.mail_p
 runs the program. The words are
 Slurm's (``slurmctld/agent.c``: ``_mail_type_str``, ``_set_job_time``,
 ``_set_job_term_info``, ``mail_job_info``; ``print_mail_type`` and ``parse_mail_type``
-in the common code), written from memory of Slurm 21.08-23.02 (docs/mail.md says which
+in the common code), written from memory of Slurm 21.08-23.02 (docs/user/mail.md says which
 parts could not be checked against a running Slurm).
 """
 

@@ -97,7 +97,7 @@ def _enabled(plane: ObservePlane) -> None:
     if not plane.settings.metrics:
         raise Conflict(
             "this server runs with HAL_METRICS=0: it counts nothing for sdiag; "
-            "start it without HAL_METRICS=0 (docs/observability.md)"
+            "start it without HAL_METRICS=0 (docs/admin/observability.md)"
         )
 
 

@@ -1,5 +1,5 @@
 """The token ``[cloud]`` nodes join with: the agent user ``CLOUD_AGENT``'s, bound to
-the groups' node names (docs/security.md)."""
+the groups' node names (docs/admin/security.md)."""
 
 from __future__ import annotations
 

@@ -172,7 +172,7 @@ class ControlPlane:
         if config.accounting.purges:
             self.purge = RecordPurge(self.cluster, config.accounting)
             self.purge.on_purged = self.observe.metrics.observe_purge
-        # job mail (--mail-type): [mail] prog, run off the hot paths (docs/mail.md)
+        # job mail (--mail-type): [mail] prog, run off the hot paths (docs/user/mail.md)
         self.mail = JobMail(
             self.cluster,
             MailProgram(

@@ -52,7 +52,7 @@ class Services:
     # the HTC broker process, started at the first HTC request (``hal.api.routes_htc``)
     htc_broker: BrokerProcess | None = None
     steps: StepTable = field(init=False)  # job steps (ADR 0012), made from ``cluster``
-    artifacts: Registry = field(init=False)  # published artifacts (docs/artifacts.md)
+    artifacts: Registry = field(init=False)  # published artifacts (docs/user/artifacts.md)
     # administrators whose token an agent used, each warned about once (``agent_dep``)
     admins_as_agents: set[str] = field(default_factory=set)
 

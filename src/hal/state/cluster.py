@@ -618,7 +618,7 @@ class Cluster:
     ) -> list[Submitted]:
         """Admit and store jobs (one transaction for the whole batch). ``het``: the specs
         are the components of one heterogeneous job, given consecutive ids; the first
-        id is the het job id (docs/hetjobs.md). ``key``: the submission's
+        id is the het job id (docs/user/hetjobs.md). ``key``: the submission's
         ``Idempotency-Key``; sent again, it answers with the jobs it gave the first time
         (``hal.state.resync``). ``along``: other changes, worked out under the lock and
         committed in the same transaction (a new crontab's: ``hal.state.crontabs``)."""

@@ -1,4 +1,4 @@
-"""Users' crontabs (``scrontab``, docs/scrontab.md, ADR 0015): the stored file and the
+"""Users' crontabs (``scrontab``, docs/user/scrontab.md, ADR 0015): the stored file and the
 one job each entry keeps in the queue.
 
 Every entry has one job, pending until the next time its schedule names (its begin

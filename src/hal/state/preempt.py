@@ -1,4 +1,4 @@
-"""Carrying out the scheduler's preemptions (``Plan.preemptions``; docs/preemption.md).
+"""Carrying out the scheduler's preemptions (``Plan.preemptions``; docs/admin/preemption.md).
 
 A victim is marked in ``job.extra`` (kept with the job, so a restarted server goes on
 where it stopped) and then ended the way Slurm's GraceTime does:

@@ -1,5 +1,5 @@
 """Purging old records: ``[accounting] purge_events_after`` / ``purge_jobs_after``
-(slurmdbd's PurgeEventAfter / PurgeJobAfter; docs/accounting.md).
+(slurmdbd's PurgeEventAfter / PurgeJobAfter; docs/admin/accounting.md).
 
 ``RecordPurge.run`` wakes every ``purge_check_seconds`` and deletes what has passed its
 retention, ``BATCH`` rows per transaction on the store's thread, so the scheduler, agents

@@ -5,7 +5,7 @@ and real ``hal cache node`` processes, the server's ``DataService`` in process.
 
 * n1 too small for what is planned on it: two pending jobs reserved on n1, each with a
   2 MB input, staging one evicts the other. A staged copy that vanished before its job
-  started is staged once more (docs/data.md), not again on every refresh: the two jobs
+  started is staged once more (docs/user/data.md), not again on every refresh: the two jobs
   must not take turns pulling their inputs through the tree for as long as their
   reservations stay planned.
 * n1 registers after the jobs were planned on its node: the next refresh stages them.

@@ -421,7 +421,7 @@ def test_the_data_tab_says_how_to_turn_the_data_plane_on(page, shots: Path) -> N
     page.click('nav a[data-tab="data"]')
     page.wait_for_selector("#data-off:not([hidden])")
     text = page.inner_text("#data-off")
-    assert "[data]" in text and "cache_url" in text and "docs/data.md" in text
+    assert "[data]" in text and "cache_url" in text and "docs/user/data.md" in text
     assert "no data plane" in page.inner_text("#data-off-reason")  # the server's own words
     assert page.is_hidden("#data-on")
     page.screenshot(path=str(shots / "data-off.png"))

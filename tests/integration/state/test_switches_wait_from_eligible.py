@@ -1,5 +1,5 @@
 """A ``--switches=N@max-wait`` wait starts when the job becomes eligible, as in Slurm
-(and docs/topology.md): a job released from a hold, or whose dependency is met, long
+(and docs/admin/topology.md): a job released from a hold, or whose dependency is met, long
 after it was submitted still waits up to max-wait for a placement on N leaf switches.
 The wait used to be counted from the submit time, so such a job spanned leaves at once."""
 

@@ -1,4 +1,4 @@
-"""A slurmrestd-compatible facade over HAL's own API (``docs/slurmrest.md``).
+"""A slurmrestd-compatible facade over HAL's own API (``docs/reference/slurmrest.md``).
 
 ``/slurm/v0.0.45/...`` (and the same shapes at ``/slurm/v0.0.44/...``, the newest version
 the generated Python client on PyPI speaks) answers Slurm REST clients in Slurm's shapes:

@@ -287,7 +287,7 @@ def _read(desc: dict[str, Any], table: dict[str, tuple[Reader, str]], out: Parse
         if name not in table:
             out.refuse(
                 name,
-                "not supported by HAL's slurmrestd facade (docs/slurmrest.md lists the "
+                "not supported by HAL's slurmrestd facade (docs/reference/slurmrest.md lists the "
                 "fields it maps); remove it or use HAL's own API",
                 REST_FAIL_PARSING,
             )

@@ -73,7 +73,7 @@ def create_facade(ctx: Services, parent: FastAPI, version: ApiVersion) -> FastAP
         title=f"HAL slurmrestd facade ({version.data_parser})",
         docs_url=None,
         redoc_url=None,
-        description="Slurm REST API shapes over HAL (docs/slurmrest.md).",
+        description="Slurm REST API shapes over HAL (docs/reference/slurmrest.md).",
     )
     app.state.ctx = ctx
     app.state.parent = parent
@@ -139,7 +139,8 @@ def _install_errors(app: FastAPI) -> None:
     async def http_error(request: Request, err: Exception) -> JSONResponse:
         assert isinstance(err, HTTPException)
         text = (
-            f"no such path {request.url.path} in HAL's slurmrestd facade (docs/slurmrest.md)"
+            f"no such path {request.url.path} in HAL's slurmrestd facade "
+            "(docs/reference/slurmrest.md)"
             if err.status_code == 404
             else f"{request.method} {request.url.path}: {err.detail}"
         )

@@ -291,7 +291,7 @@ async function renderAlerts() {
 }
 
 // -- fair share and quotas -----------------------------------------------------------
-// The pending reasons of the limits plugin (docs/priority.md, "Limits") and the hal.toml
+// The pending reasons of the limits plugin (docs/admin/priority.md, "Limits") and the hal.toml
 // limit behind each. The limits' values are not served by the API: the panel shows the
 // jobs they hold instead.
 const LIMIT_REASONS = {
@@ -668,7 +668,7 @@ async function renderSoftware() {
     el("td", { class: "num" }, fmtBytes(a.size)), el("td", {}, fmtTime(a.created)),
     el("td", {}, a.owner), el("td", { title: a.sha256 }, el("code", {}, a.sha256.slice(0, 12)))));
   $("#software-artifacts tbody").replaceChildren(...rowsOrEmpty(rows, 7,
-    "nothing published yet: hal artifact push NAME@VERSION FILE (docs/artifacts.md)"));
+    "nothing published yet: hal artifact push NAME@VERSION FILE (docs/user/artifacts.md)"));
 }
 
 // -- start ----------------------------------------------------------------------------
