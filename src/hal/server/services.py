@@ -15,13 +15,13 @@ from hal.config.model import HalConfig
 from hal.core.errors import InvalidRequest
 from hal.core.job import HetSpec, Job, JobSpec
 from hal.htc.process import BrokerProcess
-from hal.observe.plane import ObservePlane
 from hal.scheduler.framework.scheduler import Scheduler
 from hal.scheduler.framework.status import Status
 from hal.scheduler.service import SchedulerService
 from hal.server.auth import TokenCache
 from hal.server.cloud import CloudService
 from hal.server.data import DataService, with_view
+from hal.server.observe.plane import ObservePlane
 from hal.server.predictions import PredictionService
 from hal.server.priority import PriorityService
 from hal.state.artifacts import Registry

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hal.core.clock import VirtualClock
 from hal.core.states import PendingReason
-from hal.observe.alerts import AlertEvaluator, webhook_payload
 from hal.observe.config import ObserveConfig
+from hal.server.observe.alerts import AlertEvaluator, webhook_payload
 from hal.state.agents import AgentSession
 from hal.state.cluster import Cluster
 from hal.testing.builders import make_job, make_node

@@ -13,10 +13,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from hal.core.clock import VirtualClock
 from hal.core.job import Job
 from hal.core.states import JobState, NodeState, PendingReason
-from hal.observe.metrics import HalMetrics, instrumented_decide
 from hal.scheduler.framework.scheduler import BackfillCycle, PassResult
 from hal.scheduler.framework.snapshot import Plan
 from hal.scheduler.plugins import build_scheduler
+from hal.server.observe.metrics import HalMetrics, instrumented_decide
 from hal.state import commands
 from hal.state.cluster import Cluster
 from hal.state.node_usage import hold
@@ -226,7 +226,7 @@ def test_a_finished_job_changed_again_is_not_counted_traced_or_logged_twice(
 
     from hal.config.model import HalConfig
     from hal.observe.config import ObserveConfig
-    from hal.observe.plane import ObservePlane
+    from hal.server.observe.plane import ObservePlane
     from hal.state.cluster import Caller
 
     async def scenario() -> None:

@@ -432,7 +432,7 @@ async def ping(request: Request, _caller: Who) -> JSONResponse:
 
 async def diag(request: Request, _caller: Who) -> JSONResponse:
     """sdiag's numbers (``GET /v1/diag``) under Slurm's names; times in microseconds."""
-    from hal.observe.diag import scheduler_diag
+    from hal.server.observe.diag import scheduler_diag
 
     plane = _ctx(request).observe
     if plane is None:
