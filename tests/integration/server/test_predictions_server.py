@@ -123,10 +123,29 @@ def test_hal_predict_status_reports_model_data_and_accuracy(server: LiveServer) 
     assert lines["predictor"] == "learned"
     assert lines["model"].startswith(f"version {st['model_version']}, trained on ")
     assert lines["persisted in"] == str(server.data_dir / MODEL_FILE)
-    assert f"({HISTORY} from the history)" in lines["jobs seen"]
-    assert lines["recent accuracy"].startswith("last ")
+    assert f"({HISTORY} from the history, replayed at start-up)" in lines["jobs seen"]
+    assert lines["recent accuracy"].startswith("MAE ")
+    # which jobs the figure covers (`hal predict eval` covers others: it says which)
+    assert lines["covering"].startswith(f"the last {st['recent']['jobs']} finished jobs that ")
+    assert "each as predicted when it started" in lines["covering"]
     as_json = server.cli("predict", "status", "--json")
     assert json.loads(as_json.stdout)["replayed_jobs"] == HISTORY
+    assert json.loads(as_json.stdout)["details"]["min_train"] == 200
+
+
+def test_hal_predict_eval_says_which_jobs_its_figures_cover(server: LiveServer) -> None:
+    """Status said MAE 8 s, eval 1,855,068 s, and neither which jobs it counted. Eval now
+    says: every job of the history, each predicted at its submission, and when the
+    learned model started (status covers its last finished jobs with an estimate)."""
+    done = server.cli("predict", "eval", "--predictors", "user,learned")
+    assert done.returncode == 0, done.stderr
+    head = done.stdout.splitlines()[:2]
+    assert head == [
+        f"{HISTORY} finished jobs of the server's accounting (its last 50,000 runs), each "
+        "predicted at its submission from the jobs that had ended by then",
+        "  learned: trains its first model after 200 finished jobs (reached here) and "
+        "answers like avg2 until then",
+    ]
 
 
 def test_hal_predict_eval_replays_the_servers_history(server: LiveServer) -> None:
