@@ -110,6 +110,7 @@ def _server(
 
 
 LOCAL_AGENTS = "local-agents"  # the user whose agent token `hal up`'s agents hold
+DEFAULT_AGENTS = 2
 
 
 def _local_tokens(db_url: str, url: str) -> tuple[str, str]:
@@ -145,8 +146,11 @@ def cmd_up(ns: argparse.Namespace) -> int:
     data_dir = Path(ns.data_dir).expanduser() if ns.data_dir else default_data_dir()
     port = ns.port or DEFAULT_PORT
     url = _url(ns.host, port)
-    # refused before anything starts: more agents than this host has CPUs
-    shares = split_host(ns.agents, host_cpu_ids(), host_memory_bytes(), ns.cpus_per_agent)
+    # refused before anything starts: more agents than this host has CPUs (the default
+    # of two is one where the host has one)
+    cpus = host_cpu_ids()
+    agents = ns.agents if ns.agents is not None else min(DEFAULT_AGENTS, len(cpus))
+    shares = split_host(agents, cpus, host_memory_bytes(), ns.cpus_per_agent)
     config, source = _config(ns.config, data_dir)
     db_url = sqlite_url(_state_dir(data_dir))
 

@@ -49,7 +49,10 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     up.add_argument("--host", default="127.0.0.1")
     up.add_argument("--data-dir", default=None, help="state directory (default ~/.local/share/hal)")
     up.add_argument(
-        "--agents", type=_at_least(0), default=2, help="number of local agents (default 2)"
+        "--agents",
+        type=_at_least(0),
+        default=None,
+        help="number of local agents (default 2; 1 on a host with one CPU)",
     )
     up.add_argument(
         "--cpus-per-agent",

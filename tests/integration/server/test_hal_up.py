@@ -447,3 +447,27 @@ def test_more_agents_than_cpus_is_refused_before_anything_starts(tmp_path: Path)
     assert done.returncode == 2, done.stderr
     assert f"write --agents {cpus} or fewer" in done.stderr
     assert "HAL is up" not in done.stdout and not agents_of(tmp_path / "data")
+
+
+def test_on_a_host_with_one_cpu_the_default_is_one_agent(tmp_path: Path) -> None:
+    """The default of two agents would be refused on a one-CPU host (`make up` on the
+    smallest VM): it starts one there, offering that CPU."""
+    data, home, out = tmp_path / "data", tmp_path / "home", tmp_path / "banner.txt"
+    first = min(os.sched_getaffinity(0))
+    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+    up = subprocess.Popen(
+        [sys.executable, "-m", "hal.cli.main", "up", "--data-dir", str(data), "--port",
+         str(free_port())],
+        env=env, stdout=out.open("wb"), stderr=subprocess.DEVNULL,
+        preexec_fn=lambda: os.sched_setaffinity(0, {first}),  # noqa: PLW1509
+    )  # fmt: skip
+    try:
+        wait_until(lambda: "stop:" in out.read_text() or up.poll() is not None, 60,
+                   message="the banner")  # fmt: skip
+        text = out.read_text()
+        assert f"  agents:       node1: 1 CPU (host CPU {first})," in text, text
+        assert "node2" not in text
+    finally:
+        stop_process(up)
+        for agent in agents_of(data):
+            agent.kill()
