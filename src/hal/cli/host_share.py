@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from hal.core.errors import InvalidRequest
 from hal.core.resources import MiB
-from hal.core.slurm_syntax import compress_indices
+from hal.slurm.syntax import compress_indices
 
 
 @dataclass(frozen=True, slots=True)

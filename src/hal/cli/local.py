@@ -389,9 +389,9 @@ def cmd_agent(ns: argparse.Namespace) -> int:
     from hal.agent.shell import run_agent
     from hal.core.gpu_islands import complete_islands, parse_gpu_islands
     from hal.core.node import parse_features
-    from hal.core.slurm_syntax import parse_memory
     from hal.core.topology_labels import parse_label
     from hal.observe.listener import parse_listen
+    from hal.slurm.syntax import parse_memory
 
     if ns.cpu_list:  # first: every thread and process the agent starts inherits it
         bind_to(parse_cpu_list(ns.cpu_list))

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from hal.cli.host_share import size_text
 from hal.compat.formats import cpu_time, limit_long, timestamp
 from hal.compat.job_fields import batch_command, time_used, total_cpu_seconds
-from hal.core.slurm_syntax import compress_hostlist, duration_long
+from hal.slurm.syntax import compress_hostlist, duration_long
 from hal.wire.jobs import JobInfo
 
 Pair = tuple[str, object]  # a key and its value; None, "", [] and False are left out

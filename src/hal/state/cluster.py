@@ -29,10 +29,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from hal.config.model import HalConfig
-from hal.core.clock import Clock, SystemClock
+from hal.core.clock import Clock
 from hal.core.errors import InvalidRequest
 from hal.core.job import HetSpec, Job, JobSpec
 from hal.core.states import JobState, PendingReason
+from hal.host.clock import SystemClock
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.state import crontabs, plan_applier, preempt, resync
 from hal.state.admission import Admission

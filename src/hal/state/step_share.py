@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from hal.core.errors import Conflict
 from hal.core.job import Allocation, Job
-from hal.core.steps import (
+from hal.slurm.steps import (
     BUSY,
     StepLayout,
     StepRequest,

@@ -41,9 +41,10 @@ import hostlist
 
 from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import Allocation, Job
-from hal.core.multi_prog import MultiProg
 from hal.core.states import JobState
-from hal.core.steps import (
+from hal.core.suspension import suspended_seconds
+from hal.slurm.multi_prog import MultiProg
+from hal.slurm.steps import (
     ENDED_SAYING,
     OOM_SIGNAL,
     TIME_LIMIT,
@@ -53,7 +54,6 @@ from hal.core.steps import (
     step_environment,
     step_layout,
 )
-from hal.core.suspension import suspended_seconds
 from hal.state.cluster import Caller, Cluster
 from hal.state.launch import build_launch
 from hal.state.step_input import InputRelay, InputTaken, readers

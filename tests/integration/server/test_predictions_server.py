@@ -16,11 +16,11 @@ import pytest
 
 from hal.core.errors import InvalidRequest
 from hal.core.job import Job, JobSpec
-from hal.core.slurm_syntax import duration_long
 from hal.core.states import JobState
 from hal.scheduler.plugins import default_profile
 from hal.server.predictions import MODEL_FILE
 from hal.sim.traces import traces_dir
+from hal.slurm.syntax import duration_long
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobSubmit
 
