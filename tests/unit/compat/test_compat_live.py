@@ -117,7 +117,7 @@ def test_a_lost_node_s_job_ends_with_slurm_s_reason(
     server = quick_timeout
     register(server, "lost1")
     job_id = submit(server, tmp_path, "--no-requeue", "-w", "lost1")
-    wait_until(lambda: state_of(server, job_id) == "NODE_FAIL", timeout=30, message="NODE_FAIL")
+    wait_until(lambda: state_of(server, job_id) == "NODE_FAIL", timeout=120, message="NODE_FAIL")
     rc, out = slurm(server, "squeue", *PSIJ_STATUS)
     assert rc == 0
     assert psij_columns(out)[job_id] == [job_id, "NF", "NodeDown"]
