@@ -38,8 +38,8 @@ from hal.state.store import (
     EventRow,
     JobUse,
     StoredEvent,
-    Transaction,
 )
+from hal.state.store_protocol import StateTransaction
 from hal.wire.agent import (
     AgentInstructions,
     AgentRegister,
@@ -440,7 +440,7 @@ async def apply_reports(cluster: Cluster, node: str, reports: list[JobReport]) -
             changed.setdefault(job.id, job)
         events.extend(ends)
 
-        def extra(tx: Transaction) -> None:
+        def extra(tx: StateTransaction) -> None:
             tx.record_usage(usage)
 
         if changed:
@@ -494,7 +494,7 @@ async def check_nodes(cluster: Cluster) -> list[str]:
         changed, lost, to_stop = _lose_jobs(cluster, names, now)
         events.extend(lost)
 
-        def extra(tx: Transaction) -> None:
+        def extra(tx: StateTransaction) -> None:
             for n in nodes:
                 tx.upsert_node(n)
 
@@ -635,7 +635,7 @@ async def set_node_state(
             _lose_jobs(cluster, {name}, now) if state == "DOWN" else ([], [], [])
         )
 
-        def extra(tx: Transaction) -> None:
+        def extra(tx: StateTransaction) -> None:
             tx.upsert_node(new)
 
         await cluster._commit(changed, [event, *lost], extra)
@@ -656,7 +656,7 @@ async def forget_node(cluster: Cluster, name: str, reason: str) -> bool:
             return False
         now = cluster.clock.now()
 
-        def extra(tx: Transaction) -> None:
+        def extra(tx: StateTransaction) -> None:
             tx.delete_node(name)
 
         await cluster._commit(

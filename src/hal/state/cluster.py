@@ -66,12 +66,11 @@ from hal.state.store import (
     DatabaseUnavailable,
     EventRow,
     PartitionOverride,
-    SqlStateStore,
     StoredEvent,
     SubmitKey,
     SubmitKeyTaken,
-    Transaction,
 )
+from hal.state.store_protocol import StateStore, StateTransaction
 from hal.state.submit_limits import AccountSubmitLimits
 from hal.state.suspension import suspension
 from hal.state.topology_levels import check_topology_level
@@ -120,7 +119,7 @@ class Submitted:
 class Cluster:
     def __init__(
         self,
-        store: SqlStateStore,
+        store: StateStore,
         config: HalConfig,
         clock: Clock | None = None,
     ) -> None:
@@ -339,7 +338,7 @@ class Cluster:
         self,
         jobs: Sequence[Job],
         events: Sequence[EventRow],
-        extra: Callable[[Transaction], None] | None = None,
+        extra: Callable[[StateTransaction], None] | None = None,
     ) -> None:
         """Persist changed ``jobs`` and ``events`` in one transaction, then mirror them.
         Callers hold ``self._lock``."""
@@ -1652,7 +1651,7 @@ class ClusterChange:
         self,
         jobs: Sequence[Job],
         events: Sequence[EventRow],
-        extra: Callable[[Transaction], None] | None = None,
+        extra: Callable[[StateTransaction], None] | None = None,
     ) -> None:
         """Persist ``jobs`` and ``events`` (and ``extra``'s writes) in one store
         transaction, then mirror them and tell the listeners."""
