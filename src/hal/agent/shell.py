@@ -84,8 +84,6 @@ from hal.agent.metrics import (
     Capacity,
     agent_registry,
 )
-from hal.agent.outputfiles import read_chunk
-from hal.agent.outputwire import OutputChunk, OutputPoll, OutputRead
 from hal.agent.plan import LaunchError, build_step_plan
 from hal.agent.procfs import (
     Usage,
@@ -117,6 +115,7 @@ from hal.core.process import start_ticks
 from hal.core.slurm_syntax import compress_indices
 from hal.core.steps import cancelled_message, stamp
 from hal.observe.listener import start_metrics_server
+from hal.observe.outputfiles import read_chunk
 from hal.wire.agent import (
     AgentInstructions,
     AgentRegister,
@@ -131,6 +130,7 @@ from hal.wire.agent import (
     StepSignal,
     StepTaskUsage,
 )
+from hal.wire.output import OutputChunk, OutputPoll, OutputRead
 
 log = logging.getLogger("hal.agent")
 

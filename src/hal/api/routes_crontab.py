@@ -15,7 +15,7 @@ from hal.api.submit import spec_of
 from hal.core.crontab import next_run, parse_crontab
 from hal.core.errors import HalError, InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import CronSpec, JobSpec
-from hal.server.services import Services, for_caller
+from hal.server.services import Services
 from hal.state import crontabs
 from hal.state.cluster import Caller
 from hal.wire.crontab import CrontabInfo, CrontabPut, CrontabRemoved
@@ -65,7 +65,7 @@ async def put_crontab(user: str, body: CrontabPut, ctx: Ctx, caller: Who) -> Cro
     with _naming_lines(lines):
         for i, (entry, job) in enumerate(zip(entries, body.jobs, strict=True)):
             where = f"jobs[{i}]."
-            spec = for_caller(spec_of(ctx, job, user, where), caller, where)
+            spec = ctx.cluster.admission.for_caller(spec_of(ctx, job, user, where), caller, where)
             if spec.array is not None:
                 raise InvalidRequest("a cron job cannot be a job array", field=where + "array")
             cron = CronSpec(entry.schedule, entry.first_line, entry.line)

@@ -46,6 +46,7 @@ from hal.htc.rest import (
     check_options,
 )
 from hal.server.services import Services
+from hal.state import commands
 from hal.state.cluster import Caller
 from hal.state.store import sql_store
 from hal.wire.jobs import JobSubmit
@@ -245,7 +246,7 @@ async def sync_workers(
             reply.errors.append(err.message)
     for job_id in body.cancel:
         with contextlib.suppress(HalError):
-            await cluster.cancel(str(job_id), HTC_CALLER)
+            await commands.cancel(cluster, str(job_id), HTC_CALLER)
     for job_id in body.watch:
         known = cluster.jobs.get(job_id)
         reply.states[job_id] = known.state.value if known is not None else "GONE"

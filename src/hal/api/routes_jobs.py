@@ -24,6 +24,7 @@ from hal.core.slurm_syntax import compress_hostlist
 from hal.core.states import STATES_BY_CODE, JobState
 from hal.server.history import find_jobs
 from hal.server.services import Services
+from hal.state import commands
 from hal.state.cluster import Caller
 from hal.state.codec import allocation_from_json
 from hal.state.store import StepRow, SubmitKey
@@ -380,14 +381,16 @@ async def cancel(
         raise InvalidRequest(f"invalid signal number {signal}", field="signal")
     if steps_only and signal is not None and signal != SIGKILL:
         return {"job_ids": await _signal_steps(ctx, job_id, caller, signal)}
-    return {"job_ids": await ctx.cluster.cancel(job_id, caller, signal, batch_only=batch_only)}
+    return {
+        "job_ids": await commands.cancel(ctx.cluster, job_id, caller, signal, batch_only=batch_only)
+    }
 
 
 async def _signal_steps(ctx: Services, ident: str, caller: Caller, signum: int) -> list[int]:
     """``signum`` to the running steps of the jobs ``ident`` names (none: nothing, as
     Slurm's scancel of a job with no step); the ids of those running."""
     jobs = ctx.cluster.resolve(ident)
-    ctx.cluster.authorise(jobs, caller)
+    commands.authorise(jobs, caller)
     live = sorted(j.id for j in jobs if j.state.is_active)
     for job_id in live:
         for step in ctx.steps.of_job(job_id, caller):
@@ -410,22 +413,22 @@ async def command_exit(
 async def hold_job(job_id: str, ctx: Ctx, caller: Who, user: bool = False) -> dict[str, object]:
     """``user=true``: a hold the job's owner may release (``scontrol uhold``), also when
     an administrator places it."""
-    return {"job_ids": await ctx.cluster.set_hold(job_id, caller, True, user_hold=user)}
+    return {"job_ids": await commands.set_hold(ctx.cluster, job_id, caller, True, user_hold=user)}
 
 
 @router.post("/{job_id}/release")
 async def release_job(job_id: str, ctx: Ctx, caller: Who) -> dict[str, object]:
-    return {"job_ids": await ctx.cluster.set_hold(job_id, caller, False)}
+    return {"job_ids": await commands.set_hold(ctx.cluster, job_id, caller, False)}
 
 
 @router.post("/{job_id}/suspend")
 async def suspend_job(job_id: str, ctx: Ctx, caller: Who) -> dict[str, object]:
-    return {"job_ids": await ctx.cluster.suspend(job_id, caller)}
+    return {"job_ids": await commands.suspend(ctx.cluster, job_id, caller)}
 
 
 @router.post("/{job_id}/resume")
 async def resume_job(job_id: str, ctx: Ctx, caller: Who) -> dict[str, object]:
-    return {"job_ids": await ctx.cluster.suspend(job_id, caller, resume=True)}
+    return {"job_ids": await commands.suspend(ctx.cluster, job_id, caller, resume=True)}
 
 
 @router.post("/{job_id}/requeue")
@@ -434,7 +437,7 @@ async def requeue_job(job_id: str, ctx: Ctx, caller: Who, hold: bool = False) ->
     whose pinned artifacts were removed since it ended is refused: it could not start."""
     for job in ctx.cluster.resolve(job_id):
         ctx.artifacts.check_still_there(job)
-    return {"job_ids": await ctx.cluster.requeue(job_id, caller, hold=hold)}
+    return {"job_ids": await commands.requeue(ctx.cluster, job_id, caller, hold=hold)}
 
 
 @router.patch("/{job_id}", response_model=JobInfo)
@@ -446,5 +449,5 @@ async def update_job(job_id: str, body: JobUpdate, ctx: Ctx, caller: Who) -> Job
             f"{nul}: holds a NUL character (\\u0000), which no job field may hold; remove it",
             field=nul,
         )
-    changed = await ctx.cluster.update(job_id, caller, **fields)
+    changed = await commands.update(ctx.cluster, job_id, caller, **fields)
     return job_info(changed[0], ctx.cluster)

@@ -28,24 +28,25 @@ from fastapi import APIRouter, Depends, FastAPI, Query
 from fastapi.responses import FileResponse, HTMLResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from hal import __version__, observe
-from hal.agent.outputwire import OutputPoll, OutputReads
+from hal import __version__
 from hal.api.convert import usage_fields
 from hal.api.deps import admin_dep, agent_dep, caller_dep, check_agent_node, services_dep
 from hal.core.errors import InvalidRequest, NotFound, PermissionDenied, Unavailable
 from hal.core.job import Job
 from hal.core.states import STATES_BY_CODE, JobState
-from hal.observe import joboutput, outputrelay, traceids
-from hal.observe.diag import reset_diag, scheduler_diag
-from hal.observe.plane import ObservePlane
-from hal.observe.rpc_stats import CountRequests
+from hal.observe import traceids
 from hal.server.history import find_jobs
+from hal.server.observe import joboutput, outputrelay
+from hal.server.observe.diag import reset_diag, scheduler_diag
+from hal.server.observe.plane import ObservePlane
+from hal.server.observe.rpc_stats import CountRequests
 from hal.server.services import Services
 from hal.state.cluster import Caller
 from hal.state.node_flags import node_state_flags
 from hal.wire.diag import SchedulerDiag
+from hal.wire.output import OutputPoll, OutputReads
 
-ASSETS = Path(observe.__file__).parent / "dashboard"
+ASSETS = Path(__file__).parent / "dashboard"
 ASSET_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
 router = APIRouter()
 Ctx = Annotated[Services, Depends(services_dep)]
@@ -99,7 +100,7 @@ async def diag(plane: Plane, ctx: Ctx, _caller: Who) -> SchedulerDiag:
 @router.post("/v1/diag/reset", tags=["observe"], status_code=204)
 async def diag_reset(plane: Plane, _admin: Admin) -> Response:
     """``sdiag -r`` (administrators, as Slurm's): sdiag's counters start again from 0;
-    ``/metrics`` goes on (``hal.observe.diag.reset_diag``)."""
+    ``/metrics`` goes on (``hal.server.observe.diag.reset_diag``)."""
     reset_diag(plane)
     return Response(status_code=204)
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from hal.api.convert import to_spec
 from hal.core.job import JobSpec
-from hal.server.services import Services, for_caller
+from hal.server.services import Services
 from hal.state.cluster import Caller
 from hal.wire.jobs import JobSubmit
 
@@ -34,11 +34,15 @@ async def submission(
 ) -> list[JobSpec]:
     """What every user's submission goes through before ``Cluster.submit``: each item
     resolved (``spec_of``; with ``field``, errors name ``field[i].``), what only an
-    administrator may ask dropped or refused (``for_caller``), and with ``[data]`` the
+    administrator may ask dropped or refused (``Admission.for_caller``), and with ``[data]`` the
     inputs located for the first pass."""
     specs = []
     for i, item in enumerate(items):
         where = f"{field}[{i}]." if field else ""
-        specs.append(for_caller(spec_of(services, item, caller.name, where), caller, where))
+        specs.append(
+            services.cluster.admission.for_caller(
+                spec_of(services, item, caller.name, where), caller, where
+            )
+        )
     await services.prime(specs)
     return specs

@@ -22,7 +22,6 @@ from hal.config.model import HalConfig, load_config
 from hal.core.clock import Clock, SystemClock
 from hal.core.errors import Conflict, HalError, InvalidRequest
 from hal.core.tasks import cancel_tasks
-from hal.observe.plane import ObservePlane
 from hal.predict import CONFIGURABLE, Predictor, SharedPredictor, make_predictor
 from hal.scheduler.framework import ProfileError
 from hal.scheduler.framework.scheduler import Scheduler
@@ -34,6 +33,7 @@ from hal.server.cloud_token import CLOUD_AGENT
 from hal.server.data import DataAwareRunner, DataService
 from hal.server.job_mail import JobMail
 from hal.server.mail_program import MailProgram
+from hal.server.observe.plane import ObservePlane
 from hal.server.predictions import MODEL_FILE, PredictionService
 from hal.server.priority import PriorityService
 from hal.server.profile import config_error, server_profile

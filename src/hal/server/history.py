@@ -9,7 +9,8 @@ from collections.abc import Iterable
 from hal.core.errors import InvalidRequest
 from hal.core.job import Job
 from hal.core.states import JobState
-from hal.state.cluster import Cluster, array_indices
+from hal.state.cluster import Cluster
+from hal.state.mirror import array_indices
 from hal.wire.bounds import INT64_MAX
 
 

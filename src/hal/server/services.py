@@ -1,7 +1,7 @@
 """``Services``: the control plane's services as the HTTP edge (``hal.api``) reaches them,
 each typed, made and replaced by ``hal.server.control_plane.ControlPlane`` (at start and at
 ``scontrol reconfigure``). What more than one route does with them lives here too: an
-accepted submission's last resolution (``pin``, ``for_caller``, ``prime``) and the
+accepted submission's last resolution (``pin``, ``prime``) and the
 ``--test-only`` estimates (``will_run``)."""
 
 from __future__ import annotations
@@ -12,20 +12,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hal.config.model import HalConfig
-from hal.core.errors import InvalidRequest, PermissionDenied
+from hal.core.errors import InvalidRequest
 from hal.core.job import HetSpec, Job, JobSpec
 from hal.htc.process import BrokerProcess
-from hal.observe.plane import ObservePlane
 from hal.scheduler.framework.scheduler import Scheduler
 from hal.scheduler.framework.status import Status
 from hal.scheduler.service import SchedulerService
 from hal.server.auth import TokenCache
 from hal.server.cloud import CloudService
 from hal.server.data import DataService, with_view
+from hal.server.observe.plane import ObservePlane
 from hal.server.predictions import PredictionService
 from hal.server.priority import PriorityService
 from hal.state.artifacts import Registry
-from hal.state.cluster import Caller, Cluster
+from hal.state.cluster import Cluster
 from hal.state.steps import StepTable
 from hal.wire.jobs import WillRun
 from hal.wire.nodes import Reconfigured
@@ -75,7 +75,7 @@ class Services:
 
     async def will_run(self, spec: JobSpec) -> WillRun:
         cluster = self.cluster
-        partition, limit, priority = cluster.admit(spec, None)
+        partition, limit, priority = cluster.admission.admit(spec, None)
         now = cluster.clock.now()
         probe = Job(
             id=0,
@@ -104,7 +104,7 @@ class Services:
         now = cluster.clock.now()
         probes = []
         for i, spec in enumerate(specs):
-            partition, limit, priority = cluster.admit(spec, i)
+            partition, limit, priority = cluster.admission.admit(spec, i)
             probes.append(
                 Job(
                     id=-1 - i,  # probes: ids no stored job has
@@ -131,19 +131,3 @@ class Services:
             )
             for r, p in zip(result, probes, strict=True)
         ]
-
-
-def for_caller(spec: JobSpec, caller: Caller, where: str = "") -> JobSpec:
-    """``spec`` as ``caller`` may submit it. A negative nice raises a job's priority
-    above everyone's: administrators only (as in Slurm, and as for ``scontrol update
-    Nice=``). A ``--priority`` is an administrator's to give: Slurm 22.05.8 drops a plain
-    user's without a word, the job getting the priority it would have had
-    (docs/slurm-checks.md, Session 49), and so does HAL."""
-    if spec.nice < 0 and not caller.admin:
-        raise PermissionDenied(
-            f"{where}nice: only an administrator may give a negative nice (it raises the "
-            "job's priority over other users' jobs); use 0 or more"
-        )
-    if spec.priority is not None and not caller.admin:
-        return spec.with_changes(priority=None)
-    return spec

@@ -132,9 +132,9 @@ async def replace(
     begin times set to their next runs); the old entries' jobs are cancelled (pending) or
     run their last run. Returns the new jobs' ids, in the entries' order."""
     if not specs:
-        async with cluster._lock:
+        async with cluster.change() as change:
             changes = _ending(cluster, user, by, text)
-            await cluster._commit(changes.jobs, changes.events, changes.write)
+            await change.commit(changes.jobs, changes.events, changes.write)
         return []
     done = await cluster.submit(specs, along=lambda: _ending(cluster, user, by, text))
     return [d.job_id for d in done]
@@ -142,9 +142,9 @@ async def replace(
 
 async def remove(cluster: Cluster, user: str, by: str) -> list[int]:
     """``scrontab -r``: forget ``user``'s crontab; returns the ids of the jobs cancelled."""
-    async with cluster._lock:
+    async with cluster.change() as change:
         changes = _ending(cluster, user, by, None)
-        await cluster._commit(changes.jobs, changes.events, changes.write)
+        await change.commit(changes.jobs, changes.events, changes.write)
     return [j.id for j in changes.jobs if j.state is JobState.CANCELLED]
 
 

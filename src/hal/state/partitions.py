@@ -99,7 +99,7 @@ async def update_partition(
             "No changes specified: give State=, MaxTime=, DefaultTime=, MaxNodes=, "
             "PriorityJobFactor=, PriorityTier= or Default="
         )
-    async with cluster.transaction() as change:
+    async with cluster.change() as change:
         if name not in cluster.partitions:
             raise NotFound(
                 f"Invalid partition name specified: {name!r} (known: "

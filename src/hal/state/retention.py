@@ -234,7 +234,7 @@ class RecordPurge:
             while stop is None or not stop.is_set():
                 # under the cluster's lock: a submission naming an old job in --dependency
                 # lands either before this batch (its target is kept) or after (refused)
-                async with cluster._lock:
+                async with cluster.change():
                     keep = jobs_to_keep(cluster)
                     done, cursor = await cluster.db(
                         purge_jobs, sql_store(cluster.store), before, keep, cursor, self.batch

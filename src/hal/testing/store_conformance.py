@@ -65,14 +65,19 @@ def opened(open_store: StoreOpener) -> Iterator[StateStore]:
         store.close()
 
 
-@contextmanager
-def raises(kind: type[BaseException]) -> Iterator[None]:
+class raises:  # (as pytest.raises reads: pytest is a dev dependency, not for src)
     """The block must raise ``kind`` (which goes no further)."""
-    try:
-        yield
-    except kind:
-        return
-    raise AssertionError(f"{kind.__name__} was not raised")
+
+    def __init__(self, kind: type[BaseException]) -> None:
+        self.kind = kind
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> bool:
+        if kind is None:
+            raise AssertionError(f"{self.kind.__name__} was not raised")
+        return issubclass(kind, self.kind)
 
 
 class Boom(Exception):
@@ -126,7 +131,8 @@ def a_new_store_is_empty_and_migrates_again(open_store: StoreOpener) -> None:
         assert store.load_jobs(active_or_ended_after=0.0) == []
         assert store.history() == store.jobs_by_id([1]) == []
         assert store.finished_runs(10) == [] and store.finished_usage(10) == []
-        assert store.runs_of([1]) == store.steps_of([1]) == store.running_steps() == []
+        assert store.runs_of([1]) == [] and store.steps_of([1]) == []
+        assert store.running_steps() == []
         assert store.last_step_id(1, 0) == -1
         assert store.load_nodes() == [] and store.load_reservations() == []
         assert store.partition_overrides() == [] and store.users() == []

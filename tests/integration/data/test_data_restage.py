@@ -63,7 +63,7 @@ def test_a_staged_copy_evicted_again_is_not_restaged_forever(
     cluster.nodes = {"n1": make_node("n1").build()}
     jobs = (make_job(1).data("ds:a").build(), make_job(2).data("ds:b").build())
     for job in jobs:
-        cluster._put(job)
+        cluster.put(job)
     for listener in cluster._listeners:
         listener(jobs)
     service = DataService(DataConfig(cache_url=cp.url), cluster)
@@ -117,7 +117,7 @@ def test_a_leaf_that_registers_after_the_plan_gets_the_planned_inputs_staged(
         cluster.nodes = {"n1": make_node("n1").build()}
         jobs = (make_job(1).data("ds:placed").build(), make_job(2).data("ds:reserved").build())
         for job in jobs:
-            cluster._put(job)
+            cluster.put(job)
         for listener in cluster._listeners:
             listener(jobs)
         service = DataService(DataConfig(cache_url=cp.url), cluster)

@@ -16,6 +16,7 @@ from hal.core.errors import InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import Job, JobSpec
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState
+from hal.state import commands
 from hal.state.cluster import Caller, Cluster
 from hal.state.migrations import STEPS
 from hal.state.store import SqlStateStore
@@ -52,7 +53,7 @@ def test_a_version_1_database_gains_priority_fixed(db_url: str) -> None:
     async def scenario() -> None:
         await cluster.load()
         done = await cluster.submit([spec()])
-        await cluster.update(str(done[0].job_id), Caller("root", admin=True), priority=7)
+        await commands.update(cluster, str(done[0].job_id), Caller("root", admin=True), priority=7)
         (job,) = store.history()
         assert job.priority == 7 and job.priority_fixed
         await cluster.close()
@@ -125,8 +126,8 @@ def test_cancel_checks_ownership_and_history_keeps_the_job(db_url: str) -> None:
         await cluster.load()
         [done] = await cluster.submit([spec()])
         with pytest.raises(PermissionDenied):
-            await cluster.cancel(str(done.job_id), Caller("mallory"))
-        assert await cluster.cancel(str(done.job_id), Caller("root", admin=True)) == [1]
+            await commands.cancel(cluster, str(done.job_id), Caller("mallory"))
+        assert await commands.cancel(cluster, str(done.job_id), Caller("root", admin=True)) == [1]
         assert cluster.jobs[1].state is JobState.CANCELLED
         assert cluster.jobs[1].cancelled_by == "root"
         with pytest.raises(NotFound):
@@ -205,7 +206,7 @@ def test_account_submit_limits_refuse_what_would_go_over(db_url: str) -> None:
         await cluster.submit([spec(user="bob")])  # physics' 4th
         with pytest.raises(InvalidRequest, match="job submit limit"):
             await cluster.submit([spec()])  # alice's 4th
-        assert await cluster.cancel("1_0", Caller("alice")) == [1]  # 2 of alice's left
+        assert await commands.cancel(cluster, "1_0", Caller("alice")) == [1]  # 2 of alice's left
         await cluster.submit([spec()])  # alice's 3rd again, physics' 4th
         with pytest.raises(InvalidRequest, match="job submit limit"):
             await cluster.submit([spec(user="bob")])  # physics' 5th
@@ -327,7 +328,7 @@ def test_when_a_dependency_was_met_is_kept_over_a_restart(db_url: str) -> None:
         (waiting,) = await cluster.submit([spec(dependency=dependency)])
         await run_pass(cluster)
         clock.advance(1000.0)
-        await cluster.cancel(str(first.job_id), Caller("alice"))
+        await commands.cancel(cluster, str(first.job_id), Caller("alice"))
         await run_pass(cluster)
         job = cluster.jobs[waiting.job_id]
         assert job.state is JobState.PENDING and job.eligible_since(clock.now()) == 2000.0
@@ -389,7 +390,7 @@ def test_a_job_ended_while_pending_before_v18_is_taken_as_eligible_from_its_subm
     async def scenario() -> list[int]:
         await cluster.load()
         done = await cluster.submit([spec(), spec(), spec()])
-        await cluster.cancel(str(done[0].job_id), Caller("root", admin=True))
+        await commands.cancel(cluster, str(done[0].job_id), Caller("root", admin=True))
         await cluster.close()
         return [d.job_id for d in done]
 

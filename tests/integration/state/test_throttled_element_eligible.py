@@ -17,7 +17,7 @@ from hal.core.resources import GiB, ResourceVector
 from hal.core.states import JobState, NodeState, PendingReason
 from hal.scheduler.plugins import build_scheduler
 from hal.server.profile import server_profile
-from hal.state import agents
+from hal.state import agents, commands
 from hal.state.cluster import Caller, Cluster
 from hal.state.store import SqlStateStore
 from hal.wire.agent import JobReport
@@ -105,7 +105,7 @@ def test_a_job_cancelled_while_pending_keeps_when_it_became_eligible(db_url: str
         done = await cluster.submit([plain, held])
         clock.advance(60.0)
         for submitted in done:
-            await cluster.cancel(str(submitted.job_id), Caller("ann"))
+            await commands.cancel(cluster, str(submitted.job_id), Caller("ann"))
         await cluster.close()
         cluster = Cluster(SqlStateStore(db_url), config_from_dict({}), clock)
         await cluster.load()

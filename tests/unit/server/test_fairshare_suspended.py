@@ -15,7 +15,7 @@ from hal.core.priority import Account, PriorityPolicy, UserAccount
 from hal.core.resources import GiB, ResourceVector
 from hal.scheduler.framework.snapshot import Placement, Plan
 from hal.server.priority import PriorityService
-from hal.state import agents
+from hal.state import agents, commands
 from hal.state.cluster import Caller, Cluster
 from hal.state.store import SqlStateStore
 from hal.wire.agent import JobReport
@@ -62,10 +62,10 @@ def test_suspended_time_is_not_charged_live_or_after_a_restart(tmp_path: Path) -
         clock = VirtualClock(NOW)
         db, cluster, service, job_id = await _running_job(tmp_path, clock)
         clock.advance(10)
-        await cluster.suspend(str(job_id), ADMIN)
+        await commands.suspend(cluster, str(job_id), ADMIN)
         clock.advance(990)
         while_suspended = service.usage(clock.now())[("a", "ann")]
-        await cluster.suspend(str(job_id), ADMIN, resume=True)
+        await commands.suspend(cluster, str(job_id), ADMIN, resume=True)
         clock.advance(10)
         ended = JobReport(seq=1, job_id=job_id, attempt=0, kind="finished", time=clock.now())
         await agents.apply_reports(cluster, "n1", [ended])
@@ -85,9 +85,9 @@ def test_a_job_cancelled_while_suspended_is_charged_its_run_only_after_a_restart
         clock = VirtualClock(NOW)
         db, cluster, service, job_id = await _running_job(tmp_path, clock)
         clock.advance(10)
-        await cluster.suspend(str(job_id), ADMIN)
+        await commands.suspend(cluster, str(job_id), ADMIN)
         clock.advance(990)
-        await cluster.cancel(str(job_id), ADMIN)
+        await commands.cancel(cluster, str(job_id), ADMIN)
         ended = JobReport(
             seq=1, job_id=job_id, attempt=0, kind="finished", time=clock.now(),
             state="CANCELLED",

@@ -44,14 +44,14 @@ def element(index: int, mail: int, state: JobState = JobState.PENDING) -> Job:
 def commit(cluster: Cluster, *jobs: Job) -> None:
     """What a commit does to the mirror: store the jobs, tell the listeners."""
     for job in jobs:
-        cluster._put(job)
+        cluster.put(job)
     for listener in cluster._listeners:
         listener(jobs)
 
 
 def mailer(cluster: Cluster, jobs: Sequence[Job] = ()) -> JobMail:
     for job in jobs:
-        cluster._put(job)
+        cluster.put(job)
     mail = JobMail(cluster, MailProgram(MailConfig(), lambda _: None), cluster.clock)
     mail.seed(cluster.jobs.values())
     return mail

@@ -22,6 +22,7 @@ from hal.core.priority import Account, PriorityPolicy, UserAccount
 from hal.core.resources import GiB, ResourceVector
 from hal.scheduler.framework.snapshot import Placement, Plan
 from hal.server.priority import JobPriority, PriorityService
+from hal.state import commands
 from hal.state.cluster import Caller, Cluster
 from hal.state.store import SqlStateStore
 
@@ -127,7 +128,7 @@ def test_a_nice_update_is_calculated_at_once_with_the_factors_of_that_moment(
 ) -> None:
     job_id = scene.waiting[0]
     scene.clock.advance(30)
-    asyncio.run(scene.cluster.update(str(job_id), ADMIN, nice=500))
+    asyncio.run(commands.update(scene.cluster, str(job_id), ADMIN, nice=500))
     p = scene.shown()[job_id]
     assert p.factors.nice == 500
     assert p.priority == _sum(p) == scene.cluster.jobs[job_id].priority
@@ -137,7 +138,7 @@ def test_an_administrators_priority_is_shown_as_set_with_the_factors_it_would_ha
     scene: Scene,
 ) -> None:
     job_id = scene.waiting[0]
-    asyncio.run(scene.cluster.update(str(job_id), ADMIN, priority=42))
+    asyncio.run(commands.update(scene.cluster, str(job_id), ADMIN, priority=42))
     scene.clock.advance(30)
     scene.service.recalculate()
     p = scene.shown()[job_id]

@@ -60,6 +60,7 @@ from hal.core.slurm_syntax import parse_signal_name
 from hal.core.states import JobState
 from hal.server.history import find_jobs
 from hal.server.services import Services
+from hal.state import commands
 from hal.state.cluster import Caller
 from hal.wire.jobs import JobUpdate
 from hal.wire.nodes import NodeInfo, kept_warning
@@ -284,7 +285,9 @@ async def cancel_job(
         code, text = ALREADY_DONE
         return answer(request, {"status": [_kill_status(j.id, code, text) for j in jobs]})
     wanted = {f.strip().upper() for f in (flags or "").split(",") if f.strip()}
-    done = await ctx.cluster.cancel(job_id, caller, number, batch_only="BATCH_JOB" in wanted)
+    done = await commands.cancel(
+        ctx.cluster, job_id, caller, number, batch_only="BATCH_JOB" in wanted
+    )
     return answer(request, {"status": [_kill_status(i) for i in done]})
 
 
@@ -316,9 +319,9 @@ async def update_job(request: Request, job_id: str, caller: Who) -> JSONResponse
             raise SlurmRestError(
                 400, REST_FAIL_PARSING, f"job.{where}: {first['msg']}", where
             ) from err
-        ids = [j.id for j in await ctx.cluster.update(job_id, caller, **checked)]
+        ids = [j.id for j in await commands.update(ctx.cluster, job_id, caller, **checked)]
     if hold is not None:
-        ids = await ctx.cluster.set_hold(job_id, caller, hold, user_hold=not caller.admin)
+        ids = await commands.set_hold(ctx.cluster, job_id, caller, hold, user_hold=not caller.admin)
     results = [{"job_id": i, "step_id": "", "error": "", "error_code": 0, "why": ""} for i in ids]
     return answer(request, {"results": results}, warnings=parsed.warnings)
 
@@ -429,7 +432,7 @@ async def ping(request: Request, _caller: Who) -> JSONResponse:
 
 async def diag(request: Request, _caller: Who) -> JSONResponse:
     """sdiag's numbers (``GET /v1/diag``) under Slurm's names; times in microseconds."""
-    from hal.observe.diag import scheduler_diag
+    from hal.server.observe.diag import scheduler_diag
 
     plane = _ctx(request).observe
     if plane is None:

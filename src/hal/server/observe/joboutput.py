@@ -5,7 +5,7 @@ exactly as the agent does (``hal.core.filenames``, with the batch host's node na
 reads the file. That works on ``hal up`` and on clusters whose job directories are on a
 shared filesystem mounted at the same path on the server. When the file is not there
 (``open_output`` raises ``Unavailable``), the output route asks the job's agent for the
-bytes instead (``hal.observe.outputrelay``, ADR 0007).
+bytes instead (``hal.server.observe.outputrelay``, ADR 0007).
 
 Safety: the output pattern is user-controlled (``--output=/etc/shadow``), and the server
 may run as a more privileged user than the job. A file is served only if it is a regular
@@ -20,10 +20,10 @@ import os
 import pwd
 from collections.abc import AsyncIterator, Callable
 
-from hal.agent.outputfiles import NotServed, open_owned
 from hal.core.errors import InvalidRequest, NotFound, PermissionDenied, Unavailable
 from hal.core.filenames import FilenameFields, output_paths
 from hal.core.job import Job
+from hal.observe.outputfiles import NotServed, open_owned
 
 CHUNK = 64 * 1024
 POLL_S = 0.25

@@ -43,7 +43,6 @@ from typing import Any
 from hal.core.job import Job
 from hal.core.states import JobState, NodeState
 from hal.core.suspension import suspended_seconds
-from hal.observe.alerts import Finding
 from hal.observe.config import ObserveConfig
 from hal.predict.anomaly import (
     FAILED_STATES,
@@ -55,10 +54,11 @@ from hal.predict.anomaly import (
     OverrunRule,
     Run,
 )
+from hal.server.observe.alerts import Finding
 from hal.state.cluster import Cluster
 from hal.state.store import EventRow
 
-log = logging.getLogger("hal.observe.anomalies")
+log = logging.getLogger("hal.server.observe.anomalies")
 OVERRUNNING = "JobOverrunningPrediction"
 NODE_FAILING = "NodeFailureRateAnomalous"
 NODE_SLOW = "NodeRuntimeInflated"
@@ -302,7 +302,7 @@ class AnomalyDetector:
             await set_node_state(self.cluster, name, "DRAIN", reason, user=server_user())
             log.warning("node drained", extra={"node": name, "reason": reason})
 
-    # -- what /metrics shows (hal.observe.metrics) ----------------------------------------
+    # -- what /metrics shows (hal.server.observe.metrics) ----------------------------------------
     def window_counts(self) -> dict[str, NodeFailures]:
         """Per node: jobs ended and failed within the window, as of the last check."""
         return {n: NodeFailures(c[0], c[1]) for n, c in self._counts.items()}

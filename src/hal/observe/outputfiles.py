@@ -5,7 +5,7 @@ Blocking file I/O: the shell runs it in a worker thread, never on the event loop
 
 Which files: the server names the path (it expands the job's output pattern with the
 rules the agent used), and the agent applies the same safety checks as the server's own
-read of a shared file (``hal.observe.joboutput``): a regular file, opened without
+read of a shared file (``hal.server.observe.joboutput``): a regular file, opened without
 following a symbolic link, owned by the user the job ran as. The server can already
 make this agent run any script as that user, so serving that user's files to it gives
 it nothing new; the checks keep ``--output=/etc/shadow`` from turning a root agent into
@@ -20,7 +20,7 @@ import os
 import stat
 from typing import Literal
 
-from hal.agent.outputwire import OutputChunk, OutputRead
+from hal.wire.output import OutputChunk, OutputRead
 
 
 def job_owner(uid: int | None) -> int:
@@ -43,7 +43,7 @@ def open_owned(path: str, owner: int) -> tuple[int, os.stat_result]:
     """Open a job's output file to serve it: read-only, never through a symbolic link, and
     only a regular file owned by ``owner``. Returns the fd and its ``fstat``. Raises
     ``FileNotFoundError``, ``NotServed`` or another ``OSError``. The one place both the
-    agent and the control plane (``hal.observe.joboutput``) check what they serve."""
+    agent and the control plane (``hal.server.observe.joboutput``) check what they serve."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as err:

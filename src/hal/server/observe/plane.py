@@ -28,16 +28,16 @@ from hal.core.errors import Unavailable
 from hal.core.job import Job
 from hal.core.states import JobState, NodeState
 from hal.core.tasks import cancel_tasks
-from hal.observe.alerts import Alert, AlertEvaluator, WebhookNotifier
-from hal.observe.anomalies import AnomalyDetector, StartLookup
 from hal.observe.config import ObserveConfig
-from hal.observe.diag import Counted
-from hal.observe.metrics import HalMetrics, instrumented_decide
-from hal.observe.outputrelay import OutputRelay
-from hal.observe.rpc_stats import RequestCounts
-from hal.observe.tracing import JobTracer
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.scheduler.service import CycleStats, PassRunner, SchedulerService
+from hal.server.observe.alerts import Alert, AlertEvaluator, WebhookNotifier
+from hal.server.observe.anomalies import AnomalyDetector, StartLookup
+from hal.server.observe.diag import Counted
+from hal.server.observe.metrics import HalMetrics, instrumented_decide
+from hal.server.observe.outputrelay import OutputRelay
+from hal.server.observe.rpc_stats import RequestCounts
+from hal.server.observe.tracing import JobTracer
 from hal.state.cluster import Cluster
 
 log = logging.getLogger("hal.observe")
@@ -82,7 +82,7 @@ class ObservePlane:
         if s.tracing and s.otlp_endpoint:
             self.tracer.add_otlp(s.otlp_endpoint)
         self.started_at = 0.0  # when ``start`` ran: what sdiag's counters count from
-        # sdiag -r (``hal.observe.diag.reset_diag``): when, and the counters then
+        # sdiag -r (``hal.server.observe.diag.reset_diag``): when, and the counters then
         self.diag_since = 0.0
         self.diag_base = Counted()
         # the HTTP requests by route and by user (sdiag's RPC statistics)

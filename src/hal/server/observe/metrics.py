@@ -32,19 +32,19 @@ from hal.core.clock import Clock
 from hal.core.job import Job
 from hal.core.preemption import PREEMPT_MODE, PREEMPTED_BY
 from hal.core.states import JobState, PendingReason
-from hal.observe.artifactmetrics import artifact_metrics
 from hal.observe.cachemetrics import cache_node_metrics
-from hal.observe.cloudmetrics import cloud_metrics
 from hal.scheduler.framework.scheduler import PassResult
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.scheduler.service import CycleStats, PassRunner
+from hal.server.observe.artifactmetrics import artifact_metrics
+from hal.server.observe.cloudmetrics import cloud_metrics
 from hal.state.artifacts import Registry
 from hal.state.cluster import Cluster
 from hal.state.retention import Purged
 from hal.wire.cloud import CloudStatus
 
 if TYPE_CHECKING:
-    from hal.observe.anomalies import AnomalyDetector
+    from hal.server.observe.anomalies import AnomalyDetector
 
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
@@ -195,7 +195,7 @@ class HalMetrics:
             "When the last [accounting] purge finished (0: none yet).", registry=r,
         )  # fmt: skip
         self.last_cycle_time = 0.0
-        # What sdiag adds to the series above (plain numbers, read by hal.observe.diag):
+        # What sdiag adds to the series above (plain numbers, read by hal.server.observe.diag):
         # the longest pass, the pending jobs handed to the passes, the backfill stage's
         # longest run, when it last ran and the jobs handed to it in all.
         self.cycle_max_s = 0.0

@@ -18,7 +18,7 @@ alert                  fires when                                               
 =====================  ==========================================================  ========
 
 More findings come from ``sources`` (each a function of ``now``): the anomaly detector
-(``hal.observe.anomalies``) adds ``JobOverrunningPrediction`` (a running job far past
+(``hal.server.observe.anomalies``) adds ``JobOverrunningPrediction`` (a running job far past
 its predicted run time: a possible hang), ``NodeFailureRateAnomalous`` (a node whose
 jobs fail far more often than its peers' do) and ``NodeRuntimeInflated`` (a node whose
 jobs run far longer than predicted, against the runs elsewhere), all warnings.
@@ -51,7 +51,7 @@ from hal.state.agents import GPU_HEALTH
 from hal.state.cluster import Cluster
 from hal.state.node_reasons import set_down_by_operator
 
-log = logging.getLogger("hal.observe.alerts")
+log = logging.getLogger("hal.server.observe.alerts")
 RUNNABLE = frozenset(
     {PendingReason.PRIORITY, PendingReason.RESOURCES, PendingReason.WAITING_FOR_SCHEDULING}
 )

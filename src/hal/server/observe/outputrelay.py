@@ -11,7 +11,7 @@ for control planes that do not share the job's filesystem (ADR 0007).
 Each read is one round trip of at most 1 MiB; ``relayed_output`` strings them into the
 response: until the end of the file, or with ``follow`` until the job has ended and a
 read after its end brought nothing new (the same rule as the shared-filesystem path,
-``hal.observe.joboutput``).
+``hal.server.observe.joboutput``).
 
 Failure handling: a read the agent does not answer within ``timeout_s`` fails with
 ``Unavailable`` naming the node and what to do. The first read happens before the
@@ -29,12 +29,12 @@ import itertools
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from hal.agent.outputwire import MAX_READ_BYTES, OutputChunk, OutputPoll, OutputRead, OutputReads
 from hal.core.errors import HalError, NotFound, PermissionDenied, Unavailable
 from hal.core.job import Job
 from hal.core.states import NodeState
 from hal.state.cluster import Cluster
 from hal.state.launch import unix_ids
+from hal.wire.output import MAX_READ_BYTES, OutputChunk, OutputPoll, OutputRead, OutputReads
 
 FOLLOW_POLL_S = 0.5  # between reads of a follow that reached the end of the file
 

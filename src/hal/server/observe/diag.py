@@ -14,8 +14,8 @@ from hal.core.errors import Conflict
 from hal.wire.diag import SchedulerDiag
 
 if TYPE_CHECKING:  # (the plane holds a ``Counted``: no import cycle at run time)
-    from hal.observe.metrics import HalMetrics
-    from hal.observe.plane import ObservePlane
+    from hal.server.observe.metrics import HalMetrics
+    from hal.server.observe.plane import ObservePlane
 
 # sdiag's three end counters, as Slurm 22.05 counts them (observed): a job whose batch
 # script ended is "completed" whatever its exit status (one exiting 3 is); "canceled"

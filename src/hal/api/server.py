@@ -1,0 +1,177 @@
+"""``HalServer``: the control plane (``hal.server.ControlPlane``) served over HTTP: its REST
+app, the dashboard and metrics routes, the embedded cache control plane, and uvicorn.
+
+server = HalServer(config, "sqlite:////var/lib/hal/hal.db")
+await server.serve("127.0.0.1", 8470, stop)     # or mount server.app elsewhere
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import signal
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import FrameType
+from typing import cast
+
+import uvicorn
+from starlette.types import ASGIApp
+
+from hal.api.app import create_app
+from hal.api.routes_observe import install as install_observe
+from hal.cache.app import CacheControlPlane
+from hal.config.model import HalConfig
+from hal.core.clock import Clock
+from hal.core.errors import Conflict, InvalidRequest
+from hal.observe.logging import uvicorn_log_config
+from hal.server.control_plane import ControlPlane, cache_db_url
+
+CACHE_PREFIX = "/cache"  # where --cache-control-plane mounts the cache control plane
+
+
+class HalServer(ControlPlane):
+    def __init__(
+        self,
+        config: HalConfig,
+        db_url: str,
+        clock: Clock | None = None,
+        *,
+        data_dir: str | Path | None = None,
+        cache_plane: bool = False,
+        config_path: str | Path | None = None,
+    ) -> None:
+        super().__init__(config, db_url, clock, data_dir=data_dir, config_path=config_path)
+        self.app = create_app(self.ctx, on_start=self.start, on_stop=self.stop)
+        # --cache-control-plane: the cache contract's API under /cache, in this process
+        self.cache_plane: CacheControlPlane | None = None
+        if cache_plane:
+            self.cache_plane = CacheControlPlane(cache_db_url(db_url, self.data_dir))
+            # the cache app types its ASGI arguments as dict, Starlette as MutableMapping
+            self.app.mount(CACHE_PREFIX, cast(ASGIApp, self.cache_plane.app))
+        install_observe(self.app, self.observe)
+        self._uvicorn: uvicorn.Server | None = None  # while ``serve`` runs
+        self.on_fenced = self._stop_serving
+
+    def _stop_serving(self) -> None:
+        if self._uvicorn is not None:
+            self._uvicorn.should_exit = True
+
+    async def start(self) -> None:
+        await super().start()
+        if self.cache_plane is not None:
+            await self.cache_plane.start()
+
+    async def stop(self) -> None:
+        if self.cache_plane is not None:
+            await self.cache_plane.stop()
+        await super().stop()
+
+    async def serve(
+        self,
+        host: str,
+        port: int,
+        stop: asyncio.Event | None = None,
+        *,
+        sock: socket.socket | None = None,
+    ) -> None:
+        """Serve HTTP until ``stop`` is set (or the process gets SIGINT/SIGTERM), on
+        ``sock`` when given (bound by ``listen_socket``), else on ``host``:``port``."""
+        sockets = [sock if sock is not None else listen_socket(host, port)]
+        self.url = own_url(host, port)
+        config = uvicorn.Config(
+            self.app,
+            host=host,
+            port=port,
+            log_level="warning",
+            log_config=uvicorn_log_config(),
+            access_log=False,
+            timeout_graceful_shutdown=5,
+            lifespan="on",
+        )
+        loop = asyncio.get_running_loop()
+
+        def release() -> None:  # from uvicorn's signal handler
+            def start() -> None:
+                self._releasing = loop.create_task(self.release_waiters())
+
+            loop.call_soon_threadsafe(start)
+
+        if stop is None:
+            # `hal server`: SIGHUP re-reads the configuration, as slurmctld's
+            # (`hal up` and embedders own their signals: there it means stop)
+            loop.add_signal_handler(signal.SIGHUP, self._reconfigure_on_hangup)
+            self._uvicorn = _Server(config, release)
+            try:
+                await self._uvicorn.serve(sockets)
+            finally:
+                loop.remove_signal_handler(signal.SIGHUP)
+            return
+        server = self._uvicorn = _EmbeddedServer(config, release)
+        serving = asyncio.create_task(server.serve(sockets))
+        stopped = asyncio.create_task(stop.wait())
+        # (serving ends by itself when the server is fenced)
+        await asyncio.wait((serving, stopped), return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        await self.release_waiters()
+        server.should_exit = True
+        await serving
+
+
+def own_url(host: str, port: int) -> str:
+    """The URL agents reach this server at: ``host``, or this machine's name where
+    the server listens on every address."""
+    if host in ("", "0.0.0.0", "::"):
+        host = socket.getfqdn()
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """The control plane's listening socket, bound before anything else starts: a port
+    that another process holds is one clear error here, not uvicorn's traceback once the
+    server has started (nor, for ``hal up``, "HAL is up" from that other process's
+    ``/healthz`` and agents sent to it)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: TIME_WAIT
+        sock.bind((host, port))
+    except socket.gaierror as err:
+        sock.close()
+        raise InvalidRequest(
+            f"--host {host!r} is not an address of this machine ({err.strerror})", field="host"
+        ) from None
+    except OSError as err:
+        sock.close()
+        if err.errno == errno.EADDRINUSE:
+            raise Conflict(
+                f"port {port} on {host} is already in use by another process (another "
+                "`hal up` or `hal server`?); stop it, or choose another port with --port",
+                field="port",
+            ) from None
+        raise InvalidRequest(
+            f"cannot listen on {host}:{port}: {err.strerror}", field="host"
+        ) from None
+    return sock
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling HAL when a signal asks it to stop (``release``)."""
+
+    def __init__(self, config: uvicorn.Config, release: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._release = release
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._release()
+        super().handle_exit(sig, frame)
+
+
+class _EmbeddedServer(_Server):
+    """A uvicorn server that leaves signals to its owner (``hal up`` stops it via ``stop``)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
