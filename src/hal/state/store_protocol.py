@@ -103,8 +103,9 @@ class StateTransaction(Protocol):
     Atomic: everything written through it is applied when the ``with`` block ends, or,
     when the block raises, none of it (the exception goes on). Its reads of what it wrote
     (``set_user_token`` of a user it added, a job id it reserved) see its own writes;
-    other readers see none of them before the commit. Writers are serialised: a store
-    opens one transaction at a time (the server writes from one thread).
+    other readers see none of them before the commit. The server writes from one thread,
+    so its transactions never overlap; SQLite and the memory store make a second writer
+    wait for the first (PostgreSQL lets them run side by side).
 
     A write of a row whose key is taken (a job id, a user name or token) is a bug of the
     caller: it raises (SQLAlchemy's ``IntegrityError``, the memory store's ``ValueError``)

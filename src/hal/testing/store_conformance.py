@@ -34,7 +34,7 @@ from hal.state.rows import (
     StoredUser,
     SubmitKey,
 )
-from hal.state.store_protocol import StateStore, SubmitKeyTaken
+from hal.state.store_protocol import StateStore, StateTransaction, SubmitKeyTaken
 from hal.testing.builders import make_job, make_node, parse_dependency
 
 StoreOpener = Callable[[], StateStore]
@@ -229,6 +229,31 @@ def a_failed_transaction_writes_nothing(open_store: StoreOpener) -> None:
         assert store.find_submit_key("ann", "k") is None
         with store.transaction() as tx:
             assert tx.reserve_job_ids(1) == 1
+
+
+@case
+def a_row_whose_key_is_taken_is_refused_with_its_transaction(open_store: StoreOpener) -> None:
+    """A job id or a script given twice, a user name or token taken: a bug of the caller,
+    which raises (SQL's IntegrityError, the memory store's ValueError) and leaves the
+    store as it was."""
+    job = make_job(1).build()
+    with opened(open_store) as store:
+        put_jobs(store, job)
+        with store.transaction() as tx:
+            tx.add_user("ann", "a" * 64, False, 0.0)
+        refused: list[Callable[[StateTransaction], None]] = [
+            lambda tx: tx.insert_jobs([job.evolve(priority=5)], [1]),
+            lambda tx: tx.insert_scripts([(1, "#!/bin/sh\nfalse\n")]),
+            lambda tx: tx.add_user("ann", "b" * 64, True, 0.0),
+            lambda tx: tx.add_user("bob", "a" * 64, True, 0.0),
+        ]
+        for write in refused:
+            with raises(Exception), store.transaction() as tx:
+                tx.add_events([EventRow(1.0, "job.submitted", job_id=2)])
+                write(tx)
+        same_jobs(store.history(), [with_columns(job, 1)])
+        assert store.users() == [StoredUser("ann", admin=False)]
+        assert store.revision() == 0
 
 
 @case
