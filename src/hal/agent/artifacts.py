@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from hal.core.artifacts import ARCHIVE, variable_of
-from hal.core.job_variables import DEFAULT_PATH
+from hal.slurm.job_variables import DEFAULT_PATH
 from hal.wire.agent import ArtifactPin
 
 log = logging.getLogger("hal.agent")

@@ -110,12 +110,13 @@ from hal.agent.supervisor import (
     write_atomic,
 )
 from hal.client.config import load_client_config
-from hal.core.clock import Clock, SystemClock
-from hal.core.process import start_ticks
-from hal.core.slurm_syntax import compress_indices
-from hal.core.steps import cancelled_message, stamp
+from hal.core.clock import Clock
+from hal.host.clock import SystemClock
+from hal.host.process import start_ticks
 from hal.observe.listener import start_metrics_server
 from hal.observe.outputfiles import read_chunk
+from hal.slurm.steps import cancelled_message, stamp
+from hal.slurm.syntax import compress_indices
 from hal.wire.agent import (
     AgentInstructions,
     AgentRegister,

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.responses import RedirectResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from hal import __version__
@@ -65,6 +66,11 @@ def create_app(
     app.state.ctx = ctx
     errors.install(app)
     app.add_middleware(SizeGuard, limit=ctx.config.max_request_bytes)
+
+    @app.get("/", include_in_schema=False)
+    async def root() -> RedirectResponse:
+        """A browser pointed at the server's URL gets the dashboard (``hal.observe``)."""
+        return RedirectResponse("/ui")
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, object]:

@@ -12,10 +12,10 @@ from fastapi import APIRouter, Depends
 
 from hal.api.deps import caller_dep, services_dep
 from hal.api.submit import spec_of
-from hal.core.crontab import next_run, parse_crontab
 from hal.core.errors import HalError, InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import CronSpec, JobSpec
 from hal.server.services import Services
+from hal.slurm.crontab import next_run, parse_crontab
 from hal.state import crontabs
 from hal.state.cluster import Caller
 from hal.wire.crontab import CrontabInfo, CrontabPut, CrontabRemoved

@@ -20,10 +20,10 @@ from hal.api.submit import spec_of, submission
 from hal.core.errors import InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import Job
 from hal.core.partition_list import partitions_of
-from hal.core.slurm_syntax import compress_hostlist
 from hal.core.states import STATES_BY_CODE, JobState
 from hal.server.history import find_jobs
 from hal.server.services import Services
+from hal.slurm.syntax import compress_hostlist
 from hal.state import commands
 from hal.state.cluster import Caller
 from hal.state.codec import allocation_from_json

@@ -17,10 +17,10 @@ from hal.api.convert import node_info, partition_info, topology_info
 from hal.api.deps import admin_dep, caller_dep, services_dep
 from hal.core.errors import Conflict, InvalidRequest, NotFound
 from hal.core.job import licenses_held
-from hal.core.slurm_syntax import compress_hostlist, expand_hostlist
 from hal.server.auth import new_token, token_hash
 from hal.server.priority import weights_info
 from hal.server.services import Services
+from hal.slurm.syntax import compress_hostlist, expand_hostlist
 from hal.state import agents, users
 from hal.state.cluster import Caller
 from hal.state.node_reasons import server_user

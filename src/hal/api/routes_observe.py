@@ -159,7 +159,11 @@ async def overview(plane: Plane, ctx: Ctx, _caller: Who) -> dict[str, Any]:
         "now_sample": _sample_json(plane.sample(now)),
         "history": [_sample_json(s) for s in plane.history],
         "queue": {"by_reason": by_reason, "by_partition": by_partition},
-        "scheduler": {"cycles": plane.cycles, "last_cycle_s": plane.last_cycle_s},
+        "scheduler": {
+            "cycles": plane.cycles,
+            "last_cycle_s": plane.last_cycle_s,
+            "last_cycle_at": plane.last_cycle_at,
+        },
         "alerts": [a.to_json() for a in plane.alerts.firing()],
         # fair share, predictions and the data plane have their own endpoints
         # (/v1/shares, /v1/predict/status, /v1/data/status), which their tabs read

@@ -12,11 +12,11 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from hal.api.convert import nul_field
 from hal.api.deps import caller_dep, services_dep
 from hal.api.fastpath import body_schema, json_response, read_body
-from hal.core.distribution import parse_distribution
 from hal.core.errors import InvalidRequest
-from hal.core.multi_prog import parse_multi_prog
-from hal.core.steps import StepRequest
 from hal.server.services import Services
+from hal.slurm.distribution import parse_distribution
+from hal.slurm.multi_prog import parse_multi_prog
+from hal.slurm.steps import StepRequest
 from hal.state.cluster import Caller
 from hal.state.steps import Step
 from hal.wire.steps import (

@@ -20,7 +20,7 @@ from hal.wire.submit import JobSubmit, SubmitResult, WillRun, from_dict, non_def
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from hal.core.steps import LocalStep, StepRequest
+    from hal.slurm.steps import LocalStep, StepRequest
     from hal.wire.accounts import AssociationList
     from hal.wire.artifacts import ArtifactInfo
     from hal.wire.cloud import CloudStatus
@@ -328,7 +328,7 @@ class HalClient:
         info = self._json(r)
         places = info.get("cpus", {}).get(node, ())
         memory = int(info.get("memory_bytes", 0))
-        from hal.core.steps import LocalStep
+        from hal.slurm.steps import LocalStep
 
         return LocalStep(int(info["step_id"]), tuple(int(p) for p in places), memory)
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TypeVar
 
 # re-exported: the commands print durations as job mail does
-from hal.core.slurm_syntax import duration_long as duration_long  # noqa: PLC0414
+from hal.slurm.syntax import duration_long as duration_long  # noqa: PLC0414
 
 SLURM_COMPAT_VERSION = "22.05.8"  # the Slurm release whose output these commands copy
 UNLIMITED = "UNLIMITED"

@@ -25,7 +25,7 @@ from hal.compat.formats import (
     timestamp,
 )
 from hal.compat.seam import Console
-from hal.core.slurm_syntax import compress_hostlist
+from hal.slurm.syntax import compress_hostlist
 from hal.wire.jobs import JobInfo
 
 # States whose NODELIST(REASON) column shows "(reason)" rather than nodes (squeue print.c).

@@ -35,10 +35,10 @@ from hal.compat.srun_output import parse_open_mode
 from hal.compat.time_limits import command_time_limit
 from hal.core.artifacts import parse_requests
 from hal.core.data import parse_data_keys
-from hal.core.distribution import parse_distribution
 from hal.core.errors import InvalidRequest, UnsupportedOption
-from hal.core.mail import check_mail_user, parse_mail_type
-from hal.core.slurm_syntax import (
+from hal.slurm.distribution import parse_distribution
+from hal.slurm.mail import check_mail_user, parse_mail_type
+from hal.slurm.syntax import (
     expand_hostlist,
     format_umask,
     parse_array,

@@ -47,8 +47,8 @@ from hal.compat.squeue_steps import show_step
 from hal.compat.time_limits import command_time_limit
 from hal.compat.version import VERSION_LINE
 from hal.core.errors import HalError, InvalidRequest, NotFound, UnsupportedOption
-from hal.core.mail import check_mail_user, parse_mail_type
-from hal.core.slurm_syntax import (
+from hal.slurm.mail import check_mail_user, parse_mail_type
+from hal.slurm.syntax import (
     compress_hostlist,
     expand_hostlist,
     hostlist_in_order,

@@ -20,7 +20,7 @@ from hal.wire.submit import JobSubmit, SubmitResult, WillRun
 TaskUse = tuple[int, int, float, float, float]
 
 if TYPE_CHECKING:  # pydantic schemas: not imported on sbatch's path (see hal.wire.submit)
-    from hal.core.steps import LocalStep, StepRequest
+    from hal.slurm.steps import LocalStep, StepRequest
     from hal.wire.crontab import CrontabInfo, CrontabRemoved
     from hal.wire.jobs import JobInfo, JobUpdate
     from hal.wire.nodes import (

@@ -36,8 +36,8 @@ from hal.compat.squeue_json import jobs_json
 from hal.compat.user_names import resolve_user
 from hal.compat.version import VERSION_LINE
 from hal.core.errors import HalError, NotFound
-from hal.core.slurm_syntax import compress_indices, expand_hostlist
 from hal.core.states import OTHER_SLURM_STATES, STATES_BY_CODE, JobState
+from hal.slurm.syntax import compress_indices, expand_hostlist
 from hal.wire.jobs import JobInfo
 
 DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from hal.compat.seam import Console
 from hal.core.errors import InvalidRequest
-from hal.core.multi_prog import MultiProg, parse_multi_prog
-from hal.core.slurm_syntax import expand_hostlist
+from hal.slurm.multi_prog import MultiProg, parse_multi_prog
+from hal.slurm.syntax import expand_hostlist
 
 
 @dataclass(frozen=True, slots=True)

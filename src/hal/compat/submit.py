@@ -21,8 +21,8 @@ from hal.compat.sbatch import (
 from hal.compat.seam import Console
 from hal.compat.version import VERSION_LINE
 from hal.core.errors import HalError, Unavailable
-from hal.core.slurm_syntax import compress_hostlist
 from hal.core.states import JobState
+from hal.slurm.syntax import compress_hostlist
 from hal.wire.submit import JobSubmit, SubmitResult, non_defaults
 
 if TYPE_CHECKING:

@@ -97,7 +97,7 @@ def _seconds(value: Any, source: str, field: str) -> float:
 
 def _group(item: Any, i: int, source: str) -> NodeGroup:
     from hal.config.model import _node_names
-    from hal.core.slurm_syntax import parse_memory
+    from hal.slurm.syntax import parse_memory
 
     where = f"cloud.groups[{i}]"
     if not isinstance(item, dict):

@@ -86,9 +86,9 @@ from hal.core.errors import InvalidRequest, did_you_mean
 from hal.core.node import Partition
 from hal.core.preemption import PreemptionPolicy
 from hal.core.priority import PriorityPolicy
-from hal.core.slurm_syntax import LICENSE_NAME
 from hal.core.states import PartitionState
 from hal.core.topology import Topology
+from hal.slurm.syntax import LICENSE_NAME
 
 
 @dataclass(frozen=True, slots=True)
@@ -601,7 +601,7 @@ def _partition(item: Any, i: int, source: str) -> PartitionConfig:
 def _time_limit(item: dict[str, Any], key: str, source: str, where: str) -> int:
     """``max_time``/``default_time`` as Slurm's MaxTime: ``"1-00:00:00"``, minutes (an
     integer) or ``"UNLIMITED"`` (0: no limit)."""
-    from hal.core.slurm_syntax import parse_time_limit
+    from hal.slurm.syntax import parse_time_limit
 
     value = item.get(key, 0)
     hint = 'write minutes (60), "HH:MM:SS", "D-HH:MM:SS" or "UNLIMITED"'
@@ -619,7 +619,7 @@ def _time_limit(item: dict[str, Any], key: str, source: str, where: str) -> int:
 def _node_names(value: Any, source: str, field: str) -> tuple[str, ...]:
     """A partition's ``nodes``: a host list (``"n[1-8],gpu1"``) or a list of them;
     ``[]`` (or leaving it out) is every node, as Slurm's ``Nodes=ALL``."""
-    from hal.core.slurm_syntax import expand_hostlist
+    from hal.slurm.syntax import expand_hostlist
 
     lists = [value] if isinstance(value, str) else value
     hint = 'write a host list like "n[1-8],gpu1" or a list of them; [] for every node'

@@ -189,7 +189,7 @@ class JobSpec:
     het: HetSpec | None = None  # a component of a heterogeneous job (docs/user/hetjobs.md)
     # -L/--licenses: (name, count) of the cluster's licenses it holds while it runs
     licenses: tuple[tuple[str, int], ...] = ()
-    # --mail-type (``hal.core.mail.MailType`` flags; 0: no mail) and where mail goes (the
+    # --mail-type (``hal.slurm.mail.MailType`` flags; 0: no mail) and where mail goes (the
     # user, or user@MailDomain, when --mail-user was not given: resolved at submission)
     mail_type: int = 0
     mail_user: str = ""

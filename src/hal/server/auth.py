@@ -7,7 +7,7 @@ import secrets
 import threading
 
 from hal.core.errors import Unauthenticated
-from hal.core.slurm_syntax import expand_hostlist
+from hal.slurm.syntax import expand_hostlist
 from hal.state.cluster import Caller
 from hal.state.store import SqlStateStore, StoredUser
 

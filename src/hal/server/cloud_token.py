@@ -17,7 +17,7 @@ def bind_nodes(cluster: Cluster, nodes: Sequence[str]) -> None:
     """``CLOUD_AGENT``'s token serves ``nodes`` from now on; with none (no group left)
     it keeps the names it had, for its agent user's empty list would serve every
     node. Blocks."""
-    from hal.core.slurm_syntax import compress_hostlist
+    from hal.slurm.syntax import compress_hostlist
 
     if not nodes:
         return
@@ -32,9 +32,9 @@ def agent_token(cluster: Cluster, path: Path, nodes: Sequence[str]) -> str:
     """The token of ``CLOUD_AGENT``, bound to the groups' node names (a stolen one serves
     no other node): the one kept in ``path`` while it still is the user's, else a new
     one, written there (mode 0600) before any node is given it."""
-    from hal.core.slurm_syntax import compress_hostlist
     from hal.server.auth import new_token, token_hash
     from hal.server.users import reset_token
+    from hal.slurm.syntax import compress_hostlist
 
     store = cluster.store
     user = next((u for u in store.users() if u.name == CLOUD_AGENT), None)

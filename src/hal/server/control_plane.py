@@ -19,9 +19,10 @@ from pathlib import Path
 
 from hal.cloud.provider import Provider
 from hal.config.model import HalConfig, load_config
-from hal.core.clock import Clock, SystemClock
+from hal.core.clock import Clock
 from hal.core.errors import Conflict, HalError, InvalidRequest
 from hal.core.tasks import cancel_tasks
+from hal.host.clock import SystemClock
 from hal.predict import CONFIGURABLE, Predictor, SharedPredictor, make_predictor
 from hal.scheduler.framework import ProfileError
 from hal.scheduler.framework.scheduler import Scheduler

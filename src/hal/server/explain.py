@@ -9,6 +9,7 @@ standing — plus one read-only dry run of its cycle on the current snapshot
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Iterable
 
 from hal.core.job import Job
@@ -25,10 +26,12 @@ from hal.server.data import with_view
 from hal.server.priority import JobPriority, PriorityService
 from hal.server.services import Services
 from hal.state.agents import LAUNCH_ERROR
+from hal.state.cluster import Cluster
 from hal.wire.priority import ExplainInfo, FactorValues, JobPriorityInfo, NodeRejection, ShareInfo
 
 AHEAD_SHOWN = 5
 _RESERVATION_REASONS = (PendingReason.RESERVATION, PendingReason.RESERVED_FOR_MAINTENANCE)
+_DEPENDENCY_REASONS = (PendingReason.DEPENDENCY, PendingReason.DEPENDENCY_NEVER_SATISFIED)
 
 
 def priority_info(p: JobPriority) -> JobPriorityInfo:
@@ -90,7 +93,43 @@ def _queue_ahead(scheduler: Scheduler, snap: ClusterSnapshot, job: Job) -> list[
     ]
 
 
-def _detail(job: Job, diag: Diagnosis | None, ahead: list[Job], victims: list[Job]) -> str:
+def _dependency_detail(cluster: Cluster, job: Job, conditions: str) -> str:
+    """A job held by its dependency (``conditions``: what is left of it, as squeue's
+    ``%E`` shows it): the jobs it names and their states, so the user sees what it waits
+    for, not the nodes, which are not looked at until the dependency holds."""
+    dep = job.spec.dependency
+    named: dict[int, str] = {}
+    for term in dep.terms if dep is not None else ():
+        for target in term.job_ids:
+            elements = [] if target in term.elements else cluster.arrays.get(target, [])
+            if len(elements) > 1:  # a whole array: its elements' states
+                states = Counter(cluster.jobs[e].state.value for e in elements)
+                counts = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
+                named[target] = f"array {target} ({counts})"
+            else:
+                found = cluster.jobs.get(target)
+                named[target] = (
+                    f"job {found.display_id} {found.state.value}"
+                    if found is not None
+                    else f"job {target} ended"
+                )
+    jobs = f": {', '.join(named.values())}" if named else ""
+    if job.reason is PendingReason.DEPENDENCY_NEVER_SATISFIED:
+        return (
+            f"its dependency can never be satisfied ({conditions}{jobs}); cancel it "
+            f"(scancel {job.display_id}) or change it (scontrol update JobId={job.display_id} "
+            "Dependency=...)"
+        )
+    return f"waits for its dependency ({conditions}{jobs}); nodes are looked at once it holds"
+
+
+def _detail(
+    job: Job,
+    diag: Diagnosis | None,
+    ahead: list[Job],
+    victims: list[Job],
+    cluster: Cluster | None = None,  # where a dependency's jobs are looked up
+) -> str:
     if job.state is not JobState.PENDING:
         failed = job.extra.get(LAUNCH_ERROR)
         if failed and job.reason is PendingReason.JOB_LAUNCH_FAILURE:
@@ -108,6 +147,8 @@ def _detail(job: Job, diag: Diagnosis | None, ahead: list[Job], victims: list[Jo
         return f"held by {who}; release it with scontrol release {job.display_id}"
     if diag is not None and diag.stopped_at_pre_filter:
         st = diag.status
+        if st.reason in _DEPENDENCY_REASONS and cluster is not None:
+            return _dependency_detail(cluster, job, st.message or str(job.spec.dependency))
         return f"{st.reason.value}: {st.message or 'refused by ' + st.plugin}"
     if reason is PendingReason.PRIORITY:
         first = ", ".join(j.display_id for j in ahead[:AHEAD_SHOWN])
@@ -217,7 +258,7 @@ async def explain(
     blocking = ""
     if diag is not None and not diag.status.is_success:
         blocking = diag.status.plugin
-    detail = _detail(job, diag, ahead, _victims(cluster.unfinished.values(), job))
+    detail = _detail(job, diag, ahead, _victims(cluster.unfinished.values(), job), cluster)
     pending = job.state is JobState.PENDING
     making = cloud.making_for(job.id) if cloud is not None and pending else []
     if making:

@@ -33,10 +33,17 @@ from dataclasses import dataclass
 
 from hal.core.clock import Clock
 from hal.core.job import Job
-from hal.core.mail import TIME_SHARES, TIME_WARNINGS, MailFacts, MailType, mail_environment, subject
 from hal.core.states import TERMINAL_STATES, JobState, PendingReason
 from hal.core.suspension import suspended_seconds
 from hal.server.mail_program import Mail, MailProgram
+from hal.slurm.mail import (
+    TIME_SHARES,
+    TIME_WARNINGS,
+    MailFacts,
+    MailType,
+    mail_environment,
+    subject,
+)
 from hal.state.cluster import Cluster
 
 log = logging.getLogger("hal.mail")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from hal.config.mail import MailConfig
 from hal.core.errors import InvalidRequest
-from hal.core.mail import check_mail_user
+from hal.slurm.mail import check_mail_user
 
 log = logging.getLogger("hal.mail")
 QUEUE_LIMIT = 10_000  # mails waiting for the program; past it, new ones are dropped

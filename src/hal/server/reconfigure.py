@@ -145,7 +145,7 @@ def empty_partitions(cluster: Cluster) -> list[str]:
     """A warning for each partition that names its nodes and none of which has
     registered (nor is a ``[cloud]`` group's): a typo in ``nodes`` leaves its jobs
     waiting for nodes that never come."""
-    from hal.core.slurm_syntax import compress_hostlist
+    from hal.slurm.syntax import compress_hostlist
 
     known = set(cluster.nodes) | set(cluster.cloud_templates)
     return [

@@ -29,10 +29,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from hal.config.model import HalConfig
-from hal.core.clock import Clock, SystemClock
+from hal.core.clock import Clock
 from hal.core.errors import InvalidRequest
 from hal.core.job import HetSpec, Job, JobSpec
 from hal.core.states import JobState, PendingReason
+from hal.host.clock import SystemClock
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.state import crontabs, plan_applier, preempt, resync
 from hal.state.admission import Admission
@@ -234,7 +235,7 @@ class Cluster(Mirror):
         extra: Callable[[StateTransaction], None] | None = None,
     ) -> None:
         """Persist changed ``jobs`` and ``events`` in one transaction, then mirror them.
-        Callers hold ``self._lock``."""
+        Only the handle (``Change.commit``) calls it, under the lock."""
         jobs = [self._eligible_kept(j) for j in jobs]
         runs = ended_runs(self.jobs, jobs)  # requeued: the runs they ended (sacct -D)
 
@@ -284,8 +285,8 @@ class Cluster(Mirror):
     async def record_events(self, events: Sequence[EventRow]) -> None:
         """Commit event rows that change no job (reports such as ``job.overrunning``), in
         order with every other change."""
-        async with self._lock:
-            await self._commit([], events)
+        async with self.change() as change:
+            await change.commit([], events)
 
     async def fill_related(self, snap: ClusterSnapshot) -> ClusterSnapshot:
         """Add dependency targets that have left the mirror (ended long ago) from the store.
@@ -325,7 +326,7 @@ class Cluster(Mirror):
     async def reconcile(self) -> None:
         """Take the stored rows of what is in doubt, if any (``hal.state.resync``)."""
         if self.doubtful:
-            async with self._lock:
+            async with self.change():
                 pass  # taking the lock reconciles
 
     async def forget_old_submit_keys(self) -> int:
@@ -373,61 +374,13 @@ class Cluster(Mirror):
                 other.write_to(tx)
                 count = sum(len(s.array.indices) if s.array else 1 for s in specs)
                 next_id = tx.reserve_job_ids(count)
-                if het:  # the het job id is component 0's id
-                    het_specs = [
-                        s.with_changes(het=HetSpec(next_id, i, len(specs)))
-                        for i, s in enumerate(specs)
-                    ]
-                else:
-                    het_specs = list(specs)
-                jobs: list[Job] = []
-                results: list[Submitted] = []
-                scripts: list[tuple[int, str]] = []
-                script_ids: list[int] = []
-                for spec, (partition, limit, priority) in zip(het_specs, prepared, strict=True):
-                    first = next_id
-                    scripts.append((first, spec.script))
-                    common = {
-                        "spec": spec,
-                        "partition": partition,
-                        "time_limit_s": limit,
-                        "priority": priority,
-                        # --priority: kept, not recalculated, as scontrol update's
-                        "priority_fixed": spec.priority is not None,
-                        "submit_time": now,
-                        "reason": (
-                            PendingReason.JOB_HELD_USER
-                            if spec.hold
-                            else PendingReason.WAITING_FOR_SCHEDULING
-                        ),
-                    }
-                    if spec.array is None:
-                        jobs.append(Job(id=first, **common))  # type: ignore[arg-type]
-                        script_ids.append(first)
-                        results.append(Submitted(first, ()))
-                        next_id += 1
-                        continue
-                    ids = []
-                    for index in spec.array.indices:
-                        jobs.append(
-                            Job(
-                                id=next_id,
-                                array_job_id=first,
-                                array_task_id=index,
-                                array_max_running=spec.array.max_running,
-                                **common,  # type: ignore[arg-type]
-                            )
-                        )
-                        script_ids.append(first)
-                        ids.append(next_id)
-                        next_id += 1
-                    results.append(Submitted(first, tuple(ids)))
+                jobs, results, scripts = new_jobs(specs, prepared, next_id, now, het=het)
                 built.extend(jobs)
                 if key is not None:
                     result = [(r.job_id, len(r.task_ids)) for r in results]
                     tx.add_submit_key(key, now, result)
                 tx.insert_scripts(scripts)
-                tx.insert_jobs(jobs, script_ids)
+                tx.insert_jobs(jobs, [j.array_job_id or j.id for j in jobs])
                 tx.add_events(
                     [
                         EventRow(
@@ -442,7 +395,7 @@ class Cluster(Mirror):
                 )
                 return jobs, results, tx.stored_events
 
-        async with self._lock:
+        async with self.change():
             # under the lock: a purge of old jobs ([accounting], hal.state.retention) cannot
             # delete a dependency target between this check and the commit
             known_ids = await self.known_ids(specs)
@@ -552,6 +505,62 @@ class Cluster(Mirror):
                 changed.append(new)
                 events.append(EventRow(now, "job.finished", job_id=job.id, state=new.state.value))
         return changed, events
+
+
+def new_jobs(
+    specs: Sequence[JobSpec],
+    admitted: Sequence[tuple[str, int, int]],
+    first_id: int,
+    now: float,
+    *,
+    het: bool = False,
+) -> tuple[list[Job], list[Submitted], list[tuple[int, str]]]:
+    """The jobs a submission makes, numbered from ``first_id`` (an array: one per
+    element, its first id the array's), with what ``Admission.admit`` gave each spec
+    (partition, time limit, priority); what to answer; and the scripts to store, one per
+    spec under its first id. ``het``: the specs are one het job's components, whose id
+    is component 0's."""
+    if het:
+        specs = [s.with_changes(het=HetSpec(first_id, i, len(specs))) for i, s in enumerate(specs)]
+    jobs: list[Job] = []
+    results: list[Submitted] = []
+    scripts: list[tuple[int, str]] = []
+    next_id = first_id
+    for spec, (partition, limit, priority) in zip(specs, admitted, strict=True):
+        first = next_id
+        scripts.append((first, spec.script))
+        common = {
+            "spec": spec,
+            "partition": partition,
+            "time_limit_s": limit,
+            "priority": priority,
+            # --priority: kept, not recalculated, as scontrol update's
+            "priority_fixed": spec.priority is not None,
+            "submit_time": now,
+            "reason": (
+                PendingReason.JOB_HELD_USER if spec.hold else PendingReason.WAITING_FOR_SCHEDULING
+            ),
+        }
+        if spec.array is None:
+            jobs.append(Job(id=first, **common))  # type: ignore[arg-type]
+            results.append(Submitted(first, ()))
+            next_id += 1
+            continue
+        ids = []
+        for index in spec.array.indices:
+            jobs.append(
+                Job(
+                    id=next_id,
+                    array_job_id=first,
+                    array_task_id=index,
+                    array_max_running=spec.array.max_running,
+                    **common,  # type: ignore[arg-type]
+                )
+            )
+            ids.append(next_id)
+            next_id += 1
+        results.append(Submitted(first, tuple(ids)))
+    return jobs, results, scripts
 
 
 @dataclass(frozen=True, slots=True)

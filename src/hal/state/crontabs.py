@@ -13,7 +13,7 @@ their entry (``JobSpec.cron``), so nothing else links the two.
 - ``scancel`` of a cron job cancels it and comments its entry out of the file with
   ``#DISABLED:`` (``disabling``, in the cancel's transaction), as Slurm's scancel.
 
-The server's clock and local time zone give the next runs (``hal.core.crontab``).
+The server's clock and local time zone give the next runs (``hal.slurm.crontab``).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, delete, insert, select, update
 
-from hal.core.crontab import disable_entry, next_run
 from hal.core.job import Job, JobSpec
 from hal.core.states import JobState, PendingReason
+from hal.slurm.crontab import disable_entry, next_run
 from hal.state import schema
 from hal.state.job_changes import requeued
 from hal.state.store import EventRow, sql_store, sql_transaction

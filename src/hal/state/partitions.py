@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from hal.core.errors import Conflict, InvalidRequest, NotFound
 from hal.core.node import Partition
-from hal.core.slurm_syntax import duration_long
 from hal.core.states import PartitionState
+from hal.slurm.syntax import duration_long
 from hal.state.store import EventRow, PartitionOverride
 from hal.state.store_protocol import StateTransaction
 

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 
 from hal.core.errors import Conflict, InvalidRequest
 from hal.core.job import ArraySpec, Dependency, Job
-from hal.core.slurm_syntax import parse_dependency
 from hal.core.states import JobState
+from hal.slurm.syntax import parse_dependency
 from hal.state import reservations as advance_reservations
 
 if TYPE_CHECKING:

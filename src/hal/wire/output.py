@@ -27,7 +27,7 @@ class OutputRead(WireModel):
     """Read part of a job's output file on this node (server → agent).
 
     ``path`` is what the agent opened for the job: the server expands the job's output
-    pattern with the same rules (``hal.core.filenames``). The agent serves it only if it
+    pattern with the same rules (``hal.slurm.filenames``). The agent serves it only if it
     is a regular file, not a symbolic link, owned by the user the job ran as (``uid``
     when the agent runs as root, else the agent's own user) — the pattern is the
     submitter's choice (``--output=/etc/shadow``).

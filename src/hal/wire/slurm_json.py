@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hal import __version__
-from hal.core.slurm_syntax import compress_hostlist
 from hal.core.states import JobState
+from hal.slurm.syntax import compress_hostlist
 
 if TYPE_CHECKING:
     from hal.wire.jobs import JobInfo

@@ -41,7 +41,7 @@ def bind_limits() -> None:
 @dataclass(slots=True)
 class JobSubmit:
     """One job as a client asks for it. Slurm-syntax strings (``array``, ``dependency``,
-    ``signal``) are parsed by the server with ``hal.core.slurm_syntax`` so every client gets
+    ``signal``) are parsed by the server with ``hal.slurm.syntax`` so every client gets
     the same rules and the same error messages."""
 
     __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}

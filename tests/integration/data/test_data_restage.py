@@ -21,7 +21,7 @@ import pytest
 from cachetree import ControlPlane, Node, registered, start_nodes, wait_for
 
 from hal.config.model import DataConfig, HalConfig
-from hal.core.clock import SystemClock
+from hal.host.clock import SystemClock
 from hal.server.data import DataService
 from hal.server.data_view import StageTarget
 from hal.state.cluster import Cluster

@@ -16,9 +16,9 @@ from hal.core.clock import VirtualClock
 from hal.core.job import Allocation, ArraySpec, JobSpec
 from hal.core.node import Node
 from hal.core.resources import GiB, ResourceVector
-from hal.core.slurm_syntax import parse_dependency
 from hal.core.states import JobState
 from hal.scheduler.framework.snapshot import Placement, Plan
+from hal.slurm.syntax import parse_dependency
 from hal.state import commands, schema
 from hal.state.cluster import Caller, Cluster
 from hal.state.migrations import STEPS

@@ -11,7 +11,7 @@ import signal
 
 from test_step_usage_store import ANN, loaded, two_node_job
 
-from hal.core.steps import StepRequest
+from hal.slurm.steps import StepRequest
 from hal.state import commands
 from hal.state.steps import StepTable
 from hal.state.store import DatabaseUnavailable

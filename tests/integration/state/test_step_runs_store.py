@@ -15,8 +15,8 @@ from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
 from hal.core.job import Allocation
 from hal.core.resources import ResourceVector
-from hal.core.steps import StepRequest
 from hal.scheduler.framework.snapshot import Placement, Plan
+from hal.slurm.steps import StepRequest
 from hal.state import agents, commands, schema
 from hal.state.cluster import Caller, Cluster
 from hal.state.migrations import STEPS

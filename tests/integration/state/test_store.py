@@ -73,7 +73,7 @@ def test_submit_persists_jobs_with_events_and_survives_reload(db_url: str) -> No
     async def scenario() -> None:
         cluster = Cluster(SqlStateStore(db_url), HalConfig(), clock)
         await cluster.load()
-        from hal.core.slurm_syntax import parse_array
+        from hal.slurm.syntax import parse_array
 
         done = await cluster.submit([spec(name="a"), spec(name="arr", array=parse_array("0-4%2"))])
         assert done[0].job_id == 1
@@ -108,7 +108,7 @@ def test_unknown_partition_and_dependency_are_rejected(db_url: str) -> None:
         with pytest.raises(InvalidRequest, match="Invalid partition name") as err:
             await cluster.submit([spec(partitions=("nope",))])
         assert err.value.field == "partition"
-        from hal.core.slurm_syntax import parse_dependency
+        from hal.slurm.syntax import parse_dependency
 
         with pytest.raises(InvalidRequest, match="dependency problem"):
             await cluster.submit([spec(dependency=parse_dependency("afterok:99"))])
@@ -144,7 +144,7 @@ def test_max_submit_jobs_per_user_refuses_what_would_go_over(db_url: str) -> Non
     one each, other users and other QoS are not counted, and a refused batch stores
     nothing."""
     from hal.core.priority import SUBMIT_LIMIT_MESSAGE, PriorityPolicy, Qos
-    from hal.core.slurm_syntax import parse_array
+    from hal.slurm.syntax import parse_array
 
     config = HalConfig(
         priority=PriorityPolicy(qos=(Qos("normal", max_submit_jobs_per_user=3), Qos("high")))
@@ -174,7 +174,7 @@ def test_account_submit_limits_refuse_what_would_go_over(db_url: str) -> None:
     GrpSubmitJobs); jobs charged to ``lattice`` below it count against it too (alice's
     default account), jobs of ``chemistry`` do not, and a cancelled job frees its place."""
     from hal.core.priority import SUBMIT_LIMIT_MESSAGE, Account, PriorityPolicy, UserAccount
-    from hal.core.slurm_syntax import parse_array
+    from hal.slurm.syntax import parse_array
 
     policy = PriorityPolicy(
         accounts=(
@@ -302,9 +302,9 @@ def test_when_a_dependency_was_met_is_kept_over_a_restart(db_url: str) -> None:
     and the job counted as eligible since it was submitted, 1000 s earlier."""
     from hal.core.node import Node
     from hal.core.resources import GiB
-    from hal.core.slurm_syntax import parse_dependency
     from hal.scheduler.plugins import build_scheduler
     from hal.server.profile import server_profile
+    from hal.slurm.syntax import parse_dependency
 
     config = HalConfig()
     clock = VirtualClock(1000.0)

@@ -12,10 +12,10 @@ from hal.core.clock import VirtualClock
 from hal.core.job import JobSpec
 from hal.core.node import Node
 from hal.core.resources import GiB, ResourceVector
-from hal.core.slurm_syntax import parse_dependency
 from hal.core.states import JobState, PendingReason
 from hal.scheduler.plugins import build_scheduler
 from hal.server.profile import server_profile
+from hal.slurm.syntax import parse_dependency
 from hal.state import commands
 from hal.state.cluster import Caller, Cluster
 from hal.state.store import SqlStateStore

@@ -11,7 +11,7 @@ from typing import Any
 from hal.compat.commands import run
 from hal.core.errors import NotFound
 from hal.core.states import JobState
-from hal.core.steps import LocalStep, StepRequest
+from hal.slurm.steps import LocalStep, StepRequest
 from hal.wire.jobs import JobInfo, JobRun, JobSubmit, JobUpdate, SubmitResult, WillRun
 from hal.wire.nodes import (
     ClusterConfig,

@@ -15,10 +15,10 @@ from hal.config.mail import MailConfig
 from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
 from hal.core.job import Job
-from hal.core.mail import MailType
 from hal.core.states import TERMINAL_STATES, JobState
 from hal.server.job_mail import FAILED_STATES, JobMail
 from hal.server.mail_program import MailProgram
+from hal.slurm.mail import MailType
 from hal.state.cluster import Cluster
 from hal.state.store import SqlStateStore
 from hal.testing.builders import JobBuilder

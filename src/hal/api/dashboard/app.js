@@ -122,7 +122,7 @@ async function renderOverview() {
     ["Running jobs", s.running, ""],
     ["Pending jobs", s.pending, ""],
     ["Nodes up", `${s.nodes_up} / ${s.nodes_total}`, ""],
-    ["Last cycle", `${(o.scheduler.last_cycle_s * 1000).toFixed(1)} ms`, `${o.scheduler.cycles} cycles`],
+    lastPass(o.scheduler, o.now),
   ];
   cards("#cards", items);
   drawChart(o.history.concat([s]));
@@ -165,24 +165,59 @@ function nodeTile(n) {
   return tile;
 }
 
+// The scheduler's last pass: how long it took and how long ago it ran (a pass runs
+// only while jobs wait, so "5 min ago" on an idle cluster is not a stall).
+function lastPass(sched, now) {
+  if (sched.last_cycle_at === null || sched.last_cycle_at === undefined) {
+    return ["Last pass", "—", "none yet (no job has waited)"];
+  }
+  const s = sched.last_cycle_s;
+  const took = s < 1 ? `${(s * 1000).toFixed(s < 0.01 ? 1 : 0)} ms` : `${s.toFixed(1)} s`;
+  return ["Last pass", took, `${fmtAgo(Math.max(0, now - sched.last_cycle_at))} ago`];
+}
+function fmtAgo(s) { return s < 60 ? `${Math.round(s)} s` : fmtSeconds(s); }
+
+// Time ticks a person reads at a glance: the first step that puts at most 6 on the span.
+const TICK_STEPS = [10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600];
+function clockLabel(t, step) {
+  const opts = step < 60 ? { hour: "2-digit", minute: "2-digit", second: "2-digit" }
+    : { hour: "2-digit", minute: "2-digit" };
+  return new Date(t * 1000).toLocaleTimeString([], opts);
+}
+
+// Utilisation over the last hour: each resource's share in use (0-100 %, left axis)
+// against the server's clock (local time, bottom axis). Drawn at the element's own
+// width so the labels are not stretched.
 function drawChart(points) {
   const chart = $("#util-chart");
-  const w = 600, h = 160;
+  const w = Math.max(300, chart.clientWidth || 600), h = 180;
+  const L = 44, R = 12, T = 8, B = 22, pw = w - L - R, ph = h - T - B;
+  chart.setAttribute("viewBox", `0 0 ${w} ${h}`);
+  const y = (f) => T + ph - f * ph;
   const children = [];
-  for (const y of [0.25, 0.5, 0.75]) {
-    children.push(svg("line", { x1: 0, x2: w, y1: h * y, y2: h * y, stroke: "#e3e7ec" }));
+  const text = (attrs, content) => { const t = svg("text", attrs); t.textContent = content; return t; };
+  for (const f of [0, 0.25, 0.5, 0.75, 1]) {
+    children.push(svg("line", { x1: L, x2: w - R, y1: y(f), y2: y(f), class: "grid" }));
+    children.push(text({ x: L - 6, y: y(f) + 4, "text-anchor": "end", class: "axis" }, `${f * 100}%`));
   }
-  if (points.length > 1) {
-    const t0 = points[0].time, span = Math.max(1, points[points.length - 1].time - t0);
-    const series = [["cpu-line", (p) => p.cpus_alloc / (p.cpus_total || 1)],
-      ["mem-line", (p) => p.memory_alloc_bytes / (p.memory_total_bytes || 1)],
-      ["gpu-line", (p) => p.gpus_total ? p.gpus_alloc / p.gpus_total : null]];
-    for (const [cls, f] of series) {
-      const coords = points.filter((p) => f(p) !== null)
-        .map((p) => `${((p.time - t0) / span * w).toFixed(1)},${(h - f(p) * (h - 4) - 2).toFixed(1)}`);
-      if (coords.length > 1) {
-        children.push(svg("polyline", { class: cls, points: coords.join(" "), fill: "none", "stroke-width": 2 }));
-      }
+  const end = points.length ? points[points.length - 1].time : Date.now() / 1000;
+  const t0 = Math.min(points.length ? points[0].time : end, end - 60);  // at least a minute
+  const span = end - t0;
+  const x = (t) => L + ((t - t0) / span) * pw;
+  const step = TICK_STEPS.find((st) => span / st <= 6) || 3600;
+  for (let t = Math.ceil(t0 / step) * step; t <= end; t += step) {
+    children.push(svg("line", { x1: x(t), x2: x(t), y1: T, y2: T + ph, class: "grid" }));
+    if (x(t) > w - R - 30) continue;  // a label there would run off the chart
+    children.push(text({ x: x(t), y: h - 6, "text-anchor": "middle", class: "axis tick" }, clockLabel(t, step)));
+  }
+  const series = [["cpu-line", (p) => p.cpus_alloc / (p.cpus_total || 1)],
+    ["mem-line", (p) => p.memory_alloc_bytes / (p.memory_total_bytes || 1)],
+    ["gpu-line", (p) => p.gpus_total ? p.gpus_alloc / p.gpus_total : null]];
+  for (const [cls, f] of series) {
+    const coords = points.filter((p) => f(p) !== null)
+      .map((p) => `${x(p.time).toFixed(1)},${y(Math.min(1, f(p))).toFixed(1)}`);
+    if (coords.length > 1) {
+      children.push(svg("polyline", { class: cls, points: coords.join(" "), fill: "none", "stroke-width": 2 }));
     }
   }
   chart.replaceChildren(...children);

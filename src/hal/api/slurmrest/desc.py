@@ -26,8 +26,8 @@ from hal.api.slurmrest.envelope import (
     warning_entry,
 )
 from hal.core.errors import InvalidRequest
-from hal.core.mail import parse_mail_type
-from hal.core.slurm_syntax import expand_hostlist, parse_gres, parse_nodes
+from hal.slurm.mail import parse_mail_type
+from hal.slurm.syntax import expand_hostlist, parse_gres, parse_nodes
 from hal.wire.submit import JobSubmit
 
 MIB = 1024 * 1024

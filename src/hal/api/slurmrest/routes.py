@@ -56,10 +56,10 @@ from hal.core.errors import (
     Unauthenticated,
 )
 from hal.core.job import Job, licenses_held
-from hal.core.slurm_syntax import parse_signal_name
 from hal.core.states import JobState
 from hal.server.history import find_jobs
 from hal.server.services import Services
+from hal.slurm.syntax import parse_signal_name
 from hal.state import commands
 from hal.state.cluster import Caller
 from hal.wire.jobs import JobUpdate

@@ -10,7 +10,7 @@ field gets its default); ``docs/reference/slurmrest.md`` lists what is filled.
 from __future__ import annotations
 
 from hal import __version__
-from hal.core.slurm_syntax import compress_hostlist
+from hal.slurm.syntax import compress_hostlist
 from hal.wire.nodes import NodeInfo, PartitionInfo
 from hal.wire.slurm_json import MIB, job_info, minutes, no_val
 

@@ -1,7 +1,7 @@
 """A job's stdout/stderr, read where the control plane can see it.
 
 The fast path is the **shared filesystem**: the server expands the job's output pattern
-exactly as the agent does (``hal.core.filenames``, with the batch host's node name) and
+exactly as the agent does (``hal.slurm.filenames``, with the batch host's node name) and
 reads the file. That works on ``hal up`` and on clusters whose job directories are on a
 shared filesystem mounted at the same path on the server. When the file is not there
 (``open_output`` raises ``Unavailable``), the output route asks the job's agent for the
@@ -21,9 +21,9 @@ import pwd
 from collections.abc import AsyncIterator, Callable
 
 from hal.core.errors import InvalidRequest, NotFound, PermissionDenied, Unavailable
-from hal.core.filenames import FilenameFields, output_paths
 from hal.core.job import Job
 from hal.observe.outputfiles import NotServed, open_owned
+from hal.slurm.filenames import FilenameFields, output_paths
 
 CHUNK = 64 * 1024
 POLL_S = 0.25

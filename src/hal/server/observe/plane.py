@@ -89,6 +89,7 @@ class ObservePlane:
         self.requests = RequestCounts()
         self.last_start = 0.0
         self.last_cycle_s = 0.0
+        self.last_cycle_at: float | None = None  # when the last pass ended (None: none yet)
         self.cycles = 0
         self.alerts = AlertEvaluator(
             cluster,
@@ -203,6 +204,7 @@ class ObservePlane:
 
     def _on_cycle(self, stats: CycleStats, snap: ClusterSnapshot, plan: Plan) -> None:
         self.last_cycle_s = stats.last_duration_s
+        self.last_cycle_at = self.clock.now()
         self.cycles = stats.cycles
         self.metrics.on_cycle(stats, snap, plan)
         self.tracer.on_cycle(stats, snap, plan)

@@ -5,7 +5,7 @@
 Slurm's srun would say ("Unable to create step ..."). Both srun (to tell a step that
 stays on the batch node from one that needs the control plane) and the server (which
 decides) call it. Ranks are dealt in blocks, Slurm's default distribution (node 0 runs
-ranks 0..k-1, node 1 the next, and so on), or as ``-m`` says (``hal.core.distribution``):
+ranks 0..k-1, node 1 the next, and so on), or as ``-m`` says (``hal.slurm.distribution``):
 cyclic and block put as many tasks on each node, plane=S and arbitrary decide the counts
 too.
 """
@@ -20,10 +20,10 @@ from typing import NamedTuple
 
 import hostlist
 
-from hal.core.distribution import Distribution, deal
 from hal.core.errors import InvalidRequest
-from hal.core.slurm_syntax import compress_indices
 from hal.core.states import JobState
+from hal.slurm.distribution import Distribution, deal
+from hal.slurm.syntax import compress_indices
 
 DEFAULT_DISTRIBUTION = Distribution()  # srun's, without -m
 EXEC_FAILED = 2  # a task that could not start, as Slurm's srun reports it (srun and agents)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import IntFlag
 
 from hal.core.errors import InvalidRequest
-from hal.core.slurm_syntax import duration_long
+from hal.slurm.syntax import duration_long
 
 
 class MailType(IntFlag):
