@@ -553,7 +553,7 @@ def finished_usage_pages_as_finished_runs_with_what_fair_share_charges(
     charged = ended(1, 50.0).evolve(
         spec=JobSpec(user="alice", script=SCRIPT, account="physics"),
         allocation=two,
-        extra={"suspended_s": "7.5"},
+        extra={"suspended_s": "7.5", "max_rss": "5"},  # (its usage is no mark)
     )
     jobs = [
         charged,
@@ -562,8 +562,6 @@ def finished_usage_pages_as_finished_runs_with_what_fair_share_charges(
     ]
     with opened(open_store) as store:
         put_jobs(store, *jobs)
-        with store.transaction() as tx:
-            tx.record_usage([(1, 5, 1.0, None, None)])  # (not a mark)
         first, second = store.finished_usage(5)
         assert ids(store.finished_runs(5)) == [r.id for r in store.finished_usage(5)]
         assert (first.id, first.user, first.account, first.start, first.end) == (
