@@ -48,6 +48,7 @@ from hal.htc.rest import (
 from hal.server.services import Services
 from hal.state import commands
 from hal.state.cluster import Caller
+from hal.state.store import sql_store
 from hal.wire.jobs import JobSubmit
 
 HTC_CALLER = Caller("hal-htc", admin=True)  # cancels worker jobs it started
@@ -73,7 +74,7 @@ async def broker_of(ctx: Ctx) -> BrokerProcess:
     """The HTC broker process, made at the first HTC request."""
     broker = ctx.htc_broker
     if broker is None:
-        url = ctx.cluster.store.url
+        url = sql_store(ctx.cluster.store).url
         broker = ctx.htc_broker = BrokerProcess(db_url=url, journal_dir=default_dir(url))
     return broker
 
@@ -113,7 +114,7 @@ def known_id(session_id: str) -> str:
 
 
 def stored(ctx: Services, session_id: str | None, user: str | None) -> list[SessionInfo]:
-    records = SessionRecords(ctx.cluster.store.url)
+    records = SessionRecords(sql_store(ctx.cluster.store).url)
     try:
         return [SessionInfo.model_validate(r) for r in records.load(session_id, user)]
     finally:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from hal.core.errors import Conflict
 from hal.server.auth import new_token, token_hash
-from hal.state.store import SqlStateStore
+from hal.state.store_protocol import StateStore
 
 
 def ensure_user(
-    store: SqlStateStore, name: str, *, admin: bool, now: float, agent: bool = False
+    store: StateStore, name: str, *, admin: bool, now: float, agent: bool = False
 ) -> str | None:
     """Create ``name`` with a fresh token if absent; return the token (None if it existed).
     ``agent``: an agent's token, for any node."""
@@ -22,7 +22,7 @@ def ensure_user(
     return token
 
 
-def agent_token(store: SqlStateStore, name: str, *, now: float) -> str:
+def agent_token(store: StateStore, name: str, *, now: float) -> str:
     """A fresh agent token for any node under ``name`` (``hal up``'s agents): the user is
     created if absent, else its token replaced, so an agent of an earlier run holds none.
     A user or administrator of that name is left alone: a clear error instead."""
@@ -38,7 +38,7 @@ def agent_token(store: SqlStateStore, name: str, *, now: float) -> str:
     return reset_token(store, name, admin=False)
 
 
-def reset_token(store: SqlStateStore, name: str, *, admin: bool) -> str:
+def reset_token(store: StateStore, name: str, *, admin: bool) -> str:
     token = new_token()
     with store.transaction() as tx:
         tx.set_user_token(name, token_hash(token), admin)

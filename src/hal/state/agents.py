@@ -37,8 +37,8 @@ from hal.state.store import (
     DatabaseUnavailable,
     EventRow,
     JobUse,
-    Transaction,
 )
+from hal.state.store_protocol import StateTransaction
 from hal.wire.agent import (
     AgentInstructions,
     AgentRegister,
@@ -431,7 +431,7 @@ async def apply_reports(cluster: Cluster, node: str, reports: list[JobReport]) -
             changed.setdefault(job.id, job)
         events.extend(ends)
 
-        def extra(tx: Transaction) -> None:
+        def extra(tx: StateTransaction) -> None:
             tx.record_usage(usage)
 
         if changed:
@@ -485,7 +485,7 @@ async def check_nodes(cluster: Cluster) -> list[str]:
         changed, lost, to_stop = _lose_jobs(cluster, names, now)
         events.extend(lost)
 
-        def extra(tx: Transaction) -> None:
+        def extra(tx: StateTransaction) -> None:
             for n in nodes:
                 tx.upsert_node(n)
 
@@ -626,7 +626,7 @@ async def set_node_state(
             _lose_jobs(cluster, {name}, now) if state == "DOWN" else ([], [], [])
         )
 
-        def extra(tx: Transaction) -> None:
+        def extra(tx: StateTransaction) -> None:
             tx.upsert_node(new)
 
         await change.commit(changed, [event, *lost], extra)
@@ -647,7 +647,7 @@ async def forget_node(cluster: Cluster, name: str, reason: str) -> bool:
             return False
         now = cluster.clock.now()
 
-        def extra(tx: Transaction) -> None:
+        def extra(tx: StateTransaction) -> None:
             tx.delete_node(name)
 
         await change.commit(

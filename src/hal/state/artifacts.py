@@ -35,6 +35,7 @@ from hal.core.artifacts import (
 )
 from hal.core.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge, PermissionDenied
 from hal.state import schema
+from hal.state.store import sql_store
 
 if TYPE_CHECKING:
     from hal.core.job import Job
@@ -59,7 +60,7 @@ class Registry:
         """Read the versions, and delete the pieces of uploads a stopped server left."""
 
         def work() -> tuple[list[Artifact], dict[str, str]]:
-            with self.cluster.store.engine.begin() as conn:
+            with sql_store(self.cluster.store).engine.begin() as conn:
                 t, n, b = schema.artifacts, schema.artifact_names, schema.artifact_blobs
                 conn.execute(delete(b).where(b.c.sha256.like(UPLOAD + "%")))
                 found = [Artifact(**row._mapping) for row in conn.execute(select(*t.c))]
@@ -105,7 +106,7 @@ class Registry:
         b = schema.artifact_blobs
 
         def count() -> int:
-            with self.cluster.store.engine.connect() as conn:
+            with sql_store(self.cluster.store).engine.connect() as conn:
                 query = select(func.count()).where(b.c.sha256 == artifact.sha256)
                 return int(conn.execute(query).scalar_one())
 
@@ -120,7 +121,7 @@ class Registry:
         b = schema.artifact_blobs
 
         def piece(seq: int) -> bytes | None:
-            with self.cluster.store.engine.connect() as conn:
+            with sql_store(self.cluster.store).engine.connect() as conn:
                 query = select(b.c.data).where(b.c.sha256 == sha256, b.c.seq == seq)
                 data: bytes | None = conn.execute(query).scalar_one_or_none()
                 return data
@@ -209,7 +210,7 @@ class Registry:
         b = schema.artifact_blobs
 
         def put(seq: int, data: bytes) -> None:
-            with self.cluster.store.engine.begin() as conn:
+            with sql_store(self.cluster.store).engine.begin() as conn:
                 conn.execute(insert(b).values(sha256=upload, seq=seq, data=data))
 
         limit = self.cluster.config.max_artifact_bytes  # (scontrol reconfigure changes it)
@@ -239,7 +240,7 @@ class Registry:
         (the version stored, whether it is this one). A version published meanwhile (two
         pushes at once) is kept and returned."""
         t, n, b = schema.artifacts, schema.artifact_names, schema.artifact_blobs
-        with self.cluster.store.engine.begin() as conn:
+        with sql_store(self.cluster.store).engine.begin() as conn:
             there = conn.execute(
                 select(*t.c).where(t.c.name == artifact.name, t.c.version == artifact.version)
             ).first()
@@ -256,7 +257,7 @@ class Registry:
 
     def _drop_upload(self, upload: str) -> None:
         b = schema.artifact_blobs
-        with self.cluster.store.engine.begin() as conn:
+        with sql_store(self.cluster.store).engine.begin() as conn:
             conn.execute(delete(b).where(b.c.sha256 == upload))
 
     async def remove(self, name: str, version: str, caller: Caller) -> Artifact:
@@ -282,7 +283,7 @@ class Registry:
         t, b = schema.artifacts, schema.artifact_blobs
 
         def work() -> None:
-            with self.cluster.store.engine.begin() as conn:
+            with sql_store(self.cluster.store).engine.begin() as conn:
                 conn.execute(delete(t).where(t.c.name == found.name, t.c.version == found.version))
                 if not conn.execute(select(t.c.name).where(t.c.sha256 == found.sha256)).first():
                     conn.execute(delete(b).where(b.c.sha256 == found.sha256))

@@ -45,12 +45,11 @@ from hal.state.store import (
     CommitOutcomeUnknown,
     DatabaseUnavailable,
     EventRow,
-    SqlStateStore,
     StoredEvent,
     SubmitKey,
     SubmitKeyTaken,
-    Transaction,
 )
+from hal.state.store_protocol import StateStore, StateTransaction
 
 if TYPE_CHECKING:
     from hal.state.agents import AgentSession
@@ -92,7 +91,7 @@ class Submitted:
 class Cluster(Mirror):
     def __init__(
         self,
-        store: SqlStateStore,
+        store: StateStore,
         config: HalConfig,
         clock: Clock | None = None,
     ) -> None:
@@ -233,7 +232,7 @@ class Cluster(Mirror):
         self,
         jobs: Sequence[Job],
         events: Sequence[EventRow],
-        extra: Callable[[Transaction], None] | None = None,
+        extra: Callable[[StateTransaction], None] | None = None,
     ) -> None:
         """Persist changed ``jobs`` and ``events`` in one transaction, then mirror them.
         Only the handle (``Change.commit``) calls it, under the lock."""
@@ -574,7 +573,7 @@ class Change:
         self,
         jobs: Sequence[Job],
         events: Sequence[EventRow],
-        extra: Callable[[Transaction], None] | None = None,
+        extra: Callable[[StateTransaction], None] | None = None,
     ) -> None:
         """Persist ``jobs`` and ``events`` (and ``extra``'s writes) in one store
         transaction, then mirror them and tell the listeners."""

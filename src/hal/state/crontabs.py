@@ -29,7 +29,8 @@ from hal.core.states import JobState, PendingReason
 from hal.slurm.crontab import disable_entry, next_run
 from hal.state import schema
 from hal.state.job_changes import requeued
-from hal.state.store import EventRow, Transaction
+from hal.state.store import EventRow, sql_store, sql_transaction
+from hal.state.store_protocol import StateTransaction
 
 if TYPE_CHECKING:
     from hal.state.cluster import Cluster
@@ -46,9 +47,9 @@ class Changes:
 
     jobs: list[Job] = field(default_factory=list)
     events: list[EventRow] = field(default_factory=list)
-    write: Callable[[Transaction], None] | None = None
+    write: Callable[[StateTransaction], None] | None = None
 
-    def write_to(self, tx: Transaction) -> None:
+    def write_to(self, tx: StateTransaction) -> None:
         tx.update_jobs(self.jobs)
         tx.add_events(self.events)
         if self.write is not None:
@@ -83,7 +84,7 @@ async def stored_text(cluster: Cluster, user: str) -> str | None:
     """``user``'s crontab as last saved (None: they have none)."""
 
     def work() -> str | None:
-        with cluster.store.engine.connect() as conn:
+        with sql_store(cluster.store).engine.connect() as conn:
             return read(conn, user)
 
     return await cluster.db(work)
@@ -120,7 +121,7 @@ def _ending(cluster: Cluster, user: str, by: str, text: str | None) -> Changes:
             "user": user, "by": by
         })
     )  # fmt: skip
-    out.write = lambda tx: _store(tx.conn, user, text, now)
+    out.write = lambda tx: _store(sql_transaction(tx).conn, user, text, now)
     return out
 
 
@@ -175,7 +176,7 @@ def queued_again(
     return new, EventRow(now, "job.requeued", job_id=job.id, state="PENDING", data=data)
 
 
-def disabling(jobs: Sequence[Job]) -> Callable[[Transaction], None] | None:
+def disabling(jobs: Sequence[Job]) -> Callable[[StateTransaction], None] | None:
     """For a cancel's transaction: comment out the entries of the cron jobs in ``jobs``
     (being cancelled) in their users' crontabs; None when none is a cron job."""
     entries = [
@@ -186,12 +187,12 @@ def disabling(jobs: Sequence[Job]) -> Callable[[Transaction], None] | None:
     if not entries:
         return None
 
-    def write(tx: Transaction) -> None:
-        t = schema.crontabs
+    def write(tx: StateTransaction) -> None:
+        t, conn = schema.crontabs, sql_transaction(tx).conn
         for user, first, last in entries:
-            text = read(tx.conn, user)
+            text = read(conn, user)
             if text is not None:
                 new = disable_entry(text, first, last)
-                tx.conn.execute(update(t).where(t.c.user_name == user).values(text=new))
+                conn.execute(update(t).where(t.c.user_name == user).values(text=new))
 
     return write

@@ -25,7 +25,8 @@ from hal.core.errors import Conflict, InvalidRequest, NotFound
 from hal.core.node import Partition
 from hal.core.states import PartitionState
 from hal.slurm.syntax import duration_long
-from hal.state.store import EventRow, PartitionOverride, Transaction
+from hal.state.store import EventRow, PartitionOverride
+from hal.state.store_protocol import StateTransaction
 
 if TYPE_CHECKING:
     from hal.state.cluster import Cluster
@@ -110,7 +111,7 @@ async def update_partition(
         _check(new[name], update, cluster.partitions.values())
         event = EventRow(now, UPDATED, data={"name": name, "by": user, **update.values()})
 
-        def write(tx: Transaction) -> None:
+        def write(tx: StateTransaction) -> None:
             for row in rows:
                 tx.put_partition_override(row)
 

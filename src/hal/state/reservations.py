@@ -46,7 +46,8 @@ from hal.core.reservation import (
     windows_clash,
 )
 from hal.core.states import JobState, PendingReason
-from hal.state.store import EventRow, Transaction
+from hal.state.store import EventRow
+from hal.state.store_protocol import StateTransaction
 
 if TYPE_CHECKING:
     from hal.state.cluster import Caller, Cluster
@@ -240,7 +241,7 @@ async def _drop(cluster: Cluster, name: str, kind: str, *, hold: bool) -> None:
             if j.reason is PendingReason.RESERVATION_DELETED
         ]
 
-        def forget(tx: Transaction) -> None:
+        def forget(tx: StateTransaction) -> None:
             tx.delete_reservation(name)
 
         await change.commit(jobs, events, extra=forget)

@@ -34,7 +34,13 @@ from sqlalchemy import Connection, and_, delete, func, or_, select
 from hal.config.accounting import AccountingConfig
 from hal.state import schema
 from hal.state.cluster import Cluster
-from hal.state.store import ACTIVE_STATES, IN_LIST, DatabaseUnavailable, SqlStateStore
+from hal.state.store import (
+    ACTIVE_STATES,
+    IN_LIST,
+    DatabaseUnavailable,
+    SqlStateStore,
+    sql_store,
+)
 
 log = logging.getLogger("hal.accounting")
 BATCH = 1000  # rows read (jobs) or deleted (events) per transaction: one short write
@@ -209,7 +215,7 @@ class RecordPurge:
         if self.config.purge_events_after is not None:
             before = self.config.purge_events_after.cutoff(now)
             while stop is None or not stop.is_set():
-                done = await cluster.db(purge_events, cluster.store, before, self.batch)
+                done = await cluster.db(purge_events, sql_store(cluster.store), before, self.batch)
                 events += done
                 if done < self.batch:
                     break
@@ -231,7 +237,7 @@ class RecordPurge:
                 async with cluster.change():
                     keep = jobs_to_keep(cluster)
                     done, cursor = await cluster.db(
-                        purge_jobs, cluster.store, before, keep, cursor, self.batch
+                        purge_jobs, sql_store(cluster.store), before, keep, cursor, self.batch
                     )
                 jobs += done
                 if cursor is None:

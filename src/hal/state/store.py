@@ -1,12 +1,14 @@
-"""``SqlStateStore``: the durable record (SQLite with WAL by default, PostgreSQL by URL).
-
-The store is deliberately thin: it opens transactions and reads/writes rows. What a state
-change *means* lives in ``hal.state.cluster``; every change it makes goes through one
-``Transaction`` that also appends the matching event rows, so the event log (the outbox
-for the event stream and metrics) can never disagree with the tables.
+"""``SqlStateStore``: the durable record (SQLite with WAL by default, PostgreSQL by URL), the
+``StateStore`` the server runs on (``hal.state.store_protocol``: what each method
+promises).
 
 All methods are synchronous; the server calls them from one dedicated thread, which also
-serialises writers the way SQLite wants.
+serialises writers the way SQLite wants. Beyond the protocol it offers its ``engine``, for
+the modules that keep SQL tables of their own (artifacts, crontabs, retention, the server
+lock): ``sql_store`` gives them the cluster's store as a ``SqlStateStore``.
+
+The row types and the store's errors live in ``hal.state.rows`` and
+``hal.state.store_protocol``; they are imported from here too, where they were first.
 """
 
 from __future__ import annotations
@@ -15,8 +17,7 @@ import functools
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     Connection,
@@ -35,186 +36,66 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from hal.core.errors import Unavailable
-from hal.core.job import Allocation, Job, JobSpec
+from hal.core.job import Job, JobSpec
 from hal.core.node import Node
-from hal.core.reservation import Reservation, flag_words, stored_flags
-from hal.core.resources import ResourceVector
-from hal.core.states import NodeState
+from hal.core.reservation import Reservation
 from hal.db import is_sqlite, make_engine, normalise_url, unavailable_reason
 from hal.state import schema
-from hal.state.codec import allocation_from_json, allocation_to_json, job_from_row, job_to_row
+from hal.state.codec import job_from_row, job_to_row
 from hal.state.migrations import migrate
+from hal.state.rows import (
+    ACTIVE_STATES,
+    UPDATED_COLUMNS,
+    EventRow,
+    FinishedRun,
+    JobUse,
+    PartitionOverride,
+    RunningStepRow,
+    RunRow,
+    StepRow,
+    StoredEvent,
+    StoredUser,
+    SubmitKey,
+    event_from_row,
+    event_to_row,
+    finished_run_from_row,
+    node_from_row,
+    node_to_row,
+    reservation_from_row,
+    reservation_to_row,
+)
+from hal.state.store_protocol import (
+    CommitOutcomeUnknown,
+    DatabaseUnavailable,
+    StateStore,
+    StateTransaction,
+    SubmitKeyTaken,
+)
 
-ACTIVE_STATES = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING")
+__all__ = [  # the names other modules import from here (see the docstring)
+    "ACTIVE_STATES",
+    "IN_LIST",
+    "CommitOutcomeUnknown",
+    "DatabaseUnavailable",
+    "EventRow",
+    "FinishedRun",
+    "JobUse",
+    "PartitionOverride",
+    "RunRow",
+    "RunningStepRow",
+    "SqlStateStore",
+    "StepRow",
+    "StoredEvent",
+    "StoredUser",
+    "SubmitKey",
+    "SubmitKeyTaken",
+    "Transaction",
+    "sql_store",
+    "sql_transaction",
+]
+
 # values per IN list: PostgreSQL takes at most 65,535 parameters a statement
 IN_LIST = 1000
-# a DOWN node that keeps Slurm's DRAIN flag (``Node.drain``), as its state column holds it
-DOWN_DRAIN = "DOWN+DRAIN"
-
-
-def stored_node_state(node: Node) -> str:
-    """The ``state`` column of ``node``: its state, ``DOWN+DRAIN`` with the drain flag (a
-    server older than this one reads no such value: it is written only for a drained
-    node an operator set DOWN)."""
-    return DOWN_DRAIN if node.drain and node.state is NodeState.DOWN else node.state.value
-
-
-class DatabaseUnavailable(Unavailable):
-    """The database cannot serve now (``hal.db.unavailable_reason``): down, restarting,
-    locked, read-only. Nothing of the failed transaction was applied (it rolled back), so
-    the request may simply be retried; a 503 to clients."""
-
-    code = "database_unavailable"
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"the database is unavailable: {reason}; retry in a few seconds")
-        self.reason = reason
-
-    @staticmethod
-    def of(err: BaseException) -> DatabaseUnavailable | None:
-        """``err`` as a ``DatabaseUnavailable`` when it means the database cannot serve."""
-        reason = unavailable_reason(err)
-        return None if reason is None else DatabaseUnavailable(reason)
-
-
-class CommitOutcomeUnknown(Unavailable):
-    """PostgreSQL went away during the COMMIT of a change: it may or may not have been
-    applied. A 503 that clients send again only for a submission with an
-    ``Idempotency-Key``; the server reconciles what the change wrote (``hal.state.resync``)."""
-
-    code = "commit_outcome_unknown"
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(
-            f"the database went away while this change was being committed ({reason}): it "
-            "may or may not have been applied; check (hal squeue, hal sacct) before sending "
-            "it again"
-        )
-        self.reason = reason
-
-
-@dataclass(frozen=True, slots=True)
-class EventRow:
-    time: float
-    kind: str
-    job_id: int | None = None
-    node: str | None = None
-    state: str | None = None
-    data: dict[str, Any] | None = None
-
-
-# what a finished job's batch script used: (job id, max RSS, CPU seconds, and their user
-# and system parts, None where its agent did not say them)
-JobUse = tuple[int, int, float, float | None, float | None]
-
-
-@dataclass(frozen=True, slots=True)
-class StepRow:
-    """An ended job step, as accounting keeps it (``schema.job_steps``)."""
-
-    job_id: int
-    step_id: int
-    name: str
-    nodelist: str
-    ntasks: int
-    state: str
-    exit_code: int
-    start_time: float
-    end_time: float
-    exit_signal: int = 0  # the signal that ended its worst task (0: it exited)
-    # what its tasks used (``hal.state.step_usage``; 0 and "": not measured)
-    max_rss_bytes: int = 0  # the most of one task
-    max_rss_node: str = ""  # ... its node
-    max_rss_task: int = 0  # ... its rank
-    ave_rss_bytes: int = 0  # the tasks' mean of their most
-    total_cpu_seconds: float = 0.0  # user and system, all its tasks
-    # its tasks' GPU use (``step_usage.gpu_summary``; None: not read for GPUs): the most
-    # of one task and the tasks' mean, of memory and of utilisation
-    gpu_max_mem_bytes: int | None = None
-    gpu_ave_mem_bytes: int | None = None
-    gpu_max_util: int | None = None
-    gpu_ave_util: float | None = None
-    cpus: int = 0  # the job's CPUs it was given (0: not recorded)
-    memory_bytes: int = 0  # ... and memory
-    cancelled_by: str | None = None  # who scancel'd it alone (sacct's "CANCELLED by UID")
-    with_job: bool = False  # its job's end ended it (not in the job's DerivedExitCode)
-    # total_cpu_seconds' user and system parts (``step_usage.cpu_times``; None: not
-    # known, a task's end without them, or a step from before)
-    user_cpu_seconds: float | None = None
-    system_cpu_seconds: float | None = None
-    attempt: int = 0  # the job's run it started in (its restarts then; 0: the first)
-
-
-@dataclass(frozen=True, slots=True)
-class RunRow:
-    """An earlier run of a requeued job (``schema.job_runs``), as sacct -D shows it."""
-
-    job_id: int
-    attempt: int
-    state: str
-    exit_code: int
-    exit_signal: int
-    partition: str
-    submit_time: float
-    eligible_time: float | None
-    start_time: float | None
-    end_time: float
-    allocation: str | None  # JSON (``codec.allocation_to_json``)
-    max_rss: int
-    cpu_seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class RunningStepRow:
-    """A running job step, kept for a server restart (``schema.running_steps``)."""
-
-    job_id: int
-    step_id: int
-    attempt: int
-    name: str
-    nodes: str  # comma-separated
-    tasks: str  # comma-separated counts, or each node's ranks (``step_restore``)
-    start_time: float
-    # JSON: {node: [exit code, signal, oom, {rank: [rss, cpu]}, {rank: [GPU memory, most
-    # util, mean util]}]} (``step_restore``)
-    ended: str = "{}"
-    local: bool = False  # srun runs it on the batch node (``StepTable.open_local``)
-    gpu_ids: str = "{}"  # JSON: {node: [GPU ids]} it holds (``step_restore``)
-    cpus: str = "{}"  # JSON: {node: [the job's CPUs it holds there]} (``step_restore``)
-    srun: str = ""  # a local step's srun process, "PID:START" (``StepCreate.srun``)
-    memory: str = "{}"  # JSON: {node: bytes of the job's memory it holds} (``step_restore``)
-    cancelled_at: float | None = None  # scancel ended it then (``StepTable.cancel``)
-    cancelled_by: str | None = None  # ... at the request of (a user name)
-    relay: str = ""  # JSON: {node: [ranks reading srun's stdin]}; "": none (``step_restore``)
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionOverride:
-    """What ``scontrol update PartitionName=P`` set (``schema.partition_overrides``):
-    None where hal.toml's value holds (``hal.state.partitions``)."""
-
-    name: str
-    updated_by: str
-    updated_at: float
-    state: str | None = None
-    max_time_s: int | None = None
-    default_time_s: int | None = None
-    max_nodes: int | None = None
-    priority_job_factor: int | None = None
-    priority_tier: int | None = None
-    is_default: bool | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class StoredEvent:
-    id: int
-    time: float
-    kind: str
-    job_id: int | None
-    node: str | None
-    state: str | None
-    data: dict[str, Any]
 
 
 # The statements of the hot paths (submit, start, finish), built once: building an
@@ -248,28 +129,7 @@ def _update_jobs() -> Executable:
     return (
         update(t)
         .where(t.c.id == bindparam("b_id"))
-        .values(
-            state=bindparam("b_state"),
-            reason=bindparam("b_reason"),
-            partition=bindparam("b_partition"),
-            priority=bindparam("b_priority"),
-            eligible_time=bindparam("b_eligible"),
-            start_time=bindparam("b_start"),
-            end_time=bindparam("b_end"),
-            time_limit=bindparam("b_limit"),
-            exit_code=bindparam("b_exit"),
-            exit_signal=bindparam("b_signal"),
-            restarts=bindparam("b_restarts"),
-            array_max_running=bindparam("b_array_max_running"),  # ArrayTaskThrottle
-            held_by_admin=bindparam("b_admin_hold"),
-            priority_fixed=bindparam("b_priority_fixed"),
-            cancelled_by=bindparam("b_cancelled_by"),
-            allocation=bindparam("b_alloc"),
-            name=bindparam("b_name"),
-            spec=bindparam("b_spec"),
-            launched=bindparam("b_launched"),
-            marks=bindparam("b_marks"),
-        )
+        .values({c: bindparam(f"b_{c}") for c in UPDATED_COLUMNS})
     )
 
 
@@ -293,48 +153,9 @@ def _insert_events() -> Executable:
     return insert(schema.events).returning(schema.events.c.id, sort_by_parameter_order=True)
 
 
-@dataclass(frozen=True, slots=True)
-class StoredUser:
-    """A row of ``users``: an administrator, a user, or an agent (``agent``: its token is
-    accepted by /v1/agent only, for the nodes of the host list ``agent_nodes``, "" for
-    any node)."""
-
-    name: str
-    admin: bool
-    agent: bool = False
-    agent_nodes: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class FinishedRun:
-    """What fair share charges of a run that ended (``finished_usage``)."""
-
-    id: int
-    user: str
-    account: str | None  # as asked at submit (None: the user's default)
-    start: float
-    end: float
-    allocation: Allocation | None
-    marks: dict[str, str]  # ``job.extra``'s marks: its suspensions
-
-
-class SubmitKeyTaken(Exception):
-    """The submission's ``Idempotency-Key`` was stored meanwhile by the same key sent
-    again at once (the key is the table's primary key): this transaction rolls back."""
-
-
-@dataclass(frozen=True, slots=True)
-class SubmitKey:
-    """A submission's ``Idempotency-Key`` (a user's own: keys of different users never
-    meet) and the sha256 of its request body, which a resend must repeat."""
-
-    user: str
-    key: str
-    digest: str
-
-
 class Transaction:
-    """One unit of work. Obtained from ``SqlStateStore.transaction()``."""
+    """One unit of work on one connection (``StateTransaction``), from
+    ``SqlStateStore.transaction()``. ``conn`` is for the SQL-only modules' own tables."""
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
@@ -356,39 +177,12 @@ class Transaction:
             )
 
     def update_jobs(self, jobs: Sequence[Job]) -> None:
-        """Write the mutable columns of ``jobs`` (state, times, allocation, ...)."""
         if not jobs:
             return
-        from hal.state.codec import marks_to_json, spec_to_json
-
+        rows = [job_to_row(j, 0) for j in jobs]
         self.conn.execute(
             _update_jobs(),
-            [
-                {
-                    "b_id": j.id,
-                    "b_state": j.state.value,
-                    "b_reason": j.reason.value,
-                    "b_partition": j.partition,
-                    "b_priority": j.priority,
-                    "b_eligible": j.eligible_time,
-                    "b_start": j.start_time,
-                    "b_end": j.end_time,
-                    "b_limit": j.time_limit_s,
-                    "b_exit": j.exit_code,
-                    "b_signal": j.exit_signal,
-                    "b_restarts": j.restarts,
-                    "b_array_max_running": j.array_max_running,
-                    "b_admin_hold": j.held_by_admin,
-                    "b_priority_fixed": j.priority_fixed,
-                    "b_cancelled_by": j.cancelled_by,
-                    "b_alloc": allocation_to_json(j.allocation),
-                    "b_name": j.spec.name,
-                    "b_spec": spec_to_json(j.spec),
-                    "b_launched": j.launched,
-                    "b_marks": marks_to_json(j.extra),
-                }
-                for j in jobs
-            ],
+            [{"b_id": r["id"]} | {f"b_{c}": r[c] for c in UPDATED_COLUMNS} for r in rows],
         )
 
     def add_runs(self, runs: Sequence[RunRow]) -> None:
@@ -416,24 +210,7 @@ class Transaction:
         server can serve the stream from memory after the commit."""
         if not rows:
             return
-        ids = (
-            self.conn.execute(
-                _insert_events(),
-                [
-                    {
-                        "time": r.time,
-                        "kind": r.kind,
-                        "job_id": r.job_id,
-                        "node": r.node,
-                        "state": r.state,
-                        "data": json.dumps(r.data, separators=(",", ":")) if r.data else None,
-                    }
-                    for r in rows
-                ],
-            )
-            .scalars()
-            .all()
-        )
+        ids = self.conn.execute(_insert_events(), [event_to_row(r) for r in rows]).scalars().all()
         self.stored_events.extend(
             StoredEvent(int(i), r.time, r.kind, r.job_id, r.node, r.state, dict(r.data or {}))
             for i, r in zip(ids, rows, strict=True)
@@ -441,38 +218,13 @@ class Transaction:
 
     def upsert_node(self, node: Node) -> None:
         t = schema.nodes
-        values = {
-            "cpus": node.resources.cpus,
-            "memory_bytes": node.resources.memory_bytes,
-            "gpus": node.resources.gpus,
-            "gpu_model": node.gpu_model,
-            "features": json.dumps(list(node.features)),
-            "state": stored_node_state(node),
-            "reason": node.reason,
-            "reason_user": node.reason_user,
-            "reason_time": node.reason_time,
-            "address": node.address,
-            "last_heartbeat": node.last_heartbeat,
-            "topology_labels": json.dumps(node.labels, sort_keys=True),
-            "nvlink_domain": node.nvlink_domain,
-            "gpu_islands": json.dumps([list(i) for i in node.gpu_islands]),
-        }
-        done = self.conn.execute(update(t).where(t.c.name == node.name).values(**values))
+        row = node_to_row(node)
+        done = self.conn.execute(update(t).where(t.c.name == node.name).values(row))
         if done.rowcount == 0:
-            self.conn.execute(insert(t).values(name=node.name, **values))
+            self.conn.execute(insert(t).values(row))
 
     def delete_node(self, name: str) -> None:
         self.conn.execute(delete(schema.nodes).where(schema.nodes.c.name == name))
-
-    def touch_nodes(self, beats: Sequence[tuple[str, float]]) -> None:
-        if beats:
-            t = schema.nodes
-            self.conn.execute(
-                update(t)
-                .where(t.c.name == bindparam("b_name"))
-                .values(last_heartbeat=bindparam("b_time")),
-                [{"b_name": n, "b_time": when} for n, when in beats],
-            )
 
     def add_user(
         self,
@@ -519,18 +271,7 @@ class Transaction:
         """Insert or replace the reservation named ``r.name``."""
         t = schema.reservations
         self.conn.execute(delete(t).where(t.c.name == r.name))
-        self.conn.execute(
-            insert(t).values(
-                name=r.name,
-                start_time=r.start,
-                end_time=r.end,
-                nodes=json.dumps(list(r.nodes)),
-                users=json.dumps(list(r.users)),
-                accounts=json.dumps(list(r.accounts)),
-                flags=json.dumps(flag_words(r)),
-                partition=r.partition,
-            )
-        )
+        self.conn.execute(insert(t).values(reservation_to_row(r)))
 
     def put_partition_override(self, row: PartitionOverride) -> None:
         """Insert or replace the override of partition ``row.name``."""
@@ -566,6 +307,9 @@ class Transaction:
 
 
 class SqlStateStore:
+    """The ``StateStore`` over SQLAlchemy Core, on the database at ``url``; its engine is
+    made at once, a connection only at the first use."""
+
     def __init__(self, url: str) -> None:
         self.url = normalise_url(url)
         self.is_sqlite = is_sqlite(self.url)
@@ -738,18 +482,8 @@ class SqlStateStore:
             t.c.marks,
         )  # fmt: skip
         with self.engine.connect() as conn:
-            return [
-                FinishedRun(
-                    id=int(row.id),
-                    user=row.user_name,
-                    account=json.loads(row.spec).get("account"),
-                    start=float(row.start_time),
-                    end=float(row.end_time),
-                    allocation=allocation_from_json(row.allocation),
-                    marks=json.loads(row.marks) if row.marks and row.marks != "{}" else {},
-                )
-                for row in conn.execute(_finished_page(cols, limit, before))
-            ]
+            rows = conn.execute(_finished_page(cols, limit, before))
+            return [finished_run_from_row(row) for row in rows]
 
     def jobs_by_id(self, ids: Sequence[int]) -> list[Job]:
         """The stored rows of these job ids (those that exist), in id order."""
@@ -805,44 +539,12 @@ class SqlStateStore:
     def load_nodes(self) -> list[Node]:
         t = schema.nodes
         with self.engine.connect() as conn:
-            return [
-                Node(
-                    name=r.name,
-                    resources=ResourceVector(r.cpus, r.memory_bytes, r.gpus),
-                    state=NodeState(r.state.partition("+")[0]),
-                    drain=r.state == DOWN_DRAIN,
-                    reason=r.reason,
-                    reason_user=r.reason_user,
-                    reason_time=r.reason_time,
-                    features=tuple(json.loads(r.features)),
-                    gpu_model=r.gpu_model,
-                    address=r.address,
-                    last_heartbeat=r.last_heartbeat,
-                    labels=dict(json.loads(r.topology_labels)),
-                    nvlink_domain=r.nvlink_domain,
-                    gpu_islands=tuple(tuple(i) for i in json.loads(r.gpu_islands)),
-                )
-                for r in conn.execute(select(t).order_by(t.c.name))
-            ]
+            return [node_from_row(r) for r in conn.execute(select(t).order_by(t.c.name))]
 
     def load_reservations(self) -> list[Reservation]:
         t = schema.reservations
         with self.engine.connect() as conn:
-            return [
-                Reservation(
-                    name=r.name,
-                    start=r.start_time,
-                    end=r.end_time,
-                    nodes=tuple(json.loads(r.nodes)),
-                    users=tuple(json.loads(r.users)),
-                    accounts=tuple(json.loads(r.accounts)),
-                    flags=flags,
-                    partition=r.partition,
-                    purge_after=purge,
-                )
-                for r in conn.execute(select(t).order_by(t.c.name))
-                for flags, purge in [stored_flags(json.loads(r.flags))]  # (PURGE_COMP=s)
-            ]
+            return [reservation_from_row(r) for r in conn.execute(select(t).order_by(t.c.name))]
 
     def partition_overrides(self) -> list[PartitionOverride]:
         t = schema.partition_overrides
@@ -854,18 +556,7 @@ class SqlStateStore:
         t = schema.events
         stmt = select(t).where(t.c.id > after).order_by(t.c.id).limit(limit)
         with self.engine.connect() as conn:
-            return [
-                StoredEvent(
-                    id=int(r.id),
-                    time=r.time,
-                    kind=r.kind,
-                    job_id=r.job_id,
-                    node=r.node,
-                    state=r.state,
-                    data=json.loads(r.data) if r.data else {},
-                )
-                for r in conn.execute(stmt)
-            ]
+            return [event_from_row(r) for r in conn.execute(stmt)]
 
     def user_by_token_hash(self, token_sha256: str) -> StoredUser | None:
         t = schema.users
@@ -916,3 +607,29 @@ def _step_key(table: Table, job_id: int, attempt: int, step_id: int) -> tuple[An
     """The conditions that pick one step of one run of a job in ``table``."""
     c = table.c
     return (c.job_id == job_id, c.attempt == attempt, c.step_id == step_id)
+
+
+def sql_store(store: StateStore) -> SqlStateStore:
+    """``store`` as the SQL store, for a module that keeps SQL tables of its own (the
+    ``StateStore`` protocol covers none of them)."""
+    if isinstance(store, SqlStateStore):
+        return store
+    raise TypeError(
+        f"this needs the SQL state store, and the cluster runs on a {type(store).__name__}: "
+        "build it over SQLite (hal.testing.mirror.new_cluster with a database URL)"
+    )
+
+
+def sql_transaction(tx: StateTransaction) -> Transaction:
+    """``tx`` as a SQL transaction, for a module that writes SQL tables of its own in the
+    same transaction (``sql_store``)."""
+    if isinstance(tx, Transaction):
+        return tx
+    raise TypeError(
+        f"this needs a transaction of the SQL state store, not a {type(tx).__name__}: "
+        "build the cluster over SQLite (hal.testing.mirror.new_cluster with a database URL)"
+    )
+
+
+if TYPE_CHECKING:  # mypy checks that the SQL store is a StateStore
+    _check: type[StateStore] = SqlStateStore

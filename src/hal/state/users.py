@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from hal.core.errors import NotFound
 from hal.state.cluster import Cluster
-from hal.state.store import EventRow, StoredUser, Transaction
+from hal.state.store import EventRow, StoredUser
+from hal.state.store_protocol import StateTransaction
 
 
 def _event(cluster: Cluster, kind: str, user: StoredUser, by: str) -> EventRow:
@@ -31,7 +32,7 @@ async def add(
     """``agent``: an agent's token, for the nodes of the host list ``agent_nodes``."""
     event = _event(cluster, "user.added", StoredUser(name, admin, agent, agent_nodes), by)
 
-    def insert(tx: Transaction) -> None:
+    def insert(tx: StateTransaction) -> None:
         tx.add_user(name, token_sha256, admin, event.time, agent=agent, agent_nodes=agent_nodes)
 
     async with cluster.change() as change:
@@ -44,7 +45,7 @@ async def replace_token(
     """``missing`` is raised, and nothing is written, when the user is gone by now."""
     event = _event(cluster, "user.token_replaced", user, by)
 
-    def replace(tx: Transaction) -> None:
+    def replace(tx: StateTransaction) -> None:
         if not tx.set_user_token(user.name, token_sha256):
             raise missing
 
@@ -56,7 +57,7 @@ async def delete(cluster: Cluster, by: str, user: StoredUser, missing: NotFound)
     """``missing`` is raised, and nothing is written, when the user is gone by now."""
     event = _event(cluster, "user.deleted", user, by)
 
-    def remove(tx: Transaction) -> None:
+    def remove(tx: StateTransaction) -> None:
         if not tx.delete_user(user.name):
             raise missing
 

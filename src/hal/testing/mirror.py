@@ -1,7 +1,12 @@
-"""The server's in-memory mirror (``hal.state.cluster.Cluster``) over a real SQLite store,
-with one node ``n1`` (2 CPUs, 4 GiB) whose agent session collects what would be sent to
-it; no agents, no scheduler. For tests of ``hal.state`` (import it explicitly: it is not
-part of ``hal.testing``'s core-only surface)."""
+"""The server's in-memory mirror (``hal.state.cluster.Cluster``) over a state store, with one
+node ``n1`` (2 CPUs, 4 GiB) whose agent session collects what would be sent to it; no
+agents, no scheduler. For tests of ``hal.state`` (import it explicitly: it is not part of
+``hal.testing``'s core-only surface).
+
+The store is a ``MemoryStateStore`` where the test needs no database (it passes the same
+conformance suite as SQL: ``hal.testing.store_conformance``), or SQLite by URL where it
+needs what only SQL holds (crontabs, artifacts, retention) or checks the SQL rows
+themselves."""
 
 from __future__ import annotations
 
@@ -14,13 +19,16 @@ from hal.core.job import Job
 from hal.state.agents import AgentSession
 from hal.state.cluster import Cluster
 from hal.state.store import EventRow, SqlStateStore
+from hal.state.store_protocol import StateStore
 from hal.testing.builders import make_node
 from hal.wire.agent import Signal
 
 
-def new_cluster(db: str, clock: VirtualClock) -> Cluster:
-    """A loaded mirror over the database ``db`` (a fresh or an existing one)."""
-    cluster = Cluster(SqlStateStore(db), HalConfig(cluster_name="test"), clock)
+def new_cluster(db: str | StateStore, clock: VirtualClock) -> Cluster:
+    """A loaded mirror over ``db``: a database URL (a fresh or an existing database), or a
+    store (a ``MemoryStateStore``; the same one again: a server restart over it)."""
+    store = SqlStateStore(db) if isinstance(db, str) else db
+    cluster = Cluster(store, HalConfig(cluster_name="test"), clock)
     asyncio.run(cluster.load())
     cluster.nodes["n1"] = make_node("n1").cpus(2).mem_gib(4).build()
     cluster.agent_sessions["n1"] = AgentSession("n1")

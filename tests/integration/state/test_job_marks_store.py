@@ -1,6 +1,7 @@
-"""A job's marks (``job.extra``: preempted by, suspended at, requeue ...) survive a
-server restart on SQLite and PostgreSQL, so a restarted server still resumes a job
-suspended for a preemptor; a database from before them upgrades with none."""
+"""A job's marks (``job.extra``: preempted by, suspended at, requeue ...) are kept in
+``jobs.marks``; a database from before them (schema version 4) upgrades with none. That
+every store writes and reads them back is the conformance suite's
+(``hal.testing.store_conformance``)."""
 
 from __future__ import annotations
 
@@ -9,23 +10,6 @@ from sqlalchemy import text
 from hal.state.migrations import STEPS
 from hal.state.store import SqlStateStore
 from hal.testing import make_job
-
-MARKS = {"preempted_by": "2", "preempt_mode": "suspend", "suspended_at": "1000.5"}
-
-
-def test_marks_are_written_updated_and_reloaded(db_url: str) -> None:
-    store = SqlStateStore(db_url)
-    store.migrate()
-    job = make_job(1).running_on("n1", start=10.0).build().evolve(extra={"requeue": "1"})
-    with store.transaction() as tx:
-        tx.insert_scripts([(1, job.spec.script)])
-        tx.insert_jobs([job], [1])
-    with store.transaction() as tx:
-        tx.update_jobs([job.evolve(extra=MARKS)])
-    (loaded,) = store.load_jobs(active_or_ended_after=0.0)
-    store.close()
-    # the columns' own keys come from the columns, the rest from the marks
-    assert loaded.extra == {**MARKS, "script_id": "1", "max_rss": "0", "cpu_seconds": "0.0"}
 
 
 def test_migration_adds_the_marks_column(db_url: str) -> None:

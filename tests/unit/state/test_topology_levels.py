@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +15,7 @@ from hal.core.errors import BadConstraints
 from hal.core.job import JobSpec, TopologyConstraint
 from hal.core.topology import Block, LabelRule, Switch, Topology
 from hal.state.cluster import Cluster
-from hal.state.store import SqlStateStore
+from hal.state.memory_store import MemoryStateStore
 from hal.state.topology_levels import known_levels
 
 TREE = Topology(
@@ -28,15 +27,11 @@ LABELS = Topology(label_rules=(LabelRule(("n1",), (("rack", "r1"), ("site", "s1"
 
 
 @pytest.fixture
-def make(tmp_path: Path) -> Iterator[Any]:
+def make() -> Iterator[Any]:
     made: list[Cluster] = []
 
     def build(topology: Topology | None) -> Cluster:
-        c = Cluster(
-            SqlStateStore(f"sqlite:///{tmp_path / f'{len(made)}.db'}"),
-            HalConfig(topology=topology),
-            VirtualClock(1000.0),
-        )
+        c = Cluster(MemoryStateStore(), HalConfig(topology=topology), VirtualClock(1000.0))
         asyncio.run(c.load())
         made.append(c)
         return c
