@@ -9,7 +9,8 @@ import threading
 from hal.core.errors import Unauthenticated
 from hal.slurm.syntax import expand_hostlist
 from hal.state.cluster import Caller
-from hal.state.store import SqlStateStore, StoredUser
+from hal.state.store import StoredUser
+from hal.state.store_protocol import StateStore
 
 
 def new_token() -> str:
@@ -26,7 +27,7 @@ class TokenCache:
     Entries live until forgotten (no TTL): a replaced token must be dropped with
     ``forget_user`` by the server that replaced it."""
 
-    def __init__(self, store: SqlStateStore) -> None:
+    def __init__(self, store: StateStore) -> None:
         self.store = store
         self._known: dict[str, Caller] = {}
         # bumped by each forget: a look-up that began before it does not cache its answer,

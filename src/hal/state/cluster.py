@@ -1,9 +1,9 @@
 """``Cluster``: the server's live view of jobs and nodes (``Mirror``, its base class) and
 the one path by which it changes.
 
-The SQL store is the truth; the mirror holds the active jobs (plus those that ended within
-MinJobAge) and the nodes in memory so that the scheduler and ``squeue`` never scan the
-database. Every change follows one path, under one lock, through one handle
+The store (a ``StateStore``: SQL, or in memory for tests) is the truth; the mirror holds
+the active jobs (plus those that ended within MinJobAge) and the nodes in memory so that
+the scheduler and ``squeue`` never scan the database. Every change follows one path, under one lock, through one handle
 (``Cluster.change``):
 
     compute new Job/Node values  →  one store transaction (rows + event rows)  →  commit
