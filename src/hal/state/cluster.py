@@ -3,8 +3,8 @@ the one path by which it changes.
 
 The store (a ``StateStore``: SQL, or in memory for tests) is the truth; the mirror holds
 the active jobs (plus those that ended within MinJobAge) and the nodes in memory so that
-the scheduler and ``squeue`` never scan the database. Every change follows one path, under one lock, through one handle
-(``Cluster.change``):
+the scheduler and ``squeue`` never scan the database. Every change follows one path,
+under one lock, through one handle (``Cluster.change``):
 
     compute new Job/Node values  →  one store transaction (rows + event rows)  →  commit
     →  update the mirror  →  wake the scheduler, event streams and agents
