@@ -75,6 +75,7 @@ from hal.agent.events import (
 )
 from hal.agent.gpus import GpuInventory, configured_gpus, device_choice
 from hal.agent.gpuusage import GpuSampler, GpuTally, ProcessGpu, use_of
+from hal.agent.handshake import PLAN_FILE, read_recorded, write_atomic
 from hal.agent.instructions import InstructionStream
 from hal.agent.isolation import Isolation, agent_cgroup_name, detect_isolation
 from hal.agent.launcher import LaunchReply, StepLauncher
@@ -102,14 +103,11 @@ from hal.agent.steps import Key as StepKey
 from hal.agent.steps import Outgoing, StepTasks, TaskRef
 from hal.agent.store import JobStore, StoredJob
 from hal.agent.supervisor import (
-    PLAN_FILE,
     STOPPING_FILE,
     StepPlan,
     parse_started,
     read_status,
-    read_supervisor,
     tell_job_from_agent,
-    write_atomic,
 )
 from hal.client.config import load_client_config
 from hal.core.clock import Clock, SystemClock
@@ -827,7 +825,7 @@ class AgentShell:
             return
         if reply.error:
             # The launcher may have recorded and started a supervisor before failing.
-            recorded = read_supervisor(watch.job_dir)
+            recorded = read_recorded(watch.job_dir)
             if recorded is None:
                 self._close_fds(watch)
                 self._watches.pop(watch.job_id, None)

@@ -63,6 +63,7 @@ from hal.agent.environment import (
 )
 from hal.agent.gpus import GpuInventory, denied_minors
 from hal.agent.gpuusage import GpuTally, ProcessGpu
+from hal.agent.handshake import PLAN_FILE, read_recorded, write_atomic
 from hal.agent.isolation import Isolation, signal_procs
 from hal.agent.launcher import LaunchReply, StepLauncher
 from hal.agent.plan import LaunchError, job_umask, resolve_user, task_inputs
@@ -80,7 +81,6 @@ from hal.agent.step_input import (
     write_size,
 )
 from hal.agent.stepkeeper import (
-    KEEPER_PLAN,
     STOPPED_FILE,
     KeeperPlan,
     output_path,
@@ -90,7 +90,6 @@ from hal.agent.stepkeeper import (
     read_times,
     read_usage,
 )
-from hal.agent.supervisor import read_supervisor, write_atomic
 from hal.core.process import start_ticks
 from hal.core.steps import (
     EXEC_FAILED,
@@ -325,14 +324,14 @@ class StepTasks:
             try:
                 with open(os.path.join(folder, LAUNCH_FILE)) as f:
                     launch = StepLaunch.model_validate_json(f.read())
-                with open(os.path.join(folder, KEEPER_PLAN)) as f:
+                with open(os.path.join(folder, PLAN_FILE)) as f:
                     plan = KeeperPlan.from_json(f.read())
             except (OSError, ValueError) as err:  # the agent stopped while writing it
                 log.warning("step folder %s left unadopted and removed: %s", folder, err)
                 shutil.rmtree(folder, ignore_errors=True)
                 continue
             step = _NodeStep(launch, folder, group=plan.group)
-            step.keeper = read_supervisor(folder)
+            step.keeper = read_recorded(folder)
             step.failed = _read_bad_exit(folder)
             job = (launch.job_id, launch.launch.attempt)
             if os.path.exists(os.path.join(folder, MADE_FILE)):
@@ -616,7 +615,7 @@ class StepTasks:
         except OSError as err:
             reply = LaunchReply(launch.job_id, launch.step_id, error=str(err))
         if reply.error:
-            step.keeper = read_supervisor(step.folder)  # recorded before it failed?
+            step.keeper = read_recorded(step.folder)  # recorded before it failed?
             if step.keeper is None:
                 message = f"srun: error: {self.node}: cannot start the step: {reply.error}\n"
                 step.write(launch.ranks[0], "stderr", message.encode())
@@ -1000,7 +999,7 @@ def _write_folder(step: _NodeStep, plan: KeeperPlan, made: bool) -> None:
     if step.launch.relay_ranks:
         make_wakes(step.folder, bool(step.launch.pty))
     _mark_stopped(step)
-    write_atomic(step.folder, KEEPER_PLAN, plan.to_json())
+    write_atomic(step.folder, PLAN_FILE, plan.to_json())
 
 
 def _make_folder(folder: str) -> None:

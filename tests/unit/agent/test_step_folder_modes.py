@@ -9,7 +9,7 @@ import os
 import stat
 from pathlib import Path
 
-from hal.agent.stepkeeper import KEEPER_PLAN
+from hal.agent.handshake import PLAN_FILE
 from hal.agent.steps import LAUNCH_FILE, StepTasks
 from hal.wire.agent import Launch, StepLaunch
 
@@ -66,6 +66,6 @@ def test_the_step_folder_is_private(tmp_path: Path) -> None:
     assert mode(steps) == 0o700
     assert mode(folder) == 0o700
     assert mode(folder / LAUNCH_FILE) == 0o600
-    assert mode(folder / KEEPER_PLAN) == 0o600
-    assert "s3cret" in (folder / KEEPER_PLAN).read_text()
+    assert mode(folder / PLAN_FILE) == 0o600
+    assert "s3cret" in (folder / PLAN_FILE).read_text()
     assert not [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]

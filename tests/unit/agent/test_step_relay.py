@@ -29,7 +29,7 @@ from hal.agent.step_input import (
     wake,
     write_input,
 )
-from hal.agent.stepkeeper import KeeperPlan, _keep, read_codes, read_ends
+from hal.agent.stepkeeper import KeeperPlan, keep, read_codes, read_ends
 from hal.wire.agent import StepInput, StepLaunch
 
 
@@ -73,7 +73,7 @@ def keeper_plan(folder: Path, argv: tuple[str, ...], ranks: tuple[int, ...]) -> 
 
 @pytest.fixture
 def keeper() -> Iterator[list[int]]:
-    """Forks ``_keep`` (the keeper's work) for a test; kills what is left after it."""
+    """Forks ``keep`` (the keeper's work) for a test; kills what is left after it."""
     pids: list[int] = []
     yield pids
     for pid in pids:
@@ -91,7 +91,7 @@ def start(plan: KeeperPlan, pids: list[int]) -> int:
         code = 1
         try:
             os.close(read_end_)
-            code = _keep(plan, Isolation("none"), write_end)
+            code = keep(plan, Isolation("none"), write_end)
         finally:
             os._exit(code)
     os.close(write_end)
