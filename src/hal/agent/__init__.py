@@ -23,8 +23,9 @@ if TYPE_CHECKING:
         NodeForgotten,
     )
     from hal.agent.config import AgentConfig
+    from hal.agent.records import InvariantViolation
     from hal.agent.shell import AgentShell, run_agent
-    from hal.agent.state import AgentState, InvariantViolation
+    from hal.agent.state import AgentState
 
 # Imported on first use: the step launcher (``hal.agent.forkserver``) is a small process
 # whose forks must stay cheap, so importing this package must not pull in httpx/pydantic.
@@ -39,7 +40,7 @@ _EXPORTS = {
     "AgentShell": "hal.agent.shell",
     "run_agent": "hal.agent.shell",
     "AgentState": "hal.agent.state",
-    "InvariantViolation": "hal.agent.state",
+    "InvariantViolation": "hal.agent.records",
 }
 
 __all__ = [

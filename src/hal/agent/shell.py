@@ -35,7 +35,6 @@ import random
 import signal
 import threading
 import time
-from collections import deque
 from collections.abc import Coroutine
 from dataclasses import dataclass, replace
 
@@ -96,11 +95,17 @@ from hal.agent.procfs import (
     open_pidfd,
     tree_usage,
 )
-from hal.agent.records import ExitOutcome, Phase
+from hal.agent.records import ExitOutcome, Phase, StepKey
 from hal.agent.remains import end_remains
-from hal.agent.state import AgentState
-from hal.agent.steps import Key as StepKey
-from hal.agent.steps import Outgoing, StepTasks, TaskRef
+from hal.agent.state import AgentState, feed
+from hal.agent.stepevents import (
+    StepInputArrived,
+    StepLaunchRequested,
+    StepOutgoing,
+    StepsDelivered,
+    SyncSoon,
+)
+from hal.agent.steps import StepShell, TaskRef
 from hal.agent.store import JobStore, StoredJob
 from hal.agent.supervisor import (
     STOPPING_FILE,
@@ -198,7 +203,9 @@ class AgentShell:
         self.store = JobStore(config.state_dir)
         # Seqs start at the wall clock in ms, so a restarted agent's reports sort after
         # its predecessor's even if the server kept that one's acked_seq.
-        self.machine = AgentState(first_seq=int(self.clock.now() * 1000), validate=config.validate)
+        self.machine = AgentState(
+            first_seq=int(self.clock.now() * 1000), validate=config.validate, node=config.node
+        )
         self.isolation = Isolation("none")
         self.agent_name = agent_cgroup_name(config.node, str(config.state_dir))
         self._gpus = gpus
@@ -232,12 +239,14 @@ class AgentShell:
             live_jobs=self._live_jobs,
         )
         self._deploying: set[asyncio.Task[None]] = set()
-        self.steps = StepTasks(
+        self.steps = StepShell(
             config.node,
             agent=self.agent_name,
             unknown_users_as_agent=config.unknown_users_as_agent,
-            notify=self._step_output,
             steps_dir=str(config.state_dir / "steps"),
+            state=self.machine.steps,
+            feed=self._feed,
+            clock=self.clock,
             cpus=self.cpus,
             artifacts=self.artifacts,
         )
@@ -283,8 +292,9 @@ class AgentShell:
                 self.config.memory_bytes or host_memory_bytes(),
                 self._gpus.count,
             )
-            self._launcher = StepLauncher(self.isolation, self._on_launch_reply)
+            self._launcher = StepLauncher(self.isolation)  # batch jobs' and steps'
             self._launcher.start(self._loop)
+            self.steps.launcher = self._launcher
             for stored in self.store.load():
                 self._adopt(stored)
             self.steps.adopt()  # before the first registration, which lists them
@@ -404,7 +414,7 @@ class AgentShell:
             if failing:
                 counters.reconnects += 1
                 failing = False
-            self.steps.delivered(sent)
+            self._feed(StepsDelivered(sent, self.clock.now()))
             self._apply(reply)
 
     async def _flush_loop(self) -> None:
@@ -415,10 +425,10 @@ class AgentShell:
             # travel in one sync instead of one request each
             # (step output alone waits a little longer: a chatty task's lines go together;
             # not a terminal's, whose echoes a user waits for)
-            only_output = not self.machine.outbox and not self.steps.interactive()
+            only_output = not self.machine.outbox and not self.machine.steps.interactive()
             await asyncio.sleep(STEP_COALESCE_SECONDS if only_output else FLUSH_COALESCE_SECONDS)
             self._reports_ready.clear()
-            if not self._registered or not (self.machine.outbox or self.steps.pending()):
+            if not self._registered or not (self.machine.outbox or self.machine.steps.pending()):
                 continue  # the sync loop carries them once registered
             request, sent = self._sync_request(0.0)
             try:
@@ -428,9 +438,9 @@ class AgentShell:
                 log.debug("flush failed (%s); the long poll will carry the reports", err)
                 continue
             self.counters.last_sync = self.clock.now()
-            self.steps.delivered(sent)
+            self._feed(StepsDelivered(sent, self.clock.now()))
             self._apply(reply)
-            if self.steps.pending():
+            if self.machine.steps.pending():
                 self._reports_ready.set()  # more than one sync's worth of output
 
     async def _output_loop(self, channel: OutputChannel) -> None:
@@ -470,7 +480,7 @@ class AgentShell:
             version=__version__,
             isolation=self.isolation.kind,
             running=self.machine.running(),
-            steps=self.steps.running(),
+            steps=self.machine.steps.running(),
         )
         reply = await self.channel.register(request)
         self._wait_seconds = min(
@@ -488,16 +498,8 @@ class AgentShell:
         if reply.kill_wait_seconds != self.machine.kill_wait_seconds:
             self.store.save_kill_wait(reply.kill_wait_seconds)
         log.info("registered %s with %d running job(s)", self.config.node, len(request.running))
-        self._feed(Registered(reply.kill_wait_seconds, tuple(reply.kill), self.clock.now()))
-        for ref in reply.kill_steps:  # steps a restarted server no longer knows
-            end = StepSignal(
-                job_id=ref.job_id,
-                step_id=ref.step_id,
-                attempt=ref.attempt or 0,
-                signal=signal.SIGTERM,
-                kill_wait_seconds=reply.kill_wait_seconds,
-            )
-            self.steps.signal(end)
+        kill, kill_steps = tuple(reply.kill), tuple(reply.kill_steps)
+        self._feed(Registered(reply.kill_wait_seconds, kill, self.clock.now(), kill_steps))
 
     async def _sample_usage(self) -> tuple[list[JobUsage], list[StepTaskUsage]]:
         """What the running jobs and step tasks use now (``procfs.job_usage``,
@@ -602,9 +604,9 @@ class AgentShell:
         usage: list[JobUsage] | None = None,
         load: tuple[int | None, float | None] = (None, None),
         step_usage: list[StepTaskUsage] | None = None,
-    ) -> tuple[AgentSync, Outgoing]:
+    ) -> tuple[AgentSync, StepOutgoing]:
         outbox = self.machine.outbox
-        steps = self.steps.outgoing()
+        steps = self.machine.steps.outgoing()
         # Jobs whose reports wait for a later slice count as running until those are sent:
         # otherwise the server, not seeing them, would end them as lost (NODE_FAIL).
         later = (r.job_id for r in outbox[MAX_REPORTS_PER_SYNC:])
@@ -625,10 +627,6 @@ class AgentShell:
         )
         return request, steps
 
-    def _step_output(self) -> None:
-        if self._reports_ready is not None:
-            self._reports_ready.set()
-
     def _apply(self, reply: AgentInstructions) -> None:
         now = self.clock.now()
         if reply.reregister:
@@ -642,11 +640,11 @@ class AgentShell:
             elif isinstance(instruction, Limit):
                 self._feed(LimitRequested(instruction, now))
             elif isinstance(instruction, StepLaunch):
-                self.steps.launch(instruction)  # steps live beside the machine (steps.py)
+                self._feed(StepLaunchRequested(instruction, now))
             elif isinstance(instruction, StepInput):
-                self.steps.input(instruction)  # srun's stdin for the step's tasks here
+                self._feed(StepInputArrived(instruction, now))  # srun's stdin for the tasks
             elif isinstance(instruction, StepSignal):
-                self.steps.signal(instruction)
+                self._feed(self.steps.signal_requested(instruction))
             elif isinstance(instruction, Prefetch):
                 self._track(self._prefetch(instruction))
             else:
@@ -678,10 +676,7 @@ class AgentShell:
     # -- the machine ----------------------------------------------------------------------
 
     def _feed(self, event: Event) -> None:
-        pending: deque[Event] = deque([event])
-        while pending:
-            for command in self.machine.handle(pending.popleft()):
-                pending.extend(self._execute(command))
+        feed(self.machine, event, self._execute)
         if self._wake is not None:
             self._wake.set()
 
@@ -705,6 +700,11 @@ class AgentShell:
                 job_dir = self.store.job_dir(command.job_id, command.attempt)
                 with contextlib.suppress(OSError):  # (its folder is gone: it has ended)
                     write_atomic(job_dir, STOPPING_FILE, repr(command.kill_at))
+            case SyncSoon():
+                if self._reports_ready is not None:
+                    self._reports_ready.set()
+            case _:
+                return self.steps.execute(command)
         return []
 
     def _tell(self, command: TellJob) -> None:
@@ -745,7 +745,7 @@ class AgentShell:
     # -- processes ------------------------------------------------------------------------
 
     def _live_jobs(self) -> set[int]:
-        return {*self.machine.jobs, *(s.job_id for s in self.steps.running())}
+        return {*self.machine.jobs, *(s.job_id for s in self.machine.steps.running())}
 
     def _spawn(self, command: SpawnJob) -> list[Event]:
         if command.launch.artifacts:  # the job's artifacts first (a task: they may download)
@@ -816,7 +816,9 @@ class AgentShell:
         self._watches[watch.job_id] = watch
         assert self._loop is not None and self._launcher is not None
         self._loop.add_reader(started_r, self._on_started, watch)
-        self._launcher.launch(launch.job_id, launch.attempt, job_dir, started_w)
+        self._launcher.launch(
+            launch.job_id, launch.attempt, job_dir, started_w, self._on_launch_reply
+        )
         return []
 
     def _on_launch_reply(self, reply: LaunchReply) -> None:

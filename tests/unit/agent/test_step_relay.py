@@ -156,15 +156,15 @@ def test_the_agent_writes_what_comes_and_reports_how_far_tasks_got(tmp_path: Pat
     tasks.input(given(2, b"c", eof=True))
     assert (folder / "input").read_bytes() == b"abc" and read_end(str(folder)) == 3
     (folder / "fed").write_text("1 2\n")
-    step = next(iter(tasks._steps.values()))
-    assert tasks._read_fed(step) and tasks.pending()
+    part = tasks.shell._parts[(12, 0, 5)]
+    assert tasks.shell._read_fed(part) and tasks.pending()
     sent = tasks.outgoing()
     (report,) = sent.input_fed
     assert (report.rank, report.offset, report.closed) == (1, 2, False)
     tasks.delivered(sent)
     assert not tasks.pending() and tasks.outgoing().input_fed == []
     (folder / "fed").write_text(f"1 {CLOSED}\n")
-    tasks._read_fed(step)
+    tasks.shell._read_fed(part)
     (report,) = tasks.outgoing().input_fed
     assert report.closed
 

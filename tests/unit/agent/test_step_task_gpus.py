@@ -23,8 +23,9 @@ from hal.agent.config import AgentConfig
 from hal.agent.gpuusage import ProcessGpu
 from hal.agent.procfs import children
 from hal.agent.shell import AgentShell, _Watch
-from hal.agent.steps import _NodeStep, _totals
+from hal.agent.stepevents import StepAdopted
 from hal.core.process import start_ticks
+from hal.wire.steps import TaskTotals
 
 GiB = 1 << 30
 
@@ -67,11 +68,17 @@ def shell(tmp_path: Path) -> AgentShell:
 
 
 def add_step(agent: AgentShell, tmp_path: Path, step_id: int, pid: int, gpus: list[int]) -> None:
+    """A running step part whose one task is ``pid`` (rank = step id), as adopted."""
     launch = step(tmp_path, "true", [step_id], step_id=step_id)
     launch.launch.gpu_ids = gpus
-    part = _NodeStep(launch, str(tmp_path / f"12.{step_id}"))
-    part.tasks = {step_id: (pid, start_ticks(pid))}  # rank = step id: one task each
-    agent.steps._steps[(12, 0, step_id)] = part  # (job, run, step)
+    agent.machine.handle(StepAdopted(launch, 0.0, None, None, 0.0))
+    part = agent.steps._new_part(launch)
+    part.tasks = {step_id: (pid, start_ticks(pid))}
+
+
+def totals(agent: AgentShell, step_id: int) -> tuple[TaskTotals, ...]:
+    """What the part's end would carry of each task (``StepCollected.totals``)."""
+    return agent.steps._collected(agent.steps._parts[(12, 0, step_id)], 0).totals
 
 
 def test_one_nvml_read_for_jobs_and_step_tasks_summed_over_each_tree(
@@ -120,11 +127,10 @@ def test_one_nvml_read_for_jobs_and_step_tasks_summed_over_each_tree(
     )
     assert sampler.reads == 2
 
-    ended = agent.steps._steps[(12, 0, 0)]
-    (total,) = _totals(ended)  # what goes with the node's end
+    (total,) = totals(agent, 0)  # what goes with the node's end
     assert total.gpu is not None
     assert (total.gpu.max_mem_bytes, total.gpu.max_util, total.gpu.ave_util) == (6 * GiB, 70, 55.0)
-    (plain_total,) = _totals(agent.steps._steps[(12, 0, 1)])
+    (plain_total,) = totals(agent, 1)
     assert plain_total.gpu is None
 
 
