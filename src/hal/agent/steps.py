@@ -59,7 +59,7 @@ from hal.agent.environment import (
 )
 from hal.agent.events import Event
 from hal.agent.forkserver import STEP
-from hal.agent.gpus import GpuInventory, denied_minors
+from hal.agent.gpus import GpuInventory, denied_gpus
 from hal.agent.gpuusage import GpuTally, ProcessGpu
 from hal.agent.handshake import read_recorded
 from hal.agent.isolation import Isolation, signal_procs
@@ -358,7 +358,7 @@ class StepShell:
 
     def denied_gpus(self, given: list[int]) -> tuple[int, ...]:
         """The device minors a job (or its step) given GPUs ``given`` may not open."""
-        return denied_minors(self.gpus, given) if self.isolation.devices else ()
+        return denied_gpus(self.gpus, self.isolation.devices, given)
 
     # -- the tasks ---------------------------------------------------------------------------
 
