@@ -15,34 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hal.agent.records import ExitOutcome, JobRecord
-from hal.agent.stepevents import (
-    CollectStep,
-    ForgetStep,
-    MarkStepBadExit,
-    MarkStepStopped,
-    MarkStepTimedOut,
-    ReleaseStepJob,
-    SignalLocalStep,
-    SignalStep,
-    StartStep,
-    StepAdopted,
-    StepCollected,
-    StepFedRead,
-    StepInputArrived,
-    StepKeeperExited,
-    StepLaunchFailed,
-    StepLaunchRequested,
-    StepOutputRead,
-    StepOverMemory,
-    StepsDelivered,
-    StepSignalRequested,
-    StepStarted,
-    StepTasksEnded,
-    StepTasksFound,
-    SyncSoon,
-    WriteStepError,
-    WriteStepInput,
-)
+from hal.agent.stepevents import StepCommand, StepEvent
 from hal.wire.agent import Cancel, JobReport, Launch, Limit, RunningStep, Signal
 
 # --- events ------------------------------------------------------------------------------
@@ -141,20 +114,7 @@ Event = (
     | ProcessExited
     | Tick
     | ReportsAcked
-    | StepLaunchRequested
-    | StepSignalRequested
-    | StepInputArrived
-    | StepAdopted
-    | StepStarted
-    | StepLaunchFailed
-    | StepTasksFound
-    | StepOutputRead
-    | StepFedRead
-    | StepTasksEnded
-    | StepOverMemory
-    | StepKeeperExited
-    | StepCollected
-    | StepsDelivered
+    | StepEvent
 )
 
 # --- commands ----------------------------------------------------------------------------
@@ -228,16 +188,5 @@ Command = (
     | SendReport
     | TellJob
     | MarkStopping
-    | StartStep
-    | SignalStep
-    | SignalLocalStep
-    | WriteStepError
-    | WriteStepInput
-    | MarkStepStopped
-    | MarkStepTimedOut
-    | MarkStepBadExit
-    | CollectStep
-    | ReleaseStepJob
-    | ForgetStep
-    | SyncSoon
+    | StepCommand
 )

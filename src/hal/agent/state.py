@@ -56,23 +56,7 @@ from hal.agent.events import (
 )
 from hal.agent.records import ExitOutcome, InvariantViolation, JobRecord, Phase
 from hal.agent.signals import parse_signal_spec, signal_name
-from hal.agent.stepevents import (
-    StepAdopted,
-    StepCollected,
-    StepFedRead,
-    StepInputArrived,
-    StepKeeperExited,
-    StepLaunchFailed,
-    StepLaunchRequested,
-    StepOutputRead,
-    StepOverMemory,
-    StepsDelivered,
-    StepSignalRequested,
-    StepStarted,
-    StepTasksEnded,
-    StepTasksFound,
-)
-from hal.agent.stepstate import StepCommand, StepState
+from hal.agent.stepstate import StepState
 from hal.core.errors import InvalidRequest
 from hal.core.resources import MiB
 from hal.core.states import JobState
@@ -136,44 +120,10 @@ class AgentState:
                 commands += self.steps.tick(event.time)
             case ReportsAcked():
                 commands = self._acked(event)
-            case _:
-                commands = [*self._step(event)]
+            case _:  # a job step's: to the machine's step half
+                commands = [*self.steps.handle(event)]
         self._check(commands)
         return commands
-
-    def _step(self, event: Event) -> list[StepCommand]:
-        """A job step's event, to the machine's step half."""
-        steps = self.steps
-        match event:
-            case StepLaunchRequested():
-                return steps.launch(event)
-            case StepSignalRequested():
-                return steps.signal(event)
-            case StepInputArrived():
-                return steps.input(event)
-            case StepAdopted():
-                return steps.adopted(event)
-            case StepStarted():
-                return steps.started(event)
-            case StepLaunchFailed():
-                return steps.launch_failed(event)
-            case StepTasksFound():
-                return steps.tasks_found(event)
-            case StepOutputRead():
-                return steps.output_read(event)
-            case StepFedRead():
-                return steps.fed_read(event)
-            case StepTasksEnded():
-                return steps.tasks_ended(event)
-            case StepOverMemory():
-                return steps.over_memory(event)
-            case StepKeeperExited():
-                return steps.keeper_exited(event)
-            case StepCollected():
-                return steps.collected(event)
-            case StepsDelivered():
-                return steps.delivered(event)
-        raise InvariantViolation(f"no handler for {event!r}")
 
     # -- queries ------------------------------------------------------------------------
 

@@ -274,3 +274,35 @@ class ForgetStep:
 @dataclass(frozen=True, slots=True)
 class SyncSoon:
     """Step output, an end, a failure or input progress waits: send a sync soon."""
+
+
+StepEvent = (
+    StepLaunchRequested
+    | StepSignalRequested
+    | StepInputArrived
+    | StepAdopted
+    | StepStarted
+    | StepLaunchFailed
+    | StepTasksFound
+    | StepOutputRead
+    | StepFedRead
+    | StepTasksEnded
+    | StepOverMemory
+    | StepKeeperExited
+    | StepCollected
+    | StepsDelivered
+)
+StepCommand = (
+    StartStep
+    | SignalStep
+    | SignalLocalStep
+    | WriteStepError
+    | WriteStepInput
+    | MarkStepStopped
+    | MarkStepTimedOut
+    | MarkStepBadExit
+    | CollectStep
+    | ReleaseStepJob
+    | ForgetStep
+    | SyncSoon
+)

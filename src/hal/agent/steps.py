@@ -90,6 +90,7 @@ from hal.agent.stepevents import (
     StartStep,
     StepAdopted,
     StepCollected,
+    StepCommand,
     StepFedRead,
     StepKeeperExited,
     StepLaunchFailed,
@@ -114,7 +115,7 @@ from hal.agent.stepfolder import (
     write_folder,
 )
 from hal.agent.stepkeeper import KeeperPlan, read_codes, read_ends, read_tasks
-from hal.agent.stepstate import StepCommand, StepState
+from hal.agent.stepstate import StepState
 from hal.core.clock import Clock, SystemClock
 from hal.core.process import start_ticks
 from hal.wire.agent import StepInput, StepLaunch, StepSignal, StepTaskUsage

@@ -49,6 +49,8 @@ from hal.agent.stepevents import (
     StartStep,
     StepAdopted,
     StepCollected,
+    StepCommand,
+    StepEvent,
     StepFedRead,
     StepInputArrived,
     StepKeeperExited,
@@ -95,20 +97,6 @@ KEEPER_LOST = (
 )
 NEVER_STARTED = "srun: error: {node}: the agent stopped before the step's tasks started\n"
 _ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
-StepCommand = (
-    StartStep
-    | SignalStep
-    | SignalLocalStep
-    | WriteStepError
-    | WriteStepInput
-    | MarkStepStopped
-    | MarkStepTimedOut
-    | MarkStepBadExit
-    | CollectStep
-    | ReleaseStepJob
-    | ForgetStep
-    | SyncSoon
-)
 
 
 @dataclass(slots=True)
@@ -124,6 +112,38 @@ class StepState:
         self._streams: dict[StepKey, dict[tuple[int, str], _Stream]] = {}
         self._done: deque[StepKey] = deque(maxlen=RECENTLY_ENDED)
         self._touched: set[StepKey] = set()  # since the last ``check``
+
+    def handle(self, event: StepEvent) -> list[StepCommand]:
+        """The commands for a step event (``AgentState.handle``'s, which checks after)."""
+        match event:
+            case StepLaunchRequested():
+                return self.launch(event)
+            case StepSignalRequested():
+                return self.signal(event)
+            case StepInputArrived():
+                return self.input(event)
+            case StepAdopted():
+                return self.adopted(event)
+            case StepStarted():
+                return self.started(event)
+            case StepLaunchFailed():
+                return self.launch_failed(event)
+            case StepTasksFound():
+                return self.tasks_found(event)
+            case StepOutputRead():
+                return self.output_read(event)
+            case StepFedRead():
+                return self.fed_read(event)
+            case StepTasksEnded():
+                return self.tasks_ended(event)
+            case StepOverMemory():
+                return self.over_memory(event)
+            case StepKeeperExited():
+                return self.keeper_exited(event)
+            case StepCollected():
+                return self.collected(event)
+            case StepsDelivered():
+                return self.delivered(event)
 
     # -- queries --------------------------------------------------------------------------
 

@@ -8,42 +8,18 @@ import json
 import os
 from pathlib import Path
 
-from test_step_tasks import StepNode
+from test_step_tasks import StepNode, step
 
 from hal.agent.cpus import CpuPool
 from hal.agent.records import StepPhase
-from hal.wire.agent import Launch, StepLaunch
+from hal.wire.agent import StepLaunch
 
 KILL_WAIT = 10
 
 
 def launch(step_id: int) -> StepLaunch:
-    job = Launch(
-        job_id=12,
-        attempt=0,
-        name="j",
-        user="ana",
-        script="",
-        workdir="/w",
-        environment={"PATH": "/usr/bin:/bin"},
-        stdout="",
-        stderr=None,
-        time_limit_seconds=0,
-        memory_bytes=0,
-        cpus=2,
-        nodes=["n0", "n1"],
-        node_index=1,
-    )
-    return StepLaunch(
-        job_id=12,
-        step_id=step_id,
-        launch=job,
-        argv=["./app"],
-        ranks=[2, 3],
-        step_node_index=1,
-        time_limit_seconds=60,
-        kill_wait_seconds=KILL_WAIT,
-        kill_on_bad_exit=True,
+    return step(Path("/w"), "./app", [2, 3], step_id).model_copy(
+        update={"time_limit_seconds": 60, "kill_wait_seconds": KILL_WAIT, "kill_on_bad_exit": True}
     )
 
 

@@ -9,9 +9,11 @@ import base64
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
+from test_step_tasks import step
 
 from hal.agent.events import Command, Event, Registered, Tick
 from hal.agent.records import InvariantViolation, StepKey, StepPhase, StepRecord
@@ -47,7 +49,7 @@ from hal.agent.stepevents import (
 )
 from hal.agent.stepstate import MAX_SYNC_BYTES
 from hal.core.clock import VirtualClock
-from hal.wire.agent import Launch, RunningStep, StepInput, StepLaunch, StepSignal
+from hal.wire.agent import RunningStep, StepInput, StepLaunch, StepSignal
 from hal.wire.steps import TaskTotals
 
 TERM, KILL, CONT, STOP = signal.SIGTERM, signal.SIGKILL, signal.SIGCONT, signal.SIGSTOP
@@ -56,33 +58,11 @@ KEY: StepKey = (12, 0, 3)  # job 12, its first run, step 3
 
 
 def step_launch(step_id: int = 3, ranks: tuple[int, ...] = (2, 3), **changes: Any) -> StepLaunch:
-    job = Launch(
-        job_id=12,
-        attempt=changes.pop("attempt", 0),
-        name="j",
-        user="ana",
-        script="",
-        workdir="/w",
-        environment={},
-        stdout="",
-        stderr=None,
-        time_limit_seconds=0,
-        memory_bytes=0,
-        cpus=2,
-        nodes=["n0", "n1"],
-        node_index=1,
-    )
-    fields: dict[str, Any] = {
-        "job_id": 12,
-        "step_id": step_id,
-        "launch": job,
-        "argv": ["./app"],
-        "ranks": list(ranks),
-        "step_node_index": 1,
-        "kill_wait_seconds": 10,
-    }
-    fields.update(changes)
-    return StepLaunch(**fields)
+    """This node's ranks 2 and 3 of step 3 of job 12 (``changes``: the StepLaunch's, and
+    ``attempt``, the job's run)."""
+    launch = step(Path("/w"), "./app", list(ranks), step_id)
+    job = launch.launch.model_copy(update={"attempt": changes.pop("attempt", 0)})
+    return launch.model_copy(update={"launch": job, "kill_wait_seconds": 10, **changes})
 
 
 class Node:

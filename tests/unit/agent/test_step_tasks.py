@@ -14,6 +14,7 @@ from pathlib import Path
 from hal.agent.events import Command, Event, Tick
 from hal.agent.state import AgentState, feed
 from hal.agent.stepevents import (
+    StepCommand,
     StepInputArrived,
     StepLaunchRequested,
     StepOutgoing,
@@ -21,7 +22,6 @@ from hal.agent.stepevents import (
     SyncSoon,
 )
 from hal.agent.steps import StepShell
-from hal.agent.stepstate import StepCommand
 from hal.testing.live import tree_stopped
 from hal.wire.agent import Launch, StepInput, StepLaunch, StepSignal
 
