@@ -232,14 +232,16 @@ class BatchShell:
             log.error("%s", message)
             return [LaunchFailed(launch.job_id, launch.attempt, message, self.clock.now())]
         assert self.launcher is not None
-        supervised = self._follow(launch.job_id, launch.attempt, job_dir, started_r)
+        supervised = self._watch(launch.job_id, launch.attempt, job_dir, started_r)
         reply = partial(self._launched, supervised)
         self.launcher.launch(launch.job_id, launch.attempt, job_dir, started_w, reply, BATCH)
         return []
 
-    def _follow(
+    def _watch(
         self, job_id: int, attempt: int, job_dir: str, started_fd: int | None
     ) -> _Supervised:
+        """Watch job ``job_id``'s supervisor: its "started" pipe now (a new launch), its
+        exit once its pid is known (``ChildWatch.follow``)."""
         loop = asyncio.get_running_loop()
         supervised: _Supervised
         watch = ChildWatch(
@@ -368,11 +370,10 @@ class BatchShell:
         if record.phase is Phase.LAUNCHING and stored.started is not None:
             self._feed(ProcessStarted(*job, *stored.started))
         self.cpus.note(job, _bound_cpus(stored.job_dir))
-        supervised = self._follow(*job, stored.job_dir, None)
-        sup_pid = stored.supervisor[0]
+        supervised = self._watch(*job, stored.job_dir, None)
         supervised.watch.follow(*stored.supervisor)  # gone already: its end comes now
-        if job[0] in self._supervised:
-            log.info("re-adopted job %d (supervisor %d)", record.job_id, sup_pid)
+        if self._supervised.get(record.job_id) is supervised:
+            log.info("re-adopted job %d (supervisor %d)", record.job_id, supervised.watch.pid)
 
     def _end_remains(self, supervised: _Supervised) -> None:
         """The supervisor died without a status (someone SIGKILLed it): kill the processes
