@@ -302,7 +302,7 @@ class StepShell:
     # -- usage samples ---------------------------------------------------------------------
 
     def usage_targets(self) -> list[TaskRef]:
-        """(job, run, step, rank, pid) of every task running here, for ``sample_usage``."""
+        """(job, run, step, rank, pid) of every task running here (``UsageSampler.sample``)."""
         return [
             (*key, rank, pid)
             for key, part in self._parts.items()

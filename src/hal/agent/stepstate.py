@@ -184,7 +184,7 @@ class StepState:
         budget = MAX_SYNC_BYTES
         for key, part in self.parts.items():
             job_id, attempt, step_id = key
-            ended = part.phase is StepPhase.ENDED
+            ended = part.exit_code is not None  # (ENDED: checked)
             told = dict(part.fed_sent)
             for rank, offset in part.fed:  # srun's input: how far each task got
                 if not ended and told.get(rank) != offset:
@@ -228,8 +228,7 @@ class StepState:
                         job_id=job_id, step_id=step_id, attempt=attempt, rank=rank, exit_code=code
                     )
                 )
-            if ended and complete:
-                assert part.exit_code is not None  # (an ENDED part's: checked)
+            if part.exit_code is not None and complete:
                 sent.ends.append(
                     StepEnd(
                         job_id=job_id,
@@ -258,7 +257,10 @@ class StepState:
         key = step_key(launch)
         if key in self.parts:
             raise InvariantViolation(f"step part {key} adopted twice")
-        part = StepRecord(launch, StepPhase.RUNNING, began=event.began, failed=event.failed)
+        failed = event.failed
+        if failed is not None and not (launch.kill_on_bad_exit and failed[0] in launch.ranks):
+            failed = None  # (a bad-exit file no agent of this step wrote: disregarded)
+        part = StepRecord(launch, StepPhase.RUNNING, began=event.began, failed=failed)
         if event.timed_out_at is not None and launch.time_limit_seconds:
             # its limit came before the restart: only its SIGKILL is left to send
             kill_at = event.timed_out_at + launch.kill_wait_seconds
