@@ -21,8 +21,9 @@ import tempfile
 import time
 
 from hal.agent.forkserver import launch
+from hal.agent.handshake import PLAN_FILE
 from hal.agent.isolation import Isolation
-from hal.agent.supervisor import PLAN_FILE, STATUS_FILE, StepPlan
+from hal.agent.supervisor import STATUS_FILE, StepPlan
 
 
 def main() -> None:

@@ -1,11 +1,13 @@
-"""Launch-to-end time of a node's part of a job step, in the agent alone: ``StepTasks``
-starts a two-rank ``echo`` step and the time runs until its end is ready to report.
+"""Launch-to-end time of a node's part of a job step, in the agent alone: the state
+machine's step half and ``StepShell`` start a two-rank ``echo`` step and the time runs
+until its end is ready to report.
 
     python bench/step_launch.py LABEL [RUNS]
     PYTHONPATH=/path/to/other/tree/src python bench/step_launch.py before
 
 Prints the median and 90th percentile over RUNS (default 30) launches, one after the
-other. Runs against trees from before the step keeper too (no ``steps_dir`` then).
+other. Runs against trees from before steps were in the state machine too (``StepTasks``
+then; before the step keeper, without ``steps_dir``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import tempfile
 import time
 from typing import Any
 
-from hal.agent.steps import StepTasks
+from hal.agent import steps
 from hal.wire.agent import Launch, StepLaunch
 
 
@@ -48,12 +50,61 @@ def _step(workdir: str, step_id: int) -> StepLaunch:
     )
 
 
+class _Node:
+    """The machine's step half fed by a ``StepShell``, called as ``StepTasks`` was."""
+
+    def __init__(self, steps_dir: str) -> None:
+        from hal.agent.state import AgentState
+
+        self.machine = AgentState(node="a1")
+        self.shell = steps.StepShell(  # type: ignore[attr-defined,unused-ignore]
+            "a1",
+            agent="t",
+            unknown_users_as_agent=True,
+            steps_dir=steps_dir,
+            state=self.machine.steps,
+            feed=self.feed,
+        )
+
+    def feed(self, event: Any) -> None:
+        from hal.agent.state import feed
+        from hal.agent.stepevents import SyncSoon
+
+        def execute(command: Any) -> Any:
+            return [] if isinstance(command, SyncSoon) else self.shell.execute(command)
+
+        feed(self.machine, event, execute)
+
+    async def run(self) -> None:
+        await self.shell.run()
+
+    def launch(self, launch: StepLaunch) -> None:
+        from hal.agent.stepevents import StepLaunchRequested
+
+        self.feed(StepLaunchRequested(launch, time.time()))
+
+    def outgoing(self) -> Any:
+        return self.machine.steps.outgoing()
+
+    def delivered(self, sent: Any) -> None:
+        from hal.agent.stepevents import StepsDelivered
+
+        self.feed(StepsDelivered(sent, time.time()))
+
+
+def _node(workdir: str) -> Any:
+    """The tree's node step runner: ``_Node``, or an older tree's ``StepTasks``."""
+    if hasattr(steps, "StepShell"):
+        return _Node(workdir + "/steps")
+    options: dict[str, Any] = {"agent": "t", "unknown_users_as_agent": True, "notify": lambda: None}
+    if "steps_dir" in inspect.signature(steps.StepTasks).parameters:  # type: ignore[attr-defined,unused-ignore]
+        options["steps_dir"] = workdir + "/steps"
+    return steps.StepTasks("a1", **options)  # type: ignore[attr-defined,unused-ignore]
+
+
 async def _measure(runs: int) -> list[float]:
     workdir = tempfile.mkdtemp()
-    options: dict[str, Any] = {"agent": "t", "unknown_users_as_agent": True, "notify": lambda: None}
-    if "steps_dir" in inspect.signature(StepTasks).parameters:
-        options["steps_dir"] = workdir + "/steps"
-    tasks = StepTasks("a1", **options)
+    tasks = _node(workdir)
     running = asyncio.ensure_future(tasks.run())
     times = []
     for step_id in range(runs):

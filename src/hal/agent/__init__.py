@@ -1,10 +1,12 @@
 """The node agent: launches and supervises job processes on one node.
 
-Owns ``AgentState`` (a sans-IO state machine: events in, commands out), the asyncio shell
-that connects it to processes, files and the network, the step supervisor (a forked child
-per job that survives agent restarts and records the exact exit status), isolation
-backends (cgroup v2, cgroup v1, rlimit), GPU discovery and the Slurm conventions of a job's
-environment and output files. See README.md in this folder.
+Owns ``AgentState`` (a sans-IO state machine: events in, commands out, for batch jobs
+and, in its step half, this node's parts of job steps), the asyncio shells that connect
+it to processes, files and the network, the step launcher and what it forks (a step
+supervisor per job, a step keeper per step part: they survive agent restarts and record
+the exact exit status), isolation backends (cgroup v2, cgroup v1, rlimit), GPU discovery
+and the Slurm conventions of a job's environment and output files. See README.md in
+this folder.
 
 Reaches the control plane only over the network (``hal.wire`` models through an
 ``AgentChannel``); imports ``hal.core``, ``hal.wire`` and ``hal.client`` only — never
@@ -23,8 +25,9 @@ if TYPE_CHECKING:
         NodeForgotten,
     )
     from hal.agent.config import AgentConfig
+    from hal.agent.records import InvariantViolation
     from hal.agent.shell import AgentShell, run_agent
-    from hal.agent.state import AgentState, InvariantViolation
+    from hal.agent.state import AgentState
 
 # Imported on first use: the step launcher (``hal.agent.forkserver``) is a small process
 # whose forks must stay cheap, so importing this package must not pull in httpx/pydantic.
@@ -39,7 +42,7 @@ _EXPORTS = {
     "AgentShell": "hal.agent.shell",
     "run_agent": "hal.agent.shell",
     "AgentState": "hal.agent.state",
-    "InvariantViolation": "hal.agent.state",
+    "InvariantViolation": "hal.agent.records",
 }
 
 __all__ = [

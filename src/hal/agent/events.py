@@ -1,10 +1,13 @@
 """The state machine's vocabulary: events in, commands out.
 
 Events are facts the shell observed (a server instruction arrived, a process started or
-exited, time passed). Commands are what the machine wants done (fork a job, send a signal,
-persist a record, tell the server). Both are plain frozen values so that a test can feed
-events and compare commands without any I/O. (The server's own ``Launch``/``Signal``/
-``Cancel`` are called *instructions* on the wire; here they arrive wrapped in events.)
+exited, a step's files grew, time passed). Commands are what the machine wants done (fork
+a job or a step's keeper, send a signal, persist a record, write a line, tell the
+server). Both are plain frozen values so that a test can feed events and compare
+commands without any I/O. (The server's own ``Launch``/``Signal``/``Cancel``/
+``StepLaunch``... are called *instructions* on the wire; here they arrive wrapped in
+events.) Job steps' own (ADR 0012) are in ``stepevents``; ``Event`` and ``Command`` are
+the union of both.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hal.agent.records import ExitOutcome, JobRecord
-from hal.wire.agent import Cancel, JobReport, Launch, Limit, Signal
+from hal.agent.stepevents import StepCommand, StepEvent
+from hal.wire.agent import Cancel, JobReport, Launch, Limit, RunningStep, Signal
 
 # --- events ------------------------------------------------------------------------------
 
@@ -43,11 +47,14 @@ class LimitRequested:
 
 @dataclass(frozen=True, slots=True)
 class Registered:
-    """The server accepted our registration: its grace period and the jobs to drop."""
+    """The server accepted our registration: its grace period, the jobs to drop, and the
+    step parts to end (a restarted server that does not know them, or their job ended
+    while the agent was away)."""
 
     kill_wait_seconds: int
     kill: tuple[int, ...]
     time: float
+    kill_steps: tuple[RunningStep, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +114,7 @@ Event = (
     | ProcessExited
     | Tick
     | ReportsAcked
+    | StepEvent
 )
 
 # --- commands ----------------------------------------------------------------------------
@@ -172,4 +180,13 @@ class MarkStopping:
     kill_at: float
 
 
-Command = SpawnJob | SignalJob | PersistRecord | ForgetJob | SendReport | TellJob | MarkStopping
+Command = (
+    SpawnJob
+    | SignalJob
+    | PersistRecord
+    | ForgetJob
+    | SendReport
+    | TellJob
+    | MarkStopping
+    | StepCommand
+)

@@ -1,4 +1,5 @@
-"""The step launcher process: forks step supervisors on the agent's behalf.
+"""The step launcher process: forks batch jobs' step supervisors and job steps' keepers
+on the agent's behalf, both through one handshake (``handshake``).
 
 Run as ``python -P -m hal.agent.forkserver <socket fd> <isolation kind> [<cgroup base>
 [<devices> [<cores>]]]``
@@ -9,19 +10,20 @@ and a single-threaded parent makes the fork safe by construction.
 
 Protocol, over a ``SOCK_SEQPACKET`` socket pair (one message per request or reply)::
 
-    agent → launcher   {"job_id", "key", "job_dir"[, "kind": "step"]}  + the "started"
-                       pipe's write end (SCM_RIGHTS); the plan is in <job_dir>/plan.json
-                       (a step keeper's, ``stepkeeper``, for a step); "key" tells the
-                       job's launches apart: the batch job's attempt, or the step's id
+    agent → launcher   {"job_id", "key", "job_dir"[, "kind"]}  + the "started" pipe's
+                       write end (SCM_RIGHTS); the plan is in <job_dir>/plan.json, read
+                       as ``KINDS[kind]`` says ("batch", the default, or "step"); "key"
+                       tells the job's launches apart: the batch job's attempt, or the
+                       step's run and id
     launcher → agent   {"job_id", "key", "pid", "ticks"}  or  {..., "error": "..."}
 
-Before it replies, the launcher records the supervisor's pid and start time in the job's
-folder and only then lets the supervisor go, so a job never runs unrecorded. It exits
-when the agent closes the socket; running supervisors are not its children in any way
-that matters (the kernel reaps them: SIGCHLD is ignored) and live on.
+Before it replies, the launcher records the child's pid and start time in the folder and
+only then lets it go (``handshake``), so nothing runs unrecorded. It exits when the agent
+closes the socket; running supervisors and keepers are not its children in any way that
+matters (the kernel reaps them: SIGCHLD is ignored) and live on.
 
-This module must stay light: it imports the supervisor and isolation code and the
-standard library only — no httpx, no pydantic.
+This module must stay light: it imports the supervisor, keeper and isolation code and
+the standard library only — no httpx, no pydantic.
 """
 
 from __future__ import annotations
@@ -32,13 +34,27 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Callable
 
+from hal.agent.handshake import GO, PLAN_FILE, SUPERVISOR_FILE, write_atomic
 from hal.agent.isolation import Isolation
 from hal.agent.stepkeeper import KeeperPlan, spawn_keeper
-from hal.agent.supervisor import GO, PLAN_FILE, SUPERVISOR_FILE, StepPlan, spawn_step
+from hal.agent.supervisor import StepPlan, spawn_supervisor
 from hal.host.process import start_ticks
 
 MAX_MESSAGE = 64 * 1024
+BATCH = "batch"
+STEP = "step"
+# What differs between the launcher's two kinds of child: the plan it reads from the
+# folder's PLAN_FILE, and what it forks (its pid and the descriptor for GO)
+KINDS: dict[str, Callable[[str, Isolation, int], tuple[int, int]]] = {
+    BATCH: lambda plan, isolation, started_w: spawn_supervisor(
+        StepPlan.from_json(plan), isolation, started_w
+    ),
+    STEP: lambda plan, isolation, started_w: spawn_keeper(
+        KeeperPlan.from_json(plan), isolation, started_w
+    ),
+}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -72,16 +88,13 @@ def launch(request: dict[str, object], started_w: int, isolation: Isolation) -> 
         text = _read(os.path.join(job_dir, PLAN_FILE))
         if started_w < 0:
             raise ValueError("no pipe to announce the job's start on")
-        if request.get("kind") == "step":  # a job step's tasks on this node (stepkeeper)
-            pid, go = spawn_keeper(KeeperPlan.from_json(text), isolation, started_w)
-        else:
-            pid, go = spawn_step(StepPlan.from_json(text), isolation, started_w)
+        pid, go = KINDS[str(request.get("kind", BATCH))](text, isolation, started_w)
         try:
             ticks = start_ticks(pid) or 0
-            _write_atomic(job_dir, SUPERVISOR_FILE, f"{pid} {ticks}")
+            write_atomic(job_dir, SUPERVISOR_FILE, f"{pid} {ticks}")
             os.write(go, GO)
         finally:
-            os.close(go)  # without GO the supervisor exits and launches nothing
+            os.close(go)  # without GO the child exits and starts nothing
     except (OSError, ValueError, KeyError, TypeError) as err:
         reply["error"] = f"the step launcher failed: {err}"
         return reply
@@ -102,18 +115,6 @@ def _read(path: str) -> str:
     finally:
         os.close(fd)
     return b"".join(chunks).decode()
-
-
-def _write_atomic(directory: str, name: str, text: str) -> None:
-    tmp = os.path.join(directory, f".{name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
-    try:
-        data = text.encode()
-        while data:
-            data = data[os.write(fd, data) :]
-    finally:
-        os.close(fd)
-    os.replace(tmp, os.path.join(directory, name))
 
 
 if __name__ == "__main__":

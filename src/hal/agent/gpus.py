@@ -66,6 +66,13 @@ def denied_minors(gpus: GpuInventory, given: list[int]) -> tuple[int, ...]:
     return tuple(m for i, m in enumerate(gpus.minors) if i not in given)
 
 
+def denied_gpus(gpus: GpuInventory, devices: str, given: list[int]) -> tuple[int, ...]:
+    """The device minors a job (or its step) given GPUs ``given`` may not open: those of
+    ``denied_minors`` where the isolation backend fences devices (``devices``, its
+    ``Isolation.devices``), else none."""
+    return denied_minors(gpus, given) if devices else ()
+
+
 def discover_gpus() -> GpuInventory:
     try:
         import pynvml  # type: ignore[import-not-found, unused-ignore]

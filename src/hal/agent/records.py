@@ -1,10 +1,14 @@
 """``JobRecord``: what the agent knows about one job it supervises; ``ExitOutcome``: how
-its batch script ended.
+its batch script ended; ``StepRecord``: what it knows about this node's part of a job
+step (ADR 0012).
 
-The state machine keeps one immutable record per job and replaces it on every change; the
-shell persists it (``PersistRecord``) so that a restarted agent can take over where the
-old one stopped — including a stop in progress (``end_state``, ``kill_at``), which must
-still end as TIMEOUT or CANCELLED rather than as a FAILED job killed by a stray signal.
+The state machine keeps one immutable record per job and per step part and replaces it on
+every change. The shell persists a job's (``PersistRecord``) so that a restarted agent
+can take over where the old one stopped — including a stop in progress (``end_state``,
+``kill_at``), which must still end as TIMEOUT or CANCELLED rather than as a FAILED job
+killed by a stray signal. A step part's lives in memory; what a restarted agent must
+know of it the step's folder holds (``stepfolder``), and adoption rebuilds the record
+from that (``StepAdopted``).
 """
 
 from __future__ import annotations
@@ -12,10 +16,21 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, fields, replace
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hal.core.job import SignalSpec
-from hal.wire.jobs import GpuUsage
+
+if TYPE_CHECKING:  # (the step launcher imports this module: no pydantic there)
+    from hal.wire.agent import StepLaunch
+    from hal.wire.jobs import GpuUsage
+    from hal.wire.steps import TaskTotals
+
+StepKey = tuple[int, int, int]  # (job id, its run: the job's restarts, step id)
+
+
+class InvariantViolation(RuntimeError):
+    """The machine reached a state it must never be in (a job's or a step part's): a bug,
+    not a user error."""
 
 
 class Phase(StrEnum):
@@ -114,3 +129,72 @@ class ExitOutcome:
 
 
 _RECORD_FIELDS = tuple(f.name for f in fields(JobRecord))
+
+
+def step_key(launch: StepLaunch) -> StepKey:
+    return (launch.job_id, launch.launch.attempt, launch.step_id)
+
+
+class StepPhase(StrEnum):
+    STARTING = "STARTING"  # its keeper is being started (environment, artifacts, cgroup, fork)
+    RUNNING = "RUNNING"  # its keeper runs (started here, or adopted); its tasks, once found
+    COLLECTING = "COLLECTING"  # the keeper has exited: the step's cgroup is read and removed
+    ENDED = "ENDED"  # the node's end is known; it waits for a sync to carry it (and its output)
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    launch: StepLaunch
+    phase: StepPhase = StepPhase.STARTING
+    began: float = 0.0  # when its keeper started: its own time limit (srun -t) counts from here
+    tasks_known: bool = False  # the keeper has recorded its tasks (signals reach them)
+    # its job is suspended (SIGSTOP came, no SIGCONT since): a task started now stops too
+    stopped: bool = False
+    doomed: int = 0  # a signal to end it that came before its tasks were known
+    # being ended (its time limit, scancel, srun's SIGINT/SIGTERM, its job's end): a task
+    # that dies now is no srun -K failure
+    ending: bool = False
+    timed_out: bool = False  # its own time limit (srun -t) came
+    kill_at: float = 0.0  # when a SIGKILL is due (0: none)
+    # srun -K: (rank, exit code; -N: signal N) of its task here whose failure was said,
+    # and whether a sync carrying it was answered
+    failed: tuple[int, int] | None = None
+    failed_sent: bool = False
+    oom: bool = False  # a task was killed for the job's memory limit
+    codes: tuple[tuple[int, int], ...] = ()  # (rank, exit code; -N: signal N), once all ended
+    exit_code: int | None = None  # the node's end: the highest task's, 128+N for a signal N
+    exit_signal: int = 0  # the signal that ended the task of ``exit_code`` (0: it exited)
+    totals: tuple[TaskTotals, ...] = ()  # what each task used, once ended
+    # srun's relayed stdin: (rank, how far its task got; -1: it takes no more) as last
+    # read, and as a sync that was answered carried it
+    fed: tuple[tuple[int, int], ...] = ()
+    fed_sent: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def key(self) -> StepKey:
+        return step_key(self.launch)
+
+    @property
+    def deadline(self) -> float | None:
+        """When its own time limit comes, or ``None``: none, not started, already come,
+        or ended."""
+        limit = self.launch.time_limit_seconds
+        if not limit or self.timed_out or self.phase not in _FOLLOWED:
+            return None
+        return self.began + limit
+
+    @property
+    def awaits_bad_exit(self) -> bool:
+        """srun -K: whether a task's failure here would still be said and reported."""
+        return (
+            self.launch.kill_on_bad_exit
+            and self.failed is None
+            and not self.ending
+            and self.phase is not StepPhase.ENDED
+        )
+
+    def evolve(self, **changes: Any) -> StepRecord:
+        return replace(self, **changes)
+
+
+_FOLLOWED = (StepPhase.RUNNING, StepPhase.COLLECTING)  # its time limit counts

@@ -4,6 +4,8 @@ Events in, commands out (see ``events``); no clock, no processes, no sockets. Th
 feeds every fact it observes through ``handle`` and carries out the commands it gets back;
 tests do the same with a virtual clock. After every step the machine checks its
 invariants, so a bad transition fails where it happens instead of three events later.
+It decides for batch jobs (below) and, through its step half ``StepState``
+(``stepstate``), for this node's parts of job steps.
 
 Per job the life is::
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import signal
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from hal.agent.events import (
@@ -51,8 +54,9 @@ from hal.agent.events import (
     TellJob,
     Tick,
 )
-from hal.agent.records import ExitOutcome, JobRecord, Phase
+from hal.agent.records import ExitOutcome, InvariantViolation, JobRecord, Phase
 from hal.agent.signals import parse_signal_spec, signal_name
+from hal.agent.stepstate import StepState
 from hal.core.errors import InvalidRequest
 from hal.core.resources import MiB
 from hal.core.states import JobState
@@ -65,10 +69,6 @@ _TOLD = {state.value: why for state, why in ENDED_SAYING.items()}
 RECENTLY_FINISHED = 4096  # (job, attempt) pairs remembered to ignore a repeated Launch
 
 
-class InvariantViolation(RuntimeError):
-    """The machine reached a state it must never be in: a bug, not a user error."""
-
-
 class AgentState:
     def __init__(
         self,
@@ -76,8 +76,10 @@ class AgentState:
         first_seq: int = 1,
         kill_wait_seconds: int = DEFAULT_KILL_WAIT_SECONDS,
         validate: bool = True,
+        node: str = "",
     ) -> None:
         self.jobs: dict[int, JobRecord] = {}
+        self.steps = StepState(node)  # this node's parts of job steps
         self.outbox: list[JobReport] = []  # unacknowledged reports, seq increasing
         self.acked_seq = first_seq - 1
         self.next_seq = first_seq
@@ -91,6 +93,7 @@ class AgentState:
     # -- the one entry point ------------------------------------------------------------
 
     def handle(self, event: Event) -> list[Command]:
+        commands: list[Command]
         match event:
             case LaunchRequested():
                 commands = self._launch(event)
@@ -114,8 +117,11 @@ class AgentState:
                 commands = []
                 for job in list(self.jobs.values()):
                     commands += self._deadlines(job, event.time)
+                commands += self.steps.tick(event.time)
             case ReportsAcked():
                 commands = self._acked(event)
+            case _:  # a job step's: to the machine's step half
+                commands = [*self.steps.handle(event)]
         self._check(commands)
         return commands
 
@@ -124,6 +130,8 @@ class AgentState:
     def next_deadline(self) -> float | None:
         """The earliest time at which a ``Tick`` would do something."""
         times = [t for job in self.jobs.values() if (t := _next_time(job)) is not None]
+        if (step := self.steps.next_deadline()) is not None:
+            times.append(step)
         return min(times, default=None)
 
     def running(self) -> list[RunningJob]:
@@ -312,6 +320,7 @@ class AgentState:
                 commands += self._request_stop(
                     job, JobState.CANCELLED.value, event.kill_wait_seconds, event.time
                 )
+        commands += self.steps.registered(event.kill_steps, event.kill_wait_seconds, event.time)
         return commands
 
     def _adopted(self, event: JobAdopted) -> list[Command]:
@@ -437,6 +446,7 @@ class AgentState:
         for job_id in touched:
             if job_id in self.jobs:
                 _check_job(self.jobs[job_id])
+        self.steps.check()
         if self.validate:
             self.validate_state()
 
@@ -456,6 +466,17 @@ class AgentState:
             )
         if any(seq > self.acked_seq and seq not in seqs for seq in self._awaiting_ack.values()):
             raise InvariantViolation("a final report left the outbox before it was acked")
+        self.steps.validate()
+
+
+def feed(machine: AgentState, event: Event, execute: Callable[[Command], list[Event]]) -> None:
+    """Hand ``event`` to ``machine`` and carry out its commands with ``execute``, and the
+    events those observe in turn (a line written is read back, a keeper's start failed
+    at once), until none is left: the shell's one way in."""
+    pending: deque[Event] = deque([event])
+    while pending:
+        for command in machine.handle(pending.popleft()):
+            pending.extend(execute(command))
 
 
 def _check_job(job: JobRecord) -> None:

@@ -41,7 +41,7 @@ import struct
 import termios
 from typing import NoReturn
 
-from hal.agent.supervisor import write_atomic
+from hal.agent.handshake import write_atomic
 
 INPUT_FILE = "input"  # srun's input, as the agent got it
 INPUT_END = "input.end"  # its length, once srun's input ended

@@ -3,8 +3,8 @@
 What the step supervisor (``supervisor``) is for a batch script, and Slurm's slurmstepd
 for a step, the keeper is for a step's tasks on one node (ADR 0012)::
 
-    step launcher ──fork──▶ keeper (setsid; own session; the tasks' subreaper)
-                              │ waits for "go" (the launcher has recorded its pid)
+    step launcher ──fork──▶ keeper (``handshake``: setsid, the tasks' subreaper,
+                              │ waits for "go": the launcher has recorded its pid)
                               ├──fork──▶ task per rank: setsid, join the step's cgroup,
                               │          setgroups/setgid/setuid, umask, chdir,
                               │          stdout/stderr → out.<rank>/err.<rank>,
@@ -27,8 +27,9 @@ rather than pipes to the agent. So the agent can stop or crash while the tasks r
 the next agent finds the folder, follows the files from where they are, and reads the
 exact exit codes in ``status.json``.
 
-Runs in a fork of the step launcher (single-threaded, light): between ``fork`` and
-``exec`` the tasks run Python, which is safe here, but it imports nothing heavy.
+Runs in a fork of the step launcher (single-threaded, light), started as a batch job's
+step supervisor is (``handshake``): between ``fork`` and ``exec`` the tasks run Python,
+which is safe here, but it imports nothing heavy.
 """
 
 from __future__ import annotations
@@ -46,22 +47,19 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from hal.agent.cpus import bind
-from hal.agent.isolation import Isolation
-from hal.agent.prctl import PR_SET_CHILD_SUBREAPER, prctl
-from hal.agent.procfs import descendants, processes_of
-from hal.agent.step_input import feed, open_terminal
-from hal.agent.supervisor import (
-    GO,
-    SUPERVISOR_IGNORES,
-    _keep_only,
-    _supervisor_signals,
-    fork_with_go,
+from hal.agent.handshake import (
+    end_descendants,
+    fork_detached,
+    fork_exec,
+    restore_signals,
     write_atomic,
 )
+from hal.agent.isolation import Isolation
+from hal.agent.procfs import processes_of
+from hal.agent.step_input import feed, open_terminal
 from hal.host.process import start_ticks
 from hal.slurm.steps import EXEC_FAILED, own_max_rss
 
-KEEPER_PLAN = "plan.json"
 TASKS_FILE = "tasks"
 STATUS_FILE = "status.json"
 NO_INPUT = "Could not open stdin file"  # how a task's stdin failure starts (Slurm's words)
@@ -70,7 +68,6 @@ STOPPED_FILE = "stopped"  # the agent's: the job is suspended, a task starting s
 STARTED = b"T"
 OUTPUT_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 PTY_DRAIN_SECONDS = 2.0  # after the tasks, for the feeder to copy the terminal's last output
-KILL_ROUNDS = 50  # x 20 ms: orphans stuck in the kernel are left to init
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,28 +218,14 @@ def read_times(folder: str) -> dict[int, tuple[float, float]]:
 
 
 def spawn_keeper(plan: KeeperPlan, isolation: Isolation, started_w: int) -> tuple[int, int]:
-    """Fork the keeper; its pid and the fd on which to send ``GO`` once it is recorded."""
-    return fork_with_go(lambda go_r: _keeper_main(plan, isolation, go_r, started_w))
+    """Fork the keeper (``handshake.fork_detached``): its pid and the descriptor for GO;
+    ``started_w`` is where it says "T" once its tasks are recorded."""
+    return fork_detached(lambda started: keep(plan, isolation, started), started_w)
 
 
-def _keeper_main(plan: KeeperPlan, isolation: Isolation, go_r: int, started_w: int) -> NoReturn:
-    code = 70
-    try:
-        os.setsid()
-        with contextlib.suppress(OSError):  # the tasks' orphans: ours, killed at the end
-            prctl(PR_SET_CHILD_SUBREAPER, 1)
-        _supervisor_signals()
-        _keep_only(go_r, started_w)
-        if os.read(go_r, 1) != GO:
-            os._exit(75)  # the agent died before recording us: start nothing
-        os.close(go_r)
-        code = _keep(plan, isolation, started_w)
-    except BaseException:
-        code = 71
-    os._exit(code)
-
-
-def _keep(plan: KeeperPlan, isolation: Isolation, started_w: int) -> int:
+def keep(plan: KeeperPlan, isolation: Isolation, started_w: int) -> int:
+    """The keeper's body, once GO came: start the tasks, wait for each, record their
+    ends; the keeper's exit status."""
     running: dict[int, int] = {}  # pid → rank
     codes: dict[int, int] = {}
     usage: dict[int, tuple[int, float]] = {}
@@ -292,7 +275,7 @@ def _keep(plan: KeeperPlan, isolation: Isolation, started_w: int) -> int:
                 os.kill(left, signal.SIGKILL)
     if feeder > 0 and plan.terminal:
         _await(feeder, PTY_DRAIN_SECONDS)  # the terminal's last output, into out.0
-    _end_orphans()
+    end_descendants()  # the tasks' orphans (the keeper is their subreaper), the feeder
     ended = {"codes": codes, "usage": usage, "times": times}
     write_atomic(plan.folder, STATUS_FILE, json.dumps(ended))
     return 0
@@ -379,28 +362,10 @@ def _fork_task(
     env: dict[str, str],
     fds: tuple[int, int, int],  # its stdout, its stderr, its stdin pipe (-1: none)
 ) -> tuple[int, bytes]:
-    """Fork the task: its pid, and why its exec failed (b"": it runs)."""
+    """Fork the task (``handshake.fork_exec``): its pid, and why its exec failed (b"":
+    it runs)."""
     out, err, stdin = fds
-    err_r, err_w = os.pipe2(os.O_CLOEXEC)
-    try:
-        pid = os.fork()
-    except OSError:
-        os.close(err_r)
-        os.close(err_w)
-        raise
-    if pid == 0:  # pragma: no cover - the task, until exec
-        os.close(err_r)
-        _exec_task(plan, isolation, rank, env, (out, err, err_w, stdin))
-    os.close(err_w)
-    failure = b""
-    try:
-        while chunk := os.read(err_r, 4096):
-            failure += chunk
-    finally:
-        os.close(err_r)
-    if failure:
-        os.waitpid(pid, 0)
-    return pid, failure
+    return fork_exec(lambda err_w: _exec_task(plan, isolation, rank, env, (out, err, err_w, stdin)))
 
 
 class _NoInput(OSError):
@@ -446,9 +411,7 @@ def _exec_task(
             out = err = 0
         os.dup2(out, 1)
         os.dup2(err, 2)
-        for signum in SUPERVISOR_IGNORES:
-            signal.signal(signum, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        restore_signals()
         env["SLURM_TASK_PID"] = str(os.getpid())  # (as slurmstepd sets each task's)
         os.execvpe(argv[0], argv, env)  # noqa: S606 - the user's own command
     except _NoInput as error:
@@ -460,17 +423,3 @@ def _exec_task(
     with contextlib.suppress(BaseException):
         os.write(err_w, message.encode()[:4000])
     os._exit(127)
-
-
-def _end_orphans() -> None:
-    """SIGKILL and reap every process left below the keeper (its subreaper's catch)."""
-    for _ in range(KILL_ROUNDS):
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0]:
-                pass
-        except ChildProcessError:
-            return
-        for pid in descendants(os.getpid()):
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.02)

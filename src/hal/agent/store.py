@@ -30,16 +30,14 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from hal.agent.handshake import PLAN_FILE, SUPERVISOR_FILE, read_recorded, write_atomic
 from hal.agent.records import ExitOutcome, JobRecord
 from hal.agent.supervisor import (
-    PLAN_FILE,
     STARTED_FILE,
     STATUS_FILE,
     STOPPING_FILE,
-    SUPERVISOR_FILE,
     read_started,
     read_status,
-    read_supervisor,
 )
 from hal.core.errors import Conflict
 
@@ -102,7 +100,7 @@ class JobStore:
         return None
 
     def save_kill_wait(self, seconds: int) -> None:
-        _write_atomic(str(self.state_dir), KILL_WAIT_FILE, str(seconds))
+        write_atomic(str(self.state_dir), KILL_WAIT_FILE, str(seconds))
 
     def job_dir(self, job_id: int, attempt: int) -> str:
         return str(self.jobs_dir / f"{job_id}.{attempt}")
@@ -137,7 +135,7 @@ class JobStore:
     def save_record(self, record: JobRecord) -> None:
         job_dir = self.job_dir(record.job_id, record.attempt)
         if os.path.isdir(job_dir):
-            _write_atomic(job_dir, RECORD_FILE, record.to_json())
+            write_atomic(job_dir, RECORD_FILE, record.to_json())
 
     def remove(self, job_id: int, attempt: int) -> None:
         """Delete the job's folder: its known files, then the folder (``rmtree`` costs
@@ -169,7 +167,7 @@ class JobStore:
                 StoredJob(
                     record=record,
                     job_dir=entry.path,
-                    supervisor=read_supervisor(entry.path),
+                    supervisor=read_recorded(entry.path),
                     started=read_started(entry.path),
                     status=read_status(entry.path),
                 )
@@ -183,10 +181,3 @@ def _write_new(directory: str, name: str, text: str) -> None:
         os.write(fd, text.encode())
     finally:
         os.close(fd)
-
-
-def _write_atomic(directory: str, name: str, text: str) -> None:
-    tmp = os.path.join(directory, f".{name}.tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, os.path.join(directory, name))

@@ -2,8 +2,8 @@
 
 Like Slurm's slurmstepd, but it costs one ``fork`` rather than a new interpreter::
 
-    step launcher ──fork──▶ supervisor (setsid; own session; the job's subreaper)
-                               │ waits for "go" (the launcher has persisted its pid)
+    step launcher ──fork──▶ supervisor (``handshake``: setsid, the job's subreaper,
+                               │ waits for "go": the launcher has recorded its pid)
                                │ creates the job's cgroup
                                ├──fork──▶ job: setpgid, join cgroup, rlimits, setgroups/
                                │          setgid/setuid, chdir, open output, execve(script)
@@ -16,7 +16,8 @@ Like Slurm's slurmstepd, but it costs one ``fork`` rather than a new interpreter
                                └ writes ``status.json`` atomically and _exits
 
 (The step launcher is a small single-threaded process the agent starts once, see
-``forkserver``; forking it costs a fraction of forking the agent.)
+``forkserver``; forking it costs a fraction of forking the agent. It starts a job step's
+keeper, ``stepkeeper``, through the same handshake.)
 
 The supervisor owns nothing of the agent: it sits in its own session, ignores the signals
 an agent's service manager or terminal would send, and closes every inherited descriptor.
@@ -24,10 +25,8 @@ So an agent can stop, crash or restart while jobs keep running, and the next age
 the exact exit status in ``status.json`` instead of guessing from a reparented zombie it
 cannot wait for.
 
-Fork safety: between ``fork`` and ``execve`` the children only make system calls and touch
-objects built before the fork — no imports, no logging, no locks — so this code is safe
-even in a process with threads. Everything the children need is in ``StepPlan``, which
-the agent computed (user and group look-ups included) and wrote to the job's folder.
+Fork safety (``handshake``): everything the children need is in ``StepPlan``, which the
+agent computed (user and group look-ups included) and wrote to the job's folder.
 """
 
 from __future__ import annotations
@@ -47,34 +46,25 @@ from functools import partial
 from typing import NoReturn
 
 from hal.agent.cpus import bind
+from hal.agent.handshake import (
+    PLAN_FILE,
+    end_descendants,
+    fork_detached,
+    fork_exec,
+    restore_signals,
+    write_atomic,
+)
 from hal.agent.isolation import Isolation
-from hal.agent.prctl import PR_SET_CHILD_SUBREAPER, prctl
 from hal.agent.procfs import PAGE_SIZE, children, descendants, open_pidfd, tree_rss_bytes
 from hal.agent.records import ExitOutcome
 from hal.slurm.steps import oom_message
 
-GO = b"g"
-PLAN_FILE = "plan.json"
-SUPERVISOR_FILE = "supervisor"
 STARTED_FILE = "started"
 STATUS_FILE = "status.json"
 STOPPING_FILE = "stopping"  # the agent is ending the job: when its SIGKILL is due
-# Signals the supervisor ignores: it must outlive the agent's stop, a terminal hangup and
-# a "kill the agent's process group". SIGKILL remains, for an operator who means it.
-SUPERVISOR_IGNORES = (
-    signal.SIGHUP,
-    signal.SIGINT,
-    signal.SIGQUIT,
-    signal.SIGTERM,
-    signal.SIGUSR1,
-    signal.SIGUSR2,
-    signal.SIGPIPE,
-)
 INHERITED_RSS_MARGIN = 1 << 20
-ORPHAN_KILL_TRIES = 50  # x 20 ms: a process in uninterruptible sleep is left to init
 LINGER_POLL_S = 0.1  # at most between looks at what a job being ended has left
 WATCHDOG_MAX_INTERVAL = 0.5  # seconds between memory samples once the job is settled
-_RESETTABLE = tuple(s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP))
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,26 +103,10 @@ class StepPlan:
         return cls(**data)
 
 
-def fork_with_go(main: Callable[[int], NoReturn]) -> tuple[int, int]:
-    """Fork a child that runs ``main(go_r)``; returns its pid and the fd on which to send
-    ``GO`` (then close it) once the pid is recorded (a batch supervisor, a step keeper)."""
-    go_r, go_w = os.pipe()
-    try:
-        pid = os.fork()
-    except OSError:
-        os.close(go_r)
-        os.close(go_w)
-        raise
-    if pid == 0:  # pragma: no cover - runs in the child; its effects are tested
-        main(go_r)
-    os.close(go_r)
-    return pid, go_w
-
-
-def spawn_step(plan: StepPlan, isolation: Isolation, started_w: int) -> tuple[int, int]:
-    """Fork the supervisor (``fork_with_go``); ``started_w`` is where it announces the
-    job."""
-    return fork_with_go(lambda go_r: _supervisor_main(plan, isolation, go_r, started_w))
+def spawn_supervisor(plan: StepPlan, isolation: Isolation, started_w: int) -> tuple[int, int]:
+    """Fork the supervisor (``handshake.fork_detached``): its pid and the descriptor for
+    GO; ``started_w`` is where it announces the job ("S <pid> <time>", or "F <why>")."""
+    return fork_detached(lambda started: supervise(plan, isolation, started), started_w)
 
 
 def parse_started(message: bytes) -> tuple[int, float] | str | None:
@@ -152,16 +126,6 @@ def read_started(job_dir: str) -> tuple[int, float] | None:
         with open(os.path.join(job_dir, STARTED_FILE)) as f:
             pid, started = f.read().split()
         return int(pid), float(started)
-    except (OSError, ValueError):
-        return None
-
-
-def read_supervisor(job_dir: str) -> tuple[int, int] | None:
-    """``(pid, start ticks)`` of the job's supervisor, as the launcher recorded it."""
-    try:
-        with open(os.path.join(job_dir, SUPERVISOR_FILE)) as f:
-            pid, ticks = f.read().split()
-        return int(pid), int(ticks)
     except (OSError, ValueError):
         return None
 
@@ -193,55 +157,12 @@ def _optional_float(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
-# -- the supervisor (child of the agent) ---------------------------------------------------
+# -- the supervisor (a child of the launcher) ----------------------------------------------
 
 
-def _supervisor_main(plan: StepPlan, isolation: Isolation, go_r: int, started_w: int) -> NoReturn:
-    code = 70
-    try:
-        os.setsid()
-        # The job's orphans (setsid daemons, double forks) become our children instead of
-        # init's: they end with the job under every backend, and their CPU time counts.
-        # (Linux < 3.4 refuses: then only a cgroup finds them.)
-        with contextlib.suppress(OSError):
-            prctl(PR_SET_CHILD_SUBREAPER, 1)
-        _supervisor_signals()
-        _keep_only(go_r, started_w)
-        if os.read(go_r, 1) != GO:
-            os._exit(75)  # the agent died before recording us: launch nothing
-        os.close(go_r)
-        code = _supervise(plan, isolation, started_w)
-    except BaseException:
-        code = 71
-    os._exit(code)
-
-
-def _supervisor_signals() -> None:
-    # A signal with a Python handler would write to the agent's wakeup fd number, which
-    # in this process may be reused by a status file.
-    signal.set_wakeup_fd(-1)
-    for signum in _RESETTABLE:
-        with contextlib.suppress(OSError, ValueError):
-            signal.signal(signum, signal.SIG_DFL)  # SIGCHLD too: wait4 needs it
-    for ignored in SUPERVISOR_IGNORES:
-        signal.signal(ignored, signal.SIG_IGN)
-
-
-def _keep_only(*fds: int) -> None:
-    """Close every inherited descriptor but ``fds`` (sockets, the agent's lock, other
-    jobs' pipes); point 0-2 at /dev/null so that no pipe of the agent's stays open."""
-    low = 3
-    for fd in sorted(fds):
-        os.closerange(low, fd)
-        low = fd + 1
-    os.closerange(low, 1 << 20)
-    null = os.open(os.devnull, os.O_RDWR)
-    for target in (0, 1, 2):
-        os.dup2(null, target)
-    os.close(null)
-
-
-def _supervise(plan: StepPlan, isolation: Isolation, started_w: int) -> int:
+def supervise(plan: StepPlan, isolation: Isolation, started_w: int) -> int:
+    """The supervisor's body, once GO came: run the batch script, wait for it, record
+    its end; the supervisor's exit status."""
     try:
         group = isolation.create_group(
             plan.job_id,
@@ -253,20 +174,8 @@ def _supervise(plan: StepPlan, isolation: Isolation, started_w: int) -> int:
         )
     except OSError as err:
         return _launch_failed(plan, started_w, f"cannot create the job's cgroup: {err}")
-    err_r, err_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(err_r)
-        # received over SCM_RIGHTS, so inheritable: the job must not hold the agent's pipe
-        os.close(started_w)
-        _exec_job(plan, isolation, group, err_w)
-    os.close(err_w)
-    failure = b""
-    while chunk := os.read(err_r, 4096):
-        failure += chunk
-    os.close(err_r)
+    pid, failure = fork_exec(lambda err_w: _exec_job(plan, isolation, group, err_w))
     if failure:
-        os.waitpid(pid, 0)
         isolation.collect(group, killed_by_sigkill=False)
         return _launch_failed(plan, started_w, failure.decode(errors="replace"))
     started = time.time()
@@ -392,17 +301,8 @@ class _Orphans:
 
     def end_all(self) -> None:
         """After the batch shell was reaped: SIGKILL every process left below the
-        supervisor and reap them (bounded: one stuck in the kernel is left to init)."""
-        for _ in range(ORPHAN_KILL_TRIES):
-            try:  # (first: most jobs leave none, and then /proc is not read at all)
-                while (reaped := os.wait4(-1, os.WNOHANG))[0]:
-                    self._reaped(reaped[2])
-            except ChildProcessError:
-                return  # none left
-            for pid in descendants(os.getpid()):
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.02)
+        supervisor and reap them, their CPU time counted."""
+        end_descendants(self._reaped)
 
     def _reaped(self, usage: resource.struct_rusage) -> None:
         self.user_seconds += usage.ru_utime
@@ -482,21 +382,6 @@ def _launch_failed(plan: StepPlan, started_w: int, message: str) -> int:
     return 0
 
 
-def write_atomic(directory: str, name: str, text: str) -> None:
-    """``directory/name`` holds ``text``, readable by its owner only: a reader sees the
-    old file or the whole new one, never a part."""
-    # No fsync: an agent crash keeps the page cache, and a node crash ends the jobs too.
-    tmp = os.path.join(directory, f".{name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    try:
-        data = text.encode()
-        while data:
-            data = data[os.write(fd, data) :]
-    finally:
-        os.close(fd)
-    os.replace(tmp, os.path.join(directory, name))
-
-
 # -- the job process (grandchild) ----------------------------------------------------------
 
 
@@ -544,12 +429,7 @@ def _exec_job(plan: StepPlan, isolation: Isolation, group: str, err_w: int) -> N
         if moved:
             os.write(2, moved)
         stage = "reset signals"
-        # Ignored dispositions survive exec (handlers do not). The supervisor set every
-        # signal to SIG_DFL but SUPERVISOR_IGNORES, so only those need restoring: 7
-        # system calls per job instead of one per signal (~62).
-        for signum in SUPERVISOR_IGNORES:
-            signal.signal(signum, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        restore_signals()
         env = dict(plan.env)
         env["SLURM_TASK_PID"] = str(os.getpid())
         stage = f"run {plan.argv[0]}"

@@ -69,7 +69,6 @@ def test_job_that_ends_while_no_agent_runs(
         async with agent_running(agent_config, channel) as second:
             report = await second.finished(1)
             assert (report.state, report.exit_code) == ("FAILED", 4)
-            assert channel.registrations[-1].running[0].job_id == 1
             assert report.time == ended  # when it ended, not when the agent came back
 
     asyncio.run(scenario())

@@ -3,25 +3,36 @@ agent's samples showed (``sstat``), and its GPU samples' tally."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import cast
 
+from hal.agent.batch import _Supervised
 from hal.agent.channel import AgentChannel
 from hal.agent.config import AgentConfig
 from hal.agent.events import ProcessExited
 from hal.agent.gpuusage import GpuTally, ProcessGpu
+from hal.agent.launcher import ChildWatch
 from hal.agent.records import ExitOutcome
-from hal.agent.shell import AgentShell, _Watch
+from hal.agent.shell import AgentShell
 
 
 def ended(tmp_path: Path, outcome: ExitOutcome | None) -> tuple[AgentShell, ExitOutcome]:
+    """The end event of job 7's supervisor (pid 1234), which left ``outcome``."""
     agent = AgentShell(AgentConfig(state_dir=tmp_path, token="t"), cast(AgentChannel, None))
-    agent._peaks = {(7, 0): 900 << 20, (8, 0): 50 << 20}
+    usage = agent.usage
+    usage._peaks = {(7, 0): 900 << 20, (8, 0): 50 << 20}
     tally = GpuTally()
     tally.add(ProcessGpu(6 << 30, 100))
     tally.add(ProcessGpu(2 << 30, 50))
-    agent._gpu_tallies = {(7, 0): tally}
-    event = agent._end_event(_Watch(7, 0, 1234, 1, str(tmp_path)), outcome)
+    usage._gpu_tallies = {(7, 0): tally}
+    loop = asyncio.new_event_loop()
+    try:
+        watch = ChildWatch(loop, None, lambda _: None, lambda: None)
+        watch.pid, watch.ticks = 1234, 1
+        event = agent.batch._end_event(_Supervised(7, 0, str(tmp_path), watch), outcome)
+    finally:
+        loop.close()
     assert isinstance(event, ProcessExited)
     return agent, event.outcome
 
@@ -41,4 +52,4 @@ def test_the_end_report_carries_the_gpu_tally_once(tmp_path: Path) -> None:
         100,
         75.0,
     )
-    assert agent._gpu_tallies == {}
+    assert agent.usage._gpu_tallies == {}

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from hal.agent.forkserver import launch
+from hal.agent.handshake import PLAN_FILE, read_recorded
 from hal.agent.isolation import Isolation
-from hal.agent.supervisor import PLAN_FILE, StepPlan, read_supervisor
+from hal.agent.supervisor import StepPlan
 from hal.host.process import start_ticks
 
 
@@ -66,7 +69,18 @@ def test_launch_records_the_supervisor_pid_and_start_ticks(tmp_path: Path) -> No
     with os.fdopen(r, "rb") as started:
         assert started.read().startswith(b"S ")  # the supervisor got GO and ran the job
     assert "error" not in reply and isinstance(reply["pid"], int) and reply["pid"] > 0
-    assert read_supervisor(str(tmp_path)) == (reply["pid"], reply["ticks"])
+    assert read_recorded(str(tmp_path)) == (reply["pid"], reply["ticks"])
     assert isinstance(reply["ticks"], int) and reply["ticks"] > 0
     os.waitpid(reply["pid"], 0)
     assert start_ticks(reply["pid"]) is None  # reaped: no /proc entry, no crash
+
+
+def test_the_launcher_imports_no_pydantic_nor_httpx() -> None:
+    """Every launch forks the launcher: its page tables are copied each time, so it
+    stays small (it loaded pydantic through the job record's GPU type once)."""
+    code = (
+        "import sys, hal.agent.forkserver; "
+        "print(sorted(m for m in sys.modules if m.startswith(('pydantic', 'httpx'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -28,8 +28,8 @@ from hal.agent.events import (
     TellJob,
     Tick,
 )
-from hal.agent.records import ExitOutcome, JobRecord, Phase
-from hal.agent.state import AgentState, InvariantViolation
+from hal.agent.records import ExitOutcome, InvariantViolation, JobRecord, Phase
+from hal.agent.state import AgentState
 from hal.core.clock import VirtualClock
 from hal.wire.agent import Cancel, JobReport, Launch, Limit, Signal
 

@@ -1,4 +1,4 @@
-"""A step's folder on the node (``hal.agent.steps``) holds the job's environment
+"""A step's folder on the node (``hal.agent.stepfolder``) holds the job's environment
 (``plan.json``) and launch (``launch.json``): readable by root only, whatever the agent's
 umask, under a ``steps/`` directory other users cannot list."""
 
@@ -9,8 +9,10 @@ import os
 import stat
 from pathlib import Path
 
-from hal.agent.stepkeeper import KEEPER_PLAN
-from hal.agent.steps import LAUNCH_FILE, StepTasks
+from test_step_tasks import StepNode
+
+from hal.agent.handshake import PLAN_FILE
+from hal.agent.stepfolder import LAUNCH_FILE
 from hal.wire.agent import Launch, StepLaunch
 
 
@@ -42,13 +44,7 @@ def test_the_step_folder_is_private(tmp_path: Path) -> None:
     steps = tmp_path / "state" / "steps"
 
     async def scenario() -> None:
-        tasks = StepTasks(
-            "a1",
-            agent="t",
-            unknown_users_as_agent=True,
-            notify=lambda: None,
-            steps_dir=str(steps),
-        )
+        tasks = StepNode(str(steps), "a1")
         runner = asyncio.ensure_future(tasks.run())
         tasks.launch(launch(tmp_path))
         for _ in range(500):  # the folder stays until the server has the node's end
@@ -66,6 +62,6 @@ def test_the_step_folder_is_private(tmp_path: Path) -> None:
     assert mode(steps) == 0o700
     assert mode(folder) == 0o700
     assert mode(folder / LAUNCH_FILE) == 0o600
-    assert mode(folder / KEEPER_PLAN) == 0o600
-    assert "s3cret" in (folder / KEEPER_PLAN).read_text()
+    assert mode(folder / PLAN_FILE) == 0o600
+    assert "s3cret" in (folder / PLAN_FILE).read_text()
     assert not [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]

@@ -13,7 +13,7 @@ from test_stepkeeper_start_failure import UNUSED_UID, folder  # noqa: F401  (a f
 
 from hal.agent.isolation import Isolation
 from hal.agent.plan import task_inputs
-from hal.agent.stepkeeper import KeeperPlan, _keep, read_codes
+from hal.agent.stepkeeper import KeeperPlan, keep, read_codes
 from hal.slurm.steps import EXEC_FAILED
 from hal.wire.agent import StepLaunch
 
@@ -57,7 +57,7 @@ def test_the_task_opens_its_file_as_its_user(folder: Path) -> None:  # noqa: F81
         code = 1
         try:
             os.close(read_end)
-            code = _keep(plan, Isolation("none"), write_end)
+            code = keep(plan, Isolation("none"), write_end)
         finally:
             os._exit(code)
     os.close(write_end)

@@ -29,7 +29,7 @@ from hal.agent.step_input import (
     wake,
     write_input,
 )
-from hal.agent.stepkeeper import KeeperPlan, _keep, read_codes, read_ends
+from hal.agent.stepkeeper import KeeperPlan, keep, read_codes, read_ends
 from hal.wire.agent import StepInput, StepLaunch
 
 
@@ -73,7 +73,7 @@ def keeper_plan(folder: Path, argv: tuple[str, ...], ranks: tuple[int, ...]) -> 
 
 @pytest.fixture
 def keeper() -> Iterator[list[int]]:
-    """Forks ``_keep`` (the keeper's work) for a test; kills what is left after it."""
+    """Forks ``keep`` (the keeper's work) for a test; kills what is left after it."""
     pids: list[int] = []
     yield pids
     for pid in pids:
@@ -91,7 +91,7 @@ def start(plan: KeeperPlan, pids: list[int]) -> int:
         code = 1
         try:
             os.close(read_end_)
-            code = _keep(plan, Isolation("none"), write_end)
+            code = keep(plan, Isolation("none"), write_end)
         finally:
             os._exit(code)
     os.close(write_end)
@@ -156,15 +156,15 @@ def test_the_agent_writes_what_comes_and_reports_how_far_tasks_got(tmp_path: Pat
     tasks.input(given(2, b"c", eof=True))
     assert (folder / "input").read_bytes() == b"abc" and read_end(str(folder)) == 3
     (folder / "fed").write_text("1 2\n")
-    step = next(iter(tasks._steps.values()))
-    assert tasks._read_fed(step) and tasks.pending()
+    part = tasks.shell._parts[(12, 0, 5)]
+    assert tasks.shell._read_fed(part) and tasks.pending()
     sent = tasks.outgoing()
     (report,) = sent.input_fed
     assert (report.rank, report.offset, report.closed) == (1, 2, False)
     tasks.delivered(sent)
     assert not tasks.pending() and tasks.outgoing().input_fed == []
     (folder / "fed").write_text(f"1 {CLOSED}\n")
-    tasks._read_fed(step)
+    tasks.shell._read_fed(part)
     (report,) = tasks.outgoing().input_fed
     assert report.closed
 

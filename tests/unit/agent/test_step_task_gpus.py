@@ -22,9 +22,10 @@ from hal.agent.channel import AgentChannel
 from hal.agent.config import AgentConfig
 from hal.agent.gpuusage import ProcessGpu
 from hal.agent.procfs import children
-from hal.agent.shell import AgentShell, _Watch
-from hal.agent.steps import _NodeStep, _totals
+from hal.agent.shell import AgentShell
+from hal.agent.stepevents import StepAdopted
 from hal.host.process import start_ticks
+from hal.wire.steps import TaskTotals
 
 GiB = 1 << 30
 
@@ -67,11 +68,17 @@ def shell(tmp_path: Path) -> AgentShell:
 
 
 def add_step(agent: AgentShell, tmp_path: Path, step_id: int, pid: int, gpus: list[int]) -> None:
+    """A running step part whose one task is ``pid`` (rank = step id), as adopted."""
     launch = step(tmp_path, "true", [step_id], step_id=step_id)
     launch.launch.gpu_ids = gpus
-    part = _NodeStep(launch, str(tmp_path / f"12.{step_id}"))
-    part.tasks = {step_id: (pid, start_ticks(pid))}  # rank = step id: one task each
-    agent.steps._steps[(12, 0, step_id)] = part  # (job, run, step)
+    agent.machine.handle(StepAdopted(launch, 0.0, None, None, 0.0))
+    part = agent.steps._new_part(launch)
+    part.tasks = {step_id: (pid, start_ticks(pid))}
+
+
+def totals(agent: AgentShell, step_id: int) -> tuple[TaskTotals, ...]:
+    """What the part's end would carry of each task (``StepCollected.totals``)."""
+    return agent.steps._collected(agent.steps._parts[(12, 0, step_id)], 0).totals
 
 
 def test_one_nvml_read_for_jobs_and_step_tasks_summed_over_each_tree(
@@ -91,13 +98,13 @@ def test_one_nvml_read_for_jobs_and_step_tasks_summed_over_each_tree(
         }
     )
     agent = shell(tmp_path)
-    agent.gpu_sampler = sampler  # type: ignore[assignment]
-    agent._watches = {7: _Watch(7, 0, job.pid, start_ticks(job.pid), str(tmp_path))}
-    agent._holds_gpus = lambda job_id: job_id == 7  # type: ignore[method-assign]
+    usage = agent.usage
+    usage.gpu_sampler = sampler  # type: ignore[assignment]
+    watched = [(7, 0, job.pid, start_ticks(job.pid))]  # job 7's supervisor, given GPUs
     add_step(agent, tmp_path, 0, gpu_task.pid, [0])
     add_step(agent, tmp_path, 1, plain_task.pid, [])
 
-    jobs, tasks = asyncio.run(agent._sample_usage())
+    jobs, tasks = asyncio.run(usage.sample(watched, {7}, agent.steps))
     assert sampler.reads == 1  # one NVML read for both
     (job_use,) = jobs
     assert job_use.gpu is not None and (job_use.gpu.mem_bytes, job_use.gpu.util) == (4 * GiB, 90)
@@ -107,8 +114,8 @@ def test_one_nvml_read_for_jobs_and_step_tasks_summed_over_each_tree(
     assert used[1].gpu is None  # no GPUs given: none, not zero
 
     sampler.use[task_child] = ProcessGpu(5 * GiB, 10)  # the next sample: less busy, more memory
-    agent._sampled_at = -100.0
-    _, again = asyncio.run(agent._sample_usage())
+    usage._sampled_at = -100.0
+    _, again = asyncio.run(usage.sample(watched, {7}, agent.steps))
     later = {t.step_id: t for t in again}[0].gpu
     assert later is not None
     assert (later.mem_bytes, later.max_mem_bytes, later.util, later.max_util, later.ave_util) == (
@@ -120,11 +127,10 @@ def test_one_nvml_read_for_jobs_and_step_tasks_summed_over_each_tree(
     )
     assert sampler.reads == 2
 
-    ended = agent.steps._steps[(12, 0, 0)]
-    (total,) = _totals(ended)  # what goes with the node's end
+    (total,) = totals(agent, 0)  # what goes with the node's end
     assert total.gpu is not None
     assert (total.gpu.max_mem_bytes, total.gpu.max_util, total.gpu.ave_util) == (6 * GiB, 70, 55.0)
-    (plain_total,) = _totals(agent.steps._steps[(12, 0, 1)])
+    (plain_total,) = totals(agent, 1)
     assert plain_total.gpu is None
 
 
@@ -135,7 +141,7 @@ def test_no_nvml_read_without_gpu_jobs_or_gpu_steps(
     procs.append(task)
     sampler = CountingSampler({task.pid: ProcessGpu(GiB, 50)})
     agent = shell(tmp_path)
-    agent.gpu_sampler = sampler  # type: ignore[assignment]
+    agent.usage.gpu_sampler = sampler  # type: ignore[assignment]
     add_step(agent, tmp_path, 0, task.pid, [])
-    _, tasks = asyncio.run(agent._sample_usage())
+    _, tasks = asyncio.run(agent.usage.sample([], set(), agent.steps))
     assert sampler.reads == 0 and [t.gpu for t in tasks] == [None]

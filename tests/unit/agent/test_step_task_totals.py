@@ -1,7 +1,7 @@
 """What a step's tasks on a node used, in the node's end (``StepEnd.tasks``): the step
 keeper waits for each task with ``wait4`` (its most resident memory, past what it
 inherited from the keeper's fork, and its CPU seconds with its children's), and the
-agent's samples while it ran (``StepTasks.usage``) count too. The CPU seconds' user and
+agent's samples while it ran (``StepShell.usage``) count too. The CPU seconds' user and
 system parts (sacct's UserCPU, SystemCPU) go with the figure taken."""
 
 from __future__ import annotations
@@ -61,11 +61,11 @@ def test_a_sample_above_what_wait4_saw_is_kept(tmp_path: Path) -> None:
         runner = asyncio.ensure_future(tasks.run())
         tasks.launch(step(tmp_path, "sleep 0.5", [0]))
         for _ in range(200):
-            if targets := tasks.usage_targets():
+            if targets := tasks.shell.usage_targets():
                 break
             await asyncio.sleep(0.01)
         (target,) = targets
-        tasks.usage([(target, Usage(500 * MiB, 0.125, 0.0))])
+        tasks.shell.usage([(target, Usage(500 * MiB, 0.125, 0.0))])
         (end,) = (await until_ended(tasks)).ends
         (used,) = end.tasks
         assert (used.rank, used.max_rss_bytes) == (0, 500 * MiB), used

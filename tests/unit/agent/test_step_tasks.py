@@ -1,17 +1,29 @@
-"""A step's tasks on one node (``hal.agent.steps.StepTasks``): real processes with the
-step's variables, their output held by offset until a sync carrying it is answered, the
-node's end after its last byte, and a signal that reaches a task's whole session."""
+"""A step's tasks on one node (``hal.agent.steps.StepShell`` carrying out the machine's
+``stepstate`` decisions): real processes with the step's variables, their output held
+by offset until a sync carrying it is answered, the node's end after its last byte, and
+a signal that reaches a task's whole session."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import signal
+import time
 from pathlib import Path
 
-from hal.agent.steps import Outgoing, StepTasks
+from hal.agent.events import Command, Event, Tick
+from hal.agent.state import AgentState, feed
+from hal.agent.stepevents import (
+    StepCommand,
+    StepInputArrived,
+    StepLaunchRequested,
+    StepOutgoing,
+    StepsDelivered,
+    SyncSoon,
+)
+from hal.agent.steps import StepShell
 from hal.testing.live import tree_stopped
-from hal.wire.agent import Launch, StepLaunch, StepSignal
+from hal.wire.agent import Launch, StepInput, StepLaunch, StepSignal
 
 
 def step(tmp_path: Path, script: str, ranks: list[int], step_id: int = 0) -> StepLaunch:
@@ -42,7 +54,60 @@ def step(tmp_path: Path, script: str, ranks: list[int], step_id: int = 0) -> Ste
     )
 
 
-async def until_ended(tasks: StepTasks) -> Outgoing:
+class StepNode:
+    """A node's step parts as the agent runs them, without a server: the machine (its
+    step half) fed by a ``StepShell``, time passing on the wall clock."""
+
+    def __init__(self, steps_dir: str, node: str = "a2") -> None:
+        self.machine = AgentState(node=node)
+        self.shell = StepShell(
+            node,
+            agent="t",
+            unknown_users_as_agent=True,
+            steps_dir=steps_dir,
+            state=self.machine.steps,
+            feed=self.feed,
+        )
+
+    def feed(self, event: Event) -> None:
+        feed(self.machine, event, self._execute)
+
+    def _execute(self, command: Command) -> list[Event]:
+        if isinstance(command, SyncSoon):
+            return []
+        assert isinstance(command, StepCommand), command  # (no batch job here)
+        return self.shell.execute(command)
+
+    async def run(self) -> None:
+        """The shell's work, and a ``Tick`` at each of the machine's deadlines."""
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(self.shell.run())
+            while True:
+                due = self.machine.next_deadline()
+                if due is not None and due <= time.time():
+                    self.feed(Tick(time.time()))
+                await asyncio.sleep(0.01)
+
+    def launch(self, launch: StepLaunch) -> None:
+        self.feed(StepLaunchRequested(launch, time.time()))
+
+    def signal(self, request: StepSignal) -> None:
+        self.feed(self.shell.signal_requested(request))
+
+    def input(self, request: StepInput) -> None:
+        self.feed(StepInputArrived(request, time.time()))
+
+    def outgoing(self) -> StepOutgoing:
+        return self.machine.steps.outgoing()
+
+    def delivered(self, sent: StepOutgoing) -> None:
+        self.feed(StepsDelivered(sent, time.time()))
+
+    def pending(self) -> bool:
+        return self.machine.steps.pending()
+
+
+async def until_ended(tasks: StepNode) -> StepOutgoing:
     for _ in range(500):
         sent = tasks.outgoing()
         if sent.ends:
@@ -51,18 +116,12 @@ async def until_ended(tasks: StepTasks) -> Outgoing:
     raise AssertionError("the step did not end")
 
 
-def node_tasks(tmp_path: Path) -> StepTasks:
-    """A node's step runner for the tests' steps (as the agent, not a job user)."""
-    return StepTasks(
-        "a2",
-        agent="t",
-        unknown_users_as_agent=True,
-        notify=lambda: None,
-        steps_dir=str(tmp_path / "steps"),
-    )
+def node_tasks(tmp_path: Path) -> StepNode:
+    """A node's step parts for the tests' steps (as the agent, not a job user)."""
+    return StepNode(str(tmp_path / "steps"))
 
 
-def text(sent: Outgoing) -> dict[tuple[int, str], str]:
+def text(sent: StepOutgoing) -> dict[tuple[int, str], str]:
     return {(o.rank, o.stream): base64.b64decode(o.data_b64).decode() for o in sent.output}
 
 
@@ -140,12 +199,11 @@ def test_a_step_stopped_before_its_tasks_start_starts_them_stopped(tmp_path: Pat
         runner = asyncio.ensure_future(tasks.run())
         tasks.launch(step(tmp_path, "sleep 0.2; echo ran; exit 3", [0], step_id=5))
         tasks.signal(StepSignal(job_id=12, step_id=5, signal=signal.SIGSTOP))
-        part = tasks._steps[(12, 0, 5)]
         for _ in range(500):
-            if part.tasks and tree_stopped(part.tasks[0][0]):
+            if (found := tasks.shell.usage_targets()) and tree_stopped(found[0][4]):
                 break
             await asyncio.sleep(0.01)
-        assert part.tasks and tree_stopped(part.tasks[0][0])
+        assert found and tree_stopped(found[0][4])
         assert not tasks.outgoing().ends and not tasks.outgoing().output
         tasks.signal(StepSignal(job_id=12, step_id=5, signal=signal.SIGCONT))
         sent = await until_ended(tasks)

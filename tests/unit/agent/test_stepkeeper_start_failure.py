@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from hal.agent.isolation import Isolation
-from hal.agent.stepkeeper import KeeperPlan, _keep, read_codes, read_tasks
+from hal.agent.stepkeeper import KeeperPlan, keep, read_codes, read_tasks
 
 UNUSED_UID = 54_321  # no process runs as it: RLIMIT_NPROC counts only the keeper's
 
@@ -55,7 +55,7 @@ def test_a_task_that_cannot_be_forked_ends_as_not_started(folder: Path) -> None:
             os.setgid(UNUSED_UID)
             os.setuid(UNUSED_UID)
             before = sorted(set(os.listdir("/proc/self/fd")) - {str(started_w)})
-            result["code"] = _keep(plan, Isolation("none"), started_w)
+            result["code"] = keep(plan, Isolation("none"), started_w)
             result["leaked"] = sorted(set(os.listdir("/proc/self/fd")) - set(before))
         except BaseException as err:
             result["raised"] = repr(err)
