@@ -19,23 +19,20 @@ Pure functions: no I/O, no clock (``parse_begin`` is handed ``now``).
 from __future__ import annotations
 
 import re
-import signal as _signal
 from collections.abc import Callable, Iterable
-from datetime import datetime, timedelta
-from typing import cast
 
 import hostlist
 
 from hal.core.errors import InvalidRequest
-from hal.core.job import (
-    ArraySpec,
-    Dependency,
-    DependencyKind,
-    DependencyTerm,
-    SignalSpec,
-    TopologyConstraint,
-)
-from hal.core.resources import MiB
+from hal.core.units import MiB
+
+# sbatch and squeue import this module at start-up: the job types (dataclasses),
+# ``datetime`` and ``signal`` are imported by the parsers that need them.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from hal.core.job import ArraySpec, Dependency, DependencyTerm, SignalSpec, TopologyConstraint
 
 DEFAULT_MAX_ARRAY_SIZE = 1001  # Slurm's default MaxArraySize
 DEFAULT_SIGNAL_SECONDS = 60  # --signal without @secs
@@ -156,6 +153,8 @@ def parse_array(
     """``--array``: ``0-15``, ``0,6,16-32``, ``0-15:4``, and a ``%N`` limit on how many
     elements run at once. Indices go from 0 to ``max_array_size - 1`` (Slurm's
     MaxArraySize); duplicates collapse and indices come back sorted."""
+    from hal.core.job import ArraySpec
+
     raw = text.strip()
     spec, _, throttle_text = raw.partition("%")
     max_running = 0
@@ -196,7 +195,6 @@ _DEP_HINT = (
     "with types after, afterany, afterok, afternotok, aftercorr, or the word singleton "
     "(e.g. afterok:123:124,afterany:125)"
 )
-_DEP_KINDS = {k.value: k for k in DependencyKind}
 
 
 def parse_dependency(
@@ -214,6 +212,8 @@ def parse_dependency(
     without it (a client checking the syntax) the array's id stands in. Slurm's
     ``after:123+10`` (start plus minutes) is rejected with a message saying so.
     """
+    from hal.core.job import Dependency
+
     raw = text.strip()
     if not raw:
         raise InvalidRequest(f"empty {_option(field)}: {_DEP_HINT}", field=field)
@@ -233,6 +233,9 @@ def parse_dependency(
 def _dependency_term(
     term: str, raw: str, field: str, element: Callable[[int, int], int] | None
 ) -> DependencyTerm:
+    from hal.core.job import DependencyKind, DependencyTerm
+
+    kinds = {k.value: k for k in DependencyKind}
     head, _, tail = term.partition(":")
     kind_text = head.lower()
     if kind_text == "singleton":
@@ -243,8 +246,8 @@ def _dependency_term(
         return DependencyTerm(DependencyKind.SINGLETON)
     if _INT.match(head):  # no type given: Slurm's default is afterany
         kind, id_texts = DependencyKind.AFTERANY, term.split(":")
-    elif kind_text in _DEP_KINDS:
-        kind, id_texts = _DEP_KINDS[kind_text], (tail.split(":") if tail else [])
+    elif kind_text in kinds:
+        kind, id_texts = kinds[kind_text], (tail.split(":") if tail else [])
     elif kind_text in ("afterburstbuffer", "expand"):
         raise InvalidRequest(
             f"{_option(field)} type {head!r} is not supported by HAL; use after, afterany, "
@@ -288,6 +291,8 @@ _SIGNAL_ERROR = "Invalid --signal specification"  # Slurm 22.05.8's words, whate
 
 def parse_signal_name(text: str, *, field: str = "signal") -> int:
     """A signal by name (``USR1``, ``SIGUSR1``, any case) or number (``10``)."""
+    import signal as _signal
+
     raw = text.strip()
     if _INT.match(raw):
         try:
@@ -342,6 +347,8 @@ def parse_signal(text: str, *, field: str = "signal", batch: bool = True) -> Sig
         signum = 0
     if signum == 0:
         raise invalid(f"({sig_text.strip()!r} is no signal)")
+    from hal.core.job import SignalSpec
+
     return SignalSpec(signum, seconds, batch_only)
 
 
@@ -373,6 +380,8 @@ def parse_begin(text: str, now: float, *, field: str = "begin", past: bool = Fal
     ``parse_time(..., past=1)``) a time of day is today's, even one still ahead, and a
     month/day of a later month than this one last year's. ``today`` is 00:00 today and
     ``tomorrow`` 00:00 tomorrow. ``now-2days`` is allowed (sacct uses it)."""
+    from datetime import datetime, timedelta
+
     raw = text.strip().lower()
     base = datetime.fromtimestamp(now)
     midnight = base.replace(hour=0, minute=0, second=0, microsecond=0)
@@ -430,6 +439,8 @@ def parse_begin(text: str, now: float, *, field: str = "begin", past: bool = Fal
 
 def _local(fields: tuple[int, int, int, int, int, int], text: str, field: str) -> datetime:
     """A local datetime from (year, month, day, hour, minute, second)."""
+    from datetime import datetime
+
     try:
         return datetime(*fields)
     except ValueError as err:
@@ -441,6 +452,8 @@ def _time_of_day(base: datetime, when: datetime, past: bool) -> float:
     # tomorrow; looking back (sacct) it is always today's, even one still ahead (Slurm
     # 22.05.8's sacct refuses ``-S 23:59`` at 02:56 as after the end; docs/slurm-checks.md)
     if not past and when < base:
+        from datetime import timedelta
+
         when += timedelta(days=1)
     return when.timestamp()
 
@@ -522,8 +535,8 @@ def expand_hostlist(text: str, *, field: str = "nodelist", duplicates: bool = Fa
     """``n[1-3],gpu7`` → ``["n1", "n2", "n3", "gpu7"]`` (order kept, as Slurm does); a
     name given twice is kept twice only with ``duplicates`` (``srun -m arbitrary``)."""
     try:
-        names = hostlist.expand_hostlist(text.strip(), allow_duplicates=duplicates)
-        return cast(list[str], names)
+        names: list[str] = hostlist.expand_hostlist(text.strip(), allow_duplicates=duplicates)
+        return names
     except hostlist.BadHostlist as err:
         raise InvalidRequest(
             f"invalid {_option(field)} host list {text!r} ({err}); "
@@ -534,7 +547,8 @@ def expand_hostlist(text: str, *, field: str = "nodelist", duplicates: bool = Fa
 
 def compress_hostlist(names: list[str] | tuple[str, ...]) -> str:
     """``["n1", "n2", "n3"]`` → ``n[1-3]`` (sorted, as sinfo and squeue print)."""
-    return cast(str, hostlist.collect_hostlist(list(names)))
+    collected: str = hostlist.collect_hostlist(list(names))
+    return collected
 
 
 def hostlist_in_order(names: list[str] | tuple[str, ...]) -> str:
@@ -624,6 +638,8 @@ def parse_topology(text: str, *, field: str = "topology") -> TopologyConstraint:
             "e.g. --topology required=leaf",
             field=field,
         )
+    from hal.core.job import TopologyConstraint
+
     return TopologyConstraint(level, required=mode == "required")
 
 
