@@ -12,9 +12,11 @@ from __future__ import annotations
 import select
 import socket
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
+
+TYPE_CHECKING = False  # (nor ``typing`` nor ``dataclasses``: see ``hal.client``)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class TransportError(Exception):
@@ -26,12 +28,14 @@ class TransportError(Exception):
         self.sent = sent
 
 
-@dataclass(frozen=True, slots=True)
 class Response:
-    status: int
-    reason: str
-    headers: dict[str, str]
-    body: bytes
+    __slots__ = ("body", "headers", "reason", "status")
+
+    def __init__(self, status: int, reason: str, headers: dict[str, str], body: bytes) -> None:
+        self.status = status
+        self.reason = reason
+        self.headers = headers  # names in lower case
+        self.body = body
 
     @property
     def text(self) -> str:
@@ -61,7 +65,11 @@ class Transport:
         self._buf = b""
 
     def _open(self, timeout: float) -> Any:
-        sock = socket.create_connection((self.host, self.port), timeout=timeout)
+        # getaddrinfo encodes a str host with the "idna" codec, whose import (stringprep,
+        # unicodedata) costs a short command more than its connect: an ASCII name goes as
+        # bytes (and one idna refuses, "a..b", is then the resolver's error, an OSError)
+        host = self.host.encode() if self.host.isascii() else self.host
+        sock = socket.create_connection((host, self.port), timeout=timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.https:
             import ssl
@@ -223,6 +231,8 @@ def _readable(sock: Any) -> bool:
 
 
 def _query(params: dict[str, str]) -> str:
+    from urllib.parse import quote
+
     return "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in params.items())
 
 
