@@ -12,16 +12,19 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TextIO
 
 from hal.compat.seam import ClientFactory, Console
 from hal.core.errors import HalError
 
+TYPE_CHECKING = False  # (``typing`` is not imported at run time: see ``hal.compat.seam``)
 if TYPE_CHECKING:
+    from typing import Any, TextIO
+
     from hal.client.sync import HalClient
 
 # Each command's module is imported only when that command runs: a shim invocation pays
-# for one command's imports, not six (sbatch's latency budget is 150 ms).
+# for one command's imports, not sixteen (issue 51: sbatch and squeue start within 3× a
+# bare interpreter's start).
 COMMANDS: dict[str, str] = {
     "sbatch": "hal.compat.submit:sbatch",
     "squeue": "hal.compat.squeue:squeue",

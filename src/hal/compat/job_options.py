@@ -6,7 +6,6 @@ peer, docs/slurm-checks.md "Session 49")."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from hal.core.errors import InvalidRequest, UnsupportedOption
 
@@ -53,13 +52,16 @@ def priority(value: str) -> int | None:
     return number or None
 
 
-@dataclass(frozen=True, slots=True)
 class Sharing:
     """What ``--exclusive[=MODE]`` asks: whole nodes (``exclusive``), nodes shared only
-    with the same user's jobs (``user``), or nothing (``=oversubscribe``)."""
+    with the same user's jobs (``user``), or nothing (``=oversubscribe``). (A plain
+    class: sbatch imports this module at start-up, see ``hal.compat``.)"""
 
-    exclusive: bool = False
-    user: bool = False
+    __slots__ = ("exclusive", "user")
+
+    def __init__(self, exclusive: bool = False, user: bool = False) -> None:
+        self.exclusive = exclusive
+        self.user = user
 
 
 def exclusive(value: str | None) -> Sharing:
