@@ -9,7 +9,13 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from hal.client.config import ClientConfig, load_client_config
 from hal.client.records import records
-from hal.client.transport import Response, StreamRefused, Transport, TransportError
+from hal.client.transport import (
+    Response,
+    StreamRefused,
+    Transport,
+    TransportError,
+    percent_encoded,
+)
 from hal.core.errors import ERRORS_BY_CODE, HalError, InvalidRequest, Unavailable
 
 # The schemas are imported where they are used: `hal sbatch` and `hal squeue` need none
@@ -816,9 +822,7 @@ def segment(value: int | str, what: str = "job id", lister: str = "hal squeue") 
         raise InvalidRequest(
             f"invalid {what} {text!r} (no {what} has a '/'); `{lister}` lists them"
         )
-    from urllib.parse import quote
-
-    return quote(text, safe="")
+    return percent_encoded(text)
 
 
 def _retry_after(response: Response, left: float, keyed: bool) -> float | None:

@@ -149,14 +149,16 @@ class Field:
         return "Field(letter={!r}, width={!r}, right={!r}, auto={!r})".format(*self._key())
 
 
-_TOKEN = re.compile(r"%(?P<dot>\.)?(?P<minus>-)?(?P<hash>#)?(?P<width>\d*)(?P<letter>[A-Za-z%])")
+# (a pattern compiled on first use, by re's cache: sbatch imports this module and never
+# reads a format)
+_TOKEN = r"%(?P<dot>\.)?(?P<minus>-)?(?P<hash>#)?(?P<width>\d*)(?P<letter>[A-Za-z%])"
 
 
 def parse_format(text: str) -> list[Field | str]:
     """Split a ``-o`` format into literal strings and fields. ``%%`` is a literal ``%``."""
     parts: list[Field | str] = []
     pos = 0
-    for m in _TOKEN.finditer(text):
+    for m in re.finditer(_TOKEN, text):
         if m.start() > pos:
             parts.append(text[pos : m.start()])
         pos = m.end()

@@ -11,7 +11,7 @@ from hal.core.errors import InvalidRequest, UnsupportedOption
 
 # --priority=TOP: Slurm's highest priority a job may be given (NO_VAL - 2)
 TOP_PRIORITY = 4294967293
-_LEADING_INT = re.compile(r"^\s*([+-]?\d+)")
+_LEADING_INT = r"^\s*([+-]?\d+)"  # (compiled on first use: sbatch's start-up)
 
 
 def no_kill(value: str | None) -> bool:
@@ -37,7 +37,7 @@ def priority(value: str) -> int | None:
     22.05.8; a negative or too large one is refused with Slurm's words."""
     if value.strip().upper() == "TOP":
         return TOP_PRIORITY
-    match = _LEADING_INT.match(value)
+    match = re.match(_LEADING_INT, value)
     number = int(match.group(1)) if match else 0
     if number < 0:
         raise InvalidRequest(

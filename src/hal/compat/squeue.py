@@ -18,7 +18,6 @@ interrupted. ``-s``/``--steps[=LIST]`` lists running job steps instead (``squeue
 from __future__ import annotations
 
 import re
-import string
 import time
 
 from hal.compat.formats import (
@@ -48,7 +47,10 @@ LONG_FORMAT = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
 START_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"
 DEFAULT_SORT = "P,t,-p"
 # -o %all (exactly that): every letter, a to z then A to Z, between bars, as Slurm's squeue
-ALL_FORMAT = "|".join(f"%{letter}" for letter in string.ascii_letters)
+# (the letters written out: the ``string`` module is a millisecond of squeue's start-up)
+ALL_FORMAT = "|".join(
+    f"%{letter}" for letter in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+)
 
 DEFAULT_STATES = frozenset(
     {JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING}
@@ -313,13 +315,14 @@ def parse_states(text: str) -> set[str] | None:
     return states
 
 
-_JOB_ID = re.compile(r"^\d+([_+]\d+)?$")  # 123, 123_4 (array element), 123+1 (het)
+# 123, 123_4 (array element), 123+1 (het); compiled on first use, not at start-up
+_JOB_ID = r"^\d+([_+]\d+)?$"
 
 
 def parse_job_ids(text: str) -> list[str]:
     ids = _list(text)
     for item in ids:
-        if not _JOB_ID.match(item):
+        if not re.match(_JOB_ID, item):
             raise UsageError(f"Invalid job id: {item}")
     return ids
 

@@ -365,10 +365,12 @@ _DELTA_UNITS = {
     **dict.fromkeys(("d", "day", "days"), 86400),
     **dict.fromkeys(("w", "week", "weeks"), 7 * 86400),
 }
-_NOW_DELTA = re.compile(r"^now(?:([+-])(\d+)([a-z]*))?$")
-_ISO = re.compile(r"^(\d{4})-(\d{1,2})-(\d{1,2})(?:[Tt](\d{1,2}):(\d{2})(?::(\d{2}))?)?$")
-_CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(am|pm)?$")
-_US_DATE = re.compile(r"^(\d{1,2})[/.](\d{1,2})(?:[/.](\d{2,4}))?$")
+# The patterns of the rarer options are compiled on first use (by re's cache), not at
+# import: sbatch's start-up compiled them all for every job.
+_NOW_DELTA = r"^now(?:([+-])(\d+)([a-z]*))?$"
+_ISO = r"^(\d{4})-(\d{1,2})-(\d{1,2})(?:[Tt](\d{1,2}):(\d{2})(?::(\d{2}))?)?$"
+_CLOCK = r"^(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(am|pm)?$"
+_US_DATE = r"^(\d{1,2})[/.](\d{1,2})(?:[/.](\d{2,4}))?$"
 _NAMED_HOURS = {"midnight": 0, "noon": 12, "elevenses": 11, "fika": 15, "teatime": 16}
 
 
@@ -385,7 +387,7 @@ def parse_begin(text: str, now: float, *, field: str = "begin", past: bool = Fal
     raw = text.strip().lower()
     base = datetime.fromtimestamp(now)
     midnight = base.replace(hour=0, minute=0, second=0, microsecond=0)
-    m = _NOW_DELTA.match(raw)
+    m = re.match(_NOW_DELTA, raw)
     if m:
         if not m.group(1):
             return now
@@ -404,11 +406,11 @@ def parse_begin(text: str, now: float, *, field: str = "begin", past: bool = Fal
         return (midnight + timedelta(days=1)).timestamp()
     if raw in _NAMED_HOURS:
         return _time_of_day(base, midnight.replace(hour=_NAMED_HOURS[raw]), past)
-    m = _ISO.match(raw)
+    m = re.match(_ISO, raw)
     if m:
         y, mo, d, h, mi, s = (int(g) if g else 0 for g in m.groups())
         return _local((y, mo, d, h, mi, s), text, field).timestamp()
-    m = _CLOCK.match(raw)
+    m = re.match(_CLOCK, raw)
     if m:
         hour, minute, second = int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
         if m.group(4):
@@ -419,7 +421,7 @@ def parse_begin(text: str, now: float, *, field: str = "begin", past: bool = Fal
             hour = hour % 12 + (12 if m.group(4) == "pm" else 0)
         when = _local((base.year, base.month, base.day, hour, minute, second), text, field)
         return _time_of_day(base, when, past)
-    m = _US_DATE.match(raw)
+    m = re.match(_US_DATE, raw)
     if m:
         month, day = int(m.group(1)), int(m.group(2))
         year = base.year
@@ -462,7 +464,7 @@ def _time_of_day(base: datetime, when: datetime, past: bool) -> float:
 
 _GRES_HINT = "write gpu, gpu:N or gpu:TYPE:N per node (e.g. gpu:2, gpu:a100:4)"
 _GPUS_HINT = "write N or TYPE:N (e.g. 2, a100:4)"
-_GPU_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_GPU_TYPE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"  # (compiled on first use, as _ISO)
 
 
 def parse_gres(text: str, *, field: str = "gres") -> tuple[str | None, int]:
@@ -505,7 +507,7 @@ def parse_gpus(text: str, *, field: str = "gpus") -> tuple[str | None, int]:
 
 
 def _gpu_type(text: str, field: str, hint: str) -> str:
-    if not _GPU_TYPE.match(text):
+    if not re.match(_GPU_TYPE, text):
         raise InvalidRequest(f"invalid --{field} GPU type {text!r}: {hint}", field=field)
     return text
 
@@ -645,13 +647,13 @@ def parse_topology(text: str, *, field: str = "topology") -> TopologyConstraint:
 
 # -- umask --------------------------------------------------------------------------------
 
-_UMASK = re.compile(r"^[0-7]{3,4}$")
+_UMASK = r"^[0-7]{3,4}$"  # (compiled on first use, as _ISO)
 
 
 def parse_umask(text: str, *, field: str = "umask") -> int:
     """A umask as ``SLURM_UMASK`` spells it: three or four octal digits (``022``, ``0077``),
     at most ``0777``."""
-    if not _UMASK.match(text) or int(text, 8) > 0o777:
+    if not re.match(_UMASK, text) or int(text, 8) > 0o777:
         raise InvalidRequest(
             f"invalid {field} {text!r}: write three or four octal digits, e.g. 0022 or 077",
             field=field,
@@ -667,7 +669,7 @@ def format_umask(mask: int) -> str:
 # -- licenses -----------------------------------------------------------------------------
 
 LICENSE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # as [licenses] names them
-_LICENSE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:[:*](\d+))?$")
+_LICENSE = r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:[:*](\d+))?$"  # (compiled on first use, as _ISO)
 _LICENSES_HINT = "write NAME or NAME:COUNT, comma-separated (e.g. matlab:2,ansys)"
 
 
@@ -687,7 +689,7 @@ def parse_licenses(text: str, *, field: str = "licenses") -> tuple[tuple[str, in
         )
     counts: dict[str, int] = {}
     for item in raw.split(","):
-        match = _LICENSE.match(item.strip())
+        match = re.match(_LICENSE, item.strip())
         if match is None:
             raise InvalidRequest(f"invalid --{field} {item!r}: {_LICENSES_HINT}", field=field)
         count = int(match.group(2) or 1)

@@ -46,8 +46,20 @@ SERVER_SIDE = (
 )
 SCHEMAS = ("pydantic", "pydantic_core", "annotated_types", "httpx", "hal.wire.jobs")
 # each costs a large part of a bare interpreter's start (inspect and ast come with
-# dataclasses); should a new Python's own json or socket import one, drop it here
-SLOW_STDLIB = ("typing", "dataclasses", "inspect", "pathlib", "datetime", "difflib", "runpy")
+# dataclasses, ipaddress with urllib.parse); should a new Python's own json or socket
+# import one, drop it here
+SLOW_STDLIB = (
+    "typing",
+    "dataclasses",
+    "inspect",
+    "pathlib",
+    "datetime",
+    "difflib",
+    "runpy",
+    "urllib",
+    "ipaddress",
+    "encodings.idna",
+)
 
 DATABASE_AWAY = {
     "status": 503,
