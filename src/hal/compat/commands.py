@@ -7,7 +7,6 @@ commands against a fake client and string buffers.
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 import time
@@ -50,7 +49,8 @@ def _handler(name: str) -> Callable[[list[str], Console], int] | None:
     if target is None:
         return None
     module, func = target.split(":")
-    found: Callable[[list[str], Console], int] = getattr(importlib.import_module(module), func)
+    __import__(module)  # (not importlib.import_module: the importlib package imports warnings)
+    found: Callable[[list[str], Console], int] = getattr(sys.modules[module], func)
     return found
 
 
