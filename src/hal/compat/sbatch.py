@@ -241,9 +241,11 @@ class SbatchRequest:
     ``bodies``: a heterogeneous job's (``:`` on the command line, ``#SBATCH hetjob`` in
     the script), one per component, ``body`` the first; empty for an ordinary job.
     ``job`` and ``components`` are the same as ``JobSubmit``s, checked against the
-    schema's limits (``job_of``), for code that wants them. ``warnings``: what Slurm's
-    sbatch says on stderr (through info(), so not with -Q) about a request it changed
-    before sending it, e.g. "Warning: can't run 1 processes on 2 nodes, ..."."""
+    schema's limits (``job_of``), for code that wants them; a plain submission leaves
+    the limits to the server, as checking them here would import ``dataclasses`` at
+    start-up. ``warnings``: what Slurm's sbatch says on stderr (through info(), so not
+    with -Q) about a request it changed before sending it, e.g. "Warning: can't run 1
+    processes on 2 nodes, ..."."""
 
     __slots__ = (
         "bodies",
@@ -359,6 +361,11 @@ def parse_sbatch(
             settings = {**own, **{k: v for k, v in merged.items() if k in JOB_WIDE}}
         body = _build_job(settings, script, environ=environ, cwd=cwd, now=now, warnings=warnings)
         jobs.append(_submitted_from(body, cwd, hostname, umask))
+    if count > 1 or "test_only" in merged or verbose:
+        # these build JobSubmits anyway (het and --test-only send them, -v lists one):
+        # checked here against the schema's limits, before anything is sent
+        for body in jobs:
+            job_of(body)
     return SbatchRequest(
         jobs[0],
         bodies=tuple(jobs) if count > 1 else (),
@@ -726,12 +733,11 @@ def _build_job(
         entry = settings.get(dest)
         return entry[0] if entry else None
 
-    fields: dict[str, object] = {
-        "script": script.text,
-        "name": value("job_name") or script.name,
-        "script_args": list(script.args),
-        "script_path": script.path,
-    }
+    fields: dict[str, object] = {"script": script.text, "name": value("job_name") or script.name}
+    if script.args:
+        fields["script_args"] = list(script.args)
+    if script.path is not None:
+        fields["script_path"] = script.path
     chdir = value("chdir")
     fields["workdir"] = os.path.normpath(os.path.join(cwd, chdir)) if chdir else cwd
     export = value("export")

@@ -21,13 +21,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
-import hostlist
-
 from hal.core.errors import InvalidRequest
 from hal.core.units import MiB
 
 # sbatch and squeue import this module at start-up: the job types (dataclasses),
-# ``datetime`` and ``signal`` are imported by the parsers that need them.
+# ``datetime``, ``signal`` and ``hostlist`` are imported by the parsers that need them.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from datetime import datetime
@@ -536,6 +534,8 @@ def parse_nodes(text: str, *, field: str = "nodes") -> tuple[int, int]:
 def expand_hostlist(text: str, *, field: str = "nodelist", duplicates: bool = False) -> list[str]:
     """``n[1-3],gpu7`` → ``["n1", "n2", "n3", "gpu7"]`` (order kept, as Slurm does); a
     name given twice is kept twice only with ``duplicates`` (``srun -m arbitrary``)."""
+    import hostlist
+
     try:
         names: list[str] = hostlist.expand_hostlist(text.strip(), allow_duplicates=duplicates)
         return names
@@ -549,6 +549,8 @@ def expand_hostlist(text: str, *, field: str = "nodelist", duplicates: bool = Fa
 
 def compress_hostlist(names: list[str] | tuple[str, ...]) -> str:
     """``["n1", "n2", "n3"]`` → ``n[1-3]`` (sorted, as sinfo and squeue print)."""
+    import hostlist
+
     collected: str = hostlist.collect_hostlist(list(names))
     return collected
 

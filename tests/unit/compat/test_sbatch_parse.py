@@ -263,6 +263,8 @@ def test_too_many_script_arguments_are_refused_by_the_schema(tmp_path: Path) -> 
     assert req.body["script_args"] == ["a"] * 4097
     with pytest.raises(InvalidRequest, match="script_args has more than 4096 entries"):
         _ = req.job
+    with pytest.raises(InvalidRequest, match="script_args has more than 4096 entries"):
+        parse("--test-only", "s.sh", *["a"] * 4097, cwd=str(tmp_path))  # (builds one anyway)
 
 
 @pytest.mark.parametrize(
