@@ -20,9 +20,8 @@ if TYPE_CHECKING:
 
 # ``urllib.parse`` (with ``ipaddress``, which it imports) costs a short command about a
 # fifth of a bare interpreter's start, more than its request. The URL HAL is given is
-# nearly always plain (http://HOST:PORT) and query values and path segments are short:
-# ``split_url`` and ``percent_encoded`` read and write those as urllib.parse does, and
-# hand anything else to it.
+# nearly always plain (http://HOST:PORT): ``split_url`` reads that one as urlsplit does
+# and hands any other to it; ``percent_encoded`` is quote(safe=""), three lines.
 _PLAIN_URL = re.compile(r"(https?)://([A-Za-z0-9.-]+)(?::([0-9]{1,5}))?(/[^?#]*)?")
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
 

@@ -17,6 +17,7 @@ interrupted. ``-s``/``--steps[=LIST]`` lists running job steps instead (``squeue
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
@@ -389,8 +390,6 @@ def _show(query: Query, console: Console) -> int:
     now = console.clock()
     jobs = sort_jobs(jobs, query.sort, now)
     if query.json:
-        import json
-
         from hal.compat.squeue_json import jobs_json
 
         console.out(json.dumps(jobs_json(jobs, now), indent=2))
