@@ -6,8 +6,10 @@ RUN_STAMP := $(VENV)/.installed-run
 STAMP   := $(VENV)/.installed-dev
 UP_ARGS ?=
 TEST_ARGS ?=
+# the site's build; the two variables silence the banners of mkdocs' plugins
+MKDOCS  := NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(VENV)/bin/mkdocs build --strict --quiet
 
-.PHONY: up test check bench venv clean lint type imports fmt
+.PHONY: up test check docs bench venv clean lint type imports fmt
 
 # `make up` installs HAL alone; `make test`/`check` add the test tools and workflow tools.
 $(RUN_STAMP): pyproject.toml
@@ -31,12 +33,17 @@ up: $(RUN_STAMP)
 test: $(STAMP)
 	$(PY) -m pytest $(TEST_ARGS)
 
-## Lint, format check, strict typing and import layers
+## Lint, format check, strict typing, import layers and the documentation site
 check: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/ruff format --check src tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+	$(MKDOCS)
+
+## The documentation site in site/ (its reference pages written from the code)
+docs: $(STAMP)
+	$(MKDOCS)
 
 fmt: $(STAMP)
 	$(VENV)/bin/ruff format src tests bench

@@ -18,13 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from hal.api.priority import PriorityService
 from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
 from hal.core.job import Allocation, Job, JobSpec
 from hal.core.priority import Account, PriorityPolicy, UserAccount
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState
+from hal.server.priority import PriorityService
 from hal.state.cluster import Cluster
 from hal.state.store import SqlStateStore
 

@@ -1,4 +1,4 @@
-"""The node's copies of artifacts (docs/artifacts.md, ADR 0020).
+"""The node's copies of artifacts (docs/user/artifacts.md, ADR 0020).
 
 Before a job's batch script or a step of it starts on this node, ``ArtifactCache.deploy``
 makes sure each artifact the job pinned is here: fetched once per node by its SHA-256
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from hal.core.artifacts import ARCHIVE, variable_of
-from hal.core.job_variables import DEFAULT_PATH
+from hal.slurm.job_variables import DEFAULT_PATH
 from hal.wire.agent import ArtifactPin
 
 log = logging.getLogger("hal.agent")

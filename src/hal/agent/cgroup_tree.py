@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from hal.core.cgroup_memory import write
+from hal.host.cgroup_memory import write
 
 
 def delegate(mount: str, name: str, controller: str) -> bool:

@@ -24,8 +24,8 @@ from typing import Protocol, runtime_checkable
 import httpx
 
 from hal.agent.artifacts import ArtifactMissing
-from hal.agent.outputwire import OutputPoll, OutputReads
 from hal.wire.agent import AgentInstructions, AgentRegister, AgentRegistered, AgentSync
+from hal.wire.output import OutputPoll, OutputReads
 
 # The server holds a sync up to ``wait_seconds``; allow that much plus this for the reply.
 SYNC_GRACE_SECONDS = 10.0

@@ -78,6 +78,6 @@ class AgentConfig:
     # without a uid) as this agent's user. Off, a root agent refuses them: they would run
     # as root (hal.agent.plan.resolve_user).
     unknown_users_as_agent: bool = False
-    # the node's copies of artifacts (docs/artifacts.md) are removed, least recently used
+    # the node's copies of artifacts (docs/user/artifacts.md) are removed, least recently used
     # first and never while a job here holds them, when they take more than this
     artifact_cache_bytes: int = 10 * 1024**3

@@ -10,10 +10,12 @@ every process they start): the same CPUs for the batch script and the job's step
 that node.
 
 Binding is on where the agent serves the host's own CPUs (``hal agent --bind-cpus
-auto``, its default: no ``--cpus`` given), never where several agents share a host as
-virtual nodes (test clusters, ``hal up``): node CPU ``i`` would be host CPU ``i`` for all
-of them. A job that finds too few CPUs free (its CPUs held by a job suspended for it)
-runs unbound rather than not at all. A job may widen its own affinity again: binding is
+auto``, its default: no ``--cpus`` given; those it may run on, so ``hal up``'s agents,
+each started on its own share of the host's by ``--cpu-list``, bind their jobs within
+it), never where several agents share a host as virtual nodes (test clusters, ``hal up
+--cpus-per-agent``): node CPU ``i`` would be host CPU ``i`` for all of them. A job that
+finds too few CPUs free (its CPUs held by a job suspended for it) runs unbound rather
+than not at all. A job may widen its own affinity again: binding is
 advice the kernel keeps, not a cgroup ``cpuset`` fence.
 """
 

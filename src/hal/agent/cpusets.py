@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 
 from hal.agent.cgroup_tree import delegate, read
-from hal.core.cgroup_memory import write
+from hal.host.cgroup_memory import write
 
 CPUSET_V2 = "cgroup2"  # ``Isolation.cores`` when the job's own cgroup2 cgroup is the fence
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import hostlist
 
-from hal.core.job_variables import DEFAULT_PATH
 from hal.core.resources import MiB
+from hal.slurm.job_variables import DEFAULT_PATH
 from hal.wire.agent import Launch
 
 MARKER = "HAL_JOB_MARKER"

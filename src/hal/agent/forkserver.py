@@ -36,7 +36,7 @@ import sys
 from hal.agent.isolation import Isolation
 from hal.agent.stepkeeper import KeeperPlan, spawn_keeper
 from hal.agent.supervisor import GO, PLAN_FILE, SUPERVISOR_FILE, StepPlan, spawn_step
-from hal.core.process import start_ticks
+from hal.host.process import start_ticks
 
 MAX_MESSAGE = 64 * 1024
 

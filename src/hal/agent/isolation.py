@@ -48,9 +48,9 @@ from hal.agent import cpusets
 from hal.agent.cgroup_tree import delegate, read
 from hal.agent.cpusets import CPUSET_V2
 from hal.agent.devices import DeviceControlError, attach_device_filter, deny_lines, load_program
-from hal.core.cgroup_memory import fence_cpus, limit_memory, write
 from hal.core.errors import InvalidRequest
 from hal.core.resources import GiB
+from hal.host.cgroup_memory import fence_cpus, limit_memory, write
 
 CHOICES = ("auto", "cgroup2", "cgroup1", "rlimit", "none")
 DEVICE_CHOICES = ("auto", "yes", "no")

@@ -22,7 +22,7 @@ node's own view, worth scraping when the control plane's is in doubt:
 ``hal_agent_channel_reconnects_total``      counter  ``node``: syncs that succeeded after
                                                      a failure
 ``hal_agent_artifact_fetches_total``        counter  ``node``: artifacts fetched (docs/
-                                                     artifacts.md); a copy here is none
+                                                     user/artifacts.md); a copy here is none
 ``hal_agent_artifact_fetched_bytes_total``  counter  ``node``
 ``hal_agent_last_sync_timestamp_seconds``   gauge    ``node``
 ``hal_agent_gpu_utilization_percent``       gauge    ``node``, ``gpu``: the percent of NVML's

@@ -16,8 +16,8 @@ from hal.agent.environment import job_environment
 from hal.agent.store import SCRIPT_FILE
 from hal.agent.supervisor import StepPlan
 from hal.core.errors import InvalidRequest
-from hal.core.filenames import FilenameFields, expand_filename, output_paths
-from hal.core.slurm_syntax import parse_umask
+from hal.slurm.filenames import FilenameFields, expand_filename, output_paths
+from hal.slurm.syntax import parse_umask
 from hal.wire.agent import Launch, StepLaunch
 
 DEFAULT_SHELL = "/bin/sh"

@@ -29,7 +29,7 @@ import time
 from hal.agent.environment import MARKER, job_marker
 from hal.agent.isolation import Isolation
 from hal.agent.procfs import processes_of
-from hal.core.process import start_ticks
+from hal.host.process import start_ticks
 
 KILL_ROUNDS = 50  # x 20 ms: a process stuck in the kernel (D state) is left behind
 

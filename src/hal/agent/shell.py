@@ -84,8 +84,6 @@ from hal.agent.metrics import (
     Capacity,
     agent_registry,
 )
-from hal.agent.outputfiles import read_chunk
-from hal.agent.outputwire import OutputChunk, OutputPoll, OutputRead
 from hal.agent.plan import LaunchError, build_step_plan
 from hal.agent.procfs import (
     Usage,
@@ -112,11 +110,13 @@ from hal.agent.supervisor import (
     write_atomic,
 )
 from hal.client.config import load_client_config
-from hal.core.clock import Clock, SystemClock
-from hal.core.process import start_ticks
-from hal.core.slurm_syntax import compress_indices
-from hal.core.steps import cancelled_message, stamp
+from hal.core.clock import Clock
+from hal.host.clock import SystemClock
+from hal.host.process import start_ticks
 from hal.observe.listener import start_metrics_server
+from hal.observe.outputfiles import read_chunk
+from hal.slurm.steps import cancelled_message, stamp
+from hal.slurm.syntax import compress_indices
 from hal.wire.agent import (
     AgentInstructions,
     AgentRegister,
@@ -131,6 +131,7 @@ from hal.wire.agent import (
     StepSignal,
     StepTaskUsage,
 )
+from hal.wire.output import OutputChunk, OutputPoll, OutputRead
 
 log = logging.getLogger("hal.agent")
 
@@ -226,7 +227,7 @@ class AgentShell:
         # the host CPUs jobs are bound to (hal.agent.cpus): an unknown choice or more CPUs
         # than the host has with "yes" is refused here, before the agent starts
         self.cpus = cpu_pool(config.bind_cpus, config.cpus)
-        # the node's copies of the jobs' artifacts (docs/artifacts.md)
+        # the node's copies of the jobs' artifacts (docs/user/artifacts.md)
         self.artifacts = ArtifactCache(
             config.state_dir / "artifacts",
             channel if isinstance(channel, ArtifactChannel) else None,

@@ -56,7 +56,7 @@ from hal.agent.signals import parse_signal_spec, signal_name
 from hal.core.errors import InvalidRequest
 from hal.core.resources import MiB
 from hal.core.states import JobState
-from hal.core.steps import ENDED_SAYING, OOM_SIGNAL
+from hal.slurm.steps import ENDED_SAYING, OOM_SIGNAL
 from hal.wire.agent import JobReport, RunningJob
 
 DEFAULT_KILL_WAIT_SECONDS = 30  # until the server tells us its KillWait

@@ -58,8 +58,8 @@ from hal.agent.supervisor import (
     fork_with_go,
     write_atomic,
 )
-from hal.core.process import start_ticks
-from hal.core.steps import EXEC_FAILED, own_max_rss
+from hal.host.process import start_ticks
+from hal.slurm.steps import EXEC_FAILED, own_max_rss
 
 KEEPER_PLAN = "plan.json"
 TASKS_FILE = "tasks"

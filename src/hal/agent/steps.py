@@ -91,8 +91,8 @@ from hal.agent.stepkeeper import (
     read_usage,
 )
 from hal.agent.supervisor import read_supervisor, write_atomic
-from hal.core.process import start_ticks
-from hal.core.steps import (
+from hal.host.process import start_ticks
+from hal.slurm.steps import (
     EXEC_FAILED,
     TIME_LIMIT,
     cancelled_message,

@@ -51,7 +51,7 @@ from hal.agent.isolation import Isolation
 from hal.agent.prctl import PR_SET_CHILD_SUBREAPER, prctl
 from hal.agent.procfs import PAGE_SIZE, children, descendants, open_pidfd, tree_rss_bytes
 from hal.agent.records import ExitOutcome
-from hal.core.steps import oom_message
+from hal.slurm.steps import oom_message
 
 GO = b"g"
 PLAN_FILE = "plan.json"

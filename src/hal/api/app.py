@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.responses import RedirectResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from hal import __version__
@@ -29,7 +30,7 @@ from hal.api import (
     routes_steps,
     slurmrest,
 )
-from hal.api.context import ServerContext
+from hal.server.services import Services
 
 # FastAPI (0.16x) hands pydantic (>= 2.12) a plain ``Field(alias=<parameter name>)`` for a
 # request body read whole; pydantic warns that the alias has no effect there, which is
@@ -41,7 +42,7 @@ warnings.filterwarnings(
 
 
 def create_app(
-    ctx: ServerContext,
+    ctx: Services,
     *,
     on_start: Callable[[], Awaitable[None]] | None = None,
     on_stop: Callable[[], Awaitable[None]] | None = None,
@@ -65,6 +66,11 @@ def create_app(
     app.state.ctx = ctx
     errors.install(app)
     app.add_middleware(SizeGuard, limit=ctx.config.max_request_bytes)
+
+    @app.get("/", include_in_schema=False)
+    async def root() -> RedirectResponse:
+        """A browser pointed at the server's URL gets the dashboard (``hal.observe``)."""
+        return RedirectResponse("/ui")
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, object]:

@@ -1,6 +1,6 @@
 """The nodes of ``[cloud]`` groups as Slurm shows its cloud nodes (``State=CLOUD``).
 
-A group's node names are in no node list until the autoscaler (``hal.api.cloud``) made
+A group's node names are in no node list until the autoscaler (``hal.server.cloud``) made
 an instance for one and its agent registered; the scheduler sees only registered nodes
 and this stays so. What ``sinfo``, ``scontrol show node`` and the REST node listings
 show is Slurm's view instead (checked on Slurm 22.05.8 with ``PrivateData=cloud``, whose
@@ -29,12 +29,13 @@ from dataclasses import dataclass, field
 
 from fastapi import Request
 
-from hal.api.cloud import IDLE_REASON, CloudService
 from hal.api.convert import node_info
 from hal.cloud.provider import STOPPING
 from hal.core.node import Node
 from hal.core.node_groups import NodeGroup
 from hal.core.states import NodeState
+from hal.server.cloud import IDLE_REASON, CloudService
+from hal.server.services import Services
 from hal.state.cluster import Cluster
 from hal.state.node_flags import (
     CLOUD,
@@ -53,7 +54,8 @@ ABSENT = "absent"  # no instance
 
 def cloud_of(request: Request) -> CloudService | None:
     """The server's autoscaler (``HalServer.start`` sets it); None without ``[cloud]``."""
-    return getattr(request.app.state, "cloud", None)
+    services: Services = request.app.state.ctx
+    return services.cloud
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,13 +11,15 @@ from hal.api.errors import field_path
 from hal.core.artifacts import ArtifactRef, parse_requests
 from hal.core.data import expand_datasets, parse_data_keys
 from hal.core.errors import InvalidRequest
-from hal.core.filenames import FilenameFields, output_paths
 from hal.core.job import Job, JobSpec
-from hal.core.mail import check_mail_user, mail_recipient, mail_type_names, parse_mail_type
 from hal.core.node import Node, Partition
 from hal.core.partition_list import shown_partition
 from hal.core.preemption import PreemptionPolicy
-from hal.core.slurm_syntax import (
+from hal.core.states import JobState, PartitionState
+from hal.core.suspension import suspended_seconds
+from hal.slurm.filenames import FilenameFields, output_paths
+from hal.slurm.mail import check_mail_user, mail_recipient, mail_type_names, parse_mail_type
+from hal.slurm.syntax import (
     format_licenses,
     format_umask,
     parse_array,
@@ -28,8 +30,6 @@ from hal.core.slurm_syntax import (
     parse_topology,
     parse_umask,
 )
-from hal.core.states import JobState, PartitionState
-from hal.core.suspension import suspended_seconds
 from hal.state import agents, preempt
 from hal.state.cluster import Cluster
 from hal.state.codec import SYSTEM_CPU, USER_CPU

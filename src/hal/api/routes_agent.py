@@ -9,10 +9,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from hal.api.context import ServerContext, agent_dep, check_agent_node, context_dep
 from hal.api.convert import nul_field
+from hal.api.deps import agent_dep, check_agent_node, services_dep
 from hal.api.fastpath import body_schema, json_response, read_body
 from hal.core.errors import InvalidRequest
+from hal.server.services import Services
 from hal.state import agents
 from hal.state.cluster import Caller
 from hal.wire.agent import (
@@ -24,7 +25,7 @@ from hal.wire.agent import (
 )
 
 router = APIRouter(prefix="/v1/agent", tags=["agent"])
-Ctx = Annotated[ServerContext, Depends(context_dep)]
+Ctx = Annotated[Services, Depends(services_dep)]
 Agent = Annotated[Caller, Depends(agent_dep)]
 
 

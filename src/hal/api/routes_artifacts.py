@@ -1,4 +1,4 @@
-"""``/v1/artifacts``: the artifact registry (docs/artifacts.md, ADR 0020).
+"""``/v1/artifacts``: the artifact registry (docs/user/artifacts.md, ADR 0020).
 
 Anyone may list, read and download; publishing a version streams the request body into
 the state store (``hal.state.artifacts``), within ``max_artifact_bytes`` rather than the
@@ -14,15 +14,16 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Request, Response
 from fastapi.responses import StreamingResponse
 
-from hal.api.context import ServerContext, agent_dep, caller_dep, context_dep
+from hal.api.deps import agent_dep, caller_dep, services_dep
 from hal.core.artifacts import SHA256, Artifact
 from hal.core.errors import InvalidRequest, NotFound
+from hal.server.services import Services
 from hal.state.cluster import Caller
 from hal.wire.artifacts import KIND_HEADER, SHA256_HEADER, ArtifactInfo, ArtifactList
 
 router = APIRouter(prefix="/v1/artifacts", tags=["artifacts"])
 agent_router = APIRouter(prefix="/v1/agent/artifacts", tags=["agent"])
-Ctx = Annotated[ServerContext, Depends(context_dep)]
+Ctx = Annotated[Services, Depends(services_dep)]
 Who = Annotated[Caller, Depends(caller_dep)]
 Agent = Annotated[Caller, Depends(agent_dep)]
 
@@ -103,7 +104,7 @@ async def agent_download(sha256: str, ctx: Ctx, _agent: Agent) -> StreamingRespo
     return await _stream(ctx, found, "agent")
 
 
-async def _stream(ctx: ServerContext, artifact: Artifact, to: str) -> StreamingResponse:
+async def _stream(ctx: Services, artifact: Artifact, to: str) -> StreamingResponse:
     """The content; ``to``: "agent" or "user", for the ``hal_artifact_*`` metrics."""
     registry = ctx.artifacts
     await registry.check_content(artifact)

@@ -1,4 +1,4 @@
-"""``/v1/crontab/{user}``: a user's crontab (``scrontab -l|-e|-r|FILE``, docs/scrontab.md).
+"""``/v1/crontab/{user}``: a user's crontab (``scrontab -l|-e|-r|FILE``, docs/user/scrontab.md).
 A user reads and changes their own; an administrator anyone's (``scrontab -u USER``)."""
 
 from __future__ import annotations
@@ -10,16 +10,18 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from hal.api.context import ServerContext, caller_dep, context_dep, for_caller
-from hal.core.crontab import next_run, parse_crontab
+from hal.api.deps import caller_dep, services_dep
+from hal.api.submit import spec_of
 from hal.core.errors import HalError, InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import CronSpec, JobSpec
+from hal.server.services import Services
+from hal.slurm.crontab import next_run, parse_crontab
 from hal.state import crontabs
 from hal.state.cluster import Caller
 from hal.wire.crontab import CrontabInfo, CrontabPut, CrontabRemoved
 
 router = APIRouter(prefix="/v1/crontab", tags=["crontab"])
-Ctx = Annotated[ServerContext, Depends(context_dep)]
+Ctx = Annotated[Services, Depends(services_dep)]
 Who = Annotated[Caller, Depends(caller_dep)]
 
 
@@ -31,7 +33,7 @@ def _allowed(user: str, caller: Caller) -> None:
         )
 
 
-def _job_ids(ctx: ServerContext, user: str) -> list[int]:
+def _job_ids(ctx: Services, user: str) -> list[int]:
     return sorted(j.id for j in crontabs.current_jobs(ctx.cluster, user))
 
 
@@ -63,7 +65,7 @@ async def put_crontab(user: str, body: CrontabPut, ctx: Ctx, caller: Who) -> Cro
     with _naming_lines(lines):
         for i, (entry, job) in enumerate(zip(entries, body.jobs, strict=True)):
             where = f"jobs[{i}]."
-            spec = for_caller(ctx.spec_of(job, user, where), caller, where)
+            spec = ctx.cluster.admission.for_caller(spec_of(ctx, job, user, where), caller, where)
             if spec.array is not None:
                 raise InvalidRequest("a cron job cannot be a job array", field=where + "array")
             cron = CronSpec(entry.schedule, entry.first_line, entry.line)

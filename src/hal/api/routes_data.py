@@ -1,7 +1,7 @@
 """``/v1/data``: where a job input is and what reading it costs on each node, staging
 into a node's leaf cache, and the data service's status (``hal data ...``).
 
-Answered by ``hal.api.data.DataService``; 503 ``unavailable`` on a server without a
+Answered by ``hal.server.data.DataService``; 503 ``unavailable`` on a server without a
 ``[data]`` table. Bad input is a 400 naming the field: a key ``parse_data_keys`` refuses
 (a NUL, text that is not UTF-8, ...), a node name no agent could register, a query
 parameter (these routes take none), an unknown body field, ``@NAME`` (a dataset of
@@ -17,15 +17,16 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from hal.api.context import ServerContext, caller_dep, context_dep
-from hal.api.data import DataService
+from hal.api.deps import caller_dep, services_dep
 from hal.core.data import DATASET_NAME, MAX_DATA_KEYS, expand_datasets, parse_data_keys
 from hal.core.errors import InvalidRequest, Unavailable
+from hal.server.data import DataService
+from hal.server.services import Services
 from hal.state.cluster import Caller
 from hal.wire.agent import NODE_NAME
 
 router = APIRouter(prefix="/v1/data", tags=["data"])
-Ctx = Annotated[ServerContext, Depends(context_dep)]
+Ctx = Annotated[Services, Depends(services_dep)]
 Who = Annotated[Caller, Depends(caller_dep)]
 
 
@@ -123,7 +124,7 @@ class DataStatus(BaseModel):
     )
 
 
-def _service(ctx: ServerContext) -> DataService:
+def _service(ctx: Services) -> DataService:
     if ctx.data is None:
         raise Unavailable(
             "this server has no data plane: add a [data] table with cache_url to hal.toml"

@@ -15,12 +15,13 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header
 from fastapi.responses import StreamingResponse
 
-from hal.api.context import ServerContext, caller_dep, context_dep
+from hal.api.deps import caller_dep, services_dep
+from hal.server.services import Services
 from hal.state.cluster import Caller
 from hal.state.store import StoredEvent
 
 router = APIRouter(prefix="/v1", tags=["events"])
-Ctx = Annotated[ServerContext, Depends(context_dep)]
+Ctx = Annotated[Services, Depends(services_dep)]
 Who = Annotated[Caller, Depends(caller_dep)]
 KEEPALIVE_S = 15.0
 # A follower is written to at most once per this many seconds while events keep coming:
@@ -61,7 +62,7 @@ def _message(e: StoredEvent) -> str:
     return f"id: {e.id}\nevent: {e.kind}\ndata: {json.dumps(body)}\n\n"
 
 
-async def _stream(ctx: ServerContext, after: int, follow: bool) -> AsyncIterator[str]:
+async def _stream(ctx: Services, after: int, follow: bool) -> AsyncIterator[str]:
     cluster = ctx.cluster
     cursor = after
     loop = asyncio.get_running_loop()

@@ -20,7 +20,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Header, Request
 
-from hal.api.context import ServerContext, caller_dep, context_dep
+from hal.api.deps import caller_dep, services_dep
+from hal.api.submit import spec_of
 from hal.core.errors import (
     ERRORS_BY_CODE,
     Conflict,
@@ -44,6 +45,8 @@ from hal.htc.rest import (
     WorkerSyncReply,
     check_options,
 )
+from hal.server.services import Services
+from hal.state import commands
 from hal.state.cluster import Caller
 from hal.wire.jobs import JobSubmit
 
@@ -52,37 +55,36 @@ HTC_CALLER = Caller("hal-htc", admin=True)  # cancels worker jobs it started
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    observe = getattr(app.state, "observe", None)
-    if observe is not None:
-        observe.metrics.htc_stats = lambda: htc_stats(app)
+    ctx: Services = app.state.ctx
+    if ctx.observe is not None:
+        ctx.observe.metrics.htc_stats = lambda: htc_stats(ctx)
     yield
-    broker: BrokerProcess | None = getattr(app.state, "htc_broker", None)
+    broker = ctx.htc_broker
     if broker is not None:
         await broker.stop()
 
 
 router = APIRouter(prefix="/v1/htc", tags=["htc"], lifespan=lifespan)
-Ctx = Annotated[ServerContext, Depends(context_dep)]
+Ctx = Annotated[Services, Depends(services_dep)]
 Who = Annotated[Caller, Depends(caller_dep)]
 
 
-def broker_of(request: Request) -> BrokerProcess:
-    broker: BrokerProcess | None = getattr(request.app.state, "htc_broker", None)
+async def broker_of(ctx: Ctx) -> BrokerProcess:
+    """The HTC broker process, made at the first HTC request."""
+    broker = ctx.htc_broker
     if broker is None:
-        ctx: ServerContext = request.app.state.ctx
         url = ctx.cluster.store.url
-        broker = BrokerProcess(db_url=url, journal_dir=default_dir(url))
-        request.app.state.htc_broker = broker
+        broker = ctx.htc_broker = BrokerProcess(db_url=url, journal_dir=default_dir(url))
     return broker
 
 
 Broker = Annotated[BrokerProcess, Depends(broker_of)]
 
 
-def htc_stats(app: FastAPI) -> dict[str, Any] | None:
+def htc_stats(ctx: Services) -> dict[str, Any] | None:
     """For ``/metrics``: the broker's last report (pushed with its worker sync, ~4/s), so
     a scrape never waits on the broker; None when no broker runs."""
-    broker: BrokerProcess | None = getattr(app.state, "htc_broker", None)
+    broker = ctx.htc_broker
     stats = broker.stats() if broker is not None else None
     return stats.model_dump() if stats is not None else None
 
@@ -110,7 +112,7 @@ def known_id(session_id: str) -> str:
     return session_id
 
 
-def stored(ctx: ServerContext, session_id: str | None, user: str | None) -> list[SessionInfo]:
+def stored(ctx: Services, session_id: str | None, user: str | None) -> list[SessionInfo]:
     records = SessionRecords(ctx.cluster.store.url)
     try:
         return [SessionInfo.model_validate(r) for r in records.load(session_id, user)]
@@ -167,7 +169,7 @@ async def show_session(session_id: str, ctx: Ctx, broker: Broker, caller: Who) -
     return info
 
 
-async def recorded(ctx: ServerContext, session_id: str, caller: Caller) -> SessionInfo:
+async def recorded(ctx: Services, session_id: str, caller: Caller) -> SessionInfo:
     """The session as the database recorded it, if ``caller`` may see it."""
     found = await ctx.cluster.db(stored, ctx, session_id, None)
     if not found:
@@ -234,7 +236,7 @@ async def sync_workers(
             comment=f"HTC worker for session {launch.session}",
         )
         try:
-            spec = ctx.spec_of(job, launch.user)
+            spec = spec_of(ctx, job, launch.user)
             done = await cluster.submit([spec])
             reply.launched.append(done[0].job_id)
             reply.errors.append("")
@@ -243,7 +245,7 @@ async def sync_workers(
             reply.errors.append(err.message)
     for job_id in body.cancel:
         with contextlib.suppress(HalError):
-            await cluster.cancel(str(job_id), HTC_CALLER)
+            await commands.cancel(cluster, str(job_id), HTC_CALLER)
     for job_id in body.watch:
         known = cluster.jobs.get(job_id)
         reply.states[job_id] = known.state.value if known is not None else "GONE"

@@ -13,14 +13,18 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse
 from pydantic import ValidationError
 
-from hal.api.context import ServerContext, caller_dep, context_dep
 from hal.api.convert import job_info, nul_field
+from hal.api.deps import caller_dep, services_dep
 from hal.api.fastpath import body_schema, is_json, json_response, not_json, read_body
+from hal.api.submit import spec_of, submission
 from hal.core.errors import InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import Job
 from hal.core.partition_list import partitions_of
-from hal.core.slurm_syntax import compress_hostlist
 from hal.core.states import STATES_BY_CODE, JobState
+from hal.server.history import find_jobs
+from hal.server.services import Services
+from hal.slurm.syntax import compress_hostlist
+from hal.state import commands
 from hal.state.cluster import Caller
 from hal.state.codec import allocation_from_json
 from hal.state.store import StepRow, SubmitKey
@@ -41,7 +45,7 @@ from hal.wire.jobs import (
 )
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
-Ctx = Annotated[ServerContext, Depends(context_dep)]
+Ctx = Annotated[Services, Depends(services_dep)]
 Who = Annotated[Caller, Depends(caller_dep)]
 # sent again with the same value, a submission answers with the jobs it gave the first time
 IdempotencyKey = Annotated[
@@ -60,7 +64,7 @@ async def submit(
     request: Request, ctx: Ctx, caller: Who, idempotency_key: IdempotencyKey = None
 ) -> Response:
     body = await read_body(request, JobSubmit)
-    specs = await ctx.submission([body], caller)
+    specs = await submission(ctx, [body], caller)
     key = await submit_key(request, caller, idempotency_key)
     done = await ctx.cluster.submit(specs, key=key)
     result = SubmitResult(job_id=done[0].job_id, task_ids=list(done[0].task_ids))
@@ -97,7 +101,7 @@ async def submit_batch(
         raise InvalidRequest(
             f"a batch holds at most {ctx.config.max_batch_jobs} jobs; split it", field="jobs"
         )
-    specs = await ctx.submission(body.jobs, caller, "jobs")
+    specs = await submission(ctx, body.jobs, caller, "jobs")
     key = await submit_key(request, caller, idempotency_key)
     done = await ctx.cluster.submit(specs, key=key)
     result = BatchSubmitResult(
@@ -132,7 +136,7 @@ async def submit_het(
 ) -> HetSubmitResult:
     """A heterogeneous job (Slurm's hetjob): its components get consecutive ids, the
     first is the het job id; the scheduler starts all of them together or none."""
-    specs = await ctx.submission(body.components, caller, "components")
+    specs = await submission(ctx, body.components, caller, "components")
     key = await submit_key(request, caller, idempotency_key)
     done = await ctx.cluster.submit(specs, het=True, key=key)
     return HetSubmitResult(job_id=done[0].job_id, component_ids=[d.job_id for d in done])
@@ -142,13 +146,13 @@ async def submit_het(
 async def test_only_het(body: HetSubmit, ctx: Ctx, caller: Who) -> list[WillRun]:
     """``sbatch --test-only`` of a het job: where and when every component would start
     (one start time for all), without submitting."""
-    return await ctx.will_run_het(await ctx.submission(body.components, caller, "components"))
+    return await ctx.will_run_het(await submission(ctx, body.components, caller, "components"))
 
 
 @router.post("/test", response_model=WillRun)
 async def test_only(body: JobSubmit, ctx: Ctx, caller: Who) -> WillRun:
     """``sbatch --test-only``: validate and estimate the start without submitting."""
-    spec = ctx.spec_of(body, caller.name)
+    spec = spec_of(ctx, body, caller.name)
     await ctx.prime([spec])  # [data]: the estimate sees where inputs are
     return await ctx.will_run(spec)
 
@@ -196,8 +200,8 @@ async def list_jobs(
     )
     ids = _parse_list(id)
     if history:
-        jobs = await ctx.history(
-            ids, users, names, wanted_states, parts, start_after, end_before, limit
+        jobs = await find_jobs(
+            ctx.cluster, ids, users, names, wanted_states, parts, start_after, end_before, limit
         )
     else:
         if ids:
@@ -232,7 +236,7 @@ async def list_jobs(
     return JobList(jobs=infos)
 
 
-async def _add_runs(ctx: ServerContext, infos: list[JobInfo]) -> None:
+async def _add_runs(ctx: Services, infos: list[JobInfo]) -> None:
     """The earlier runs of the requeued jobs among ``infos`` (sacct -D)."""
     requeued = [i.id for i in infos if i.restarts]
     if not requeued:
@@ -270,7 +274,7 @@ def _step_gpu(row: StepRow) -> StepGpuUsage | None:
     )
 
 
-async def _add_steps(ctx: ServerContext, infos: list[JobInfo]) -> None:
+async def _add_steps(ctx: Services, infos: list[JobInfo]) -> None:
     """The jobs' steps for sacct: those ended (accounting) and those running (memory)."""
     rows = await ctx.cluster.db(ctx.cluster.store.steps_of, [i.id for i in infos])
     found: dict[int, dict[tuple[int, int], StepRecord]] = {}  # job → (run, step) → it
@@ -318,12 +322,12 @@ async def _add_steps(ctx: ServerContext, infos: list[JobInfo]) -> None:
         info.steps = [found[info.id][n] for n in sorted(found.get(info.id, {}))]
 
 
-def _one(ctx: ServerContext, ident: str) -> Job:
+def _one(ctx: Services, ident: str) -> Job:
     jobs = ctx.cluster.resolve(ident)
     return jobs[0]
 
 
-def _with_prediction(info: JobInfo, job: Job, ctx: ServerContext) -> JobInfo:
+def _with_prediction(info: JobInfo, job: Job, ctx: Services) -> JobInfo:
     if ctx.predictions is None:
         return info
     found = ctx.predictions.estimate(job, ctx.cluster.clock.now())
@@ -341,7 +345,7 @@ async def show(job_id: str, ctx: Ctx, _caller: Who) -> JobInfo:
         job = _one(ctx, job_id)
         return _with_prediction(job_info(job, ctx.cluster), job, ctx)
     except NotFound:
-        found = await ctx.history([job_id], set(), set(), None, set(), None, None, 1)
+        found = await find_jobs(ctx.cluster, [job_id], set(), set(), None, set(), None, None, 1)
         if not found:
             raise
         return job_info(found[0], ctx.cluster)
@@ -352,7 +356,7 @@ async def script(job_id: str, ctx: Ctx, caller: Who) -> str:
     try:
         job = _one(ctx, job_id)
     except NotFound:
-        found = await ctx.history([job_id], set(), set(), None, set(), None, None, 1)
+        found = await find_jobs(ctx.cluster, [job_id], set(), set(), None, set(), None, None, 1)
         if not found:
             raise
         job = found[0]
@@ -377,14 +381,16 @@ async def cancel(
         raise InvalidRequest(f"invalid signal number {signal}", field="signal")
     if steps_only and signal is not None and signal != SIGKILL:
         return {"job_ids": await _signal_steps(ctx, job_id, caller, signal)}
-    return {"job_ids": await ctx.cluster.cancel(job_id, caller, signal, batch_only=batch_only)}
+    return {
+        "job_ids": await commands.cancel(ctx.cluster, job_id, caller, signal, batch_only=batch_only)
+    }
 
 
-async def _signal_steps(ctx: ServerContext, ident: str, caller: Caller, signum: int) -> list[int]:
+async def _signal_steps(ctx: Services, ident: str, caller: Caller, signum: int) -> list[int]:
     """``signum`` to the running steps of the jobs ``ident`` names (none: nothing, as
     Slurm's scancel of a job with no step); the ids of those running."""
     jobs = ctx.cluster.resolve(ident)
-    ctx.cluster.authorise(jobs, caller)
+    commands.authorise(jobs, caller)
     live = sorted(j.id for j in jobs if j.state.is_active)
     for job_id in live:
         for step in ctx.steps.of_job(job_id, caller):
@@ -407,22 +413,22 @@ async def command_exit(
 async def hold_job(job_id: str, ctx: Ctx, caller: Who, user: bool = False) -> dict[str, object]:
     """``user=true``: a hold the job's owner may release (``scontrol uhold``), also when
     an administrator places it."""
-    return {"job_ids": await ctx.cluster.set_hold(job_id, caller, True, user_hold=user)}
+    return {"job_ids": await commands.set_hold(ctx.cluster, job_id, caller, True, user_hold=user)}
 
 
 @router.post("/{job_id}/release")
 async def release_job(job_id: str, ctx: Ctx, caller: Who) -> dict[str, object]:
-    return {"job_ids": await ctx.cluster.set_hold(job_id, caller, False)}
+    return {"job_ids": await commands.set_hold(ctx.cluster, job_id, caller, False)}
 
 
 @router.post("/{job_id}/suspend")
 async def suspend_job(job_id: str, ctx: Ctx, caller: Who) -> dict[str, object]:
-    return {"job_ids": await ctx.cluster.suspend(job_id, caller)}
+    return {"job_ids": await commands.suspend(ctx.cluster, job_id, caller)}
 
 
 @router.post("/{job_id}/resume")
 async def resume_job(job_id: str, ctx: Ctx, caller: Who) -> dict[str, object]:
-    return {"job_ids": await ctx.cluster.suspend(job_id, caller, resume=True)}
+    return {"job_ids": await commands.suspend(ctx.cluster, job_id, caller, resume=True)}
 
 
 @router.post("/{job_id}/requeue")
@@ -431,7 +437,7 @@ async def requeue_job(job_id: str, ctx: Ctx, caller: Who, hold: bool = False) ->
     whose pinned artifacts were removed since it ended is refused: it could not start."""
     for job in ctx.cluster.resolve(job_id):
         ctx.artifacts.check_still_there(job)
-    return {"job_ids": await ctx.cluster.requeue(job_id, caller, hold=hold)}
+    return {"job_ids": await commands.requeue(ctx.cluster, job_id, caller, hold=hold)}
 
 
 @router.patch("/{job_id}", response_model=JobInfo)
@@ -443,5 +449,5 @@ async def update_job(job_id: str, body: JobUpdate, ctx: Ctx, caller: Who) -> Job
             f"{nul}: holds a NUL character (\\u0000), which no job field may hold; remove it",
             field=nul,
         )
-    changed = await ctx.cluster.update(job_id, caller, **fields)
+    changed = await commands.update(ctx.cluster, job_id, caller, **fields)
     return job_info(changed[0], ctx.cluster)

@@ -12,14 +12,15 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from hal import __version__
-from hal.api.auth import new_token, token_hash
 from hal.api.cloud_nodes import cloud_nodes, cloud_of, cluster_nodes, one_node
-from hal.api.context import ServerContext, admin_dep, caller_dep, context_dep
 from hal.api.convert import node_info, partition_info, topology_info
-from hal.api.priority import weights_info
+from hal.api.deps import admin_dep, caller_dep, services_dep
 from hal.core.errors import Conflict, InvalidRequest, NotFound
 from hal.core.job import licenses_held
-from hal.core.slurm_syntax import compress_hostlist, expand_hostlist
+from hal.server.auth import new_token, token_hash
+from hal.server.priority import weights_info
+from hal.server.services import Services
+from hal.slurm.syntax import compress_hostlist, expand_hostlist
 from hal.state import agents, users
 from hal.state.cluster import Caller
 from hal.state.node_reasons import server_user
@@ -38,7 +39,7 @@ from hal.wire.nodes import (
 )
 
 router = APIRouter(prefix="/v1", tags=["cluster"])
-Ctx = Annotated[ServerContext, Depends(context_dep)]
+Ctx = Annotated[Services, Depends(services_dep)]
 Who = Annotated[Caller, Depends(caller_dep)]
 Admin = Annotated[Caller, Depends(admin_dep)]
 
@@ -108,8 +109,8 @@ async def show_config(request: Request, ctx: Ctx, _caller: Who) -> ClusterConfig
     """What ``scontrol show config`` prints (``hal.compat.scontrol_config``)."""
     cfg = ctx.config
     prio = cfg.priority
-    data_dir = getattr(request.app.state, "data_dir", None)
-    observe = getattr(request.app.state, "observe", None)
+    data_dir = ctx.data_dir
+    observe = ctx.observe
     return ClusterConfig(
         cluster_name=cfg.cluster_name,
         min_job_age_seconds=cfg.min_job_age_seconds,
@@ -173,7 +174,7 @@ class NewUser(BaseModel):
         json_schema_extra={"pattern": USER_NAME}
     )
     admin: bool = False
-    # an agent's token: accepted by /v1/agent only (docs/security.md), for the nodes of
+    # an agent's token: accepted by /v1/agent only (docs/admin/security.md), for the nodes of
     # the host list ``nodes`` ("" for any node)
     agent: bool = False
     nodes: str = Field(default="", max_length=4096)

@@ -9,15 +9,16 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 
 from hal.api.cloud_nodes import cloud_nodes, cloud_of
-from hal.api.context import ServerContext, admin_dep, context_dep
 from hal.api.convert import partition_info
+from hal.api.deps import admin_dep, services_dep
 from hal.core.states import PartitionState
+from hal.server.services import Services
 from hal.state.cluster import Caller
 from hal.state.partitions import PartitionUpdate, update_partition
 from hal.wire.nodes import PartitionChange, PartitionInfo
 
 router = APIRouter(prefix="/v1", tags=["cluster"])
-Ctx = Annotated[ServerContext, Depends(context_dep)]
+Ctx = Annotated[Services, Depends(services_dep)]
 Admin = Annotated[Caller, Depends(admin_dep)]
 
 

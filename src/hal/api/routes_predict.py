@@ -6,15 +6,16 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 
-from hal.api.context import ServerContext, caller_dep, context_dep
 from hal.api.convert import job_info
+from hal.api.deps import caller_dep, services_dep
 from hal.core.errors import InvalidRequest, Unavailable
+from hal.server.services import Services
 from hal.state.cluster import Caller
 from hal.wire.jobs import JobList
 from hal.wire.predict import FinishedPredictionInfo, FinishedPredictionList, PredictStatus
 
 router = APIRouter(prefix="/v1/predict", tags=["predict"])
-Ctx = Annotated[ServerContext, Depends(context_dep)]
+Ctx = Annotated[Services, Depends(services_dep)]
 Who = Annotated[Caller, Depends(caller_dep)]
 
 

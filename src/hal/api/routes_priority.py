@@ -6,16 +6,17 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 
 from hal.api.associations import association_list
-from hal.api.context import ServerContext, caller_dep, context_dep
-from hal.api.explain import explain, priority_info, share_info
+from hal.api.deps import caller_dep, services_dep
 from hal.api.limits import limit_list
-from hal.api.priority import PriorityService, weights_info
 from hal.api.tres_run import tres_run_minutes
 from hal.core.errors import Conflict, NotFound
 from hal.core.job import Job
+from hal.server.explain import explain, priority_info, share_info
+from hal.server.priority import PriorityService, weights_info
+from hal.server.services import Services
 from hal.state.cluster import Caller
 from hal.wire.accounts import AssociationList
 from hal.wire.priority import (
@@ -28,12 +29,12 @@ from hal.wire.priority import (
 )
 
 router = APIRouter(prefix="/v1", tags=["priority"])
-Ctx = Annotated[ServerContext, Depends(context_dep)]
+Ctx = Annotated[Services, Depends(services_dep)]
 Who = Annotated[Caller, Depends(caller_dep)]
 
 
-def _service(request: Request) -> PriorityService:
-    found: PriorityService | None = getattr(request.app.state, "priority", None)
+async def _service(ctx: Ctx) -> PriorityService:
+    found = ctx.priority
     if found is None:
         raise NotFound("this server does not run the priority service")
     return found
@@ -136,10 +137,7 @@ async def associations(ctx: Ctx, _caller: Who) -> AssociationList:
 
 
 @router.get("/jobs/{job_id}/explain", response_model=ExplainInfo)
-async def explain_job(job_id: str, ctx: Ctx, request: Request, _caller: Who) -> ExplainInfo:
+async def explain_job(job_id: str, ctx: Ctx, _caller: Who) -> ExplainInfo:
     """Why the job is pending: reason, node histogram, queue ahead, priority, fair share
     and expected start."""
-    state = request.app.state
-    return await explain(
-        ctx, getattr(state, "priority", None), job_id, getattr(state, "cloud", None)
-    )
+    return await explain(ctx, ctx.priority, job_id, ctx.cloud)

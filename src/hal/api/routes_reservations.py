@@ -9,9 +9,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Response
 
-from hal.api.context import ServerContext, caller_dep, context_dep
+from hal.api.deps import caller_dep, services_dep
 from hal.core.errors import InvalidRequest
 from hal.core.reservation import Reservation, ReservationFlag, flag_words, read_flags
+from hal.server.services import Services
 from hal.state import reservations
 from hal.state.cluster import Caller, Cluster
 from hal.state.reservations import ReservationRequest
@@ -23,7 +24,7 @@ from hal.wire.reservations import (
 )
 
 router = APIRouter(prefix="/v1/reservations", tags=["reservations"])
-Ctx = Annotated[ServerContext, Depends(context_dep)]
+Ctx = Annotated[Services, Depends(services_dep)]
 Who = Annotated[Caller, Depends(caller_dep)]
 
 

@@ -9,13 +9,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from hal.api.context import ServerContext, caller_dep, context_dep
 from hal.api.convert import nul_field
+from hal.api.deps import caller_dep, services_dep
 from hal.api.fastpath import body_schema, json_response, read_body
-from hal.core.distribution import parse_distribution
 from hal.core.errors import InvalidRequest
-from hal.core.multi_prog import parse_multi_prog
-from hal.core.steps import StepRequest
+from hal.server.services import Services
+from hal.slurm.distribution import parse_distribution
+from hal.slurm.multi_prog import parse_multi_prog
+from hal.slurm.steps import StepRequest
 from hal.state.cluster import Caller
 from hal.state.steps import Step
 from hal.wire.steps import (
@@ -36,7 +37,7 @@ from hal.wire.steps import (
 INPUT_WAIT_SECONDS = 10.0  # srun's input request, while the step's buffer is full
 router = APIRouter(prefix="/v1/jobs", tags=["steps"])
 listing = APIRouter(prefix="/v1/steps", tags=["steps"])  # every job's (squeue -s)
-Ctx = Annotated[ServerContext, Depends(context_dep)]
+Ctx = Annotated[Services, Depends(services_dep)]
 Who = Annotated[Caller, Depends(caller_dep)]
 
 

@@ -30,11 +30,11 @@ from hal.bench.submit import run_submit_bench
 from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
 from hal.observe.config import ObserveConfig
-from hal.observe.metrics import HalMetrics, instrumented_decide
-from hal.observe.tracing import JobTracer
 from hal.scheduler.framework.snapshot import ClusterSnapshot
 from hal.scheduler.plugins import build_scheduler
 from hal.scheduler.service import CycleStats
+from hal.server.observe.metrics import HalMetrics, instrumented_decide
+from hal.server.observe.tracing import JobTracer
 from hal.state.cluster import Cluster
 from hal.state.store import SqlStateStore
 from hal.testing.builders import cluster as snapshot_builder
@@ -137,7 +137,7 @@ def listener_cost(batches: int = 20) -> dict[str, Any]:
     """The job-change listener's own time for a 1,000-job submit batch (best of
     ``batches``): the part of the submit path the plane adds, free of HTTP noise."""
     from hal.observe.config import ObserveConfig
-    from hal.observe.plane import ObservePlane
+    from hal.server.observe.plane import ObservePlane
 
     clock = VirtualClock(1e6)
     with tempfile.TemporaryDirectory(prefix="hal-bench-") as tmp:

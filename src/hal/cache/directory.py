@@ -18,7 +18,8 @@ from hal.cache.contentmap import Change, ContentMap, Entry
 from hal.cache.errors import AlreadyExists, CacheBadRequest, CacheNotFound
 from hal.cache.registry import Instance, LinkMetrics, Registry
 from hal.cache.store import Journal
-from hal.core.clock import Clock, SystemClock
+from hal.core.clock import Clock
+from hal.host.clock import SystemClock
 
 ORIGIN_EVENTS = ("key_added", "key_updated")
 

@@ -1,4 +1,4 @@
-"""``hal artifact``: publish, list, fetch and remove artifacts (docs/artifacts.md)."""
+"""``hal artifact``: publish, list, fetch and remove artifacts (docs/user/artifacts.md)."""
 
 from __future__ import annotations
 

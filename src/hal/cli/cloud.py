@@ -31,7 +31,7 @@ def cmd_cloud(ns: argparse.Namespace) -> int:
 
 def render(status: CloudStatus, now: float) -> str:
     if not status.groups:
-        return "no node groups: hal.toml has no [cloud] groups (docs/cloud.md)\n"
+        return "no node groups: hal.toml has no [cloud] groups (docs/admin/cloud.md)\n"
     lines = ["GROUP        PROVIDER    NODES  CPUS   MEMORY GPUS  $/HOUR"]
     for g in status.groups:
         lines.append(

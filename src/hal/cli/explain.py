@@ -33,7 +33,11 @@ def explain_lines(info: ExplainInfo) -> list[str]:
         return lines
     if info.het_blocking_component is not None:
         lines.append(f"  het job: component {info.het_blocking_component} blocks every component")
-    if info.nodes_total:
+    if info.nodes_total and not info.nodes_available and not info.rejections:
+        # no node was judged: what holds the job (a dependency, a begin time) stopped it
+        # before its nodes are looked at; "0/2 nodes available" read as if none could
+        lines.append(f"  nodes: not looked at while {info.reason} holds it")
+    elif info.nodes_total:
         lines.append(f"  nodes: {info.summary}")
         for r in info.rejections:
             lines.append(f"    {r.nodes:>6}  {r.reason}  [{r.plugin}]")

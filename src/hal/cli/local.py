@@ -18,7 +18,17 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from hal.client.config import DEFAULT_PORT, credentials_path, load_client_config, store_token
+from hal.cli.host_share import (
+    AgentShare,
+    bind_to,
+    host_cpu_ids,
+    host_memory_bytes,
+    parse_cpu_list,
+    split_host,
+)
+from hal.cli.local_stop import end_jobs, running_jobs
+from hal.cli.up_banner import Banner
+from hal.client.config import DEFAULT_PORT, load_client_config, store_token
 from hal.core.errors import InvalidRequest
 
 if TYPE_CHECKING:
@@ -81,9 +91,9 @@ def _server(
 ) -> HalServer:
     """The control plane; a scheduler profile it cannot build is named as a mistake in
     the configuration file (exit 2, ``FILE: scheduler.FIELD: ...``) like any other."""
-    from hal.api.profile import config_error
     from hal.api.server import HalServer
     from hal.scheduler.framework import ProfileError
+    from hal.server.profile import config_error
 
     # what `scontrol reconfigure` and SIGHUP re-read: --config, else DATA_DIR/hal.toml
     path = Path(ns.config) if ns.config else data_dir / "hal.toml"
@@ -100,15 +110,16 @@ def _server(
 
 
 LOCAL_AGENTS = "local-agents"  # the user whose agent token `hal up`'s agents hold
+DEFAULT_AGENTS = 2
 
 
-def _local_tokens(db_url: str, url: str) -> str:
+def _local_tokens(db_url: str, url: str) -> tuple[str, str]:
     """Store the local user's administrator token (the stored one if still valid, else a
-    new one); return a new agent token for this run's agents: whatever reads an agent's
-    environment (a job of the same Unix user) gets the agent channel, not the
-    administrator's rights."""
-    from hal.api.auth import token_hash
-    from hal.api.server import agent_token, ensure_user, reset_token
+    new one); return it, for the dashboard's link, and a new agent token for this run's
+    agents: whatever reads an agent's environment (a job of the same Unix user) gets the
+    agent channel, not the administrator's rights."""
+    from hal.server.auth import token_hash
+    from hal.server.users import agent_token, ensure_user, reset_token
     from hal.state.store import SqlStateStore
 
     user = getpass.getuser()
@@ -126,41 +137,56 @@ def _local_tokens(db_url: str, url: str) -> str:
     finally:
         store.close()
     store_token(url, user, token)
-    return agents
+    return token, agents
 
 
 def cmd_up(ns: argparse.Namespace) -> int:
-    from hal.api.server import listen_socket, sqlite_url
+    from hal.api.server import listen_socket
+    from hal.server.control_plane import sqlite_url
 
     data_dir = Path(ns.data_dir).expanduser() if ns.data_dir else default_data_dir()
     port = ns.port or DEFAULT_PORT
     url = _url(ns.host, port)
+    # refused before anything starts: more agents than this host has CPUs (the default
+    # of two is one where the host has one)
+    cpus = host_cpu_ids()
+    agents = ns.agents if ns.agents is not None else min(DEFAULT_AGENTS, len(cpus))
+    shares = split_host(agents, cpus, host_memory_bytes(), ns.cpus_per_agent)
     config, source = _config(ns.config, data_dir)
     db_url = sqlite_url(_state_dir(data_dir))
 
-    async def run(server: HalServer, sock: socket.socket, agent_token: str) -> None:
-        stop = asyncio.Event()
+    async def run(server: HalServer, sock: socket.socket, tokens: tuple[str, str]) -> None:
+        admin_token, agent_token = tokens
+        # stop: the user asked (Ctrl-C); halt: the control plane stops, once the jobs
+        # and agents have; hurry: a second Ctrl-C while the jobs end
+        stop, halt, hurry = asyncio.Event(), asyncio.Event(), asyncio.Event()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # HUP: its terminal closed
+        for sig in STOP_SIGNALS:
             loop.add_signal_handler(sig, stop.set)
-        serving = asyncio.create_task(server.serve(ns.host, port, stop, sock=sock))
+        serving = asyncio.create_task(server.serve(ns.host, port, halt, sock=sock))
         agents: list[subprocess.Popen[bytes]] = []
         try:
             if not await _wait_healthy(url, serving, stop):
+                print(file=sys.stderr)  # off the ^C line
                 return  # Ctrl-C during start-up: no agents, no banner; stop the server
-            cpus = ns.cpus_per_agent or os.cpu_count() or 1
+            adopted = running_jobs(server)  # from a stop with --keep-jobs (or a crash)
 
             def spawn(i: int) -> subprocess.Popen[bytes]:
-                name = f"node{i + 1}"
-                return _spawn_agent(url, agent_token, name, cpus, data_dir / "agents" / name)
+                share = shares[i]
+                return _spawn_agent(url, agent_token, share, data_dir / "agents" / share.name)
 
-            agents.extend(spawn(i) for i in range(ns.agents))
-            _banner(url, data_dir, ns.agents)
+            agents.extend(spawn(i) for i in range(len(shares)))
+            up = Banner(url, admin_token, data_dir, shares, ns.keep_jobs, tuple(adopted))
+            print("\n".join(up.lines()), flush=True)
             keeper = asyncio.create_task(_keep_agents(agents, spawn, stop))
             await stop.wait()
             keeper.cancel()
+            print(file=sys.stderr)  # off the ^C line
+            for sig in STOP_SIGNALS:  # a second Ctrl-C: stop waiting for the jobs
+                loop.add_signal_handler(sig, hurry.set)
+            await end_jobs(server, ns.keep_jobs, data_dir, hurry)
         finally:
-            print("\nhal: stopping agents and the control plane ...", file=sys.stderr)
+            print("hal: stopping agents and the control plane ...", file=sys.stderr)
             for proc in agents:
                 with contextlib.suppress(ProcessLookupError):
                     proc.send_signal(signal.SIGTERM)
@@ -171,7 +197,7 @@ def cmd_up(ns: argparse.Namespace) -> int:
                     proc.kill()
             if server.cloud is not None:  # the [cloud] nodes it made here end with it
                 await asyncio.to_thread(server.cloud.stop_local_nodes)
-            stop.set()
+            halt.set()
             with contextlib.suppress(asyncio.CancelledError):
                 await serving
 
@@ -184,6 +210,7 @@ def cmd_up(ns: argparse.Namespace) -> int:
     return 0
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # HUP: its terminal closed
 AGENT_RESTART_MAX_S = 60.0  # the longest wait before starting again an agent that keeps dying
 AGENT_SETTLED_S = 60.0  # an agent that ran this long before it died is started again at once
 
@@ -227,8 +254,7 @@ async def _keep_agents(
 
 
 async def _wait_healthy(url: str, serving: asyncio.Task[None], stop: asyncio.Event) -> bool:
-    """True once the control plane answers; False when Ctrl-C (``stop``) came first,
-    which also ends ``serving`` without an error."""
+    """True once the control plane answers; False when Ctrl-C (``stop``) came first."""
     async with httpx.AsyncClient(timeout=2) as http:
         for _ in range(300):
             if stop.is_set():
@@ -244,23 +270,11 @@ async def _wait_healthy(url: str, serving: asyncio.Task[None], stop: asyncio.Eve
 
 
 def _spawn_agent(
-    url: str, token: str, name: str, cpus: int, state_dir: Path
+    url: str, token: str, share: AgentShare, state_dir: Path
 ) -> subprocess.Popen[bytes]:
     env = {**os.environ, "HAL_TOKEN": token, "HAL_URL": url, UP_PID: str(os.getpid())}
-    cmd = [
-        sys.executable,
-        "-m",
-        "hal.cli.main",
-        "agent",
-        "--server",
-        url,
-        "--name",
-        name,
-        "--cpus",
-        str(cpus),
-        "--state-dir",
-        str(state_dir),
-    ]
+    cmd = [sys.executable, "-m", "hal.cli.main", "agent", "--server", url, "--name", share.name]
+    cmd += [*share.agent_args(), "--state-dir", str(state_dir)]
     return subprocess.Popen(cmd, env=env, start_new_session=True)
 
 
@@ -282,20 +296,9 @@ def _stop_with_up() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _banner(url: str, data_dir: Path, agents: int) -> None:
-    print(
-        f"HAL is up: {url}  (state in {data_dir}, {agents} local agent(s))\n"
-        "  submit:   hal sbatch --wrap 'hostname'      or  hal sbatch job.sh\n"
-        "  watch:    hal squeue    hal sinfo    hal sacct\n"
-        f"  other shells: export HAL_URL={url}  (your token is stored in "
-        f"{credentials_path()})\n"
-        "  stop:     Ctrl-C (state is kept; `make up` again resumes)",
-        flush=True,
-    )
-
-
 def cmd_server(ns: argparse.Namespace) -> int:
-    from hal.api.server import listen_socket, sqlite_url
+    from hal.api.server import listen_socket
+    from hal.server.control_plane import sqlite_url
 
     data_dir = Path(ns.data_dir).expanduser() if ns.data_dir else default_data_dir()
     db_url = ns.db or sqlite_url(_state_dir(data_dir))
@@ -321,7 +324,7 @@ def cmd_server(ns: argparse.Namespace) -> int:
 
 def _prepare_database(db_url: str, init_admin: str | None) -> str | None:
     """Check that the database serves and create ``init_admin``: its token, if new."""
-    from hal.api.server import ensure_user
+    from hal.server.users import ensure_user
     from hal.state.store import SqlStateStore
 
     store = SqlStateStore(db_url)
@@ -386,10 +389,12 @@ def cmd_agent(ns: argparse.Namespace) -> int:
     from hal.agent.shell import run_agent
     from hal.core.gpu_islands import complete_islands, parse_gpu_islands
     from hal.core.node import parse_features
-    from hal.core.slurm_syntax import parse_memory
     from hal.core.topology_labels import parse_label
     from hal.observe.listener import parse_listen
+    from hal.slurm.syntax import parse_memory
 
+    if ns.cpu_list:  # first: every thread and process the agent starts inherits it
+        bind_to(parse_cpu_list(ns.cpu_list))
     if ns.token:
         print(
             "hal agent: warning: --token shows the token to every user of this host "

@@ -39,7 +39,7 @@ def add_commands(sub: Any) -> None:
     p = cmd("show", "show one job", cmd_show)
     p.add_argument("kind", nargs="?", choices=["job"], help="optional: hal show job ID")
     p.add_argument("job_id")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="the REST object unchanged, every field")
 
     p = cmd("cancel", "cancel jobs", cmd_cancel)
     p.add_argument("job_ids", nargs="+")
@@ -72,7 +72,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument(
         "--agent",
         action="store_true",
-        help="a token for node agents: accepted by the agent channel only (docs/security.md)",
+        help="a token for node agents: accepted by the agent channel only (docs/admin/security.md)",
     )
     p.add_argument(
         "--nodes",
@@ -121,10 +121,6 @@ def _signal(text: str) -> int:
         ) from None
 
 
-def _fmt_time(t: float | None) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t)) if t else "-"
-
-
 def _print_jobs(jobs: list[JobInfo], as_json: bool) -> None:
     if as_json:
         print(json.dumps([j.model_dump() for j in jobs], indent=2))
@@ -154,14 +150,9 @@ def cmd_show(ns: argparse.Namespace) -> int:
     if ns.json:
         print(job.model_dump_json(indent=2))
         return 0
-    for key, value in job.model_dump().items():
-        if key.endswith("_time") or key in ("expected_start", "predicted_end"):
-            value = _fmt_time(value)
-        elif key == "predicted_runtime_seconds" and value is not None:
-            value = f"{value:.0f}"
-        elif key == "predicted_runtime_seconds":
-            value = "-"
-        print(f"{key:>25}: {value}")
+    from hal.cli.show import job_lines
+
+    print("\n".join(job_lines(job, time.time())))
     return 0
 
 

@@ -24,7 +24,7 @@ from hal.cli import (
 from hal.compat.names import SLURM_COMMANDS
 
 CACHE_PLANE_HELP = (
-    "also serve the cache control plane (docs/cache.md) under /cache: cache nodes use "
+    "also serve the cache control plane (docs/admin/cache.md) under /cache: cache nodes use "
     "--control-plane-events-url http://HOST:PORT/cache/v1/events"
 )
 
@@ -49,13 +49,23 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     up.add_argument("--host", default="127.0.0.1")
     up.add_argument("--data-dir", default=None, help="state directory (default ~/.local/share/hal)")
     up.add_argument(
-        "--agents", type=_at_least(0), default=2, help="number of local agents (default 2)"
+        "--agents",
+        type=_at_least(0),
+        default=None,
+        help="number of local agents (default 2; 1 on a host with one CPU)",
     )
     up.add_argument(
         "--cpus-per-agent",
         type=_at_least(1),
         default=None,
-        help="CPUs each agent offers (default: this machine's CPU count)",
+        help="CPUs each agent offers, all sharing this machine's CPUs (default: the "
+        "machine's CPUs split between the agents, each bound to its own)",
+    )
+    up.add_argument(
+        "--keep-jobs",
+        action="store_true",
+        help="at Ctrl-C, leave running jobs running; the next `hal up` on the same state "
+        "adopts them (default: they are cancelled with the cluster)",
     )
     up.add_argument("--config", default=None, help=CONFIG_HELP)
     up.add_argument("--cache-control-plane", action="store_true", help=CACHE_PLANE_HELP)
@@ -98,6 +108,13 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     )
     ag.add_argument("--name", default=None, help="node name (default: short hostname)")
     ag.add_argument("--cpus", type=_at_least(1), default=None)
+    ag.add_argument(
+        "--cpu-list",
+        default=None,
+        metavar="LIST",
+        help="run the agent and its jobs on these CPUs of the host only, e.g. 0-3,8; the "
+        "node offers as many CPUs (how `hal up` gives each local agent its own)",
+    )
     ag.add_argument("--memory", default=None, help="memory to offer, e.g. 16G")
     ag.add_argument("--gpus", type=_at_least(0), default=None)
     ag.add_argument(

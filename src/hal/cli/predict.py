@@ -17,7 +17,7 @@ from hal.core.errors import InvalidRequest
 
 PREDICTORS = ("user", "avg2", "learned")
 # the runs read from the server by default: the last ones, as many as its predictor
-# replays at start-up (``hal.api.predictions.HISTORY_LIMIT``)
+# replays at start-up (``hal.server.predictions.HISTORY_LIMIT``)
 SERVER_HISTORY = 50_000
 PAGE = 5000  # runs per request (the server's largest page)
 
@@ -63,6 +63,28 @@ def _age(seconds: float | None) -> str:
     return f"{seconds:.0f} s"
 
 
+# which jobs `hal predict status`'s figure covers (hal.server.predictions.accuracy)
+RECENT_COVERS = (
+    "that had an estimate (a time limit or history: one planned as unlimited is left "
+    "out), each as predicted when it started"
+)
+
+
+def _model(st: Any) -> str:
+    """The server's model: its age and data, or when the first comes and what answers
+    until then (the learned predictor trains only once enough jobs have finished)."""
+    if st.model_version:
+        return (
+            f"version {st.model_version}, trained on {st.trained_on} jobs, "
+            f"{_age(st.model_age_seconds)} old ({st.model_source})"
+        )
+    if st.predictor != "learned":
+        return "none (it needs none)"
+    first = int(st.details.get("min_train", 0))
+    when = f"after {first} finished jobs ({st.finished_jobs_seen} so far)" if first else "later"
+    return f"none yet: its first is trained {when}; until then it answers like avg2"
+
+
 def cmd_status(ns: argparse.Namespace) -> int:
     from hal.client import HalClient
 
@@ -71,18 +93,15 @@ def cmd_status(ns: argparse.Namespace) -> int:
     if ns.json:
         print(st.model_dump_json(indent=2))
         return 0
-    model = (
-        f"version {st.model_version}, trained on {st.trained_on} jobs, "
-        f"{_age(st.model_age_seconds)} old ({st.model_source})"
-        if st.model_version
-        else "none yet"
-        + (" (answers like avg2 until it has one)" if st.predictor == "learned" else "")
-    )
     lines = [
         ("predictor", st.predictor),
-        ("model", model),
+        ("model", _model(st)),
         ("persisted in", st.model_path or "- (not persisted)"),
-        ("jobs seen", f"{st.finished_jobs_seen} finished ({st.replayed_jobs} from the history)"),
+        (
+            "jobs seen",
+            f"{st.finished_jobs_seen} finished ({st.replayed_jobs} from the history, replayed "
+            "at start-up)",
+        ),
     ]
     if st.replaying:
         lines.append(("replay", "still reading the accounting history"))
@@ -91,14 +110,13 @@ def cmd_status(ns: argparse.Namespace) -> int:
         lines.append(
             (
                 "recent accuracy",
-                f"last {r.jobs} jobs: MAE {r.mae_seconds:.0f} s, accuracy {r.accuracy:.3f}, "
-                f"under-predicted {r.underprediction_rate:.1%}",
+                f"MAE {r.mae_seconds:.0f} s, accuracy {r.accuracy:.3f}, under-predicted "
+                f"{r.underprediction_rate:.1%}",
             )
         )
+        lines.append(("covering", f"the last {r.jobs} finished jobs {RECENT_COVERS}"))
     else:
-        lines.append(
-            ("recent accuracy", "no finished job with an estimate yet (--time or history)")
-        )
+        lines.append(("recent accuracy", f"no finished job yet {RECENT_COVERS}"))
     if st.last_error:
         lines.append(("last error", st.last_error))
     for key, value in lines:
@@ -188,7 +206,11 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     if ns.json:
         print(json.dumps({"jobs": len(history), "predictors": results}, indent=2))
         return 0
-    print(f"{len(history)} finished jobs, each predicted at its submission")
+    source = (
+        f"of {ns.trace}" if ns.trace else f"of the server's accounting (its last {last:,} runs)"
+    )
+    for line in eval_notes(history, predictors, source):
+        print(line)
     print(f"{'PREDICTOR':<10} {'MAE(s)':>10} {'ACCURACY':>9} {'UNDER':>7} {'PREDICT(us)':>12}")
     for r in results:
         if not r["jobs"]:
@@ -199,3 +221,32 @@ def cmd_eval(ns: argparse.Namespace) -> int:
             f"{r['underprediction_rate']:>7.1%} {r['predict_us_per_job']:>12.1f}"
         )
     return 0
+
+
+def eval_notes(history: list[Any], predictors: list[Any], source: str) -> list[str]:
+    """Which jobs ``hal predict eval``'s figures cover, and why they may differ from
+    ``hal predict status``'s: every job of the history, those without a time limit
+    included (a predictor with nothing else to go on plans them as a year: one such job
+    weighs more in the MAE than a thousand good guesses), each predicted at its
+    submission; status covers the server's last finished jobs with an estimate, each as
+    predicted when it started. And when the learned model started, if it did."""
+    unlimited = sum(1 for f in history if f.job.time_limit_s <= 0)
+    lines = [
+        f"{len(history)} finished jobs {source}, each predicted at its submission from the "
+        "jobs that had ended by then"
+    ]
+    if unlimited:
+        lines.append(
+            f"  {unlimited} of them had no time limit: without history a predictor plans such "
+            "a job as a year, which swamps the MAE (`hal predict status` leaves those out)"
+        )
+    for p in predictors:
+        first = getattr(p, "min_train", None)
+        if first is None:
+            continue
+        reached = "reached" if getattr(p, "model_version", 0) else "not reached"
+        lines.append(
+            f"  {p.name}: trains its first model after {first} finished jobs ({reached} "
+            "here) and answers like avg2 until then"
+        )
+    return lines

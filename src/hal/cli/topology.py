@@ -53,7 +53,7 @@ def cmd_show(ns: argparse.Namespace) -> int:
 
 def draw(info: TopologyInfo) -> str:
     """The tree, roots first, children indented two spaces under their switch."""
-    from hal.core.slurm_syntax import compress_hostlist
+    from hal.slurm.syntax import compress_hostlist
 
     if not info.configured:
         return (
@@ -92,7 +92,7 @@ def draw(info: TopologyInfo) -> str:
 def draw_node_topology(info: TopologyInfo) -> list[str]:
     """The label tree, NVLink domains and GPU islands, one line each."""
     from hal.core.gpu_islands import islands_text
-    from hal.core.slurm_syntax import compress_hostlist
+    from hal.slurm.syntax import compress_hostlist
 
     lines: list[str] = []
     if info.label_levels:

@@ -1,4 +1,4 @@
-"""Publishing and fetching artifacts' content (docs/artifacts.md): streamed with httpx,
+"""Publishing and fetching artifacts' content (docs/user/artifacts.md): streamed with httpx,
 as files may be far larger than the rest of the API's bodies (``HalClient``'s own
 transport reads whole bodies)."""
 

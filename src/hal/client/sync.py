@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from types import TracebackType
     from typing import Any
 
-    from hal.core.steps import LocalStep, StepRequest
+    from hal.slurm.steps import LocalStep, StepRequest
     from hal.wire.accounts import AssociationList
     from hal.wire.artifacts import ArtifactInfo
     from hal.wire.cloud import CloudStatus
@@ -196,7 +196,7 @@ class HalClient:
         return [from_dict(SubmitResult, d) for d in self._json(r)["results"]]
 
     def submit_het(self, components: list[JobSubmit]) -> list[int]:
-        """A heterogeneous job: all components start together (docs/hetjobs.md). The
+        """A heterogeneous job: all components start together (docs/user/hetjobs.md). The
         components' ids, consecutive; the first is the het job id."""
         from hal.wire.submit import non_defaults
 
@@ -361,7 +361,7 @@ class HalClient:
         info = self._json(r)
         places = info.get("cpus", {}).get(node, ())
         memory = int(info.get("memory_bytes", 0))
-        from hal.core.steps import LocalStep
+        from hal.slurm.steps import LocalStep
 
         return LocalStep(int(info["step_id"]), tuple(int(p) for p in places), memory)
 
@@ -623,7 +623,7 @@ class HalClient:
         r = self._request("GET", "/v1/cloud")
         return CloudStatus.model_validate_json(r.body)
 
-    # -- artifacts (docs/artifacts.md) -------------------------------------------------
+    # -- artifacts (docs/user/artifacts.md) -------------------------------------------------
     def artifacts(self, name: str | None = None) -> list[ArtifactInfo]:
         from hal.wire.artifacts import ArtifactList
 
@@ -745,7 +745,7 @@ class HalClient:
         r = self._request("GET", f"/v1/jobs/{segment(job_id)}/explain")
         return ExplainInfo.model_validate_json(r.body)
 
-    # -- crontabs (scrontab, docs/scrontab.md) -------------------------------------------
+    # -- crontabs (scrontab, docs/user/scrontab.md) -------------------------------------------
     def crontab(self, user: str) -> CrontabInfo:
         from hal.wire.crontab import CrontabInfo
 

@@ -1,5 +1,5 @@
 """The autoscaler's decisions, as pure functions: which nodes to create for the waiting
-jobs, and which idle nodes to remove. ``hal.api.cloud`` reads the cluster, calls these
+jobs, and which idle nodes to remove. ``hal.server.cloud`` reads the cluster, calls these
 and carries the decisions out through the providers.
 
 Scale-up is Kubernetes' cluster autoscaler's shape: each pass starts from what exists,

@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from hal.core.job_variables import DEFAULT_PATH
+from hal.slurm.job_variables import DEFAULT_PATH
 
 EXPORT_VARIABLE = "SLURM_EXPORT_ENV"  # sbatch's --export, srun's default --export
 _NAME = r"^[A-Za-z_][A-Za-z0-9_]*(=|$)"  # (compiled on first use: sbatch's start-up)

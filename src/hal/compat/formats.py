@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Container, Iterable, Sequence
 
 # re-exported: the commands print durations as job mail does
-from hal.core.slurm_syntax import duration_long as duration_long  # noqa: PLC0414
+from hal.slurm.syntax import duration_long as duration_long  # noqa: PLC0414
 
 # squeue's start-up: no ``typing``, ``dataclasses`` or ``datetime`` (see ``hal.compat``)
 TYPE_CHECKING = False

@@ -25,7 +25,7 @@ from hal.compat.formats import (
     timestamp,
 )
 from hal.compat.seam import Console
-from hal.core.slurm_syntax import compress_hostlist
+from hal.slurm.syntax import compress_hostlist
 
 TYPE_CHECKING = False  # (squeue's start-up: no pydantic, see ``hal.compat``)
 if TYPE_CHECKING:

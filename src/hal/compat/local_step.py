@@ -53,8 +53,8 @@ from hal.compat.steps import (
     srun_identity,
 )
 from hal.core.errors import HalError, InvalidRequest, Unavailable
-from hal.core.filenames import FilenameFields, expand_filename
-from hal.core.steps import (
+from hal.slurm.filenames import FilenameFields, expand_filename
+from hal.slurm.steps import (
     EXEC_FAILED,
     FORCING_TERMINATION,
     TIME_LIMIT,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from hal.compat.formats import memory_mib
 from hal.core.node import gpu_type_name
-from hal.core.slurm_syntax import compress_indices
+from hal.slurm.syntax import compress_indices
 from hal.wire.nodes import NodeInfo
 
 NO_GRES = "(null)"

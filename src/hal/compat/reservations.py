@@ -10,7 +10,7 @@ import re
 from hal.compat.formats import duration_long, timestamp
 from hal.compat.seam import Console
 from hal.core.errors import Conflict, HalError, InvalidRequest, NotFound
-from hal.core.slurm_syntax import (
+from hal.slurm.syntax import (
     compress_hostlist,
     expand_hostlist,
     parse_begin,

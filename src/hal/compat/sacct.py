@@ -44,13 +44,13 @@ from hal.compat.sacct_style import TimeStyle, in_unit, parse_units, time_style
 from hal.compat.seam import Console
 from hal.compat.version import VERSION_LINE
 from hal.core.errors import HalError, InvalidRequest, NotFound
-from hal.core.slurm_syntax import (
+from hal.core.states import OTHER_SLURM_STATES, STATES_BY_CODE, JobState
+from hal.slurm.syntax import (
     compress_hostlist,
     expand_hostlist,
     parse_begin,
     parse_time_limit,
 )
-from hal.core.states import OTHER_SLURM_STATES, STATES_BY_CODE, JobState
 from hal.wire.jobs import JobInfo, StepRecord
 
 DEFAULT_FIELDS = "jobid,jobname,partition,account,alloccpus,state,exitcode"

@@ -13,7 +13,7 @@ HAL keeps no association database: ``add``, ``modify``, ``delete`` ... are refus
 naming the config. Columns HAL has no value for (Partition, Priority, GrpWall, the
 TRES-minutes limits, per-user QoS limits on TRES, Def QOS) print empty; user
 associations carry no limits of their own (an account's limits bind its users' jobs,
-docs/priority.md); the QOS column lists every QoS, which every user may use.
+docs/admin/priority.md); the QOS column lists every QoS, which every user may use.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ USAGE = (
 )
 READ_ONLY = (
     "HAL's sacctmgr only shows: accounts, users and QOS are configured in hal.toml "
-    "([[accounts]], [[users]], [[qos]]; docs/priority.md). Edit hal.toml and run "
+    "([[accounts]], [[users]], [[qos]]; docs/admin/priority.md). Edit hal.toml and run "
     "`scontrol reconfigure` (an administrator) to change them."
 )
 WRITES = {

@@ -27,10 +27,10 @@ from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.sbatch import OPTIONS as SBATCH_OPTIONS
 from hal.compat.sbatch import BatchScript, Setting, job_from_options
 from hal.core.errors import InvalidRequest, UnsupportedOption
-from hal.core.job_variables import describes_a_job
 from hal.core.resources import MiB
-from hal.core.slurm_syntax import compress_hostlist, parse_signal, parse_signal_name
-from hal.core.steps import tasks_per_node
+from hal.slurm.job_variables import describes_a_job
+from hal.slurm.steps import tasks_per_node
+from hal.slurm.syntax import compress_hostlist, parse_signal, parse_signal_name
 from hal.wire.submit import JobSubmit
 
 # what only a batch job has: salloc.1 lists none of these
@@ -338,6 +338,6 @@ Options HAL accepts (anything else is refused with an error):
                              the scheduler's first look at the request)
       --no-shell             exit once granted, leaving the allocation running until
                              its time limit or scancel; run steps with srun --jobid=N
-      --mail-type=type  --mail-user=user   job mail, as sbatch (docs/mail.md)
+      --mail-type=type  --mail-user=user   job mail, as sbatch (docs/user/mail.md)
   -Q, --quiet  -v, --verbose  -h, --help  -V, --version
 """

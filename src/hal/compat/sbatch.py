@@ -8,7 +8,7 @@ ignoring ``--gres`` or ``--mem`` is how a scheduler loses its users' trust.
 
 Accepted but without effect (documented, so nobody is surprised): ``-v`` beyond printing
 the parsed request. ``--mail-type``/``--mail-user`` are checked here (sbatch's words for an
-unknown type) and sent; the control plane runs the mail program (docs/mail.md).
+unknown type) and sent; the control plane runs the mail program (docs/user/mail.md).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from hal.compat.options import (
 )
 from hal.compat.time_limits import command_time_limit
 from hal.core.errors import InvalidRequest, UnsupportedOption
-from hal.core.slurm_syntax import (
+from hal.slurm.syntax import (
     expand_hostlist,
     format_umask,
     parse_array,
@@ -760,7 +760,7 @@ def _build_job(
     _check_no_effect(settings)
     distribution = value("distribution")
     if distribution is not None:  # what the job's sruns read (Slurm's sbatch -m)
-        from hal.core.distribution import parse_distribution
+        from hal.slurm.distribution import parse_distribution
 
         parse_distribution(distribution)
         environment["SLURM_DISTRIBUTION"] = distribution.strip()
@@ -926,7 +926,7 @@ def _scheduling(
         fields["artifacts"] = [artifacts.strip()]
     mail_type = text("mail_type")
     if mail_type is not None:
-        from hal.core.mail import parse_mail_type
+        from hal.slurm.mail import parse_mail_type
 
         parse_mail_type(mail_type)  # sbatch's own refusal, before any round trip
         fields["mail_type"] = mail_type.strip()
@@ -940,7 +940,7 @@ def _scheduling(
         fields["wckey"] = wckey.strip()
     mail_user = text("mail_user")
     if mail_user is not None:
-        from hal.core.mail import check_mail_user
+        from hal.slurm.mail import check_mail_user
 
         fields["mail_user"] = check_mail_user(mail_user.strip())
     kill = text("kill_on_invalid_dep")

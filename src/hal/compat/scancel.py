@@ -37,14 +37,14 @@ from hal.compat.seam import Console
 from hal.compat.user_names import resolve_user
 from hal.compat.version import VERSION_LINE
 from hal.core.errors import Conflict, HalError, InvalidRequest, NotFound, PermissionDenied
-from hal.core.slurm_syntax import (
+from hal.core.states import STATES_BY_CODE
+from hal.slurm.syntax import (
     DEFAULT_MAX_ARRAY_SIZE,
     compress_indices,
     expand_hostlist,
     parse_array,
     parse_signal_name,
 )
-from hal.core.states import STATES_BY_CODE
 
 if TYPE_CHECKING:
     from hal.wire.jobs import JobInfo

@@ -47,8 +47,8 @@ from hal.compat.squeue_steps import show_step
 from hal.compat.time_limits import command_time_limit
 from hal.compat.version import VERSION_LINE
 from hal.core.errors import HalError, InvalidRequest, NotFound, UnsupportedOption
-from hal.core.mail import check_mail_user, parse_mail_type
-from hal.core.slurm_syntax import (
+from hal.slurm.mail import check_mail_user, parse_mail_type
+from hal.slurm.syntax import (
     compress_hostlist,
     expand_hostlist,
     hostlist_in_order,
@@ -403,7 +403,7 @@ def job_record(job: JobInfo, now: float) -> list[str]:
         f"BatchFlag={0 if job.interactive else 1} Reboot=0 "
         f"ExitCode={job.exit_code}:{job.exit_signal}",
         # a scrontab entry's job (Slurm 20.11's cron jobs; written from memory of Slurm's
-        # output: docs/scrontab.md)
+        # output: docs/user/scrontab.md)
         *([f"CronJob=Yes CrontabSpec={job.cron}"] if job.cron is not None else []),
         f"RunTime={duration_long(time_used(job, now))} "
         f"TimeLimit={limit_long(job.time_limit_seconds)} "
@@ -428,7 +428,7 @@ def job_record(job: JobInfo, now: float) -> list[str]:
         f"Licenses={job.licenses or '(null)'}",
         f"Features={'&'.join(job.constraint) or '(null)'}",
         f"Comment={job.comment or '(null)'}",
-        # HAL's --artifact, pinned (docs/artifacts.md): only on the jobs that name some
+        # HAL's --artifact, pinned (docs/user/artifacts.md): only on the jobs that name some
         *([f"Artifacts={','.join(job.artifacts)}"] if job.artifacts else []),
         f"Command={batch_command(job)}",
         f"WorkDir={job.workdir}",

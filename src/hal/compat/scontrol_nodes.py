@@ -23,7 +23,7 @@ from hal.compat.node_gres import gres, gres_used, tres
 from hal.compat.node_states import scontrol_state
 from hal.compat.seam import Console
 from hal.core.errors import HalError, InvalidRequest, NotFound, PermissionDenied, Unavailable
-from hal.core.slurm_syntax import expand_hostlist
+from hal.slurm.syntax import expand_hostlist
 from hal.wire.nodes import NodeInfo
 
 # State= of ``update NodeName=...``: what ``hal drain`` / ``hal resume`` send for it

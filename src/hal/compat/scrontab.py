@@ -1,4 +1,4 @@
-"""The ``scrontab`` command (Slurm 20.11+): a user's crontab of batch jobs (docs/scrontab.md).
+"""The ``scrontab`` command (Slurm 20.11+): a user's crontab of batch jobs (docs/user/scrontab.md).
 
     scrontab [-u USER] -l | -e | -r | FILE | -
 
@@ -19,8 +19,8 @@ from pathlib import Path
 
 from hal.compat.sbatch import BatchScript, job_from_directives, process_umask
 from hal.compat.seam import Console
-from hal.core.crontab import parse_crontab
 from hal.core.errors import HalError, InvalidRequest, NotFound
+from hal.slurm.crontab import parse_crontab
 from hal.wire.submit import JobSubmit
 
 USAGE = """\

@@ -23,7 +23,7 @@ leaves ``/metrics`` alone. The lines HAL has a true number for:
 
 Left out rather than printed as made-up zeros: ``Agent count``, ``Agent thread count``,
 heterogeneous backfilled components, the "try sched" depths, the table sizes and the
-gettimeofday latency (docs/observability.md). A main "cycle" is one whole scheduling
+gettimeofday latency (docs/admin/observability.md). A main "cycle" is one whole scheduling
 pass: the backfill stage of the passes that run it is in its time too (Slurm's backfill
 runs in a thread of its own).
 """

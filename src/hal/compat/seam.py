@@ -22,7 +22,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Protocol, TextIO
 
-    from hal.core.steps import LocalStep, StepRequest
+    from hal.slurm.steps import LocalStep, StepRequest
     from hal.wire.crontab import CrontabInfo, CrontabRemoved
     from hal.wire.jobs import JobInfo, JobUpdate
     from hal.wire.nodes import (

@@ -50,7 +50,7 @@ from hal.compat.sinfo_reservations import reservation_lines
 from hal.compat.sinfo_sort import DEFAULT_SORT, NODE_SORT, sort_rows
 from hal.compat.version import VERSION_LINE
 from hal.core.errors import HalError
-from hal.core.slurm_syntax import compress_hostlist, expand_hostlist
+from hal.slurm.syntax import compress_hostlist, expand_hostlist
 from hal.wire.nodes import NodeInfo, PartitionInfo
 
 DEFAULT_FORMAT = "%#P %.5a %.10l %.6D %.6t %N"

@@ -11,7 +11,7 @@ reservation: ``No reservations in the system``, exit 0.
 from __future__ import annotations
 
 from hal.compat.formats import duration_long, timestamp
-from hal.core.slurm_syntax import compress_hostlist
+from hal.slurm.syntax import compress_hostlist
 from hal.wire.reservations import ReservationInfo
 
 TITLE = ("RESV_NAME", "STATE", "START_TIME", "END_TIME", "DURATION", "NODELIST")

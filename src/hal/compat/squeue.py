@@ -33,8 +33,8 @@ from hal.compat.seam import Client, Console
 from hal.compat.user_names import resolve_user
 from hal.compat.version import VERSION_LINE
 from hal.core.errors import HalError, NotFound
-from hal.core.slurm_syntax import compress_indices, expand_hostlist
 from hal.core.states import OTHER_SLURM_STATES, STATES_BY_CODE, JobState
+from hal.slurm.syntax import compress_indices, expand_hostlist
 
 # squeue's start-up is a workflow tool's cost per poll (see ``hal.compat``): the jobs come
 # as records (``HalClient.jobs(validate=False)``), not pydantic ``JobInfo``s, and --json's

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from hal.compat.formats import Field, duration_short, memory_mib, render_rows, timestamp
 from hal.compat.job_fields import print_records, user_field
 from hal.compat.seam import Console
-from hal.core.slurm_syntax import compress_hostlist
+from hal.slurm.syntax import compress_hostlist
 from hal.wire.jobs import JobInfo
 from hal.wire.steps import StepInfo
 

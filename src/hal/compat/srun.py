@@ -2,7 +2,7 @@
 an allocation of its own.
 
 Inside a job (``SLURM_JOB_ID`` set) ``srun [options] CMD ARGS`` runs CMD as Slurm's srun
-does, its tasks laid out by ``hal.core.steps.step_layout`` from ``-N``, ``-n``,
+does, its tasks laid out by ``hal.slurm.steps.step_layout`` from ``-N``, ``-n``,
 ``--ntasks-per-node`` and ``-w`` (without them: the job's whole allocation with
 ``SLURM_NTASKS`` tasks, which srun reads as ``-n``, srun.1 INPUT ENVIRONMENT VARIABLES):
 
@@ -24,8 +24,8 @@ does, its tasks laid out by ``hal.core.steps.step_layout`` from ``-N``, ``-n``,
 srun's variables the tasks get, as Slurm's srun reads it (``hal.compat.exports``).
 
 ``-m``/``--distribution`` (or ``SLURM_DISTRIBUTION``) deals the ranks to the nodes
-(``hal.core.distribution``); ``--multi-prog CONF`` runs each rank's own line of CONF
-(``hal.core.multi_prog``: a rank without one is refused before anything starts); in a
+(``hal.slurm.distribution``); ``--multi-prog CONF`` runs each rank's own line of CONF
+(``hal.slurm.multi_prog``: a rank without one is refused before anything starts); in a
 het job, ``--het-group=N`` runs the step in component N (``hal.compat.srun_inputs``).
 
 Under ``salloc`` (``HAL_SALLOC_JOB_ID`` equal to ``SLURM_JOB_ID``) srun runs on the host
@@ -56,7 +56,7 @@ while the job's other steps hold them srun waits, as Slurm's ("step creation tem
 disabled, retrying"). Every step holds the job's CPUs while it runs, as Slurm 22.05's:
 all of them on its nodes, only its tasks' with ``--exact``, ``--exclusive`` or ``-c``
 (``SRUN_CPUS_PER_TASK``), none with ``--overlap``; srun waits for them the same way,
-on the batch node too (``hal.core.steps.step_cpu_counts``), and the job's memory
+on the batch node too (``hal.slurm.steps.step_cpu_counts``), and the job's memory
 (``--mem``, ``--mem-per-cpu``, else all of it or the job's ``--mem-per-cpu`` for each of
 its CPUs: ``step_memory_asks``), and ends at its own ``-t`` (SIGTERM, SIGKILL KillWait
 later, slurmstepd's and srun's lines). Values HAL does not act on (``--mem-per-gpu``...)
@@ -86,10 +86,11 @@ from hal.compat.srun_output import OutputRequest, parse_open_mode
 from hal.compat.srun_pty import wants_terminal
 from hal.compat.time_limits import command_time_limit
 from hal.compat.version import VERSION_LINE, asks_version
-from hal.core.distribution import parse_distribution
 from hal.core.errors import HalError, InvalidRequest
-from hal.core.multi_prog import MultiProg
-from hal.core.slurm_syntax import (
+from hal.slurm.distribution import parse_distribution
+from hal.slurm.multi_prog import MultiProg
+from hal.slurm.steps import StepRequest, step_layout
+from hal.slurm.syntax import (
     expand_hostlist,
     parse_gpus,
     parse_gres,
@@ -97,7 +98,6 @@ from hal.core.slurm_syntax import (
     parse_nodes,
     parse_signal,
 )
-from hal.core.steps import StepRequest, step_layout
 
 # dest → how its value is checked; every value is checked even where HAL ignores it
 # (the GPU options below too)

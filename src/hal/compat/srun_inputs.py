@@ -1,7 +1,7 @@
 """What srun reads besides its options: the job (or het job component) it runs in, from
 the environment, and ``--multi-prog``'s file.
 
-A het job's script (docs/hetjobs.md) sees every component's nodes in
+A het job's script (docs/user/hetjobs.md) sees every component's nodes in
 ``SLURM_JOB_NODELIST``; a step runs in one component, ``--het-group=N`` (default 0), whose
 id, nodes and tasks are ``SLURM_JOB_ID_HET_GROUP_N``, ``SLURM_JOB_NODELIST_HET_GROUP_N``
 and ``SLURM_NTASKS_HET_GROUP_N``.
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from hal.compat.seam import Console
 from hal.core.errors import InvalidRequest
-from hal.core.multi_prog import MultiProg, parse_multi_prog
-from hal.core.slurm_syntax import expand_hostlist
+from hal.slurm.multi_prog import MultiProg, parse_multi_prog
+from hal.slurm.syntax import expand_hostlist
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """srun ``-o``/``--output`` and ``-e``/``--error``: each task's stdout and stderr to the file
 its pattern names, as Slurm's slurmstepd writes them.
 
-The patterns are sbatch's (``hal.core.filenames``) with the step's letters: ``%t`` the
+The patterns are sbatch's (``hal.slurm.filenames``) with the step's letters: ``%t`` the
 task's rank, ``%s`` the step id, ``%J`` ``job.step``, ``%n``/``%N`` the task's node; ``%j``,
 ``%A``, ``%a``, ``%x`` and ``%u`` the job's. A relative path is under srun's working
 directory. Without ``-e``, stderr goes where ``-o`` sends stdout; ``none`` is
@@ -31,8 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from hal.core.errors import InvalidRequest
-from hal.core.filenames import FilenameFields, expand_filename
-from hal.core.slurm_syntax import expand_hostlist
+from hal.slurm.filenames import FilenameFields, expand_filename
+from hal.slurm.syntax import expand_hostlist
 
 OPEN_MODES = ("append", "truncate")
 PER_TASK = re.compile(r"%[0-9]*[tnNsJ]")  # letters only a task's node can expand

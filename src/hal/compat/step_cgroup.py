@@ -22,7 +22,7 @@ import contextlib
 import os
 from dataclasses import dataclass
 
-from hal.core.cgroup_memory import fence_cpus, limit_memory
+from hal.host.cgroup_memory import fence_cpus, limit_memory
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,16 +22,16 @@ from hal.compat.srun_input import InputSender, input_target, relays_stdin
 from hal.compat.srun_output import TaskFiles, job_node_index, node_of_rank, step_input
 from hal.compat.srun_pty import following_size, raw_terminal, terminal_size, wants_terminal
 from hal.core.errors import HalError, InvalidRequest, NotFound, PermissionDenied, Unavailable
-from hal.core.job_variables import describes_a_job
-from hal.core.process import start_ticks
-from hal.core.slurm_syntax import compress_indices
-from hal.core.steps import (
+from hal.host.process import start_ticks
+from hal.slurm.job_variables import describes_a_job
+from hal.slurm.steps import (
     BUSY,
     FORCING_TERMINATION,
     StepRequest,
     force_terminated,
     step_aborted,
 )
+from hal.slurm.syntax import compress_indices
 
 if TYPE_CHECKING:
     from hal.compat.srun import Invocation

@@ -20,7 +20,7 @@ from hal.compat.sbatch import (
 from hal.compat.seam import Console
 from hal.compat.version import VERSION_LINE
 from hal.core.errors import HalError, Unavailable
-from hal.core.slurm_syntax import compress_hostlist
+from hal.slurm.syntax import compress_hostlist
 
 TYPE_CHECKING = False  # (the schemas, ``typing``: not at start-up, see ``hal.compat``)
 if TYPE_CHECKING:

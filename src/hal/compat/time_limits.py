@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from hal.core.slurm_syntax import parse_time_limit, whole_minutes
+from hal.slurm.syntax import parse_time_limit, whole_minutes
 
 EXACT_SECONDS_VARIABLE = "HAL_EXACT_TIME_LIMITS"
 

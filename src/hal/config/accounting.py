@@ -8,7 +8,7 @@ Example (slurmdbd.conf's ``PurgeEventAfter`` / ``PurgeJobAfter``, in snake_case)
 
 A value is a whole number and a unit, as slurmdbd writes them: ``"48hours"``, ``"30days"``,
 ``"12months"`` (a unit may be shortened: ``"48h"``, ``"30day"``, ``"12mon"``; no unit is
-months, as in Slurm). A month is a calendar month (UTC). docs/accounting.md says what is
+months, as in Slurm). A month is a calendar month (UTC). docs/admin/accounting.md says what is
 kept, what is never purged and why ``purge_jobs_after`` has a least value.
 """
 
@@ -114,7 +114,7 @@ def accounting_from_table(
     table: Any, source: str, *, policy: PriorityPolicy, min_job_age_s: float
 ) -> AccountingConfig:
     """``[accounting]`` → ``AccountingConfig``. ``purge_jobs_after`` must keep the jobs
-    that fair share and MinJobAge still read (docs/accounting.md)."""
+    that fair share and MinJobAge still read (docs/admin/accounting.md)."""
     if not isinstance(table, dict):
         hint = 'must be a table: [accounting] purge_jobs_after = "12months"'
         raise fail(source, "accounting", hint)

@@ -20,7 +20,7 @@ as groups of one machine kind each)::
     price_per_hour = 0.17          # the cheapest group that fits a job is opened
     idle_seconds = 300             # an idle node is removed (Slurm's SuspendTime)
     boot_timeout_seconds = 300     # a node not joined by then is removed (ResumeTimeout)
-    [cloud.groups.ec2]             # the provider's own settings (docs/cloud.md)
+    [cloud.groups.ec2]             # the provider's own settings (docs/admin/cloud.md)
     region = "eu-west-1"
     image_id = "ami-0abc"
     instance_type = "c7i.xlarge"
@@ -97,7 +97,7 @@ def _seconds(value: Any, source: str, field: str) -> float:
 
 def _group(item: Any, i: int, source: str) -> NodeGroup:
     from hal.config.model import _node_names
-    from hal.core.slurm_syntax import parse_memory
+    from hal.slurm.syntax import parse_memory
 
     where = f"cloud.groups[{i}]"
     if not isinstance(item, dict):
@@ -107,7 +107,7 @@ def _group(item: Any, i: int, source: str) -> NodeGroup:
             raise fail(source, f"{where}.{key}", unknown_key(key, GROUP_KEYS))
     for key in ("name", "provider", "nodes", "cpus", "memory"):
         if key not in item:
-            raise fail(source, f"{where}.{key}", "is required (docs/cloud.md has an example)")
+            raise fail(source, f"{where}.{key}", "is required (docs/admin/cloud.md has an example)")
     name = item["name"]
     if not isinstance(name, str) or not name.isidentifier():
         raise fail(source, f"{where}.name", f'must be a name like "burst" (got {name!r})')

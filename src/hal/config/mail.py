@@ -8,7 +8,7 @@ Example (slurm.conf's ``MailProg`` / ``MailDomain``, in snake_case)::
     timeout_seconds = 60           # HAL's: a program still running then is killed
 
 A program that does not exist drops job mail (logged once); nothing else changes. See
-docs/mail.md.
+docs/user/mail.md.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ Example::
     return_to_service = 1          # Slurm's ReturnToService: 0, 1 or 2 (below)
     max_batch_jobs = 100000        # jobs in one POST /v1/jobs/batch
     max_request_bytes = 67108864   # the largest request body the server reads
-    max_artifact_bytes = 2147483648 # the largest artifact one may publish (docs/artifacts.md)
+    max_artifact_bytes = 2147483648 # the largest artifact one may publish (docs/user/artifacts.md)
 
     [[partitions]]                 # none: one partition "debug" with every node
     name = "debug"
@@ -20,8 +20,8 @@ Example::
     default_time = 60              # Slurm's DefaultTime (0: max_time)
     nodes = []                     # a host list ("n[1-8],gpu1") or a list of them; []: every node
     max_nodes = 0                  # Slurm's MaxNodes per job (0: no limit)
-    priority_tier = 1              # Slurm's PriorityTier (docs/preemption.md)
-    priority_job_factor = 1        # Slurm's PriorityJobFactor (docs/priority.md)
+    priority_tier = 1              # Slurm's PriorityTier (docs/admin/preemption.md)
+    priority_job_factor = 1        # Slurm's PriorityJobFactor (docs/admin/priority.md)
     up = true                      # false: Slurm's State=DOWN, jobs queue but do not start
 
     [scheduler]
@@ -34,16 +34,16 @@ Example::
                                    # SchedulerParameters=enable_user_top); else admins only
 
     [accounting]                   # optional: slurmdbd's PurgeEventAfter / PurgeJobAfter
-    purge_events_after = "90days"  # the event log; hours, days or months (docs/accounting.md)
+    purge_events_after = "90days"  # the event log; hours, days or months (docs/admin/accounting.md)
     purge_jobs_after = "12months"  # finished jobs (sacct); none: kept forever
 
-    [mail]                         # optional: job mail (docs/mail.md), Slurm's MailProg
+    [mail]                         # optional: job mail (docs/user/mail.md), Slurm's MailProg
     prog = "/bin/mail"             # run as `prog -s SUBJECT RECIPIENT`; missing: no mail
     domain = ""                    # MailDomain: user@domain when --mail-user is not given
 
-    [cloud]                        # optional: nodes made on demand (config/cloud.py, docs/cloud.md)
+    [cloud]                        # optional: nodes made on demand (docs/admin/cloud.md)
 
-    [licenses]                     # optional: Slurm's Licenses= (docs/licenses.md)
+    [licenses]                     # optional: Slurm's Licenses= (docs/user/licenses.md)
     matlab = 10                    # jobs hold them with sbatch -L matlab:2
 
     [topology]                     # optional: the switch tree (see config/topology.py)
@@ -52,7 +52,7 @@ Example::
     # site labels; without switches or blocks they form the placement tree
 
     [data]                         # optional: data-aware scheduling over the HAL cache
-    cache_url = "http://cache-cp:8480"   # the cache control plane (docs/cache.md)
+    cache_url = "http://cache-cp:8480"   # the cache control plane (docs/admin/cache.md)
     refresh_seconds = 2.0          # how often the server re-reads topology and holders
     prestage = true                # pull a placed job's --data inputs into its nodes' leaves
     # weight = 2.0                 # the datalocality score weight (default profile only)
@@ -86,9 +86,9 @@ from hal.core.errors import InvalidRequest, did_you_mean
 from hal.core.node import Partition
 from hal.core.preemption import PreemptionPolicy
 from hal.core.priority import PriorityPolicy
-from hal.core.slurm_syntax import LICENSE_NAME
 from hal.core.states import PartitionState
 from hal.core.topology import Topology
+from hal.slurm.syntax import LICENSE_NAME
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +120,7 @@ class PartitionConfig:
 @dataclass(frozen=True, slots=True)
 class DataConfig:
     """``[data]``: where the HAL cache's control plane is and how the server uses it
-    (``hal.api.data.DataService``). ``weight`` None: the datalocality plugin's default
+    (``hal.server.data.DataService``). ``weight`` None: the datalocality plugin's default
     (``hal.scheduler.plugins.DATA_WEIGHT``; the config plane does not import plugins)."""
 
     cache_url: str
@@ -162,7 +162,7 @@ class HalConfig:
     scheduler_predictor: str = "learned"
     # Drain a node whose jobs fail far more often, or run far longer than predicted, than
     # its peers' (the anomaly detector's NodeFailureRateAnomalous and NodeRuntimeInflated,
-    # docs/observability.md); off: only the alert and an event.
+    # docs/admin/observability.md); off: only the alert and an event.
     drain_anomalous_nodes: bool = False
     # Users may move their own pending jobs to the top (``scontrol top``, Slurm's
     # SchedulerParameters=enable_user_top); off: only administrators.
@@ -181,7 +181,7 @@ class HalConfig:
     accounting: AccountingConfig = field(default_factory=AccountingConfig)
     # [mail]: the program that sends job mail (Slurm's MailProg, MailDomain)
     mail: MailConfig = field(default_factory=MailConfig)
-    # [cloud]: node groups the autoscaler creates nodes in for waiting jobs (docs/cloud.md)
+    # [cloud]: node groups the autoscaler creates nodes in for waiting jobs (docs/admin/cloud.md)
     cloud: CloudConfig = field(default_factory=CloudConfig)
 
     @property
@@ -601,7 +601,7 @@ def _partition(item: Any, i: int, source: str) -> PartitionConfig:
 def _time_limit(item: dict[str, Any], key: str, source: str, where: str) -> int:
     """``max_time``/``default_time`` as Slurm's MaxTime: ``"1-00:00:00"``, minutes (an
     integer) or ``"UNLIMITED"`` (0: no limit)."""
-    from hal.core.slurm_syntax import parse_time_limit
+    from hal.slurm.syntax import parse_time_limit
 
     value = item.get(key, 0)
     hint = 'write minutes (60), "HH:MM:SS", "D-HH:MM:SS" or "UNLIMITED"'
@@ -619,7 +619,7 @@ def _time_limit(item: dict[str, Any], key: str, source: str, where: str) -> int:
 def _node_names(value: Any, source: str, field: str) -> tuple[str, ...]:
     """A partition's ``nodes``: a host list (``"n[1-8],gpu1"``) or a list of them;
     ``[]`` (or leaving it out) is every node, as Slurm's ``Nodes=ALL``."""
-    from hal.core.slurm_syntax import expand_hostlist
+    from hal.slurm.syntax import expand_hostlist
 
     lists = [value] if isinstance(value, str) else value
     hint = 'write a host list like "n[1-8],gpu1" or a list of them; [] for every node'

@@ -1,4 +1,4 @@
-"""``[preemption]`` of ``hal.toml`` (``hal.core.preemption``; docs/preemption.md)::
+"""``[preemption]`` of ``hal.toml`` (``hal.core.preemption``; docs/admin/preemption.md)::
 
     [preemption]
     type = "qos"            # PreemptType: "off" (default), "qos" or "partition_prio"

@@ -100,7 +100,7 @@ def positive_seconds(value: Any, source: str, field: str) -> float:
 
 
 def duration(value: Any, source: str, field: str) -> float:
-    from hal.core.slurm_syntax import parse_time_limit
+    from hal.slurm.syntax import parse_time_limit
 
     if isinstance(value, bool):
         raise fail(source, field, 'must be a duration like "7-0" or a number of seconds')
@@ -222,7 +222,7 @@ def _tres(item: dict[str, Any], key: str, source: str, field: str, keys: set[str
         raw = table["mem"]
         if isinstance(raw, bool) or not isinstance(raw, int | str):
             raise fail(source, f"{field}.mem", 'must be a size like "512G" or MiB')
-        from hal.core.slurm_syntax import parse_memory
+        from hal.slurm.syntax import parse_memory
 
         try:
             mem = parse_memory(str(raw), field=f"{field}.mem")

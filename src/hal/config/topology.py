@@ -32,17 +32,16 @@ from pathlib import Path
 from typing import Any
 
 from hal.core.errors import InvalidRequest, did_you_mean
-from hal.core.slurm_syntax import expand_hostlist
 from hal.core.topology import (
     Block,
     LabelRule,
     Switch,
     Topology,
     TopologyError,
-    link_speed,
-    parse_topology_conf,
 )
 from hal.core.topology_labels import LABEL_LEVELS, check_labels
+from hal.slurm.syntax import expand_hostlist
+from hal.slurm.topology_conf import link_speed, parse_topology_conf
 
 _KEYS = frozenset({"file", "switches", "blocks", "block_sizes", "level_names", "labels"})
 _SWITCH_KEYS = frozenset({"name", "nodes", "switches", "link_speed"})

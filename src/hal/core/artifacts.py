@@ -4,7 +4,7 @@ An artifact is one file, published under a name and a version (``hal artifact pu
 a tar or zip archive that agents unpack, or a single program. A version is immutable;
 its content is named by its SHA-256. A job's spec pins each artifact it asked for to
 that digest at submission, so what it runs is what was published when it was submitted,
-whatever is published later (docs/artifacts.md, ADR 0020).
+whatever is published later (docs/user/artifacts.md, ADR 0020).
 
 Pure: no I/O.
 """

@@ -1,13 +1,13 @@
 """Time, injected.
 
 Core, scheduler and simulator code never call ``time.time()``; they get a ``Clock``. The
-server uses ``SystemClock``; tests and the simulator use ``VirtualClock`` so that the same
-inputs give the same decisions. Times are float seconds since the Unix epoch.
+server and the agents use ``hal.host.clock.SystemClock``; tests and the simulator use
+``VirtualClock`` so that the same inputs give the same decisions. Times are float seconds
+since the Unix epoch.
 """
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -16,11 +16,6 @@ class Clock(Protocol):
     def now(self) -> float:
         """Seconds since the epoch (wall time, may be virtual)."""
         ...
-
-
-class SystemClock:
-    def now(self) -> float:
-        return time.time()
 
 
 class VirtualClock:

@@ -8,7 +8,7 @@ are), and which leaf instance each HAL node reads through. It answers one questi
 ``transfer(keys, node)``: how many bytes of those inputs the node's leaf already holds,
 how many must move, and how long and how expensive moving them is.
 
-The model follows the cache's own read path (docs/cache.md): a leaf that misses pulls
+The model follows the cache's own read path (docs/admin/cache.md): a leaf that misses pulls
 from the nearest fresh copy among its ancestors (with peer sourcing, from the nearest
 copy anywhere in its tree); with no reachable copy the data comes from the origin
 storage behind the root. Along a path latency and cost add up and bandwidth is the

@@ -109,7 +109,7 @@ class HetSpec:
 
 @dataclass(frozen=True, slots=True)
 class CronSpec:
-    """The scrontab entry a cron job runs (docs/scrontab.md): its schedule as written
+    """The scrontab entry a cron job runs (docs/user/scrontab.md): its schedule as written
     (``*/5 * * * *``, ``@daily``) and where it is in its user's file, from its first
     ``#SCRON`` line to its command's line (what scancel comments out)."""
 
@@ -186,19 +186,19 @@ class JobSpec:
     topology: TopologyConstraint | None = None  # --topology required=LEVEL|preferred=LEVEL
     data: tuple[str, ...] = ()  # --data: input cache keys (hal.core.data)
     reservation: str = ""  # --reservation: run only in this advance reservation
-    het: HetSpec | None = None  # a component of a heterogeneous job (docs/hetjobs.md)
+    het: HetSpec | None = None  # a component of a heterogeneous job (docs/user/hetjobs.md)
     # -L/--licenses: (name, count) of the cluster's licenses it holds while it runs
     licenses: tuple[tuple[str, int], ...] = ()
-    # --mail-type (``hal.core.mail.MailType`` flags; 0: no mail) and where mail goes (the
+    # --mail-type (``hal.slurm.mail.MailType`` flags; 0: no mail) and where mail goes (the
     # user, or user@MailDomain, when --mail-user was not given: resolved at submission)
     mail_type: int = 0
     mail_user: str = ""
     # a scrontab entry's job: when a run ends it is queued again for the next time its
-    # schedule names, under the same id (docs/scrontab.md); None for any other job
+    # schedule names, under the same id (docs/user/scrontab.md); None for any other job
     cron: CronSpec | None = None
     # an allocation salloc made (its script only holds the nodes): Slurm's BatchFlag=0
     interactive: bool = False
-    # --artifact: pinned software its nodes deploy before it runs (docs/artifacts.md)
+    # --artifact: pinned software its nodes deploy before it runs (docs/user/artifacts.md)
     artifacts: tuple[ArtifactRef, ...] = ()
 
     def cpus_per_node(self, nodes: int) -> int:

@@ -71,7 +71,7 @@ class Account:
     max_submit_jobs: int | None = None  # MaxSubmitJobs: per user in the account
     grp_submit_jobs: int | None = None  # GrpSubmitJobs: all users of the account
     # Lending (like Kueue's cohorts): accounts naming the same cohort lend each other the
-    # GrpTRES they leave unused, and take it back when they need it (docs/priority.md).
+    # GrpTRES they leave unused, and take it back when they need it (docs/admin/priority.md).
     cohort: str | None = None
     borrow_limit: TresLimits = NO_TRES_LIMITS  # at most this much above its own GrpTRES
 
@@ -114,7 +114,7 @@ class Qos:
     max_tres_per_job: TresLimits = NO_TRES_LIMITS  # MaxTRESPerJob (cpus, gpus, mem, nodes)
     grp_tres: TresLimits = NO_TRES_LIMITS  # GrpTRES over the QoS's running jobs
     grp_jobs: int | None = None  # GrpJobs: running jobs of the QoS
-    # Preemption (``[preemption] type = "qos"``, docs/preemption.md): the QoS whose jobs
+    # Preemption (``[preemption] type = "qos"``, docs/admin/preemption.md): the QoS whose jobs
     # this QoS's jobs may preempt (Preempt=); how this QoS's own jobs are preempted
     # (PreemptMode, GraceTime; None: the [preemption] defaults).
     preempt: tuple[str, ...] = ()
@@ -156,7 +156,7 @@ class PriorityPolicy:
     decay_half_life_s: float = 7 * 86_400.0  # PriorityDecayHalfLife, default 7-0
     calc_period_s: float = 60.0  # PriorityCalcPeriod (Slurm: 5 min)
     usage_gpu_weight: float = 0.0
-    fairshare_algorithm: FairshareAlgorithm = "classic"  # or "fair_tree" (docs/priority.md)
+    fairshare_algorithm: FairshareAlgorithm = "classic"  # or "fair_tree" (docs/admin/priority.md)
     accounts: tuple[Account, ...] = ()
     users: tuple[UserAccount, ...] = ()
     qos: tuple[Qos, ...] = ()

@@ -1,22 +1,15 @@
-"""The observability plane: metrics, job traces, structured logs, alerts and the dashboard.
+"""What every HAL process uses to be observed: structured JSON logs (``logging``, with
+its settings in ``config``), the Prometheus endpoint of an agent or a cache node
+(``listener``, with the cache node's collector in ``cachemetrics``), the trace ids a job
+carries (``traceids``: derived from the job, so ``TRACEPARENT`` is stable), and the safe
+reading of a job's output files (``outputfiles``), shared by the node agent that serves a
+read and the control plane that reads a file it can see.
 
-Owns:
-- ``metrics``   Prometheus metrics (``hal_`` prefix, base units) on a private registry,
-                fed by the cluster's job-change listener and the scheduler's cycle hook,
-                plus scrape-time gauges read from the cluster mirror;
-- ``tracing``   one OpenTelemetry trace per job, emitted when the job ends; the ids are
-                derived from the job (``traceids``) so ``TRACEPARENT`` is stable;
-- ``logging``   JSON logs (structlog over stdlib) carrying job id, node and trace id;
-- ``alerts``    the built-in rule evaluator and its webhook notifier;
-- ``routes``    ``/metrics``, ``/v1/alerts``, ``/v1/observe/*``, job output, ``/ui``;
-- ``plane``     ``ObservePlane``: wires the above into a running ``HalServer``.
+The control plane's observability plane — its metrics, job traces, alerts, anomalies and
+the sdiag statistics — is ``hal.server.observe``; the dashboard and ``/metrics`` are served
+by the HTTP edge (``hal.api.routes_observe``).
 
-May import ``hal.core``, ``hal.config``, ``hal.state``, ``hal.scheduler`` and
-``hal.core.filenames`` (pure output-path rules). Only ``routes`` imports ``hal.api``
-(``hal.api.context``: the API's one authentication path), and only when
-``ObservePlane.install`` mounts it, so ``hal.api.server`` can import ``plane`` without a
-cycle. Nothing here runs per job inside the scheduler pass.
-
-Nothing is imported here on purpose: ``hal.state.launch`` imports ``traceids`` and must
-not pull in prometheus-client or OpenTelemetry.
+Imports ``hal.core`` and ``hal.wire`` only, so agents and cache nodes may use it without
+pulling in the server. Nothing is imported here on purpose: ``hal.state.launch`` imports
+``traceids`` and must not pull in prometheus-client or OpenTelemetry.
 """

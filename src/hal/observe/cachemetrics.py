@@ -16,7 +16,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 
 def cache_node_metrics(caches: Iterable[Mapping[str, Any]]) -> Iterable[Metric]:
     """Each cache node's reads, one row per node in the shape
-    ``hal.api.data_view.cache_stats_from_instances`` gives them. Labels: ``instance`` (the cache
+    ``hal.server.data_view.cache_stats_from_instances`` gives them. Labels: ``instance`` (the cache
     instance id; as bounded as the node label) and ``tier``. A node's restart starts its
     counters from 0 again, which Prometheus' ``rate()`` reads as a counter reset."""
     labels = ["instance", "tier"]

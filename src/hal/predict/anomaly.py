@@ -1,4 +1,4 @@
-"""The anomaly rules, as pure functions (the server's detector, ``hal.observe.anomalies``,
+"""The anomaly rules, as pure functions (the server's detector, ``hal.server.observe.anomalies``,
 feeds them and acts on their answers; nothing here kills or drains anything).
 
 * **A job far past its prediction** (a possible hang): it has run longer than

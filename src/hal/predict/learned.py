@@ -374,6 +374,7 @@ class LearnedPredictor:
         model = self._booster.model_to_string()
         meta = {
             "model_version": self.model_version,
+            "min_train": self.min_train,  # finished jobs before the first model
             "trained_on": self.trained_on,
             "offset": self._offset,
             "features": list(NAMES),
@@ -453,6 +454,7 @@ class LearnedPredictor:
         """Model age and data size, for ``hal predict status``."""
         return {
             "model_version": self.model_version,
+            "min_train": self.min_train,  # finished jobs before the first model
             "trained_on": self.trained_on,
             "finished_jobs_since_training": self._since_train,
             "calibration_offset": self._offset,

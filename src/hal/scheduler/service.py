@@ -114,6 +114,10 @@ class SchedulerService:
         self.debounce_s = debounce_s
         self.stats = CycleStats()
         self.on_cycle: list[Callable[[CycleStats, ClusterSnapshot, Plan], None]] = []
+        # True: no pass runs, nothing starts (``hal up`` stopping its cluster with its
+        # jobs: a pending job started on the CPUs a cancelled one gave back would be
+        # left running when the agents stop)
+        self.paused = False
 
     async def run(self, stop: asyncio.Event) -> None:
         loop = asyncio.get_running_loop()
@@ -146,6 +150,8 @@ class SchedulerService:
     async def cycle(self, loop: asyncio.AbstractEventLoop | None = None) -> bool:
         """One pass; returns whether pending jobs remain."""
         loop = loop or asyncio.get_running_loop()
+        if self.paused:
+            return False
         snap = await self.host.fill_related(self.host.snapshot())
         if not snap.pending:
             return False

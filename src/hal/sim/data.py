@@ -1,6 +1,6 @@
 """The data plane in the simulator: a cache tree with contents, and what reading costs.
 
-``CacheModel`` is the HAL cache (docs/cache.md) reduced to what placement changes: a tree
+``CacheModel`` is the HAL cache (docs/admin/cache.md) reduced to what placement changes: a tree
 of instances with link metrics and a capacity each, the keys every instance holds
 (least recently used evicted first), and which leaf each compute node reads through. A
 job that starts reads its ``--data`` inputs on each of its nodes: a key its leaf holds is

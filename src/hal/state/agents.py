@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from hal.core.gpu_islands import complete_islands
 from hal.core.job import Job
@@ -27,7 +28,6 @@ from hal.core.resources import ResourceVector
 from hal.core.states import JobState, NodeState, PendingReason
 from hal.core.topology_labels import check_labels
 from hal.state import command_exit, preempt
-from hal.state.cluster import Cluster
 from hal.state.codec import SYSTEM_CPU, USER_CPU
 from hal.state.launch import build_launch
 from hal.state.node_reasons import NOT_RESPONDING, server_user
@@ -37,7 +37,6 @@ from hal.state.store import (
     DatabaseUnavailable,
     EventRow,
     JobUse,
-    StoredEvent,
     Transaction,
 )
 from hal.wire.agent import (
@@ -55,6 +54,9 @@ from hal.wire.agent import (
     Signal,
 )
 from hal.wire.jobs import GpuUsage
+
+if TYPE_CHECKING:
+    from hal.state.cluster import Cluster
 
 RESEND_AFTER_S = 5.0
 GPU_HEALTH = "gpu health: "  # the start of a drain reason the GPUs' health check wrote
@@ -239,25 +241,15 @@ async def register(cluster: Cluster, reg: AgentRegister) -> AgentRegistered:
     # (job, attempt): an older attempt still there is killed, and the current one is
     # (re)sent: the agent starts it once the old one has ended
     reported = {(r.job_id, r.attempt) for r in reg.running}
-    async with cluster._lock:
-
-        def work() -> list[StoredEvent]:
-            with cluster.store.transaction() as tx:
-                tx.upsert_node(node)
-                tx.add_events(
-                    [
-                        EventRow(
-                            now,
-                            "node.registered",
-                            node=reg.node,
-                            state=state.value,
-                            data={"cpus": reg.cpus, "gpus": reg.gpus},
-                        )
-                    ]
-                )
-                return tx.stored_events
-
-        added = await cluster.db(work)
+    async with cluster.change() as change:
+        registered = EventRow(
+            now,
+            "node.registered",
+            node=reg.node,
+            state=state.value,
+            data={"cpus": reg.cpus, "gpus": reg.gpus},
+        )
+        await change.commit([], [registered], extra=lambda tx: tx.upsert_node(node))
         cluster.nodes[reg.node] = node
         # new time limits the agent may not have applied: applying one again is harmless
         # (a signal is not carried: the old agent may have delivered it)
@@ -281,7 +273,6 @@ async def register(cluster: Cluster, reg: AgentRegister) -> AgentRegistered:
                 and job.allocation.nodes[0] == reg.node
             ):
                 send_end(cluster, job)
-        await cluster._published(added, ())
     return AgentRegistered(
         node=reg.node,
         heartbeat_interval_seconds=cluster.config.heartbeat_interval_seconds,
@@ -364,7 +355,7 @@ async def _check_lost(
     ]
     if not lost:
         return
-    async with cluster._lock:
+    async with cluster.change() as change:
         changed, events = [], []
         for job in lost:
             current = cluster.jobs.get(job.id)
@@ -374,12 +365,12 @@ async def _check_lost(
             changed.append(new)
             events.append(event)
         followers, ends = cluster.het_followers_end(changed, now)
-        await cluster._commit(changed + followers, events + ends)
+        await change.commit(changed + followers, events + ends)
 
 
 async def apply_reports(cluster: Cluster, node: str, reports: list[JobReport]) -> None:
     session = cluster.agent_sessions.get(node)
-    async with cluster._lock:
+    async with cluster.change() as change:
         changed: dict[int, Job] = {}
         events: list[EventRow] = []
         usage: list[JobUse] = []
@@ -444,7 +435,7 @@ async def apply_reports(cluster: Cluster, node: str, reports: list[JobReport]) -
             tx.record_usage(usage)
 
         if changed:
-            await cluster._commit(list(changed.values()), events, extra)
+            await change.commit(list(changed.values()), events, extra)
     if any(not j.state.is_active for j in changed.values()):
         # what they held is free: victims suspended for them go on before the next
         # scheduling pass can give those CPUs to someone else
@@ -469,7 +460,7 @@ async def check_nodes(cluster: Cluster) -> list[str]:
 
     if not silent() or not await cluster.database_ok():
         return []
-    async with cluster._lock:
+    async with cluster.change() as change:
         dead = silent()  # again: an agent may have registered while this waited
         if not dead:
             return []
@@ -498,7 +489,7 @@ async def check_nodes(cluster: Cluster) -> list[str]:
             for n in nodes:
                 tx.upsert_node(n)
 
-        await cluster._commit(changed, events, extra)
+        await change.commit(changed, events, extra)
         for job in to_stop:  # (where the batch node is silent too, no agent hears it)
             send_cancel(cluster, job, JobState.NODE_FAIL)
         for n in nodes:
@@ -621,7 +612,7 @@ async def set_node_state(
             reason_time=now,
             drain=False,
         )
-    async with cluster._lock:
+    async with cluster.change() as change:
         event = EventRow(
             now,
             "node.updated",
@@ -638,7 +629,7 @@ async def set_node_state(
         def extra(tx: Transaction) -> None:
             tx.upsert_node(new)
 
-        await cluster._commit(changed, [event, *lost], extra)
+        await change.commit(changed, [event, *lost], extra)
         cluster.nodes[name] = new
         for job in to_stop:
             send_cancel(cluster, job, JobState.NODE_FAIL)
@@ -646,11 +637,11 @@ async def set_node_state(
 
 
 async def forget_node(cluster: Cluster, name: str, reason: str) -> bool:
-    """Remove a node the compute control plane (``hal.api.cloud``) deleted: its record
+    """Remove a node the compute control plane (``hal.server.cloud``) deleted: its record
     and its agent's session, as Slurm's ``scontrol delete nodename`` does. False, and
     nothing changed, while a job holds it. Its instance will not sync again; if it did,
     it would register as a new node."""
-    async with cluster._lock:
+    async with cluster.change() as change:
         usage = cluster.usage.get(name)
         if name not in cluster.nodes or (usage is not None and usage.jobs):
             return False
@@ -659,7 +650,7 @@ async def forget_node(cluster: Cluster, name: str, reason: str) -> bool:
         def extra(tx: Transaction) -> None:
             tx.delete_node(name)
 
-        await cluster._commit(
+        await change.commit(
             [], [EventRow(now, "node.removed", node=name, data={"reason": reason})], extra
         )
         cluster.nodes.pop(name, None)

@@ -1,4 +1,4 @@
-"""The artifact registry (docs/artifacts.md, ADR 0020): published versions and their
+"""The artifact registry (docs/user/artifacts.md, ADR 0020): published versions and their
 content, in the state store.
 
 Content lives in ``artifact_blobs`` in pieces of ``PIECE`` bytes under its SHA-256, so

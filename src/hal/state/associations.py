@@ -1,5 +1,5 @@
 """Submit checks of a job's ``--qos`` and ``--account`` against ``[[qos]]``, ``[[accounts]]``
-and ``[[users]]`` of ``hal.toml`` (Slurm refuses both at submit, ``docs/priority.md``).
+and ``[[users]]`` of ``hal.toml`` (Slurm refuses both at submit, ``docs/admin/priority.md``).
 
 * QoS: with a ``[[qos]]`` list, a job may name only a configured QoS or ``normal`` (the
   QoS of jobs that name none, which exists in Slurm too whether listed or not); anything

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from hal.core.errors import InvalidRequest
 from hal.core.states import JobState
+from hal.state import commands
 from hal.state.store import EventRow
 
 if TYPE_CHECKING:
@@ -33,9 +34,9 @@ async def record(
         raise InvalidRequest(f"exit code {exit_code} is not 0..255", field="exit_code")
     if not 0 <= signal <= 64:
         raise InvalidRequest(f"invalid signal number {signal}", field="signal")
-    async with cluster.transaction() as change:
+    async with cluster.change() as change:
         jobs = cluster.resolve(ident)
-        cluster.authorise(jobs, caller)
+        commands.authorise(jobs, caller)
         live = [j for j in jobs if j.state in (JobState.RUNNING, JobState.SUSPENDED)]
         if not live:
             states = ", ".join(sorted({j.state.value for j in jobs}))

@@ -95,7 +95,7 @@ async def take_config(
     """Give ``cluster`` and, through ``apply``, the rest of the server ``config``, with
     the ``config.reconfigured`` event (``data``: what changed), once no partition in
     ``removed`` is in use."""
-    async with cluster.transaction() as change:
+    async with cluster.change() as change:
         check_partitions_unused(cluster, removed)
         check_associations_kept(cluster, config)
         # Slurm 22.05.8's reconfigure puts back slurm.conf's partitions: scontrol

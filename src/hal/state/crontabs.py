@@ -1,4 +1,4 @@
-"""Users' crontabs (``scrontab``, docs/scrontab.md, ADR 0015): the stored file and the
+"""Users' crontabs (``scrontab``, docs/user/scrontab.md, ADR 0015): the stored file and the
 one job each entry keeps in the queue.
 
 Every entry has one job, pending until the next time its schedule names (its begin
@@ -13,7 +13,7 @@ their entry (``JobSpec.cron``), so nothing else links the two.
 - ``scancel`` of a cron job cancels it and comments its entry out of the file with
   ``#DISABLED:`` (``disabling``, in the cancel's transaction), as Slurm's scancel.
 
-The server's clock and local time zone give the next runs (``hal.core.crontab``).
+The server's clock and local time zone give the next runs (``hal.slurm.crontab``).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, delete, insert, select, update
 
-from hal.core.crontab import disable_entry, next_run
 from hal.core.job import Job, JobSpec
 from hal.core.states import JobState, PendingReason
+from hal.slurm.crontab import disable_entry, next_run
 from hal.state import schema
 from hal.state.job_changes import requeued
 from hal.state.store import EventRow, Transaction
@@ -131,9 +131,9 @@ async def replace(
     begin times set to their next runs); the old entries' jobs are cancelled (pending) or
     run their last run. Returns the new jobs' ids, in the entries' order."""
     if not specs:
-        async with cluster._lock:
+        async with cluster.change() as change:
             changes = _ending(cluster, user, by, text)
-            await cluster._commit(changes.jobs, changes.events, changes.write)
+            await change.commit(changes.jobs, changes.events, changes.write)
         return []
     done = await cluster.submit(specs, along=lambda: _ending(cluster, user, by, text))
     return [d.job_id for d in done]
@@ -141,9 +141,9 @@ async def replace(
 
 async def remove(cluster: Cluster, user: str, by: str) -> list[int]:
     """``scrontab -r``: forget ``user``'s crontab; returns the ids of the jobs cancelled."""
-    async with cluster._lock:
+    async with cluster.change() as change:
         changes = _ending(cluster, user, by, None)
-        await cluster._commit(changes.jobs, changes.events, changes.write)
+        await change.commit(changes.jobs, changes.events, changes.write)
     return [j.id for j in changes.jobs if j.state is JobState.CANCELLED]
 
 

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from hal.core.errors import Conflict, InvalidRequest, PermissionDenied
 from hal.core.job import Job
 from hal.core.node import Partition
-from hal.core.slurm_syntax import duration_long
 from hal.core.states import JobState, PendingReason
+from hal.slurm.syntax import duration_long
 from hal.state import preempt
 from hal.state.suspension import SUSPENDED_AT, SUSPENDED_S
 

@@ -44,7 +44,7 @@ async def set_top(cluster: Cluster, listed: str, caller: Caller) -> list[int]:
             "Access/permission denied: only an administrator moves jobs to the top "
             "([scheduler] enable_user_top = true lets users move their own)"
         )
-    async with cluster.transaction() as change:
+    async with cluster.change() as change:
         jobs = [_one(cluster, word, caller) for word in listed.split(",")]
         top = _movable(jobs)
         ids = {j.id for j in top}

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 import hostlist
 
 from hal.core.job import Allocation, Job
-from hal.core.job_variables import describes_a_job
 from hal.core.resources import MiB
-from hal.core.steps import per_node_counts, tasks_per_node
 from hal.observe.traceids import traceparent
+from hal.slurm.job_variables import describes_a_job
+from hal.slurm.steps import per_node_counts, tasks_per_node
 from hal.wire.agent import ArtifactPin, Launch
 
 

@@ -76,7 +76,7 @@ def _v7_events_time(conn: Connection) -> None:
 
 def _v8_agent_tokens(conn: Connection) -> None:
     # users.agent / agent_nodes: tokens for node agents, accepted by /v1/agent only
-    # (docs/security.md); the users of an older database stay what they were
+    # (docs/admin/security.md); the users of an older database stay what they were
     columns = {c["name"] for c in inspect(conn).get_columns("users")}
     for name, sql in (
         ("agent", "BOOLEAN NOT NULL DEFAULT FALSE"),
@@ -108,7 +108,7 @@ def _v11_running_steps(conn: Connection) -> None:
 
 
 def _v12_crontabs(conn: Connection) -> None:
-    # crontabs: each user's scrontab file (docs/scrontab.md)
+    # crontabs: each user's scrontab file (docs/user/scrontab.md)
     schema.crontabs.create(conn, checkfirst=True)
 
 
@@ -301,7 +301,7 @@ def _v26_step_runs(conn: Connection) -> None:
 
 
 def _v27_artifacts(conn: Connection) -> None:
-    # artifacts, artifact_names, artifact_blobs: the artifact registry (docs/artifacts.md)
+    # artifacts, artifact_names, artifact_blobs: the artifact registry (docs/user/artifacts.md)
     for table in (schema.artifacts, schema.artifact_names, schema.artifact_blobs):
         table.create(conn, checkfirst=True)
 

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from hal.core.errors import Conflict, InvalidRequest, NotFound
 from hal.core.node import Partition
-from hal.core.slurm_syntax import duration_long
 from hal.core.states import PartitionState
+from hal.slurm.syntax import duration_long
 from hal.state.store import EventRow, PartitionOverride, Transaction
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ async def update_partition(
             "No changes specified: give State=, MaxTime=, DefaultTime=, MaxNodes=, "
             "PriorityJobFactor=, PriorityTier= or Default="
         )
-    async with cluster.transaction() as change:
+    async with cluster.change() as change:
         if name not in cluster.partitions:
             raise NotFound(
                 f"Invalid partition name specified: {name!r} (known: "

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 
 from hal.core.errors import Conflict, InvalidRequest
 from hal.core.job import ArraySpec, Dependency, Job
-from hal.core.slurm_syntax import parse_dependency
 from hal.core.states import JobState
+from hal.slurm.syntax import parse_dependency
 from hal.state import reservations as advance_reservations
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ async def request_changes(
     dependency = changes.get("dependency")
     if isinstance(dependency, Dependency):
         probe = jobs[0].spec.with_changes(dependency=dependency)
-        cluster.check_dependency_targets(probe, await cluster.known_ids([probe]), None)
+        cluster.admission.check_dependency_targets(probe, await cluster.known_ids([probe]), None)
         check_no_cycle(cluster, jobs, dependency)
     return changes
 
@@ -123,7 +123,7 @@ def with_request(cluster: Cluster, job: Job, changes: Mapping[str, object]) -> J
     that left since the submission do not refuse it)."""
     spec = job.spec.with_changes(**changes)
     if changes.keys() - {"begin_time", "dependency"}:
-        cluster.check_request(spec, job.spec.partitions or (job.partition,))
+        cluster.admission.check_request(spec, job.spec.partitions or (job.partition,))
     return job.evolve(spec=spec)
 
 

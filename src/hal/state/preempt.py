@@ -1,4 +1,4 @@
-"""Carrying out the scheduler's preemptions (``Plan.preemptions``; docs/preemption.md).
+"""Carrying out the scheduler's preemptions (``Plan.preemptions``; docs/admin/preemption.md).
 
 A victim is marked in ``job.extra`` (kept with the job, so a restarted server goes on
 where it stopped) and then ended the way Slurm's GraceTime does:
@@ -191,7 +191,26 @@ async def end_graced(cluster: Cluster) -> None:
         if j.state is JobState.RUNNING and float(j.extra.get(GRACE_END, "inf")) <= now
     ]
     if due:
-        await cluster.end_preempted(due)
+        await end_preempted(cluster, due)
+
+
+async def end_preempted(cluster: Cluster, jobs: Sequence[Job]) -> None:
+    """The grace time of these preempted jobs is over: end them now."""
+    from hal.state import agents
+
+    async with cluster.change() as change:
+        now = cluster.clock.now()
+        due = [
+            j.evolve(state=JobState.COMPLETING)
+            for j in (cluster.jobs.get(job.id) for job in jobs)
+            if j is not None and j.state is JobState.RUNNING
+        ]
+        events = [
+            EventRow(now, "job.preempt_grace_over", job_id=j.id, state="COMPLETING") for j in due
+        ]
+        await change.commit(due, events)
+        for job in due:
+            agents.send_cancel(cluster, job, final_state(job))
 
 
 def resumable(cluster: Cluster) -> list[Job]:
@@ -286,7 +305,7 @@ async def resume_freed(cluster: Cluster) -> list[int]:
 
     if not cluster.preempt_suspended:
         return []  # the common case: no lock taken
-    async with cluster._lock:
+    async with cluster.change() as change:
         now = cluster.clock.now()
         jobs = [resumed(j, now) for j in resumable(cluster)]
         if not jobs:
@@ -295,7 +314,7 @@ async def resume_freed(cluster: Cluster) -> list[int]:
             EventRow(now, "job.resumed", job_id=j.id, state="RUNNING", data={"after": "preempted"})
             for j in jobs
         ]
-        await cluster._commit(jobs, events)
+        await change.commit(jobs, events)
         for job in jobs:
             agents.send_signal(cluster, job, signal.SIGCONT)
         return [j.id for j in jobs]

@@ -1,7 +1,7 @@
 """Advance reservations on the server: create, update, delete, and the submit check.
 
 Reservations live in ``Cluster.reservations`` (name → ``hal.core.reservation.Reservation``),
-loaded from the store at start and written through ``Cluster._commit`` with a
+loaded from the store at start and written through ``Cluster.change`` with a
 ``reservation.created|updated|deleted|ended`` event (one-off ones are purged once over,
 ``end_expired``), so a change is durable before it is seen
 and wakes the scheduler (which reads them from ``ClusterSnapshot.reservations``).
@@ -50,6 +50,7 @@ from hal.state.store import EventRow, Transaction
 
 if TYPE_CHECKING:
     from hal.state.cluster import Caller, Cluster
+    from hal.state.mirror import Mirror
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 CLASH_HORIZON_S = 366 * 86_400.0  # recurring reservations are compared a year ahead
@@ -226,7 +227,7 @@ def _idle(cluster: Cluster, r: Reservation, now: float) -> bool:
 async def _drop(cluster: Cluster, name: str, kind: str, *, hold: bool) -> None:
     """Remove reservation ``name`` (event ``kind``) and take it from its unfinished jobs."""
     now = cluster.clock.now()
-    async with cluster._lock:
+    async with cluster.change() as change:
         jobs = [
             _orphaned(j, hold=hold)
             for j in cluster.unfinished.values()
@@ -242,7 +243,7 @@ async def _drop(cluster: Cluster, name: str, kind: str, *, hold: bool) -> None:
         def forget(tx: Transaction) -> None:
             tx.delete_reservation(name)
 
-        await cluster._commit(jobs, events, extra=forget)
+        await change.commit(jobs, events, extra=forget)
         cluster.reservations.pop(name, None)
 
 
@@ -259,7 +260,7 @@ def _orphaned(job: Job, *, hold: bool) -> Job:
     )
 
 
-def check_job(cluster: Cluster, spec: JobSpec, limit: int, where: str = "") -> None:
+def check_job(cluster: Mirror, spec: JobSpec, limit: int, where: str = "") -> None:
     """At submit: ``--reservation`` names a reservation the job's user (and account, or
     the user's default one) may use, and the job has a time limit (``limit``, resolved;
     0: unlimited) that fits in its window."""
@@ -526,6 +527,6 @@ async def _save(cluster: Cluster, r: Reservation, kind: str) -> None:
         kind,
         data={"name": r.name, "start": r.start, "end": r.end, "nodes": list(r.nodes)},
     )
-    async with cluster._lock:
-        await cluster._commit([], [event], extra=lambda tx: tx.put_reservation(r))
+    async with cluster.change() as change:
+        await change.commit([], [event], extra=lambda tx: tx.put_reservation(r))
         cluster.reservations[r.name] = r

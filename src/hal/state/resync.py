@@ -95,7 +95,7 @@ async def reconcile(cluster: Cluster) -> None:
     changed = [(cluster.jobs.get(job.id), job) for job in stored_jobs]
     changed = [(old, job) for old, job in changed if old != job]
     for _, job in changed:
-        cluster._put(job)
+        cluster.put(job)
     cluster.revision = max(cluster.revision, revision)
     for old, job in changed:
         _tell_agent(cluster, old, job)

@@ -1,5 +1,5 @@
 """Purging old records: ``[accounting] purge_events_after`` / ``purge_jobs_after``
-(slurmdbd's PurgeEventAfter / PurgeJobAfter; docs/accounting.md).
+(slurmdbd's PurgeEventAfter / PurgeJobAfter; docs/admin/accounting.md).
 
 ``RecordPurge.run`` wakes every ``purge_check_seconds`` and deletes what has passed its
 retention, ``BATCH`` rows per transaction on the store's thread, so the scheduler, agents
@@ -228,7 +228,7 @@ class RecordPurge:
             while stop is None or not stop.is_set():
                 # under the cluster's lock: a submission naming an old job in --dependency
                 # lands either before this batch (its target is kept) or after (refused)
-                async with cluster._lock:
+                async with cluster.change():
                     keep = jobs_to_keep(cluster)
                     done, cursor = await cluster.db(
                         purge_jobs, cluster.store, before, keep, cursor, self.batch

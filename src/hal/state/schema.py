@@ -266,7 +266,7 @@ running_steps = Table(
     Column("relay", Text, nullable=False, default="", server_default=""),
 )
 
-# each user's scrontab file as they last saved it (docs/scrontab.md); its entries' jobs
+# each user's scrontab file as they last saved it (docs/user/scrontab.md); its entries' jobs
 # are ordinary job rows whose spec names the entry (``JobSpec.cron``)
 crontabs = Table(
     "crontabs",
@@ -276,7 +276,7 @@ crontabs = Table(
     Column("updated_at", Float, nullable=False),
 )
 
-# published artifacts (``hal artifact push``, docs/artifacts.md): one row per version, its
+# published artifacts (``hal artifact push``, docs/user/artifacts.md): one row per version, its
 # content in ``artifact_blobs`` under its SHA-256 (versions with the same content share it)
 artifacts = Table(
     "artifacts",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 
-from hal.core.steps import StepLayout
+from hal.slurm.steps import StepLayout
 from hal.state.step_usage import CpuTimes, GpuTotals, Totals
 from hal.state.store import RunningStepRow
 

@@ -41,25 +41,19 @@ import hostlist
 
 from hal.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import Allocation, Job
-from hal.core.multi_prog import MultiProg
 from hal.core.states import JobState
-from hal.core.steps import (
-    BUSY,
+from hal.core.suspension import suspended_seconds
+from hal.slurm.multi_prog import MultiProg
+from hal.slurm.steps import (
     ENDED_SAYING,
     OOM_SIGNAL,
     TIME_LIMIT,
     StepLayout,
     StepRequest,
-    pick_cpus,
-    pick_gpus,
     refused,
-    step_cpu_asks,
     step_environment,
-    step_gpu_counts,
     step_layout,
-    step_memory_asks,
 )
-from hal.core.suspension import suspended_seconds
 from hal.state.cluster import Caller, Cluster
 from hal.state.launch import build_launch
 from hal.state.step_input import InputRelay, InputTaken, readers
@@ -76,6 +70,7 @@ from hal.state.step_restore import (
     times_of,
     totals_of,
 )
+from hal.state.step_share import Asked, Taken, asked, taken
 from hal.state.step_usage import cpu_times, gpu_summary, summary
 from hal.state.store import DatabaseUnavailable, RunningStepRow, StepRow
 from hal.wire.agent import (
@@ -172,6 +167,12 @@ class Step:
         """What srun exits with: the worst task's code (128+N for a signal N), and 1 for
         a step ended for memory (whose ExitCode is 0:125), as Slurm's srun."""
         return 1 if self.state == JobState.OUT_OF_MEMORY.value else self.exit_code
+
+    def hold(self, asks: Asked, share: Taken) -> None:
+        """What the step holds of its job from now on (``hal.state.step_share``)."""
+        self.gpu_ids = share.gpu_ids or {}
+        self.cpus, self.cpu_count = share.cpus, sum(asks.cpus.values())
+        self.memory, self.memory_bytes = share.memory, sum(asks.memory.values())
 
     def take(self, rank: int, stream: str, offset: int, data: bytes) -> None:
         """Bytes ``offset..`` of a task's stream; what was taken before is skipped."""
@@ -288,18 +289,13 @@ class StepTable:
             )
         self._prune()
         # a step holds its CPUs, memory and GPUs before the next step looks
-        wanted = self._cpu_counts(job_id, alloc, layout, request)
-        memory = self._memory_asks(job, alloc, request, wanted)
+        asks = asked(job, alloc, layout, request)
         async with self._giving.setdefault(job_id, asyncio.Lock()):
-            gpu_ids = self._step_gpus(job_id, alloc, layout, request)
-            cpus = {} if request.overlap else self._take_cpus(job_id, alloc, wanted)
-            held = self._take_memory(job, alloc, request, memory)
+            share = taken(job, alloc, layout, request, asks, self._running(job_id))
             step_id = await self._next_step_id(job_id, job.restarts)
             now = cluster.clock.now()
             step = Step(job_id, step_id, job.restarts, name or argv[0], layout, now)
-            step.gpu_ids = gpu_ids or {}
-            step.cpus, step.cpu_count = cpus, sum(wanted.values())
-            step.memory, step.memory_bytes = held, sum(memory.values())
+            step.hold(asks, share)
             if relay_input:
                 ranks = [tuple(layout.ranks(i)) for i in range(len(layout.nodes))]
                 found = readers(layout.nodes, ranks, input_rank)
@@ -336,9 +332,9 @@ class StepTable:
                     rank_argv=[commands[r] for r in layout.ranks(index)] if commands else [],
                     step_node_index=index,
                     environment=common,
-                    gpu_ids=None if gpu_ids is None else list(gpu_ids[node]),
+                    gpu_ids=None if share.gpu_ids is None else list(share.gpu_ids[node]),
                     cpus=list(step.cpus[node]) if node in step.cpus else None,
-                    memory_bytes=memory[node],
+                    memory_bytes=asks.memory[node],
                     time_limit_seconds=request.time_limit_s,
                     kill_wait_seconds=cluster.config.kill_wait_seconds,
                     gpus_per_task=request.gpus_per_task,
@@ -433,114 +429,6 @@ class StepTable:
         """The job's steps that still run (on some of their nodes, ``Step.ended`` says)."""
         return [s for s in self.steps.values() if s.job_id == job_id and not s.done]
 
-    def _cpu_counts(
-        self, job_id: int, alloc: Allocation, layout: StepLayout, request: StepRequest
-    ) -> dict[str, int]:
-        """The job's CPUs a step asks for on each of its nodes (``step_cpu_asks``, with
-        ``--overlap`` too); refused outright where it asks for more than the job has
-        there."""
-        have = [_cpus_on(alloc, n) for n in layout.nodes]
-        counts = step_cpu_asks(request, layout, have)
-        for node, want, total in zip(layout.nodes, counts, have, strict=True):
-            if want > total:
-                raise refused(
-                    job_id,
-                    f"More processors requested than permitted: the step asks for {want} "
-                    f"CPU(s) on {node}, where the job has {total}; ask for fewer tasks (-n) "
-                    "or CPUs per task (-c)",
-                )
-        return dict(zip(layout.nodes, counts, strict=True))
-
-    def _take_cpus(
-        self, job_id: int, alloc: Allocation, wanted: dict[str, int]
-    ) -> dict[str, tuple[int, ...]]:
-        """Which of the job's CPUs on each node a step ``wanted`` that many of gets (the
-        lowest free, by their place among the job's there); refused for now (``BUSY``)
-        while the job's other steps hold too many of them."""
-        given: dict[str, tuple[int, ...]] = {}
-        running = self._running(job_id)
-        for node, want in wanted.items():
-            total = _cpus_on(alloc, node)
-            held = {c for s in running if node not in s.ended for c in s.cpus.get(node, ())}
-            picked = pick_cpus(held, total, want)
-            if picked is None:
-                raise Conflict(
-                    f"Unable to create step for job {job_id}: Requested nodes are busy "
-                    f"(other steps of the job hold {len(held)} of its {total} CPU(s) on "
-                    f"{node}; srun waits for them, or runs beside them with --overlap)",
-                    field=BUSY,
-                )
-            given[node] = picked
-        return given
-
-    def _memory_asks(
-        self, job: Job, alloc: Allocation, request: StepRequest, cpus: dict[str, int]
-    ) -> dict[str, int]:
-        """The memory a step asks for on each of its nodes (``step_memory_asks``;
-        ``cpus``: its CPUs there), in bytes: its cgroup's limit there (0: the job's
-        alone). Refused outright where it asks for more than the job has there, as
-        Slurm 22.05.8 refuses it, unless the job asked for no memory (or ``--mem=0``):
-        it holds none of its own for its steps to share, as Slurm's."""
-        nodes = list(cpus)
-        have = [_memory_on(alloc, n) for n in nodes]
-        asks = step_memory_asks(request, list(cpus.values()), have, job.spec.memory_per_cpu_bytes)
-        for node, want, total in zip(nodes, asks, have, strict=True):
-            if want > total and _holds_memory(job, alloc):
-                raise refused(
-                    job.id,
-                    f"Memory required by task is not available: the step asks for "
-                    f"{want >> 20} MiB on {node}, where the job has {total >> 20} MiB; "
-                    "ask for less with srun --mem or --mem-per-cpu",
-                )
-        return dict(zip(nodes, asks, strict=True))
-
-    def _take_memory(
-        self, job: Job, alloc: Allocation, request: StepRequest, asks: dict[str, int]
-    ) -> dict[str, int]:
-        """The memory a step that ``asks`` for it holds on each node: all it asks for,
-        or none with ``--overlap``, ``--mem=0`` (Slurm 22.05.8's holds none) or where the
-        job holds none; refused for now (``BUSY``) while the job's other steps hold too
-        much of it."""
-        if request.overlap or request.mem_per_node == 0 or not _holds_memory(job, alloc):
-            return {}
-        running = self._running(job.id)
-        for node, want in asks.items():
-            held = sum(s.memory.get(node, 0) for s in running if node not in s.ended)
-            total = _memory_on(alloc, node)
-            if held + want > total:
-                raise Conflict(
-                    f"Unable to create step for job {job.id}: Requested nodes are busy "
-                    f"(other steps of the job hold {held >> 20} of its {total >> 20} MiB of "
-                    f"memory on {node}; srun waits for it, or asks for less with --mem)",
-                    field=BUSY,
-                )
-        return asks
-
-    def _step_gpus(
-        self, job_id: int, alloc: Allocation, layout: StepLayout, request: StepRequest
-    ) -> dict[str, tuple[int, ...]] | None:
-        """The GPUs a step holds on each of its nodes (``step_gpu_counts``; None: it
-        holds none); refused for now (``BUSY``) while the job's other steps hold too
-        many of them."""
-        job_gpus = {n: _gpus_on(alloc, n) for n in layout.nodes}
-        counts = step_gpu_counts(request, layout, [len(job_gpus[n]) for n in layout.nodes])
-        if counts is None:
-            return None
-        given: dict[str, tuple[int, ...]] = {}
-        running = self._running(job_id)
-        for node, want in zip(layout.nodes, counts, strict=True):
-            held = {g for s in running if node not in s.ended for g in s.gpu_ids.get(node, ())}
-            picked = pick_gpus(job_id, node, job_gpus[node], held, want)
-            if picked is None:
-                raise Conflict(
-                    f"Unable to create step for job {job_id}: Requested nodes are busy "
-                    f"(the job's GPUs on {node} are held by its other steps; srun waits "
-                    "for them, or runs beside them with --overlap)",
-                    field=BUSY,
-                )
-            given[node] = picked
-        return given
-
     async def open_local(
         self,
         job_id: int,
@@ -565,18 +453,14 @@ class StepTable:
             raise refused(job_id, "More processors requested than permitted")
         self._prune()
         layout = StepLayout((node,), (ntasks,))
-        wanted = self._cpu_counts(job_id, alloc, layout, request)
-        memory = self._memory_asks(job, alloc, request, wanted)
+        asks = asked(job, alloc, layout, request)
         async with self._giving.setdefault(job_id, asyncio.Lock()):
-            gpu_ids = self._step_gpus(job_id, alloc, layout, request)
-            cpus = {} if request.overlap else self._take_cpus(job_id, alloc, wanted)
-            held = self._take_memory(job, alloc, request, memory)
+            share = taken(job, alloc, layout, request, asks, self._running(job_id))
             step_id = await self._next_step_id(job_id, job.restarts)
             now = self.cluster.clock.now()
-            step = Step(job_id, step_id, job.restarts, name, layout, now, local=True, cpus=cpus)
-            step.srun, step.cpu_count = srun, sum(wanted.values())
-            step.gpu_ids = gpu_ids or {}
-            step.memory, step.memory_bytes = held, sum(memory.values())
+            step = Step(job_id, step_id, job.restarts, name, layout, now, local=True)
+            step.srun = srun
+            step.hold(asks, share)
             await self.cluster.db(self.cluster.store.keep_running_step, _row(step))  # restart
             self.steps[_key(step)] = step
         return step
@@ -1187,27 +1071,6 @@ class StepTable:
             job = self.cluster.jobs.get(job_id)
             if job is None or job.state not in live or job.restarts != restarts:
                 self.signalled.discard((job_id, restarts))
-
-
-def _gpus_on(alloc: Allocation, node: str) -> tuple[int, ...]:
-    """The job's GPUs on ``node``."""
-    return tuple(alloc.gpu_ids[alloc.nodes.index(node)]) if alloc.gpu_ids else ()
-
-
-def _memory_on(alloc: Allocation, node: str) -> int:
-    """The job's memory on ``node``, in bytes."""
-    return alloc.per_node[alloc.nodes.index(node)].memory_bytes
-
-
-def _holds_memory(job: Job, alloc: Allocation) -> bool:
-    """Whether the job holds memory of its own that its steps share out (it asked for
-    some: not ``--mem=0``, which Slurm's steps do not hold)."""
-    return job.spec.memory_per_node_bytes != 0 and any(r.memory_bytes for r in alloc.per_node)
-
-
-def _cpus_on(alloc: Allocation, node: str) -> int:
-    """The job's CPUs on ``node``, one of its allocation's."""
-    return alloc.per_node[alloc.nodes.index(node)].cpus
 
 
 def _ending_words(job: Job) -> str | None:

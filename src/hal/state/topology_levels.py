@@ -24,10 +24,10 @@ from hal.core.topology import BLOCK, LEAF
 from hal.core.topology_labels import present_levels
 
 if TYPE_CHECKING:
-    from hal.state.cluster import Cluster
+    from hal.state.mirror import Mirror
 
 
-def known_levels(cluster: Cluster) -> tuple[str, ...]:
+def known_levels(cluster: Mirror) -> tuple[str, ...]:
     """The level names a ``--topology`` may use on this cluster, lowest first."""
     topo = cluster.config.topology
     if topo is not None and topo.has_tree:
@@ -42,7 +42,7 @@ def known_levels(cluster: Cluster) -> tuple[str, ...]:
     return (*present_levels(labels), NVLINK)
 
 
-def check_topology_level(cluster: Cluster, wanted: TopologyConstraint, where: str) -> None:
+def check_topology_level(cluster: Mirror, wanted: TopologyConstraint, where: str) -> None:
     """Raise ``BadConstraints`` when the cluster has no level named ``wanted.level``."""
     known = known_levels(cluster)
     if wanted.level in known:

@@ -34,8 +34,8 @@ async def add(
     def insert(tx: Transaction) -> None:
         tx.add_user(name, token_sha256, admin, event.time, agent=agent, agent_nodes=agent_nodes)
 
-    async with cluster._lock:
-        await cluster._commit([], [event], extra=insert)
+    async with cluster.change() as change:
+        await change.commit([], [event], extra=insert)
 
 
 async def replace_token(
@@ -48,8 +48,8 @@ async def replace_token(
         if not tx.set_user_token(user.name, token_sha256):
             raise missing
 
-    async with cluster._lock:
-        await cluster._commit([], [event], extra=replace)
+    async with cluster.change() as change:
+        await change.commit([], [event], extra=replace)
 
 
 async def delete(cluster: Cluster, by: str, user: StoredUser, missing: NotFound) -> None:
@@ -60,5 +60,5 @@ async def delete(cluster: Cluster, by: str, user: StoredUser, missing: NotFound)
         if not tx.delete_user(user.name):
             raise missing
 
-    async with cluster._lock:
-        await cluster._commit([], [event], extra=remove)
+    async with cluster.change() as change:
+        await change.commit([], [event], extra=remove)

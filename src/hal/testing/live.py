@@ -61,7 +61,7 @@ class LiveServer:
         port: int | None = None,
         config_file: Path | None = None,
     ) -> None:
-        from hal.api.server import sqlite_url
+        from hal.server.control_plane import sqlite_url
 
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -97,8 +97,9 @@ class LiveServer:
         self.stop()
 
     def start(self) -> None:
-        from hal.api.server import HalServer, ensure_user
+        from hal.api.server import HalServer
         from hal.config.model import HalConfig, load_config
+        from hal.server.users import ensure_user
         from hal.state.store import SqlStateStore
 
         base = HalConfig() if self.config_file is None else load_config(self.config_file)

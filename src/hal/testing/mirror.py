@@ -6,13 +6,14 @@ part of ``hal.testing``'s core-only surface)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
 from hal.core.job import Job
 from hal.state.agents import AgentSession
 from hal.state.cluster import Cluster
-from hal.state.store import SqlStateStore
+from hal.state.store import EventRow, SqlStateStore
 from hal.testing.builders import make_node
 from hal.wire.agent import Signal
 
@@ -32,7 +33,13 @@ def store(cluster: Cluster, *jobs: Job) -> None:
         tx.insert_scripts([(j.id, j.spec.script) for j in jobs])
         tx.insert_jobs(jobs, [j.id for j in jobs])
     for job in jobs:
-        cluster._put(job)
+        cluster.put(job)
+
+
+async def commit(cluster: Cluster, jobs: Sequence[Job], events: Sequence[EventRow] = ()) -> None:
+    """Write ``jobs`` and ``events`` through the cluster's change handle, as its writers do."""
+    async with cluster.change() as change:
+        await change.commit(jobs, events)
 
 
 def signals(cluster: Cluster, job_id: int) -> list[int]:

@@ -392,7 +392,7 @@ class StepInput(WireModel):
 
 class Prefetch(WireModel):
     """Fetch a job's artifacts now, on a node of its other than the batch node: its
-    steps there then start without waiting for them (docs/artifacts.md)."""
+    steps there then start without waiting for them (docs/user/artifacts.md)."""
 
     op: Literal["prefetch"] = "prefetch"
     job_id: int

@@ -1,4 +1,4 @@
-"""The artifact registry over REST (``/v1/artifacts``; docs/artifacts.md)."""
+"""The artifact registry over REST (``/v1/artifacts``; docs/user/artifacts.md)."""
 
 from __future__ import annotations
 

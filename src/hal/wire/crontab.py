@@ -1,4 +1,4 @@
-"""Users' crontabs over REST (``/v1/crontab/{user}``, ``scrontab``; docs/scrontab.md)."""
+"""Users' crontabs over REST (``/v1/crontab/{user}``, ``scrontab``; docs/user/scrontab.md)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ class SchedulerDiag(WireModel):
     # jobs since then: submitted (array elements one each), attempts started, and ends
     # as Slurm 22.05 counts them: completed (the script ended: COMPLETED, FAILED,
     # OUT_OF_MEMORY), canceled (CANCELLED), failed (NODE_FAIL, BOOT_FAIL); TIMEOUT,
-    # DEADLINE and PREEMPTED ends count in none (hal.observe.diag)
+    # DEADLINE and PREEMPTED ends count in none (hal.server.observe.diag)
     jobs_submitted: int
     jobs_started: int
     jobs_completed: int

@@ -175,8 +175,8 @@ class JobInfo(WireModel):
     licenses: str = ""  # -L, as "ansys:1,matlab:2"
     time_min_seconds: int | None = None  # --time-min (None: none)
     mail_type: str = "NONE"  # --mail-type as Slurm shows it ("BEGIN,END"; "NONE")
-    mail_user: str = ""  # where job mail goes (docs/mail.md)
-    # a scrontab entry's job (docs/scrontab.md): its schedule as written ("*/5 * * * *",
+    mail_user: str = ""  # where job mail goes (docs/user/mail.md)
+    # a scrontab entry's job (docs/user/scrontab.md): its schedule as written ("*/5 * * * *",
     # "@daily"); scontrol shows CronJob=Yes CrontabSpec=...; None for any other job
     cron: str | None = None
     # an allocation salloc made (its script only holds the nodes): BatchFlag=0, as Slurm's

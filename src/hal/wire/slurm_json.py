@@ -4,7 +4,7 @@ slurmrestd facade (``hal.api.slurmrest``) and ``squeue --json`` (``hal.compat``)
 
 Times are UNIX seconds and limits minutes, in no_val structs; fields HAL has no value for
 are left out rather than made up (a client reading an absent field gets its default).
-What is checked and what is from the spec: docs/slurmrest.md, docs/slurm-checks.md
+What is checked and what is from the spec: docs/reference/slurmrest.md, docs/slurm-checks.md
 "slurmrestd".
 
 It imports only ``hal.core`` (no pydantic at run time: ``squeue --json`` loads it).
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hal import __version__
-from hal.core.slurm_syntax import compress_hostlist
 from hal.core.states import JobState
+from hal.slurm.syntax import compress_hostlist
 
 if TYPE_CHECKING:
     from hal.wire.jobs import JobInfo

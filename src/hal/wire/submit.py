@@ -41,7 +41,7 @@ def bind_limits() -> None:
 @dataclass(slots=True)
 class JobSubmit:
     """One job as a client asks for it. Slurm-syntax strings (``array``, ``dependency``,
-    ``signal``) are parsed by the server with ``hal.core.slurm_syntax`` so every client gets
+    ``signal``) are parsed by the server with ``hal.slurm.syntax`` so every client gets
     the same rules and the same error messages."""
 
     __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
@@ -108,7 +108,7 @@ class JobSubmit:
     topology: Annotated[str | None, MaxLen(256)] = None  # "required=LEVEL|preferred=LEVEL"
     data: list[str] = field(default_factory=list)  # --data: input cache keys
     # --artifact: "NAME[@VERSION]" (each may list several, comma-separated); pinned to
-    # their content at submission (docs/artifacts.md)
+    # their content at submission (docs/user/artifacts.md)
     artifacts: list[Annotated[str, MaxLen(4096)]] = field(default_factory=list)
     reservation: Annotated[str, MaxLen(256)] = ""  # --reservation: run in this reservation
     licenses: Annotated[str | None, MaxLen(4096)] = None  # -L "matlab:2,ansys" (Slurm's)

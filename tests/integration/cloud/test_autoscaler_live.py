@@ -43,7 +43,7 @@ from typing import Any
 import psutil
 import pytest
 
-from hal.core.slurm_syntax import compress_hostlist
+from hal.slurm.syntax import compress_hostlist
 from hal.testing.live import LiveServer, free_port, wait_until
 from hal.wire.jobs import JobEvent, JobInfo
 

@@ -5,7 +5,7 @@ and real ``hal cache node`` processes, the server's ``DataService`` in process.
 
 * n1 too small for what is planned on it: two pending jobs reserved on n1, each with a
   2 MB input, staging one evicts the other. A staged copy that vanished before its job
-  started is staged once more (docs/data.md), not again on every refresh: the two jobs
+  started is staged once more (docs/user/data.md), not again on every refresh: the two jobs
   must not take turns pulling their inputs through the tree for as long as their
   reservations stay planned.
 * n1 registers after the jobs were planned on its node: the next refresh stages them.
@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 from cachetree import ControlPlane, Node, registered, start_nodes, wait_for
 
-from hal.api.data import DataService
-from hal.api.data_view import StageTarget
 from hal.config.model import DataConfig, HalConfig
-from hal.core.clock import SystemClock
+from hal.host.clock import SystemClock
+from hal.server.data import DataService
+from hal.server.data_view import StageTarget
 from hal.state.cluster import Cluster
 from hal.state.store import SqlStateStore
 from hal.testing.builders import make_job, make_node
@@ -63,7 +63,7 @@ def test_a_staged_copy_evicted_again_is_not_restaged_forever(
     cluster.nodes = {"n1": make_node("n1").build()}
     jobs = (make_job(1).data("ds:a").build(), make_job(2).data("ds:b").build())
     for job in jobs:
-        cluster._put(job)
+        cluster.put(job)
     for listener in cluster._listeners:
         listener(jobs)
     service = DataService(DataConfig(cache_url=cp.url), cluster)
@@ -117,7 +117,7 @@ def test_a_leaf_that_registers_after_the_plan_gets_the_planned_inputs_staged(
         cluster.nodes = {"n1": make_node("n1").build()}
         jobs = (make_job(1).data("ds:placed").build(), make_job(2).data("ds:reserved").build())
         for job in jobs:
-            cluster._put(job)
+            cluster.put(job)
         for listener in cluster._listeners:
             listener(jobs)
         service = DataService(DataConfig(cache_url=cp.url), cluster)

@@ -32,7 +32,7 @@ def test_killing_the_broker_reopens_journaled_sessions_and_loses_the_others(
     s = hc.open_session(SLEEP, max_workers=2, journal=True)
     futures = s.submit_many([(10,)] * 300)  # ~1.5 s on 2 workers
     futures[40].result(30)
-    broker: BrokerProcess = cast(HalServer, server.server).app.state.htc_broker
+    broker: BrokerProcess = cast(HalServer, server.server).ctx.htc_broker
     assert broker.pid is not None
     os.kill(broker.pid, signal.SIGKILL)
     wait_until(lambda: not broker.running, timeout=5, message="the broker to die")
@@ -87,7 +87,7 @@ def test_outcomes_never_acknowledged_before_the_kill_all_reach_the_reattached_cl
             assert message is not None
             if message[0] == p.RESULTS:
                 seen += len(message[2]) // 3
-        broker: BrokerProcess = cast(HalServer, server.server).app.state.htc_broker
+        broker: BrokerProcess = cast(HalServer, server.server).ctx.htc_broker
         assert broker.pid is not None
         os.kill(broker.pid, signal.SIGKILL)
         wait_until(lambda: not broker.running, timeout=5, message="the broker to die")

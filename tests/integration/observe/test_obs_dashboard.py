@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import sys
@@ -110,7 +111,7 @@ def seed_history(db_url: str) -> None:
 
 @pytest.fixture(scope="module")
 def hal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    from hal.api.server import sqlite_url
+    from hal.server.control_plane import sqlite_url
 
     data = tmp_path_factory.mktemp("hal-ui")
     seed_history(sqlite_url(data))
@@ -153,6 +154,48 @@ def test_overview_shows_every_node_on_the_map(page, shots: Path) -> None:  # typ
     assert "CPUs in use" in page.inner_text("#cards")
     assert page.inner_text("#cluster-name") == "hal"
     page.screenshot(path=str(shots / "overview.png"), full_page=True)
+
+
+def test_the_servers_url_opens_the_dashboard_and_its_login_says_where_the_token_is(  # type: ignore[no-untyped-def]
+    browser, hal: LiveServer, shots: Path
+) -> None:
+    """The server's URL answered a JSON 404, and the dashboard without a token showed a
+    bare token box. Now / leads to /ui, whose login says where the token is."""
+    page = browser.new_page(viewport={"width": 1366, "height": 768})  # (its own storage)
+    try:
+        page.goto(hal.url + "/")
+        assert page.url == hal.url + "/ui"
+        page.wait_for_selector("#login:not([hidden])")
+        text = page.inner_text("#login")
+        assert "Open the link hal up printed" in text and "/ui#token=" in text
+        assert "~/.config/hal/credentials.json" in text and "hal user token NAME" in text
+        page.screenshot(path=str(shots / "login.png"))
+    finally:
+        page.close()
+
+
+def test_the_utilisation_chart_has_axes_and_the_last_pass_its_time_and_age(  # type: ignore[no-untyped-def]
+    page, hal: LiveServer, shots: Path
+) -> None:
+    """The chart was three lines without axes or times, and the card read "Last cycle
+    151 cycles". Now the chart has a percentage axis and clock times, and the card the
+    last pass's duration and how long ago it ran."""
+    with hal.client() as c:  # a pass starts it
+        c.submit(JobSubmit(script="#!/bin/sh\ntrue\n", workdir="/tmp", name="one-pass"))
+    page.click('nav a[data-tab="overview"]')
+    page.wait_for_selector("#util-chart text.tick")
+    axis = page.eval_on_selector_all("#util-chart text.axis:not(.tick)",
+                                     "els => els.map(e => e.textContent)")  # fmt: skip
+    assert axis == ["0%", "25%", "50%", "75%", "100%"]
+    ticks = page.eval_on_selector_all("#util-chart text.tick",
+                                      "els => els.map(e => e.textContent)")  # fmt: skip
+    assert ticks and all(re.search(r"\d{1,2}:\d{2}", t) for t in ticks), ticks
+    page.wait_for_function(
+        "() => /ago$/.test(document.querySelector('[data-card=\"Last pass\"] span').textContent)"
+    )
+    card = page.inner_text('[data-card="Last pass"]')
+    assert re.fullmatch(r"[\d.]+ (ms|s)\nLast pass \d+ s ago", card), card
+    page.screenshot(path=str(shots / "overview-axes.png"), full_page=True)
 
 
 def test_a_submitted_job_appears_in_the_queue_and_its_detail_opens(  # type: ignore[no-untyped-def]
@@ -421,7 +464,7 @@ def test_the_data_tab_says_how_to_turn_the_data_plane_on(page, shots: Path) -> N
     page.click('nav a[data-tab="data"]')
     page.wait_for_selector("#data-off:not([hidden])")
     text = page.inner_text("#data-off")
-    assert "[data]" in text and "cache_url" in text and "docs/data.md" in text
+    assert "[data]" in text and "cache_url" in text and "docs/user/data.md" in text
     assert "no data plane" in page.inner_text("#data-off-reason")  # the server's own words
     assert page.is_hidden("#data-on")
     page.screenshot(path=str(shots / "data-off.png"))

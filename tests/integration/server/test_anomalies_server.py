@@ -82,7 +82,7 @@ def events(server: LiveServer, kind: str) -> list[Any]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    from hal.api.server import sqlite_url
+    from hal.server.control_plane import sqlite_url
 
     data = tmp_path_factory.mktemp("hal")
     seed_quick_jobs(sqlite_url(data))
@@ -197,7 +197,7 @@ def test_a_node_running_jobs_slowly_is_flagged_and_drained(tmp_path: Path) -> No
     `quick` jobs were learned at 1-2 s, so node1's 10 ran about 4 times their prediction,
     node2's 40 about as predicted (or less): node1's run times are inflated against the
     rest, for both users (one user's jobs alone would say nothing of the node)."""
-    from hal.api.server import sqlite_url
+    from hal.server.control_plane import sqlite_url
 
     data = tmp_path / "hal"
     data.mkdir()

@@ -1,4 +1,4 @@
-"""Artifacts deployed on real agents (docs/artifacts.md): a job's batch script and its
+"""Artifacts deployed on real agents (docs/user/artifacts.md): a job's batch script and its
 steps on other nodes find what it pinned on PATH and in HAL_ARTIFACT_<NAME>, each node
 fetches a copy once, and a copy that cannot be fetched fails the launch with the reason."""
 

@@ -1,4 +1,4 @@
-"""The artifact registry on a live server, on SQLite and PostgreSQL (docs/artifacts.md):
+"""The artifact registry on a live server, on SQLite and PostgreSQL (docs/user/artifacts.md):
 what `hal artifact` publishes, lists, fetches and removes, what a submission pins, and
 what it refuses (with nothing stored)."""
 

@@ -76,7 +76,7 @@ def test_a_blocked_job_gets_an_expected_start_and_a_short_one_backfills(
     assert sq.stdout.split() == [str(wide), when, "Resources"], sq.stdout
     shown = server.cli("show", str(wide))
     assert shown.returncode == 0, shown.stderr
-    assert f"expected_start: {when}" in shown.stdout
+    assert f"ExpectedStart={when} " in shown.stdout
     sc = server.cli("scontrol", "show", "job", str(wide))
     assert f"StartTime={when}" in sc.stdout, sc.stdout
 

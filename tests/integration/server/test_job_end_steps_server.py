@@ -17,7 +17,7 @@ import pytest
 from test_local_steps_server import SRUN, sacct, submit
 from test_step_cancel_server import step_line
 
-from hal.core.steps import FORCING_TERMINATION, step_aborted
+from hal.slurm.steps import FORCING_TERMINATION, step_aborted
 from hal.testing.live import LiveServer, wait_until
 
 # KillWait: srun has this long to relay its step's last lines once the job is ending (the

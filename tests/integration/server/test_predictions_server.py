@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 
-from hal.api.predictions import MODEL_FILE
 from hal.core.errors import InvalidRequest
 from hal.core.job import Job, JobSpec
 from hal.core.states import JobState
 from hal.scheduler.plugins import default_profile
+from hal.server.predictions import MODEL_FILE
 from hal.sim.traces import traces_dir
+from hal.slurm.syntax import duration_long
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobSubmit
 
@@ -74,7 +75,7 @@ def status(server: LiveServer) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    from hal.api.server import sqlite_url
+    from hal.server.control_plane import sqlite_url
 
     data = tmp_path_factory.mktemp("hal")
     seed_history(sqlite_url(data))
@@ -122,10 +123,29 @@ def test_hal_predict_status_reports_model_data_and_accuracy(server: LiveServer) 
     assert lines["predictor"] == "learned"
     assert lines["model"].startswith(f"version {st['model_version']}, trained on ")
     assert lines["persisted in"] == str(server.data_dir / MODEL_FILE)
-    assert f"({HISTORY} from the history)" in lines["jobs seen"]
-    assert lines["recent accuracy"].startswith("last ")
+    assert f"({HISTORY} from the history, replayed at start-up)" in lines["jobs seen"]
+    assert lines["recent accuracy"].startswith("MAE ")
+    # which jobs the figure covers (`hal predict eval` covers others: it says which)
+    assert lines["covering"].startswith(f"the last {st['recent']['jobs']} finished jobs that ")
+    assert "each as predicted when it started" in lines["covering"]
     as_json = server.cli("predict", "status", "--json")
     assert json.loads(as_json.stdout)["replayed_jobs"] == HISTORY
+    assert json.loads(as_json.stdout)["details"]["min_train"] == 200
+
+
+def test_hal_predict_eval_says_which_jobs_its_figures_cover(server: LiveServer) -> None:
+    """Status said MAE 8 s, eval 1,855,068 s, and neither which jobs it counted. Eval now
+    says: every job of the history, each predicted at its submission, and when the
+    learned model started (status covers its last finished jobs with an estimate)."""
+    done = server.cli("predict", "eval", "--predictors", "user,learned")
+    assert done.returncode == 0, done.stderr
+    head = done.stdout.splitlines()[:2]
+    assert head == [
+        f"{HISTORY} finished jobs of the server's accounting (its last 50,000 runs), each "
+        "predicted at its submission from the jobs that had ended by then",
+        "  learned: trains its first model after 200 finished jobs (reached here) and "
+        "answers like avg2 until then",
+    ]
 
 
 def test_hal_predict_eval_replays_the_servers_history(server: LiveServer) -> None:
@@ -267,16 +287,11 @@ def test_jobs_show_their_predicted_run_time_and_end(server: LiveServer, tmp_path
         assert wait.predicted_end == pytest.approx(
             wait.expected_start + wait.predicted_runtime_seconds
         )
-        shown = server.cli("show", str(running))
-        lines = {
-            k.strip(): v.strip()
-            for k, _, v in (x.partition(": ") for x in shown.stdout.splitlines())
-        }
-        assert lines["predicted_runtime_seconds"] == f"{run.predicted_runtime_seconds:.0f}"
+        shown = server.cli("show", str(running)).stdout
+        assert f"PredictedRunTime={duration_long(run.predicted_runtime_seconds)} " in shown
         assert run.predicted_end is not None
-        assert lines["predicted_end"] == time.strftime(
-            "%Y-%m-%dT%H:%M:%S", time.localtime(run.predicted_end)
-        )
+        end = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(run.predicted_end))
+        assert f"PredictedEnd={end}\n" in shown
         sc = server.cli("scontrol", "show", "job", str(running))
         assert sc.returncode == 0 and "JobId=" in sc.stdout
         fields = {w.split("=", 1)[0] for w in sc.stdout.split() if "=" in w}
@@ -304,8 +319,8 @@ def test_a_job_without_any_estimate_shows_no_prediction(tmp_path: Path) -> None:
         assert info.time_limit_seconds == 0
         assert (info.predicted_runtime_seconds, info.predicted_end) == (None, None)
         shown = live.cli("show", str(job_id))
-        assert "predicted_runtime_seconds: -" in shown.stdout
-        assert "predicted_end: -" in shown.stdout
+        assert shown.returncode == 0 and "JobState=RUNNING" in shown.stdout
+        assert "Predicted" not in shown.stdout
         c.cancel(str(job_id))
 
 
@@ -340,8 +355,8 @@ def test_a_model_lightgbm_refuses_does_not_stop_the_replay(tmp_path: Path) -> No
     whose model string LightGBM refuses (another LightGBM's format, a damaged file):
     LightGBM's error left the loader, the worker gave up before the replay, and the
     server ran with no model although its accounting had plenty."""
-    from hal.api.server import sqlite_url
     from hal.predict.features import NAMES
+    from hal.server.control_plane import sqlite_url
 
     data = tmp_path / "hal"
     seed_history(sqlite_url(data))

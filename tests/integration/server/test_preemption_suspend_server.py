@@ -23,6 +23,7 @@ from hal.config.priority import priority_from_dict
 from hal.core.errors import HalError
 from hal.core.preemption import PreemptionPolicy, PreemptMode, PreemptType
 from hal.scheduler.framework.snapshot import Plan
+from hal.state import commands
 from hal.state.cluster import Caller, Cluster
 from hal.testing.live import LiveServer, stop_process, tree_stopped, wait_until
 from hal.wire.jobs import JobSubmit
@@ -155,7 +156,9 @@ def test_a_victim_goes_on_when_its_preemptor_is_moved_away(
     async def preempt_then_move(plan: Plan) -> list[int]:
         started = await apply_plan(plan)
         for p in plan.preemptions:
-            await cluster.update(str(p.by), Caller("admin", admin=True), partition="elsewhere")
+            await commands.update(
+                cluster, str(p.by), Caller("admin", admin=True), partition="elsewhere"
+            )
         return started
 
     cluster.apply_plan = preempt_then_move  # type: ignore[method-assign]

@@ -1,4 +1,4 @@
-"""scrontab against a real control plane (docs/scrontab.md): a user's crontab is stored
+"""scrontab against a real control plane (docs/user/scrontab.md): a user's crontab is stored
 and printed back as saved, each entry keeps one job pending until its next run (reason
 BeginTime), ``-r`` and a new file cancel the old entries' pending jobs, a bad line is
 refused with its number and the old crontab stays, scancel comments an entry out.

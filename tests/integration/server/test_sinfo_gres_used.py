@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hal.core.slurm_syntax import compress_indices
+from hal.slurm.syntax import compress_indices
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.submit import JobSubmit
 

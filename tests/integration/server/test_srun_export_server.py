@@ -14,7 +14,7 @@ from test_local_steps_server import (
     submit,
 )
 
-from hal.core.job_variables import DEFAULT_PATH
+from hal.slurm.job_variables import DEFAULT_PATH
 from hal.testing.live import LiveServer, wait_until
 
 SHOW = "sh -c 'echo $0 FOO=${FOO-unset} BAR=${BAR-unset} NEW=${NEW-unset} SUB=${SUB-unset} P=$PATH'"

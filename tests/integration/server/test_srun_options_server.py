@@ -18,7 +18,7 @@ from test_local_steps_server import (
     submit,
 )
 
-from hal.core.steps import EXEC_FAILED
+from hal.slurm.steps import EXEC_FAILED
 from hal.testing.live import LiveServer, wait_until
 
 

@@ -19,7 +19,7 @@ from test_local_steps_server import (
     submit,
 )
 
-from hal.core.steps import step_aborted
+from hal.slurm.steps import step_aborted
 from hal.testing.live import LiveServer, wait_until
 
 

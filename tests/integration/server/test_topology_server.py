@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from hal.cli.topology import draw
-from hal.core.topology import parse_topology_conf
+from hal.slurm.topology_conf import parse_topology_conf
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.jobs import JobSubmit
 

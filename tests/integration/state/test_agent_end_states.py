@@ -16,7 +16,7 @@ from hal.core.job import Allocation, JobSpec
 from hal.core.node import Node
 from hal.core.resources import GiB, ResourceVector
 from hal.scheduler.framework.snapshot import Placement, Plan
-from hal.state import agents
+from hal.state import agents, commands
 from hal.state.cluster import Caller, Cluster
 from hal.state.preempt import REQUEUED_AFTER
 from hal.state.store import SqlStateStore
@@ -41,7 +41,7 @@ def test_a_failed_launch_ends_the_job_as_its_user_asked(
         clock = VirtualClock(1000.0)
         cluster, job_id = await _running(db_url, clock)
         if cancel:
-            await cluster.cancel(str(job_id), Caller("ann"))
+            await commands.cancel(cluster, str(job_id), Caller("ann"))
         failed = JobReport(seq=1, job_id=job_id, attempt=0, kind="launch_failed", time=1000.0)
         await agents.apply_reports(cluster, "n1", [failed])
         state = cluster.jobs[job_id].state.value
@@ -55,7 +55,7 @@ def test_a_requeue_ends_the_run_and_is_told_again_to_a_registering_agent(db_url:
     async def scenario() -> None:
         clock = VirtualClock(1000.0)
         cluster, job_id = await _running(db_url, clock)
-        await cluster.requeue(str(job_id), Caller("root", admin=True))
+        await commands.requeue(cluster, str(job_id), Caller("root", admin=True))
         register = AgentRegister(node="n1", cpus=2, memory_bytes=GiB)
         await agents.register(cluster, register)  # the agent restarted meanwhile
         wait = cluster.config.kill_wait_seconds
@@ -87,7 +87,7 @@ def test_a_plan_placing_a_job_already_forgotten_starts_the_rest(db_url: str) -> 
         gone, kept = await cluster.submit([spec, spec])
         one_cpu = Allocation(("n1",), (ResourceVector(1, 0),))
         plan = Plan(0, (Placement(gone.job_id, one_cpu), Placement(kept.job_id, one_cpu)))
-        await cluster.cancel(str(gone.job_id), Caller("ann"))
+        await commands.cancel(cluster, str(gone.job_id), Caller("ann"))
         clock.advance(1)
         cluster.prune()
         started = await cluster.apply_plan(plan)

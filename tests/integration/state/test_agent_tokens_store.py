@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
-from hal.api.auth import TokenCache, new_token, token_hash
+from hal.server.auth import TokenCache, new_token, token_hash
 from hal.state.cluster import Caller
 from hal.state.migrations import STEPS
 from hal.state.store import SqlStateStore, StoredUser

@@ -11,9 +11,9 @@ from hal.core.clock import VirtualClock
 from hal.core.job import Allocation, ArraySpec, JobSpec
 from hal.core.node import Node
 from hal.core.resources import GiB, ResourceVector
-from hal.core.slurm_syntax import parse_dependency
 from hal.scheduler.framework.snapshot import Placement, Plan
 from hal.scheduler.plugins import build_scheduler
+from hal.slurm.syntax import parse_dependency
 from hal.state import agents
 from hal.state.cluster import Cluster
 from hal.state.store import SqlStateStore

@@ -14,7 +14,7 @@ from test_step_usage_store import ANN, two_node_job
 
 from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
-from hal.core.steps import StepRequest
+from hal.slurm.steps import StepRequest
 from hal.state.cluster import Cluster
 from hal.state.codec import SYSTEM_CPU, USER_CPU
 from hal.state.migrations import STEPS

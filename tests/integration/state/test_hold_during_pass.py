@@ -12,9 +12,10 @@ from hal.core.clock import VirtualClock
 from hal.core.job import JobSpec
 from hal.core.node import Node
 from hal.core.resources import GiB, ResourceVector
-from hal.core.slurm_syntax import parse_dependency
 from hal.core.states import JobState, PendingReason
 from hal.scheduler.plugins import build_scheduler
+from hal.slurm.syntax import parse_dependency
+from hal.state import commands
 from hal.state.cluster import Caller, Cluster
 from hal.state.store import SqlStateStore
 
@@ -41,7 +42,7 @@ def test_a_job_held_while_the_pass_runs_is_neither_started_nor_ended_and_keeps_i
         after_first = parse_dependency(f"afterok:{first}")
         dependent = await submit(JobSpec(user="ann", script=SCRIPT, dependency=after_first))
         gone = await submit(JobSpec(user="ann", script=SCRIPT, hold=True))
-        await cluster.cancel(str(gone), ann)  # an afterok on it can never be met
+        await commands.cancel(cluster, str(gone), ann)  # an afterok on it can never be met
         after_gone = parse_dependency(f"afterok:{gone}")
         doomed = await submit(
             JobSpec(user="ann", script=SCRIPT, dependency=after_gone, kill_on_invalid_dep=True)
@@ -51,7 +52,7 @@ def test_a_job_held_while_the_pass_runs_is_neither_started_nor_ended_and_keeps_i
         assert {p.job_id for p in plan.placements} == {first, free}
         assert [t.job_id for t in plan.terminations] == [doomed]
         for job_id in (free, dependent, doomed):
-            await cluster.set_hold(str(job_id), ann, True)
+            await commands.set_hold(cluster, str(job_id), ann, True)
         await cluster.apply_plan(plan)
         held = [(cluster.jobs[j].state, cluster.jobs[j].reason) for j in (free, dependent, doomed)]
         started = cluster.jobs[first].state

@@ -14,11 +14,12 @@ from hal.core.clock import VirtualClock
 from hal.core.job import Allocation
 from hal.core.resources import ResourceVector
 from hal.scheduler.framework.snapshot import Placement, Plan
-from hal.state import agents
+from hal.state import agents, commands
 from hal.state.cluster import Caller
 from hal.state.codec import allocation_from_json
 from hal.state.preempt import PREEMPTED_BY
 from hal.state.retention import purge_jobs
+from hal.testing.mirror import commit
 from hal.wire.agent import JobReport
 
 ROOT = Caller("root", admin=True)
@@ -43,13 +44,13 @@ def test_each_requeue_keeps_the_run_it_ended(db_url: str) -> None:
     async def scenario() -> None:
         clock = VirtualClock(1000.0)
         cluster, job_id = await _running(db_url, clock)
-        await cluster.requeue(str(job_id), ROOT)
+        await commands.requeue(cluster, str(job_id), ROOT)
         await agents.apply_reports(cluster, "n1", [finished(job_id, 0, 1010.0, "PENDING")])
         one_cpu = Allocation(("n1",), (ResourceVector(1, 0),))
         await cluster.apply_plan(Plan(cluster.revision, (Placement(job_id, one_cpu),)))
         job = cluster.jobs[job_id]  # a preemptor chose it, and its agent ended it
-        await cluster._commit([job.evolve(extra={**job.extra, PREEMPTED_BY: "9"})], [])
-        await cluster.requeue(str(job_id), ROOT)
+        await commit(cluster, [job.evolve(extra={**job.extra, PREEMPTED_BY: "9"})], [])
+        await commands.requeue(cluster, str(job_id), ROOT)
         await agents.apply_reports(cluster, "n1", [finished(job_id, 1, 1020.0, "PENDING")])
         runs = await cluster.db(cluster.store.runs_of, [job_id])
         got = [(r.attempt, r.state, r.exit_code, r.exit_signal, r.end_time) for r in runs]
@@ -59,11 +60,11 @@ def test_each_requeue_keeps_the_run_it_ended(db_url: str) -> None:
         alloc = allocation_from_json(first.allocation)
         assert alloc is not None and alloc.nodes == ("n1",)
         assert cluster.jobs[job_id].restarts == 2
-        await cluster.cancel(str(job_id), ROOT)  # pending: it ends now
-        await cluster.requeue(str(job_id), ROOT)  # a finished job requeued
+        await commands.cancel(cluster, str(job_id), ROOT)  # pending: it ends now
+        await commands.requeue(cluster, str(job_id), ROOT)  # a finished job requeued
         (*_, ended) = await cluster.db(cluster.store.runs_of, [job_id])
         assert (ended.attempt, ended.state, ended.start_time) == (2, "CANCELLED", None)
-        await cluster.cancel(str(job_id), ROOT)
+        await commands.cancel(cluster, str(job_id), ROOT)
         assert purge_jobs(cluster.store, before=10**12) == (1, None)
         assert await cluster.db(cluster.store.runs_of, [job_id]) == []  # gone with it
         await cluster.close()

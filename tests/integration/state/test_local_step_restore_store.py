@@ -14,8 +14,9 @@ from hal.core.clock import VirtualClock
 from hal.core.job import Allocation, JobSpec
 from hal.core.node import Node
 from hal.core.resources import GiB, ResourceVector
-from hal.core.steps import StepLayout
 from hal.scheduler.framework.snapshot import Placement, Plan
+from hal.slurm.steps import StepLayout
+from hal.state import commands
 from hal.state.cluster import Caller, Cluster
 from hal.state.migrations import STEPS
 from hal.state.step_restore import running_row
@@ -51,7 +52,7 @@ def test_a_local_step_of_a_job_that_ended_meanwhile_ends_at_restore(db_url: str)
             cluster.nodes["n1"] = Node("n1", ResourceVector(cpus=4, memory_bytes=4 * GiB))
             spec = JobSpec(user="ann", script="#!/bin/sh\nsleep 60\n")
             ended, running = await cluster.submit([spec, spec])
-            await cluster.cancel(str(ended.job_id), ANN)
+            await commands.cancel(cluster, str(ended.job_id), ANN)
             alloc = Allocation(("n1",), (ResourceVector(1, 0),))
             await cluster.apply_plan(Plan(cluster.revision, (Placement(running.job_id, alloc),)))
             one = StepLayout(("n1",), (1,))

@@ -13,6 +13,7 @@ from hal.core.node import Node
 from hal.core.resources import GiB, ResourceVector
 from hal.core.states import JobState
 from hal.scheduler.plugins import build_scheduler
+from hal.state import commands
 from hal.state.cluster import Caller, Cluster
 from hal.state.store import SqlStateStore
 
@@ -40,7 +41,7 @@ def test_a_job_moved_while_the_pass_runs_does_not_start_on_its_old_partition(
             moved.job_id: ("n1",),
             stays.job_id: ("n1",),
         }
-        await cluster.update(str(moved.job_id), Caller("ann"), partition="b")
+        await commands.update(cluster, str(moved.job_id), Caller("ann"), partition="b")
         await cluster.apply_plan(plan)
         out = cluster.jobs[moved.job_id].state, cluster.jobs[stays.job_id].state
         partition = cluster.jobs[moved.job_id].partition

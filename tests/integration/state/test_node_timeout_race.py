@@ -25,7 +25,7 @@ def test_a_node_that_registers_while_the_check_waits_is_not_marked_down(db_url: 
         await cluster.load()
         cluster.nodes["n1"] = Node("n1", ResourceVector(cpus=2, memory_bytes=GiB))
         clock.advance(HalConfig().node_timeout_seconds + 1)  # n1 has been silent too long
-        async with cluster._lock:  # e.g. register() committing its row
+        async with cluster.change():  # e.g. register() committing its row
             check = asyncio.create_task(agents.check_nodes(cluster))
             await asyncio.sleep(0)  # the check saw n1 silent and now waits for the lock
             cluster.nodes["n1"] = cluster.nodes["n1"].evolve(last_heartbeat=clock.now())
@@ -55,7 +55,7 @@ def test_a_requeued_attempt_is_sent_to_an_agent_that_still_runs_the_old_one(
         cluster.nodes["n1"] = Node("n1", ResourceVector(cpus=2, memory_bytes=GiB))
         (done,) = await cluster.submit([JobSpec(user="alice", script="#!/bin/sh\ntrue\n")])
         job = cluster.jobs[done.job_id].evolve(restarts=1)  # requeued once already
-        cluster._put(job)
+        cluster.put(job)
         alloc = Allocation(("n1",), (ResourceVector(cpus=1, memory_bytes=0),))
         await cluster.apply_plan(Plan(revision=0, placements=(Placement(job.id, alloc),)))
         reply = await agents.register(

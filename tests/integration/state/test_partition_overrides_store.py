@@ -72,11 +72,11 @@ def test_submissions_and_bad_updates_are_refused(db_url: str) -> None:
         for state in (PartitionState.DRAIN, PartitionState.INACTIVE):
             await update_partition(cluster, "debug", PartitionUpdate(state=state), "root")
             with pytest.raises(Conflict) as err:
-                cluster.admit(JobSpec(user="u", script="#!/bin/sh\n"), None)
+                cluster.admission.admit(JobSpec(user="u", script="#!/bin/sh\n"), None)
             said.append(err.value.message)
         # DOWN takes jobs (they wait), and so does -p debug,other while debug is drained
         await update_partition(cluster, "debug", PartitionUpdate(state=PartitionState.DOWN), "root")
-        cluster.admit(JobSpec(user="u", script="#!/bin/sh\n"), None)
+        cluster.admission.admit(JobSpec(user="u", script="#!/bin/sh\n"), None)
         with pytest.raises(InvalidRequest, match="DefaultTime would exceed MaxTime"):
             await update_partition(cluster, "other", PartitionUpdate(default_time_s=3600), "root")
         with pytest.raises(Conflict, match="HAL keeps one"):

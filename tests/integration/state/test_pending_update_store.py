@@ -19,6 +19,7 @@ from hal.core.errors import Conflict, InvalidRequest, PermissionDenied
 from hal.core.job import ArraySpec, JobSpec
 from hal.core.priority import Account, PriorityPolicy, Qos, UserAccount
 from hal.core.states import JobState
+from hal.state import commands
 from hal.state.cluster import Caller, Cluster
 from hal.state.store import SqlStateStore
 from hal.testing.builders import make_node
@@ -59,10 +60,10 @@ async def stored(cluster: Cluster, job_id: int) -> JobSpec:
 def test_start_time_moves_a_pending_jobs_begin_time(db_url: str) -> None:
     async def body(cluster: Cluster) -> None:
         job = await submitted(cluster)
-        (changed,) = await cluster.update(str(job), ALICE, begin_time=NOW + 3600)
+        (changed,) = await commands.update(cluster, str(job), ALICE, begin_time=NOW + 3600)
         assert changed.spec.begin_time == NOW + 3600
         assert (await stored(cluster, job)).begin_time == NOW + 3600
-        await cluster.update(str(job), ALICE, begin_time=NOW)  # StartTime=now
+        await commands.update(cluster, str(job), ALICE, begin_time=NOW)  # StartTime=now
         assert cluster.jobs[job].spec.begin_time == NOW
 
     scenario(db_url, body)
@@ -71,7 +72,7 @@ def test_start_time_moves_a_pending_jobs_begin_time(db_url: str) -> None:
 def test_only_a_pending_job_changes_its_request(db_url: str) -> None:
     async def body(cluster: Cluster) -> None:
         job = await submitted(cluster)
-        await cluster.cancel(str(job), ALICE)
+        await commands.cancel(cluster, str(job), ALICE)
         for field, value in (
             ("begin_time", NOW + 60),
             ("dependency", ""),
@@ -80,7 +81,7 @@ def test_only_a_pending_job_changes_its_request(db_url: str) -> None:
             ("nodelist", []),
         ):
             with pytest.raises(Conflict) as err:
-                await cluster.update(str(job), ALICE, **{field: value})
+                await commands.update(cluster, str(job), ALICE, **{field: value})
             # every key of an ended job, as Slurm 22.05.8 (session 44)
             assert str(err.value) == f"Job has already finished for job {job}"
 
@@ -91,8 +92,8 @@ def test_only_the_owner_or_an_administrator_changes_it(db_url: str) -> None:
     async def body(cluster: Cluster) -> None:
         job = await submitted(cluster)
         with pytest.raises(PermissionDenied):
-            await cluster.update(str(job), Caller("bob"), begin_time=NOW + 60)
-        await cluster.update(str(job), Caller("root", admin=True), begin_time=NOW + 60)
+            await commands.update(cluster, str(job), Caller("bob"), begin_time=NOW + 60)
+        await commands.update(cluster, str(job), Caller("root", admin=True), begin_time=NOW + 60)
         assert cluster.jobs[job].spec.begin_time == NOW + 60
 
     scenario(db_url, body)
@@ -102,17 +103,17 @@ def test_a_dependency_is_set_checked_and_cleared(db_url: str) -> None:
     async def body(cluster: Cluster) -> None:
         first = await submitted(cluster)
         job = await submitted(cluster)
-        (changed,) = await cluster.update(str(job), ALICE, dependency=f"afterok:{first}")
+        (changed,) = await commands.update(cluster, str(job), ALICE, dependency=f"afterok:{first}")
         assert str(changed.spec.dependency) == f"afterok:{first}"
         assert str((await stored(cluster, job)).dependency) == f"afterok:{first}"
         with pytest.raises(InvalidRequest) as err:
-            await cluster.update(str(job), ALICE, dependency="afterok:999")
+            await commands.update(cluster, str(job), ALICE, dependency="afterok:999")
         assert str(err.value) == "Job dependency problem: job 999 does not exist"
         assert str(cluster.jobs[job].spec.dependency) == f"afterok:{first}"  # unchanged
         with pytest.raises(InvalidRequest) as err:
-            await cluster.update(str(job), ALICE, dependency="afterany:1?foo:2")
+            await commands.update(cluster, str(job), ALICE, dependency="afterany:1?foo:2")
         assert "invalid --dependency" in str(err.value)
-        await cluster.update(str(job), ALICE, dependency="")  # Dependency= clears it
+        await commands.update(cluster, str(job), ALICE, dependency="")  # Dependency= clears it
         assert cluster.jobs[job].spec.dependency is None
         assert (await stored(cluster, job)).dependency is None
 
@@ -129,23 +130,27 @@ def test_a_dependency_that_makes_a_cycle_is_refused(db_url: str) -> None:
     async def body(cluster: Cluster) -> None:
         first = await submitted(cluster)
         second = await submitted(cluster, dependency=None)
-        await cluster.update(str(second), ALICE, dependency=f"afterok:{first}")
+        await commands.update(cluster, str(second), ALICE, dependency=f"afterok:{first}")
         third = await submitted(cluster)
-        await cluster.update(str(third), ALICE, dependency=f"afterany:{second}")
+        await commands.update(cluster, str(third), ALICE, dependency=f"afterany:{second}")
         cycle = f"{third} -> {second} -> {first}"
         for job, dependency, message in (
             (first, f"afterok:{first}", f"Job dependency problem: job {first} would wait on it"),
             (first, f"afterok:{third}", f"Circular job dependency: job {first} waits on {cycle}"),
         ):
             with pytest.raises(InvalidRequest) as err:
-                await cluster.update(str(job), ALICE, dependency=dependency)
+                await commands.update(cluster, str(job), ALICE, dependency=dependency)
             assert str(err.value).startswith(message), str(err.value)
         assert cluster.jobs[first].spec.dependency is None
         (array,) = await cluster.submit([spec(array=ArraySpec((0, 1)))])
         element = array.task_ids[1]
         with pytest.raises(InvalidRequest, match="Circular job dependency"):
-            await cluster.update(str(element), ALICE, dependency=f"afterok:{array.job_id}")
-        await cluster.update(str(element), ALICE, dependency=f"afterok:{first}")  # no cycle
+            await commands.update(
+                cluster, str(element), ALICE, dependency=f"afterok:{array.job_id}"
+            )
+        await commands.update(
+            cluster, str(element), ALICE, dependency=f"afterok:{first}"
+        )  # no cycle
 
     scenario(db_url, body)
 
@@ -159,27 +164,29 @@ def test_qos_and_account_only_those_the_user_may_use(db_url: str) -> None:
 
     async def body(cluster: Cluster) -> None:
         job = await submitted(cluster)
-        await cluster.update(str(job), ALICE, qos="high", account="physics")
+        await commands.update(cluster, str(job), ALICE, qos="high", account="physics")
         assert (cluster.jobs[job].spec.qos, cluster.jobs[job].spec.account) == ("high", "physics")
         stored_spec = await stored(cluster, job)
         assert (stored_spec.qos, stored_spec.account) == ("high", "physics")
         with pytest.raises(InvalidRequest, match=r"Invalid qos specification: 'nope'"):
-            await cluster.update(str(job), ALICE, qos="nope")
+            await commands.update(cluster, str(job), ALICE, qos="nope")
         with pytest.raises(InvalidRequest) as err:
-            await cluster.update(str(job), ALICE, account="chemistry")
+            await commands.update(cluster, str(job), ALICE, account="chemistry")
         assert str(err.value).startswith(
             "Invalid account or account/partition combination specified: user alice may "
             "not use account 'chemistry'"
         )
         # an administrator moves the job only to what its owner may use
         with pytest.raises(InvalidRequest, match="may not use account 'chemistry'"):
-            await cluster.update(str(job), Caller("root", admin=True), account="chemistry")
+            await commands.update(
+                cluster, str(job), Caller("root", admin=True), account="chemistry"
+            )
         # a QoS's submit limit counts the moved job once, and not twice
-        await cluster.update(str(job), ALICE, qos="one")
-        await cluster.update(str(job), ALICE, qos="one")
+        await commands.update(cluster, str(job), ALICE, qos="one")
+        await commands.update(cluster, str(job), ALICE, qos="one")
         other = await submitted(cluster)
         with pytest.raises(InvalidRequest, match="job submit limit"):
-            await cluster.update(str(other), ALICE, qos="one")
+            await commands.update(cluster, str(other), ALICE, qos="one")
         assert cluster.jobs[other].spec.qos == "normal"  # the QoS it got at submit
 
     scenario(db_url, body, HalConfig(priority=policy))
@@ -194,21 +201,21 @@ def test_features_and_node_lists_the_job_can_have(db_url: str) -> None:
         cluster.nodes["n1"] = make_node("n1").cpus(4).features("ib").build()
         cluster.nodes["n2"] = make_node("n2").cpus(4).build()
         job = await submitted(cluster)
-        await cluster.update(str(job), ALICE, constraint=["ib"], exclude=["n2"])
+        await commands.update(cluster, str(job), ALICE, constraint=["ib"], exclude=["n2"])
         assert (cluster.jobs[job].spec.constraint, cluster.jobs[job].spec.exclude) == (
             ("ib",),
             ("n2",),
         )
         assert (await stored(cluster, job)).constraint == ("ib",)
         with pytest.raises(InvalidRequest, match=r"^Invalid feature specification: .* gpu"):
-            await cluster.update(str(job), ALICE, constraint=["gpu"])
+            await commands.update(cluster, str(job), ALICE, constraint=["gpu"])
         with pytest.raises(InvalidRequest, match="Invalid node name specified: nosuch"):
-            await cluster.update(str(job), ALICE, nodelist=["nosuch"])
+            await commands.update(cluster, str(job), ALICE, nodelist=["nosuch"])
         with pytest.raises(InvalidRequest, match="node n2 lacks features ib"):
-            await cluster.update(str(job), ALICE, exclude=[], nodelist=["n2"])
+            await commands.update(cluster, str(job), ALICE, exclude=[], nodelist=["n2"])
         with pytest.raises(InvalidRequest, match=r"both required .* and excluded"):
-            await cluster.update(str(job), ALICE, constraint=[], nodelist=["n2"])
-        await cluster.update(str(job), ALICE, constraint=[], exclude=[], nodelist=["n2"])
+            await commands.update(cluster, str(job), ALICE, constraint=[], nodelist=["n2"])
+        await commands.update(cluster, str(job), ALICE, constraint=[], exclude=[], nodelist=["n2"])
         changed = cluster.jobs[job].spec
         assert (changed.constraint, changed.exclude, changed.nodelist) == ((), (), ("n2",))
 
@@ -219,17 +226,17 @@ def test_array_task_throttle_applies_to_the_whole_array(db_url: str) -> None:
     async def body(cluster: Cluster) -> None:
         (array,) = await cluster.submit([spec(array=ArraySpec((0, 1, 2), max_running=1))])
         ids = array.task_ids
-        await cluster.cancel(str(ids[2]), ALICE)  # an element that ended changes too
-        changed = await cluster.update(f"{array.job_id}_1", ALICE, array_max_running=2)
+        await commands.cancel(cluster, str(ids[2]), ALICE)  # an element that ended changes too
+        changed = await commands.update(cluster, f"{array.job_id}_1", ALICE, array_max_running=2)
         assert sorted(j.id for j in changed) == sorted(ids)
         assert [cluster.jobs[i].array_max_running for i in ids] == [2, 2, 2]
         assert cluster.jobs[ids[1]].state is JobState.PENDING
         (row,) = await cluster.db(lambda: cluster.store.history(ids=[ids[0]]))
         assert row.array_max_running == 2
-        await cluster.update(str(array.job_id), ALICE, array_max_running=0)  # no limit
+        await commands.update(cluster, str(array.job_id), ALICE, array_max_running=0)  # no limit
         assert {cluster.jobs[i].array_max_running for i in ids} == {0}
         single = await submitted(cluster)
         with pytest.raises(InvalidRequest, match="ArrayTaskThrottle applies to job arrays"):
-            await cluster.update(str(single), ALICE, array_max_running=2)
+            await commands.update(cluster, str(single), ALICE, array_max_running=2)
 
     scenario(db_url, body)

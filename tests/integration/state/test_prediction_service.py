@@ -12,13 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hal.api.predictions import PredictionService, accuracy
 from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
 from hal.core.job import Job, JobSpec
 from hal.core.states import JobState
 from hal.predict import LearnedPredictor, SharedPredictor, UserPredictor
 from hal.predict.features import NAMES
+from hal.server.predictions import PredictionService, accuracy
 from hal.state.cluster import Cluster
 from hal.state.store import SqlStateStore
 

@@ -13,7 +13,7 @@ from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
 from hal.core.errors import Conflict
 from hal.core.reservation import ReservationFlag, read_flags
-from hal.state import reservations
+from hal.state import commands, reservations
 from hal.state.cluster import Cluster
 from hal.state.store import SqlStateStore
 
@@ -65,7 +65,7 @@ def test_a_reservation_in_use_is_not_deleted(db_url: str) -> None:
         with pytest.raises(Conflict, match=f"Requested reservation is in use: job {a.job_id} "):
             await reservations.delete(cluster, ROOT, "maint")
         assert cluster.jobs[a.job_id].spec.reservation == "maint"
-        await cluster.cancel(str(a.job_id), ROOT)  # once its job has ended, it may go
+        await commands.cancel(cluster, str(a.job_id), ROOT)  # once its job has ended, it may go
         await reservations.delete(cluster, ROOT, "maint")
         assert cluster.reservations == {}
 

@@ -191,7 +191,7 @@ def test_running_jobs_that_would_cross_the_start_block_creation(db_url: str) -> 
         (done,) = await cluster.submit([spec(nodelist=("node1",))])  # unlimited
         job = cluster.jobs[done.job_id]
         alloc = Allocation(("node1",), (ResourceVector(1, 0),))
-        cluster._put(job.evolve(state=JobState.RUNNING, start_time=T0, allocation=alloc))
+        cluster.put(job.evolve(state=JobState.RUNNING, start_time=T0, allocation=alloc))
         with pytest.raises(
             Conflict, match=f"Requested nodes are busy: node node1 runs job {job.id}"
         ):
@@ -224,7 +224,7 @@ def test_an_active_reservation_can_change_while_its_own_jobs_run(db_url: str) ->
         (done,) = await cluster.submit([spec(reservation="maint", time_limit_s=600)])
         job = cluster.jobs[done.job_id]
         alloc = Allocation(("node1",), (ResourceVector(1, 0),))
-        cluster._put(job.evolve(state=JobState.RUNNING, start_time=T0, allocation=alloc))
+        cluster.put(job.evolve(state=JobState.RUNNING, start_time=T0, allocation=alloc))
         longer = await reservations.update(
             cluster, ROOT, ReservationRequest("maint", duration=3 * 3600.0)
         )

@@ -16,10 +16,10 @@ from hal.core.clock import VirtualClock
 from hal.core.job import Allocation, ArraySpec, JobSpec
 from hal.core.node import Node
 from hal.core.resources import GiB, ResourceVector
-from hal.core.slurm_syntax import parse_dependency
 from hal.core.states import JobState
 from hal.scheduler.framework.snapshot import Placement, Plan
-from hal.state import schema
+from hal.slurm.syntax import parse_dependency
+from hal.state import commands, schema
 from hal.state.cluster import Caller, Cluster
 from hal.state.migrations import STEPS
 from hal.state.retention import RecordPurge, purge_jobs
@@ -69,7 +69,7 @@ async def ended(cluster: Cluster, *specs: JobSpec) -> list[int]:
     """Submit and cancel at once: jobs that ended now."""
     done = await cluster.submit(list(specs))
     for s in done:
-        await cluster.cancel(str(s.job_id), ANN)
+        await commands.cancel(cluster, str(s.job_id), ANN)
     return [s.job_id for s in done]
 
 
@@ -172,11 +172,11 @@ def test_an_array_goes_only_when_every_element_ended_before_the_cutoff(db_url: s
 
     async def scenario(cluster: Cluster, clock: VirtualClock) -> None:
         (array,) = await cluster.submit([spec(array=ArraySpec((0, 1, 2)))])
-        await cluster.cancel(f"{array.job_id}_0", ANN)
-        await cluster.cancel(f"{array.job_id}_1", ANN)
+        await commands.cancel(cluster, f"{array.job_id}_0", ANN)
+        await commands.cancel(cluster, f"{array.job_id}_1", ANN)
         lone = await ended(cluster, spec())
         clock.advance(10 * DAY_S)
-        await cluster.cancel(f"{array.job_id}_2", ANN)
+        await commands.cancel(cluster, f"{array.job_id}_2", ANN)
         clock.advance(600)
         cluster.prune()
         assert (await purger(cluster, jobs=5 * DAY_S).purge()).jobs == 1
@@ -193,7 +193,7 @@ def test_a_het_job_goes_whole(db_url: str) -> None:
     async def scenario(cluster: Cluster, clock: VirtualClock) -> None:
         het = await cluster.submit([spec(), spec()], het=True)
         leader, component = (s.job_id for s in het)
-        await cluster.cancel(str(leader), ANN)
+        await commands.cancel(cluster, str(leader), ANN)
         clock.advance(10 * DAY_S)
         # a component that ended later than its leader (its row as a late report wrote it)
         with cluster.store.transaction() as tx:
@@ -216,7 +216,7 @@ def test_batches_step_past_jobs_that_must_stay(db_url: str) -> None:
     async def scenario(cluster: Cluster, clock: VirtualClock) -> None:
         ids = await ended(cluster, *[spec() for _ in range(5)])
         (array,) = await cluster.submit([spec(array=ArraySpec((0, 1, 2)))])
-        await cluster.cancel(str(array.job_id), ANN)
+        await commands.cancel(cluster, str(array.job_id), ANN)
         clock.advance(DAY_S)
         store, before = cluster.store, clock.now()
         keep = {*ids[1:], array.job_id}

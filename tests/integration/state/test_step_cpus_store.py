@@ -15,7 +15,7 @@ import pytest
 from test_step_usage_store import ANN, loaded, two_node_job  # (two CPUs of four on n1, n2)
 
 from hal.core.errors import Conflict, InvalidRequest
-from hal.core.steps import BUSY, StepRequest
+from hal.slurm.steps import BUSY, StepRequest
 from hal.state.steps import StepTable
 from hal.wire.agent import StepEnd, StepLaunch
 

@@ -11,7 +11,8 @@ import signal
 
 from test_step_usage_store import ANN, loaded, two_node_job
 
-from hal.core.steps import StepRequest
+from hal.slurm.steps import StepRequest
+from hal.state import commands
 from hal.state.steps import StepTable
 from hal.state.store import DatabaseUnavailable
 from hal.wire.agent import StepEnd
@@ -38,7 +39,7 @@ def test_how_steps_ended_is_kept(db_url: str) -> None:
             timed = await restarted.create(job_id, ANN, one, ["b"], {})
             await restarted.received("n1", [], [end(job_id, timed.step_id, timed_out=True)])
             with_job = await restarted.create(job_id, ANN, one, ["c"], {})
-            await cluster.cancel(str(job_id), ANN)
+            await commands.cancel(cluster, str(job_id), ANN)
             await restarted.received("n1", [], [end(job_id, with_job.step_id)])
             rows = await cluster.db(cluster.store.steps_of, [job_id])
             got = [(r.step_id, r.state, r.exit_signal, r.cancelled_by, r.with_job) for r in rows]

@@ -18,8 +18,8 @@ from hal.core.errors import Conflict, InvalidRequest
 from hal.core.job import Allocation, JobSpec
 from hal.core.node import Node
 from hal.core.resources import GiB, ResourceVector
-from hal.core.steps import BUSY, StepRequest
 from hal.scheduler.framework.snapshot import Placement, Plan
+from hal.slurm.steps import BUSY, StepRequest
 from hal.state.agents import AgentSession
 from hal.state.cluster import Cluster
 from hal.state.steps import StepTable

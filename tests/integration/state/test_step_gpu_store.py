@@ -12,7 +12,7 @@ from test_step_usage_store import ANN, step_row_at_version, two_node_job
 
 from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
-from hal.core.steps import StepRequest
+from hal.slurm.steps import StepRequest
 from hal.state.cluster import Cluster
 from hal.state.migrations import STEPS
 from hal.state.steps import StepTable

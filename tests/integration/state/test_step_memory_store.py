@@ -17,8 +17,8 @@ from test_step_usage_store import ANN, loaded, two_node_job  # (two CPUs, no mem
 from hal.core.errors import Conflict, InvalidRequest
 from hal.core.job import Allocation, JobSpec
 from hal.core.resources import ResourceVector
-from hal.core.steps import BUSY, StepRequest
 from hal.scheduler.framework.snapshot import Placement, Plan
+from hal.slurm.steps import BUSY, StepRequest
 from hal.state.cluster import Cluster
 from hal.state.steps import StepTable
 from hal.wire.agent import StepEnd

@@ -15,9 +15,9 @@ from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
 from hal.core.job import Allocation
 from hal.core.resources import ResourceVector
-from hal.core.steps import StepRequest
 from hal.scheduler.framework.snapshot import Placement, Plan
-from hal.state import agents, schema
+from hal.slurm.steps import StepRequest
+from hal.state import agents, commands, schema
 from hal.state.cluster import Caller, Cluster
 from hal.state.migrations import STEPS
 from hal.state.steps import StepTable
@@ -28,7 +28,7 @@ ROOT = Caller("root", admin=True)
 
 async def requeued(cluster: Cluster, job_id: int, attempt: int, at: float) -> None:
     """``scontrol requeue`` of the running job, its agent's end, and its next start."""
-    await cluster.requeue(str(job_id), ROOT)
+    await commands.requeue(cluster, str(job_id), ROOT)
     await agents.apply_reports(cluster, "n1", [finished(job_id, attempt, at, "PENDING")])
     cpu = ResourceVector(1, 0)
     alloc = Allocation(("n1", "n2"), (cpu, cpu))

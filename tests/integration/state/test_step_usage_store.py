@@ -17,8 +17,8 @@ from hal.core.clock import VirtualClock
 from hal.core.job import Allocation, JobSpec
 from hal.core.node import Node
 from hal.core.resources import GiB, ResourceVector
-from hal.core.steps import StepRequest
 from hal.scheduler.framework.snapshot import Placement, Plan
+from hal.slurm.steps import StepRequest
 from hal.state.agents import AgentSession
 from hal.state.cluster import Caller, Cluster
 from hal.state.migrations import STEPS

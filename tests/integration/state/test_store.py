@@ -14,6 +14,7 @@ from hal.core.errors import InvalidRequest, NotFound, PermissionDenied
 from hal.core.job import Allocation, Job, JobSpec
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState
+from hal.state import commands
 from hal.state.cluster import Caller, Cluster
 from hal.state.migrations import STEPS
 from hal.state.store import EventRow, SqlStateStore, StoredUser
@@ -50,7 +51,7 @@ def test_a_version_1_database_gains_priority_fixed(db_url: str) -> None:
     async def scenario() -> None:
         await cluster.load()
         done = await cluster.submit([spec()])
-        await cluster.update(str(done[0].job_id), Caller("root", admin=True), priority=7)
+        await commands.update(cluster, str(done[0].job_id), Caller("root", admin=True), priority=7)
         (job,) = store.history()
         assert job.priority == 7 and job.priority_fixed
         await cluster.close()
@@ -95,7 +96,7 @@ def test_submit_persists_jobs_with_events_and_survives_reload(db_url: str) -> No
     async def scenario() -> None:
         cluster = Cluster(SqlStateStore(db_url), HalConfig(), clock)
         await cluster.load()
-        from hal.core.slurm_syntax import parse_array
+        from hal.slurm.syntax import parse_array
 
         done = await cluster.submit([spec(name="a"), spec(name="arr", array=parse_array("0-4%2"))])
         assert done[0].job_id == 1
@@ -130,7 +131,7 @@ def test_unknown_partition_and_dependency_are_rejected(db_url: str) -> None:
         with pytest.raises(InvalidRequest, match="Invalid partition name") as err:
             await cluster.submit([spec(partitions=("nope",))])
         assert err.value.field == "partition"
-        from hal.core.slurm_syntax import parse_dependency
+        from hal.slurm.syntax import parse_dependency
 
         with pytest.raises(InvalidRequest, match="dependency problem"):
             await cluster.submit([spec(dependency=parse_dependency("afterok:99"))])
@@ -148,8 +149,8 @@ def test_cancel_checks_ownership_and_history_keeps_the_job(db_url: str) -> None:
         await cluster.load()
         [done] = await cluster.submit([spec()])
         with pytest.raises(PermissionDenied):
-            await cluster.cancel(str(done.job_id), Caller("mallory"))
-        assert await cluster.cancel(str(done.job_id), Caller("root", admin=True)) == [1]
+            await commands.cancel(cluster, str(done.job_id), Caller("mallory"))
+        assert await commands.cancel(cluster, str(done.job_id), Caller("root", admin=True)) == [1]
         assert cluster.jobs[1].state is JobState.CANCELLED
         assert cluster.jobs[1].cancelled_by == "root"
         with pytest.raises(NotFound):
@@ -225,7 +226,7 @@ def test_max_submit_jobs_per_user_refuses_what_would_go_over(db_url: str) -> Non
     one each, other users and other QoS are not counted, and a refused batch stores
     nothing."""
     from hal.core.priority import SUBMIT_LIMIT_MESSAGE, PriorityPolicy, Qos
-    from hal.core.slurm_syntax import parse_array
+    from hal.slurm.syntax import parse_array
 
     config = HalConfig(
         priority=PriorityPolicy(qos=(Qos("normal", max_submit_jobs_per_user=3), Qos("high")))
@@ -255,7 +256,7 @@ def test_account_submit_limits_refuse_what_would_go_over(db_url: str) -> None:
     GrpSubmitJobs); jobs charged to ``lattice`` below it count against it too (alice's
     default account), jobs of ``chemistry`` do not, and a cancelled job frees its place."""
     from hal.core.priority import SUBMIT_LIMIT_MESSAGE, Account, PriorityPolicy, UserAccount
-    from hal.core.slurm_syntax import parse_array
+    from hal.slurm.syntax import parse_array
 
     policy = PriorityPolicy(
         accounts=(
@@ -287,7 +288,7 @@ def test_account_submit_limits_refuse_what_would_go_over(db_url: str) -> None:
         await cluster.submit([spec(user="bob")])  # physics' 4th
         with pytest.raises(InvalidRequest, match="job submit limit"):
             await cluster.submit([spec()])  # alice's 4th
-        assert await cluster.cancel("1_0", Caller("alice")) == [1]  # 2 of alice's left
+        assert await commands.cancel(cluster, "1_0", Caller("alice")) == [1]  # 2 of alice's left
         await cluster.submit([spec()])  # alice's 3rd again, physics' 4th
         with pytest.raises(InvalidRequest, match="job submit limit"):
             await cluster.submit([spec(user="bob")])  # physics' 5th
@@ -396,11 +397,11 @@ def test_when_a_dependency_was_met_is_kept_over_a_restart(db_url: str) -> None:
     that moment (its age, backfill protection and switch wait count from it, as Slurm's
     EligibleTime). A server restarted meanwhile forgot it: the time lived in memory only
     and the job counted as eligible since it was submitted, 1000 s earlier."""
-    from hal.api.profile import server_profile
     from hal.core.node import Node
     from hal.core.resources import GiB, ResourceVector
-    from hal.core.slurm_syntax import parse_dependency
     from hal.scheduler.plugins import build_scheduler
+    from hal.server.profile import server_profile
+    from hal.slurm.syntax import parse_dependency
 
     config = HalConfig()
     clock = VirtualClock(1000.0)
@@ -424,7 +425,7 @@ def test_when_a_dependency_was_met_is_kept_over_a_restart(db_url: str) -> None:
         (waiting,) = await cluster.submit([spec(dependency=dependency)])
         await run_pass(cluster)
         clock.advance(1000.0)
-        await cluster.cancel(str(first.job_id), Caller("alice"))
+        await commands.cancel(cluster, str(first.job_id), Caller("alice"))
         await run_pass(cluster)
         job = cluster.jobs[waiting.job_id]
         assert job.state is JobState.PENDING and job.eligible_since(clock.now()) == 2000.0
@@ -486,7 +487,7 @@ def test_a_job_ended_while_pending_before_v18_is_taken_as_eligible_from_its_subm
     async def scenario() -> list[int]:
         await cluster.load()
         done = await cluster.submit([spec(), spec(), spec()])
-        await cluster.cancel(str(done[0].job_id), Caller("root", admin=True))
+        await commands.cancel(cluster, str(done[0].job_id), Caller("root", admin=True))
         await cluster.close()
         return [d.job_id for d in done]
 

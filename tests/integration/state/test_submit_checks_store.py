@@ -15,6 +15,7 @@ from hal.core.clock import VirtualClock
 from hal.core.errors import InvalidRequest
 from hal.core.job import JobSpec
 from hal.core.priority import Account, PriorityPolicy, Qos, UserAccount
+from hal.state import commands
 from hal.state.cluster import Caller, Cluster
 from hal.state.store import SqlStateStore
 from hal.testing.builders import make_node
@@ -337,10 +338,10 @@ def test_a_job_moved_to_a_partition_that_cannot_hold_it_is_refused(db_url: str) 
         job_id = str(done[0].job_id)
         alice = Caller("alice")
         with pytest.raises(InvalidRequest) as err:
-            await cluster.update(job_id, alice, partition="small")
+            await commands.update(cluster, job_id, alice, partition="small")
         assert "the largest node has 2 CPUs" in str(err.value)
         assert cluster.jobs[int(job_id)].partition == "big"
-        (moved,) = await cluster.update(job_id, alice, partition="small,big")
+        (moved,) = await commands.update(cluster, job_id, alice, partition="small,big")
         assert (moved.partition, moved.spec.partitions) == ("small", ("small", "big"))
         await cluster.close()
 

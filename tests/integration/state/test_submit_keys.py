@@ -24,7 +24,7 @@ from hal.core.node import Node
 from hal.core.resources import GiB, ResourceVector
 from hal.core.states import JobState
 from hal.scheduler.framework.snapshot import Placement, Plan
-from hal.state import reservations
+from hal.state import commands, reservations
 from hal.state.agents import AgentSession
 from hal.state.cluster import Caller, Cluster
 from hal.state.reservations import ReservationRequest
@@ -151,9 +151,9 @@ def test_a_cancel_that_landed_unseen_reaches_the_mirror(
         with monkeypatch.context() as patch:
             _lose_commit_reply(cluster.store, patch, lands=True)
             with pytest.raises(CommitOutcomeUnknown):
-                await cluster.cancel(str(done[0].job_id), ANN)
+                await commands.cancel(cluster, str(done[0].job_id), ANN)
         assert cluster.jobs[done[0].job_id].state is JobState.PENDING  # not known yet
-        await cluster.cancel(str(done[1].job_id), ANN)  # the next change reconciles first
+        await commands.cancel(cluster, str(done[1].job_id), ANN)  # the next change reconciles first
         assert cluster.jobs[done[0].job_id].state is JobState.CANCELLED
         assert list(cluster.unfinished) == []
         await cluster.close()
@@ -261,7 +261,7 @@ def test_a_suspend_and_a_resume_that_landed_unseen_reach_the_agent(
             with monkeypatch.context() as patch:
                 _lose_commit_reply(cluster.store, patch, lands=True)
                 with pytest.raises(CommitOutcomeUnknown):
-                    await cluster.suspend(str(job_id), ROOT, resume=resume)
+                    await commands.suspend(cluster, str(job_id), ROOT, resume=resume)
             assert session.outbox == []  # not known to have landed
             await cluster.reconcile()
             assert session.outbox == [Signal(job_id=job_id, signal=signum)]
@@ -281,7 +281,7 @@ def test_a_requeue_that_landed_unseen_ends_the_job_on_its_agent(
         with monkeypatch.context() as patch:
             _lose_commit_reply(cluster.store, patch, lands=True)
             with pytest.raises(CommitOutcomeUnknown):
-                await cluster.requeue(str(job_id), ROOT)
+                await commands.requeue(cluster, str(job_id), ROOT)
         await cluster.reconcile()
         # ended as the requeue would have: its finish report puts it back in the queue
         wait = cluster.config.kill_wait_seconds

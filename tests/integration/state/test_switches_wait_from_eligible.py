@@ -1,5 +1,5 @@
 """A ``--switches=N@max-wait`` wait starts when the job becomes eligible, as in Slurm
-(and docs/topology.md): a job released from a hold, or whose dependency is met, long
+(and docs/admin/topology.md): a job released from a hold, or whose dependency is met, long
 after it was submitted still waits up to max-wait for a placement on N leaf switches.
 The wait used to be counted from the submit time, so such a job spanned leaves at once."""
 
@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import asyncio
 
-from hal.api.profile import server_profile
 from hal.config.model import config_from_dict
 from hal.core.clock import VirtualClock
 from hal.core.job import JobSpec
 from hal.core.node import Node
 from hal.core.resources import GiB, ResourceVector
-from hal.core.slurm_syntax import parse_dependency
 from hal.core.states import JobState, PendingReason
 from hal.scheduler.plugins import build_scheduler
+from hal.server.profile import server_profile
+from hal.slurm.syntax import parse_dependency
+from hal.state import commands
 from hal.state.cluster import Caller, Cluster
 from hal.state.store import SqlStateStore
 
@@ -74,14 +75,14 @@ def _states(db_url: str, how: str) -> list[tuple[JobState, PendingReason]]:
             wide = await submit(_wide(hold=True))
             await run_pass()
             clock.advance(1000.0)
-            await cluster.set_hold(str(wide), ann, False)
+            await commands.set_hold(cluster, str(wide), ann, False)
         else:  # afterany on a job that is cancelled 1000 s later
             first = await submit(JobSpec(user="ann", script=SCRIPT, hold=True))
             wide = await submit(_wide(dependency=parse_dependency(f"afterany:{first}")))
             await run_pass()
             assert cluster.jobs[wide].reason is PendingReason.DEPENDENCY
             clock.advance(1000.0)
-            await cluster.cancel(str(first), ann)
+            await commands.cancel(cluster, str(first), ann)
         seen = []
         for step in (0.0, 50.0, 50.0):
             clock.advance(step)

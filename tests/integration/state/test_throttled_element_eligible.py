@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-from hal.api.profile import server_profile
 from hal.config.model import config_from_dict
 from hal.core.clock import VirtualClock
 from hal.core.job import ArraySpec, JobSpec
@@ -17,7 +16,8 @@ from hal.core.node import Node
 from hal.core.resources import GiB, ResourceVector
 from hal.core.states import JobState, NodeState, PendingReason
 from hal.scheduler.plugins import build_scheduler
-from hal.state import agents
+from hal.server.profile import server_profile
+from hal.state import agents, commands
 from hal.state.cluster import Caller, Cluster
 from hal.state.store import SqlStateStore
 from hal.wire.agent import JobReport
@@ -105,7 +105,7 @@ def test_a_job_cancelled_while_pending_keeps_when_it_became_eligible(db_url: str
         done = await cluster.submit([plain, held])
         clock.advance(60.0)
         for submitted in done:
-            await cluster.cancel(str(submitted.job_id), Caller("ann"))
+            await commands.cancel(cluster, str(submitted.job_id), Caller("ann"))
         await cluster.close()
         cluster = Cluster(SqlStateStore(db_url), config_from_dict({}), clock)
         await cluster.load()

@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from hal.agent.channel import HttpAgentChannel, OutputChannel
-from hal.agent.outputfiles import job_owner, read_chunk
-from hal.agent.outputwire import OutputChunk, OutputPoll, OutputRead
+from hal.observe.outputfiles import job_owner, read_chunk
+from hal.wire.output import OutputChunk, OutputPoll, OutputRead
 
 
 def read(path: Path | str, **kw: object) -> OutputChunk:

@@ -23,7 +23,7 @@ import pytest
 import hal.agent.artifacts
 from hal.agent.artifacts import HOLDS, ArtifactCache, ArtifactError, ArtifactMissing
 from hal.core.artifacts import kind_of_content
-from hal.core.job_variables import DEFAULT_PATH
+from hal.slurm.job_variables import DEFAULT_PATH
 from hal.wire.agent import ArtifactPin
 
 TOOL = b"#!/bin/sh\necho tool 1.0 says $1\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hal.core.filenames import FilenameFields, expand_filename, output_paths
+from hal.slurm.filenames import FilenameFields, expand_filename, output_paths
 
 JOB = FilenameFields(job_id=128, name="train", user="ana", node="gpu07.cluster", node_index=2)
 ELEMENT = FilenameFields(

@@ -8,7 +8,7 @@ from pathlib import Path
 from hal.agent.forkserver import launch
 from hal.agent.isolation import Isolation
 from hal.agent.supervisor import PLAN_FILE, StepPlan, read_supervisor
-from hal.core.process import start_ticks
+from hal.host.process import start_ticks
 
 
 def test_missing_plan_is_an_error_reply_not_a_crash(tmp_path: Path) -> None:

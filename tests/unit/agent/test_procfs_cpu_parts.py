@@ -22,14 +22,19 @@ SYSTEM_BURN = (
 
 
 def sampled(code: str) -> tuple[float, float, float]:
-    """(user, system, CPU seconds) of a sample of a shell running ``code`` in Python for
-    about 0.6 s (the shell's child: the tree's time), in a process group of its own."""
+    """(user, system, CPU seconds) of a sample of a shell running ``code`` in Python (the
+    shell's child: the tree's time), in a process group of its own, taken once the tree
+    has used 0.4 s of CPU: on a loaded machine that takes longer than 0.4 s of wall time,
+    and the split, not the wall time, is what is checked."""
     shell = subprocess.Popen(
         ["sh", "-c", f'"{sys.executable}" -c "$0"; :', code], start_new_session=True
     )
     try:
-        time.sleep(0.6)
+        deadline = time.monotonic() + 60
         use = tree_usage(shell.pid)
+        while use.cpu_seconds < 0.4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            use = tree_usage(shell.pid)
     finally:
         os.killpg(shell.pid, signal.SIGKILL)  # the shell and its child, which we started
         shell.wait()
@@ -38,11 +43,11 @@ def sampled(code: str) -> tuple[float, float, float]:
 
 def test_a_sample_of_a_loop_is_user_time() -> None:
     user, system, cpu = sampled(USER_BURN)
-    assert user >= 0.3 > system, (user, system)
+    assert user >= 0.3 and system < user / 4, (user, system)
     assert cpu == user + system
 
 
 def test_a_sample_of_reads_from_dev_zero_is_system_time() -> None:
     user, system, cpu = sampled(SYSTEM_BURN)
-    assert system >= 0.25 > user, (user, system)
+    assert system >= 0.25 and user < system, (user, system)
     assert cpu == user + system

@@ -14,7 +14,7 @@ from test_stepkeeper_start_failure import UNUSED_UID, folder  # noqa: F401  (a f
 from hal.agent.isolation import Isolation
 from hal.agent.plan import task_inputs
 from hal.agent.stepkeeper import KeeperPlan, _keep, read_codes
-from hal.core.steps import EXEC_FAILED
+from hal.slurm.steps import EXEC_FAILED
 from hal.wire.agent import StepLaunch
 
 

@@ -24,7 +24,7 @@ from hal.agent.gpuusage import ProcessGpu
 from hal.agent.procfs import children
 from hal.agent.shell import AgentShell, _Watch
 from hal.agent.steps import _NodeStep, _totals
-from hal.core.process import start_ticks
+from hal.host.process import start_ticks
 
 GiB = 1 << 30
 

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, cast
 
 import pytest
 
-from hal.api.cloud import IDLE_REASON
 from hal.api.cloud_nodes import CloudNodes, cloud_nodes, cluster_nodes, one_node
 from hal.api.convert import partition_info
 from hal.api.slurmrest.views import node as rest_node
@@ -25,12 +24,13 @@ from hal.core.node import Node
 from hal.core.node_groups import NodeGroup
 from hal.core.resources import ResourceVector
 from hal.core.states import NodeState
+from hal.server.cloud import IDLE_REASON
 from hal.state.agents import AgentSession
 from hal.state.cluster import Cluster
 from hal.state.store import SqlStateStore
 
 if TYPE_CHECKING:
-    from hal.api.cloud import CloudService
+    from hal.server.cloud import CloudService
 
 GiB = 1 << 30
 NOW = 1_000_000.0

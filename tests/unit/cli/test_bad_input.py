@@ -338,7 +338,7 @@ def test_a_database_from_a_newer_hal_is_one_line(
     `hal server` ended in a RuntimeError traceback."""
     from sqlalchemy import text
 
-    from hal.api.server import sqlite_url
+    from hal.server.control_plane import sqlite_url
     from hal.state.store import SqlStateStore
 
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))

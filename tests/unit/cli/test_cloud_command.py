@@ -51,5 +51,5 @@ def test_groups_then_each_groups_nodes_with_age_and_idle_time() -> None:
 
 def test_no_groups_says_where_to_look() -> None:
     assert render(CloudStatus(), now=0.0) == (
-        "no node groups: hal.toml has no [cloud] groups (docs/cloud.md)\n"
+        "no node groups: hal.toml has no [cloud] groups (docs/admin/cloud.md)\n"
     )

@@ -14,7 +14,7 @@ from hal.compat.commands import run
 from hal.compat.sbatch import job_of
 from hal.core.errors import NotFound
 from hal.core.states import JobState
-from hal.core.steps import LocalStep, StepRequest
+from hal.slurm.steps import LocalStep, StepRequest
 from hal.wire.jobs import JobInfo, JobList, JobRun, JobSubmit, JobUpdate, SubmitResult, WillRun
 from hal.wire.nodes import (
     ClusterConfig,

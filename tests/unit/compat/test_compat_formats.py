@@ -12,7 +12,7 @@ from hal.compat.formats import (
     memory_mib,
     parse_format,
 )
-from hal.core.slurm_syntax import compress_indices
+from hal.slurm.syntax import compress_indices
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hal.compat.exports import export_environment, exports_all, step_environment
-from hal.core.job_variables import DEFAULT_PATH
+from hal.slurm.job_variables import DEFAULT_PATH
 
 SRUN_ENV = {
     "PATH": "/opt/venv/bin:/usr/bin",

@@ -13,7 +13,7 @@ from hal.compat.srun import OPTIONS as SRUN_OPTIONS
 from hal.compat.srun import parse_command
 from hal.compat.srun_alloc import allocation_argv
 from hal.core.errors import InvalidRequest, UnsupportedOption
-from hal.core.slurm_syntax import parse_signal
+from hal.slurm.syntax import parse_signal
 from hal.wire.submit import JobSubmit
 
 

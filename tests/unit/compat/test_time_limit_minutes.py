@@ -20,7 +20,7 @@ from hal.compat.salloc_options import parse_salloc
 from hal.compat.sbatch import parse_sbatch
 from hal.compat.srun import parse_command
 from hal.core.errors import InvalidRequest
-from hal.core.slurm_syntax import whole_minutes
+from hal.slurm.syntax import whole_minutes
 from hal.wire.submit import JobSubmit
 
 

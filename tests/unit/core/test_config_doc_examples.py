@@ -12,14 +12,16 @@ from typing import Any
 import pytest
 
 import hal.config.model as model
-from hal.api.profile import server_profile
 from hal.config.model import HalConfig, config_from_dict
 from hal.scheduler.plugins import build_scheduler, default_registry
+from hal.server.profile import server_profile
 
 ROOT = Path(__file__).parents[3]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 BLOCKS = [
-    pytest.param(m.group(1), id=f"{doc.name}:{doc.read_text()[: m.start()].count(chr(10)) + 1}")
+    pytest.param(
+        m.group(1), id=f"{doc.relative_to(ROOT)}:{doc.read_text()[: m.start()].count(chr(10)) + 1}"
+    )
     for doc in DOCS
     for m in re.finditer(r"```toml\n(.*?)```", doc.read_text(), re.S)
 ]

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from hal.api.profile import server_profile
-from hal.api.server import HalServer, predictor_name, sqlite_dir
+from hal.api.server import HalServer
 from hal.config.model import HalConfig, config_from_dict
 from hal.core.errors import InvalidRequest
 from hal.scheduler.framework import ProfileError
 from hal.scheduler.plugins import build_scheduler, default_profile, default_registry
+from hal.server.control_plane import predictor_name, sqlite_dir
+from hal.server.profile import server_profile
 
 
 def test_the_predictor_defaults_to_learned_and_is_not_part_of_the_profile() -> None:

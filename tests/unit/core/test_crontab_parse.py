@@ -11,8 +11,8 @@ from datetime import datetime
 
 import pytest
 
-from hal.core.crontab import CronEntry, disable_entry, next_run, parse_crontab
 from hal.core.errors import InvalidRequest
+from hal.slurm.crontab import CronEntry, disable_entry, next_run, parse_crontab
 
 FILE = """\
 # nightly work

@@ -1,4 +1,4 @@
-"""Job mail's words, as Slurm's slurmctld writes them (``hal.core.mail``): what users' mail
+"""Job mail's words, as Slurm's slurmctld writes them (``hal.slurm.mail``): what users' mail
 filters match on, so a changed space or comma breaks them."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hal.core.errors import InvalidRequest
-from hal.core.mail import (
+from hal.slurm.mail import (
     ALL,
     MailFacts,
     MailType,
@@ -17,7 +17,7 @@ from hal.core.mail import (
     parse_mail_type,
     subject,
 )
-from hal.core.slurm_syntax import duration_long
+from hal.slurm.syntax import duration_long
 
 JOB = MailFacts(job_id=12, name="foo", user="alice", state="COMPLETED", queued_s=5, run_s=62)
 

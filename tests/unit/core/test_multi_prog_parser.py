@@ -1,4 +1,4 @@
-"""``srun --multi-prog`` files (``hal.core.multi_prog``): each rank's command line and
+"""``srun --multi-prog`` files (``hal.slurm.multi_prog``): each rank's command line and
 srun's refusals, each case as Slurm 22.05.8's srun ran or refused it
 (docs/slurm-checks.md, srun)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from hal.core.errors import InvalidRequest
-from hal.core.multi_prog import parse_multi_prog
+from hal.slurm.multi_prog import parse_multi_prog
 
 
 def commands(text: str, ntasks: int, extra: tuple[str, ...] = ()) -> list[list[str]]:

@@ -12,7 +12,7 @@ import pytest
 
 from hal.core.errors import InvalidRequest
 from hal.core.job import DependencyKind, DependencyTerm
-from hal.core.slurm_syntax import (
+from hal.slurm.syntax import (
     compress_hostlist,
     expand_hostlist,
     parse_array,

@@ -1,4 +1,4 @@
-"""How many of its job's CPUs a step holds on each of its nodes (``hal.core.steps``), as
+"""How many of its job's CPUs a step holds on each of its nodes (``hal.slurm.steps``), as
 Slurm 22.05's steps hold them (docs/slurm-checks.md, "Steps wait for the CPUs other
 steps hold"): all the job's there by default, whatever its tasks; its tasks' (``-c``
 each, else one) with ``--exact``, ``--exclusive`` or ``-c``; none with ``--overlap``."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from hal.core.steps import StepLayout, StepRequest, pick_cpus, step_cpu_counts
+from hal.slurm.steps import StepLayout, StepRequest, pick_cpus, step_cpu_counts
 
 TWO = StepLayout(("n1", "n2"), (3, 1))
 JOB_CPUS = (8, 4)

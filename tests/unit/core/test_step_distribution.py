@@ -1,13 +1,13 @@
-"""srun's -m/--distribution (``hal.core.distribution``, ``step_layout``): which ranks each
+"""srun's -m/--distribution (``hal.slurm.distribution``, ``step_layout``): which ranks each
 node of a step runs, and what SLURM_DISTRIBUTION reads, as Slurm 22.05.8's srun."""
 
 from __future__ import annotations
 
 import pytest
 
-from hal.core.distribution import Distribution, deal, parse_distribution
 from hal.core.errors import InvalidRequest
-from hal.core.steps import StepRequest, step_layout
+from hal.slurm.distribution import Distribution, deal, parse_distribution
+from hal.slurm.steps import StepRequest, step_layout
 
 NODES = ("n1", "n2", "n3")
 

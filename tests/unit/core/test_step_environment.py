@@ -1,10 +1,10 @@
-"""The variables a step's tasks get (``hal.core.steps.step_environment``), one set for a
+"""The variables a step's tasks get (``hal.slurm.steps.step_environment``), one set for a
 step srun runs on the batch node and one the agents run: the step's id, its counts,
 nodes and tasks per node in place of the job's, and its distribution."""
 
 from __future__ import annotations
 
-from hal.core.steps import StepLayout, step_environment
+from hal.slurm.steps import StepLayout, step_environment
 
 
 def test_a_step_over_two_nodes() -> None:

@@ -1,5 +1,5 @@
 """How many GPUs a step holds on each of its nodes, and which of its job's it gets
-(``hal.core.steps``): srun's ``--gpus`` (spread over the nodes), ``--gpus-per-node`` /
+(``hal.slurm.steps``): srun's ``--gpus`` (spread over the nodes), ``--gpus-per-node`` /
 ``--gres=gpu:N``, ``--gpus-per-task``, without any all the job's (none with
 ``--overlap``); the first free ones, None while too few are free, refused past what the
 job has."""
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from hal.core.errors import InvalidRequest
-from hal.core.steps import StepLayout, StepRequest, pick_gpus, step_gpu_counts
+from hal.slurm.steps import StepLayout, StepRequest, pick_gpus, step_gpu_counts
 
 THREE = StepLayout(("n1", "n2", "n3"), (2, 1, 1))
 

@@ -1,4 +1,4 @@
-"""Where a job step's tasks run (``hal.core.steps.step_layout``): srun's -N/-n/-w/
+"""Where a job step's tasks run (``hal.slurm.steps.step_layout``): srun's -N/-n/-w/
 --ntasks-per-node inside a job's allocation, with Slurm's block distribution."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hal.core.errors import InvalidRequest
-from hal.core.steps import StepLayout, StepRequest, step_layout
+from hal.slurm.steps import StepLayout, StepRequest, step_layout
 
 NODES = ("n1", "n2", "n3")
 

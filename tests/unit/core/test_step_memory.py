@@ -1,4 +1,4 @@
-"""The job's memory a step is given on each of its nodes (``hal.core.steps``), as Slurm
+"""The job's memory a step is given on each of its nodes (``hal.slurm.steps``), as Slurm
 22.05.8 gives it with memory a consumable resource (docs/slurm-checks.md, "Steps hold
 their job's memory"): ``--mem`` per node (0: all the job's), ``--mem-per-cpu`` per CPU it
 holds; without either the job's ``--mem-per-cpu`` per CPU, else all the job's memory."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from hal.core.steps import StepRequest, step_memory_asks
+from hal.slurm.steps import StepRequest, step_memory_asks
 
 M = 1 << 20
 JOB = (800 * M, 600 * M)  # the job's memory on each of the step's two nodes

@@ -11,16 +11,15 @@ from hal.config.model import config_from_dict, load_config
 from hal.config.topology import topology_from_table
 from hal.core.errors import InvalidRequest
 from hal.core.job import TopologyConstraint
-from hal.core.slurm_syntax import parse_switches, parse_topology
 from hal.core.topology import (
     Block,
     Switch,
     Topology,
     TopologyError,
-    format_topology_conf,
-    parse_topology_conf,
     synthetic_tree,
 )
+from hal.slurm.syntax import parse_switches, parse_topology
+from hal.slurm.topology_conf import format_topology_conf, parse_topology_conf
 
 CONF = """\
 # Slurm's example: two leaves under one spine

@@ -11,7 +11,7 @@ from hal.htc.rest import ServiceSpec, SessionOptions
 from hal.htc.session import Session, Worker
 from hal.htc.stats import BrokerTotals, snapshot
 from hal.htc.tasks import TaskBook
-from hal.observe.metrics import _htc_metrics
+from hal.server.observe.metrics import _htc_metrics
 
 
 def session(sid: str, state: str = "OPEN") -> Session:

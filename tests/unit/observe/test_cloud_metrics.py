@@ -1,4 +1,4 @@
-"""The hal_cloud_* series (hal.observe.cloudmetrics) from the autoscaler's status."""
+"""The hal_cloud_* series (hal.server.observe.cloudmetrics) from the autoscaler's status."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from hal.observe.cloudmetrics import cloud_metrics
+from hal.server.observe.cloudmetrics import cloud_metrics
 from hal.wire.cloud import CloudGroupInfo, CloudNodeInfo, CloudStatus
 
 

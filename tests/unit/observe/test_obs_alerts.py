@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hal.core.clock import VirtualClock
 from hal.core.states import PendingReason
-from hal.observe.alerts import AlertEvaluator, webhook_payload
 from hal.observe.config import ObserveConfig
+from hal.server.observe.alerts import AlertEvaluator, webhook_payload
 from hal.state.agents import AgentSession
 from hal.state.cluster import Cluster
 from hal.testing.builders import make_job, make_node
@@ -82,8 +82,8 @@ def test_runnable_jobs_idle_cpus_and_no_start_make_a_stuck_queue(
 ) -> None:
     t = clock.now()
     cluster.nodes["n1"] = make_node("n1").cpus(8).build()
-    cluster._put(make_job(1).submitted(t).reason(PendingReason.RESOURCES).build())
-    cluster._put(make_job(2).submitted(t).reason(PendingReason.DEPENDENCY).build())
+    cluster.put(make_job(1).submitted(t).reason(PendingReason.RESOURCES).build())
+    cluster.put(make_job(2).submitted(t).reason(PendingReason.DEPENDENCY).build())
     ev = evaluator(cluster)
     ev.evaluate(t)
     assert names(ev) == []
@@ -95,7 +95,7 @@ def test_runnable_jobs_idle_cpus_and_no_start_make_a_stuck_queue(
 def test_a_queue_that_moved_recently_is_not_stuck(cluster: Cluster, clock: VirtualClock) -> None:
     t = clock.now()
     cluster.nodes["n1"] = make_node("n1").cpus(8).build()
-    cluster._put(make_job(1).submitted(t).reason(PendingReason.PRIORITY).build())
+    cluster.put(make_job(1).submitted(t).reason(PendingReason.PRIORITY).build())
     ev = evaluator(cluster, last_start=t + 800)
     ev.evaluate(t)
     ev.evaluate(t + 1000)

@@ -8,9 +8,9 @@ import asyncio
 from hal.core.clock import VirtualClock
 from hal.core.job import Job
 from hal.core.states import JobState
-from hal.observe.alerts import AlertEvaluator
-from hal.observe.anomalies import NODE_FAILING, NODE_SLOW, OVERRUNNING, AnomalyDetector
 from hal.observe.config import ObserveConfig
+from hal.server.observe.alerts import AlertEvaluator
+from hal.server.observe.anomalies import NODE_FAILING, NODE_SLOW, OVERRUNNING, AnomalyDetector
 from hal.state.cluster import Cluster
 from hal.testing.builders import make_job
 

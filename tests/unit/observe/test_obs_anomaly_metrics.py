@@ -18,9 +18,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from hal.core.clock import VirtualClock
 from hal.core.job import Job
 from hal.core.states import JobState
-from hal.observe.anomalies import AnomalyDetector
 from hal.observe.config import ObserveConfig
-from hal.observe.metrics import HalMetrics
+from hal.server.observe.anomalies import AnomalyDetector
+from hal.server.observe.metrics import HalMetrics
 from hal.state.cluster import Cluster
 from hal.testing.builders import make_job, make_node
 from hal.wire.cloud import CloudGroupInfo, CloudStatus

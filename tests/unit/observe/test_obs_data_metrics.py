@@ -12,7 +12,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from hal.core.clock import VirtualClock
-from hal.observe.metrics import HalMetrics
+from hal.server.observe.metrics import HalMetrics
 from hal.state.cluster import Cluster
 
 STATS: dict[str, Any] = {

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hal.core.errors import NotFound, PermissionDenied, Unavailable
-from hal.observe.joboutput import open_output, output_path, read_output
+from hal.server.observe.joboutput import open_output, output_path, read_output
 from hal.testing.builders import make_job
 
 

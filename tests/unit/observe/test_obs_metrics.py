@@ -13,14 +13,16 @@ from prometheus_client.parser import text_string_to_metric_families
 from hal.core.clock import VirtualClock
 from hal.core.job import Job
 from hal.core.states import JobState, NodeState, PendingReason
-from hal.observe.metrics import HalMetrics, instrumented_decide
 from hal.scheduler.framework.scheduler import BackfillCycle, PassResult
 from hal.scheduler.framework.snapshot import Plan
 from hal.scheduler.plugins import build_scheduler
-from hal.state.applier import hold
+from hal.server.observe.metrics import HalMetrics, instrumented_decide
+from hal.state import commands
 from hal.state.cluster import Cluster
+from hal.state.node_usage import hold
 from hal.testing.builders import cluster as snapshot_of
 from hal.testing.builders import make_job, make_node
+from hal.testing.mirror import commit
 
 
 def samples(m: HalMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -38,7 +40,7 @@ def value(m: HalMetrics, name: str, **labels: str) -> float:
 
 def put(cluster: Cluster, *jobs: Job) -> None:
     for job in jobs:
-        cluster._put(job)
+        cluster.put(job)
 
 
 def test_a_job_life_is_counted_once_per_transition(cluster: Cluster, clock: VirtualClock) -> None:
@@ -224,7 +226,7 @@ def test_a_finished_job_changed_again_is_not_counted_traced_or_logged_twice(
 
     from hal.config.model import HalConfig
     from hal.observe.config import ObserveConfig
-    from hal.observe.plane import ObservePlane
+    from hal.server.observe.plane import ObservePlane
     from hal.state.cluster import Caller
 
     async def scenario() -> None:
@@ -234,16 +236,16 @@ def test_a_finished_job_changed_again_is_not_counted_traced_or_logged_twice(
         plane.tracer.add_exporter(spans, batch=False)
         t = clock.now()
         running = make_job(1).partition("debug").submitted(t).running_on("n1", start=t).build()
-        await cluster._commit([running], [])
+        await commit(cluster, [running], [])
         done = running.evolve(state=JobState.COMPLETED, end_time=t + 60, launched=True)
-        await cluster._commit([done], [])
+        await commit(cluster, [done], [])
         roots = [s for s in spans.get_finished_spans() if s.name == "job"]
         assert len(roots) == 1
         clock.advance(120)
         with caplog.at_level("INFO", logger="hal.observe"):
             caplog.clear()  # (the end itself was logged if a test before set INFO)
             updated = cluster.jobs[1].evolve(spec=cluster.jobs[1].spec.with_changes(comment="seen"))
-            await cluster._commit([updated], [])
+            await commit(cluster, [updated], [])
         assert updated.state is JobState.COMPLETED and updated.spec.comment == "seen"
         m = plane.metrics
         assert value(m, "hal_jobs_finished_total", partition="debug", state="completed") == 1
@@ -254,18 +256,18 @@ def test_a_finished_job_changed_again_is_not_counted_traced_or_logged_twice(
         assert [s for s in spans.get_finished_spans() if s.name == "job"] == roots
         assert not [r for r in caplog.records if r.getMessage() == "job finished"]
         # requeued after it ended (``scontrol requeue``), it runs and ends again: counted
-        await cluster.requeue("1", Caller("root", admin=True))
+        await commands.requeue(cluster, "1", Caller("root", admin=True))
         again = cluster.jobs[1].evolve(
             state=JobState.COMPLETED, start_time=t + 200, end_time=t + 260
         )
-        await cluster._commit([again], [])
+        await commit(cluster, [again], [])
         assert value(m, "hal_jobs_finished_total", partition="debug", state="completed") == 2
         # a server started after the job ended: a change of its record is no end either
         later = ObservePlane(HalConfig(cluster_name="test"), cluster, clock, ObserveConfig())
         await later.start()
         try:
             job = cluster.jobs[1]
-            await cluster._commit([job.evolve(spec=job.spec.with_changes(comment="again"))], [])
+            await commit(cluster, [job.evolve(spec=job.spec.with_changes(comment="again"))], [])
         finally:
             await later.stop()
         assert value(later.metrics, "hal_jobs_finished_total", partition="debug",

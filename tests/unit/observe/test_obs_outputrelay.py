@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from hal.agent.outputfiles import read_chunk
-from hal.agent.outputwire import MAX_READ_BYTES, OutputChunk, OutputPoll
 from hal.core.clock import VirtualClock
 from hal.core.errors import NotFound, PermissionDenied, Unavailable
-from hal.observe.outputrelay import OutputRelay, OutputTarget, relayed_output
+from hal.observe.outputfiles import read_chunk
+from hal.server.observe.outputrelay import OutputRelay, OutputTarget, relayed_output
 from hal.state.agents import AgentSession
 from hal.state.cluster import Cluster
 from hal.testing.builders import make_job, make_node
+from hal.wire.output import MAX_READ_BYTES, OutputChunk, OutputPoll
 
 
 @pytest.fixture

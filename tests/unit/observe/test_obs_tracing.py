@@ -12,9 +12,9 @@ from hal.core.clock import VirtualClock
 from hal.core.job import Job
 from hal.core.states import JobState, PendingReason
 from hal.observe import traceids
-from hal.observe.tracing import JobTracer
 from hal.scheduler.framework.snapshot import ClusterSnapshot, PendingUpdate, Placement, Plan
 from hal.scheduler.service import CycleStats
+from hal.server.observe.tracing import JobTracer
 from hal.testing.builders import make_job
 
 

@@ -190,7 +190,7 @@ def test_the_plugin_judges_a_planned_run_and_says_from_when() -> None:
 
 
 # Het jobs: the licenses of every component count together, against the cluster's and
-# over the run backfill plans for the group (docs/hetjobs.md, docs/licenses.md).
+# over the run backfill plans for the group (docs/user/hetjobs.md, docs/user/licenses.md).
 
 
 def _het(*per_component: int, limit: int = 100) -> list[JobBuilder]:

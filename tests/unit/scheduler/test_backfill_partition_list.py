@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from hal.api.profile import server_profile
 from hal.config.model import config_from_dict
 from hal.core.states import PendingReason
 from hal.scheduler.framework import Scheduler
 from hal.scheduler.framework.scheduler import PassResult
 from hal.scheduler.plugins import build_scheduler
+from hal.server.profile import server_profile
 from hal.testing import JobBuilder, cluster, expected_starts, make_job
 
 NOW = 1000.0

@@ -4,9 +4,9 @@ four single-CPU nodes, two busy until 1090."""
 
 from __future__ import annotations
 
-from hal.api.profile import server_profile
 from hal.config.model import config_from_dict
 from hal.scheduler.plugins import build_scheduler
+from hal.server.profile import server_profile
 from hal.testing import cluster, expected_starts, make_job
 
 NOW = 1000.0

@@ -212,7 +212,7 @@ def test_classic_stays_the_default_and_a_wrong_algorithm_is_refused() -> None:
 def test_ten_thousand_associations() -> None:
     """A site-sized tree (10 organisations x 10 projects x 100 users = 10,000 user
     associations): every user is ranked, the factors are rank / N (no wall-time
-    assertion here; the timing is measured by hand, docs/priority.md)."""
+    assertion here; the timing is measured by hand, docs/admin/priority.md)."""
     accounts = [Account(f"org{o}") for o in range(10)]
     accounts += [Account(f"p{o}.{p}", f"org{o}") for o in range(10) for p in range(10)]
     users = [

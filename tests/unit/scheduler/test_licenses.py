@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from hal.core.errors import InvalidRequest
-from hal.core.slurm_syntax import format_licenses, parse_licenses
 from hal.core.states import PendingReason
 from hal.scheduler.framework import Scheduler
 from hal.scheduler.plugins import build_scheduler, default_profile, default_registry
+from hal.slurm.syntax import format_licenses, parse_licenses
 from hal.testing import cluster, make_job, placed_nodes, reasons
 
 NOW = 1000.0

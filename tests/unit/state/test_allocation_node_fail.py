@@ -15,13 +15,13 @@ from hal.core.job import Job
 from hal.core.states import JobState
 from hal.state.cluster import Cluster
 from hal.testing import make_job
-from hal.testing.mirror import store
+from hal.testing.mirror import commit, store
 
 
 def node_failed(cluster: Cluster, clock: VirtualClock, job_id: int) -> JobState:
     clock.advance(5)
     done, event = cluster.finish(cluster.jobs[job_id], JobState.NODE_FAIL, clock.now())
-    asyncio.run(cluster._commit([done], [event]))
+    asyncio.run(commit(cluster, [done], [event]))
     return cluster.jobs[job_id].state
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from hal.core.job import JobSpec
-from hal.core.mail import MailType
+from hal.slurm.mail import MailType
 from hal.state.codec import spec_from_json, spec_to_json
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hal.api.convert import job_info
-from hal.core.slurm_syntax import parse_dependency
 from hal.core.states import JobState
+from hal.slurm.syntax import parse_dependency
 from hal.state.cluster import Cluster
 from hal.testing import make_job
 from hal.testing.mirror import store

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hal.core.job import Allocation, JobSpec
 from hal.core.resources import ResourceVector
-from hal.core.slurm_syntax import parse_array
+from hal.slurm.syntax import parse_array
 from hal.state.launch import job_environment
 from hal.testing.builders import make_job
 

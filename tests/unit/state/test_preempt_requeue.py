@@ -15,14 +15,14 @@ from hal.core.states import JobState
 from hal.scheduler.framework.snapshot import Plan, Preemption
 from hal.state.cluster import Cluster
 from hal.testing import make_job
-from hal.testing.mirror import store
+from hal.testing.mirror import commit, store
 
 
 def end_run(cluster: Cluster, clock: VirtualClock, reported: JobState) -> None:
     """Job 1's agent reports its run ended (as ``reported``) a few seconds later."""
     clock.advance(5)
     done, event = cluster.finish(cluster.jobs[1], reported, clock.now())
-    asyncio.run(cluster._commit([done], [event]))
+    asyncio.run(commit(cluster, [done], [event]))
 
 
 def test_a_requeued_victim_says_it_was_preempted(cluster: Cluster, clock: VirtualClock) -> None:

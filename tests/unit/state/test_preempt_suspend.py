@@ -18,13 +18,13 @@ from hal.core.reservation import Reservation, ReservationFlag
 from hal.core.resources import GiB, ResourceVector
 from hal.core.states import JobState, NodeState
 from hal.scheduler.framework.snapshot import Placement, Plan, Preemption
-from hal.state import preempt
+from hal.state import commands, preempt
 from hal.state.agents import AgentSession
-from hal.state.applier import check_placement
 from hal.state.cluster import Caller, Cluster
+from hal.state.plan_applier import check_placement
 from hal.state.suspension import SUSPENDED_AT, SUSPENDED_S
 from hal.testing import make_job
-from hal.testing.mirror import new_cluster, signals, store
+from hal.testing.mirror import commit, new_cluster, signals, store
 
 ADMIN = Caller("root", admin=True)
 
@@ -82,7 +82,7 @@ def test_it_goes_on_when_its_preemptor_ends(cluster: Cluster, clock: VirtualCloc
     assert cluster.jobs[1].state is JobState.SUSPENDED
     clock.advance(20)
     done, event = cluster.finish(cluster.jobs[2], JobState.COMPLETED, clock.now())
-    asyncio.run(cluster._commit([done], [event]))
+    asyncio.run(commit(cluster, [done], [event]))
     assert asyncio.run(preempt.resume_freed(cluster)) == [1]
     resumed = cluster.jobs[1]
     assert resumed.state is JobState.RUNNING
@@ -97,7 +97,7 @@ def test_it_goes_on_when_its_preemptor_ends(cluster: Cluster, clock: VirtualCloc
 
 def _moved(cluster: Cluster) -> None:
     cluster.partitions["other"] = Partition("other", nodes=("n9",))
-    asyncio.run(cluster.update("2", ADMIN, partition="other"))
+    asyncio.run(commands.update(cluster, "2", ADMIN, partition="other"))
 
 
 def _drained(cluster: Cluster) -> None:
@@ -154,7 +154,7 @@ def test_an_admin_suspension_keeps_its_cpus_and_is_not_resumed(
     cluster: Cluster, clock: VirtualClock
 ) -> None:
     store(cluster, low(1, clock.now() - 60))
-    asyncio.run(cluster.suspend("1", ADMIN))
+    asyncio.run(commands.suspend(cluster, "1", ADMIN))
     assert cluster.jobs[1].state is JobState.SUSPENDED
     assert cluster.usage["n1"].allocated.cpus == 2  # scontrol suspend: as before
     assert preempt.resumable(cluster) == []
@@ -165,7 +165,7 @@ def test_a_victim_cancelled_while_suspended_ends_cancelled_without_its_cpus(
 ) -> None:
     suspend_for_high(cluster, clock)
     asyncio.run(cluster.apply_plan(Plan(cluster.revision, placements=(on_n1(2),))))
-    asyncio.run(cluster.cancel("1", ADMIN))
+    asyncio.run(commands.cancel(cluster, "1", ADMIN))
     assert cluster.jobs[1].state is JobState.COMPLETING
     assert cluster.usage["n1"].allocated.cpus == 2  # still only the high job's
     ended, _ = cluster.finish(cluster.jobs[1], JobState.CANCELLED, clock.now())
@@ -178,7 +178,7 @@ def test_a_restarted_server_still_resumes_once_the_agent_is_back(
     suspend_for_high(cluster, clock)
     # its preemptor is cancelled before it starts; then the server restarts
     cancelled = cluster.jobs[2].evolve(state=JobState.CANCELLED, end_time=clock.now())
-    asyncio.run(cluster._commit([cancelled], []))
+    asyncio.run(commit(cluster, [cancelled], []))
     cluster.store.close()
     restarted = new_cluster(db, clock)
     try:
@@ -201,6 +201,6 @@ def test_an_admin_cannot_resume_a_victim_onto_its_preemptors_cpus(
     suspend_for_high(cluster, clock)
     asyncio.run(cluster.apply_plan(Plan(cluster.revision, placements=(on_n1(2),))))
     with pytest.raises(Conflict, match="resumes by itself once they are free"):
-        asyncio.run(cluster.suspend("1", ADMIN, resume=True))
+        asyncio.run(commands.suspend(cluster, "1", ADMIN, resume=True))
     assert cluster.jobs[1].state is JobState.SUSPENDED
     assert cluster.usage["n1"].allocated.cpus == 2  # the preemptor's only

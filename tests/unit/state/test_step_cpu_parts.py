@@ -5,7 +5,7 @@ a row from a server before them reads as none said."""
 
 from __future__ import annotations
 
-from hal.core.steps import StepLayout
+from hal.slurm.steps import StepLayout
 from hal.state.step_restore import running_row, times_of, totals_of
 from hal.state.step_usage import cpu_times
 from hal.state.store import RunningStepRow

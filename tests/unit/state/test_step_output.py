@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hal.core.steps import StepLayout
+from hal.slurm.steps import StepLayout
 from hal.state import steps
 from hal.state.steps import Step
 

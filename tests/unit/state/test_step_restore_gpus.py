@@ -4,7 +4,7 @@ between two nodes' ends still records the first node's; a row from before reads 
 
 from __future__ import annotations
 
-from hal.core.steps import StepLayout
+from hal.slurm.steps import StepLayout
 from hal.state.step_restore import gpus_of, running_row, totals_of
 from hal.state.store import RunningStepRow
 

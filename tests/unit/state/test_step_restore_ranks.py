@@ -5,7 +5,7 @@ server still takes each node's output for the right ranks; a row an older server
 
 from __future__ import annotations
 
-from hal.core.steps import StepLayout
+from hal.slurm.steps import StepLayout
 from hal.state.step_restore import layout_of, relay_of, running_row
 
 

@@ -4,7 +4,7 @@ before step usage reads as none used."""
 
 from __future__ import annotations
 
-from hal.core.steps import StepLayout
+from hal.slurm.steps import StepLayout
 from hal.state.step_restore import ended_of, running_row, totals_of
 from hal.state.store import RunningStepRow
 

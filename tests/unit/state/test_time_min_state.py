@@ -14,6 +14,7 @@ from hal.core.job import Allocation, JobSpec
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState
 from hal.scheduler.framework.snapshot import Placement, Plan
+from hal.state import commands
 from hal.state.cluster import Caller, Cluster, requeued
 from hal.testing import make_job
 from hal.testing.mirror import new_cluster, store
@@ -32,20 +33,20 @@ def test_a_time_min_above_the_time_limit_is_refused_at_submit(cluster: Cluster) 
 
 def test_update_time_min_of_a_pending_job(cluster: Cluster) -> None:
     store(cluster, make_job(1).limit(3600).time_min(600).build())
-    (job,) = asyncio.run(cluster.update("1", ALICE, time_min_seconds=1800))
+    (job,) = asyncio.run(commands.update(cluster, "1", ALICE, time_min_seconds=1800))
     assert job.spec.time_min_s == 1800
     with pytest.raises(InvalidRequest, match="more than the time limit"):
-        asyncio.run(cluster.update("1", ALICE, time_min_seconds=7200))
+        asyncio.run(commands.update(cluster, "1", ALICE, time_min_seconds=7200))
     with pytest.raises(InvalidRequest, match="more than the time limit"):
-        asyncio.run(cluster.update("1", ALICE, time_limit_seconds=900))  # below it
-    (cleared,) = asyncio.run(cluster.update("1", ALICE, time_min_seconds=0))
+        asyncio.run(commands.update(cluster, "1", ALICE, time_limit_seconds=900))  # below it
+    (cleared,) = asyncio.run(commands.update(cluster, "1", ALICE, time_min_seconds=0))
     assert cleared.spec.time_min_s is None
 
 
 def test_the_time_min_of_a_started_job_stays(cluster: Cluster) -> None:
     store(cluster, make_job(1).limit(3600).time_min(600).running_on("n1", start=0).build())
     with pytest.raises(Conflict, match="TimeMin counts only until a job starts"):
-        asyncio.run(cluster.update("1", ALICE, time_min_seconds=60))
+        asyncio.run(commands.update(cluster, "1", ALICE, time_min_seconds=60))
 
 
 def test_a_lowered_limit_is_stored_and_a_requeue_gives_the_job_its_own(

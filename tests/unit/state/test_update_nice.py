@@ -12,6 +12,7 @@ import pytest
 
 from hal.core.errors import Conflict, InvalidRequest, PermissionDenied
 from hal.core.states import JobState
+from hal.state import commands
 from hal.state.cluster import Caller, Cluster
 from hal.testing import make_job
 from hal.testing.mirror import store
@@ -21,14 +22,14 @@ def test_a_user_cannot_give_their_own_job_a_negative_nice(cluster: Cluster) -> N
     job = make_job(1).priority(1000).build()  # alice's
     store(cluster, job.evolve(spec=job.spec.with_changes(nice=0)))
     alice = Caller("alice")
-    (raised,) = asyncio.run(cluster.update("1", alice, nice=100))
+    (raised,) = asyncio.run(commands.update(cluster, "1", alice, nice=100))
     assert (raised.spec.nice, raised.priority) == (100, 900)
-    (back,) = asyncio.run(cluster.update("1", alice, nice=50))  # lowered, still >= 0
+    (back,) = asyncio.run(commands.update(cluster, "1", alice, nice=50))  # lowered, still >= 0
     assert (back.spec.nice, back.priority) == (50, 950)
     with pytest.raises(PermissionDenied, match="only an administrator may give a negative"):
-        asyncio.run(cluster.update("1", alice, nice=-1))
+        asyncio.run(commands.update(cluster, "1", alice, nice=-1))
     assert cluster.jobs[1].spec.nice == 50  # unchanged
-    (lowered,) = asyncio.run(cluster.update("1", Caller("root", admin=True), nice=-10))
+    (lowered,) = asyncio.run(commands.update(cluster, "1", Caller("root", admin=True), nice=-10))
     assert (lowered.spec.nice, lowered.priority) == (-10, 1010)
 
 
@@ -40,15 +41,17 @@ def test_a_user_may_not_set_their_own_jobs_priority(cluster: Cluster) -> None:
     store(cluster, make_job(1).priority(1000).build())  # alice's
     alice = Caller("alice")
     with pytest.raises(InvalidRequest, match=r"^Changes to job priority are not persistent"):
-        asyncio.run(cluster.update("1", alice, priority=400))
+        asyncio.run(commands.update(cluster, "1", alice, priority=400))
     assert (cluster.jobs[1].priority, cluster.jobs[1].priority_fixed) == (1000, False)
     with pytest.raises(PermissionDenied, match="only an administrator may raise it"):
-        asyncio.run(cluster.update("1", alice, priority=1001))
-    (same,) = asyncio.run(cluster.update("1", alice, priority=1000))  # accepted, as Slurm
+        asyncio.run(commands.update(cluster, "1", alice, priority=1001))
+    (same,) = asyncio.run(commands.update(cluster, "1", alice, priority=1000))  # accepted, as Slurm
     assert same.priority == 1000
-    (raised,) = asyncio.run(cluster.update("1", Caller("root", admin=True), priority=5000))
+    (raised,) = asyncio.run(
+        commands.update(cluster, "1", Caller("root", admin=True), priority=5000)
+    )
     assert raised.priority == 5000
-    (lowered,) = asyncio.run(cluster.update("1", Caller("root", admin=True), priority=10))
+    (lowered,) = asyncio.run(commands.update(cluster, "1", Caller("root", admin=True), priority=10))
     assert (lowered.priority, lowered.priority_fixed) == (10, True)
 
 
@@ -60,7 +63,7 @@ def test_the_priority_of_a_held_job_does_not_change(cluster: Cluster, admin_hold
     store(cluster, (builder.admin_hold() if admin_hold else builder.hold()).build())
     for caller in (Caller("root", admin=True), Caller("alice")):
         with pytest.raises(Conflict, match=r"^Job is in held state, pending scheduler release"):
-            asyncio.run(cluster.update("1", caller, priority=500))
+            asyncio.run(commands.update(cluster, "1", caller, priority=500))
         assert cluster.jobs[1].held and cluster.jobs[1].priority == 1000
 
 
@@ -71,10 +74,10 @@ def test_an_administrators_priority_clears_the_nice(cluster: Cluster) -> None:
     job = make_job(1).priority(950).build()
     store(cluster, job.evolve(spec=job.spec.with_changes(nice=50)))
     root = Caller("root", admin=True)
-    (held,) = asyncio.run(cluster.update("1", Caller("alice"), priority=0))
+    (held,) = asyncio.run(commands.update(cluster, "1", Caller("alice"), priority=0))
     assert held.spec.nice == 50
-    asyncio.run(cluster.set_hold("1", root, False))
-    (fixed,) = asyncio.run(cluster.update("1", root, priority=777))
+    asyncio.run(commands.set_hold(cluster, "1", root, False))
+    (fixed,) = asyncio.run(commands.update(cluster, "1", root, priority=777))
     assert (fixed.priority, fixed.spec.nice) == (777, 0)
 
 
@@ -98,6 +101,6 @@ def test_nothing_of_an_ended_job_changes(cluster: Cluster, change: dict[str, obj
     Requeue= silently, and said other things for Partition= and TimeLimit=."""
     store(cluster, make_job(2).priority(1000).state(JobState.CANCELLED).build())
     with pytest.raises(Conflict, match=r"^Job has already finished for job 2$"):
-        asyncio.run(cluster.update("2", Caller("root", admin=True), **change))
+        asyncio.run(commands.update(cluster, "2", Caller("root", admin=True), **change))
     job = cluster.jobs[2]
     assert (job.spec.nice, job.priority, job.spec.name) == (0, 1000, make_job(2).build().spec.name)

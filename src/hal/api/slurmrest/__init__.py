@@ -1,4 +1,4 @@
-"""A slurmrestd-compatible facade over HAL's own API (``docs/slurmrest.md``).
+"""A slurmrestd-compatible facade over HAL's own API (``docs/reference/slurmrest.md``).
 
 ``/slurm/v0.0.45/...`` (and the same shapes at ``/slurm/v0.0.44/...``, the newest version
 the generated Python client on PyPI speaks) answers Slurm REST clients in Slurm's shapes:
@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from hal.api.context import ServerContext
+from hal.server.services import Services
 from hal.wire.slurm_json import V44, V45
 
 
-def install(app: FastAPI, ctx: ServerContext) -> None:
+def install(app: FastAPI, ctx: Services) -> None:
     """Mount the facade at ``/slurm/v0.0.45`` and ``/slurm/v0.0.44`` (on by default: it
     is HAL's API in other shapes, behind the same tokens)."""
     from hal.api.slurmrest.routes import create_facade

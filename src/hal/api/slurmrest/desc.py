@@ -26,8 +26,8 @@ from hal.api.slurmrest.envelope import (
     warning_entry,
 )
 from hal.core.errors import InvalidRequest
-from hal.core.mail import parse_mail_type
-from hal.core.slurm_syntax import expand_hostlist, parse_gres, parse_nodes
+from hal.slurm.mail import parse_mail_type
+from hal.slurm.syntax import expand_hostlist, parse_gres, parse_nodes
 from hal.wire.submit import JobSubmit
 
 MIB = 1024 * 1024
@@ -287,7 +287,7 @@ def _read(desc: dict[str, Any], table: dict[str, tuple[Reader, str]], out: Parse
         if name not in table:
             out.refuse(
                 name,
-                "not supported by HAL's slurmrestd facade (docs/slurmrest.md lists the "
+                "not supported by HAL's slurmrestd facade (docs/reference/slurmrest.md lists the "
                 "fields it maps); remove it or use HAL's own API",
                 REST_FAIL_PARSING,
             )

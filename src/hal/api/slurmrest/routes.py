@@ -25,8 +25,8 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
 from hal.api.cloud_nodes import CloudNodes, cloud_nodes, cluster_nodes, one_node
-from hal.api.context import ServerContext, authenticated
 from hal.api.convert import job_info, partition_info
+from hal.api.deps import authenticated
 from hal.api.slurmrest import desc, views
 from hal.api.slurmrest.envelope import (
     ACCESS_DENIED,
@@ -46,6 +46,7 @@ from hal.api.slurmrest.envelope import (
     envelope,
     http_status,
 )
+from hal.api.submit import submission
 from hal.core.errors import (
     Conflict,
     HalError,
@@ -55,8 +56,11 @@ from hal.core.errors import (
     Unauthenticated,
 )
 from hal.core.job import Job, licenses_held
-from hal.core.slurm_syntax import parse_signal_name
 from hal.core.states import JobState
+from hal.server.history import find_jobs
+from hal.server.services import Services
+from hal.slurm.syntax import parse_signal_name
+from hal.state import commands
 from hal.state.cluster import Caller
 from hal.wire.jobs import JobUpdate
 from hal.wire.nodes import NodeInfo, kept_warning
@@ -65,12 +69,12 @@ from hal.wire.slurm_json import ApiVersion, no_val
 log = logging.getLogger("hal.api.slurmrest")
 
 
-def create_facade(ctx: ServerContext, parent: FastAPI, version: ApiVersion) -> FastAPI:
+def create_facade(ctx: Services, parent: FastAPI, version: ApiVersion) -> FastAPI:
     app = FastAPI(
         title=f"HAL slurmrestd facade ({version.data_parser})",
         docs_url=None,
         redoc_url=None,
-        description="Slurm REST API shapes over HAL (docs/slurmrest.md).",
+        description="Slurm REST API shapes over HAL (docs/reference/slurmrest.md).",
     )
     app.state.ctx = ctx
     app.state.parent = parent
@@ -85,7 +89,7 @@ def create_facade(ctx: ServerContext, parent: FastAPI, version: ApiVersion) -> F
 
 
 def answer(request: Request, body: dict[str, Any], **kw: Any) -> JSONResponse:
-    ctx: ServerContext = request.app.state.ctx
+    ctx: Services = request.app.state.ctx
     who: Caller | None = getattr(request.state, "caller", None)
     return envelope(
         request.app.state.version,
@@ -136,7 +140,8 @@ def _install_errors(app: FastAPI) -> None:
     async def http_error(request: Request, err: Exception) -> JSONResponse:
         assert isinstance(err, HTTPException)
         text = (
-            f"no such path {request.url.path} in HAL's slurmrestd facade (docs/slurmrest.md)"
+            f"no such path {request.url.path} in HAL's slurmrestd facade "
+            "(docs/reference/slurmrest.md)"
             if err.status_code == 404
             else f"{request.method} {request.url.path}: {err.detail}"
         )
@@ -188,8 +193,8 @@ async def caller_dep(request: Request) -> Caller:
 Who = Annotated[Caller, Depends(caller_dep)]
 
 
-def _ctx(request: Request) -> ServerContext:
-    ctx: ServerContext = request.app.state.ctx
+def _ctx(request: Request) -> Services:
+    ctx: Services = request.app.state.ctx
     return ctx
 
 
@@ -212,13 +217,13 @@ async def submit(request: Request, caller: Who) -> JSONResponse:
         return answer(request, {}, errors=parsed.errors, warnings=parsed.warnings, status=status)
     # slurmrestd submits from its own host: Slurm's AllocNode is slurmrestd's hostname
     req = dataclasses.replace(req, submit_host=socket.gethostname())
-    specs = await ctx.submission([req], caller)  # as POST /v1/jobs: nice, [data]
+    specs = await submission(ctx, [req], caller)  # as POST /v1/jobs: nice, [data]
     done = await ctx.cluster.submit(specs)
     body = {"job_id": done[0].job_id, "step_id": "batch", "job_submit_user_msg": ""}
     return answer(request, body, warnings=parsed.warnings)
 
 
-async def _jobs_of(ctx: ServerContext, ident: str) -> list[Job]:
+async def _jobs_of(ctx: Services, ident: str) -> list[Job]:
     """The jobs ``ident`` names (a job, an array, ``123_4``): the mirror's, else history's."""
     try:
         return ctx.cluster.resolve(ident)
@@ -227,7 +232,7 @@ async def _jobs_of(ctx: ServerContext, ident: str) -> list[Job]:
     except InvalidRequest as err:
         # slurmrestd 22.05.8 answers a job id it cannot read so (``GET /job/abc``)
         raise SlurmRestError(400, REST_INVALID_JOBS_DESC, err.message, "job_id") from err
-    found = await ctx.history([ident], set(), set(), None, set(), None, None, 10_000)
+    found = await find_jobs(ctx.cluster, [ident], set(), set(), None, set(), None, None, 10_000)
     if not found:
         # slurmrestd 22.05.8's answer, word for word, with its empty list
         raise SlurmRestError(
@@ -280,7 +285,9 @@ async def cancel_job(
         code, text = ALREADY_DONE
         return answer(request, {"status": [_kill_status(j.id, code, text) for j in jobs]})
     wanted = {f.strip().upper() for f in (flags or "").split(",") if f.strip()}
-    done = await ctx.cluster.cancel(job_id, caller, number, batch_only="BATCH_JOB" in wanted)
+    done = await commands.cancel(
+        ctx.cluster, job_id, caller, number, batch_only="BATCH_JOB" in wanted
+    )
     return answer(request, {"status": [_kill_status(i) for i in done]})
 
 
@@ -312,9 +319,9 @@ async def update_job(request: Request, job_id: str, caller: Who) -> JSONResponse
             raise SlurmRestError(
                 400, REST_FAIL_PARSING, f"job.{where}: {first['msg']}", where
             ) from err
-        ids = [j.id for j in await ctx.cluster.update(job_id, caller, **checked)]
+        ids = [j.id for j in await commands.update(ctx.cluster, job_id, caller, **checked)]
     if hold is not None:
-        ids = await ctx.cluster.set_hold(job_id, caller, hold, user_hold=not caller.admin)
+        ids = await commands.set_hold(ctx.cluster, job_id, caller, hold, user_hold=not caller.admin)
     results = [{"job_id": i, "step_id": "", "error": "", "error_code": 0, "why": ""} for i in ids]
     return answer(request, {"results": results}, warnings=parsed.warnings)
 
@@ -325,7 +332,7 @@ async def update_job(request: Request, job_id: str, caller: Who) -> JSONResponse
 def _cloud(request: Request) -> CloudNodes:
     """The ``[cloud]`` groups' nodes (``hal.api.cloud_nodes``): the autoscaler is the
     parent application's."""
-    return cloud_nodes(getattr(request.app.state.parent.state, "cloud", None))
+    return cloud_nodes(_ctx(request).cloud)
 
 
 def _nodes(request: Request, infos: list[NodeInfo]) -> JSONResponse:
@@ -425,9 +432,9 @@ async def ping(request: Request, _caller: Who) -> JSONResponse:
 
 async def diag(request: Request, _caller: Who) -> JSONResponse:
     """sdiag's numbers (``GET /v1/diag``) under Slurm's names; times in microseconds."""
-    from hal.observe.diag import scheduler_diag
+    from hal.server.observe.diag import scheduler_diag
 
-    plane = getattr(request.app.state.parent.state, "observe", None)
+    plane = _ctx(request).observe
     if plane is None:
         raise SlurmRestError(503, SLURM_ERROR, "this server runs without its observe plane")
     d = scheduler_diag(plane)

@@ -4,13 +4,13 @@ v0.0.45 shapes: ``job_info`` (``hal.wire.slurm_json``'s, shared with ``squeue --
 minutes, memory MiB, as slurmrestd sends them.
 
 Fields HAL has no value for are left out rather than made up (a client reading an absent
-field gets its default); ``docs/slurmrest.md`` lists what is filled.
+field gets its default); ``docs/reference/slurmrest.md`` lists what is filled.
 """
 
 from __future__ import annotations
 
 from hal import __version__
-from hal.core.slurm_syntax import compress_hostlist
+from hal.slurm.syntax import compress_hostlist
 from hal.wire.nodes import NodeInfo, PartitionInfo
 from hal.wire.slurm_json import MIB, job_info, minutes, no_val
 

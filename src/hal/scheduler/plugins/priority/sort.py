@@ -1,7 +1,7 @@
 """Order the queue: higher ``job.priority`` first, then earlier ``submit_time``.
 
 Priority itself is computed elsewhere (the server: basic at submit, or multifactor with
-fair share, see ``hal.api.priority``); this plugin only reads it. The runtime appends
+fair share, see ``hal.server.priority``); this plugin only reads it. The runtime appends
 ``job.id`` to the key, so equal priority and submit time fall back to submission order
 of ids.
 

@@ -1,0 +1,591 @@
+"""The server's side of the compute control plane: the autoscaler's loop.
+
+Each pass (``[cloud] interval_seconds``) lists every group's instances from its
+provider, then:
+
+- an instance whose agent has not joined within the group's ``boot_timeout_seconds``
+  is removed, and the group rests as long, twice as long after each failure in a row
+  (at most an hour; Slurm's ResumeTimeout);
+- a second instance for one node name is removed (the older one is kept);
+- a joined node without a job for its group's ``idle_seconds`` is drained, removed
+  from its provider and forgotten (Slurm's SuspendTime), unless an operator drained or
+  downed it;
+- a node of a group whose instance is gone, and whose agent no longer answers, is
+  forgotten;
+- the waiting jobs, in priority order, are packed into booting nodes and, where they
+  do not fit, into new nodes of the cheapest group that holds them
+  (``hal.cloud.autoscaler``).
+
+Nothing is remembered between passes that the providers and the cluster do not say
+again, except how long each node has been idle and which groups rest; a restarted
+server starts those afresh. Provider calls block and run in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from hal.cloud.autoscaler import Waiting, holds, idle_to_remove, plan_scale_up
+from hal.cloud.provider import STOPPING, Instance, Launch, Provider, ProviderError
+from hal.cloud.providers import make_provider
+from hal.config.cloud import CloudConfig
+from hal.core.errors import InvalidRequest
+from hal.core.job import Job
+from hal.core.node import Node, Partition
+from hal.core.node_groups import NodeGroup
+from hal.core.resources import ResourceVector
+from hal.core.states import JobState, NodeState, PendingReason
+from hal.server.cloud_token import agent_token, bind_nodes
+from hal.state.agents import forget_node, set_node_state
+from hal.state.cluster import Cluster
+from hal.state.node_reasons import NOT_RESPONDING, server_user, set_down_by_operator
+from hal.state.store import EventRow
+from hal.wire.cloud import CloudGroupInfo, CloudNodeInfo, CloudStatus
+
+log = logging.getLogger(__name__)
+
+# the reasons of a job waiting for nodes: no node has room, or none joined is big enough
+# (not WaitingForScheduling: a job the scheduler has not looked at yet may start on a
+# node that has room at its next pass, and a node made for it would go to waste)
+DEMAND = {
+    PendingReason.NONE,
+    PendingReason.PRIORITY,
+    PendingReason.RESOURCES,
+    PendingReason.BAD_CONSTRAINTS,
+}
+IDLE_REASON = "cloud: idle, being removed"
+RETIRED_REASON = "cloud: group {group} left [cloud], being removed"
+MAX_REST_S = 3600.0  # the longest a failing group rests
+
+
+@dataclass(slots=True)
+class GroupState:
+    """What the last pass saw of a group, for ``GET /v1/cloud`` and ``hal cloud``."""
+
+    instances: list[Instance] = field(default_factory=list)
+    resting_until: float = 0.0
+    error: str = ""  # the last failure since the server started (kept until the next)
+    created: int = 0  # nodes created since the server started
+    removed: int = 0
+    boot_failures: int = 0
+    failing: int = 0  # boot failures since a node of the group last joined
+
+
+@dataclass(slots=True)
+class Retiring:
+    """A group taken out of ``[cloud]`` (``scontrol reconfigure``) whose instances are not
+    all gone yet: its provider, kept to remove them, and what the last pass saw."""
+
+    group: NodeGroup
+    provider: Provider
+    state: GroupState = field(default_factory=GroupState)
+
+
+class CloudService:
+    def __init__(
+        self,
+        cluster: Cluster,
+        config: CloudConfig,
+        providers: Mapping[str, Provider],
+        url: str,
+        token: str,
+    ) -> None:
+        self.cluster = cluster
+        self.url = url  # the server's own, for nodes where [cloud] names no server_url
+        self.token = token  # CLOUD_AGENT's, the nodes join with it
+        self.config = config
+        self.providers = dict(providers)
+        self.idle_since: dict[str, float] = {}
+        self.groups = {g.name: GroupState() for g in config.groups}
+        self._by_name = {g.name: g for g in config.groups}
+        # groups taken out of [cloud] whose nodes are being removed
+        self.retiring: dict[str, Retiring] = {}
+        self.started_at = cluster.clock.now()
+        self._strangers: set[str] = set()  # group names taken by agents it did not start
+        # node → the jobs it was made for (``hal explain``); since the server started
+        self.made_for: dict[str, tuple[int, ...]] = {}
+        # drops the token's cached caller once its nodes changed (the server's TokenCache)
+        self.forget_token: Callable[[], None] = lambda: None
+
+    def launch(self) -> Launch:
+        return Launch(self.config.server_url or self.url, self.token)
+
+    def configure(self, config: CloudConfig, providers: Mapping[str, Provider]) -> None:
+        """Take a new ``[cloud]`` (``scontrol reconfigure``; ``providers``: its groups',
+        made and checked by ``cloud_providers``). A group taken out retires: its nodes
+        are drained, and each is removed once it has no job (``_retire``). A group that
+        stays keeps what the passes saw of it; one put back before its nodes were gone
+        takes them back."""
+        names = {g.name for g in config.groups}
+        for group in self.config.groups:
+            if group.name not in names:
+                kept = Retiring(group, self.providers[group.name], self.groups[group.name])
+                self.retiring[group.name] = kept
+        for name in names:
+            self.retiring.pop(name, None)
+        self.groups = {g.name: self.groups.get(g.name) or GroupState() for g in config.groups}
+        self.config = config
+        self.providers = dict(providers)
+        self._by_name = {g.name: g for g in config.groups}
+
+    def agent_nodes(self) -> list[str]:
+        """The node names the nodes' token serves: every group's, the retiring too (their
+        agents report their last jobs' ends)."""
+        groups = [*self.config.groups, *(r.group for r in self.retiring.values())]
+        return sorted({n for g in groups for n in g.nodes})
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                if await self.cluster.database_ok():
+                    await self.step()
+            except Exception:
+                log.exception("the autoscaler's pass failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.config.interval_seconds)
+
+    async def step(self) -> None:
+        listed = await self._list()
+        booting: dict[str, str] = {}
+        joined: dict[str, str] = {}
+        for name, instances in listed.items():
+            group = self._group(name)
+            names = set(group.nodes)
+            b, j = await self._sort(group, [i for i in instances if i.node in names])
+            booting.update(b)
+            joined.update(j)
+            # names the group no longer has (a reconfigure shortened its list)
+            await self._retire(group, [i for i in instances if i.node not in names])
+            await self._forget_lost(group, instances)
+        await self._retire_groups()
+        await self._scale_down(joined)
+        await self._scale_up(listed, self._spare(booting, joined))
+
+    def _spare(
+        self, booting: Mapping[str, str], joined: Mapping[str, str]
+    ) -> dict[str, tuple[str, ResourceVector]]:
+        """node → (group, room) of the group nodes made: a booting node's whole size,
+        a joined schedulable node's room left (a job that fits it still waits only
+        until the scheduler's next pass)."""
+        spare = {n: (g, self._group(g).resources) for n, g in booting.items()}
+        for node, group in joined.items():
+            current = self.cluster.nodes.get(node)
+            usage = self.cluster.usage.get(node)
+            if current is None or not current.schedulable or (usage and usage.exclusive):
+                continue
+            used = usage.allocated if usage else ResourceVector()
+            spare[node] = (group, current.resources - used)
+        return spare
+
+    def stop_local_nodes(self) -> None:
+        """Stop the local provider's agent processes (``hal up`` does as it stops: its
+        nodes are this machine's processes, and end with it). Blocks."""
+        groups = [(g, self.providers[g.name]) for g in self.config.groups]
+        for group, provider in [*groups, *((r.group, r.provider) for r in self.retiring.values())]:
+            if group.provider == "local":
+                provider.remove(provider.instances())
+
+    def status(self) -> CloudStatus:
+        now = self.cluster.clock.now()
+        return CloudStatus(
+            interval_seconds=self.config.interval_seconds,
+            pending_seconds=self.config.pending_seconds,
+            groups=[
+                *(self._group_info(g, self.groups[g.name], now) for g in self.config.groups),
+                *(self._group_info(r.group, r.state, now, True) for r in self.retiring.values()),
+            ],
+        )
+
+    def _group_info(
+        self, group: NodeGroup, state: GroupState, now: float, retiring: bool = False
+    ) -> CloudGroupInfo:
+        return CloudGroupInfo(
+            name=group.name,
+            provider=group.provider,
+            nodes=list(group.nodes),
+            cpus=group.resources.cpus,
+            memory_bytes=group.resources.memory_bytes,
+            gpus=group.resources.gpus,
+            gpu_type=group.gpu_model,
+            features=list(group.features),
+            price_per_hour=group.price_per_hour,
+            idle_seconds=group.idle_seconds,
+            boot_timeout_seconds=group.boot_timeout_seconds,
+            instances=[self._node_info(i) for i in state.instances],
+            resting_until=state.resting_until if state.resting_until > now else None,
+            last_error=state.error,
+            created=state.created,
+            removed=state.removed,
+            boot_failures=state.boot_failures,
+            retiring=retiring,
+        )
+
+    def _node_info(self, inst: Instance) -> CloudNodeInfo:
+        idle = self.idle_since.get(inst.node)
+        if inst.state == STOPPING:
+            state = "stopping"
+        elif not self._joined(inst):
+            state = "booting"
+        else:
+            state = "joined" if idle is None else "idle"
+        return CloudNodeInfo(
+            node=inst.node,
+            instance=inst.id,
+            state=state,
+            created_at=inst.created_at,
+            idle_since=idle,
+        )
+
+    def making_for(self, job_id: int) -> list[tuple[str, str, float]]:
+        """(node, group, when asked) of each node being made for the job: created for
+        it, its agent not heard from yet (``hal explain``)."""
+        return [
+            (inst.node, name, inst.created_at)
+            for name, state in self.groups.items()
+            for inst in state.instances
+            if inst.state != STOPPING
+            and job_id in self.made_for.get(inst.node, ())
+            and not self._joined(inst)
+        ]
+
+    def _joined(self, inst: Instance) -> bool:
+        """Its agent has been heard from since the instance began."""
+        session = self.cluster.agent_sessions.get(inst.node)
+        return session is not None and session.last_seen >= inst.created_at
+
+    def _group(self, name: str) -> NodeGroup:
+        return self._by_name[name]
+
+    async def _list(self) -> dict[str, list[Instance]]:
+        listed: dict[str, list[Instance]] = {}
+        for group in self.config.groups:
+            state = self.groups[group.name]
+            try:
+                found = await asyncio.to_thread(self.providers[group.name].instances)
+            except ProviderError as err:
+                state.error = f"listing instances: {err}"
+                log.warning("cloud group %s: %s", group.name, state.error)
+                continue
+            state.instances = found
+            listed[group.name] = found
+        return listed
+
+    async def _sort(
+        self, group: NodeGroup, instances: list[Instance]
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """(booting, joined): node → group; removes second instances of a name and
+        instances that did not join in time."""
+        now = self.cluster.clock.now()
+        seen: set[str] = set()
+        booting: dict[str, str] = {}
+        joined: dict[str, str] = {}
+        doomed: list[Instance] = []
+        for inst in sorted(instances, key=lambda i: (i.created_at, i.id)):
+            if inst.state == STOPPING:
+                continue
+            if inst.node in seen:
+                doomed.append(inst)
+                continue
+            seen.add(inst.node)
+            node = self.cluster.nodes.get(inst.node)
+            if self._joined(inst):
+                joined[inst.node] = group.name
+                self.groups[group.name].failing = 0
+            elif node is not None and node.last_heartbeat >= inst.created_at:
+                # it joined, and its agent is silent: a restarted server's node not yet
+                # back, or a dead one, removed once down past the group's boot timeout
+                if _down_since(node) + group.boot_timeout_seconds < now:
+                    doomed.append(inst)
+                    await self._event("cloud.node_lost", inst.node, group, instance=inst.id)
+            elif max(inst.created_at, self.started_at) + group.boot_timeout_seconds < now:
+                doomed.append(inst)  # (the boot clock starts again with the server)
+                await self._boot_failed(group, inst, now)
+            else:
+                booting[inst.node] = group.name
+        if doomed:
+            await self._remove(group, doomed)
+        return booting, joined
+
+    async def _boot_failed(self, group: NodeGroup, inst: Instance, now: float) -> None:
+        """The group rests its boot timeout, twice as long after each failure in a row
+        (at most an hour), as the cluster autoscaler backs off a failing node group."""
+        state = self.groups[group.name]
+        state.boot_failures += 1
+        state.failing += 1
+        rest = min(group.boot_timeout_seconds * 2 ** (state.failing - 1), MAX_REST_S)
+        state.resting_until = now + rest
+        state.error = (
+            f"node {inst.node} (instance {inst.id}) did not join within "
+            f"{group.boot_timeout_seconds:g} s; the group makes no nodes for {rest:g} s"
+        )
+        log.warning("cloud group %s: %s", group.name, state.error)
+        await self._event("cloud.boot_failed", inst.node, group, instance=inst.id)
+
+    def _parts(self, name: str) -> tuple[Provider, GroupState]:
+        """A group's provider and state, a retiring one's too."""
+        if name in self.retiring:
+            return self.retiring[name].provider, self.retiring[name].state
+        return self.providers[name], self.groups[name]
+
+    async def _remove(self, group: NodeGroup, instances: Sequence[Instance]) -> bool:
+        provider, state = self._parts(group.name)
+        try:
+            await asyncio.to_thread(provider.remove, instances)
+        except ProviderError as err:
+            state.error = f"removing instances: {err}"
+            log.warning("cloud group %s: %s", group.name, state.error)
+            return False
+        state.removed += len(instances)
+        gone = {i.id for i in instances}  # stopping until the next listing says otherwise
+        state.instances = [
+            replace(i, state=STOPPING) if i.id in gone else i for i in state.instances
+        ]
+        return True
+
+    async def _retire_groups(self) -> None:
+        """Each pass, the groups taken out of ``[cloud]``: their instances removed as
+        their nodes free up; a group is forgotten once none is left, and the nodes'
+        token stops serving its names."""
+        for name, retiring in list(self.retiring.items()):
+            try:
+                found = await asyncio.to_thread(retiring.provider.instances)
+            except ProviderError as err:
+                retiring.state.error = f"listing instances: {err}"
+                log.warning("cloud group %s (retiring): %s", name, retiring.state.error)
+                continue
+            retiring.state.instances = found
+            await self._retire(retiring.group, found)
+            await self._forget_lost(retiring.group, found)
+            if not found:
+                del self.retiring[name]
+                log.info("cloud group %s: its last node is gone", name)
+                await self.rebind()
+
+    async def _retire(self, group: NodeGroup, instances: Sequence[Instance]) -> None:
+        """Instances whose names no group of ``[cloud]`` has any more: each node drained
+        (it takes no new job) and, once it runs none, removed and forgotten."""
+        doomed = []
+        for inst in instances:
+            if inst.state == STOPPING:
+                continue
+            node = self.cluster.nodes.get(inst.node)
+            if node is not None and node.state is not NodeState.DRAIN:
+                reason = RETIRED_REASON.format(group=group.name)
+                await set_node_state(self.cluster, inst.node, "DRAIN", reason, user=server_user())
+            usage = self.cluster.usage.get(inst.node)
+            if usage is None or not usage.jobs:
+                doomed.append(inst)
+        if doomed and await self._remove(group, doomed):
+            for inst in doomed:
+                await forget_node(self.cluster, inst.node, RETIRED_REASON.format(group=group.name))
+                self.idle_since.pop(inst.node, None)
+                self.made_for.pop(inst.node, None)
+                await self._event(
+                    "cloud.node_removed", inst.node, group, instance=inst.id, retired=True
+                )
+
+    async def rebind(self) -> None:
+        """The nodes' token serves the groups' names as they are now (``agent_nodes``)."""
+        await asyncio.to_thread(bind_nodes, self.cluster, self.agent_nodes())
+        self.forget_token()
+
+    async def _forget_lost(self, group: NodeGroup, instances: Sequence[Instance]) -> None:
+        """Forget the nodes of a group whose instance is gone and whose agent is silent
+        (a node a person started by hand under such a name, and that answers, stays)."""
+        now = self.cluster.clock.now()
+        timeout = self.cluster.config.node_timeout_seconds
+        have = {i.node for i in instances}
+        for node in group.nodes:
+            if node in have or node not in self.cluster.nodes:
+                continue
+            session = self.cluster.agent_sessions.get(node)
+            silent = session is None or now - session.last_seen > timeout
+            if silent and await forget_node(self.cluster, node, "cloud: its instance is gone"):
+                self.idle_since.pop(node, None)
+            elif not silent and node not in self._strangers:
+                self._strangers.add(node)  # (said once per node and server)
+                log.warning(
+                    "node %s answers under a name of cloud group %s but is none of its "
+                    "instances (an agent started by hand?): the group will not make it, "
+                    "nor remove it; give the group other names",
+                    node,
+                    group.name,
+                )
+
+    async def _scale_down(self, joined: Mapping[str, str]) -> None:
+        now = self.cluster.clock.now()
+        for node in list(self.idle_since):
+            if node not in joined:
+                del self.idle_since[node]
+        for node in joined:
+            usage = self.cluster.usage.get(node)
+            if (usage is not None and usage.jobs) or _kept_by_operator(self.cluster.nodes[node]):
+                self.idle_since.pop(node, None)
+            else:  # idle since this pass saw it so, or its last job ended (even between two)
+                since = self.idle_since.setdefault(node, now)
+                if usage is not None and usage.released_at > since:
+                    self.idle_since[node] = usage.released_at
+        for node in idle_to_remove(self.idle_since, self.config.groups, now):
+            await self._remove_idle(node, self._group(joined[node]))
+
+    async def _remove_idle(self, node: str, group: NodeGroup) -> None:
+        current = self.cluster.nodes.get(node)
+        if current is None:
+            return
+        if current.state is not NodeState.DRAIN:
+            await set_node_state(self.cluster, node, "DRAIN", IDLE_REASON, user=server_user())
+        usage = self.cluster.usage.get(node)
+        if usage is not None and usage.jobs:
+            return  # a job started before the drain: removed once it ends and idles
+        inst = next(i for i in self.groups[group.name].instances if i.node == node)
+        if await self._remove(group, [inst]):
+            await forget_node(self.cluster, node, IDLE_REASON)
+            self.idle_since.pop(node, None)
+            await self._event("cloud.node_removed", node, group, instance=inst.id)
+
+    async def _scale_up(
+        self,
+        listed: Mapping[str, list[Instance]],
+        spare: Mapping[str, tuple[str, ResourceVector]],
+    ) -> None:
+        now = self.cluster.clock.now()
+        groups = [
+            g
+            for g in self.config.groups
+            if g.name in listed and self.groups[g.name].resting_until <= now
+        ]
+        if not groups:
+            return
+        waiting = self._waiting(now)
+        if not waiting:
+            return
+        existing = set(self.cluster.nodes) | {i.node for v in listed.values() for i in v}
+        for up in plan_scale_up(waiting, groups, existing, spare):
+            group = self._group(up.group)
+            state = self.groups[group.name]
+            try:
+                made = await asyncio.to_thread(
+                    self.providers[group.name].create, up.names, self.launch()
+                )
+            except ProviderError as err:
+                state.resting_until = now + min(group.boot_timeout_seconds, 300.0)
+                state.error = f"creating {', '.join(up.names)}: {err}"
+                log.warning("cloud group %s: %s", group.name, state.error)
+                await self._event("cloud.create_failed", None, group, error=str(err))
+                continue
+            state.created += len(made)
+            state.instances.extend(made)
+            for inst in made:
+                self.made_for[inst.node] = up.per_node.get(inst.node, ())
+                await self._event(
+                    "cloud.node_created", inst.node, group, instance=inst.id, jobs=list(up.jobs)
+                )
+
+    def _waiting(self, now: float) -> list[Waiting]:
+        jobs = [
+            j
+            for j in self.cluster.unfinished.values()
+            if j.state is JobState.PENDING
+            and j.reason in DEMAND
+            and now - j.submit_time >= self.config.pending_seconds
+        ]
+        jobs.sort(key=lambda j: (-j.priority, j.submit_time, j.id))
+        waiting = []
+        for job in jobs:
+            partitions = self._partitions(job)
+            others = self._others(job, partitions) if job.spec.nodes_min > 1 else 0
+            waiting.append(Waiting(job.id, job.spec, partitions, others))
+        return waiting
+
+    def _others(self, job: Job, partitions: tuple[Partition, ...]) -> int:
+        """The joined nodes outside the groups that have room for a multi-node job's
+        share now: the groups make up the rest of its count. (Not worked out for a
+        single-node job: it starts on such a node at the scheduler's next pass.)"""
+        spec = job.spec
+        count = 0
+        for node in self.cluster.nodes.values():
+            if node.name in self.cluster.cloud_templates or not node.schedulable:
+                continue
+            if not any(p.contains(node.name) for p in partitions) or node.name in spec.exclude:
+                continue
+            usage = self.cluster.usage.get(node.name)
+            if usage is not None and (usage.exclusive or (spec.exclusive and usage.jobs)):
+                continue
+            free = node.resources - (usage.allocated if usage else ResourceVector())
+            if holds(spec, node, free):
+                count += 1
+        return count
+
+    def _partitions(self, job: Job) -> tuple[Partition, ...]:
+        names = job.partition.split(",") if job.partition else list(job.spec.partitions)
+        known = self.cluster.partitions
+        return tuple(known[n] for n in names or [self.cluster.default_partition()] if n in known)
+
+    async def _event(self, kind: str, node: str | None, group: NodeGroup, **data: object) -> None:
+        await self.cluster.record_events(
+            [
+                EventRow(
+                    self.cluster.clock.now(), kind, node=node, data={"group": group.name, **data}
+                )
+            ]
+        )
+
+
+def _kept_by_operator(node: Node) -> bool:
+    """Drained or downed by someone (``scontrol update``), not by the autoscaler: kept
+    until resumed, as Slurm leaves such a cloud node alone."""
+    if node.state is NodeState.DRAIN:
+        return node.reason != IDLE_REASON
+    return set_down_by_operator(node)
+
+
+def _down_since(node: Node) -> float:
+    """When the server declared ``node`` not responding (infinity: it has not)."""
+    if node.state is NodeState.DOWN and node.reason == NOT_RESPONDING:
+        return node.reason_time or 0.0
+    return float("inf")
+
+
+def cloud_providers(
+    config: CloudConfig,
+    cluster: str,
+    data_dir: Path | None,
+    running: Mapping[str, Provider] | None = None,
+) -> dict[str, Provider]:
+    """Each group's provider, its settings checked (``InvalidRequest``): made when the
+    server is built, so a mistake stops it before it serves, and again at ``scontrol
+    reconfigure`` (a group unchanged keeps its ``running`` provider). Their records live
+    under ``data_dir/cloud``."""
+    if not config.groups:
+        return {}
+    if data_dir is None:
+        raise InvalidRequest(
+            "[cloud] needs a data directory for its nodes' token and records: start the "
+            "server with --data-dir"
+        )
+    folder = data_dir / "cloud"
+    running = running or {}
+    return {
+        g.name: p
+        if (p := running.get(g.name)) is not None and p.group == g
+        else make_provider(g, cluster, folder)
+        for g in config.groups
+    }
+
+
+def cloud_service(
+    cluster: Cluster, providers: Mapping[str, Provider], data_dir: Path, url: str
+) -> CloudService:
+    """The autoscaler over ``providers`` (``cloud_providers``). The agent token its
+    nodes join with is kept in ``data_dir/cloud``, so that a restarted server's nodes
+    still join. Blocks (the token is read or written)."""
+    config = cluster.config.cloud
+    folder = data_dir / "cloud"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    token = agent_token(cluster, folder / "agent-token", sorted(cluster.cloud_templates))
+    return CloudService(cluster, config, providers, url, token)

@@ -1,0 +1,235 @@
+"""The plan applier: re-check a scheduler plan against the latest state before committing.
+
+The scheduler works on a snapshot that may be stale by the time its plan arrives (a job was
+cancelled, a node went down, an agent reported a finish that freed room). Like Nomad's plan
+applier, ``apply_plan`` re-validates every placement against the current mirror
+(``check_placement``) and accepts only those that still fit; rejected ones simply stay
+pending and the next pass retries them. The components of a het job start together or not
+at all. The plan's terminations, advisory reasons and preemption marks are written in the
+same change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from hal.core.job import NOT_ELIGIBLE, WAITING_ON_OTHERS, Job
+from hal.core.node import Node, Partition
+from hal.core.partition_list import in_partition, partitions_of
+from hal.core.preemption import PREEMPTING
+from hal.core.states import JobState, PendingReason
+from hal.scheduler.framework.snapshot import Placement, Plan
+from hal.state import agents, preempt
+from hal.state import reservations as advance_reservations
+from hal.state.job_changes import lowered_limit, within_deadline
+from hal.state.node_usage import NodeUsage, hold
+from hal.state.store import EventRow
+
+if TYPE_CHECKING:
+    from hal.state.cluster import Cluster
+
+
+async def apply_plan(cluster: Cluster, plan: Plan) -> list[int]:
+    """Commit the parts of ``plan`` that still hold; return the ids started."""
+    async with cluster.change() as change:
+        now = cluster.clock.now()
+        if any(p.job_id not in cluster.jobs for p in plan.placements):
+            # a job cancelled since the pass read the cluster, and already forgotten
+            known = tuple(p for p in plan.placements if p.job_id in cluster.jobs)
+            plan = dataclasses.replace(plan, placements=known)
+        started: list[Job] = []
+        events: list[EventRow] = []
+        # re-check placements against a scratch copy of usage, accumulating as we go
+        scratch = {
+            name: NodeUsage(u.allocated, set(u.gpu_ids), set(u.jobs), u.exclusive)
+            for name, u in cluster.usage.items()
+        }
+        refused_het = _refused_het_jobs(cluster, plan, scratch)
+        for placement in plan.placements:
+            het = cluster.jobs[placement.job_id].spec.het
+            if het is not None and het.job_id in refused_het:
+                continue  # all components start together or none does
+            if check_placement(placement, cluster.jobs, cluster.nodes, scratch, cluster.partitions):
+                continue
+            job = cluster.jobs[placement.job_id]
+            lowered = placement.time_limit_s  # backfill's, within --time-min
+            if cluster.reservations and advance_reservations.placement_conflict(
+                cluster,
+                job if lowered is None else job.evolve(time_limit_s=lowered),
+                placement.allocation.nodes,
+                now,
+            ):
+                continue  # a reservation created or changed since the pass read
+            if placement.partition and placement.partition != job.partition:
+                job = in_partition(job, cluster.partitions, placement.partition)  # -p a,b
+            if lowered is not None:
+                job = lowered_limit(job, lowered)
+            job = within_deadline(job, now)
+            if PREEMPTING in job.extra:  # it no longer goes first in the queue
+                job = job.evolve(extra=preempt.cleared(job.extra))
+            job = job.evolve(
+                state=JobState.RUNNING,
+                reason=PendingReason.NONE,
+                start_time=now,
+                allocation=placement.allocation,
+                # kept as it was while pending (its submission, begin, release or
+                # dependency met), not its start: Slurm 22.05.8 keeps it too
+                eligible_time=job.eligible_since(now),
+                launched=False,
+                expected_start=None,
+            )
+            hold(scratch, job)
+            started.append(job)
+            events.append(
+                EventRow(
+                    now,
+                    "job.started",
+                    job_id=job.id,
+                    state="RUNNING",
+                    data={"nodes": list(placement.allocation.nodes)},
+                )
+            )
+        partial = _partly_started_het_jobs(cluster, started)
+        if partial:  # e.g. a reservation now claims one component's node
+            started = [j for j in started if j.spec.het is None or j.spec.het.job_id not in partial]
+            kept = {j.id for j in started}
+            events = [e for e in events if e.job_id in kept]
+        ended: list[Job] = []
+        for term in plan.terminations:
+            target = cluster.jobs.get(term.job_id)
+            if target is None or target.state is not JobState.PENDING or target.held:
+                continue
+            ended.append(target.evolve(state=term.state, reason=term.reason, end_time=now))
+            events.append(
+                EventRow(
+                    now,
+                    "job.finished",
+                    job_id=target.id,
+                    state=term.state.value,
+                    data={"reason": term.reason.value},
+                )
+            )
+        # reasons and estimates are advisory: kept in memory, not written per cycle
+        # (a job held since the pass read it keeps its hold's reason: no pass sees it
+        # again until it is released); when a dependency was met (or an array's
+        # throttle let an element go) is written, once per job, so a restart does
+        # not count the job eligible since its submission
+        met: list[Job] = []
+        for update in plan.updates:
+            current = cluster.jobs.get(update.job_id)
+            if current is not None and current.state is JobState.PENDING and not current.held:
+                now_met = (
+                    current.reason in WAITING_ON_OTHERS and update.reason not in NOT_ELIGIBLE
+                )  # what it waited on was met in this pass: eligible from now on
+                current = current.evolve(
+                    reason=update.reason,
+                    expected_start=update.expected_start,
+                    eligible_time=now if now_met else current.eligible_time,
+                )
+                cluster.jobs[current.id] = cluster.unfinished[current.id] = current
+                if now_met:
+                    met.append(current)
+        marked, marks = preempt.mark(cluster, plan.preemptions, now)
+        events.extend(marks)
+        if started or ended or marked or met:
+            written = {j.id for j in started + ended + marked}
+            met = [j for j in met if j.id not in written]
+            await change.commit(started + ended + marked + met, events)
+        for job in started:
+            # (components 1.. of a het job hold their nodes; nothing is launched)
+            agents.send_launch(cluster, job)
+        preempt.notify(cluster, marked)
+        return [j.id for j in started]
+
+
+def _partly_started_het_jobs(cluster: Cluster, started: list[Job]) -> set[int]:
+    """Het job ids of which ``started`` holds some components but not all."""
+    counts: Counter[int] = Counter(j.spec.het.job_id for j in started if j.spec.het is not None)
+    return {hid for hid, n in counts.items() if n != len(cluster.het_components(hid))}
+
+
+def _refused_het_jobs(cluster: Cluster, plan: Plan, scratch: dict[str, NodeUsage]) -> set[int]:
+    """Het job ids some of whose components the plan does not start, or starts on
+    nodes no longer free: none of their components may start (all-or-nothing). The
+    check runs on a copy of ``scratch``, components in plan order."""
+    placed: dict[int, list[int]] = {}
+    for placement in plan.placements:
+        het = cluster.jobs[placement.job_id].spec.het
+        if het is not None:
+            placed.setdefault(het.job_id, []).append(het.offset)
+    if not placed:
+        return set()
+    trial = {
+        name: NodeUsage(u.allocated, set(u.gpu_ids), set(u.jobs), u.exclusive)
+        for name, u in scratch.items()
+    }
+    refused = {
+        hid
+        for hid, offsets in placed.items()
+        if len(set(offsets)) != len(cluster.het_components(hid))
+    }
+    for placement in plan.placements:  # every placement, as the commit loop sees them
+        job = cluster.jobs[placement.job_id]
+        het = job.spec.het
+        if het is not None and het.job_id in refused:
+            continue
+        if check_placement(placement, cluster.jobs, cluster.nodes, trial, cluster.partitions):
+            if het is not None:
+                refused.add(het.job_id)
+            continue
+        hold(trial, job.evolve(allocation=placement.allocation))
+    return refused
+
+
+def check_placement(
+    placement: Placement,
+    jobs: Mapping[int, Job],
+    nodes: Mapping[str, Node],
+    usage: Mapping[str, NodeUsage],
+    partitions: Mapping[str, Partition] | None = None,
+) -> str | None:
+    """``None`` when the placement still fits; otherwise why it was rejected.
+    ``partitions``: the partition it starts in (``Placement.partition``, one of the
+    job's) must hold every node (it may have been moved to another since the pass read
+    it)."""
+    job = jobs.get(placement.job_id)
+    if job is None or job.state is not JobState.PENDING:
+        return "job is no longer pending"
+    if job.held:  # held since the pass read it
+        return "job is held"
+    lowered = placement.time_limit_s  # backfill's, within --time-min
+    if lowered is not None and not (job.spec.time_min_s or 0) <= lowered < (
+        job.time_limit_s or lowered + 1
+    ):
+        return "time limit or time-min changed since the pass"  # lowered again next
+    alloc = placement.allocation
+    if not alloc.nodes or len(alloc.nodes) != len(alloc.per_node):
+        return "malformed allocation"
+    if len(set(alloc.nodes)) != len(alloc.nodes):
+        return "node listed twice"
+    where = placement.partition or job.partition
+    if where not in partitions_of(job):
+        return f"job is no longer queued in partition {where}"
+    partition = partitions.get(where) if partitions is not None else None
+    if partition is not None:
+        outside = [name for name in alloc.nodes if not partition.contains(name)]
+        if outside:
+            return f"node {outside[0]} is not in partition {where}"
+    for i, name in enumerate(alloc.nodes):
+        node = nodes.get(name)
+        if node is None or not node.schedulable:
+            return f"node {name} is not available"
+        used = usage.get(name, NodeUsage())
+        if used.exclusive or (job.spec.exclusive and used.jobs):
+            return f"node {name} is not free for an exclusive allocation"
+        want = alloc.per_node[i]
+        if not (used.allocated + want).fits_in(node.resources):
+            return f"node {name} no longer has room"
+        if i < len(alloc.gpu_ids):
+            ids = set(alloc.gpu_ids[i])
+            if ids & used.gpu_ids or any(g >= node.resources.gpus or g < 0 for g in ids):
+                return f"GPUs on node {name} are taken"
+    return None
