@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
     T = TypeVar("T")
 
-SLURM_COMPAT_VERSION = "22.05.8"  # the Slurm release whose output these commands copy
 UNLIMITED = "UNLIMITED"
 
 

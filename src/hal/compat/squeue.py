@@ -33,12 +33,11 @@ from hal.compat.seam import Client, Console
 from hal.compat.user_names import resolve_user
 from hal.compat.version import VERSION_LINE
 from hal.core.errors import HalError, NotFound
-from hal.core.states import OTHER_SLURM_STATES, STATES_BY_CODE, JobState
 from hal.slurm.syntax import compress_indices, expand_hostlist
 
 # squeue's start-up is a workflow tool's cost per poll (see ``hal.compat``): the jobs come
 # as records (``HalClient.jobs(validate=False)``), not pydantic ``JobInfo``s, and --json's
-# module is imported where it is asked for.
+# module is imported where it is asked for, as the state names where -t needs them.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hal.wire.jobs import JobInfo
@@ -53,9 +52,7 @@ ALL_FORMAT = "|".join(
     f"%{letter}" for letter in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 )
 
-DEFAULT_STATES = frozenset(
-    {JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING}
-)
+DEFAULT_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED", "COMPLETING"})  # JobState's
 INVALID_JOB_ID = "slurm_load_jobs error: Invalid job id specified"
 
 OPTIONS = (
@@ -302,6 +299,8 @@ def _list(text: str) -> list[str]:
 
 def parse_states(text: str) -> set[str] | None:
     """``-t``: codes or names, any case, comma-separated; ``all`` is every state."""
+    from hal.core.states import OTHER_SLURM_STATES, STATES_BY_CODE, JobState
+
     states: set[str] = set()
     for item in _list(text):
         upper = item.upper()
@@ -374,8 +373,7 @@ def _show(query: Query, console: Console) -> int:
                 return 1
     else:
         finished = query.json or (  # (--json: every job the server still lists, as Slurm's)
-            query.states is not None
-            and any(s in JobState.__members__ and JobState(s).is_terminal for s in query.states)
+            query.states is not None and _any_ended(query.states)
         )
         jobs = client.jobs(
             users=query.users or None,
@@ -399,6 +397,12 @@ def _show(query: Query, console: Console) -> int:
     for line in job_lines(query.layout, jobs, now, header=not query.noheader):
         console.out(line)
     return 0
+
+
+def _any_ended(states: set[str]) -> bool:
+    from hal.core.states import JobState
+
+    return any(s in JobState.__members__ and JobState(s).is_terminal for s in states)
 
 
 def _show_steps(query: Query, console: Console) -> int:
@@ -485,14 +489,14 @@ def fold_arrays(jobs: list[JobInfo]) -> list[JobInfo]:
     pending array record. A single pending element keeps its own id (``4_3``)."""
     pending: dict[int, list[JobInfo]] = {}
     for job in jobs:
-        if job.state == JobState.PENDING and job.array_job_id is not None:
+        if job.state == "PENDING" and job.array_job_id is not None:
             pending.setdefault(job.array_job_id, []).append(job)
     out: list[JobInfo] = []
     emitted: set[int] = set()
     for job in jobs:
         array_id = job.array_job_id
         group = pending.get(array_id, []) if array_id is not None else []
-        if array_id is None or len(group) < 2 or job.state != JobState.PENDING:
+        if array_id is None or len(group) < 2 or job.state != "PENDING":
             out.append(job)
             continue
         if array_id in emitted:

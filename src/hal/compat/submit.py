@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import socket
 
-from hal.compat.formats import timestamp
 from hal.compat.sbatch import (
     HELP,
     SbatchRequest,
@@ -89,6 +88,8 @@ def _submit_het(request: SbatchRequest, console: Console) -> int:
     """A heterogeneous job: one submission of every component; Slurm prints the het
     job id (component 0's) alone."""
     if request.test_only:
+        from hal.compat.formats import timestamp
+
         # Slurm prints one line per component, all with the same start
         for job, will in zip(
             request.components, console.client.test_only_het(list(request.components)), strict=True
@@ -132,6 +133,8 @@ def _describe(request: SbatchRequest, console: Console) -> None:
 
 
 def _test_only(job: JobSubmit, console: Console) -> int:
+    from hal.compat.formats import timestamp  # (not at start-up: sbatch seldom prints a time)
+
     will = console.client.test_only(job)
     tasks = job.ntasks or job.nodes_min * (job.ntasks_per_node or 1)
     processors = tasks * job.cpus_per_task
