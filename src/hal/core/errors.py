@@ -20,8 +20,8 @@ Bugs raise ordinary exceptions. Messages say what to do next.
 
 from __future__ import annotations
 
-# Every Slurm command imports this module at start-up: ``typing`` and ``difflib`` (a few
-# ms each) are imported where they are needed, not here.
+# Every CLI command (a new process per job for a workflow tool's sbatch) imports this
+# module at start-up: ``typing`` and ``difflib`` are imported where they are needed.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
