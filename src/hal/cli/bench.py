@@ -14,10 +14,12 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
     bench = sub.add_parser("bench", help="benchmarks (JSON results)")
     bsub = bench.add_subparsers(metavar="BENCHMARK")
 
-    p = bsub.add_parser("submit", help="batch REST submission rate and sbatch latency")
+    p = bsub.add_parser(
+        "submit", help="batch REST submission rate; sbatch and squeue beside python -c pass"
+    )
     p.add_argument("--jobs", type=int, default=20_000)
     p.add_argument("--batch", type=int, default=1_000)
-    p.add_argument("--sbatch-runs", type=int, default=20)
+    p.add_argument("--sbatch-runs", type=int, default=20, help="counted rounds of each command")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_submit)
 

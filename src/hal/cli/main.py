@@ -7,14 +7,15 @@ their flags and output match Slurm's exactly; native commands parse with argpars
 from __future__ import annotations
 
 import os
-import signal
 import sys
-from typing import TYPE_CHECKING
 
 from hal.compat.names import SLURM_COMMANDS
 from hal.core.errors import HalError
 
-if TYPE_CHECKING:  # argparse only for native commands: `hal sbatch` starts without it
+# What `hal sbatch` and `hal squeue` import is their start-up time, paid once per job by
+# workflow tools: ``typing``, ``signal`` and argparse come only where they are used.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
     import argparse
 
 EXIT_CODES = {
@@ -58,6 +59,8 @@ def _outlive_own_requeue(args: list[str]) -> None:
     (-15) and the job took its own requeue for a failure. So scontrol inside a job
     ignores SIGTERM while it requeues: the SIGKILL after KillWait still ends it."""
     if any(word.lower() in ("requeue", "requeuehold") for word in args[1:]):
+        import signal
+
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 

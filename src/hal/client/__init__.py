@@ -6,6 +6,15 @@
         print(hal.job(job_id).state)
 
 Imports nothing from the server; speaks only ``hal.wire`` models.
+
+Every ``sbatch`` and ``squeue`` a workflow tool runs is a new process that imports this
+package (issue 51: their target is 3× a bare interpreter's start). So at import its
+modules bring in nothing beyond what ``json`` and ``socket`` do: the wire schemas
+(pydantic, and ``dataclasses`` for ``hal.wire.submit``), ``typing`` and ``pathlib`` are
+imported inside the methods that use them, and ``urllib.parse`` only for a URL that is
+not plain (``transport.split_url``). ``submit_fields`` and ``validate=False``
+(``records``) serve those commands without the schemas;
+tests/unit/compat/test_start_imports.py checks what they load.
 """
 
 from hal.client.config import ClientConfig, default_server_url, load_client_config

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
-from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from hal.core.errors import InvalidRequest
+
+TYPE_CHECKING = False  # (``pathlib`` only where a Path is asked for: see ``hal.client``)
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 DEFAULT_PORT = 8470
 
@@ -28,22 +30,44 @@ def default_server_url() -> str:
 
 
 def credentials_path() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "hal" / "credentials.json"
+    from pathlib import Path
+
+    return Path(_credentials_file())
+
+
+def _credentials_file() -> str:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "hal", "credentials.json")
 
 
 RETRY_SECONDS = 60.0
 
 
-@dataclass(frozen=True, slots=True)
 class ClientConfig:
-    url: str
-    token: str | None
-    timeout_seconds: float = 30.0
-    # how long a request waits out a server whose database is away (503
-    # database_unavailable: nothing was applied, so sending it again is safe), as Slurm's
-    # clients wait for a controller that does not answer; HAL_RETRY_SECONDS, 0 = never
-    retry_seconds: float = RETRY_SECONDS
+    """``retry_seconds``: how long a request waits out a server whose database is away
+    (503 database_unavailable: nothing was applied, so sending it again is safe), as
+    Slurm's clients wait for a controller that does not answer; HAL_RETRY_SECONDS, 0 =
+    never."""
+
+    __slots__ = ("retry_seconds", "timeout_seconds", "token", "url")
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None,
+        timeout_seconds: float = 30.0,
+        retry_seconds: float = RETRY_SECONDS,
+    ) -> None:
+        self.url = url
+        self.token = token
+        self.timeout_seconds = timeout_seconds
+        self.retry_seconds = retry_seconds
+
+    def __repr__(self) -> str:  # (never the token)
+        return (
+            f"ClientConfig(url={self.url!r}, timeout_seconds={self.timeout_seconds}, "
+            f"retry_seconds={self.retry_seconds})"
+        )
 
 
 def load_client_config(url: str | None = None, token: str | None = None) -> ClientConfig:
@@ -69,9 +93,9 @@ def _retry_seconds() -> float:
 
 
 def _stored_token(url: str) -> str | None:
-    path = credentials_path()
     try:
-        data = json.loads(path.read_text())
+        with open(_credentials_file(), "rb") as f:
+            data = json.loads(f.read())
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict):
@@ -86,19 +110,24 @@ def _stored_token(url: str) -> str | None:
 _LOOPBACK = {"127.0.0.1": "127.0.0.1", "localhost": "localhost", "::1": "[::1]"}
 
 
-def _names_of(url: str) -> list[str]:
+def _names_of(url: str) -> Iterator[str]:
     """``url``, then the same server under this machine's other loopback names: `hal up`
     stores its token for http://127.0.0.1:8470, and HAL_URL=http://localhost:8470 found
-    none ("missing token")."""
+    none ("missing token"). (A generator: where ``url`` itself is stored, its URL is
+    never parsed.)"""
+    yield url
+    from urllib.parse import urlsplit, urlunsplit
+
     parts = urlsplit(url)
     try:
         port = f":{parts.port}" if parts.port else ""
     except ValueError:  # not a port: the request will say so
-        return [url]
+        return
     if parts.hostname not in _LOOPBACK:
-        return [url]
-    others = (name for host, name in _LOOPBACK.items() if host != parts.hostname)
-    return [url, *(urlunsplit(parts._replace(netloc=name + port)) for name in others)]
+        return
+    for host, name in _LOOPBACK.items():
+        if host != parts.hostname:
+            yield urlunsplit(parts._replace(netloc=name + port))
 
 
 def store_token(url: str, user: str, token: str) -> Path:

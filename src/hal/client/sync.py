@@ -5,20 +5,27 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator, Sequence
-from types import TracebackType
-from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from collections.abc import Iterator, Mapping, Sequence
 
 from hal.client.config import ClientConfig, load_client_config
-from hal.client.transport import Response, StreamRefused, Transport, TransportError
+from hal.client.records import records
+from hal.client.transport import (
+    Response,
+    StreamRefused,
+    Transport,
+    TransportError,
+    percent_encoded,
+)
 from hal.core.errors import ERRORS_BY_CODE, HalError, InvalidRequest, Unavailable
-from hal.wire.submit import JobSubmit, SubmitResult, WillRun, from_dict, non_defaults, to_json
 
-# The pydantic-based schemas are imported where they are used: `hal sbatch` needs none of
-# them, and importing pydantic would cost it more than the whole command's budget.
+# The schemas are imported where they are used: `hal sbatch` and `hal squeue` need none
+# of them, and importing pydantic (even ``dataclasses``, for ``hal.wire.submit``) would
+# cost them more than the rest of the command (see ``hal.client``).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
+    from types import TracebackType
+    from typing import Any
 
     from hal.slurm.steps import LocalStep, StepRequest
     from hal.wire.accounts import AssociationList
@@ -42,6 +49,7 @@ if TYPE_CHECKING:
     from hal.wire.priority import ExplainInfo, PriorityList, ShareList
     from hal.wire.reservations import ReservationCreate, ReservationInfo, ReservationUpdate
     from hal.wire.steps import StepCreate, StepInfo, StepInputReply, StepOutputPage
+    from hal.wire.submit import JobSubmit, SubmitResult, WillRun
 
 
 # srun's records of the steps it runs itself wait this long for the server, once: the
@@ -161,10 +169,24 @@ class HalClient:
 
     # -- jobs -------------------------------------------------------------------------
     def submit(self, job: JobSubmit) -> SubmitResult:
-        r = self._request("POST", "/v1/jobs", content=to_json(job), key=True)
-        return from_dict(SubmitResult, self._json(r))
+        from hal.wire.submit import SubmitResult, from_dict, non_defaults
+
+        return from_dict(SubmitResult, self.submit_fields(non_defaults(job)))
+
+    def submit_fields(self, fields: Mapping[str, object]) -> dict[str, Any]:
+        """``submit`` of a job given as its JSON: ``JobSubmit``'s field names with JSON
+        values, the fields left out taking the schema's defaults. The server validates it
+        as any submission and answers ``SubmitResult``'s fields. For a command that must
+        start without importing the schemas (``sbatch``)."""
+        content = json.dumps(fields, separators=(",", ":"))
+        answer: dict[str, Any] = self._json(
+            self._request("POST", "/v1/jobs", content=content, key=True)
+        )
+        return answer
 
     def submit_many(self, jobs: list[JobSubmit]) -> list[SubmitResult]:
+        from hal.wire.submit import SubmitResult, from_dict, non_defaults
+
         r = self._request(
             "POST",
             "/v1/jobs/batch",
@@ -176,17 +198,23 @@ class HalClient:
     def submit_het(self, components: list[JobSubmit]) -> list[int]:
         """A heterogeneous job: all components start together (docs/user/hetjobs.md). The
         components' ids, consecutive; the first is the het job id."""
+        from hal.wire.submit import non_defaults
+
         body = {"components": [non_defaults(c) for c in components]}
         r = self._request("POST", "/v1/jobs/het", json_body=body, key=True)
         return [int(i) for i in self._json(r)["component_ids"]]
 
     def test_only_het(self, components: list[JobSubmit]) -> list[WillRun]:
         """``--test-only`` of a het job: each component's nodes, one start for all."""
+        from hal.wire.submit import WillRun, from_dict, non_defaults
+
         body = {"components": [non_defaults(c) for c in components]}
         r = self._request("POST", "/v1/jobs/het/test", json_body=body)
         return [from_dict(WillRun, d) for d in self._json(r)]
 
     def test_only(self, job: JobSubmit) -> WillRun:
+        from hal.wire.submit import WillRun, from_dict, to_json
+
         r = self._request("POST", "/v1/jobs/test", content=to_json(job))
         return from_dict(WillRun, self._json(r))
 
@@ -202,11 +230,13 @@ class HalClient:
         history: bool = False,
         start_after: float | None = None,
         end_before: float | None = None,
+        validate: bool = True,
     ) -> list[JobInfo]:
         """List jobs. By default PENDING/RUNNING/COMPLETING ones; ``include_finished`` adds
         jobs that ended within MinJobAge (``squeue -t all``); ``history`` reads every job
         ever run (``sacct``). ``ids`` accepts ``123``, ``100_7`` and ``100`` (whole
-        array)."""
+        array). ``validate=False``: the jobs as ``hal.client.records`` read them, with
+        ``JobInfo``'s attributes and no pydantic (``squeue``)."""
         params: dict[str, str] = {}
         for key, values in (
             ("state", states),
@@ -226,6 +256,9 @@ class HalClient:
         if end_before is not None:
             params["end_before"] = repr(end_before)
         r = self._request("GET", "/v1/jobs", params=params)
+        if not validate:
+            views: list[JobInfo] = records(r.body).jobs
+            return views
         from hal.wire.jobs import JobList
 
         return JobList.model_validate_json(r.body).jobs
@@ -722,6 +755,7 @@ class HalClient:
     def put_crontab(self, user: str, text: str, jobs: list[JobSubmit]) -> CrontabInfo:
         """Replace ``user``'s crontab: ``jobs`` holds one job per entry, in order."""
         from hal.wire.crontab import CrontabInfo
+        from hal.wire.submit import non_defaults
 
         body = {"text": text, "jobs": [non_defaults(j) for j in jobs]}
         r = self._request("PUT", _crontab_path(user), json_body=body)
@@ -734,10 +768,15 @@ class HalClient:
         return CrontabRemoved.model_validate_json(r.body)
 
     # -- users ------------------------------------------------------------------------
-    def whoami(self) -> UserInfo:
+    def whoami(self, *, validate: bool = True) -> UserInfo:
+        """Who the token belongs to; ``validate=False`` as ``jobs`` takes it (``--me``)."""
+        body = self._request("GET", "/v1/users/me").body
+        if not validate:
+            view: UserInfo = records(body)
+            return view
         from hal.wire.nodes import UserInfo
 
-        return UserInfo.model_validate_json(self._request("GET", "/v1/users/me").body)
+        return UserInfo.model_validate_json(body)
 
     def add_user(
         self, name: str, *, admin: bool = False, agent: bool = False, nodes: str = ""
@@ -783,7 +822,7 @@ def segment(value: int | str, what: str = "job id", lister: str = "hal squeue") 
         raise InvalidRequest(
             f"invalid {what} {text!r} (no {what} has a '/'); `{lister}` lists them"
         )
-    return quote(text, safe="")
+    return percent_encoded(text)
 
 
 def _retry_after(response: Response, left: float, keyed: bool) -> float | None:

@@ -9,12 +9,44 @@ chunked bodies, keep-alive). The event stream, which is long-lived, uses ``http.
 
 from __future__ import annotations
 
+import re
 import select
 import socket
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
-from urllib.parse import quote, urlsplit
+
+TYPE_CHECKING = False  # (nor ``typing`` nor ``dataclasses``: see ``hal.client``)
+if TYPE_CHECKING:
+    from typing import Any
+
+# ``urllib.parse`` (with ``ipaddress``, which it imports) costs a short command about a
+# fifth of a bare interpreter's start, more than its request. The URL HAL is given is
+# nearly always plain (http://HOST:PORT): ``split_url`` reads that one as urlsplit does
+# and hands any other to it; ``percent_encoded`` is quote(safe=""), three lines.
+_PLAIN_URL = re.compile(r"(https?)://([A-Za-z0-9.-]+)(?::([0-9]{1,5}))?(/[^?#]*)?")
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
+
+
+def split_url(url: str) -> tuple[str, str | None, int | None, str]:
+    """(scheme, host, port, path) as ``urllib.parse.urlsplit`` reads them; a port out of
+    range or not a number raises its ValueError."""
+    plain = _PLAIN_URL.fullmatch(url)
+    if plain and int(plain[3] or 0) <= 65535:
+        scheme, host, port, path = plain.groups()
+        return scheme, host.lower(), int(port) if port else None, path or ""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return parts.scheme, parts.hostname, parts.port, parts.path
+
+
+def percent_encoded(text: str) -> str:
+    """``urllib.parse.quote(text, safe="")``: each byte of ``text``'s UTF-8 but
+    ``A-Za-z0-9_.-~`` as ``%XX``."""
+    if _UNRESERVED.issuperset(text):
+        return text
+    return "".join(
+        ch if ch in _UNRESERVED else "".join(f"%{byte:02X}" for byte in ch.encode()) for ch in text
+    )
 
 
 class TransportError(Exception):
@@ -26,12 +58,14 @@ class TransportError(Exception):
         self.sent = sent
 
 
-@dataclass(frozen=True, slots=True)
 class Response:
-    status: int
-    reason: str
-    headers: dict[str, str]
-    body: bytes
+    __slots__ = ("body", "headers", "reason", "status")
+
+    def __init__(self, status: int, reason: str, headers: dict[str, str], body: bytes) -> None:
+        self.status = status
+        self.reason = reason
+        self.headers = headers  # names in lower case
+        self.body = body
 
     @property
     def text(self) -> str:
@@ -40,15 +74,15 @@ class Response:
 
 class Transport:
     def __init__(self, base_url: str, headers: dict[str, str], timeout: float) -> None:
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https"):
+        scheme, host, port, path = split_url(base_url)
+        if scheme not in ("http", "https"):
             raise ValueError(f"unsupported URL scheme in {base_url!r}: use http:// or https://")
-        if not parts.hostname:
+        if not host:
             raise ValueError(f"no host in {base_url!r}")
-        self.https = parts.scheme == "https"
-        self.host = parts.hostname
-        self.port = parts.port or (443 if self.https else 80)
-        self.prefix = parts.path.rstrip("/")
+        self.https = scheme == "https"
+        self.host = host
+        self.port = port or (443 if self.https else 80)
+        self.prefix = path.rstrip("/")
         self.headers = headers
         self.timeout = timeout
         self._sock: Any = None
@@ -61,7 +95,12 @@ class Transport:
         self._buf = b""
 
     def _open(self, timeout: float) -> Any:
-        sock = socket.create_connection((self.host, self.port), timeout=timeout)
+        # getaddrinfo encodes a str host with the "idna" codec, whose import (stringprep,
+        # unicodedata) costs a short command more than its connect: an ASCII name goes as
+        # bytes (and one idna refuses, "a..b", is then the resolver's error, an OSError).
+        # (typeshed types the host as str; create_connection hands it to getaddrinfo.)
+        host = self.host.encode() if self.host.isascii() else self.host
+        sock = socket.create_connection((host, self.port), timeout=timeout)  # type: ignore[arg-type]
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.https:
             import ssl
@@ -223,7 +262,7 @@ def _readable(sock: Any) -> bool:
 
 
 def _query(params: dict[str, str]) -> str:
-    return "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in params.items())
+    return "&".join(f"{percent_encoded(k)}={percent_encoded(v)}" for k, v in params.items())
 
 
 class StreamRefused(Exception):

@@ -5,5 +5,15 @@ Users and workflow tools (Snakemake, Parsl, Nextflow, PSI/J, dask-jobqueue) pars
 outputs, so strings here match Slurm 22.05 character for character unless a comment says
 otherwise. Entry point: ``hal.compat.commands.run(command, argv, ...)``.
 
-Imports ``hal.core``, ``hal.wire`` and ``hal.client`` only; never the server.
+Imports ``hal.core``, ``hal.slurm``, ``hal.wire`` and ``hal.client`` only; never the server.
+
+Start-up is part of the contract: workflow tools run ``sbatch`` and ``squeue`` once per
+job, each a new process: the target for these two is 3× a bare interpreter's start
+(issue 51; ``hal bench submit`` measures it). Their modules import, at run time, neither
+the wire schemas (pydantic; sbatch sends ``SbatchRequest.body`` as JSON, squeue reads
+records: ``HalClient.jobs(validate=False)``) nor ``typing``, ``dataclasses``,
+``pathlib`` or ``datetime``: their small types are plain classes, annotations come from
+``if TYPE_CHECKING:`` blocks (``TYPE_CHECKING = False`` at run time), and what only a
+rarer option needs is imported where that option is read.
+tests/unit/compat/test_start_imports.py checks what each loads.
 """

@@ -7,21 +7,23 @@ commands against a fake client and string buffers.
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TextIO
 
 from hal.compat.seam import ClientFactory, Console
 from hal.core.errors import HalError
 
+TYPE_CHECKING = False  # (``typing`` is not imported at run time: see ``hal.compat.seam``)
 if TYPE_CHECKING:
+    from typing import Any, TextIO
+
     from hal.client.sync import HalClient
 
 # Each command's module is imported only when that command runs: a shim invocation pays
-# for one command's imports, not six (sbatch's latency budget is 150 ms).
+# for one command's imports, not sixteen (issue 51: sbatch and squeue start within 3× a
+# bare interpreter's start).
 COMMANDS: dict[str, str] = {
     "sbatch": "hal.compat.submit:sbatch",
     "squeue": "hal.compat.squeue:squeue",
@@ -47,7 +49,8 @@ def _handler(name: str) -> Callable[[list[str], Console], int] | None:
     if target is None:
         return None
     module, func = target.split(":")
-    found: Callable[[list[str], Console], int] = getattr(importlib.import_module(module), func)
+    __import__(module)  # (not importlib.import_module: the importlib package imports warnings)
+    found: Callable[[list[str], Console], int] = getattr(sys.modules[module], func)
     return found
 
 

@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from hal.slurm.job_variables import DEFAULT_PATH
 
 EXPORT_VARIABLE = "SLURM_EXPORT_ENV"  # sbatch's --export, srun's default --export
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(=|$)")
+_NAME = r"^[A-Za-z_][A-Za-z0-9_]*(=|$)"  # (compiled on first use: sbatch's start-up)
 _KEPT_PREFIXES = ("SLURM", "HAL_")
 _KEPT = ("TMPDIR", "USER", "LOGNAME", "HOME", "SHELL")
 
@@ -47,7 +47,7 @@ def export_items(spec: str) -> list[str]:
     piece is not a ``NAME`` or ``NAME=``."""
     items: list[str] = []
     for piece in spec.split(","):
-        if items and not _NAME.match(piece):
+        if items and not re.match(_NAME, piece):
             items[-1] += "," + piece
         elif piece:
             items.append(piece)

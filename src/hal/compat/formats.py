@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Container, Iterable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
-from typing import TypeVar
 
 # re-exported: the commands print durations as job mail does
 from hal.slurm.syntax import duration_long as duration_long  # noqa: PLC0414
 
-SLURM_COMPAT_VERSION = "22.05.8"  # the Slurm release whose output these commands copy
+# squeue's start-up: no ``typing``, ``dataclasses`` or ``datetime`` (see ``hal.compat``)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    T = TypeVar("T")
+
 UNLIMITED = "UNLIMITED"
 
 
@@ -54,6 +57,8 @@ def timestamp(when: float | None, missing: str = "N/A") -> str:
     scontrol ``Unknown``)."""
     if when is None:
         return missing
+    from datetime import datetime
+
     return datetime.fromtimestamp(when).strftime("%Y-%m-%dT%H:%M:%S")
 
 
@@ -116,25 +121,43 @@ def cell(value: str, width: int, right: bool) -> str:
     return value.rjust(width) if right else value.ljust(width)
 
 
-@dataclass(frozen=True, slots=True)
 class Field:
     """``%.18i``: letter ``i``, width 18, right-aligned. ``auto`` is sinfo's ``%#P``
-    (as wide as the widest value)."""
+    (as wide as the widest value). (A plain class: no ``dataclasses`` at start-up.)"""
 
-    letter: str
-    width: int = 0
-    right: bool = False
-    auto: bool = False
+    __slots__ = ("auto", "letter", "right", "width")
+
+    def __init__(
+        self, letter: str, width: int = 0, right: bool = False, auto: bool = False
+    ) -> None:
+        self.letter = letter
+        self.width = width
+        self.right = right
+        self.auto = auto
+
+    def _key(self) -> tuple[str, int, bool, bool]:
+        return self.letter, self.width, self.right, self.auto
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Field) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return "Field(letter={!r}, width={!r}, right={!r}, auto={!r})".format(*self._key())
 
 
-_TOKEN = re.compile(r"%(?P<dot>\.)?(?P<minus>-)?(?P<hash>#)?(?P<width>\d*)(?P<letter>[A-Za-z%])")
+# (a pattern compiled on first use, by re's cache: sbatch imports this module and never
+# reads a format)
+_TOKEN = r"%(?P<dot>\.)?(?P<minus>-)?(?P<hash>#)?(?P<width>\d*)(?P<letter>[A-Za-z%])"
 
 
 def parse_format(text: str) -> list[Field | str]:
     """Split a ``-o`` format into literal strings and fields. ``%%`` is a literal ``%``."""
     parts: list[Field | str] = []
     pos = 0
-    for m in _TOKEN.finditer(text):
+    for m in re.finditer(_TOKEN, text):
         if m.start() > pos:
             parts.append(text[pos : m.start()])
         pos = m.end()
@@ -238,7 +261,6 @@ def render_rows(
 # ``+`` in its last place; a negative width left-aligns; ``-P`` ("plain") joins values
 # with ``|``, ``-p`` ("trailing") ends each line with one too (src/common/print_fields.c,
 # as remembered).
-T = TypeVar("T")
 
 
 def parsable_mode(opts: Container[str]) -> str:

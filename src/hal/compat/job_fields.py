@@ -26,7 +26,10 @@ from hal.compat.formats import (
 )
 from hal.compat.seam import Console
 from hal.slurm.syntax import compress_hostlist
-from hal.wire.jobs import JobInfo
+
+TYPE_CHECKING = False  # (squeue's start-up: no pydantic, see ``hal.compat``)
+if TYPE_CHECKING:
+    from hal.wire.jobs import JobInfo
 
 # States whose NODELIST(REASON) column shows "(reason)" rather than nodes (squeue print.c).
 _REASON_STATES = frozenset({"PENDING", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "DEADLINE"})
@@ -173,7 +176,7 @@ def _het(value: int | str | None) -> str:
     return "N/A" if value is None else str(value)
 
 
-JobColumn = Callable[[JobInfo, float], str]
+JobColumn = Callable[["JobInfo", float], str]
 
 NO_VAL = "4294967294"  # Slurm's: an id it does not know
 

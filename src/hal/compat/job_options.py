@@ -6,13 +6,12 @@ peer, docs/slurm-checks.md "Session 49")."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from hal.core.errors import InvalidRequest, UnsupportedOption
 
 # --priority=TOP: Slurm's highest priority a job may be given (NO_VAL - 2)
 TOP_PRIORITY = 4294967293
-_LEADING_INT = re.compile(r"^\s*([+-]?\d+)")
+_LEADING_INT = r"^\s*([+-]?\d+)"  # (compiled on first use: sbatch's start-up)
 
 
 def no_kill(value: str | None) -> bool:
@@ -38,7 +37,7 @@ def priority(value: str) -> int | None:
     22.05.8; a negative or too large one is refused with Slurm's words."""
     if value.strip().upper() == "TOP":
         return TOP_PRIORITY
-    match = _LEADING_INT.match(value)
+    match = re.match(_LEADING_INT, value)
     number = int(match.group(1)) if match else 0
     if number < 0:
         raise InvalidRequest(
@@ -53,13 +52,16 @@ def priority(value: str) -> int | None:
     return number or None
 
 
-@dataclass(frozen=True, slots=True)
 class Sharing:
     """What ``--exclusive[=MODE]`` asks: whole nodes (``exclusive``), nodes shared only
-    with the same user's jobs (``user``), or nothing (``=oversubscribe``)."""
+    with the same user's jobs (``user``), or nothing (``=oversubscribe``). (A plain
+    class: sbatch imports this module at start-up, see ``hal.compat``.)"""
 
-    exclusive: bool = False
-    user: bool = False
+    __slots__ = ("exclusive", "user")
+
+    def __init__(self, exclusive: bool = False, user: bool = False) -> None:
+        self.exclusive = exclusive
+        self.user = user
 
 
 def exclusive(value: str | None) -> Sharing:

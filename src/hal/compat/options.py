@@ -17,7 +17,6 @@ Rules, as getopt_long:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 
 
@@ -27,14 +26,21 @@ class Arg(Enum):
     OPTIONAL = "optional"
 
 
-@dataclass(frozen=True, slots=True)
 class Opt:
-    """One option: ``dest`` is the key its values are stored under."""
+    """One option: ``dest`` is the key its values are stored under.
 
-    dest: str
-    long: tuple[str, ...] = ()
-    short: str = ""
-    arg: Arg = Arg.REQUIRED
+    (A plain class, as ``Parsed``: every Slurm command loads this module, and sbatch's
+    and squeue's start-up has no room for ``dataclasses``; see ``hal.compat``.)"""
+
+    __slots__ = ("arg", "dest", "long", "short")
+
+    def __init__(
+        self, dest: str, long: tuple[str, ...] = (), short: str = "", arg: Arg = Arg.REQUIRED
+    ) -> None:
+        self.dest = dest
+        self.long = long
+        self.short = short
+        self.arg = arg
 
 
 # The job's resources, its name and environment: options sbatch and srun both take.
@@ -75,12 +81,16 @@ HINT_OPTIONS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
 class Parsed:
     """``values``: (dest, value or None, the spelling the user typed) in command-line order."""
 
-    values: tuple[tuple[str, str | None, str], ...]
-    positionals: tuple[str, ...]
+    __slots__ = ("positionals", "values")
+
+    def __init__(
+        self, values: tuple[tuple[str, str | None, str], ...], positionals: tuple[str, ...]
+    ) -> None:
+        self.values = values
+        self.positionals = positionals
 
 
 class OptionError(Exception):

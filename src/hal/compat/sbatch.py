@@ -13,12 +13,9 @@ unknown type) and sent; the control plane runs the mail program (docs/user/mail.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 
 from hal.compat import job_options
 from hal.compat.exports import EXPORT_VARIABLE, export_environment
@@ -31,13 +28,8 @@ from hal.compat.options import (
     Parsed,
     parse_options,
 )
-from hal.compat.srun_output import parse_open_mode
 from hal.compat.time_limits import command_time_limit
-from hal.core.artifacts import parse_requests
-from hal.core.data import parse_data_keys
 from hal.core.errors import InvalidRequest, UnsupportedOption
-from hal.slurm.distribution import parse_distribution
-from hal.slurm.mail import check_mail_user, parse_mail_type
 from hal.slurm.syntax import (
     expand_hostlist,
     format_umask,
@@ -53,7 +45,14 @@ from hal.slurm.syntax import (
     parse_switches,
     parse_topology,
 )
-from hal.wire.submit import JobSubmit, check
+
+# sbatch's start-up is its cost to a workflow tool (see ``hal.compat``): the parsers of
+# options few jobs give (--data, --artifact, --mail-type, --exclusive ...) are imported
+# where those options are read, and the job goes out as JSON (``SbatchRequest.body``),
+# not as a ``JobSubmit``, which would bring ``dataclasses`` in.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hal.wire.submit import JobSubmit
 
 N, OPT = Arg.NONE, Arg.OPTIONAL
 
@@ -234,24 +233,78 @@ JOB_WIDE = (
 )
 
 
-@dataclass(frozen=True, slots=True)
 class SbatchRequest:
-    """What the sbatch command should do: submit ``job`` and how to report it."""
+    """What the sbatch command should do: submit ``body`` and how to report it.
 
-    job: JobSubmit
-    # a heterogeneous job (``:`` on the command line, ``#SBATCH hetjob`` in the
-    # script): every component, ``job`` being the first; empty for an ordinary job
-    components: tuple[JobSubmit, ...] = ()
-    parsable: bool = False
-    wait: bool = False
-    test_only: bool = False
-    quiet: bool = False
-    verbose: int = 0
-    help: bool = False
-    version: bool = False
-    # what Slurm's sbatch says on stderr (through info(), so not with -Q) about a request
-    # it changed before sending it, e.g. "Warning: can't run 1 processes on 2 nodes, ..."
-    warnings: tuple[str, ...] = ()
+    ``body`` is the job as ``POST /v1/jobs`` takes it: ``JobSubmit``'s fields that the
+    options set, as JSON values; the server fills in the rest and checks it all.
+    ``bodies``: a heterogeneous job's (``:`` on the command line, ``#SBATCH hetjob`` in
+    the script), one per component, ``body`` the first; empty for an ordinary job.
+    ``job`` and ``components`` are the same as ``JobSubmit``s, checked against the
+    schema's limits (``job_of``), for code that wants them; a plain submission leaves
+    the limits to the server, as checking them here would import ``dataclasses`` at
+    start-up. ``warnings``: what Slurm's sbatch says on stderr (through info(), so not
+    with -Q) about a request it changed before sending it, e.g. "Warning: can't run 1
+    processes on 2 nodes, ..."."""
+
+    __slots__ = (
+        "bodies",
+        "body",
+        "help",
+        "parsable",
+        "quiet",
+        "test_only",
+        "verbose",
+        "version",
+        "wait",
+        "warnings",
+    )
+
+    def __init__(
+        self,
+        body: dict[str, object],
+        *,
+        bodies: tuple[dict[str, object], ...] = (),
+        parsable: bool = False,
+        wait: bool = False,
+        test_only: bool = False,
+        quiet: bool = False,
+        verbose: int = 0,
+        help: bool = False,
+        version: bool = False,
+        warnings: tuple[str, ...] = (),
+    ) -> None:
+        self.body = body
+        self.bodies = bodies
+        self.parsable = parsable
+        self.wait = wait
+        self.test_only = test_only
+        self.quiet = quiet
+        self.verbose = verbose
+        self.help = help
+        self.version = version
+        self.warnings = warnings
+
+    @property
+    def job(self) -> JobSubmit:
+        return job_of(self.body)
+
+    @property
+    def components(self) -> tuple[JobSubmit, ...]:
+        return tuple(job_of(body) for body in self.bodies)
+
+
+def job_of(body: Mapping[str, object]) -> JobSubmit:
+    """The ``JobSubmit`` of a request's ``body``, checked against the schema's limits
+    (the server's, e.g. ``-c 0``) before anything is sent."""
+    from hal.wire.submit import JobSubmit, check
+
+    try:
+        job = JobSubmit(**body)  # type: ignore[arg-type]
+        check(job)
+    except ValueError as err:
+        raise InvalidRequest(f"invalid request: {err}") from None
+    return job
 
 
 Setting = tuple[str | None, str]  # (value, the option as the user spelled it)
@@ -274,9 +327,9 @@ def parse_sbatch(
     cli, last = segments[0], segments[-1]
     cli_settings, verbose = _settings(cli)
     if "help" in cli_settings or "usage" in cli_settings:
-        return SbatchRequest(job=JobSubmit(script=""), help=True)
+        return SbatchRequest({"script": ""}, help=True)
     if "version" in cli_settings:
-        return SbatchRequest(job=JobSubmit(script=""), version=True)
+        return SbatchRequest({"script": ""}, version=True)
     cli_levels = [cli_settings] + [_settings(seg)[0] for seg in segments[1:]]
     script = _script(last, {**cli_levels[-1], **cli_settings}, cwd, read_stdin)
     directive_levels = _settings_from_directives(script.text)
@@ -306,11 +359,16 @@ def parse_sbatch(
                 raise InvalidRequest("a heterogeneous job cannot be a job array", field="array")
             own = {k: v for k, v in settings.items() if k not in JOB_WIDE}
             settings = {**own, **{k: v for k, v in merged.items() if k in JOB_WIDE}}
-        job = _build_job(settings, script, environ=environ, cwd=cwd, now=now, warnings=warnings)
-        jobs.append(_submitted_from(job, cwd, hostname, umask))
+        body = _build_job(settings, script, environ=environ, cwd=cwd, now=now, warnings=warnings)
+        jobs.append(_submitted_from(body, cwd, hostname, umask))
+    if count > 1 or "test_only" in merged or verbose:
+        # these build JobSubmits anyway (het and --test-only send them, -v lists one):
+        # checked here against the schema's limits, before anything is sent
+        for body in jobs:
+            job_of(body)
     return SbatchRequest(
-        job=jobs[0],
-        components=tuple(jobs) if count > 1 else (),
+        jobs[0],
+        bodies=tuple(jobs) if count > 1 else (),
         parsable="parsable" in merged,
         wait="wait" in merged,
         test_only="test_only" in merged,
@@ -336,8 +394,8 @@ def job_from_options(
     ``SALLOC_*``), checked and built as sbatch builds its own; ``script`` is what runs.
     What sbatch would warn of (``SbatchRequest.warnings``) is appended to ``warnings``."""
     settings = _merge([env_settings, _settings(parsed)[0]])
-    job = _build_job(settings, script, environ=environ, cwd=cwd, now=now, warnings=warnings)
-    return _submitted_from(job, cwd, hostname, umask)
+    body = _build_job(settings, script, environ=environ, cwd=cwd, now=now, warnings=warnings)
+    return job_of(_submitted_from(body, cwd, hostname, umask))
 
 
 def job_from_directives(
@@ -374,25 +432,29 @@ def job_from_directives(
                 raise UnsupportedOption(f"{where}{spelled} is not allowed here", field=dest)
         levels.append(level)
     try:
-        job = _build_job(_merge(levels), script, environ=environ, cwd=cwd, now=now)
+        body = _build_job(_merge(levels), script, environ=environ, cwd=cwd, now=now)
+        return job_of(_submitted_from(body, cwd, hostname, umask))
     except InvalidRequest as err:
         raise type(err)(f"line {line}: {err.message}", field=err.field) from None
-    return _submitted_from(job, cwd, hostname, umask)
 
 
-def _submitted_from(job: JobSubmit, cwd: str, hostname: str, umask: int | None) -> JobSubmit:
+def _submitted_from(
+    body: dict[str, object], cwd: str, hostname: str, umask: int | None
+) -> dict[str, object]:
     """Where and how sbatch ran, in the environment it sends, as Slurm's sbatch does: the
     job's ``SLURM_SUBMIT_DIR`` is this directory even when ``--chdir`` starts the job
     elsewhere (``cd $SLURM_SUBMIT_DIR`` goes back to it), and a value inherited from an
     enclosing job is replaced; ``SLURM_UMASK`` is the submitter's umask, which the node
     applies to the job, unless the submitter's environment already names one."""
-    env = {**job.environment, "SLURM_SUBMIT_DIR": cwd, "HAL_SUBMIT_DIR": cwd}
+    environment = body.get("environment")
+    env = dict(environment) if isinstance(environment, dict) else {}
+    env.update(SLURM_SUBMIT_DIR=cwd, HAL_SUBMIT_DIR=cwd)
     if umask is not None:
         env.setdefault("SLURM_UMASK", format_umask(umask))
     if not hostname:
-        return dataclasses.replace(job, environment=env)
+        return {**body, "environment": env}
     env.update(SLURM_SUBMIT_HOST=hostname, HAL_SUBMIT_HOST=hostname)
-    return dataclasses.replace(job, environment=env, submit_host=hostname)
+    return {**body, "environment": env, "submit_host": hostname}
 
 
 def process_umask() -> int:
@@ -476,14 +538,20 @@ def _check_exclusive(settings: dict[str, Setting]) -> None:
 # -- the script ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
 class BatchScript:
-    """The script to run and how sbatch was told of it."""
+    """The script to run and how sbatch was told of it: ``name``, the job name Slurm
+    would default to; ``path``, the file's absolute path (None for stdin and --wrap);
+    ``args``, the words after the path (the script's $1, $2, ...)."""
 
-    text: str
-    name: str  # the job name Slurm would default to
-    path: str | None = None  # the file's absolute path; None for stdin and --wrap
-    args: tuple[str, ...] = ()  # the words after the path: the script's $1, $2, ...
+    __slots__ = ("args", "name", "path", "text")
+
+    def __init__(
+        self, text: str, name: str, path: str | None = None, args: tuple[str, ...] = ()
+    ) -> None:
+        self.text = text
+        self.name = name
+        self.path = path
+        self.args = args
 
 
 def _script(
@@ -503,12 +571,13 @@ def _script(
     else:
         path, *args = cli.positionals
         try:
-            data = Path(cwd, path).read_bytes()
+            with open(os.path.join(cwd, path), "rb") as f:
+                data = f.read()
         except OSError as err:
             raise InvalidRequest(f"Unable to open file {path}: {err}", field="script") from None
         text = script_text(data, path)
         full = os.path.normpath(os.path.join(cwd, path))
-        script = BatchScript(text, Path(path).name, full, tuple(args))
+        script = BatchScript(text, os.path.basename(full), full, tuple(args))
     _check_script(script.text)
     return script
 
@@ -657,17 +726,18 @@ def _build_job(
     cwd: str,
     now: float,
     warnings: list[str] | None = None,
-) -> JobSubmit:
+) -> dict[str, object]:
+    """The job's ``body`` (see ``SbatchRequest``) from its ``settings``."""
+
     def value(dest: str) -> str | None:
         entry = settings.get(dest)
         return entry[0] if entry else None
 
-    fields: dict[str, object] = {
-        "script": script.text,
-        "name": value("job_name") or script.name,
-        "script_args": list(script.args),
-        "script_path": script.path,
-    }
+    fields: dict[str, object] = {"script": script.text, "name": value("job_name") or script.name}
+    if script.args:
+        fields["script_args"] = list(script.args)
+    if script.path is not None:
+        fields["script_path"] = script.path
     chdir = value("chdir")
     fields["workdir"] = os.path.normpath(os.path.join(cwd, chdir)) if chdir else cwd
     export = value("export")
@@ -690,14 +760,11 @@ def _build_job(
     _check_no_effect(settings)
     distribution = value("distribution")
     if distribution is not None:  # what the job's sruns read (Slurm's sbatch -m)
+        from hal.slurm.distribution import parse_distribution
+
         parse_distribution(distribution)
         environment["SLURM_DISTRIBUTION"] = distribution.strip()
-    try:
-        job = JobSubmit(**fields)  # type: ignore[arg-type]
-        check(job)  # the server's range checks (e.g. -c 0), before anything is sent
-    except ValueError as err:
-        raise InvalidRequest(f"invalid request: {err}") from None
-    return job
+    return fields
 
 
 def _check_no_effect(settings: dict[str, Setting]) -> None:
@@ -848,23 +915,33 @@ def _scheduling(
         fields["licenses"] = licenses.strip()
     data = text("data")
     if data is not None:
+        from hal.core.data import parse_data_keys
+
         fields["data"] = list(parse_data_keys(data))
     artifacts = text("artifact")
     if artifacts is not None:
+        from hal.core.artifacts import parse_requests
+
         parse_requests([artifacts])  # sbatch's own refusal, before any round trip
         fields["artifacts"] = [artifacts.strip()]
     mail_type = text("mail_type")
     if mail_type is not None:
+        from hal.slurm.mail import parse_mail_type
+
         parse_mail_type(mail_type)  # sbatch's own refusal, before any round trip
         fields["mail_type"] = mail_type.strip()
     open_mode = text("open_mode")
     if open_mode is not None:
+        from hal.compat.srun_output import parse_open_mode
+
         fields["open_mode"] = parse_open_mode(open_mode)
     wckey = text("wckey")
     if wckey is not None:
         fields["wckey"] = wckey.strip()
     mail_user = text("mail_user")
     if mail_user is not None:
+        from hal.slurm.mail import check_mail_user
+
         fields["mail_user"] = check_mail_user(mail_user.strip())
     kill = text("kill_on_invalid_dep")
     if kill is not None:
@@ -952,7 +1029,8 @@ def _nodelist(text: str) -> list[str]:
     # sbatch.1: a node list containing "/" names a file holding the list.
     if "/" in text:
         try:
-            content = Path(text).read_text()
+            with open(text) as f:
+                content = f.read()
         except OSError as err:
             raise InvalidRequest(
                 f"cannot read --nodelist file {text}: {err}", field="nodelist"

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import time
 
-from hal.compat.formats import SLURM_COMPAT_VERSION, duration_long, timestamp
+from hal.compat.formats import duration_long, timestamp
+from hal.compat.version import SLURM_COMPAT_VERSION
 from hal.wire.nodes import ClusterConfig
 from hal.wire.priority import PriorityWeightsInfo
 

@@ -10,16 +10,18 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, TextIO
-
-from hal.wire.submit import JobSubmit, SubmitResult, WillRun
 
 # what a task of a step srun ran itself used: (rank, most resident bytes (0: unknown),
 # CPU seconds, and their user and system parts), as its ``wait4`` saw it
 TaskUse = tuple[int, int, float, float, float]
 
-if TYPE_CHECKING:  # pydantic schemas: not imported on sbatch's path (see hal.wire.submit)
+# Every Slurm command starts here, so nothing is imported for annotations alone:
+# ``typing`` (``Protocol`` is a plain base at run time: ``Client`` is for the type
+# checker), the wire schemas (pydantic), ``dataclasses``.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Protocol, TextIO
+
     from hal.slurm.steps import LocalStep, StepRequest
     from hal.wire.crontab import CrontabInfo, CrontabRemoved
     from hal.wire.jobs import JobInfo, JobUpdate
@@ -35,10 +37,15 @@ if TYPE_CHECKING:  # pydantic schemas: not imported on sbatch's path (see hal.wi
     )
     from hal.wire.reservations import ReservationCreate, ReservationInfo, ReservationUpdate
     from hal.wire.steps import StepCreate, StepInfo, StepInputReply, StepOutputPage
+    from hal.wire.submit import JobSubmit, SubmitResult, WillRun
+else:
+    Protocol = object
 
 
 class Client(Protocol):
     def submit(self, job: JobSubmit) -> SubmitResult: ...
+
+    def submit_fields(self, fields: Mapping[str, object]) -> dict[str, Any]: ...
 
     def submit_het(self, components: list[JobSubmit]) -> list[int]: ...
 
@@ -58,6 +65,7 @@ class Client(Protocol):
         history: bool = False,
         start_after: float | None = None,
         end_before: float | None = None,
+        validate: bool = True,
     ) -> list[JobInfo]: ...
 
     def job(self, job_id: int | str) -> JobInfo: ...
@@ -107,7 +115,7 @@ class Client(Protocol):
 
     def topology(self) -> TopologyInfo: ...
 
-    def whoami(self) -> UserInfo: ...
+    def whoami(self, *, validate: bool = True) -> UserInfo: ...
 
     def reservations(self) -> list[ReservationInfo]: ...
 
@@ -180,21 +188,46 @@ class Client(Protocol):
 ClientFactory = Callable[[], Client]
 
 
-@dataclass
 class Console:
     """A command's surroundings. The client is made on first use, so ``--help`` and
-    argument errors never touch the network."""
+    argument errors never touch the network. ``environ`` defaults to a copy of
+    ``os.environ``."""
 
-    command: str
-    client_factory: ClientFactory
-    stdout: TextIO
-    stderr: TextIO
-    stdin: TextIO
-    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
-    cwd: str = ""
-    clock: Callable[[], float] = time.time
-    sleep: Callable[[float], None] = time.sleep
-    _client: Client | None = None
+    __slots__ = (
+        "_client",
+        "client_factory",
+        "clock",
+        "command",
+        "cwd",
+        "environ",
+        "sleep",
+        "stderr",
+        "stdin",
+        "stdout",
+    )
+
+    def __init__(
+        self,
+        command: str,
+        client_factory: ClientFactory,
+        stdout: TextIO,
+        stderr: TextIO,
+        stdin: TextIO,
+        environ: Mapping[str, str] | None = None,
+        cwd: str = "",
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.command = command
+        self.client_factory = client_factory
+        self.stdout = stdout
+        self.stderr = stderr
+        self.stdin = stdin
+        self.environ: Mapping[str, str] = dict(os.environ) if environ is None else environ
+        self.cwd = cwd
+        self.clock = clock
+        self.sleep = sleep
+        self._client: Client | None = None
 
     @property
     def client(self) -> Client:
@@ -222,4 +255,4 @@ class Console:
 
     def current_user(self) -> str:
         """The HAL user the token belongs to (``--me``)."""
-        return self.client.whoami().name
+        return self.client.whoami(validate=False).name

@@ -24,12 +24,17 @@ SHIM_COMMANDS = SLURM_COMMANDS
 MARKER = "# hal-slurm-shim"  # identifies files we wrote, so reinstalling may replace them
 
 
+# What a shim runs: ``hal``'s entry point imported, not run with ``-m`` (runpy and the
+# importlib machinery it loads are start-up time, which a workflow tool pays per job).
+ENTRY = "import sys; from hal.cli.main import main; sys.exit(main())"
+
+
 def shim_text(command: str, python: str | None = None) -> str:
     interpreter = shlex.quote(python or sys.executable)
     return (
         "#!/bin/sh\n"
         f"{MARKER}: runs HAL's Slurm-compatible {command}; delete this file to remove it.\n"
-        f'exec {interpreter} -m hal.cli.main {command} "$@"\n'
+        f'exec {interpreter} -c {shlex.quote(ENTRY)} {command} "$@"\n'
     )
 
 

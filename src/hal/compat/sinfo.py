@@ -23,7 +23,6 @@ reservations instead (``sinfo_reservations``). Checked against Slurm
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 
@@ -558,7 +557,7 @@ def sinfo_lines(
         if isinstance(part, Field) and part.letter == "P" and part.width and not part.auto
     }
     layout = [
-        dataclasses.replace(part, letter=cut[index])
+        Field(cut[index], part.width, part.right, part.auto)
         if isinstance(part, Field) and index in cut
         else part
         for index, part in enumerate(layout)

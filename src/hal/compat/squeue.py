@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-import string
 import time
-from dataclasses import dataclass, field
 
 from hal.compat.formats import (
     Field,
@@ -32,24 +30,29 @@ from hal.compat.formats import (
 from hal.compat.job_fields import JOB_LETTERS, LONG_FIELD_WIDTH, LONG_FIELDS, time_used
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 from hal.compat.seam import Client, Console
-from hal.compat.squeue_json import jobs_json
 from hal.compat.user_names import resolve_user
 from hal.compat.version import VERSION_LINE
 from hal.core.errors import HalError, NotFound
-from hal.core.states import OTHER_SLURM_STATES, STATES_BY_CODE, JobState
 from hal.slurm.syntax import compress_indices, expand_hostlist
-from hal.wire.jobs import JobInfo
+
+# squeue's start-up is a workflow tool's cost per poll (see ``hal.compat``): the jobs come
+# as records (``HalClient.jobs(validate=False)``), not pydantic ``JobInfo``s, and --json's
+# module is imported where it is asked for, as the state names where -t needs them.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hal.wire.jobs import JobInfo
 
 DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 LONG_FORMAT = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
 START_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"
 DEFAULT_SORT = "P,t,-p"
 # -o %all (exactly that): every letter, a to z then A to Z, between bars, as Slurm's squeue
-ALL_FORMAT = "|".join(f"%{letter}" for letter in string.ascii_letters)
-
-DEFAULT_STATES = frozenset(
-    {JobState.PENDING, JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING}
+# (the letters written out: the ``string`` module is a millisecond of squeue's start-up)
+ALL_FORMAT = "|".join(
+    f"%{letter}" for letter in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 )
+
+DEFAULT_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED", "COMPLETING"})  # JobState's
 INVALID_JOB_ID = "slurm_load_jobs error: Invalid job id specified"
 
 OPTIONS = (
@@ -81,29 +84,33 @@ OPTIONS = (
 )
 
 
-@dataclass
 class Query:
-    noheader: bool = False
-    states: set[str] | None = None  # JobState names or other Slurm names; None = default
-    users: list[str] = field(default_factory=list)
-    me: bool = False
-    ids: list[str] = field(default_factory=list)
-    partitions: list[str] = field(default_factory=list)
-    names: list[str] = field(default_factory=list)
-    accounts: list[str] = field(default_factory=list)
-    qos: list[str] = field(default_factory=list)
-    nodes: set[str] = field(default_factory=set)  # -w: jobs on any of these nodes
-    reservations: list[str] = field(default_factory=list)  # -R
-    unfold: bool = False
-    json: bool = False
-    long: bool = False
-    layout: list[Field | str] = field(default_factory=lambda: parse_format(DEFAULT_FORMAT))
-    sort: str = DEFAULT_SORT
-    iterate: int = 0  # -i: seconds between reports; 0 reports once
-    steps: list[str] | None = None  # -s: list steps (these JOB.N, or all when empty)
-    version: bool = False  # -V: print the version line alone
-    # -O names squeue does not know, as written: each said on stderr, as Slurm's, and dropped
-    unknown: list[str] = field(default_factory=list)
+    """What squeue was asked: filters, layout and mode (a plain class, as every type on
+    squeue's start-up; see ``hal.compat``)."""
+
+    def __init__(self, *, version: bool = False) -> None:
+        self.noheader = False
+        self.states: set[str] | None = None  # JobState names or other Slurm names; None = default
+        self.users: list[str] = []
+        self.me = False
+        self.ids: list[str] = []
+        self.partitions: list[str] = []
+        self.names: list[str] = []
+        self.accounts: list[str] = []
+        self.qos: list[str] = []
+        self.nodes: set[str] = set()  # -w: jobs on any of these nodes
+        self.reservations: list[str] = []  # -R
+        self.unfold = False
+        self.json = False
+        self.long = False
+        self.layout: list[Field | str] = parse_format(DEFAULT_FORMAT)
+        self.sort = DEFAULT_SORT
+        self.iterate = 0  # -i: seconds between reports; 0 reports once
+        self.steps: list[str] | None = None  # -s: list steps (these JOB.N, or all when empty)
+        self.version = version  # -V: print the version line alone
+        # -O names squeue does not know, as written: each said on stderr, as Slurm's, and
+        # dropped
+        self.unknown: list[str] = []
 
 
 class UsageError(Exception):
@@ -292,6 +299,8 @@ def _list(text: str) -> list[str]:
 
 def parse_states(text: str) -> set[str] | None:
     """``-t``: codes or names, any case, comma-separated; ``all`` is every state."""
+    from hal.core.states import OTHER_SLURM_STATES, STATES_BY_CODE, JobState
+
     states: set[str] = set()
     for item in _list(text):
         upper = item.upper()
@@ -306,13 +315,14 @@ def parse_states(text: str) -> set[str] | None:
     return states
 
 
-_JOB_ID = re.compile(r"^\d+([_+]\d+)?$")  # 123, 123_4 (array element), 123+1 (het)
+# 123, 123_4 (array element), 123+1 (het); compiled on first use, not at start-up
+_JOB_ID = r"^\d+([_+]\d+)?$"
 
 
 def parse_job_ids(text: str) -> list[str]:
     ids = _list(text)
     for item in ids:
-        if not _JOB_ID.match(item):
+        if not re.match(_JOB_ID, item):
             raise UsageError(f"Invalid job id: {item}")
     return ids
 
@@ -363,14 +373,14 @@ def _show(query: Query, console: Console) -> int:
                 return 1
     else:
         finished = query.json or (  # (--json: every job the server still lists, as Slurm's)
-            query.states is not None
-            and any(s in JobState.__members__ and JobState(s).is_terminal for s in query.states)
+            query.states is not None and _any_ended(query.states)
         )
         jobs = client.jobs(
             users=query.users or None,
             partitions=query.partitions or None,
             names=query.names or None,
             include_finished=finished,
+            validate=False,
         )
     jobs = [job for job in jobs if _wanted(job, query)]
     if not query.unfold:
@@ -378,6 +388,8 @@ def _show(query: Query, console: Console) -> int:
     now = console.clock()
     jobs = sort_jobs(jobs, query.sort, now)
     if query.json:
+        from hal.compat.squeue_json import jobs_json
+
         console.out(json.dumps(jobs_json(jobs, now), indent=2))
         return 0
     if (query.long or query.iterate) and not query.noheader:
@@ -385,6 +397,12 @@ def _show(query: Query, console: Console) -> int:
     for line in job_lines(query.layout, jobs, now, header=not query.noheader):
         console.out(line)
     return 0
+
+
+def _any_ended(states: set[str]) -> bool:
+    from hal.core.states import JobState
+
+    return any(s in JobState.__members__ and JobState(s).is_terminal for s in states)
 
 
 def _show_steps(query: Query, console: Console) -> int:
@@ -406,7 +424,7 @@ def _show_steps(query: Query, console: Console) -> int:
 
 def _by_ids(client: Client, ids: list[str]) -> list[JobInfo]:
     try:
-        return client.jobs(ids=ids, include_finished=True)
+        return client.jobs(ids=ids, include_finished=True, validate=False)
     except NotFound:  # a server may answer an unknown id with 404 rather than []
         return []
 
@@ -471,14 +489,14 @@ def fold_arrays(jobs: list[JobInfo]) -> list[JobInfo]:
     pending array record. A single pending element keeps its own id (``4_3``)."""
     pending: dict[int, list[JobInfo]] = {}
     for job in jobs:
-        if job.state == JobState.PENDING and job.array_job_id is not None:
+        if job.state == "PENDING" and job.array_job_id is not None:
             pending.setdefault(job.array_job_id, []).append(job)
     out: list[JobInfo] = []
     emitted: set[int] = set()
     for job in jobs:
         array_id = job.array_job_id
         group = pending.get(array_id, []) if array_id is not None else []
-        if array_id is None or len(group) < 2 or job.state != JobState.PENDING:
+        if array_id is None or len(group) < 2 or job.state != "PENDING":
             out.append(job)
             continue
         if array_id in emitted:
@@ -487,8 +505,12 @@ def fold_arrays(jobs: list[JobInfo]) -> list[JobInfo]:
         first = min(group, key=lambda j: j.array_task_id or 0)
         indices = compress_indices([j.array_task_id or 0 for j in group])
         limit = f"%{first.array_max_running}" if first.array_max_running else ""
-        display = f"{array_id}_[{indices}{limit}]"
-        out.append(first.model_copy(update={"display_id": display, "array_task_id": None}))
+        # a copy, the model's or a record's alike (``HalClient.jobs(validate=False)``)
+        import copy
+
+        folded = copy.copy(first)
+        folded.display_id, folded.array_task_id = f"{array_id}_[{indices}{limit}]", None
+        out.append(folded)
     return out
 
 

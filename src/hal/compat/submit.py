@@ -7,9 +7,7 @@ Output strings are Slurm's, because tools match them: Parsl and Nextflow look fo
 from __future__ import annotations
 
 import socket
-from typing import TYPE_CHECKING
 
-from hal.compat.formats import timestamp
 from hal.compat.sbatch import (
     HELP,
     SbatchRequest,
@@ -21,12 +19,12 @@ from hal.compat.sbatch import (
 from hal.compat.seam import Console
 from hal.compat.version import VERSION_LINE
 from hal.core.errors import HalError, Unavailable
-from hal.core.states import JobState
 from hal.slurm.syntax import compress_hostlist
-from hal.wire.submit import JobSubmit, SubmitResult, non_defaults
 
+TYPE_CHECKING = False  # (the schemas, ``typing``: not at start-up, see ``hal.compat``)
 if TYPE_CHECKING:
     from hal.wire.jobs import JobInfo
+    from hal.wire.submit import JobSubmit
 
 WAIT_FIRST_POLL_S = 1.0
 WAIT_MAX_POLL_S = 10.0  # a polling loop should stay gentle on the server (squeue.1 warns)
@@ -72,23 +70,26 @@ def sbatch(argv: list[str], console: Console) -> int:
             return _submit_het(request, console)
         if request.test_only:
             return _test_only(request.job, console)
-        result = console.client.submit(request.job)
+        answer = console.client.submit_fields(request.body)
     except HalError as err:
         return console.error(f"Batch job submission failed: {err.message}")
-    _announce(request, result.job_id, console)
+    job_id, task_ids = int(answer["job_id"]), [int(i) for i in answer.get("task_ids", ())]
+    _announce(request, job_id, console)
     if not request.wait:
         return 0
     console.stdout.flush()  # a tool reading our pipe gets the id before we block
     try:
-        return _wait(result, console)
+        return _wait(job_id, task_ids, console)
     except HalError as err:
-        return console.error(f"while waiting for job {result.job_id}: {err.message}")
+        return console.error(f"while waiting for job {job_id}: {err.message}")
 
 
 def _submit_het(request: SbatchRequest, console: Console) -> int:
     """A heterogeneous job: one submission of every component; Slurm prints the het
     job id (component 0's) alone."""
     if request.test_only:
+        from hal.compat.formats import timestamp
+
         # Slurm prints one line per component, all with the same start
         for job, will in zip(
             request.components, console.client.test_only_het(list(request.components)), strict=True
@@ -106,7 +107,7 @@ def _submit_het(request: SbatchRequest, console: Console) -> int:
         return 0
     console.stdout.flush()
     try:
-        return _wait(SubmitResult(job_id=ids[0]), console)
+        return _wait(ids[0], [], console)
     except HalError as err:
         return console.error(f"while waiting for job {ids[0]}: {err.message}")
 
@@ -121,6 +122,8 @@ def _announce(request: SbatchRequest, job_id: int, console: Console) -> None:
 
 
 def _describe(request: SbatchRequest, console: Console) -> None:
+    from hal.wire.submit import non_defaults
+
     console.err("sbatch: defined options")
     shown = non_defaults(request.job, exclude=("script", "environment"))
     for key, value in shown.items():
@@ -130,6 +133,8 @@ def _describe(request: SbatchRequest, console: Console) -> None:
 
 
 def _test_only(job: JobSubmit, console: Console) -> int:
+    from hal.compat.formats import timestamp  # (not at start-up: sbatch seldom prints a time)
+
     will = console.client.test_only(job)
     tasks = job.ntasks or job.nodes_min * (job.ntasks_per_node or 1)
     processors = tasks * job.cpus_per_task
@@ -142,14 +147,14 @@ def _test_only(job: JobSubmit, console: Console) -> int:
     return 0
 
 
-def _wait(result: SubmitResult, console: Console) -> int:
-    """Poll until the job (or every element of the array) has ended; return Slurm's exit
-    code for ``--wait``: the job's exit code, 1 if a signal ended it, the highest over an
-    array."""
+def _wait(job_id: int, task_ids: list[int], console: Console) -> int:
+    """Poll until the job (or every element ``task_ids`` of the array) has ended; return
+    Slurm's exit code for ``--wait``: the job's exit code, 1 if a signal ended it, the
+    highest over an array."""
     delay = WAIT_FIRST_POLL_S
     while True:
         try:
-            jobs = _poll(result, console)
+            jobs = _poll(job_id, task_ids, console)
         except Unavailable as err:
             # the server restarting, or its database away: the job goes on, and so does
             # the wait (Slurm's sbatch retries until its controller answers again)
@@ -164,16 +169,18 @@ def _wait(result: SubmitResult, console: Console) -> int:
         delay = min(delay * 2, WAIT_MAX_POLL_S)
 
 
-def _poll(result: SubmitResult, console: Console) -> list[JobInfo]:
-    if not result.task_ids:
-        return [console.client.job(result.job_id)]
-    jobs = console.client.jobs(ids=[str(result.job_id)], include_finished=True)
-    if len(jobs) < len(result.task_ids):
+def _poll(job_id: int, task_ids: list[int], console: Console) -> list[JobInfo]:
+    if not task_ids:
+        return [console.client.job(job_id)]
+    jobs = console.client.jobs(ids=[str(job_id)], include_finished=True)
+    if len(jobs) < len(task_ids):
         return []  # an element is missing from the listing: keep waiting
     return jobs
 
 
 def _finished(job: JobInfo) -> bool:
+    from hal.core.states import JobState
+
     try:
         return JobState(job.state).is_terminal
     except ValueError:

@@ -9,9 +9,9 @@ it from the start, so a script can still tell the two apart.
 
 from __future__ import annotations
 
-from hal.compat.formats import SLURM_COMPAT_VERSION
 from hal.compat.options import Arg, Opt, OptionError, parse_options
 
+SLURM_COMPAT_VERSION = "22.05.8"  # the Slurm release whose output these commands copy
 VERSION_LINE = f"slurm {SLURM_COMPAT_VERSION} (HAL)"
 VERSION_OPTION = Opt("version", ("version",), "V", Arg.NONE)
 

@@ -20,9 +20,12 @@ Bugs raise ordinary exceptions. Messages say what to do next.
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable
-from typing import ClassVar
+# Every CLI command (a new process per job for a workflow tool's sbatch) imports this
+# module at start-up: ``typing`` and ``difflib`` are imported where they are needed.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import ClassVar
 
 
 class HalError(Exception):
@@ -105,5 +108,7 @@ ERRORS_BY_CODE: dict[str, type[HalError]] = {
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """`` (did you mean 'max_time'?)`` when ``word`` is a near miss of one of ``choices``
     (a typo in a config key or argument), else ``""``."""
+    import difflib
+
     close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.75)
     return f" (did you mean {close[0]!r}?)" if close else ""

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MiB = 1024 * 1024
-GiB = 1024 * MiB
+from hal.core.units import GiB as GiB  # noqa: PLC0414  (re-exported: resources' units)
+from hal.core.units import MiB as MiB  # noqa: PLC0414
 
 
 @dataclass(frozen=True, slots=True)

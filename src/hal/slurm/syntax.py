@@ -19,23 +19,18 @@ Pure functions: no I/O, no clock (``parse_begin`` is handed ``now``).
 from __future__ import annotations
 
 import re
-import signal as _signal
 from collections.abc import Callable, Iterable
-from datetime import datetime, timedelta
-from typing import cast
-
-import hostlist
 
 from hal.core.errors import InvalidRequest
-from hal.core.job import (
-    ArraySpec,
-    Dependency,
-    DependencyKind,
-    DependencyTerm,
-    SignalSpec,
-    TopologyConstraint,
-)
-from hal.core.resources import MiB
+from hal.core.units import MiB
+
+# sbatch and squeue import this module at start-up: the job types (dataclasses),
+# ``datetime``, ``signal`` and ``hostlist`` are imported by the parsers that need them.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from hal.core.job import ArraySpec, Dependency, DependencyTerm, SignalSpec, TopologyConstraint
 
 DEFAULT_MAX_ARRAY_SIZE = 1001  # Slurm's default MaxArraySize
 DEFAULT_SIGNAL_SECONDS = 60  # --signal without @secs
@@ -156,6 +151,8 @@ def parse_array(
     """``--array``: ``0-15``, ``0,6,16-32``, ``0-15:4``, and a ``%N`` limit on how many
     elements run at once. Indices go from 0 to ``max_array_size - 1`` (Slurm's
     MaxArraySize); duplicates collapse and indices come back sorted."""
+    from hal.core.job import ArraySpec
+
     raw = text.strip()
     spec, _, throttle_text = raw.partition("%")
     max_running = 0
@@ -196,7 +193,6 @@ _DEP_HINT = (
     "with types after, afterany, afterok, afternotok, aftercorr, or the word singleton "
     "(e.g. afterok:123:124,afterany:125)"
 )
-_DEP_KINDS = {k.value: k for k in DependencyKind}
 
 
 def parse_dependency(
@@ -214,6 +210,8 @@ def parse_dependency(
     without it (a client checking the syntax) the array's id stands in. Slurm's
     ``after:123+10`` (start plus minutes) is rejected with a message saying so.
     """
+    from hal.core.job import Dependency
+
     raw = text.strip()
     if not raw:
         raise InvalidRequest(f"empty {_option(field)}: {_DEP_HINT}", field=field)
@@ -233,6 +231,9 @@ def parse_dependency(
 def _dependency_term(
     term: str, raw: str, field: str, element: Callable[[int, int], int] | None
 ) -> DependencyTerm:
+    from hal.core.job import DependencyKind, DependencyTerm
+
+    kinds = {k.value: k for k in DependencyKind}
     head, _, tail = term.partition(":")
     kind_text = head.lower()
     if kind_text == "singleton":
@@ -243,8 +244,8 @@ def _dependency_term(
         return DependencyTerm(DependencyKind.SINGLETON)
     if _INT.match(head):  # no type given: Slurm's default is afterany
         kind, id_texts = DependencyKind.AFTERANY, term.split(":")
-    elif kind_text in _DEP_KINDS:
-        kind, id_texts = _DEP_KINDS[kind_text], (tail.split(":") if tail else [])
+    elif kind_text in kinds:
+        kind, id_texts = kinds[kind_text], (tail.split(":") if tail else [])
     elif kind_text in ("afterburstbuffer", "expand"):
         raise InvalidRequest(
             f"{_option(field)} type {head!r} is not supported by HAL; use after, afterany, "
@@ -288,6 +289,8 @@ _SIGNAL_ERROR = "Invalid --signal specification"  # Slurm 22.05.8's words, whate
 
 def parse_signal_name(text: str, *, field: str = "signal") -> int:
     """A signal by name (``USR1``, ``SIGUSR1``, any case) or number (``10``)."""
+    import signal as _signal
+
     raw = text.strip()
     if _INT.match(raw):
         try:
@@ -342,6 +345,8 @@ def parse_signal(text: str, *, field: str = "signal", batch: bool = True) -> Sig
         signum = 0
     if signum == 0:
         raise invalid(f"({sig_text.strip()!r} is no signal)")
+    from hal.core.job import SignalSpec
+
     return SignalSpec(signum, seconds, batch_only)
 
 
@@ -358,10 +363,12 @@ _DELTA_UNITS = {
     **dict.fromkeys(("d", "day", "days"), 86400),
     **dict.fromkeys(("w", "week", "weeks"), 7 * 86400),
 }
-_NOW_DELTA = re.compile(r"^now(?:([+-])(\d+)([a-z]*))?$")
-_ISO = re.compile(r"^(\d{4})-(\d{1,2})-(\d{1,2})(?:[Tt](\d{1,2}):(\d{2})(?::(\d{2}))?)?$")
-_CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(am|pm)?$")
-_US_DATE = re.compile(r"^(\d{1,2})[/.](\d{1,2})(?:[/.](\d{2,4}))?$")
+# The patterns of the rarer options are compiled on first use (by re's cache), not at
+# import: sbatch's start-up compiled them all for every job.
+_NOW_DELTA = r"^now(?:([+-])(\d+)([a-z]*))?$"
+_ISO = r"^(\d{4})-(\d{1,2})-(\d{1,2})(?:[Tt](\d{1,2}):(\d{2})(?::(\d{2}))?)?$"
+_CLOCK = r"^(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(am|pm)?$"
+_US_DATE = r"^(\d{1,2})[/.](\d{1,2})(?:[/.](\d{2,4}))?$"
 _NAMED_HOURS = {"midnight": 0, "noon": 12, "elevenses": 11, "fika": 15, "teatime": 16}
 
 
@@ -373,10 +380,12 @@ def parse_begin(text: str, now: float, *, field: str = "begin", past: bool = Fal
     ``parse_time(..., past=1)``) a time of day is today's, even one still ahead, and a
     month/day of a later month than this one last year's. ``today`` is 00:00 today and
     ``tomorrow`` 00:00 tomorrow. ``now-2days`` is allowed (sacct uses it)."""
+    from datetime import datetime, timedelta
+
     raw = text.strip().lower()
     base = datetime.fromtimestamp(now)
     midnight = base.replace(hour=0, minute=0, second=0, microsecond=0)
-    m = _NOW_DELTA.match(raw)
+    m = re.match(_NOW_DELTA, raw)
     if m:
         if not m.group(1):
             return now
@@ -395,11 +404,11 @@ def parse_begin(text: str, now: float, *, field: str = "begin", past: bool = Fal
         return (midnight + timedelta(days=1)).timestamp()
     if raw in _NAMED_HOURS:
         return _time_of_day(base, midnight.replace(hour=_NAMED_HOURS[raw]), past)
-    m = _ISO.match(raw)
+    m = re.match(_ISO, raw)
     if m:
         y, mo, d, h, mi, s = (int(g) if g else 0 for g in m.groups())
         return _local((y, mo, d, h, mi, s), text, field).timestamp()
-    m = _CLOCK.match(raw)
+    m = re.match(_CLOCK, raw)
     if m:
         hour, minute, second = int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
         if m.group(4):
@@ -410,7 +419,7 @@ def parse_begin(text: str, now: float, *, field: str = "begin", past: bool = Fal
             hour = hour % 12 + (12 if m.group(4) == "pm" else 0)
         when = _local((base.year, base.month, base.day, hour, minute, second), text, field)
         return _time_of_day(base, when, past)
-    m = _US_DATE.match(raw)
+    m = re.match(_US_DATE, raw)
     if m:
         month, day = int(m.group(1)), int(m.group(2))
         year = base.year
@@ -430,6 +439,8 @@ def parse_begin(text: str, now: float, *, field: str = "begin", past: bool = Fal
 
 def _local(fields: tuple[int, int, int, int, int, int], text: str, field: str) -> datetime:
     """A local datetime from (year, month, day, hour, minute, second)."""
+    from datetime import datetime
+
     try:
         return datetime(*fields)
     except ValueError as err:
@@ -441,6 +452,8 @@ def _time_of_day(base: datetime, when: datetime, past: bool) -> float:
     # tomorrow; looking back (sacct) it is always today's, even one still ahead (Slurm
     # 22.05.8's sacct refuses ``-S 23:59`` at 02:56 as after the end; docs/slurm-checks.md)
     if not past and when < base:
+        from datetime import timedelta
+
         when += timedelta(days=1)
     return when.timestamp()
 
@@ -449,7 +462,7 @@ def _time_of_day(base: datetime, when: datetime, past: bool) -> float:
 
 _GRES_HINT = "write gpu, gpu:N or gpu:TYPE:N per node (e.g. gpu:2, gpu:a100:4)"
 _GPUS_HINT = "write N or TYPE:N (e.g. 2, a100:4)"
-_GPU_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_GPU_TYPE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"  # (compiled on first use, as _ISO)
 
 
 def parse_gres(text: str, *, field: str = "gres") -> tuple[str | None, int]:
@@ -492,7 +505,7 @@ def parse_gpus(text: str, *, field: str = "gpus") -> tuple[str | None, int]:
 
 
 def _gpu_type(text: str, field: str, hint: str) -> str:
-    if not _GPU_TYPE.match(text):
+    if not re.match(_GPU_TYPE, text):
         raise InvalidRequest(f"invalid --{field} GPU type {text!r}: {hint}", field=field)
     return text
 
@@ -521,9 +534,11 @@ def parse_nodes(text: str, *, field: str = "nodes") -> tuple[int, int]:
 def expand_hostlist(text: str, *, field: str = "nodelist", duplicates: bool = False) -> list[str]:
     """``n[1-3],gpu7`` → ``["n1", "n2", "n3", "gpu7"]`` (order kept, as Slurm does); a
     name given twice is kept twice only with ``duplicates`` (``srun -m arbitrary``)."""
+    import hostlist
+
     try:
-        names = hostlist.expand_hostlist(text.strip(), allow_duplicates=duplicates)
-        return cast(list[str], names)
+        names: list[str] = hostlist.expand_hostlist(text.strip(), allow_duplicates=duplicates)
+        return names
     except hostlist.BadHostlist as err:
         raise InvalidRequest(
             f"invalid {_option(field)} host list {text!r} ({err}); "
@@ -534,7 +549,10 @@ def expand_hostlist(text: str, *, field: str = "nodelist", duplicates: bool = Fa
 
 def compress_hostlist(names: list[str] | tuple[str, ...]) -> str:
     """``["n1", "n2", "n3"]`` → ``n[1-3]`` (sorted, as sinfo and squeue print)."""
-    return cast(str, hostlist.collect_hostlist(list(names)))
+    import hostlist
+
+    collected: str = hostlist.collect_hostlist(list(names))
+    return collected
 
 
 def hostlist_in_order(names: list[str] | tuple[str, ...]) -> str:
@@ -624,18 +642,20 @@ def parse_topology(text: str, *, field: str = "topology") -> TopologyConstraint:
             "e.g. --topology required=leaf",
             field=field,
         )
+    from hal.core.job import TopologyConstraint
+
     return TopologyConstraint(level, required=mode == "required")
 
 
 # -- umask --------------------------------------------------------------------------------
 
-_UMASK = re.compile(r"^[0-7]{3,4}$")
+_UMASK = r"^[0-7]{3,4}$"  # (compiled on first use, as _ISO)
 
 
 def parse_umask(text: str, *, field: str = "umask") -> int:
     """A umask as ``SLURM_UMASK`` spells it: three or four octal digits (``022``, ``0077``),
     at most ``0777``."""
-    if not _UMASK.match(text) or int(text, 8) > 0o777:
+    if not re.match(_UMASK, text) or int(text, 8) > 0o777:
         raise InvalidRequest(
             f"invalid {field} {text!r}: write three or four octal digits, e.g. 0022 or 077",
             field=field,
@@ -651,7 +671,7 @@ def format_umask(mask: int) -> str:
 # -- licenses -----------------------------------------------------------------------------
 
 LICENSE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # as [licenses] names them
-_LICENSE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:[:*](\d+))?$")
+_LICENSE = r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:[:*](\d+))?$"  # (compiled on first use, as _ISO)
 _LICENSES_HINT = "write NAME or NAME:COUNT, comma-separated (e.g. matlab:2,ansys)"
 
 
@@ -671,7 +691,7 @@ def parse_licenses(text: str, *, field: str = "licenses") -> tuple[tuple[str, in
         )
     counts: dict[str, int] = {}
     for item in raw.split(","):
-        match = _LICENSE.match(item.strip())
+        match = re.match(_LICENSE, item.strip())
         if match is None:
             raise InvalidRequest(f"invalid --{field} {item!r}: {_LICENSES_HINT}", field=field)
         count = int(match.group(2) or 1)

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from hal.client.records import records
 from hal.compat.commands import run
+from hal.compat.sbatch import job_of
 from hal.core.errors import NotFound
 from hal.core.states import JobState
 from hal.slurm.steps import LocalStep, StepRequest
-from hal.wire.jobs import JobInfo, JobRun, JobSubmit, JobUpdate, SubmitResult, WillRun
+from hal.wire.jobs import JobInfo, JobList, JobRun, JobSubmit, JobUpdate, SubmitResult, WillRun
 from hal.wire.nodes import (
     ClusterConfig,
     NodeInfo,
@@ -195,6 +198,12 @@ class FakeClient:
             tasks = [self.next_id + 1 + i for i in range(3)]
         return SubmitResult(job_id=self.next_id, task_ids=tasks)
 
+    def submit_fields(self, fields: Mapping[str, object]) -> dict[str, Any]:
+        """As the server takes a job's JSON: the schema reads and checks it (``job_of``
+        raises what the server would refuse), then ``submit``."""
+        result = self.submit(job_of(json.loads(json.dumps(fields))))
+        return {"job_id": result.job_id, "task_ids": result.task_ids}
+
     def submit_het(self, components: list[JobSubmit]) -> list[int]:
         self.submitted.extend(components)
         return [self.next_id + i for i in range(len(components))]
@@ -208,7 +217,8 @@ class FakeClient:
             job_id=self.next_id, expected_start=T0 + 60, nodes=["n1", "n2"], partition="debug"
         )
 
-    def jobs(self, **query: Any) -> list[JobInfo]:
+    def jobs(self, *, validate: bool = True, **query: Any) -> list[JobInfo]:
+        """``validate=False``: read as ``HalClient`` reads the server's JSON then."""
         self.jobs_calls.append(query)
         out = []
         for info in self.job_list:
@@ -224,6 +234,8 @@ class FakeClient:
             if query.get("partitions") and info.partition not in query["partitions"]:
                 continue
             out.append(info)
+        if not validate:
+            return records(JobList(jobs=out).model_dump_json()).jobs  # type: ignore[no-any-return]
         return out
 
     def job(self, job_id: int | str) -> JobInfo:
@@ -328,8 +340,9 @@ class FakeClient:
             scheduler_interval_seconds=1.0,
         )
 
-    def whoami(self) -> UserInfo:
-        return UserInfo(name=self.user, admin=self.admin)
+    def whoami(self, *, validate: bool = True) -> UserInfo:
+        user = UserInfo(name=self.user, admin=self.admin)
+        return user if validate else records(user.model_dump_json())  # type: ignore[no-any-return]
 
     def close(self) -> None:
         self.closed = True

@@ -165,7 +165,7 @@ def test_a_non_administrators_update_is_slurms_invalid_user() -> None:
 
 @dataclass
 class Unreachable(FakeClient):
-    def whoami(self) -> UserInfo:
+    def whoami(self, *, validate: bool = True) -> UserInfo:
         raise Unavailable("cannot reach the HAL server at http://127.0.0.1:8470")
 
 

@@ -26,7 +26,7 @@ def test_command_line_components_have_their_own_options(tmp_path: Path) -> None:
     argv = ["-p", "cpu", "-N1", "-c4", ":", "-p", "gpu", "-N2", "--gpus-per-node=2"]
     req = parse(*argv, "--mem=8G", "-C", "a100", "job.sh", cwd=str(tmp_path))
     first, second = req.components
-    assert req.job is first
+    assert req.body is req.bodies[0] and req.job == first
     assert (first.partition, first.nodes_min, first.cpus_per_task) == ("cpu", 1, 4)
     assert (second.partition, second.nodes_min, second.gpus_per_node) == ("gpu", 2, 2)
     assert second.memory_per_node_bytes == 8 * 2**30 and first.memory_per_node_bytes is None

@@ -254,10 +254,17 @@ def test_a_script_from_stdin_or_wrap_has_no_path_and_no_arguments() -> None:
         assert (job.script_path, job.script_args) == (None, [])
 
 
-def test_too_many_script_arguments_are_refused_before_sending(tmp_path: Path) -> None:
+def test_too_many_script_arguments_are_refused_by_the_schema(tmp_path: Path) -> None:
+    """sbatch sends the job as JSON without importing its schema (its start-up is a
+    workflow tool's cost per job); the schema's limit, which the server applies, refuses
+    the arguments past 4096."""
     (tmp_path / "s.sh").write_text(SCRIPT)
+    req = parse("s.sh", *["a"] * 4097, cwd=str(tmp_path))
+    assert req.body["script_args"] == ["a"] * 4097
     with pytest.raises(InvalidRequest, match="script_args has more than 4096 entries"):
-        parse("s.sh", *["a"] * 4097, cwd=str(tmp_path))
+        _ = req.job
+    with pytest.raises(InvalidRequest, match="script_args has more than 4096 entries"):
+        parse("--test-only", "s.sh", *["a"] * 4097, cwd=str(tmp_path))  # (builds one anyway)
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -19,8 +20,23 @@ def test_installs_executable_shims(tmp_path: Path) -> None:
     for path in paths:
         assert path.stat().st_mode & stat.S_IXUSR
         assert is_shim(path)
-        assert f'-m hal.cli.main {path.name} "$@"' in path.read_text()
+        assert f' {path.name} "$@"\n' in path.read_text()
     assert sys.executable in paths[0].read_text()
+
+
+def test_a_shim_runs_hals_command_with_its_arguments(tmp_path: Path) -> None:
+    """What a workflow tool does: run ``sbatch``/``squeue`` by name, arguments and exit
+    code passed through."""
+    install_shims(tmp_path, path_env="")
+    done = subprocess.run(
+        [tmp_path / "squeue", "--version"], capture_output=True, text=True, check=False
+    )
+    assert (done.returncode, done.stdout) == (0, "slurm 22.05.8 (HAL)\n")
+    done = subprocess.run(
+        [tmp_path / "sbatch", "--bogus"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 1
+    assert done.stderr.startswith("sbatch: error: unrecognized option '--bogus'")
 
 
 def test_reinstall_replaces_our_own_shims(tmp_path: Path) -> None:
@@ -57,6 +73,5 @@ def test_force_installs_anyway(tmp_path: Path) -> None:
 
 
 def test_shim_text_quotes_the_interpreter() -> None:
-    assert "exec '/opt/my python/bin/python' -m hal.cli.main squeue" in shim_text(
-        "squeue", "/opt/my python/bin/python"
-    )
+    text = shim_text("squeue", "/opt/my python/bin/python")
+    assert "exec '/opt/my python/bin/python' -c 'import sys; " in text
