@@ -82,8 +82,6 @@ from hal.agent.metrics import (
     Capacity,
     agent_registry,
 )
-from hal.observe.outputfiles import read_chunk
-from hal.wire.output import OutputChunk, OutputPoll, OutputRead
 from hal.agent.procfs import node_load
 from hal.agent.state import AgentState, feed
 from hal.agent.stepevents import (
@@ -99,8 +97,9 @@ from hal.agent.usage import UsageSampler
 from hal.client.config import load_client_config
 from hal.core.clock import Clock
 from hal.host.clock import SystemClock
-from hal.slurm.syntax import compress_indices
 from hal.observe.listener import start_metrics_server
+from hal.observe.outputfiles import read_chunk
+from hal.slurm.syntax import compress_indices
 from hal.wire.agent import (
     AgentInstructions,
     AgentRegister,
@@ -115,6 +114,7 @@ from hal.wire.agent import (
     StepSignal,
     StepTaskUsage,
 )
+from hal.wire.output import OutputChunk, OutputPoll, OutputRead
 
 log = logging.getLogger("hal.agent")
 

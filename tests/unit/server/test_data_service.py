@@ -434,7 +434,6 @@ def test_the_server_adds_datalocality_to_the_default_profile_only_with_data(
     tmp_path: Path,
 ) -> None:
     from hal.api.server import HalServer
-
     from hal.scheduler.plugins import DATA_WEIGHT
 
     def weights(config: HalConfig) -> dict[str, float]:
@@ -454,8 +453,8 @@ def test_the_server_adds_datalocality_to_the_default_profile_only_with_data(
 def test_without_a_data_table_the_data_routes_answer_unavailable(tmp_path: Path) -> None:
     """``hal data ...`` against a server with no [data]: 503, saying what to configure."""
     from fastapi.testclient import TestClient
-    from hal.api.server import HalServer
 
+    from hal.api.server import HalServer
     from hal.server.users import ensure_user
 
     server = HalServer(HalConfig(), f"sqlite:///{tmp_path / 'u.db'}")
