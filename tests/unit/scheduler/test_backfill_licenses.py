@@ -9,9 +9,9 @@ import math
 from hal.core.job import Job
 from hal.core.states import PendingReason
 from hal.scheduler.framework import Scheduler
-from hal.scheduler.framework.backfill import LICENSES_OVER_TIME, PLAN_END, PLAN_START
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState
+from hal.scheduler.framework.keys import LICENSES_OVER_TIME, PLAN_END, PLAN_START
 from hal.scheduler.framework.license_profile import LicenseProfile
 from hal.scheduler.framework.status import Status
 from hal.scheduler.plugins import build_scheduler, default_profile, default_registry

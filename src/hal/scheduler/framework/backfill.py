@@ -76,21 +76,12 @@ from hal.core.partition_list import in_partition, partitions_of
 from hal.core.suspension import suspended_seconds
 from hal.scheduler.framework.availability import AvailabilityProfile, round_up
 from hal.scheduler.framework.context import PassContext
-from hal.scheduler.framework.cycle_state import StateKey
 from hal.scheduler.framework.interfaces import BackfillMode, BackfillPlugin, BackfillPolicy
+from hal.scheduler.framework.keys import LICENSES_OVER_TIME, PLAN_END, PLAN_START
 from hal.scheduler.framework.license_profile import LicenseProfile, Licenses
 from hal.scheduler.framework.request import NodeRequest, PlacementKey, placement_key
 from hal.scheduler.framework.runtime import Framework, Mode, Outcome, Stage
 from hal.scheduler.framework.status import Code, Status
-
-# While backfill tries a job at a future instant: that instant (absent: the job would
-# start at ``ctx.now``). Filter plugins whose verdict depends on when the job runs read it.
-PLAN_START: StateKey[float] = StateKey("framework.plan_start")
-# While backfill tries a job asking licenses: the planned end of its run, and the
-# licenses held over time (written once the stage plans such a job). The ``licenses``
-# plugin judges the run ``[PLAN_START or now, PLAN_END)`` against them.
-PLAN_END: StateKey[float] = StateKey("framework.plan_end")
-LICENSES_OVER_TIME: StateKey[LicenseProfile] = StateKey("framework.licenses_over_time")
 
 
 @dataclass(slots=True)

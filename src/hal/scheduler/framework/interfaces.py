@@ -35,7 +35,7 @@ Rules for every point:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple, Protocol, runtime_checkable
@@ -46,10 +46,9 @@ import numpy.typing as npt
 from hal.core.job import Allocation, Job
 from hal.core.states import PendingReason
 from hal.scheduler.framework.context import PassContext
-from hal.scheduler.framework.cycle_state import CycleState, StateKey
-from hal.scheduler.framework.node_table import BoolArray, NodeTable
+from hal.scheduler.framework.cycle_state import CycleState
+from hal.scheduler.framework.node_table import BoolArray
 from hal.scheduler.framework.request import NodeRequest
-from hal.scheduler.framework.snapshot import Preemption
 from hal.scheduler.framework.status import Status
 
 FloatArray = npt.NDArray[np.float64]
@@ -122,29 +121,21 @@ class FilterPlugin(Plugin, Protocol):
         runtime never writes it). Must be a pure function of the job's
         ``placement_key`` and the table: the pass reuses a failed fit for every job with
         the same key; a plugin whose mask for a job also read something else (its user)
-        writes ``runtime.JOB_BOUND`` to the job's state where that took nodes away.
+        writes ``keys.JOB_BOUND`` to the job's state where that took nodes away.
         """
         ...
-
-
-# Written by the runtime for PostFilter: would the job's Filter pass (for some node count
-# it accepts) on this other table? The table must be a copy (``NodeTable.copy``).
-FITS: StateKey[Callable[[NodeTable], bool]] = StateKey("framework.fits")
-# Pass-wide (``ctx.data``): the running jobs a PostFilter plugin chose to preempt, victim
-# id → Preemption; the pass returns them in ``Plan.preemptions``.
-PREEMPTIONS: StateKey[dict[int, Preemption]] = StateKey("framework.preemptions")
 
 
 @runtime_checkable
 class PostFilterPlugin(Plugin, Protocol):
     def post_filter(self, ctx: PassContext, state: CycleState, job: Job, failed: Status) -> Status:
         """Called when Filter left too few nodes, in the main pass only (NOW mode, not
-        test-only, will-run or backfill), with ``state[FITS]`` set. SUCCESS means the
+        test-only, will-run or backfill), with ``state[keys.FITS]`` set. SUCCESS means the
         plugin made room in ``ctx.nodes`` and the runtime runs Filter once more. An
         UNSCHEDULABLE verdict with reason ``Resources`` replaces ``failed`` (the job
         still blocks its partition, e.g. "preempting jobs 4, 7"); any other rejection
         also replaces it. The preemption plugin nominates victims in ``ctx.data[
-        PREEMPTIONS]`` (the one write outside Reserve this point may make: it runs only
+        keys.PREEMPTIONS]`` (the one write outside Reserve this point may make: it runs only
         when the pass is for real)."""
         ...
 

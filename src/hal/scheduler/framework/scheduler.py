@@ -56,7 +56,7 @@ from hal.core.states import PendingReason
 from hal.scheduler.framework.backfill import SettledStage, run_backfill
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.hetjob import decide_group, pending_het_groups
-from hal.scheduler.framework.interfaces import PREEMPTIONS
+from hal.scheduler.framework.keys import PREEMPTIONS
 from hal.scheduler.framework.node_table import NodeTable
 from hal.scheduler.framework.partition_choice import place_in_partitions
 from hal.scheduler.framework.profile import Profile

@@ -34,10 +34,10 @@ from hal.core.states import PendingReason
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
 from hal.scheduler.framework.interfaces import FilterResult
+from hal.scheduler.framework.keys import JOB_BOUND
 from hal.scheduler.framework.node_table import BoolArray
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
 from hal.scheduler.framework.request import NodeRequest
-from hal.scheduler.framework.runtime import JOB_BOUND
 from hal.scheduler.framework.status import SKIP, SUCCESS, Status
 
 NAME = "exclusiveuser"

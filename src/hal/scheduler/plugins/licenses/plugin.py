@@ -16,7 +16,7 @@ looking for its reservation. So a job short of licenses gets a reservation from 
 they are back, and no job backfilled now takes licenses that delay it.
 
 A het job holds the licenses of all its components at once: while ``place_group``
-places one (``HET_GROUP``), its first component is judged for every component's
+places one (``GROUP``), its first component is judged for every component's
 licenses together (``matlab:2`` in each of two components: 4), the others for their own.
 So a het job asking more in all than the cluster has is refused for good, and backfill
 plans and reserves its licenses as the sum they are.
@@ -29,12 +29,11 @@ from collections.abc import Mapping
 
 from hal.core.job import Allocation, Job, licenses_held
 from hal.core.states import PendingReason
-from hal.scheduler.framework.backfill import LICENSES_OVER_TIME, PLAN_END, PLAN_START
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
+from hal.scheduler.framework.keys import GROUP, LICENSES_OVER_TIME, PLAN_END, PLAN_START
 from hal.scheduler.framework.license_profile import Licenses as Wanted
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
-from hal.scheduler.framework.runtime import HET_GROUP
 from hal.scheduler.framework.status import SUCCESS, Status, unresolvable, unschedulable
 
 NAME = "licenses"
@@ -131,7 +130,7 @@ def _wanted(ctx: PassContext, job: Job) -> tuple[Wanted, int | None]:
     job's id. (The later components' cycles see the earlier ones' licenses neither over
     time nor, in TEST_ONLY, through Reserve; this judges the sum once, the others' own
     counts then fit too.)"""
-    group = ctx.data.get(HET_GROUP)
+    group = ctx.data.get(GROUP)
     if group is None or len(group) < 2 or group[0].id != job.id or job.spec.het is None:
         return job.spec.licenses, None
     summed: Counter[str] = Counter()

@@ -35,6 +35,7 @@ from hal.scheduler.framework.interfaces import (
     FloatArray,
     IndexArray,
 )
+from hal.scheduler.framework.keys import PLACEMENT_KEY
 from hal.scheduler.framework.node_table import BoolArray, NodeTable
 from hal.scheduler.framework.profile import PluginArgs, PluginArgsError, reject_unknown_args
 from hal.scheduler.framework.request import (
@@ -45,7 +46,6 @@ from hal.scheduler.framework.request import (
     node_counts,
     placement_key,
 )
-from hal.scheduler.framework.runtime import PLACEMENT_KEY
 from hal.scheduler.framework.status import SUCCESS, Status, unresolvable, unschedulable
 
 _K = TypeVar("_K")

@@ -48,7 +48,7 @@ from hal.core.states import JobState
 from hal.core.states import PendingReason as R
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState
-from hal.scheduler.framework.interfaces import FITS, PREEMPTIONS
+from hal.scheduler.framework.keys import FITS, PREEMPTIONS
 from hal.scheduler.framework.node_table import NodeTable
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
 from hal.scheduler.framework.snapshot import Preemption
