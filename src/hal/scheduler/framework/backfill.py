@@ -35,15 +35,16 @@ nodes is planned for right after the window; and while a future row is tried,
 ``PLAN_START`` in ``ctx.data`` holds its instant, so the ``reservation`` plugin's Filter
 judges the job's run from then (not from ``ctx.now``).
 
-Licenses (``-L``) are planned over time too (Slurm's ``bf_licenses``), in a
-``LicenseProfile`` built when the stage first plans a job asking some: the running
-jobs' licenses come back at their planned ends (rows of the profile), and each job
-started now or reserved holds its licenses until its planned end. While such a job is
-tried, ``PLAN_END`` (and ``PLAN_START`` for a future row) and ``LICENSES_OVER_TIME`` in
-``ctx.data`` let the ``licenses`` plugin's PreFilter judge its whole run: a job started
-now takes no license a reservation made before it needs, and a reservation starts
-where the licenses are back (the plugin's verdict says from when, ``earliest_start``,
-and the search goes on from there). Stages planning no job with licenses build none.
+Counted resources (a ``CountedResourcePlugin``'s counters, e.g. licenses) are planned
+over time too (Slurm's ``bf_licenses``), in a ``CountsOverTime`` per plugin built when
+the stage first plans a job holding some: the running jobs' counters come back at their
+planned ends (rows of the profile), and each job started now or reserved holds its
+counters until its planned end. While a job is tried, ``PLAN_END`` (and ``PLAN_START``
+for a future row) and ``COUNTS_OVER_TIME`` in ``ctx.data`` let the plugin's PreFilter
+judge its whole run: a job started now takes no counter a reservation made before it
+needs, and a reservation starts where the counters are back (the plugin's verdict says
+from when, ``earliest_start``, and the search goes on from there). Stages planning no
+job holding counters build none.
 
 A job with ``--time-min`` (``JobSpec.time_min_s``, Slurm's TimeMin) that cannot start
 now for its planned run is tried again with its time limit lowered: the longest whole
@@ -76,9 +77,14 @@ from hal.core.partition_list import in_partition, partitions_of
 from hal.core.suspension import suspended_seconds
 from hal.scheduler.framework.availability import AvailabilityProfile, round_up
 from hal.scheduler.framework.context import PassContext
-from hal.scheduler.framework.interfaces import BackfillMode, BackfillPlugin, BackfillPolicy
-from hal.scheduler.framework.keys import LICENSES_OVER_TIME, PLAN_END, PLAN_START
-from hal.scheduler.framework.license_profile import LicenseProfile, Licenses
+from hal.scheduler.framework.counted import CountsOverTime
+from hal.scheduler.framework.interfaces import (
+    BackfillMode,
+    BackfillPlugin,
+    BackfillPolicy,
+    CountedResourcePlugin,
+)
+from hal.scheduler.framework.keys import COUNTS_OVER_TIME, PLAN_END, PLAN_START
 from hal.scheduler.framework.request import NodeRequest, PlacementKey, placement_key
 from hal.scheduler.framework.runtime import Framework, Mode, Outcome, Stage
 from hal.scheduler.framework.status import Code, Status
@@ -266,7 +272,7 @@ def run_backfill(
         settled is not None
         and not placed_now
         and not planner.result.placements
-        and planner.licenses is None  # (a later pass's verdicts would depend on them)
+        and planner.over_time is None  # (a later pass's verdicts would depend on them)
     ):
         # (a copy: the planner keeps its own result, which must not point back at it, or
         # the pair would wait for the cyclic collector, off during passes)
@@ -276,7 +282,7 @@ def run_backfill(
 
 
 # Where a start-now try stopped for a lack of something a shorter run may leave free:
-# CPUs (the screen: None), nodes (Filter, e.g. an advance reservation's), licenses
+# CPUs (the screen: None), nodes (Filter, e.g. an advance reservation's), counters
 # (PreFilter)
 _SHORTENABLE = (None, Stage.FILTER, Stage.PRE_FILTER)
 _MINUTE = 60  # time limits lowered within --time-min are whole minutes, as Slurm's
@@ -310,8 +316,10 @@ class _Planner:
         self.reservations: dict[str, int] = {}  # partition → reservations made
         self.deferred: list[Job | tuple[Job, ...]] = []  # tuples: het jobs
         self._profile: AvailabilityProfile | None = None
-        # licenses held over time: built when a job asking some is first tried
-        self.licenses: LicenseProfile | None = None
+        # counted resources held over time, by plugin: built when a job holding some
+        # is first tried
+        self.counted = framework.profile.counted
+        self.over_time: dict[str, CountsOverTime] | None = None
         self._runtimes: dict[int, float] = {}
         self._free: dict[str, int] = {}  # partition → free CPUs now (cleared on a start)
         self._min_cpus: dict[int, int] = {}  # id(spec) → ``_min_cpus`` (specs are shared)
@@ -411,31 +419,40 @@ class _Planner:
         profile.add_instants(_reservation_instants(self.ctx, horizon))
         return profile
 
-    def plan_licenses(self) -> None:
-        """Builds the ``LicenseProfile`` (once) and hands it to the plugins: the running
-        jobs' and this pass's starts' licenses, each held until its planned end as the
-        profile has it (rounded up, for ever past the horizon); the instants they come
-        back are made rows of the profile (they already are: the same jobs' ends)."""
-        if self.licenses is not None:
+    def plan_counts(self, *jobs: Job) -> None:
+        """When one of ``jobs`` holds counters, builds the ``CountsOverTime`` of each
+        counted resource (once) and hands them to the plugins: the running jobs' and
+        this pass's starts' counters, each held until its planned end as the profile
+        has it (rounded up, for ever past the horizon); the instants they come back are
+        made rows of the profile (they already are: the same jobs' ends)."""
+        counted = self.counted
+        if not counted or self.over_time is not None:
+            return  # (the common case first: it is asked for every job the stage tries)
+        if not any(c.counts(j) for j in jobs for c in counted):
             return
         profile = self.profile
         ctx = self.ctx
         now = ctx.now
-        over_time = self.licenses = LicenseProfile()
+        over_time = self.over_time = {c.name: CountsOverTime() for c in counted}
         runtime = self.plugin.runtime
         for r in ctx.running:
-            if r.spec.licenses and r.state.is_active:
+            held = [(c.name, n) for c in counted if (n := c.counts(r))]
+            if held and r.state.is_active:
                 # (the planned end as ``_build`` computes it)
                 start = r.start_time if r.start_time is not None else now
                 if r.extra:
                     start += suspended_seconds(r, now)
                 end = _planned_end(profile, start + runtime(r, now - start))
-                over_time.hold(r.spec.licenses, now, end)
+                for name, counts in held:
+                    over_time[name].hold(counts, now, end)
         for j, _ in self.placed_now:
-            if j.spec.licenses:
-                over_time.hold(j.spec.licenses, now, _planned_end(profile, now + self.runtime(j)))
-        profile.add_instants(over_time.instants())
-        ctx.data.write(LICENSES_OVER_TIME, over_time)
+            held = [(c.name, n) for c in counted if (n := c.counts(j))]
+            if held:
+                end = _planned_end(profile, now + self.runtime(j))
+                for name, counts in held:
+                    over_time[name].hold(counts, now, end)
+        profile.add_instants(t for each in over_time.values() for t in each.instants())
+        ctx.data.write(COUNTS_OVER_TIME, over_time)
 
     def min_cpus(self, job: Job) -> int:
         found = self._min_cpus.get(id(job.spec))
@@ -475,23 +492,19 @@ class _Planner:
         runtime = max(self.runtime(j) for j in members)
         ctx = self.ctx
         end = ctx.now + runtime
-        licensed = any(j.spec.licenses for j in members)
-        if licensed:
-            self.plan_licenses()
-            ctx.data.write(PLAN_END, end)
+        self.plan_counts(*members)
+        ctx.data.write(PLAN_END, end)
         outcomes, failed = self.framework.place_group(
             ctx, members, Mode.NOW, within=self.profile.window(0, end)
         )
-        if licensed:
-            ctx.data.delete(PLAN_END)
+        ctx.data.delete(PLAN_END)
         if failed is not None:
             return False
         for job, out in zip(members, outcomes, strict=True):
             assert out.allocation is not None
             rows = ctx.nodes.rows_of(out.allocation)
             self.profile.reserve(ctx.now, end, rows, job.spec.exclusive)
-            if job.spec.licenses:
-                _hold_licenses(ctx, self.profile, job.spec.licenses, ctx.now, end)
+            _hold_counts(self.counted, ctx, self.profile, job, ctx.now, end)
             self.result.placements.append((job, out.allocation))
             self.result.statuses[job.id] = out.status
         self._free.clear()
@@ -501,8 +514,7 @@ class _Planner:
         for item in self.deferred:
             if isinstance(item, tuple):
                 head = item[0].partition
-                if any(j.spec.licenses for j in item):
-                    self.plan_licenses()
+                self.plan_counts(*item)
                 if _reserve_group(self.framework, self.ctx, self.profile, item, self):
                     self.reservations[head] = self.reservations.get(head, 0) + 1
                 continue
@@ -522,8 +534,7 @@ class _Planner:
             )
             if not owed:
                 continue
-            if job.spec.licenses:
-                self.plan_licenses()
+            self.plan_counts(job)
             found = _reserve(
                 self.framework, self.ctx, self.profile, job, self.runtime(job), self.result
             )
@@ -549,8 +560,7 @@ class _Planner:
         now = ctx.now
         last = now + hold
         self.flush()  # earlier reservations first: they constrain this job
-        if job.spec.licenses:
-            self.plan_licenses()
+        self.plan_counts(job)
         profile = self.profile
         instants = {*profile.dip_instants, *_reservation_instants(ctx, profile.horizon)}
         ends = sorted((t for t in instants if now + time_min < t < last), reverse=True)
@@ -633,8 +643,7 @@ class _Planner:
         if now + runtime >= failed_now.get(key, math.inf):
             return shortenable and self.start_shortened(form, runtime, tried)
         self.flush()  # earlier reservations first: they constrain this job
-        if form.spec.licenses:
-            self.plan_licenses()
+        self.plan_counts(form)
         stage = _start_now(self.framework, self.ctx, self.profile, form, runtime, needs, tried)
         if stage is Stage.DONE:
             return True
@@ -664,8 +673,7 @@ class _Planner:
         profile = self.profile
         best: tuple[float, Job, float, Allocation] | None = None
         for form in self.forms(job):
-            if form.spec.licenses:
-                self.plan_licenses()
+            self.plan_counts(form)
             runtime = self.runtime_in(form)
             found = _reserve(self.framework, self.ctx, profile, form, runtime, None)
             if found is not None and (best is None or profile.times[found[0]] < best[0]):
@@ -673,7 +681,7 @@ class _Planner:
         if best is None:
             return
         start, form, runtime, allocation = best
-        _hold(self.ctx, profile, form, start, runtime, allocation, self.result)
+        _hold(self.framework, self.ctx, profile, form, start, runtime, allocation, self.result)
         for name in partitions_of(job):
             self.reservations[name] = self.reservations.get(name, 0) + 1
 
@@ -711,8 +719,7 @@ class _Planner:
             listed = len(job.spec.partitions) > 1 and job.partition in job.spec.partitions
             best: tuple[float, Job, float, Allocation] | None = None
             for form in self.forms(job) if listed else [job]:
-                if form.spec.licenses:
-                    self.plan_licenses()
+                self.plan_counts(form)
                 runtime = self.runtime_in(form) if listed else self.runtime(form)
                 found = _reserve(self.framework, self.ctx, profile, form, runtime, None)
                 if found is not None and (best is None or profile.times[found[0]] < best[0]):
@@ -724,16 +731,14 @@ class _Planner:
             starts[job.id] = start
             rows = self.ctx.nodes.rows_of(allocation)
             profile.reserve(start, start + runtime, rows, form.spec.exclusive)
-            if form.spec.licenses:
-                _hold_licenses(self.ctx, profile, form.spec.licenses, start, start + runtime)
+            _hold_counts(self.counted, self.ctx, profile, form, start, start + runtime)
         return starts
 
     def start_now(self, job: Job, runtime: float, *, screened: bool = False) -> Stage | None:
         """``screened``: the caller knows the job's CPUs are free all through its run
         (``_Settled.next_candidate`` on this very profile)."""
         needs = 0 if screened else self.min_cpus(job)
-        if job.spec.licenses:
-            self.plan_licenses()
+        self.plan_counts(job)
         stage = _start_now(self.framework, self.ctx, self.profile, job, runtime, needs, self.result)
         if stage is Stage.DONE:
             self._free.clear()
@@ -1045,16 +1050,12 @@ def _start_now(
         mask = ctx.nodes.partition_mask(job.partition)
         if min_cpus > profile.free_cpus_from_now(end, mask, job.partition):
             return None  # not enough CPUs free all through its run: skip the cycle
-    licenses = job.spec.licenses
-    if licenses:
-        ctx.data.write(PLAN_END, end)
+    ctx.data.write(PLAN_END, end)
     out = framework.place(ctx, job, Mode.NOW, within=profile.window(0, end))
-    if licenses:
-        ctx.data.delete(PLAN_END)
+    ctx.data.delete(PLAN_END)
     if out.status.is_success and out.allocation is not None:
         profile.reserve(ctx.now, end, ctx.nodes.rows_of(out.allocation), job.spec.exclusive)
-        if licenses:
-            _hold_licenses(ctx, profile, licenses, ctx.now, end)
+        _hold_counts(framework.profile.counted, ctx, profile, job, ctx.now, end)
         result.placements.append((job, out.allocation))
         result.statuses[job.id] = out.status
         return Stage.DONE
@@ -1144,25 +1145,23 @@ def _reserve_at(
     """The nodes the framework finds ``job`` from row ``k`` (reserved there unless
     ``result`` is None), else its outcome."""
     start = profile.times[k]
-    licenses = job.spec.licenses
     ctx.data.write(PLAN_START, start)
-    if licenses:
-        ctx.data.write(PLAN_END, start + runtime)
+    ctx.data.write(PLAN_END, start + runtime)
     try:
         within = profile.window(k, start + runtime)
         out = framework.place(ctx, job, Mode.TEST_ONLY, within=within)
     finally:
         ctx.data.delete(PLAN_START)
-        if licenses:
-            ctx.data.delete(PLAN_END)
+        ctx.data.delete(PLAN_END)
     if not out.status.is_success or out.allocation is None:
         return out
     if result is not None:
-        _hold(ctx, profile, job, start, runtime, out.allocation, result)
+        _hold(framework, ctx, profile, job, start, runtime, out.allocation, result)
     return out.allocation
 
 
 def _hold(
+    framework: Framework,
     ctx: PassContext,
     profile: AvailabilityProfile,
     job: Job,
@@ -1171,10 +1170,9 @@ def _hold(
     allocation: Allocation,
     result: BackfillResult,
 ) -> None:
-    """Reserve ``allocation`` (and the job's licenses) for ``job`` from ``start``."""
+    """Reserve ``allocation`` (and the job's counters) for ``job`` from ``start``."""
     profile.reserve(start, start + runtime, ctx.nodes.rows_of(allocation), job.spec.exclusive)
-    if job.spec.licenses:
-        _hold_licenses(ctx, profile, job.spec.licenses, start, start + runtime)
+    _hold_counts(framework.profile.counted, ctx, profile, job, start, start + runtime)
     result.expected_start[job.id] = start
     result.reservations[job.id] = (start, start + runtime, allocation)
 
@@ -1202,7 +1200,6 @@ def _reserve_group(
     profile where all of them fit together for the longest one's run time."""
     runtime = max(planner.runtime(j) for j in members)
     table = ctx.nodes
-    licensed = any(j.spec.licenses for j in members)
     not_before = -math.inf
     for k in range(1, len(profile)):
         start = profile.times[k]
@@ -1211,22 +1208,19 @@ def _reserve_group(
         if start < not_before:
             continue
         ctx.data.write(PLAN_START, start)
-        if licensed:
-            ctx.data.write(PLAN_END, start + runtime)
+        ctx.data.write(PLAN_END, start + runtime)
         try:
             within = profile.window(k, start + runtime)
             outcomes, failed = framework.place_group(ctx, members, Mode.TEST_ONLY, within=within)
         finally:
             ctx.data.delete(PLAN_START)
-            if licensed:
-                ctx.data.delete(PLAN_END)
+            ctx.data.delete(PLAN_END)
         if failed is None:
             for job, out in zip(members, outcomes, strict=True):
                 assert out.allocation is not None
                 rows = table.rows_of(out.allocation)
                 profile.reserve(start, start + runtime, rows, job.spec.exclusive)
-                if job.spec.licenses:
-                    _hold_licenses(ctx, profile, job.spec.licenses, start, start + runtime)
+                _hold_counts(planner.counted, ctx, profile, job, start, start + runtime)
                 planner.result.expected_start[job.id] = start
                 planner.result.reservations[job.id] = (start, start + runtime, out.allocation)
             return True
@@ -1245,15 +1239,27 @@ def _planned_end(profile: AvailabilityProfile, end: float) -> float:
     return math.inf if t >= profile.horizon else t
 
 
-def _hold_licenses(
-    ctx: PassContext, profile: AvailabilityProfile, licenses: Licenses, start: float, end: float
+def _hold_counts(
+    counted: Sequence[CountedResourcePlugin],
+    ctx: PassContext,
+    profile: AvailabilityProfile,
+    job: Job,
+    start: float,
+    end: float,
 ) -> None:
-    """A job started or reserved from ``start`` holds ``licenses`` until ``end``, rounded
-    up and past the horizon as ``AvailabilityProfile.reserve`` takes its nodes."""
-    over_time = ctx.data.get(LICENSES_OVER_TIME)
-    if over_time is not None:
-        end = round_up(end, profile.resolution)
-        over_time.hold(licenses, start, math.inf if end >= profile.horizon else end)
+    """A job started or reserved from ``start`` holds its counters until ``end``, rounded
+    up and past the horizon as ``AvailabilityProfile.reserve`` takes its nodes (once
+    the stage plans counters: ``_Planner.plan_counts``)."""
+    over_time = ctx.data.get(COUNTS_OVER_TIME)
+    if over_time is None:
+        return
+    end = round_up(end, profile.resolution)
+    if end >= profile.horizon:
+        end = math.inf
+    for each in counted:
+        counts = each.counts(job)
+        if counts:
+            over_time[each.name].hold(counts, start, end)
 
 
 def _reservation_instants(ctx: PassContext, horizon: float) -> list[float]:

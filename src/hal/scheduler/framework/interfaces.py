@@ -21,6 +21,11 @@ partition how to plan the jobs the main loop held back, and how long jobs are ex
 to run; the framework's backfill stage (``framework/backfill.py``) does the planning and
 sends each job through the same cycle as above.
 
+Counters a job holds on no node (licenses) are a CountedResource plugin's: it judges
+them in its own PreFilter, and tells the framework what each job holds, so that the
+pass holds later jobs back behind one short of them and backfill plans them over time
+as it plans nodes. The keys plugins and framework pass each other are in ``keys.py``.
+
 Rules for every point:
 
 * Return values, never raise, to say "no". A raise is a bug; it fails that job's cycle
@@ -46,6 +51,7 @@ import numpy.typing as npt
 from hal.core.job import Allocation, Job
 from hal.core.states import PendingReason
 from hal.scheduler.framework.context import PassContext
+from hal.scheduler.framework.counted import Counts
 from hal.scheduler.framework.cycle_state import CycleState
 from hal.scheduler.framework.node_table import BoolArray
 from hal.scheduler.framework.request import NodeRequest
@@ -308,4 +314,41 @@ class BackfillPlugin(Plugin, Protocol):
         """``runtime(job)`` for each of ``jobs`` (pending: nothing elapsed) at once, when
         the answers do not depend on when or in what order they are asked (the requested
         time); else None, and the stage asks ``runtime`` job by job, as it would have."""
+        ...
+
+
+@runtime_checkable
+class CountedResourcePlugin(Plugin, Protocol):
+    """Counters a job holds cluster-wide while it runs, on no node (licenses: ``-L
+    matlab:2`` against ``[licenses] matlab = 10``). Neither the ``NodeTable`` nor the
+    ``AvailabilityProfile`` sees them, so the plugin judges them in its own PreFilter
+    (also a point it serves) and keeps what this pass holds in Reserve/Unreserve. What
+    the framework does with this point:
+
+    * **main pass**: a job whose PreFilter verdict is UNSCHEDULABLE with ``reason``
+      goes to backfill (planned for when its counters are back), and so does a job
+      short of nodes that holds some. Every later job of a backfilled partition that
+      asks one of the counters such a job asks is then held back too (the gate gives it
+      ``reason``, plugin ``queue``), for backfill to start only if it delays no
+      reservation: otherwise later jobs would take the counters as they free up, and a
+      job asking many might never find them free at once (Slurm's ``bf_licenses``).
+    * **backfill**: once the stage plans a job holding counters, it builds a
+      ``CountsOverTime`` per plugin (``ctx.data[keys.COUNTS_OVER_TIME][name]``): the
+      running jobs' ``counts`` until their planned ends, and each job the stage starts
+      or reserves from its start to its planned end. While it tries a run
+      (``keys.PLAN_START`` or ``ctx.now``, to ``keys.PLAN_END``), the plugin's PreFilter
+      judges that whole run against it; a shortage names in ``earliest_start`` the
+      first instant from which the counters are free for the run (for a run planned
+      later than now), and the search for a reservation goes on from there.
+    """
+
+    @property
+    def reason(self) -> PendingReason:
+        """The pending reason of a job short of these counters (``Licenses``)."""
+        ...
+
+    def counts(self, job: Job) -> Counts:
+        """What ``job`` holds while it runs: (counter, count) pairs, () for none. Asked
+        for jobs the pass hands to backfill, the jobs behind them, and every job the
+        backfill stage plans (running ones too): pure and cheap."""
         ...

@@ -3,7 +3,7 @@ framework's state plugins may see, in one place.
 
 Two scopes (``cycle_state.py``): a job's cycle has its own ``CycleState`` (``state``
 in every extension point); the pass shares one more, ``PassContext.data``. Plugins keep
-their own keys in their own modules (``licenses.HELD``); the keys here are the ones
+their own keys in their own modules; the keys here are the ones
 the framework and plugins pass each other, and a plugin imports them from this module
 only, never from the runtime or the backfill stage that write them.
 
@@ -22,17 +22,17 @@ Per pass (``ctx.data``):
 * ``PREEMPTIONS``: written by a PostFilter plugin, read by the pass for the plan;
 * ``GROUP``: the jobs being placed together (``Framework.place_group``);
 * ``PLAN_START``, ``PLAN_END``: the run backfill is planning;
-* ``LICENSES_OVER_TIME``: what backfill has planned to be held, over time;
+* ``COUNTS_OVER_TIME``: counted resources backfill has planned to be held, over time;
 * ``REQUESTS``: the framework's own cache of node requests (no plugin reads it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from hal.core.job import Job
+from hal.scheduler.framework.counted import CountsOverTime
 from hal.scheduler.framework.cycle_state import StateKey
-from hal.scheduler.framework.license_profile import LicenseProfile
 from hal.scheduler.framework.node_table import NodeTable
 from hal.scheduler.framework.request import NodeRequest, PlacementKey
 from hal.scheduler.framework.snapshot import Preemption
@@ -57,18 +57,21 @@ JOB_BOUND: StateKey[bool] = StateKey("framework.job_bound")
 # The running jobs a PostFilter plugin chose to preempt, victim id → Preemption; the
 # pass returns them in ``Plan.preemptions``.
 PREEMPTIONS: StateKey[dict[int, Preemption]] = StateKey("framework.preemptions")
-# While ``place_group`` places a het job: its components, by offset. A plugin that counts
-# something the whole job holds (licenses) judges the group's total at the first
-# component: the cycles of the others see neither each other's Reserve in TEST_ONLY
-# (backfill's reservations) nor anything held over time.
+# While ``Framework.place_group`` places jobs that start together or not at all (a het
+# job's components, by offset): those jobs. A plugin that counts something the jobs hold
+# together judges the group's total at the first of them: the cycles of the others see
+# neither each other's Reserve in TEST_ONLY (backfill's reservations) nor anything held
+# over time.
 GROUP: StateKey[tuple[Job, ...]] = StateKey("framework.group")
-# While backfill tries a job at a future instant: that instant (absent: the job would
-# start at ``ctx.now``). Filter plugins whose verdict depends on when the job runs read it.
+# While backfill tries a job: the run it plans, from ``PLAN_START`` (absent: the job
+# would start at ``ctx.now``) to ``PLAN_END``. Plugins whose verdict depends on when the
+# job runs read them (``reservation``: its windows; a CountedResource plugin: its
+# counters over that run).
 PLAN_START: StateKey[float] = StateKey("framework.plan_start")
-# While backfill tries a job asking licenses: the planned end of its run, and the
-# licenses held over time (written once the stage plans such a job). The ``licenses``
-# plugin judges the run ``[PLAN_START or now, PLAN_END)`` against them.
 PLAN_END: StateKey[float] = StateKey("framework.plan_end")
-LICENSES_OVER_TIME: StateKey[LicenseProfile] = StateKey("framework.licenses_over_time")
+# Once the backfill stage plans a job holding counters of a ``CountedResourcePlugin``:
+# plugin name → its counters held over time (running jobs until their planned ends, jobs
+# started or reserved by the stage until theirs).
+COUNTS_OVER_TIME: StateKey[Mapping[str, CountsOverTime]] = StateKey("framework.counts_over_time")
 # (placement key, node count) → NodeRequest, shared by identical jobs of one pass.
 REQUESTS: StateKey[dict[tuple[PlacementKey, int], NodeRequest]] = StateKey("framework.requests")

@@ -12,12 +12,12 @@ The pass (``run_pass``), in the order it happens::
        - Filter finds too few nodes for reason ``Resources`` → ``Resources``, and the
          queue is blocked for every later (lower-priority) job in it (the same for
          a Placement-stage ``Resources``: no node set meets a required topology)
-       - short of licenses (PreFilter, ``Licenses``) → ``Licenses``; with backfill,
-         the job goes to it (for a reservation from when its licenses are back) and
-         every later job asking one of the same licenses is left to backfill too
-         (reason ``Licenses``), which starts it only if it delays no reservation:
-         otherwise lower-priority jobs would take the licenses as they free up, and
-         a job asking many might never find them free at once (Slurm's bf_licenses)
+       - short of a counted resource (a CountedResource plugin's PreFilter, e.g.
+         ``Licenses``) → that reason; with backfill, the job goes to it (for a
+         reservation from when its counters are back) and every later job asking one
+         of the same counters is left to backfill too (the plugin's reason, from the
+         gate), which starts it only if it delays no reservation (see
+         ``interfaces.CountedResourcePlugin``: Slurm's bf_licenses)
        - otherwise it is placed; its allocation is taken out of the table at once
        The same verdicts, for less: a job behind a blocked partition runs PreFilter
        alone (``Framework.pre_filter``: its own reason, else ``Priority``), and an
@@ -56,6 +56,7 @@ from hal.core.states import PendingReason
 from hal.scheduler.framework.backfill import SettledStage, run_backfill
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.hetjob import decide_group, pending_het_groups
+from hal.scheduler.framework.interfaces import CountedResourcePlugin
 from hal.scheduler.framework.keys import PREEMPTIONS
 from hal.scheduler.framework.node_table import NodeTable
 from hal.scheduler.framework.partition_choice import place_in_partitions
@@ -92,7 +93,6 @@ _NOW = Mode.NOW
 _UNKNOWN = Status(Code.ERROR, message="no verdict kept")
 _SUCCESS, _UNSCHEDULABLE, _ERROR = Code.SUCCESS, Code.UNSCHEDULABLE, Code.ERROR
 _RESOURCES = PendingReason.RESOURCES
-_LICENSES = PendingReason.LICENSES
 # The queue a job waits in: its partition, and the advance reservation it runs in (None
 # for most). A reservation's jobs run only on its nodes, which no other job may use
 # meanwhile, so they neither wait behind the partition's blocked head nor block it.
@@ -215,9 +215,13 @@ class Scheduler:
             return blocked.get((job.partition, job.spec.reservation))
 
         plugin = framework.profile.backfill
-        # license name → the first job handed to backfill that asks it (empty: the gate
-        # stays the plain one above, so passes without licenses pay nothing)
-        licenses_ahead: dict[str, Job] | None = {} if plugin is not None else None
+        counted = framework.profile.counted
+        # (CountedResource plugin, counter) → the first job handed to backfill that holds
+        # it (None: no backfill or no such plugin; empty: the gate stays the plain one
+        # above, so passes without counters handed over pay nothing)
+        counters_ahead: dict[tuple[str, str], Job] | None = (
+            {} if plugin is not None and counted else None
+        )
         planned: dict[str, bool] = {}  # partition → has a backfill policy
 
         def backfilled(partition: str) -> bool:
@@ -227,30 +231,37 @@ class Scheduler:
                 found = planned[partition] = plugin.policy_for(partition) is not None
             return found
 
-        def license_gate(job: Job) -> Status | None:
-            """``gate``, and: a job asking a license that a job ahead of it waits for is
+        def counted_gate(job: Job) -> Status | None:
+            """``gate``, and: a job asking a counter that a job ahead of it waits for is
             left to backfill, which starts it only if it delays no reservation."""
             found = blocked.get((job.partition, job.spec.reservation))
-            if found is not None or not job.spec.licenses or not backfilled(job.partition):
+            if found is not None:
                 return found
-            assert licenses_ahead is not None
-            for name, _ in job.spec.licenses:
-                first = licenses_ahead.get(name)
-                if first is not None:
-                    return unschedulable(
-                        _LICENSES, f"{name}: job {first.id} ahead in the queue waits for it", QUEUE
-                    )
+            assert counters_ahead is not None
+            for each in counted:
+                asked = each.counts(job)
+                if not asked or not backfilled(job.partition):
+                    continue
+                for name, _ in asked:
+                    first = counters_ahead.get((each.name, name))
+                    if first is not None:
+                        return unschedulable(
+                            each.reason,
+                            f"{name}: job {first.id} ahead in the queue waits for it",
+                            QUEUE,
+                        )
             return None
 
         def hand_to_backfill(job: Job) -> None:
-            """``job`` (asking licenses) was handed to backfill: its licenses now go to
-            later jobs only through backfill (``license_gate``)."""
+            """``job`` (holding counters) was handed to backfill: its counters now go to
+            later jobs only through backfill (``counted_gate``)."""
             nonlocal gate
-            if licenses_ahead is None or not backfilled(job.partition):
+            if counters_ahead is None or not backfilled(job.partition):
                 return
-            for name, _ in job.spec.licenses:
-                licenses_ahead.setdefault(name, job)
-            gate = license_gate
+            for each in counted:
+                for name, _ in each.counts(job):
+                    counters_ahead.setdefault((each.name, name), job)
+            gate = counted_gate
 
         fit_cache: FitCache = {}
         # array elements: the group's PreFilter verdict (None: passed) since the last
@@ -286,7 +297,7 @@ class Scheduler:
                 if st.code is _SUCCESS:
                     continue
                 if self._not_placed(
-                    job, st, stage, held, held_stages, blocked, terminations, waiting
+                    job, st, stage, held, held_stages, blocked, terminations, waiting, counted
                 ):
                     hand_to_backfill(job)
                 continue
@@ -303,7 +314,7 @@ class Scheduler:
                 for name in short:  # holds back each partition it waits in
                     self._block(blocked, job, name)
                 if self._not_placed(
-                    job, st, stage, held, held_stages, blocked, terminations, waiting
+                    job, st, stage, held, held_stages, blocked, terminations, waiting, counted
                 ):
                     hand_to_backfill(job)
                 continue
@@ -358,7 +369,9 @@ class Scheduler:
                 elif group is not None:
                     verdicts[group] = st if stage is _PRE_FILTER else None
             statuses[job.id] = st
-            if self._not_placed(job, st, stage, held, held_stages, blocked, terminations, waiting):
+            if self._not_placed(
+                job, st, stage, held, held_stages, blocked, terminations, waiting, counted
+            ):
                 hand_to_backfill(job)
 
         expected: dict[int, float] = {}
@@ -438,12 +451,13 @@ class Scheduler:
         blocked: dict[Queue, Status],
         terminations: list[Termination],
         waiting: list[Job],
+        counted: Sequence[CountedResourcePlugin],
     ) -> bool:
         """A job this pass did not place: ended (a terminal verdict) or waiting. A job
-        the queue holds back (gate), short of nodes or short of licenses also goes to
-        backfill; a shortage of nodes also blocks its queue for every later job. True
-        when a job asking licenses went to backfill for its own shortage (not the
-        gate's): later jobs asking the same licenses are then left to backfill too."""
+        the queue holds back (gate), short of nodes or short of a counted resource also
+        goes to backfill; a shortage of nodes also blocks its queue for every later job.
+        True when a job holding counters went to backfill for its own shortage (not the
+        gate's): later jobs asking the same counters are then left to backfill too."""
         if st.terminal_state is not None:
             terminations.append(Termination(job.id, st.terminal_state, st.reason))
         else:
@@ -451,17 +465,18 @@ class Scheduler:
         if st.code is not _UNSCHEDULABLE:
             return False
         if stage is _PRE_FILTER:
-            if st.reason is not _LICENSES:
+            if not any(st.reason is each.reason for each in counted):
                 return False
-            held.append(job)  # its licenses are planned over time: see ``run_backfill``
+            held.append(job)  # its counters are planned over time: see ``run_backfill``
             held_stages.append(stage)
             return True
         if stage is _GATE or (stage in _SHORTAGE and st.reason is _RESOURCES):
             held.append(job)
             held_stages.append(stage)
-            if stage is not _GATE:
-                Scheduler._block(blocked, job, job.partition)
-            return stage is not _GATE and bool(job.spec.licenses)
+            if stage is _GATE:
+                return False
+            Scheduler._block(blocked, job, job.partition)
+            return any(each.counts(job) for each in counted)
         return False
 
     @staticmethod
