@@ -99,9 +99,10 @@ def test_conservative_keeps_every_reservation_licenses() -> None:
     starts = {u.job_id: u.expected_start for u in conservative.plan.updates}
     assert starts == {10: 1090, 11: 1090, 12: 1190}
 
-    easy = _scheduler("easy", matlab=5).run_pass(_snapshot(4, *pending))
+    sched = _scheduler("easy", matlab=5)
+    easy = sched.run_pass(_snapshot(4, *pending))
     assert set(placed_nodes(easy.plan)) == {12}
-    assert expected_starts(easy.plan) == {10: 1090, 11: 1190}
+    assert expected_starts(sched, easy.plan) == {10: 1090, 11: 1190}
 
 
 def test_conservative_backfills_a_job_done_before_the_licenses_are_needed() -> None:

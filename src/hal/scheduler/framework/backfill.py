@@ -64,9 +64,8 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -104,10 +103,26 @@ class BackfillResult:
     settled: SettledStage | None = None
     # job id → the time limit it starts with, lowered within its ``--time-min``
     limits: dict[int, int] = field(default_factory=dict)
-    # the expected starts of the jobs in ``forecasting``, planned when called (after the
-    # pass: ``_Planner.forecast``); None: nothing to forecast (or not explaining)
-    forecast: Callable[[], dict[int, float | None]] | None = None
-    forecasting: frozenset[int] = frozenset()
+    # the jobs to forecast a start for after the pass (``Forecast``); None: nothing to
+    # forecast (or not explaining)
+    forecast: Forecast | None = None
+
+
+class Forecast:
+    """A stage's forecast, not yet worked out: ``jobs`` (``_Planner.to_forecast``: the
+    waiting jobs of EASY partitions left without a start) and the planner whose
+    profile, after the stage's decisions, ``starts`` plans them on (ADR 0018)."""
+
+    __slots__ = ("_planner", "jobs")
+
+    def __init__(self, planner: _Planner, jobs: Sequence[Job]) -> None:
+        self._planner = planner
+        self.jobs = tuple(jobs)
+
+    def starts(self) -> dict[int, float | None]:
+        """Job id → its forecast start (None: none within the window). Once: it uses the
+        profile up."""
+        return self._planner.forecast(self.jobs)
 
 
 def _held_for(job: Job, runtime: float, protected: bool) -> float:
@@ -265,8 +280,7 @@ def run_backfill(
         if wanted:  # (a copy, as below: the planner's own result must not point back at it)
             return dataclasses.replace(
                 planner.result,
-                forecast=functools.partial(planner.forecast, wanted),
-                forecasting=frozenset(j.id for j in wanted),
+                forecast=Forecast(planner, wanted),
             )
     elif (
         settled is not None
@@ -711,7 +725,7 @@ class _Planner:
         profile after its decisions, as conservative backfilling would reserve it (a job
         naming several partitions: in the one where it starts first); None where none
         fits within the window. Only shown: nothing starts from these plans and no
-        reservation is recorded. Called once, after the pass (``Plan.forecast``): it uses
+        reservation is recorded. Called once, after the pass (``Forecast.starts``): it uses
         the profile up."""
         profile = self.profile
         starts: dict[int, float | None] = {}

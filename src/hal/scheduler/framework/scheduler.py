@@ -47,13 +47,13 @@ from __future__ import annotations
 import dataclasses
 import gc
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hal.core.job import Allocation, Job
 from hal.core.partition_list import in_partition, partitions_of
 from hal.core.states import PendingReason
-from hal.scheduler.framework.backfill import SettledStage, run_backfill
+from hal.scheduler.framework.backfill import Forecast, SettledStage, run_backfill
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.hetjob import decide_group, pending_het_groups
 from hal.scheduler.framework.interfaces import CountedResourcePlugin
@@ -135,10 +135,25 @@ class Scheduler:
     def __init__(self, profile: Profile) -> None:
         self.profile = profile
         self.framework = Framework(profile)
+        # the last pass's forecast, until ``forecast`` asks for it or the next pass begins
+        self._forecast: _KeptForecast | None = None
 
     def schedule(self, snapshot: ClusterSnapshot) -> Plan:
         """One full pass over ``snapshot.pending``."""
         return self.run_pass(snapshot).plan
+
+    def forecast(self, plan: Plan) -> tuple[PendingUpdate, ...]:
+        """The forecast starts of ``plan.forecasting`` (``squeue --start``: the waiting
+        jobs EASY backfill left without a reservation, ADR 0018), as updates of the jobs
+        whose start they change, with the reasons the pass gave them. They are planned
+        on the profile the pass's backfill stage left, after its decisions, which the
+        scheduler keeps until asked (once) or until the next pass begins; () for a plan
+        that is not the last pass's. The server asks after applying the plan: the
+        forecast is not part of the decisions, and not worth delaying them for."""
+        kept, self._forecast = self._forecast, None
+        if kept is None or (kept.revision, kept.jobs) != (plan.revision, plan.forecasting):
+            return ()
+        return kept.updates()
 
     @property
     def backfill_interval_s(self) -> float | None:
@@ -177,6 +192,7 @@ class Scheduler:
         ``time_plugins=True`` runs the pass with every plugin call timed and returns the
         seconds per (plugin, extension point) in ``plugin_seconds`` (``timing.py``): same
         decisions, slower, so callers sample it."""
+        self._forecast = None  # (what it holds is the last pass's, whole snapshot included)
         framework = self.framework
         times: PluginTimes | None = None
         if time_plugins:
@@ -377,7 +393,7 @@ class Scheduler:
         expected: dict[int, float] = {}
         reservations: dict[int, tuple[float, float, Allocation]] = {}
         limits: dict[int, int] = {}  # backfill lowered these jobs' limits (--time-min)
-        forecast = None  # backfill's forecast of the starts of ``forecasting``
+        forecast = None  # backfill's forecast, worked out after the pass (``forecast``)
         forecasting: frozenset[int] = frozenset()
         cycle = None
         settled = None
@@ -394,7 +410,9 @@ class Scheduler:
             expected = bf.expected_start
             reservations = bf.reservations
             limits = bf.limits
-            forecast, forecasting = bf.forecast, bf.forecasting
+            forecast = bf.forecast
+            if forecast is not None:
+                forecasting = frozenset(j.id for j in forecast.jobs)
             if not terminations:
                 settled = bf.settled
         elif not backfill and plugin is not None:
@@ -437,8 +455,10 @@ class Scheduler:
             updates=tuple(updates),
             terminations=tuple(terminations),
             preemptions=tuple(nominated.values()) if nominated else (),
-            forecast=_Forecast(forecast, waiting, statuses) if forecast and want_updates else None,
+            forecasting=tuple(j.id for j in forecast.jobs) if forecast and want_updates else (),
         )
+        if forecast is not None and want_updates:
+            self._forecast = _KeptForecast(plan, forecast, waiting, statuses)
         return PassResult(plan, statuses, rejections, reservations, cycle, settled=settled)
 
     @staticmethod
@@ -534,20 +554,25 @@ class Scheduler:
         return out.status
 
 
-class _Forecast:
-    """``Plan.forecast``: the pass's forecast starts (``backfill._Planner.forecast``) as
-    updates of the jobs whose start it changes, with the reasons the pass gave them."""
+class _KeptForecast:
+    """What ``Scheduler.forecast`` needs of the pass that planned ``plan``: the backfill
+    stage's forecast and the reasons the pass gave the waiting jobs; ``revision`` and
+    ``jobs`` say which plan it belongs to."""
+
+    __slots__ = ("forecast", "jobs", "revision", "statuses", "waiting")
 
     def __init__(
         self,
-        starts: Callable[[], dict[int, float | None]],
+        plan: Plan,
+        forecast: Forecast,
         waiting: Sequence[Job],
         statuses: Mapping[int, Status],
     ) -> None:
-        self.starts, self.waiting, self.statuses = starts, waiting, statuses
+        self.revision, self.jobs = plan.revision, plan.forecasting
+        self.forecast, self.waiting, self.statuses = forecast, waiting, statuses
 
-    def __call__(self) -> tuple[PendingUpdate, ...]:
-        starts = self.starts()
+    def updates(self) -> tuple[PendingUpdate, ...]:
+        starts = self.forecast.starts()
         return tuple(
             PendingUpdate(job.id, self.statuses[job.id].reason, starts[job.id])
             for job in self.waiting
