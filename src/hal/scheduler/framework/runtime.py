@@ -193,25 +193,26 @@ class Framework:
         gate: Gate | None = None,
         within: NodeTable | None = None,
     ) -> tuple[list[Outcome], int | None]:
-        """Place the components of a heterogeneous job, all or none, in one go.
+        """Place ``jobs``, which start together or not at all (a het job's components:
+        the group-placement seam, ``grouping.py``), all or none, in one go.
 
-        Each component runs its own cycle in ``mode`` (NOW or TEST_ONLY) in order, on
-        the nodes the earlier ones left, so no two components count on the same
-        resources. The first one that does not fit ends the try: NOW allocations already
-        made are released and their Reserve plugins undone, so nothing of the group is
-        left placed. Returns the outcomes so far and the index of the component that
-        failed (None: all placed; the outcomes then hold every allocation).
+        Each job runs its own cycle in ``mode`` (NOW or TEST_ONLY) in order, on the nodes
+        the earlier ones left, so no two of them count on the same resources. The first
+        one that does not fit ends the try: NOW allocations already made are released
+        and their Reserve plugins undone, so nothing of the group is left placed.
+        Returns the outcomes so far and the index of the job that failed (None: all
+        placed; the outcomes then hold every allocation).
 
-        A component that does not fit on what the earlier ones left is tried again
-        first, once per component: an earlier one may have taken the only nodes it can
-        use (``-c1 : -w node1 -c2`` on two free nodes: component 0 on node1 left the
-        second nothing, though node2 would have done for the first). Outcomes and the
-        failed index are in ``jobs``' order whatever order placed them.
+        A job that does not fit on what the earlier ones left is tried again first, once
+        per job: an earlier one may have taken the only nodes it can use (``-c1 : -w
+        node1 -c2`` on two free nodes: the first on node1 left the second nothing,
+        though node2 would have done for the first). Outcomes and the failed index are
+        in ``jobs``' order whatever order placed them.
 
-        ``within`` (backfill) is copied, and each placed component taken out of the
-        copy, for the same reason the table is: a window is read-only and shared.
-        ``GROUP`` in ``ctx.data`` holds ``jobs`` meanwhile, for plugins that judge
-        what the components hold together (licenses)."""
+        ``within`` (backfill) is copied, and each placed job taken out of the copy, for
+        the same reason the table is: a window is read-only and shared. ``keys.GROUP``
+        in ``ctx.data`` holds ``jobs`` meanwhile, for plugins that judge what the jobs
+        hold together (a counted resource's total)."""
         original = ctx.nodes
         ctx.data.write(GROUP, tuple(jobs))
         order = list(range(len(jobs)))
@@ -219,7 +220,7 @@ class Framework:
             for attempt in range(len(jobs)):
                 window = within.copy() if within is not None else None
                 if mode is _TEST_ONLY and window is None:
-                    ctx.nodes = original.copy()  # a scratch table the components are taken from
+                    ctx.nodes = original.copy()  # a scratch table the jobs are taken from
                 tried, failed = self._place_group(ctx, [jobs[i] for i in order], mode, gate, window)
                 ctx.nodes = original
                 if not failed or attempt == len(jobs) - 1:  # (0: the first tried fails)
@@ -273,7 +274,7 @@ class Framework:
                         view.nodes.release(alloc, exclusive=placed.spec.exclusive)
                         self._unreserve(view, st, placed, res)
                 return outcomes, i
-            if mode is _TEST_ONLY and window is None:  # later components: taken
+            if mode is _TEST_ONLY and window is None:  # later jobs: taken
                 view.nodes.take(allocation, exclusive=job.spec.exclusive)
             if window is not None:
                 window.take(allocation, exclusive=job.spec.exclusive)
