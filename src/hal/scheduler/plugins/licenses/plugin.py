@@ -158,8 +158,8 @@ def new(args: PluginArgs, total: Mapping[str, int]) -> Licenses:
     return Licenses(total)
 
 
-# The points this plugin claims, checked by mypy here (kube's ``var _ FilterPlugin =
-# &Fit{}``): a method missing or mistyped fails the type check, not a pass.
+# The extension points this plugin serves, checked by mypy here (kube's ``var _
+# FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
 _PRE_FILTER: type[PreFilterPlugin] = Licenses
 _RESERVE: type[ReservePlugin] = Licenses
-_COUNTED: type[CountedResourcePlugin] = Licenses
+_COUNTED_RESOURCE: type[CountedResourcePlugin] = Licenses

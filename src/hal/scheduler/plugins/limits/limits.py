@@ -39,6 +39,7 @@ from hal.core.priority import (
 from hal.core.states import PendingReason as R
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
+from hal.scheduler.framework.interfaces import PreFilterPlugin, ReservePlugin
 from hal.scheduler.framework.keys import MAX_NODES, PLACEMENT_KEY
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
 from hal.scheduler.framework.request import PlacementKey
@@ -459,3 +460,9 @@ class Limits:
 def new(args: PluginArgs, policy: PriorityPolicy | None = None) -> Limits:
     reject_unknown_args(args, ())
     return Limits(policy or PriorityPolicy())
+
+
+# The extension points this plugin serves, checked by mypy here (kube's ``var _
+# FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
+_PRE_FILTER: type[PreFilterPlugin] = Limits
+_RESERVE: type[ReservePlugin] = Limits

@@ -31,9 +31,12 @@ from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
 from hal.scheduler.framework.interfaces import (
     MAX_NODE_SCORE,
+    FilterPlugin,
     FilterResult,
     FloatArray,
     IndexArray,
+    PreFilterPlugin,
+    ScorePlugin,
 )
 from hal.scheduler.framework.keys import PLACEMENT_KEY
 from hal.scheduler.framework.node_table import BoolArray, NodeTable
@@ -341,3 +344,10 @@ def new(args: PluginArgs) -> NodeResourcesFit:
     if strategy not in STRATEGIES:
         raise PluginArgsError("score", f"must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
     return NodeResourcesFit(str(strategy))
+
+
+# The extension points this plugin serves, checked by mypy here (kube's ``var _
+# FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
+_PRE_FILTER: type[PreFilterPlugin] = NodeResourcesFit
+_FILTER: type[FilterPlugin] = NodeResourcesFit
+_SCORE: type[ScorePlugin] = NodeResourcesFit

@@ -30,7 +30,7 @@ from hal.core.reservation import Reservation, judged_account
 from hal.core.states import PendingReason
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
-from hal.scheduler.framework.interfaces import FilterResult
+from hal.scheduler.framework.interfaces import FilterPlugin, FilterResult, PreFilterPlugin
 from hal.scheduler.framework.keys import PLAN_START
 from hal.scheduler.framework.node_table import BoolArray, NodeTable
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
@@ -199,3 +199,9 @@ def new(args: PluginArgs, policy: PriorityPolicy | None = None) -> Reservations:
     account are charged to (none: such a job has no account)."""
     reject_unknown_args(args, ())
     return Reservations(policy.default_accounts if policy is not None else None)
+
+
+# The extension points this plugin serves, checked by mypy here (kube's ``var _
+# FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
+_PRE_FILTER: type[PreFilterPlugin] = Reservations
+_FILTER: type[FilterPlugin] = Reservations
