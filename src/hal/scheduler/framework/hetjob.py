@@ -111,6 +111,9 @@ class HetGroups:
     def claims(self, job: Job) -> bool:
         return job.spec.het is not None
 
+    def members(self, jobs: Sequence[Job]) -> list[Job]:
+        return [job for job in jobs if job.spec.het is not None]
+
     def decide(
         self, framework: Framework, ctx: PassContext, job: Job, gate: Gate, fit_cache: FitCache
     ) -> Decided:

@@ -22,7 +22,7 @@ with the stage each stopped at; the terminations.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 
 from hal.core.job import Allocation, Job
 from hal.core.states import PendingReason
@@ -86,8 +86,9 @@ class MainLoop:
             {} if self._backfill is not None and self._counted else None
         )
         self._planned: dict[str, bool] = {}  # partition → has a backfill policy
+        self._reasons = tuple(each.reason for each in self._counted)  # their shortages
 
-    def run(self, queue: Iterable[Job]) -> None:
+    def run(self, queue: Sequence[Job]) -> None:
         """Decide every job of ``queue`` (in queue order). This runs for every pending
         job of every pass: what it reads is in locals, the common paths inline."""
         framework, ctx = self.framework, self.ctx
@@ -100,15 +101,14 @@ class MainLoop:
         )
         placed, waiting, held, held_stages = self.placed, self.waiting, self.held, self.held_stages
         not_placed = self._not_placed
-        kind_of = self.groupings.of
+        claimed = self.groupings.claimed(queue)  # job id → its group placement (most: none)
         explain = self.explain
         # A PostFilter plugin may change what PreFilter reads, so profiles with one
         # decide every array element on its own.
         grouping = not framework.profile.post_filter
         for job in queue:
-            kind = kind_of(job)
-            if kind is not None:
-                self._decide_grouped(kind, job)
+            if claimed and job.id in claimed:
+                self._decide_grouped(claimed[job.id], job)
                 continue
             gated = blocked.get((job.partition, job.spec.reservation))  # the queue's gate
             if gated is not None and not explain:
@@ -213,20 +213,22 @@ class MainLoop:
             self.waiting.append(job)
         if st.code is not _UNSCHEDULABLE:
             return False
-        counted = self._counted
         if stage is _PRE_FILTER:
-            if not any(st.reason is each.reason for each in counted):
-                return False
-            self.held.append(job)  # its counters are planned over time (backfill)
-            self.held_stages.append(stage)
-            return True
+            # (a loop, not ``any``: most jobs of a busy pass come here, most passes have
+            # no counted resource)
+            for reason in self._reasons:
+                if st.reason is reason:
+                    self.held.append(job)  # its counters are planned over time
+                    self.held_stages.append(stage)
+                    return True
+            return False
         if stage is _GATE or (stage in _SHORTAGE and st.reason is _RESOURCES):
             self.held.append(job)
             self.held_stages.append(stage)
             if stage is _GATE:
                 return False
             self._block(job, job.partition, name)
-            return any(each.counts(job) for each in counted)
+            return bool(self._counted) and any(each.counts(job) for each in self._counted)
         return False
 
     def _block(self, job: Job, partition: str, name: str = "") -> None:

@@ -96,6 +96,13 @@ class PartitionLists:
         listed = job.spec.partitions
         return len(listed) > 1 and job.partition in listed
 
+    def members(self, jobs: Sequence[Job]) -> list[Job]:
+        return [
+            job
+            for job in jobs
+            if len(job.spec.partitions) > 1 and job.partition in job.spec.partitions
+        ]
+
     def decide(
         self, framework: Framework, ctx: PassContext, job: Job, gate: Gate, fit_cache: FitCache
     ) -> Decided:
