@@ -113,9 +113,10 @@ class GroupPlacement(Protocol):
         ...
 
     def reserve(self, planner: Planner, jobs: tuple[Job, ...]) -> None:
-        """Make the reservation deferred for ``jobs`` (what ``backfill`` deferred), if it
-        is still owed: the start becomes each job's expected start (``Planner.hold``,
-        ``reserve_together``; ``Planner.reserved_in`` counts it)."""
+        """Make the reservation ``backfill`` deferred for ``jobs``, now that the ones
+        deferred before it are made (a kind may ask again whether it is still owed:
+        ``Planner.owes``): the start becomes each job's expected start
+        (``Planner.hold``, ``reserve_together``; ``Planner.reserved_in`` counts it)."""
         ...
 
     def reservation(self, planner: Planner, job: Job) -> Found | None:

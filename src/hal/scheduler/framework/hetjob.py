@@ -41,7 +41,7 @@ _SHORTAGE = (Stage.FILTER, Stage.PLACEMENT)
 
 
 def pending_het_groups(pending: Sequence[Job]) -> dict[int, list[Job]]:
-    """Het job id → its pending components, by offset."""
+    """Het job id → its components among ``pending``, by offset."""
     groups: dict[int, list[Job]] = {}
     for job in pending:
         het = job.spec.het
@@ -148,7 +148,8 @@ class HetGroups:
             return
         self._seen.add(het.job_id)
         if self._held is None:
-            self._held = _held_groups(planner.jobs)
+            held = pending_het_groups(planner.jobs)
+            self._held = {hid: tuple(members) for hid, members in held.items()}
         members = self._held.get(het.job_id, ())
         if len(members) != het.size:
             return
@@ -162,18 +163,6 @@ class HetGroups:
 
     def reservation(self, planner: Planner, job: Job) -> Found | None:
         return None  # (never asked: ``forecasts`` is False)
-
-
-def _held_groups(jobs: Sequence[Job]) -> dict[int, tuple[Job, ...]]:
-    """Het job id → its components among ``jobs``, by offset."""
-    groups: dict[int, list[Job]] = {}
-    for job in jobs:
-        if job.spec.het is not None:
-            groups.setdefault(job.spec.het.job_id, []).append(job)
-    return {
-        hid: tuple(sorted(members, key=lambda j: j.spec.het.offset if j.spec.het else 0))
-        for hid, members in groups.items()
-    }
 
 
 # The seam's conformance, checked by mypy here (kube's ``var _ Plugin = &T{}``).
