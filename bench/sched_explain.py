@@ -2,7 +2,7 @@
 ``hal bench sched-pass`` workload (10,000 pending jobs on 1,000 nodes), with
 ``explain=True`` (the server: jobs held behind a blocked queue get their own PreFilter
 reason) and ``explain=False`` (the simulator), alternating; median CPU per pass. Also
-the CPU of the explaining pass's forecast (``Plan.forecast``: the expected starts of the
+the CPU of the explaining pass's forecast (``Scheduler.forecast``: the expected starts of the
 waiting jobs EASY reserves nothing for, which the server works out after applying the
 plan), median per pass.
 
@@ -37,9 +37,9 @@ def main() -> None:
                 c0 = time.process_time()
                 plan = scheduler.run_pass(snap, backfill=True, explain=explain).plan
                 cpu[explain].append(time.process_time() - c0)
-                if plan.forecast is not None:
+                if plan.forecasting:
                     c0 = time.process_time()
-                    forecasts = len(plan.forecast())
+                    forecasts = len(scheduler.forecast(plan))
                     forecast.append(time.process_time() - c0)
     print(
         json.dumps(

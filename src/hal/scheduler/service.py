@@ -26,7 +26,7 @@ from typing import Protocol
 
 from hal.core.errors import Unavailable
 from hal.scheduler.framework.scheduler import PassResult, Scheduler
-from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
+from hal.scheduler.framework.snapshot import ClusterSnapshot, PendingUpdate, Plan
 
 log = logging.getLogger("hal.scheduler")
 
@@ -47,6 +47,8 @@ class PassRunner(Protocol):
     def run_pass(self, snapshot: ClusterSnapshot) -> PassResult: ...
 
     def schedule(self, snapshot: ClusterSnapshot) -> Plan: ...
+
+    def forecast(self, plan: Plan) -> tuple[PendingUpdate, ...]: ...
 
 
 class PacedScheduler:
@@ -89,6 +91,9 @@ class PacedScheduler:
     def schedule(self, snapshot: ClusterSnapshot) -> Plan:
         return self.run_pass(snapshot).plan
 
+    def forecast(self, plan: Plan) -> tuple[PendingUpdate, ...]:
+        return self.scheduler.forecast(plan)
+
 
 @dataclass(slots=True)
 class CycleStats:
@@ -100,16 +105,22 @@ class CycleStats:
 
 
 class SchedulerService:
+    """``decide`` runs a pass; ``forecast`` (a ``PassRunner``'s) works out the forecast
+    starts of a plan that has some (``Plan.forecasting``) once it is applied: None, a
+    plan's forecast is never asked for."""
+
     def __init__(
         self,
         host: SchedulerHost,
         decide: Callable[[ClusterSnapshot], Plan],
         *,
+        forecast: Callable[[Plan], tuple[PendingUpdate, ...]] | None = None,
         interval_s: float = 1.0,
         debounce_s: float = 0.01,
     ) -> None:
         self.host = host
         self.decide = decide
+        self.forecast = forecast
         self.interval_s = interval_s
         self.debounce_s = debounce_s
         self.stats = CycleStats()
@@ -159,9 +170,9 @@ class SchedulerService:
         plan = await loop.run_in_executor(None, self.decide, snap)
         self.stats.last_duration_s = time.perf_counter() - started
         applied = await self.host.apply_plan(plan)
-        if plan.forecast is not None:  # after the starts: only shown (squeue --start)
+        if plan.forecasting and self.forecast is not None:  # after the starts: only shown
             began = time.perf_counter()
-            updates = await loop.run_in_executor(None, plan.forecast)
+            updates = await loop.run_in_executor(None, self.forecast, plan)
             self.stats.last_duration_s += time.perf_counter() - began
             if updates:
                 await self.host.apply_plan(Plan(plan.revision, updates=updates))

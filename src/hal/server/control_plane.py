@@ -165,6 +165,7 @@ class ControlPlane:
         self.service = SchedulerService(
             self.cluster,
             self.observe.decide(runner),
+            forecast=runner.forecast,
             interval_s=config.scheduler_interval_seconds,
         )
         self.observe.attach(self.service)

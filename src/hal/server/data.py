@@ -58,7 +58,7 @@ from hal.core.job import Job
 from hal.core.states import JobState
 from hal.core.tasks import cancel_tasks
 from hal.scheduler.framework.scheduler import PassResult
-from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
+from hal.scheduler.framework.snapshot import ClusterSnapshot, PendingUpdate, Plan
 from hal.scheduler.service import PassRunner
 from hal.server.data_view import (
     StageTarget,
@@ -612,6 +612,9 @@ class DataAwareRunner:
 
     def schedule(self, snapshot: ClusterSnapshot) -> Plan:
         return self.run_pass(snapshot).plan
+
+    def forecast(self, plan: Plan) -> tuple[PendingUpdate, ...]:
+        return self.inner.forecast(plan)
 
 
 def with_view(snapshot: ClusterSnapshot, data: DataService | None) -> ClusterSnapshot:

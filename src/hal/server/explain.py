@@ -17,7 +17,7 @@ from hal.core.preemption import PREEMPTED_BY
 from hal.core.states import JobState, PendingReason
 from hal.scheduler.framework import Framework, PassContext, Scheduler
 from hal.scheduler.framework.explain import Diagnosis, diagnose
-from hal.scheduler.framework.runtime import HET_GROUP
+from hal.scheduler.framework.keys import GROUP
 from hal.scheduler.framework.snapshot import ClusterSnapshot
 from hal.scheduler.plugins.multifactor import DEFAULT_QOS, ShareRow
 from hal.scheduler.plugins.topology import NAME as TOPOLOGY
@@ -197,7 +197,7 @@ def _diagnose(
     framework = Framework(scheduler.profile)
     ctx = PassContext.from_snapshot(snap)
     if group:
-        ctx.data.write(HET_GROUP, group)
+        ctx.data.write(GROUP, group)
     return diagnose(framework, ctx, job)
 
 

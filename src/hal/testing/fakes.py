@@ -3,6 +3,7 @@ obvious thing, so a test can wire exactly the behaviour it pins down."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Mapping
 
 import numpy as np
@@ -10,8 +11,20 @@ import numpy as np
 from hal.core.job import Allocation, Job
 from hal.core.states import PendingReason
 from hal.scheduler.framework.context import PassContext
-from hal.scheduler.framework.cycle_state import CycleState
-from hal.scheduler.framework.interfaces import FilterResult, FloatArray, IndexArray
+from hal.scheduler.framework.counted import Counts
+from hal.scheduler.framework.cycle_state import CycleState, StateKey
+from hal.scheduler.framework.interfaces import (
+    CountedResourcePlugin,
+    FilterPlugin,
+    FilterResult,
+    FloatArray,
+    IndexArray,
+    PermitPlugin,
+    PreFilterPlugin,
+    ReservePlugin,
+    ScorePlugin,
+)
+from hal.scheduler.framework.keys import COUNTS_OVER_TIME, PLAN_END, PLAN_START
 from hal.scheduler.framework.request import NodeRequest
 from hal.scheduler.framework.status import SUCCESS, Status, unschedulable
 
@@ -151,3 +164,82 @@ class RejectingPermit:
         if job.id in self.job_ids:
             return unschedulable(self.reason, "permit refused", self.name)
         return SUCCESS
+
+
+class FakeCounted:
+    """A counted resource (``CountedResourcePlugin``) other than licenses: job ``id``
+    holds ``holds[id]`` of counters whose cluster totals are ``totals``. Its PreFilter
+    refuses a job whose counters are short now (running jobs' and this pass's, kept by
+    Reserve), or, while backfill plans the job's run, anywhere in it (the framework's
+    ``CountsOverTime`` under this plugin's name), saying from when they are free."""
+
+    def __init__(
+        self,
+        name: str,
+        totals: Mapping[str, int],
+        holds: Mapping[int, Counts],
+        reason: PendingReason = PendingReason.LICENSES,
+    ) -> None:
+        self.name = name
+        self.totals = dict(totals)
+        self.holds = dict(holds)
+        self.reason = reason
+        self._held: StateKey[Counter[str]] = StateKey(f"{name}.held")
+
+    def counts(self, job: Job) -> Counts:
+        return self.holds.get(job.id, ())
+
+    def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
+        wanted = self.counts(job)
+        if not wanted:
+            return SUCCESS
+        later = ctx.data.get(PLAN_START)
+        if later is None and any(
+            self._held_now(ctx)[name] + count > self.totals.get(name, 0) for name, count in wanted
+        ):
+            return unschedulable(self.reason, "short now", self.name)
+        planned, end = ctx.data.get(COUNTS_OVER_TIME), ctx.data.get(PLAN_END)
+        if planned is None or end is None:
+            return SUCCESS
+        start = ctx.now if later is None else later
+        free_from = planned[self.name].earliest(wanted, self.totals, start, end - start)
+        if free_from == start:
+            return SUCCESS
+        back = None if later is None else free_from
+        return unschedulable(self.reason, "short over its run", self.name, earliest_start=back)
+
+    def reserve(
+        self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation
+    ) -> Status:
+        self._held_now(ctx).update(dict(self.counts(job)))
+        return SUCCESS
+
+    def unreserve(
+        self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation
+    ) -> None:
+        self._held_now(ctx).subtract(dict(self.counts(job)))
+
+    def _held_now(self, ctx: PassContext) -> Counter[str]:
+        held = ctx.data.get(self._held)
+        if held is None:
+            held = Counter()
+            for running in ctx.running:
+                held.update(dict(self.counts(running)))
+            ctx.data.write(self._held, held)
+        return held
+
+
+# The extension points each fake serves, checked by mypy here (as the built-in plugins
+# declare theirs): a fake that drifts from its Protocol fails the type check.
+_FAKE_PRE_FILTER: type[PreFilterPlugin] = FakePreFilter
+_FAKE_FILTER: type[FilterPlugin] = FakeFilter
+_FIXED_SCORE: type[ScorePlugin] = FixedScore
+_CRASHING_PRE_FILTER: type[PreFilterPlugin] = CrashingPreFilter
+_CRASHING_FILTER: type[FilterPlugin] = CrashingFilter
+_CRASHING_SCORE: type[ScorePlugin] = CrashingScore
+_CRASHING_RESERVE: type[ReservePlugin] = CrashingReserve
+_RECORDING_RESERVE: type[ReservePlugin] = RecordingReserve
+_REJECTING_PERMIT: type[PermitPlugin] = RejectingPermit
+_FAKE_COUNTED: type[CountedResourcePlugin] = FakeCounted
+_FAKE_COUNTED_PRE_FILTER: type[PreFilterPlugin] = FakeCounted
+_FAKE_COUNTED_RESERVE: type[ReservePlugin] = FakeCounted

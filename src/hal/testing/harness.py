@@ -22,12 +22,12 @@ def placed_nodes(plan: Plan) -> dict[int, tuple[str, ...]]:
     return {p.job_id: p.allocation.nodes for p in plan.placements}
 
 
-def expected_starts(plan: Plan) -> dict[int, float | None]:
-    """job id → expected start, for every update, the forecast's (``Plan.forecast``,
-    as the server applies it after the plan) included."""
+def expected_starts(scheduler: Scheduler, plan: Plan) -> dict[int, float | None]:
+    """job id → expected start, for every update of ``plan``, the forecast's
+    (``scheduler.forecast(plan)``, as the server applies it after the plan) included;
+    ``plan`` must be the last pass of ``scheduler``."""
     found = {u.job_id: u.expected_start for u in plan.updates}
-    if plan.forecast is not None:
-        found.update((u.job_id, u.expected_start) for u in plan.forecast())
+    found.update((u.job_id, u.expected_start) for u in scheduler.forecast(plan))
     return found
 
 

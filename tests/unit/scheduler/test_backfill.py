@@ -47,7 +47,8 @@ def test_easy_fills_the_hole_before_the_head_starts() -> None:
     (it would still hold a node the head needs at 1090)."""
     snap = half_busy(make_job(10).nodes(4).limit(100), make_job(12).limit(50),
                      make_job(13).limit(95))  # fmt: skip
-    result = with_backfill(mode="easy").run_pass(snap)
+    sched = with_backfill(mode="easy")
+    result = sched.run_pass(snap)
     assert set(placed_nodes(result.plan)) == {12}
     updates = {u.job_id: u for u in result.plan.updates}
     assert updates[10].expected_start == 1090
@@ -55,7 +56,7 @@ def test_easy_fills_the_hole_before_the_head_starts() -> None:
     # EASY reserves for the head only; job 13's start is a forecast after it (squeue
     # --start), planned as conservative backfilling would, after the plan, holding nothing
     assert updates[13].expected_start is None
-    assert expected_starts(result.plan)[13] == 1190
+    assert expected_starts(sched, result.plan)[13] == 1190
     assert set(result.reservations) == {10}
 
 
@@ -69,9 +70,9 @@ def test_easy_forecasts_starts_in_priority_order_without_holding_them() -> None:
     sched = with_backfill(mode="easy")
     shown = sched.run_pass(snap)
     assert set(placed_nodes(shown.plan)) == {12}
-    assert expected_starts(shown.plan) == {10: 1090, 11: 1190, 13: 1060}
+    assert expected_starts(sched, shown.plan) == {10: 1090, 11: 1190, 13: 1060}
     quiet = sched.run_pass(snap, explain=False)
-    assert quiet.plan.forecast is None
+    assert quiet.plan.forecasting == ()
     assert placed_nodes(shown.plan) == placed_nodes(quiet.plan)
 
 
@@ -82,10 +83,10 @@ def test_a_forecast_keeps_the_last_one_until_it_comes() -> None:
     sched = with_backfill(mode="easy")
     result = sched.run_pass(half_busy(*pending[:1], pending[1].expected_start(1190.0)))
     assert {u.job_id: u.expected_start for u in result.plan.updates}[11] == 1190
-    assert result.plan.forecast is not None and result.plan.forecast() == ()
+    assert result.plan.forecasting == (11,) and sched.forecast(result.plan) == ()
     moved = sched.run_pass(half_busy(*pending[:1], pending[1].expected_start(1500.0)))
-    assert moved.plan.forecast is not None
-    assert [(u.job_id, u.expected_start) for u in moved.plan.forecast()] == [(11, 1190)]
+    assert moved.plan.forecasting == (11,)
+    assert [(u.job_id, u.expected_start) for u in sched.forecast(moved.plan)] == [(11, 1190)]
 
 
 def test_conservative_gives_every_waiting_job_a_start_time() -> None:

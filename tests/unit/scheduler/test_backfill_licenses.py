@@ -9,10 +9,10 @@ import math
 from hal.core.job import Job
 from hal.core.states import PendingReason
 from hal.scheduler.framework import Scheduler
-from hal.scheduler.framework.backfill import LICENSES_OVER_TIME, PLAN_END, PLAN_START
 from hal.scheduler.framework.context import PassContext
+from hal.scheduler.framework.counted import CountsOverTime
 from hal.scheduler.framework.cycle_state import CycleState
-from hal.scheduler.framework.license_profile import LicenseProfile
+from hal.scheduler.framework.keys import COUNTS_OVER_TIME, PLAN_END, PLAN_START
 from hal.scheduler.framework.status import Status
 from hal.scheduler.plugins import build_scheduler, default_profile, default_registry
 from hal.scheduler.plugins import licenses as licenses_plugin
@@ -99,9 +99,10 @@ def test_conservative_keeps_every_reservation_licenses() -> None:
     starts = {u.job_id: u.expected_start for u in conservative.plan.updates}
     assert starts == {10: 1090, 11: 1090, 12: 1190}
 
-    easy = _scheduler("easy", matlab=5).run_pass(_snapshot(4, *pending))
+    sched = _scheduler("easy", matlab=5)
+    easy = sched.run_pass(_snapshot(4, *pending))
     assert set(placed_nodes(easy.plan)) == {12}
-    assert expected_starts(easy.plan) == {10: 1090, 11: 1190}
+    assert expected_starts(sched, easy.plan) == {10: 1090, 11: 1190}
 
 
 def test_conservative_backfills_a_job_done_before_the_licenses_are_needed() -> None:
@@ -134,9 +135,10 @@ def test_licenses_held_past_the_horizon_give_no_reservation() -> None:
     assert {u.job_id: u.reason for u in result.plan.updates} == {10: PendingReason.LICENSES}
 
 
-def test_license_profile_by_hand() -> None:
-    """Uses: 3 until 1090, 2 over [1090, 1190), 1 for ever from 1050."""
-    p = LicenseProfile()
+def test_counts_over_time_by_hand() -> None:
+    """The framework's plan of a counted resource (licenses here). Uses: 3 until 1090, 2
+    over [1090, 1190), 1 for ever from 1050."""
+    p = CountsOverTime()
     p.hold((("matlab", 3),), 1000, 1090)
     p.hold((("matlab", 2),), 1090, 1190)
     p.hold((("matlab", 1),), 1050, math.inf)
@@ -160,10 +162,10 @@ def test_the_plugin_judges_a_planned_run_and_says_from_when() -> None:
     never fit again."""
     snap = _snapshot(3)
     ctx = PassContext.from_snapshot(snap)
-    over_time = LicenseProfile()
+    over_time = CountsOverTime()
     over_time.hold((("matlab", 3),), NOW, 1090)
     over_time.hold((("matlab", 1),), 1150, math.inf)
-    ctx.data.write(LICENSES_OVER_TIME, over_time)
+    ctx.data.write(COUNTS_OVER_TIME, {licenses_plugin.NAME: over_time})
     plugin = licenses_plugin.new({}, {"matlab": 4})
     two = make_job(10).licenses(matlab=2).limit(100).build()
     four = make_job(11).licenses(matlab=4).limit(100).build()

@@ -32,21 +32,27 @@ def _busy(part: str, nodes: tuple[str, ...], job_id: int, until: float) -> JobBu
 
 
 def _pass(
-    mode: str, running: list[JobBuilder], pending: list[JobBuilder], defaults: int = 0
+    mode: str,
+    running: list[JobBuilder],
+    pending: list[JobBuilder],
+    defaults: int = 0,
+    sched: Scheduler | None = None,
 ) -> PassResult:
-    """``defaults``: DefaultTime of ``a`` (it is 3 times ``b``'s)."""
+    """``defaults``: DefaultTime of ``a`` (it is 3 times ``b``'s). ``sched``: the
+    scheduler to run (absent: a new one for ``mode``)."""
     builder = cluster(NOW).uniform_nodes(8, cpus=1).partition("a", *A, default_time_s=defaults)
     builder.partition("b", *B, default_time_s=defaults // 3)
-    return _scheduler(mode).run_pass(builder.running(*running).pending(*pending).build())
+    sched = sched or _scheduler(mode)
+    return sched.run_pass(builder.running(*running).pending(*pending).build())
 
 
-def _holes(*jobs: JobBuilder) -> PassResult:
+def _holes(*jobs: JobBuilder, sched: Scheduler | None = None) -> PassResult:
     """Both partitions' heads wait for all four nodes: ``a``'s from 1090 (n0003 and n0004
     free until then), ``b``'s from 1200 (n0008 free until then); ``jobs`` come after."""
     running = [_busy("a", A[:2], 1, 1090), _busy("b", B[:3], 2, 1200)]
     heads = [make_job(10).partition("a").nodes(4).limit(100),
              make_job(12).partition("b").nodes(4).limit(100)]  # fmt: skip
-    return _pass("easy", running, [*heads, *jobs], defaults=450)
+    return _pass("easy", running, [*heads, *jobs], defaults=450, sched=sched)
 
 
 def test_a_job_blocked_in_its_first_partition_backfills_in_the_second() -> None:
@@ -63,19 +69,21 @@ def test_a_job_blocked_in_its_first_partition_backfills_in_the_second() -> None:
 def test_a_job_of_one_partition_is_planned_there_only() -> None:
     """The same job in ``a`` alone waits: it is not EASY's head, so its start is only a
     forecast, after ``a``'s head (not ``b``'s hole)."""
-    result = _holes(make_job(15).partition("a").limit(150))
+    sched = _scheduler("easy")
+    result = _holes(make_job(15).partition("a").limit(150), sched=sched)
     assert result.plan.placements == ()
     updates = {u.job_id: u for u in result.plan.updates}
     assert updates[15].reason is PendingReason.PRIORITY
-    assert expected_starts(result.plan)[15] == 1190
+    assert expected_starts(sched, result.plan)[15] == 1190
 
 
 def test_a_job_of_two_partitions_is_forecast_where_it_starts_first() -> None:
     """A 4-node job naming ``b`` then ``a`` fits in neither now: its forecast is after
     ``a``'s head (1190), not after ``b``'s, the partition it names first (1300)."""
-    result = _holes(make_job(16).partitions("b", "a").nodes(4).limit(100))
+    sched = _scheduler("easy")
+    result = _holes(make_job(16).partitions("b", "a").nodes(4).limit(100), sched=sched)
     assert result.plan.placements == ()
-    assert expected_starts(result.plan)[16] == 1190
+    assert expected_starts(sched, result.plan)[16] == 1190
     assert set(result.reservations) == {10, 12}  # (a forecast holds nothing)
 
 

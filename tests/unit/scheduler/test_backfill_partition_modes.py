@@ -34,5 +34,5 @@ def test_each_partition_backfills_with_its_own_mode() -> None:
             make_job(base + 11).partition(part).nodes(3).limit(60),
         )
     result = sched.run_pass(builder.build())
-    assert expected_starts(result.plan) == {10: 1090, 11: 1190, 110: 1090, 111: 1190}
+    assert expected_starts(sched, result.plan) == {10: 1090, 11: 1190, 110: 1090, 111: 1190}
     assert set(result.reservations) == {10, 110, 111}

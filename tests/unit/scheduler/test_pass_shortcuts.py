@@ -23,8 +23,8 @@ from hal.core.job import Job
 from hal.core.priority import Account, PriorityPolicy, Qos
 from hal.core.states import PendingReason
 from hal.scheduler.framework import PassResult, Scheduler
+from hal.scheduler.framework import main_loop as main_loop_module
 from hal.scheduler.framework import node_table as node_table_module
-from hal.scheduler.framework import scheduler as scheduler_module
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.interfaces import MAX_NODE_SCORE, FilterResult
 from hal.scheduler.framework.node_table import NodeTable
@@ -74,7 +74,7 @@ def test_array_elements_get_the_verdict_a_cycle_each_would_give(
     workload = build_workload(1500, 120, seed)
     for sched in (build_scheduler(), conservative(), with_limits()):
         grouped = decisions(sched.run_pass(workload.snapshot(), explain=explain))
-        monkeypatch.setattr(scheduler_module, "element_group", lambda job: None)
+        monkeypatch.setattr(main_loop_module, "element_group", lambda job: None)
         alone = decisions(sched.run_pass(workload.snapshot(), explain=explain))
         monkeypatch.undo()
         assert grouped == alone
@@ -104,7 +104,7 @@ def test_a_placement_between_two_elements_makes_the_group_ask_again(
     result = sched.run_pass(snap)
     assert [p.job_id for p in result.plan.placements] == [11]
     assert result.statuses[12].reason is PendingReason.QOS_MAX_JOBS_PER_USER
-    monkeypatch.setattr(scheduler_module, "element_group", lambda job: None)
+    monkeypatch.setattr(main_loop_module, "element_group", lambda job: None)
     assert decisions(sched.run_pass(snap)) == decisions(result)
 
 

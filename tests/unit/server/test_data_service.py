@@ -26,7 +26,7 @@ from hal.core.job import Allocation, Job
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState
 from hal.scheduler.framework.scheduler import PassResult
-from hal.scheduler.framework.snapshot import ClusterSnapshot, Placement, Plan
+from hal.scheduler.framework.snapshot import ClusterSnapshot, PendingUpdate, Placement, Plan
 from hal.server.data import DataAwareRunner, DataService
 from hal.server.data_view import (
     PRESTAGE_HORIZON_S,
@@ -313,6 +313,9 @@ class RecordingRunner:
 
     def schedule(self, snapshot: ClusterSnapshot) -> Plan:
         return self.run_pass(snapshot).plan
+
+    def forecast(self, plan: Plan) -> tuple[PendingUpdate, ...]:
+        return ()
 
 
 def _alloc(*nodes: str) -> Allocation:

@@ -26,9 +26,10 @@ from hal.core.job import Job
 from hal.core.states import PendingReason
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState
+from hal.scheduler.framework.keys import PLACEMENT_KEY
 from hal.scheduler.framework.node_table import BoolArray, NodeTable
 from hal.scheduler.framework.request import NodeRequest, placement_key
-from hal.scheduler.framework.runtime import PLACEMENT_KEY, Framework, Mode
+from hal.scheduler.framework.runtime import Framework, Mode
 from hal.scheduler.framework.status import Code, Status, error
 
 

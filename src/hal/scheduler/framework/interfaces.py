@@ -21,6 +21,11 @@ partition how to plan the jobs the main loop held back, and how long jobs are ex
 to run; the framework's backfill stage (``framework/backfill.py``) does the planning and
 sends each job through the same cycle as above.
 
+Counters a job holds on no node (licenses) are a CountedResource plugin's: it judges
+them in its own PreFilter, and tells the framework what each job holds, so that the
+pass holds later jobs back behind one short of them and backfill plans them over time
+as it plans nodes. The keys plugins and framework pass each other are in ``keys.py``.
+
 Rules for every point:
 
 * Return values, never raise, to say "no". A raise is a bug; it fails that job's cycle
@@ -35,7 +40,7 @@ Rules for every point:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple, Protocol, runtime_checkable
@@ -46,10 +51,10 @@ import numpy.typing as npt
 from hal.core.job import Allocation, Job
 from hal.core.states import PendingReason
 from hal.scheduler.framework.context import PassContext
-from hal.scheduler.framework.cycle_state import CycleState, StateKey
-from hal.scheduler.framework.node_table import BoolArray, NodeTable
+from hal.scheduler.framework.counted import Counts
+from hal.scheduler.framework.cycle_state import CycleState
+from hal.scheduler.framework.node_table import BoolArray
 from hal.scheduler.framework.request import NodeRequest
-from hal.scheduler.framework.snapshot import Preemption
 from hal.scheduler.framework.status import Status
 
 FloatArray = npt.NDArray[np.float64]
@@ -122,29 +127,21 @@ class FilterPlugin(Plugin, Protocol):
         runtime never writes it). Must be a pure function of the job's
         ``placement_key`` and the table: the pass reuses a failed fit for every job with
         the same key; a plugin whose mask for a job also read something else (its user)
-        writes ``runtime.JOB_BOUND`` to the job's state where that took nodes away.
+        writes ``keys.JOB_BOUND`` to the job's state where that took nodes away.
         """
         ...
-
-
-# Written by the runtime for PostFilter: would the job's Filter pass (for some node count
-# it accepts) on this other table? The table must be a copy (``NodeTable.copy``).
-FITS: StateKey[Callable[[NodeTable], bool]] = StateKey("framework.fits")
-# Pass-wide (``ctx.data``): the running jobs a PostFilter plugin chose to preempt, victim
-# id → Preemption; the pass returns them in ``Plan.preemptions``.
-PREEMPTIONS: StateKey[dict[int, Preemption]] = StateKey("framework.preemptions")
 
 
 @runtime_checkable
 class PostFilterPlugin(Plugin, Protocol):
     def post_filter(self, ctx: PassContext, state: CycleState, job: Job, failed: Status) -> Status:
         """Called when Filter left too few nodes, in the main pass only (NOW mode, not
-        test-only, will-run or backfill), with ``state[FITS]`` set. SUCCESS means the
+        test-only, will-run or backfill), with ``state[keys.FITS]`` set. SUCCESS means the
         plugin made room in ``ctx.nodes`` and the runtime runs Filter once more. An
         UNSCHEDULABLE verdict with reason ``Resources`` replaces ``failed`` (the job
         still blocks its partition, e.g. "preempting jobs 4, 7"); any other rejection
         also replaces it. The preemption plugin nominates victims in ``ctx.data[
-        PREEMPTIONS]`` (the one write outside Reserve this point may make: it runs only
+        keys.PREEMPTIONS]`` (the one write outside Reserve this point may make: it runs only
         when the pass is for real)."""
         ...
 
@@ -317,4 +314,41 @@ class BackfillPlugin(Plugin, Protocol):
         """``runtime(job)`` for each of ``jobs`` (pending: nothing elapsed) at once, when
         the answers do not depend on when or in what order they are asked (the requested
         time); else None, and the stage asks ``runtime`` job by job, as it would have."""
+        ...
+
+
+@runtime_checkable
+class CountedResourcePlugin(Plugin, Protocol):
+    """Counters a job holds cluster-wide while it runs, on no node (licenses: ``-L
+    matlab:2`` against ``[licenses] matlab = 10``). Neither the ``NodeTable`` nor the
+    ``AvailabilityProfile`` sees them, so the plugin judges them in its own PreFilter
+    (also a point it serves) and keeps what this pass holds in Reserve/Unreserve. What
+    the framework does with this point:
+
+    * **main pass**: a job whose PreFilter verdict is UNSCHEDULABLE with ``reason``
+      goes to backfill (planned for when its counters are back), and so does a job
+      short of nodes that holds some. Every later job of a backfilled partition that
+      asks one of the counters such a job asks is then held back too (the gate gives it
+      ``reason``, plugin ``queue``), for backfill to start only if it delays no
+      reservation: otherwise later jobs would take the counters as they free up, and a
+      job asking many might never find them free at once (Slurm's ``bf_licenses``).
+    * **backfill**: once the stage plans a job holding counters, it builds a
+      ``CountsOverTime`` per plugin (``ctx.data[keys.COUNTS_OVER_TIME][name]``): the
+      running jobs' ``counts`` until their planned ends, and each job the stage starts
+      or reserves from its start to its planned end. While it tries a run
+      (``keys.PLAN_START`` or ``ctx.now``, to ``keys.PLAN_END``), the plugin's PreFilter
+      judges that whole run against it; a shortage names in ``earliest_start`` the
+      first instant from which the counters are free for the run (for a run planned
+      later than now), and the search for a reservation goes on from there.
+    """
+
+    @property
+    def reason(self) -> PendingReason:
+        """The pending reason of a job short of these counters (``Licenses``)."""
+        ...
+
+    def counts(self, job: Job) -> Counts:
+        """What ``job`` holds while it runs: (counter, count) pairs, () for none. Asked
+        for jobs the pass hands to backfill, the jobs behind them, and every job the
+        backfill stage plans (running ones too): pure and cheap."""
         ...

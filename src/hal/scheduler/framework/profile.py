@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from hal.core.errors import InvalidRequest, did_you_mean
 from hal.scheduler.framework.interfaces import (
     BackfillPlugin,
+    CountedResourcePlugin,
     FilterPlugin,
     PermitPlugin,
     PlacementGeneratePlugin,
@@ -94,6 +95,7 @@ class Profile:
     backfill: BackfillPlugin | None = None
     placement_generate: PlacementGeneratePlugin | None = None
     placement_score: tuple[PlacementScorePlugin, ...] = ()
+    counted: tuple[CountedResourcePlugin, ...] = ()
 
     @classmethod
     def from_plugins(
@@ -142,6 +144,7 @@ class Profile:
             backfill=backfills[0] if backfills else None,
             placement_generate=generators[0] if generators else None,
             placement_score=tuple(p for p in plugins if isinstance(p, PlacementScorePlugin)),
+            counted=tuple(p for p in plugins if isinstance(p, CountedResourcePlugin)),
         )
 
 

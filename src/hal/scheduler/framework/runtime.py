@@ -42,14 +42,14 @@ from hal.core.resources import ResourceVector
 from hal.core.states import PendingReason
 from hal.scheduler.framework.availability import ReleaseLedger
 from hal.scheduler.framework.context import PassContext
-from hal.scheduler.framework.cycle_state import CycleState, StateKey
+from hal.scheduler.framework.cycle_state import CycleState
 from hal.scheduler.framework.interfaces import (
-    FITS,
     FilterResult,
     FloatArray,
     IndexArray,
     ScoreNormalizer,
 )
+from hal.scheduler.framework.keys import FITS, GROUP, JOB_BOUND, MAX_NODES, PLACEMENT_KEY, REQUESTS
 from hal.scheduler.framework.node_table import BoolArray, NodeTable
 from hal.scheduler.framework.profile import Profile
 from hal.scheduler.framework.request import (
@@ -105,23 +105,6 @@ class WillRunResult:
     def nodes(self) -> tuple[str, ...]:
         return self.allocation.nodes
 
-
-# The job's placement key, written by the runtime before PreFilter for plugins to reuse.
-PLACEMENT_KEY: StateKey[PlacementKey] = StateKey("framework.placement_key")
-# Written by a PreFilter plugin for a job with a node range (``-N 1-4``): the most nodes
-# its limits let it have (Slurm caps the range so); the runtime tries no more.
-MAX_NODES: StateKey[int] = StateKey("framework.max_nodes")
-# Written by a Filter plugin whose mask for this job depended on more than its placement
-# key (``exclusiveuser``: the job's user): a failed fit then ends at Stage.PLACEMENT, so
-# that neither the pass nor backfill shares it with other jobs of the same key.
-JOB_BOUND: StateKey[bool] = StateKey("framework.job_bound")
-# In ``ctx.data`` while ``place_group`` places a het job: its components, by offset. A
-# plugin that counts something the whole job holds (licenses) judges the group's total
-# at the first component: the cycles of the others see neither each other's Reserve in
-# TEST_ONLY (backfill's reservations) nor anything held over time.
-HET_GROUP: StateKey[tuple[Job, ...]] = StateKey("framework.het_group")
-# Per pass: (placement key, node count) → NodeRequest, shared by identical jobs.
-_REQUESTS: StateKey[dict[tuple[PlacementKey, int], NodeRequest]] = StateKey("framework.requests")
 
 Gate = Callable[[Job], Status | None]
 _NO_NODES = unschedulable(PendingReason.RESOURCES, "no nodes")
@@ -210,33 +193,34 @@ class Framework:
         gate: Gate | None = None,
         within: NodeTable | None = None,
     ) -> tuple[list[Outcome], int | None]:
-        """Place the components of a heterogeneous job, all or none, in one go.
+        """Place ``jobs``, which start together or not at all (a het job's components:
+        the group-placement seam, ``grouping.py``), all or none, in one go.
 
-        Each component runs its own cycle in ``mode`` (NOW or TEST_ONLY) in order, on
-        the nodes the earlier ones left, so no two components count on the same
-        resources. The first one that does not fit ends the try: NOW allocations already
-        made are released and their Reserve plugins undone, so nothing of the group is
-        left placed. Returns the outcomes so far and the index of the component that
-        failed (None: all placed; the outcomes then hold every allocation).
+        Each job runs its own cycle in ``mode`` (NOW or TEST_ONLY) in order, on the nodes
+        the earlier ones left, so no two of them count on the same resources. The first
+        one that does not fit ends the try: NOW allocations already made are released
+        and their Reserve plugins undone, so nothing of the group is left placed.
+        Returns the outcomes so far and the index of the job that failed (None: all
+        placed; the outcomes then hold every allocation).
 
-        A component that does not fit on what the earlier ones left is tried again
-        first, once per component: an earlier one may have taken the only nodes it can
-        use (``-c1 : -w node1 -c2`` on two free nodes: component 0 on node1 left the
-        second nothing, though node2 would have done for the first). Outcomes and the
-        failed index are in ``jobs``' order whatever order placed them.
+        A job that does not fit on what the earlier ones left is tried again first, once
+        per job: an earlier one may have taken the only nodes it can use (``-c1 : -w
+        node1 -c2`` on two free nodes: the first on node1 left the second nothing,
+        though node2 would have done for the first). Outcomes and the failed index are
+        in ``jobs``' order whatever order placed them.
 
-        ``within`` (backfill) is copied, and each placed component taken out of the
-        copy, for the same reason the table is: a window is read-only and shared.
-        ``HET_GROUP`` in ``ctx.data`` holds ``jobs`` meanwhile, for plugins that judge
-        what the components hold together (licenses)."""
+        ``within`` (backfill) is copied, and each placed job taken out of the copy, for
+        the same reason the table is: a window is read-only and shared. ``keys.GROUP``
+        in ``ctx.data`` holds ``jobs`` meanwhile, for plugins that judge what the jobs
+        hold together (a counted resource's total)."""
         original = ctx.nodes
-        ctx.data.write(HET_GROUP, tuple(jobs))
+        ctx.data.write(GROUP, tuple(jobs))
         order = list(range(len(jobs)))
         try:
             for attempt in range(len(jobs)):
                 window = within.copy() if within is not None else None
                 if mode is _TEST_ONLY and window is None:
-                    ctx.nodes = original.copy()  # a scratch table the components are taken from
+                    ctx.nodes = original.copy()  # a scratch table the jobs are taken from
                 tried, failed = self._place_group(ctx, [jobs[i] for i in order], mode, gate, window)
                 ctx.nodes = original
                 if not failed or attempt == len(jobs) - 1:  # (0: the first tried fails)
@@ -247,7 +231,7 @@ class Framework:
                 outcomes[place] = out
             return outcomes, None if failed is None else order[failed]
         finally:
-            ctx.data.delete(HET_GROUP)
+            ctx.data.delete(GROUP)
             ctx.nodes = original
 
     def _place_group(
@@ -290,7 +274,7 @@ class Framework:
                         view.nodes.release(alloc, exclusive=placed.spec.exclusive)
                         self._unreserve(view, st, placed, res)
                 return outcomes, i
-            if mode is _TEST_ONLY and window is None:  # later components: taken
+            if mode is _TEST_ONLY and window is None:  # later jobs: taken
                 view.nodes.take(allocation, exclusive=job.spec.exclusive)
             if window is not None:
                 window.take(allocation, exclusive=job.spec.exclusive)
@@ -445,10 +429,10 @@ class Framework:
                 hi = max(min(hi, cap), lo)
         filters = self._filters_for(skipped)
         failed = _NO_NODES
-        requests = ctx.data.get(_REQUESTS)
+        requests = ctx.data.get(REQUESTS)
         if requests is None:
             requests = {}
-            ctx.data.write(_REQUESTS, requests)
+            ctx.data.write(REQUESTS, requests)
         sizes = range(lo, hi + 1) if spec.fewest_nodes else range(hi, lo - 1, -1)
         for retry in (False, True):
             # Most jobs have nodes_min == nodes_max; a range (-N 2-4) is tried from the
@@ -487,7 +471,7 @@ class Framework:
     ) -> bool:
         """Would Filter pass on ``table`` for some node count of ``sizes``?"""
         what_if = ctx.fork(now=ctx.now, nodes=table, running=ctx.running)
-        requests = ctx.data.get(_REQUESTS) or {}
+        requests = ctx.data.get(REQUESTS) or {}
         for n in sizes:
             request = requests.get((key, n)) or NodeRequest.for_job(job.spec, n)
             if self._filter(what_if, state, job, request, filters)[1] is None:

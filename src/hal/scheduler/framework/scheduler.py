@@ -1,10 +1,10 @@
 """``Scheduler``: one full pass over the pending queue, snapshot in, plan out.
 
-The pass (``run_pass``), in the order it happens::
+The pass (``run_pass``) is five stages, wired in ``_run_pass`` in this order::
 
-    1. build a PassContext: the NodeTable with every running allocation taken out
-    2. QueueSort the pending jobs (ties by job id)
-    3. for each job, ``Framework.place(NOW)`` with the queue gate:
+    1. context   a PassContext: the NodeTable with every running allocation taken out
+    2. main loop the pending jobs in QueueSort order (ties by job id), each through
+                 ``Framework.place(NOW)`` behind the queue gate (``main_loop.py``):
        - PreFilter rejects (hold, dependency, limits, throttle) → that reason; the job
          does not hold back anyone behind it
        - its queue (partition, or partition and advance reservation: ``Queue``)
@@ -12,34 +12,36 @@ The pass (``run_pass``), in the order it happens::
        - Filter finds too few nodes for reason ``Resources`` → ``Resources``, and the
          queue is blocked for every later (lower-priority) job in it (the same for
          a Placement-stage ``Resources``: no node set meets a required topology)
-       - short of licenses (PreFilter, ``Licenses``) → ``Licenses``; with backfill,
-         the job goes to it (for a reservation from when its licenses are back) and
-         every later job asking one of the same licenses is left to backfill too
-         (reason ``Licenses``), which starts it only if it delays no reservation:
-         otherwise lower-priority jobs would take the licenses as they free up, and
-         a job asking many might never find them free at once (Slurm's bf_licenses)
+       - short of a counted resource (a CountedResource plugin's PreFilter, e.g.
+         ``Licenses``) → that reason; with backfill, the job goes to it (for a
+         reservation from when its counters are back) and every later job asking one
+         of the same counters is left to backfill too (the plugin's reason, from the
+         gate), which starts it only if it delays no reservation (see
+         ``interfaces.CountedResourcePlugin``: Slurm's bf_licenses)
        - otherwise it is placed; its allocation is taken out of the table at once
        The same verdicts, for less: a job behind a blocked partition runs PreFilter
        alone (``Framework.pre_filter``: its own reason, else ``Priority``), and an
        array element whose group (``request.element_group``) has a verdict since the
        last placement takes it without a cycle (Slurm decides an array's pending
        elements as one record; a failed placement changes nothing, a successful one
-       may change what PreFilter reads, so it clears the verdicts)
-    4. the plan: placements, terminations, preemptions (victims a PostFilter plugin
-       chose for a job that did not fit), and a PendingUpdate for every pending job
-       whose reason (or expected start) differs from what the store has (after step 5)
+       may change what PreFilter reads, so it clears the verdicts). Het jobs and jobs
+       naming several partitions are decided by their group placements
+       (``grouping.py``) and recorded as any job is.
+    3. backfill  when the profile has a Backfill plugin (``backfill.py``): the jobs
+                 held back in stage 2 (``Priority`` from the gate, ``Resources`` from
+                 Filter, short of counted resources) are planned on an availability
+                 profile; those that fit in a hole now are placed through the same
+                 cycle, the others may get a reservation whose start becomes the
+                 ``PendingUpdate.expected_start``
+    4. changes   a PendingUpdate for every waiting job whose reason or expected start
+                 differs from what the store has, and rejection counts
+    5. plan      placements, updates, terminations, preemptions (victims a PostFilter
+                 plugin chose for a job that did not fit), and the jobs to forecast
+                 (``forecast``)
 
 Only *changed* reasons are sent (not all): at 50,000 pending jobs a full set of updates
 every pass would be 50,000 row writes for nothing. A job whose cycle crashed (``ERROR``)
 gets no update at all; its verdict is in ``PassResult.statuses``.
-
-    5. backfill, when the profile has a Backfill plugin (``framework/backfill.py``): the
-       jobs held back in step 3 (``Priority`` from the gate, ``Resources`` from Filter)
-       are planned on an availability profile; those that fit in a hole now are placed
-       through the same cycle, the others may get a reservation whose start becomes the
-       ``PendingUpdate.expected_start``
-
-An update is sent when a job's reason or expected start differs from the store's.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hal.core.job import Allocation, Job
@@ -55,48 +57,20 @@ from hal.core.partition_list import in_partition, partitions_of
 from hal.core.states import PendingReason
 from hal.scheduler.framework.backfill import SettledStage, run_backfill
 from hal.scheduler.framework.context import PassContext
-from hal.scheduler.framework.hetjob import decide_group, pending_het_groups
-from hal.scheduler.framework.interfaces import PREEMPTIONS
+from hal.scheduler.framework.grouping import Groupings
+from hal.scheduler.framework.hetjob import HetGroups
+from hal.scheduler.framework.keys import PREEMPTIONS
+from hal.scheduler.framework.main_loop import MainLoop
 from hal.scheduler.framework.node_table import NodeTable
-from hal.scheduler.framework.partition_choice import place_in_partitions
+from hal.scheduler.framework.partition_choice import PartitionLists
+from hal.scheduler.framework.planner import BackfillResult, Forecast
 from hal.scheduler.framework.profile import Profile
-from hal.scheduler.framework.request import ElementGroup, element_group, placement_key
-from hal.scheduler.framework.runtime import (
-    FitCache,
-    Framework,
-    Mode,
-    Stage,
-    WillRunResult,
-)
-from hal.scheduler.framework.snapshot import (
-    ClusterSnapshot,
-    PendingUpdate,
-    Placement,
-    Plan,
-    Termination,
-)
-from hal.scheduler.framework.status import Code, Status, unschedulable
+from hal.scheduler.framework.runtime import Framework, Mode, WillRunResult
+from hal.scheduler.framework.snapshot import ClusterSnapshot, PendingUpdate, Placement, Plan
+from hal.scheduler.framework.status import Code, Status
 from hal.scheduler.framework.timing import PluginTimes, timed_profile
 
-QUEUE = "queue"  # Status.plugin for verdicts the pass itself gives (Priority)
-# Stages whose ``Resources`` verdict is a shortage of nodes: the job blocks its partition
-# and backfill may reserve for it (Placement: no node set meets a required topology).
-_SHORTAGE = (Stage.FILTER, Stage.PLACEMENT)
-# Stages a cycle reaches only after Reserve ran (DONE: also a crash anywhere).
-_COMMITTING = (Stage.RESERVE, Stage.PERMIT, Stage.DONE)
-# Enum members as plain constants for the per-job loop: ``Stage.GATE`` is a lookup
-# through the enum class (about 80 ns on Python 3.11), a dozen of them per job.
-_GATE, _PRE_FILTER, _FILTER, _DONE = Stage.GATE, Stage.PRE_FILTER, Stage.FILTER, Stage.DONE
-_NOW = Mode.NOW
-# (a Status only as a marker, compared by identity: no verdict kept for the group)
-_UNKNOWN = Status(Code.ERROR, message="no verdict kept")
-_SUCCESS, _UNSCHEDULABLE, _ERROR = Code.SUCCESS, Code.UNSCHEDULABLE, Code.ERROR
-_RESOURCES = PendingReason.RESOURCES
-_LICENSES = PendingReason.LICENSES
-# The queue a job waits in: its partition, and the advance reservation it runs in (None
-# for most). A reservation's jobs run only on its nodes, which no other job may use
-# meanwhile, so they neither wait behind the partition's blocked head nor block it.
-Queue = tuple[str, str | None]
+_SUCCESS, _ERROR = Code.SUCCESS, Code.ERROR
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,15 +104,32 @@ class BackfillCycle:
 
 
 class Scheduler:
-    """Pure: no clock, no I/O, no state between calls. Same snapshot, same plan."""
+    """Pure: no clock, no I/O. Same snapshot, same plan. Between calls it keeps only
+    what no decision depends on: the framework's ledger of running jobs' rows (a cache,
+    ``Framework.releases``) and the last pass's forecast work, until ``forecast``."""
 
     def __init__(self, profile: Profile) -> None:
         self.profile = profile
         self.framework = Framework(profile)
+        # the last pass's forecast, until ``forecast`` asks for it or the next pass begins
+        self._forecast: _KeptForecast | None = None
 
     def schedule(self, snapshot: ClusterSnapshot) -> Plan:
         """One full pass over ``snapshot.pending``."""
         return self.run_pass(snapshot).plan
+
+    def forecast(self, plan: Plan) -> tuple[PendingUpdate, ...]:
+        """The forecast starts of ``plan.forecasting`` (``squeue --start``: the waiting
+        jobs EASY backfill left without a reservation, ADR 0018), as updates of the jobs
+        whose start they change, with the reasons the pass gave them. They are planned
+        on the profile the pass's backfill stage left, after its decisions, which the
+        scheduler keeps until asked (once) or until the next pass begins; () for a plan
+        that is not the last pass's. The server asks after applying the plan: the
+        forecast is not part of the decisions, and not worth delaying them for."""
+        kept, self._forecast = self._forecast, None
+        if kept is None or (kept.revision, kept.jobs) != (plan.revision, plan.forecasting):
+            return ()
+        return kept.updates()
 
     @property
     def backfill_interval_s(self) -> float | None:
@@ -177,6 +168,7 @@ class Scheduler:
         ``time_plugins=True`` runs the pass with every plugin call timed and returns the
         seconds per (plugin, extension point) in ``plugin_seconds`` (``timing.py``): same
         decisions, slower, so callers sample it."""
+        self._forecast = None  # (what it holds is the last pass's, whole snapshot included)
         framework = self.framework
         times: PluginTimes | None = None
         if time_plugins:
@@ -207,275 +199,82 @@ class Scheduler:
         explain: bool,
         want_updates: bool,
     ) -> PassResult:
+        # The pass, stage by stage; each reads what the ones before it left.
+        # 1. The context: the node table with every running allocation taken out.
         ctx = PassContext.from_snapshot(snapshot, nodes)
-        # queue → the verdict of every later job there (Priority, naming the blocker)
-        blocked: dict[Queue, Status] = {}
-
-        def gate(job: Job) -> Status | None:
-            return blocked.get((job.partition, job.spec.reservation))
-
-        plugin = framework.profile.backfill
-        # license name → the first job handed to backfill that asks it (empty: the gate
-        # stays the plain one above, so passes without licenses pay nothing)
-        licenses_ahead: dict[str, Job] | None = {} if plugin is not None else None
-        planned: dict[str, bool] = {}  # partition → has a backfill policy
-
-        def backfilled(partition: str) -> bool:
-            found = planned.get(partition)
-            if found is None:
-                assert plugin is not None
-                found = planned[partition] = plugin.policy_for(partition) is not None
-            return found
-
-        def license_gate(job: Job) -> Status | None:
-            """``gate``, and: a job asking a license that a job ahead of it waits for is
-            left to backfill, which starts it only if it delays no reservation."""
-            found = blocked.get((job.partition, job.spec.reservation))
-            if found is not None or not job.spec.licenses or not backfilled(job.partition):
-                return found
-            assert licenses_ahead is not None
-            for name, _ in job.spec.licenses:
-                first = licenses_ahead.get(name)
-                if first is not None:
-                    return unschedulable(
-                        _LICENSES, f"{name}: job {first.id} ahead in the queue waits for it", QUEUE
-                    )
-            return None
-
-        def hand_to_backfill(job: Job) -> None:
-            """``job`` (asking licenses) was handed to backfill: its licenses now go to
-            later jobs only through backfill (``license_gate``)."""
-            nonlocal gate
-            if licenses_ahead is None or not backfilled(job.partition):
-                return
-            for name, _ in job.spec.licenses:
-                licenses_ahead.setdefault(name, job)
-            gate = license_gate
-
-        fit_cache: FitCache = {}
-        # array elements: the group's PreFilter verdict (None: passed) since the last
-        # cycle that reached Reserve. A PostFilter plugin may change what PreFilter
-        # reads, so profiles with one decide every element on its own.
-        verdicts: dict[ElementGroup, Status | None] = {}
-        grouping = not self.profile.post_filter
-        placed: list[tuple[Job, Allocation]] = []
-        waiting: list[Job] = []
-        held: list[Job] = []  # held back by the queue, not by their own reasons
-        held_stages: list[Stage] = []
-        terminations: list[Termination] = []
-        statuses: dict[int, Status] = {}
-        listed = False  # a job naming several partitions was not placed
-
-        # heterogeneous jobs: het job id → its pending components by offset; decided as
-        # one unit when the first of them comes up (framework/hetjob.py). Gathered when
-        # the first het job comes up: most queues have none.
-        het_groups: dict[int, list[Job]] | None = None
-        het_verdicts: dict[int, tuple[Status, Stage]] = {}
-
-        for job in framework.sort(snapshot.pending):
-            het = job.spec.het
-            if het is not None:
-                if job.id not in het_verdicts:
-                    verdicts.clear()  # Reserve may have run (and been undone)
-                    if het_groups is None:
-                        het_groups = pending_het_groups(snapshot.pending)
-                    members = het_groups[het.job_id]
-                    het_verdicts.update(decide_group(framework, ctx, members, gate, placed))
-                st, stage = het_verdicts[job.id]
-                statuses[job.id] = st
-                if st.code is _SUCCESS:
-                    continue
-                if self._not_placed(
-                    job, st, stage, held, held_stages, blocked, terminations, waiting
-                ):
-                    hand_to_backfill(job)
-                continue
-            if len(job.spec.partitions) > 1 and job.partition in job.spec.partitions:
-                # -p a,b: tried in each partition (framework/partition_choice.py)
-                verdicts.clear()  # Reserve may have run (and been undone)
-                tried, job, short = place_in_partitions(framework, ctx, job, gate, fit_cache)
-                st, stage = tried.status, tried.stage
-                statuses[job.id] = st
-                if st.code is _SUCCESS and tried.allocation is not None:
-                    placed.append((job, tried.allocation))
-                    continue
-                listed = True  # backfill may get it: it tries it in each partition too
-                for name in short:  # holds back each partition it waits in
-                    self._block(blocked, job, name)
-                if self._not_placed(
-                    job, st, stage, held, held_stages, blocked, terminations, waiting
-                ):
-                    hand_to_backfill(job)
-                continue
-            gated = blocked.get((job.partition, job.spec.reservation))  # gate(job)
-            if gated is not None and not explain:
-                statuses[job.id] = gated
-                held.append(job)
-                held_stages.append(_GATE)
-                waiting.append(job)
-                continue
-            # (element_group is None for a job that is no array element: asked only then)
-            group = element_group(job) if grouping and job.array_job_id is not None else None
-            known = verdicts.get(group, _UNKNOWN) if group is not None else _UNKNOWN
-            out = None
-            if known is not _UNKNOWN:
-                # an earlier element's verdict, still valid (nothing placed since)
-                if known is not None:
-                    st, stage = known, _PRE_FILTER
-                elif gated is not None:
-                    st, stage = gated, _GATE
-                else:
-                    failed = fit_cache.get(placement_key(job))
-                    if failed is not None:
-                        st, stage = failed, _FILTER
-                    else:
-                        out = framework.place(ctx, job, _NOW, gate=gate, fit_cache=fit_cache)
-            elif gated is not None:
-                # behind the queue whatever Filter says: only its own reason is wanted
-                own = framework.pre_filter(ctx, job)
-                if own is None:
-                    if group is not None:
-                        verdicts[group] = None
-                    # held back by the queue (``_not_placed``'s gate case, inline)
-                    statuses[job.id] = gated
-                    held.append(job)
-                    held_stages.append(_GATE)
-                    waiting.append(job)
-                    continue
-                st, stage = own.status, own.stage
-                if group is not None and stage is not _DONE:
-                    verdicts[group] = st if stage is _PRE_FILTER else None
-            else:
-                out = framework.place(ctx, job, _NOW, gate=gate, fit_cache=fit_cache)
-            if out is not None:
-                st, stage = out.status, out.stage
-                if stage in _COMMITTING:
-                    verdicts.clear()  # Reserve ran: what PreFilter reads may have changed
-                    if st.code is _SUCCESS and out.allocation is not None:
-                        statuses[job.id] = st
-                        placed.append((job, out.allocation))
-                        continue
-                elif group is not None:
-                    verdicts[group] = st if stage is _PRE_FILTER else None
-            statuses[job.id] = st
-            if self._not_placed(job, st, stage, held, held_stages, blocked, terminations, waiting):
-                hand_to_backfill(job)
-
-        expected: dict[int, float] = {}
-        reservations: dict[int, tuple[float, float, Allocation]] = {}
-        limits: dict[int, int] = {}  # backfill lowered these jobs' limits (--time-min)
-        forecast = None  # backfill's forecast of the starts of ``forecasting``
-        forecasting: frozenset[int] = frozenset()
-        cycle = None
-        settled = None
-        if backfill and plugin is not None and held:
-            began = time.perf_counter()
-            bf = run_backfill(
-                framework, ctx, plugin, held, held_stages, placed, explain=explain, listed=listed
-            )
-            cycle = BackfillCycle(
-                time.perf_counter() - began, len(held), len(bf.placements), len(bf.reservations)
-            )
-            placed.extend(bf.placements)
-            statuses.update(bf.statuses)
-            expected = bf.expected_start
-            reservations = bf.reservations
-            limits = bf.limits
-            forecast, forecasting = bf.forecast, bf.forecasting
-            if not terminations:
-                settled = bf.settled
-        elif not backfill and plugin is not None:
-            # bf_interval has not elapsed: the jobs still held back keep the start times the
-            # last backfill pass gave them (as in Slurm) instead of losing them until the
-            # next one; jobs now waiting for their own reasons lose theirs.
-            expected = {j.id: j.expected_start for j in held if j.expected_start is not None}
-
-        # (a plain dict: a Counter's ``+=`` goes through its subclass lookups, per job)
-        rejections: dict[tuple[str, PendingReason], int] = {}
-        updates: list[PendingUpdate] = []
-        for job in waiting if want_updates else ():
-            st = statuses[job.id]
-            code = st.code
-            if code is _SUCCESS:
-                continue  # backfilled
-            key = (st.plugin, st.reason)
-            rejections[key] = rejections.get(key, 0) + 1
-            if code is _ERROR:
-                continue
-            start = expected.get(job.id, st.earliest_start)
-            if start is None and job.id in forecasting:
-                start = job.expected_start  # its last forecast stands until this one's
-            if st.reason != job.reason or start != job.expected_start:
-                updates.append(PendingUpdate(job.id, st.reason, start))
-        placements = [Placement(job.id, alloc, job.partition) for job, alloc in placed]
-        if limits:
+        # 2. The main loop: each pending job in queue order, placed now (taken out of
+        #    the table at once) or held back. Het jobs and jobs naming several partitions
+        #    are decided by their group placements, made for this pass.
+        loop = MainLoop(framework, ctx, Groupings((HetGroups(), PartitionLists())), explain=explain)
+        loop.run(framework.sort(snapshot.pending))
+        # 3. Backfill: the held-back jobs planned over time; those that delay no
+        #    reservation start now, the first blocked ones get reservations.
+        planned, cycle = self._backfill(framework, ctx, loop, backfill, explain)
+        loop.placed.extend(planned.placements)
+        loop.statuses.update(planned.statuses)
+        forecast = planned.forecast if want_updates else None
+        # 4. What changed for the waiting jobs (reasons, expected starts), and why jobs
+        #    were not placed (rejection counts).
+        updates, rejections = _changes(loop, planned, forecast, want_updates)
+        # 5. The plan, and what ``forecast`` will need of this pass.
+        placements = [Placement(job.id, alloc, job.partition) for job, alloc in loop.placed]
+        if planned.limits:  # backfill lowered these jobs' limits (--time-min)
+            limits = planned.limits
             placements = [
                 dataclasses.replace(p, time_limit_s=limits[p.job_id]) if p.job_id in limits else p
                 for p in placements
             ]
-        for term in terminations:
-            st = statuses[term.job_id]
-            key = (st.plugin, st.reason)
-            rejections[key] = rejections.get(key, 0) + 1
         nominated = ctx.data.get(PREEMPTIONS)
         plan = Plan(
             revision=snapshot.revision,
             placements=tuple(placements),
-            updates=tuple(updates),
-            terminations=tuple(terminations),
+            updates=updates,
+            terminations=tuple(loop.terminations),
             preemptions=tuple(nominated.values()) if nominated else (),
-            forecast=_Forecast(forecast, waiting, statuses) if forecast and want_updates else None,
+            forecasting=tuple(j.id for j in forecast.jobs) if forecast is not None else (),
         )
-        return PassResult(plan, statuses, rejections, reservations, cycle, settled=settled)
+        if forecast is not None:
+            self._forecast = _KeptForecast(plan, forecast, loop.waiting, loop.statuses)
+        settled = planned.settled if not loop.terminations else None
+        return PassResult(
+            plan, loop.statuses, rejections, planned.reservations, cycle, settled=settled
+        )
 
     @staticmethod
-    def _not_placed(
-        job: Job,
-        st: Status,
-        stage: Stage,
-        held: list[Job],
-        held_stages: list[Stage],
-        blocked: dict[Queue, Status],
-        terminations: list[Termination],
-        waiting: list[Job],
-    ) -> bool:
-        """A job this pass did not place: ended (a terminal verdict) or waiting. A job
-        the queue holds back (gate), short of nodes or short of licenses also goes to
-        backfill; a shortage of nodes also blocks its queue for every later job. True
-        when a job asking licenses went to backfill for its own shortage (not the
-        gate's): later jobs asking the same licenses are then left to backfill too."""
-        if st.terminal_state is not None:
-            terminations.append(Termination(job.id, st.terminal_state, st.reason))
-        else:
-            waiting.append(job)
-        if st.code is not _UNSCHEDULABLE:
-            return False
-        if stage is _PRE_FILTER:
-            if st.reason is not _LICENSES:
-                return False
-            held.append(job)  # its licenses are planned over time: see ``run_backfill``
-            held_stages.append(stage)
-            return True
-        if stage is _GATE or (stage in _SHORTAGE and st.reason is _RESOURCES):
-            held.append(job)
-            held_stages.append(stage)
-            if stage is not _GATE:
-                Scheduler._block(blocked, job, job.partition)
-            return stage is not _GATE and bool(job.spec.licenses)
-        return False
-
-    @staticmethod
-    def _block(blocked: dict[Queue, Status], job: Job, partition: str) -> None:
-        """``job`` is short of nodes in ``partition``: every later job of that queue
-        waits behind it (the first such job names the reason)."""
-        queue = (partition, job.spec.reservation)
-        if queue not in blocked:
-            blocked[queue] = unschedulable(
-                PendingReason.PRIORITY,
-                f"job {job.spec.het.display_id if job.spec.het else job.id} is ahead "
-                f"in partition {partition}",
-                QUEUE,
-            )
+    def _backfill(
+        framework: Framework, ctx: PassContext, loop: MainLoop, run: bool, explain: bool
+    ) -> tuple[BackfillResult, BackfillCycle | None]:
+        """Stage 3: the backfill stage over the main loop's held-back jobs, when the
+        profile has a Backfill plugin and ``run`` (bf_interval has elapsed)."""
+        plugin = framework.profile.backfill
+        if plugin is None:
+            return BackfillResult(), None
+        if not run:
+            # bf_interval has not elapsed: the jobs still held back keep the start times
+            # the last backfill pass gave them (as in Slurm) instead of losing them until
+            # the next one; jobs now waiting for their own reasons lose theirs.
+            kept = {j.id: j.expected_start for j in loop.held if j.expected_start is not None}
+            return BackfillResult(expected_start=kept), None
+        if not loop.held:
+            return BackfillResult(), None
+        began = time.perf_counter()
+        planned = run_backfill(
+            framework,
+            ctx,
+            plugin,
+            loop.held,
+            loop.held_stages,
+            loop.placed,
+            loop.groupings,
+            explain=explain,
+        )
+        cycle = BackfillCycle(
+            time.perf_counter() - began,
+            len(loop.held),
+            len(planned.placements),
+            len(planned.reservations),
+        )
+        return planned, cycle
 
     def will_run(self, snapshot: ClusterSnapshot, job: Job) -> WillRunResult | Status:
         """Earliest start and nodes for ``job`` (``sbatch --test-only``), or the Status
@@ -519,20 +318,58 @@ class Scheduler:
         return out.status
 
 
-class _Forecast:
-    """``Plan.forecast``: the pass's forecast starts (``backfill._Planner.forecast``) as
-    updates of the jobs whose start it changes, with the reasons the pass gave them."""
+def _changes(
+    loop: MainLoop, planned: BackfillResult, forecast: Forecast | None, want_updates: bool
+) -> tuple[tuple[PendingUpdate, ...], dict[tuple[str, PendingReason], int]]:
+    """Stage 4: a ``PendingUpdate`` for every waiting job whose reason or expected start
+    differs from what the store has, and the rejection counts per (plugin, reason) of
+    the jobs not placed. ``want_updates=False``: no updates, and only the terminations
+    counted (no walk over the waiting jobs)."""
+    statuses, expected = loop.statuses, planned.expected_start
+    forecasting = frozenset(j.id for j in forecast.jobs) if forecast is not None else ()
+    # (a plain dict: a Counter's ``+=`` goes through its subclass lookups, per job)
+    rejections: dict[tuple[str, PendingReason], int] = {}
+    updates: list[PendingUpdate] = []
+    for job in loop.waiting if want_updates else ():
+        st = statuses[job.id]
+        code = st.code
+        if code is _SUCCESS:
+            continue  # backfilled
+        key = (st.plugin, st.reason)
+        rejections[key] = rejections.get(key, 0) + 1
+        if code is _ERROR:
+            continue
+        start = expected.get(job.id, st.earliest_start)
+        if start is None and job.id in forecasting:
+            start = job.expected_start  # its last forecast stands until this one's
+        if st.reason != job.reason or start != job.expected_start:
+            updates.append(PendingUpdate(job.id, st.reason, start))
+    for term in loop.terminations:
+        st = statuses[term.job_id]
+        key = (st.plugin, st.reason)
+        rejections[key] = rejections.get(key, 0) + 1
+    return tuple(updates), rejections
+
+
+class _KeptForecast:
+    """What ``Scheduler.forecast`` needs of the pass that planned ``plan``: the backfill
+    stage's forecast and the reasons the pass gave the waiting jobs; ``revision`` and
+    ``jobs`` say which plan it belongs to."""
+
+    __slots__ = ("forecast", "jobs", "revision", "statuses", "waiting")
 
     def __init__(
         self,
-        starts: Callable[[], dict[int, float | None]],
+        plan: Plan,
+        forecast: Forecast,
         waiting: Sequence[Job],
         statuses: Mapping[int, Status],
     ) -> None:
-        self.starts, self.waiting, self.statuses = starts, waiting, statuses
+        self.revision, self.jobs = plan.revision, plan.forecasting
+        self.forecast, self.waiting, self.statuses = forecast, waiting, statuses
 
-    def __call__(self) -> tuple[PendingUpdate, ...]:
-        starts = self.starts()
+    def updates(self) -> tuple[PendingUpdate, ...]:
+        starts = self.forecast.starts()
         return tuple(
             PendingUpdate(job.id, self.statuses[job.id].reason, starts[job.id])
             for job in self.waiting

@@ -7,7 +7,7 @@ writes state: it returns a ``Plan`` stamped with the revision it read, and the p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -90,15 +90,16 @@ class Preemption:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
+    """What one pass decided, as plain data: starts, pending updates, terminations and
+    preemptions, stamped with the snapshot revision it read."""
+
     revision: int
     placements: tuple[Placement, ...] = ()
     updates: tuple[PendingUpdate, ...] = ()
     terminations: tuple[Termination, ...] = ()
     preemptions: tuple[Preemption, ...] = ()
-    # Expected starts of the waiting jobs EASY backfill gives no reservation (``squeue
-    # --start``), worked out when called, after the plan is applied: not part of the
-    # decisions, and not worth delaying them for (``backfill._Planner.forecast``). Call
-    # it once; None: nothing to forecast.
-    forecast: Callable[[], tuple[PendingUpdate, ...]] | None = field(
-        default=None, compare=False, repr=False
-    )
+    # The waiting jobs EASY backfill gave no reservation, whose expected starts (``squeue
+    # --start``) the scheduler works out when asked after the plan is applied
+    # (``Scheduler.forecast(plan)``): not part of the decisions, and not worth delaying
+    # them for (ADR 0018). Empty: nothing to forecast.
+    forecasting: tuple[int, ...] = ()

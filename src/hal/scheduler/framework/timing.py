@@ -40,6 +40,7 @@ EXTENSION_POINTS = {
     "prepare": "Backfill",
     "runtime": "Backfill",
     "fixed_runtimes": "Backfill",
+    "counts": "CountedResource",
 }
 
 
@@ -95,4 +96,5 @@ def timed_profile(profile: Profile, times: PluginTimes) -> Profile:
         backfill=wrap(profile.backfill),
         placement_generate=wrap(profile.placement_generate),
         placement_score=tuple(wrap(p) for p in profile.placement_score),
+        counted=tuple(wrap(p) for p in profile.counted),
     )

@@ -12,6 +12,7 @@ from hal.core.job import Allocation, Job
 from hal.core.states import PendingReason
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
+from hal.scheduler.framework.interfaces import PreFilterPlugin, ReservePlugin
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
 from hal.scheduler.framework.status import SUCCESS, Status, unschedulable
 
@@ -71,3 +72,9 @@ class ArrayThrottle:
 def new(args: PluginArgs) -> ArrayThrottle:
     reject_unknown_args(args, ())
     return ArrayThrottle()
+
+
+# The extension points this plugin serves, checked by mypy here (kube's ``var _
+# FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
+_PRE_FILTER: type[PreFilterPlugin] = ArrayThrottle
+_RESERVE: type[ReservePlugin] = ArrayThrottle

@@ -27,7 +27,7 @@ from hal.predict import (
     make_predictor,
     planned_runtime,
 )
-from hal.scheduler.framework.interfaces import BackfillMode, BackfillPolicy
+from hal.scheduler.framework.interfaces import BackfillMode, BackfillPlugin, BackfillPolicy
 from hal.scheduler.framework.profile import PluginArgs, PluginArgsError, reject_unknown_args
 
 NAME = "backfill"
@@ -182,3 +182,8 @@ def new(args: PluginArgs, predictor: Predictor | None = None) -> Backfill:
         raise PluginArgsError("partitions", "must be a table of partition = mode")
     per_partition = {str(p): policy(f"partitions.{p}", m) for p, m in parts.items()}
     return Backfill(default, per_partition, predictor)
+
+
+# The extension points this plugin serves, checked by mypy here (kube's ``var _
+# FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
+_BACKFILL: type[BackfillPlugin] = Backfill

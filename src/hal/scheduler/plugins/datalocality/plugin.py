@@ -32,7 +32,14 @@ from hal.core.job import Allocation, Job
 from hal.core.states import PendingReason
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
-from hal.scheduler.framework.interfaces import MAX_NODE_SCORE, FloatArray, IndexArray
+from hal.scheduler.framework.interfaces import (
+    MAX_NODE_SCORE,
+    FloatArray,
+    IndexArray,
+    PermitPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+)
 from hal.scheduler.framework.node_table import BoolArray, NodeTable
 from hal.scheduler.framework.profile import PluginArgs, PluginArgsError, reject_unknown_args
 from hal.scheduler.framework.request import NodeRequest, big_enough, matching_nodes
@@ -180,3 +187,10 @@ def new(args: PluginArgs) -> DataLocality:
     if isinstance(wait, bool) or not isinstance(wait, int | float) or wait < 0:
         raise PluginArgsError("locality_wait", "must be a number of seconds >= 0 (0: off)")
     return DataLocality(float(weight), float(wait))
+
+
+# The extension points this plugin serves, checked by mypy here (kube's ``var _
+# FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
+_PRE_SCORE: type[PreScorePlugin] = DataLocality
+_SCORE: type[ScorePlugin] = DataLocality
+_PERMIT: type[PermitPlugin] = DataLocality

@@ -20,6 +20,7 @@ from hal.core.job import Allocation, DependencyKind, Job
 from hal.core.states import JobState, PendingReason
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
+from hal.scheduler.framework.interfaces import PreFilterPlugin, ReservePlugin
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
 from hal.scheduler.framework.status import SUCCESS, Code, Status, unschedulable
 
@@ -217,3 +218,9 @@ class DependencyCheck:
 def new(args: PluginArgs) -> DependencyCheck:
     reject_unknown_args(args, ())
     return DependencyCheck()
+
+
+# The extension points this plugin serves, checked by mypy here (kube's ``var _
+# FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
+_PRE_FILTER: type[PreFilterPlugin] = DependencyCheck
+_RESERVE: type[ReservePlugin] = DependencyCheck

@@ -33,11 +33,16 @@ from hal.core.preemption import holding
 from hal.core.states import PendingReason
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
-from hal.scheduler.framework.interfaces import FilterResult
+from hal.scheduler.framework.interfaces import (
+    FilterPlugin,
+    FilterResult,
+    PreFilterPlugin,
+    ReservePlugin,
+)
+from hal.scheduler.framework.keys import JOB_BOUND
 from hal.scheduler.framework.node_table import BoolArray
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
 from hal.scheduler.framework.request import NodeRequest
-from hal.scheduler.framework.runtime import JOB_BOUND
 from hal.scheduler.framework.status import SKIP, SUCCESS, Status
 
 NAME = "exclusiveuser"
@@ -153,3 +158,10 @@ class ExclusiveUser:
 def new(args: PluginArgs) -> ExclusiveUser:
     reject_unknown_args(args, ())
     return ExclusiveUser()
+
+
+# The extension points this plugin serves, checked by mypy here (kube's ``var _
+# FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
+_PRE_FILTER: type[PreFilterPlugin] = ExclusiveUser
+_FILTER: type[FilterPlugin] = ExclusiveUser
+_RESERVE: type[ReservePlugin] = ExclusiveUser

@@ -12,6 +12,7 @@ from hal.core.job import Job
 from hal.core.states import JobState, PendingReason
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState
+from hal.scheduler.framework.interfaces import PreFilterPlugin
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
 from hal.scheduler.framework.status import SUCCESS, Code, Status, unschedulable
 
@@ -59,3 +60,8 @@ def past_deadline(job: Job, now: float) -> str:
 def new(args: PluginArgs) -> HoldAndBegin:
     reject_unknown_args(args, ())
     return HoldAndBegin()
+
+
+# The extension points this plugin serves, checked by mypy here (kube's ``var _
+# FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
+_PRE_FILTER: type[PreFilterPlugin] = HoldAndBegin

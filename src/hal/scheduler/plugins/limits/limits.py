@@ -18,7 +18,7 @@ the others leave unused; the preemption plugin takes lent quota back for its own
 PreFilter runs for most pending jobs of every pass, so what it needs is worked out once:
 the verdicts (Status objects, messages included) when the plugin is built, and per pass
 a job's limited QoS and accounts per (account, user, QoS) and its request per placement
-key (``framework.runtime.PLACEMENT_KEY``: the request's every field is in it).
+key (``framework.keys.PLACEMENT_KEY``: the request's every field is in it).
 """
 
 from __future__ import annotations
@@ -39,9 +39,10 @@ from hal.core.priority import (
 from hal.core.states import PendingReason as R
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
+from hal.scheduler.framework.interfaces import PreFilterPlugin, ReservePlugin
+from hal.scheduler.framework.keys import MAX_NODES, PLACEMENT_KEY
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
 from hal.scheduler.framework.request import PlacementKey
-from hal.scheduler.framework.runtime import MAX_NODES, PLACEMENT_KEY
 from hal.scheduler.framework.status import SUCCESS, Status, unschedulable
 from hal.scheduler.plugins.limits.perjob import (
     AccountPerJob,
@@ -459,3 +460,9 @@ class Limits:
 def new(args: PluginArgs, policy: PriorityPolicy | None = None) -> Limits:
     reject_unknown_args(args, ())
     return Limits(policy or PriorityPolicy())
+
+
+# The extension points this plugin serves, checked by mypy here (kube's ``var _
+# FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
+_PRE_FILTER: type[PreFilterPlugin] = Limits
+_RESERVE: type[ReservePlugin] = Limits

@@ -31,10 +31,14 @@ from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
 from hal.scheduler.framework.interfaces import (
     MAX_NODE_SCORE,
+    FilterPlugin,
     FilterResult,
     FloatArray,
     IndexArray,
+    PreFilterPlugin,
+    ScorePlugin,
 )
+from hal.scheduler.framework.keys import PLACEMENT_KEY
 from hal.scheduler.framework.node_table import BoolArray, NodeTable
 from hal.scheduler.framework.profile import PluginArgs, PluginArgsError, reject_unknown_args
 from hal.scheduler.framework.request import (
@@ -45,7 +49,6 @@ from hal.scheduler.framework.request import (
     node_counts,
     placement_key,
 )
-from hal.scheduler.framework.runtime import PLACEMENT_KEY
 from hal.scheduler.framework.status import SUCCESS, Status, unresolvable, unschedulable
 
 _K = TypeVar("_K")
@@ -341,3 +344,10 @@ def new(args: PluginArgs) -> NodeResourcesFit:
     if strategy not in STRATEGIES:
         raise PluginArgsError("score", f"must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
     return NodeResourcesFit(str(strategy))
+
+
+# The extension points this plugin serves, checked by mypy here (kube's ``var _
+# FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
+_PRE_FILTER: type[PreFilterPlugin] = NodeResourcesFit
+_FILTER: type[FilterPlugin] = NodeResourcesFit
+_SCORE: type[ScorePlugin] = NodeResourcesFit

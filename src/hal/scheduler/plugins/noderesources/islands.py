@@ -33,9 +33,13 @@ from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
 from hal.scheduler.framework.interfaces import (
     MAX_NODE_SCORE,
+    FilterPlugin,
     FilterResult,
     FloatArray,
     IndexArray,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
 )
 from hal.scheduler.framework.node_table import BoolArray, IntArray, NodeTable
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
@@ -182,3 +186,11 @@ class NvlinkIslands:
 def new(args: PluginArgs) -> NvlinkIslands:
     reject_unknown_args(args, ())
     return NvlinkIslands()
+
+
+# The extension points this plugin serves, checked by mypy here (kube's ``var _
+# FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
+_PRE_FILTER: type[PreFilterPlugin] = NvlinkIslands
+_FILTER: type[FilterPlugin] = NvlinkIslands
+_PRE_SCORE: type[PreScorePlugin] = NvlinkIslands
+_SCORE: type[ScorePlugin] = NvlinkIslands

@@ -11,7 +11,7 @@ from hal.core.job import Job
 from hal.core.states import PartitionState, PendingReason
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
-from hal.scheduler.framework.interfaces import FilterResult
+from hal.scheduler.framework.interfaces import FilterPlugin, FilterResult, PreFilterPlugin
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
 from hal.scheduler.framework.request import NodeRequest
 from hal.scheduler.framework.status import SUCCESS, Status, unresolvable, unschedulable
@@ -74,3 +74,9 @@ class PartitionLimits:
 def new(args: PluginArgs) -> PartitionLimits:
     reject_unknown_args(args, ())
     return PartitionLimits()
+
+
+# The extension points this plugin serves, checked by mypy here (kube's ``var _
+# FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
+_PRE_FILTER: type[PreFilterPlugin] = PartitionLimits
+_FILTER: type[FilterPlugin] = PartitionLimits

@@ -48,7 +48,8 @@ from hal.core.states import JobState
 from hal.core.states import PendingReason as R
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState
-from hal.scheduler.framework.interfaces import FITS, PREEMPTIONS
+from hal.scheduler.framework.interfaces import PostFilterPlugin
+from hal.scheduler.framework.keys import FITS, PREEMPTIONS
 from hal.scheduler.framework.node_table import NodeTable
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
 from hal.scheduler.framework.snapshot import Preemption
@@ -263,3 +264,8 @@ def new(
     policy=...)``)."""
     reject_unknown_args(args, ())
     return Preempt(policy or PreemptionPolicy(), priority)
+
+
+# The extension points this plugin serves, checked by mypy here (kube's ``var _
+# FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
+_POST_FILTER: type[PostFilterPlugin] = Preempt

@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from hal.core.job import Job
 from hal.core.preemption import PREEMPTING
+from hal.scheduler.framework.interfaces import QueueSortPlugin
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
 
 NAME = "priority"
@@ -42,3 +43,8 @@ class PrioritySort:
 def new(args: PluginArgs, rank: Rank | None = None) -> PrioritySort:
     reject_unknown_args(args, ())
     return PrioritySort(rank)
+
+
+# The extension points this plugin serves, checked by mypy here (kube's ``var _
+# FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
+_QUEUE_SORT: type[QueueSortPlugin] = PrioritySort

@@ -12,7 +12,7 @@
   so then; were the nodes short anyway, the reason stays ``Resources``).
 
 The run starts at ``ctx.now``, or at the instant backfill is planning for
-(``framework.backfill.PLAN_START``), so backfill never plans a job into a window it may
+(``framework.keys.PLAN_START``), so backfill never plans a job into a window it may
 not use. Without reservations in the snapshot the plugin answers SKIP and costs nothing.
 """
 
@@ -28,10 +28,10 @@ from hal.core.job import Job
 from hal.core.priority import PriorityPolicy
 from hal.core.reservation import Reservation, judged_account
 from hal.core.states import PendingReason
-from hal.scheduler.framework.backfill import PLAN_START
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
-from hal.scheduler.framework.interfaces import FilterResult
+from hal.scheduler.framework.interfaces import FilterPlugin, FilterResult, PreFilterPlugin
+from hal.scheduler.framework.keys import PLAN_START
 from hal.scheduler.framework.node_table import BoolArray, NodeTable
 from hal.scheduler.framework.profile import PluginArgs, reject_unknown_args
 from hal.scheduler.framework.request import NodeRequest
@@ -199,3 +199,9 @@ def new(args: PluginArgs, policy: PriorityPolicy | None = None) -> Reservations:
     account are charged to (none: such a job has no account)."""
     reject_unknown_args(args, ())
     return Reservations(policy.default_accounts if policy is not None else None)
+
+
+# The extension points this plugin serves, checked by mypy here (kube's ``var _
+# FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
+_PRE_FILTER: type[PreFilterPlugin] = Reservations
+_FILTER: type[FilterPlugin] = Reservations

@@ -39,7 +39,7 @@ from hal.core.topology import BLOCK, level_index
 from hal.core.topology_labels import LABEL_LEVELS
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.cycle_state import CycleState, StateKey
-from hal.scheduler.framework.interfaces import IndexArray
+from hal.scheduler.framework.interfaces import IndexArray, PlacementGeneratePlugin, PreFilterPlugin
 from hal.scheduler.framework.profile import PluginArgs, PluginArgsError, reject_unknown_args
 from hal.scheduler.framework.status import (
     SKIP,
@@ -283,3 +283,9 @@ def new(args: PluginArgs) -> TopologyPlacement:
     if isinstance(wait, bool) or not isinstance(wait, int) or wait < 0:
         raise PluginArgsError("max_switch_wait", "must be a whole number of seconds >= 0")
     return TopologyPlacement(tuple(names), wait)
+
+
+# The extension points this plugin serves, checked by mypy here (kube's ``var _
+# FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
+_PRE_FILTER: type[PreFilterPlugin] = TopologyPlacement
+_PLACEMENT_GENERATE: type[PlacementGeneratePlugin] = TopologyPlacement

@@ -1,0 +1,77 @@
+"""Every key the framework writes or reads in a ``CycleState``: the part of the
+framework's state plugins may see, in one place.
+
+Two scopes (``cycle_state.py``): a job's cycle has its own ``CycleState`` (``state``
+in every extension point); the pass shares one more, ``PassContext.data``. Plugins keep
+their own keys in their own modules; the keys here are the ones
+the framework and plugins pass each other, and a plugin imports them from this module
+only, never from the runtime or the backfill stage that write them.
+
+Per job (``state``), written by the framework:
+
+* ``PLACEMENT_KEY`` before PreFilter;
+* ``FITS`` for PostFilter.
+
+Per job, written by a plugin for the framework:
+
+* ``MAX_NODES`` (PreFilter: a node range's cap), ``JOB_BOUND`` (Filter: a mask that
+  depended on more than the placement key).
+
+Per pass (``ctx.data``):
+
+* ``PREEMPTIONS``: written by a PostFilter plugin, read by the pass for the plan;
+* ``GROUP``: the jobs being placed together (``Framework.place_group``);
+* ``PLAN_START``, ``PLAN_END``: the run backfill is planning;
+* ``COUNTS_OVER_TIME``: counted resources backfill has planned to be held, over time;
+* ``REQUESTS``: the framework's own cache of node requests (no plugin reads it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from hal.core.job import Job
+from hal.scheduler.framework.counted import CountsOverTime
+from hal.scheduler.framework.cycle_state import StateKey
+from hal.scheduler.framework.node_table import NodeTable
+from hal.scheduler.framework.request import NodeRequest, PlacementKey
+from hal.scheduler.framework.snapshot import Preemption
+
+# -- per job --------------------------------------------------------------------------
+
+# The job's placement key, written by the runtime before PreFilter for plugins to reuse.
+PLACEMENT_KEY: StateKey[PlacementKey] = StateKey("framework.placement_key")
+# Written by the runtime for PostFilter: would the job's Filter pass (for some node count
+# it accepts) on this other table? The table must be a copy (``NodeTable.copy``).
+FITS: StateKey[Callable[[NodeTable], bool]] = StateKey("framework.fits")
+# Written by a PreFilter plugin for a job with a node range (``-N 1-4``): the most nodes
+# its limits let it have (Slurm caps the range so); the runtime tries no more.
+MAX_NODES: StateKey[int] = StateKey("framework.max_nodes")
+# Written by a Filter plugin whose mask for this job depended on more than its placement
+# key (``exclusiveuser``: the job's user): a failed fit then ends at Stage.PLACEMENT, so
+# that neither the pass nor backfill shares it with other jobs of the same key.
+JOB_BOUND: StateKey[bool] = StateKey("framework.job_bound")
+
+# -- per pass (``ctx.data``) ----------------------------------------------------------
+
+# The running jobs a PostFilter plugin chose to preempt, victim id → Preemption; the
+# pass returns them in ``Plan.preemptions``.
+PREEMPTIONS: StateKey[dict[int, Preemption]] = StateKey("framework.preemptions")
+# While ``Framework.place_group`` places jobs that start together or not at all (a het
+# job's components, by offset): those jobs. A plugin that counts something the jobs hold
+# together judges the group's total at the first of them: the cycles of the others see
+# neither each other's Reserve in TEST_ONLY (backfill's reservations) nor anything held
+# over time.
+GROUP: StateKey[tuple[Job, ...]] = StateKey("framework.group")
+# While backfill tries a job: the run it plans, from ``PLAN_START`` (absent: the job
+# would start at ``ctx.now``) to ``PLAN_END``. Plugins whose verdict depends on when the
+# job runs read them (``reservation``: its windows; a CountedResource plugin: its
+# counters over that run).
+PLAN_START: StateKey[float] = StateKey("framework.plan_start")
+PLAN_END: StateKey[float] = StateKey("framework.plan_end")
+# Once the backfill stage plans a job holding counters of a ``CountedResourcePlugin``:
+# plugin name → its counters held over time (running jobs until their planned ends, jobs
+# started or reserved by the stage until theirs).
+COUNTS_OVER_TIME: StateKey[Mapping[str, CountsOverTime]] = StateKey("framework.counts_over_time")
+# (placement key, node count) → NodeRequest, shared by identical jobs of one pass.
+REQUESTS: StateKey[dict[tuple[PlacementKey, int], NodeRequest]] = StateKey("framework.requests")

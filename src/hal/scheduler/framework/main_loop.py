@@ -1,0 +1,260 @@
+"""``MainLoop``: the pass's main loop, every pending job in queue order, placed now or
+held back (stage 2 of ``Scheduler.run_pass``; the verdicts are in ``scheduler.py``'s
+docstring).
+
+For each job, in order:
+
+* a job a group placement claims (``grouping.py``: a het job's components, a job naming
+  several partitions) is decided by its kind, and recorded as any other;
+* a job whose queue is blocked runs PreFilter alone (``Framework.pre_filter``: its own
+  reason, else the queue's ``Priority``); with ``explain=False`` not even that;
+* an array element whose group (``request.element_group``) has a verdict since the last
+  cycle that reached Reserve takes it without a cycle (Slurm decides an array's pending
+  elements as one record);
+* any other job runs its cycle, ``Framework.place(NOW)`` behind the queue gate
+  (``gate``).
+
+What it leaves (read by the later stages): the placements, in order, each taken out of
+``ctx.nodes`` at once; every job's verdict; the jobs that wait (for pending updates), the
+jobs held back for backfill (the gate's, those short of nodes or of a counted resource)
+with the stage each stopped at; the terminations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hal.core.job import Allocation, Job
+from hal.core.states import PendingReason
+from hal.scheduler.framework.context import PassContext
+from hal.scheduler.framework.grouping import Groupings, GroupPlacement
+from hal.scheduler.framework.request import ElementGroup, element_group, placement_key
+from hal.scheduler.framework.runtime import FitCache, Framework, Mode, Stage
+from hal.scheduler.framework.snapshot import Termination
+from hal.scheduler.framework.status import Code, Status, unschedulable
+
+QUEUE = "queue"  # Status.plugin for verdicts the pass itself gives (Priority)
+# Stages whose ``Resources`` verdict is a shortage of nodes: the job blocks its partition
+# and backfill may reserve for it (Placement: no node set meets a required topology).
+_SHORTAGE = (Stage.FILTER, Stage.PLACEMENT)
+# Stages a cycle reaches only after Reserve ran (DONE: also a crash anywhere).
+_COMMITTING = (Stage.RESERVE, Stage.PERMIT, Stage.DONE)
+# Enum members as plain constants for the per-job loop: ``Stage.GATE`` is a lookup
+# through the enum class (about 80 ns on Python 3.11), a dozen of them per job.
+_GATE, _PRE_FILTER, _FILTER, _DONE = Stage.GATE, Stage.PRE_FILTER, Stage.FILTER, Stage.DONE
+_NOW = Mode.NOW
+# (a Status only as a marker, compared by identity: no verdict kept for the group)
+_UNKNOWN = Status(Code.ERROR, message="no verdict kept")
+_SUCCESS, _UNSCHEDULABLE = Code.SUCCESS, Code.UNSCHEDULABLE
+_RESOURCES = PendingReason.RESOURCES
+# The queue a job waits in: its partition, and the advance reservation it runs in (None
+# for most). A reservation's jobs run only on its nodes, which no other job may use
+# meanwhile, so they neither wait behind the partition's blocked head nor block it.
+Queue = tuple[str, str | None]
+
+
+class MainLoop:
+    """One pass's main loop over ``ctx`` (``run``), and what it decided."""
+
+    def __init__(
+        self, framework: Framework, ctx: PassContext, groupings: Groupings, *, explain: bool
+    ) -> None:
+        self.framework = framework
+        self.ctx = ctx
+        self.groupings = groupings
+        self.explain = explain
+        # queue → the verdict of every later job there (Priority, naming the blocker)
+        self.blocked: dict[Queue, Status] = {}
+        # placement key → its Filter failure (valid all loop: resources only shrink)
+        self.fit_cache: FitCache = {}
+        # array elements: the group's PreFilter verdict (None: passed) since the last
+        # cycle that reached Reserve
+        self.verdicts: dict[ElementGroup, Status | None] = {}
+        self.placed: list[tuple[Job, Allocation]] = []
+        self.waiting: list[Job] = []
+        self.held: list[Job] = []  # held back for backfill, not by their own reasons
+        self.held_stages: list[Stage] = []  # where each of ``held`` stopped
+        self.terminations: list[Termination] = []
+        self.statuses: dict[int, Status] = {}
+        profile = framework.profile
+        self._backfill = profile.backfill
+        self._counted = profile.counted
+        # (CountedResource plugin, counter) → the first job handed to backfill that holds
+        # it (None: no backfill or no such plugin). While it is empty the gate is the
+        # queue's alone, so passes without counters handed over pay nothing for it.
+        self._ahead: dict[tuple[str, str], Job] | None = (
+            {} if self._backfill is not None and self._counted else None
+        )
+        self._planned: dict[str, bool] = {}  # partition → has a backfill policy
+        self._reasons = tuple(each.reason for each in self._counted)  # their shortages
+
+    def run(self, queue: Sequence[Job]) -> None:
+        """Decide every job of ``queue`` (in queue order). This runs for every pending
+        job of every pass: what it reads is in locals, the common paths inline."""
+        framework, ctx = self.framework, self.ctx
+        gate = self.gate
+        blocked, statuses, verdicts, fit_cache = (
+            self.blocked,
+            self.statuses,
+            self.verdicts,
+            self.fit_cache,
+        )
+        placed, waiting, held, held_stages = self.placed, self.waiting, self.held, self.held_stages
+        not_placed = self._not_placed
+        claimed = self.groupings.claimed(queue)  # job id → its group placement (most: none)
+        explain = self.explain
+        # A PostFilter plugin may change what PreFilter reads, so profiles with one
+        # decide every array element on its own.
+        grouping = not framework.profile.post_filter
+        for job in queue:
+            if claimed and job.id in claimed:
+                self._decide_grouped(claimed[job.id], job)
+                continue
+            gated = blocked.get((job.partition, job.spec.reservation))  # the queue's gate
+            if gated is not None and not explain:
+                statuses[job.id] = gated
+                held.append(job)
+                held_stages.append(_GATE)
+                waiting.append(job)
+                continue
+            # (element_group is None for a job that is no array element: asked only then)
+            group = element_group(job) if grouping and job.array_job_id is not None else None
+            known = verdicts.get(group, _UNKNOWN) if group is not None else _UNKNOWN
+            out = None
+            if known is not _UNKNOWN:
+                # an earlier element's verdict, still valid (nothing placed since)
+                if known is not None:
+                    st, stage = known, _PRE_FILTER
+                elif gated is not None:
+                    st, stage = gated, _GATE
+                else:
+                    failed = fit_cache.get(placement_key(job))
+                    if failed is not None:
+                        st, stage = failed, _FILTER
+                    else:
+                        out = framework.place(ctx, job, _NOW, gate=gate, fit_cache=fit_cache)
+            elif gated is not None:
+                # behind the queue whatever Filter says: only its own reason is wanted
+                own = framework.pre_filter(ctx, job)
+                if own is None:
+                    if group is not None:
+                        verdicts[group] = None
+                    # held back by the queue (``_not_placed``'s gate case, inline)
+                    statuses[job.id] = gated
+                    held.append(job)
+                    held_stages.append(_GATE)
+                    waiting.append(job)
+                    continue
+                st, stage = own.status, own.stage
+                if group is not None and stage is not _DONE:
+                    verdicts[group] = st if stage is _PRE_FILTER else None
+            else:
+                out = framework.place(ctx, job, _NOW, gate=gate, fit_cache=fit_cache)
+            if out is not None:
+                st, stage = out.status, out.stage
+                if stage in _COMMITTING:
+                    verdicts.clear()  # Reserve ran: what PreFilter reads may have changed
+                    if st.code is _SUCCESS and out.allocation is not None:
+                        statuses[job.id] = st
+                        placed.append((job, out.allocation))
+                        continue
+                elif group is not None:
+                    verdicts[group] = st if stage is _PRE_FILTER else None
+            statuses[job.id] = st
+            if not_placed(job, st, stage):
+                self._hand_over_counters(job)
+
+    def gate(self, job: Job) -> Status | None:
+        """The verdict of a job behind its blocked queue (``Priority``), or behind a job
+        handed to backfill that waits for a counter this one asks too (the counted
+        resource's reason); None to go on. Runs after PreFilter, in ``place``."""
+        found = self.blocked.get((job.partition, job.spec.reservation))
+        if found is not None or not self._ahead:
+            return found
+        for each in self._counted:
+            asked = each.counts(job)
+            if not asked or not self._backfilled(job.partition):
+                continue
+            for name, _ in asked:
+                first = self._ahead.get((each.name, name))
+                if first is not None:
+                    message = f"{name}: job {first.id} ahead in the queue waits for it"
+                    return unschedulable(each.reason, message, QUEUE)
+        return None
+
+    def _decide_grouped(self, kind: GroupPlacement, job: Job) -> None:
+        """``job``, decided by its group placement, recorded as any job's verdict is."""
+        decided = kind.decide(self.framework, self.ctx, job, self.gate, self.fit_cache)
+        if decided.ran:
+            self.verdicts.clear()  # Reserve may have run (and been undone)
+        self.placed.extend(decided.placed)
+        job, st = decided.job, decided.status
+        self.statuses[job.id] = st
+        if st.code is _SUCCESS:
+            return
+        for partition in decided.short:  # it holds back each partition it waits in
+            self._block(job, partition, decided.name)
+        held = len(self.held)
+        if self._not_placed(job, st, decided.stage, decided.name):
+            self._hand_over_counters(job)
+        if len(self.held) > held:
+            self.groupings.note_held(kind)  # its kind plans it in backfill
+
+    def _not_placed(self, job: Job, st: Status, stage: Stage, name: str = "") -> bool:
+        """A job this pass did not place: ended (a terminal verdict) or waiting. A job
+        the queue holds back (gate), short of nodes or short of a counted resource also
+        goes to backfill; a shortage of nodes also blocks its queue for every later job
+        (``name``: how the job is named there; "": its id). True when a job holding
+        counters went to backfill for its own shortage (not the gate's): later jobs
+        asking the same counters are then left to backfill too."""
+        if st.terminal_state is not None:
+            self.terminations.append(Termination(job.id, st.terminal_state, st.reason))
+        else:
+            self.waiting.append(job)
+        if st.code is not _UNSCHEDULABLE:
+            return False
+        if stage is _PRE_FILTER:
+            # (a loop, not ``any``: most jobs of a busy pass come here, most passes have
+            # no counted resource)
+            for reason in self._reasons:
+                if st.reason is reason:
+                    self.held.append(job)  # its counters are planned over time
+                    self.held_stages.append(stage)
+                    return True
+            return False
+        if stage is _GATE or (stage in _SHORTAGE and st.reason is _RESOURCES):
+            self.held.append(job)
+            self.held_stages.append(stage)
+            if stage is _GATE:
+                return False
+            self._block(job, job.partition, name)
+            return bool(self._counted) and any(each.counts(job) for each in self._counted)
+        return False
+
+    def _block(self, job: Job, partition: str, name: str = "") -> None:
+        """``job`` is short of nodes in ``partition``: every later job of that queue
+        waits behind it (the first such job names the reason)."""
+        queue = (partition, job.spec.reservation)
+        if queue not in self.blocked:
+            self.blocked[queue] = unschedulable(
+                PendingReason.PRIORITY,
+                f"job {name or job.id} is ahead in partition {partition}",
+                QUEUE,
+            )
+
+    def _hand_over_counters(self, job: Job) -> None:
+        """``job`` (holding counters) was handed to backfill: its counters now go to
+        later jobs only through backfill (``gate``)."""
+        ahead = self._ahead
+        if ahead is None or not self._backfilled(job.partition):
+            return
+        for each in self._counted:
+            for name, _ in each.counts(job):
+                ahead.setdefault((each.name, name), job)
+
+    def _backfilled(self, partition: str) -> bool:
+        found = self._planned.get(partition)
+        if found is None:
+            assert self._backfill is not None
+            found = self._planned[partition] = self._backfill.policy_for(partition) is not None
+        return found
