@@ -1,6 +1,7 @@
 """A control plane on each of the two stores, for behaviour that differs between SQLite
 and PostgreSQL (what a column can hold), fresh for each test or shared by a module's;
-the Slurm shims installed for a module's ``server``."""
+the Slurm shims installed for a module's ``server``; the two-agent ``server`` most
+modules share."""
 
 from __future__ import annotations
 
@@ -29,6 +30,18 @@ def each_store_shared(
     db_url = request.getfixturevalue("module_pg_url") if postgresql else None
     with LiveServer(tmp_path_factory.mktemp(request.param), db_url=db_url) as live:
         yield live
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """A server with two real agents of 2 CPUs and 1 GiB each, one per test module (a
+    module that needs another cluster defines its own ``server``)."""
+    data = tmp_path_factory.mktemp("two-agents")
+    with (
+        LiveServer(data, config_overrides={"kill_wait_seconds": 2}) as srv,
+        srv.agents(2, cpus=2, memory="1G"),
+    ):
+        yield srv
 
 
 @pytest.fixture(scope="module")

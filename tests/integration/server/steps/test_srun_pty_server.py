@@ -2,7 +2,6 @@
 terminal. A real server with two real agents; srun runs as the installed shim in a real
 pseudo-terminal of this test's (``Terminal``), as a user's terminal emulator holds one."""
 
-# ruff: noqa: F811  (``server`` is the fixture imported from test_salloc_no_shell_server)
 from __future__ import annotations
 
 import re
@@ -12,9 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from test_salloc_no_shell_server import (
+from two_agents import (
     login_env,
-    server,  # noqa: F401  (a fixture: the server and its two 2-CPU agents)
 )
 
 from hal.core.errors import InvalidRequest

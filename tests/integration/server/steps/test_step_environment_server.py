@@ -3,18 +3,16 @@ on a two-node peer): ``SLURM_JOB_CPUS_PER_NODE`` is the job's list, not the node
 each task's ``SLURM_TASK_PID`` is its own pid; ``srun --jobid`` from outside the job
 names the tasks' ``SLURM_JOB_NAME`` after its ``-J`` or its command."""
 
-# ruff: noqa: F811  (``server`` is the fixture imported from test_local_steps_server)
 from __future__ import annotations
 
 import subprocess
 import sys
 from pathlib import Path
 
-from test_local_steps_server import (
-    SRUN,
-    server,  # noqa: F401  (a fixture: the server and its two 2-CPU agents)
-)
 from test_srun_options_server import run
+from two_agents import (
+    SRUN,
+)
 
 from hal.testing.live import LiveServer
 

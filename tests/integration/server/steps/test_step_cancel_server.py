@@ -11,10 +11,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from test_local_steps_server import (
+from two_agents import (
     SRUN,
     sacct,
-    server,  # noqa: F401  (a fixture: the server and its two 2-CPU agents)
     state,
     submit,
 )
@@ -44,7 +43,7 @@ def output_once_ended(live: LiveServer, tmp_path: Path, job_id: int) -> str:
 
 
 def test_a_step_on_the_batch_node_is_cancelled(
-    server: LiveServer,  # noqa: F811
+    server: LiveServer,
     tmp_path: Path,
 ) -> None:
     job_id = submit(
@@ -68,7 +67,7 @@ def test_a_step_on_the_batch_node_is_cancelled(
 
 
 def test_a_step_across_nodes_is_cancelled(
-    server: LiveServer,  # noqa: F811
+    server: LiveServer,
     tmp_path: Path,
 ) -> None:
     job_id = submit(server, tmp_path, f"{SRUN} sleep 100; echo after=$?\n", "-N2", "-n2")
@@ -85,7 +84,7 @@ def test_a_step_across_nodes_is_cancelled(
 
 
 def test_scancel_s_signals_a_steps_tasks(
-    server: LiveServer,  # noqa: F811
+    server: LiveServer,
     tmp_path: Path,
 ) -> None:
     """On the batch node, where srun's children are out of the server's reach: the
@@ -101,7 +100,7 @@ def test_scancel_s_signals_a_steps_tasks(
 
 
 def test_scancel_s_of_a_job_signals_its_steps_not_its_batch_shell(
-    server: LiveServer,  # noqa: F811
+    server: LiveServer,
     tmp_path: Path,
 ) -> None:
     """Slurm 22.05.8's scancel sends a signal other than SIGKILL to the job's steps and
@@ -128,7 +127,7 @@ def test_scancel_s_of_a_job_signals_its_steps_not_its_batch_shell(
 
 
 def test_a_step_on_the_batch_node_ends_at_its_own_time_limit(
-    server: LiveServer,  # noqa: F811
+    server: LiveServer,
     tmp_path: Path,
 ) -> None:
     """``srun -t``: SIGTERM at the step's limit, slurmstepd's line "DUE TO TIME LIMIT"
@@ -149,7 +148,7 @@ def test_a_step_on_the_batch_node_ends_at_its_own_time_limit(
 
 
 def test_a_step_across_nodes_ends_at_its_own_time_limit(
-    server: LiveServer,  # noqa: F811
+    server: LiveServer,
     tmp_path: Path,
 ) -> None:
     job_id = submit(server, tmp_path, f"{SRUN} -t 0:02 sleep 100; echo after=$?\n", "-N2", "-n2")

@@ -10,10 +10,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from test_local_steps_server import (
+from two_agents import (
     SRUN,
     sacct,
-    server,  # noqa: F401  (a fixture: the server and its two 2-CPU agents)
     state,
     submit,
 )
@@ -28,13 +27,13 @@ def run(live: LiveServer, tmp_path: Path, body: str, *args: str) -> tuple[str, s
     return (tmp_path / "out.txt").read_text(), (tmp_path / "err.txt").read_text()
 
 
-def test_label_on_the_batch_node(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
+def test_label_on_the_batch_node(server: LiveServer, tmp_path: Path) -> None:
     out, err = run(server, tmp_path, f"{SRUN} -n2 -l sh -c 'echo a; echo b >&2'\n", "-N1", "-n2")
     assert sorted(out.splitlines()) == ["0: a", "1: a"]
     assert sorted(err.splitlines()) == ["0: b", "1: b"]
 
 
-def test_kill_on_bad_exit_ends_the_other_tasks(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
+def test_kill_on_bad_exit_ends_the_other_tasks(server: LiveServer, tmp_path: Path) -> None:
     body = (
         f"{SRUN} -n2 -K sh -c '[ $SLURM_PROCID = 1 ] && exit 4; sleep 20; echo survived'\n"
         "echo rc=$?\n"
@@ -51,7 +50,7 @@ def test_kill_on_bad_exit_ends_the_other_tasks(server: LiveServer, tmp_path: Pat
     assert f"{job_id}.0|CANCELLED|0:15" in sacct(server, job_id, "JobID,State,ExitCode")
 
 
-def test_name_directory_and_cpus_of_the_step(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
+def test_name_directory_and_cpus_of_the_step(server: LiveServer, tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     body = (
         f"{SRUN} -n1 -J stepname -D sub -c 2 "
@@ -69,7 +68,7 @@ def test_name_directory_and_cpus_of_the_step(server: LiveServer, tmp_path: Path)
 
 
 def test_more_tasks_than_the_jobs_cpus_on_the_node_is_refused(
-    server: LiveServer,  # noqa: F811
+    server: LiveServer,
     tmp_path: Path,
 ) -> None:
     """Slurm 22.05.8: ``srun -n3`` in a 2-CPU one-node job is refused, rc 1; HAL ran three
@@ -79,7 +78,7 @@ def test_more_tasks_than_the_jobs_cpus_on_the_node_is_refused(
     assert "More processors requested than permitted" in err, err
 
 
-def test_input_none_a_rank_or_a_file_per_task(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
+def test_input_none_a_rank_or_a_file_per_task(server: LiveServer, tmp_path: Path) -> None:
     """srun -i: ``none`` (what MPICH's hydra passes), one rank, a file per task (``%t``), or
     ``all``, srun's input copied to every task (HAL refused ``-i``, and its tasks shared
     srun's input: one of them read it all)."""
@@ -103,7 +102,7 @@ def test_input_none_a_rank_or_a_file_per_task(server: LiveServer, tmp_path: Path
     ], err
 
 
-def test_input_file_of_each_task_on_other_nodes(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
+def test_input_file_of_each_task_on_other_nodes(server: LiveServer, tmp_path: Path) -> None:
     """srun -i FILE of a step across nodes: each node's agent opens its tasks' files
     (``%t`` the rank, ``%N`` the node), as slurmstepd does; a missing file fails its task
     with Slurm's words, and one srun itself would open refuses the step (HAL refused
@@ -140,7 +139,7 @@ def test_input_file_of_each_task_on_other_nodes(server: LiveServer, tmp_path: Pa
     assert "srun: error: Could not open stdin file: No such file or directory" in err, err
 
 
-def test_tasks_end_with_a_killed_srun(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
+def test_tasks_end_with_a_killed_srun(server: LiveServer, tmp_path: Path) -> None:
     """srun SIGKILLed (it cannot end its tasks): its tasks on the batch node die with it,
     as slurmstepd ends them in Slurm; HAL's ran on, holding the job's CPUs."""
     body = (
@@ -153,7 +152,7 @@ def test_tasks_end_with_a_killed_srun(server: LiveServer, tmp_path: Path) -> Non
     assert out == "gone\n", (out, err)
 
 
-def test_each_node_knows_its_tasks_ids(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
+def test_each_node_knows_its_tasks_ids(server: LiveServer, tmp_path: Path) -> None:
     """SLURM_GTIDS: the step's ranks on the task's node (the batch script's: 0), on the
     batch node and on others, as slurmstepd sets it (HAL set none)."""
     body = (
@@ -168,7 +167,7 @@ def test_each_node_knows_its_tasks_ids(server: LiveServer, tmp_path: Path) -> No
 
 
 def test_ctrl_c_once_says_how_the_tasks_are_twice_ends_them(
-    server: LiveServer,  # noqa: F811
+    server: LiveServer,
     tmp_path: Path,
 ) -> None:
     """As Slurm 22.05.8's srun (session 41), for a step on other nodes too: a SIGINT says
@@ -189,7 +188,7 @@ def test_ctrl_c_once_says_how_the_tasks_are_twice_ends_them(
 
 
 def test_more_nodes_than_tasks_is_one_node_with_slurms_warning(
-    server: LiveServer,  # noqa: F811
+    server: LiveServer,
     tmp_path: Path,
 ) -> None:
     """Slurm 22.05.8 (session 42): ``srun -N2 -n1`` in a two-node job warns and runs one
@@ -204,7 +203,7 @@ FAILING = "sh -c 'if [ $SLURM_PROCID = 1 ]; then exit 3; fi; sleep 60; echo surv
 TIMED = "start=$(date +%s)\n{srun}\necho rc=$? took=$(( $(date +%s) - start ))\n"
 
 
-def test_kill_on_bad_exit_ends_the_tasks_on_other_nodes(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
+def test_kill_on_bad_exit_ends_the_tasks_on_other_nodes(server: LiveServer, tmp_path: Path) -> None:
     """``srun -K`` of a step on other nodes, as on the batch node: the first task to fail
     ends the others on every node (SIGTERM; KillWait 2 s here), srun says the failed
     task's line, "Terminating StepId", slurmstepd's STEP CANCELLED line of the node whose
@@ -235,7 +234,7 @@ def test_kill_on_bad_exit_ends_the_tasks_on_other_nodes(server: LiveServer, tmp_
 
 
 def test_kill_on_bad_exit_ends_the_failed_tasks_neighbours_too(
-    server: LiveServer,  # noqa: F811
+    server: LiveServer,
     tmp_path: Path,
 ) -> None:
     """Two tasks a node: task 1 fails on node1; task 0 beside it and tasks 2, 3 on node2
@@ -260,7 +259,7 @@ def test_kill_on_bad_exit_ends_the_failed_tasks_neighbours_too(
 
 
 def test_without_kill_on_bad_exit_the_other_tasks_run_on(
-    server: LiveServer,  # noqa: F811
+    server: LiveServer,
     tmp_path: Path,
 ) -> None:
     """``srun -K0`` and no ``-K`` (Slurm's default): a failed task ends nothing else;
@@ -272,7 +271,7 @@ def test_without_kill_on_bad_exit_the_other_tasks_run_on(
     assert err == "srun: error: node2: task 1: Exited with exit code 3\n" * 2, err
 
 
-def test_kill_on_bad_exit_needs_no_srun_watching(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
+def test_kill_on_bad_exit_needs_no_srun_watching(server: LiveServer, tmp_path: Path) -> None:
     """The failure ends the step's other tasks while srun is stopped (its agent tells the
     server, which ends them), not only when srun reads it; srun, continued, says it all."""
     task = (

@@ -13,7 +13,7 @@ import httpx
 
 from hal.testing.live import LiveServer, free_port, wait_until
 
-STAND_IN = str(Path(__file__).parents[2] / "data" / "nvml")
+STAND_IN = str(Path(__file__).parents[3] / "data" / "nvml")
 
 
 def test_gpu_problems_drain_the_node_until_they_are_gone(tmp_path: Path) -> None:

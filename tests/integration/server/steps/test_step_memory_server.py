@@ -11,16 +11,13 @@ import re
 import sys
 from pathlib import Path
 
-from test_local_steps_server import (
-    server,  # noqa: F401  (a fixture: the server and its two 2-CPU agents)
-)
 from test_step_cpus_server import run, started, step
 
 from hal.testing.live import LiveServer
 
 
 def test_steps_on_the_batch_node_wait_for_the_memory_others_hold(
-    server: LiveServer,  # noqa: F811
+    server: LiveServer,
     tmp_path: Path,
 ) -> None:
     show = "scontrol show step $SLURM_JOB_ID.2 | grep TRES="
@@ -60,7 +57,7 @@ def test_steps_on_the_batch_node_wait_for_the_memory_others_hold(
 
 
 def test_steps_across_nodes_hold_the_jobs_memory_per_cpu(
-    server: LiveServer,  # noqa: F811
+    server: LiveServer,
     tmp_path: Path,
 ) -> None:
     """``--mem-per-cpu=100M`` on two CPUs a node: a step of ``--mem=150M`` on both nodes

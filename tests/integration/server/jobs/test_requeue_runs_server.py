@@ -9,10 +9,9 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from test_local_steps_server import (
+from two_agents import (
     SRUN,
     sacct,
-    server,  # noqa: F401  (a fixture: the server and its two 2-CPU agents)
     state,
     submit,
 )
@@ -21,7 +20,7 @@ from hal.testing.live import LiveServer, wait_until
 
 
 def test_a_requeued_jobs_first_run_is_its_own_record(
-    server: LiveServer,  # noqa: F811
+    server: LiveServer,
     tmp_path: Path,
 ) -> None:
     job_id = submit(server, tmp_path, f"{SRUN} true\nsleep 300\n", "--requeue", "-w", "node1")
@@ -57,7 +56,7 @@ def test_a_requeued_jobs_first_run_is_its_own_record(
 
 
 def test_a_requeued_jobs_next_run_numbers_its_steps_from_0_again(
-    server: LiveServer,  # noqa: F811
+    server: LiveServer,
     tmp_path: Path,
 ) -> None:
     """`srun -N2 printenv SLURM_STEP_ID; srun -N2 sleep 300` requeued while its step 1
@@ -112,7 +111,7 @@ def test_a_requeued_jobs_next_run_numbers_its_steps_from_0_again(
 
 
 def test_a_requeued_run_truncates_its_output_unless_open_mode_append(
-    server: LiveServer,  # noqa: F811
+    server: LiveServer,
     tmp_path: Path,
 ) -> None:
     """As Slurm 22.05.8 (session 41): a requeued run starts its output file anew, unless
@@ -152,7 +151,7 @@ def show(live: LiveServer, job_id: int) -> dict[str, str]:
 
 
 def test_requeuehold_brings_a_job_back_held_until_released(
-    server: LiveServer,  # noqa: F811
+    server: LiveServer,
     tmp_path: Path,
 ) -> None:
     """``scontrol requeuehold`` (Slurm 22.05.8, session 42; HAL refused the command): a
@@ -192,7 +191,7 @@ def test_requeuehold_brings_a_job_back_held_until_released(
 
 
 def test_a_hold_on_a_running_job_keeps_it_from_running_again(
-    server: LiveServer,  # noqa: F811
+    server: LiveServer,
     tmp_path: Path,
 ) -> None:
     """Slurm 22.05.8 (session 42): ``scontrol hold`` of a running job shows Priority=0 and
@@ -223,7 +222,7 @@ def test_a_hold_on_a_running_job_keeps_it_from_running_again(
 
 
 def test_a_no_requeue_job_is_not_requeued(
-    server: LiveServer,  # noqa: F811
+    server: LiveServer,
     tmp_path: Path,
 ) -> None:
     """scontrol requeue and requeuehold of a --no-requeue job are refused with Slurm's

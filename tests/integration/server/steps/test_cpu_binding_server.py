@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_local_steps_server import SRUN, submit
 from test_step_cpus_server import finished
+from two_agents import SRUN, submit
 
 from hal.agent.isolation import detect_isolation
 from hal.testing.live import LiveServer, wait_until

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_local_steps_server import SRUN, sacct, state, submit
+from two_agents import SRUN, sacct, state, submit
 
 from hal.agent.isolation import detect_isolation
 from hal.testing.live import LiveServer, wait_until

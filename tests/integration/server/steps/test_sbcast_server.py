@@ -4,16 +4,14 @@ does from a batch script, with its messages and exit codes (docs/slurm-checks.md
 nodes share this host's files: both write the same destination, and the test checks the
 copy from a step on each node."""
 
-# ruff: noqa: F811  (``server`` is the fixture imported from test_salloc_no_shell_server)
 from __future__ import annotations
 
 import os
 import subprocess
 from pathlib import Path
 
-from test_salloc_no_shell_server import (
+from two_agents import (
     login_env,
-    server,  # noqa: F401  (a fixture: the server and its two 2-CPU agents)
 )
 
 from hal.testing.live import LiveServer

@@ -10,9 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from test_local_steps_server import (
+from two_agents import (
     SRUN,
-    server,  # noqa: F401  (a fixture: the server and its two 2-CPU agents)
     submit,
 )
 
@@ -45,7 +44,7 @@ def started(text: str) -> dict[str, float]:
 
 
 def test_steps_on_the_batch_node_wait_for_the_cpus_others_hold(
-    server: LiveServer,  # noqa: F811
+    server: LiveServer,
     tmp_path: Path,
 ) -> None:
     """A job of two CPUs on one node: a plain step holds both, so the next waits for it;
@@ -77,7 +76,7 @@ def test_steps_on_the_batch_node_wait_for_the_cpus_others_hold(
 
 
 def test_steps_across_nodes_wait_for_the_cpus_others_hold(
-    server: LiveServer,  # noqa: F811
+    server: LiveServer,
     tmp_path: Path,
 ) -> None:
     """A job on both nodes: a step across them holds the job's CPUs on each, and the
@@ -98,7 +97,7 @@ def test_steps_across_nodes_wait_for_the_cpus_others_hold(
 
 
 def test_a_step_whose_srun_was_killed_does_not_hold_the_cpus_for_ever(
-    server: LiveServer,  # noqa: F811
+    server: LiveServer,
     tmp_path: Path,
 ) -> None:
     """srun killed with SIGKILL never reports its step's end; the next srun on the node

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_local_steps_server import (
+from two_agents import (
     SRUN,
-    server,  # noqa: F401  (a fixture: the server and its two 2-CPU agents)
     state,
     submit,
 )
@@ -26,7 +25,7 @@ def lines(live: LiveServer, tmp_path: Path, body: str, *args: str) -> list[str]:
     return (tmp_path / "out.txt").read_text().splitlines()
 
 
-def test_export_modes_here_and_on_other_nodes(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
+def test_export_modes_here_and_on_other_nodes(server: LiveServer, tmp_path: Path) -> None:
     body = "".join(
         f"{SRUN} {where} --export={spec} {SHOW} {label}\n"
         for where, spec, label in (
@@ -53,7 +52,7 @@ def test_export_modes_here_and_on_other_nodes(server: LiveServer, tmp_path: Path
     assert len(out) == 10, out  # each step's tasks: 1 + 1 + 1 + 1 + 2 + 2 + 2
 
 
-def test_sbatch_export_is_every_steps_default(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
+def test_sbatch_export_is_every_steps_default(server: LiveServer, tmp_path: Path) -> None:
     """``sbatch --export=NONE``: SLURM_EXPORT_ENV=NONE in the job, so srun's tasks lose the
     script's own exports (Slurm's known trap) until srun is given --export=ALL or
     SLURM_EXPORT_ENV=ALL."""

@@ -6,67 +6,22 @@ run as the installed shims, as a user's shell finds them."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from two_agents import (
+    run,
+    state,
+)
 
 from hal.testing.live import LiveServer, wait_until
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    data = tmp_path_factory.mktemp("salloc-no-shell")
-    with (
-        LiveServer(data, config_overrides={"kill_wait_seconds": 2}) as srv,
-        srv.agents(2, cpus=2, memory="1G"),
-    ):
-        yield srv
-
-
-def login_env(server: LiveServer, shims: Path) -> dict[str, str]:
-    """A login shell's environment for ``server``: the shims first in PATH, and no job's
-    variables."""
-    env = {
-        k: v
-        for k, v in server.env().items()
-        if not k.startswith(("SLURM_", "SALLOC_", "SBATCH_", "HAL_SALLOC", "HAL_JOB"))
-    }
-    env["PATH"] = f"{shims}{os.pathsep}{os.environ.get('PATH', '')}"
-    return env
-
-
-def run(
-    server: LiveServer, shims: Path, cwd: Path, *argv: str, token: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    """A shim as a login shell runs it: no job's variables in the environment."""
-    env = login_env(server, shims)
-    if token is not None:
-        env["HAL_TOKEN"] = token
-    return subprocess.run(
-        [str(shims / argv[0]), *argv[1:]],
-        env=env,
-        cwd=cwd,
-        text=True,
-        capture_output=True,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-        check=False,
-    )
 
 
 def granted(stderr: str) -> int:
     found = re.search(r"^salloc: Granted job allocation (\d+)$", stderr, re.MULTILINE)
     assert found, stderr
     return int(found.group(1))
-
-
-def state(server: LiveServer, job_id: int) -> str:
-    with server.client() as c:
-        return c.job(job_id).state
 
 
 def exit_code(server: LiveServer, job_id: int) -> str:

@@ -19,7 +19,7 @@ import pytest
 
 from hal.testing.live import LiveServer, wait_until
 
-STAND_IN = str(Path(__file__).parents[2] / "data" / "nvml")
+STAND_IN = str(Path(__file__).parents[3] / "data" / "nvml")
 
 
 def tres(text: str) -> dict[str, str]:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_local_steps_server import SRUN, submit
+from two_agents import SRUN, submit
 
 from hal.testing.live import LiveServer, wait_until
 

@@ -8,14 +8,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from test_salloc_no_shell_server import server  # noqa: F401  (two agents of 2 CPUs)
-
 from hal.testing.live import LiveServer, wait_until
 
 SRUN = f"{sys.executable} -m hal.cli.main srun"
 
 
-def run(server: LiveServer, tmp: Path, body: str, *args: str) -> str:  # noqa: F811
+def run(server: LiveServer, tmp: Path, body: str, *args: str) -> str:
     out = tmp / "out.txt"
     done = server.cli(
         "sbatch", "--parsable", "-o", str(out), *args, "--wrap", body, cwd=tmp
@@ -28,7 +26,7 @@ def run(server: LiveServer, tmp: Path, body: str, *args: str) -> str:  # noqa: F
     return out.read_text()
 
 
-def test_srun_takes_the_jobs_task_count(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
+def test_srun_takes_the_jobs_task_count(server: LiveServer, tmp_path: Path) -> None:
     text = run(server, tmp_path, f"{SRUN} -N2 -l hostname | sort", "-N2", "-n4")
     assert [line.split(":")[0] for line in text.splitlines()] == ["0", "1", "2", "3"]
     text = run(server, tmp_path, f"{SRUN} -N2 hostname | wc -l", "-N2")
@@ -36,7 +34,7 @@ def test_srun_takes_the_jobs_task_count(server: LiveServer, tmp_path: Path) -> N
 
 
 def test_a_tasks_per_node_that_does_not_match_is_dropped_with_slurms_warning(
-    server: LiveServer,  # noqa: F811
+    server: LiveServer,
     tmp_path: Path,
 ) -> None:
     body = f"{SRUN} --ntasks-per-node=1 hostname | wc -l"

@@ -3,15 +3,13 @@
 ``--signal``. A real server with two real 2-CPU agents; the commands run as the
 installed shims, from a shell with no job around it."""
 
-# ruff: noqa: F811  (``server`` is the fixture imported from test_salloc_no_shell_server)
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from test_salloc_no_shell_server import (
+from two_agents import (
     run,
-    server,  # noqa: F401  (a fixture: the server and its two 2-CPU agents)
 )
 
 from hal.testing.live import LiveServer, wait_until

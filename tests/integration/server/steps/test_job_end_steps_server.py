@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_local_steps_server import SRUN, sacct, submit
 from test_step_cancel_server import step_line
+from two_agents import SRUN, sacct, submit
 
 from hal.slurm.steps import FORCING_TERMINATION, step_aborted
 from hal.testing.live import LiveServer, wait_until

@@ -6,45 +6,17 @@ is shared with the steps the agents run across nodes."""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
+from two_agents import (
+    SRUN,
+    sacct,
+    state,
+    submit,
+)
 
 from hal.testing.live import LiveServer, free_port, wait_until
-
-SRUN = f"{sys.executable} -m hal.cli.main srun"
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    data = tmp_path_factory.mktemp("localsteps")
-    with (
-        LiveServer(data, config_overrides={"kill_wait_seconds": 2}) as srv,
-        srv.agents(2, cpus=2, memory="1G"),
-    ):
-        yield srv
-
-
-def submit(server: LiveServer, tmp_path: Path, body: str, *args: str) -> int:
-    script = tmp_path / "job.sh"
-    script.write_text("#!/bin/bash\n" + body)
-    done = server.cli("sbatch", "--parsable", *args, str(script), cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    return int(done.stdout.strip())
-
-
-def state(server: LiveServer, job_id: int) -> str:
-    with server.client() as c:
-        return c.job(job_id).state
-
-
-def sacct(server: LiveServer, job_id: int, fields: str) -> list[str]:
-    done = server.cli("sacct", "-j", str(job_id), "-n", "-P", "-o", fields)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.splitlines()
 
 
 def test_each_srun_of_a_one_node_job_is_a_step_in_sacct(server: LiveServer, tmp_path: Path) -> None:

@@ -7,16 +7,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_local_steps_server import (
-    SRUN,
-    server,  # noqa: F401  (a fixture: the server and its two 2-CPU agents)
-)
 from test_srun_options_server import run
+from two_agents import (
+    SRUN,
+)
 
 from hal.testing.live import LiveServer
 
 
-def test_every_task_reads_sruns_input(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
+def test_every_task_reads_sruns_input(server: LiveServer, tmp_path: Path) -> None:
     """``printf 'a\\nb\\n' | srun -N2 -n2 -l cat``: both tasks, one on each node, read both
     lines and end at srun's EOF."""
     body = f"printf 'a\\nb\\n' | {SRUN} -N2 -n2 -l cat; echo rc=$?\n"
@@ -24,7 +23,7 @@ def test_every_task_reads_sruns_input(server: LiveServer, tmp_path: Path) -> Non
     assert sorted(out.splitlines()) == ["0: a", "0: b", "1: a", "1: b", "rc=0"], (out, err)
 
 
-def test_one_rank_reads_it_the_others_end_at_once(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
+def test_one_rank_reads_it_the_others_end_at_once(server: LiveServer, tmp_path: Path) -> None:
     """``-i 1``: rank 1 (on the second node) reads srun's input, rank 0 its EOF at once
     (its ``cat`` ends while srun's input is still open)."""
     body = (
@@ -42,7 +41,7 @@ def test_one_rank_reads_it_the_others_end_at_once(server: LiveServer, tmp_path: 
     assert done["1"] - done["0"] >= 1, (out, err)  # rank 0 did not wait for srun's input
 
 
-def test_a_large_input_arrives_whole(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
+def test_a_large_input_arrives_whole(server: LiveServer, tmp_path: Path) -> None:
     """20 MiB, more than the server holds of a step's input (4 MiB), through ``wc -c`` on
     each node: srun waits while the buffer is full, nothing is lost or repeated."""
     body = f"head -c 20971520 /dev/urandom | {SRUN} -N2 -n2 -l wc -c\n"
@@ -50,7 +49,7 @@ def test_a_large_input_arrives_whole(server: LiveServer, tmp_path: Path) -> None
     assert sorted(out.split()) == ["0:", "1:", "20971520", "20971520"], (out, err)
 
 
-def test_nothing_hangs_on_a_task_that_reads_nothing(server: LiveServer, tmp_path: Path) -> None:  # noqa: F811
+def test_nothing_hangs_on_a_task_that_reads_nothing(server: LiveServer, tmp_path: Path) -> None:
     """Tasks that end without reading an endless input: the step ends, srun with it (the
     writer gets SIGPIPE); and srun's SIGTERM ends a step whose tasks wait for input."""
     body = (

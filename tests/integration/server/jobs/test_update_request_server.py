@@ -7,18 +7,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_local_steps_server import (
-    server,  # noqa: F401  (a fixture: the server and its two 2-CPU agents)
+from test_requeue_runs_server import show
+from two_agents import (
     state,
     submit,
 )
-from test_requeue_runs_server import show
 
 from hal.testing.live import LiveServer, wait_until
 
 
 def test_a_pending_jobs_shape_and_files_change_and_it_runs_so(
-    server: LiveServer,  # noqa: F811
+    server: LiveServer,
     tmp_path: Path,
 ) -> None:
     (tmp_path / "there").mkdir()

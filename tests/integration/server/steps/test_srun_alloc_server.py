@@ -3,7 +3,6 @@ the command its step 0 on the allocation's nodes, the job ended with the step's 
 code. A real server with two real agents; srun runs as the installed shim, from a shell
 with no job around it."""
 
-# ruff: noqa: F811  (``server`` is the fixture imported from test_salloc_no_shell_server)
 from __future__ import annotations
 
 import re
@@ -11,10 +10,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from test_salloc_no_shell_server import (
+from two_agents import (
     login_env,
     run,
-    server,  # noqa: F401  (a fixture: the server and its two 2-CPU agents)
 )
 
 from hal.testing.live import LiveServer, wait_until
