@@ -18,11 +18,12 @@ import json
 import time
 from dataclasses import replace
 
+from hal.core.errors import InvalidRequest
 from hal.sim.cluster import ClusterModel
 from hal.sim.engine import Simulation
 from hal.sim.policies import scheduler_for
 from hal.sim.run import make_predictor
-from hal.sim.traces import traces_dir
+from hal.sim.traces import trace_file
 from hal.sim.workload import Cleaning, load_workload
 
 
@@ -30,13 +31,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("first", type=int, help="index of the first job replayed")
     parser.add_argument("end", type=int, help="index after the last job replayed")
-    parser.add_argument("--trace", default=str(traces_dir() / "CEA-Curie-2011-2.1-cln.swf.gz"))
+    parser.add_argument(
+        "--trace", help="an SWF file (default: CEA-Curie-2011-2.1-cln.swf.gz in HAL_TRACES)"
+    )
     parser.add_argument("--procs", type=int, default=80_640)
     parser.add_argument("--cores-per-node", type=int, default=16)
     parser.add_argument("--policy", default="easy")
     parser.add_argument("--predictor", default="user")
     args = parser.parse_args()
-    workload = load_workload(args.trace, Cleaning(procs=args.procs, first_jobs=args.end))
+    try:
+        trace = args.trace or trace_file("CEA-Curie-2011-2.1-cln.swf.gz")
+    except InvalidRequest as err:
+        parser.error(err.message)
+    workload = load_workload(trace, Cleaning(procs=args.procs, first_jobs=args.end))
     workload = replace(workload, jobs=workload.jobs[args.first : args.end])
     predictor = make_predictor(args.predictor, workload)
     simulation = Simulation(

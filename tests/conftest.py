@@ -1,23 +1,80 @@
-"""Shared test set-up: slow-test gating and a fresh PostgreSQL database per test."""
+"""Shared test set-up: markers for what a test needs, slow-test gating and a fresh
+PostgreSQL database per test.
+
+Markers (registered in pyproject.toml; docs/development.md says how to select by them) are
+put on from what a test uses wherever that shows, explicitly elsewhere:
+
+- ``live``: the test's module, or the module of a fixture it uses, holds the kit that starts
+  HAL's own processes on loopback (``hal.testing.live.LiveServer``; the cache tests'
+  ``cachetree`` control plane and nodes). Modules that start them another way (``hal up``
+  in a subprocess) say so with ``pytestmark``.
+- ``postgres``: the test uses ``pg_url``/``module_pg_url``, or one of its parameters is the
+  PostgreSQL store (``each_store``'s ``postgresql``, ``db_url``'s ``postgres``).
+- ``slurm_peer``, ``browser``, ``gpu``: explicit, on the few tests that need them.
+"""
 
 from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 import pytest
 
 RUN_SLOW = os.environ.get("CI", "").lower() == "true" or os.environ.get("HAL_SLOW") == "1"
 
+# (module, class) of what starts HAL's processes for a test
+LIVE_KIT = {
+    ("hal.testing.live", "LiveServer"),
+    ("cachetree", "ControlPlane"),
+    ("cachetree", "Node"),
+    ("cachetree", "Tree"),
+}
+POSTGRES_FIXTURES = {"pg_url", "module_pg_url"}
+POSTGRES_PARAMS = {"postgres", "postgresql"}
+
+
+def _holds_live_kit(namespace: Mapping[str, object], seen: dict[int, bool]) -> bool:
+    key = id(namespace)
+    if key not in seen:
+        seen[key] = any(
+            isinstance(value, type) and (value.__module__, value.__name__) in LIVE_KIT
+            for value in list(namespace.values())
+        )
+    return seen[key]
+
+
+def _is_live(item: pytest.Item, seen: dict[int, bool]) -> bool:
+    module = getattr(item, "module", None)
+    if module is not None and _holds_live_kit(vars(module), seen):
+        return True
+    info = getattr(item, "_fixtureinfo", None)  # pytest's own record of the fixtures used
+    definitions = info.name2fixturedefs.values() if info is not None else ()
+    return any(
+        _holds_live_kit(getattr(d.func, "__globals__", {}), seen)
+        for defs in definitions
+        for d in defs
+    )
+
+
+def _uses_postgres(item: pytest.Item) -> bool:
+    if POSTGRES_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params.values() if callspec is not None else ()
+    return any(isinstance(v, str) and v in POSTGRES_PARAMS for v in params)
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if RUN_SLOW:
-        return
+    seen: dict[int, bool] = {}
     skip = pytest.mark.skip(reason="slow test: runs in CI (CI=true) or with HAL_SLOW=1")
     for item in items:
-        if "slow" in item.keywords:
+        if _is_live(item, seen):
+            item.add_marker(pytest.mark.live)
+        if _uses_postgres(item):
+            item.add_marker(pytest.mark.postgres)
+        if not RUN_SLOW and "slow" in item.keywords:
             item.add_marker(skip)
 
 

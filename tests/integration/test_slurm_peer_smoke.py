@@ -12,6 +12,7 @@ from hal.bench import slurm_peer
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.slurm_peer,
     pytest.mark.timeout(600),  # may include apt-get install slurm-wlm on a fresh machine
     pytest.mark.skipif(os.geteuid() != 0, reason="the Slurm daemons need root"),
 ]

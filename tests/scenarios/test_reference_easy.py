@@ -11,9 +11,7 @@ from __future__ import annotations
 import pytest
 
 from hal.sim import Cleaning, SimOptions, run_trace
-from hal.sim.traces import traces_dir
-
-TRACES = traces_dir()
+from hal.testing.traces import trace_path
 
 # trace, machine size, published mean wait (minutes), published mean bsld
 REFERENCE = [
@@ -30,11 +28,10 @@ def test_easy_matches_the_published_numbers(
     trace: str, procs: int | None, wait_min: float, bsld: float
 ) -> None:
     """A site replaying its own log with HAL's EASY sees what the literature reports."""
-    path = TRACES / trace
-    if not path.exists():
-        pytest.skip("traces not available")
     _, s = run_trace(
-        path, SimOptions(policy="easy", exclude_first_fraction=0.01), Cleaning(procs=procs)
+        trace_path(trace),
+        SimOptions(policy="easy", exclude_first_fraction=0.01),
+        Cleaning(procs=procs),
     )
     assert s["mean_wait_s"] / 60 == pytest.approx(wait_min, rel=0.10)
     assert s["mean_bsld"] == pytest.approx(bsld, rel=0.10)

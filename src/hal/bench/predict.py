@@ -40,7 +40,7 @@ from hal.sim.history import trace_history
 from hal.sim.metrics import check_exclusion, summarize
 from hal.sim.policies import scheduler_for
 from hal.sim.run import make_predictor
-from hal.sim.traces import traces_dir
+from hal.sim.traces import trace_file
 from hal.sim.workload import Cleaning, Workload, load_workload
 
 # name → (file, machine CPUs or None for the header's, cores per node)
@@ -212,7 +212,7 @@ def shaken(workload: Workload, seed: int, spread_s: float = 30.0) -> Workload:
 
 def load_case(name: str, first_jobs: int = 0) -> tuple[Workload, int]:
     file, procs, cores = TRACES[name]
-    workload = load_workload(traces_dir() / file, Cleaning(procs=procs, first_jobs=first_jobs))
+    workload = load_workload(trace_file(file), Cleaning(procs=procs, first_jobs=first_jobs))
     return workload, cores
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from hal.bench import names_from
-from hal.sim.traces import traces_dir
+from hal.sim.traces import trace_file, traces_dir
 
 TRACES = traces_dir()
 CASES = {
@@ -53,8 +53,9 @@ def run_hal(case: str, first_jobs: int = 0, workers: int = 1) -> dict[str, Any]:
     from hal.sim import Cleaning, SimOptions, load_workload, run_workload
 
     name, procs, cores, target = CASES[case]
+    path = trace_file(name, TRACES)
     t0 = time.perf_counter()
-    workload = load_workload(TRACES / name, Cleaning(procs=procs, first_jobs=first_jobs))
+    workload = load_workload(path, Cleaning(procs=procs, first_jobs=first_jobs))
     load_s = time.perf_counter() - t0
     options = SimOptions(
         policy="easy", cores_per_node=cores, exclude_first_fraction=0.01, workers=workers
@@ -127,7 +128,7 @@ def run_accasim(case: str, first_jobs: int = 0, timeout_s: float = 900.0) -> dic
             return {"ran": False, "why": f"could not install accasim: {err}"}
         trace = work / "trace.swf"
         total_procs = procs or 0
-        with gzip.open(TRACES / name, "rt") as src, trace.open("w") as dst:
+        with gzip.open(trace_file(name, TRACES), "rt") as src, trace.open("w") as dst:
             kept = 0
             for line in src:
                 if line.startswith(";"):

@@ -5,8 +5,9 @@ split the path first and decode each segment after, so an encoded ``/`` stays in
 Frameworks route on the already-decoded path, where that ``/`` would split the key. The
 routing table is therefore a list of segment patterns matched against ``scope["raw_path"]``.
 
-Every answer except 204 carries ``Content-Type: application/json``; errors are
-``{code, message, details?}``.
+Every answer except 204 and the contract itself carries ``Content-Type: application/json``;
+errors are ``{code, message, details?}``. ``GET /openapi.yaml`` serves the contract this app
+implements (``spec/cache-control-plane.openapi.yaml``, shipped with the package) as it is.
 
     plane = CacheControlPlane("sqlite:////var/lib/hal/cache.db")
     app = plane.app                 # serve it, or mount it in the main server and call
@@ -15,9 +16,12 @@ Every answer except 204 carries ``Content-Type: application/json``; errors are
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
@@ -33,6 +37,7 @@ from hal.core.errors import HalError
 log = logging.getLogger("hal.cache.app")
 MAX_BODY = 64 * 1024 * 1024
 JSON_HEADERS = [(b"content-type", b"application/json")]
+CONTRACT = Path(__file__).resolve().parent / "spec" / "cache-control-plane.openapi.yaml"
 
 Params = dict[str, str]
 Query = dict[str, str]
@@ -91,6 +96,9 @@ class CacheControlPlane:
                     "message": "the control plane failed to handle this request; see its log",
                 },
             )
+        if isinstance(payload, Document):
+            await _send_document(send, status, payload)
+            return
         if status == 204:
             await send({"type": "http.response.start", "status": 204, "headers": []})
             await send({"type": "http.response.body", "body": b""})
@@ -143,7 +151,33 @@ class CacheControlPlane:
             raise MethodNotAllowed(
                 allowed, f"{method} is not allowed here; use " + ", ".join(allowed)
             )
-        raise CacheNotFound(f"no such resource: {scope['path']} (the API lives under /v1)")
+        raise CacheNotFound(
+            f"no such resource: {scope['path']} (the API lives under /v1, "
+            "its contract at /openapi.yaml)"
+        )
+
+
+@dataclass(frozen=True)
+class Document:
+    """An answer sent as it is, not as JSON: the contract."""
+
+    body: bytes
+    content_type: bytes
+
+
+async def _send_document(send: Send, status: int, document: Document) -> None:
+    headers = [
+        (b"content-type", document.content_type),
+        (b"content-length", str(len(document.body)).encode()),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": document.body})
+
+
+@functools.cache
+def contract() -> bytes:
+    """The OpenAPI contract, byte for byte as the package ships it."""
+    return CONTRACT.read_bytes()
 
 
 class MethodNotAllowed(Exception):
@@ -204,6 +238,12 @@ async def _read_body(receive: Receive) -> bytes:
 
 
 # -- handlers ------------------------------------------------------------------------------
+
+
+async def openapi_document(
+    _cp: CacheControlPlane, _p: Params, _q: Query, _b: bytes
+) -> tuple[int, Any]:
+    return 200, Document(contract(), b"application/yaml")
 
 
 async def list_instances(cp: CacheControlPlane, _p: Params, q: Query, _b: bytes) -> tuple[int, Any]:
@@ -423,6 +463,7 @@ def _route(pattern: str) -> tuple[str, ...]:
 
 
 ROUTES: list[tuple[str, tuple[str, ...], Handler]] = [
+    ("GET", _route("/openapi.yaml"), openapi_document),
     ("GET", _route("/v1/instances"), list_instances),
     ("GET", _route("/v1/instances/{id}"), get_instance),
     ("POST", _route("/v1/instances/{id}/register"), register),

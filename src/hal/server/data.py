@@ -5,7 +5,7 @@ The scheduler stays pure: it reads where data is from ``ClusterSnapshot.data`` (
 current and acts on the scheduler's decisions:
 
 * **the view** — every ``refresh_seconds`` it reads the cache control plane
-  (``shared/spec/cache-control-plane.openapi.yaml``): ``GET /v1/topology`` (the tree and
+  (``hal/cache/spec/cache-control-plane.openapi.yaml``): ``GET /v1/topology`` (the tree and
   each link's latency/bandwidth/cost), ``GET /v1/instances`` (addresses, and each HAL
   cache node's read counters from its heartbeats — hits, misses, bytes moved:
   ``status()["caches"]``) and

@@ -15,6 +15,7 @@ import pytest
 
 
 @pytest.mark.slow
+@pytest.mark.live
 @pytest.mark.skipif(
     shutil.which("redis-benchmark") is None, reason="redis-benchmark is not installed"
 )

@@ -1,6 +1,7 @@
 """Bad input against a running control plane: every refusal is the contract's status with the
 ``{code, message, details?}`` body as JSON, never a 500, and nothing accepted can later make
-an answer fail or stop being JSON (shared/spec/cache-control-plane.openapi.yaml)."""
+an answer fail or stop being JSON (the contract: ``hal/cache/spec``, served at
+``/openapi.yaml``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from typing import Any
 import httpx
 import pytest
 from cachetree import ControlPlane
+
+from hal.cache.app import CONTRACT
 
 T0 = "2025-01-01T00:00:00Z"
 CODES = {400: "bad_request", 404: "not_found", 409: "already_exists"}
@@ -441,6 +444,15 @@ def test_bad_input_sweep(
     field: str | None,
 ) -> None:
     refused(cp.http.request(method, path, **kwargs), status, field)
+
+
+def test_the_running_plane_serves_the_contract_the_package_ships(cp: ControlPlane) -> None:
+    """`hal cache control-plane` answers `GET /openapi.yaml` with the packaged contract,
+    byte for byte (what schemathesis reads in test_schemathesis.py)."""
+    resp = httpx.get(f"http://127.0.0.1:{cp.port}/openapi.yaml", timeout=5.0)
+    assert resp.status_code == 200
+    assert resp.headers["content-type"] == "application/yaml"
+    assert resp.content == CONTRACT.read_bytes()
 
 
 def test_a_method_the_path_does_not_have_is_405_with_allow(cp: ControlPlane) -> None:

@@ -17,6 +17,8 @@ from typing import Any
 import httpx
 from cachetree import START_TIMEOUT_S, Node, free_port, registered, wait_for
 
+from hal.cache.app import CONTRACT
+
 
 @contextmanager
 def hal_server(data_dir: Path, port: int) -> Iterator[httpx.Client]:
@@ -65,6 +67,7 @@ def test_nodes_register_with_the_control_plane_inside_the_server(tmp_path: Path)
     with hal_server(tmp_path, port) as http:
         # HAL's own API keeps asking for a token; the cache contract has none
         assert http.get("/v1/jobs").status_code == 401
+        assert http.get("/cache/openapi.yaml").content == CONTRACT.read_bytes()
         node.start()
         try:
             wait_for(lambda: registered(plane, ["leaf1"]), START_TIMEOUT_S, "leaf1 to register")

@@ -35,10 +35,13 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync"]  # fmt: skip
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is missing")
-pytestmark = pytest.mark.skipif(
-    not Path(CHROMIUM).exists() and shutil.which("chromium") is None,
-    reason="chromium not installed (Debian package 'chromium')",
-)
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists() and shutil.which("chromium") is None,
+        reason="chromium not installed (Debian package 'chromium')",
+    ),
+]
 
 
 @pytest.fixture(scope="module")

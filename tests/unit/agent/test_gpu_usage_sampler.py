@@ -104,9 +104,10 @@ def test_a_job_is_its_processes_and_its_tally_keeps_peaks_and_mean() -> None:
     assert (usage.util, usage.max_util, usage.ave_util) == (0, 70, 26.7)
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(
     shutil.which("nvidia-smi") is None or importlib.util.find_spec("torch") is None,
-    reason="needs an NVIDIA GPU with its driver and PyTorch (the device machine has both)",
+    reason="needs an NVIDIA GPU with its driver, and PyTorch",
 )
 def test_a_real_cuda_process_is_seen_with_its_memory_and_work() -> None:
     busy = subprocess.Popen(
@@ -138,9 +139,9 @@ def test_a_real_cuda_process_is_seen_with_its_memory_and_work() -> None:
         busy.wait()
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(
-    shutil.which("nvidia-smi") is None,
-    reason="needs an NVIDIA GPU with its driver (the device machine has one)",
+    shutil.which("nvidia-smi") is None, reason="needs an NVIDIA GPU with its driver"
 )
 def test_a_healthy_real_gpu_reads_no_problem_and_its_device_figures() -> None:
     sampler = GpuSampler.open()

@@ -30,6 +30,7 @@ def test_a_broken_nvml_means_no_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
     assert discover_gpus() == GpuInventory(0, "")
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(
     importlib.util.find_spec("pynvml") is None or shutil.which("nvidia-smi") is None,
     reason="needs nvidia-ml-py (pynvml) and an NVIDIA driver with at least one GPU",

@@ -4,10 +4,6 @@ from pathlib import Path
 
 import pytest
 
-from hal.sim.traces import traces_dir
-
-TRACES = traces_dir()
-
 
 def swf_text(jobs: list[tuple[int, float, float, int, float]], procs: int = 4) -> str:
     """An SWF file: (id, submit, run, procs, requested) per job, the rest -1."""

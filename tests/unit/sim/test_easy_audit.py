@@ -13,10 +13,10 @@ import pytest
 
 from hal.sim import Cleaning, SimOptions, load_workload, run_trace, run_workload
 from hal.sim.audit import Ran, audit_easy, from_outcomes
-from hal.sim.traces import traces_dir
 from hal.sim.workload import TraceJob
+from hal.testing.traces import trace_path
 
-SDSC = traces_dir() / "SDSC-SP2-1998-4.2-cln.swf.gz"
+SDSC = trace_path("SDSC-SP2-1998-4.2-cln.swf.gz")
 
 
 def requested(j: TraceJob) -> float:
@@ -83,7 +83,6 @@ def test_micro_replay_keeps_the_promises(write_trace: Any, policy: str, plan: An
     assert audit.heads >= 1
 
 
-@pytest.mark.skipif(not SDSC.exists(), reason="traces not available")
 @pytest.mark.parametrize(
     ("policy", "predictor", "plan"),
     [("easy", "user", requested), ("easy-sjbf", "perfect", run_time)],

@@ -20,10 +20,9 @@ from hal.sim import (
     load_workload,
     scheduler_for,
 )
-from hal.sim.traces import traces_dir
+from hal.testing.traces import trace_path
 
-TRACE = traces_dir() / "SDSC-SP2-1998-4.2-cln.swf.gz"
-pytestmark = pytest.mark.skipif(not TRACE.exists(), reason="traces not available")
+TRACE = trace_path("SDSC-SP2-1998-4.2-cln.swf.gz")
 
 
 def replay(policy: str, **kw: bool) -> SimRun:

@@ -31,11 +31,10 @@ from hal.sim import (
 from hal.sim.parallel import makespan, replay, split_starts
 from hal.sim.policies import scheduler_for
 from hal.sim.swf import SwfRecord
-from hal.sim.traces import traces_dir
 from hal.sim.workload import TraceJob, Workload
+from hal.testing.traces import trace_path
 
-SDSC = traces_dir() / "SDSC-SP2-1998-4.2-cln.swf.gz"
-needs_trace = pytest.mark.skipif(not SDSC.exists(), reason="traces not available")
+SDSC = trace_path("SDSC-SP2-1998-4.2-cln.swf.gz")
 
 
 @functools.cache
@@ -63,7 +62,6 @@ def assert_same(one: SimRun, many: SimRun) -> None:
     assert (one.passes, one.skipped_passes) == (many.passes, many.skipped_passes)
 
 
-@needs_trace
 @pytest.mark.parametrize(
     ("policy", "predictor", "workers"),
     [("easy", "user", 2), ("easy", "user", 3), ("easy-sjbf", "perfect", 2)],
@@ -181,7 +179,6 @@ def test_workers_below_one_are_refused() -> None:
         SimOptions(workers=0)
 
 
-@needs_trace
 def test_a_learning_predictor_replays_on_one_process() -> None:
     """``avg2`` keeps what it learnt: a split replay could not be the same one."""
     workload = load_workload(SDSC, Cleaning(first_jobs=300))
@@ -213,7 +210,6 @@ def test_the_command_splits_by_default_and_says_where(
     assert split == single
 
 
-@needs_trace
 @pytest.mark.parametrize("death", ["raises", "exits"])
 def test_a_worker_that_dies_leaves_the_replay_to_the_others(death: str) -> None:
     """The second worker fails as it starts (an exception, or its process gone without a

@@ -25,9 +25,9 @@ from hal.sim import (
     scheduler_for,
 )
 from hal.sim.run import make_predictor
-from hal.sim.traces import traces_dir
+from hal.testing.traces import trace_path
 
-SDSC = traces_dir() / "SDSC-SP2-1998-4.2-cln.swf.gz"
+SDSC = trace_path("SDSC-SP2-1998-4.2-cln.swf.gz")
 
 # (id, submit, run, procs, requested, user)
 Row = tuple[int, float, float, int, float, int]
@@ -105,7 +105,6 @@ def test_the_simulator_pins_the_predictors_that_learn(tmp_path: Path) -> None:
     assert not isinstance(make_predictor("user", w), PinnedPredictor)
 
 
-@pytest.mark.skipif(not SDSC.exists(), reason="traces not available")
 def test_skipped_passes_change_nothing_with_expiring_predictions() -> None:
     """With ``avg2`` (ends move at expiries) the fast path starts every job exactly when
     a full pass at every instant does, on the first 600 jobs of SDSC-SP2."""
@@ -151,7 +150,6 @@ def test_each_predictor_has_its_own_default_correction(tmp_path: Path) -> None:
     assert "correction" not in run_trace(path, SimOptions("easy-sjbf", "user"))[1]
 
 
-@pytest.mark.skipif(not SDSC.exists(), reason="traces not available")
 def test_a_learned_replay_is_the_same_twice(monkeypatch: pytest.MonkeyPatch) -> None:
     """With a training lag, ``learned`` trains on a worker thread, but each model is
     used from a fixed finished job on: two replays of the first 2,000 jobs of SDSC-SP2

@@ -18,10 +18,10 @@ from hal.scheduler.framework.availability import StartRowsMemo
 from hal.scheduler.framework.start_bound import StartBound
 from hal.scheduler.plugins.backfill.plugin import Backfill
 from hal.sim.run import SimOptions, run_trace
-from hal.sim.traces import traces_dir
 from hal.sim.workload import Cleaning
+from hal.testing.traces import trace_path
 
-CURIE = traces_dir() / "CEA-Curie-2011-2.1-cln.swf.gz"
+CURIE = trace_path("CEA-Curie-2011-2.1-cln.head3000.swf.gz")
 PINNED = Path(__file__).parents[2] / "data" / "curie_easy_1500_starts.txt"
 
 
@@ -39,7 +39,6 @@ def simulated_starts() -> dict[int, float]:
     return {o.job.id: o.start for o in run.outcomes}
 
 
-@pytest.mark.skipif(not CURIE.exists(), reason="traces not available")
 def test_curie_prefix_start_times_unchanged() -> None:
     got = simulated_starts()
     want = pinned_starts()
@@ -49,7 +48,6 @@ def test_curie_prefix_start_times_unchanged() -> None:
     assert moved == [], f"{len(moved)} jobs start at another time, first: {moved[:5]}"
 
 
-@pytest.mark.skipif(not CURIE.exists(), reason="traces not available")
 def test_the_caches_kept_across_passes_change_no_start(monkeypatch: pytest.MonkeyPatch) -> None:
     """The same prefix with the head's start-row memo, its start bound and the plugin's
     kept requested times turned off: every job starts when it does with them."""

@@ -24,11 +24,11 @@ from hal.sim import Cleaning, ClusterModel, Simulation, load_workload, scheduler
 from hal.sim.cluster import PARTITION
 from hal.sim.fitscreen import FitScreen
 from hal.sim.run import make_predictor
-from hal.sim.traces import traces_dir
 from hal.testing import JobBuilder, make_job
 from hal.testing import cluster as make_cluster
+from hal.testing.traces import trace_path
 
-CURIE = traces_dir() / "CEA-Curie-2011-2.1-cln.swf.gz"
+CURIE = trace_path("CEA-Curie-2011-2.1-cln.head3000.swf.gz")
 
 
 def _table(cluster: ClusterModel, busy: dict[int, int]) -> NodeTable:
@@ -134,7 +134,6 @@ def _rule_keeps_every_start(policy: str, predictor: str, turn_off: Callable[[], 
     assert skipped > skipped_without
 
 
-@pytest.mark.skipif(not CURIE.exists(), reason="traces not available")
 def test_skips_passes_on_multicore_nodes_and_changes_no_start(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -154,7 +153,6 @@ def test_skips_passes_on_multicore_nodes_and_changes_no_start(
     assert skipped > skipped_without
 
 
-@pytest.mark.skipif(not CURIE.exists(), reason="traces not available")
 @pytest.mark.parametrize("predictor", ["user", "avg2"])
 def test_settled_backfill_skips_jobs_and_changes_no_start(
     predictor: str, monkeypatch: pytest.MonkeyPatch
@@ -262,7 +260,6 @@ def test_a_new_job_naming_another_partition_is_left_to_the_pass() -> None:
     assert settled.could_start(PassContext.from_snapshot(snap), [new.build()])
 
 
-@pytest.mark.skipif(not CURIE.exists(), reason="traces not available")
 @pytest.mark.parametrize(
     ("policy", "predictor"), [("easy", "user"), ("easy-sjbf", "avg2"), ("easy-sjbf", "learned")]
 )
@@ -279,7 +276,6 @@ def test_passes_no_new_job_could_start_are_skipped_and_change_no_start(
     )
 
 
-@pytest.mark.skipif(not CURIE.exists(), reason="traces not available")
 @pytest.mark.parametrize("predictor", ["avg2", "learned"])
 def test_expiries_before_the_heads_start_skip_the_pass_and_change_no_start(
     predictor: str, monkeypatch: pytest.MonkeyPatch
@@ -295,7 +291,6 @@ def test_expiries_before_the_heads_start_skip_the_pass_and_change_no_start(
     )
 
 
-@pytest.mark.skipif(not CURIE.exists(), reason="traces not available")
 @pytest.mark.parametrize(("policy", "predictor"), [("easy", "user"), ("easy-sjbf", "avg2")])
 def test_the_heads_start_bound_changes_no_start(
     policy: str, predictor: str, monkeypatch: pytest.MonkeyPatch

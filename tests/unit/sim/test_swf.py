@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from hal.sim.swf import SwfError, read_swf, write_swf
-from hal.sim.traces import traces_dir
 from hal.sim.workload import Cleaning
+from hal.testing.traces import trace_path
 
-TRACES = traces_dir()
+KTH = trace_path("KTH-SP2-1996-2.swf.gz")
 
 
 def test_reads_all_18_fields_and_the_machine_size(write_trace: Any) -> None:
@@ -47,10 +47,9 @@ def test_a_short_line_names_the_file_and_line(tmp_path: Path) -> None:
         read_swf(path)
 
 
-@pytest.mark.skipif(not (TRACES / "KTH-SP2-1996-2.swf.gz").exists(), reason="no traces")
 def test_reads_a_real_archive_file() -> None:
     """KTH-SP2 from the Parallel Workloads Archive: 28,489 jobs on 100 processors."""
-    header, recs = read_swf(TRACES / "KTH-SP2-1996-2.swf.gz")
+    header, recs = read_swf(KTH)
     assert header.machine_procs == 100
     assert len(recs) == 28_489
 

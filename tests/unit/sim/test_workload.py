@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,8 +10,9 @@ import pytest
 from hal.core.errors import InvalidRequest
 from hal.sim.swf import SwfHeader, SwfRecord, read_swf
 from hal.sim.workload import Cleaning, clean, load_workload
+from hal.testing.traces import trace_path
 
-THUNDER = Path(__file__).parents[3].parent / "shared/traces/LLNL-Thunder-2007-1.1-cln.swf.gz"
+THUNDER = trace_path("LLNL-Thunder-2007-1.1-cln.head3000.swf.gz")
 
 
 def rec(
@@ -63,7 +63,6 @@ def test_no_machine_size_anywhere_is_a_user_error() -> None:
         clean(SwfHeader(), [rec(1, 0, 5, 1, 1, 9)], Cleaning())
 
 
-@pytest.mark.skipif(not THUNDER.exists(), reason="no traces")
 def test_loading_a_prefix_of_an_unsorted_trace_sorts_before_it_cuts() -> None:
     """LLNL-Thunder is not in submit order: the first jobs are the earliest submitted,
     the same as cleaning every record and then cutting."""

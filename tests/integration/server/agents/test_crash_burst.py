@@ -12,9 +12,12 @@ import threading
 from pathlib import Path
 
 import httpx
+import pytest
 
 from hal.testing.live import free_port, wait_until
 from hal.wire.jobs import JobBatchSubmit, JobSubmit
+
+pytestmark = pytest.mark.live  # `hal server`, in a subprocess
 
 
 def start_server(data: Path, port: int) -> tuple[subprocess.Popen[str], str | None]:

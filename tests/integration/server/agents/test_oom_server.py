@@ -25,7 +25,7 @@ OOM_LINE = "slurmstepd-{node}: error: Detected 1 oom-kill event(s) in StepId={st
 
 pytestmark = pytest.mark.skipif(
     not detect_isolation("auto", "probe-oom").base,
-    reason="needs a writable cgroup memory controller (root; CI has one)",
+    reason="needs a writable cgroup memory controller (cgroup v1 or v2, as root)",
 )
 
 

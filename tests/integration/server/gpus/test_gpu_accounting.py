@@ -4,7 +4,7 @@ Slurm's ``gres/gpumem`` and ``gres/gpuutil``.
 
 Here the agent's NVML is the stand-in in ``tests/data/nvml`` (CI has no GPU): processes
 declare their use in their environment. The same path on a real GPU is
-``test_gpu_accounting_on_a_real_gpu`` (the device machine; skipped without one).
+``test_gpu_accounting_on_a_real_gpu`` (marked ``gpu``; skipped without one).
 """
 
 from __future__ import annotations
@@ -117,9 +117,10 @@ def test_a_job_without_gpus_shows_no_gres_usage(gpu_node: LiveServer, tmp_path: 
     assert "cpu" in usage and not any(k.startswith("gres/") for k in usage), sa.stdout
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(
     shutil.which("nvidia-smi") is None or importlib.util.find_spec("torch") is None,
-    reason="needs an NVIDIA GPU with its driver and PyTorch (the device machine has both)",
+    reason="needs an NVIDIA GPU with its driver, and PyTorch",
 )
 def test_gpu_accounting_on_a_real_gpu(tmp_path: Path) -> None:
     """The agent's real NVML: a PyTorch job holding 2 GiB and multiplying matrices shows

@@ -5,7 +5,7 @@ own GPUs' files; CUDA numbers them from 0.
 The agent's NVML is the stand-in in ``tests/data/nvml`` with two GPUs, minors 0 and 1.
 The device files are look-alikes made with ``mknod`` (major 195): without a driver an
 allowed one fails to open with ENXIO, a denied one with EPERM. The same on a real GPU,
-with PyTorch, is ``test_a_job_without_gpus_cannot_reach_a_real_gpu`` (the device machine).
+with PyTorch, is ``test_a_job_without_gpus_cannot_reach_a_real_gpu`` (marked ``gpu``).
 """
 
 from __future__ import annotations
@@ -113,9 +113,10 @@ def test_an_srun_step_is_bound_as_its_job(
     assert run(gpu_node, tmp_path, step=True) == "denied denied - -"
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(
     shutil.which("nvidia-smi") is None or importlib.util.find_spec("torch") is None,
-    reason="needs an NVIDIA GPU with its driver and PyTorch (the device machine has both)",
+    reason="needs an NVIDIA GPU with its driver, and PyTorch",
 )
 def test_a_job_without_gpus_cannot_reach_a_real_gpu(tmp_path: Path) -> None:
     """The agent's real NVML and the real driver: PyTorch finds the GPU in a job given

@@ -102,9 +102,10 @@ def test_a_step_without_a_gpu_option_waits_for_the_jobs_gpus(
     assert "step creation temporarily disabled, retrying (Requested nodes are busy)" in text
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(
     shutil.which("nvidia-smi") is None or importlib.util.find_spec("torch") is None,
-    reason="needs an NVIDIA GPU with its driver and PyTorch (the device machine has both)",
+    reason="needs an NVIDIA GPU with its driver, and PyTorch",
 )
 def test_steps_on_a_real_gpu(tmp_path: Path) -> None:
     """The agent's real NVML and the real driver, in a job given the host's GPU: a step

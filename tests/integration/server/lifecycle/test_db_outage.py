@@ -144,6 +144,7 @@ def _states(server: LiveServer, *, history: bool) -> dict[int, str]:
     return {j.id: j.state for j in found}
 
 
+@pytest.mark.postgres  # a private PostgreSQL, started from its programs
 def test_postgres_outage_loses_nothing_and_needs_no_restart(
     tmp_path: Path, private_pg: PrivatePostgres
 ) -> None:

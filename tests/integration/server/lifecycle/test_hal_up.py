@@ -25,6 +25,8 @@ from hal.client import HalClient
 from hal.testing.live import free_port, stop_process, wait_until
 from hal.wire.jobs import JobSubmit
 
+pytestmark = pytest.mark.live  # `hal up` and its agents, in subprocesses
+
 
 def agents_of(data: Path) -> list[psutil.Process]:
     """The running `hal agent` processes whose state directory is under ``data``."""

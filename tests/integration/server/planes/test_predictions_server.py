@@ -19,9 +19,9 @@ from hal.core.job import Job, JobSpec
 from hal.core.states import JobState
 from hal.scheduler.plugins import default_profile
 from hal.server.predictions import MODEL_FILE
-from hal.sim.traces import traces_dir
 from hal.slurm.syntax import duration_long
 from hal.testing.live import LiveServer, wait_until
+from hal.testing.traces import trace_path
 from hal.wire.jobs import JobSubmit
 
 # (user, job name, time limit, run time): three kinds of jobs that run far shorter than
@@ -165,7 +165,7 @@ def test_hal_predict_eval_replays_the_servers_history(server: LiveServer) -> Non
     assert cut.returncode == 2 and cut.stdout == ""
     assert "--first-jobs cuts a trace: give it with --trace" in cut.stderr
     # --last with --trace was ignored silently (found by exploratory testing)
-    trace = str(traces_dir() / "SDSC-SP2-1998-4.2-cln.swf.gz")
+    trace = str(trace_path("SDSC-SP2-1998-4.2-cln.swf.gz"))
     both = server.cli("predict", "eval", "--trace", trace, "--last", "5")
     assert both.returncode == 2 and both.stdout == ""
     assert "--last counts the server's history: cut a --trace with --first-jobs" in both.stderr
