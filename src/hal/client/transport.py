@@ -5,13 +5,18 @@ two requests and exits. httpx costs ~100 ms of imports there and even ``http.cli
 ~30 ms (it parses headers with the ``email`` package), more than the request itself, so
 requests go over a socket with the little HTTP/1.1 the server needs (Content-Length or
 chunked bodies, keep-alive). The event stream, which is long-lived, uses ``http.client``.
+
+Plain HTTP goes over ``_socket``, the C module under ``socket``: ``socket.py`` adds
+``selectors`` and its address families as enums, about a quarter of a bare interpreter's
+start, and nothing here needs them. HTTPS (``ssl`` wraps ``socket.socket`` objects) loads
+``socket`` where it is used.
 """
 
 from __future__ import annotations
 
+import _socket
 import re
 import select
-import socket
 from collections.abc import Iterator
 
 TYPE_CHECKING = False  # (nor ``typing`` nor ``dataclasses``: see ``hal.client``)
@@ -100,12 +105,15 @@ class Transport:
         # bytes (and one idna refuses, "a..b", is then the resolver's error, an OSError).
         # (typeshed types the host as str; create_connection hands it to getaddrinfo.)
         host = self.host.encode() if self.host.isascii() else self.host
-        sock = socket.create_connection((host, self.port), timeout=timeout)  # type: ignore[arg-type]
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.https:
+            import socket
             import ssl
 
-            return ssl.create_default_context().wrap_socket(sock, server_hostname=self.host)
+            raw = socket.create_connection((host, self.port), timeout=timeout)  # type: ignore[arg-type]
+            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return ssl.create_default_context().wrap_socket(raw, server_hostname=self.host)
+        sock = _connect(host, self.port, timeout)
+        sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
         return sock
 
     def request(
@@ -237,6 +245,24 @@ class Transport:
             raise TransportError(str(err) or err.__class__.__name__) from err
         finally:
             conn.close()
+
+
+def _connect(host: str | bytes, port: int, timeout: float) -> _socket.socket:
+    """``socket.create_connection((host, port), timeout)`` on ``_socket``: each address
+    the resolver gives, in its order, until one connects; else the last one's error."""
+    error: OSError = OSError("getaddrinfo returns an empty list")
+    for family, kind, proto, _, address in _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM):
+        sock = None
+        try:
+            sock = _socket.socket(family, kind, proto)
+            sock.settimeout(timeout)
+            sock.connect(address)
+            return sock
+        except OSError as err:
+            error = err
+            if sock is not None:
+                sock.close()
+    raise error
 
 
 def _replayable(method: str, params: dict[str, str] | None, headers: dict[str, str] | None) -> bool:

@@ -46,9 +46,11 @@ SERVER_SIDE = (
 )
 SCHEMAS = ("pydantic", "pydantic_core", "annotated_types", "httpx", "hal.wire.jobs")
 # each costs a large part of a bare interpreter's start (inspect and ast come with
-# dataclasses, ipaddress with urllib.parse); should a new Python's own json or socket
-# import one, drop it here
+# dataclasses, ipaddress with urllib.parse, selectors with socket; the client speaks
+# plain HTTP over ``_socket``); should a new Python's own json import one, drop it here
 SLOW_STDLIB = (
+    "socket",
+    "selectors",
     "typing",
     "dataclasses",
     "inspect",
