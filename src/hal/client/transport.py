@@ -15,33 +15,52 @@ start, and nothing here needs them. HTTPS (``ssl`` wraps ``socket.socket`` objec
 from __future__ import annotations
 
 import _socket
-import re
 import select
-from collections.abc import Iterator
 
 TYPE_CHECKING = False  # (nor ``typing`` nor ``dataclasses``: see ``hal.client``)
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from typing import Any
 
 # ``urllib.parse`` (with ``ipaddress``, which it imports) costs a short command about a
 # fifth of a bare interpreter's start, more than its request. The URL HAL is given is
 # nearly always plain (http://HOST:PORT): ``split_url`` reads that one as urlsplit does
 # and hands any other to it; ``percent_encoded`` is quote(safe=""), three lines.
-_PLAIN_URL = re.compile(r"(https?)://([A-Za-z0-9.-]+)(?::([0-9]{1,5}))?(/[^?#]*)?")
+_HOST_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-")
+_ASCII_DIGITS = frozenset("0123456789")
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
 
 
 def split_url(url: str) -> tuple[str, str | None, int | None, str]:
     """(scheme, host, port, path) as ``urllib.parse.urlsplit`` reads them; a port out of
     range or not a number raises its ValueError."""
-    plain = _PLAIN_URL.fullmatch(url)
-    if plain and int(plain[3] or 0) <= 65535:
-        scheme, host, port, path = plain.groups()
-        return scheme, host.lower(), int(port) if port else None, path or ""
+    plain = _plain_url(url)
+    if plain and int(plain[2] or 0) <= 65535:
+        scheme, host, port, path = plain
+        return scheme, host.lower(), int(port) if port else None, path
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
     return parts.scheme, parts.hostname, parts.port, parts.path
+
+
+def _plain_url(url: str) -> tuple[str, str, str, str] | None:
+    r"""(scheme, host, port, path) of ``http[s]://HOST[:PORT][/PATH]``, the host ASCII
+    letters, digits, ``.`` and ``-``, the port 1 to 5 ASCII digits, no query or fragment
+    (a ``re.fullmatch`` of ``(https?)://([A-Za-z0-9.-]+)(?::([0-9]{1,5}))?(/[^?#]*)?``,
+    without ``re``: the start-up of every command); None for any other URL."""
+    scheme, sep, rest = url.partition("://")
+    if scheme not in ("http", "https") or not sep:
+        return None
+    authority, slash, path = rest.partition("/")
+    host, colon, port = authority.partition(":")
+    if not host or not _HOST_CHARS.issuperset(host):
+        return None
+    if colon and not (0 < len(port) <= 5 and _ASCII_DIGITS.issuperset(port)):
+        return None
+    if "?" in path or "#" in path:
+        return None
+    return scheme, host, port, slash + path
 
 
 def percent_encoded(text: str) -> str:
