@@ -15,7 +15,6 @@ start, and nothing here needs them. HTTPS (``ssl`` wraps ``socket.socket`` objec
 from __future__ import annotations
 
 import _socket
-import select
 
 TYPE_CHECKING = False  # (nor ``typing`` nor ``dataclasses``: see ``hal.client``)
 if TYPE_CHECKING:
@@ -301,6 +300,8 @@ def _readable(sock: Any) -> bool:
     """Whether an idle kept-alive connection has something to read: the server closed
     or reset it (what urllib3 checks before reusing a pooled connection). ``poll``, not
     ``select``: an application holding 1,024 descriptors gets sockets ``select`` refuses."""
+    import select  # (a kept-alive connection's: sbatch's one request never asks)
+
     poller = select.poll()
     poller.register(sock, select.POLLIN)
     return bool(poller.poll(0))

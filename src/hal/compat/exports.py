@@ -31,8 +31,6 @@ sbatch and srun read the same words differently. Slurm 22.05.8 was checked side 
 
 from __future__ import annotations
 
-from hal.slurm.job_variables import DEFAULT_PATH
-
 TYPE_CHECKING = False  # (sbatch's start-up: see ``hal.compat``)
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -102,6 +100,8 @@ def step_environment(spec: str, environ: Mapping[str, str]) -> dict[str, str]:
     if exports_all(spec):
         return {**listed, **environ}
     env = {k: v for k, v in environ.items() if k.startswith(_KEPT_PREFIXES) or k in _KEPT}
+    from hal.slurm.job_variables import DEFAULT_PATH  # (srun's: not sbatch's start-up)
+
     env["PATH"] = DEFAULT_PATH
     if "NONE" not in (item.upper() for item in items):
         env.update(listed)

@@ -11,8 +11,6 @@ job's nodes, so per-node columns (``%m``, ``%b``) divide by ``node_count``.
 
 from __future__ import annotations
 
-import grp
-import math
 import pwd
 
 from hal.compat.formats import (
@@ -57,6 +55,8 @@ def cpu_parts(
     (0, 0) for none used, None where they are not known (an older agent or srun
     measured only their sum; parts that are not this sum's, as a copy of the job for an
     earlier run of it holds, its latest run's)."""
+    import math  # (an extension module: not squeue's start-up, which never asks)
+
     if (
         user is not None
         and system is not None
@@ -197,6 +197,8 @@ def _unix(user: str) -> tuple[str, str, str]:
 
 
 def _unix_lookup(user: str) -> tuple[str, str, str]:
+    import grp  # (an extension module: only %U, %G and %g read groups)
+
     try:
         entry = pwd.getpwnam(user)
     except KeyError:
