@@ -6,7 +6,10 @@ per ``sbatch`` and ``squeue``, so what a command costs is mostly the interpreter
 and the modules it imports; an interpreter that imports nothing is the baseline, measured
 side by side in the same run (the three commands alternate, so a machine that other work
 loads slows all three alike). The commands run through the ``sbatch``/``squeue`` shims
-(``hal compat install-shims``), as the tools call them, with this interpreter.
+(``hal compat install-shims``), as the tools call them, with this interpreter, or with
+``python`` (``--python``): another install of HAL (a ``pip install .`` in a venv, where
+the development checkout's is editable), run without this process's ``PYTHONPATH`` so
+that it imports its own.
 
 The server runs in this process's background thread on loopback with a fresh SQLite
 database; agents are not needed (jobs stay pending).
@@ -34,12 +37,15 @@ BASELINE = "python -c pass"
 RATIO_TARGET = 3.0
 
 
-def _command_env(srv: LiveServer) -> dict[str, str]:
+def _command_env(srv: LiveServer, *, own_install: bool = False) -> dict[str, str]:
     """The server's environment, bytecode caching on: a user's commands read their
     modules' cached bytecode, so a ``PYTHONDONTWRITEBYTECODE`` of the shell that started
-    the bench must not make every run compile them again."""
+    the bench must not make every run compile them again. ``own_install``: without
+    ``PYTHONPATH``, for an interpreter that imports its own HAL."""
     env = srv.env()
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if own_install:
+        env.pop("PYTHONPATH", None)
     return env
 
 
@@ -101,17 +107,18 @@ def _machine() -> dict[str, Any]:
 
 
 def run_submit_bench(
-    jobs: int = 20_000, batch: int = 1_000, sbatch_runs: int = 20
+    jobs: int = 20_000, batch: int = 1_000, sbatch_runs: int = 20, python: str | None = None
 ) -> dict[str, Any]:
+    interpreter = python or sys.executable
     with tempfile.TemporaryDirectory(prefix="hal-bench-") as tmp, LiveServer(Path(tmp)) as srv:
-        env = _command_env(srv)
+        env = _command_env(srv, own_install=python is not None)
         bin_dir = Path(tmp, "bin")
-        install_shims(bin_dir, force=True)
+        install_shims(bin_dir, force=True, python=interpreter)
         sbatch = [str(bin_dir / "sbatch"), "--hold", "--wrap", "true"]
         # against a fresh server first (as the Slurm peer measures it), sbatch again at
         # the end with the whole batch queued behind it
         commands = {
-            BASELINE: [sys.executable, "-c", "pass"],
+            BASELINE: [interpreter, "-c", "pass"],
             "sbatch": sbatch,
             "squeue": [str(bin_dir / "squeue")],
         }
@@ -148,6 +155,7 @@ def run_submit_bench(
             "jobs_per_s": round(submitted / elapsed, 1),
             "batch_p50_s": round(statistics.median(per_batch), 4),
             "runs": sbatch_runs,
+            "python": interpreter,
             **fresh,
             "sbatch_p50_with_queue_s": round(statistics.median(loaded), 4),
             "queued_jobs_at_end": submitted + batch + 2 * sbatch_runs + 1,

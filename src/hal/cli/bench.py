@@ -20,6 +20,11 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
     p.add_argument("--jobs", type=int, default=20_000)
     p.add_argument("--batch", type=int, default=1_000)
     p.add_argument("--sbatch-runs", type=int, default=20, help="counted rounds of each command")
+    p.add_argument(
+        "--python",
+        help="the interpreter sbatch, squeue and python -c pass run with: another install "
+        "of HAL, run without PYTHONPATH (default: this one)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_submit)
 
@@ -72,7 +77,7 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
 def cmd_submit(ns: argparse.Namespace) -> int:
     from hal.bench.submit import run_submit_bench
 
-    return emit(run_submit_bench(ns.jobs, ns.batch, ns.sbatch_runs), ns.json)
+    return emit(run_submit_bench(ns.jobs, ns.batch, ns.sbatch_runs, ns.python), ns.json)
 
 
 def cmd_idle(ns: argparse.Namespace) -> int:

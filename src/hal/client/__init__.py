@@ -9,10 +9,12 @@ Imports nothing from the server; speaks only ``hal.wire`` models.
 
 Every ``sbatch`` and ``squeue`` a workflow tool runs is a new process that imports this
 package (issue 51: their target is 3× a bare interpreter's start). So at import its
-modules bring in nothing beyond what ``json`` and ``socket`` do: the wire schemas
-(pydantic, and ``dataclasses`` for ``hal.wire.submit``), ``typing`` and ``pathlib`` are
-imported inside the methods that use them, and ``urllib.parse`` only for a URL that is
-not plain (``transport.split_url``). ``submit_fields`` and ``validate=False``
+modules bring in only C parts of the standard library: HTTP goes over ``_socket``
+(``transport``), JSON through ``_json`` (``cjson``); the wire schemas (pydantic, and
+``dataclasses`` for ``hal.wire.submit``), ``typing``, ``pathlib``, ``logging`` (a
+retry's message) and ``select`` (a kept-alive connection's check) are imported inside
+the functions that use them, and ``urllib.parse`` only for a URL that is not plain
+(``transport.split_url``). ``submit_fields`` and ``validate=False``
 (``records``) serve those commands without the schemas;
 tests/unit/compat/test_start_imports.py checks what they load.
 """

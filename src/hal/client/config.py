@@ -9,9 +9,9 @@ any of those names with the same port.
 
 from __future__ import annotations
 
-import json
 import os
 
+from hal.client import cjson
 from hal.core.errors import InvalidRequest
 
 TYPE_CHECKING = False  # (``pathlib`` only where a Path is asked for: see ``hal.client``)
@@ -95,7 +95,7 @@ def _retry_seconds() -> float:
 def _stored_token(url: str) -> str | None:
     try:
         with open(_credentials_file(), "rb") as f:
-            data = json.loads(f.read())
+            data = cjson.loads(f.read())
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict):
@@ -138,7 +138,7 @@ def store_token(url: str, user: str, token: str) -> Path:
     except OSError as err:
         raise _unwritable(path, err) from None
     try:
-        data = json.loads(path.read_text())
+        data = cjson.loads(path.read_text())
         if not isinstance(data, dict):
             data = {}
     except (OSError, ValueError):
@@ -149,6 +149,8 @@ def store_token(url: str, user: str, token: str) -> Path:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.fchmod(fd, 0o600)  # the mode is only given to a new file: one left behind keeps its own
         with os.fdopen(fd, "w") as f:
+            import json
+
             json.dump(data, f, indent=2)
         tmp.replace(path)
     except OSError as err:

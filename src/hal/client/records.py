@@ -10,12 +10,16 @@ present, and stays the authority on what is valid: a record is never sent back.
 
 from __future__ import annotations
 
-import json
-from types import SimpleNamespace
+import sys
+
+from hal.client import cjson
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from types import SimpleNamespace
     from typing import Any
+else:  # (the ``types`` module, just for this name, is start-up time: it is this type)
+    SimpleNamespace = type(sys.implementation)
 
 
 class Record(SimpleNamespace):
@@ -24,4 +28,4 @@ class Record(SimpleNamespace):
 
 def records(body: bytes | str) -> Any:
     """The JSON ``body`` with every object a ``Record``."""
-    return json.loads(body, object_hook=lambda fields: Record(**fields))
+    return cjson.loads(body, object_hook=lambda fields: Record(**fields))

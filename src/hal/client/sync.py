@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
 
+from hal.client import cjson
 from hal.client.config import ClientConfig, load_client_config
 from hal.client.records import records
 from hal.client.transport import (
@@ -23,6 +22,7 @@ from hal.core.errors import ERRORS_BY_CODE, HalError, InvalidRequest, Unavailabl
 # cost them more than the rest of the command (see ``hal.client``).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping, Sequence
     from pathlib import Path
     from types import TracebackType
     from typing import Any
@@ -121,7 +121,7 @@ class HalClient:
         client's."""
         body = content.encode() if content is not None else None
         if json_body is not None:
-            body = json.dumps(json_body).encode()
+            body = cjson.dumps(json_body).encode()
         headers = {"Idempotency-Key": os.urandom(16).hex()} if key else None
         # (``retry=False``: a 503 is answered at once, not waited out)
         deadline = time.monotonic() + (self.config.retry_seconds if retry else 0.0)
@@ -165,7 +165,7 @@ class HalClient:
 
     @staticmethod
     def _json(response: Response) -> Any:
-        return json.loads(response.body)
+        return cjson.loads(response.body)
 
     # -- jobs -------------------------------------------------------------------------
     def submit(self, job: JobSubmit) -> SubmitResult:
@@ -178,7 +178,7 @@ class HalClient:
         values, the fields left out taking the schema's defaults. The server validates it
         as any submission and answers ``SubmitResult``'s fields. For a command that must
         start without importing the schemas (``sbatch``)."""
-        content = json.dumps(fields, separators=(",", ":"))
+        content = cjson.dumps(fields, compact=True)
         answer: dict[str, Any] = self._json(
             self._request("POST", "/v1/jobs", content=content, key=True)
         )
@@ -870,8 +870,8 @@ def error_from_response(response: Any) -> HalError:
 def _problem(payload: bytes) -> dict[str, Any]:
     """The problem+json body, or {} when it is none."""
     try:
-        body = json.loads(payload)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        body = cjson.loads(payload)
+    except ValueError:  # (JSONDecodeError, UnicodeDecodeError)
         return {}
     return body if isinstance(body, dict) else {}
 

@@ -5,38 +5,61 @@ two requests and exits. httpx costs ~100 ms of imports there and even ``http.cli
 ~30 ms (it parses headers with the ``email`` package), more than the request itself, so
 requests go over a socket with the little HTTP/1.1 the server needs (Content-Length or
 chunked bodies, keep-alive). The event stream, which is long-lived, uses ``http.client``.
+
+Plain HTTP goes over ``_socket``, the C module under ``socket``: ``socket.py`` adds
+``selectors`` and its address families as enums, about a quarter of a bare interpreter's
+start, and nothing here needs them. HTTPS (``ssl`` wraps ``socket.socket`` objects) loads
+``socket`` where it is used.
 """
 
 from __future__ import annotations
 
-import re
-import select
-import socket
-from collections.abc import Iterator
+import _socket
 
 TYPE_CHECKING = False  # (nor ``typing`` nor ``dataclasses``: see ``hal.client``)
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from typing import Any
 
 # ``urllib.parse`` (with ``ipaddress``, which it imports) costs a short command about a
 # fifth of a bare interpreter's start, more than its request. The URL HAL is given is
 # nearly always plain (http://HOST:PORT): ``split_url`` reads that one as urlsplit does
 # and hands any other to it; ``percent_encoded`` is quote(safe=""), three lines.
-_PLAIN_URL = re.compile(r"(https?)://([A-Za-z0-9.-]+)(?::([0-9]{1,5}))?(/[^?#]*)?")
+_HOST_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-")
+_ASCII_DIGITS = frozenset("0123456789")
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
 
 
 def split_url(url: str) -> tuple[str, str | None, int | None, str]:
     """(scheme, host, port, path) as ``urllib.parse.urlsplit`` reads them; a port out of
     range or not a number raises its ValueError."""
-    plain = _PLAIN_URL.fullmatch(url)
-    if plain and int(plain[3] or 0) <= 65535:
-        scheme, host, port, path = plain.groups()
-        return scheme, host.lower(), int(port) if port else None, path or ""
+    plain = _plain_url(url)
+    if plain and int(plain[2] or 0) <= 65535:
+        scheme, host, port, path = plain
+        return scheme, host.lower(), int(port) if port else None, path
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
     return parts.scheme, parts.hostname, parts.port, parts.path
+
+
+def _plain_url(url: str) -> tuple[str, str, str, str] | None:
+    r"""(scheme, host, port, path) of ``http[s]://HOST[:PORT][/PATH]``, the host ASCII
+    letters, digits, ``.`` and ``-``, the port 1 to 5 ASCII digits, no query or fragment
+    (a ``re.fullmatch`` of ``(https?)://([A-Za-z0-9.-]+)(?::([0-9]{1,5}))?(/[^?#]*)?``,
+    without ``re``: the start-up of every command); None for any other URL."""
+    scheme, sep, rest = url.partition("://")
+    if scheme not in ("http", "https") or not sep:
+        return None
+    authority, slash, path = rest.partition("/")
+    host, colon, port = authority.partition(":")
+    if not host or not _HOST_CHARS.issuperset(host):
+        return None
+    if colon and not (0 < len(port) <= 5 and _ASCII_DIGITS.issuperset(port)):
+        return None
+    if "?" in path or "#" in path:
+        return None
+    return scheme, host, port, slash + path
 
 
 def percent_encoded(text: str) -> str:
@@ -100,12 +123,15 @@ class Transport:
         # bytes (and one idna refuses, "a..b", is then the resolver's error, an OSError).
         # (typeshed types the host as str; create_connection hands it to getaddrinfo.)
         host = self.host.encode() if self.host.isascii() else self.host
-        sock = socket.create_connection((host, self.port), timeout=timeout)  # type: ignore[arg-type]
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.https:
+            import socket
             import ssl
 
-            return ssl.create_default_context().wrap_socket(sock, server_hostname=self.host)
+            raw = socket.create_connection((host, self.port), timeout=timeout)  # type: ignore[arg-type]
+            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return ssl.create_default_context().wrap_socket(raw, server_hostname=self.host)
+        sock = _connect(host, self.port, timeout)
+        sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
         return sock
 
     def request(
@@ -239,6 +265,24 @@ class Transport:
             conn.close()
 
 
+def _connect(host: str | bytes, port: int, timeout: float) -> _socket.socket:
+    """``socket.create_connection((host, port), timeout)`` on ``_socket``: each address
+    the resolver gives, in its order, until one connects; else the last one's error."""
+    error: OSError = OSError("getaddrinfo returns an empty list")
+    for family, kind, proto, _, address in _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM):
+        sock = None
+        try:
+            sock = _socket.socket(family, kind, proto)
+            sock.settimeout(timeout)
+            sock.connect(address)
+            return sock
+        except OSError as err:
+            error = err
+            if sock is not None:
+                sock.close()
+    raise error
+
+
 def _replayable(method: str, params: dict[str, str] | None, headers: dict[str, str] | None) -> bool:
     """Whether sending the request twice does what sending it once does (RFC 9110
     §9.2.2), so that it may be resent when its answer is lost: reads, PUT, a plain DELETE
@@ -256,6 +300,8 @@ def _readable(sock: Any) -> bool:
     """Whether an idle kept-alive connection has something to read: the server closed
     or reset it (what urllib3 checks before reusing a pooled connection). ``poll``, not
     ``select``: an application holding 1,024 descriptors gets sockets ``select`` refuses."""
+    import select  # (a kept-alive connection's: sbatch's one request never asks)
+
     poller = select.poll()
     poller.register(sock, select.POLLIN)
     return bool(poller.poll(0))

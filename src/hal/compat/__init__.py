@@ -12,8 +12,12 @@ job, each a new process: the target for these two is 3× a bare interpreter's st
 (issue 51; ``hal bench submit`` measures it). Their modules import, at run time, neither
 the wire schemas (pydantic; sbatch sends ``SbatchRequest.body`` as JSON, squeue reads
 records: ``HalClient.jobs(validate=False)``) nor ``typing``, ``dataclasses``,
-``pathlib`` or ``datetime``: their small types are plain classes, annotations come from
-``if TYPE_CHECKING:`` blocks (``TYPE_CHECKING = False`` at run time), and what only a
-rarer option needs is imported where that option is read.
+``pathlib``, ``datetime``, ``json``, ``socket``, ``re``, ``enum``, ``functools`` or
+``collections``: their small types are plain classes, annotations come from ``if
+TYPE_CHECKING:`` blocks (``TYPE_CHECKING = False`` at run time), the client speaks
+through ``_socket`` and ``_json`` (``hal.client.cjson``), the shapes read on every run
+are plain functions (``hal.slurm.syntax.is_digits`` and the like, each checked against
+the pattern it stands for), state names come from ``hal.core.state_names``, and what
+only a rarer option needs (``re`` included) is imported where that option is read.
 tests/unit/compat/test_start_imports.py checks what each loads.
 """

@@ -10,16 +10,17 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
 
-from hal.compat.seam import ClientFactory, Console
+from hal.compat.seam import Console
 from hal.core.errors import HalError
 
 TYPE_CHECKING = False  # (``typing`` is not imported at run time: see ``hal.compat.seam``)
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
     from typing import Any, TextIO
 
     from hal.client.sync import HalClient
+    from hal.compat.seam import ClientFactory
 
 # Each command's module is imported only when that command runs: a shim invocation pays
 # for one command's imports, not sixteen (issue 51: sbatch and squeue start within 3× a

@@ -31,13 +31,13 @@ sbatch and srun read the same words differently. Slurm 22.05.8 was checked side 
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
-
-from hal.slurm.job_variables import DEFAULT_PATH
+TYPE_CHECKING = False  # (sbatch's start-up: see ``hal.compat``)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 EXPORT_VARIABLE = "SLURM_EXPORT_ENV"  # sbatch's --export, srun's default --export
-_NAME = r"^[A-Za-z_][A-Za-z0-9_]*(=|$)"  # (compiled on first use: sbatch's start-up)
+_NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_NAME_CHARS = _NAME_START | frozenset("0123456789")
 _KEPT_PREFIXES = ("SLURM", "HAL_")
 _KEPT = ("TMPDIR", "USER", "LOGNAME", "HOME", "SHELL")
 
@@ -47,11 +47,19 @@ def export_items(spec: str) -> list[str]:
     piece is not a ``NAME`` or ``NAME=``."""
     items: list[str] = []
     for piece in spec.split(","):
-        if items and not re.match(_NAME, piece):
+        if items and not _names_a_variable(piece):
             items[-1] += "," + piece
         elif piece:
             items.append(piece)
     return items
+
+
+def _names_a_variable(piece: str) -> bool:
+    """``re.match(r"^[A-Za-z_][A-Za-z0-9_]*(=|$)", piece)``: ``NAME=...`` or ``NAME``
+    (with one final newline, as ``$`` allows)."""
+    name, eq, _ = piece.partition("=")
+    name = name if eq else name.removesuffix("\n")
+    return name[:1] in _NAME_START and _NAME_CHARS.issuperset(name)
 
 
 def _listed(items: list[str], environ: Mapping[str, str]) -> dict[str, str]:
@@ -92,6 +100,8 @@ def step_environment(spec: str, environ: Mapping[str, str]) -> dict[str, str]:
     if exports_all(spec):
         return {**listed, **environ}
     env = {k: v for k, v in environ.items() if k.startswith(_KEPT_PREFIXES) or k in _KEPT}
+    from hal.slurm.job_variables import DEFAULT_PATH  # (srun's: not sbatch's start-up)
+
     env["PATH"] = DEFAULT_PATH
     if "NONE" not in (item.upper() for item in items):
         env.update(listed)

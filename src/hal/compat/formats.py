@@ -9,15 +9,13 @@ values longer than the width are cut, as squeue does.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Container, Iterable, Sequence
-
 # re-exported: the commands print durations as job mail does
 from hal.slurm.syntax import duration_long as duration_long  # noqa: PLC0414
 
 # squeue's start-up: no ``typing``, ``dataclasses`` or ``datetime`` (see ``hal.compat``)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Container, Iterable, Sequence
     from typing import TypeVar
 
     T = TypeVar("T")
@@ -148,30 +146,39 @@ class Field:
         return "Field(letter={!r}, width={!r}, right={!r}, auto={!r})".format(*self._key())
 
 
-# (a pattern compiled on first use, by re's cache: sbatch imports this module and never
-# reads a format)
-_TOKEN = r"%(?P<dot>\.)?(?P<minus>-)?(?P<hash>#)?(?P<width>\d*)(?P<letter>[A-Za-z%])"
+_LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz%")
 
 
 def parse_format(text: str) -> list[Field | str]:
-    """Split a ``-o`` format into literal strings and fields. ``%%`` is a literal ``%``."""
+    r"""Split a ``-o`` format into literal strings and fields. ``%%`` is a literal ``%``.
+
+    Each field is ``%[.][-][#][WIDTH]LETTER`` (``re.finditer`` of
+    ``%(\.)?(-)?(#)?(\d*)([A-Za-z%])``, read left to right without ``re``: squeue's
+    start-up); a ``%`` that starts none is literal text."""
     parts: list[Field | str] = []
-    pos = 0
-    for m in re.finditer(_TOKEN, text):
-        if m.start() > pos:
-            parts.append(text[pos : m.start()])
-        pos = m.end()
-        if m.group("letter") == "%":
-            parts.append("%")
+    pos = 0  # where the literal text not yet taken starts
+    start = text.find("%")
+    while start >= 0:
+        at = start + 1
+        dot = text.startswith(".", at)
+        at += dot
+        at += text.startswith("-", at)
+        auto = text.startswith("#", at)
+        at += auto
+        digits = at
+        while at < len(text) and text[at].isdecimal():
+            at += 1
+        if at == len(text) or text[at] not in _LETTERS:
+            start = text.find("%", start + 1)
             continue
-        parts.append(
-            Field(
-                letter=m.group("letter"),
-                width=int(m.group("width") or 0),
-                right=bool(m.group("dot")),
-                auto=bool(m.group("hash")),
-            )
-        )
+        if start > pos:
+            parts.append(text[pos:start])
+        letter, width, pos = text[at], text[digits:at], at + 1
+        if letter == "%":
+            parts.append("%")
+        else:
+            parts.append(Field(letter=letter, width=int(width or 0), right=dot, auto=auto))
+        start = text.find("%", pos)
     if pos < len(text):
         parts.append(text[pos:])
     return parts
@@ -295,6 +302,8 @@ def parse_print_fields(
             raise ValueError(unknown(name))
         width = width_of(found)
         if width_text and exact:
+            import re  # (sacct's and sstat's: squeue, which imports this module, has none)
+
             if not re.fullmatch(r"-?\d+", width_text):
                 raise ValueError(
                     f"Invalid field width in {item!r}: write a width, e.g. {name}%20 "

@@ -11,11 +11,7 @@ job's nodes, so per-node columns (``%m``, ``%b``) divide by ``node_count``.
 
 from __future__ import annotations
 
-import functools
-import grp
-import math
 import pwd
-from collections.abc import Callable, Sequence
 
 from hal.compat.formats import (
     UNLIMITED,
@@ -29,6 +25,8 @@ from hal.slurm.syntax import compress_hostlist
 
 TYPE_CHECKING = False  # (squeue's start-up: no pydantic, see ``hal.compat``)
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
     from hal.wire.jobs import JobInfo
 
 # States whose NODELIST(REASON) column shows "(reason)" rather than nodes (squeue print.c).
@@ -57,6 +55,8 @@ def cpu_parts(
     (0, 0) for none used, None where they are not known (an older agent or srun
     measured only their sum; parts that are not this sum's, as a copy of the job for an
     earlier run of it holds, its latest run's)."""
+    import math  # (an extension module: not squeue's start-up, which never asks)
+
     if (
         user is not None
         and system is not None
@@ -176,15 +176,29 @@ def _het(value: int | str | None) -> str:
     return "N/A" if value is None else str(value)
 
 
-JobColumn = Callable[["JobInfo", float], str]
+if TYPE_CHECKING:
+    JobColumn = Callable[[JobInfo, float], str]
 
 NO_VAL = "4294967294"  # Slurm's: an id it does not know
 
 
-@functools.lru_cache(maxsize=256)
+_UNIX_SEEN: dict[str, tuple[str, str, str]] = {}  # (squeue's start-up: no functools)
+
+
 def _unix(user: str) -> tuple[str, str, str]:
     """The user's uid, gid and group name on this host (Slurm's NO_VAL where it has
-    none)."""
+    none); each user looked up once, until 256 have been."""
+    found = _UNIX_SEEN.get(user)
+    if found is None:
+        if len(_UNIX_SEEN) >= 256:
+            _UNIX_SEEN.clear()
+        found = _UNIX_SEEN[user] = _unix_lookup(user)
+    return found
+
+
+def _unix_lookup(user: str) -> tuple[str, str, str]:
+    import grp  # (an extension module: only %U, %G and %g read groups)
+
     try:
         entry = pwd.getpwnam(user)
     except KeyError:

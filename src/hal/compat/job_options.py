@@ -5,13 +5,11 @@ peer, docs/slurm-checks.md "Session 49")."""
 
 from __future__ import annotations
 
-import re
-
 from hal.core.errors import InvalidRequest, UnsupportedOption
 
 # --priority=TOP: Slurm's highest priority a job may be given (NO_VAL - 2)
 TOP_PRIORITY = 4294967293
-_LEADING_INT = r"^\s*([+-]?\d+)"  # (compiled on first use: sbatch's start-up)
+_LEADING_INT = r"^\s*([+-]?\d+)"
 
 
 def no_kill(value: str | None) -> bool:
@@ -37,6 +35,8 @@ def priority(value: str) -> int | None:
     22.05.8; a negative or too large one is refused with Slurm's words."""
     if value.strip().upper() == "TOP":
         return TOP_PRIORITY
+    import re  # (a rare option's: sbatch's start-up has no re, see hal.slurm.syntax)
+
     match = re.match(_LEADING_INT, value)
     number = int(match.group(1)) if match else 0
     if number < 0:

@@ -17,13 +17,30 @@ Rules, as getopt_long:
 
 from __future__ import annotations
 
-from enum import Enum
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 
-class Arg(Enum):
-    NONE = "none"
-    REQUIRED = "required"
-    OPTIONAL = "optional"
+class Arg:
+    """Whether an option takes a value: ``Arg.NONE``, ``Arg.REQUIRED`` or ``Arg.OPTIONAL``,
+    three values compared by identity. (Not an ``Enum``: ``enum`` is a tenth of a bare
+    interpreter's start, which sbatch and squeue have no room for; see ``hal.compat``.)"""
+
+    __slots__ = ("name",)
+
+    NONE: ClassVar[Arg]
+    REQUIRED: ClassVar[Arg]
+    OPTIONAL: ClassVar[Arg]
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Arg.{self.name}"
+
+
+Arg.NONE, Arg.REQUIRED, Arg.OPTIONAL = Arg("NONE"), Arg("REQUIRED"), Arg("OPTIONAL")
 
 
 class Opt:

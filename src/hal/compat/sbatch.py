@@ -14,8 +14,6 @@ unknown type) and sent; the control plane runs the mail program (docs/user/mail.
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Callable, Collection, Mapping, Sequence
 
 from hal.compat import job_options
 from hal.compat.exports import EXPORT_VARIABLE, export_environment
@@ -52,6 +50,8 @@ from hal.slurm.syntax import (
 # not as a ``JobSubmit``, which would bring ``dataclasses`` in.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Collection, Mapping, Sequence
+
     from hal.wire.submit import JobSubmit
 
 N, OPT = Arg.NONE, Arg.OPTIONAL
@@ -635,9 +635,10 @@ def directive_lines(script: str) -> list[tuple[int, str]]:
         stripped = line.strip()
         if stripped and not stripped.startswith("#"):
             break  # Slurm stops at the first line that is neither blank nor a comment
-        prefix = re.match(r"#SBATCH|#HAL(?=\s|$)", line)
-        if prefix:
-            found.append((number, line[prefix.end() :]))
+        if line.startswith("#SBATCH"):
+            found.append((number, line[7:]))
+        elif line.startswith("#HAL") and (len(line) == 4 or line[4].isspace()):
+            found.append((number, line[4:]))
     return found
 
 
@@ -991,6 +992,8 @@ def _scheduling(
     if "nice" in settings:
         nice = text("nice")
         nice = "100" if nice is None else nice  # Slurm's adjustment when none is given
+        import re  # (a rare option's: sbatch's start-up has no re, see hal.slurm.syntax)
+
         if not re.match(r"^[+-]?\d+$", nice.strip()):
             raise InvalidRequest(f"--nice needs an integer, got {nice!r}", field="nice")
         fields["nice"] = int(nice)
@@ -1019,7 +1022,7 @@ def parse_constraint(text: str) -> list[str]:
             "joined with & or , (e.g. -C 'a100&ib')",
             field="constraint",
         )
-    features = [f.strip() for f in re.split(r"[&,]", text) if f.strip()]
+    features = [f.strip() for f in text.replace("&", ",").split(",") if f.strip()]
     if not features:
         raise InvalidRequest("--constraint needs at least one feature", field="constraint")
     return features

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
 
 # what a task of a step srun ran itself used: (rank, most resident bytes (0: unknown),
 # CPU seconds, and their user and system parts), as its ``wait4`` saw it
@@ -20,6 +19,7 @@ TaskUse = tuple[int, int, float, float, float]
 # checker), the wire schemas (pydantic), ``dataclasses``.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any, Protocol, TextIO
 
     from hal.slurm.steps import LocalStep, StepRequest
@@ -185,7 +185,8 @@ class Client(Protocol):
     def close(self) -> None: ...
 
 
-ClientFactory = Callable[[], Client]
+if TYPE_CHECKING:
+    ClientFactory = Callable[[], Client]
 
 
 class Console:

@@ -72,9 +72,14 @@ def find_real_commands(target_dir: Path, path_env: str | None = None) -> list[Pa
 
 
 def install_shims(
-    target_dir: Path | str, *, force: bool = False, path_env: str | None = None
+    target_dir: Path | str,
+    *,
+    force: bool = False,
+    path_env: str | None = None,
+    python: str | None = None,
 ) -> list[Path]:
-    """Write the shims into ``target_dir`` (created if needed); returns their paths.
+    """Write the shims into ``target_dir`` (created if needed); returns their paths. They
+    run ``python`` (default: this interpreter).
 
     Raises ``Conflict`` naming the real Slurm commands found, unless ``force``. Nothing is
     written when it refuses."""
@@ -94,7 +99,7 @@ def install_shims(
     for command in SHIM_COMMANDS:
         path = target / command
         tmp = path.with_name(f".{command}.tmp")
-        tmp.write_text(shim_text(command))
+        tmp.write_text(shim_text(command, python))
         tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
         tmp.replace(path)
         written.append(path)

@@ -17,8 +17,6 @@ interrupted. ``-s``/``--steps[=LIST]`` lists running job steps instead (``squeue
 
 from __future__ import annotations
 
-import json
-import re
 import time
 
 from hal.compat.formats import (
@@ -242,6 +240,8 @@ def _step_query(query: Query, fmt: str | None) -> Query:
                 f"Invalid job step format specification: {part.letter} (HAL's squeue -s "
                 f"knows %{', %'.join(STEP_LETTERS)})"
             )
+    import re  # (only for -s: squeue's start-up has no re, see hal.slurm.syntax)
+
     for item in query.steps or ():
         if not re.fullmatch(r"\d+(_\d+)?\.\d+", item):
             raise UsageError(f"Invalid job step id: {item} (write JOB.STEP, e.g. 12.0)")
@@ -299,32 +299,37 @@ def _list(text: str) -> list[str]:
 
 def parse_states(text: str) -> set[str] | None:
     """``-t``: codes or names, any case, comma-separated; ``all`` is every state."""
-    from hal.core.states import OTHER_SLURM_STATES, STATES_BY_CODE, JobState
+    # (the names as plain strings: JobState's enum is start-up time, see state_names)
+    from hal.core.state_names import JOB_STATE_CODES, JOB_STATES_BY_CODE, OTHER_SLURM_STATES
 
     states: set[str] = set()
     for item in _list(text):
         upper = item.upper()
         if upper == "ALL":
-            return set(JobState)
-        if upper in STATES_BY_CODE:
-            states.add(STATES_BY_CODE[upper].value)
-        elif upper in JobState.__members__ or upper in OTHER_SLURM_STATES:
+            return set(JOB_STATE_CODES)
+        if upper in JOB_STATES_BY_CODE:
+            states.add(JOB_STATES_BY_CODE[upper])
+        elif upper in JOB_STATE_CODES or upper in OTHER_SLURM_STATES:
             states.add(upper)
         else:
             raise UsageError(f"Invalid job state specified: {item}")
     return states
 
 
-# 123, 123_4 (array element), 123+1 (het); compiled on first use, not at start-up
-_JOB_ID = r"^\d+([_+]\d+)?$"
-
-
 def parse_job_ids(text: str) -> list[str]:
     ids = _list(text)
     for item in ids:
-        if not re.match(_JOB_ID, item):
+        if not _is_job_id(item):
             raise UsageError(f"Invalid job id: {item}")
     return ids
+
+
+def _is_job_id(text: str) -> bool:
+    r"""123, 123_4 (an array element), 123+1 (a het component): ``re.match`` of
+    ``^\d+([_+]\d+)?$``, one final newline allowed as ``$`` allows it."""
+    body = text.removesuffix("\n")
+    head, sep, tail = body.replace("+", "_").partition("_")
+    return head.isdecimal() and (not sep or tail.isdecimal())
 
 
 # -- showing ------------------------------------------------------------------------------
@@ -388,6 +393,8 @@ def _show(query: Query, console: Console) -> int:
     now = console.clock()
     jobs = sort_jobs(jobs, query.sort, now)
     if query.json:
+        import json
+
         from hal.compat.squeue_json import jobs_json
 
         console.out(json.dumps(jobs_json(jobs, now), indent=2))
@@ -400,9 +407,9 @@ def _show(query: Query, console: Console) -> int:
 
 
 def _any_ended(states: set[str]) -> bool:
-    from hal.core.states import JobState
+    from hal.core.state_names import TERMINAL_JOB_STATES
 
-    return any(s in JobState.__members__ and JobState(s).is_terminal for s in states)
+    return not TERMINAL_JOB_STATES.isdisjoint(states)
 
 
 def _show_steps(query: Query, console: Console) -> int:

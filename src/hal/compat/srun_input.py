@@ -23,11 +23,11 @@ import stat
 import threading
 from typing import TYPE_CHECKING
 
-from hal.compat.seam import Client, ClientFactory, Console
+from hal.compat.seam import Client, Console
 from hal.core.errors import HalError, Unavailable
 
 if TYPE_CHECKING:
-    pass
+    from hal.compat.seam import ClientFactory
 
 CHUNK_BYTES = 1 << 20  # per request, at most (wire.steps.MAX_INPUT_CHUNK)
 READ_BYTES = 1 << 16

@@ -6,7 +6,7 @@ Output strings are Slurm's, because tools match them: Parsl and Nextflow look fo
 
 from __future__ import annotations
 
-import socket
+import _socket  # (``socket`` itself adds enums and selectors: see hal.client.transport)
 
 from hal.compat.sbatch import (
     HELP,
@@ -47,7 +47,7 @@ def sbatch(argv: list[str], console: Console) -> int:
             cwd=console.cwd,
             read_stdin=lambda: _stdin_script(console),
             now=console.clock(),
-            hostname=socket.gethostname(),
+            hostname=_socket.gethostname(),
             umask=process_umask(),
         )
     except HalError as err:

@@ -12,9 +12,11 @@ minute (HAL's live test servers set it; a batch job's ``srun`` inherits it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from hal.slurm.syntax import parse_time_limit, whole_minutes
+
+TYPE_CHECKING = False  # (sbatch's start-up: see ``hal.compat``)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 EXACT_SECONDS_VARIABLE = "HAL_EXACT_TIME_LIMITS"
 

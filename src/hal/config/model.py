@@ -88,7 +88,7 @@ from hal.core.preemption import PreemptionPolicy
 from hal.core.priority import PriorityPolicy
 from hal.core.states import PartitionState
 from hal.core.topology import Topology
-from hal.slurm.syntax import LICENSE_NAME
+from hal.slurm.syntax import is_plain_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,7 +379,7 @@ def _licenses(table: object, source: str) -> dict[str, int]:
         raise fail(source, "licenses", "must be a table of counts, e.g. [licenses] matlab = 10")
     counts: dict[str, int] = {}
     for name, count in table.items():
-        if not LICENSE_NAME.match(name):
+        if not is_plain_name(name):  # as -L reads a license's name
             raise fail(
                 source,
                 f"licenses.{name}",

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from hal.core.state_names import JOB_STATE_CODES, TERMINAL_JOB_STATES
+from hal.core.state_names import OTHER_SLURM_STATES as OTHER_SLURM_STATES  # noqa: PLC0414
+
 
 class JobState(StrEnum):
     PENDING = "PENDING"
@@ -38,45 +41,9 @@ class JobState(StrEnum):
         return self in (JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING)
 
 
-STATE_CODES: dict[JobState, str] = {
-    JobState.PENDING: "PD",
-    JobState.RUNNING: "R",
-    JobState.SUSPENDED: "S",
-    JobState.COMPLETING: "CG",
-    JobState.COMPLETED: "CD",
-    JobState.CANCELLED: "CA",
-    JobState.FAILED: "F",
-    JobState.TIMEOUT: "TO",
-    JobState.NODE_FAIL: "NF",
-    JobState.PREEMPTED: "PR",
-    JobState.BOOT_FAIL: "BF",
-    JobState.DEADLINE: "DL",
-    JobState.OUT_OF_MEMORY: "OOM",
-}
+STATE_CODES: dict[JobState, str] = {JobState(name): code for name, code in JOB_STATE_CODES.items()}
 STATES_BY_CODE: dict[str, JobState] = {code: state for state, code in STATE_CODES.items()}
-# Slurm job state names and codes HAL never produces: accepted in squeue -t and sacct -s
-# so scripts keep working (they match nothing).
-OTHER_SLURM_STATES = frozenset(
-    {
-        "CONFIGURING", "CF", "REQUEUED", "RQ", "REQUEUE_HOLD", "RH", "REQUEUE_FED", "RF",
-        "RESV_DEL_HOLD", "RD", "RESIZING", "RS", "REVOKED", "RV", "SIGNALING", "SI",
-        "SPECIAL_EXIT", "SE", "STAGE_OUT", "SO", "STOPPED", "ST",
-    }
-)  # fmt: skip
-
-TERMINAL_STATES = frozenset(
-    {
-        JobState.COMPLETED,
-        JobState.CANCELLED,
-        JobState.FAILED,
-        JobState.TIMEOUT,
-        JobState.NODE_FAIL,
-        JobState.PREEMPTED,
-        JobState.BOOT_FAIL,
-        JobState.DEADLINE,
-        JobState.OUT_OF_MEMORY,
-    }
-)
+TERMINAL_STATES = frozenset(JobState(name) for name in TERMINAL_JOB_STATES)
 
 
 class PendingReason(StrEnum):

@@ -18,16 +18,18 @@ Pure functions: no I/O, no clock (``parse_begin`` is handed ``now``).
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable
-
 from hal.core.errors import InvalidRequest
 from hal.core.units import MiB
 
 # sbatch and squeue import this module at start-up: the job types (dataclasses),
-# ``datetime``, ``signal`` and ``hostlist`` are imported by the parsers that need them.
+# ``datetime``, ``signal`` and ``hostlist`` are imported by the parsers that need them,
+# and so is ``re``, by the rarer options' (``--begin``, ``-L``, a umask): with the
+# ``enum``, ``functools`` and ``collections`` it loads it costs 0.6× a bare interpreter's
+# start. The common shapes (integers, memory, GPU types) are read by the plain
+# functions below, each a pattern's exact equal (tests/unit/compat/test_plain_patterns.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
     from datetime import datetime
 
     from hal.core.job import ArraySpec, Dependency, DependencyTerm, SignalSpec, TopologyConstraint
@@ -36,11 +38,26 @@ DEFAULT_MAX_ARRAY_SIZE = 1001  # Slurm's default MaxArraySize
 DEFAULT_SIGNAL_SECONDS = 60  # --signal without @secs
 MAX_SIGNAL_SECONDS = 0xFFFF  # Slurm stores the lead time in 16 bits
 
-_INT = re.compile(r"^\d+$")
+_ASCII_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+_NAME_CHARS = _ASCII_ALNUM | frozenset("._-")
+
+
+def is_digits(text: str) -> bool:
+    r"""``re.match(r"^\d+$", text)``: one or more decimal digits, of any script as ``\d``
+    (and ``int``) read them; one final newline allowed, as ``$`` allows it."""
+    return text.removesuffix("\n").isdecimal()
+
+
+def is_plain_name(text: str) -> bool:
+    r"""``re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", text)``: how GPU types and licenses
+    are named (ASCII letters and digits, then also ``.``, ``_``, ``-``); one final newline
+    allowed, as ``$`` allows it."""
+    body = text.removesuffix("\n")
+    return body[:1] in _ASCII_ALNUM and _NAME_CHARS.issuperset(body)
 
 
 def _int(text: str, what: str, field: str, hint: str) -> int:
-    if not _INT.match(text):
+    if not is_digits(text):
         raise InvalidRequest(f"invalid --{field} {what} {text!r}: {hint}", field=field)
     return int(text)
 
@@ -88,7 +105,7 @@ def parse_time_limit(text: str, *, field: str = "time", unlimited: bool = True) 
     dashed = "-" in raw
     day_text, rest = raw.split("-", 1) if dashed else ("0", raw)
     parts = rest.split(":")
-    if len(parts) > 3 or not all(_INT.match(p) for p in (day_text, *parts)):
+    if len(parts) > 3 or not all(is_digits(p) for p in (day_text, *parts)):
         raise InvalidRequest(f"invalid {label} value {text!r}: {hint}", field=field)
     days, *nums = (int(p) for p in (day_text, *parts))
     if dashed:  # D-H, D-H:M, D-H:M:S
@@ -113,7 +130,6 @@ def whole_minutes(seconds: int) -> int:
 
 # -- memory -------------------------------------------------------------------------------
 
-_MEMORY = re.compile(r"^(\d+)([KMGT]?)B?$", re.IGNORECASE)
 _UNIT_SHIFT = {"K": 10, "M": 20, "G": 30, "T": 40}
 
 
@@ -125,15 +141,18 @@ def parse_memory(text: str, *, field: str = "mem") -> int:
     Slurm counts memory in whole MiB and rounds a ``K`` value up (str_to_mbytes:
     ``--mem=100K`` is ``MinMemoryNode=1M``, ``1025K`` is ``2M``); so does HAL. Rounding down
     would turn ``--mem=100K`` into ``--mem=0``, a request for the whole node."""
-    m = _MEMORY.match(text.strip())
-    if not m:
+    # (``^(\d+)([KMGT]?)B?$`` in any case, read from the right)
+    number = text.strip()
+    number = number[:-1] if number[-1:] in ("B", "b") else number
+    unit = number[-1:].upper()
+    number = number[:-1] if unit in _UNIT_SHIFT else number
+    if not number.isdecimal():
         raise InvalidRequest(
             f"invalid --{field} value {text!r}: write an integer in MiB (4000) or with a unit "
             "suffix K, M, G or T (500M, 16G)",
             field=field,
         )
-    unit = (m.group(2) or "M").upper()
-    value = int(m.group(1)) << _UNIT_SHIFT[unit]
+    value = int(number) << _UNIT_SHIFT.get(unit, 20)
     value = -(-value // MiB) * MiB  # whole MiB, rounded up (0K stays 0)
     if value >= 1 << 63:
         raise InvalidRequest(f"--{field} value {text!r} is too large", field=field)
@@ -242,7 +261,7 @@ def _dependency_term(
                 f"invalid {_option(field)} term {term!r}: singleton takes no job ids", field=field
             )
         return DependencyTerm(DependencyKind.SINGLETON)
-    if _INT.match(head):  # no type given: Slurm's default is afterany
+    if is_digits(head):  # no type given: Slurm's default is afterany
         kind, id_texts = DependencyKind.AFTERANY, term.split(":")
     elif kind_text in kinds:
         kind, id_texts = kinds[kind_text], (tail.split(":") if tail else [])
@@ -292,7 +311,7 @@ def parse_signal_name(text: str, *, field: str = "signal") -> int:
     import signal as _signal
 
     raw = text.strip()
-    if _INT.match(raw):
+    if is_digits(raw):
         try:
             return int(_signal.Signals(int(raw)))
         except ValueError:
@@ -336,7 +355,7 @@ def parse_signal(text: str, *, field: str = "signal", batch: bool = True) -> Sig
     sig_text, at, secs_text = body.partition("@")
     seconds = DEFAULT_SIGNAL_SECONDS
     if at:
-        if not _INT.match(secs_text) or int(secs_text) > MAX_SIGNAL_SECONDS:
+        if not is_digits(secs_text) or int(secs_text) > MAX_SIGNAL_SECONDS:
             raise invalid(f"(the lead time is 0 to {MAX_SIGNAL_SECONDS} seconds)")
         seconds = int(secs_text)
     try:
@@ -363,8 +382,7 @@ _DELTA_UNITS = {
     **dict.fromkeys(("d", "day", "days"), 86400),
     **dict.fromkeys(("w", "week", "weeks"), 7 * 86400),
 }
-# The patterns of the rarer options are compiled on first use (by re's cache), not at
-# import: sbatch's start-up compiled them all for every job.
+# (the rarer options' patterns: ``re`` is imported, and they are compiled, on first use)
 _NOW_DELTA = r"^now(?:([+-])(\d+)([a-z]*))?$"
 _ISO = r"^(\d{4})-(\d{1,2})-(\d{1,2})(?:[Tt](\d{1,2}):(\d{2})(?::(\d{2}))?)?$"
 _CLOCK = r"^(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(am|pm)?$"
@@ -380,6 +398,7 @@ def parse_begin(text: str, now: float, *, field: str = "begin", past: bool = Fal
     ``parse_time(..., past=1)``) a time of day is today's, even one still ahead, and a
     month/day of a later month than this one last year's. ``today`` is 00:00 today and
     ``tomorrow`` 00:00 tomorrow. ``now-2days`` is allowed (sacct uses it)."""
+    import re
     from datetime import datetime, timedelta
 
     raw = text.strip().lower()
@@ -462,7 +481,6 @@ def _time_of_day(base: datetime, when: datetime, past: bool) -> float:
 
 _GRES_HINT = "write gpu, gpu:N or gpu:TYPE:N per node (e.g. gpu:2, gpu:a100:4)"
 _GPUS_HINT = "write N or TYPE:N (e.g. 2, a100:4)"
-_GPU_TYPE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"  # (compiled on first use, as _ISO)
 
 
 def parse_gres(text: str, *, field: str = "gres") -> tuple[str | None, int]:
@@ -486,7 +504,7 @@ def parse_gres(text: str, *, field: str = "gres") -> tuple[str | None, int]:
     if len(parts) == 1:
         return None, 1
     if len(parts) == 2:
-        if _INT.match(parts[1]):
+        if is_digits(parts[1]):
             return None, int(parts[1])
         return _gpu_type(parts[1], field, _GRES_HINT), 1
     if len(parts) == 3:
@@ -505,7 +523,7 @@ def parse_gpus(text: str, *, field: str = "gpus") -> tuple[str | None, int]:
 
 
 def _gpu_type(text: str, field: str, hint: str) -> str:
-    if not re.match(_GPU_TYPE, text):
+    if not is_plain_name(text):
         raise InvalidRequest(f"invalid --{field} GPU type {text!r}: {hint}", field=field)
     return text
 
@@ -531,6 +549,9 @@ def parse_nodes(text: str, *, field: str = "nodes") -> tuple[int, int]:
 # -- host lists ---------------------------------------------------------------------------
 
 
+_HOSTLIST_SYNTAX = frozenset("[],")
+
+
 def expand_hostlist(text: str, *, field: str = "nodelist", duplicates: bool = False) -> list[str]:
     """``n[1-3],gpu7`` → ``["n1", "n2", "n3", "gpu7"]`` (order kept, as Slurm does); a
     name given twice is kept twice only with ``duplicates`` (``srun -m arbitrary``)."""
@@ -548,7 +569,14 @@ def expand_hostlist(text: str, *, field: str = "nodelist", duplicates: bool = Fa
 
 
 def compress_hostlist(names: list[str] | tuple[str, ...]) -> str:
-    """``["n1", "n2", "n3"]`` → ``n[1-3]`` (sorted, as sinfo and squeue print)."""
+    """``["n1", "n2", "n3"]`` → ``n[1-3]`` (sorted, as sinfo and squeue print).
+
+    One name is itself, stripped, as ``hostlist`` gives it back: squeue's NODELIST of a
+    one-node job, the common case, then needs neither ``hostlist`` nor the ``re`` it
+    imports (squeue's start-up). A name with ``[``, ``]`` or ``,`` still goes to
+    ``hostlist``, which refuses it."""
+    if len(names) == 1 and not _HOSTLIST_SYNTAX.intersection(names[0]):
+        return names[0].strip()
     import hostlist
 
     collected: str = hostlist.collect_hostlist(list(names))
@@ -649,12 +677,14 @@ def parse_topology(text: str, *, field: str = "topology") -> TopologyConstraint:
 
 # -- umask --------------------------------------------------------------------------------
 
-_UMASK = r"^[0-7]{3,4}$"  # (compiled on first use, as _ISO)
+_UMASK = r"^[0-7]{3,4}$"
 
 
 def parse_umask(text: str, *, field: str = "umask") -> int:
     """A umask as ``SLURM_UMASK`` spells it: three or four octal digits (``022``, ``0077``),
     at most ``0777``."""
+    import re
+
     if not re.match(_UMASK, text) or int(text, 8) > 0o777:
         raise InvalidRequest(
             f"invalid {field} {text!r}: write three or four octal digits, e.g. 0022 or 077",
@@ -670,8 +700,7 @@ def format_umask(mask: int) -> str:
 
 # -- licenses -----------------------------------------------------------------------------
 
-LICENSE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # as [licenses] names them
-_LICENSE = r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:[:*](\d+))?$"  # (compiled on first use, as _ISO)
+_LICENSE = r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:[:*](\d+))?$"  # (a name: is_plain_name)
 _LICENSES_HINT = "write NAME or NAME:COUNT, comma-separated (e.g. matlab:2,ansys)"
 
 
@@ -689,6 +718,8 @@ def parse_licenses(text: str, *, field: str = "licenses") -> tuple[tuple[str, in
             f"licenses; {_LICENSES_HINT}",
             field=field,
         )
+    import re
+
     counts: dict[str, int] = {}
     for item in raw.split(","):
         match = re.match(_LICENSE, item.strip())

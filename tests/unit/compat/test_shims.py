@@ -75,3 +75,10 @@ def test_force_installs_anyway(tmp_path: Path) -> None:
 def test_shim_text_quotes_the_interpreter() -> None:
     text = shim_text("squeue", "/opt/my python/bin/python")
     assert "exec '/opt/my python/bin/python' -c 'import sys; " in text
+
+
+def test_shims_run_the_interpreter_they_are_given(tmp_path: Path) -> None:
+    """(``hal bench submit --python``: another install's start-up)"""
+    paths = install_shims(tmp_path, path_env="", python="/opt/venv/bin/python")
+    for path in paths:
+        assert path.read_text().splitlines()[-1].startswith("exec /opt/venv/bin/python -c ")
