@@ -6,10 +6,13 @@ RUN_STAMP := $(VENV)/.installed-run
 STAMP   := $(VENV)/.installed-dev
 UP_ARGS ?=
 TEST_ARGS ?=
+# pytest-xdist workers: most live tests wait on processes, so more workers than cores pay
+TEST_WORKERS ?= 4
+PYTEST  := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope
 # the site's build; the two variables silence the banners of mkdocs' plugins
 MKDOCS  := NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(VENV)/bin/mkdocs build --strict --quiet
 
-.PHONY: up test check docs bench venv clean lint type imports fmt
+.PHONY: up test test-fast check docs bench venv clean lint type imports fmt
 
 # `make up` installs HAL alone; `make test`/`check` add the test tools and workflow tools.
 $(RUN_STAMP): pyproject.toml
@@ -29,14 +32,18 @@ venv: $(STAMP)
 up: $(RUN_STAMP)
 	$(VENV)/bin/hal up $(UP_ARGS)
 
-## Run the test suite (slow tests too when CI=true or HAL_SLOW=1)
+## Run the test suite in parallel (slow tests too when CI=true or HAL_SLOW=1)
 test: $(STAMP)
-	$(PY) -m pytest $(TEST_ARGS)
+	$(PYTEST) $(TEST_ARGS)
+
+## The inner loop: unit and property tests that start no server
+test-fast: $(STAMP)
+	$(PYTEST) -m "not live and not slow" tests/unit tests/property $(TEST_ARGS)
 
 ## Lint, format check, strict typing, import layers and the documentation site
 check: $(STAMP)
-	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/ruff check src tests bench scripts
+	$(VENV)/bin/ruff format --check src tests bench scripts
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 	$(MKDOCS)
@@ -46,8 +53,8 @@ docs: $(STAMP)
 	$(MKDOCS)
 
 fmt: $(STAMP)
-	$(VENV)/bin/ruff format src tests bench
-	$(VENV)/bin/ruff check --fix src tests bench
+	$(VENV)/bin/ruff format src tests bench scripts
+	$(VENV)/bin/ruff check --fix src tests bench scripts
 
 ## Benchmarks: JSON results under bench/results/
 bench: $(STAMP)

@@ -115,3 +115,26 @@ def module_pg_url() -> Iterator[str]:
     """``pg_url`` shared by a module's tests, for a server they share."""
     with _fresh_pg_database() as url:
         yield url
+
+
+@pytest.fixture(autouse=True)
+def _logging_left_as_found() -> Iterator[None]:
+    """A test that runs a command's ``main`` in the test process configures logging (a
+    handler on the root logger writing to the ``sys.stdout`` of that moment, which pytest
+    closes after the test): the handlers and levels it set are taken back, so a later
+    test's log lines do not fail on a closed stream (seen under pytest-xdist, where one
+    worker runs many modules)."""
+    import logging
+
+    names = ("", "uvicorn", "uvicorn.error", "uvicorn.access", "httpx", "httpcore")
+    kept = {
+        name: (list(lg.handlers), lg.level, lg.propagate)
+        for name in names
+        for lg in [logging.getLogger(name)]
+    }
+    yield
+    for name, (handlers, level, propagate) in kept.items():
+        lg = logging.getLogger(name)
+        lg.handlers[:] = handlers
+        lg.setLevel(level)
+        lg.propagate = propagate

@@ -34,22 +34,34 @@ def _not_serializable(value: object) -> Any:
 
 def dumps(value: object, *, compact: bool = False) -> str:
     """``json.dumps(value)``; ``compact``: ``json.dumps(value, separators=(",", ":"))``."""
-    if _json is None:
+    encode = _encoder(compact)
+    if encode is None:
         import json
 
         return json.dumps(value, separators=(",", ":") if compact else None)
-    encode = _json.make_encoder(
-        {},  # markers: check_circular
-        _not_serializable,
-        _json.encode_basestring_ascii,  # ensure_ascii
-        None,  # indent
-        ":" if compact else ": ",
-        "," if compact else ", ",
-        False,  # sort_keys
-        False,  # skipkeys
-        True,  # allow_nan
-    )
     return "".join(encode(value, 0))
+
+
+def _encoder(compact: bool) -> Callable[[object, int], list[str]] | None:
+    """``_json``'s encoder as ``json.dumps`` makes it; None without ``_json`` or where
+    its signature is not the one known here (a later Python), so ``json`` does it."""
+    if _json is None:
+        return None
+    try:
+        encoder: Callable[[object, int], list[str]] = _json.make_encoder(
+            {},  # markers: check_circular
+            _not_serializable,
+            _json.encode_basestring_ascii,  # ensure_ascii
+            None,  # indent
+            ":" if compact else ": ",
+            "," if compact else ", ",
+            False,  # sort_keys
+            False,  # skipkeys
+            True,  # allow_nan
+        )
+    except TypeError:
+        return None
+    return encoder
 
 
 class _Scanner:
@@ -83,6 +95,8 @@ def loads(
         try:
             value, end = _json.make_scanner(_Scanner(object_hook))(text, start)
         except StopIteration:  # no value where one begins: json's "Expecting value"
+            pass
+        except (TypeError, AttributeError):  # a scanner that wants more (a later Python)
             pass
         else:
             if not text[end:].strip(_WHITESPACE):
