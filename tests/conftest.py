@@ -24,6 +24,14 @@ import pytest
 
 RUN_SLOW = os.environ.get("CI", "").lower() == "true" or os.environ.get("HAL_SLOW") == "1"
 
+if not RUN_SLOW:
+    # a developer's run tries a third of each property's examples (hal.testing.examples);
+    # CI tries them all
+    from hypothesis import settings
+
+    settings.register_profile("dev", max_examples=34)
+    settings.load_profile("dev")
+
 # (module, class) of what starts HAL's processes for a test
 LIVE_KIT = {
     ("hal.testing.live", "LiveServer"),

@@ -31,9 +31,12 @@ from hal.core.states import JobState
 from hal.scheduler.framework import ClusterSnapshot, PassResult, Scheduler
 from hal.scheduler.plugins import build_scheduler, default_profile
 from hal.testing import make_job
+from hal.testing.examples import examples
 
 NOW = 10_000.0
-SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 def scheduler(mode: str) -> Scheduler:

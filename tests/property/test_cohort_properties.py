@@ -14,6 +14,7 @@ from hal.core.priority import Account, PriorityPolicy, TresLimits, UserAccount
 from hal.scheduler.framework import ClusterSnapshot
 from hal.scheduler.plugins import build_scheduler, default_profile, default_registry
 from hal.testing import cluster, make_job
+from hal.testing.examples import examples
 
 USERS = {"alice": "a", "bob": "b", "carl": "c", "xena": "x"}
 COHORT = ("a", "b", "c")
@@ -67,7 +68,7 @@ def _tres(job: Job) -> dict[str, int]:
     return {"cpus": total.cpus, "gpus": total.gpus}
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(policies(), snapshots())
 def test_lending_never_creates_quota(policy: PriorityPolicy, snap: ClusterSnapshot) -> None:
     scheduler = build_scheduler(

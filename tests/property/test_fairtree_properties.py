@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from hal.core.priority import ROOT_ACCOUNT, Account, UserAccount
 from hal.scheduler.plugins.multifactor import ShareTree
 from hal.scheduler.plugins.multifactor.fairshare import ShareRow
+from hal.testing.examples import examples
 
 ACCOUNTS = ("a", "b", "c", "d", "e", "f")
 USERS = ("u1", "u2", "u3", "u4")
@@ -51,7 +52,7 @@ def _users_under(rows: tuple[ShareRow, ...], node: ShareRow) -> list[ShareRow]:
     return found
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(trees())
 def test_factors_are_in_range_and_respect_the_level_fairshare(
     case: tuple[ShareTree, dict[tuple[str, str], float]],

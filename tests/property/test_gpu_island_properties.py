@@ -26,6 +26,7 @@ from hal.core.node import Node
 from hal.core.resources import GiB, ResourceVector
 from hal.scheduler.plugins import build_scheduler
 from hal.testing import allocations, cluster, make_job
+from hal.testing.examples import examples
 
 SCHED = build_scheduler()
 
@@ -63,7 +64,7 @@ def _case(seed: int) -> tuple[list[Node], dict[str, int], list[Job]]:
     return nodes, used, jobs
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_required_nvlink_is_never_split_and_islands_are_best_fit(seed: int) -> None:
     nodes, used, jobs = _case(seed)

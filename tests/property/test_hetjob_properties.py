@@ -15,6 +15,7 @@ from hal.core.resources import GiB, ResourceVector
 from hal.scheduler.framework import ClusterSnapshot, Scheduler
 from hal.scheduler.plugins import build_scheduler, default_profile
 from hal.testing import make_job
+from hal.testing.examples import examples
 
 SCHED: Scheduler = build_scheduler()
 _PROFILE = default_profile(backfill=False)
@@ -62,7 +63,9 @@ def het_snapshots(draw: st.DrawFn) -> ClusterSnapshot:
     return ClusterSnapshot(1, 10_000.0, tuple(nodes), parts, tuple(pending), tuple(running))
 
 
-SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 def _groups(snap: ClusterSnapshot) -> dict[int, set[int]]:

@@ -23,6 +23,7 @@ from hal.core.topology_labels import LABEL_LEVELS, label_path, present_levels
 from hal.scheduler.framework import Scheduler
 from hal.scheduler.plugins import build_scheduler, default_profile
 from hal.testing import cluster, make_job, placed_nodes, reasons
+from hal.testing.examples import examples
 
 SCHED: Scheduler = build_scheduler(default_profile())
 
@@ -62,7 +63,7 @@ def _domain(node: Node, level: str) -> tuple[str, ...]:
     return node.topology[: len(LABEL_LEVELS) - LABEL_LEVELS.index(level)]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_submit_and_scheduler_agree_on_levels(seed: int) -> None:
     nodes = _case(random.Random(seed))
@@ -74,7 +75,7 @@ def test_submit_and_scheduler_agree_on_levels(seed: int) -> None:
         assert (placed is not None) == (level in accepted)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), count=st.integers(2, 30), pick=st.integers(0, 3))
 def test_required_level_never_spans_domains(seed: int, count: int, pick: int) -> None:
     nodes = _case(random.Random(seed))

@@ -25,6 +25,7 @@ from hal.scheduler.framework import Scheduler
 from hal.scheduler.plugins import build_scheduler, default_profile
 from hal.scheduler.plugins.topology import TreeIndex
 from hal.testing import cluster, make_job, placed_nodes
+from hal.testing.examples import examples
 
 SCHED: Scheduler = build_scheduler(default_profile())
 
@@ -79,7 +80,7 @@ def _place(
     return placed_nodes(SCHED.schedule(snap.pending(job).build())).get(1)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_the_label_tree_follows_the_labels(seed: int) -> None:
     """Same rack and zone labels: same leaf; no rack label: a leaf of its own; same
@@ -98,7 +99,7 @@ def test_the_label_tree_follows_the_labels(seed: int) -> None:
             assert (leaf[a.name] == leaf[b.name]) == (same_rack or a.name == b.name)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), fraction=st.floats(0.0, 1.0))
 def test_one_rack_whenever_one_fits(seed: int, fraction: float) -> None:
     nodes, busy = _case(random.Random(seed))
@@ -113,7 +114,7 @@ def test_one_rack_whenever_one_fits(seed: int, fraction: float) -> None:
         assert len({_rack(by_name[p]) for p in placed}) == 1
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), count=st.integers(2, 40))
 def test_required_zone_is_never_split(seed: int, count: int) -> None:
     nodes, busy = _case(random.Random(seed))
@@ -126,7 +127,7 @@ def test_required_zone_is_never_split(seed: int, count: int) -> None:
         assert len({_zone(by_name[p]) for p in placed}) == 1
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), count=st.integers(2, 40))
 def test_required_nvlink_never_spans_two_domains(seed: int, count: int) -> None:
     nodes, busy = _case(random.Random(seed))

@@ -22,6 +22,7 @@ from hal.scheduler.plugins import build_scheduler, default_profile, default_regi
 from hal.scheduler.plugins.limits import Limits
 from hal.scheduler.plugins.limits.limits import allocation_tres
 from hal.testing import cluster, make_job
+from hal.testing.examples import examples
 
 USERS = ("alice", "bob", "eve")
 QOS = (None, "q1", "q2")
@@ -164,7 +165,7 @@ def _per_job_caps(
     return out
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_quota_limits_are_never_exceeded(case: tuple[PriorityPolicy, ClusterSnapshot]) -> None:
     policy, snap = case

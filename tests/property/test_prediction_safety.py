@@ -19,6 +19,7 @@ from hal.predict import (
 from hal.sim import ClusterModel, Simulation, scheduler_for
 from hal.sim.swf import SwfRecord
 from hal.sim.workload import TraceJob
+from hal.testing.examples import examples
 
 pytest.importorskip("lightgbm", reason="lightgbm is a dependency: pip install -e .")
 
@@ -70,7 +71,7 @@ def predictors() -> list[Predictor]:
     ]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=jobs_strategy, policy=st.sampled_from(["easy", "conservative", "easy-sjbf"]))
 def test_every_job_runs_its_full_time_whatever_the_prediction(
     rows: list[tuple[int, int, int, int, int]], policy: str

@@ -21,6 +21,7 @@ from hal.scheduler.framework.scheduler import Scheduler
 from hal.scheduler.framework.snapshot import Preemption
 from hal.scheduler.plugins import build_scheduler, default_profile, default_registry
 from hal.testing import cluster, make_job
+from hal.testing.examples import examples
 
 NOW = 1_000_000.0
 QOS = (
@@ -95,7 +96,7 @@ def _lower_tier(victim: Job, job: Job) -> bool:
     return TIERS[victim.partition or ""] < TIERS[job.partition or ""]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_preemption_takes_only_lower_priority_preemptable_running_jobs(
     snap: ClusterSnapshot,
@@ -103,7 +104,7 @@ def test_preemption_takes_only_lower_priority_preemptable_running_jobs(
     _only_lower_standing(snap, _scheduler, _lower_qos)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(tiers=True))
 def test_partition_priority_preempts_only_lower_tiers(snap: ClusterSnapshot) -> None:
     _only_lower_standing(snap, lambda: _scheduler(PreemptType.PARTITION_PRIO, snap), _lower_tier)

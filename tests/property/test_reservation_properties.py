@@ -25,9 +25,12 @@ from hal.core.resources import GiB, ResourceVector
 from hal.scheduler.framework import ClusterSnapshot, Scheduler
 from hal.scheduler.plugins import build_scheduler, default_profile
 from hal.testing import make_job
+from hal.testing.examples import examples
 
 NOW = 100_000.0
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 def scheduler(mode: str) -> Scheduler:

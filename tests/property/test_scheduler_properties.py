@@ -22,6 +22,7 @@ from hal.core.states import JobState, NodeState, PendingReason
 from hal.scheduler.framework import ClusterSnapshot, Scheduler
 from hal.scheduler.plugins import build_scheduler, default_profile
 from hal.testing import make_job
+from hal.testing.examples import examples
 
 SCHED: Scheduler = build_scheduler()
 FCFS: Scheduler = build_scheduler(default_profile(backfill=False))
@@ -122,7 +123,9 @@ def _holdings(
     return held
 
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 @SETTINGS

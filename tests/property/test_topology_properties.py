@@ -26,6 +26,7 @@ from hal.core.topology import Topology
 from hal.scheduler.framework import ClusterSnapshot, Scheduler
 from hal.scheduler.plugins import build_scheduler, default_profile
 from hal.testing import cluster, make_job, placed_nodes
+from hal.testing.examples import examples
 
 SCHED: Scheduler = build_scheduler(default_profile(topology=Topology()))
 
@@ -89,7 +90,7 @@ def _leaves_used(
     return len({leaf_of[n] for n in placed}), _optimum(free, count), free[0]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), fraction=st.floats(0.0, 1.0))
 def test_one_leaf_when_one_fits_and_near_optimal_otherwise(seed: int, fraction: float) -> None:
     rng = random.Random(seed)
@@ -123,7 +124,7 @@ def test_seeded_sweep_meets_the_95_percent_target_and_is_exact() -> None:
     assert exact == 1.0  # largest-first is exact for "fewest leaves"; a heuristic may drop this
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), count=st.integers(2, 20))
 def test_required_leaf_is_never_split(seed: int, count: int) -> None:
     nodes, busy, leaf_of = _case(random.Random(seed))

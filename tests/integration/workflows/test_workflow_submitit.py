@@ -57,7 +57,11 @@ WAIT = 60  # seconds; every job here ends in a few
 
 @pytest.fixture
 def executor(slurm_env: dict[str, str], tmp_path: Path) -> Iterator[submitit.AutoExecutor]:
-    ex = submitit.AutoExecutor(folder=tmp_path / "submitit" / "%j", cluster="slurm")
+    # One folder for every job, made before the first sbatch: with a folder per job
+    # (``submitit/%j``) submitit makes it only once sbatch has answered, and a job HAL
+    # starts within milliseconds, on a machine loaded by parallel tests, may open its
+    # output there first and fail, as it would under Slurm.
+    ex = submitit.AutoExecutor(folder=tmp_path / "submitit", cluster="slurm")
     ex.update_parameters(timeout_min=5, mem_gb=0.5, cpus_per_task=1)
     yield ex
 

@@ -22,9 +22,12 @@ from hal.compat.formats import Field, parse_format
 from hal.compat.squeue import _is_job_id
 from hal.core.errors import InvalidRequest
 from hal.slurm.syntax import _UNIT_SHIFT, compress_hostlist, is_digits, is_plain_name, parse_memory
+from hal.testing.examples import examples
 
 # the TZ fixture of this folder is function-scoped; these tests read no clock
-lenient = settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=400)
+lenient = settings(
+    suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=examples(400)
+)
 TRICKY = "0123456789٣５" + "aAzZ_bBkKmMgGtT\u212a" + ".-+=%#:/?@&,*|" + " \t\n\r\x0b\xa0\u2028"
 
 

@@ -16,6 +16,7 @@ from hal.core.reservation import (
     parse_flags,
     windows_clash,
 )
+from hal.testing.examples import examples
 
 H = 3600.0
 DAY = 86_400.0
@@ -159,7 +160,7 @@ def reservations(draw: st.DrawFn) -> Reservation:
     )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(reservations(), reservations(), st.sampled_from([5 * DAY, 20 * DAY, math.inf]))
 def test_the_clash_walk_answers_as_the_full_walk(
     a: Reservation, b: Reservation, horizon: float

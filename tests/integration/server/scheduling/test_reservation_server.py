@@ -203,12 +203,14 @@ def test_a_reservation_in_use_cannot_be_deleted(server: LiveServer, tmp_path: Pa
             spec = JobSubmit(
                 script=f"#!/bin/sh\nsleep {seconds}\n",
                 workdir=str(tmp_path),
-                time_limit_seconds=60,
+                time_limit_seconds=120,
                 reservation=name,
             )
             return carol.submit(spec).job_id
 
-        waiting, running = job("soon", 0), job("here", 3)
+        # the running job runs until cancelled: however slow the commands below are on a
+        # loaded machine, it is still in its reservation when they ask
+        waiting, running = job("soon", 0), job("here", 100)
         wait_until(lambda: carol.job(running).state == "RUNNING", message="the running job")
         with pytest.raises(Conflict, match=f"Requested reservation is in use: job {waiting} "):
             admin.delete_reservation("soon")
@@ -220,7 +222,8 @@ def test_a_reservation_in_use_cannot_be_deleted(server: LiveServer, tmp_path: Pa
             )
         assert carol.job(waiting).reservation == "soon" and carol.job(waiting).state == "PENDING"
         assert carol.job(running).reservation == "here"
-        wait_until(lambda: carol.job(running).state == "COMPLETED", message="the running job")
+        assert server.cli("scancel", str(running), token=carol_token).returncode == 0
+        wait_until(lambda: carol.job(running).state == "CANCELLED", message="the running job")
         assert server.cli("scontrol", "delete", "Reservation=here").returncode == 0
         out = server.cli("scontrol", "delete", "reservationname=here")
         assert out.returncode == 1
