@@ -58,7 +58,8 @@ def test_reregisters_when_the_server_forgot_the_node(
 
     async def scenario() -> None:
         async with agent_running(agent_config, channel) as agent:
-            channel.push(make_launch(1, "sleep 0.5\n", workdir))
+            # long enough to be running still at the second registration on a loaded machine
+            channel.push(make_launch(1, "sleep 3\n", workdir))
             pid = (await agent.started(1)).pid
             channel.forget_node = True
             await wait_for(lambda: len(channel.registrations) >= 2, "a second registration")

@@ -20,6 +20,7 @@ def _schemathesis() -> str | None:
     return str(exe) if exe.exists() else shutil.which("schemathesis")
 
 
+@pytest.mark.slow  # every operation of the contract, generated cases: about a minute
 def test_control_plane_conforms_to_the_openapi_contract(tmp_path: Path) -> None:
     """Every operation, positive and negative data, plus stateful links: no 5xx, JSON
     content types, response shapes as specified (exceptions documented in schemathesis.toml)."""

@@ -19,7 +19,10 @@ import pytest
 from hal.agent.isolation import Isolation
 from hal.agent.stepkeeper import KeeperPlan, keep, read_codes, read_tasks
 
-UNUSED_UID = 54_321  # no process runs as it: RLIMIT_NPROC counts only the keeper's
+UNUSED_UID = 54_321  # a uid no user has, for other tests' tasks
+# the keeper's uid here, which no other test's processes take: RLIMIT_NPROC counts every
+# process of the uid on the machine, and tests on other workers run tasks as UNUSED_UID
+NPROC_UID = 54_329
 
 
 @pytest.fixture
@@ -52,8 +55,8 @@ def test_a_task_that_cannot_be_forked_ends_as_not_started(folder: Path) -> None:
         try:
             os.close(started_r)
             resource.setrlimit(resource.RLIMIT_NPROC, (2, 2))  # itself and one task
-            os.setgid(UNUSED_UID)
-            os.setuid(UNUSED_UID)
+            os.setgid(NPROC_UID)
+            os.setuid(NPROC_UID)
             before = sorted(set(os.listdir("/proc/self/fd")) - {str(started_w)})
             result["code"] = keep(plan, Isolation("none"), started_w)
             result["leaked"] = sorted(set(os.listdir("/proc/self/fd")) - set(before))

@@ -64,7 +64,12 @@ def assert_same(one: SimRun, many: SimRun) -> None:
 
 @pytest.mark.parametrize(
     ("policy", "predictor", "workers"),
-    [("easy", "user", 2), ("easy", "user", 3), ("easy-sjbf", "perfect", 2)],
+    [
+        ("easy", "user", 2),
+        # three workers and another policy: the same hand-over, a minute each, in CI
+        pytest.param("easy", "user", 3, marks=pytest.mark.slow),
+        pytest.param("easy-sjbf", "perfect", 2, marks=pytest.mark.slow),
+    ],
 )
 def test_split_replay_is_the_replay(
     policy: str, predictor: str, workers: int, monkeypatch: pytest.MonkeyPatch
@@ -210,7 +215,7 @@ def test_the_command_splits_by_default_and_says_where(
     assert split == single
 
 
-@pytest.mark.parametrize("death", ["raises", "exits"])
+@pytest.mark.parametrize("death", ["raises", pytest.param("exits", marks=pytest.mark.slow)])
 def test_a_worker_that_dies_leaves_the_replay_to_the_others(death: str) -> None:
     """The second worker fails as it starts (an exception, or its process gone without a
     word): the first never hands over to it and replays everything itself."""

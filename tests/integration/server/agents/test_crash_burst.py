@@ -56,6 +56,7 @@ def start_server(data: Path, port: int) -> tuple[subprocess.Popen[str], str | No
     return proc, token
 
 
+@pytest.mark.slow  # thousands of acknowledged jobs, a killed server, a recount
 def test_sigkill_during_burst_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"

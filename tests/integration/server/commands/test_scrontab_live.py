@@ -175,6 +175,7 @@ def test_only_an_administrator_uses_another_users_crontab(
     assert "echo mine" in out
 
 
+@pytest.mark.slow  # waits for the wall clock's next minute, twice
 def test_an_every_minute_entry_runs_at_the_minute_and_pends_again_under_its_id(
     tmp_path: Path,
 ) -> None:
