@@ -36,9 +36,9 @@ up: $(RUN_STAMP)
 test: $(STAMP)
 	$(PYTEST) $(TEST_ARGS)
 
-## The inner loop: unit and property tests that start no server
+## The inner loop: unit and property tests that start no server and replay no trace
 test-fast: $(STAMP)
-	$(PYTEST) -m "not live and not slow" tests/unit tests/property $(TEST_ARGS)
+	$(PYTEST) -m "not live and not slow and not replay" tests/unit tests/property $(TEST_ARGS)
 
 ## Lint, format check, strict typing, import layers and the documentation site
 check: $(STAMP)

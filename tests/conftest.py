@@ -10,6 +10,8 @@ put on from what a test uses wherever that shows, explicitly elsewhere:
   in a subprocess) say so with ``pytestmark``.
 - ``postgres``: the test uses ``pg_url``/``module_pg_url``, or one of its parameters is the
   PostgreSQL store (``each_store``'s ``postgresql``, ``db_url``'s ``postgres``).
+- ``replay``: the test's module reads a real workload trace (``hal.testing.traces.
+  trace_path``): a simulator replay of thousands of jobs, seconds to a minute each.
 - ``slurm_peer``, ``browser``, ``gpu``: explicit, on the few tests that need them.
 """
 
@@ -21,6 +23,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 import pytest
+
+from hal.testing.traces import trace_path
 
 RUN_SLOW = os.environ.get("CI", "").lower() == "true" or os.environ.get("HAL_SLOW") == "1"
 
@@ -82,6 +86,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.live)
         if _uses_postgres(item):
             item.add_marker(pytest.mark.postgres)
+        module = getattr(item, "module", None)
+        if module is not None and getattr(module, "trace_path", None) is trace_path:
+            item.add_marker(pytest.mark.replay)
         if not RUN_SLOW and "slow" in item.keywords:
             item.add_marker(skip)
 
