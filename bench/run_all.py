@@ -57,6 +57,12 @@ def _predict() -> dict[str, Any]:
     return run_predict_bench(list(TRACES), cut)
 
 
+def _replay_cost() -> dict[str, Any]:
+    from hal.bench.replay_cost import CASES, run_replay_cost_bench
+
+    return run_replay_cost_bench(list(CASES))
+
+
 def _htc() -> dict[str, Any]:
     from hal.bench.htc import run_htc_bench
 
@@ -95,6 +101,7 @@ BENCHMARKS: dict[str, Callable[[], dict[str, Any]]] = {
     "cache": _cache,
     "sim": _sim,
     "predict": _predict,
+    "replay-cost": _replay_cost,
     "htc": _htc,
     "topology": _topology,
     "fragmentation": _fragmentation,

@@ -63,12 +63,13 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
         return
 
     from hal.bench import data as data_bench
-    from hal.bench import fragmentation, predict, sched_pass, sim
+    from hal.bench import fragmentation, predict, replay_cost, sched_pass, sim
     from hal.bench import htc as htc_bench
 
     data_bench.add_commands(bsub)
     sim.add_commands(bsub)
     predict.add_commands(bsub)
+    replay_cost.add_commands(bsub)
     sched_pass.add_commands(bsub)
     fragmentation.add_commands(bsub)
     htc_bench.add_bench_command(bsub)

@@ -28,6 +28,11 @@ Example::
     interval_seconds = 1.0
     predictor = "learned"          # run times for backfill planning and expected starts:
                                    # "user" (requested time, as Slurm), "avg2" or "learned"
+    correction = "default"         # what a running job's outlived prediction becomes:
+                                   # "default" (the predictor's own rule: learned's
+                                   # re-prediction, Tsafrir's steps for the others),
+                                   # "steps", "request" (its time limit) or "model"; the
+                                   # policy `hal sim run --correction` replays
     drain_anomalous_nodes = false  # drain nodes whose jobs fail, or run slow, far more
                                    # than their peers'
     enable_user_top = false        # let users `scontrol top` their own jobs (Slurm's
@@ -160,6 +165,11 @@ class HalConfig:
     # after 200 finished jobs, it answers like "avg2"), "avg2" or "user" (Slurm's choice:
     # the requested time). Predictions never kill or shorten a job; see docs/prediction.md.
     scheduler_predictor: str = "learned"
+    # What a running job's prediction becomes once the job outlives it (the expiry
+    # correction; hal.predict.planning_predictor, the same for `hal sim run --correction`):
+    # "default" (the predictor's own rule: learned re-predicts from the time run, avg2 and
+    # user Tsafrir's steps), "steps", "request" (the time limit) or "model".
+    scheduler_correction: str = "default"
     # Drain a node whose jobs fail far more often, or run far longer than predicted, than
     # its peers' (the anomaly detector's NodeFailureRateAnomalous and NodeRuntimeInflated,
     # docs/admin/observability.md); off: only the alert and an event.
@@ -233,12 +243,20 @@ _TOP_WHOLE = {
     "max_artifact_bytes": 1,
 }
 # [scheduler] keys that are server settings; the rest of the table is the profile
-_SCHEDULER_SETTINGS = {"interval_seconds", "predictor", "drain_anomalous_nodes", "enable_user_top"}
+_SCHEDULER_SETTINGS = {
+    "interval_seconds",
+    "predictor",
+    "correction",
+    "drain_anomalous_nodes",
+    "enable_user_top",
+}
 # ... and the profile's own (``hal.scheduler.framework.profile``, which checks them again;
 # a test keeps the two lists equal)
 PROFILE_KEYS = {"name", "plugins", "score_weights", "plugin_args"}
-# hal.predict.CONFIGURABLE (the config plane does not import the predictors)
+# hal.predict.CONFIGURABLE and hal.predict.CORRECTIONS (the config plane does not import
+# the predictors; a test keeps them equal)
 PREDICTORS = ("user", "avg2", "learned")
+CORRECTIONS = ("default", "steps", "request", "model")
 _PARTITION_KEYS = {
     "name",
     "default",
@@ -316,6 +334,15 @@ def config_from_dict(
                 field="scheduler.predictor",
             )
         kwargs["scheduler_predictor"] = name
+    if "correction" in scheduler:
+        rule = scheduler["correction"]
+        if rule not in CORRECTIONS:
+            raise InvalidRequest(
+                f"{source}: [scheduler] correction must be one of {', '.join(CORRECTIONS)}, "
+                f"not {rule!r}",
+                field="scheduler.correction",
+            )
+        kwargs["scheduler_correction"] = rule
     for key in ("drain_anomalous_nodes", "enable_user_top"):
         if key in scheduler:
             value = scheduler[key]

@@ -4,7 +4,9 @@ Owns the ``Predictor`` protocol, the expiry correction every predictor shares, a
 predictors: ``user`` (the requested time), ``perfect`` (the true run time, known only to a
 simulator), ``avg2`` (Tsafrir's average of the user's last two jobs) and ``learned``
 (gradient-boosted trees trained online, calibrated); ``PinnedPredictor`` keeps a started
-job's prediction fixed. ``make_predictor`` builds the configurable ones by name;
+job's prediction fixed and applies the expiry correction. ``make_predictor`` builds the
+configurable ones by name, ``planning_predictor`` the planning policy (a predictor and its
+correction, by name) that both the server and the simulator plan with;
 ``SharedPredictor`` lets the server's threads share one;
 ``hal.predict.anomaly`` holds the pure anomaly rules (overrunning jobs, failing nodes).
 
@@ -28,11 +30,18 @@ from hal.predict.protocol import (
     corrected,
     planned_runtime,
 )
-from hal.predict.registry import CONFIGURABLE, make_predictor
+from hal.predict.registry import (
+    CONFIGURABLE,
+    CORRECTIONS,
+    effective_correction,
+    make_predictor,
+    planning_predictor,
+)
 from hal.predict.shared import SharedPredictor
 
 __all__ = [
     "CONFIGURABLE",
+    "CORRECTIONS",
     "CORRECTION_STEPS_S",
     "Avg2Predictor",
     "BatchPredictor",
@@ -44,7 +53,9 @@ __all__ = [
     "SharedPredictor",
     "UserPredictor",
     "corrected",
+    "effective_correction",
     "make_predictor",
     "planned_runtime",
+    "planning_predictor",
     "predictor_names",
 ]

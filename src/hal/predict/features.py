@@ -8,7 +8,6 @@ anything from a job's own future or from jobs that have not finished yet.
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -68,29 +67,51 @@ def baselines(rows: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return out
 
 
-class _Recent:
-    """The last few finished jobs of one key: log run times, actual/requested ratios,
-    failures, and the last requested time."""
+class _Runs:
+    """The last ``keep`` finished jobs of one key (a user's job name, a user's job
+    shape): their log run times, oldest first, and how many there were in all. Plain
+    lists: a replay keeps one of these for every shape a user ever asked for (tens of
+    thousands on a big trace), and a ``deque`` costs about 600 bytes even empty."""
 
-    __slots__ = ("count", "failed", "last_request", "logs", "ratios")
+    __slots__ = ("count", "keep", "logs")
 
     def __init__(self, keep: int) -> None:
-        self.logs: deque[float] = deque(maxlen=keep)
-        self.ratios: deque[float] = deque(maxlen=keep)
-        self.failed: deque[float] = deque(maxlen=keep)
+        self.keep = keep
+        self.logs: list[float] = []
         self.count = 0
+
+    def add_run(self, log_run: float) -> None:
+        logs = self.logs
+        logs.append(log_run)
+        if len(logs) > self.keep:
+            del logs[0]
+        self.count += 1
+
+
+class _Recent(_Runs):
+    """``_Runs`` of a user or an account, with the actual/requested ratios, failures,
+    and the last requested time."""
+
+    __slots__ = ("failed", "last_request", "ratios")
+
+    def __init__(self, keep: int) -> None:
+        super().__init__(keep)
+        self.ratios: list[float] = []
+        self.failed: list[float] = []
         self.last_request = _NAN
 
     def add(self, log_run: float, ratio: float, failed: bool, requested: float) -> None:
-        self.logs.append(log_run)
-        self.ratios.append(ratio)
-        self.failed.append(1.0 if failed else 0.0)
-        self.count += 1
+        self.add_run(log_run)
+        ratios, fails = self.ratios, self.failed
+        ratios.append(ratio)
+        fails.append(1.0 if failed else 0.0)
+        if len(ratios) > self.keep:
+            del ratios[0], fails[0]
         self.last_request = requested
 
 
-def _mean(values: Iterable[float], last: int = 0) -> float:
-    seq = list(values)[-last:] if last else list(values)
+def _mean(values: Iterable[float]) -> float:
+    seq = list(values)
     return sum(seq) / len(seq) if seq else _NAN
 
 
@@ -99,6 +120,13 @@ def _entry(table: dict[Any, _Recent], key: object, keep: int) -> _Recent:
     if recent is None:
         recent = table[key] = _Recent(keep)
     return recent
+
+
+def _runs(table: dict[Any, _Runs], key: object, keep: int) -> _Runs:
+    runs = table.get(key)
+    if runs is None:
+        runs = table[key] = _Runs(keep)
+    return runs
 
 
 def requested_s(job: Job) -> float:
@@ -112,10 +140,10 @@ class History:
 
     def __init__(self) -> None:
         self._users: dict[str, _Recent] = {}
-        self._names: dict[tuple[str, str], _Recent] = {}
+        self._names: dict[tuple[str, str], _Runs] = {}
         self._accounts: dict[str, _Recent] = {}
         # the user's jobs of the same shape (request and size): most often the same job
-        self._shapes: dict[tuple[str, float, int], _Recent] = {}
+        self._shapes: dict[tuple[str, float, int], _Runs] = {}
         self._codes: dict[tuple[int, str], int] = {}
         self._next_code = 0
         self.version: dict[str, int] = {}  # per user: bumped when its history changes
@@ -157,7 +185,7 @@ class History:
         if user is not None and user.count:
             logs = user.logs
             row[9] = logs[-1]
-            row[10] = math.log1p(_mean(math.expm1(v) for v in list(logs)[-2:]))
+            row[10] = math.log1p(_mean(math.expm1(v) for v in logs[-2:]))
             row[11] = _mean(logs)
             row[12] = _mean(user.ratios)
             row[13] = math.log1p(user.count)
@@ -208,9 +236,11 @@ class History:
         failed = job.state in _FAILED
         for recent in (
             _entry(self._users, spec.user, 8),
-            _entry(self._names, (spec.user, spec.name), 4),
             _entry(self._accounts, spec.account or "", 8),
-            _entry(self._shapes, (spec.user, requested, spec.ntasks * spec.cpus_per_task), 4),
         ):
             recent.add(log_run, ratio, failed, requested)
+        # (of a job name and a shape only the run times are read)
+        _runs(self._names, (spec.user, spec.name), 4).add_run(log_run)
+        cpus = spec.ntasks * spec.cpus_per_task
+        _runs(self._shapes, (spec.user, requested, cpus), 4).add_run(log_run)
         self.version[spec.user] = self.version.get(spec.user, 0) + 1

@@ -51,6 +51,7 @@ import math
 import os
 import threading
 import time
+from bisect import bisect_left, bisect_right, insort
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -69,6 +70,7 @@ from hal.predict.features import (
     baselines,
     requested_s,
 )
+from hal.predict.trees import Trees
 
 log = logging.getLogger("hal.predict")
 # The under-prediction target when the predictor corrects its own expired predictions
@@ -93,6 +95,9 @@ PARAMS: dict[str, Any] = {
     "verbose": -1,
     "num_threads": 1,
     "deterministic": True,
+    # (LightGBM otherwise times both layouts at every training and takes the faster:
+    # the same trees on our rows, but a choice made by the clock, and time spent)
+    "force_col_wise": True,
     "seed": 7,
 }
 
@@ -112,7 +117,45 @@ def _fit(lgb: Any, x: Any, y: Any, rounds: int) -> Fitted:
         free_raw_data=True,
     )
     booster = lgb.train(PARAMS, data, num_boost_round=rounds)
-    return booster, len(y), x[-2000:], y[-2000:]
+    return booster, len(y), x[-2000:].copy(), y[-2000:].copy()
+
+
+class _Window:
+    """The last ``size`` training rows and their targets, in the order they came: one
+    array used as a ring (grown as rows come, up to ``size``), so that a training copies
+    it in one go instead of stacking ``size`` separate rows, and a row costs its 23
+    floats, not an array object of its own."""
+
+    def __init__(self, size: int, width: int) -> None:
+        self.size = size
+        first = max(min(size, 1024), 1)
+        self._x = np.empty((first, width))
+        self._y = np.empty(first)
+        self.added = 0  # rows ever appended
+
+    def __len__(self) -> int:
+        return min(self.added, self.size)
+
+    def append(self, row: FloatRow, target: float) -> None:
+        at = self.added % self.size
+        if at >= len(self._y):  # full while it is still short of ``size``: grow
+            grown = min(self.size, 2 * len(self._y))
+            x, y = np.empty((grown, self._x.shape[1])), np.empty(grown)
+            x[:at], y[:at] = self._x[:at], self._y[:at]
+            self._x, self._y = x, y
+        self._x[at] = row
+        self._y[at] = target
+        self.added += 1
+
+    def arrays(self) -> tuple[Any, Any]:
+        """Copies of the rows and targets, oldest first."""
+        if self.added <= self.size:
+            return self._x[: self.added].copy(), self._y[: self.added].copy()
+        at = self.added % self.size
+        return (
+            np.concatenate((self._x[at:], self._x[:at])),
+            np.concatenate((self._y[at:], self._y[:at])),
+        )
 
 
 class _Training:
@@ -188,7 +231,6 @@ class LearnedPredictor:
         self._errors: dict[str, deque[tuple[float, float]]] = {}
         self._switched: set[str] = set()
         self.min_tail = min_tail
-        self._sorted: Any = None  # the residuals, sorted (None: stale)
         self.under_rate = under_rate
         self.min_train = min_train
         self.retrain_every = retrain_every
@@ -197,11 +239,11 @@ class LearnedPredictor:
         self._trained_at = -math.inf  # time.monotonic() of the last model
         self.history = History()
         self._fallback = Avg2Predictor()
-        self._rows: deque[FloatRow] = deque(maxlen=window)
-        self._targets: deque[float] = deque(maxlen=window)
+        self._window = _Window(window, len(NAMES))
         self._residuals: deque[float] = deque(maxlen=calibration)
+        self._ranked: list[float] = []  # the same residuals, sorted (``extended`` reads them)
         self._offset = 0.0
-        self._booster: Any = None
+        self._trees: Trees | None = None  # the model (None: none yet)
         self.model_version = 0
         self.trained_on = 0
         self.saved_at: float | None = None
@@ -213,7 +255,7 @@ class LearnedPredictor:
     # -- the protocol -------------------------------------------------------------------
 
     def predict(self, job: Job) -> float:
-        if self._booster is None:
+        if self._trees is None:
             return self._fallback.predict(job)
         predicted = math.expm1(self._log_prediction(job)[1] + self._offset)
         if job.spec.user in self._switched:  # the model has been far off: avg2 if lower
@@ -226,24 +268,32 @@ class LearnedPredictor:
         cached = self._cache.pop(job.id, None)
         row = cached[2] if cached is not None else self.history.features(job)
         actual = math.log1p(max(runtime_s, 0.0))
-        if self._booster is not None:
+        trees = self._trees
+        if trees is not None:
             log_pred = (
                 cached[3]
                 if cached is not None and cached[0] == self.model_version
-                else baseline(row) + float(self._booster.predict(row[None, :], num_threads=1)[0])
+                else baseline(row) + trees.one(row)
             )
-            self._residuals.append(actual - log_pred)
-            self._sorted = None
+            self._add_residual(actual - log_pred)
             used = min(log_pred + self._offset, math.log1p(requested_s(job)))
             self._compare(job.spec.user, abs(actual - used), abs(actual - math.log1p(avg2)))
-        self._rows.append(row)
-        self._targets.append(actual - baseline(row))
+        self._window.append(row, actual - baseline(row))
         self.history.add(job, runtime_s)
         self._since_train += 1
         if self._training is not None and self._since_train >= self.train_lag:
             self._install(self._training.wait())  # the fixed point: waits if not done
         if self._due():
             self.train()
+
+    def _add_residual(self, value: float) -> None:
+        """Joins the calibration window (its oldest residual leaving a full one), kept
+        sorted too."""
+        residuals, ranked = self._residuals, self._ranked
+        if len(residuals) == residuals.maxlen:
+            del ranked[bisect_left(ranked, residuals[0])]
+        residuals.append(value)
+        insort(ranked, value)
 
     def _compare(self, user: str, model_error: float, avg2_error: float) -> None:
         """Keeps the user's recent errors of both predictors and decides which one
@@ -263,10 +313,10 @@ class LearnedPredictor:
     # -- model --------------------------------------------------------------------------
 
     def _due(self) -> bool:
-        seen = len(self._targets)
+        seen = len(self._window)
         if seen < self.min_train or self.unavailable:
             return False
-        if self._booster is None and self._training is None:
+        if self._trees is None and self._training is None:
             return True
         every = min(self.retrain_every, max(self.min_train, self._basis // 2))
         if self._since_train < every:
@@ -283,8 +333,7 @@ class LearnedPredictor:
             return
         if self._training is not None:  # a retrain due before the lag ran out
             self._install(self._training.wait())
-        x = np.vstack(self._rows)
-        y = np.fromiter(self._targets, dtype=np.float64, count=len(self._targets))
+        x, y = self._window.arrays()
         self._since_train = 0
         self._basis = len(y)
         rounds = self.rounds
@@ -298,7 +347,7 @@ class LearnedPredictor:
         jobs that finished until now."""
         booster, rows, x_tail, y_tail = fitted
         self._training = None
-        self._booster = booster
+        trees = self._trees = Trees(self._lightgbm(), booster)
         self.model_version += 1
         self.history.freeze_accounts()
         self.trained_on = rows
@@ -306,10 +355,10 @@ class LearnedPredictor:
         if len(self._residuals) < 50:
             # No residuals of a model yet: calibrate on the training rows (optimistic, so
             # the next calibration window replaces it as soon as it is full enough).
-            self._residuals.extend(y_tail - booster.predict(x_tail, num_threads=1))
+            for value in y_tail - trees.many(x_tail):
+                self._add_residual(float(value))
         # residuals of the model's error; the baseline cancels out (target = actual - base)
         self._offset = float(np.quantile(np.fromiter(self._residuals, float), 1 - self.under_rate))
-        self._sorted = None
 
     def extended(self, job: Job, first_s: float, elapsed_s: float) -> float:
         """The correction: ``job`` started with the prediction ``first_s`` and has run
@@ -318,20 +367,21 @@ class LearnedPredictor:
         ``elapsed_s`` describe what it may still do, and their ``expiry_quantile`` gives
         the new plan. Too few of them (or no model yet): the request."""
         limit = requested_s(job)
-        if self._booster is None or limit <= elapsed_s:
+        if self._trees is None or limit <= elapsed_s:
             return limit
-        if self._sorted is None:
-            self._sorted = np.sort(np.fromiter(self._residuals, float))
+        ranked = self._ranked
         raw = math.log1p(first_s) - self._offset
-        tail = self._sorted[np.searchsorted(self._sorted, math.log1p(elapsed_s) - raw, "right") :]
-        if len(tail) < self.min_tail:
+        beyond = bisect_right(ranked, math.log1p(elapsed_s) - raw)  # the tail starts there
+        tail = len(ranked) - beyond
+        if tail < self.min_tail:
             return limit
-        pick = tail[min(int(self.expiry_quantile * len(tail)), len(tail) - 1)]
-        return min(max(math.expm1(raw + float(pick)), elapsed_s + 60.0), limit)
+        pick = ranked[beyond + min(int(self.expiry_quantile * tail), tail - 1)]
+        return min(max(math.expm1(raw + pick), elapsed_s + 60.0), limit)
 
     def prepare(self, jobs: Sequence[Job]) -> None:
         """Predicts every job whose cached prediction is stale in one model call."""
-        if self._booster is None:
+        trees = self._trees
+        if trees is None:
             return
         version, users = self.model_version, self.history.version
         stale: list[tuple[Job, int]] = []
@@ -342,10 +392,13 @@ class LearnedPredictor:
                 stale.append((job, user_version))
         if not stale:
             return
-        rows = np.vstack([self.history.features(job) for job, _ in stale])
-        log_preds = baselines(rows) + self._booster.predict(rows, num_threads=1)
+        # each job keeps its own row (one of the matrix's would keep the whole matrix
+        # alive for as long as the job is cached, then as a training row)
+        own = [self.history.features(job) for job, _ in stale]
+        rows = np.vstack(own)
+        log_preds = baselines(rows) + trees.many(rows)
         self._trim_cache()
-        for (job, user_version), row, log_pred in zip(stale, rows, log_preds, strict=True):
+        for (job, user_version), row, log_pred in zip(stale, own, log_preds, strict=True):
             self._cache[job.id] = (version, user_version, row, float(log_pred))
 
     def _trim_cache(self) -> None:
@@ -358,7 +411,8 @@ class LearnedPredictor:
         if cached is not None and cached[0] == self.model_version and cached[1] == user_version:
             return cached[2], cached[3]
         row = self.history.features(job)
-        log_pred = baseline(row) + float(self._booster.predict(row[None, :], num_threads=1)[0])
+        assert self._trees is not None  # (asked by ``predict`` once there is a model)
+        log_pred = baseline(row) + self._trees.one(row)
         self._trim_cache()
         self._cache[job.id] = (self.model_version, user_version, row, log_pred)
         return row, log_pred
@@ -368,10 +422,10 @@ class LearnedPredictor:
     def save(self, path: Path) -> None:
         """Writes the model and its calibration (LightGBM's text format + JSON), atomically:
         a crash mid-write leaves the previous model."""
-        if self._booster is None:
+        if self._trees is None:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        model = self._booster.model_to_string()
+        model = self._trees.booster.model_to_string()
         meta = {
             "model_version": self.model_version,
             "min_train": self.min_train,  # finished jobs before the first model
@@ -411,12 +465,12 @@ class LearnedPredictor:
             version, trained = int(meta["model_version"]), int(meta["trained_on"])
             offset, saved_at = float(meta["offset"]), float(meta["saved_at"])
             codes = [(int(k), str(v), int(c)) for k, v, c in meta.get("codes", ())]
-            booster = lgb.Booster(model_str=model)
+            trees = Trees(lgb, lgb.Booster(model_str=model))
         except (OSError, ValueError, KeyError, TypeError, AttributeError, lgb.basic.LightGBMError):
             # (LightGBMError: a model string it refuses, e.g. another LightGBM's format
             # in a file saved before files carried the digest)
             return False
-        self._booster = booster
+        self._trees = trees
         self._training = None  # a model still being trained is dropped for the loaded one
         self.model_version = version
         self.trained_on = self._basis = trained

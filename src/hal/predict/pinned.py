@@ -1,4 +1,7 @@
-"""``PinnedPredictor``: a started job keeps the prediction it started with.
+"""``PinnedPredictor``: a started job keeps the prediction it started with, and when it
+outlives it, the expiry correction it is planned with. The one planning policy of HAL:
+the simulator replays with it and the server plans with it (``hal.predict.registry``
+builds it from a predictor's and a correction's name).
 
 A predictor's answer for a job changes whenever another job finishes (``avg2`` averages
 the user's last two, ``learned`` retrains). For a job that is still waiting that is what
@@ -11,18 +14,24 @@ a simulator cannot know when to revisit a plan whose ends move at every completi
 
 This wrapper asks the wrapped predictor as usual while a job waits (``start_time`` is
 None) and remembers the last answer; once the job has started it answers with that
-remembered value for good. The caller must therefore ask about a job when it starts
-(the simulator does: it records the prediction each job starts with), else the first
-question about the running job fixes it. ``observe`` forgets the job.
+remembered value for good (for that run: a requeued job that starts again is pinned
+afresh). The caller should therefore ask about a job when it starts (the simulator does:
+it records the prediction each job starts with), else the first question about the
+running job fixes it. ``observe`` (or ``forget``) drops the job.
 
-``expire_to_request=True`` swaps the stepwise correction for the other rule the
-literature uses: a job that outlives its prediction is planned to run until its time
-limit (the user's estimate, the one bound that cannot be wrong). The caller says when a
-prediction has expired (``expired``; the simulator does at the instant it happens).
+The correction, what an expired prediction becomes (``RULES``):
 
-``correction="model"`` lets a predictor with its own correction (``ExpiryPredictor``:
-``learned``) re-predict an expired job knowing how long it has run already; the new
-value is pinned until it expires in turn. Predictors without one keep the stepwise rule.
+* ``steps``: Tsafrir's stepwise correction (``planned_runtime`` applies it);
+* ``request``: the job's time limit (the user's estimate, the one bound that cannot be
+  wrong), the other rule the literature uses;
+* ``model``: a predictor with its own correction (``ExpiryPredictor``: ``learned``)
+  re-predicts the job knowing how long it has run already, and the new value is pinned
+  until it expires in turn; predictors without one keep the steps.
+
+``expired`` applies it at the instant a prediction expires (the simulator calls it
+then); ``planned`` is the run time to plan with after any time run, the expiries that
+came meanwhile applied in turn as ``expired`` would have at each (the server, which has
+no expiry events, asks at each pass): both give the same plan at the same moment.
 """
 
 from __future__ import annotations
@@ -30,43 +39,52 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hal.core.job import Job
-from hal.predict.protocol import BatchPredictor, ExpiryPredictor, Predictor
+from hal.predict.protocol import BatchPredictor, ExpiryPredictor, Predictor, planned_runtime
 
-CORRECTIONS = ("steps", "request", "model")
+RULES = ("steps", "request", "model")
 
 
 class PinnedPredictor:
     def __init__(
         self, inner: Predictor, *, expire_to_request: bool = False, correction: str = ""
     ) -> None:
-        if correction and correction not in CORRECTIONS:
-            raise ValueError(f"correction must be one of {', '.join(CORRECTIONS)}")
-        self.inner = inner
-        # the protocols checked once: isinstance against a runtime-checkable Protocol
-        # walks its members, and prepare/expired run at every pass and expiry
-        self._batch = inner if isinstance(inner, BatchPredictor) else None
-        self._own = inner if isinstance(inner, ExpiryPredictor) else None
+        if correction and correction not in RULES:
+            raise ValueError(f"correction must be one of {', '.join(RULES)}")
         self.correction = correction or ("request" if expire_to_request else "steps")
         self.expire_to_request = self.correction == "request"
-        self._first: dict[int, float] = {}  # expired jobs: the prediction they started with
+        self.replace(inner)
+        self._first: dict[int, float] = {}  # expired runs: the prediction they started with
         self._pending: dict[int, float] = {}  # last answer while the job waited
-        self._pinned: dict[int, float] = {}  # running jobs: the answer they started with
+        # running jobs: (start time of the run, the answer it started with)
+        self._pinned: dict[int, tuple[float, float]] = {}
 
     @property
     def name(self) -> str:
         return self.inner.name
 
+    def replace(self, inner: Predictor) -> None:
+        """Predict with ``inner`` from now on (e.g. a model rebuilt from the accounting);
+        the runs pinned so far keep their predictions."""
+        self.inner = inner
+        # the protocols checked once: isinstance against a runtime-checkable Protocol
+        # walks its members, and prepare/expired run at every pass and expiry
+        self._batch = inner if isinstance(inner, BatchPredictor) else None
+        self._own = inner if isinstance(inner, ExpiryPredictor) else None
+
     def predict(self, job: Job) -> float:
-        if job.start_time is None:
-            value = self._pending[job.id] = self.inner.predict(job)
-            return value
+        start = job.start_time
+        if start is None:
+            waiting = self._pending[job.id] = self.inner.predict(job)
+            return waiting
         found = self._pinned.get(job.id)
-        if found is None:
-            found = self._pending.pop(job.id, None)
-            if found is None:
-                found = self.inner.predict(job)
-            self._pinned[job.id] = found
-        return found
+        if found is not None and found[0] == start:
+            return found[1]
+        self._first.pop(job.id, None)  # (an earlier run of a requeued job)
+        value = self._pending.pop(job.id, None)
+        if value is None:
+            value = self.inner.predict(job)
+        self._pinned[job.id] = (start, value)
+        return value
 
     def expired(self, job: Job) -> None:
         """``job`` (running) has just outlived its prediction. With the "request"
@@ -74,20 +92,52 @@ class PinnedPredictor:
         predictor that has its own correction) it is re-predicted given that it has run
         as long as its last prediction (it expires at that instant); otherwise nothing
         changes here (the stepwise correction applies)."""
+        start = job.start_time
+        if start is None:
+            return
         if self.correction == "request" and job.time_limit_s > 0:
-            self._pinned[job.id] = float(job.time_limit_s)
+            self._pinned[job.id] = (start, float(job.time_limit_s))
             return
         own = self._own
-        current = self._pinned.get(job.id)
-        if self.correction == "model" and own is not None and current:
-            first = self._first.setdefault(job.id, current)
-            self._pinned[job.id] = own.extended(job, first, current)
+        if self.correction == "model" and own is not None:
+            current = self.predict(job)
+            if current:
+                first = self._first.setdefault(job.id, current)
+                self._pinned[job.id] = (start, own.extended(job, first, current))
+
+    def planned(self, job: Job, elapsed_s: float = 0.0) -> float:
+        """The run time to plan ``job`` with after ``elapsed_s`` of running: its pinned
+        prediction, each expiry it has outlived since corrected by ``expired`` in turn
+        (what a replay that saw every expiry as it happened has planned by now), then
+        ``planned_runtime`` (which applies the steps to what no rule moved)."""
+        if job.start_time is not None and elapsed_s > 0:
+            planned = planned_runtime(self, job)
+            while elapsed_s >= planned:
+                self.expired(job)
+                after = planned_runtime(self, job)
+                if after <= planned:  # nothing moved it (the steps, or the time limit)
+                    break
+                planned = after
+        return planned_runtime(self, job, elapsed_s)
 
     def observe(self, job: Job, runtime_s: float) -> None:
-        self._pinned.pop(job.id, None)
-        self._pending.pop(job.id, None)
-        self._first.pop(job.id, None)
+        self.forget(job.id)
         self.inner.observe(job, runtime_s)
+
+    def forget(self, job_id: int) -> None:
+        """Drop what is kept for the job: it ended without being observed (cancelled
+        while waiting) or its run ended and it waits again (requeued)."""
+        self._pinned.pop(job_id, None)
+        self._pending.pop(job_id, None)
+        self._first.pop(job_id, None)
+
+    def unpin_started_before(self, when: float) -> None:
+        """Forget the predictions of runs started before ``when`` (the server's jobs
+        found running at its start, pinned before the accounting was replayed): the next
+        question pins them afresh."""
+        for job_id in [j for j, (start, _) in self._pinned.items() if start < when]:
+            del self._pinned[job_id]
+            self._first.pop(job_id, None)
 
     def prepare(self, jobs: Sequence[Job]) -> None:
         batch = self._batch

@@ -23,7 +23,7 @@ from hal.core.clock import Clock
 from hal.core.errors import Conflict, HalError, InvalidRequest
 from hal.core.tasks import cancel_tasks
 from hal.host.clock import SystemClock
-from hal.predict import CONFIGURABLE, Predictor, SharedPredictor, make_predictor
+from hal.predict import CONFIGURABLE, Predictor, SharedPredictor, planning_predictor
 from hal.scheduler.framework import ProfileError
 from hal.scheduler.framework.scheduler import Scheduler
 from hal.scheduler.plugins import BACKFILL, build_scheduler, default_registry
@@ -137,7 +137,11 @@ class ControlPlane:
         # the default profile for this config, tuned or replaced by [scheduler]
         profile = server_profile(config)
         data = config.data
-        self.predictor = SharedPredictor(make_predictor(predictor_name(profile, config)))
+        # the simulator's planning policy for the same names (``hal sim run --predictor
+        # --correction``): what is measured on traces is what plans here
+        self.predictor = SharedPredictor(
+            planning_predictor(predictor_name(profile, config), config.scheduler_correction)
+        )
         self.scheduler = server_scheduler(config, profile, self.predictor)
         self.predictions = PredictionService(
             self.cluster,

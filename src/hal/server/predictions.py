@@ -1,8 +1,10 @@
 """``PredictionService``: the server's run-time predictor, trained from its own accounting.
 
 The predictor (``[scheduler] predictor`` in ``hal.toml``: ``learned`` by default, ``avg2``
-or ``user``) is one ``SharedPredictor``: the backfill plugin plans with it on the
-scheduler's worker thread, this service trains it, request handlers read it. Everything
+or ``user``, with the expiry correction ``[scheduler] correction``: the simulator's
+planning policy, ``hal.predict.planning_predictor``) is one ``SharedPredictor``: the
+backfill plugin plans with it on the scheduler's worker thread, this service trains it,
+request handlers read it. Everything
 that can take time runs on the service's own worker thread, fed by a queue, so the event
 loop never waits for a model:
 
@@ -12,14 +14,15 @@ loop never waits for a model:
   each job is predicted when it started, knowing only the jobs that had ended by then, and
   observed when it ended. The fresh predictor replaces the live one when it is done (if
   it has a model, or the live one has none), and is saved.
-* **a job starts**: its prediction at that moment is recorded (what the accuracy figures
-  compare with, and what the anomaly detector measures overruns against).
+* **a job starts**: the prediction it is pinned with is recorded (what the accuracy
+  figures compare with, and what the anomaly detector measures overruns against).
 * **a job that ran ends** (whatever its final state: the listener sees every committed
   job change, ``Cluster.on_jobs_changed``, and picks the runs that ended): the recorded
   prediction and the actual run time join the recent-accuracy window, then
-  ``predictor.observe(job, runtime)``; a learned predictor may train a new model there
-  (a fraction of a second, holding the predictor's lock, off the event loop), which is
-  then saved; at most one new model per ``RETRAIN_INTERVAL_S`` once the replay is done.
+  ``predictor.observe(job, runtime)`` (which drops its pin); a learned predictor may
+  train a new model there (a fraction of a second, holding the predictor's lock, off the
+  event loop), which is then saved; at most one new model per ``RETRAIN_INTERVAL_S``
+  once the replay is done.
 
 Predictions never kill or shorten a job; they move planned starts and feed the status
 and anomaly reports.
@@ -42,7 +45,7 @@ from typing import Any
 from hal.core.job import Job
 from hal.core.states import JobState
 from hal.core.suspension import suspended_seconds
-from hal.predict import Predictor, SharedPredictor, corrected, make_predictor, planned_runtime
+from hal.predict import Predictor, SharedPredictor, make_predictor, planned_runtime
 from hal.predict.baselines import UNLIMITED_S
 from hal.predict.evaluate import quality
 from hal.predict.learned import LearnedPredictor
@@ -99,11 +102,14 @@ class _Finished:
 
 
 @dataclass(frozen=True, slots=True)
-class _Requeued:
+class _Dropped:
+    """A run that ended without finishing (requeued), or a job that ended without
+    running: nothing to learn, and what was kept for it goes."""
+
     job_id: int
 
 
-_Item = _Started | _Finished | _Requeued | None
+_Item = _Started | _Finished | _Dropped | None
 
 
 def accuracy(samples: Sequence[tuple[float, float]]) -> dict[str, float | int]:
@@ -252,7 +258,10 @@ class PredictionService:
             elif state.is_terminal:
                 self._running.pop(job.id, None)
                 if job.start_time is None or job.end_time is None:
-                    continue  # never ran (cancelled or refused while pending)
+                    # never ran (cancelled or refused while pending): its last answer
+                    # while waiting is kept no longer
+                    self._queue.put(_Dropped(job.id))
+                    continue
                 key = (job.id, job.end_time)
                 if key in self._ended:
                     continue  # a later change to a finished job (scontrol update ...)
@@ -261,7 +270,7 @@ class PredictionService:
                     del self._ended[next(iter(self._ended))]
                 self._queue.put(_Finished(job))
             elif state is JobState.PENDING and self._running.pop(job.id, None) is not None:
-                self._queue.put(_Requeued(job.id))  # its run ended without finishing
+                self._queue.put(_Dropped(job.id))  # its run ended without finishing
 
     # -- the worker thread ----------------------------------------------------------------
     def _work(self) -> None:
@@ -289,8 +298,9 @@ class PredictionService:
             item = self._queue.get()
             if item is None or self._stop.is_set():
                 return
-            if isinstance(item, _Requeued):
+            if isinstance(item, _Dropped):
                 self.at_start.pop(item.job_id, None)
+                self.predictor.forget(item.job_id)
                 continue
             try:
                 if isinstance(item, _Started):
@@ -328,7 +338,8 @@ class PredictionService:
             for j in history
             if j.end_time is not None and j.end_time >= self.started_at - 3600
         }
-        fresh = make_predictor(self.predictor.name)
+        # the model as the configured correction calibrates it (``hal.predict.make_predictor``)
+        fresh = make_predictor(self.predictor.name, self.predictor.correction)
         events: list[tuple[float, int, int]] = []
         for i, job in enumerate(history):
             assert job.start_time is not None and job.end_time is not None
@@ -383,23 +394,21 @@ class PredictionService:
 
     def _record_start(self, job: Job) -> None:
         with self.predictor.lock:
-            runtime = planned_runtime(self.predictor.inner, job)
+            runtime = self.predictor.planned(job)  # pins it, if not yet
             version = self.predictor.model_version()
         self.at_start[job.id] = StartPrediction(runtime, version)
 
     def _finish(self, job: Job) -> None:
-        self.predictor.unpin(job)
         start = self.at_start.pop(job.id, None)
         assert job.end_time is not None
         if (job.id, job.end_time) in self._replayed_recent:
+            self.predictor.forget(job.id)
             return  # ended while the server started: the replay has observed it
         runtime = _runtime(job)
         with self.predictor.lock:
-            predicted = (
-                start.runtime_s if start is not None else planned_runtime(self.predictor.inner, job)
-            )
+            predicted = start.runtime_s if start is not None else self.predictor.planned(job)
             before = self.predictor.model_version()
-            self.predictor.inner.observe(job, runtime)
+            self.predictor.observe(job, runtime)  # (drops its pin)
             after = self.predictor.model_version()
             self.recent.append((predicted, runtime))
             self.finished.append(_finished(job, predicted, runtime))
@@ -448,10 +457,12 @@ class PredictionService:
         start at that start + its prediction (no end without one). ``None`` for a job
         that has ended, one without any estimate (no time limit and nothing learnt: the
         planner holds it for a year, as ``accuracy`` leaves out), or when the predictor
-        is busy and nothing was read for the job before.
+        is busy and nothing was read for the job before (or the job has outlived it).
 
         Never waits for the predictor: while it trains, the last answer read for the job
-        (or its prediction at start) stands in, corrected stepwise for the time elapsed."""
+        (or its prediction at start) stands in as long as the job has not outlived it (a
+        running job's plan moves only when it does, by the configured correction, which
+        may need the model); an answer outlived meanwhile gives ``None``."""
         state = job.state
         if not (state is JobState.PENDING or state.is_active):
             return None
@@ -465,9 +476,10 @@ class PredictionService:
             if base is None:
                 at_start = self.at_start.get(job.id)
                 base = at_start.runtime_s if at_start is not None else None
-            if base is None:
-                return None
-            runtime = max(corrected(base, elapsed, float(job.time_limit_s)), 1.0)
+            limit = float(job.time_limit_s)
+            if base is None or (started is not None and elapsed >= base and not 0 < limit <= base):
+                return None  # (a plan at the time limit never moves: the job ends there)
+            runtime = base
         else:
             if len(self._last_read) >= 10_000:
                 self._last_read.clear()

@@ -24,6 +24,7 @@ from hal.state.cluster import Cluster
 #  topology            the nodes' switch paths, worked out when they registered
 #  data                the cache control plane's client and its refresh task
 #  scheduler_predictor the trained predictor the server keeps (its model file)
+#  scheduler_correction  the expiry correction that predictor was built (and calibrated) for
 #  drain_anomalous_nodes  the anomaly detector, built with the observability plane
 RESTART_ONLY: dict[str, str] = {
     "cluster_name": "cluster_name",
@@ -33,6 +34,7 @@ RESTART_ONLY: dict[str, str] = {
     "topology": "topology",
     "data": "data",
     "scheduler_predictor": "scheduler.predictor",
+    "scheduler_correction": "scheduler.correction",
     "drain_anomalous_nodes": "scheduler.drain_anomalous_nodes",
 }
 # HalConfig fields a reconfigure takes: read where used (``Cluster.config``, the request

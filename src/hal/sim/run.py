@@ -10,13 +10,13 @@ from typing import Any
 from hal.core.errors import InvalidRequest
 from hal.predict import (
     CONFIGURABLE,
-    LearnedPredictor,
+    CORRECTIONS,
     PerfectPredictor,
-    PinnedPredictor,
     Predictor,
+    effective_correction,
+    planning_predictor,
 )
-from hal.predict import make_predictor as registry_predictor
-from hal.predict.learned import SIM_TRAIN_LAG, UNDER_RATE_OWN_CORRECTION
+from hal.predict.learned import SIM_TRAIN_LAG
 from hal.sim.cluster import ClusterModel
 from hal.sim.engine import SimRun, Simulation
 from hal.sim.metrics import check_exclusion, summarize
@@ -27,7 +27,6 @@ from hal.sim.topology import leaf_summary, with_topology
 from hal.sim.workload import Cleaning, Workload, load_workload
 
 PREDICTORS = ("user", "perfect", "avg2", "learned")
-CORRECTIONS = ("default", "steps", "request", "model")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +41,7 @@ class SimOptions:
     # What an expired prediction becomes (avg2, learned): "steps" (the stepwise
     # correction, hal.predict.corrected), "request" (the job's requested time), "model"
     # (the predictor's own correction: learned's, else steps) or "default" (learned:
-    # model; avg2: steps, Tsafrir's EASY++)
+    # model; avg2: steps, Tsafrir's EASY++); the server's ``[scheduler] correction``
     correction: str = "default"
     # Processes to replay on (``hal.sim.parallel``): the same result, split where the
     # simulated machine empties; only for replays that keep no state (``parallel_ok``:
@@ -57,39 +56,20 @@ class SimOptions:
             )
 
 
-def effective_correction(predictor: str, correction: str) -> str:
-    """``default`` resolved: the learned predictor's own rule, the stepwise one (EASY++)
-    for the others."""
-    if correction != "default":
-        return correction
-    return "model" if predictor == "learned" else "steps"
-
-
 def make_predictor(name: str, workload: Workload, correction: str = "default") -> Predictor:
-    """The predictor a replay plans with. ``avg2`` and ``learned`` are pinned: a job
-    keeps the prediction it started with until it ends (then only the expiry correction
-    moves it), as in Tsafrir, Etsion and Feitelson's EASY++; see ``PinnedPredictor``.
-    ``correction="request"``: an expired prediction becomes the requested time;
-    ``"model"``: the predictor re-predicts it (``learned``, then calibrated to
-    under-predict half the jobs, ``UNDER_RATE_OWN_CORRECTION``; others: steps).
-    ``learned`` trains each model ``SIM_TRAIN_LAG`` finished jobs before it is used (0:
-    in place when due; more: on a worker thread, deterministically, whatever the
-    thread's timing)."""
+    """The predictor a replay plans with: the server's planning policy for the same
+    names (``hal.predict.planning_predictor``: ``avg2`` and ``learned`` pinned, an
+    expired prediction corrected by ``correction``), or ``perfect``, which knows the
+    trace's run times. ``learned`` trains each model ``SIM_TRAIN_LAG`` finished jobs
+    before it is used (0: in place when due; more: on a worker thread,
+    deterministically, whatever the thread's timing)."""
     if correction not in CORRECTIONS:
         raise InvalidRequest(f"correction must be one of {', '.join(CORRECTIONS)}")
     if name == "perfect":
         return PerfectPredictor({j.id: j.run for j in workload.jobs})
     if name not in CONFIGURABLE:
         raise InvalidRequest(f"unknown predictor {name!r}; choose from {', '.join(PREDICTORS)}")
-    base = registry_predictor(name)
-    if name == "user":
-        return base  # the request: nothing to pin
-    rule = effective_correction(name, correction)
-    if name == "learned" and rule == "model":
-        base = LearnedPredictor(under_rate=UNDER_RATE_OWN_CORRECTION, train_lag=SIM_TRAIN_LAG)
-    elif name == "learned":
-        base = LearnedPredictor(train_lag=SIM_TRAIN_LAG)
-    return PinnedPredictor(base, correction=rule)
+    return planning_predictor(name, correction, train_lag=SIM_TRAIN_LAG)
 
 
 def run_workload(workload: Workload, options: SimOptions) -> tuple[SimRun, dict[str, Any]]:

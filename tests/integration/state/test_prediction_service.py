@@ -16,7 +16,7 @@ from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
 from hal.core.job import Job, JobSpec
 from hal.core.states import JobState
-from hal.predict import LearnedPredictor, SharedPredictor, UserPredictor
+from hal.predict import LearnedPredictor, PinnedPredictor, SharedPredictor, UserPredictor
 from hal.predict.features import NAMES
 from hal.server.predictions import PredictionService, accuracy
 from hal.state.cluster import Cluster
@@ -65,7 +65,7 @@ def run_service(tmp_path: Path, predictor: SlowPredictor, scenario) -> None:  # 
         cluster = Cluster(SqlStateStore(f"sqlite:///{tmp_path / 'hal.db'}"), HalConfig(),
                           VirtualClock(1000.0))  # fmt: skip
         await cluster.load()
-        service = PredictionService(cluster, SharedPredictor(predictor))  # type: ignore[arg-type]
+        service = PredictionService(cluster, SharedPredictor(predictor))
         await service.start()
         try:
             await scenario(service)
@@ -299,7 +299,7 @@ def test_jobs_found_running_at_start_are_planned_with_the_replayed_history(
     prediction the job started with, so after the replay it kept being planned to its
     limit until it ended (and the head of the queue with it). The replay's predictor
     now plans it."""
-    from hal.predict import Avg2Predictor
+    from hal.predict import planning_predictor
 
     history = [job(i, JobState.COMPLETED, 100.0 * i, 100.0 * i + 100.0) for i in range(1, 4)]
     running = job(4, JobState.RUNNING, 4000.0, None)
@@ -315,7 +315,7 @@ def test_jobs_found_running_at_start_are_planned_with_the_replayed_history(
         cluster = Cluster(SqlStateStore(f"sqlite:///{tmp_path / 'hal.db'}"), HalConfig(),
                           VirtualClock(5000.0))  # fmt: skip
         await cluster.load()
-        shared = SharedPredictor(Avg2Predictor())
+        shared = SharedPredictor(planning_predictor("avg2"))
         service = PredictionService(cluster, shared)
         await service.start()  # the history is read once this coroutine yields
         try:
@@ -396,7 +396,8 @@ def test_an_outlived_learned_prediction_is_re_predicted_from_what_the_job_has_ru
     tmp_path: Path,
 ) -> None:
     """With ``learned`` the estimate ``hal show job`` reads for an overdue running job is
-    the model's own correction (what the backfill planner plans with), not a step."""
+    the model's own correction (what the backfill planner plans with), not a step: the
+    re-prediction the simulator makes at the instant the job outlived its plan."""
     pytest.importorskip("lightgbm", reason="lightgbm is a dependency: pip install -e .")
     learned = LearnedPredictor(min_train=200, retrain_every=200, under_rate=0.5)
     rng = random.Random(1)
@@ -414,7 +415,8 @@ def test_an_outlived_learned_prediction_is_re_predicted_from_what_the_job_has_ru
         assert 1000 < runtime < 20_000 and end == 1000.0 + runtime  # learned, not 10 h
         elapsed = runtime * 1.02
         again, end = service.estimate(running, 1000.0 + elapsed) or (0.0, None)
-        assert again == learned.extended(running, runtime, elapsed)
+        assert again == learned.extended(running, runtime, runtime)
+        assert again != runtime + 60.0  # not Tsafrir's first step
         assert elapsed < again < 36_000 and end == 1000.0 + again
 
-    run_service(tmp_path, learned, scenario)  # type: ignore[arg-type]
+    run_service(tmp_path, PinnedPredictor(learned, correction="model"), scenario)  # type: ignore[arg-type]

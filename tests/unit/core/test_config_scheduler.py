@@ -29,6 +29,25 @@ def test_an_unknown_predictor_is_refused_naming_the_field() -> None:
     assert err.value.field == "scheduler.predictor"
 
 
+def test_the_correction_defaults_to_the_predictors_own_and_names_its_field() -> None:
+    """``[scheduler] correction``: the expiry correction the server plans with, the
+    names ``hal sim run --correction`` takes; the config plane keeps its own list of
+    them (it does not import the predictors), equal to ``hal.predict``'s."""
+    from hal.config.model import CORRECTIONS, PREDICTORS
+    from hal.predict import CONFIGURABLE
+    from hal.predict import CORRECTIONS as PREDICT_CORRECTIONS
+
+    assert HalConfig().scheduler_correction == "default"
+    config = config_from_dict({"scheduler": {"predictor": "avg2", "correction": "request"}})
+    assert (config.scheduler_predictor, config.scheduler_correction) == ("avg2", "request")
+    assert config.scheduler_profile == {}
+    with pytest.raises(InvalidRequest) as err:
+        config_from_dict({"scheduler": {"correction": "sometimes"}})
+    assert err.value.field == "scheduler.correction"
+    assert "default, steps, request, model" in err.value.message
+    assert CORRECTIONS == PREDICT_CORRECTIONS and PREDICTORS == CONFIGURABLE
+
+
 def test_the_backfill_plugins_own_predictor_argument_wins() -> None:
     config = HalConfig(scheduler_predictor="avg2")
     profile = default_profile()

@@ -63,10 +63,16 @@ def test_settings_bound_at_start_are_kept_and_named() -> None:
     new = _config(
         cluster_name="other",
         heartbeat_interval_seconds=1.0,
-        scheduler={"predictor": "user", "interval_seconds": 3.0},
+        scheduler={"predictor": "user", "correction": "request", "interval_seconds": 3.0},
     )
     taken, kept = restart_only(running, new, _predictor)
-    assert kept == ["cluster_name", "heartbeat_interval_seconds", "scheduler.predictor"]
+    assert kept == [
+        "cluster_name",
+        "heartbeat_interval_seconds",
+        "scheduler.predictor",
+        "scheduler.correction",
+    ]
+    assert taken.scheduler_correction == running.scheduler_correction == "default"
     assert taken.cluster_name == "hal"
     assert taken.heartbeat_interval_seconds == running.heartbeat_interval_seconds
     assert taken.scheduler_predictor == running.scheduler_predictor
