@@ -500,14 +500,14 @@ def test_a_restarted_server_keeps_an_old_node_whose_agent_is_slow_to_sync(
     so nearly every node of a server restarted in production); its agent is paused over
     the restart, as one that backs off while the server is away, and syncs a second
     after the new server's first pass. It is a joined node, not one that did not boot."""
-    boot = 2.0
+    boot = 8.0  # long enough for a first join beside a loaded parallel run
     cloud = start_cloud(config_toml(group_toml("burst", "burst[1-2]", idle=300, boot=boot)))
     job = cloud.sbatch("-c", "4", "--wrap", "true")
     assert cloud.wait_done(job).nodes == ["burst1"]
     record = cloud.record("burst", "burst1")
     wait_until(
         lambda: time.time() - float(record["created_at"]) > boot + INTERVAL,
-        10,
+        boot + 10,
         message="burst1 to be older than the boot timeout",
     )
     agent = int(record["pid"])
