@@ -171,6 +171,39 @@ class AgentSync(WireModel):
     gpu_problems: list[Annotated[str, Field(max_length=512)]] | None = Field(
         default=None, max_length=64
     )
+    # running jobs' TCP traffic since the last report (``agent.traffic``): one entry per
+    # job with sockets; an older agent, or one that cannot read sock_diag, sends none
+    traffic: list[JobTraffic] = Field(default_factory=list, max_length=4096)
+
+
+class Endpoint(WireModel):
+    """One end of a TCP connection, as the kernel names it (IPv4 or IPv6 text)."""
+
+    address: str = Field(max_length=64)
+    port: int = Field(ge=0, le=65535)
+
+
+class JobFlow(WireModel):
+    """One of a job's TCP connections on this node, and the bytes it carried since the
+    agent's previous report (``tcp_info``'s ``bytes_acked``/``bytes_received``,
+    differenced)."""
+
+    local: Endpoint
+    remote: Endpoint
+    bytes_sent: int = Field(ge=0, le=INT64_MAX)
+    bytes_received: int = Field(ge=0, le=INT64_MAX)
+
+
+class JobTraffic(WireModel):
+    """A running job's TCP traffic on this node over the last ``interval_seconds``: the
+    addresses it listens on (so the server can tell which job owns the far end of
+    another job's connection) and its connections with their bytes."""
+
+    job_id: int
+    attempt: int
+    interval_seconds: float = Field(gt=0, le=86_400)
+    listening: list[Endpoint] = Field(default_factory=list, max_length=256)
+    flows: list[JobFlow] = Field(default_factory=list, max_length=1024)
 
 
 class StepOutput(WireModel):

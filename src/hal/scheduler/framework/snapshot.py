@@ -16,6 +16,7 @@ from hal.core.job import Allocation, Job
 from hal.core.node import Node, Partition
 from hal.core.reservation import Reservation
 from hal.core.states import JobState, PendingReason
+from hal.core.traffic import TrafficView
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +27,8 @@ class ClusterSnapshot:
     SUSPENDED, COMPLETING) with its allocation. ``related`` holds, for every job id that a
     pending job's dependency names, that job in its current state (finished ones included);
     an id missing from it is a job the store does not know. ``data`` is the cache's
-    contents as last seen (``hal.core.data``; None: no data plane configured).
+    contents as last seen (``hal.core.data``; None: no data plane configured), ``traffic``
+    who talks to whom as last measured (``hal.core.traffic``; None: not kept).
     """
 
     revision: int
@@ -38,6 +40,7 @@ class ClusterSnapshot:
     related: Mapping[int, Job] = field(default_factory=dict)
     data: DataView | None = None
     reservations: tuple[Reservation, ...] = ()  # advance reservations not yet ended
+    traffic: TrafficView | None = None
 
 
 @dataclass(frozen=True, slots=True)
