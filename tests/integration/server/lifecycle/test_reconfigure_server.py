@@ -270,7 +270,8 @@ def test_sighup_to_hal_server_reconfigures_it(tmp_path: Path) -> None:
             stderr=subprocess.STDOUT,
         )
     try:
-        wait_until(lambda: "token (shown once): " in log.read_text(), message="the token")
+        # a server's start on a loaded machine (a parallel run) may take a while
+        wait_until(lambda: "token (shown once): " in log.read_text(), 90, message="the token")
         token = log.read_text().split("token (shown once): ")[1].split()[0]
         with HalClient(f"http://127.0.0.1:{port}", token) as c:
             wait_until(lambda: _answers(c), message="the server")

@@ -140,13 +140,13 @@ def lifecycle(server: LiveServer) -> list[tuple[str, tuple[str, ...]]]:
     """Submit a job only a group node can hold and follow burst1 over REST (every 50 ms)
     until it is powered down again after its job: what it showed, in order. While the
     job runs, sinfo and scontrol show an ordinary node with the CLOUD flag."""
+    seen = [shown(server)["burst1"]]  # before the job: a poll after it may find it made
     job = sbatch(server, "-c", "4", "--wrap", "sleep 4")
-    seen: list[tuple[str, tuple[str, ...]]] = []
     running_checked = False
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         now = shown(server)["burst1"]
-        if not seen or seen[-1] != now:
+        if seen[-1] != now:
             seen.append(now)
         if not running_checked and now == RUNNING:
             assert states(server)["burst1"] == "alloc"
