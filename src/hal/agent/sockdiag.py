@@ -6,7 +6,8 @@ socket's addresses, inode and cookie (unique per socket until the host reboots),
 decoded only for the sockets asked about, its ``struct tcp_info`` counters
 ``tcpi_bytes_acked`` (bytes sent and acknowledged by the peer) and
 ``tcpi_bytes_received`` (Linux 4.2 and later; an older kernel's read 0). The counters
-are cumulative for the socket's life and vanish with it.
+are cumulative for the socket's life and vanish with it; the kernel counts a SYN and a
+FIN as one byte acknowledged each.
 
 What it sees: every TCP socket of the agent's network namespace, IPv4 and IPv6,
 loopback included, connected (``SS_CONN``: established, closing, SYN sent) or
