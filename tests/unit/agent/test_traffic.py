@@ -91,11 +91,12 @@ class Job:
         assert self.process.stdout.readline().strip() == "sent"
 
     def end(self) -> None:
-        for pid in descendants(self.process.pid):
+        below = descendants(self.process.pid)
+        self.process.kill()  # the shell first: it would print "Killed" for its child
+        self.process.wait()
+        for pid in below:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        self.process.kill()
-        self.process.wait()
 
 
 @pytest.fixture
