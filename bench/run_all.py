@@ -88,6 +88,12 @@ def _sched_pass() -> dict[str, Any]:
     return run_targets()
 
 
+def _agent_traffic() -> dict[str, Any]:
+    from hal.bench.agent_traffic import run_agent_traffic_bench
+
+    return run_agent_traffic_bench()
+
+
 def _data() -> dict[str, Any]:
     from hal.bench.data import run_data_bench
 
@@ -107,6 +113,7 @@ BENCHMARKS: dict[str, Callable[[], dict[str, Any]]] = {
     "fragmentation": _fragmentation,
     "sched-pass": _sched_pass,
     "data": _data,
+    "agent-traffic": _agent_traffic,
 }
 
 

@@ -81,3 +81,6 @@ class AgentConfig:
     # the node's copies of artifacts (docs/user/artifacts.md) are removed, least recently used
     # first and never while a job here holds them, when they take more than this
     artifact_cache_bytes: int = 10 * 1024**3
+    # how often the running jobs' TCP traffic is read for the long poll (hal.agent.traffic,
+    # AgentSync.traffic); 0 = never
+    traffic_interval_seconds: float = 10.0

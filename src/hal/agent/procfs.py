@@ -64,6 +64,31 @@ def descendants(root: int) -> list[int]:
     return found
 
 
+def socket_inodes(pid: int) -> list[int]:
+    """The inodes of the sockets ``pid`` holds open (its ``/proc/<pid>/fd`` links
+    ``socket:[<inode>]``, as ``ss -p`` finds them), or ``[]`` when it is gone or not
+    ours to read: another user's process needs root or CAP_SYS_PTRACE. One directory
+    read and one ``readlink`` per descriptor, relative to the open folder."""
+    try:
+        folder = os.open(f"/proc/{pid}/fd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return []
+    found: list[int] = []
+    try:
+        for name in os.listdir(folder):
+            try:
+                target = os.readlink(name, dir_fd=folder)
+            except OSError:
+                continue  # closed while we looked
+            if target.startswith("socket:["):
+                found.append(int(target[8:-1]))
+    except (OSError, ValueError):
+        pass  # the process ended while we looked
+    finally:
+        os.close(folder)
+    return found
+
+
 def processes_of(session: int, variable: str) -> list[int]:
     """Every live (not zombie) process in ``session`` (0: match none) or whose environment
     holds ``variable`` (``NAME=value``), found by scanning ``/proc``; not this process.

@@ -4,7 +4,8 @@ Every fact the agent observes goes to the machine through ``_feed`` (``state.fee
 its commands are carried out here (reports, syncs) or by the I/O halves the shell holds:
 ``batch.BatchShell`` (batch jobs' supervisors and files) and ``steps.StepShell`` (job
 steps' keepers and folders), which feed what they observe back the same way.
-``usage.UsageSampler`` measures what runs for each long poll.
+``usage.UsageSampler`` measures what runs for each long poll, ``traffic.TrafficSampler``
+the running jobs' TCP traffic.
 
 These tasks run under one task group until ``stop`` is set:
 
@@ -93,6 +94,7 @@ from hal.agent.stepevents import (
 )
 from hal.agent.steps import StepShell
 from hal.agent.store import JobStore
+from hal.agent.traffic import TrafficSampler
 from hal.agent.usage import UsageSampler
 from hal.client.config import load_client_config
 from hal.core.clock import Clock
@@ -105,6 +107,7 @@ from hal.wire.agent import (
     AgentRegister,
     AgentSync,
     Cancel,
+    JobTraffic,
     JobUsage,
     Launch,
     Limit,
@@ -162,6 +165,8 @@ class AgentShell:
         self.agent_name = agent_cgroup_name(config.node, str(config.state_dir))
         self._gpus = gpus
         self.usage = UsageSampler()  # running jobs' and step tasks' samples; GPU health
+        # running jobs' TCP traffic, every traffic_interval_seconds (a long poll's)
+        self.traffic = TrafficSampler(config.traffic_interval_seconds)
         self._registered = False
         self._instructions = InstructionStream()  # each instruction once, in order
         self._wait_seconds = min(config.heartbeat_interval_seconds, MAX_WAIT_SECONDS)
@@ -325,10 +330,13 @@ class AgentShell:
                     self.batch.supervised(), gpu_jobs, self.steps
                 )
                 await self.usage.read_health(self.config.gpu_health_interval_seconds)
+                traffic = await self.traffic.sample(
+                    self.batch.supervised(), self.steps.usage_targets()
+                )
                 # the host's free memory and load ride on every heartbeat (two small
                 # /proc reads): sinfo's FREE_MEM and CPU_LOAD
                 request, sent = self._sync_request(
-                    self._wait_seconds, usage, node_load(), step_usage
+                    self._wait_seconds, usage, node_load(), step_usage, traffic
                 )
                 reply = await self.channel.sync(self.config.node, request)
             except CredentialRefused as err:
@@ -459,6 +467,7 @@ class AgentShell:
         usage: list[JobUsage] | None = None,
         load: tuple[int | None, float | None] = (None, None),
         step_usage: list[StepTaskUsage] | None = None,
+        traffic: list[JobTraffic] | None = None,
     ) -> tuple[AgentSync, StepOutgoing]:
         outbox = self.machine.outbox
         steps = self.machine.steps.outgoing()
@@ -479,6 +488,7 @@ class AgentShell:
             step_bad_exits=steps.bad_exits,
             step_input_fed=steps.input_fed,
             gpu_problems=self.usage.gpu_problems,
+            traffic=traffic or [],
         )
         return request, steps
 

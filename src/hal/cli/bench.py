@@ -62,10 +62,11 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
     if not with_modules:
         return
 
+    from hal.bench import agent_traffic, fragmentation, predict, replay_cost, sched_pass, sim
     from hal.bench import data as data_bench
-    from hal.bench import fragmentation, predict, replay_cost, sched_pass, sim
     from hal.bench import htc as htc_bench
 
+    agent_traffic.add_commands(bsub)
     data_bench.add_commands(bsub)
     sim.add_commands(bsub)
     predict.add_commands(bsub)

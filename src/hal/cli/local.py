@@ -455,6 +455,13 @@ def cmd_agent(ns: argparse.Namespace) -> int:
                 field="gpu_health_interval",
             )
         kwargs["gpu_health_interval_seconds"] = ns.gpu_health_interval
+    if ns.traffic_interval is not None:
+        if ns.traffic_interval < 0:
+            raise InvalidRequest(
+                "--traffic-interval: seconds, at least 0 (0 = never)",
+                field="traffic_interval",
+            )
+        kwargs["traffic_interval_seconds"] = ns.traffic_interval
     if ns.features:
         kwargs["features"] = parse_features(ns.features)
     if ns.state_dir:

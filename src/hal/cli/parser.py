@@ -160,6 +160,14 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         "errors, pending row remaps drain the node; default 60, 0 = never)",
     )
     ag.add_argument(
+        "--traffic-interval",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="read the running jobs' TCP traffic this often for the control plane's graph "
+        "of who talks to whom (default 10, 0 = never)",
+    )
+    ag.add_argument(
         "--features",
         default="",
         help="comma-separated node features a job's --constraint names (letters, digits, _.:+=/-)",

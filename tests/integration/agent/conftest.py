@@ -34,6 +34,7 @@ from hal.wire.agent import (
     AgentSync,
     Cancel,
     JobReport,
+    JobTraffic,
     Launch,
     Signal,
 )
@@ -52,6 +53,7 @@ class FakeChannel:
     reports: list[JobReport] = field(default_factory=list)  # stored, deduplicated
     received: list[JobReport] = field(default_factory=list)  # everything sent, with repeats
     syncs: int = 0
+    traffic: list[JobTraffic] = field(default_factory=list)  # every sync's, in order
     acked_seq: int = 0
     _queue: list[Launch | Signal | Cancel] = field(default_factory=list)
 
@@ -77,6 +79,7 @@ class FakeChannel:
             raise ChannelUnavailable("fake server is down")
         self.syncs += 1
         self.received.extend(request.reports)
+        self.traffic.extend(request.traffic)
         seen = {(r.job_id, r.kind, r.attempt) for r in self.reports}
         for report in request.reports:
             if (report.job_id, report.kind, report.attempt) not in seen:

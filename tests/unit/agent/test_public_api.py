@@ -53,6 +53,7 @@ def test_config_fields() -> None:
         "nvlink_domain",
         "unknown_users_as_agent",
         "artifact_cache_bytes",
+        "traffic_interval_seconds",
     ]
 
 
