@@ -56,6 +56,7 @@ from hal.state.rows import (
     StoredEvent,
     StoredUser,
     SubmitKey,
+    TrafficEdgeRow,
     event_from_row,
     event_to_row,
     finished_run_from_row,
@@ -364,6 +365,28 @@ class SqlStateStore:
         with self.engine.begin() as conn:
             conn.execute(delete(r).where(*_step_key(r, row.job_id, row.attempt, row.step_id)))
             conn.execute(insert(r).values({f: getattr(row, f) for f in RunningStepRow.__slots__}))
+
+    def keep_traffic_edges(
+        self, rows: Sequence[TrafficEdgeRow], dropped: Sequence[tuple[str, str]]
+    ) -> None:
+        """Keep the traffic graph's changed edges and forget the dropped pairs."""
+        t = schema.traffic_edges
+        keys = [{"ka": r.a, "kb": r.b} for r in rows] + [{"ka": a, "kb": b} for a, b in dropped]
+        with self.engine.begin() as conn:
+            if keys:
+                gone = delete(t).where(t.c.a == bindparam("ka"), t.c.b == bindparam("kb"))
+                conn.execute(gone, keys)
+            if rows:
+                conn.execute(
+                    insert(t), [{f: getattr(r, f) for f in TrafficEdgeRow.__slots__} for r in rows]
+                )
+
+    def traffic_edges(self) -> list[TrafficEdgeRow]:
+        """Every kept traffic-graph edge, by (a, b)."""
+        t = schema.traffic_edges
+        with self.engine.connect() as conn:
+            found = conn.execute(select(t).order_by(t.c.a, t.c.b))
+            return [TrafficEdgeRow(**row._mapping) for row in found]
 
     def running_steps(self) -> list[RunningStepRow]:
         """The steps kept running (``keep_running_step``), by job, run and step id."""
