@@ -10,22 +10,22 @@ What the agents measured reaches the scheduler in four steps:
    connection is the job that reported the reverse connection, or that listens on its
    address and port, keyed across the cluster so that nodes sharing an address work.
    Each side counts the bytes it *sent*, so a connection measured at both ends is
-   counted once per direction.
+   counted once per direction; a job's connections to one peer are added as one.
 3. **the graph** (``hal.server.traffic_graph.DecayedGraph``, twice): between running jobs
    (an edge goes with either job's end; rebuilt from new reports after a restart) and
    between workload identities (``hal.core.traffic.identity``: ``user/NAME`` or the
    ``--comment=harmonic=LABEL`` label), decayed with ``[harmonic] half_life``, bounded by
    ``max_peers`` and ``max_identities``, and kept in the state store (``traffic_edges``)
-   every ``SAVE_EVERY_S`` and at stop, only the edges that changed.
+   every ``SAVE_EVERY`` ticks and at stop, only the edges that changed.
 4. **the view** (``view``): a ``hal.core.traffic.TrafficView`` of the identity graph and
-   the identities of the unfinished jobs, rebuilt every ``TICK_S`` when something changed
-   (and every ``SLOW_EVERY`` ticks anyway, as rates decay), swapped in with one
-   assignment: the scheduler's thread reads it without a lock
-   (``TrafficAwareRunner``, ``with_traffic``).
+   the identities of the unfinished jobs, rebuilt at a tick (every ``TICK_S``) when edges
+   came or went, and every ``SLOW_EVERY`` ticks anyway as rates decay; its rates are
+   worked out in a worker thread and the view swapped in with one assignment: the
+   scheduler's thread reads it without a lock (``TrafficAwareRunner``, ``with_traffic``).
 
 ``hal_harmonic_bytes_total{distance}`` counts the bytes between jobs by how far apart
-their nodes are (``distance``). Everything runs on the event loop; a failure to store the
-graph is logged and retried at the next save, never raised into the sync path.
+their nodes are (``distance``). Everything else runs on the event loop; a failure to
+store the graph is logged and retried at the next save, never raised into the sync path.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from hal.config.harmonic import HarmonicConfig
@@ -45,7 +45,7 @@ from hal.scheduler.framework.scheduler import PassResult
 from hal.scheduler.framework.snapshot import ClusterSnapshot, PendingUpdate, Plan
 from hal.scheduler.service import PassRunner
 from hal.server.observe.harmonicmetrics import DISTANCES, HarmonicStats
-from hal.server.traffic_graph import DecayedGraph, Edge, K
+from hal.server.traffic_graph import DecayedGraph, Edge, K, rates
 from hal.server.traffic_resolve import AMBIGUOUS, EndpointIndex, Flow, Key, Owner, key
 from hal.state.cluster import Cluster
 from hal.state.rows import TrafficEdgeRow
@@ -53,9 +53,10 @@ from hal.wire.agent import JobTraffic
 
 log = logging.getLogger("hal.server.traffic")
 
-TICK_S = 5.0  # ended jobs leave the job graph; the view is rebuilt if anything changed
-SLOW_EVERY = 6  # ticks: bounds and faded edges, the endpoint index's expiry, the view
+TICK_S = 5.0  # ended jobs leave the job graph; the view is rebuilt if edges came or went
+SLOW_EVERY = 6  # ticks: the endpoint index's expiry; every rate of the view again
 SAVE_EVERY = 12  # ticks: the identity graph's changes are stored
+PRUNE_EVERY = 120  # ticks: faded edges (hours under a byte) go, bounds checked again
 # running jobs with edges at most (the job graph is rebuilt after a restart, not stored)
 MAX_JOBS = 200_000
 
@@ -109,7 +110,9 @@ class TrafficService:
         # the unfinished jobs' identities (the cluster's job listener keeps it)
         self._identity_of: dict[int, str] = {}
         self._view = TrafficView()
-        self._changed = True  # since the view was built
+        self._view_shape = -1  # the identity graph's ``shape`` the view was built at
+        self._identities_changed = False  # since the view was built
+        self._prune_due = False  # a reconfigure may have lowered the bounds
         cluster.on_jobs_changed(self._jobs_changed)
 
     def configure(self, config: HarmonicConfig) -> None:
@@ -117,7 +120,7 @@ class TrafficService:
         self.config = config
         self.jobs.configure(config.half_life_s, config.max_peers, MAX_JOBS)
         self.identities.configure(config.half_life_s, config.max_peers, config.max_identities)
-        self._changed = True
+        self._prune_due = True
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
@@ -128,7 +131,7 @@ class TrafficService:
             self._identity_of[job.id] = _identity(job)
         now = self.cluster.clock.now()
         self.identities.prune(now)
-        self._build_view(now)
+        self._set_view(rates(self.identities.adjacency(), now, self.identities.half_life_s))
 
     async def run(self, stop: asyncio.Event) -> None:
         ticks = 0
@@ -139,7 +142,7 @@ class TrafficService:
                 break
             ticks += 1
             try:
-                self.tick(slow=ticks % SLOW_EVERY == 0)
+                await self.tick(slow=ticks % SLOW_EVERY == 0, prune=ticks % PRUNE_EVERY == 0)
                 if ticks % SAVE_EVERY == 0:
                     await self.save()
             except Exception:
@@ -148,21 +151,28 @@ class TrafficService:
     async def stop(self) -> None:
         await self.save()
 
-    def tick(self, *, slow: bool) -> None:
-        """Ended jobs leave the job graph; ``slow``: bounds, faded edges and the index's
-        expiry too. The view is rebuilt when anything changed (always when ``slow``)."""
+    async def tick(self, *, slow: bool = False, prune: bool = False) -> None:
+        """Ended jobs leave the job graph. ``slow``: the index's expired entries go and
+        every rate of the view is worked out again (in a worker thread: 65,536 edges
+        take tens of milliseconds); otherwise the view is rebuilt only when edges came
+        or went. ``prune``: faded edges go and the bounds are enforced again."""
         now = self.cluster.clock.now()
         running = self._running()
         for job_id in [j for j in self.jobs.nodes() if j not in running]:
             self.jobs.forget(job_id)
-            self._changed = True
-        if slow:
+        if prune or self._prune_due:
             self.jobs.prune(now)
             self.identities.prune(now)
+            self._prune_due = False
+        if slow:
             self.index.expire(now, running)
-            self._changed = True
-        if self._changed:
-            self._build_view(now)
+        graph = self.identities
+        if slow or graph.shape != self._view_shape:
+            shape, adjacency = graph.shape, graph.adjacency()
+            between = await asyncio.to_thread(rates, adjacency, now, graph.half_life_s)
+            self._set_view(between, shape)
+        elif self._identities_changed:
+            self._set_view(self._view.between, self._view_shape)
 
     async def save(self) -> None:
         """Store the identity edges changed since the last save; on failure they are
@@ -170,11 +180,11 @@ class TrafficService:
         written, dropped = self.identities.changes()
         if not written and not dropped:
             return
-        rows = [TrafficEdgeRow(a, b, e.decayed_bytes, e.at, e.since) for a, b, e in written]
+        rows = [TrafficEdgeRow(*edge) for edge in written]
         try:
             await self.cluster.db(self.cluster.store.keep_traffic_edges, rows, dropped)
         except Exception as err:
-            self.identities.restore([(a, b) for a, b, _ in written], dropped)
+            self.identities.restore([(r.a, r.b) for r in rows], dropped)
             log.warning("the traffic graph was not stored (%s); it is tried again later", err)
 
     # -- intake --------------------------------------------------------------------------
@@ -199,28 +209,41 @@ class TrafficService:
             flows += found
             claimed += [f.local for f in found]
             claimed += [key(e) for e in report.listening]
+        # a job's connections to one peer (a pool) are added to the graph as one
+        sent: dict[tuple[Owner, Owner], list[float]] = {}
         for flow in [*flows, *self.index.waiting_for(claimed)]:
-            self._resolve(flow, now)
+            peer = self._resolve(flow, now)
+            if peer is not None:
+                summed = sent.get((flow.owner, peer))
+                if summed is None:
+                    sent[flow.owner, peer] = [flow.bytes_sent, flow.interval_s]
+                else:
+                    summed[0] += flow.bytes_sent
+                    summed[1] = max(summed[1], flow.interval_s)
+        for (a, b), (nbytes, interval_s) in sent.items():
+            self._count(a, b, nbytes, interval_s, now)
 
-    def _resolve(self, flow: Flow, now: float) -> None:
+    def _resolve(self, flow: Flow, now: float) -> Owner | None:
+        """The job at ``flow``'s far end, when it is another job's and bytes were sent;
+        a flow whose far end is not known yet waits."""
         if flow.bytes_sent == 0:
-            return
+            return None
         peer = self.index.resolve(flow, now)
         if peer is None:
             self.index.wait(flow)
         elif peer is AMBIGUOUS:
             self.index.ambiguous += 1
         elif isinstance(peer, Owner) and peer.job_id != flow.owner.job_id:
-            self._count(flow.owner, peer, flow.bytes_sent, flow.interval_s, now)
+            return peer
+        return None
 
-    def _count(self, a: Owner, b: Owner, nbytes: int, interval_s: float, now: float) -> None:
+    def _count(self, a: Owner, b: Owner, nbytes: float, interval_s: float, now: float) -> None:
         self.jobs.add(a.job_id, b.job_id, nbytes, now, interval_s)
         ia, ib = self._identity(a.job_id), self._identity(b.job_id)
         if ia is not None and ib is not None:
             self.identities.add(ia, ib, nbytes, now, interval_s)
         nodes = self.cluster.nodes
-        self.bytes_by_distance[distance(nodes.get(a.node), nodes.get(b.node))] += nbytes
-        self._changed = True
+        self.bytes_by_distance[distance(nodes.get(a.node), nodes.get(b.node))] += int(nbytes)
 
     def _identity(self, job_id: int) -> str | None:
         found = self._identity_of.get(job_id)
@@ -236,7 +259,7 @@ class TrafficService:
             else:
                 self._identity_of[job.id] = _identity(job)
         if jobs:
-            self._changed = True
+            self._identities_changed = True
 
     def _running(self) -> set[int]:
         return {j.id for j in self.cluster.unfinished.values() if j.state.is_active}
@@ -246,15 +269,10 @@ class TrafficService:
         """The graph for the scheduler, as of the last tick (immutable)."""
         return self._view
 
-    def _build_view(self, now: float) -> None:
-        h = self.identities.half_life_s
-        between: dict[str, dict[str, float]] = {}
-        for a, b, edge in self.identities.edges():
-            rate = edge.rate(now, h)
-            between.setdefault(a, {})[b] = rate
-            between.setdefault(b, {})[a] = rate
+    def _set_view(self, between: Mapping[str, Mapping[str, float]], shape: int = -1) -> None:
         self._view = TrafficView(identities=dict(self._identity_of), between=between)
-        self._changed = False
+        self._view_shape = shape if shape >= 0 else self.identities.shape
+        self._identities_changed = False
 
     def graph(
         self, jobs: Collection[Job] | None = None, user: str | None = None, limit: int = 1000

@@ -76,6 +76,9 @@ class DecayedGraph(Generic[K]):
         self._peers: dict[K, dict[K, Edge]] = {}  # both directions share one Edge
         self._written: set[tuple[K, K]] = set()
         self._dropped: set[tuple[K, K]] = set()
+        # counts the edges made and dropped: the same number, the same edges (a view
+        # built from the graph needs building again only when it moves; rates aside)
+        self.shape = 0
         self.refused = 0  # new edges not kept: their ends had stronger ones (bounds)
         self.evicted = 0  # edges dropped to make room (bounds)
 
@@ -113,6 +116,12 @@ class DecayedGraph(Generic[K]):
     def nodes(self) -> Iterable[K]:
         return self._peers.keys()
 
+    def adjacency(self) -> list[tuple[K, list[tuple[K, Edge]]]]:
+        """Every endpoint with its peers' edges, copied (for ``rates`` in another
+        thread: the lists do not change under it; an edge updated meanwhile is read
+        before or after, either way close to right)."""
+        return [(a, list(peers.items())) for a, peers in self._peers.items()]
+
     # -- writing -------------------------------------------------------------------------
     def add(self, a: K, b: K, nbytes: float, now: float, interval_s: float) -> bool:
         """``nbytes`` between ``a`` and ``b``, measured over the ``interval_s`` before
@@ -127,6 +136,7 @@ class DecayedGraph(Generic[K]):
             self._peers.setdefault(a, {})[b] = edge
             self._peers.setdefault(b, {})[a] = edge
             self._dropped.discard(pair(a, b))
+            self.shape += 1
         else:
             edge.decayed_bytes = edge.bytes_at(now, h) + nbytes
             edge.at = max(edge.at, now)
@@ -138,6 +148,7 @@ class DecayedGraph(Generic[K]):
         """An edge as stored (a restart): no bounds checked, not marked written."""
         self._peers.setdefault(a, {})[b] = edge
         self._peers.setdefault(b, {})[a] = edge
+        self.shape += 1
 
     def forget(self, node: K) -> None:
         """Drop ``node`` and its edges (a job that ended)."""
@@ -161,13 +172,14 @@ class DecayedGraph(Generic[K]):
             self._shrink(now, self.max_nodes)
 
     # -- the store's side ----------------------------------------------------------------
-    def changes(self) -> tuple[list[tuple[K, K, Edge]], list[tuple[K, K]]]:
-        """The edges written (as they are now) and the pairs dropped since the last call."""
+    def changes(self) -> tuple[list[tuple[K, K, float, float, float]], list[tuple[K, K]]]:
+        """The edges written, as (a, b, decayed bytes, at, since) now, and the pairs
+        dropped since the last call."""
         written = []
+        peers = self._peers
         for a, b in self._written:
-            edge = self.edge(a, b)
-            if edge is not None:
-                written.append((a, b, Edge(edge.decayed_bytes, edge.at, edge.since)))
+            edge = peers[a][b]  # (a dropped edge leaves ``_written``)
+            written.append((a, b, edge.decayed_bytes, edge.at, edge.since))
         dropped = sorted(self._dropped)
         self._written, self._dropped = set(), set()
         return written, dropped
@@ -214,6 +226,7 @@ class DecayedGraph(Generic[K]):
             self.forget(node)
 
     def _drop(self, a: K, b: K) -> None:
+        self.shape += 1
         for x, y in ((a, b), (b, a)):
             peers = self._peers.get(x)
             if peers is not None:
@@ -224,3 +237,24 @@ class DecayedGraph(Generic[K]):
         self._written.discard(key)
         if self.track_changes:
             self._dropped.add(key)
+
+
+def rates(
+    adjacency: list[tuple[K, list[tuple[K, Edge]]]], now: float, half_life_s: float
+) -> dict[K, dict[K, float]]:
+    """Bytes per second at ``now`` from each endpoint to each of its peers, both ways
+    (``Edge.rate``, inlined: the view of the whole graph is made of this)."""
+    k = LN2 / half_life_s
+    window = half_life_s / LN2
+    exp, expm1 = math.exp, math.expm1
+    found: dict[K, dict[K, float]] = {a: {} for a, _ in adjacency}
+    for a, peers in adjacency:
+        mine = found[a]
+        for b, e in peers:
+            if b in mine:
+                continue
+            left = e.decayed_bytes * exp(-k * max(now - e.at, 0.0))
+            rate = left / (window * -expm1(-k * max(now - e.since, 1e-3)))
+            mine[b] = rate
+            found[b][a] = rate
+    return found

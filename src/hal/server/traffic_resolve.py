@@ -37,9 +37,8 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Container, Iterable
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from hal.wire.agent import Endpoint, JobTraffic
 
@@ -51,17 +50,17 @@ Key = tuple[str, int]  # (address, port), the address normalised (``key``)
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class Owner:
-    """A job as seen from one of its nodes."""
+class Owner(NamedTuple):
+    """A job as seen from one of its nodes (a named tuple: hashed at every lookup)."""
 
     job_id: int
     node: str
 
 
-@dataclass(frozen=True, slots=True)
-class Flow:
-    """One connection's bytes sent by ``owner`` over ``interval_s`` before ``seen``."""
+class Flow(NamedTuple):
+    """One connection's bytes sent by ``owner`` over ``interval_s`` before ``seen`` (a
+    named tuple: an agent's sync may carry thousands, and a frozen dataclass costs about
+    twice as much to make)."""
 
     owner: Owner
     local: Key
@@ -127,13 +126,19 @@ class EndpointIndex:
                 if not loopback:
                     node_addresses[address] = expires
         flows = []
+        interval = traffic.interval_seconds
+        connections = self._connections
         for f in traffic.flows:
-            local, remote = key(f.local), key(f.remote)
-            self._claim(self._connections, (local, remote), owner, expires)
-            _, loopback, wildcard = _address(f.local.address)
+            address, loopback, wildcard = _address(f.local.address)
+            local, remote = (address, f.local.port), key(f.remote)
+            owners = connections.get((local, remote))
+            if owners is not None:  # (``_claim``, inlined: the hot path of a sync)
+                owners[owner] = expires
+            else:
+                self._claim(connections, (local, remote), owner, expires)
             if not loopback and not wildcard:
-                node_addresses[local[0]] = expires
-            flows.append(Flow(owner, local, remote, f.bytes_sent, traffic.interval_seconds, now))
+                node_addresses[address] = expires
+            flows.append(Flow(owner, local, remote, f.bytes_sent, interval, now))
         return flows
 
     def _claim(

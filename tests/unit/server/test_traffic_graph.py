@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from hal.server.traffic_graph import DecayedGraph, Edge
+from hal.server.traffic_graph import DecayedGraph, Edge, rates
 
 H = 3600.0  # half-life
 
@@ -108,14 +108,14 @@ def test_changes_hand_over_what_was_written_and_dropped_once() -> None:
     g = graph(max_peers=1)
     g.add("a", "b", 10.0, now=10.0, interval_s=10.0)
     written, dropped = g.changes()
-    assert [(a, b) for a, b, _ in written] == [("a", "b")] and dropped == []
+    assert [w[:2] for w in written] == [("a", "b")] and dropped == []
     assert g.changes() == ([], [])
     g.add("a", "c", 1e6, now=20.0, interval_s=10.0)  # evicts a-b
     written, dropped = g.changes()
-    assert [(a, b) for a, b, _ in written] == [("a", "c")] and dropped == [("a", "b")]
+    assert [w[:2] for w in written] == [("a", "c")] and dropped == [("a", "b")]
     g.restore([("a", "c")], [("a", "b")])  # the store was down: next time again
     written, dropped = g.changes()
-    assert [(a, b) for a, b, _ in written] == [("a", "c")] and dropped == [("a", "b")]
+    assert [w[:2] for w in written] == [("a", "c")] and dropped == [("a", "b")]
 
 
 def test_a_job_graph_keeps_no_changes_for_a_store() -> None:
@@ -129,3 +129,13 @@ def test_rate_window_matches_the_closed_form() -> None:
     """The window is H/ln2 * (1 - 2^-(t/H)): at one half-life, half the limit."""
     edge = Edge(decayed_bytes=1.0, at=H, since=0.0)
     assert edge.rate(H, H) == pytest.approx(1.0 / (H / math.log(2) * 0.5))
+
+
+def test_the_views_rates_are_each_edges_own_both_ways() -> None:
+    g = graph()
+    g.add("a/x", "b/y", 5000.0, now=10.0, interval_s=10.0)
+    g.add("a/x", "a/x", 700.0, now=20.0, interval_s=10.0)
+    g.add("c/z", "b/y", 9.0, now=30.0, interval_s=5.0)
+    found = rates(g.adjacency(), 100.0, H)
+    assert found == {n: pytest.approx(g.peers(n, 100.0)) for n in g.nodes()}
+    assert found["b/y"]["a/x"] == found["a/x"]["b/y"]

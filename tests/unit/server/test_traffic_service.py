@@ -180,11 +180,26 @@ def test_the_view_holds_workload_rates_both_ways_and_the_jobs_identities(
 ) -> None:
     talk(service, 2, "n2", 40000, 50_000)
     assert service.view().between == {}  # as of the last tick
-    service.tick(slow=False)
+    asyncio.run(service.tick())
     view = service.view()
     assert view.identities[1] == "ann/db" and view.identities[4] == "cat/llm"
     assert view.peers("ann/db") == {"bob/client": pytest.approx(10_000.0, rel=0.01)}
     assert view.peers("bob/client") == {"ann/db": pytest.approx(10_000.0, rel=0.01)}
+
+
+def test_the_views_rates_are_worked_out_again_at_the_slow_ticks_as_they_decay(
+    service: TrafficService, clock: VirtualClock
+) -> None:
+    """More bytes on a known edge move no edge: the view keeps its rates until the next
+    slow tick (every 30 s) works them all out again."""
+    talk(service, 2, "n2", 40000, 50_000)
+    asyncio.run(service.tick())
+    first = service.view().peers("ann/db")["bob/client"]
+    clock.advance(3600.0)
+    asyncio.run(service.tick())
+    assert service.view().peers("ann/db")["bob/client"] == first
+    asyncio.run(service.tick(slow=True))
+    assert service.view().peers("ann/db")["bob/client"] < first / 2
 
 
 def test_an_ended_job_leaves_the_job_graph_but_its_workload_keeps_the_edge(
@@ -194,7 +209,7 @@ def test_an_ended_job_leaves_the_job_graph_but_its_workload_keeps_the_edge(
     cluster = service.cluster
     ended = dataclasses.replace(cluster.jobs[2], state=cluster.jobs[2].state.COMPLETED)
     asyncio.run(commit(cluster, [ended]))  # as the server ends it: listeners hear
-    service.tick(slow=False)
+    asyncio.run(service.tick())
     assert service.jobs.edge_count() == 0
     assert "bob/client" in service.view().peers("ann/db")
     assert 2 not in service.view().identities

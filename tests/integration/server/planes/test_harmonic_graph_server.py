@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.submit import JobSubmit
@@ -84,7 +85,10 @@ def test_two_syncs_carrying_traffic_make_an_edge_in_hal_harmonic_graph(tmp_path:
         graph = json.loads(done.stdout)
         (edge,) = graph["jobs"]
         assert {edge["job_id"], edge["peer_job_id"]} == {str(db), str(client)}
-        assert 35_000 < edge["bytes_per_second"] <= 40_100  # 400 kB in 10 s
+        # 400 kB in the 10 s measured, over the time watched since (the query came later)
+        watched = 10.0 + graph["now"] - edge["updated"]
+        assert edge["bytes_per_second"] == pytest.approx(400_000 / watched, rel=0.01)
+        assert edge["since"] == pytest.approx(edge["updated"] - 10.0)
         (workloads,) = graph["identities"]
         assert {workloads["identity"], workloads["peer_identity"]} == {"admin/db", "admin/client"}
 
