@@ -32,9 +32,18 @@ def add_commands(sub: Any) -> None:
     which = p.add_mutually_exclusive_group()
     which.add_argument("--job", metavar="ID", help="a job's edges (12, 12_3) and its workload's")
     which.add_argument("--user", metavar="U", help="the edges of a user's jobs and workloads")
-    p.add_argument("--limit", type=int, default=1000, help="at most this many edges of each kind")
+    p.add_argument(
+        "--limit", type=_limit, default=1000, help="at most this many edges of each kind"
+    )
     p.add_argument("--json", action="store_true", help="print the REST object unchanged")
     p.set_defaults(func=cmd_graph)
+
+
+def _limit(text: str) -> int:
+    """--limit: 1 to 100,000 (the server's range), refused as a usage error."""
+    if not text.isdigit() or not 1 <= int(text) <= 100_000:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1 to 100000")
+    return int(text)
 
 
 def cmd_graph(ns: argparse.Namespace) -> int:

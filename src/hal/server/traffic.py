@@ -57,6 +57,7 @@ TICK_S = 5.0  # ended jobs leave the job graph; the view is rebuilt if edges cam
 SLOW_EVERY = 6  # ticks: the endpoint index's expiry; every rate of the view again
 SAVE_EVERY = 12  # ticks: the identity graph's changes are stored
 PRUNE_EVERY = 120  # ticks: faded edges (hours under a byte) go, bounds checked again
+SAVE_CHUNK = 4096  # edges stored in one transaction
 # running jobs with edges at most (the job graph is rebuilt after a restart, not stored)
 MAX_JOBS = 200_000
 
@@ -175,17 +176,21 @@ class TrafficService:
             self._set_view(self._view.between, self._view_shape)
 
     async def save(self) -> None:
-        """Store the identity edges changed since the last save; on failure they are
-        handed over again at the next."""
+        """Store the identity edges changed since the last save, ``SAVE_CHUNK`` in a
+        transaction (the database's other writers get their turn between them); what
+        could not be stored is handed over again at the next save."""
         written, dropped = self.identities.changes()
-        if not written and not dropped:
-            return
         rows = [TrafficEdgeRow(*edge) for edge in written]
-        try:
-            await self.cluster.db(self.cluster.store.keep_traffic_edges, rows, dropped)
-        except Exception as err:
-            self.identities.restore([(r.a, r.b) for r in rows], dropped)
-            log.warning("the traffic graph was not stored (%s); it is tried again later", err)
+        store = self.cluster.store
+        while rows or dropped:
+            some, gone = rows[:SAVE_CHUNK], dropped[:SAVE_CHUNK]
+            try:
+                await self.cluster.db(store.keep_traffic_edges, some, gone)
+            except Exception as err:
+                self.identities.restore([(r.a, r.b) for r in rows], dropped)
+                log.warning("the traffic graph was not stored (%s); it is tried again later", err)
+                return
+            rows, dropped = rows[SAVE_CHUNK:], dropped[SAVE_CHUNK:]
 
     # -- intake --------------------------------------------------------------------------
     def received(self, node: str, traffic: Sequence[JobTraffic]) -> None:

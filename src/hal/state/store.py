@@ -34,6 +34,8 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from hal.core.job import Job, JobSpec
@@ -369,17 +371,23 @@ class SqlStateStore:
     def keep_traffic_edges(
         self, rows: Sequence[TrafficEdgeRow], dropped: Sequence[tuple[str, str]]
     ) -> None:
-        """Keep the traffic graph's changed edges and forget the dropped pairs."""
+        """Keep the traffic graph's changed edges (an upsert: deleting a full graph's
+        65,536 pairs one statement each, or by row-value IN lists, took PostgreSQL from
+        8 to 200 s) and forget the dropped pairs."""
         t = schema.traffic_edges
-        keys = [{"ka": r.a, "kb": r.b} for r in rows] + [{"ka": a, "kb": b} for a, b in dropped]
         with self.engine.begin() as conn:
-            if keys:
+            if dropped:
                 gone = delete(t).where(t.c.a == bindparam("ka"), t.c.b == bindparam("kb"))
-                conn.execute(gone, keys)
+                conn.execute(gone, [{"ka": a, "kb": b} for a, b in dropped])
             if rows:
-                conn.execute(
-                    insert(t), [{f: getattr(r, f) for f in TrafficEdgeRow.__slots__} for r in rows]
+                make = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+                upsert = make(t)
+                upsert = upsert.on_conflict_do_update(
+                    index_elements=[t.c.a, t.c.b],
+                    set_={c: upsert.excluded[c] for c in ("decayed_bytes", "at", "since")},
                 )
+                fields = TrafficEdgeRow.__slots__
+                conn.execute(upsert, [{f: getattr(r, f) for f in fields} for r in rows])
 
     def traffic_edges(self) -> list[TrafficEdgeRow]:
         """Every kept traffic-graph edge, by (a, b)."""

@@ -74,12 +74,14 @@ class Store(MemoryStateStore):
     """The memory store, whose traffic-graph writes fail while ``down`` (a full disk)."""
 
     down = False
+    writes_left = -1  # this many more writes succeed, then it is down (-1: no limit)
 
     def keep_traffic_edges(
         self, rows: Sequence[TrafficEdgeRow], dropped: Sequence[tuple[str, str]]
     ) -> None:
-        if self.down:
+        if self.down or self.writes_left == 0:
             raise OSError("disk full")
+        self.writes_left -= 1
         super().keep_traffic_edges(rows, dropped)
 
 
@@ -255,6 +257,34 @@ def test_a_store_that_cannot_write_keeps_the_changes_for_the_next_save(
     memory.down = False
     asyncio.run(service.save())
     assert [(r.a, r.b) for r in memory.traffic_edges()] == [("ann/db", "bob/client")]
+
+
+def test_a_big_save_goes_in_pieces_and_what_failed_is_stored_next_time(
+    service: TrafficService, memory: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("hal.server.traffic.SAVE_CHUNK", 1)
+    talk(service, 2, "n2", 40000, 50_000)
+    talk(service, 4, "n4", 40001, 50_000)
+    memory.writes_left = 1  # the first piece, then the disk is full
+    asyncio.run(service.save())
+    assert len(memory.traffic_edges()) == 1
+    memory.writes_left = -1
+    asyncio.run(service.save())
+    assert [(r.a, r.b) for r in memory.traffic_edges()] == [
+        ("ann/db", "bob/client"),
+        ("ann/db", "cat/llm"),
+    ]
+
+
+def test_a_reconfigure_lowering_the_bounds_applies_at_the_next_tick(
+    service: TrafficService, clock: VirtualClock
+) -> None:
+    talk(service, 2, "n2", 40000, 1000)
+    talk(service, 4, "n4", 40001, 9000)
+    service.configure(HarmonicConfig(half_life_s=60.0, max_peers=1, max_identities=4096))
+    asyncio.run(service.tick())
+    assert set(service.view().peers("ann/db")) == {"cat/llm"}  # the stronger one stays
+    assert service.identities.half_life_s == 60.0
 
 
 def test_distance_without_topology_is_across_leaves() -> None:

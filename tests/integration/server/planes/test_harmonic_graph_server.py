@@ -1,8 +1,8 @@
 """``hal harmonic graph`` against a real server: two agents (played by hand over the
 agent channel, as in tests/integration/server/agents) each report their job's side of
 one TCP connection over 127.0.0.1, as local agents on one machine do, and the edge
-between the two jobs and their workloads shows with the bytes per second they sent.
-An unknown ``--job`` is refused, saying so."""
+between the two jobs and their workloads shows with the bytes per second they sent, and
+their bytes in ``hal_harmonic_bytes_total``. An unknown ``--job`` is refused, saying so."""
 
 from __future__ import annotations
 
@@ -91,6 +91,11 @@ def test_two_syncs_carrying_traffic_make_an_edge_in_hal_harmonic_graph(tmp_path:
         assert edge["since"] == pytest.approx(edge["updated"] - 10.0)
         (workloads,) = graph["identities"]
         assert {workloads["identity"], workloads["peer_identity"]} == {"admin/db", "admin/client"}
+
+        # n1 and n2 have no topology: their bytes crossed a switch, as far as HAL knows
+        metrics = httpx.get(live.url + "/metrics", timeout=10).text
+        assert 'hal_harmonic_bytes_total{distance="switch"} 400000.0' in metrics
+        assert 'hal_harmonic_bytes_total{distance="node"} 0.0' in metrics
 
         mine = json.loads(live.cli("harmonic", "graph", "--job", str(client), "--json").stdout)
         assert [(e["job_id"], e["peer_job_id"]) for e in mine["jobs"]] == [(str(client), str(db))]
