@@ -298,6 +298,7 @@ TABLES: list[tuple[str, Callable[[dict[str, Any]], dict[str, Any]]]] = [
     ("[accounting]", lambda k: {"accounting": k}),
     ("[mail]", lambda k: {"mail": k}),
     ("[cloud]", lambda k: {"cloud": k}),
+    ("[harmonic]", lambda k: {"harmonic": k}),
     ("[[cloud.groups]]", lambda k: {"cloud": {"groups": [
         {"name": "g", "provider": "local", "nodes": "c[1-2]", "cpus": 1, "memory": "1G", **k}
     ]}}),
@@ -314,6 +315,7 @@ MODULE_OF = {
     "[accounting]": ("hal.config.accounting", "Accounting records"),
     "[mail]": ("hal.config.mail", "Job mail"),
     "[cloud]": ("hal.config.cloud", "Nodes on demand"),
+    "[harmonic]": ("hal.config.harmonic", "The traffic graph"),
     "[topology]": ("hal.config.topology", "Topology"),
 }
 

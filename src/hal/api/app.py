@@ -20,6 +20,7 @@ from hal.api import (
     routes_crontab,
     routes_data,
     routes_events,
+    routes_harmonic,
     routes_htc,
     routes_jobs,
     routes_nodes,
@@ -92,6 +93,7 @@ def create_app(
         routes_crontab,
         routes_cloud,
         routes_artifacts,
+        routes_harmonic,
     ):
         app.include_router(module.router)
     app.include_router(routes_artifacts.agent_router)

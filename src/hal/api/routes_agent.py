@@ -57,4 +57,6 @@ async def sync(node: str, request: Request, ctx: Ctx, agent: Agent) -> Response:
         )
     if body.usage or body.step_usage:  # a heartbeat's sample (flushes carry none)
         ctx.steps.sampled(node, body.step_usage)
+    if body.traffic and ctx.traffic is not None:  # who its jobs talk to (hal.server.traffic)
+        ctx.traffic.received(node, body.traffic)
     return json_response(await agents.sync(ctx.cluster, node, body))

@@ -13,6 +13,7 @@ from hal.cli import (
     cloud,
     data,
     explain,
+    harmonic,
     htc,
     local,
     native,
@@ -226,6 +227,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     htc.add_commands(sub)
     topology.add_commands(sub)
     data.add_commands(sub)
+    harmonic.add_commands(sub)
     return p
 
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from hal.wire.cloud import CloudStatus
     from hal.wire.crontab import CrontabInfo, CrontabRemoved
     from hal.wire.diag import SchedulerDiag
+    from hal.wire.harmonic import HarmonicGraph
     from hal.wire.jobs import JobEvent, JobInfo, JobUpdate
     from hal.wire.nodes import (
         ClusterConfig,
@@ -660,6 +661,21 @@ class HalClient:
 
         r = self._request("DELETE", path_of(name, version))
         return ArtifactInfo.model_validate_json(r.body)
+
+    # -- the traffic graph ----------------------------------------------------------------
+    def harmonic_graph(
+        self, *, job: str | None = None, user: str | None = None, limit: int = 1000
+    ) -> HarmonicGraph:
+        """Who talks to whom: every edge, or a job's (``12``, ``12_3``), or a user's."""
+        from hal.wire.harmonic import HarmonicGraph
+
+        params = {"limit": str(limit)}
+        if job is not None:
+            params["job"] = job
+        if user is not None:
+            params["user"] = user
+        r = self._request("GET", "/v1/harmonic/graph", params=params)
+        return HarmonicGraph.model_validate_json(r.body)
 
     # -- the run-time predictor ----------------------------------------------------------
     def predict_status(self) -> PredictStatus:

@@ -48,6 +48,9 @@ Example::
 
     [cloud]                        # optional: nodes made on demand (docs/admin/cloud.md)
 
+    [harmonic]                     # optional: the traffic graph (docs/harmonic.md)
+    half_life = "1h"               # what was measured counts half as much this much later
+
     [licenses]                     # optional: Slurm's Licenses= (docs/user/licenses.md)
     matlab = 10                    # jobs hold them with sbatch -L matlab:2
 
@@ -77,6 +80,7 @@ from typing import Any
 
 from hal.config.accounting import AccountingConfig, accounting_from_table
 from hal.config.cloud import CloudConfig, cloud_from_table
+from hal.config.harmonic import HarmonicConfig, harmonic_from_table
 from hal.config.mail import MailConfig, mail_from_table
 from hal.config.preemption import preemption_from_table
 from hal.config.priority import (
@@ -193,6 +197,8 @@ class HalConfig:
     mail: MailConfig = field(default_factory=MailConfig)
     # [cloud]: node groups the autoscaler creates nodes in for waiting jobs (docs/admin/cloud.md)
     cloud: CloudConfig = field(default_factory=CloudConfig)
+    # [harmonic]: the traffic graph's half-life and bounds (hal.server.traffic)
+    harmonic: HarmonicConfig = field(default_factory=HarmonicConfig)
 
     @property
     def datasets(self) -> Mapping[str, tuple[str, ...]]:
@@ -230,6 +236,7 @@ _TOP_KEYS = {
     "accounting",
     "mail",
     "cloud",
+    "harmonic",
     *PRIORITY_KEYS,
 }
 # integer settings and their least value (max_array_size 0: no arrays, as Slurm's
@@ -383,6 +390,8 @@ def config_from_dict(
         kwargs["mail"] = mail_from_table(raw["mail"], source)
     if "cloud" in raw:
         kwargs["cloud"] = cloud_from_table(raw["cloud"], source)
+    if "harmonic" in raw:
+        kwargs["harmonic"] = harmonic_from_table(raw["harmonic"], source)
     return HalConfig(**kwargs)
 
 

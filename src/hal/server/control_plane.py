@@ -46,6 +46,7 @@ from hal.server.reconfigure import (
     restart_only,
 )
 from hal.server.services import Services
+from hal.server.traffic import TrafficAwareRunner, TrafficService
 from hal.state import agents, preempt, reservations, step_signal
 from hal.state.cluster import Cluster
 from hal.state.config_change import take_config
@@ -166,6 +167,9 @@ class ControlPlane:
         runner: PassRunner = self.paced
         if self.data is not None:
             runner = DataAwareRunner(runner, self.data)
+        # the traffic graph (who talks to whom) goes into each pass's snapshot too
+        self.traffic = TrafficService(self.cluster, config.harmonic)
+        runner = TrafficAwareRunner(runner, self.traffic)
         self.service = SchedulerService(
             self.cluster,
             self.observe.decide(runner),
@@ -196,6 +200,7 @@ class ControlPlane:
             predictions=self.predictions,
             priority=self.priority,
             data=self.data,
+            traffic=self.traffic,
             observe=self.observe,
             data_dir=self.data_dir,
             reconfigure=self.reconfigure,
@@ -203,6 +208,7 @@ class ControlPlane:
         if self.data is not None:
             self.observe.metrics.data_stats = self.data.status
         self.observe.metrics.artifacts = self.ctx.artifacts
+        self.observe.metrics.harmonic_stats = self.traffic.stats
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._releasing: asyncio.Task[None] | None = None  # held: a task only weakly held
@@ -246,6 +252,7 @@ class ControlPlane:
         await self.predictions.start()
         await self.priority.start()
         await self.observe.start()
+        await self.traffic.start()
         self.mail.seed(self.cluster.jobs.values())
         if self.data is not None:
             await self.data.start()
@@ -254,6 +261,7 @@ class ControlPlane:
             asyncio.create_task(self.service.run(self._stop), name="hal-scheduler"),
             asyncio.create_task(self._housekeeping(), name="hal-housekeeping"),
             asyncio.create_task(self.mail.run(self._stop), name="hal-mail"),
+            asyncio.create_task(self.traffic.run(self._stop), name="hal-traffic"),
         ]
         if self.purge is not None:
             self._tasks.append(asyncio.create_task(self.purge.run(self._stop), name="hal-purge"))
@@ -290,6 +298,7 @@ class ControlPlane:
         await self.ctx.steps.stop()  # local steps their jobs ended: written before close
         if self.data is not None:
             await self.data.stop()
+        await self.traffic.stop()  # the identity graph's last changes: before close
         await self.observe.stop()
         await self.predictions.stop()
         await self.cluster.close()
@@ -364,6 +373,7 @@ class ControlPlane:
         self.scheduler = self.ctx.scheduler = self.paced.scheduler = scheduler
         self.service.interval_s = config.scheduler_interval_seconds
         self.mail.program.config = config.mail  # read at each mail sent
+        self.traffic.configure(config.harmonic)
         if self.purge is not None:
             self.purge.config = config.accounting
         elif config.accounting.purges:

@@ -22,7 +22,6 @@ from hal.scheduler.framework.snapshot import ClusterSnapshot
 from hal.scheduler.plugins.multifactor import DEFAULT_QOS, ShareRow
 from hal.scheduler.plugins.topology import NAME as TOPOLOGY
 from hal.server.cloud import CloudService
-from hal.server.data import with_view
 from hal.server.priority import JobPriority, PriorityService
 from hal.server.services import Services
 from hal.state.agents import LAUNCH_ERROR
@@ -234,7 +233,7 @@ async def explain(
     earliest: float | None = None
     het_blocker: str | None = None
     if job.state is JobState.PENDING:
-        snap = with_view(cluster.snapshot(), ctx.data)  # [data]: where the inputs are
+        snap = ctx.snapshot()  # with the views a pass sees: [data], the traffic graph
         loop = asyncio.get_running_loop()
         diag = await loop.run_in_executor(None, _diagnose, scheduler, snap, job)
         if job.spec.het is not None:  # the whole het job waits for its blocking component

@@ -57,6 +57,7 @@ LIVE = frozenset(
         "accounting",
         "mail",
         "cloud",
+        "harmonic",
     }
 )
 # the other fields' hal.toml names, where they differ

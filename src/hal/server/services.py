@@ -16,6 +16,7 @@ from hal.core.errors import InvalidRequest
 from hal.core.job import HetSpec, Job, JobSpec
 from hal.htc.process import BrokerProcess
 from hal.scheduler.framework.scheduler import Scheduler
+from hal.scheduler.framework.snapshot import ClusterSnapshot
 from hal.scheduler.framework.status import Status
 from hal.scheduler.service import SchedulerService
 from hal.server.auth import TokenCache
@@ -24,6 +25,7 @@ from hal.server.data import DataService, with_view
 from hal.server.observe.plane import ObservePlane
 from hal.server.predictions import PredictionService
 from hal.server.priority import PriorityService
+from hal.server.traffic import TrafficService, with_traffic
 from hal.state.artifacts import Registry
 from hal.state.cluster import Cluster
 from hal.state.steps import StepTable
@@ -44,6 +46,7 @@ class Services:
     priority: PriorityService | None = None  # /v1/priority, /v1/shares, explain
     data: DataService | None = None  # [data]: the data plane (hal.server.data)
     cloud: CloudService | None = None  # [cloud]: the autoscaler, once started
+    traffic: TrafficService | None = None  # the traffic graph (hal.server.traffic)
     observe: ObservePlane | None = None  # metrics, alerts, the output relay
     # what is kept beside the database (``scontrol show config``'s StateSaveLocation)
     data_dir: Path | None = None
@@ -59,6 +62,12 @@ class Services:
     def __post_init__(self) -> None:
         self.steps = StepTable(self.cluster)
         self.artifacts = Registry(self.cluster)
+
+    def snapshot(self, *, made: bool = False) -> ClusterSnapshot:
+        """The cluster's snapshot with the views a pass gets (data, traffic), for the
+        what-if calls (``--test-only``, explain)."""
+        snap = with_view(self.cluster.snapshot(made=made), self.data)
+        return with_traffic(snap, self.traffic)
 
     def pin(self, spec: JobSpec, where: str = "") -> JobSpec:
         """``spec`` with its artifacts pinned: ``NAME@VERSION`` (or the newest) → its
@@ -85,7 +94,7 @@ class Services:
             priority=priority,
             submit_time=now,
         )
-        result = self.scheduler.will_run(with_view(cluster.snapshot(made=True), self.data), probe)
+        result = self.scheduler.will_run(self.snapshot(made=True), probe)
         if isinstance(result, Status):
             raise InvalidRequest(
                 f"Requested node configuration is not available: {result.message or result.reason}",
@@ -115,8 +124,7 @@ class Services:
                     submit_time=now,
                 )
             )
-        snap = with_view(cluster.snapshot(made=True), self.data)
-        result = self.scheduler.will_run_group(snap, probes)
+        result = self.scheduler.will_run_group(self.snapshot(made=True), probes)
         if isinstance(result, Status):
             raise InvalidRequest(
                 f"Requested node configuration is not available: {result.message or result.reason}",

@@ -46,6 +46,7 @@ from hal.state.rows import (
     StoredEvent,
     StoredUser,
     SubmitKey,
+    TrafficEdgeRow,
     event_from_row,
     event_to_row,
     finished_run_from_row,
@@ -81,6 +82,7 @@ class _Tables:
     # (user, key) -> (digest, created, result as JSON)
     submit_keys: dict[tuple[str, str], tuple[str, float, str]] = field(default_factory=dict)
     events: list[Row] = field(default_factory=list)  # rows.event_to_row with ids, in id order
+    traffic: dict[tuple[str, str], TrafficEdgeRow] = field(default_factory=dict)  # by (a, b)
 
 
 class MemoryTransaction:
@@ -251,6 +253,15 @@ class MemoryTransaction:
     def keep_running_step(self, row: RunningStepRow) -> None:
         self._own("running_steps")
         self.tables.running_steps[row.job_id, row.attempt, row.step_id] = row
+
+    def keep_traffic_edges(
+        self, rows: Sequence[TrafficEdgeRow], dropped: Sequence[tuple[str, str]]
+    ) -> None:
+        self._own("traffic")
+        for pair in dropped:
+            self.tables.traffic.pop(pair, None)
+        for row in rows:
+            self.tables.traffic[row.a, row.b] = row
 
     def forget_submit_keys(self, before: float) -> int:
         self._own("submit_keys")
@@ -432,6 +443,16 @@ class MemoryStateStore:
     def partition_overrides(self) -> list[PartitionOverride]:
         overrides = self._tables.overrides
         return [overrides[name] for name in sorted(overrides)]
+
+    # -- the traffic graph ----------------------------------------------------------------
+    def keep_traffic_edges(
+        self, rows: Sequence[TrafficEdgeRow], dropped: Sequence[tuple[str, str]]
+    ) -> None:
+        self._write(lambda tx: tx.keep_traffic_edges(rows, dropped))
+
+    def traffic_edges(self) -> list[TrafficEdgeRow]:
+        edges = self._tables.traffic
+        return [edges[k] for k in sorted(edges)]
 
     # -- users ----------------------------------------------------------------------------
     def users(self) -> list[StoredUser]:

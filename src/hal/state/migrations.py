@@ -319,6 +319,11 @@ def _v29_partition_overrides(conn: Connection) -> None:
     schema.partition_overrides.create(conn, checkfirst=True)
 
 
+def _v30_traffic_edges(conn: Connection) -> None:
+    # traffic_edges: the traffic graph between workload identities, kept over a restart
+    schema.traffic_edges.create(conn, checkfirst=True)
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -349,6 +354,7 @@ STEPS: tuple[Step, ...] = (
     _v27_artifacts,
     _v28_step_input_readers,
     _v29_partition_overrides,
+    _v30_traffic_edges,
 )
 
 

@@ -167,6 +167,20 @@ class PartitionOverride:
 
 
 @dataclass(frozen=True, slots=True)
+class TrafficEdgeRow:
+    """An edge of the traffic graph between two workload identities
+    (``schema.traffic_edges``, ``hal.server.traffic``): ``a`` < ``b`` (or equal: jobs of
+    one workload talking to each other), the decayed bytes between them as of ``at``,
+    and when their first bytes were measured."""
+
+    a: str
+    b: str
+    decayed_bytes: float
+    at: float
+    since: float
+
+
+@dataclass(frozen=True, slots=True)
 class StoredEvent:
     id: int
     time: float

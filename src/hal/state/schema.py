@@ -327,3 +327,17 @@ partition_overrides = Table(
     Column("updated_by", String(256), nullable=False),
     Column("updated_at", Float, nullable=False),
 )
+
+# the traffic graph between workload identities (``hal.server.traffic``), so that a
+# restarted server knows who talks to whom: one row per edge, ``a`` <= ``b``, its decayed
+# bytes as of ``at`` (the graph decays it further on load) and when it was first seen.
+# Bounded by [harmonic] max_identities and max_peers; the running jobs' edges are not kept.
+traffic_edges = Table(
+    "traffic_edges",
+    metadata,
+    Column("a", Text, primary_key=True),
+    Column("b", Text, primary_key=True),
+    Column("decayed_bytes", Float, nullable=False),
+    Column("at", Float, nullable=False),
+    Column("since", Float, nullable=False),
+)

@@ -55,6 +55,7 @@ from hal.state.rows import (
     StoredEvent,
     StoredUser,
     SubmitKey,
+    TrafficEdgeRow,
 )
 
 
@@ -220,7 +221,7 @@ class StateTransaction(Protocol):
 
 class StateStore(Protocol):
     """The durable record of jobs, runs, steps, events, nodes, users, reservations,
-    partition overrides and submission keys.
+    partition overrides, submission keys and the traffic graph's workload edges.
 
     Every method is synchronous and may block; the server calls them on one thread
     (``Cluster.db``). Reads see what committed transactions wrote, never a transaction
@@ -345,6 +346,19 @@ class StateStore(Protocol):
 
     def partition_overrides(self) -> list[PartitionOverride]:
         """Every partition's ``scontrol update`` override, by partition name."""
+        ...
+
+    # -- the traffic graph -------------------------------------------------------------------
+    def keep_traffic_edges(
+        self, rows: Sequence[TrafficEdgeRow], dropped: Sequence[tuple[str, str]]
+    ) -> None:
+        """Keep the traffic graph's changed edges (``rows``, each replacing the stored
+        edge of its pair) and forget the ``dropped`` pairs (none stored: nothing
+        happens), in a transaction of its own."""
+        ...
+
+    def traffic_edges(self) -> list[TrafficEdgeRow]:
+        """Every kept traffic-graph edge, by (a, b)."""
         ...
 
     # -- users ------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from hal.state.rows import (
     StepRow,
     StoredUser,
     SubmitKey,
+    TrafficEdgeRow,
 )
 from hal.state.store_protocol import StateStore, StateTransaction, SubmitKeyTaken
 from hal.testing.builders import make_job, make_node, parse_dependency
@@ -762,3 +763,26 @@ def a_submit_key_is_its_users_own_and_stored_once(open_store: StoreOpener) -> No
         assert store.forget_submit_keys(200.0) == 1  # made before it
         assert store.find_submit_key("ann", "k-1") is None
         assert store.find_submit_key("bob", "k-1") == ("b", [(3, 0)])
+
+
+# -- the traffic graph ------------------------------------------------------------------------
+@case
+def traffic_edges_are_replaced_forgotten_and_read_back_after_a_restart(
+    open_store: StoreOpener,
+) -> None:
+    """The traffic graph's workload edges outlive a restart: a changed edge replaces the
+    stored one of its pair, a dropped pair goes (dropping one never stored is no error),
+    and they read back by pair, whatever the order they were kept in."""
+    db = TrafficEdgeRow("ann/db", "bob/client", 5e9, 100.0, 10.0)
+    solo = TrafficEdgeRow("ann/mpi", "ann/mpi", 7.0, 50.0, 40.0)  # one workload's jobs
+    long_name = TrafficEdgeRow("ann/" + "x" * 700, "zed/y", 1.5, 60.0, 60.0)
+    with opened(open_store) as store:
+        assert store.traffic_edges() == []
+        store.keep_traffic_edges([long_name, db, solo], [])
+        store.keep_traffic_edges([TrafficEdgeRow("ann/db", "bob/client", 6e9, 160.0, 10.0)], [])
+        store.keep_traffic_edges([], [("ann/mpi", "ann/mpi"), ("no/such", "pair")])
+    with opened(open_store) as again:
+        assert again.traffic_edges() == [
+            TrafficEdgeRow("ann/db", "bob/client", 6e9, 160.0, 10.0),
+            long_name,
+        ]

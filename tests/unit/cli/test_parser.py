@@ -52,3 +52,14 @@ def test_ports_and_counts_in_range_are_taken() -> None:
     ns = build_parser().parse_args(["agent", "--cpus", "4", "--gpus", "0"])
     assert (ns.cpus, ns.gpus) == (4, 0)
     assert build_parser().parse_args(["server", "--port", "65535"]).port == 65535
+
+
+def test_harmonic_graph_takes_a_job_or_a_user_not_both(capsys: pytest.CaptureFixture[str]) -> None:
+    ns = build_parser().parse_args(["harmonic", "graph", "--job", "12_3", "--json"])
+    assert (ns.job, ns.user, ns.json, ns.limit) == ("12_3", None, True, 1000)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["harmonic", "graph", "--job", "1", "--user", "ann"])
+    assert "not allowed with argument" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["harmonic", "graph", "--limit", "0"])
+    assert "'0' is not a whole number from 1 to 100000" in capsys.readouterr().err

@@ -38,6 +38,7 @@ from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.scheduler.service import CycleStats, PassRunner
 from hal.server.observe.artifactmetrics import artifact_metrics
 from hal.server.observe.cloudmetrics import cloud_metrics
+from hal.server.observe.harmonicmetrics import HarmonicStats, harmonic_metrics
 from hal.state.artifacts import Registry
 from hal.state.cluster import Cluster
 from hal.state.retention import Purged
@@ -214,6 +215,9 @@ class HalMetrics:
         # the autoscaler's state (``hal.server.cloud.CloudService.status``), set by the
         # server when hal.toml has [cloud] groups; None: no hal_cloud_* series
         self.cloud_stats: Callable[[], CloudStatus | None] = lambda: None
+        # the traffic graph's counters (``hal.server.traffic.TrafficService.stats``), set
+        # by the server; None: no hal_harmonic_* series
+        self.harmonic_stats: Callable[[], HarmonicStats | None] = lambda: None
         # the artifact registry (set by the server); None: no hal_artifact_* series
         self.artifacts: Registry | None = None
         # The predictor's anomaly detector (set by ObservePlane); its last check is
@@ -408,6 +412,7 @@ class _StateCollector(Collector):
         yield from _htc_metrics(m.htc_stats())
         yield from _data_metrics(m.data_stats())
         yield from cloud_metrics(m.cloud_stats())
+        yield from harmonic_metrics(m.harmonic_stats())
         yield from artifact_metrics(m.artifacts)
 
 

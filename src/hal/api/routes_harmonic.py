@@ -1,0 +1,100 @@
+"""``/v1/harmonic``: the traffic graph (``hal.server.traffic``; ``hal harmonic graph``).
+
+``GET /v1/harmonic/graph`` answers every edge, or with ``job`` (an id as squeue takes it:
+``12``, ``12_3``; a finished job too, by its workload) the job's edges to other running
+jobs and its workload's, and with ``user`` the edges with one of the user's jobs or
+workloads at an end. Any user may read it, as squeue shows every job. An unknown job is
+a 404 saying so; a malformed id a 400.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query
+
+from hal.api.deps import caller_dep, services_dep
+from hal.core.errors import NotFound, Unavailable
+from hal.core.job import Job
+from hal.core.traffic import identity
+from hal.server.services import Services
+from hal.state.cluster import Caller
+from hal.wire.harmonic import HarmonicGraph, IdentityTrafficEdge, JobTrafficEdge
+
+router = APIRouter(prefix="/v1/harmonic", tags=["harmonic"])
+Ctx = Annotated[Services, Depends(services_dep)]
+Who = Annotated[Caller, Depends(caller_dep)]
+
+
+@router.get("/graph", response_model=HarmonicGraph)
+async def graph(
+    ctx: Ctx,
+    _caller: Who,
+    job: Annotated[str | None, Query(max_length=64)] = None,
+    user: Annotated[str | None, Query(max_length=256)] = None,
+    limit: Annotated[int, Query(ge=1, le=100_000)] = 1000,
+) -> HarmonicGraph:
+    """Who talks to whom: bytes per second between running jobs and between workload
+    identities, decayed, strongest first (at most ``limit`` of each)."""
+    traffic = ctx.traffic
+    if traffic is None:
+        raise Unavailable("this server keeps no traffic graph")
+    jobs = None if job is None else await _jobs(ctx, job)
+    found = traffic.graph(jobs, user, limit)
+    known = ctx.cluster.jobs
+
+    def about(job_id: int) -> tuple[str, str, str]:
+        j = known.get(job_id)
+        if j is None:  # ended since the graph's last tick
+            return str(job_id), "", ""
+        return j.display_id, j.spec.user, identity(j.spec.user, j.spec.name, j.spec.comment)
+
+    job_edges = []
+    for e in found.jobs:
+        (a, a_user, a_identity), (b, b_user, b_identity) = about(int(e.a)), about(int(e.b))
+        job_edges.append(
+            JobTrafficEdge(
+                job_id=a,
+                user=a_user,
+                identity=a_identity,
+                peer_job_id=b,
+                peer_user=b_user,
+                peer_identity=b_identity,
+                bytes_per_second=e.bytes_per_second,
+                since=e.since,
+                updated=e.updated,
+            )
+        )
+    identity_edges = [
+        IdentityTrafficEdge(
+            identity=str(e.a),
+            peer_identity=str(e.b),
+            bytes_per_second=e.bytes_per_second,
+            since=e.since,
+            updated=e.updated,
+        )
+        for e in found.identities
+    ]
+    return HarmonicGraph(
+        now=found.now,
+        half_life_seconds=found.half_life_s,
+        jobs=job_edges,
+        identities=identity_edges,
+    )
+
+
+async def _jobs(ctx: Services, ident: str) -> list[Job]:
+    """The jobs ``ident`` names: in the mirror, else (a finished job) in the store."""
+    try:
+        return ctx.cluster.resolve(ident)
+    except NotFound:
+        if not ident.strip().isdigit():
+            raise
+    stored = await ctx.cluster.db(ctx.cluster.store.jobs_by_id, [int(ident)])
+    if not stored:
+        raise NotFound(
+            f"job {ident.strip()} is unknown: no job has this id (hal squeue lists the "
+            "jobs in the queue, hal sacct the ended ones)",
+            field="job",
+        )
+    return stored

@@ -1,0 +1,85 @@
+"""``[harmonic]`` of ``hal.toml``: the traffic graph the control plane keeps of who talks to
+whom (``hal.server.traffic``, docs/harmonic.md).
+
+Example (the defaults)::
+
+    [harmonic]                     # optional; the graph is kept with these defaults
+    half_life = "1h"               # what was measured counts half as much this much later
+    max_peers = 32                 # edges kept per workload (and per running job)
+    max_identities = 4096          # workloads kept in all; past it the weakest go
+
+``half_life`` is a number of seconds or a number and a unit: ``"90s"``, ``"30min"``,
+``"1h"``, ``"2d"`` (``m`` is minutes). The bounds keep the graph under
+``max_identities * max_peers / 2`` workload edges (65,536 by default); the weakest edge,
+and past ``max_identities`` the weakest workload, make room.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from hal.config.priority import LONGEST_S, fail, unknown_key, whole_number
+
+HARMONIC_KEYS = ("half_life", "max_peers", "max_identities")
+HALF_LIFE_S = 3600.0
+MAX_PEERS = 32
+MAX_IDENTITIES = 4096
+# at most: a bigger graph would not be rebuilt for the scheduler every few seconds
+# (docs/harmonic.md measures the rebuild)
+MOST_PEERS = 1024
+MOST_IDENTITIES = 1_000_000
+_UNITS = {
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60),
+    **dict.fromkeys(("h", "hour", "hours"), 3600),
+    **dict.fromkeys(("d", "day", "days"), 86_400),
+}
+_VALUE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*")
+_HINT = 'write seconds or a number and a unit: "90s", "30min", "1h", "2d"'
+
+
+@dataclass(frozen=True, slots=True)
+class HarmonicConfig:
+    half_life_s: float = HALF_LIFE_S
+    max_peers: int = MAX_PEERS
+    max_identities: int = MAX_IDENTITIES
+
+
+def parse_half_life(value: Any, source: str, field: str) -> float:
+    """Seconds (a number) or a number and a unit (s, min/m, h, d; plural too)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise fail(source, field, f"{value!r} is not a duration; {_HINT}")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        match = _VALUE.fullmatch(value)
+        unit = match.group(2).lower() if match else ""
+        if match is None or (unit and unit not in _UNITS):
+            raise fail(source, field, f"{value!r} is not a duration; {_HINT}")
+        seconds = float(match.group(1)) * _UNITS.get(unit, 1)
+    if not 1 <= seconds <= LONGEST_S:  # (NaN fails too)
+        raise fail(source, field, f"{value!r} must be at least 1 second and finite; {_HINT}")
+    return seconds
+
+
+def harmonic_from_table(table: Any, source: str) -> HarmonicConfig:
+    if not isinstance(table, dict):
+        raise fail(source, "harmonic", 'must be a table: [harmonic] half_life = "1h"')
+    for key in table:
+        if key not in HARMONIC_KEYS:
+            raise fail(source, f"harmonic.{key}", unknown_key(key, HARMONIC_KEYS))
+    config = HarmonicConfig()
+    half_life = config.half_life_s
+    if "half_life" in table:
+        half_life = parse_half_life(table["half_life"], source, "harmonic.half_life")
+    peers = whole_number(table.get("max_peers", MAX_PEERS), source, "harmonic.max_peers", 1)
+    if peers > MOST_PEERS:
+        raise fail(source, "harmonic.max_peers", f"must be at most {MOST_PEERS} (got {peers})")
+    most = MOST_IDENTITIES
+    count = table.get("max_identities", MAX_IDENTITIES)
+    identities = whole_number(count, source, "harmonic.max_identities", 2)
+    if identities > most:
+        raise fail(source, "harmonic.max_identities", f"must be at most {most} (got {count})")
+    return HarmonicConfig(half_life_s=half_life, max_peers=peers, max_identities=identities)
