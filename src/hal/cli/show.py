@@ -89,9 +89,9 @@ def job_lines(job: JobInfo, now: float) -> list[str]:
             ("Exclusive", "yes" if job.exclusive else "user" if job.exclusive_user else None),
         ],
         _usage(job),
+        [("Near", ",".join(job.near)), ("Apart", ",".join(job.apart))],
         [("Data", ",".join(job.data)), ("Artifacts", ",".join(job.artifacts))],
         [("Topology", job.topology), ("Switches", job.switches or None)],
-        [("Near", ",".join(job.near)), ("Apart", ",".join(job.apart))],
         # (no Command for --wrap or a script from stdin)
         [("Command", batch_command(job) if job.script_path else None), ("WorkDir", job.workdir)],
         [("StdOut", job.stdout), ("StdErr", None if job.stderr == job.stdout else job.stderr)],

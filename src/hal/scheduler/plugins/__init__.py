@@ -207,11 +207,7 @@ def default_profile(
     args: dict[str, object] = {noderesources.NAME: {"score": "best_fit"}}
     if licenses:
         plugins.insert(plugins.index(noderesources.NAME), LICENSES)
-    weights: dict[str, object] = {
-        noderesources.NAME: 1,
-        nvlink.NAME: nvlink.NVLINK_WEIGHT,
-        affinity.NAME: affinity.AFFINITY_WEIGHT,
-    }
+    weights: dict[str, object] = {noderesources.NAME: 1, nvlink.NAME: nvlink.NVLINK_WEIGHT}
     if data:
         plugins.append(datalocality.NAME)
         weights[datalocality.NAME] = data_weight
@@ -222,6 +218,7 @@ def default_profile(
         plugins.append(topology_plugin.NAME)
     if topology is not None and topology_aware:
         args[topology_plugin.NAME] = {"level_names": list(topology.level_names)}
+    weights[affinity.NAME] = affinity.AFFINITY_WEIGHT  # (--near/--apart, preferred)
     if topology is not None:  # (--near/--apart name the same levels as --topology)
         args[affinity.NAME] = {"level_names": list(topology.level_names)}
     if preemption:
