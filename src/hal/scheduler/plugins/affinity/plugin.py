@@ -157,7 +157,8 @@ class Affinity:
                 return unresolvable(
                     PendingReason.AFFINITY,
                     f"--near={rule}: job {rule.job_id} is neither pending nor running, so "
-                    "this job can never start beside it; cancel it, or change its rule",
+                    "this job can never start beside it; cancel it, and submit it again "
+                    "with another rule",
                     NAME,
                 )
             return unschedulable(
