@@ -4,10 +4,10 @@ A pass's holders are the snapshot's running jobs (``ctx.running``: in will-run, 
 still running at the instant asked) and the jobs placed earlier in the pass (Reserve adds
 them, Unreserve takes them out), so that two jobs placed in one pass see each other.
 
-``PassView`` is what the plugin keeps per pass: the jobs holding nodes that carry a
-required ``--apart`` rule (``owners``: every job must keep away from them when the rule
-names it, so it is known cheaply for every job), and the full ``Holders`` index, built
-only when a job with rules (or one an owner's rule names) asks.
+``PassView`` is what the plugin keeps per pass: the required ``--apart`` rules of the
+jobs holding nodes, by what they name (every job must keep away from their owners when
+a rule names it, so it is looked up cheaply for every job), and the full ``Holders``
+index, built only when a job with rules (or one such a rule names) asks.
 """
 
 from __future__ import annotations
@@ -82,17 +82,37 @@ def rows_of(table: NodeTable, allocation: Allocation) -> IntArray:
 
 @dataclass(slots=True)
 class PassView:
-    """Per pass (see the module docstring). ``placed``: Reserve's placements not yet in
-    ``holders`` (folded in when it is first built; most passes never build it)."""
+    """Per pass (see the module docstring). ``apart``: the required ``--apart`` rules of
+    the jobs holding nodes, filed by what they name (``rule_key``), so that each pending
+    job finds those naming it by its own keys. ``placed``: Reserve's placements not yet
+    in ``holders`` (folded in when it is first built; most passes never build it)."""
 
-    owners: dict[int, Job]
+    apart: dict[tuple[object, ...], dict[tuple[int, JobRule], Job]] = field(default_factory=dict)
     placed: dict[int, tuple[Job, Allocation]] = field(default_factory=dict)
     holders: Holders | None = None
 
     @classmethod
     def of(cls, running: Iterable[Job]) -> PassView:
-        # (``j.spec.apart`` first: this runs over every running job of every pass)
-        return cls({j.id: j for j in running if j.spec.apart and has_required_apart(j)})
+        view = cls()
+        for job in running:
+            if job.spec.apart:  # (this runs over every running job of every pass)
+                view._own(job)
+        return view
+
+    def _own(self, job: Job) -> None:
+        for rule in job.spec.apart:
+            if rule.required:
+                named = self.apart.setdefault(rule_key(rule, job.spec.user), {})
+                named[(job.id, rule)] = job
+
+    def _disown(self, job: Job) -> None:
+        for rule in job.spec.apart:
+            key = rule_key(rule, job.spec.user)
+            named = self.apart.get(key)
+            if named is not None:
+                named.pop((job.id, rule), None)
+                if not named:
+                    del self.apart[key]
 
     def index(self, table: NodeTable, running: Iterable[Job]) -> Holders:
         if self.holders is None:
@@ -107,26 +127,24 @@ class PassView:
         return self.holders
 
     def add(self, job: Job, allocation: Allocation) -> None:
-        if has_required_apart(job):
-            self.owners[job.id] = job
+        if job.spec.apart:
+            self._own(job)
         self.placed[job.id] = (job, allocation)  # (into ``holders`` at the next ``index``)
 
     def remove(self, job: Job) -> None:
-        self.owners.pop(job.id, None)
+        if job.spec.apart:
+            self._disown(job)
         if self.placed.pop(job.id, None) is None and self.holders is not None:
             self.holders.remove(job)
 
     def owners_naming(self, job: Job) -> list[tuple[Job, JobRule]]:
         """The (owner, rule) of each required ``--apart`` rule of a job holding nodes
         that names ``job``."""
-        return [
-            (owner, rule)
-            for owner in self.owners.values()
-            if owner.id != job.id
-            for rule in owner.spec.apart
-            if rule.required and rule.names(job, owner.spec.user)
-        ]
-
-
-def has_required_apart(job: Job) -> bool:
-    return any(r.required for r in job.spec.apart)
+        if not self.apart:  # (most passes: asked for every pending job)
+            return []
+        found: list[tuple[Job, JobRule]] = []
+        for key in target_keys(job):
+            named = self.apart.get(key)
+            if named:
+                found.extend((owner, rule) for (i, rule), owner in named.items() if i != job.id)
+        return found

@@ -118,8 +118,13 @@ class Affinity:
 
     def pre_filter(self, ctx: PassContext, state: CycleState, job: Job) -> Status:
         spec = job.spec
-        if not spec.near and not spec.apart:
-            return SUCCESS if self._view(ctx).owners_naming(job) else SKIP
+        if not spec.near and not spec.apart:  # most jobs, every pass: inline, no calls
+            view = ctx.data.get(VIEW)
+            if view is None:
+                view = self._view(ctx)
+            if not view.apart:
+                return SKIP
+            return SUCCESS if view.owners_naming(job) else SKIP
         levels = self.levels_for(ctx)
         holders = self._holders(ctx)
         resolved: list[Resolved] = []
@@ -249,7 +254,8 @@ class Affinity:
     def reserve(
         self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation
     ) -> Status:
-        self._view(ctx).add(job, allocation)
+        view = ctx.data.get(VIEW)  # (every placement of every pass: no more calls)
+        (self._view(ctx) if view is None else view).add(job, allocation)
         return SUCCESS
 
     def unreserve(
