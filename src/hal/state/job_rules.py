@@ -104,6 +104,11 @@ def _jobs_named_by_id(mirror: Mirror, job_id: int) -> list[Job]:
 
 
 def _has_named(mirror: Mirror, user: str, name: str) -> bool:
+    """A live job of ``user`` named ``name``: a running one from the mirror's count
+    (kept between changes: a batch of many jobs naming one service reads it once),
+    else a pending one."""
+    if mirror.busy_names()[(name, user)]:
+        return True
     return any(
         j.spec.name == name and j.spec.user == user and not j.state.is_terminal
         for j in mirror.unfinished.values()

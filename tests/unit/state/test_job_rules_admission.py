@@ -38,18 +38,20 @@ def _submit(cluster: Cluster, spec: JobSpec, caller: Caller = ALICE) -> int:
 
 
 def _with_targets(cluster: Cluster) -> None:
-    """Alice's pending ``db`` (7), Bob's running ``web`` (8), Alice's ended job (9)."""
+    """Alice's pending ``db`` (7), Bob's running ``web`` (8), Alice's ended job (9) and
+    her running ``svc`` (10)."""
     store(
         cluster,
         make_job(7).name("db").build(),
         make_job(8).name("web").user("bob").running_on("n1").build(),
         make_job(9).state(JobState.COMPLETED).build(),
+        make_job(10).name("svc").running_on("n1").build(),
     )
 
 
 def test_rules_naming_live_jobs_are_taken_and_kept(cluster: Cluster) -> None:
     _with_targets(cluster)
-    spec = _spec(near="job:7@node,preferred=name:db@node", apart="job:7@nvlink")
+    spec = _spec(near="job:7@node,preferred=name:db@node,name:svc", apart="job:7@nvlink")
     job = cluster.jobs[_submit(cluster, spec)]
     assert job.spec.near == spec.near and job.spec.apart == spec.apart
     assert spec_from_json(spec_to_json(job.spec), job.spec.script) == job.spec

@@ -81,6 +81,8 @@ class Resolved:
 
 # Per pass: the running and placed jobs as rules see them.
 VIEW: StateKey[PassView] = StateKey("affinity.view")
+# Per pass: the ids ``job:ID`` may name among the pending jobs (built when first asked).
+PENDING_IDS: StateKey[frozenset[int]] = StateKey("affinity.pending_ids")
 # Per job: its rules with targets holding nodes (PreFilter), and Filter's mask and message.
 RESOLVED: StateKey[tuple[Resolved, ...]] = StateKey("affinity.resolved")
 MASK: StateKey[tuple[BoolArray, str] | None] = StateKey("affinity.mask")
@@ -153,12 +155,7 @@ class Affinity:
         """A required near-rule whose targets hold no node: wait for one to start, or,
         for a ``job:ID`` that is not even pending, never."""
         if rule.job_id:
-            pending = any(
-                rule.job_id in (j.id, j.array_job_id)
-                or (j.spec.het is not None and j.spec.het.job_id == rule.job_id)
-                for j in ctx.snapshot.pending
-            )
-            if not pending:
+            if rule.job_id not in self._pending_ids(ctx):
                 return unresolvable(
                     PendingReason.AFFINITY,
                     f"--near={rule}: job {rule.job_id} is neither pending nor running, so "
@@ -176,6 +173,22 @@ class Affinity:
             f"--near={rule}: waiting for a job named {rule.name!r} to start",
             NAME,
         )
+
+    def _pending_ids(self, ctx: PassContext) -> frozenset[int]:
+        """The ids a ``job:ID`` rule may name among the pending jobs (their own, their
+        arrays', their het jobs'), once per pass."""
+        found = ctx.data.get(PENDING_IDS)
+        if found is None:
+            ids: set[int] = set()
+            for j in ctx.snapshot.pending:
+                ids.add(j.id)
+                if j.array_job_id is not None:
+                    ids.add(j.array_job_id)
+                if j.spec.het is not None:
+                    ids.add(j.spec.het.job_id)
+            found = frozenset(ids)
+            ctx.data.write(PENDING_IDS, found)
+        return found
 
     # -- Filter -----------------------------------------------------------------------
 
