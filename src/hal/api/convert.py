@@ -12,6 +12,7 @@ from hal.core.artifacts import ArtifactRef, parse_requests
 from hal.core.data import expand_datasets, parse_data_keys
 from hal.core.errors import InvalidRequest
 from hal.core.job import Job, JobSpec
+from hal.core.job_rules import check_consistent, parse_rules
 from hal.core.node import Node, Partition
 from hal.core.partition_list import shown_partition
 from hal.core.preemption import PreemptionPolicy
@@ -138,6 +139,9 @@ def to_spec(
         signal = parse_signal(req.signal) if req.signal else None
         switches, switch_wait = parse_switches(req.switches) if req.switches else (0, None)
         topology = parse_topology(req.topology) if req.topology else None
+        near = parse_rules(req.near, "near")
+        apart = parse_rules(req.apart, "apart")
+        check_consistent(near, apart)
         data = parse_data_keys(req.data) if req.data else ()
         data = expand_datasets(data, datasets or {})
         artifacts = tuple(ArtifactRef(n, v, "") for n, v in parse_requests(req.artifacts))
@@ -215,6 +219,8 @@ def to_spec(
         mail_user=mail_recipient(user, mail_user, mail_domain),
         interactive=req.interactive,
         artifacts=artifacts,
+        near=near,
+        apart=apart,
     )
 
 
@@ -342,6 +348,8 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         topology=str(spec.topology) if spec.topology else None,
         data=list(spec.data),
         artifacts=[f"{a}" for a in spec.artifacts],
+        near=[str(r) for r in spec.near],
+        apart=[str(r) for r in spec.apart],
         reservation=spec.reservation,
         licenses=format_licenses(spec.licenses),
         time_min_seconds=spec.time_min_s,

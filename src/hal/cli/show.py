@@ -89,6 +89,7 @@ def job_lines(job: JobInfo, now: float) -> list[str]:
             ("Exclusive", "yes" if job.exclusive else "user" if job.exclusive_user else None),
         ],
         _usage(job),
+        [("Near", ",".join(job.near)), ("Apart", ",".join(job.apart))],
         [("Data", ",".join(job.data)), ("Artifacts", ",".join(job.artifacts))],
         [("Topology", job.topology), ("Switches", job.switches or None)],
         # (no Command for --wrap or a script from stdin)

@@ -93,6 +93,8 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("priority", ("priority",)),
     Opt("switches", ("switches",)),
     Opt("topology", ("topology",)),
+    Opt("near", ("near",)),
+    Opt("apart", ("apart",)),
     Opt("data", ("data",)),
     Opt("artifact", ("artifact",)),
     Opt("comment", ("comment",)),
@@ -518,14 +520,14 @@ def _settings(parsed: Parsed) -> tuple[dict[str, Setting], int]:
     return settings, verbose
 
 
-# HAL's lists: ``--data`` and ``--artifact`` add up when repeated
-ADDS_UP = ("data", "artifact")
+# HAL's lists: ``--data``, ``--artifact``, ``--near`` and ``--apart`` add up when repeated
+ADDS_UP = ("data", "artifact", "near", "apart")
 
 
 def _more_data(before: str | None, value: str | None) -> str | None:
-    """HAL's ``--data`` and ``--artifact`` add up when repeated (a job's inputs are a
-    list), where Slurm's own options keep the last; the command line still replaces the
-    script's."""
+    """HAL's ``--data``, ``--artifact``, ``--near`` and ``--apart`` add up when repeated
+    (a job's inputs and rules are lists), where Slurm's own options keep the last; the
+    command line still replaces the script's."""
     return f"{before},{value}" if before and value else value or before
 
 
@@ -910,6 +912,13 @@ def _scheduling(
     if topology is not None:
         parse_topology(topology)
         fields["topology"] = topology.strip()
+    for option in ("near", "apart"):
+        rules = text(option)
+        if rules is not None:
+            from hal.core.job_rules import parse_rules
+
+            parse_rules([rules], option)  # sbatch's own refusal, before any round trip
+            fields[option] = [rules.strip()]
     licenses = text("licenses")
     if licenses is not None:
         parse_licenses(licenses)
@@ -1067,6 +1076,8 @@ Options HAL accepts (anything else is refused with an error):
       --priority=N|TOP       the job's priority (administrators; others' is ignored)
       --comment=text  --nice[=adj]
       --switches=N[@max-wait]  --topology=required=LEVEL|preferred=LEVEL
+      --near=rule[,rule...]  near jobs: [preferred=]job:ID|name:NAME[@LEVEL] (HAL)
+      --apart=rule[,rule...] away from them, the same rules (HAL)
       --data=key[,key...]    input cache keys: placed near them, staged ahead (HAL)
       --artifact=name[@version][,...]  published software the job runs (HAL)
       --reservation=name     run in this advance reservation (scontrol show res)

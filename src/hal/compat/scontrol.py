@@ -430,6 +430,9 @@ def job_record(job: JobInfo, now: float) -> list[str]:
         f"Comment={job.comment or '(null)'}",
         # HAL's --artifact, pinned (docs/user/artifacts.md): only on the jobs that name some
         *([f"Artifacts={','.join(job.artifacts)}"] if job.artifacts else []),
+        # HAL's --near/--apart rules (docs/harmonic.md): only on the jobs that have some
+        *([f"Near={','.join(job.near)}"] if job.near else []),
+        *([f"Apart={','.join(job.apart)}"] if job.apart else []),
         f"Command={batch_command(job)}",
         f"WorkDir={job.workdir}",
         f"StdErr={job.stderr}",

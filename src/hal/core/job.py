@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from hal.core.artifacts import ArtifactRef
+from hal.core.job_rules import JobRule
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState, PendingReason
 
@@ -200,6 +201,9 @@ class JobSpec:
     interactive: bool = False
     # --artifact: pinned software its nodes deploy before it runs (docs/user/artifacts.md)
     artifacts: tuple[ArtifactRef, ...] = ()
+    # --near / --apart: placement rules towards other jobs (``hal.core.job_rules``)
+    near: tuple[JobRule, ...] = ()
+    apart: tuple[JobRule, ...] = ()
 
     def cpus_per_node(self, nodes: int) -> int:
         """CPUs each node must give when the job runs on ``nodes`` nodes."""

@@ -96,6 +96,9 @@ class PendingReason(StrEnum):
     # HAL's own: waiting, within [data] locality_wait_seconds, for a node whose cache
     # holds more of the job's --data inputs than the free ones (delay scheduling).
     DATA_LOCALITY = "DataLocality"
+    # HAL's own: a --near/--apart rule holds the job: its target does not run yet, or no
+    # free node lies where the rule allows (hal.scheduler.plugins.affinity)
+    AFFINITY = "Affinity"
     # advance reservations (``scontrol create reservation``): a job waiting for its
     # reservation (not started yet, nodes busy, or unknown to it), and an ordinary job
     # -L: not enough of a license is free now (hal.scheduler.plugins.licenses)

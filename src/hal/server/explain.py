@@ -19,6 +19,7 @@ from hal.scheduler.framework import Framework, PassContext, Scheduler
 from hal.scheduler.framework.explain import Diagnosis, diagnose
 from hal.scheduler.framework.keys import GROUP
 from hal.scheduler.framework.snapshot import ClusterSnapshot
+from hal.scheduler.plugins.affinity import NAME as AFFINITY
 from hal.scheduler.plugins.multifactor import DEFAULT_QOS, ShareRow
 from hal.scheduler.plugins.topology import NAME as TOPOLOGY
 from hal.server.cloud import CloudService
@@ -164,6 +165,9 @@ def _detail(
             return f"advance reservation: {where} ({diag.summary()})"
     if diag is not None and diag.status.plugin == TOPOLOGY and not diag.status.is_success:
         return _topology_detail(diag)
+    if diag is not None and diag.status.plugin == AFFINITY and not diag.status.is_success:
+        # its --near/--apart rules leave no free node now (PreFilter's waits are above)
+        return f"held by its placement rules ({diag.summary()})"
     if diag is not None and reason is PendingReason.RESOURCES:
         return f"not enough free resources: {diag.summary()}"
     if diag is not None and diag.status.is_success:

@@ -111,6 +111,7 @@ _CLOCK_FREE = frozenset(
         "noderesources",
         "exclusiveuser",  # (who holds which node: changes only with starts and ends)
         "nvlink",
+        "affinity",  # (who holds which node, as exclusiveuser; never the clock)
         "backfill",
     }
 )

@@ -2,7 +2,8 @@
 waits — against the cluster as it is now: its partitions (known, taking jobs), time limit,
 array size, QoS and account, node lists, features, GPU types and sizes against the
 partitions' nodes, licenses, reservations, topology levels, submit limits, dependency
-targets, and what only an administrator may ask (``for_caller``).
+targets, ``--near``/``--apart`` levels and targets, and what only an administrator may
+ask (``for_caller``).
 
 The other checks a submission meets come before, at the HTTP edge, and are about its
 shape, not the cluster: the wire schemas' bounds (``hal.wire.bounds``: numbers that fit
@@ -23,6 +24,7 @@ from hal.core.priority import DEFAULT_QOS, SUBMIT_LIMIT_MESSAGE
 from hal.state import reservations as advance_reservations
 from hal.state.associations import Associations
 from hal.state.job_changes import basic_priority, check_time_min
+from hal.state.job_rules import check_rule_levels, check_rule_targets
 from hal.state.submit_limits import AccountSubmitLimits
 from hal.state.topology_levels import check_topology_level
 
@@ -81,6 +83,7 @@ class Admission:
         advance_reservations.check_job(self.mirror, spec, limit, where)
         if spec.topology is not None:
             check_topology_level(self.mirror, spec.topology, where)
+        check_rule_levels(self.mirror, spec, where)
         self._check_licenses(spec, where)
         if spec.priority is not None:  # --priority, an administrator's (the API drops a user's)
             return partition.name, limit, spec.priority
@@ -329,13 +332,15 @@ class Admission:
                         field=where + "dependency",
                     )
 
-    @staticmethod
-    def for_caller(spec: JobSpec, caller: Caller, where: str = "") -> JobSpec:
+    def for_caller(self, spec: JobSpec, caller: Caller, where: str = "") -> JobSpec:
         """``spec`` as ``caller`` may submit it. A negative nice raises a job's priority
         above everyone's: administrators only (as in Slurm, and as for ``scontrol update
         Nice=``). A ``--priority`` is an administrator's to give: Slurm 22.05.8 drops a plain
         user's without a word, the job getting the priority it would have had
-        (docs/slurm-checks.md, Session 49), and so does HAL."""
+        (docs/slurm-checks.md, Session 49), and so does HAL. ``--near``/``--apart`` name
+        live jobs, another user's only for an administrator (``hal.state.job_rules``)."""
+        if spec.near or spec.apart:
+            check_rule_targets(self.mirror, spec, caller, where)
         if spec.nice < 0 and not caller.admin:
             raise PermissionDenied(
                 f"{where}nice: only an administrator may give a negative nice (it raises the "

@@ -19,10 +19,12 @@ from hal.core.job import (
     SignalSpec,
     TopologyConstraint,
 )
+from hal.core.job_rules import JobRule
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState, PendingReason
 
 _TUPLE_FIELDS = ("partitions", "constraint", "exclude", "nodelist", "data", "script_args")
+_RULE_FIELDS = ("near", "apart")  # --near/--apart: [job_id, name, level, required] each
 
 
 def spec_to_json(spec: JobSpec) -> str:
@@ -62,6 +64,8 @@ def spec_to_json(spec: JobSpec) -> str:
             value = [list(pair) for pair in value]
         elif name == "artifacts":
             value = [[a.name, a.version, a.sha256, a.kind] for a in value]
+        elif name in _RULE_FIELDS:
+            value = [[r.job_id, r.name, r.level, r.required] for r in value]
         d[name] = value
     return json.dumps(d, separators=(",", ":"))
 
@@ -74,6 +78,9 @@ def spec_from_json(text: str, script: str) -> JobSpec:
     d["artifacts"] = tuple(ArtifactRef(*a) for a in d.get("artifacts", ()))
     for name in _TUPLE_FIELDS:
         d[name] = tuple(d.get(name, ()))
+    for name in _RULE_FIELDS:
+        rules = d.get(name, ())
+        d[name] = tuple(JobRule(int(i), str(n), str(lv), bool(r)) for i, n, lv, r in rules)
     if d.get("array") is not None:
         a = d["array"]
         d["array"] = ArraySpec(tuple(a["indices"]), a["max_running"], a["text"])

@@ -147,6 +147,20 @@ class JobBuilder:
         self._spec["topology"] = TopologyConstraint(level, required)
         return self
 
+    def near(self, *rules: str) -> JobBuilder:
+        """``--near=rule,...`` as a user writes them (``job:12@leaf``, ``preferred=name:db``)."""
+        from hal.core.job_rules import parse_rules
+
+        self._spec["near"] = parse_rules(rules, "near")
+        return self
+
+    def apart(self, *rules: str) -> JobBuilder:
+        """``--apart=rule,...`` as a user writes them."""
+        from hal.core.job_rules import parse_rules
+
+        self._spec["apart"] = parse_rules(rules, "apart")
+        return self
+
     def data(self, *keys: str) -> JobBuilder:
         """``--data key,...``: the job's input cache keys."""
         self._spec["data"] = keys

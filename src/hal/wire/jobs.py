@@ -171,6 +171,8 @@ class JobInfo(WireModel):
     topology: str | None = None  # --topology, e.g. "required=leaf"
     data: list[str] = Field(default_factory=list)  # --data: input cache keys
     artifacts: list[str] = Field(default_factory=list)  # --artifact, pinned: NAME@VERSION
+    near: list[str] = Field(default_factory=list)  # --near rules, e.g. "job:12@node"
+    apart: list[str] = Field(default_factory=list)  # --apart rules, e.g. "preferred=name:db@leaf"
     reservation: str = ""  # --reservation
     licenses: str = ""  # -L, as "ansys:1,matlab:2"
     time_min_seconds: int | None = None  # --time-min (None: none)

@@ -106,6 +106,10 @@ class JobSubmit:
     submit_host: Annotated[str, MaxLen(256)] = ""
     switches: Annotated[str | None, MaxLen(64)] = None  # "count[@max-time]"
     topology: Annotated[str | None, MaxLen(256)] = None  # "required=LEVEL|preferred=LEVEL"
+    # --near / --apart: placement rules towards other jobs, "[required=|preferred=]job:ID
+    # [@LEVEL]" or "...name:NAME[@LEVEL]"; each entry may list several, comma-separated
+    near: Annotated[list[Annotated[str, MaxLen(4096)]], MaxLen(32)] = field(default_factory=list)
+    apart: Annotated[list[Annotated[str, MaxLen(4096)]], MaxLen(32)] = field(default_factory=list)
     data: list[str] = field(default_factory=list)  # --data: input cache keys
     # --artifact: "NAME[@VERSION]" (each may list several, comma-separated); pinned to
     # their content at submission (docs/user/artifacts.md)

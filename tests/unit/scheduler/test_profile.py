@@ -23,10 +23,20 @@ def test_default_profile_wires_every_point() -> None:
         "noderesources",
         "exclusiveuser",
         "nvlink",
+        "affinity",
     ]
-    assert [(p.name, w) for p, w in profile.score] == [("noderesources", 1.0), ("nvlink", 2.0)]
-    assert [p.name for p in profile.pre_score] == ["nvlink"]
-    assert [p.name for p in profile.reserve] == ["dependency", "arraythrottle", "exclusiveuser"]
+    assert [(p.name, w) for p, w in profile.score] == [
+        ("noderesources", 1.0),
+        ("nvlink", 2.0),
+        ("affinity", 3.0),
+    ]
+    assert [p.name for p in profile.pre_score] == ["nvlink", "affinity"]
+    assert [p.name for p in profile.reserve] == [
+        "dependency",
+        "arraythrottle",
+        "exclusiveuser",
+        "affinity",
+    ]
     assert profile.backfill is not None and profile.backfill.name == "backfill"
 
 

@@ -35,6 +35,12 @@ sees is that of the first plugin that objects)::
                    (jobs without that requirement skip both)
                    Score      other GPU jobs: nodes that can give one island (weight 2,
                               above any best-fit difference; never a reason to wait)
+    affinity       PreFilter  Affinity (a --near target not running yet) / BadConstraints
+                   Filter     required --near/--apart rules, and required --apart rules of
+                              jobs holding nodes that name this one → Affinity
+                   Score      preferred --near/--apart rules (weight 3)
+                   Reserve    placed jobs become targets for the next (SKIP for jobs
+                              without rules while nobody holds a required --apart)
     topology       PreFilter  BadConstraints (unknown or too small --topology level)
                    Placement  multi-node jobs: one leaf switch, else fewest leaves
                               under the lowest switch; Topology (--switches wait)
@@ -66,6 +72,7 @@ from hal.predict import Predictor
 from hal.scheduler.framework.profile import PluginArgs, Registry, build_profile
 from hal.scheduler.framework.scheduler import Scheduler
 from hal.scheduler.plugins import (
+    affinity,
     arraythrottle,
     backfill,
     datalocality,
@@ -105,6 +112,7 @@ DEFAULT_PLUGINS = (
     noderesources.NAME,
     exclusiveuser.NAME,
     nvlink.NAME,
+    affinity.NAME,
 )
 
 
@@ -159,6 +167,7 @@ def default_registry(
             noderesources.NAME: noderesources.new,
             exclusiveuser.NAME: exclusiveuser.new,
             nvlink.NAME: nvlink.new,
+            affinity.NAME: affinity.new,
             backfill.NAME: new_backfill,
             topology_plugin.NAME: topology_plugin.new,
             datalocality.NAME: datalocality.new,
@@ -209,6 +218,9 @@ def default_profile(
         plugins.append(topology_plugin.NAME)
     if topology is not None and topology_aware:
         args[topology_plugin.NAME] = {"level_names": list(topology.level_names)}
+    weights[affinity.NAME] = affinity.AFFINITY_WEIGHT  # (--near/--apart, preferred)
+    if topology is not None:  # (--near/--apart name the same levels as --topology)
+        args[affinity.NAME] = {"level_names": list(topology.level_names)}
     if preemption:
         plugins.append(PREEMPTION)
     if backfill:
