@@ -8,6 +8,8 @@
 * ``GET /v1/observe/queue``          one page of the queue, filtered and sorted here so
                                      the browser never holds 10,000 rows
 * ``GET /v1/observe/jobs/{id}``      job detail: timeline, resources, trace id
+* ``GET /v1/observe/traffic``        the traffic graph as nodes and edges to draw,
+                                     filtered by user and partition here
 * ``GET /v1/jobs/{id}/output``       the job's stdout/stderr (``follow`` streams it):
                                      from the shared filesystem, else through the job's
                                      agent (``outputrelay``, ADR 0007)
@@ -34,6 +36,7 @@ from hal.api.deps import admin_dep, agent_dep, caller_dep, check_agent_node, ser
 from hal.core.errors import InvalidRequest, NotFound, PermissionDenied, Unavailable
 from hal.core.job import Job
 from hal.core.states import STATES_BY_CODE, JobState
+from hal.core.traffic import identity
 from hal.observe import traceids
 from hal.server.history import find_jobs
 from hal.server.observe import joboutput, outputrelay
@@ -257,6 +260,73 @@ def _states(text: str) -> set[JobState]:
             raise InvalidRequest(f"Invalid job state specified: {name}", field="state")
         out.add(state)
     return out
+
+
+@router.get("/v1/observe/traffic", tags=["observe"])
+async def traffic(
+    ctx: Ctx,
+    _caller: Who,
+    view: str = "jobs",
+    user: str = "",
+    partition: str = "",
+    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+) -> dict[str, Any]:
+    """The Traffic tab: the graph of ``GET /v1/harmonic/graph`` as nodes and edges to
+    draw, between running jobs (``view=jobs``) or workloads (``view=workloads``), the
+    ``limit`` strongest. ``user`` keeps the edges with one of the user's jobs or
+    workloads at an end; ``partition`` those with one of the partition's jobs (and, of
+    workloads, those of its jobs' workloads)."""
+    if view not in ("jobs", "workloads"):
+        raise InvalidRequest("view must be jobs or workloads", field="view")
+    graph = ctx.traffic
+    if graph is None:
+        raise Unavailable("this server keeps no traffic graph")
+    known = ctx.cluster.jobs
+    inside = [j for j in known.values() if j.partition == partition] if partition else None
+    # one more than drawn, to say when the strongest ``limit`` are not all there is
+    found = graph.graph(inside, user or None, limit + 1)
+    edges = found.jobs if view == "jobs" else found.identities
+    nodes: dict[str, dict[str, Any]] = {}
+
+    def node(key: str | int) -> str:
+        if view == "workloads":
+            name = str(key)
+            nodes.setdefault(name, {"id": name, "label": name, "user": name.split("/", 1)[0]})
+            return name
+        job = known.get(int(key))
+        if job is None:  # ended since the graph's last tick
+            nodes.setdefault(str(key), {"id": str(key), "label": str(key), "user": ""})
+            return str(key)
+        spec = job.spec
+        nodes.setdefault(
+            job.display_id,
+            {
+                "id": job.display_id,
+                "label": job.display_id,
+                "user": spec.user,
+                "name": spec.name,
+                "identity": identity(spec.user, spec.name, spec.comment),
+                "partition": job.partition,
+                "state": job.state.value,
+                "nodes": list(job.allocation.nodes) if job.allocation else [],
+            },
+        )
+        return job.display_id
+
+    drawn = [
+        {"a": node(e.a), "b": node(e.b), "bytes_per_second": e.bytes_per_second, "since": e.since}
+        for e in edges[:limit]
+    ]
+    return {
+        "now": found.now,
+        "half_life_seconds": found.half_life_s,
+        "view": view,
+        "nodes": sorted(nodes.values(), key=lambda n: (n["user"], n["id"])),
+        "edges": drawn,
+        "more": len(edges) > limit,
+        "partitions": sorted(ctx.cluster.partitions),
+        "users": sorted({j.spec.user for j in known.values()})[:200],
+    }
 
 
 async def _find(ctx: Services, job_id: str) -> Job:

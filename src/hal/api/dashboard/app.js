@@ -7,7 +7,7 @@
 const POLL_MS = 2000;
 const PAGE = 100;
 const state = { token: "", tab: "overview", offset: 0, detail: null, timer: null,
-  filterKey: "", reasonsSeen: new Set() };
+  filterKey: "", reasonsSeen: new Set(), trafficLayout: null };
 
 function $(sel) { return document.querySelector(sel); }
 function el(tag, attrs, ...children) {
@@ -96,6 +96,7 @@ async function refresh() {
     else if (state.tab === "alerts") await renderAlerts();
     else if (state.tab === "fairshare") await renderFairShare();
     else if (state.tab === "prediction") await renderPrediction();
+    else if (state.tab === "traffic") await renderTraffic();
     else if (state.tab === "data") await renderData();
     else if (state.tab === "cloud") await renderCloud();
     else if (state.tab === "software") await renderSoftware();
@@ -591,6 +592,214 @@ function drawRunning(jobs, now) {
   chart.replaceChildren(...parts);
 }
 
+// -- traffic: who talks to whom (the harmonic graph) ------------------------------------
+// Drawn as plain SVG. The layout is deterministic (no randomness; it depends on which
+// nodes and edges there are, not on their rates): a fixed number of force-directed
+// steps from a circle in (user, id) order, in a unit square the drawing then scales to
+// the panel. It is kept while the same nodes and edges come back, so a refresh moves
+// nothing; only the rates change.
+const TRAFFIC_EDGES = 200;
+const LAYOUT_STEPS = 200;
+const USER_COLOURS = ["#2f6fd6", "#3fa66a", "#e0a526", "#8a63c9", "#d64545", "#1b9aaa",
+  "#c2549d", "#6b7a8f"];
+
+function fmtRate(v) {  // decimal units, as network rates are written (and hal harmonic graph)
+  for (const unit of ["B/s", "kB/s", "MB/s", "GB/s"]) {
+    if (v < 999.5) return unit === "B/s" ? `${v.toFixed(0)} ${unit}` : `${v.toFixed(1)} ${unit}`;
+    v /= 1000;
+  }
+  return `${v.toFixed(1)} TB/s`;
+}
+// by the user's place among the cluster's users, so a filter does not change it
+function userColour(users, user) {
+  const i = users.indexOf(user);
+  return i < 0 ? "#aab3bf" : USER_COLOURS[i % USER_COLOURS.length];
+}
+const byId = (a, b) => a.localeCompare(b, undefined, { numeric: true });
+
+// Each connected part (a service and its clients, a pair) is laid out on its own, then
+// the parts are packed in rows, biggest first, each in a square cell whose side grows
+// with the root of its node count: no part is flung to a corner by the others.
+function layoutGraph(nodes, edges, aspect) {
+  const order = [...nodes].sort((a, b) => byId(a.user, b.user) || byId(a.id, b.id));
+  const index = new Map(order.map((v, i) => [v.id, i]));
+  const parent = order.map((_, i) => i);
+  const root = (i) => (parent[i] === i ? i : (parent[i] = root(parent[i])));
+  const links = edges.filter((e) => e.a !== e.b).map((e) => [index.get(e.a), index.get(e.b)]);
+  for (const [i, j] of links) parent[root(i)] = root(j);
+  const parts = new Map();
+  order.forEach((_, i) => { const r = root(i); if (!parts.has(r)) parts.set(r, []); parts.get(r).push(i); });
+  const sorted = [...parts.values()].sort((a, b) => b.length - a.length || a[0] - b[0]);
+  const local = order.map(() => ({ x: 0.5, y: 0.5 }));
+  for (const part of sorted) layoutPart(part, links, local);
+  // shelf packing into a box about ``aspect`` times as wide as it is high
+  const area = sorted.reduce((s, p) => s + p.length, 0);
+  const rowWidth = Math.max(Math.sqrt(sorted[0].length), Math.sqrt(area * aspect));
+  const pos = new Map();
+  let x = 0, y = 0, rowHigh = 0, wide = 0;
+  for (const part of sorted) {
+    const side = Math.sqrt(part.length);
+    if (x > 0 && x + side > rowWidth + 1e-9) { x = 0; y += rowHigh; rowHigh = 0; }
+    for (const i of part) {
+      pos.set(order[i].id, { x: x + side * (0.15 + 0.7 * local[i].x), y: y + side * (0.15 + 0.7 * local[i].y) });
+    }
+    x += side; wide = Math.max(wide, x); rowHigh = Math.max(rowHigh, side);
+  }
+  for (const p of pos.values()) { p.x /= wide; p.y /= y + rowHigh; }
+  return pos;
+}
+
+// Fruchterman and Reingold in the unit square from a circle, then fitted to it (flat
+// arrays: 400 nodes in one part take about 0.25 s, only when the graph changes shape).
+function layoutPart(part, links, pts) {
+  const n = part.length;
+  if (n === 1) return;
+  const x = new Float64Array(n), y = new Float64Array(n), mx = new Float64Array(n), my = new Float64Array(n);
+  for (let a = 0; a < n; a++) {
+    x[a] = 0.5 + 0.4 * Math.cos((2 * Math.PI * a) / n); y[a] = 0.5 + 0.4 * Math.sin((2 * Math.PI * a) / n);
+  }
+  const at = new Map(part.map((i, a) => [i, a]));
+  const springs = links.filter(([i]) => at.has(i)).map(([i, j]) => [at.get(i), at.get(j)]);
+  const k = 0.8 / Math.sqrt(n), k2 = k * k;  // the distance nodes settle at
+  for (let step = 0; step < LAYOUT_STEPS; step++) {
+    const heat = 0.1 * (1 - step / LAYOUT_STEPS);
+    for (let a = 0; a < n; a++) { mx[a] = (0.5 - x[a]) * k; my[a] = (0.5 - y[a]) * k; }  // gravity
+    for (let a = 0; a < n; a++) {
+      for (let b = a + 1; b < n; b++) {
+        const dx = x[a] - x[b], dy = y[a] - y[b], f = k2 / Math.max(1e-6, dx * dx + dy * dy);
+        mx[a] += dx * f; my[a] += dy * f; mx[b] -= dx * f; my[b] -= dy * f;
+      }
+    }
+    for (const [a, b] of springs) {
+      const dx = x[a] - x[b], dy = y[a] - y[b], f = Math.sqrt(dx * dx + dy * dy) / k;
+      mx[a] -= dx * f; my[a] -= dy * f; mx[b] += dx * f; my[b] += dy * f;
+    }
+    for (let a = 0; a < n; a++) {
+      const len = Math.sqrt(mx[a] * mx[a] + my[a] * my[a]) || 1, s = Math.min(len, heat) / len;
+      x[a] += mx[a] * s; y[a] += my[a] * s;
+    }
+  }
+  const x0 = Math.min(...x), y0 = Math.min(...y);
+  const w = Math.max(...x) - x0, h = Math.max(...y) - y0, span = Math.max(w, h, 1e-3);
+  part.forEach((i, a) => {  // fitted, keeping its shape, centred
+    pts[i] = { x: (x[a] - x0 + (span - w) / 2) / span, y: (y[a] - y0 + (span - h) / 2) / span };
+  });
+}
+
+async function renderTraffic() {
+  const p = new URLSearchParams({ view: $("#t-view").value, limit: TRAFFIC_EDGES });
+  if ($("#t-user").value) p.set("user", $("#t-user").value);
+  if ($("#t-partition").value) p.set("partition", $("#t-partition").value);
+  const g = await api(`/v1/observe/traffic?${p}`);
+  fillSelect($("#t-partition"), g.partitions, "all partitions");
+  fillSelect($("#t-user"), g.users, "all users");
+  const what = g.view === "jobs" ? "running jobs" : "workloads";
+  $("#traffic-info").textContent = g.edges.length
+    ? `${g.nodes.length} ${what}, ${g.more ? "the " : ""}${g.edges.length} ${g.more ? "strongest " : ""}` +
+      `edge${g.edges.length === 1 ? "" : "s"}; half-life ${fmtSeconds(g.half_life_seconds)}` : "";
+  const empty = !g.edges.length;
+  $("#traffic-empty").hidden = !empty;
+  $("#traffic-graph").style.display = empty ? "none" : "";
+  if (empty) {
+    $("#traffic-empty").replaceChildren(...trafficEmpty(g));
+    $("#traffic-graph").replaceChildren();
+    $("#traffic-legend").replaceChildren();
+  } else {
+    drawTraffic(g);
+  }
+  const byNode = new Map(g.nodes.map((v) => [v.id, v]));
+  const rows = g.edges.map((e) => el("tr", { "data-edge": `${e.a} ${e.b}` },
+    el("td", {}, nodeName(byNode.get(e.a))), el("td", {}, byNode.get(e.a).user),
+    el("td", {}, nodeName(byNode.get(e.b))), el("td", {}, byNode.get(e.b).user),
+    el("td", { class: "num" }, fmtRate(e.bytes_per_second)), el("td", {}, fmtTime(e.since))));
+  $("#traffic-edges tbody").replaceChildren(...rowsOrEmpty(rows, 6, "no edges"));
+}
+
+function nodeName(v) { return v.name ? `${v.label} ${v.name}` : v.label; }
+
+function trafficEmpty(g) {
+  const filtered = [$("#t-user").value && `user ${$("#t-user").value}`,
+    $("#t-partition").value && `partition ${$("#t-partition").value}`].filter(Boolean);
+  if (filtered.length) {
+    return [el("p", {}, `No edge has ${g.view === "jobs" ? "jobs" : "workloads"} of ` +
+      `${filtered.join(" in ")} at an end. Choose all users and all partitions to see every edge.`)];
+  }
+  const code = (t) => el("code", {}, t);
+  return [
+    el("h3", {}, g.view === "jobs" ? "No running jobs talk to each other yet" : "No workloads have talked yet"),
+    el("p", {}, "An edge appears once two jobs exchange TCP traffic (loopback included) and the " +
+      "agents of their nodes have reported it: each agent measures its jobs' connections every ",
+      code("--traffic-interval"), " seconds (", code("hal agent"), ", 10 by default; 0 turns it off). " +
+      "Traffic HAL cannot see (RDMA, hosts outside the cluster) makes no edge."),
+    el("p", {}, "Edges between running jobs go when a job ends; the workloads view keeps them " +
+      `(decaying by half every ${fmtSeconds(g.half_life_seconds)}). The same graph: `,
+      code("hal harmonic graph"), "; docs/harmonic.md."),
+  ];
+}
+
+function drawTraffic(g) {
+  const chart = $("#traffic-graph");
+  const w = Math.max(300, chart.clientWidth || 600), h = Math.max(320, Math.min(720, 160 + 24 * g.nodes.length));
+  chart.setAttribute("viewBox", `0 0 ${w} ${h}`);
+  chart.style.height = `${h}px`;
+  const keyOf = [g.view, w, ...g.nodes.map((v) => v.id).sort(), "|",
+    ...g.edges.map((e) => `${e.a} ${e.b}`).sort()].join("\n");
+  if (!state.trafficLayout || state.trafficLayout.key !== keyOf) {
+    const aspect = (w - 140) / (h - 80);
+    state.trafficLayout = { key: keyOf, pos: layoutGraph(g.nodes, g.edges, aspect) };
+  }
+  const pos = state.trafficLayout.pos;
+  const M = 70;  // room for the labels around the edge of the drawing
+  const at = (id) => { const p = pos.get(id); return { x: M + p.x * (w - 2 * M), y: 40 + p.y * (h - 80) }; };
+  const top = Math.max(1, ...g.edges.map((e) => e.bytes_per_second));
+  const text = (attrs, content) => { const t = svg("text", attrs); t.textContent = content; return t; };
+  const byNode = new Map(g.nodes.map((v) => [v.id, v]));
+  const lines = [], labels = [], dots = [];
+  for (const e of g.edges) {
+    const a = at(e.a), b = at(e.b), width = 1.5 + 6.5 * Math.sqrt(e.bytes_per_second / top);
+    const group = svg("g", { class: "edge", "data-edge": `${e.a} ${e.b}` });
+    let mx = (a.x + b.x) / 2, my = (a.y + b.y) / 2;
+    if (e.a === e.b) {  // jobs of one workload talking among themselves: a loop above it
+      group.append(svg("circle", { cx: a.x, cy: a.y - 16, r: 16, "stroke-width": width, fill: "none" }));
+      my = a.y - 38;
+    } else {
+      group.append(svg("line", { x1: a.x, y1: a.y, x2: b.x, y2: b.y, "stroke-width": width }));
+    }
+    const tip = svg("title", {});
+    tip.textContent = `${nodeName(byNode.get(e.a))} ↔ ${nodeName(byNode.get(e.b))}: ` +
+      `${fmtRate(e.bytes_per_second)} since ${fmtTime(e.since)}`;
+    group.append(tip);
+    lines.push(group);
+    labels.push(text({ x: mx, y: my + 4, "text-anchor": "middle", class: "edge-label",
+      "data-edge": `${e.a} ${e.b}` }, fmtRate(e.bytes_per_second)));
+  }
+  for (const v of g.nodes) {
+    const p = at(v.id);
+    const node = svg("g", { class: "graph-node", "data-node": v.id, "data-user": v.user });
+    node.append(svg("circle", { cx: p.x, cy: p.y, r: 9, fill: userColour(g.users, v.user) }));
+    node.append(text({ x: p.x, y: p.y + 24, "text-anchor": "middle", class: "node-label" }, nodeName(v)));
+    const tip = svg("title", {});
+    tip.textContent = v.identity
+      ? `job ${v.label} (${v.name}) of ${v.user}, ${v.state} in partition ${v.partition}` +
+        `${v.nodes.length ? " on " + v.nodes.join(",") : ""}\nworkload ${v.identity}`
+      : v.user ? `workload ${v.label} of ${v.user}` : `job ${v.label} (ended)`;
+    node.append(tip);
+    dots.push(node);
+  }
+  chart.replaceChildren(...lines, ...dots, ...labels);  // rates on top, so they stay readable
+  for (const t of labels) {  // on a card of their own, over the lines they cross
+    const b = t.getBBox();
+    t.before(svg("rect", { x: b.x - 3, y: b.y - 1, width: b.width + 6, height: b.height + 2,
+      rx: 3, class: "edge-label-card" }));
+  }
+  const users = [...new Set(g.nodes.map((v) => v.user).filter(Boolean))].sort(byId);
+  $("#traffic-legend").replaceChildren(...users.map((u) => {
+    const s = el("span", { "data-user": u }, u);
+    s.style.setProperty("--colour", userColour(g.users, u));
+    return s;
+  }));
+}
+
 // -- data plane -----------------------------------------------------------------------
 const STAGE_MEANING = {
   staged: "every input key is in the node's leaf cache",
@@ -723,6 +932,7 @@ function start() {
   $("#filters").addEventListener("change", () => refresh());
   $("#f-text").addEventListener("input", () => { clearTimeout(typing); typing = setTimeout(refresh, 250); });
   $("#filters").addEventListener("submit", (ev) => ev.preventDefault());
+  $("#traffic-filters").addEventListener("change", () => refresh());
   $("#prev").addEventListener("click", () => { state.offset = Math.max(0, state.offset - PAGE); refresh(); });
   $("#next").addEventListener("click", () => { state.offset += PAGE; refresh(); });
   $("#close-detail").addEventListener("click", () => { state.detail = null; $("#job-detail").hidden = true; });
