@@ -262,7 +262,8 @@ def test_the_user_and_partition_filters_keep_only_their_edges(
 
     page.select_option("#t-user", "ann")  # ann has no job in batch
     page.wait_for_selector("#traffic-empty:not([hidden])")
-    assert "No edge has jobs of user ann in partition batch at an end" in page.inner_text("#traffic-empty")
+    said = page.inner_text("#traffic-empty")
+    assert "No edge has jobs of user ann in partition batch at an end" in said
     page.select_option("#t-user", "")
     page.select_option("#t-partition", "")
     page.wait_for_function(
