@@ -60,7 +60,7 @@ def _predict() -> dict[str, Any]:
 def _replay_cost() -> dict[str, Any]:
     from hal.bench.replay_cost import CASES, run_replay_cost_bench
 
-    return run_replay_cost_bench(list(CASES))
+    return run_replay_cost_bench(CASES)
 
 
 def _htc() -> dict[str, Any]:

@@ -14,7 +14,9 @@ with other work) and the CPU model.
 The cases are the traces the costs were reported on: METACENTRUM (its 99,944 jobs after
 cleaning; the file names no machine size, replayed on 8,192 CPUs) and the first 230,000
 jobs of CEA-Curie (80,640 cores, 16 per node). ``--predictors user,avg2,learned`` adds
-the other predictors' replays.
+the other predictors' replays. ``--trace FILE`` replays another SWF file instead (on
+its header's machine, or ``--procs``), and ``--first-jobs K`` only the first K jobs of
+each case: a quick look, or a machine too small for the whole cases.
 """
 
 from __future__ import annotations
@@ -23,13 +25,18 @@ import multiprocessing
 import platform
 import resource
 import time
+from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from hal.bench import emit, names_from
 
-# name → (trace file, machine CPUs, cores per node, first jobs; 0: all)
-CASES: dict[str, tuple[str, int, int, int]] = {
+# A case: (trace file, machine CPUs, cores per node, first jobs). The file is a name in
+# ``hal.sim.traces.traces_dir()`` or a path of its own; 0 CPUs: the header's MaxProcs;
+# 0 jobs: all of them.
+Case = tuple[str, int, int, int]
+CASES: dict[str, Case] = {
     "metacentrum": ("METACENTRUM-2009-2.swf.gz", 8_192, 1, 0),
     "curie-230k": ("CEA-Curie-2011-2.1-cln.swf.gz", 80_640, 16, 230_000),
 }
@@ -37,9 +44,6 @@ PREDICTORS = ("user", "avg2", "learned")
 POLICY = "easy-sjbf"
 KEEP = ("jobs", "mean_wait_s", "mean_bsld", "utilization", "prediction_mae_s")
 TARGETS = {"learned_wall_vs_user": 2.0, "learned_rss_vs_user": 2.0}
-
-
-Case = tuple[str, int, int, int]
 
 
 def replay_once(case: Case, predictor: str, policy: str = POLICY) -> dict[str, Any]:
@@ -50,11 +54,12 @@ def replay_once(case: Case, predictor: str, policy: str = POLICY) -> dict[str, A
     from hal.sim.metrics import summarize
     from hal.sim.policies import scheduler_for
     from hal.sim.run import make_predictor
-    from hal.sim.traces import traces_dir
+    from hal.sim.traces import trace_file
     from hal.sim.workload import Cleaning, load_workload
 
     file, procs, cores, first_jobs = case
-    workload = load_workload(traces_dir() / file, Cleaning(procs=procs, first_jobs=first_jobs))
+    path = Path(file) if Path(file).is_absolute() else trace_file(file)
+    workload = load_workload(path, Cleaning(procs=procs or None, first_jobs=first_jobs))
     chosen = make_predictor(predictor, workload)
     simulation = Simulation(
         workload.jobs,
@@ -68,6 +73,7 @@ def replay_once(case: Case, predictor: str, policy: str = POLICY) -> dict[str, A
     summary = summarize(run)
     out: dict[str, Any] = {k: round(float(summary[k]), 4) for k in KEEP if k in summary}
     out.update(
+        procs=workload.machine_procs,
         wall_s=round(wall, 2),
         cpu_s=round(cpu, 2),
         # Linux reports ru_maxrss in KiB
@@ -90,7 +96,7 @@ def run_case(
     file, procs, cores, first_jobs = case
     out: dict[str, Any] = {
         "trace": file,
-        "procs": procs,
+        "procs": procs or next(iter(runs.values()))["procs"],
         "cores_per_node": cores,
         "first_jobs": first_jobs or None,
         "policy": policy,
@@ -128,13 +134,16 @@ def cpu_model() -> str:
 
 
 def run_replay_cost_bench(
-    cases: list[str], predictors: tuple[str, ...] = ("user", "learned"), policy: str = POLICY
+    cases: Mapping[str, Case],
+    predictors: tuple[str, ...] = ("user", "learned"),
+    policy: str = POLICY,
 ) -> dict[str, Any]:
+    """``cases``: name → case, e.g. ``CASES``."""
     out: dict[str, Any] = {
         "benchmark": "replay-cost",
         "cpu_model": cpu_model(),
         "cpus": multiprocessing.cpu_count(),
-        "cases": {case: run_case(CASES[case], predictors, policy) for case in cases},
+        "cases": {name: run_case(case, predictors, policy) for name, case in cases.items()},
         "targets": TARGETS,
     }
     out["met"] = {
@@ -149,10 +158,36 @@ def add_commands(bsub: Any) -> None:
     from hal.sim.policies import POLICIES
 
     p = bsub.add_parser(
-        "replay-cost", help="learned vs user replays of big traces: wall time and peak memory"
+        "replay-cost",
+        help="learned vs user replays of big traces: wall time and peak memory",
+        description=f"Replays each case ({POLICY}) once per predictor, one after the other,"
+        " each in a fresh process, and reports per replay its wall and CPU seconds, peak"
+        " RSS and schedule figures, per case the learned/user ratios, and the CPU model.",
     )
     p.add_argument(
-        "--cases", type=names_from(CASES), default=list(CASES), help=f"of {', '.join(CASES)}"
+        "--cases",
+        type=names_from(CASES),
+        default=list(CASES),
+        help=f"of {', '.join(CASES)} (default all)",
+    )
+    p.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="an SWF file (.swf or .swf.gz) to replay instead of the cases",
+    )
+    p.add_argument(
+        "--procs", type=int, help="with --trace: the machine's CPUs (default the header's MaxProcs)"
+    )
+    p.add_argument(
+        "--cores-per-node", type=int, default=1, help="with --trace: CPUs per node (default 1)"
+    )
+    p.add_argument(
+        "--first-jobs",
+        type=int,
+        default=0,
+        metavar="K",
+        help="replay only the first K jobs of each case or of --trace (default: the case's"
+        " own count; all of --trace's)",
     )
     p.add_argument(
         "--predictors",
@@ -165,5 +200,29 @@ def add_commands(bsub: Any) -> None:
     p.set_defaults(func=_cmd)
 
 
+def chosen_cases(ns: Any) -> dict[str, Case]:
+    """The cases the options name: ``--trace`` or ``--cases``, cut to ``--first-jobs``."""
+    if ns.first_jobs < 0:
+        raise SystemExit(
+            f"hal bench replay-cost: --first-jobs takes a count of jobs, not {ns.first_jobs}"
+        )
+    if ns.trace is None:
+        if ns.procs is not None or ns.cores_per_node != 1:
+            raise SystemExit(
+                "hal bench replay-cost: --procs and --cores-per-node describe the machine"
+                " of --trace; the named cases have their own"
+            )
+        cases = {name: CASES[name] for name in ns.cases}
+        return {
+            name: (file, procs, cores, ns.first_jobs or first)
+            for name, (file, procs, cores, first) in cases.items()
+        }
+    path = Path(ns.trace).resolve()
+    if not path.is_file():
+        raise SystemExit(f"hal bench replay-cost: no trace {ns.trace} (--trace takes an SWF file)")
+    return {path.name: (str(path), ns.procs or 0, ns.cores_per_node, ns.first_jobs)}
+
+
 def _cmd(ns: Any) -> int:
-    return emit(run_replay_cost_bench(ns.cases, tuple(ns.predictors), ns.policy), ns.json)
+    cases = chosen_cases(ns)
+    return emit(run_replay_cost_bench(cases, tuple(ns.predictors), ns.policy), ns.json)

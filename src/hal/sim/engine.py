@@ -84,7 +84,7 @@ from hal.scheduler.framework.backfill import SettledStage
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.node_table import NodeTable
 from hal.scheduler.framework.scheduler import Scheduler
-from hal.scheduler.framework.snapshot import ClusterSnapshot
+from hal.scheduler.framework.snapshot import ClusterSnapshot, Placement
 from hal.sim.cluster import PARTITION, ClusterModel
 from hal.sim.data import CacheModel, Read
 from hal.sim.fitscreen import FitScreen, Need
@@ -198,224 +198,300 @@ class Simulation:
 
     def _run(self) -> SimRun:
         wall0 = time.perf_counter()
-        cluster = self.cluster
-        nodes = cluster.build_nodes()
-        partitions = cluster.partitions()
-        table = NodeTable(nodes, partitions)
-        free_cpus = int(table.free_cpus.sum())
-        specs: dict[tuple[object, ...], JobSpec] = {}
-        predicted: dict[int, float] = {}
-        reads: dict[int, Read] = {}
-        predictor = self.predictor
+        replay = _Replay(self)
+        replay.loop()
+        return replay.result(wall0)
+
+
+class _Replay:
+    """One run of a ``Simulation``: the job table, the node table kept up to date, the
+    queues of coming events and the figures so far. ``loop`` walks the instants; each
+    step of an instant (the module docstring's order) is a method of its own."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.jobs = sim.jobs
+        self.clock = sim.clock
+        self.scheduler = sim.scheduler
+        self.predictor = predictor = sim.predictor
+        self.nodes = sim.cluster.build_nodes()
+        self.partitions = sim.cluster.partitions()
+        self.table = NodeTable(self.nodes, self.partitions)
+        self.free_cpus = int(self.table.free_cpus.sum())
+        self.specs: dict[tuple[object, ...], JobSpec] = {}
+        self.predicted: dict[int, float] = {}
+        self.reads: dict[int, Read] = {}
         # Planned ends stay put with the requested time (it is the kill time) and with the
         # truth; any other prediction can expire and be corrected between events, which
-        # moves a reservation, so the arrivals-only shortcut below no longer holds.
-        moving_ends = predictor is not None and not isinstance(
+        # moves a reservation, so the arrivals-only shortcut (``_pass_snapshot``) no
+        # longer holds.
+        self.moving_ends = predictor is not None and not isinstance(
             predictor, UserPredictor | PerfectPredictor
         )
-        by_id = {j.id: j for j in self.jobs}
+        self.by_id = {j.id: j for j in self.jobs}
         # (planned end, id) of running jobs that will outlive their prediction: an instant
         # where the plan changes although nothing ended or arrived (lazily cleaned).
-        expiries: list[tuple[float, int]] = []
-
-        pending: dict[int, Job] = {}
-        need: list[tuple[int, int]] = []  # (cpus, id) of pending jobs, lazily cleaned
-        screen = FitScreen()  # pending jobs' nodes and CPUs per node (fitscreen.py)
-        running: dict[int, Job] = {}
-        ends: list[tuple[float, int]] = []
-        outcomes: dict[int, JobOutcome] = {}
-        series_t: list[float] = []
-        series_q: list[int] = []
-        series_b: list[int] = []
-        busy = 0
-        interval = self.scheduler.backfill_interval_s
-        last_backfill = -np.inf
+        self.expiries: list[tuple[float, int]] = []
+        self.pending: dict[int, Job] = {}
+        self.need: list[tuple[int, int]] = []  # (cpus, id) of pending jobs, lazily cleaned
+        self.screen = FitScreen()  # pending jobs' nodes and CPUs per node (fitscreen.py)
+        self.running: dict[int, Job] = {}
+        self.ends: list[tuple[float, int]] = []
+        self.outcomes: dict[int, JobOutcome] = {}
+        self.series_t: list[float] = []
+        self.series_q: list[int] = []
+        self.series_b: list[int] = []
+        self.busy = 0
+        self.interval = self.scheduler.backfill_interval_s
+        self.last_backfill = -np.inf
         # the last pass's settled backfill stage (rule 4), while only arrivals follow it
-        settled: SettledStage | None = None
-        arrived: list[Job] = []  # jobs submitted since that pass
-        rule4 = (
-            not (self.every_event or self.explain or interval)
-            and self.data is None
-            and (not moving_ends or isinstance(predictor, PinnedPredictor))
+        self.settled: SettledStage | None = None
+        self.arrived: list[Job] = []  # jobs submitted since that pass
+        self.rule4 = (
+            not (sim.every_event or sim.explain or self.interval)
+            and sim.data is None
+            and (not self.moving_ends or isinstance(predictor, PinnedPredictor))
             and _clock_free(self.scheduler)
         )
-        passes = skipped = 0
-        revision = 0
-        i, n_jobs = 0, len(self.jobs)
-        watch, first = self.watch, self.first
+        self.passes = self.skipped = 0
+        self.revision = 0
+        self.i, self.n_jobs = 0, len(self.jobs)
 
-        while i < n_jobs or ends:
-            t_next = self.jobs[i].submit if i < n_jobs else np.inf
-            if ends and ends[0][0] <= t_next:
-                t_next = ends[0][0]
-            while expiries and expiries[0][1] not in running:
-                heapq.heappop(expiries)
-            if expiries and expiries[0][0] < t_next:
-                t_next = expiries[0][0]
-            now = float(t_next)
-            self.clock.set(max(now, self.clock.now()))
-            revision += 1
-            completed = False
-            moved: list[float] = []  # planned ends of expired predictions, corrected
-            smallest_new = np.inf
-            new_needs: list[Need | None] = []
-            # 0. expired predictions: the job's plan is extended (the correction) and the
-            # next expiry queued if the job will outlive that too
-            while expiries and expiries[0][0] <= now:
-                _, jid = heapq.heappop(expiries)
-                job = running.get(jid)
-                if job is None or job.start_time is None or predictor is None:
-                    continue
-                if isinstance(predictor, PinnedPredictor):
-                    predictor.expired(job)
-                start = job.start_time
-                planned = start + planned_runtime(predictor, job, now - start)
-                if planned <= now:  # rounding left it just short of its end: look again
-                    planned = now + 1.0
-                moved.append(planned)  # the plan moved: a pass must see it, but see (5)
-                if planned < start + _lifetime(by_id[jid], job, reads.get(jid)):
-                    heapq.heappush(expiries, (planned, jid))
-            # 1. completions
-            while ends and ends[0][0] <= now:
-                completed = True
-                _, jid = heapq.heappop(ends)
-                job = running.pop(jid)
-                assert job.allocation is not None and job.start_time is not None
-                table.release(job.allocation, exclusive=job.spec.exclusive)
-                free_cpus += job.allocation.total().cpus
-                tj = by_id[jid]
-                busy -= tj.procs
-                state = final_state(tj)
-                p = predicted.pop(jid, np.nan)
-                outcomes[jid] = JobOutcome(tj, job.start_time, now, state, p, reads.pop(jid, None))
-                if predictor is not None:
-                    predictor.observe(job.evolve(state=state, end_time=now), now - job.start_time)
-            # 2. arrivals
-            if (
-                watch is not None
-                and i < n_jobs
-                and self.jobs[i].submit <= now
-                and watch(first + i, not running and not pending, passes, skipped)
-            ):
-                n_jobs = i  # the replay stops before these jobs arrive
+    def loop(self) -> None:
+        """Every instant where something happens, until no job is left to end or arrive
+        (or ``watch`` stops the replay)."""
+        while self.i < self.n_jobs or self.ends:
+            now = self._next_instant()
+            moved = self._expire(now)  # 0. expired predictions
+            completed = self._complete(now)  # 1. completions
+            if self._watch_stops(now):
+                self.n_jobs = self.i  # the replay stops before these jobs arrive
                 break
-            first_new = i
-            while i < n_jobs and self.jobs[i].submit <= now:
-                tj = self.jobs[i]
-                i += 1
-                rec = tj.record
-                keys = self.inputs.get(tj.id, ())
-                key = (tj.procs, tj.user, rec.group, rec.executable, rec.queue, *keys)
-                spec = specs.get(key)
-                if spec is None:
-                    spec = with_trace_fields(cluster.spec_for(tj.procs, tj.user), tj)
-                    spec = specs[key] = spec.with_changes(data=keys) if keys else spec
-                pending[tj.id] = job = Job(
-                    id=tj.id,
-                    spec=spec,
-                    partition=PARTITION,
-                    submit_time=tj.submit,
-                    time_limit_s=int(np.ceil(tj.requested)),
-                )
-                new_needs.append(screen.add(job))
-                arrived.append(job)
-                cpus_needed = spec.ntasks * spec.cpus_per_task
-                heapq.heappush(need, (cpus_needed, tj.id))
-                smallest_new = min(smallest_new, cpus_needed)
+            smallest_new, new_needs = self._arrive(now)  # 2. arrivals
             # 3. one pass, unless nothing could possibly start
-            while need and need[0][1] not in pending:
-                heapq.heappop(need)
-            # (5) only planned ends moved since a settled pass, none past the head's start
-            kept = False
-            if moved and not completed and i == first_new and settled is not None:
-                kept = settled.outlasts(moved)
-            completed = completed or (bool(moved) and not kept)
-            could_start = not kept and bool(need) and need[0][0] <= free_cpus
-            only_new = not (self.every_event or completed or interval or moving_ends)
-            if could_start and only_new:
-                could_start = smallest_new <= free_cpus
-            if could_start and not (self.every_event or interval):
-                # (3) no job that could start finds its nodes now
-                could_start = screen.any_fits(table, new_needs if only_new else None)
-            if completed:
-                settled = None
-            if pending and could_start:
-                snap = ClusterSnapshot(
-                    revision=revision,
-                    now=now,
-                    nodes=nodes,
-                    partitions=partitions,
-                    pending=tuple(pending.values()),
-                    running=tuple(running.values()),
-                    data=None if self.data is None else self.data.view(),
-                )
-                if settled is not None:
-                    # (4) only arrivals since a settled pass, and none of them could start
-                    ctx = PassContext.from_snapshot(snap, table.copy())
-                    could_start = settled.could_start(ctx, arrived)
-                    arrived.clear()
-            if pending and could_start:
-                do_backfill = interval is not None and now - last_backfill >= interval
-                if do_backfill:
-                    last_backfill = now
-                if self.check_tables:
-                    _check(table, snap)
-                result = self.scheduler.run_pass(
-                    snap,
-                    nodes=table.copy(),
-                    backfill=do_backfill,
-                    explain=self.explain,
-                    updates=False,  # no pending job's reason is kept
-                )
-                passes += 1
-                settled = result.settled if rule4 else None
-                arrived.clear()
-                for placement in result.plan.placements:
-                    job = pending.pop(placement.job_id)
-                    screen.remove(job)
-                    alloc = placement.allocation
-                    table.take(alloc, exclusive=job.spec.exclusive)
-                    free_cpus -= alloc.total().cpus
-                    tj = by_id[job.id]
-                    busy += tj.procs
-                    if placement.time_limit_s is not None:  # lowered within --time-min
-                        job = job.evolve(time_limit_s=placement.time_limit_s)
-                    running[job.id] = job.evolve(
-                        state=JobState.RUNNING,
-                        reason=PendingReason.NONE,
-                        start_time=now,
-                        allocation=alloc,
-                    )
-                    if self.data is not None and job.spec.data:
-                        reads[job.id] = self.data.read(job.spec.data, alloc.nodes)
-                    lifetime = _lifetime(tj, job, reads.get(job.id))
-                    heapq.heappush(ends, (now + lifetime, job.id))
-                    if predictor is not None:
-                        p = predicted[job.id] = planned_runtime(predictor, job)
-                        if moving_ends and p < lifetime:
-                            heapq.heappush(expiries, (now + p, job.id))
-                for term in result.plan.terminations:
-                    job = pending.pop(term.job_id)
-                    screen.remove(job)
-                    outcomes[job.id] = JobOutcome(by_id[job.id], np.nan, np.nan, term.state)
-            elif pending:
-                skipped += 1
-            series_t.append(now)
-            series_q.append(len(pending))
-            series_b.append(busy)
-            if i >= n_jobs and not ends and pending:
+            snap = self._pass_snapshot(now, moved, completed, smallest_new, new_needs)
+            if snap is not None:
+                self._pass(now, snap)
+            elif self.pending:
+                self.skipped += 1
+            self.series_t.append(now)  # 4. a sample
+            self.series_q.append(len(self.pending))
+            self.series_b.append(self.busy)
+            if self.i >= self.n_jobs and not self.ends and self.pending:
                 break  # nothing will ever free resources for what is left
-        for jid in pending:
+
+    def _next_instant(self) -> float:
+        """The next instant with an arrival, a completion or an expired prediction; the
+        clock moves there."""
+        expiries, running = self.expiries, self.running
+        t_next = self.jobs[self.i].submit if self.i < self.n_jobs else np.inf
+        if self.ends and self.ends[0][0] <= t_next:
+            t_next = self.ends[0][0]
+        while expiries and expiries[0][1] not in running:
+            heapq.heappop(expiries)
+        if expiries and expiries[0][0] < t_next:
+            t_next = expiries[0][0]
+        now = float(t_next)
+        self.clock.set(max(now, self.clock.now()))
+        self.revision += 1
+        return now
+
+    def _expire(self, now: float) -> list[float]:
+        """Expired predictions: the job's plan is extended (the correction) and the next
+        expiry queued if the job will outlive that too. Returns the corrected planned
+        ends."""
+        expiries, predictor = self.expiries, self.predictor
+        moved: list[float] = []
+        while expiries and expiries[0][0] <= now:
+            _, jid = heapq.heappop(expiries)
+            job = self.running.get(jid)
+            if job is None or job.start_time is None or predictor is None:
+                continue
+            if isinstance(predictor, PinnedPredictor):
+                predictor.expired(job)
+            start = job.start_time
+            planned = start + planned_runtime(predictor, job, now - start)
+            if planned <= now:  # rounding left it just short of its end: look again
+                planned = now + 1.0
+            moved.append(planned)  # the plan moved: a pass must see it, but see (5)
+            if planned < start + _lifetime(self.by_id[jid], job, self.reads.get(jid)):
+                heapq.heappush(expiries, (planned, jid))
+        return moved
+
+    def _complete(self, now: float) -> bool:
+        """The jobs that end now free their nodes; whether any did."""
+        ends, predictor = self.ends, self.predictor
+        completed = False
+        while ends and ends[0][0] <= now:
+            completed = True
+            _, jid = heapq.heappop(ends)
+            job = self.running.pop(jid)
+            assert job.allocation is not None and job.start_time is not None
+            self.table.release(job.allocation, exclusive=job.spec.exclusive)
+            self.free_cpus += job.allocation.total().cpus
+            tj = self.by_id[jid]
+            self.busy -= tj.procs
+            state = final_state(tj)
+            p = self.predicted.pop(jid, np.nan)
+            read = self.reads.pop(jid, None)
+            self.outcomes[jid] = JobOutcome(tj, job.start_time, now, state, p, read)
+            if predictor is not None:
+                predictor.observe(job.evolve(state=state, end_time=now), now - job.start_time)
+        return completed
+
+    def _watch_stops(self, now: float) -> bool:
+        """Whether ``watch`` stops the replay before the jobs that arrive now."""
+        watch, i = self.sim.watch, self.i
+        if watch is None or i >= self.n_jobs or self.jobs[i].submit > now:
+            return False
+        idle = not self.running and not self.pending
+        return watch(self.sim.first + i, idle, self.passes, self.skipped)
+
+    def _arrive(self, now: float) -> tuple[float, list[Need | None]]:
+        """The jobs submitted now join the queue. Returns the fewest CPUs one of them
+        needs (inf: none came) and their nodes and CPUs per node (``FitScreen.add``)."""
+        jobs, n_jobs, inputs = self.jobs, self.n_jobs, self.sim.inputs
+        smallest_new = np.inf
+        new_needs: list[Need | None] = []
+        while self.i < n_jobs and jobs[self.i].submit <= now:
+            tj = jobs[self.i]
+            self.i += 1
+            rec = tj.record
+            keys = inputs.get(tj.id, ())
+            key = (tj.procs, tj.user, rec.group, rec.executable, rec.queue, *keys)
+            spec = self.specs.get(key)
+            if spec is None:
+                spec = with_trace_fields(self.sim.cluster.spec_for(tj.procs, tj.user), tj)
+                spec = self.specs[key] = spec.with_changes(data=keys) if keys else spec
+            self.pending[tj.id] = job = Job(
+                id=tj.id,
+                spec=spec,
+                partition=PARTITION,
+                submit_time=tj.submit,
+                time_limit_s=int(np.ceil(tj.requested)),
+            )
+            new_needs.append(self.screen.add(job))
+            self.arrived.append(job)
+            cpus_needed = spec.ntasks * spec.cpus_per_task
+            heapq.heappush(self.need, (cpus_needed, tj.id))
+            smallest_new = min(smallest_new, cpus_needed)
+        return smallest_new, new_needs
+
+    def _pass_snapshot(
+        self,
+        now: float,
+        moved: list[float],
+        completed: bool,
+        smallest_new: float,
+        new_needs: list[Need | None],
+    ) -> ClusterSnapshot | None:
+        """The snapshot for this instant's pass, or None where no pass could start
+        anything (the rules in the module docstring; ``new_needs`` empty: no arrival)."""
+        sim, need, pending, settled = self.sim, self.need, self.pending, self.settled
+        while need and need[0][1] not in pending:
+            heapq.heappop(need)
+        # (5) only planned ends moved since a settled pass, none past the head's start
+        kept = False
+        if moved and not completed and not new_needs and settled is not None:
+            kept = settled.outlasts(moved)
+        completed = completed or (bool(moved) and not kept)
+        could_start = not kept and bool(need) and need[0][0] <= self.free_cpus
+        only_new = not (sim.every_event or completed or self.interval or self.moving_ends)
+        if could_start and only_new:
+            could_start = smallest_new <= self.free_cpus
+        if could_start and not (sim.every_event or self.interval):
+            # (3) no job that could start finds its nodes now
+            could_start = self.screen.any_fits(self.table, new_needs if only_new else None)
+        if completed:
+            self.settled = settled = None
+        if not (pending and could_start):
+            return None
+        snap = ClusterSnapshot(
+            revision=self.revision,
+            now=now,
+            nodes=self.nodes,
+            partitions=self.partitions,
+            pending=tuple(pending.values()),
+            running=tuple(self.running.values()),
+            data=None if sim.data is None else sim.data.view(),
+        )
+        if settled is not None:
+            # (4) only arrivals since a settled pass, and none of them could start
+            ctx = PassContext.from_snapshot(snap, self.table.copy())
+            could_start = settled.could_start(ctx, self.arrived)
+            self.arrived.clear()
+        return snap if could_start else None
+
+    def _pass(self, now: float, snap: ClusterSnapshot) -> None:
+        """One scheduler pass: its placements start now, its terminations end jobs
+        unrun."""
+        sim = self.sim
+        do_backfill = self.interval is not None and now - self.last_backfill >= self.interval
+        if do_backfill:
+            self.last_backfill = now
+        if sim.check_tables:
+            _check(self.table, snap)
+        result = self.scheduler.run_pass(
+            snap,
+            nodes=self.table.copy(),
+            backfill=do_backfill,
+            explain=sim.explain,
+            updates=False,  # no pending job's reason is kept
+        )
+        self.passes += 1
+        self.settled = result.settled if self.rule4 else None
+        self.arrived.clear()
+        for placement in result.plan.placements:
+            self._start(placement, now)
+        for term in result.plan.terminations:
+            job = self.pending.pop(term.job_id)
+            self.screen.remove(job)
+            self.outcomes[job.id] = JobOutcome(self.by_id[job.id], np.nan, np.nan, term.state)
+
+    def _start(self, placement: Placement, now: float) -> None:
+        """A placed job starts: its nodes are taken and its end (and the expiry of its
+        prediction, when that comes first and may move) queued."""
+        job = self.pending.pop(placement.job_id)
+        self.screen.remove(job)
+        alloc = placement.allocation
+        self.table.take(alloc, exclusive=job.spec.exclusive)
+        self.free_cpus -= alloc.total().cpus
+        tj = self.by_id[job.id]
+        self.busy += tj.procs
+        if placement.time_limit_s is not None:  # lowered within --time-min
+            job = job.evolve(time_limit_s=placement.time_limit_s)
+        self.running[job.id] = job.evolve(
+            state=JobState.RUNNING,
+            reason=PendingReason.NONE,
+            start_time=now,
+            allocation=alloc,
+        )
+        data = self.sim.data
+        if data is not None and job.spec.data:
+            self.reads[job.id] = data.read(job.spec.data, alloc.nodes)
+        lifetime = _lifetime(tj, job, self.reads.get(job.id))
+        heapq.heappush(self.ends, (now + lifetime, job.id))
+        predictor = self.predictor
+        if predictor is not None:
+            p = self.predicted[job.id] = planned_runtime(predictor, job)
+            if self.moving_ends and p < lifetime:
+                heapq.heappush(self.expiries, (now + p, job.id))
+
+    def result(self, wall0: float) -> SimRun:
+        """The run: every job's outcome in trace order (those still waiting PENDING), the
+        time series, the pass counts and the wall time since ``wall0``."""
+        outcomes, by_id = self.outcomes, self.by_id
+        for jid in self.pending:
             outcomes[jid] = JobOutcome(by_id[jid], np.nan, np.nan, JobState.PENDING)
-        ordered = tuple(outcomes[j.id] for j in self.jobs[:n_jobs])
+        ordered = tuple(outcomes[j.id] for j in self.jobs[: self.n_jobs])
         return SimRun(
             ordered,
-            self.cluster.total_cpus,
-            np.asarray(series_t, dtype=np.float64),
-            np.asarray(series_q, dtype=np.float64),
-            np.asarray(series_b, dtype=np.float64),
-            passes,
-            skipped,
+            self.sim.cluster.total_cpus,
+            np.asarray(self.series_t, dtype=np.float64),
+            np.asarray(self.series_q, dtype=np.float64),
+            np.asarray(self.series_b, dtype=np.float64),
+            self.passes,
+            self.skipped,
             time.perf_counter() - wall0,
         )
 

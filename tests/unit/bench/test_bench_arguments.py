@@ -3,6 +3,7 @@ it takes, before any replay starts, not a traceback after the first trace loaded
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -35,4 +36,20 @@ def test_a_bad_list_is_a_usage_error(capsys: Any, argv: list[str], message: str)
 def test_predict_names_what_first_jobs_takes(capsys: Any) -> None:
     with pytest.raises(SystemExit, match=r"--first-jobs takes a count .* not 'hpc2n:5'"):
         main(["bench", "predict", "--cases", "hpc2n", "--first-jobs", "hpc2n:5", "--json"])
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--procs", "100"], "--procs and --cores-per-node describe the machine of --trace"),
+        (["--trace", "nowhere.swf"], "no trace nowhere.swf (--trace takes an SWF file)"),
+        (["--first-jobs", "-1"], "--first-jobs takes a count of jobs, not -1"),
+    ],
+)
+def test_replay_cost_refuses_options_that_name_no_replay(
+    capsys: Any, argv: list[str], message: str
+) -> None:
+    with pytest.raises(SystemExit, match=re.escape(message)):
+        main(["bench", "replay-cost", *argv, "--json"])
     assert capsys.readouterr().out == ""
