@@ -45,6 +45,26 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"hal {__version__}")
     sub = p.add_subparsers(metavar="COMMAND")
 
+    _add_up(sub)
+    _add_server(sub)
+    _add_agent(sub)
+    native.add_commands(sub)
+    explain.add_commands(sub)
+    bench.add_commands(sub, with_modules=not argv or argv[0] == "bench")
+    cache.add_commands(sub)
+    sim.add_commands(sub)
+    predict.add_commands(sub)
+    cloud.add_commands(sub)
+    artifacts.add_commands(sub)
+    observe.add_commands(sub)
+    htc.add_commands(sub)
+    topology.add_commands(sub)
+    data.add_commands(sub)
+    harmonic.add_commands(sub)
+    return p
+
+
+def _add_up(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up = sub.add_parser("up", help="start a local cluster: control plane + agents (SQLite)")
     up.add_argument("--port", type=_port, default=None, help="HTTP port (default 8470)")
     up.add_argument("--host", default="127.0.0.1")
@@ -73,6 +93,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     up.set_defaults(func=local.cmd_up)
     observe.add_logging_options(up, console=True)
 
+
+def _add_server(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     srv = sub.add_parser("server", help="run the control plane alone")
     srv.add_argument(
         "--db",
@@ -94,6 +116,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     srv.set_defaults(func=local.cmd_server)
     observe.add_logging_options(srv)
 
+
+def _add_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ag = sub.add_parser("agent", help="run a node agent that joins a control plane")
     ag.add_argument("--server", default=None, help="control plane URL (default HAL_URL)")
     ag.add_argument(
@@ -214,21 +238,6 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         "this agent's user (a root agent refuses them otherwise: they would run as root)",
     )
     ag.set_defaults(func=local.cmd_agent)
-
-    native.add_commands(sub)
-    explain.add_commands(sub)
-    bench.add_commands(sub, with_modules=not argv or argv[0] == "bench")
-    cache.add_commands(sub)
-    sim.add_commands(sub)
-    predict.add_commands(sub)
-    cloud.add_commands(sub)
-    artifacts.add_commands(sub)
-    observe.add_commands(sub)
-    htc.add_commands(sub)
-    topology.add_commands(sub)
-    data.add_commands(sub)
-    harmonic.add_commands(sub)
-    return p
 
 
 def _at_least(low: int) -> Callable[[str], int]:
