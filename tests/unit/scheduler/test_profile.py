@@ -24,9 +24,18 @@ def test_default_profile_wires_every_point() -> None:
         "exclusiveuser",
         "nvlink",
     ]
-    assert [(p.name, w) for p, w in profile.score] == [("noderesources", 1.0), ("nvlink", 2.0)]
-    assert [p.name for p in profile.pre_score] == ["nvlink"]
-    assert [p.name for p in profile.reserve] == ["dependency", "arraythrottle", "exclusiveuser"]
+    assert [(p.name, w) for p, w in profile.score] == [
+        ("noderesources", 1.0),
+        ("nvlink", 2.0),
+        ("harmonic", 2.0),
+    ]
+    assert [p.name for p in profile.pre_score] == ["nvlink", "harmonic"]
+    assert [p.name for p in profile.reserve] == [
+        "dependency",
+        "arraythrottle",
+        "exclusiveuser",
+        "harmonic",
+    ]
     assert profile.backfill is not None and profile.backfill.name == "backfill"
 
 

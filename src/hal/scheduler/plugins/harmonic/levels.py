@@ -1,0 +1,88 @@
+"""``Levels``: how near two nodes are, as the domains they share, one row of ids per level.
+
+Level 0 is the node itself; then the node's multi-node NVLink domain (when some node has
+one); then the switch tree's levels from the leaf up (or the rack/zone/region/site label
+tree), as ``hal.scheduler.plugins.topology.tree.TreeIndex`` reads them from the nodes'
+topology paths. Two nodes *share* level ``k`` when their ids there are equal; the more
+levels they share, the fewer switches their traffic crosses. The core above the top
+switches joins everything and tells nothing, so it is not a level; nor is a level that
+groups the nodes exactly as the one below it (each node its own leaf: no tree) or puts
+every node in one domain (an unnamed zone every node shares).
+
+A node without an NVLink domain is one of its own at that level (it shares it with
+itself only), so on a cluster where some nodes have domains the level still orders the
+others correctly: same node first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from hal.core.node import Node
+from hal.scheduler.plugins.topology.tree import TreeIndex
+
+IntArray = npt.NDArray[np.intp]
+
+
+@dataclass(frozen=True, slots=True)
+class Levels:
+    domains: IntArray  # (levels, nodes): domains[k, row] = the row's id at level k
+    sizes: tuple[int, ...]  # per level: how many ids (bincount's minlength)
+    names: tuple[str, ...]  # per level, for people: "node", "leaf switch", "rack"...
+
+    @property
+    def count(self) -> int:
+        return len(self.sizes)
+
+    @classmethod
+    def of(cls, nodes: Sequence[Node], tree: TreeIndex) -> Levels:
+        n = len(nodes)
+        rows: list[IntArray] = [np.arange(n, dtype=np.intp)]
+        names: list[str] = ["node"]
+        sizes: list[int] = [n]
+        if any(node.nvlink_domain for node in nodes):
+            ids: dict[str, int] = {}
+            codes = np.empty(n, dtype=np.intp)
+            for row, node in enumerate(nodes):
+                key = node.nvlink_domain or f"~{row}"  # none: a domain of its own
+                codes[row] = ids.setdefault(key, len(ids))
+            rows.append(codes)
+            names.append("NVLink domain")
+            sizes.append(len(ids))
+        labels = tree.label_levels
+        for k in range(tree.top):  # (up[top] is the core)
+            level = tree.up[k][tree.leaf_of]
+            size = int(level.max()) + 1 if n else 0
+            # a tree level nests in the one below it: as many ids means the same groups
+            if size <= 1 or (size == sizes[-1] and _nested(level, rows[-1])):
+                continue
+            rows.append(level.astype(np.intp, copy=False))
+            sizes.append(size)
+            if labels and k < 4:
+                names.append(("rack", "zone", "region", "site")[k])
+            else:
+                names.append("leaf switch" if k == 0 else f"level-{k} switch")
+        return cls(np.vstack(rows), tuple(sizes), tuple(names))
+
+    def shared(self, row: int, rows: IntArray) -> IntArray:
+        """How many levels ``row`` shares with each of ``rows``."""
+        d = self.domains
+        same: IntArray = (d[:, rows] == d[:, row : row + 1]).sum(axis=0)
+        return same
+
+    def meeting(self, shared: int) -> str:
+        """Where traffic between two nodes sharing ``shared`` levels turns round."""
+        if shared <= 0:
+            return "only at the core"
+        name = self.names[self.count - shared]
+        return "within one node" if name == "node" else f"within one {name}"
+
+
+def _nested(upper: IntArray, lower: IntArray) -> bool:
+    """Whether ``upper`` groups the rows exactly as ``lower`` (same partition)."""
+    pairs = np.unique(np.stack((lower, upper)), axis=1)
+    return len(pairs[0]) == len(np.unique(lower))

@@ -1,0 +1,364 @@
+"""Place jobs near the running jobs they talk to. See README.md.
+
+The traffic graph (``ClusterSnapshot.traffic``, ``hal.core.traffic``) gives, per workload
+identity, the decayed bytes per second to each peer identity. A pending job expects its
+identity's share of that traffic (the rate divided among its identity's running jobs)
+to each peer identity, spread evenly over that identity's running jobs and their nodes.
+
+PreScore skips a job with nothing to gain: no graph, an identity without peers, no
+running job of any peer identity, or less expected traffic than ``min_rate``.
+
+Score, per feasible node ``n``: the expected bytes per second to each peer node ``r``
+times the levels ``n`` shares with ``r`` (``levels.Levels``: same node, NVLink domain,
+leaf switch and the switches above it, or rack/zone/region/site), i.e. the topology
+distance the traffic is spared; divided by the most it could be (all of it on one
+node) and scaled to ``[0, MAX_NODE_SCORE]``. So 100 beside all its peers, 0 where its
+traffic would cross the core. Vectorised per level: one ``bincount`` of the peers' rows
+and one gather over the nodes; the whole-cluster array is kept per identity for the pass
+and redone only when a job of a peer identity is placed (Reserve).
+
+Reserve records the placed job where its identity runs (later jobs of the pass see it
+as a peer) and, when this plugin's score decided its nodes (the nodes the other plugins'
+scores alone would have chosen differ, and are farther from its peers), writes a note
+for ``hal explain``: the expected bytes per second kept off switches and where the
+traffic now turns round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hal.core.job import Allocation, Job
+from hal.core.node import Node
+from hal.core.states import JobState
+from hal.core.traffic import TrafficView, identity
+from hal.scheduler.framework.context import PassContext
+from hal.scheduler.framework.cycle_state import CycleState, StateKey
+from hal.scheduler.framework.interfaces import (
+    MAX_NODE_SCORE,
+    FloatArray,
+    IndexArray,
+    PreScorePlugin,
+    ReservePlugin,
+    ScorePlugin,
+)
+from hal.scheduler.framework.keys import NODE_SCORES, PLACEMENT_NOTES
+from hal.scheduler.framework.profile import PluginArgs, PluginArgsError, reject_unknown_args
+from hal.scheduler.framework.request import NodeRequest
+from hal.scheduler.framework.status import SKIP, SUCCESS, Status
+from hal.scheduler.plugins.harmonic.levels import Levels
+from hal.scheduler.plugins.topology.tree import TreeIndex
+
+NAME = "harmonic"
+# Below this (bytes per second expected from one job to all its peers) a job's placement
+# is left to the other plugins: a few kB/s are not worth a fuller node elsewhere.
+DEFAULT_MIN_RATE = 64 * 1024.0
+
+
+@dataclass(slots=True)
+class _Where:
+    """Where each identity's running jobs are, for one pass: the jobs' rows, and per
+    identity the rows with each job's weight spread over its nodes (made on demand)."""
+
+    jobs: dict[str, dict[int, IndexArray]] = field(default_factory=dict)
+    generation: dict[str, int] = field(default_factory=dict)
+    _arrays: dict[str, tuple[IndexArray, FloatArray]] = field(default_factory=dict)
+
+    def add(self, ident: str, job_id: int, rows: IndexArray) -> None:
+        self.jobs.setdefault(ident, {})[job_id] = rows
+        self._changed(ident)
+
+    def remove(self, ident: str, job_id: int) -> None:
+        if self.jobs.get(ident, {}).pop(job_id, None) is not None:
+            self._changed(ident)
+
+    def count(self, ident: str) -> int:
+        return len(self.jobs.get(ident, ()))
+
+    def arrays(self, ident: str) -> tuple[IndexArray, FloatArray]:
+        """All rows of the identity's running jobs, each weighted 1 / the job's nodes
+        (so each job weighs 1 in all)."""
+        found = self._arrays.get(ident)
+        if found is None:
+            held = list(self.jobs.get(ident, {}).values())
+            rows = np.concatenate(held) if held else np.empty(0, dtype=np.intp)
+            weights = np.concatenate([np.full(len(r), 1.0 / len(r)) for r in held if len(r)])
+            found = self._arrays[ident] = (rows, weights)
+        return found
+
+    def _changed(self, ident: str) -> None:
+        self.generation[ident] = self.generation.get(ident, 0) + 1
+        self._arrays.pop(ident, None)
+
+
+@dataclass(frozen=True, slots=True)
+class _Peers:
+    """A job's identity and its expected traffic: bytes per second to each peer
+    identity that has running jobs (by name)."""
+
+    me: str
+    rates: tuple[tuple[str, float], ...]
+
+    @property
+    def total(self) -> float:
+        return sum(rate for _, rate in self.rates)
+
+
+# Per pass: the level index of the pass's nodes.
+LEVELS: StateKey[Levels] = StateKey("harmonic.levels")
+# Per pass: where each identity's running jobs are (grows in Reserve).
+WHERE: StateKey[_Where] = StateKey("harmonic.where")
+# Per pass: per (identity, peers' generations), the score over every node row.
+BY_IDENTITY: StateKey[dict[str, tuple[tuple[tuple[str, int], ...], FloatArray]]] = StateKey(
+    "harmonic.by_identity"
+)
+# Per job: its expected traffic (PreScore → Score and Reserve).
+PEERS: StateKey[_Peers] = StateKey("harmonic.peers")
+
+
+class HarmonicPlacement:
+    name = NAME
+
+    def __init__(self, min_rate: float = DEFAULT_MIN_RATE) -> None:
+        self.min_rate = min_rate
+        # The level index of the last node list seen, kept across passes and keyed by
+        # the nodes' paths (as the topology plugin keeps its tree): the server builds a
+        # new node tuple every pass, but the tree rarely changes.
+        self._nodes: Sequence[Node] | None = None
+        self._key: tuple[tuple[tuple[str, ...], str], ...] | None = None
+        self._levels: Levels | None = None
+
+    # -- PreScore ---------------------------------------------------------------------
+
+    def pre_score(
+        self, ctx: PassContext, state: CycleState, job: Job, feasible: IndexArray
+    ) -> Status:
+        view = ctx.snapshot.traffic
+        if view is None:
+            return SKIP
+        spec = job.spec
+        me = identity(spec.user, spec.name, spec.comment)
+        peers = view.peers(me)
+        if not peers:
+            return SKIP
+        where = self._where(ctx, view)
+        mine = max(1, where.count(me))  # this job's share of its identity's traffic
+        rates = tuple(
+            (peer, rate / mine) for peer, rate in sorted(peers.items()) if where.count(peer)
+        )
+        found = _Peers(me, rates)
+        if not rates or found.total < self.min_rate:
+            return SKIP
+        state.write(PEERS, found)
+        return SUCCESS
+
+    # -- Score ------------------------------------------------------------------------
+
+    def score(
+        self,
+        ctx: PassContext,
+        state: CycleState,
+        job: Job,
+        request: NodeRequest,
+        feasible: IndexArray,
+    ) -> FloatArray:
+        peers = state.get(PEERS)
+        view = ctx.snapshot.traffic
+        if peers is None or view is None:  # PreScore skips; kept for a direct call
+            return np.zeros(len(feasible))
+        out: FloatArray = self._whole(ctx, view, peers)[feasible]
+        return out
+
+    def _whole(self, ctx: PassContext, view: TrafficView, peers: _Peers) -> FloatArray:
+        """The score of every node row for ``peers`` (kept for the pass while no job of
+        a peer identity is placed)."""
+        where = self._where(ctx, view)
+        stamp = tuple((p, where.generation.get(p, 0)) for p, _ in peers.rates)
+        cache = ctx.data.get(BY_IDENTITY)
+        if cache is None:
+            cache = {}
+            ctx.data.write(BY_IDENTITY, cache)
+        found = cache.get(peers.me)
+        if found is not None and found[0] == stamp:
+            return found[1]
+        rows, weights = self._peer_rows(where, peers)
+        levels = self._levels_for(ctx)
+        whole = np.zeros(levels.domains.shape[1])
+        for k, size in enumerate(levels.sizes):
+            ids = levels.domains[k]
+            per_domain = np.bincount(ids[rows], weights=weights, minlength=size)
+            whole += per_domain[ids]
+        best = float(weights.sum()) * levels.count
+        if best > 0:
+            whole *= MAX_NODE_SCORE / best
+        cache[peers.me] = (stamp, whole)
+        return whole
+
+    @staticmethod
+    def _peer_rows(where: _Where, peers: _Peers) -> tuple[IndexArray, FloatArray]:
+        """The rows of the peers' running jobs and the bytes per second expected to
+        each (a peer identity's rate shared evenly by its jobs, a job's by its nodes)."""
+        rows: list[IndexArray] = []
+        weights: list[FloatArray] = []
+        for peer, rate in peers.rates:
+            r, w = where.arrays(peer)
+            rows.append(r)
+            weights.append(w * (rate / where.count(peer)))
+        return np.concatenate(rows), np.concatenate(weights)
+
+    # -- Reserve ----------------------------------------------------------------------
+
+    def reserve(
+        self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation
+    ) -> Status:
+        view = ctx.snapshot.traffic
+        if view is None:
+            return SUCCESS
+        peers = state.get(PEERS)
+        if peers is not None:  # (before the job joins its identity's placements)
+            note = self._note(ctx, view, state, peers, allocation)
+            if note:
+                notes = ctx.data.get(PLACEMENT_NOTES)
+                if notes is None:
+                    notes = {}
+                    ctx.data.write(PLACEMENT_NOTES, notes)
+                notes[job.id] = note
+        spec = job.spec
+        me = identity(spec.user, spec.name, spec.comment)
+        if me in view.between:  # (no edges: nobody's peer, nobody looks for it)
+            rows = ctx.nodes.rows_of(allocation).rows
+            self._where(ctx, view).add(me, job.id, rows)
+        return SUCCESS
+
+    def unreserve(
+        self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation
+    ) -> None:
+        view = ctx.snapshot.traffic
+        if view is None:
+            return
+        spec = job.spec
+        where = ctx.data.get(WHERE)
+        if where is not None:
+            where.remove(identity(spec.user, spec.name, spec.comment), job.id)
+        notes = ctx.data.get(PLACEMENT_NOTES)
+        if notes is not None:
+            notes.pop(job.id, None)
+
+    def _note(
+        self,
+        ctx: PassContext,
+        view: TrafficView,
+        state: CycleState,
+        peers: _Peers,
+        allocation: Allocation,
+    ) -> str:
+        """What ``hal explain`` says when this plugin's score moved the job: "" when the
+        other plugins' scores alone would have chosen the same nodes, or nodes no
+        farther from its peers."""
+        scored = state.get(NODE_SCORES)
+        if scored is None or NAME not in scored[1]:
+            return ""
+        candidates, parts = scored
+        without = sum(v for k, v in parts.items() if k != NAME)
+        table = ctx.nodes
+        chosen = np.array([table.index[n] for n in allocation.nodes], dtype=np.intp)
+        need = len(chosen)
+        if isinstance(without, int):  # no other scorer: node order
+            alt = candidates[:need]
+        else:
+            alt = candidates[np.argsort(-without, kind="stable")[:need]]
+        if set(alt.tolist()) == set(chosen.tolist()):
+            return ""
+        whole = self._whole(ctx, view, peers)
+        c = int(chosen[int(np.argmax(whole[chosen]))])  # its node nearest its peers
+        a = int(alt[int(np.argmax(whole[alt]))])
+        if whole[c] <= whole[a]:
+            return ""
+        rows, weights = self._peer_rows(self._where(ctx, view), peers)
+        levels = self._levels_for(ctx)
+        near_c, near_a = levels.shared(c, rows), levels.shared(a, rows)
+        kept = float(weights[near_c > near_a].sum())
+        heaviest = int(np.argmax(weights))
+        peer_jobs = _peer_jobs(self._where(ctx, view), peers)
+        return (
+            f"moved by the traffic graph (harmonic): {_rate(kept)} expected to {peer_jobs} "
+            f"kept off switches (on {table.names[c]} it turns round "
+            f"{levels.meeting(int(near_c[heaviest]))}; on {table.names[a]}, where it would "
+            f"have gone without the graph, {levels.meeting(int(near_a[heaviest]))})"
+        )
+
+    # -- per pass ---------------------------------------------------------------------
+
+    def _where(self, ctx: PassContext, view: TrafficView) -> _Where:
+        """Where the running jobs of every identity with edges are (from the pass's
+        running jobs; Reserve adds those placed since)."""
+        found = ctx.data.get(WHERE)
+        if found is not None:
+            return found
+        found = _Where()
+        known = view.identities
+        between = view.between
+        table = ctx.nodes
+        for job in ctx.running:
+            if job.state is not JobState.RUNNING or job.allocation is None:
+                continue  # a suspended or completing job does not talk
+            spec = job.spec
+            ident = known.get(job.id) or identity(spec.user, spec.name, spec.comment)
+            if ident in between:
+                found.jobs.setdefault(ident, {})[job.id] = table.rows_of(job.allocation).rows
+        ctx.data.write(WHERE, found)
+        return found
+
+    def _levels_for(self, ctx: PassContext) -> Levels:
+        found = ctx.data.get(LEVELS)
+        if found is not None:
+            return found
+        nodes = ctx.nodes.nodes
+        if self._levels is None or nodes is not self._nodes:
+            key = tuple((n.topology, n.nvlink_domain) for n in nodes)
+            if self._levels is None or key != self._key:
+                self._levels = Levels.of(nodes, TreeIndex.from_nodes(nodes))
+                self._key = key
+            self._nodes = nodes
+        ctx.data.write(LEVELS, self._levels)
+        return self._levels
+
+
+def _peer_jobs(where: _Where, peers: _Peers) -> str:
+    """``"job 12 (alice/db)"`` or ``"3 jobs of alice/db, bob/cache"``."""
+    jobs = [(job_id, peer) for peer, _ in peers.rates for job_id in where.jobs.get(peer, {})]
+    if len(jobs) == 1:
+        job_id, peer = jobs[0]
+        return f"job {job_id} ({peer})"
+    names = ", ".join(sorted({peer for _, peer in jobs}))
+    return f"{len(jobs)} jobs of {names}"
+
+
+def _rate(per_second: float) -> str:
+    """``12.5 MB/s`` (decimal units, as network rates are given)."""
+    value = per_second
+    for unit in ("B", "kB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{value:.1f} {unit}/s" if unit != "B" else f"{value:.0f} B/s"
+        value /= 1000
+    return f"{value:.1f} GB/s"  # (not reached)
+
+
+def new(args: PluginArgs) -> HarmonicPlacement:
+    reject_unknown_args(args, ("min_rate",))
+    rate = args.get("min_rate", DEFAULT_MIN_RATE)
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not rate >= 0:
+        raise PluginArgsError(
+            "min_rate", "must be a number of bytes per second >= 0 (0: any traffic counts)"
+        )
+    return HarmonicPlacement(float(rate))
+
+
+# The extension points this plugin serves, checked by mypy here (kube's ``var _
+# FilterPlugin = &Fit{}``): a method missing or mistyped fails the type check, not a pass.
+_PRE_SCORE: type[PreScorePlugin] = HarmonicPlacement
+_SCORE: type[ScorePlugin] = HarmonicPlacement
+_RESERVE: type[ReservePlugin] = HarmonicPlacement
