@@ -18,10 +18,10 @@ and one gather over the nodes; the whole-cluster array is kept per identity for 
 and redone only when a job of a peer identity is placed (Reserve).
 
 Reserve records the placed job where its identity runs (later jobs of the pass see it
-as a peer) and, when this plugin's score decided its nodes (the nodes the other plugins'
-scores alone would have chosen differ, and are farther from its peers), writes a note
-for ``hal explain``: the expected bytes per second kept off switches and where the
-traffic now turns round.
+as a peer) and, when this plugin's score decided a one-node job's node (the node the
+other plugins' scores alone would have chosen is another, farther from its peers),
+writes a note for ``hal explain``: the expected bytes per second kept off switches and
+where the traffic now turns round.
 """
 
 from __future__ import annotations
@@ -259,23 +259,18 @@ class HarmonicPlacement:
         other plugins' scores alone would have chosen the same nodes, or nodes no
         farther from its peers."""
         scored = state.get(NODE_SCORES)
-        if scored is None or NAME not in scored[1]:
+        # A one-node job's node is the best total score; a multi-node job's set is the
+        # topology plugin's (a leaf by best fit), which no score alone decided.
+        if scored is None or NAME not in scored[1] or len(allocation.nodes) != 1:
             return ""
         candidates, parts = scored
         without = sum(v for k, v in parts.items() if k != NAME)
+        # (no other scorer: the first candidate, as the runtime would take)
+        a = int(candidates[0 if isinstance(without, int) else int(np.argmax(without))])
         table = ctx.nodes
-        chosen = np.array([table.index[n] for n in allocation.nodes], dtype=np.intp)
-        need = len(chosen)
-        if isinstance(without, int):  # no other scorer: node order
-            alt = candidates[:need]
-        else:
-            alt = candidates[np.argsort(-without, kind="stable")[:need]]
-        if set(alt.tolist()) == set(chosen.tolist()):
-            return ""
+        c = table.index[allocation.nodes[0]]
         whole = self._whole(ctx, view, peers)
-        c = int(chosen[int(np.argmax(whole[chosen]))])  # its node nearest its peers
-        a = int(alt[int(np.argmax(whole[alt]))])
-        if whole[c] <= whole[a]:
+        if c == a or whole[c] <= whole[a]:
             return ""
         rows, weights = self._peer_rows(self._where(ctx, view), peers)
         levels = self._levels_for(ctx)
