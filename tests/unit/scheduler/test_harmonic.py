@@ -3,6 +3,7 @@ never against a filter, and says so when the graph moved it."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from hal.core.traffic import TrafficView
@@ -171,8 +172,9 @@ def test_levels_of_a_switch_tree_with_nvlink_domains() -> None:
     ]
     levels = Levels.of(nodes, TreeIndex.from_nodes(nodes))
     assert levels.names == ("node", "NVLink domain", "leaf switch", "level-1 switch")
-    others = levels.shared(0, levels.domains[0])
+    others = levels.shared((0, 4), levels.domains[0])[0]
     assert others.tolist() == [4, 3, 2, 1, 0]
+    assert levels.shared((0, 4), levels.domains[0])[1].tolist() == [0, 0, 0, 0, 4]
     assert [levels.meeting(int(s)) for s in others] == [
         "within one node",
         "within one NVLink domain",
@@ -198,3 +200,29 @@ def test_levels_of_a_label_tree_name_its_labels() -> None:
     levels = Levels.of(nodes, TreeIndex.from_nodes(nodes))
     # no region or site labels: every node shares the unnamed one, which tells nothing
     assert levels.names == ("node", "rack", "zone")
+
+
+def test_reach_is_the_weighted_count_of_shared_levels() -> None:
+    """``Levels.reach`` sums switch levels per leaf; it must equal the plain sum over
+    peer rows of weight × levels shared, node by node."""
+    rng = np.random.default_rng(5)
+    nodes = [
+        make_node(f"n{i}")
+        .topology(f"c{i // 8}", f"s{i // 4}", f"l{i // 2}")
+        .nvlink_domain(f"d{i // 3}" if i % 4 else "")
+        .build()
+        for i in range(16)
+    ]
+    levels = Levels.of(nodes, TreeIndex.from_nodes(nodes))
+    assert levels.names == (
+        "node",
+        "NVLink domain",
+        "leaf switch",
+        "level-1 switch",
+        "level-2 switch",
+    )
+    rows = rng.integers(0, 16, size=7).astype(np.intp)
+    weights = rng.random(7)
+    d = levels.domains
+    expected = [(weights * (d[:, rows] == d[:, [n]]).sum(axis=0)).sum() for n in range(16)]
+    assert np.allclose(levels.reach(rows, weights), expected)

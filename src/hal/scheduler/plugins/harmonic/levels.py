@@ -26,6 +26,7 @@ from hal.core.node import Node
 from hal.scheduler.plugins.topology.tree import TreeIndex
 
 IntArray = npt.NDArray[np.intp]
+FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,11 @@ class Levels:
     domains: IntArray  # (levels, nodes): domains[k, row] = the row's id at level k
     sizes: tuple[int, ...]  # per level: how many ids (bincount's minlength)
     names: tuple[str, ...]  # per level, for people: "node", "leaf switch", "rack"...
+    # the same, for ``reach``: each row's NVLink domain (None: no level for it), each
+    # row's leaf, and per switch level kept the leaves' domain ids there (sizes apart)
+    nvlink: IntArray | None
+    leaf_of: IntArray
+    switches: tuple[tuple[IntArray, int], ...]
 
     @property
     def count(self) -> int:
@@ -44,16 +50,18 @@ class Levels:
         rows: list[IntArray] = [np.arange(n, dtype=np.intp)]
         names: list[str] = ["node"]
         sizes: list[int] = [n]
+        nvlink: IntArray | None = None
         if any(node.nvlink_domain for node in nodes):
             ids: dict[str, int] = {}
-            codes = np.empty(n, dtype=np.intp)
+            nvlink = np.empty(n, dtype=np.intp)
             for row, node in enumerate(nodes):
                 key = node.nvlink_domain or f"~{row}"  # none: a domain of its own
-                codes[row] = ids.setdefault(key, len(ids))
-            rows.append(codes)
+                nvlink[row] = ids.setdefault(key, len(ids))
+            rows.append(nvlink)
             names.append("NVLink domain")
             sizes.append(len(ids))
         labels = tree.label_levels
+        switches: list[tuple[IntArray, int]] = []
         for k in range(tree.top):  # (up[top] is the core)
             level = tree.up[k][tree.leaf_of]
             size = int(level.max()) + 1 if n else 0
@@ -62,16 +70,40 @@ class Levels:
                 continue
             rows.append(level.astype(np.intp, copy=False))
             sizes.append(size)
+            switches.append((tree.up[k], size))
             if labels and k < 4:
                 names.append(("rack", "zone", "region", "site")[k])
             else:
                 names.append("leaf switch" if k == 0 else f"level-{k} switch")
-        return cls(np.vstack(rows), tuple(sizes), tuple(names))
+        return cls(
+            np.vstack(rows), tuple(sizes), tuple(names), nvlink, tree.leaf_of, tuple(switches)
+        )
 
-    def shared(self, row: int, rows: IntArray) -> IntArray:
-        """How many levels ``row`` shares with each of ``rows``."""
+    def reach(self, rows: IntArray, weights: FloatArray) -> FloatArray:
+        """For every node, the sum over ``rows`` of weight × levels shared with it.
+        Switch levels are summed per leaf (a few dozen leaves, not all the nodes) and
+        spread to the nodes once: about four passes over the nodes in all."""
+        # (with weights, bincount gives float64: astype copies nothing)
+        out = np.bincount(rows, weights=weights, minlength=self.sizes[0]).astype(
+            np.float64, copy=False
+        )
+        if self.nvlink is not None:
+            ids = self.nvlink
+            out += np.bincount(ids[rows], weights=weights, minlength=self.sizes[1])[ids]
+        if self.switches:
+            leaves = self.leaf_of[rows]
+            per_leaf = np.zeros(len(self.switches[0][0]))
+            for up, size in self.switches:
+                per_leaf += np.bincount(up[leaves], weights=weights, minlength=size)[up]
+            out += per_leaf[self.leaf_of]
+        return out
+
+    def shared(self, pair: tuple[int, int], rows: IntArray) -> IntArray:
+        """How many levels each of the two rows of ``pair`` shares with each of
+        ``rows``: shape (2, len(rows))."""
         d = self.domains
-        same: IntArray = (d[:, rows] == d[:, row : row + 1]).sum(axis=0)
+        at = d[:, pair]  # (levels, 2)
+        same: IntArray = (d[:, rows][:, None, :] == at[:, :, None]).sum(axis=0)
         return same
 
     def meeting(self, shared: int) -> str:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -102,19 +103,21 @@ class _Peers:
     me: str
     rates: tuple[tuple[str, float], ...]
 
-    @property
-    def total(self) -> float:
-        return sum(rate for _, rate in self.rates)
+
+class _Scores(NamedTuple):
+    stamp: tuple[tuple[str, int], ...]  # (peer identity, its generation) when made
+    whole: FloatArray  # the score of every node row
+    rows: IndexArray  # the peers' rows
+    weights: FloatArray  # bytes per second expected to each
 
 
 # Per pass: the level index of the pass's nodes.
 LEVELS: StateKey[Levels] = StateKey("harmonic.levels")
 # Per pass: where each identity's running jobs are (grows in Reserve).
 WHERE: StateKey[_Where] = StateKey("harmonic.where")
-# Per pass: per (identity, peers' generations), the score over every node row.
-BY_IDENTITY: StateKey[dict[str, tuple[tuple[tuple[str, int], ...], FloatArray]]] = StateKey(
-    "harmonic.by_identity"
-)
+# Per pass, per identity: the score over every node row, the peers' rows and weights it
+# was made from, and the peers' generations then (``_Scores``).
+BY_IDENTITY: StateKey[dict[str, _Scores]] = StateKey("harmonic.by_identity")
 # Per job: its expected traffic (PreScore → Score and Reserve).
 PEERS: StateKey[_Peers] = StateKey("harmonic.peers")
 
@@ -141,18 +144,15 @@ class HarmonicPlacement:
             return SKIP
         spec = job.spec
         me = identity(spec.user, spec.name, spec.comment)
-        peers = view.peers(me)
+        peers = view.between.get(me)
         if not peers:
             return SKIP
-        where = self._where(ctx, view)
-        mine = max(1, where.count(me))  # this job's share of its identity's traffic
-        rates = tuple(
-            (peer, rate / mine) for peer, rate in sorted(peers.items()) if where.count(peer)
-        )
-        found = _Peers(me, rates)
-        if not rates or found.total < self.min_rate:
+        running = self._where(ctx, view).jobs
+        mine = len(running.get(me, ())) or 1  # this job's share of its identity's traffic
+        rates = tuple((p, rate / mine) for p, rate in peers.items() if running.get(p))
+        if not rates or sum(rate for _, rate in rates) < self.min_rate:
             return SKIP
-        state.write(PEERS, found)
+        state.write(PEERS, _Peers(me, rates))
         return SUCCESS
 
     # -- Score ------------------------------------------------------------------------
@@ -169,33 +169,30 @@ class HarmonicPlacement:
         view = ctx.snapshot.traffic
         if peers is None or view is None:  # PreScore skips; kept for a direct call
             return np.zeros(len(feasible))
-        out: FloatArray = self._whole(ctx, view, peers)[feasible]
+        out: FloatArray = self._whole(ctx, view, peers).whole[feasible]
         return out
 
-    def _whole(self, ctx: PassContext, view: TrafficView, peers: _Peers) -> FloatArray:
+    def _whole(self, ctx: PassContext, view: TrafficView, peers: _Peers) -> _Scores:
         """The score of every node row for ``peers`` (kept for the pass while no job of
         a peer identity is placed)."""
         where = self._where(ctx, view)
-        stamp = tuple((p, where.generation.get(p, 0)) for p, _ in peers.rates)
+        generation = where.generation
+        stamp = tuple((p, generation.get(p, 0)) for p, _ in peers.rates)
         cache = ctx.data.get(BY_IDENTITY)
         if cache is None:
             cache = {}
             ctx.data.write(BY_IDENTITY, cache)
         found = cache.get(peers.me)
-        if found is not None and found[0] == stamp:
-            return found[1]
+        if found is not None and found.stamp == stamp:
+            return found
         rows, weights = self._peer_rows(where, peers)
         levels = self._levels_for(ctx)
-        whole = np.zeros(levels.domains.shape[1])
-        for k, size in enumerate(levels.sizes):
-            ids = levels.domains[k]
-            per_domain = np.bincount(ids[rows], weights=weights, minlength=size)
-            whole += per_domain[ids]
+        whole = levels.reach(rows, weights)
         best = float(weights.sum()) * levels.count
         if best > 0:
             whole *= MAX_NODE_SCORE / best
-        cache[peers.me] = (stamp, whole)
-        return whole
+        found = cache[peers.me] = _Scores(stamp, whole, rows, weights)
+        return found
 
     @staticmethod
     def _peer_rows(where: _Where, peers: _Peers) -> tuple[IndexArray, FloatArray]:
@@ -207,6 +204,8 @@ class HarmonicPlacement:
             r, w = where.arrays(peer)
             rows.append(r)
             weights.append(w * (rate / where.count(peer)))
+        if len(rows) == 1:
+            return rows[0], weights[0]
         return np.concatenate(rows), np.concatenate(weights)
 
     # -- Reserve ----------------------------------------------------------------------
@@ -219,6 +218,7 @@ class HarmonicPlacement:
             return SUCCESS
         peers = state.get(PEERS)
         if peers is not None:  # (before the job joins its identity's placements)
+            me = peers.me
             note = self._note(ctx, view, state, peers, allocation)
             if note:
                 notes = ctx.data.get(PLACEMENT_NOTES)
@@ -226,8 +226,9 @@ class HarmonicPlacement:
                     notes = {}
                     ctx.data.write(PLACEMENT_NOTES, notes)
                 notes[job.id] = note
-        spec = job.spec
-        me = identity(spec.user, spec.name, spec.comment)
+        else:
+            spec = job.spec
+            me = identity(spec.user, spec.name, spec.comment)
         if me in view.between:  # (no edges: nobody's peer, nobody looks for it)
             rows = ctx.nodes.rows_of(allocation).rows
             self._where(ctx, view).add(me, job.id, rows)
@@ -264,17 +265,20 @@ class HarmonicPlacement:
         if scored is None or NAME not in scored[1] or len(allocation.nodes) != 1:
             return ""
         candidates, parts = scored
-        without = sum(v for k, v in parts.items() if k != NAME)
-        # (no other scorer: the first candidate, as the runtime would take)
-        a = int(candidates[0 if isinstance(without, int) else int(np.argmax(without))])
+        others = [v for k, v in parts.items() if k != NAME]
+        if others:  # the node their scores alone pick (argmax: the first best, as the runtime)
+            without = others[0] if len(others) == 1 else sum(others[1:], others[0])
+            a = int(candidates[int(np.argmax(without))])
+        else:  # no other scorer: the first candidate
+            a = int(candidates[0])
         table = ctx.nodes
         c = table.index[allocation.nodes[0]]
-        whole = self._whole(ctx, view, peers)
-        if c == a or whole[c] <= whole[a]:
+        scores = self._whole(ctx, view, peers)
+        if c == a or scores.whole[c] <= scores.whole[a]:
             return ""
-        rows, weights = self._peer_rows(self._where(ctx, view), peers)
+        rows, weights = scores.rows, scores.weights
         levels = self._levels_for(ctx)
-        near_c, near_a = levels.shared(c, rows), levels.shared(a, rows)
+        near_c, near_a = levels.shared((c, a), rows)
         kept = float(weights[near_c > near_a].sum())
         heaviest = int(np.argmax(weights))
         peer_jobs = _peer_jobs(self._where(ctx, view), peers)
