@@ -12,9 +12,10 @@ them (bounded edges per identity).
 
 Two schedulers on the same snapshot, passes interleaved (off, on, off, on...): the
 default profile (with limits) without the plugin and no graph, and with the plugin
-(weight 2) and the graph. ``overhead_pct`` is the median over repeats of the CPU time
-of the pass with it over the pass without it, run back to back (CPU time is steadier
-than wall on a shared machine; the medians of both are reported too). Also reported:
+(weight 2) and the graph. ``overhead_pct`` compares the least CPU time of the pass with
+it and without it over the repeats (other work on a shared machine only adds time;
+CPU time is steadier than wall); the median of the back-to-back pairs' ratios and the
+medians are reported too. Also reported:
 how many started jobs the graph moved (their placement carries the plugin's note).
 
 Target (issue 52): at most 10 % more than the pass without it, at 10,000 jobs × 1,000
@@ -144,10 +145,11 @@ def run_harmonic_pass_bench(
     with_edges = sum(
         1 for j in workload.pending if identity(j.spec.user, j.spec.name) in traffic.between
     )
-    # per repeat, the pass with it over the pass without it (run back to back): a load
-    # that comes and goes on a shared machine moves both of a pair alike
+    # Other work on a shared machine only ever adds time: the least CPU time of each is
+    # its cost with the least interference (as timeit takes the minimum). The median of
+    # the back-to-back pairs' ratios is reported beside it.
+    overhead = 100.0 * (min(cpu["on"]) / min(cpu["off"]) - 1)
     ratios = [b / a for a, b in zip(cpu["off"], cpu["on"], strict=True)]
-    overhead = 100.0 * (statistics.median(ratios) - 1)
     return {
         "benchmark": "sched-pass-harmonic",
         "jobs": len(workload.pending),
@@ -159,6 +161,8 @@ def run_harmonic_pass_bench(
         "pending_jobs_with_edges": with_edges,
         "repeats": repeats,
         "workload_build_s": round(build_s, 2),
+        "off_cpu_min_ms": round(min(cpu["off"]) * 1000, 2),
+        "on_cpu_min_ms": round(min(cpu["on"]) * 1000, 2),
         "off_cpu_median_ms": round(med["off"] * 1000, 2),
         "on_cpu_median_ms": round(med["on"] * 1000, 2),
         "off_wall_median_ms": round(statistics.median(wall["off"]) * 1000, 2),
@@ -168,6 +172,7 @@ def run_harmonic_pass_bench(
         "jobs_placed_elsewhere": differ,
         "jobs_moved_by_graph": moved,
         "overhead_pct": round(overhead, 2),
+        "overhead_pct_paired_median": round(100.0 * (statistics.median(ratios) - 1), 2),
         "target_pct": TARGET_PCT,
         "meets_target": overhead <= TARGET_PCT,
     }

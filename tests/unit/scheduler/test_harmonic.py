@@ -172,10 +172,12 @@ def test_levels_of_a_switch_tree_with_nvlink_domains() -> None:
     ]
     levels = Levels.of(nodes, TreeIndex.from_nodes(nodes))
     assert levels.names == ("node", "NVLink domain", "leaf switch", "level-1 switch")
-    others = levels.shared((0, 4), levels.domains[0])[0]
-    assert others.tolist() == [4, 3, 2, 1, 0]
-    assert levels.shared((0, 4), levels.domains[0])[1].tolist() == [0, 0, 0, 0, 4]
-    assert [levels.meeting(int(s)) for s in others] == [
+    others = levels.shared(0, range(5))
+    assert others == [4, 3, 2, 1, 0]
+    assert levels.shared(4, range(5)) == [0, 0, 0, 0, 4]
+    # a job on a rather than d, peers on b (2 B/s) and e (1 B/s): b's path is shorter
+    assert levels.kept((0, 3), [1, 4], [2.0, 1.0]) == (2.0, 3, 1)
+    assert [levels.meeting(s) for s in others] == [
         "within one node",
         "within one NVLink domain",
         "within one leaf switch",

@@ -17,7 +17,8 @@ others correctly: same node first.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from operator import eq
 
 import numpy as np
 import numpy.typing as npt
@@ -39,6 +40,10 @@ class Levels:
     nvlink: IntArray | None
     leaf_of: IntArray
     switches: tuple[tuple[IntArray, int], ...]
+    by_row: tuple[tuple[int, ...], ...] = field(init=False)  # each row's ids, in Python
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "by_row", tuple(map(tuple, self.domains.T.tolist())))
 
     @property
     def count(self) -> int:
@@ -98,13 +103,31 @@ class Levels:
             out += per_leaf[self.leaf_of]
         return out
 
-    def shared(self, pair: tuple[int, int], rows: IntArray) -> IntArray:
-        """How many levels each of the two rows of ``pair`` shares with each of
-        ``rows``: shape (2, len(rows))."""
-        d = self.domains
-        at = d[:, pair]  # (levels, 2)
-        same: IntArray = (d[:, rows][:, None, :] == at[:, :, None]).sum(axis=0)
-        return same
+    def kept(
+        self, pair: tuple[int, int], rows: Sequence[int], weights: Sequence[float]
+    ) -> tuple[float, int, int]:
+        """For a job on ``pair[0]`` rather than ``pair[1]``, with peers on ``rows``
+        (``weights``: bytes per second to each): the weight whose path is shorter on
+        the first, and the levels each shares with the heaviest peer row. In Python:
+        a note is made for one job at a time, with a few peer rows."""
+        at, other = self.by_row[pair[0]], self.by_row[pair[1]]
+        kept = 0.0
+        heaviest = -1.0
+        near = (0, 0)
+        for row, weight in zip(rows, weights, strict=True):
+            there = self.by_row[row]
+            here = sum(map(eq, at, there))
+            instead = sum(map(eq, other, there))
+            if here > instead:
+                kept += weight
+            if weight > heaviest:
+                heaviest, near = weight, (here, instead)
+        return kept, near[0], near[1]
+
+    def shared(self, row: int, rows: Sequence[int]) -> list[int]:
+        """How many levels ``row`` shares with each of ``rows``."""
+        at = self.by_row[row]
+        return [sum(map(eq, at, self.by_row[r])) for r in rows]
 
     def meeting(self, shared: int) -> str:
         """Where traffic between two nodes sharing ``shared`` levels turns round."""

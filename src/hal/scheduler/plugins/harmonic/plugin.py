@@ -26,7 +26,7 @@ where the traffic now turns round.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -61,38 +61,19 @@ DEFAULT_MIN_RATE = 64 * 1024.0
 
 @dataclass(slots=True)
 class _Where:
-    """Where each identity's running jobs are, for one pass: the jobs' rows, and per
-    identity the rows with each job's weight spread over its nodes (made on demand)."""
+    """Where each identity's running jobs are, for one pass: per identity, each job's
+    node rows; and a generation per identity, moved on by every change."""
 
-    jobs: dict[str, dict[int, IndexArray]] = field(default_factory=dict)
+    jobs: dict[str, dict[int, tuple[int, ...]]] = field(default_factory=dict)
     generation: dict[str, int] = field(default_factory=dict)
-    _arrays: dict[str, tuple[IndexArray, FloatArray]] = field(default_factory=dict)
 
-    def add(self, ident: str, job_id: int, rows: IndexArray) -> None:
+    def add(self, ident: str, job_id: int, rows: tuple[int, ...]) -> None:
         self.jobs.setdefault(ident, {})[job_id] = rows
-        self._changed(ident)
+        self.generation[ident] = self.generation.get(ident, 0) + 1
 
     def remove(self, ident: str, job_id: int) -> None:
         if self.jobs.get(ident, {}).pop(job_id, None) is not None:
-            self._changed(ident)
-
-    def count(self, ident: str) -> int:
-        return len(self.jobs.get(ident, ()))
-
-    def arrays(self, ident: str) -> tuple[IndexArray, FloatArray]:
-        """All rows of the identity's running jobs, each weighted 1 / the job's nodes
-        (so each job weighs 1 in all)."""
-        found = self._arrays.get(ident)
-        if found is None:
-            held = list(self.jobs.get(ident, {}).values())
-            rows = np.concatenate(held) if held else np.empty(0, dtype=np.intp)
-            weights = np.concatenate([np.full(len(r), 1.0 / len(r)) for r in held if len(r)])
-            found = self._arrays[ident] = (rows, weights)
-        return found
-
-    def _changed(self, ident: str) -> None:
-        self.generation[ident] = self.generation.get(ident, 0) + 1
-        self._arrays.pop(ident, None)
+            self.generation[ident] = self.generation.get(ident, 0) + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,8 +88,8 @@ class _Peers:
 class _Scores(NamedTuple):
     stamp: tuple[tuple[str, int], ...]  # (peer identity, its generation) when made
     whole: FloatArray  # the score of every node row
-    rows: IndexArray  # the peers' rows
-    weights: FloatArray  # bytes per second expected to each
+    rows: list[int]  # the peers' rows
+    weights: list[float]  # bytes per second expected to each
 
 
 # Per pass: the level index of the pass's nodes.
@@ -187,26 +168,27 @@ class HarmonicPlacement:
             return found
         rows, weights = self._peer_rows(where, peers)
         levels = self._levels_for(ctx)
-        whole = levels.reach(rows, weights)
-        best = float(weights.sum()) * levels.count
+        whole = levels.reach(np.array(rows, dtype=np.intp), np.array(weights))
+        best = sum(weights) * levels.count
         if best > 0:
             whole *= MAX_NODE_SCORE / best
         found = cache[peers.me] = _Scores(stamp, whole, rows, weights)
         return found
 
     @staticmethod
-    def _peer_rows(where: _Where, peers: _Peers) -> tuple[IndexArray, FloatArray]:
+    def _peer_rows(where: _Where, peers: _Peers) -> tuple[list[int], list[float]]:
         """The rows of the peers' running jobs and the bytes per second expected to
         each (a peer identity's rate shared evenly by its jobs, a job's by its nodes)."""
-        rows: list[IndexArray] = []
-        weights: list[FloatArray] = []
+        rows: list[int] = []
+        weights: list[float] = []
         for peer, rate in peers.rates:
-            r, w = where.arrays(peer)
-            rows.append(r)
-            weights.append(w * (rate / where.count(peer)))
-        if len(rows) == 1:
-            return rows[0], weights[0]
-        return np.concatenate(rows), np.concatenate(weights)
+            jobs = where.jobs[peer]
+            per_job = rate / len(jobs)
+            for held in jobs.values():
+                if held:
+                    rows.extend(held)
+                    weights.extend([per_job / len(held)] * len(held))
+        return rows, weights
 
     # -- Reserve ----------------------------------------------------------------------
 
@@ -230,8 +212,7 @@ class HarmonicPlacement:
             spec = job.spec
             me = identity(spec.user, spec.name, spec.comment)
         if me in view.between:  # (no edges: nobody's peer, nobody looks for it)
-            rows = ctx.nodes.rows_of(allocation).rows
-            self._where(ctx, view).add(me, job.id, rows)
+            self._where(ctx, view).add(me, job.id, _rows(ctx.nodes.index, allocation))
         return SUCCESS
 
     def unreserve(
@@ -276,17 +257,14 @@ class HarmonicPlacement:
         scores = self._whole(ctx, view, peers)
         if c == a or scores.whole[c] <= scores.whole[a]:
             return ""
-        rows, weights = scores.rows, scores.weights
         levels = self._levels_for(ctx)
-        near_c, near_a = levels.shared((c, a), rows)
-        kept = float(weights[near_c > near_a].sum())
-        heaviest = int(np.argmax(weights))
+        kept, near_c, near_a = levels.kept((c, a), scores.rows, scores.weights)
         peer_jobs = _peer_jobs(self._where(ctx, view), peers)
         return (
             f"moved by the traffic graph (harmonic): {_rate(kept)} expected to {peer_jobs} "
-            f"kept off switches (on {table.names[c]} it turns round "
-            f"{levels.meeting(int(near_c[heaviest]))}; on {table.names[a]}, where it would "
-            f"have gone without the graph, {levels.meeting(int(near_a[heaviest]))})"
+            f"kept off switches (on {table.names[c]} it turns round {levels.meeting(near_c)}; "
+            f"on {table.names[a]}, where it would have gone without the graph, "
+            f"{levels.meeting(near_a)})"
         )
 
     # -- per pass ---------------------------------------------------------------------
@@ -300,14 +278,14 @@ class HarmonicPlacement:
         found = _Where()
         known = view.identities
         between = view.between
-        table = ctx.nodes
+        index = ctx.nodes.index
         for job in ctx.running:
             if job.state is not JobState.RUNNING or job.allocation is None:
                 continue  # a suspended or completing job does not talk
             spec = job.spec
             ident = known.get(job.id) or identity(spec.user, spec.name, spec.comment)
             if ident in between:
-                found.jobs.setdefault(ident, {})[job.id] = table.rows_of(job.allocation).rows
+                found.jobs.setdefault(ident, {})[job.id] = _rows(index, job.allocation)
         ctx.data.write(WHERE, found)
         return found
 
@@ -324,6 +302,12 @@ class HarmonicPlacement:
             self._nodes = nodes
         ctx.data.write(LEVELS, self._levels)
         return self._levels
+
+
+def _rows(index: Mapping[str, int], allocation: Allocation) -> tuple[int, ...]:
+    """The node rows of ``allocation`` (nodes that left the cluster left out), without
+    numpy: a placement is one node or a few."""
+    return tuple(index[n] for n in allocation.nodes if n in index)
 
 
 def _peer_jobs(where: _Where, peers: _Peers) -> str:
