@@ -63,7 +63,7 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
         return
 
     from hal.bench import data as data_bench
-    from hal.bench import fragmentation, predict, replay_cost, sched_pass, sim
+    from hal.bench import fragmentation, harmonic, predict, replay_cost, sched_pass, sim
     from hal.bench import htc as htc_bench
 
     data_bench.add_commands(bsub)
@@ -72,6 +72,7 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
     replay_cost.add_commands(bsub)
     sched_pass.add_commands(bsub)
     fragmentation.add_commands(bsub)
+    harmonic.add_commands(bsub)
     htc_bench.add_bench_command(bsub)
 
 

@@ -88,6 +88,7 @@ from hal.scheduler.framework.snapshot import ClusterSnapshot
 from hal.sim.cluster import PARTITION, ClusterModel
 from hal.sim.data import CacheModel, Read
 from hal.sim.fitscreen import FitScreen, Need
+from hal.sim.traffic import TrafficModel
 from hal.sim.workload import TraceJob
 
 FloatArray = npt.NDArray[np.float64]
@@ -112,6 +113,7 @@ _CLOCK_FREE = frozenset(
         "exclusiveuser",  # (who holds which node: changes only with starts and ends)
         "nvlink",
         "backfill",
+        "harmonic",  # (where jobs go, from the traffic graph: never whether one starts)
     }
 )
 
@@ -157,6 +159,7 @@ class Simulation:
         inputs: Mapping[int, tuple[str, ...]] | None = None,
         first: int = 0,
         watch: Watch | None = None,
+        traffic: TrafficModel | None = None,
     ) -> None:
         self.jobs = jobs
         self.cluster = cluster
@@ -179,6 +182,10 @@ class Simulation:
         # has the outcomes of the jobs before them only.
         self.first = first
         self.watch = watch
+        # Communication (``hal.sim.traffic``): jobs carry its workload labels, each pass
+        # sees its traffic graph, and a communication-bound job runs longer the more
+        # switches lie between it and its peers.
+        self.traffic = traffic
 
     def run(self) -> SimRun:
         """Replay the jobs. Python's cyclic garbage collector is off meanwhile, as it is
@@ -205,6 +212,8 @@ class Simulation:
         specs: dict[tuple[object, ...], JobSpec] = {}
         predicted: dict[int, float] = {}
         reads: dict[int, Read] = {}
+        slowed: dict[int, float] = {}  # seconds a job's communication adds to its run
+        traffic = self.traffic
         predictor = self.predictor
         # Planned ends stay put with the requested time (it is the kill time) and with the
         # truth; any other prediction can expire and be corrected between events, which
@@ -272,7 +281,8 @@ class Simulation:
                 if planned <= now:  # rounding left it just short of its end: look again
                     planned = now + 1.0
                 moved.append(planned)  # the plan moved: a pass must see it, but see (5)
-                if planned < start + _lifetime(by_id[jid], job, reads.get(jid)):
+                lifetime = _lifetime(by_id[jid], job, reads.get(jid), slowed.get(jid, 0.0))
+                if planned < start + lifetime:
                     heapq.heappush(expiries, (planned, jid))
             # 1. completions
             while ends and ends[0][0] <= now:
@@ -285,6 +295,9 @@ class Simulation:
                 tj = by_id[jid]
                 busy -= tj.procs
                 state = final_state(tj)
+                if traffic is not None:
+                    traffic.ended(jid)
+                    slowed.pop(jid, None)
                 p = predicted.pop(jid, np.nan)
                 outcomes[jid] = JobOutcome(tj, job.start_time, now, state, p, reads.pop(jid, None))
                 if predictor is not None:
@@ -304,10 +317,12 @@ class Simulation:
                 i += 1
                 rec = tj.record
                 keys = self.inputs.get(tj.id, ())
-                key = (tj.procs, tj.user, rec.group, rec.executable, rec.queue, *keys)
+                label = traffic.comment(tj.id) if traffic is not None else ""
+                key = (tj.procs, tj.user, rec.group, rec.executable, rec.queue, label, *keys)
                 spec = specs.get(key)
                 if spec is None:
                     spec = with_trace_fields(cluster.spec_for(tj.procs, tj.user), tj)
+                    spec = spec.with_changes(comment=label) if label else spec
                     spec = specs[key] = spec.with_changes(data=keys) if keys else spec
                 pending[tj.id] = job = Job(
                     id=tj.id,
@@ -347,6 +362,7 @@ class Simulation:
                     pending=tuple(pending.values()),
                     running=tuple(running.values()),
                     data=None if self.data is None else self.data.view(),
+                    traffic=None if traffic is None else traffic.view(now),
                 )
                 if settled is not None:
                     # (4) only arrivals since a settled pass, and none of them could start
@@ -387,7 +403,9 @@ class Simulation:
                     )
                     if self.data is not None and job.spec.data:
                         reads[job.id] = self.data.read(job.spec.data, alloc.nodes)
-                    lifetime = _lifetime(tj, job, reads.get(job.id))
+                    if traffic is not None:
+                        slowed[job.id] = traffic.started(job, alloc.nodes, now)
+                    lifetime = _lifetime(tj, job, reads.get(job.id), slowed.get(job.id, 0.0))
                     heapq.heappush(ends, (now + lifetime, job.id))
                     if predictor is not None:
                         p = predicted[job.id] = planned_runtime(predictor, job)
@@ -437,10 +455,11 @@ def _clock_free(scheduler: Scheduler) -> bool:
     return all(plugin.name in _CLOCK_FREE for plugin in plugins)
 
 
-def _lifetime(tj: TraceJob, job: Job, read: Read | None) -> float:
-    """How long a started job holds its nodes: its run time (plus reading its inputs),
-    killed at the requested time if it would run longer."""
-    run = tj.run + (read.seconds if read is not None else 0.0)
+def _lifetime(tj: TraceJob, job: Job, read: Read | None, slowed: float = 0.0) -> float:
+    """How long a started job holds its nodes: its run time (plus reading its inputs,
+    plus ``slowed``: what its traffic's switches add), killed at the requested time if
+    it would run longer."""
+    run = tj.run + (read.seconds if read is not None else 0.0) + slowed
     return min(run, float(job.time_limit_s))
 
 
