@@ -94,6 +94,12 @@ def _data() -> dict[str, Any]:
     return run_data_bench()
 
 
+def _harmonic() -> dict[str, Any]:
+    from hal.bench.harmonic import run_harmonic_bench
+
+    return run_harmonic_bench()
+
+
 BENCHMARKS: dict[str, Callable[[], dict[str, Any]]] = {
     "submit": _submit,
     "idle": _idle,
@@ -107,6 +113,7 @@ BENCHMARKS: dict[str, Callable[[], dict[str, Any]]] = {
     "fragmentation": _fragmentation,
     "sched-pass": _sched_pass,
     "data": _data,
+    "harmonic": _harmonic,
 }
 
 

@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hal.core.job import Allocation, Job
+from hal.core.job import Allocation, Job, JobSpec
 from hal.core.node import Node
 from hal.core.states import JobState
 from hal.core.traffic import TrafficView, identity
@@ -66,6 +66,20 @@ class _Where:
 
     jobs: dict[str, dict[int, tuple[int, ...]]] = field(default_factory=dict)
     generation: dict[str, int] = field(default_factory=dict)
+    # id(job spec) → its identity, None when the graph has no edge for it: the pass's
+    # specs live as long as it (an array's elements share theirs)
+    _identities: dict[int, str | None] = field(default_factory=dict)
+
+    def identity_of(self, spec: JobSpec, between: Mapping[str, object]) -> str | None:
+        """The identity of a job of ``spec`` if it has peers in the graph, else None."""
+        key = id(spec)
+        if key in self._identities:
+            return self._identities[key]
+        me: str | None = identity(spec.user, spec.name, spec.comment)
+        if me not in between:
+            me = None
+        self._identities[key] = me
+        return me
 
     def add(self, ident: str, job_id: int, rows: tuple[int, ...]) -> None:
         self.jobs.setdefault(ident, {})[job_id] = rows
@@ -123,12 +137,12 @@ class HarmonicPlacement:
         view = ctx.snapshot.traffic
         if view is None:
             return SKIP
-        spec = job.spec
-        me = identity(spec.user, spec.name, spec.comment)
-        peers = view.between.get(me)
-        if not peers:
+        where = self._where(ctx, view)
+        me = where.identity_of(job.spec, view.between)
+        if me is None:
             return SKIP
-        running = self._where(ctx, view).jobs
+        peers = view.between[me]
+        running = where.jobs
         mine = len(running.get(me, ())) or 1  # this job's share of its identity's traffic
         rates = tuple((p, rate / mine) for p, rate in peers.items() if running.get(p))
         if not rates or sum(rate for _, rate in rates) < self.min_rate:
@@ -208,11 +222,12 @@ class HarmonicPlacement:
                     notes = {}
                     ctx.data.write(PLACEMENT_NOTES, notes)
                 notes[job.id] = note
-        else:
-            spec = job.spec
-            me = identity(spec.user, spec.name, spec.comment)
-        if me in view.between:  # (no edges: nobody's peer, nobody looks for it)
             self._where(ctx, view).add(me, job.id, _rows(ctx.nodes.index, allocation))
+            return SUCCESS
+        where = self._where(ctx, view)
+        found = where.identity_of(job.spec, view.between)
+        if found is not None:  # (no edges: nobody's peer, nobody looks for it)
+            where.add(found, job.id, _rows(ctx.nodes.index, allocation))
         return SUCCESS
 
     def unreserve(
