@@ -59,6 +59,9 @@ NAME = "harmonic"
 DEFAULT_MIN_RATE = 64 * 1024.0
 
 
+_UNKNOWN = "\0"  # (no identity: they all have a "/")
+
+
 @dataclass(slots=True)
 class _Where:
     """Where each identity's running jobs are, for one pass: per identity, each job's
@@ -73,8 +76,9 @@ class _Where:
     def identity_of(self, spec: JobSpec, between: Mapping[str, object]) -> str | None:
         """The identity of a job of ``spec`` if it has peers in the graph, else None."""
         key = id(spec)
-        if key in self._identities:
-            return self._identities[key]
+        found = self._identities.get(key, _UNKNOWN)
+        if found is not _UNKNOWN:
+            return found
         me: str | None = identity(spec.user, spec.name, spec.comment)
         if me not in between:
             me = None
@@ -115,6 +119,8 @@ WHERE: StateKey[_Where] = StateKey("harmonic.where")
 BY_IDENTITY: StateKey[dict[str, _Scores]] = StateKey("harmonic.by_identity")
 # Per job: its expected traffic (PreScore → Score and Reserve).
 PEERS: StateKey[_Peers] = StateKey("harmonic.peers")
+# Per job: the scores Score gave every node (Score → Reserve's note).
+SCORED: StateKey[_Scores] = StateKey("harmonic.scored")
 
 
 class HarmonicPlacement:
@@ -137,7 +143,7 @@ class HarmonicPlacement:
         view = ctx.snapshot.traffic
         if view is None:
             return SKIP
-        where = self._where(ctx, view)
+        where = ctx.data.get(WHERE) or self._where(ctx, view)
         me = where.identity_of(job.spec, view.between)
         if me is None:
             return SKIP
@@ -164,7 +170,9 @@ class HarmonicPlacement:
         view = ctx.snapshot.traffic
         if peers is None or view is None:  # PreScore skips; kept for a direct call
             return np.zeros(len(feasible))
-        out: FloatArray = self._whole(ctx, view, peers).whole[feasible]
+        scores = self._whole(ctx, view, peers)
+        state.write(SCORED, scores)
+        out: FloatArray = scores.whole[feasible]
         return out
 
     def _whole(self, ctx: PassContext, view: TrafficView, peers: _Peers) -> _Scores:
@@ -224,7 +232,7 @@ class HarmonicPlacement:
                 notes[job.id] = note
             self._where(ctx, view).add(me, job.id, _rows(ctx.nodes.index, allocation))
             return SUCCESS
-        where = self._where(ctx, view)
+        where = ctx.data.get(WHERE) or self._where(ctx, view)
         found = where.identity_of(job.spec, view.between)
         if found is not None:  # (no edges: nobody's peer, nobody looks for it)
             where.add(found, job.id, _rows(ctx.nodes.index, allocation))
@@ -260,17 +268,20 @@ class HarmonicPlacement:
         # topology plugin's (a leaf by best fit), which no score alone decided.
         if scored is None or NAME not in scored[1] or len(allocation.nodes) != 1:
             return ""
+        scores = state.get(SCORED)
+        if scores is None:
+            return ""
+        whole = scores.whole
         candidates, parts = scored
         others = [v for k, v in parts.items() if k != NAME]
         if others:  # the node their scores alone pick (argmax: the first best, as the runtime)
             without = others[0] if len(others) == 1 else sum(others[1:], others[0])
-            a = int(candidates[int(np.argmax(without))])
+            a = int(candidates[int(without.argmax())])
         else:  # no other scorer: the first candidate
             a = int(candidates[0])
         table = ctx.nodes
         c = table.index[allocation.nodes[0]]
-        scores = self._whole(ctx, view, peers)
-        if c == a or scores.whole[c] <= scores.whole[a]:
+        if c == a or whole[c] <= whole[a]:
             return ""
         levels = self._levels_for(ctx)
         kept, near_c, near_a = levels.kept((c, a), scores.rows, scores.weights)
