@@ -126,7 +126,7 @@ def run_sim(
 
 
 def run_harmonic_bench(
-    sim: bool = True, first_jobs: int = 0, seed: int = 1, pass_repeats: int = 5
+    sim: bool = True, first_jobs: int = 0, seed: int = 1, pass_repeats: int = 21
 ) -> dict[str, Any]:
     t0 = time.perf_counter()
     out: dict[str, Any] = {"benchmark": "harmonic"}
@@ -150,7 +150,7 @@ def add_commands(bsub: Any) -> None:
     p.add_argument("--first-jobs", type=int, default=0, help="replay only the trace's first K")
     p.add_argument("--seed", type=int, default=1, help="the communication workload's seed")
     p.add_argument(
-        "--pass-repeats", type=int, default=5, help="sched-pass repeats for the cost (0: skip)"
+        "--pass-repeats", type=int, default=21, help="sched-pass repeats for the cost (0: skip)"
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd)
