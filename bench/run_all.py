@@ -100,6 +100,12 @@ def _data() -> dict[str, Any]:
     return run_data_bench()
 
 
+def _harmonic() -> dict[str, Any]:
+    from hal.bench.harmonic import run_harmonic_bench
+
+    return run_harmonic_bench()
+
+
 BENCHMARKS: dict[str, Callable[[], dict[str, Any]]] = {
     "submit": _submit,
     "idle": _idle,
@@ -114,6 +120,7 @@ BENCHMARKS: dict[str, Callable[[], dict[str, Any]]] = {
     "sched-pass": _sched_pass,
     "data": _data,
     "agent-traffic": _agent_traffic,
+    "harmonic": _harmonic,
 }
 
 

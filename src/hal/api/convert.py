@@ -34,6 +34,7 @@ from hal.slurm.syntax import (
 from hal.state import agents, preempt
 from hal.state.cluster import Cluster
 from hal.state.codec import SYSTEM_CPU, USER_CPU
+from hal.state.job_changes import PLACEMENT_NOTE
 from hal.state.node_flags import last_contact, node_state_flags
 from hal.wire.bounds import INT64_MAX
 from hal.wire.jobs import JobInfo, JobSubmit
@@ -346,6 +347,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         switches=spec.switches,
         switch_wait_seconds=spec.switch_wait_s,
         topology=str(spec.topology) if spec.topology else None,
+        placement=job.extra.get(PLACEMENT_NOTE),
         data=list(spec.data),
         artifacts=[f"{a}" for a in spec.artifacts],
         near=[str(r) for r in spec.near],

@@ -478,11 +478,23 @@ def add_commands(bsub: Any) -> None:
         action="store_false",
         help="no accounts, QoS or limits (the workload measured before 2026-11-23)",
     )
+    p.add_argument(
+        "--harmonic",
+        action="store_true",
+        help="the pass with and without the harmonic plugin and a traffic graph "
+        "(nodes on a switch tree; default size 10,000 jobs x 1,000 nodes)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd)
 
 
 def _cmd(ns: Any) -> int:
+    if ns.harmonic:
+        from hal.bench.harmonic_pass import run_harmonic_pass_bench
+
+        jobs = 10_000 if ns.jobs == 50_000 else ns.jobs  # (the size by default)
+        nodes = 1_000 if ns.nodes == 10_000 else ns.nodes
+        return emit(run_harmonic_pass_bench(jobs, nodes, ns.repeat, ns.seed), ns.json)
     if ns.curve:
         skip = tuple(
             (int(a), int(b)) for a, b in (c.split("x") for c in ns.skip.split(",") if c.strip())

@@ -62,7 +62,15 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
     if not with_modules:
         return
 
-    from hal.bench import agent_traffic, fragmentation, predict, replay_cost, sched_pass, sim
+    from hal.bench import (
+        agent_traffic,
+        fragmentation,
+        harmonic,
+        predict,
+        replay_cost,
+        sched_pass,
+        sim,
+    )
     from hal.bench import data as data_bench
     from hal.bench import htc as htc_bench
 
@@ -73,6 +81,7 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
     replay_cost.add_commands(bsub)
     sched_pass.add_commands(bsub)
     fragmentation.add_commands(bsub)
+    harmonic.add_commands(bsub)
     htc_bench.add_bench_command(bsub)
 
 

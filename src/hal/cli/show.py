@@ -92,6 +92,7 @@ def job_lines(job: JobInfo, now: float) -> list[str]:
         [("Near", ",".join(job.near)), ("Apart", ",".join(job.apart))],
         [("Data", ",".join(job.data)), ("Artifacts", ",".join(job.artifacts))],
         [("Topology", job.topology), ("Switches", job.switches or None)],
+        [("Placement", job.placement)],  # (a sentence: the traffic graph's note)
         # (no Command for --wrap or a script from stdin)
         [("Command", batch_command(job) if job.script_path else None), ("WorkDir", job.workdir)],
         [("StdOut", job.stdout), ("StdErr", None if job.stderr == job.stdout else job.stderr)],

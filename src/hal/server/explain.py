@@ -27,6 +27,7 @@ from hal.server.priority import JobPriority, PriorityService
 from hal.server.services import Services
 from hal.state.agents import LAUNCH_ERROR
 from hal.state.cluster import Cluster
+from hal.state.job_changes import PLACEMENT_NOTE
 from hal.wire.priority import ExplainInfo, FactorValues, JobPriorityInfo, NodeRejection, ShareInfo
 
 AHEAD_SHOWN = 5
@@ -134,6 +135,9 @@ def _detail(
         failed = job.extra.get(LAUNCH_ERROR)
         if failed and job.reason is PendingReason.JOB_LAUNCH_FAILURE:
             return f"job is {job.state.value}, not pending: it never started: {failed}"
+        note = job.extra.get(PLACEMENT_NOTE)
+        if note:  # where it was started, and why (the traffic graph)
+            return f"job is {job.state.value}, not pending; {note}"
         return f"job is {job.state.value}, not pending"
     if victims:
         ids = ", ".join(v.display_id for v in victims)
@@ -293,4 +297,5 @@ async def explain(
         expected_start=job.expected_start,
         earliest_start=earliest,
         het_blocking_component=het_blocker,
+        placement=job.extra.get(PLACEMENT_NOTE),
     )

@@ -88,6 +88,7 @@ from hal.scheduler.framework.snapshot import ClusterSnapshot, Placement
 from hal.sim.cluster import PARTITION, ClusterModel
 from hal.sim.data import CacheModel, Read
 from hal.sim.fitscreen import FitScreen, Need
+from hal.sim.traffic import TrafficModel
 from hal.sim.workload import TraceJob
 
 FloatArray = npt.NDArray[np.float64]
@@ -113,6 +114,7 @@ _CLOCK_FREE = frozenset(
         "nvlink",
         "affinity",  # (who holds which node, as exclusiveuser; never the clock)
         "backfill",
+        "harmonic",  # (where jobs go, from the traffic graph: never whether one starts)
     }
 )
 
@@ -158,6 +160,7 @@ class Simulation:
         inputs: Mapping[int, tuple[str, ...]] | None = None,
         first: int = 0,
         watch: Watch | None = None,
+        traffic: TrafficModel | None = None,
     ) -> None:
         self.jobs = jobs
         self.cluster = cluster
@@ -180,6 +183,10 @@ class Simulation:
         # has the outcomes of the jobs before them only.
         self.first = first
         self.watch = watch
+        # Communication (``hal.sim.traffic``): jobs carry its workload labels, each pass
+        # sees its traffic graph, and a communication-bound job runs longer the more
+        # switches lie between it and its peers.
+        self.traffic = traffic
 
     def run(self) -> SimRun:
         """Replay the jobs. Python's cyclic garbage collector is off meanwhile, as it is
@@ -221,6 +228,7 @@ class _Replay:
         self.specs: dict[tuple[object, ...], JobSpec] = {}
         self.predicted: dict[int, float] = {}
         self.reads: dict[int, Read] = {}
+        self.slowed: dict[int, float] = {}  # seconds a job's communication adds to its run
         # Planned ends stay put with the requested time (it is the kill time) and with the
         # truth; any other prediction can expire and be corrected between events, which
         # moves a reservation, so the arrivals-only shortcut (``_pass_snapshot``) no
@@ -314,7 +322,8 @@ class _Replay:
             if planned <= now:  # rounding left it just short of its end: look again
                 planned = now + 1.0
             moved.append(planned)  # the plan moved: a pass must see it, but see (5)
-            if planned < start + _lifetime(self.by_id[jid], job, self.reads.get(jid)):
+            slowed = self.slowed.get(jid, 0.0)
+            if planned < start + _lifetime(self.by_id[jid], job, self.reads.get(jid), slowed):
                 heapq.heappush(expiries, (planned, jid))
         return moved
 
@@ -332,6 +341,9 @@ class _Replay:
             tj = self.by_id[jid]
             self.busy -= tj.procs
             state = final_state(tj)
+            if self.sim.traffic is not None:
+                self.sim.traffic.ended(jid)
+                self.slowed.pop(jid, None)
             p = self.predicted.pop(jid, np.nan)
             read = self.reads.pop(jid, None)
             self.outcomes[jid] = JobOutcome(tj, job.start_time, now, state, p, read)
@@ -350,7 +362,7 @@ class _Replay:
     def _arrive(self, now: float) -> tuple[float, list[Need | None]]:
         """The jobs submitted now join the queue. Returns the fewest CPUs one of them
         needs (inf: none came) and their nodes and CPUs per node (``FitScreen.add``)."""
-        jobs, n_jobs, inputs = self.jobs, self.n_jobs, self.sim.inputs
+        jobs, n_jobs, inputs, traffic = self.jobs, self.n_jobs, self.sim.inputs, self.sim.traffic
         smallest_new = np.inf
         new_needs: list[Need | None] = []
         while self.i < n_jobs and jobs[self.i].submit <= now:
@@ -358,10 +370,12 @@ class _Replay:
             self.i += 1
             rec = tj.record
             keys = inputs.get(tj.id, ())
-            key = (tj.procs, tj.user, rec.group, rec.executable, rec.queue, *keys)
+            label = traffic.comment(tj.id) if traffic is not None else ""
+            key = (tj.procs, tj.user, rec.group, rec.executable, rec.queue, label, *keys)
             spec = self.specs.get(key)
             if spec is None:
                 spec = with_trace_fields(self.sim.cluster.spec_for(tj.procs, tj.user), tj)
+                spec = spec.with_changes(comment=label) if label else spec
                 spec = self.specs[key] = spec.with_changes(data=keys) if keys else spec
             self.pending[tj.id] = job = Job(
                 id=tj.id,
@@ -414,6 +428,7 @@ class _Replay:
             pending=tuple(pending.values()),
             running=tuple(self.running.values()),
             data=None if sim.data is None else sim.data.view(),
+            traffic=None if sim.traffic is None else sim.traffic.view(now),
         )
         if settled is not None:
             # (4) only arrivals since a settled pass, and none of them could start
@@ -469,7 +484,9 @@ class _Replay:
         data = self.sim.data
         if data is not None and job.spec.data:
             self.reads[job.id] = data.read(job.spec.data, alloc.nodes)
-        lifetime = _lifetime(tj, job, self.reads.get(job.id))
+        if self.sim.traffic is not None:
+            self.slowed[job.id] = self.sim.traffic.started(job, alloc.nodes, now)
+        lifetime = _lifetime(tj, job, self.reads.get(job.id), self.slowed.get(job.id, 0.0))
         heapq.heappush(self.ends, (now + lifetime, job.id))
         predictor = self.predictor
         if predictor is not None:
@@ -514,10 +531,11 @@ def _clock_free(scheduler: Scheduler) -> bool:
     return all(plugin.name in _CLOCK_FREE for plugin in plugins)
 
 
-def _lifetime(tj: TraceJob, job: Job, read: Read | None) -> float:
-    """How long a started job holds its nodes: its run time (plus reading its inputs),
-    killed at the requested time if it would run longer."""
-    run = tj.run + (read.seconds if read is not None else 0.0)
+def _lifetime(tj: TraceJob, job: Job, read: Read | None, slowed: float = 0.0) -> float:
+    """How long a started job holds its nodes: its run time (plus reading its inputs,
+    plus ``slowed``: what its traffic's switches add), killed at the requested time if
+    it would run longer."""
+    run = tj.run + (read.seconds if read is not None else 0.0) + slowed
     return min(run, float(job.time_limit_s))
 
 

@@ -26,6 +26,11 @@ LIMIT_BEFORE_TIME_MIN = "limit_before_time_min"
 # how a requeued job's last run ended ("STATE CODE SIGNAL"), for its accounting record
 RUN_END = "run_end"
 
+# why the scheduler chose the job's nodes, when a plugin's choice decided them
+# (``Placement.note``: the traffic graph's), kept from its start until a requeue; read by
+# ``hal explain`` and ``hal show``
+PLACEMENT_NOTE = "placement"
+
 
 def held_by(job: Job, caller: Caller, *, user_hold: bool) -> Job:
     """``job`` held by ``caller`` (``scontrol hold``, or ``update Priority=0``): an
@@ -90,7 +95,7 @@ def requeued(
     121 s delay that HAL does not add: docs/slurm-checks.md)."""
     dropped = (
         preempt.REQUEUE, preempt.REQUEUE_HOLD, SUSPENDED_AT, SUSPENDED_S,
-        preempt.REQUEUED_AFTER, LIMIT_BEFORE_TIME_MIN,
+        preempt.REQUEUED_AFTER, LIMIT_BEFORE_TIME_MIN, PLACEMENT_NOTE,
     )  # start afresh  # fmt: skip
     extra = preempt.cleared({k: v for k, v in job.extra.items() if k not in dropped})
     if after is not None:

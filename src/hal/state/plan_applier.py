@@ -24,7 +24,7 @@ from hal.core.states import JobState, PendingReason
 from hal.scheduler.framework.snapshot import Placement, Plan
 from hal.state import agents, preempt
 from hal.state import reservations as advance_reservations
-from hal.state.job_changes import lowered_limit, within_deadline
+from hal.state.job_changes import PLACEMENT_NOTE, lowered_limit, within_deadline
 from hal.state.node_usage import NodeUsage, hold
 from hal.state.store import EventRow
 
@@ -70,6 +70,8 @@ async def apply_plan(cluster: Cluster, plan: Plan) -> list[int]:
             job = within_deadline(job, now)
             if PREEMPTING in job.extra:  # it no longer goes first in the queue
                 job = job.evolve(extra=preempt.cleared(job.extra))
+            if placement.note or PLACEMENT_NOTE in job.extra:  # this start's own, or none
+                job = job.evolve(extra=_with_note(job.extra, placement.note))
             job = job.evolve(
                 state=JobState.RUNNING,
                 reason=PendingReason.NONE,
@@ -233,3 +235,12 @@ def check_placement(
             if ids & used.gpu_ids or any(g >= node.resources.gpus or g < 0 for g in ids):
                 return f"GPUs on node {name} are taken"
     return None
+
+
+def _with_note(extra: dict[str, str], note: str) -> dict[str, str]:
+    """``extra`` with ``note`` as the placement note (``job_changes.PLACEMENT_NOTE``;
+    none when "": a start without one keeps no older start's)."""
+    out = {k: v for k, v in extra.items() if k != PLACEMENT_NOTE}
+    if note:
+        out[PLACEMENT_NOTE] = note
+    return out

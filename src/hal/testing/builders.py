@@ -24,6 +24,7 @@ from hal.core.job import (
 from hal.core.node import Node, Partition
 from hal.core.resources import GiB, ResourceVector
 from hal.core.states import JobState, NodeState, PendingReason
+from hal.core.traffic import TrafficView
 from hal.scheduler.framework.snapshot import ClusterSnapshot
 
 DEFAULT_PARTITION = "batch"
@@ -105,6 +106,11 @@ class JobBuilder:
 
     def name(self, name: str) -> JobBuilder:
         self._spec["name"] = name
+        return self
+
+    def comment(self, text: str) -> JobBuilder:
+        """``--comment`` (``harmonic=LABEL`` in it names the job's workload identity)."""
+        self._spec["comment"] = text
         return self
 
     def user(self, user: str) -> JobBuilder:
@@ -349,6 +355,7 @@ class ClusterBuilder:
         self._running: list[Job] = []
         self._related: dict[int, Job] = {}
         self._data: DataView | None = None
+        self._traffic: TrafficView | None = None
 
     @staticmethod
     def _job(j: Job | JobBuilder) -> Job:
@@ -399,6 +406,11 @@ class ClusterBuilder:
         self._data = view
         return self
 
+    def traffic(self, view: TrafficView) -> ClusterBuilder:
+        """Who talks to whom as the scheduler sees it (``hal.core.traffic``)."""
+        self._traffic = view
+        return self
+
     def build(self) -> ClusterSnapshot:
         partitions = self._partitions or [Partition(DEFAULT_PARTITION, default=True)]
         return ClusterSnapshot(
@@ -410,6 +422,7 @@ class ClusterBuilder:
             running=tuple(self._running),
             related=dict(self._related),
             data=self._data,
+            traffic=self._traffic,
         )
 
 

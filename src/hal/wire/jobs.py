@@ -169,6 +169,9 @@ class JobInfo(WireModel):
     switches: int = 0  # --switches count (0: no limit)
     switch_wait_seconds: int | None = None  # --switches ...@max-time (None: the default)
     topology: str | None = None  # --topology, e.g. "required=leaf"
+    # why the scheduler chose its nodes, when a plugin's choice decided them (the traffic
+    # graph: "moved by the traffic graph (harmonic): 8.0 MB/s expected ..."); None: none
+    placement: str | None = None
     data: list[str] = Field(default_factory=list)  # --data: input cache keys
     artifacts: list[str] = Field(default_factory=list)  # --artifact, pinned: NAME@VERSION
     near: list[str] = Field(default_factory=list)  # --near rules, e.g. "job:12@node"

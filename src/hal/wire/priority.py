@@ -161,3 +161,6 @@ class ExplainInfo(WireModel):
     het_blocking_component: str | None = None
     # [cloud]: the nodes the autoscaler made for this job that have not joined yet
     cloud_nodes: list[str] = Field(default_factory=list)
+    # a started job: why the scheduler chose its nodes, when a plugin's choice decided
+    # them (the traffic graph's note, as ``JobInfo.placement``); None: none
+    placement: str | None = None

@@ -10,7 +10,8 @@ only, never from the runtime or the backfill stage that write them.
 Per job (``state``), written by the framework:
 
 * ``PLACEMENT_KEY`` before PreFilter;
-* ``FITS`` for PostFilter.
+* ``FITS`` for PostFilter;
+* ``NODE_SCORES`` after Score, for Reserve.
 
 Per job, written by a plugin for the framework:
 
@@ -23,7 +24,8 @@ Per pass (``ctx.data``):
 * ``GROUP``: the jobs being placed together (``Framework.place_group``);
 * ``PLAN_START``, ``PLAN_END``: the run backfill is planning;
 * ``COUNTS_OVER_TIME``: counted resources backfill has planned to be held, over time;
-* ``REQUESTS``: the framework's own cache of node requests (no plugin reads it).
+* ``REQUESTS``: the framework's own cache of node requests (no plugin reads it);
+* ``PLACEMENT_NOTES``: written by Reserve plugins, read by the pass for the plan.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from collections.abc import Callable, Mapping
 from hal.core.job import Job
 from hal.scheduler.framework.counted import CountsOverTime
 from hal.scheduler.framework.cycle_state import StateKey
+from hal.scheduler.framework.interfaces import FloatArray, IndexArray
 from hal.scheduler.framework.node_table import NodeTable
 from hal.scheduler.framework.request import NodeRequest, PlacementKey
 from hal.scheduler.framework.snapshot import Preemption
@@ -51,6 +54,13 @@ MAX_NODES: StateKey[int] = StateKey("framework.max_nodes")
 # key (``exclusiveuser``: the job's user): a failed fit then ends at Stage.PLACEMENT, so
 # that neither the pass nor backfill shares it with other jobs of the same key.
 JOB_BOUND: StateKey[bool] = StateKey("framework.job_bound")
+# Written by the runtime after Score, when the job's nodes were chosen by score (more
+# candidates than it needs): the candidate rows and each Score plugin's weighted scores
+# over them, by plugin name. A Reserve plugin reads it to tell whether its own score
+# decided the placement (``harmonic``: what ``hal explain`` says of a started job).
+NODE_SCORES: StateKey[tuple[IndexArray, Mapping[str, FloatArray]]] = StateKey(
+    "framework.node_scores"
+)
 
 # -- per pass (``ctx.data``) ----------------------------------------------------------
 
@@ -75,3 +85,7 @@ PLAN_END: StateKey[float] = StateKey("framework.plan_end")
 COUNTS_OVER_TIME: StateKey[Mapping[str, CountsOverTime]] = StateKey("framework.counts_over_time")
 # (placement key, node count) → NodeRequest, shared by identical jobs of one pass.
 REQUESTS: StateKey[dict[tuple[PlacementKey, int], NodeRequest]] = StateKey("framework.requests")
+# Job id → one line saying why the job got its nodes, written by a Reserve plugin whose
+# choice decided them (removed by its Unreserve); the pass puts it in the job's
+# ``Placement.note``, which the server keeps with the job (``hal explain``, ``hal show``).
+PLACEMENT_NOTES: StateKey[dict[int, str]] = StateKey("framework.placement_notes")

@@ -49,7 +49,15 @@ from hal.scheduler.framework.interfaces import (
     IndexArray,
     ScoreNormalizer,
 )
-from hal.scheduler.framework.keys import FITS, GROUP, JOB_BOUND, MAX_NODES, PLACEMENT_KEY, REQUESTS
+from hal.scheduler.framework.keys import (
+    FITS,
+    GROUP,
+    JOB_BOUND,
+    MAX_NODES,
+    NODE_SCORES,
+    PLACEMENT_KEY,
+    REQUESTS,
+)
 from hal.scheduler.framework.node_table import BoolArray, NodeTable
 from hal.scheduler.framework.profile import Profile
 from hal.scheduler.framework.request import (
@@ -642,6 +650,7 @@ class Framework:
                 raise _Rejected(st.with_plugin(pre.name), Stage.SCORE)
         self._current = ""
         total: FloatArray | None = None
+        parts: dict[str, FloatArray] = {}  # for Reserve (``keys.NODE_SCORES``)
         name = ""
         try:
             for name, score, weight, normalize in self._scorers:
@@ -654,14 +663,15 @@ class Framework:
                     raise ValueError(
                         f"score returned {scores.shape[0]} values for {len(candidates)} nodes"
                     )
-                if total is None:
-                    # x * 1.0 == x exactly: the common single scorer of weight 1 skips it
-                    total = scores if weight == 1 else scores * weight
-                else:
-                    total = total + scores * weight
+                # x * 1.0 == x exactly: the common scorer of weight 1 skips it
+                weighted = scores if weight == 1 else scores * weight
+                parts[name] = weighted
+                # (a new array: ``parts`` keeps each plugin's own)
+                total = weighted if total is None else total + weighted
         except Exception:
             self._current = name  # (named only when it raises: see ``_pre_filters``)
             raise
+        state.write(NODE_SCORES, (candidates, parts))
         return total
 
     def _allocation(self, ctx: PassContext, request: NodeRequest, rows: IndexArray) -> Allocation:

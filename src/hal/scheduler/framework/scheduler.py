@@ -59,7 +59,7 @@ from hal.scheduler.framework.backfill import SettledStage, run_backfill
 from hal.scheduler.framework.context import PassContext
 from hal.scheduler.framework.grouping import Groupings
 from hal.scheduler.framework.hetjob import HetGroups
-from hal.scheduler.framework.keys import PREEMPTIONS
+from hal.scheduler.framework.keys import PLACEMENT_NOTES, PREEMPTIONS
 from hal.scheduler.framework.main_loop import MainLoop
 from hal.scheduler.framework.node_table import NodeTable
 from hal.scheduler.framework.partition_choice import PartitionLists
@@ -222,6 +222,12 @@ class Scheduler:
             limits = planned.limits
             placements = [
                 dataclasses.replace(p, time_limit_s=limits[p.job_id]) if p.job_id in limits else p
+                for p in placements
+            ]
+        notes = ctx.data.get(PLACEMENT_NOTES)
+        if notes:  # a plugin said why it chose some jobs' nodes
+            placements = [
+                dataclasses.replace(p, note=notes[p.job_id]) if p.job_id in notes else p
                 for p in placements
             ]
         nominated = ctx.data.get(PREEMPTIONS)

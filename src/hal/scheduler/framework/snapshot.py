@@ -48,12 +48,14 @@ class Placement:
     """Start ``job_id`` now on ``allocation``, in ``partition`` ("": the job's own; a
     job naming several, ``-p a,b``, starts in the one the pass found room in), with
     ``time_limit_s`` as its time limit when backfill lowered it (``--time-min``; None:
-    the job's own limit)."""
+    the job's own limit). ``note``: why it got these nodes, when a plugin's choice
+    decided them (``keys.PLACEMENT_NOTES``; "" for most jobs)."""
 
     job_id: int
     allocation: Allocation
     partition: str = ""
     time_limit_s: int | None = None
+    note: str = ""
 
 
 class PendingUpdate(NamedTuple):

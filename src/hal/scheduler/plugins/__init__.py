@@ -48,6 +48,10 @@ sees is that of the first plugin that objects)::
     datalocality   Score      nodes whose leaf cache holds the job's --data inputs, or can
                               get them fastest and cheapest (``hal.core.data``)
                    (only when a data plane is configured: ``default_profile(data=True)``)
+    harmonic       Score      nodes near the running jobs the job's workload talks to
+                              (the traffic graph, ``hal.core.traffic``); SKIP without
+                              a graph or peers. Reserve: where each workload runs, and
+                              the note ``hal explain`` shows when it moved a job
     preemption     PostFilter a job that does not fit chooses lower-standing running
                               jobs to requeue, cancel or suspend (only with [preemption]:
                               ``default_profile(preemption=True)``)
@@ -78,6 +82,7 @@ from hal.scheduler.plugins import (
     datalocality,
     dependency,
     exclusiveuser,
+    harmonic,
     hold,
     limits,
     noderesources,
@@ -97,6 +102,13 @@ DATA_WEIGHT = 2.0
 # free ones (hal bench data: 3.2-3.6x fewer bytes moved than placement without locality,
 # against 1.8-2.4x without waiting, and still a lower mean turnaround).
 LOCALITY_WAIT_S = 30.0
+# The traffic graph's pull (plugins/harmonic/README.md): twice best fit's, as data
+# locality's, so that one topology level nearer its peers (25 of 100 points on a
+# three-level tree) outweighs most packing differences. hal bench harmonic --sim
+# (docs/benchmarks.md): 29-31 % of the clients' bytes still cross a leaf switch at 2,
+# 28-32 % at 4, up to 39 % at 1 (68-75 % without the graph).
+HARMONIC = harmonic.NAME
+HARMONIC_WEIGHT = 2.0
 LICENSES = licenses_plugin.NAME
 LIMITS = limits.NAME
 PREEMPTION = preemption.NAME
@@ -171,6 +183,7 @@ def default_registry(
             backfill.NAME: new_backfill,
             topology_plugin.NAME: topology_plugin.new,
             datalocality.NAME: datalocality.new,
+            harmonic.NAME: harmonic.new,
             preemption.NAME: new_preemption,
         }
     )
@@ -187,6 +200,7 @@ def default_profile(
     preemption: bool = False,
     topology_aware: bool = True,
     licenses: bool = False,
+    harmonic_weight: float = HARMONIC_WEIGHT,
 ) -> dict[str, object]:
     """The default profile as a plain config mapping (a fresh copy to edit). The
     ``topology`` plugin is always in it; a ``topology`` (the cluster has one configured)
@@ -200,7 +214,9 @@ def default_profile(
     ``locality_wait_s`` for a node by its data (delay scheduling; 0: never).
     ``preemption=True`` (``[preemption] type`` is not off) adds the ``preemption``
     PostFilter; the registry must then be given ``preemption_policy``. ``licenses=True``
-    (``[licenses]`` names some) adds ``licenses``; the registry must then be given them."""
+    (``[licenses]`` names some) adds ``licenses``; the registry must then be given them.
+    ``harmonic`` (placement near the jobs a job talks to) is always in it, with score
+    weight ``harmonic_weight``; 0 leaves it out (baselines, or a site that wants none)."""
     plugins = list(DEFAULT_PLUGINS)
     if limits:
         plugins.insert(plugins.index(noderesources.NAME), LIMITS)
@@ -212,6 +228,10 @@ def default_profile(
         plugins.append(datalocality.NAME)
         weights[datalocality.NAME] = data_weight
         args[datalocality.NAME] = {"locality_wait": locality_wait_s}
+    # always there: without a traffic graph in the snapshot (or peers) it skips
+    if harmonic_weight > 0:
+        plugins.append(HARMONIC)
+        weights[HARMONIC] = harmonic_weight
     # always there: without a tree it only answers --topology (nvlink domains, unknown
     # levels) and leaves placement to node-score order (SKIP)
     if topology_aware:
@@ -249,6 +269,8 @@ __all__ = [
     "BACKFILL",
     "DATA_WEIGHT",
     "DEFAULT_PLUGINS",
+    "HARMONIC",
+    "HARMONIC_WEIGHT",
     "LICENSES",
     "LIMITS",
     "LOCALITY_WAIT_S",
