@@ -7,11 +7,17 @@ Example (the defaults)::
     half_life = "1h"               # what was measured counts half as much this much later
     max_peers = 32                 # edges kept per workload (and per running job)
     max_identities = 4096          # workloads kept in all; past it the weakest go
+    weight = 2.0                   # the harmonic score plugin's weight (0: plugin off)
 
 ``half_life`` is a number of seconds or a number and a unit: ``"90s"``, ``"30min"``,
 ``"1h"``, ``"2d"`` (``m`` is minutes). The bounds keep the graph under
 ``max_identities * max_peers / 2`` workload edges (65,536 by default); the weakest edge,
 and past ``max_identities`` the weakest workload, make room.
+
+``weight`` is the ``harmonic`` score plugin's weight in the default scheduler profile
+(best fit's is 1); ``0`` leaves the plugin out, and the graph is still kept and shown.
+``scontrol reconfigure`` takes a new weight. A ``[scheduler.score_weights] harmonic``
+entry, where given, wins over it.
 """
 
 from __future__ import annotations
@@ -22,10 +28,14 @@ from typing import Any
 
 from hal.config.priority import LONGEST_S, fail, unknown_key, whole_number
 
-HARMONIC_KEYS = ("half_life", "max_peers", "max_identities")
+HARMONIC_KEYS = ("half_life", "max_peers", "max_identities", "weight")
 HALF_LIFE_S = 3600.0
 MAX_PEERS = 32
 MAX_IDENTITIES = 4096
+# hal.scheduler.plugins.HARMONIC_WEIGHT (the config plane does not import the scheduler;
+# tests/unit/core/test_config_harmonic.py keeps them equal)
+WEIGHT = 2.0
+MOST_WEIGHT = 1000.0
 # at most: a bigger graph would not be rebuilt for the scheduler every few seconds
 # (docs/harmonic.md measures the rebuild)
 MOST_PEERS = 1024
@@ -45,6 +55,7 @@ class HarmonicConfig:
     half_life_s: float = HALF_LIFE_S
     max_peers: int = MAX_PEERS
     max_identities: int = MAX_IDENTITIES
+    weight: float = WEIGHT  # the harmonic score plugin's weight; 0: left out of the profile
 
 
 def parse_half_life(value: Any, source: str, field: str) -> float:
@@ -62,6 +73,21 @@ def parse_half_life(value: Any, source: str, field: str) -> float:
     if not 1 <= seconds <= LONGEST_S:  # (NaN fails too)
         raise fail(source, field, f"{value!r} must be at least 1 second and finite; {_HINT}")
     return seconds
+
+
+def parse_weight(value: Any, source: str) -> float:
+    """A number from 0 (the plugin off) to ``MOST_WEIGHT``."""
+    field = "harmonic.weight"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise fail(source, field, f"{value!r} is not a number; write 2.0, or 0 to turn it off")
+    if not 0 <= value <= MOST_WEIGHT:  # (NaN fails too)
+        raise fail(
+            source,
+            field,
+            f"must be from 0 (the plugin off) to {MOST_WEIGHT:g} (got {value!r}); "
+            "best fit's weight is 1",
+        )
+    return float(value)
 
 
 def harmonic_from_table(table: Any, source: str) -> HarmonicConfig:
@@ -82,4 +108,7 @@ def harmonic_from_table(table: Any, source: str) -> HarmonicConfig:
     identities = whole_number(count, source, "harmonic.max_identities", 2)
     if identities > most:
         raise fail(source, "harmonic.max_identities", f"must be at most {most} (got {count})")
-    return HarmonicConfig(half_life_s=half_life, max_peers=peers, max_identities=identities)
+    weight = parse_weight(table["weight"], source) if "weight" in table else WEIGHT
+    return HarmonicConfig(
+        half_life_s=half_life, max_peers=peers, max_identities=identities, weight=weight
+    )

@@ -3,7 +3,8 @@
 Without a ``[scheduler]`` profile the server runs ``default_profile`` shaped by the
 config: ``limits`` when some account or QoS limit is set, ``preemption`` with
 ``[preemption]`` or cohorts, ``datalocality`` with ``[data]``, ``licenses`` with
-``[licenses]``, the topology's level names.
+``[licenses]``, the topology's level names, ``harmonic`` at ``[harmonic] weight`` (0: left
+out).
 
 A ``[scheduler]`` table without ``plugins`` tunes that default profile: its
 ``plugin_args`` (per plugin, key by key) and ``score_weights`` are laid over the default
@@ -42,6 +43,7 @@ def config_default_profile(config: HalConfig) -> dict[str, object]:
         limits=config.priority.has_limits,
         preemption=needs_preemption(config),
         licenses=bool(config.licenses),
+        harmonic_weight=config.harmonic.weight,
         **data_args,
     )
 
