@@ -17,7 +17,11 @@ communication-bound jobs (the clients: response time over their run time on one 
 at least 10 s) and of the trace's jobs, mean waits. ``saving_share_of_oracle`` is
 ``(off - on) / (off - oracle)`` of the cross-switch bytes (goal: 0.8).
 
-``pass_overhead_pct``: ``hal bench sched-pass --harmonic`` at 10,000 jobs × 1,000 nodes
+``--live``: real jobs exchanging real TCP traffic on a control plane and 4 agents of this
+machine, plugin off and on (``hal.bench.harmonic_live``).
+
+Without ``--sim`` or ``--live`` both parts run. ``pass_overhead_pct``: ``hal bench
+sched-pass --harmonic`` at 10,000 jobs × 1,000 nodes
 (``hal.bench.harmonic_pass``; goal: at most 10 %).
 """
 
@@ -126,10 +130,19 @@ def run_sim(
 
 
 def run_harmonic_bench(
-    sim: bool = True, first_jobs: int = 0, seed: int = 1, pass_repeats: int = 21
+    sim: bool = True,
+    first_jobs: int = 0,
+    seed: int = 1,
+    pass_repeats: int = 21,
+    live: bool = False,
+    live_clients: int = 8,
 ) -> dict[str, Any]:
     t0 = time.perf_counter()
     out: dict[str, Any] = {"benchmark": "harmonic"}
+    if live:
+        from hal.bench.harmonic_live import run_live
+
+        out["live"] = run_live(clients=live_clients)
     if sim:
         out["sim"] = run_sim(first_jobs=first_jobs, seed=seed)
     if pass_repeats > 0:
@@ -143,9 +156,13 @@ def run_harmonic_bench(
 
 
 def add_commands(bsub: Any) -> None:
-    p = bsub.add_parser("harmonic", help="placement from the traffic graph (simulated; pass cost)")
+    p = bsub.add_parser(
+        "harmonic", help="placement from the traffic graph (live and simulated; pass cost)"
+    )
+    p.add_argument("--sim", action="store_true", help="the simulator part (alone, with --live)")
+    p.add_argument("--live", action="store_true", help="the live part: real jobs on 4 local agents")
     p.add_argument(
-        "--sim", action="store_true", help="the simulator part (the only one in this build)"
+        "--live-clients", type=int, default=8, help="client jobs per round of the live part"
     )
     p.add_argument("--first-jobs", type=int, default=0, help="replay only the trace's first K")
     p.add_argument("--seed", type=int, default=1, help="the communication workload's seed")
@@ -157,5 +174,13 @@ def add_commands(bsub: Any) -> None:
 
 
 def _cmd(ns: argparse.Namespace) -> int:
-    result = run_harmonic_bench(True, ns.first_jobs, ns.seed, ns.pass_repeats)
+    both = not (ns.sim or ns.live)  # neither named: both parts
+    result = run_harmonic_bench(
+        ns.sim or both,
+        ns.first_jobs,
+        ns.seed,
+        ns.pass_repeats,
+        live=ns.live or both,
+        live_clients=ns.live_clients,
+    )
     return emit(result, ns.json)
