@@ -134,7 +134,7 @@ def run_harmonic_bench(
     first_jobs: int = 0,
     seed: int = 1,
     pass_repeats: int = 21,
-    live: bool = False,
+    live: bool = True,
     live_clients: int = 8,
 ) -> dict[str, Any]:
     t0 = time.perf_counter()
@@ -159,8 +159,14 @@ def add_commands(bsub: Any) -> None:
     p = bsub.add_parser(
         "harmonic", help="placement from the traffic graph (live and simulated; pass cost)"
     )
-    p.add_argument("--sim", action="store_true", help="the simulator part (alone, with --live)")
-    p.add_argument("--live", action="store_true", help="the live part: real jobs on 4 local agents")
+    p.add_argument(
+        "--sim", action="store_true", help="the simulator part (only it, unless --live too)"
+    )
+    p.add_argument(
+        "--live",
+        action="store_true",
+        help="the live part: real jobs on 4 local agents (only it, unless --sim too)",
+    )
     p.add_argument(
         "--live-clients", type=int, default=8, help="client jobs per round of the live part"
     )
