@@ -95,7 +95,12 @@ def test_plugin_args_alone_tune_the_default_profile_and_keep_its_plugins() -> No
     assert args["backfill"] == {"window_s": 3600, "partitions": {"long": "conservative"}}
     assert args["noderesources"] == {"score": "best_fit"}  # the default's, kept
     # merged too
-    assert profile["score_weights"] == {"noderesources": 3, "nvlink": 2.0, "harmonic": 2.0}
+    assert profile["score_weights"] == {
+        "noderesources": 3,
+        "nvlink": 2.0,
+        "affinity": 3.0,
+        "harmonic": 2.0,
+    }
     backfill = build_scheduler(profile, default_registry(policy=config.priority)).profile.backfill
     assert backfill is not None
     long, other = backfill.policy_for("long"), backfill.policy_for("batch")
