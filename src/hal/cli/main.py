@@ -27,6 +27,7 @@ EXIT_CODES = {
     "not_found": 4,
     "conflict": 5,
     "payload_too_large": 2,
+    "too_many_requests": 6,
     "unavailable": 6,
 }
 

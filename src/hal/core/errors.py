@@ -13,6 +13,7 @@ status (problem+json) and the CLI maps to an exit code, each in one place::
      ├── NotFound              404  unknown job, node, partition, user
      ├── Conflict              409  the object is in a state that forbids the operation
      ├── PayloadTooLarge       413  request bigger than the server accepts
+     ├── TooManyRequests       429  over a rate limit (wait, then send again)
      └── Unavailable           503  the server cannot serve right now (retry)
 
 Bugs raise ordinary exceptions. Messages say what to do next.
@@ -83,6 +84,11 @@ class PayloadTooLarge(HalError):
     http_status = 413
 
 
+class TooManyRequests(HalError):
+    code = "too_many_requests"
+    http_status = 429
+
+
 class Unavailable(HalError):
     code = "unavailable"
     http_status = 503
@@ -100,6 +106,7 @@ ERRORS_BY_CODE: dict[str, type[HalError]] = {
         NotFound,
         Conflict,
         PayloadTooLarge,
+        TooManyRequests,
         Unavailable,
     )
 }

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+from hal.core.feedback import FeedbackSeries
 from hal.core.job import Job, JobSpec
 from hal.core.node import Node
 from hal.core.reservation import Reservation
@@ -83,6 +84,7 @@ class _Tables:
     submit_keys: dict[tuple[str, str], tuple[str, float, str]] = field(default_factory=dict)
     events: list[Row] = field(default_factory=list)  # rows.event_to_row with ids, in id order
     traffic: dict[tuple[str, str], TrafficEdgeRow] = field(default_factory=dict)  # by (a, b)
+    feedback: dict[tuple[int, str], FeedbackSeries] = field(default_factory=dict)  # job, metric
 
 
 class MemoryTransaction:
@@ -262,6 +264,11 @@ class MemoryTransaction:
             self.tables.traffic.pop(pair, None)
         for row in rows:
             self.tables.traffic[row.a, row.b] = row
+
+    def keep_job_feedback(self, series: Sequence[FeedbackSeries]) -> None:
+        self._own("feedback")
+        for s in series:
+            self.tables.feedback[s.job_id, s.metric] = s
 
     def forget_submit_keys(self, before: float) -> int:
         self._own("submit_keys")
@@ -449,6 +456,14 @@ class MemoryStateStore:
         self, rows: Sequence[TrafficEdgeRow], dropped: Sequence[tuple[str, str]]
     ) -> None:
         self._write(lambda tx: tx.keep_traffic_edges(rows, dropped))
+
+    def keep_job_feedback(self, series: Sequence[FeedbackSeries]) -> None:
+        self._write(lambda tx: tx.keep_job_feedback(series))
+
+    def job_feedback(self, job_ids: Sequence[int]) -> list[FeedbackSeries]:
+        wanted = set(job_ids)
+        kept = self._tables.feedback
+        return [kept[k] for k in sorted(kept) if k[0] in wanted]
 
     def traffic_edges(self) -> list[TrafficEdgeRow]:
         edges = self._tables.traffic

@@ -324,6 +324,11 @@ def _v30_traffic_edges(conn: Connection) -> None:
     schema.traffic_edges.create(conn, checkfirst=True)
 
 
+def _v31_job_feedback(conn: Connection) -> None:
+    # job_feedback: the series a job reports about itself (hal feedback), kept for sacct
+    schema.job_feedback.create(conn, checkfirst=True)
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -355,6 +360,7 @@ STEPS: tuple[Step, ...] = (
     _v28_step_input_readers,
     _v29_partition_overrides,
     _v30_traffic_edges,
+    _v31_job_feedback,
 )
 
 

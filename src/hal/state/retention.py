@@ -152,6 +152,8 @@ def _delete(conn: Connection, doomed: Sequence[Any]) -> None:
         conn.execute(delete(runs).where(runs.c.job_id.in_(chunk)))
         running = schema.running_steps  # (one left by a server that stopped meanwhile)
         conn.execute(delete(running).where(running.c.job_id.in_(chunk)))
+        feedback = schema.job_feedback  # and what it reported (hal feedback)
+        conn.execute(delete(feedback).where(feedback.c.job_id.in_(chunk)))
     scripts = sorted({int(row.script_id) for row in doomed})
     for chunk in _chunks(scripts):
         used = set(

@@ -341,3 +341,18 @@ traffic_edges = Table(
     Column("at", Float, nullable=False),
     Column("since", Float, nullable=False),
 )
+
+# application feedback (``hal.server.feedback``, docs/feedback.md): one row per job and
+# metric, its report count, latest value and bounded series of (time, value) points as
+# JSON, oldest first (``hal.core.feedback.FeedbackSeries``); kept after the job ends, for
+# sacct, and gone with the job's accounting.
+job_feedback = Table(
+    "job_feedback",
+    metadata,
+    Column("job_id", BigInteger, primary_key=True),
+    Column("metric", String(64), primary_key=True),
+    Column("count", BigInteger, nullable=False),
+    Column("last_time", Float, nullable=False),
+    Column("last_value", Float, nullable=False),
+    Column("points", Text, nullable=False),
+)

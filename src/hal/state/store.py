@@ -38,6 +38,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from hal.core.feedback import FeedbackSeries
 from hal.core.job import Job, JobSpec
 from hal.core.node import Node
 from hal.core.reservation import Reservation
@@ -389,6 +390,41 @@ class SqlStateStore:
                 fields = TrafficEdgeRow.__slots__
                 conn.execute(upsert, [{f: getattr(r, f) for f in fields} for r in rows])
 
+    def keep_job_feedback(self, series: Sequence[FeedbackSeries]) -> None:
+        """Keep these feedback series, each replacing its job and metric's (an upsert)."""
+        if not series:
+            return
+        t = schema.job_feedback
+        with self.engine.begin() as conn:
+            make = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+            upsert = make(t)
+            upsert = upsert.on_conflict_do_update(
+                index_elements=[t.c.job_id, t.c.metric],
+                set_={c: upsert.excluded[c] for c in ("count", "last_time", "last_value", "points")},
+            )
+            conn.execute(upsert, [_feedback_row(s) for s in series])
+
+    def job_feedback(self, job_ids: Sequence[int]) -> list[FeedbackSeries]:
+        """The kept feedback series of ``job_ids``, by job and metric."""
+        t = schema.job_feedback
+        found: list[FeedbackSeries] = []
+        with self.engine.connect() as conn:
+            for start in range(0, len(job_ids), 500):
+                chunk = [int(j) for j in job_ids[start : start + 500]]
+                rows = conn.execute(select(t).where(t.c.job_id.in_(chunk)))
+                found.extend(
+                    FeedbackSeries(
+                        int(r.job_id),
+                        str(r.metric),
+                        int(r.count),
+                        float(r.last_time),
+                        float(r.last_value),
+                        tuple((float(a), float(b)) for a, b in json.loads(r.points)),
+                    )
+                    for r in rows
+                )
+        return sorted(found, key=lambda s: (s.job_id, s.metric))
+
     def traffic_edges(self) -> list[TrafficEdgeRow]:
         """Every kept traffic-graph edge, by (a, b)."""
         t = schema.traffic_edges
@@ -664,3 +700,14 @@ def sql_transaction(tx: StateTransaction) -> Transaction:
 
 if TYPE_CHECKING:  # mypy checks that the SQL store is a StateStore
     _check: type[StateStore] = SqlStateStore
+
+
+def _feedback_row(series: FeedbackSeries) -> dict[str, Any]:
+    return {
+        "job_id": series.job_id,
+        "metric": series.metric,
+        "count": series.count,
+        "last_time": series.last_time,
+        "last_value": series.last_value,
+        "points": json.dumps([list(p) for p in series.points], separators=(",", ":")),
+    }

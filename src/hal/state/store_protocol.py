@@ -40,6 +40,7 @@ from contextlib import AbstractContextManager
 from typing import Protocol
 
 from hal.core.errors import Unavailable
+from hal.core.feedback import FeedbackSeries
 from hal.core.job import Job
 from hal.core.node import Node
 from hal.core.reservation import Reservation
@@ -359,6 +360,16 @@ class StateStore(Protocol):
 
     def traffic_edges(self) -> list[TrafficEdgeRow]:
         """Every kept traffic-graph edge, by (a, b)."""
+        ...
+
+    # -- application feedback ------------------------------------------------------------
+    def keep_job_feedback(self, series: Sequence[FeedbackSeries]) -> None:
+        """Keep these series (each replacing the stored one of its job and metric), in a
+        transaction of its own."""
+        ...
+
+    def job_feedback(self, job_ids: Sequence[int]) -> list[FeedbackSeries]:
+        """The kept feedback series of ``job_ids`` (unknown ids: none), by job and metric."""
         ...
 
     # -- users ------------------------------------------------------------------------------

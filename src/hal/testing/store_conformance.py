@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
+from hal.core.feedback import FeedbackSeries
 from hal.core.job import Allocation, ArraySpec, Job, JobSpec, SignalSpec
 from hal.core.reservation import Reservation, ReservationFlag
 from hal.core.resources import GiB, ResourceVector
@@ -786,3 +787,28 @@ def traffic_edges_are_replaced_forgotten_and_read_back_after_a_restart(
             TrafficEdgeRow("ann/db", "bob/client", 6e9, 160.0, 10.0),
             long_name,
         ]
+
+
+# -- application feedback ---------------------------------------------------------------
+@case
+def job_feedback_is_replaced_and_read_back_by_job_after_a_restart(
+    open_store: StoreOpener,
+) -> None:
+    """A job's feedback series outlive a restart (sacct shows an ended job's): a kept
+    series replaces its job and metric's, points and all, and they read back by job and
+    metric for the jobs asked, whatever the order they were kept in."""
+    first = FeedbackSeries.first(7, "samples_per_s", 100.0, 1830.0)
+    latency = FeedbackSeries.first(7, "latency_ms", 101.0, 12.5)
+    other = FeedbackSeries.first(9, "loss", 102.0, 0.25)
+    with opened(open_store) as store:
+        assert store.job_feedback([7]) == []
+        store.keep_job_feedback([first, other])
+        store.keep_job_feedback([first.add_point(110.0, 1900.5), latency])
+        store.keep_job_feedback([])
+    with opened(open_store) as again:
+        assert again.job_feedback([7, 8]) == [
+            latency,
+            FeedbackSeries(7, "samples_per_s", 2, 110.0, 1900.5, ((100.0, 1830.0), (110.0, 1900.5))),
+        ]
+        assert again.job_feedback([9]) == [other]
+        assert again.job_feedback([]) == []
