@@ -20,6 +20,7 @@ from hal.api import (
     routes_crontab,
     routes_data,
     routes_events,
+    routes_feedback,
     routes_harmonic,
     routes_htc,
     routes_jobs,
@@ -94,6 +95,7 @@ def create_app(
         routes_cloud,
         routes_artifacts,
         routes_harmonic,
+        routes_feedback,
     ):
         app.include_router(module.router)
     app.include_router(routes_artifacts.agent_router)

@@ -11,6 +11,7 @@ from hal.api.errors import field_path
 from hal.core.artifacts import ArtifactRef, parse_requests
 from hal.core.data import expand_datasets, parse_data_keys
 from hal.core.errors import InvalidRequest
+from hal.core.feedback import format_goals, parse_goals
 from hal.core.job import Job, JobSpec
 from hal.core.job_rules import check_consistent, parse_rules
 from hal.core.node import Node, Partition
@@ -143,6 +144,7 @@ def to_spec(
         near = parse_rules(req.near, "near")
         apart = parse_rules(req.apart, "apart")
         check_consistent(near, apart)
+        feedback_goals = parse_goals(req.feedback_goal)
         data = parse_data_keys(req.data) if req.data else ()
         data = expand_datasets(data, datasets or {})
         artifacts = tuple(ArtifactRef(n, v, "") for n, v in parse_requests(req.artifacts))
@@ -221,6 +223,7 @@ def to_spec(
         interactive=req.interactive,
         artifacts=artifacts,
         near=near,
+        feedback_goals=feedback_goals,
         apart=apart,
     )
 
@@ -352,6 +355,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         artifacts=[f"{a}" for a in spec.artifacts],
         near=[str(r) for r in spec.near],
         apart=[str(r) for r in spec.apart],
+        feedback_goal=format_goals(spec.feedback_goals),
         reservation=spec.reservation,
         licenses=format_licenses(spec.licenses),
         time_min_seconds=spec.time_min_s,

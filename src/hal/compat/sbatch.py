@@ -95,6 +95,7 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("topology", ("topology",)),
     Opt("near", ("near",)),
     Opt("apart", ("apart",)),
+    Opt("feedback_goal", ("feedback-goal",)),
     Opt("data", ("data",)),
     Opt("artifact", ("artifact",)),
     Opt("comment", ("comment",)),
@@ -520,8 +521,9 @@ def _settings(parsed: Parsed) -> tuple[dict[str, Setting], int]:
     return settings, verbose
 
 
-# HAL's lists: ``--data``, ``--artifact``, ``--near`` and ``--apart`` add up when repeated
-ADDS_UP = ("data", "artifact", "near", "apart")
+# HAL's lists: ``--data``, ``--artifact``, ``--near``, ``--apart`` and ``--feedback-goal``
+# add up when repeated
+ADDS_UP = ("data", "artifact", "near", "apart", "feedback_goal")
 
 
 def _more_data(before: str | None, value: str | None) -> str | None:
@@ -919,6 +921,12 @@ def _scheduling(
 
             parse_rules([rules], option)  # sbatch's own refusal, before any round trip
             fields[option] = [rules.strip()]
+    goals = text("feedback_goal")
+    if goals is not None:
+        from hal.core.feedback import parse_goals
+
+        parse_goals([goals])
+        fields["feedback_goal"] = [goals.strip()]
     licenses = text("licenses")
     if licenses is not None:
         parse_licenses(licenses)
@@ -1078,6 +1086,8 @@ Options HAL accepts (anything else is refused with an error):
       --switches=N[@max-wait]  --topology=required=LEVEL|preferred=LEVEL
       --near=rule[,rule...]  near jobs: [preferred=]job:ID|name:NAME[@LEVEL] (HAL)
       --apart=rule[,rule...] away from them, the same rules (HAL)
+      --feedback-goal=name:max|min[,...]  which way the job's reported metrics
+                             are better (hal feedback; HAL)
       --data=key[,key...]    input cache keys: placed near them, staged ahead (HAL)
       --artifact=name[@version][,...]  published software the job runs (HAL)
       --reservation=name     run in this advance reservation (scontrol show res)

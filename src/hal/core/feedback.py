@@ -7,17 +7,22 @@ series stays bounded; the token, the rate limit and the storage are the server's
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from hal.core.errors import InvalidRequest
+from hal.core.errors import InvalidRequest, Unauthenticated
 
 MAX_METRICS = 16  # per report, and per job in all
 MAX_NAME = 64
-MAX_POINTS = 1000  # kept per metric; beyond, neighbouring points are merged (``add_point``)
+MAX_POINTS = 1000  # kept per metric; beyond, older points are thinned (``add_point``)
 GOALS = ("max", "min")
+ENV_TOKEN = "HAL_FEEDBACK_TOKEN"  # the job's token, in its environment
+_PREFIX = "halfb_"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -92,8 +97,9 @@ def format_goals(goals: Sequence[tuple[str, str]]) -> str:
 class FeedbackSeries:
     """One metric of one job: every value it reported (``count``), the latest, and a
     bounded series of (time, value) points, oldest first. Past ``MAX_POINTS`` the oldest
-    half is thinned by merging neighbours (their mean time and value), so a long run
-    keeps its whole history at a coarser grain and its recent points in full."""
+    half is thinned (every other point dropped, the first kept), so a long run keeps its
+    whole span at a coarser grain, its recent points in full, and only values it did
+    report (a mean of two would be a value no one measured)."""
 
     job_id: int
     metric: str
@@ -107,16 +113,31 @@ class FeedbackSeries:
         if len(points) > limit:
             half = len(points) // 2
             old, recent = points[:half], points[half:]
-            merged = [
-                ((a[0] + b[0]) / 2, (a[1] + b[1]) / 2) for a, b in zip(old[::2], old[1::2])
-            ]
-            if len(old) % 2:
-                merged.append(old[-1])
-            points = merged + recent
-        return FeedbackSeries(
-            self.job_id, self.metric, self.count + 1, time, value, tuple(points)
-        )
+            points = old[::2] + recent  # every other one of the older half
+        return FeedbackSeries(self.job_id, self.metric, self.count + 1, time, value, tuple(points))
 
     @staticmethod
     def first(job_id: int, metric: str, time: float, value: float) -> FeedbackSeries:
         return FeedbackSeries(job_id, metric, 1, time, value, ((time, value),))
+
+
+def job_token(key: bytes, job_id: int, attempt: int) -> str:
+    """The token of run ``attempt`` of job ``job_id``."""
+    mac = hmac.new(key, f"feedback:{job_id}.{attempt}".encode(), hashlib.sha256).digest()
+    return _PREFIX + base64.urlsafe_b64encode(mac).decode().rstrip("=")
+
+
+def check_token(key: bytes, job_id: int, attempt: int, authorization: str | None) -> None:
+    """Raise ``Unauthenticated`` unless ``authorization`` is ``Bearer <token>`` of
+    run ``attempt`` of job ``job_id``."""
+    if not authorization or not authorization.lower().startswith("bearer "):
+        raise Unauthenticated(
+            f"missing token: a job reports with 'Authorization: Bearer ${ENV_TOKEN}' "
+            "(hal feedback and hal.feedback.report send it)"
+        )
+    given = authorization[7:].strip()
+    if not hmac.compare_digest(given.encode(), job_token(key, job_id, attempt).encode()):
+        raise Unauthenticated(
+            f"this token is not job {job_id}'s: a job reports only for itself, "
+            f"with the {ENV_TOKEN} of its current run"
+        )

@@ -204,6 +204,9 @@ class JobSpec:
     # --near / --apart: placement rules towards other jobs (``hal.core.job_rules``)
     near: tuple[JobRule, ...] = ()
     apart: tuple[JobRule, ...] = ()
+    # --feedback-goal: which way each reported metric is better, ((name, "max"|"min"), ...)
+    # (``hal.core.feedback``, docs/feedback.md)
+    feedback_goals: tuple[tuple[str, str], ...] = ()
 
     def cpus_per_node(self, nodes: int) -> int:
         """CPUs each node must give when the job runs on ``nodes`` nodes."""

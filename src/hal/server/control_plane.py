@@ -32,6 +32,7 @@ from hal.server.auth import TokenCache
 from hal.server.cloud import CloudService, cloud_providers, cloud_service
 from hal.server.cloud_token import CLOUD_AGENT
 from hal.server.data import DataAwareRunner, DataService
+from hal.server.feedback import FeedbackService, load_key
 from hal.server.job_mail import JobMail
 from hal.server.mail_program import MailProgram
 from hal.server.observe.plane import ObservePlane
@@ -190,6 +191,10 @@ class ControlPlane:
             ),
             self.cluster.clock,
         )
+        # application feedback: each run's token is made with a key kept in data_dir
+        self.feedback = FeedbackService(self.cluster, load_key(self.data_dir))
+        self.cluster.feedback_key = self.feedback.key
+        self.observe.metrics.feedback_latest = self.feedback.running_latest
         # what the HTTP edge reaches (``hal.api``), typed
         self.ctx = Services(
             config=config,
@@ -201,6 +206,7 @@ class ControlPlane:
             priority=self.priority,
             data=self.data,
             traffic=self.traffic,
+            feedback=self.feedback,
             observe=self.observe,
             data_dir=self.data_dir,
             reconfigure=self.reconfigure,
@@ -253,6 +259,7 @@ class ControlPlane:
         await self.priority.start()
         await self.observe.start()
         await self.traffic.start()
+        self.cluster.url = self.url  # the jobs' HAL_URL, where they report feedback
         self.mail.seed(self.cluster.jobs.values())
         if self.data is not None:
             await self.data.start()

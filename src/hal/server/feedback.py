@@ -15,26 +15,21 @@ job ends for sacct; the running jobs' latest values are held here for ``/metrics
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import hashlib
-import hmac
 import secrets
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from hal.core.clock import Clock
-from hal.core.errors import Conflict, TooManyRequests, Unauthenticated
-from hal.core.feedback import MAX_METRICS, FeedbackSeries, check_report
+from hal.core.errors import Conflict, TooManyRequests
+from hal.core.feedback import MAX_METRICS, FeedbackSeries, check_report, check_token, job_token
 from hal.core.job import Job
 from hal.core.states import JobState
 from hal.state.cluster import Cluster
 
-ENV_TOKEN = "HAL_FEEDBACK_TOKEN"
 KEY_FILE = "feedback.key"
 RATE_BURST = 20  # reports a job may send at once
 RATE_PER_S = 1.0  # and then one a second, on average
-_PREFIX = "halfb_"
 
 
 def load_key(data_dir: Path | None) -> bytes:
@@ -52,28 +47,6 @@ def load_key(data_dir: Path | None) -> bytes:
     path.touch(mode=0o600)
     path.write_text(key.hex() + "\n")
     return key
-
-
-def job_token(key: bytes, job_id: int, attempt: int) -> str:
-    """The token of run ``attempt`` of job ``job_id``."""
-    mac = hmac.new(key, f"feedback:{job_id}.{attempt}".encode(), hashlib.sha256).digest()
-    return _PREFIX + base64.urlsafe_b64encode(mac).decode().rstrip("=")
-
-
-def check_token(key: bytes, job: Job, authorization: str | None) -> None:
-    """Raise ``Unauthenticated`` unless ``authorization`` is ``Bearer <token>`` of
-    ``job``'s current run."""
-    if not authorization or not authorization.lower().startswith("bearer "):
-        raise Unauthenticated(
-            f"missing token: a job reports with 'Authorization: Bearer ${ENV_TOKEN}' "
-            "(hal feedback and hal.feedback.report send it)"
-        )
-    given = authorization[7:].strip()
-    if not hmac.compare_digest(given.encode(), job_token(key, job.id, job.restarts).encode()):
-        raise Unauthenticated(
-            f"this token is not job {job.display_id}'s: a job reports only for itself, "
-            f"with the {ENV_TOKEN} of its current run"
-        )
 
 
 class RateLimit:
@@ -122,12 +95,11 @@ class FeedbackService:
         self, job: Job, authorization: str | None, metrics: Mapping[str, float]
     ) -> list[FeedbackSeries]:
         """Check and keep one report of ``job``'s; its series as they now are."""
-        check_token(self.key, job, authorization)
+        check_token(self.key, job.id, job.restarts, authorization)
         values = check_report(metrics)
         if job.state is not JobState.RUNNING:
             raise Conflict(
-                f"job {job.display_id} is {job.state.value}: only a running job reports "
-                "feedback",
+                f"job {job.display_id} is {job.state.value}: only a running job reports feedback",
                 field="job",
             )
         self.limit.take(job.id)

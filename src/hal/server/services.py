@@ -22,6 +22,7 @@ from hal.scheduler.service import SchedulerService
 from hal.server.auth import TokenCache
 from hal.server.cloud import CloudService
 from hal.server.data import DataService, with_view
+from hal.server.feedback import FeedbackService
 from hal.server.observe.plane import ObservePlane
 from hal.server.predictions import PredictionService
 from hal.server.priority import PriorityService
@@ -47,6 +48,7 @@ class Services:
     data: DataService | None = None  # [data]: the data plane (hal.server.data)
     cloud: CloudService | None = None  # [cloud]: the autoscaler, once started
     traffic: TrafficService | None = None  # the traffic graph (hal.server.traffic)
+    feedback: FeedbackService | None = None  # application feedback (hal.server.feedback)
     observe: ObservePlane | None = None  # metrics, alerts, the output relay
     # what is kept beside the database (``scontrol show config``'s StateSaveLocation)
     data_dir: Path | None = None

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from hal.core.feedback import ENV_TOKEN, job_token
 from hal.core.gpu_islands import complete_islands
 from hal.core.job import Job
 from hal.core.node import Node, check_features
@@ -138,6 +139,7 @@ def send_launch(cluster: Cluster, job: Job) -> None:
     het = job.spec.het
     components = cluster.het_components(het.job_id) if het is not None else []
     launch = build_launch(job, cluster.config.cluster_name, components)
+    feedback_environment(cluster, job, launch.environment)
     session.unconfirmed[job.id] = (launch, cluster.clock.now())
     session.push(launch)
     if launch.artifacts and job.allocation is not None:  # the other nodes fetch them now
@@ -660,3 +662,12 @@ async def forget_node(cluster: Cluster, name: str, reason: str) -> bool:
             session.wake.set()  # a held sync answers now
         cluster.changed.set()
     return True
+
+
+def feedback_environment(cluster: Cluster, job: Job, env: dict[str, str]) -> None:
+    """The job's feedback token (docs/feedback.md), good for this run only, and where to
+    send it: the server's URL where the submitter exported none."""
+    if cluster.feedback_key is not None:
+        env[ENV_TOKEN] = job_token(cluster.feedback_key, job.id, job.restarts)
+    if cluster.url:
+        env.setdefault("HAL_URL", cluster.url)

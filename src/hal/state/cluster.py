@@ -112,6 +112,10 @@ class Cluster(Mirror):
         self.in_doubt: set[int] = set()
         self.others_in_doubt = False
         self._listeners: list[Callable[[Sequence[Job]], None]] = []
+        # application feedback (``hal.server.feedback``): the key each run's token is
+        # made with, and the server's URL for the job's HAL_URL (set by the control plane)
+        self.feedback_key: bytes | None = None
+        self.url = ""
         super().__init__(config, clock or SystemClock())
 
     def configure(self, config: HalConfig) -> None:

@@ -60,7 +60,7 @@ def spec_to_json(spec: JobSpec) -> str:
             value = [value.schedule, value.first_line, value.line]
         elif name in _TUPLE_FIELDS:
             value = list(value)
-        elif name == "licenses":
+        elif name in ("licenses", "feedback_goals"):
             value = [list(pair) for pair in value]
         elif name == "artifacts":
             value = [[a.name, a.version, a.sha256, a.kind] for a in value]
@@ -75,6 +75,7 @@ def spec_from_json(text: str, script: str) -> JobSpec:
     d["script"] = script
     d["environment"] = tuple((k, v) for k, v in d.get("environment", ()))
     d["licenses"] = tuple((str(n), int(c)) for n, c in d.get("licenses", ()))
+    d["feedback_goals"] = tuple((str(n), str(g)) for n, g in d.get("feedback_goals", ()))
     d["artifacts"] = tuple(ArtifactRef(*a) for a in d.get("artifacts", ()))
     for name in _TUPLE_FIELDS:
         d[name] = tuple(d.get(name, ()))

@@ -400,7 +400,9 @@ class SqlStateStore:
             upsert = make(t)
             upsert = upsert.on_conflict_do_update(
                 index_elements=[t.c.job_id, t.c.metric],
-                set_={c: upsert.excluded[c] for c in ("count", "last_time", "last_value", "points")},
+                set_={
+                    c: upsert.excluded[c] for c in ("count", "last_time", "last_value", "points")
+                },
             )
             conn.execute(upsert, [_feedback_row(s) for s in series])
 

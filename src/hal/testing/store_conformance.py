@@ -808,7 +808,9 @@ def job_feedback_is_replaced_and_read_back_by_job_after_a_restart(
     with opened(open_store) as again:
         assert again.job_feedback([7, 8]) == [
             latency,
-            FeedbackSeries(7, "samples_per_s", 2, 110.0, 1900.5, ((100.0, 1830.0), (110.0, 1900.5))),
+            FeedbackSeries(
+                7, "samples_per_s", 2, 110.0, 1900.5, ((100.0, 1830.0), (110.0, 1900.5))
+            ),
         ]
         assert again.job_feedback([9]) == [other]
         assert again.job_feedback([]) == []

@@ -110,6 +110,10 @@ class JobSubmit:
     # [@LEVEL]" or "...name:NAME[@LEVEL]"; each entry may list several, comma-separated
     near: Annotated[list[Annotated[str, MaxLen(4096)]], MaxLen(32)] = field(default_factory=list)
     apart: Annotated[list[Annotated[str, MaxLen(4096)]], MaxLen(32)] = field(default_factory=list)
+    # --feedback-goal: "NAME:max|min" (each entry may list several, comma-separated)
+    feedback_goal: Annotated[list[Annotated[str, MaxLen(4096)]], MaxLen(32)] = field(
+        default_factory=list
+    )
     data: list[str] = field(default_factory=list)  # --data: input cache keys
     # --artifact: "NAME[@VERSION]" (each may list several, comma-separated); pinned to
     # their content at submission (docs/user/artifacts.md)

@@ -38,6 +38,7 @@ from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
 from hal.scheduler.service import CycleStats, PassRunner
 from hal.server.observe.artifactmetrics import artifact_metrics
 from hal.server.observe.cloudmetrics import cloud_metrics
+from hal.server.observe.feedbackmetrics import feedback_metrics
 from hal.server.observe.harmonicmetrics import HarmonicStats, harmonic_metrics
 from hal.state.artifacts import Registry
 from hal.state.cluster import Cluster
@@ -218,6 +219,9 @@ class HalMetrics:
         # the traffic graph's counters (``hal.server.traffic.TrafficService.stats``), set
         # by the server; None: no hal_harmonic_* series
         self.harmonic_stats: Callable[[], HarmonicStats | None] = lambda: None
+        # the running jobs' latest feedback (``FeedbackService.running_latest``), set by
+        # the server: job → metric → value, as hal_job_feedback gauges
+        self.feedback_latest: Callable[[], Mapping[int, Mapping[str, float]]] = dict
         # the artifact registry (set by the server); None: no hal_artifact_* series
         self.artifacts: Registry | None = None
         # The predictor's anomaly detector (set by ObservePlane); its last check is
@@ -413,6 +417,7 @@ class _StateCollector(Collector):
         yield from _data_metrics(m.data_stats())
         yield from cloud_metrics(m.cloud_stats())
         yield from harmonic_metrics(m.harmonic_stats())
+        yield from feedback_metrics(m.feedback_latest())
         yield from artifact_metrics(m.artifacts)
 
 
