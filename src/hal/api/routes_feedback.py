@@ -15,13 +15,13 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Path, Query
 
 from hal.api.deps import caller_dep, services_dep
-from hal.core.errors import NotFound, Unavailable
+from hal.core.errors import InvalidRequest, NotFound, Unavailable
 from hal.core.feedback import FeedbackSeries
 from hal.core.job import Job
 from hal.server.feedback import FeedbackService
 from hal.server.services import Services
 from hal.state.cluster import Caller
-from hal.wire.feedback import FeedbackMetric, FeedbackReport, JobFeedback
+from hal.wire.feedback import FeedbackList, FeedbackMetric, FeedbackReport, JobFeedback
 
 router = APIRouter(prefix="/v1/jobs", tags=["feedback"])
 Ctx = Annotated[Services, Depends(services_dep)]
@@ -66,9 +66,36 @@ async def read(
     return job_feedback(job, await feedback.series([job.id]), points=points)
 
 
+many = APIRouter(prefix="/v1/feedback", tags=["feedback"])
+
+
+@many.get("", response_model=FeedbackList)
+async def latest(
+    ctx: Ctx,
+    _caller: Who,
+    jobs: Annotated[str, Query(max_length=20_000, pattern=r"^[0-9]+(,[0-9]+)*$")],
+) -> FeedbackList:
+    """Several jobs' latest values (``jobs=1,2,3``, at most 1,000), for sacct's Feedback
+    column; jobs that reported nothing (or are unknown) are left out."""
+    ids = sorted({int(j) for j in jobs.split(",")})
+    if len(ids) > 1000:
+        raise InvalidRequest(f"{len(ids)} jobs; at most 1000 a request", field="jobs")
+    by_job: dict[int, list[FeedbackSeries]] = {}
+    for s in await _service(ctx).series(ids):
+        by_job.setdefault(s.job_id, []).append(s)
+    if not by_job:
+        return FeedbackList()
+    known = {j.id: j for j in await ctx.cluster.db(ctx.cluster.store.jobs_by_id, list(by_job))}
+    known.update((i, ctx.cluster.jobs[i]) for i in by_job if i in ctx.cluster.jobs)
+    return FeedbackList(
+        jobs=[job_feedback(known[i], by_job[i], points=False) for i in sorted(by_job) if i in known]
+    )
+
+
 def job_feedback(job: Job, series: list[FeedbackSeries], *, points: bool) -> JobFeedback:
     goals = dict(job.spec.feedback_goals)
     return JobFeedback(
+        id=job.id,
         job_id=job.display_id,
         metrics=[
             FeedbackMetric(

@@ -147,12 +147,13 @@ def cmd_queue(ns: argparse.Namespace) -> int:
 def cmd_show(ns: argparse.Namespace) -> int:
     with HalClient() as hal:
         job = hal.job(ns.job_id)
-    if ns.json:
-        print(job.model_dump_json(indent=2))
-        return 0
-    from hal.cli.show import job_lines
+        if ns.json:
+            print(job.model_dump_json(indent=2))
+            return 0
+        from hal.cli.show import feedback_line, job_lines
 
-    print("\n".join(job_lines(job, time.time())))
+        feedback = hal.job_feedback(job.id, points=False)
+    print("\n".join([*job_lines(job, time.time()), *feedback_line(feedback)]))
     return 0
 
 

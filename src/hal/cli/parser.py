@@ -13,6 +13,7 @@ from hal.cli import (
     cloud,
     data,
     explain,
+    feedback,
     harmonic,
     htc,
     local,
@@ -61,6 +62,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     topology.add_commands(sub)
     data.add_commands(sub)
     harmonic.add_commands(sub)
+    feedback.add_commands(sub)
     return p
 
 

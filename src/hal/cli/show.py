@@ -14,6 +14,7 @@ from hal.cli.host_share import size_text
 from hal.compat.formats import cpu_time, limit_long, timestamp
 from hal.compat.job_fields import batch_command, time_used, total_cpu_seconds
 from hal.slurm.syntax import compress_hostlist, duration_long
+from hal.wire.feedback import JobFeedback
 from hal.wire.jobs import JobInfo
 
 Pair = tuple[str, object]  # a key and its value; None, "", [] and False are left out
@@ -90,6 +91,7 @@ def job_lines(job: JobInfo, now: float) -> list[str]:
         ],
         _usage(job),
         [("Near", ",".join(job.near)), ("Apart", ",".join(job.apart))],
+        [("FeedbackGoal", job.feedback_goal)],
         [("Data", ",".join(job.data)), ("Artifacts", ",".join(job.artifacts))],
         [("Topology", job.topology), ("Switches", job.switches or None)],
         [("Placement", job.placement)],  # (a sentence: the traffic graph's note)
@@ -156,3 +158,16 @@ def _mail(job: JobInfo) -> list[Pair]:
     if job.mail_type == "NONE":
         return []
     return [("MailType", job.mail_type), ("MailUser", job.mail_user)]
+
+
+def feedback_line(feedback: JobFeedback) -> list[str]:
+    """What the job reported about itself (hal feedback), one line: each metric's
+    latest value, the way it is better (as declared with --feedback-goal) and how many
+    reports; none for a job that reported nothing."""
+    if not feedback.metrics:
+        return []
+    parts = []
+    for m in feedback.metrics:
+        reports = f"{m.count} report{'s' if m.count != 1 else ''}"
+        parts.append(f"{m.name}={m.latest:g} ({m.goal + ', ' if m.goal else ''}{reports})")
+    return [INDENT + "Feedback: " + "  ".join(parts)]

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from hal.wire.cloud import CloudStatus
     from hal.wire.crontab import CrontabInfo, CrontabRemoved
     from hal.wire.diag import SchedulerDiag
+    from hal.wire.feedback import JobFeedback
     from hal.wire.harmonic import HarmonicGraph
     from hal.wire.jobs import JobEvent, JobInfo, JobUpdate
     from hal.wire.nodes import (
@@ -318,6 +319,38 @@ class HalClient:
         path = f"/v1/jobs/{job_id}/steps/{step_id}/input"
         r = self._request("POST", path, json_body=body, retry=False)
         return StepInputReply.model_validate_json(r.body)
+
+    def report_feedback(self, job_id: int, metrics: Mapping[str, float]) -> JobFeedback:
+        """Report a running job's metrics (docs/feedback.md); the client's token must be
+        the job's ``HAL_FEEDBACK_TOKEN``. Not retried: a report is cheap to lose and a
+        resend would count twice."""
+        from hal.wire.feedback import JobFeedback
+
+        body = {"metrics": dict(metrics)}
+        r = self._request("POST", f"/v1/jobs/{job_id}/feedback", json_body=body, retry=False)
+        return JobFeedback.model_validate_json(r.body)
+
+    def feedback_latest(self, job_ids: Sequence[int]) -> dict[int, JobFeedback]:
+        """The latest values of the jobs' metrics (no series), by job id; jobs that
+        reported nothing are left out."""
+        from hal.wire.feedback import FeedbackList
+
+        found: dict[int, JobFeedback] = {}
+        ids = list(job_ids)
+        for start in range(0, len(ids), 500):
+            chunk = ",".join(str(j) for j in ids[start : start + 500])
+            r = self._request("GET", "/v1/feedback", params={"jobs": chunk})
+            for job in FeedbackList.model_validate_json(r.body).jobs:
+                found[job.id] = job
+        return found
+
+    def job_feedback(self, job_id: int, *, points: bool = True) -> JobFeedback:
+        """A job's reported metrics: latest value, goal, count and the kept series."""
+        from hal.wire.feedback import JobFeedback
+
+        params = {"points": "true" if points else "false"}
+        r = self._request("GET", f"/v1/jobs/{job_id}/feedback", params=params)
+        return JobFeedback.model_validate_json(r.body)
 
     def job_steps(self, job_id: int) -> list[StepInfo]:
         """The job's running steps with their tasks' latest usage (``sstat``)."""

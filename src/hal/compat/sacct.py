@@ -196,6 +196,10 @@ def _started(job: JobInfo) -> bool:
     return job.start_time is not None
 
 
+def _feedback_unset(job: JobInfo, step: str, now: float) -> str:
+    return ""  # replaced by ``_with_feedback`` once the jobs are known
+
+
 def _job_only(get: Callable[[JobInfo], str]) -> Column:
     return lambda job, step, now: "" if step else get(job)
 
@@ -527,6 +531,8 @@ FIELDS: dict[str, tuple[str, int, Column]] = {
     "suspended": ("Suspended", 10, _suspended),
     "constraints": ("Constraints", 19, _job_only(lambda j: "&".join(j.constraint))),
     "reservation": ("Reservation", 20, _job_only(lambda j: j.reservation)),
+    # HAL's: the latest values the job reported (hal feedback), ``name=value,...``
+    "feedback": ("Feedback", -30, _feedback_unset),
     "wckey": ("WCKey", 10, _job_only(lambda j: j.wckey)),
     # CPU time of a step's tasks (HH:MM:SS, as Slurm's TRES cpu), the job line blank
     "avecpu": ("AveCPU", 10, _cpu_column(False, lambda j, t: duration_long(t))),
@@ -634,6 +640,10 @@ def sacct(argv: list[str], console: Console) -> int:
     if unknown is not None:
         return console.error(f"Invalid user id: {unknown}")
     jobs = sorted(jobs, key=lambda j: j.id)
+    try:
+        request.fields = _with_feedback(request.fields, jobs, console)
+    except HalError as err:
+        return console.error(err.message)
     if request.batch_script:
         return _print_scripts(request, jobs, now, console)
     for line in sacct_lines(request, jobs, now):
@@ -674,6 +684,24 @@ def _with_cluster(
         return name
 
     return [(t, w, cluster if c is _cluster_unset else c) for t, w, c in fields]
+
+
+def _with_feedback(
+    fields: list[tuple[str, int, Column]], jobs: list[JobInfo], console: Console
+) -> list[tuple[str, int, Column]]:
+    """``fields`` with the jobs' latest feedback (``samples_per_s=1830,loss=0.25``, by
+    name) in any Feedback column, asked only when one is wanted."""
+    if all(column is not _feedback_unset for _, _, column in fields) or not jobs:
+        return fields
+    found = console.client.feedback_latest([j.id for j in jobs])
+    texts = {
+        job_id: ",".join(f"{m.name}={m.latest:g}" for m in f.metrics) for job_id, f in found.items()
+    }
+
+    def feedback(job: JobInfo, step: str, now: float) -> str:
+        return "" if step else texts.get(job.id, "")
+
+    return [(t, w, feedback if c is _feedback_unset else c) for t, w, c in fields]
 
 
 def parse_request(

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from hal.slurm.steps import LocalStep, StepRequest
     from hal.wire.crontab import CrontabInfo, CrontabRemoved
+    from hal.wire.feedback import JobFeedback
     from hal.wire.jobs import JobInfo, JobUpdate
     from hal.wire.nodes import (
         ClusterConfig,
@@ -108,6 +109,8 @@ class Client(Protocol):
     def update_partition(self, name: str, change: PartitionChange) -> PartitionInfo: ...
 
     def cluster_config(self) -> ClusterConfig: ...
+
+    def feedback_latest(self, job_ids: Sequence[int]) -> dict[int, JobFeedback]: ...
 
     def reconfigure(self) -> Reconfigured: ...
 

@@ -414,17 +414,18 @@ class SqlStateStore:
             for start in range(0, len(job_ids), 500):
                 chunk = [int(j) for j in job_ids[start : start + 500]]
                 rows = conn.execute(select(t).where(t.c.job_id.in_(chunk)))
-                found.extend(
-                    FeedbackSeries(
-                        int(r.job_id),
-                        str(r.metric),
-                        int(r.count),
-                        float(r.last_time),
-                        float(r.last_value),
-                        tuple((float(a), float(b)) for a, b in json.loads(r.points)),
+                for row in rows:
+                    r = row._mapping  # (``count`` is a tuple method on the row itself)
+                    found.append(
+                        FeedbackSeries(
+                            int(r["job_id"]),
+                            str(r["metric"]),
+                            int(r["count"]),
+                            float(r["last_time"]),
+                            float(r["last_value"]),
+                            tuple((float(a), float(b)) for a, b in json.loads(r["points"])),
+                        )
                     )
-                    for r in rows
-                )
         return sorted(found, key=lambda s: (s.job_id, s.metric))
 
     def traffic_edges(self) -> list[TrafficEdgeRow]:

@@ -26,5 +26,12 @@ class FeedbackMetric(WireModel):
 
 
 class JobFeedback(WireModel):
-    job_id: str
+    id: int  # the job's own id (an array task's too)
+    job_id: str  # as squeue shows it: 12, 12_3
     metrics: list[FeedbackMetric] = Field(default_factory=list)  # by name
+
+
+class FeedbackList(WireModel):
+    """Several jobs' latest values (``GET /v1/feedback?jobs=1,2``, sacct -o Feedback)."""
+
+    jobs: list[JobFeedback] = Field(default_factory=list)

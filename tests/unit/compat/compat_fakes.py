@@ -15,6 +15,7 @@ from hal.compat.sbatch import job_of
 from hal.core.errors import NotFound
 from hal.core.states import JobState
 from hal.slurm.steps import LocalStep, StepRequest
+from hal.wire.feedback import JobFeedback
 from hal.wire.jobs import JobInfo, JobList, JobRun, JobSubmit, JobUpdate, SubmitResult, WillRun
 from hal.wire.nodes import (
     ClusterConfig,
@@ -125,6 +126,7 @@ class FakeClient:
     """Implements the HalClient methods the commands call, over in-memory lists."""
 
     job_list: list[JobInfo] = field(default_factory=list)
+    feedback: dict[int, JobFeedback] = field(default_factory=dict)  # feedback_latest's
     node_list: list[NodeInfo] = field(default_factory=list)
     partition_list: list[PartitionInfo] = field(default_factory=list)
     user: str = "root"
@@ -330,6 +332,9 @@ class FakeClient:
 
     def topology(self) -> TopologyInfo:
         return self.topology_info
+
+    def feedback_latest(self, job_ids: Sequence[int]) -> dict[int, JobFeedback]:
+        return {i: self.feedback[i] for i in job_ids if i in self.feedback}
 
     def cluster_config(self) -> ClusterConfig:
         return ClusterConfig(
