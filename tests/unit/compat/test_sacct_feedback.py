@@ -53,5 +53,5 @@ def test_feedback_goals_from_options_and_hal_lines_add_up() -> None:
 
 @pytest.mark.parametrize("goal", ["samples_per_s", "x:best", "bad-name:max"])
 def test_a_bad_goal_is_refused_before_sending(goal: str) -> None:
-    with pytest.raises(InvalidRequest, match="feedback-goal|not allowed"):
+    with pytest.raises(InvalidRequest, match=r"feedback-goal|not allowed"):
         _parse(f"--feedback-goal={goal}")
