@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from hal.api.dependency_view import dependency_shown
 from hal.api.errors import field_path
@@ -12,8 +12,8 @@ from hal.core.artifacts import ArtifactRef, parse_requests
 from hal.core.data import expand_datasets, parse_data_keys
 from hal.core.errors import InvalidRequest
 from hal.core.feedback import format_goals, parse_goals
-from hal.core.job import Job, JobSpec
-from hal.core.job_rules import check_consistent, parse_rules
+from hal.core.job import ArraySpec, Dependency, Job, JobSpec, SignalSpec, TopologyConstraint
+from hal.core.job_rules import JobRule, check_consistent, parse_rules
 from hal.core.node import Node, Partition
 from hal.core.partition_list import shown_partition
 from hal.core.preemption import PreemptionPolicy
@@ -81,11 +81,115 @@ def to_spec(
 ) -> JobSpec:
     """Validate one submission and resolve it into a ``JobSpec`` (``mail_domain``: the
     cluster's ``[mail] domain``, for the default ``--mail-user``; ``element``: an array
-    element's job id, for dependencies on ``123_4``)."""
+    element's job id, for dependencies on ``123_4``).
+
+    The stages run in this order, so that a request with several faults is told the
+    first of them, always the same one: its text (script, environment, arguments), its
+    resources, then the options parsed from Slurm's syntax (when, where, feedback goals,
+    I/O, accounting and mail, each error prefixed with ``where``), then the job ids its
+    dependencies name."""
 
     def bad(message: str, field: str) -> InvalidRequest:
         return InvalidRequest(f"{where}{field}: {message}", field=where + field)
 
+    _check_text(req, bad)
+    resources = _resources(req, where, bad)
+    try:
+        timing = _timing(req, max_array_size, element)
+        placement = _placement(req)
+        feedback_goals = parse_goals(req.feedback_goal)  # (hal.core.feedback)
+        inputs = _inputs(req, datasets or {})
+        accounting = _accounting(req, user, mail_domain)
+    except InvalidRequest as err:
+        raise InvalidRequest(f"{where}{err.message}", field=where + (err.field or "")) from err
+    _check_dependency_ids(timing["dependency"], bad)
+    return JobSpec(
+        user=user,
+        **inputs,
+        **resources,
+        **timing,
+        **placement,
+        **accounting,
+        feedback_goals=feedback_goals,
+    )
+
+
+class _Resources(TypedDict):
+    nodes_min: int
+    nodes_max: int
+    fewest_nodes: bool
+    ntasks: int
+    ntasks_per_node: int | None
+    cpus_per_task: int
+    min_cpus_per_node: int
+    memory_per_node_bytes: int | None
+    memory_per_cpu_bytes: int | None
+    memory_per_gpu_bytes: int | None
+    gpus_per_node: int
+    gpus_total: int
+    gpus_per_task: int
+    gpu_type: str | None
+
+
+class _Timing(TypedDict):
+    time_limit_s: int | None
+    time_min_s: int | None
+    array: ArraySpec | None
+    dependency: Dependency | None
+    kill_on_invalid_dep: bool
+    hold: bool
+    begin_time: float | None
+    deadline: float | None
+    requeue: bool
+    signal: SignalSpec | None
+    priority: int | None
+    nice: int
+
+
+class _Placement(TypedDict):
+    partitions: tuple[str, ...]
+    constraint: tuple[str, ...]
+    exclude: tuple[str, ...]
+    nodelist: tuple[str, ...]
+    reservation: str
+    exclusive: bool
+    exclusive_user: bool
+    switches: int
+    switch_wait_s: int | None
+    topology: TopologyConstraint | None
+    near: tuple[JobRule, ...]
+    apart: tuple[JobRule, ...]
+
+
+class _Inputs(TypedDict):
+    script: str
+    name: str
+    script_args: tuple[str, ...]
+    script_path: str | None
+    workdir: str
+    environment: tuple[tuple[str, str], ...]
+    stdout: str | None
+    stderr: str | None
+    open_mode: str
+    data: tuple[str, ...]
+    artifacts: tuple[ArtifactRef, ...]
+
+
+class _Accounting(TypedDict):
+    account: str | None
+    qos: str | None
+    wckey: str
+    comment: str
+    submit_host: str
+    interactive: bool
+    licenses: tuple[tuple[str, int], ...]
+    mail_type: int
+    mail_user: str
+
+
+def _check_text(req: JobSubmit, bad: Callable[[str, str], InvalidRequest]) -> None:
+    """Whether the script, environment, arguments and workdir are text a node can run:
+    not empty, no NUL anywhere, variable names execve keeps, within the size limits."""
     if not req.script.strip():
         raise bad("the batch script is empty", "script")
     nul = nul_field({f.name: getattr(req, f.name) for f in dataclasses.fields(req)})
@@ -99,6 +203,11 @@ def to_spec(
     _check_script_args(req.script_args, bad)
     if not req.workdir.startswith("/"):
         raise bad("workdir must be an absolute path", "workdir")
+
+
+def _resources(req: JobSubmit, where: str, bad: Callable[[str, str], InvalidRequest]) -> _Resources:
+    """How much the job asks for: its memory (one of --mem, --mem-per-cpu,
+    --mem-per-gpu), nodes, tasks, CPUs and GPUs."""
     mems = [
         m
         for m in (req.memory_per_node_bytes, req.memory_per_cpu_bytes, req.memory_per_gpu_bytes)
@@ -109,6 +218,30 @@ def to_spec(
     # 0 of any of them is all of each node's memory (Slurm 22.05.8's --mem=0,
     # --mem-per-cpu=0, --mem-per-gpu=0), kept one way: memory_per_node_bytes=0
     whole_memory = mems == [0]
+    nodes_min, nodes_max, fewest_nodes = _node_counts(req, where, bad)
+    return _Resources(
+        nodes_min=nodes_min,
+        nodes_max=nodes_max,
+        fewest_nodes=fewest_nodes,
+        ntasks=req.ntasks or (req.ntasks_per_node * nodes_min if req.ntasks_per_node else 1),
+        ntasks_per_node=req.ntasks_per_node,
+        cpus_per_task=req.cpus_per_task,
+        min_cpus_per_node=req.min_cpus_per_node,
+        memory_per_node_bytes=0 if whole_memory else req.memory_per_node_bytes,
+        memory_per_cpu_bytes=None if whole_memory else req.memory_per_cpu_bytes,
+        memory_per_gpu_bytes=None if whole_memory else req.memory_per_gpu_bytes,
+        gpus_per_node=req.gpus_per_node,
+        gpus_total=req.gpus,
+        gpus_per_task=req.gpus_per_task,
+        gpu_type=req.gpu_type,
+    )
+
+
+def _node_counts(
+    req: JobSubmit, where: str, bad: Callable[[str, str], InvalidRequest]
+) -> tuple[int, int, bool]:
+    """The job's fewest and most nodes, widened to fit its tasks, and whether it takes as
+    few as its tasks fit on (no -N given)."""
     nodes_min, nodes_max = req.nodes_min, req.nodes_max or req.nodes_min
     if nodes_max < nodes_min:
         raise bad(f"nodes max {nodes_max} is below min {nodes_min}", "nodes")
@@ -134,38 +267,67 @@ def to_spec(
     )
     if fewest_nodes:
         nodes_max = req.ntasks or 1
-    ntasks = req.ntasks or (req.ntasks_per_node * nodes_min if req.ntasks_per_node else 1)
-    try:
-        array = parse_array(req.array, max_array_size) if req.array else None
-        dependency = parse_dependency(req.dependency, element=element) if req.dependency else None
-        signal = parse_signal(req.signal) if req.signal else None
-        switches, switch_wait = parse_switches(req.switches) if req.switches else (0, None)
-        topology = parse_topology(req.topology) if req.topology else None
-        near = parse_rules(req.near, "near")
-        apart = parse_rules(req.apart, "apart")
-        check_consistent(near, apart)
-        feedback_goals = parse_goals(req.feedback_goal)
-        data = parse_data_keys(req.data) if req.data else ()
-        data = expand_datasets(data, datasets or {})
-        artifacts = tuple(ArtifactRef(n, v, "") for n, v in parse_requests(req.artifacts))
-        umask = parse_umask(req.umask) if req.umask is not None else None
-        licenses = parse_licenses(req.licenses) if req.licenses else ()
-        mail_type = parse_mail_type(req.mail_type) if req.mail_type is not None else 0
-        mail_user = check_mail_user(req.mail_user.strip()) if req.mail_user is not None else ""
-    except InvalidRequest as err:
-        raise InvalidRequest(f"{where}{err.message}", field=where + (err.field or "")) from err
-    for term in dependency.terms if dependency else ():
-        for jid in term.job_ids:
-            if jid > INT64_MAX:  # no job has it, and the database would fail on it
-                raise bad(f"Job dependency problem: job {jid} does not exist", "dependency")
+    return nodes_min, nodes_max, fewest_nodes
+
+
+def _timing(
+    req: JobSubmit, max_array_size: int, element: Callable[[int, int], int] | None
+) -> _Timing:
+    """When the job may start and end: its limits, array, dependencies, hold, begin
+    time, deadline, requeue, warning signal and priority."""
+    return _Timing(
+        time_limit_s=req.time_limit_seconds,
+        time_min_s=req.time_min_seconds or None,
+        array=parse_array(req.array, max_array_size) if req.array else None,
+        dependency=parse_dependency(req.dependency, element=element) if req.dependency else None,
+        kill_on_invalid_dep=req.kill_on_invalid_dep,
+        hold=req.hold,
+        begin_time=req.begin_time,
+        deadline=req.deadline,
+        requeue=req.requeue,
+        signal=parse_signal(req.signal) if req.signal else None,
+        priority=req.priority,
+        nice=req.nice,
+    )
+
+
+def _placement(req: JobSubmit) -> _Placement:
+    """Where the job may run: partitions, features, node lists, reservation,
+    exclusivity, switches and topology, and its near/apart rules towards other jobs."""
+    switches, switch_wait = parse_switches(req.switches) if req.switches else (0, None)
+    topology = parse_topology(req.topology) if req.topology else None
+    near = parse_rules(req.near, "near")
+    apart = parse_rules(req.apart, "apart")
+    check_consistent(near, apart)
     # (a name listed twice counts once)
     partitions = tuple(dict.fromkeys(p.strip() for p in (req.partition or "").split(",")))
-    partitions = tuple(p for p in partitions if p)
+    return _Placement(
+        partitions=tuple(p for p in partitions if p),
+        constraint=tuple(req.constraint),
+        exclude=tuple(req.exclude),
+        nodelist=tuple(req.nodelist),
+        reservation=req.reservation.strip(),
+        exclusive=req.exclusive,
+        exclusive_user=req.exclusive_user and not req.exclusive,
+        switches=switches,
+        switch_wait_s=switch_wait,
+        topology=topology,
+        near=near,
+        apart=apart,
+    )
+
+
+def _inputs(req: JobSubmit, datasets: Mapping[str, tuple[str, ...]]) -> _Inputs:
+    """What the job runs and with what: its script, arguments, workdir, environment
+    (with SLURM_UMASK from --umask), output files, data sets and artifacts."""
+    data = parse_data_keys(req.data) if req.data else ()
+    data = expand_datasets(data, datasets)
+    artifacts = tuple(ArtifactRef(n, v, "") for n, v in parse_requests(req.artifacts))
+    umask = parse_umask(req.umask) if req.umask is not None else None
     environment = req.environment
     if umask is not None:  # the job's node applies SLURM_UMASK, as slurmstepd does
         environment = {**environment, "SLURM_UMASK": format_umask(umask)}
-    return JobSpec(
-        user=user,
+    return _Inputs(
         script=req.script,
         name=req.name or "sbatch",
         script_args=tuple(req.script_args),
@@ -174,58 +336,39 @@ def to_spec(
         environment=tuple(sorted(environment.items())),
         stdout=req.stdout,
         stderr=req.stderr,
-        partitions=partitions,
-        nodes_min=nodes_min,
-        nodes_max=nodes_max,
-        fewest_nodes=fewest_nodes,
-        ntasks=ntasks,
-        ntasks_per_node=req.ntasks_per_node,
-        cpus_per_task=req.cpus_per_task,
-        min_cpus_per_node=req.min_cpus_per_node,
-        memory_per_node_bytes=0 if whole_memory else req.memory_per_node_bytes,
-        memory_per_cpu_bytes=None if whole_memory else req.memory_per_cpu_bytes,
-        memory_per_gpu_bytes=None if whole_memory else req.memory_per_gpu_bytes,
-        gpus_per_node=req.gpus_per_node,
-        gpus_total=req.gpus,
-        gpus_per_task=req.gpus_per_task,
-        gpu_type=req.gpu_type,
-        time_limit_s=req.time_limit_seconds,
-        time_min_s=req.time_min_seconds or None,
-        array=array,
-        dependency=dependency,
-        kill_on_invalid_dep=req.kill_on_invalid_dep,
+        open_mode=req.open_mode or "",
+        data=data,
+        artifacts=artifacts,
+    )
+
+
+def _accounting(req: JobSubmit, user: str, mail_domain: str) -> _Accounting:
+    """Whom the job is charged to and told about: account, QOS, wckey, comment, submit
+    host, the cluster licenses it holds, and its mail (the user's own address by default)."""
+    licenses = parse_licenses(req.licenses) if req.licenses else ()
+    mail_type = parse_mail_type(req.mail_type) if req.mail_type is not None else 0
+    mail_user = check_mail_user(req.mail_user.strip()) if req.mail_user is not None else ""
+    return _Accounting(
         account=req.account,
         qos=req.qos,
-        constraint=tuple(req.constraint),
-        exclude=tuple(req.exclude),
-        nodelist=tuple(req.nodelist),
-        hold=req.hold,
-        begin_time=req.begin_time,
-        deadline=req.deadline,
-        requeue=req.requeue,
-        signal=signal,
-        exclusive=req.exclusive,
-        exclusive_user=req.exclusive_user and not req.exclusive,
-        priority=req.priority,
-        comment=req.comment,
-        open_mode=req.open_mode or "",
         wckey=req.wckey,
-        nice=req.nice,
+        comment=req.comment,
         submit_host=req.submit_host,
-        switches=switches,
-        switch_wait_s=switch_wait,
-        topology=topology,
-        data=data,
-        reservation=req.reservation.strip(),
+        interactive=req.interactive,
         licenses=licenses,
         mail_type=mail_type,
         mail_user=mail_recipient(user, mail_user, mail_domain),
-        interactive=req.interactive,
-        artifacts=artifacts,
-        near=near,
-        feedback_goals=feedback_goals,
-        apart=apart,
     )
+
+
+def _check_dependency_ids(
+    dependency: Dependency | None, bad: Callable[[str, str], InvalidRequest]
+) -> None:
+    """Whether every job id a dependency names can exist (at most INT64_MAX)."""
+    for term in dependency.terms if dependency else ():
+        for jid in term.job_ids:
+            if jid > INT64_MAX:  # no job has it, and the database would fail on it
+                raise bad(f"Job dependency problem: job {jid} does not exist", "dependency")
 
 
 def _check_script_args(args: list[str], bad: Callable[[str, str], InvalidRequest]) -> None:
