@@ -289,114 +289,31 @@ def run_tasks(
     ``_copy_input``), ``none`` nothing, a rank that task alone, else a file name pattern
     (``%t``...: -o's rules, with the step's ``fields``). ``step``: ``J.S``, for srun's
     lines (a SIGINT's: ``steps.CtrlC``)."""
-    pipe = subprocess.PIPE if label else None
-    streams = [
-        (
-            (files.fd(rank, "stdout") if files else None) or pipe,
-            (files.fd(rank, "stderr") if files else None) or pipe,
-        )
-        for rank in range(len(commands))
-    ]
-    relays: list[threading.Thread] = []
+    streams = _task_streams(len(commands), files, label)
     fields = fields or FilenameFields(0, "", "", "")
     prctl = ctypes.CDLL(None, use_errno=True).prctl  # (loaded before any fork)
-    inputs = [_task_input(stdin, rank, fields, console.cwd) for rank in range(len(commands))]
-    copied = stdin.lower() == "all" and len(commands) > 1  # srun's input to every task
-    if copied:
-        inputs = [subprocess.PIPE] * len(commands)
-    ntasks = len(commands)
-    procs: list[subprocess.Popen[bytes]] = []
-    forwarded: set[int] = set()
-    expired: list[int] = []  # the signals the time limit has sent
-
+    inputs, copied = _task_inputs(len(commands), stdin, fields, console.cwd)
     # (srun's client is idle while it waits for its tasks: it may ask for KillWait)
-    ctrl_c = CtrlC(console, step, partial(kill_wait, console))
-    # signals that came while the tasks were being started, and how many had started:
-    # scancel of a step just opened reaches srun before its task exists (the task then
-    # ran its whole course)
-    early: list[tuple[int, int]] = []
-    spawning = True
-
-    def forward(signum: int, _frame: FrameType | None) -> None:
-        if signum == signal.SIGINT:
-            running = [r for r, p in enumerate(procs) if p.returncode is None]
-            if not ctrl_c.passes_on(running):
-                return
-        forwarded.add(signum)
-        if signum == signal.SIGCONT:
-            console.err(GOT_SIGCONT)
-        for proc in procs:
-            if proc.poll() is None:
-                proc.send_signal(signum)
-        if spawning:  # the tasks not started yet get it once they are
-            early.append((signum, len(procs)))
-
-    def time_out(_signum: int, _frame: FrameType | None) -> None:
-        # (a timer signal, not a thread: the tasks are forked with a preexec_fn)
-        assert limit is not None
-        signum = signal.SIGKILL if expired else signal.SIGTERM
-        if not expired:
-            when = stamp(time.time())
-            console.err(cancelled_message(limit.node, limit.step, when, TIME_LIMIT, kind="STEP"))
-            signal.setitimer(signal.ITIMER_REAL, max(limit.kill_wait, 0.01))
-        expired.append(signum)
-        for proc in procs:
-            if proc.poll() is None:
-                proc.send_signal(signum)
-
-    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, CANCELLING)  # (held since the step opened)
-    if limit is not None:
-        previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, time_out)
+    tasks = _Tasks(console, CtrlC(console, step, partial(kill_wait, console)), limit)
+    relays: list[threading.Thread] = []
+    previous = _catch_signals(tasks)
     inherited = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # (own_max_rss)
     try:
-        for rank in range(ntasks):
-            env = {
-                **console.environ,
-                **step_env,
-                "SLURM_PROCID": str(rank),
-                "SLURM_LOCALID": str(rank),
-            }
-            command = commands[rank]
-            try:
-                # srun runs no other thread (sync httpx), so a preexec_fn is safe here
-                join = partial(_enter, cgroups, cpus, prctl)
-                with _environment(env):  # (the task's, and the PATH its command is found on)
-                    task = subprocess.Popen(
-                        command,
-                        env=None,  # srun's own: _enter adds the task's pid to it
-                        cwd=console.cwd or None,
-                        preexec_fn=join,  # noqa: PLW1509
-                        stdin=inputs[rank],
-                        stdout=streams[rank][0],
-                        stderr=streams[rank][1],
-                    )
-                procs.append(task)
-            except OSError as err:
-                for p in procs:
-                    p.kill()
-                    p.wait()
-                console.error(f"cannot run {command[0]}: {err.strerror}")
-                return TasksEnd(EXEC_FAILED, 0, False)
-        spawning = False
-        for signum, started in early:
-            for proc in procs[started:]:
-                if proc.poll() is None:
-                    proc.send_signal(signum)
-        for fd in inputs:  # (each task has its own copy of an input file now)
-            if fd is not None and fd >= 0:
-                os.close(fd)
+        join = partial(_enter, cgroups, cpus, prctl)
+        if not _start(tasks, commands, step_env, join, inputs, streams):
+            return TasksEnd(EXEC_FAILED, 0, False)
+        _all_started(tasks, inputs)
         if label:  # (threads only now: every task is forked)
-            relays = _relay_labelled(procs, console)
+            relays = _relay_labelled(tasks.procs, console)
         if copied:
-            _copy_input(procs)
+            _copy_input(tasks.procs)
         if limit is not None:
             signal.setitimer(signal.ITIMER_REAL, limit.seconds)
         failed_first: int | None = None
         if bad_exit is None:
-            reaped = [_reap(p) for p in procs]
+            reaped = [_reap(p) for p in tasks.procs]
         else:
-            reaped, failed_first = _reap_ending_the_rest(procs, console, bad_exit)
+            reaped, failed_first = _reap_ending_the_rest(tasks.procs, console, bad_exit)
     finally:
         for relay in relays:
             relay.join()
@@ -404,8 +321,153 @@ def run_tasks(
             signal.setitimer(signal.ITIMER_REAL, 0)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    return _collect(tasks, reaped, inherited, failed_first)
+
+
+Reaped = tuple[int, resource.struct_rusage | None]
+_Handler = Callable[[int, FrameType | None], object] | int | None  # (what signal.signal takes)
+
+
+@dataclass(slots=True)
+class _Tasks:
+    """A local step's tasks while srun starts and waits for them, and what its signal
+    handlers (``forward``, ``time_out``: they run between any two lines of srun's) have
+    done to them."""
+
+    console: Console
+    ctrl_c: CtrlC
+    limit: TimeLimit | None
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    forwarded: set[int] = field(default_factory=set)
+    expired: list[int] = field(default_factory=list)  # the signals the time limit has sent
+    # signals that came while the tasks were being started, and how many had started:
+    # scancel of a step just opened reaches srun before its task exists (the task then
+    # ran its whole course)
+    early: list[tuple[int, int]] = field(default_factory=list)
+    spawning: bool = True
+
+    def forward(self, signum: int, _frame: FrameType | None) -> None:
+        """Whether and how srun's signal goes on to the tasks (a first SIGINT may not)."""
+        if signum == signal.SIGINT:
+            running = [r for r, p in enumerate(self.procs) if p.returncode is None]
+            if not self.ctrl_c.passes_on(running):
+                return
+        self.forwarded.add(signum)
+        if signum == signal.SIGCONT:
+            self.console.err(GOT_SIGCONT)
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signum)
+        if self.spawning:  # the tasks not started yet get it once they are
+            self.early.append((signum, len(self.procs)))
+
+    def time_out(self, _signum: int, _frame: FrameType | None) -> None:
+        """Which signal the step's time limit sends now: SIGTERM, then SIGKILL."""
+        # (a timer signal, not a thread: the tasks are forked with a preexec_fn)
+        limit = self.limit
+        assert limit is not None
+        signum = signal.SIGKILL if self.expired else signal.SIGTERM
+        if not self.expired:
+            when = stamp(time.time())
+            self.console.err(
+                cancelled_message(limit.node, limit.step, when, TIME_LIMIT, kind="STEP")
+            )
+            signal.setitimer(signal.ITIMER_REAL, max(limit.kill_wait, 0.01))
+        self.expired.append(signum)
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signum)
+
+
+def _task_streams(
+    ntasks: int, files: TaskFiles | None, label: bool
+) -> list[tuple[int | None, int | None]]:
+    """Where each task's stdout and stderr go: its -o/-e file, else a pipe (-l), else srun's."""
+    pipe = subprocess.PIPE if label else None
+    return [
+        (
+            (files.fd(rank, "stdout") if files else None) or pipe,
+            (files.fd(rank, "stderr") if files else None) or pipe,
+        )
+        for rank in range(ntasks)
+    ]
+
+
+def _task_inputs(
+    ntasks: int, stdin: str, fields: FilenameFields, cwd: str
+) -> tuple[list[int | None], bool]:
+    """Each task's stdin for srun -i, and whether srun copies its own input to every task."""
+    inputs = [_task_input(stdin, rank, fields, cwd) for rank in range(ntasks)]
+    copied = stdin.lower() == "all" and ntasks > 1  # srun's input to every task
+    if copied:
+        inputs = [subprocess.PIPE] * ntasks
+    return inputs, copied
+
+
+def _catch_signals(tasks: _Tasks) -> dict[int, _Handler]:
+    """Which of srun's signals its tasks' handlers take over; the handlers they replace."""
+    previous: dict[int, _Handler] = {sig: signal.signal(sig, tasks.forward) for sig in FORWARDED}
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, CANCELLING)  # (held since the step opened)
+    if tasks.limit is not None:
+        previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, tasks.time_out)
+    return previous
+
+
+def _start(
+    tasks: _Tasks,
+    commands: list[list[str]],
+    step_env: dict[str, str],
+    join: Callable[[], None],
+    inputs: list[int | None],
+    streams: list[tuple[int | None, int | None]],
+) -> bool:
+    """Whether every rank's task started; when one cannot, the line is said and those
+    started are killed."""
+    console = tasks.console
+    for rank, command in enumerate(commands):
+        env = {**console.environ, **step_env, "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank)}
+        try:
+            # srun runs no other thread (sync httpx), so a preexec_fn is safe here
+            with _environment(env):  # (the task's, and the PATH its command is found on)
+                task = subprocess.Popen(
+                    command,
+                    env=None,  # srun's own: _enter adds the task's pid to it
+                    cwd=console.cwd or None,
+                    preexec_fn=join,  # noqa: PLW1509
+                    stdin=inputs[rank],
+                    stdout=streams[rank][0],
+                    stderr=streams[rank][1],
+                )
+            tasks.procs.append(task)
+        except OSError as err:
+            for p in tasks.procs:
+                p.kill()
+                p.wait()
+            console.error(f"cannot run {command[0]}: {err.strerror}")
+            return False
+    return True
+
+
+def _all_started(tasks: _Tasks, inputs: list[int | None]) -> None:
+    """Which tasks still get the signals that came while they were started (those that
+    started after each), once all are; srun's copies of input files are closed."""
+    tasks.spawning = False
+    for signum, started in tasks.early:
+        for proc in tasks.procs[started:]:
+            if proc.poll() is None:
+                proc.send_signal(signum)
+    for fd in inputs:  # (each task has its own copy of an input file now)
+        if fd is not None and fd >= 0:
+            os.close(fd)
+
+
+def _collect(
+    tasks: _Tasks, reaped: list[Reaped], inherited: int, failed_first: int | None
+) -> TasksEnd:
+    """How the step's tasks ended: the worst exit, each rank's code and use, and whether
+    srun cancelled them or their time limit ended them."""
     codes = {rank: code for rank, (code, _) in enumerate(reaped)}
-    tasks = [
+    used = [
         (
             r,
             own_max_rss(usage.ru_maxrss, inherited),
@@ -416,13 +478,10 @@ def run_tasks(
         for r, (_, usage) in enumerate(reaped)
         if usage is not None
     ]
-    cancelled = bool(forwarded & set(CANCELLING))
+    cancelled = bool(tasks.forwarded & set(CANCELLING))
     return TasksEnd(
-        *worst_exit(codes.values()), cancelled, tasks, codes, bool(expired), failed_first
+        *worst_exit(codes.values()), cancelled, used, codes, bool(tasks.expired), failed_first
     )
-
-
-Reaped = tuple[int, resource.struct_rusage | None]
 
 
 @contextlib.contextmanager
