@@ -328,23 +328,25 @@ Reaped = tuple[int, resource.struct_rusage | None]
 _Handler = Callable[[int, FrameType | None], object] | int | None  # (what signal.signal takes)
 
 
-@dataclass(slots=True)
-class _Tasks:
+class _Tasks:  # (a plain class: a dataclass costs srun ~1 ms more to import)
     """A local step's tasks while srun starts and waits for them, and what its signal
     handlers (``forward``, ``time_out``: they run between any two lines of srun's) have
     done to them."""
 
-    console: Console
-    ctrl_c: CtrlC
-    limit: TimeLimit | None
-    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
-    forwarded: set[int] = field(default_factory=set)
-    expired: list[int] = field(default_factory=list)  # the signals the time limit has sent
-    # signals that came while the tasks were being started, and how many had started:
-    # scancel of a step just opened reaches srun before its task exists (the task then
-    # ran its whole course)
-    early: list[tuple[int, int]] = field(default_factory=list)
-    spawning: bool = True
+    __slots__ = ("console", "ctrl_c", "early", "expired", "forwarded", "limit", "procs", "spawning")
+
+    def __init__(self, console: Console, ctrl_c: CtrlC, limit: TimeLimit | None) -> None:
+        self.console = console
+        self.ctrl_c = ctrl_c
+        self.limit = limit
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.forwarded: set[int] = set()
+        self.expired: list[int] = []  # the signals the time limit has sent
+        # signals that came while the tasks were being started, and how many had started:
+        # scancel of a step just opened reaches srun before its task exists (the task
+        # then ran its whole course)
+        self.early: list[tuple[int, int]] = []
+        self.spawning = True
 
     def forward(self, signum: int, _frame: FrameType | None) -> None:
         """Whether and how srun's signal goes on to the tasks (a first SIGINT may not)."""
