@@ -262,6 +262,4 @@ def test_reach_gives_the_same_floats_as_one_bincount_per_level(nvlink: bool, dep
     for size in (0, 1, 5, 60):
         rows = rng.integers(0, 40, size=size).astype(np.intp)
         weights = rng.lognormal(16.0, 2.0, size=size) / 7.0
-        assert np.array_equal(
-            levels.reach(rows, weights), _reach_level_by_level(levels, rows, weights)
-        )
+        assert np.array_equal(levels.reach(rows, weights), _reach_level_by_level(levels, rows, weights))

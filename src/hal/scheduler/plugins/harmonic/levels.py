@@ -105,14 +105,12 @@ class Levels:
         apart), switch levels summed per leaf (a few dozen leaves, not all the nodes)
         and spread to the nodes once. Each domain's sum is taken in the order of
         ``rows`` and the levels are added in the same order as one bincount per level
-        would: the same floats, bit for bit, as one bincount per level (about 10 %
-        fewer instructions on a three-level tree of 1,000 nodes)."""
-        # (with weights, bincount gives float64: astype copies nothing)
+        would: the same floats, bit for bit, in about half as many numpy calls."""
         sums = np.bincount(
             self._all_ids.take(rows, axis=1).ravel(),
             weights=np.concatenate((weights,) * self.count),
             minlength=self._total,
-        ).astype(np.float64, copy=False)
+        )
         n = self.sizes[0]
         out: FloatArray = sums[:n]
         if self.nvlink is not None:
