@@ -107,7 +107,7 @@ class Levels:
         ``rows`` and the levels are added in the same order as one bincount per level
         would: the same floats, bit for bit, in about half as many numpy calls."""
         sums = np.bincount(
-            self._all_ids.take(rows, axis=1).ravel(),
+            self._all_ids[:, rows].ravel(),
             weights=np.concatenate((weights,) * self.count),
             minlength=self._total,
         )
@@ -116,7 +116,7 @@ class Levels:
         if self.nvlink is not None:
             out = out + sums[n : n + self.sizes[1]][self.nvlink]
         if len(self.switches):
-            per_leaf = sums.take(self._leaf_ids)  # (switch levels, leaves): a new array
+            per_leaf = sums[self._leaf_ids]  # (switch levels, leaves): a new array
             summed = per_leaf[0]
             for level in per_leaf[1:]:
                 summed += level  # (per_leaf's own rows: the levels in order, as before)
