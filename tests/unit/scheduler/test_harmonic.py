@@ -228,38 +228,3 @@ def test_reach_is_the_weighted_count_of_shared_levels() -> None:
     d = levels.domains
     expected = [(weights * (d[:, rows] == d[:, [n]]).sum(axis=0)).sum() for n in range(16)]
     assert np.allclose(levels.reach(rows, weights), expected)
-
-
-def _reach_level_by_level(levels: Levels, rows: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """``reach`` as one bincount per level (how it was first written): the reference
-    the one-bincount form must match bit for bit, so that no score moves."""
-    out = np.bincount(rows, weights=weights, minlength=levels.sizes[0]).astype(np.float64)
-    if levels.nvlink is not None:
-        ids = levels.nvlink
-        out += np.bincount(ids[rows], weights=weights, minlength=levels.sizes[1])[ids]
-    if levels.switches:
-        leaves = levels.leaf_of[rows]
-        per_leaf = np.zeros(len(levels.switches[0][0]))
-        for up, size in levels.switches:
-            per_leaf += np.bincount(up[leaves], weights=weights, minlength=size)[up]
-        out += per_leaf[levels.leaf_of]
-    return out
-
-
-@pytest.mark.parametrize("nvlink", [False, True])
-@pytest.mark.parametrize("depth", [0, 1, 3])
-def test_reach_gives_the_same_floats_as_one_bincount_per_level(nvlink: bool, depth: int) -> None:
-    rng = np.random.default_rng(depth * 2 + nvlink)
-    path = ("c{}", "s{}", "l{}")[3 - depth :]
-    nodes = [
-        make_node(f"n{i}")
-        .topology(*(p.format(i // (2 ** (depth - k))) for k, p in enumerate(path)))
-        .nvlink_domain(f"d{i // 3}" if nvlink and i % 4 else "")
-        .build()
-        for i in range(40)
-    ]
-    levels = Levels.of(nodes, TreeIndex.from_nodes(nodes))
-    for size in (0, 1, 5, 60):
-        rows = rng.integers(0, 40, size=size).astype(np.intp)
-        weights = rng.lognormal(16.0, 2.0, size=size) / 7.0
-        assert np.array_equal(levels.reach(rows, weights), _reach_level_by_level(levels, rows, weights))
