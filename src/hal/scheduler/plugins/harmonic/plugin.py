@@ -13,8 +13,8 @@ times the levels ``n`` shares with ``r`` (``levels.Levels``: same node, NVLink d
 leaf switch and the switches above it, or rack/zone/region/site), i.e. the topology
 distance the traffic is spared; divided by the most it could be (all of it on one
 node) and scaled to ``[0, MAX_NODE_SCORE]``. So 100 beside all its peers, 0 where its
-traffic would cross the core. Vectorised: one ``bincount`` of the peers' ids at every
-level (``Levels.reach``); the whole-cluster array is kept per identity for the pass
+traffic would cross the core. Vectorised per level: one ``bincount`` of the peers' rows
+and one gather over the nodes; the whole-cluster array is kept per identity for the pass
 and redone only when a job of a peer identity is placed (Reserve).
 
 Reserve records the placed job where its identity runs (later jobs of the pass see it
