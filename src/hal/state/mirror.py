@@ -100,7 +100,7 @@ class Mirror:
             and holds_no_cpus(old) != holds_no_cpus(job)
         )
         if old is not None and was and (moved or not job.state.is_active):
-            release(self.usage, old)
+            release(self.usage, old, job.end_time or 0.0)  # (old: still running)
         if job.state.is_active and (not was or moved):
             hold(self.usage, job)
         self.jobs[job.id] = job

@@ -39,8 +39,9 @@ def hold(usage: dict[str, NodeUsage], job: Job) -> None:
             u.gpu_ids.update(alloc.gpu_ids[i])
 
 
-def release(usage: dict[str, NodeUsage], job: Job) -> None:
-    """Give back what ``hold`` accounted for this version of ``job``."""
+def release(usage: dict[str, NodeUsage], job: Job, ended_at: float = 0.0) -> None:
+    """Give back what ``hold`` accounted for this version of ``job``; ``ended_at``: when
+    the job ended (its next version's end time; 0: it did not end, e.g. suspended)."""
     alloc, exclusive = holding(job)
     if alloc is None:
         return
@@ -50,7 +51,7 @@ def release(usage: dict[str, NodeUsage], job: Job) -> None:
             continue
         u.allocated = u.allocated - alloc.per_node[i]
         u.jobs.discard(job.id)
-        u.released_at = max(u.released_at, job.end_time or 0.0)
+        u.released_at = max(u.released_at, ended_at)
         if exclusive:
             u.exclusive = False
         if i < len(alloc.gpu_ids):
