@@ -154,7 +154,9 @@ class CloudService:
         booting: dict[str, str] = {}
         joined: dict[str, str] = {}
         for name, instances in listed.items():
-            group = self._group(name)
+            group = self._by_name.get(name)
+            if group is None:  # a reconfigure took it out while this pass listed it
+                continue  # (``_retire_groups`` drains and removes its nodes)
             names = set(group.nodes)
             b, j = await self._sort(group, [i for i in instances if i.node in names])
             booting.update(b)
