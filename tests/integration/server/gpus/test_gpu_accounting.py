@@ -64,8 +64,8 @@ def test_a_gpu_job_shows_its_gpu_memory_and_utilisation(
     script.write_text(
         "#!/bin/bash\n"
         "#SBATCH --gres=gpu:2\n"
-        "CUDA_VISIBLE_DEVICES=0 HAL_TEST_GPU_USE=3221225472:80 sleep 8 &\n"
-        "CUDA_VISIBLE_DEVICES=1 HAL_TEST_GPU_USE=1073741824:40 sleep 8 &\n"
+        "CUDA_VISIBLE_DEVICES=0 HAL_TEST_GPU_USE=3221225472:80 sleep 20 &\n"
+        "CUDA_VISIBLE_DEVICES=1 HAL_TEST_GPU_USE=1073741824:40 sleep 20 &\n"
         "wait\n"
     )
     done = gpu_node.cli("sbatch", "--parsable", str(script), cwd=tmp_path)
@@ -87,7 +87,7 @@ def test_a_gpu_job_shows_its_gpu_memory_and_utilisation(
     assert step == f"{job_id}.batch"
     assert size(tres(most)["gres/gpumem"]) == 4 << 30 and tres(most)["gres/gpuutil"] == "120", most
     assert tres(mean)["gres/gpuutil"] == "120", mean
-    wait_until(lambda: ended(gpu_node, job_id), timeout=30, message="the job to end")
+    wait_until(lambda: ended(gpu_node, job_id), timeout=60, message="the job to end")
 
     sa = gpu_node.cli(
         "sacct", "-n", "-P", "-j", job_id, "-o", "JobID,TRESUsageInMax,TRESUsageInAve"

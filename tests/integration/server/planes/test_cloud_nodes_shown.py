@@ -141,9 +141,9 @@ def lifecycle(server: LiveServer) -> list[tuple[str, tuple[str, ...]]]:
     until it is powered down again after its job: what it showed, in order. While the
     job runs, sinfo and scontrol show an ordinary node with the CLOUD flag."""
     seen = [shown(server)["burst1"]]  # before the job: a poll after it may find it made
-    job = sbatch(server, "-c", "4", "--wrap", "sleep 4")
+    job = sbatch(server, "-c", "4", "--wrap", "sleep 10")  # long enough to see, loaded
     running_checked = False
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         now = shown(server)["burst1"]
         if seen[-1] != now:

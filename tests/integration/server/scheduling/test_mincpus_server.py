@@ -21,7 +21,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 
 def test_mincpus_gives_each_node_that_many_cpus(server: LiveServer, tmp_path: Path) -> None:
-    script = "echo $SLURM_CPUS_ON_NODE $SLURM_JOB_CPUS_PER_NODE; sleep 3"
+    script = "echo $SLURM_CPUS_ON_NODE $SLURM_JOB_CPUS_PER_NODE; sleep 15"  # (a loaded run)
     done = server.cli(
         "sbatch", "--parsable", "--mincpus=2", "-o", "out.txt", "--wrap", script, cwd=tmp_path
     )
@@ -33,6 +33,7 @@ def test_mincpus_gives_each_node_that_many_cpus(server: LiveServer, tmp_path: Pa
     assert server.cli("squeue", "-h", "-j", job, "-o", "%c|%C").stdout.strip() == "2|2"
     wait_until(lambda: (tmp_path / "out.txt").read_text().strip() != "", 30)
     assert (tmp_path / "out.txt").read_text().split() == ["2", "2"]
+    server.cli("scancel", job)
 
 
 def test_mincpus_no_node_has_is_refused(server: LiveServer, tmp_path: Path) -> None:
