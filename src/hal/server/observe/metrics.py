@@ -196,6 +196,14 @@ class HalMetrics:
             "hal_accounting_last_purge_timestamp_seconds",
             "When the last [accounting] purge finished (0: none yet).", registry=r,
         )  # fmt: skip
+        self._init_readings()
+        self._seen: dict[int, Seen] = {}
+        r.register(_StateCollector(self))
+        prometheus_client.ProcessCollector(registry=r)
+
+    def _init_readings(self) -> None:
+        """The figures read beside the registry's series: sdiag's plain numbers and the
+        other services' status callbacks, each a no-op until its service sets it."""
         self.last_cycle_time = 0.0
         # What sdiag adds to the series above (plain numbers, read by hal.server.observe.diag):
         # the longest pass, the pending jobs handed to the passes, the backfill stage's
@@ -227,9 +235,6 @@ class HalMetrics:
         # The predictor's anomaly detector (set by ObservePlane); its last check is
         # exported for the JobOverrunningPrediction/NodeFailureRateAnomalous rules.
         self.anomalies: AnomalyDetector | None = None
-        self._seen: dict[int, Seen] = {}
-        r.register(_StateCollector(self))
-        prometheus_client.ProcessCollector(registry=r)
 
     # -- seeding ------------------------------------------------------------------------
     def seed(self, jobs: Iterable[Job]) -> None:
