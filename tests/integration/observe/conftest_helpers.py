@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import shutil
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from hal.testing.live import LiveServer
+
+# the dashboard's tests: Debian's chromium, headless, driven by Playwright
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]  # fmt: skip
+BROWSER_MARKS = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists() and shutil.which("chromium") is None,
+        reason="chromium not installed (Debian package 'chromium')",
+    ),
+]
 
 
 def query(prom: str, expr: str) -> dict[str, Any]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import signal
 import sys
 import time
@@ -24,6 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
+from conftest_helpers import ARGS, BROWSER_MARKS, CHROMIUM
 
 from hal.client import HalClient
 from hal.config.priority import priority_from_dict
@@ -31,17 +31,8 @@ from hal.testing.live import LiveServer, stop_process, wait_until
 from hal.wire.jobs import JobBatchSubmit, JobSubmit
 from hal.wire.submit import to_json
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]  # fmt: skip
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is missing")
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists() and shutil.which("chromium") is None,
-        reason="chromium not installed (Debian package 'chromium')",
-    ),
-]
+pytestmark = BROWSER_MARKS
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,23 +21,15 @@ from typing import Any, TypeVar
 
 import httpx
 import pytest
+from conftest_helpers import ARGS, BROWSER_MARKS, CHROMIUM
 
 from hal.config.model import PartitionConfig
 from hal.testing.live import LiveServer, wait_until
 from hal.wire.submit import JobSubmit
 
 T = TypeVar("T")
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]  # fmt: skip
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is missing")
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists() and shutil.which("chromium") is None,
-        reason="chromium not installed (Debian package 'chromium')",
-    ),
-]
+pytestmark = BROWSER_MARKS
 PARTITIONS = (
     PartitionConfig(name="debug", default=True, nodes=("n1", "n2")),
     PartitionConfig(name="batch", nodes=("n3",)),
