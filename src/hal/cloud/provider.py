@@ -47,6 +47,18 @@ class Launch:
     token: str
 
 
+@dataclass(frozen=True, slots=True)
+class Price:
+    """What one of a group's nodes costs an hour, as its provider publishes it (EC2's spot
+    price history, a neo-cloud's instance-type price)."""
+
+    group: str
+    price_per_hour: float  # in ``currency``
+    source: str  # where it came from, e.g. "ec2 spot price history (eu-west-1a)"
+    observed_at: float  # Unix time the provider gave for it (or when it was read)
+    currency: str = "USD"
+
+
 class Provider(Protocol):
     group: NodeGroup
 
@@ -61,4 +73,12 @@ class Provider(Protocol):
 
     def remove(self, instances: Sequence[Instance]) -> None:
         """Stop and delete the instances (those already gone are skipped)."""
+        ...
+
+
+class PricedProvider(Provider, Protocol):
+    """A provider that publishes its prices; the server reads them each price interval."""
+
+    def prices(self) -> list[Price]:
+        """The group's current price(s); raises ``ProviderError`` when they cannot be read."""
         ...

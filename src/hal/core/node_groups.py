@@ -15,6 +15,11 @@ from hal.core.node import Node
 from hal.core.resources import ResourceVector
 
 PROVIDERS = ("local", "ec2")
+# how a group's capacity is lent: kept until released, or interruptible (EC2 spot: cheaper,
+# taken back at the provider's notice)
+ON_DEMAND = "on_demand"
+SPOT = "spot"
+MARKETS = (ON_DEMAND, SPOT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +30,9 @@ class NodeGroup:
     resources: ResourceVector  # what each node offers to jobs
     features: tuple[str, ...] = ()
     gpu_model: str = ""
-    price_per_hour: float = 0.0  # the autoscaler opens the cheapest group that fits
+    price_per_hour: float = 0.0  # the configured price; a provider's published one wins
+    market: str = ON_DEMAND  # one of MARKETS
+    max_price: float = 0.0  # spot: the most it pays an hour; 0: no maximum
     # an idle node is removed after this (Slurm's SuspendTime); 0: never
     idle_seconds: float = 300.0
     # a node not joined this long after its creation is removed, and the group rests as

@@ -99,6 +99,9 @@ class PendingReason(StrEnum):
     # HAL's own: a --near/--apart rule holds the job: its target does not run yet, or no
     # free node lies where the rule allows (hal.scheduler.plugins.affinity)
     AFFINITY = "Affinity"
+    # HAL's own: only new cloud nodes could hold the job now, and its account's (or QoS's)
+    # cloud_budget would be passed by them; it runs on owned nodes when they free up
+    CLOUD_BUDGET = "CloudBudget"
     # advance reservations (``scontrol create reservation``): a job waiting for its
     # reservation (not started yet, nodes busy, or unknown to it), and an ordinary job
     # -L: not enough of a license is free now (hal.scheduler.plugins.licenses)
