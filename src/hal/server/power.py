@@ -238,11 +238,11 @@ class PowerService:
             await self._suspend(requested[:allowed], "requested")
 
     def _joined(self, name: str, after: float) -> bool:
-        """Its agent has been heard from since ``after``."""
-        session = self.cluster.agent_sessions.get(name)
-        if session is None:
+        """Its agent registered since ``after`` (as slurmd must register after a resume;
+        a sync is no sign: the server ends a long poll it held for a dead agent too)."""
+        if name not in self.cluster.agent_sessions:
             return False
-        return max(session.last_seen, self.cluster.nodes[name].last_heartbeat) > after
+        return self.cluster.nodes[name].last_heartbeat > after
 
     async def _back(self, name: str, took: float | None) -> None:
         waking = self.waking.pop(name, None)
