@@ -22,8 +22,7 @@ The nodes of ``[cloud]`` groups carry Slurm's flags of cloud nodes, which the AP
 and on a name with no registered node ``POWERED_DOWN`` (``~``, no instance),
 ``POWERING_UP`` (``#``, an instance whose agent has not joined yet, also
 ``NOT_RESPONDING`` as in Slurm 22.05.8) or ``POWERING_DOWN`` (``%``, an instance being
-removed). HAL has no reboot requests or manual power-downs, so Slurm's ``! @ ^`` never
-appear.
+removed). HAL has no reboot requests, so Slurm's ``@ ^`` never appear.
 
 Owned nodes that sleep (``[power]``, ``hal.core.power``) carry the flag of their power
 phase: ``POWER_DOWN`` (``!``, a power-down requested while jobs run), ``POWERING_DOWN``
