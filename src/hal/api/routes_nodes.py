@@ -81,8 +81,10 @@ async def _set_state(ctx: Services, name: str, body: NodeUpdate, user: str) -> N
     to power saving (``hal.server.power``)."""
     power = ctx.power
     node = ctx.cluster.nodes.get(name)
+    # (without [power] any more, a sleeping node is resumed as any drained one)
     asleep = node is not None and phase_of(node) is not None
-    if body.state in ("POWER_DOWN", "POWER_UP") or (body.state in ("RESUME", "UP") and asleep):
+    woken = body.state in ("RESUME", "UP") and asleep and power is not None and power.config.enabled
+    if body.state in ("POWER_DOWN", "POWER_UP") or woken:
         if power is None:
             raise InvalidRequest("this server has no power saving", field="state")
         if body.state == "POWER_DOWN":
