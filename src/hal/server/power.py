@@ -84,16 +84,6 @@ class Waking:
     jobs: tuple[int, ...] = ()
 
 
-@dataclass(slots=True)
-class Counts:
-    """What the passes did since the server started (``hal_power_*``)."""
-
-    powered_down: int = 0
-    powered_up: int = 0
-    resume_failures: int = 0
-    program_failures: int = 0
-
-
 class PowerService:
     def __init__(self, cluster: Cluster, config: PowerConfig) -> None:
         self.cluster = cluster
@@ -104,11 +94,11 @@ class PowerService:
         self._downs: deque[float] = deque(maxlen=10_000)  # when nodes were powered down
         self._ups: deque[float] = deque(maxlen=10_000)
         self.boots: deque[float] = deque(maxlen=BOOTS_KEPT)  # resume → joined, seconds
-        self.counts = Counts()
         self._programs: set[asyncio.Task[None]] = set()
 
     def configure(self, config: PowerConfig) -> None:
-        """``scontrol reconfigure``: the new ``[power]`` (checked by ``load_config``)."""
+        """``scontrol reconfigure``: the new ``[power]`` (its programs checked by
+        ``check_programs``)."""
         self.config = config
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -259,7 +249,6 @@ class PowerService:
         waking = self.waking.pop(name, None)
         self.since.pop(name, None)
         reason = RESUME_FAILED.format(timeout=self.config.resume_timeout)
-        self.counts.resume_failures += 1
         log.warning("node %s: %s", name, reason)
         # DOWN: any job on it is requeued (NODE_FAIL), as Slurm's; the jobs it was woken
         # for are still pending and wake other nodes at the next pass
@@ -333,7 +322,6 @@ class PowerService:
             await self._enter(name, Phase.POWERING_UP, user)
             self.waking[name] = Waking(now, jobs.get(name, ()))
             self._ups.append(now)
-            self.counts.powered_up += 1
             await self._event("node.power_up", name, jobs=list(jobs.get(name, ())), user=user)
         hostlist = compress_hostlist(names)
         log.info("powering up %s (%s)", hostlist, self.config.resume_program)
@@ -413,7 +401,6 @@ class PowerService:
             idle = now - self.idle_since.pop(name, now)
             await self._enter(name, Phase.POWERING_DOWN, server_user())
             self._downs.append(now)
-            self.counts.powered_down += 1
             await self._event("node.power_down", name, why=why, idle_seconds=round(idle, 3))
         hostlist = compress_hostlist(names)
         log.info("powering down %s (%s, %s)", hostlist, why, self.config.suspend_program)
@@ -448,12 +435,10 @@ class PowerService:
                         start_new_session=True,
                     )
                 except OSError as err:
-                    self.counts.program_failures += 1
                     log.error("power: could not run %s %s: %s", program, hostlist, err)
                     return
                 code = await proc.wait()
                 if code != 0:
-                    self.counts.program_failures += 1
                     output.seek(0)
                     text = output.read().decode(errors="replace")[-OUTPUT_KEPT:]
                     log.error("power: %s %s exited %d: %s", program, hostlist, code, text)
