@@ -36,7 +36,7 @@ from hal.state import agents, preempt
 from hal.state.cluster import Cluster
 from hal.state.codec import SYSTEM_CPU, USER_CPU
 from hal.state.job_changes import PLACEMENT_NOTE
-from hal.state.node_flags import last_contact, node_state_flags
+from hal.state.node_flags import last_contact, node_state_flags, power_display
 from hal.wire.bounds import INT64_MAX
 from hal.wire.jobs import JobInfo, JobSubmit
 from hal.wire.nodes import BlockInfo, NodeInfo, PartitionInfo, SwitchInfo, TopologyInfo
@@ -543,6 +543,7 @@ def node_info(node: Node, cluster: Cluster, cloud: CloudNodes | None = None) -> 
     partitions = [p.name for p in cluster.partitions.values() if p.contains(node.name)]
     session = cluster.agent_sessions.get(node.name)
     display, flags = cluster.node_display_state(node), node_state_flags(cluster, node)
+    display = power_display(cluster, node, display)
     if cloud is not None:
         display, flags = cloud.registered(node, display, flags)
     return NodeInfo(
