@@ -136,7 +136,9 @@ class ContentMap:
     def inventory(
         self, instance_id: str, keys: list[tuple[str, int, float | None]], full: bool
     ) -> tuple[int, int, int, list[Change]]:
-        """Apply an inventory; returns (updated, added, removed, changes)."""
+        """Apply an inventory; returns (updated, added, removed, changes). ``updated``
+        counts every key processed (each distinct key listed), as the contract's examples
+        do; ``added`` those of them the map did not have."""
         current = self.by_instance.get(instance_id, {})
         updated = added = removed = 0
         changes: list[Change] = []
@@ -156,7 +158,7 @@ class ContentMap:
                     stale=old.stale,
                     last_accessed=accessed if accessed is not None else old.last_accessed,
                 )
-                updated += 1
+            updated += 1
             self.put(instance_id, key, entry)
             changes.append((instance_id, key, entry))
         if full:
