@@ -75,6 +75,7 @@ class PythonEnvs:
         self.clock = clock
         self._building: dict[str, asyncio.Future[Path]] = {}
         self.builds = 0  # environments built here (metrics, tests)
+        self.failures = 0  # builds that failed
         self.last_build_s = 0.0
 
     async def activate(
@@ -118,6 +119,7 @@ class PythonEnvs:
         try:
             built = await asyncio.to_thread(self._build_locked, pin, place)
         except PythonEnvError as err:
+            self.failures += 1
             (self.root / FAILED).mkdir(parents=True, exist_ok=True)
             (self.root / FAILED / pin.sha256).write_text(str(err))
             raise

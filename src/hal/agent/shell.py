@@ -310,6 +310,7 @@ class AgentShell:
             gpus=sampler.devices if sampler is not None else list,
             gpu_problems=lambda: self.usage.gpu_problems,
             artifacts=self.artifacts,
+            pyenvs=self.pyenvs,
         )
         try:
             server = await start_metrics_server(listen, agent_registry(collector))

@@ -143,10 +143,12 @@ def test_a_leaf_drops_a_copy_made_stale_and_reports_the_new_one(tree: Tree) -> N
     tree["l2"].client().set("rewritten", b"v3")
     wait_for(lambda: leaf.exists("rewritten") == 0, 5, "l3 to drop its copy, stale again")
     wait_for(
-        lambda: dt.datetime.fromisoformat(
-            tree.cp.http.get("/instances/l2").json()["lastHeartbeat"].replace("Z", "+00:00")
-        )
-        > written + dt.timedelta(seconds=0.7),
+        lambda: (
+            dt.datetime.fromisoformat(
+                tree.cp.http.get("/instances/l2").json()["lastHeartbeat"].replace("Z", "+00:00")
+            )
+            > written + dt.timedelta(seconds=0.7)
+        ),
         5,
         "l2 to heartbeat after its write",
     )
