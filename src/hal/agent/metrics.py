@@ -58,8 +58,8 @@ from prometheus_client.registry import Collector
 
 from hal import __version__
 from hal.agent.artifacts import ArtifactCache
-from hal.agent.pyenvs import PythonEnvs
 from hal.agent.gpuusage import DeviceGpu
+from hal.agent.pyenvs import PythonEnvs
 from hal.agent.records import JobRecord, Phase
 from hal.wire.agent import JobReport
 

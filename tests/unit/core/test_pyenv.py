@@ -64,7 +64,7 @@ def test_read_lock_takes_a_file_or_a_project_and_says_what_is_missing(tmp_path: 
     (tmp_path / "req.lock").write_text("six==1.16.0\n")
     assert read_lock(str(tmp_path / "req.lock")) == {"requirements.txt": "six==1.16.0\n"}
     (tmp_path / "pyproject.toml").write_text("[project]\n")
-    with pytest.raises(InvalidRequest, match="uv.lock not found"):
+    with pytest.raises(InvalidRequest, match=r"uv\.lock not found"):
         read_lock(str(tmp_path))
     (tmp_path / "uv.lock").write_text("[[package]]\n")
     assert set(read_lock(str(tmp_path / "pyproject.toml"))) == {"pyproject.toml", "uv.lock"}
