@@ -226,8 +226,11 @@ def uv_index_flags(python: str) -> list[str]:
         flags.append("--no-index")
     if pip.get("index-url"):
         flags += ["--default-index", pip["index-url"]]
-    for url in pip.get("extra-index-url", "").split():
+    extra = pip.get("extra-index-url", "").split()
+    for url in extra:
         flags += ["--index", url]
+    if extra:  # pip takes the best match from every index; uv, by default, the first's
+        flags += ["--index-strategy", "unsafe-best-match"]
     for place in pip.get("find-links", "").split():
         flags += ["--find-links", place]
     return flags
@@ -243,7 +246,6 @@ def pip_settings(python: str) -> dict[str, str]:
             text=True,
             timeout=60,
             check=False,
-            env={k: v for k, v in os.environ.items() if not k.startswith("PIP_")},
         ).stdout
         for line in listed.splitlines():
             key, _, value = line.partition("=")

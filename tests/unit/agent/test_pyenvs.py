@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -149,3 +150,33 @@ def test_a_uv_project_lock_is_synced_exactly(tmp_path: Path, wheels: Path) -> No
     pin = PythonEnvPin(kind=env.kind, sha256=env.sha256, files=dict(env.files))
     active = asyncio.run(_envs(tmp_path, {1}).activate(1, pin, {}))
     assert _python(active, "import halpkga, halpkgb; print(halpkga.VERSION)") == "2.0"
+
+
+def test_pips_index_settings_reach_uv_as_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """uv reads neither PIP_* nor pip.conf: the node's pip settings become uv's flags,
+    with pip's best match over every index; uv's own settings, when any, win."""
+    for name in list(os.environ):
+        if name.startswith(("UV_", "PIP_")):
+            monkeypatch.delenv(name)
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\nindex-url = https://mirror/simple\nfind-links = /wheels\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+    python = sys.executable
+    assert pyenvs.uv_index_flags(python) == [
+        "--default-index",
+        "https://mirror/simple",
+        "--find-links",
+        "/wheels",
+    ]
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "https://b/simple file:///c")
+    monkeypatch.setenv("PIP_FIND_LINKS", "/other")  # the variable over the file, as pip
+    assert pyenvs.uv_index_flags(python) == [
+        *("--default-index", "https://mirror/simple"),
+        *("--index", "https://b/simple", "--index", "file:///c"),
+        *("--index-strategy", "unsafe-best-match"),
+        *("--find-links", "/other"),
+    ]
+    monkeypatch.setenv("UV_DEFAULT_INDEX", "https://uv/simple")
+    assert pyenvs.uv_index_flags(python) == []
