@@ -131,3 +131,36 @@ def test_an_unpinned_lock_is_refused_at_submission(server: LiveServer, tmp_path:
     assert "is not pinned to one version" in done.stderr
     missing = server.cli("sbatch", "--python-env=nowhere.txt", "job.sh", cwd=tmp_path)
     assert missing.returncode != 0 and "cannot read nowhere.txt" in missing.stderr
+
+
+def test_over_rest_the_lock_files_are_a_field_and_a_wrong_set_is_refused(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    fields = {
+        "script": '#!/bin/sh\npython -c "import halpkga; print(halpkga.VERSION)"\n',
+        "workdir": str(tmp_path),
+        "stdout": str(tmp_path / "rest.out"),
+        "python_env": {"requirements.txt": "halpkga==1.0\n"},
+    }
+    with server.client() as c:
+        job = c.submit_fields(fields)["job_id"]
+        assert _ended(server, str(job)) == "COMPLETED"
+        assert (tmp_path / "rest.out").read_text() == "1.0\n"
+        wrong = {**fields, "python_env": {"setup.py": "x"}}
+        refused = httpx.post(
+            f"{server.url}/v1/jobs",
+            json=wrong,
+            headers={"Authorization": f"Bearer {server.token}"},
+            timeout=10,
+        )
+    assert refused.status_code == 400, refused.text
+    assert "give either" in refused.text
+
+
+def test_the_benchmark_reports_a_cold_build_and_the_warm_overhead() -> None:
+    from hal.bench.envs import run_envs_bench
+
+    venv = run_envs_bench(jobs=2)["venv"]
+    assert venv["cold_build_s"] > 0
+    assert venv["plain_start_ms_p50"] > 0 and venv["warm_start_ms_p50"] > 0
+    assert set(venv) >= {"warm_overhead_ms", "cold_build_s", "met", "goal_ms"}
