@@ -187,9 +187,12 @@ class BatchShell:
         """A failure is only logged: the step that needs them fails saying so."""
         assert self.artifacts is not None
         try:
-            await self.artifacts.deploy(prefetch.job_id, prefetch.artifacts, {})
+            if prefetch.artifacts:
+                await self.artifacts.deploy(prefetch.job_id, prefetch.artifacts, {})
+            if prefetch.python_env is not None and self.pyenvs is not None:
+                await self.pyenvs.activate(prefetch.job_id, prefetch.python_env, {})
         except Exception as err:
-            log.warning("job %d: artifacts not fetched ahead: %s", prefetch.job_id, err)
+            log.warning("job %d: not fetched ahead: %s", prefetch.job_id, err)
 
     async def _deploy_then_spawn(self, command: SpawnJob) -> None:
         launch = command.launch

@@ -435,12 +435,14 @@ class StepInput(WireModel):
 
 
 class Prefetch(WireModel):
-    """Fetch a job's artifacts now, on a node of its other than the batch node: its
-    steps there then start without waiting for them (docs/user/artifacts.md)."""
+    """Fetch a job's artifacts (and build its Python environment) now, on a node of its
+    other than the batch node: its steps there then start without waiting for them
+    (docs/user/artifacts.md, docs/user/environments.md)."""
 
     op: Literal["prefetch"] = "prefetch"
     job_id: int
     artifacts: list[ArtifactPin]
+    python_env: PythonEnvPin | None = None
 
 
 Instruction = Launch | Signal | Cancel | Limit | StepLaunch | StepInput | StepSignal | Prefetch

@@ -164,3 +164,19 @@ def test_the_benchmark_reports_a_cold_build_and_the_warm_overhead() -> None:
     assert venv["cold_build_s"] > 0
     assert venv["plain_start_ms_p50"] > 0 and venv["warm_start_ms_p50"] > 0
     assert set(venv) >= {"warm_overhead_ms", "cold_build_s", "met", "goal_ms"}
+
+
+def test_the_other_nodes_build_it_when_the_job_starts(server: LiveServer, tmp_path: Path) -> None:
+    """node2 builds the environment while the batch script on node1 still sleeps, before
+    any step asks for it there."""
+    text = "halpkga==2.0  # ahead\n"
+    (tmp_path / "requirements.txt").write_text(text)
+    sha = make_python_env({"requirements.txt": text}).sha256
+    script = f"#!/bin/sh\nwhile [ ! -e {tmp_path}/go ]; do sleep 0.1; done\n"
+    job = _submit(server, tmp_path, script, "-N2", "--python-env=requirements.txt", "-o", "o")
+    ready = server.data_dir / "agents" / "node2" / "artifacts" / f"{sha}.venv" / "ready"
+    wait_until(ready.exists, 60, message="node2 to build the environment ahead")
+    with server.client() as c:
+        assert c.job(job).state == "RUNNING"
+    (tmp_path / "go").touch()
+    assert _ended(server, job) == "COMPLETED"
