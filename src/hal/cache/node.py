@@ -398,7 +398,7 @@ class CacheNode:
                         candidates.append(iid)
             except (ControlPlaneDown, ControlPlaneRejected) as err:
                 log.debug("locate failed, using the parent chain: %s", err)
-        own = self._own_copy(key, fresh, stale)
+        own = self._own_copy(key, fresh, stale, last_resort=False)
         if own is not None:
             return own
         found: tuple[bytes, int, str] | None = None
@@ -416,7 +416,8 @@ class CacheNode:
         if found is None and not tried_chain:
             found = await self._pull_chain(key, deadline, hops, fresh)
         if found is None:
-            return None
+            # nothing upstream: a copy here that nothing calls stale is the freshest there is
+            return self._own_copy(key, fresh, stale, last_resort=True)
         value, pttl, source = found
         self.stats.pulled("parent" if source in ancestors else "peer", len(value))
         if pttl != 0:
@@ -428,10 +429,15 @@ class CacheNode:
         return found
 
     def _own_copy(
-        self, key: bytes, fresh: list[str] | None, stale: list[str]
+        self, key: bytes, fresh: list[str] | None, stale: list[str], last_resort: bool
     ) -> tuple[bytes, int, str] | None:
-        """The copy held here when nothing says it is stale (a child asked us to pass it
-        on, and the map it read did not list us); a stale one is dropped."""
+        """The copy held here, to pass on to a child whose map did not list us, unless
+        it may be stale. ``fresh``/``stale``: our own locate's answer (None: it failed).
+        Served at once: our own write (an origin copy is never stale), a copy the map lists
+        as fresh, or one it does not list while it lists no holder at all (it lost them).
+        With other fresh holders listed (or no answer), ours may predate their write: the
+        caller pulls first, and serves ours only as the ``last_resort``, when nothing came.
+        A copy the map calls stale is dropped."""
         item = self.store.get(key)
         if item is None:
             return None
@@ -439,7 +445,10 @@ class CacheNode:
             self.store.delete(key)
             self.reporter.report("key_evicted", key)
             return None
-        if fresh is not None and self.id not in fresh:
+        listed = fresh is not None and self.id in fresh
+        if not (last_resort or listed or not item.pulled or fresh == []):
+            return None
+        if fresh is not None and not listed:
             self.reporter.resync(key)  # the map lost or has not yet heard of our copy
         return item.value, self.store.pttl(item), self.id
 
