@@ -83,6 +83,8 @@ def test_the_batch_script_and_its_steps_run_in_the_environment(
     assert sorted(lines[1:]) == [f"0: {sha[:8]}", f"1: {sha[:8]}"]
     with server.client() as c:
         assert c.job(job).python_env == f"requirements:{sha}"
+    shown = server.cli("scontrol", "show", "job", job).stdout
+    assert f"PythonEnv=requirements:{sha}" in shown
     for node in ("node1", "node2"):
         venv = server.data_dir / "agents" / node / "artifacts" / f"{sha}.venv"
         assert (venv / "ready").exists()
