@@ -17,6 +17,7 @@ from hal.core.job_rules import JobRule, check_consistent, parse_rules
 from hal.core.node import Node, Partition
 from hal.core.partition_list import shown_partition
 from hal.core.preemption import PreemptionPolicy
+from hal.core.pyenv import PythonEnv, make_python_env
 from hal.core.states import JobState, PartitionState
 from hal.core.suspension import suspended_seconds
 from hal.slurm.filenames import FilenameFields, output_paths
@@ -173,6 +174,7 @@ class _Inputs(TypedDict):
     open_mode: str
     data: tuple[str, ...]
     artifacts: tuple[ArtifactRef, ...]
+    python_env: PythonEnv | None
 
 
 class _Accounting(TypedDict):
@@ -339,6 +341,7 @@ def _inputs(req: JobSubmit, datasets: Mapping[str, tuple[str, ...]]) -> _Inputs:
         open_mode=req.open_mode or "",
         data=data,
         artifacts=artifacts,
+        python_env=make_python_env(req.python_env) if req.python_env else None,
     )
 
 
@@ -496,6 +499,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         placement=job.extra.get(PLACEMENT_NOTE),
         data=list(spec.data),
         artifacts=[f"{a}" for a in spec.artifacts],
+        python_env=f"{spec.python_env.kind}:{spec.python_env.sha256}" if spec.python_env else None,
         near=[str(r) for r in spec.near],
         apart=[str(r) for r in spec.apart],
         feedback_goal=format_goals(spec.feedback_goals),
