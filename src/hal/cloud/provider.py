@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from hal.core.node_groups import NodeGroup
+from hal.core.node_groups import ON_DEMAND, NodeGroup
 
 # what an instance is doing, as far as its provider says
 PENDING = "pending"  # asked for, not yet running
@@ -29,6 +29,16 @@ class ProviderError(Exception):
     The message says what the provider said; the autoscaler logs it, raises an event
     and rests the group."""
 
+    capacity = False  # the provider has no machines of the kind now (``CapacityError``)
+
+
+class CapacityError(ProviderError):
+    """The provider has no capacity for the group's machines now, wherever it looked
+    (each of a Lambda group's regions; EC2's ``InsufficientInstanceCapacity``): the
+    autoscaler tries the next group that holds the jobs in the same pass."""
+
+    capacity = True
+
 
 @dataclass(frozen=True, slots=True)
 class Instance:
@@ -37,6 +47,7 @@ class Instance:
     group: str
     state: str  # PENDING, RUNNING or STOPPING
     created_at: float  # Unix time
+    market: str = ON_DEMAND  # how it is lent (``hal.core.node_groups.MARKETS``)
 
 
 @dataclass(frozen=True, slots=True)
