@@ -161,8 +161,10 @@ class Ec2Provider:
                 self._tokens.pop(name, None)  # (a failed call's instance, found)
                 continue
             token = self._tokens.setdefault(name, f"hal-{uuid.uuid4().hex}")
+            request = self._request(name, launch)
+            request["ClientToken"] = token
             try:
-                reply = self.client.run_instances(**self._request(name, launch), ClientToken=token)
+                reply = self.client.run_instances(**request)
             except (ClientError, BotoCoreError) as err:
                 error = _provider_error(f"{self._where}: could not start node {name}", err)
                 if not started:
@@ -178,9 +180,7 @@ class Ec2Provider:
         instance type, in the subnet's zone where the group names a subnet, else the
         cheapest zone's. An on-demand group's: its configured ``price_per_hour``."""
         if self.group.market != SPOT:
-            return [
-                Price(self.group.name, self.group.price_per_hour, "config", time.time())
-            ]
+            return [Price(self.group.name, self.group.price_per_hour, "config", time.time())]
         zone = self._zone()
         now = datetime.now(UTC)
         latest: dict[str, tuple[datetime, float]] = {}

@@ -175,7 +175,9 @@ def _market(item: dict[str, Any], provider: str, source: str, where: str) -> tup
     """The group's ``market`` and ``max_price``: spot only where the provider lends it."""
     market = item.get("market", ON_DEMAND)
     if market not in MARKETS:
-        raise fail(source, f"{where}.market", f"must be one of {', '.join(MARKETS)} (got {market!r})")
+        raise fail(
+            source, f"{where}.market", f"must be one of {', '.join(MARKETS)} (got {market!r})"
+        )
     if market != ON_DEMAND and provider not in SPOT_PROVIDERS:
         raise fail(
             source,
@@ -189,9 +191,7 @@ def _market(item: dict[str, Any], provider: str, source: str, where: str) -> tup
             source, f"{where}.max_price", f"must be a number >= 0, e.g. 0.12 (got {price!r})"
         )
     if price and market == ON_DEMAND:
-        raise fail(
-            source, f"{where}.max_price", 'applies to spot groups only: add market = "spot"'
-        )
+        raise fail(source, f"{where}.max_price", 'applies to spot groups only: add market = "spot"')
     return market, float(price)
 
 
@@ -207,7 +207,9 @@ def _settings(settings: Any, source: str, where: str) -> dict[str, str]:
             out[str(key)] = str(value)
         else:
             raise fail(
-                source, f"{where}.{key}", f"must be a string, a number or a list of strings (got {value!r})"
+                source,
+                f"{where}.{key}",
+                f"must be a string, a number or a list of strings (got {value!r})",
             )
     return out
 

@@ -293,7 +293,9 @@ class CloudService:
             except ProviderError as err:
                 now = self.cluster.clock.now()
                 state.failed(f"listing instances: {err}", now, err.capacity)
-                state.resting_until = max(state.resting_until, now + max(2 * self.config.interval_seconds, 120.0))
+                state.resting_until = max(
+                    state.resting_until, now + max(2 * self.config.interval_seconds, 120.0)
+                )
                 log.warning("cloud group %s: %s", group.name, state.error)
                 continue
             state.instances = found

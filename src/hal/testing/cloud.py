@@ -103,6 +103,7 @@ def limit(check: Callable[..., Any], stand_in: StandIn) -> str | None:
             return reason
     return None
 
+
 TIMEOUT = 120.0  # long enough for a real cloud's terminations
 CLOCK_SLACK = 300.0  # a provider's clock may differ from ours this much
 
@@ -248,9 +249,7 @@ def check_create_retried(provider: Provider, launch: Launch, timeout: float = TI
         first = _create(provider, names, launch)
         wait_for(provider, lambda seen: _ids(first) <= _ids(seen), timeout, "listing")
         again = provider.create(names, launch)
-        assert sorted((i.node, i.id) for i in again) == sorted((i.node, i.id) for i in first), (
-            again
-        )
+        assert sorted((i.node, i.id) for i in again) == sorted((i.node, i.id) for i in first), again
         listed = provider.instances()
         assert Counter(i.node for i in listed) == Counter(names), listed
 

@@ -310,7 +310,9 @@ def test_an_unreachable_endpoint_is_a_provider_error(
     url = f"http://127.0.0.1:{free_port()}"
     provider = Ec2Provider(make_group(**{**settings, "endpoint_url": url}), cluster)
     # (a create lists first: a name with an instance gets it back)
-    with pytest.raises(ProviderError, match=r"could not list .*Could not connect.*" + re.escape(url)):
+    with pytest.raises(
+        ProviderError, match=r"could not list .*Could not connect.*" + re.escape(url)
+    ):
         provider.create(["burst1"], launch)
     with pytest.raises(ProviderError, match=r"could not list instances.*Could not connect"):
         provider.instances()

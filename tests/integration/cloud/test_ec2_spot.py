@@ -108,7 +108,7 @@ def test_an_unknown_type_has_no_spot_price(
     make_group: MakeGroup, settings: dict[str, str], cluster: str
 ) -> None:
     group = _spot(make_group, {**settings, "instance_type": "c7i.nonesuch"})
-    with pytest.raises(ProviderError, match="no spot price for c7i.nonesuch"):
+    with pytest.raises(ProviderError, match=r"no spot price for c7i\.nonesuch"):
         Ec2Provider(group, cluster).prices()
 
 

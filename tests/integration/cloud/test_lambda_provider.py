@@ -36,7 +36,9 @@ NO_STATE = (
 )
 
 
-def _stand_in(make_group: MakeGroup, settings: dict[str, str], cluster: str, client: Client) -> StandIn:
+def _stand_in(
+    make_group: MakeGroup, settings: dict[str, str], cluster: str, client: Client
+) -> StandIn:
     def provider(**more: str) -> Provider:
         return LambdaProvider(
             make_group(provider="lambda", **{**settings, **more}), cluster, client()[0]
@@ -240,7 +242,7 @@ def test_an_unknown_instance_type_is_named(
     client, _ = prism_client()
     settings = {**lambda_settings, "instance_type": "gpu_1x_a10O"}
     provider = LambdaProvider(make_group(provider="lambda", **settings), cluster, client)
-    with pytest.raises(ProviderError, match="no instance type 'gpu_1x_a10O'.*gpu_1x_a100"):
+    with pytest.raises(ProviderError, match=r"no instance type 'gpu_1x_a10O'.*gpu_1x_a100"):
         provider.create(["burst1"], launch)
 
 
