@@ -139,6 +139,39 @@ def _contract() -> Path | None:
     return None
 
 
+# Named examples of error answers the contract defines (``errorResponseBody``, codes of
+# its ``errorCode`` enum) but gives no example of, so that a test can ask Prism for one
+# (``Prefer: example=NAME``). Prism checks them against the contract's schema like any
+# answer. The first is Prism's answer to ``Prefer: code=400``.
+ERROR_EXAMPLES = {
+    "invalid-parameters": {
+        "code": "global/invalid-parameters",
+        "message": "Invalid instance type name",
+        "suggestion": "Check GET /instance-types for the names",
+    },
+    "insufficient-capacity": {
+        "code": "instance-operations/launch/insufficient-capacity",
+        "message": "Not enough capacity to fulfill launch request.",
+        "suggestion": None,
+    },
+}
+
+
+def _with_error_examples(contract: Path, folder: Path) -> Path:
+    """A copy of the contract whose 400 answer carries ``ERROR_EXAMPLES``; nothing else
+    changes (the schemas the requests are checked against are the contract's)."""
+    import yaml
+
+    doc = yaml.safe_load(contract.read_text())
+    content = doc["components"]["responses"]["badRequest"]["content"]["application/json"]
+    content["examples"] = {
+        name: {"value": {"error": error}} for name, error in ERROR_EXAMPLES.items()
+    }
+    path = folder / CONTRACT
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
 @pytest.fixture(scope="session")
 def prism_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``prism mock`` of Lambda Cloud's contract on a free port. Static mode: each answer
@@ -146,8 +179,8 @@ def prism_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     does not allow is answered 400/422 with an ``sl-violations`` header (``prism_client``
     fails the test on it). Not ``--errors``: that turns the contract's own example of
     ``GET /instance-types`` (a price written as a string) into a 500."""
-    contract = _contract()
-    if contract is None or not contract.is_file():
+    found = _contract()
+    if found is None or not found.is_file():
         pytest.skip(
             f"Lambda Cloud's API contract ({CONTRACT}) is neither beside the checkout "
             "(../shared/spec) nor at $HAL_LAMBDA_CONTRACT"
@@ -156,8 +189,10 @@ def prism_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         if shutil.which("npm") is None:
             pytest.skip("npm is not installed: the Lambda tests run Prism from npm")
         pytest.fail(f"Prism is not installed ({PRISM}): run `make prism`")
+    folder = tmp_path_factory.mktemp("prism")
+    contract = _with_error_examples(found, folder)
     port = free_port()
-    log = tmp_path_factory.mktemp("prism") / "prism.log"
+    log = folder / "prism.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [str(PRISM), "mock", "--host", "127.0.0.1", "--port", str(port), str(contract)],
@@ -189,7 +224,8 @@ class PrismTraffic:
     contract violations Prism found in the requests."""
 
     requests: list[tuple[str, str, Any]] = field(default_factory=list)
-    violations: list[str] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)  # in the requests
+    answers: list[str] = field(default_factory=list)  # violations in Prism's answers
     auth: set[str] = field(default_factory=set)  # the Authorization headers sent
 
     def hook(self, reply: httpx.Response) -> None:
@@ -198,24 +234,33 @@ class PrismTraffic:
         self.requests.append((request.method, request.url.path, body))
         self.auth.add(request.headers.get("Authorization", ""))
         for found in json.loads(reply.headers.get("sl-violations", "[]")):
+            where = f"{request.method} {request.url.path}: {found}"
             if found.get("location", [""])[0] == "request":
-                self.violations.append(f"{request.method} {request.url.path}: {found}")
+                self.violations.append(where)
+            else:
+                self.answers.append(where)
 
 
 @pytest.fixture
 def prism_client(prism_url: str) -> Iterator[Callable[..., tuple[httpx.Client, PrismTraffic]]]:
-    """``prism_client(prefer=None, only="")``: an httpx client for the Lambda provider that
-    records what it sends. ``prefer``: Prism's ``Prefer`` header choosing the answer
-    (e.g. "code=400"), on the requests to the path ``only`` (all where ""). The test
-    fails if Prism found any request against the contract."""
+    """``prism_client(prefer=None, only="", times=0)``: an httpx client for the Lambda
+    provider that records what it sends. ``prefer``: Prism's ``Prefer`` header choosing
+    the answer (e.g. "code=400", "example=insufficient-capacity"), on the requests to
+    the path ``only`` (all where ""), the first ``times`` of them (all where 0). The
+    test fails if Prism found any request against the contract."""
     made: list[tuple[httpx.Client, PrismTraffic]] = []
 
-    def make(prefer: str | None = None, only: str = "") -> tuple[httpx.Client, PrismTraffic]:
+    def make(
+        prefer: str | None = None, only: str = "", times: int = 0
+    ) -> tuple[httpx.Client, PrismTraffic]:
         traffic = PrismTraffic()
+        sent = [0]
 
         def choose(request: httpx.Request) -> None:
             if prefer and (not only or request.url.path == only):
-                request.headers["Prefer"] = prefer
+                sent[0] += 1
+                if not times or sent[0] <= times:
+                    request.headers["Prefer"] = prefer
 
         client = httpx.Client(event_hooks={"request": [choose], "response": [traffic.hook]})
         made.append((client, traffic))

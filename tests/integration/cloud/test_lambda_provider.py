@@ -208,19 +208,46 @@ def test_an_error_answer_is_parsed_and_not_capacity(
     launch: Launch,
     prism_client: Client,
 ) -> None:
-    """A 400 answer (Prism's static one: the contract's first error code) is a
-    ProviderError with the code, message and suggestion, not a capacity error: the
-    group rests, and the next region is not tried for it."""
+    """A 400 answer other than insufficient capacity is a ProviderError with the code,
+    message and suggestion, not a capacity error: the group rests, and no other region
+    is tried for it."""
     client, traffic = prism_client(prefer="code=400", only="/instance-operations/launch")
     provider = LambdaProvider(make_group(provider="lambda", **lambda_settings), cluster, client)
     with pytest.raises(ProviderError) as caught:
         provider.create(["burst1"], launch)
     assert not caught.value.capacity
     text = str(caught.value)
-    assert "HTTP 400 global/unknown" in text
-    assert "API key is invalid" in text and "Create a new API key" in text
+    assert "could not launch node burst1 in us-tx-1: HTTP 400 global/invalid-parameters" in text
+    assert "Invalid instance type name (Check GET /instance-types for the names)" in text
     launches = [b for m, p, b in traffic.requests if p == "/instance-operations/launch"]
     assert [b["region_name"] for b in launches] == ["us-tx-1"]
+    # the example fits the contract's error schema
+    assert [a for a in traffic.answers if "/launch" in a] == []
+
+
+def test_a_region_answering_insufficient_capacity_is_a_capacity_error(
+    make_group: MakeGroup,
+    lambda_settings: dict[str, str],
+    cluster: str,
+    launch: Launch,
+    prism_client: Client,
+) -> None:
+    """us-tx-1 has capacity by the instance types, and answers the launch with
+    insufficient capacity (it went meanwhile); us-az-1 has none listed: a capacity
+    error naming both. (Moving on to the next region that has capacity is
+    ``test_launch_speaks_the_contract``'s: the contract's example lists one region per
+    type.)"""
+    client, traffic = prism_client(
+        prefer="code=400, example=insufficient-capacity", only="/instance-operations/launch"
+    )
+    settings = {**lambda_settings, "regions": "us-tx-1,us-az-1"}
+    provider = LambdaProvider(make_group(provider="lambda", **settings), cluster, client)
+    with pytest.raises(CapacityError) as caught:
+        provider.create(["burst1", "burst2"], launch)
+    assert "tried us-tx-1 (insufficient capacity), us-az-1 (none listed)" in str(caught.value)
+    launches = [b["region_name"] for _, p, b in traffic.requests if p.endswith("/launch")]
+    assert launches == ["us-tx-1"]  # burst2 is not tried once burst1 found no room
+    assert [a for a in traffic.answers if "/launch" in a] == []
 
 
 def test_unauthorized_says_where_the_key_comes_from(
