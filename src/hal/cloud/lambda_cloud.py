@@ -49,7 +49,7 @@ log = logging.getLogger("hal.cloud.lambda")
 
 ENDPOINT = "https://cloud.lambdalabs.com/api/v1"  # the contract's production server
 KEY_ENV = "LAMBDA_API_KEY"
-REQUIRED = ("instance_type", "regions", "ssh_key_name")
+REQUIRED = ("instance_type", "regions", "ssh_key_names")
 OPTIONAL = (
     "api_key_file",  # a file holding the API key (default: $LAMBDA_API_KEY)
     "endpoint_url",  # another endpoint (a mock server in tests)
@@ -199,7 +199,7 @@ class LambdaProvider:
             request: dict[str, Any] = {
                 "region_name": region,
                 "instance_type_name": offer.name,
-                "ssh_key_names": [self.settings["ssh_key_name"]],
+                "ssh_key_names": [self.settings["ssh_key_names"].strip(" ,")],
                 "quantity": 1,
                 "name": f"{self.prefix}{name}/{int(now)}",
             }
@@ -331,7 +331,7 @@ def _checked_settings(group: NodeGroup) -> dict[str, str]:
     examples = {
         "instance_type": 'instance_type = "gpu_1x_a100"',
         "regions": 'regions = ["us-tx-1", "us-az-1"] (tried in this order)',
-        "ssh_key_name": 'ssh_key_name = "hal" (a key added to the Lambda account)',
+        "ssh_key_names": 'ssh_key_names = ["hal"] (a key added to the Lambda account)',
     }
     for key in REQUIRED:
         if not group.settings.get(key, "").strip(" ,"):
@@ -339,10 +339,11 @@ def _checked_settings(group: NodeGroup) -> dict[str, str]:
                 f"{where}: {key!r} is required: write {examples[key]}",
                 field=f"cloud.groups.{group.name}.lambda.{key}",
             )
-    if "," in group.settings["ssh_key_name"]:
+    if "," in group.settings["ssh_key_names"].strip(" ,"):
         raise InvalidRequest(
-            f"{where}: ssh_key_name: Lambda takes exactly one key per instance",
-            field=f"cloud.groups.{group.name}.lambda.ssh_key_name",
+            f"{where}: ssh_key_names: Lambda takes exactly one key per instance (its API "
+            'allows one): write ssh_key_names = ["hal"]',
+            field=f"cloud.groups.{group.name}.lambda.ssh_key_names",
         )
     timeout = group.settings.get("timeout_seconds", "30")
     try:

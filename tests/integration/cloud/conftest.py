@@ -280,6 +280,6 @@ def lambda_settings(prism_url: str, monkeypatch: pytest.MonkeyPatch) -> dict[str
     return {
         "instance_type": "gpu_1x_a100",
         "regions": "us-az-1,us-tx-1",
-        "ssh_key_name": "hal",
+        "ssh_key_names": "hal",
         "endpoint_url": prism_url,
     }

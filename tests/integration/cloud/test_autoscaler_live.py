@@ -741,7 +741,7 @@ price_per_hour = 0.01
 [cloud.groups.lambda]
 instance_type = "gpu_1x_a100"
 regions = ["us-tx-1"]
-ssh_key_name = "hal"
+ssh_key_names = ["hal"]
 endpoint_url = "{dead}"
 timeout_seconds = 2
 """

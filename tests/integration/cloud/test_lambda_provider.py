@@ -304,7 +304,7 @@ def test_an_unreachable_endpoint_is_said(
     [
         ({"regions": ""}, "'regions' is required: write regions = "),
         ({"instance_type": " "}, "'instance_type' is required"),
-        ({"ssh_key_name": "a,b"}, "exactly one key"),
+        ({"ssh_key_names": "a,b"}, "exactly one key"),
         ({"region": "us-tx-1"}, "unknown setting 'region' \\(did you mean 'regions'"),
         ({"timeout_seconds": "soon"}, "timeout_seconds must be a number"),
         ({"api_key_file": "/nonexistent/key"}, "cannot read api_key_file"),
