@@ -239,7 +239,8 @@ class LambdaProvider:
 
     def _instance(self, raw: Any) -> Instance | None:
         """The protocol's instance of a listed one; None where it is not this group's
-        (another name), or is gone."""
+        (another name), or is gone. A node name the group no longer has is kept: the
+        server retires such instances."""
         if not isinstance(raw, dict):
             return None
         name = raw.get("name")
@@ -247,7 +248,7 @@ class LambdaProvider:
         if not isinstance(name, str) or not name.startswith(self.prefix):
             return None
         node, _, stamp = name[len(self.prefix) :].rpartition("/")
-        if node not in self.group.nodes or status not in STATES or not stamp.isdigit():
+        if not node or status not in STATES or not stamp.isdigit():
             return None
         return Instance(str(raw.get("id", "")), node, self.group.name, STATES[status], float(stamp))
 

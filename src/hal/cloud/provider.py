@@ -2,8 +2,8 @@
 
 A provider serves one node group (``hal.core.node_groups.NodeGroup``, from ``[cloud]``):
 it creates one instance per node name, lists the group's instances of this cluster, and
-removes instances. The provider's own records (EC2's tags, the local
-provider's state folder) are the truth: the server keeps no table of instances, so a
+removes instances. The provider's own records (EC2's tags, Lambda Cloud's instance
+names, the local provider's state folder) are the truth: the server keeps no table of instances, so a
 restarted server finds its instances again by listing them, as Kubernetes' cluster
 autoscaler does. Calls block (boto3 does); the server runs them in a worker thread.
 

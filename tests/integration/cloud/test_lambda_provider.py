@@ -6,6 +6,8 @@ saying so; docs/admin/cloud.md has the table of what each stand-in proves."""
 
 from __future__ import annotations
 
+import socket
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -13,7 +15,7 @@ import httpx
 import pytest
 
 from hal.cloud.lambda_cloud import LambdaProvider
-from hal.cloud.provider import CapacityError, Launch, Provider, ProviderError
+from hal.cloud.provider import CapacityError, Instance, Launch, Provider, ProviderError
 from hal.cloud.providers import make_provider
 from hal.core.errors import InvalidRequest
 from hal.core.node_groups import NodeGroup
@@ -162,13 +164,31 @@ def test_remove_terminates_in_one_call(
     ]
 
 
+def test_instances_lambda_knows_no_more_are_skipped_on_removal(
+    make_group: MakeGroup, lambda_settings: dict[str, str], cluster: str, prism_client: Client
+) -> None:
+    """Terminating answered 404 (an id Lambda knows no more): each id is tried alone,
+    and those answered 404 too are taken as gone."""
+    client, traffic = prism_client(prefer="code=404", only="/instance-operations/terminate")
+    provider = LambdaProvider(make_group(provider="lambda", **lambda_settings), cluster, client)
+    gone = [Instance(f"{i}" * 32, f"burst{i}", "burst", "running", 0.0) for i in (1, 2)]
+    provider.remove(gone)
+    assert [b["instance_ids"] for _, _, b in traffic.requests] == [
+        ["1" * 32, "2" * 32],
+        ["1" * 32],
+        ["2" * 32],
+    ]
+    client, _ = prism_client(prefer="code=500", only="/instance-operations/terminate")
+    provider = LambdaProvider(make_group(provider="lambda", **lambda_settings), cluster, client)
+    with pytest.raises(ProviderError, match="could not remove 1+: HTTP 500"):
+        provider.remove(gone[:1])
+
+
 def test_prices_come_from_the_instance_types(
     make_group: MakeGroup, lambda_settings: dict[str, str], cluster: str, prism_client: Client
 ) -> None:
     """The price is the instance type's ``price_cents_per_hour`` in dollars, read now;
     the contract's example writes the cents as a string, which is parsed too."""
-    import time
-
     client, _ = prism_client()
     provider = LambdaProvider(make_group(provider="lambda", **lambda_settings), cluster, client)
     before = time.time()
@@ -277,8 +297,6 @@ def test_a_silent_endpoint_times_out(
     make_group: MakeGroup, lambda_settings: dict[str, str], cluster: str
 ) -> None:
     """A server that accepts and never answers: a ProviderError within the timeout."""
-    import socket
-
     with socket.socket() as quiet:
         quiet.bind(("127.0.0.1", 0))
         quiet.listen()
