@@ -3,9 +3,10 @@
 A provider serves one node group (``hal.core.node_groups.NodeGroup``, from ``[cloud]``):
 it creates one instance per node name, lists the group's instances of this cluster, and
 removes instances. The provider's own records (EC2's tags, Lambda Cloud's instance
-names, the local provider's state folder) are the truth: the server keeps no table of instances, so a
-restarted server finds its instances again by listing them, as Kubernetes' cluster
-autoscaler does. Calls block (boto3 does); the server runs them in a worker thread.
+names, the local provider's state folder) are the truth: the server keeps no table of
+instances, so a restarted server finds its instances again by listing them, as
+Kubernetes' cluster autoscaler does. Calls block (boto3 and httpx do); the server runs
+them in a worker thread.
 
 Every provider passes the conformance suite in ``hal.testing.cloud``.
 """

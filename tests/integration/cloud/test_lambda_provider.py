@@ -180,7 +180,7 @@ def test_instances_lambda_knows_no_more_are_skipped_on_removal(
     ]
     client, _ = prism_client(prefer="code=500", only="/instance-operations/terminate")
     provider = LambdaProvider(make_group(provider="lambda", **lambda_settings), cluster, client)
-    with pytest.raises(ProviderError, match="could not remove 1+: HTTP 500"):
+    with pytest.raises(ProviderError, match=r"could not remove 1+: HTTP 500"):
         provider.remove(gone[:1])
 
 
