@@ -153,7 +153,7 @@ class Ec2Provider:
         only when none started."""
         if not names:
             return []
-        have = {i.node: i for i in self.instances()}
+        have = {i.node: i for i in self.instances() if i.state != STOPPING}
         started: list[Instance] = []
         for name in names:
             if name in have:

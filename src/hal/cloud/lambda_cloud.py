@@ -116,7 +116,7 @@ class LambdaProvider:
         if not names:
             return []
         offer = self._offer()
-        have = {i.node: i for i in self.instances()}
+        have = {i.node: i for i in self.instances() if i.state != STOPPING}
         started: list[Instance] = []
         for name in names:
             try:

@@ -157,16 +157,50 @@ ERROR_EXAMPLES = {
 }
 
 
-def _with_error_examples(contract: Path, folder: Path) -> Path:
-    """A copy of the contract whose 400 answer carries ``ERROR_EXAMPLES``; nothing else
-    changes (the schemas the requests are checked against are the contract's)."""
+# An example listing (``GET /instances``) with instances HAL named, of the cluster
+# "prism": group burst's burst1 (active), burst2 (booting), burst3 (terminating) and an
+# old burst1 (terminated); another group's, another cluster's, and the contract's own
+# example instance. Prism's default answer to the listing, as the first example.
+LAUNCHED = 1_760_000_000
+
+
+def _listed(name: str, status: str, n: int) -> dict[str, Any]:
+    return {
+        "id": f"{n:032x}",
+        "name": name,
+        "ip": f"10.10.10.{n}",
+        "status": status,
+        "ssh_key_names": ["hal"],
+        "file_system_names": [],
+    }
+
+
+LISTING = {
+    "data": [
+        _listed(f"hal/prism/burst/burst1/{LAUNCHED}", "active", 1),
+        _listed(f"hal/prism/burst/burst2/{LAUNCHED + 1}", "booting", 2),
+        _listed(f"hal/prism/burst/burst3/{LAUNCHED + 2}", "terminating", 3),
+        _listed(f"hal/prism/burst/burst1/{LAUNCHED - 600}", "terminated", 4),
+        _listed(f"hal/prism/burst_other/burst_other1/{LAUNCHED}", "active", 5),
+        _listed(f"hal/prism-other/burst/burst1/{LAUNCHED}", "active", 6),
+        _listed("training-node-1", "active", 7),
+    ]
+}
+
+
+def _with_examples(contract: Path, folder: Path) -> Path:
+    """A copy of the contract whose 400 answer carries ``ERROR_EXAMPLES`` and whose
+    listing answer ``LISTING``; nothing else changes (the schemas the requests, and these
+    answers, are checked against are the contract's)."""
     import yaml
 
     doc = yaml.safe_load(contract.read_text())
-    content = doc["components"]["responses"]["badRequest"]["content"]["application/json"]
+    responses = doc["components"]["responses"]
+    content = responses["badRequest"]["content"]["application/json"]
     content["examples"] = {
         name: {"value": {"error": error}} for name, error in ERROR_EXAMPLES.items()
     }
+    responses["instances"]["content"]["application/json"]["examples"] = {"hal": {"value": LISTING}}
     path = folder / CONTRACT
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
@@ -190,7 +224,7 @@ def prism_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             pytest.skip("npm is not installed: the Lambda tests run Prism from npm")
         pytest.fail(f"Prism is not installed ({PRISM}): run `make prism`")
     folder = tmp_path_factory.mktemp("prism")
-    contract = _with_error_examples(found, folder)
+    contract = _with_examples(found, folder)
     port = free_port()
     log = folder / "prism.log"
     with open(log, "wb") as out:

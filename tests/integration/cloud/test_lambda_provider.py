@@ -1,8 +1,10 @@
 """The Lambda Cloud provider against Prism's mock of Lambda's published API contract:
 every request it sends is checked against the contract (``prism_client`` fails a test
-on a violation), and it must parse the contract's example answers. Prism keeps no state
-(a launch is not listed afterwards), so the conformance checks that need state skip,
-saying so; docs/admin/cloud.md has the table of what each stand-in proves."""
+on a violation), and it must parse the contract's example answers (and the named
+examples the tests' copy of the contract adds: conftest.ERROR_EXAMPLES, LISTING).
+Prism keeps no state (a launch is not listed afterwards), so the conformance checks
+that need state skip, saying so; docs/admin/cloud.md has the table of what each
+stand-in proves."""
 
 from __future__ import annotations
 
@@ -135,15 +137,46 @@ def test_launch_speaks_the_contract(
     assert made.id == "0920582c7ff041399e34823a0be62549"  # the contract's example id
 
 
-def test_listing_keeps_only_this_groups_instances(
-    make_group: MakeGroup, lambda_settings: dict[str, str], cluster: str, prism_client: Client
+def test_listing_keeps_this_clusters_and_groups_instances_by_their_names(
+    make_group: MakeGroup, lambda_settings: dict[str, str], prism_client: Client
 ) -> None:
-    """The contract's example instance ("training-node-1") is no instance of HAL's: the
-    listing parses it, and keeps none."""
+    """The tests' listing (conftest.LISTING, checked by Prism against the contract's
+    instance schema): of cluster "prism", group burst's instances not terminated, with
+    their states and launch times from their names; not another group's, another
+    cluster's, or one HAL did not name."""
     client, traffic = prism_client()
-    provider = LambdaProvider(make_group(provider="lambda", **lambda_settings), cluster, client)
-    assert provider.instances() == []
+    provider = LambdaProvider(make_group(provider="lambda", **lambda_settings), "prism", client)
+    seen = provider.instances()
+    launched = 1_760_000_000
+    assert [(i.id[-1], i.node, i.group, i.state, i.created_at) for i in seen] == [
+        ("1", "burst1", "burst", "running", launched),
+        ("2", "burst2", "burst", "pending", launched + 1),
+        ("3", "burst3", "burst", "stopping", launched + 2),
+    ]
     assert [(m, p) for m, p, _ in traffic.requests] == [("GET", "/instances")]
+    assert [a for a in traffic.answers if "/instances" in a] == []
+    other = LambdaProvider(make_group(provider="lambda", **lambda_settings), "elsewhere", client)
+    assert other.instances() == []
+
+
+def test_a_create_retried_for_a_name_listed_launches_nothing(
+    make_group: MakeGroup,
+    lambda_settings: dict[str, str],
+    launch: Launch,
+    prism_client: Client,
+) -> None:
+    """burst1 is listed (its create's answer was lost): a create of burst1 and burst3
+    gives burst1's instance back and launches burst3 only (its listed instance is
+    being terminated)."""
+    client, traffic = prism_client()
+    provider = LambdaProvider(make_group(provider="lambda", **lambda_settings), "prism", client)
+    [kept] = [i for i in provider.instances() if i.node == "burst1"]
+    traffic.requests.clear()
+    made = provider.create(["burst1", "burst3"], launch)
+    assert made[0] == kept
+    assert made[1].node == "burst3" and made[1].state == "pending"
+    launched = [b["name"] for _, p, b in traffic.requests if p.endswith("/launch")]
+    assert launched == [f"hal/prism/burst/burst3/{int(made[1].created_at)}"]
 
 
 def test_remove_terminates_in_one_call(
