@@ -16,8 +16,9 @@ Launching tries the group's regions in order, skipping those the instance-type l
 says have no capacity and those that answer ``insufficient-capacity``; when none has
 room it raises ``CapacityError``, and the autoscaler tries the next group.
 
-The contract's launch request carries no user data: the instance's image must start the
-agent itself (docs/admin/cloud.md, "Lambda Cloud").
+The contract's launch request carries no user data: the group's ``bootstrap`` program
+(``hal.cloud.bootstrap``) starts each instance's agent once Lambda lists it active with
+an address, e.g. over SSH.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Any
 
 import httpx
 
+from hal.cloud.bootstrap import Bootstrap
 from hal.cloud.provider import (
     PENDING,
     RUNNING,
@@ -55,6 +57,7 @@ OPTIONAL = (
     "endpoint_url",  # another endpoint (a mock server in tests)
     "file_system_name",  # a file system to attach (in the instance's region)
     "timeout_seconds",  # how long one call may take (default 30)
+    "bootstrap",  # a program started for each instance once active (hal.cloud.bootstrap)
 )
 KNOWN = REQUIRED + OPTIONAL
 NAME_MAX = 64  # the contract's longest instance name
@@ -85,9 +88,16 @@ class LambdaError(ProviderError):
 class LambdaProvider:
     """Creates, lists and removes the Lambda Cloud instances of one node group of one
     cluster. ``client``: an ``httpx.Client`` to send through (tests add hooks); by
-    default one of its own."""
+    default one of its own. ``state_dir``: the provider's folder on the server (the
+    bootstrap's records)."""
 
-    def __init__(self, group: NodeGroup, cluster: str, client: httpx.Client | None = None) -> None:
+    def __init__(
+        self,
+        group: NodeGroup,
+        cluster: str,
+        client: httpx.Client | None = None,
+        state_dir: Path | None = None,
+    ) -> None:
         self.group = group
         self.cluster = cluster
         self.settings = _checked_settings(group)
@@ -108,6 +118,12 @@ class LambdaProvider:
         self._base = (self.settings.get("endpoint_url") or ENDPOINT).rstrip("/")
         self._client = client or httpx.Client(timeout=self._timeout)
         self._where = f"Lambda Cloud (group {group.name})"
+        self.bootstrap: Bootstrap | None = None
+        if self.settings.get("bootstrap"):
+            setting = f"cloud.groups.{group.name}.lambda.bootstrap"
+            if state_dir is None:
+                raise InvalidRequest(f"{setting}: needs the server's data directory")
+            self.bootstrap = Bootstrap(group, self.settings["bootstrap"], state_dir, setting)
 
     def create(self, names: Sequence[str], launch: Launch) -> list[Instance]:
         """One launch per name, in the first of the group's regions with room. A name
@@ -115,6 +131,8 @@ class LambdaProvider:
         instances started are returned, the failure raised only when none started."""
         if not names:
             return []
+        if self.bootstrap is not None:
+            self.bootstrap.remember(launch)
         offer = self._offer()
         have = {i.node: i for i in self.instances() if i.state != STOPPING}
         started: list[Instance] = []
@@ -129,14 +147,18 @@ class LambdaProvider:
         return started
 
     def instances(self) -> list[Instance]:
-        """This cluster's and group's instances not yet terminated, from their names."""
+        """This cluster's and group's instances not yet terminated, from their names;
+        the bootstrap started for those newly active."""
         body = self._call("GET", "/instances", what="could not list instances")
-        found = []
+        found: list[tuple[Instance, str]] = []
         for raw in _items(body, "data"):
             instance = self._instance(raw)
             if instance is not None:
-                found.append(instance)
-        return found
+                ip = raw.get("ip")
+                found.append((instance, ip if isinstance(ip, str) else ""))
+        if self.bootstrap is not None:
+            self.bootstrap.run(found)
+        return [instance for instance, _ in found]
 
     def remove(self, instances: Sequence[Instance]) -> None:
         """Terminate the instances in one call; when Lambda knows one of them no more,

@@ -8,9 +8,13 @@ stand-in proves."""
 
 from __future__ import annotations
 
+import json
+import shlex
 import socket
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -400,3 +404,83 @@ def test_names_too_long_for_lambda_are_refused(
     group = make_group(provider="lambda", **lambda_settings)
     with pytest.raises(InvalidRequest, match="at most 64 characters"):
         LambdaProvider(group, "a-cluster-name-" + "x" * 30)
+
+
+def test_the_bootstrap_starts_each_active_instances_agent_once(
+    make_group: MakeGroup,
+    lambda_settings: dict[str, str],
+    launch: Launch,
+    prism_client: Client,
+    tmp_path: Path,
+) -> None:
+    """A bootstrap program (here: one writing its environment down) runs for burst1,
+    the listing's only active instance with an address, once, also after a restart
+    (a new provider on the same folder, the launch read back from it); not for the
+    booting or terminating ones."""
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    program = tmp_path / "join.py"
+    program.write_text(
+        "import json, os, sys\n"
+        "path = os.path.join(sys.argv[1], os.environ['HAL_NODE'] + '-' + str(os.getpid()))\n"
+        "json.dump(dict(os.environ), open(path, 'w'))\n"
+    )
+    command = shlex.join([sys.executable, str(program), str(seen)])
+    group = make_group(provider="lambda", **lambda_settings, bootstrap=command)
+    state = tmp_path / "state"
+    client, _ = prism_client()
+    provider = LambdaProvider(group, "prism", client, state_dir=state)
+    provider.instances()  # no launch known yet: nothing is run
+    assert provider.bootstrap is not None
+    provider.bootstrap.wait()
+    assert list(seen.iterdir()) == []
+    provider.create(["burst1"], launch)  # listed already: the launch is kept, no launch
+    provider.instances()
+    provider.bootstrap.wait()
+    [ran] = list(seen.iterdir())
+    env = json.loads(ran.read_text())
+    assert env["HAL_NODE"] == "burst1" and env["HAL_INSTANCE_IP"] == "10.10.10.1"
+    assert env["HAL_INSTANCE_ID"] == f"{1:032x}"
+    assert (env["HAL_SERVER_URL"], env["HAL_TOKEN"]) == (launch.server_url, launch.token)
+    agent = shlex.split(env["HAL_AGENT_ARGS"])
+    assert agent[:4] == ["--server", launch.server_url, "--name", "burst1"]
+    assert agent[4:] == [
+        "--cpus", "4", "--memory", "16384M", "--gpus", "1",
+        "--features", "cloud,c7i", "--gpu-type", "nvidia_a100",
+    ]  # fmt: skip
+    assert (state / "launch.json").stat().st_mode & 0o777 == 0o600
+    provider.instances()  # once
+    again = LambdaProvider(group, "prism", prism_client()[0], state_dir=state)
+    again.instances()  # a restarted server: once still
+    assert again.bootstrap is not None
+    again.bootstrap.wait()
+    assert list(seen.iterdir()) == [ran]
+    assert sorted(p.name for p in (state / "bootstrapped").iterdir()) == [f"{1:032x}"]
+
+
+def test_a_failing_bootstrap_is_logged_with_its_log(
+    make_group: MakeGroup,
+    lambda_settings: dict[str, str],
+    launch: Launch,
+    prism_client: Client,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    command = shlex.join(["sh", "-c", "echo no route to $HAL_INSTANCE_IP; exit 3"])
+    group = make_group(provider="lambda", **lambda_settings, bootstrap=command)
+    provider = LambdaProvider(group, "prism", prism_client()[0], state_dir=tmp_path)
+    provider.create(["burst1"], launch)
+    provider.instances()
+    assert provider.bootstrap is not None
+    provider.bootstrap.wait()
+    log = tmp_path / "bootstrap" / "burst1.log"
+    assert log.read_text() == "no route to 10.10.10.1\n"
+    assert f"bootstrap of node burst1 exited 3; see {log}" in caplog.text
+
+
+def test_a_bootstrap_needs_a_program(
+    make_group: MakeGroup, lambda_settings: dict[str, str], tmp_path: Path
+) -> None:
+    group = make_group(provider="lambda", **lambda_settings, bootstrap="'unclosed")
+    with pytest.raises(InvalidRequest, match=r"lambda\.bootstrap: No closing quotation"):
+        make_provider(group, "hal", tmp_path)
