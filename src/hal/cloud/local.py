@@ -24,14 +24,16 @@ from pathlib import Path
 
 import psutil
 
-from hal.cloud.provider import RUNNING, Instance, Launch, ProviderError
+from hal.cloud.provider import RUNNING, Instance, Launch, Price, ProviderError
 from hal.core.errors import InvalidRequest
 from hal.core.node_groups import NodeGroup
 
 log = logging.getLogger(__name__)
 STOP_WAIT_S = 10.0  # SIGTERM, then SIGKILL after this
-# [cloud.groups.local]: more `hal agent` options, e.g. "--unknown-users-as-agent"
-SETTINGS = ("agent_args",)
+# [cloud.groups.local]: more `hal agent` options, e.g. "--unknown-users-as-agent"; a file
+# whose number is the group's published price an hour (a stand-in for a provider's price
+# list: change the file and the server's next price reading follows it)
+SETTINGS = ("agent_args", "price_file")
 
 
 class LocalProvider:
@@ -54,6 +56,26 @@ class LocalProvider:
                 f"[cloud.groups.local] agent_args of group {group.name!r}: {err}",
                 field=f"cloud.groups.{group.name}.local.agent_args",
             ) from None
+
+    def prices(self) -> list[Price]:
+        """The group's price: its ``price_file``'s number where it names one (read now;
+        a missing file or one that holds no price raises ``ProviderError``), else the
+        configured ``price_per_hour``."""
+        path = self.group.settings.get("price_file", "")
+        if not path:
+            return [Price(self.group.name, self.group.price_per_hour, "config", time.time())]
+        try:
+            text = Path(path).read_text().strip()
+            observed = Path(path).stat().st_mtime
+        except OSError as err:
+            raise ProviderError(f"reading the price file {path}: {err.strerror}") from None
+        try:
+            price = float(text)
+        except ValueError:
+            price = -1.0
+        if not 0 <= price < 1e6:
+            raise ProviderError(f"the price file {path} holds {text[:40]!r}, not a price")
+        return [Price(self.group.name, price, f"price file {path}", observed)]
 
     def create(self, names: Sequence[str], launch: Launch) -> list[Instance]:
         self._records.mkdir(parents=True, exist_ok=True)
