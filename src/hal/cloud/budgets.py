@@ -13,8 +13,12 @@ budget it falls under. Lowering a limit below what is spent refuses new bursts o
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+
+from hal.cloud.autoscaler import holds
+from hal.core.job import JobSpec
+from hal.core.node_groups import NodeGroup
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +43,14 @@ class Ask:
 class Refusal:
     budget: Budget  # the first budget it would pass, with what was spent before it
     cost: float
+
+
+def burst_price(spec: JobSpec, groups: Sequence[NodeGroup]) -> float | None:
+    """The price an hour a budget reckons each of a job's new nodes at: the dearest group
+    that holds it, so that whichever group the autoscaler opens (the cheapest may have no
+    names left) the burst costs no more than admitted. None: no group holds it."""
+    prices = [g.price_per_hour for g in groups if holds(spec, g.template(g.name))]
+    return max(prices) if prices else None
 
 
 def admit(

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hal.cloud.autoscaler import Waiting, holds, idle_to_remove, plan_scale_up
-from hal.cloud.budgets import Ask, Refusal, admit
+from hal.cloud.budgets import Ask, Refusal, admit, burst_price
 from hal.cloud.provider import STOPPING, Instance, Launch, Price, Provider, ProviderError
 from hal.cloud.providers import make_provider
 from hal.config.cloud import CloudConfig
@@ -678,16 +678,16 @@ class CloudService:
         return [w for w in waiting if w.job_id not in refused]
 
     def _expected(self, job: Job, w: Waiting, groups: Sequence[NodeGroup]) -> float:
-        """What new nodes for ``job`` would cost: the cheapest group that holds it, for
-        its predicted run time (within its time limit), else its time limit."""
-        prices = [g.price_per_hour for g in groups if holds(job.spec, g.template(g.name))]
-        if not prices:
+        """What new nodes for ``job`` would cost (``burst_price``), for its predicted run
+        time (within its time limit), else its time limit."""
+        price = burst_price(job.spec, groups)
+        if price is None:
             return 0.0  # no group holds it: it asks for nothing
         limit = job.time_limit_s or None
         predicted = self.estimate(job)
         seconds = limit if predicted is None else min(predicted, limit or predicted)
         nodes = max(1, job.spec.nodes_min) - w.others
-        return expected_cost(min(prices), None if seconds is None else seconds / 3600, nodes)
+        return expected_cost(price, None if seconds is None else seconds / 3600, nodes)
 
     async def _mark_budget_waits(self, refused: dict[int, Refusal]) -> None:
         """The reasons: ``CloudBudget`` for the jobs refused, Resources again for those
