@@ -79,3 +79,33 @@ def test_a_burst_is_charged_its_price_and_one_past_the_budget_waits(
 
     wait_until(lambda: "not a price" in str(prices()["error"]), 30, message="the error")
     assert prices()["price_per_hour"] == 2.0 and "price file" in str(prices()["source"])
+
+
+def test_a_budget_lowered_below_the_spend_stops_new_bursts_only(
+    start_cloud: Callable[[str], Cloud], tmp_path: Path
+) -> None:
+    """``scontrol reconfigure`` refuses a budget without its currency (the key named, what
+    to write said) and changes nothing; one that lowers the budget below what is spent
+    leaves the running burst alone and makes no node for the next job."""
+    price_file = tmp_path / "price"
+    price_file.write_text("2.0\n")
+    toml = budget_toml(price_file)
+    cloud = start_cloud(toml.replace('"1 USD/day"', '"100 USD/day"'))
+    first = cloud.sbatch("-c", "2", "-t", "10", "-A", "physics", "--wrap", "sleep 120")
+    wait_until(lambda: cloud.job(first).state == "RUNNING", 60, message="the first burst")
+
+    cloud.toml.write_text(toml.replace('"1 USD/day"', '"100"'))
+    refused = cloud.server.cli("scontrol", "reconfigure")
+    assert refused.returncode != 0
+    assert "accounts[0].cloud_budget" in refused.stderr
+    assert '"100 USD/month"' in refused.stderr, refused.stderr
+
+    wait_until(lambda: (cloud.job(first).cost or 0) > 0.0001, 30, message="some spend")
+    cloud.toml.write_text(toml.replace('"1 USD/day"', '"0.0001 USD/day"'))
+    done = cloud.server.cli("scontrol", "reconfigure")
+    assert done.returncode == 0, done.stderr
+    second = cloud.sbatch("-c", "2", "-t", "10", "-A", "physics", "--wrap", "sleep 1")
+    wait_until(lambda: cloud.job(second).reason == "CloudBudget", 30, message="CloudBudget")
+    assert cloud.job(first).state == "RUNNING"
+    assert [n for n, _, _ in created_nodes(cloud)] == ["burst1"]
+    cloud.server.cli("scancel", str(first), str(second))
