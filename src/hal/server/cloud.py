@@ -36,10 +36,19 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import cast
 
 from hal.cloud.autoscaler import Waiting, holds, idle_to_remove, plan_scale_up
 from hal.cloud.budgets import Ask, Refusal, admit, burst_price
-from hal.cloud.provider import STOPPING, Instance, Launch, Price, Provider, ProviderError
+from hal.cloud.provider import (
+    STOPPING,
+    Instance,
+    Launch,
+    Price,
+    PricedProvider,
+    Provider,
+    ProviderError,
+)
 from hal.cloud.providers import make_provider
 from hal.config.cloud import CloudConfig
 from hal.core.cloud_costs import CURRENCY, money, period_start
@@ -197,7 +206,7 @@ class CloudService:
                 continue
             found = self.prices[group.name]
             try:
-                listed = await asyncio.to_thread(provider.prices)  # type: ignore[attr-defined]
+                listed = await asyncio.to_thread(cast(PricedProvider, provider).prices)
                 mine = [p for p in listed if p.group == group.name]
                 if not mine:
                     raise ProviderError("it published no price for the group")
