@@ -109,3 +109,26 @@ def test_a_budget_lowered_below_the_spend_stops_new_bursts_only(
     assert cloud.job(first).state == "RUNNING"
     assert [n for n, _, _ in created_nodes(cloud)] == ["burst1"]
     cloud.server.cli("scancel", str(first), str(second))
+
+
+def test_the_group_is_chosen_at_its_published_price(
+    start_cloud: Callable[[str], Cloud], tmp_path: Path
+) -> None:
+    """Configured, "cheap" is the cheaper group; its provider now publishes a price above
+    "dear"'s, so the job's node comes from "dear", and ``hal cloud`` shows both prices
+    as the autoscaler uses them."""
+    price_file = tmp_path / "price"
+    price_file.write_text("5.0\n")
+    cheap = group_toml("cheap", "cheap1", cpus=2, price=1.0)
+    cheap += f'[cloud.groups.local]\nprice_file = "{price_file}"\n'
+    dear = group_toml("dear", "dear1", cpus=2, price=2.0)
+    cloud = start_cloud(config_toml(cheap, dear))
+    job = cloud.sbatch("-c", "2", "-t", "5", "--wrap", "sleep 1")
+    wait_until(lambda: bool(created_nodes(cloud)), 30, message="a node made")
+    assert created_nodes(cloud)[0][:2] == ("dear1", "dear")
+    status = json.loads(cloud.server.cli("cloud", "--json").stdout)
+    assert {g["name"]: g["price_per_hour"] for g in status["groups"]} == {
+        "cheap": 5.0,
+        "dear": 2.0,
+    }
+    assert cloud.wait_done(job, 60).cost is not None
