@@ -695,7 +695,7 @@ class CloudService:
         limit = job.time_limit_s or None
         predicted = self.estimate(job)
         seconds = limit if predicted is None else min(predicted, limit or predicted)
-        nodes = max(1, job.spec.nodes_min) - w.others
+        nodes = max(0, max(1, job.spec.nodes_min) - w.others)  # (others: nodes there)
         return expected_cost(price, None if seconds is None else seconds / 3600, nodes)
 
     async def _mark_budget_waits(self, refused: dict[int, Refusal]) -> None:
