@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from hal.api.dependency_view import dependency_shown
 from hal.api.errors import field_path
 from hal.core.artifacts import ArtifactRef, parse_requests
+from hal.core.cloud_costs import RATE, rate_of, run_cost
 from hal.core.data import expand_datasets, parse_data_keys
 from hal.core.errors import InvalidRequest
 from hal.core.feedback import format_goals, parse_goals
@@ -510,7 +511,16 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         mail_user=spec.mail_user,
         cron=spec.cron.schedule if spec.cron is not None else None,
         interactive=spec.interactive,
+        cost=job_cost(job, cluster.clock.now()),
     )
+
+
+def job_cost(job: Job, now: float) -> float | None:
+    """What the job's cloud nodes cost in its current run (so far while it runs); None
+    where it holds no priced node."""
+    if job.start_time is None or RATE not in job.extra:
+        return None
+    return round(run_cost(rate_of(job.extra), job.start_time, job.end_time or now), 6)
 
 
 def usage_fields(job: Job, cluster: Cluster) -> dict[str, Any]:

@@ -24,16 +24,18 @@ from pathlib import Path
 
 import psutil
 
-from hal.cloud.provider import RUNNING, CapacityError, Instance, Launch, ProviderError
+from hal.cloud.provider import RUNNING, CapacityError, Instance, Launch, Price, ProviderError
 from hal.core.errors import InvalidRequest
 from hal.core.node_groups import NodeGroup
 
 log = logging.getLogger(__name__)
 STOP_WAIT_S = 10.0  # SIGTERM, then SIGKILL after this
-# [cloud.groups.local]: more `hal agent` options, e.g. "--unknown-users-as-agent"; and
+# [cloud.groups.local]: more `hal agent` options, e.g. "--unknown-users-as-agent";
 # capacity: the most instances the group has at once (beyond: a capacity error, as a
-# cloud out of machines answers; for trying the autoscaler's fallback to the next group)
-SETTINGS = ("agent_args", "capacity")
+# cloud out of machines answers; for trying the autoscaler's fallback to the next group);
+# price_file: a file whose number is the group's published price an hour (a stand-in for
+# a provider's price list: change the file and the server's next price reading follows it)
+SETTINGS = ("agent_args", "capacity", "price_file")
 
 
 class LocalProvider:
@@ -64,6 +66,26 @@ class LocalProvider:
                 field=f"cloud.groups.{group.name}.local.capacity",
             )
         self.capacity = int(capacity) if capacity else None
+
+    def prices(self) -> list[Price]:
+        """The group's price: its ``price_file``'s number where it names one (read now;
+        a missing file or one that holds no price raises ``ProviderError``), else the
+        configured ``price_per_hour``."""
+        path = self.group.settings.get("price_file", "")
+        if not path:
+            return [Price(self.group.name, self.group.price_per_hour, "config", time.time())]
+        try:
+            text = Path(path).read_text().strip()
+            observed = Path(path).stat().st_mtime
+        except OSError as err:
+            raise ProviderError(f"reading the price file {path}: {err.strerror}") from None
+        try:
+            price = float(text)
+        except ValueError:
+            price = -1.0
+        if not 0 <= price < 1e6:
+            raise ProviderError(f"the price file {path} holds {text[:40]!r}, not a price")
+        return [Price(self.group.name, price, f"price file {path}", observed)]
 
     def create(self, names: Sequence[str], launch: Launch) -> list[Instance]:
         """An agent per name; a name whose agent runs already gets that one back (a

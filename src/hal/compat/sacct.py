@@ -43,6 +43,7 @@ from hal.compat.sacct_runs import SUSPENSION_UNKNOWN, records
 from hal.compat.sacct_style import TimeStyle, in_unit, parse_units, time_style
 from hal.compat.seam import Console
 from hal.compat.version import VERSION_LINE
+from hal.core.cloud_costs import money
 from hal.core.errors import HalError, InvalidRequest, NotFound
 from hal.core.states import OTHER_SLURM_STATES, STATES_BY_CODE, JobState
 from hal.slurm.syntax import (
@@ -543,6 +544,8 @@ FIELDS: dict[str, tuple[str, int, Column]] = {
     "reserved": ("Reserved", 10, _reserved_text),
     "resvcpu": ("ResvCPU", 10, _resv_cpu),
     "resvcpuraw": ("ResvCPURAW", 10, _resv_cpu_raw),
+    # HAL's: what the run's cloud nodes cost in USD (so far while it runs; blank: none)
+    "cost": ("Cost", 10, _job_only(lambda j: "" if j.cost is None else money(j.cost))),
 }
 
 

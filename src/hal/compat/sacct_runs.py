@@ -76,6 +76,7 @@ def _view(job: JobInfo, run: JobRun, steps: list[StepRecord]) -> JobInfo:
             "end_time": run.end_time,
             "nodes": run.nodes,
             "node_count": len(run.nodes),
+            "cost": run.cost,
             "max_rss_bytes": run.max_rss_bytes,
             "cpu_seconds": run.cpu_seconds,
             # (an earlier run keeps only the sum: its UserCPU/SystemCPU are not known)

@@ -329,6 +329,14 @@ def _v31_job_feedback(conn: Connection) -> None:
     schema.job_feedback.create(conn, checkfirst=True)
 
 
+def _v33_run_costs(conn: Connection) -> None:
+    # job_runs.cost: what each requeued run's cloud nodes cost (hal cloud costs, budgets)
+    columns = {c["name"] for c in inspect(conn).get_columns("job_runs")}
+    if "cost" not in columns:
+        conn.execute(text("ALTER TABLE job_runs ADD COLUMN cost FLOAT NOT NULL DEFAULT 0"))
+    conn.execute(text("CREATE INDEX IF NOT EXISTS ix_job_runs_end ON job_runs (end_time)"))
+
+
 STEPS: tuple[Step, ...] = (
     _v1_initial,
     _v2_priority_fixed,
@@ -361,6 +369,7 @@ STEPS: tuple[Step, ...] = (
     _v29_partition_overrides,
     _v30_traffic_edges,
     _v31_job_feedback,
+    _v33_run_costs,
 )
 
 

@@ -123,6 +123,7 @@ class RunRow:
     allocation: str | None  # JSON (``codec.allocation_to_json``)
     max_rss: int
     cpu_seconds: float
+    cost: float = 0.0  # what its cloud nodes cost (``hal.core.cloud_costs``; 0: none)
 
 
 @dataclass(frozen=True, slots=True)

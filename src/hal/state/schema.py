@@ -225,7 +225,10 @@ job_runs = Table(
     Column("allocation", Text, nullable=True),  # JSON (hal.state.codec)
     Column("max_rss", BigInteger, nullable=False),
     Column("cpu_seconds", Float, nullable=False),
+    # what its cloud nodes cost, in USD (migration 33; 0: none, or a run from before)
+    Column("cost", Float, nullable=False, default=0.0, server_default="0"),
 )
+Index("ix_job_runs_end", job_runs.c.end_time)
 
 # job steps still running (ADR 0012), so that a restarted server still knows them when
 # their agents register again: written when a step starts, deleted when it is recorded

@@ -192,6 +192,9 @@ class JobInfo(WireModel):
     steps: list[StepRecord] = Field(default_factory=list)
     # the runs a requeue ended, oldest first: filled for history queries (sacct -D) only
     runs: list[JobRun] = Field(default_factory=list)
+    # what its cloud nodes cost in this run, in USD (node-hours × their group's price at
+    # its start): so far while it runs; None: it has not run on priced nodes
+    cost: float | None = None
 
 
 class StepRecord(WireModel):
@@ -240,6 +243,7 @@ class JobRun(WireModel):
     start_time: float | None = None
     end_time: float
     nodes: list[str] = Field(default_factory=list)
+    cost: float | None = None  # what its cloud nodes cost (None: none)
     max_rss_bytes: int = 0  # what its batch script used (0: not measured)
     cpu_seconds: float = 0.0
 
