@@ -120,6 +120,9 @@ class Qos:
     preempt: tuple[str, ...] = ()
     preempt_mode: str | None = None
     grace_time_s: float | None = None
+    # its jobs are latency-sensitive (``hal.core.profiles.LATENCY_SENSITIVE``): kept from
+    # noisy neighbours first
+    latency_sensitive: bool = False
 
     @property
     def has_limits(self) -> bool:
