@@ -16,7 +16,7 @@ a job. Each change is one commit of the jobs it touches and a ``job.profile`` ev
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from hal.core.profiles import PROFILE_CLASS, JobProfile, classify
@@ -58,14 +58,16 @@ def class_of(job: Job, sample: JobProfileSample) -> str:
     return classify(job_profile(sample, cpus, memory))
 
 
-def changed_classes(cluster: Cluster, votes: Votes, usage: Sequence[JobUsage]) -> dict[int, str]:
-    """The running jobs of one node's ``usage`` whose class changed and held for
+def changed_classes(
+    jobs: Mapping[int, Job], votes: Votes, usage: Sequence[JobUsage]
+) -> dict[int, str]:
+    """The running jobs (of ``jobs``) in one node's ``usage`` whose class changed and held for
     ``CONFIRM_SAMPLES`` samples, with their new class; ``votes`` (the node's, kept with
     its session) counts the samples in a row, and forgets the jobs no longer sampled."""
     sampled: set[int] = set()
     changed: dict[int, str] = {}
     for use in usage:
-        job = cluster.jobs.get(use.job_id)
+        job = jobs.get(use.job_id)
         if use.profile is None or job is None or not job.state.is_active:
             continue
         if use.attempt != job.restarts:
@@ -88,7 +90,7 @@ def changed_classes(cluster: Cluster, votes: Votes, usage: Sequence[JobUsage]) -
 async def record(cluster: Cluster, votes: Votes, usage: Sequence[JobUsage]) -> None:
     """Keep the class of the jobs in one node's ``usage`` whose class changed (and held:
     ``changed_classes``) in ``job.extra[PROFILE_CLASS]``, one commit for them all."""
-    changed = changed_classes(cluster, votes, usage)
+    changed = changed_classes(cluster.jobs, votes, usage)
     if not changed:
         return
     async with cluster.change() as change:
