@@ -242,11 +242,12 @@ class AgentShell:
             self.batch.isolation = self.steps.isolation = self.usage.isolation = self.isolation
             self.batch.gpus = self.steps.gpus = self._gpus
             log.info(
-                "agent %s: isolation %s %s, GPU devices %s, jobs bound to CPUs %s (fenced: "
+                "agent %s: isolation %s %s%s, GPU devices %s, jobs bound to CPUs %s (fenced: "
                 "%s), state in %s",
                 self.config.node,
                 self.isolation.kind,
                 self.isolation.base,
+                f" (accounting {self.isolation.accounting})" if self.isolation.accounting else "",
                 self.isolation.devices or "not isolated",
                 compress_indices(list(self.cpus.cpus)) if self.cpus.enabled else "no",
                 self.isolation.cores or "no",
