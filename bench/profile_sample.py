@@ -22,7 +22,6 @@ import sys
 import time
 from collections.abc import Callable
 
-from hal.agent.isolation import _mount_of
 from hal.agent.procfs import descendants, job_usage
 from hal.agent.profile import Counters, read_counters
 
@@ -38,12 +37,22 @@ def cpu_model() -> str:
     return platform.processor()
 
 
+def mount_of(fstype: str, option: str = "") -> str:
+    """Where the first ``fstype`` hierarchy (with ``option``, a cgroup1 controller) is."""
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            parts = line.split()
+            if parts[2] == fstype and (not option or option in parts[3].split(",")):
+                return parts[1]
+    return ""
+
+
 def folders() -> tuple[str, str]:
     """(cgroup2 folder, cgroup1 memory folder) for the bench's job cgroups, "" for none."""
     if os.geteuid() != 0:
         return "", ""
-    v2 = _mount_of("cgroup2", "")
-    v1 = _mount_of("cgroup1", "memory")
+    v2 = mount_of("cgroup2")
+    v1 = mount_of("cgroup", "memory")
     v2 = os.path.join(v2, "hal-bench") if v2 and os.path.exists(f"{v2}/cpu.pressure") else ""
     v1 = os.path.join(v1, "hal-bench") if v1 else ""
     return v2, v1
