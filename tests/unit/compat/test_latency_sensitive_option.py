@@ -14,10 +14,14 @@ from hal.compat.srun import OPTIONS as SRUN_OPTIONS
 from hal.compat.srun import parse_command
 from hal.compat.srun_alloc import allocation_argv
 from hal.config.model import config_from_dict
+from hal.core.clock import VirtualClock
 from hal.core.errors import InvalidRequest
+from hal.core.job import JobSpec
 from hal.core.profiles import LATENCY_SENSITIVE
+from hal.state.admission import Admission
 from hal.state.cluster import new_jobs
 from hal.state.codec import spec_from_json, spec_to_json
+from hal.state.mirror import Mirror
 from hal.wire.submit import JobSubmit
 
 
@@ -66,3 +70,15 @@ def test_a_qos_can_mark_its_jobs_and_a_bad_value_is_named() -> None:
     assert marked == {"serve": True, "batch": False}
     with pytest.raises(InvalidRequest, match=r"qos\[0\].latency_sensitive.*true or false"):
         config_from_dict({"qos": [{"name": "serve", "latency_sensitive": "yes"}]})
+
+
+def test_a_job_of_a_marked_qos_is_latency_sensitive_when_admitted() -> None:
+    config = config_from_dict(
+        {"qos": [{"name": "serve", "latency_sensitive": True}, {"name": "batch"}]}
+    )
+    admission = Admission(Mirror(config, VirtualClock(0.0)))
+    served = admission.with_defaults(JobSpec(user="alice", script="", qos="serve"))
+    assert served.latency_sensitive
+    assert not admission.with_defaults(
+        JobSpec(user="alice", script="", qos="batch")
+    ).latency_sensitive
