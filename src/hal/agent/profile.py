@@ -40,7 +40,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from hal.wire.jobs import MAX_CPUS_BUSY, MAX_RATE, JobProfileSample
+from hal.wire.jobs import MAX_CPUS_BUSY, MAX_RATE, JobProfileSample, ProfileSource
 
 JobKey = tuple[int, int]  # (job id, attempt)
 PRESSURES = ("cpu", "memory", "io")
@@ -52,7 +52,7 @@ class Counters:
     """A job's cumulative counters at one read (``read_counters``)."""
 
     at: float  # monotonic seconds
-    source: str  # "cgroup2", "cgroup1" or "proc" (JobProfileSample.source)
+    source: ProfileSource  # (JobProfileSample.source)
     cpu_seconds: float
     read_bytes: int
     write_bytes: int
@@ -80,7 +80,7 @@ def read_counters(
     io: tuple[int, int] | None = None
     memory: int | None = None
     stalls: tuple[float | None, float | None, float | None] = (None, None, None)
-    source = "proc"
+    source: ProfileSource = "proc"
     if cgroup2 and os.path.isdir(cgroup2):
         source = "cgroup2"
         usage = _keyed(cgroup2, "cpu.stat").get("usage_usec")
@@ -153,7 +153,7 @@ class ProfileSampler:
         ]
         return JobProfileSample(
             interval_seconds=min(window, MAX_WINDOW_S),
-            source=now.source,  # type: ignore[arg-type]  # (one of its three values)
+            source=now.source,
             cpu_util=rate(now.cpu_seconds, before.cpu_seconds, MAX_CPUS_BUSY),
             rss_bytes=now.rss_bytes,
             memory_bytes=now.memory_bytes,

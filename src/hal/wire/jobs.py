@@ -43,6 +43,7 @@ class GpuUsage(WireModel):
 
 MAX_RATE = 1e13  # bytes a second: 80 Tb/s, above any node's disks or links
 MAX_CPUS_BUSY = 1e5  # CPUs busy: above any node's CPU count
+ProfileSource = Literal["cgroup2", "cgroup1", "proc"]  # where a profile's figures came from
 
 
 class JobProfileSample(WireModel):
@@ -53,7 +54,7 @@ class JobProfileSample(WireModel):
     interval_seconds: float = Field(gt=0, le=86_400)  # the window the rates are over
     # where the figures come from: "cgroup2" (the job's cgroup: CPU, I/O, pressure),
     # "cgroup1" (the job's memory cgroup; CPU and I/O from /proc) or "proc" (its processes)
-    source: Literal["cgroup2", "cgroup1", "proc"]
+    source: ProfileSource
     cpu_util: float = Field(ge=0, le=MAX_CPUS_BUSY)  # CPUs busy (1.0: one CPU all the time)
     rss_bytes: int = Field(ge=0, le=INT64_MAX)  # its processes' resident memory, summed
     # the job cgroup's memory charge (page cache included): memory.current or cgroup1's
