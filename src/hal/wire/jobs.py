@@ -52,7 +52,8 @@ class JobProfileSample(WireModel):
     window, resident memory now, and pressure-stall shares where the kernel has them."""
 
     interval_seconds: float = Field(gt=0, le=86_400)  # the window the rates are over
-    # where the figures come from: "cgroup2" (the job's cgroup: CPU, I/O, pressure),
+    # where the figures come from: "cgroup2" (the job's cgroup, or a hybrid host's
+    # accounting cgroup: CPU and pressure; I/O where it has io.stat, else /proc),
     # "cgroup1" (the job's memory cgroup; CPU and I/O from /proc) or "proc" (its processes)
     source: ProfileSource
     cpu_util: float = Field(ge=0, le=MAX_CPUS_BUSY)  # CPUs busy (1.0: one CPU all the time)
