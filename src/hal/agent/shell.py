@@ -168,6 +168,7 @@ class AgentShell:
         self.usage = UsageSampler()  # running jobs' and step tasks' samples; GPU health
         # running jobs' TCP traffic, every traffic_interval_seconds (a long poll's)
         self.traffic = TrafficSampler(config.traffic_interval_seconds)
+        self.usage.net_rates = self.traffic.job_rates  # (the jobs' profiles)
         self._registered = False
         self._instructions = InstructionStream()  # each instruction once, in order
         self._wait_seconds = min(config.heartbeat_interval_seconds, MAX_WAIT_SECONDS)
@@ -238,14 +239,15 @@ class AgentShell:
                 device_choice(self.config, self._gpus),
                 fence_choice(self.config.constrain_cores, self.cpus),
             )
-            self.batch.isolation = self.steps.isolation = self.isolation
+            self.batch.isolation = self.steps.isolation = self.usage.isolation = self.isolation
             self.batch.gpus = self.steps.gpus = self._gpus
             log.info(
-                "agent %s: isolation %s %s, GPU devices %s, jobs bound to CPUs %s (fenced: "
+                "agent %s: isolation %s %s%s, GPU devices %s, jobs bound to CPUs %s (fenced: "
                 "%s), state in %s",
                 self.config.node,
                 self.isolation.kind,
                 self.isolation.base,
+                f" (accounting {self.isolation.accounting})" if self.isolation.accounting else "",
                 self.isolation.devices or "not isolated",
                 compress_indices(list(self.cpus.cpus)) if self.cpus.enabled else "no",
                 self.isolation.cores or "no",

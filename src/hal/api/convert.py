@@ -18,6 +18,7 @@ from hal.core.job_rules import JobRule, check_consistent, parse_rules
 from hal.core.node import Node, Partition
 from hal.core.partition_list import shown_partition
 from hal.core.preemption import PreemptionPolicy
+from hal.core.profiles import LATENCY_SENSITIVE, PROFILE_CLASS
 from hal.core.pyenv import PythonEnv, make_python_env
 from hal.core.states import JobState, PartitionState
 from hal.core.suspension import suspended_seconds
@@ -113,6 +114,7 @@ def to_spec(
         **placement,
         **accounting,
         feedback_goals=feedback_goals,
+        latency_sensitive=req.latency_sensitive,
     )
 
 
@@ -470,6 +472,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         exit_code=job.exit_code,
         exit_signal=job.exit_signal,
         **usage_fields(job, cluster),
+        **profile_fields(job, cluster),
         workdir=spec.workdir,
         script_path=spec.script_path,
         script_args=list(spec.script_args),
@@ -546,6 +549,17 @@ def usage_fields(job: Job, cluster: Cluster) -> dict[str, Any]:
         "rss_bytes": usage.rss_bytes,
         "usage_time": at,
         "gpu_usage": usage.gpu,
+    }
+
+
+def profile_fields(job: Job, cluster: Cluster) -> dict[str, Any]:
+    """How the job behaves (its agent's latest profile while it runs), the class that
+    put it in (kept after it ends), and whether it is latency-sensitive."""
+    sample = agents.usage_of(cluster, job)
+    return {
+        "profile": sample[1].profile if sample is not None else None,
+        "profile_class": job.extra.get(PROFILE_CLASS),
+        "latency_sensitive": job.extra.get(LATENCY_SENSITIVE) == "1",
     }
 
 

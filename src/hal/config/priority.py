@@ -47,6 +47,7 @@ seconds)::
     grp_tres = { cpus = 1024, gpus = 32, mem = "4T", nodes = 64 }     # GrpTRES
     grp_jobs = 100                 # GrpJobs (running)
     cloud_budget = "50 USD/day"    # as an account's, over the QoS's jobs
+    latency_sensitive = true       # its jobs are kept from noisy neighbours first (HAL)
 """
 
 from __future__ import annotations
@@ -371,6 +372,7 @@ _QOS_KEYS = {
     "preempt_mode",
     "grace_time",
     "cloud_budget",
+    "latency_sensitive",
 }
 PREEMPT_MODES = ("requeue", "cancel", "suspend")
 
@@ -400,12 +402,20 @@ def _qos(items: Any, source: str) -> tuple[Qos, ...]:
                 grp_jobs=_count(item, "grp_jobs", source, f"{where}.grp_jobs"),
                 cloud_budget=_budget(item, source, where),
                 **_qos_preemption(item, source, where),
+                latency_sensitive=_flag(item, "latency_sensitive", source, where),
             )
         )
     if len({q.name for q in out}) != len(out):
         raise fail(source, "qos.name", "QoS names must be unique")
     _check_preempt_lists(out, source)
     return tuple(out)
+
+
+def _flag(item: dict[str, Any], key: str, source: str, where: str) -> bool:
+    value = item.get(key, False)
+    if not isinstance(value, bool):
+        raise fail(source, f"{where}.{key}", "must be true or false")
+    return value
 
 
 def _qos_preemption(item: dict[str, Any], source: str, where: str) -> dict[str, Any]:

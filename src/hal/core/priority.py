@@ -126,6 +126,9 @@ class Qos:
     preempt_mode: str | None = None
     grace_time_s: float | None = None
     cloud_budget: CloudBudget | None = None  # as an account's, over the QoS's jobs
+    # its jobs are latency-sensitive (``hal.core.profiles.LATENCY_SENSITIVE``): kept from
+    # noisy neighbours first
+    latency_sensitive: bool = False
 
     @property
     def has_limits(self) -> bool:

@@ -28,7 +28,7 @@ from hal.core.node import Node, check_features
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState, NodeState, PendingReason
 from hal.core.topology_labels import check_labels
-from hal.state import command_exit, preempt
+from hal.state import command_exit, preempt, profiles
 from hal.state.codec import SYSTEM_CPU, USER_CPU
 from hal.state.launch import build_launch
 from hal.state.node_reasons import NOT_RESPONDING, server_user
@@ -88,6 +88,9 @@ class AgentSession:
     # its running jobs' latest usage samples, by job id, with when they came (memory
     # only: they change all the time; ``usage_of``)
     usage: dict[int, tuple[float, JobUsage]] = field(default_factory=dict)
+    # its jobs whose profiles put them in a new class: the class and how many samples in
+    # a row said it (``profiles.changed_classes``)
+    class_votes: profiles.Votes = field(default_factory=dict)
     # the host's MemAvailable and load average from its latest heartbeat (None: not
     # reported yet); memory only, as ``usage``
     free_memory_bytes: int | None = None
@@ -312,6 +315,8 @@ async def sync(cluster: Cluster, node: str, request: AgentSync) -> AgentInstruct
             session.acked_seq = max(r.seq for r in fresh)
         # (only once its reports are in: a job it finished is not in ``running``)
         await _check_lost(cluster, session, set(request.running), now)
+        if request.usage:  # the classes its jobs' profiles put them in, when they change
+            await profiles.record(cluster, session.class_votes, request.usage)
         if request.gpu_problems is not None:
             session.gpu_problems = request.gpu_problems
             await _gpu_health(cluster, node, request.gpu_problems)

@@ -32,6 +32,7 @@ from hal.config.model import HalConfig
 from hal.core.clock import Clock
 from hal.core.errors import InvalidRequest
 from hal.core.job import HetSpec, Job, JobSpec
+from hal.core.profiles import LATENCY_SENSITIVE
 from hal.core.states import JobState, PendingReason
 from hal.host.clock import SystemClock
 from hal.scheduler.framework.snapshot import ClusterSnapshot, Plan
@@ -544,6 +545,7 @@ def new_jobs(
             "reason": (
                 PendingReason.JOB_HELD_USER if spec.hold else PendingReason.WAITING_FOR_SCHEDULING
             ),
+            "extra": {LATENCY_SENSITIVE: "1"} if spec.latency_sensitive else {},
         }
         if spec.array is None:
             jobs.append(Job(id=first, **common))  # type: ignore[arg-type]

@@ -30,7 +30,7 @@ from pydantic import Field
 
 from hal.wire.base import WireModel
 from hal.wire.bounds import INT32_MAX, INT64_MAX
-from hal.wire.jobs import GpuUsage
+from hal.wire.jobs import GpuUsage, JobProfileSample
 from hal.wire.steps import TaskTotals
 
 NODE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"  # what a node may be called
@@ -120,6 +120,9 @@ class JobUsage(WireModel):
     user_cpu_seconds: float | None = Field(default=None, ge=0, le=1e15)
     system_cpu_seconds: float | None = Field(default=None, ge=0, le=1e15)
     gpu: GpuUsage | None = None  # a job given GPUs on an NVML node (``agent.gpuusage``)
+    # its behaviour over the window since the agent's previous sample (``agent.profile``);
+    # None: an older agent, or the job's first sample
+    profile: JobProfileSample | None = None
 
 
 class StepTaskUsage(WireModel):
