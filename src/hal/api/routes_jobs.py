@@ -258,6 +258,8 @@ async def _add_runs(ctx: Services, infos: list[JobInfo]) -> None:
                 nodes=list(allocation.nodes) if allocation is not None else [],
                 max_rss_bytes=row.max_rss,
                 cpu_seconds=row.cpu_seconds,
+                interrupted_at=row.interrupted_at,
+                lost_work_seconds=row.lost_work,
             )
         )
 

@@ -27,7 +27,7 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from hal.cloud.provider import PENDING, RUNNING, STOPPING, Instance, Launch, ProviderError
 from hal.core.errors import InvalidRequest, did_you_mean
-from hal.core.node_groups import NodeGroup
+from hal.core.node_groups import SPOT, NodeGroup
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
@@ -63,6 +63,8 @@ PLACEHOLDERS = (
 # states of instances not yet gone; "terminated" ones are gone
 LIVE_STATES = ("pending", "running", "shutting-down", "stopping", "stopped")
 
+IMDS_URL = "http://169.254.169.254"  # the instance metadata service, on every EC2 instance
+
 DEFAULT_USER_DATA = """\
 #!/bin/sh
 # written by HAL: run the agent that joins the control plane as node {node}
@@ -76,12 +78,15 @@ def default_user_data(group: NodeGroup) -> str:
     """``DEFAULT_USER_DATA``, with ``--features`` and ``--gpu-type`` where the group has
     them. The node offers what the group says, as the autoscaler planned (``--gpus 0``
     too: without it the agent would offer the GPUs NVML finds; ``--gpu-type``: a job's
-    ``--gres=gpu:TYPE`` must match the node made for it, whatever NVML calls it)."""
+    ``--gres=gpu:TYPE`` must match the node made for it, whatever NVML calls it). A spot
+    group's agent reads its interruption notices (``--interruption-notice``)."""
     text = DEFAULT_USER_DATA
     if group.features:
         text += " --features {features}"
     if group.gpu_model:
         text += " --gpu-type {gpu_type}"
+    if group.market == SPOT:  # the two-minute notice, from the instance's metadata service
+        text += " --interruption-notice " + IMDS_URL
     return text + "\n"
 
 
