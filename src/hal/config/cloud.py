@@ -20,6 +20,7 @@ as groups of one machine kind each)::
     price_per_hour = 0.17          # the cheapest group that fits a job is opened
     idle_seconds = 300             # an idle node is removed (Slurm's SuspendTime)
     boot_timeout_seconds = 300     # a node not joined by then is removed (ResumeTimeout)
+    market = "on_demand"           # or "spot": interruptible, taken back at a notice
     [cloud.groups.ec2]             # the provider's own settings (docs/admin/cloud.md)
     region = "eu-west-1"
     image_id = "ami-0abc"
@@ -37,7 +38,7 @@ from typing import Any
 from hal.config.priority import fail, positive_seconds, unknown_key, whole_number
 from hal.core.errors import InvalidRequest
 from hal.core.node import check_features
-from hal.core.node_groups import PROVIDERS, NodeGroup
+from hal.core.node_groups import MARKETS, PROVIDERS, NodeGroup
 from hal.core.resources import ResourceVector
 
 CLOUD_KEYS = ("interval_seconds", "pending_seconds", "server_url", "groups")
@@ -53,6 +54,7 @@ GROUP_KEYS = (
     "price_per_hour",
     "idle_seconds",
     "boot_timeout_seconds",
+    "market",
     *PROVIDERS,
 )
 
@@ -140,6 +142,11 @@ def _group(item: Any, i: int, source: str) -> NodeGroup:
     price = item.get("price_per_hour", 0.0)
     if isinstance(price, bool) or not isinstance(price, int | float) or not 0 <= price < 1e6:
         raise fail(source, f"{where}.price_per_hour", f"must be a number >= 0 (got {price!r})")
+    market = item.get("market", "on_demand")
+    if market not in MARKETS:
+        raise fail(
+            source, f"{where}.market", f"must be one of {', '.join(MARKETS)} (got {market!r})"
+        )
     settings = item.get(provider, {})
     if not isinstance(settings, dict) or not all(
         isinstance(v, str | int | float) and not isinstance(v, bool) for v in settings.values()
@@ -162,6 +169,7 @@ def _group(item: Any, i: int, source: str) -> NodeGroup:
         features=tuple(features),
         gpu_model=gpu_type,
         price_per_hour=float(price),
+        market=market,
         idle_seconds=_seconds(item.get("idle_seconds", 300), source, f"{where}.idle_seconds"),
         boot_timeout_seconds=positive_seconds(
             item.get("boot_timeout_seconds", 300), source, f"{where}.boot_timeout_seconds"

@@ -174,7 +174,10 @@ def grace_left(job: Job, now: float) -> int:
 def ended_as(job: Job, reported: JobState) -> JobState:
     """A victim's run ended PREEMPTED whatever its agent saw it exit with (a requeued
     one's ``job.requeued`` event says so too). A suspended victim is not being ended:
-    if it ends while suspended (cancelled, its node failed), it ends as reported."""
+    if it ends while suspended (cancelled, its node failed), it ends as reported. A run
+    an interruption notice ends, to be requeued, ends PREEMPTED too."""
+    if INTERRUPTED in job.extra and job.extra.get(REQUEUE) == "1":
+        return JobState.PREEMPTED
     if PREEMPTED_BY not in job.extra or job.extra.get(PREEMPT_MODE) == SUSPEND:
         return reported
     return JobState.PREEMPTED
