@@ -102,7 +102,8 @@ def _starts(work: Path, job: int) -> list[tuple[int, float]]:
 def _event_time(live: LiveServer, kind: str, job: int) -> float:
     with live.client() as c:
         for e in c.events(0, follow=False):
-            if e.kind == kind and (e.job_id == job or job in (e.data.get("jobs") or [])):
+            jobs = e.data.get("jobs")
+            if e.kind == kind and (e.job_id == job or (isinstance(jobs, list) and job in jobs)):
                 return e.time
     raise LookupError(f"no {kind} event for job {job}")
 

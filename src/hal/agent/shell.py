@@ -172,8 +172,8 @@ class AgentShell:
         # running jobs' TCP traffic, every traffic_interval_seconds (a long poll's)
         self.traffic = TrafficSampler(config.traffic_interval_seconds)
         self._registered = False
-        # the provider's notices not yet sent in an answered sync (by kind and time)
-        self._notices: dict[tuple[str, float], InterruptionNotice] = {}
+        # the provider's latest notice of each kind not yet sent in an answered sync
+        self._notices: dict[str, InterruptionNotice] = {}
         self._instructions = InstructionStream()  # each instruction once, in order
         self._wait_seconds = min(config.heartbeat_interval_seconds, MAX_WAIT_SECONDS)
         self._retry_cap = config.max_backoff_seconds  # (the server's timeout lowers it)
@@ -509,14 +509,16 @@ class AgentShell:
         return request, steps
 
     def _notice(self, notice: InterruptionNotice) -> None:
-        """A notice the poller read: sent with the next sync, at once."""
-        self._notices[(notice.kind, notice.time)] = notice
+        """A notice the poller read: sent with the next sync, at once (a newer one of its
+        kind replaces one not yet sent: AgentSync takes one of each)."""
+        self._notices[notice.kind] = notice
         self._sync_soon()
 
     def _notices_sent(self, request: AgentSync) -> None:
         """The notices ``request`` carried reached the server: not sent again."""
         for notice in request.notices:
-            self._notices.pop((notice.kind, notice.time), None)
+            if self._notices.get(notice.kind) == notice:
+                del self._notices[notice.kind]
 
     def _apply(self, reply: AgentInstructions) -> None:
         now = self.clock.now()

@@ -175,11 +175,11 @@ def test_a_job_interrupted_twice_runs_once_to_completion(
     assert [e.data["jobs"] for e in interrupted] == [[job], [job]]
     assert [e.data["group"] for e in interrupted] == ["spot", "spot"]
     # three instances were made for it: each run on a new machine
-    made = {
-        e.data["instance"]
-        for e in events
-        if e.kind == "cloud.node_created" and job in (e.data.get("jobs") or [])
-    }
+    made = set()
+    for e in events:
+        jobs = e.data.get("jobs")
+        if e.kind == "cloud.node_created" and isinstance(jobs, list) and job in jobs:
+            made.add(e.data["instance"])
     assert len(made) == 3
     # the interrupted nodes were removed once their job was gone
     removed = [e for e in events if e.kind == "cloud.node_removed" and e.data.get("interrupted")]

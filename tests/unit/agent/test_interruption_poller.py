@@ -8,10 +8,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import cast
 
 import httpx
 import pytest
 
+from hal.agent.channel import AgentChannel
+from hal.agent.config import AgentConfig
 from hal.agent.interruption import (
     ACTION_PATH,
     TOKEN_HEADER,
@@ -23,6 +27,7 @@ from hal.agent.interruption import (
     parse_rebalance,
     parse_time,
 )
+from hal.agent.shell import AgentShell
 from hal.testing.imds import ImdsStandIn, ec2_time
 from hal.testing.live import free_port
 from hal.wire.agent import InterruptionNotice
@@ -59,7 +64,9 @@ def test_the_stand_in_wants_an_imdsv2_token(imds: ImdsStandIn) -> None:
     action = httpx.get(url + ACTION_PATH, headers={TOKEN_HEADER: token})
     assert action.json() == {"action": "terminate", "time": ec2_time(when)}
     assert 118 <= when - time.time() <= 121
-    legacy = httpx.get(url + "/latest/meta-data/spot/termination-time", headers={TOKEN_HEADER: token})
+    legacy = httpx.get(
+        url + "/latest/meta-data/spot/termination-time", headers={TOKEN_HEADER: token}
+    )
     assert legacy.text == ec2_time(when)
 
 
@@ -126,3 +133,23 @@ def test_ec2_times_are_utc() -> None:
         parse_time("2017-09-18T08:22:00")  # no zone: not what EC2 writes
     with pytest.raises(NoticeUnreadable):
         parse_rebalance(b'{"noticeTime": 5}')
+
+
+def test_the_agent_sends_one_notice_of_each_kind_until_a_sync_carried_it(
+    tmp_path: Path,
+) -> None:
+    """Bounded: a newer notice of a kind replaces one not yet sent; one a sync carried
+    is not sent again, one that came meanwhile is."""
+    agent = AgentShell(AgentConfig(state_dir=tmp_path, token="t"), cast(AgentChannel, None))
+    first = InterruptionNotice(kind="interruption", action="terminate", time=100.0)
+    later = InterruptionNotice(kind="interruption", action="stop", time=110.0)
+    risk = InterruptionNotice(kind="rebalance", time=90.0)
+    for notice in (risk, first, later):
+        agent._notice(notice)
+    request, _ = agent._sync_request(0.0)
+    assert request.notices == [risk, later]
+    agent._notice(first)  # read again meanwhile, say from another poll
+    agent._notices_sent(request)
+    assert agent._sync_request(0.0)[0].notices == [first]
+    agent._notices_sent(agent._sync_request(0.0)[0])
+    assert agent._sync_request(0.0)[0].notices == []

@@ -41,9 +41,7 @@ class Agent:
             {"wait_seconds": 0, "applied": self.applied, **body},
         )
         fresh = [
-            i
-            for n, i in enumerate(reply["instructions"], reply["first_id"])
-            if n > self.applied
+            i for n, i in enumerate(reply["instructions"], reply["first_id"]) if n > self.applied
         ]
         self.applied = max(self.applied, reply["first_id"] + len(reply["instructions"]) - 1)
         self.told += fresh
@@ -112,7 +110,11 @@ def test_a_notice_drains_the_node_and_moves_its_jobs(tmp_path: Any) -> None:
             agent.sync(reports=finished, running=[])
 
             again = admin.job(signalled)
-            assert (again.state, again.restarts, again.requeued_after) == ("PENDING", 1, "PREEMPTED")
+            assert (again.state, again.restarts, again.requeued_after) == (
+                "PENDING",
+                1,
+                "PREEMPTED",
+            )
             assert again.submit_time == before.submit_time  # its place in the queue
             lost = admin.job(plain)
             assert lost.state == "NODE_FAIL" and lost.interrupted_at is not None
