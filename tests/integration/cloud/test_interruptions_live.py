@@ -16,6 +16,7 @@ import getpass
 import json
 import os
 import signal
+import time
 from collections.abc import Callable, Iterator
 from contextlib import suppress
 from pathlib import Path
@@ -24,7 +25,11 @@ import httpx
 import psutil
 import pytest
 
-from hal.testing.live import LiveServer, wait_until
+from hal.cloud.local import LocalProvider
+from hal.cloud.provider import Launch
+from hal.core.node_groups import SPOT, NodeGroup
+from hal.core.resources import ResourceVector
+from hal.testing.live import LiveServer, free_port, wait_until
 from hal.wire.jobs import JobInfo
 
 STEPS = 40  # the job's steps of 0.25 s
@@ -207,3 +212,31 @@ def test_an_instance_gone_without_notice_is_a_node_failure_and_its_job_runs_agai
     assert [r[0] for r in runs] == ["NODE_FAIL", "COMPLETED"]
     assert runs[0][1] == "" and runs[0][2] not in ("", "00:00:00")  # the whole run was lost
     assert (spot.workdir / "log").read_text().count("done") == 1
+
+
+def test_a_local_spot_instance_goes_at_its_notices_time(tmp_path: Path) -> None:
+    """The local provider's spot instance: its agent is told its metadata stand-in, and at
+    a notice's time the instance is stopped, as EC2 takes a spot instance back (its agent
+    here joins a URL nothing listens on and keeps retrying, as in the conformance
+    suite)."""
+    group = NodeGroup(
+        name="spot",
+        provider="local",
+        nodes=("spot1",),
+        resources=ResourceVector(cpus=1, memory_bytes=1 << 30),
+        market=SPOT,
+    )
+    provider = LocalProvider(group, "test", tmp_path / "spot")
+    (inst,) = provider.create(["spot1"], Launch(f"http://127.0.0.1:{free_port()}", "token"))
+    try:
+        imds = json.loads((tmp_path / "spot/instances/spot1.json").read_text())["imds"]
+        agent = psutil.Process(int(inst.id))
+        assert agent.cmdline()[agent.cmdline().index("--interruption-notice") + 1] == imds
+        answer = httpx.post(f"{imds}/hal/interrupt?in=1", timeout=10).json()
+        wait_until(lambda: provider.instances() == [], 20, message="the instance to go")
+        assert not agent.is_running() or agent.status() == psutil.STATUS_ZOMBIE
+        assert time.time() >= answer["time"]
+        with pytest.raises(httpx.TransportError):  # its metadata service went with it
+            httpx.get(f"{imds}/latest/meta-data/instance-id", timeout=2)
+    finally:
+        provider.remove(provider.instances())
