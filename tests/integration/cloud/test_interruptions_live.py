@@ -8,6 +8,10 @@ control plane signals the job, requeues it and the autoscaler makes it a new nod
 One static node of 1 CPU, so the 2-CPU jobs run only on the group's nodes. The jobs are
 submitted with ``hal sbatch`` as the Unix user's HAL user (the group's agents run a job
 only as its own account), and read back over REST and ``hal sacct``.
+
+Also here: a local spot instance stopped at its notice's time by the provider alone, and
+an EC2 spot group's default user data (against moto) starting the agent with
+``--interruption-notice``.
 """
 
 from __future__ import annotations
@@ -15,16 +19,20 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import shlex
 import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import suppress
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
 import psutil
 import pytest
 
+from hal.cli.parser import build_parser
+from hal.cloud.ec2 import Ec2Provider
 from hal.cloud.local import LocalProvider
 from hal.cloud.provider import Launch
 from hal.core.node_groups import SPOT, NodeGroup
@@ -240,3 +248,16 @@ def test_a_local_spot_instance_goes_at_its_notices_time(tmp_path: Path) -> None:
             httpx.get(f"{imds}/latest/meta-data/instance-id", timeout=2)
     finally:
         provider.remove(provider.instances())
+
+
+def test_an_ec2_spot_groups_agents_read_their_notices(
+    make_group: Callable[..., NodeGroup], settings: dict[str, str], cluster: str
+) -> None:
+    """A spot group's default user data starts the agent with the instance's metadata
+    service; an on-demand group's does not (its instances get no notice)."""
+    launch = Launch("http://head.example:8080", "token")
+    for market, expected in ((SPOT, "http://169.254.169.254"), ("on_demand", "")):
+        group = replace(make_group(**settings), market=market)
+        script = Ec2Provider(group, cluster).render("burst1", launch)
+        argv = shlex.split(script.splitlines()[-1])[2:]  # (after `exec hal`)
+        assert build_parser(argv).parse_args(argv).interruption_notice == expected
