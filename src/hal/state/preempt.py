@@ -176,11 +176,17 @@ def ended_as(job: Job, reported: JobState) -> JobState:
     one's ``job.requeued`` event says so too). A suspended victim is not being ended:
     if it ends while suspended (cancelled, its node failed), it ends as reported. A run
     an interruption notice ends, to be requeued, ends PREEMPTED too."""
-    if INTERRUPTED in job.extra and job.extra.get(REQUEUE) == "1":
+    if requeued_on_interruption(job):
         return JobState.PREEMPTED
     if PREEMPTED_BY not in job.extra or job.extra.get(PREEMPT_MODE) == SUSPEND:
         return reported
     return JobState.PREEMPTED
+
+
+def requeued_on_interruption(job: Job) -> bool:
+    """An interruption notice ended ``job``'s run, to be requeued, and its owner has not
+    cancelled it since (``scancel`` during its grace time ends it CANCELLED)."""
+    return INTERRUPTED in job.extra and job.extra.get(REQUEUE) == "1" and not job.cancelled_by
 
 
 def cleared(extra: dict[str, str]) -> dict[str, str]:

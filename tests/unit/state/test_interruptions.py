@@ -15,7 +15,7 @@ from hal.core.states import JobState, NodeState
 from hal.state import agents, interruptions, preempt
 from hal.state.cluster import Cluster
 from hal.testing import make_job
-from hal.testing.mirror import signals, store
+from hal.testing.mirror import commit, signals, store
 from hal.wire.agent import Cancel, InterruptionNotice, JobReport
 
 STARTED_AGO = 600.0
@@ -129,3 +129,15 @@ def test_no_lost_work_for_a_run_that_ended_otherwise(clock: VirtualClock) -> Non
     job = running(clock, 1, None)
     assert interruptions.lost_work(job, "COMPLETED", clock.now()) is None
     assert interruptions.lost_work(job, "NODE_FAIL", clock.now()) == STARTED_AGO
+
+
+def test_a_job_its_owner_cancels_in_its_grace_ends_cancelled(
+    cluster: Cluster, clock: VirtualClock
+) -> None:
+    store(cluster, running(clock, 1, SignalSpec(signal.SIGUSR1, 60)))
+    asyncio.run(interruptions.interrupt(cluster, "n1", notice(clock)))
+    cancelled = cluster.jobs[1].evolve(state=JobState.COMPLETING, cancelled_by="alice")
+    asyncio.run(commit(cluster, [cancelled]))  # as scancel leaves it
+    finished(cluster, 1, "CANCELLED", clock.now() + 3)
+    job = cluster.jobs[1]
+    assert (job.state, job.restarts) == (JobState.CANCELLED, 0)
