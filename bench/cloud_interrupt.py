@@ -8,7 +8,8 @@ A live server (SQLite) with one static agent (1 CPU) and a local spot group
 metadata stand-in (``hal.cloud.imds``) every ``--interval`` seconds (default 5, the
 agent's default and AWS's advice). Each round runs two jobs of 2 CPUs, one after the
 other, each counting 0.25 s steps (one line per step in a file) and interrupted once,
-about 8 s into its run, by a notice injected into its node's stand-in
+8 s plus a random part of the poll interval into its run (so the notice lands anywhere in
+the agent's poll), by a notice injected into its node's stand-in
 (``POST /hal/interrupt``, the machine to go 120 s later):
 
 - ``signal``: ``--signal=B:USR1@30``; it writes a checkpoint between two steps at the
@@ -28,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import random
 import statistics
 import subprocess
 import tempfile
@@ -108,7 +110,7 @@ def _event_time(live: LiveServer, kind: str, job: int) -> float:
     raise LookupError(f"no {kind} event for job {job}")
 
 
-def _one(live: LiveServer, work: Path, checkpoint: bool) -> dict[str, float]:
+def _one(live: LiveServer, work: Path, checkpoint: bool, interval: float) -> dict[str, float]:
     client = live.client()
     script = SCRIPT.format(work=work, checkpoint=int(checkpoint), steps=STEPS, step=STEP_S)
     job = client.submit(
@@ -121,7 +123,9 @@ def _one(live: LiveServer, work: Path, checkpoint: bool) -> dict[str, float]:
     ).job_id
     _until(lambda: any(r == 0 for r, _ in _starts(work, job)))
     first = dict(_starts(work, job))[0]
-    _until(lambda: time.time() - first >= NOTICE_AFTER_S)
+    # at a random point of the agent's poll: the notice waits 0 to one interval to be read
+    after = NOTICE_AFTER_S + random.uniform(0, interval)
+    _until(lambda: time.time() - first >= after)
     node = client.job(job).nodes[0]
     record = json.loads((live.data_dir / "cloud/spot/instances" / f"{node}.json").read_text())
     notice = time.time()
@@ -165,8 +169,8 @@ def main(rounds: int, interval: float) -> dict[str, object]:
             _until(lambda: any(n.name == "n1" for n in live.client().nodes()))
             try:
                 for _ in range(rounds):
-                    runs["signal"].append(_one(live, work, checkpoint=True))
-                    runs["plain"].append(_one(live, work, checkpoint=False))
+                    runs["signal"].append(_one(live, work, True, interval))
+                    runs["plain"].append(_one(live, work, False, interval))
             finally:
                 service = live.server.cloud  # type: ignore[attr-defined]
                 service.stop_local_nodes()
