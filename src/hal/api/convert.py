@@ -35,7 +35,7 @@ from hal.slurm.syntax import (
     parse_topology,
     parse_umask,
 )
-from hal.state import agents, preempt
+from hal.state import agents, interruptions, preempt
 from hal.state.cluster import Cluster
 from hal.state.codec import SYSTEM_CPU, USER_CPU
 from hal.state.job_changes import PLACEMENT_NOTE
@@ -487,6 +487,8 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         if preempt.PREEMPT_TIME in job.extra
         else None,
         suspended_seconds=suspended_seconds(job, cluster.clock.now()),
+        interrupted_at=interruptions.interrupted_at(job.extra),
+        lost_work_seconds=interruptions.lost_work(job, job.state.value, job.end_time or 0.0),
         comment=spec.comment,
         wckey=spec.wckey,
         cancelled_by=job.cancelled_by,

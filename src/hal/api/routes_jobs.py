@@ -259,6 +259,8 @@ async def _add_runs(ctx: Services, infos: list[JobInfo]) -> None:
                 cost=row.cost or None,
                 max_rss_bytes=row.max_rss,
                 cpu_seconds=row.cpu_seconds,
+                interrupted_at=row.interrupted_at,
+                lost_work_seconds=row.lost_work,
             )
         )
 

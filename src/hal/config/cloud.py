@@ -23,6 +23,7 @@ as groups of one machine kind each)::
     max_price = 0                  # spot: the most paid an hour; 0: up to the on-demand price
     idle_seconds = 300             # an idle node is removed (Slurm's SuspendTime)
     boot_timeout_seconds = 300     # a node not joined by then is removed (ResumeTimeout)
+    market = "on_demand"           # or "spot": interruptible, taken back at a notice
     [cloud.groups.ec2]             # the provider's own settings (docs/admin/cloud.md)
     region = "eu-west-1"
     image_id = "ami-0abc"
@@ -64,6 +65,7 @@ GROUP_KEYS = (
     "max_price",
     "idle_seconds",
     "boot_timeout_seconds",
+    "market",
     *PROVIDERS,
 )
 

@@ -11,7 +11,10 @@ provider, then:
   from its provider and forgotten (Slurm's SuspendTime), unless an operator drained or
   downed it;
 - a node of a group whose instance is gone, and whose agent no longer answers, is
-  forgotten;
+  forgotten (its jobs ended NODE_FAIL, requeued where they may be, when the agent went
+  silent: ``agents.check_nodes``);
+- a node drained by its provider's interruption notice (``hal.state.interruptions``) is
+  removed and forgotten as soon as its jobs are gone;
 - the waiting jobs, in priority order, are packed into booting nodes and, where they
   do not fit, into new nodes of the cheapest group that holds them
   (``hal.cloud.autoscaler``), at each group's current price; a job whose burst would
@@ -71,6 +74,7 @@ from hal.server.cloud_token import agent_token, bind_nodes
 from hal.state.advisory import set_pending_reasons
 from hal.state.agents import forget_node, set_node_state
 from hal.state.cluster import Cluster
+from hal.state.interruptions import INTERRUPTION_REASON, REBALANCE_REASON
 from hal.state.node_reasons import NOT_RESPONDING, server_user, set_down_by_operator
 from hal.state.store import EventRow
 from hal.wire.cloud import (
@@ -335,6 +339,8 @@ class CloudService:
             # names the group no longer has (a reconfigure shortened its list)
             await self._retire(group, [i for i in instances if i.node not in names])
             await self._forget_lost(group, instances)
+            for gone in await self._remove_interrupted(group, j):
+                joined.pop(gone, None)
         await self._retire_groups()
         await self._scale_down(joined)
         await self._scale_up(listed, self._spare(booting, joined))
@@ -597,6 +603,27 @@ class CloudService:
                     group.name,
                 )
 
+    async def _remove_interrupted(self, group: NodeGroup, joined: Mapping[str, str]) -> list[str]:
+        """Remove the joined nodes the provider is taking back once their jobs are gone
+        (the machine goes anyway; on EC2 its last minutes are not paid for); their names."""
+        removed = []
+        for name in joined:
+            node = self.cluster.nodes.get(name)
+            usage = self.cluster.usage.get(name)
+            if node is None or not node.reason.startswith(INTERRUPTION_REASON):
+                continue
+            if node.state is not NodeState.DRAIN or (usage is not None and usage.jobs):
+                continue
+            inst = next(i for i in self.groups[group.name].instances if i.node == name)
+            if await self._remove(group, [inst]):
+                await forget_node(self.cluster, name, node.reason)
+                self.idle_since.pop(name, None)
+                removed.append(name)
+                await self._event(
+                    "cloud.node_removed", name, group, instance=inst.id, interrupted=True
+                )
+        return removed
+
     async def _scale_down(self, joined: Mapping[str, str]) -> None:
         now = self.cluster.clock.now()
         for node in list(self.idle_since):
@@ -791,10 +818,12 @@ def _priced(provider: Provider) -> bool:
 
 
 def _kept_by_operator(node: Node) -> bool:
-    """Drained or downed by someone (``scontrol update``), not by the autoscaler: kept
-    until resumed, as Slurm leaves such a cloud node alone."""
+    """Drained or downed by someone (``scontrol update``), not by the autoscaler or its
+    provider's notices: kept until resumed, as Slurm leaves such a cloud node alone."""
     if node.state is NodeState.DRAIN:
-        return node.reason != IDLE_REASON
+        return node.reason != IDLE_REASON and not node.reason.startswith(
+            (INTERRUPTION_REASON, REBALANCE_REASON)
+        )
     return set_down_by_operator(node)
 
 

@@ -28,7 +28,7 @@ from hal.core.node import Node, check_features
 from hal.core.resources import ResourceVector
 from hal.core.states import JobState, NodeState, PendingReason
 from hal.core.topology_labels import check_labels
-from hal.state import command_exit, preempt, profiles
+from hal.state import command_exit, interruptions, preempt, profiles
 from hal.state.codec import SYSTEM_CPU, USER_CPU
 from hal.state.launch import build_launch
 from hal.state.node_reasons import NOT_RESPONDING, server_user
@@ -47,6 +47,7 @@ from hal.wire.agent import (
     AgentSync,
     Cancel,
     Instruction,
+    InterruptionNotice,
     JobReport,
     JobUsage,
     Launch,
@@ -96,6 +97,8 @@ class AgentSession:
     free_memory_bytes: int | None = None
     cpu_load: float | None = None
     gpu_problems: list[str] | None = None  # the agent's last GPU health read; None: none
+    # interruption notices the agent sent that a database outage kept from being acted on
+    notices: list[InterruptionNotice] = field(default_factory=list)
 
     def push(self, instruction: Instruction) -> None:
         self.outbox.append(instruction)
@@ -320,6 +323,10 @@ async def sync(cluster: Cluster, node: str, request: AgentSync) -> AgentInstruct
         if request.gpu_problems is not None:
             session.gpu_problems = request.gpu_problems
             await _gpu_health(cluster, node, request.gpu_problems)
+        if request.notices or session.notices:  # (the agent sends each until answered)
+            session.notices = [*session.notices, *request.notices][-4:]
+            await interruptions.on_notices(cluster, node, session.notices)
+            session.notices = []
     except (DatabaseUnavailable, CommitOutcomeUnknown):
         # The agent keeps what is not acknowledged and sends it again with its next sync
         # (at the latest when the database is back: ``Cluster._database_back``). The

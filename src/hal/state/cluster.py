@@ -452,7 +452,8 @@ class Cluster(Mirror):
         """The ended version of ``job`` (or, for NODE_FAIL with requeue, the requeued one:
         a batch job only, as Slurm's; salloc's allocation, ``Requeue=1`` too, ends)."""
         state = preempt.ended_as(job, state)
-        if job.extra.get(preempt.REQUEUE) == "1" or (
+        cancelled = preempt.INTERRUPTED in job.extra and job.cancelled_by  # (in its grace)
+        if (job.extra.get(preempt.REQUEUE) == "1" and not cancelled) or (
             state is JobState.NODE_FAIL and job.spec.requeue and not job.spec.interactive
         ):
             # PENDING: an administrator's requeue (scontrol requeue) ending its run

@@ -5,7 +5,9 @@ A job requeued (``scontrol requeue``, a preemption in mode requeue, its node fai
 then describes the new run. The run that ended is kept in ``job_runs`` by the same
 commit (``Cluster._commit``): its state as sacct shows it (``REQUEUED``, ``PREEMPTED``,
 ``NODE_FAIL``...), exit code, partition, times, nodes, what its batch script used, and
-what its cloud nodes cost (its rate at its start × its run time, ``hal.core.cloud_costs``).
+what its cloud nodes cost (its rate at its start × its run time, ``hal.core.cloud_costs``),
+whether a provider's interruption notice ended it and the work it lost
+(``hal.state.interruptions``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from hal.core.cloud_costs import rate_of, run_cost
 from hal.core.job import Job
 from hal.state.codec import allocation_to_json
+from hal.state.interruptions import interrupted_at, lost_work
 from hal.state.job_changes import RUN_END
 from hal.state.store import RunRow
 
@@ -45,6 +48,8 @@ def ended_runs(before: Mapping[int, Job], jobs: Sequence[Job]) -> list[RunRow]:
                 max_rss=int(job.extra.get("max_rss", "0") or 0),
                 cpu_seconds=float(job.extra.get("cpu_seconds", "0") or 0),
                 cost=run_cost(rate_of(old.extra), old.start_time, end),
+                interrupted_at=interrupted_at(old.extra),
+                lost_work=lost_work(old, state, end),
             )
         )
     return runs

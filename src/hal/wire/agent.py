@@ -177,6 +177,21 @@ class AgentSync(WireModel):
     # running jobs' TCP traffic since the last report (``agent.traffic``): one entry per
     # job with sockets; an older agent, or one that cannot read sock_diag, sends none
     traffic: list[JobTraffic] = Field(default_factory=list, max_length=4096)
+    # what the instance's metadata service says of the machine's fate (``agent.interruption``,
+    # with ``--interruption-notice``): each notice sent until a reply comes
+    notices: list[InterruptionNotice] = Field(default_factory=list, max_length=2)
+
+
+class InterruptionNotice(WireModel):
+    """The provider will take the node's machine back (EC2 spot's instance action, about
+    two minutes ahead), or says it is at raised risk of that (a rebalance
+    recommendation); ``hal.state.interruptions`` drains the node and moves its jobs."""
+
+    kind: Literal["interruption", "rebalance"]
+    action: str = Field(default="", max_length=32)  # terminate, stop, hibernate; "": rebalance
+    # Unix time: when the machine goes (an interruption), when the recommendation was made
+    # (a rebalance)
+    time: float = Field(ge=0, le=1e11)
 
 
 class Endpoint(WireModel):

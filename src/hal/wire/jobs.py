@@ -196,6 +196,11 @@ class JobInfo(WireModel):
     # NODE_FAIL); None: never requeued, or requeued by an administrator
     requeued_after: str | None = None
     preempt_time: float | None = None  # when it was last chosen as a preemption victim
+    # its run was ended by a provider's interruption notice, which the server had then
+    interrupted_at: float | None = None
+    # seconds of work its run lost as it ended PREEMPTED or NODE_FAIL (sacct's LostWork):
+    # its elapsed time, less what a checkpoint at its --signal saved; None: another end
+    lost_work_seconds: float | None = None
     # seconds spent suspended (scontrol suspend); run times (squeue TIME, sacct Elapsed)
     # leave them out, as Slurm's do
     suspended_seconds: float = 0.0
@@ -289,6 +294,8 @@ class JobRun(WireModel):
     cost: float | None = None  # what its cloud nodes cost (None: none)
     max_rss_bytes: int = 0  # what its batch script used (0: not measured)
     cpu_seconds: float = 0.0
+    interrupted_at: float | None = None  # as JobInfo's
+    lost_work_seconds: float | None = None
 
 
 class JobList(WireModel):
