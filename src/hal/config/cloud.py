@@ -19,11 +19,10 @@ as groups of one machine kind each)::
     gpu_type = ""                  # e.g. "nvidia_a100" for --gres=gpu:a100:1
     features = ["cloud"]           # for --constraint
     price_per_hour = 0.17          # USD; the provider's published price wins where it has one
-    market = "on_demand"           # or "spot" (EC2): cheaper, taken back at EC2's notice
+    market = "on_demand"           # or "spot" (ec2, local): interruptible, taken back at a notice
     max_price = 0                  # spot: the most paid an hour; 0: up to the on-demand price
     idle_seconds = 300             # an idle node is removed (Slurm's SuspendTime)
     boot_timeout_seconds = 300     # a node not joined by then is removed (ResumeTimeout)
-    market = "on_demand"           # or "spot": interruptible, taken back at a notice
     [cloud.groups.ec2]             # the provider's own settings (docs/admin/cloud.md)
     region = "eu-west-1"
     image_id = "ami-0abc"
