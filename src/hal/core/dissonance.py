@@ -127,8 +127,7 @@ class DissonanceModel:
             return 1.0
         theta = self._theta(victim)
         log_s = sum(
-            _share(exposure.get(a, 0.0)) * theta[k]
-            for k, a in enumerate(self.classes, start=1)
+            _share(exposure.get(a, 0.0)) * theta[k] for k, a in enumerate(self.classes, start=1)
         )
         return math.exp(log_s)
 

@@ -115,6 +115,7 @@ _CLOCK_FREE = frozenset(
         "affinity",  # (who holds which node, as exclusiveuser; never the clock)
         "backfill",
         "harmonic",  # (where jobs go, from the traffic graph: never whether one starts)
+        "dissonance",  # (where jobs go, from the interference model: likewise)
     }
 )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections.abc import Iterator
 
 import pytest
 
@@ -17,7 +18,9 @@ def _truth(seed: int) -> dict[str, dict[str, float]]:
     return {v: {a: rng.uniform(1.0, 2.5) for a in CLASSES} for v in CLASSES}
 
 
-def _outcomes(truth: dict[str, dict[str, float]], n: int, seed: int, noise: float = 0.05):
+def _outcomes(
+    truth: dict[str, dict[str, float]], n: int, seed: int, noise: float = 0.05
+) -> Iterator[Outcome]:
     """Jobs beside a random mix of neighbours; slowdown by the true matrix, times a
     per-class solo-estimate bias and log-normal noise."""
     rng = random.Random(seed)

@@ -1,0 +1,351 @@
+"""Keep work that clashes off one node. See README.md.
+
+The interference model (``ClusterSnapshot.dissonance``, ``hal.core.dissonance``) gives,
+per ordered pair of job classes (victim, aggressor), the slowdown of the victim beside a
+node full of the aggressor. A pending job's class is its profile's
+(``job.extra[PROFILE_CLASS]``) or, before it has run, its workload identity's last one.
+
+Per pass the plugin keeps, per node row and class, the share of the node's CPUs held by
+running jobs of that class (``share``), and the same for the jobs marked
+latency-sensitive (``guarded``); Reserve adds each placed job. The *harm* of putting a
+job of class ``c`` on node ``n``, in log-slowdown per CPU share::
+
+    harm[n] = Σ_a share[n, a]   · (self · L[c, a] + L[a, c])
+            + Σ_a guarded[n, a] · (protect - 1) · L[a, c]
+
+where ``L = max(0, log(slowdown) - log(tolerance))`` (slowdowns up to ``tolerance``
+are ignored: the model's prior is not a reason to spread work out), ``self`` is
+``protect`` for a latency-sensitive job and 1 otherwise. The first term is what the
+job would suffer and what it would do to its neighbours, weighted by how much of the
+node they hold; the second counts a latency-sensitive neighbour's slowdown ``protect``
+times. Score: ``MAX_NODE_SCORE · max(0, 1 - harm / log(2))``: 100 on a node with no
+clashing neighbour, 0 where the clash is worth a doubling. A Score only ranks the nodes
+Filter left: nothing is ever made infeasible.
+
+Vectorised: per (class, latency-sensitive) the harm over every node row is one small
+matrix product, kept for the pass and updated on the rows of each job placed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hal.core.dissonance import DissonanceView
+from hal.core.job import Allocation, Job
+from hal.core.profiles import CLASSES, LATENCY_SENSITIVE, PROFILE_CLASS
+from hal.core.states import JobState
+from hal.core.traffic import identity
+from hal.scheduler.framework.context import PassContext
+from hal.scheduler.framework.cycle_state import CycleState, StateKey
+from hal.scheduler.framework.interfaces import (
+    MAX_NODE_SCORE,
+    FloatArray,
+    IndexArray,
+    PreScorePlugin,
+    ReservePlugin,
+    ScorePlugin,
+)
+from hal.scheduler.framework.keys import NODE_SCORES, PLACEMENT_NOTES
+from hal.scheduler.framework.profile import PluginArgs, PluginArgsError, reject_unknown_args
+from hal.scheduler.framework.request import NodeRequest
+from hal.scheduler.framework.status import SKIP, SUCCESS, Status
+
+NAME = "dissonance"
+PROTECT = 4.0  # a latency-sensitive job's slowdown counts this many times
+TOLERANCE = 1.05  # slowdowns up to this are ignored (the model's prior)
+_SCALE = math.log(2.0)  # harm worth a doubling scores 0
+_INDEX = {c: i for i, c in enumerate(CLASSES)}
+
+
+def job_class(job: Job, view: DissonanceView) -> str | None:
+    """The class the model knows ``job`` by: its profile's, else its workload's."""
+    found = job.extra.get(PROFILE_CLASS) or view.job_class.get(job.id)
+    if found is None:
+        spec = job.spec
+        found = view.identity_class.get(identity(spec.user, spec.name, spec.comment))
+    return found if found in _INDEX else None
+
+
+def protected(job: Job, view: DissonanceView) -> bool:
+    return job.extra.get(LATENCY_SENSITIVE) == "1" or job.id in view.protected
+
+
+@dataclass(slots=True)
+class _Nodes:
+    """Who holds what share of each node, per class, for one pass."""
+
+    share: FloatArray  # (rows, classes)
+    guarded: FloatArray  # (rows, classes): the latency-sensitive jobs' part of ``share``
+    jobs: dict[int, dict[int, tuple[str, float, bool]]]  # row → job → (class, share, LS)
+    harm: dict[tuple[str, bool], FloatArray] = field(default_factory=dict)  # kept per key
+
+    def add(self, job_id: int, cls: str, ls: bool, rows: list[tuple[int, float]], sign: int,
+            coef: _Coef) -> None:  # fmt: skip
+        k = _INDEX[cls]
+        for row, part in rows:
+            self.share[row, k] += sign * part
+            if ls:
+                self.guarded[row, k] += sign * part
+            if sign > 0:
+                self.jobs.setdefault(row, {})[job_id] = (cls, part, ls)
+            else:
+                self.jobs.get(row, {}).pop(job_id, None)
+        for key, whole in self.harm.items():  # the rows placed on, for every kept key
+            for row, _ in rows:
+                whole[row] = coef.harm_at(self, key, row)
+
+
+@dataclass(frozen=True, slots=True)
+class _Coef:
+    """The matrix as log-slowdowns over the tolerance (``L``), and ``protect``."""
+
+    logs: FloatArray  # (victim, aggressor)
+    protect: float
+
+    def vectors(self, key: tuple[str, bool]) -> tuple[FloatArray, FloatArray]:
+        c = _INDEX[key[0]]
+        mine = self.protect if key[1] else 1.0
+        on_share = mine * self.logs[c, :] + self.logs[:, c]
+        on_guarded = (self.protect - 1.0) * self.logs[:, c]
+        return on_share, on_guarded
+
+    def harm_at(self, nodes: _Nodes, key: tuple[str, bool], row: int) -> float:
+        a, b = self.vectors(key)
+        return float(nodes.share[row] @ a + nodes.guarded[row] @ b)
+
+
+# Per pass: the nodes' shares and the matrix as coefficients.
+NODES: StateKey[_Nodes] = StateKey("dissonance.nodes")
+COEF: StateKey[_Coef] = StateKey("dissonance.coef")
+# Per job: (class, latency-sensitive) (PreScore → Score and Reserve).
+KEY: StateKey[tuple[str, bool]] = StateKey("dissonance.key")
+
+
+class Dissonance:
+    name = NAME
+
+    def __init__(self, protect: float = PROTECT, tolerance: float = TOLERANCE) -> None:
+        self.protect = protect
+        self.tolerance = tolerance
+
+    # -- PreScore ---------------------------------------------------------------------
+
+    def pre_score(
+        self, ctx: PassContext, state: CycleState, job: Job, feasible: IndexArray
+    ) -> Status:
+        view = ctx.snapshot.dissonance
+        if view is None or not view.slowdown:
+            return SKIP
+        cls = job_class(job, view)
+        if cls is None:
+            return SKIP
+        state.write(KEY, (cls, protected(job, view)))
+        return SUCCESS
+
+    # -- Score ------------------------------------------------------------------------
+
+    def score(
+        self,
+        ctx: PassContext,
+        state: CycleState,
+        job: Job,
+        request: NodeRequest,
+        feasible: IndexArray,
+    ) -> FloatArray:
+        key = state.get(KEY)
+        view = ctx.snapshot.dissonance
+        if key is None or view is None:  # PreScore skips; kept for a direct call
+            return np.zeros(len(feasible))
+        harm = self._harm(ctx, view, key)[feasible]
+        out: FloatArray = MAX_NODE_SCORE * np.maximum(0.0, 1.0 - harm / _SCALE)
+        return out
+
+    def _harm(self, ctx: PassContext, view: DissonanceView, key: tuple[str, bool]) -> FloatArray:
+        nodes = self._nodes(ctx, view)
+        found = nodes.harm.get(key)
+        if found is None:
+            a, b = self._coef(ctx, view).vectors(key)
+            found = nodes.harm[key] = nodes.share @ a + nodes.guarded @ b
+        return found
+
+    # -- Reserve ----------------------------------------------------------------------
+
+    def reserve(
+        self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation
+    ) -> Status:
+        view = ctx.snapshot.dissonance
+        if view is None or not view.slowdown:
+            return SUCCESS
+        key = state.get(KEY)
+        cls, ls = key if key is not None else (job_class(job, view), protected(job, view))
+        if cls is None:
+            return SUCCESS
+        if key is not None:
+            note = self._note(ctx, view, state, key, allocation)
+            if note:
+                notes = ctx.data.get(PLACEMENT_NOTES)
+                if notes is None:
+                    notes = {}
+                    ctx.data.write(PLACEMENT_NOTES, notes)
+                before = notes.get(job.id)
+                notes[job.id] = f"{before}; {note}" if before else note
+        nodes = self._nodes(ctx, view)
+        nodes.add(job.id, cls, ls, _rows(ctx, allocation), 1, self._coef(ctx, view))
+        return SUCCESS
+
+    def unreserve(
+        self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation
+    ) -> None:
+        view = ctx.snapshot.dissonance
+        nodes = ctx.data.get(NODES)
+        if view is None or nodes is None:
+            return
+        cls, ls = job_class(job, view), protected(job, view)
+        key = state.get(KEY)
+        if key is not None:
+            cls, ls = key
+        if cls is not None:
+            nodes.add(job.id, cls, ls, _rows(ctx, allocation), -1, self._coef(ctx, view))
+        notes = ctx.data.get(PLACEMENT_NOTES)
+        if notes is not None:
+            notes.pop(job.id, None)
+
+    def _note(
+        self,
+        ctx: PassContext,
+        view: DissonanceView,
+        state: CycleState,
+        key: tuple[str, bool],
+        allocation: Allocation,
+    ) -> str:
+        """What ``hal explain`` says when this plugin's score moved a one-node job off
+        the node the other plugins' scores alone would have chosen, because of a
+        neighbour there: "" otherwise."""
+        scored = state.get(NODE_SCORES)
+        if scored is None or NAME not in scored[1] or len(allocation.nodes) != 1:
+            return ""
+        candidates, parts = scored
+        others = [v for k, v in parts.items() if k != NAME]
+        if not others:
+            return ""
+        without = others[0] if len(others) == 1 else sum(others[1:], others[0])
+        a = int(candidates[int(without.argmax())])
+        table = ctx.nodes
+        c = table.index.get(allocation.nodes[0], -1)
+        harm = self._harm(ctx, view, key)
+        if c < 0 or c == a or harm[a] <= harm[c]:
+            return ""
+        cls, ls = key
+        nodes = self._nodes(ctx, view)
+        worst = _worst(nodes.jobs.get(a, {}), cls, ls, view, self.protect)
+        if worst is None:
+            return ""
+        job_id, other, suffers, inflicts, other_ls = worst
+        what = (
+            f"latency-sensitive job {job_id} ({other}) would be slowed {inflicts:.2f}x"
+            if other_ls and inflicts >= suffers
+            else f"beside job {job_id} ({other}) it would be slowed {suffers:.2f}x"
+            if suffers >= inflicts
+            else f"job {job_id} ({other}) would be slowed {inflicts:.2f}x"
+        )
+        return (
+            f"passed over {table.names[a]} because of a neighbour (dissonance): {what} "
+            f"(model: {cls} beside {other}); placed on {table.names[c]}"
+        )
+
+    # -- per pass ---------------------------------------------------------------------
+
+    def _coef(self, ctx: PassContext, view: DissonanceView) -> _Coef:
+        found = ctx.data.get(COEF)
+        if found is None:
+            tol = math.log(self.tolerance)
+            logs = np.array(
+                [
+                    [max(0.0, math.log(max(view.of(v, a), 1e-9)) - tol) for a in CLASSES]
+                    for v in CLASSES
+                ]
+            )
+            found = _Coef(logs, self.protect)
+            ctx.data.write(COEF, found)
+        return found
+
+    def _nodes(self, ctx: PassContext, view: DissonanceView) -> _Nodes:
+        """The shares of the pass's running jobs (Reserve adds those placed since)."""
+        found = ctx.data.get(NODES)
+        if found is not None:
+            return found
+        n = len(ctx.nodes.names)
+        found = _Nodes(np.zeros((n, len(CLASSES))), np.zeros((n, len(CLASSES))), {})
+        for job in ctx.running:
+            if job.state is not JobState.RUNNING or job.allocation is None:
+                continue  # a suspended job holds memory, not the node's bandwidth
+            cls = job_class(job, view)
+            if cls is None:
+                continue
+            ls = protected(job, view)
+            k = _INDEX[cls]
+            for row, part in _rows(ctx, job.allocation):
+                found.share[row, k] += part
+                if ls:
+                    found.guarded[row, k] += part
+                found.jobs.setdefault(row, {})[job.id] = (cls, part, ls)
+        ctx.data.write(NODES, found)
+        return found
+
+
+def _rows(ctx: PassContext, allocation: Allocation) -> list[tuple[int, float]]:
+    """Each node row of ``allocation`` and the share of its CPUs the job holds there."""
+    table = ctx.nodes
+    index, inv = table.index, table.inv_cpus
+    out = []
+    for name, held in zip(allocation.nodes, allocation.per_node, strict=False):
+        row = index.get(name)
+        if row is not None:
+            out.append((row, min(1.0, held.cpus * float(inv[row]))))
+    return out
+
+
+def _worst(
+    jobs: Mapping[int, tuple[str, float, bool]],
+    cls: str,
+    ls: bool,
+    view: DissonanceView,
+    protect: float,
+) -> tuple[int, str, float, float, bool] | None:
+    """The neighbour that weighs most against ``cls`` on a node: (job, its class, the
+    slowdown it would cause, the slowdown it would suffer, latency-sensitive)."""
+    best = None
+    weight = 0.0
+    for job_id, (other, part, other_ls) in jobs.items():
+        suffers = view.of(cls, other) ** part
+        inflicts = view.of(other, cls)
+        w = part * (math.log(suffers) * (protect if ls else 1.0))
+        w += part * math.log(inflicts) * (protect if other_ls else 1.0)
+        if best is None or w > weight:
+            best, weight = (job_id, other, suffers, inflicts, other_ls), w
+    return best
+
+
+def new(args: PluginArgs) -> Dissonance:
+    reject_unknown_args(args, ("protect", "tolerance"))
+    protect = args.get("protect", PROTECT)
+    if isinstance(protect, bool) or not isinstance(protect, int | float) or not protect >= 1:
+        raise PluginArgsError(
+            "protect", "must be a number >= 1 (how many times a latency-sensitive job counts)"
+        )
+    tolerance = args.get("tolerance", TOLERANCE)
+    if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or not tolerance >= 1:
+        raise PluginArgsError(
+            "tolerance", "must be a slowdown >= 1 (1.05: ignore clashes of 5 % or less)"
+        )
+    return Dissonance(float(protect), float(tolerance))
+
+
+# The extension points this plugin serves, checked by mypy here.
+_PRE_SCORE: type[PreScorePlugin] = Dissonance
+_SCORE: type[ScorePlugin] = Dissonance
+_RESERVE: type[ReservePlugin] = Dissonance
