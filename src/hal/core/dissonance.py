@@ -131,6 +131,13 @@ class DissonanceModel:
         )
         return math.exp(log_s)
 
+    def bias(self, victim: str) -> float:
+        """The learned log-bias of ``victim``'s outcomes: what is not interference (a
+        solo estimate that runs short or long for the class); 0 for an unknown class."""
+        if victim not in self._a:
+            return 0.0
+        return self._theta(victim)[0]
+
     def matrix(self) -> dict[str, dict[str, float]]:
         """victim → aggressor → slowdown."""
         return {v: {a: self.slowdown(v, a) for a in self.classes} for v in self.classes}

@@ -116,11 +116,11 @@ class InterferenceModel:
     def view(self, now: float) -> DissonanceView | None:
         if self.mode == "off":
             return None
+        job_class: dict[int, str] = {}
         if self.mode == "oracle":
             job_class = {j: r.cls for j, r in self._running.items()}
             return DissonanceView(self.truth, job_class, _AllClasses(self))
         known = self._known
-        job_class: dict[int, str] = {}
         for job_id, r in self._running.items():
             if now - r.start >= self.profile_after_s:
                 job_class[job_id] = known[r.ident] = r.cls
@@ -221,7 +221,7 @@ class _AllClasses(Mapping[str, str]):
     def __getitem__(self, ident: str) -> str:
         return self.model.class_of(ident)
 
-    def get(self, ident: str, default: object = None) -> str:  # type: ignore[override]
+    def get(self, ident: str, default: object = None) -> str:
         return self.model.class_of(ident)
 
     def __iter__(self) -> Iterator[str]:  # (not enumerable: every identity has one)
