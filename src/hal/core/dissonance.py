@@ -42,7 +42,7 @@ from typing import Any
 from hal.core.profiles import CLASSES
 
 PRIOR = 1.05  # a pair never seen: sharing a node costs a little
-STRENGTH = 2.0  # the prior weighs as much as this many fully exposed observations
+STRENGTH = 1.0  # the prior weighs as much as one fully exposed observation
 FORGET = 0.999  # each observation of a class discounts its older ones by this much
 # observed slowdowns are clipped to this range before learning: a solo estimate that was
 # ten times off says nothing about the neighbours
