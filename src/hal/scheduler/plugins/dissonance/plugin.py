@@ -29,6 +29,7 @@ matrix product, kept for the pass and updated on the rows of each job placed.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -58,6 +59,7 @@ NAME = "dissonance"
 PROTECT = 4.0  # a latency-sensitive job's slowdown counts this many times
 TOLERANCE = 1.05  # slowdowns up to this are ignored (the model's prior)
 _SCALE = math.log(2.0)  # harm worth a doubling scores 0
+REBUILD_AFTER = 100_000  # updates of the kept shares before they are summed afresh
 _INDEX = {c: i for i, c in enumerate(CLASSES)}
 
 
@@ -74,29 +76,73 @@ def protected(job: Job, view: DissonanceView) -> bool:
     return job.extra.get(LATENCY_SENSITIVE) == "1" or job.id in view.protected
 
 
+_Entry = tuple[str, bool, tuple[tuple[int, float], ...]]  # class, LS, (row, share) each
+
+
+@dataclass(slots=True)
+class _Base:
+    """The running jobs' shares as of the last pass, kept by the plugin across passes and
+    brought up to date by the difference (jobs that started, ended or changed class):
+    a pass does not walk every running job's allocation again."""
+
+    names: tuple[str, ...]  # the node table's names it was built for
+    share: FloatArray
+    guarded: FloatArray
+    entries: dict[int, _Entry] = field(default_factory=dict)
+    updates: int = 0  # since built: rebuilt now and then against rounding drift
+
+    def put(self, job_id: int, entry: _Entry | None) -> None:
+        old = self.entries.pop(job_id, None)
+        if old is not None:
+            self._apply(old, -1.0)
+        if entry is not None:
+            self.entries[job_id] = entry
+            self._apply(entry, 1.0)
+        self.updates += 1
+
+    def _apply(self, entry: _Entry, sign: float) -> None:
+        k = _INDEX[entry[0]]
+        for row, part in entry[2]:
+            self.share[row, k] += sign * part
+            if entry[1]:
+                self.guarded[row, k] += sign * part
+
+
 @dataclass(slots=True)
 class _Nodes:
-    """Who holds what share of each node, per class, for one pass."""
+    """Who holds what share of each node, per class, for one pass: the base's arrays
+    (copied) and the jobs placed in the pass."""
 
     share: FloatArray  # (rows, classes)
     guarded: FloatArray  # (rows, classes): the latency-sensitive jobs' part of ``share``
-    jobs: dict[int, dict[int, tuple[str, float, bool]]]  # row → job → (class, share, LS)
+    base: Mapping[int, _Entry]  # the running jobs
+    placed: dict[int, _Entry] = field(default_factory=dict)  # in this pass
     harm: dict[tuple[str, bool], FloatArray] = field(default_factory=dict)  # kept per key
 
-    def add(self, job_id: int, cls: str, ls: bool, rows: list[tuple[int, float]], sign: int,
-            coef: _Coef) -> None:  # fmt: skip
+    def add(self, job_id: int, entry: _Entry, sign: int, coef: _Coef) -> None:
+        cls, ls, rows = entry
         k = _INDEX[cls]
         for row, part in rows:
             self.share[row, k] += sign * part
             if ls:
                 self.guarded[row, k] += sign * part
-            if sign > 0:
-                self.jobs.setdefault(row, {})[job_id] = (cls, part, ls)
-            else:
-                self.jobs.get(row, {}).pop(job_id, None)
+        if sign > 0:
+            self.placed[job_id] = entry
+        else:
+            self.placed.pop(job_id, None)
         for key, whole in self.harm.items():  # the rows placed on, for every kept key
             for row, _ in rows:
                 whole[row] = coef.harm_at(self, key, row)
+
+    def on(self, row: int) -> dict[int, tuple[str, float, bool]]:
+        """The jobs on node ``row``: job → (class, share, latency-sensitive)."""
+        out = {}
+        for entries in (self.base, self.placed):
+            for job_id, (cls, ls, rows) in entries.items():
+                for r, part in rows:
+                    if r == row:
+                        out[job_id] = (cls, part, ls)
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +177,11 @@ class Dissonance:
     def __init__(self, protect: float = PROTECT, tolerance: float = TOLERANCE) -> None:
         self.protect = protect
         self.tolerance = tolerance
+        # the running jobs' shares as of the last pass (the server and the simulator
+        # build a new snapshot every pass, with most of the same jobs running)
+        self._base: _Base | None = None
+        self._lock = threading.Lock()
+        self._seen: tuple[object, object] | None = None  # (running jobs, view) of the base
 
     # -- PreScore ---------------------------------------------------------------------
 
@@ -138,8 +189,8 @@ class Dissonance:
         self, ctx: PassContext, state: CycleState, job: Job, feasible: IndexArray
     ) -> Status:
         view = ctx.snapshot.dissonance
-        if view is None or not view.slowdown:
-            return SKIP
+        if view is None or not view.slowdown or ctx.now > ctx.snapshot.now:
+            return SKIP  # (a reservation in the future: who will be its neighbours is unknown)
         cls = job_class(job, view)
         if cls is None:
             return SKIP
@@ -178,7 +229,7 @@ class Dissonance:
         self, ctx: PassContext, state: CycleState, job: Job, allocation: Allocation
     ) -> Status:
         view = ctx.snapshot.dissonance
-        if view is None or not view.slowdown:
+        if view is None or not view.slowdown or ctx.now > ctx.snapshot.now:
             return SUCCESS
         key = state.get(KEY)
         cls, ls = key if key is not None else (job_class(job, view), protected(job, view))
@@ -194,7 +245,7 @@ class Dissonance:
                 before = notes.get(job.id)
                 notes[job.id] = f"{before}; {note}" if before else note
         nodes = self._nodes(ctx, view)
-        nodes.add(job.id, cls, ls, _rows(ctx, allocation), 1, self._coef(ctx, view))
+        nodes.add(job.id, (cls, ls, _rows(ctx, allocation)), 1, self._coef(ctx, view))
         return SUCCESS
 
     def unreserve(
@@ -204,12 +255,8 @@ class Dissonance:
         nodes = ctx.data.get(NODES)
         if view is None or nodes is None:
             return
-        cls, ls = job_class(job, view), protected(job, view)
-        key = state.get(KEY)
-        if key is not None:
-            cls, ls = key
-        if cls is not None:
-            nodes.add(job.id, cls, ls, _rows(ctx, allocation), -1, self._coef(ctx, view))
+        if job.id in nodes.placed:
+            nodes.add(job.id, nodes.placed[job.id], -1, self._coef(ctx, view))
         notes = ctx.data.get(PLACEMENT_NOTES)
         if notes is not None:
             notes.pop(job.id, None)
@@ -241,7 +288,7 @@ class Dissonance:
             return ""
         cls, ls = key
         nodes = self._nodes(ctx, view)
-        worst = _worst(nodes.jobs.get(a, {}), cls, ls, view, self.protect)
+        worst = _worst(nodes.on(a), cls, ls, view, self.protect)
         if worst is None:
             return ""
         job_id, other, suffers, inflicts, other_ls = worst
@@ -278,8 +325,26 @@ class Dissonance:
         found = ctx.data.get(NODES)
         if found is not None:
             return found
-        n = len(ctx.nodes.names)
-        found = _Nodes(np.zeros((n, len(CLASSES))), np.zeros((n, len(CLASSES))), {})
+        with self._lock:  # (a what-if pass may run beside the scheduler's)
+            base = self._base_for(ctx, view)
+            found = _Nodes(base.share.copy(), base.guarded.copy(), dict(base.entries))
+        ctx.data.write(NODES, found)
+        return found
+
+    def _base_for(self, ctx: PassContext, view: DissonanceView) -> _Base:
+        """The kept base, brought up to this pass's running jobs."""
+        table = ctx.nodes
+        base = self._base
+        seen_last = self._seen
+        if base is not None and seen_last and seen_last[0] is ctx.running and seen_last[1] is view:
+            return base  # (another context of the same pass: the same running jobs)
+        if base is None or base.names != table.names or base.updates > REBUILD_AFTER:
+            n = len(table.names)
+            base = self._base = _Base(
+                table.names, np.zeros((n, len(CLASSES))), np.zeros((n, len(CLASSES)))
+            )
+        entries = base.entries
+        seen: set[int] = set()
         for job in ctx.running:
             if job.state is not JobState.RUNNING or job.allocation is None:
                 continue  # a suspended job holds memory, not the node's bandwidth
@@ -287,17 +352,17 @@ class Dissonance:
             if cls is None:
                 continue
             ls = protected(job, view)
-            k = _INDEX[cls]
-            for row, part in _rows(ctx, job.allocation):
-                found.share[row, k] += part
-                if ls:
-                    found.guarded[row, k] += part
-                found.jobs.setdefault(row, {})[job.id] = (cls, part, ls)
-        ctx.data.write(NODES, found)
-        return found
+            seen.add(job.id)
+            old = entries.get(job.id)
+            if old is None or old[0] != cls or old[1] != ls:
+                base.put(job.id, (cls, ls, _rows(ctx, job.allocation)))
+        for job_id in [j for j in entries if j not in seen]:
+            base.put(job_id, None)
+        self._seen = (ctx.running, view)
+        return base
 
 
-def _rows(ctx: PassContext, allocation: Allocation) -> list[tuple[int, float]]:
+def _rows(ctx: PassContext, allocation: Allocation) -> tuple[tuple[int, float], ...]:
     """Each node row of ``allocation`` and the share of its CPUs the job holds there."""
     table = ctx.nodes
     index, inv = table.index, table.inv_cpus
@@ -306,7 +371,7 @@ def _rows(ctx: PassContext, allocation: Allocation) -> list[tuple[int, float]]:
         row = index.get(name)
         if row is not None:
             out.append((row, min(1.0, held.cpus * float(inv[row]))))
-    return out
+    return tuple(out)
 
 
 def _worst(
