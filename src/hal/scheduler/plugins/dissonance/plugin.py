@@ -89,23 +89,28 @@ class _Base:
     share: FloatArray
     guarded: FloatArray
     entries: dict[int, _Entry] = field(default_factory=dict)
+    by_row: dict[int, dict[int, _Entry]] = field(default_factory=dict)  # row → its jobs
     updates: int = 0  # since built: rebuilt now and then against rounding drift
 
     def put(self, job_id: int, entry: _Entry | None) -> None:
         old = self.entries.pop(job_id, None)
         if old is not None:
-            self._apply(old, -1.0)
+            self._apply(job_id, old, -1.0)
         if entry is not None:
             self.entries[job_id] = entry
-            self._apply(entry, 1.0)
+            self._apply(job_id, entry, 1.0)
         self.updates += 1
 
-    def _apply(self, entry: _Entry, sign: float) -> None:
+    def _apply(self, job_id: int, entry: _Entry, sign: float) -> None:
         k = _INDEX[entry[0]]
         for row, part in entry[2]:
             self.share[row, k] += sign * part
             if entry[1]:
                 self.guarded[row, k] += sign * part
+            if sign > 0:
+                self.by_row.setdefault(row, {})[job_id] = entry
+            else:
+                self.by_row.get(row, {}).pop(job_id, None)
 
 
 @dataclass(slots=True)
@@ -115,11 +120,32 @@ class _Nodes:
 
     share: FloatArray  # (rows, classes)
     guarded: FloatArray  # (rows, classes): the latency-sensitive jobs' part of ``share``
-    base: Mapping[int, _Entry]  # the running jobs
+    base: _Base  # the running jobs (read for a note; shared with the plugin's next pass)
+    updates: int  # ``base.updates`` when this pass took it
+    lock: threading.Lock  # the plugin's, held while ``base`` is read
     placed: dict[int, _Entry] = field(default_factory=dict)  # in this pass
-    harm: dict[tuple[str, bool], FloatArray] = field(default_factory=dict)  # kept per key
+    placed_on: dict[int, dict[int, _Entry]] = field(default_factory=dict)  # row → those
+    # kept per key: the score on every row, and how much of ``dirty`` it has taken in
+    harm: dict[tuple[str, bool], tuple[FloatArray, int]] = field(default_factory=dict)
+    dirty: list[int] = field(default_factory=list)  # rows changed by placements, in order
 
-    def add(self, job_id: int, entry: _Entry, sign: int, coef: _Coef) -> None:
+    def scores_of(self, key: tuple[str, bool], coef: _Coef) -> FloatArray:
+        """The score of a job of ``key`` on every row (the rows placements changed since
+        it was last asked for worked out again)."""
+        a, b = coef.vectors(key)
+        found = self.harm.get(key)
+        if found is None:
+            whole = _scores(self.share @ a + self.guarded @ b)
+        else:
+            whole, seen = found
+            if seen < len(self.dirty):
+                # (a row twice: the same value written twice)
+                rows = np.array(self.dirty[seen:], dtype=np.intp)
+                whole[rows] = _scores(self.share[rows] @ a + self.guarded[rows] @ b)
+        self.harm[key] = (whole, len(self.dirty))
+        return whole
+
+    def add(self, job_id: int, entry: _Entry, sign: int) -> None:
         cls, ls, rows = entry
         k = _INDEX[cls]
         for row, part in rows:
@@ -128,21 +154,26 @@ class _Nodes:
                 self.guarded[row, k] += sign * part
         if sign > 0:
             self.placed[job_id] = entry
+            for row, _ in rows:
+                self.placed_on.setdefault(row, {})[job_id] = entry
         else:
             self.placed.pop(job_id, None)
-        for key, whole in self.harm.items():  # the rows placed on, for every kept key
             for row, _ in rows:
-                whole[row] = coef.harm_at(self, key, row)
+                self.placed_on.get(row, {}).pop(job_id, None)
+        self.dirty.extend(row for row, _ in rows)
 
     def on(self, row: int) -> dict[int, tuple[str, float, bool]]:
-        """The jobs on node ``row``: job → (class, share, latency-sensitive)."""
-        out = {}
-        for entries in (self.base, self.placed):
-            for job_id, (cls, ls, rows) in entries.items():
-                for r, part in rows:
-                    if r == row:
-                        out[job_id] = (cls, part, ls)
-        return out
+        """The jobs on node ``row``: job → (class, share, latency-sensitive). (The
+        running ones are left out if another pass moved the base on since: a what-if
+        pass beside the scheduler's; the note then names the jobs placed in this one.)"""
+        with self.lock:
+            base = self.base
+            found = dict(base.by_row.get(row, {})) if base.updates == self.updates else {}
+        found.update(self.placed_on.get(row, {}))
+        return {
+            j: (cls, next(part for r, part in rows if r == row), ls)
+            for j, (cls, ls, rows) in found.items()
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,22 +182,25 @@ class _Coef:
 
     logs: FloatArray  # (victim, aggressor)
     protect: float
+    _vectors: dict[tuple[str, bool], tuple[FloatArray, FloatArray]] = field(default_factory=dict)
 
     def vectors(self, key: tuple[str, bool]) -> tuple[FloatArray, FloatArray]:
-        c = _INDEX[key[0]]
-        mine = self.protect if key[1] else 1.0
-        on_share = mine * self.logs[c, :] + self.logs[:, c]
-        on_guarded = (self.protect - 1.0) * self.logs[:, c]
-        return on_share, on_guarded
-
-    def harm_at(self, nodes: _Nodes, key: tuple[str, bool], row: int) -> float:
-        a, b = self.vectors(key)
-        return float(nodes.share[row] @ a + nodes.guarded[row] @ b)
+        found = self._vectors.get(key)
+        if found is None:
+            c = _INDEX[key[0]]
+            mine = self.protect if key[1] else 1.0
+            on_share = mine * self.logs[c, :] + self.logs[:, c]
+            on_guarded = (self.protect - 1.0) * self.logs[:, c]
+            found = self._vectors[key] = (on_share, on_guarded)
+        return found
 
 
 # Per pass: the nodes' shares and the matrix as coefficients.
 NODES: StateKey[_Nodes] = StateKey("dissonance.nodes")
 COEF: StateKey[_Coef] = StateKey("dissonance.coef")
+# Per pass: id(job spec) → the class of its workload (the pass's specs live as long as it)
+CLASSES_BY_SPEC: StateKey[dict[int, str | None]] = StateKey("dissonance.classes_by_spec")
+_UNSET = "\0"
 # Per job: (class, latency-sensitive) (PreScore → Score and Reserve).
 KEY: StateKey[tuple[str, bool]] = StateKey("dissonance.key")
 
@@ -191,7 +225,17 @@ class Dissonance:
         view = ctx.snapshot.dissonance
         if view is None or not view.slowdown or ctx.now > ctx.snapshot.now:
             return SKIP  # (a reservation in the future: who will be its neighbours is unknown)
-        cls = job_class(job, view)
+        classes = ctx.data.get(CLASSES_BY_SPEC)
+        if classes is None:
+            classes = {}
+            ctx.data.write(CLASSES_BY_SPEC, classes)
+        if PROFILE_CLASS in job.extra:
+            cls = job_class(job, view)
+        else:  # (by its workload: the same for every job of one spec, an array's elements)
+            spec_key = id(job.spec)
+            cls = classes.get(spec_key, _UNSET)
+            if cls is _UNSET:
+                cls = classes[spec_key] = job_class(job, view)
         if cls is None:
             return SKIP
         state.write(KEY, (cls, protected(job, view)))
@@ -211,17 +255,11 @@ class Dissonance:
         view = ctx.snapshot.dissonance
         if key is None or view is None:  # PreScore skips; kept for a direct call
             return np.zeros(len(feasible))
-        harm = self._harm(ctx, view, key)[feasible]
-        out: FloatArray = MAX_NODE_SCORE * np.maximum(0.0, 1.0 - harm / _SCALE)
+        out: FloatArray = self._scores(ctx, view, key)[feasible]
         return out
 
-    def _harm(self, ctx: PassContext, view: DissonanceView, key: tuple[str, bool]) -> FloatArray:
-        nodes = self._nodes(ctx, view)
-        found = nodes.harm.get(key)
-        if found is None:
-            a, b = self._coef(ctx, view).vectors(key)
-            found = nodes.harm[key] = nodes.share @ a + nodes.guarded @ b
-        return found
+    def _scores(self, ctx: PassContext, view: DissonanceView, key: tuple[str, bool]) -> FloatArray:
+        return self._nodes(ctx, view).scores_of(key, self._coef(ctx, view))
 
     # -- Reserve ----------------------------------------------------------------------
 
@@ -245,7 +283,7 @@ class Dissonance:
                 before = notes.get(job.id)
                 notes[job.id] = f"{before}; {note}" if before else note
         nodes = self._nodes(ctx, view)
-        nodes.add(job.id, (cls, ls, _rows(ctx, allocation)), 1, self._coef(ctx, view))
+        nodes.add(job.id, (cls, ls, _rows(ctx, allocation)), 1)
         return SUCCESS
 
     def unreserve(
@@ -256,7 +294,7 @@ class Dissonance:
         if view is None or nodes is None:
             return
         if job.id in nodes.placed:
-            nodes.add(job.id, nodes.placed[job.id], -1, self._coef(ctx, view))
+            nodes.add(job.id, nodes.placed[job.id], -1)
         notes = ctx.data.get(PLACEMENT_NOTES)
         if notes is not None:
             notes.pop(job.id, None)
@@ -276,15 +314,16 @@ class Dissonance:
         if scored is None or NAME not in scored[1] or len(allocation.nodes) != 1:
             return ""
         candidates, parts = scored
+        mine = parts[NAME]
         others = [v for k, v in parts.items() if k != NAME]
-        if not others:
+        if not others or mine.min() == mine.max():  # (the same everywhere: it decided nothing)
             return ""
         without = others[0] if len(others) == 1 else sum(others[1:], others[0])
         a = int(candidates[int(without.argmax())])
         table = ctx.nodes
         c = table.index.get(allocation.nodes[0], -1)
-        harm = self._harm(ctx, view, key)
-        if c < 0 or c == a or harm[a] <= harm[c]:
+        scores = self._scores(ctx, view, key)
+        if c < 0 or c == a or scores[a] >= scores[c]:
             return ""
         cls, ls = key
         nodes = self._nodes(ctx, view)
@@ -327,7 +366,7 @@ class Dissonance:
             return found
         with self._lock:  # (a what-if pass may run beside the scheduler's)
             base = self._base_for(ctx, view)
-            found = _Nodes(base.share.copy(), base.guarded.copy(), dict(base.entries))
+            found = _Nodes(base.share.copy(), base.guarded.copy(), base, base.updates, self._lock)
         ctx.data.write(NODES, found)
         return found
 
@@ -360,6 +399,12 @@ class Dissonance:
             base.put(job_id, None)
         self._seen = (ctx.running, view)
         return base
+
+
+def _scores(harm: FloatArray) -> FloatArray:
+    """``MAX_NODE_SCORE`` where nothing clashes, 0 where the clash is worth a doubling."""
+    out: FloatArray = MAX_NODE_SCORE * np.maximum(0.0, 1.0 - harm * (1.0 / _SCALE))
+    return out
 
 
 def _rows(ctx: PassContext, allocation: Allocation) -> tuple[tuple[int, float], ...]:
