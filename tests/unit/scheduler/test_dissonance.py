@@ -51,7 +51,8 @@ def test_a_memory_job_avoids_the_fuller_node_of_another_memory_job() -> None:
     assert placed_nodes(plan)[1] == ("n0002",)
     (note,) = [p.note for p in plan.placements]
     assert "passed over n0001 because of a neighbour (dissonance)" in note
-    assert "job 10 (memory)" in note and "1.80x" in note
+    assert "beside job 10 (memory, 62% of the node) it would be slowed" in note
+    assert "(memory beside memory: 1.80x); placed on n0002" in note
 
 
 def test_without_a_model_or_a_class_placement_is_best_fit() -> None:
@@ -92,7 +93,10 @@ def test_a_latency_sensitive_neighbour_is_protected_first() -> None:
     snap = _two().running(marked).pending(_job(1, "cpu")).dissonance(view).build()
     plan = SCHED.schedule(snap)
     assert placed_nodes(plan)[1] == ("n0002",)
-    assert "latency-sensitive job 10 (memory) would be slowed 1.15x" in plan.placements[0].note
+    assert (
+        "latency-sensitive job 10 (memory, 62% of the node) would be slowed by it "
+        "(memory beside cpu: 1.15x)"
+    ) in plan.placements[0].note
 
 
 def test_jobs_placed_earlier_in_the_pass_are_neighbours_too() -> None:

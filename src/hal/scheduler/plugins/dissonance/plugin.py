@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -162,18 +161,16 @@ class _Nodes:
                 self.placed_on.get(row, {}).pop(job_id, None)
         self.dirty.extend(row for row, _ in rows)
 
-    def on(self, row: int) -> dict[int, tuple[str, float, bool]]:
-        """The jobs on node ``row``: job → (class, share, latency-sensitive). (The
-        running ones are left out if another pass moved the base on since: a what-if
-        pass beside the scheduler's; the note then names the jobs placed in this one.)"""
+    def one_of(self, row: int, cls: str, guarded: bool) -> int | None:
+        """A job of ``cls`` on node ``row`` (latency-sensitive if ``guarded``), the
+        lowest id: placed in this pass, else running (those left out if another pass
+        moved the base on since: a what-if pass beside the scheduler's)."""
+        found = [j for j, e in self.placed_on.get(row, {}).items() if e[0] == cls]
         with self.lock:
-            base = self.base
-            found = dict(base.by_row.get(row, {})) if base.updates == self.updates else {}
-        found.update(self.placed_on.get(row, {}))
-        return {
-            j: (cls, next(part for r, part in rows if r == row), ls)
-            for j, (cls, ls, rows) in found.items()
-        }
+            if self.base.updates == self.updates:
+                jobs = self.base.by_row.get(row, {})
+                found += [j for j, e in jobs.items() if e[0] == cls and (e[1] or not guarded)]
+        return min(found) if found else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,22 +322,37 @@ class Dissonance:
         scores = self._scores(ctx, view, key)
         if c < 0 or c == a or scores[a] >= scores[c]:
             return ""
-        cls, ls = key
+        cls = key[0]
         nodes = self._nodes(ctx, view)
-        worst = _worst(nodes.on(a), cls, ls, view, self.protect)
-        if worst is None:
+        # the class that weighs most against the job there, and one of its jobs
+        mine_on, theirs_on = self._coef(ctx, view).vectors(key)
+        weigh = nodes.share[a] * mine_on + nodes.guarded[a] * theirs_on
+        k = int(weigh.argmax())
+        other = CLASSES[k]
+        guarded = bool(nodes.guarded[a, k] * theirs_on[k] * 2 > weigh[k])  # mostly them
+        neighbour = nodes.one_of(a, other, guarded)
+        if neighbour is None:
             return ""
-        job_id, other, suffers, inflicts, other_ls = worst
-        what = (
-            f"latency-sensitive job {job_id} ({other}) would be slowed {inflicts:.2f}x"
-            if other_ls and inflicts >= suffers
-            else f"beside job {job_id} ({other}) it would be slowed {suffers:.2f}x"
-            if suffers >= inflicts
-            else f"job {job_id} ({other}) would be slowed {inflicts:.2f}x"
-        )
+        held = f"{min(float(nodes.share[a, k]), 1.0):.0%}"
+        suffers, inflicts = view.of(cls, other), view.of(other, cls)
+        if guarded:
+            what = (
+                f"latency-sensitive job {neighbour} ({other}, {held} of the node) would be "
+                f"slowed by it ({other} beside {cls}: {inflicts:.2f}x)"
+            )
+        elif suffers >= inflicts:
+            what = (
+                f"beside job {neighbour} ({other}, {held} of the node) it would be slowed "
+                f"({cls} beside {other}: {suffers:.2f}x)"
+            )
+        else:
+            what = (
+                f"job {neighbour} ({other}, {held} of the node) would be slowed by it "
+                f"({other} beside {cls}: {inflicts:.2f}x)"
+            )
         return (
-            f"passed over {table.names[a]} because of a neighbour (dissonance): {what} "
-            f"(model: {cls} beside {other}); placed on {table.names[c]}"
+            f"passed over {table.names[a]} because of a neighbour (dissonance): {what}; "
+            f"placed on {table.names[c]}"
         )
 
     # -- per pass ---------------------------------------------------------------------
@@ -417,27 +429,6 @@ def _rows(ctx: PassContext, allocation: Allocation) -> tuple[tuple[int, float], 
         if row is not None:
             out.append((row, min(1.0, held.cpus * float(inv[row]))))
     return tuple(out)
-
-
-def _worst(
-    jobs: Mapping[int, tuple[str, float, bool]],
-    cls: str,
-    ls: bool,
-    view: DissonanceView,
-    protect: float,
-) -> tuple[int, str, float, float, bool] | None:
-    """The neighbour that weighs most against ``cls`` on a node: (job, its class, the
-    slowdown it would cause, the slowdown it would suffer, latency-sensitive)."""
-    best = None
-    weight = 0.0
-    for job_id, (other, part, other_ls) in jobs.items():
-        suffers = view.of(cls, other) ** part
-        inflicts = view.of(other, cls)
-        w = part * (math.log(suffers) * (protect if ls else 1.0))
-        w += part * math.log(inflicts) * (protect if other_ls else 1.0)
-        if best is None or w > weight:
-            best, weight = (job_id, other, suffers, inflicts, other_ls), w
-    return best
 
 
 def new(args: PluginArgs) -> Dissonance:
