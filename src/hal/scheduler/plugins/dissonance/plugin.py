@@ -124,25 +124,21 @@ class _Nodes:
     lock: threading.Lock  # the plugin's, held while ``base`` is read
     placed: dict[int, _Entry] = field(default_factory=dict)  # in this pass
     placed_on: dict[int, dict[int, _Entry]] = field(default_factory=dict)  # row → those
-    # kept per key: the score on every row, and how much of ``dirty`` it has taken in
-    harm: dict[tuple[str, bool], tuple[FloatArray, int]] = field(default_factory=dict)
-    dirty: list[int] = field(default_factory=list)  # rows changed by placements, in order
+    # the score of every key (class, latency-sensitive: ``_Coef.column``) on every row,
+    # made at the first Score of the pass and kept up to date by ``add``
+    scores: FloatArray | None = None
+    coef: _Coef | None = None
 
     def scores_of(self, key: tuple[str, bool], coef: _Coef) -> FloatArray:
-        """The score of a job of ``key`` on every row (the rows placements changed since
-        it was last asked for worked out again)."""
-        a, b = coef.vectors(key)
-        found = self.harm.get(key)
-        if found is None:
-            whole = _scores(self.share @ a + self.guarded @ b)
-        else:
-            whole, seen = found
-            if seen < len(self.dirty):
-                # (a row twice: the same value written twice)
-                rows = np.array(self.dirty[seen:], dtype=np.intp)
-                whole[rows] = _scores(self.share[rows] @ a + self.guarded[rows] @ b)
-        self.harm[key] = (whole, len(self.dirty))
-        return whole
+        """The score of a job of ``key`` on every row (a view: not to be written)."""
+        table = self.scores
+        if table is None:
+            table = self.scores = _scores(
+                self.share @ coef.on_share + self.guarded @ coef.on_guarded
+            )
+            self.coef = coef
+        out: FloatArray = table[:, coef.column(key)]
+        return out
 
     def add(self, job_id: int, entry: _Entry, sign: int) -> None:
         cls, ls, rows = entry
@@ -159,7 +155,11 @@ class _Nodes:
             self.placed.pop(job_id, None)
             for row, _ in rows:
                 self.placed_on.get(row, {}).pop(job_id, None)
-        self.dirty.extend(row for row, _ in rows)
+        table, coef = self.scores, self.coef
+        if table is not None and coef is not None:  # the rows placed on, for every key
+            for row, _ in rows:
+                harm = self.share[row] @ coef.on_share + self.guarded[row] @ coef.on_guarded
+                table[row] = _scores(harm)
 
     def one_of(self, row: int, cls: str, guarded: bool) -> int | None:
         """A job of ``cls`` on node ``row`` (latency-sensitive if ``guarded``), the
@@ -175,21 +175,28 @@ class _Nodes:
 
 @dataclass(frozen=True, slots=True)
 class _Coef:
-    """The matrix as log-slowdowns over the tolerance (``L``), and ``protect``."""
+    """The matrix as log-slowdowns over the tolerance (``L``), as two (classes, keys)
+    matrices: a node's harm to a job of each key is ``share @ on_share + guarded @
+    on_guarded``. Key column ``2 k + ls``: class ``k``, latency-sensitive ``ls``."""
 
-    logs: FloatArray  # (victim, aggressor)
-    protect: float
-    _vectors: dict[tuple[str, bool], tuple[FloatArray, FloatArray]] = field(default_factory=dict)
+    on_share: FloatArray
+    on_guarded: FloatArray
 
-    def vectors(self, key: tuple[str, bool]) -> tuple[FloatArray, FloatArray]:
-        found = self._vectors.get(key)
-        if found is None:
-            c = _INDEX[key[0]]
-            mine = self.protect if key[1] else 1.0
-            on_share = mine * self.logs[c, :] + self.logs[:, c]
-            on_guarded = (self.protect - 1.0) * self.logs[:, c]
-            found = self._vectors[key] = (on_share, on_guarded)
-        return found
+    @classmethod
+    def of(cls, logs: FloatArray, protect: float) -> _Coef:
+        n = len(CLASSES)
+        on_share = np.zeros((n, 2 * n))
+        on_guarded = np.zeros((n, 2 * n))
+        for k in range(n):
+            for ls in (0, 1):
+                mine = protect if ls else 1.0
+                on_share[:, 2 * k + ls] = mine * logs[k, :] + logs[:, k]
+                on_guarded[:, 2 * k + ls] = (protect - 1.0) * logs[:, k]
+        return cls(on_share, on_guarded)
+
+    @staticmethod
+    def column(key: tuple[str, bool]) -> int:
+        return 2 * _INDEX[key[0]] + int(key[1])
 
 
 # Per pass: the nodes' shares and the matrix as coefficients.
@@ -325,7 +332,9 @@ class Dissonance:
         cls = key[0]
         nodes = self._nodes(ctx, view)
         # the class that weighs most against the job there, and one of its jobs
-        mine_on, theirs_on = self._coef(ctx, view).vectors(key)
+        coef = self._coef(ctx, view)
+        j = coef.column(key)
+        mine_on, theirs_on = coef.on_share[:, j], coef.on_guarded[:, j]
         weigh = nodes.share[a] * mine_on + nodes.guarded[a] * theirs_on
         k = int(weigh.argmax())
         other = CLASSES[k]
@@ -367,7 +376,7 @@ class Dissonance:
                     for v in CLASSES
                 ]
             )
-            found = _Coef(logs, self.protect)
+            found = _Coef.of(logs, self.protect)
             ctx.data.write(COEF, found)
         return found
 
