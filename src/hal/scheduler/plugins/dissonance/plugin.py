@@ -318,10 +318,10 @@ class Dissonance:
         if scored is None or NAME not in scored[1] or len(allocation.nodes) != 1:
             return ""
         candidates, parts = scored
-        mine = parts[NAME]
         others = [v for k, v in parts.items() if k != NAME]
-        if not others or mine.min() == mine.max():  # (the same everywhere: it decided nothing)
+        if not others:
             return ""
+        # (where this score is the same on every node, the others' pick is the job's)
         without = others[0] if len(others) == 1 else sum(others[1:], others[0])
         a = int(candidates[int(without.argmax())])
         table = ctx.nodes
@@ -334,15 +334,20 @@ class Dissonance:
         # the class that weighs most against the job there, and one of its jobs
         coef = self._coef(ctx, view)
         j = coef.column(key)
-        mine_on, theirs_on = coef.on_share[:, j], coef.on_guarded[:, j]
-        weigh = nodes.share[a] * mine_on + nodes.guarded[a] * theirs_on
-        k = int(weigh.argmax())
+        # (five numbers each: in Python, cheaper than numpy's small-array calls)
+        mine_on, theirs_on = coef.on_share[:, j].tolist(), coef.on_guarded[:, j].tolist()
+        share, guarded_share = nodes.share[a].tolist(), nodes.guarded[a].tolist()
+        weigh = [
+            s * m + g * t
+            for s, m, g, t in zip(share, mine_on, guarded_share, theirs_on, strict=True)
+        ]
+        k = max(range(len(weigh)), key=weigh.__getitem__)
         other = CLASSES[k]
-        guarded = bool(nodes.guarded[a, k] * theirs_on[k] * 2 > weigh[k])  # mostly them
+        guarded = guarded_share[k] * theirs_on[k] * 2 > weigh[k]  # mostly them
         neighbour = nodes.one_of(a, other, guarded)
         if neighbour is None:
             return ""
-        held = f"{min(float(nodes.share[a, k]), 1.0):.0%}"
+        held = f"{min(share[k], 1.0):.0%}"
         suffers, inflicts = view.of(cls, other), view.of(other, cls)
         if guarded:
             what = (
