@@ -8,8 +8,9 @@ fast again). Pairs never seen start at ``prior`` (a mild 1.05: sharing a node is
 quite free), and each cell counts the observations behind it.
 
 **What it learns from.** An *outcome* is one job's observed slowdown (its run time over
-the time it would have taken alone: its solo estimate, or the drop of the rate it
-reported through the feedback API) and its *exposure*: per aggressor class, the share
+the time it would have taken alone: its solo estimate; or the drop of the rate it
+reported through the feedback API while it shared its node, against the rate it
+reported alone) and its *exposure*: per aggressor class, the share
 of its nodes that jobs of that class held, averaged over its run time (a node half held
 by memory-bound jobs for the whole run is 0.5 of ``memory``; a job alone is exposed to
 nothing). The model is log-linear, per victim class ``v``::
@@ -17,7 +18,8 @@ nothing). The model is log-linear, per victim class ``v``::
     log(observed slowdown) = bias[v] + sum over classes a of exposure[a] * log(M[v][a])
 
 ``bias`` soaks up what is not interference (a solo estimate that is always a bit short
-or long for that class); the predicted slowdown is the product without it. Each victim
+or long for that class; a feedback outcome, measured against the job itself, has none:
+``Outcome.biased``); the predicted slowdown is the product without it. Each victim
 class keeps the sufficient statistics of a ridge regression (``A = Σ x xᵀ``,
 ``b = Σ x y``, ``x = (1, exposure...)``), pulled toward the prior with the weight of
 ``strength`` observations, and discounted by ``forget`` at each new observation so
@@ -53,11 +55,15 @@ FORMAT = 1  # export format version
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """One job's run: its class, its exposure to each aggressor class (0..1 each) and
-    its observed slowdown (elapsed over solo; > 1 slower)."""
+    its observed slowdown (elapsed over solo; > 1 slower). ``biased``: measured against
+    an estimate that may lean one way for the class (a predicted run time), so the
+    class's bias term takes part; False for a slowdown measured against the job's own
+    pace when alone (its reported feedback), which has none."""
 
     victim: str
     exposure: Mapping[str, float]
     slowdown: float
+    biased: bool = True
 
 
 class DissonanceModel:
@@ -93,7 +99,8 @@ class DissonanceModel:
         s = outcome.slowdown
         if v not in self._a or not (s > 0 and math.isfinite(s)):
             return False
-        x = [1.0] + [_share(outcome.exposure.get(a, 0.0)) for a in self.classes]
+        x = [1.0 if outcome.biased else 0.0]
+        x += [_share(outcome.exposure.get(a, 0.0)) for a in self.classes]
         y = math.log(min(max(s, LOW), HIGH))
         a, b, f = self._a[v], self._b[v], self.forget
         for i, xi in enumerate(x):

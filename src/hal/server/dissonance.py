@@ -17,6 +17,13 @@ what exposure to each class adds. Only runs that completed (state COMPLETED) wit
 class, a model-made prediction (not a time limit) and at least ``MIN_RUN_S`` are learnt
 from; a job without a class, or a failed or cancelled one, says nothing about its pace.
 
+**Feedback drops.** A job that declared a feedback goal (``--feedback-goal``) and
+reported its metric both alone and beside neighbours of known classes gives a second
+outcome when it ends, whatever its final state (a service is usually cancelled): its
+reported value beside neighbours against its median value alone (``feedback_outcome``),
+with its exposure at those points. It is measured against the job itself, so it carries
+no bias (``Outcome.biased``).
+
 **Checked against what happened.** Each outcome is first *predicted* by the model as it
 stood before it (prequential evaluation: every outcome is held out from the model that
 predicts it), then learnt. The last ``EVAL_WINDOW`` predictions and outcomes give
@@ -35,12 +42,14 @@ last one without a lock: ``DissonanceAwareRunner``).
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import dataclasses
 import json
 import logging
 import math
 import os
+import statistics
 import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -49,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from hal.core.dissonance import DissonanceModel, DissonanceView, Outcome
+from hal.core.feedback import FeedbackSeries
 from hal.core.job import Job
 from hal.core.profiles import CLASSES, LATENCY_SENSITIVE, PROFILE_CLASS
 from hal.core.states import JobState
@@ -66,6 +76,8 @@ SAVE_EVERY_S = 60.0
 EVAL_WINDOW = 1_000  # outcomes kept for ``hal harmonic eval``
 MIN_RUN_S = 60.0  # shorter runs: start-up noise, not pace
 MAX_IDENTITIES = 100_000  # workload identities whose class is kept
+MAX_CHANGES = 512  # exposure changes kept per running job (the older thinned past it)
+MIN_POINTS = 3  # feedback points alone, and beside a neighbour, for a feedback outcome
 
 
 @dataclass(slots=True)
@@ -78,6 +90,8 @@ class _Run:
     at: float  # ``exposed`` is up to date to here
     exposure: dict[str, float] = field(default_factory=dict)  # now, per class
     exposed: dict[str, float] = field(default_factory=dict)  # ∫ exposure dt
+    # (since when, exposure) at each change, oldest first (for its feedback's points)
+    timeline: list[tuple[float, dict[str, float]]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +114,8 @@ class DissonanceService:
         self.model = DissonanceModel()
         self.checked: deque[Checked] = deque(maxlen=EVAL_WINDOW)
         self.learnt = 0  # outcomes learnt since start
+        self.from_feedback = 0  # of which from jobs' reported feedback
+        self._tasks: set[asyncio.Task[None]] = set()
         self.skipped = 0  # runs that ended without an outcome
         # the predictor thread reports ends: the model and ``_ended`` are shared with it
         self._lock = threading.Lock()
@@ -140,7 +156,13 @@ class DissonanceService:
                 since_save = 0.0
                 await self.save()
 
+    async def settled(self) -> None:
+        """Wait for the feedback of the jobs that ended to be read and learnt."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
     async def stop(self) -> None:
+        await self.settled()
         if self._dirty:
             await self.save()
 
@@ -231,6 +253,15 @@ class DissonanceService:
         self._retouch(run.shares, None)
         end = job.end_time if job.end_time is not None else now
         elapsed = max(end - run.start, 0.0)
+        if job.spec.feedback_goals and run.cls is not None and elapsed >= MIN_RUN_S:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # (a caller without a loop: no store to read it from)
+                loop = None
+            if loop is not None:
+                task = loop.create_task(self._from_feedback(job, run.cls, run.timeline))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
         if (
             job.state is JobState.COMPLETED
             and run.cls is not None
@@ -282,7 +313,28 @@ class DissonanceService:
                     per_class[o.cls] = per_class.get(o.cls, 0.0) + o.shares.get(name, 0.0)
             for a, s in per_class.items():
                 exposure[a] = max(exposure.get(a, 0.0), min(s, 1.0))
+        if exposure != run.exposure or not run.timeline:
+            timeline = run.timeline
+            timeline.append((run.at, exposure))
+            if len(timeline) > MAX_CHANGES:  # the older half thinned, as feedback series are
+                half = len(timeline) // 2
+                timeline[:half] = timeline[:half:2]
         run.exposure = exposure
+
+    # -- outcomes from the job's own feedback (event loop) ---------------------------------
+    async def _from_feedback(
+        self, job: Job, cls: str, timeline: Sequence[tuple[float, dict[str, float]]]
+    ) -> None:
+        """Learn from the drop of the job's reported rate while it shared its node."""
+        try:
+            series = await self.cluster.db(self.cluster.store.job_feedback, [job.id])
+        except Exception as err:
+            log.warning("job %s's feedback was not read (%s)", job.display_id, err)
+            return
+        found = feedback_outcome(cls, timeline, dict(job.spec.feedback_goals), series)
+        if found is not None:
+            self.from_feedback += 1
+            self.learn(job.id, found)
 
     # -- outcomes (the predictor's thread) ------------------------------------------------
     def run_finished(
@@ -373,6 +425,43 @@ def evaluate(checked: Sequence[Checked]) -> dict[str, Any]:
         "shared": mae(shared),  # the outcomes with some neighbour: where the model matters
         "by_class": {v: mae([c for c in checked if c.victim == v]) for v in CLASSES},
     }
+
+
+def feedback_outcome(
+    cls: str,
+    timeline: Sequence[tuple[float, Mapping[str, float]]],
+    goals: Mapping[str, str],
+    series: Sequence[FeedbackSeries],
+) -> Outcome | None:
+    """The outcome a job's feedback gives: for the first metric with a goal that has
+    at least ``MIN_POINTS`` points reported alone and as many beside a neighbour of a
+    known class, the slowdown of each shared point against the median alone (the
+    median value over the shared one for ``max``, the other way for ``min``), their
+    geometric mean, and the mean exposure at those points; None without such a metric."""
+    times = [t for t, _ in timeline]
+    for s in series:
+        goal = goals.get(s.metric)
+        if goal is None:
+            continue
+        alone: list[float] = []
+        shared: list[tuple[float, Mapping[str, float]]] = []
+        for t, value in s.points:
+            k = bisect.bisect_right(times, t) - 1
+            then = timeline[k][1] if k >= 0 else {}
+            if value > 0 and then:
+                shared.append((value, then))
+            elif value > 0:
+                alone.append(value)
+        if len(alone) < MIN_POINTS or len(shared) < MIN_POINTS:
+            continue
+        base = statistics.median(alone)
+        logs = [math.log(base / v if goal == "max" else v / base) for v, _ in shared]
+        mean: dict[str, float] = {}
+        for _, e in shared:
+            for a, x in e.items():
+                mean[a] = mean.get(a, 0.0) + x / len(shared)
+        return Outcome(cls, mean, math.exp(sum(logs) / len(logs)), biased=False)
+    return None
 
 
 def _put(kept: dict[int, Any], key: int, value: Any, bound: int = 100_000) -> None:

@@ -90,3 +90,13 @@ def test_bad_outcomes_and_bad_exports_are_refused() -> None:
         DissonanceModel.load({"format": 99})
     with pytest.raises(ValueError, match="missing"):
         DissonanceModel.load({"format": 1, "classes": ["cpu"]})
+
+
+def test_unbiased_outcomes_leave_the_bias_alone() -> None:
+    """Feedback outcomes (against the job's own pace alone) carry no bias: learnt from
+    them only, the class's bias stays 0 while the cell is learnt."""
+    model = DissonanceModel(forget=1.0)
+    for _ in range(200):
+        model.observe(Outcome("memory", {"memory": 0.5}, 1.5, biased=False))
+    assert model.bias("memory") == pytest.approx(0.0, abs=1e-3)
+    assert model.slowdown("memory", "memory") == pytest.approx(1.5**2, rel=0.02)

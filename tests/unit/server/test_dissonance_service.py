@@ -6,17 +6,21 @@ solo estimate, and what shared their node) teach the matrix, ``GET
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from hal.api.server import HalServer
 from hal.cli.harmonic import draw_dissonance, draw_eval
 from hal.config.model import HalConfig
 from hal.core.clock import VirtualClock
+from hal.core.feedback import FeedbackSeries
 from hal.core.job import Job
 from hal.core.profiles import LATENCY_SENSITIVE, PROFILE_CLASS
 from hal.core.states import JobState
+from hal.server.dissonance import feedback_outcome
 from hal.server.users import ensure_user
 from hal.testing.builders import make_job, make_node
 from hal.testing.mirror import commit, store
@@ -144,3 +148,54 @@ def test_latency_sensitive_running_jobs_are_protected_in_the_view(tmp_path: Path
     server.dissonance._set_view()
     view = server.dissonance.view()
     assert 7 in view.protected and view.job_class[7] == "light"
+
+
+def test_a_feedback_drop_beside_a_neighbour_is_an_outcome_of_its_own(tmp_path: Path) -> None:
+    """A job reports 100 samples/s alone, then 70 once a memory-bound job takes half its
+    node: when it ends (cancelled, as services are) the drop is learnt, unbiased."""
+    clock = VirtualClock(START)
+    server = _server(tmp_path, clock)
+    cluster, service = server.cluster, server.dissonance
+    built = _job(1, "n1", "memory", START)
+    app = dataclasses.replace(
+        built, spec=built.spec.with_changes(feedback_goals=(("samples_per_s", "max"),))
+    )
+    store(cluster, app)
+    asyncio.run(commit(cluster, [app]))
+    clock.set(START + 100)
+    hog = _job(2, "n1", "memory", START + 100)
+    store(cluster, hog)
+    asyncio.run(commit(cluster, [hog]))
+    points: tuple[tuple[float, float], ...] = (
+        (START + 10, 100.0), (START + 20, 100.0), (START + 30, 101.0),
+        (START + 110, 70.0), (START + 120, 70.0), (START + 130, 71.0),
+    )  # fmt: skip
+    cluster.store.keep_job_feedback(
+        [FeedbackSeries(1, "samples_per_s", 6, points[-1][0], points[-1][1], points)]
+    )
+    clock.set(START + 200)
+
+    async def end() -> None:
+        await commit(cluster, [app.evolve(state=JobState.CANCELLED, end_time=START + 200)])
+        await service.settled()
+
+    asyncio.run(end())
+    assert service.from_feedback == 1 and service.learnt == 1
+    assert service.model.observations()["memory"]["memory"] == 1
+    (checked,) = service.checked
+    assert checked.observed == pytest.approx(100.0 / 70.0, rel=0.01)
+    assert checked.exposure == {"memory": 0.5}
+    assert service.model.bias("memory") == pytest.approx(0.0, abs=1e-6)
+
+
+def test_feedback_without_points_alone_teaches_nothing() -> None:
+    timeline = [(0.0, {}), (100.0, {"io": 0.5})]
+    beside = tuple((100.0 + t, 50.0) for t in range(10))
+    only_shared = FeedbackSeries(1, "latency_ms", 10, 109.0, 50.0, beside)
+    assert feedback_outcome("io", timeline, {"latency_ms": "min"}, [only_shared]) is None
+    alone = ((1.0, 10.0), (2.0, 10.0), (3.0, 12.0))
+    both = FeedbackSeries(1, "latency_ms", 13, 109.0, 50.0, alone + beside)
+    found = feedback_outcome("io", timeline, {"latency_ms": "min"}, [both])
+    assert found is not None and not found.biased
+    assert found.slowdown == pytest.approx(5.0)  # latency 10 ms alone, 50 ms beside io
+    assert feedback_outcome("io", timeline, {"other": "min"}, [both]) is None
