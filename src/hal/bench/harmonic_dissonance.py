@@ -90,7 +90,7 @@ class Slice:
 
 
 SLICES = (
-    Slice("METACENTRUM-2009-2.swf.gz", 10_000, 384),
+    Slice("METACENTRUM-2009-2.swf.gz", 10_000, 512),
     Slice("LCG-2005-1.swf.gz", 10_000, 384),
 )
 
