@@ -58,6 +58,7 @@ NAME = "dissonance"
 PROTECT = 4.0  # a latency-sensitive job's slowdown counts this many times
 TOLERANCE = 1.05  # slowdowns up to this are ignored (the model's prior)
 _SCALE = math.log(2.0)  # harm worth a doubling scores 0
+NOTE_MIN = 10.0  # score points (about 7 % of slowdown) a move must be worth to be noted
 REBUILD_AFTER = 100_000  # updates of the kept shares before they are summed afresh
 _INDEX = {c: i for i, c in enumerate(CLASSES)}
 
@@ -327,8 +328,8 @@ class Dissonance:
         table = ctx.nodes
         c = table.index.get(allocation.nodes[0], -1)
         scores = self._scores(ctx, view, key)
-        if c < 0 or c == a or scores[a] >= scores[c]:
-            return ""
+        if c < 0 or c == a or scores[c] - scores[a] < NOTE_MIN:
+            return ""  # (a clash too mild to be worth saying)
         cls = key[0]
         nodes = self._nodes(ctx, view)
         # the class that weighs most against the job there, and one of its jobs
