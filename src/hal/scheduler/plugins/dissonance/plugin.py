@@ -118,8 +118,7 @@ class _Nodes:
     """Who holds what share of each node, per class, for one pass: the base's arrays
     (copied) and the jobs placed in the pass."""
 
-    share: FloatArray  # (rows, classes)
-    guarded: FloatArray  # (rows, classes): the latency-sensitive jobs' part of ``share``
+    both: FloatArray  # (rows, 2 × classes): ``share`` then ``guarded``, side by side
     base: _Base  # the running jobs (read for a note; shared with the plugin's next pass)
     updates: int  # ``base.updates`` when this pass took it
     lock: threading.Lock  # the plugin's, held while ``base`` is read
@@ -130,13 +129,21 @@ class _Nodes:
     scores: FloatArray | None = None
     coef: _Coef | None = None
 
+    @property
+    def share(self) -> FloatArray:
+        """(rows, classes): the share of each node's CPUs each class holds."""
+        return self.both[:, : len(CLASSES)]
+
+    @property
+    def guarded(self) -> FloatArray:
+        """(rows, classes): the latency-sensitive jobs' part of ``share``."""
+        return self.both[:, len(CLASSES) :]
+
     def scores_of(self, key: tuple[str, bool], coef: _Coef) -> FloatArray:
         """The score of a job of ``key`` on every row (a view: not to be written)."""
         table = self.scores
         if table is None:
-            table = self.scores = _scores(
-                self.share @ coef.on_share + self.guarded @ coef.on_guarded
-            )
+            table = self.scores = _scores(self.both @ coef.scaled)
             self.coef = coef
         out: FloatArray = table[:, coef.column(key)]
         return out
@@ -144,10 +151,11 @@ class _Nodes:
     def add(self, job_id: int, entry: _Entry, sign: int) -> None:
         cls, ls, rows = entry
         k = _INDEX[cls]
+        both = self.both
         for row, part in rows:
-            self.share[row, k] += sign * part
+            both[row, k] += sign * part
             if ls:
-                self.guarded[row, k] += sign * part
+                both[row, len(CLASSES) + k] += sign * part
         if sign > 0:
             self.placed[job_id] = entry
             for row, _ in rows:
@@ -159,8 +167,7 @@ class _Nodes:
         table, coef = self.scores, self.coef
         if table is not None and coef is not None:  # the rows placed on, for every key
             for row, _ in rows:
-                harm = self.share[row] @ coef.on_share + self.guarded[row] @ coef.on_guarded
-                table[row] = _scores(harm)
+                table[row] = _scores(both[row] @ coef.scaled)
 
     def one_of(self, row: int, cls: str, guarded: bool) -> int | None:
         """A job of ``cls`` on node ``row`` (latency-sensitive if ``guarded``), the
@@ -182,6 +189,12 @@ class _Coef:
 
     on_share: FloatArray
     on_guarded: FloatArray
+    # the two stacked (for ``_Nodes.both``) over a doubling's harm
+    scaled: FloatArray = field(init=False)
+
+    def __post_init__(self) -> None:
+        both = np.vstack((self.on_share, self.on_guarded))
+        object.__setattr__(self, "scaled", both / _SCALE)
 
     @classmethod
     def of(cls, logs: FloatArray, protect: float) -> _Coef:
@@ -393,7 +406,8 @@ class Dissonance:
             return found
         with self._lock:  # (a what-if pass may run beside the scheduler's)
             base = self._base_for(ctx, view)
-            found = _Nodes(base.share.copy(), base.guarded.copy(), base, base.updates, self._lock)
+            both = np.hstack((base.share, base.guarded))  # (a copy: the pass writes it)
+            found = _Nodes(both, base, base.updates, self._lock)
         ctx.data.write(NODES, found)
         return found
 
@@ -428,9 +442,12 @@ class Dissonance:
         return base
 
 
-def _scores(harm: FloatArray) -> FloatArray:
-    """``MAX_NODE_SCORE`` where nothing clashes, 0 where the clash is worth a doubling."""
-    out: FloatArray = MAX_NODE_SCORE * np.maximum(0.0, 1.0 - harm * (1.0 / _SCALE))
+def _scores(scaled: FloatArray) -> FloatArray:
+    """From harm over a doubling's: ``MAX_NODE_SCORE`` where nothing clashes, 0 where the
+    clash is worth a doubling or more."""
+    out: FloatArray = 1.0 - scaled
+    np.maximum(out, 0.0, out=out)
+    out *= MAX_NODE_SCORE
     return out
 
 
