@@ -50,6 +50,7 @@ from hal.scheduler.framework.interfaces import (
     ScorePlugin,
 )
 from hal.scheduler.framework.keys import NODE_SCORES, PLACEMENT_NOTES
+from hal.scheduler.framework.node_table import IntArray
 from hal.scheduler.framework.profile import PluginArgs, PluginArgsError, reject_unknown_args
 from hal.scheduler.framework.request import NodeRequest
 from hal.scheduler.framework.status import SKIP, SUCCESS, Status
@@ -86,18 +87,24 @@ class _Base:
     a pass does not walk every running job's allocation again."""
 
     names: tuple[str, ...]  # the node table's names it was built for
+    cpus: IntArray  # and their CPUs (the shares are fractions of them)
     share: FloatArray
     guarded: FloatArray
     entries: dict[int, _Entry] = field(default_factory=dict)
+    # each entry's allocation: a job requeued and started elsewhere keeps its id (held,
+    # so that an id() is never that of a dropped one)
+    allocations: dict[int, Allocation] = field(default_factory=dict)
     by_row: dict[int, dict[int, _Entry]] = field(default_factory=dict)  # row → its jobs
     updates: int = 0  # since built: rebuilt now and then against rounding drift
 
-    def put(self, job_id: int, entry: _Entry | None) -> None:
+    def put(self, job_id: int, entry: _Entry | None, allocation: Allocation | None) -> None:
         old = self.entries.pop(job_id, None)
+        self.allocations.pop(job_id, None)
         if old is not None:
             self._apply(job_id, old, -1.0)
-        if entry is not None:
+        if entry is not None and allocation is not None:
             self.entries[job_id] = entry
+            self.allocations[job_id] = allocation
             self._apply(job_id, entry, 1.0)
         self.updates += 1
 
@@ -418,12 +425,20 @@ class Dissonance:
         seen_last = self._seen
         if base is not None and seen_last and seen_last[0] is ctx.running and seen_last[1] is view:
             return base  # (another context of the same pass: the same running jobs)
-        if base is None or base.names != table.names or base.updates > REBUILD_AFTER:
+        if (
+            base is None
+            or base.names != table.names
+            or not np.array_equal(base.cpus, table.cap_cpus)
+            or base.updates > REBUILD_AFTER
+        ):
             n = len(table.names)
             base = self._base = _Base(
-                table.names, np.zeros((n, len(CLASSES))), np.zeros((n, len(CLASSES)))
+                table.names,
+                table.cap_cpus.copy(),
+                np.zeros((n, len(CLASSES))),
+                np.zeros((n, len(CLASSES))),
             )
-        entries = base.entries
+        entries, allocations = base.entries, base.allocations
         seen: set[int] = set()
         for job in ctx.running:
             if job.state is not JobState.RUNNING or job.allocation is None:
@@ -434,10 +449,15 @@ class Dissonance:
             ls = protected(job, view)
             seen.add(job.id)
             old = entries.get(job.id)
-            if old is None or old[0] != cls or old[1] != ls:
-                base.put(job.id, (cls, ls, _rows(ctx, job.allocation)))
+            if (
+                old is None
+                or old[0] != cls
+                or old[1] != ls
+                or allocations[job.id] is not job.allocation
+            ):
+                base.put(job.id, (cls, ls, _rows(ctx, job.allocation)), job.allocation)
         for job_id in [j for j in entries if j not in seen]:
-            base.put(job_id, None)
+            base.put(job_id, None, None)
         self._seen = (ctx.running, view)
         return base
 
