@@ -84,6 +84,7 @@ from hal.agent.metrics import (
     agent_registry,
 )
 from hal.agent.procfs import node_load
+from hal.agent.containers import Containers
 from hal.agent.pyenvs import PythonEnvs
 from hal.agent.state import AgentState, feed
 from hal.agent.stepevents import (
@@ -190,6 +191,8 @@ class AgentShell:
         )
         # the jobs' Python environments (docs/user/environments.md), in the same cache
         self.pyenvs = PythonEnvs(self.artifacts)
+        # and their containers' images (hal.agent.containers), loaded from that cache
+        self.containers = Containers(self.artifacts, self.artifacts.root.parent / "containers")
         # the I/O halves of batch jobs and job steps, which carry out the machine's commands
         self.batch = BatchShell(
             config.node,
@@ -203,6 +206,7 @@ class AgentShell:
             cpus=self.cpus,
             artifacts=self.artifacts,
             pyenvs=self.pyenvs,
+            containers=self.containers,
         )
         self.steps = StepShell(
             config.node,

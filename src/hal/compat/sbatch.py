@@ -99,6 +99,7 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("data", ("data",)),
     Opt("artifact", ("artifact",)),
     Opt("python_env", ("python-env",)),
+    Opt("container", ("container",)),
     Opt("comment", ("comment",)),
     Opt("open_mode", ("open-mode",)),
     Opt("wckey", ("wckey",)),
@@ -950,6 +951,12 @@ def _scheduling(
         files = read_lock(python_env.strip())  # read here: the server cannot see this host
         make_python_env(files)  # sbatch's own refusal (an unpinned line), before the trip
         fields["python_env"] = files
+    container = text("container")
+    if container is not None:
+        from hal.core.container import parse_container
+
+        parse_container(container)  # sbatch's own refusal, before any round trip
+        fields["container"] = container.strip()
     mail_type = text("mail_type")
     if mail_type is not None:
         from hal.slurm.mail import parse_mail_type
@@ -1099,6 +1106,7 @@ Options HAL accepts (anything else is refused with an error):
       --data=key[,key...]    input cache keys: placed near them, staged ahead (HAL)
       --artifact=name[@version][,...]  published software the job runs (HAL)
       --python-env=lockfile  a Python environment built from it on each node (HAL)
+      --container=name@version|/bundle  run in this OCI image (an artifact) or bundle
       --reservation=name     run in this advance reservation (scontrol show res)
   -L, --licenses=list        licenses held while the job runs, e.g. matlab:2,ansys
       --mail-type=type       mail on BEGIN, END, FAIL, REQUEUE, INVALID_DEPEND, ALL,

@@ -1,0 +1,180 @@
+"""Containers on real agents and real podman (docs/user/environments.md): an OCI image
+made here from this host's own programs (no registry) is published as an artifact, and
+``--container`` runs the batch script in it, as the job's user, with its working
+directory mounted, its ``SLURM_*`` variables and its cgroup's memory limit inside; an
+OCI bundle folder (Slurm's form) is taken too and left as it was; what is no OCI image is
+refused at push, and an image of another architecture fails the job before it starts,
+saying why."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hal.host.oci import image_facts, node_architecture
+from hal.testing.images import make_bundle, make_image, make_rootfs
+from hal.testing.live import LiveServer, wait_until
+
+pytestmark = [
+    pytest.mark.skipif(shutil.which("podman") is None, reason="podman is not installed"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="the agent runs podman as root (rootful)"),
+]
+MEMORY = 104857600  # --mem=100M
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    tmp = tmp_path_factory.mktemp("hal")
+    with LiveServer(tmp) as live:
+        live.start_agent("node1", cpus=2)
+        with live.client() as c:
+            wait_until(
+                lambda: "node1" in {n.name for n in c.nodes() if n.state == "UP"},
+                message="the agent to register",
+            )
+        yield live
+
+
+@pytest.fixture(scope="module")
+def image(server: LiveServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """``img@1``: an image whose /etc/os-release says ID=hal-test."""
+    tmp = tmp_path_factory.mktemp("image")
+    path = make_image(make_rootfs(tmp / "rootfs"), tmp / "image.oci.tar")
+    done = server.cli("artifact", "push", "img@1", str(path))
+    assert done.returncode == 0, done.stderr
+    yield path
+    # podman's storage is the host's: the image loaded goes with the test
+    subprocess.run(["podman", "rmi", "--force", image_facts(path).image_id], check=False)
+
+
+def _submit(live: LiveServer, folder: Path, script: str, *args: str) -> str:
+    (folder / "job.sh").write_text(script)
+    done = live.cli("sbatch", "--parsable", *args, "job.sh", cwd=folder)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def _ended(live: LiveServer, job_id: str) -> str:
+    with live.client() as c:
+        wait_until(lambda: c.job(job_id).state not in ("PENDING", "RUNNING"), 120, message="end")
+        return c.job(job_id).state
+
+
+SCRIPT = """#!/bin/sh
+#HAL --container=img@1
+. /etc/os-release
+echo "id=$ID"
+echo "job=$SLURM_JOB_ID"
+echo "user=$(id -u)"
+cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes
+echo written inside > inside.txt
+"""
+
+
+def test_the_batch_script_runs_in_the_image(
+    server: LiveServer, image: Path, tmp_path: Path
+) -> None:
+    job = _submit(server, tmp_path, SCRIPT, "--mem=100M", "-o", "out.txt")
+    out = tmp_path / "out.txt"
+    assert _ended(server, job) == "COMPLETED", out.read_text() if out.exists() else ""
+    lines = out.read_text().splitlines()
+    assert lines[:3] == ["id=hal-test", f"job={job}", f"user={os.geteuid()}"], lines
+    assert int(lines[3]) == MEMORY  # the job's cgroup limit, seen inside
+    assert (tmp_path / "inside.txt").read_text() == "written inside\n"  # on the host
+    assert not Path("/etc/hal-test-image").exists()  # (it was the image's /etc)
+    with server.client() as c:
+        assert c.job(job).container == "img@1"
+    assert "Container=img@1" in server.cli("scontrol", "show", "job", job).stdout
+    # loaded once into podman, under the image's ID, recorded beside the artifact copies
+    facts = image_facts(image)
+    records = server.data_dir / "agents" / "node1" / "artifacts" / ".images"
+    assert [r.read_text() for r in records.iterdir()] == [facts.image_id]
+
+
+def test_a_second_job_reuses_the_loaded_image(
+    server: LiveServer, image: Path, tmp_path: Path
+) -> None:
+    log = server.data_dir / "agent-node1.log"
+    before = log.read_text(errors="replace").count("loaded into podman")
+    jobs = [
+        _submit(server, tmp_path, "#!/bin/sh\ncat /etc/hal-test-image\n", "--container=img@1",
+                "-o", f"{i}.out")
+        for i in range(2)
+    ]
+    assert [_ended(server, j) for j in jobs] == ["COMPLETED"] * 2
+    assert [(tmp_path / f"{i}.out").read_text() for i in range(2)] == ["hal-test\n"] * 2
+    assert log.read_text(errors="replace").count("loaded into podman") == before
+
+
+def test_an_oci_bundle_folder_is_taken_and_left_as_it_was(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    bundle = make_bundle(tmp_path / "bundle", marker="hal-bundle")
+    before = sorted(p.relative_to(bundle) for p in bundle.rglob("*"))
+    script = "#!/bin/sh\ncat /etc/hal-test-image\necho \"$BUNDLE $SLURM_JOB_ID\"\n"
+    job = _submit(server, tmp_path, script, f"--container={bundle}", "-o", "out.txt")
+    out = tmp_path / "out.txt"
+    assert _ended(server, job) == "COMPLETED", out.read_text() if out.exists() else ""
+    assert out.read_text().splitlines() == ["hal-bundle", f"hal-bundle {job}"]
+    assert sorted(p.relative_to(bundle) for p in bundle.rglob("*")) == before
+
+
+def test_what_is_no_oci_image_is_refused_at_push(server: LiveServer, tmp_path: Path) -> None:
+    rootfs = make_rootfs(tmp_path / "rootfs")
+    plain = tmp_path / "rootfs.oci.tar"
+    shutil.make_archive(str(tmp_path / "rootfs"), "tar", rootfs)
+    (tmp_path / "rootfs.tar").rename(plain)
+    done = server.cli("artifact", "push", "notoci@1", str(plain))
+    assert done.returncode != 0
+    assert "not an OCI image layout" in done.stderr and "podman save" in done.stderr
+    text = tmp_path / "notes.txt"
+    text.write_text("hello\n")
+    done = server.cli("artifact", "push", "notoci@1", str(text), "--kind", "image")
+    assert done.returncode != 0 and "is not a tar file" in done.stderr
+    assert "notoci" not in server.cli("artifact", "list").stdout
+
+
+def test_an_archive_named_as_a_container_is_refused_at_submission(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "x").write_text("x")
+    shutil.make_archive(str(tmp_path / "tools"), "gztar", tmp_path / "tools")
+    assert server.cli("artifact", "push", "tools@1", str(tmp_path / "tools.tar.gz")).returncode == 0
+    (tmp_path / "job.sh").write_text("#!/bin/sh\ntrue\n")
+    done = server.cli("sbatch", "--container=tools@1", "job.sh", cwd=tmp_path)
+    assert done.returncode != 0
+    assert "not an image" in done.stderr and "--kind image" in done.stderr
+    bad = server.cli("sbatch", "--container=docker.io/library/busybox", "job.sh", cwd=tmp_path)
+    assert bad.returncode != 0 and "hal artifact push" in bad.stderr
+
+
+def test_an_image_of_another_architecture_fails_the_job_before_it_starts(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    other = "arm64" if node_architecture() != "arm64" else "amd64"
+    path = make_image(make_rootfs(tmp_path / "rootfs"), tmp_path / "other.oci.tar", other)
+    assert server.cli("artifact", "push", "otherarch@1", str(path)).returncode == 0
+    args = ("--container=otherarch@1", "-o", "out.txt", "-e", "err.txt")
+    job = _submit(server, tmp_path, "#!/bin/sh\necho ran\n", *args)
+    assert _ended(server, job) == "FAILED"
+    assert not (tmp_path / "out.txt").exists() or "ran" not in (tmp_path / "out.txt").read_text()
+    here = node_architecture()
+    error = (tmp_path / "err.txt").read_text()
+    assert f"is for linux/{other}, and this node is linux/{here}" in error
+    reason = server.cli("sacct", "-j", job, "-X", "-n", "-P", "-o", "State,Reason")
+    assert reason.stdout.split() == ["FAILED|JobLaunchFailure"], reason
+    assert f"linux/{other}" in server.cli("explain", job).stdout
+
+
+@pytest.mark.skipif(not Path("/dev/nvidiactl").exists(), reason="GPU test: this host has no GPU")
+def test_a_gpu_job_sees_its_gpus_only(server: LiveServer, image: Path, tmp_path: Path) -> None:
+    script = "#!/bin/sh\nls /dev | grep -E '^nvidia[0-9]+$'\n"
+    job = _submit(server, tmp_path, script, "--container=img@1", "--gpus=1", "-o", "out.txt")
+    assert _ended(server, job) == "COMPLETED"
+    assert len((tmp_path / "out.txt").read_text().split()) == 1
