@@ -29,6 +29,7 @@ from functools import partial
 
 from hal.agent.artifacts import ArtifactCache, ArtifactError
 from hal.agent.channel import AgentChannelError
+from hal.agent.containers import ContainerError, Containers, Prepared, container_plan
 from hal.agent.cpus import CpuPool
 from hal.agent.events import (
     Event,
@@ -44,7 +45,6 @@ from hal.agent.events import (
     TellJob,
 )
 from hal.agent.forkserver import BATCH
-from hal.agent.containers import ContainerError, Containers, Prepared, container_plan
 from hal.agent.gpus import GpuInventory, denied_gpus
 from hal.agent.handshake import PLAN_FILE, read_recorded, write_atomic
 from hal.agent.isolation import Isolation
@@ -224,7 +224,11 @@ class BatchShell:
             log.error("%s", message)
             if isinstance(err, PythonEnvError | ContainerError):  # its owner looks there first
                 await asyncio.to_thread(
-                    write_job_error, launch, self.node, f"{what}: {err}", self.unknown_users_as_agent
+                    write_job_error,
+                    launch,
+                    self.node,
+                    f"{what}: {err}",
+                    self.unknown_users_as_agent,
                 )
             self._feed(LaunchFailed(launch.job_id, launch.attempt, message, self.clock.now()))
             return

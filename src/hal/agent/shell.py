@@ -53,6 +53,7 @@ from hal.agent.channel import (
     OutputChannel,
 )
 from hal.agent.config import AgentConfig, host_cpus, host_memory_bytes
+from hal.agent.containers import Containers
 from hal.agent.cpus import cpu_pool, fence_choice
 from hal.agent.events import (
     CancelRequested,
@@ -84,7 +85,6 @@ from hal.agent.metrics import (
     agent_registry,
 )
 from hal.agent.procfs import node_load
-from hal.agent.containers import Containers
 from hal.agent.pyenvs import PythonEnvs
 from hal.agent.state import AgentState, feed
 from hal.agent.stepevents import (

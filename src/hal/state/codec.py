@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from hal.core.artifacts import ArtifactRef
+from hal.core.container import Container
 from hal.core.job import (
     Allocation,
     ArraySpec,
@@ -19,7 +20,6 @@ from hal.core.job import (
     SignalSpec,
     TopologyConstraint,
 )
-from hal.core.container import Container
 from hal.core.job_rules import JobRule
 from hal.core.pyenv import PythonEnv
 from hal.core.resources import ResourceVector

@@ -102,8 +102,14 @@ def test_a_second_job_reuses_the_loaded_image(
     log = server.data_dir / "agent-node1.log"
     before = log.read_text(errors="replace").count("loaded into podman")
     jobs = [
-        _submit(server, tmp_path, "#!/bin/sh\ncat /etc/hal-test-image\n", "--container=img@1",
-                "-o", f"{i}.out")
+        _submit(
+            server,
+            tmp_path,
+            "#!/bin/sh\ncat /etc/hal-test-image\n",
+            "--container=img@1",
+            "-o",
+            f"{i}.out",
+        )
         for i in range(2)
     ]
     assert [_ended(server, j) for j in jobs] == ["COMPLETED"] * 2
@@ -116,7 +122,7 @@ def test_an_oci_bundle_folder_is_taken_and_left_as_it_was(
 ) -> None:
     bundle = make_bundle(tmp_path / "bundle", marker="hal-bundle")
     before = sorted(p.relative_to(bundle) for p in bundle.rglob("*"))
-    script = "#!/bin/sh\ncat /etc/hal-test-image\necho \"$BUNDLE $SLURM_JOB_ID\"\n"
+    script = '#!/bin/sh\ncat /etc/hal-test-image\necho "$BUNDLE $SLURM_JOB_ID"\n'
     job = _submit(server, tmp_path, script, f"--container={bundle}", "-o", "out.txt")
     out = tmp_path / "out.txt"
     assert _ended(server, job) == "COMPLETED", out.read_text() if out.exists() else ""
