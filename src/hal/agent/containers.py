@@ -39,7 +39,7 @@ import logging
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -214,6 +214,60 @@ def read_bundle(bundle: str) -> Prepared:
     return Prepared(rootfs=rootfs, env=env)
 
 
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What of a job (or a step's tasks) the container keeps: its user, folders, cgroup,
+    memory, CPUs and GPUs."""
+
+    uid: int | None
+    gid: int | None
+    groups: tuple[int, ...]
+    workdir: str
+    mounts: tuple[str, ...]
+    cgroup_parent: str  # "" without cgroups
+    memory_bytes: int
+    cpu_ids: tuple[int, ...]
+    gpus: tuple[int, ...] = ()
+    gpu_minors: tuple[int, ...] = ()
+
+
+def run_options(runtime: Runtime, shape: Shape, name: str = "") -> list[str]:
+    """``podman run`` and its options for ``shape``: all but the variables and the image."""
+    argv = [runtime.podman, "--runtime", runtime.oci, "run", "--rm"]
+    if name:
+        argv += ["--replace", "--name", name]
+    argv += ["--network", "host", "--ipc", "host", "--init=false"]
+    argv += ["--log-driver", "none", "--attach", "stdout", "--attach", "stderr"]
+    if runtime.rootless:
+        argv += ["--userns", "keep-id"]
+    elif shape.uid is not None and shape.gid is not None:
+        argv += ["--user", f"{shape.uid}:{shape.gid}"]
+        argv += [f"--group-add={g}" for g in shape.groups if g != shape.gid]
+    argv += ["--workdir", shape.workdir]
+    for folder in shape.mounts:
+        argv += ["--volume", f"{folder}:{folder}"]
+    if shape.cgroup_parent:
+        argv += ["--cgroup-parent", shape.cgroup_parent]
+    if shape.memory_bytes > 0:
+        memory = str(shape.memory_bytes)
+        argv += ["--memory", memory, "--memory-swap", memory]
+    if shape.cpu_ids:
+        argv += ["--cpuset-cpus", ",".join(map(str, shape.cpu_ids))]
+    return argv + _gpu_devices(shape.gpus, shape.gpu_minors)
+
+
+def image_args(prepared: Prepared) -> list[str]:
+    """The image (or a bundle's root file system, overlaid: the bundle stays as it is),
+    after the bundle's own variables."""
+    argv = [f"--env={line}" for line in prepared.env]
+    return argv + (["--rootfs", f"{prepared.rootfs}:O"] if prepared.rootfs else [prepared.image_id])
+
+
+def env_flags(env: Iterable[str]) -> list[str]:
+    """The job's variables, passed by name: podman takes their values from its own."""
+    return [f"--env={v}" for v in sorted(env) if v not in _NOT_PASSED]
+
+
 def container_plan(
     plan: StepPlan,
     prepared: Prepared,
@@ -226,30 +280,20 @@ def container_plan(
     gpu_minors: Sequence[int] = (),
 ) -> StepPlan:
     """``plan`` run in the container: its argv behind podman's."""
-    argv = [runtime.podman, "--runtime", runtime.oci, "run", "--rm", "--replace"]
-    argv += ["--name", name, "--network", "host", "--ipc", "host", "--init=false"]
-    argv += ["--log-driver", "none", "--attach", "stdout", "--attach", "stderr"]
-    if runtime.rootless:
-        argv += ["--userns", "keep-id"]
-    elif plan.uid is not None and plan.gid is not None:
-        argv += ["--user", f"{plan.uid}:{plan.gid}"]
-        argv += [f"--group-add={g}" for g in plan.groups if g != plan.gid]
-    argv += ["--workdir", plan.workdir]
-    for folder in _mounts(plan):
-        argv += ["--volume", f"{folder}:{folder}"]
-    parent = cgroup_parent(isolation, group)
-    if parent:
-        argv += ["--cgroup-parent", parent]
-    if plan.memory_bytes > 0:
-        argv += ["--memory", str(plan.memory_bytes), "--memory-swap", str(plan.memory_bytes)]
-    if plan.cpu_ids:
-        argv += ["--cpuset-cpus", ",".join(map(str, plan.cpu_ids))]
-    argv += _gpu_devices(gpus, gpu_minors)
-    for line in prepared.env:
-        argv += ["--env", line]
-    argv += [f"--env={v}" for v in sorted(plan.env) if v not in _NOT_PASSED]
-    argv += ["--rootfs", f"{prepared.rootfs}:O"] if prepared.rootfs else [prepared.image_id]
+    shape = Shape(
+        uid=plan.uid,
+        gid=plan.gid,
+        groups=plan.groups,
+        workdir=plan.workdir,
+        mounts=tuple(mounts(plan.workdir, (plan.stdout_path, plan.stderr_path), plan.job_dir)),
+        cgroup_parent=cgroup_parent(isolation, group),
+        memory_bytes=plan.memory_bytes,
+        cpu_ids=plan.cpu_ids,
+        gpus=tuple(gpus),
+        gpu_minors=tuple(gpu_minors),
+    )
     env = {**plan.env, "CONTAINERS_CONF": runtime.conf}
+    argv = [*run_options(runtime, shape, name), *env_flags(plan.env), *image_args(prepared)]
     return replace(plan, argv=(*argv, *plan.argv), env=env, runtime=not runtime.rootless)
 
 
@@ -262,14 +306,14 @@ def cgroup_parent(isolation: Isolation, group: str) -> str:
     return "/" + os.path.relpath(group, mount)
 
 
-def _mounts(plan: StepPlan) -> list[str]:
+def mounts(workdir: str, files: Iterable[str | None] = (), spool: str = "") -> list[str]:
     """The folders the job reaches at the same paths inside: its working directory, its
-    output files', and its spooled script's."""
-    folders = [plan.workdir]
-    for path in (plan.stdout_path, plan.stderr_path):
+    output files', and its spooled script's (``spool``: made after the plan)."""
+    folders = [workdir]
+    for path in files:
         if path:
-            folders.append(os.path.dirname(path) or plan.workdir)
-    out = [os.path.normpath(plan.job_dir)]  # (made after the plan)
+            folders.append(os.path.dirname(path) or workdir)
+    out = [os.path.normpath(spool)] if spool else []
     for folder in map(os.path.normpath, folders):
         if folder not in out and folder != "/" and os.path.isdir(folder):
             out.append(folder)

@@ -219,6 +219,7 @@ class AgentShell:
             cpus=self.cpus,
             artifacts=self.artifacts,
             pyenvs=self.pyenvs,
+            containers=self.containers,
         )
 
     # -- life ---------------------------------------------------------------------------

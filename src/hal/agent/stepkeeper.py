@@ -46,6 +46,7 @@ import time
 from dataclasses import dataclass
 from typing import NoReturn
 
+from hal.agent.containers import env_flags
 from hal.agent.cpus import bind
 from hal.agent.handshake import (
     end_descendants,
@@ -101,6 +102,11 @@ class KeeperPlan:
     # srun --pty: rank 0 runs in a pseudo-terminal of (rows, columns), its stdin, stdout
     # and stderr, and its controlling terminal (``step_input.feed`` pumps it); (): none
     pty: tuple[int, ...] = ()
+    # --container (hal.agent.containers): ``podman run`` and its options, the image
+    # arguments after the tasks' variables, and HAL's containers.conf; (): none
+    container: tuple[str, ...] = ()
+    container_image: tuple[str, ...] = ()
+    container_conf: str = ""
 
     def to_json(self) -> str:
         return json.dumps({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
@@ -116,6 +122,8 @@ class KeeperPlan:
         data["rank_input"] = tuple(data.get("rank_input", ()))
         data["relayed"] = tuple(data.get("relayed", ()))
         data["pty"] = tuple(data.get("pty", ()))
+        data["container"] = tuple(data.get("container", ()))
+        data["container_image"] = tuple(data.get("container_image", ()))
         if data["groups"] is not None:
             data["groups"] = tuple(data["groups"])
         return cls(**data)
@@ -393,19 +401,28 @@ def _exec_task(
         os.setsid()  # its own session and group: signalled and killed as one
         isolation.enter(plan.group, plan.memory_bytes, gpus=plan.gpus)
         bind(plan.cpu_ids)
+        # in a container, podman runs as root and starts the task as the user: the
+        # user's files are opened as the user all the same (the effective ids)
+        root = os.geteuid() == 0 and bool(plan.container)
         if plan.groups is not None:
             os.setgroups(list(plan.groups))
         if plan.gid is not None:
-            os.setgid(plan.gid)
+            os.setegid(plan.gid) if root else os.setgid(plan.gid)
         if plan.terminal and rank == 0 and plan.uid is not None:
             os.fchown(stdin, plan.uid, -1)  # its terminal is its own, as login's
             os.fchmod(stdin, 0o620)
         if plan.uid is not None:
-            os.setuid(plan.uid)
+            os.seteuid(plan.uid) if root else os.setuid(plan.uid)
         if plan.umask >= 0:
             os.umask(plan.umask)
         os.chdir(plan.workdir)
         os.dup2(stdin if stdin >= 0 else _open_input(plan.stdin(rank)), 0)  # as its user
+        if plan.container:
+            if root:
+                os.seteuid(0)
+                os.setegid(0)
+            argv = (*plan.container, *env_flags(env), *plan.container_image, *argv)
+            env = {**env, "CONTAINERS_CONF": plan.container_conf}
         if plan.terminal and rank == 0:  # its pseudo-terminal: all three, and controlling
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
             out = err = 0

@@ -117,6 +117,20 @@ def test_a_second_job_reuses_the_loaded_image(
     assert log.read_text(errors="replace").count("loaded into podman") == before
 
 
+def test_srun_steps_run_in_the_image(server: LiveServer, image: Path, tmp_path: Path) -> None:
+    command = 'cat /etc/hal-test-image; echo "$SLURM_PROCID $(id -u)"; pwd'
+    done = server.cli(
+        "srun", "--container=img@1", "-n2", "-l", "/bin/sh", "-c", command, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    lines = sorted(done.stdout.splitlines())
+    user = os.geteuid()
+    assert lines == sorted(
+        [*(f"{r}: hal-test" for r in (0, 1)), *(f"{r}: {r} {user}" for r in (0, 1)),
+         *(f"{r}: {tmp_path}" for r in (0, 1))]
+    ), done.stdout
+
+
 def test_an_oci_bundle_folder_is_taken_and_left_as_it_was(
     server: LiveServer, tmp_path: Path
 ) -> None:
