@@ -123,6 +123,8 @@ class Containers:
         self.folder = folder  # HAL's containers.conf
         self._runtime: Runtime | None = None
         self._loading: dict[str, asyncio.Future[str]] = {}
+        # artifact digest -> its image's facts, once read and loaded by this agent
+        self._loaded: dict[str, ImageFacts] = {}
         self.loads = 0  # images loaded into podman here (tests, metrics)
         cache.on_remove.append(self._evicted)
 
@@ -147,6 +149,9 @@ class Containers:
             return await asyncio.to_thread(read_bundle, pin.bundle)
         assert pin.image is not None
         place = await self.cache.copy(job_id, pin.image)
+        known = self._loaded.get(pin.image.sha256)
+        if known is not None:  # (its copy is held: eviction removes neither)
+            return Prepared(image_id=known.image_id)
         facts = await asyncio.to_thread(image_facts, place / "file")
         check_runs_here(facts, str(pin.image.name) + "@" + pin.image.version)
         running = self._loading.get(facts.image_id)
@@ -170,11 +175,14 @@ class Containers:
             log.info("image %s loaded into podman (%s)", facts.image_id[:12], file)
         record.parent.mkdir(parents=True, exist_ok=True)
         record.write_text(facts.image_id)
+        self._loaded[sha256] = facts
         return facts.image_id
 
     def _evicted(self, copy: str) -> None:
         """The cache removed a copy: an image loaded from it goes too."""
-        record = self.cache.root / IMAGES / copy.removesuffix(".program")
+        sha256 = copy.removesuffix(".program")
+        self._loaded.pop(sha256, None)
+        record = self.cache.root / IMAGES / sha256
         if self._runtime is None or not record.exists():
             return
         with contextlib.suppress(OSError):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from hal.host.oci import INDEX, MANIFEST, node_architecture
 
-PROGRAMS = ("/bin/sh", "/bin/cat", "/bin/echo", "/usr/bin/id", "/bin/sleep", "/bin/ls")
+PROGRAMS = ("/bin/sh", "/bin/cat", "/bin/echo", "/usr/bin/id", "/bin/sleep", "/bin/ls", "/bin/date")
 MARKER = "/etc/hal-test-image"
 
 
