@@ -194,6 +194,8 @@ class BatchShell:
                 await self.artifacts.deploy(prefetch.job_id, prefetch.artifacts, {})
             if prefetch.python_env is not None and self.pyenvs is not None:
                 await self.pyenvs.activate(prefetch.job_id, prefetch.python_env, {})
+            if prefetch.container is not None and self.containers is not None:
+                await self.containers.prepare(prefetch.job_id, prefetch.container)
         except Exception as err:
             log.warning("job %d: not fetched ahead: %s", prefetch.job_id, err)
 

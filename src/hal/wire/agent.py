@@ -453,6 +453,7 @@ class Prefetch(WireModel):
     job_id: int
     artifacts: list[ArtifactPin]
     python_env: PythonEnvPin | None = None
+    container: ContainerPin | None = None  # its image fetched, checked and loaded
 
 
 Instruction = Launch | Signal | Cancel | Limit | StepLaunch | StepInput | StepSignal | Prefetch

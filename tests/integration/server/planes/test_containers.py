@@ -19,6 +19,7 @@ import pytest
 from hal.host.oci import image_facts, node_architecture
 from hal.testing.images import make_bundle, make_image, make_rootfs
 from hal.testing.live import LiveServer, wait_until
+from hal.wire.submit import JobSubmit
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("podman") is None, reason="podman is not installed"),
@@ -117,6 +118,22 @@ def test_a_second_job_reuses_the_loaded_image(
     assert log.read_text(errors="replace").count("loaded into podman") == before
 
 
+def test_over_rest_the_container_is_a_field(
+    server: LiveServer, image: Path, tmp_path: Path
+) -> None:
+    job = JobSubmit(
+        script="#!/bin/sh\ncat /etc/hal-test-image\n",
+        workdir=str(tmp_path),
+        stdout=str(tmp_path / "out.txt"),
+        container="img",  # the newest version, pinned now
+    )
+    with server.client() as c:
+        job_id = str(c.submit(job).job_id)
+        assert c.job(job_id).container == "img@1"
+    assert _ended(server, job_id) == "COMPLETED"
+    assert (tmp_path / "out.txt").read_text() == "hal-test\n"
+
+
 def test_srun_steps_run_in_the_image(server: LiveServer, image: Path, tmp_path: Path) -> None:
     command = 'cat /etc/hal-test-image; echo "$SLURM_PROCID $(id -u)"; pwd'
     done = server.cli(
@@ -126,8 +143,11 @@ def test_srun_steps_run_in_the_image(server: LiveServer, image: Path, tmp_path: 
     lines = sorted(done.stdout.splitlines())
     user = os.geteuid()
     assert lines == sorted(
-        [*(f"{r}: hal-test" for r in (0, 1)), *(f"{r}: {r} {user}" for r in (0, 1)),
-         *(f"{r}: {tmp_path}" for r in (0, 1))]
+        [
+            *(f"{r}: hal-test" for r in (0, 1)),
+            *(f"{r}: {r} {user}" for r in (0, 1)),
+            *(f"{r}: {tmp_path}" for r in (0, 1)),
+        ]
     ), done.stdout
 
 
