@@ -26,6 +26,7 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="the agent runs podman as root (rootful)"),
 ]
 MEMORY = 104857600  # --mem=100M
+ALIVE = ("PENDING", "RUNNING", "COMPLETING")
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,7 @@ def _submit(live: LiveServer, folder: Path, script: str, *args: str) -> str:
 
 def _ended(live: LiveServer, job_id: str) -> str:
     with live.client() as c:
-        wait_until(lambda: c.job(job_id).state not in ("PENDING", "RUNNING"), 120, message="end")
+        wait_until(lambda: c.job(job_id).state not in ALIVE, 120, message="end")
         return c.job(job_id).state
 
 
@@ -132,6 +133,30 @@ def test_over_rest_the_container_is_a_field(
         assert c.job(job_id).container == "img@1"
     assert _ended(server, job_id) == "COMPLETED"
     assert (tmp_path / "out.txt").read_text() == "hal-test\n"
+
+
+def test_a_cancelled_container_job_leaves_no_container(
+    server: LiveServer, image: Path, tmp_path: Path
+) -> None:
+    script = "#!/bin/sh\necho started\nsleep 300\n"
+    job = _submit(server, tmp_path, script, "--container=img@1", "-o", "out.txt")
+    out = tmp_path / "out.txt"
+    wait_until(lambda: out.exists() and "started" in out.read_text(), 60, message="the start")
+    name = f"-{job}.0"
+    assert any(name in c for c in _containers()), _containers()
+    assert server.cli("scancel", job).returncode == 0
+    assert _ended(server, job) == "CANCELLED"
+    wait_until(lambda: not any(name in c for c in _containers()), 30, message="no container")
+
+
+def _containers() -> list[str]:
+    done = subprocess.run(
+        ["podman", "ps", "--all", "--format", "{{.Names}}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.split()
 
 
 def test_srun_steps_run_in_the_image(server: LiveServer, image: Path, tmp_path: Path) -> None:
