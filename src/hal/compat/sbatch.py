@@ -1106,7 +1106,7 @@ Options HAL accepts (anything else is refused with an error):
       --data=key[,key...]    input cache keys: placed near them, staged ahead (HAL)
       --artifact=name[@version][,...]  published software the job runs (HAL)
       --python-env=lockfile  a Python environment built from it on each node (HAL)
-      --container=name@version|/bundle  run in this OCI image (an artifact) or bundle
+      --container=name@version|/bundle  run in this image artifact or OCI bundle (HAL)
       --reservation=name     run in this advance reservation (scontrol show res)
   -L, --licenses=list        licenses held while the job runs, e.g. matlab:2,ansys
       --mail-type=type       mail on BEGIN, END, FAIL, REQUEUE, INVALID_DEPEND, ALL,

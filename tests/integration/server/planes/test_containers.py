@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -174,6 +175,14 @@ def test_srun_steps_run_in_the_image(server: LiveServer, image: Path, tmp_path: 
             *(f"{r}: {tmp_path}" for r in (0, 1)),
         ]
     ), done.stdout
+
+
+def test_salloc_steps_run_in_the_image(server: LiveServer, image: Path, tmp_path: Path) -> None:
+    srun = (sys.executable, "-m", "hal.cli.main", "srun")  # (not Slurm's, if installed)
+    argv = ("salloc", "--container=img@1", *srun, "/bin/cat", "/etc/hal-test-image")
+    done = server.cli(*argv, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["hal-test"]
 
 
 def test_an_oci_bundle_folder_is_taken_and_left_as_it_was(
