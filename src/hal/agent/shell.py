@@ -316,6 +316,7 @@ class AgentShell:
             gpu_problems=lambda: self.usage.gpu_problems,
             artifacts=self.artifacts,
             pyenvs=self.pyenvs,
+            containers=self.containers,
         )
         try:
             server = await start_metrics_server(listen, agent_registry(collector))

@@ -9,17 +9,19 @@ saying why."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from hal.host.oci import image_facts, node_architecture
 from hal.testing.images import make_bundle, make_image, make_rootfs
-from hal.testing.live import LiveServer, wait_until
+from hal.testing.live import LiveServer, free_port, wait_until
 from hal.wire.submit import JobSubmit
 
 pytestmark = [
@@ -28,13 +30,14 @@ pytestmark = [
 ]
 MEMORY = 104857600  # --mem=100M
 ALIVE = ("PENDING", "RUNNING", "COMPLETING")
+METRICS = free_port()  # the agent's own /metrics
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("hal")
     with LiveServer(tmp) as live:
-        live.start_agent("node1", cpus=2)
+        live.start_agent("node1", cpus=2, extra=["--metrics-listen", f"127.0.0.1:{METRICS}"])
         with live.client() as c:
             wait_until(
                 lambda: "node1" in {n.name for n in c.nodes() if n.state == "UP"},
@@ -102,8 +105,6 @@ def test_the_batch_script_runs_in_the_image(
 def test_a_second_job_reuses_the_loaded_image(
     server: LiveServer, image: Path, tmp_path: Path
 ) -> None:
-    log = server.data_dir / "agent-node1.log"
-    before = log.read_text(errors="replace").count("loaded into podman")
     jobs = [
         _submit(
             server,
@@ -117,7 +118,14 @@ def test_a_second_job_reuses_the_loaded_image(
     ]
     assert [_ended(server, j) for j in jobs] == ["COMPLETED"] * 2
     assert [(tmp_path / f"{i}.out").read_text() for i in range(2)] == ["hal-test\n"] * 2
-    assert log.read_text(errors="replace").count("loaded into podman") == before
+    assert _loads() == 1  # once on the node, whichever job came first
+
+
+def _loads() -> float:
+    text = httpx.get(f"http://127.0.0.1:{METRICS}/metrics", timeout=10).text
+    found = re.search(r'^hal_agent_container_image_loads_total\{node="node1"\} (\S+)$', text, re.M)
+    assert found, text[-2000:]
+    return float(found.group(1))
 
 
 def test_over_rest_the_container_is_a_field(
