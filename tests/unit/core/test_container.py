@@ -105,3 +105,21 @@ def test_what_is_no_oci_image_is_refused_saying_how_to_make_one(tmp_path: Path) 
     )
     with pytest.raises(InvalidRequest, match=r"the image manifest \(blobs/sha256/aa\) is missing"):
         image_facts(lost)
+
+
+def test_sbatch_takes_it_on_the_command_line_and_in_the_script(tmp_path: Path) -> None:
+    from hal.compat.sbatch import parse_sbatch
+
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\n#SBATCH --container=img@2\ntrue\n")
+
+    def body(*argv: str) -> object:
+        parsed = parse_sbatch(
+            [*argv, str(script)], environ={}, cwd=str(tmp_path), read_stdin=str, now=0
+        )
+        return parsed.body.get("container")
+
+    assert body() == "img@2"
+    assert body("--container=/opt/bundle") == "/opt/bundle"  # the command line wins
+    with pytest.raises(InvalidRequest, match="not registry references"):
+        body("--container=quay.io/x/y")
