@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hal.agent.artifacts import ArtifactCache
+from hal.agent.environment import cuda_devices
 from hal.agent.isolation import Isolation
 from hal.agent.supervisor import StepPlan
 from hal.host.oci import ImageFacts, image_facts, node_architecture
@@ -301,7 +302,9 @@ def container_plan(
         gpu_minors=tuple(gpu_minors),
     )
     env = {**plan.env, "CONTAINERS_CONF": runtime.conf}
-    argv = [*run_options(runtime, shape, name), *env_flags(plan.env), *image_args(prepared)]
+    if gpus:  # the container has the job's GPUs alone: CUDA numbers them from 0
+        env["CUDA_VISIBLE_DEVICES"] = cuda_devices(list(gpus), isolated=True)
+    argv = [*run_options(runtime, shape, name), *env_flags(env), *image_args(prepared)]
     return replace(plan, argv=(*argv, *plan.argv), env=env, runtime=not runtime.rootless)
 
 

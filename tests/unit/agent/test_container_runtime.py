@@ -25,12 +25,14 @@ from hal.agent.containers import (
     Shape,
     cgroup_parent,
     choose_runtime,
+    container_plan,
     image_args,
     read_bundle,
     run_options,
     unified_cgroups_only,
 )
 from hal.agent.isolation import Isolation
+from hal.agent.supervisor import StepPlan
 from hal.host.oci import image_facts, node_architecture
 from hal.testing.images import make_bundle, make_image, make_rootfs
 from hal.wire.agent import ArtifactPin, ContainerPin
@@ -177,3 +179,38 @@ def test_an_image_for_another_architecture_is_refused(tmp_path: Path) -> None:
     pin = ContainerPin(image=ArtifactPin(name="o", version="1", sha256=digest, kind="image"))
     with pytest.raises(ContainerError, match=f"is for linux/{other}, and this node is"):
         asyncio.run(containers.prepare(1, pin))
+
+
+def test_the_batch_plan_runs_behind_podman_as_root_with_its_gpus_from_0() -> None:
+    plan = StepPlan(
+        job_id=7,
+        attempt=0,
+        job_dir="/state/jobs/7.0",
+        argv=("/bin/sh", "/state/jobs/7.0/slurm_script"),
+        env={"SLURM_JOB_ID": "7", "PATH": "/usr/bin", "CUDA_VISIBLE_DEVICES": "3,5"},
+        workdir="/",
+        stdout_path="/slurm-7.out",
+        stderr_path=None,
+        append=False,
+        memory_bytes=0,
+        gpus=True,
+        uid=1000,
+        gid=100,
+    )
+    isolation = Isolation("cgroup2", "/sys/fs/cgroup/hal/n.1")
+    wrapped = container_plan(
+        plan,
+        Prepared(image_id="abc"),
+        RUNTIME,
+        name="hal-n-7.0",
+        isolation=isolation,
+        group=isolation.group_path(7, 0),
+        gpus=[3, 5],
+    )
+    assert wrapped.runtime  # the supervisor runs podman as root
+    assert wrapped.argv[-3:] == ("abc", "/bin/sh", "/state/jobs/7.0/slurm_script")
+    assert "--env=SLURM_JOB_ID" in wrapped.argv and "--env=PATH" not in wrapped.argv
+    assert "--volume" in wrapped.argv and "/state/jobs/7.0:/state/jobs/7.0" in wrapped.argv
+    assert "/hal/n.1/job_7.0" in wrapped.argv
+    assert wrapped.env["CUDA_VISIBLE_DEVICES"] == "0,1"
+    assert wrapped.env["CONTAINERS_CONF"] == RUNTIME.conf
