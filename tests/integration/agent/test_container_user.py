@@ -9,6 +9,7 @@ import asyncio
 import dataclasses
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -61,3 +62,28 @@ def test_the_container_runs_as_the_jobs_user(
         asyncio.run(scenario())
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_node_without_podman_fails_the_job_before_it_starts_saying_what_to_install(
+    agent_config: AgentConfig,
+    channel: FakeChannel,
+    workdir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))  # no podman on the PATH
+    bundle = make_bundle(tmp_path / "bundle")
+
+    async def scenario() -> None:
+        async with agent_running(agent_config, channel) as agent:
+            launch = make_launch(
+                1, "echo ran\n", workdir, container=ContainerPin(bundle=str(bundle))
+            )
+            channel.push(launch)
+            report = await agent.finished(1)
+            assert report.kind == "launch_failed", report  # (the server fails the job)
+            assert "container: this node has no podman: install podman and runc" in report.message
+            out = (workdir / "slurm-1.out").read_text()
+            assert "ran" not in out and "hal: container: this node has no podman" in out
+
+    asyncio.run(scenario())
