@@ -18,10 +18,6 @@ from hal.agent import AgentConfig
 from hal.testing.images import make_bundle
 from hal.wire.agent import ContainerPin
 
-pytestmark = [
-    pytest.mark.skipif(shutil.which("podman") is None, reason="podman is not installed"),
-    pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs a root agent"),
-]
 SCRIPT = """id -u; id -g
 cat /etc/hal-test-image
 cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes
@@ -29,6 +25,8 @@ echo made > made.txt
 """
 
 
+@pytest.mark.skipif(shutil.which("podman") is None, reason="podman is not installed")
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs a root agent")
 def test_the_container_runs_as_the_jobs_user(
     agent_config: AgentConfig, channel: FakeChannel
 ) -> None:
