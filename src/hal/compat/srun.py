@@ -175,6 +175,7 @@ OPTIONS = (
     Opt("container", ("container",)),
     Opt("near", ("near",)),
     Opt("apart", ("apart",)),
+    Opt("latency_sensitive", ("latency-sensitive",), arg=Arg.NONE),
     # checked, and passed on to srun's own allocation; in a job they change nothing, as
     # Slurm 22.05.8's srun takes them there (docs/slurm-checks.md, Session 49)
     Opt("signal", ("signal",)),
@@ -184,7 +185,16 @@ OPTIONS = (
 # srun.1's input variables of those options (a command-line option wins)
 ENV_OPTIONS = {"SLURM_SIGNAL": "signal", "SLURM_NO_KILL": "no_kill"}
 ALLOCATION_ONLY = frozenset(
-    {"constraint", "exclude", "licenses", "artifact", "container", "near", "apart"}
+    {
+        "constraint",
+        "exclude",
+        "licenses",
+        "artifact",
+        "container",
+        "near",
+        "apart",
+        "latency_sensitive",
+    }
 )
 _COUNTS = frozenset({"ntasks", "cpus_per_task", "ntasks_per_node"})  # positive integers
 
