@@ -46,6 +46,7 @@ from pathlib import Path
 from hal.agent.artifacts import ArtifactCache
 from hal.agent.environment import cuda_devices
 from hal.agent.isolation import Isolation
+from hal.agent.stepkeeper import env_flags
 from hal.agent.supervisor import StepPlan
 from hal.host.oci import ImageFacts, image_facts, node_architecture
 from hal.wire.agent import ContainerPin
@@ -67,8 +68,6 @@ runtime = "{runtime}"
 """
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
 IMAGES = ".images"  # artifact digest -> the podman image ID loaded from it
-# variables the container does not take from the job: the image's own, or podman's
-_NOT_PASSED = frozenset({"PATH", "HOSTNAME", "container", "CONTAINERS_CONF"})
 
 
 class ContainerError(Exception):
@@ -270,11 +269,6 @@ def image_args(prepared: Prepared) -> list[str]:
     after the bundle's own variables."""
     argv = [f"--env={line}" for line in prepared.env]
     return argv + (["--rootfs", f"{prepared.rootfs}:O"] if prepared.rootfs else [prepared.image_id])
-
-
-def env_flags(env: Iterable[str]) -> list[str]:
-    """The job's variables, passed by name: podman takes their values from its own."""
-    return [f"--env={v}" for v in sorted(env) if v not in _NOT_PASSED]
 
 
 def container_plan(

@@ -43,10 +43,10 @@ import resource
 import signal
 import termios
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NoReturn
 
-from hal.agent.containers import env_flags
 from hal.agent.cpus import bind
 from hal.agent.handshake import (
     end_descendants,
@@ -68,6 +68,8 @@ ENDS_FILE = "ends"  # "rank code" a line, as each task ends (srun -K reads it me
 STOPPED_FILE = "stopped"  # the agent's: the job is suspended, a task starting stops
 STARTED = b"T"
 OUTPUT_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+# variables a container does not take from the job: the image's PATH, podman's own
+_NOT_PASSED = frozenset({"PATH", "HOSTNAME", "container", "CONTAINERS_CONF"})
 PTY_DRAIN_SECONDS = 2.0  # after the tasks, for the feeder to copy the terminal's last output
 
 
@@ -385,6 +387,13 @@ def _open_input(path: str) -> int:
         return os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # (dup2 to 0 keeps it open)
     except OSError as error:
         raise _NoInput(f"{NO_INPUT} {path}: {error.strerror}") from None
+
+
+def env_flags(env: Iterable[str]) -> list[str]:
+    """A container's variables (``--container``; hal.agent.containers): the job's, passed
+    to ``podman run`` by name (it takes their values from its own environment), but for
+    the image's ``PATH`` and podman's own."""
+    return [f"--env={v}" for v in sorted(env) if v not in _NOT_PASSED]
 
 
 def _exec_task(
