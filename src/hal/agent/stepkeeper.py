@@ -415,13 +415,17 @@ def _exec_task(
         root = os.geteuid() == 0 and bool(plan.container)
         if plan.groups is not None:
             os.setgroups(list(plan.groups))
-        if plan.gid is not None:
-            os.setegid(plan.gid) if root else os.setgid(plan.gid)
+        if plan.gid is not None and root:
+            os.setegid(plan.gid)
+        elif plan.gid is not None:
+            os.setgid(plan.gid)
         if plan.terminal and rank == 0 and plan.uid is not None:
             os.fchown(stdin, plan.uid, -1)  # its terminal is its own, as login's
             os.fchmod(stdin, 0o620)
-        if plan.uid is not None:
-            os.seteuid(plan.uid) if root else os.setuid(plan.uid)
+        if plan.uid is not None and root:
+            os.seteuid(plan.uid)
+        elif plan.uid is not None:
+            os.setuid(plan.uid)
         if plan.umask >= 0:
             os.umask(plan.umask)
         os.chdir(plan.workdir)

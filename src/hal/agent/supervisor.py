@@ -401,7 +401,7 @@ def _exec_job(plan: StepPlan, isolation: Isolation, group: str, err_w: int) -> N
             assert plan.uid is not None and plan.gid is not None
             stage = f"switch to uid {plan.uid}"
             os.setgroups(list(plan.groups))
-            if plan.runtime:  # for now: the runtime itself runs as root
+            if plan.runtime:  # the user's ids until the files are open, then root's
                 os.setegid(plan.gid)
                 os.seteuid(plan.uid)
             else:
