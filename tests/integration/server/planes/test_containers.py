@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from hal.client.artifacts import file_sha256
 from hal.host.oci import image_facts, node_architecture
 from hal.testing.images import make_bundle, make_image, make_rootfs
 from hal.testing.live import LiveServer, free_port, wait_until
@@ -38,10 +39,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     tmp = tmp_path_factory.mktemp("hal")
     with LiveServer(tmp) as live:
         live.start_agent("node1", cpus=2, extra=["--metrics-listen", f"127.0.0.1:{METRICS}"])
+        live.start_agent("node2", cpus=2)
         with live.client() as c:
             wait_until(
-                lambda: "node1" in {n.name for n in c.nodes() if n.state == "UP"},
-                message="the agent to register",
+                lambda: {"node1", "node2"} <= {n.name for n in c.nodes() if n.state == "UP"},
+                message="the agents to register",
             )
         yield live
 
@@ -85,7 +87,7 @@ echo written inside > inside.txt
 def test_the_batch_script_runs_in_the_image(
     server: LiveServer, image: Path, tmp_path: Path
 ) -> None:
-    job = _submit(server, tmp_path, SCRIPT, "--mem=100M", "-o", "out.txt")
+    job = _submit(server, tmp_path, SCRIPT, "-w", "node1", "--mem=100M", "-o", "out.txt")
     out = tmp_path / "out.txt"
     assert _ended(server, job) == "COMPLETED", out.read_text() if out.exists() else ""
     lines = out.read_text().splitlines()
@@ -111,6 +113,8 @@ def test_a_second_job_reuses_the_loaded_image(
             tmp_path,
             "#!/bin/sh\ncat /etc/hal-test-image\n",
             "--container=img@1",
+            "-w",
+            "node1",
             "-o",
             f"{i}.out",
         )
@@ -126,6 +130,27 @@ def _loads() -> float:
     found = re.search(r'^hal_agent_container_image_loads_total\{node="node1"\} (\S+)$', text, re.M)
     assert found, text[-2000:]
     return float(found.group(1))
+
+
+def test_the_jobs_other_nodes_load_its_image_when_it_starts(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    path = make_image(make_rootfs(tmp_path / "rootfs", "ahead"), tmp_path / "ahead.oci.tar")
+    assert server.cli("artifact", "push", "ahead@1", str(path)).returncode == 0
+    sha = file_sha256(path)
+    records = [server.data_dir / f"agents/{n}/artifacts/.images/{sha}" for n in ("node1", "node2")]
+    script = "#!/bin/sh\ncat /etc/hal-test-image\n"
+    job = _submit(server, tmp_path, script, "-N2", "-w", "node1,node2", "--container=ahead@1")
+    image_id = image_facts(path).image_id
+    try:
+        assert _ended(server, job) == "COMPLETED"
+        assert (tmp_path / f"slurm-{job}.out").read_text() == "ahead\n"
+        # the batch node loaded it, and the other fetched, checked and loaded it when the
+        # job started, with no step there (the host's podman storage is shared: it found
+        # it loaded)
+        wait_until(lambda: all(r.exists() and r.read_text() == image_id for r in records), 30)
+    finally:
+        subprocess.run(["podman", "rmi", "--force", image_id], check=False)
 
 
 def test_over_rest_the_container_is_a_field(
