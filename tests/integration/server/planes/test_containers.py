@@ -243,6 +243,14 @@ def test_what_is_no_oci_image_is_refused_at_push(server: LiveServer, tmp_path: P
     text.write_text("hello\n")
     done = server.cli("artifact", "push", "notoci@1", str(text), "--kind", "image")
     assert done.returncode != 0 and "is not a tar file" in done.stderr
+    # over REST, the server refuses an "image" that is no tar at all
+    response = httpx.put(
+        f"{server.url}/v1/artifacts/notoci/1?kind=image",
+        content=b"hello, not a tar\n",
+        headers={"Authorization": f"Bearer {server.token}"},
+        timeout=30,
+    )
+    assert response.status_code == 400 and "podman save" in response.text, response.text
     assert "notoci" not in server.cli("artifact", "list").stdout
 
 
