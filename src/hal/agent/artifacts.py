@@ -80,6 +80,8 @@ class ArtifactCache:
         self.fetches = 0  # downloads made (metrics, tests)
         self.fetched_bytes = 0
         self._deploys = 0
+        # told the name of each copy eviction removes (container images: hal.agent.containers)
+        self.on_remove: list[Callable[[str], None]] = []
 
     async def deploy(
         self, job_id: int, pins: Iterable[ArtifactPin], environment: dict[str, str]
@@ -94,6 +96,14 @@ class ArtifactCache:
                 await asyncio.to_thread(self.evict, set(self.live_jobs()))
             return _environment(pins, places, environment)
         except OSError as err:  # this node's disk, not the artifact
+            raise ArtifactError(f"cannot keep a copy on this node: {err}") from err
+
+    async def copy(self, job_id: int, pin: ArtifactPin) -> Path:
+        """The folder of ``pin``'s copy here (fetched first if new), held for the job."""
+        try:
+            self.hold(job_id, [copy_name(pin)])
+            return await self._ensure(pin)
+        except OSError as err:
             raise ArtifactError(f"cannot keep a copy on this node: {err}") from err
 
     def hold(self, job_id: int, copies: list[str]) -> None:
@@ -181,6 +191,8 @@ class ArtifactCache:
             remove_tree(place)
             total -= size
             log.info("artifact copy %s removed: the cache is over its limit", place.name[:12])
+            for removed in self.on_remove:
+                removed(place.name)
 
 
 def copy_name(pin: ArtifactPin) -> str:

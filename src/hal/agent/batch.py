@@ -29,6 +29,7 @@ from functools import partial
 
 from hal.agent.artifacts import ArtifactCache, ArtifactError
 from hal.agent.channel import AgentChannelError
+from hal.agent.containers import ContainerError, Containers, Prepared, container_plan
 from hal.agent.cpus import CpuPool
 from hal.agent.events import (
     Event,
@@ -102,6 +103,7 @@ class BatchShell:
         cpus: CpuPool | None = None,
         artifacts: ArtifactCache | None = None,
         pyenvs: PythonEnvs | None = None,
+        containers: Containers | None = None,
     ) -> None:
         self.node = node
         self.agent = agent  # the agent's cgroup name (its job markers)
@@ -114,6 +116,7 @@ class BatchShell:
         self.cpus = cpus or CpuPool()
         self.artifacts = artifacts
         self.pyenvs = pyenvs  # the jobs' Python environments (--python-env)
+        self.containers = containers  # the jobs' images (--container)
         # known once the agent runs (``AgentShell.run`` sets them)
         self.isolation = Isolation("none")
         self.gpus = GpuInventory()
@@ -128,7 +131,7 @@ class BatchShell:
         match command:
             case SpawnJob():
                 launch = command.launch
-                if launch.artifacts or launch.python_env:  # first: they may take a while
+                if launch.artifacts or launch.python_env or launch.container:  # may take a while
                     self._work.put_nowait(partial(self._deploy_then_spawn, command))
                     return []
                 return self._spawn(command)
@@ -191,6 +194,8 @@ class BatchShell:
                 await self.artifacts.deploy(prefetch.job_id, prefetch.artifacts, {})
             if prefetch.python_env is not None and self.pyenvs is not None:
                 await self.pyenvs.activate(prefetch.job_id, prefetch.python_env, {})
+            if prefetch.container is not None and self.containers is not None:
+                await self.containers.prepare(prefetch.job_id, prefetch.container)
         except Exception as err:
             log.warning("job %d: not fetched ahead: %s", prefetch.job_id, err)
 
@@ -198,6 +203,7 @@ class BatchShell:
         launch = command.launch
         env = launch.environment
         what = "artifact"
+        prepared: Prepared | None = None
         try:
             if launch.artifacts:
                 assert self.artifacts is not None
@@ -207,14 +213,24 @@ class BatchShell:
                 if self.pyenvs is None:
                     raise PythonEnvError("this agent does not build Python environments")
                 env = await self.pyenvs.activate(launch.job_id, launch.python_env, env)
+            if launch.container is not None:
+                what = "container"
+                if self.containers is None:
+                    raise ContainerError("this agent does not run containers")
+                prepared = await self.containers.prepare(launch.job_id, launch.container)
         except Exception as err:  # whatever it was, the job fails saying so, never hangs
-            if not isinstance(err, ArtifactError | AgentChannelError | PythonEnvError):
+            known = ArtifactError | AgentChannelError | PythonEnvError | ContainerError
+            if not isinstance(err, known):
                 log.exception("deploying job %d's %s", launch.job_id, what)
             message = f"cannot launch job {launch.job_id} on {self.node}: {what}: {err}"
             log.error("%s", message)
-            if isinstance(err, PythonEnvError):  # its owner looks there first
+            if isinstance(err, PythonEnvError | ContainerError):  # its owner looks there first
                 await asyncio.to_thread(
-                    write_job_error, launch, self.node, str(err), self.unknown_users_as_agent
+                    write_job_error,
+                    launch,
+                    self.node,
+                    f"{what}: {err}",
+                    self.unknown_users_as_agent,
                 )
             self._feed(LaunchFailed(launch.job_id, launch.attempt, message, self.clock.now()))
             return
@@ -226,10 +242,10 @@ class BatchShell:
             self._feed(LaunchFailed(launch.job_id, launch.attempt, why, self.clock.now()))
             return
         launch = launch.model_copy(update={"environment": env})
-        for event in self._spawn(SpawnJob(launch, command.record)):
+        for event in self._spawn(SpawnJob(launch, command.record), prepared):
             self._feed(event)
 
-    def _spawn(self, command: SpawnJob) -> list[Event]:
+    def _spawn(self, command: SpawnJob, container: Prepared | None = None) -> list[Event]:
         launch = command.launch
         job_dir = self.store.job_dir(launch.job_id, launch.attempt)
         key = (launch.job_id, launch.attempt)
@@ -243,6 +259,18 @@ class BatchShell:
                 denied_gpus=denied_gpus(self.gpus, self.isolation.devices, launch.gpu_ids),
                 cpu_ids=self.cpus.take(key, launch.cpus),
             )
+            if container is not None:
+                assert self.containers is not None
+                plan = container_plan(
+                    plan,
+                    container,
+                    self.containers.runtime(),
+                    name=f"hal-{self.agent}-{launch.job_id}.{launch.attempt}",
+                    isolation=self.isolation,
+                    group=self.isolation.group_path(launch.job_id, launch.attempt),
+                    gpus=launch.gpu_ids,
+                    gpu_minors=self.gpus.minors,
+                )
             owner = (plan.uid, plan.gid) if plan.uid is not None and plan.gid is not None else None
             self.store.create(command.record, launch.script, owner, plan.to_json())
             started_r, started_w = os.pipe()

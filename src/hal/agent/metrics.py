@@ -27,6 +27,9 @@ node's own view, worth scraping when the control plane's is in doubt:
 ``hal_agent_python_env_builds_total``       counter  ``node``, ``result`` (built, failed):
                                                      Python environments built here
                                                      (docs/user/environments.md)
+``hal_agent_container_image_loads_total``   counter  ``node``: images loaded into podman
+                                                     here (--container; one already
+                                                     loaded is none)
 ``hal_agent_last_sync_timestamp_seconds``   gauge    ``node``
 ``hal_agent_gpu_utilization_percent``       gauge    ``node``, ``gpu``: the percent of NVML's
                                                      last sample period a kernel ran
@@ -58,6 +61,7 @@ from prometheus_client.registry import Collector
 
 from hal import __version__
 from hal.agent.artifacts import ArtifactCache
+from hal.agent.containers import Containers
 from hal.agent.gpuusage import DeviceGpu
 from hal.agent.pyenvs import PythonEnvs
 from hal.agent.records import JobRecord, Phase
@@ -108,9 +112,11 @@ class AgentCollector(Collector):
         gpu_problems: Callable[[], list[str] | None] = lambda: None,
         artifacts: ArtifactCache | None = None,
         pyenvs: PythonEnvs | None = None,
+        containers: Containers | None = None,
     ) -> None:
         self.artifacts = artifacts
         self.pyenvs = pyenvs
+        self.containers = containers
         self.node = node
         self.counters = counters
         self.jobs = jobs
@@ -190,6 +196,11 @@ class AgentCollector(Collector):
                 "hal_agent_artifact_fetched_bytes",
                 "Bytes of artifacts fetched from the control plane.",
                 self.artifacts.fetched_bytes if self.artifacts else 0,
+            ),
+            (
+                "hal_agent_container_image_loads",
+                "Container images loaded into podman here (one already loaded is none).",
+                self.containers.loads if self.containers else 0,
             ),
         ):
             counter = CounterMetricFamily(name, text, labels=["node"])

@@ -296,7 +296,7 @@ def write_job_error(launch: Launch, node: str, message: str, unknown_users_as_ag
         try:
             if run_as.uid is not None and os.geteuid() == 0:
                 os.fchown(fd, run_as.uid, run_as.gid if run_as.gid is not None else -1)
-            os.write(fd, f"hal: python-env: {message}\n".encode())
+            os.write(fd, f"hal: {message}\n".encode())
         finally:
             os.close(fd)
     except Exception as err:  # the job fails all the same; its reason says why

@@ -55,6 +55,7 @@ from hal.agent.channel import (
     OutputChannel,
 )
 from hal.agent.config import AgentConfig, host_cpus, host_memory_bytes
+from hal.agent.containers import Containers
 from hal.agent.cpus import cpu_pool, fence_choice
 from hal.agent.events import (
     CancelRequested,
@@ -197,6 +198,8 @@ class AgentShell:
         )
         # the jobs' Python environments (docs/user/environments.md), in the same cache
         self.pyenvs = PythonEnvs(self.artifacts)
+        # and their containers' images (hal.agent.containers), loaded from that cache
+        self.containers = Containers(self.artifacts, self.artifacts.root.parent / "containers")
         # the I/O halves of batch jobs and job steps, which carry out the machine's commands
         self.batch = BatchShell(
             config.node,
@@ -210,6 +213,7 @@ class AgentShell:
             cpus=self.cpus,
             artifacts=self.artifacts,
             pyenvs=self.pyenvs,
+            containers=self.containers,
         )
         self.steps = StepShell(
             config.node,
@@ -222,6 +226,7 @@ class AgentShell:
             cpus=self.cpus,
             artifacts=self.artifacts,
             pyenvs=self.pyenvs,
+            containers=self.containers,
         )
 
     # -- life ---------------------------------------------------------------------------
@@ -325,6 +330,7 @@ class AgentShell:
             gpu_problems=lambda: self.usage.gpu_problems,
             artifacts=self.artifacts,
             pyenvs=self.pyenvs,
+            containers=self.containers,
         )
         try:
             server = await start_metrics_server(listen, agent_registry(collector))

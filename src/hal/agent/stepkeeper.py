@@ -43,6 +43,7 @@ import resource
 import signal
 import termios
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -67,6 +68,8 @@ ENDS_FILE = "ends"  # "rank code" a line, as each task ends (srun -K reads it me
 STOPPED_FILE = "stopped"  # the agent's: the job is suspended, a task starting stops
 STARTED = b"T"
 OUTPUT_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+# variables a container does not take from the job: the image's PATH, podman's own
+_NOT_PASSED = frozenset({"PATH", "HOSTNAME", "container", "CONTAINERS_CONF"})
 PTY_DRAIN_SECONDS = 2.0  # after the tasks, for the feeder to copy the terminal's last output
 
 
@@ -101,6 +104,11 @@ class KeeperPlan:
     # srun --pty: rank 0 runs in a pseudo-terminal of (rows, columns), its stdin, stdout
     # and stderr, and its controlling terminal (``step_input.feed`` pumps it); (): none
     pty: tuple[int, ...] = ()
+    # --container (hal.agent.containers): ``podman run`` and its options, the image
+    # arguments after the tasks' variables, and HAL's containers.conf; (): none
+    container: tuple[str, ...] = ()
+    container_image: tuple[str, ...] = ()
+    container_conf: str = ""
 
     def to_json(self) -> str:
         return json.dumps({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
@@ -116,6 +124,8 @@ class KeeperPlan:
         data["rank_input"] = tuple(data.get("rank_input", ()))
         data["relayed"] = tuple(data.get("relayed", ()))
         data["pty"] = tuple(data.get("pty", ()))
+        data["container"] = tuple(data.get("container", ()))
+        data["container_image"] = tuple(data.get("container_image", ()))
         if data["groups"] is not None:
             data["groups"] = tuple(data["groups"])
         return cls(**data)
@@ -379,6 +389,13 @@ def _open_input(path: str) -> int:
         raise _NoInput(f"{NO_INPUT} {path}: {error.strerror}") from None
 
 
+def env_flags(env: Iterable[str]) -> list[str]:
+    """A container's variables (``--container``; hal.agent.containers): the job's, passed
+    to ``podman run`` by name (it takes their values from its own environment), but for
+    the image's ``PATH`` and podman's own."""
+    return [f"--env={v}" for v in sorted(env) if v not in _NOT_PASSED]
+
+
 def _exec_task(
     plan: KeeperPlan,
     isolation: Isolation,
@@ -393,19 +410,32 @@ def _exec_task(
         os.setsid()  # its own session and group: signalled and killed as one
         isolation.enter(plan.group, plan.memory_bytes, gpus=plan.gpus)
         bind(plan.cpu_ids)
+        # in a container, podman runs as root and starts the task as the user: the
+        # user's files are opened as the user all the same (the effective ids)
+        root = os.geteuid() == 0 and bool(plan.container)
         if plan.groups is not None:
             os.setgroups(list(plan.groups))
-        if plan.gid is not None:
+        if plan.gid is not None and root:
+            os.setegid(plan.gid)
+        elif plan.gid is not None:
             os.setgid(plan.gid)
         if plan.terminal and rank == 0 and plan.uid is not None:
             os.fchown(stdin, plan.uid, -1)  # its terminal is its own, as login's
             os.fchmod(stdin, 0o620)
-        if plan.uid is not None:
+        if plan.uid is not None and root:
+            os.seteuid(plan.uid)
+        elif plan.uid is not None:
             os.setuid(plan.uid)
         if plan.umask >= 0:
             os.umask(plan.umask)
         os.chdir(plan.workdir)
         os.dup2(stdin if stdin >= 0 else _open_input(plan.stdin(rank)), 0)  # as its user
+        if plan.container:
+            if root:
+                os.seteuid(0)
+                os.setegid(0)
+            argv = (*plan.container, *env_flags(env), *plan.container_image, *argv)
+            env = {**env, "CONTAINERS_CONF": plan.container_conf}
         if plan.terminal and rank == 0:  # its pseudo-terminal: all three, and controlling
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
             out = err = 0

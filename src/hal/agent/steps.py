@@ -44,11 +44,21 @@ import os
 import shutil
 import signal
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from hal.agent.artifacts import ArtifactCache, ArtifactError
 from hal.agent.channel import AgentChannelError
+from hal.agent.containers import (
+    ContainerError,
+    Containers,
+    Prepared,
+    Shape,
+    cgroup_parent,
+    image_args,
+    mounts,
+    run_options,
+)
 from hal.agent.cpus import CpuPool
 from hal.agent.environment import (
     MARKER,
@@ -207,6 +217,7 @@ class StepShell:
         cpus: CpuPool | None = None,
         artifacts: ArtifactCache | None = None,
         pyenvs: PythonEnvs | None = None,
+        containers: Containers | None = None,
     ) -> None:
         self.node = node
         self.agent = agent
@@ -220,6 +231,7 @@ class StepShell:
         self.gpus = GpuInventory()  # the node's (its device minors: device isolation)
         self.artifacts = artifacts  # the jobs' artifacts, deployed before a step starts
         self.pyenvs = pyenvs  # and their Python environments, activated in its tasks
+        self.containers = containers  # and their images, which the tasks run in
         # the host CPUs jobs are bound to (the agent's pool, shared with batch scripts)
         self.cpus = cpus or CpuPool()
         # the agent's launcher (``AgentShell.run`` sets it); else one of its own, started
@@ -382,6 +394,7 @@ class StepShell:
 
     async def _start(self, part: _Part) -> None:
         launch, key = part.launch, part.key
+        prepared: Prepared | None = None
         try:
             env, user = self._environment(launch)
             pins = launch.launch.artifacts
@@ -390,14 +403,19 @@ class StepShell:
             wanted = launch.launch.python_env
             if wanted is not None and self.pyenvs is not None:
                 env = await self.pyenvs.activate(launch.job_id, wanted, env)
+            if launch.launch.container is not None:
+                if self.containers is None:
+                    raise ContainerError("this agent does not run containers")
+                prepared = await self.containers.prepare(launch.job_id, launch.launch.container)
         except Exception as err:  # whatever it was, the step fails saying so, never hangs
-            if not isinstance(
-                err, LaunchError | ArtifactError | AgentChannelError | PythonEnvError
-            ):
+            known = LaunchError | ArtifactError | AgentChannelError | PythonEnvError
+            if not isinstance(err, known | ContainerError):
                 log.exception("starting step %d.%d", launch.job_id, launch.step_id)
             why = str(err)
             if isinstance(err, PythonEnvError):
                 why = f"python-env: {err}"
+            elif isinstance(err, ContainerError):
+                why = f"container: {err}"
             elif not isinstance(err, LaunchError):
                 why = f"artifact: {err}"
             self._feed(StepLaunchFailed(key, why, self.clock.now()))
@@ -447,6 +465,8 @@ class StepShell:
             relayed=tuple(r for r in launch.relay_ranks if r in launch.ranks),
             pty=tuple(launch.pty),
         )
+        if prepared is not None:
+            plan = self._in_container(plan, prepared, launch, job)
         try:
             reply = await self._start_keeper(part, plan, made)
         except OSError as err:
@@ -460,6 +480,36 @@ class StepShell:
             return
         self._feed(StepStarted(key, self.clock.now()))
         await self._follow(part, keeper)
+
+    def _in_container(
+        self, plan: KeeperPlan, prepared: Prepared, launch: StepLaunch, job: tuple[int, int]
+    ) -> KeeperPlan:
+        """``plan`` with its tasks run in the job's container (hal.agent.containers): each
+        task its own ``podman run``, in the step's cgroup (cgroup2: the job's, as a
+        cgroup holding processes cannot hold the container's), with the job's memory and
+        CPUs and the step's GPUs."""
+        assert self.containers is not None
+        runtime = self.containers.runtime()
+        group = plan.group if self.isolation.kind != "cgroup2" else self.isolation.group_path(*job)
+        gpus = launch.gpu_ids if launch.gpu_ids is not None else launch.launch.gpu_ids
+        shape = Shape(
+            uid=plan.uid,
+            gid=plan.gid,
+            groups=plan.groups or (),
+            workdir=plan.workdir,
+            mounts=tuple(mounts(plan.workdir)),
+            cgroup_parent=cgroup_parent(self.isolation, group),
+            memory_bytes=plan.memory_bytes,
+            cpu_ids=plan.cpu_ids,
+            gpus=tuple(gpus),
+            gpu_minors=self.gpus.minors,
+        )
+        return replace(
+            plan,
+            container=tuple(run_options(runtime, shape)),
+            container_image=tuple(image_args(prepared)),
+            container_conf=runtime.conf,
+        )
 
     async def _start_keeper(self, part: _Part, plan: KeeperPlan, made: bool) -> LaunchReply:
         """Write the part's folder and have the step launcher fork its keeper; the "T" it

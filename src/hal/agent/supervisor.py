@@ -88,6 +88,10 @@ class StepPlan:
     umask: int | None = None  # the submitter's (SLURM_UMASK); None: the agent's
     denied_gpus: tuple[int, ...] = ()  # /dev/nvidia<minor>s the job may not open
     cpu_ids: tuple[int, ...] = ()  # the host CPUs it is bound to (hal.agent.cpus; (): none)
+    # argv is a container runtime's (--container; hal.agent.containers): it runs as the
+    # agent's user, which starts the container as ``uid``; the output files are opened
+    # as ``uid`` all the same
+    runtime: bool = False
 
     def to_json(self) -> str:
         # shallow (``asdict`` copies ``env`` and every tuple first): the same JSON
@@ -392,11 +396,17 @@ def _exec_job(plan: StepPlan, isolation: Isolation, group: str, err_w: int) -> N
         stage = "enter the job's cgroup or limits"
         isolation.enter(group, plan.memory_bytes, gpus=plan.gpus)
         bind(plan.cpu_ids)
-        if plan.uid is not None and plan.gid is not None:
+        as_user = plan.uid is not None and plan.gid is not None
+        if as_user:
+            assert plan.uid is not None and plan.gid is not None
             stage = f"switch to uid {plan.uid}"
             os.setgroups(list(plan.groups))
-            os.setgid(plan.gid)
-            os.setuid(plan.uid)
+            if plan.runtime:  # the user's ids until the files are open, then root's
+                os.setegid(plan.gid)
+                os.seteuid(plan.uid)
+            else:
+                os.setgid(plan.gid)
+                os.setuid(plan.uid)
         if plan.umask is not None:
             os.umask(plan.umask)
         # Output files are opened as the job's user and with its umask, so root never
@@ -428,6 +438,10 @@ def _exec_job(plan: StepPlan, isolation: Isolation, group: str, err_w: int) -> N
         os.close(out)
         if moved:
             os.write(2, moved)
+        if as_user and plan.runtime:
+            stage = "start the container runtime as root"
+            os.seteuid(0)
+            os.setegid(0)
         stage = "reset signals"
         restore_signals()
         env = dict(plan.env)

@@ -10,6 +10,7 @@ from hal.api.dependency_view import dependency_shown
 from hal.api.errors import field_path
 from hal.core.artifacts import ArtifactRef, parse_requests
 from hal.core.cloud_costs import RATE, rate_of, run_cost
+from hal.core.container import Container, parse_container
 from hal.core.data import expand_datasets, parse_data_keys
 from hal.core.errors import InvalidRequest
 from hal.core.feedback import format_goals, parse_goals
@@ -178,6 +179,7 @@ class _Inputs(TypedDict):
     data: tuple[str, ...]
     artifacts: tuple[ArtifactRef, ...]
     python_env: PythonEnv | None
+    container: Container | None
 
 
 class _Accounting(TypedDict):
@@ -345,6 +347,7 @@ def _inputs(req: JobSubmit, datasets: Mapping[str, tuple[str, ...]]) -> _Inputs:
         data=data,
         artifacts=artifacts,
         python_env=make_python_env(req.python_env) if req.python_env else None,
+        container=parse_container(req.container) if req.container is not None else None,
     )
 
 
@@ -506,6 +509,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         data=list(spec.data),
         artifacts=[f"{a}" for a in spec.artifacts],
         python_env=f"{spec.python_env.kind}:{spec.python_env.sha256}" if spec.python_env else None,
+        container=str(spec.container) if spec.container else None,
         near=[str(r) for r in spec.near],
         apart=[str(r) for r in spec.apart],
         feedback_goal=format_goals(spec.feedback_goals),

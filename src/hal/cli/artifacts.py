@@ -23,10 +23,11 @@ def add_commands(sub: Any) -> None:
     push.add_argument("file", type=Path, metavar="FILE", help="a tar or zip archive, or a program")
     push.add_argument(
         "--kind",
-        choices=("archive", "program"),
+        choices=("archive", "program", "image"),
         default=None,
-        help="archive: the nodes unpack it; program: kept as it is (default: an archive "
-        "when FILE ends .tar, .tar.gz, .tgz, .tar.bz2, .tbz2, .tar.xz, .txz or .zip)",
+        help="archive: the nodes unpack it; program: kept as it is; image: an OCI image "
+        "tarball jobs run in with --container (default: an image when FILE ends .oci.tar, "
+        "an archive when it ends .tar, .tar.gz, .tgz, .tar.bz2, .tbz2, .tar.xz, .txz or .zip)",
     )
     push.add_argument("--json", action="store_true")
     push.set_defaults(func=cmd_push)

@@ -13,7 +13,7 @@ from urllib.parse import quote
 import httpx
 
 from hal.client.transport import Response
-from hal.core.artifacts import PROGRAM, check_kind, kind_of_name
+from hal.core.artifacts import IMAGE, PROGRAM, check_kind, kind_of_name
 from hal.core.errors import InvalidRequest, Unavailable
 from hal.wire.artifacts import KIND_HEADER, SHA256_HEADER
 
@@ -47,7 +47,12 @@ def push(
             "program); pack a folder first (tar czf NAME.tgz FOLDER)"
         )
     headers = {SHA256_HEADER: file_sha256(path), "Content-Type": "application/octet-stream"}
-    params = {"kind": check_kind(kind) if kind else kind_of_name(path.name)}
+    kind = check_kind(kind) if kind else kind_of_name(path.name)
+    if kind == IMAGE:
+        from hal.host.oci import image_facts
+
+        image_facts(path)  # refused here, before the upload, when it is no OCI image
+    params = {"kind": kind}
     with _http(client) as http, open(path, "rb") as f:
         try:
             url = path_of(name, version)

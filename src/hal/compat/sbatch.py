@@ -100,6 +100,7 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("data", ("data",)),
     Opt("artifact", ("artifact",)),
     Opt("python_env", ("python-env",)),
+    Opt("container", ("container",)),
     Opt("comment", ("comment",)),
     Opt("open_mode", ("open-mode",)),
     Opt("wckey", ("wckey",)),
@@ -938,19 +939,7 @@ def _scheduling(
         from hal.core.data import parse_data_keys
 
         fields["data"] = list(parse_data_keys(data))
-    artifacts = text("artifact")
-    if artifacts is not None:
-        from hal.core.artifacts import parse_requests
-
-        parse_requests([artifacts])  # sbatch's own refusal, before any round trip
-        fields["artifacts"] = [artifacts.strip()]
-    python_env = text("python_env")
-    if python_env is not None:
-        from hal.core.pyenv import make_python_env, read_lock
-
-        files = read_lock(python_env.strip())  # read here: the server cannot see this host
-        make_python_env(files)  # sbatch's own refusal (an unpinned line), before the trip
-        fields["python_env"] = files
+    _software(text("artifact"), text("python_env"), text("container"), fields)
     mail_type = text("mail_type")
     if mail_type is not None:
         from hal.slurm.mail import parse_mail_type
@@ -1025,6 +1014,32 @@ def _scheduling(
         if not re.match(r"^[+-]?\d+$", nice.strip()):
             raise InvalidRequest(f"--nice needs an integer, got {nice!r}", field="nice")
         fields["nice"] = int(nice)
+
+
+def _software(
+    artifacts: str | None,
+    python_env: str | None,
+    container: str | None,
+    fields: dict[str, object],
+) -> None:
+    """``--artifact``, ``--python-env`` and ``--container``, refused here (before any
+    round trip) when the server would refuse them."""
+    if artifacts is not None:
+        from hal.core.artifacts import parse_requests
+
+        parse_requests([artifacts])  # sbatch's own refusal, before any round trip
+        fields["artifacts"] = [artifacts.strip()]
+    if python_env is not None:
+        from hal.core.pyenv import make_python_env, read_lock
+
+        files = read_lock(python_env.strip())  # read here: the server cannot see this host
+        make_python_env(files)  # sbatch's own refusal (an unpinned line), before the trip
+        fields["python_env"] = files
+    if container is not None:
+        from hal.core.container import parse_container
+
+        parse_container(container)  # sbatch's own refusal, before any round trip
+        fields["container"] = container.strip()
 
 
 def _time_min(text: str, limit: object, environ: Mapping[str, str]) -> int:
@@ -1103,6 +1118,7 @@ Options HAL accepts (anything else is refused with an error):
       --data=key[,key...]    input cache keys: placed near them, staged ahead (HAL)
       --artifact=name[@version][,...]  published software the job runs (HAL)
       --python-env=lockfile  a Python environment built from it on each node (HAL)
+      --container=name@version|/bundle  run in this image artifact or OCI bundle (HAL)
       --reservation=name     run in this advance reservation (scontrol show res)
   -L, --licenses=list        licenses held while the job runs, e.g. matlab:2,ansys
       --mail-type=type       mail on BEGIN, END, FAIL, REQUEUE, INVALID_DEPEND, ALL,

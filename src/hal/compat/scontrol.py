@@ -432,6 +432,7 @@ def job_record(job: JobInfo, now: float) -> list[str]:
         *([f"Artifacts={','.join(job.artifacts)}"] if job.artifacts else []),
         # HAL's --python-env (docs/user/environments.md): its kind and lock's sha256
         *([f"PythonEnv={job.python_env}"] if job.python_env else []),
+        *([f"Container={job.container}"] if job.container else []),
         # HAL's --near/--apart rules (docs/harmonic.md): only on the jobs that have some
         *([f"Near={','.join(job.near)}"] if job.near else []),
         *([f"Apart={','.join(job.apart)}"] if job.apart else []),

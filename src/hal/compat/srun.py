@@ -172,6 +172,7 @@ OPTIONS = (
     Opt("exclude", ("exclude",), "x"),
     Opt("licenses", ("licenses",), "L"),
     Opt("artifact", ("artifact",)),
+    Opt("container", ("container",)),
     Opt("near", ("near",)),
     Opt("apart", ("apart",)),
     Opt("latency_sensitive", ("latency-sensitive",), arg=Arg.NONE),
@@ -184,7 +185,16 @@ OPTIONS = (
 # srun.1's input variables of those options (a command-line option wins)
 ENV_OPTIONS = {"SLURM_SIGNAL": "signal", "SLURM_NO_KILL": "no_kill"}
 ALLOCATION_ONLY = frozenset(
-    {"constraint", "exclude", "licenses", "artifact", "near", "apart", "latency_sensitive"}
+    {
+        "constraint",
+        "exclude",
+        "licenses",
+        "artifact",
+        "container",
+        "near",
+        "apart",
+        "latency_sensitive",
+    }
 )
 _COUNTS = frozenset({"ntasks", "cpus_per_task", "ntasks_per_node"})  # positive integers
 

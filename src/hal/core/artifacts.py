@@ -22,9 +22,11 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
 SHA256 = re.compile(r"[0-9a-f]{64}")
 LATEST = "latest"  # a version no one may publish: "the newest one, pinned at submission"
 # what a version's file is: an archive the nodes unpack (tar, compressed or not, or zip),
-# or a program they keep as it is
-ARCHIVE, PROGRAM = "archive", "program"
-KINDS = (ARCHIVE, PROGRAM)
+# a program they keep as it is, or an OCI image (a layout tarball) jobs run in with
+# ``--container`` (hal.core.container)
+ARCHIVE, PROGRAM, IMAGE = "archive", "program", "image"
+KINDS = (ARCHIVE, PROGRAM, IMAGE)
+IMAGE_SUFFIXES = (".oci.tar", ".oci")
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".zip")
 # the first bytes of each: gzip, bzip2, xz, zip (a local file header), tar ("ustar" at 257)
 HEAD = 512  # the first bytes, which tell an archive and its kind (``kind_of_content``)
@@ -66,7 +68,10 @@ class Artifact:
 
 def kind_of_name(file_name: str) -> str:
     """What ``hal artifact push`` calls a file: an archive by its suffix, else a program
-    (a Python zipapp ``.pyz`` or a self-extracting installer is a program)."""
+    (a Python zipapp ``.pyz`` or a self-extracting installer is a program); an image by
+    ``.oci.tar`` (``podman save --format oci-archive``)."""
+    if file_name.lower().endswith(IMAGE_SUFFIXES):
+        return IMAGE
     return ARCHIVE if file_name.lower().endswith(ARCHIVE_SUFFIXES) else PROGRAM
 
 
@@ -90,8 +95,8 @@ def suffix_of(head: bytes) -> str:
 def check_kind(kind: str) -> str:
     if kind not in KINDS:
         raise InvalidRequest(
-            f"artifact kind {kind!r} is not known: use archive (unpacked on the nodes) or "
-            "program (kept as it is)",
+            f"artifact kind {kind!r} is not known: use archive (unpacked on the nodes), "
+            "program (kept as it is) or image (an OCI image tarball, for --container)",
             field="kind",
         )
     return kind

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from hal.core.artifacts import ArtifactRef
+from hal.core.container import Container
 from hal.core.job_rules import JobRule
 from hal.core.pyenv import PythonEnv
 from hal.core.resources import ResourceVector
@@ -204,6 +205,8 @@ class JobSpec:
     artifacts: tuple[ArtifactRef, ...] = ()
     # --python-env: the lock its nodes build a Python environment from (hal.core.pyenv)
     python_env: PythonEnv | None = None
+    # --container: the image (or OCI bundle) it runs in (hal.core.container)
+    container: Container | None = None
     # --near / --apart: placement rules towards other jobs (``hal.core.job_rules``)
     near: tuple[JobRule, ...] = ()
     apart: tuple[JobRule, ...] = ()

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hal.config.model import HalConfig
+from hal.core.container import check_pinned
 from hal.core.errors import InvalidRequest
 from hal.core.job import HetSpec, Job, JobSpec
 from hal.htc.process import BrokerProcess
@@ -81,6 +82,10 @@ class Services:
         content's digest, so a later push changes no submitted job."""
         if spec.artifacts:
             spec = spec.with_changes(artifacts=self.artifacts.pin(spec.artifacts, where))
+        if spec.container is not None and spec.container.image is not None:
+            (image,) = self.artifacts.pin([spec.container.image], where)
+            container = check_pinned(replace(spec.container, image=image))
+            spec = spec.with_changes(container=container)
         return spec
 
     async def prime(self, specs: Iterable[JobSpec]) -> None:

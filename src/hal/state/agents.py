@@ -148,14 +148,17 @@ def send_launch(cluster: Cluster, job: Job) -> None:
     feedback_environment(cluster, job, launch.environment)
     session.unconfirmed[job.id] = (launch, cluster.clock.now())
     session.push(launch)
-    ahead = launch.artifacts or launch.python_env
+    ahead = launch.artifacts or launch.python_env or launch.container
     if ahead and job.allocation is not None:  # the other nodes fetch (and build) them now
         for node in job.allocation.nodes[1:]:
             other = cluster.agent_sessions.get(node)
             if other is not None:
                 other.push(
                     Prefetch(
-                        job_id=job.id, artifacts=launch.artifacts, python_env=launch.python_env
+                        job_id=job.id,
+                        artifacts=launch.artifacts,
+                        python_env=launch.python_env,
+                        container=launch.container,
                     )
                 )
 

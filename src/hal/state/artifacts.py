@@ -25,6 +25,7 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 
 from hal.core.artifacts import (
     HEAD,
+    IMAGE,
     LATEST,
     Artifact,
     ArtifactRef,
@@ -38,7 +39,7 @@ from hal.state import schema
 from hal.state.store import sql_store
 
 if TYPE_CHECKING:
-    from hal.core.job import Job
+    from hal.core.job import Job, JobSpec
     from hal.state.cluster import Caller, Cluster
 
 PIECE = 4 * 1024 * 1024
@@ -188,6 +189,12 @@ class Registry:
                     "on the way; send it again"
                 )
             now, what = self.cluster.clock.now(), kind or kind_of_content(head)
+            if what == IMAGE and head[257:262] != b"ustar":
+                raise InvalidRequest(
+                    "an image is an OCI image layout tarball (an uncompressed tar): make "
+                    "one with `podman save --format oci-archive -o image.oci.tar IMAGE`",
+                    field="kind",
+                )
             new = Artifact(name, version, sha256, size, caller.name, now, what)
             found, added = await self.cluster.db(self._add, new, upload)
         finally:
@@ -272,7 +279,7 @@ class Registry:
         pinning = sorted(
             j.id
             for j in self.cluster.unfinished.values()
-            if any((a.name, a.version) == (found.name, found.version) for a in j.spec.artifacts)
+            if any((a.name, a.version) == (found.name, found.version) for a in _pins(j.spec))
         )
         if pinning:
             shown = ", ".join(map(str, pinning[:10])) + (" …" if len(pinning) > 10 else "")
@@ -296,3 +303,9 @@ class Registry:
 def _stored(conn: Connection, sha256: str) -> bool:
     b = schema.artifact_blobs
     return bool(conn.execute(select(func.count()).where(b.c.sha256 == sha256)).scalar_one())
+
+
+def _pins(spec: JobSpec) -> tuple[ArtifactRef, ...]:
+    """The artifacts a job pins: ``--artifact``'s, and ``--container``'s image."""
+    image = spec.container.image if spec.container is not None else None
+    return (*spec.artifacts, image) if image is not None else spec.artifacts

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from hal.core.artifacts import ArtifactRef
+from hal.core.container import Container
 from hal.core.job import (
     Allocation,
     ArraySpec,
@@ -67,6 +68,9 @@ def spec_to_json(spec: JobSpec) -> str:
             value = [[a.name, a.version, a.sha256, a.kind] for a in value]
         elif name == "python_env" and value is not None:
             value = [value.kind, value.sha256, [list(f) for f in value.files]]
+        elif name == "container" and value is not None:
+            i = value.image
+            value = [value.bundle, [i.name, i.version, i.sha256, i.kind] if i else None]
         elif name in _RULE_FIELDS:
             value = [[r.job_id, r.name, r.level, r.required] for r in value]
         d[name] = value
@@ -83,6 +87,9 @@ def spec_from_json(text: str, script: str) -> JobSpec:
     if d.get("python_env") is not None:
         kind, sha256, files = d["python_env"]
         d["python_env"] = PythonEnv(kind, sha256, tuple((str(n), str(c)) for n, c in files))
+    if d.get("container") is not None:
+        bundle, image = d["container"]
+        d["container"] = Container(ArtifactRef(*image) if image else None, str(bundle))
     for name in _TUPLE_FIELDS:
         d[name] = tuple(d.get(name, ()))
     for name in _RULE_FIELDS:

@@ -15,12 +15,13 @@ from collections.abc import Sequence
 
 import hostlist
 
+from hal.core.container import Container
 from hal.core.job import Allocation, Job
 from hal.core.resources import MiB
 from hal.observe.traceids import traceparent
 from hal.slurm.job_variables import describes_a_job
 from hal.slurm.steps import per_node_counts, tasks_per_node
-from hal.wire.agent import ArtifactPin, Launch, PythonEnvPin
+from hal.wire.agent import ArtifactPin, ContainerPin, Launch, PythonEnvPin
 
 
 @functools.lru_cache(maxsize=1024)
@@ -199,4 +200,13 @@ def build_launch(job: Job, cluster_name: str, het: Sequence[Job] = ()) -> Launch
             if spec.python_env
             else None
         ),
+        container=_container(spec.container),
     )
+
+
+def _container(container: Container | None) -> ContainerPin | None:
+    if container is None:
+        return None
+    i = container.image
+    image = ArtifactPin(name=i.name, version=i.version, sha256=i.sha256, kind=i.kind) if i else None
+    return ContainerPin(image=image, bundle=container.bundle)

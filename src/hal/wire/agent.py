@@ -301,6 +301,14 @@ class PythonEnvPin(WireModel):
     files: dict[str, str]  # file name -> content
 
 
+class ContainerPin(WireModel):
+    """A job's container (hal.core.container, hal.agent.containers): a published image
+    (kind ``image``), or an OCI bundle folder on the node."""
+
+    image: ArtifactPin | None = None
+    bundle: str = ""
+
+
 class Launch(WireModel):
     """Run a job's batch script on this node (the job's first node)."""
 
@@ -335,6 +343,8 @@ class Launch(WireModel):
     artifacts: list[ArtifactPin] = Field(default_factory=list)
     # --python-env: the environment the node builds (or reuses) and activates for it
     python_env: PythonEnvPin | None = None
+    # --container: the image (or bundle) the batch script and the steps run in
+    container: ContainerPin | None = None
 
 
 class Signal(WireModel):
@@ -461,6 +471,7 @@ class Prefetch(WireModel):
     job_id: int
     artifacts: list[ArtifactPin]
     python_env: PythonEnvPin | None = None
+    container: ContainerPin | None = None  # its image fetched, checked and loaded
 
 
 Instruction = Launch | Signal | Cancel | Limit | StepLaunch | StepInput | StepSignal | Prefetch

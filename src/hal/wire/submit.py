@@ -121,6 +121,9 @@ class JobSubmit:
     # --python-env: the lock files, {"requirements.txt": TEXT} or {"pyproject.toml": TEXT,
     # "uv.lock": TEXT}; each node builds the environment once (docs/user/environments.md)
     python_env: Annotated[dict[str, str] | None, MaxLen(2)] = None
+    # --container: "NAME[@VERSION]" (an image artifact) or an OCI bundle's absolute path;
+    # the job runs in it (docs/user/environments.md)
+    container: Annotated[str | None, MaxLen(4096)] = None
     reservation: Annotated[str, MaxLen(256)] = ""  # --reservation: run in this reservation
     licenses: Annotated[str | None, MaxLen(4096)] = None  # -L "matlab:2,ansys" (Slurm's)
     # the submitter's umask, 3-4 octal digits ("0022"): the job runs with it and finds it
