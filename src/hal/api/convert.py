@@ -140,6 +140,7 @@ class _Timing(TypedDict):
     hold: bool
     begin_time: float | None
     deadline: float | None
+    burst_after_s: float | None
     requeue: bool
     signal: SignalSpec | None
     priority: int | None
@@ -284,6 +285,7 @@ def _timing(
         hold=req.hold,
         begin_time=req.begin_time,
         deadline=req.deadline,
+        burst_after_s=req.burst_after_seconds,
         requeue=req.requeue,
         signal=parse_signal(req.signal) if req.signal else None,
         priority=req.priority,
@@ -450,6 +452,7 @@ def job_info(job: Job, cluster: Cluster) -> JobInfo:
         submit_time=job.submit_time,
         eligible_time=job.shown_eligible_time(cluster.clock.now()),
         deadline=job.spec.deadline,
+        burst_after_seconds=job.spec.burst_after_s,
         start_time=job.start_time,
         end_time=job.end_time,
         expected_start=_expected_start(job, cluster.clock.now()),

@@ -83,6 +83,7 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("hold", ("hold",), "H", N),
     Opt("begin", ("begin",), "b"),
     Opt("deadline", ("deadline",)),
+    Opt("burst_after", ("burst-after",)),
     Opt("mincpus", ("mincpus",)),
     Opt("requeue", ("requeue",), arg=N),
     Opt("no_requeue", ("no-requeue",), arg=N),
@@ -216,6 +217,7 @@ JOB_WIDE = (
     "hold",
     "begin",
     "deadline",
+    "burst_after",
     "time",
     "time_min",
     "requeue",
@@ -892,6 +894,12 @@ def _scheduling(
     time_min = text("time_min")
     if time_min is not None:
         fields["time_min_seconds"] = _time_min(time_min, fields.get("time_limit_seconds"), environ)
+    burst_after = text("burst_after")
+    if burst_after is not None:
+        from hal.cloud.burst import NEVER, parse_duration
+
+        patience = parse_duration(burst_after)
+        fields["burst_after_seconds"] = -1.0 if patience == NEVER else patience
     # array, dependency and signal travel as text (the server parses them with the same
     # functions); checking the syntax here gives the error before any network round trip.
     array = text("array")
@@ -1089,6 +1097,8 @@ Options HAL accepts (anything else is refused with an error):
       --feedback-goal=name:max|min[,...]  which way the job's reported metrics
                              are better (hal feedback; HAL)
       --data=key[,key...]    input cache keys: placed near them, staged ahead (HAL)
+      --burst-after=time|never  cloud nodes are made for it only when it would start
+                             here this much later than on them (10m, 2h; HAL)
       --artifact=name[@version][,...]  published software the job runs (HAL)
       --reservation=name     run in this advance reservation (scontrol show res)
   -L, --licenses=list        licenses held while the job runs, e.g. matlab:2,ansys

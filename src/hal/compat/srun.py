@@ -174,6 +174,7 @@ OPTIONS = (
     Opt("artifact", ("artifact",)),
     Opt("near", ("near",)),
     Opt("apart", ("apart",)),
+    Opt("burst_after", ("burst-after",)),
     # checked, and passed on to srun's own allocation; in a job they change nothing, as
     # Slurm 22.05.8's srun takes them there (docs/slurm-checks.md, Session 49)
     Opt("signal", ("signal",)),

@@ -40,7 +40,15 @@ from hal.core.node import check_features
 from hal.core.node_groups import PROVIDERS, NodeGroup
 from hal.core.resources import ResourceVector
 
-CLOUD_KEYS = ("interval_seconds", "pending_seconds", "server_url", "groups")
+CLOUD_KEYS = (
+    "interval_seconds",
+    "pending_seconds",
+    "server_url",
+    "burst_after",
+    "burst_after_by_qos",
+    "burst_after_by_partition",
+    "groups",
+)
 GROUP_KEYS = (
     "name",
     "provider",
@@ -53,6 +61,10 @@ GROUP_KEYS = (
     "price_per_hour",
     "idle_seconds",
     "boot_timeout_seconds",
+    "boot_seconds",
+    "interruption_rate",
+    "data_cache",
+    "egress_per_gb",
     *PROVIDERS,
 )
 
@@ -63,6 +75,11 @@ class CloudConfig:
     interval_seconds: float = 10.0
     pending_seconds: float = 10.0
     server_url: str = ""  # "": the server's own URL
+    # a job's patience before new nodes are made for it, when it gives no --burst-after
+    # (hal.cloud.burst): its QoS's, else its partition's, else burst_after; inf: never
+    burst_after: float = 0.0
+    burst_after_by_qos: tuple[tuple[str, float], ...] = ()
+    burst_after_by_partition: tuple[tuple[str, float], ...] = ()
 
 
 def cloud_from_table(table: Any, source: str) -> CloudConfig:
@@ -81,12 +98,39 @@ def cloud_from_table(table: Any, source: str) -> CloudConfig:
             source, "cloud.server_url", f'must be a URL like "http://head:8080" (got {url!r})'
         )
     kwargs["server_url"] = url.rstrip("/")
+    if "burst_after" in table:
+        kwargs["burst_after"] = _duration(table["burst_after"], source, "cloud.burst_after")
+    for key in ("burst_after_by_qos", "burst_after_by_partition"):
+        if key in table:
+            kwargs[key] = _durations(table[key], source, f"cloud.{key}")
     items = table.get("groups", [])
     if not isinstance(items, list):
         raise fail(source, "cloud.groups", "write each group as a [[cloud.groups]] table")
     groups = tuple(_group(item, i, source) for i, item in enumerate(items))
     _check_unique(groups, source)
     return CloudConfig(groups=groups, **kwargs)
+
+
+def _duration(value: Any, source: str, field: str) -> float:
+    """A patience: seconds, or a string as ``--burst-after`` takes (``"10m"``, ``"never"``)."""
+    from hal.cloud.burst import parse_duration
+
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        raise fail(
+            source, field, f'must be seconds or a duration like "10m" or "never" (got {value!r})'
+        )
+    try:
+        return parse_duration(value)
+    except InvalidRequest as err:
+        raise fail(source, field, err.message) from None
+
+
+def _durations(value: Any, source: str, field: str) -> tuple[tuple[str, float], ...]:
+    if not isinstance(value, dict):
+        raise fail(source, field, 'must be a table like { normal = "10m", scavenger = "never" }')
+    return tuple((str(k), _duration(v, source, f"{field}.{k}")) for k, v in value.items())
 
 
 def _seconds(value: Any, source: str, field: str) -> float:
@@ -166,8 +210,26 @@ def _group(item: Any, i: int, source: str) -> NodeGroup:
         boot_timeout_seconds=positive_seconds(
             item.get("boot_timeout_seconds", 300), source, f"{where}.boot_timeout_seconds"
         ),
+        boot_seconds=_seconds(item.get("boot_seconds", 120), source, f"{where}.boot_seconds"),
+        interruption_rate=_rate(item, "interruption_rate", source, where),
+        data_cache=_text(item, "data_cache", source, where),
+        egress_per_gb=_rate(item, "egress_per_gb", source, where),
         settings={str(k): str(v) for k, v in settings.items()},
     )
+
+
+def _rate(item: Any, key: str, source: str, where: str) -> float:
+    value = item.get(key, 0.0)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e6:
+        raise fail(source, f"{where}.{key}", f"must be a number >= 0 (got {value!r})")
+    return float(value)
+
+
+def _text(item: Any, key: str, source: str, where: str) -> str:
+    value = item.get(key, "")
+    if not isinstance(value, str):
+        raise fail(source, f"{where}.{key}", f'must be a name like "leaf-1" (got {value!r})')
+    return value
 
 
 def _check_unique(groups: tuple[NodeGroup, ...], source: str) -> None:

@@ -169,6 +169,10 @@ class JobSpec:
     deadline: float | None = None
     requeue: bool = True
     signal: SignalSpec | None = None
+    # --burst-after: how much later than a new cloud node could start it the job may
+    # start on the nodes there before nodes are made for it (seconds; -1: never; None:
+    # its QoS's, partition's or [cloud]'s default; hal.cloud.burst)
+    burst_after_s: float | None = None
     exclusive: bool = False
     # --exclusive=user: its nodes run no other user's job while it holds them, and it
     # starts only on nodes no other user's job holds (Slurm's OverSubscribe=USER)

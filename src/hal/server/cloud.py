@@ -13,8 +13,9 @@ provider, then:
 - a node of a group whose instance is gone, and whose agent no longer answers, is
   forgotten;
 - the waiting jobs, in priority order, are packed into booting nodes and, where they
-  do not fit, into new nodes of the cheapest group that holds them
-  (``hal.cloud.autoscaler``).
+  do not fit and their expected start on the capacity there is later than a group's
+  boot + their patience (``hal.cloud.burst``), into new nodes of the group where they
+  are expected to cost least to finish (``hal.cloud.autoscaler``).
 
 Nothing is remembered between passes that the providers and the cluster do not say
 again, except how long each node has been idle and which groups rest; a restarted
@@ -31,9 +32,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hal.cloud.autoscaler import Waiting, holds, idle_to_remove, plan_scale_up
+from hal.cloud.burst import Decision, decide, offer, patience
 from hal.cloud.provider import STOPPING, Instance, Launch, Provider, ProviderError
 from hal.cloud.providers import make_provider
 from hal.config.cloud import CloudConfig
+from hal.core.data import GB, DataView
 from hal.core.errors import InvalidRequest
 from hal.core.job import Job
 from hal.core.node import Node, Partition
@@ -61,6 +64,11 @@ DEMAND = {
 IDLE_REASON = "cloud: idle, being removed"
 RETIRED_REASON = "cloud: group {group} left [cloud], being removed"
 MAX_REST_S = 3600.0  # the longest a failing group rests
+# with --signal a job checkpoints at an interruption's notice (EC2 gives two minutes):
+# it loses up to that much of its run
+NOTICE_S = 120.0
+# a job's run time for its costs when nothing was learnt and it has no time limit
+UNKNOWN_RUNTIME_S = 3600.0
 
 
 @dataclass(slots=True)
@@ -74,6 +82,8 @@ class GroupState:
     removed: int = 0
     boot_failures: int = 0
     failing: int = 0  # boot failures since a node of the group last joined
+    # how long its nodes took to join, on average (None: none seen since the start)
+    boot_observed: float | None = None
 
 
 @dataclass(slots=True)
@@ -111,6 +121,13 @@ class CloudService:
         self.made_for: dict[str, tuple[int, ...]] = {}
         # drops the token's cached caller once its nodes changed (the server's TokenCache)
         self.forget_token: Callable[[], None] = lambda: None
+        # a job's planned run time (the predictor's) and the data plane's view, for the
+        # burst decision; set by the control plane
+        self.runtime: Callable[[Job], float | None] = lambda job: None
+        self.data_view: Callable[[], DataView | None] = lambda: None
+        # the last pass's burst decision of each waiting job (``hal explain``)
+        self.decisions: dict[int, Decision] = {}
+        self._timed: set[str] = set()  # instance ids whose join time was counted
 
     def launch(self) -> Launch:
         return Launch(self.config.server_url or self.url, self.token)
@@ -298,6 +315,7 @@ class CloudService:
             if self._joined(inst):
                 joined[inst.node] = group.name
                 self.groups[group.name].failing = 0
+                self._time_join(group, inst, now)
             elif node is not None and node.last_heartbeat >= inst.created_at:
                 # it joined, and its agent is silent: a restarted server's node not yet
                 # back, or a dead one, removed once down past the group's boot timeout
@@ -312,6 +330,17 @@ class CloudService:
         if doomed:
             await self._remove(group, doomed)
         return booting, joined
+
+    def _time_join(self, group: NodeGroup, inst: Instance, now: float) -> None:
+        """Counts how long a node made since the server started took to join (the first
+        pass that sees it joined: up to an interval late) into its group's boot time."""
+        if inst.id in self._timed or inst.created_at < self.started_at:
+            return
+        self._timed.add(inst.id)
+        state = self.groups[group.name]
+        took = max(now - inst.created_at, 0.0)
+        old = state.boot_observed
+        state.boot_observed = took if old is None else 0.7 * old + 0.3 * took
 
     async def _boot_failed(self, group: NodeGroup, inst: Instance, now: float) -> None:
         """The group rests its boot timeout, twice as long after each failure in a row
@@ -489,20 +518,65 @@ class CloudService:
                 )
 
     def _waiting(self, now: float) -> list[Waiting]:
+        """The waiting jobs that new nodes may be made for, each with the groups it may
+        get them from and their expected costs (``hal.cloud.burst``)."""
         jobs = [
             j
             for j in self.cluster.unfinished.values()
-            if j.state is JobState.PENDING
-            and j.reason in DEMAND
-            and now - j.submit_time >= self.config.pending_seconds
+            if j.state is JobState.PENDING and j.reason in DEMAND
         ]
         jobs.sort(key=lambda j: (-j.priority, j.submit_time, j.id))
         waiting = []
+        decisions: dict[int, Decision] = {}
+        view = self.data_view() if any(j.spec.data for j in jobs) else None
         for job in jobs:
             partitions = self._partitions(job)
             others = self._others(job, partitions) if job.spec.nodes_min > 1 else 0
-            waiting.append(Waiting(job.id, job.spec, partitions, others))
+            decision = decisions[job.id] = self._decide(job, others, now, view)
+            if decision.group is not None:
+                waiting.append(Waiting(job.id, job.spec, partitions, others, decision.costs))
+        self.decisions = decisions
         return waiting
+
+    def _decide(self, job: Job, others: int, now: float, view: DataView | None) -> Decision:
+        """Whether ``job`` is worth new nodes, and each group's expected cost."""
+        spec = job.spec
+        runtime = self.runtime(job)
+        if runtime is None or runtime <= 0:
+            runtime = float(job.time_limit_s) if job.time_limit_s else UNKNOWN_RUNTIME_S
+        nodes = max(max(1, spec.nodes_min) - others, 1)
+        checkpoint = NOTICE_S if spec.signal is not None else 0.0
+        offers = [
+            offer(
+                g,
+                nodes,
+                runtime,
+                now,
+                boot_s=self.groups[g.name].boot_observed,
+                checkpoint_s=checkpoint,
+                data_cost=_data_cost(g, spec.data, view) * nodes,
+            )
+            for g in self.config.groups
+            if holds(spec, g.template(g.name))
+        ]
+        cfg = self.config
+        return decide(
+            job.id,
+            now,
+            waited_s=now - job.submit_time,
+            expected_start=job.expected_start,
+            patience_s=patience(
+                spec.burst_after_s,
+                spec.qos,
+                job.partition,
+                cfg.burst_after_by_qos,
+                cfg.burst_after_by_partition,
+                cfg.burst_after,
+            ),
+            floor_s=cfg.pending_seconds,
+            runtime_s=runtime,
+            offers=offers,
+        )
 
     def _others(self, job: Job, partitions: tuple[Partition, ...]) -> int:
         """The joined nodes outside the groups that have room for a multi-node job's
@@ -536,6 +610,16 @@ class CloudService:
                 )
             ]
         )
+
+
+def _data_cost(group: NodeGroup, keys: Sequence[str], view: DataView | None) -> float:
+    """Moving a job's ``--data`` inputs to one of ``group``'s nodes: the data plane's
+    per-edge costs from where they are to the group's cache (``data_cache``; none: from
+    the origin), plus ``egress_per_gb`` for each GB moved."""
+    if not keys or view is None:
+        return 0.0
+    moved = view.transfer_at(keys, group.data_cache or None)
+    return moved.cost + group.egress_per_gb * moved.moved_bytes / GB
 
 
 def _kept_by_operator(node: Node) -> bool:

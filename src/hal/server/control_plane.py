@@ -284,6 +284,9 @@ class ControlPlane:
             cloud_service, self.cluster, self.cloud_providers, self.data_dir, self.url
         )
         self.cloud.forget_token = lambda: self.ctx.tokens.forget_user(CLOUD_AGENT)
+        self.cloud.runtime = self.predictions.planned_runtime  # (the burst decision's)
+        data = self.ctx.data
+        self.cloud.data_view = (lambda: None) if data is None else data.view
         self.ctx.cloud = self.cloud  # GET /v1/cloud
         self.observe.metrics.cloud_stats = self.cloud.status
         self._tasks.append(asyncio.create_task(self.cloud.run(self._stop), name="hal-cloud"))
