@@ -64,6 +64,7 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
 
     from hal.bench import (
         agent_traffic,
+        cloud,
         fragmentation,
         harmonic,
         predict,
@@ -75,6 +76,7 @@ def add_commands(sub: Any, *, with_modules: bool = True) -> None:
     from hal.bench import htc as htc_bench
 
     agent_traffic.add_commands(bsub)
+    cloud.add_commands(bsub)
     data_bench.add_commands(bsub)
     sim.add_commands(bsub)
     predict.add_commands(bsub)

@@ -10,10 +10,11 @@ Among the groups that pass that test, the job goes where it is expected to cost 
 to finish (SkyPilot's optimizer, with HAL's learned run times):
 
 - the nodes' price × (boot + predicted run time) × nodes;
-- on interruptible capacity (``market = "spot"``), the chance that one of its nodes is
-  taken back during the run (``interruption_rate`` per node-hour, a Poisson process) ×
-  the work that would be lost then × the price: up to its checkpoint interval when the
-  job checkpoints (its ``--signal``, or a stated interval), else the run so far;
+- on interruptible capacity (``market = "spot"``), what interruptions are expected to
+  add: one of its nodes taken back (``interruption_rate`` per node-hour, a Poisson
+  process) loses the work since its last checkpoint (its ``--signal`` lets it
+  checkpoint at the notice; else all of it), paid again with a new boot, as often as
+  it comes (``expected_busy_s``);
 - moving its ``--data`` inputs to the group's nodes (the data plane's per-edge costs
   from the cache holding them, plus the group's ``egress_per_gb``), computed by the
   caller and passed in as a number.
@@ -25,12 +26,13 @@ Used by the server's autoscaler (``hal.server.cloud``) and the simulator
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from hal.core.node_groups import SPOT, NodeGroup
+from hal.core.patience import NEVER, Patience, parse_patience
 
-NEVER = math.inf  # --burst-after=never: this job gets no new nodes
+__all__ = ["NEVER", "Decision", "Offer", "Patience", "decide", "offer", "parse_patience"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +43,7 @@ class Offer:
     nodes: int
     ready_at: float  # now + the group's boot time
     run_cost: float  # price × (boot + predicted run time) × nodes
-    interruption_cost: float  # spot: P(interruption) × lost work × price × nodes
+    interruption_cost: float  # spot: the lost work and boots expected, at its price
     data_cost: float  # moving its --data inputs there
     p_interruption: float  # the chance one of its nodes is taken back during the run
     soon_enough: bool = True  # the job's expected start is later than ready_at + patience
@@ -78,23 +80,32 @@ def interruption_probability(rate_per_hour: float, nodes: int, seconds: float) -
     return -math.expm1(-rate_per_hour * max(nodes, 1) * seconds / 3600.0)
 
 
-def expected_loss_s(
-    rate_per_hour: float, nodes: int, runtime_s: float, checkpoint_s: float = 0.0
+def expected_busy_s(
+    rate_per_hour: float,
+    nodes: int,
+    runtime_s: float,
+    checkpoint_s: float = 0.0,
+    boot_s: float = 0.0,
 ) -> float:
-    """The run time an interruption is expected to cost, given that one comes during the
-    run: half a checkpoint interval when the job checkpoints (``checkpoint_s`` > 0; at
-    most half the run), else the run so far (the mean of an exponential arrival cut at
-    the run's end)."""
+    """How long a job's nodes are expected to be held to finish ``runtime_s`` of work,
+    boot included, when one of ``nodes`` nodes taken back (``rate_per_hour`` each) loses
+    the work since its last checkpoint (every ``checkpoint_s``; 0: all of it) and the
+    job starts again on new nodes, booting again: each piece of ``L`` seconds between
+    checkpoints takes ``(e^{rL} - 1) / r`` with ``e^{rL} - 1`` interruptions on average
+    (restarts from scratch, r the job's interruption rate per second). Infinite where
+    the job would all but never finish."""
     if runtime_s <= 0:
-        return 0.0
-    if checkpoint_s > 0:
-        return min(checkpoint_s, runtime_s) / 2.0
+        return boot_s
     r = rate_per_hour * max(nodes, 1) / 3600.0
-    x = r * runtime_s
-    if x < 1e-9:
-        return runtime_s / 2.0
-    # E[t | t < T] for t ~ Exp(r): 1/r - T e^{-rT} / (1 - e^{-rT})
-    return 1.0 / r - runtime_s / math.expm1(x)
+    if r <= 0:
+        return boot_s + runtime_s
+    piece = min(checkpoint_s, runtime_s) if checkpoint_s > 0 else runtime_s
+    pieces = runtime_s / piece
+    x = r * piece
+    if x > 50:
+        return math.inf
+    failures = pieces * math.expm1(x)
+    return boot_s + pieces * math.expm1(x) / r + failures * boot_s
 
 
 def boot_seconds(group: NodeGroup, observed: float | None = None) -> float:
@@ -112,20 +123,26 @@ def offer(
     boot_s: float | None = None,
     checkpoint_s: float = 0.0,
     data_cost: float = 0.0,
+    risk_s: float | None = None,
 ) -> Offer:
     """The expected cost of running a job of ``nodes`` nodes for ``runtime_s`` on new
-    nodes of ``group`` (``boot_s``: its expected boot time, default ``boot_seconds``)."""
+    nodes of ``group`` (``boot_s``: its expected boot time, default ``boot_seconds``):
+    the nodes' price for the boot and the run; on spot, what the expected
+    interruptions add (``expected_busy_s``: the work lost and paid again, the boots
+    again), worked out over ``risk_s`` (default ``runtime_s``): a run time that errs
+    long, as a time limit does, since the risk grows faster than the run."""
     boot = boot_seconds(group) if boot_s is None else boot_s
     nodes = max(nodes, 1)
     price = group.price_per_hour
     run_cost = price * nodes * (boot + runtime_s) / 3600.0
     p = 0.0
     lost_cost = 0.0
-    if group.market == SPOT:
-        p = interruption_probability(group.interruption_rate, nodes, runtime_s)
-        lost = expected_loss_s(group.interruption_rate, nodes, runtime_s, checkpoint_s)
-        # the lost run is paid again, and a new node boots for it
-        lost_cost = p * price * nodes * (lost + boot) / 3600.0
+    if group.market == SPOT and group.interruption_rate > 0:
+        rate = group.interruption_rate
+        risk = runtime_s if risk_s is None else max(risk_s, runtime_s)
+        p = interruption_probability(rate, nodes, risk)
+        busy = expected_busy_s(rate, nodes, risk, checkpoint_s, boot)
+        lost_cost = price * nodes * (busy - boot - risk) / 3600.0
     return Offer(group.name, nodes, now + boot, run_cost, lost_cost, data_cost, p)
 
 
@@ -164,13 +181,14 @@ def decide(
         return made(None, "--burst-after=never")
     if waited_s < floor_s:
         return made(None, f"waited {waited_s:.0f} s of [cloud] pending_seconds {floor_s:g}")
-    usable = [o for o in ranked if o.soon_enough]
+    usable = [o for o in ranked if o.soon_enough and math.isfinite(o.total)]
     if not usable:
-        assert expected_start is not None
         return made(
             None,
-            f"expected to start here at +{expected_start - now:.0f} s, no later than a new "
-            f"node's boot + its patience ({patience_s:g} s)",
+            "no group would finish it (spot taken back too often)"
+            if expected_start is None or any(o.soon_enough for o in ranked)
+            else f"expected to start here at +{expected_start - now:.0f} s, no later than "
+            f"a new node's boot + its patience ({patience_s:g} s)",
         )
     best = usable[0]
     where = "none known" if expected_start is None else f"+{expected_start - now:.0f} s"
@@ -183,57 +201,21 @@ def decide(
 
 
 def patience(
-    burst_after_s: float | None,
+    own: str,
     qos: str | None,
     partition: str,
-    by_qos: Sequence[tuple[str, float]] | dict[str, float],
-    by_partition: Sequence[tuple[str, float]] | dict[str, float],
-    default_s: float,
-) -> float:
-    """A job's patience: its own ``--burst-after`` (``JobSpec.burst_after_s``, -1:
-    never), else its QoS's, else its partition's default (``[cloud] burst_after_by_qos``
-    / ``burst_after_by_partition``), else ``[cloud] burst_after``."""
-    if burst_after_s is not None:
-        return NEVER if burst_after_s < 0 else burst_after_s
-    q = dict(by_qos)
-    if qos is not None and qos in q:
-        return q[qos]
-    p = dict(by_partition)
-    if partition in p:
-        return p[partition]
-    return default_s
-
-
-def parse_duration(text: str, *, field: str = "burst-after") -> float:
-    """``--burst-after`` and the config's values: ``never``, seconds (``90``), ``10m``,
-    ``2h``, ``1d`` or ``HH:MM:SS``."""
-    from hal.core.errors import InvalidRequest
-
-    t = text.strip().lower()
-    if t == "never":
-        return NEVER
-    units = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-    try:
-        if t and t[-1] in units:
-            value = float(t[:-1]) * units[t[-1]]
-        elif ":" in t:
-            parts = [float(x) for x in t.split(":")]
-            if len(parts) > 3:
-                raise ValueError(t)
-            value = 0.0
-            for x in parts:
-                value = value * 60 + x
-        else:
-            value = float(t)
-    except ValueError:
-        raise InvalidRequest(
-            f"--{field} takes a duration like 90 (seconds), 10m, 2h, 1d or 01:30:00, or "
-            f"never (got {text!r})",
-            field=field.replace("-", "_"),
-        ) from None
-    if not math.isfinite(value) or value < 0:
-        raise InvalidRequest(
-            f"--{field} must be 0 or more, or never (got {text!r})",
-            field=field.replace("-", "_"),
-        )
-    return value
+    by_qos: Mapping[str, Patience],
+    by_partition: Mapping[str, Patience],
+    default: Patience,
+) -> Patience:
+    """A job's patience: its own ``--burst-after`` (``JobSpec.burst_after``, checked at
+    submit), else its QoS's, else its partition's default (``[cloud]
+    burst_after_by_qos`` / ``burst_after_by_partition``), else ``[cloud]
+    burst_after``."""
+    if own:
+        return parse_patience(own)
+    if qos is not None and qos in by_qos:
+        return by_qos[qos]
+    if partition in by_partition:
+        return by_partition[partition]
+    return default

@@ -896,10 +896,9 @@ def _scheduling(
         fields["time_min_seconds"] = _time_min(time_min, fields.get("time_limit_seconds"), environ)
     burst_after = text("burst_after")
     if burst_after is not None:
-        from hal.cloud.burst import NEVER, parse_duration
+        from hal.core.patience import parse_patience
 
-        patience = parse_duration(burst_after)
-        fields["burst_after_seconds"] = -1.0 if patience == NEVER else patience
+        fields["burst_after"] = str(parse_patience(burst_after))  # (refused here if bad)
     # array, dependency and signal travel as text (the server parses them with the same
     # functions); checking the syntax here gives the error before any network round trip.
     array = text("array")

@@ -31,13 +31,15 @@ node), as configured nodes that have not joined yet do.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from hal.config.priority import fail, positive_seconds, unknown_key, whole_number
 from hal.core.errors import InvalidRequest
 from hal.core.node import check_features
 from hal.core.node_groups import PROVIDERS, NodeGroup
+from hal.core.patience import Patience, parse_patience
 from hal.core.resources import ResourceVector
 
 CLOUD_KEYS = (
@@ -76,10 +78,10 @@ class CloudConfig:
     pending_seconds: float = 10.0
     server_url: str = ""  # "": the server's own URL
     # a job's patience before new nodes are made for it, when it gives no --burst-after
-    # (hal.cloud.burst): its QoS's, else its partition's, else burst_after; inf: never
-    burst_after: float = 0.0
-    burst_after_by_qos: tuple[tuple[str, float], ...] = ()
-    burst_after_by_partition: tuple[tuple[str, float], ...] = ()
+    # (hal.cloud.burst): its QoS's, else its partition's, else burst_after
+    burst_after: Patience = field(default_factory=Patience)
+    burst_after_by_qos: Mapping[str, Patience] = field(default_factory=dict)
+    burst_after_by_partition: Mapping[str, Patience] = field(default_factory=dict)
 
 
 def cloud_from_table(table: Any, source: str) -> CloudConfig:
@@ -111,26 +113,25 @@ def cloud_from_table(table: Any, source: str) -> CloudConfig:
     return CloudConfig(groups=groups, **kwargs)
 
 
-def _duration(value: Any, source: str, field: str) -> float:
-    """A patience: seconds, or a string as ``--burst-after`` takes (``"10m"``, ``"never"``)."""
-    from hal.cloud.burst import parse_duration
-
+def _duration(value: Any, source: str, where: str) -> Patience:
+    """A patience: seconds, or as ``--burst-after`` takes it (``"10m"``, ``"0.5x"``,
+    ``"never"``)."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         value = str(value)
     if not isinstance(value, str):
         raise fail(
-            source, field, f'must be seconds or a duration like "10m" or "never" (got {value!r})'
+            source, where, f'must be seconds or like "10m", "0.5x" or "never" (got {value!r})'
         )
     try:
-        return parse_duration(value)
+        return parse_patience(value, field=where)
     except InvalidRequest as err:
-        raise fail(source, field, err.message) from None
+        raise fail(source, where, err.message) from None
 
 
-def _durations(value: Any, source: str, field: str) -> tuple[tuple[str, float], ...]:
+def _durations(value: Any, source: str, where: str) -> dict[str, Patience]:
     if not isinstance(value, dict):
-        raise fail(source, field, 'must be a table like { normal = "10m", scavenger = "never" }')
-    return tuple((str(k), _duration(v, source, f"{field}.{k}")) for k, v in value.items())
+        raise fail(source, where, 'must be a table like { normal = "10m", scavenger = "never" }')
+    return {str(k): _duration(v, source, f"{where}.{k}") for k, v in value.items()}
 
 
 def _seconds(value: Any, source: str, field: str) -> float:

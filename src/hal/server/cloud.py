@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -49,6 +50,7 @@ from hal.state.cluster import Cluster
 from hal.state.node_reasons import NOT_RESPONDING, server_user, set_down_by_operator
 from hal.state.store import EventRow
 from hal.wire.cloud import CloudGroupInfo, CloudNodeInfo, CloudStatus
+from hal.wire.priority import BurstInfo, BurstOffer
 
 log = logging.getLogger(__name__)
 
@@ -555,6 +557,7 @@ class CloudService:
                 boot_s=self.groups[g.name].boot_observed,
                 checkpoint_s=checkpoint,
                 data_cost=_data_cost(g, spec.data, view) * nodes,
+                risk_s=float(job.time_limit_s) if job.time_limit_s else None,
             )
             for g in self.config.groups
             if holds(spec, g.template(g.name))
@@ -566,13 +569,13 @@ class CloudService:
             waited_s=now - job.submit_time,
             expected_start=job.expected_start,
             patience_s=patience(
-                spec.burst_after_s,
+                spec.burst_after,
                 spec.qos,
                 job.partition,
                 cfg.burst_after_by_qos,
                 cfg.burst_after_by_partition,
                 cfg.burst_after,
-            ),
+            ).at(job.time_limit_s),
             floor_s=cfg.pending_seconds,
             runtime_s=runtime,
             offers=offers,
@@ -610,6 +613,39 @@ class CloudService:
                 )
             ]
         )
+
+
+def burst_info(decision: Decision | None) -> BurstInfo | None:
+    """A burst decision as ``hal explain`` shows it (None: none)."""
+    if decision is None:
+        return None
+    return BurstInfo(
+        decided_at=decision.now,
+        expected_start=decision.expected_start,
+        patience_seconds=None if math.isinf(decision.patience_s) else decision.patience_s,
+        runtime_seconds=decision.runtime_s,
+        group=decision.group,
+        why=decision.why,
+        offers=[
+            BurstOffer(
+                group=o.group,
+                nodes=o.nodes,
+                ready_at=o.ready_at,
+                expected_cost=_finite(o.total),
+                run_cost=o.run_cost,
+                interruption_cost=_finite(o.interruption_cost),
+                data_cost=o.data_cost,
+                p_interruption=o.p_interruption,
+                soon_enough=o.soon_enough,
+            )
+            for o in decision.offers
+        ],
+    )
+
+
+def _finite(x: float) -> float:
+    """JSON has no infinity: a cost that never ends is shown as -1."""
+    return x if math.isfinite(x) else -1.0
 
 
 def _data_cost(group: NodeGroup, keys: Sequence[str], view: DataView | None) -> float:
