@@ -156,6 +156,7 @@ def decide(
     floor_s: float,
     runtime_s: float,
     offers: Iterable[Offer],
+    forecast_due: bool = False,
 ) -> Decision:
     """Whether the job gets new nodes, and from which of ``offers`` (each group that can
     hold it, in config order). A group may open nodes for it when the job has waited
@@ -163,7 +164,8 @@ def decide(
     ``expected_start`` on the capacity already there (None: none known, as for a job no
     node there can hold) is later than that group's ``ready_at + patience_s``. Of those,
     the lowest expected cost to finish wins (ties: the earlier ready, then config
-    order)."""
+    order). ``forecast_due``: the scheduler has not forecast the job yet, so a None
+    ``expected_start`` says nothing yet: it waits for the next pass."""
     judged = []
     for o in offers:
         later = expected_start is None or expected_start > o.ready_at + patience_s
@@ -181,6 +183,8 @@ def decide(
         return made(None, "--burst-after=never")
     if waited_s < floor_s:
         return made(None, f"waited {waited_s:.0f} s of [cloud] pending_seconds {floor_s:g}")
+    if forecast_due:
+        return made(None, "its expected start here is not worked out yet")
     usable = [o for o in ranked if o.soon_enough and math.isfinite(o.total)]
     if not usable:
         return made(

@@ -130,6 +130,10 @@ class CloudService:
         # the last pass's burst decision of each waiting job (``hal explain``)
         self.decisions: dict[int, Decision] = {}
         self._timed: set[str] = set()  # instance ids whose join time was counted
+        # the scheduler's bf_interval (None: no backfill stage, so no forecast), and when
+        # this loop first saw each job waiting
+        self.backfill_every: Callable[[], float | None] = lambda: 30.0
+        self._waiting_since: dict[int, float] = {}
 
     def launch(self) -> Launch:
         return Launch(self.config.server_url or self.url, self.token)
@@ -338,6 +342,8 @@ class CloudService:
         pass that sees it joined: up to an interval late) into its group's boot time."""
         if inst.id in self._timed or inst.created_at < self.started_at:
             return
+        if len(self._timed) > 10_000:
+            self._timed.clear()  # (ids of long-gone instances; a few may be counted twice)
         self._timed.add(inst.id)
         state = self.groups[group.name]
         took = max(now - inst.created_at, 0.0)
@@ -538,7 +544,36 @@ class CloudService:
             if decision.group is not None:
                 waiting.append(Waiting(job.id, job.spec, partitions, others, decision.costs))
         self.decisions = decisions
+        for gone in self._waiting_since.keys() - decisions.keys():
+            del self._waiting_since[gone]
         return waiting
+
+    def _forecast_due(self, job: Job, now: float) -> bool:
+        """A waiting job without an expected start that a node already there could hold,
+        and that has not waited a backfill interval (and a pass) since this loop first
+        saw it waiting: the scheduler's forecast (``squeue --start``, worked out by its
+        backfill stage) may not have come yet, so its "none known" is not yet "none
+        fits". (A job no node there can hold has no start to wait for.)"""
+        if job.expected_start is not None:
+            return False
+        since = self._waiting_since.setdefault(job.id, now)
+        every = self.backfill_every()
+        if every is None or now - since >= every + self.config.interval_seconds:
+            return False
+        return self._owned_could_hold(job)
+
+    def _owned_could_hold(self, job: Job) -> bool:
+        """Some node there (not a group's) of its partitions is big enough for the job's
+        share of a node, busy or not."""
+        partitions = self._partitions(job)
+        templates = self.cluster.cloud_templates
+        return any(
+            name not in templates
+            and name not in job.spec.exclude
+            and any(p.contains(name) for p in partitions)
+            and holds(job.spec, node)
+            for name, node in self.cluster.nodes.items()
+        )
 
     def _decide(self, job: Job, others: int, now: float, view: DataView | None) -> Decision:
         """Whether ``job`` is worth new nodes, and each group's expected cost."""
@@ -567,6 +602,7 @@ class CloudService:
             job.id,
             now,
             waited_s=now - job.submit_time,
+            forecast_due=self._forecast_due(job, now),
             expected_start=job.expected_start,
             patience_s=patience(
                 spec.burst_after,

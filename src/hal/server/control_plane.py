@@ -285,6 +285,7 @@ class ControlPlane:
         )
         self.cloud.forget_token = lambda: self.ctx.tokens.forget_user(CLOUD_AGENT)
         self.cloud.runtime = self.predictions.planned_runtime  # (the burst decision's)
+        self.cloud.backfill_every = lambda: self.scheduler.backfill_interval_s
         data = self.ctx.data
         self.cloud.data_view = (lambda: None) if data is None else data.view
         self.ctx.cloud = self.cloud  # GET /v1/cloud

@@ -178,3 +178,19 @@ def test_patience_comes_from_the_job_then_qos_then_partition() -> None:
     assert patience("", "low", "gpu", by_qos, by_part, default).at(100) == NEVER
     assert patience("", "normal", "gpu", by_qos, by_part, default).at(100) == 3600.0
     assert patience("", None, "batch", by_qos, by_part, default).at(4000) == 1000.0
+
+
+def test_a_job_not_forecast_yet_waits_a_pass() -> None:
+    offers = [offer(group("od", 0.4), 1, 3600.0, NOW)]
+    due = decide(
+        7,
+        NOW,
+        waited_s=600.0,
+        expected_start=None,
+        patience_s=0.0,
+        floor_s=0.0,
+        runtime_s=3600.0,
+        offers=offers,
+        forecast_due=True,
+    )
+    assert due.group is None and "not worked out yet" in due.why
