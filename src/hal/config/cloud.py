@@ -5,8 +5,10 @@ as groups of one machine kind each)::
 
     [cloud]
     interval_seconds = 10          # how often the autoscaler looks (default 10)
-    pending_seconds = 10           # a job waits this long before nodes are made for it
+    pending_seconds = 10           # no job gets new nodes before it has waited this long
     server_url = ""                # the URL new nodes' agents join (default: the server's)
+    burst_after = "0"              # a job's patience without --burst-after (hal.cloud.burst)
+    burst_after_by_qos = { scavenger = "never" }
 
     [[cloud.groups]]
     name = "burst"
@@ -17,7 +19,8 @@ as groups of one machine kind each)::
     gpus = 0
     gpu_type = ""                  # e.g. "nvidia_a100" for --gres=gpu:a100:1
     features = ["cloud"]           # for --constraint
-    price_per_hour = 0.17          # the cheapest group that fits a job is opened
+    price_per_hour = 0.17          # what one node costs an hour
+    boot_seconds = 120             # expected time to join, until joins are seen
     idle_seconds = 300             # an idle node is removed (Slurm's SuspendTime)
     boot_timeout_seconds = 300     # a node not joined by then is removed (ResumeTimeout)
     [cloud.groups.ec2]             # the provider's own settings (docs/admin/cloud.md)
