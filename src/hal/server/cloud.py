@@ -553,7 +553,7 @@ class CloudService:
         and that has not waited a backfill interval (and a pass) since this loop first
         saw it waiting: the scheduler's forecast (``squeue --start``, worked out by its
         backfill stage) may not have come yet, so its "none known" is not yet "none
-        fits". (A job no node there can hold has no start to wait for.)"""
+        fits". (A job the nodes there can never hold has no start to wait for.)"""
         if job.expected_start is not None:
             return False
         since = self._waiting_since.setdefault(job.id, now)
@@ -563,17 +563,21 @@ class CloudService:
         return self._owned_could_hold(job)
 
     def _owned_could_hold(self, job: Job) -> bool:
-        """Some node there (not a group's) of its partitions is big enough for the job's
-        share of a node, busy or not."""
+        """Enough nodes there (not a group's) of its partitions are big enough for the
+        job's share of a node, busy or not, to make up its count."""
         partitions = self._partitions(job)
         templates = self.cluster.cloud_templates
-        return any(
-            name not in templates
-            and name not in job.spec.exclude
-            and any(p.contains(name) for p in partitions)
-            and holds(job.spec, node)
-            for name, node in self.cluster.nodes.items()
-        )
+        spec = job.spec
+        need = max(1, spec.nodes_min)
+        found = 0
+        for name, node in self.cluster.nodes.items():
+            if name in templates or name in spec.exclude:
+                continue
+            if any(p.contains(name) for p in partitions) and holds(spec, node):
+                found += 1
+                if found >= need:
+                    return True
+        return False
 
     def _decide(self, job: Job, others: int, now: float, view: DataView | None) -> Decision:
         """Whether ``job`` is worth new nodes, and each group's expected cost."""
