@@ -32,7 +32,21 @@ from dataclasses import dataclass, replace
 from hal.core.node_groups import SPOT, NodeGroup
 from hal.core.patience import NEVER, Patience, parse_patience
 
-__all__ = ["NEVER", "Decision", "Offer", "Patience", "decide", "offer", "parse_patience"]
+# (the patience's type and parser live in hal.core.patience, where the configuration and
+# the Slurm commands reach them; named here too, beside the decision that reads them)
+__all__ = [
+    "NEVER",
+    "Decision",
+    "Offer",
+    "Patience",
+    "boot_seconds",
+    "decide",
+    "expected_busy_s",
+    "interruption_probability",
+    "offer",
+    "parse_patience",
+    "patience",
+]
 
 
 @dataclass(frozen=True, slots=True)
