@@ -149,6 +149,10 @@ def run_case(
     out["never"] = one("never")
     for n in wait_n:
         sweep["wait_n"].append({"wait_n_s": n, **one("wait_n", wait_n_s=n)})
+    # wait_n choosing its group by expected cost, as hal does: the gate's share apart
+    out["wait_n_costed"] = [
+        {"wait_n_s": n, **one("wait_n", wait_n_s=n, costed=True)} for n in wait_n
+    ]
     for policy in ("hal", "oracle"):
         for text in patience:
             entry = one(policy, patience=parse_patience(text))

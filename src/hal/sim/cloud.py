@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from hal.cloud.autoscaler import Waiting, holds, plan_scale_up
-from hal.cloud.burst import decide, offer
+from hal.cloud.burst import Offer, decide, offer
 from hal.core.errors import InvalidRequest
 from hal.core.job import Job
 from hal.core.node_groups import NodeGroup
@@ -63,6 +63,9 @@ class CloudModel:
     # every job's --burst-after (hal, oracle)
     patience: Patience = field(default_factory=Patience)
     wait_n_s: float = 3600.0  # wait_n's N
+    # wait_n with HAL's choice of group (expected cost) instead of the cheapest hour: no
+    # gate, so what the gate adds shows apart from what the choice of group adds
+    costed: bool = False
     checkpoint_s: float = 0.0  # jobs checkpoint this often (0: never; they lose it all)
     seed: int = 1
 
@@ -233,30 +236,15 @@ class _CloudReplay(_Replay):
         if waited < self.model.pending_s:
             return None
         if self.policy == "wait_n":
-            return (
-                Waiting(job.id, job.spec, self.partitions)
-                if waited >= self.model.wait_n_s
-                else None
-            )
+            if waited < self.model.wait_n_s:
+                return None
+            if not self.model.costed:
+                return Waiting(job.id, job.spec, self.partitions)
+            costs = {o.group: o.total for o in self._offers(job, now) if math.isfinite(o.total)}
+            return Waiting(job.id, job.spec, self.partitions, costs=costs)
         if job.id not in self.expected:
             return None  # no pass has forecast it yet
         assert self.predictor is not None
-        runtime = planned_runtime(self.predictor, job)
-        nodes = max(job.spec.nodes_min, 1)
-        offers = [
-            offer(
-                g,
-                nodes,
-                runtime,
-                now,
-                checkpoint_s=self.model.checkpoint_s,
-                # (the server's: the risk over the time limit, where run times are
-                # predicted; the oracle's over the true run)
-                risk_s=float(job.time_limit_s) if self.policy == "hal" else None,
-            )
-            for g in self.model.groups
-            if holds(job.spec, g.template(g.name))
-        ]
         decision = decide(
             job.id,
             now,
@@ -264,12 +252,31 @@ class _CloudReplay(_Replay):
             expected_start=self.expected[job.id],
             patience_s=self.model.patience.at(job.time_limit_s),
             floor_s=self.model.pending_s,
-            runtime_s=runtime,
-            offers=offers,
+            runtime_s=planned_runtime(self.predictor, job),
+            offers=self._offers(job, now),
         )
         if decision.group is None:
             return None
         return Waiting(job.id, job.spec, self.partitions, costs=decision.costs)
+
+    def _offers(self, job: Job, now: float) -> list[Offer]:
+        """Each group's offer for the job, as the server makes them: the risk of spot
+        over the time limit where run times are predicted (the oracle's: the true run)."""
+        assert self.predictor is not None
+        runtime = planned_runtime(self.predictor, job)
+        nodes = max(job.spec.nodes_min, 1)
+        return [
+            offer(
+                g,
+                nodes,
+                runtime,
+                now,
+                checkpoint_s=self.model.checkpoint_s,
+                risk_s=float(job.time_limit_s) if self.policy != "oracle" else None,
+            )
+            for g in self.model.groups
+            if holds(job.spec, g.template(g.name))
+        ]
 
     def _launch(self, job: Job, nodes: tuple[tuple[NodeGroup, str], ...], now: float) -> None:
         """The job leaves the owned queue for its new nodes: it starts once the slowest

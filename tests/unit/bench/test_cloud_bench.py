@@ -51,6 +51,9 @@ def test_the_json_has_each_policy_with_its_figures(out: dict[str, Any]) -> None:
     assert spot["interruption_rate_per_hour"] == 0.05
     assert [p["burst_after"] for p in case["sweep"]["hal"]] == ["0", "1x"]
     assert set(case["goal"]) == {"wait_n_600"}
+    # the ablation: wait_n choosing its group by expected cost, once per N
+    assert [p["wait_n_s"] for p in case["wait_n_costed"]] == [600]
+    assert set(case["wait_n_costed"][0]) >= KEYS
     assert isinstance(case["goal"]["wait_n_600"]["met"], bool)
 
 
